@@ -1,0 +1,68 @@
+/* Internal helpers shared by every layer: the environment accessors
+ * (allocation, time, randomness through struct rpcrdma_env), byte-order
+ * loads/stores and small macros. Internal symbols use the rr_ prefix and are
+ * hidden from the shared library (only rpcrdma_* is exported). */
+#ifndef RR_COMMON_H
+#define RR_COMMON_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "rpcrdma/env.h"
+
+#define RR_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define RR_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define RR_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define RR_ALIGN4(x) (((x) + 3u) & ~(size_t)3u)
+#define RR_UNUSED(x) ((void)(x))
+#define RR_LIKELY(x) __builtin_expect(!!(x), 1)
+#define RR_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define RR_CONTAINER_OF(ptr, type, member) \
+	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+/* Environment accessors; @env may be NULL (defaults). */
+static inline const struct rpcrdma_env *rr_env(const struct rpcrdma_env *env)
+{
+	return env ? env : rpcrdma_env_default();
+}
+void *rr_alloc(const struct rpcrdma_env *env, size_t size);
+void *rr_zalloc(const struct rpcrdma_env *env, size_t size);
+void rr_free(const struct rpcrdma_env *env, void *ptr);
+uint64_t rr_now_ns(const struct rpcrdma_env *env);
+void rr_random(const struct rpcrdma_env *env, void *buf, size_t len);
+
+/* Big-endian loads and stores (wire order for XDR, MPA, DDP, RDMAP). */
+static inline uint16_t rr_get_be16(const uint8_t *p)
+{
+	return (uint16_t)((uint16_t)p[0] << 8 | p[1]);
+}
+static inline uint32_t rr_get_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+static inline uint64_t rr_get_be64(const uint8_t *p)
+{
+	return (uint64_t)rr_get_be32(p) << 32 | rr_get_be32(p + 4);
+}
+static inline void rr_put_be16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+static inline void rr_put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+static inline void rr_put_be64(uint8_t *p, uint64_t v)
+{
+	rr_put_be32(p, (uint32_t)(v >> 32));
+	rr_put_be32(p + 4, (uint32_t)v);
+}
+
+#endif

@@ -1,0 +1,93 @@
+/* The test runner's interface. A test is `TEST(name) { ... }` at the start of
+ * a line in any tests/ C file: it registers itself in the runner's named table
+ * at start-up, and CMake adds one CTest test per name (`rr-tests name`).
+ *
+ * CHECK(cond) records a failure and continues; REQUIRE(cond) records it and
+ * ends the test. CHECK_EQ/REQUIRE_EQ compare integers and print both values.
+ *
+ * Also here: test environments (a failing allocator that fails the i-th
+ * allocation, a virtual clock, a seeded random generator) and hexdump helpers. */
+#ifndef RR_TEST_H
+#define RR_TEST_H
+
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdio.h>
+
+#include "common/common.h"
+
+struct rr_test {
+	const char *name;
+	void (*fn)(void);
+	struct rr_test *next;
+};
+
+void rr_test_register(struct rr_test *t);
+void rr_test_fail(const char *file, int line, const char *expr, bool fatal);
+void rr_test_fail_eq(const char *file, int line, const char *a, const char *b,
+		     long long va, long long vb, bool fatal);
+_Noreturn void rr_test_abort(void);
+
+#define TEST(n)                                                                \
+	static void test_##n(void);                                            \
+	static struct rr_test rr_test_##n = {#n, test_##n, NULL};              \
+	__attribute__((constructor)) static void rr_test_reg_##n(void)         \
+	{                                                                      \
+		rr_test_register(&rr_test_##n);                                \
+	}                                                                      \
+	static void test_##n(void)
+
+#define CHECK(c)                                                               \
+	do {                                                                   \
+		if (!(c))                                                      \
+			rr_test_fail(__FILE__, __LINE__, #c, false);           \
+	} while (0)
+#define REQUIRE(c)                                                             \
+	do {                                                                   \
+		if (!(c))                                                      \
+		{                                                              \
+			rr_test_fail(__FILE__, __LINE__, #c, true);            \
+			rr_test_abort();                                       \
+		}                                                              \
+	} while (0)
+#define CHECK_EQ(a, b)                                                         \
+	do {                                                                   \
+		long long va_ = (long long)(a), vb_ = (long long)(b);          \
+		if (va_ != vb_)                                                \
+			rr_test_fail_eq(__FILE__, __LINE__, #a, #b, va_, vb_,  \
+					false);                                \
+	} while (0)
+#define REQUIRE_EQ(a, b)                                                       \
+	do {                                                                   \
+		long long va_ = (long long)(a), vb_ = (long long)(b);          \
+		if (va_ != vb_)                                                \
+		{                                                              \
+			rr_test_fail_eq(__FILE__, __LINE__, #a, #b, va_, vb_,  \
+					true);                                 \
+			rr_test_abort();                                       \
+		}                                                              \
+	} while (0)
+#define CHECK_MEM(a, b, n) CHECK(memcmp((a), (b), (n)) == 0)
+
+/* ---- test environments ---- */
+
+/* A failing allocator: allocation number @fail_at (1-based) and every later
+ * one fails when @fail_all_after, only that one otherwise; 0 never fails.
+ * Counts allocations and live blocks (for leak checks). */
+struct rr_test_env {
+	struct rpcrdma_env env;
+	unsigned long fail_at;
+	bool fail_all_after;
+	unsigned long allocs;
+	long live;
+	uint64_t now_ns;   /* virtual clock, advanced by tests */
+	uint64_t rng;      /* xorshift state */
+};
+
+void rr_test_env_init(struct rr_test_env *te, uint64_t seed);
+
+/* Parses hex text ("de ad be ef", spaces/newlines ignored) into @out; returns
+ * the byte count. Aborts the test on bad text or overflow. */
+size_t rr_test_hex(const char *hex, uint8_t *out, size_t cap);
+
+#endif
