@@ -76,8 +76,8 @@ struct rt {
 	struct rr_test_env te;
 	struct rr_xprt_params rp, sp;   /* requester / responder params */
 	struct rr_xprt_stats rst, sst;
-	struct rr_xprt_req req;
-	struct rr_xprt_rsp rsp;
+	struct rr_xprt_requester req;
+	struct rr_xprt_responder rsp;
 	uint8_t send[70000];
 	uint32_t send_len;
 	uint8_t reply[70000];
@@ -110,20 +110,20 @@ static void rt_start(struct rt *t)
 
 /* Runs a Call; the responder answers with @rparts. Returns the requester's
  * completion kind; the call is released. */
-static int rt_run(struct rt *t, const struct rr_xprt_call_desc *d,
+static int rt_run(struct rt *t, const struct rr_xprt_rqst_desc *d,
 		  const struct rr_xprt_part *rparts, unsigned nrparts)
 {
-	struct rr_xprt_call *c;
+	struct rr_xprt_rqst *c;
 	struct rr_xprt_rcall *rc = NULL;
 	uint8_t err[28];
 	size_t elen;
 	int n;
 
-	REQUIRE_EQ(rr_xprt_call_prepare(&t->req, d, &c), 0);
+	REQUIRE_EQ(rr_xprt_rqst_prepare(&t->req, d, &c), 0);
 	for (unsigned i = 0; i < c->nregs; i++)
 		sim_register(&c->regs[i]);
 	t->form = c->form;
-	n = rr_xprt_call_marshal(&t->req, c, 128, t->send, sizeof(t->send));
+	n = rr_xprt_rqst_marshal(&t->req, c, 128, t->send, sizeof(t->send));
 	REQUIRE(n > 0);
 	CHECK(n <= (int)t->rp.call_inline);
 	t->send_len = (uint32_t)n;
@@ -178,7 +178,7 @@ static void rt_finish(struct rt *t)
 {
 	/* The caller releases the completed call (res.call). */
 	if (t->res.call)
-		rr_xprt_call_release(&t->req, t->res.call);
+		rr_xprt_rqst_release(&t->req, t->res.call);
 	t->res.call = NULL;
 	CHECK_EQ(t->req.outstanding, 0);
 	CHECK_EQ(t->te.live, 0);
@@ -234,7 +234,7 @@ TEST(xprt_short_call_at_threshold)
 	/* Message 28 + 996 = 1024 bytes: inline iff call_inline >= 1024. */
 	for (int delta = -1; delta <= 1; delta++) {
 		struct rr_xprt_part cp = {head_buf, 996, false};
-		struct rr_xprt_call_desc d = {.xid = 7, .parts = &cp, .nparts = 1,
+		struct rr_xprt_rqst_desc d = {.xid = 7, .parts = &cp, .nparts = 1,
 					      .max_reply = 64};
 
 		rt_init(&t);
@@ -266,7 +266,7 @@ TEST(xprt_read_chunks_odd_lengths_many_segments)
 		{head_buf, 100, false}, {item_a, 4097, true}, {tail_buf, 8, false},
 		{item_b, 1, true},      {tail_buf + 8, 12, false}, {item_c, 4095, true},
 	};
-	struct rr_xprt_call_desc d = {.xid = 0x1234, .parts = cp, .nparts = 6,
+	struct rr_xprt_rqst_desc d = {.xid = 0x1234, .parts = cp, .nparts = 6,
 				      .max_reply = 40};
 	uint32_t elen;
 
@@ -299,20 +299,20 @@ TEST(xprt_read_chunks_odd_lengths_many_segments)
 TEST(xprt_sixteen_segment_limit)
 {
 	static struct rt t;
-	struct rr_xprt_call *c;
+	struct rr_xprt_rqst *c;
 	struct rr_xprt_part cp[2] = {{head_buf, 200, false}, {item_a, 4096, true}};
-	struct rr_xprt_call_desc d = {.xid = 9, .parts = cp, .nparts = 2, .max_reply = 8};
+	struct rr_xprt_rqst_desc d = {.xid = 9, .parts = cp, .nparts = 2, .max_reply = 8};
 
 	rt_init(&t);
 	t.rp.max_seg_len = 256;
 	t.rp.max_segs = 16;
 	rt_start(&t);
 	mk_call(head_buf, 9, 200);
-	REQUIRE_EQ(rr_xprt_call_prepare(&t.req, &d, &c), 0);
+	REQUIRE_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), 0);
 	CHECK_EQ(c->form, RR_XPRT_FORM_READ);
-	rr_xprt_call_release(&t.req, c);
+	rr_xprt_rqst_release(&t.req, c);
 	cp[1].len = 4097;
-	CHECK_EQ(rr_xprt_call_prepare(&t.req, &d, &c), -EMSGSIZE);
+	CHECK_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), -EMSGSIZE);
 	CHECK_EQ(t.te.live, 0);
 }
 
@@ -327,7 +327,7 @@ TEST(xprt_long_call_with_items)
 		{head_buf, 3000, false}, {item_a, 10001, true}, {tail_buf, 2000, false},
 		{item_b, 7, true}, {tail_buf + 2000, 4, false},
 	};
-	struct rr_xprt_call_desc d = {.xid = 0xabcdef01, .parts = cp, .nparts = 5,
+	struct rr_xprt_rqst_desc d = {.xid = 0xabcdef01, .parts = cp, .nparts = 5,
 				      .max_reply = 24};
 	uint32_t elen;
 
@@ -358,7 +358,7 @@ TEST(xprt_long_call_plain)
 	uint8_t rep[8];
 	struct rr_xprt_part rp = {rep, sizeof(rep), false};
 	struct rr_xprt_part cp = {head_buf, 65536, false};
-	struct rr_xprt_call_desc d = {.xid = 5, .parts = &cp, .nparts = 1, .max_reply = 8};
+	struct rr_xprt_rqst_desc d = {.xid = 5, .parts = &cp, .nparts = 1, .max_reply = 8};
 
 	rt_init(&t);
 	t.rp.max_seg_len = 4096;
@@ -387,7 +387,7 @@ TEST(xprt_write_chunks_filled_no_pad)
 		{rh, sizeof(rh), false}, {item_a, 4099, true}, {item_b, 255, true},
 		{rt2, sizeof(rt2), false},
 	};
-	struct rr_xprt_call_desc d = {.xid = 77, .parts = &cp, .nparts = 1,
+	struct rr_xprt_rqst_desc d = {.xid = 77, .parts = &cp, .nparts = 1,
 				      .sinks = sinks, .nsinks = 2, .max_reply = 100};
 
 	rt_init(&t);
@@ -429,7 +429,7 @@ TEST(xprt_unused_write_chunk_count_zero)
 	uint8_t call[32], rh[12];
 	struct rr_xprt_part cp = {call, sizeof(call), false};
 	struct rr_xprt_part rp[2] = {{rh, sizeof(rh), false}, {item_a, 10, true}};
-	struct rr_xprt_call_desc d = {.xid = 78, .parts = &cp, .nparts = 1,
+	struct rr_xprt_rqst_desc d = {.xid = 78, .parts = &cp, .nparts = 1,
 				      .sinks = sinks, .nsinks = 2, .max_reply = 100};
 	struct rr_xprt_hdr *h = malloc(sizeof(*h));
 
@@ -459,7 +459,7 @@ TEST(xprt_ddp_result_without_write_chunk_inline)
 	uint8_t call[32], rh[12];
 	struct rr_xprt_part cp = {call, sizeof(call), false};
 	struct rr_xprt_part rp[2] = {{rh, sizeof(rh), false}, {item_a, 13, true}};
-	struct rr_xprt_call_desc d = {.xid = 79, .parts = &cp, .nparts = 1, .max_reply = 100};
+	struct rr_xprt_rqst_desc d = {.xid = 79, .parts = &cp, .nparts = 1, .max_reply = 100};
 
 	rt_init(&t);
 	rt_start(&t);
@@ -486,7 +486,7 @@ TEST(xprt_reply_chunk_and_long_reply)
 
 	for (unsigned i = 0; i < RR_ARRAY_SIZE(sizes); i++) {
 		struct rr_xprt_part rp = {item_a, sizes[i], false};
-		struct rr_xprt_call_desc d = {.xid = 80 + i, .parts = &cp, .nparts = 1,
+		struct rr_xprt_rqst_desc d = {.xid = 80 + i, .parts = &cp, .nparts = 1,
 					      .max_reply = 65536};
 
 		rt_init(&t);
@@ -509,19 +509,19 @@ TEST(xprt_reply_chunk_and_long_reply)
 TEST(xprt_reply_chunk_threshold)
 {
 	static struct rt t;
-	struct rr_xprt_call *c;
+	struct rr_xprt_rqst *c;
 	uint8_t call[32];
 	struct rr_xprt_part cp = {call, sizeof(call), false};
-	struct rr_xprt_call_desc d = {.xid = 1, .parts = &cp, .nparts = 1};
+	struct rr_xprt_rqst_desc d = {.xid = 1, .parts = &cp, .nparts = 1};
 
 	rt_init(&t);
 	rt_start(&t);
 	mk_call(call, 1, 32);
 	for (uint32_t m = 995; m <= 997; m++) {
 		d.max_reply = m;
-		REQUIRE_EQ(rr_xprt_call_prepare(&t.req, &d, &c), 0);
+		REQUIRE_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), 0);
 		CHECK_EQ(c->reply_reg >= 0, 28 + m > 1024);
-		rr_xprt_call_release(&t.req, c);
+		rr_xprt_rqst_release(&t.req, c);
 	}
 	CHECK_EQ(t.te.live, 0);
 }
@@ -537,7 +537,7 @@ TEST(xprt_err_chunk_when_nothing_fits)
 	struct rr_xprt_part cp = {call, sizeof(call), false};
 	struct rr_xprt_part rp = {item_a, 2000, false};
 	struct rr_xprt_part rp2[2] = {{rh, 12, false}, {item_b, 101, true}};
-	struct rr_xprt_call_desc d = {.xid = 90, .parts = &cp, .nparts = 1, .max_reply = 64};
+	struct rr_xprt_rqst_desc d = {.xid = 90, .parts = &cp, .nparts = 1, .max_reply = 64};
 
 	rt_init(&t);
 	rt_start(&t);
@@ -576,7 +576,7 @@ TEST(xprt_remote_invalidation_matrix)
 
 	for (int m = 0; m < 4; m++) {
 		bool req_r = m & 1, rsp_r = m & 2;
-		struct rr_xprt_call_desc d = {.xid = 100 + (uint32_t)m, .parts = &cp,
+		struct rr_xprt_rqst_desc d = {.xid = 100 + (uint32_t)m, .parts = &cp,
 					      .nparts = 1, .sinks = &sk, .nsinks = 1,
 					      .max_reply = 4000};
 
@@ -610,7 +610,7 @@ TEST(xprt_linux_invalidates_without_its_r)
 	uint8_t call[32], rh[12];
 	struct rr_xprt_part cp = {call, sizeof(call), false};
 	struct rr_xprt_part rp[2] = {{rh, 12, false}, {item_a, 20, true}};
-	struct rr_xprt_call_desc d = {.xid = 200, .parts = &cp, .nparts = 1,
+	struct rr_xprt_rqst_desc d = {.xid = 200, .parts = &cp, .nparts = 1,
 				      .sinks = &sk, .nsinks = 1, .max_reply = 100};
 
 	rt_init(&t);
@@ -633,8 +633,8 @@ struct reqfix {
 	struct rr_test_env te;
 	struct rr_xprt_params p;
 	struct rr_xprt_stats st;
-	struct rr_xprt_req req;
-	struct rr_xprt_call *c;
+	struct rr_xprt_requester req;
+	struct rr_xprt_rqst *c;
 	uint8_t call[32];
 	struct rr_xprt_part cp;
 	uint8_t sink[64];
@@ -644,7 +644,7 @@ struct reqfix {
 
 static void reqfix_init(struct reqfix *f, uint32_t max_reply)
 {
-	struct rr_xprt_call_desc d;
+	struct rr_xprt_rqst_desc d;
 
 	memset(f, 0, sizeof(*f));
 	rr_test_env_init(&f->te, 3);
@@ -654,13 +654,13 @@ static void reqfix_init(struct reqfix *f, uint32_t max_reply)
 	mk_call(f->call, 0x55, 32);
 	f->cp = (struct rr_xprt_part){f->call, 32, false};
 	f->sk = (struct rr_xprt_sink){f->sink, 64};
-	d = (struct rr_xprt_call_desc){.xid = 0x55, .parts = &f->cp, .nparts = 1,
+	d = (struct rr_xprt_rqst_desc){.xid = 0x55, .parts = &f->cp, .nparts = 1,
 				       .sinks = &f->sk, .nsinks = 1,
 				       .max_reply = max_reply};
-	REQUIRE_EQ(rr_xprt_call_prepare(&f->req, &d, &f->c), 0);
+	REQUIRE_EQ(rr_xprt_rqst_prepare(&f->req, &d, &f->c), 0);
 	for (unsigned i = 0; i < f->c->nregs; i++)
 		sim_register(&f->c->regs[i]);
-	REQUIRE(rr_xprt_call_marshal(&f->req, f->c, 8, f->send, sizeof(f->send)) > 0);
+	REQUIRE(rr_xprt_rqst_marshal(&f->req, f->c, 8, f->send, sizeof(f->send)) > 0);
 }
 
 /* Builds a reply header + payload into @buf. */
@@ -778,7 +778,7 @@ TEST(xprt_requester_discards_malformed)
 	rr_xprt_req_recv(&f.req, buf, n, false, 0, &res);
 	CHECK_EQ(res.kind, RR_XPRT_R_DROP);
 	CHECK_EQ(f.st.bad_xids, 2);
-	rr_xprt_call_release(&f.req, f.c);
+	rr_xprt_rqst_release(&f.req, f.c);
 	CHECK_EQ(f.te.live, 0);
 #undef BASE
 }
@@ -797,7 +797,7 @@ TEST(xprt_requester_rdma_error_completes)
 	REQUIRE_EQ(res.kind, RR_XPRT_R_ERROR);
 	CHECK_EQ(res.err, -EPROTONOSUPPORT);
 	CHECK_EQ(res.credit, 1);   /* a grant of 0 counts as 1 */
-	rr_xprt_call_release(&f.req, f.c);
+	rr_xprt_rqst_release(&f.req, f.c);
 
 	reqfix_init(&f, 100);
 	n = rr_xprt_encode_error(0x55, 5, RR_XPRT_ERR_CHUNK, buf, sizeof(buf));
@@ -806,7 +806,7 @@ TEST(xprt_requester_rdma_error_completes)
 	REQUIRE_EQ(res.kind, RR_XPRT_R_ERROR);
 	CHECK_EQ(res.err, -EREMOTEIO);
 	CHECK_EQ(res.credit, 5);
-	rr_xprt_call_release(&f.req, f.c);
+	rr_xprt_rqst_release(&f.req, f.c);
 	CHECK_EQ(f.te.live, 0);
 }
 
@@ -842,28 +842,28 @@ TEST(xprt_linux_reply_chunk_quirks)
 	CHECK_EQ(res.payload_len, 24);
 	CHECK_EQ(res.sink_len[0], 0);
 	CHECK_EQ(res.credit, 64);
-	rr_xprt_call_release(&f.req, f.c);
+	rr_xprt_rqst_release(&f.req, f.c);
 
 	/* Several segments, the unused ones echoed with length 0. */
 	reqfix_init(&f, 100000);
 	f.p.max_seg_len = 1u << 20;
 	(void)f;
-	rr_xprt_call_release(&f.req, f.c);
+	rr_xprt_rqst_release(&f.req, f.c);
 	{
-		struct rr_xprt_call_desc d;
-		struct rr_xprt_call *c;
+		struct rr_xprt_rqst_desc d;
+		struct rr_xprt_rqst *c;
 		struct rr_xprt_params p;
 
 		rr_xprt_params_default(&p);
 		p.max_seg_len = 8192;
 		rr_xprt_req_set_params(&f.req, &p);
-		d = (struct rr_xprt_call_desc){.xid = 0x56, .parts = &f.cp, .nparts = 1,
+		d = (struct rr_xprt_rqst_desc){.xid = 0x56, .parts = &f.cp, .nparts = 1,
 					       .max_reply = 30000};
 		mk_call(f.call, 0x56, 32);
-		REQUIRE_EQ(rr_xprt_call_prepare(&f.req, &d, &c), 0);
+		REQUIRE_EQ(rr_xprt_rqst_prepare(&f.req, &d, &c), 0);
 		for (unsigned i = 0; i < c->nregs; i++)
 			sim_register(&c->regs[i]);
-		REQUIRE(rr_xprt_call_marshal(&f.req, c, 8, f.send, sizeof(f.send)) > 0);
+		REQUIRE(rr_xprt_rqst_marshal(&f.req, c, 8, f.send, sizeof(f.send)) > 0);
 		memset(&h, 0, sizeof(h));
 		h.xid = 0x56; h.vers = 1; h.credit = 64; h.proc = RR_XPRT_NOMSG;
 		h.has_reply = true;
@@ -879,14 +879,14 @@ TEST(xprt_linux_reply_chunk_quirks)
 		REQUIRE_EQ(res.kind, RR_XPRT_R_REPLY);
 		CHECK_EQ(res.payload_len, 8292);
 		/* A hole (partial segment followed by data) is malformed. */
-		rr_xprt_call_release(&f.req, c);
+		rr_xprt_rqst_release(&f.req, c);
 	}
 	CHECK_EQ(f.te.live, 0);
 }
 
 /* ---- responder: the RFC-mandated answer for each malformed Call ---- */
 
-static enum rr_xprt_rsp_action rsp_try(struct rr_xprt_rsp *s, const uint8_t *buf,
+static enum rr_xprt_rsp_action rsp_try(struct rr_xprt_responder *s, const uint8_t *buf,
 				       size_t len, uint8_t *err, size_t *elen)
 {
 	struct rr_xprt_rcall *rc = NULL;
@@ -921,7 +921,7 @@ TEST(xprt_responder_error_answers)
 	struct rr_test_env te;
 	struct rr_xprt_params p;
 	struct rr_xprt_stats st;
-	struct rr_xprt_rsp s;
+	struct rr_xprt_responder s;
 	uint8_t buf[4096], err[28];
 	size_t n, elen;
 
@@ -1042,7 +1042,7 @@ TEST(xprt_responder_unsorted_read_list)
 	static struct rr_xprt_hdr h;
 	struct rr_test_env te;
 	struct rr_xprt_params p;
-	struct rr_xprt_rsp s;
+	struct rr_xprt_responder s;
 	struct rr_xprt_rcall *rc;
 	uint8_t buf[4096], err[28];
 	size_t n, elen;
@@ -1074,9 +1074,9 @@ TEST(xprt_responder_unsorted_read_list)
 TEST(xprt_alloc_failures)
 {
 	static struct rt t;
-	struct rr_xprt_call *c;
+	struct rr_xprt_rqst *c;
 	struct rr_xprt_part cp = {head_buf, 4000, false};
-	struct rr_xprt_call_desc d = {.xid = 3, .parts = &cp, .nparts = 1,
+	struct rr_xprt_rqst_desc d = {.xid = 3, .parts = &cp, .nparts = 1,
 				      .max_reply = 10000};
 
 	mk_call(head_buf, 3, 4000);
@@ -1084,7 +1084,7 @@ TEST(xprt_alloc_failures)
 		rt_init(&t);
 		t.te.fail_at = k;
 		rt_start(&t);
-		CHECK_EQ(rr_xprt_call_prepare(&t.req, &d, &c), -ENOMEM);
+		CHECK_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), -ENOMEM);
 		CHECK_EQ(t.te.live, 0);
 	}
 }
@@ -1092,23 +1092,23 @@ TEST(xprt_alloc_failures)
 TEST(xprt_bad_descriptions)
 {
 	static struct rt t;
-	struct rr_xprt_call *c;
+	struct rr_xprt_rqst *c;
 	uint8_t b[64];
 	struct rr_xprt_part cp[2] = {{b, 6, false}, {item_a, 8, true}};
-	struct rr_xprt_call_desc d = {.xid = 3, .parts = cp, .nparts = 2};
+	struct rr_xprt_rqst_desc d = {.xid = 3, .parts = cp, .nparts = 2};
 	struct rr_xprt_sink sk = {NULL, 0};
 
 	rt_init(&t);
 	rt_start(&t);
-	CHECK_EQ(rr_xprt_call_prepare(&t.req, &d, &c), -EINVAL);   /* unaligned item */
+	CHECK_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), -EINVAL);   /* unaligned item */
 	cp[0].len = 8;
 	cp[1].len = 3;
 	d.nparts = 2;
-	CHECK_EQ(rr_xprt_call_prepare(&t.req, &d, &c), 0);      /* 8 + 4 = 12 */
-	rr_xprt_call_release(&t.req, c);
+	CHECK_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), 0);      /* 8 + 4 = 12 */
+	rr_xprt_rqst_release(&t.req, c);
 	d.sinks = &sk;
 	d.nsinks = 1;
-	CHECK_EQ(rr_xprt_call_prepare(&t.req, &d, &c), -EINVAL);   /* empty sink */
+	CHECK_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), -EINVAL);   /* empty sink */
 	CHECK_EQ(t.te.live, 0);
 }
 

@@ -2,7 +2,7 @@
  * roles. No syscalls, no verbs: bytes and events in, decisions and bytes out.
  *
  * Requester (RFC 8166 section 3.5 "Message Size", 3.4/3.5 chunks, 4.4 "Header
- * Errors"): rr_xprt_call_prepare() decides the message form of a Call -- a
+ * Errors"): rr_xprt_rqst_prepare() decides the message form of a Call -- a
  * Short message (RDMA_MSG) when the whole Call fits the call inline threshold,
  * DDP-eligible argument items reduced into Read chunks (one Read chunk per item,
  * XDR pad removed from the Payload stream and not sent in the chunk) when it
@@ -11,7 +11,7 @@
  * Call does not fit. It provisions one Write chunk per expected DDP-eligible
  * result and a Reply chunk when the largest possible Reply exceeds the reply
  * inline threshold. The output is the list of memory ranges the driver must
- * register (with access rights); after registration rr_xprt_call_marshal()
+ * register (with access rights); after registration rr_xprt_rqst_marshal()
  * writes the complete Send (header + inline payload) into the driver's send
  * buffer. rr_xprt_req_recv() matches a Reply to its Call by XID, validates it
  * against what was provisioned (silently discarding malformed Replies and
@@ -37,7 +37,7 @@
  * requester's reply parser keeps the Read list of a Reply for a later issue.
  *
  * Ownership: the core never keeps pointers to caller memory beyond what each
- * function states. Calls (struct rr_xprt_call) and receive contexts (struct
+ * function states. Calls (struct rr_xprt_rqst) and receive contexts (struct
  * rr_xprt_rcall) are allocated through the environment and owned by the core
  * until released. */
 #ifndef RR_PROTO_XPRT_H
@@ -206,7 +206,7 @@ struct rr_xprt_sink {
 	uint32_t len;
 };
 
-struct rr_xprt_call_desc {
+struct rr_xprt_rqst_desc {
 	uint32_t xid;
 	const struct rr_xprt_part *parts;
 	unsigned nparts;
@@ -221,10 +221,10 @@ enum rr_xprt_form {
 	RR_XPRT_FORM_LONG,    /* RDMA_NOMSG, position-zero Read chunk */
 };
 
-struct rr_xprt_call {
+struct rr_xprt_rqst {
 	uint32_t xid;
 	enum rr_xprt_form form;
-	struct rr_xprt_call_desc desc;   /* borrowed until the Call completes */
+	struct rr_xprt_rqst_desc desc;   /* borrowed until the Call completes */
 	uint32_t xdr_len;                /* full (unreduced) XDR length */
 	uint32_t reduced_len;            /* inline parts only */
 	uint32_t item_pos[RR_XPRT_MAX_ITEMS];
@@ -239,7 +239,7 @@ struct rr_xprt_call {
 	struct rr_xprt_reg regs[RR_XPRT_MAX_REGS];
 	unsigned nregs;
 	bool outstanding;                /* in the XID table awaiting a Reply */
-	struct rr_xprt_call *next;       /* XID table chain */
+	struct rr_xprt_rqst *next;       /* XID table chain */
 	void *user;                      /* driver's cookie */
 };
 
@@ -252,7 +252,7 @@ enum rr_xprt_rkind {
 
 struct rr_xprt_reply {
 	enum rr_xprt_rkind kind;
-	struct rr_xprt_call *call;
+	struct rr_xprt_rqst *call;
 	uint32_t credit;              /* the grant (0 treated as 1) */
 	int err;                      /* R_ERROR: -EPROTONOSUPPORT / -EREMOTEIO */
 	const uint8_t *payload;       /* rebuilt Payload stream (reduced) */
@@ -262,37 +262,37 @@ struct rr_xprt_reply {
 	bool long_reply;
 };
 
-struct rr_xprt_req {
+struct rr_xprt_requester {
 	const struct rpcrdma_env *env;
 	struct rr_xprt_params params;
 	struct rr_xprt_stats *stats;
-	struct rr_xprt_call *table[64];  /* XID hash */
+	struct rr_xprt_rqst *table[64];  /* XID hash */
 	unsigned outstanding;
 };
 
 /* Initialises a requester core. Borrows @env and @stats for its lifetime. */
-void rr_xprt_req_init(struct rr_xprt_req *r, const struct rpcrdma_env *env,
+void rr_xprt_req_init(struct rr_xprt_requester *r, const struct rpcrdma_env *env,
 		      const struct rr_xprt_params *p, struct rr_xprt_stats *stats);
 /* New settings (after a reconnect). */
-void rr_xprt_req_set_params(struct rr_xprt_req *r, const struct rr_xprt_params *p);
+void rr_xprt_req_set_params(struct rr_xprt_requester *r, const struct rr_xprt_params *p);
 
 /* Plans a Call. On success *@out is a new call whose regs[0..nregs) the driver
  * registers (filling stag/addr/mr/valid). Borrows @d (and the memory it names)
  * until the call is released. Returns 0, -EINVAL (bad description: unaligned
  * item position, too many items), -EMSGSIZE (cannot be conveyed even as a Long
  * Call within the segment limits) or -ENOMEM. */
-int rr_xprt_call_prepare(struct rr_xprt_req *r, const struct rr_xprt_call_desc *d,
-			 struct rr_xprt_call **out);
+int rr_xprt_rqst_prepare(struct rr_xprt_requester *r, const struct rr_xprt_rqst_desc *d,
+			 struct rr_xprt_rqst **out);
 
 /* Re-plans an existing call under the current params (after a reconnect the
  * thresholds may have changed): drops the old registration list (the driver
  * must have invalidated it) and rebuilds it. Same errors as prepare. */
-int rr_xprt_call_replan(struct rr_xprt_req *r, struct rr_xprt_call *c);
+int rr_xprt_rqst_replan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c);
 
 /* Writes the Send for @c (header with @credit request, then the inline payload)
  * into @buf. Every reg must be valid. Inserts @c in the XID table. Returns the
  * length or -EMSGSIZE / -EINVAL. */
-int rr_xprt_call_marshal(struct rr_xprt_req *r, struct rr_xprt_call *c,
+int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 			 uint32_t credit, uint8_t *buf, size_t cap);
 
 /* Processes a received message. @inv_stag is the STag the peer invalidated
@@ -300,18 +300,18 @@ int rr_xprt_call_marshal(struct rr_xprt_req *r, struct rr_xprt_call *c,
  * call is removed from the XID table and the caller must invalidate every
  * reg still valid before reporting completion. @out->payload points into @buf
  * or the call's Reply chunk buffer. */
-void rr_xprt_req_recv(struct rr_xprt_req *r, const uint8_t *buf, size_t len,
+void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t len,
 		      bool has_inv, uint32_t inv_stag, struct rr_xprt_reply *out);
 
 /* Removes @c from the XID table (timeout / cancel); idempotent. */
-void rr_xprt_call_forget(struct rr_xprt_req *r, struct rr_xprt_call *c);
+void rr_xprt_rqst_forget(struct rr_xprt_requester *r, struct rr_xprt_rqst *c);
 
 /* Frees @c (and its pull-up and Reply buffers). The driver must have
  * invalidated every registration first. */
-void rr_xprt_call_release(struct rr_xprt_req *r, struct rr_xprt_call *c);
+void rr_xprt_rqst_release(struct rr_xprt_requester *r, struct rr_xprt_rqst *c);
 
 /* Finds an outstanding call. */
-struct rr_xprt_call *rr_xprt_req_find(struct rr_xprt_req *r, uint32_t xid);
+struct rr_xprt_rqst *rr_xprt_req_find(struct rr_xprt_requester *r, uint32_t xid);
 
 /* ---- responder ---- */
 
@@ -356,13 +356,13 @@ struct rr_xprt_rcall {
 	void *user;
 };
 
-struct rr_xprt_rsp {
+struct rr_xprt_responder {
 	const struct rpcrdma_env *env;
 	struct rr_xprt_params params;
 	struct rr_xprt_stats *stats;
 };
 
-void rr_xprt_rsp_init(struct rr_xprt_rsp *s, const struct rpcrdma_env *env,
+void rr_xprt_rsp_init(struct rr_xprt_responder *s, const struct rpcrdma_env *env,
 		      const struct rr_xprt_params *p, struct rr_xprt_stats *stats);
 
 /* Parses a received Call of @len bytes. Returns the action:
@@ -370,7 +370,7 @@ void rr_xprt_rsp_init(struct rr_xprt_rsp *s, const struct rpcrdma_env *env,
  *  (capacity >= 28); READ/DELIVER: *@out is a new receive context (the
  *  inline part of @buf has been copied; @buf may be reposted). @grant is the
  *  credit value placed in an RDMA_ERROR. Returns DROP also on -ENOMEM. */
-enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_rsp *s,
+enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 					 const uint8_t *buf, size_t len,
 					 uint32_t grant, uint8_t *err_msg,
 					 size_t *err_len,
@@ -379,7 +379,7 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_rsp *s,
 /* After all reads of @rc completed: copies the inline pieces into place and
  * checks the Call (XID agreement, RPC Call message type). Returns DELIVER, or
  * ERROR with an ERR_CHUNK in @err_msg. */
-enum rr_xprt_rsp_action rr_xprt_rsp_assemble(struct rr_xprt_rsp *s,
+enum rr_xprt_rsp_action rr_xprt_rsp_assemble(struct rr_xprt_responder *s,
 					     struct rr_xprt_rcall *rc,
 					     uint32_t grant, uint8_t *err_msg,
 					     size_t *err_len);
@@ -411,7 +411,7 @@ struct rr_xprt_reply_plan {
  * RDMA Writes to post before the Send. Returns 0, -EINVAL (bad parts), or
  * -EMSGSIZE (@buf too small). When nothing fits, @plan->is_error is set and
  * @buf holds ERR_CHUNK. Borrows @parts until the writes complete. */
-int rr_xprt_rsp_reply(struct rr_xprt_rsp *s, const struct rr_xprt_rcall *rc,
+int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
 		      const struct rr_xprt_part *parts, unsigned nparts,
 		      uint32_t grant, uint8_t *buf, size_t cap,
 		      struct rr_xprt_reply_plan *plan);
@@ -420,6 +420,6 @@ int rr_xprt_rsp_reply(struct rr_xprt_rsp *s, const struct rr_xprt_rcall *rc,
 int rr_xprt_encode_error(uint32_t xid, uint32_t grant, uint32_t err,
 			 uint8_t *buf, size_t cap);
 
-void rr_xprt_rcall_release(struct rr_xprt_rsp *s, struct rr_xprt_rcall *rc);
+void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc);
 
 #endif

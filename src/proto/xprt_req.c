@@ -7,7 +7,7 @@
 
 static const uint8_t rr_xprt_zero_pad[4];
 
-void rr_xprt_req_init(struct rr_xprt_req *r, const struct rpcrdma_env *env,
+void rr_xprt_req_init(struct rr_xprt_requester *r, const struct rpcrdma_env *env,
 		      const struct rr_xprt_params *p, struct rr_xprt_stats *stats)
 {
 	memset(r, 0, sizeof(*r));
@@ -16,7 +16,7 @@ void rr_xprt_req_init(struct rr_xprt_req *r, const struct rpcrdma_env *env,
 	r->stats = stats;
 }
 
-void rr_xprt_req_set_params(struct rr_xprt_req *r, const struct rr_xprt_params *p)
+void rr_xprt_req_set_params(struct rr_xprt_requester *r, const struct rr_xprt_params *p)
 {
 	r->params = *p;
 }
@@ -26,17 +26,17 @@ static unsigned bucket(uint32_t xid)
 	return (xid ^ (xid >> 6) ^ (xid >> 12)) & 63u;
 }
 
-struct rr_xprt_call *rr_xprt_req_find(struct rr_xprt_req *r, uint32_t xid)
+struct rr_xprt_rqst *rr_xprt_req_find(struct rr_xprt_requester *r, uint32_t xid)
 {
-	for (struct rr_xprt_call *c = r->table[bucket(xid)]; c; c = c->next)
+	for (struct rr_xprt_rqst *c = r->table[bucket(xid)]; c; c = c->next)
 		if (c->xid == xid)
 			return c;
 	return NULL;
 }
 
-void rr_xprt_call_forget(struct rr_xprt_req *r, struct rr_xprt_call *c)
+void rr_xprt_rqst_forget(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 {
-	struct rr_xprt_call **pp;
+	struct rr_xprt_rqst **pp;
 
 	if (!c->outstanding)
 		return;
@@ -59,7 +59,7 @@ static uint32_t nsegs_for(const struct rr_xprt_params *p, uint32_t len)
 	return (uint32_t)(((uint64_t)len + p->max_seg_len - 1) / p->max_seg_len);
 }
 
-static unsigned add_reg(struct rr_xprt_call *c, void *base, size_t len, unsigned acc)
+static unsigned add_reg(struct rr_xprt_rqst *c, void *base, size_t len, unsigned acc)
 {
 	struct rr_xprt_reg *g = &c->regs[c->nregs];
 
@@ -70,7 +70,7 @@ static unsigned add_reg(struct rr_xprt_call *c, void *base, size_t len, unsigned
 	return c->nregs++;
 }
 
-static void free_bufs(struct rr_xprt_req *r, struct rr_xprt_call *c)
+static void free_bufs(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 {
 	rr_free(r->env, c->pullup);
 	rr_free(r->env, c->reply_buf);
@@ -79,7 +79,7 @@ static void free_bufs(struct rr_xprt_req *r, struct rr_xprt_call *c)
 }
 
 /* Header sizes: fixed(16) + read list + write list + reply chunk. */
-static size_t write_list_size(const struct rr_xprt_params *p, const struct rr_xprt_call *c)
+static size_t write_list_size(const struct rr_xprt_params *p, const struct rr_xprt_rqst *c)
 {
 	size_t n = 4;
 
@@ -88,10 +88,10 @@ static size_t write_list_size(const struct rr_xprt_params *p, const struct rr_xp
 	return n;
 }
 
-static int plan(struct rr_xprt_req *r, struct rr_xprt_call *c)
+static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 {
 	const struct rr_xprt_params *p = &r->params;
-	const struct rr_xprt_call_desc *d = &c->desc;
+	const struct rr_xprt_rqst_desc *d = &c->desc;
 	size_t wl = write_list_size(p, c);
 	size_t rep_hdr_max, hdr, reads;
 	uint32_t nreads = 0;
@@ -202,10 +202,10 @@ static int plan(struct rr_xprt_req *r, struct rr_xprt_call *c)
 	return 0;
 }
 
-int rr_xprt_call_prepare(struct rr_xprt_req *r, const struct rr_xprt_call_desc *d,
-			 struct rr_xprt_call **out)
+int rr_xprt_rqst_prepare(struct rr_xprt_requester *r, const struct rr_xprt_rqst_desc *d,
+			 struct rr_xprt_rqst **out)
 {
-	struct rr_xprt_call *c;
+	struct rr_xprt_rqst *c;
 	uint64_t pos = 0, reduced = 0;
 	unsigned nitems = 0;
 	int rc;
@@ -257,7 +257,7 @@ inval:
 	return -EINVAL;
 }
 
-int rr_xprt_call_replan(struct rr_xprt_req *r, struct rr_xprt_call *c)
+int rr_xprt_rqst_replan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 {
 	return plan(r, c);
 }
@@ -281,11 +281,11 @@ static void segs_of(const struct rr_xprt_params *p, const struct rr_xprt_reg *g,
 	} while (off < len);
 }
 
-int rr_xprt_call_marshal(struct rr_xprt_req *r, struct rr_xprt_call *c,
+int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 			 uint32_t credit, uint8_t *buf, size_t cap)
 {
 	const struct rr_xprt_params *p = &r->params;
-	const struct rr_xprt_call_desc *d = &c->desc;
+	const struct rr_xprt_rqst_desc *d = &c->desc;
 	struct rr_xprt_hdr *h;
 	struct rr_xprt_seg tmp[RR_XPRT_MAX_SEGS];
 	uint32_t n;
@@ -412,7 +412,7 @@ static int64_t check_chunk(const struct rr_xprt_chunk *got,
 	return total;
 }
 
-static void note_inv(struct rr_xprt_req *r, struct rr_xprt_call *c, uint32_t stag)
+static void note_inv(struct rr_xprt_requester *r, struct rr_xprt_rqst *c, uint32_t stag)
 {
 	bool found = false;
 
@@ -432,13 +432,13 @@ static void note_inv(struct rr_xprt_req *r, struct rr_xprt_call *c, uint32_t sta
 	}
 }
 
-void rr_xprt_req_recv(struct rr_xprt_req *r, const uint8_t *buf, size_t len,
+void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t len,
 		      bool has_inv, uint32_t inv_stag, struct rr_xprt_reply *out)
 {
 	const struct rr_xprt_params *p = &r->params;
 	struct rr_xprt_stats *s = r->stats;
 	struct rr_xprt_hdr *h;
-	struct rr_xprt_call *c;
+	struct rr_xprt_rqst *c;
 	struct rr_xprt_seg mine[RR_XPRT_MAX_SEGS];
 	enum rr_xprt_verdict v;
 	uint32_t n;
@@ -479,7 +479,7 @@ void rr_xprt_req_recv(struct rr_xprt_req *r, const uint8_t *buf, size_t len,
 		out->err = h->err == RR_XPRT_ERR_VERS ? -EPROTONOSUPPORT : -EREMOTEIO;
 		if (s)
 			s->err_received++;
-		rr_xprt_call_forget(r, c);
+		rr_xprt_rqst_forget(r, c);
 		rr_free(r->env, h);
 		return;
 	}
@@ -528,7 +528,7 @@ void rr_xprt_req_recv(struct rr_xprt_req *r, const uint8_t *buf, size_t len,
 	    rr_get_be32(out->payload + 4) != 1u)
 		goto bad;
 	out->kind = RR_XPRT_R_REPLY;
-	rr_xprt_call_forget(r, c);
+	rr_xprt_rqst_forget(r, c);
 	rr_free(r->env, h);
 	return;
 bad:
@@ -543,11 +543,11 @@ drop_quiet:
 	rr_free(r->env, h);
 }
 
-void rr_xprt_call_release(struct rr_xprt_req *r, struct rr_xprt_call *c)
+void rr_xprt_rqst_release(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 {
 	if (!c)
 		return;
-	rr_xprt_call_forget(r, c);
+	rr_xprt_rqst_forget(r, c);
 	free_bufs(r, c);
 	rr_free(r->env, c);
 }

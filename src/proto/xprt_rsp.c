@@ -8,7 +8,7 @@
 
 static const uint8_t rr_xprt_zeros[4];
 
-void rr_xprt_rsp_init(struct rr_xprt_rsp *s, const struct rpcrdma_env *env,
+void rr_xprt_rsp_init(struct rr_xprt_responder *s, const struct rpcrdma_env *env,
 		      const struct rr_xprt_params *p, struct rr_xprt_stats *stats)
 {
 	memset(s, 0, sizeof(*s));
@@ -17,7 +17,7 @@ void rr_xprt_rsp_init(struct rr_xprt_rsp *s, const struct rpcrdma_env *env,
 	s->stats = stats;
 }
 
-static enum rr_xprt_rsp_action answer(struct rr_xprt_rsp *s, uint32_t xid,
+static enum rr_xprt_rsp_action answer(struct rr_xprt_responder *s, uint32_t xid,
 				      uint32_t grant, uint32_t err,
 				      uint8_t *err_msg, size_t *err_len)
 {
@@ -42,7 +42,7 @@ struct chunk_ref {
 	uint32_t first, n;   /* indices into a sorted copy of the read list */
 };
 
-void rr_xprt_rcall_release(struct rr_xprt_rsp *s, struct rr_xprt_rcall *rc)
+void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc)
 {
 	if (!rc)
 		return;
@@ -50,7 +50,7 @@ void rr_xprt_rcall_release(struct rr_xprt_rsp *s, struct rr_xprt_rcall *rc)
 	rr_free(s->env, rc);
 }
 
-enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_rsp *s,
+enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 					 const uint8_t *buf, size_t len,
 					 uint32_t grant, uint8_t *err_msg,
 					 size_t *err_len,
@@ -258,7 +258,7 @@ drop:
 	return RR_XPRT_A_DROP;
 }
 
-enum rr_xprt_rsp_action rr_xprt_rsp_assemble(struct rr_xprt_rsp *s,
+enum rr_xprt_rsp_action rr_xprt_rsp_assemble(struct rr_xprt_responder *s,
 					     struct rr_xprt_rcall *rc,
 					     uint32_t grant, uint8_t *err_msg,
 					     size_t *err_len)
@@ -387,7 +387,7 @@ static bool pick_inv(const struct rr_xprt_hdr *h, uint32_t *stag)
 /* What happens when the Reply fits neither inline nor in a Reply chunk:
  * RFC 8166 section 3.5.4 -- ERR_CHUNK. (The reliable-reply extension will
  * offer a responder-provided Read chunk here.) */
-static int rsp_reply_fallback(struct rr_xprt_rsp *s, const struct rr_xprt_rcall *rc,
+static int rsp_reply_fallback(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
 			      uint32_t grant, uint8_t *buf, size_t cap,
 			      struct rr_xprt_reply_plan *plan)
 {
@@ -409,7 +409,7 @@ static int rsp_reply_fallback(struct rr_xprt_rsp *s, const struct rr_xprt_rcall 
 	return 0;
 }
 
-int rr_xprt_rsp_reply(struct rr_xprt_rsp *s, const struct rr_xprt_rcall *rc,
+int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
 		      const struct rr_xprt_part *parts, unsigned nparts,
 		      uint32_t grant, uint8_t *buf, size_t cap,
 		      struct rr_xprt_reply_plan *plan)
