@@ -259,6 +259,7 @@ struct rr_xprt_reply {
 	uint32_t payload_len;         /* points into the Receive or Reply chunk */
 	uint32_t nsinks;
 	uint32_t sink_len[RR_XPRT_MAX_ITEMS]; /* bytes written per result sink */
+	bool sink_placed[RR_XPRT_MAX_ITEMS];  /* its Write chunk came back used */
 	bool long_reply;
 };
 

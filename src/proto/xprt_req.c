@@ -494,6 +494,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		if (got < 0)
 			goto bad;
 		out->sink_len[i] = (uint32_t)got;
+		out->sink_placed[i] = h->writes[i].nsegs != 0;
 		if (s)
 			s->total_rdma_rep += (uint64_t)got;
 	}
