@@ -64,8 +64,8 @@
 /* Limits of this implementation (peers exceeding them get ERR_CHUNK). */
 #define RR_XPRT_MAX_SEGS 64u      /* segments in one chunk */
 #define RR_XPRT_MAX_READS 64u     /* read segments in a Read list */
-#define RR_XPRT_MAX_WCHUNKS 8u    /* Write chunks in a Write list */
-#define RR_XPRT_MAX_ITEMS 8u      /* DDP-eligible items in one Call or Reply */
+#define RR_XPRT_MAX_WCHUNKS 16u   /* Write chunks in a Write list */
+#define RR_XPRT_MAX_ITEMS 16u     /* DDP-eligible items in one Call or Reply */
 #define RR_XPRT_MAX_REGS (RR_XPRT_MAX_ITEMS * 2u + 2u)
 
 /* ---- header representation ---- */
