@@ -365,10 +365,14 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 		else
 			s->chunked_msgs++;
 		for (unsigned k = 0; k < c->nitems; k++)
-			if (c->item_reg[k] >= 0)
+			if (c->item_reg[k] >= 0) {
 				s->read_chunks++;
-		if (c->pullup_reg >= 0)
+				s->total_rdma_req += c->regs[c->item_reg[k]].len;
+			}
+		if (c->pullup_reg >= 0) {
 			s->read_chunks++;
+			s->total_rdma_req += c->reduced_len;
+		}
 		s->write_chunks += d->nsinks;
 		if (c->reply_reg >= 0)
 			s->reply_chunks++;

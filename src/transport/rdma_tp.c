@@ -75,6 +75,7 @@ struct tp_conn {
 	struct tp_sreq *readq;          /* reqs with Reads still to issue */
 	uint32_t reads_inflight;
 	struct tp_conn *next;
+	uint64_t bury_at;
 };
 
 /* What both endpoint kinds share. */
@@ -91,6 +92,7 @@ struct tp_ep {
 	bool stop;
 	struct rr_xprt_stats stats;
 	bool is_server;
+	struct tp_conn *grave;   /* dead connections freed a little later */
 };
 
 /* ---- client state ---- */
@@ -202,17 +204,19 @@ static struct tp_conn *conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend
 		return NULL;
 	cn->ep = ep;
 	cn->refs = 1;
+	if (rpcrdma_query(ep->ctx, &caps))
+		goto fail;
 	if (rpcrdma_pd_alloc(ep->ctx, &cn->pd))
 		goto fail;
-	ca.cqe = (nrecv + nsend) * 4 + 4 * RR_XPRT_MAX_REGS * nsend + 256;
+	qa.max_send_wr = RR_MIN(nsend * (2 * RR_XPRT_MAX_REGS + 4) + 64, caps.max_qp_wr);
+	qa.max_recv_wr = RR_MIN(nrecv, caps.max_qp_wr);
+	ca.cqe = RR_MIN(qa.max_send_wr + qa.max_recv_wr + 64, caps.max_cqe);
 	ca.user_ctx = cn;
 	if (rpcrdma_cq_create(ep->ctx, &ca, &cn->cq))
 		goto fail;
 	qa.send_cq = cn->cq;
 	qa.recv_cq = cn->cq;
-	qa.max_send_wr = nsend * (2 * RR_XPRT_MAX_REGS + 4) + 64;
-	qa.max_recv_wr = nrecv;
-	qa.max_send_sge = 4;
+	qa.max_send_sge = 1;
 	qa.max_recv_sge = 1;
 	qa.user_ctx = cn;
 	rc = rpcrdma_qp_create(cn->pd, &qa, &cn->qp);
@@ -220,8 +224,7 @@ static struct tp_conn *conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend
 		goto fail;
 	if (conn_alloc_bufs(cn, nrecv, ep->conf.inline_recv, nsend, ep->conf.inline_send))
 		goto fail;
-	cn->use_mw = ep->conf.use_windows && rpcrdma_query(ep->ctx, &caps) == 0 &&
-		     (caps.flags & RPCRDMA_CAP_INVALIDATABLE);
+	cn->use_mw = ep->conf.use_windows && (caps.flags & RPCRDMA_CAP_INVALIDATABLE);
 	(void)rpcrdma_cq_arm(cn->cq, false);
 	return cn;
 fail:
@@ -258,6 +261,36 @@ static void conn_free(struct tp_conn *cn)
 	rr_free(env, cn->sbuf);
 	rr_free(env, cn->sfree);
 	rr_free(env, cn);
+}
+
+/* A dead connection is freed one second later: the provider may still hold
+ * CM events naming its id (they are ignored: the connection is dead). */
+static void conn_bury(struct tp_conn *cn)
+{
+	struct tp_ep *ep = cn->ep;
+
+	cn->dead = true;
+	cn->established = false;
+	cn->bury_at = rr_now_ns(ep->env) + 1000000000ull;
+	cn->next = ep->grave;
+	ep->grave = cn;
+}
+
+static void grave_sweep(struct tp_ep *ep, bool all)
+{
+	struct tp_conn **pp = &ep->grave;
+	uint64_t now = rr_now_ns(ep->env);
+
+	while (*pp) {
+		struct tp_conn *cn = *pp;
+
+		if (all || now >= cn->bury_at) {
+			*pp = cn->next;
+			conn_free(cn);
+		} else {
+			pp = &cn->next;
+		}
+	}
 }
 
 static int post_recv(struct tp_conn *cn, uint32_t idx)
@@ -324,7 +357,6 @@ static int post_slot_send(struct tp_conn *cn, uint32_t slot, uint32_t len,
 		w->next = &wr;
 		first = chain_head;
 	}
-	cn->ep->stats.sends++;
 	return rpcrdma_post_send(cn->qp, first, NULL);
 }
 
@@ -669,7 +701,9 @@ static void cl_conn_lost(struct rr_tp_client *c, struct tp_conn *cn)
 		if (k->state == C_QUEUED && !k->node.queued && k->sent_once)
 			(void)rr_cred_req_requeue(&c->cred, &k->node);
 	c->conn = NULL;
-	conn_free(cn);
+	if (cn->id)
+		(void)rpcrdma_disconnect(cn->id);
+	conn_bury(cn);
 	if (c->destroying)
 		return;
 	if (c->ep.conf.no_reconnect) {
@@ -814,7 +848,7 @@ static void cl_on_cm(struct rr_tp_client *c, const struct rpcrdma_cm_event *ev)
 			c->connect_status = ev->status ? ev->status : -ECONNREFUSED;
 			pthread_cond_broadcast(&c->ep.cond);
 			c->conn = NULL;
-			conn_free(cn);
+			conn_bury(cn);
 			return;
 		}
 		cl_conn_lost(c, cn);
@@ -842,7 +876,7 @@ static void sv_conn_put(struct rr_tp_server *s, struct tp_conn *cn)
 				break;
 			}
 	}
-	conn_free(cn);
+	conn_bury(cn);
 }
 
 static void sv_conn_lost(struct rr_tp_server *s, struct tp_conn *cn)
@@ -1127,7 +1161,7 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		struct tp_conn *cn = ev->user_ctx;
 		struct rpcrdma_conn_info info;
 
-		if (!cn)
+		if (!cn || cn->dead)
 			return;
 		cn->ord = rpcrdma_conn_query(cn->id, &info) == 0 ? info.ord : 1;
 		if (cn->ord == 0)
@@ -1285,6 +1319,7 @@ static void *progress(void *arg)
 			}
 		}
 		deliver_upcalls(ep);
+		grave_sweep(ep, false);
 	}
 	pthread_mutex_unlock(&ep->lock);
 	return NULL;
@@ -1340,6 +1375,7 @@ static void ep_stop(struct tp_ep *ep)
 
 static void ep_fini(struct tp_ep *ep)
 {
+	grave_sweep(ep, true);
 	if (ep->ch)
 		(void)rpcrdma_cm_channel_destroy(ep->ch);
 	if (ep->ctx)
