@@ -892,15 +892,13 @@ static enum rr_xprt_rsp_action rsp_try(struct rr_xprt_responder *s, const uint8_
 	struct rr_xprt_rcall *rc = NULL;
 	enum rr_xprt_rsp_action a = rr_xprt_rsp_recv(s, buf, len, 16, err, elen, &rc);
 
-	if (a == RR_XPRT_A_READ || a == RR_XPRT_A_DELIVER) {
+	if (a == RR_XPRT_A_READ) {
 		/* Reads are not performed: zeros stand in for the data. */
-		if (a == RR_XPRT_A_READ) {
-			for (uint32_t i = 0; i < rc->nreads; i++)
-				memset(rc->buf + rc->reads[i].local_off, 0, rc->reads[i].len);
-		}
+		for (uint32_t i = 0; i < rc->nreads; i++)
+			memset(rc->buf + rc->reads[i].local_off, 0, rc->reads[i].len);
 		a = rr_xprt_rsp_assemble(s, rc, 16, err, elen);
-		rr_xprt_rcall_release(s, rc);
 	}
+	rr_xprt_rcall_release(s, rc);
 	return a;
 }
 

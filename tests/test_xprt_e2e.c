@@ -736,3 +736,281 @@ TEST(xprt_e2e_abort)
 	cl_stop(&c);
 	srv_stop(&s);
 }
+
+/* ---- a scripted rogue requester: raw RPC-over-RDMA headers ---- */
+struct rogue {
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_qp *qp;
+	struct rpcrdma_cm_channel *ch;
+	struct rpcrdma_cm_id *id;
+	uint8_t rbuf[8][4096];
+	uint8_t sbuf[4096];
+	struct rpcrdma_mr *rmr, *smr;
+	bool disconnected;
+};
+
+static void rogue_post_recv(struct rogue *g, unsigned i)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->rbuf[i], 4096, rpcrdma_mr_lkey(g->rmr)};
+	struct rpcrdma_recv_wr wr = {i, NULL, &sge, 1};
+
+	REQUIRE_EQ(rpcrdma_post_recv(g->qp, &wr, NULL), 0);
+}
+
+static int rogue_open(struct rogue *g, int port)
+{
+	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
+	struct rpcrdma_cq_attr ca = {64, NULL};
+	struct rpcrdma_qp_attr qa = {0};
+	struct rpcrdma_conn_param prm = {0};
+	struct sockaddr_in a = {0};
+	struct rpcrdma_cm_event ev;
+
+	memset(g, 0, sizeof(*g));
+	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, NULL, &g->ctx), 0);
+	REQUIRE_EQ(rpcrdma_pd_alloc(g->ctx, &g->pd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(g->ctx, &ca, &g->cq), 0);
+	qa.send_cq = qa.recv_cq = g->cq;
+	qa.max_send_wr = 16;
+	qa.max_recv_wr = 8;
+	qa.max_send_sge = qa.max_recv_sge = 1;
+	REQUIRE_EQ(rpcrdma_qp_create(g->pd, &qa, &g->qp), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(g->pd, g->rbuf, sizeof(g->rbuf),
+					 RPCRDMA_ACCESS_LOCAL_WRITE, &g->rmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(g->pd, g->sbuf, sizeof(g->sbuf),
+					 RPCRDMA_ACCESS_LOCAL_WRITE, &g->smr), 0);
+	for (unsigned i = 0; i < 8; i++)
+		rogue_post_recv(g, i);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(g->ctx, &g->ch), 0);
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_port = htons((uint16_t)port);
+	prm.private_data = pd;
+	prm.private_data_len = 8;
+	prm.responder_resources = 4;
+	prm.initiator_depth = 4;
+	REQUIRE_EQ(rpcrdma_connect(g->ch, g->qp, (struct sockaddr *)&a, sizeof(a), &prm, g,
+				   &g->id), 0);
+	for (int t = 0; t < 300; t++) {
+		if (rpcrdma_cm_get_event(g->ch, &ev) == 0) {
+			if (ev.type == RPCRDMA_CM_ESTABLISHED)
+				return 0;
+			return -ECONNREFUSED;
+		}
+		sleep_ms(10);
+	}
+	return -ETIMEDOUT;
+}
+
+static void rogue_close(struct rogue *g)
+{
+	(void)rpcrdma_disconnect(g->id);
+	(void)rpcrdma_cm_id_destroy(g->id);
+	(void)rpcrdma_qp_destroy(g->qp);
+	(void)rpcrdma_dereg_mr(g->rmr);
+	(void)rpcrdma_dereg_mr(g->smr);
+	(void)rpcrdma_cq_destroy(g->cq);
+	(void)rpcrdma_pd_free(g->pd);
+	(void)rpcrdma_cm_channel_destroy(g->ch);
+	(void)rpcrdma_close(g->ctx);
+}
+
+/* Sends @len raw bytes; waits up to @ms for a message back. Returns its
+ * length, 0 when nothing came, -1 when the connection broke. */
+static int rogue_xchg(struct rogue *g, const uint8_t *msg, size_t len, uint8_t *out,
+		      unsigned ms)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
+				  rpcrdma_mr_lkey(g->smr)};
+	struct rpcrdma_send_wr wr;
+	struct rpcrdma_cm_event ev;
+
+	memcpy(g->sbuf, msg, len);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 1000;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = RPCRDMA_WR_SEND;
+	wr.flags = RPCRDMA_SEND_SIGNALED;
+	if (rpcrdma_post_send(g->qp, &wr, NULL))
+		return -1;
+	for (unsigned t = 0; t < ms; t += 5) {
+		struct rpcrdma_wc wc[4];
+		int n = rpcrdma_cq_poll(g->cq, 4, wc);
+
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != RPCRDMA_WC_SUCCESS)
+				return -1;
+			if (wc[i].opcode == RPCRDMA_WC_RECV) {
+				unsigned idx = (unsigned)wc[i].wr_id;
+				int l = (int)wc[i].byte_len;
+
+				memcpy(out, g->rbuf[idx], (size_t)l);
+				rogue_post_recv(g, idx);
+				return l;
+			}
+		}
+		if (rpcrdma_cm_get_event(g->ch, &ev) == 0 &&
+		    (ev.type == RPCRDMA_CM_DISCONNECTED || ev.type == RPCRDMA_CM_ERROR)) {
+			g->disconnected = true;
+			return -1;
+		}
+		sleep_ms(5);
+	}
+	return 0;
+}
+
+static size_t rogue_call(uint8_t *b, uint32_t xid, uint32_t vers, uint32_t proc,
+			 uint32_t rpc_xid)
+{
+	rr_put_be32(b, xid);
+	rr_put_be32(b + 4, vers);
+	rr_put_be32(b + 8, 8);
+	rr_put_be32(b + 12, proc);
+	rr_put_be32(b + 16, 0);   /* no Read list */
+	rr_put_be32(b + 20, 0);   /* no Write list */
+	rr_put_be32(b + 24, 0);   /* no Reply chunk */
+	/* test-protocol Call: xid CALL op reply_n filler_n nitems MAGIC */
+	rr_put_be32(b + 28, rpc_xid);
+	rr_put_be32(b + 32, 0);
+	rr_put_be32(b + 36, 1);
+	rr_put_be32(b + 40, 0);
+	rr_put_be32(b + 44, 0);
+	rr_put_be32(b + 48, 0);
+	rr_put_be32(b + 52, MAGIC);
+	return 56;
+}
+
+static void expect_error(const uint8_t *r, int n, uint32_t xid, uint32_t err)
+{
+	if (n != (err == RR_XPRT_ERR_VERS ? 28 : 20))
+		printf("  xid %#x: got %d bytes (proc %u)\n", xid, n, n >= 16 ? rr_get_be32(r + 12) : 0);
+	REQUIRE_EQ(n, (err == RR_XPRT_ERR_VERS ? 28 : 20));
+	CHECK_EQ(rr_get_be32(r), xid);
+	CHECK_EQ(rr_get_be32(r + 4), 1);
+	CHECK(rr_get_be32(r + 8) >= 1);          /* never a grant of 0 */
+	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_ERROR);
+	CHECK_EQ(rr_get_be32(r + 16), err);
+	if (err == RR_XPRT_ERR_VERS) {
+		CHECK_EQ(rr_get_be32(r + 20), 1);
+		CHECK_EQ(rr_get_be32(r + 24), 1);
+	}
+}
+
+/* Every malformed header class gets exactly the RFC 8166 section 4.5
+ * answer, and the connection survives; a Read chunk naming a bad STag is an
+ * operational error that ends the connection. */
+TEST(xprt_e2e_rogue_requester)
+{
+	struct rr_tp_conf sc;
+	struct srv s;
+	struct rogue g;
+	uint8_t m[256], r[4096];
+	size_t l;
+	int port, n;
+
+	if (!soft_ok())
+		return;
+	rr_tp_conf_default(&sc);
+	sc.credits = 8;
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(rogue_open(&g, port), 0);
+
+	/* A valid Call first: answered inline, grant >= 1. */
+	l = rogue_call(m, 0x100, 1, RR_XPRT_MSG, 0x100);
+	n = rogue_xchg(&g, m, l, r, 3000);
+	REQUIRE(n >= 28 + 20);
+	CHECK_EQ(rr_get_be32(r), 0x100);
+	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
+	CHECK_EQ(rr_get_be32(r + 28), 0x100);
+	/* Version 2 and version 0: ERR_VERS 1..1. */
+	l = rogue_call(m, 0x101, 2, RR_XPRT_MSG, 0x101);
+	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x101, RR_XPRT_ERR_VERS);
+	l = rogue_call(m, 0x102, 0, RR_XPRT_MSG, 0x102);
+	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x102, RR_XPRT_ERR_VERS);
+	/* RDMA_MSGP, unknown procedure: ERR_CHUNK. */
+	l = rogue_call(m, 0x103, 1, RR_XPRT_MSGP, 0x103);
+	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x103, RR_XPRT_ERR_CHUNK);
+	l = rogue_call(m, 0x104, 1, 99, 0x104);
+	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x104, RR_XPRT_ERR_CHUNK);
+	/* Truncated chunk lists: a Read list entry cut short. */
+	l = rogue_call(m, 0x105, 1, RR_XPRT_MSG, 0x105);
+	rr_put_be32(m + 16, 1);
+	expect_error(r, rogue_xchg(&g, m, 28, r, 3000), 0x105, RR_XPRT_ERR_CHUNK);
+	/* Bad discriminator. */
+	l = rogue_call(m, 0x106, 1, RR_XPRT_MSG, 0x106);
+	rr_put_be32(m + 20, 7);
+	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x106, RR_XPRT_ERR_CHUNK);
+	/* RDMA_NOMSG without any chunk. */
+	l = rogue_call(m, 0x107, 1, RR_XPRT_NOMSG, 0x107);
+	expect_error(r, rogue_xchg(&g, m, 28, r, 3000), 0x107, RR_XPRT_ERR_CHUNK);
+	/* Unaligned Read position. */
+	rr_put_be32(m, 0x108);
+	rr_put_be32(m + 4, 1);
+	rr_put_be32(m + 8, 8);
+	rr_put_be32(m + 12, RR_XPRT_MSG);
+	rr_put_be32(m + 16, 1);
+	rr_put_be32(m + 20, 6);          /* position */
+	rr_put_be32(m + 24, 0x1234);     /* handle */
+	rr_put_be32(m + 28, 8);          /* length */
+	rr_put_be64(m + 32, 0x1000);     /* offset */
+	rr_put_be32(m + 40, 0);
+	rr_put_be32(m + 44, 0);
+	rr_put_be32(m + 48, 0);
+	rogue_call(m + 52 - 28, 0, 0, 0, 0x108);   /* body after the lists */
+	rr_put_be32(m, 0x108);
+	rr_put_be32(m + 4, 1);
+	rr_put_be32(m + 8, 8);
+	rr_put_be32(m + 12, RR_XPRT_MSG);
+	expect_error(r, rogue_xchg(&g, m, 52 + 28, r, 3000), 0x108, RR_XPRT_ERR_CHUNK);
+	/* rdma_xid differs from the RPC XID. */
+	l = rogue_call(m, 0x109, 1, RR_XPRT_MSG, 0x999);
+	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x109, RR_XPRT_ERR_CHUNK);
+	/* Silently discarded: RDMA_DONE, RDMA_ERROR, too short, an RPC Reply. */
+	l = rogue_call(m, 0x10a, 1, RR_XPRT_DONE, 0x10a);
+	CHECK_EQ(rogue_xchg(&g, m, 16, r, 300), 0);
+	n = rr_xprt_encode_error(0x10b, 1, RR_XPRT_ERR_CHUNK, m, sizeof(m));
+	CHECK_EQ(rogue_xchg(&g, m, (size_t)n, r, 300), 0);
+	l = rogue_call(m, 0x10c, 1, RR_XPRT_MSG, 0x10c);
+	CHECK_EQ(rogue_xchg(&g, m, 12, r, 300), 0);
+	l = rogue_call(m, 0x10d, 1, RR_XPRT_MSG, 0x10d);
+	rr_put_be32(m + 32, 1);   /* msg_type REPLY */
+	CHECK_EQ(rogue_xchg(&g, m, l, r, 300), 0);
+	/* The connection survived all of that. */
+	l = rogue_call(m, 0x10e, 1, RR_XPRT_MSG, 0x10e);
+	n = rogue_xchg(&g, m, l, r, 3000);
+	REQUIRE(n >= 48);
+	CHECK_EQ(rr_get_be32(r), 0x10e);
+	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
+	/* A Read chunk naming an STag that does not exist: the RDMA Read
+	 * fails, which is fatal to the connection (RFC 8166 section 4.5.1? it
+	 * is an operational error): no answer, the connection ends. */
+	rr_put_be32(m, 0x10f);
+	rr_put_be32(m + 4, 1);
+	rr_put_be32(m + 8, 8);
+	rr_put_be32(m + 12, RR_XPRT_MSG);
+	rr_put_be32(m + 16, 1);
+	rr_put_be32(m + 20, 24);          /* position: after nitems */
+	rr_put_be32(m + 24, 0xdead0001);  /* handle */
+	rr_put_be32(m + 28, 16);
+	rr_put_be64(m + 32, 0x1000);
+	rr_put_be32(m + 40, 0);
+	rr_put_be32(m + 44, 0);
+	rr_put_be32(m + 48, 0);
+	rr_put_be32(m + 52, 0x10f);
+	rr_put_be32(m + 56, 0);
+	rr_put_be32(m + 60, 1);
+	rr_put_be32(m + 64, 0);
+	rr_put_be32(m + 68, 0);
+	rr_put_be32(m + 72, 1);           /* nitems */
+	rr_put_be32(m + 76, 16);          /* len; data in the chunk */
+	rr_put_be32(m + 80, MAGIC);
+	n = rogue_xchg(&g, m, 84, r, 3000);
+	CHECK(n <= 0);
+	CHECK_EQ(s.served, 2);
+	rogue_close(&g);
+	srv_stop(&s);
+}

@@ -242,6 +242,15 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 		else
 			st->short_msgs++;
 	}
+	if (rc->nreads == 0) {
+		/* Everything is here: check the Call now. */
+		enum rr_xprt_rsp_action a = rr_xprt_rsp_assemble(s, rc, grant, err_msg, err_len);
+
+		if (a != RR_XPRT_A_DELIVER) {
+			rr_xprt_rcall_release(s, rc);
+			return a;
+		}
+	}
 	*out = rc;
 	return rc->nreads ? RR_XPRT_A_READ : RR_XPRT_A_DELIVER;
 
