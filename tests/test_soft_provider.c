@@ -518,3 +518,220 @@ TEST(soft_violation_invalidate_long_lived_mr)
 {
 	violation(V_INV_MR, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_CANNOT_INVALIDATE);
 }
+
+/* ---- RDMA Commit ---- */
+
+/* Child: responder exposing a durable file mapping; reports port and STag
+ * through @wfd, then serves until killed. */
+static void commit_child(int wfd, const char *path)
+{
+	struct pair p;
+	struct rpcrdma_durable_map map;
+	struct rpcrdma_mr_attr a;
+	struct rpcrdma_mr *mr;
+	struct rpcrdma_cm_event ev;
+	struct rpcrdma_conn_param sp = {.responder_resources = 4, .initiator_depth = 4};
+	uint64_t info[3];
+
+	memset(&p, 0, sizeof(p));
+	if (rpcrdma_open("soft", NULL, &p.ctx) || rpcrdma_durable_map(path, 1 << 20, &map))
+		_exit(2);
+	ep_make(&p, &p.s);
+	listen_on(&p);
+	if (rpcrdma_durable_mr_attr(&map, map.addr, 1 << 20, RPCRDMA_ACCESS_LOCAL_WRITE |
+				    RPCRDMA_ACCESS_REMOTE_WRITE, &a) || rpcrdma_reg_mr(p.s.pd, &a, &mr))
+		_exit(3);
+	info[0] = p.port;
+	info[1] = rpcrdma_mr_rkey(mr);
+	info[2] = (uintptr_t)map.addr;
+	if (write(wfd, info, sizeof(info)) != sizeof(info))
+		_exit(4);
+	if (wait_cm(p.ch, &ev, 10000) || ev.type != RPCRDMA_CM_CONNECT_REQUEST)
+		_exit(5);
+	if (rpcrdma_accept(ev.id, p.s.qp, &sp))
+		_exit(6);
+	for (;;)
+		pause();
+}
+
+TEST(soft_commit_durable_survives_sigkill)
+{
+	char path[] = "/tmp/rr-commit-XXXXXX";
+	int pfd[2], fd = mkstemp(path);
+	pid_t pid;
+	uint64_t info[3];
+	struct pair p;
+	static uint8_t data[300000];
+	struct rpcrdma_mr *lmr;
+	struct rpcrdma_wc wc;
+	struct rpcrdma_cm_event ev;
+	int status;
+
+	REQUIRE(fd >= 0);
+	close(fd);
+	REQUIRE_EQ(pipe(pfd), 0);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		close(pfd[0]);
+		commit_child(pfd[1], path);
+		_exit(0);
+	}
+	close(pfd[1]);
+	REQUIRE_EQ(read(pfd[0], info, sizeof(info)), (ssize_t)sizeof(info));
+	close(pfd[0]);
+	memset(&p, 0, sizeof(p));
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p.ctx), 0);
+	ep_make(&p, &p.c);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(p.ctx, &p.ch), 0);
+	{
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+					.sin_port = htons((uint16_t)info[0])};
+		struct rpcrdma_conn_param cp = {.responder_resources = 4, .initiator_depth = 4};
+
+		REQUIRE_EQ(rpcrdma_connect(p.ch, p.c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL,
+					   &p.c.id), 0);
+		REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+		REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+	}
+	fill(data, sizeof(data), 77);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.c.pd, data, sizeof(data), RPCRDMA_ACCESS_LOCAL_WRITE, &lmr), 0);
+	{
+		struct rpcrdma_sge s = sge_of(lmr, data, sizeof(data));
+		struct rpcrdma_remote_region rg = {.stag = (uint32_t)info[1], .length = sizeof(data),
+						   .offset = info[2] + 4096};
+		struct rpcrdma_send_wr c = {.wr_id = 2, .opcode = RPCRDMA_WR_RDMA_COMMIT,
+					    .flags = RPCRDMA_SEND_SIGNALED,
+					    .u.commit = {.regions = &rg, .num_regions = 1}};
+		struct rpcrdma_send_wr w = {.wr_id = 1, .sg_list = &s, .num_sge = 1,
+					    .opcode = RPCRDMA_WR_RDMA_WRITE, .next = &c,
+					    .u.rdma = {.remote_offset = info[2] + 4096, .stag = (uint32_t)info[1]}};
+
+		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &w, NULL), 0);
+		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 10000), 1);
+		kill(pid, SIGKILL); /* right after the Commit Response */
+		CHECK_EQ(wc.wr_id, 2);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		CHECK_EQ(wc.opcode, RPCRDMA_WC_COMMIT);
+		CHECK_EQ(wc.remote_status, 0);
+	}
+	REQUIRE_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	{
+		FILE *f = fopen(path, "rb");
+		static uint8_t back[300000];
+
+		REQUIRE(f);
+		REQUIRE_EQ(fseek(f, 4096, SEEK_SET), 0);
+		REQUIRE_EQ(fread(back, 1, sizeof(back), f), sizeof(back));
+		fclose(f);
+		CHECK_MEM(back, data, sizeof(data));
+	}
+	unlink(path);
+	{
+		struct rpcrdma_mr *mrs[] = {lmr};
+		struct rpcrdma_pd *pc = p.c.pd;
+
+		ep_free(&p.c);
+		CHECK_EQ(rpcrdma_dereg_mr(mrs[0]), 0);
+		CHECK_EQ(rpcrdma_pd_free(pc), 0);
+		CHECK_EQ(rpcrdma_cm_channel_destroy(p.ch), 0);
+		CHECK_EQ(rpcrdma_close(p.ctx), 0);
+	}
+}
+
+TEST(soft_commit_not_durable_status)
+{
+	struct pair p;
+	static uint8_t target[4096];
+	struct rpcrdma_mr *tmr;
+	struct rpcrdma_wc wc;
+	struct rpcrdma_remote_region rg;
+	struct rpcrdma_send_wr c = {.wr_id = 7, .opcode = RPCRDMA_WR_RDMA_COMMIT,
+				    .flags = RPCRDMA_SEND_SIGNALED};
+
+	pair_up(&p, 0, 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, target, sizeof(target), RPCRDMA_ACCESS_LOCAL_WRITE |
+					 RPCRDMA_ACCESS_REMOTE_WRITE, &tmr), 0);
+	rg = (struct rpcrdma_remote_region){rpcrdma_mr_rkey(tmr), 100, (uintptr_t)target};
+	c.u.commit.regions = &rg;
+	c.u.commit.num_regions = 1;
+	REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &c, NULL), 0);
+	REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+	CHECK_EQ(wc.status, RPCRDMA_WC_COMMIT_ERR);
+	CHECK_EQ(wc.remote_status, SOFT_COMMIT_NOT_DURABLE);
+	/* no Terminate: the connection still works (draft 5.1) */
+	REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &c, NULL), 0);
+	REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+	CHECK_EQ(wc.remote_status, SOFT_COMMIT_NOT_DURABLE);
+	{
+		struct rpcrdma_mr *mrs[] = {tmr};
+
+		pair_down(&p, mrs, 1);
+	}
+}
+
+TEST(soft_reject_with_private_data)
+{
+	struct pair p;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct rpcrdma_cm_event ev;
+
+	memset(&p, 0, sizeof(p));
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p.ctx), 0);
+	ep_make(&p, &p.c);
+	listen_on(&p);
+	a.sin_port = htons(p.port);
+	REQUIRE_EQ(rpcrdma_connect(p.ch, p.c.qp, (struct sockaddr *)&a, sizeof(a), NULL, NULL, &p.c.id), 0);
+	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+	REQUIRE_EQ(rpcrdma_reject(ev.id, "go away", 7), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(ev.id), 0);
+	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_REJECTED);
+	CHECK_EQ(ev.status, -ECONNREFUSED);
+	REQUIRE_EQ(ev.private_data_len, 7);
+	CHECK_MEM(ev.private_data, "go away", 7);
+	{
+		struct rpcrdma_pd *pc = p.c.pd;
+
+		ep_free(&p.c);
+		CHECK_EQ(rpcrdma_pd_free(pc), 0);
+		rpcrdma_cm_id_destroy(p.listen);
+		CHECK_EQ(rpcrdma_cm_channel_destroy(p.ch), 0);
+		CHECK_EQ(rpcrdma_close(p.ctx), 0);
+	}
+}
+
+TEST(soft_mpa_timeout_on_silent_peer)
+{
+	/* a TCP listener that never answers the MPA Request */
+	struct pair p;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t l = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	struct rpcrdma_conn_param cp = {.timeout_ms = 300};
+	struct rpcrdma_cm_event ev;
+
+	REQUIRE(lfd >= 0);
+	REQUIRE_EQ(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	REQUIRE_EQ(listen(lfd, 1), 0);
+	REQUIRE_EQ(getsockname(lfd, (struct sockaddr *)&a, &l), 0);
+	memset(&p, 0, sizeof(p));
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p.ctx), 0);
+	ep_make(&p, &p.c);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(p.ctx, &p.ch), 0);
+	REQUIRE_EQ(rpcrdma_connect(p.ch, p.c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &p.c.id), 0);
+	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_UNREACHABLE);
+	CHECK_EQ(ev.status, -ETIMEDOUT);
+	close(lfd);
+	{
+		struct rpcrdma_pd *pc = p.c.pd;
+
+		ep_free(&p.c);
+		CHECK_EQ(rpcrdma_pd_free(pc), 0);
+		CHECK_EQ(rpcrdma_cm_channel_destroy(p.ch), 0);
+		CHECK_EQ(rpcrdma_close(p.ctx), 0);
+	}
+}
