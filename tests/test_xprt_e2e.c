@@ -883,13 +883,13 @@ static size_t rogue_call(uint8_t *b, uint32_t xid, uint32_t vers, uint32_t proc,
 	return 56;
 }
 
-static void expect_error(const uint8_t *r, int n, uint32_t xid, uint32_t err)
+static void expect_error_v(const uint8_t *r, int n, uint32_t xid, uint32_t err, uint32_t vers)
 {
 	if (n != (err == RR_XPRT_ERR_VERS ? 28 : 20))
 		printf("  xid %#x: got %d bytes (proc %u)\n", xid, n, n >= 16 ? rr_get_be32(r + 12) : 0);
 	REQUIRE_EQ(n, (err == RR_XPRT_ERR_VERS ? 28 : 20));
 	CHECK_EQ(rr_get_be32(r), xid);
-	CHECK_EQ(rr_get_be32(r + 4), 1);
+	CHECK_EQ(rr_get_be32(r + 4), vers);      /* echoes the failing message */
 	CHECK(rr_get_be32(r + 8) >= 1);          /* never a grant of 0 */
 	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_ERROR);
 	CHECK_EQ(rr_get_be32(r + 16), err);
@@ -897,6 +897,11 @@ static void expect_error(const uint8_t *r, int n, uint32_t xid, uint32_t err)
 		CHECK_EQ(rr_get_be32(r + 20), 1);
 		CHECK_EQ(rr_get_be32(r + 24), 1);
 	}
+}
+
+static void expect_error(const uint8_t *r, int n, uint32_t xid, uint32_t err)
+{
+	expect_error_v(r, n, xid, err, 1);
 }
 
 /* Every malformed header class gets exactly the RFC 8166 section 4.5
@@ -928,9 +933,9 @@ TEST(xprt_e2e_rogue_requester)
 	CHECK_EQ(rr_get_be32(r + 28), 0x100);
 	/* Version 2 and version 0: ERR_VERS 1..1. */
 	l = rogue_call(m, 0x101, 2, RR_XPRT_MSG, 0x101);
-	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x101, RR_XPRT_ERR_VERS);
+	expect_error_v(r, rogue_xchg(&g, m, l, r, 3000), 0x101, RR_XPRT_ERR_VERS, 2);
 	l = rogue_call(m, 0x102, 0, RR_XPRT_MSG, 0x102);
-	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x102, RR_XPRT_ERR_VERS);
+	expect_error_v(r, rogue_xchg(&g, m, l, r, 3000), 0x102, RR_XPRT_ERR_VERS, 0);
 	/* RDMA_MSGP, unknown procedure: ERR_CHUNK. */
 	l = rogue_call(m, 0x103, 1, RR_XPRT_MSGP, 0x103);
 	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x103, RR_XPRT_ERR_CHUNK);
@@ -969,13 +974,16 @@ TEST(xprt_e2e_rogue_requester)
 	/* rdma_xid differs from the RPC XID. */
 	l = rogue_call(m, 0x109, 1, RR_XPRT_MSG, 0x999);
 	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x109, RR_XPRT_ERR_CHUNK);
-	/* Silently discarded: RDMA_DONE, RDMA_ERROR, too short, an RPC Reply. */
+	/* Truncated inside the fixed header (an XID is there): ERR_CHUNK. */
+	l = rogue_call(m, 0x110, 1, RR_XPRT_MSG, 0x110);
+	expect_error(r, rogue_xchg(&g, m, 12, r, 3000), 0x110, RR_XPRT_ERR_CHUNK);
+	/* Silently discarded: RDMA_DONE, RDMA_ERROR, no XID, an RPC Reply. */
 	l = rogue_call(m, 0x10a, 1, RR_XPRT_DONE, 0x10a);
 	CHECK_EQ(rogue_xchg(&g, m, 16, r, 300), 0);
-	n = rr_xprt_encode_error(0x10b, 1, RR_XPRT_ERR_CHUNK, m, sizeof(m));
+	n = rr_xprt_encode_error(0x10b, 1, 1, RR_XPRT_ERR_CHUNK, m, sizeof(m));
 	CHECK_EQ(rogue_xchg(&g, m, (size_t)n, r, 300), 0);
 	l = rogue_call(m, 0x10c, 1, RR_XPRT_MSG, 0x10c);
-	CHECK_EQ(rogue_xchg(&g, m, 12, r, 300), 0);
+	CHECK_EQ(rogue_xchg(&g, m, 3, r, 300), 0);
 	l = rogue_call(m, 0x10d, 1, RR_XPRT_MSG, 0x10d);
 	rr_put_be32(m + 32, 1);   /* msg_type REPLY */
 	CHECK_EQ(rogue_xchg(&g, m, l, r, 300), 0);

@@ -457,7 +457,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 			s->dropped++;
 		return;
 	}
-	v = rr_xprt_hdr_decode(buf, len, h);
+	v = rr_xprt_hdr_decode(buf, len, false, p->reply_inline, 0, h);
 	c = v == RR_XPRT_V_DROP && len < 4 ? NULL :
 		rr_xprt_req_find(r, len >= 4 ? rr_get_be32(buf) : 0);
 	/* The peer already invalidated the STag, whatever else is wrong. */
