@@ -1022,3 +1022,260 @@ TEST(xprt_e2e_rogue_requester)
 	rogue_close(&g);
 	srv_stop(&s);
 }
+
+/* ---- a scripted rogue responder: raw Replies to our requester ---- */
+struct rsrv {
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	struct rpcrdma_cm_id *lid, *id;
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_qp *qp;
+	struct rpcrdma_mr *rmr, *smr;
+	uint8_t rbuf[8][4096];
+	uint8_t sbuf[4096];
+};
+
+struct cl_arg {
+	struct cl *c;
+	struct rr_tp_conf *cc;
+	int port;
+	int rc;
+};
+
+static void *cl_thread(void *a)
+{
+	struct cl_arg *x = a;
+
+	x->rc = cl_start(x->c, x->cc, x->port);
+	return NULL;
+}
+
+static void rsrv_post_recv(struct rsrv *g, unsigned i)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->rbuf[i], 4096, rpcrdma_mr_lkey(g->rmr)};
+	struct rpcrdma_recv_wr wr = {i, NULL, &sge, 1};
+
+	REQUIRE_EQ(rpcrdma_post_recv(g->qp, &wr, NULL), 0);
+}
+
+/* Waits for a Call; returns its length (copied to @out) or -1. */
+static int rsrv_recv(struct rsrv *g, uint8_t *out, unsigned ms)
+{
+	for (unsigned t = 0; t < ms; t += 5) {
+		struct rpcrdma_wc wc[4];
+		int n = rpcrdma_cq_poll(g->cq, 4, wc);
+
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != RPCRDMA_WC_SUCCESS)
+				return -1;
+			if (wc[i].opcode == RPCRDMA_WC_RECV) {
+				unsigned idx = (unsigned)wc[i].wr_id;
+				int l = (int)wc[i].byte_len;
+
+				memcpy(out, g->rbuf[idx], (size_t)l);
+				rsrv_post_recv(g, idx);
+				return l;
+			}
+		}
+		sleep_ms(5);
+	}
+	return -1;
+}
+
+static int rsrv_send(struct rsrv *g, const uint8_t *m, size_t len, bool inv, uint32_t stag)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
+				  rpcrdma_mr_lkey(g->smr)};
+	struct rpcrdma_send_wr wr;
+
+	memcpy(g->sbuf, m, len);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 77;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
+	wr.u.send.invalidate_stag = stag;
+	wr.flags = RPCRDMA_SEND_SIGNALED;
+	if (rpcrdma_post_send(g->qp, &wr, NULL))
+		return -1;
+	for (int t = 0; t < 400; t++) {
+		struct rpcrdma_wc wc;
+
+		if (rpcrdma_cq_poll(g->cq, 1, &wc) == 1)
+			return wc.status == RPCRDMA_WC_SUCCESS ? 0 : -1;
+		sleep_ms(5);
+	}
+	return -1;
+}
+
+/* Malformed Replies are silently discarded (the Call stays pending); a valid
+ * Reply sent with Send With Invalidate although the responder advertised no
+ * R (Linux svcrdma does this when the requester set R) completes it with the
+ * named STag marked remotely invalidated and every other STag invalidated
+ * locally. */
+TEST(xprt_e2e_rogue_responder)
+{
+	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3}; /* R = 0 */
+	static struct rsrv g;
+	struct rpcrdma_cq_attr ca = {64, NULL};
+	struct rpcrdma_qp_attr qa = {0};
+	struct rpcrdma_conn_param prm = {0};
+	struct sockaddr_in a = {0};
+	struct sockaddr_storage ss;
+	struct rpcrdma_cm_event ev;
+	struct rr_tp_conf sc, cc;
+	struct rr_xprt_stats st;
+	struct cl c;
+	struct cl_arg x;
+	pthread_t th;
+	static struct rr_xprt_hdr h, rh;
+	uint8_t call[4096], m[4096];
+	uint32_t lens[1] = {40}, xid, wstag;
+	struct rpc *p;
+	int n, port;
+	bool got = false;
+
+	if (!soft_ok())
+		return;
+	memset(&g, 0, sizeof(g));
+	confs(&sc, &cc);
+	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, NULL, &g.ctx), 0);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(g.ctx, &g.ch), 0);
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	REQUIRE_EQ(rpcrdma_listen(g.ch, (struct sockaddr *)&a, sizeof(a), 4, NULL, &g.lid), 0);
+	REQUIRE_EQ(rpcrdma_cm_local_addr(g.lid, &ss), 0);
+	port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	x = (struct cl_arg){&c, &cc, port, -1};
+	pthread_create(&th, NULL, cl_thread, &x);
+	for (int t = 0; t < 600 && !got; t++) {
+		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_CONNECT_REQUEST)
+			got = true;
+		else
+			sleep_ms(5);
+	}
+	REQUIRE(got);
+	g.id = ev.id;
+	REQUIRE_EQ(rpcrdma_pd_alloc(g.ctx, &g.pd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(g.ctx, &ca, &g.cq), 0);
+	qa.send_cq = qa.recv_cq = g.cq;
+	qa.max_send_wr = 16;
+	qa.max_recv_wr = 8;
+	qa.max_send_sge = qa.max_recv_sge = 1;
+	REQUIRE_EQ(rpcrdma_qp_create(g.pd, &qa, &g.qp), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(g.pd, g.rbuf, sizeof(g.rbuf),
+					 RPCRDMA_ACCESS_LOCAL_WRITE, &g.rmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(g.pd, g.sbuf, sizeof(g.sbuf),
+					 RPCRDMA_ACCESS_LOCAL_WRITE, &g.smr), 0);
+	for (unsigned i = 0; i < 8; i++)
+		rsrv_post_recv(&g, i);
+	prm.private_data = pd;
+	prm.private_data_len = 8;
+	prm.responder_resources = 4;
+	prm.initiator_depth = 4;
+	REQUIRE_EQ(rpcrdma_accept(g.id, g.qp, &prm), 0);
+	pthread_join(th, NULL);
+	REQUIRE_EQ(x.rc, 0);
+
+	/* One Call with a Write chunk; the Reply will echo it. */
+	p = mk_rpc(&c, 0, 0, 1, lens, true, 256);
+	REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
+	n = rsrv_recv(&g, call, 3000);
+	REQUIRE(n > 28);
+	REQUIRE_EQ(rr_xprt_hdr_decode(call, (size_t)n, true, 0, 0, &h), RR_XPRT_V_OK);
+	xid = h.xid;
+	REQUIRE_EQ(h.nwrites, 1);
+	wstag = h.writes[0].segs[0].handle;
+	CHECK(rr_tp_client_live_stags(c.tp) >= 1);
+
+#define RBASE()                                                                \
+	do {                                                                   \
+		memset(&rh, 0, sizeof(rh));                                    \
+		rh.xid = xid; rh.vers = 1; rh.credit = 16; rh.proc = RR_XPRT_MSG; \
+		rh.nwrites = 1; rh.writes[0].nsegs = 1;                        \
+		rh.writes[0].segs[0] = h.writes[0].segs[0];                    \
+		rh.writes[0].segs[0].length = 40;                              \
+	} while (0)
+	/* reply body: xid REPLY 0 nitems=1 len=40 MAGIC (data went by Write) */
+#define RBODY(buf, off, rx)                                                    \
+	do {                                                                   \
+		rr_put_be32(buf + off, rx); rr_put_be32(buf + off + 4, 1);     \
+		rr_put_be32(buf + off + 8, 0); rr_put_be32(buf + off + 12, 1); \
+		rr_put_be32(buf + off + 16, 40); rr_put_be32(buf + off + 20, MAGIC); \
+	} while (0)
+	{
+		int hl;
+
+		/* wrong RPC XID */
+		RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid + 1);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		/* version 2 */
+		RBASE(); rh.vers = 2; hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		/* truncated inside the Write list */
+		RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+		REQUIRE_EQ(rsrv_send(&g, m, 30, false, 0), 0);
+		/* a Read list in a Reply */
+		RBASE(); rh.nreads = 1; rh.reads[0].position = 8; rh.reads[0].seg = h.writes[0].segs[0];
+		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		/* Write chunk longer than provided, and a foreign handle */
+		RBASE(); rh.writes[0].segs[0].length = h.writes[0].segs[0].length + 1;
+		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		RBASE(); rh.writes[0].segs[0].handle ^= 0x100;
+		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		/* RDMA_DONE, RDMA_MSGP, an RDMA_ERROR with an unknown code */
+		RBASE(); rh.proc = RR_XPRT_DONE; hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl, false, 0), 0);
+		RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		rr_put_be32(m + 12, RR_XPRT_MSGP);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		rr_put_be32(m + 12, RR_XPRT_ERROR);
+		rr_put_be32(m + 16, 9);
+		REQUIRE_EQ(rsrv_send(&g, m, 20, false, 0), 0);
+		sleep_ms(100);
+		CHECK_EQ(p->completions, 0);
+		rr_tp_client_stats(c.tp, &st);
+		CHECK(st.bad_replies + st.dropped >= 8);
+
+		/* The valid Reply, with Send With Invalidate of our Write chunk's
+		 * STag although this responder advertised R = 0. */
+		memcpy(p->sinkbuf[0], p->data[0], 40);   /* as if RDMA Written */
+		RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, true, wstag), 0);
+		REQUIRE(cl_wait(&c, 1, 5000));
+		CHECK_EQ(p->completions, 1);
+		CHECK_EQ(p->status, 0);
+		CHECK(verify(p));
+		rr_tp_client_stats(c.tp, &st);
+		CHECK_EQ(st.remote_inv, 1);
+		CHECK_EQ(st.local_inv, 0);    /* its only STag: not invalidated twice */
+		CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+		/* A duplicate of the valid Reply: unknown XID, dropped. */
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		sleep_ms(50);
+		CHECK_EQ(p->completions, 1);
+	}
+#undef RBASE
+#undef RBODY
+	free_rpc(p);
+	cl_stop(&c);
+	/* Take every pending CM event before destroying the ids. */
+	for (int t = 0; t < 100; t++) {
+		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_DISCONNECTED)
+			break;
+		sleep_ms(5);
+	}
+	(void)rpcrdma_cm_id_destroy(g.id);
+	(void)rpcrdma_qp_destroy(g.qp);
+	(void)rpcrdma_dereg_mr(g.rmr);
+	(void)rpcrdma_dereg_mr(g.smr);
+	(void)rpcrdma_cq_destroy(g.cq);
+	(void)rpcrdma_pd_free(g.pd);
+	(void)rpcrdma_cm_id_destroy(g.lid);
+	(void)rpcrdma_cm_channel_destroy(g.ch);
+	(void)rpcrdma_close(g.ctx);
+}
