@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -1278,4 +1279,102 @@ TEST(xprt_e2e_rogue_responder)
 	(void)rpcrdma_cm_id_destroy(g.lid);
 	(void)rpcrdma_cm_channel_destroy(g.ch);
 	(void)rpcrdma_close(g.ctx);
+}
+
+/* The responder in another process (fork before any thread): message forms
+ * with data verified across process boundaries. */
+TEST(xprt_e2e_across_processes)
+{
+	struct rr_tp_conf sc, cc;
+	int to_child[2], to_parent[2];
+	pid_t pid;
+	int port = 0, status = 0;
+	struct cl c;
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	REQUIRE_EQ(pipe(to_child), 0);
+	REQUIRE_EQ(pipe(to_parent), 0);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct srv s;
+		char b;
+		int pt;
+
+		close(to_child[1]);
+		close(to_parent[0]);
+		pt = srv_start(&s, &sc);
+		if (write(to_parent[1], &pt, sizeof(pt)) != sizeof(pt))
+			_exit(2);
+		/* serve until the parent closes its end */
+		while (read(to_child[0], &b, 1) > 0)
+			;
+		srv_stop(&s);
+		_exit(s.bad == 0 && s.served >= 4 ? 0 : 1);
+	}
+	close(to_child[0]);
+	close(to_parent[1]);
+	REQUIRE_EQ(read(to_parent[0], &port, sizeof(port)), (long)sizeof(port));
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	{
+		uint32_t l1[1] = {100}, l2[1] = {9001}, l3[3] = {5000, 1, 70000};
+		struct rpc *p;
+
+		p = run1(&c, 0, 0, 1, l1, false, 1024);       /* Short */
+		CHECK(verify(p));
+		free_rpc(p);
+		p = run1(&c, 0, 6000, 1, l2, true, 4096);     /* Long Call + Write */
+		CHECK(verify(p));
+		free_rpc(p);
+		p = run1(&c, 50000, 0, 3, l3, true, 60000);   /* Reads, Writes, Long Reply */
+		CHECK(verify(p));
+		free_rpc(p);
+		p = run1(&c, 0, 0, 3, l3, false, 200000);     /* results through Reply chunk */
+		CHECK(verify(p));
+		free_rpc(p);
+	}
+	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+	cl_stop(&c);
+	close(to_child[1]);
+	REQUIRE_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(to_parent[0]);
+}
+
+/* Without invalidatable registrations (plain MRs): the requester does not
+ * advertise R, exposes MR STags and invalidates by deregistration. */
+TEST(xprt_e2e_without_windows)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c;
+	struct rr_xprt_stats st;
+	struct rr_xprt_params prm;
+	uint32_t lens[1] = {20000};
+	int port;
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	cc.use_windows = false;
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	for (int i = 0; i < 10; i++) {
+		struct rpc *p = run1(&c, i * 1000, 0, 1, lens, i & 1, 40000);
+
+		CHECK(verify(p));
+		free_rpc(p);
+	}
+	REQUIRE_EQ(rr_tp_client_params(c.tp, &prm, NULL), 0);
+	CHECK(!prm.local_r);
+	rr_tp_client_stats(c.tp, &st);
+	CHECK_EQ(st.remote_inv, 0);
+	CHECK(st.local_inv >= 10);
+	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+	cl_stop(&c);
+	srv_stop(&s);
 }

@@ -64,6 +64,7 @@ struct tp_conn {
 	uint32_t nsend, ssize;
 	uint32_t *sfree;
 	uint32_t nsfree;
+	struct tp_sreq **sowner;  /* responder: req waiting for a slot's Send */
 	struct rr_pd_conn neg;
 	struct rr_xprt_params params;
 	uint16_t ord;
@@ -92,6 +93,7 @@ struct tp_ep {
 	bool stop;
 	struct rr_xprt_stats stats;
 	bool is_server;
+	bool adv_r;              /* the R bit we advertise */
 	struct tp_conn *grave;   /* dead connections freed a little later */
 };
 
@@ -142,6 +144,7 @@ struct tp_sreq {
 	uint32_t next_read, reads_done;
 	bool failed;
 	bool send_done;
+	bool send_pending;
 	int send_status;
 	uint32_t send_slot;
 	struct tp_sreq *next;   /* read queue */
@@ -179,7 +182,8 @@ static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 	cn->rbuf = rr_zalloc(env, (size_t)nrecv * rsize);
 	cn->sbuf = rr_zalloc(env, (size_t)nsend * ssize + 4);
 	cn->sfree = rr_alloc(env, sizeof(uint32_t) * nsend);
-	if (!cn->rbuf || !cn->sbuf || !cn->sfree)
+	cn->sowner = rr_zalloc(env, sizeof(*cn->sowner) * nsend);
+	if (!cn->rbuf || !cn->sbuf || !cn->sfree || !cn->sowner)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < nsend; i++)
 		cn->sfree[i] = nsend - 1 - i;
@@ -260,6 +264,7 @@ static void conn_free(struct tp_conn *cn)
 	rr_free(env, cn->rbuf);
 	rr_free(env, cn->sbuf);
 	rr_free(env, cn->sfree);
+	rr_free(env, cn->sowner);
 	rr_free(env, cn);
 }
 
@@ -363,8 +368,7 @@ static int post_slot_send(struct tp_conn *cn, uint32_t slot, uint32_t len,
 /* Private data and negotiation (RFC 8797). */
 static int local_pd(const struct tp_ep *ep, uint8_t *buf, size_t cap)
 {
-	struct rr_pd_local l = {ep->conf.inline_send, ep->conf.inline_recv,
-				ep->conf.remote_inv, 0};
+	struct rr_pd_local l = {ep->conf.inline_send, ep->conf.inline_recv, ep->adv_r, 0};
 
 	return rr_pd_encode(&l, buf, cap);
 }
@@ -373,7 +377,7 @@ static void conn_negotiate(struct tp_conn *cn, enum rr_pd_role role,
 			   const void *pd, size_t pdlen)
 {
 	const struct rr_tp_conf *cf = &cn->ep->conf;
-	struct rr_pd_local l = {cf->inline_send, cf->inline_recv, cf->remote_inv, 0};
+	struct rr_pd_local l = {cf->inline_send, cf->inline_recv, cn->ep->adv_r, 0};
 
 	if (rr_pd_negotiate(&l, role, pd, pdlen, &cn->neg)) {
 		memset(&cn->neg, 0, sizeof(cn->neg));
@@ -384,7 +388,7 @@ static void conn_negotiate(struct tp_conn *cn, enum rr_pd_role role,
 					role == RR_PD_REQUESTER ? cn->ssize : cn->rsize);
 	cn->params.reply_inline = RR_MIN(cn->neg.reply_threshold,
 					 role == RR_PD_REQUESTER ? cn->rsize : cn->ssize);
-	cn->params.local_r = cf->remote_inv && (role == RR_PD_RESPONDER || cn->use_mw);
+	cn->params.local_r = cn->ep->adv_r;
 	cn->params.peer_r = cn->neg.peer_r;
 	cn->params.max_seg_len = cf->max_seg_len;
 	cn->params.max_segs = cf->max_segs;
@@ -1065,11 +1069,19 @@ static void sv_on_wc(struct rr_tp_server *s, struct tp_conn *cn, const struct rp
 	unsigned t = WRTYPE(wc->wr_id);
 
 	if (t == WR_REPLY) {
-		struct tp_sreq *r = WRPTR(wc->wr_id);
+		/* The slot names its waiting req, if it still waits: a req
+		 * given up on a dead connection is no longer reachable. */
+		uint32_t slot = (uint32_t)WRVAL(wc->wr_id);
+		struct tp_sreq *r = slot < cn->nsend ? cn->sowner[slot] : NULL;
 
-		r->send_done = true;
-		r->send_status = wc->status == RPCRDMA_WC_SUCCESS ? 0 : -EIO;
-		slot_put(cn, r->send_slot);
+		if (slot < cn->nsend)
+			cn->sowner[slot] = NULL;
+		if (r) {
+			r->send_done = true;
+			r->send_pending = false;
+			r->send_status = wc->status == RPCRDMA_WC_SUCCESS ? 0 : -EIO;
+		}
+		slot_put(cn, slot);
 		pthread_cond_broadcast(&s->ep.cond);
 	} else if (t == WR_SEND) {
 		slot_put(cn, (uint32_t)WRVAL(wc->wr_id));
@@ -1345,6 +1357,16 @@ static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server)
 	rc = rpcrdma_cm_channel_create(ep->ctx, &ep->ch);
 	if (rc)
 		return rc;
+	{
+		struct rpcrdma_caps caps;
+
+		/* R tells the peer it may invalidate our STags: a requester can
+		 * honour it only with invalidatable registrations. */
+		ep->adv_r = ep->conf.remote_inv;
+		if (!server && (!ep->conf.use_windows || rpcrdma_query(ep->ctx, &caps) ||
+				!(caps.flags & RPCRDMA_CAP_INVALIDATABLE)))
+			ep->adv_r = false;
+	}
 	ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (ep->evfd < 0)
 		return -errno;
@@ -1792,9 +1814,13 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 	}
 	r->send_slot = slot;
 	r->send_done = false;
-	rc = post_slot_send(cn, slot, plan->send_len, WRID(WR_REPLY, r), plan->send_inv,
+	r->send_pending = true;
+	cn->sowner[slot] = r;
+	rc = post_slot_send(cn, slot, plan->send_len, WRID(WR_REPLY, slot), plan->send_inv,
 			    plan->inv_stag, plan->nwrites ? wrs : NULL);
 	if (rc) {
+		cn->sowner[slot] = NULL;
+		r->send_pending = false;
 		slot_put(cn, slot);
 		sv_conn_lost(s, cn);
 		rc = -ENOTCONN;
@@ -1804,6 +1830,11 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 	while (!r->send_done && !cn->dead)
 		pthread_cond_wait(&s->ep.cond, &s->ep.lock);
 	rc = r->send_done ? r->send_status : -ENOTCONN;
+	if (r->send_pending) {
+		/* Gave up on a dead connection: forget the slot's owner. */
+		cn->sowner[r->send_slot] = NULL;
+		r->send_pending = false;
+	}
 out:
 	for (unsigned i = 0; i < nmr; i++)
 		(void)rpcrdma_dereg_mr(mrs[i]);
