@@ -1378,3 +1378,51 @@ TEST(xprt_e2e_without_windows)
 	cl_stop(&c);
 	srv_stop(&s);
 }
+
+/* Destroying a client with Calls in flight: each completes exactly once with
+ * -ECANCELED after its STags are invalid. */
+TEST(xprt_e2e_destroy_with_pending)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c;
+	struct rpc *ps[6];
+	uint32_t lens[1] = {6000};
+	int port;
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	/* open the grant */
+	ps[0] = run1(&c, 0, 0, 1, lens, true, 4096);
+	free_rpc(ps[0]);
+	pthread_mutex_lock(&s.lock);
+	s.hold = true;
+	pthread_mutex_unlock(&s.lock);
+	for (unsigned i = 0; i < 6; i++) {
+		ps[i] = mk_rpc(&c, 0, 0, 1, lens, true, 4096);
+		REQUIRE_EQ(rr_tp_client_submit(c.tp, &ps[i]->r), 0);
+	}
+	for (int t = 0; t < 500 && s.nheld < 6; t++)
+		sleep_ms(10);
+	CHECK_EQ(s.nheld, 6);
+	rr_tp_client_destroy(c.tp);
+	for (unsigned i = 0; i < 6; i++) {
+		CHECK_EQ(ps[i]->completions, 1);
+		CHECK_EQ(ps[i]->status, -ECANCELED);
+		ps[i]->r.reply = NULL;
+		for (unsigned k = 0; k < ps[i]->nitems; k++) {
+			free(ps[i]->data[k]);
+			free(ps[i]->sinkbuf[k]);
+		}
+		free(ps[i]);
+	}
+	pthread_mutex_destroy(&c.lock);
+	pthread_cond_destroy(&c.cond);
+	srv_release_held(&s);
+	sleep_ms(50);
+	srv_stop(&s);
+}
