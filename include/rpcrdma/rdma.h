@@ -44,9 +44,14 @@
  *  - rpcrdma_durable_map/unmap: any thread; the mapping object itself is
  *    not shared-mutable after creation.
  *
- * Progress: providers progress on their own (hardware, or provider threads in
+ * Progress: providers move data on their own (hardware, or provider threads in
  * "soft"); the caller never has to call in to move data, it polls CQs and the
- * CM channel (or waits on their file descriptors). */
+ * CM channel (or waits on their file descriptors). Connection setup may need
+ * the caller: with rdma_cm ("verbs") the connecting side's address and route
+ * resolution advance inside rpcrdma_cm_get_event on that side's channel, so
+ * a connecting caller keeps polling its channel (or waits on its fd) until
+ * ESTABLISHED, REJECTED, UNREACHABLE or ERROR. The fd may wake for such an
+ * internal step; rpcrdma_cm_get_event then answers -EAGAIN. */
 #ifndef RPCRDMA_RDMA_H
 #define RPCRDMA_RDMA_H
 

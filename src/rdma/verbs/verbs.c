@@ -50,6 +50,7 @@ _Static_assert(offsetof(struct rpcrdma_sge, length) == offsetof(struct ibv_sge, 
 _Static_assert(offsetof(struct rpcrdma_sge, lkey) == offsetof(struct ibv_sge, lkey), "sge");
 
 #define VB_BATCH 16
+#define RR_RXE_VENDOR_ID 0xffffffu /* Linux rdma_rxe's vendor_id */
 #define VB_DEFAULT_TIMEOUT_MS 5000
 #define VB_PDATA_MAX 255 /* rdma_conn_param.private_data_len is a uint8_t */
 
@@ -62,6 +63,7 @@ struct vb_ctx {
 	struct ibv_device_attr attr;
 	struct ibv_port_attr port;
 	enum rpcrdma_transport transport;
+	unsigned int with_inv_flags;  /* wc_flags bits meaning "with invalidate" */
 	pthread_mutex_t qlock;       /* qps list (qp_num -> QP for completions) */
 	struct vb_qp *qps;
 };
@@ -195,6 +197,13 @@ static int vb_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_en
 		c->transport = RPCRDMA_TRANSPORT_ROCE;
 	else
 		c->transport = RPCRDMA_TRANSPORT_IB;
+	/* Linux rxe (seen on 6.1) writes the kernel's IB_WC_WITH_INVALIDATE
+	 * (bit 2) into the user-mapped CQ, where libibverbs reads bit 2 as
+	 * IBV_WC_IP_CSUM_OK, which never applies to an RC receive; the STag
+	 * is in invalidated_rkey as it should be. Accept both bits there. */
+	c->with_inv_flags = IBV_WC_WITH_INV;
+	if (c->attr.vendor_id == RR_RXE_VENDOR_ID)
+		c->with_inv_flags |= IBV_WC_IP_CSUM_OK;
 	if (pthread_mutex_init(&c->qlock, NULL) != 0) {
 		rdma_free_devices(devs);
 		rr_free(env, c);
@@ -498,6 +507,7 @@ static int vb_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *out)
 			break;
 		pthread_mutex_lock(&c->qlock);
 		for (int i = 0; i < k; i++) {
+
 			struct rpcrdma_wc *o = &out[got + i];
 
 			memset(o, 0, sizeof(*o));
@@ -506,7 +516,8 @@ static int vb_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *out)
 			o->opcode = vb_opcode(w[i].opcode);
 			o->byte_len = w[i].byte_len;
 			o->vendor_err = w[i].vendor_err;
-			if (w[i].status == IBV_WC_SUCCESS && (w[i].wc_flags & IBV_WC_WITH_INV)) {
+			if (w[i].status == IBV_WC_SUCCESS && (w[i].opcode & IBV_WC_RECV) &&
+			    (w[i].wc_flags & c->with_inv_flags)) {
 				o->flags |= RPCRDMA_WC_WITH_INV;
 				o->invalidated_stag = w[i].invalidated_rkey;
 			}
@@ -771,9 +782,17 @@ static int vb_post_send(struct rr_qp *qp, struct rpcrdma_send_wr *wr, struct rpc
 			rc = vb_err(ibv_post_send(iq, w, &ibad));
 			int posted = rc < 0 ? (ibad ? (int)(ibad - w) : 0) : n;
 
-			for (int i = 0; i < posted; i++)
-				if (src[i]->opcode == RPCRDMA_WR_BIND_MW)
-					RR_BASE(mw, src[i]->u.bind.mw)->rkey = rkeys[i];
+			/* A bound type 2 window has the new rkey; ibv_mw.rkey is
+			 * the consumer's to update (providers such as rxe check
+			 * the next bind against it). */
+			for (int i = 0; i < posted; i++) {
+				if (src[i]->opcode == RPCRDMA_WR_BIND_MW) {
+					struct rr_mw *bmw = RR_BASE(mw, src[i]->u.bind.mw);
+
+					bmw->rkey = rkeys[i];
+					VB_MW(bmw)->mw->rkey = rkeys[i];
+				}
+			}
 			if (rc < 0) {
 				*bad = src[RR_MIN(posted, n - 1)];
 				return rc;
@@ -1181,6 +1200,11 @@ static int vb_handle(struct vb_ch *ch, struct rdma_cm_event *e, struct rpcrdma_c
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		ev->type = RPCRDMA_CM_DISCONNECTED;
+		/* complete the handshake (IB CM: answer the DREQ with a DREP;
+		 * otherwise the peer waits for its DREQ timeout); an error
+		 * just means we had started the disconnect ourselves */
+		if (id)
+			rdma_disconnect(id->cm);
 		if (id && id->qp) {
 			struct ibv_qp *iq = atomic_load(&id->qp->ibv);
 			struct ibv_qp_attr qa = {.qp_state = IBV_QPS_ERR};
