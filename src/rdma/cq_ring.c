@@ -1,0 +1,152 @@
+/* Fixed-capacity completion ring with eventfd notification (see cq_ring.h):
+ * the software providers' completion queue. No RFC wire format. */
+#include "rdma/cq_ring.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+int rr_cq_ring_init(struct rr_cq_ring *r, const struct rpcrdma_env *env, uint32_t cap)
+{
+	if (!r || cap == 0 || cap > (1u << 24))
+		return -EINVAL;
+	memset(r, 0, sizeof(*r));
+	r->env = rr_env(env);
+	r->slots = rr_alloc(r->env, (size_t)cap * sizeof(*r->slots));
+	if (!r->slots)
+		return -ENOMEM;
+	r->cap = cap;
+	r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (r->efd < 0) {
+		int err = -errno;
+
+		rr_free(r->env, r->slots);
+		r->slots = NULL;
+		return err;
+	}
+	if (pthread_mutex_init(&r->lock, NULL) != 0) {
+		close(r->efd);
+		rr_free(r->env, r->slots);
+		r->slots = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void rr_cq_ring_fini(struct rr_cq_ring *r)
+{
+	if (!r || !r->slots)
+		return;
+	close(r->efd);
+	rr_free(r->env, r->slots);
+	r->slots = NULL;
+	pthread_mutex_destroy(&r->lock);
+}
+
+static void signal_fd(struct rr_cq_ring *r)
+{
+	uint64_t one = 1;
+
+	/* An eventfd write only fails when the counter would overflow, which
+	 * still leaves it readable: the notification is not lost. */
+	while (write(r->efd, &one, sizeof(one)) < 0 && errno == EINTR)
+		;
+}
+
+int rr_cq_ring_push(struct rr_cq_ring *r, const struct rpcrdma_wc *wc)
+{
+	bool solicited, notify = false;
+	int rc = 0;
+
+	if (!r || !wc)
+		return -EINVAL;
+	solicited = wc->status != RPCRDMA_WC_SUCCESS ||
+		    (wc->opcode == RPCRDMA_WC_RECV && (wc->flags & RPCRDMA_WC_SOLICITED));
+	pthread_mutex_lock(&r->lock);
+	if (r->overflow || r->count == r->cap) {
+		/* Overrun: the completion is lost; wake the consumer whether
+		 * armed or not so that it sees the error state. */
+		r->overflow = true;
+		notify = true;
+		rc = -EOVERFLOW;
+	} else {
+		r->slots[(r->head + r->count) % r->cap] = *wc;
+		r->count++;
+		r->pushed++;
+		if (r->armed == RR_CQ_ARMED_ALL ||
+		    (r->armed == RR_CQ_ARMED_SOLICITED && solicited)) {
+			r->armed = RR_CQ_DISARMED;
+			notify = true;
+		}
+	}
+	/* Signal under the lock so that an arm racing with this push cannot be
+	 * reordered against it. */
+	if (notify)
+		signal_fd(r);
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+int rr_cq_ring_poll(struct rr_cq_ring *r, int n, struct rpcrdma_wc *out)
+{
+	int got = 0;
+
+	if (!r || n < 0 || (n && !out))
+		return -EINVAL;
+	pthread_mutex_lock(&r->lock);
+	while (got < n && r->count) {
+		out[got++] = r->slots[r->head];
+		r->head = (r->head + 1) % r->cap;
+		r->count--;
+	}
+	if (got == 0 && r->overflow)
+		got = -EOVERFLOW;
+	pthread_mutex_unlock(&r->lock);
+	return got;
+}
+
+int rr_cq_ring_arm(struct rr_cq_ring *r, bool solicited_only)
+{
+	if (!r)
+		return -EINVAL;
+	pthread_mutex_lock(&r->lock);
+	/* ARMED_ALL is not narrowed by a later solicited-only request (verbs:
+	 * the broader request wins until it fires). */
+	if (!solicited_only)
+		r->armed = RR_CQ_ARMED_ALL;
+	else if (r->armed == RR_CQ_DISARMED)
+		r->armed = RR_CQ_ARMED_SOLICITED;
+	pthread_mutex_unlock(&r->lock);
+	return 0;
+}
+
+int rr_cq_ring_fd(const struct rr_cq_ring *r)
+{
+	return r ? r->efd : -EINVAL;
+}
+
+int rr_cq_ring_get_event(struct rr_cq_ring *r)
+{
+	uint64_t v;
+	ssize_t n;
+
+	if (!r)
+		return -EINVAL;
+	do
+		n = read(r->efd, &v, sizeof(v));
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)sizeof(v))
+		return 1;
+	if (n < 0 && errno != EAGAIN)
+		return -errno;
+	return 0;
+}
+
+uint32_t rr_cq_ring_count(struct rr_cq_ring *r)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&r->lock);
+	n = r->count;
+	pthread_mutex_unlock(&r->lock);
+	return n;
+}

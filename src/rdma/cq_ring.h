@@ -1,0 +1,55 @@
+/* A completion queue for software providers: a fixed-capacity ring of work
+ * completions (struct rpcrdma_wc) filled by the provider's progress (any
+ * number of producer threads) and drained by one consumer, with verbs-style
+ * notification: an armed ring writes its eventfd once, on the next
+ * completion (or, armed solicited-only, on the next solicited receive or
+ * error completion). Overrun is an error state as on a verbs CQ: the
+ * completion is lost, push answers -EOVERFLOW, the fd is signalled so the
+ * consumer notices, and poll answers -EOVERFLOW once the held completions
+ * are drained. No RFC wire format here.
+ *
+ * Thread safety: push may run concurrently with everything (mutex); poll,
+ * arm and get_event are for one consumer at a time (they also take the
+ * mutex, so concurrent consumers are safe but get no ordering guarantee). */
+#ifndef RR_RDMA_CQ_RING_H
+#define RR_RDMA_CQ_RING_H
+
+#include <pthread.h>
+
+#include "common/common.h"
+#include "rpcrdma/rdma.h"
+
+enum { RR_CQ_DISARMED = 0, RR_CQ_ARMED_ALL, RR_CQ_ARMED_SOLICITED };
+
+struct rr_cq_ring {
+	pthread_mutex_t lock;
+	const struct rpcrdma_env *env;
+	struct rpcrdma_wc *slots;
+	uint32_t cap;
+	uint32_t head;      /* next to poll */
+	uint32_t count;
+	bool overflow;
+	int armed;
+	int efd;            /* eventfd, EFD_NONBLOCK | EFD_CLOEXEC */
+	uint64_t pushed;    /* statistics */
+};
+
+/* @cap completions (>= 1). -ENOMEM, or a negative errno from eventfd. */
+int rr_cq_ring_init(struct rr_cq_ring *r, const struct rpcrdma_env *env, uint32_t cap);
+void rr_cq_ring_fini(struct rr_cq_ring *r);
+
+/* Appends a copy of @wc. -EOVERFLOW when full (then the ring is in the
+ * error state for good). A completion is "solicited" for notification when
+ * it is a receive with RPCRDMA_WC_SOLICITED or has a non-success status. */
+int rr_cq_ring_push(struct rr_cq_ring *r, const struct rpcrdma_wc *wc);
+/* Moves up to @n completions to @out: count, 0 when empty, -EOVERFLOW after
+ * an overrun once empty. */
+int rr_cq_ring_poll(struct rr_cq_ring *r, int n, struct rpcrdma_wc *out);
+int rr_cq_ring_arm(struct rr_cq_ring *r, bool solicited_only);
+int rr_cq_ring_fd(const struct rr_cq_ring *r);
+/* Consumes pending notifications: 1 if any, 0 if none. */
+int rr_cq_ring_get_event(struct rr_cq_ring *r);
+/* Completions held now. */
+uint32_t rr_cq_ring_count(struct rr_cq_ring *r);
+
+#endif

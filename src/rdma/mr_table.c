@@ -1,0 +1,509 @@
+/* STag table of the software provider (RFC 5040 section 2.1 STags, section
+ * 5.1 protection checks, section 7.1 error codes as listed in mr_table.h):
+ * slots in lazily allocated chunks, O(1) lookup from the STag's index,
+ * random key bytes never reused within a slot's epoch, epochs then slot
+ * retirement so no STag value is ever issued twice. */
+#include "rdma/mr_table.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "rpcrdma/rdma.h"
+
+enum { ST_FREE = 0, ST_VALID, ST_INVALID, ST_RETIRED };
+
+struct rr_mrt_entry {
+	uint32_t stag;          /* last STag issued (0 before the first) */
+	uint8_t state;
+	uint8_t kind;
+	uint16_t keys_used;     /* in this epoch */
+	uint32_t epoch;
+	uint64_t keymap[4];     /* keys issued in this epoch */
+	const void *pd;
+	const void *qp;         /* windows: bound QP */
+	void *owner;
+	struct rr_mrt_region r;
+	uint32_t parent_slot;   /* windows: parent MR while valid */
+	uint32_t nbound;        /* MRs: valid windows bound through it */
+	uint32_t next_free;
+};
+
+static uint32_t chunk_size(const struct rr_mrt *t)
+{
+	return RR_MIN(RR_MRT_CHUNK, t->nslots);
+}
+
+static struct rr_mrt_entry *slot_entry(struct rr_mrt *t, uint32_t slot)
+{
+	uint32_t cs = chunk_size(t);
+
+	return &t->chunks[slot / cs][slot % cs];
+}
+
+int rr_mrt_init(struct rr_mrt *t, const struct rpcrdma_env *env, unsigned slot_bits)
+{
+	if (!t || slot_bits < RR_MRT_SLOT_BITS_MIN || slot_bits > RR_MRT_SLOT_BITS_MAX)
+		return -EINVAL;
+	memset(t, 0, sizeof(*t));
+	t->env = rr_env(env);
+	t->slot_bits = slot_bits;
+	t->nslots = 1u << slot_bits;
+	t->max_epoch = (1u << (24 - slot_bits)) - 1;
+	t->nchunks = t->nslots / chunk_size(t);
+	t->chunks = rr_zalloc(t->env, t->nchunks * sizeof(*t->chunks));
+	if (!t->chunks)
+		return -ENOMEM;
+	t->next_unused = 1; /* slot 0 is never used: STag 0 is never issued */
+	if (pthread_mutex_init(&t->lock, NULL) != 0) {
+		rr_free(t->env, t->chunks);
+		t->chunks = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void rr_mrt_fini(struct rr_mrt *t)
+{
+	if (!t || !t->chunks)
+		return;
+	for (uint32_t i = 0; i < t->nchunks; i++)
+		rr_free(t->env, t->chunks[i]);
+	rr_free(t->env, t->chunks);
+	t->chunks = NULL;
+	pthread_mutex_destroy(&t->lock);
+}
+
+/* Draws a key the slot has not issued in its epoch, advancing the epoch when
+ * all 256 are used. -ENOSPC when the slot is exhausted (caller retires it). */
+static int slot_rekey(struct rr_mrt *t, uint32_t slot, struct rr_mrt_entry *e)
+{
+	uint8_t rnd[16];
+	int key = -1;
+
+	if (e->keys_used == 256) {
+		if (e->epoch >= t->max_epoch)
+			return -ENOSPC;
+		e->epoch++;
+		memset(e->keymap, 0, sizeof(e->keymap));
+		e->keys_used = 0;
+	}
+	rr_random(t->env, rnd, sizeof(rnd));
+	for (size_t i = 0; i < sizeof(rnd) && key < 0; i++)
+		if (!(e->keymap[rnd[i] >> 6] >> (rnd[i] & 63) & 1))
+			key = rnd[i];
+	for (unsigned i = 0; key < 0 && i < 256; i++) {
+		unsigned k = (rnd[0] + i) & 255u;
+
+		if (!(e->keymap[k >> 6] >> (k & 63) & 1))
+			key = (int)k;
+	}
+	if (key < 0)
+		return -ENOSPC; /* cannot happen: keys_used < 256 */
+	e->keymap[key >> 6] |= 1ull << (key & 63);
+	e->keys_used++;
+	e->stag = ((e->epoch << t->slot_bits | slot) << 8) | (uint32_t)key;
+	return 0;
+}
+
+/* Takes a slot off the free list or from the never-used range and keys it. */
+static int slot_get(struct rr_mrt *t, uint32_t *slotp, struct rr_mrt_entry **ep)
+{
+	for (;;) {
+		struct rr_mrt_entry *e;
+		uint32_t slot;
+
+		if (t->free_head) {
+			slot = t->free_head;
+			e = slot_entry(t, slot);
+			t->free_head = e->next_free;
+		} else if (t->next_unused < t->nslots) {
+			uint32_t cs = chunk_size(t);
+
+			slot = t->next_unused;
+			if (!t->chunks[slot / cs]) {
+				t->chunks[slot / cs] = rr_zalloc(t->env, cs * sizeof(struct rr_mrt_entry));
+				if (!t->chunks[slot / cs])
+					return -ENOMEM;
+			}
+			t->next_unused++;
+			e = slot_entry(t, slot);
+		} else {
+			return -ENOSPC;
+		}
+		e->next_free = 0;
+		if (slot_rekey(t, slot, e) < 0) {
+			e->state = ST_RETIRED;
+			t->retired++;
+			continue;
+		}
+		*slotp = slot;
+		*ep = e;
+		return 0;
+	}
+}
+
+static void slot_put(struct rr_mrt *t, uint32_t slot, struct rr_mrt_entry *e)
+{
+	e->state = ST_FREE;
+	e->owner = NULL;
+	e->pd = NULL;
+	e->qp = NULL;
+	e->nbound = 0;
+	e->next_free = t->free_head;
+	t->free_head = slot;
+}
+
+/* The entry an STag names (any state), or NULL. */
+static struct rr_mrt_entry *lookup(struct rr_mrt *t, uint32_t stag, uint32_t *slotp)
+{
+	uint32_t slot = (stag >> 8) & (t->nslots - 1);
+	struct rr_mrt_entry *e;
+
+	if (slot == 0 || slot >= t->next_unused)
+		return NULL;
+	e = slot_entry(t, slot);
+	if (e->state == ST_FREE || e->state == ST_RETIRED || e->stag != stag)
+		return NULL;
+	if (slotp)
+		*slotp = slot;
+	return e;
+}
+
+/* Re-keys the entry in @slot; when the slot is exhausted the entry moves to a
+ * fresh slot and the old one is retired. On failure nothing changed. */
+static int entry_rekey(struct rr_mrt *t, uint32_t *slotp, struct rr_mrt_entry **ep)
+{
+	struct rr_mrt_entry *e = *ep, save = *e, *n;
+	uint32_t nslot;
+	int rc;
+
+	rc = slot_rekey(t, *slotp, e);
+	if (rc == 0)
+		return 0;
+	*e = save;
+	rc = slot_get(t, &nslot, &n);
+	if (rc < 0)
+		return rc;
+	n->state = e->state;
+	n->kind = e->kind;
+	n->pd = e->pd;
+	n->qp = e->qp;
+	n->owner = e->owner;
+	n->r = e->r;
+	n->parent_slot = e->parent_slot;
+	n->nbound = e->nbound;
+	e->state = ST_RETIRED;
+	t->retired++;
+	*slotp = nslot;
+	*ep = n;
+	return 0;
+}
+
+int rr_mrt_reg(struct rr_mrt *t, const struct rr_mrt_region *r, const void *pd, void *owner,
+	       uint32_t *stag)
+{
+	struct rr_mrt_entry *e;
+	uint32_t slot;
+	int rc;
+
+	if (!t || !r || !stag || (r->length && !r->addr))
+		return -EINVAL;
+	if (r->length && r->base_to > UINT64_MAX - (r->length - 1))
+		return -EOVERFLOW;
+	pthread_mutex_lock(&t->lock);
+	rc = slot_get(t, &slot, &e);
+	if (rc == 0) {
+		e->state = ST_VALID;
+		e->kind = RR_MRT_MR;
+		e->pd = pd;
+		e->qp = NULL;
+		e->owner = owner;
+		e->r = *r;
+		e->nbound = 0;
+		t->live++;
+		*stag = e->stag;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int rr_mrt_rereg(struct rr_mrt *t, uint32_t *stag, const struct rr_mrt_region *r)
+{
+	struct rr_mrt_entry *e;
+	uint32_t slot;
+	int rc;
+
+	if (!t || !r || !stag || (r->length && !r->addr))
+		return -EINVAL;
+	if (r->length && r->base_to > UINT64_MAX - (r->length - 1))
+		return -EOVERFLOW;
+	pthread_mutex_lock(&t->lock);
+	e = lookup(t, *stag, &slot);
+	if (!e || e->kind != RR_MRT_MR) {
+		rc = -ENOENT;
+	} else if (e->nbound) {
+		rc = -EBUSY;
+	} else {
+		rc = entry_rekey(t, &slot, &e);
+		if (rc == 0) {
+			e->r = *r;
+			*stag = e->stag;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int rr_mrt_dereg(struct rr_mrt *t, uint32_t stag)
+{
+	struct rr_mrt_entry *e;
+	uint32_t slot;
+	int rc = 0;
+
+	if (!t)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	e = lookup(t, stag, &slot);
+	if (!e || e->kind != RR_MRT_MR) {
+		rc = -ENOENT;
+	} else if (e->nbound) {
+		rc = -EBUSY;
+	} else {
+		slot_put(t, slot, e);
+		t->live--;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int rr_mrt_mw_alloc(struct rr_mrt *t, const void *pd, void *owner, uint32_t *stag)
+{
+	struct rr_mrt_entry *e;
+	uint32_t slot;
+	int rc;
+
+	if (!t || !stag)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	rc = slot_get(t, &slot, &e);
+	if (rc == 0) {
+		e->state = ST_INVALID;
+		e->kind = RR_MRT_MW;
+		e->pd = pd;
+		e->qp = NULL;
+		e->owner = owner;
+		memset(&e->r, 0, sizeof(e->r));
+		e->r.durable_fd = -1;
+		t->live++;
+		*stag = e->stag;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+static void unbind(struct rr_mrt *t, struct rr_mrt_entry *e)
+{
+	struct rr_mrt_entry *p;
+
+	if (e->state != ST_VALID)
+		return;
+	e->state = ST_INVALID;
+	e->qp = NULL;
+	p = slot_entry(t, e->parent_slot);
+	if (p->nbound)
+		p->nbound--;
+}
+
+int rr_mrt_mw_bind(struct rr_mrt *t, uint32_t *stag, uint32_t parent_lkey, uint64_t addr,
+		   uint64_t length, uint32_t access, const void *pd, const void *qp)
+{
+	struct rr_mrt_entry *e, *p;
+	uint32_t slot, pslot;
+	uint64_t off;
+	int rc;
+
+	if (!t || !stag)
+		return -EINVAL;
+	if (access & ~(RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_READ |
+		       RPCRDMA_ACCESS_REMOTE_WRITE))
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	e = lookup(t, *stag, &slot);
+	p = lookup(t, parent_lkey, &pslot);
+	if (!e || e->kind != RR_MRT_MW) {
+		rc = -ENOENT;
+		goto out;
+	}
+	if (e->pd != pd) {
+		rc = -EPERM;
+		goto out;
+	}
+	if (e->state == ST_VALID) {
+		rc = -EBUSY;
+		goto out;
+	}
+	if (!p || p->kind != RR_MRT_MR || p->state != ST_VALID) {
+		rc = -ENOENT;
+		goto out;
+	}
+	if (p->pd != pd) {
+		rc = -EPERM;
+		goto out;
+	}
+	if (!(p->r.access & RPCRDMA_ACCESS_MW_BIND) ||
+	    ((access & RPCRDMA_ACCESS_REMOTE_WRITE) &&
+	     !(p->r.access & RPCRDMA_ACCESS_LOCAL_WRITE))) {
+		rc = -EACCES;
+		goto out;
+	}
+	if (addr < p->r.base_to || length > UINT64_MAX - addr) {
+		rc = -ERANGE;
+		goto out;
+	}
+	off = addr - p->r.base_to;
+	if (off > p->r.length || length > p->r.length - off) {
+		rc = -ERANGE;
+		goto out;
+	}
+	rc = entry_rekey(t, &slot, &e);
+	if (rc < 0)
+		goto out;
+	e->state = ST_VALID;
+	e->qp = qp;
+	e->parent_slot = pslot;
+	e->r.addr = p->r.addr + off;
+	e->r.length = length;
+	e->r.base_to = addr;
+	e->r.access = access;
+	e->r.durable = p->r.durable;
+	e->r.durable_fd = p->r.durable_fd;
+	e->r.durable_offset = p->r.durable_offset + off;
+	p->nbound++;
+	*stag = e->stag;
+out:
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int rr_mrt_mw_free(struct rr_mrt *t, uint32_t stag)
+{
+	struct rr_mrt_entry *e;
+	uint32_t slot;
+	int rc = 0;
+
+	if (!t)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	e = lookup(t, stag, &slot);
+	if (!e || e->kind != RR_MRT_MW) {
+		rc = -ENOENT;
+	} else {
+		unbind(t, e);
+		slot_put(t, slot, e);
+		t->live--;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int rr_mrt_invalidate(struct rr_mrt *t, uint32_t stag, const void *pd, const void *qp)
+{
+	struct rr_mrt_entry *e;
+	int rc = 0;
+
+	if (!t)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	e = lookup(t, stag, NULL);
+	if (!e || e->state != ST_VALID)
+		rc = -ENOENT;
+	else if (e->kind != RR_MRT_MW)
+		rc = -EINVAL;
+	else if (e->pd != pd || (qp && e->qp != qp))
+		rc = -EPERM;
+	else
+		unbind(t, e);
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int rr_mrt_check(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t len, uint32_t need,
+		 const void *pd, const void *qp, struct rr_mrt_ref *ref)
+{
+	const uint32_t rights = RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_READ |
+				RPCRDMA_ACCESS_REMOTE_WRITE;
+	struct rr_mrt_entry *e;
+	bool local = need & RR_MRT_LOCAL;
+	uint64_t off;
+	int rc = 0;
+
+	if (!t)
+		return -EINVAL;
+	if (need & ~(rights | RR_MRT_LOCAL))
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	e = lookup(t, stag, NULL);
+	if (!e || e->state != ST_VALID || (local && e->kind != RR_MRT_MR)) {
+		rc = -ENOENT;
+		goto out;
+	}
+	if (e->pd != pd || (e->kind == RR_MRT_MW && !local && e->qp != qp)) {
+		rc = -EPERM;
+		goto out;
+	}
+	if ((need & rights) & ~e->r.access) {
+		rc = -EACCES;
+		goto out;
+	}
+	if (len > UINT64_MAX - to) {
+		rc = -EOVERFLOW;
+		goto out;
+	}
+	if (to < e->r.base_to) {
+		rc = -ERANGE;
+		goto out;
+	}
+	off = to - e->r.base_to;
+	if (off > e->r.length || len > e->r.length - off) {
+		rc = -ERANGE;
+		goto out;
+	}
+	if (ref) {
+		ref->ptr = e->r.addr + off;
+		ref->durable = e->r.durable;
+		ref->durable_fd = e->r.durable ? e->r.durable_fd : -1;
+		ref->durable_offset = e->r.durable ? e->r.durable_offset + off : 0;
+		ref->owner = e->owner;
+		ref->kind = (enum rr_mrt_kind)e->kind;
+	}
+out:
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+uint32_t rr_mrt_live(struct rr_mrt *t)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&t->lock);
+	n = t->live;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+uint32_t rr_mrt_retired(struct rr_mrt *t)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&t->lock);
+	n = t->retired;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+int rr_mrt_make_durable(const struct rr_mrt_ref *ref, uint64_t len)
+{
+	if (!ref || !ref->durable)
+		return -EINVAL;
+	return rpcrdma_durable_sync(ref->ptr, len);
+}

@@ -1,0 +1,142 @@
+/* The STag table a software provider uses to validate every tagged access
+ * (RFC 5040 section 2.1 STags, section 5.1 memory protection checks, section
+ * 7.1 Terminate error codes; draft-talpey-rdma-commit section 4 durable
+ * regions): registration of long-lived regions and of invalidatable windows,
+ * O(1) lookup by STag, key rotation, access-rights, bounds, PD and QP
+ * association checks, local and remote invalidation.
+ *
+ * STag layout: bits 31..8 index, bits 7..0 key. The index is
+ * (epoch << slot_bits) | slot, the table holding 2^slot_bits slots. Every
+ * (re)registration, window bind or slot reuse draws a fresh key from
+ * rr_random among the keys that slot has not yet issued in its current
+ * epoch; when all 256 are used the epoch advances; when the epochs run out
+ * the slot is retired for good (the registration moves to a fresh slot). So
+ * an STag value, once invalidated or deregistered, is never issued again by
+ * this table and never grants access again. Slot 0 of epoch 0 is never used:
+ * STag 0 is never issued.
+ *
+ * Check results (negative errno -> RFC 5040 Terminate, layer RDMAP or DDP):
+ *   -ENOENT     Invalid STag (unknown, freed, invalidated, unbound window)
+ *   -ERANGE     Base or bounds violation
+ *   -EOVERFLOW  Tagged Offset wrap (offset + length overflows 64 bits)
+ *   -EACCES     Access rights violation
+ *   -EPERM      STag not associated with this PD / RDMAP stream (QP)
+ *   -EINVAL     STag cannot be invalidated (a long-lived MR)
+ *
+ * Zero-length accesses (RFC 5040 section 5.1: zero-length RDMA Read, Write
+ * and Read Response carry no data) are checked with len 0: the STag must
+ * still be valid, in the PD and have the right, and the offset must lie in
+ * [base, base + length] (one past the end is allowed). The provider may skip
+ * the lookup for zero-length DDP segments if its protocol says so.
+ *
+ * Thread safety: every function takes the table mutex; lookups return a copy
+ * (struct rr_mrt_ref), so the caller never holds a pointer into the table. */
+#ifndef RR_RDMA_MR_TABLE_H
+#define RR_RDMA_MR_TABLE_H
+
+#include <pthread.h>
+
+#include "common/common.h"
+
+#define RR_MRT_SLOT_BITS_MIN 2
+#define RR_MRT_SLOT_BITS_MAX 20
+#define RR_MRT_CHUNK 256u
+
+enum rr_mrt_kind {
+	RR_MRT_MR = 1,  /* long-lived: lkey and rkey, never invalidated */
+	RR_MRT_MW = 2,  /* invalidatable window (type 2: QP-bound) */
+};
+
+/* Extra access bit for rr_mrt_check: the access is local (an lkey in an
+ * SGE): windows are refused, a long-lived MR needs no remote right. */
+#define RR_MRT_LOCAL (1u << 31)
+
+/* A registered region as the provider describes it. Offsets are virtual
+ * addresses: byte i of the region has Tagged Offset base_to + i. */
+struct rr_mrt_region {
+	uint8_t *addr;
+	uint64_t length;
+	uint64_t base_to;
+	uint32_t access;      /* RPCRDMA_ACCESS_* */
+	bool durable;
+	int durable_fd;
+	uint64_t durable_offset;
+};
+
+/* What a successful check returns: where the access lands. */
+struct rr_mrt_ref {
+	uint8_t *ptr;         /* address of the first byte accessed */
+	bool durable;
+	int durable_fd;
+	uint64_t durable_offset; /* file offset of ptr */
+	void *owner;          /* the provider object registered with the STag */
+	enum rr_mrt_kind kind;
+};
+
+struct rr_mrt_entry;
+
+struct rr_mrt {
+	pthread_mutex_t lock;
+	const struct rpcrdma_env *env;
+	unsigned slot_bits;
+	uint32_t nslots;
+	uint32_t max_epoch;       /* inclusive */
+	struct rr_mrt_entry **chunks;
+	uint32_t nchunks;         /* allocated chunk count */
+	uint32_t next_unused;     /* first slot never handed out */
+	uint32_t free_head;       /* free list of reusable slots (0 = none) */
+	uint32_t live;            /* slots in use */
+	uint32_t retired;
+};
+
+/* Initializes @t with 2^@slot_bits slots (RR_MRT_SLOT_BITS_MIN..MAX). */
+int rr_mrt_init(struct rr_mrt *t, const struct rpcrdma_env *env, unsigned slot_bits);
+/* Frees the table (registrations still present are dropped). */
+void rr_mrt_fini(struct rr_mrt *t);
+
+/* Long-lived registration of @r in PD @pd; *@stag gets a new STag. -ENOSPC
+ * when no slot is left, -ENOMEM. */
+int rr_mrt_reg(struct rr_mrt *t, const struct rr_mrt_region *r, const void *pd, void *owner,
+	       uint32_t *stag);
+/* Replaces the region of MR *@stag and re-keys it; on success *@stag is the
+ * new STag and the old one is dead; on failure nothing changed. */
+int rr_mrt_rereg(struct rr_mrt *t, uint32_t *stag, const struct rr_mrt_region *r);
+/* Frees a long-lived registration. -EBUSY while windows bound through it
+ * are valid. */
+int rr_mrt_dereg(struct rr_mrt *t, uint32_t stag);
+
+/* Allocates an unbound window in @pd; *@stag is its (invalid) STag. */
+int rr_mrt_mw_alloc(struct rr_mrt *t, const void *pd, void *owner, uint32_t *stag);
+/* Binds window *@stag (must be unbound or invalidated: -EBUSY if valid) to
+ * [addr, addr + length) of the MR named by @parent_lkey for @qp with remote
+ * @access. Checks: parent valid MR in the same PD with MW_BIND, range inside
+ * the parent (-ERANGE), REMOTE_WRITE needs parent LOCAL_WRITE (-EACCES), as
+ * verbs. Zero length binds are allowed (a window naming no bytes). On success
+ * *@stag is the new STag (new key). */
+int rr_mrt_mw_bind(struct rr_mrt *t, uint32_t *stag, uint32_t parent_lkey, uint64_t addr,
+		   uint64_t length, uint32_t access, const void *pd, const void *qp);
+/* Frees a window (bound or not). */
+int rr_mrt_mw_free(struct rr_mrt *t, uint32_t stag);
+
+/* Invalidates window @stag. @qp NULL = local invalidation by the owner (PD
+ * check only); non-NULL = remote (Send with Invalidate arriving on @qp): the
+ * window must be bound to that QP. Errors as listed above (-EINVAL for an
+ * MR). */
+int rr_mrt_invalidate(struct rr_mrt *t, uint32_t stag, const void *pd, const void *qp);
+
+/* Validates an access of @len bytes at Tagged Offset @to through @stag with
+ * rights @need (RPCRDMA_ACCESS_REMOTE_READ / _REMOTE_WRITE, or RR_MRT_LOCAL
+ * [| RPCRDMA_ACCESS_LOCAL_WRITE] for lkeys) from @pd / @qp (@qp may be NULL
+ * for local accesses). On success fills @ref (may be NULL). */
+int rr_mrt_check(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t len, uint32_t need,
+		 const void *pd, const void *qp, struct rr_mrt_ref *ref);
+
+/* Introspection for tests and statistics. */
+uint32_t rr_mrt_live(struct rr_mrt *t);
+uint32_t rr_mrt_retired(struct rr_mrt *t);
+
+/* Makes [ptr, ptr + len) of a durable region durable (msync MS_SYNC over the
+ * covering pages). 0 or negative errno (-EIO etc.). */
+int rr_mrt_make_durable(const struct rr_mrt_ref *ref, uint64_t len);
+
+#endif

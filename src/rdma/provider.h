@@ -1,0 +1,191 @@
+/* The internal provider interface behind include/rpcrdma/rdma.h: one const
+ * table of function pointers per provider (in the manner of rdma-core's
+ * verbs_context_ops), base objects that providers embed in their own objects,
+ * and the static provider registry.
+ *
+ * Object model. Each public handle (struct rpcrdma_qp *, ...) is a pointer to
+ * the base object (struct rr_qp, ...) that the provider embeds as its member
+ * `base`; the provider gets back its object with RR_CONTAINER_OF:
+ *
+ *	struct soft_qp { struct rr_qp base; ... };
+ *	struct soft_qp *sq = RR_CONTAINER_OF(qp, struct soft_qp, base);
+ *
+ * The provider allocates the object and fills only its own fields; the
+ * dispatch layer (src/rdma/rdma.c) fills the base fields (context, pd, cqs,
+ * attributes, user context, reference counts) after a successful create op,
+ * before returning it to the user, except the fields the provider documents
+ * below as "provider sets". Destroy ops free the provider object; the
+ * dispatch layer checks reference counts first (-EBUSY) so a destroy op is
+ * only called on an unused object.
+ *
+ * Errors: ops return 0 (or a count) or a negative errno; a NULL op answers
+ * -EOPNOTSUPP through the dispatch wrappers. Argument checks that do not
+ * depend on the provider (NULL pointers, private data length against the
+ * provider's limits, access flag combinations, WR chains) are done by the
+ * dispatch layer; providers validate everything that depends on their state.
+ *
+ * Threading: see rdma.h. The ops are called with no dispatch-layer lock held;
+ * the base reference counts are atomics. */
+#ifndef RR_RDMA_PROVIDER_H
+#define RR_RDMA_PROVIDER_H
+
+#include <stdatomic.h>
+
+#include "common/common.h"
+#include "rpcrdma/rdma.h"
+
+struct rr_provider_ops;
+
+struct rr_context {
+	const struct rr_provider_ops *ops;
+	const struct rpcrdma_env *env;     /* never NULL (defaults resolved) */
+	atomic_int nobjs;                  /* live PDs, CQs, channels */
+};
+
+struct rr_pd {
+	struct rr_context *ctx;
+	atomic_int nobjs;                  /* live MRs, MWs, QPs */
+};
+
+struct rr_mr {
+	struct rr_pd *pd;
+	void *addr;
+	uint64_t length;
+	uint32_t access;
+	uint32_t flags;                    /* RPCRDMA_MR_* */
+	int durable_fd;
+	uint64_t durable_offset;
+	uint32_t lkey;                     /* provider sets (reg, rereg) */
+	uint32_t rkey;                     /* provider sets (reg, rereg) */
+};
+
+struct rr_mw {
+	struct rr_pd *pd;
+	uint32_t rkey;                     /* provider sets (alloc, bind post) */
+};
+
+struct rr_cq {
+	struct rr_context *ctx;
+	uint32_t cqe;                      /* provider sets (granted capacity) */
+	void *user_ctx;
+	atomic_int nqps;
+};
+
+struct rr_qp {
+	struct rr_pd *pd;
+	struct rr_cq *send_cq;
+	struct rr_cq *recv_cq;
+	struct rpcrdma_qp_attr attr;       /* provider sets (granted caps) */
+	void *user_ctx;
+	struct rr_cm_id *id;               /* bound connection, set by the
+					      dispatch layer on connect/accept */
+	uint32_t qp_num;                   /* provider sets (for logs) */
+};
+
+struct rr_cm_channel {
+	struct rr_context *ctx;
+	atomic_int nids;
+};
+
+struct rr_cm_id {
+	struct rr_cm_channel *ch;
+	struct rr_qp *qp;                  /* after connect/accept */
+	void *user_ctx;
+	bool listener;
+};
+
+/* Public handle <-> base object (the public types are never defined). */
+#define RR_PUB(type, p) ((struct rpcrdma_##type *)(void *)(p))
+#define RR_BASE(type, p) ((struct rr_##type *)(void *)(p))
+
+/* One per provider; all pointers optional except name and open/close. */
+struct rr_provider_ops {
+	const char *name;
+
+	/* Context. open allocates the provider context (embedding struct
+	 * rr_context base) using @env, which is never NULL. Return -ENODEV
+	 * when the provider has no usable device. */
+	int (*open)(const struct rpcrdma_open_attr *attr, const struct rpcrdma_env *env,
+		    struct rr_context **out);
+	void (*close)(struct rr_context *ctx);
+	int (*query)(struct rr_context *ctx, struct rpcrdma_caps *caps);
+
+	/* Protection domains. */
+	int (*alloc_pd)(struct rr_context *ctx, struct rr_pd **out);
+	int (*dealloc_pd)(struct rr_pd *pd);
+
+	/* Registrations. The dispatch layer has checked @attr: non-zero
+	 * length, addr + length does not wrap, REMOTE_WRITE implies
+	 * LOCAL_WRITE, no unknown bits, DURABLE has fd >= 0. reg_mr and
+	 * rereg_mr set mr->lkey/rkey (new key on every call); on rereg failure
+	 * the old registration must be intact. The dispatch layer copies the
+	 * attributes into the base after success. */
+	int (*reg_mr)(struct rr_pd *pd, const struct rpcrdma_mr_attr *attr, struct rr_mr **out);
+	int (*rereg_mr)(struct rr_mr *mr, const struct rpcrdma_mr_attr *attr);
+	int (*dereg_mr)(struct rr_mr *mr);
+	int (*alloc_mw)(struct rr_pd *pd, struct rr_mw **out);
+	int (*dealloc_mw)(struct rr_mw *mw);
+
+	/* Completion queues. A provider may use the generic ring
+	 * (src/rdma/cq_ring.h) for all of poll/arm/fd/get_event. */
+	int (*create_cq)(struct rr_context *ctx, const struct rpcrdma_cq_attr *attr,
+			 struct rr_cq **out);
+	int (*destroy_cq)(struct rr_cq *cq);
+	int (*poll_cq)(struct rr_cq *cq, int n, struct rpcrdma_wc *wc);
+	int (*arm_cq)(struct rr_cq *cq, bool solicited_only);
+	int (*cq_fd)(struct rr_cq *cq);
+	int (*cq_get_event)(struct rr_cq *cq);
+
+	/* Queue pairs. create_qp gets the checked attr (CQs of this context);
+	 * it sets qp->attr to the granted capacities. post_send/post_recv get
+	 * chains whose shape the dispatch layer checked (num_sge within the
+	 * QP's max, opcode known, commit regions 1..max, bind has mw and mr)
+	 * and set *bad on failure. */
+	int (*create_qp)(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, struct rr_qp **out);
+	int (*destroy_qp)(struct rr_qp *qp);
+	int (*post_send)(struct rr_qp *qp, struct rpcrdma_send_wr *wr,
+			 struct rpcrdma_send_wr **bad);
+	int (*post_recv)(struct rr_qp *qp, struct rpcrdma_recv_wr *wr,
+			 struct rpcrdma_recv_wr **bad);
+
+	/* Connection manager. Events the provider produces carry its rr_cm_id
+	 * pointers converted with RR_PUB(cm_id, ...). New ids made for
+	 * incoming requests are allocated by the provider and counted by it
+	 * with rr_cm_id_created() before the event is delivered. */
+	int (*create_channel)(struct rr_context *ctx, struct rr_cm_channel **out);
+	int (*destroy_channel)(struct rr_cm_channel *ch);
+	int (*channel_fd)(struct rr_cm_channel *ch);
+	int (*get_event)(struct rr_cm_channel *ch, struct rpcrdma_cm_event *ev);
+	int (*listen)(struct rr_cm_channel *ch, const struct sockaddr *addr, socklen_t addrlen,
+		      int backlog, struct rr_cm_id **out);
+	int (*connect)(struct rr_cm_channel *ch, struct rr_qp *qp, const struct sockaddr *dst,
+		       socklen_t dstlen, const struct rpcrdma_conn_param *param,
+		       struct rr_cm_id **out);
+	int (*accept)(struct rr_cm_id *id, struct rr_qp *qp, const struct rpcrdma_conn_param *param);
+	int (*reject)(struct rr_cm_id *id, const void *data, uint16_t len);
+	int (*disconnect)(struct rr_cm_id *id);
+	int (*destroy_id)(struct rr_cm_id *id);
+	int (*local_addr)(struct rr_cm_id *id, struct sockaddr_storage *ss);
+	int (*peer_addr)(struct rr_cm_id *id, struct sockaddr_storage *ss);
+	int (*conn_query)(struct rr_cm_id *id, struct rpcrdma_conn_info *info);
+};
+
+/* Providers call this when they create an id for an incoming request (the
+ * channel's id count guards rpcrdma_cm_channel_destroy). */
+void rr_cm_id_created(struct rr_cm_channel *ch, struct rr_cm_id *id);
+
+/* ---- registry ---- */
+
+/* The built-in providers. "soft" is linked when src/rdma/soft provides
+ * rdma/soft/soft_provider.h declaring `extern const struct rr_provider_ops
+ * rr_soft_ops;`; "verbs" when RPCRDMA_HAVE_VERBS (rr_verbs_ops). */
+const struct rr_provider_ops *rr_provider_find(const char *name);
+size_t rr_provider_count(void);
+const struct rr_provider_ops *rr_provider_at(size_t i);
+
+/* Test hook: opens a context on an explicit ops table (the registry is
+ * static). */
+int rr_open_with_ops(const struct rr_provider_ops *ops, const struct rpcrdma_open_attr *attr,
+		     struct rpcrdma_context **out);
+
+#endif
