@@ -318,7 +318,7 @@ int rr_mrt_mw_bind(struct rr_mrt *t, uint32_t *stag, uint32_t parent_lkey, uint6
 		   uint64_t length, uint32_t access, const void *pd, const void *qp)
 {
 	struct rr_mrt_entry *e, *p;
-	uint32_t slot, pslot;
+	uint32_t slot, pslot = 0;
 	uint64_t off;
 	int rc;
 
