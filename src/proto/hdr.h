@@ -281,7 +281,9 @@ struct rr_hdr_desc {
 /* Every encoder appends at the cursor @e and returns 0, -EMSGSIZE when @e
  * lacks room, or -EINVAL for an invalid request; on failure the cursor
  * position is unchanged (bytes past it may have been written). The caller
- * appends the Payload stream of an RDMA_MSG after the header. */
+ * appends the Payload stream of an RDMA_MSG after the header. Encoders
+ * borrow their inputs (@d, @h and the arrays they point to) for the
+ * duration of the call. */
 
 /* RDMA_MSG / RDMA_NOMSG (-EINVAL: other proc, a position not a multiple of 4
  * or decreasing, NULL segment arrays with a non-zero count). */
