@@ -1,0 +1,276 @@
+/* librpcrdma public API: ONC RPC (RFC 5531) clients and servers over
+ * RPC-over-RDMA (rdma://, verbs://) or plain TCP with record marking
+ * (tcp://, RFC 5531 section 11). The same calls work on every transport;
+ * only the URL changes. See docs/api.md for a guide.
+ *
+ * Client
+ *   rpcrdma_client_create("tcp://host:port", prog, vers, NULL, &clnt);
+ *   rpcrdma_call_create(clnt, proc, &call);
+ *   enc = rpcrdma_call_args(call); rpcrdma_xdr_put_u32(enc, 42); ...
+ *   rpcrdma_call_run(call);                    (synchronous; or _start)
+ *   dec = rpcrdma_call_results(call); rpcrdma_xdr_get_u32(dec, &x); ...
+ *   rpcrdma_call_destroy(call);
+ *
+ * Server
+ *   rpcrdma_server_create("tcp://0.0.0.0:0", NULL, &srv);
+ *   rpcrdma_server_register(srv, prog, vers, proc, handler, ctx);
+ *   rpcrdma_server_start(srv);  ...  rpcrdma_server_destroy(srv);
+ *
+ * Return values: 0 or a negative errno. An RPC the server answered with
+ * anything other than MSG_ACCEPTED/SUCCESS completes with -EREMOTEIO and
+ * rpcrdma_call_status() tells which answer it was. Transport errors:
+ * -ETIMEDOUT (no reply within the timeout), -ECANCELED (cancelled),
+ * -ECONNREFUSED/-ECONNRESET/-ENOTCONN, -EPROTONOSUPPORT (URL scheme whose
+ * transport is not available in this build), -EMSGSIZE (message above the
+ * maximum size), -EBADMSG (undecodable reply). */
+#ifndef RPCRDMA_RPC_H
+#define RPCRDMA_RPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rpcrdma/env.h"
+#include "rpcrdma/xdr.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- RFC 5531 constants ---- */
+enum rpcrdma_auth_flavor {
+	RPCRDMA_AUTH_NONE = 0,
+	RPCRDMA_AUTH_SYS = 1,
+};
+
+enum rpcrdma_reply_stat { RPCRDMA_MSG_ACCEPTED = 0, RPCRDMA_MSG_DENIED = 1 };
+
+enum rpcrdma_accept_stat {
+	RPCRDMA_SUCCESS = 0,
+	RPCRDMA_PROG_UNAVAIL = 1,
+	RPCRDMA_PROG_MISMATCH = 2,
+	RPCRDMA_PROC_UNAVAIL = 3,
+	RPCRDMA_GARBAGE_ARGS = 4,
+	RPCRDMA_SYSTEM_ERR = 5,
+};
+
+enum rpcrdma_reject_stat { RPCRDMA_RPC_MISMATCH = 0, RPCRDMA_AUTH_ERROR = 1 };
+
+enum rpcrdma_auth_stat {
+	RPCRDMA_AUTH_OK = 0,
+	RPCRDMA_AUTH_BADCRED = 1,
+	RPCRDMA_AUTH_REJECTEDCRED = 2,
+	RPCRDMA_AUTH_BADVERF = 3,
+	RPCRDMA_AUTH_REJECTEDVERF = 4,
+	RPCRDMA_AUTH_TOOWEAK = 5,
+	RPCRDMA_AUTH_INVALIDRESP = 6,
+	RPCRDMA_AUTH_FAILED = 7,
+};
+
+/* AUTH_SYS parameters (RFC 5531 appendix A). @machinename is copied. */
+#define RPCRDMA_AUTHSYS_MAXGIDS 16
+struct rpcrdma_auth_sys {
+	uint32_t stamp;
+	char machinename[256];   /* NUL-terminated, at most 255 bytes */
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t ngids;
+	uint32_t gids[RPCRDMA_AUTHSYS_MAXGIDS];
+};
+
+/* How the server answered a call (valid once it completed with 0 or
+ * -EREMOTEIO). */
+struct rpcrdma_rpc_status {
+	uint32_t reply_stat;   /* enum rpcrdma_reply_stat */
+	uint32_t accept_stat;  /* if MSG_ACCEPTED */
+	uint32_t reject_stat;  /* if MSG_DENIED */
+	uint32_t auth_stat;    /* if AUTH_ERROR */
+	uint32_t low, high;    /* PROG_MISMATCH / RPC_MISMATCH versions */
+};
+
+/* A caller-provided buffer for one DDP-eligible result item. */
+struct rpcrdma_ddp_sink {
+	void *buf;
+	size_t max;
+};
+
+/* ---- client ---- */
+struct rpcrdma_client;
+struct rpcrdma_call;
+
+struct rpcrdma_client_opts {
+	const struct rpcrdma_env *env;  /* NULL: process defaults */
+	uint32_t timeout_ms;            /* default per-call timeout; 0: 30000 */
+	uint32_t connect_timeout_ms;    /* 0: 10000 */
+	size_t max_msg;                 /* largest Call/Reply; 0: 8 MiB + 64 KiB */
+	bool no_reconnect;              /* fail pending calls on connection loss
+					   instead of reconnecting and
+					   retransmitting with the same XID */
+};
+
+/* Connects to @url ("tcp://host:port"; "rdma://host:port" and
+ * "verbs://host:port" when their transport is built in, otherwise
+ * -EPROTONOSUPPORT) for program @prog version @vers. @opts may be NULL. The
+ * connection is made here; a refused connection is an error. */
+RPCRDMA_API int rpcrdma_client_create(const char *url, uint32_t prog, uint32_t vers,
+				      const struct rpcrdma_client_opts *opts,
+				      struct rpcrdma_client **out);
+/* Cancels every pending call (-ECANCELED), waits for their completion
+ * callbacks, closes the connection, frees. Destroy every call of this client
+ * before (a call must not outlive its client). Never call it from a
+ * completion callback. */
+RPCRDMA_API void rpcrdma_client_destroy(struct rpcrdma_client *c);
+/* Credential for later calls (default AUTH_NONE). @sys is copied. */
+RPCRDMA_API int rpcrdma_client_set_auth_none(struct rpcrdma_client *c);
+RPCRDMA_API int rpcrdma_client_set_auth_sys(struct rpcrdma_client *c,
+					    const struct rpcrdma_auth_sys *sys);
+/* Fills @sys from this process: time stamp, host name, uid, gid, groups. */
+RPCRDMA_API int rpcrdma_auth_sys_self(struct rpcrdma_auth_sys *sys);
+
+/* Creates a call of @proc. Its arguments are empty until encoded. */
+RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
+				    struct rpcrdma_call **out);
+/* The argument encoder (valid until the call is destroyed; arguments may be
+ * encoded only before the call is started). */
+RPCRDMA_API struct rpcrdma_xdr_enc *rpcrdma_call_args(struct rpcrdma_call *call);
+/* Buffers for the DDP-eligible result items, in the order the results
+ * decoder will meet them. Borrows @sinks[i].buf until the call completes;
+ * the array itself is copied. At most 16 sinks. */
+RPCRDMA_API int rpcrdma_call_set_sinks(struct rpcrdma_call *call,
+				       const struct rpcrdma_ddp_sink *sinks, unsigned n);
+/* Largest expected Reply in bytes, DDP-eligible items excluded (an RDMA
+ * transport provides a Reply chunk when it exceeds the inline threshold).
+ * 0: unknown (the transport uses the maximum message size). */
+RPCRDMA_API void rpcrdma_call_set_reply_hint(struct rpcrdma_call *call, size_t bytes);
+/* Timeout of this call in milliseconds (0: the client's default). */
+RPCRDMA_API void rpcrdma_call_set_timeout(struct rpcrdma_call *call, uint32_t ms);
+
+/* Sends the call and waits for its completion. Returns its status: 0 when
+ * the server answered SUCCESS (decode the results), otherwise the error. */
+RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call);
+
+/* Completion callback of an asynchronous call, called exactly once, from a
+ * library thread (never from inside rpcrdma_call_start; possibly from the
+ * transport's receive thread, so it must not block: no rpcrdma_call_run or
+ * rpcrdma_call_wait in it). It may decode the results, destroy the call, and
+ * start new calls. */
+typedef void (*rpcrdma_call_done_fn)(struct rpcrdma_call *call, int status, void *arg);
+/* Sends the call; @done runs on completion. Returns 0, or an error without
+ * calling @done. */
+RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done,
+				   void *arg);
+/* Waits up to @timeout_ms (-1: forever) for a started call; returns its
+ * status, or -EAGAIN if still pending after the wait. */
+RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms);
+/* Cancels a started call: it completes with -ECANCELED unless it already
+ * completed. Safe from any thread, also concurrently with completion. */
+RPCRDMA_API void rpcrdma_call_cancel(struct rpcrdma_call *call);
+/* The results decoder of a call completed with status 0 (NULL otherwise),
+ * valid until the call is destroyed. */
+RPCRDMA_API struct rpcrdma_xdr_dec *rpcrdma_call_results(struct rpcrdma_call *call);
+/* How the server answered (-ENOENT if no reply was received). */
+RPCRDMA_API int rpcrdma_call_status(const struct rpcrdma_call *call,
+				    struct rpcrdma_rpc_status *st);
+RPCRDMA_API uint32_t rpcrdma_call_xid(const struct rpcrdma_call *call);
+/* Frees the call. A call still pending is cancelled first (its callback
+ * runs before this returns, unless this is called from that callback). */
+RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call);
+
+/* ---- rpcgen / libtirpc interoperability (inline data only) ----
+ * xdrproc_t routines generated by rpcgen (libtirpc) encode the arguments and
+ * decode the results through an XDR memory stream. Available when the
+ * library was built with libtirpc (otherwise -ENOSYS / NULL). */
+struct __rpc_xdr;     /* libtirpc's XDR */
+struct __rpc_client;  /* libtirpc's CLIENT */
+struct __rpc_svcxprt; /* libtirpc's SVCXPRT */
+struct svc_req;
+typedef int32_t (*rpcrdma_xdrproc_t)(struct __rpc_xdr *, ...);
+
+/* One call: @args encodes @argp, @res decodes into @resp (free it with
+ * xdr_free(res, resp) as with clnt_call). 0: SUCCESS. */
+RPCRDMA_API int rpcrdma_call_xdrproc(struct rpcrdma_client *c, uint32_t proc,
+				     rpcrdma_xdrproc_t args, void *argp,
+				     rpcrdma_xdrproc_t res, void *resp,
+				     uint32_t timeout_ms);
+/* A libtirpc CLIENT handle whose calls go through librpcrdma: the one line
+ * that moves an rpcgen client from clnt_create(host, P, V, "tcp") to
+ * librpcrdma. clnt_call/clnt_destroy/clnt_perror/clnt_freeres work on it.
+ * NULL on failure (errno set). */
+RPCRDMA_API struct __rpc_client *rpcrdma_clnt_create(const char *url, uint32_t prog,
+						     uint32_t vers);
+/* ---- server ---- */
+struct rpcrdma_server;
+struct rpcrdma_req;
+
+/* An rpcgen-generated dispatch function (PROG_VERS(struct svc_req *,
+ * SVCXPRT *)), registered for every procedure of (@prog, @vers): its
+ * svc_getargs/svc_sendreply/svcerr_* calls are served by librpcrdma. */
+typedef void (*rpcrdma_svc_dispatch_fn)(struct svc_req *, struct __rpc_svcxprt *);
+RPCRDMA_API int rpcrdma_server_register_svc(struct rpcrdma_server *s, uint32_t prog,
+					    uint32_t vers, rpcrdma_svc_dispatch_fn fn);
+
+struct rpcrdma_server_opts {
+	const struct rpcrdma_env *env;  /* NULL: process defaults */
+	unsigned threads;               /* worker threads; 0: 4 */
+	size_t max_msg;                 /* largest Call/Reply; 0: 8 MiB + 64 KiB */
+	unsigned max_conns;             /* 0: 1024 */
+};
+
+/* Handler results. A handler returns RPCRDMA_SVC_OK after encoding its
+ * results; GARBAGE_ARGS when its arguments did not decode; SYSTEM_ERR on an
+ * internal failure (a negative errno is treated the same); DEFER to keep the
+ * request and finish it later with rpcrdma_req_complete() from any thread;
+ * DROP to send no reply at all. */
+enum rpcrdma_svc_stat {
+	RPCRDMA_SVC_OK = 0,
+	RPCRDMA_SVC_GARBAGE_ARGS = 1,
+	RPCRDMA_SVC_SYSTEM_ERR = 2,
+	RPCRDMA_SVC_DEFER = 3,
+	RPCRDMA_SVC_DROP = 4,
+	RPCRDMA_SVC_AUTH_ERROR = 5, /* reply MSG_DENIED/AUTH_ERROR with the
+				       stat set by rpcrdma_req_set_auth_error */
+};
+
+typedef int (*rpcrdma_handler_fn)(struct rpcrdma_req *req, void *ctx);
+
+/* Listens on @url ("tcp://addr:port", port 0 for an ephemeral one). Not
+ * yet serving: register handlers, then rpcrdma_server_start(). */
+RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_server_opts *opts,
+				      struct rpcrdma_server **out);
+/* Registers @fn for (@prog, @vers, @proc). Procedure 0 (NULL) is answered
+ * automatically for every registered (prog, vers) unless registered
+ * explicitly. Must be called before rpcrdma_server_start(). */
+RPCRDMA_API int rpcrdma_server_register(struct rpcrdma_server *s, uint32_t prog,
+					uint32_t vers, uint32_t proc,
+					rpcrdma_handler_fn fn, void *ctx);
+RPCRDMA_API int rpcrdma_server_start(struct rpcrdma_server *s);
+/* The bound port (useful with port 0). */
+RPCRDMA_API int rpcrdma_server_port(const struct rpcrdma_server *s);
+/* Graceful shutdown: stop accepting, finish requests in flight (waits for
+ * deferred requests to be completed), close connections. Idempotent. */
+RPCRDMA_API void rpcrdma_server_shutdown(struct rpcrdma_server *s);
+/* Shuts down (if not yet) and frees. */
+RPCRDMA_API void rpcrdma_server_destroy(struct rpcrdma_server *s);
+
+/* Inside a handler (or until rpcrdma_req_complete for deferred requests): */
+RPCRDMA_API struct rpcrdma_xdr_dec *rpcrdma_req_args(struct rpcrdma_req *r);
+RPCRDMA_API struct rpcrdma_xdr_enc *rpcrdma_req_results(struct rpcrdma_req *r);
+RPCRDMA_API uint32_t rpcrdma_req_xid(const struct rpcrdma_req *r);
+RPCRDMA_API uint32_t rpcrdma_req_prog(const struct rpcrdma_req *r);
+RPCRDMA_API uint32_t rpcrdma_req_vers(const struct rpcrdma_req *r);
+RPCRDMA_API uint32_t rpcrdma_req_proc(const struct rpcrdma_req *r);
+/* The credential flavor; for AUTH_SYS, the parsed parameters (NULL
+ * otherwise). */
+RPCRDMA_API uint32_t rpcrdma_req_cred_flavor(const struct rpcrdma_req *r);
+RPCRDMA_API const struct rpcrdma_auth_sys *rpcrdma_req_auth_sys(const struct rpcrdma_req *r);
+RPCRDMA_API void rpcrdma_req_set_auth_error(struct rpcrdma_req *r, uint32_t auth_stat);
+/* Runs @fn(@arg) once the reply has been sent (or dropped): the moment
+ * buffers referenced with rpcrdma_xdr_put_ddp() may be reused. */
+RPCRDMA_API void rpcrdma_req_set_release(struct rpcrdma_req *r, void (*fn)(void *), void *arg);
+/* Finishes a deferred request with @stat (enum rpcrdma_svc_stat, not DEFER). */
+RPCRDMA_API void rpcrdma_req_complete(struct rpcrdma_req *r, int stat);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

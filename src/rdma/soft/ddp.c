@@ -1,0 +1,598 @@
+/* DDP over MPA: FPDU segmentation (TX) and the validating pull parser (RX).
+ * RFC 5041 sections 4 (header formats), 5 (data transfer: MSN, MO, Last),
+ * 7 (placement and validation), 8 (errors); RFC 5044 section 4 (FPDU framing,
+ * pad, CRC32c; markers are never negotiated); RFC 5040 sections 4-7 (opcodes,
+ * queue numbers, Terminate); draft-talpey-rdma-commit-00 3.2 (opcodes 0xC on
+ * QN 1 and 0xD on QN 3). Sans-I/O: no syscalls, no allocation; the I/O layer
+ * moves bytes and this file decides where they go and whether they are legal. */
+#include "rdma/soft/ddp.h"
+
+#include "rdma/soft/crc32c.h"
+
+/* ------------------------------------------------------------------ TX -- */
+
+size_t rr_ddp_seg_payload(size_t hdr, size_t fpdu_max)
+{
+	size_t p, cap;
+
+	if (fpdu_max < RR_FPDU_MIN)
+		fpdu_max = RR_FPDU_MIN;
+	p = (fpdu_max - hdr - RR_CRC_LEN) & ~(size_t)3;
+	cap = (RR_ULPDU_MAX - (hdr - RR_MPA_LEN_FIELD)) & ~(size_t)3;
+	return RR_MIN(p, cap);
+}
+
+static int txmsg_init(struct rr_ddp_txmsg *m, const struct iovec *iov, unsigned iovcnt)
+{
+	size_t total = 0;
+
+	if (iovcnt > RR_DDP_MAX_SGE || (iovcnt && !iov))
+		return -EINVAL;
+	for (unsigned i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > UINT32_MAX - total)
+			return -EMSGSIZE;
+		total += iov[i].iov_len;
+	}
+	m->iov = iov;
+	m->iovcnt = iovcnt;
+	m->total = total;
+	m->done = 0;
+	m->iov_idx = 0;
+	m->iov_off = 0;
+	m->started = false;
+	return 0;
+}
+
+int rr_ddp_txmsg_tagged(struct rr_ddp_txmsg *m, uint8_t op, uint32_t stag, uint64_t to,
+			const struct iovec *iov, unsigned iovcnt)
+{
+	if (!rr_rdmap_op_tagged(op))
+		return -EINVAL;
+	memset(m, 0, sizeof(*m));
+	m->op = op;
+	m->tagged = true;
+	m->stag = stag;
+	m->to = to;
+	return txmsg_init(m, iov, iovcnt);
+}
+
+int rr_ddp_txmsg_untagged(struct rr_ddp_txmsg *m, uint8_t op, uint32_t qn, uint32_t msn,
+			  uint32_t inv_stag, const struct iovec *iov, unsigned iovcnt)
+{
+	if (rr_rdmap_op_tagged(op) || op > 0xf || qn >= RR_QN_COUNT)
+		return -EINVAL;
+	memset(m, 0, sizeof(*m));
+	m->op = op;
+	m->qn = qn;
+	m->msn = msn;
+	m->inv_stag = inv_stag;
+	return txmsg_init(m, iov, iovcnt);
+}
+
+static uint16_t ddp_ctrl(bool tagged, bool last, uint8_t op)
+{
+	return (uint16_t)((tagged ? RR_DDP_T : 0) | (last ? RR_DDP_L : 0) |
+			  RR_DDP_VERSION << RR_DDP_DV_SHIFT |
+			  RR_RDMAP_VERSION << RR_RDMAP_RV_SHIFT | (op & RR_RDMAP_OP_MASK));
+}
+
+/* FPDU (RFC 5044 4.1): ULPDU_Length | ULPDU (DDP header + payload) | pad | CRC */
+int rr_ddp_tx_next(struct rr_ddp_txmsg *m, bool crc, size_t fpdu_max, struct rr_fpdu *f)
+{
+	size_t hdr = m->tagged ? RR_HDR_TAGGED : RR_HDR_UNTAGGED;
+	size_t n, want, ulpdu, pad;
+	unsigned cnt = 0;
+
+	if (m->started && m->done >= m->total)
+		return 0;
+	n = RR_MIN(m->total - m->done, rr_ddp_seg_payload(hdr, fpdu_max));
+	f->last = m->done + n == m->total;
+	ulpdu = hdr - RR_MPA_LEN_FIELD + n;
+	rr_put_be16(f->hdr, (uint16_t)ulpdu);
+	rr_put_be16(f->hdr + 2, ddp_ctrl(m->tagged, f->last, m->op));
+	if (m->tagged) {
+		rr_put_be32(f->hdr + 4, m->stag);
+		rr_put_be64(f->hdr + 8, m->to + m->done);
+	} else {
+		rr_put_be32(f->hdr + 4, m->inv_stag);
+		rr_put_be32(f->hdr + 8, m->qn);
+		rr_put_be32(f->hdr + 12, m->msn);
+		rr_put_be32(f->hdr + 16, (uint32_t)m->done);
+	}
+	f->iov[cnt].iov_base = f->hdr;
+	f->iov[cnt++].iov_len = hdr;
+	want = n;
+	while (want) {
+		const struct iovec *v = &m->iov[m->iov_idx];
+		size_t take = RR_MIN(v->iov_len - m->iov_off, want);
+
+		if (take) {
+			f->iov[cnt].iov_base = (uint8_t *)v->iov_base + m->iov_off;
+			f->iov[cnt++].iov_len = take;
+		}
+		m->iov_off += take;
+		want -= take;
+		if (m->iov_off == v->iov_len) {
+			m->iov_idx++;
+			m->iov_off = 0;
+		}
+	}
+	pad = (4 - ((RR_MPA_LEN_FIELD + ulpdu) & 3)) & 3;
+	memset(f->trailer, 0, sizeof(f->trailer));
+	if (crc) {
+		uint32_t c = RR_CRC32C_INIT;
+
+		for (unsigned i = 0; i < cnt; i++)
+			c = rr_crc32c_update(c, f->iov[i].iov_base, f->iov[i].iov_len);
+		c = rr_crc32c_update(c, f->trailer, pad);
+		rr_crc32c_put(f->trailer + pad, rr_crc32c_final(c));
+	}
+	f->iov[cnt].iov_base = f->trailer;
+	f->iov[cnt++].iov_len = pad + RR_CRC_LEN;
+	f->iovcnt = cnt;
+	f->payload = n;
+	f->len = hdr + n + pad + RR_CRC_LEN;
+	m->done += n;
+	m->started = true;
+	return 1;
+}
+
+size_t rr_ddp_build_terminate(const struct rr_term *t, uint32_t msn, bool crc,
+			      uint8_t out[RR_TERM_FPDU_MAX])
+{
+	uint8_t body[RR_TERM_MAX_BODY];
+	size_t blen = rr_rdmap_term_encode(t, body);
+	struct iovec v = {.iov_base = body, .iov_len = blen};
+	struct rr_ddp_txmsg m;
+	struct rr_fpdu f;
+	size_t off = 0;
+
+	rr_ddp_txmsg_untagged(&m, RR_OP_TERMINATE, RR_QN_TERM, msn, 0, &v, 1);
+	rr_ddp_tx_next(&m, crc, RR_TERM_FPDU_MAX, &f);
+	for (unsigned i = 0; i < f.iovcnt; i++) {
+		memcpy(out + off, f.iov[i].iov_base, f.iov[i].iov_len);
+		off += f.iov[i].iov_len;
+	}
+	return off;
+}
+
+/* ------------------------------------------------------------------ RX -- */
+
+void rr_ddp_rx_init(struct rr_ddp_rx *rx, const struct rr_ddp_rx_ops *ops, void *ctx,
+		    bool crc, bool commit)
+{
+	memset(rx, 0, sizeof(*rx));
+	rx->ops = ops;
+	rx->ctx = ctx;
+	rx->crc = crc;
+	rx->commit = commit;
+	rx->state = RR_RX_HDR;
+	rx->hdr_need = 4;
+	rx->crc_state = RR_CRC32C_INIT;
+	for (int q = 0; q < RR_QN_COUNT; q++)
+		rx->msn_expect[q] = 1;
+}
+
+static bool op_known(const struct rr_ddp_rx *rx, unsigned op)
+{
+	if (op <= RR_OP_TERMINATE)
+		return true;
+	return rx->commit && (op == RR_OP_COMMIT_REQ || op == RR_OP_COMMIT_RESP);
+}
+
+static uint32_t op_qn(unsigned op)
+{
+	switch (op) {
+	case RR_OP_READ_REQ:
+	case RR_OP_COMMIT_REQ:
+		return RR_QN_READ;
+	case RR_OP_TERMINATE:
+		return RR_QN_TERM;
+	case RR_OP_COMMIT_RESP:
+		return RR_QN_RESP;
+	default:
+		return RR_QN_SEND;
+	}
+}
+
+/* Stops the parser with a Terminate of @layer/@etype/@ecode. @copy_hdr
+ * attaches the DDP segment length and the DDP header (M, D); @copy_rdmap
+ * attaches the Read Request header (R). A Terminate is never answered with a
+ * Terminate (RFC 5040 7.1). */
+static int rx_die(struct rr_ddp_rx *rx, uint8_t layer, uint8_t etype, uint8_t ecode,
+		  bool copy_hdr, bool copy_rdmap)
+{
+	struct rr_term *t = &rx->term;
+
+	memset(t, 0, sizeof(*t));
+	t->layer = layer;
+	t->etype = etype;
+	t->ecode = ecode;
+	if (copy_hdr) {
+		size_t hl = rx->tagged ? RR_HDR_TAGGED : RR_HDR_UNTAGGED;
+
+		t->m = t->d = true;
+		rr_put_be16(t->ddp_hdr, rx->ulpdu_len);
+		memcpy(t->ddp_hdr + 2, rx->hdr + 2, hl - 2);
+		t->ddp_hdr_len = (uint8_t)hl;
+	}
+	if (copy_rdmap) {
+		t->r = true;
+		memcpy(t->rdmap_hdr, rx->body, RR_RREQ_BODY);
+	}
+	rx->term_valid = rx->op != RR_OP_TERMINATE;
+	rx->state = RR_RX_DEAD;
+	rx->err = -EPROTO;
+	return rx->err;
+}
+
+/* Maps an upper-layer / placement verdict to RFC 5040 7.2 / RFC 5041 8. */
+static int rx_die_code(struct rr_ddp_rx *rx, enum rr_rx_code code)
+{
+	bool rreq = !rx->tagged && rx->op == RR_OP_READ_REQ;
+
+	if (rx->tagged) {
+		switch (code) {
+		case RR_RXC_INVALID_STAG:
+			return rx_die(rx, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_INVALID_STAG, true, false);
+		case RR_RXC_BOUNDS:
+			return rx_die(rx, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_BOUNDS, true, false);
+		case RR_RXC_PD:
+			return rx_die(rx, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_STAG_NOT_ASSOC, true, false);
+		case RR_RXC_TO_WRAP:
+			return rx_die(rx, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_TO_WRAP, true, false);
+		case RR_RXC_ACCESS:
+			/* DDP has no access-rights code; RDMAP checks rights. */
+			return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_PROTECTION, RR_RDMAP_EC_ACCESS, true, false);
+		case RR_RXC_UNEXPECTED:
+			return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_OPCODE, true, false);
+		default:
+			break;
+		}
+	} else {
+		switch (code) {
+		case RR_RXC_NO_RECV:
+			return rx_die(rx, RR_TL_DDP, RR_DDP_ET_UNTAGGED, RR_DDP_EC_U_MSN_NOBUF, true, false);
+		case RR_RXC_TOO_LONG:
+			return rx_die(rx, RR_TL_DDP, RR_DDP_ET_UNTAGGED, RR_DDP_EC_U_TOO_LONG, true, false);
+		case RR_RXC_INVALID_STAG:
+			return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_PROTECTION, RR_RDMAP_EC_INVALID_STAG, true, rreq);
+		case RR_RXC_BOUNDS:
+			return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_PROTECTION, RR_RDMAP_EC_BOUNDS, true, rreq);
+		case RR_RXC_ACCESS:
+			return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_PROTECTION, RR_RDMAP_EC_ACCESS, true, rreq);
+		case RR_RXC_PD:
+			return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_PROTECTION, RR_RDMAP_EC_STAG_NOT_ASSOC, true, rreq);
+		case RR_RXC_TO_WRAP:
+			return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_PROTECTION, RR_RDMAP_EC_TO_WRAP, true, rreq);
+		case RR_RXC_CANNOT_INV:
+			return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_CANNOT_INVALIDATE, true, false);
+		case RR_RXC_IRD:
+			return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_CATA_STREAM, true, false);
+		case RR_RXC_UNEXPECTED:
+			return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_OPCODE, true, false);
+		default:
+			break;
+		}
+	}
+	return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_CATASTROPHIC, 0, false, false);
+}
+
+int rr_ddp_rx_fail(struct rr_ddp_rx *rx, enum rr_rx_code code)
+{
+	if (rx->state == RR_RX_DEAD)
+		return rx->err;
+	return rx_die_code(rx, code);
+}
+
+/* First 4 bytes: ULPDU_Length and the DDP/RDMAP control field (RFC 5041 4.2,
+ * RFC 5040 4.2). Nothing about the layout is trusted before these pass. */
+static int rx_ctrl(struct rr_ddp_rx *rx)
+{
+	unsigned dv, rv;
+
+	rx->ulpdu_len = rr_get_be16(rx->hdr);
+	rx->ctrl = rr_get_be16(rx->hdr + 2);
+	rx->tagged = rx->ctrl & RR_DDP_T;
+	rx->last = rx->ctrl & RR_DDP_L;
+	rx->op = (uint8_t)(rx->ctrl & RR_RDMAP_OP_MASK);
+	dv = (rx->ctrl & RR_DDP_DV_MASK) >> RR_DDP_DV_SHIFT;
+	rv = (rx->ctrl & RR_RDMAP_RV_MASK) >> RR_RDMAP_RV_SHIFT;
+	if (dv != RR_DDP_VERSION)
+		return rx_die(rx, RR_TL_DDP, rx->tagged ? RR_DDP_ET_TAGGED : RR_DDP_ET_UNTAGGED,
+			      rx->tagged ? RR_DDP_EC_T_VERSION : RR_DDP_EC_U_VERSION, false, false);
+	if (rv != RR_RDMAP_VERSION)
+		return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_VERSION, false, false);
+	if (!op_known(rx, rx->op) || rx->tagged != rr_rdmap_op_tagged(rx->op))
+		return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_OPCODE, false, false);
+	rx->hdr_need = rx->tagged ? RR_HDR_TAGGED : RR_HDR_UNTAGGED;
+	if (rx->ulpdu_len < rx->hdr_need - RR_MPA_LEN_FIELD)
+		return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_UNSPECIFIED, false, false);
+	rx->seg_len = rx->ulpdu_len - (uint32_t)(rx->hdr_need - RR_MPA_LEN_FIELD);
+	return 0;
+}
+
+static void rx_to_trailer(struct rr_ddp_rx *rx)
+{
+	rx->state = RR_RX_TRAILER;
+	rx->tr_have = 0;
+	rx->tr_need = ((4 - ((RR_MPA_LEN_FIELD + rx->ulpdu_len) & 3)) & 3) + RR_CRC_LEN;
+}
+
+/* The whole DDP header: tagged (RFC 5041 4.3) or untagged (4.4). */
+static int rx_header(struct rr_ddp_rx *rx)
+{
+	enum rr_rx_code c;
+
+	rx->placed = 0;
+	if (rx->tagged) {
+		rx->stag = rr_get_be32(rx->hdr + 4);
+		rx->to = rr_get_be64(rx->hdr + 8);
+		if (rx->seg_len && rx->to + rx->seg_len - 1 < rx->to)
+			return rx_die_code(rx, RR_RXC_TO_WRAP);
+		rx->tdst = NULL;
+		c = rx->ops->tagged(rx->ctx, rx->op, rx->stag, rx->to, rx->seg_len, rx->last,
+				    &rx->tdst);
+		if (c != RR_RXC_OK)
+			return rx_die_code(rx, c);
+		if (rx->seg_len && !rx->tdst)
+			return rx_die_code(rx, RR_RXC_CATASTROPHIC);
+		if (rx->seg_len)
+			rx->state = RR_RX_PAYLOAD;
+		else
+			rx_to_trailer(rx);
+		return 0;
+	}
+	rx->inv_stag = rr_get_be32(rx->hdr + 4);
+	rx->qn = rr_get_be32(rx->hdr + 8);
+	rx->msn = rr_get_be32(rx->hdr + 12);
+	rx->mo = rr_get_be32(rx->hdr + 16);
+	if (rx->qn != op_qn(rx->op))
+		return rx_die(rx, RR_TL_DDP, RR_DDP_ET_UNTAGGED, RR_DDP_EC_U_INVALID_QN, true, false);
+	if (rx->msn != rx->msn_expect[rx->qn])
+		return rx_die(rx, RR_TL_DDP, RR_DDP_ET_UNTAGGED, RR_DDP_EC_U_MSN_RANGE, true, false);
+	if (rx->mo != rx->mo_expect[rx->qn])
+		return rx_die(rx, RR_TL_DDP, RR_DDP_ET_UNTAGGED, RR_DDP_EC_U_MO, true, false);
+	if (rx->qn == RR_QN_SEND) {
+		uint64_t total = 0, skip = rx->mo;
+
+		rx->uiov = NULL;
+		rx->uiovcnt = 0;
+		c = rx->ops->untagged(rx->ctx, rx->msn, rx->mo, rx->seg_len, rx->last, &rx->uiov,
+				      &rx->uiovcnt);
+		if (c != RR_RXC_OK)
+			return rx_die_code(rx, c);
+		for (unsigned i = 0; i < rx->uiovcnt; i++)
+			total += rx->uiov[i].iov_len;
+		if ((uint64_t)rx->mo + rx->seg_len > total)
+			return rx_die_code(rx, RR_RXC_TOO_LONG);
+		rx->uidx = 0;
+		rx->uoff = 0;
+		while (rx->uidx < rx->uiovcnt && skip >= rx->uiov[rx->uidx].iov_len) {
+			skip -= rx->uiov[rx->uidx].iov_len;
+			rx->uidx++;
+		}
+		rx->uoff = (size_t)skip;
+		if (rx->seg_len)
+			rx->state = RR_RX_PAYLOAD;
+		else
+			rx_to_trailer(rx);
+		return 0;
+	}
+	/* QN 1-3 carry a single-segment RDMAP body that the parser keeps. */
+	if (!rx->last)
+		return rx_die(rx, RR_TL_DDP, RR_DDP_ET_UNTAGGED, RR_DDP_EC_U_TOO_LONG, true, false);
+	switch (rx->op) {
+	case RR_OP_READ_REQ:
+		if (rx->seg_len != RR_RREQ_BODY)
+			return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_UNSPECIFIED, true, false);
+		break;
+	case RR_OP_COMMIT_RESP:
+		if (rx->seg_len != RR_COMMIT_RESP_BODY)
+			return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_UNSPECIFIED, true, false);
+		break;
+	case RR_OP_COMMIT_REQ:
+		if (rx->seg_len > RR_RX_BODY_MAX)
+			return rx_die(rx, RR_TL_DDP, RR_DDP_ET_UNTAGGED, RR_DDP_EC_U_TOO_LONG, true, false);
+		if (rx->seg_len < 4 + RR_COMMIT_REGION_LEN || (rx->seg_len - 4) % RR_COMMIT_REGION_LEN)
+			return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_UNSPECIFIED, true, false);
+		break;
+	default: /* Terminate */
+		if (rx->seg_len < RR_TERM_CTRL_LEN || rx->seg_len > RR_TERM_MAX_BODY)
+			return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_UNSPECIFIED, false, false);
+		break;
+	}
+	rx->state = RR_RX_BODY;
+	rx->body_have = 0;
+	rx->body_need = rx->seg_len;
+	return 0;
+}
+
+/* End of an FPDU: CRC (RFC 5044 4.4, only when negotiated), then the event. */
+static int rx_finish(struct rr_ddp_rx *rx, struct rr_ddp_event *ev)
+{
+	size_t pad = rx->tr_need - RR_CRC_LEN;
+
+	if (rx->crc) {
+		uint32_t want = rr_crc32c_final(rx->crc_state);
+
+		if (rr_crc32c_get(rx->trailer + pad) != want)
+			return rx_die(rx, RR_TL_LLP, 0, RR_LLP_EC_CRC, false, false);
+	}
+	memset(ev, 0, sizeof(*ev));
+	ev->op = rx->op;
+	ev->last = rx->last;
+	ev->len = rx->seg_len;
+	if (rx->tagged) {
+		ev->type = RR_EV_TAGGED;
+		ev->stag = rx->stag;
+		ev->to = rx->to;
+	} else {
+		ev->msn = rx->msn;
+		ev->mo = rx->mo;
+		switch (rx->op) {
+		case RR_OP_READ_REQ:
+			ev->type = RR_EV_READ_REQ;
+			rr_rdmap_rreq_decode(rx->body, &ev->u.rreq);
+			break;
+		case RR_OP_COMMIT_REQ:
+			ev->type = RR_EV_COMMIT_REQ;
+			if (rr_rdmap_commit_req_decode(rx->body, rx->seg_len, &ev->u.creq))
+				return rx_die(rx, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_UNSPECIFIED, true, false);
+			break;
+		case RR_OP_COMMIT_RESP:
+			ev->type = RR_EV_COMMIT_RESP;
+			rr_rdmap_commit_resp_decode(rx->body, &ev->u.cresp);
+			break;
+		case RR_OP_TERMINATE:
+			ev->type = RR_EV_TERMINATE;
+			if (rr_rdmap_term_decode(rx->body, rx->seg_len, &ev->u.term)) {
+				/* Undecodable: report what we can. */
+				memset(&ev->u.term, 0, sizeof(ev->u.term));
+				ev->u.term.layer = 0xf;
+			}
+			break;
+		default:
+			ev->type = RR_EV_SEND;
+			if (rx->op == RR_OP_SEND_INV || rx->op == RR_OP_SEND_SE_INV)
+				ev->inv_stag = rx->inv_stag;
+			ev->msg_len = rx->mo + rx->seg_len;
+			break;
+		}
+		if (rx->last) {
+			rx->msn_expect[rx->qn]++;
+			rx->mo_expect[rx->qn] = 0;
+		} else {
+			rx->mo_expect[rx->qn] = rx->mo + rx->seg_len;
+		}
+	}
+	rx->segments++;
+	rx->bytes += rx->seg_len;
+	rx->state = RR_RX_HDR;
+	rx->hdr_have = 0;
+	rx->hdr_need = 4;
+	rx->crc_state = RR_CRC32C_INIT;
+	if (ev->type == RR_EV_TERMINATE) {
+		rx->state = RR_RX_DEAD;
+		rx->err = -ECONNRESET;
+		rx->term_valid = false;
+	}
+	return 1;
+}
+
+size_t rr_ddp_rx_want(struct rr_ddp_rx *rx, uint8_t **dst)
+{
+	size_t n = 0;
+
+	*dst = NULL;
+	switch (rx->state) {
+	case RR_RX_HDR:
+		*dst = rx->hdr + rx->hdr_have;
+		n = rx->hdr_need - rx->hdr_have;
+		break;
+	case RR_RX_BODY:
+		*dst = rx->body + rx->body_have;
+		n = rx->body_need - rx->body_have;
+		break;
+	case RR_RX_PAYLOAD:
+		if (rx->tagged) {
+			*dst = rx->tdst + rx->placed;
+			n = rx->seg_len - rx->placed;
+		} else {
+			while (rx->uidx < rx->uiovcnt && rx->uoff >= rx->uiov[rx->uidx].iov_len) {
+				rx->uidx++;
+				rx->uoff = 0;
+			}
+			if (rx->uidx >= rx->uiovcnt) /* cannot happen: length checked */
+				break;
+			*dst = (uint8_t *)rx->uiov[rx->uidx].iov_base + rx->uoff;
+			n = RR_MIN(rx->uiov[rx->uidx].iov_len - rx->uoff,
+				   (size_t)(rx->seg_len - rx->placed));
+		}
+		break;
+	case RR_RX_TRAILER:
+		*dst = rx->trailer + rx->tr_have;
+		n = rx->tr_need - rx->tr_have;
+		break;
+	case RR_RX_DEAD:
+		break;
+	}
+	rx->want_ptr = *dst;
+	return n;
+}
+
+int rr_ddp_rx_advance(struct rr_ddp_rx *rx, size_t n, struct rr_ddp_event *ev)
+{
+	uint8_t *dst;
+	size_t w;
+	int r;
+
+	if (rx->state == RR_RX_DEAD)
+		return rx->err;
+	if (n == 0)
+		return 0;
+	w = rr_ddp_rx_want(rx, &dst);
+	if (n > w)
+		return -EINVAL;
+	if (rx->crc && rx->state != RR_RX_TRAILER)
+		rx->crc_state = rr_crc32c_update(rx->crc_state, dst, n);
+	switch (rx->state) {
+	case RR_RX_HDR:
+		rx->hdr_have += n;
+		if (rx->hdr_have < rx->hdr_need)
+			return 0;
+		if (rx->hdr_need == 4)
+			return rx_ctrl(rx); /* 0: the rest of the header follows */
+		r = rx_header(rx);
+		if (r < 0)
+			return r;
+		break;
+	case RR_RX_BODY:
+		rx->body_have += n;
+		if (rx->body_have == rx->body_need)
+			rx_to_trailer(rx);
+		break;
+	case RR_RX_PAYLOAD:
+		rx->placed += (uint32_t)n;
+		rx->uoff += n;
+		if (rx->placed == rx->seg_len)
+			rx_to_trailer(rx);
+		break;
+	case RR_RX_TRAILER: {
+		size_t pad = rx->tr_need - RR_CRC_LEN;
+
+		if (rx->crc && rx->tr_have < pad)
+			rx->crc_state = rr_crc32c_update(rx->crc_state, dst,
+							 RR_MIN(n, pad - rx->tr_have));
+		rx->tr_have += n;
+		if (rx->tr_have == rx->tr_need)
+			return rx_finish(rx, ev);
+		break;
+	}
+	case RR_RX_DEAD:
+		return rx->err;
+	}
+	return 0;
+}
+
+int rr_ddp_rx_feed(struct rr_ddp_rx *rx, const uint8_t *data, size_t len, size_t *used,
+		   struct rr_ddp_event *ev)
+{
+	*used = 0;
+	while (*used < len) {
+		uint8_t *dst;
+		size_t w = rr_ddp_rx_want(rx, &dst);
+		size_t c;
+		int r;
+
+		if (!w)
+			return rx->err ? rx->err : -EPROTO;
+		c = RR_MIN(w, len - *used);
+		memcpy(dst, data + *used, c);
+		*used += c;
+		r = rr_ddp_rx_advance(rx, c, ev);
+		if (r)
+			return r;
+	}
+	return 0;
+}

@@ -1,0 +1,559 @@
+/* The RPC server (include/rpcrdma/rpc.h) over any registered transport
+ * (src/rpc/xprt.h): decodes each Call header (RFC 5531 section 9), checks
+ * the credential (AUTH_NONE, AUTH_SYS per appendix A; anything else is
+ * AUTH_ERROR/AUTH_BADCRED, a non-null verifier AUTH_BADVERF), dispatches on
+ * (prog, vers, proc) to handlers on a pool of worker threads, and answers as
+ * RFC 5531 requires: RPC_MISMATCH 2..2 for rpcvers != 2, PROG_UNAVAIL,
+ * PROG_MISMATCH with the lowest and highest registered versions,
+ * PROC_UNAVAIL, GARBAGE_ARGS, SYSTEM_ERR; procedure 0 (NULL) is answered for
+ * every registered (prog, vers). Undecodable messages and Replies are
+ * dropped without an answer. Shutdown is graceful: stop accepting, finish the
+ * requests in flight (deferred ones included), close. */
+#include "rpc/rpcmsg.h"
+#include "rpc/svcint.h"
+#include "rpc/xprt.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#define DEFAULT_THREADS 4u
+#define DEFAULT_MAX_MSG ((size_t)8 * 1024 * 1024 + 65536)
+#define DEFAULT_MAX_CONNS 1024u
+#define REPLY_HDR_LEN 24u  /* xid, REPLY, MSG_ACCEPTED, verf AUTH_NONE, accept_stat */
+
+struct svc_proc {
+	uint32_t prog, vers, proc;
+	rpcrdma_handler_fn fn;
+	rpcrdma_svc_dispatch_fn tirpc;   /* or an rpcgen dispatch function */
+	void *ctx;
+};
+
+struct rpcrdma_req {
+	struct rpcrdma_server *srv;
+	struct rr_xprt_req *xreq;
+	struct rr_rpc_call call;
+	struct rpcrdma_xdr_dec args;
+	struct rpcrdma_xdr_enc res;
+	bool have_sys;
+	struct rpcrdma_auth_sys sys;
+	uint32_t auth_stat;
+	void (*release)(void *);
+	void *release_arg;
+	struct rpcrdma_req *next;
+	void *tirpc_priv;
+};
+
+struct rpcrdma_server {
+	const struct rpcrdma_env *env;
+	const struct rr_xprt_class *cls;
+	struct rr_xprt_server *xs;
+	size_t max_msg;
+	unsigned nthreads;
+	pthread_t *threads;
+	bool started;
+	bool shut;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;       /* queue non-empty or stopping */
+	pthread_cond_t idle_cv;  /* inflight dropped */
+	bool stopping;
+	unsigned inflight;       /* delivered and not yet done */
+	struct rpcrdma_req *qhead, *qtail;
+	struct svc_proc *procs;
+	unsigned nprocs, procs_cap;
+};
+
+
+static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
+{
+	struct rpcrdma_server *s = ctx;
+	struct rpcrdma_req *r;
+
+	r = rr_zalloc(s->env, sizeof(*r));
+	pthread_mutex_lock(&s->lock);
+	if (!r || s->stopping) {
+		pthread_mutex_unlock(&s->lock);
+		rr_free(s->env, r);
+		s->cls->server->req_done(s->xs, xreq);
+		return;
+	}
+	r->srv = s;
+	r->xreq = xreq;
+	s->inflight++;
+	if (s->qtail)
+		s->qtail->next = r;
+	else
+		s->qhead = r;
+	s->qtail = r;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Sends the reply in r->res (header already in place) and finishes. */
+static void req_finish(struct rpcrdma_req *r, bool send)
+{
+	struct rpcrdma_server *s = r->srv;
+
+	if (send) {
+		struct rr_xprt_msg m = {
+			.head = r->res.buf,
+			.head_len = r->res.len,
+			.ddp = r->res.ddp,
+			.nddp = r->res.nddp,
+			.xdr_len = r->res.xdr_len,
+		};
+
+		(void)s->cls->server->send_reply(s->xs, r->xreq, &m);
+	}
+	if (r->release)
+		r->release(r->release_arg);
+	s->cls->server->req_done(s->xs, r->xreq);
+	rr_xbuf_enc_free(&r->res);
+	rr_free(s->env, r);
+	pthread_mutex_lock(&s->lock);
+	s->inflight--;
+	pthread_cond_broadcast(&s->idle_cv);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Replaces whatever was encoded with a header-only Reply. */
+static void set_reply(struct rpcrdma_req *r, const struct rr_rpc_reply *rep)
+{
+	struct rr_xdr_enc e;
+	uint8_t *p;
+
+	rr_xbuf_enc_truncate(&r->res, 0);
+	r->res.nddp = 0;
+	p = rr_xbuf_enc_room(&r->res, 32);
+	if (!p)
+		return;
+	rr_xdr_enc_init(&e, p, 32);
+	if (rr_rpcmsg_encode_reply(&e, rep))
+		return;
+	rr_xbuf_enc_truncate(&r->res, rr_xdr_enc_len(&e));
+}
+
+void rr_svc_reply_accepted(struct rpcrdma_req *r, uint32_t stat, uint32_t low, uint32_t high)
+{
+	struct rr_rpc_reply rep = {.xid = r->call.xid, .stat = RR_RPC_MSG_ACCEPTED,
+				   .accept_stat = stat, .low = low, .high = high};
+
+	set_reply(r, &rep);
+}
+
+void rr_svc_reply_denied(struct rpcrdma_req *r, uint32_t rstat, uint32_t auth_stat)
+{
+	struct rr_rpc_reply rep = {.xid = r->call.xid, .stat = RR_RPC_MSG_DENIED,
+				   .reject_stat = rstat, .auth_stat = auth_stat,
+				   .low = RR_RPC_VERSION, .high = RR_RPC_VERSION};
+
+	set_reply(r, &rep);
+}
+
+/* Turns a handler's verdict into the reply and finishes the request. */
+static void req_verdict(struct rpcrdma_req *r, int stat)
+{
+	if (stat == RPCRDMA_SVC_DROP) {
+		req_finish(r, false);
+		return;
+	}
+	if (stat == RPCRDMA_SVC_OK && r->res.error)
+		stat = RPCRDMA_SVC_SYSTEM_ERR; /* results did not encode */
+	switch (stat) {
+	case RPCRDMA_SVC_OK:
+		break;
+	case RPCRDMA_SVC_GARBAGE_ARGS:
+		rr_svc_reply_accepted(r, RR_RPC_GARBAGE_ARGS, 0, 0);
+		break;
+	case RPCRDMA_SVC_AUTH_ERROR:
+		rr_svc_reply_denied(r, RR_RPC_AUTH_ERROR,
+			     r->auth_stat ? r->auth_stat : RR_RPC_AUTH_TOOWEAK);
+		break;
+	default:
+		rr_svc_reply_accepted(r, RR_RPC_SYSTEM_ERR, 0, 0);
+		break;
+	}
+	req_finish(r, true);
+}
+
+static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r)
+{
+	struct rr_xprt_req *x = r->xreq;
+	struct rr_xdr_dec d;
+	const struct svc_proc *match = NULL;
+	bool prog_known = false, vers_known = false;
+	uint32_t low = UINT32_MAX, high = 0;
+	int rc;
+
+	rr_xbuf_enc_init(&r->res, s->env, s->max_msg);
+	rr_xdr_dec_init(&d, x->msg, x->len);
+	rc = rr_rpcmsg_decode_call(&d, &r->call);
+	if (rc == -EPROTONOSUPPORT) {
+		rr_svc_reply_denied(r, RR_RPC_RPC_MISMATCH, 0);
+		req_finish(r, true);
+		return;
+	}
+	if (rc) {
+		/* Not a decodable Call (or a Reply): nothing to answer
+		 * (RFC 5531 gives no reply for a message without a valid
+		 * header; an xid alone is not enough to trust). */
+		req_finish(r, false);
+		return;
+	}
+
+	/* Authentication (RFC 5531 section 9 reject_stat AUTH_ERROR). */
+	switch (r->call.cred.flavor) {
+	case RR_RPC_AUTH_NONE:
+		break;
+	case RR_RPC_AUTH_SYS: {
+		struct rr_rpc_authsys w;
+
+		if (rr_rpcmsg_decode_authsys(r->call.cred.body, r->call.cred.len, &w)) {
+			rr_svc_reply_denied(r, RR_RPC_AUTH_ERROR, RR_RPC_AUTH_BADCRED);
+			req_finish(r, true);
+			return;
+		}
+		r->have_sys = true;
+		r->sys.stamp = w.stamp;
+		memcpy(r->sys.machinename, w.machinename, w.machinename_len);
+		r->sys.machinename[w.machinename_len] = '\0';
+		r->sys.uid = w.uid;
+		r->sys.gid = w.gid;
+		r->sys.ngids = w.ngids;
+		memcpy(r->sys.gids, w.gids, w.ngids * sizeof(uint32_t));
+		break;
+	}
+	default:
+		rr_svc_reply_denied(r, RR_RPC_AUTH_ERROR, RR_RPC_AUTH_BADCRED);
+		req_finish(r, true);
+		return;
+	}
+	if (r->call.verf.flavor != RR_RPC_AUTH_NONE || r->call.verf.len != 0) {
+		rr_svc_reply_denied(r, RR_RPC_AUTH_ERROR, RR_RPC_AUTH_BADVERF);
+		req_finish(r, true);
+		return;
+	}
+
+	for (unsigned i = 0; i < s->nprocs; i++) {
+		const struct svc_proc *p = &s->procs[i];
+
+		if (p->prog != r->call.prog)
+			continue;
+		prog_known = true;
+		low = RR_MIN(low, p->vers);
+		high = RR_MAX(high, p->vers);
+		if (p->vers != r->call.vers)
+			continue;
+		vers_known = true;
+		if (p->tirpc || p->proc == r->call.proc) {
+			match = p;
+			if (!p->tirpc)
+				break;
+		}
+	}
+	if (!prog_known) {
+		rr_svc_reply_accepted(r, RR_RPC_PROG_UNAVAIL, 0, 0);
+		req_finish(r, true);
+		return;
+	}
+	if (!vers_known) {
+		rr_svc_reply_accepted(r, RR_RPC_PROG_MISMATCH, low, high);
+		req_finish(r, true);
+		return;
+	}
+	/* Success header in place; results follow. */
+	rr_svc_reply_accepted(r, RR_RPC_SUCCESS, 0, 0);
+	rr_xbuf_dec_init(&r->args, x->msg, x->len);
+	r->args.x.pos = rr_xdr_dec_pos(&d);
+	r->args.ext = x->ext;
+	r->args.n_ext = x->n_ext;
+	if (!match) {
+		if (r->call.proc == 0) {
+			req_finish(r, true); /* NULL procedure: void result */
+			return;
+		}
+		rr_svc_reply_accepted(r, RR_RPC_PROC_UNAVAIL, 0, 0);
+		req_finish(r, true);
+		return;
+	}
+	if (match->tirpc) {
+		rc = rr_svc_tirpc_dispatch(r, match->tirpc);
+	} else {
+		rc = match->fn(r, match->ctx);
+		if (rc < 0)
+			rc = RPCRDMA_SVC_SYSTEM_ERR;
+	}
+	if (rc == RPCRDMA_SVC_DEFER)
+		return;
+	req_verdict(r, rc);
+}
+
+static void *worker_main(void *arg)
+{
+	struct rpcrdma_server *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		struct rpcrdma_req *r;
+
+		while (!s->qhead && !s->shut)
+			pthread_cond_wait(&s->cv, &s->lock);
+		if (!s->qhead)
+			break;
+		r = s->qhead;
+		s->qhead = r->next;
+		if (!s->qhead)
+			s->qtail = NULL;
+		r->next = NULL;
+		pthread_mutex_unlock(&s->lock);
+		dispatch(s, r);
+		pthread_mutex_lock(&s->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_server_opts *opts,
+				      struct rpcrdma_server **out)
+{
+	struct rr_xprt_server_params xp = {0};
+	struct rr_xprt_target t;
+	const struct rr_xprt_class *cls;
+	const struct rpcrdma_env *env = opts ? opts->env : NULL;
+	struct rpcrdma_server *s;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	rc = rr_xprt_parse_url(url, &t);
+	if (rc)
+		return rc;
+	rc = rr_xprt_lookup(t.scheme, &cls);
+	if (rc)
+		return rc;
+	if (!cls->server)
+		return -EPROTONOSUPPORT;
+	s = rr_zalloc(env, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->env = env;
+	s->cls = cls;
+	s->nthreads = opts && opts->threads ? opts->threads : DEFAULT_THREADS;
+	s->max_msg = opts && opts->max_msg ? opts->max_msg : DEFAULT_MAX_MSG;
+	if (s->max_msg > 0x7fffffffu)
+		s->max_msg = 0x7fffffffu;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	pthread_cond_init(&s->idle_cv, NULL);
+	xp.env = env;
+	xp.max_msg = s->max_msg;
+	xp.max_conns = opts && opts->max_conns ? opts->max_conns : DEFAULT_MAX_CONNS;
+	xp.recv = svc_recv;
+	xp.ctx = s;
+	rc = cls->server->create(&t, &xp, &s->xs);
+	if (rc) {
+		pthread_mutex_destroy(&s->lock);
+		pthread_cond_destroy(&s->cv);
+		pthread_cond_destroy(&s->idle_cv);
+		rr_free(env, s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+static int add_proc(struct rpcrdma_server *s, const struct svc_proc *p)
+{
+	if (s->started)
+		return -EBUSY;
+	for (unsigned i = 0; i < s->nprocs; i++) {
+		struct svc_proc *q = &s->procs[i];
+
+		if (q->prog == p->prog && q->vers == p->vers &&
+		    (q->tirpc || p->tirpc || q->proc == p->proc))
+			return -EEXIST;
+	}
+	if (s->nprocs == s->procs_cap) {
+		unsigned ncap = s->procs_cap ? s->procs_cap * 2 : 16;
+		struct svc_proc *np = rr_alloc(s->env, ncap * sizeof(*np));
+
+		if (!np)
+			return -ENOMEM;
+		if (s->nprocs)
+			memcpy(np, s->procs, s->nprocs * sizeof(*np));
+		rr_free(s->env, s->procs);
+		s->procs = np;
+		s->procs_cap = ncap;
+	}
+	s->procs[s->nprocs++] = *p;
+	return 0;
+}
+
+RPCRDMA_API int rpcrdma_server_register(struct rpcrdma_server *s, uint32_t prog,
+					uint32_t vers, uint32_t proc,
+					rpcrdma_handler_fn fn, void *ctx)
+{
+	struct svc_proc p = {.prog = prog, .vers = vers, .proc = proc, .fn = fn, .ctx = ctx};
+
+	if (!s || !fn)
+		return -EINVAL;
+	return add_proc(s, &p);
+}
+
+RPCRDMA_API int rpcrdma_server_register_svc(struct rpcrdma_server *s, uint32_t prog,
+					    uint32_t vers, rpcrdma_svc_dispatch_fn fn)
+{
+	struct svc_proc p = {.prog = prog, .vers = vers, .tirpc = fn};
+
+	if (!s || !fn)
+		return -EINVAL;
+#ifndef RPCRDMA_HAVE_TIRPC
+	return -ENOSYS;
+#else
+	return add_proc(s, &p);
+#endif
+}
+
+RPCRDMA_API int rpcrdma_server_start(struct rpcrdma_server *s)
+{
+	int rc;
+
+	if (!s)
+		return -EINVAL;
+	if (s->started)
+		return -EBUSY;
+	s->threads = rr_zalloc(s->env, s->nthreads * sizeof(pthread_t));
+	if (!s->threads)
+		return -ENOMEM;
+	for (unsigned i = 0; i < s->nthreads; i++) {
+		rc = pthread_create(&s->threads[i], NULL, worker_main, s);
+		if (rc) {
+			pthread_mutex_lock(&s->lock);
+			s->shut = true;
+			pthread_cond_broadcast(&s->cv);
+			pthread_mutex_unlock(&s->lock);
+			for (unsigned j = 0; j < i; j++)
+				pthread_join(s->threads[j], NULL);
+			rr_free(s->env, s->threads);
+			s->threads = NULL;
+			s->shut = false;
+			return -rc;
+		}
+	}
+	s->started = true;
+	rc = s->cls->server->start(s->xs);
+	if (rc) {
+		rpcrdma_server_shutdown(s);
+		return rc;
+	}
+	return 0;
+}
+
+RPCRDMA_API int rpcrdma_server_port(const struct rpcrdma_server *s)
+{
+	return s->cls->server->port(s->xs);
+}
+
+RPCRDMA_API void rpcrdma_server_shutdown(struct rpcrdma_server *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (s->stopping) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	s->stopping = true;
+	pthread_mutex_unlock(&s->lock);
+	s->cls->server->stop(s->xs);
+	/* Finish what was delivered (queued, running and deferred). */
+	pthread_mutex_lock(&s->lock);
+	while (s->inflight)
+		pthread_cond_wait(&s->idle_cv, &s->lock);
+	s->shut = true;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->lock);
+	if (s->threads) {
+		for (unsigned i = 0; i < s->nthreads; i++)
+			pthread_join(s->threads[i], NULL);
+		rr_free(s->env, s->threads);
+		s->threads = NULL;
+	}
+}
+
+RPCRDMA_API void rpcrdma_server_destroy(struct rpcrdma_server *s)
+{
+	if (!s)
+		return;
+	rpcrdma_server_shutdown(s);
+	s->cls->server->destroy(s->xs);
+	rr_free(s->env, s->procs);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cv);
+	pthread_cond_destroy(&s->idle_cv);
+	rr_free(s->env, s);
+}
+
+RPCRDMA_API struct rpcrdma_xdr_dec *rpcrdma_req_args(struct rpcrdma_req *r)
+{
+	return &r->args;
+}
+
+RPCRDMA_API struct rpcrdma_xdr_enc *rpcrdma_req_results(struct rpcrdma_req *r)
+{
+	return &r->res;
+}
+
+RPCRDMA_API uint32_t rpcrdma_req_xid(const struct rpcrdma_req *r)
+{
+	return r->call.xid;
+}
+
+RPCRDMA_API uint32_t rpcrdma_req_prog(const struct rpcrdma_req *r)
+{
+	return r->call.prog;
+}
+
+RPCRDMA_API uint32_t rpcrdma_req_vers(const struct rpcrdma_req *r)
+{
+	return r->call.vers;
+}
+
+RPCRDMA_API uint32_t rpcrdma_req_proc(const struct rpcrdma_req *r)
+{
+	return r->call.proc;
+}
+
+RPCRDMA_API uint32_t rpcrdma_req_cred_flavor(const struct rpcrdma_req *r)
+{
+	return r->call.cred.flavor;
+}
+
+RPCRDMA_API const struct rpcrdma_auth_sys *rpcrdma_req_auth_sys(const struct rpcrdma_req *r)
+{
+	return r->have_sys ? &r->sys : NULL;
+}
+
+RPCRDMA_API void rpcrdma_req_set_auth_error(struct rpcrdma_req *r, uint32_t auth_stat)
+{
+	r->auth_stat = auth_stat;
+}
+
+RPCRDMA_API void rpcrdma_req_set_release(struct rpcrdma_req *r, void (*fn)(void *), void *arg)
+{
+	r->release = fn;
+	r->release_arg = arg;
+}
+
+RPCRDMA_API void rpcrdma_req_complete(struct rpcrdma_req *r, int stat)
+{
+	if (!r)
+		return;
+	if (stat < 0 || stat == RPCRDMA_SVC_DEFER)
+		stat = RPCRDMA_SVC_SYSTEM_ERR;
+	req_verdict(r, stat);
+}
+
+const struct rr_rpc_call *rr_svc_req_call(const struct rpcrdma_req *r)
+{
+	return &r->call;
+}

@@ -1,0 +1,21 @@
+/* Internal hooks of the RPC server (svc.c) used by the libtirpc glue
+ * (tirpc.c): replace a request's reply with an RFC 5531 header-only
+ * accepted/denied Reply (section 9), read its decoded Call header, and
+ * dispatch to an rpcgen-generated service routine. */
+#ifndef RR_RPC_SVCINT_H
+#define RR_RPC_SVCINT_H
+
+#include "rpc/rpcmsg.h"
+#include "rpcrdma/rpc.h"
+
+/* Discards encoded results and sets a header-only Reply; for SUCCESS the
+ * results are encoded after it. @low/@high for PROG_MISMATCH. */
+void rr_svc_reply_accepted(struct rpcrdma_req *r, uint32_t stat, uint32_t low, uint32_t high);
+/* MSG_DENIED: RPC_MISMATCH (2..2) or AUTH_ERROR with @auth_stat. */
+void rr_svc_reply_denied(struct rpcrdma_req *r, uint32_t rstat, uint32_t auth_stat);
+const struct rr_rpc_call *rr_svc_req_call(const struct rpcrdma_req *r);
+/* Runs @fn for @r; returns an enum rpcrdma_svc_stat (OK: the reply in
+ * place is sent; DROP: no reply). */
+int rr_svc_tirpc_dispatch(struct rpcrdma_req *r, rpcrdma_svc_dispatch_fn fn);
+
+#endif

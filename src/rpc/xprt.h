@@ -1,0 +1,239 @@
+/* The RPC layer's internal transport interface: what a transport (TCP with
+ * RFC 5531 section 11 record marking today; RPC-over-RDMA v1, RFC 8166,
+ * behind rdma:// and verbs:// next) implements so that the public RPC API
+ * (include/rpcrdma/rpc.h) runs on it unchanged. Transports register by URL
+ * scheme (rr_xprt_register). This file is the contract; read it whole.
+ *
+ * ---------------------------------------------------------------------------
+ * 1. Messages and DDP-eligible items
+ *
+ * An outgoing RPC message (a Call from a client, a Reply from a server) is a
+ * struct rr_xprt_msg: the INLINE bytes (@head, @head_len: the RPC header and
+ * every XDR item that is not DDP-eligible, in order) plus an ordered list of
+ * REFERENCED DDP-eligible items (struct rr_rpc_ddp in rpc/xbuf.h). For each
+ * item, the XDR length word is in the inline bytes, immediately before
+ * @inline_off; the item's data (@ptr, @len) and its XDR pad
+ * (RR_ALIGN4(len) - len zero bytes) are NOT in the inline bytes. The complete
+ * XDR message (@xdr_len bytes) is the inline bytes with, at each item's
+ * @inline_off, its data and its pad inserted; @xdr_pos is the item's data
+ * offset in that complete message (the RPC XID is at offset 0).
+ *
+ *   TCP sends the complete message (writev: inline pieces, item data, pad).
+ *   RDMA (RFC 8166 section 3.4.3, "XDR Reduction"): a Call's items become
+ *   Read chunks (Position = @xdr_pos when the Payload stream is the whole RPC
+ *   message; pad removed from both the chunk and the Payload stream); or it
+ *   sends them inline when it so decides (e.g. small items: then it must
+ *   insert data AND pad). A Reply's items become Write chunk data when the
+ *   requester provided Write chunks (one per item in order; pad never
+ *   written; unused chunk returned with count 0), else inline.
+ *
+ * Result sinks (client side). A Call carries @sinks[0..nsinks): buffers the
+ * caller supplied for the DDP-eligible RESULT items, in the order the results
+ * decoder meets them (sink i = i-th DDP-eligible result item). An RDMA
+ * transport registers them as Write chunks (sink i -> Write chunk i, sized
+ * @max) and, for a Reply whose reply_hint or maximum size exceeds the reply
+ * inline threshold, provides a Reply chunk sized @reply_hint (0 = maximum
+ * message size). On completion the transport reports for each sink
+ * @placed[i] = the number of bytes the responder wrote into sink i (the
+ * Write chunk's returned segment lengths summed), or RR_RPC_NOT_PLACED if the
+ * item did not come by RDMA Write (chunk unused: the data, if present, is in
+ * the inline Reply). The inline Reply handed back keeps the item's XDR length
+ * word; the results decoder checks that word equals @placed[i] and does not
+ * look for data inline. TCP reports RR_RPC_NOT_PLACED for all: the decoder
+ * copies inline data into the sink.
+ *
+ * Incoming items (server side). An RDMA responder that pulled Read chunks
+ * may hand the Call as inline bytes WITHOUT the chunk data (length word kept,
+ * data and pad absent) plus @ext[0..n_ext): per item, @inline_off = offset in
+ * the inline bytes right after its length word, and where its data landed.
+ * @ext must be sorted by @inline_off. The args decoder returns @ext data when
+ * the handler decodes a DDP-eligible item at that position. Alternatively the
+ * transport may rebuild a contiguous Payload stream (then n_ext = 0). TCP
+ * always has n_ext = 0.
+ *
+ * ---------------------------------------------------------------------------
+ * 2. Client (requester) side: struct rr_xprt_client_ops
+ *
+ *  create(target, params, &x): connect (may block up to
+ *      params->connect_timeout_ms); -ECONNREFUSED etc. on failure. The
+ *      transport keeps @params->complete/@params->ctx for upcalls.
+ *  submit(x, call): start a Call. The RPC layer owns @call; the transport
+ *      borrows it (and the message bytes, referenced items and sinks) until
+ *      it calls params->complete(ctx, call). After submit returns 0, the
+ *      transport calls complete exactly ONCE for that call, from a transport
+ *      thread or from abort() (never from inside submit). It may block for
+ *      flow control (socket buffer, credits) but must not wait for the Reply.
+ *      Nonzero return: the call was not taken; no complete upcall.
+ *      The XID is call->xid (already in the message); the transport matches
+ *      Replies to Calls by it (RFC 8166: rdma_xid == RPC XID). Replies with
+ *      unknown XIDs or that are not RPC Replies are discarded silently.
+ *  abort(x, call, status): the RPC layer gives up on the call (timeout,
+ *      cancel, client destroy). If the call is still pending in the
+ *      transport, it completes with @status (a negative errno) as soon as the
+ *      transport no longer touches the call's memory: for RDMA, after every
+ *      STag of that call is invalidated (RFC 8166 "Memory"); for TCP, after
+ *      any writev in progress for it has returned. complete() may be called
+ *      from inside abort(); the RPC layer calls abort without its own locks.
+ *      A call that already completed (or is completing) is a no-op.
+ *  release_reply(x, call): the RPC layer is done with call->reply (its
+ *      bytes are freed or its receive buffer reposted).
+ *  destroy(x): every submitted call has completed (the RPC layer aborts
+ *      them first); close the connection and free.
+ *
+ * On completion (complete upcall), the transport has set:
+ *   call->status: 0 if a Reply arrived, else a negative errno (-ECONNRESET
+ *                 when the connection was lost and no reconnect is
+ *                 allowed, -EREMOTEIO for RDMA_ERROR, -ETIMEDOUT/-ECANCELED
+ *                 from abort).
+ *   call->reply, call->reply_len: the inline Reply bytes (RPC header first),
+ *                 valid until release_reply; and call->placed[] (see 1).
+ * Reconnect: on connection loss the transport reconnects (unless
+ * params->no_reconnect) and retransmits every pending Call with the SAME XID
+ * (RFC 5531 section 9; RFC 8166 section 4.x "Retransmissions"); calls keep
+ * their deadlines in the RPC layer, which aborts them when they expire.
+ *
+ * ---------------------------------------------------------------------------
+ * 3. Server (responder) side: struct rr_xprt_server_ops
+ *
+ *  create(target, params, &s): bind and listen (port 0: ephemeral).
+ *  port(s): the bound port.
+ *  start(s): begin accepting connections and delivering Calls. Each
+ *      received Call is a struct rr_xprt_req given to params->recv(ctx, req)
+ *      from a transport thread; recv must not block (the RPC layer queues it
+ *      to a worker). Bytes that are not a well-formed transport message, or
+ *      records above params->max_msg, close that connection only.
+ *  send_reply(s, req, msg): send the Reply for @req. Synchronous: when it
+ *      returns, the transport no longer uses @msg's inline bytes or
+ *      referenced items (RDMA: Write chunk RDMA Writes and the Send have
+ *      completed, or failed). Returns 0 or a negative errno (e.g. -ENOTCONN
+ *      when the connection is gone: the Reply is lost, as on any transport).
+ *      An RDMA responder picks the reply form (inline, Write chunks, Reply
+ *      chunk, or RDMA_ERROR ERR_CHUNK when nothing fits).
+ *  req_done(s, req): the RPC layer is done with @req (after send_reply, or
+ *      without any reply for a dropped Call). Frees its receive buffers.
+ *      Called exactly once per delivered req.
+ *  stop(s): stop accepting connections and delivering Calls (graceful
+ *      shutdown, first step); reqs already delivered stay valid and may
+ *      still be answered.
+ *  destroy(s): every delivered req is done; close all connections, free.
+ *
+ * ---------------------------------------------------------------------------
+ * 4. Registration
+ *
+ * rr_xprt_register(cls) adds or replaces the transport of cls->scheme.
+ * "tcp" is built in. "rdma" and "verbs" are known schemes answered
+ * -EPROTONOSUPPORT until a transport registers for them; the RDMA transport
+ * registers itself by calling rr_xprt_register() from its init path (add the
+ * call to rr_xprt_builtin_init() in src/rpc/xprt.c so static links pull it
+ * in). */
+#ifndef RR_RPC_XPRT_H
+#define RR_RPC_XPRT_H
+
+#include "common/common.h"
+#include "rpc/xbuf.h"
+
+/* A parsed target URL: scheme://host:port (host may be [IPv6]). */
+struct rr_xprt_target {
+	char scheme[16];
+	char host[256];
+	char port[16];
+};
+
+int rr_xprt_parse_url(const char *url, struct rr_xprt_target *t);
+
+struct rr_xprt_msg {
+	const uint8_t *head;
+	size_t head_len;
+	const struct rr_rpc_ddp *ddp;
+	unsigned nddp;
+	size_t xdr_len;
+};
+
+struct rr_xprt_call {
+	/* Set by the RPC layer before submit, read-only for the transport. */
+	uint32_t xid;
+	struct rr_xprt_msg msg;
+	const struct rpcrdma_ddp_sink *sinks;
+	unsigned nsinks;
+	size_t reply_hint;            /* 0: unknown */
+	/* Set by the transport before the complete upcall. */
+	int status;
+	const uint8_t *reply;
+	size_t reply_len;
+	uint32_t placed[RR_RPC_MAX_DDP];
+	void *reply_buf;              /* transport's handle for release_reply */
+	/* Transport-private. */
+	void *xp_priv;
+	struct rr_xprt_call *xp_next;
+	uint32_t xp_flags;
+	int xp_status;
+};
+
+struct rr_xprt_client;
+
+struct rr_xprt_client_params {
+	const struct rpcrdma_env *env;
+	size_t max_msg;
+	uint32_t connect_timeout_ms;
+	bool no_reconnect;
+	void (*complete)(void *ctx, struct rr_xprt_call *call);
+	void *ctx;
+};
+
+struct rr_xprt_client_ops {
+	int (*create)(const struct rr_xprt_target *t, const struct rr_xprt_client_params *p,
+		      struct rr_xprt_client **out);
+	int (*submit)(struct rr_xprt_client *x, struct rr_xprt_call *call);
+	void (*abort)(struct rr_xprt_client *x, struct rr_xprt_call *call, int status);
+	void (*release_reply)(struct rr_xprt_client *x, struct rr_xprt_call *call);
+	void (*destroy)(struct rr_xprt_client *x);
+};
+
+struct rr_xprt_req {
+	const uint8_t *msg;           /* inline Call bytes, RPC header first */
+	size_t len;
+	const struct rr_rpc_ext *ext; /* see section 1 */
+	unsigned n_ext;
+	void *xp_priv;                /* transport-private */
+};
+
+struct rr_xprt_server;
+
+struct rr_xprt_server_params {
+	const struct rpcrdma_env *env;
+	size_t max_msg;
+	unsigned max_conns;
+	void (*recv)(void *ctx, struct rr_xprt_req *req);
+	void *ctx;
+};
+
+struct rr_xprt_server_ops {
+	int (*create)(const struct rr_xprt_target *t, const struct rr_xprt_server_params *p,
+		      struct rr_xprt_server **out);
+	int (*port)(const struct rr_xprt_server *s);
+	int (*start)(struct rr_xprt_server *s);
+	int (*send_reply)(struct rr_xprt_server *s, struct rr_xprt_req *req,
+			  const struct rr_xprt_msg *msg);
+	void (*req_done)(struct rr_xprt_server *s, struct rr_xprt_req *req);
+	void (*stop)(struct rr_xprt_server *s);
+	void (*destroy)(struct rr_xprt_server *s);
+};
+
+struct rr_xprt_class {
+	const char *scheme;
+	const struct rr_xprt_client_ops *client;  /* NULL: no client role */
+	const struct rr_xprt_server_ops *server;  /* NULL: no server role */
+};
+
+/* Adds or replaces the transport for cls->scheme (borrowed for the life of
+ * the process). Returns 0, -EINVAL, or -ENOSPC when the table is full. */
+int rr_xprt_register(const struct rr_xprt_class *cls);
+/* The transport for @scheme: 0 and *@out, -EPROTONOSUPPORT for a known
+ * scheme without a transport (rdma, verbs) or no such role, -EINVAL for an
+ * unknown scheme. */
+int rr_xprt_lookup(const char *scheme, const struct rr_xprt_class **out);
+
+/* Built-in transports. */
+extern const struct rr_xprt_class rr_xprt_tcp_class;
+
+#endif

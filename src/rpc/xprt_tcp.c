@@ -1,0 +1,1092 @@
+/* The TCP transport of the RPC layer (URL scheme "tcp"): ONC RPC over TCP
+ * with record marking (RFC 5531 section 11: each record is one or more
+ * fragments, each preceded by a 4-byte header whose high bit marks the last
+ * fragment and whose low 31 bits are the fragment length). Implements the
+ * client and server roles of src/rpc/xprt.h: Calls are sent with writev
+ * (inline bytes, referenced DDP-eligible data and XDR pad), Replies are
+ * matched by XID, a lost connection is re-established and pending Calls are
+ * retransmitted with the same XID. The server runs one epoll thread that
+ * accepts and reads; replies are written by the RPC layer's workers.
+ * Records above the maximum message size, or a peer closing mid-record,
+ * close that connection only. Receive buffers grow only as bytes arrive, so
+ * a hostile length claim allocates nothing. */
+#include "rpc/xprt.h"
+#include "rpc/rpcmsg.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RM_LAST 0x80000000u
+#define RM_MAXFRAG 0x7fffffffu
+
+/* ---- record marking reader ---- */
+
+struct rm_reader {
+	const struct rpcrdma_env *env;
+	size_t max;
+	uint8_t hdr[4];
+	unsigned hdr_got;
+	bool in_frag;
+	bool last;
+	uint32_t frag_left;
+	uint8_t *buf;
+	size_t cap;
+	size_t len;
+};
+
+static void rm_init(struct rm_reader *r, const struct rpcrdma_env *env, size_t max)
+{
+	memset(r, 0, sizeof(*r));
+	r->env = env;
+	r->max = max;
+}
+
+static void rm_free(struct rm_reader *r)
+{
+	rr_free(r->env, r->buf);
+	r->buf = NULL;
+	r->cap = r->len = 0;
+}
+
+/* Hands the completed record to the caller (who frees it with rr_free). */
+static uint8_t *rm_take(struct rm_reader *r, size_t *len)
+{
+	uint8_t *b = r->buf;
+
+	*len = r->len;
+	r->buf = NULL;
+	r->cap = r->len = 0;
+	r->hdr_got = 0;
+	r->in_frag = false;
+	return b;
+}
+
+/* Reads from @fd. Returns 1 when a record is complete (rm_take), 0 when
+ * the socket has no more bytes now (non-blocking), -ECONNRESET on EOF or
+ * error, -EMSGSIZE when the record exceeds the maximum, -ENOMEM. */
+static int rm_read(struct rm_reader *r, int fd)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (!r->in_frag) {
+			n = recv(fd, r->hdr + r->hdr_got, 4 - r->hdr_got, 0);
+			if (n == 0)
+				return -ECONNRESET;
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				if (errno == EAGAIN || errno == EWOULDBLOCK)
+					return 0;
+				return -ECONNRESET;
+			}
+			r->hdr_got += (unsigned)n;
+			if (r->hdr_got < 4)
+				continue;
+			{
+				uint32_t h = rr_get_be32(r->hdr);
+
+				r->last = (h & RM_LAST) != 0;
+				r->frag_left = h & RM_MAXFRAG;
+			}
+			if (r->frag_left > r->max || r->len > r->max - r->frag_left)
+				return -EMSGSIZE;
+			r->in_frag = true;
+			r->hdr_got = 0;
+		}
+		if (r->frag_left == 0) {
+			r->in_frag = false;
+			if (r->last)
+				return 1;
+			continue;
+		}
+		if (r->cap == r->len) {
+			/* Grow as bytes arrive: at most double what was
+			 * received, never beyond what the header announced. */
+			size_t need = r->len + r->frag_left;
+			size_t ncap = RR_MAX(r->cap * 2, (size_t)16384);
+			uint8_t *nb;
+
+			if (ncap > need)
+				ncap = need;
+			nb = rr_alloc(r->env, ncap);
+			if (!nb)
+				return -ENOMEM;
+			if (r->len)
+				memcpy(nb, r->buf, r->len);
+			rr_free(r->env, r->buf);
+			r->buf = nb;
+			r->cap = ncap;
+		}
+		n = recv(fd, r->buf + r->len, RR_MIN((size_t)r->frag_left, r->cap - r->len), 0);
+		if (n == 0)
+			return -ECONNRESET;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return -ECONNRESET;
+		}
+		r->len += (size_t)n;
+		r->frag_left -= (uint32_t)n;
+	}
+}
+
+/* ---- record writer ---- */
+
+#define MAX_IOV (2 + 3 * RR_RPC_MAX_DDP + 1)
+
+/* Builds the iovec of one single-fragment record for @m. */
+static int build_iov(const struct rr_xprt_msg *m, uint8_t marker[4], struct iovec *iov)
+{
+	const uint8_t *pad = rr_xbuf_zero_pad();
+	size_t off = 0;
+	int n = 0;
+
+	rr_put_be32(marker, RM_LAST | (uint32_t)m->xdr_len);
+	iov[n].iov_base = marker;
+	iov[n++].iov_len = 4;
+	for (unsigned i = 0; i < m->nddp; i++) {
+		const struct rr_rpc_ddp *d = &m->ddp[i];
+		size_t padlen = RR_ALIGN4((size_t)d->len) - d->len;
+
+		if (d->inline_off > off) {
+			iov[n].iov_base = (void *)(m->head + off);
+			iov[n++].iov_len = d->inline_off - off;
+			off = d->inline_off;
+		}
+		if (d->len) {
+			iov[n].iov_base = (void *)d->ptr;
+			iov[n++].iov_len = d->len;
+		}
+		if (padlen) {
+			iov[n].iov_base = (void *)pad;
+			iov[n++].iov_len = padlen;
+		}
+	}
+	if (m->head_len > off) {
+		iov[n].iov_base = (void *)(m->head + off);
+		iov[n++].iov_len = m->head_len - off;
+	}
+	return n;
+}
+
+/* Sends @m as one record. Polls in slices; gives up when *@cancel becomes
+ * true (before the first byte: -ECANCELED, stream intact; later: the stream
+ * is broken, -ECONNABORTED) or after @timeout_ms without progress. */
+static int send_record(int fd, const struct rr_xprt_msg *m, atomic_bool *cancel,
+		       int timeout_ms)
+{
+	struct iovec iov[MAX_IOV];
+	uint8_t marker[4];
+	int niov, idle_ms = 0;
+	size_t total = 0, sent = 0;
+	struct iovec *v = iov;
+
+	if (m->xdr_len > RM_MAXFRAG)
+		return -EMSGSIZE;
+	niov = build_iov(m, marker, iov);
+	for (int i = 0; i < niov; i++)
+		total += iov[i].iov_len;
+	while (sent < total) {
+		struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)niov};
+		ssize_t n;
+
+		if (cancel && atomic_load(cancel))
+			return sent ? -ECONNABORTED : -ECANCELED;
+		n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				return -ECONNRESET;
+			if (idle_ms >= timeout_ms)
+				return -ETIMEDOUT;
+			if (poll(&pfd, 1, 100) == 0)
+				idle_ms += 100;
+			continue;
+		}
+		idle_ms = 0;
+		sent += (size_t)n;
+		while (n > 0 && niov > 0) {
+			if ((size_t)n >= v->iov_len) {
+				n -= (ssize_t)v->iov_len;
+				v++;
+				niov--;
+			} else {
+				v->iov_base = (uint8_t *)v->iov_base + n;
+				v->iov_len -= (size_t)n;
+				n = 0;
+			}
+		}
+	}
+	return 0;
+}
+
+static void set_sock_opts(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* ======================= client ======================= */
+
+#define CF_SENDING 1u
+#define CF_REPLIED 2u
+#define CF_ABORTED 4u
+#define CF_RESENT 0x100u
+#define NBUCKET 256u
+
+struct tcp_clnt {
+	struct rr_xprt_client_params p;
+	struct rr_xprt_target t;
+	pthread_mutex_t lock;       /* table, flags, fd swap */
+	pthread_mutex_t send_lock;  /* one record at a time on fd */
+	pthread_cond_t cv;
+	int fd;                     /* -1 while disconnected */
+	uint64_t gen;               /* connection generation */
+	bool connected;
+	bool dead;                  /* lost and no reconnect */
+	bool closing;
+	pthread_t rx;
+	struct rr_xprt_call *bucket[NBUCKET];
+	struct rm_reader rd;
+};
+
+/* Per-call cancel flag for send_record, kept in xp_priv as an atomic. */
+struct call_priv {
+	atomic_bool cancel;
+};
+
+static struct rr_xprt_call **find_slot(struct tcp_clnt *c, struct rr_xprt_call *call)
+{
+	struct rr_xprt_call **pp = &c->bucket[call->xid % NBUCKET];
+
+	while (*pp && *pp != call)
+		pp = &(*pp)->xp_next;
+	return *pp ? pp : NULL;
+}
+
+static struct rr_xprt_call *find_xid(struct tcp_clnt *c, uint32_t xid)
+{
+	struct rr_xprt_call *p = c->bucket[xid % NBUCKET];
+
+	while (p && p->xid != xid)
+		p = p->xp_next;
+	return p;
+}
+
+static int tcp_connect(const struct rr_xprt_target *t, uint32_t timeout_ms, int *out)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+	struct addrinfo *ai, *a;
+	int rc, err = -ECONNREFUSED;
+
+	rc = getaddrinfo(t->host, t->port, &hints, &ai);
+	if (rc)
+		return -EHOSTUNREACH;
+	for (a = ai; a; a = a->ai_next) {
+		int fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		struct pollfd pfd;
+		int soerr = 0;
+		socklen_t sl = sizeof(soerr);
+
+		if (fd < 0) {
+			err = -errno;
+			continue;
+		}
+		if (connect(fd, a->ai_addr, a->ai_addrlen) < 0 && errno != EINPROGRESS) {
+			err = -errno;
+			close(fd);
+			continue;
+		}
+		pfd.fd = fd;
+		pfd.events = POLLOUT;
+		rc = poll(&pfd, 1, (int)timeout_ms);
+		if (rc <= 0) {
+			err = -ETIMEDOUT;
+			close(fd);
+			continue;
+		}
+		getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+		if (soerr) {
+			err = -soerr;
+			close(fd);
+			continue;
+		}
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+		set_sock_opts(fd);
+		*out = fd;
+		freeaddrinfo(ai);
+		return 0;
+	}
+	freeaddrinfo(ai);
+	return err;
+}
+
+/* Completes @call outside the lock. */
+static void clnt_complete(struct tcp_clnt *c, struct rr_xprt_call *call)
+{
+	c->p.complete(c->p.ctx, call);
+}
+
+/* Sends @call (marked CF_SENDING by the caller) and then completes it if a
+ * reply or an abort arrived meanwhile. */
+static void clnt_send_one(struct tcp_clnt *c, struct rr_xprt_call *call)
+{
+	struct call_priv *cp = call->xp_priv;
+	bool done = false;
+
+	for (;;) {
+		uint64_t gen;
+		int rc = -ENOTCONN;
+
+		pthread_mutex_lock(&c->send_lock);
+		gen = c->gen;
+		if (c->fd >= 0) {
+			rc = send_record(c->fd, &call->msg, &cp->cancel, 30000);
+			if (rc && rc != -ECANCELED)
+				shutdown(c->fd, SHUT_RDWR); /* rx reconnects */
+		}
+		pthread_mutex_unlock(&c->send_lock);
+
+		pthread_mutex_lock(&c->lock);
+		if (rc && rc != -ECANCELED && rc != -EMSGSIZE && !c->dead && !c->closing &&
+		    !(call->xp_flags & (CF_REPLIED | CF_ABORTED)) && c->gen != gen) {
+			/* The connection was replaced while this send failed:
+			 * retransmit on the new one (same XID). */
+			pthread_mutex_unlock(&c->lock);
+			continue;
+		}
+		call->xp_flags &= ~CF_SENDING;
+		if (call->xp_flags & (CF_REPLIED | CF_ABORTED)) {
+			if (!(call->xp_flags & CF_REPLIED))
+				call->status = call->xp_status;
+			done = true;
+		} else if (rc == -EMSGSIZE) {
+			call->status = rc;
+			done = true;
+		} else if (c->dead) {
+			call->status = -ECONNRESET;
+			done = true;
+		}
+		if (done) {
+			struct rr_xprt_call **pp = find_slot(c, call);
+
+			if (pp)
+				*pp = call->xp_next;
+		}
+		pthread_mutex_unlock(&c->lock);
+		break;
+	}
+	if (done)
+		clnt_complete(c, call);
+}
+
+static int tcp_clnt_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	struct tcp_clnt *c = (struct tcp_clnt *)x;
+	struct call_priv *cp;
+	bool send_now;
+
+	if (call->msg.xdr_len > c->p.max_msg || call->msg.xdr_len > RM_MAXFRAG)
+		return -EMSGSIZE;
+	cp = rr_zalloc(c->p.env, sizeof(*cp));
+	if (!cp)
+		return -ENOMEM;
+	atomic_init(&cp->cancel, false);
+	for (unsigned i = 0; i < RR_RPC_MAX_DDP; i++)
+		call->placed[i] = RR_RPC_NOT_PLACED;
+	call->reply = NULL;
+	call->reply_len = 0;
+	call->reply_buf = NULL;
+	call->status = 0;
+	call->xp_status = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->dead || c->closing) {
+		pthread_mutex_unlock(&c->lock);
+		rr_free(c->p.env, cp);
+		return c->closing ? -ESHUTDOWN : -ENOTCONN;
+	}
+	call->xp_priv = cp;
+	call->xp_flags = 0;
+	call->xp_next = c->bucket[call->xid % NBUCKET];
+	c->bucket[call->xid % NBUCKET] = call;
+	send_now = c->connected;
+	if (send_now)
+		call->xp_flags |= CF_SENDING;
+	pthread_mutex_unlock(&c->lock);
+
+	if (send_now)
+		clnt_send_one(c, call);
+	return 0;
+}
+
+static void tcp_clnt_abort(struct rr_xprt_client *x, struct rr_xprt_call *call, int status)
+{
+	struct tcp_clnt *c = (struct tcp_clnt *)x;
+	struct rr_xprt_call **pp;
+
+	pthread_mutex_lock(&c->lock);
+	pp = find_slot(c, call);
+	if (!pp || (call->xp_flags & (CF_ABORTED | CF_REPLIED))) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	if (call->xp_flags & CF_SENDING) {
+		struct call_priv *cp = call->xp_priv;
+
+		call->xp_flags |= CF_ABORTED;
+		call->xp_status = status;
+		atomic_store(&cp->cancel, true);
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	*pp = call->xp_next;
+	pthread_mutex_unlock(&c->lock);
+	call->status = status;
+	clnt_complete(c, call);
+}
+
+static void tcp_clnt_release_reply(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	struct tcp_clnt *c = (struct tcp_clnt *)x;
+
+	rr_free(c->p.env, call->reply_buf);
+	call->reply_buf = NULL;
+	call->reply = NULL;
+	rr_free(c->p.env, call->xp_priv);
+	call->xp_priv = NULL;
+}
+
+/* A record arrived: match it to a pending Call by XID (RFC 5531 section 9);
+ * anything else is discarded. */
+static void clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len)
+{
+	struct rr_xprt_call *call;
+	uint32_t xid, mt;
+	bool done = false;
+
+	if (rr_rpcmsg_peek(buf, len, &xid, &mt) || mt != RR_RPC_REPLY) {
+		rr_free(c->p.env, buf);
+		return;
+	}
+	pthread_mutex_lock(&c->lock);
+	call = find_xid(c, xid);
+	if (!call || (call->xp_flags & (CF_REPLIED | CF_ABORTED))) {
+		pthread_mutex_unlock(&c->lock);
+		rr_free(c->p.env, buf);
+		return;
+	}
+	call->reply_buf = buf;
+	call->reply = buf;
+	call->reply_len = len;
+	call->status = 0;
+	call->xp_flags |= CF_REPLIED;
+	if (!(call->xp_flags & CF_SENDING)) {
+		*find_slot(c, call) = call->xp_next;
+		done = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (done)
+		clnt_complete(c, call);
+}
+
+/* Fails every pending call that is not being sent (the senders finish the
+ * others) with -ECONNRESET. Called with c->lock held; returns the list. */
+static struct rr_xprt_call *take_unsent(struct tcp_clnt *c)
+{
+	struct rr_xprt_call *list = NULL;
+
+	for (unsigned b = 0; b < NBUCKET; b++) {
+		struct rr_xprt_call **pp = &c->bucket[b];
+
+		while (*pp) {
+			struct rr_xprt_call *call = *pp;
+
+			if (call->xp_flags & CF_SENDING) {
+				pp = &call->xp_next;
+				continue;
+			}
+			*pp = call->xp_next;
+			call->xp_next = list;
+			list = call;
+		}
+	}
+	return list;
+}
+
+static void *clnt_rx_main(void *arg)
+{
+	struct tcp_clnt *c = arg;
+	unsigned backoff_ms = 50;
+
+	for (;;) {
+		int fd, rc;
+
+		pthread_mutex_lock(&c->lock);
+		fd = c->fd;
+		if (c->closing) {
+			pthread_mutex_unlock(&c->lock);
+			break;
+		}
+		pthread_mutex_unlock(&c->lock);
+
+		if (fd >= 0) {
+			rc = rm_read(&c->rd, fd);
+			if (rc == 1) {
+				size_t len;
+				uint8_t *buf = rm_take(&c->rd, &len);
+
+				clnt_on_record(c, buf, len);
+				backoff_ms = 50;
+				continue;
+			}
+			/* Connection lost (or an oversized/failed record):
+			 * wake blocked senders first, then take the fd. */
+			shutdown(fd, SHUT_RDWR);
+			rm_free(&c->rd);
+			rm_init(&c->rd, c->p.env, c->p.max_msg);
+			pthread_mutex_lock(&c->send_lock);
+			pthread_mutex_lock(&c->lock);
+			shutdown(c->fd, SHUT_RDWR);
+			close(c->fd);
+			c->fd = -1;
+			c->connected = false;
+			if (c->p.no_reconnect || c->closing) {
+				struct rr_xprt_call *list;
+
+				c->dead = true;
+				list = take_unsent(c);
+				pthread_mutex_unlock(&c->lock);
+				pthread_mutex_unlock(&c->send_lock);
+				while (list) {
+					struct rr_xprt_call *next = list->xp_next;
+
+					list->status = -ECONNRESET;
+					clnt_complete(c, list);
+					list = next;
+				}
+				if (c->p.no_reconnect)
+					break;
+				continue;
+			}
+			pthread_mutex_unlock(&c->lock);
+			pthread_mutex_unlock(&c->send_lock);
+			continue;
+		}
+
+		/* Disconnected: reconnect with backoff, then retransmit every
+		 * pending call with its XID. */
+		rc = tcp_connect(&c->t, c->p.connect_timeout_ms, &fd);
+		if (rc) {
+			struct timespec ts;
+
+			pthread_mutex_lock(&c->lock);
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)backoff_ms * 1000000L;
+			ts.tv_sec += ts.tv_nsec / 1000000000L;
+			ts.tv_nsec %= 1000000000L;
+			if (!c->closing)
+				pthread_cond_timedwait(&c->cv, &c->lock, &ts);
+			pthread_mutex_unlock(&c->lock);
+			backoff_ms = RR_MIN(backoff_ms * 2, 2000u);
+			continue;
+		}
+		{
+			struct rr_xprt_call *resend[64];
+			unsigned n;
+			bool more;
+
+			pthread_mutex_lock(&c->send_lock);
+			pthread_mutex_lock(&c->lock);
+			c->fd = fd;
+			c->gen++;
+			c->connected = true;
+			pthread_mutex_unlock(&c->lock);
+			pthread_mutex_unlock(&c->send_lock);
+			/* Retransmit in batches; calls submitted from now on
+			 * are sent by their submitters. */
+			do {
+				n = 0;
+				more = false;
+				pthread_mutex_lock(&c->lock);
+				for (unsigned b = 0; b < NBUCKET; b++) {
+					for (struct rr_xprt_call *p = c->bucket[b]; p; p = p->xp_next) {
+						if (p->xp_flags & (CF_SENDING | CF_REPLIED | CF_ABORTED))
+							continue;
+						if (p->xp_flags & CF_RESENT) /* already resent */
+							continue;
+						if (n == RR_ARRAY_SIZE(resend)) {
+							more = true;
+							break;
+						}
+						p->xp_flags |= CF_SENDING | CF_RESENT;
+						resend[n++] = p;
+					}
+				}
+				pthread_mutex_unlock(&c->lock);
+				for (unsigned i = 0; i < n; i++)
+					clnt_send_one(c, resend[i]);
+			} while (more);
+			pthread_mutex_lock(&c->lock);
+			for (unsigned b = 0; b < NBUCKET; b++)
+				for (struct rr_xprt_call *p = c->bucket[b]; p; p = p->xp_next)
+					p->xp_flags &= ~CF_RESENT;
+			pthread_mutex_unlock(&c->lock);
+		}
+	}
+	return NULL;
+}
+
+static int tcp_clnt_create(const struct rr_xprt_target *t, const struct rr_xprt_client_params *p,
+			   struct rr_xprt_client **out)
+{
+	struct tcp_clnt *c;
+	int rc, fd;
+
+	rc = tcp_connect(t, p->connect_timeout_ms, &fd);
+	if (rc)
+		return rc;
+	c = rr_zalloc(p->env, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	c->p = *p;
+	c->t = *t;
+	c->fd = fd;
+	c->connected = true;
+	rm_init(&c->rd, p->env, p->max_msg);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->send_lock, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	rc = pthread_create(&c->rx, NULL, clnt_rx_main, c);
+	if (rc) {
+		close(fd);
+		pthread_mutex_destroy(&c->lock);
+		pthread_mutex_destroy(&c->send_lock);
+		pthread_cond_destroy(&c->cv);
+		rr_free(p->env, c);
+		return -rc;
+	}
+	*out = (struct rr_xprt_client *)c;
+	return 0;
+}
+
+static void tcp_clnt_destroy(struct rr_xprt_client *x)
+{
+	struct tcp_clnt *c = (struct tcp_clnt *)x;
+
+	pthread_mutex_lock(&c->lock);
+	c->closing = true;
+	if (c->fd >= 0)
+		shutdown(c->fd, SHUT_RDWR);
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->lock);
+	pthread_join(c->rx, NULL);
+	if (c->fd >= 0)
+		close(c->fd);
+	rm_free(&c->rd);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->send_lock);
+	pthread_cond_destroy(&c->cv);
+	rr_free(c->p.env, c);
+}
+
+static const struct rr_xprt_client_ops tcp_client_ops = {
+	.create = tcp_clnt_create,
+	.submit = tcp_clnt_submit,
+	.abort = tcp_clnt_abort,
+	.release_reply = tcp_clnt_release_reply,
+	.destroy = tcp_clnt_destroy,
+};
+
+/* ======================= server ======================= */
+
+struct tcp_srv;
+
+struct tcp_conn {
+	struct tcp_srv *srv;
+	int fd;
+	struct rm_reader rd;
+	pthread_mutex_t send_lock;
+	int refs;                  /* io thread + one per delivered req */
+	bool closed;
+	struct tcp_conn *next, *prev;
+};
+
+struct tcp_req {
+	struct rr_xprt_req req;
+	struct tcp_conn *conn;
+	uint8_t *buf;
+};
+
+struct tcp_srv {
+	struct rr_xprt_server_params p;
+	int lfd;
+	int epfd;
+	int evfd;
+	int port;
+	pthread_t io;
+	bool io_started;
+	pthread_mutex_t lock;
+	bool stopping;
+	bool quit;
+	struct tcp_conn *conns;
+	unsigned nconns;
+};
+
+static void conn_put_locked(struct tcp_srv *s, struct tcp_conn *cn, bool *free_it)
+{
+	*free_it = --cn->refs == 0;
+	if (*free_it) {
+		if (cn->prev)
+			cn->prev->next = cn->next;
+		else
+			s->conns = cn->next;
+		if (cn->next)
+			cn->next->prev = cn->prev;
+		s->nconns--;
+	}
+}
+
+static void conn_free(struct tcp_srv *s, struct tcp_conn *cn)
+{
+	close(cn->fd);
+	rm_free(&cn->rd);
+	pthread_mutex_destroy(&cn->send_lock);
+	rr_free(s->p.env, cn);
+}
+
+static void conn_put(struct tcp_srv *s, struct tcp_conn *cn)
+{
+	bool f;
+
+	pthread_mutex_lock(&s->lock);
+	conn_put_locked(s, cn, &f);
+	pthread_mutex_unlock(&s->lock);
+	if (f)
+		conn_free(s, cn);
+}
+
+/* The io thread gives up its reference: no more reads on this connection. */
+static void conn_close(struct tcp_srv *s, struct tcp_conn *cn)
+{
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, cn->fd, NULL);
+	pthread_mutex_lock(&s->lock);
+	cn->closed = true;
+	pthread_mutex_unlock(&s->lock);
+	shutdown(cn->fd, SHUT_RDWR);
+	conn_put(s, cn);
+}
+
+static void srv_accept(struct tcp_srv *s)
+{
+	for (;;) {
+		int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct tcp_conn *cn;
+		struct epoll_event ev;
+
+		if (fd < 0)
+			return;
+		pthread_mutex_lock(&s->lock);
+		if (s->stopping || s->nconns >= s->p.max_conns) {
+			pthread_mutex_unlock(&s->lock);
+			close(fd);
+			continue;
+		}
+		pthread_mutex_unlock(&s->lock);
+		cn = rr_zalloc(s->p.env, sizeof(*cn));
+		if (!cn) {
+			close(fd);
+			continue;
+		}
+		set_sock_opts(fd);
+		cn->srv = s;
+		cn->fd = fd;
+		cn->refs = 1;
+		rm_init(&cn->rd, s->p.env, s->p.max_msg);
+		pthread_mutex_init(&cn->send_lock, NULL);
+		pthread_mutex_lock(&s->lock);
+		cn->next = s->conns;
+		if (s->conns)
+			s->conns->prev = cn;
+		s->conns = cn;
+		s->nconns++;
+		pthread_mutex_unlock(&s->lock);
+		ev.events = EPOLLIN;
+		ev.data.ptr = cn;
+		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+			conn_close(s, cn);
+	}
+}
+
+static void srv_read(struct tcp_srv *s, struct tcp_conn *cn)
+{
+	for (int budget = 0; budget < 64; budget++) {
+		int rc = rm_read(&cn->rd, cn->fd);
+		struct tcp_req *r;
+		bool stopping;
+
+		if (rc == 0)
+			return;
+		if (rc < 0) {
+			conn_close(s, cn);
+			return;
+		}
+		r = rr_zalloc(s->p.env, sizeof(*r));
+		if (!r) {
+			conn_close(s, cn);
+			return;
+		}
+		r->buf = rm_take(&cn->rd, &r->req.len);
+		r->req.msg = r->buf;
+		r->req.xp_priv = r;
+		r->conn = cn;
+		pthread_mutex_lock(&s->lock);
+		stopping = s->stopping;
+		if (!stopping)
+			cn->refs++;
+		pthread_mutex_unlock(&s->lock);
+		if (stopping) {
+			rr_free(s->p.env, r->buf);
+			rr_free(s->p.env, r);
+			continue;
+		}
+		s->p.recv(s->p.ctx, &r->req);
+	}
+}
+
+static void *srv_io_main(void *arg)
+{
+	struct tcp_srv *s = arg;
+	struct epoll_event evs[32];
+
+	for (;;) {
+		int n = epoll_wait(s->epfd, evs, 32, 1000);
+
+		pthread_mutex_lock(&s->lock);
+		if (s->quit) {
+			pthread_mutex_unlock(&s->lock);
+			break;
+		}
+		pthread_mutex_unlock(&s->lock);
+		for (int i = 0; i < n; i++) {
+			void *p = evs[i].data.ptr;
+
+			if (p == &s->lfd) {
+				srv_accept(s);
+			} else if (p == &s->evfd) {
+				uint64_t v;
+
+				if (read(s->evfd, &v, sizeof(v)) < 0)
+					continue;
+			} else {
+				srv_read(s, p);
+			}
+		}
+	}
+	return NULL;
+}
+
+static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_server_params *p,
+			  struct rr_xprt_server **out)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE};
+	struct addrinfo *ai;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct tcp_srv *s;
+	int fd, one = 1, rc;
+	struct epoll_event ev;
+
+	rc = getaddrinfo(t->host, t->port, &hints, &ai);
+	if (rc)
+		return -EADDRNOTAVAIL;
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		rc = -errno;
+		freeaddrinfo(ai);
+		return rc;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+		rc = -errno;
+		freeaddrinfo(ai);
+		close(fd);
+		return rc;
+	}
+	freeaddrinfo(ai);
+	s = rr_zalloc(p->env, sizeof(*s));
+	if (!s) {
+		close(fd);
+		return -ENOMEM;
+	}
+	s->p = *p;
+	s->lfd = fd;
+	getsockname(fd, (struct sockaddr *)&ss, &sl);
+	s->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+					   : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	pthread_mutex_init(&s->lock, NULL);
+	if (s->epfd < 0 || s->evfd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	ev.events = EPOLLIN;
+	ev.data.ptr = &s->evfd;
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &ev) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	*out = (struct rr_xprt_server *)s;
+	return 0;
+fail:
+	if (s->epfd >= 0)
+		close(s->epfd);
+	if (s->evfd >= 0)
+		close(s->evfd);
+	close(fd);
+	pthread_mutex_destroy(&s->lock);
+	rr_free(p->env, s);
+	return rc;
+}
+
+static int tcp_srv_port(const struct rr_xprt_server *x)
+{
+	return ((const struct tcp_srv *)x)->port;
+}
+
+static int tcp_srv_start(struct rr_xprt_server *x)
+{
+	struct tcp_srv *s = (struct tcp_srv *)x;
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->lfd};
+	int rc;
+
+	if (s->io_started)
+		return -EBUSY;
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev) < 0)
+		return -errno;
+	rc = pthread_create(&s->io, NULL, srv_io_main, s);
+	if (rc)
+		return -rc;
+	s->io_started = true;
+	return 0;
+}
+
+static int tcp_srv_send_reply(struct rr_xprt_server *x, struct rr_xprt_req *req,
+			      const struct rr_xprt_msg *msg)
+{
+	struct tcp_srv *s = (struct tcp_srv *)x;
+	struct tcp_req *r = req->xp_priv;
+	struct tcp_conn *cn = r->conn;
+	bool closed;
+	int rc;
+
+	if (msg->xdr_len > s->p.max_msg)
+		return -EMSGSIZE;
+	pthread_mutex_lock(&cn->send_lock);
+	pthread_mutex_lock(&s->lock);
+	closed = cn->closed;
+	pthread_mutex_unlock(&s->lock);
+	if (closed) {
+		pthread_mutex_unlock(&cn->send_lock);
+		return -ENOTCONN;
+	}
+	rc = send_record(cn->fd, msg, NULL, 30000);
+	if (rc)
+		shutdown(cn->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&cn->send_lock);
+	return rc;
+}
+
+static void tcp_srv_req_done(struct rr_xprt_server *x, struct rr_xprt_req *req)
+{
+	struct tcp_srv *s = (struct tcp_srv *)x;
+	struct tcp_req *r = req->xp_priv;
+	struct tcp_conn *cn = r->conn;
+
+	rr_free(s->p.env, r->buf);
+	rr_free(s->p.env, r);
+	conn_put(s, cn);
+}
+
+static void tcp_srv_stop(struct rr_xprt_server *x)
+{
+	struct tcp_srv *s = (struct tcp_srv *)x;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&s->lock);
+	s->stopping = true;
+	pthread_mutex_unlock(&s->lock);
+	if (s->io_started)
+		epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->lfd, NULL);
+	if (s->lfd >= 0) {
+		close(s->lfd);
+		s->lfd = -1;
+	}
+	if (write(s->evfd, &one, sizeof(one)) < 0)
+		return;
+}
+
+static void tcp_srv_destroy(struct rr_xprt_server *x)
+{
+	struct tcp_srv *s = (struct tcp_srv *)x;
+	uint64_t one = 1;
+
+	tcp_srv_stop(x);
+	pthread_mutex_lock(&s->lock);
+	s->quit = true;
+	pthread_mutex_unlock(&s->lock);
+	if (write(s->evfd, &one, sizeof(one)) < 0) {
+		/* the io thread also wakes every second */
+	}
+	if (s->io_started)
+		pthread_join(s->io, NULL);
+	/* Only io-thread references remain (every req is done). */
+	while (s->conns) {
+		struct tcp_conn *cn = s->conns;
+
+		s->conns = cn->next;
+		conn_free(s, cn);
+	}
+	close(s->epfd);
+	close(s->evfd);
+	pthread_mutex_destroy(&s->lock);
+	rr_free(s->p.env, s);
+}
+
+static const struct rr_xprt_server_ops tcp_server_ops = {
+	.create = tcp_srv_create,
+	.port = tcp_srv_port,
+	.start = tcp_srv_start,
+	.send_reply = tcp_srv_send_reply,
+	.req_done = tcp_srv_req_done,
+	.stop = tcp_srv_stop,
+	.destroy = tcp_srv_destroy,
+};
+
+const struct rr_xprt_class rr_xprt_tcp_class = {
+	.scheme = "tcp",
+	.client = &tcp_client_ops,
+	.server = &tcp_server_ops,
+};
