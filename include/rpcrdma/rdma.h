@@ -17,7 +17,11 @@
  * STags (RFC 5040 section 2.1): 32 bits, a 24-bit index and an 8-bit key. The
  * key is unpredictable (drawn from the env's randomness) and changes on every
  * registration, re-registration and window bind; an invalidated or
- * deregistered STag never grants access again. Remote offsets (Tagged
+ * deregistered STag never grants access again. Per provider: "soft" issues
+ * every STag value at most once (src/rdma/mr_table.h); "verbs" draws window
+ * keys from the env's randomness (never the current key) while MR keys are
+ * the device's choice, and re-registration always yields new keys (the new
+ * MR is registered before the old one is released). Remote offsets (Tagged
  * Offsets, RFC 8166 HLOO "offset") are virtual addresses, as with siw and
  * verbs: the offset of a byte is its address in the registrant's process.
  *
