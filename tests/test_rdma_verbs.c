@@ -61,8 +61,13 @@ TEST(rdma_verbs_open_without_devices)
 		REQUIRE_EQ(rpcrdma_query(ctx, &caps), 0);
 		CHECK(strcmp(caps.provider, "verbs") == 0);
 		CHECK(caps.max_private_data_connect >= 56);
-		CHECK(!(caps.flags & RPCRDMA_CAP_COMMIT));  /* rdma-core 44 */
-		CHECK(!(caps.flags & RPCRDMA_CAP_DURABLE));
+		/* Commit (FLUSH, rdma-core >= 45) comes with durable
+		 * registrations and a region limit, or not at all */
+		CHECK(!!(caps.flags & RPCRDMA_CAP_COMMIT) == (caps.max_commit_regions > 0));
+		CHECK(!!(caps.flags & RPCRDMA_CAP_COMMIT) == !!(caps.flags & RPCRDMA_CAP_DURABLE));
+		/* remote invalidation only with windows */
+		CHECK(!(caps.flags & RPCRDMA_CAP_REMOTE_INV) ||
+		      (caps.flags & RPCRDMA_CAP_INVALIDATABLE));
 		CHECK_EQ(rpcrdma_close(ctx), 0);
 	}
 }
@@ -206,6 +211,9 @@ TEST(rdma_verbs_loopback)
 	}
 	side_up(&s, sdev);
 	side_up(&c, cdev);
+	CHECK(strcmp(c.caps.device, cdev) == 0);
+	CHECK_EQ(c.caps.max_private_data_connect,
+		 c.caps.transport == RPCRDMA_TRANSPORT_IWARP ? 252 : 56);
 	fill_sin(&sin, saddr, 0);
 	REQUIRE_EQ(rpcrdma_listen(s.ch, (struct sockaddr *)&sin, sizeof(sin), 4, &s, &lid), 0);
 	REQUIRE_EQ(rpcrdma_cm_local_addr(lid, &ss), 0);
