@@ -780,3 +780,87 @@ TEST(rpc_xdr_public_cursor)
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
 }
+
+/* ---- failing allocator: every client-side allocation fails once ---- */
+
+static pthread_mutex_t fa_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rr_test_env fa_te;
+
+static void *fa_alloc(void *ctx, size_t n)
+{
+	void *p;
+
+	(void)ctx;
+	pthread_mutex_lock(&fa_lock);
+	p = fa_te.env.alloc(fa_te.env.alloc_ctx, n);
+	pthread_mutex_unlock(&fa_lock);
+	return p;
+}
+
+static void fa_free(void *ctx, void *p)
+{
+	(void)ctx;
+	pthread_mutex_lock(&fa_lock);
+	fa_te.env.free(fa_te.env.alloc_ctx, p);
+	pthread_mutex_unlock(&fa_lock);
+}
+
+TEST(rpc_tcp_client_failing_allocator)
+{
+	char url[64];
+	struct rpcrdma_server *s = start_server(2, 0, url, sizeof(url));
+	const struct rpcrdma_env *def = rpcrdma_env_default();
+	struct rpcrdma_env env = *def;
+	unsigned ok_runs = 0;
+
+	env.alloc = fa_alloc;
+	env.free = fa_free;
+	for (unsigned long i = 1; i <= 12; i++) {
+		struct rpcrdma_client_opts o = {.env = &env, .timeout_ms = 3000};
+		struct rpcrdma_client *c = NULL;
+		struct rpcrdma_call *call = NULL;
+		uint8_t data[5] = {1, 2, 3, 4, 5}, sinkb[8];
+		struct rpcrdma_ddp_sink sk = {sinkb, sizeof(sinkb)};
+		int rc;
+
+		rr_test_env_init(&fa_te, i);
+		fa_te.fail_at = i;
+		rc = rpcrdma_client_create(url, PROG, 1, &o, &c);
+		if (rc) {
+			CHECK_EQ(rc, -ENOMEM);
+			goto check;
+		}
+		rc = rpcrdma_call_create(c, T_BULK, &call);
+		if (rc) {
+			CHECK_EQ(rc, -ENOMEM);
+			goto out;
+		}
+		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), 1);
+		rpcrdma_xdr_put_ddp(rpcrdma_call_args(call), data, 5);
+		/* The grown argument buffer may be the failing allocation. */
+		rc = rpcrdma_xdr_enc_error(rpcrdma_call_args(call));
+		if (rc) {
+			CHECK_EQ(rc, -ENOMEM);
+			CHECK_EQ(rpcrdma_call_run(call), -ENOMEM);
+			goto out;
+		}
+		REQUIRE_EQ(rpcrdma_call_set_sinks(call, &sk, 1), 0);
+		rc = rpcrdma_call_run(call);
+		/* A failed reply-buffer allocation drops the connection; the
+		 * client reconnects and retransmits. */
+		CHECK(rc == 0 || rc == -ENOMEM);
+		if (rc == 0)
+			ok_runs++;
+		if (getenv("RR_VERBOSE"))
+			printf("  fail_at %lu: call %d (allocs %lu)\n", i, rc, fa_te.allocs);
+out:
+		rpcrdma_call_destroy(call);
+		rpcrdma_client_destroy(c);
+check:
+		pthread_mutex_lock(&fa_lock);
+		CHECK_EQ(fa_te.live, 0);
+		pthread_mutex_unlock(&fa_lock);
+	}
+	CHECK(ok_runs > 0);
+	rpcrdma_server_destroy(s);
+}
