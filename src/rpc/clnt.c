@@ -499,6 +499,9 @@ RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_
 		return -ESHUTDOWN;
 	}
 	call->state = CALL_PENDING;
+	/* The message now belongs to the transport: no more encoding (a
+	 * growing buffer would move under it). */
+	call->enc.error = -EBUSY;
 	call->next = c->pending;
 	call->prev = NULL;
 	if (c->pending)
@@ -516,6 +519,7 @@ RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_
 	pthread_mutex_lock(&c->lock);
 	call->in_submit = false;
 	if (rc) {
+		call->enc.error = 0;
 		if (call->prev)
 			call->prev->next = call->next;
 		else if (c->pending == call)
