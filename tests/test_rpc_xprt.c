@@ -122,7 +122,11 @@ static void loop_destroy(struct rr_xprt_client *x)
 }
 
 static const struct rr_xprt_client_ops loop_client_ops = {
-	loop_create, loop_submit, loop_abort, loop_release, loop_destroy,
+	.create = loop_create,
+	.submit = loop_submit,
+	.abort = loop_abort,
+	.release_reply = loop_release,
+	.destroy = loop_destroy,
 };
 
 /* ---- fake server transport: requests injected by the test ---- */
@@ -216,8 +220,13 @@ static void lsrv_destroy(struct rr_xprt_server *s)
 }
 
 static const struct rr_xprt_server_ops loop_server_ops = {
-	lsrv_create, lsrv_port, lsrv_start, lsrv_send_reply, lsrv_req_done, lsrv_stop,
-	lsrv_destroy,
+	.create = lsrv_create,
+	.port = lsrv_port,
+	.start = lsrv_start,
+	.send_reply = lsrv_send_reply,
+	.req_done = lsrv_req_done,
+	.stop = lsrv_stop,
+	.destroy = lsrv_destroy,
 };
 
 static const struct rr_xprt_class loop_class = {"loop", &loop_client_ops, &loop_server_ops};

@@ -101,8 +101,12 @@
  *  port(s): the bound port.
  *  start(s): begin accepting connections and delivering Calls. Each
  *      received Call is a struct rr_xprt_req given to params->recv(ctx, req)
- *      from a transport thread; recv must not block (the RPC layer queues it
- *      to a worker). Bytes that are not a well-formed transport message, or
+ *      from a transport thread. Unless the ops set inline_recv, recv does not
+ *      block (the RPC layer queues the request to its workers); with
+ *      inline_recv, recv runs the handler and send_reply before returning,
+ *      so the transport must call it from a pool of params->threads threads
+ *      and keep reading other Calls meanwhile (TCP: EPOLLONESHOT threads,
+ *      the connection re-armed before recv). Bytes that are not a well-formed transport message, or
  *      records above params->max_msg, close that connection only.
  *  send_reply(s, req, msg): send the Reply for @req. Synchronous: when it
  *      returns, the transport no longer uses @msg's inline bytes or
@@ -205,6 +209,7 @@ struct rr_xprt_server_params {
 	const struct rpcrdma_env *env;
 	size_t max_msg;
 	unsigned max_conns;
+	unsigned threads;             /* threads for inline_recv transports */
 	void (*recv)(void *ctx, struct rr_xprt_req *req);
 	void *ctx;
 };
@@ -219,6 +224,11 @@ struct rr_xprt_server_ops {
 	void (*req_done)(struct rr_xprt_server *s, struct rr_xprt_req *req);
 	void (*stop)(struct rr_xprt_server *s);
 	void (*destroy)(struct rr_xprt_server *s);
+	/* true: the transport calls recv() from params->threads threads of its
+	 * own and lets recv() run the request to completion (handler, reply)
+	 * before returning; the RPC layer then dispatches inline, without a
+	 * handoff to a worker. false: recv() only queues. */
+	bool inline_recv;
 };
 
 struct rr_xprt_class {

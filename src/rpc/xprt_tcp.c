@@ -744,7 +744,8 @@ struct tcp_srv {
 	int epfd;
 	int evfd;
 	int port;
-	pthread_t io;
+	pthread_t *io;              /* io threads: accept, read, run requests */
+	unsigned nio;
 	bool io_started;
 	pthread_mutex_t lock;
 	bool stopping;
@@ -831,77 +832,85 @@ static void srv_accept(struct tcp_srv *s)
 		s->conns = cn;
 		s->nconns++;
 		pthread_mutex_unlock(&s->lock);
-		ev.events = EPOLLIN;
+		ev.events = EPOLLIN | EPOLLONESHOT;
 		ev.data.ptr = cn;
 		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
 			conn_close(s, cn);
 	}
 }
 
+/* Lets the next ready event of @cn reach a thread (EPOLLONESHOT). */
+static void conn_rearm(struct tcp_srv *s, struct tcp_conn *cn)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = cn};
+
+	if (epoll_ctl(s->epfd, EPOLL_CTL_MOD, cn->fd, &ev) < 0)
+		conn_close(s, cn);
+}
+
+/* Reads up to one complete record from @cn (only this thread reads it until
+ * it is re-armed), re-arms, then delivers the record: another io thread may
+ * read the connection's next record while this one runs the request. */
 static void srv_read(struct tcp_srv *s, struct tcp_conn *cn)
 {
-	for (int budget = 0; budget < 64; budget++) {
-		int rc = rm_read(&cn->rd, cn->fd);
-		struct tcp_req *r;
-		bool stopping;
+	int rc = rm_read(&cn->rd, cn->fd);
+	struct tcp_req *r;
+	bool stopping;
 
-		if (rc == 0)
-			return;
-		if (rc < 0) {
-			conn_close(s, cn);
-			return;
-		}
-		r = rr_zalloc(s->p.env, sizeof(*r));
-		if (!r) {
-			conn_close(s, cn);
-			return;
-		}
-		r->buf = rm_take(&cn->rd, &r->req.len);
-		r->req.msg = r->buf;
-		r->req.xp_priv = r;
-		r->conn = cn;
-		pthread_mutex_lock(&s->lock);
-		stopping = s->stopping;
-		if (!stopping)
-			cn->refs++;
-		pthread_mutex_unlock(&s->lock);
-		if (stopping) {
-			rr_free(s->p.env, r->buf);
-			rr_free(s->p.env, r);
-			continue;
-		}
-		s->p.recv(s->p.ctx, &r->req);
+	if (rc == 0) {
+		conn_rearm(s, cn);
+		return;
 	}
+	if (rc < 0) {
+		conn_close(s, cn);
+		return;
+	}
+	r = rr_zalloc(s->p.env, sizeof(*r));
+	if (!r) {
+		conn_close(s, cn);
+		return;
+	}
+	r->buf = rm_take(&cn->rd, &r->req.len);
+	r->req.msg = r->buf;
+	r->req.xp_priv = r;
+	r->conn = cn;
+	pthread_mutex_lock(&s->lock);
+	stopping = s->stopping;
+	if (!stopping)
+		cn->refs++;
+	pthread_mutex_unlock(&s->lock);
+	if (stopping) {
+		/* Shutting down: no new Calls; the connection is kept until
+		 * destroy so replies in flight still go out. */
+		rr_free(s->p.env, r->buf);
+		rr_free(s->p.env, r);
+		conn_rearm(s, cn);
+		return;
+	}
+	conn_rearm(s, cn);
+	s->p.recv(s->p.ctx, &r->req);
 }
 
 static void *srv_io_main(void *arg)
 {
 	struct tcp_srv *s = arg;
-	struct epoll_event evs[32];
 
 	for (;;) {
-		int n = epoll_wait(s->epfd, evs, 32, 1000);
+		struct epoll_event ev;
+		int n = epoll_wait(s->epfd, &ev, 1, 1000);
+		bool quit;
 
 		pthread_mutex_lock(&s->lock);
-		if (s->quit) {
-			pthread_mutex_unlock(&s->lock);
-			break;
-		}
+		quit = s->quit;
 		pthread_mutex_unlock(&s->lock);
-		for (int i = 0; i < n; i++) {
-			void *p = evs[i].data.ptr;
-
-			if (p == &s->lfd) {
-				srv_accept(s);
-			} else if (p == &s->evfd) {
-				uint64_t v;
-
-				if (read(s->evfd, &v, sizeof(v)) < 0)
-					continue;
-			} else {
-				srv_read(s, p);
-			}
-		}
+		if (quit)
+			break;
+		if (n != 1 || ev.data.ptr == &s->evfd)
+			continue;
+		if (ev.data.ptr == &s->lfd)
+			srv_accept(s);
+		else
+			srv_read(s, ev.data.ptr);
 	}
 	return NULL;
 }
@@ -986,9 +995,18 @@ static int tcp_srv_start(struct rr_xprt_server *x)
 		return -EBUSY;
 	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev) < 0)
 		return -errno;
-	rc = pthread_create(&s->io, NULL, srv_io_main, s);
-	if (rc)
-		return -rc;
+	s->nio = s->p.threads ? s->p.threads : 1;
+	s->io = rr_zalloc(s->p.env, s->nio * sizeof(pthread_t));
+	if (!s->io)
+		return -ENOMEM;
+	for (unsigned i = 0; i < s->nio; i++) {
+		rc = pthread_create(&s->io[i], NULL, srv_io_main, s);
+		if (rc) {
+			s->nio = i;
+			s->io_started = true; /* destroy joins those started */
+			return -rc;
+		}
+	}
 	s->io_started = true;
 	return 0;
 }
@@ -1033,7 +1051,6 @@ static void tcp_srv_req_done(struct rr_xprt_server *x, struct rr_xprt_req *req)
 static void tcp_srv_stop(struct rr_xprt_server *x)
 {
 	struct tcp_srv *s = (struct tcp_srv *)x;
-	uint64_t one = 1;
 
 	pthread_mutex_lock(&s->lock);
 	s->stopping = true;
@@ -1044,8 +1061,6 @@ static void tcp_srv_stop(struct rr_xprt_server *x)
 		close(s->lfd);
 		s->lfd = -1;
 	}
-	if (write(s->evfd, &one, sizeof(one)) < 0)
-		return;
 }
 
 static void tcp_srv_destroy(struct rr_xprt_server *x)
@@ -1057,11 +1072,15 @@ static void tcp_srv_destroy(struct rr_xprt_server *x)
 	pthread_mutex_lock(&s->lock);
 	s->quit = true;
 	pthread_mutex_unlock(&s->lock);
+	/* Never consumed: wakes every io thread (they also wake each second). */
 	if (write(s->evfd, &one, sizeof(one)) < 0) {
-		/* the io thread also wakes every second */
+		/* nothing else to do */
 	}
-	if (s->io_started)
-		pthread_join(s->io, NULL);
+	if (s->io_started) {
+		for (unsigned i = 0; i < s->nio; i++)
+			pthread_join(s->io[i], NULL);
+	}
+	rr_free(s->p.env, s->io);
 	/* Only io-thread references remain (every req is done). */
 	while (s->conns) {
 		struct tcp_conn *cn = s->conns;
@@ -1076,6 +1095,7 @@ static void tcp_srv_destroy(struct rr_xprt_server *x)
 }
 
 static const struct rr_xprt_server_ops tcp_server_ops = {
+	.inline_recv = true,
 	.create = tcp_srv_create,
 	.port = tcp_srv_port,
 	.start = tcp_srv_start,
