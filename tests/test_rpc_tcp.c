@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rpcrdma/rpc.h"
@@ -22,6 +23,7 @@
 #define T_SYSERR 6u
 #define T_AUTHERR 7u
 #define T_DROP 8u
+#define T_BARRIER 9u
 
 /* Requests held by T_HOLD (deferred, never answered unless released). */
 static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -149,6 +151,32 @@ static int h_drop(struct rpcrdma_req *r, void *ctx)
 	return RPCRDMA_SVC_DROP;
 }
 
+/* BARRIER: waits (at most 5 s) until 4 BARRIER requests are inside their
+ * handlers at the same time; returns 1 if they were, 0 otherwise. */
+static pthread_mutex_t bar_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bar_cv = PTHREAD_COND_INITIALIZER;
+static unsigned bar_count;
+
+static int h_barrier(struct rpcrdma_req *r, void *ctx)
+{
+	struct timespec ts;
+	uint32_t reached;
+
+	(void)ctx;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 5;
+	pthread_mutex_lock(&bar_lock);
+	bar_count++;
+	pthread_cond_broadcast(&bar_cv);
+	while (bar_count < 4)
+		if (pthread_cond_timedwait(&bar_cv, &bar_lock, &ts))
+			break;
+	reached = bar_count >= 4;
+	pthread_mutex_unlock(&bar_lock);
+	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), reached);
+	return RPCRDMA_SVC_OK;
+}
+
 static struct rpcrdma_server *start_server(unsigned threads, size_t max_msg, char *url, size_t n)
 {
 	struct rpcrdma_server_opts o = {.threads = threads, .max_msg = max_msg};
@@ -164,6 +192,7 @@ static struct rpcrdma_server *start_server(unsigned threads, size_t max_msg, cha
 		REQUIRE_EQ(rpcrdma_server_register(s, PROG, v, T_SYSERR, h_syserr, NULL), 0);
 		REQUIRE_EQ(rpcrdma_server_register(s, PROG, v, T_AUTHERR, h_autherr, NULL), 0);
 		REQUIRE_EQ(rpcrdma_server_register(s, PROG, v, T_DROP, h_drop, NULL), 0);
+		REQUIRE_EQ(rpcrdma_server_register(s, PROG, v, T_BARRIER, h_barrier, NULL), 0);
 	}
 	CHECK_EQ(rpcrdma_server_register(s, PROG, 1, T_ECHO, h_echo, NULL), -EEXIST);
 	REQUIRE_EQ(rpcrdma_server_start(s), 0);
@@ -306,6 +335,30 @@ TEST(rpc_tcp_async_64_in_flight)
 		usleep(10000);
 	CHECK_EQ(atomic_load(&a.done), 64);
 	CHECK_EQ(atomic_load(&a.ok), 64);
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+}
+
+TEST(rpc_tcp_one_connection_runs_requests_in_parallel)
+{
+	char url[64];
+	struct rpcrdma_server *s = start_server(4, 0, url, sizeof(url));
+	struct rpcrdma_client *c = connect_client(url, PROG, 1);
+	struct rpcrdma_call *calls[4];
+
+	bar_count = 0;
+	for (int i = 0; i < 4; i++) {
+		REQUIRE_EQ(rpcrdma_call_create(c, T_BARRIER, &calls[i]), 0);
+		REQUIRE_EQ(rpcrdma_call_start(calls[i], NULL, NULL), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		uint32_t reached = 0;
+
+		CHECK_EQ(rpcrdma_call_wait(calls[i], 10000), 0);
+		CHECK_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(calls[i]), &reached), 0);
+		CHECK_EQ(reached, 1);
+		rpcrdma_call_destroy(calls[i]);
+	}
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
 }
