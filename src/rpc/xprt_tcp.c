@@ -35,6 +35,11 @@
 struct rm_reader {
 	const struct rpcrdma_env *env;
 	size_t max;
+	bool skip_oversize;   /* client: discard an oversized record, keep its
+				 first 8 bytes (XID, msg_type) */
+	bool skipping;
+	unsigned skip_have;
+	uint8_t head8[8];
 	uint8_t hdr[4];
 	unsigned hdr_got;
 	bool in_frag;
@@ -74,7 +79,10 @@ static uint8_t *rm_take(struct rm_reader *r, size_t *len)
 
 /* Reads from @fd. Returns 1 when a record is complete (rm_take), 0 when
  * the socket has no more bytes now (non-blocking), -ECONNRESET on EOF or
- * error, -EMSGSIZE when the record exceeds the maximum, -ENOMEM. */
+ * error, -EMSGSIZE when the record exceeds the maximum, -ENOMEM. With
+ * skip_oversize, an oversized record is read and discarded instead and 2 is
+ * returned once it ended (head8 holds its first bytes if skip_have >= 8):
+ * the stream stays in step, so only that one message is lost. */
 static int rm_read(struct rm_reader *r, int fd)
 {
 	for (;;) {
@@ -100,15 +108,52 @@ static int rm_read(struct rm_reader *r, int fd)
 				r->last = (h & RM_LAST) != 0;
 				r->frag_left = h & RM_MAXFRAG;
 			}
-			if (r->frag_left > r->max || r->len > r->max - r->frag_left)
-				return -EMSGSIZE;
+			if (!r->skipping &&
+			    (r->frag_left > r->max || r->len > r->max - r->frag_left)) {
+				if (!r->skip_oversize)
+					return -EMSGSIZE;
+				r->skipping = true;
+				r->skip_have = (unsigned)RR_MIN(r->len, (size_t)8);
+				if (r->skip_have)
+					memcpy(r->head8, r->buf, r->skip_have);
+				rr_free(r->env, r->buf);
+				r->buf = NULL;
+				r->cap = r->len = 0;
+			}
 			r->in_frag = true;
 			r->hdr_got = 0;
 		}
 		if (r->frag_left == 0) {
 			r->in_frag = false;
-			if (r->last)
+			if (r->last) {
+				if (r->skipping) {
+					r->skipping = false;
+					return 2;
+				}
 				return 1;
+			}
+			continue;
+		}
+		if (r->skipping) {
+			uint8_t scratch[4096];
+
+			n = recv(fd, scratch, RR_MIN((size_t)r->frag_left, sizeof(scratch)), 0);
+			if (n == 0)
+				return -ECONNRESET;
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				if (errno == EAGAIN || errno == EWOULDBLOCK)
+					return 0;
+				return -ECONNRESET;
+			}
+			if (r->skip_have < 8) {
+				unsigned k = (unsigned)RR_MIN((size_t)(8 - r->skip_have), (size_t)n);
+
+				memcpy(r->head8 + r->skip_have, scratch, k);
+				r->skip_have += k;
+			}
+			r->frag_left -= (uint32_t)n;
 			continue;
 		}
 		if (r->cap == r->len) {
@@ -508,6 +553,33 @@ static void clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len)
 		clnt_complete(c, call);
 }
 
+/* A Reply too large for max_msg was discarded: its call fails with
+ * -EMSGSIZE (retransmitting would only bring the same Reply again). */
+static void clnt_on_oversize(struct tcp_clnt *c, const uint8_t head8[8])
+{
+	struct rr_xprt_call *call;
+	uint32_t xid, mt;
+	bool done = false;
+
+	if (rr_rpcmsg_peek(head8, 8, &xid, &mt) || mt != RR_RPC_REPLY)
+		return;
+	pthread_mutex_lock(&c->lock);
+	call = find_xid(c, xid);
+	if (call && !(call->xp_flags & (CF_REPLIED | CF_ABORTED))) {
+		if (call->xp_flags & CF_SENDING) {
+			call->xp_flags |= CF_ABORTED;
+			call->xp_status = -EMSGSIZE;
+		} else {
+			*find_slot(c, call) = call->xp_next;
+			call->status = -EMSGSIZE;
+			done = true;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (done)
+		clnt_complete(c, call);
+}
+
 /* Fails every pending call that is not being sent (the senders finish the
  * others) with -ECONNRESET. Called with c->lock held; returns the list. */
 static struct rr_xprt_call *take_unsent(struct tcp_clnt *c)
@@ -558,11 +630,18 @@ static void *clnt_rx_main(void *arg)
 				backoff_ms = 50;
 				continue;
 			}
+			if (rc == 2) {
+				/* A Reply above max_msg: fail its call only. */
+				if (c->rd.skip_have >= 8)
+					clnt_on_oversize(c, c->rd.head8);
+				continue;
+			}
 			/* Connection lost (or an oversized/failed record):
 			 * wake blocked senders first, then take the fd. */
 			shutdown(fd, SHUT_RDWR);
 			rm_free(&c->rd);
 			rm_init(&c->rd, c->p.env, c->p.max_msg);
+			c->rd.skip_oversize = true;
 			pthread_mutex_lock(&c->send_lock);
 			pthread_mutex_lock(&c->lock);
 			shutdown(c->fd, SHUT_RDWR);
@@ -674,6 +753,7 @@ static int tcp_clnt_create(const struct rr_xprt_target *t, const struct rr_xprt_
 	c->fd = fd;
 	c->connected = true;
 	rm_init(&c->rd, p->env, p->max_msg);
+	c->rd.skip_oversize = true;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->send_lock, NULL);
 	pthread_cond_init(&c->cv, NULL);
