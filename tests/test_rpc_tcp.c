@@ -34,7 +34,8 @@ static int h_echo(struct rpcrdma_req *r, void *ctx)
 {
 	uint32_t v;
 
-	(void)ctx;
+	if (ctx)
+		atomic_fetch_add((atomic_int *)ctx, 1);
 	if (rpcrdma_xdr_get_u32(rpcrdma_req_args(r), &v))
 		return RPCRDMA_SVC_GARBAGE_ARGS;
 	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), v + 1);
@@ -915,5 +916,95 @@ check:
 		pthread_mutex_unlock(&fa_lock);
 	}
 	CHECK(ok_runs > 0);
+	rpcrdma_server_destroy(s);
+}
+
+static atomic_int load_stop;
+
+struct load_arg {
+	struct rpcrdma_client *c;
+	int fails;
+	int done;
+};
+
+/* Echo calls until told to stop, then 50 more. */
+static void *load_main(void *p)
+{
+	struct load_arg *a = p;
+	int extra = 0;
+
+	for (uint32_t i = 0; extra < 50 && a->done < 100000; i++) {
+		if (echo(a->c, i, 1))
+			a->fails++;
+		a->done++;
+		if (atomic_load(&load_stop))
+			extra++;
+	}
+	return NULL;
+}
+
+static void async_count(struct rpcrdma_call *call, int status, void *arg)
+{
+	struct async_ctx *a = arg;
+
+	if (status == 0)
+		atomic_fetch_add(&a->ok, 1);
+	rpcrdma_call_destroy(call);
+	atomic_fetch_add(&a->done, 1);
+}
+
+TEST(rpc_tcp_server_restart_under_load)
+{
+	char url[64];
+	struct rpcrdma_server *s = start_server(2, 0, url, sizeof(url));
+	struct rpcrdma_client *c = connect_client(url, PROG, 1);
+	struct rpcrdma_server_opts o = {.threads = 2};
+	struct load_arg la[3];
+	pthread_t th[3];
+	struct async_ctx a;
+	atomic_int served_by_new;
+	int rc = -1;
+
+	atomic_init(&served_by_new, 0);
+	atomic_store(&load_stop, 0);
+	atomic_init(&a.done, 0);
+	atomic_init(&a.ok, 0);
+	for (int i = 0; i < 3; i++) {
+		la[i] = (struct load_arg){.c = c};
+		REQUIRE_EQ(pthread_create(&th[i], NULL, load_main, &la[i]), 0);
+	}
+	/* Asynchronous calls mixed in, then the server goes away and comes
+	 * back on the same port: every call completes, retransmitted with its
+	 * XID on the new connection. */
+	for (int i = 0; i < 32; i++) {
+		struct rpcrdma_call *call;
+
+		REQUIRE_EQ(rpcrdma_call_create(c, T_ECHO, &call), 0);
+		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), (uint32_t)i);
+		REQUIRE_EQ(rpcrdma_call_start(call, async_count, &a), 0);
+	}
+	usleep(20000);
+	rpcrdma_server_destroy(s);
+	s = NULL;
+	for (int t = 0; t < 50 && rc; t++) {
+		rc = rpcrdma_server_create(url, &o, &s);
+		if (rc)
+			usleep(20000);
+	}
+	REQUIRE_EQ(rc, 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_ECHO, h_echo, &served_by_new), 0);
+	REQUIRE_EQ(rpcrdma_server_start(s), 0);
+	atomic_store(&load_stop, 1);
+	for (int i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_EQ(la[i].fails, 0);
+		CHECK(la[i].done >= 50);
+	}
+	CHECK(atomic_load(&served_by_new) >= 150);
+	for (int t = 0; t < 1000 && atomic_load(&a.done) < 32; t++)
+		usleep(10000);
+	CHECK_EQ(atomic_load(&a.done), 32);
+	CHECK_EQ(atomic_load(&a.ok), 32);
+	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
 }
