@@ -1008,3 +1008,66 @@ TEST(rpc_tcp_server_restart_under_load)
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
 }
+
+TEST(rpc_tcp_server_failing_allocator)
+{
+	const struct rpcrdma_env *def = rpcrdma_env_default();
+	struct rpcrdma_env env = *def;
+	unsigned ok_runs = 0;
+
+	env.alloc = fa_alloc;
+	env.free = fa_free;
+	for (unsigned long i = 1; i <= 14; i++) {
+		struct rpcrdma_server_opts so = {.env = &env, .threads = 2};
+		struct rpcrdma_client_opts co = {.timeout_ms = 300, .no_reconnect = true};
+		struct rpcrdma_server *s = NULL;
+		struct rpcrdma_client *c = NULL;
+		char url[64];
+		int rc;
+
+		rr_test_env_init(&fa_te, i);
+		fa_te.fail_at = i;
+		rc = rpcrdma_server_create("tcp://127.0.0.1:0", &so, &s);
+		if (rc) {
+			CHECK_EQ(rc, -ENOMEM);
+			goto check;
+		}
+		rc = rpcrdma_server_register(s, PROG, 1, T_BULK, h_bulk, NULL);
+		if (!rc)
+			rc = rpcrdma_server_start(s);
+		if (rc) {
+			CHECK_EQ(rc, -ENOMEM);
+			goto out;
+		}
+		snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", rpcrdma_server_port(s));
+		if (rpcrdma_client_create(url, PROG, 1, &co, &c) == 0) {
+			for (int k = 0; k < 2; k++) {
+				struct rpcrdma_call *call;
+				uint8_t data[600];
+
+				fill(data, sizeof(data), 5);
+				REQUIRE_EQ(rpcrdma_call_create(c, T_BULK, &call), 0);
+				rpcrdma_xdr_put_u32(rpcrdma_call_args(call), 5);
+				rpcrdma_xdr_put_ddp(rpcrdma_call_args(call), data, sizeof(data));
+				rc = rpcrdma_call_run(call);
+				/* A failed server allocation drops the request
+				 * or the connection, or becomes SYSTEM_ERR. */
+				CHECK(rc == 0 || rc == -ETIMEDOUT || rc == -ECONNRESET ||
+				      rc == -ENOTCONN || rc == -EREMOTEIO);
+				if (rc == 0)
+					ok_runs++;
+				if (getenv("RR_VERBOSE"))
+					printf("  server fail_at %lu call %d: %d\n", i, k, rc);
+				rpcrdma_call_destroy(call);
+			}
+			rpcrdma_client_destroy(c);
+		}
+out:
+		rpcrdma_server_destroy(s);
+check:
+		pthread_mutex_lock(&fa_lock);
+		CHECK_EQ(fa_te.live, 0);
+		pthread_mutex_unlock(&fa_lock);
+	}
+	CHECK(ok_runs > 0);
+}
