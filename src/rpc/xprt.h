@@ -81,6 +81,10 @@
  *      bytes are freed or its receive buffer reposted).
  *  destroy(x): every submitted call has completed (the RPC layer aborts
  *      them first); close the connection and free.
+ *  wait(x, call, timeout_ms) (optional): for a synchronous call
+ *      (call->caller_waits), the waiting thread offers itself to receive,
+ *      saving the handoff from a receive thread (TCP: the "reader role").
+ *      Returning early is always correct.
  *
  * On completion (complete upcall), the transport has set:
  *   call->status: 0 if a Reply arrived, else a negative errno (-ECONNRESET
