@@ -7,7 +7,10 @@
  *  - a rejected Call can be answered: rr_hdr_encode_reject() succeeds;
  *  - an accepted header re-encodes byte-identically to the input header, and
  *    decoding that re-encoding (plus the original inline payload) yields a
- *    structurally equal header. */
+ *    structurally equal header;
+ *  - an accepted Reply checked against a fixed Call description by
+ *    rr_hdr_check_reply() is either kept or discarded with a mismatch
+ *    reason. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -59,6 +62,17 @@ static bool hdr_eq(const struct rr_hdr *a, const struct rr_hdr *b)
 	return !a->has_reply || chunk_eq(a, &a->reply, b, &b->reply);
 }
 
+/* The Call a requester might have sent: two Write chunks and a Reply chunk,
+ * handles 1.. and offsets 0x1000 * handle, as the seeds use small numbers. */
+static const struct rr_hdr_seg call_w0[2] = {{1, 4096, 0x1000}, {2, 4096, 0x2000}};
+static const struct rr_hdr_seg call_w1[1] = {{3, 65536, 0x3000}};
+static const struct rr_hdr_seg call_r[2] = {{4, 8192, 0x4000}, {5, 8192, 0x5000}};
+static const struct rr_hdr_wchunk call_wc[2] = {{call_w0, 2}, {call_w1, 1}};
+static const struct rr_hdr_wchunk call_rc = {call_r, 2};
+static const struct rr_hdr_desc call_desc = {.xid = 0x11223344, .proc = RR_HDR_MSG,
+					     .writes = call_wc, .nwrites = 2,
+					     .reply = &call_rc};
+
 static void one(const uint8_t *data, size_t size, enum rr_hdr_dir dir,
 		const struct rr_hdr_limits *lim)
 {
@@ -100,6 +114,14 @@ static void one(const uint8_t *data, size_t size, enum rr_hdr_dir dir,
 	}
 	if (rc != 0 || !hdr_eq(&h, &h2))
 		FAIL("decode(encode(x)) != x");
+	if (dir == RR_HDR_DIR_REPLY) {
+		rc = rr_hdr_check_reply(&h, &call_desc);
+		if (rc == 0 ? h.verdict != RR_HDR_OK
+			    : (h.verdict != RR_HDR_DISCARD ||
+			       (h.reason != RR_HDR_R_WRITE_MISMATCH &&
+				h.reason != RR_HDR_R_REPLY_MISMATCH)))
+			FAIL("rr_hdr_check_reply verdict");
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -19,6 +19,14 @@ static struct call *call_of(struct rr_cred_node *n)
 	return n ? RR_CONTAINER_OF(n, struct call, node) : NULL;
 }
 
+/* Id of the next sendable Call, UINT32_MAX when there is none. */
+static uint32_t next_id(struct rr_cred_req *c)
+{
+	struct rr_cred_node *n = rr_cred_req_next(c);
+
+	return n ? call_of(n)->id : UINT32_MAX;
+}
+
 /* ---- requester ---- */
 
 TEST(cred_req_initial_one_credit)
@@ -40,8 +48,8 @@ TEST(cred_req_initial_one_credit)
 	/* the first Reply raises the grant: both queued Calls go, in order */
 	REQUIRE_EQ(rr_cred_req_on_reply(&c, 64), 0);
 	CHECK_EQ(c.grant, 64);
-	CHECK_EQ(call_of(rr_cred_req_next(&c))->id, 2);
-	CHECK_EQ(call_of(rr_cred_req_next(&c))->id, 3);
+	CHECK_EQ(next_id(&c), 2);
+	CHECK_EQ(next_id(&c), 3);
 	CHECK(rr_cred_req_next(&c) == NULL);
 	CHECK_EQ(c.outstanding, 2);
 	CHECK(rr_cred_req_can_send(&c));
@@ -76,7 +84,7 @@ TEST(cred_req_grant_zero_never_deadlocks)
 	/* every Reply grants 0: still one Call at a time, all get sent */
 	for (int i = 1; i < 4; i++) {
 		REQUIRE_EQ(rr_cred_req_on_reply(&c, 0), 0);
-		CHECK_EQ(call_of(rr_cred_req_next(&c))->id, (uint32_t)i);
+		CHECK_EQ(next_id(&c), (uint32_t)i);
 		CHECK(rr_cred_req_next(&c) == NULL);
 	}
 	CHECK_EQ(c.queued, 0);
@@ -156,9 +164,29 @@ TEST(cred_req_grant_shrinks_below_outstanding)
 	CHECK_EQ(c.outstanding, 4); /* 39 - 35 */
 	CHECK(rr_cred_req_next(&c) == NULL);
 	REQUIRE_EQ(rr_cred_req_on_reply(&c, 4), 0);
-	CHECK_EQ(call_of(rr_cred_req_next(&c))->id, 41);
+	CHECK_EQ(next_id(&c), 41);
 	CHECK(rr_cred_req_next(&c) == NULL);
 	CHECK_EQ(c.outstanding, 4);
+}
+
+TEST(cred_req_new_call_never_overtakes_queue)
+{
+	struct call k[4] = {{0}, {1}, {2}, {3}};
+	struct rr_cred_req c;
+
+	rr_cred_req_init(&c, 8);
+	CHECK_EQ(rr_cred_req_submit(&c, &k[0].node), 1);
+	CHECK_EQ(rr_cred_req_submit(&c, &k[1].node), 0);
+	CHECK_EQ(rr_cred_req_submit(&c, &k[2].node), 0);
+	/* credits are free now, but the caller submits before draining */
+	REQUIRE_EQ(rr_cred_req_on_reply(&c, 4), 0);
+	CHECK(!rr_cred_req_can_send(&c));
+	CHECK_EQ(rr_cred_req_submit(&c, &k[3].node), 0);
+	CHECK_EQ(next_id(&c), 1);
+	CHECK_EQ(next_id(&c), 2);
+	CHECK_EQ(next_id(&c), 3);
+	CHECK(rr_cred_req_next(&c) == NULL);
+	CHECK(rr_cred_req_can_send(&c));
 }
 
 TEST(cred_req_errors_cancel_requeue_reset)
@@ -187,14 +215,14 @@ TEST(cred_req_errors_cancel_requeue_reset)
 	CHECK(!c.granted);
 	CHECK_EQ(rr_cred_req_requeue(&c, &k[0].node), 0);
 	CHECK_EQ(rr_cred_req_requeue(&c, &k[0].node), -EINVAL);
-	CHECK_EQ(call_of(rr_cred_req_next(&c))->id, 0);
+	CHECK_EQ(next_id(&c), 0);
 	CHECK(rr_cred_req_next(&c) == NULL); /* 1 credit after reconnect */
 	/* a new Call must not overtake the queued ones */
 	CHECK_EQ(rr_cred_req_submit(&c, &k[4].node), 0);
 	REQUIRE_EQ(rr_cred_req_on_reply(&c, 3), 0);
-	CHECK_EQ(call_of(rr_cred_req_next(&c))->id, 1);
-	CHECK_EQ(call_of(rr_cred_req_next(&c))->id, 3);
-	CHECK_EQ(call_of(rr_cred_req_next(&c))->id, 4);
+	CHECK_EQ(next_id(&c), 1);
+	CHECK_EQ(next_id(&c), 3);
+	CHECK_EQ(next_id(&c), 4);
 	CHECK(rr_cred_req_next(&c) == NULL);
 }
 
@@ -264,6 +292,26 @@ TEST(cred_rsp_never_zero_never_above_posted)
 	CHECK(rr_cred_rsp_safe(&r));
 	rr_cred_rsp_init(&r, 0, 0);
 	CHECK_EQ(r.max_credits, 1);
+}
+
+TEST(cred_rsp_never_zero_even_when_peer_exceeds_grant)
+{
+	struct rr_cred_rsp r;
+	uint32_t g = 99;
+
+	rr_cred_rsp_init(&r, 16, 2);
+	rr_cred_rsp_posted(&r, 3);
+	/* the peer was granted 1 but sends 3 Calls: all Receives consumed */
+	for (int i = 0; i < 3; i++)
+		REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+	CHECK_EQ(rr_cred_rsp_on_call(&r), -EPROTO);
+	CHECK_EQ(rr_cred_rsp_reply(&r, false, &g), -ENOBUFS);
+	CHECK_EQ(rr_cred_rsp_reply(&r, true, &g), -ENOBUFS);
+	CHECK_EQ(g, 99);
+	rr_cred_rsp_posted(&r, 1);
+	CHECK_EQ(rr_cred_rsp_reply(&r, true, &g), -ENOBUFS); /* 1 posted, 1 reserved */
+	REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
+	CHECK_EQ(g, 1);
 }
 
 TEST(cred_rsp_grant_shrink_keeps_receives_for_old_grant)
@@ -336,6 +384,23 @@ TEST(cred_rsp_read_chunk_reply_reserves_a_receive)
 	CHECK_EQ(rr_cred_rsp_on_done(&r), -EPROTO);
 	CHECK_EQ(r.posted, 7);
 	CHECK_EQ(r.done_owed, 0);
+	/* a stray message consumes a Receive but never a reservation */
+	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+	rr_cred_rsp_posted(&r, rr_cred_rsp_need(&r, true));
+	REQUIRE_EQ(rr_cred_rsp_reply(&r, true, &g), 0);
+	CHECK_EQ(r.done_owed, 1);
+	CHECK_EQ(r.posted, 9);
+	CHECK_EQ(rr_cred_rsp_on_stray(&r), 0);
+	CHECK_EQ(r.posted, 8);
+	CHECK_EQ(r.done_owed, 1);
+	/* it ate a Receive the peer is entitled to: repost before anything */
+	CHECK(!rr_cred_rsp_safe(&r));
+	CHECK_EQ(rr_cred_rsp_need(&r, false), 1);
+	rr_cred_rsp_posted(&r, 1);
+	CHECK(rr_cred_rsp_safe(&r));
+	r.posted = 0;
+	CHECK_EQ(rr_cred_rsp_on_stray(&r), -EPROTO);
+	CHECK_EQ(r.posted, 0);
 	/* reliable reply off: done_max 0 refuses every Read-chunk Reply */
 	rr_cred_rsp_init(&r, 8, 0);
 	rr_cred_rsp_posted(&r, 100);

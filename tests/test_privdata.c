@@ -197,6 +197,30 @@ TEST(pd_extension_vectors)
 	CHECK_EQ(i.ext_status, RR_PD_EXT_PRESENT);
 }
 
+TEST(pd_ib_cm_zero_padded_56_bytes)
+{
+	/* RDMA CM on InfiniBand hands the passive side the whole 56-octet REQ
+	 * private data area, zero-padded after what the requester wrote. */
+	uint8_t buf[56];
+	struct rr_pd_local l = {4096, 8192, true, RR_PD_EXT_CAP_RELIABLE_REPLY};
+	struct rr_pd_info i;
+
+	memset(buf, 0, sizeof(buf));
+	REQUIRE_EQ(rr_pd_encode(&l, buf, sizeof(buf)), 20);
+	i = parse_exact(buf, sizeof(buf));
+	CHECK_EQ(i.status, RR_PD_PRESENT);
+	CHECK_EQ(i.ext_status, RR_PD_EXT_PRESENT);
+	CHECK_EQ(i.ext_caps, RR_PD_EXT_CAP_RELIABLE_REPLY);
+	CHECK_EQ(i.recv_size, 8192);
+	memset(buf, 0, sizeof(buf));
+	l.ext_caps = 0;
+	REQUIRE_EQ(rr_pd_encode(&l, buf, sizeof(buf)), 8);
+	i = parse_exact(buf, sizeof(buf));
+	CHECK_EQ(i.status, RR_PD_PRESENT);
+	CHECK_EQ(i.ext_status, RR_PD_EXT_FOREIGN);
+	CHECK_EQ(i.ext_caps, 0);
+}
+
 /* ---- encoder ---- */
 
 TEST(pd_encode_linux_equivalents)

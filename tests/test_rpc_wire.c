@@ -554,3 +554,69 @@ TEST(rpc_wire_reconnect_same_xid)
 	close(fd);
 	close(lfd);
 }
+
+TEST(rpc_wire_oversized_reply_fails_only_its_call)
+{
+	int port, lfd = raw_listen(&port), fd;
+	struct rpcrdma_client_opts o = {.timeout_ms = 5000, .max_msg = 4096};
+	struct rpcrdma_client *c = NULL;
+	struct rpcrdma_call *c1, *c2;
+	char url[64];
+	static uint8_t buf[16384];
+	struct rr_xdr_dec d;
+	struct rr_rpc_call h1, h2;
+	long n;
+	size_t rn;
+	uint32_t v = 0;
+
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", port);
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
+	fd = accept_timeout(lfd, 5000);
+	REQUIRE(fd >= 0);
+	REQUIRE_EQ(rpcrdma_call_create(c, 1, &c1), 0);
+	REQUIRE_EQ(rpcrdma_call_start(c1, NULL, NULL), 0);
+	REQUIRE_EQ(rpcrdma_call_create(c, 1, &c2), 0);
+	REQUIRE_EQ(rpcrdma_call_start(c2, NULL, NULL), 0);
+	n = recv_record(fd, buf, sizeof(buf), 5000);
+	REQUIRE(n > 0);
+	rr_xdr_dec_init(&d, buf, (size_t)n);
+	REQUIRE_EQ(rr_rpcmsg_decode_call(&d, &h1), 0);
+	n = recv_record(fd, buf, sizeof(buf), 5000);
+	REQUIRE(n > 0);
+	rr_xdr_dec_init(&d, buf, (size_t)n);
+	REQUIRE_EQ(rr_rpcmsg_decode_call(&d, &h2), 0);
+
+	/* Reply to the first call with 10000 bytes in two fragments (above
+	 * the client's 4096), then a normal reply to the second. */
+	memset(buf, 0, 10000);
+	rr_put_be32(buf, h1.xid);
+	rr_put_be32(buf + 4, 1);
+	{
+		uint8_t h[4];
+
+		rr_put_be32(h, 3000);
+		send_all(fd, h, 4);
+		send_all(fd, buf, 3000);
+		rr_put_be32(h, 0x80000000u | 7000);
+		send_all(fd, h, 4);
+		send_all(fd, buf + 3000, 7000);
+	}
+	rn = 0;
+	rr_put_be32(buf + rn, h2.xid), rn += 4;
+	rr_put_be32(buf + rn, 1), rn += 4;
+	memset(buf + rn, 0, 16), rn += 16;
+	rr_put_be32(buf + rn, 99), rn += 4;
+	send_record(fd, buf, rn);
+
+	CHECK_EQ(rpcrdma_call_wait(c1, 5000), -EMSGSIZE);
+	CHECK_EQ(rpcrdma_call_wait(c2, 5000), 0);
+	CHECK_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(c2), &v), 0);
+	CHECK_EQ(v, 99);
+	/* Same connection throughout: no reconnection happened. */
+	CHECK_EQ(accept_timeout(lfd, 100), -1);
+	rpcrdma_call_destroy(c1);
+	rpcrdma_call_destroy(c2);
+	rpcrdma_client_destroy(c);
+	close(fd);
+	close(lfd);
+}

@@ -17,7 +17,11 @@
  * STags (RFC 5040 section 2.1): 32 bits, a 24-bit index and an 8-bit key. The
  * key is unpredictable (drawn from the env's randomness) and changes on every
  * registration, re-registration and window bind; an invalidated or
- * deregistered STag never grants access again. Remote offsets (Tagged
+ * deregistered STag never grants access again. Per provider: "soft" issues
+ * every STag value at most once (src/rdma/mr_table.h); "verbs" draws window
+ * keys from the env's randomness (never the current key) while MR keys are
+ * the device's choice, and re-registration always yields new keys (the new
+ * MR is registered before the old one is released). Remote offsets (Tagged
  * Offsets, RFC 8166 HLOO "offset") are virtual addresses, as with siw and
  * verbs: the offset of a byte is its address in the registrant's process.
  *
@@ -31,7 +35,8 @@
  *    memory still named by a posted WR or advertised to a peer is the
  *    caller's error (the peer then gets an invalid-STag error, never the
  *    memory).
- *  - QP: rpcrdma_post_send and rpcrdma_post_recv may be called from several
+ *  - QP: serves one connection in its life (after a disconnect, make a new
+ *    QP). rpcrdma_post_send and rpcrdma_post_recv may be called from several
  *    threads at once (the provider serializes each queue). rpcrdma_qp_destroy
  *    must not race posting on that QP; it flushes nothing to the CQ.
  *  - CQ: one consumer at a time: rpcrdma_cq_poll, rpcrdma_cq_arm and
@@ -43,9 +48,14 @@
  *  - rpcrdma_durable_map/unmap: any thread; the mapping object itself is
  *    not shared-mutable after creation.
  *
- * Progress: providers progress on their own (hardware, or provider threads in
+ * Progress: providers move data on their own (hardware, or provider threads in
  * "soft"); the caller never has to call in to move data, it polls CQs and the
- * CM channel (or waits on their file descriptors). */
+ * CM channel (or waits on their file descriptors). Connection setup may need
+ * the caller: with rdma_cm ("verbs") the connecting side's address and route
+ * resolution advance inside rpcrdma_cm_get_event on that side's channel, so
+ * a connecting caller keeps polling its channel (or waits on its fd) until
+ * ESTABLISHED, REJECTED, UNREACHABLE or ERROR. The fd may wake for such an
+ * internal step; rpcrdma_cm_get_event then answers -EAGAIN. */
 #ifndef RPCRDMA_RDMA_H
 #define RPCRDMA_RDMA_H
 
@@ -117,6 +127,10 @@ enum rpcrdma_transport {
 #define RPCRDMA_CAP_COMMIT        (1u << 2) /* RDMA Commit (0xC/0xD or FLUSH) */
 #define RPCRDMA_CAP_DURABLE       (1u << 3) /* durable registrations */
 #define RPCRDMA_CAP_SOLICITED     (1u << 4) /* solicited-only CQ notification */
+#define RPCRDMA_CAP_SEND_INV      (1u << 5) /* can post RPCRDMA_WR_SEND_WITH_INV
+					       (responder side of RFC 8797 R) */
+#define RPCRDMA_CAP_WC_SOLICITED  (1u << 6) /* receive completions report
+					       RPCRDMA_WC_SOLICITED (verbs: no) */
 
 /* Private data limits. Measured facts, per connection-manager message:
  *  - MPA (RFC 5044 section 7.1) allows 512 bytes; revision 2 puts its 4-byte
@@ -269,7 +283,8 @@ enum rpcrdma_wc_opcode {
 struct rpcrdma_wc {
 	uint64_t wr_id;
 	enum rpcrdma_wc_status status;
-	enum rpcrdma_wc_opcode opcode;  /* valid on success; RECV also on error */
+	enum rpcrdma_wc_opcode opcode;  /* valid on success (verbs leaves it
+					   undefined on errors; soft sets it) */
 	uint32_t byte_len;              /* RECV: bytes received; READ: bytes read */
 	uint32_t flags;                 /* RPCRDMA_WC_WITH_INV, _SOLICITED */
 	uint32_t invalidated_stag;      /* with RPCRDMA_WC_WITH_INV */
@@ -437,6 +452,10 @@ struct rpcrdma_conn_param {
 	uint16_t initiator_depth;     /* ORD: Reads/Commits we issue at once */
 	uint32_t flags;               /* RPCRDMA_CONN_* */
 	uint32_t timeout_ms;          /* connect/accept handshake; 0 = default */
+	/* connect only: local address to connect from (selects the device
+	 * with rdma_cm; soft binds the TCP socket); NULL = any. Borrowed. */
+	const struct sockaddr *src_addr;
+	socklen_t src_addrlen;
 };
 
 struct rpcrdma_cm_event {

@@ -113,6 +113,9 @@ static void parse_ext(const uint8_t *p, size_t n, struct rr_pd_info *out)
 	out->ext_status = RR_PD_EXT_PRESENT;
 }
 
+/* Parser for the layouts above (RFC 8797 section 5.2): the RFC 8797 block
+ * anywhere in the data, at any alignment; the extension block only at the
+ * octet right after it. */
 int rr_pd_parse(const void *buf, size_t len, struct rr_pd_info *out)
 {
 	const uint8_t *p = buf;

@@ -129,7 +129,8 @@ int rr_pd_encode(const struct rr_pd_local *l, void *buf, size_t cap);
  * candidate with 8 bytes in range and version 1, then looks for the extension
  * block immediately after it. Never reads outside @buf[0..len). Returns 0 and
  * fills @out (defaults when nothing usable was found: check out->status), or
- * -EINVAL for a NULL @out or a NULL @buf with @len != 0. */
+ * -EINVAL for a NULL @out or a NULL @buf with @len != 0. Borrows @buf for the
+ * duration of the call; @out holds no pointer into it. */
 int rr_pd_parse(const void *buf, size_t len, struct rr_pd_info *out);
 
 /* Fills @out with what an absent block means (RFC 8797 section 5.1). */
@@ -142,7 +143,8 @@ int rr_pd_negotiate_info(const struct rr_pd_local *l, enum rr_pd_role role,
 			 const struct rr_pd_info *peer, struct rr_pd_conn *out);
 
 /* The same from the peer's raw private data (may be absent, truncated or
- * garbage: it never fails because of the peer's bytes). */
+ * garbage: it never fails because of the peer's bytes). Borrows @peer_buf for
+ * the duration of the call. */
 int rr_pd_negotiate(const struct rr_pd_local *l, enum rr_pd_role role,
 		    const void *peer_buf, size_t peer_len, struct rr_pd_conn *out);
 

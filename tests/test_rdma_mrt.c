@@ -1,0 +1,582 @@
+/* Tests of the STag table (src/rdma/mr_table.c; RFC 5040 section 2.1 STags
+ * and the protection checks of section 5.1 / error codes of 7.1):
+ * registration and lookup, bounds and wrap, access rights, key rotation,
+ * invalidation, PD and QP association, slot reuse and retirement, failing
+ * allocations. */
+#include "test.h"
+#include "rdma/mr_table.h"
+#include "rpcrdma/rdma.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#define PD_A ((const void *)0x1000)
+#define PD_B ((const void *)0x2000)
+#define QP_A ((const void *)0x3000)
+#define QP_B ((const void *)0x4000)
+
+static struct rr_mrt_region region(uint8_t *buf, uint64_t len, uint32_t access)
+{
+	struct rr_mrt_region r = {
+		.addr = buf, .length = len, .base_to = (uint64_t)(uintptr_t)buf,
+		.access = access, .durable_fd = -1,
+	};
+	return r;
+}
+
+TEST(rdma_mrt_reg_lookup)
+{
+	struct rr_test_env te;
+	struct rr_mrt t;
+	uint8_t buf[100];
+	uint32_t stag = 0;
+	struct rr_mrt_ref ref;
+	struct rr_mrt_region r = region(buf, sizeof(buf), RPCRDMA_ACCESS_LOCAL_WRITE |
+						      RPCRDMA_ACCESS_REMOTE_READ);
+	uint64_t base = (uint64_t)(uintptr_t)buf;
+
+	rr_test_env_init(&te, 1);
+	REQUIRE_EQ(rr_mrt_init(&t, &te.env, 8), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, buf, &stag), 0);
+	CHECK(stag != 0);
+	CHECK_EQ(rr_mrt_live(&t), 1);
+	REQUIRE_EQ(rr_mrt_check(&t, stag, base + 10, 20, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A,
+				&ref), 0);
+	CHECK(ref.ptr == buf + 10);
+	CHECK(ref.owner == buf);
+	CHECK_EQ(ref.kind, RR_MRT_MR);
+	CHECK(!ref.durable);
+	/* local access with local write */
+	CHECK_EQ(rr_mrt_check(&t, stag, base, 100, RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE,
+			      PD_A, NULL, &ref), 0);
+	CHECK(ref.ptr == buf);
+	/* a different key, same index: invalid STag */
+	CHECK_EQ(rr_mrt_check(&t, stag ^ 1, base, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL),
+		 -ENOENT);
+	/* an index never handed out, and index 0 */
+	CHECK_EQ(rr_mrt_check(&t, stag + 0x100, base, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A,
+			      NULL), -ENOENT);
+	CHECK_EQ(rr_mrt_check(&t, stag & 0xff, base, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A,
+			      NULL), -ENOENT);
+	CHECK_EQ(rr_mrt_check(&t, 0, base, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL),
+		 -ENOENT);
+	REQUIRE_EQ(rr_mrt_dereg(&t, stag), 0);
+	CHECK_EQ(rr_mrt_check(&t, stag, base, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL),
+		 -ENOENT);
+	CHECK_EQ(rr_mrt_dereg(&t, stag), -ENOENT);
+	CHECK_EQ(rr_mrt_live(&t), 0);
+	rr_mrt_fini(&t);
+	CHECK_EQ(te.live, 0);
+}
+
+TEST(rdma_mrt_bounds)
+{
+	struct rr_mrt t;
+	uint8_t buf[64];
+	uint32_t stag;
+	uint64_t base = (uint64_t)(uintptr_t)buf;
+	const uint32_t rd = RPCRDMA_ACCESS_REMOTE_READ;
+	struct rr_mrt_region r = region(buf, 64, rd);
+
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 6), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &stag), 0);
+	CHECK_EQ(rr_mrt_check(&t, stag, base, 64, rd, PD_A, QP_A, NULL), 0);
+	CHECK_EQ(rr_mrt_check(&t, stag, base, 65, rd, PD_A, QP_A, NULL), -ERANGE);
+	CHECK_EQ(rr_mrt_check(&t, stag, base - 1, 1, rd, PD_A, QP_A, NULL), -ERANGE);
+	CHECK_EQ(rr_mrt_check(&t, stag, base + 63, 1, rd, PD_A, QP_A, NULL), 0);
+	CHECK_EQ(rr_mrt_check(&t, stag, base + 63, 2, rd, PD_A, QP_A, NULL), -ERANGE);
+	CHECK_EQ(rr_mrt_check(&t, stag, base + 64, 1, rd, PD_A, QP_A, NULL), -ERANGE);
+	/* zero length: allowed up to one past the end, not beyond */
+	CHECK_EQ(rr_mrt_check(&t, stag, base + 64, 0, rd, PD_A, QP_A, NULL), 0);
+	CHECK_EQ(rr_mrt_check(&t, stag, base + 65, 0, rd, PD_A, QP_A, NULL), -ERANGE);
+	CHECK_EQ(rr_mrt_check(&t, stag, base - 1, 0, rd, PD_A, QP_A, NULL), -ERANGE);
+	/* zero length still needs a valid STag and the right */
+	CHECK_EQ(rr_mrt_check(&t, stag ^ 0x80, base, 0, rd, PD_A, QP_A, NULL), -ENOENT);
+	CHECK_EQ(rr_mrt_check(&t, stag, base, 0, RPCRDMA_ACCESS_REMOTE_WRITE, PD_A, QP_A, NULL),
+		 -EACCES);
+	/* offset + length wrapping 64 bits: TO wrap, not a bounds pass */
+	CHECK_EQ(rr_mrt_check(&t, stag, base + 1, UINT64_MAX, rd, PD_A, QP_A, NULL), -EOVERFLOW);
+	CHECK_EQ(rr_mrt_check(&t, stag, UINT64_MAX, 2, rd, PD_A, QP_A, NULL), -EOVERFLOW);
+	CHECK_EQ(rr_mrt_check(&t, stag, base, UINT64_MAX - base, rd, PD_A, QP_A, NULL), -ERANGE);
+	CHECK_EQ(rr_mrt_check(&t, stag, UINT64_MAX, 0, rd, PD_A, QP_A, NULL), -ERANGE);
+	rr_mrt_fini(&t);
+}
+
+TEST(rdma_mrt_region_wrap_refused)
+{
+	struct rr_mrt t;
+	uint8_t buf[16];
+	uint32_t stag;
+	struct rr_mrt_region r = region(buf, 16, RPCRDMA_ACCESS_REMOTE_READ);
+
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 4), 0);
+	r.base_to = UINT64_MAX - 14; /* last byte would be at 2^64 */
+	CHECK_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &stag), -EOVERFLOW);
+	r.base_to = UINT64_MAX - 15; /* last byte exactly UINT64_MAX */
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &stag), 0);
+	CHECK_EQ(rr_mrt_check(&t, stag, UINT64_MAX - 15, 16, RPCRDMA_ACCESS_REMOTE_READ, PD_A,
+			      QP_A, NULL), -EOVERFLOW); /* to + len = 2^64 */
+	CHECK_EQ(rr_mrt_check(&t, stag, UINT64_MAX - 15, 15, RPCRDMA_ACCESS_REMOTE_READ, PD_A,
+			      QP_A, NULL), 0);
+	CHECK_EQ(rr_mrt_rereg(&t, &stag, &(struct rr_mrt_region){.addr = buf, .length = 2,
+					  .base_to = UINT64_MAX}), -EOVERFLOW);
+	rr_mrt_fini(&t);
+}
+
+TEST(rdma_mrt_access_rights)
+{
+	struct rr_mrt t;
+	uint8_t buf[32];
+	uint32_t ro, rw, lo;
+	uint64_t base = (uint64_t)(uintptr_t)buf;
+	struct rr_mrt_region r;
+
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 4), 0);
+	r = region(buf, 32, RPCRDMA_ACCESS_REMOTE_READ);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &ro), 0);
+	r = region(buf, 32, RPCRDMA_ACCESS_REMOTE_WRITE | RPCRDMA_ACCESS_LOCAL_WRITE);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &rw), 0);
+	r = region(buf, 32, 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &lo), 0);
+
+	CHECK_EQ(rr_mrt_check(&t, ro, base, 4, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL), 0);
+	CHECK_EQ(rr_mrt_check(&t, ro, base, 4, RPCRDMA_ACCESS_REMOTE_WRITE, PD_A, QP_A, NULL),
+		 -EACCES);
+	CHECK_EQ(rr_mrt_check(&t, rw, base, 4, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL),
+		 -EACCES);
+	CHECK_EQ(rr_mrt_check(&t, rw, base, 4, RPCRDMA_ACCESS_REMOTE_WRITE, PD_A, QP_A, NULL), 0);
+	CHECK_EQ(rr_mrt_check(&t, lo, base, 4, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL),
+		 -EACCES);
+	/* local: reading (send source) needs nothing; writing needs LOCAL_WRITE */
+	CHECK_EQ(rr_mrt_check(&t, lo, base, 4, RR_MRT_LOCAL, PD_A, NULL, NULL), 0);
+	CHECK_EQ(rr_mrt_check(&t, lo, base, 4, RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE, PD_A,
+			      NULL, NULL), -EACCES);
+	CHECK_EQ(rr_mrt_check(&t, ro, base, 4, RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE, PD_A,
+			      NULL, NULL), -EACCES);
+	CHECK_EQ(rr_mrt_check(&t, rw, base, 4, RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE, PD_A,
+			      NULL, NULL), 0);
+	/* unknown access bits are a caller error */
+	CHECK_EQ(rr_mrt_check(&t, rw, base, 4, 1u << 20, PD_A, QP_A, NULL), -EINVAL);
+	rr_mrt_fini(&t);
+}
+
+TEST(rdma_mrt_wrong_pd)
+{
+	struct rr_mrt t;
+	uint8_t buf[32];
+	uint32_t mr, mw;
+	uint64_t base = (uint64_t)(uintptr_t)buf;
+	struct rr_mrt_region r = region(buf, 32, RPCRDMA_ACCESS_ALL);
+
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 4), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &mr), 0);
+	CHECK_EQ(rr_mrt_check(&t, mr, base, 4, RPCRDMA_ACCESS_REMOTE_READ, PD_B, QP_B, NULL),
+		 -EPERM);
+	CHECK_EQ(rr_mrt_check(&t, mr, base, 4, RR_MRT_LOCAL, PD_B, NULL, NULL), -EPERM);
+	/* a window of PD_B cannot be bound over an MR of PD_A */
+	REQUIRE_EQ(rr_mrt_mw_alloc(&t, PD_B, NULL, &mw), 0);
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, mr, base, 8, RPCRDMA_ACCESS_REMOTE_READ, PD_B, QP_B),
+		 -EPERM);
+	/* nor bound by a QP of another PD than the window's */
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, mr, base, 8, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A),
+		 -EPERM);
+	REQUIRE_EQ(rr_mrt_mw_free(&t, mw), 0);
+	REQUIRE_EQ(rr_mrt_mw_alloc(&t, PD_A, NULL, &mw), 0);
+	REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, mr, base, 8, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A),
+		   0);
+	CHECK_EQ(rr_mrt_check(&t, mw, base, 4, RPCRDMA_ACCESS_REMOTE_READ, PD_B, QP_A, NULL),
+		 -EPERM);
+	CHECK_EQ(rr_mrt_invalidate(&t, mw, PD_B, NULL), -EPERM);
+	CHECK_EQ(rr_mrt_invalidate(&t, mw, PD_B, QP_A), -EPERM);
+	CHECK_EQ(rr_mrt_check(&t, mw, base, 4, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL), 0);
+	rr_mrt_fini(&t);
+}
+
+TEST(rdma_mrt_rereg_rotates_key)
+{
+	struct rr_test_env te;
+	struct rr_mrt t;
+	uint8_t buf[32], buf2[16];
+	uint32_t stag, old;
+	uint64_t base = (uint64_t)(uintptr_t)buf, base2 = (uint64_t)(uintptr_t)buf2;
+	struct rr_mrt_region r = region(buf, 32, RPCRDMA_ACCESS_REMOTE_READ);
+	struct rr_mrt_region r2 = region(buf2, 16, RPCRDMA_ACCESS_REMOTE_READ);
+
+	rr_test_env_init(&te, 7);
+	REQUIRE_EQ(rr_mrt_init(&t, &te.env, 4), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &stag), 0);
+	for (int i = 0; i < 600; i++) {
+		old = stag;
+		REQUIRE_EQ(rr_mrt_rereg(&t, &stag, (i & 1) ? &r : &r2), 0);
+		CHECK(stag != old);
+		CHECK(stag != 0);
+		CHECK_EQ(rr_mrt_check(&t, old, base, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL),
+			 -ENOENT);
+		CHECK_EQ(rr_mrt_check(&t, old, base2, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A,
+				      NULL), -ENOENT);
+	}
+	/* the last rereg (i = 599, odd) installed r */
+	CHECK_EQ(rr_mrt_check(&t, stag, base + 31, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A,
+			      NULL), 0);
+	CHECK_EQ(rr_mrt_check(&t, stag, base2, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL),
+		 buf2 >= buf + 32 || buf2 + 16 <= buf ? -ERANGE : 0);
+	/* rereg of an unknown / dead STag */
+	old = stag ^ 0x55;
+	CHECK_EQ(rr_mrt_rereg(&t, &old, &r), -ENOENT);
+	rr_mrt_fini(&t);
+}
+
+/* Every STag a slot ever issues is distinct: keys within an epoch, then
+ * epochs, then the slot is retired and the registration moves. */
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+TEST(rdma_mrt_stags_never_repeat)
+{
+	struct rr_test_env te;
+	struct rr_mrt t;
+	uint8_t buf[8];
+	uint32_t stag;
+	struct rr_mrt_region r = region(buf, 8, RPCRDMA_ACCESS_REMOTE_READ);
+	/* slot_bits 20: 4 epoch bits, 16 * 256 = 4096 STags per slot */
+	const unsigned n = 4096 * 2 + 10;
+	uint32_t *all = calloc(n, sizeof(uint32_t));
+	unsigned key_hist[256] = {0};
+
+	REQUIRE(all);
+	rr_test_env_init(&te, 99);
+	REQUIRE_EQ(rr_mrt_init(&t, &te.env, 20), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &stag), 0);
+	for (unsigned i = 0; i < n; i++) {
+		all[i] = stag;
+		key_hist[stag & 0xff]++;
+		REQUIRE_EQ(rr_mrt_rereg(&t, &stag, &r), 0);
+		/* only the newest STag grants access */
+		CHECK_EQ(rr_mrt_check(&t, all[i], (uint64_t)(uintptr_t)buf, 1,
+				      RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL), -ENOENT);
+	}
+	qsort(all, n, sizeof(uint32_t), cmp_u32);
+	for (unsigned i = 1; i < n; i++)
+		CHECK(all[i] != all[i - 1]);
+	CHECK_EQ(rr_mrt_retired(&t), 2);
+	CHECK_EQ(rr_mrt_live(&t), 1);
+	/* every key value was drawn (random order, all 256 per epoch) */
+	for (int k = 0; k < 256; k++)
+		CHECK(key_hist[k] >= 32);
+	CHECK_EQ(rr_mrt_check(&t, stag, (uint64_t)(uintptr_t)buf, 8, RPCRDMA_ACCESS_REMOTE_READ,
+			      PD_A, QP_A, NULL), 0);
+	free(all);
+	rr_mrt_fini(&t);
+}
+
+TEST(rdma_mrt_keys_unpredictable_per_seed)
+{
+	struct rr_test_env te1, te2;
+	struct rr_mrt t1, t2;
+	uint8_t buf[8];
+	uint32_t s1, s2;
+	int same = 0;
+	struct rr_mrt_region r = region(buf, 8, RPCRDMA_ACCESS_REMOTE_READ);
+
+	rr_test_env_init(&te1, 1);
+	rr_test_env_init(&te2, 2);
+	REQUIRE_EQ(rr_mrt_init(&t1, &te1.env, 8), 0);
+	REQUIRE_EQ(rr_mrt_init(&t2, &te2.env, 8), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t1, &r, PD_A, NULL, &s1), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t2, &r, PD_A, NULL, &s2), 0);
+	for (int i = 0; i < 64; i++) {
+		same += (s1 & 0xff) == (s2 & 0xff);
+		CHECK_EQ(s1 >> 8 & 0xff, s2 >> 8 & 0xff); /* same slot */
+		REQUIRE_EQ(rr_mrt_rereg(&t1, &s1, &r), 0);
+		REQUIRE_EQ(rr_mrt_rereg(&t2, &s2, &r), 0);
+	}
+	CHECK(same < 8); /* two random streams agree about 1 in 256 */
+	rr_mrt_fini(&t1);
+	rr_mrt_fini(&t2);
+}
+
+TEST(rdma_mrt_window_bind_invalidate)
+{
+	struct rr_mrt t;
+	uint8_t buf[64];
+	uint32_t mr, mw, first, second;
+	uint64_t base = (uint64_t)(uintptr_t)buf;
+	struct rr_mrt_ref ref;
+	struct rr_mrt_region r = region(buf, 64, RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_MW_BIND);
+
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 6), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &mr), 0);
+	REQUIRE_EQ(rr_mrt_mw_alloc(&t, PD_A, (void *)&t, &mw), 0);
+	/* unbound: not usable */
+	CHECK_EQ(rr_mrt_check(&t, mw, base, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL),
+		 -ENOENT);
+	first = mw;
+	REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, mr, base + 16, 32,
+				  RPCRDMA_ACCESS_REMOTE_READ | RPCRDMA_ACCESS_REMOTE_WRITE, PD_A,
+				  QP_A), 0);
+	CHECK(mw != first);
+	CHECK_EQ(mw >> 8, first >> 8); /* same index, new key */
+	REQUIRE_EQ(rr_mrt_check(&t, mw, base + 16, 32, RPCRDMA_ACCESS_REMOTE_WRITE, PD_A, QP_A,
+				&ref), 0);
+	CHECK(ref.ptr == buf + 16);
+	CHECK(ref.owner == (void *)&t);
+	CHECK_EQ(ref.kind, RR_MRT_MW);
+	/* window bounds, not the parent's */
+	CHECK_EQ(rr_mrt_check(&t, mw, base + 15, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL),
+		 -ERANGE);
+	CHECK_EQ(rr_mrt_check(&t, mw, base + 48, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL),
+		 -ERANGE);
+	/* a window is never an lkey */
+	CHECK_EQ(rr_mrt_check(&t, mw, base + 16, 1, RR_MRT_LOCAL, PD_A, NULL, NULL), -ENOENT);
+	/* type 2: only the QP it was bound on */
+	CHECK_EQ(rr_mrt_check(&t, mw, base + 16, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_B, NULL),
+		 -EPERM);
+	/* bound twice without invalidation */
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, mr, base, 8, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A),
+		 -EBUSY);
+	/* the parent cannot go away or change while the window is valid */
+	CHECK_EQ(rr_mrt_dereg(&t, mr), -EBUSY);
+	CHECK_EQ(rr_mrt_rereg(&t, &mr, &r), -EBUSY);
+	/* remote invalidation from another QP is refused */
+	CHECK_EQ(rr_mrt_invalidate(&t, mw, PD_A, QP_B), -EPERM);
+	/* remote invalidation on its QP */
+	REQUIRE_EQ(rr_mrt_invalidate(&t, mw, PD_A, QP_A), 0);
+	CHECK_EQ(rr_mrt_check(&t, mw, base + 16, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL),
+		 -ENOENT);
+	CHECK_EQ(rr_mrt_invalidate(&t, mw, PD_A, QP_A), -ENOENT);
+	CHECK_EQ(rr_mrt_invalidate(&t, mw, PD_A, NULL), -ENOENT);
+	/* rebind: new key; the invalidated STag stays dead */
+	second = mw;
+	REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, mr, base, 64, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_B),
+		   0);
+	CHECK(mw != second);
+	CHECK_EQ(rr_mrt_check(&t, second, base, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_B, NULL),
+		 -ENOENT);
+	CHECK_EQ(rr_mrt_check(&t, mw, base, 64, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_B, NULL), 0);
+	/* local invalidation by the owner */
+	REQUIRE_EQ(rr_mrt_invalidate(&t, mw, PD_A, NULL), 0);
+	CHECK_EQ(rr_mrt_check(&t, mw, base, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_B, NULL),
+		 -ENOENT);
+	/* now the parent may go */
+	REQUIRE_EQ(rr_mrt_dereg(&t, mr), 0);
+	REQUIRE_EQ(rr_mrt_mw_free(&t, mw), 0);
+	CHECK_EQ(rr_mrt_live(&t), 0);
+	rr_mrt_fini(&t);
+}
+
+TEST(rdma_mrt_mr_not_invalidatable)
+{
+	struct rr_mrt t;
+	uint8_t buf[16];
+	uint32_t mr;
+	uint64_t base = (uint64_t)(uintptr_t)buf;
+	struct rr_mrt_region r = region(buf, 16, RPCRDMA_ACCESS_REMOTE_READ);
+
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 4), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &mr), 0);
+	CHECK_EQ(rr_mrt_invalidate(&t, mr, PD_A, QP_A), -EINVAL);
+	CHECK_EQ(rr_mrt_invalidate(&t, mr, PD_A, NULL), -EINVAL);
+	/* still valid afterwards */
+	CHECK_EQ(rr_mrt_check(&t, mr, base, 16, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL), 0);
+	/* and an MR is not a window: cannot be bound or freed as one */
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mr, mr, base, 4, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A),
+		 -ENOENT);
+	CHECK_EQ(rr_mrt_mw_free(&t, mr), -ENOENT);
+	rr_mrt_fini(&t);
+}
+
+TEST(rdma_mrt_bind_checks)
+{
+	struct rr_mrt t;
+	uint8_t buf[64];
+	uint32_t nobind, ro, mw;
+	uint64_t base = (uint64_t)(uintptr_t)buf;
+	struct rr_mrt_region r;
+	const uint32_t rd = RPCRDMA_ACCESS_REMOTE_READ, wr = RPCRDMA_ACCESS_REMOTE_WRITE;
+
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 4), 0);
+	r = region(buf, 64, RPCRDMA_ACCESS_LOCAL_WRITE);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &nobind), 0);
+	r = region(buf, 64, RPCRDMA_ACCESS_MW_BIND); /* no LOCAL_WRITE */
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &ro), 0);
+	REQUIRE_EQ(rr_mrt_mw_alloc(&t, PD_A, NULL, &mw), 0);
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, nobind, base, 8, rd, PD_A, QP_A), -EACCES);
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro, base, 8, wr, PD_A, QP_A), -EACCES);
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro, base - 1, 8, rd, PD_A, QP_A), -ERANGE);
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro, base + 60, 8, rd, PD_A, QP_A), -ERANGE);
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro, base + 1, UINT64_MAX, rd, PD_A, QP_A), -ERANGE);
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro ^ 1, base, 8, rd, PD_A, QP_A), -ENOENT);
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro, base, 8, RPCRDMA_ACCESS_MW_BIND, PD_A, QP_A), -EINVAL);
+	/* failed binds leave it unbound with its old STag */
+	CHECK_EQ(rr_mrt_check(&t, mw, base, 1, rd, PD_A, QP_A, NULL), -ENOENT);
+	/* zero-length window at the end of the parent */
+	REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, ro, base + 64, 0, rd, PD_A, QP_A), 0);
+	CHECK_EQ(rr_mrt_check(&t, mw, base + 64, 0, rd, PD_A, QP_A, NULL), 0);
+	CHECK_EQ(rr_mrt_check(&t, mw, base + 64, 1, rd, PD_A, QP_A, NULL), -ERANGE);
+	/* freeing a bound window releases the parent */
+	CHECK_EQ(rr_mrt_dereg(&t, ro), -EBUSY);
+	REQUIRE_EQ(rr_mrt_mw_free(&t, mw), 0);
+	CHECK_EQ(rr_mrt_dereg(&t, ro), 0);
+	rr_mrt_fini(&t);
+}
+
+TEST(rdma_mrt_capacity_and_reuse)
+{
+	struct rr_mrt t;
+	uint8_t buf[8];
+	uint32_t s[4], again;
+	struct rr_mrt_region r = region(buf, 8, RPCRDMA_ACCESS_REMOTE_READ);
+
+	/* 4 slots, slot 0 never used: 3 registrations */
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 2), 0);
+	for (int i = 0; i < 3; i++)
+		REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &s[i]), 0);
+	CHECK_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &s[3]), -ENOSPC);
+	CHECK_EQ(rr_mrt_mw_alloc(&t, PD_A, NULL, &s[3]), -ENOSPC);
+	REQUIRE_EQ(rr_mrt_dereg(&t, s[1]), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &again), 0);
+	CHECK_EQ(again >> 8, s[1] >> 8); /* slot reused ... */
+	CHECK(again != s[1]);            /* ... with another key */
+	CHECK_EQ(rr_mrt_check(&t, s[1], (uint64_t)(uintptr_t)buf, 1, RPCRDMA_ACCESS_REMOTE_READ,
+			      PD_A, QP_A, NULL), -ENOENT);
+	CHECK_EQ(rr_mrt_init(&t, NULL, 1), -EINVAL);
+	rr_mrt_fini(&t);
+}
+
+TEST(rdma_mrt_failing_alloc)
+{
+	struct rr_test_env te;
+	struct rr_mrt t;
+	uint8_t buf[8];
+	uint32_t stag;
+	struct rr_mrt_region r = region(buf, 8, RPCRDMA_ACCESS_REMOTE_READ);
+
+	rr_test_env_init(&te, 3);
+	te.fail_at = 1;
+	CHECK_EQ(rr_mrt_init(&t, &te.env, 8), -ENOMEM);
+	rr_test_env_init(&te, 3);
+	te.fail_at = 2; /* the first chunk */
+	REQUIRE_EQ(rr_mrt_init(&t, &te.env, 8), 0);
+	CHECK_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &stag), -ENOMEM);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &stag), 0);
+	CHECK_EQ(rr_mrt_check(&t, stag, (uint64_t)(uintptr_t)buf, 8, RPCRDMA_ACCESS_REMOTE_READ,
+			      PD_A, QP_A, NULL), 0);
+	rr_mrt_fini(&t);
+	CHECK_EQ(te.live, 0);
+}
+
+TEST(rdma_mrt_durable_window_ref)
+{
+	struct rr_mrt t;
+	uint8_t buf[64];
+	uint32_t mr, mw;
+	uint64_t base = (uint64_t)(uintptr_t)buf;
+	struct rr_mrt_ref ref;
+	struct rr_mrt_region r = region(buf, 64, RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_MW_BIND);
+
+	r.durable = true;
+	r.durable_fd = 42;
+	r.durable_offset = 4096;
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 4), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &mr), 0);
+	REQUIRE_EQ(rr_mrt_mw_alloc(&t, PD_A, NULL, &mw), 0);
+	REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, mr, base + 8, 16, RPCRDMA_ACCESS_REMOTE_WRITE, PD_A,
+				  QP_A), 0);
+	REQUIRE_EQ(rr_mrt_check(&t, mw, base + 12, 4, RPCRDMA_ACCESS_REMOTE_WRITE, PD_A, QP_A,
+				&ref), 0);
+	CHECK(ref.durable);
+	CHECK_EQ(ref.durable_fd, 42);
+	CHECK_EQ(ref.durable_offset, 4096 + 12);
+	rr_mrt_fini(&t);
+}
+
+/* Several checker threads validate accesses while the owner re-registers,
+ * binds and invalidates: every check answers 0 or an invalid-STag error,
+ * never a stale grant (a success through an STag the owner already retired
+ * after the checker last saw it published would be a bug), and the table
+ * stays consistent. Run under the sanitizer build for races on memory. */
+#define MT_CHECKERS 3
+#define MT_ROUNDS 20000
+
+struct mt_state {
+	struct rr_mrt *t;
+	uint8_t *buf;
+	_Atomic uint32_t cur_mw;      /* published valid window STag (0 = none) */
+	_Atomic uint32_t dead[64];    /* recently invalidated STags */
+	_Atomic int stop;
+	_Atomic long grants, denials, bad;
+};
+
+static void *mt_checker(void *p)
+{
+	struct mt_state *s = p;
+	uint64_t base = (uint64_t)(uintptr_t)s->buf;
+	unsigned i = 0;
+
+	while (!atomic_load(&s->stop)) {
+		uint32_t st = atomic_load(&s->cur_mw);
+		uint32_t dead = atomic_load(&s->dead[i++ % 64]);
+		struct rr_mrt_ref ref;
+		int rc;
+
+		if (st) {
+			rc = rr_mrt_check(s->t, st, base + 8, 8, RPCRDMA_ACCESS_REMOTE_WRITE, PD_A,
+					  QP_A, &ref);
+			if (rc == 0 && ref.ptr == s->buf + 8)
+				atomic_fetch_add(&s->grants, 1);
+			else if (rc == -ENOENT)
+				atomic_fetch_add(&s->denials, 1);
+			else
+				atomic_fetch_add(&s->bad, 1);
+		}
+		/* an STag that was invalidated never works again */
+		if (dead && rr_mrt_check(s->t, dead, base + 8, 8, RPCRDMA_ACCESS_REMOTE_WRITE, PD_A,
+					 QP_A, NULL) != -ENOENT)
+			atomic_fetch_add(&s->bad, 1);
+	}
+	return NULL;
+}
+
+TEST(rdma_mrt_multithread_bind_invalidate)
+{
+	struct rr_mrt t;
+	static uint8_t buf[4096];
+	struct mt_state s = {.t = &t, .buf = buf};
+	pthread_t th[MT_CHECKERS];
+	uint32_t mr, mw, other;
+	struct rr_mrt_region r = region(buf, sizeof(buf),
+					RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_MW_BIND);
+	struct rr_mrt_region r2 = region(buf, 64, RPCRDMA_ACCESS_REMOTE_READ);
+
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 6), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &mr), 0);
+	REQUIRE_EQ(rr_mrt_mw_alloc(&t, PD_A, NULL, &mw), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r2, PD_A, NULL, &other), 0);
+	for (int i = 0; i < MT_CHECKERS; i++)
+		REQUIRE_EQ(pthread_create(&th[i], NULL, mt_checker, &s), 0);
+	for (unsigned i = 0; i < MT_ROUNDS; i++) {
+		REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, mr, (uint64_t)(uintptr_t)buf, 64,
+					  RPCRDMA_ACCESS_REMOTE_WRITE, PD_A, QP_A), 0);
+		atomic_store(&s.cur_mw, mw);
+		/* churn another registration meanwhile */
+		REQUIRE_EQ(rr_mrt_rereg(&t, &other, &r2), 0);
+		atomic_store(&s.cur_mw, 0);
+		REQUIRE_EQ(rr_mrt_invalidate(&t, mw, PD_A, (i & 1) ? QP_A : NULL), 0);
+		atomic_store(&s.dead[i % 64], mw);
+	}
+	atomic_store(&s.stop, 1);
+	for (int i = 0; i < MT_CHECKERS; i++)
+		pthread_join(th[i], NULL);
+	CHECK_EQ(atomic_load(&s.bad), 0);
+	CHECK(atomic_load(&s.grants) + atomic_load(&s.denials) > 0);
+	CHECK_EQ(rr_mrt_live(&t), 3);
+	CHECK_EQ(rr_mrt_mw_free(&t, mw), 0);
+	CHECK_EQ(rr_mrt_dereg(&t, mr), 0);
+	CHECK_EQ(rr_mrt_dereg(&t, other), 0);
+	rr_mrt_fini(&t);
+}
