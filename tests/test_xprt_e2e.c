@@ -1021,6 +1021,16 @@ TEST(xprt_e2e_rogue_requester)
 	CHECK(n <= 0);
 	CHECK_EQ(s.served, 2);
 	rogue_close(&g);
+	/* The same peer retransmits that XID on a new connection: ERR_CHUNK,
+	 * not another failing Read; the connection stays up. */
+	REQUIRE_EQ(rogue_open(&g, port), 0);
+	expect_error(r, rogue_xchg(&g, m, 84, r, 3000), 0x10f, RR_XPRT_ERR_CHUNK);
+	l = rogue_call(m, 0x111, 1, RR_XPRT_MSG, 0x111);
+	n = rogue_xchg(&g, m, l, r, 3000);
+	REQUIRE(n >= 48);
+	CHECK_EQ(rr_get_be32(r), 0x111);
+	CHECK_EQ(s.served, 3);
+	rogue_close(&g);
 	srv_stop(&s);
 }
 

@@ -77,6 +77,8 @@ struct tp_conn {
 	uint32_t reads_inflight;
 	struct tp_conn *next;
 	uint64_t bury_at;
+	struct sockaddr_storage peer;   /* responder: the requester's address */
+	bool has_peer;
 };
 
 /* What both endpoint kinds share. */
@@ -158,9 +160,57 @@ struct rr_tp_server {
 	struct tp_conn *conns;
 	unsigned nconns;
 	struct tp_sreq *deliver;   /* ready, upcall outside the lock */
+	/* Calls whose RDMA Read failed (fatal to their connection): when the
+	 * same peer retransmits that XID on a new connection it gets ERR_CHUNK
+	 * instead of another failing Read (RFC 8166: do not loop). */
+	struct {
+		struct sockaddr_storage peer;
+		uint32_t xid;
+		bool used;
+	} failed[32];
+	unsigned failed_next;
 };
 
 static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r);
+
+static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
+	return false;
+}
+
+static void failed_note(struct rr_tp_server *s, struct tp_conn *cn, uint32_t xid)
+{
+	unsigned i = s->failed_next++ % RR_ARRAY_SIZE(s->failed);
+
+	if (!cn->has_peer)
+		return;
+	s->failed[i].peer = cn->peer;
+	s->failed[i].xid = xid;
+	s->failed[i].used = true;
+}
+
+/* True (and forgets it) when @xid from @cn's peer failed before. */
+static bool failed_take(struct rr_tp_server *s, struct tp_conn *cn, uint32_t xid)
+{
+	if (!cn->has_peer)
+		return false;
+	for (unsigned i = 0; i < RR_ARRAY_SIZE(s->failed); i++) {
+		if (s->failed[i].used && s->failed[i].xid == xid &&
+		    same_host(&s->failed[i].peer, &cn->peer)) {
+			s->failed[i].used = false;
+			return true;
+		}
+	}
+	return false;
+}
 
 static uint64_t now_ns(const struct tp_ep *ep)
 {
@@ -1022,6 +1072,18 @@ static void sv_on_recv(struct rr_tp_server *s, struct tp_conn *cn, const struct 
 		sv_deliver(s, r);
 		return;
 	}
+	if (failed_take(s, cn, rc->xid)) {
+		int n = rr_xprt_encode_error(rc->xid, RR_XPRT_VERSION, 1, RR_XPRT_ERR_CHUNK,
+					     err, sizeof(err));
+
+		if (n > 0) {
+			s->ep.stats.sends++;
+			s->ep.stats.err_chunk_sent++;
+			sv_send_error(s, cn, err, (size_t)n);
+		}
+		sreq_free(s, r);
+		return;
+	}
 	if (rpcrdma_reg_mr_simple(cn->pd, rc->buf, rc->buf_len, RPCRDMA_ACCESS_LOCAL_WRITE,
 				  &r->read_mr)) {
 		sreq_free(s, r);
@@ -1089,8 +1151,10 @@ static void sv_on_wc(struct rr_tp_server *s, struct tp_conn *cn, const struct rp
 	if (wc->status != RPCRDMA_WC_SUCCESS) {
 		if (t == WR_READ) {
 			struct tp_sreq *r = WRPTR(wc->wr_id);
-
 			bool was_failed = r->failed;
+
+			if (!was_failed && wc->status != RPCRDMA_WC_WR_FLUSH_ERR)
+				failed_note(s, cn, r->rc->xid);
 
 			cn->reads_inflight--;
 			r->reads_done++;
@@ -1154,6 +1218,7 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		rr_cred_rsp_init(&cn->cred, s->ep.conf.credits, 0);
 		rr_cred_rsp_posted(&cn->cred, n);
 		cn->id = ev->id;
+		cn->has_peer = rpcrdma_cm_peer_addr(ev->id, &cn->peer) == 0;
 		rpcrdma_cm_id_set_user_ctx(ev->id, cn);
 		len = local_pd(&s->ep, pd, sizeof(pd));
 		prm.private_data = pd;
