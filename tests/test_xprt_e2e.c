@@ -760,9 +760,8 @@ static void rogue_post_recv(struct rogue *g, unsigned i)
 	REQUIRE_EQ(rpcrdma_post_recv(g->qp, &wr, NULL), 0);
 }
 
-static int rogue_open(struct rogue *g, int port)
+static int rogue_open_pd(struct rogue *g, int port, const uint8_t *pd, uint16_t pdlen)
 {
-	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
 	struct rpcrdma_cq_attr ca = {64, NULL};
 	struct rpcrdma_qp_attr qa = {0};
 	struct rpcrdma_conn_param prm = {0};
@@ -789,7 +788,7 @@ static int rogue_open(struct rogue *g, int port)
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	a.sin_port = htons((uint16_t)port);
 	prm.private_data = pd;
-	prm.private_data_len = 8;
+	prm.private_data_len = pdlen;
 	prm.responder_resources = 4;
 	prm.initiator_depth = 4;
 	REQUIRE_EQ(rpcrdma_connect(g->ch, g->qp, (struct sockaddr *)&a, sizeof(a), &prm, g,
@@ -803,6 +802,13 @@ static int rogue_open(struct rogue *g, int port)
 		sleep_ms(10);
 	}
 	return -ETIMEDOUT;
+}
+
+static int rogue_open(struct rogue *g, int port)
+{
+	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
+
+	return rogue_open_pd(g, port, pd, 8);
 }
 
 static void rogue_close(struct rogue *g)
@@ -1434,5 +1440,43 @@ TEST(xprt_e2e_destroy_with_pending)
 	pthread_cond_destroy(&c.cond);
 	srv_release_held(&s);
 	sleep_ms(50);
+	srv_stop(&s);
+}
+
+/* RFC 8797 section 5.1: a requester that sends no private data gets the RFC
+ * 8166 defaults: a Reply that needs more than 1024 bytes inline and has no
+ * Reply chunk is ERR_CHUNK; with the peer's 4096-byte block it fits. */
+TEST(xprt_e2e_no_private_data_defaults)
+{
+	struct rr_tp_conf sc;
+	struct srv s;
+	struct rogue g;
+	uint8_t m[256], r[4096];
+	size_t l;
+	int port, n;
+
+	if (!soft_ok())
+		return;
+	rr_tp_conf_default(&sc);
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(rogue_open_pd(&g, port, NULL, 0), 0);
+	l = rogue_call(m, 0x200, 1, RR_XPRT_MSG, 0x200);
+	rr_put_be32(m + 40, 1500);   /* reply_n: a 1520-byte Reply */
+	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x200, RR_XPRT_ERR_CHUNK);
+	rr_put_be32(m + 40, 900);    /* 28 + 920 fits 1024 */
+	rr_put_be32(m, 0x201);
+	rr_put_be32(m + 28, 0x201);
+	n = rogue_xchg(&g, m, l, r, 3000);
+	CHECK_EQ(n, 28 + 20 + 900);
+	rogue_close(&g);
+	REQUIRE_EQ(rogue_open(&g, port), 0);    /* 4096/4096 */
+	rr_put_be32(m, 0x202);
+	rr_put_be32(m + 28, 0x202);
+	rr_put_be32(m + 40, 1500);
+	n = rogue_xchg(&g, m, l, r, 3000);
+	CHECK_EQ(n, 28 + 20 + 1500);
+	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
+	rogue_close(&g);
 	srv_stop(&s);
 }
