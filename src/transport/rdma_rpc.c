@@ -154,6 +154,14 @@ static void cl_abort(struct rr_xprt_client *x, struct rr_xprt_call *call, int st
 		rr_tp_client_abort(x->tp, &w->rpc, status);
 }
 
+static void cl_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms)
+{
+	struct rpc_wrap *w = call->xp_priv;
+
+	if (w)
+		rr_tp_client_wait(x->tp, &w->rpc, timeout_ms);
+}
+
 static void cl_release(struct rr_xprt_client *x, struct rr_xprt_call *call)
 {
 	struct rpc_wrap *w = call->xp_priv;
@@ -327,6 +335,7 @@ static const struct rr_xprt_client_ops rdma_client_ops = {
 	.abort = cl_abort,
 	.release_reply = cl_release,
 	.destroy = cl_destroy,
+	.wait = cl_wait,
 };
 
 /* recv() only queues (inline_recv false): our upcall runs on the progress

@@ -135,6 +135,7 @@ struct rr_tp_client {
 	struct tp_call *done;
 	uint32_t live_stags;
 	bool destroying;
+	bool waiter;            /* a caller thread is receiving (rr_tp_client_wait) */
 };
 
 /* ---- server state ---- */
@@ -1333,7 +1334,9 @@ static void *progress(void *arg)
 		} else {
 			struct rr_tp_client *c = (struct rr_tp_client *)ep;
 
-			if (c->conn)
+			/* While a caller thread receives, it alone drains the
+			 * CQ (one consumer: no lost notification). */
+			if (c->conn && !c->waiter)
 				cns[ncn++] = c->conn;
 			if (c->reconnect_at) {
 				uint64_t t = now_ns(ep);
@@ -1376,7 +1379,7 @@ static void *progress(void *arg)
 			}
 		} else {
 			struct rr_tp_client *c = (struct rr_tp_client *)ep;
-			struct tp_conn *cn = c->conn;
+			struct tp_conn *cn = c->waiter ? NULL : c->conn;
 
 			if (cn) {
 				(void)rpcrdma_cq_get_event(cn->cq);
@@ -1636,6 +1639,44 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int statu
 	ep_wake(&c->ep);
 }
 
+void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t timeout_ms)
+{
+	uint64_t end = now_ns(&c->ep) + (uint64_t)timeout_ms * 1000000u;
+
+	pthread_mutex_lock(&c->ep.lock);
+	if (c->waiter) {
+		pthread_mutex_unlock(&c->ep.lock);
+		return;
+	}
+	c->waiter = true;
+	while (rpc->priv && !c->destroying) {
+		struct tp_conn *cn = c->conn;
+		struct pollfd pfd;
+		uint64_t t;
+
+		if (!cn || !cn->established || cn->dead)
+			break;
+		(void)rpcrdma_cq_get_event(cn->cq);
+		(void)rpcrdma_cq_arm(cn->cq, false);
+		drain_cq(&c->ep, cn);
+		if (c->conn == cn && cn->dead && cn->established)
+			cl_conn_lost(c, cn);
+		deliver_upcalls(&c->ep);
+		t = now_ns(&c->ep);
+		if (!rpc->priv || t >= end || c->conn != cn)
+			break;
+		pfd.fd = rpcrdma_cq_fd(cn->cq);
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		pthread_mutex_unlock(&c->ep.lock);
+		(void)poll(&pfd, 1, (int)RR_MIN((end - t) / 1000000u + 1, 20u));
+		pthread_mutex_lock(&c->ep.lock);
+	}
+	c->waiter = false;
+	pthread_mutex_unlock(&c->ep.lock);
+	ep_wake(&c->ep);   /* the progress thread drains again */
+}
+
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
 {
 	rr_free(c->ep.env, rpc->reply);
@@ -1892,6 +1933,15 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		goto out;
 	}
 	ep_wake(&s->ep);
+	if (plan->nwrites == 0) {
+		/* Everything was copied into our send slot: the caller's memory
+		 * is no longer referenced, no need to wait for the completion
+		 * (a failed Send ends the connection anyway). */
+		cn->sowner[slot] = NULL;
+		r->send_pending = false;
+		rc = 0;
+		goto out;
+	}
 	while (!r->send_done && !cn->dead)
 		pthread_cond_wait(&s->ep.cond, &s->ep.lock);
 	rc = r->send_done ? r->send_status : -ENOTCONN;
