@@ -419,7 +419,8 @@ static int post_slot_send(struct tp_conn *cn, uint32_t slot, uint32_t len,
 /* Private data and negotiation (RFC 8797). */
 static int local_pd(const struct tp_ep *ep, uint8_t *buf, size_t cap)
 {
-	struct rr_pd_local l = {ep->conf.inline_send, ep->conf.inline_recv, ep->adv_r, 0};
+	struct rr_pd_local l = {ep->conf.inline_send, ep->conf.inline_recv, ep->adv_r,
+				ep->conf.ext_caps};
 
 	return rr_pd_encode(&l, buf, cap);
 }
@@ -428,7 +429,7 @@ static void conn_negotiate(struct tp_conn *cn, enum rr_pd_role role,
 			   const void *pd, size_t pdlen)
 {
 	const struct rr_tp_conf *cf = &cn->ep->conf;
-	struct rr_pd_local l = {cf->inline_send, cf->inline_recv, cn->ep->adv_r, 0};
+	struct rr_pd_local l = {cf->inline_send, cf->inline_recv, cn->ep->adv_r, cf->ext_caps};
 
 	if (rr_pd_negotiate(&l, role, pd, pdlen, &cn->neg)) {
 		memset(&cn->neg, 0, sizeof(cn->neg));
