@@ -614,7 +614,7 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 							RPCRDMA_ACCESS_REMOTE_WRITE);
 			rc = rpcrdma_post_send(cn->qp, &binds[i], NULL);
 			if (rc)
-				goto fail_mem;
+				goto fail_conn;
 			g->stag = rpcrdma_mw_rkey(k->mw[i]);
 		} else {
 			g->stag = rpcrdma_mr_rkey(k->mr[i]);
@@ -638,8 +638,7 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 	if (rc) {
 		rr_xprt_rqst_forget(&c->req, k->rq);
 		slot_put(cn, slot);
-		rc = -EAGAIN;
-		goto fail_mem;
+		goto fail_conn;
 	}
 	if (k->sent_once)
 		c->ep.stats.retransmits++;
@@ -649,6 +648,16 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 fail_mem:
 	cl_free_mem(c, k);
 	return rc;
+fail_conn:
+	/* The QP refuses work (connection going down): the Call waits for
+	 * the reconnection instead of failing. */
+	cl_free_mem(c, k);
+	if (!cn->dead) {
+		cn->dead = true;
+		if (cn->id)
+			(void)rpcrdma_disconnect(cn->id);
+	}
+	return -EAGAIN;
 }
 
 /* Sends queued Calls while credits allow. */
