@@ -1217,6 +1217,11 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		uint32_t n = s->ep.conf.credits + 4;
 		int len;
 
+		if (s->ep.conf.max_conns && s->nconns >= s->ep.conf.max_conns) {
+			(void)rpcrdma_reject(ev->id, NULL, 0);
+			(void)rpcrdma_cm_id_destroy(ev->id);
+			return;
+		}
 		cn = conn_new(&s->ep, n, n + 8);
 		if (!conn_ok(cn) || post_all_recvs(cn)) {
 			conn_free(cn);
