@@ -1546,6 +1546,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 			conn_free(c->conn);
 		pthread_mutex_unlock(&c->ep.lock);
 		ep_fini(&c->ep);
+		rr_xprt_req_fini(&c->req);
 		rr_free(env, c);
 		return rc;
 	}
@@ -1565,6 +1566,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 		if (c->conn)
 			conn_free(c->conn);
 		ep_fini(&c->ep);
+		rr_xprt_req_fini(&c->req);
 		rr_free(env, c);
 		return rc;
 	}
@@ -1608,6 +1610,8 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
 			return rc;
 		}
 		k->rq->user = k;
+		/* Buffers are made when it is sent (re-planned then). */
+		rr_xprt_rqst_drop_bufs(&c->req, k->rq);
 	}
 	rpc->priv = k;
 	k->state = C_QUEUED;
@@ -1745,6 +1749,7 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 	deliver_upcalls(&c->ep);
 	pthread_mutex_unlock(&c->ep.lock);
 	ep_fini(&c->ep);
+	rr_xprt_req_fini(&c->req);
 	rr_free(env, c);
 }
 
