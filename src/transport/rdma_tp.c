@@ -1997,6 +1997,18 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 		return;
 	env = s->ep.env;
 	ep_stop(&s->ep);
+	{
+		/* Connection requests nobody took: refuse them (their ids are
+		 * ours to destroy). */
+		struct rpcrdma_cm_event ev;
+
+		while (rpcrdma_cm_get_event(s->ep.ch, &ev) == 0) {
+			if (ev.type == RPCRDMA_CM_CONNECT_REQUEST && ev.id) {
+				(void)rpcrdma_reject(ev.id, NULL, 0);
+				(void)rpcrdma_cm_id_destroy(ev.id);
+			}
+		}
+	}
 	while (s->conns) {
 		struct tp_conn *cn = s->conns;
 
