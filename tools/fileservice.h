@@ -274,7 +274,13 @@ static inline int fs_open_beneath(struct fs_service *svc, const char *path, int 
 			*slash = '\0';
 			fd = openat(dfd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (fd < 0) {
+				struct stat sb;
+
 				fd = -errno;
+				/* O_NOFOLLOW|O_DIRECTORY on a symlink says ENOTDIR */
+				if (fd == -ENOTDIR && fstatat(dfd, p, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+				    S_ISLNK(sb.st_mode))
+					fd = -ELOOP;
 				break;
 			}
 			if (dfd != svc->rootfd)
