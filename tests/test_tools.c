@@ -368,7 +368,7 @@ TEST(tools_fs_garbage_args)
 	if (!fx_start(&fx, "tcp"))
 		return;
 	/* no arguments at all, for each procedure that has some */
-	for (uint32_t proc = FS_READ; proc <= FS_PUSH_OPEN; proc++) {
+	for (uint32_t proc = FS_READ; proc <= FS_ECHO; proc++) {
 		CHECK_EQ(raw_call(fx.clnt, proc, NULL, 0, &st), -EREMOTEIO);
 		CHECK_EQ(st.reply_stat, RPCRDMA_MSG_ACCEPTED);
 		CHECK_EQ(st.accept_stat, RPCRDMA_GARBAGE_ARGS);

@@ -35,6 +35,9 @@
  *          push-mode durable region for appends (draft-talpey-rdma-commit):
  *          answers FS_ENOTSUP today (the RPC API exposes no push-mode region
  *          yet); a future version returns the region handle.
+ *   6 ECHO(opaque data<FS_MAX_IO>) -> opaque data<>   (NOT DDP-eligible:
+ *          a diagnostic whose large arguments make a Long Call and whose
+ *          large results make a Long Reply on RDMA)
  *
  * Safety of the server side: paths are resolved beneath the export with
  * openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS) (symlinks that stay
@@ -75,6 +78,7 @@ enum fs_proc {
 	FS_LIST = 3,
 	FS_COMMIT = 4,
 	FS_PUSH_OPEN = 5,
+	FS_ECHO = 6,
 };
 
 #define FS_PATH_MAX 1024u
@@ -173,7 +177,7 @@ static inline uint64_t fs_now_ns(void)
 struct fs_service {
 	int rootfd;                 /* the export directory (O_DIRECTORY) */
 	atomic_int openat2_state;   /* 0 unknown, 1 works, -1 unavailable */
-	atomic_ulong calls[6];      /* per procedure, for the server's summary */
+	atomic_ulong calls[7];      /* per procedure, for the server's summary */
 };
 
 /* Opens @dir as the export. 0 or a negative errno. */
@@ -589,6 +593,20 @@ static inline int fs_h_push_open(struct rpcrdma_req *req, void *ctx)
 		       : RPCRDMA_SVC_OK;
 }
 
+static inline int fs_h_echo(struct rpcrdma_req *req, void *ctx)
+{
+	struct fs_service *svc = ctx;
+	struct rpcrdma_xdr_dec *d = rpcrdma_req_args(req);
+	const void *p;
+	uint32_t len;
+
+	atomic_fetch_add(&svc->calls[FS_ECHO], 1);
+	if (rpcrdma_xdr_get_opaque(d, FS_MAX_IO, &p, &len) || rpcrdma_xdr_dec_remaining(d))
+		return RPCRDMA_SVC_GARBAGE_ARGS;
+	return rpcrdma_xdr_put_opaque(rpcrdma_req_results(req), p, len) ? RPCRDMA_SVC_SYSTEM_ERR
+									 : RPCRDMA_SVC_OK;
+}
+
 /* Registers every procedure of FS_PROG/FS_VERS on @srv (before start). */
 static inline int fs_service_register(struct rpcrdma_server *srv, struct fs_service *svc)
 {
@@ -598,7 +616,7 @@ static inline int fs_service_register(struct rpcrdma_server *srv, struct fs_serv
 	} t[] = {
 		{FS_READ, fs_h_read},     {FS_WRITE, fs_h_write},
 		{FS_LIST, fs_h_list},     {FS_COMMIT, fs_h_commit},
-		{FS_PUSH_OPEN, fs_h_push_open},
+		{FS_PUSH_OPEN, fs_h_push_open}, {FS_ECHO, fs_h_echo},
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		int rc = rpcrdma_server_register(srv, FS_PROG, FS_VERS, t[i].proc, t[i].fn, svc);
@@ -805,6 +823,39 @@ static inline int fs_list(struct rpcrdma_client *c, const char *path, uint32_t c
 		*n = cnt;
 	if (eof)
 		*eof = b;
+	rpcrdma_call_destroy(call);
+	return rc;
+}
+
+/* ECHO @len bytes (inline arguments and results): *@back gets a malloc'd
+ * copy of the answer (free it), *@backlen its length. */
+static inline int fs_echo(struct rpcrdma_client *c, const void *data, uint32_t len, void **back,
+			  uint32_t *backlen)
+{
+	struct rpcrdma_call *call;
+	const void *p;
+	uint32_t n = 0;
+	int rc;
+
+	*back = NULL;
+	*backlen = 0;
+	rc = rpcrdma_call_create(c, FS_ECHO, &call);
+	if (rc)
+		return rc;
+	rc = rpcrdma_xdr_put_opaque(rpcrdma_call_args(call), data, len);
+	rpcrdma_call_set_reply_hint(call, (size_t)len + 64);
+	if (!rc)
+		rc = rpcrdma_call_run(call);
+	if (!rc)
+		rc = rpcrdma_xdr_get_opaque(rpcrdma_call_results(call), FS_MAX_IO, &p, &n);
+	if (!rc) {
+		*back = malloc(n ? n : 1);
+		if (!*back)
+			rc = -ENOMEM;
+		else
+			memcpy(*back, p, n);
+		*backlen = n;
+	}
 	rpcrdma_call_destroy(call);
 	return rc;
 }
