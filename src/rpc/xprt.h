@@ -61,8 +61,10 @@
  *      borrows it (and the message bytes, referenced items and sinks) until
  *      it calls params->complete(ctx, call). After submit returns 0, the
  *      transport calls complete exactly ONCE for that call, from a transport
- *      thread or from abort() (never from inside submit). It may block for
- *      flow control (socket buffer, credits) but must not wait for the Reply.
+ *      thread, from abort(), or from inside submit itself (the Reply may
+ *      overtake the end of a long send; the RPC layer then defers the user's
+ *      callback). It may block for flow control (socket buffer, credits) but
+ *      must not wait for the Reply.
  *      Nonzero return: the call was not taken; no complete upcall.
  *      The XID is call->xid (already in the message); the transport matches
  *      Replies to Calls by it (RFC 8166: rdma_xid == RPC XID). Replies with
