@@ -948,3 +948,135 @@ TEST(hdr_property_roundtrip)
 	}
 	CHECK_EQ(ok, 5000);
 }
+
+/* ---- returned chunks ---- */
+
+TEST(hdr_check_reply_against_call)
+{
+	const struct rr_hdr_seg w0[3] = {{0x201, 4096, 0x10000}, {0x202, 4096, 0x20000},
+					 {0x203, 4096, 0x30000}};
+	const struct rr_hdr_seg r0[2] = {{0x301, 8192, 0x40000}, {0x302, 8192, 0x50000}};
+	const struct rr_hdr_wchunk wc[1] = {{w0, 3}};
+	const struct rr_hdr_wchunk rc = {r0, 2};
+	const struct rr_hdr_desc call = {.xid = X, .credit = 8, .proc = RR_HDR_MSG,
+					 .writes = wc, .nwrites = 1, .reply = &rc};
+	/* returned: Write chunk with the 2 consumed segments, Reply chunk
+	 * with the unconsumed second segment at length 0 (Linux) */
+	const struct rr_hdr_seg back_w[2] = {{0x201, 4096, 0x10000}, {0x202, 100, 0x20000}};
+	const struct rr_hdr_seg back_r[2] = {{0x301, 300, 0x40000}, {0x302, 0, 0x50000}};
+	struct rr_hdr_wchunk bw = {back_w, 2}, br = {back_r, 2};
+	struct rr_hdr_desc reply = {.xid = X, .credit = 8, .proc = RR_HDR_NOMSG,
+				    .writes = &bw, .nwrites = 1, .reply = &br};
+	uint8_t buf[512];
+	struct rr_xdr_enc e;
+	struct rr_hdr h;
+	struct rr_hdr_seg bad[2];
+
+	rr_xdr_enc_init(&e, buf, sizeof(buf));
+	REQUIRE_EQ(rr_hdr_encode_desc(&e, &reply), 0);
+	REQUIRE_EQ(rr_hdr_decode(&h, buf, rr_xdr_enc_len(&e), RR_HDR_DIR_REPLY, NULL), 0);
+	CHECK_EQ(rr_hdr_check_reply(&h, &call), 0);
+	CHECK_EQ(h.verdict, RR_HDR_OK);
+
+	/* a returned length larger than offered */
+	memcpy(bad, back_w, sizeof(bad));
+	bad[1].length = 4097;
+	bw.segs = bad;
+	rr_xdr_enc_init(&e, buf, sizeof(buf));
+	REQUIRE_EQ(rr_hdr_encode_desc(&e, &reply), 0);
+	REQUIRE_EQ(rr_hdr_decode(&h, buf, rr_xdr_enc_len(&e), RR_HDR_DIR_REPLY, NULL), 0);
+	CHECK_EQ(rr_hdr_check_reply(&h, &call), -EPROTO);
+	CHECK_EQ(h.verdict, RR_HDR_DISCARD);
+	CHECK_EQ(h.reason, RR_HDR_R_WRITE_MISMATCH);
+	/* a foreign handle */
+	bad[1].length = 100;
+	bad[0].handle = 0x999;
+	REQUIRE_EQ(rr_hdr_decode(&h, buf, 0, RR_HDR_DIR_REPLY, NULL), -EPROTO);
+	CHECK_EQ(rr_hdr_check_reply(&h, &call), -EPROTO); /* already rejected */
+	rr_xdr_enc_init(&e, buf, sizeof(buf));
+	REQUIRE_EQ(rr_hdr_encode_desc(&e, &reply), 0);
+	REQUIRE_EQ(rr_hdr_decode(&h, buf, rr_xdr_enc_len(&e), RR_HDR_DIR_REPLY, NULL), 0);
+	CHECK_EQ(rr_hdr_check_reply(&h, &call), -EPROTO);
+	CHECK_EQ(h.reason, RR_HDR_R_WRITE_MISMATCH);
+	/* more Write chunks than offered */
+	{
+		struct rr_hdr_wchunk two[2] = {{back_w, 2}, {back_w, 0}};
+
+		reply.writes = two;
+		reply.nwrites = 2;
+		rr_xdr_enc_init(&e, buf, sizeof(buf));
+		REQUIRE_EQ(rr_hdr_encode_desc(&e, &reply), 0);
+		REQUIRE_EQ(rr_hdr_decode(&h, buf, rr_xdr_enc_len(&e), RR_HDR_DIR_REPLY, NULL), 0);
+		CHECK_EQ(rr_hdr_check_reply(&h, &call), -EPROTO);
+		CHECK_EQ(h.reason, RR_HDR_R_WRITE_MISMATCH);
+		reply.writes = &bw;
+		reply.nwrites = 1;
+		bw.segs = back_w;
+	}
+	/* a Reply chunk that was never offered, or with a changed offset */
+	{
+		struct rr_hdr_desc call2 = call;
+
+		call2.reply = NULL;
+		rr_xdr_enc_init(&e, buf, sizeof(buf));
+		REQUIRE_EQ(rr_hdr_encode_desc(&e, &reply), 0);
+		REQUIRE_EQ(rr_hdr_decode(&h, buf, rr_xdr_enc_len(&e), RR_HDR_DIR_REPLY, NULL), 0);
+		CHECK_EQ(rr_hdr_check_reply(&h, &call2), -EPROTO);
+		CHECK_EQ(h.reason, RR_HDR_R_REPLY_MISMATCH);
+		memcpy(bad, back_r, sizeof(bad));
+		bad[0].offset += 8;
+		br.segs = bad;
+		rr_xdr_enc_init(&e, buf, sizeof(buf));
+		REQUIRE_EQ(rr_hdr_encode_desc(&e, &reply), 0);
+		REQUIRE_EQ(rr_hdr_decode(&h, buf, rr_xdr_enc_len(&e), RR_HDR_DIR_REPLY, NULL), 0);
+		CHECK_EQ(rr_hdr_check_reply(&h, &call), -EPROTO);
+		CHECK_EQ(h.reason, RR_HDR_R_REPLY_MISMATCH);
+	}
+}
+
+TEST(hdr_consume_chunk)
+{
+	/* Responder: a Call offering a 3 x 4096 Write chunk; a 5000-byte
+	 * result fills the first segment and 904 bytes of the second. */
+	const struct rr_hdr_seg w0[3] = {{0x201, 4096, 0x10000}, {0x202, 4096, 0x20000},
+					 {0x203, 4096, 0x30000}};
+	const struct rr_hdr_wchunk wc = {w0, 3};
+	const struct rr_hdr_desc call = {.xid = X, .proc = RR_HDR_MSG,
+					 .writes = &wc, .nwrites = 1};
+	uint8_t buf[256];
+	struct rr_xdr_enc e;
+	struct rr_hdr h;
+	struct rr_hdr_seg out[3];
+
+	rr_xdr_enc_init(&e, buf, sizeof(buf));
+	REQUIRE_EQ(rr_hdr_encode_desc(&e, &call), 0);
+	rr_put_be32(buf + rr_xdr_enc_len(&e), X);
+	REQUIRE_EQ(rr_hdr_decode(&h, buf, rr_xdr_enc_len(&e) + 4, RR_HDR_DIR_CALL, NULL), 0);
+	REQUIRE_EQ(rr_hdr_consume_chunk(&h, &h.write[0], 5000, out, 3), 2);
+	CHECK_EQ(out[0].handle, 0x201);
+	CHECK_EQ(out[0].length, 4096);
+	CHECK_EQ(out[1].handle, 0x202);
+	CHECK_EQ(out[1].length, 904);
+	CHECK(out[1].offset == 0x20000);
+	CHECK_EQ(rr_hdr_consume_chunk(&h, &h.write[0], 0, out, 3), 0);
+	CHECK_EQ(rr_hdr_consume_chunk(&h, &h.write[0], 3 * 4096, out, 3), 3);
+	CHECK_EQ(rr_hdr_consume_chunk(&h, &h.write[0], 3 * 4096 + 1, out, 3), -EMSGSIZE);
+	CHECK_EQ(rr_hdr_consume_chunk(&h, &h.write[0], 5000, out, 1), -EMSGSIZE);
+
+	/* the returned chunk passes the requester's check */
+	{
+		struct rr_hdr_wchunk back = {out, 2};
+		struct rr_hdr_desc reply = {.xid = X, .proc = RR_HDR_MSG,
+					    .writes = &back, .nwrites = 1};
+		struct rr_hdr rh;
+		size_t n;
+
+		REQUIRE_EQ(rr_hdr_consume_chunk(&h, &h.write[0], 5000, out, 3), 2);
+		rr_xdr_enc_init(&e, buf, sizeof(buf));
+		REQUIRE_EQ(rr_hdr_encode_desc(&e, &reply), 0);
+		n = rr_xdr_enc_len(&e);
+		rr_put_be32(buf + n, X);
+		REQUIRE_EQ(rr_hdr_decode(&rh, buf, n + 4, RR_HDR_DIR_REPLY, NULL), 0);
+		CHECK_EQ(rr_hdr_check_reply(&rh, &call), 0);
+	}
+}

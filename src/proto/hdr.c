@@ -48,6 +48,8 @@ static const char *const reason_names[RR_HDR_R_COUNT] = {
 	[RR_HDR_R_XID_MISMATCH] = "xid-mismatch",
 	[RR_HDR_R_READ_IN_REPLY] = "read-in-reply",
 	[RR_HDR_R_REPLY_READ_POS] = "reply-read-position",
+	[RR_HDR_R_WRITE_MISMATCH] = "write-list-mismatch",
+	[RR_HDR_R_REPLY_MISMATCH] = "reply-chunk-mismatch",
 };
 
 const char *rr_hdr_reason_str(enum rr_hdr_reason reason)
@@ -447,6 +449,72 @@ const struct rr_hdr_chunk *rr_hdr_pos0_chunk(const struct rr_hdr *h)
 	    h->read[0].position == 0)
 		return &h->read[0];
 	return NULL;
+}
+
+/* ---- returned chunks ---- */
+
+/* A returned chunk (@rc of @h) against the offered segments @segs[@n]. */
+static bool returned_ok(const struct rr_hdr *h, const struct rr_hdr_chunk *rc,
+			const struct rr_hdr_seg *segs, uint32_t n)
+{
+	if (rc->nsegs > n)
+		return false;
+	for (uint32_t i = 0; i < rc->nsegs; i++) {
+		const struct rr_hdr_seg *got = &h->segs[rc->first + i];
+
+		if (got->handle != segs[i].handle || got->offset != segs[i].offset ||
+		    got->length > segs[i].length)
+			return false;
+	}
+	return true;
+}
+
+int rr_hdr_check_reply(struct rr_hdr *reply, const struct rr_hdr_desc *call)
+{
+	enum rr_hdr_reason r = RR_HDR_R_NONE;
+
+	if (reply->verdict != RR_HDR_OK)
+		return -EPROTO;
+	if (reply->proc != RR_HDR_MSG && reply->proc != RR_HDR_NOMSG)
+		return 0;
+	if (reply->nwrite > call->nwrites) {
+		r = RR_HDR_R_WRITE_MISMATCH;
+	} else {
+		for (uint32_t i = 0; i < reply->nwrite; i++)
+			if (!returned_ok(reply, &reply->write[i], call->writes[i].segs,
+					 call->writes[i].nsegs)) {
+				r = RR_HDR_R_WRITE_MISMATCH;
+				break;
+			}
+	}
+	if (!r && reply->has_reply &&
+	    (!call->reply || !returned_ok(reply, &reply->reply, call->reply->segs,
+					  call->reply->nsegs)))
+		r = RR_HDR_R_REPLY_MISMATCH;
+	return finish(reply, RR_HDR_DIR_REPLY, r);
+}
+
+int rr_hdr_consume_chunk(const struct rr_hdr *call, const struct rr_hdr_chunk *c,
+			 uint64_t used, struct rr_hdr_seg *out, uint32_t cap)
+{
+	uint32_t n = 0;
+
+	if (used > c->length)
+		return -EMSGSIZE;
+	for (uint32_t i = 0; used && i < c->nsegs; i++) {
+		const struct rr_hdr_seg *s = &call->segs[c->first + i];
+		uint32_t take = (uint32_t)RR_MIN((uint64_t)s->length, used);
+
+		/* a zero-length offered segment stays in the returned prefix
+		 * with length 0, so the result is always a prefix */
+		if (n >= cap)
+			return -EMSGSIZE;
+		out[n] = *s;
+		out[n].length = take;
+		n++;
+		used -= take;
+	}
+	return (int)n;
 }
 
 /* ---- encoding ---- */

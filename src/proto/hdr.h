@@ -141,6 +141,10 @@ enum rr_hdr_reason {
 				    * not RDMA_NOMSG) */
 	RR_HDR_R_REPLY_READ_POS,   /* reliable reply: Read chunk other than one
 				    * Position-zero chunk in a Reply */
+	RR_HDR_R_WRITE_MISMATCH,   /* rr_hdr_check_reply(): returned Write list
+				    * does not match the Call's */
+	RR_HDR_R_REPLY_MISMATCH,   /* rr_hdr_check_reply(): returned Reply
+				    * chunk does not match the Call's */
 	RR_HDR_R_COUNT
 };
 
@@ -218,6 +222,32 @@ const char *rr_hdr_verdict_str(enum rr_hdr_verdict verdict);
 /* The Position-zero Read chunk (the Payload stream of a Long Call, or of a
  * reliable-reply Long Reply), or NULL when the header has none. */
 const struct rr_hdr_chunk *rr_hdr_pos0_chunk(const struct rr_hdr *h);
+
+/* ---- returned chunks (RFC 8166 4.4.6 "Write Chunks", 5.3.2, 5.3.3) ---- */
+
+struct rr_hdr_desc;
+
+/* Requester side, after rr_hdr_decode() accepted a Reply: checks that the
+ * Write list and Reply chunk the responder returned are those @call offered
+ * (no more Write chunks; each returned chunk holds at most as many segments
+ * as offered, each with the offered handle and offset and a length no
+ * larger; a Reply chunk only if one was offered). Unconsumed segments may be
+ * omitted or returned with length 0 (Linux). On a mismatch sets
+ * reply->verdict DISCARD and reason RR_HDR_R_WRITE_MISMATCH or
+ * RR_HDR_R_REPLY_MISMATCH and returns -EPROTO; 0 otherwise (also when
+ * @reply was already rejected: nothing is changed then, -EPROTO). Borrows
+ * both for the duration of the call. */
+int rr_hdr_check_reply(struct rr_hdr *reply, const struct rr_hdr_desc *call);
+
+/* Responder side: the segments of the Call's chunk @c (of @call) that carry
+ * @used bytes, filled in array order (RFC 8166 4.4.6: consumed segments with
+ * their actual lengths, unconsumed ones omitted), written to @out (room for
+ * @cap segments). Returns the number of segments (0 when @used is 0: an
+ * unused Write chunk is returned with count 0), or -EMSGSIZE when @used is
+ * larger than the chunk (the result does not fit: answer ERR_CHUNK) or @out
+ * too small. */
+int rr_hdr_consume_chunk(const struct rr_hdr *call, const struct rr_hdr_chunk *c,
+			 uint64_t used, struct rr_hdr_seg *out, uint32_t cap);
 
 /* ---- encoding ---- */
 
