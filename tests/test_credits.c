@@ -384,6 +384,23 @@ TEST(cred_rsp_read_chunk_reply_reserves_a_receive)
 	CHECK_EQ(rr_cred_rsp_on_done(&r), -EPROTO);
 	CHECK_EQ(r.posted, 7);
 	CHECK_EQ(r.done_owed, 0);
+	/* a stray message consumes a Receive but never a reservation */
+	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+	rr_cred_rsp_posted(&r, rr_cred_rsp_need(&r, true));
+	REQUIRE_EQ(rr_cred_rsp_reply(&r, true, &g), 0);
+	CHECK_EQ(r.done_owed, 1);
+	CHECK_EQ(r.posted, 9);
+	CHECK_EQ(rr_cred_rsp_on_stray(&r), 0);
+	CHECK_EQ(r.posted, 8);
+	CHECK_EQ(r.done_owed, 1);
+	/* it ate a Receive the peer is entitled to: repost before anything */
+	CHECK(!rr_cred_rsp_safe(&r));
+	CHECK_EQ(rr_cred_rsp_need(&r, false), 1);
+	rr_cred_rsp_posted(&r, 1);
+	CHECK(rr_cred_rsp_safe(&r));
+	r.posted = 0;
+	CHECK_EQ(rr_cred_rsp_on_stray(&r), -EPROTO);
+	CHECK_EQ(r.posted, 0);
 	/* reliable reply off: done_max 0 refuses every Read-chunk Reply */
 	rr_cred_rsp_init(&r, 8, 0);
 	rr_cred_rsp_posted(&r, 100);

@@ -198,6 +198,14 @@ int rr_cred_rsp_on_done(struct rr_cred_rsp *c)
 	return rc;
 }
 
+int rr_cred_rsp_on_stray(struct rr_cred_rsp *c)
+{
+	if (c->posted == 0)
+		return -EPROTO;
+	c->posted--;
+	return 0;
+}
+
 int rr_cred_rsp_reply(struct rr_cred_rsp *c, bool read_chunk, uint32_t *grant)
 {
 	uint64_t done_after, in_after, avail, g;

@@ -146,6 +146,13 @@ int rr_cred_rsp_on_call(struct rr_cred_rsp *c);
  * is counted as consumed either way, the owed count never goes below 0. */
 int rr_cred_rsp_on_done(struct rr_cred_rsp *c);
 
+/* Any other message consumed a Receive and gets no Reply (e.g. an RDMA_ERROR a
+ * requester must never send): counted as consumed; RDMA_DONE reservations are
+ * untouched. -EPROTO when none was posted. Everything the requester counts as
+ * a Call (every message it sends except RDMA_DONE, including ones answered
+ * with RDMA_ERROR) goes through rr_cred_rsp_on_call() instead. */
+int rr_cred_rsp_on_stray(struct rr_cred_rsp *c);
+
 /* A Reply (RDMA_MSG, RDMA_NOMSG or RDMA_ERROR) for a Call in progress is about
  * to be sent; @read_chunk: it carries a responder-provided Read chunk.
  * On success sets *@grant (>= 1) for its rdma_credit field and commits the
