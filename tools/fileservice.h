@@ -654,7 +654,8 @@ static inline int fs_read(struct rpcrdma_client *c, const char *path, uint64_t o
 	rpcrdma_xdr_put_u64(e, off);
 	rpcrdma_xdr_put_u32(e, count);
 	rc = rpcrdma_xdr_enc_error(e);
-	if (!rc)
+	/* a zero-length sink is refused by some transports: no sink, no data */
+	if (!rc && count)
 		rc = rpcrdma_call_set_sinks(call, &sink, 1);
 	if (!rc)
 		rc = rpcrdma_call_run(call);
