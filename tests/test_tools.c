@@ -708,3 +708,46 @@ TEST(tools_demo_runs)
 		CHECK(strstr(out, "FAILED") == NULL);
 	}
 }
+
+TEST(tools_bench_smoke)
+{
+	char bench[600], json[96], dir[64];
+	static char out[262144];
+	FILE *f;
+	static char js[262144];
+	size_t n;
+
+	tool_path(bench, sizeof(bench), "rpcrdma-bench");
+	snprintf(dir, sizeof(dir), "/tmp/rr-tools-XXXXXX");
+	REQUIRE(mkdtemp(dir) != NULL);
+	snprintf(json, sizeof(json), "%s/b.json", dir);
+	{
+		char *argv[] = {bench, (char *)"--quick", (char *)"--duration", (char *)"0.02",
+				(char *)"--transports", (char *)"tcp,tirpc,raw", (char *)"--json",
+				json, NULL};
+		int rc = run_tool(argv, out, sizeof(out), 240);
+
+		if (rc != 0)
+			fprintf(stderr, "%s\n", out);
+		CHECK_EQ(rc, 0);
+		CHECK(strstr(out, "-- NULL round trip") != NULL);
+	}
+	{
+		char *argv[] = {bench, (char *)"--transports", (char *)"tcp,carrier-pigeon", NULL};
+
+		CHECK_EQ(run_tool(argv, out, sizeof(out), 30), 2);
+	}
+	f = fopen(json, "r");
+	REQUIRE(f != NULL);
+	n = fread(js, 1, sizeof(js) - 1, f);
+	fclose(f);
+	js[n] = 0;
+	CHECK(js[0] == '[');
+	CHECK(strstr(js, "\"workload\": \"null\", \"transport\": \"tcp\"") != NULL);
+	CHECK(strstr(js, "\"workload\": \"read\", \"transport\": \"raw\", \"variant\": \"stream\"") !=
+	      NULL);
+	CHECK(strstr(js, "\"p50_us\"") != NULL);
+	CHECK(strstr(js, "\"ratio_raw\"") != NULL);
+	unlink(json);
+	rmdir(dir);
+}
