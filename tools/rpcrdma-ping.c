@@ -106,7 +106,12 @@ int main(int argc, char **argv)
 	int c, rc;
 	struct sigaction sa;
 
-	while ((c = getopt(argc, argv, "c:i:s:t:P:V:qh")) != -1) {
+	static const struct option lopts[] = {
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+
+	while ((c = getopt_long(argc, argv, "c:i:s:t:P:V:qh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			if (!parse_u32(optarg, 0, 100000000, &count))
