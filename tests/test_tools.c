@@ -358,14 +358,14 @@ static int raw_call(struct rpcrdma_client *c, uint32_t proc, const void *args, s
 	return rc;
 }
 
-TEST(tools_fs_garbage_args)
+static void garbage_args(const char *scheme)
 {
 	struct fs_fixture fx;
 	struct rpcrdma_rpc_status st;
 	struct rpcrdma_client *other;
 	uint8_t args[64];
 
-	if (!fx_start(&fx, "tcp"))
+	if (!fx_start(&fx, scheme))
 		return;
 	/* no arguments at all, for each procedure that has some */
 	for (uint32_t proc = FS_READ; proc <= FS_ECHO; proc++) {
@@ -431,6 +431,9 @@ TEST(tools_fs_garbage_args)
 	CHECK_EQ(fs_null(fx.clnt, NULL, 0), 0);
 	fx_stop(&fx);
 }
+
+TEST(tools_fs_garbage_args) { garbage_args("tcp"); }
+TEST(tools_fs_garbage_args_rdma) { garbage_args("rdma"); }
 
 TEST(tools_fs_huge_count)
 {
