@@ -131,7 +131,8 @@ RPCRDMA_API int rpcrdma_auth_sys_self(struct rpcrdma_auth_sys *sys);
 RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 				    struct rpcrdma_call **out);
 /* The argument encoder (valid until the call is destroyed; arguments may be
- * encoded only before the call is started). */
+ * encoded only before the call is started: afterwards every put fails with
+ * -EBUSY). */
 RPCRDMA_API struct rpcrdma_xdr_enc *rpcrdma_call_args(struct rpcrdma_call *call);
 /* Buffers for the DDP-eligible result items, in the order the results
  * decoder will meet them. Borrows @sinks[i].buf until the call completes;

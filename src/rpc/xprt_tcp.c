@@ -35,6 +35,11 @@
 struct rm_reader {
 	const struct rpcrdma_env *env;
 	size_t max;
+	bool skip_oversize;   /* client: discard an oversized record, keep its
+				 first 8 bytes (XID, msg_type) */
+	bool skipping;
+	unsigned skip_have;
+	uint8_t head8[8];
 	uint8_t hdr[4];
 	unsigned hdr_got;
 	bool in_frag;
@@ -74,7 +79,10 @@ static uint8_t *rm_take(struct rm_reader *r, size_t *len)
 
 /* Reads from @fd. Returns 1 when a record is complete (rm_take), 0 when
  * the socket has no more bytes now (non-blocking), -ECONNRESET on EOF or
- * error, -EMSGSIZE when the record exceeds the maximum, -ENOMEM. */
+ * error, -EMSGSIZE when the record exceeds the maximum, -ENOMEM. With
+ * skip_oversize, an oversized record is read and discarded instead and 2 is
+ * returned once it ended (head8 holds its first bytes if skip_have >= 8):
+ * the stream stays in step, so only that one message is lost. */
 static int rm_read(struct rm_reader *r, int fd)
 {
 	for (;;) {
@@ -100,15 +108,52 @@ static int rm_read(struct rm_reader *r, int fd)
 				r->last = (h & RM_LAST) != 0;
 				r->frag_left = h & RM_MAXFRAG;
 			}
-			if (r->frag_left > r->max || r->len > r->max - r->frag_left)
-				return -EMSGSIZE;
+			if (!r->skipping &&
+			    (r->frag_left > r->max || r->len > r->max - r->frag_left)) {
+				if (!r->skip_oversize)
+					return -EMSGSIZE;
+				r->skipping = true;
+				r->skip_have = (unsigned)RR_MIN(r->len, (size_t)8);
+				if (r->skip_have)
+					memcpy(r->head8, r->buf, r->skip_have);
+				rr_free(r->env, r->buf);
+				r->buf = NULL;
+				r->cap = r->len = 0;
+			}
 			r->in_frag = true;
 			r->hdr_got = 0;
 		}
 		if (r->frag_left == 0) {
 			r->in_frag = false;
-			if (r->last)
+			if (r->last) {
+				if (r->skipping) {
+					r->skipping = false;
+					return 2;
+				}
 				return 1;
+			}
+			continue;
+		}
+		if (r->skipping) {
+			uint8_t scratch[4096];
+
+			n = recv(fd, scratch, RR_MIN((size_t)r->frag_left, sizeof(scratch)), 0);
+			if (n == 0)
+				return -ECONNRESET;
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				if (errno == EAGAIN || errno == EWOULDBLOCK)
+					return 0;
+				return -ECONNRESET;
+			}
+			if (r->skip_have < 8) {
+				unsigned k = (unsigned)RR_MIN((size_t)(8 - r->skip_have), (size_t)n);
+
+				memcpy(r->head8 + r->skip_have, scratch, k);
+				r->skip_have += k;
+			}
+			r->frag_left -= (uint32_t)n;
 			continue;
 		}
 		if (r->cap == r->len) {
@@ -508,6 +553,33 @@ static void clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len)
 		clnt_complete(c, call);
 }
 
+/* A Reply too large for max_msg was discarded: its call fails with
+ * -EMSGSIZE (retransmitting would only bring the same Reply again). */
+static void clnt_on_oversize(struct tcp_clnt *c, const uint8_t head8[8])
+{
+	struct rr_xprt_call *call;
+	uint32_t xid, mt;
+	bool done = false;
+
+	if (rr_rpcmsg_peek(head8, 8, &xid, &mt) || mt != RR_RPC_REPLY)
+		return;
+	pthread_mutex_lock(&c->lock);
+	call = find_xid(c, xid);
+	if (call && !(call->xp_flags & (CF_REPLIED | CF_ABORTED))) {
+		if (call->xp_flags & CF_SENDING) {
+			call->xp_flags |= CF_ABORTED;
+			call->xp_status = -EMSGSIZE;
+		} else {
+			*find_slot(c, call) = call->xp_next;
+			call->status = -EMSGSIZE;
+			done = true;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (done)
+		clnt_complete(c, call);
+}
+
 /* Fails every pending call that is not being sent (the senders finish the
  * others) with -ECONNRESET. Called with c->lock held; returns the list. */
 static struct rr_xprt_call *take_unsent(struct tcp_clnt *c)
@@ -558,11 +630,18 @@ static void *clnt_rx_main(void *arg)
 				backoff_ms = 50;
 				continue;
 			}
+			if (rc == 2) {
+				/* A Reply above max_msg: fail its call only. */
+				if (c->rd.skip_have >= 8)
+					clnt_on_oversize(c, c->rd.head8);
+				continue;
+			}
 			/* Connection lost (or an oversized/failed record):
 			 * wake blocked senders first, then take the fd. */
 			shutdown(fd, SHUT_RDWR);
 			rm_free(&c->rd);
 			rm_init(&c->rd, c->p.env, c->p.max_msg);
+			c->rd.skip_oversize = true;
 			pthread_mutex_lock(&c->send_lock);
 			pthread_mutex_lock(&c->lock);
 			shutdown(c->fd, SHUT_RDWR);
@@ -674,6 +753,7 @@ static int tcp_clnt_create(const struct rr_xprt_target *t, const struct rr_xprt_
 	c->fd = fd;
 	c->connected = true;
 	rm_init(&c->rd, p->env, p->max_msg);
+	c->rd.skip_oversize = true;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->send_lock, NULL);
 	pthread_cond_init(&c->cv, NULL);
@@ -744,7 +824,8 @@ struct tcp_srv {
 	int epfd;
 	int evfd;
 	int port;
-	pthread_t io;
+	pthread_t *io;              /* io threads: accept, read, run requests */
+	unsigned nio;
 	bool io_started;
 	pthread_mutex_t lock;
 	bool stopping;
@@ -831,77 +912,85 @@ static void srv_accept(struct tcp_srv *s)
 		s->conns = cn;
 		s->nconns++;
 		pthread_mutex_unlock(&s->lock);
-		ev.events = EPOLLIN;
+		ev.events = EPOLLIN | EPOLLONESHOT;
 		ev.data.ptr = cn;
 		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
 			conn_close(s, cn);
 	}
 }
 
+/* Lets the next ready event of @cn reach a thread (EPOLLONESHOT). */
+static void conn_rearm(struct tcp_srv *s, struct tcp_conn *cn)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = cn};
+
+	if (epoll_ctl(s->epfd, EPOLL_CTL_MOD, cn->fd, &ev) < 0)
+		conn_close(s, cn);
+}
+
+/* Reads up to one complete record from @cn (only this thread reads it until
+ * it is re-armed), re-arms, then delivers the record: another io thread may
+ * read the connection's next record while this one runs the request. */
 static void srv_read(struct tcp_srv *s, struct tcp_conn *cn)
 {
-	for (int budget = 0; budget < 64; budget++) {
-		int rc = rm_read(&cn->rd, cn->fd);
-		struct tcp_req *r;
-		bool stopping;
+	int rc = rm_read(&cn->rd, cn->fd);
+	struct tcp_req *r;
+	bool stopping;
 
-		if (rc == 0)
-			return;
-		if (rc < 0) {
-			conn_close(s, cn);
-			return;
-		}
-		r = rr_zalloc(s->p.env, sizeof(*r));
-		if (!r) {
-			conn_close(s, cn);
-			return;
-		}
-		r->buf = rm_take(&cn->rd, &r->req.len);
-		r->req.msg = r->buf;
-		r->req.xp_priv = r;
-		r->conn = cn;
-		pthread_mutex_lock(&s->lock);
-		stopping = s->stopping;
-		if (!stopping)
-			cn->refs++;
-		pthread_mutex_unlock(&s->lock);
-		if (stopping) {
-			rr_free(s->p.env, r->buf);
-			rr_free(s->p.env, r);
-			continue;
-		}
-		s->p.recv(s->p.ctx, &r->req);
+	if (rc == 0) {
+		conn_rearm(s, cn);
+		return;
 	}
+	if (rc < 0) {
+		conn_close(s, cn);
+		return;
+	}
+	r = rr_zalloc(s->p.env, sizeof(*r));
+	if (!r) {
+		conn_close(s, cn);
+		return;
+	}
+	r->buf = rm_take(&cn->rd, &r->req.len);
+	r->req.msg = r->buf;
+	r->req.xp_priv = r;
+	r->conn = cn;
+	pthread_mutex_lock(&s->lock);
+	stopping = s->stopping;
+	if (!stopping)
+		cn->refs++;
+	pthread_mutex_unlock(&s->lock);
+	if (stopping) {
+		/* Shutting down: no new Calls; the connection is kept until
+		 * destroy so replies in flight still go out. */
+		rr_free(s->p.env, r->buf);
+		rr_free(s->p.env, r);
+		conn_rearm(s, cn);
+		return;
+	}
+	conn_rearm(s, cn);
+	s->p.recv(s->p.ctx, &r->req);
 }
 
 static void *srv_io_main(void *arg)
 {
 	struct tcp_srv *s = arg;
-	struct epoll_event evs[32];
 
 	for (;;) {
-		int n = epoll_wait(s->epfd, evs, 32, 1000);
+		struct epoll_event ev;
+		int n = epoll_wait(s->epfd, &ev, 1, 1000);
+		bool quit;
 
 		pthread_mutex_lock(&s->lock);
-		if (s->quit) {
-			pthread_mutex_unlock(&s->lock);
-			break;
-		}
+		quit = s->quit;
 		pthread_mutex_unlock(&s->lock);
-		for (int i = 0; i < n; i++) {
-			void *p = evs[i].data.ptr;
-
-			if (p == &s->lfd) {
-				srv_accept(s);
-			} else if (p == &s->evfd) {
-				uint64_t v;
-
-				if (read(s->evfd, &v, sizeof(v)) < 0)
-					continue;
-			} else {
-				srv_read(s, p);
-			}
-		}
+		if (quit)
+			break;
+		if (n != 1 || ev.data.ptr == &s->evfd)
+			continue;
+		if (ev.data.ptr == &s->lfd)
+			srv_accept(s);
+		else
+			srv_read(s, ev.data.ptr);
 	}
 	return NULL;
 }
@@ -986,9 +1075,18 @@ static int tcp_srv_start(struct rr_xprt_server *x)
 		return -EBUSY;
 	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev) < 0)
 		return -errno;
-	rc = pthread_create(&s->io, NULL, srv_io_main, s);
-	if (rc)
-		return -rc;
+	s->nio = s->p.threads ? s->p.threads : 1;
+	s->io = rr_zalloc(s->p.env, s->nio * sizeof(pthread_t));
+	if (!s->io)
+		return -ENOMEM;
+	for (unsigned i = 0; i < s->nio; i++) {
+		rc = pthread_create(&s->io[i], NULL, srv_io_main, s);
+		if (rc) {
+			s->nio = i;
+			s->io_started = true; /* destroy joins those started */
+			return -rc;
+		}
+	}
 	s->io_started = true;
 	return 0;
 }
@@ -1033,7 +1131,6 @@ static void tcp_srv_req_done(struct rr_xprt_server *x, struct rr_xprt_req *req)
 static void tcp_srv_stop(struct rr_xprt_server *x)
 {
 	struct tcp_srv *s = (struct tcp_srv *)x;
-	uint64_t one = 1;
 
 	pthread_mutex_lock(&s->lock);
 	s->stopping = true;
@@ -1044,8 +1141,6 @@ static void tcp_srv_stop(struct rr_xprt_server *x)
 		close(s->lfd);
 		s->lfd = -1;
 	}
-	if (write(s->evfd, &one, sizeof(one)) < 0)
-		return;
 }
 
 static void tcp_srv_destroy(struct rr_xprt_server *x)
@@ -1057,11 +1152,15 @@ static void tcp_srv_destroy(struct rr_xprt_server *x)
 	pthread_mutex_lock(&s->lock);
 	s->quit = true;
 	pthread_mutex_unlock(&s->lock);
+	/* Never consumed: wakes every io thread (they also wake each second). */
 	if (write(s->evfd, &one, sizeof(one)) < 0) {
-		/* the io thread also wakes every second */
+		/* nothing else to do */
 	}
-	if (s->io_started)
-		pthread_join(s->io, NULL);
+	if (s->io_started) {
+		for (unsigned i = 0; i < s->nio; i++)
+			pthread_join(s->io[i], NULL);
+	}
+	rr_free(s->p.env, s->io);
 	/* Only io-thread references remain (every req is done). */
 	while (s->conns) {
 		struct tcp_conn *cn = s->conns;
@@ -1076,6 +1175,7 @@ static void tcp_srv_destroy(struct rr_xprt_server *x)
 }
 
 static const struct rr_xprt_server_ops tcp_server_ops = {
+	.inline_recv = true,
 	.create = tcp_srv_create,
 	.port = tcp_srv_port,
 	.start = tcp_srv_start,

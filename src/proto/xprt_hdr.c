@@ -1,0 +1,238 @@
+/* The transport core's view of the RPC-over-RDMA v1 header (RFC 8166 section
+ * 4 "RPC-over-RDMA Protocol Messages" and its XDR, section 4.1-4.3): decode
+ * into struct rr_xprt_hdr with the structural verdict of section 4.5 "Error
+ * Handling" (ERR_VERS for an unknown version, ERR_CHUNK for an XDR error, an
+ * unknown or RDMA_MSGP procedure, an unaligned Read position; silently drop
+ * what cannot be answered), and encode the forms the transport sends.
+ *
+ * Decoding is delegated to the header codec (proto/hdr.h); this adapter
+ * keeps the core independent of the codec's data structures. */
+#include "proto/hdr.h"
+#include "proto/xprt.h"
+#include "xdr/xdr.h"
+
+void rr_xprt_params_default(struct rr_xprt_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->call_inline = RR_XPRT_DEFAULT_INLINE;
+	p->reply_inline = RR_XPRT_DEFAULT_INLINE;
+	p->max_seg_len = 1u << 20;
+	p->max_segs = 16;
+	p->max_call = 1u << 24;
+}
+
+/* Decoding goes through the project's header codec (proto/hdr.h), which
+ * applies RFC 8166 section 5.5's direction-dependent verdicts; this adapter
+ * copies its parsed chunks into the core's representation. */
+enum rr_xprt_verdict rr_xprt_hdr_decode(const uint8_t *buf, size_t len, bool is_call,
+					uint32_t inline_max, uint32_t max_chunk,
+					struct rr_xprt_hdr *h)
+{
+	struct rr_hdr_limits lim;
+	struct rr_hdr dd, *d = &dd;
+	enum rr_xprt_verdict v = RR_XPRT_V_OK;
+
+	h->nreads = h->nwrites = 0;
+	h->has_reply = false;
+	h->err = 0;
+	h->hdr_len = 0;
+	h->xid = len >= 4 ? rr_get_be32(buf) : 0;
+	h->vers = len >= 8 ? rr_get_be32(buf + 4) : RR_XPRT_VERSION;
+	rr_hdr_limits_init(&lim);
+	lim.max_segs_per_chunk = RR_XPRT_MAX_SEGS;
+	lim.max_read_chunks = RR_HDR_MAX_READ_CHUNKS;
+	lim.max_write_chunks = RR_XPRT_MAX_WCHUNKS;
+	lim.max_chunk_len = max_chunk ? max_chunk : UINT32_MAX;
+	lim.inline_threshold = inline_max ? inline_max : UINT32_MAX;
+	(void)rr_hdr_decode(d, buf, len, is_call ? RR_HDR_DIR_CALL : RR_HDR_DIR_REPLY, &lim);
+	h->xid = d->xid;
+	h->vers = d->vers;
+	h->credit = d->credit;
+	h->proc = d->proc;
+	h->reason = (uint32_t)d->reason;
+	switch (d->verdict) {
+	case RR_HDR_OK:
+		break;
+	case RR_HDR_REPLY_ERR_VERS:
+		v = RR_XPRT_V_ERR_VERS;
+		goto out;
+	case RR_HDR_REPLY_ERR_CHUNK:
+		v = RR_XPRT_V_ERR_CHUNK;
+		goto out;
+	default:
+		v = RR_XPRT_V_DROP;
+		goto out;
+	}
+	h->hdr_len = d->hdr_len;
+	if (d->proc == RR_HDR_ERROR) {
+		h->err = d->err;
+		h->vers_low = d->vers_low;
+		h->vers_high = d->vers_high;
+		goto out;
+	}
+	if (d->proc != RR_HDR_MSG && d->proc != RR_HDR_NOMSG)
+		goto out;
+	for (uint32_t c = 0; c < d->nread; c++) {
+		for (uint32_t i = 0; i < d->read[c].nsegs; i++) {
+			const struct rr_hdr_seg *g = &d->segs[d->read[c].first + i];
+
+			if (h->nreads == RR_XPRT_MAX_READS) {
+				v = RR_XPRT_V_LIMIT;
+				goto out;
+			}
+			h->reads[h->nreads].position = d->read[c].position;
+			h->reads[h->nreads].seg = (struct rr_xprt_seg){g->handle, g->length,
+								      g->offset};
+			h->nreads++;
+		}
+	}
+	for (uint32_t c = 0; c < d->nwrite; c++) {
+		struct rr_xprt_chunk *w = &h->writes[h->nwrites++];
+
+		w->nsegs = d->write[c].nsegs;
+		for (uint32_t i = 0; i < w->nsegs; i++) {
+			const struct rr_hdr_seg *g = &d->segs[d->write[c].first + i];
+
+			w->segs[i] = (struct rr_xprt_seg){g->handle, g->length, g->offset};
+		}
+	}
+	h->has_reply = d->has_reply;
+	if (d->has_reply) {
+		h->reply.nsegs = d->reply.nsegs;
+		for (uint32_t i = 0; i < d->reply.nsegs; i++) {
+			const struct rr_hdr_seg *g = &d->segs[d->reply.first + i];
+
+			h->reply.segs[i] = (struct rr_xprt_seg){g->handle, g->length, g->offset};
+		}
+	}
+out:
+	return v;
+}
+
+static size_t chunk_size(const struct rr_xprt_chunk *c)
+{
+	return 4 + (size_t)c->nsegs * 16;
+}
+
+size_t rr_xprt_hdr_size(const struct rr_xprt_hdr *h)
+{
+	size_t n = RR_XPRT_FIXED_HDR;
+
+	switch (h->proc) {
+	case RR_XPRT_MSG:
+	case RR_XPRT_NOMSG:
+		n += (size_t)h->nreads * 24 + 4;
+		for (uint32_t i = 0; i < h->nwrites; i++)
+			n += 4 + chunk_size(&h->writes[i]);
+		n += 4;
+		n += 4 + (h->has_reply ? chunk_size(&h->reply) : 0);
+		return n;
+	case RR_XPRT_ERROR:
+		return n + 4 + (h->err == RR_XPRT_ERR_VERS ? 8 : 0);
+	default:
+		return n;
+	}
+}
+
+static int put_seg(struct rr_xdr_enc *e, const struct rr_xprt_seg *s)
+{
+	if (rr_xdr_put_u32(e, s->handle) || rr_xdr_put_u32(e, s->length) ||
+	    rr_xdr_put_u64(e, s->offset))
+		return -EMSGSIZE;
+	return 0;
+}
+
+static int put_chunk(struct rr_xdr_enc *e, const struct rr_xprt_chunk *c)
+{
+	if (rr_xdr_put_u32(e, c->nsegs))
+		return -EMSGSIZE;
+	for (uint32_t i = 0; i < c->nsegs; i++)
+		if (put_seg(e, &c->segs[i]))
+			return -EMSGSIZE;
+	return 0;
+}
+
+int rr_xprt_hdr_encode(const struct rr_xprt_hdr *h, uint8_t *buf, size_t cap)
+{
+	struct rr_xdr_enc e;
+
+	rr_xdr_enc_init(&e, buf, cap);
+	if (rr_xdr_put_u32(&e, h->xid) || rr_xdr_put_u32(&e, h->vers) ||
+	    rr_xdr_put_u32(&e, h->credit) || rr_xdr_put_u32(&e, h->proc))
+		return -EMSGSIZE;
+	switch (h->proc) {
+	case RR_XPRT_MSG:
+	case RR_XPRT_NOMSG:
+		for (uint32_t i = 0; i < h->nreads; i++)
+			if (rr_xdr_put_bool(&e, true) ||
+			    rr_xdr_put_u32(&e, h->reads[i].position) ||
+			    put_seg(&e, &h->reads[i].seg))
+				return -EMSGSIZE;
+		if (rr_xdr_put_bool(&e, false))
+			return -EMSGSIZE;
+		for (uint32_t i = 0; i < h->nwrites; i++)
+			if (rr_xdr_put_bool(&e, true) || put_chunk(&e, &h->writes[i]))
+				return -EMSGSIZE;
+		if (rr_xdr_put_bool(&e, false) || rr_xdr_put_bool(&e, h->has_reply))
+			return -EMSGSIZE;
+		if (h->has_reply && put_chunk(&e, &h->reply))
+			return -EMSGSIZE;
+		break;
+	case RR_XPRT_ERROR:
+		if (rr_xdr_put_u32(&e, h->err))
+			return -EMSGSIZE;
+		if (h->err == RR_XPRT_ERR_VERS &&
+		    (rr_xdr_put_u32(&e, h->vers_low) || rr_xdr_put_u32(&e, h->vers_high)))
+			return -EMSGSIZE;
+		break;
+	case RR_XPRT_DONE:
+		break;
+	default:
+		return -EINVAL;
+	}
+	return (int)rr_xdr_enc_len(&e);
+}
+
+/* RDMA_ERROR (RFC 8166 section 5.5): xid and vers echo the failing message;
+ * ERR_VERS advertises 1..1. */
+int rr_xprt_encode_error(uint32_t xid, uint32_t vers, uint32_t grant, uint32_t err,
+			 uint8_t *buf, size_t cap)
+{
+	struct rr_xdr_enc e;
+	int rc;
+
+	rr_xdr_enc_init(&e, buf, cap);
+	if (err == RR_XPRT_ERR_VERS)
+		rc = rr_hdr_encode_err_vers(&e, xid, vers, grant, RR_XPRT_VERSION,
+					    RR_XPRT_VERSION);
+	else
+		rc = rr_hdr_encode_err_chunk(&e, xid, vers, grant);
+	return rc ? rc : (int)rr_xdr_enc_len(&e);
+}
+
+int rr_xprt_stats_print(const struct rr_xprt_stats *s, FILE *f)
+{
+	int n = fprintf(f,
+		"\txprt:\trdma sends %llu recvs %llu bad_xids %llu bad_replies %llu\n"
+		"\t\tread_chunks %llu write_chunks %llu reply_chunks %llu\n"
+		"\t\ttotal_rdma_req %llu total_rdma_rep %llu rdma_read_bytes %llu rdma_write_bytes %llu\n"
+		"\t\tshort %llu chunked %llu long %llu pullup_bytes %llu\n"
+		"\t\terr_vers_sent %llu err_chunk_sent %llu err_received %llu dropped %llu\n"
+		"\t\tremote_inv %llu local_inv %llu bad_remote_inv %llu\n"
+		"\t\tcredits_exhausted %llu retransmits %llu reconnects %llu fatal_errors %llu\n",
+		(unsigned long long)s->sends, (unsigned long long)s->recvs,
+		(unsigned long long)s->bad_xids, (unsigned long long)s->bad_replies,
+		(unsigned long long)s->read_chunks, (unsigned long long)s->write_chunks,
+		(unsigned long long)s->reply_chunks,
+		(unsigned long long)s->total_rdma_req, (unsigned long long)s->total_rdma_rep,
+		(unsigned long long)s->rdma_read_bytes, (unsigned long long)s->rdma_write_bytes,
+		(unsigned long long)s->short_msgs, (unsigned long long)s->chunked_msgs,
+		(unsigned long long)s->long_msgs, (unsigned long long)s->pullup_bytes,
+		(unsigned long long)s->err_vers_sent, (unsigned long long)s->err_chunk_sent,
+		(unsigned long long)s->err_received, (unsigned long long)s->dropped,
+		(unsigned long long)s->remote_inv, (unsigned long long)s->local_inv,
+		(unsigned long long)s->bad_remote_inv,
+		(unsigned long long)s->credits_exhausted, (unsigned long long)s->retransmits,
+		(unsigned long long)s->reconnects, (unsigned long long)s->fatal_errors);
+	return n < 0 ? -EIO : 0;
+}
