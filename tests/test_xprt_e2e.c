@@ -337,7 +337,7 @@ static struct rpc *mk_rpc(struct cl *c, uint32_t reply_n, uint32_t filler_n, uns
 		for (unsigned k = 0; k < nitems; k++) {
 			p->parts[np++] = (struct rr_xprt_part){p->data[k], lens[k], true};
 			if (k + 1 < nitems) {
-				rr_put_be32(p->mid[k], lens[k + 1]);
+				rr_put_be32(p->mid[k], p->len[k + 1]);
 				p->parts[np++] = (struct rr_xprt_part){p->mid[k], 4, false};
 			}
 		}
