@@ -34,7 +34,8 @@ static int h_echo(struct rpcrdma_req *r, void *ctx)
 {
 	uint32_t v;
 
-	(void)ctx;
+	if (ctx)
+		atomic_fetch_add((atomic_int *)ctx, 1);
 	if (rpcrdma_xdr_get_u32(rpcrdma_req_args(r), &v))
 		return RPCRDMA_SVC_GARBAGE_ARGS;
 	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), v + 1);
@@ -923,4 +924,163 @@ check:
 	}
 	CHECK(ok_runs > 0);
 	rpcrdma_server_destroy(s);
+}
+
+static atomic_int load_stop;
+
+struct load_arg {
+	struct rpcrdma_client *c;
+	int fails;
+	int done;
+};
+
+/* Echo calls until told to stop, then 50 more (at most 60 s). */
+static void *load_main(void *p)
+{
+	struct load_arg *a = p;
+	int extra = 0;
+	time_t end = time(NULL) + 60;
+
+	for (uint32_t i = 0; extra < 50 && time(NULL) < end; i++) {
+		/* Counted only if started after the new server was up. */
+		bool after = atomic_load(&load_stop);
+
+		if (echo(a->c, i, 1))
+			a->fails++;
+		a->done++;
+		if (after)
+			extra++;
+	}
+	return NULL;
+}
+
+static void async_count(struct rpcrdma_call *call, int status, void *arg)
+{
+	struct async_ctx *a = arg;
+
+	if (status == 0)
+		atomic_fetch_add(&a->ok, 1);
+	rpcrdma_call_destroy(call);
+	atomic_fetch_add(&a->done, 1);
+}
+
+TEST(rpc_tcp_server_restart_under_load)
+{
+	char url[64];
+	struct rpcrdma_server *s = start_server(2, 0, url, sizeof(url));
+	struct rpcrdma_client *c = connect_client(url, PROG, 1);
+	struct rpcrdma_server_opts o = {.threads = 2};
+	struct load_arg la[3];
+	pthread_t th[3];
+	struct async_ctx a;
+	atomic_int served_by_new;
+	int rc = -1;
+
+	atomic_init(&served_by_new, 0);
+	atomic_store(&load_stop, 0);
+	atomic_init(&a.done, 0);
+	atomic_init(&a.ok, 0);
+	for (int i = 0; i < 3; i++) {
+		la[i] = (struct load_arg){.c = c};
+		REQUIRE_EQ(pthread_create(&th[i], NULL, load_main, &la[i]), 0);
+	}
+	/* Asynchronous calls mixed in, then the server goes away and comes
+	 * back on the same port: every call completes, retransmitted with its
+	 * XID on the new connection. */
+	for (int i = 0; i < 32; i++) {
+		struct rpcrdma_call *call;
+
+		REQUIRE_EQ(rpcrdma_call_create(c, T_ECHO, &call), 0);
+		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), (uint32_t)i);
+		REQUIRE_EQ(rpcrdma_call_start(call, async_count, &a), 0);
+	}
+	usleep(20000);
+	rpcrdma_server_destroy(s);
+	s = NULL;
+	for (int t = 0; t < 50 && rc; t++) {
+		rc = rpcrdma_server_create(url, &o, &s);
+		if (rc)
+			usleep(20000);
+	}
+	REQUIRE_EQ(rc, 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_ECHO, h_echo, &served_by_new), 0);
+	REQUIRE_EQ(rpcrdma_server_start(s), 0);
+	atomic_store(&load_stop, 1);
+	for (int i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_EQ(la[i].fails, 0);
+		CHECK(la[i].done >= 50);
+	}
+	if (atomic_load(&served_by_new) < 150)
+		fprintf(stderr, "  served_by_new %d, done %d %d %d\n", atomic_load(&served_by_new), la[0].done, la[1].done, la[2].done);
+	CHECK(atomic_load(&served_by_new) >= 150);
+	for (int t = 0; t < 1000 && atomic_load(&a.done) < 32; t++)
+		usleep(10000);
+	CHECK_EQ(atomic_load(&a.done), 32);
+	CHECK_EQ(atomic_load(&a.ok), 32);
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+}
+
+TEST(rpc_tcp_server_failing_allocator)
+{
+	const struct rpcrdma_env *def = rpcrdma_env_default();
+	struct rpcrdma_env env = *def;
+	unsigned ok_runs = 0;
+
+	env.alloc = fa_alloc;
+	env.free = fa_free;
+	for (unsigned long i = 1; i <= 14; i++) {
+		struct rpcrdma_server_opts so = {.env = &env, .threads = 2};
+		struct rpcrdma_client_opts co = {.timeout_ms = 300, .no_reconnect = true};
+		struct rpcrdma_server *s = NULL;
+		struct rpcrdma_client *c = NULL;
+		char url[64];
+		int rc;
+
+		rr_test_env_init(&fa_te, i);
+		fa_te.fail_at = i;
+		rc = rpcrdma_server_create("tcp://127.0.0.1:0", &so, &s);
+		if (rc) {
+			CHECK_EQ(rc, -ENOMEM);
+			goto check;
+		}
+		rc = rpcrdma_server_register(s, PROG, 1, T_BULK, h_bulk, NULL);
+		if (!rc)
+			rc = rpcrdma_server_start(s);
+		if (rc) {
+			CHECK_EQ(rc, -ENOMEM);
+			goto out;
+		}
+		snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", rpcrdma_server_port(s));
+		if (rpcrdma_client_create(url, PROG, 1, &co, &c) == 0) {
+			for (int k = 0; k < 2; k++) {
+				struct rpcrdma_call *call;
+				uint8_t data[600];
+
+				fill(data, sizeof(data), 5);
+				REQUIRE_EQ(rpcrdma_call_create(c, T_BULK, &call), 0);
+				rpcrdma_xdr_put_u32(rpcrdma_call_args(call), 5);
+				rpcrdma_xdr_put_ddp(rpcrdma_call_args(call), data, sizeof(data));
+				rc = rpcrdma_call_run(call);
+				/* A failed server allocation drops the request
+				 * or the connection, or becomes SYSTEM_ERR. */
+				CHECK(rc == 0 || rc == -ETIMEDOUT || rc == -ECONNRESET ||
+				      rc == -ENOTCONN || rc == -EREMOTEIO);
+				if (rc == 0)
+					ok_runs++;
+				if (getenv("RR_VERBOSE"))
+					printf("  server fail_at %lu call %d: %d\n", i, k, rc);
+				rpcrdma_call_destroy(call);
+			}
+			rpcrdma_client_destroy(c);
+		}
+out:
+		rpcrdma_server_destroy(s);
+check:
+		pthread_mutex_lock(&fa_lock);
+		CHECK_EQ(fa_te.live, 0);
+		pthread_mutex_unlock(&fa_lock);
+	}
+	CHECK(ok_runs > 0);
 }

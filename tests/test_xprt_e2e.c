@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -759,9 +760,8 @@ static void rogue_post_recv(struct rogue *g, unsigned i)
 	REQUIRE_EQ(rpcrdma_post_recv(g->qp, &wr, NULL), 0);
 }
 
-static int rogue_open(struct rogue *g, int port)
+static int rogue_open_pd(struct rogue *g, int port, const uint8_t *pd, uint16_t pdlen)
 {
-	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
 	struct rpcrdma_cq_attr ca = {64, NULL};
 	struct rpcrdma_qp_attr qa = {0};
 	struct rpcrdma_conn_param prm = {0};
@@ -788,7 +788,7 @@ static int rogue_open(struct rogue *g, int port)
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	a.sin_port = htons((uint16_t)port);
 	prm.private_data = pd;
-	prm.private_data_len = 8;
+	prm.private_data_len = pdlen;
 	prm.responder_resources = 4;
 	prm.initiator_depth = 4;
 	REQUIRE_EQ(rpcrdma_connect(g->ch, g->qp, (struct sockaddr *)&a, sizeof(a), &prm, g,
@@ -802,6 +802,13 @@ static int rogue_open(struct rogue *g, int port)
 		sleep_ms(10);
 	}
 	return -ETIMEDOUT;
+}
+
+static int rogue_open(struct rogue *g, int port)
+{
+	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
+
+	return rogue_open_pd(g, port, pd, 8);
 }
 
 static void rogue_close(struct rogue *g)
@@ -1019,6 +1026,457 @@ TEST(xprt_e2e_rogue_requester)
 	n = rogue_xchg(&g, m, 84, r, 3000);
 	CHECK(n <= 0);
 	CHECK_EQ(s.served, 2);
+	rogue_close(&g);
+	/* The same peer retransmits that XID on a new connection: ERR_CHUNK,
+	 * not another failing Read; the connection stays up. */
+	REQUIRE_EQ(rogue_open(&g, port), 0);
+	expect_error(r, rogue_xchg(&g, m, 84, r, 3000), 0x10f, RR_XPRT_ERR_CHUNK);
+	l = rogue_call(m, 0x111, 1, RR_XPRT_MSG, 0x111);
+	n = rogue_xchg(&g, m, l, r, 3000);
+	REQUIRE(n >= 48);
+	CHECK_EQ(rr_get_be32(r), 0x111);
+	CHECK_EQ(s.served, 3);
+	rogue_close(&g);
+	srv_stop(&s);
+}
+
+/* ---- a scripted rogue responder: raw Replies to our requester ---- */
+struct rsrv {
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	struct rpcrdma_cm_id *lid, *id;
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_qp *qp;
+	struct rpcrdma_mr *rmr, *smr;
+	uint8_t rbuf[8][4096];
+	uint8_t sbuf[4096];
+};
+
+struct cl_arg {
+	struct cl *c;
+	struct rr_tp_conf *cc;
+	int port;
+	int rc;
+};
+
+static void *cl_thread(void *a)
+{
+	struct cl_arg *x = a;
+
+	x->rc = cl_start(x->c, x->cc, x->port);
+	return NULL;
+}
+
+static void rsrv_post_recv(struct rsrv *g, unsigned i)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->rbuf[i], 4096, rpcrdma_mr_lkey(g->rmr)};
+	struct rpcrdma_recv_wr wr = {i, NULL, &sge, 1};
+
+	REQUIRE_EQ(rpcrdma_post_recv(g->qp, &wr, NULL), 0);
+}
+
+/* Waits for a Call; returns its length (copied to @out) or -1. */
+static int rsrv_recv(struct rsrv *g, uint8_t *out, unsigned ms)
+{
+	for (unsigned t = 0; t < ms; t += 5) {
+		struct rpcrdma_wc wc[4];
+		int n = rpcrdma_cq_poll(g->cq, 4, wc);
+
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != RPCRDMA_WC_SUCCESS)
+				return -1;
+			if (wc[i].opcode == RPCRDMA_WC_RECV) {
+				unsigned idx = (unsigned)wc[i].wr_id;
+				int l = (int)wc[i].byte_len;
+
+				memcpy(out, g->rbuf[idx], (size_t)l);
+				rsrv_post_recv(g, idx);
+				return l;
+			}
+		}
+		sleep_ms(5);
+	}
+	return -1;
+}
+
+static int rsrv_send(struct rsrv *g, const uint8_t *m, size_t len, bool inv, uint32_t stag)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
+				  rpcrdma_mr_lkey(g->smr)};
+	struct rpcrdma_send_wr wr;
+
+	memcpy(g->sbuf, m, len);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 77;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
+	wr.u.send.invalidate_stag = stag;
+	wr.flags = RPCRDMA_SEND_SIGNALED;
+	if (rpcrdma_post_send(g->qp, &wr, NULL))
+		return -1;
+	for (int t = 0; t < 400; t++) {
+		struct rpcrdma_wc wc;
+
+		if (rpcrdma_cq_poll(g->cq, 1, &wc) == 1)
+			return wc.status == RPCRDMA_WC_SUCCESS ? 0 : -1;
+		sleep_ms(5);
+	}
+	return -1;
+}
+
+/* Malformed Replies are silently discarded (the Call stays pending); a valid
+ * Reply sent with Send With Invalidate although the responder advertised no
+ * R (Linux svcrdma does this when the requester set R) completes it with the
+ * named STag marked remotely invalidated and every other STag invalidated
+ * locally. */
+TEST(xprt_e2e_rogue_responder)
+{
+	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3}; /* R = 0 */
+	static struct rsrv g;
+	struct rpcrdma_cq_attr ca = {64, NULL};
+	struct rpcrdma_qp_attr qa = {0};
+	struct rpcrdma_conn_param prm = {0};
+	struct sockaddr_in a = {0};
+	struct sockaddr_storage ss;
+	struct rpcrdma_cm_event ev;
+	struct rr_tp_conf sc, cc;
+	struct rr_xprt_stats st;
+	struct cl c;
+	struct cl_arg x;
+	pthread_t th;
+	static struct rr_xprt_hdr h, rh;
+	uint8_t call[4096], m[4096];
+	uint32_t lens[1] = {40}, xid, wstag;
+	struct rpc *p;
+	int n, port;
+	bool got = false;
+
+	if (!soft_ok())
+		return;
+	memset(&g, 0, sizeof(g));
+	confs(&sc, &cc);
+	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, NULL, &g.ctx), 0);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(g.ctx, &g.ch), 0);
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	REQUIRE_EQ(rpcrdma_listen(g.ch, (struct sockaddr *)&a, sizeof(a), 4, NULL, &g.lid), 0);
+	REQUIRE_EQ(rpcrdma_cm_local_addr(g.lid, &ss), 0);
+	port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	x = (struct cl_arg){&c, &cc, port, -1};
+	pthread_create(&th, NULL, cl_thread, &x);
+	for (int t = 0; t < 600 && !got; t++) {
+		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_CONNECT_REQUEST)
+			got = true;
+		else
+			sleep_ms(5);
+	}
+	REQUIRE(got);
+	g.id = ev.id;
+	REQUIRE_EQ(rpcrdma_pd_alloc(g.ctx, &g.pd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(g.ctx, &ca, &g.cq), 0);
+	qa.send_cq = qa.recv_cq = g.cq;
+	qa.max_send_wr = 16;
+	qa.max_recv_wr = 8;
+	qa.max_send_sge = qa.max_recv_sge = 1;
+	REQUIRE_EQ(rpcrdma_qp_create(g.pd, &qa, &g.qp), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(g.pd, g.rbuf, sizeof(g.rbuf),
+					 RPCRDMA_ACCESS_LOCAL_WRITE, &g.rmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(g.pd, g.sbuf, sizeof(g.sbuf),
+					 RPCRDMA_ACCESS_LOCAL_WRITE, &g.smr), 0);
+	for (unsigned i = 0; i < 8; i++)
+		rsrv_post_recv(&g, i);
+	prm.private_data = pd;
+	prm.private_data_len = 8;
+	prm.responder_resources = 4;
+	prm.initiator_depth = 4;
+	REQUIRE_EQ(rpcrdma_accept(g.id, g.qp, &prm), 0);
+	pthread_join(th, NULL);
+	REQUIRE_EQ(x.rc, 0);
+
+	/* One Call with a Write chunk; the Reply will echo it. */
+	p = mk_rpc(&c, 0, 0, 1, lens, true, 256);
+	REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
+	n = rsrv_recv(&g, call, 3000);
+	REQUIRE(n > 28);
+	REQUIRE_EQ(rr_xprt_hdr_decode(call, (size_t)n, true, 0, 0, &h), RR_XPRT_V_OK);
+	xid = h.xid;
+	REQUIRE_EQ(h.nwrites, 1);
+	wstag = h.writes[0].segs[0].handle;
+	CHECK(rr_tp_client_live_stags(c.tp) >= 1);
+
+#define RBASE()                                                                \
+	do {                                                                   \
+		memset(&rh, 0, sizeof(rh));                                    \
+		rh.xid = xid; rh.vers = 1; rh.credit = 16; rh.proc = RR_XPRT_MSG; \
+		rh.nwrites = 1; rh.writes[0].nsegs = 1;                        \
+		rh.writes[0].segs[0] = h.writes[0].segs[0];                    \
+		rh.writes[0].segs[0].length = 40;                              \
+	} while (0)
+	/* reply body: xid REPLY 0 nitems=1 len=40 MAGIC (data went by Write) */
+#define RBODY(buf, off, rx)                                                    \
+	do {                                                                   \
+		rr_put_be32(buf + off, rx); rr_put_be32(buf + off + 4, 1);     \
+		rr_put_be32(buf + off + 8, 0); rr_put_be32(buf + off + 12, 1); \
+		rr_put_be32(buf + off + 16, 40); rr_put_be32(buf + off + 20, MAGIC); \
+	} while (0)
+	{
+		int hl;
+
+		/* wrong RPC XID */
+		RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid + 1);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		/* version 2 */
+		RBASE(); rh.vers = 2; hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		/* truncated inside the Write list */
+		RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+		REQUIRE_EQ(rsrv_send(&g, m, 30, false, 0), 0);
+		/* a Read list in a Reply */
+		RBASE(); rh.nreads = 1; rh.reads[0].position = 8; rh.reads[0].seg = h.writes[0].segs[0];
+		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		/* Write chunk longer than provided, and a foreign handle */
+		RBASE(); rh.writes[0].segs[0].length = h.writes[0].segs[0].length + 1;
+		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		RBASE(); rh.writes[0].segs[0].handle ^= 0x100;
+		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		/* RDMA_DONE, RDMA_MSGP, an RDMA_ERROR with an unknown code */
+		RBASE(); rh.proc = RR_XPRT_DONE; hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl, false, 0), 0);
+		RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		rr_put_be32(m + 12, RR_XPRT_MSGP);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		rr_put_be32(m + 12, RR_XPRT_ERROR);
+		rr_put_be32(m + 16, 9);
+		REQUIRE_EQ(rsrv_send(&g, m, 20, false, 0), 0);
+		sleep_ms(100);
+		CHECK_EQ(p->completions, 0);
+		rr_tp_client_stats(c.tp, &st);
+		CHECK(st.bad_replies + st.dropped >= 8);
+
+		/* The valid Reply, with Send With Invalidate of our Write chunk's
+		 * STag although this responder advertised R = 0. */
+		memcpy(p->sinkbuf[0], p->data[0], 40);   /* as if RDMA Written */
+		RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, true, wstag), 0);
+		REQUIRE(cl_wait(&c, 1, 5000));
+		CHECK_EQ(p->completions, 1);
+		CHECK_EQ(p->status, 0);
+		CHECK(verify(p));
+		rr_tp_client_stats(c.tp, &st);
+		CHECK_EQ(st.remote_inv, 1);
+		CHECK_EQ(st.local_inv, 0);    /* its only STag: not invalidated twice */
+		CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+		/* A duplicate of the valid Reply: unknown XID, dropped. */
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		sleep_ms(50);
+		CHECK_EQ(p->completions, 1);
+	}
+#undef RBASE
+#undef RBODY
+	free_rpc(p);
+	cl_stop(&c);
+	/* Take every pending CM event before destroying the ids. */
+	for (int t = 0; t < 100; t++) {
+		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_DISCONNECTED)
+			break;
+		sleep_ms(5);
+	}
+	(void)rpcrdma_cm_id_destroy(g.id);
+	(void)rpcrdma_qp_destroy(g.qp);
+	(void)rpcrdma_dereg_mr(g.rmr);
+	(void)rpcrdma_dereg_mr(g.smr);
+	(void)rpcrdma_cq_destroy(g.cq);
+	(void)rpcrdma_pd_free(g.pd);
+	(void)rpcrdma_cm_id_destroy(g.lid);
+	(void)rpcrdma_cm_channel_destroy(g.ch);
+	(void)rpcrdma_close(g.ctx);
+}
+
+/* The responder in another process (fork before any thread): message forms
+ * with data verified across process boundaries. */
+TEST(xprt_e2e_across_processes)
+{
+	struct rr_tp_conf sc, cc;
+	int to_child[2], to_parent[2];
+	pid_t pid;
+	int port = 0, status = 0;
+	struct cl c;
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	REQUIRE_EQ(pipe(to_child), 0);
+	REQUIRE_EQ(pipe(to_parent), 0);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct srv s;
+		char b;
+		int pt;
+
+		close(to_child[1]);
+		close(to_parent[0]);
+		pt = srv_start(&s, &sc);
+		if (write(to_parent[1], &pt, sizeof(pt)) != sizeof(pt))
+			_exit(2);
+		/* serve until the parent closes its end */
+		while (read(to_child[0], &b, 1) > 0)
+			;
+		srv_stop(&s);
+		_exit(s.bad == 0 && s.served >= 4 ? 0 : 1);
+	}
+	close(to_child[0]);
+	close(to_parent[1]);
+	REQUIRE_EQ(read(to_parent[0], &port, sizeof(port)), (long)sizeof(port));
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	{
+		uint32_t l1[1] = {100}, l2[1] = {9001}, l3[3] = {5000, 1, 70000};
+		struct rpc *p;
+
+		p = run1(&c, 0, 0, 1, l1, false, 1024);       /* Short */
+		CHECK(verify(p));
+		free_rpc(p);
+		p = run1(&c, 0, 6000, 1, l2, true, 4096);     /* Long Call + Write */
+		CHECK(verify(p));
+		free_rpc(p);
+		p = run1(&c, 50000, 0, 3, l3, true, 60000);   /* Reads, Writes, Long Reply */
+		CHECK(verify(p));
+		free_rpc(p);
+		p = run1(&c, 0, 0, 3, l3, false, 200000);     /* results through Reply chunk */
+		CHECK(verify(p));
+		free_rpc(p);
+	}
+	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+	cl_stop(&c);
+	close(to_child[1]);
+	REQUIRE_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(to_parent[0]);
+}
+
+/* Without invalidatable registrations (plain MRs): the requester does not
+ * advertise R, exposes MR STags and invalidates by deregistration. */
+TEST(xprt_e2e_without_windows)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c;
+	struct rr_xprt_stats st;
+	struct rr_xprt_params prm;
+	uint32_t lens[1] = {20000};
+	int port;
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	cc.use_windows = false;
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	for (int i = 0; i < 10; i++) {
+		struct rpc *p = run1(&c, i * 1000, 0, 1, lens, i & 1, 40000);
+
+		CHECK(verify(p));
+		free_rpc(p);
+	}
+	REQUIRE_EQ(rr_tp_client_params(c.tp, &prm, NULL), 0);
+	CHECK(!prm.local_r);
+	rr_tp_client_stats(c.tp, &st);
+	CHECK_EQ(st.remote_inv, 0);
+	CHECK(st.local_inv >= 10);
+	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+	cl_stop(&c);
+	srv_stop(&s);
+}
+
+/* Destroying a client with Calls in flight: each completes exactly once with
+ * -ECANCELED after its STags are invalid. */
+TEST(xprt_e2e_destroy_with_pending)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c;
+	struct rpc *ps[6];
+	uint32_t lens[1] = {6000};
+	int port;
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	/* open the grant */
+	ps[0] = run1(&c, 0, 0, 1, lens, true, 4096);
+	free_rpc(ps[0]);
+	pthread_mutex_lock(&s.lock);
+	s.hold = true;
+	pthread_mutex_unlock(&s.lock);
+	for (unsigned i = 0; i < 6; i++) {
+		ps[i] = mk_rpc(&c, 0, 0, 1, lens, true, 4096);
+		REQUIRE_EQ(rr_tp_client_submit(c.tp, &ps[i]->r), 0);
+	}
+	for (int t = 0; t < 500 && s.nheld < 6; t++)
+		sleep_ms(10);
+	CHECK_EQ(s.nheld, 6);
+	rr_tp_client_destroy(c.tp);
+	for (unsigned i = 0; i < 6; i++) {
+		CHECK_EQ(ps[i]->completions, 1);
+		CHECK_EQ(ps[i]->status, -ECANCELED);
+		ps[i]->r.reply = NULL;
+		for (unsigned k = 0; k < ps[i]->nitems; k++) {
+			free(ps[i]->data[k]);
+			free(ps[i]->sinkbuf[k]);
+		}
+		free(ps[i]);
+	}
+	pthread_mutex_destroy(&c.lock);
+	pthread_cond_destroy(&c.cond);
+	srv_release_held(&s);
+	sleep_ms(50);
+	srv_stop(&s);
+}
+
+/* RFC 8797 section 5.1: a requester that sends no private data gets the RFC
+ * 8166 defaults: a Reply that needs more than 1024 bytes inline and has no
+ * Reply chunk is ERR_CHUNK; with the peer's 4096-byte block it fits. */
+TEST(xprt_e2e_no_private_data_defaults)
+{
+	struct rr_tp_conf sc;
+	struct srv s;
+	struct rogue g;
+	uint8_t m[256], r[4096];
+	size_t l;
+	int port, n;
+
+	if (!soft_ok())
+		return;
+	rr_tp_conf_default(&sc);
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(rogue_open_pd(&g, port, NULL, 0), 0);
+	l = rogue_call(m, 0x200, 1, RR_XPRT_MSG, 0x200);
+	rr_put_be32(m + 40, 1500);   /* reply_n: a 1520-byte Reply */
+	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x200, RR_XPRT_ERR_CHUNK);
+	rr_put_be32(m + 40, 900);    /* 28 + 920 fits 1024 */
+	rr_put_be32(m, 0x201);
+	rr_put_be32(m + 28, 0x201);
+	n = rogue_xchg(&g, m, l, r, 3000);
+	CHECK_EQ(n, 28 + 20 + 900);
+	rogue_close(&g);
+	REQUIRE_EQ(rogue_open(&g, port), 0);    /* 4096/4096 */
+	rr_put_be32(m, 0x202);
+	rr_put_be32(m + 28, 0x202);
+	rr_put_be32(m + 40, 1500);
+	n = rogue_xchg(&g, m, l, r, 3000);
+	CHECK_EQ(n, 28 + 20 + 1500);
+	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
 	rogue_close(&g);
 	srv_stop(&s);
 }

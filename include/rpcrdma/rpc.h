@@ -152,7 +152,8 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call);
 
 /* Completion callback of an asynchronous call, called exactly once, from a
  * library thread (never from inside rpcrdma_call_start; possibly from the
- * transport's receive thread, so it must not block: no rpcrdma_call_run or
+ * transport's receive thread or from a thread inside rpcrdma_call_run that
+ * is receiving for the client, so it must not block: no rpcrdma_call_run or
  * rpcrdma_call_wait in it). It may decode the results, destroy the call, and
  * start new calls. */
 typedef void (*rpcrdma_call_done_fn)(struct rpcrdma_call *call, int status, void *arg);

@@ -54,6 +54,7 @@ struct rpcrdma_client {
 	pthread_mutex_t lock;
 	pthread_cond_t cv;        /* call state changes */
 	pthread_cond_t timer_cv;
+	uint64_t timer_wake;      /* when the timer thread looks next */
 	pthread_t timer;
 	bool stopping;
 	uint32_t next_xid;
@@ -211,6 +212,7 @@ static void *timer_main(void *arg)
 		/* Sleep until the next deadline on the injected clock, in
 		 * slices of real time so a virtual clock is noticed too. */
 		wait_ns = next == UINT64_MAX ? 200000000ull : RR_MIN(next - now, 200000000ull);
+		c->timer_wake = now + wait_ns;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += (long)(wait_ns % 1000000000ull);
 		ts.tv_sec += (time_t)(wait_ns / 1000000000ull) + ts.tv_nsec / 1000000000L;
@@ -508,7 +510,8 @@ RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_
 		c->pending->prev = call;
 	c->pending = call;
 	call->in_submit = true;
-	pthread_cond_broadcast(&c->timer_cv);
+	if (call->deadline < c->timer_wake)
+		pthread_cond_broadcast(&c->timer_cv); /* earlier than planned */
 	pthread_mutex_unlock(&c->lock);
 
 	rc = c->cls->client->submit(c->xp, &call->xc);
@@ -571,10 +574,25 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 
 RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 {
-	int rc = rpcrdma_call_start(call, NULL, NULL);
+	struct rpcrdma_client *c;
+	uint64_t now, left_ms;
+	int rc;
 
+	if (!call)
+		return -EINVAL;
+	c = call->clnt;
+	call->xc.caller_waits = c->cls->client->wait != NULL;
+	rc = rpcrdma_call_start(call, NULL, NULL);
+	call->xc.caller_waits = false;
 	if (rc)
 		return rc;
+	if (c->cls->client->wait) {
+		/* Let the transport receive on this thread (no handoff); the
+		 * timer thread still enforces the deadline. */
+		now = rr_now_ns(c->env);
+		left_ms = call->deadline > now ? (call->deadline - now) / 1000000u + 1 : 1;
+		c->cls->client->wait(c->xp, &call->xc, (uint32_t)RR_MIN(left_ms, (uint64_t)UINT32_MAX));
+	}
 	return rpcrdma_call_wait(call, -1);
 }
 

@@ -81,6 +81,10 @@
  *      bytes are freed or its receive buffer reposted).
  *  destroy(x): every submitted call has completed (the RPC layer aborts
  *      them first); close the connection and free.
+ *  wait(x, call, timeout_ms) (optional): for a synchronous call
+ *      (call->caller_waits), the waiting thread offers itself to receive,
+ *      saving the handoff from a receive thread (TCP: the "reader role").
+ *      Returning early is always correct.
  *
  * On completion (complete upcall), the transport has set:
  *   call->status: 0 if a Reply arrived, else a negative errno (-ECONNRESET
@@ -162,6 +166,7 @@ struct rr_xprt_call {
 	const struct rpcrdma_ddp_sink *sinks;
 	unsigned nsinks;
 	size_t reply_hint;            /* 0: unknown */
+	bool caller_waits;            /* wait() follows submit() (sync call) */
 	/* Set by the transport before the complete upcall. */
 	int status;
 	const uint8_t *reply;
@@ -193,6 +198,14 @@ struct rr_xprt_client_ops {
 	void (*abort)(struct rr_xprt_client *x, struct rr_xprt_call *call, int status);
 	void (*release_reply)(struct rr_xprt_client *x, struct rr_xprt_call *call);
 	void (*destroy)(struct rr_xprt_client *x);
+	/* Optional. Called once, right after submit() returned 0, for a call
+	 * with caller_waits set, by the thread that will wait for it: the
+	 * transport may use this thread to receive (and complete) Replies for
+	 * up to @timeout_ms, saving a thread handoff; it returns when the
+	 * call completed, when the time is up, or at once if another thread
+	 * is receiving. The RPC layer then waits for the completion as usual,
+	 * so returning early is always correct. */
+	void (*wait)(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms);
 };
 
 struct rr_xprt_req {

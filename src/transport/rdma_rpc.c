@@ -154,6 +154,14 @@ static void cl_abort(struct rr_xprt_client *x, struct rr_xprt_call *call, int st
 		rr_tp_client_abort(x->tp, &w->rpc, status);
 }
 
+static void cl_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms)
+{
+	struct rpc_wrap *w = call->xp_priv;
+
+	if (w)
+		rr_tp_client_wait(x->tp, &w->rpc, timeout_ms);
+}
+
 static void cl_release(struct rr_xprt_client *x, struct rr_xprt_call *call)
 {
 	struct rpc_wrap *w = call->xp_priv;
@@ -322,11 +330,25 @@ static void sv_destroy(struct rr_xprt_server *s)
 }
 
 static const struct rr_xprt_client_ops rdma_client_ops = {
-	cl_create, cl_submit, cl_abort, cl_release, cl_destroy,
+	.create = cl_create,
+	.submit = cl_submit,
+	.abort = cl_abort,
+	.release_reply = cl_release,
+	.destroy = cl_destroy,
+	.wait = cl_wait,
 };
 
+/* recv() only queues (inline_recv false): our upcall runs on the progress
+ * thread, and send_reply() must not. */
 static const struct rr_xprt_server_ops rdma_server_ops = {
-	sv_create, sv_port, sv_start, sv_send_reply, sv_req_done, sv_stop, sv_destroy,
+	.create = sv_create,
+	.port = sv_port,
+	.start = sv_start,
+	.send_reply = sv_send_reply,
+	.req_done = sv_req_done,
+	.stop = sv_stop,
+	.destroy = sv_destroy,
+	.inline_recv = false,
 };
 
 const struct rr_xprt_class rr_xprt_rdma_class = {"rdma", &rdma_client_ops, &rdma_server_ops};

@@ -64,6 +64,7 @@ struct tp_conn {
 	uint32_t nsend, ssize;
 	uint32_t *sfree;
 	uint32_t nsfree;
+	struct tp_sreq **sowner;  /* responder: req waiting for a slot's Send */
 	struct rr_pd_conn neg;
 	struct rr_xprt_params params;
 	uint16_t ord;
@@ -76,6 +77,8 @@ struct tp_conn {
 	uint32_t reads_inflight;
 	struct tp_conn *next;
 	uint64_t bury_at;
+	struct sockaddr_storage peer;   /* responder: the requester's address */
+	bool has_peer;
 };
 
 /* What both endpoint kinds share. */
@@ -92,6 +95,7 @@ struct tp_ep {
 	bool stop;
 	struct rr_xprt_stats stats;
 	bool is_server;
+	bool adv_r;              /* the R bit we advertise */
 	struct tp_conn *grave;   /* dead connections freed a little later */
 };
 
@@ -131,6 +135,7 @@ struct rr_tp_client {
 	struct tp_call *done;
 	uint32_t live_stags;
 	bool destroying;
+	bool waiter;            /* a caller thread is receiving (rr_tp_client_wait) */
 };
 
 /* ---- server state ---- */
@@ -142,6 +147,7 @@ struct tp_sreq {
 	uint32_t next_read, reads_done;
 	bool failed;
 	bool send_done;
+	bool send_pending;
 	int send_status;
 	uint32_t send_slot;
 	struct tp_sreq *next;   /* read queue */
@@ -155,9 +161,57 @@ struct rr_tp_server {
 	struct tp_conn *conns;
 	unsigned nconns;
 	struct tp_sreq *deliver;   /* ready, upcall outside the lock */
+	/* Calls whose RDMA Read failed (fatal to their connection): when the
+	 * same peer retransmits that XID on a new connection it gets ERR_CHUNK
+	 * instead of another failing Read (RFC 8166: do not loop). */
+	struct {
+		struct sockaddr_storage peer;
+		uint32_t xid;
+		bool used;
+	} failed[32];
+	unsigned failed_next;
 };
 
 static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r);
+
+static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
+	return false;
+}
+
+static void failed_note(struct rr_tp_server *s, struct tp_conn *cn, uint32_t xid)
+{
+	unsigned i = s->failed_next++ % RR_ARRAY_SIZE(s->failed);
+
+	if (!cn->has_peer)
+		return;
+	s->failed[i].peer = cn->peer;
+	s->failed[i].xid = xid;
+	s->failed[i].used = true;
+}
+
+/* True (and forgets it) when @xid from @cn's peer failed before. */
+static bool failed_take(struct rr_tp_server *s, struct tp_conn *cn, uint32_t xid)
+{
+	if (!cn->has_peer)
+		return false;
+	for (unsigned i = 0; i < RR_ARRAY_SIZE(s->failed); i++) {
+		if (s->failed[i].used && s->failed[i].xid == xid &&
+		    same_host(&s->failed[i].peer, &cn->peer)) {
+			s->failed[i].used = false;
+			return true;
+		}
+	}
+	return false;
+}
 
 static uint64_t now_ns(const struct tp_ep *ep)
 {
@@ -179,7 +233,8 @@ static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 	cn->rbuf = rr_zalloc(env, (size_t)nrecv * rsize);
 	cn->sbuf = rr_zalloc(env, (size_t)nsend * ssize + 4);
 	cn->sfree = rr_alloc(env, sizeof(uint32_t) * nsend);
-	if (!cn->rbuf || !cn->sbuf || !cn->sfree)
+	cn->sowner = rr_zalloc(env, sizeof(*cn->sowner) * nsend);
+	if (!cn->rbuf || !cn->sbuf || !cn->sfree || !cn->sowner)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < nsend; i++)
 		cn->sfree[i] = nsend - 1 - i;
@@ -260,6 +315,7 @@ static void conn_free(struct tp_conn *cn)
 	rr_free(env, cn->rbuf);
 	rr_free(env, cn->sbuf);
 	rr_free(env, cn->sfree);
+	rr_free(env, cn->sowner);
 	rr_free(env, cn);
 }
 
@@ -363,8 +419,8 @@ static int post_slot_send(struct tp_conn *cn, uint32_t slot, uint32_t len,
 /* Private data and negotiation (RFC 8797). */
 static int local_pd(const struct tp_ep *ep, uint8_t *buf, size_t cap)
 {
-	struct rr_pd_local l = {ep->conf.inline_send, ep->conf.inline_recv,
-				ep->conf.remote_inv, 0};
+	struct rr_pd_local l = {ep->conf.inline_send, ep->conf.inline_recv, ep->adv_r,
+				ep->conf.ext_caps};
 
 	return rr_pd_encode(&l, buf, cap);
 }
@@ -373,7 +429,7 @@ static void conn_negotiate(struct tp_conn *cn, enum rr_pd_role role,
 			   const void *pd, size_t pdlen)
 {
 	const struct rr_tp_conf *cf = &cn->ep->conf;
-	struct rr_pd_local l = {cf->inline_send, cf->inline_recv, cf->remote_inv, 0};
+	struct rr_pd_local l = {cf->inline_send, cf->inline_recv, cn->ep->adv_r, cf->ext_caps};
 
 	if (rr_pd_negotiate(&l, role, pd, pdlen, &cn->neg)) {
 		memset(&cn->neg, 0, sizeof(cn->neg));
@@ -384,7 +440,7 @@ static void conn_negotiate(struct tp_conn *cn, enum rr_pd_role role,
 					role == RR_PD_REQUESTER ? cn->ssize : cn->rsize);
 	cn->params.reply_inline = RR_MIN(cn->neg.reply_threshold,
 					 role == RR_PD_REQUESTER ? cn->rsize : cn->ssize);
-	cn->params.local_r = cf->remote_inv && (role == RR_PD_RESPONDER || cn->use_mw);
+	cn->params.local_r = cn->ep->adv_r;
 	cn->params.peer_r = cn->neg.peer_r;
 	cn->params.max_seg_len = cf->max_seg_len;
 	cn->params.max_segs = cf->max_segs;
@@ -1018,6 +1074,18 @@ static void sv_on_recv(struct rr_tp_server *s, struct tp_conn *cn, const struct 
 		sv_deliver(s, r);
 		return;
 	}
+	if (failed_take(s, cn, rc->xid)) {
+		int n = rr_xprt_encode_error(rc->xid, RR_XPRT_VERSION, 1, RR_XPRT_ERR_CHUNK,
+					     err, sizeof(err));
+
+		if (n > 0) {
+			s->ep.stats.sends++;
+			s->ep.stats.err_chunk_sent++;
+			sv_send_error(s, cn, err, (size_t)n);
+		}
+		sreq_free(s, r);
+		return;
+	}
 	if (rpcrdma_reg_mr_simple(cn->pd, rc->buf, rc->buf_len, RPCRDMA_ACCESS_LOCAL_WRITE,
 				  &r->read_mr)) {
 		sreq_free(s, r);
@@ -1065,11 +1133,19 @@ static void sv_on_wc(struct rr_tp_server *s, struct tp_conn *cn, const struct rp
 	unsigned t = WRTYPE(wc->wr_id);
 
 	if (t == WR_REPLY) {
-		struct tp_sreq *r = WRPTR(wc->wr_id);
+		/* The slot names its waiting req, if it still waits: a req
+		 * given up on a dead connection is no longer reachable. */
+		uint32_t slot = (uint32_t)WRVAL(wc->wr_id);
+		struct tp_sreq *r = slot < cn->nsend ? cn->sowner[slot] : NULL;
 
-		r->send_done = true;
-		r->send_status = wc->status == RPCRDMA_WC_SUCCESS ? 0 : -EIO;
-		slot_put(cn, r->send_slot);
+		if (slot < cn->nsend)
+			cn->sowner[slot] = NULL;
+		if (r) {
+			r->send_done = true;
+			r->send_pending = false;
+			r->send_status = wc->status == RPCRDMA_WC_SUCCESS ? 0 : -EIO;
+		}
+		slot_put(cn, slot);
 		pthread_cond_broadcast(&s->ep.cond);
 	} else if (t == WR_SEND) {
 		slot_put(cn, (uint32_t)WRVAL(wc->wr_id));
@@ -1077,8 +1153,10 @@ static void sv_on_wc(struct rr_tp_server *s, struct tp_conn *cn, const struct rp
 	if (wc->status != RPCRDMA_WC_SUCCESS) {
 		if (t == WR_READ) {
 			struct tp_sreq *r = WRPTR(wc->wr_id);
-
 			bool was_failed = r->failed;
+
+			if (!was_failed && wc->status != RPCRDMA_WC_WR_FLUSH_ERR)
+				failed_note(s, cn, r->rc->xid);
 
 			cn->reads_inflight--;
 			r->reads_done++;
@@ -1142,6 +1220,7 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		rr_cred_rsp_init(&cn->cred, s->ep.conf.credits, 0);
 		rr_cred_rsp_posted(&cn->cred, n);
 		cn->id = ev->id;
+		cn->has_peer = rpcrdma_cm_peer_addr(ev->id, &cn->peer) == 0;
 		rpcrdma_cm_id_set_user_ctx(ev->id, cn);
 		len = local_pd(&s->ep, pd, sizeof(pd));
 		prm.private_data = pd;
@@ -1256,7 +1335,9 @@ static void *progress(void *arg)
 		} else {
 			struct rr_tp_client *c = (struct rr_tp_client *)ep;
 
-			if (c->conn)
+			/* While a caller thread receives, it alone drains the
+			 * CQ (one consumer: no lost notification). */
+			if (c->conn && !c->waiter)
 				cns[ncn++] = c->conn;
 			if (c->reconnect_at) {
 				uint64_t t = now_ns(ep);
@@ -1299,7 +1380,7 @@ static void *progress(void *arg)
 			}
 		} else {
 			struct rr_tp_client *c = (struct rr_tp_client *)ep;
-			struct tp_conn *cn = c->conn;
+			struct tp_conn *cn = c->waiter ? NULL : c->conn;
 
 			if (cn) {
 				(void)rpcrdma_cq_get_event(cn->cq);
@@ -1345,6 +1426,16 @@ static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server)
 	rc = rpcrdma_cm_channel_create(ep->ctx, &ep->ch);
 	if (rc)
 		return rc;
+	{
+		struct rpcrdma_caps caps;
+
+		/* R tells the peer it may invalidate our STags: a requester can
+		 * honour it only with invalidatable registrations. */
+		ep->adv_r = ep->conf.remote_inv;
+		if (!server && (!ep->conf.use_windows || rpcrdma_query(ep->ctx, &caps) ||
+				!(caps.flags & RPCRDMA_CAP_INVALIDATABLE)))
+			ep->adv_r = false;
+	}
 	ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (ep->evfd < 0)
 		return -errno;
@@ -1547,6 +1638,44 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int statu
 	}
 	pthread_mutex_unlock(&c->ep.lock);
 	ep_wake(&c->ep);
+}
+
+void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t timeout_ms)
+{
+	uint64_t end = now_ns(&c->ep) + (uint64_t)timeout_ms * 1000000u;
+
+	pthread_mutex_lock(&c->ep.lock);
+	if (c->waiter) {
+		pthread_mutex_unlock(&c->ep.lock);
+		return;
+	}
+	c->waiter = true;
+	while (rpc->priv && !c->destroying) {
+		struct tp_conn *cn = c->conn;
+		struct pollfd pfd;
+		uint64_t t;
+
+		if (!cn || !cn->established || cn->dead)
+			break;
+		(void)rpcrdma_cq_get_event(cn->cq);
+		(void)rpcrdma_cq_arm(cn->cq, false);
+		drain_cq(&c->ep, cn);
+		if (c->conn == cn && cn->dead && cn->established)
+			cl_conn_lost(c, cn);
+		deliver_upcalls(&c->ep);
+		t = now_ns(&c->ep);
+		if (!rpc->priv || t >= end || c->conn != cn)
+			break;
+		pfd.fd = rpcrdma_cq_fd(cn->cq);
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		pthread_mutex_unlock(&c->ep.lock);
+		(void)poll(&pfd, 1, (int)RR_MIN((end - t) / 1000000u + 1, 20u));
+		pthread_mutex_lock(&c->ep.lock);
+	}
+	c->waiter = false;
+	pthread_mutex_unlock(&c->ep.lock);
+	ep_wake(&c->ep);   /* the progress thread drains again */
 }
 
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
@@ -1792,18 +1921,36 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 	}
 	r->send_slot = slot;
 	r->send_done = false;
-	rc = post_slot_send(cn, slot, plan->send_len, WRID(WR_REPLY, r), plan->send_inv,
+	r->send_pending = true;
+	cn->sowner[slot] = r;
+	rc = post_slot_send(cn, slot, plan->send_len, WRID(WR_REPLY, slot), plan->send_inv,
 			    plan->inv_stag, plan->nwrites ? wrs : NULL);
 	if (rc) {
+		cn->sowner[slot] = NULL;
+		r->send_pending = false;
 		slot_put(cn, slot);
 		sv_conn_lost(s, cn);
 		rc = -ENOTCONN;
 		goto out;
 	}
 	ep_wake(&s->ep);
+	if (plan->nwrites == 0) {
+		/* Everything was copied into our send slot: the caller's memory
+		 * is no longer referenced, no need to wait for the completion
+		 * (a failed Send ends the connection anyway). */
+		cn->sowner[slot] = NULL;
+		r->send_pending = false;
+		rc = 0;
+		goto out;
+	}
 	while (!r->send_done && !cn->dead)
 		pthread_cond_wait(&s->ep.cond, &s->ep.lock);
 	rc = r->send_done ? r->send_status : -ENOTCONN;
+	if (r->send_pending) {
+		/* Gave up on a dead connection: forget the slot's owner. */
+		cn->sowner[r->send_slot] = NULL;
+		r->send_pending = false;
+	}
 out:
 	for (unsigned i = 0; i < nmr; i++)
 		(void)rpcrdma_dereg_mr(mrs[i]);
