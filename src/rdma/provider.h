@@ -168,6 +168,9 @@ struct rr_provider_ops {
 	int (*local_addr)(struct rr_cm_id *id, struct sockaddr_storage *ss);
 	int (*peer_addr)(struct rr_cm_id *id, struct sockaddr_storage *ss);
 	int (*conn_query)(struct rr_cm_id *id, struct rpcrdma_conn_info *info);
+
+	/* RDMA Commit on one QP, both directions (rpcrdma_qp_set_commit). */
+	int (*set_commit)(struct rr_qp *qp, bool enable);
 };
 
 /* Providers call this when they create an id for an incoming request (the

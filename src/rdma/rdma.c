@@ -526,6 +526,17 @@ RPCRDMA_API void *rpcrdma_qp_user_ctx(const struct rpcrdma_qp *pqp)
 	return pqp ? ((const struct rr_qp *)(const void *)pqp)->user_ctx : NULL;
 }
 
+RPCRDMA_API int rpcrdma_qp_set_commit(struct rpcrdma_qp *pqp, bool enable)
+{
+	struct rr_qp *qp = RR_BASE(qp, pqp);
+
+	if (!qp)
+		return -EINVAL;
+	if (!qp->pd->ctx->ops->set_commit)
+		return -EOPNOTSUPP;
+	return qp->pd->ctx->ops->set_commit(qp, enable);
+}
+
 /* Shape checks of one send WR against the QP's granted capacities. */
 static int check_send_wr(const struct rr_qp *qp, const struct rpcrdma_send_wr *wr)
 {

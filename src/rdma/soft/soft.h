@@ -32,11 +32,6 @@
 #define SOFT_BATCH_IOV 1024
 #define SOFT_STAGE 65536
 
-/* MPA flags bit 0x04 (reserved in RFC 5044): set by this provider in a
- * Request and echoed in the Reply to agree on the RDMA Commit opcodes between
- * two peers of this project. siw ignores it (and never sets it). */
-#define SOFT_MPA_F_COMMIT 0x04
-
 /* RDMA Commit Response Status values (docs/soft-iwarp.md). */
 #define SOFT_COMMIT_OK 0u
 #define SOFT_COMMIT_NOT_DURABLE 1u   /* a region is not a durable registration */
@@ -152,7 +147,11 @@ struct soft_qp {
 	struct soft_cq *scq, *rcq;
 	struct soft_id *id;
 	enum soft_qp_state state;
-	bool crc, commit;
+	bool crc;
+	/* RDMA Commit, enabled by the upper layer (RPCRDMA_CONN_COMMIT,
+	 * rpcrdma_qp_set_commit): commit_rx serves incoming 0xC (rx.commit
+	 * mirrors it, rx_lock), commit_tx permits posting (tx_lock). */
+	bool commit_rx, commit_tx;
 	uint16_t ird, ord;
 	size_t fpdu_max;
 	int last_err;
@@ -226,8 +225,7 @@ struct soft_id {
 	struct rr_mpa_cfg cfg;
 	struct rr_mpa_conn conn;
 	struct rr_mpa_frame frame;   /* the peer's frame */
-	bool peer_commit;
-	bool want_commit;
+	bool commit;                 /* RPCRDMA_CONN_COMMIT on connect/accept */
 	uint8_t out[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
 	size_t out_len, out_off;
 	uint64_t deadline_ns;
@@ -270,7 +268,11 @@ int soft_conn_query(struct rr_cm_id *id, struct rpcrdma_conn_info *info);
 int soft_query(struct rr_context *ctx, struct rpcrdma_caps *caps);
 
 /* soft_verbs.c */
-int soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *conn, bool commit);
+/* @commit_rx/@commit_tx enable Commit (added to what rpcrdma_qp_set_commit
+ * already enabled). */
+int soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *conn, bool commit_rx,
+		      bool commit_tx);
+int soft_set_commit(struct rr_qp *qp, bool enable);
 /* Receives and processes what the socket holds. Returns 0, or a negative
  * errno once the connection is finished. */
 int soft_qp_rx(struct soft_qp *qp);

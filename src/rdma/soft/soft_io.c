@@ -405,10 +405,9 @@ int soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct soc
 	fill_cfg(&id->cfg, param);
 	r = rr_mpa_make_request(&id->cfg, param ? param->private_data : NULL,
 				param ? param->private_data_len : 0, &f);
-	if (!r) {
-		f.flags |= SOFT_MPA_F_COMMIT;
+	if (!r)
 		r = encode_out(id, &f);
-	}
+	id->commit = param && (param->flags & RPCRDMA_CONN_COMMIT);
 	if (!r && connect(fd, dst, dstlen) != 0 && errno != EINPROGRESS)
 		r = -errno;
 	if (r) {
@@ -433,15 +432,18 @@ int soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct soc
 	return 0;
 }
 
-/* The QP takes over the socket: data path from now on. */
-static void go_rdma(struct soft_id *id, bool commit)
+/* The QP takes over the socket: data path from now on. Commit: an initiator
+ * that offered it serves the peer's Commit Requests from now on (before any
+ * FPDU of the peer is read: race-free) and posts Commits once the upper
+ * layer has seen the peer agree; a responder that agreed does both. */
+static void go_rdma(struct soft_id *id, bool active)
 {
 	struct soft_qp *qp = id->qp;
 	int fd = id->obj.fd;
 
 	obj_del(id->ctx, &id->obj);
 	qp->fpdu_max = path_fpdu_max(fd);
-	soft_qp_connected(qp, fd, &id->conn, commit);
+	soft_qp_connected(qp, fd, &id->conn, id->commit, id->commit && !active);
 	id->state = IDS_CONNECTED;
 	obj_add(id->ctx, &qp->obj, EPOLLIN);
 }
@@ -464,20 +466,18 @@ int soft_accept(struct rr_cm_id *base, struct rr_qp *qpb, const struct rpcrdma_c
 	if (!r)
 		r = rr_mpa_make_reply(&id->conn, false, param ? param->private_data : NULL,
 				      param ? param->private_data_len : 0, &f);
-	if (!r) {
-		if (id->peer_commit)
-			f.flags |= SOFT_MPA_F_COMMIT;
+	if (!r)
 		r = encode_out(id, &f);
-	}
 	if (!r)
 		r = write_all(id->obj.fd, id->out, id->out_len);
 	if (r) {
 		pthread_mutex_unlock(&c->lock);
 		return r;
 	}
+	id->commit = param && (param->flags & RPCRDMA_CONN_COMMIT);
 	id->qp = qp;
 	qp->id = id;
-	go_rdma(id, id->peer_commit);
+	go_rdma(id, false);
 	id_event(id, RPCRDMA_CM_ESTABLISHED, 0, NULL);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
@@ -582,13 +582,13 @@ int soft_conn_query(struct rr_cm_id *base, struct rpcrdma_conn_info *info)
 	memset(info, 0, sizeof(*info));
 	soft_query(&id->ctx->base, &info->caps);
 	if (id->state == IDS_CONNECTED && id->qp) {
-		if (!id->qp->commit)
+		pthread_mutex_lock(&id->qp->tx_lock);
+		if (!id->qp->commit_tx)
 			info->caps.flags &= ~RPCRDMA_CAP_COMMIT;
+		pthread_mutex_unlock(&id->qp->tx_lock);
 		info->ird = id->qp->ird;
 		info->ord = id->qp->ord;
 	} else if (id->state == IDS_REQ_RCVD) {
-		if (!id->peer_commit)
-			info->caps.flags &= ~RPCRDMA_CAP_COMMIT;
 		info->ird = id->conn.ird;
 		info->ord = id->conn.ord;
 	} else {
@@ -656,7 +656,7 @@ static void handshake_read(struct soft_id *id)
 			id_fail(id, RPCRDMA_CM_ERROR, r, NULL);
 			return;
 		}
-		go_rdma(id, id->frame.flags & SOFT_MPA_F_COMMIT);
+		go_rdma(id, true);
 		id_event(id, RPCRDMA_CM_ESTABLISHED, 0, &id->frame);
 		return;
 	}
@@ -678,7 +678,6 @@ static void handshake_read(struct soft_id *id)
 			rr_free(id->ctx->env, id);
 			return;
 		}
-		id->peer_commit = id->frame.flags & SOFT_MPA_F_COMMIT;
 		id->state = IDS_REQ_RCVD;
 		obj_del(id->ctx, &id->obj);
 		rr_cm_id_created(&id->ch->base, &id->base);

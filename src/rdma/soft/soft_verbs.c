@@ -487,7 +487,7 @@ static int soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct
 			ret = -ENOMEM;
 			break;
 		}
-		if (wr->opcode == RPCRDMA_WR_RDMA_COMMIT && !qp->commit) {
+		if (wr->opcode == RPCRDMA_WR_RDMA_COMMIT && !qp->commit_tx) {
 			ret = -EOPNOTSUPP;
 			break;
 		}
@@ -1269,19 +1269,36 @@ failed:
 	return -ENOTCONN;
 }
 
-int soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *conn, bool commit)
+int soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *conn, bool commit_rx,
+		      bool commit_tx)
 {
 	pthread_mutex_lock(&qp->rx_lock);
 	pthread_mutex_lock(&qp->tx_lock);
 	qp->obj.fd = fd;
 	qp->crc = conn->crc;
-	qp->commit = commit;
+	qp->commit_rx |= commit_rx;
+	qp->commit_tx |= commit_tx;
 	qp->ird = RR_MIN(conn->ird, (uint16_t)SOFT_MAX_IRD);
 	qp->ord = RR_MIN(conn->ord, (uint16_t)SOFT_MAX_ORD);
 	for (int i = 0; i < RR_QN_COUNT; i++)
 		qp->tx_msn[i] = 1;
-	rr_ddp_rx_init(&qp->rx, &soft_rx_ops, qp, qp->crc, commit);
+	rr_ddp_rx_init(&qp->rx, &soft_rx_ops, qp, qp->crc, qp->commit_rx);
 	qp->state = QPS_RTS;
+	pthread_mutex_unlock(&qp->tx_lock);
+	pthread_mutex_unlock(&qp->rx_lock);
+	return 0;
+}
+
+/* The upper layer's Commit decision (rpcrdma_qp_set_commit). Takes effect
+ * for the next segment parsed and the next WR posted. */
+int soft_set_commit(struct rr_qp *base, bool enable)
+{
+	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
+
+	pthread_mutex_lock(&qp->rx_lock);
+	pthread_mutex_lock(&qp->tx_lock);
+	qp->commit_rx = qp->commit_tx = enable;
+	qp->rx.commit = enable;
 	pthread_mutex_unlock(&qp->tx_lock);
 	pthread_mutex_unlock(&qp->rx_lock);
 	return 0;
@@ -1324,4 +1341,5 @@ const struct rr_provider_ops rr_soft_ops = {
 	.local_addr = soft_local_addr,
 	.peer_addr = soft_peer_addr,
 	.conn_query = soft_conn_query,
+	.set_commit = soft_set_commit,
 };
