@@ -75,7 +75,8 @@ static void setup(size_t sz)
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	struct sockaddr_storage ss;
 	struct rpcrdma_cm_id *l;
-	struct rpcrdma_conn_param cp = {.responder_resources = 16, .initiator_depth = 16};
+	struct rpcrdma_conn_param cp = {.responder_resources = 16, .initiator_depth = 16,
+					.flags = RPCRDMA_CONN_COMMIT};
 	struct rpcrdma_cm_event ev;
 
 	bufsz = sz;
@@ -94,13 +95,17 @@ static void setup(size_t sz)
 	CK(rpcrdma_accept(srv.id, srv.qp, &cp));
 	get_ev(&ev);
 	get_ev(&ev);
+	/* both ends offered Commit (a real upper layer reads the peer's
+	 * private data first) */
+	CK(rpcrdma_qp_set_commit(cli.qp, true));
 }
 
 static void wait1(struct rpcrdma_cq *cq, struct rpcrdma_wc *wc)
 {
 	int n;
 
-	while ((n = rpcrdma_cq_poll(cq, 1, wc)) == 0)
+	/* block in the kernel like the raw TCP floor does (read(2)) */
+	while ((n = rpcrdma_cq_wait(cq, 1, wc, -1)) == 0)
 		;
 	if (n < 0 || wc->status != RPCRDMA_WC_SUCCESS)
 		DIE("completion error: %s (remote status %u)",

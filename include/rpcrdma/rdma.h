@@ -303,12 +303,26 @@ RPCRDMA_API int rpcrdma_cq_poll(struct rpcrdma_cq *cq, int n, struct rpcrdma_wc 
  * in the CQ do not notify: arm, then poll again before waiting. */
 RPCRDMA_API int rpcrdma_cq_arm(struct rpcrdma_cq *cq, bool solicited_only);
 /* A file descriptor that becomes readable when an armed notification fires
- * (eventfd on soft, the completion channel on verbs). Owned by the CQ. */
+ * (the completion channel on verbs). Owned by the CQ. Soft: an epoll fd that
+ * is also readable while data for the CQ's QPs waits in their sockets; the
+ * wake-up may carry no completion yet: rpcrdma_cq_get_event and
+ * rpcrdma_cq_poll receive that data in the calling thread. A consumer that
+ * arms must come back (get_event or poll) when the fd is readable: an armed
+ * or recently polled soft CQ is served by its consumer, not by the
+ * provider's thread. */
 RPCRDMA_API int rpcrdma_cq_fd(struct rpcrdma_cq *cq);
 /* Consumes a pending notification without blocking: 1 if one was consumed,
  * 0 if none. Call it when the fd is readable, then arm, then poll. */
 RPCRDMA_API int rpcrdma_cq_get_event(struct rpcrdma_cq *cq);
 RPCRDMA_API void *rpcrdma_cq_user_ctx(const struct rpcrdma_cq *cq);
+/* Blocking poll: moves up to @n (>= 1) completions to @wc and returns the
+ * count once at least one is there, or 0 when @timeout_ms passed (-1: no
+ * limit). The caller sleeps in the kernel; software providers progress the
+ * CQ's connections in the waiting thread (soft: it waits on the QPs'
+ * sockets and reads them itself, no thread hop). Same one-consumer rule as
+ * rpcrdma_cq_poll; it may consume a pending notification (as get_event). */
+RPCRDMA_API int rpcrdma_cq_wait(struct rpcrdma_cq *cq, int n, struct rpcrdma_wc *wc,
+				int timeout_ms);
 
 /* ---- queue pairs ------------------------------------------------------------ */
 

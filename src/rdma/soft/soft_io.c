@@ -97,10 +97,81 @@ void soft_io_wake(struct soft_ctx *ctx)
 	}
 }
 
+static void cq_epoll(struct soft_qp *qp, int op, uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.u64 = qp->rtok};
+
+	epoll_ctl(qp->rcq->epfd, op, qp->obj.fd, &ev);
+	if (qp->scq != qp->rcq) {
+		ev.data.u64 = qp->stok;
+		epoll_ctl(qp->scq->epfd, op, qp->obj.fd, &ev);
+	}
+}
+
+/* tx_lock held (and rx_lock for watch/unwatch): every epoll set that holds
+ * the socket follows want_out. */
 void soft_io_want_out(struct soft_qp *qp, bool on)
 {
+	uint32_t ev = EPOLLIN | (on ? EPOLLOUT : 0);
+
 	qp->want_out = on;
-	obj_mod(qp->ctx, &qp->obj, EPOLLIN | (on ? EPOLLOUT : 0));
+	obj_mod(qp->ctx, &qp->obj, ev);
+	if (qp->cq_watched)
+		cq_epoll(qp, EPOLL_CTL_MOD, ev);
+}
+
+void soft_io_watch(struct soft_qp *qp)
+{
+	if (qp->cq_watched || qp->obj.fd < 0)
+		return;
+	cq_epoll(qp, EPOLL_CTL_ADD, EPOLLIN | (qp->want_out ? EPOLLOUT : 0));
+	qp->cq_watched = true;
+}
+
+void soft_io_unwatch(struct soft_qp *qp)
+{
+	if (!qp->cq_watched)
+		return;
+	cq_epoll(qp, EPOLL_CTL_DEL, 0);
+	qp->cq_watched = false;
+}
+
+/* The progress thread serves (@on) or leaves the QP's socket; ctx->lock
+ * held. The CQs count how many of their QPs it serves. */
+static void qp_hand(struct soft_qp *qp, bool on)
+{
+	struct soft_ctx *c = qp->ctx;
+
+	pthread_mutex_lock(&qp->tx_lock);
+	if (on && !qp->obj.in_epoll && qp->obj.fd >= 0 && qp->state == QPS_RTS) {
+		obj_add(c, &qp->obj, EPOLLIN | (qp->want_out ? EPOLLOUT : 0));
+		if (qp->obj.in_epoll) {
+			atomic_fetch_add(&qp->rcq->handed, 1);
+			if (qp->scq != qp->rcq)
+				atomic_fetch_add(&qp->scq->handed, 1);
+		}
+	} else if (!on && qp->obj.in_epoll) {
+		obj_del(c, &qp->obj);
+		atomic_fetch_sub(&qp->rcq->handed, 1);
+		if (qp->scq != qp->rcq)
+			atomic_fetch_sub(&qp->scq->handed, 1);
+	}
+	pthread_mutex_unlock(&qp->tx_lock);
+}
+
+static void reclaim_one(struct soft_qp *qp, void *arg)
+{
+	RR_UNUSED(arg);
+	qp_hand(qp, false);
+}
+
+void soft_io_reclaim(struct soft_cq *q)
+{
+	pthread_mutex_lock(&q->ctx->lock);
+	pthread_mutex_lock(&q->qlock);
+	soft_cq_for_each_qp(q, reclaim_one, NULL);
+	pthread_mutex_unlock(&q->qlock);
+	pthread_mutex_unlock(&q->ctx->lock);
 }
 
 void soft_io_shutdown(struct soft_qp *qp)
@@ -109,10 +180,16 @@ void soft_io_shutdown(struct soft_qp *qp)
 		shutdown(qp->obj.fd, SHUT_RDWR);
 }
 
-/* ctx->lock held (destroy paths). */
+/* ctx->lock, rx_lock and tx_lock held (destroy paths). */
 void soft_io_qp_closed(struct soft_qp *qp)
 {
-	obj_del(qp->ctx, &qp->obj);
+	if (qp->obj.in_epoll) {
+		obj_del(qp->ctx, &qp->obj);
+		atomic_fetch_sub(&qp->rcq->handed, 1);
+		if (qp->scq != qp->rcq)
+			atomic_fetch_sub(&qp->scq->handed, 1);
+	}
+	soft_io_unwatch(qp);
 	if (qp->id) {
 		qp->id->qp = NULL;
 		qp->id = NULL;
@@ -445,7 +522,26 @@ static void go_rdma(struct soft_id *id, bool active)
 	qp->fpdu_max = path_fpdu_max(fd);
 	soft_qp_connected(qp, fd, &id->conn, id->commit, id->commit && !active);
 	id->state = IDS_CONNECTED;
-	obj_add(id->ctx, &qp->obj, EPOLLIN);
+	/* the progress thread serves it until its consumer shows up */
+	qp_hand(qp, true);
+}
+
+/* Hands QPs nobody attends to the progress thread and takes attended ones
+ * back from it (ctx->lock held). */
+static void balance(struct soft_ctx *c)
+{
+	uint64_t now = rr_now_ns(c->env);
+
+	for (struct soft_id *id = c->ids; id; id = id->next_all) {
+		struct soft_qp *qp = id->qp;
+		bool attended;
+
+		if (!qp || id->state != IDS_CONNECTED || qp->state != QPS_RTS)
+			continue;
+		attended = soft_cq_attended(qp->rcq, now) || soft_cq_attended(qp->scq, now);
+		if (attended == qp->obj.in_epoll)
+			qp_hand(qp, !attended);
+	}
 }
 
 int soft_accept(struct rr_cm_id *base, struct rr_qp *qpb, const struct rpcrdma_conn_param *param)
@@ -768,9 +864,11 @@ static void *progress_main(void *arg)
 {
 	struct soft_ctx *c = arg;
 	struct epoll_event evs[64];
+	uint64_t last_balance = 0;
 
 	for (;;) {
-		int n = epoll_wait(c->epfd, evs, 64, 20);
+		int n = epoll_wait(c->epfd, evs, 64, SOFT_TICK_MS);
+		uint64_t now;
 
 		pthread_mutex_lock(&c->lock);
 		if (c->stop) {
@@ -801,10 +899,13 @@ static void *progress_main(void *arg)
 				struct soft_qp *qp = RR_CONTAINER_OF(o, struct soft_qp, obj);
 
 				if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+					int r;
+
 					pthread_mutex_lock(&qp->rx_lock);
-					if (soft_qp_rx(qp) < 0)
-						obj_del(c, &qp->obj);
+					r = soft_qp_rx(qp);
 					pthread_mutex_unlock(&qp->rx_lock);
+					if (r < 0)
+						qp_hand(qp, false);
 				}
 				if ((evs[i].events & EPOLLOUT) && qp->obj.in_epoll) {
 					pthread_mutex_lock(&qp->tx_lock);
@@ -817,7 +918,12 @@ static void *progress_main(void *arg)
 				break;
 			}
 		}
-		check_timeouts(c);
+		now = rr_now_ns(c->env);
+		if (now - last_balance >= (uint64_t)SOFT_TICK_MS * 1000000u) {
+			check_timeouts(c);
+			balance(c);
+			last_balance = now;
+		}
 		pthread_mutex_unlock(&c->lock);
 	}
 	return NULL;
