@@ -36,6 +36,10 @@
 #define SOFT_BATCH_FPDUS 64
 #define SOFT_BATCH_IOV 1024
 #define SOFT_STAGE 65536
+/* bytes read behind a direct payload: pad + CRC + the next FPDU's header */
+#define SOFT_STAGE_TAIL 64
+/* bytes read when the parser wants a header: small FPDUs come whole */
+#define SOFT_STAGE_LOOK 4096
 /* A CQ polled, armed or waited on within this time is attended: its
  * consumer receives for its QPs; otherwise the progress thread does. */
 #define SOFT_LEASE_NS 20000000ull

@@ -1439,12 +1439,17 @@ int soft_qp_rx(struct soft_qp *qp)
 		if (drained)
 			return 0;
 		w = rr_ddp_rx_want(&qp->rx, &dst);
-		if (qp->rx.state == RR_RX_PAYLOAD && w >= 2048) {
+		if (qp->rx.state == RR_RX_PAYLOAD && w > 0) {
+			/* payload straight into place; behind it only the
+			 * trailer and the next header (a few bytes), so the next
+			 * payload is not read into the stage and copied again */
 			v[0] = (struct iovec){dst, w};
-			v[1] = (struct iovec){qp->stage, SOFT_STAGE};
+			v[1] = (struct iovec){qp->stage, SOFT_STAGE_TAIL};
 			cnt = 2;
 		} else {
-			v[0] = (struct iovec){qp->stage, SOFT_STAGE};
+			/* headers: a bounded look-ahead, so that a large payload
+			 * behind them is read in place, not copied from here */
+			v[0] = (struct iovec){qp->stage, SOFT_STAGE_LOOK};
 			cnt = 1;
 		}
 		n = soft_io_readv(qp->obj.fd, v, cnt);
@@ -1454,7 +1459,7 @@ int soft_qp_rx(struct soft_qp *qp)
 			soft_qp_fatal(qp, n == 0 ? -ECONNRESET : (int)n, NULL);
 			return -ENOTCONN;
 		}
-		drained = (size_t)n < (cnt == 2 ? w + SOFT_STAGE : SOFT_STAGE);
+		drained = (size_t)n < (cnt == 2 ? w + SOFT_STAGE_TAIL : SOFT_STAGE_LOOK);
 		if (cnt == 2) {
 			size_t a = RR_MIN((size_t)n, w);
 
