@@ -261,11 +261,14 @@ static double send_lat(size_t sz, long iters, bool loopback)
 	struct echo_arg ea = {sz, iters};
 	uint64_t t0;
 
-	for (int i = 0; i < 2; i++) {
+	static bool primed;
+
+	for (int i = 0; i < 2 && !primed; i++) { /* two receives stay posted */
 		if (loopback)
 			post_recv(&srv, bufsz);
 		post_recv(&cli, bufsz);
 	}
+	primed = true;
 	if (loopback)
 		pthread_create(&t, NULL, srv_echo, &ea);
 	t0 = now_ns();
@@ -412,22 +415,36 @@ static double tcp_client(int a, size_t sz, long iters, int mode)
 			 : (double)sz * (double)iters / ((double)(now_ns() - t0) / 1e9) / 1e6;
 }
 
+/* One round of the floor on a connection kept for all rounds. */
 static double tcp_run(size_t sz, long iters, int mode)
 {
-	int a, b;
+	static int a = -1, b = -1;
 	pthread_t th;
 	struct tcparg t;
-	double r;
 
-	if (tcp_pair(&a, &b))
+	if (a < 0 && tcp_pair(&a, &b))
 		DIE("tcp setup failed");
 	t = (struct tcparg){b, sz, iters, mode};
 	pthread_create(&th, NULL, tcp_peer, &t);
-	r = tcp_client(a, sz, iters, mode);
-	pthread_join(th, NULL);
-	close(a);
-	close(b);
-	return r;
+	{
+		double r = tcp_client(a, sz, iters, mode);
+
+		pthread_join(th, NULL);
+		return r;
+	}
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* ---- split mode ---- */
@@ -583,13 +600,15 @@ static int run_server(unsigned port)
 static void usage(void)
 {
 	printf("usage: rpcrdma-perf send_lat|write_bw|read_lat|commit_lat [--size N] [--iters N]\n"
-	       "                    [--server | HOST] [--port P] [--json] [--help]\n"
+	       "                    [--server | HOST] [--port P] [--rounds R] [--json] [--help]\n"
 	       "Without --server / HOST both ends run in this process over loopback; with them\n"
 	       "the server (rpcrdma-perf --server) listens on P (default 18515) for the soft\n"
 	       "provider and P+1 for the raw TCP floor, and the client runs the test against\n"
 	       "HOST. The raw TCP floor is measured in the same run between the same ends.\n"
 	       "Latencies: send_lat one-way us (half the ping-pong), read_lat / commit_lat round\n"
-	       "trip us; write_bw MB/s (16 Writes in flight). Waits block (rpcrdma_cq_wait).\n");
+	       "trip us; write_bw MB/s (16 Writes in flight). Waits block (rpcrdma_cq_wait).\n"
+	       "Loopback runs R rounds (default 5) alternating soft and TCP, iters/R each, and\n"
+	       "prints the medians and the median of the per-round ratios.\n");
 }
 
 int main(int argc, char **argv)
@@ -599,6 +618,8 @@ int main(int argc, char **argv)
 	long iters = 0;
 	unsigned port = 18515;
 	bool json = false, server = false, loop;
+	int rounds = 0;
+	double vs[64], fs[64], rs[64];
 	double v, floor, ratio;
 	const char *unit;
 	enum test t = 0;
@@ -613,6 +634,8 @@ int main(int argc, char **argv)
 			iters = strtol(argv[++i], NULL, 0);
 		} else if (!strcmp(argv[i], "--port") && i + 1 < argc) {
 			port = (unsigned)strtoul(argv[++i], NULL, 0);
+		} else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
+			rounds = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--json")) {
 			json = true;
 		} else if (!strcmp(argv[i], "--server")) {
@@ -655,39 +678,53 @@ int main(int argc, char **argv)
 		setup_loopback(t, size);
 	else
 		setup_client(host, port, t, size, iters);
-	switch (t) {
-	case T_SEND_LAT:
-		v = send_lat(size, iters, loop);
-		unit = "us";
-		break;
-	case T_WRITE_BW:
-		v = write_bw(size, iters);
-		unit = "MB/s";
-		break;
-	case T_READ_LAT:
-		v = read_lat(size, iters);
-		unit = "us";
-		break;
-	default:
-		v = commit_lat(size, iters);
-		unit = "us";
-		break;
+	/* Loopback: alternate rounds of the soft test and the TCP floor so that
+	 * load changes on a shared machine hit both alike; report medians. */
+	if (!loop)
+		rounds = 1;
+	else if (rounds <= 0)
+		rounds = 5;
+	if (rounds > 64 || iters / rounds < 1) {
+		fprintf(stderr, "rpcrdma-perf: bad --rounds\n");
+		return 2;
 	}
-	if (!loop) {
-		rpcrdma_disconnect(cli.id);
-		floor = client_tcp_floor(host, port + 1, size, iters, t == T_WRITE_BW ? 1 : 0);
-	} else {
-		floor = tcp_run(size, iters, t == T_WRITE_BW ? 1 : 0);
+	unit = t == T_WRITE_BW ? "MB/s" : "us";
+	for (int r = 0; r < rounds; r++) {
+		long it = iters / rounds;
+
+		switch (t) {
+		case T_SEND_LAT:
+			vs[r] = send_lat(size, it, loop);
+			break;
+		case T_WRITE_BW:
+			vs[r] = write_bw(size, it);
+			break;
+		case T_READ_LAT:
+			vs[r] = read_lat(size, it);
+			break;
+		default:
+			vs[r] = commit_lat(size, it);
+			break;
+		}
+		if (!loop) {
+			rpcrdma_disconnect(cli.id);
+			fs[r] = client_tcp_floor(host, port + 1, size, it, t == T_WRITE_BW ? 1 : 0);
+		} else {
+			fs[r] = tcp_run(size, it, t == T_WRITE_BW ? 1 : 0);
+		}
+		if (t == T_READ_LAT || t == T_COMMIT_LAT)
+			fs[r] *= 2; /* round trip */
+		rs[r] = vs[r] / fs[r];
 	}
-	if (t == T_READ_LAT || t == T_COMMIT_LAT)
-		floor *= 2; /* round trip */
+	v = median(vs, rounds);
+	floor = median(fs, rounds);
+	ratio = median(rs, rounds);
 	if (srv.path[0])
 		unlink(srv.path);
-	ratio = v / floor;
 	if (json)
-		printf("{\"test\":\"%s\",\"size\":%zu,\"iters\":%ld,\"mode\":\"%s\",\"value\":%.3f,"
-		       "\"unit\":\"%s\",\"tcp\":%.3f,\"ratio_to_tcp\":%.3f}\n", mode, size, iters,
-		       loop ? "loopback" : "split", v, unit, floor, ratio);
+		printf("{\"test\":\"%s\",\"size\":%zu,\"iters\":%ld,\"mode\":\"%s\",\"rounds\":%d,"
+		       "\"value\":%.3f,\"unit\":\"%s\",\"tcp\":%.3f,\"ratio_to_tcp\":%.3f}\n", mode,
+		       size, iters, loop ? "loopback" : "split", rounds, v, unit, floor, ratio);
 	else
 		printf("%-10s size %zu iters %ld (%s): %.3f %s; raw TCP %.3f %s; ratio to TCP %.3f\n",
 		       mode, size, iters, loop ? "loopback" : "split", v, unit, floor, unit, ratio);
