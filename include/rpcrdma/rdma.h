@@ -45,8 +45,12 @@
  *    not shared-mutable after creation.
  *
  * Progress: providers progress on their own (hardware, or provider threads in
- * "soft"); the caller never has to call in to move data, it polls CQs and the
- * CM channel (or waits on their file descriptors). */
+ * "soft"); the caller polls CQs and the CM channel or waits on their file
+ * descriptors (or in rpcrdma_cq_wait). Soft: while a CQ is attended (a thread
+ * waits in rpcrdma_cq_wait, it is armed, or it was polled in the last 20 ms)
+ * its consumer's poll/get_event/wait calls receive for its QPs, in the
+ * consumer's thread; a consumer that arms must therefore come back when the
+ * fd is readable. Unattended CQs' QPs are served by the provider thread. */
 #ifndef RPCRDMA_RDMA_H
 #define RPCRDMA_RDMA_H
 
