@@ -664,8 +664,8 @@ static void balance(struct soft_ctx *c)
 		struct soft_qp *qp = id->qp;
 		bool attended;
 
-		if (!qp || id->state != IDS_CONNECTED || qp->state != QPS_RTS)
-			continue;
+		if (!qp || id->state != IDS_CONNECTED)
+			continue; /* qp_hand checks the QP state under tx_lock */
 		attended = soft_cq_attended(qp->rcq, now) || soft_cq_attended(qp->scq, now);
 		if (attended == qp->obj.in_epoll)
 			qp_hand(qp, !attended);
