@@ -321,3 +321,50 @@ TEST(soft_many_qps_on_one_cq)
 	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
 	net_down(&n);
 }
+
+/* The peer goes away while this side sleeps in rpcrdma_cq_wait: the waiter
+ * receives the EOF itself, its posted receive is flushed and reported, and
+ * the dead socket no longer wakes the CQ (a later wait times out). */
+TEST(soft_cq_wait_sees_peer_close)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	static uint8_t buf[64];
+	struct rpcrdma_mr *mr;
+	struct waiter w = {0};
+	struct rpcrdma_wc wc;
+	pthread_t th;
+
+	net_up(&n);
+	c = qp_on(&n, n.ccq);
+	s = qp_on(&n, n.scq);
+	link_up(&n, c, s, &cid, &sid);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(n.pd, buf, sizeof(buf), RPCRDMA_ACCESS_LOCAL_WRITE, &mr), 0);
+	{
+		struct rpcrdma_sge sg = {(uintptr_t)buf, sizeof(buf), rpcrdma_mr_lkey(mr)};
+		struct rpcrdma_recv_wr rw = {.wr_id = 77, .sg_list = &sg, .num_sge = 1};
+
+		REQUIRE_EQ(rpcrdma_post_recv(c, &rw, NULL), 0);
+	}
+	w.cq = n.ccq;
+	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
+	usleep(50000);
+	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0); /* the server side closes */
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(w.rc, 1);
+	CHECK_EQ(w.wc.wr_id, 77);
+	CHECK_EQ(w.wc.status, RPCRDMA_WC_WR_FLUSH_ERR);
+	CHECK(!sqp_of(c)->cq_watched);
+	{
+		uint64_t t0 = rr_now_ns(NULL);
+
+		CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 100), 0);
+		CHECK(rr_now_ns(NULL) - t0 >= 90000000ull);
+	}
+	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	CHECK_EQ(rpcrdma_dereg_mr(mr), 0);
+	net_down(&n);
+}

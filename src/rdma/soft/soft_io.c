@@ -200,6 +200,120 @@ void soft_io_qp_closed(struct soft_qp *qp)
 	qp->state = QPS_ERROR;
 }
 
+/* ---------------------------------------------------- CQ wait sets -- */
+
+int soft_io_cq_init(struct soft_cq *q)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+	int r = 0;
+
+	q->epfd = epoll_create1(EPOLL_CLOEXEC);
+	q->wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (q->epfd < 0 || q->wake_efd < 0)
+		r = -errno;
+	ev.data.u64 = SOFT_TOK_RING;
+	if (!r && epoll_ctl(q->epfd, EPOLL_CTL_ADD, rr_cq_ring_fd(&q->ring), &ev) != 0)
+		r = -errno;
+	ev.data.u64 = SOFT_TOK_WAKE;
+	if (!r && epoll_ctl(q->epfd, EPOLL_CTL_ADD, q->wake_efd, &ev) != 0)
+		r = -errno;
+	if (r) {
+		if (q->epfd >= 0)
+			close(q->epfd);
+		if (q->wake_efd >= 0)
+			close(q->wake_efd);
+	}
+	return r;
+}
+
+void soft_io_cq_fini(struct soft_cq *q)
+{
+	close(q->epfd);
+	close(q->wake_efd);
+}
+
+/* The CQ this thread is progressing inline: completions it pushes there need
+ * no wake-up. */
+static __thread struct soft_cq *tls_inline_cq;
+
+void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
+{
+	rr_cq_ring_push(&q->ring, wc);
+	if (tls_inline_cq != q && atomic_load(&q->waiting) > 0) {
+		uint64_t one = 1;
+
+		if (write(q->wake_efd, &one, sizeof(one)) < 0) {
+			/* saturated counter: still readable */
+		}
+	}
+}
+
+/* qlock held: the live QP an epoll token names, or NULL (destroyed since). */
+struct soft_qp *soft_cq_lookup(struct soft_cq *q, uint64_t tok)
+{
+	uint32_t slot = (uint32_t)(tok >> 32), gen = (uint32_t)tok;
+
+	if (slot >= q->nslots || !q->slots[slot].qp || q->slots[slot].gen != gen)
+		return NULL;
+	return q->slots[slot].qp;
+}
+
+/* Receives / transmits on the ready sockets of @q in the calling thread:
+ * epoll_wait for up to @timeout_ms (0: what is ready now). @drain consumes
+ * the ring's notification too (a waiter would spin on it). Returns the
+ * number of ready fds, 0, or -errno. */
+int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block)
+{
+	struct epoll_event evs[32];
+	int n;
+
+	do
+		n = epoll_wait(q->epfd, evs, 32, timeout_ms);
+	while (n < 0 && errno == EINTR && timeout_ms == 0);
+	if (n <= 0)
+		return n < 0 && errno != EINTR ? -errno : 0;
+	tls_inline_cq = q;
+	pthread_mutex_lock(&q->qlock);
+	for (int i = 0; i < n; i++) {
+		uint64_t tok = evs[i].data.u64;
+		struct soft_qp *qp;
+
+		if (tok == SOFT_TOK_RING) {
+			if (drain)
+				rr_cq_ring_get_event(&q->ring);
+			continue;
+		}
+		if (tok == SOFT_TOK_WAKE) {
+			uint64_t v;
+
+			if (read(q->wake_efd, &v, sizeof(v)) < 0) {
+				/* raced with another drain */
+			}
+			continue;
+		}
+		qp = soft_cq_lookup(q, tok);
+		if (!qp)
+			continue;
+		if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+			if (block ? pthread_mutex_lock(&qp->rx_lock) == 0
+				  : pthread_mutex_trylock(&qp->rx_lock) == 0) {
+				soft_qp_rx(qp);
+				pthread_mutex_unlock(&qp->rx_lock);
+			}
+		}
+		if (evs[i].events & EPOLLOUT) {
+			if (block ? pthread_mutex_lock(&qp->tx_lock) == 0
+				  : pthread_mutex_trylock(&qp->tx_lock) == 0) {
+				soft_qp_tx_locked(qp);
+				pthread_mutex_unlock(&qp->tx_lock);
+			}
+		}
+	}
+	pthread_mutex_unlock(&q->qlock);
+	tls_inline_cq = NULL;
+	return n;
+}
+
 /* ------------------------------------------------------------ channel -- */
 
 static struct soft_chan *chan_of(struct rr_cm_channel *ch)
@@ -550,8 +664,8 @@ static void balance(struct soft_ctx *c)
 		struct soft_qp *qp = id->qp;
 		bool attended;
 
-		if (!qp || id->state != IDS_CONNECTED || qp->state != QPS_RTS)
-			continue;
+		if (!qp || id->state != IDS_CONNECTED)
+			continue; /* qp_hand checks the QP state under tx_lock */
 		attended = soft_cq_attended(qp->rcq, now) || soft_cq_attended(qp->scq, now);
 		if (attended == qp->obj.in_epoll)
 			qp_hand(qp, !attended);
