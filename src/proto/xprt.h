@@ -1,0 +1,425 @@
+/* The sans-I/O core of the RPC-over-RDMA Version 1 transport (RFC 8166), both
+ * roles. No syscalls, no verbs: bytes and events in, decisions and bytes out.
+ *
+ * Requester (RFC 8166 section 3.5 "Message Size", 3.4/3.5 chunks, 4.4 "Header
+ * Errors"): rr_xprt_rqst_prepare() decides the message form of a Call -- a
+ * Short message (RDMA_MSG) when the whole Call fits the call inline threshold,
+ * DDP-eligible argument items reduced into Read chunks (one Read chunk per item,
+ * XDR pad removed from the Payload stream and not sent in the chunk) when it
+ * does not, and a Long Call (RDMA_NOMSG, position-zero Read chunk carrying the
+ * reduced stream, items still in their own Read chunks) when even the reduced
+ * Call does not fit. It provisions one Write chunk per expected DDP-eligible
+ * result and a Reply chunk when the largest possible Reply exceeds the reply
+ * inline threshold. The output is the list of memory ranges the driver must
+ * register (with access rights); after registration rr_xprt_rqst_marshal()
+ * writes the complete Send (header + inline payload) into the driver's send
+ * buffer. rr_xprt_req_recv() matches a Reply to its Call by XID, validates it
+ * against what was provisioned (silently discarding malformed Replies and
+ * unknown XIDs, RFC 8166 section 4.5) and rebuilds the reply: the Payload
+ * stream (inline or from the Reply chunk) and the actual length written into
+ * each result sink.
+ *
+ * Responder (RFC 8166 sections 3.5, 4.5, 5): rr_xprt_rsp_recv() parses a Call
+ * into either an RDMA_ERROR to send (ERR_VERS 1..1, ERR_CHUNK), a silent drop,
+ * or a receive context with the RDMA Reads to issue (directly into the final
+ * positions of the rebuilt Payload stream, pads supplied as zeros);
+ * rr_xprt_rsp_assemble() finishes the stream once the Reads completed.
+ * rr_xprt_rsp_reply() builds the Reply: DDP-eligible result items pushed with
+ * RDMA Write into the requester's Write chunks (contiguous fill, only consumed
+ * segments returned, unused chunks with a count of 0, no pad bytes written), the
+ * rest inline, or through the Reply chunk (Long Reply), or RDMA_ERROR ERR_CHUNK
+ * when it fits nowhere. With remote invalidation negotiated it names one STag
+ * of that Call for Send With Invalidate (draft-cel-nfsv4-rpcrdma-remote-
+ * invalidation, RFC 8797 section 4).
+ *
+ * Room for reliable reply (draft-cel-nfsv4-rpcrdma-reliable-reply): the
+ * responder's "fits nowhere" branch is one function (rsp_reply_fallback) and the
+ * requester's reply parser keeps the Read list of a Reply for a later issue.
+ *
+ * Ownership: the core never keeps pointers to caller memory beyond what each
+ * function states. Calls (struct rr_xprt_rqst) and receive contexts (struct
+ * rr_xprt_rcall) are allocated through the environment and owned by the core
+ * until released. */
+#ifndef RR_PROTO_XPRT_H
+#define RR_PROTO_XPRT_H
+
+#include <stdio.h>
+
+#include "common/common.h"
+
+/* ---- RFC 8166 constants ---- */
+#define RR_XPRT_VERSION 1u
+#define RR_XPRT_MSG 0u
+#define RR_XPRT_NOMSG 1u
+#define RR_XPRT_MSGP 2u
+#define RR_XPRT_DONE 3u
+#define RR_XPRT_ERROR 4u
+#define RR_XPRT_ERR_VERS 1u
+#define RR_XPRT_ERR_CHUNK 2u
+
+#define RR_XPRT_DEFAULT_INLINE 1024u   /* RFC 8166 section 3.3.3 */
+#define RR_XPRT_FIXED_HDR 16u           /* xid, vers, credit, proc */
+#define RR_XPRT_MIN_HDR 28u             /* fixed + three empty lists */
+
+/* Limits of this implementation (peers exceeding them get ERR_CHUNK). */
+#define RR_XPRT_MAX_SEGS 64u      /* segments in one chunk */
+#define RR_XPRT_MAX_READS 64u     /* read segments in a Read list */
+#define RR_XPRT_MAX_WCHUNKS 8u    /* Write chunks in a Write list */
+#define RR_XPRT_MAX_ITEMS 8u      /* DDP-eligible items in one Call or Reply */
+#define RR_XPRT_MAX_REGS (RR_XPRT_MAX_ITEMS * 2u + 2u)
+
+/* ---- header representation ---- */
+
+/* xdr_rdma_segment: handle (STag), length, offset. */
+struct rr_xprt_seg {
+	uint32_t handle;
+	uint32_t length;
+	uint64_t offset;
+};
+
+/* One entry of a Read list: the segments with equal position form a chunk. */
+struct rr_xprt_rseg {
+	uint32_t position;
+	struct rr_xprt_seg seg;
+};
+
+struct rr_xprt_chunk {
+	uint32_t nsegs;
+	struct rr_xprt_seg segs[RR_XPRT_MAX_SEGS];
+};
+
+/* A parsed (or to-be-encoded) transport header. */
+struct rr_xprt_hdr {
+	uint32_t xid;
+	uint32_t vers;
+	uint32_t credit;
+	uint32_t proc;
+	uint32_t nreads;
+	struct rr_xprt_rseg reads[RR_XPRT_MAX_READS];
+	uint32_t nwrites;
+	struct rr_xprt_chunk writes[RR_XPRT_MAX_WCHUNKS];
+	bool has_reply;
+	struct rr_xprt_chunk reply;
+	uint32_t err;                 /* RDMA_ERROR: ERR_VERS / ERR_CHUNK */
+	uint32_t vers_low, vers_high; /* ERR_VERS */
+	uint32_t hdr_len;             /* decoded: bytes before the payload */
+};
+
+/* What the decoder concluded about a received header. */
+enum rr_xprt_verdict {
+	RR_XPRT_V_OK = 0,
+	RR_XPRT_V_DROP,       /* too short to answer, or never answered */
+	RR_XPRT_V_ERR_VERS,   /* answer ERR_VERS (responder only) */
+	RR_XPRT_V_ERR_CHUNK,  /* answer ERR_CHUNK (responder only) */
+	RR_XPRT_V_LIMIT,      /* valid but beyond this implementation's limits */
+};
+
+/* Decodes @buf (@len bytes) into @h. Returns the verdict; @h->xid is valid
+ * whenever the verdict is not DROP. Structural checks only (XDR validity,
+ * version, procedure, list shapes); role checks are done by the callers. */
+enum rr_xprt_verdict rr_xprt_hdr_decode(const uint8_t *buf, size_t len,
+					struct rr_xprt_hdr *h);
+
+/* Encodes @h (proc MSG/NOMSG/DONE/ERROR) into @buf. Returns the length or
+ * -EMSGSIZE. */
+int rr_xprt_hdr_encode(const struct rr_xprt_hdr *h, uint8_t *buf, size_t cap);
+
+/* Size of the encoded header of @h. */
+size_t rr_xprt_hdr_size(const struct rr_xprt_hdr *h);
+
+/* ---- negotiated parameters ---- */
+
+struct rr_xprt_params {
+	uint32_t call_inline;   /* largest Call Send (header + payload) */
+	uint32_t reply_inline;  /* largest Reply Send (header + payload) */
+	bool local_r;           /* we advertised R (accept remote invalidation) */
+	bool peer_r;            /* the peer advertised R */
+	uint32_t max_seg_len;   /* largest segment we expose (split above) */
+	uint32_t max_segs;      /* most segments we put in one chunk */
+	uint32_t max_call;      /* responder: largest Call it accepts */
+};
+
+/* Defaults: RFC 8166 1024/1024 inline, no R, 1 MiB segments, 16 per chunk. */
+void rr_xprt_params_default(struct rr_xprt_params *p);
+
+/* ---- statistics (Linux "xprt: rdma" mountstats plus responder fields) ---- */
+struct rr_xprt_stats {
+	uint64_t sends;              /* Sends posted (Calls, Replies, errors) */
+	uint64_t recvs;              /* Receives processed */
+	uint64_t bad_xids;           /* Replies with an unknown XID */
+	uint64_t bad_replies;        /* malformed Replies discarded */
+	uint64_t read_chunks;        /* Read chunks sent (req) / pulled (rsp) */
+	uint64_t write_chunks;       /* Write chunks provisioned / filled */
+	uint64_t reply_chunks;       /* Reply chunks provisioned / used */
+	uint64_t total_rdma_req;     /* bytes the peer moves for us (reads+writes) */
+	uint64_t total_rdma_rep;     /* bytes moved by RDMA into Write/Reply chunks */
+	uint64_t rdma_read_bytes;    /* responder: bytes RDMA Read */
+	uint64_t rdma_write_bytes;   /* responder: bytes RDMA Written */
+	uint64_t short_msgs;         /* RDMA_MSG without chunks */
+	uint64_t chunked_msgs;       /* RDMA_MSG with chunks */
+	uint64_t long_msgs;          /* RDMA_NOMSG */
+	uint64_t pullup_bytes;       /* bytes copied into Sends / Long Call buffer */
+	uint64_t err_vers_sent, err_chunk_sent;
+	uint64_t err_received;       /* RDMA_ERROR received */
+	uint64_t dropped;            /* headers silently dropped */
+	uint64_t remote_inv;         /* STags invalidated by the peer */
+	uint64_t local_inv;          /* STags invalidated locally */
+	uint64_t bad_remote_inv;     /* Send With Invalidate for a foreign STag */
+	uint64_t credits_exhausted;  /* Calls queued waiting for a credit */
+	uint64_t retransmits;
+	uint64_t reconnects;
+	uint64_t fatal_errors;       /* failed RDMA Read/Write/Send, connection lost */
+};
+
+/* Prints @s to @f in a mountstats-like layout. Returns 0 or -EIO. */
+int rr_xprt_stats_print(const struct rr_xprt_stats *s, FILE *f);
+
+/* ---- memory the driver must register ---- */
+#define RR_XPRT_ACC_REMOTE_READ 1u   /* peer RDMA Reads it (Read chunk) */
+#define RR_XPRT_ACC_REMOTE_WRITE 2u  /* peer RDMA Writes it (Write/Reply chunk) */
+#define RR_XPRT_ACC_LOCAL_WRITE 4u   /* RDMA Read sink (responder) */
+
+struct rr_xprt_reg {
+	void *base;
+	size_t len;
+	unsigned access;
+	/* Filled by the driver on registration: */
+	uint32_t stag;
+	uint64_t addr;     /* remote address of base (offset field of segments) */
+	void *mr;          /* driver's handle */
+	bool valid;        /* registered and not yet invalidated */
+};
+
+/* ---- requester ---- */
+
+/* One piece of a Call's XDR stream. A DDP-eligible item (@ddp) is the data of
+ * an opaque: @len unpadded; its XDR pad is implied and must not be included. */
+struct rr_xprt_part {
+	const void *base;
+	uint32_t len;
+	bool ddp;
+};
+
+/* Where an expected DDP-eligible result lands (a Write chunk). */
+struct rr_xprt_sink {
+	void *base;
+	uint32_t len;
+};
+
+struct rr_xprt_rqst_desc {
+	uint32_t xid;
+	const struct rr_xprt_part *parts;
+	unsigned nparts;
+	const struct rr_xprt_sink *sinks;
+	unsigned nsinks;
+	uint32_t max_reply;  /* largest reduced Reply (excluding sink data) */
+};
+
+enum rr_xprt_form {
+	RR_XPRT_FORM_SHORT,   /* RDMA_MSG, no Read chunk */
+	RR_XPRT_FORM_READ,    /* RDMA_MSG with Read chunks */
+	RR_XPRT_FORM_LONG,    /* RDMA_NOMSG, position-zero Read chunk */
+};
+
+struct rr_xprt_rqst {
+	uint32_t xid;
+	enum rr_xprt_form form;
+	struct rr_xprt_rqst_desc desc;   /* borrowed until the Call completes */
+	uint32_t xdr_len;                /* full (unreduced) XDR length */
+	uint32_t reduced_len;            /* inline parts only */
+	uint32_t item_pos[RR_XPRT_MAX_ITEMS];
+	int item_reg[RR_XPRT_MAX_ITEMS]; /* -1 when sent inline */
+	unsigned nitems;
+	int pullup_reg;                  /* Long Call buffer, -1 if none */
+	uint8_t *pullup;
+	int sink_reg[RR_XPRT_MAX_ITEMS];
+	int reply_reg;                   /* Reply chunk, -1 if none */
+	uint8_t *reply_buf;
+	uint32_t reply_len;
+	struct rr_xprt_reg regs[RR_XPRT_MAX_REGS];
+	unsigned nregs;
+	bool outstanding;                /* in the XID table awaiting a Reply */
+	struct rr_xprt_rqst *next;       /* XID table chain */
+	void *user;                      /* driver's cookie */
+};
+
+/* The result of a received Reply. */
+enum rr_xprt_rkind {
+	RR_XPRT_R_DROP,    /* discarded (malformed, unknown XID, not a Reply) */
+	RR_XPRT_R_REPLY,   /* @call completed with a Reply */
+	RR_XPRT_R_ERROR,   /* @call completed with RDMA_ERROR (@err) */
+};
+
+struct rr_xprt_reply {
+	enum rr_xprt_rkind kind;
+	struct rr_xprt_rqst *call;
+	uint32_t credit;              /* the grant (0 treated as 1) */
+	int err;                      /* R_ERROR: -EPROTONOSUPPORT / -EREMOTEIO */
+	const uint8_t *payload;       /* rebuilt Payload stream (reduced) */
+	uint32_t payload_len;         /* points into the Receive or Reply chunk */
+	uint32_t nsinks;
+	uint32_t sink_len[RR_XPRT_MAX_ITEMS]; /* bytes written per result sink */
+	bool long_reply;
+};
+
+struct rr_xprt_requester {
+	const struct rpcrdma_env *env;
+	struct rr_xprt_params params;
+	struct rr_xprt_stats *stats;
+	struct rr_xprt_rqst *table[64];  /* XID hash */
+	unsigned outstanding;
+};
+
+/* Initialises a requester core. Borrows @env and @stats for its lifetime. */
+void rr_xprt_req_init(struct rr_xprt_requester *r, const struct rpcrdma_env *env,
+		      const struct rr_xprt_params *p, struct rr_xprt_stats *stats);
+/* New settings (after a reconnect). */
+void rr_xprt_req_set_params(struct rr_xprt_requester *r, const struct rr_xprt_params *p);
+
+/* Plans a Call. On success *@out is a new call whose regs[0..nregs) the driver
+ * registers (filling stag/addr/mr/valid). Borrows @d (and the memory it names)
+ * until the call is released. Returns 0, -EINVAL (bad description: unaligned
+ * item position, too many items), -EMSGSIZE (cannot be conveyed even as a Long
+ * Call within the segment limits) or -ENOMEM. */
+int rr_xprt_rqst_prepare(struct rr_xprt_requester *r, const struct rr_xprt_rqst_desc *d,
+			 struct rr_xprt_rqst **out);
+
+/* Re-plans an existing call under the current params (after a reconnect the
+ * thresholds may have changed): drops the old registration list (the driver
+ * must have invalidated it) and rebuilds it. Same errors as prepare. */
+int rr_xprt_rqst_replan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c);
+
+/* Writes the Send for @c (header with @credit request, then the inline payload)
+ * into @buf. Every reg must be valid. Inserts @c in the XID table. Returns the
+ * length or -EMSGSIZE / -EINVAL. */
+int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+			 uint32_t credit, uint8_t *buf, size_t cap);
+
+/* Processes a received message. @inv_stag is the STag the peer invalidated
+ * (Send With Invalidate) when @has_inv. Fills @out; for R_REPLY/R_ERROR the
+ * call is removed from the XID table and the caller must invalidate every
+ * reg still valid before reporting completion. @out->payload points into @buf
+ * or the call's Reply chunk buffer. */
+void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t len,
+		      bool has_inv, uint32_t inv_stag, struct rr_xprt_reply *out);
+
+/* Removes @c from the XID table (timeout / cancel); idempotent. */
+void rr_xprt_rqst_forget(struct rr_xprt_requester *r, struct rr_xprt_rqst *c);
+
+/* Frees @c (and its pull-up and Reply buffers). The driver must have
+ * invalidated every registration first. */
+void rr_xprt_rqst_release(struct rr_xprt_requester *r, struct rr_xprt_rqst *c);
+
+/* Finds an outstanding call. */
+struct rr_xprt_rqst *rr_xprt_req_find(struct rr_xprt_requester *r, uint32_t xid);
+
+/* ---- responder ---- */
+
+/* One RDMA Read to issue: remote segment into @local_off of the context's
+ * buffer. */
+struct rr_xprt_read_op {
+	uint32_t stag;
+	uint64_t remote;
+	uint32_t len;
+	uint32_t local_off;
+};
+
+enum rr_xprt_rsp_action {
+	RR_XPRT_A_DROP,      /* say nothing */
+	RR_XPRT_A_ERROR,     /* send @err_msg (RDMA_ERROR) */
+	RR_XPRT_A_READ,      /* issue @rc->reads, then rr_xprt_rsp_assemble() */
+	RR_XPRT_A_DELIVER,   /* @rc->msg is the Call */
+};
+
+/* A received Call in progress (responder receive context). */
+struct rr_xprt_rcall {
+	uint32_t xid;
+	uint32_t credit;             /* requested credits */
+	uint32_t proc;
+	struct rr_xprt_hdr hdr;      /* the Call's header (chunks) */
+	uint8_t *buf;                /* rebuilt stream (+ staging for Long Call) */
+	uint32_t buf_len;
+	uint8_t *msg;                /* the Call message */
+	uint32_t msg_len;
+	struct rr_xprt_read_op reads[RR_XPRT_MAX_READS];
+	uint32_t nreads;
+	uint32_t read_bytes;
+	/* Layout plan, used by assemble: inline pieces to copy. */
+	uint32_t ncopies;
+	struct {
+		uint32_t dst, src, len;
+		bool from_stage;    /* Long Call: from the position-zero staging */
+	} copies[RR_XPRT_MAX_ITEMS + 1];
+	uint32_t nitems;            /* Read chunks other than position zero */
+	uint32_t item_pos[RR_XPRT_MAX_ITEMS], item_len[RR_XPRT_MAX_ITEMS];
+	struct rr_xprt_reg reg;     /* read sink registration (driver fills) */
+	void *user;
+};
+
+struct rr_xprt_responder {
+	const struct rpcrdma_env *env;
+	struct rr_xprt_params params;
+	struct rr_xprt_stats *stats;
+};
+
+void rr_xprt_rsp_init(struct rr_xprt_responder *s, const struct rpcrdma_env *env,
+		      const struct rr_xprt_params *p, struct rr_xprt_stats *stats);
+
+/* Parses a received Call of @len bytes. Returns the action:
+ *  DROP: nothing to do; ERROR: send the @err_len bytes written to @err_msg
+ *  (capacity >= 28); READ/DELIVER: *@out is a new receive context (the
+ *  inline part of @buf has been copied; @buf may be reposted). @grant is the
+ *  credit value placed in an RDMA_ERROR. Returns DROP also on -ENOMEM. */
+enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
+					 const uint8_t *buf, size_t len,
+					 uint32_t grant, uint8_t *err_msg,
+					 size_t *err_len,
+					 struct rr_xprt_rcall **out);
+
+/* After all reads of @rc completed: copies the inline pieces into place and
+ * checks the Call (XID agreement, RPC Call message type). Returns DELIVER, or
+ * ERROR with an ERR_CHUNK in @err_msg. */
+enum rr_xprt_rsp_action rr_xprt_rsp_assemble(struct rr_xprt_responder *s,
+					     struct rr_xprt_rcall *rc,
+					     uint32_t grant, uint8_t *err_msg,
+					     size_t *err_len);
+
+/* One RDMA Write to issue from local memory. */
+struct rr_xprt_write_op {
+	const uint8_t *src;
+	uint32_t len;
+	uint32_t stag;
+	uint64_t remote;
+};
+
+/* The Reply plan. */
+struct rr_xprt_reply_plan {
+	struct rr_xprt_write_op writes[RR_XPRT_MAX_WCHUNKS * RR_XPRT_MAX_SEGS +
+				       RR_XPRT_MAX_SEGS];
+	uint32_t nwrites;
+	uint32_t write_bytes;
+	uint32_t send_len;      /* bytes written to the send buffer */
+	bool send_inv;          /* use Send With Invalidate */
+	uint32_t inv_stag;
+	bool is_error;          /* ERR_CHUNK sent instead */
+	uint32_t proc;          /* RDMA_MSG / RDMA_NOMSG / RDMA_ERROR */
+};
+
+/* Builds the Reply to @rc from the reply stream @parts (DDP-eligible items
+ * flagged; the k-th item goes to the k-th Write chunk when there is one).
+ * Writes the Send into @buf (capacity >= reply_inline) and fills @plan with the
+ * RDMA Writes to post before the Send. Returns 0, -EINVAL (bad parts), or
+ * -EMSGSIZE (@buf too small). When nothing fits, @plan->is_error is set and
+ * @buf holds ERR_CHUNK. Borrows @parts until the writes complete. */
+int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
+		      const struct rr_xprt_part *parts, unsigned nparts,
+		      uint32_t grant, uint8_t *buf, size_t cap,
+		      struct rr_xprt_reply_plan *plan);
+
+/* Encodes an RDMA_ERROR. Returns the length or -EMSGSIZE. */
+int rr_xprt_encode_error(uint32_t xid, uint32_t grant, uint32_t err,
+			 uint8_t *buf, size_t cap);
+
+void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc);
+
+#endif

@@ -1,0 +1,553 @@
+/* The requester half of the RPC-over-RDMA v1 transport core (RFC 8166 section
+ * 3.5 "Message Size": Short, Chunked and Long Calls; 3.4.5-3.4.7 Read, Write
+ * and Reply chunks; 4.5 "Error Handling": a requester silently discards
+ * malformed Replies). Plans each Call, marshals its Send, and matches and
+ * validates Replies against what the Call provisioned. See xprt.h. */
+#include "proto/xprt.h"
+
+static const uint8_t rr_xprt_zero_pad[4];
+
+void rr_xprt_req_init(struct rr_xprt_requester *r, const struct rpcrdma_env *env,
+		      const struct rr_xprt_params *p, struct rr_xprt_stats *stats)
+{
+	memset(r, 0, sizeof(*r));
+	r->env = env;
+	r->params = *p;
+	r->stats = stats;
+}
+
+void rr_xprt_req_set_params(struct rr_xprt_requester *r, const struct rr_xprt_params *p)
+{
+	r->params = *p;
+}
+
+static unsigned bucket(uint32_t xid)
+{
+	return (xid ^ (xid >> 6) ^ (xid >> 12)) & 63u;
+}
+
+struct rr_xprt_rqst *rr_xprt_req_find(struct rr_xprt_requester *r, uint32_t xid)
+{
+	for (struct rr_xprt_rqst *c = r->table[bucket(xid)]; c; c = c->next)
+		if (c->xid == xid)
+			return c;
+	return NULL;
+}
+
+void rr_xprt_rqst_forget(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+{
+	struct rr_xprt_rqst **pp;
+
+	if (!c->outstanding)
+		return;
+	for (pp = &r->table[bucket(c->xid)]; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	c->next = NULL;
+	c->outstanding = false;
+	r->outstanding--;
+}
+
+/* Number of segments covering @len bytes. */
+static uint32_t nsegs_for(const struct rr_xprt_params *p, uint32_t len)
+{
+	if (len == 0)
+		return 1;
+	return (uint32_t)(((uint64_t)len + p->max_seg_len - 1) / p->max_seg_len);
+}
+
+static unsigned add_reg(struct rr_xprt_rqst *c, void *base, size_t len, unsigned acc)
+{
+	struct rr_xprt_reg *g = &c->regs[c->nregs];
+
+	memset(g, 0, sizeof(*g));
+	g->base = base;
+	g->len = len;
+	g->access = acc;
+	return c->nregs++;
+}
+
+static void free_bufs(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+{
+	rr_free(r->env, c->pullup);
+	rr_free(r->env, c->reply_buf);
+	c->pullup = NULL;
+	c->reply_buf = NULL;
+}
+
+/* Header sizes: fixed(16) + read list + write list + reply chunk. */
+static size_t write_list_size(const struct rr_xprt_params *p, const struct rr_xprt_rqst *c)
+{
+	size_t n = 4;
+
+	for (unsigned i = 0; i < c->desc.nsinks; i++)
+		n += 8 + (size_t)16 * nsegs_for(p, c->desc.sinks[i].len);
+	return n;
+}
+
+static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+{
+	const struct rr_xprt_params *p = &r->params;
+	const struct rr_xprt_rqst_desc *d = &c->desc;
+	size_t wl = write_list_size(p, c);
+	size_t rep_hdr_max, hdr, reads;
+	uint32_t nreads = 0;
+
+	free_bufs(r, c);
+	c->nregs = 0;
+	c->pullup_reg = -1;
+	c->reply_reg = -1;
+	c->reply_len = 0;
+	for (unsigned i = 0; i < RR_XPRT_MAX_ITEMS; i++)
+		c->item_reg[i] = c->sink_reg[i] = -1;
+
+	for (unsigned i = 0; i < d->nsinks; i++) {
+		if (nsegs_for(p, d->sinks[i].len) > p->max_segs)
+			return -EMSGSIZE;
+	}
+	/* Reply chunk: needed when the largest Reply (reduced, with a header
+	 * echoing every Write segment) exceeds the reply inline threshold. */
+	rep_hdr_max = RR_XPRT_FIXED_HDR + 4 + wl + 4;
+	hdr = RR_XPRT_FIXED_HDR + 4 + wl + 4;
+	if (rep_hdr_max + d->max_reply > p->reply_inline) {
+		uint32_t rl = (uint32_t)RR_ALIGN4(d->max_reply);
+
+		if (nsegs_for(p, rl) > p->max_segs)
+			return -EMSGSIZE;
+		c->reply_len = rl;
+		hdr += 4 + (size_t)16 * nsegs_for(p, rl);
+	}
+
+	if (hdr + c->xdr_len <= p->call_inline) {
+		c->form = RR_XPRT_FORM_SHORT;
+	} else {
+		/* Move every non-empty DDP-eligible item into a Read chunk. */
+		reads = 0;
+		for (unsigned k = 0; k < c->nitems; k++) {
+			uint32_t len = 0;
+			unsigned seen = 0;
+
+			for (unsigned i = 0; i < d->nparts; i++)
+				if (d->parts[i].ddp && seen++ == k)
+					len = d->parts[i].len;
+			if (len == 0)
+				continue;
+			if (nsegs_for(p, len) > p->max_segs)
+				return -EMSGSIZE;
+			nreads += nsegs_for(p, len);
+			reads += (size_t)24 * nsegs_for(p, len);
+		}
+		if (hdr + reads + c->reduced_len <= p->call_inline) {
+			c->form = RR_XPRT_FORM_READ;
+		} else {
+			uint32_t n0 = nsegs_for(p, c->reduced_len);
+
+			if (n0 > p->max_segs)
+				return -EMSGSIZE;
+			nreads += n0;
+			reads += (size_t)24 * n0;
+			if (hdr + reads > p->call_inline)
+				return -EMSGSIZE;
+			c->form = RR_XPRT_FORM_LONG;
+		}
+		if (nreads > RR_XPRT_MAX_READS)
+			return -EMSGSIZE;
+	}
+
+	/* Registrations, in header order. */
+	if (c->form == RR_XPRT_FORM_LONG) {
+		uint32_t off = 0;
+
+		c->pullup = rr_alloc(r->env, c->reduced_len ? c->reduced_len : 4);
+		if (!c->pullup)
+			return -ENOMEM;
+		for (unsigned i = 0; i < d->nparts; i++) {
+			if (d->parts[i].ddp)
+				continue;
+			if (d->parts[i].len)
+				memcpy(c->pullup + off, d->parts[i].base, d->parts[i].len);
+			off += d->parts[i].len;
+		}
+		if (r->stats)
+			r->stats->pullup_bytes += off;
+		c->pullup_reg = (int)add_reg(c, c->pullup, c->reduced_len,
+					     RR_XPRT_ACC_REMOTE_READ);
+	}
+	if (c->form != RR_XPRT_FORM_SHORT) {
+		unsigned k = 0;
+
+		for (unsigned i = 0; i < d->nparts; i++) {
+			if (!d->parts[i].ddp)
+				continue;
+			if (d->parts[i].len)
+				c->item_reg[k] = (int)add_reg(c, (void *)(uintptr_t)d->parts[i].base,
+							      d->parts[i].len,
+							      RR_XPRT_ACC_REMOTE_READ);
+			k++;
+		}
+	}
+	for (unsigned i = 0; i < d->nsinks; i++)
+		c->sink_reg[i] = (int)add_reg(c, d->sinks[i].base, d->sinks[i].len,
+					      RR_XPRT_ACC_REMOTE_WRITE);
+	if (c->reply_len) {
+		c->reply_buf = rr_alloc(r->env, c->reply_len);
+		if (!c->reply_buf)
+			return -ENOMEM;
+		c->reply_reg = (int)add_reg(c, c->reply_buf, c->reply_len,
+					    RR_XPRT_ACC_REMOTE_WRITE);
+	}
+	return 0;
+}
+
+int rr_xprt_rqst_prepare(struct rr_xprt_requester *r, const struct rr_xprt_rqst_desc *d,
+			 struct rr_xprt_rqst **out)
+{
+	struct rr_xprt_rqst *c;
+	uint64_t pos = 0, reduced = 0;
+	unsigned nitems = 0;
+	int rc;
+
+	*out = NULL;
+	if (d->nsinks > RR_XPRT_MAX_ITEMS || d->nsinks > RR_XPRT_MAX_WCHUNKS ||
+	    (d->nparts && !d->parts))
+		return -EINVAL;
+	if (r->params.max_seg_len == 0 || r->params.max_segs == 0)
+		return -EINVAL;
+	for (unsigned i = 0; i < d->nsinks; i++)
+		if (d->sinks[i].len == 0 || !d->sinks[i].base)
+			return -EINVAL;
+	c = rr_zalloc(r->env, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	for (unsigned i = 0; i < d->nparts; i++) {
+		const struct rr_xprt_part *pt = &d->parts[i];
+
+		if (pt->len && !pt->base)
+			goto inval;
+		if (pt->ddp) {
+			if (nitems == RR_XPRT_MAX_ITEMS || (pos & 3))
+				goto inval;
+			c->item_pos[nitems++] = (uint32_t)pos;
+			pos += RR_ALIGN4((uint64_t)pt->len);
+		} else {
+			pos += pt->len;
+			reduced += pt->len;
+		}
+	}
+	if ((pos & 3) || pos < 8 || pos > UINT32_MAX / 2)
+		goto inval;
+	c->xid = d->xid;
+	c->desc = *d;
+	c->nitems = nitems;
+	c->xdr_len = (uint32_t)pos;
+	c->reduced_len = (uint32_t)reduced;
+	rc = plan(r, c);
+	if (rc) {
+		free_bufs(r, c);
+		rr_free(r->env, c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+inval:
+	rr_free(r->env, c);
+	return -EINVAL;
+}
+
+int rr_xprt_rqst_replan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+{
+	return plan(r, c);
+}
+
+/* Splits registration @g (starting @off bytes in, @len bytes) into segments
+ * of at most max_seg_len. */
+static void segs_of(const struct rr_xprt_params *p, const struct rr_xprt_reg *g,
+		    uint32_t len, struct rr_xprt_seg *out, uint32_t *n)
+{
+	uint32_t off = 0;
+
+	*n = 0;
+	do {
+		uint32_t l = RR_MIN(len - off, p->max_seg_len);
+
+		out[*n].handle = g->stag;
+		out[*n].length = l;
+		out[*n].offset = g->addr + off;
+		(*n)++;
+		off += l;
+	} while (off < len);
+}
+
+int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+			 uint32_t credit, uint8_t *buf, size_t cap)
+{
+	const struct rr_xprt_params *p = &r->params;
+	const struct rr_xprt_rqst_desc *d = &c->desc;
+	struct rr_xprt_hdr *h;
+	struct rr_xprt_seg tmp[RR_XPRT_MAX_SEGS];
+	uint32_t n;
+	size_t off;
+	int len;
+
+	for (unsigned i = 0; i < c->nregs; i++)
+		if (!c->regs[i].valid)
+			return -EINVAL;
+	h = rr_alloc(r->env, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->xid = c->xid;
+	h->vers = RR_XPRT_VERSION;
+	h->credit = credit;
+	h->proc = c->form == RR_XPRT_FORM_LONG ? RR_XPRT_NOMSG : RR_XPRT_MSG;
+	h->nreads = 0;
+	if (c->pullup_reg >= 0) {
+		segs_of(p, &c->regs[c->pullup_reg], c->reduced_len, tmp, &n);
+		for (uint32_t j = 0; j < n; j++) {
+			h->reads[h->nreads].position = 0;
+			h->reads[h->nreads++].seg = tmp[j];
+		}
+	}
+	for (unsigned k = 0; k < c->nitems; k++) {
+		if (c->item_reg[k] < 0)
+			continue;
+		const struct rr_xprt_reg *g = &c->regs[c->item_reg[k]];
+
+		segs_of(p, g, (uint32_t)g->len, tmp, &n);
+		for (uint32_t j = 0; j < n; j++) {
+			h->reads[h->nreads].position = c->item_pos[k];
+			h->reads[h->nreads++].seg = tmp[j];
+		}
+	}
+	h->nwrites = d->nsinks;
+	for (unsigned i = 0; i < d->nsinks; i++)
+		segs_of(p, &c->regs[c->sink_reg[i]], d->sinks[i].len,
+			h->writes[i].segs, &h->writes[i].nsegs);
+	h->has_reply = c->reply_reg >= 0;
+	if (h->has_reply)
+		segs_of(p, &c->regs[c->reply_reg], c->reply_len, h->reply.segs,
+			&h->reply.nsegs);
+	len = rr_xprt_hdr_encode(h, buf, cap);
+	rr_free(r->env, h);
+	if (len < 0)
+		return len;
+	off = (size_t)len;
+	if (c->form != RR_XPRT_FORM_LONG) {
+		size_t need = c->form == RR_XPRT_FORM_SHORT ? c->xdr_len : c->reduced_len;
+
+		if (cap - off < need || off + need > p->call_inline)
+			return -EMSGSIZE;
+		for (unsigned i = 0; i < d->nparts; i++) {
+			const struct rr_xprt_part *pt = &d->parts[i];
+
+			if (pt->ddp && c->form != RR_XPRT_FORM_SHORT)
+				continue;
+			if (pt->len)
+				memcpy(buf + off, pt->base, pt->len);
+			off += pt->len;
+			if (pt->ddp && (pt->len & 3)) {
+				memcpy(buf + off, rr_xprt_zero_pad, 4 - (pt->len & 3));
+				off += 4 - (pt->len & 3);
+			}
+		}
+	}
+	if (r->stats) {
+		struct rr_xprt_stats *s = r->stats;
+
+		s->sends++;
+		s->pullup_bytes += off - (size_t)len;
+		if (c->form == RR_XPRT_FORM_SHORT && !d->nsinks && c->reply_reg < 0)
+			s->short_msgs++;
+		else if (c->form == RR_XPRT_FORM_LONG)
+			s->long_msgs++;
+		else
+			s->chunked_msgs++;
+		for (unsigned k = 0; k < c->nitems; k++)
+			if (c->item_reg[k] >= 0)
+				s->read_chunks++;
+		if (c->pullup_reg >= 0)
+			s->read_chunks++;
+		s->write_chunks += d->nsinks;
+		if (c->reply_reg >= 0)
+			s->reply_chunks++;
+	}
+	if (!c->outstanding) {
+		unsigned b = bucket(c->xid);
+
+		c->next = r->table[b];
+		r->table[b] = c;
+		c->outstanding = true;
+		r->outstanding++;
+	}
+	return (int)off;
+}
+
+/* Checks the segments a Reply returns for a chunk we provisioned: same
+ * handles and offsets in order, lengths within ours, filled contiguously
+ * (only the last non-empty segment may be partial; Linux returns unused
+ * trailing segments with length 0, which we accept). Returns the byte count
+ * or -EBADMSG. */
+static int64_t check_chunk(const struct rr_xprt_chunk *got,
+			   const struct rr_xprt_seg *mine, uint32_t nmine)
+{
+	int64_t total = 0;
+	bool partial = false;
+
+	if (got->nsegs > nmine)
+		return -EBADMSG;
+	for (uint32_t i = 0; i < got->nsegs; i++) {
+		const struct rr_xprt_seg *g = &got->segs[i];
+
+		if (g->handle != mine[i].handle || g->offset != mine[i].offset ||
+		    g->length > mine[i].length)
+			return -EBADMSG;
+		if (partial && g->length)
+			return -EBADMSG;
+		if (g->length < mine[i].length)
+			partial = true;
+		total += g->length;
+	}
+	return total;
+}
+
+static void note_inv(struct rr_xprt_requester *r, struct rr_xprt_rqst *c, uint32_t stag)
+{
+	bool found = false;
+
+	if (c) {
+		for (unsigned i = 0; i < c->nregs; i++) {
+			if (c->regs[i].stag == stag) {
+				c->regs[i].valid = false;
+				found = true;
+			}
+		}
+	}
+	if (r->stats) {
+		if (found)
+			r->stats->remote_inv++;
+		else
+			r->stats->bad_remote_inv++;
+	}
+}
+
+void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t len,
+		      bool has_inv, uint32_t inv_stag, struct rr_xprt_reply *out)
+{
+	const struct rr_xprt_params *p = &r->params;
+	struct rr_xprt_stats *s = r->stats;
+	struct rr_xprt_hdr *h;
+	struct rr_xprt_rqst *c;
+	struct rr_xprt_seg mine[RR_XPRT_MAX_SEGS];
+	enum rr_xprt_verdict v;
+	uint32_t n;
+
+	memset(out, 0, sizeof(*out));
+	out->kind = RR_XPRT_R_DROP;
+	if (s)
+		s->recvs++;
+	h = rr_alloc(r->env, sizeof(*h));
+	if (!h) {
+		if (s)
+			s->dropped++;
+		return;
+	}
+	v = rr_xprt_hdr_decode(buf, len, h);
+	c = v == RR_XPRT_V_DROP && len < 4 ? NULL :
+		rr_xprt_req_find(r, len >= 4 ? rr_get_be32(buf) : 0);
+	/* The peer already invalidated the STag, whatever else is wrong. */
+	if (has_inv)
+		note_inv(r, c, inv_stag);
+	if (v != RR_XPRT_V_OK) {
+		if (s)
+			s->bad_replies++;
+		goto drop;
+	}
+	if (h->proc == RR_XPRT_DONE)
+		goto drop_quiet;
+	if (!c) {
+		if (s)
+			s->bad_xids++;
+		goto drop_quiet;
+	}
+	out->call = c;
+	out->credit = h->credit ? h->credit : 1;
+	out->nsinks = c->desc.nsinks;
+	if (h->proc == RR_XPRT_ERROR) {
+		out->kind = RR_XPRT_R_ERROR;
+		out->err = h->err == RR_XPRT_ERR_VERS ? -EPROTONOSUPPORT : -EREMOTEIO;
+		if (s)
+			s->err_received++;
+		rr_xprt_rqst_forget(r, c);
+		rr_free(r->env, h);
+		return;
+	}
+	/* A Read list in a Reply needs the reliable-reply extension. */
+	if (h->nreads || h->nwrites > c->desc.nsinks)
+		goto bad;
+	for (uint32_t i = 0; i < h->nwrites; i++) {
+		int64_t got;
+
+		segs_of(p, &c->regs[c->sink_reg[i]], c->desc.sinks[i].len, mine, &n);
+		got = check_chunk(&h->writes[i], mine, n);
+		if (got < 0)
+			goto bad;
+		out->sink_len[i] = (uint32_t)got;
+		if (s)
+			s->total_rdma_rep += (uint64_t)got;
+	}
+	if (h->proc == RR_XPRT_NOMSG) {
+		int64_t got;
+
+		if (!h->has_reply || c->reply_reg < 0)
+			goto bad;
+		segs_of(p, &c->regs[c->reply_reg], c->reply_len, mine, &n);
+		got = check_chunk(&h->reply, mine, n);
+		if (got < 0)
+			goto bad;
+		out->payload = c->reply_buf;
+		out->payload_len = (uint32_t)got;
+		out->long_reply = true;
+		if (s)
+			s->total_rdma_rep += (uint64_t)got;
+	} else {
+		/* RDMA_MSG: a Reply chunk, if echoed at all, must be empty. */
+		if (h->has_reply) {
+			if (c->reply_reg < 0)
+				goto bad;
+			for (uint32_t i = 0; i < h->reply.nsegs; i++)
+				if (h->reply.segs[i].length)
+					goto bad;
+		}
+		out->payload = buf + h->hdr_len;
+		out->payload_len = (uint32_t)(len - h->hdr_len);
+	}
+	/* rdma_xid must be the XID of the RPC Reply it carries. */
+	if (out->payload_len < 8 || rr_get_be32(out->payload) != c->xid ||
+	    rr_get_be32(out->payload + 4) != 1u)
+		goto bad;
+	out->kind = RR_XPRT_R_REPLY;
+	rr_xprt_rqst_forget(r, c);
+	rr_free(r->env, h);
+	return;
+bad:
+	if (s)
+		s->bad_replies++;
+drop:
+	if (s)
+		s->dropped++;
+drop_quiet:
+	memset(out, 0, sizeof(*out));
+	out->kind = RR_XPRT_R_DROP;
+	rr_free(r->env, h);
+}
+
+void rr_xprt_rqst_release(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+{
+	if (!c)
+		return;
+	rr_xprt_rqst_forget(r, c);
+	free_bufs(r, c);
+	rr_free(r->env, c);
+}

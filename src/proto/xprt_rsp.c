@@ -1,0 +1,545 @@
+/* The responder half of the RPC-over-RDMA v1 transport core (RFC 8166 section
+ * 3.5 "Message Size", 3.4.5 "Read Chunks" with XDR round-up, 3.4.6 "Write
+ * Chunks" (contiguous fill, consumed segments only, unused chunks as count 0,
+ * no pad bytes), 3.4.7 "Reply Chunk" (Long Reply), 4.5 "Error Handling"
+ * (ERR_VERS 1..1, ERR_CHUNK), remote invalidation per RFC 8797 section 4 and
+ * draft-cel-nfsv4-rpcrdma-remote-invalidation). See xprt.h. */
+#include "proto/xprt.h"
+
+static const uint8_t rr_xprt_zeros[4];
+
+void rr_xprt_rsp_init(struct rr_xprt_responder *s, const struct rpcrdma_env *env,
+		      const struct rr_xprt_params *p, struct rr_xprt_stats *stats)
+{
+	memset(s, 0, sizeof(*s));
+	s->env = env;
+	s->params = *p;
+	s->stats = stats;
+}
+
+static enum rr_xprt_rsp_action answer(struct rr_xprt_responder *s, uint32_t xid,
+				      uint32_t grant, uint32_t err,
+				      uint8_t *err_msg, size_t *err_len)
+{
+	int n = rr_xprt_encode_error(xid, grant ? grant : 1, err, err_msg, 28);
+
+	if (n < 0)
+		return RR_XPRT_A_DROP;
+	*err_len = (size_t)n;
+	if (s->stats) {
+		s->stats->sends++;
+		if (err == RR_XPRT_ERR_VERS)
+			s->stats->err_vers_sent++;
+		else
+			s->stats->err_chunk_sent++;
+	}
+	return RR_XPRT_A_ERROR;
+}
+
+struct chunk_ref {
+	uint32_t position;
+	uint64_t len;
+	uint32_t first, n;   /* indices into a sorted copy of the read list */
+};
+
+void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc)
+{
+	if (!rc)
+		return;
+	rr_free(s->env, rc->buf);
+	rr_free(s->env, rc);
+}
+
+enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
+					 const uint8_t *buf, size_t len,
+					 uint32_t grant, uint8_t *err_msg,
+					 size_t *err_len,
+					 struct rr_xprt_rcall **out)
+{
+	struct rr_xprt_stats *st = s->stats;
+	struct rr_xprt_rcall *rc;
+	struct rr_xprt_hdr *h;
+	struct chunk_ref ch[RR_XPRT_MAX_ITEMS + 1];
+	struct rr_xprt_rseg sorted[RR_XPRT_MAX_READS];
+	unsigned nch = 0, first = 0;
+	uint64_t total, ilen = 0, stage_len = 0;
+	const uint8_t *src = NULL;
+	uint32_t out_off = 0, consumed = 0;
+
+	*out = NULL;
+	*err_len = 0;
+	if (st)
+		st->recvs++;
+	rc = rr_zalloc(s->env, sizeof(*rc));
+	if (!rc) {
+		if (st)
+			st->dropped++;
+		return RR_XPRT_A_DROP;
+	}
+	h = &rc->hdr;
+	switch (rr_xprt_hdr_decode(buf, len, h)) {
+	case RR_XPRT_V_OK:
+		break;
+	case RR_XPRT_V_ERR_VERS: {
+		uint32_t xid = h->xid;
+
+		rr_xprt_rcall_release(s, rc);
+		return answer(s, xid, grant, RR_XPRT_ERR_VERS, err_msg, err_len);
+	}
+	case RR_XPRT_V_ERR_CHUNK:
+	case RR_XPRT_V_LIMIT: {
+		uint32_t xid = rr_get_be32(buf);
+
+		rr_xprt_rcall_release(s, rc);
+		return answer(s, xid, grant, RR_XPRT_ERR_CHUNK, err_msg, err_len);
+	}
+	default:
+		goto drop;
+	}
+	/* RDMA_DONE without the reliable-reply extension, and RDMA_ERROR
+	 * (a requester never sends one), are silently discarded. */
+	if (h->proc == RR_XPRT_DONE || h->proc == RR_XPRT_ERROR)
+		goto drop;
+	rc->xid = h->xid;
+	rc->credit = h->credit;
+	rc->proc = h->proc;
+
+	/* Group the Read list into chunks by position, sorted by position,
+	 * segments in list order (stable insertion sort). */
+	memcpy(sorted, h->reads, sizeof(sorted[0]) * h->nreads);
+	for (uint32_t i = 1; i < h->nreads; i++) {
+		struct rr_xprt_rseg t = sorted[i];
+		uint32_t j = i;
+
+		while (j > 0 && sorted[j - 1].position > t.position) {
+			sorted[j] = sorted[j - 1];
+			j--;
+		}
+		sorted[j] = t;
+	}
+	for (uint32_t i = 0; i < h->nreads; i++) {
+		if (i == 0 || sorted[i].position != sorted[i - 1].position) {
+			if (nch == RR_XPRT_MAX_ITEMS + 1)
+				goto chunk_err;
+			ch[nch].position = sorted[i].position;
+			ch[nch].len = 0;
+			ch[nch].first = i;
+			ch[nch].n = 0;
+			nch++;
+		}
+		ch[nch - 1].len += sorted[i].seg.length;
+		ch[nch - 1].n++;
+	}
+	memcpy(h->reads, sorted, sizeof(sorted[0]) * h->nreads);
+
+	/* RDMA_NOMSG carries the Call in a position-zero Read chunk; RDMA_MSG
+	 * carries it inline and must not have one. */
+	if (h->proc == RR_XPRT_NOMSG) {
+		if (nch == 0 || ch[0].position != 0)
+			goto chunk_err;
+		stage_len = ch[0].len;
+		ilen = stage_len;
+		first = 1;
+	} else {
+		if (nch && ch[0].position == 0)
+			goto chunk_err;
+		src = buf + h->hdr_len;
+		ilen = len - h->hdr_len;
+	}
+	total = ilen;
+	for (unsigned i = first; i < nch; i++)
+		total += RR_ALIGN4(ch[i].len);
+	if (total > s->params.max_call || total + stage_len > UINT32_MAX)
+		goto chunk_err;
+	rc->buf_len = (uint32_t)(total + stage_len);
+	rc->buf = rr_alloc(s->env, rc->buf_len ? rc->buf_len : 4);
+	if (!rc->buf)
+		goto drop;
+
+	/* Lay out the rebuilt stream: inline pieces between chunks at their
+	 * positions, each chunk followed by zeros up to a multiple of four. */
+	for (unsigned i = first; i < nch; i++) {
+		uint32_t gap;
+
+		if (ch[i].position < out_off)
+			goto chunk_err;   /* overlapping chunks */
+		gap = ch[i].position - out_off;
+		if (gap > ilen - consumed)
+			goto chunk_err;   /* position beyond the message */
+		rc->copies[rc->ncopies].dst = out_off;
+		rc->copies[rc->ncopies].src = consumed;
+		rc->copies[rc->ncopies].len = gap;
+		rc->copies[rc->ncopies].from_stage = src == NULL;
+		rc->ncopies++;
+		consumed += gap;
+		out_off += gap;
+		rc->item_pos[rc->nitems] = out_off;
+		rc->item_len[rc->nitems] = (uint32_t)ch[i].len;
+		rc->nitems++;
+		{
+			uint32_t off = out_off;
+
+			for (uint32_t j = 0; j < ch[i].n; j++) {
+				const struct rr_xprt_seg *g = &h->reads[ch[i].first + j].seg;
+
+				if (!g->length)
+					continue;
+				rc->reads[rc->nreads].stag = g->handle;
+				rc->reads[rc->nreads].remote = g->offset;
+				rc->reads[rc->nreads].len = g->length;
+				rc->reads[rc->nreads].local_off = off;
+				rc->nreads++;
+				off += g->length;
+			}
+			memset(rc->buf + off, 0, RR_ALIGN4(ch[i].len) - ch[i].len);
+		}
+		out_off += (uint32_t)RR_ALIGN4(ch[i].len);
+	}
+	rc->copies[rc->ncopies].dst = out_off;
+	rc->copies[rc->ncopies].src = consumed;
+	rc->copies[rc->ncopies].len = (uint32_t)(ilen - consumed);
+	rc->copies[rc->ncopies].from_stage = src == NULL;
+	rc->ncopies++;
+	if (first) {
+		/* The position-zero chunk is read into the staging area after
+		 * the stream. */
+		uint32_t off = (uint32_t)total;
+
+		for (uint32_t j = 0; j < ch[0].n; j++) {
+			const struct rr_xprt_seg *g = &h->reads[ch[0].first + j].seg;
+
+			if (!g->length)
+				continue;
+			rc->reads[rc->nreads].stag = g->handle;
+			rc->reads[rc->nreads].remote = g->offset;
+			rc->reads[rc->nreads].len = g->length;
+			rc->reads[rc->nreads].local_off = off;
+			rc->nreads++;
+			off += g->length;
+		}
+	} else {
+		for (uint32_t i = 0; i < rc->ncopies; i++)
+			if (rc->copies[i].len)
+				memcpy(rc->buf + rc->copies[i].dst,
+				       src + rc->copies[i].src, rc->copies[i].len);
+		rc->ncopies = 0;
+	}
+	for (uint32_t i = 0; i < rc->nreads; i++)
+		rc->read_bytes += rc->reads[i].len;
+	rc->msg = rc->buf;
+	rc->msg_len = (uint32_t)total;
+	rc->reg.base = rc->buf;
+	rc->reg.len = rc->buf_len;
+	rc->reg.access = RR_XPRT_ACC_LOCAL_WRITE;
+	if (st) {
+		st->read_chunks += nch;
+		st->rdma_read_bytes += rc->read_bytes;
+		st->total_rdma_req += rc->read_bytes;
+		if (h->proc == RR_XPRT_NOMSG)
+			st->long_msgs++;
+		else if (nch || h->nwrites || h->has_reply)
+			st->chunked_msgs++;
+		else
+			st->short_msgs++;
+	}
+	*out = rc;
+	return rc->nreads ? RR_XPRT_A_READ : RR_XPRT_A_DELIVER;
+
+chunk_err: {
+	uint32_t xid = h->xid;
+
+	rr_xprt_rcall_release(s, rc);
+	return answer(s, xid, grant, RR_XPRT_ERR_CHUNK, err_msg, err_len);
+}
+drop:
+	if (st)
+		st->dropped++;
+	rr_xprt_rcall_release(s, rc);
+	return RR_XPRT_A_DROP;
+}
+
+enum rr_xprt_rsp_action rr_xprt_rsp_assemble(struct rr_xprt_responder *s,
+					     struct rr_xprt_rcall *rc,
+					     uint32_t grant, uint8_t *err_msg,
+					     size_t *err_len)
+{
+	uint32_t stage = rc->msg_len;
+
+	*err_len = 0;
+	for (uint32_t i = 0; i < rc->ncopies; i++)
+		if (rc->copies[i].len)
+			memmove(rc->buf + rc->copies[i].dst,
+				rc->buf + stage + rc->copies[i].src, rc->copies[i].len);
+	rc->ncopies = 0;
+	/* rdma_xid must equal the XID of the RPC message (RFC 8166 4.2.1);
+	 * a Call carries msg_type CALL. */
+	if (rc->msg_len < 8 || rr_get_be32(rc->msg) != rc->xid)
+		return answer(s, rc->xid, grant, RR_XPRT_ERR_CHUNK, err_msg, err_len);
+	if (rr_get_be32(rc->msg + 4) != 0u) {
+		/* A Reply travelling backwards (RFC 8167 backchannel): not
+		 * supported, dropped. */
+		if (s->stats)
+			s->stats->dropped++;
+		return RR_XPRT_A_DROP;
+	}
+	return RR_XPRT_A_DELIVER;
+}
+
+/* Cursor filling a chunk's segments in order with RDMA Writes. */
+struct fill {
+	const struct rr_xprt_chunk *chunk;
+	uint32_t seg, seg_off;
+	uint64_t cap, used;
+	struct rr_xprt_reply_plan *plan;
+	uint32_t max_ops;
+};
+
+static uint64_t chunk_cap(const struct rr_xprt_chunk *c)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < c->nsegs; i++)
+		n += c->segs[i].length;
+	return n;
+}
+
+static int fill_bytes(struct fill *f, const uint8_t *src, uint32_t len)
+{
+	while (len) {
+		const struct rr_xprt_seg *g;
+		uint32_t l;
+
+		if (f->seg >= f->chunk->nsegs)
+			return -EMSGSIZE;
+		g = &f->chunk->segs[f->seg];
+		l = RR_MIN(len, g->length - f->seg_off);
+		if (l) {
+			struct rr_xprt_write_op *w;
+
+			if (f->plan->nwrites == f->max_ops)
+				return -EMSGSIZE;
+			w = &f->plan->writes[f->plan->nwrites++];
+			w->src = src;
+			w->len = l;
+			w->stag = g->handle;
+			w->remote = g->offset + f->seg_off;
+			f->plan->write_bytes += l;
+			src += l;
+			len -= l;
+			f->seg_off += l;
+			f->used += l;
+		}
+		if (f->seg_off == g->length) {
+			f->seg++;
+			f->seg_off = 0;
+		}
+	}
+	return 0;
+}
+
+/* The consumed segments with their actual lengths. */
+static void fill_result(const struct fill *f, struct rr_xprt_chunk *outc)
+{
+	uint64_t left = f->used;
+
+	outc->nsegs = 0;
+	for (uint32_t i = 0; i < f->chunk->nsegs && left; i++) {
+		struct rr_xprt_seg g = f->chunk->segs[i];
+
+		if (g.length > left)
+			g.length = (uint32_t)left;
+		left -= g.length;
+		if (g.length)
+			outc->segs[outc->nsegs++] = g;
+	}
+}
+
+static void fill_init(struct fill *f, const struct rr_xprt_chunk *c,
+		      struct rr_xprt_reply_plan *plan)
+{
+	memset(f, 0, sizeof(*f));
+	f->chunk = c;
+	f->cap = chunk_cap(c);
+	f->plan = plan;
+	f->max_ops = (uint32_t)RR_ARRAY_SIZE(plan->writes);
+}
+
+/* Picks the STag for Send With Invalidate: one registered by the requester
+ * for this Call (Write chunk, Reply chunk, then Read chunk). */
+static bool pick_inv(const struct rr_xprt_hdr *h, uint32_t *stag)
+{
+	for (uint32_t i = 0; i < h->nwrites; i++)
+		if (h->writes[i].nsegs) {
+			*stag = h->writes[i].segs[0].handle;
+			return true;
+		}
+	if (h->has_reply && h->reply.nsegs) {
+		*stag = h->reply.segs[0].handle;
+		return true;
+	}
+	if (h->nreads) {
+		*stag = h->reads[0].seg.handle;
+		return true;
+	}
+	return false;
+}
+
+/* What happens when the Reply fits neither inline nor in a Reply chunk:
+ * RFC 8166 section 3.5.4 -- ERR_CHUNK. (The reliable-reply extension will
+ * offer a responder-provided Read chunk here.) */
+static int rsp_reply_fallback(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
+			      uint32_t grant, uint8_t *buf, size_t cap,
+			      struct rr_xprt_reply_plan *plan)
+{
+	int n;
+
+	plan->send_inv = false;
+	plan->nwrites = 0;
+	plan->write_bytes = 0;
+	n = rr_xprt_encode_error(rc->xid, grant, RR_XPRT_ERR_CHUNK, buf, cap);
+	if (n < 0)
+		return n;
+	plan->send_len = (uint32_t)n;
+	plan->is_error = true;
+	plan->proc = RR_XPRT_ERROR;
+	if (s->stats) {
+		s->stats->sends++;
+		s->stats->err_chunk_sent++;
+	}
+	return 0;
+}
+
+int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
+		      const struct rr_xprt_part *parts, unsigned nparts,
+		      uint32_t grant, uint8_t *buf, size_t cap,
+		      struct rr_xprt_reply_plan *plan)
+{
+	const struct rr_xprt_hdr *ch = &rc->hdr;
+	struct rr_xprt_hdr *h;
+	struct fill f;
+	uint64_t reduced = 0;
+	unsigned k = 0;
+	size_t hlen;
+	int n, rc_ = 0;
+
+	plan->nwrites = 0;
+	plan->write_bytes = 0;
+	plan->send_len = 0;
+	plan->send_inv = false;
+	plan->is_error = false;
+	if (grant == 0)
+		grant = 1;   /* never grant zero */
+	h = rr_alloc(s->env, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->xid = rc->xid;
+	h->vers = RR_XPRT_VERSION;
+	h->credit = grant;
+	h->proc = RR_XPRT_MSG;
+	h->nreads = 0;
+	h->has_reply = false;
+	h->nwrites = ch->nwrites;
+	for (uint32_t i = 0; i < ch->nwrites; i++)
+		h->writes[i].nsegs = 0;   /* unused chunks: count 0 */
+
+	/* DDP-eligible items into the Write chunks, in order. */
+	for (unsigned i = 0; i < nparts; i++) {
+		const struct rr_xprt_part *pt = &parts[i];
+
+		if (pt->len && !pt->base) {
+			rr_free(s->env, h);
+			return -EINVAL;
+		}
+		if (!pt->ddp) {
+			reduced += pt->len;
+			continue;
+		}
+		if (k < ch->nwrites) {
+			fill_init(&f, &ch->writes[k], plan);
+			if (pt->len > f.cap || fill_bytes(&f, pt->base, pt->len)) {
+				rr_free(s->env, h);
+				return rsp_reply_fallback(s, rc, grant, buf, cap, plan);
+			}
+			fill_result(&f, &h->writes[k]);
+		} else {
+			reduced += RR_ALIGN4((uint64_t)pt->len);
+		}
+		k++;
+	}
+	hlen = rr_xprt_hdr_size(h);
+	if (hlen + reduced <= s->params.reply_inline) {
+		/* Inline (RDMA_MSG). */
+		n = rr_xprt_hdr_encode(h, buf, cap);
+		if (n < 0 || cap - (size_t)n < reduced) {
+			rc_ = -EMSGSIZE;
+			goto out;
+		}
+		plan->send_len = (uint32_t)n;
+		k = 0;
+		for (unsigned i = 0; i < nparts; i++) {
+			const struct rr_xprt_part *pt = &parts[i];
+
+			if (pt->ddp && k++ < ch->nwrites)
+				continue;
+			if (pt->len)
+				memcpy(buf + plan->send_len, pt->base, pt->len);
+			plan->send_len += pt->len;
+			if (pt->ddp && (pt->len & 3)) {
+				memset(buf + plan->send_len, 0, 4 - (pt->len & 3));
+				plan->send_len += 4 - (pt->len & 3);
+			}
+		}
+		plan->proc = RR_XPRT_MSG;
+	} else if (ch->has_reply && reduced <= chunk_cap(&ch->reply)) {
+		/* Long Reply (RDMA_NOMSG) through the Reply chunk. */
+		fill_init(&f, &ch->reply, plan);
+		k = 0;
+		for (unsigned i = 0; i < nparts; i++) {
+			const struct rr_xprt_part *pt = &parts[i];
+
+			if (pt->ddp && k++ < ch->nwrites)
+				continue;
+			if (fill_bytes(&f, pt->base, pt->len) ||
+			    (pt->ddp && (pt->len & 3) &&
+			     fill_bytes(&f, rr_xprt_zeros, 4 - (pt->len & 3)))) {
+				rr_free(s->env, h);
+				return rsp_reply_fallback(s, rc, grant, buf, cap, plan);
+			}
+		}
+		h->proc = RR_XPRT_NOMSG;
+		h->has_reply = true;
+		fill_result(&f, &h->reply);
+		if (rr_xprt_hdr_size(h) > s->params.reply_inline) {
+			rr_free(s->env, h);
+			return rsp_reply_fallback(s, rc, grant, buf, cap, plan);
+		}
+		n = rr_xprt_hdr_encode(h, buf, cap);
+		if (n < 0) {
+			rc_ = -EMSGSIZE;
+			goto out;
+		}
+		plan->send_len = (uint32_t)n;
+		plan->proc = RR_XPRT_NOMSG;
+		if (s->stats)
+			s->stats->reply_chunks++;
+	} else {
+		rr_free(s->env, h);
+		return rsp_reply_fallback(s, rc, grant, buf, cap, plan);
+	}
+	if (s->params.local_r && s->params.peer_r)
+		plan->send_inv = pick_inv(ch, &plan->inv_stag);
+	if (s->stats) {
+		struct rr_xprt_stats *st = s->stats;
+
+		st->sends++;
+		for (uint32_t i = 0; i < h->nwrites; i++)
+			if (h->writes[i].nsegs)
+				st->write_chunks++;
+		st->rdma_write_bytes += plan->write_bytes;
+		st->total_rdma_rep += plan->write_bytes;
+		st->pullup_bytes += plan->send_len;
+	}
+out:
+	rr_free(s->env, h);
+	return rc_;
+}
