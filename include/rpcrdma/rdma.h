@@ -31,7 +31,8 @@
  *    memory still named by a posted WR or advertised to a peer is the
  *    caller's error (the peer then gets an invalid-STag error, never the
  *    memory).
- *  - QP: rpcrdma_post_send and rpcrdma_post_recv may be called from several
+ *  - QP: serves one connection in its life (after a disconnect, make a new
+ *    QP). rpcrdma_post_send and rpcrdma_post_recv may be called from several
  *    threads at once (the provider serializes each queue). rpcrdma_qp_destroy
  *    must not race posting on that QP; it flushes nothing to the CQ.
  *  - CQ: one consumer at a time: rpcrdma_cq_poll, rpcrdma_cq_arm and
@@ -117,6 +118,10 @@ enum rpcrdma_transport {
 #define RPCRDMA_CAP_COMMIT        (1u << 2) /* RDMA Commit (0xC/0xD or FLUSH) */
 #define RPCRDMA_CAP_DURABLE       (1u << 3) /* durable registrations */
 #define RPCRDMA_CAP_SOLICITED     (1u << 4) /* solicited-only CQ notification */
+#define RPCRDMA_CAP_SEND_INV      (1u << 5) /* can post RPCRDMA_WR_SEND_WITH_INV
+					       (responder side of RFC 8797 R) */
+#define RPCRDMA_CAP_WC_SOLICITED  (1u << 6) /* receive completions report
+					       RPCRDMA_WC_SOLICITED (verbs: no) */
 
 /* Private data limits. Measured facts, per connection-manager message:
  *  - MPA (RFC 5044 section 7.1) allows 512 bytes; revision 2 puts its 4-byte
@@ -269,7 +274,8 @@ enum rpcrdma_wc_opcode {
 struct rpcrdma_wc {
 	uint64_t wr_id;
 	enum rpcrdma_wc_status status;
-	enum rpcrdma_wc_opcode opcode;  /* valid on success; RECV also on error */
+	enum rpcrdma_wc_opcode opcode;  /* valid on success (verbs leaves it
+					   undefined on errors; soft sets it) */
 	uint32_t byte_len;              /* RECV: bytes received; READ: bytes read */
 	uint32_t flags;                 /* RPCRDMA_WC_WITH_INV, _SOLICITED */
 	uint32_t invalidated_stag;      /* with RPCRDMA_WC_WITH_INV */
@@ -437,6 +443,10 @@ struct rpcrdma_conn_param {
 	uint16_t initiator_depth;     /* ORD: Reads/Commits we issue at once */
 	uint32_t flags;               /* RPCRDMA_CONN_* */
 	uint32_t timeout_ms;          /* connect/accept handshake; 0 = default */
+	/* connect only: local address to connect from (selects the device
+	 * with rdma_cm; soft binds the TCP socket); NULL = any. Borrowed. */
+	const struct sockaddr *src_addr;
+	socklen_t src_addrlen;
 };
 
 struct rpcrdma_cm_event {

@@ -203,7 +203,7 @@ int rr_mrt_reg(struct rr_mrt *t, const struct rr_mrt_region *r, const void *pd, 
 	       uint32_t *stag)
 {
 	struct rr_mrt_entry *e;
-	uint32_t slot;
+	uint32_t slot = 0;
 	int rc;
 
 	if (!t || !r || !stag || (r->length && !r->addr))
@@ -230,7 +230,7 @@ int rr_mrt_reg(struct rr_mrt *t, const struct rr_mrt_region *r, const void *pd, 
 int rr_mrt_rereg(struct rr_mrt *t, uint32_t *stag, const struct rr_mrt_region *r)
 {
 	struct rr_mrt_entry *e;
-	uint32_t slot;
+	uint32_t slot = 0;
 	int rc;
 
 	if (!t || !r || !stag || (r->length && !r->addr))
@@ -257,7 +257,7 @@ int rr_mrt_rereg(struct rr_mrt *t, uint32_t *stag, const struct rr_mrt_region *r
 int rr_mrt_dereg(struct rr_mrt *t, uint32_t stag)
 {
 	struct rr_mrt_entry *e;
-	uint32_t slot;
+	uint32_t slot = 0;
 	int rc = 0;
 
 	if (!t)
@@ -279,7 +279,7 @@ int rr_mrt_dereg(struct rr_mrt *t, uint32_t stag)
 int rr_mrt_mw_alloc(struct rr_mrt *t, const void *pd, void *owner, uint32_t *stag)
 {
 	struct rr_mrt_entry *e;
-	uint32_t slot;
+	uint32_t slot = 0;
 	int rc;
 
 	if (!t || !stag)
@@ -318,7 +318,7 @@ int rr_mrt_mw_bind(struct rr_mrt *t, uint32_t *stag, uint32_t parent_lkey, uint6
 		   uint64_t length, uint32_t access, const void *pd, const void *qp)
 {
 	struct rr_mrt_entry *e, *p;
-	uint32_t slot, pslot = 0;
+	uint32_t slot = 0, pslot = 0;
 	uint64_t off;
 	int rc;
 
@@ -388,7 +388,7 @@ out:
 int rr_mrt_mw_free(struct rr_mrt *t, uint32_t stag)
 {
 	struct rr_mrt_entry *e;
-	uint32_t slot;
+	uint32_t slot = 0;
 	int rc = 0;
 
 	if (!t)

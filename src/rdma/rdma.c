@@ -783,6 +783,8 @@ RPCRDMA_API int rpcrdma_connect(struct rpcrdma_cm_channel *pch, struct rpcrdma_q
 		param = &def;
 	if (qp->pd->ctx != ch->ctx)
 		return -EINVAL;
+	if (param->src_addr && param->src_addrlen < (socklen_t)sizeof(sa_family_t))
+		return -EINVAL;
 	if (qp->id)
 		return -EBUSY;
 	rc = check_pdata(ch->ctx, param->private_data_len, param->private_data, 0);

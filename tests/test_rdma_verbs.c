@@ -1,0 +1,355 @@
+/* Tests of the rdma-core provider through the public API (rdma.h):
+ *  - without RDMA devices (this build host), opening "verbs" answers -ENODEV,
+ *    and an unknown device name always does;
+ *  - with devices (the lab VM, kernel siw / rxe), a two-context loopback
+ *    over rdma_cm: private data both ways (RFC 8797 block), IRD/ORD, Send,
+ *    RDMA Write, RDMA Read, memory-window bind + Send With Invalidate with
+ *    IBV_WC_WITH_INV where the device has type 2 windows, local
+ *    invalidation, reject with private data, disconnect with flushes.
+ *    Enabled by RR_VERBS_SERVER_DEV / RR_VERBS_SERVER_ADDR /
+ *    RR_VERBS_CLIENT_DEV / RR_VERBS_CLIENT_ADDR (e.g. siw1 192.0.2.2 siw0
+ *    192.0.2.1); without them it checks nothing more and says so. */
+#include "test.h"
+#include "rpcrdma/rdma.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+
+static bool host_has_rdma_devices(void)
+{
+	DIR *d = opendir("/sys/class/infiniband");
+	struct dirent *e;
+	bool any = false;
+
+	if (!d)
+		return false;
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.')
+			any = true;
+	closedir(d);
+	return any;
+}
+
+TEST(rdma_verbs_open_without_devices)
+{
+	struct rpcrdma_context *ctx = (void *)1;
+	struct rpcrdma_open_attr a = {.device = "no-such-device9"};
+	int rc;
+
+	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_VERBS)) {
+		/* built without rdma-core: the name is unknown */
+		CHECK_EQ(rpcrdma_open(RPCRDMA_PROVIDER_VERBS, NULL, &ctx), -ENOENT);
+		return;
+	}
+	CHECK_EQ(rpcrdma_open(RPCRDMA_PROVIDER_VERBS, &a, &ctx), -ENODEV);
+	CHECK(ctx == NULL);
+	rc = rpcrdma_open(RPCRDMA_PROVIDER_VERBS, NULL, &ctx);
+	if (!host_has_rdma_devices()) {
+		CHECK_EQ(rc, -ENODEV);
+		CHECK(ctx == NULL);
+	} else if (rc == 0) {
+		struct rpcrdma_caps caps;
+
+		REQUIRE_EQ(rpcrdma_query(ctx, &caps), 0);
+		CHECK(strcmp(caps.provider, "verbs") == 0);
+		CHECK(caps.max_private_data_connect >= 56);
+		CHECK(!(caps.flags & RPCRDMA_CAP_COMMIT));  /* rdma-core 44 */
+		CHECK(!(caps.flags & RPCRDMA_CAP_DURABLE));
+		CHECK_EQ(rpcrdma_close(ctx), 0);
+	}
+}
+
+/* ---- loopback over real devices (lab) ---- */
+
+struct side {
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_qp *qp;
+	struct rpcrdma_cm_channel *ch;
+	struct rpcrdma_cm_id *id;
+	struct rpcrdma_caps caps;
+	uint8_t *buf;
+	struct rpcrdma_mr *mr;
+};
+
+static void side_up(struct side *s, const char *dev)
+{
+	struct rpcrdma_open_attr oa = {.device = dev};
+	struct rpcrdma_cq_attr ca = {.cqe = 64};
+	struct rpcrdma_qp_attr qa = {0};
+
+	memset(s, 0, sizeof(*s));
+	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_VERBS, &oa, &s->ctx), 0);
+	REQUIRE_EQ(rpcrdma_query(s->ctx, &s->caps), 0);
+	REQUIRE_EQ(rpcrdma_pd_alloc(s->ctx, &s->pd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(s->ctx, &ca, &s->cq), 0);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(s->ctx, &s->ch), 0);
+	qa.send_cq = qa.recv_cq = s->cq;
+	qa.max_send_wr = qa.max_recv_wr = 16;
+	qa.max_send_sge = qa.max_recv_sge = 1;
+	REQUIRE_EQ(rpcrdma_qp_create(s->pd, &qa, &s->qp), 0);
+	s->buf = calloc(1, 65536);
+	REQUIRE(s->buf);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(s->pd, s->buf, 65536,
+					 RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_READ |
+					 RPCRDMA_ACCESS_REMOTE_WRITE |
+					 ((s->caps.flags & RPCRDMA_CAP_INVALIDATABLE)
+						  ? RPCRDMA_ACCESS_MW_BIND : 0),
+					 &s->mr), 0);
+}
+
+static void side_down(struct side *s)
+{
+	if (s->id)
+		CHECK_EQ(rpcrdma_cm_id_destroy(s->id), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(s->qp), 0);
+	CHECK_EQ(rpcrdma_dereg_mr(s->mr), 0);
+	CHECK_EQ(rpcrdma_cq_destroy(s->cq), 0);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(s->ch), 0);
+	CHECK_EQ(rpcrdma_pd_free(s->pd), 0);
+	CHECK_EQ(rpcrdma_close(s->ctx), 0);
+	free(s->buf);
+}
+
+/* Waits up to 10 s for the next CM event on @ch. */
+static int wait_cm(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev)
+{
+	for (int i = 0; i < 100; i++) {
+		struct pollfd p = {.fd = rpcrdma_cm_channel_fd(ch), .events = POLLIN};
+		int rc = rpcrdma_cm_get_event(ch, ev);
+
+		if (rc != -EAGAIN)
+			return rc;
+		poll(&p, 1, 100);
+	}
+	return -ETIMEDOUT;
+}
+
+/* Polls @cq up to 10 s for one completion. */
+static int wait_wc(struct rpcrdma_cq *cq, struct rpcrdma_wc *wc)
+{
+	for (int i = 0; i < 1000; i++) {
+		struct pollfd p = {.fd = rpcrdma_cq_fd(cq), .events = POLLIN};
+		int n = rpcrdma_cq_poll(cq, 1, wc);
+
+		if (n != 0)
+			return n;
+		rpcrdma_cq_arm(cq, false);
+		n = rpcrdma_cq_poll(cq, 1, wc);
+		if (n != 0)
+			return n;
+		poll(&p, 1, 10);
+		rpcrdma_cq_get_event(cq);
+	}
+	return -ETIMEDOUT;
+}
+
+static void fill_sin(struct sockaddr_in *sin, const char *addr, uint16_t port)
+{
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons(port);
+	inet_pton(AF_INET, addr, &sin->sin_addr);
+}
+
+static const uint8_t cli_pd[8] = {0xf6, 0xab, 0x0e, 0x18, 0x01, 0x01, 0x03, 0x03};
+static const uint8_t srv_pd[8] = {0xf6, 0xab, 0x0e, 0x18, 0x01, 0x00, 0x03, 0x03};
+
+TEST(rdma_verbs_loopback)
+{
+	const char *sdev = getenv("RR_VERBS_SERVER_DEV"), *saddr = getenv("RR_VERBS_SERVER_ADDR");
+	const char *cdev = getenv("RR_VERBS_CLIENT_DEV"), *caddr = getenv("RR_VERBS_CLIENT_ADDR");
+	struct side s, c;
+	struct rpcrdma_cm_id *lid;
+	struct rpcrdma_cm_event ev;
+	struct sockaddr_in sin, csin;
+	struct sockaddr_storage ss;
+	struct rpcrdma_conn_param cp = {0};
+	struct rpcrdma_wc wc;
+	struct rpcrdma_conn_info info;
+
+	if (!sdev || !saddr || !cdev || !caddr || !rpcrdma_provider_available("verbs")) {
+		fprintf(stderr, "  rdma_verbs_loopback: RR_VERBS_* not set, nothing run\n");
+		return;
+	}
+	side_up(&s, sdev);
+	side_up(&c, cdev);
+	fill_sin(&sin, saddr, 0);
+	REQUIRE_EQ(rpcrdma_listen(s.ch, (struct sockaddr *)&sin, sizeof(sin), 4, &s, &lid), 0);
+	REQUIRE_EQ(rpcrdma_cm_local_addr(lid, &ss), 0);
+	sin.sin_port = ((struct sockaddr_in *)&ss)->sin_port;
+	CHECK(sin.sin_port != 0);
+
+	/* 1: reject with private data */
+	fill_sin(&csin, caddr, 0);
+	cp.private_data = cli_pd;
+	cp.private_data_len = 8;
+	cp.responder_resources = 4;
+	cp.initiator_depth = 4;
+	cp.src_addr = (struct sockaddr *)&csin;
+	cp.src_addrlen = sizeof(csin);
+	{
+		struct rpcrdma_qp *qp2;
+		struct rpcrdma_qp_attr qa = {.send_cq = c.cq, .recv_cq = c.cq, .max_send_wr = 4,
+					     .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1};
+		struct rpcrdma_cm_id *cid;
+
+		REQUIRE_EQ(rpcrdma_qp_create(c.pd, &qa, &qp2), 0);
+		REQUIRE_EQ(rpcrdma_connect(c.ch, qp2, (struct sockaddr *)&sin, sizeof(sin), &cp,
+					   NULL, &cid), 0);
+		REQUIRE_EQ(wait_cm(s.ch, &ev), 0);
+		REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+		CHECK(ev.listen_id == lid);
+		CHECK(ev.user_ctx == &s);
+		REQUIRE(ev.private_data_len >= 8);
+		CHECK_MEM(ev.private_data, cli_pd, 8);
+		struct rpcrdma_cm_id *rid = ev.id;
+
+		REQUIRE_EQ(rpcrdma_reject(rid, "nope", 4), 0);
+		REQUIRE_EQ(wait_cm(c.ch, &ev), 0);
+		CHECK_EQ(ev.type, RPCRDMA_CM_REJECTED);
+		if (ev.type == RPCRDMA_CM_REJECTED && ev.private_data_len >= 4)
+			CHECK_MEM(ev.private_data, "nope", 4);
+		CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
+		CHECK_EQ(rpcrdma_qp_destroy(qp2), 0);
+		CHECK_EQ(rpcrdma_cm_id_destroy(rid), 0);
+	}
+
+	/* 2: connect, accept */
+	{
+		struct rpcrdma_sge sge = {(uintptr_t)c.buf, 1024, rpcrdma_mr_lkey(c.mr)};
+		struct rpcrdma_recv_wr rw = {.wr_id = 77, .sg_list = &sge, .num_sge = 1};
+		struct rpcrdma_sge ssge = {(uintptr_t)s.buf, 1024, rpcrdma_mr_lkey(s.mr)};
+		struct rpcrdma_recv_wr srw = {.wr_id = 88, .sg_list = &ssge, .num_sge = 1};
+
+		/* receives before connecting are held and posted later */
+		REQUIRE_EQ(rpcrdma_post_recv(c.qp, &rw, NULL), 0);
+		REQUIRE_EQ(rpcrdma_post_recv(s.qp, &srw, NULL), 0);
+	}
+	REQUIRE_EQ(rpcrdma_connect(c.ch, c.qp, (struct sockaddr *)&sin, sizeof(sin), &cp, &c,
+				   &c.id), 0);
+	REQUIRE_EQ(wait_cm(s.ch, &ev), 0);
+	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+	CHECK_EQ(ev.peer_ord, 4);
+	s.id = ev.id;
+	cp.private_data = srv_pd;
+	cp.src_addr = NULL;
+	REQUIRE_EQ(rpcrdma_accept(s.id, s.qp, &cp), 0);
+	REQUIRE_EQ(wait_cm(c.ch, &ev), 0);
+	REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+	CHECK(ev.user_ctx == &c);
+	REQUIRE(ev.private_data_len >= 8);
+	CHECK_MEM(ev.private_data, srv_pd, 8);
+	REQUIRE_EQ(wait_cm(s.ch, &ev), 0);
+	REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+	REQUIRE_EQ(rpcrdma_conn_query(c.id, &info), 0);
+	CHECK(info.ord >= 1 && info.ord <= 4);
+
+	/* Send client -> server */
+	memcpy(c.buf + 4096, "hello verbs", 11);
+	{
+		struct rpcrdma_sge sge = {(uintptr_t)c.buf + 4096, 11, rpcrdma_mr_lkey(c.mr)};
+		struct rpcrdma_send_wr w = {.wr_id = 1, .sg_list = &sge, .num_sge = 1,
+					    .opcode = RPCRDMA_WR_SEND,
+					    .flags = RPCRDMA_SEND_SIGNALED};
+
+		REQUIRE_EQ(rpcrdma_post_send(c.qp, &w, NULL), 0);
+		REQUIRE_EQ(wait_wc(c.cq, &wc), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		CHECK_EQ(wc.opcode, RPCRDMA_WC_SEND);
+		CHECK(wc.qp == c.qp);
+		REQUIRE_EQ(wait_wc(s.cq, &wc), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, 88);
+		CHECK_EQ(wc.byte_len, 11);
+		CHECK_MEM(s.buf, "hello verbs", 11);
+	}
+	/* RDMA Write then Read client -> server MR */
+	memcpy(c.buf + 8192, "written-by-client", 17);
+	{
+		struct rpcrdma_sge sge = {(uintptr_t)c.buf + 8192, 17, rpcrdma_mr_lkey(c.mr)};
+		struct rpcrdma_send_wr w = {.wr_id = 2, .sg_list = &sge, .num_sge = 1,
+					    .opcode = RPCRDMA_WR_RDMA_WRITE,
+					    .flags = RPCRDMA_SEND_SIGNALED};
+		struct rpcrdma_sge rs = {(uintptr_t)c.buf + 12288, 17, rpcrdma_mr_lkey(c.mr)};
+		struct rpcrdma_send_wr r = {.wr_id = 3, .sg_list = &rs, .num_sge = 1,
+					    .opcode = RPCRDMA_WR_RDMA_READ,
+					    .flags = RPCRDMA_SEND_SIGNALED};
+
+		w.u.rdma.remote_offset = (uintptr_t)s.buf + 20000;
+		w.u.rdma.stag = rpcrdma_mr_rkey(s.mr);
+		r.u.rdma = w.u.rdma;
+		w.next = &r;
+		REQUIRE_EQ(rpcrdma_post_send(c.qp, &w, NULL), 0);
+		REQUIRE_EQ(wait_wc(c.cq, &wc), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		CHECK_EQ(wc.opcode, RPCRDMA_WC_RDMA_WRITE);
+		REQUIRE_EQ(wait_wc(c.cq, &wc), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		CHECK_EQ(wc.opcode, RPCRDMA_WC_RDMA_READ);
+		CHECK_MEM(s.buf + 20000, "written-by-client", 17);
+		CHECK_MEM(c.buf + 12288, "written-by-client", 17);
+	}
+	/* window + Send With Invalidate from the server, where supported */
+	if (c.caps.flags & RPCRDMA_CAP_INVALIDATABLE) {
+		struct rpcrdma_mw *mw;
+		struct rpcrdma_sge sge = {(uintptr_t)c.buf, 1024, rpcrdma_mr_lkey(c.mr)};
+		struct rpcrdma_recv_wr rw = {.wr_id = 99, .sg_list = &sge, .num_sge = 1};
+		struct rpcrdma_send_wr b = {.wr_id = 4, .opcode = RPCRDMA_WR_BIND_MW,
+					    .flags = RPCRDMA_SEND_SIGNALED};
+		uint32_t before, stag;
+
+		REQUIRE_EQ(rpcrdma_mw_alloc(c.pd, &mw), 0);
+		before = rpcrdma_mw_rkey(mw);
+		b.u.bind.mw = mw;
+		b.u.bind.mr = c.mr;
+		b.u.bind.addr = (uintptr_t)c.buf + 32768;
+		b.u.bind.length = 4096;
+		b.u.bind.access = RPCRDMA_ACCESS_REMOTE_WRITE;
+		REQUIRE_EQ(rpcrdma_post_send(c.qp, &b, NULL), 0);
+		stag = rpcrdma_mw_rkey(mw);
+		CHECK(stag != before);
+		CHECK_EQ(stag >> 8, before >> 8);
+		REQUIRE_EQ(wait_wc(c.cq, &wc), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		REQUIRE_EQ(rpcrdma_post_recv(c.qp, &rw, NULL), 0);
+		{
+			struct rpcrdma_sge s4 = {(uintptr_t)s.buf, 4, rpcrdma_mr_lkey(s.mr)};
+			struct rpcrdma_send_wr w = {.wr_id = 5, .sg_list = &s4, .num_sge = 1,
+						    .opcode = RPCRDMA_WR_SEND_WITH_INV,
+						    .flags = RPCRDMA_SEND_SIGNALED};
+
+			w.u.send.invalidate_stag = stag;
+			REQUIRE_EQ(rpcrdma_post_send(s.qp, &w, NULL), 0);
+			REQUIRE_EQ(wait_wc(s.cq, &wc), 1);
+			CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		}
+		REQUIRE_EQ(wait_wc(c.cq, &wc), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, 99);
+		CHECK(wc.flags & RPCRDMA_WC_WITH_INV);
+		CHECK_EQ(wc.invalidated_stag, stag);
+		CHECK_EQ(rpcrdma_mw_free(mw), 0);
+	} else {
+		struct rpcrdma_mw *mw;
+
+		fprintf(stderr, "  device %s: no type 2 windows (remote invalidation off)\n",
+			c.caps.device);
+		CHECK_EQ(rpcrdma_mw_alloc(c.pd, &mw), -EOPNOTSUPP);
+	}
+	/* disconnect: DISCONNECTED on both sides, posted receive flushed */
+	REQUIRE_EQ(rpcrdma_disconnect(c.id), 0);
+	REQUIRE_EQ(wait_cm(c.ch, &ev), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_DISCONNECTED);
+	REQUIRE_EQ(wait_cm(s.ch, &ev), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_DISCONNECTED);
+	CHECK_EQ(rpcrdma_cm_id_destroy(lid), 0);
+	/* a channel with ids left is busy */
+	CHECK_EQ(rpcrdma_cm_channel_destroy(c.ch), -EBUSY);
+	side_down(&c);
+	side_down(&s);
+}
