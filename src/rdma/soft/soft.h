@@ -1,0 +1,281 @@
+/* Internal objects of the soft provider, shared by soft_verbs.c (objects,
+ * work requests, the RDMAP state machine on top of the sans-I/O codecs) and
+ * soft_io.c (the only file that touches sockets: TCP connection manager with
+ * the MPA exchange, the progress thread, sendmsg/recv).
+ *
+ * Threading (docs/soft-iwarp.md): post_send transmits in the caller's thread
+ * (tx_lock); poll_cq first receives inline in the caller's thread on the QPs
+ * of that CQ (rx_lock, trylock); one progress thread per context (epoll)
+ * handles connection setup, sockets whose data no caller is polling for
+ * (passive responders: Read Responses, Commits), and transmit backlog when a
+ * socket was full. Lock order: ctx->lock -> qp->rx_lock -> qp->tx_lock ->
+ * cq ring lock. */
+#ifndef RR_SOFT_H
+#define RR_SOFT_H
+
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include "rdma/cq_ring.h"
+#include "rdma/mr_table.h"
+#include "rdma/provider.h"
+#include "rdma/soft/ddp.h"
+#include "rdma/soft/mpa.h"
+
+#define SOFT_MAX_WR 4096
+#define SOFT_MAX_SGE RR_DDP_MAX_SGE
+#define SOFT_MAX_INLINE 4096
+#define SOFT_MAX_IRD 128
+#define SOFT_MAX_ORD 128
+#define SOFT_DEFAULT_TIMEOUT_MS 10000u
+#define SOFT_BATCH_FPDUS 64
+#define SOFT_BATCH_IOV 1024
+#define SOFT_STAGE 65536
+
+/* MPA flags bit 0x04 (reserved in RFC 5044): set by this provider in a
+ * Request and echoed in the Reply to agree on the RDMA Commit opcodes between
+ * two peers of this project. siw ignores it (and never sets it). */
+#define SOFT_MPA_F_COMMIT 0x04
+
+/* RDMA Commit Response Status values (docs/soft-iwarp.md). */
+#define SOFT_COMMIT_OK 0u
+#define SOFT_COMMIT_NOT_DURABLE 1u   /* a region is not a durable registration */
+#define SOFT_COMMIT_FLUSH_FAILED 2u  /* msync failed: data placed, not durable */
+
+struct soft_ctx;
+struct soft_qp;
+
+enum soft_obj_type { SOFT_OBJ_WAKE = 1, SOFT_OBJ_LISTEN, SOFT_OBJ_HANDSHAKE, SOFT_OBJ_QP };
+
+struct soft_obj {
+	enum soft_obj_type type;
+	int fd;
+	uint32_t events;
+	bool in_epoll;
+	struct soft_obj *prev, *next; /* ctx->live: objects in the epoll set */
+};
+
+struct soft_ctx {
+	struct rr_context base;
+	const struct rpcrdma_env *env;
+	struct rr_mrt mrt;
+	pthread_mutex_t lock;        /* objects, epoll registrations, CM state */
+	pthread_t thread;
+	bool thread_started, stop;
+	int epfd;
+	struct soft_obj wake;        /* eventfd */
+	struct soft_id *ids;         /* every id, for timeouts */
+	struct soft_obj live;        /* list head */
+	uint32_t next_qpn;
+};
+
+struct soft_pd {
+	struct rr_pd base;
+};
+
+struct soft_mr {
+	struct rr_mr base;
+};
+
+struct soft_mw {
+	struct rr_mw base;
+};
+
+struct soft_cq {
+	struct rr_cq base;
+	struct rr_cq_ring ring;
+	struct soft_ctx *ctx;
+	pthread_mutex_t qlock;
+	struct soft_qp *qps[64];     /* QPs using this CQ, for inline progress */
+	unsigned nqps;
+};
+
+enum soft_wqe_state { WQE_QUEUED = 0, WQE_INFLIGHT, WQE_AWAIT_RESP, WQE_DONE };
+
+struct soft_wqe {
+	uint64_t wr_id;
+	enum rpcrdma_wr_opcode op;
+	uint32_t flags;
+	bool signaled;
+	enum soft_wqe_state state;
+	enum rpcrdma_wc_status status;
+	uint32_t byte_len;
+	uint32_t remote_status;
+	uint32_t vendor_err;
+	struct iovec iov[SOFT_MAX_SGE];
+	unsigned iovcnt;
+	uint32_t len;
+	uint8_t *inline_buf;
+	uint32_t stag;               /* remote STag / invalidate STag */
+	uint64_t to;
+	uint32_t sink_lkey;          /* Read: local sink */
+	uint64_t sink_to;
+	uint32_t rresp_done;
+	uint32_t commit_id;
+	uint8_t body[RR_RX_BODY_MAX];
+	uint32_t body_len;
+	/* bind / local invalidate */
+	struct rr_mw *mw;
+	struct rr_mr *mr;
+	uint64_t bind_addr, bind_len;
+	uint32_t bind_access;
+};
+
+/* An inbound Read or Commit Request waiting for its response (IRQ). */
+struct soft_irqe {
+	bool commit;
+	uint32_t sink_stag;
+	uint64_t sink_to;
+	uint8_t *src;
+	uint32_t len;
+	uint32_t commit_id;
+	unsigned nregions;
+	struct rr_mrt_ref ref[RR_COMMIT_MAX_REGIONS];
+	uint32_t rlen[RR_COMMIT_MAX_REGIONS];
+	uint8_t body[RR_COMMIT_RESP_BODY];
+	struct iovec iov0;
+};
+
+struct soft_rqe {
+	uint64_t wr_id;
+	struct iovec iov[SOFT_MAX_SGE];
+	unsigned iovcnt;
+};
+
+enum soft_qp_state { QPS_IDLE = 0, QPS_RTS, QPS_ERROR };
+
+struct soft_qp {
+	struct rr_qp base;
+	struct soft_obj obj;         /* fd once connected */
+	struct soft_ctx *ctx;
+	struct soft_pd *pd;
+	struct soft_cq *scq, *rcq;
+	struct soft_id *id;
+	enum soft_qp_state state;
+	bool crc, commit;
+	uint16_t ird, ord;
+	size_t fpdu_max;
+	int last_err;
+	bool disconnect_reported;
+	bool rq_flushed;
+	bool peer_term_valid;        /* the Terminate the peer sent us */
+	struct rr_term peer_term;
+	/* receive side (rx_lock) */
+	pthread_mutex_t rx_lock;
+	struct rr_ddp_rx rx;
+	uint8_t *stage;
+	size_t stage_off, stage_len;
+	struct soft_rqe *rq;
+	uint32_t rq_cap, rq_head, rq_count;
+	/* send side (tx_lock) */
+	pthread_mutex_t tx_lock;
+	struct soft_wqe *sq;
+	uint32_t sq_cap, sq_head, sq_count, sq_next; /* next = index (from head) to transmit */
+	struct soft_irqe *irq;
+	uint32_t irq_cap, irq_head, irq_count, irq_sent;
+	uint32_t orq_out;            /* our Reads/Commits awaiting responses */
+	uint32_t tx_msn[RR_QN_COUNT];
+	uint32_t next_commit_id;
+	/* the message being segmented */
+	bool msg_active;
+	bool msg_is_irq;
+	struct rr_ddp_txmsg msg;
+	/* the batch being written */
+	struct rr_fpdu *fpdu;        /* SOFT_BATCH_FPDUS */
+	struct iovec *biov;          /* SOFT_BATCH_IOV */
+	unsigned bcnt, bpos;
+	uint32_t b_sq_done;          /* SQ WQEs finished by this batch */
+	uint32_t b_irq_done;
+	bool want_out;
+	bool term_pending;
+	uint8_t term_fpdu[RR_TERM_FPDU_MAX];
+	size_t term_len;
+	uint64_t last_inline_ns;
+};
+
+enum soft_id_state {
+	IDS_IDLE = 0,
+	IDS_LISTEN,
+	IDS_CONNECTING,      /* TCP connect in progress */
+	IDS_AWAIT_REP,       /* request sent */
+	IDS_AWAIT_REQ,       /* passive, waiting for the request */
+	IDS_REQ_RCVD,        /* CONNECT_REQUEST delivered, waiting accept/reject */
+	IDS_CONNECTED,
+	IDS_CLOSED,
+};
+
+struct soft_chan {
+	struct rr_cm_channel base;
+	struct soft_ctx *ctx;
+	pthread_mutex_t lock;
+	int efd;
+	struct rpcrdma_cm_event *evs;
+	unsigned ev_cap, ev_head, ev_count;
+};
+
+struct soft_id {
+	struct rr_cm_id base;
+	struct soft_obj obj;
+	struct soft_ctx *ctx;
+	struct soft_chan *ch;
+	struct soft_id *next_all;
+	struct soft_id *listen;      /* passive: the listener it came from */
+	enum soft_id_state state;
+	struct soft_qp *qp;
+	struct rr_mpa_parser parser;
+	struct rr_mpa_cfg cfg;
+	struct rr_mpa_conn conn;
+	struct rr_mpa_frame frame;   /* the peer's frame */
+	bool peer_commit;
+	bool want_commit;
+	uint8_t out[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
+	size_t out_len, out_off;
+	uint64_t deadline_ns;
+	uint32_t timeout_ms;
+	struct sockaddr_storage peer;
+	socklen_t peerlen;
+};
+
+/* soft_io.c */
+int soft_io_start(struct soft_ctx *ctx);
+void soft_io_stop(struct soft_ctx *ctx);
+void soft_io_wake(struct soft_ctx *ctx);
+/* Writes as much of @iov as the socket takes now: bytes written, -EAGAIN, or
+ * a negative errno. */
+ssize_t soft_io_writev(int fd, const struct iovec *iov, unsigned cnt);
+/* Reads into @iov without blocking: bytes, 0 at EOF, -EAGAIN or -errno. */
+ssize_t soft_io_readv(int fd, struct iovec *iov, unsigned cnt);
+void soft_io_want_out(struct soft_qp *qp, bool on);
+void soft_io_qp_closed(struct soft_qp *qp);
+/* Shuts the QP's socket down both ways (the progress thread then sees EOF). */
+void soft_io_shutdown(struct soft_qp *qp);
+/* Reports DISCONNECTED (status @err) for the QP's id, once. */
+void soft_io_report_disconnect(struct soft_qp *qp, int err);
+void soft_chan_push(struct soft_chan *ch, const struct rpcrdma_cm_event *ev);
+int soft_create_channel(struct rr_context *ctx, struct rr_cm_channel **out);
+int soft_destroy_channel(struct rr_cm_channel *ch);
+int soft_channel_fd(struct rr_cm_channel *ch);
+int soft_get_event(struct rr_cm_channel *ch, struct rpcrdma_cm_event *ev);
+int soft_listen(struct rr_cm_channel *ch, const struct sockaddr *addr, socklen_t addrlen,
+		int backlog, struct rr_cm_id **out);
+int soft_connect(struct rr_cm_channel *ch, struct rr_qp *qp, const struct sockaddr *dst,
+		 socklen_t dstlen, const struct rpcrdma_conn_param *param, struct rr_cm_id **out);
+int soft_accept(struct rr_cm_id *id, struct rr_qp *qp, const struct rpcrdma_conn_param *param);
+int soft_reject(struct rr_cm_id *id, const void *data, uint16_t len);
+int soft_disconnect(struct rr_cm_id *id);
+int soft_destroy_id(struct rr_cm_id *id);
+int soft_local_addr(struct rr_cm_id *id, struct sockaddr_storage *ss);
+int soft_peer_addr(struct rr_cm_id *id, struct sockaddr_storage *ss);
+int soft_conn_query(struct rr_cm_id *id, struct rpcrdma_conn_info *info);
+int soft_query(struct rr_context *ctx, struct rpcrdma_caps *caps);
+
+/* soft_verbs.c */
+int soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *conn, bool commit);
+/* Receives and processes what the socket holds. Returns 0, or a negative
+ * errno once the connection is finished. */
+int soft_qp_rx(struct soft_qp *qp);
+/* Transmits queued work; caller holds tx_lock. */
+void soft_qp_tx_locked(struct soft_qp *qp);
+void soft_qp_fatal(struct soft_qp *qp, int err, const struct rr_term *peer_term);
+
+#endif

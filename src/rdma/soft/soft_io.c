@@ -1,0 +1,866 @@
+/* The soft provider's only file that touches sockets: the TCP connection
+ * manager with the MPA Request/Reply exchange (RFC 5044 section 7.1,
+ * RFC 6581), its timeout on the injected clock, the per-context progress
+ * thread (epoll) and the sendmsg/recvmsg wrappers the data path uses.
+ * Everything protocol-shaped is decided by mpa.c / ddp.c / soft_verbs.c;
+ * this file moves bytes and connection events. */
+#include "rdma/soft/soft.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define SOFT_DEFAULT_DEPTH 16
+
+/* -------------------------------------------------------- syscalls -- */
+
+ssize_t soft_io_writev(int fd, const struct iovec *iov, unsigned cnt)
+{
+	struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = cnt};
+	ssize_t n;
+
+	do
+		n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
+ssize_t soft_io_readv(int fd, struct iovec *iov, unsigned cnt)
+{
+	struct msghdr m = {.msg_iov = iov, .msg_iovlen = cnt};
+	ssize_t n;
+
+	do
+		n = recvmsg(fd, &m, MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
+static void obj_add(struct soft_ctx *c, struct soft_obj *o, uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.ptr = o};
+
+	if (o->in_epoll || o->fd < 0)
+		return;
+	if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, o->fd, &ev) == 0) {
+		o->in_epoll = true;
+		o->events = events;
+		o->next = c->live.next;
+		o->prev = &c->live;
+		c->live.next->prev = o;
+		c->live.next = o;
+	}
+}
+
+static void obj_mod(struct soft_ctx *c, struct soft_obj *o, uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.ptr = o};
+
+	if (!o->in_epoll)
+		return;
+	o->events = events;
+	epoll_ctl(c->epfd, EPOLL_CTL_MOD, o->fd, &ev);
+}
+
+static void obj_del(struct soft_ctx *c, struct soft_obj *o)
+{
+	if (!o->in_epoll)
+		return;
+	epoll_ctl(c->epfd, EPOLL_CTL_DEL, o->fd, NULL);
+	o->in_epoll = false;
+	o->prev->next = o->next;
+	o->next->prev = o->prev;
+	o->prev = o->next = NULL;
+}
+
+static bool obj_live(struct soft_ctx *c, struct soft_obj *o)
+{
+	for (struct soft_obj *p = c->live.next; p != &c->live; p = p->next)
+		if (p == o)
+			return true;
+	return false;
+}
+
+void soft_io_wake(struct soft_ctx *ctx)
+{
+	uint64_t one = 1;
+
+	if (write(ctx->wake.fd, &one, sizeof(one)) < 0) {
+		/* a full counter still wakes the thread */
+	}
+}
+
+void soft_io_want_out(struct soft_qp *qp, bool on)
+{
+	qp->want_out = on;
+	obj_mod(qp->ctx, &qp->obj, EPOLLIN | (on ? EPOLLOUT : 0));
+}
+
+void soft_io_shutdown(struct soft_qp *qp)
+{
+	if (qp->obj.fd >= 0)
+		shutdown(qp->obj.fd, SHUT_RDWR);
+}
+
+/* ctx->lock held (destroy paths). */
+void soft_io_qp_closed(struct soft_qp *qp)
+{
+	obj_del(qp->ctx, &qp->obj);
+	if (qp->id) {
+		qp->id->qp = NULL;
+		qp->id = NULL;
+	}
+	if (qp->obj.fd >= 0)
+		close(qp->obj.fd);
+	qp->obj.fd = -1;
+	qp->state = QPS_ERROR;
+}
+
+/* ------------------------------------------------------------ channel -- */
+
+static struct soft_chan *chan_of(struct rr_cm_channel *ch)
+{
+	return RR_CONTAINER_OF(ch, struct soft_chan, base);
+}
+
+static struct soft_id *id_of(struct rr_cm_id *id)
+{
+	return RR_CONTAINER_OF(id, struct soft_id, base);
+}
+
+int soft_create_channel(struct rr_context *ctx, struct rr_cm_channel **out)
+{
+	struct soft_chan *ch = rr_zalloc(ctx->env, sizeof(*ch));
+
+	if (!ch)
+		return -ENOMEM;
+	ch->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ch->efd < 0) {
+		int e = -errno;
+
+		rr_free(ctx->env, ch);
+		return e;
+	}
+	ch->ctx = RR_CONTAINER_OF(ctx, struct soft_ctx, base);
+	pthread_mutex_init(&ch->lock, NULL);
+	*out = &ch->base;
+	return 0;
+}
+
+int soft_destroy_channel(struct rr_cm_channel *base)
+{
+	struct soft_chan *ch = chan_of(base);
+
+	close(ch->efd);
+	pthread_mutex_destroy(&ch->lock);
+	rr_free(ch->ctx->env, ch->evs);
+	rr_free(ch->ctx->env, ch);
+	return 0;
+}
+
+int soft_channel_fd(struct rr_cm_channel *ch)
+{
+	return chan_of(ch)->efd;
+}
+
+void soft_chan_push(struct soft_chan *ch, const struct rpcrdma_cm_event *ev)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&ch->lock);
+	if (ch->ev_count == ch->ev_cap) {
+		unsigned cap = ch->ev_cap ? ch->ev_cap * 2 : 16;
+		struct rpcrdma_cm_event *n = rr_alloc(ch->ctx->env, sizeof(*n) * cap);
+
+		if (!n) {
+			pthread_mutex_unlock(&ch->lock);
+			return;
+		}
+		for (unsigned i = 0; i < ch->ev_count; i++)
+			n[i] = ch->evs[(ch->ev_head + i) % ch->ev_cap];
+		rr_free(ch->ctx->env, ch->evs);
+		ch->evs = n;
+		ch->ev_cap = cap;
+		ch->ev_head = 0;
+	}
+	ch->evs[(ch->ev_head + ch->ev_count++) % ch->ev_cap] = *ev;
+	pthread_mutex_unlock(&ch->lock);
+	if (write(ch->efd, &one, sizeof(one)) < 0) {
+		/* counter saturated: still readable */
+	}
+}
+
+int soft_get_event(struct rr_cm_channel *base, struct rpcrdma_cm_event *ev)
+{
+	struct soft_chan *ch = chan_of(base);
+	int r = -EAGAIN;
+
+	pthread_mutex_lock(&ch->lock);
+	if (ch->ev_count) {
+		*ev = ch->evs[ch->ev_head];
+		ch->ev_head = (ch->ev_head + 1) % ch->ev_cap;
+		ch->ev_count--;
+		r = 0;
+	}
+	if (!ch->ev_count) {
+		uint64_t v;
+
+		if (read(ch->efd, &v, sizeof(v)) < 0) {
+			/* nothing pending */
+		}
+	}
+	pthread_mutex_unlock(&ch->lock);
+	return r;
+}
+
+static void id_event(struct soft_id *id, enum rpcrdma_cm_event_type type, int status,
+		     const struct rr_mpa_frame *f)
+{
+	struct rpcrdma_cm_event ev;
+
+	memset(&ev, 0, offsetof(struct rpcrdma_cm_event, private_data));
+	ev.type = type;
+	ev.status = status;
+	ev.id = RR_PUB(cm_id, &id->base);
+	ev.user_ctx = id->base.user_ctx;
+	if (f) {
+		ev.peer_ird = f->enhanced ? (f->ird & RR_MPA_IRDORD_MASK) : 0;
+		ev.peer_ord = f->enhanced ? (f->ord & RR_MPA_IRDORD_MASK) : 0;
+		ev.private_data_len = f->pd_len;
+		memcpy(ev.private_data, f->pd, f->pd_len);
+	}
+	soft_chan_push(id->ch, &ev);
+}
+
+void soft_io_report_disconnect(struct soft_qp *qp, int err)
+{
+	if (qp->disconnect_reported || !qp->id)
+		return;
+	qp->disconnect_reported = true;
+	if (qp->id->state == IDS_CONNECTED)
+		id_event(qp->id, RPCRDMA_CM_DISCONNECTED, err, NULL);
+}
+
+/* ----------------------------------------------------------------- ids -- */
+
+static struct soft_id *id_new(struct soft_chan *ch, int fd)
+{
+	struct soft_id *id = rr_zalloc(ch->ctx->env, sizeof(*id));
+
+	if (!id)
+		return NULL;
+	id->ch = ch;
+	id->ctx = ch->ctx;
+	id->obj.type = SOFT_OBJ_HANDSHAKE;
+	id->obj.fd = fd;
+	id->next_all = ch->ctx->ids;
+	ch->ctx->ids = id;
+	return id;
+}
+
+static void id_unlink(struct soft_id *id)
+{
+	for (struct soft_id **p = &id->ctx->ids; *p; p = &(*p)->next_all)
+		if (*p == id) {
+			*p = id->next_all;
+			break;
+		}
+}
+
+static void id_close_fd(struct soft_id *id)
+{
+	obj_del(id->ctx, &id->obj);
+	if (id->obj.fd >= 0 && !(id->qp && id->qp->obj.fd == id->obj.fd))
+		close(id->obj.fd);
+	id->obj.fd = -1;
+}
+
+static void set_sockopts(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static size_t path_fpdu_max(int fd)
+{
+	int mss = 0;
+	socklen_t l = sizeof(mss);
+
+	/* One FPDU per TCP segment, as siw: the MSS of the path (large on
+	 * loopback). */
+	if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &l) != 0 || mss < RR_FPDU_MIN)
+		return RR_FPDU_DEFAULT;
+	return (size_t)mss;
+}
+
+/* Writes a small frame completely (MPA frames are < 600 bytes). */
+static int write_all(int fd, const uint8_t *b, size_t n)
+{
+	while (n) {
+		struct iovec v = {(void *)b, n};
+		ssize_t w = soft_io_writev(fd, &v, 1);
+
+		if (w == -EAGAIN) {
+			usleep(100);
+			continue;
+		}
+		if (w < 0)
+			return (int)w;
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static uint64_t deadline(struct soft_ctx *c, uint32_t ms)
+{
+	return rr_now_ns(c->env) + (uint64_t)(ms ? ms : SOFT_DEFAULT_TIMEOUT_MS) * 1000000u;
+}
+
+static void fill_cfg(struct rr_mpa_cfg *cfg, const struct rpcrdma_conn_param *p)
+{
+	cfg->rev = (p && (p->flags & RPCRDMA_CONN_SOFT_MPA_REV1)) ? 1 : 2;
+	cfg->crc = p && (p->flags & RPCRDMA_CONN_SOFT_CRC);
+	cfg->ird = p && p->responder_resources ? p->responder_resources : SOFT_DEFAULT_DEPTH;
+	cfg->ord = p && p->initiator_depth ? p->initiator_depth : SOFT_DEFAULT_DEPTH;
+	cfg->ird = RR_MIN(cfg->ird, (uint16_t)SOFT_MAX_IRD);
+	cfg->ord = RR_MIN(cfg->ord, (uint16_t)SOFT_MAX_ORD);
+}
+
+static int encode_out(struct soft_id *id, struct rr_mpa_frame *f)
+{
+	int n = rr_mpa_encode(f, id->out, sizeof(id->out));
+
+	if (n < 0)
+		return n;
+	id->out_len = (size_t)n;
+	id->out_off = 0;
+	return 0;
+}
+
+int soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, socklen_t addrlen,
+		int backlog, struct rr_cm_id **out)
+{
+	struct soft_chan *ch = chan_of(base);
+	struct soft_ctx *c = ch->ctx;
+	struct soft_id *id;
+	int fd, one = 1;
+
+	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, addr, addrlen) != 0 || listen(fd, backlog > 0 ? backlog : 64) != 0) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	pthread_mutex_lock(&c->lock);
+	id = id_new(ch, fd);
+	if (!id) {
+		pthread_mutex_unlock(&c->lock);
+		close(fd);
+		return -ENOMEM;
+	}
+	id->obj.type = SOFT_OBJ_LISTEN;
+	id->state = IDS_LISTEN;
+	obj_add(c, &id->obj, EPOLLIN);
+	pthread_mutex_unlock(&c->lock);
+	*out = &id->base;
+	return 0;
+}
+
+int soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct sockaddr *dst,
+		 socklen_t dstlen, const struct rpcrdma_conn_param *param, struct rr_cm_id **out)
+{
+	struct soft_chan *ch = chan_of(base);
+	struct soft_ctx *c = ch->ctx;
+	struct soft_qp *qp = RR_CONTAINER_OF(qpb, struct soft_qp, base);
+	struct rr_mpa_frame f;
+	struct soft_id *id;
+	int fd, r;
+
+	if (qp->state != QPS_IDLE || qp->id)
+		return -EINVAL;
+	fd = socket(dst->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	set_sockopts(fd);
+	pthread_mutex_lock(&c->lock);
+	id = id_new(ch, fd);
+	if (!id) {
+		pthread_mutex_unlock(&c->lock);
+		close(fd);
+		return -ENOMEM;
+	}
+	fill_cfg(&id->cfg, param);
+	r = rr_mpa_make_request(&id->cfg, param ? param->private_data : NULL,
+				param ? param->private_data_len : 0, &f);
+	if (!r) {
+		f.flags |= SOFT_MPA_F_COMMIT;
+		r = encode_out(id, &f);
+	}
+	if (!r && connect(fd, dst, dstlen) != 0 && errno != EINPROGRESS)
+		r = -errno;
+	if (r) {
+		id_unlink(id);
+		pthread_mutex_unlock(&c->lock);
+		close(fd);
+		rr_free(c->env, id);
+		return r;
+	}
+	memcpy(&id->peer, dst, RR_MIN((size_t)dstlen, sizeof(id->peer)));
+	id->peerlen = dstlen;
+	id->qp = qp;
+	qp->id = id;
+	id->state = IDS_CONNECTING;
+	id->timeout_ms = param ? param->timeout_ms : 0;
+	id->deadline_ns = deadline(c, id->timeout_ms);
+	rr_mpa_parser_init(&id->parser, true);
+	obj_add(c, &id->obj, EPOLLOUT | EPOLLIN);
+	pthread_mutex_unlock(&c->lock);
+	soft_io_wake(c);
+	*out = &id->base;
+	return 0;
+}
+
+/* The QP takes over the socket: data path from now on. */
+static void go_rdma(struct soft_id *id, bool commit)
+{
+	struct soft_qp *qp = id->qp;
+	int fd = id->obj.fd;
+
+	obj_del(id->ctx, &id->obj);
+	qp->fpdu_max = path_fpdu_max(fd);
+	soft_qp_connected(qp, fd, &id->conn, commit);
+	id->state = IDS_CONNECTED;
+	obj_add(id->ctx, &qp->obj, EPOLLIN);
+}
+
+int soft_accept(struct rr_cm_id *base, struct rr_qp *qpb, const struct rpcrdma_conn_param *param)
+{
+	struct soft_id *id = id_of(base);
+	struct soft_ctx *c = id->ctx;
+	struct soft_qp *qp = RR_CONTAINER_OF(qpb, struct soft_qp, base);
+	struct rr_mpa_frame f;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	if (id->state != IDS_REQ_RCVD || qp->state != QPS_IDLE || qp->id) {
+		pthread_mutex_unlock(&c->lock);
+		return -EINVAL;
+	}
+	fill_cfg(&id->cfg, param);
+	r = rr_mpa_responder_check(&id->cfg, &id->frame, &id->conn);
+	if (!r)
+		r = rr_mpa_make_reply(&id->conn, false, param ? param->private_data : NULL,
+				      param ? param->private_data_len : 0, &f);
+	if (!r) {
+		if (id->peer_commit)
+			f.flags |= SOFT_MPA_F_COMMIT;
+		r = encode_out(id, &f);
+	}
+	if (!r)
+		r = write_all(id->obj.fd, id->out, id->out_len);
+	if (r) {
+		pthread_mutex_unlock(&c->lock);
+		return r;
+	}
+	id->qp = qp;
+	qp->id = id;
+	go_rdma(id, id->peer_commit);
+	id_event(id, RPCRDMA_CM_ESTABLISHED, 0, NULL);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+int soft_reject(struct rr_cm_id *base, const void *data, uint16_t len)
+{
+	struct soft_id *id = id_of(base);
+	struct soft_ctx *c = id->ctx;
+	struct rr_mpa_frame f;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	if (id->state != IDS_REQ_RCVD) {
+		pthread_mutex_unlock(&c->lock);
+		return -EINVAL;
+	}
+	r = rr_mpa_make_reply(&id->conn, true, data, len, &f);
+	if (!r)
+		r = encode_out(id, &f);
+	if (!r)
+		r = write_all(id->obj.fd, id->out, id->out_len);
+	id_close_fd(id);
+	id->state = IDS_CLOSED;
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int soft_disconnect(struct rr_cm_id *base)
+{
+	struct soft_id *id = id_of(base);
+	struct soft_ctx *c = id->ctx;
+	struct soft_qp *qp;
+
+	pthread_mutex_lock(&c->lock);
+	qp = id->qp;
+	if (qp && id->state == IDS_CONNECTED) {
+		pthread_mutex_lock(&qp->rx_lock);
+		soft_qp_fatal(qp, 0, NULL);
+		pthread_mutex_unlock(&qp->rx_lock);
+	} else if (id->state != IDS_LISTEN && id->state != IDS_CLOSED) {
+		id_close_fd(id);
+		id->state = IDS_CLOSED;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+int soft_destroy_id(struct rr_cm_id *base)
+{
+	struct soft_id *id = id_of(base);
+	struct soft_ctx *c = id->ctx;
+	struct soft_qp *qp;
+
+	pthread_mutex_lock(&c->lock);
+	qp = id->qp;
+	if (qp) {
+		pthread_mutex_lock(&qp->rx_lock);
+		if (qp->state == QPS_RTS) {
+			qp->disconnect_reported = true; /* the id is going away */
+			soft_qp_fatal(qp, -ECONNABORTED, NULL);
+		}
+		pthread_mutex_lock(&qp->tx_lock);
+		soft_io_qp_closed(qp);
+		pthread_mutex_unlock(&qp->tx_lock);
+		pthread_mutex_unlock(&qp->rx_lock);
+		id->obj.fd = -1;
+	}
+	id_close_fd(id);
+	id_unlink(id);
+	pthread_mutex_unlock(&c->lock);
+	rr_free(c->env, id);
+	return 0;
+}
+
+int soft_local_addr(struct rr_cm_id *base, struct sockaddr_storage *ss)
+{
+	struct soft_id *id = id_of(base);
+	int fd = id->obj.fd >= 0 ? id->obj.fd : (id->qp ? id->qp->obj.fd : -1);
+	socklen_t l = sizeof(*ss);
+
+	if (fd < 0)
+		return -ENOTCONN;
+	return getsockname(fd, (struct sockaddr *)ss, &l) ? -errno : 0;
+}
+
+int soft_peer_addr(struct rr_cm_id *base, struct sockaddr_storage *ss)
+{
+	struct soft_id *id = id_of(base);
+	int fd = id->obj.fd >= 0 ? id->obj.fd : (id->qp ? id->qp->obj.fd : -1);
+	socklen_t l = sizeof(*ss);
+
+	if (fd < 0)
+		return -ENOTCONN;
+	return getpeername(fd, (struct sockaddr *)ss, &l) ? -errno : 0;
+}
+
+int soft_conn_query(struct rr_cm_id *base, struct rpcrdma_conn_info *info)
+{
+	struct soft_id *id = id_of(base);
+
+	memset(info, 0, sizeof(*info));
+	soft_query(&id->ctx->base, &info->caps);
+	if (id->state == IDS_CONNECTED && id->qp) {
+		if (!id->qp->commit)
+			info->caps.flags &= ~RPCRDMA_CAP_COMMIT;
+		info->ird = id->qp->ird;
+		info->ord = id->qp->ord;
+	} else if (id->state == IDS_REQ_RCVD) {
+		if (!id->peer_commit)
+			info->caps.flags &= ~RPCRDMA_CAP_COMMIT;
+		info->ird = id->conn.ird;
+		info->ord = id->conn.ord;
+	} else {
+		info->caps.flags &= ~RPCRDMA_CAP_COMMIT;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------- the handshake -- */
+
+static void id_fail(struct soft_id *id, enum rpcrdma_cm_event_type type, int status,
+		    const struct rr_mpa_frame *f)
+{
+	bool active = id->qp != NULL;
+
+	id_close_fd(id);
+	id->state = IDS_CLOSED;
+	if (active) {
+		id->qp->id = NULL;
+		id->qp = NULL;
+		id_event(id, type, status, f);
+	}
+}
+
+/* Reads exactly what the MPA parser asks for: never a byte of FPDU data. */
+static void handshake_read(struct soft_id *id)
+{
+	for (;;) {
+		uint8_t *dst;
+		size_t w = rr_mpa_want(&id->parser, &dst);
+		struct iovec v = {dst, w};
+		ssize_t n;
+		int r;
+
+		if (!w)
+			break;
+		n = soft_io_readv(id->obj.fd, &v, 1);
+		if (n == -EAGAIN)
+			return;
+		if (n <= 0) {
+			id_fail(id, RPCRDMA_CM_UNREACHABLE, n == 0 ? -ECONNRESET : (int)n, NULL);
+			return;
+		}
+		r = rr_mpa_advance(&id->parser, (size_t)n);
+		if (r < 0) {
+			id_fail(id, RPCRDMA_CM_ERROR, r, NULL);
+			return;
+		}
+		if (r == 1)
+			break;
+	}
+	if (rr_mpa_parser_frame(&id->parser, &id->frame) != 0) {
+		id_fail(id, RPCRDMA_CM_ERROR, -EPROTO, NULL);
+		return;
+	}
+	if (id->state == IDS_AWAIT_REP) {
+		struct rr_term t;
+		int r = rr_mpa_initiator_check(&id->cfg, &id->frame, &id->conn, &t);
+
+		if (r == -ECONNREFUSED) {
+			id_fail(id, RPCRDMA_CM_REJECTED, r, &id->frame);
+			return;
+		}
+		if (r) {
+			id_fail(id, RPCRDMA_CM_ERROR, r, NULL);
+			return;
+		}
+		go_rdma(id, id->frame.flags & SOFT_MPA_F_COMMIT);
+		id_event(id, RPCRDMA_CM_ESTABLISHED, 0, &id->frame);
+		return;
+	}
+	/* passive: a Request */
+	{
+		struct rr_mpa_cfg prov = {.rev = 2, .ird = SOFT_MAX_IRD, .ord = SOFT_MAX_ORD};
+		int r = rr_mpa_responder_check(&prov, &id->frame, &id->conn);
+		struct rpcrdma_cm_event ev;
+
+		if (r) {
+			struct rr_mpa_frame f;
+
+			/* siw: reject with R set, markers cleared */
+			if (rr_mpa_make_reply(&id->conn, true, NULL, 0, &f) == 0 && encode_out(id, &f) == 0)
+				write_all(id->obj.fd, id->out, id->out_len);
+			id_close_fd(id);
+			id->state = IDS_CLOSED;
+			id_unlink(id);
+			rr_free(id->ctx->env, id);
+			return;
+		}
+		id->peer_commit = id->frame.flags & SOFT_MPA_F_COMMIT;
+		id->state = IDS_REQ_RCVD;
+		obj_del(id->ctx, &id->obj);
+		rr_cm_id_created(&id->ch->base, &id->base);
+		memset(&ev, 0, offsetof(struct rpcrdma_cm_event, private_data));
+		ev.type = RPCRDMA_CM_CONNECT_REQUEST;
+		ev.id = RR_PUB(cm_id, &id->base);
+		ev.listen_id = RR_PUB(cm_id, id->listen ? &id->listen->base : NULL);
+		ev.user_ctx = id->listen ? id->listen->base.user_ctx : NULL;
+		ev.peer_ird = id->frame.enhanced ? (id->frame.ird & RR_MPA_IRDORD_MASK) : 0;
+		ev.peer_ord = id->frame.enhanced ? (id->frame.ord & RR_MPA_IRDORD_MASK) : 0;
+		ev.private_data_len = id->frame.pd_len;
+		memcpy(ev.private_data, id->frame.pd, id->frame.pd_len);
+		soft_chan_push(id->ch, &ev);
+	}
+}
+
+static void handle_listen(struct soft_id *l)
+{
+	for (;;) {
+		int fd = accept4(l->obj.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct soft_id *id;
+
+		if (fd < 0)
+			return;
+		set_sockopts(fd);
+		id = id_new(l->ch, fd);
+		if (!id) {
+			close(fd);
+			continue;
+		}
+		id->listen = l;
+		id->state = IDS_AWAIT_REQ;
+		id->deadline_ns = deadline(l->ctx, 0);
+		rr_mpa_parser_init(&id->parser, false);
+		obj_add(l->ctx, &id->obj, EPOLLIN);
+	}
+}
+
+static void handle_handshake(struct soft_id *id, uint32_t events)
+{
+	if (id->state == IDS_CONNECTING) {
+		int err = 0;
+		socklen_t l = sizeof(err);
+
+		if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+			return;
+		getsockopt(id->obj.fd, SOL_SOCKET, SO_ERROR, &err, &l);
+		if (err) {
+			id_fail(id, RPCRDMA_CM_UNREACHABLE, -err, NULL);
+			return;
+		}
+		if (write_all(id->obj.fd, id->out, id->out_len) != 0) {
+			id_fail(id, RPCRDMA_CM_UNREACHABLE, -ECONNRESET, NULL);
+			return;
+		}
+		id->state = IDS_AWAIT_REP;
+		obj_mod(id->ctx, &id->obj, EPOLLIN);
+		return;
+	}
+	if (id->state == IDS_AWAIT_REP || id->state == IDS_AWAIT_REQ)
+		handshake_read(id);
+}
+
+/* MPA timeout on a silent peer, on the injected clock. */
+static void check_timeouts(struct soft_ctx *c)
+{
+	uint64_t now = rr_now_ns(c->env);
+	struct soft_id *id = c->ids, *next;
+
+	for (; id; id = next) {
+		next = id->next_all;
+		if (id->state != IDS_CONNECTING && id->state != IDS_AWAIT_REP &&
+		    id->state != IDS_AWAIT_REQ)
+			continue;
+		if (now < id->deadline_ns)
+			continue;
+		if (id->state == IDS_AWAIT_REQ) {
+			id_close_fd(id);
+			id_unlink(id);
+			rr_free(c->env, id);
+		} else {
+			id_fail(id, RPCRDMA_CM_UNREACHABLE, -ETIMEDOUT, NULL);
+		}
+	}
+}
+
+static void *progress_main(void *arg)
+{
+	struct soft_ctx *c = arg;
+	struct epoll_event evs[64];
+
+	for (;;) {
+		int n = epoll_wait(c->epfd, evs, 64, 20);
+
+		pthread_mutex_lock(&c->lock);
+		if (c->stop) {
+			pthread_mutex_unlock(&c->lock);
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			struct soft_obj *o = evs[i].data.ptr;
+
+			if (o == &c->wake) {
+				uint64_t v;
+
+				if (read(c->wake.fd, &v, sizeof(v)) < 0) {
+					/* spurious */
+				}
+				continue;
+			}
+			if (!obj_live(c, o))
+				continue;
+			switch (o->type) {
+			case SOFT_OBJ_LISTEN:
+				handle_listen(RR_CONTAINER_OF(o, struct soft_id, obj));
+				break;
+			case SOFT_OBJ_HANDSHAKE:
+				handle_handshake(RR_CONTAINER_OF(o, struct soft_id, obj), evs[i].events);
+				break;
+			case SOFT_OBJ_QP: {
+				struct soft_qp *qp = RR_CONTAINER_OF(o, struct soft_qp, obj);
+
+				if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+					pthread_mutex_lock(&qp->rx_lock);
+					if (soft_qp_rx(qp) < 0)
+						obj_del(c, &qp->obj);
+					pthread_mutex_unlock(&qp->rx_lock);
+				}
+				if ((evs[i].events & EPOLLOUT) && qp->obj.in_epoll) {
+					pthread_mutex_lock(&qp->tx_lock);
+					soft_qp_tx_locked(qp);
+					pthread_mutex_unlock(&qp->tx_lock);
+				}
+				break;
+			}
+			default:
+				break;
+			}
+		}
+		check_timeouts(c);
+		pthread_mutex_unlock(&c->lock);
+	}
+	return NULL;
+}
+
+int soft_io_start(struct soft_ctx *c)
+{
+	c->live.next = c->live.prev = &c->live;
+	c->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (c->epfd < 0)
+		return -errno;
+	c->wake.type = SOFT_OBJ_WAKE;
+	c->wake.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (c->wake.fd < 0) {
+		int e = -errno;
+
+		close(c->epfd);
+		return e;
+	}
+	{
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &c->wake};
+
+		epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->wake.fd, &ev);
+	}
+	if (pthread_create(&c->thread, NULL, progress_main, c) != 0) {
+		close(c->wake.fd);
+		close(c->epfd);
+		return -EAGAIN;
+	}
+	c->thread_started = true;
+	return 0;
+}
+
+void soft_io_stop(struct soft_ctx *c)
+{
+	if (c->thread_started) {
+		pthread_mutex_lock(&c->lock);
+		c->stop = true;
+		pthread_mutex_unlock(&c->lock);
+		soft_io_wake(c);
+		pthread_join(c->thread, NULL);
+	}
+	close(c->wake.fd);
+	close(c->epfd);
+}

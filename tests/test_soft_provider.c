@@ -1,0 +1,737 @@
+/* The soft provider end to end: two endpoints in one process over loopback
+ * TCP through the public API (include/rpcrdma/rdma.h): Send / Send+SE /
+ * Send with Invalidate, RDMA Write, RDMA Read, RDMA Commit, CRC on and off,
+ * MPA revision 1 and 2, payloads from 0 bytes to 8 MiB with odd lengths;
+ * protection violations each producing its Terminate and no memory access;
+ * reject with private data; the MPA timeout; Commit into a durable file
+ * mapping in a child killed with SIGKILL right after the Commit Response. */
+#include "test.h"
+
+#include <arpa/inet.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rdma/soft/soft.h"
+#include "rpcrdma/rdma.h"
+
+struct ep {
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_qp *qp;
+	struct rpcrdma_cm_id *id;
+};
+
+struct pair {
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	struct rpcrdma_cm_id *listen;
+	struct ep c, s;
+	uint16_t port;
+};
+
+static int wait_cm(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev, int ms)
+{
+	for (int i = 0; i < ms; i++) {
+		if (rpcrdma_cm_get_event(ch, ev) == 0)
+			return 0;
+		usleep(1000);
+	}
+	return -ETIMEDOUT;
+}
+
+static int wait_wc(struct rpcrdma_cq *cq, struct rpcrdma_wc *wc, int ms)
+{
+	for (long i = 0; i < (long)ms * 100; i++) {
+		int n = rpcrdma_cq_poll(cq, 1, wc);
+
+		if (n)
+			return n;
+		usleep(10);
+	}
+	return -ETIMEDOUT;
+}
+
+static void ep_make(struct pair *p, struct ep *e)
+{
+	struct rpcrdma_cq_attr ca = {.cqe = 256};
+	struct rpcrdma_qp_attr qa;
+
+	REQUIRE_EQ(rpcrdma_pd_alloc(p->ctx, &e->pd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(p->ctx, &ca, &e->cq), 0);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = e->cq;
+	qa.max_send_wr = qa.max_recv_wr = 64;
+	qa.max_send_sge = qa.max_recv_sge = 4;
+	REQUIRE_EQ(rpcrdma_qp_create(e->pd, &qa, &e->qp), 0);
+}
+
+static void listen_on(struct pair *p)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_storage ss;
+
+	REQUIRE_EQ(rpcrdma_cm_channel_create(p->ctx, &p->ch), 0);
+	REQUIRE_EQ(rpcrdma_listen(p->ch, (struct sockaddr *)&a, sizeof(a), 8, NULL, &p->listen), 0);
+	REQUIRE_EQ(rpcrdma_cm_local_addr(p->listen, &ss), 0);
+	p->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+static int connect_to(struct pair *p, uint32_t cflags, uint32_t sflags, uint16_t ird)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				.sin_port = htons(p->port)};
+	struct rpcrdma_conn_param cp = {.private_data = "hello", .private_data_len = 5,
+					.responder_resources = 4, .initiator_depth = 4, .flags = cflags};
+	struct rpcrdma_conn_param sp = {.private_data = "world!", .private_data_len = 6,
+					.responder_resources = ird, .initiator_depth = 4, .flags = sflags};
+	struct rpcrdma_cm_event ev;
+	int est = 0;
+
+	REQUIRE_EQ(rpcrdma_connect(p->ch, p->c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &p->c.id), 0);
+	REQUIRE_EQ(wait_cm(p->ch, &ev, 5000), 0);
+	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+	REQUIRE_EQ(ev.private_data_len, 5);
+	CHECK_MEM(ev.private_data, "hello", 5);
+	p->s.id = ev.id;
+	REQUIRE_EQ(rpcrdma_accept(p->s.id, p->s.qp, &sp), 0);
+	while (est < 2) {
+		REQUIRE_EQ(wait_cm(p->ch, &ev, 5000), 0);
+		REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+		if (ev.id == p->c.id) {
+			CHECK_EQ(ev.private_data_len, 6);
+			CHECK_MEM(ev.private_data, "world!", 6);
+		}
+		est++;
+	}
+	return 0;
+}
+
+static void pair_up(struct pair *p, uint32_t cflags, uint32_t sflags)
+{
+	memset(p, 0, sizeof(*p));
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p->ctx), 0);
+	ep_make(p, &p->c);
+	ep_make(p, &p->s);
+	listen_on(p);
+	connect_to(p, cflags, sflags, 4);
+}
+
+static void ep_free(struct ep *e)
+{
+	if (e->id)
+		rpcrdma_cm_id_destroy(e->id);
+	if (e->qp)
+		CHECK_EQ(rpcrdma_qp_destroy(e->qp), 0);
+	if (e->cq)
+		CHECK_EQ(rpcrdma_cq_destroy(e->cq), 0);
+}
+
+static void pair_down(struct pair *p, struct rpcrdma_mr **mrs, int nmr)
+{
+	struct rpcrdma_pd *pc = p->c.pd, *ps = p->s.pd;
+
+	ep_free(&p->c);
+	ep_free(&p->s);
+	for (int i = 0; i < nmr; i++)
+		if (mrs[i])
+			CHECK_EQ(rpcrdma_dereg_mr(mrs[i]), 0);
+	CHECK_EQ(rpcrdma_pd_free(pc), 0);
+	CHECK_EQ(rpcrdma_pd_free(ps), 0);
+	rpcrdma_cm_id_destroy(p->listen);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(p->ch), 0);
+	CHECK_EQ(rpcrdma_close(p->ctx), 0);
+}
+
+static void fill(uint8_t *b, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)(i * 13 + seed + (i >> 9));
+}
+
+static struct rpcrdma_sge sge_of(struct rpcrdma_mr *mr, void *addr, uint32_t len)
+{
+	return (struct rpcrdma_sge){.addr = (uintptr_t)addr, .length = len, .lkey = rpcrdma_mr_lkey(mr)};
+}
+
+static void one_config(uint32_t flags)
+{
+	static const uint32_t sizes[] = {0, 1, 3, 4, 1461, 65537, (1u << 20) + 3};
+	const size_t big = 8u << 20;
+	struct pair p;
+	uint8_t *sbuf = malloc(big + 8), *rbuf = malloc(big + 8), *tbuf = calloc(1, big + 8);
+	struct rpcrdma_mr *smr, *rmr, *tmr;
+	struct rpcrdma_wc wc;
+
+	REQUIRE(sbuf && rbuf && tbuf);
+	fill(sbuf, big + 8, flags);
+	pair_up(&p, flags, flags);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.c.pd, sbuf, big + 8, RPCRDMA_ACCESS_LOCAL_WRITE, &smr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, rbuf, big + 8, RPCRDMA_ACCESS_LOCAL_WRITE, &rmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, tbuf, big + 8,
+					 RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_WRITE |
+						 RPCRDMA_ACCESS_REMOTE_READ, &tmr), 0);
+	/* Sends of every size, two SGEs each side */
+	for (size_t i = 0; i < RR_ARRAY_SIZE(sizes); i++) {
+		uint32_t n = sizes[i];
+		struct rpcrdma_sge rs[2] = {sge_of(rmr, rbuf, n / 2 + 1), sge_of(rmr, rbuf + n / 2 + 1, n)};
+		struct rpcrdma_sge ss[2] = {sge_of(smr, sbuf + 1, n / 3), sge_of(smr, sbuf + 1 + n / 3, n - n / 3)};
+		struct rpcrdma_recv_wr rw = {.wr_id = 100 + i, .sg_list = rs, .num_sge = 2};
+		struct rpcrdma_send_wr sw = {.wr_id = 200 + i, .sg_list = ss, .num_sge = 2,
+					     .opcode = RPCRDMA_WR_SEND, .flags = RPCRDMA_SEND_SIGNALED |
+					     (i & 1 ? RPCRDMA_SEND_SOLICITED : 0)};
+
+		memset(rbuf, 0, n + 2);
+		REQUIRE_EQ(rpcrdma_post_recv(p.s.qp, &rw, NULL), 0);
+		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &sw, NULL), 0);
+		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, 200 + i);
+		CHECK_EQ(wc.opcode, RPCRDMA_WC_SEND);
+		REQUIRE_EQ(wait_wc(p.s.cq, &wc, 5000), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		CHECK_EQ(wc.opcode, RPCRDMA_WC_RECV);
+		CHECK_EQ(wc.byte_len, n);
+		CHECK_EQ(!!(wc.flags & RPCRDMA_WC_SOLICITED), i & 1);
+		CHECK_MEM(rbuf, sbuf + 1, n);
+		CHECK_EQ(rbuf[n], 0);
+	}
+	/* RDMA Write 8 MiB + 5 at an odd offset, then Read it back */
+	{
+		uint32_t n = (uint32_t)big + 5;
+		struct rpcrdma_sge s = sge_of(smr, sbuf + 1, n);
+		struct rpcrdma_send_wr w = {.wr_id = 1, .sg_list = &s, .num_sge = 1,
+					    .opcode = RPCRDMA_WR_RDMA_WRITE, .flags = RPCRDMA_SEND_SIGNALED,
+					    .u.rdma = {.remote_offset = (uintptr_t)tbuf + 2,
+						       .stag = rpcrdma_mr_rkey(tmr)}};
+		struct rpcrdma_sge d = sge_of(smr, sbuf, n);
+		struct rpcrdma_send_wr r = {.wr_id = 2, .sg_list = &d, .num_sge = 1,
+					    .opcode = RPCRDMA_WR_RDMA_READ, .flags = RPCRDMA_SEND_SIGNALED,
+					    .u.rdma = {.remote_offset = (uintptr_t)tbuf + 2,
+						       .stag = rpcrdma_mr_rkey(tmr)}};
+		uint8_t *copy = malloc(n);
+
+		REQUIRE(copy);
+		memcpy(copy, sbuf + 1, n);
+		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &w, NULL), 0);
+		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 20000), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		usleep(1000);
+		memset(sbuf, 0, n);
+		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &r, NULL), 0);
+		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 20000), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		CHECK_EQ(wc.opcode, RPCRDMA_WC_RDMA_READ);
+		CHECK_EQ(wc.byte_len, n);
+		CHECK_MEM(tbuf + 2, copy, n);
+		CHECK_MEM(sbuf, copy, n);
+		CHECK_EQ(tbuf[1], 0);
+		CHECK_EQ(tbuf[n + 2], 0);
+		fill(sbuf, big + 8, flags);
+		free(copy);
+	}
+	/* zero-length Write and Read */
+	{
+		struct rpcrdma_send_wr w = {.wr_id = 3, .opcode = RPCRDMA_WR_RDMA_WRITE,
+					    .flags = RPCRDMA_SEND_SIGNALED,
+					    .u.rdma = {.remote_offset = (uintptr_t)tbuf, .stag = rpcrdma_mr_rkey(tmr)}};
+		struct rpcrdma_send_wr r = w;
+
+		r.wr_id = 4;
+		r.opcode = RPCRDMA_WR_RDMA_READ;
+		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &w, NULL), 0);
+		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &r, NULL), 0);
+		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		CHECK_EQ(wc.wr_id, 4);
+	}
+	{
+		struct soft_qp *sq = RR_CONTAINER_OF(RR_BASE(qp, p.c.qp), struct soft_qp, base);
+
+		CHECK_EQ(sq->crc, !!(flags & RPCRDMA_CONN_SOFT_CRC));
+		CHECK(sq->commit);
+	}
+	{
+		struct rpcrdma_mr *mrs[] = {smr, rmr, tmr};
+
+		pair_down(&p, mrs, 3);
+	}
+	free(sbuf);
+	free(rbuf);
+	free(tbuf);
+}
+
+TEST(soft_ops_crc_off_rev2)
+{
+	one_config(0);
+}
+
+TEST(soft_ops_crc_on_rev2)
+{
+	one_config(RPCRDMA_CONN_SOFT_CRC);
+}
+
+TEST(soft_ops_crc_on_rev1)
+{
+	one_config(RPCRDMA_CONN_SOFT_CRC | RPCRDMA_CONN_SOFT_MPA_REV1);
+}
+
+TEST(soft_ops_crc_off_rev1)
+{
+	one_config(RPCRDMA_CONN_SOFT_MPA_REV1);
+}
+
+/* ---- protection violations ---- */
+
+enum viol { V_BAD_STAG, V_BOUNDS, V_NO_WRITE, V_OTHER_PD, V_INVALIDATED, V_NO_READ, V_EXCESS_READS,
+	    V_INV_MR, V_READ_BOUNDS };
+
+static struct rpcrdma_mw *g_mw;
+static struct rpcrdma_mr *g_bmr;
+
+static void violation(enum viol v, uint8_t layer, uint8_t etype, uint8_t ecode)
+{
+	struct pair p;
+	static uint8_t local[4096], target[4096], other[4096];
+	struct rpcrdma_mr *lmr, *tmr, *ro_mr, *omr;
+	struct rpcrdma_pd *opd;
+	struct rpcrdma_wc wc;
+	struct rpcrdma_sge s;
+	struct rpcrdma_send_wr w;
+	struct soft_qp *cq_, *sq_;
+	uint32_t stag;
+	uint64_t to;
+	int n;
+
+	memset(&p, 0, sizeof(p));
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p.ctx), 0);
+	ep_make(&p, &p.c);
+	ep_make(&p, &p.s);
+	listen_on(&p);
+	connect_to(&p, 0, 0, 2); /* server IRD 2 */
+	memset(target, 0x11, sizeof(target));
+	memset(other, 0x22, sizeof(other));
+	memset(local, 0x77, sizeof(local));
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.c.pd, local, sizeof(local), RPCRDMA_ACCESS_LOCAL_WRITE, &lmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, target, 2048, RPCRDMA_ACCESS_LOCAL_WRITE |
+					 RPCRDMA_ACCESS_REMOTE_WRITE | RPCRDMA_ACCESS_REMOTE_READ, &tmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, target + 2048, 2048, RPCRDMA_ACCESS_LOCAL_WRITE, &ro_mr), 0);
+	REQUIRE_EQ(rpcrdma_pd_alloc(p.ctx, &opd), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(opd, other, sizeof(other), RPCRDMA_ACCESS_LOCAL_WRITE |
+					 RPCRDMA_ACCESS_REMOTE_WRITE | RPCRDMA_ACCESS_REMOTE_READ, &omr), 0);
+	stag = rpcrdma_mr_rkey(tmr);
+	to = (uintptr_t)target;
+	memset(&w, 0, sizeof(w));
+	s = sge_of(lmr, local, 100);
+	w.sg_list = &s;
+	w.num_sge = 1;
+	w.opcode = RPCRDMA_WR_RDMA_WRITE;
+	w.flags = RPCRDMA_SEND_SIGNALED;
+	switch (v) {
+	case V_BAD_STAG: stag ^= 0x00000100; break;
+	case V_BOUNDS: to += 2000; break;
+	case V_NO_WRITE: stag = rpcrdma_mr_rkey(ro_mr); to = (uintptr_t)target + 2048; break;
+	case V_OTHER_PD: stag = rpcrdma_mr_rkey(omr); to = (uintptr_t)other; break;
+	case V_INVALIDATED: {
+		/* a window bound on the server QP, invalidated locally */
+		struct rpcrdma_mw *mw;
+		struct rpcrdma_mr *bmr;
+
+		struct rpcrdma_send_wr b = {.wr_id = 9, .opcode = RPCRDMA_WR_BIND_MW,
+					    .flags = RPCRDMA_SEND_SIGNALED};
+		struct rpcrdma_send_wr li = {.wr_id = 10, .opcode = RPCRDMA_WR_LOCAL_INV,
+					     .flags = RPCRDMA_SEND_SIGNALED};
+
+		REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, target + 1024, 512, RPCRDMA_ACCESS_LOCAL_WRITE |
+						 RPCRDMA_ACCESS_MW_BIND, &bmr), 0);
+		REQUIRE_EQ(rpcrdma_mw_alloc(p.s.pd, &mw), 0);
+		g_mw = mw;
+		g_bmr = bmr;
+		b.u.bind.mw = mw;
+		b.u.bind.mr = bmr;
+		b.u.bind.addr = (uintptr_t)target + 1024;
+		b.u.bind.length = 512;
+		b.u.bind.access = RPCRDMA_ACCESS_REMOTE_WRITE;
+		REQUIRE_EQ(rpcrdma_post_send(p.s.qp, &b, NULL), 0);
+		REQUIRE_EQ(wait_wc(p.s.cq, &wc, 2000), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		stag = rpcrdma_mw_rkey(mw);
+		li.u.local_inv.stag = stag;
+		REQUIRE_EQ(rpcrdma_post_send(p.s.qp, &li, NULL), 0);
+		REQUIRE_EQ(wait_wc(p.s.cq, &wc, 2000), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		to = (uintptr_t)target + 1024;
+		break;
+	}
+	case V_NO_READ:
+		w.opcode = RPCRDMA_WR_RDMA_READ;
+		stag = rpcrdma_mr_rkey(ro_mr);
+		to = (uintptr_t)target + 2048;
+		break;
+	case V_READ_BOUNDS:
+		w.opcode = RPCRDMA_WR_RDMA_READ;
+		to += 1990;
+		break;
+	case V_EXCESS_READS: {
+		/* Our ORD limits us; raise it past the peer's IRD to misbehave. */
+		struct soft_qp *q = RR_CONTAINER_OF(RR_BASE(qp, p.c.qp), struct soft_qp, base);
+		struct soft_qp *r = RR_CONTAINER_OF(RR_BASE(qp, p.s.qp), struct soft_qp, base);
+
+		/* play a peer that ignores the IRD it was given: the server
+		 * answers at most 0 outstanding (as after a Linux-style IRD 0
+		 * reply) and the client's ORD is raised past it */
+		r->ird = 0;
+		q->ord = 8;
+		w.opcode = RPCRDMA_WR_RDMA_READ;
+		break;
+	}
+	case V_INV_MR: {
+		struct rpcrdma_recv_wr rw = {.wr_id = 5, .sg_list = &s, .num_sge = 1};
+
+		/* the server invalidates the client's long-lived MR */
+		REQUIRE_EQ(rpcrdma_post_recv(p.c.qp, &rw, NULL), 0);
+		w.opcode = RPCRDMA_WR_SEND_WITH_INV;
+		w.num_sge = 0;
+		w.u.send.invalidate_stag = rpcrdma_mr_rkey(lmr);
+		REQUIRE_EQ(rpcrdma_post_send(p.s.qp, &w, NULL), 0);
+		goto wait;
+	}
+	}
+	w.u.rdma.stag = stag;
+	w.u.rdma.remote_offset = to;
+	if (v == V_EXCESS_READS) {
+		struct rpcrdma_send_wr ws[3];
+
+		for (int i = 0; i < 3; i++) {
+			ws[i] = w;
+			ws[i].wr_id = 50 + i;
+			ws[i].next = i < 2 ? &ws[i + 1] : NULL;
+		}
+		s.length = 10;
+		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, ws, NULL), 0);
+	} else {
+		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &w, NULL), 0);
+	}
+wait:
+	/* wait until both QPs are in error */
+	cq_ = RR_CONTAINER_OF(RR_BASE(qp, p.c.qp), struct soft_qp, base);
+	sq_ = RR_CONTAINER_OF(RR_BASE(qp, p.s.qp), struct soft_qp, base);
+	for (int i = 0; i < 5000 && (cq_->state != QPS_ERROR || sq_->state != QPS_ERROR); i++) {
+		rpcrdma_cq_poll(p.c.cq, 1, &wc);
+		rpcrdma_cq_poll(p.s.cq, 1, &wc);
+		usleep(1000);
+	}
+	{
+		struct soft_qp *victim = v == V_INV_MR ? cq_ : sq_;
+		struct soft_qp *culprit = v == V_INV_MR ? sq_ : cq_;
+
+		CHECK_EQ(victim->state, QPS_ERROR);
+		CHECK_EQ(culprit->state, QPS_ERROR);
+		CHECK(victim->rx.term_valid);
+		CHECK_EQ(victim->rx.term.layer, layer);
+		CHECK_EQ(victim->rx.term.etype, etype);
+		CHECK_EQ(victim->rx.term.ecode, ecode);
+		/* the culprit received that Terminate, in the RFC layout */
+		REQUIRE(culprit->peer_term_valid);
+		CHECK(!culprit->peer_term.siw_layout);
+		CHECK_EQ(culprit->peer_term.layer, layer);
+		CHECK_EQ(culprit->peer_term.etype, etype);
+		CHECK_EQ(culprit->peer_term.ecode, ecode);
+	}
+	/* no memory access happened */
+	for (size_t i = 0; i < sizeof(target); i++)
+		if (target[i] != 0x11) {
+			CHECK(target[i] == 0x11);
+			break;
+		}
+	for (size_t i = 0; i < sizeof(other); i++)
+		if (other[i] != 0x22) {
+			CHECK(other[i] == 0x22);
+			break;
+		}
+	if (v != V_EXCESS_READS && v != V_INV_MR)
+		for (size_t i = 0; i < sizeof(local); i++)
+			if (local[i] != 0x77) {
+				CHECK(local[i] == 0x77);
+				break;
+			}
+	/* the culprit's WR completed in error */
+	n = 0;
+	while (rpcrdma_cq_poll(v == V_INV_MR ? p.s.cq : p.c.cq, 1, &wc) == 1)
+		n += wc.status != RPCRDMA_WC_SUCCESS;
+	RR_UNUSED(n);
+	{
+		struct rpcrdma_mr *mrs[] = {lmr, tmr, ro_mr, omr};
+
+		for (int i = 0; i < 4; i++)
+			if (mrs[i] == omr) {
+				CHECK_EQ(rpcrdma_dereg_mr(omr), 0);
+				mrs[i] = NULL;
+			}
+		CHECK_EQ(rpcrdma_pd_free(opd), 0);
+		if (g_mw) {
+			CHECK_EQ(rpcrdma_mw_free(g_mw), 0);
+			CHECK_EQ(rpcrdma_dereg_mr(g_bmr), 0);
+			g_mw = NULL;
+		}
+		pair_down(&p, mrs, 4);
+	}
+}
+
+TEST(soft_violation_invalid_stag)
+{
+	violation(V_BAD_STAG, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_INVALID_STAG);
+}
+TEST(soft_violation_bounds)
+{
+	violation(V_BOUNDS, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_BOUNDS);
+}
+TEST(soft_violation_no_remote_write)
+{
+	violation(V_NO_WRITE, RR_TL_RDMAP, RR_RDMAP_ET_PROTECTION, RR_RDMAP_EC_ACCESS);
+}
+TEST(soft_violation_other_pd)
+{
+	violation(V_OTHER_PD, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_STAG_NOT_ASSOC);
+}
+TEST(soft_violation_invalidated_window)
+{
+	violation(V_INVALIDATED, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_INVALID_STAG);
+}
+TEST(soft_violation_no_remote_read)
+{
+	violation(V_NO_READ, RR_TL_RDMAP, RR_RDMAP_ET_PROTECTION, RR_RDMAP_EC_ACCESS);
+}
+TEST(soft_violation_read_bounds)
+{
+	violation(V_READ_BOUNDS, RR_TL_RDMAP, RR_RDMAP_ET_PROTECTION, RR_RDMAP_EC_BOUNDS);
+}
+TEST(soft_violation_excess_reads)
+{
+	violation(V_EXCESS_READS, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_CATA_STREAM);
+}
+TEST(soft_violation_invalidate_long_lived_mr)
+{
+	violation(V_INV_MR, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_CANNOT_INVALIDATE);
+}
+
+/* ---- RDMA Commit ---- */
+
+/* Child: responder exposing a durable file mapping; reports port and STag
+ * through @wfd, then serves until killed. */
+static void commit_child(int wfd, const char *path)
+{
+	struct pair p;
+	struct rpcrdma_durable_map map;
+	struct rpcrdma_mr_attr a;
+	struct rpcrdma_mr *mr;
+	struct rpcrdma_cm_event ev;
+	struct rpcrdma_conn_param sp = {.responder_resources = 4, .initiator_depth = 4};
+	uint64_t info[3];
+
+	memset(&p, 0, sizeof(p));
+	if (rpcrdma_open("soft", NULL, &p.ctx) || rpcrdma_durable_map(path, 1 << 20, &map))
+		_exit(2);
+	ep_make(&p, &p.s);
+	listen_on(&p);
+	if (rpcrdma_durable_mr_attr(&map, map.addr, 1 << 20, RPCRDMA_ACCESS_LOCAL_WRITE |
+				    RPCRDMA_ACCESS_REMOTE_WRITE, &a) || rpcrdma_reg_mr(p.s.pd, &a, &mr))
+		_exit(3);
+	info[0] = p.port;
+	info[1] = rpcrdma_mr_rkey(mr);
+	info[2] = (uintptr_t)map.addr;
+	if (write(wfd, info, sizeof(info)) != sizeof(info))
+		_exit(4);
+	if (wait_cm(p.ch, &ev, 10000) || ev.type != RPCRDMA_CM_CONNECT_REQUEST)
+		_exit(5);
+	if (rpcrdma_accept(ev.id, p.s.qp, &sp))
+		_exit(6);
+	for (;;)
+		pause();
+}
+
+TEST(soft_commit_durable_survives_sigkill)
+{
+	char path[] = "/tmp/rr-commit-XXXXXX";
+	int pfd[2], fd = mkstemp(path);
+	pid_t pid;
+	uint64_t info[3];
+	struct pair p;
+	static uint8_t data[300000];
+	struct rpcrdma_mr *lmr;
+	struct rpcrdma_wc wc;
+	struct rpcrdma_cm_event ev;
+	int status;
+
+	REQUIRE(fd >= 0);
+	close(fd);
+	REQUIRE_EQ(pipe(pfd), 0);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		close(pfd[0]);
+		commit_child(pfd[1], path);
+		_exit(0);
+	}
+	close(pfd[1]);
+	REQUIRE_EQ(read(pfd[0], info, sizeof(info)), (ssize_t)sizeof(info));
+	close(pfd[0]);
+	memset(&p, 0, sizeof(p));
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p.ctx), 0);
+	ep_make(&p, &p.c);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(p.ctx, &p.ch), 0);
+	{
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+					.sin_port = htons((uint16_t)info[0])};
+		struct rpcrdma_conn_param cp = {.responder_resources = 4, .initiator_depth = 4};
+
+		REQUIRE_EQ(rpcrdma_connect(p.ch, p.c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL,
+					   &p.c.id), 0);
+		REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+		REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+	}
+	fill(data, sizeof(data), 77);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.c.pd, data, sizeof(data), RPCRDMA_ACCESS_LOCAL_WRITE, &lmr), 0);
+	{
+		struct rpcrdma_sge s = sge_of(lmr, data, sizeof(data));
+		struct rpcrdma_remote_region rg = {.stag = (uint32_t)info[1], .length = sizeof(data),
+						   .offset = info[2] + 4096};
+		struct rpcrdma_send_wr c = {.wr_id = 2, .opcode = RPCRDMA_WR_RDMA_COMMIT,
+					    .flags = RPCRDMA_SEND_SIGNALED,
+					    .u.commit = {.regions = &rg, .num_regions = 1}};
+		struct rpcrdma_send_wr w = {.wr_id = 1, .sg_list = &s, .num_sge = 1,
+					    .opcode = RPCRDMA_WR_RDMA_WRITE, .next = &c,
+					    .u.rdma = {.remote_offset = info[2] + 4096, .stag = (uint32_t)info[1]}};
+
+		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &w, NULL), 0);
+		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 10000), 1);
+		kill(pid, SIGKILL); /* right after the Commit Response */
+		CHECK_EQ(wc.wr_id, 2);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		CHECK_EQ(wc.opcode, RPCRDMA_WC_COMMIT);
+		CHECK_EQ(wc.remote_status, 0);
+	}
+	REQUIRE_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	{
+		FILE *f = fopen(path, "rb");
+		static uint8_t back[300000];
+
+		REQUIRE(f);
+		REQUIRE_EQ(fseek(f, 4096, SEEK_SET), 0);
+		REQUIRE_EQ(fread(back, 1, sizeof(back), f), sizeof(back));
+		fclose(f);
+		CHECK_MEM(back, data, sizeof(data));
+	}
+	unlink(path);
+	{
+		struct rpcrdma_mr *mrs[] = {lmr};
+		struct rpcrdma_pd *pc = p.c.pd;
+
+		ep_free(&p.c);
+		CHECK_EQ(rpcrdma_dereg_mr(mrs[0]), 0);
+		CHECK_EQ(rpcrdma_pd_free(pc), 0);
+		CHECK_EQ(rpcrdma_cm_channel_destroy(p.ch), 0);
+		CHECK_EQ(rpcrdma_close(p.ctx), 0);
+	}
+}
+
+TEST(soft_commit_not_durable_status)
+{
+	struct pair p;
+	static uint8_t target[4096];
+	struct rpcrdma_mr *tmr;
+	struct rpcrdma_wc wc;
+	struct rpcrdma_remote_region rg;
+	struct rpcrdma_send_wr c = {.wr_id = 7, .opcode = RPCRDMA_WR_RDMA_COMMIT,
+				    .flags = RPCRDMA_SEND_SIGNALED};
+
+	pair_up(&p, 0, 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, target, sizeof(target), RPCRDMA_ACCESS_LOCAL_WRITE |
+					 RPCRDMA_ACCESS_REMOTE_WRITE, &tmr), 0);
+	rg = (struct rpcrdma_remote_region){rpcrdma_mr_rkey(tmr), 100, (uintptr_t)target};
+	c.u.commit.regions = &rg;
+	c.u.commit.num_regions = 1;
+	REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &c, NULL), 0);
+	REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+	CHECK_EQ(wc.status, RPCRDMA_WC_COMMIT_ERR);
+	CHECK_EQ(wc.remote_status, SOFT_COMMIT_NOT_DURABLE);
+	/* no Terminate: the connection still works (draft 5.1) */
+	REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &c, NULL), 0);
+	REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+	CHECK_EQ(wc.remote_status, SOFT_COMMIT_NOT_DURABLE);
+	{
+		struct rpcrdma_mr *mrs[] = {tmr};
+
+		pair_down(&p, mrs, 1);
+	}
+}
+
+TEST(soft_reject_with_private_data)
+{
+	struct pair p;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct rpcrdma_cm_event ev;
+
+	memset(&p, 0, sizeof(p));
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p.ctx), 0);
+	ep_make(&p, &p.c);
+	listen_on(&p);
+	a.sin_port = htons(p.port);
+	REQUIRE_EQ(rpcrdma_connect(p.ch, p.c.qp, (struct sockaddr *)&a, sizeof(a), NULL, NULL, &p.c.id), 0);
+	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+	REQUIRE_EQ(rpcrdma_reject(ev.id, "go away", 7), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(ev.id), 0);
+	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_REJECTED);
+	CHECK_EQ(ev.status, -ECONNREFUSED);
+	REQUIRE_EQ(ev.private_data_len, 7);
+	CHECK_MEM(ev.private_data, "go away", 7);
+	{
+		struct rpcrdma_pd *pc = p.c.pd;
+
+		ep_free(&p.c);
+		CHECK_EQ(rpcrdma_pd_free(pc), 0);
+		rpcrdma_cm_id_destroy(p.listen);
+		CHECK_EQ(rpcrdma_cm_channel_destroy(p.ch), 0);
+		CHECK_EQ(rpcrdma_close(p.ctx), 0);
+	}
+}
+
+TEST(soft_mpa_timeout_on_silent_peer)
+{
+	/* a TCP listener that never answers the MPA Request */
+	struct pair p;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t l = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	struct rpcrdma_conn_param cp = {.timeout_ms = 300};
+	struct rpcrdma_cm_event ev;
+
+	REQUIRE(lfd >= 0);
+	REQUIRE_EQ(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	REQUIRE_EQ(listen(lfd, 1), 0);
+	REQUIRE_EQ(getsockname(lfd, (struct sockaddr *)&a, &l), 0);
+	memset(&p, 0, sizeof(p));
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p.ctx), 0);
+	ep_make(&p, &p.c);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(p.ctx, &p.ch), 0);
+	REQUIRE_EQ(rpcrdma_connect(p.ch, p.c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &p.c.id), 0);
+	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_UNREACHABLE);
+	CHECK_EQ(ev.status, -ETIMEDOUT);
+	close(lfd);
+	{
+		struct rpcrdma_pd *pc = p.c.pd;
+
+		ep_free(&p.c);
+		CHECK_EQ(rpcrdma_pd_free(pc), 0);
+		CHECK_EQ(rpcrdma_cm_channel_destroy(p.ch), 0);
+		CHECK_EQ(rpcrdma_close(p.ctx), 0);
+	}
+}
