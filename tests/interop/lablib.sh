@@ -60,6 +60,9 @@ lab_net() {
 	sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
 	sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
 	sysctl -qw net.ipv4.conf.all.accept_local=1
+	# the local routes live in table 100 only, so binding .2/.4 (siw's kernel
+	# listener, a user-space TCP listener) needs non-local bind
+	sysctl -qw net.ipv4.ip_nonlocal_bind=1
 	for _m in ib_uverbs rdma_ucm rdma_rxe siw; do modprobe $_m || lab_say "modprobe $_m failed"; done
 	_lab_veth vS0 vS1 $SIW_C $SIW_S
 	rdma link add siw0 type siw netdev vS0
@@ -129,7 +132,9 @@ lab_serve_run() {
 	if kill -0 $_sp 2>/dev/null; then
 		timeout "$_to" sh -c "$4"; _cr=$?
 	else
-		_cr=77; echo "(server ended before the client started)"
+		wait $_sp; _cr=$?
+		echo "(server ended with status $_cr before the client started)"
+		[ $_cr = 77 ] || _cr=1
 	fi
 	for _i in $(seq 100); do kill -0 $_sp 2>/dev/null || break; sleep 0.1; done
 	kill $_sp 2>/dev/null; wait $_sp; _sr=$?

@@ -223,6 +223,17 @@ cmd_vm() {
 # Every out/*.pcap listed in out/pcaps.txt ("NAME FILTER WHAT") must contain
 # frames matching FILTER and no malformed frame; results go to
 # out/host-results.txt in the VM's "PASS|FAIL|SKIP name" format.
+# count_all PCAP "F1,F2,...": the smallest match count over the filters
+count_all() {
+	local f=$1 flt min=-1 c
+	local IFS=,
+	for flt in $2; do
+		c=$(tshark -r "$f" -Y "$flt" 2>/dev/null | wc -l)
+		if [ "$min" -lt 0 ] || [ "$c" -lt "$min" ]; then min=$c; fi
+	done
+	echo "$min"
+}
+
 cmd_check() {
 	local run=${1:-$LAB_DIR/runs/latest} name filter what f n bad
 	local hr=$run/out/host-results.txt
@@ -232,7 +243,8 @@ cmd_check() {
 			f=$run/out/$name.pcap
 			[ -n "$name" ] || continue
 			if [ ! -s "$f" ]; then echo "FAIL tshark $name: no capture" >> "$hr"; continue; fi
-			n=$(tshark -r "$f" -Y "$filter" 2>/dev/null | wc -l)
+			# FILTER: comma-separated display filters, each must match a frame
+			n=$(count_all "$f" "$filter")
 			bad=$(tshark -r "$f" -Y '_ws.malformed' 2>/dev/null | wc -l)
 			{
 				echo "== $name.pcap: $(tshark -r "$f" 2>/dev/null | wc -l) frames, $n match '$filter', $bad malformed ($what)"
