@@ -12,7 +12,7 @@
 #
 # Results: one line per check in $LAB_OUT/results.txt,
 #   PASS <name> | FAIL <name> | SKIP <name>: <why it is not available>
-LAB_OUT=/lab/out
+LAB_OUT=${LAB_OUT:-/lab/out}
 SIW_C=192.0.2.1 SIW_S=192.0.2.2 RXE_C=192.0.2.3 RXE_S=192.0.2.4
 BIN=/share/tests/interop
 
@@ -124,27 +124,40 @@ lab_serve_run() {
 	_to=$1 _wait=$2
 	timeout "$_to" sh -c "$3" > /tmp/srv.log 2>&1 &
 	_sp=$!
-	case $_wait in
-	cm*) lab_wait_cm ${_wait#cm } 20 ;;
-	tcp*) lab_wait_tcp ${_wait#tcp } 20 ;;
-	*) $_wait ;;
-	esac
+	# wait for the server to listen, or to die (then no client runs)
+	_w=200
+	while [ $_w -gt 0 ] && kill -0 $_sp 2>/dev/null; do
+		case $_wait in
+		cm*) rdma resource show cm_id 2>/dev/null |
+			grep -q "state LISTEN .*src-addr [^ ]*:${_wait#cm } " && break ;;
+		tcp*) _wa=${_wait#tcp }
+			ss -ltnH 2>/dev/null | awk '{print $4}' |
+				grep -qE "^(${_wa% *}|0\.0\.0\.0|\*):${_wa#* }\$" && break ;;
+		*) sleep 1; break ;;
+		esac
+		sleep 0.1; _w=$((_w - 1))
+	done
 	if kill -0 $_sp 2>/dev/null; then
+		[ $_w = 0 ] && lab_say "server not listening after 20 s ($_wait); running the client anyway"
 		timeout "$_to" sh -c "$4"; _cr=$?
+		for _i in $(seq 100); do kill -0 $_sp 2>/dev/null || break; sleep 0.1; done
+		kill $_sp 2>/dev/null
+		wait $_sp; _sr=$?
 	else
-		wait $_sp; _cr=$?
-		echo "(server ended with status $_cr before the client started)"
-		[ $_cr = 77 ] || _cr=1
+		wait $_sp; _sr=$?
+		_cr=none
+		echo "(server ended with status $_sr before a client ran)"
 	fi
-	for _i in $(seq 100); do kill -0 $_sp 2>/dev/null || break; sleep 0.1; done
-	kill $_sp 2>/dev/null; wait $_sp; _sr=$?
 	echo "--- server (rc=$_sr):"; sed 's/^/  /' /tmp/srv.log
 	echo "--- client rc=$_cr"
-	[ $_cr = 0 ] && [ $_sr = 0 ] && return 0
+	[ "$_cr" = 0 ] && [ $_sr = 0 ] && return 0
+	if [ "$_cr" = none ]; then
+		[ $_sr = 77 ] && { tail -n 1 /tmp/srv.log; return 77; }
+		return 1
+	fi
 	if [ $_cr = 77 ] || [ $_sr = 77 ]; then
 		[ $_cr != 0 ] && [ $_cr != 77 ] && return 1
 		[ $_sr != 0 ] && [ $_sr != 77 ] && [ $_sr != 143 ] && return 1
-		# last line = why (server's if it said 77)
 		[ $_sr = 77 ] && tail -n 1 /tmp/srv.log
 		return 77
 	fi
