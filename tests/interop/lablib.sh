@@ -80,19 +80,29 @@ lab_pair() {
 	else C=$RXE_C S=$RXE_S IF=vR0 DC=rxe0 DS=rxe1; fi
 }
 
-# lab_cap_start NAME IFACE FILTER WHAT [tcpdump filter...]: capture into
-# $LAB_OUT/NAME.pcap; the host checks FILTER (a tshark display filter, no
-# spaces) matches and nothing is malformed. lab_cap_stop ends it.
+# lab_cap_start NAME IFACE DECODE FILTER WHAT [tcpdump filter...]: capture
+# into $LAB_OUT/NAME.pcap; the host checks that each comma-separated tshark
+# display filter of FILTER (no spaces) matches a frame and that no frame is
+# malformed. DECODE is a tshark -d "decode as" rule (e.g. tcp.port==7401,rpc
+# for RPC on a port tshark does not know) or "-". lab_cap_stop ends it.
 lab_cap_start() {
-	_cn=$1 _ci=$2 _cf=$3 _cw=$4; shift 4
+	_cn=$1 _ci=$2 _cd=$3 _cf=$4 _cw=$5; shift 5
 	tcpdump --immediate-mode -B 32768 -Z root -n -i "$_ci" -s 0 -w "/tmp/$_cn.pcap" "$@" \
 		> "/tmp/td.$_cn.log" 2>&1 &
 	LAB_TD=$!
 	for _i in $(seq 100); do grep -q listening "/tmp/td.$_cn.log" && break; sleep 0.1; done
-	echo "$_cn $_cf $_cw" >> $LAB_OUT/pcaps.txt
+	echo "$_cn $_cd $_cf $_cw" >> $LAB_OUT/pcaps.txt
+	_cres=$(wc -l < $LAB_OUT/results.txt)
 }
 lab_cap_stop() {
 	sleep 0.3; kill $LAB_TD 2>/dev/null; wait $LAB_TD 2>/dev/null
+	# nothing ran (every result since the start is SKIP): no capture to check
+	if ! tail -n +$((_cres + 1)) $LAB_OUT/results.txt | grep -q -E '^(PASS|FAIL)'; then
+		sed -i "/^$_cn /d" $LAB_OUT/pcaps.txt
+		rm -f "/tmp/$_cn.pcap"
+		echo "(capture $_cn dropped: nothing ran)"
+		return 0
+	fi
 	cp "/tmp/$_cn.pcap" $LAB_OUT/ && rm -f "/tmp/$_cn.pcap"
 	grep -E 'captured|dropped by kernel' "/tmp/td.$_cn.log" | tr '\n' ' '; echo
 }

@@ -220,15 +220,16 @@ cmd_vm() {
 }
 
 # ------------------------------------------------------------------ check
-# Every out/*.pcap listed in out/pcaps.txt ("NAME FILTER WHAT") must contain
+# Every out/*.pcap listed in out/pcaps.txt ("NAME DECODE FILTER WHAT") must contain
 # frames matching FILTER and no malformed frame; results go to
 # out/host-results.txt in the VM's "PASS|FAIL|SKIP name" format.
-# count_all PCAP "F1,F2,...": the smallest match count over the filters
+# count_all PCAP "F1,F2,..." [tshark options]: the smallest match count over the filters
 count_all() {
-	local f=$1 flt min=-1 c
+	local f=$1 list=$2 flt min=-1 c
+	shift 2
 	local IFS=,
-	for flt in $2; do
-		c=$(tshark -r "$f" -Y "$flt" 2>/dev/null | wc -l)
+	for flt in $list; do
+		c=$(tshark -r "$f" "$@" -Y "$flt" 2>/dev/null | wc -l)
 		if [ "$min" -lt 0 ] || [ "$c" -lt "$min" ]; then min=$c; fi
 	done
 	echo "$min"
@@ -239,17 +240,20 @@ cmd_check() {
 	local hr=$run/out/host-results.txt
 	: > "$hr"
 	if [ -f "$run/out/pcaps.txt" ]; then
-		while read -r name filter what; do
+		while read -r name decode filter what; do
+			local dopt=()
+			[ "$decode" != - ] && dopt=(-d "$decode")
 			f=$run/out/$name.pcap
 			[ -n "$name" ] || continue
 			if [ ! -s "$f" ]; then echo "FAIL tshark $name: no capture" >> "$hr"; continue; fi
 			# FILTER: comma-separated display filters, each must match a frame
-			n=$(count_all "$f" "$filter")
-			bad=$(tshark -r "$f" -Y '_ws.malformed' 2>/dev/null | wc -l)
+			n=$(count_all "$f" "$filter" "${dopt[@]}")
+			bad=$(tshark -r "$f" "${dopt[@]}" -Y '_ws.malformed' 2>/dev/null | wc -l)
 			{
 				echo "== $name.pcap: $(tshark -r "$f" 2>/dev/null | wc -l) frames, $n match '$filter', $bad malformed ($what)"
-				tshark -r "$f" -T fields -e frame.protocols 2>/dev/null | sed 's/^eth:ethertype://' | sort | uniq -c | sort -rn | head -n 6
-				tshark -r "$f" -Y '_ws.malformed' 2>/dev/null | head -n 5 | sed 's/^/  MALFORMED /'
+				tshark -r "$f" "${dopt[@]}" -T fields -e frame.protocols 2>/dev/null | sed 's/^eth:ethertype://' |
+					sed -E 's/(:iwarp_ddp_rdmap(:data)?){2,}/:iwarp_ddp_rdmap...(several FPDUs)/' | sort | uniq -c | sort -rn | head -n 6
+				tshark -r "$f" "${dopt[@]}" -Y '_ws.malformed' 2>/dev/null | head -n 5 | sed 's/^/  MALFORMED /'
 			} >> "$run/out/tshark.txt"
 			if [ "$n" -gt 0 ] && [ "$bad" = 0 ]; then
 				echo "PASS tshark $name: $n frames '$filter', none malformed" >> "$hr"

@@ -72,7 +72,7 @@ if lab_section unit; then
 		lab_fail "unit: rr-tests in the VM (rc=$rc): $(tail -n 1 $LAB_OUT/rr-tests.log)"
 	for p in siw rxe; do
 		lab_pair $p
-		lab_cap_start unit-verbs-$p $IF $( [ $p = siw ] && echo iwarp_ddp_rdmap || echo infiniband ) "verbs provider loopback test over $p"
+		lab_cap_start unit-verbs-$p $IF - $( [ $p = siw ] && echo iwarp_ddp_rdmap || echo infiniband ) "verbs provider loopback test over $p"
 		RR_VERBS_SERVER_DEV=$DS RR_VERBS_SERVER_ADDR=$S RR_VERBS_CLIENT_DEV=$DC RR_VERBS_CLIENT_ADDR=$C \
 			timeout 120 /share/rr-tests rdma_verbs_loopback > $LAB_OUT/rr-tests-verbs-$p.log 2>&1; rc=$?
 		lab_cap_stop
@@ -116,14 +116,14 @@ if lab_section iwarp; then
 		[ -n "$crc" ] && mflt="iwarp_mpa.rep&&iwarp_mpa.crc_flag==1,iwarp_ddp_rdmap"
 		port=$((port + 1))
 		lab_say "=== iwarp: soft client -> kernel siw server ($tag)"
-		lab_cap_start iwarp-soft-to-siw-$tag vS0 "$mflt" "soft client, siw1 server, $tag" tcp port $port
+		lab_cap_start iwarp-soft-to-siw-$tag vS0 - "$mflt" "soft client, siw1 server, $tag" tcp port $port
 		lab_pair_sub "iwarp soft(client)->siw(server) $tag" 90 "cm $port" \
 			"$BIN/rr_lab_iwarp server -p verbs -d siw1 -a $SIW_S -P $port" \
 			"$BIN/rr_lab_iwarp client -p soft -a $SIW_S -P $port $crc"
 		lab_cap_stop
 		port=$((port + 1))
 		lab_say "=== iwarp: kernel siw client -> soft server ($tag)"
-		lab_cap_start iwarp-siw-to-soft-$tag vS0 "$mflt" "siw0 client, soft server, $tag" tcp port $port
+		lab_cap_start iwarp-siw-to-soft-$tag vS0 - "$mflt" "siw0 client, soft server, $tag" tcp port $port
 		lab_pair_sub "iwarp siw(client)->soft(server) $tag" 90 "tcp $SIW_S $port" \
 			"$BIN/rr_lab_iwarp server -p soft -a $SIW_S -P $port $crc" \
 			"$BIN/rr_lab_iwarp client -p verbs -d siw0 -a $SIW_S -P $port"
@@ -131,7 +131,7 @@ if lab_section iwarp; then
 	done
 	port=$((port + 1))
 	lab_say "=== iwarp: soft <-> soft over the veth"
-	lab_cap_start iwarp-soft-to-soft vS0 "iwarp_ddp_rdmap" "soft client, soft server" tcp port $port
+	lab_cap_start iwarp-soft-to-soft vS0 - "iwarp_ddp_rdmap" "soft client, soft server" tcp port $port
 	lab_pair_sub "iwarp soft<->soft" 90 "tcp $SIW_S $port" \
 		"$BIN/rr_lab_iwarp server -p soft -a $SIW_S -P $port" \
 		"$BIN/rr_lab_iwarp client -p soft -a $SIW_S -P $port"
@@ -141,7 +141,7 @@ if lab_section iwarp; then
 		port=$((port + 1))
 		flt=iwarp_ddp_rdmap; [ $p = rxe ] && flt=infiniband
 		lab_say "=== verbs <-> verbs on $p"
-		lab_cap_start verbs-$p $IF "$flt" "verbs provider both sides on $p"
+		lab_cap_start verbs-$p $IF - "$flt" "verbs provider both sides on $p"
 		lab_pair_sub "verbs<->verbs on $p" 90 "cm $port" \
 			"$BIN/rr_lab_iwarp server -p verbs -d $DS -a $S -P $port" \
 			"$BIN/rr_lab_iwarp client -p verbs -d $DC -a $S -P $port"
@@ -162,7 +162,8 @@ if lab_section rpc; then
 		[ $name = rdma-to-verbs-siw ] && ss=verbs
 		wait="tcp $addr $port"; [ $ss = verbs ] && wait="cm $port"
 		lab_say "=== rpc: $name (server $ss://$addr:$port, client $cs://)"
-		lab_cap_start rpc-$name $ifc "$flt" "RPC end to end, $name"
+		dec=-; [ $name = tcp ] && dec="tcp.port==$port,rpc"
+		lab_cap_start rpc-$name $ifc "$dec" "$flt" "RPC end to end, $name"
 		lab_pair_sub "rpc $name" 180 "$wait" \
 			"$BIN/rr_lab_rpc serve $ss://$addr:$port" \
 			"$BIN/rr_lab_rpc call $cs://$addr:$port"
@@ -185,7 +186,7 @@ if lab_section nfs; then
 		"verbs-siw verbs $SIW_S 20049 vS0 rpcordma" "verbs-rxe verbs $RXE_S 20049 vR0 rpcordma"; do
 		set -- $combo
 		lab_say "=== nfs: $1 ($2://$3:$4)"
-		lab_cap_start nfs3-$1 $5 "$6,nfs" "NFSv3 client over $1"
+		lab_cap_start nfs3-$1 $5 - "$6,nfs" "NFSv3 client over $1"
 		lab_sub "nfs3 $1" timeout 240 $BIN/rr_lab_nfs3 -s $3 -u $2://$3:$4 -e /export -l /export \
 			-w "written-$1.bin"
 		lab_cap_stop
