@@ -7,6 +7,8 @@
 #include "rdma/mr_table.h"
 #include "rpcrdma/rdma.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #define PD_A ((const void *)0x1000)
@@ -490,5 +492,91 @@ TEST(rdma_mrt_durable_window_ref)
 	CHECK(ref.durable);
 	CHECK_EQ(ref.durable_fd, 42);
 	CHECK_EQ(ref.durable_offset, 4096 + 12);
+	rr_mrt_fini(&t);
+}
+
+/* Several checker threads validate accesses while the owner re-registers,
+ * binds and invalidates: every check answers 0 or an invalid-STag error,
+ * never a stale grant (a success through an STag the owner already retired
+ * after the checker last saw it published would be a bug), and the table
+ * stays consistent. Run under the sanitizer build for races on memory. */
+#define MT_CHECKERS 3
+#define MT_ROUNDS 20000
+
+struct mt_state {
+	struct rr_mrt *t;
+	uint8_t *buf;
+	_Atomic uint32_t cur_mw;      /* published valid window STag (0 = none) */
+	_Atomic uint32_t dead[64];    /* recently invalidated STags */
+	_Atomic int stop;
+	_Atomic long grants, denials, bad;
+};
+
+static void *mt_checker(void *p)
+{
+	struct mt_state *s = p;
+	uint64_t base = (uint64_t)(uintptr_t)s->buf;
+	unsigned i = 0;
+
+	while (!atomic_load(&s->stop)) {
+		uint32_t st = atomic_load(&s->cur_mw);
+		uint32_t dead = atomic_load(&s->dead[i++ % 64]);
+		struct rr_mrt_ref ref;
+		int rc;
+
+		if (st) {
+			rc = rr_mrt_check(s->t, st, base + 8, 8, RPCRDMA_ACCESS_REMOTE_WRITE, PD_A,
+					  QP_A, &ref);
+			if (rc == 0 && ref.ptr == s->buf + 8)
+				atomic_fetch_add(&s->grants, 1);
+			else if (rc == -ENOENT)
+				atomic_fetch_add(&s->denials, 1);
+			else
+				atomic_fetch_add(&s->bad, 1);
+		}
+		/* an STag that was invalidated never works again */
+		if (dead && rr_mrt_check(s->t, dead, base + 8, 8, RPCRDMA_ACCESS_REMOTE_WRITE, PD_A,
+					 QP_A, NULL) != -ENOENT)
+			atomic_fetch_add(&s->bad, 1);
+	}
+	return NULL;
+}
+
+TEST(rdma_mrt_multithread_bind_invalidate)
+{
+	struct rr_mrt t;
+	static uint8_t buf[4096];
+	struct mt_state s = {.t = &t, .buf = buf};
+	pthread_t th[MT_CHECKERS];
+	uint32_t mr, mw, other;
+	struct rr_mrt_region r = region(buf, sizeof(buf),
+					RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_MW_BIND);
+	struct rr_mrt_region r2 = region(buf, 64, RPCRDMA_ACCESS_REMOTE_READ);
+
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 6), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &mr), 0);
+	REQUIRE_EQ(rr_mrt_mw_alloc(&t, PD_A, NULL, &mw), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r2, PD_A, NULL, &other), 0);
+	for (int i = 0; i < MT_CHECKERS; i++)
+		REQUIRE_EQ(pthread_create(&th[i], NULL, mt_checker, &s), 0);
+	for (unsigned i = 0; i < MT_ROUNDS; i++) {
+		REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, mr, (uint64_t)(uintptr_t)buf, 64,
+					  RPCRDMA_ACCESS_REMOTE_WRITE, PD_A, QP_A), 0);
+		atomic_store(&s.cur_mw, mw);
+		/* churn another registration meanwhile */
+		REQUIRE_EQ(rr_mrt_rereg(&t, &other, &r2), 0);
+		atomic_store(&s.cur_mw, 0);
+		REQUIRE_EQ(rr_mrt_invalidate(&t, mw, PD_A, (i & 1) ? QP_A : NULL), 0);
+		atomic_store(&s.dead[i % 64], mw);
+	}
+	atomic_store(&s.stop, 1);
+	for (int i = 0; i < MT_CHECKERS; i++)
+		pthread_join(th[i], NULL);
+	CHECK_EQ(atomic_load(&s.bad), 0);
+	CHECK(atomic_load(&s.grants) + atomic_load(&s.denials) > 0);
+	CHECK_EQ(rr_mrt_live(&t), 3);
+	CHECK_EQ(rr_mrt_mw_free(&t, mw), 0);
+	CHECK_EQ(rr_mrt_dereg(&t, mr), 0);
+	CHECK_EQ(rr_mrt_dereg(&t, other), 0);
 	rr_mrt_fini(&t);
 }

@@ -8,7 +8,12 @@
  *    invalidation, reject with private data, disconnect with flushes.
  *    Enabled by RR_VERBS_SERVER_DEV / RR_VERBS_SERVER_ADDR /
  *    RR_VERBS_CLIENT_DEV / RR_VERBS_CLIENT_ADDR (e.g. siw1 192.0.2.2 siw0
- *    192.0.2.1); without them it checks nothing more and says so. */
+ *    192.0.2.1); without them it checks nothing more and says so.
+ *    In the lab VM (../shared/lab/vm-lab.sh, after `lab_net both`):
+ *      RR_VERBS_SERVER_DEV=siw1 RR_VERBS_SERVER_ADDR=192.0.2.2 \
+ *      RR_VERBS_CLIENT_DEV=siw0 RR_VERBS_CLIENT_ADDR=192.0.2.1 \
+ *        ./rr-tests rdma_verbs_loopback      (and rxe1 .4 / rxe0 .3)
+ *    Passed on Linux 6.1 siw and rxe with rdma-core 44 (2026-11-22). */
 #include "test.h"
 #include "rpcrdma/rdma.h"
 
@@ -56,8 +61,13 @@ TEST(rdma_verbs_open_without_devices)
 		REQUIRE_EQ(rpcrdma_query(ctx, &caps), 0);
 		CHECK(strcmp(caps.provider, "verbs") == 0);
 		CHECK(caps.max_private_data_connect >= 56);
-		CHECK(!(caps.flags & RPCRDMA_CAP_COMMIT));  /* rdma-core 44 */
-		CHECK(!(caps.flags & RPCRDMA_CAP_DURABLE));
+		/* Commit (FLUSH, rdma-core >= 45) comes with durable
+		 * registrations and a region limit, or not at all */
+		CHECK(!!(caps.flags & RPCRDMA_CAP_COMMIT) == (caps.max_commit_regions > 0));
+		CHECK(!!(caps.flags & RPCRDMA_CAP_COMMIT) == !!(caps.flags & RPCRDMA_CAP_DURABLE));
+		/* remote invalidation only with windows */
+		CHECK(!(caps.flags & RPCRDMA_CAP_REMOTE_INV) ||
+		      (caps.flags & RPCRDMA_CAP_INVALIDATABLE));
 		CHECK_EQ(rpcrdma_close(ctx), 0);
 	}
 }
@@ -74,6 +84,8 @@ struct side {
 	struct rpcrdma_caps caps;
 	uint8_t *buf;
 	struct rpcrdma_mr *mr;
+	struct rpcrdma_cm_event q[4]; /* events taken while waiting for the peer */
+	int nq;
 };
 
 static void side_up(struct side *s, const char *dev)
@@ -115,16 +127,37 @@ static void side_down(struct side *s)
 	free(s->buf);
 }
 
-/* Waits up to 10 s for the next CM event on @ch. */
-static int wait_cm(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev)
+/* Waits up to 10 s for the next CM event of @me, also polling @other's
+ * channel (rdma_cm advances a connecting side's resolution only inside its
+ * own rpcrdma_cm_get_event) and queueing what @other gets. */
+static int wait_cm(struct side *me, struct side *other, struct rpcrdma_cm_event *ev)
 {
+	if (me->nq) {
+		*ev = me->q[0];
+		memmove(me->q, me->q + 1, (size_t)--me->nq * sizeof(me->q[0]));
+		return 0;
+	}
 	for (int i = 0; i < 100; i++) {
-		struct pollfd p = {.fd = rpcrdma_cm_channel_fd(ch), .events = POLLIN};
-		int rc = rpcrdma_cm_get_event(ch, ev);
+		struct pollfd p[2] = {{.fd = rpcrdma_cm_channel_fd(me->ch), .events = POLLIN},
+				      {.fd = rpcrdma_cm_channel_fd(other->ch), .events = POLLIN}};
+		int rc = rpcrdma_cm_get_event(me->ch, ev);
 
+		if (rc == 0)
+			fprintf(stderr, "  cm event: %s status %d pdata %u ird %u ord %u\n",
+				rpcrdma_cm_event_str(ev->type), ev->status, ev->private_data_len,
+				ev->peer_ird, ev->peer_ord);
 		if (rc != -EAGAIN)
 			return rc;
-		poll(&p, 1, 100);
+		if (other->nq < 4) {
+			rc = rpcrdma_cm_get_event(other->ch, &other->q[other->nq]);
+			if (rc == 0) {
+				other->nq++;
+				continue;
+			}
+			if (rc != -EAGAIN)
+				return rc;
+		}
+		poll(p, 2, 100);
 	}
 	return -ETIMEDOUT;
 }
@@ -178,6 +211,9 @@ TEST(rdma_verbs_loopback)
 	}
 	side_up(&s, sdev);
 	side_up(&c, cdev);
+	CHECK(strcmp(c.caps.device, cdev) == 0);
+	CHECK_EQ(c.caps.max_private_data_connect,
+		 c.caps.transport == RPCRDMA_TRANSPORT_IWARP ? 252 : 56);
 	fill_sin(&sin, saddr, 0);
 	REQUIRE_EQ(rpcrdma_listen(s.ch, (struct sockaddr *)&sin, sizeof(sin), 4, &s, &lid), 0);
 	REQUIRE_EQ(rpcrdma_cm_local_addr(lid, &ss), 0);
@@ -201,7 +237,7 @@ TEST(rdma_verbs_loopback)
 		REQUIRE_EQ(rpcrdma_qp_create(c.pd, &qa, &qp2), 0);
 		REQUIRE_EQ(rpcrdma_connect(c.ch, qp2, (struct sockaddr *)&sin, sizeof(sin), &cp,
 					   NULL, &cid), 0);
-		REQUIRE_EQ(wait_cm(s.ch, &ev), 0);
+		REQUIRE_EQ(wait_cm(&s, &c, &ev), 0);
 		REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
 		CHECK(ev.listen_id == lid);
 		CHECK(ev.user_ctx == &s);
@@ -210,7 +246,7 @@ TEST(rdma_verbs_loopback)
 		struct rpcrdma_cm_id *rid = ev.id;
 
 		REQUIRE_EQ(rpcrdma_reject(rid, "nope", 4), 0);
-		REQUIRE_EQ(wait_cm(c.ch, &ev), 0);
+		REQUIRE_EQ(wait_cm(&c, &s, &ev), 0);
 		CHECK_EQ(ev.type, RPCRDMA_CM_REJECTED);
 		if (ev.type == RPCRDMA_CM_REJECTED && ev.private_data_len >= 4)
 			CHECK_MEM(ev.private_data, "nope", 4);
@@ -232,19 +268,19 @@ TEST(rdma_verbs_loopback)
 	}
 	REQUIRE_EQ(rpcrdma_connect(c.ch, c.qp, (struct sockaddr *)&sin, sizeof(sin), &cp, &c,
 				   &c.id), 0);
-	REQUIRE_EQ(wait_cm(s.ch, &ev), 0);
+	REQUIRE_EQ(wait_cm(&s, &c, &ev), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
 	CHECK_EQ(ev.peer_ord, 4);
 	s.id = ev.id;
 	cp.private_data = srv_pd;
 	cp.src_addr = NULL;
 	REQUIRE_EQ(rpcrdma_accept(s.id, s.qp, &cp), 0);
-	REQUIRE_EQ(wait_cm(c.ch, &ev), 0);
+	REQUIRE_EQ(wait_cm(&c, &s, &ev), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
 	CHECK(ev.user_ctx == &c);
 	REQUIRE(ev.private_data_len >= 8);
 	CHECK_MEM(ev.private_data, srv_pd, 8);
-	REQUIRE_EQ(wait_cm(s.ch, &ev), 0);
+	REQUIRE_EQ(wait_cm(&s, &c, &ev), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
 	REQUIRE_EQ(rpcrdma_conn_query(c.id, &info), 0);
 	CHECK(info.ord >= 1 && info.ord <= 4);
@@ -328,11 +364,32 @@ TEST(rdma_verbs_loopback)
 			REQUIRE_EQ(wait_wc(s.cq, &wc), 1);
 			CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 		}
+		/* lands in the first receive posted (77, before connecting) */
 		REQUIRE_EQ(wait_wc(c.cq, &wc), 1);
 		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
-		CHECK_EQ(wc.wr_id, 99);
+		CHECK_EQ(wc.wr_id, 77);
+		CHECK_EQ(wc.opcode, RPCRDMA_WC_RECV);
 		CHECK(wc.flags & RPCRDMA_WC_WITH_INV);
 		CHECK_EQ(wc.invalidated_stag, stag);
+		/* the window really was invalidated: a type 2 window binds
+		 * again only when invalid; then a local invalidate */
+		before = stag;
+		REQUIRE_EQ(rpcrdma_post_send(c.qp, &b, NULL), 0);
+		stag = rpcrdma_mw_rkey(mw);
+		CHECK(stag != before);
+		REQUIRE_EQ(wait_wc(c.cq, &wc), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		CHECK_EQ(wc.opcode, RPCRDMA_WC_BIND_MW);
+		{
+			struct rpcrdma_send_wr li = {.wr_id = 6, .opcode = RPCRDMA_WR_LOCAL_INV,
+						     .flags = RPCRDMA_SEND_SIGNALED};
+
+			li.u.local_inv.stag = stag;
+			REQUIRE_EQ(rpcrdma_post_send(c.qp, &li, NULL), 0);
+			REQUIRE_EQ(wait_wc(c.cq, &wc), 1);
+			CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+			CHECK_EQ(wc.opcode, RPCRDMA_WC_LOCAL_INV);
+		}
 		CHECK_EQ(rpcrdma_mw_free(mw), 0);
 	} else {
 		struct rpcrdma_mw *mw;
@@ -343,10 +400,14 @@ TEST(rdma_verbs_loopback)
 	}
 	/* disconnect: DISCONNECTED on both sides, posted receive flushed */
 	REQUIRE_EQ(rpcrdma_disconnect(c.id), 0);
-	REQUIRE_EQ(wait_cm(c.ch, &ev), 0);
+	REQUIRE_EQ(wait_cm(&c, &s, &ev), 0);
 	CHECK_EQ(ev.type, RPCRDMA_CM_DISCONNECTED);
-	REQUIRE_EQ(wait_cm(s.ch, &ev), 0);
+	REQUIRE_EQ(wait_cm(&s, &c, &ev), 0);
 	CHECK_EQ(ev.type, RPCRDMA_CM_DISCONNECTED);
+	/* the client's receive still posted is flushed */
+	REQUIRE_EQ(wait_wc(c.cq, &wc), 1);
+	CHECK_EQ(wc.status, RPCRDMA_WC_WR_FLUSH_ERR);
+	CHECK(wc.wr_id == 77 || wc.wr_id == 99);
 	CHECK_EQ(rpcrdma_cm_id_destroy(lid), 0);
 	/* a channel with ids left is busy */
 	CHECK_EQ(rpcrdma_cm_channel_destroy(c.ch), -EBUSY);

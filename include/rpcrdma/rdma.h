@@ -17,7 +17,11 @@
  * STags (RFC 5040 section 2.1): 32 bits, a 24-bit index and an 8-bit key. The
  * key is unpredictable (drawn from the env's randomness) and changes on every
  * registration, re-registration and window bind; an invalidated or
- * deregistered STag never grants access again. Remote offsets (Tagged
+ * deregistered STag never grants access again. Per provider: "soft" issues
+ * every STag value at most once (src/rdma/mr_table.h); "verbs" draws window
+ * keys from the env's randomness (never the current key) while MR keys are
+ * the device's choice, and re-registration always yields new keys (the new
+ * MR is registered before the old one is released). Remote offsets (Tagged
  * Offsets, RFC 8166 HLOO "offset") are virtual addresses, as with siw and
  * verbs: the offset of a byte is its address in the registrant's process.
  *
@@ -44,9 +48,14 @@
  *  - rpcrdma_durable_map/unmap: any thread; the mapping object itself is
  *    not shared-mutable after creation.
  *
- * Progress: providers progress on their own (hardware, or provider threads in
+ * Progress: providers move data on their own (hardware, or provider threads in
  * "soft"); the caller never has to call in to move data, it polls CQs and the
- * CM channel (or waits on their file descriptors). */
+ * CM channel (or waits on their file descriptors). Connection setup may need
+ * the caller: with rdma_cm ("verbs") the connecting side's address and route
+ * resolution advance inside rpcrdma_cm_get_event on that side's channel, so
+ * a connecting caller keeps polling its channel (or waits on its fd) until
+ * ESTABLISHED, REJECTED, UNREACHABLE or ERROR. The fd may wake for such an
+ * internal step; rpcrdma_cm_get_event then answers -EAGAIN. */
 #ifndef RPCRDMA_RDMA_H
 #define RPCRDMA_RDMA_H
 

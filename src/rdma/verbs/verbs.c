@@ -17,9 +17,15 @@
  *    RPCRDMA_CAP_REMOTE_INV, so the transport does not advertise remote
  *    invalidation (RFC 8797 R bit). Send With Invalidate can still be posted
  *    (RPCRDMA_CAP_SEND_INV) on devices with memory management extensions.
- *  - RDMA Commit: rdma-core before 45 has no IBV_WR_FLUSH, and this provider
- *    does not drive the ibv_wr_flush() extended-QP API: Commit and durable
- *    registrations are reported unsupported (never a silent no-op).
+ *  - RDMA Commit = IBV_WR_FLUSH (persistent placement, range) posted with the
+ *    extended-QP API ibv_wr_flush(), when built against rdma-core >= 45
+ *    (RPCRDMA_HAVE_IBV_FLUSH, a configure check) and the device reports
+ *    IB_UVERBS_DEVICE_FLUSH_PERSISTENT; one region per Commit WR (a FLUSH
+ *    names one range). Durable registrations then add
+ *    IBV_ACCESS_FLUSH_PERSISTENT (the device decides whether the memory can
+ *    be made persistent: rxe wants pmem). Otherwise, as with Debian 12's
+ *    rdma-core 44, Commit and durable registrations are reported unsupported
+ *    (never a silent no-op).
  *  - QPs are created on the rdma_cm id (rdma_create_qp) once the route is
  *    known (active side) or at accept (passive side); receives posted before
  *    that are held and posted at creation. Sends before then: -ENOTCONN.
@@ -50,6 +56,7 @@ _Static_assert(offsetof(struct rpcrdma_sge, length) == offsetof(struct ibv_sge, 
 _Static_assert(offsetof(struct rpcrdma_sge, lkey) == offsetof(struct ibv_sge, lkey), "sge");
 
 #define VB_BATCH 16
+#define RR_RXE_VENDOR_ID 0xffffffu /* Linux rdma_rxe's vendor_id */
 #define VB_DEFAULT_TIMEOUT_MS 5000
 #define VB_PDATA_MAX 255 /* rdma_conn_param.private_data_len is a uint8_t */
 
@@ -62,6 +69,8 @@ struct vb_ctx {
 	struct ibv_device_attr attr;
 	struct ibv_port_attr port;
 	enum rpcrdma_transport transport;
+	unsigned int with_inv_flags;  /* wc_flags bits meaning "with invalidate" */
+	bool flush;                   /* FLUSH with persistent placement */
 	pthread_mutex_t qlock;       /* qps list (qp_num -> QP for completions) */
 	struct vb_qp *qps;
 };
@@ -98,6 +107,7 @@ struct vb_qp {
 	struct rr_qp base;
 	pthread_mutex_t lock;             /* ibv creation vs held receives */
 	struct ibv_qp *_Atomic ibv;
+	struct ibv_qp_ex *qpx;            /* extended QP (FLUSH) or NULL */
 	struct vb_precv *held, **held_tail;
 	uint32_t nheld;
 	struct vb_qp *next;               /* in vb_ctx.qps while ibv != NULL */
@@ -195,6 +205,23 @@ static int vb_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_en
 		c->transport = RPCRDMA_TRANSPORT_ROCE;
 	else
 		c->transport = RPCRDMA_TRANSPORT_IB;
+	/* Linux rxe (seen on 6.1) writes the kernel's IB_WC_WITH_INVALIDATE
+	 * (bit 2) into the user-mapped CQ, where libibverbs reads bit 2 as
+	 * IBV_WC_IP_CSUM_OK, which never applies to an RC receive; the STag
+	 * is in invalidated_rkey as it should be. Accept both bits there. */
+	c->with_inv_flags = IBV_WC_WITH_INV;
+	if (c->attr.vendor_id == RR_RXE_VENDOR_ID)
+		c->with_inv_flags |= IBV_WC_IP_CSUM_OK;
+#ifdef RPCRDMA_HAVE_IBV_FLUSH
+	{
+		struct ibv_device_attr_ex ax;
+
+		memset(&ax, 0, sizeof(ax));
+		if (ibv_query_device_ex(c->verbs, NULL, &ax) == 0 &&
+		    (ax.device_cap_flags_ex & IB_UVERBS_DEVICE_FLUSH_PERSISTENT))
+			c->flush = true;
+	}
+#endif
 	if (pthread_mutex_init(&c->qlock, NULL) != 0) {
 		rdma_free_devices(devs);
 		rr_free(env, c);
@@ -237,6 +264,10 @@ static int vb_query(struct rr_context *ctx, struct rpcrdma_caps *caps)
 	caps->max_ord = (uint32_t)RR_MIN(RR_MAX(a->max_qp_init_rd_atom, 0), 255);
 	caps->max_msg_size = c->port.max_msg_sz;
 	caps->max_commit_regions = 0;
+	if (c->flush) {
+		caps->flags |= RPCRDMA_CAP_COMMIT | RPCRDMA_CAP_DURABLE;
+		caps->max_commit_regions = 1;
+	}
 	caps->max_mr_size = a->max_mr_size;
 	if (c->transport == RPCRDMA_TRANSPORT_IWARP) {
 		caps->max_private_data_connect = 252;
@@ -300,13 +331,20 @@ static int vb_reg(struct rr_pd *pd, const struct rpcrdma_mr_attr *a, struct ibv_
 {
 	struct vb_ctx *c = VB_CTX(pd->ctx);
 
-	if (a->flags & RPCRDMA_MR_DURABLE)
-		return -EOPNOTSUPP; /* no persistent flush on this rdma-core */
+	int access = vb_access(a->access);
+
+	if (a->flags & RPCRDMA_MR_DURABLE) {
+		if (!c->flush)
+			return -EOPNOTSUPP; /* no persistent flush here */
+#ifdef RPCRDMA_HAVE_IBV_FLUSH
+		access |= IBV_ACCESS_FLUSH_PERSISTENT;
+#endif
+	}
 	if ((a->access & RPCRDMA_ACCESS_MW_BIND) && !vb_has_mw2(c))
 		return -EOPNOTSUPP;
 	if (a->length > (uint64_t)SIZE_MAX)
 		return -EINVAL;
-	*out = ibv_reg_mr(VB_PD(pd)->pd, a->addr, (size_t)a->length, vb_access(a->access));
+	*out = ibv_reg_mr(VB_PD(pd)->pd, a->addr, (size_t)a->length, access);
 	return *out ? 0 : cm_err();
 }
 
@@ -468,6 +506,9 @@ static enum rpcrdma_wc_opcode vb_opcode(enum ibv_wc_opcode o)
 	case IBV_WC_LOCAL_INV: return RPCRDMA_WC_LOCAL_INV;
 	case IBV_WC_RECV:
 	case IBV_WC_RECV_RDMA_WITH_IMM: return RPCRDMA_WC_RECV;
+#ifdef RPCRDMA_HAVE_IBV_FLUSH
+	case IBV_WC_FLUSH: return RPCRDMA_WC_COMMIT;
+#endif
 	default: return (enum rpcrdma_wc_opcode)0;
 	}
 }
@@ -498,6 +539,7 @@ static int vb_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *out)
 			break;
 		pthread_mutex_lock(&c->qlock);
 		for (int i = 0; i < k; i++) {
+
 			struct rpcrdma_wc *o = &out[got + i];
 
 			memset(o, 0, sizeof(*o));
@@ -506,7 +548,8 @@ static int vb_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *out)
 			o->opcode = vb_opcode(w[i].opcode);
 			o->byte_len = w[i].byte_len;
 			o->vendor_err = w[i].vendor_err;
-			if (w[i].status == IBV_WC_SUCCESS && (w[i].wc_flags & IBV_WC_WITH_INV)) {
+			if (w[i].status == IBV_WC_SUCCESS && (w[i].opcode & IBV_WC_RECV) &&
+			    (w[i].wc_flags & c->with_inv_flags)) {
 				o->flags |= RPCRDMA_WC_WITH_INV;
 				o->invalidated_stag = w[i].invalidated_rkey;
 			}
@@ -615,6 +658,32 @@ static int vb_qp_attach(struct vb_qp *q, struct rdma_cm_id *cm)
 	ia.cap.max_recv_sge = RR_MAX(q->base.attr.max_recv_sge, 1u);
 	ia.cap.max_inline_data = q->base.attr.max_inline;
 	pthread_mutex_lock(&q->lock);
+#ifdef RPCRDMA_HAVE_IBV_FLUSH
+	if (c->flush) {
+		struct ibv_qp_init_attr_ex ix;
+
+		memset(&ix, 0, sizeof(ix));
+		ix.qp_context = ia.qp_context;
+		ix.send_cq = ia.send_cq;
+		ix.recv_cq = ia.recv_cq;
+		ix.qp_type = ia.qp_type;
+		ix.sq_sig_all = ia.sq_sig_all;
+		ix.cap = ia.cap;
+		ix.pd = VB_PD(q->base.pd)->pd;
+		ix.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		ix.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_INV |
+				    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
+				    IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV |
+				    IBV_QP_EX_WITH_FLUSH;
+		if (rdma_create_qp_ex(cm, &ix) != 0) {
+			rc = cm_err();
+			pthread_mutex_unlock(&q->lock);
+			return rc;
+		}
+		ia.cap = ix.cap;
+		q->qpx = ibv_qp_to_qp_ex(cm->qp);
+	} else
+#endif
 	if (rdma_create_qp(cm, VB_PD(q->base.pd)->pd, &ia) != 0) {
 		rc = cm_err();
 		pthread_mutex_unlock(&q->lock);
@@ -668,6 +737,7 @@ static void vb_qp_detach(struct vb_qp *q, struct rdma_cm_id *cm)
 	pthread_mutex_unlock(&c->qlock);
 	pthread_mutex_lock(&q->lock);
 	atomic_store(&q->ibv, NULL);
+	q->qpx = NULL;
 	pthread_mutex_unlock(&q->lock);
 	rdma_destroy_qp(cm);
 }
@@ -743,6 +813,35 @@ static int vb_conv_send(struct vb_qp *q, const struct rpcrdma_send_wr *wr, struc
 	return 0;
 }
 
+/* RDMA Commit as one IBV_WR_FLUSH (persistent, range) through the extended
+ * QP; the region's STag and offset name the remote range. */
+static int vb_post_commit(struct vb_qp *q, const struct rpcrdma_send_wr *wr)
+{
+#ifdef RPCRDMA_HAVE_IBV_FLUSH
+	const struct rpcrdma_remote_region *r = wr->u.commit.regions;
+	struct ibv_qp_ex *qx = q->qpx;
+	unsigned int flags = 0;
+
+	if (!qx)
+		return -EOPNOTSUPP;
+	if (wr->u.commit.num_regions != 1)
+		return -EINVAL; /* caps.max_commit_regions is 1 */
+	if (wr->flags & RPCRDMA_SEND_SIGNALED)
+		flags |= IBV_SEND_SIGNALED;
+	if (wr->flags & RPCRDMA_SEND_FENCE)
+		flags |= IBV_SEND_FENCE;
+	ibv_wr_start(qx);
+	qx->wr_id = wr->wr_id;
+	qx->wr_flags = flags;
+	ibv_wr_flush(qx, r->stag, r->offset, r->length, IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
+	return vb_err(ibv_wr_complete(qx));
+#else
+	RR_UNUSED(q);
+	RR_UNUSED(wr);
+	return -EOPNOTSUPP;
+#endif
+}
+
 static int vb_post_send(struct rr_qp *qp, struct rpcrdma_send_wr *wr, struct rpcrdma_send_wr **bad)
 {
 	struct vb_qp *q = VB_QP(qp);
@@ -758,7 +857,17 @@ static int vb_post_send(struct rr_qp *qp, struct rpcrdma_send_wr *wr, struct rpc
 		uint32_t rkeys[VB_BATCH];
 		int n = 0, conv = 0, rc;
 
-		while (wr && n < VB_BATCH) {
+		if (wr->opcode == RPCRDMA_WR_RDMA_COMMIT) {
+			int rc2 = vb_post_commit(q, wr);
+
+			if (rc2 < 0) {
+				*bad = wr;
+				return rc2;
+			}
+			wr = wr->next;
+			continue;
+		}
+		while (wr && n < VB_BATCH && wr->opcode != RPCRDMA_WR_RDMA_COMMIT) {
 			conv = vb_conv_send(q, wr, &w[n], &rkeys[n]);
 			if (conv < 0)
 				break;
@@ -771,9 +880,17 @@ static int vb_post_send(struct rr_qp *qp, struct rpcrdma_send_wr *wr, struct rpc
 			rc = vb_err(ibv_post_send(iq, w, &ibad));
 			int posted = rc < 0 ? (ibad ? (int)(ibad - w) : 0) : n;
 
-			for (int i = 0; i < posted; i++)
-				if (src[i]->opcode == RPCRDMA_WR_BIND_MW)
-					RR_BASE(mw, src[i]->u.bind.mw)->rkey = rkeys[i];
+			/* A bound type 2 window has the new rkey; ibv_mw.rkey is
+			 * the consumer's to update (providers such as rxe check
+			 * the next bind against it). */
+			for (int i = 0; i < posted; i++) {
+				if (src[i]->opcode == RPCRDMA_WR_BIND_MW) {
+					struct rr_mw *bmw = RR_BASE(mw, src[i]->u.bind.mw);
+
+					bmw->rkey = rkeys[i];
+					VB_MW(bmw)->mw->rkey = rkeys[i];
+				}
+			}
 			if (rc < 0) {
 				*bad = src[RR_MIN(posted, n - 1)];
 				return rc;
@@ -1181,6 +1298,11 @@ static int vb_handle(struct vb_ch *ch, struct rdma_cm_event *e, struct rpcrdma_c
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		ev->type = RPCRDMA_CM_DISCONNECTED;
+		/* complete the handshake (IB CM: answer the DREQ with a DREP;
+		 * otherwise the peer waits for its DREQ timeout); an error
+		 * just means we had started the disconnect ourselves */
+		if (id)
+			rdma_disconnect(id->cm);
 		if (id && id->qp) {
 			struct ibv_qp *iq = atomic_load(&id->qp->ibv);
 			struct ibv_qp_attr qa = {.qp_state = IBV_QPS_ERR};
