@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rpcrdma/rpc.h"
@@ -22,6 +23,7 @@
 #define T_SYSERR 6u
 #define T_AUTHERR 7u
 #define T_DROP 8u
+#define T_BARRIER 9u
 
 /* Requests held by T_HOLD (deferred, never answered unless released). */
 static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -32,7 +34,8 @@ static int h_echo(struct rpcrdma_req *r, void *ctx)
 {
 	uint32_t v;
 
-	(void)ctx;
+	if (ctx)
+		atomic_fetch_add((atomic_int *)ctx, 1);
 	if (rpcrdma_xdr_get_u32(rpcrdma_req_args(r), &v))
 		return RPCRDMA_SVC_GARBAGE_ARGS;
 	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), v + 1);
@@ -149,6 +152,32 @@ static int h_drop(struct rpcrdma_req *r, void *ctx)
 	return RPCRDMA_SVC_DROP;
 }
 
+/* BARRIER: waits (at most 5 s) until 4 BARRIER requests are inside their
+ * handlers at the same time; returns 1 if they were, 0 otherwise. */
+static pthread_mutex_t bar_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bar_cv = PTHREAD_COND_INITIALIZER;
+static unsigned bar_count;
+
+static int h_barrier(struct rpcrdma_req *r, void *ctx)
+{
+	struct timespec ts;
+	uint32_t reached;
+
+	(void)ctx;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 5;
+	pthread_mutex_lock(&bar_lock);
+	bar_count++;
+	pthread_cond_broadcast(&bar_cv);
+	while (bar_count < 4)
+		if (pthread_cond_timedwait(&bar_cv, &bar_lock, &ts))
+			break;
+	reached = bar_count >= 4;
+	pthread_mutex_unlock(&bar_lock);
+	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), reached);
+	return RPCRDMA_SVC_OK;
+}
+
 static struct rpcrdma_server *start_server(unsigned threads, size_t max_msg, char *url, size_t n)
 {
 	struct rpcrdma_server_opts o = {.threads = threads, .max_msg = max_msg};
@@ -164,6 +193,7 @@ static struct rpcrdma_server *start_server(unsigned threads, size_t max_msg, cha
 		REQUIRE_EQ(rpcrdma_server_register(s, PROG, v, T_SYSERR, h_syserr, NULL), 0);
 		REQUIRE_EQ(rpcrdma_server_register(s, PROG, v, T_AUTHERR, h_autherr, NULL), 0);
 		REQUIRE_EQ(rpcrdma_server_register(s, PROG, v, T_DROP, h_drop, NULL), 0);
+		REQUIRE_EQ(rpcrdma_server_register(s, PROG, v, T_BARRIER, h_barrier, NULL), 0);
 	}
 	CHECK_EQ(rpcrdma_server_register(s, PROG, 1, T_ECHO, h_echo, NULL), -EEXIST);
 	REQUIRE_EQ(rpcrdma_server_start(s), 0);
@@ -306,6 +336,30 @@ TEST(rpc_tcp_async_64_in_flight)
 		usleep(10000);
 	CHECK_EQ(atomic_load(&a.done), 64);
 	CHECK_EQ(atomic_load(&a.ok), 64);
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+}
+
+TEST(rpc_tcp_one_connection_runs_requests_in_parallel)
+{
+	char url[64];
+	struct rpcrdma_server *s = start_server(4, 0, url, sizeof(url));
+	struct rpcrdma_client *c = connect_client(url, PROG, 1);
+	struct rpcrdma_call *calls[4];
+
+	bar_count = 0;
+	for (int i = 0; i < 4; i++) {
+		REQUIRE_EQ(rpcrdma_call_create(c, T_BARRIER, &calls[i]), 0);
+		REQUIRE_EQ(rpcrdma_call_start(calls[i], NULL, NULL), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		uint32_t reached = 0;
+
+		CHECK_EQ(rpcrdma_call_wait(calls[i], 10000), 0);
+		CHECK_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(calls[i]), &reached), 0);
+		CHECK_EQ(reached, 1);
+		rpcrdma_call_destroy(calls[i]);
+	}
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
 }
@@ -779,4 +833,247 @@ TEST(rpc_xdr_public_cursor)
 	rpcrdma_call_destroy(call);
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
+}
+
+/* ---- failing allocator: every client-side allocation fails once ---- */
+
+static pthread_mutex_t fa_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rr_test_env fa_te;
+
+static void *fa_alloc(void *ctx, size_t n)
+{
+	void *p;
+
+	(void)ctx;
+	pthread_mutex_lock(&fa_lock);
+	p = fa_te.env.alloc(fa_te.env.alloc_ctx, n);
+	pthread_mutex_unlock(&fa_lock);
+	return p;
+}
+
+static void fa_free(void *ctx, void *p)
+{
+	(void)ctx;
+	pthread_mutex_lock(&fa_lock);
+	fa_te.env.free(fa_te.env.alloc_ctx, p);
+	pthread_mutex_unlock(&fa_lock);
+}
+
+TEST(rpc_tcp_client_failing_allocator)
+{
+	char url[64];
+	struct rpcrdma_server *s = start_server(2, 0, url, sizeof(url));
+	const struct rpcrdma_env *def = rpcrdma_env_default();
+	struct rpcrdma_env env = *def;
+	unsigned ok_runs = 0;
+
+	env.alloc = fa_alloc;
+	env.free = fa_free;
+	for (unsigned long i = 1; i <= 12; i++) {
+		struct rpcrdma_client_opts o = {.env = &env, .timeout_ms = 3000};
+		struct rpcrdma_client *c = NULL;
+		struct rpcrdma_call *call = NULL;
+		uint8_t data[5] = {1, 2, 3, 4, 5}, sinkb[8];
+		struct rpcrdma_ddp_sink sk = {sinkb, sizeof(sinkb)};
+		int rc;
+
+		rr_test_env_init(&fa_te, i);
+		fa_te.fail_at = i;
+		rc = rpcrdma_client_create(url, PROG, 1, &o, &c);
+		if (rc) {
+			CHECK_EQ(rc, -ENOMEM);
+			goto check;
+		}
+		rc = rpcrdma_call_create(c, T_BULK, &call);
+		if (rc) {
+			CHECK_EQ(rc, -ENOMEM);
+			goto out;
+		}
+		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), 1);
+		rpcrdma_xdr_put_ddp(rpcrdma_call_args(call), data, 5);
+		/* The grown argument buffer may be the failing allocation. */
+		rc = rpcrdma_xdr_enc_error(rpcrdma_call_args(call));
+		if (rc) {
+			CHECK_EQ(rc, -ENOMEM);
+			CHECK_EQ(rpcrdma_call_run(call), -ENOMEM);
+			goto out;
+		}
+		REQUIRE_EQ(rpcrdma_call_set_sinks(call, &sk, 1), 0);
+		rc = rpcrdma_call_run(call);
+		/* A failed reply-buffer allocation drops the connection; the
+		 * client reconnects and retransmits. */
+		CHECK(rc == 0 || rc == -ENOMEM);
+		if (rc == 0)
+			ok_runs++;
+		if (getenv("RR_VERBOSE"))
+			printf("  fail_at %lu: call %d (allocs %lu)\n", i, rc, fa_te.allocs);
+out:
+		rpcrdma_call_destroy(call);
+		rpcrdma_client_destroy(c);
+check:
+		pthread_mutex_lock(&fa_lock);
+		CHECK_EQ(fa_te.live, 0);
+		pthread_mutex_unlock(&fa_lock);
+	}
+	CHECK(ok_runs > 0);
+	rpcrdma_server_destroy(s);
+}
+
+static atomic_int load_stop;
+
+struct load_arg {
+	struct rpcrdma_client *c;
+	int fails;
+	int done;
+};
+
+/* Echo calls until told to stop, then 50 more (at most 60 s). */
+static void *load_main(void *p)
+{
+	struct load_arg *a = p;
+	int extra = 0;
+	time_t end = time(NULL) + 60;
+
+	for (uint32_t i = 0; extra < 50 && time(NULL) < end; i++) {
+		/* Counted only if started after the new server was up. */
+		bool after = atomic_load(&load_stop);
+
+		if (echo(a->c, i, 1))
+			a->fails++;
+		a->done++;
+		if (after)
+			extra++;
+	}
+	return NULL;
+}
+
+static void async_count(struct rpcrdma_call *call, int status, void *arg)
+{
+	struct async_ctx *a = arg;
+
+	if (status == 0)
+		atomic_fetch_add(&a->ok, 1);
+	rpcrdma_call_destroy(call);
+	atomic_fetch_add(&a->done, 1);
+}
+
+TEST(rpc_tcp_server_restart_under_load)
+{
+	char url[64];
+	struct rpcrdma_server *s = start_server(2, 0, url, sizeof(url));
+	struct rpcrdma_client *c = connect_client(url, PROG, 1);
+	struct rpcrdma_server_opts o = {.threads = 2};
+	struct load_arg la[3];
+	pthread_t th[3];
+	struct async_ctx a;
+	atomic_int served_by_new;
+	int rc = -1;
+
+	atomic_init(&served_by_new, 0);
+	atomic_store(&load_stop, 0);
+	atomic_init(&a.done, 0);
+	atomic_init(&a.ok, 0);
+	for (int i = 0; i < 3; i++) {
+		la[i] = (struct load_arg){.c = c};
+		REQUIRE_EQ(pthread_create(&th[i], NULL, load_main, &la[i]), 0);
+	}
+	/* Asynchronous calls mixed in, then the server goes away and comes
+	 * back on the same port: every call completes, retransmitted with its
+	 * XID on the new connection. */
+	for (int i = 0; i < 32; i++) {
+		struct rpcrdma_call *call;
+
+		REQUIRE_EQ(rpcrdma_call_create(c, T_ECHO, &call), 0);
+		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), (uint32_t)i);
+		REQUIRE_EQ(rpcrdma_call_start(call, async_count, &a), 0);
+	}
+	usleep(20000);
+	rpcrdma_server_destroy(s);
+	s = NULL;
+	for (int t = 0; t < 50 && rc; t++) {
+		rc = rpcrdma_server_create(url, &o, &s);
+		if (rc)
+			usleep(20000);
+	}
+	REQUIRE_EQ(rc, 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_ECHO, h_echo, &served_by_new), 0);
+	REQUIRE_EQ(rpcrdma_server_start(s), 0);
+	atomic_store(&load_stop, 1);
+	for (int i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_EQ(la[i].fails, 0);
+		CHECK(la[i].done >= 50);
+	}
+	if (atomic_load(&served_by_new) < 150)
+		fprintf(stderr, "  served_by_new %d, done %d %d %d\n", atomic_load(&served_by_new), la[0].done, la[1].done, la[2].done);
+	CHECK(atomic_load(&served_by_new) >= 150);
+	for (int t = 0; t < 1000 && atomic_load(&a.done) < 32; t++)
+		usleep(10000);
+	CHECK_EQ(atomic_load(&a.done), 32);
+	CHECK_EQ(atomic_load(&a.ok), 32);
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+}
+
+TEST(rpc_tcp_server_failing_allocator)
+{
+	const struct rpcrdma_env *def = rpcrdma_env_default();
+	struct rpcrdma_env env = *def;
+	unsigned ok_runs = 0;
+
+	env.alloc = fa_alloc;
+	env.free = fa_free;
+	for (unsigned long i = 1; i <= 14; i++) {
+		struct rpcrdma_server_opts so = {.env = &env, .threads = 2};
+		struct rpcrdma_client_opts co = {.timeout_ms = 300, .no_reconnect = true};
+		struct rpcrdma_server *s = NULL;
+		struct rpcrdma_client *c = NULL;
+		char url[64];
+		int rc;
+
+		rr_test_env_init(&fa_te, i);
+		fa_te.fail_at = i;
+		rc = rpcrdma_server_create("tcp://127.0.0.1:0", &so, &s);
+		if (rc) {
+			CHECK_EQ(rc, -ENOMEM);
+			goto check;
+		}
+		rc = rpcrdma_server_register(s, PROG, 1, T_BULK, h_bulk, NULL);
+		if (!rc)
+			rc = rpcrdma_server_start(s);
+		if (rc) {
+			CHECK_EQ(rc, -ENOMEM);
+			goto out;
+		}
+		snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", rpcrdma_server_port(s));
+		if (rpcrdma_client_create(url, PROG, 1, &co, &c) == 0) {
+			for (int k = 0; k < 2; k++) {
+				struct rpcrdma_call *call;
+				uint8_t data[600];
+
+				fill(data, sizeof(data), 5);
+				REQUIRE_EQ(rpcrdma_call_create(c, T_BULK, &call), 0);
+				rpcrdma_xdr_put_u32(rpcrdma_call_args(call), 5);
+				rpcrdma_xdr_put_ddp(rpcrdma_call_args(call), data, sizeof(data));
+				rc = rpcrdma_call_run(call);
+				/* A failed server allocation drops the request
+				 * or the connection, or becomes SYSTEM_ERR. */
+				CHECK(rc == 0 || rc == -ETIMEDOUT || rc == -ECONNRESET ||
+				      rc == -ENOTCONN || rc == -EREMOTEIO);
+				if (rc == 0)
+					ok_runs++;
+				if (getenv("RR_VERBOSE"))
+					printf("  server fail_at %lu call %d: %d\n", i, k, rc);
+				rpcrdma_call_destroy(call);
+			}
+			rpcrdma_client_destroy(c);
+		}
+out:
+		rpcrdma_server_destroy(s);
+check:
+		pthread_mutex_lock(&fa_lock);
+		CHECK_EQ(fa_te.live, 0);
+		pthread_mutex_unlock(&fa_lock);
+	}
+	CHECK(ok_runs > 0);
 }

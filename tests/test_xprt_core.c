@@ -440,7 +440,7 @@ TEST(xprt_unused_write_chunk_count_zero)
 	mk_reply(rh, 78, sizeof(rh));
 	fill_pat(item_a, 10, 1);
 	REQUIRE_EQ(rt_run(&t, &d, rp, 2), RR_XPRT_R_REPLY);
-	REQUIRE_EQ(rr_xprt_hdr_decode(t.reply, t.reply_len, h), RR_XPRT_V_OK);
+	REQUIRE_EQ(rr_xprt_hdr_decode(t.reply, t.reply_len, false, 0, 0, h), RR_XPRT_V_OK);
 	CHECK_EQ(h->nwrites, 2);
 	CHECK_EQ(h->writes[0].nsegs, 1);
 	CHECK_EQ(h->writes[0].segs[0].length, 10);
@@ -791,7 +791,7 @@ TEST(xprt_requester_rdma_error_completes)
 	int n;
 
 	reqfix_init(&f, 100);
-	n = rr_xprt_encode_error(0x55, 0, RR_XPRT_ERR_VERS, buf, sizeof(buf));
+	n = rr_xprt_encode_error(0x55, 1, 0, RR_XPRT_ERR_VERS, buf, sizeof(buf));
 	REQUIRE_EQ(n, 28);
 	rr_xprt_req_recv(&f.req, buf, (size_t)n, false, 0, &res);
 	REQUIRE_EQ(res.kind, RR_XPRT_R_ERROR);
@@ -800,7 +800,7 @@ TEST(xprt_requester_rdma_error_completes)
 	rr_xprt_rqst_release(&f.req, f.c);
 
 	reqfix_init(&f, 100);
-	n = rr_xprt_encode_error(0x55, 5, RR_XPRT_ERR_CHUNK, buf, sizeof(buf));
+	n = rr_xprt_encode_error(0x55, 1, 5, RR_XPRT_ERR_CHUNK, buf, sizeof(buf));
 	REQUIRE_EQ(n, 20);
 	rr_xprt_req_recv(&f.req, buf, (size_t)n, false, 0, &res);
 	REQUIRE_EQ(res.kind, RR_XPRT_R_ERROR);
@@ -892,15 +892,13 @@ static enum rr_xprt_rsp_action rsp_try(struct rr_xprt_responder *s, const uint8_
 	struct rr_xprt_rcall *rc = NULL;
 	enum rr_xprt_rsp_action a = rr_xprt_rsp_recv(s, buf, len, 16, err, elen, &rc);
 
-	if (a == RR_XPRT_A_READ || a == RR_XPRT_A_DELIVER) {
+	if (a == RR_XPRT_A_READ) {
 		/* Reads are not performed: zeros stand in for the data. */
-		if (a == RR_XPRT_A_READ) {
-			for (uint32_t i = 0; i < rc->nreads; i++)
-				memset(rc->buf + rc->reads[i].local_off, 0, rc->reads[i].len);
-		}
+		for (uint32_t i = 0; i < rc->nreads; i++)
+			memset(rc->buf + rc->reads[i].local_off, 0, rc->reads[i].len);
 		a = rr_xprt_rsp_assemble(s, rc, 16, err, elen);
-		rr_xprt_rcall_release(s, rc);
 	}
+	rr_xprt_rcall_release(s, rc);
 	return a;
 }
 
@@ -932,11 +930,12 @@ TEST(xprt_responder_error_answers)
 	rr_xprt_rsp_init(&s, &te.env, &p, &st);
 #define BASE() do { memset(&h, 0, sizeof(h)); h.xid = 0x77; h.vers = 1;        \
 		h.credit = 4; h.proc = RR_XPRT_MSG; } while (0)
-#define EXPECT_ERR(code)                                                      \
+#define EXPECT_ERR(code) EXPECT_ERR_V(code, 1)
+#define EXPECT_ERR_V(code, vers)                                              \
 	do {                                                                  \
 		CHECK_EQ(rsp_try(&s, buf, n, err, &elen), RR_XPRT_A_ERROR);   \
 		CHECK_EQ(rr_get_be32(err), 0x77);                             \
-		CHECK_EQ(rr_get_be32(err + 4), 1);                            \
+		CHECK_EQ(rr_get_be32(err + 4), (vers));                       \
 		CHECK_EQ(rr_get_be32(err + 8), 16);                           \
 		CHECK_EQ(rr_get_be32(err + 12), RR_XPRT_ERROR);               \
 		CHECK_EQ(rr_get_be32(err + 16), (code));                      \
@@ -946,13 +945,14 @@ TEST(xprt_responder_error_answers)
 	/* A good Call is delivered. */
 	BASE(); n = mk_call_msg(buf, &h, 0x77, 40);
 	CHECK_EQ(rsp_try(&s, buf, n, err, &elen), RR_XPRT_A_DELIVER);
-	/* Version 2 -> ERR_VERS 1..1, even with a body we cannot parse. */
+	/* Version 2 -> ERR_VERS 1..1 echoing rdma_vers 2 (RFC 8166 5.5), even
+	 * with a body we cannot parse. */
 	BASE(); h.vers = 2; n = mk_call_msg(buf, &h, 0x77, 40);
-	EXPECT_ERR(RR_XPRT_ERR_VERS);
+	EXPECT_ERR_V(RR_XPRT_ERR_VERS, 2);
 	CHECK_EQ(rr_get_be32(err + 20), 1);
 	CHECK_EQ(rr_get_be32(err + 24), 1);
 	n = 12;
-	EXPECT_ERR(RR_XPRT_ERR_VERS);
+	EXPECT_ERR_V(RR_XPRT_ERR_VERS, 2);
 	/* RDMA_MSGP and unknown procedures -> ERR_CHUNK. */
 	BASE(); h.proc = RR_XPRT_MSG; n = mk_call_msg(buf, &h, 0x77, 40);
 	rr_put_be32(buf + 12, RR_XPRT_MSGP);
@@ -1022,11 +1022,17 @@ TEST(xprt_responder_error_answers)
 	 * Reply message (backchannel). */
 	BASE(); h.proc = RR_XPRT_DONE; n = mk_call_msg(buf, &h, 0x77, 0);
 	CHECK_EQ(rsp_try(&s, buf, n, err, &elen), RR_XPRT_A_DROP);
-	n = (size_t)rr_xprt_encode_error(0x77, 1, RR_XPRT_ERR_CHUNK, buf, sizeof(buf));
+	n = (size_t)rr_xprt_encode_error(0x77, 1, 1, RR_XPRT_ERR_CHUNK, buf, sizeof(buf));
 	CHECK_EQ(rsp_try(&s, buf, n, err, &elen), RR_XPRT_A_DROP);
-	for (n = 0; n < 16; n++) {
+	for (n = 0; n < 4; n++) {
 		BASE(); (void)rr_xprt_hdr_encode(&h, buf, sizeof(buf));
 		CHECK_EQ(rsp_try(&s, buf, n, err, &elen), RR_XPRT_A_DROP);
+	}
+	/* With an XID but truncated before the end of the fixed header: an XDR
+	 * error, answered with ERR_CHUNK (the codec's verdict). */
+	for (n = 4; n < 16; n++) {
+		BASE(); (void)rr_xprt_hdr_encode(&h, buf, sizeof(buf));
+		EXPECT_ERR(RR_XPRT_ERR_CHUNK);
 	}
 	BASE(); n = mk_call_msg(buf, &h, 0x77, 40);
 	rr_put_be32(buf + 28 + 4, 1);
@@ -1055,6 +1061,16 @@ TEST(xprt_responder_unsorted_read_list)
 	h.nreads = 3;
 	h.reads[0] = (struct rr_xprt_rseg){16, {0xa, 5, 0x1000}};
 	h.reads[1] = (struct rr_xprt_rseg){8, {0xb, 3, 0x2000}};
+	h.reads[2] = (struct rr_xprt_rseg){16, {0xc, 2, 0x3000}};
+	n = mk_call_msg(buf, &h, 1, 16);
+	/* The header codec rejects decreasing positions (docs/header-codec.md):
+	 * ERR_CHUNK. */
+	CHECK_EQ(rr_xprt_rsp_recv(&s, buf, n, 4, err, &elen, &rc), RR_XPRT_A_ERROR);
+	CHECK(rc == NULL);
+	/* Sorted, with the two segments of position 16 adjacent: one chunk of
+	 * two segments, each Read placed at its final offset. */
+	h.reads[0] = (struct rr_xprt_rseg){8, {0xb, 3, 0x2000}};
+	h.reads[1] = (struct rr_xprt_rseg){16, {0xa, 5, 0x1000}};
 	h.reads[2] = (struct rr_xprt_rseg){16, {0xc, 2, 0x3000}};
 	n = mk_call_msg(buf, &h, 1, 16);
 	REQUIRE_EQ(rr_xprt_rsp_recv(&s, buf, n, 4, err, &elen, &rc), RR_XPRT_A_READ);

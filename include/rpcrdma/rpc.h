@@ -131,7 +131,8 @@ RPCRDMA_API int rpcrdma_auth_sys_self(struct rpcrdma_auth_sys *sys);
 RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 				    struct rpcrdma_call **out);
 /* The argument encoder (valid until the call is destroyed; arguments may be
- * encoded only before the call is started). */
+ * encoded only before the call is started: afterwards every put fails with
+ * -EBUSY). */
 RPCRDMA_API struct rpcrdma_xdr_enc *rpcrdma_call_args(struct rpcrdma_call *call);
 /* Buffers for the DDP-eligible result items, in the order the results
  * decoder will meet them. Borrows @sinks[i].buf until the call completes;
@@ -151,7 +152,8 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call);
 
 /* Completion callback of an asynchronous call, called exactly once, from a
  * library thread (never from inside rpcrdma_call_start; possibly from the
- * transport's receive thread, so it must not block: no rpcrdma_call_run or
+ * transport's receive thread or from a thread inside rpcrdma_call_run that
+ * is receiving for the client, so it must not block: no rpcrdma_call_run or
  * rpcrdma_call_wait in it). It may decode the results, destroy the call, and
  * start new calls. */
 typedef void (*rpcrdma_call_done_fn)(struct rpcrdma_call *call, int status, void *arg);

@@ -64,8 +64,8 @@
 /* Limits of this implementation (peers exceeding them get ERR_CHUNK). */
 #define RR_XPRT_MAX_SEGS 64u      /* segments in one chunk */
 #define RR_XPRT_MAX_READS 64u     /* read segments in a Read list */
-#define RR_XPRT_MAX_WCHUNKS 8u    /* Write chunks in a Write list */
-#define RR_XPRT_MAX_ITEMS 8u      /* DDP-eligible items in one Call or Reply */
+#define RR_XPRT_MAX_WCHUNKS 16u   /* Write chunks in a Write list */
+#define RR_XPRT_MAX_ITEMS 16u     /* DDP-eligible items in one Call or Reply */
 #define RR_XPRT_MAX_REGS (RR_XPRT_MAX_ITEMS * 2u + 2u)
 
 /* ---- header representation ---- */
@@ -103,6 +103,7 @@ struct rr_xprt_hdr {
 	uint32_t err;                 /* RDMA_ERROR: ERR_VERS / ERR_CHUNK */
 	uint32_t vers_low, vers_high; /* ERR_VERS */
 	uint32_t hdr_len;             /* decoded: bytes before the payload */
+	uint32_t reason;              /* decoded: enum rr_hdr_reason */
 };
 
 /* What the decoder concluded about a received header. */
@@ -114,10 +115,13 @@ enum rr_xprt_verdict {
 	RR_XPRT_V_LIMIT,      /* valid but beyond this implementation's limits */
 };
 
-/* Decodes @buf (@len bytes) into @h. Returns the verdict; @h->xid is valid
- * whenever the verdict is not DROP. Structural checks only (XDR validity,
- * version, procedure, list shapes); role checks are done by the callers. */
-enum rr_xprt_verdict rr_xprt_hdr_decode(const uint8_t *buf, size_t len,
+/* Decodes @buf (@len bytes), received as a Call (@is_call: responder) or a
+ * Reply, through the header codec (proto/hdr.h) with its RFC 8166 section 5.5
+ * verdicts, under the receive inline threshold @inline_max and the chunk
+ * length limit @max_chunk (0: none). Returns the verdict; @h->xid and
+ * @h->vers are valid whenever the message holds them. */
+enum rr_xprt_verdict rr_xprt_hdr_decode(const uint8_t *buf, size_t len, bool is_call,
+					uint32_t inline_max, uint32_t max_chunk,
 					struct rr_xprt_hdr *h);
 
 /* Encodes @h (proc MSG/NOMSG/DONE/ERROR) into @buf. Returns the length or
@@ -259,6 +263,7 @@ struct rr_xprt_reply {
 	uint32_t payload_len;         /* points into the Receive or Reply chunk */
 	uint32_t nsinks;
 	uint32_t sink_len[RR_XPRT_MAX_ITEMS]; /* bytes written per result sink */
+	bool sink_placed[RR_XPRT_MAX_ITEMS];  /* its Write chunk came back used */
 	bool long_reply;
 };
 
@@ -416,8 +421,9 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		      uint32_t grant, uint8_t *buf, size_t cap,
 		      struct rr_xprt_reply_plan *plan);
 
-/* Encodes an RDMA_ERROR. Returns the length or -EMSGSIZE. */
-int rr_xprt_encode_error(uint32_t xid, uint32_t grant, uint32_t err,
+/* Encodes an RDMA_ERROR echoing @xid and @vers. Returns the length or
+ * -EMSGSIZE. */
+int rr_xprt_encode_error(uint32_t xid, uint32_t vers, uint32_t grant, uint32_t err,
 			 uint8_t *buf, size_t cap);
 
 void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc);

@@ -5,8 +5,9 @@
  * unknown or RDMA_MSGP procedure, an unaligned Read position; silently drop
  * what cannot be answered), and encode the forms the transport sends.
  *
- * This is the transport's adapter: it keeps the core independent of the
- * header codec's data structures so that either can evolve. */
+ * Decoding is delegated to the header codec (proto/hdr.h); this adapter
+ * keeps the core independent of the codec's data structures. */
+#include "proto/hdr.h"
 #include "proto/xprt.h"
 #include "xdr/xdr.h"
 
@@ -20,150 +21,92 @@ void rr_xprt_params_default(struct rr_xprt_params *p)
 	p->max_call = 1u << 24;
 }
 
-/* xdr_rdma_segment: handle(4) length(4) offset(8) */
-static int get_seg(struct rr_xdr_dec *d, struct rr_xprt_seg *s)
-{
-	if (rr_xdr_get_u32(d, &s->handle) || rr_xdr_get_u32(d, &s->length) ||
-	    rr_xdr_get_u64(d, &s->offset))
-		return -EBADMSG;
-	return 0;
-}
-
-/* Counted segment array (Write chunk, Reply chunk): N - HLOO..HLOO.
- * -E2BIG when valid but longer than our limit. */
-static int get_chunk(struct rr_xdr_dec *d, struct rr_xprt_chunk *c)
-{
-	uint32_t n;
-
-	if (rr_xdr_get_u32(d, &n))
-		return -EBADMSG;
-	if ((uint64_t)n * 16 > rr_xdr_dec_remaining(d))
-		return -EBADMSG;
-	if (n > RR_XPRT_MAX_SEGS)
-		return -E2BIG;
-	c->nsegs = n;
-	for (uint32_t i = 0; i < n; i++)
-		if (get_seg(d, &c->segs[i]))
-			return -EBADMSG;
-	return 0;
-}
-
-/* Read list (RFC 8166 4.1): 1 - PHLOO - 1 - PHLOO - ... - 0
- * Write list:                1 - N - HLOO.. - 1 - N - HLOO.. - 0
- * Reply chunk (optional):    0 | 1 - N - HLOO.. */
-static int get_lists(struct rr_xdr_dec *d, struct rr_xprt_hdr *h, bool *limit)
-{
-	bool more;
-	int rc;
-
-	h->nreads = 0;
-	for (;;) {
-		struct rr_xprt_rseg rs;
-
-		if (rr_xdr_get_bool(d, &more))
-			return -EBADMSG;
-		if (!more)
-			break;
-		if (rr_xdr_get_u32(d, &rs.position) || get_seg(d, &rs.seg))
-			return -EBADMSG;
-		if (h->nreads < RR_XPRT_MAX_READS)
-			h->reads[h->nreads++] = rs;
-		else
-			*limit = true;
-	}
-	h->nwrites = 0;
-	for (;;) {
-		struct rr_xprt_chunk tmp;
-
-		if (rr_xdr_get_bool(d, &more))
-			return -EBADMSG;
-		if (!more)
-			break;
-		rc = get_chunk(d, h->nwrites < RR_XPRT_MAX_WCHUNKS ?
-					  &h->writes[h->nwrites] : &tmp);
-		if (rc == -E2BIG) {
-			*limit = true;
-			return 0;
-		}
-		if (rc)
-			return rc;
-		if (h->nwrites < RR_XPRT_MAX_WCHUNKS)
-			h->nwrites++;
-		else
-			*limit = true;
-	}
-	if (rr_xdr_get_bool(d, &h->has_reply))
-		return -EBADMSG;
-	if (h->has_reply) {
-		rc = get_chunk(d, &h->reply);
-		if (rc == -E2BIG) {
-			*limit = true;
-			return 0;
-		}
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-/* Fixed header (RFC 8166 4.2): xid(4) vers(4) credit(4) proc(4), then the
- * body selected by proc. */
-enum rr_xprt_verdict rr_xprt_hdr_decode(const uint8_t *buf, size_t len,
+/* Decoding goes through the project's header codec (proto/hdr.h), which
+ * applies RFC 8166 section 5.5's direction-dependent verdicts; this adapter
+ * copies its parsed chunks into the core's representation. */
+enum rr_xprt_verdict rr_xprt_hdr_decode(const uint8_t *buf, size_t len, bool is_call,
+					uint32_t inline_max, uint32_t max_chunk,
 					struct rr_xprt_hdr *h)
 {
-	struct rr_xdr_dec d;
-	bool limit = false;
+	struct rr_hdr_limits lim;
+	struct rr_hdr dd, *d = &dd;
+	enum rr_xprt_verdict v = RR_XPRT_V_OK;
 
 	h->nreads = h->nwrites = 0;
 	h->has_reply = false;
 	h->err = 0;
 	h->hdr_len = 0;
-	if (len < RR_XPRT_FIXED_HDR) {
-		/* A version check needs only xid + vers: answer ERR_VERS when
-		 * those are present and the version is not ours. */
-		if (len >= 8 && rr_get_be32(buf + 4) != RR_XPRT_VERSION) {
-			h->xid = rr_get_be32(buf);
-			h->vers = rr_get_be32(buf + 4);
-			return RR_XPRT_V_ERR_VERS;
-		}
-		return RR_XPRT_V_DROP;
+	h->xid = len >= 4 ? rr_get_be32(buf) : 0;
+	h->vers = len >= 8 ? rr_get_be32(buf + 4) : RR_XPRT_VERSION;
+	rr_hdr_limits_init(&lim);
+	lim.max_segs_per_chunk = RR_XPRT_MAX_SEGS;
+	lim.max_read_chunks = RR_HDR_MAX_READ_CHUNKS;
+	lim.max_write_chunks = RR_XPRT_MAX_WCHUNKS;
+	lim.max_chunk_len = max_chunk ? max_chunk : UINT32_MAX;
+	lim.inline_threshold = inline_max ? inline_max : UINT32_MAX;
+	(void)rr_hdr_decode(d, buf, len, is_call ? RR_HDR_DIR_CALL : RR_HDR_DIR_REPLY, &lim);
+	h->xid = d->xid;
+	h->vers = d->vers;
+	h->credit = d->credit;
+	h->proc = d->proc;
+	h->reason = (uint32_t)d->reason;
+	switch (d->verdict) {
+	case RR_HDR_OK:
+		break;
+	case RR_HDR_REPLY_ERR_VERS:
+		v = RR_XPRT_V_ERR_VERS;
+		goto out;
+	case RR_HDR_REPLY_ERR_CHUNK:
+		v = RR_XPRT_V_ERR_CHUNK;
+		goto out;
+	default:
+		v = RR_XPRT_V_DROP;
+		goto out;
 	}
-	rr_xdr_dec_init(&d, buf, len);
-	(void)rr_xdr_get_u32(&d, &h->xid);
-	(void)rr_xdr_get_u32(&d, &h->vers);
-	(void)rr_xdr_get_u32(&d, &h->credit);
-	(void)rr_xdr_get_u32(&d, &h->proc);
-	if (h->vers != RR_XPRT_VERSION)
-		return RR_XPRT_V_ERR_VERS;
-	switch (h->proc) {
-	case RR_XPRT_MSG:
-	case RR_XPRT_NOMSG:
-		if (get_lists(&d, h, &limit))
-			return RR_XPRT_V_ERR_CHUNK;
-		if (limit)
-			return RR_XPRT_V_LIMIT;
-		for (uint32_t i = 0; i < h->nreads; i++)
-			if (h->reads[i].position & 3)
-				return RR_XPRT_V_ERR_CHUNK;
-		break;
-	case RR_XPRT_DONE:
-		break;
-	case RR_XPRT_ERROR:
-		if (rr_xdr_get_u32(&d, &h->err))
-			return RR_XPRT_V_DROP;
-		if (h->err == RR_XPRT_ERR_VERS) {
-			if (rr_xdr_get_u32(&d, &h->vers_low) ||
-			    rr_xdr_get_u32(&d, &h->vers_high))
-				return RR_XPRT_V_DROP;
-		} else if (h->err != RR_XPRT_ERR_CHUNK) {
-			return RR_XPRT_V_DROP;
-		}
-		break;
-	default: /* RDMA_MSGP and unknown procedures */
-		return RR_XPRT_V_ERR_CHUNK;
+	h->hdr_len = d->hdr_len;
+	if (d->proc == RR_HDR_ERROR) {
+		h->err = d->err;
+		h->vers_low = d->vers_low;
+		h->vers_high = d->vers_high;
+		goto out;
 	}
-	h->hdr_len = (uint32_t)rr_xdr_dec_pos(&d);
-	return RR_XPRT_V_OK;
+	if (d->proc != RR_HDR_MSG && d->proc != RR_HDR_NOMSG)
+		goto out;
+	for (uint32_t c = 0; c < d->nread; c++) {
+		for (uint32_t i = 0; i < d->read[c].nsegs; i++) {
+			const struct rr_hdr_seg *g = &d->segs[d->read[c].first + i];
+
+			if (h->nreads == RR_XPRT_MAX_READS) {
+				v = RR_XPRT_V_LIMIT;
+				goto out;
+			}
+			h->reads[h->nreads].position = d->read[c].position;
+			h->reads[h->nreads].seg = (struct rr_xprt_seg){g->handle, g->length,
+								      g->offset};
+			h->nreads++;
+		}
+	}
+	for (uint32_t c = 0; c < d->nwrite; c++) {
+		struct rr_xprt_chunk *w = &h->writes[h->nwrites++];
+
+		w->nsegs = d->write[c].nsegs;
+		for (uint32_t i = 0; i < w->nsegs; i++) {
+			const struct rr_hdr_seg *g = &d->segs[d->write[c].first + i];
+
+			w->segs[i] = (struct rr_xprt_seg){g->handle, g->length, g->offset};
+		}
+	}
+	h->has_reply = d->has_reply;
+	if (d->has_reply) {
+		h->reply.nsegs = d->reply.nsegs;
+		for (uint32_t i = 0; i < d->reply.nsegs; i++) {
+			const struct rr_hdr_seg *g = &d->segs[d->reply.first + i];
+
+			h->reply.segs[i] = (struct rr_xprt_seg){g->handle, g->length, g->offset};
+		}
+	}
+out:
+	return v;
 }
 
 static size_t chunk_size(const struct rr_xprt_chunk *c)
@@ -250,21 +193,21 @@ int rr_xprt_hdr_encode(const struct rr_xprt_hdr *h, uint8_t *buf, size_t cap)
 	return (int)rr_xdr_enc_len(&e);
 }
 
-/* RDMA_ERROR (RFC 8166 4.3.2): xid vers credit 4 err [low high]. ERR_VERS
- * advertises 1..1. */
-int rr_xprt_encode_error(uint32_t xid, uint32_t grant, uint32_t err,
+/* RDMA_ERROR (RFC 8166 section 5.5): xid and vers echo the failing message;
+ * ERR_VERS advertises 1..1. */
+int rr_xprt_encode_error(uint32_t xid, uint32_t vers, uint32_t grant, uint32_t err,
 			 uint8_t *buf, size_t cap)
 {
-	struct rr_xprt_hdr h;
+	struct rr_xdr_enc e;
+	int rc;
 
-	h.xid = xid;
-	h.vers = RR_XPRT_VERSION;
-	h.credit = grant;
-	h.proc = RR_XPRT_ERROR;
-	h.err = err;
-	h.vers_low = RR_XPRT_VERSION;
-	h.vers_high = RR_XPRT_VERSION;
-	return rr_xprt_hdr_encode(&h, buf, cap);
+	rr_xdr_enc_init(&e, buf, cap);
+	if (err == RR_XPRT_ERR_VERS)
+		rc = rr_hdr_encode_err_vers(&e, xid, vers, grant, RR_XPRT_VERSION,
+					    RR_XPRT_VERSION);
+	else
+		rc = rr_hdr_encode_err_chunk(&e, xid, vers, grant);
+	return rc ? rc : (int)rr_xdr_enc_len(&e);
 }
 
 int rr_xprt_stats_print(const struct rr_xprt_stats *s, FILE *f)

@@ -365,10 +365,14 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 		else
 			s->chunked_msgs++;
 		for (unsigned k = 0; k < c->nitems; k++)
-			if (c->item_reg[k] >= 0)
+			if (c->item_reg[k] >= 0) {
 				s->read_chunks++;
-		if (c->pullup_reg >= 0)
+				s->total_rdma_req += c->regs[c->item_reg[k]].len;
+			}
+		if (c->pullup_reg >= 0) {
 			s->read_chunks++;
+			s->total_rdma_req += c->reduced_len;
+		}
 		s->write_chunks += d->nsinks;
 		if (c->reply_reg >= 0)
 			s->reply_chunks++;
@@ -453,7 +457,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 			s->dropped++;
 		return;
 	}
-	v = rr_xprt_hdr_decode(buf, len, h);
+	v = rr_xprt_hdr_decode(buf, len, false, p->reply_inline, 0, h);
 	c = v == RR_XPRT_V_DROP && len < 4 ? NULL :
 		rr_xprt_req_find(r, len >= 4 ? rr_get_be32(buf) : 0);
 	/* The peer already invalidated the STag, whatever else is wrong. */
@@ -494,6 +498,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		if (got < 0)
 			goto bad;
 		out->sink_len[i] = (uint32_t)got;
+		out->sink_placed[i] = h->writes[i].nsegs != 0;
 		if (s)
 			s->total_rdma_rep += (uint64_t)got;
 	}

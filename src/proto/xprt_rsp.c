@@ -18,10 +18,10 @@ void rr_xprt_rsp_init(struct rr_xprt_responder *s, const struct rpcrdma_env *env
 }
 
 static enum rr_xprt_rsp_action answer(struct rr_xprt_responder *s, uint32_t xid,
-				      uint32_t grant, uint32_t err,
+				      uint32_t vers, uint32_t grant, uint32_t err,
 				      uint8_t *err_msg, size_t *err_len)
 {
-	int n = rr_xprt_encode_error(xid, grant ? grant : 1, err, err_msg, 28);
+	int n = rr_xprt_encode_error(xid, vers, grant ? grant : 1, err, err_msg, 28);
 
 	if (n < 0)
 		return RR_XPRT_A_DROP;
@@ -77,21 +77,21 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 		return RR_XPRT_A_DROP;
 	}
 	h = &rc->hdr;
-	switch (rr_xprt_hdr_decode(buf, len, h)) {
+	switch (rr_xprt_hdr_decode(buf, len, true, s->params.call_inline, s->params.max_call, h)) {
 	case RR_XPRT_V_OK:
 		break;
 	case RR_XPRT_V_ERR_VERS: {
-		uint32_t xid = h->xid;
+		uint32_t xid = h->xid, vers = h->vers;
 
 		rr_xprt_rcall_release(s, rc);
-		return answer(s, xid, grant, RR_XPRT_ERR_VERS, err_msg, err_len);
+		return answer(s, xid, vers, grant, RR_XPRT_ERR_VERS, err_msg, err_len);
 	}
 	case RR_XPRT_V_ERR_CHUNK:
 	case RR_XPRT_V_LIMIT: {
-		uint32_t xid = rr_get_be32(buf);
+		uint32_t xid = h->xid, vers = h->vers;
 
 		rr_xprt_rcall_release(s, rc);
-		return answer(s, xid, grant, RR_XPRT_ERR_CHUNK, err_msg, err_len);
+		return answer(s, xid, vers, grant, RR_XPRT_ERR_CHUNK, err_msg, err_len);
 	}
 	default:
 		goto drop;
@@ -242,6 +242,15 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 		else
 			st->short_msgs++;
 	}
+	if (rc->nreads == 0) {
+		/* Everything is here: check the Call now. */
+		enum rr_xprt_rsp_action a = rr_xprt_rsp_assemble(s, rc, grant, err_msg, err_len);
+
+		if (a != RR_XPRT_A_DELIVER) {
+			rr_xprt_rcall_release(s, rc);
+			return a;
+		}
+	}
 	*out = rc;
 	return rc->nreads ? RR_XPRT_A_READ : RR_XPRT_A_DELIVER;
 
@@ -249,7 +258,7 @@ chunk_err: {
 	uint32_t xid = h->xid;
 
 	rr_xprt_rcall_release(s, rc);
-	return answer(s, xid, grant, RR_XPRT_ERR_CHUNK, err_msg, err_len);
+	return answer(s, xid, RR_XPRT_VERSION, grant, RR_XPRT_ERR_CHUNK, err_msg, err_len);
 }
 drop:
 	if (st)
@@ -274,7 +283,8 @@ enum rr_xprt_rsp_action rr_xprt_rsp_assemble(struct rr_xprt_responder *s,
 	/* rdma_xid must equal the XID of the RPC message (RFC 8166 4.2.1);
 	 * a Call carries msg_type CALL. */
 	if (rc->msg_len < 8 || rr_get_be32(rc->msg) != rc->xid)
-		return answer(s, rc->xid, grant, RR_XPRT_ERR_CHUNK, err_msg, err_len);
+		return answer(s, rc->xid, RR_XPRT_VERSION, grant, RR_XPRT_ERR_CHUNK, err_msg,
+			      err_len);
 	if (rr_get_be32(rc->msg + 4) != 0u) {
 		/* A Reply travelling backwards (RFC 8167 backchannel): not
 		 * supported, dropped. */
@@ -396,7 +406,7 @@ static int rsp_reply_fallback(struct rr_xprt_responder *s, const struct rr_xprt_
 	plan->send_inv = false;
 	plan->nwrites = 0;
 	plan->write_bytes = 0;
-	n = rr_xprt_encode_error(rc->xid, grant, RR_XPRT_ERR_CHUNK, buf, cap);
+	n = rr_xprt_encode_error(rc->xid, RR_XPRT_VERSION, grant, RR_XPRT_ERR_CHUNK, buf, cap);
 	if (n < 0)
 		return n;
 	plan->send_len = (uint32_t)n;

@@ -34,6 +34,8 @@ struct rpcrdma_call {
 	bool aborting;
 	bool cb_running;
 	bool destroy_in_cb;       /* destroyed from its own callback */
+	bool cb_thread_set;
+	bool in_submit;           /* inside the transport's submit() */
 	int refs;                 /* timer/canceller holds while unlocked */
 	struct rpcrdma_rpc_status rst;
 	rpcrdma_call_done_fn done;
@@ -52,13 +54,15 @@ struct rpcrdma_client {
 	pthread_mutex_t lock;
 	pthread_cond_t cv;        /* call state changes */
 	pthread_cond_t timer_cv;
+	uint64_t timer_wake;      /* when the timer thread looks next */
 	pthread_t timer;
 	bool stopping;
 	uint32_t next_xid;
 	struct rr_rpc_auth cred;
 	uint8_t cred_body[RR_RPC_AUTH_MAXBODY];
 	struct rpcrdma_call *pending;
-	unsigned cb_active;       /* completion callbacks running */
+	unsigned cb_active;       /* completion callbacks running or queued */
+	struct rpcrdma_call *deferred;  /* callbacks for the timer thread */
 };
 
 static void call_free(struct rpcrdma_call *call)
@@ -69,6 +73,30 @@ static void call_free(struct rpcrdma_call *call)
 		c->cls->client->release_reply(c->xp, &call->xc);
 	rr_xbuf_enc_free(&call->enc);
 	rr_free(c->env, call);
+}
+
+/* Runs the completion callback of @call (cb_running and cb_active set by
+ * the caller), then frees the call if the callback destroyed it. */
+static void run_callback(struct rpcrdma_client *c, struct rpcrdma_call *call)
+{
+	bool free_it;
+
+	call->done(call, call->status, call->done_arg);
+	/* rpcrdma_call_destroy from inside the callback only marks the call;
+	 * it is freed here, once no other thread holds it. */
+	pthread_mutex_lock(&c->lock);
+	call->cb_running = false;
+	free_it = call->destroy_in_cb;
+	while (free_it && (call->refs || call->in_submit))
+		pthread_cond_wait(&c->cv, &c->lock);
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->lock);
+	if (free_it)
+		call_free(call);
+	pthread_mutex_lock(&c->lock);
+	c->cb_active--;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* Upcall from the transport: the call completed (exactly once). */
@@ -118,28 +146,24 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 	done = call->done;
 	if (done) {
 		call->cb_running = true;
-		call->cb_thread = pthread_self();
 		c->cb_active++;
+		if (call->in_submit) {
+			/* Completed inside submit (the Reply overtook the end of
+			 * the send): the callback must not run inside
+			 * rpcrdma_call_start, so the timer thread runs it. */
+			call->next = c->deferred;
+			c->deferred = call;
+			pthread_cond_broadcast(&c->timer_cv);
+			done = NULL;
+		} else {
+			call->cb_thread = pthread_self();
+			call->cb_thread_set = true;
+		}
 	}
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->lock);
-	if (done) {
-		bool free_it;
-
-		done(call, status, call->done_arg);
-		/* rpcrdma_call_destroy from inside the callback only marks
-		 * the call; it is freed here. */
-		pthread_mutex_lock(&c->lock);
-		call->cb_running = false;
-		free_it = call->destroy_in_cb;
-		pthread_mutex_unlock(&c->lock);
-		if (free_it)
-			call_free(call);
-		pthread_mutex_lock(&c->lock);
-		c->cb_active--;
-		pthread_cond_broadcast(&c->cv);
-		pthread_mutex_unlock(&c->lock);
-	}
+	if (done)
+		run_callback(c, call);
 }
 
 static void *timer_main(void *arg)
@@ -147,7 +171,7 @@ static void *timer_main(void *arg)
 	struct rpcrdma_client *c = arg;
 
 	pthread_mutex_lock(&c->lock);
-	while (!c->stopping) {
+	while (!c->stopping || c->deferred) {
 		uint64_t now = rr_now_ns(c->env), next = UINT64_MAX;
 		struct rpcrdma_call *expired = NULL;
 		struct timespec ts;
@@ -163,6 +187,18 @@ static void *timer_main(void *arg)
 			if (p->deadline < next)
 				next = p->deadline;
 		}
+		if (c->deferred) {
+			struct rpcrdma_call *call = c->deferred;
+
+			c->deferred = call->next;
+			call->next = NULL;
+			call->cb_thread = pthread_self();
+			call->cb_thread_set = true;
+			pthread_mutex_unlock(&c->lock);
+			run_callback(c, call);
+			pthread_mutex_lock(&c->lock);
+			continue;
+		}
 		if (expired) {
 			expired->aborting = true;
 			expired->refs++;
@@ -176,6 +212,7 @@ static void *timer_main(void *arg)
 		/* Sleep until the next deadline on the injected clock, in
 		 * slices of real time so a virtual clock is noticed too. */
 		wait_ns = next == UINT64_MAX ? 200000000ull : RR_MIN(next - now, 200000000ull);
+		c->timer_wake = now + wait_ns;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += (long)(wait_ns % 1000000000ull);
 		ts.tv_sec += (time_t)(wait_ns / 1000000000ull) + ts.tv_nsec / 1000000000L;
@@ -464,20 +501,28 @@ RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_
 		return -ESHUTDOWN;
 	}
 	call->state = CALL_PENDING;
+	/* The message now belongs to the transport: no more encoding (a
+	 * growing buffer would move under it). */
+	call->enc.error = -EBUSY;
 	call->next = c->pending;
 	call->prev = NULL;
 	if (c->pending)
 		c->pending->prev = call;
 	c->pending = call;
-	call->refs++;   /* until submit returns */
-	pthread_cond_broadcast(&c->timer_cv);
+	call->in_submit = true;
+	if (call->deadline < c->timer_wake)
+		pthread_cond_broadcast(&c->timer_cv); /* earlier than planned */
 	pthread_mutex_unlock(&c->lock);
 
 	rc = c->cls->client->submit(c->xp, &call->xc);
 
+	/* From here on the call may have completed and (for a callback call)
+	 * been destroyed by its callback once the lock is released: do not
+	 * touch it after the unlock below. */
 	pthread_mutex_lock(&c->lock);
-	call->refs--;
+	call->in_submit = false;
 	if (rc) {
+		call->enc.error = 0;
 		if (call->prev)
 			call->prev->next = call->next;
 		else if (c->pending == call)
@@ -529,10 +574,25 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 
 RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 {
-	int rc = rpcrdma_call_start(call, NULL, NULL);
+	struct rpcrdma_client *c;
+	uint64_t now, left_ms;
+	int rc;
 
+	if (!call)
+		return -EINVAL;
+	c = call->clnt;
+	call->xc.caller_waits = c->cls->client->wait != NULL;
+	rc = rpcrdma_call_start(call, NULL, NULL);
+	call->xc.caller_waits = false;
 	if (rc)
 		return rc;
+	if (c->cls->client->wait) {
+		/* Let the transport receive on this thread (no handoff); the
+		 * timer thread still enforces the deadline. */
+		now = rr_now_ns(c->env);
+		left_ms = call->deadline > now ? (call->deadline - now) / 1000000u + 1 : 1;
+		c->cls->client->wait(c->xp, &call->xc, (uint32_t)RR_MIN(left_ms, (uint64_t)UINT32_MAX));
+	}
 	return rpcrdma_call_wait(call, -1);
 }
 
@@ -579,7 +639,8 @@ RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call)
 		return;
 	c = call->clnt;
 	pthread_mutex_lock(&c->lock);
-	if (call->cb_running && pthread_equal(call->cb_thread, pthread_self())) {
+	if (call->cb_running && call->cb_thread_set &&
+	    pthread_equal(call->cb_thread, pthread_self())) {
 		call->destroy_in_cb = true;
 		pthread_mutex_unlock(&c->lock);
 		return;
@@ -587,7 +648,8 @@ RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call)
 	pthread_mutex_unlock(&c->lock);
 	rpcrdma_call_cancel(call);
 	pthread_mutex_lock(&c->lock);
-	while (call->state == CALL_PENDING || call->cb_running || call->refs)
+	while (call->state == CALL_PENDING || call->cb_running || call->refs ||
+	       call->in_submit)
 		pthread_cond_wait(&c->cv, &c->lock);
 	pthread_mutex_unlock(&c->lock);
 	call_free(call);

@@ -63,6 +63,8 @@ struct rpcrdma_server {
 };
 
 
+static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r);
+
 static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
 {
 	struct rpcrdma_server *s = ctx;
@@ -79,6 +81,12 @@ static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
 	r->srv = s;
 	r->xreq = xreq;
 	s->inflight++;
+	if (s->cls->server->inline_recv) {
+		/* Run it here: no handoff (see xprt.h). */
+		pthread_mutex_unlock(&s->lock);
+		dispatch(s, r);
+		return;
+	}
 	if (s->qtail)
 		s->qtail->next = r;
 	else
@@ -347,6 +355,7 @@ RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_serv
 	xp.env = env;
 	xp.max_msg = s->max_msg;
 	xp.max_conns = opts && opts->max_conns ? opts->max_conns : DEFAULT_MAX_CONNS;
+	xp.threads = s->nthreads;
 	xp.recv = svc_recv;
 	xp.ctx = s;
 	rc = cls->server->create(&t, &xp, &s->xs);
@@ -424,7 +433,8 @@ RPCRDMA_API int rpcrdma_server_start(struct rpcrdma_server *s)
 	s->threads = rr_zalloc(s->env, s->nthreads * sizeof(pthread_t));
 	if (!s->threads)
 		return -ENOMEM;
-	for (unsigned i = 0; i < s->nthreads; i++) {
+	/* Inline transports run requests on their own threads. */
+	for (unsigned i = 0; !s->cls->server->inline_recv && i < s->nthreads; i++) {
 		rc = pthread_create(&s->threads[i], NULL, worker_main, s);
 		if (rc) {
 			pthread_mutex_lock(&s->lock);
@@ -473,7 +483,7 @@ RPCRDMA_API void rpcrdma_server_shutdown(struct rpcrdma_server *s)
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->lock);
 	if (s->threads) {
-		for (unsigned i = 0; i < s->nthreads; i++)
+		for (unsigned i = 0; !s->cls->server->inline_recv && i < s->nthreads; i++)
 			pthread_join(s->threads[i], NULL);
 		rr_free(s->env, s->threads);
 		s->threads = NULL;

@@ -275,6 +275,9 @@ RPCRDMA_API struct __rpc_client *rpcrdma_clnt_create(const char *url, uint32_t p
 	rc = rpcrdma_client_create(url, prog, vers, NULL, &t->c);
 	if (rc) {
 		free(t);
+		/* What clnt_pcreateerror() reports. */
+		rpc_createerr.cf_stat = rc == -EPROTONOSUPPORT ? RPC_UNKNOWNPROTO : RPC_SYSTEMERROR;
+		rpc_createerr.cf_error.re_errno = -rc;
 		errno = -rc;
 		return NULL;
 	}

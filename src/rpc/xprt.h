@@ -61,8 +61,10 @@
  *      borrows it (and the message bytes, referenced items and sinks) until
  *      it calls params->complete(ctx, call). After submit returns 0, the
  *      transport calls complete exactly ONCE for that call, from a transport
- *      thread or from abort() (never from inside submit). It may block for
- *      flow control (socket buffer, credits) but must not wait for the Reply.
+ *      thread, from abort(), or from inside submit itself (the Reply may
+ *      overtake the end of a long send; the RPC layer then defers the user's
+ *      callback). It may block for flow control (socket buffer, credits) but
+ *      must not wait for the Reply.
  *      Nonzero return: the call was not taken; no complete upcall.
  *      The XID is call->xid (already in the message); the transport matches
  *      Replies to Calls by it (RFC 8166: rdma_xid == RPC XID). Replies with
@@ -79,6 +81,10 @@
  *      bytes are freed or its receive buffer reposted).
  *  destroy(x): every submitted call has completed (the RPC layer aborts
  *      them first); close the connection and free.
+ *  wait(x, call, timeout_ms) (optional): for a synchronous call
+ *      (call->caller_waits), the waiting thread offers itself to receive,
+ *      saving the handoff from a receive thread (TCP: the "reader role").
+ *      Returning early is always correct.
  *
  * On completion (complete upcall), the transport has set:
  *   call->status: 0 if a Reply arrived, else a negative errno (-ECONNRESET
@@ -99,8 +105,12 @@
  *  port(s): the bound port.
  *  start(s): begin accepting connections and delivering Calls. Each
  *      received Call is a struct rr_xprt_req given to params->recv(ctx, req)
- *      from a transport thread; recv must not block (the RPC layer queues it
- *      to a worker). Bytes that are not a well-formed transport message, or
+ *      from a transport thread. Unless the ops set inline_recv, recv does not
+ *      block (the RPC layer queues the request to its workers); with
+ *      inline_recv, recv runs the handler and send_reply before returning,
+ *      so the transport must call it from a pool of params->threads threads
+ *      and keep reading other Calls meanwhile (TCP: EPOLLONESHOT threads,
+ *      the connection re-armed before recv). Bytes that are not a well-formed transport message, or
  *      records above params->max_msg, close that connection only.
  *  send_reply(s, req, msg): send the Reply for @req. Synchronous: when it
  *      returns, the transport no longer uses @msg's inline bytes or
@@ -156,6 +166,7 @@ struct rr_xprt_call {
 	const struct rpcrdma_ddp_sink *sinks;
 	unsigned nsinks;
 	size_t reply_hint;            /* 0: unknown */
+	bool caller_waits;            /* wait() follows submit() (sync call) */
 	/* Set by the transport before the complete upcall. */
 	int status;
 	const uint8_t *reply;
@@ -187,6 +198,14 @@ struct rr_xprt_client_ops {
 	void (*abort)(struct rr_xprt_client *x, struct rr_xprt_call *call, int status);
 	void (*release_reply)(struct rr_xprt_client *x, struct rr_xprt_call *call);
 	void (*destroy)(struct rr_xprt_client *x);
+	/* Optional. Called once, right after submit() returned 0, for a call
+	 * with caller_waits set, by the thread that will wait for it: the
+	 * transport may use this thread to receive (and complete) Replies for
+	 * up to @timeout_ms, saving a thread handoff; it returns when the
+	 * call completed, when the time is up, or at once if another thread
+	 * is receiving. The RPC layer then waits for the completion as usual,
+	 * so returning early is always correct. */
+	void (*wait)(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms);
 };
 
 struct rr_xprt_req {
@@ -203,6 +222,7 @@ struct rr_xprt_server_params {
 	const struct rpcrdma_env *env;
 	size_t max_msg;
 	unsigned max_conns;
+	unsigned threads;             /* threads for inline_recv transports */
 	void (*recv)(void *ctx, struct rr_xprt_req *req);
 	void *ctx;
 };
@@ -217,6 +237,11 @@ struct rr_xprt_server_ops {
 	void (*req_done)(struct rr_xprt_server *s, struct rr_xprt_req *req);
 	void (*stop)(struct rr_xprt_server *s);
 	void (*destroy)(struct rr_xprt_server *s);
+	/* true: the transport calls recv() from params->threads threads of its
+	 * own and lets recv() run the request to completion (handler, reply)
+	 * before returning; the RPC layer then dispatches inline, without a
+	 * handoff to a worker. false: recv() only queues. */
+	bool inline_recv;
 };
 
 struct rr_xprt_class {

@@ -35,6 +35,16 @@
 struct rm_reader {
 	const struct rpcrdma_env *env;
 	size_t max;
+	bool skip_oversize;   /* client: discard an oversized record, keep its
+				 first 8 bytes (XID, msg_type) */
+	bool skipping;
+	unsigned skip_have;
+	uint8_t head8[8];
+	/* Optional read-ahead (client): bytes received beyond what the parser
+	 * asked for. Never used by the server, whose EPOLLONESHOT re-arm
+	 * relies on unread bytes staying in the socket. */
+	uint8_t *stage;
+	size_t stage_cap, stage_off, stage_len;
 	uint8_t hdr[4];
 	unsigned hdr_got;
 	bool in_frag;
@@ -57,6 +67,61 @@ static void rm_free(struct rm_reader *r)
 	rr_free(r->env, r->buf);
 	r->buf = NULL;
 	r->cap = r->len = 0;
+	rr_free(r->env, r->stage);
+	r->stage = NULL;
+	r->stage_cap = r->stage_off = r->stage_len = 0;
+}
+
+/* Enables read-ahead with a @cap-byte staging buffer. */
+static int rm_stage(struct rm_reader *r, size_t cap)
+{
+	r->stage = rr_alloc(r->env, cap);
+	if (!r->stage)
+		return -ENOMEM;
+	r->stage_cap = cap;
+	return 0;
+}
+
+/* Forgets a partial record and staged bytes (new connection). */
+static void rm_reset(struct rm_reader *r)
+{
+	rr_free(r->env, r->buf);
+	r->buf = NULL;
+	r->cap = r->len = 0;
+	r->hdr_got = 0;
+	r->in_frag = false;
+	r->skipping = false;
+	r->stage_off = r->stage_len = 0;
+}
+
+static bool rm_buffered(const struct rm_reader *r)
+{
+	return r->stage_off < r->stage_len;
+}
+
+/* recv() through the staging buffer: small reads fill the stage (one
+ * syscall for header and body), large ones go straight to @dst. */
+static ssize_t rm_recv(struct rm_reader *r, int fd, void *dst, size_t want)
+{
+	ssize_t n;
+	size_t k;
+
+	if (r->stage_off < r->stage_len) {
+		k = RR_MIN(want, r->stage_len - r->stage_off);
+		memcpy(dst, r->stage + r->stage_off, k);
+		r->stage_off += k;
+		return (ssize_t)k;
+	}
+	if (!r->stage || want >= r->stage_cap / 2)
+		return recv(fd, dst, want, 0);
+	n = recv(fd, r->stage, r->stage_cap, 0);
+	if (n <= 0)
+		return n;
+	k = RR_MIN(want, (size_t)n);
+	memcpy(dst, r->stage, k);
+	r->stage_off = k;
+	r->stage_len = (size_t)n;
+	return (ssize_t)k;
 }
 
 /* Hands the completed record to the caller (who frees it with rr_free). */
@@ -74,14 +139,17 @@ static uint8_t *rm_take(struct rm_reader *r, size_t *len)
 
 /* Reads from @fd. Returns 1 when a record is complete (rm_take), 0 when
  * the socket has no more bytes now (non-blocking), -ECONNRESET on EOF or
- * error, -EMSGSIZE when the record exceeds the maximum, -ENOMEM. */
+ * error, -EMSGSIZE when the record exceeds the maximum, -ENOMEM. With
+ * skip_oversize, an oversized record is read and discarded instead and 2 is
+ * returned once it ended (head8 holds its first bytes if skip_have >= 8):
+ * the stream stays in step, so only that one message is lost. */
 static int rm_read(struct rm_reader *r, int fd)
 {
 	for (;;) {
 		ssize_t n;
 
 		if (!r->in_frag) {
-			n = recv(fd, r->hdr + r->hdr_got, 4 - r->hdr_got, 0);
+			n = rm_recv(r, fd, r->hdr + r->hdr_got, 4 - r->hdr_got);
 			if (n == 0)
 				return -ECONNRESET;
 			if (n < 0) {
@@ -100,15 +168,52 @@ static int rm_read(struct rm_reader *r, int fd)
 				r->last = (h & RM_LAST) != 0;
 				r->frag_left = h & RM_MAXFRAG;
 			}
-			if (r->frag_left > r->max || r->len > r->max - r->frag_left)
-				return -EMSGSIZE;
+			if (!r->skipping &&
+			    (r->frag_left > r->max || r->len > r->max - r->frag_left)) {
+				if (!r->skip_oversize)
+					return -EMSGSIZE;
+				r->skipping = true;
+				r->skip_have = (unsigned)RR_MIN(r->len, (size_t)8);
+				if (r->skip_have)
+					memcpy(r->head8, r->buf, r->skip_have);
+				rr_free(r->env, r->buf);
+				r->buf = NULL;
+				r->cap = r->len = 0;
+			}
 			r->in_frag = true;
 			r->hdr_got = 0;
 		}
 		if (r->frag_left == 0) {
 			r->in_frag = false;
-			if (r->last)
+			if (r->last) {
+				if (r->skipping) {
+					r->skipping = false;
+					return 2;
+				}
 				return 1;
+			}
+			continue;
+		}
+		if (r->skipping) {
+			uint8_t scratch[4096];
+
+			n = rm_recv(r, fd, scratch, RR_MIN((size_t)r->frag_left, sizeof(scratch)));
+			if (n == 0)
+				return -ECONNRESET;
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				if (errno == EAGAIN || errno == EWOULDBLOCK)
+					return 0;
+				return -ECONNRESET;
+			}
+			if (r->skip_have < 8) {
+				unsigned k = (unsigned)RR_MIN((size_t)(8 - r->skip_have), (size_t)n);
+
+				memcpy(r->head8 + r->skip_have, scratch, k);
+				r->skip_have += k;
+			}
+			r->frag_left -= (uint32_t)n;
 			continue;
 		}
 		if (r->cap == r->len) {
@@ -129,7 +234,7 @@ static int rm_read(struct rm_reader *r, int fd)
 			r->buf = nb;
 			r->cap = ncap;
 		}
-		n = recv(fd, r->buf + r->len, RR_MIN((size_t)r->frag_left, r->cap - r->len), 0);
+		n = rm_recv(r, fd, r->buf + r->len, RR_MIN((size_t)r->frag_left, r->cap - r->len));
 		if (n == 0)
 			return -ECONNRESET;
 		if (n < 0) {
@@ -246,26 +351,39 @@ static void set_sock_opts(int fd)
 
 /* ======================= client ======================= */
 
+/* Reception follows a "reader role": one thread at a time reads the socket
+ * and completes whatever Replies it finds. The receive thread takes the role
+ * while calls are pending that no caller serves itself; a synchronous caller
+ * (RPC layer's wait op) takes it to read its own Reply without a thread
+ * handoff. Connection loss and reconnection are handled by the receive
+ * thread. */
+
 #define CF_SENDING 1u
 #define CF_REPLIED 2u
 #define CF_ABORTED 4u
+#define CF_SELF 8u       /* the caller will read for this call itself */
 #define CF_RESENT 0x100u
 #define NBUCKET 256u
+#define STAGE_BYTES 65536u
 
 struct tcp_clnt {
 	struct rr_xprt_client_params p;
 	struct rr_xprt_target t;
-	pthread_mutex_t lock;       /* table, flags, fd swap */
+	pthread_mutex_t lock;       /* table, flags, counters, role, fd swap */
 	pthread_mutex_t send_lock;  /* one record at a time on fd */
-	pthread_cond_t cv;
+	pthread_cond_t cv;          /* role and state changes */
 	int fd;                     /* -1 while disconnected */
 	uint64_t gen;               /* connection generation */
 	bool connected;
+	bool broken;                /* a reader saw the connection fail */
 	bool dead;                  /* lost and no reconnect */
 	bool closing;
+	bool reader_busy;           /* someone holds the reader role */
+	unsigned n_pending;         /* calls in the table */
+	unsigned n_self;            /* of those, flagged CF_SELF */
 	pthread_t rx;
 	struct rr_xprt_call *bucket[NBUCKET];
-	struct rm_reader rd;
+	struct rm_reader rd;        /* used only by the reader-role holder */
 };
 
 /* Per-call cancel flag for send_record, kept in xp_priv as an atomic. */
@@ -289,6 +407,31 @@ static struct rr_xprt_call *find_xid(struct tcp_clnt *c, uint32_t xid)
 	while (p && p->xid != xid)
 		p = p->xp_next;
 	return p;
+}
+
+/* Removes @call from the table (c->lock held). */
+static void table_remove(struct tcp_clnt *c, struct rr_xprt_call *call)
+{
+	struct rr_xprt_call **pp = find_slot(c, call);
+
+	if (!pp)
+		return;
+	*pp = call->xp_next;
+	c->n_pending--;
+	if (call->xp_flags & CF_SELF) {
+		call->xp_flags &= ~CF_SELF;
+		c->n_self--;
+	}
+}
+
+/* The caller no longer reads for @call: the receive thread will (c->lock). */
+static void unflag_self(struct tcp_clnt *c, struct rr_xprt_call *call)
+{
+	if ((call->xp_flags & CF_SELF) && find_slot(c, call)) {
+		call->xp_flags &= ~CF_SELF;
+		c->n_self--;
+		pthread_cond_broadcast(&c->cv);
+	}
 }
 
 static int tcp_connect(const struct rr_xprt_target *t, uint32_t timeout_ms, int *out)
@@ -329,7 +472,7 @@ static int tcp_connect(const struct rr_xprt_target *t, uint32_t timeout_ms, int 
 			close(fd);
 			continue;
 		}
-		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+		/* The socket stays non-blocking: readers poll, senders poll. */
 		set_sock_opts(fd);
 		*out = fd;
 		freeaddrinfo(ai);
@@ -361,7 +504,7 @@ static void clnt_send_one(struct tcp_clnt *c, struct rr_xprt_call *call)
 		if (c->fd >= 0) {
 			rc = send_record(c->fd, &call->msg, &cp->cancel, 30000);
 			if (rc && rc != -ECANCELED)
-				shutdown(c->fd, SHUT_RDWR); /* rx reconnects */
+				shutdown(c->fd, SHUT_RDWR); /* the reader notices */
 		}
 		pthread_mutex_unlock(&c->send_lock);
 
@@ -372,6 +515,12 @@ static void clnt_send_one(struct tcp_clnt *c, struct rr_xprt_call *call)
 			 * retransmit on the new one (same XID). */
 			pthread_mutex_unlock(&c->lock);
 			continue;
+		}
+		if (rc && rc != -ECANCELED && rc != -EMSGSIZE) {
+			/* Make sure someone handles the failed connection. */
+			c->broken = c->connected && c->gen == gen ? true : c->broken;
+			unflag_self(c, call);
+			pthread_cond_broadcast(&c->cv);
 		}
 		call->xp_flags &= ~CF_SENDING;
 		if (call->xp_flags & (CF_REPLIED | CF_ABORTED)) {
@@ -385,12 +534,8 @@ static void clnt_send_one(struct tcp_clnt *c, struct rr_xprt_call *call)
 			call->status = -ECONNRESET;
 			done = true;
 		}
-		if (done) {
-			struct rr_xprt_call **pp = find_slot(c, call);
-
-			if (pp)
-				*pp = call->xp_next;
-		}
+		if (done)
+			table_remove(c, call);
 		pthread_mutex_unlock(&c->lock);
 		break;
 	}
@@ -428,6 +573,13 @@ static int tcp_clnt_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	call->xp_flags = 0;
 	call->xp_next = c->bucket[call->xid % NBUCKET];
 	c->bucket[call->xid % NBUCKET] = call;
+	c->n_pending++;
+	if (call->caller_waits) {
+		call->xp_flags |= CF_SELF;
+		c->n_self++;
+	} else {
+		pthread_cond_broadcast(&c->cv); /* the receive thread serves it */
+	}
 	send_now = c->connected;
 	if (send_now)
 		call->xp_flags |= CF_SENDING;
@@ -441,11 +593,9 @@ static int tcp_clnt_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 static void tcp_clnt_abort(struct rr_xprt_client *x, struct rr_xprt_call *call, int status)
 {
 	struct tcp_clnt *c = (struct tcp_clnt *)x;
-	struct rr_xprt_call **pp;
 
 	pthread_mutex_lock(&c->lock);
-	pp = find_slot(c, call);
-	if (!pp || (call->xp_flags & (CF_ABORTED | CF_REPLIED))) {
+	if (!find_slot(c, call) || (call->xp_flags & (CF_ABORTED | CF_REPLIED))) {
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
@@ -458,7 +608,7 @@ static void tcp_clnt_abort(struct rr_xprt_client *x, struct rr_xprt_call *call, 
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
-	*pp = call->xp_next;
+	table_remove(c, call);
 	pthread_mutex_unlock(&c->lock);
 	call->status = status;
 	clnt_complete(c, call);
@@ -500,12 +650,122 @@ static void clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len)
 	call->status = 0;
 	call->xp_flags |= CF_REPLIED;
 	if (!(call->xp_flags & CF_SENDING)) {
-		*find_slot(c, call) = call->xp_next;
+		table_remove(c, call);
 		done = true;
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (done)
 		clnt_complete(c, call);
+}
+
+/* A Reply too large for max_msg was discarded: its call fails with
+ * -EMSGSIZE (retransmitting would only bring the same Reply again). */
+static void clnt_on_oversize(struct tcp_clnt *c, const uint8_t head8[8])
+{
+	struct rr_xprt_call *call;
+	uint32_t xid, mt;
+	bool done = false;
+
+	if (rr_rpcmsg_peek(head8, 8, &xid, &mt) || mt != RR_RPC_REPLY)
+		return;
+	pthread_mutex_lock(&c->lock);
+	call = find_xid(c, xid);
+	if (call && !(call->xp_flags & (CF_REPLIED | CF_ABORTED))) {
+		if (call->xp_flags & CF_SENDING) {
+			call->xp_flags |= CF_ABORTED;
+			call->xp_status = -EMSGSIZE;
+		} else {
+			table_remove(c, call);
+			call->status = -EMSGSIZE;
+			done = true;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (done)
+		clnt_complete(c, call);
+}
+
+/* With the reader role: waits up to @timeout_ms for bytes, then handles
+ * every complete record available without blocking. Returns 0, or a
+ * negative errno when the connection failed. */
+static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms)
+{
+	int rc;
+
+	if (!rm_buffered(&c->rd)) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+		rc = poll(&pfd, 1, timeout_ms);
+		if (rc <= 0)
+			return 0;
+	}
+	for (;;) {
+		rc = rm_read(&c->rd, fd);
+		if (rc == 1) {
+			size_t len;
+			uint8_t *buf = rm_take(&c->rd, &len);
+
+			clnt_on_record(c, buf, len);
+			continue;
+		}
+		if (rc == 2) {
+			/* A Reply above max_msg: fail its call only. */
+			if (c->rd.skip_have >= 8)
+				clnt_on_oversize(c, c->rd.head8);
+			continue;
+		}
+		return rc;
+	}
+}
+
+/* RPC layer's wait op: the caller reads for its own call (taking the reader
+ * role) until the call left the table or @timeout_ms passed; if the role is
+ * taken, the receive thread or the role holder serves it instead. */
+static void tcp_clnt_wait(struct rr_xprt_client *x, struct rr_xprt_call *call,
+			  uint32_t timeout_ms)
+{
+	struct tcp_clnt *c = (struct tcp_clnt *)x;
+	uint64_t end_ms;
+	struct timespec ts;
+	int rc = 0, fd;
+
+	pthread_mutex_lock(&c->lock);
+	if (!find_slot(c, call) || !c->connected || c->broken || c->closing ||
+	    c->reader_busy) {
+		unflag_self(c, call);
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	c->reader_busy = true;
+	fd = c->fd;
+	pthread_mutex_unlock(&c->lock);
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	end_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + timeout_ms;
+	for (;;) {
+		uint64_t now_ms;
+		bool pending;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		now_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+		if (now_ms >= end_ms)
+			break;
+		/* Slices of 50 ms: an abort (timeout, cancel) from another
+		 * thread removes the call from the table meanwhile. */
+		rc = clnt_read_some(c, fd, (int)RR_MIN(end_ms - now_ms, (uint64_t)50));
+		pthread_mutex_lock(&c->lock);
+		pending = find_slot(c, call) != NULL && !c->closing;
+		pthread_mutex_unlock(&c->lock);
+		if (rc < 0 || !pending)
+			break;
+	}
+	pthread_mutex_lock(&c->lock);
+	c->reader_busy = false;
+	if (rc < 0)
+		c->broken = true;
+	unflag_self(c, call);
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* Fails every pending call that is not being sent (the senders finish the
@@ -515,21 +775,104 @@ static struct rr_xprt_call *take_unsent(struct tcp_clnt *c)
 	struct rr_xprt_call *list = NULL;
 
 	for (unsigned b = 0; b < NBUCKET; b++) {
-		struct rr_xprt_call **pp = &c->bucket[b];
+		struct rr_xprt_call *p = c->bucket[b];
 
-		while (*pp) {
-			struct rr_xprt_call *call = *pp;
+		while (p) {
+			struct rr_xprt_call *next = p->xp_next;
 
-			if (call->xp_flags & CF_SENDING) {
-				pp = &call->xp_next;
-				continue;
+			if (!(p->xp_flags & CF_SENDING)) {
+				table_remove(c, p);
+				p->xp_next = list;
+				list = p;
 			}
-			*pp = call->xp_next;
-			call->xp_next = list;
-			list = call;
+			p = next;
 		}
 	}
 	return list;
+}
+
+/* The connection failed (reader role held by the caller): close it; with
+ * no_reconnect, fail what is pending. Returns false when the receive thread
+ * should end. */
+static bool clnt_lost(struct tcp_clnt *c)
+{
+	struct rr_xprt_call *list = NULL;
+	bool keep_going = true;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->fd >= 0)
+		shutdown(c->fd, SHUT_RDWR); /* wake blocked senders first */
+	pthread_mutex_unlock(&c->lock);
+	rm_reset(&c->rd);
+	pthread_mutex_lock(&c->send_lock);
+	pthread_mutex_lock(&c->lock);
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->connected = false;
+	c->broken = false;
+	if (c->p.no_reconnect || c->closing) {
+		c->dead = true;
+		list = take_unsent(c);
+		keep_going = !c->p.no_reconnect;
+	}
+	c->reader_busy = false;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->send_lock);
+	while (list) {
+		struct rr_xprt_call *next = list->xp_next;
+
+		list->status = -ECONNRESET;
+		clnt_complete(c, list);
+		list = next;
+	}
+	return keep_going;
+}
+
+/* Reconnected on @fd: publish it and retransmit every pending call that
+ * has no Reply, with its XID. */
+static void clnt_reconnected(struct tcp_clnt *c, int fd)
+{
+	struct rr_xprt_call *resend[64];
+	unsigned n;
+	bool more;
+
+	pthread_mutex_lock(&c->send_lock);
+	pthread_mutex_lock(&c->lock);
+	c->fd = fd;
+	c->gen++;
+	c->connected = true;
+	c->broken = false;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->send_lock);
+	/* In batches; calls submitted from now on are sent by submitters. */
+	do {
+		n = 0;
+		more = false;
+		pthread_mutex_lock(&c->lock);
+		for (unsigned b = 0; b < NBUCKET && !more; b++) {
+			for (struct rr_xprt_call *p = c->bucket[b]; p; p = p->xp_next) {
+				if (p->xp_flags & (CF_SENDING | CF_REPLIED | CF_ABORTED | CF_RESENT))
+					continue;
+				if (n == RR_ARRAY_SIZE(resend)) {
+					more = true;
+					break;
+				}
+				p->xp_flags |= CF_SENDING | CF_RESENT;
+				resend[n++] = p;
+			}
+		}
+		pthread_mutex_unlock(&c->lock);
+		for (unsigned i = 0; i < n; i++)
+			clnt_send_one(c, resend[i]);
+	} while (more);
+	pthread_mutex_lock(&c->lock);
+	for (unsigned b = 0; b < NBUCKET; b++)
+		for (struct rr_xprt_call *p = c->bucket[b]; p; p = p->xp_next)
+			p->xp_flags &= ~CF_RESENT;
+	pthread_mutex_unlock(&c->lock);
 }
 
 static void *clnt_rx_main(void *arg)
@@ -537,63 +880,49 @@ static void *clnt_rx_main(void *arg)
 	struct tcp_clnt *c = arg;
 	unsigned backoff_ms = 50;
 
+	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		int fd, rc;
 
-		pthread_mutex_lock(&c->lock);
-		fd = c->fd;
-		if (c->closing) {
-			pthread_mutex_unlock(&c->lock);
+		if (c->closing)
 			break;
-		}
-		pthread_mutex_unlock(&c->lock);
-
-		if (fd >= 0) {
-			rc = rm_read(&c->rd, fd);
-			if (rc == 1) {
-				size_t len;
-				uint8_t *buf = rm_take(&c->rd, &len);
-
-				clnt_on_record(c, buf, len);
-				backoff_ms = 50;
+		if (c->connected && c->broken) {
+			/* Take the role to tear down the connection. */
+			if (c->reader_busy) {
+				pthread_cond_wait(&c->cv, &c->lock);
 				continue;
 			}
-			/* Connection lost (or an oversized/failed record):
-			 * wake blocked senders first, then take the fd. */
-			shutdown(fd, SHUT_RDWR);
-			rm_free(&c->rd);
-			rm_init(&c->rd, c->p.env, c->p.max_msg);
-			pthread_mutex_lock(&c->send_lock);
-			pthread_mutex_lock(&c->lock);
-			shutdown(c->fd, SHUT_RDWR);
-			close(c->fd);
-			c->fd = -1;
-			c->connected = false;
-			if (c->p.no_reconnect || c->closing) {
-				struct rr_xprt_call *list;
-
-				c->dead = true;
-				list = take_unsent(c);
-				pthread_mutex_unlock(&c->lock);
-				pthread_mutex_unlock(&c->send_lock);
-				while (list) {
-					struct rr_xprt_call *next = list->xp_next;
-
-					list->status = -ECONNRESET;
-					clnt_complete(c, list);
-					list = next;
-				}
-				if (c->p.no_reconnect)
-					break;
-				continue;
-			}
+			c->reader_busy = true;
 			pthread_mutex_unlock(&c->lock);
-			pthread_mutex_unlock(&c->send_lock);
+			if (!clnt_lost(c))
+				return NULL;
+			pthread_mutex_lock(&c->lock);
 			continue;
 		}
-
-		/* Disconnected: reconnect with backoff, then retransmit every
-		 * pending call with its XID. */
+		if (c->connected) {
+			/* Serve the calls no caller reads for. */
+			if (c->reader_busy || c->n_pending <= c->n_self) {
+				pthread_cond_wait(&c->cv, &c->lock);
+				continue;
+			}
+			c->reader_busy = true;
+			fd = c->fd;
+			pthread_mutex_unlock(&c->lock);
+			rc = clnt_read_some(c, fd, 100);
+			pthread_mutex_lock(&c->lock);
+			c->reader_busy = false;
+			if (rc < 0)
+				c->broken = true;
+			pthread_cond_broadcast(&c->cv);
+			backoff_ms = 50;
+			continue;
+		}
+		if (c->dead) {
+			pthread_cond_wait(&c->cv, &c->lock);
+			continue;
+		}
+		/* Disconnected: reconnect with backoff. */
+		pthread_mutex_unlock(&c->lock);
 		rc = tcp_connect(&c->t, c->p.connect_timeout_ms, &fd);
 		if (rc) {
 			struct timespec ts;
@@ -605,53 +934,13 @@ static void *clnt_rx_main(void *arg)
 			ts.tv_nsec %= 1000000000L;
 			if (!c->closing)
 				pthread_cond_timedwait(&c->cv, &c->lock, &ts);
-			pthread_mutex_unlock(&c->lock);
 			backoff_ms = RR_MIN(backoff_ms * 2, 2000u);
 			continue;
 		}
-		{
-			struct rr_xprt_call *resend[64];
-			unsigned n;
-			bool more;
-
-			pthread_mutex_lock(&c->send_lock);
-			pthread_mutex_lock(&c->lock);
-			c->fd = fd;
-			c->gen++;
-			c->connected = true;
-			pthread_mutex_unlock(&c->lock);
-			pthread_mutex_unlock(&c->send_lock);
-			/* Retransmit in batches; calls submitted from now on
-			 * are sent by their submitters. */
-			do {
-				n = 0;
-				more = false;
-				pthread_mutex_lock(&c->lock);
-				for (unsigned b = 0; b < NBUCKET; b++) {
-					for (struct rr_xprt_call *p = c->bucket[b]; p; p = p->xp_next) {
-						if (p->xp_flags & (CF_SENDING | CF_REPLIED | CF_ABORTED))
-							continue;
-						if (p->xp_flags & CF_RESENT) /* already resent */
-							continue;
-						if (n == RR_ARRAY_SIZE(resend)) {
-							more = true;
-							break;
-						}
-						p->xp_flags |= CF_SENDING | CF_RESENT;
-						resend[n++] = p;
-					}
-				}
-				pthread_mutex_unlock(&c->lock);
-				for (unsigned i = 0; i < n; i++)
-					clnt_send_one(c, resend[i]);
-			} while (more);
-			pthread_mutex_lock(&c->lock);
-			for (unsigned b = 0; b < NBUCKET; b++)
-				for (struct rr_xprt_call *p = c->bucket[b]; p; p = p->xp_next)
-					p->xp_flags &= ~CF_RESENT;
-			pthread_mutex_unlock(&c->lock);
-		}
+		clnt_reconnected(c, fd);
+		pthread_mutex_lock(&c->lock);
 	}
+	pthread_mutex_unlock(&c->lock);
 	return NULL;
 }
 
@@ -674,12 +963,20 @@ static int tcp_clnt_create(const struct rr_xprt_target *t, const struct rr_xprt_
 	c->fd = fd;
 	c->connected = true;
 	rm_init(&c->rd, p->env, p->max_msg);
+	c->rd.skip_oversize = true;
+	rc = rm_stage(&c->rd, STAGE_BYTES);
+	if (rc) {
+		close(fd);
+		rr_free(p->env, c);
+		return rc;
+	}
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->send_lock, NULL);
 	pthread_cond_init(&c->cv, NULL);
 	rc = pthread_create(&c->rx, NULL, clnt_rx_main, c);
 	if (rc) {
 		close(fd);
+		rm_free(&c->rd);
 		pthread_mutex_destroy(&c->lock);
 		pthread_mutex_destroy(&c->send_lock);
 		pthread_cond_destroy(&c->cv);
@@ -716,6 +1013,7 @@ static const struct rr_xprt_client_ops tcp_client_ops = {
 	.abort = tcp_clnt_abort,
 	.release_reply = tcp_clnt_release_reply,
 	.destroy = tcp_clnt_destroy,
+	.wait = tcp_clnt_wait,
 };
 
 /* ======================= server ======================= */
@@ -744,7 +1042,8 @@ struct tcp_srv {
 	int epfd;
 	int evfd;
 	int port;
-	pthread_t io;
+	pthread_t *io;              /* io threads: accept, read, run requests */
+	unsigned nio;
 	bool io_started;
 	pthread_mutex_t lock;
 	bool stopping;
@@ -831,77 +1130,85 @@ static void srv_accept(struct tcp_srv *s)
 		s->conns = cn;
 		s->nconns++;
 		pthread_mutex_unlock(&s->lock);
-		ev.events = EPOLLIN;
+		ev.events = EPOLLIN | EPOLLONESHOT;
 		ev.data.ptr = cn;
 		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
 			conn_close(s, cn);
 	}
 }
 
+/* Lets the next ready event of @cn reach a thread (EPOLLONESHOT). */
+static void conn_rearm(struct tcp_srv *s, struct tcp_conn *cn)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = cn};
+
+	if (epoll_ctl(s->epfd, EPOLL_CTL_MOD, cn->fd, &ev) < 0)
+		conn_close(s, cn);
+}
+
+/* Reads up to one complete record from @cn (only this thread reads it until
+ * it is re-armed), re-arms, then delivers the record: another io thread may
+ * read the connection's next record while this one runs the request. */
 static void srv_read(struct tcp_srv *s, struct tcp_conn *cn)
 {
-	for (int budget = 0; budget < 64; budget++) {
-		int rc = rm_read(&cn->rd, cn->fd);
-		struct tcp_req *r;
-		bool stopping;
+	int rc = rm_read(&cn->rd, cn->fd);
+	struct tcp_req *r;
+	bool stopping;
 
-		if (rc == 0)
-			return;
-		if (rc < 0) {
-			conn_close(s, cn);
-			return;
-		}
-		r = rr_zalloc(s->p.env, sizeof(*r));
-		if (!r) {
-			conn_close(s, cn);
-			return;
-		}
-		r->buf = rm_take(&cn->rd, &r->req.len);
-		r->req.msg = r->buf;
-		r->req.xp_priv = r;
-		r->conn = cn;
-		pthread_mutex_lock(&s->lock);
-		stopping = s->stopping;
-		if (!stopping)
-			cn->refs++;
-		pthread_mutex_unlock(&s->lock);
-		if (stopping) {
-			rr_free(s->p.env, r->buf);
-			rr_free(s->p.env, r);
-			continue;
-		}
-		s->p.recv(s->p.ctx, &r->req);
+	if (rc == 0) {
+		conn_rearm(s, cn);
+		return;
 	}
+	if (rc < 0) {
+		conn_close(s, cn);
+		return;
+	}
+	r = rr_zalloc(s->p.env, sizeof(*r));
+	if (!r) {
+		conn_close(s, cn);
+		return;
+	}
+	r->buf = rm_take(&cn->rd, &r->req.len);
+	r->req.msg = r->buf;
+	r->req.xp_priv = r;
+	r->conn = cn;
+	pthread_mutex_lock(&s->lock);
+	stopping = s->stopping;
+	if (!stopping)
+		cn->refs++;
+	pthread_mutex_unlock(&s->lock);
+	if (stopping) {
+		/* Shutting down: no new Calls; the connection is kept until
+		 * destroy so replies in flight still go out. */
+		rr_free(s->p.env, r->buf);
+		rr_free(s->p.env, r);
+		conn_rearm(s, cn);
+		return;
+	}
+	conn_rearm(s, cn);
+	s->p.recv(s->p.ctx, &r->req);
 }
 
 static void *srv_io_main(void *arg)
 {
 	struct tcp_srv *s = arg;
-	struct epoll_event evs[32];
 
 	for (;;) {
-		int n = epoll_wait(s->epfd, evs, 32, 1000);
+		struct epoll_event ev;
+		int n = epoll_wait(s->epfd, &ev, 1, 1000);
+		bool quit;
 
 		pthread_mutex_lock(&s->lock);
-		if (s->quit) {
-			pthread_mutex_unlock(&s->lock);
-			break;
-		}
+		quit = s->quit;
 		pthread_mutex_unlock(&s->lock);
-		for (int i = 0; i < n; i++) {
-			void *p = evs[i].data.ptr;
-
-			if (p == &s->lfd) {
-				srv_accept(s);
-			} else if (p == &s->evfd) {
-				uint64_t v;
-
-				if (read(s->evfd, &v, sizeof(v)) < 0)
-					continue;
-			} else {
-				srv_read(s, p);
-			}
-		}
+		if (quit)
+			break;
+		if (n != 1 || ev.data.ptr == &s->evfd)
+			continue;
+		if (ev.data.ptr == &s->lfd)
+			srv_accept(s);
+		else
+			srv_read(s, ev.data.ptr);
 	}
 	return NULL;
 }
@@ -986,9 +1293,18 @@ static int tcp_srv_start(struct rr_xprt_server *x)
 		return -EBUSY;
 	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev) < 0)
 		return -errno;
-	rc = pthread_create(&s->io, NULL, srv_io_main, s);
-	if (rc)
-		return -rc;
+	s->nio = s->p.threads ? s->p.threads : 1;
+	s->io = rr_zalloc(s->p.env, s->nio * sizeof(pthread_t));
+	if (!s->io)
+		return -ENOMEM;
+	for (unsigned i = 0; i < s->nio; i++) {
+		rc = pthread_create(&s->io[i], NULL, srv_io_main, s);
+		if (rc) {
+			s->nio = i;
+			s->io_started = true; /* destroy joins those started */
+			return -rc;
+		}
+	}
 	s->io_started = true;
 	return 0;
 }
@@ -1033,7 +1349,6 @@ static void tcp_srv_req_done(struct rr_xprt_server *x, struct rr_xprt_req *req)
 static void tcp_srv_stop(struct rr_xprt_server *x)
 {
 	struct tcp_srv *s = (struct tcp_srv *)x;
-	uint64_t one = 1;
 
 	pthread_mutex_lock(&s->lock);
 	s->stopping = true;
@@ -1044,8 +1359,6 @@ static void tcp_srv_stop(struct rr_xprt_server *x)
 		close(s->lfd);
 		s->lfd = -1;
 	}
-	if (write(s->evfd, &one, sizeof(one)) < 0)
-		return;
 }
 
 static void tcp_srv_destroy(struct rr_xprt_server *x)
@@ -1057,11 +1370,15 @@ static void tcp_srv_destroy(struct rr_xprt_server *x)
 	pthread_mutex_lock(&s->lock);
 	s->quit = true;
 	pthread_mutex_unlock(&s->lock);
+	/* Never consumed: wakes every io thread (they also wake each second). */
 	if (write(s->evfd, &one, sizeof(one)) < 0) {
-		/* the io thread also wakes every second */
+		/* nothing else to do */
 	}
-	if (s->io_started)
-		pthread_join(s->io, NULL);
+	if (s->io_started) {
+		for (unsigned i = 0; i < s->nio; i++)
+			pthread_join(s->io[i], NULL);
+	}
+	rr_free(s->p.env, s->io);
 	/* Only io-thread references remain (every req is done). */
 	while (s->conns) {
 		struct tcp_conn *cn = s->conns;
@@ -1076,6 +1393,7 @@ static void tcp_srv_destroy(struct rr_xprt_server *x)
 }
 
 static const struct rr_xprt_server_ops tcp_server_ops = {
+	.inline_recv = true,
 	.create = tcp_srv_create,
 	.port = tcp_srv_port,
 	.start = tcp_srv_start,

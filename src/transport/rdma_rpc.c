@@ -1,0 +1,350 @@
+/* The "rdma" URL scheme of the RPC layer (src/rpc/xprt.h contract): adapts
+ * the RPC-over-RDMA v1 driver (transport/rdma_tp.h, RFC 8166 with RFC 8797
+ * negotiation) to the RPC client and server. A Call's DDP-eligible items
+ * (struct rr_rpc_ddp) become the driver's DDP-eligible parts (Read chunks when
+ * the Call does not fit inline, RFC 8166 section 3.4.3), its result sinks
+ * become Write chunks, and reply_hint (or max_msg) sizes the Reply chunk. On
+ * the server side the Call is handed over rebuilt and contiguous (n_ext = 0)
+ * and the Reply's items fill the requester's Write chunks. The scheme is
+ * registered by a constructor, so linking the library is enough for
+ * rdma://host:port to work. Uses the "soft" provider. */
+#include <netdb.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "proto/credits.h"
+#include "rpc/xprt.h"
+#include "transport/rdma_tp.h"
+
+struct rr_xprt_client {
+	struct rr_tp_client *tp;
+	struct rr_xprt_client_params p;
+};
+
+struct rpc_wrap {
+	struct rr_tp_rpc rpc;
+	struct rr_xprt_call *call;
+	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
+	struct rr_xprt_sink sinks[RR_XPRT_MAX_ITEMS];
+};
+
+static int resolve(const struct rr_xprt_target *t, bool passive,
+		   struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct addrinfo hints, *res = NULL;
+	const char *host = t->host[0] ? t->host : NULL;
+	int rc;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	if (passive)
+		hints.ai_flags = AI_PASSIVE;
+	rc = getaddrinfo(host, t->port[0] ? t->port : "20049", &hints, &res);
+	if (rc || !res)
+		return -EHOSTUNREACH;
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* The XDR stream of @m as driver parts: inline pieces split at each item. */
+static unsigned msg_parts(const struct rr_xprt_msg *m, struct rr_xprt_part *parts)
+{
+	unsigned n = 0;
+	size_t off = 0;
+
+	for (unsigned i = 0; i < m->nddp; i++) {
+		const struct rr_rpc_ddp *d = &m->ddp[i];
+
+		parts[n++] = (struct rr_xprt_part){m->head + off,
+						   (uint32_t)(d->inline_off - off), false};
+		parts[n++] = (struct rr_xprt_part){d->ptr, d->len, true};
+		off = d->inline_off;
+	}
+	parts[n++] = (struct rr_xprt_part){m->head + off, (uint32_t)(m->head_len - off), false};
+	return n;
+}
+
+static void cl_complete(void *ctx, struct rr_tp_rpc *rpc)
+{
+	struct rr_xprt_client *x = ctx;
+	struct rpc_wrap *w = RR_CONTAINER_OF(rpc, struct rpc_wrap, rpc);
+	struct rr_xprt_call *call = w->call;
+
+	call->status = rpc->status;
+	call->reply = rpc->reply;
+	call->reply_len = rpc->reply_len;
+	call->reply_buf = rpc->reply;
+	for (unsigned i = 0; i < call->nsinks && i < RR_RPC_MAX_DDP; i++)
+		call->placed[i] = i < RR_XPRT_MAX_ITEMS && rpc->is_placed[i] ?
+					  rpc->placed[i] : RR_RPC_NOT_PLACED;
+	x->p.complete(x->p.ctx, call);
+}
+
+static int cl_create(const struct rr_xprt_target *t, const struct rr_xprt_client_params *p,
+		     struct rr_xprt_client **out)
+{
+	const struct rpcrdma_env *env = rr_env(p->env);
+	struct rr_xprt_client *x;
+	struct sockaddr_storage ss;
+	struct rr_tp_conf conf;
+	socklen_t len;
+	int rc;
+
+	rc = resolve(t, false, &ss, &len);
+	if (rc)
+		return rc;
+	x = rr_zalloc(env, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->p = *p;
+	rr_tp_conf_default(&conf);
+	conf.env = p->env;
+	if (p->connect_timeout_ms)
+		conf.connect_timeout_ms = p->connect_timeout_ms;
+	conf.no_reconnect = p->no_reconnect;
+	rc = rr_tp_client_create(&conf, (struct sockaddr *)&ss, len, cl_complete, x, &x->tp);
+	if (rc) {
+		rr_free(env, x);
+		return rc;
+	}
+	*out = x;
+	return 0;
+}
+
+static int cl_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	const struct rpcrdma_env *env = rr_env(x->p.env);
+	struct rpc_wrap *w;
+	int rc;
+
+	if (call->msg.nddp > RR_RPC_MAX_DDP || call->nsinks > RR_XPRT_MAX_ITEMS)
+		return -EINVAL;
+	w = rr_zalloc(env, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->call = call;
+	w->rpc.xid = call->xid;
+	w->rpc.nparts = msg_parts(&call->msg, w->parts);
+	w->rpc.parts = w->parts;
+	for (unsigned i = 0; i < call->nsinks; i++) {
+		w->sinks[i].base = call->sinks[i].buf;
+		w->sinks[i].len = (uint32_t)RR_MIN(call->sinks[i].max, UINT32_MAX / 2);
+	}
+	w->rpc.sinks = w->sinks;
+	w->rpc.nsinks = call->nsinks;
+	w->rpc.max_reply = (uint32_t)RR_MIN(call->reply_hint ? call->reply_hint : x->p.max_msg,
+					    (size_t)UINT32_MAX / 2);
+	call->xp_priv = w;
+	rc = rr_tp_client_submit(x->tp, &w->rpc);
+	if (rc) {
+		call->xp_priv = NULL;
+		rr_free(env, w);
+	}
+	return rc;
+}
+
+static void cl_abort(struct rr_xprt_client *x, struct rr_xprt_call *call, int status)
+{
+	struct rpc_wrap *w = call->xp_priv;
+
+	if (w)
+		rr_tp_client_abort(x->tp, &w->rpc, status);
+}
+
+static void cl_release(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	struct rpc_wrap *w = call->xp_priv;
+
+	if (!w)
+		return;
+	rr_tp_client_release_reply(x->tp, &w->rpc);
+	call->reply = NULL;
+	call->reply_buf = NULL;
+	call->reply_len = 0;
+	call->xp_priv = NULL;
+	rr_free(rr_env(x->p.env), w);
+}
+
+static void cl_destroy(struct rr_xprt_client *x)
+{
+	rr_tp_client_destroy(x->tp);
+	rr_free(rr_env(x->p.env), x);
+}
+
+/* ---- server ---- */
+
+struct sreq_wrap {
+	struct rr_xprt_req xr;
+	struct rr_tp_sreq *sreq;
+	struct sreq_wrap *next;
+};
+
+struct rr_xprt_server {
+	struct rr_tp_server *tp;
+	struct rr_xprt_server_params p;
+	pthread_mutex_t lock;
+	bool started, stopped;
+	struct sreq_wrap *held;   /* received before start */
+};
+
+static void sv_recv(void *ctx, struct rr_tp_sreq *sreq)
+{
+	struct rr_xprt_server *s = ctx;
+	struct sreq_wrap *w = rr_zalloc(rr_env(s->p.env), sizeof(*w));
+	bool deliver;
+
+	if (!w) {
+		rr_tp_server_done(s->tp, sreq);
+		return;
+	}
+	w->sreq = sreq;
+	w->xr.msg = sreq->msg;
+	w->xr.len = sreq->len;
+	w->xr.xp_priv = w;
+	pthread_mutex_lock(&s->lock);
+	if (s->stopped) {
+		pthread_mutex_unlock(&s->lock);
+		rr_tp_server_done(s->tp, sreq);
+		rr_free(rr_env(s->p.env), w);
+		return;
+	}
+	deliver = s->started;
+	if (!deliver) {
+		w->next = s->held;
+		s->held = w;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (deliver)
+		s->p.recv(s->p.ctx, &w->xr);
+}
+
+static int sv_create(const struct rr_xprt_target *t, const struct rr_xprt_server_params *p,
+		     struct rr_xprt_server **out)
+{
+	const struct rpcrdma_env *env = rr_env(p->env);
+	struct rr_xprt_server *s;
+	struct sockaddr_storage ss;
+	struct rr_tp_conf conf;
+	socklen_t len;
+	int rc;
+
+	rc = resolve(t, true, &ss, &len);
+	if (rc)
+		return rc;
+	s = rr_zalloc(env, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->p = *p;
+	pthread_mutex_init(&s->lock, NULL);
+	rr_tp_conf_default(&conf);
+	conf.env = p->env;
+	conf.credits = RR_CRED_GRANT_DEFAULT;
+	if (p->max_msg)
+		conf.max_call = (uint32_t)RR_MIN(p->max_msg, (size_t)UINT32_MAX / 2);
+	rc = rr_tp_server_create(&conf, (struct sockaddr *)&ss, len, sv_recv, s, &s->tp);
+	if (rc) {
+		pthread_mutex_destroy(&s->lock);
+		rr_free(env, s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+static int sv_port(const struct rr_xprt_server *s)
+{
+	return rr_tp_server_port(s->tp);
+}
+
+static int sv_start(struct rr_xprt_server *s)
+{
+	struct sreq_wrap *held;
+
+	pthread_mutex_lock(&s->lock);
+	s->started = true;
+	held = s->held;
+	s->held = NULL;
+	pthread_mutex_unlock(&s->lock);
+	while (held) {
+		struct sreq_wrap *w = held;
+
+		held = w->next;
+		s->p.recv(s->p.ctx, &w->xr);
+	}
+	return 0;
+}
+
+static int sv_send_reply(struct rr_xprt_server *s, struct rr_xprt_req *req,
+			 const struct rr_xprt_msg *msg)
+{
+	struct sreq_wrap *w = req->xp_priv;
+	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
+	unsigned n;
+
+	if (msg->nddp > RR_RPC_MAX_DDP)
+		return -EINVAL;
+	n = msg_parts(msg, parts);
+	return rr_tp_server_reply(s->tp, w->sreq, parts, n, NULL);
+}
+
+static void sv_req_done(struct rr_xprt_server *s, struct rr_xprt_req *req)
+{
+	struct sreq_wrap *w = req->xp_priv;
+
+	rr_tp_server_done(s->tp, w->sreq);
+	rr_free(rr_env(s->p.env), w);
+}
+
+static void sv_stop(struct rr_xprt_server *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->stopped = true;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void sv_destroy(struct rr_xprt_server *s)
+{
+	const struct rpcrdma_env *env = rr_env(s->p.env);
+
+	sv_stop(s);
+	rr_tp_server_destroy(s->tp);
+	while (s->held) {
+		struct sreq_wrap *w = s->held;
+
+		s->held = w->next;
+		rr_free(env, w);
+	}
+	pthread_mutex_destroy(&s->lock);
+	rr_free(env, s);
+}
+
+static const struct rr_xprt_client_ops rdma_client_ops = {
+	.create = cl_create,
+	.submit = cl_submit,
+	.abort = cl_abort,
+	.release_reply = cl_release,
+	.destroy = cl_destroy,
+};
+
+/* recv() only queues (inline_recv false): our upcall runs on the progress
+ * thread, and send_reply() must not. */
+static const struct rr_xprt_server_ops rdma_server_ops = {
+	.create = sv_create,
+	.port = sv_port,
+	.start = sv_start,
+	.send_reply = sv_send_reply,
+	.req_done = sv_req_done,
+	.stop = sv_stop,
+	.destroy = sv_destroy,
+	.inline_recv = false,
+};
+
+const struct rr_xprt_class rr_xprt_rdma_class = {"rdma", &rdma_client_ops, &rdma_server_ops};
+
+__attribute__((constructor)) static void rr_tp_register_rdma(void)
+{
+	(void)rr_xprt_register(&rr_xprt_rdma_class);
+}

@@ -1,0 +1,1959 @@
+/* The RPC-over-RDMA Version 1 transport driver (RFC 8166 with RFC 8797
+ * private data and remote invalidation): connection setup and negotiation,
+ * Receive posting, per-RPC invalidatable registrations, credit-limited Call
+ * queueing, Reply matching, invalidation before completion, reconnection with
+ * retransmission (requester); Call reception, RDMA Read under the ORD limit,
+ * Reply transmission (responder). See rdma_tp.h. The protocol decisions are
+ * made by the sans-I/O core (proto/xprt.h); this file only moves bytes and
+ * work requests. */
+#include "transport/rdma_tp.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proto/credits.h"
+#include "proto/privdata.h"
+
+void rr_tp_conf_default(struct rr_tp_conf *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->provider = RPCRDMA_PROVIDER_SOFT;
+	c->inline_send = 4096;
+	c->inline_recv = 4096;
+	c->credits = RR_CRED_REQUEST_DEFAULT;
+	c->remote_inv = true;
+	c->use_windows = true;
+	c->max_seg_len = 1u << 20;
+	c->max_segs = 16;
+	c->max_call = 1u << 24;
+	c->connect_timeout_ms = 5000;
+	c->reconnect_delay_ms = 50;
+	c->ord = 16;
+	c->ird = 16;
+}
+
+/* Work request ids: type in the low 4 bits, index or pointer above. */
+enum { WR_RECV = 1, WR_SEND = 2, WR_INV = 3, WR_READ = 4, WR_REPLY = 5, WR_BIND = 6,
+       WR_WRITE = 7 };
+#define WRID(t, v) (((uint64_t)(uintptr_t)(v) << 4) | (uint64_t)(t))
+#define WRTYPE(id) ((unsigned)((id) & 15u))
+#define WRVAL(id) ((id) >> 4)
+#define WRPTR(id) ((void *)(uintptr_t)WRVAL(id))
+
+struct tp_ep;
+struct tp_sreq;
+
+/* One connection (either role). */
+struct tp_conn {
+	struct tp_ep *ep;
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_qp *qp;
+	struct rpcrdma_cm_id *id;
+	uint8_t *rbuf;
+	struct rpcrdma_mr *rmr;
+	uint32_t nrecv, rsize;
+	uint8_t *sbuf;          /* send slots, then 4 zero bytes (pad source) */
+	struct rpcrdma_mr *smr;
+	uint32_t nsend, ssize;
+	uint32_t *sfree;
+	uint32_t nsfree;
+	struct tp_sreq **sowner;  /* responder: req waiting for a slot's Send */
+	struct rr_pd_conn neg;
+	struct rr_xprt_params params;
+	uint16_t ord;
+	bool established, dead, use_mw;
+	/* responder */
+	struct rr_xprt_responder rsp;
+	struct rr_cred_rsp cred;
+	unsigned refs;
+	struct tp_sreq *readq;          /* reqs with Reads still to issue */
+	uint32_t reads_inflight;
+	struct tp_conn *next;
+	uint64_t bury_at;
+	struct sockaddr_storage peer;   /* responder: the requester's address */
+	bool has_peer;
+};
+
+/* What both endpoint kinds share. */
+struct tp_ep {
+	struct rr_tp_conf conf;
+	const struct rpcrdma_env *env;
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t thread;
+	bool thread_started;
+	int evfd;
+	bool stop;
+	struct rr_xprt_stats stats;
+	bool is_server;
+	bool adv_r;              /* the R bit we advertise */
+	struct tp_conn *grave;   /* dead connections freed a little later */
+};
+
+/* ---- client state ---- */
+enum call_state { C_QUEUED, C_SENT, C_INVAL, C_DONE };
+
+struct tp_call {
+	struct rr_tp_rpc *rpc;
+	struct rr_xprt_rqst *rq;
+	struct rr_cred_node node;
+	struct rpcrdma_mr *mr[RR_XPRT_MAX_REGS];
+	struct rpcrdma_mw *mw[RR_XPRT_MAX_REGS];
+	unsigned nmem;
+	enum call_state state;
+	bool has_credit;
+	unsigned inv_pending;
+	int result;
+	bool result_set;
+	struct tp_conn *conn;
+	struct tp_call *prev, *next;
+	struct tp_call *done_next;
+	bool sent_once;
+};
+
+struct rr_tp_client {
+	struct tp_ep ep;
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	rr_tp_complete_fn complete;
+	void *cctx;
+	struct rr_xprt_requester req;
+	struct rr_cred_req cred;
+	struct tp_conn *conn;
+	int connect_status;     /* 1 while the first connect is pending */
+	uint64_t reconnect_at;  /* ns; 0: none scheduled */
+	struct tp_call *calls;
+	struct tp_call *done;
+	uint32_t live_stags;
+	bool destroying;
+};
+
+/* ---- server state ---- */
+struct tp_sreq {
+	struct rr_tp_sreq pub;
+	struct tp_conn *conn;
+	struct rr_xprt_rcall *rc;
+	struct rpcrdma_mr *read_mr;
+	uint32_t next_read, reads_done;
+	bool failed;
+	bool send_done;
+	bool send_pending;
+	int send_status;
+	uint32_t send_slot;
+	struct tp_sreq *next;   /* read queue */
+};
+
+struct rr_tp_server {
+	struct tp_ep ep;
+	struct rpcrdma_cm_id *listen_id;
+	rr_tp_recv_fn recv;
+	void *rctx;
+	struct tp_conn *conns;
+	unsigned nconns;
+	struct tp_sreq *deliver;   /* ready, upcall outside the lock */
+	/* Calls whose RDMA Read failed (fatal to their connection): when the
+	 * same peer retransmits that XID on a new connection it gets ERR_CHUNK
+	 * instead of another failing Read (RFC 8166: do not loop). */
+	struct {
+		struct sockaddr_storage peer;
+		uint32_t xid;
+		bool used;
+	} failed[32];
+	unsigned failed_next;
+};
+
+static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r);
+
+static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
+	return false;
+}
+
+static void failed_note(struct rr_tp_server *s, struct tp_conn *cn, uint32_t xid)
+{
+	unsigned i = s->failed_next++ % RR_ARRAY_SIZE(s->failed);
+
+	if (!cn->has_peer)
+		return;
+	s->failed[i].peer = cn->peer;
+	s->failed[i].xid = xid;
+	s->failed[i].used = true;
+}
+
+/* True (and forgets it) when @xid from @cn's peer failed before. */
+static bool failed_take(struct rr_tp_server *s, struct tp_conn *cn, uint32_t xid)
+{
+	if (!cn->has_peer)
+		return false;
+	for (unsigned i = 0; i < RR_ARRAY_SIZE(s->failed); i++) {
+		if (s->failed[i].used && s->failed[i].xid == xid &&
+		    same_host(&s->failed[i].peer, &cn->peer)) {
+			s->failed[i].used = false;
+			return true;
+		}
+	}
+	return false;
+}
+
+static uint64_t now_ns(const struct tp_ep *ep)
+{
+	return rr_now_ns(ep->env);
+}
+
+/* ---- connection resources ---- */
+
+static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
+			   uint32_t nsend, uint32_t ssize)
+{
+	const struct rpcrdma_env *env = cn->ep->env;
+	int rc;
+
+	cn->nrecv = nrecv;
+	cn->rsize = rsize;
+	cn->nsend = nsend;
+	cn->ssize = ssize;
+	cn->rbuf = rr_zalloc(env, (size_t)nrecv * rsize);
+	cn->sbuf = rr_zalloc(env, (size_t)nsend * ssize + 4);
+	cn->sfree = rr_alloc(env, sizeof(uint32_t) * nsend);
+	cn->sowner = rr_zalloc(env, sizeof(*cn->sowner) * nsend);
+	if (!cn->rbuf || !cn->sbuf || !cn->sfree || !cn->sowner)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < nsend; i++)
+		cn->sfree[i] = nsend - 1 - i;
+	cn->nsfree = nsend;
+	rc = rpcrdma_reg_mr_simple(cn->pd, cn->rbuf, (uint64_t)nrecv * rsize,
+				   RPCRDMA_ACCESS_LOCAL_WRITE, &cn->rmr);
+	if (rc)
+		return rc;
+	return rpcrdma_reg_mr_simple(cn->pd, cn->sbuf, (uint64_t)nsend * ssize + 4,
+				     RPCRDMA_ACCESS_LOCAL_WRITE, &cn->smr);
+}
+
+static struct tp_conn *conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend)
+{
+	struct tp_conn *cn = rr_zalloc(ep->env, sizeof(*cn));
+	struct rpcrdma_cq_attr ca = {0};
+	struct rpcrdma_qp_attr qa = {0};
+	struct rpcrdma_caps caps;
+	int rc;
+
+	if (!cn)
+		return NULL;
+	cn->ep = ep;
+	cn->refs = 1;
+	if (rpcrdma_query(ep->ctx, &caps))
+		goto fail;
+	if (rpcrdma_pd_alloc(ep->ctx, &cn->pd))
+		goto fail;
+	qa.max_send_wr = RR_MIN(nsend * (2 * RR_XPRT_MAX_REGS + 4) + 64, caps.max_qp_wr);
+	qa.max_recv_wr = RR_MIN(nrecv, caps.max_qp_wr);
+	ca.cqe = RR_MIN(qa.max_send_wr + qa.max_recv_wr + 64, caps.max_cqe);
+	ca.user_ctx = cn;
+	if (rpcrdma_cq_create(ep->ctx, &ca, &cn->cq))
+		goto fail;
+	qa.send_cq = cn->cq;
+	qa.recv_cq = cn->cq;
+	qa.max_send_sge = 1;
+	qa.max_recv_sge = 1;
+	qa.user_ctx = cn;
+	rc = rpcrdma_qp_create(cn->pd, &qa, &cn->qp);
+	if (rc)
+		goto fail;
+	if (conn_alloc_bufs(cn, nrecv, ep->conf.inline_recv, nsend, ep->conf.inline_send))
+		goto fail;
+	cn->use_mw = ep->conf.use_windows && (caps.flags & RPCRDMA_CAP_INVALIDATABLE);
+	(void)rpcrdma_cq_arm(cn->cq, false);
+	return cn;
+fail:
+	return cn; /* caller checks cn->qp / buffers via conn_ok */
+}
+
+static bool conn_ok(const struct tp_conn *cn)
+{
+	return cn && cn->qp && cn->rmr && cn->smr;
+}
+
+static void conn_free(struct tp_conn *cn)
+{
+	const struct rpcrdma_env *env;
+
+	if (!cn)
+		return;
+	env = cn->ep->env;
+	if (cn->id) {
+		(void)rpcrdma_cm_id_destroy(cn->id);
+		cn->id = NULL;
+	}
+	if (cn->qp)
+		(void)rpcrdma_qp_destroy(cn->qp);
+	if (cn->rmr)
+		(void)rpcrdma_dereg_mr(cn->rmr);
+	if (cn->smr)
+		(void)rpcrdma_dereg_mr(cn->smr);
+	if (cn->cq)
+		(void)rpcrdma_cq_destroy(cn->cq);
+	if (cn->pd)
+		(void)rpcrdma_pd_free(cn->pd);
+	rr_free(env, cn->rbuf);
+	rr_free(env, cn->sbuf);
+	rr_free(env, cn->sfree);
+	rr_free(env, cn->sowner);
+	rr_free(env, cn);
+}
+
+/* A dead connection is freed one second later: the provider may still hold
+ * CM events naming its id (they are ignored: the connection is dead). */
+static void conn_bury(struct tp_conn *cn)
+{
+	struct tp_ep *ep = cn->ep;
+
+	cn->dead = true;
+	cn->established = false;
+	cn->bury_at = rr_now_ns(ep->env) + 1000000000ull;
+	cn->next = ep->grave;
+	ep->grave = cn;
+}
+
+static void grave_sweep(struct tp_ep *ep, bool all)
+{
+	struct tp_conn **pp = &ep->grave;
+	uint64_t now = rr_now_ns(ep->env);
+
+	while (*pp) {
+		struct tp_conn *cn = *pp;
+
+		if (all || now >= cn->bury_at) {
+			*pp = cn->next;
+			conn_free(cn);
+		} else {
+			pp = &cn->next;
+		}
+	}
+}
+
+static int post_recv(struct tp_conn *cn, uint32_t idx)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)(cn->rbuf + (size_t)idx * cn->rsize),
+				  cn->rsize, rpcrdma_mr_lkey(cn->rmr)};
+	struct rpcrdma_recv_wr wr = {WRID(WR_RECV, idx), NULL, &sge, 1};
+
+	return rpcrdma_post_recv(cn->qp, &wr, NULL);
+}
+
+static int post_all_recvs(struct tp_conn *cn)
+{
+	for (uint32_t i = 0; i < cn->nrecv; i++) {
+		int rc = post_recv(cn, i);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int slot_get(struct tp_conn *cn, uint32_t *slot)
+{
+	if (!cn->nsfree)
+		return -ENOBUFS;
+	*slot = cn->sfree[--cn->nsfree];
+	return 0;
+}
+
+static void slot_put(struct tp_conn *cn, uint32_t slot)
+{
+	if (slot < cn->nsend && cn->nsfree < cn->nsend)
+		cn->sfree[cn->nsfree++] = slot;
+}
+
+static uint8_t *slot_buf(struct tp_conn *cn, uint32_t slot)
+{
+	return cn->sbuf + (size_t)slot * cn->ssize;
+}
+
+static int post_slot_send(struct tp_conn *cn, uint32_t slot, uint32_t len,
+			  uint64_t wr_id, bool inv, uint32_t inv_stag,
+			  struct rpcrdma_send_wr *chain_head)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)slot_buf(cn, slot), len,
+				  rpcrdma_mr_lkey(cn->smr)};
+	struct rpcrdma_send_wr wr;
+	struct rpcrdma_send_wr *first = &wr;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
+	wr.flags = RPCRDMA_SEND_SIGNALED;
+	if (inv)
+		wr.u.send.invalidate_stag = inv_stag;
+	if (chain_head) {
+		struct rpcrdma_send_wr *w = chain_head;
+
+		while (w->next)
+			w = w->next;
+		w->next = &wr;
+		first = chain_head;
+	}
+	return rpcrdma_post_send(cn->qp, first, NULL);
+}
+
+/* Private data and negotiation (RFC 8797). */
+static int local_pd(const struct tp_ep *ep, uint8_t *buf, size_t cap)
+{
+	struct rr_pd_local l = {ep->conf.inline_send, ep->conf.inline_recv, ep->adv_r, 0};
+
+	return rr_pd_encode(&l, buf, cap);
+}
+
+static void conn_negotiate(struct tp_conn *cn, enum rr_pd_role role,
+			   const void *pd, size_t pdlen)
+{
+	const struct rr_tp_conf *cf = &cn->ep->conf;
+	struct rr_pd_local l = {cf->inline_send, cf->inline_recv, cn->ep->adv_r, 0};
+
+	if (rr_pd_negotiate(&l, role, pd, pdlen, &cn->neg)) {
+		memset(&cn->neg, 0, sizeof(cn->neg));
+		cn->neg.call_threshold = cn->neg.reply_threshold = RR_XPRT_DEFAULT_INLINE;
+	}
+	rr_xprt_params_default(&cn->params);
+	cn->params.call_inline = RR_MIN(cn->neg.call_threshold,
+					role == RR_PD_REQUESTER ? cn->ssize : cn->rsize);
+	cn->params.reply_inline = RR_MIN(cn->neg.reply_threshold,
+					 role == RR_PD_REQUESTER ? cn->rsize : cn->ssize);
+	cn->params.local_r = cn->ep->adv_r;
+	cn->params.peer_r = cn->neg.peer_r;
+	cn->params.max_seg_len = cf->max_seg_len;
+	cn->params.max_segs = cf->max_segs;
+	cn->params.max_call = cf->max_call;
+}
+
+static void ep_wake(struct tp_ep *ep)
+{
+	uint64_t one = 1;
+
+	if (write(ep->evfd, &one, sizeof(one)) < 0) {
+		/* eventfd saturated: the thread is awake anyway */
+	}
+}
+
+/* ======================================================================
+ * Client (requester)
+ * ====================================================================== */
+
+static void cl_list_add(struct rr_tp_client *c, struct tp_call *k)
+{
+	k->prev = NULL;
+	k->next = c->calls;
+	if (c->calls)
+		c->calls->prev = k;
+	c->calls = k;
+}
+
+static void cl_list_del(struct rr_tp_client *c, struct tp_call *k)
+{
+	if (k->prev)
+		k->prev->next = k->next;
+	else
+		c->calls = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	k->prev = k->next = NULL;
+}
+
+/* Frees the registrations of @k. Every STag still valid counts as locally
+ * invalidated (freeing a window or deregistering invalidates it). */
+static void cl_free_mem(struct rr_tp_client *c, struct tp_call *k)
+{
+	for (unsigned i = 0; i < k->nmem; i++) {
+		if (k->rq && i < k->rq->nregs && k->rq->regs[i].valid) {
+			k->rq->regs[i].valid = false;
+			c->ep.stats.local_inv++;
+			c->live_stags--;
+		}
+		if (k->mw[i])
+			(void)rpcrdma_mw_free(k->mw[i]);
+		if (k->mr[i])
+			(void)rpcrdma_dereg_mr(k->mr[i]);
+		k->mw[i] = NULL;
+		k->mr[i] = NULL;
+	}
+	k->nmem = 0;
+}
+
+static void cl_finish(struct rr_tp_client *c, struct tp_call *k)
+{
+	cl_free_mem(c, k);
+	if (k->rq) {
+		rr_xprt_rqst_release(&c->req, k->rq);
+		k->rq = NULL;
+	}
+	k->state = C_DONE;
+	k->rpc->status = k->result;
+	cl_list_del(c, k);
+	k->done_next = c->done;
+	c->done = k;
+}
+
+static void cl_set_result(struct tp_call *k, int status)
+{
+	if (!k->result_set) {
+		k->result = status;
+		k->result_set = true;
+	}
+}
+
+/* Local invalidation of every STag of @k still valid; finishes @k when none
+ * is left. */
+static void cl_invalidate(struct rr_tp_client *c, struct tp_call *k)
+{
+	struct tp_conn *cn = k->conn;
+
+	k->state = C_INVAL;
+	if (k->rq && cn && !cn->dead && k->nmem) {
+		for (unsigned i = 0; i < k->rq->nregs && i < k->nmem; i++) {
+			struct rpcrdma_send_wr wr;
+
+			if (!k->rq->regs[i].valid || !k->mw[i])
+				continue;
+			memset(&wr, 0, sizeof(wr));
+			wr.wr_id = WRID(WR_INV, k);
+			wr.opcode = RPCRDMA_WR_LOCAL_INV;
+			wr.flags = RPCRDMA_SEND_SIGNALED;
+			wr.u.local_inv.stag = k->rq->regs[i].stag;
+			if (rpcrdma_post_send(cn->qp, &wr, NULL) == 0) {
+				k->rq->regs[i].valid = false;
+				c->ep.stats.local_inv++;
+				c->live_stags--;
+				k->inv_pending++;
+			}
+		}
+	}
+	if (k->inv_pending == 0)
+		cl_finish(c, k);
+}
+
+static unsigned map_access(unsigned acc)
+{
+	unsigned a = RPCRDMA_ACCESS_LOCAL_WRITE;
+
+	if (acc & RR_XPRT_ACC_REMOTE_READ)
+		a |= RPCRDMA_ACCESS_REMOTE_READ;
+	if (acc & RR_XPRT_ACC_REMOTE_WRITE)
+		a |= RPCRDMA_ACCESS_REMOTE_WRITE;
+	return a;
+}
+
+/* Registers, marshals and sends @k on the current connection. Returns 0, or
+ * a negative errno for a Call that cannot be sent at all (completed by the
+ * caller), or -EAGAIN for a connection problem (left to reconnection). */
+static int cl_send(struct rr_tp_client *c, struct tp_call *k)
+{
+	struct tp_conn *cn = c->conn;
+	struct rpcrdma_send_wr binds[RR_XPRT_MAX_REGS];
+	struct rr_tp_rpc *rpc = k->rpc;
+	uint32_t slot;
+	int rc, len;
+
+	if (!k->rq) {
+		struct rr_xprt_rqst_desc d = {rpc->xid, rpc->parts, rpc->nparts, rpc->sinks,
+					      rpc->nsinks, rpc->max_reply};
+
+		rc = rr_xprt_rqst_prepare(&c->req, &d, &k->rq);
+		if (rc)
+			return rc;
+		k->rq->user = k;
+	} else {
+		rc = rr_xprt_rqst_replan(&c->req, k->rq);
+		if (rc)
+			return rc;
+	}
+	k->conn = cn;
+	for (unsigned i = 0; i < k->rq->nregs; i++) {
+		struct rr_xprt_reg *g = &k->rq->regs[i];
+		unsigned acc = map_access(g->access);
+
+		if (cn->use_mw)
+			acc |= RPCRDMA_ACCESS_MW_BIND;
+		rc = rpcrdma_reg_mr_simple(cn->pd, g->base, g->len, acc, &k->mr[i]);
+		k->nmem = i + 1;
+		if (rc)
+			goto fail_mem;
+		g->addr = (uint64_t)(uintptr_t)g->base;
+		if (cn->use_mw) {
+			rc = rpcrdma_mw_alloc(cn->pd, &k->mw[i]);
+			if (rc)
+				goto fail_mem;
+			memset(&binds[i], 0, sizeof(binds[i]));
+			binds[i].wr_id = WRID(WR_BIND, 0);
+			binds[i].opcode = RPCRDMA_WR_BIND_MW;
+			binds[i].u.bind.mw = k->mw[i];
+			binds[i].u.bind.mr = k->mr[i];
+			binds[i].u.bind.addr = g->addr;
+			binds[i].u.bind.length = g->len;
+			binds[i].u.bind.access = acc & (RPCRDMA_ACCESS_REMOTE_READ |
+							RPCRDMA_ACCESS_REMOTE_WRITE);
+			rc = rpcrdma_post_send(cn->qp, &binds[i], NULL);
+			if (rc)
+				goto fail_mem;
+			g->stag = rpcrdma_mw_rkey(k->mw[i]);
+		} else {
+			g->stag = rpcrdma_mr_rkey(k->mr[i]);
+		}
+		g->mr = k->mr[i];
+		g->valid = true;
+		c->live_stags++;
+	}
+	if (slot_get(cn, &slot)) {
+		rc = -EAGAIN;
+		goto fail_mem;
+	}
+	len = rr_xprt_rqst_marshal(&c->req, k->rq, rr_cred_req_request(&c->cred),
+				   slot_buf(cn, slot), cn->ssize);
+	if (len < 0) {
+		slot_put(cn, slot);
+		rc = len;
+		goto fail_mem;
+	}
+	rc = post_slot_send(cn, slot, (uint32_t)len, WRID(WR_SEND, slot), false, 0, NULL);
+	if (rc) {
+		rr_xprt_rqst_forget(&c->req, k->rq);
+		slot_put(cn, slot);
+		rc = -EAGAIN;
+		goto fail_mem;
+	}
+	if (k->sent_once)
+		c->ep.stats.retransmits++;
+	k->sent_once = true;
+	k->state = C_SENT;
+	return 0;
+fail_mem:
+	cl_free_mem(c, k);
+	return rc;
+}
+
+/* Sends queued Calls while credits allow. */
+static void cl_pump(struct rr_tp_client *c)
+{
+	struct rr_cred_node *n;
+
+	if (!c->conn || !c->conn->established || c->conn->dead)
+		return;
+	while ((n = rr_cred_req_next(&c->cred)) != NULL) {
+		struct tp_call *k = RR_CONTAINER_OF(n, struct tp_call, node);
+		int rc;
+
+		k->has_credit = true;
+		rc = cl_send(c, k);
+		if (rc == 0)
+			continue;
+		(void)rr_cred_req_complete(&c->cred);
+		k->has_credit = false;
+		if (rc == -EAGAIN) {
+			(void)rr_cred_req_requeue(&c->cred, n);
+			break;
+		}
+		cl_set_result(k, rc);
+		cl_finish(c, k);
+	}
+}
+
+static void cl_schedule_reconnect(struct rr_tp_client *c, uint32_t delay_ms)
+{
+	c->reconnect_at = now_ns(&c->ep) + (uint64_t)delay_ms * 1000000u;
+	ep_wake(&c->ep);
+}
+
+static int cl_connect(struct rr_tp_client *c)
+{
+	uint8_t pd[RR_PD_MAX_LEN];
+	struct rpcrdma_conn_param prm = {0};
+	struct tp_conn *cn;
+	int n, rc;
+
+	cn = conn_new(&c->ep, c->ep.conf.credits + 8, c->ep.conf.credits + 8);
+	if (!conn_ok(cn)) {
+		conn_free(cn);
+		return -ENOMEM;
+	}
+	rc = post_all_recvs(cn);
+	if (rc) {
+		conn_free(cn);
+		return rc;
+	}
+	n = local_pd(&c->ep, pd, sizeof(pd));
+	if (n < 0) {
+		conn_free(cn);
+		return n;
+	}
+	prm.private_data = pd;
+	prm.private_data_len = (uint16_t)n;
+	prm.responder_resources = c->ep.conf.ird;
+	prm.initiator_depth = c->ep.conf.ord;
+	prm.timeout_ms = c->ep.conf.connect_timeout_ms;
+	c->conn = cn;
+	rc = rpcrdma_connect(c->ep.ch, cn->qp, (const struct sockaddr *)&c->addr,
+			     c->addrlen, &prm, cn, &cn->id);
+	if (rc) {
+		c->conn = NULL;
+		conn_free(cn);
+		return rc;
+	}
+	return 0;
+}
+
+/* The connection is gone: every STag of every Call is made invalid, Calls
+ * without a Reply go back to the head of the queue in their original order,
+ * and a reconnection is scheduled. */
+static void cl_conn_lost(struct rr_tp_client *c, struct tp_conn *cn)
+{
+	struct tp_call *k, *nx, *last = NULL;
+
+	if (c->conn != cn)
+		return;
+	cn->dead = true;
+	if (cn->established)
+		c->ep.stats.fatal_errors++;
+	/* Calls are listed newest first: requeue from the newest so the
+	 * oldest ends at the head. */
+	for (k = c->calls; k; k = nx) {
+		nx = k->next;
+		if (k->conn != cn)
+			continue;
+		if (k->state == C_INVAL) {
+			k->inv_pending = 0;
+			cl_finish(c, k);
+		} else if (k->state == C_SENT) {
+			cl_free_mem(c, k);
+			rr_xprt_rqst_forget(&c->req, k->rq);
+			k->state = C_QUEUED;
+			k->has_credit = false;
+			k->conn = NULL;
+			last = k;
+		}
+	}
+	(void)last;
+	rr_cred_req_reset(&c->cred);
+	for (k = c->calls; k; k = k->next)
+		if (k->state == C_QUEUED && !k->node.queued && k->sent_once)
+			(void)rr_cred_req_requeue(&c->cred, &k->node);
+	c->conn = NULL;
+	if (cn->id)
+		(void)rpcrdma_disconnect(cn->id);
+	conn_bury(cn);
+	if (c->destroying)
+		return;
+	if (c->ep.conf.no_reconnect) {
+		for (k = c->calls; k; k = nx) {
+			nx = k->next;
+			if (k->state == C_QUEUED) {
+				(void)rr_cred_req_cancel(&c->cred, &k->node);
+				cl_set_result(k, -ECONNRESET);
+				cl_finish(c, k);
+			}
+		}
+		return;
+	}
+	cl_schedule_reconnect(c, c->ep.conf.reconnect_delay_ms);
+}
+
+static void cl_on_recv(struct rr_tp_client *c, struct tp_conn *cn,
+		       const struct rpcrdma_wc *wc)
+{
+	uint32_t idx = (uint32_t)WRVAL(wc->wr_id);
+	const uint8_t *buf = cn->rbuf + (size_t)idx * cn->rsize;
+	bool inv = wc->flags & RPCRDMA_WC_WITH_INV;
+	struct rr_xprt_reply res;
+	struct rr_xprt_rqst *rq = NULL;
+	unsigned valid_before = 0;
+
+	if (wc->byte_len >= 4)
+		rq = rr_xprt_req_find(&c->req, rr_get_be32(buf));
+	if (rq)
+		for (unsigned i = 0; i < rq->nregs; i++)
+			valid_before += rq->regs[i].valid;
+	rr_xprt_req_recv(&c->req, buf, RR_MIN(wc->byte_len, cn->rsize), inv,
+			 wc->invalidated_stag, &res);
+	if (rq) {
+		unsigned valid_after = 0;
+
+		for (unsigned i = 0; i < rq->nregs; i++)
+			valid_after += rq->regs[i].valid;
+		c->live_stags -= valid_before - valid_after;
+	}
+	if (res.kind != RR_XPRT_R_DROP) {
+		struct tp_call *k = res.call->user;
+		struct rr_tp_rpc *rpc = k->rpc;
+
+		if (res.kind == RR_XPRT_R_REPLY) {
+			rpc->reply = rr_alloc(c->ep.env, res.payload_len ? res.payload_len : 1);
+			if (rpc->reply) {
+				memcpy(rpc->reply, res.payload, res.payload_len);
+				rpc->reply_len = res.payload_len;
+				for (unsigned i = 0; i < res.nsinks; i++) {
+					rpc->placed[i] = res.sink_len[i];
+					rpc->is_placed[i] = res.sink_placed[i];
+				}
+				cl_set_result(k, 0);
+			} else {
+				cl_set_result(k, -ENOMEM);
+			}
+		} else {
+			cl_set_result(k, res.err);
+		}
+		if (k->has_credit) {
+			(void)rr_cred_req_on_reply(&c->cred, res.credit);
+			k->has_credit = false;
+		} else {
+			(void)rr_cred_req_grant(&c->cred, res.credit);
+		}
+		(void)post_recv(cn, idx);
+		cl_invalidate(c, k);
+	} else {
+		(void)post_recv(cn, idx);
+	}
+	cl_pump(c);
+}
+
+static void cl_on_wc(struct rr_tp_client *c, struct tp_conn *cn, const struct rpcrdma_wc *wc)
+{
+	if (wc->status != RPCRDMA_WC_SUCCESS) {
+		if (WRTYPE(wc->wr_id) == WR_INV) {
+			struct tp_call *k = WRPTR(wc->wr_id);
+
+			if (k->inv_pending)
+				k->inv_pending--;
+		}
+		if (WRTYPE(wc->wr_id) == WR_SEND)
+			slot_put(cn, (uint32_t)WRVAL(wc->wr_id));
+		if (!cn->dead) {
+			cn->dead = true;
+			if (cn->id)
+				(void)rpcrdma_disconnect(cn->id);
+		}
+		return;
+	}
+	switch (WRTYPE(wc->wr_id)) {
+	case WR_RECV:
+		if (!cn->dead)
+			cl_on_recv(c, cn, wc);
+		break;
+	case WR_SEND:
+		slot_put(cn, (uint32_t)WRVAL(wc->wr_id));
+		break;
+	case WR_INV: {
+		struct tp_call *k = WRPTR(wc->wr_id);
+
+		if (k->inv_pending && --k->inv_pending == 0 && k->state == C_INVAL)
+			cl_finish(c, k);
+		cl_pump(c);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+static void cl_on_cm(struct rr_tp_client *c, const struct rpcrdma_cm_event *ev)
+{
+	struct tp_conn *cn = ev->user_ctx;
+
+	if (!cn || cn != c->conn) {
+		return;
+	}
+	switch (ev->type) {
+	case RPCRDMA_CM_ESTABLISHED: {
+		struct rpcrdma_conn_info info;
+
+		conn_negotiate(cn, RR_PD_REQUESTER, ev->private_data, ev->private_data_len);
+		cn->ord = rpcrdma_conn_query(cn->id, &info) == 0 ? info.ord : 1;
+		rr_xprt_req_set_params(&c->req, &cn->params);
+		cn->established = true;
+		if (c->connect_status == 1)
+			c->connect_status = 0;
+		else
+			c->ep.stats.reconnects++;
+		pthread_cond_broadcast(&c->ep.cond);
+		cl_pump(c);
+		break;
+	}
+	case RPCRDMA_CM_REJECTED:
+	case RPCRDMA_CM_UNREACHABLE:
+	case RPCRDMA_CM_ERROR:
+	case RPCRDMA_CM_DISCONNECTED:
+		if (c->connect_status == 1) {
+			c->connect_status = ev->status ? ev->status : -ECONNREFUSED;
+			pthread_cond_broadcast(&c->ep.cond);
+			c->conn = NULL;
+			conn_bury(cn);
+			return;
+		}
+		cl_conn_lost(c, cn);
+		break;
+	default:
+		break;
+	}
+}
+
+/* ======================================================================
+ * Server (responder)
+ * ====================================================================== */
+
+static void sv_conn_put(struct rr_tp_server *s, struct tp_conn *cn)
+{
+	if (--cn->refs)
+		return;
+	{
+		struct tp_conn **pp;
+
+		for (pp = &s->conns; *pp; pp = &(*pp)->next)
+			if (*pp == cn) {
+				*pp = cn->next;
+				s->nconns--;
+				break;
+			}
+	}
+	conn_bury(cn);
+}
+
+static void sv_conn_lost(struct rr_tp_server *s, struct tp_conn *cn)
+{
+	if (cn->dead && !cn->established)
+		return;
+	if (!cn->dead && cn->established)
+		s->ep.stats.fatal_errors++;
+	cn->dead = true;
+	cn->established = false;
+	/* Reqs still reading were never delivered: free those with no Read
+	 * in flight now, the others when their Reads are flushed. */
+	cn->refs++;
+	while (cn->readq) {
+		struct tp_sreq *r = cn->readq;
+
+		cn->readq = r->next;
+		r->failed = true;
+		if (r->reads_done == r->next_read)
+			sreq_free(s, r);
+	}
+	cn->refs--;
+	if (cn->id)
+		(void)rpcrdma_disconnect(cn->id);
+	pthread_cond_broadcast(&s->ep.cond);
+	sv_conn_put(s, cn);
+}
+
+/* Frees @r and drops its reference on the connection. */
+static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r)
+{
+	struct tp_conn *cn = r->conn;
+
+	if (r->read_mr)
+		(void)rpcrdma_dereg_mr(r->read_mr);
+	rr_xprt_rcall_release(&cn->rsp, r->rc);
+	rr_free(s->ep.env, r);
+	sv_conn_put(s, cn);
+}
+
+/* Sends an RDMA_ERROR prepared in @msg. */
+static void sv_send_error(struct rr_tp_server *s, struct tp_conn *cn,
+			  const uint8_t *msg, size_t len)
+{
+	uint32_t slot, grant;
+
+	if (rr_cred_rsp_reply(&cn->cred, false, &grant))
+		grant = 1;
+	if (slot_get(cn, &slot))
+		return;
+	memcpy(slot_buf(cn, slot), msg, len);
+	rr_put_be32(slot_buf(cn, slot) + 8, grant);
+	if (post_slot_send(cn, slot, (uint32_t)len, WRID(WR_SEND, slot), false, 0, NULL))
+		slot_put(cn, slot);
+	(void)s;
+}
+
+/* Issues RDMA Reads from the queue while fewer than ORD are outstanding. */
+static void sv_pump_reads(struct rr_tp_server *s, struct tp_conn *cn)
+{
+	uint32_t ord = cn->ord ? cn->ord : 1;
+
+	while (cn->readq && cn->reads_inflight < ord && !cn->dead) {
+		struct tp_sreq *r = cn->readq;
+		const struct rr_xprt_read_op *o = &r->rc->reads[r->next_read];
+		struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)(r->rc->buf + o->local_off),
+					  o->len, rpcrdma_mr_lkey(r->read_mr)};
+		struct rpcrdma_send_wr wr;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = WRID(WR_READ, r);
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = RPCRDMA_WR_RDMA_READ;
+		wr.flags = RPCRDMA_SEND_SIGNALED;
+		wr.u.rdma.stag = o->stag;
+		wr.u.rdma.remote_offset = o->remote;
+		if (rpcrdma_post_send(cn->qp, &wr, NULL)) {
+			sv_conn_lost(s, cn);
+			return;
+		}
+		cn->reads_inflight++;
+		if (++r->next_read == r->rc->nreads)
+			cn->readq = r->next;
+	}
+	(void)s;
+}
+
+static void sv_deliver(struct rr_tp_server *s, struct tp_sreq *r)
+{
+	r->pub.msg = r->rc->msg;
+	r->pub.len = r->rc->msg_len;
+	r->pub.xid = r->rc->xid;
+	r->pub.priv = r;
+	r->next = s->deliver;
+	s->deliver = r;
+}
+
+static void sv_on_recv(struct rr_tp_server *s, struct tp_conn *cn, const struct rpcrdma_wc *wc)
+{
+	uint32_t idx = (uint32_t)WRVAL(wc->wr_id);
+	const uint8_t *buf = cn->rbuf + (size_t)idx * cn->rsize;
+	struct rr_xprt_rcall *rc = NULL;
+	uint8_t err[32];
+	size_t elen;
+	enum rr_xprt_rsp_action a;
+	struct tp_sreq *r;
+
+	(void)rr_cred_rsp_on_call(&cn->cred);
+	a = rr_xprt_rsp_recv(&cn->rsp, buf, RR_MIN(wc->byte_len, cn->rsize),
+			     cn->cred.last_grant ? cn->cred.last_grant : 1, err, &elen, &rc);
+	if (post_recv(cn, idx) == 0)
+		rr_cred_rsp_posted(&cn->cred, 1);
+	switch (a) {
+	case RR_XPRT_A_DROP: {
+		uint32_t g;
+
+		(void)rr_cred_rsp_reply(&cn->cred, false, &g); /* no Reply owed */
+		return;
+	}
+	case RR_XPRT_A_ERROR:
+		sv_send_error(s, cn, err, elen);
+		return;
+	default:
+		break;
+	}
+	r = rr_zalloc(s->ep.env, sizeof(*r));
+	if (!r) {
+		uint32_t g;
+
+		rr_xprt_rcall_release(&cn->rsp, rc);
+		(void)rr_cred_rsp_reply(&cn->cred, false, &g);
+		return;
+	}
+	r->conn = cn;
+	cn->refs++;
+	r->rc = rc;
+	if (a == RR_XPRT_A_DELIVER) {
+		sv_deliver(s, r);
+		return;
+	}
+	if (failed_take(s, cn, rc->xid)) {
+		int n = rr_xprt_encode_error(rc->xid, RR_XPRT_VERSION, 1, RR_XPRT_ERR_CHUNK,
+					     err, sizeof(err));
+
+		if (n > 0) {
+			s->ep.stats.sends++;
+			s->ep.stats.err_chunk_sent++;
+			sv_send_error(s, cn, err, (size_t)n);
+		}
+		sreq_free(s, r);
+		return;
+	}
+	if (rpcrdma_reg_mr_simple(cn->pd, rc->buf, rc->buf_len, RPCRDMA_ACCESS_LOCAL_WRITE,
+				  &r->read_mr)) {
+		sreq_free(s, r);
+		sv_conn_lost(s, cn);
+		return;
+	}
+	r->next = NULL;
+	{
+		struct tp_sreq **pp = &cn->readq;
+
+		while (*pp)
+			pp = &(*pp)->next;
+		*pp = r;
+	}
+	sv_pump_reads(s, cn);
+}
+
+static void sv_on_read_done(struct rr_tp_server *s, struct tp_conn *cn, struct tp_sreq *r)
+{
+	uint8_t err[32];
+	size_t elen;
+	enum rr_xprt_rsp_action a;
+
+	cn->reads_inflight--;
+	if (++r->reads_done < r->rc->nreads)
+		return;
+	a = rr_xprt_rsp_assemble(&cn->rsp, r->rc, cn->cred.last_grant ? cn->cred.last_grant : 1,
+				 err, &elen);
+	if (a == RR_XPRT_A_DELIVER) {
+		sv_deliver(s, r);
+		return;
+	}
+	if (a == RR_XPRT_A_ERROR) {
+		sv_send_error(s, cn, err, elen);
+	} else {
+		uint32_t g;
+
+		(void)rr_cred_rsp_reply(&cn->cred, false, &g);
+	}
+	sreq_free(s, r);
+}
+
+static void sv_on_wc(struct rr_tp_server *s, struct tp_conn *cn, const struct rpcrdma_wc *wc)
+{
+	unsigned t = WRTYPE(wc->wr_id);
+
+	if (t == WR_REPLY) {
+		/* The slot names its waiting req, if it still waits: a req
+		 * given up on a dead connection is no longer reachable. */
+		uint32_t slot = (uint32_t)WRVAL(wc->wr_id);
+		struct tp_sreq *r = slot < cn->nsend ? cn->sowner[slot] : NULL;
+
+		if (slot < cn->nsend)
+			cn->sowner[slot] = NULL;
+		if (r) {
+			r->send_done = true;
+			r->send_pending = false;
+			r->send_status = wc->status == RPCRDMA_WC_SUCCESS ? 0 : -EIO;
+		}
+		slot_put(cn, slot);
+		pthread_cond_broadcast(&s->ep.cond);
+	} else if (t == WR_SEND) {
+		slot_put(cn, (uint32_t)WRVAL(wc->wr_id));
+	}
+	if (wc->status != RPCRDMA_WC_SUCCESS) {
+		if (t == WR_READ) {
+			struct tp_sreq *r = WRPTR(wc->wr_id);
+			bool was_failed = r->failed;
+
+			if (!was_failed && wc->status != RPCRDMA_WC_WR_FLUSH_ERR)
+				failed_note(s, cn, r->rc->xid);
+
+			cn->reads_inflight--;
+			r->reads_done++;
+			if (!cn->dead)
+				sv_conn_lost(s, cn);   /* fails r unless in flight only */
+			if (!was_failed && !r->failed) {
+				/* r was fully issued (not in the queue). */
+				r->failed = true;
+			}
+			if (r->reads_done == r->next_read)
+				sreq_free(s, r);
+			return;
+		}
+		if (!cn->dead)
+			sv_conn_lost(s, cn);
+		return;
+	}
+	switch (t) {
+	case WR_RECV:
+		if (!cn->dead)
+			sv_on_recv(s, cn, wc);
+		break;
+	case WR_READ: {
+		struct tp_sreq *r = WRPTR(wc->wr_id);
+
+		if (r->failed || cn->dead) {
+			cn->reads_inflight--;
+			r->failed = true;
+			if (++r->reads_done == r->next_read && r != cn->readq)
+				sreq_free(s, r);
+			break;
+		}
+		sv_on_read_done(s, cn, r);
+		sv_pump_reads(s, cn);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
+{
+	switch (ev->type) {
+	case RPCRDMA_CM_CONNECT_REQUEST: {
+		struct tp_conn *cn;
+		uint8_t pd[RR_PD_MAX_LEN];
+		struct rpcrdma_conn_param prm = {0};
+		uint32_t n = s->ep.conf.credits + 4;
+		int len;
+
+		cn = conn_new(&s->ep, n, n + 8);
+		if (!conn_ok(cn) || post_all_recvs(cn)) {
+			conn_free(cn);
+			(void)rpcrdma_reject(ev->id, NULL, 0);
+			(void)rpcrdma_cm_id_destroy(ev->id);
+			return;
+		}
+		conn_negotiate(cn, RR_PD_RESPONDER, ev->private_data, ev->private_data_len);
+		rr_xprt_rsp_init(&cn->rsp, s->ep.env, &cn->params, &s->ep.stats);
+		rr_cred_rsp_init(&cn->cred, s->ep.conf.credits, 0);
+		rr_cred_rsp_posted(&cn->cred, n);
+		cn->id = ev->id;
+		cn->has_peer = rpcrdma_cm_peer_addr(ev->id, &cn->peer) == 0;
+		rpcrdma_cm_id_set_user_ctx(ev->id, cn);
+		len = local_pd(&s->ep, pd, sizeof(pd));
+		prm.private_data = pd;
+		prm.private_data_len = len > 0 ? (uint16_t)len : 0;
+		prm.responder_resources = s->ep.conf.ird;
+		prm.initiator_depth = s->ep.conf.ord;
+		if (rpcrdma_accept(ev->id, cn->qp, &prm)) {
+			conn_free(cn);
+			return;
+		}
+		cn->next = s->conns;
+		s->conns = cn;
+		s->nconns++;
+		break;
+	}
+	case RPCRDMA_CM_ESTABLISHED: {
+		struct tp_conn *cn = ev->user_ctx;
+		struct rpcrdma_conn_info info;
+
+		if (!cn || cn->dead)
+			return;
+		cn->ord = rpcrdma_conn_query(cn->id, &info) == 0 ? info.ord : 1;
+		if (cn->ord == 0)
+			cn->ord = 1;
+		cn->established = true;
+		break;
+	}
+	case RPCRDMA_CM_DISCONNECTED:
+	case RPCRDMA_CM_ERROR: {
+		struct tp_conn *cn = ev->user_ctx;
+
+		if (cn && (!cn->dead || cn->established))
+			sv_conn_lost(s, cn);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+/* ======================================================================
+ * Progress thread
+ * ====================================================================== */
+
+static void drain_cq(struct tp_ep *ep, struct tp_conn *cn)
+{
+	struct rpcrdma_wc wc[32];
+	int n;
+
+	do {
+		n = rpcrdma_cq_poll(cn->cq, (int)RR_ARRAY_SIZE(wc), wc);
+		for (int i = 0; i < n; i++) {
+			if (ep->is_server)
+				sv_on_wc((struct rr_tp_server *)ep, cn, &wc[i]);
+			else
+				cl_on_wc((struct rr_tp_client *)ep, cn, &wc[i]);
+		}
+	} while (n > 0);
+}
+
+static void deliver_upcalls(struct tp_ep *ep)
+{
+	if (ep->is_server) {
+		struct rr_tp_server *s = (struct rr_tp_server *)ep;
+
+		while (s->deliver) {
+			struct tp_sreq *r = s->deliver;
+
+			s->deliver = r->next;
+			r->next = NULL;
+			pthread_mutex_unlock(&ep->lock);
+			s->recv(s->rctx, &r->pub);
+			pthread_mutex_lock(&ep->lock);
+		}
+	} else {
+		struct rr_tp_client *c = (struct rr_tp_client *)ep;
+
+		while (c->done) {
+			struct tp_call *k = c->done;
+			struct rr_tp_rpc *rpc = k->rpc;
+
+			c->done = k->done_next;
+			rpc->priv = NULL;
+			rr_free(ep->env, k);
+			pthread_mutex_unlock(&ep->lock);
+			c->complete(c->cctx, rpc);
+			pthread_mutex_lock(&ep->lock);
+		}
+		pthread_cond_broadcast(&ep->cond);
+	}
+}
+
+static void *progress(void *arg)
+{
+	struct tp_ep *ep = arg;
+
+	pthread_mutex_lock(&ep->lock);
+	while (!ep->stop) {
+		struct pollfd pfd[66];
+		struct tp_conn *cns[64];
+		unsigned n = 0, ncn = 0;
+		int timeout = 100;
+		struct rpcrdma_cm_event ev;
+
+		pfd[n++] = (struct pollfd){ep->evfd, POLLIN, 0};
+		pfd[n++] = (struct pollfd){rpcrdma_cm_channel_fd(ep->ch), POLLIN, 0};
+		if (ep->is_server) {
+			struct rr_tp_server *s = (struct rr_tp_server *)ep;
+
+			for (struct tp_conn *cn = s->conns; cn && ncn < 64; cn = cn->next)
+				cns[ncn++] = cn;
+		} else {
+			struct rr_tp_client *c = (struct rr_tp_client *)ep;
+
+			if (c->conn)
+				cns[ncn++] = c->conn;
+			if (c->reconnect_at) {
+				uint64_t t = now_ns(ep);
+
+				timeout = c->reconnect_at > t ?
+					(int)((c->reconnect_at - t) / 1000000u) + 1 : 0;
+			}
+		}
+		for (unsigned i = 0; i < ncn; i++)
+			pfd[n++] = (struct pollfd){rpcrdma_cq_fd(cns[i]->cq), POLLIN, 0};
+		pthread_mutex_unlock(&ep->lock);
+		(void)poll(pfd, n, timeout);
+		pthread_mutex_lock(&ep->lock);
+		if (pfd[0].revents & POLLIN) {
+			uint64_t v;
+
+			if (read(ep->evfd, &v, sizeof(v)) < 0) {
+				/* nothing pending */
+			}
+		}
+		while (rpcrdma_cm_get_event(ep->ch, &ev) == 0) {
+			if (ep->is_server)
+				sv_on_cm((struct rr_tp_server *)ep, &ev);
+			else
+				cl_on_cm((struct rr_tp_client *)ep, &ev);
+		}
+		/* The connection list may have changed: poll every live CQ. */
+		if (ep->is_server) {
+			struct rr_tp_server *s = (struct rr_tp_server *)ep;
+			struct tp_conn *cn = s->conns, *nx;
+
+			while (cn) {
+				nx = cn->next;
+				cn->refs++;
+				(void)rpcrdma_cq_get_event(cn->cq);
+				(void)rpcrdma_cq_arm(cn->cq, false);
+				drain_cq(ep, cn);
+				sv_conn_put(s, cn);
+				cn = nx;
+			}
+		} else {
+			struct rr_tp_client *c = (struct rr_tp_client *)ep;
+			struct tp_conn *cn = c->conn;
+
+			if (cn) {
+				(void)rpcrdma_cq_get_event(cn->cq);
+				(void)rpcrdma_cq_arm(cn->cq, false);
+				drain_cq(ep, cn);
+				if (c->conn == cn && cn->dead && cn->established) {
+					/* a fatal completion: wait for DISCONNECTED,
+					 * or tear down now */
+					cl_conn_lost(c, cn);
+				}
+			}
+			if (c->reconnect_at && now_ns(ep) >= c->reconnect_at && !c->conn &&
+			    !c->destroying) {
+				c->reconnect_at = 0;
+				if (cl_connect(c))
+					cl_schedule_reconnect(c, c->ep.conf.reconnect_delay_ms * 4);
+			}
+		}
+		deliver_upcalls(ep);
+		grave_sweep(ep, false);
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return NULL;
+}
+
+static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server)
+{
+	struct rpcrdma_open_attr oa = {0};
+	int rc;
+
+	ep->conf = *conf;
+	ep->env = rr_env(conf->env);
+	ep->is_server = server;
+	ep->evfd = -1;
+	if (ep->conf.credits == 0)
+		ep->conf.credits = 1;
+	if (ep->conf.inline_send < 1024 || ep->conf.inline_recv < 1024)
+		return -EINVAL;
+	oa.env = conf->env;
+	rc = rpcrdma_open(conf->provider ? conf->provider : RPCRDMA_PROVIDER_SOFT, &oa, &ep->ctx);
+	if (rc)
+		return rc;
+	rc = rpcrdma_cm_channel_create(ep->ctx, &ep->ch);
+	if (rc)
+		return rc;
+	{
+		struct rpcrdma_caps caps;
+
+		/* R tells the peer it may invalidate our STags: a requester can
+		 * honour it only with invalidatable registrations. */
+		ep->adv_r = ep->conf.remote_inv;
+		if (!server && (!ep->conf.use_windows || rpcrdma_query(ep->ctx, &caps) ||
+				!(caps.flags & RPCRDMA_CAP_INVALIDATABLE)))
+			ep->adv_r = false;
+	}
+	ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ep->evfd < 0)
+		return -errno;
+	pthread_mutex_init(&ep->lock, NULL);
+	pthread_cond_init(&ep->cond, NULL);
+	return 0;
+}
+
+static int ep_start(struct tp_ep *ep)
+{
+	if (pthread_create(&ep->thread, NULL, progress, ep))
+		return -EAGAIN;
+	ep->thread_started = true;
+	return 0;
+}
+
+static void ep_stop(struct tp_ep *ep)
+{
+	if (ep->thread_started) {
+		pthread_mutex_lock(&ep->lock);
+		ep->stop = true;
+		pthread_mutex_unlock(&ep->lock);
+		ep_wake(ep);
+		pthread_join(ep->thread, NULL);
+		ep->thread_started = false;
+	}
+}
+
+static void ep_fini(struct tp_ep *ep)
+{
+	grave_sweep(ep, true);
+	if (ep->ch)
+		(void)rpcrdma_cm_channel_destroy(ep->ch);
+	if (ep->ctx)
+		(void)rpcrdma_close(ep->ctx);
+	if (ep->evfd >= 0) {
+		close(ep->evfd);
+		pthread_mutex_destroy(&ep->lock);
+		pthread_cond_destroy(&ep->cond);
+	}
+}
+
+static void abs_deadline(struct timespec *ts, uint32_t ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+/* ---- client API ---- */
+
+int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *addr,
+			socklen_t addrlen, rr_tp_complete_fn complete, void *ctx,
+			struct rr_tp_client **out)
+{
+	const struct rpcrdma_env *env = rr_env(conf->env);
+	struct rr_tp_client *c;
+	struct rr_xprt_params p;
+	struct timespec ts;
+	int rc;
+
+	*out = NULL;
+	if (addrlen > sizeof(c->addr) || !complete)
+		return -EINVAL;
+	c = rr_zalloc(env, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	rc = ep_init(&c->ep, conf, false);
+	if (rc) {
+		ep_fini(&c->ep);
+		rr_free(env, c);
+		return rc;
+	}
+	memcpy(&c->addr, addr, addrlen);
+	c->addrlen = addrlen;
+	c->complete = complete;
+	c->cctx = ctx;
+	rr_xprt_params_default(&p);
+	rr_xprt_req_init(&c->req, c->ep.env, &p, &c->ep.stats);
+	rr_cred_req_init(&c->cred, c->ep.conf.credits);
+	pthread_mutex_lock(&c->ep.lock);
+	c->connect_status = 1;
+	rc = cl_connect(c);
+	pthread_mutex_unlock(&c->ep.lock);
+	if (rc == 0)
+		rc = ep_start(&c->ep);
+	if (rc) {
+		pthread_mutex_lock(&c->ep.lock);
+		if (c->conn)
+			conn_free(c->conn);
+		pthread_mutex_unlock(&c->ep.lock);
+		ep_fini(&c->ep);
+		rr_free(env, c);
+		return rc;
+	}
+	abs_deadline(&ts, c->ep.conf.connect_timeout_ms + 1000);
+	pthread_mutex_lock(&c->ep.lock);
+	while (c->connect_status == 1) {
+		if (pthread_cond_timedwait(&c->ep.cond, &c->ep.lock, &ts)) {
+			c->connect_status = -ETIMEDOUT;
+			break;
+		}
+	}
+	rc = c->connect_status;
+	pthread_mutex_unlock(&c->ep.lock);
+	if (rc) {
+		c->destroying = true;
+		ep_stop(&c->ep);
+		if (c->conn)
+			conn_free(c->conn);
+		ep_fini(&c->ep);
+		rr_free(env, c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+int rr_tp_client_submit(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
+{
+	struct tp_call *k;
+	int rc;
+
+	if (!rpc || rpc->nsinks > RR_XPRT_MAX_ITEMS || (rpc->nparts && !rpc->parts))
+		return -EINVAL;
+	k = rr_zalloc(c->ep.env, sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	k->rpc = rpc;
+	rpc->status = 0;
+	rpc->reply = NULL;
+	rpc->reply_len = 0;
+	for (unsigned i = 0; i < RR_XPRT_MAX_ITEMS; i++) {
+		rpc->placed[i] = 0;
+		rpc->is_placed[i] = false;
+	}
+	pthread_mutex_lock(&c->ep.lock);
+	if (c->destroying) {
+		pthread_mutex_unlock(&c->ep.lock);
+		rr_free(c->ep.env, k);
+		return -ESHUTDOWN;
+	}
+	/* Validate the description once, now, so that errors are synchronous. */
+	{
+		struct rr_xprt_rqst_desc d = {rpc->xid, rpc->parts, rpc->nparts, rpc->sinks,
+					      rpc->nsinks, rpc->max_reply};
+
+		rc = rr_xprt_rqst_prepare(&c->req, &d, &k->rq);
+		if (rc) {
+			pthread_mutex_unlock(&c->ep.lock);
+			rr_free(c->ep.env, k);
+			return rc;
+		}
+		k->rq->user = k;
+	}
+	rpc->priv = k;
+	k->state = C_QUEUED;
+	cl_list_add(c, k);
+	rc = rr_cred_req_submit(&c->cred, &k->node);
+	if (rc == 1) {
+		/* A credit is free: give it back and let the pump take it
+		 * (it also handles "not connected"). */
+		(void)rr_cred_req_complete(&c->cred);
+		(void)rr_cred_req_requeue(&c->cred, &k->node);
+	} else {
+		c->ep.stats.credits_exhausted++;
+	}
+	cl_pump(c);
+	pthread_mutex_unlock(&c->ep.lock);
+	ep_wake(&c->ep);
+	return 0;
+}
+
+void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int status)
+{
+	struct tp_call *k;
+
+	pthread_mutex_lock(&c->ep.lock);
+	k = rpc->priv;
+	if (!k || k->state == C_DONE || k->state == C_INVAL) {
+		pthread_mutex_unlock(&c->ep.lock);
+		return;
+	}
+	cl_set_result(k, status);
+	if (k->state == C_QUEUED) {
+		(void)rr_cred_req_cancel(&c->cred, &k->node);
+		cl_finish(c, k);
+	} else {
+		rr_xprt_rqst_forget(&c->req, k->rq);
+		if (k->has_credit) {
+			(void)rr_cred_req_complete(&c->cred);
+			k->has_credit = false;
+		}
+		cl_invalidate(c, k);
+		cl_pump(c);
+	}
+	pthread_mutex_unlock(&c->ep.lock);
+	ep_wake(&c->ep);
+}
+
+void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
+{
+	rr_free(c->ep.env, rpc->reply);
+	rpc->reply = NULL;
+	rpc->reply_len = 0;
+}
+
+void rr_tp_client_destroy(struct rr_tp_client *c)
+{
+	const struct rpcrdma_env *env;
+	struct timespec ts;
+
+	if (!c)
+		return;
+	env = c->ep.env;
+	pthread_mutex_lock(&c->ep.lock);
+	c->destroying = true;
+	for (struct tp_call *k = c->calls, *nx; k; k = nx) {
+		nx = k->next;
+		if (k->state == C_QUEUED) {
+			cl_set_result(k, -ECANCELED);
+			(void)rr_cred_req_cancel(&c->cred, &k->node);
+			cl_finish(c, k);
+		} else if (k->state == C_SENT) {
+			cl_set_result(k, -ECANCELED);
+			rr_xprt_rqst_forget(&c->req, k->rq);
+			cl_invalidate(c, k);
+		}
+	}
+	/* Wait (bounded) for local invalidations and upcalls. */
+	abs_deadline(&ts, 2000);
+	while (c->calls || c->done) {
+		ep_wake(&c->ep);
+		if (pthread_cond_timedwait(&c->ep.cond, &c->ep.lock, &ts))
+			break;
+	}
+	pthread_mutex_unlock(&c->ep.lock);
+	ep_stop(&c->ep);
+	/* Whatever is left (connection stuck): free windows, then upcall. */
+	for (struct tp_call *k = c->calls, *nx; k; k = nx) {
+		nx = k->next;
+		cl_finish(c, k);
+	}
+	if (c->conn) {
+		if (c->conn->id)
+			(void)rpcrdma_disconnect(c->conn->id);
+		conn_free(c->conn);
+		c->conn = NULL;
+	}
+	pthread_mutex_lock(&c->ep.lock);
+	deliver_upcalls(&c->ep);
+	pthread_mutex_unlock(&c->ep.lock);
+	ep_fini(&c->ep);
+	rr_free(env, c);
+}
+
+void rr_tp_client_stats(struct rr_tp_client *c, struct rr_xprt_stats *out)
+{
+	pthread_mutex_lock(&c->ep.lock);
+	*out = c->ep.stats;
+	pthread_mutex_unlock(&c->ep.lock);
+}
+
+uint32_t rr_tp_client_live_stags(struct rr_tp_client *c)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&c->ep.lock);
+	n = c->live_stags;
+	pthread_mutex_unlock(&c->ep.lock);
+	return n;
+}
+
+int rr_tp_client_cut(struct rr_tp_client *c)
+{
+	int rc = -ENOTCONN;
+
+	pthread_mutex_lock(&c->ep.lock);
+	if (c->conn && c->conn->id && c->conn->established && !c->conn->dead)
+		rc = rpcrdma_disconnect(c->conn->id);
+	pthread_mutex_unlock(&c->ep.lock);
+	return rc;
+}
+
+int rr_tp_client_params(struct rr_tp_client *c, struct rr_xprt_params *out, uint32_t *grant)
+{
+	int rc = -ENOTCONN;
+
+	pthread_mutex_lock(&c->ep.lock);
+	if (c->conn && c->conn->established) {
+		*out = c->conn->params;
+		if (grant)
+			*grant = c->cred.grant;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&c->ep.lock);
+	return rc;
+}
+
+/* ---- server API ---- */
+
+int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *addr,
+			socklen_t addrlen, rr_tp_recv_fn recv, void *ctx,
+			struct rr_tp_server **out)
+{
+	const struct rpcrdma_env *env = rr_env(conf->env);
+	struct rr_tp_server *s;
+	int rc;
+
+	*out = NULL;
+	if (!recv)
+		return -EINVAL;
+	s = rr_zalloc(env, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	rc = ep_init(&s->ep, conf, true);
+	if (rc == 0)
+		rc = rpcrdma_listen(s->ep.ch, addr, addrlen, 64, NULL, &s->listen_id);
+	s->recv = recv;
+	s->rctx = ctx;
+	if (rc == 0)
+		rc = ep_start(&s->ep);
+	if (rc) {
+		if (s->listen_id)
+			(void)rpcrdma_cm_id_destroy(s->listen_id);
+		ep_fini(&s->ep);
+		rr_free(env, s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+int rr_tp_server_port(struct rr_tp_server *s)
+{
+	struct sockaddr_storage ss;
+
+	if (rpcrdma_cm_local_addr(s->listen_id, &ss))
+		return -EINVAL;
+	if (ss.ss_family == AF_INET)
+		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return -EAFNOSUPPORT;
+}
+
+/* The registration covering [p, p+len) among @mrs. */
+static struct rpcrdma_mr *find_mr(struct rpcrdma_mr **mrs, unsigned n, const uint8_t *p,
+				  uint32_t len)
+{
+	for (unsigned i = 0; i < n; i++) {
+		const uint8_t *b = rpcrdma_mr_addr(mrs[i]);
+
+		if (p >= b && p + len <= b + rpcrdma_mr_length(mrs[i]))
+			return mrs[i];
+	}
+	return NULL;
+}
+
+int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
+		       const struct rr_xprt_part *parts, unsigned nparts, bool *err_chunk)
+{
+	struct tp_sreq *r = pub->priv;
+	struct tp_conn *cn = r->conn;
+	struct rr_xprt_reply_plan *plan;
+	struct rpcrdma_mr *mrs[RR_XPRT_MAX_ITEMS * 2 + 2];
+	struct rpcrdma_send_wr *wrs = NULL;
+	struct rpcrdma_sge *sges = NULL;
+	unsigned nmr = 0;
+	uint32_t slot, grant;
+	int rc;
+
+	if (err_chunk)
+		*err_chunk = false;
+	plan = rr_alloc(s->ep.env, sizeof(*plan));
+	if (!plan)
+		return -ENOMEM;
+	pthread_mutex_lock(&s->ep.lock);
+	if (cn->dead) {
+		rc = -ENOTCONN;
+		goto out;
+	}
+	if (slot_get(cn, &slot)) {
+		rc = -ENOBUFS;
+		goto out;
+	}
+	if (rr_cred_rsp_reply(&cn->cred, false, &grant))
+		grant = 1;
+	rc = rr_xprt_rsp_reply(&cn->rsp, r->rc, parts, nparts, grant, slot_buf(cn, slot),
+			       cn->ssize, plan);
+	if (rc) {
+		slot_put(cn, slot);
+		goto out;
+	}
+	if (err_chunk)
+		*err_chunk = plan->is_error;
+	/* Register the Reply's memory that RDMA Writes read from. */
+	for (unsigned i = 0; i < nparts && plan->nwrites; i++) {
+		if (!parts[i].len || nmr == RR_ARRAY_SIZE(mrs))
+			continue;
+		if (rpcrdma_reg_mr_simple(cn->pd, (void *)(uintptr_t)parts[i].base,
+					  parts[i].len, RPCRDMA_ACCESS_LOCAL_WRITE,
+					  &mrs[nmr]) == 0)
+			nmr++;
+	}
+	if (plan->nwrites) {
+		wrs = rr_zalloc(s->ep.env, sizeof(*wrs) * plan->nwrites);
+		sges = rr_zalloc(s->ep.env, sizeof(*sges) * plan->nwrites);
+		if (!wrs || !sges) {
+			rc = -ENOMEM;
+			slot_put(cn, slot);
+			goto out;
+		}
+	}
+	for (uint32_t i = 0; i < plan->nwrites; i++) {
+		const struct rr_xprt_write_op *w = &plan->writes[i];
+		struct rpcrdma_mr *mr = find_mr(mrs, nmr, w->src, w->len);
+		uint32_t lkey;
+
+		const uint8_t *src = w->src;
+
+		if (mr) {
+			lkey = rpcrdma_mr_lkey(mr);
+		} else if (w->len < 4 && !memcmp(w->src, "\0\0\0", w->len)) {
+			/* XDR pad: from the zero bytes after the send slots */
+			lkey = rpcrdma_mr_lkey(cn->smr);
+			src = cn->sbuf + (size_t)cn->nsend * cn->ssize;
+		} else {
+			rc = -EFAULT;
+			slot_put(cn, slot);
+			goto out;
+		}
+		sges[i] = (struct rpcrdma_sge){(uint64_t)(uintptr_t)src, w->len, lkey};
+		wrs[i].wr_id = WRID(WR_WRITE, 0);
+		wrs[i].sg_list = &sges[i];
+		wrs[i].num_sge = 1;
+		wrs[i].opcode = RPCRDMA_WR_RDMA_WRITE;
+		wrs[i].u.rdma.stag = w->stag;
+		wrs[i].u.rdma.remote_offset = w->remote;
+		wrs[i].next = i + 1 < plan->nwrites ? &wrs[i + 1] : NULL;
+	}
+	r->send_slot = slot;
+	r->send_done = false;
+	r->send_pending = true;
+	cn->sowner[slot] = r;
+	rc = post_slot_send(cn, slot, plan->send_len, WRID(WR_REPLY, slot), plan->send_inv,
+			    plan->inv_stag, plan->nwrites ? wrs : NULL);
+	if (rc) {
+		cn->sowner[slot] = NULL;
+		r->send_pending = false;
+		slot_put(cn, slot);
+		sv_conn_lost(s, cn);
+		rc = -ENOTCONN;
+		goto out;
+	}
+	ep_wake(&s->ep);
+	while (!r->send_done && !cn->dead)
+		pthread_cond_wait(&s->ep.cond, &s->ep.lock);
+	rc = r->send_done ? r->send_status : -ENOTCONN;
+	if (r->send_pending) {
+		/* Gave up on a dead connection: forget the slot's owner. */
+		cn->sowner[r->send_slot] = NULL;
+		r->send_pending = false;
+	}
+out:
+	for (unsigned i = 0; i < nmr; i++)
+		(void)rpcrdma_dereg_mr(mrs[i]);
+	pthread_mutex_unlock(&s->ep.lock);
+	rr_free(s->ep.env, wrs);
+	rr_free(s->ep.env, sges);
+	rr_free(s->ep.env, plan);
+	return rc;
+}
+
+void rr_tp_server_done(struct rr_tp_server *s, struct rr_tp_sreq *pub)
+{
+	struct tp_sreq *r = pub->priv;
+
+	pthread_mutex_lock(&s->ep.lock);
+	sreq_free(s, r);
+	pthread_mutex_unlock(&s->ep.lock);
+}
+
+void rr_tp_server_destroy(struct rr_tp_server *s)
+{
+	const struct rpcrdma_env *env;
+
+	if (!s)
+		return;
+	env = s->ep.env;
+	ep_stop(&s->ep);
+	while (s->conns) {
+		struct tp_conn *cn = s->conns;
+
+		s->conns = cn->next;
+		if (cn->id)
+			(void)rpcrdma_disconnect(cn->id);
+		conn_free(cn);
+	}
+	if (s->listen_id)
+		(void)rpcrdma_cm_id_destroy(s->listen_id);
+	ep_fini(&s->ep);
+	rr_free(env, s);
+}
+
+void rr_tp_server_stats(struct rr_tp_server *s, struct rr_xprt_stats *out)
+{
+	pthread_mutex_lock(&s->ep.lock);
+	*out = s->ep.stats;
+	pthread_mutex_unlock(&s->ep.lock);
+}
+
+unsigned rr_tp_server_conns(struct rr_tp_server *s)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&s->ep.lock);
+	n = s->nconns;
+	pthread_mutex_unlock(&s->ep.lock);
+	return n;
+}

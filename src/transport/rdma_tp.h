@@ -1,0 +1,145 @@
+/* The RPC-over-RDMA Version 1 transport driver: binds the sans-I/O core
+ * (proto/xprt.h), the RFC 8797 private data negotiation (proto/privdata.h) and
+ * the credit accounting (proto/credits.h) to a provider (rpcrdma/rdma.h).
+ *
+ * Client (requester, active side): connects with the RFC 8797 block plus the
+ * project's extension block in the private data, negotiates the two inline
+ * thresholds and remote invalidation (RFC 8797 sections 4, 5), posts at least
+ * as many Receives as it requests credits, registers each RPC's memory with
+ * invalidatable registrations (memory windows bound per RPC when the provider
+ * has them), queues Calls beyond the grant (RFC 8166 section 4.3.1), and
+ * before a completion reaches the upper layer every STag of that RPC is
+ * invalid: remotely invalidated (the Receive says which) or locally with
+ * Local Invalidate (also for aborted RPCs). On connection loss it reconnects,
+ * renegotiates, and retransmits every Call without a Reply with the same XID.
+ *
+ * Server (responder, passive side): listens, answers each connection request
+ * with its private data, grants credits (never 0), keeps Receives posted,
+ * answers header errors with RDMA_ERROR, pulls Read chunks with RDMA Read
+ * (never more than the negotiated ORD outstanding), delivers the rebuilt Call,
+ * and sends Replies (Write chunks by RDMA Write, Long Replies through the
+ * Reply chunk, ERR_CHUNK when nothing fits; Send With Invalidate when both
+ * peers set R). A failed RDMA Read/Write or Send is fatal to the connection.
+ *
+ * Threads: each endpoint runs one progress thread that polls the CM channel
+ * and the completion queues; upcalls (completion, incoming Call) run on it
+ * and must not block. Submit, abort and reply may be called from any thread.
+ * rr_tp_server_reply() is synchronous and must not be called from the
+ * progress thread. */
+#ifndef RR_TRANSPORT_RDMA_TP_H
+#define RR_TRANSPORT_RDMA_TP_H
+
+#include <sys/socket.h>
+
+#include "proto/xprt.h"
+#include "rpcrdma/rdma.h"
+
+struct rr_tp_conf {
+	const struct rpcrdma_env *env;  /* NULL: defaults */
+	const char *provider;           /* "soft" unless set */
+	uint32_t inline_send;           /* advertised Send size (4096) */
+	uint32_t inline_recv;           /* advertised Receive size (4096) */
+	uint32_t credits;               /* requester: request (128);
+					   responder: largest grant (64) */
+	bool remote_inv;                /* advertise R (true) */
+	bool use_windows;               /* invalidatable registrations (true) */
+	uint32_t max_seg_len;           /* largest segment exposed (1 MiB) */
+	uint32_t max_segs;              /* segments per chunk (16) */
+	uint32_t max_call;              /* responder: largest Call (16 MiB) */
+	uint32_t connect_timeout_ms;    /* 5000 */
+	uint32_t reconnect_delay_ms;    /* 50 */
+	bool no_reconnect;
+	uint16_t ord, ird;              /* RDMA Read depth each way (16) */
+};
+
+void rr_tp_conf_default(struct rr_tp_conf *c);
+
+/* ---- client ---- */
+
+/* One RPC. The caller fills the inputs, the transport the outputs before
+ * the completion upcall; the caller owns the object and everything it names,
+ * which the transport borrows from submit until completion. */
+struct rr_tp_rpc {
+	uint32_t xid;                       /* XID of the Call (in the parts) */
+	const struct rr_xprt_part *parts;   /* the Call's XDR stream */
+	unsigned nparts;
+	const struct rr_xprt_sink *sinks;   /* DDP-eligible result buffers */
+	unsigned nsinks;
+	uint32_t max_reply;                 /* largest reduced Reply */
+	void *user;
+	/* outputs */
+	int status;                  /* 0, -EREMOTEIO (RDMA_ERROR ERR_CHUNK),
+					-EPROTONOSUPPORT (ERR_VERS), -ECONNRESET,
+					abort's status */
+	uint8_t *reply;              /* reduced Reply, valid until release */
+	uint32_t reply_len;
+	uint32_t placed[RR_XPRT_MAX_ITEMS];   /* bytes written per sink */
+	bool is_placed[RR_XPRT_MAX_ITEMS];    /* that Write chunk was used */
+	void *priv;                  /* transport-private */
+};
+
+struct rr_tp_client;
+
+typedef void (*rr_tp_complete_fn)(void *ctx, struct rr_tp_rpc *rpc);
+
+/* Connects to @addr and waits for the connection (conf->connect_timeout_ms).
+ * Returns 0, -ECONNREFUSED / -ETIMEDOUT / -ENETUNREACH, -ENOMEM, or a
+ * provider error. @conf is copied. */
+int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *addr,
+			socklen_t addrlen, rr_tp_complete_fn complete, void *ctx,
+			struct rr_tp_client **out);
+/* Starts a Call; the completion upcall follows exactly once. Returns 0, or
+ * -EINVAL / -EMSGSIZE (not taken: no upcall), -ESHUTDOWN after destroy began. */
+int rr_tp_client_submit(struct rr_tp_client *c, struct rr_tp_rpc *rpc);
+/* Gives up on @rpc: it completes with @status once none of its STags is
+ * valid. No-op when it already completed. */
+void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int status);
+/* Frees rpc->reply. */
+void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_tp_rpc *rpc);
+/* Aborts what remains (-ECANCELED), disconnects, frees. */
+void rr_tp_client_destroy(struct rr_tp_client *c);
+/* Counters (a snapshot). */
+void rr_tp_client_stats(struct rr_tp_client *c, struct rr_xprt_stats *out);
+/* STags exposed for RPCs and not yet invalidated (0 when idle). */
+uint32_t rr_tp_client_live_stags(struct rr_tp_client *c);
+/* Tests: cut the current connection (as a network failure would). */
+int rr_tp_client_cut(struct rr_tp_client *c);
+/* Negotiated parameters of the current connection (-ENOTCONN if none). */
+int rr_tp_client_params(struct rr_tp_client *c, struct rr_xprt_params *out,
+			uint32_t *grant);
+
+/* ---- server ---- */
+
+/* A received Call. @msg/@len: the rebuilt RPC Call (Read chunk data in
+ * place), valid until rr_tp_server_done(). */
+struct rr_tp_sreq {
+	const uint8_t *msg;
+	uint32_t len;
+	uint32_t xid;
+	void *user;
+	void *priv;
+};
+
+struct rr_tp_server;
+typedef void (*rr_tp_recv_fn)(void *ctx, struct rr_tp_sreq *req);
+
+/* Listens on @addr (port 0: ephemeral) and starts serving. */
+int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *addr,
+			socklen_t addrlen, rr_tp_recv_fn recv, void *ctx,
+			struct rr_tp_server **out);
+int rr_tp_server_port(struct rr_tp_server *s);
+/* Sends the Reply to @req (the RPC Reply's XDR stream with DDP-eligible items
+ * flagged). Synchronous: returns once the RDMA Writes and the Send completed.
+ * 0, or -ENOTCONN (connection gone: Reply lost), -EIO. When nothing fits,
+ * ERR_CHUNK is sent and 0 returned with *@err_chunk set (may be NULL). */
+int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *req,
+		       const struct rr_xprt_part *parts, unsigned nparts,
+		       bool *err_chunk);
+/* Done with @req (after the reply, or instead of one). */
+void rr_tp_server_done(struct rr_tp_server *s, struct rr_tp_sreq *req);
+void rr_tp_server_destroy(struct rr_tp_server *s);
+void rr_tp_server_stats(struct rr_tp_server *s, struct rr_xprt_stats *out);
+/* Live connections. */
+unsigned rr_tp_server_conns(struct rr_tp_server *s);
+
+#endif

@@ -1,0 +1,1438 @@
+/* End-to-end tests of the RPC-over-RDMA v1 driver: a requester and a
+ * responder over the software iWARP provider in one process (RFC 8166 message
+ * forms with data verified, RFC 8797 negotiation, remote invalidation on/off
+ * each side, credit exhaustion with hundreds of queued Calls, a connection cut
+ * mid-RPC with retransmission, every RPC completed exactly once and no STag
+ * left valid), and a scripted rogue requester sending raw headers through the
+ * provider and checking the RFC-mandated answers (RFC 8166 section 4.5).
+ *
+ * Test protocol (invented for these tests). Call:
+ *   xid, CALL(0), op, reply_n, filler_n, filler[filler_n],
+ *   nitems, { len, data<len> (DDP-eligible) } x nitems, 0xC0FFEE
+ * Reply:
+ *   xid, REPLY(1), 0, nitems, { len, data<len> (DDP-eligible) } x nitems,
+ *   0xC0FFEE, filler[reply_n]
+ * The responder echoes every item as a DDP-eligible result. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "transport/rdma_tp.h"
+
+#define MAGIC 0xC0FFEEu
+#define MAX_IT 4
+
+static bool soft_ok(void)
+{
+	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT)) {
+		printf("  soft provider not built in: end-to-end test not run\n");
+		return false;
+	}
+	return true;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* ---- responder side ---- */
+struct srv {
+	struct rr_tp_server *tp;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct rr_tp_sreq *q[4096];
+	unsigned head, tail;
+	bool hold;            /* keep requests instead of answering */
+	struct rr_tp_sreq *held[1024];
+	unsigned nheld;
+	bool stop;
+	pthread_t worker;
+	unsigned served, bad, err_chunks, reply_fail;
+};
+
+static uint8_t pat(uint32_t xid, uint32_t i)
+{
+	return (uint8_t)(xid * 131u + i * 7u + (i >> 9));
+}
+
+static void srv_answer(struct srv *s, struct rr_tp_sreq *r)
+{
+	const uint8_t *m = r->msg;
+	uint32_t len = r->len, off, nitems, reply_n, filler_n;
+	uint8_t hdr[16], tr[4], lens[MAX_IT][4];
+	static uint8_t filler[300000];
+	struct rr_xprt_part parts[4 + 2 * MAX_IT];
+	unsigned np = 0;
+	bool err = false;
+	int rc;
+
+	if (len < 24)
+		goto bad;
+	reply_n = rr_get_be32(m + 12);
+	filler_n = rr_get_be32(m + 16);
+	if (filler_n > len - 24 || reply_n > sizeof(filler))
+		goto bad;
+	for (uint32_t i = 0; i < filler_n; i++)
+		if (m[20 + i] != (uint8_t)(i ^ 0x5a))
+			goto bad;
+	off = 20 + (uint32_t)RR_ALIGN4(filler_n);
+	if (off + 4 > len)
+		goto bad;
+	nitems = rr_get_be32(m + off);
+	off += 4;
+	if (nitems > MAX_IT)
+		goto bad;
+	rr_put_be32(hdr, r->xid);
+	rr_put_be32(hdr + 4, 1);
+	rr_put_be32(hdr + 8, 0);
+	rr_put_be32(hdr + 12, nitems);
+	parts[np++] = (struct rr_xprt_part){hdr, 16, false};
+	for (uint32_t k = 0; k < nitems; k++) {
+		uint32_t l;
+
+		if (off + 4 > len)
+			goto bad;
+		l = rr_get_be32(m + off);
+		off += 4;
+		if (l > len - off || RR_ALIGN4(l) > len - off)
+			goto bad;
+		for (uint32_t i = 0; i < l; i++)
+			if (m[off + i] != pat(r->xid + k, i))
+				goto bad;
+		for (uint32_t i = l; i < RR_ALIGN4(l); i++)
+			if (m[off + i] != 0)
+				goto bad;   /* the responder supplies zero pad */
+		memcpy(lens[k], m + off - 4, 4);
+		parts[np++] = (struct rr_xprt_part){lens[k], 4, false};
+		parts[np++] = (struct rr_xprt_part){m + off, l, true};
+		off += (uint32_t)RR_ALIGN4(l);
+	}
+	if (off + 4 != len || rr_get_be32(m + off) != MAGIC)
+		goto bad;
+	rr_put_be32(tr, MAGIC);
+	parts[np++] = (struct rr_xprt_part){tr, 4, false};
+	for (uint32_t i = 0; i < reply_n; i++)
+		filler[i] = (uint8_t)(i * 3 + 1);
+	if (reply_n)
+		parts[np++] = (struct rr_xprt_part){filler, reply_n, false};
+	rc = rr_tp_server_reply(s->tp, r, parts, np, &err);
+	pthread_mutex_lock(&s->lock);
+	if (rc)
+		s->reply_fail++;
+	else if (err)
+		s->err_chunks++;
+	else
+		s->served++;
+	pthread_mutex_unlock(&s->lock);
+	rr_tp_server_done(s->tp, r);
+	return;
+bad:
+	pthread_mutex_lock(&s->lock);
+	s->bad++;
+	pthread_mutex_unlock(&s->lock);
+	rr_tp_server_done(s->tp, r);
+}
+
+static void *srv_worker(void *arg)
+{
+	struct srv *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		struct rr_tp_sreq *r;
+
+		while (s->head == s->tail && !s->stop)
+			pthread_cond_wait(&s->cond, &s->lock);
+		if (s->head == s->tail && s->stop)
+			break;
+		r = s->q[s->head++ % 4096];
+		pthread_mutex_unlock(&s->lock);
+		srv_answer(s, r);
+		pthread_mutex_lock(&s->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+static void srv_recv(void *ctx, struct rr_tp_sreq *r)
+{
+	struct srv *s = ctx;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->hold && s->nheld < 1024) {
+		s->held[s->nheld++] = r;
+	} else {
+		s->q[s->tail++ % 4096] = r;
+		pthread_cond_broadcast(&s->cond);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static int srv_start(struct srv *s, const struct rr_tp_conf *conf)
+{
+	struct sockaddr_in a = {0};
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	rc = rr_tp_server_create(conf, (struct sockaddr *)&a, sizeof(a), srv_recv, s, &s->tp);
+	if (rc)
+		return rc;
+	pthread_create(&s->worker, NULL, srv_worker, s);
+	return rr_tp_server_port(s->tp);
+}
+
+static void srv_release_held(struct srv *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->hold = false;
+	for (unsigned i = 0; i < s->nheld; i++)
+		s->q[s->tail++ % 4096] = s->held[i];
+	s->nheld = 0;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void srv_stop(struct srv *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->stop = true;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	pthread_join(s->worker, NULL);
+	rr_tp_server_destroy(s->tp);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+}
+
+/* ---- requester side ---- */
+struct cl {
+	struct rr_tp_client *tp;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned done;
+};
+
+struct rpc {
+	struct rr_tp_rpc r;
+	struct cl *cl;
+	uint32_t xid;
+	uint32_t reply_n, filler_n, nitems, len[MAX_IT];
+	bool sink;
+	uint8_t hdr[24 + 70000];
+	uint8_t mid[MAX_IT][4];
+	uint8_t tail[4];
+	uint8_t *data[MAX_IT];
+	uint8_t *sinkbuf[MAX_IT];
+	struct rr_xprt_part parts[2 + 2 * MAX_IT + 1];
+	struct rr_xprt_sink sinks[MAX_IT];
+	unsigned completions;
+	int status;
+	bool verified;
+};
+
+static void cl_complete(void *ctx, struct rr_tp_rpc *r)
+{
+	struct cl *c = ctx;
+	struct rpc *p = RR_CONTAINER_OF(r, struct rpc, r);
+
+	pthread_mutex_lock(&c->lock);
+	p->completions++;
+	p->status = r->status;
+	c->done++;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static int cl_start(struct cl *c, const struct rr_tp_conf *conf, int port)
+{
+	struct sockaddr_in a = {0};
+
+	memset(c, 0, sizeof(*c));
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_port = htons((uint16_t)port);
+	return rr_tp_client_create(conf, (struct sockaddr *)&a, sizeof(a), cl_complete, c, &c->tp);
+}
+
+static void cl_stop(struct cl *c)
+{
+	rr_tp_client_destroy(c->tp);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->cond);
+}
+
+static bool cl_wait(struct cl *c, unsigned n, unsigned ms)
+{
+	struct timespec ts;
+	bool ok = true;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000 + 1;
+	pthread_mutex_lock(&c->lock);
+	while (c->done < n && ok)
+		ok = pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0;
+	ok = c->done >= n;
+	pthread_mutex_unlock(&c->lock);
+	return ok;
+}
+
+static uint32_t next_xid = 0x10000;
+
+/* Builds an RPC: @filler_n inline bytes, items of @lens, optional sinks. */
+static struct rpc *mk_rpc(struct cl *c, uint32_t reply_n, uint32_t filler_n, unsigned nitems,
+			  const uint32_t *lens, bool sink, uint32_t max_reply)
+{
+	struct rpc *p = calloc(1, sizeof(*p));
+	uint32_t off;
+	unsigned np = 0;
+
+	REQUIRE(p);
+	REQUIRE(filler_n <= 70000);
+	p->cl = c;
+	p->xid = __atomic_fetch_add(&next_xid, 16, __ATOMIC_RELAXED);
+	p->reply_n = reply_n;
+	p->filler_n = filler_n;
+	p->nitems = nitems;
+	p->sink = sink;
+	rr_put_be32(p->hdr, p->xid);
+	rr_put_be32(p->hdr + 4, 0);
+	rr_put_be32(p->hdr + 8, 1);
+	rr_put_be32(p->hdr + 12, reply_n);
+	rr_put_be32(p->hdr + 16, filler_n);
+	for (uint32_t i = 0; i < filler_n; i++)
+		p->hdr[20 + i] = (uint8_t)(i ^ 0x5a);
+	off = 20 + (uint32_t)RR_ALIGN4(filler_n);
+	rr_put_be32(p->hdr + off, nitems);
+	off += 4;
+	for (unsigned k = 0; k < nitems; k++) {
+		p->len[k] = lens[k];
+		p->data[k] = malloc(lens[k] + 1);
+		REQUIRE(p->data[k]);
+		for (uint32_t i = 0; i < lens[k]; i++)
+			p->data[k][i] = pat(p->xid + k, i);
+		if (sink) {
+			p->sinkbuf[k] = malloc(lens[k] + 64);
+			REQUIRE(p->sinkbuf[k]);
+			memset(p->sinkbuf[k], 0xee, lens[k] + 64);
+			p->sinks[k] = (struct rr_xprt_sink){p->sinkbuf[k], lens[k] + 64};
+		}
+	}
+	/* parts: hdr..nitems, then per item: len word (in mid) + data */
+	if (nitems) {
+		rr_put_be32(p->hdr + off, lens[0]);
+		p->parts[np++] = (struct rr_xprt_part){p->hdr, off + 4, false};
+		for (unsigned k = 0; k < nitems; k++) {
+			p->parts[np++] = (struct rr_xprt_part){p->data[k], lens[k], true};
+			if (k + 1 < nitems) {
+				rr_put_be32(p->mid[k], p->len[k + 1]);
+				p->parts[np++] = (struct rr_xprt_part){p->mid[k], 4, false};
+			}
+		}
+	} else {
+		p->parts[np++] = (struct rr_xprt_part){p->hdr, off, false};
+	}
+	rr_put_be32(p->tail, MAGIC);
+	p->parts[np++] = (struct rr_xprt_part){p->tail, 4, false};
+	p->r.xid = p->xid;
+	p->r.parts = p->parts;
+	p->r.nparts = np;
+	p->r.sinks = sink ? p->sinks : NULL;
+	p->r.nsinks = sink ? nitems : 0;
+	p->r.max_reply = max_reply;
+	return p;
+}
+
+/* Checks a completed RPC's Reply. */
+static bool verify(struct rpc *p)
+{
+	const uint8_t *m = p->r.reply;
+	uint32_t len = p->r.reply_len, off = 16;
+
+	if (p->status || !m || len < 20)
+		return false;
+	if (rr_get_be32(m) != p->xid || rr_get_be32(m + 4) != 1 ||
+	    rr_get_be32(m + 12) != p->nitems)
+		return false;
+	for (unsigned k = 0; k < p->nitems; k++) {
+		uint32_t l = p->len[k];
+
+		if (off + 4 > len || rr_get_be32(m + off) != l)
+			return false;
+		off += 4;
+		if (p->sink && p->r.is_placed[k]) {
+			if (p->r.placed[k] != l || memcmp(p->sinkbuf[k], p->data[k], l))
+				return false;
+			if (p->sinkbuf[k][l] != 0xee)
+				return false;   /* pad must not be written */
+		} else {
+			if (off + RR_ALIGN4(l) > len || memcmp(m + off, p->data[k], l))
+				return false;
+			off += (uint32_t)RR_ALIGN4(l);
+		}
+	}
+	if (off + 4 + p->reply_n != len || rr_get_be32(m + off) != MAGIC)
+		return false;
+	off += 4;
+	for (uint32_t i = 0; i < p->reply_n; i++)
+		if (m[off + i] != (uint8_t)(i * 3 + 1))
+			return false;
+	return true;
+}
+
+static void free_rpc(struct rpc *p)
+{
+	if (p->r.reply)
+		rr_tp_client_release_reply(p->cl->tp, &p->r);
+	for (unsigned k = 0; k < p->nitems; k++) {
+		free(p->data[k]);
+		free(p->sinkbuf[k]);
+	}
+	free(p);
+}
+
+/* Runs one RPC synchronously; returns it completed. */
+static struct rpc *run1(struct cl *c, uint32_t reply_n, uint32_t filler_n, unsigned nitems,
+			const uint32_t *lens, bool sink, uint32_t max_reply)
+{
+	struct rpc *p = mk_rpc(c, reply_n, filler_n, nitems, lens, sink, max_reply);
+	unsigned before;
+
+	pthread_mutex_lock(&c->lock);
+	before = c->done;
+	pthread_mutex_unlock(&c->lock);
+	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
+	REQUIRE(cl_wait(c, before + 1, 10000));
+	CHECK_EQ(p->completions, 1);
+	return p;
+}
+
+static void confs(struct rr_tp_conf *sc, struct rr_tp_conf *cc)
+{
+	rr_tp_conf_default(sc);
+	rr_tp_conf_default(cc);
+	sc->credits = 64;
+	cc->connect_timeout_ms = 3000;
+}
+
+/* Every message form, both directions, data verified; sizes around the
+ * 4096-byte thresholds. */
+TEST(xprt_e2e_message_forms)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c;
+	struct rr_xprt_stats st;
+	struct rr_xprt_params prm;
+	int port;
+	struct {
+		uint32_t reply_n, filler_n, nitems, len0;
+		bool sink;
+		uint32_t max_reply;
+		int expect;
+	} cases[] = {
+		{0, 0, 1, 100, false, 1024, 0},        /* Short Call, inline Reply */
+		{0, 0, 1, 4100, false, 8192, 0},       /* item moved to a Read chunk */
+		{0, 5000, 1, 13, false, 4096, 0},      /* Long Call */
+		{0, 9000, 1, 20001, true, 4096, 0},    /* Long Call + item + Write chunk */
+		{0, 0, 1, 65537, true, 1024, 0},       /* Read chunk + Write chunk */
+		{4048, 0, 0, 0, false, 8192, 0},       /* Reply 28 + 20 + 4048 = 4096 */
+		{4052, 0, 0, 0, false, 8192, 0},       /* 4100: Long Reply */
+		{4044, 0, 0, 0, false, 8192, 0},       /* 4092: inline */
+		{200000, 0, 1, 7, false, 210000, 0},   /* big Long Reply */
+		{5000, 0, 0, 0, false, 1000, -EREMOTEIO}, /* fits nowhere: ERR_CHUNK */
+	};
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	REQUIRE_EQ(rr_tp_client_params(c.tp, &prm, NULL), 0);
+	CHECK_EQ(prm.call_inline, 4096);
+	CHECK_EQ(prm.reply_inline, 4096);
+	CHECK(prm.peer_r);
+	for (unsigned i = 0; i < RR_ARRAY_SIZE(cases); i++) {
+		uint32_t lens[1] = {cases[i].len0};
+		struct rpc *p = run1(&c, cases[i].reply_n, cases[i].filler_n, cases[i].nitems,
+				     lens, cases[i].sink, cases[i].max_reply);
+
+		CHECK_EQ(p->status, cases[i].expect);
+		if (cases[i].expect == 0) {
+			bool ok = verify(p);
+
+			if (!ok)
+				printf("  case %u failed verification\n", i);
+			CHECK(ok);
+		}
+		if (cases[i].sink)
+			CHECK(p->r.is_placed[0]);
+		free_rpc(p);
+	}
+	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+	rr_tp_client_stats(c.tp, &st);
+	CHECK(st.short_msgs >= 1);
+	CHECK(st.short_msgs + st.chunked_msgs >= 6);
+	CHECK(st.long_msgs >= 2);
+	CHECK(st.read_chunks >= 4);
+	CHECK_EQ(st.err_received, 1);
+	CHECK(st.remote_inv > 0);
+	rr_xprt_stats_print(&st, stdout);
+	cl_stop(&c);
+	rr_tp_server_stats(s.tp, &st);
+	rr_xprt_stats_print(&st, stdout);
+	CHECK_EQ(st.err_chunk_sent, 1);
+	CHECK(st.rdma_read_bytes >= 4100 + 5000 + 9000 + 20001 + 65537);
+	srv_stop(&s);
+	CHECK_EQ(s.bad, 0);
+}
+
+/* Several Read chunks and Write chunks, 16 segments each, odd lengths; an
+ * unused Write chunk. */
+TEST(xprt_e2e_many_chunks_and_segments)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c;
+	int port;
+	uint32_t lens[3] = {16 * 1024 - 64, 15 * 1024 + 3, 16 * 1024 - 65};
+	struct rpc *p;
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	cc.max_seg_len = 1024;
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	p = run1(&c, 0, 0, 3, lens, true, 4096);
+	CHECK(verify(p));
+	for (unsigned k = 0; k < 3; k++)
+		CHECK(p->r.is_placed[k]);
+	free_rpc(p);
+	/* 17 segments exceed the limit: refused synchronously. */
+	lens[0] = 16 * 1024 + 1;
+	p = mk_rpc(&c, 0, 0, 1, lens, false, 4096);
+	CHECK_EQ(rr_tp_client_submit(c.tp, &p->r), -EMSGSIZE);
+	free_rpc(p);
+	/* Two sinks, a reply with one item: the second chunk comes back unused.
+	 * (The Call carries one item; the caller offers two sinks.) */
+	lens[0] = 5000;
+	p = mk_rpc(&c, 0, 0, 1, lens, true, 4096);
+	{
+		static uint8_t extra[100];
+
+		p->sinks[1] = (struct rr_xprt_sink){extra, sizeof(extra)};
+		p->r.nsinks = 2;
+	}
+	{
+		unsigned before = c.done;
+
+		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
+		REQUIRE(cl_wait(&c, before + 1, 10000));
+	}
+	CHECK(verify(p));
+	CHECK(p->r.is_placed[0]);
+	CHECK(!p->r.is_placed[1]);
+	free_rpc(p);
+	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+	cl_stop(&c);
+	srv_stop(&s);
+	CHECK_EQ(s.bad, 0);
+}
+
+/* Remote invalidation on/off on either side. */
+TEST(xprt_e2e_remote_invalidation_matrix)
+{
+	if (!soft_ok())
+		return;
+	for (int m = 0; m < 4; m++) {
+		struct rr_tp_conf sc, cc;
+		struct srv s;
+		struct cl c;
+		struct rr_xprt_stats cst;
+		int port;
+		uint32_t lens[1] = {3000};
+		struct rpc *p;
+
+		confs(&sc, &cc);
+		cc.remote_inv = m & 1;
+		sc.remote_inv = (m & 2) != 0;
+		port = srv_start(&s, &sc);
+		REQUIRE(port > 0);
+		REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+		for (int i = 0; i < 5; i++) {
+			p = run1(&c, 0, 0, 1, lens, true, 4096);
+			CHECK(verify(p));
+			free_rpc(p);
+		}
+		rr_tp_client_stats(c.tp, &cst);
+		CHECK_EQ(cst.remote_inv > 0, m == 3);
+		CHECK_EQ(cst.bad_remote_inv, 0);
+		CHECK(cst.local_inv + cst.remote_inv >= 5);
+		CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+		cl_stop(&c);
+		srv_stop(&s);
+	}
+}
+
+/* Credit exhaustion: a grant of 4 and 400 Calls submitted at once. */
+TEST(xprt_e2e_credit_exhaustion)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c;
+	struct rr_xprt_stats st;
+	struct rpc *ps[400];
+	int port;
+	unsigned good = 0;
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	sc.credits = 4;
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	for (unsigned i = 0; i < 400; i++) {
+		uint32_t lens[1] = {i % 3 == 0 ? 6000u : 40u + i};
+
+		ps[i] = mk_rpc(&c, i % 5 == 0 ? 5000 : 0, 0, 1, lens, i % 2 == 0, 16384);
+		REQUIRE_EQ(rr_tp_client_submit(c.tp, &ps[i]->r), 0);
+	}
+	REQUIRE(cl_wait(&c, 400, 30000));
+	for (unsigned i = 0; i < 400; i++) {
+		CHECK_EQ(ps[i]->completions, 1);
+		if (verify(ps[i]))
+			good++;
+		else
+			printf("  rpc %u: status %d len %u reply_len %u placed %d/%u\n", i,
+			       ps[i]->status, ps[i]->len[0], ps[i]->r.reply_len,
+			       ps[i]->r.is_placed[0], ps[i]->r.placed[0]);
+		free_rpc(ps[i]);
+	}
+	CHECK_EQ(good, 400);
+	rr_tp_client_stats(c.tp, &st);
+	CHECK(st.credits_exhausted > 0);
+	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+	cl_stop(&c);
+	srv_stop(&s);
+}
+
+/* A connection cut while Calls wait for their Replies: reconnection,
+ * retransmission with the same XIDs, each RPC completed exactly once, no
+ * STag left valid. */
+TEST(xprt_e2e_cut_and_retransmit)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c;
+	struct rr_xprt_stats st;
+	struct rpc *ps[30];
+	int port;
+	unsigned good = 0;
+	uint32_t lens[1] = {7000};
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	/* One RPC first so that the grant opens beyond 1. */
+	ps[0] = run1(&c, 0, 0, 1, lens, true, 4096);
+	CHECK(verify(ps[0]));
+	free_rpc(ps[0]);
+	pthread_mutex_lock(&s.lock);
+	s.hold = true;
+	pthread_mutex_unlock(&s.lock);
+	for (unsigned i = 0; i < 30; i++) {
+		ps[i] = mk_rpc(&c, i % 3 == 0 ? 6000 : 0, i % 4 == 0 ? 5000 : 0, 1, lens,
+			       i % 2 == 0, 16384);
+		REQUIRE_EQ(rr_tp_client_submit(c.tp, &ps[i]->r), 0);
+	}
+	for (int t = 0; t < 500; t++) {
+		unsigned n;
+
+		pthread_mutex_lock(&s.lock);
+		n = s.nheld;
+		pthread_mutex_unlock(&s.lock);
+		if (n == 30)
+			break;
+		sleep_ms(10);
+	}
+	CHECK_EQ(s.nheld, 30);
+	CHECK(rr_tp_client_live_stags(c.tp) > 0);
+	REQUIRE_EQ(rr_tp_client_cut(c.tp), 0);
+	sleep_ms(200);
+	/* The held Calls' Replies go nowhere (old connection). */
+	srv_release_held(&s);
+	REQUIRE(cl_wait(&c, 31, 20000));
+	for (unsigned i = 0; i < 30; i++) {
+		CHECK_EQ(ps[i]->completions, 1);
+		if (verify(ps[i]))
+			good++;
+		else
+			printf("  rpc %u: status %d\n", i, ps[i]->status);
+		free_rpc(ps[i]);
+	}
+	CHECK_EQ(good, 30);
+	rr_tp_client_stats(c.tp, &st);
+	CHECK(st.reconnects >= 1);
+	CHECK(st.retransmits >= 30);
+	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+	cl_stop(&c);
+	srv_stop(&s);
+	CHECK(s.reply_fail >= 1);
+}
+
+/* Aborted RPCs complete with the abort status once their STags are invalid. */
+TEST(xprt_e2e_abort)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c;
+	struct rpc *p;
+	int port;
+	uint32_t lens[1] = {9000};
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	pthread_mutex_lock(&s.lock);
+	s.hold = true;
+	pthread_mutex_unlock(&s.lock);
+	p = mk_rpc(&c, 0, 0, 1, lens, true, 4096);
+	REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
+	for (int t = 0; t < 500 && s.nheld == 0; t++)
+		sleep_ms(10);
+	CHECK(rr_tp_client_live_stags(c.tp) > 0);
+	rr_tp_client_abort(c.tp, &p->r, -ETIMEDOUT);
+	REQUIRE(cl_wait(&c, 1, 5000));
+	CHECK_EQ(p->status, -ETIMEDOUT);
+	CHECK_EQ(p->completions, 1);
+	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+	/* The late Reply is discarded as an unknown XID. */
+	srv_release_held(&s);
+	sleep_ms(100);
+	CHECK_EQ(p->completions, 1);
+	free_rpc(p);
+	cl_stop(&c);
+	srv_stop(&s);
+}
+
+/* ---- a scripted rogue requester: raw RPC-over-RDMA headers ---- */
+struct rogue {
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_qp *qp;
+	struct rpcrdma_cm_channel *ch;
+	struct rpcrdma_cm_id *id;
+	uint8_t rbuf[8][4096];
+	uint8_t sbuf[4096];
+	struct rpcrdma_mr *rmr, *smr;
+	bool disconnected;
+};
+
+static void rogue_post_recv(struct rogue *g, unsigned i)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->rbuf[i], 4096, rpcrdma_mr_lkey(g->rmr)};
+	struct rpcrdma_recv_wr wr = {i, NULL, &sge, 1};
+
+	REQUIRE_EQ(rpcrdma_post_recv(g->qp, &wr, NULL), 0);
+}
+
+static int rogue_open(struct rogue *g, int port)
+{
+	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
+	struct rpcrdma_cq_attr ca = {64, NULL};
+	struct rpcrdma_qp_attr qa = {0};
+	struct rpcrdma_conn_param prm = {0};
+	struct sockaddr_in a = {0};
+	struct rpcrdma_cm_event ev;
+
+	memset(g, 0, sizeof(*g));
+	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, NULL, &g->ctx), 0);
+	REQUIRE_EQ(rpcrdma_pd_alloc(g->ctx, &g->pd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(g->ctx, &ca, &g->cq), 0);
+	qa.send_cq = qa.recv_cq = g->cq;
+	qa.max_send_wr = 16;
+	qa.max_recv_wr = 8;
+	qa.max_send_sge = qa.max_recv_sge = 1;
+	REQUIRE_EQ(rpcrdma_qp_create(g->pd, &qa, &g->qp), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(g->pd, g->rbuf, sizeof(g->rbuf),
+					 RPCRDMA_ACCESS_LOCAL_WRITE, &g->rmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(g->pd, g->sbuf, sizeof(g->sbuf),
+					 RPCRDMA_ACCESS_LOCAL_WRITE, &g->smr), 0);
+	for (unsigned i = 0; i < 8; i++)
+		rogue_post_recv(g, i);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(g->ctx, &g->ch), 0);
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_port = htons((uint16_t)port);
+	prm.private_data = pd;
+	prm.private_data_len = 8;
+	prm.responder_resources = 4;
+	prm.initiator_depth = 4;
+	REQUIRE_EQ(rpcrdma_connect(g->ch, g->qp, (struct sockaddr *)&a, sizeof(a), &prm, g,
+				   &g->id), 0);
+	for (int t = 0; t < 300; t++) {
+		if (rpcrdma_cm_get_event(g->ch, &ev) == 0) {
+			if (ev.type == RPCRDMA_CM_ESTABLISHED)
+				return 0;
+			return -ECONNREFUSED;
+		}
+		sleep_ms(10);
+	}
+	return -ETIMEDOUT;
+}
+
+static void rogue_close(struct rogue *g)
+{
+	(void)rpcrdma_disconnect(g->id);
+	(void)rpcrdma_cm_id_destroy(g->id);
+	(void)rpcrdma_qp_destroy(g->qp);
+	(void)rpcrdma_dereg_mr(g->rmr);
+	(void)rpcrdma_dereg_mr(g->smr);
+	(void)rpcrdma_cq_destroy(g->cq);
+	(void)rpcrdma_pd_free(g->pd);
+	(void)rpcrdma_cm_channel_destroy(g->ch);
+	(void)rpcrdma_close(g->ctx);
+}
+
+/* Sends @len raw bytes; waits up to @ms for a message back. Returns its
+ * length, 0 when nothing came, -1 when the connection broke. */
+static int rogue_xchg(struct rogue *g, const uint8_t *msg, size_t len, uint8_t *out,
+		      unsigned ms)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
+				  rpcrdma_mr_lkey(g->smr)};
+	struct rpcrdma_send_wr wr;
+	struct rpcrdma_cm_event ev;
+
+	memcpy(g->sbuf, msg, len);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 1000;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = RPCRDMA_WR_SEND;
+	wr.flags = RPCRDMA_SEND_SIGNALED;
+	if (rpcrdma_post_send(g->qp, &wr, NULL))
+		return -1;
+	for (unsigned t = 0; t < ms; t += 5) {
+		struct rpcrdma_wc wc[4];
+		int n = rpcrdma_cq_poll(g->cq, 4, wc);
+
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != RPCRDMA_WC_SUCCESS)
+				return -1;
+			if (wc[i].opcode == RPCRDMA_WC_RECV) {
+				unsigned idx = (unsigned)wc[i].wr_id;
+				int l = (int)wc[i].byte_len;
+
+				memcpy(out, g->rbuf[idx], (size_t)l);
+				rogue_post_recv(g, idx);
+				return l;
+			}
+		}
+		if (rpcrdma_cm_get_event(g->ch, &ev) == 0 &&
+		    (ev.type == RPCRDMA_CM_DISCONNECTED || ev.type == RPCRDMA_CM_ERROR)) {
+			g->disconnected = true;
+			return -1;
+		}
+		sleep_ms(5);
+	}
+	return 0;
+}
+
+static size_t rogue_call(uint8_t *b, uint32_t xid, uint32_t vers, uint32_t proc,
+			 uint32_t rpc_xid)
+{
+	rr_put_be32(b, xid);
+	rr_put_be32(b + 4, vers);
+	rr_put_be32(b + 8, 8);
+	rr_put_be32(b + 12, proc);
+	rr_put_be32(b + 16, 0);   /* no Read list */
+	rr_put_be32(b + 20, 0);   /* no Write list */
+	rr_put_be32(b + 24, 0);   /* no Reply chunk */
+	/* test-protocol Call: xid CALL op reply_n filler_n nitems MAGIC */
+	rr_put_be32(b + 28, rpc_xid);
+	rr_put_be32(b + 32, 0);
+	rr_put_be32(b + 36, 1);
+	rr_put_be32(b + 40, 0);
+	rr_put_be32(b + 44, 0);
+	rr_put_be32(b + 48, 0);
+	rr_put_be32(b + 52, MAGIC);
+	return 56;
+}
+
+static void expect_error_v(const uint8_t *r, int n, uint32_t xid, uint32_t err, uint32_t vers)
+{
+	if (n != (err == RR_XPRT_ERR_VERS ? 28 : 20))
+		printf("  xid %#x: got %d bytes (proc %u)\n", xid, n, n >= 16 ? rr_get_be32(r + 12) : 0);
+	REQUIRE_EQ(n, (err == RR_XPRT_ERR_VERS ? 28 : 20));
+	CHECK_EQ(rr_get_be32(r), xid);
+	CHECK_EQ(rr_get_be32(r + 4), vers);      /* echoes the failing message */
+	CHECK(rr_get_be32(r + 8) >= 1);          /* never a grant of 0 */
+	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_ERROR);
+	CHECK_EQ(rr_get_be32(r + 16), err);
+	if (err == RR_XPRT_ERR_VERS) {
+		CHECK_EQ(rr_get_be32(r + 20), 1);
+		CHECK_EQ(rr_get_be32(r + 24), 1);
+	}
+}
+
+static void expect_error(const uint8_t *r, int n, uint32_t xid, uint32_t err)
+{
+	expect_error_v(r, n, xid, err, 1);
+}
+
+/* Every malformed header class gets exactly the RFC 8166 section 4.5
+ * answer, and the connection survives; a Read chunk naming a bad STag is an
+ * operational error that ends the connection. */
+TEST(xprt_e2e_rogue_requester)
+{
+	struct rr_tp_conf sc;
+	struct srv s;
+	struct rogue g;
+	uint8_t m[256], r[4096];
+	size_t l;
+	int port, n;
+
+	if (!soft_ok())
+		return;
+	rr_tp_conf_default(&sc);
+	sc.credits = 8;
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(rogue_open(&g, port), 0);
+
+	/* A valid Call first: answered inline, grant >= 1. */
+	l = rogue_call(m, 0x100, 1, RR_XPRT_MSG, 0x100);
+	n = rogue_xchg(&g, m, l, r, 3000);
+	REQUIRE(n >= 28 + 20);
+	CHECK_EQ(rr_get_be32(r), 0x100);
+	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
+	CHECK_EQ(rr_get_be32(r + 28), 0x100);
+	/* Version 2 and version 0: ERR_VERS 1..1. */
+	l = rogue_call(m, 0x101, 2, RR_XPRT_MSG, 0x101);
+	expect_error_v(r, rogue_xchg(&g, m, l, r, 3000), 0x101, RR_XPRT_ERR_VERS, 2);
+	l = rogue_call(m, 0x102, 0, RR_XPRT_MSG, 0x102);
+	expect_error_v(r, rogue_xchg(&g, m, l, r, 3000), 0x102, RR_XPRT_ERR_VERS, 0);
+	/* RDMA_MSGP, unknown procedure: ERR_CHUNK. */
+	l = rogue_call(m, 0x103, 1, RR_XPRT_MSGP, 0x103);
+	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x103, RR_XPRT_ERR_CHUNK);
+	l = rogue_call(m, 0x104, 1, 99, 0x104);
+	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x104, RR_XPRT_ERR_CHUNK);
+	/* Truncated chunk lists: a Read list entry cut short. */
+	l = rogue_call(m, 0x105, 1, RR_XPRT_MSG, 0x105);
+	rr_put_be32(m + 16, 1);
+	expect_error(r, rogue_xchg(&g, m, 28, r, 3000), 0x105, RR_XPRT_ERR_CHUNK);
+	/* Bad discriminator. */
+	l = rogue_call(m, 0x106, 1, RR_XPRT_MSG, 0x106);
+	rr_put_be32(m + 20, 7);
+	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x106, RR_XPRT_ERR_CHUNK);
+	/* RDMA_NOMSG without any chunk. */
+	l = rogue_call(m, 0x107, 1, RR_XPRT_NOMSG, 0x107);
+	expect_error(r, rogue_xchg(&g, m, 28, r, 3000), 0x107, RR_XPRT_ERR_CHUNK);
+	/* Unaligned Read position. */
+	rr_put_be32(m, 0x108);
+	rr_put_be32(m + 4, 1);
+	rr_put_be32(m + 8, 8);
+	rr_put_be32(m + 12, RR_XPRT_MSG);
+	rr_put_be32(m + 16, 1);
+	rr_put_be32(m + 20, 6);          /* position */
+	rr_put_be32(m + 24, 0x1234);     /* handle */
+	rr_put_be32(m + 28, 8);          /* length */
+	rr_put_be64(m + 32, 0x1000);     /* offset */
+	rr_put_be32(m + 40, 0);
+	rr_put_be32(m + 44, 0);
+	rr_put_be32(m + 48, 0);
+	rogue_call(m + 52 - 28, 0, 0, 0, 0x108);   /* body after the lists */
+	rr_put_be32(m, 0x108);
+	rr_put_be32(m + 4, 1);
+	rr_put_be32(m + 8, 8);
+	rr_put_be32(m + 12, RR_XPRT_MSG);
+	expect_error(r, rogue_xchg(&g, m, 52 + 28, r, 3000), 0x108, RR_XPRT_ERR_CHUNK);
+	/* rdma_xid differs from the RPC XID. */
+	l = rogue_call(m, 0x109, 1, RR_XPRT_MSG, 0x999);
+	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x109, RR_XPRT_ERR_CHUNK);
+	/* Truncated inside the fixed header (an XID is there): ERR_CHUNK. */
+	l = rogue_call(m, 0x110, 1, RR_XPRT_MSG, 0x110);
+	expect_error(r, rogue_xchg(&g, m, 12, r, 3000), 0x110, RR_XPRT_ERR_CHUNK);
+	/* Silently discarded: RDMA_DONE, RDMA_ERROR, no XID, an RPC Reply. */
+	l = rogue_call(m, 0x10a, 1, RR_XPRT_DONE, 0x10a);
+	CHECK_EQ(rogue_xchg(&g, m, 16, r, 300), 0);
+	n = rr_xprt_encode_error(0x10b, 1, 1, RR_XPRT_ERR_CHUNK, m, sizeof(m));
+	CHECK_EQ(rogue_xchg(&g, m, (size_t)n, r, 300), 0);
+	l = rogue_call(m, 0x10c, 1, RR_XPRT_MSG, 0x10c);
+	CHECK_EQ(rogue_xchg(&g, m, 3, r, 300), 0);
+	l = rogue_call(m, 0x10d, 1, RR_XPRT_MSG, 0x10d);
+	rr_put_be32(m + 32, 1);   /* msg_type REPLY */
+	CHECK_EQ(rogue_xchg(&g, m, l, r, 300), 0);
+	/* The connection survived all of that. */
+	l = rogue_call(m, 0x10e, 1, RR_XPRT_MSG, 0x10e);
+	n = rogue_xchg(&g, m, l, r, 3000);
+	REQUIRE(n >= 48);
+	CHECK_EQ(rr_get_be32(r), 0x10e);
+	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
+	/* A Read chunk naming an STag that does not exist: the RDMA Read
+	 * fails, which is fatal to the connection (RFC 8166 section 4.5.1? it
+	 * is an operational error): no answer, the connection ends. */
+	rr_put_be32(m, 0x10f);
+	rr_put_be32(m + 4, 1);
+	rr_put_be32(m + 8, 8);
+	rr_put_be32(m + 12, RR_XPRT_MSG);
+	rr_put_be32(m + 16, 1);
+	rr_put_be32(m + 20, 24);          /* position: after nitems */
+	rr_put_be32(m + 24, 0xdead0001);  /* handle */
+	rr_put_be32(m + 28, 16);
+	rr_put_be64(m + 32, 0x1000);
+	rr_put_be32(m + 40, 0);
+	rr_put_be32(m + 44, 0);
+	rr_put_be32(m + 48, 0);
+	rr_put_be32(m + 52, 0x10f);
+	rr_put_be32(m + 56, 0);
+	rr_put_be32(m + 60, 1);
+	rr_put_be32(m + 64, 0);
+	rr_put_be32(m + 68, 0);
+	rr_put_be32(m + 72, 1);           /* nitems */
+	rr_put_be32(m + 76, 16);          /* len; data in the chunk */
+	rr_put_be32(m + 80, MAGIC);
+	n = rogue_xchg(&g, m, 84, r, 3000);
+	CHECK(n <= 0);
+	CHECK_EQ(s.served, 2);
+	rogue_close(&g);
+	/* The same peer retransmits that XID on a new connection: ERR_CHUNK,
+	 * not another failing Read; the connection stays up. */
+	REQUIRE_EQ(rogue_open(&g, port), 0);
+	expect_error(r, rogue_xchg(&g, m, 84, r, 3000), 0x10f, RR_XPRT_ERR_CHUNK);
+	l = rogue_call(m, 0x111, 1, RR_XPRT_MSG, 0x111);
+	n = rogue_xchg(&g, m, l, r, 3000);
+	REQUIRE(n >= 48);
+	CHECK_EQ(rr_get_be32(r), 0x111);
+	CHECK_EQ(s.served, 3);
+	rogue_close(&g);
+	srv_stop(&s);
+}
+
+/* ---- a scripted rogue responder: raw Replies to our requester ---- */
+struct rsrv {
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	struct rpcrdma_cm_id *lid, *id;
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_qp *qp;
+	struct rpcrdma_mr *rmr, *smr;
+	uint8_t rbuf[8][4096];
+	uint8_t sbuf[4096];
+};
+
+struct cl_arg {
+	struct cl *c;
+	struct rr_tp_conf *cc;
+	int port;
+	int rc;
+};
+
+static void *cl_thread(void *a)
+{
+	struct cl_arg *x = a;
+
+	x->rc = cl_start(x->c, x->cc, x->port);
+	return NULL;
+}
+
+static void rsrv_post_recv(struct rsrv *g, unsigned i)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->rbuf[i], 4096, rpcrdma_mr_lkey(g->rmr)};
+	struct rpcrdma_recv_wr wr = {i, NULL, &sge, 1};
+
+	REQUIRE_EQ(rpcrdma_post_recv(g->qp, &wr, NULL), 0);
+}
+
+/* Waits for a Call; returns its length (copied to @out) or -1. */
+static int rsrv_recv(struct rsrv *g, uint8_t *out, unsigned ms)
+{
+	for (unsigned t = 0; t < ms; t += 5) {
+		struct rpcrdma_wc wc[4];
+		int n = rpcrdma_cq_poll(g->cq, 4, wc);
+
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != RPCRDMA_WC_SUCCESS)
+				return -1;
+			if (wc[i].opcode == RPCRDMA_WC_RECV) {
+				unsigned idx = (unsigned)wc[i].wr_id;
+				int l = (int)wc[i].byte_len;
+
+				memcpy(out, g->rbuf[idx], (size_t)l);
+				rsrv_post_recv(g, idx);
+				return l;
+			}
+		}
+		sleep_ms(5);
+	}
+	return -1;
+}
+
+static int rsrv_send(struct rsrv *g, const uint8_t *m, size_t len, bool inv, uint32_t stag)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
+				  rpcrdma_mr_lkey(g->smr)};
+	struct rpcrdma_send_wr wr;
+
+	memcpy(g->sbuf, m, len);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 77;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
+	wr.u.send.invalidate_stag = stag;
+	wr.flags = RPCRDMA_SEND_SIGNALED;
+	if (rpcrdma_post_send(g->qp, &wr, NULL))
+		return -1;
+	for (int t = 0; t < 400; t++) {
+		struct rpcrdma_wc wc;
+
+		if (rpcrdma_cq_poll(g->cq, 1, &wc) == 1)
+			return wc.status == RPCRDMA_WC_SUCCESS ? 0 : -1;
+		sleep_ms(5);
+	}
+	return -1;
+}
+
+/* Malformed Replies are silently discarded (the Call stays pending); a valid
+ * Reply sent with Send With Invalidate although the responder advertised no
+ * R (Linux svcrdma does this when the requester set R) completes it with the
+ * named STag marked remotely invalidated and every other STag invalidated
+ * locally. */
+TEST(xprt_e2e_rogue_responder)
+{
+	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3}; /* R = 0 */
+	static struct rsrv g;
+	struct rpcrdma_cq_attr ca = {64, NULL};
+	struct rpcrdma_qp_attr qa = {0};
+	struct rpcrdma_conn_param prm = {0};
+	struct sockaddr_in a = {0};
+	struct sockaddr_storage ss;
+	struct rpcrdma_cm_event ev;
+	struct rr_tp_conf sc, cc;
+	struct rr_xprt_stats st;
+	struct cl c;
+	struct cl_arg x;
+	pthread_t th;
+	static struct rr_xprt_hdr h, rh;
+	uint8_t call[4096], m[4096];
+	uint32_t lens[1] = {40}, xid, wstag;
+	struct rpc *p;
+	int n, port;
+	bool got = false;
+
+	if (!soft_ok())
+		return;
+	memset(&g, 0, sizeof(g));
+	confs(&sc, &cc);
+	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, NULL, &g.ctx), 0);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(g.ctx, &g.ch), 0);
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	REQUIRE_EQ(rpcrdma_listen(g.ch, (struct sockaddr *)&a, sizeof(a), 4, NULL, &g.lid), 0);
+	REQUIRE_EQ(rpcrdma_cm_local_addr(g.lid, &ss), 0);
+	port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	x = (struct cl_arg){&c, &cc, port, -1};
+	pthread_create(&th, NULL, cl_thread, &x);
+	for (int t = 0; t < 600 && !got; t++) {
+		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_CONNECT_REQUEST)
+			got = true;
+		else
+			sleep_ms(5);
+	}
+	REQUIRE(got);
+	g.id = ev.id;
+	REQUIRE_EQ(rpcrdma_pd_alloc(g.ctx, &g.pd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(g.ctx, &ca, &g.cq), 0);
+	qa.send_cq = qa.recv_cq = g.cq;
+	qa.max_send_wr = 16;
+	qa.max_recv_wr = 8;
+	qa.max_send_sge = qa.max_recv_sge = 1;
+	REQUIRE_EQ(rpcrdma_qp_create(g.pd, &qa, &g.qp), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(g.pd, g.rbuf, sizeof(g.rbuf),
+					 RPCRDMA_ACCESS_LOCAL_WRITE, &g.rmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(g.pd, g.sbuf, sizeof(g.sbuf),
+					 RPCRDMA_ACCESS_LOCAL_WRITE, &g.smr), 0);
+	for (unsigned i = 0; i < 8; i++)
+		rsrv_post_recv(&g, i);
+	prm.private_data = pd;
+	prm.private_data_len = 8;
+	prm.responder_resources = 4;
+	prm.initiator_depth = 4;
+	REQUIRE_EQ(rpcrdma_accept(g.id, g.qp, &prm), 0);
+	pthread_join(th, NULL);
+	REQUIRE_EQ(x.rc, 0);
+
+	/* One Call with a Write chunk; the Reply will echo it. */
+	p = mk_rpc(&c, 0, 0, 1, lens, true, 256);
+	REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
+	n = rsrv_recv(&g, call, 3000);
+	REQUIRE(n > 28);
+	REQUIRE_EQ(rr_xprt_hdr_decode(call, (size_t)n, true, 0, 0, &h), RR_XPRT_V_OK);
+	xid = h.xid;
+	REQUIRE_EQ(h.nwrites, 1);
+	wstag = h.writes[0].segs[0].handle;
+	CHECK(rr_tp_client_live_stags(c.tp) >= 1);
+
+#define RBASE()                                                                \
+	do {                                                                   \
+		memset(&rh, 0, sizeof(rh));                                    \
+		rh.xid = xid; rh.vers = 1; rh.credit = 16; rh.proc = RR_XPRT_MSG; \
+		rh.nwrites = 1; rh.writes[0].nsegs = 1;                        \
+		rh.writes[0].segs[0] = h.writes[0].segs[0];                    \
+		rh.writes[0].segs[0].length = 40;                              \
+	} while (0)
+	/* reply body: xid REPLY 0 nitems=1 len=40 MAGIC (data went by Write) */
+#define RBODY(buf, off, rx)                                                    \
+	do {                                                                   \
+		rr_put_be32(buf + off, rx); rr_put_be32(buf + off + 4, 1);     \
+		rr_put_be32(buf + off + 8, 0); rr_put_be32(buf + off + 12, 1); \
+		rr_put_be32(buf + off + 16, 40); rr_put_be32(buf + off + 20, MAGIC); \
+	} while (0)
+	{
+		int hl;
+
+		/* wrong RPC XID */
+		RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid + 1);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		/* version 2 */
+		RBASE(); rh.vers = 2; hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		/* truncated inside the Write list */
+		RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+		REQUIRE_EQ(rsrv_send(&g, m, 30, false, 0), 0);
+		/* a Read list in a Reply */
+		RBASE(); rh.nreads = 1; rh.reads[0].position = 8; rh.reads[0].seg = h.writes[0].segs[0];
+		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		/* Write chunk longer than provided, and a foreign handle */
+		RBASE(); rh.writes[0].segs[0].length = h.writes[0].segs[0].length + 1;
+		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		RBASE(); rh.writes[0].segs[0].handle ^= 0x100;
+		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		/* RDMA_DONE, RDMA_MSGP, an RDMA_ERROR with an unknown code */
+		RBASE(); rh.proc = RR_XPRT_DONE; hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl, false, 0), 0);
+		RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		rr_put_be32(m + 12, RR_XPRT_MSGP);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		rr_put_be32(m + 12, RR_XPRT_ERROR);
+		rr_put_be32(m + 16, 9);
+		REQUIRE_EQ(rsrv_send(&g, m, 20, false, 0), 0);
+		sleep_ms(100);
+		CHECK_EQ(p->completions, 0);
+		rr_tp_client_stats(c.tp, &st);
+		CHECK(st.bad_replies + st.dropped >= 8);
+
+		/* The valid Reply, with Send With Invalidate of our Write chunk's
+		 * STag although this responder advertised R = 0. */
+		memcpy(p->sinkbuf[0], p->data[0], 40);   /* as if RDMA Written */
+		RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, true, wstag), 0);
+		REQUIRE(cl_wait(&c, 1, 5000));
+		CHECK_EQ(p->completions, 1);
+		CHECK_EQ(p->status, 0);
+		CHECK(verify(p));
+		rr_tp_client_stats(c.tp, &st);
+		CHECK_EQ(st.remote_inv, 1);
+		CHECK_EQ(st.local_inv, 0);    /* its only STag: not invalidated twice */
+		CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+		/* A duplicate of the valid Reply: unknown XID, dropped. */
+		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
+		sleep_ms(50);
+		CHECK_EQ(p->completions, 1);
+	}
+#undef RBASE
+#undef RBODY
+	free_rpc(p);
+	cl_stop(&c);
+	/* Take every pending CM event before destroying the ids. */
+	for (int t = 0; t < 100; t++) {
+		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_DISCONNECTED)
+			break;
+		sleep_ms(5);
+	}
+	(void)rpcrdma_cm_id_destroy(g.id);
+	(void)rpcrdma_qp_destroy(g.qp);
+	(void)rpcrdma_dereg_mr(g.rmr);
+	(void)rpcrdma_dereg_mr(g.smr);
+	(void)rpcrdma_cq_destroy(g.cq);
+	(void)rpcrdma_pd_free(g.pd);
+	(void)rpcrdma_cm_id_destroy(g.lid);
+	(void)rpcrdma_cm_channel_destroy(g.ch);
+	(void)rpcrdma_close(g.ctx);
+}
+
+/* The responder in another process (fork before any thread): message forms
+ * with data verified across process boundaries. */
+TEST(xprt_e2e_across_processes)
+{
+	struct rr_tp_conf sc, cc;
+	int to_child[2], to_parent[2];
+	pid_t pid;
+	int port = 0, status = 0;
+	struct cl c;
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	REQUIRE_EQ(pipe(to_child), 0);
+	REQUIRE_EQ(pipe(to_parent), 0);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct srv s;
+		char b;
+		int pt;
+
+		close(to_child[1]);
+		close(to_parent[0]);
+		pt = srv_start(&s, &sc);
+		if (write(to_parent[1], &pt, sizeof(pt)) != sizeof(pt))
+			_exit(2);
+		/* serve until the parent closes its end */
+		while (read(to_child[0], &b, 1) > 0)
+			;
+		srv_stop(&s);
+		_exit(s.bad == 0 && s.served >= 4 ? 0 : 1);
+	}
+	close(to_child[0]);
+	close(to_parent[1]);
+	REQUIRE_EQ(read(to_parent[0], &port, sizeof(port)), (long)sizeof(port));
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	{
+		uint32_t l1[1] = {100}, l2[1] = {9001}, l3[3] = {5000, 1, 70000};
+		struct rpc *p;
+
+		p = run1(&c, 0, 0, 1, l1, false, 1024);       /* Short */
+		CHECK(verify(p));
+		free_rpc(p);
+		p = run1(&c, 0, 6000, 1, l2, true, 4096);     /* Long Call + Write */
+		CHECK(verify(p));
+		free_rpc(p);
+		p = run1(&c, 50000, 0, 3, l3, true, 60000);   /* Reads, Writes, Long Reply */
+		CHECK(verify(p));
+		free_rpc(p);
+		p = run1(&c, 0, 0, 3, l3, false, 200000);     /* results through Reply chunk */
+		CHECK(verify(p));
+		free_rpc(p);
+	}
+	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+	cl_stop(&c);
+	close(to_child[1]);
+	REQUIRE_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(to_parent[0]);
+}
+
+/* Without invalidatable registrations (plain MRs): the requester does not
+ * advertise R, exposes MR STags and invalidates by deregistration. */
+TEST(xprt_e2e_without_windows)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c;
+	struct rr_xprt_stats st;
+	struct rr_xprt_params prm;
+	uint32_t lens[1] = {20000};
+	int port;
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	cc.use_windows = false;
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	for (int i = 0; i < 10; i++) {
+		struct rpc *p = run1(&c, i * 1000, 0, 1, lens, i & 1, 40000);
+
+		CHECK(verify(p));
+		free_rpc(p);
+	}
+	REQUIRE_EQ(rr_tp_client_params(c.tp, &prm, NULL), 0);
+	CHECK(!prm.local_r);
+	rr_tp_client_stats(c.tp, &st);
+	CHECK_EQ(st.remote_inv, 0);
+	CHECK(st.local_inv >= 10);
+	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+	cl_stop(&c);
+	srv_stop(&s);
+}
+
+/* Destroying a client with Calls in flight: each completes exactly once with
+ * -ECANCELED after its STags are invalid. */
+TEST(xprt_e2e_destroy_with_pending)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c;
+	struct rpc *ps[6];
+	uint32_t lens[1] = {6000};
+	int port;
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	/* open the grant */
+	ps[0] = run1(&c, 0, 0, 1, lens, true, 4096);
+	free_rpc(ps[0]);
+	pthread_mutex_lock(&s.lock);
+	s.hold = true;
+	pthread_mutex_unlock(&s.lock);
+	for (unsigned i = 0; i < 6; i++) {
+		ps[i] = mk_rpc(&c, 0, 0, 1, lens, true, 4096);
+		REQUIRE_EQ(rr_tp_client_submit(c.tp, &ps[i]->r), 0);
+	}
+	for (int t = 0; t < 500 && s.nheld < 6; t++)
+		sleep_ms(10);
+	CHECK_EQ(s.nheld, 6);
+	rr_tp_client_destroy(c.tp);
+	for (unsigned i = 0; i < 6; i++) {
+		CHECK_EQ(ps[i]->completions, 1);
+		CHECK_EQ(ps[i]->status, -ECANCELED);
+		ps[i]->r.reply = NULL;
+		for (unsigned k = 0; k < ps[i]->nitems; k++) {
+			free(ps[i]->data[k]);
+			free(ps[i]->sinkbuf[k]);
+		}
+		free(ps[i]);
+	}
+	pthread_mutex_destroy(&c.lock);
+	pthread_cond_destroy(&c.cond);
+	srv_release_held(&s);
+	sleep_ms(50);
+	srv_stop(&s);
+}
