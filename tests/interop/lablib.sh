@@ -15,6 +15,8 @@
 LAB_OUT=${LAB_OUT:-/lab/out}
 SIW_C=192.0.2.1 SIW_S=192.0.2.2 RXE_C=192.0.2.3 RXE_S=192.0.2.4
 BIN=/share/tests/interop
+# the lab programs link librpcrdma.so from the build tree (/share)
+export LD_LIBRARY_PATH=/share${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 lab_say() { echo "LAB: $*"; }
 lab_pass() { echo "PASS $*" | tee -a $LAB_OUT/results.txt; }

@@ -298,7 +298,9 @@ static int client(const char *url)
 			rc = rpcrdma_call_create(c, P_LIST, &call);
 			if (rc == 0) {
 				rpcrdma_xdr_put_u32(rpcrdma_call_args(call), counts[i]);
-				rpcrdma_call_set_reply_hint(call, 4u * counts[i] + 16);
+				/* the hint is the whole Reply: RPC reply header
+				 * (24 bytes with an AUTH_NONE verifier) + results */
+				rpcrdma_call_set_reply_hint(call, 4u * counts[i] + 4u + 64u);
 				rc = rpcrdma_call_run(call);
 				if (rc == 0) {
 					struct rpcrdma_xdr_dec *d = rpcrdma_call_results(call);

@@ -165,7 +165,7 @@ cmd_build() {
 	cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPCRDMA_SANITIZE=OFF \
 		-DRPCRDMA_INTEROP=ON -DRPCRDMA_TESTS=ON > "$LAB_DIR/build.log" 2>&1 ||
 		{ tail -n 30 "$LAB_DIR/build.log"; die "cmake failed"; }
-	nice ninja -C "$BUILD" -j "${LAB_JOBS:-2}" rr-tests rr_lab_probe rr_lab_iwarp rr_lab_rpc rr_lab_nfs3 \
+	nice ninja -C "$BUILD" -j "${LAB_JOBS:-2}" rr-tests rpcrdma rr_lab_probe rr_lab_iwarp rr_lab_rpc rr_lab_nfs3 \
 		>> "$LAB_DIR/build.log" 2>&1 || { tail -n 30 "$LAB_DIR/build.log"; die "build failed"; }
 	grep -E 'rdma-core provider|libtirpc' "$LAB_DIR/build.log" | sed 's/^-- /  /' >&2 || true
 }
