@@ -82,18 +82,20 @@ lab_pair() {
 	else C=$RXE_C S=$RXE_S IF=vR0 DC=rxe0 DS=rxe1; fi
 }
 
-# lab_cap_start NAME IFACE DECODE FILTER WHAT [tcpdump filter...]: capture
-# into $LAB_OUT/NAME.pcap; the host checks that each comma-separated tshark
-# display filter of FILTER (no spaces) matches a frame and that no frame is
-# malformed. DECODE is a tshark -d "decode as" rule (e.g. tcp.port==7401,rpc
-# for RPC on a port tshark does not know) or "-". lab_cap_stop ends it.
+# lab_cap_start NAME IFACE DECODE OURS FILTER WHAT [tcpdump filter...]:
+# capture into $LAB_OUT/NAME.pcap; the host checks that each comma-separated
+# tshark display filter of FILTER (no spaces) matches a frame and that none
+# of OUR frames is malformed. OURS is a display filter for the frames our
+# code sent (e.g. ip.src==192.0.2.1), "-" for all of them, "none" for a
+# baseline capture of kernel peers only. DECODE is a tshark -d "decode as"
+# rule (e.g. tcp.port==7401,rpc) or "-". lab_cap_stop ends it.
 lab_cap_start() {
-	_cn=$1 _ci=$2 _cd=$3 _cf=$4 _cw=$5; shift 5
+	_cn=$1 _ci=$2 _cd=$3 _co=$4 _cf=$5 _cw=$6; shift 6
 	tcpdump --immediate-mode -B 32768 -Z root -n -i "$_ci" -s 0 -w "/tmp/$_cn.pcap" "$@" \
 		> "/tmp/td.$_cn.log" 2>&1 &
 	LAB_TD=$!
 	for _i in $(seq 100); do grep -q listening "/tmp/td.$_cn.log" && break; sleep 0.1; done
-	echo "$_cn $_cd $_cf $_cw" >> $LAB_OUT/pcaps.txt
+	echo "$_cn $_cd $_co $_cf $_cw" >> $LAB_OUT/pcaps.txt
 	_cres=$(wc -l < $LAB_OUT/results.txt)
 }
 lab_cap_stop() {

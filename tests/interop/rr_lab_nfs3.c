@@ -6,7 +6,9 @@
  * rdma://host:20049 (our soft iWARP against kernel siw) or verbs://host:20049
  * (rdma-core: siw or rxe). Operations, sized to exercise every RPC-over-RDMA
  * (RFC 8166) chunk type against svcrdma:
- *   NULL, FSINFO, GETATTR, LOOKUP;
+ *   NULL, FSINFO (no reply size hint: the transport offers a Reply chunk,
+ *          which Linux uses even for these tiny replies), GETATTR, LOOKUP
+ *          (hinted small: inline Replies);
  *   READ   of a file in rtmax-sized pieces: data is DDP-eligible (RFC 5666
  *          section ... / RFC 8267 section 3.3), so over RDMA it lands in a
  *          Write chunk (our result sink);
@@ -252,6 +254,7 @@ static int nfs_getattr(struct rpcrdma_client *c, const struct fh *fh, struct fat
 	if (!call)
 		return -ENOMEM;
 	put_fh(rpcrdma_call_args(call), fh);
+	rpcrdma_call_set_reply_hint(call, 256); /* inline: no Reply chunk */
 	rc = run(call, "GETATTR");
 	if (rc == 0) {
 		struct rpcrdma_xdr_dec *d = rpcrdma_call_results(call);
@@ -275,6 +278,7 @@ static int nfs_lookup(struct rpcrdma_client *c, const struct fh *dir, const char
 		return -ENOMEM;
 	put_fh(rpcrdma_call_args(call), dir);
 	rpcrdma_xdr_put_string(rpcrdma_call_args(call), name);
+	rpcrdma_call_set_reply_hint(call, 512);
 	rc = run(call, "LOOKUP");
 	if (rc == 0) {
 		struct rpcrdma_xdr_dec *d = rpcrdma_call_results(call);

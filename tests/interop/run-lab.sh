@@ -220,8 +220,9 @@ cmd_vm() {
 }
 
 # ------------------------------------------------------------------ check
-# Every out/*.pcap listed in out/pcaps.txt ("NAME DECODE FILTER WHAT") must contain
-# frames matching FILTER and no malformed frame; results go to
+# Every out/*.pcap listed in out/pcaps.txt ("NAME DECODE OURS FILTER WHAT") must
+# contain frames matching each filter of FILTER, and no frame matching OURS
+# (the frames our code sent) may be malformed; results go to
 # out/host-results.txt in the VM's "PASS|FAIL|SKIP name" format.
 # count_all PCAP "F1,F2,..." [tshark options]: the smallest match count over the filters
 count_all() {
@@ -240,7 +241,7 @@ cmd_check() {
 	local hr=$run/out/host-results.txt
 	: > "$hr"
 	if [ -f "$run/out/pcaps.txt" ]; then
-		while read -r name decode filter what; do
+		while read -r name decode ours filter what; do
 			local dopt=()
 			[ "$decode" != - ] && dopt=(-d "$decode")
 			f=$run/out/$name.pcap
@@ -248,17 +249,24 @@ cmd_check() {
 			if [ ! -s "$f" ]; then echo "FAIL tshark $name: no capture" >> "$hr"; continue; fi
 			# FILTER: comma-separated display filters, each must match a frame
 			n=$(count_all "$f" "$filter" "${dopt[@]}")
-			bad=$(tshark -r "$f" "${dopt[@]}" -Y '_ws.malformed' 2>/dev/null | wc -l)
+			# malformed frames: all of them, and those our code sent
+			all_bad=$(tshark -r "$f" "${dopt[@]}" -Y '_ws.malformed' 2>/dev/null | wc -l)
+			case $ours in
+			-) bad=$all_bad ;;
+			none) bad=0 ;;
+			*) bad=$(tshark -r "$f" "${dopt[@]}" -Y "_ws.malformed && ($ours)" 2>/dev/null | wc -l) ;;
+			esac
 			{
-				echo "== $name.pcap: $(tshark -r "$f" 2>/dev/null | wc -l) frames, $n match '$filter', $bad malformed ($what)"
+				echo "== $name.pcap: $(tshark -r "$f" 2>/dev/null | wc -l) frames, $n match '$filter'," \
+					"$all_bad malformed, $bad of them ours (ours: $ours) ($what)"
 				tshark -r "$f" "${dopt[@]}" -T fields -e frame.protocols 2>/dev/null | sed 's/^eth:ethertype://' |
 					sed -E 's/(:iwarp_ddp_rdmap(:data)?){2,}/:iwarp_ddp_rdmap...(several FPDUs)/' | sort | uniq -c | sort -rn | head -n 6
 				tshark -r "$f" "${dopt[@]}" -Y '_ws.malformed' 2>/dev/null | head -n 5 | sed 's/^/  MALFORMED /'
 			} >> "$run/out/tshark.txt"
 			if [ "$n" -gt 0 ] && [ "$bad" = 0 ]; then
-				echo "PASS tshark $name: $n frames '$filter', none malformed" >> "$hr"
+				echo "PASS tshark $name: $n frames '$filter', none of ours malformed ($all_bad in all)" >> "$hr"
 			else
-				echo "FAIL tshark $name: $n frames '$filter', $bad malformed" >> "$hr"
+				echo "FAIL tshark $name: $n frames '$filter', $bad of ours malformed ($all_bad in all)" >> "$hr"
 			fi
 		done < "$run/out/pcaps.txt"
 	fi
