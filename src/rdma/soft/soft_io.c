@@ -420,7 +420,9 @@ static void id_event(struct soft_id *id, enum rpcrdma_cm_event_type type, int st
 	ev.type = type;
 	ev.status = status;
 	ev.id = RR_PUB(cm_id, &id->base);
-	ev.user_ctx = id->base.user_ctx;
+	/* ev.user_ctx is filled by the dispatch layer when the event is consumed
+	 * (rpcrdma_cm_get_event): reading it here, in the progress thread, would
+	 * race with rpcrdma_listen/connect storing it after the op returns. */
 	if (f) {
 		ev.peer_ird = f->enhanced ? (f->ird & RR_MPA_IRDORD_MASK) : 0;
 		ev.peer_ord = f->enhanced ? (f->ord & RR_MPA_IRDORD_MASK) : 0;
@@ -909,7 +911,7 @@ static void handshake_read(struct soft_id *id)
 		ev.type = RPCRDMA_CM_CONNECT_REQUEST;
 		ev.id = RR_PUB(cm_id, &id->base);
 		ev.listen_id = RR_PUB(cm_id, id->listen ? &id->listen->base : NULL);
-		ev.user_ctx = id->listen ? id->listen->base.user_ctx : NULL;
+		/* ev.user_ctx: filled at consumption by the dispatch layer. */
 		ev.peer_ird = id->frame.enhanced ? (id->frame.ird & RR_MPA_IRDORD_MASK) : 0;
 		ev.peer_ord = id->frame.enhanced ? (id->frame.ord & RR_MPA_IRDORD_MASK) : 0;
 		ev.private_data_len = id->frame.pd_len;
