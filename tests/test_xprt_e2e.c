@@ -1480,3 +1480,30 @@ TEST(xprt_e2e_no_private_data_defaults)
 	rogue_close(&g);
 	srv_stop(&s);
 }
+
+/* The responder's connection limit: the second requester is refused. */
+TEST(xprt_e2e_max_conns)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c1, c2;
+	uint32_t lens[1] = {10};
+	struct rpc *p;
+	int port;
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	sc.max_conns = 1;
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c1, &cc, port), 0);
+	CHECK(cl_start(&c2, &cc, port) < 0);
+	pthread_mutex_destroy(&c2.lock);
+	pthread_cond_destroy(&c2.cond);
+	p = run1(&c1, 0, 0, 1, lens, false, 1024);
+	CHECK(verify(p));
+	free_rpc(p);
+	cl_stop(&c1);
+	srv_stop(&s);
+}

@@ -252,6 +252,7 @@ static int sv_create(const struct rr_xprt_target *t, const struct rr_xprt_server
 	conf.credits = RR_CRED_GRANT_DEFAULT;
 	if (p->max_msg)
 		conf.max_call = (uint32_t)RR_MIN(p->max_msg, (size_t)UINT32_MAX / 2);
+	conf.max_conns = p->max_conns;
 	rc = rr_tp_server_create(&conf, (struct sockaddr *)&ss, len, sv_recv, s, &s->tp);
 	if (rc) {
 		pthread_mutex_destroy(&s->lock);

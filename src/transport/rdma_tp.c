@@ -614,7 +614,7 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 							RPCRDMA_ACCESS_REMOTE_WRITE);
 			rc = rpcrdma_post_send(cn->qp, &binds[i], NULL);
 			if (rc)
-				goto fail_mem;
+				goto fail_conn;
 			g->stag = rpcrdma_mw_rkey(k->mw[i]);
 		} else {
 			g->stag = rpcrdma_mr_rkey(k->mr[i]);
@@ -638,8 +638,7 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 	if (rc) {
 		rr_xprt_rqst_forget(&c->req, k->rq);
 		slot_put(cn, slot);
-		rc = -EAGAIN;
-		goto fail_mem;
+		goto fail_conn;
 	}
 	if (k->sent_once)
 		c->ep.stats.retransmits++;
@@ -649,6 +648,16 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 fail_mem:
 	cl_free_mem(c, k);
 	return rc;
+fail_conn:
+	/* The QP refuses work (connection going down): the Call waits for
+	 * the reconnection instead of failing. */
+	cl_free_mem(c, k);
+	if (!cn->dead) {
+		cn->dead = true;
+		if (cn->id)
+			(void)rpcrdma_disconnect(cn->id);
+	}
+	return -EAGAIN;
 }
 
 /* Sends queued Calls while credits allow. */
@@ -1208,6 +1217,11 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		uint32_t n = s->ep.conf.credits + 4;
 		int len;
 
+		if (s->ep.conf.max_conns && s->nconns >= s->ep.conf.max_conns) {
+			(void)rpcrdma_reject(ev->id, NULL, 0);
+			(void)rpcrdma_cm_id_destroy(ev->id);
+			return;
+		}
 		cn = conn_new(&s->ep, n, n + 8);
 		if (!conn_ok(cn) || post_all_recvs(cn)) {
 			conn_free(cn);
