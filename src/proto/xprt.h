@@ -173,6 +173,19 @@ struct rr_xprt_stats {
 	uint64_t retransmits;
 	uint64_t reconnects;
 	uint64_t fatal_errors;       /* failed RDMA Read/Write/Send, connection lost */
+	/* Counted by the driver (transport/rdma_tp.c) from the header of every
+	 * Send posted / Receive completed (rdma_proc, RFC 8166 section 4.2.1),
+	 * both roles: */
+	uint64_t msg_sent, nomsg_sent, error_sent, done_sent;
+	uint64_t msg_recv, nomsg_recv, error_recv, done_recv;
+	uint64_t inline_sent_bytes;  /* bytes in Sends posted (header + inline) */
+	uint64_t inline_recv_bytes;  /* bytes in Receives completed */
+	/* Push mode (draft-talpey-rdma-commit section 2), requester: */
+	uint64_t push_writes, push_write_bytes;  /* RDMA Writes into exposed regions */
+	uint64_t commits, commit_errors;         /* Commits completed; with Status != 0
+						    or failed */
+	/* Push mode, responder: regions exposed / revoked or released. */
+	uint64_t regions_exposed, regions_released;
 };
 
 /* Prints @s to @f in a mountstats-like layout. Returns 0 or -EIO. */

@@ -40,7 +40,7 @@ void rr_tp_conf_default(struct rr_tp_conf *c)
 
 /* Work request ids: type in the low 4 bits, index or pointer above. */
 enum { WR_RECV = 1, WR_SEND = 2, WR_INV = 3, WR_READ = 4, WR_REPLY = 5, WR_BIND = 6,
-       WR_WRITE = 7 };
+       WR_WRITE = 7, WR_PUSH = 8 };
 #define WRID(t, v) (((uint64_t)(uintptr_t)(v) << 4) | (uint64_t)(t))
 #define WRTYPE(id) ((unsigned)((id) & 15u))
 #define WRVAL(id) ((id) >> 4)
@@ -48,6 +48,14 @@ enum { WR_RECV = 1, WR_SEND = 2, WR_INV = 3, WR_READ = 4, WR_REPLY = 5, WR_BIND 
 
 struct tp_ep;
 struct tp_sreq;
+struct tp_conn;
+struct rr_tp_client;
+struct tp_expo;
+
+/* Push mode (end of this file). */
+static void cl_push_wc(struct rr_tp_client *c, struct tp_conn *cn, const struct rpcrdma_wc *wc);
+static void expo_release_all(struct tp_conn *cn);
+static void count_form(struct tp_ep *ep, const uint8_t *buf, uint32_t len, bool sent);
 
 /* One connection (either role). */
 struct tp_conn {
@@ -79,6 +87,8 @@ struct tp_conn {
 	uint64_t bury_at;
 	struct sockaddr_storage peer;   /* responder: the requester's address */
 	bool has_peer;
+	bool commit;                    /* RDMA Commit negotiated and enabled */
+	struct tp_expo *expo;           /* responder: exposed push-mode regions */
 };
 
 /* What both endpoint kinds share. */
@@ -136,6 +146,8 @@ struct rr_tp_client {
 	uint32_t live_stags;
 	bool destroying;
 	bool waiter;            /* a caller thread is receiving (rr_tp_client_wait) */
+	struct tp_push_op *pushes;  /* push-mode operations in flight */
+	uint32_t push_seq;
 };
 
 /* ---- server state ---- */
@@ -170,6 +182,7 @@ struct rr_tp_server {
 		bool used;
 	} failed[32];
 	unsigned failed_next;
+	uint64_t expo_seq;         /* ids of exposed push-mode regions */
 };
 
 static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r);
@@ -304,6 +317,7 @@ static void conn_free(struct tp_conn *cn)
 	}
 	if (cn->qp)
 		(void)rpcrdma_qp_destroy(cn->qp);
+	expo_release_all(cn);
 	if (cn->rmr)
 		(void)rpcrdma_dereg_mr(cn->rmr);
 	if (cn->smr)
@@ -413,6 +427,7 @@ static int post_slot_send(struct tp_conn *cn, uint32_t slot, uint32_t len,
 		w->next = &wr;
 		first = chain_head;
 	}
+	count_form(cn->ep, slot_buf(cn, slot), len, true);
 	return rpcrdma_post_send(cn->qp, first, NULL);
 }
 
@@ -719,6 +734,10 @@ static int cl_connect(struct rr_tp_client *c)
 	prm.responder_resources = c->ep.conf.ird;
 	prm.initiator_depth = c->ep.conf.ord;
 	prm.timeout_ms = c->ep.conf.connect_timeout_ms;
+	/* Our private data offers RDMA Commit: serve the peer's Commits from
+	 * establishment on; post ours once its accept data agreed. */
+	if (c->ep.conf.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT)
+		prm.flags |= RPCRDMA_CONN_COMMIT;
 	c->conn = cn;
 	rc = rpcrdma_connect(c->ep.ch, cn->qp, (const struct sockaddr *)&c->addr,
 			     c->addrlen, &prm, cn, &cn->id);
@@ -795,6 +814,7 @@ static void cl_on_recv(struct rr_tp_client *c, struct tp_conn *cn,
 	struct rr_xprt_rqst *rq = NULL;
 	unsigned valid_before = 0;
 
+	count_form(&c->ep, buf, RR_MIN(wc->byte_len, cn->rsize), false);
 	if (wc->byte_len >= 4)
 		rq = rr_xprt_req_find(&c->req, rr_get_be32(buf));
 	if (rq)
@@ -845,6 +865,10 @@ static void cl_on_recv(struct rr_tp_client *c, struct tp_conn *cn,
 
 static void cl_on_wc(struct rr_tp_client *c, struct tp_conn *cn, const struct rpcrdma_wc *wc)
 {
+	if (WRTYPE(wc->wr_id) == WR_PUSH) {
+		cl_push_wc(c, cn, wc);
+		return;
+	}
 	if (wc->status != RPCRDMA_WC_SUCCESS) {
 		if (WRTYPE(wc->wr_id) == WR_INV) {
 			struct tp_call *k = WRPTR(wc->wr_id);
@@ -894,6 +918,10 @@ static void cl_on_cm(struct rr_tp_client *c, const struct rpcrdma_cm_event *ev)
 		struct rpcrdma_conn_info info;
 
 		conn_negotiate(cn, RR_PD_REQUESTER, ev->private_data, ev->private_data_len);
+		cn->commit = (cn->neg.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT) &&
+			     rpcrdma_qp_set_commit(cn->qp, true) == 0;
+		if (!cn->commit && (c->ep.conf.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT))
+			(void)rpcrdma_qp_set_commit(cn->qp, false);
 		cn->ord = rpcrdma_conn_query(cn->id, &info) == 0 ? info.ord : 1;
 		rr_xprt_req_set_params(&c->req, &cn->params);
 		cn->established = true;
@@ -966,6 +994,7 @@ static void sv_conn_lost(struct rr_tp_server *s, struct tp_conn *cn)
 	cn->refs--;
 	if (cn->id)
 		(void)rpcrdma_disconnect(cn->id);
+	expo_release_all(cn);   /* push-mode regions die with the connection */
 	pthread_cond_broadcast(&s->ep.cond);
 	sv_conn_put(s, cn);
 }
@@ -1050,6 +1079,7 @@ static void sv_on_recv(struct rr_tp_server *s, struct tp_conn *cn, const struct 
 	enum rr_xprt_rsp_action a;
 	struct tp_sreq *r;
 
+	count_form(&s->ep, buf, RR_MIN(wc->byte_len, cn->rsize), false);
 	(void)rr_cred_rsp_on_call(&cn->cred);
 	a = rr_xprt_rsp_recv(&cn->rsp, buf, RR_MIN(wc->byte_len, cn->rsize),
 			     cn->cred.last_grant ? cn->cred.last_grant : 1, err, &elen, &rc);
@@ -1241,6 +1271,10 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		prm.private_data_len = len > 0 ? (uint16_t)len : 0;
 		prm.responder_resources = s->ep.conf.ird;
 		prm.initiator_depth = s->ep.conf.ord;
+		/* Both advertised RDMA Commit: the QP serves Commits. */
+		cn->commit = (cn->neg.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT) != 0;
+		if (cn->commit)
+			prm.flags |= RPCRDMA_CONN_COMMIT;
 		if (rpcrdma_accept(ev->id, cn->qp, &prm)) {
 			conn_free(cn);
 			return;
@@ -1449,6 +1483,10 @@ static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server)
 		if (!server && (!ep->conf.use_windows || rpcrdma_query(ep->ctx, &caps) ||
 				!(caps.flags & RPCRDMA_CAP_INVALIDATABLE)))
 			ep->adv_r = false;
+		/* Never advertise RDMA Commit the provider cannot carry (verbs). */
+		if (rpcrdma_query(ep->ctx, &caps) || !(caps.flags & RPCRDMA_CAP_COMMIT) ||
+		    !(caps.flags & RPCRDMA_CAP_DURABLE))
+			ep->conf.ext_caps &= ~RR_PD_EXT_CAP_RDMA_COMMIT;
 	}
 	ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (ep->evfd < 0)
@@ -2021,4 +2059,375 @@ unsigned rr_tp_server_conns(struct rr_tp_server *s)
 	n = s->nconns;
 	pthread_mutex_unlock(&s->ep.lock);
 	return n;
+}
+
+/* ======================================================================
+ * Message-form counters and push mode (draft-talpey-rdma-commit section 2)
+ * ====================================================================== */
+
+/* Counts the form of a Send posted or a Receive completed from its
+ * rdma_proc (RFC 8166 section 4.2.1: XID, vers, credit, proc). Called with
+ * the endpoint's lock held. */
+static void count_form(struct tp_ep *ep, const uint8_t *buf, uint32_t len, bool sent)
+{
+	struct rr_xprt_stats *st = &ep->stats;
+
+	if (sent)
+		st->inline_sent_bytes += len;
+	else
+		st->inline_recv_bytes += len;
+	if (len < 16)
+		return;
+	switch (rr_get_be32(buf + 12)) {
+	case RR_XPRT_MSG:
+		sent ? st->msg_sent++ : st->msg_recv++;
+		break;
+	case RR_XPRT_NOMSG:
+		sent ? st->nomsg_sent++ : st->nomsg_recv++;
+		break;
+	case RR_XPRT_DONE:
+		sent ? st->done_sent++ : st->done_recv++;
+		break;
+	case RR_XPRT_ERROR:
+		sent ? st->error_sent++ : st->error_recv++;
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- requester: RDMA Write + RDMA Commit into a peer's region ---- */
+
+struct tp_push_op {
+	uint32_t seq;
+	bool done;
+	bool commit;
+	enum rpcrdma_wc_status status;
+	uint32_t remote_status;
+	uint32_t len;
+	struct tp_push_op *next;
+};
+
+/* A completion of a push WR (lock held). The Write is unsignaled when a
+ * Commit follows, so a success is always the operation's last WR. An error
+ * other than a Commit Status (draft 5.1 item 3: the connection stays) is
+ * fatal to the connection, as every failed work request. */
+static void cl_push_wc(struct rr_tp_client *c, struct tp_conn *cn, const struct rpcrdma_wc *wc)
+{
+	uint32_t seq = (uint32_t)WRVAL(wc->wr_id);
+	struct tp_push_op *op;
+
+	for (op = c->pushes; op; op = op->next)
+		if (op->seq == seq)
+			break;
+	if (op && !op->done) {
+		op->done = true;
+		op->status = wc->status;
+		op->remote_status = wc->remote_status;
+		if (wc->status == RPCRDMA_WC_SUCCESS) {
+			if (op->len) {
+				c->ep.stats.push_writes++;
+				c->ep.stats.push_write_bytes += op->len;
+			}
+			if (op->commit)
+				c->ep.stats.commits++;
+		} else if (op->commit) {
+			c->ep.stats.commit_errors++;
+		}
+		pthread_cond_broadcast(&c->ep.cond);
+	}
+	if (wc->status != RPCRDMA_WC_SUCCESS && wc->status != RPCRDMA_WC_COMMIT_ERR &&
+	    !cn->dead) {
+		cn->dead = true;
+		if (cn->id)
+			(void)rpcrdma_disconnect(cn->id);
+	}
+}
+
+int rr_tp_client_commit_ok(struct rr_tp_client *c)
+{
+	int rc;
+
+	pthread_mutex_lock(&c->ep.lock);
+	if (!(c->ep.conf.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT))
+		rc = -EOPNOTSUPP;
+	else if (!c->conn || !c->conn->established || c->conn->dead)
+		rc = -ENOTCONN;
+	else
+		rc = c->conn->commit ? 0 : -EOPNOTSUPP;
+	pthread_mutex_unlock(&c->ep.lock);
+	return rc;
+}
+
+static int push_errno(const struct tp_push_op *op)
+{
+	switch (op->status) {
+	case RPCRDMA_WC_SUCCESS:
+		return 0;
+	case RPCRDMA_WC_COMMIT_ERR:
+		return -EIO;
+	case RPCRDMA_WC_REM_ACCESS_ERR:
+	case RPCRDMA_WC_LOC_PROT_ERR:
+		return -EACCES;
+	case RPCRDMA_WC_REM_INV_REQ_ERR:
+		return -EOPNOTSUPP;
+	case RPCRDMA_WC_WR_FLUSH_ERR:
+	case RPCRDMA_WC_REM_ABORT_ERR:
+		return -ECONNRESET;
+	default:
+		return -EIO;
+	}
+}
+
+int rr_tp_client_push(struct rr_tp_client *c, struct rr_tp_push *p)
+{
+	struct tp_push_op op = {0};
+	struct rpcrdma_send_wr wr[2];
+	struct rpcrdma_sge sge;
+	struct rpcrdma_mr *mr = NULL;
+	struct tp_conn *cn;
+	struct tp_push_op **pp;
+	uint64_t end;
+	unsigned nwr = 0;
+	bool waiter = false;
+	int rc;
+
+	p->wc_status = RPCRDMA_WC_GENERAL_ERR;
+	p->commit_status = 0;
+	if ((!p->len && !p->commit) || (p->len && !p->buf))
+		return -EINVAL;
+	end = now_ns(&c->ep) + (uint64_t)(p->timeout_ms ? p->timeout_ms : 30000) * 1000000u;
+	pthread_mutex_lock(&c->ep.lock);
+	cn = c->conn;
+	if (p->commit && !(c->ep.conf.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT)) {
+		rc = -EOPNOTSUPP;
+		goto out;
+	}
+	if (!cn || !cn->established || cn->dead || c->destroying) {
+		rc = -ENOTCONN;
+		goto out;
+	}
+	if (p->commit && !cn->commit) {
+		rc = -EOPNOTSUPP;   /* the peer did not advertise RDMA Commit */
+		goto out;
+	}
+	memset(wr, 0, sizeof(wr));
+	op.seq = ++c->push_seq;
+	op.commit = p->commit;
+	op.len = p->len;
+	if (p->len) {
+		rc = rpcrdma_reg_mr_simple(cn->pd, (void *)(uintptr_t)p->buf, p->len,
+					   RPCRDMA_ACCESS_LOCAL_WRITE, &mr);
+		if (rc)
+			goto out;
+		sge = (struct rpcrdma_sge){(uint64_t)(uintptr_t)p->buf, p->len,
+					   rpcrdma_mr_lkey(mr)};
+		wr[nwr].wr_id = WRID(WR_PUSH, op.seq);
+		wr[nwr].sg_list = &sge;
+		wr[nwr].num_sge = 1;
+		wr[nwr].opcode = RPCRDMA_WR_RDMA_WRITE;
+		wr[nwr].flags = p->commit ? 0 : RPCRDMA_SEND_SIGNALED;
+		wr[nwr].u.rdma.stag = p->stag;
+		wr[nwr].u.rdma.remote_offset = p->offset;
+		nwr++;
+	}
+	if (p->commit) {
+		wr[nwr].wr_id = WRID(WR_PUSH, op.seq);
+		wr[nwr].opcode = RPCRDMA_WR_RDMA_COMMIT;
+		wr[nwr].flags = RPCRDMA_SEND_SIGNALED;
+		wr[nwr].u.commit.regions = &p->region;
+		wr[nwr].u.commit.num_regions = 1;
+		if (nwr)
+			wr[nwr - 1].next = &wr[nwr];
+		nwr++;
+	}
+	op.next = c->pushes;
+	c->pushes = &op;
+	rc = rpcrdma_post_send(cn->qp, wr, NULL);
+	if (rc) {
+		/* Nothing (or only the Write) was posted: a refused WR is an
+		 * error of the connection (cl_send does the same). */
+		if (rc != -EOPNOTSUPP && rc != -EINVAL && !cn->dead) {
+			cn->dead = true;
+			if (cn->id)
+				(void)rpcrdma_disconnect(cn->id);
+		}
+		goto unlink;
+	}
+	/* Wait for the last WR, receiving on this thread when nobody else
+	 * does (as rr_tp_client_wait). */
+	while (!op.done) {
+		uint64_t t = now_ns(&c->ep);
+
+		if (c->conn != cn || cn->dead || c->destroying) {
+			rc = -ECONNRESET;
+			break;
+		}
+		if (t >= end) {
+			/* The peer never answered: the connection is unusable
+			 * for this region (and our memory must be released). */
+			rc = -ETIMEDOUT;
+			cn->dead = true;
+			if (cn->id)
+				(void)rpcrdma_disconnect(cn->id);
+			break;
+		}
+		if (!c->waiter || waiter) {
+			struct pollfd pfd;
+
+			c->waiter = waiter = true;
+			(void)rpcrdma_cq_get_event(cn->cq);
+			(void)rpcrdma_cq_arm(cn->cq, false);
+			drain_cq(&c->ep, cn);
+			if (c->conn == cn && cn->dead && cn->established)
+				cl_conn_lost(c, cn);
+			deliver_upcalls(&c->ep);
+			if (op.done || c->conn != cn)
+				continue;
+			pfd.fd = rpcrdma_cq_fd(cn->cq);
+			pfd.events = POLLIN;
+			pfd.revents = 0;
+			pthread_mutex_unlock(&c->ep.lock);
+			(void)poll(&pfd, 1, (int)RR_MIN((end - t) / 1000000u + 1, 20u));
+			pthread_mutex_lock(&c->ep.lock);
+		} else {
+			struct timespec ts;
+
+			abs_deadline(&ts, 20);
+			(void)pthread_cond_timedwait(&c->ep.cond, &c->ep.lock, &ts);
+		}
+	}
+	if (op.done) {
+		rc = push_errno(&op);
+		p->wc_status = op.status;
+		p->commit_status = op.remote_status;
+	}
+unlink:
+	for (pp = &c->pushes; *pp; pp = &(*pp)->next)
+		if (*pp == &op) {
+			*pp = op.next;
+			break;
+		}
+	if (waiter) {
+		c->waiter = false;
+		ep_wake(&c->ep);
+	}
+out:
+	if (mr)
+		(void)rpcrdma_dereg_mr(mr);
+	pthread_mutex_unlock(&c->ep.lock);
+	return rc;
+}
+
+/* ---- responder: regions exposed on a connection ---- */
+
+struct tp_expo {
+	uint64_t id;
+	struct rpcrdma_mr *mr;
+	void (*released)(void *arg);
+	void *arg;
+	struct tp_expo *next;
+};
+
+#define TP_EXPO_MAX 64   /* regions per connection */
+
+/* Deregisters every region of @cn (its STags stop granting access at once)
+ * and tells their owners (lock held, or no other thread). */
+static void expo_release_all(struct tp_conn *cn)
+{
+	while (cn->expo) {
+		struct tp_expo *x = cn->expo;
+
+		cn->expo = x->next;
+		(void)rpcrdma_dereg_mr(x->mr);
+		cn->ep->stats.regions_released++;
+		if (x->released)
+			x->released(x->arg);
+		rr_free(cn->ep->env, x);
+	}
+}
+
+int rr_tp_server_commit_ok(struct rr_tp_server *s, struct rr_tp_sreq *req)
+{
+	struct tp_sreq *r = req->priv;
+	int rc;
+
+	pthread_mutex_lock(&s->ep.lock);
+	if (r->conn->dead)
+		rc = -ENOTCONN;
+	else
+		rc = r->conn->commit ? 0 : -EOPNOTSUPP;
+	pthread_mutex_unlock(&s->ep.lock);
+	return rc;
+}
+
+int rr_tp_server_expose(struct rr_tp_server *s, struct rr_tp_sreq *req,
+			const struct rpcrdma_mr_attr *attr, void (*released)(void *arg),
+			void *arg, uint32_t *stag, uint64_t *id)
+{
+	struct tp_sreq *r = req->priv;
+	struct tp_conn *cn = r->conn;
+	struct rpcrdma_mr_attr a;
+	struct tp_expo *x;
+	unsigned n = 0;
+	int rc;
+
+	if (!attr || !(attr->flags & RPCRDMA_MR_DURABLE) || !attr->length)
+		return -EINVAL;
+	a = *attr;
+	a.access = RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_WRITE;
+	x = rr_zalloc(s->ep.env, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	pthread_mutex_lock(&s->ep.lock);
+	for (struct tp_expo *e = cn->expo; e; e = e->next)
+		n++;
+	if (cn->dead)
+		rc = -ENOTCONN;
+	else if (!cn->commit)
+		rc = -EOPNOTSUPP;
+	else if (n >= TP_EXPO_MAX)
+		rc = -ENOSPC;
+	else
+		rc = rpcrdma_reg_mr(cn->pd, &a, &x->mr);
+	if (rc) {
+		pthread_mutex_unlock(&s->ep.lock);
+		rr_free(s->ep.env, x);
+		return rc;
+	}
+	x->id = ++s->expo_seq;
+	x->released = released;
+	x->arg = arg;
+	x->next = cn->expo;
+	cn->expo = x;
+	s->ep.stats.regions_exposed++;
+	*stag = rpcrdma_mr_rkey(x->mr);
+	*id = x->id;
+	pthread_mutex_unlock(&s->ep.lock);
+	return 0;
+}
+
+int rr_tp_server_revoke(struct rr_tp_server *s, uint64_t id)
+{
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&s->ep.lock);
+	for (struct tp_conn *cn = s->conns; cn && rc; cn = cn->next) {
+		for (struct tp_expo **pp = &cn->expo; *pp; pp = &(*pp)->next) {
+			struct tp_expo *x = *pp;
+
+			if (x->id != id)
+				continue;
+			*pp = x->next;
+			(void)rpcrdma_dereg_mr(x->mr);
+			s->ep.stats.regions_released++;
+			if (x->released)
+				x->released(x->arg);
+			rr_free(s->ep.env, x);
+			rc = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->ep.lock);
+	return rc;
 }
