@@ -745,10 +745,15 @@ TEST(xprt_e2e_abort)
 	CHECK_EQ(p->status, -ETIMEDOUT);
 	CHECK_EQ(p->completions, 1);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-	/* The late Reply is discarded as an unknown XID. */
+	/* The late Reply is discarded as an unknown XID (its Send With
+	 * Invalidate names a dead STag: the connection is renewed). */
 	srv_release_held(&s);
 	sleep_ms(100);
 	CHECK_EQ(p->completions, 1);
+	free_rpc(p);
+	/* The transport still works (after the reconnection, if any). */
+	p = run1(&c, 0, 0, 1, lens, true, 4096);
+	CHECK(verify(p));
 	free_rpc(p);
 	cl_stop(&c);
 	srv_stop(&s);

@@ -1997,6 +1997,11 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 		return;
 	env = s->ep.env;
 	ep_stop(&s->ep);
+	/* No new connection requests, then refuse the queued ones. */
+	if (s->listen_id) {
+		(void)rpcrdma_cm_id_destroy(s->listen_id);
+		s->listen_id = NULL;
+	}
 	{
 		/* Connection requests nobody took: refuse them (their ids are
 		 * ours to destroy). */
