@@ -65,13 +65,6 @@ static int h_bulk(struct rpcrdma_req *r, void *ctx)
 	return RPCRDMA_SVC_OK;
 }
 
-/* The rdma scheme registers itself from a constructor in its object; a
- * static link pulls that object in only when something references it (the
- * RPC layer's rr_xprt_builtin_init() is the place for a permanent call). */
-struct rr_xprt_class;
-extern const struct rr_xprt_class rr_xprt_rdma_class;
-const void *volatile rr_test_pull_rdma = &rr_xprt_rdma_class;
-
 static bool soft_ok(void)
 {
 	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT)) {

@@ -1584,6 +1584,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 			conn_free(c->conn);
 		pthread_mutex_unlock(&c->ep.lock);
 		ep_fini(&c->ep);
+		rr_xprt_req_fini(&c->req);
 		rr_free(env, c);
 		return rc;
 	}
@@ -1603,6 +1604,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 		if (c->conn)
 			conn_free(c->conn);
 		ep_fini(&c->ep);
+		rr_xprt_req_fini(&c->req);
 		rr_free(env, c);
 		return rc;
 	}
@@ -1646,6 +1648,8 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
 			return rc;
 		}
 		k->rq->user = k;
+		/* Buffers are made when it is sent (re-planned then). */
+		rr_xprt_rqst_drop_bufs(&c->req, k->rq);
 	}
 	rpc->priv = k;
 	k->state = C_QUEUED;
@@ -1783,6 +1787,7 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 	deliver_upcalls(&c->ep);
 	pthread_mutex_unlock(&c->ep.lock);
 	ep_fini(&c->ep);
+	rr_xprt_req_fini(&c->req);
 	rr_free(env, c);
 }
 
@@ -2030,6 +2035,23 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 		return;
 	env = s->ep.env;
 	ep_stop(&s->ep);
+	/* No new connection requests, then refuse the queued ones. */
+	if (s->listen_id) {
+		(void)rpcrdma_cm_id_destroy(s->listen_id);
+		s->listen_id = NULL;
+	}
+	{
+		/* Connection requests nobody took: refuse them (their ids are
+		 * ours to destroy). */
+		struct rpcrdma_cm_event ev;
+
+		while (rpcrdma_cm_get_event(s->ep.ch, &ev) == 0) {
+			if (ev.type == RPCRDMA_CM_CONNECT_REQUEST && ev.id) {
+				(void)rpcrdma_reject(ev.id, NULL, 0);
+				(void)rpcrdma_cm_id_destroy(ev.id);
+			}
+		}
+	}
 	while (s->conns) {
 		struct tp_conn *cn = s->conns;
 
