@@ -2,7 +2,8 @@
  * (include/rpcrdma/push.h, draft-talpey-rdma-commit-00 section 2) over
  * rdma:// on the soft iWARP provider:
  *  - the counters move as expected for each message form (RDMA_MSG short and
- *    chunked, RDMA_NOMSG Long Call and Long Reply, RDMA_ERROR) and for remote
+ *    chunked, RDMA_NOMSG Long Call, Long Reply (Reply chunk, or a Position-zero Read
+ *    chunk + RDMA_DONE under reliable reply), RDMA_ERROR) and for remote
  *    vs local invalidation; -EOPNOTSUPP on tcp://;
  *  - Write + Commit into a durable file-backed region exposed by a handler,
  *    contents checked from another process;
@@ -339,7 +340,10 @@ TEST(stats_message_forms)
 	CHECK_EQ(ds.nomsg_recv, 1);
 	CHECK_EQ(ds.long_msgs, 1);
 
-	/* Long Reply: 32 KiB inline result through the Reply chunk */
+	/* Long Reply: a 32 KiB inline result. Without reliable reply: the
+	 * Reply chunk (RDMA_NOMSG back). With reliable reply negotiated (the
+	 * default between librpcrdma peers): the responder exposes the Reply
+	 * as a Read chunk, the client pulls it and sends RDMA_DONE. */
 	REQUIRE_EQ(rpcrdma_call_create(c, P_BIG, &call), 0);
 	rpcrdma_xdr_put_u32(rpcrdma_call_args(call), 32768);
 	rpcrdma_call_set_reply_hint(call, 32768 + 128);
@@ -349,18 +353,42 @@ TEST(stats_message_forms)
 	rpcrdma_call_destroy(call);
 	delta(c, s, &c0, &s0, &dc, &ds);
 	CHECK_EQ(dc.msg_sent, 1);
-	CHECK_EQ(dc.nomsg_recv, 1);
-	CHECK_EQ(dc.reply_chunks, 1);
-	CHECK(dc.total_rdma_rep >= 32768);
-	CHECK_EQ(ds.nomsg_sent, 1);
-	CHECK_EQ(ds.reply_chunks, 1);
+	if (dc.done_sent) {
+		/* RDMA_NOMSG with a Position-zero Read chunk (draft 4.1.1) */
+		CHECK_EQ(dc.done_sent, 1);
+		CHECK_EQ(dc.nomsg_recv, 1);
+		CHECK_EQ(dc.reply_chunks, 0);
+		CHECK_EQ(ds.nomsg_sent, 1);
+		/* the server counts the RDMA_DONE when it arrives */
+		for (int i = 0; i < 200 && ds.done_recv == 0; i++) {
+			struct rpcrdma_xprt_stats s1;
 
-	/* RDMA_ERROR: a result that fits neither inline nor the Reply chunk */
-	REQUIRE_EQ(rpcrdma_call_create(c, P_BIG, &call), 0);
-	rpcrdma_xdr_put_u32(rpcrdma_call_args(call), 100000);
-	rpcrdma_call_set_reply_hint(call, 8192);
-	CHECK_EQ(rpcrdma_call_run(call), -EREMOTEIO);
-	rpcrdma_call_destroy(call);
+			usleep(5000);
+			REQUIRE_EQ(rpcrdma_server_stats(s, &s1), 0);
+			rpcrdma_xprt_stats_diff(&s1, &s0, &ds);
+		}
+		CHECK_EQ(ds.done_recv, 1);
+		REQUIRE_EQ(rpcrdma_server_stats(s, &s0), 0);
+	} else {
+		CHECK_EQ(dc.nomsg_recv, 1);
+		CHECK_EQ(dc.reply_chunks, 1);
+		CHECK_EQ(ds.nomsg_sent, 1);
+		CHECK_EQ(ds.reply_chunks, 1);
+	}
+	CHECK(dc.total_rdma_rep + dc.total_rdma_req >= 32768);
+
+	/* RDMA_ERROR: a DDP-eligible result larger than its Write chunk
+	 * (ERR_CHUNK, RFC 8166 section 4.5.2) */
+	{
+		struct rpcrdma_ddp_sink sk = {sink, 1024};
+
+		REQUIRE_EQ(rpcrdma_call_create(c, P_BULK, &call), 0);
+		REQUIRE_EQ(rpcrdma_xdr_put_ddp(rpcrdma_call_args(call), src, 4096), 0);
+		REQUIRE_EQ(rpcrdma_call_set_sinks(call, &sk, 1), 0);
+		rpcrdma_call_set_reply_hint(call, 64);
+		CHECK_EQ(rpcrdma_call_run(call), -EREMOTEIO);
+		rpcrdma_call_destroy(call);
+	}
 	delta(c, s, &c0, &s0, &dc, &ds);
 	CHECK_EQ(dc.error_recv, 1);
 	CHECK_EQ(dc.err_received, 1);
@@ -368,11 +396,13 @@ TEST(stats_message_forms)
 	CHECK_EQ(ds.error_sent, 1);
 	CHECK_EQ(ds.err_chunk_sent, 1);
 
-	/* the connection is fine afterwards; RDMA_DONE is not used here */
+	/* the connection is fine afterwards; the requester never receives
+	 * RDMA_DONE, the responder never sends one */
 	REQUIRE_EQ(call_echo(c, 1), 0);
 	delta(c, s, &c0, &s0, &dc, &ds);
 	CHECK_EQ(dc.msg_recv, 1);
-	CHECK_EQ(c0.done_sent + c0.done_recv + s0.done_sent + s0.done_recv, 0);
+	CHECK_EQ(c0.done_recv + s0.done_sent, 0);
+	CHECK_EQ(c0.done_sent, s0.done_recv);
 	CHECK_EQ(c0.fatal_errors + c0.reconnects, 0);
 	{
 		FILE *f = tmpfile();

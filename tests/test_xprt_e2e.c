@@ -442,6 +442,10 @@ static void confs(struct rr_tp_conf *sc, struct rr_tp_conf *cc)
 	rr_tp_conf_default(cc);
 	sc->credits = 64;
 	cc->connect_timeout_ms = 3000;
+	/* These tests cover plain RFC 8166; reliable reply is covered by
+	 * tests/test_rrep_e2e.c. */
+	sc->ext_caps = 0;
+	cc->ext_caps = 0;
 }
 
 /* Every message form, both directions, data verified; sizes around the

@@ -19,6 +19,7 @@ void rr_xprt_params_default(struct rr_xprt_params *p)
 	p->max_seg_len = 1u << 20;
 	p->max_segs = 16;
 	p->max_call = 1u << 24;
+	p->max_pull = 1u << 28;
 }
 
 /* Decoding goes through the project's header codec (proto/hdr.h), which
@@ -27,6 +28,13 @@ void rr_xprt_params_default(struct rr_xprt_params *p)
 enum rr_xprt_verdict rr_xprt_hdr_decode(const uint8_t *buf, size_t len, bool is_call,
 					uint32_t inline_max, uint32_t max_chunk,
 					struct rr_xprt_hdr *h)
+{
+	return rr_xprt_hdr_decode_ext(buf, len, is_call, inline_max, max_chunk, false, h);
+}
+
+enum rr_xprt_verdict rr_xprt_hdr_decode_ext(const uint8_t *buf, size_t len, bool is_call,
+					    uint32_t inline_max, uint32_t max_chunk,
+					    bool reliable_reply, struct rr_xprt_hdr *h)
 {
 	struct rr_hdr_limits lim;
 	struct rr_hdr dd, *d = &dd;
@@ -44,6 +52,7 @@ enum rr_xprt_verdict rr_xprt_hdr_decode(const uint8_t *buf, size_t len, bool is_
 	lim.max_write_chunks = RR_XPRT_MAX_WCHUNKS;
 	lim.max_chunk_len = max_chunk ? max_chunk : UINT32_MAX;
 	lim.inline_threshold = inline_max ? inline_max : UINT32_MAX;
+	lim.reliable_reply = reliable_reply;
 	(void)rr_hdr_decode(d, buf, len, is_call ? RR_HDR_DIR_CALL : RR_HDR_DIR_REPLY, &lim);
 	h->xid = d->xid;
 	h->vers = d->vers;

@@ -53,8 +53,18 @@ struct rr_tp_conf {
 	uint32_t max_conns;             /* responder: 0 = no limit */
 	uint32_t ext_caps;              /* extension block capabilities
 					   (RR_PD_EXT_CAP_*, proto/privdata.h);
-					   0: no extension block. RDMA_COMMIT
-					   is implemented (push mode). */
+					   0: no extension block. Default:
+					   RELIABLE_REPLY (used only when the
+					   peer advertises it too). RDMA_COMMIT
+					   (push mode) is set by rdma_rpc.c. */
+	/* Reliable reply (proto/rrep.h, docs/protocol.md): */
+	uint32_t rrep_timeout_ms;       /* responder: an exposed Reply is fenced
+					   when no RDMA_DONE came (30000) */
+	uint32_t rrep_max;              /* responder: Read-chunk Replies awaiting
+					   RDMA_DONE at once; as many extra
+					   Receives are posted (32) */
+	const struct rpcrdma_env *rrep_clock; /* clock of those timeouts
+					   (NULL: @env); tests: virtual */
 };
 
 void rr_tp_conf_default(struct rr_tp_conf *c);
@@ -71,6 +81,8 @@ struct rr_tp_rpc {
 	const struct rr_xprt_sink *sinks;   /* DDP-eligible result buffers */
 	unsigned nsinks;
 	uint32_t max_reply;                 /* largest reduced Reply */
+	uint32_t min_reply;                 /* smallest expected (draft 5.3.1) */
+	bool max_unknown;                   /* @max_reply is only a ceiling */
 	void *user;
 	/* outputs */
 	int status;                  /* 0, -EREMOTEIO (RDMA_ERROR ERR_CHUNK),
@@ -80,6 +92,8 @@ struct rr_tp_rpc {
 	uint32_t reply_len;
 	uint32_t placed[RR_XPRT_MAX_ITEMS];   /* bytes written per sink */
 	bool is_placed[RR_XPRT_MAX_ITEMS];    /* that Write chunk was used */
+	bool via_read;               /* reliable reply: pulled from a
+					responder-provided Read chunk */
 	void *priv;                  /* transport-private */
 };
 
@@ -112,6 +126,8 @@ void rr_tp_client_destroy(struct rr_tp_client *c);
 void rr_tp_client_stats(struct rr_tp_client *c, struct rr_xprt_stats *out);
 /* STags exposed for RPCs and not yet invalidated (0 when idle). */
 uint32_t rr_tp_client_live_stags(struct rr_tp_client *c);
+/* Reliable reply negotiated on the current connection: 1, 0, or -ENOTCONN. */
+int rr_tp_client_reliable_reply(struct rr_tp_client *c);
 /* Tests: cut the current connection (as a network failure would). */
 int rr_tp_client_cut(struct rr_tp_client *c);
 /* Negotiated parameters of the current connection (-ENOTCONN if none). */
@@ -188,6 +204,13 @@ void rr_tp_server_destroy(struct rr_tp_server *s);
 void rr_tp_server_stats(struct rr_tp_server *s, struct rr_xprt_stats *out);
 /* Live connections. */
 unsigned rr_tp_server_conns(struct rr_tp_server *s);
+/* Reliable reply, test hooks: registrations exposing Replies whose STag is
+ * still valid (0 once every Read chunk was invalidated), and Replies waiting
+ * in the per-connection tables for their RDMA_DONE. */
+uint32_t rr_tp_server_rrep_live(struct rr_tp_server *s);
+uint32_t rr_tp_server_rrep_waiting(struct rr_tp_server *s);
+/* Tests: cut every connection (as a network failure would). */
+void rr_tp_server_cut(struct rr_tp_server *s);
 
 /* Push mode, responder. 0 when @req's connection negotiated RDMA Commit,
  * -EOPNOTSUPP when not, -ENOTCONN when it is gone. */
