@@ -265,6 +265,8 @@ struct rr_xprt_reply {
 	uint32_t sink_len[RR_XPRT_MAX_ITEMS]; /* bytes written per result sink */
 	bool sink_placed[RR_XPRT_MAX_ITEMS];  /* its Write chunk came back used */
 	bool long_reply;
+	struct rr_xprt_rqst *inv_other;   /* another Call whose STag the peer
+					     invalidated (peer error) */
 };
 
 struct rr_xprt_requester {
