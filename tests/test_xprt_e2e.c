@@ -1532,3 +1532,38 @@ TEST(xprt_e2e_max_conns)
 	cl_stop(&c1);
 	srv_stop(&s);
 }
+
+/* Calls of 4092, 4096 and 4100 bytes against the 4096-byte call threshold:
+ * Short, Short, Long (RDMA_NOMSG); each rebuilt exactly by the responder. */
+TEST(xprt_e2e_call_threshold)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c;
+	struct rr_xprt_stats st0, st1;
+	int port;
+	const uint32_t fill[3] = {4036, 4040, 4044};
+	const bool is_long[3] = {false, false, true};
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		struct rpc *p;
+
+		rr_tp_client_stats(c.tp, &st0);
+		/* header 28 + xid..filler_n 20 + filler + nitems 4 + magic 4 */
+		p = run1(&c, 0, fill[i], 0, NULL, false, 64);
+		CHECK(verify(p));
+		free_rpc(p);
+		rr_tp_client_stats(c.tp, &st1);
+		CHECK_EQ(st1.long_msgs - st0.long_msgs, is_long[i] ? 1 : 0);
+		CHECK_EQ(st1.short_msgs - st0.short_msgs, is_long[i] ? 0 : 1);
+	}
+	cl_stop(&c);
+	srv_stop(&s);
+	CHECK_EQ(s.bad, 0);
+}
