@@ -442,6 +442,10 @@ static void confs(struct rr_tp_conf *sc, struct rr_tp_conf *cc)
 	rr_tp_conf_default(cc);
 	sc->credits = 64;
 	cc->connect_timeout_ms = 3000;
+	/* These tests cover plain RFC 8166; reliable reply is covered by
+	 * tests/test_rrep_e2e.c. */
+	sc->ext_caps = 0;
+	cc->ext_caps = 0;
 }
 
 /* Every message form, both directions, data verified; sizes around the
@@ -745,10 +749,15 @@ TEST(xprt_e2e_abort)
 	CHECK_EQ(p->status, -ETIMEDOUT);
 	CHECK_EQ(p->completions, 1);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-	/* The late Reply is discarded as an unknown XID. */
+	/* The late Reply is discarded as an unknown XID (its Send With
+	 * Invalidate names a dead STag: the connection is renewed). */
 	srv_release_held(&s);
 	sleep_ms(100);
 	CHECK_EQ(p->completions, 1);
+	free_rpc(p);
+	/* The transport still works (after the reconnection, if any). */
+	p = run1(&c, 0, 0, 1, lens, true, 4096);
+	CHECK(verify(p));
 	free_rpc(p);
 	cl_stop(&c);
 	srv_stop(&s);
@@ -1522,4 +1531,39 @@ TEST(xprt_e2e_max_conns)
 	free_rpc(p);
 	cl_stop(&c1);
 	srv_stop(&s);
+}
+
+/* Calls of 4092, 4096 and 4100 bytes against the 4096-byte call threshold:
+ * Short, Short, Long (RDMA_NOMSG); each rebuilt exactly by the responder. */
+TEST(xprt_e2e_call_threshold)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c;
+	struct rr_xprt_stats st0, st1;
+	int port;
+	const uint32_t fill[3] = {4036, 4040, 4044};
+	const bool is_long[3] = {false, false, true};
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		struct rpc *p;
+
+		rr_tp_client_stats(c.tp, &st0);
+		/* header 28 + xid..filler_n 20 + filler + nitems 4 + magic 4 */
+		p = run1(&c, 0, fill[i], 0, NULL, false, 64);
+		CHECK(verify(p));
+		free_rpc(p);
+		rr_tp_client_stats(c.tp, &st1);
+		CHECK_EQ(st1.long_msgs - st0.long_msgs, is_long[i] ? 1 : 0);
+		CHECK_EQ(st1.short_msgs - st0.short_msgs, is_long[i] ? 0 : 1);
+	}
+	cl_stop(&c);
+	srv_stop(&s);
+	CHECK_EQ(s.bad, 0);
 }

@@ -19,6 +19,7 @@ void rr_xprt_params_default(struct rr_xprt_params *p)
 	p->max_seg_len = 1u << 20;
 	p->max_segs = 16;
 	p->max_call = 1u << 24;
+	p->max_pull = 1u << 28;
 }
 
 /* Decoding goes through the project's header codec (proto/hdr.h), which
@@ -27,6 +28,13 @@ void rr_xprt_params_default(struct rr_xprt_params *p)
 enum rr_xprt_verdict rr_xprt_hdr_decode(const uint8_t *buf, size_t len, bool is_call,
 					uint32_t inline_max, uint32_t max_chunk,
 					struct rr_xprt_hdr *h)
+{
+	return rr_xprt_hdr_decode_ext(buf, len, is_call, inline_max, max_chunk, false, h);
+}
+
+enum rr_xprt_verdict rr_xprt_hdr_decode_ext(const uint8_t *buf, size_t len, bool is_call,
+					    uint32_t inline_max, uint32_t max_chunk,
+					    bool reliable_reply, struct rr_xprt_hdr *h)
 {
 	struct rr_hdr_limits lim;
 	struct rr_hdr dd, *d = &dd;
@@ -44,6 +52,7 @@ enum rr_xprt_verdict rr_xprt_hdr_decode(const uint8_t *buf, size_t len, bool is_
 	lim.max_write_chunks = RR_XPRT_MAX_WCHUNKS;
 	lim.max_chunk_len = max_chunk ? max_chunk : UINT32_MAX;
 	lim.inline_threshold = inline_max ? inline_max : UINT32_MAX;
+	lim.reliable_reply = reliable_reply;
 	(void)rr_hdr_decode(d, buf, len, is_call ? RR_HDR_DIR_CALL : RR_HDR_DIR_REPLY, &lim);
 	h->xid = d->xid;
 	h->vers = d->vers;
@@ -219,7 +228,11 @@ int rr_xprt_stats_print(const struct rr_xprt_stats *s, FILE *f)
 		"\t\tshort %llu chunked %llu long %llu pullup_bytes %llu\n"
 		"\t\terr_vers_sent %llu err_chunk_sent %llu err_received %llu dropped %llu\n"
 		"\t\tremote_inv %llu local_inv %llu bad_remote_inv %llu\n"
-		"\t\tcredits_exhausted %llu retransmits %llu reconnects %llu fatal_errors %llu\n",
+		"\t\tcredits_exhausted %llu retransmits %llu reconnects %llu fatal_errors %llu\n"
+		"\t\tsent msg %llu nomsg %llu error %llu done %llu inline_bytes %llu\n"
+		"\t\trecv msg %llu nomsg %llu error %llu done %llu inline_bytes %llu\n"
+		"\t\tpush_writes %llu push_write_bytes %llu commits %llu commit_errors %llu\n"
+		"\t\tregions_exposed %llu regions_released %llu\n",
 		(unsigned long long)s->sends, (unsigned long long)s->recvs,
 		(unsigned long long)s->bad_xids, (unsigned long long)s->bad_replies,
 		(unsigned long long)s->read_chunks, (unsigned long long)s->write_chunks,
@@ -233,6 +246,15 @@ int rr_xprt_stats_print(const struct rr_xprt_stats *s, FILE *f)
 		(unsigned long long)s->remote_inv, (unsigned long long)s->local_inv,
 		(unsigned long long)s->bad_remote_inv,
 		(unsigned long long)s->credits_exhausted, (unsigned long long)s->retransmits,
-		(unsigned long long)s->reconnects, (unsigned long long)s->fatal_errors);
+		(unsigned long long)s->reconnects, (unsigned long long)s->fatal_errors,
+		(unsigned long long)s->msg_sent, (unsigned long long)s->nomsg_sent,
+		(unsigned long long)s->error_sent, (unsigned long long)s->done_sent,
+		(unsigned long long)s->inline_sent_bytes,
+		(unsigned long long)s->msg_recv, (unsigned long long)s->nomsg_recv,
+		(unsigned long long)s->error_recv, (unsigned long long)s->done_recv,
+		(unsigned long long)s->inline_recv_bytes,
+		(unsigned long long)s->push_writes, (unsigned long long)s->push_write_bytes,
+		(unsigned long long)s->commits, (unsigned long long)s->commit_errors,
+		(unsigned long long)s->regions_exposed, (unsigned long long)s->regions_released);
 	return n < 0 ? -EIO : 0;
 }

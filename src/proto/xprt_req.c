@@ -3,6 +3,7 @@
  * and Reply chunks; 4.5 "Error Handling": a requester silently discards
  * malformed Replies). Plans each Call, marshals its Send, and matches and
  * validates Replies against what the Call provisioned. See xprt.h. */
+#include "proto/rrep.h"
 #include "proto/xprt.h"
 
 static const uint8_t rr_xprt_zero_pad[4];
@@ -155,7 +156,8 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 	 * echoing every Write segment) exceeds the reply inline threshold. */
 	rep_hdr_max = RR_XPRT_FIXED_HDR + 4 + wl + 4;
 	hdr = RR_XPRT_FIXED_HDR + 4 + wl + 4;
-	if (rep_hdr_max + d->max_reply > p->reply_inline) {
+	/* (With reliable reply negotiated, draft 5.3.1 decides: proto/rrep.h.) */
+	if (rr_rrep_want_reply_chunk(p, rep_hdr_max, d)) {
 		uint32_t rl = (uint32_t)RR_ALIGN4(d->max_reply);
 
 		if (nsegs_for(p, rl) > p->max_segs)
@@ -459,17 +461,35 @@ static int64_t check_chunk(const struct rr_xprt_chunk *got,
 	return total;
 }
 
-static void note_inv(struct rr_xprt_requester *r, struct rr_xprt_rqst *c, uint32_t stag)
+static bool mark_inv(struct rr_xprt_rqst *c, uint32_t stag)
 {
 	bool found = false;
 
-	if (c) {
-		for (unsigned i = 0; i < c->nregs; i++) {
-			if (c->regs[i].stag == stag) {
-				c->regs[i].valid = false;
-				found = true;
-			}
+	for (unsigned i = 0; c && i < c->nregs; i++) {
+		if (c->regs[i].stag == stag && c->regs[i].valid) {
+			c->regs[i].valid = false;
+			found = true;
 		}
+	}
+	return found;
+}
+
+/* The peer invalidated @stag. Normally it belongs to the Reply's Call; a
+ * peer that names another Call's STag has invalidated that one (RNICs do
+ * not check ownership by XID): record it there so that it is not
+ * invalidated again locally (which an iWARP RNIC would treat as an error).
+ * Returns the other Call, if any. */
+static struct rr_xprt_rqst *note_inv(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+				     uint32_t stag)
+{
+	struct rr_xprt_rqst *other = NULL;
+	bool found = mark_inv(c, stag);
+
+	if (!found) {
+		for (unsigned b = 0; b < RR_ARRAY_SIZE(r->table) && !other; b++)
+			for (struct rr_xprt_rqst *o = r->table[b]; o && !other; o = o->next)
+				if (o != c && mark_inv(o, stag))
+					other = o;
 	}
 	if (r->stats) {
 		if (found)
@@ -477,6 +497,7 @@ static void note_inv(struct rr_xprt_requester *r, struct rr_xprt_rqst *c, uint32
 		else
 			r->stats->bad_remote_inv++;
 	}
+	return other;
 }
 
 void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t len,
@@ -488,6 +509,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	struct rr_xprt_rqst *c;
 	struct rr_xprt_seg mine[RR_XPRT_MAX_SEGS];
 	enum rr_xprt_verdict v;
+	struct rr_xprt_rqst *other = NULL;
 	uint32_t n;
 
 	memset(out, 0, sizeof(*out));
@@ -500,12 +522,12 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 			s->dropped++;
 		return;
 	}
-	v = rr_xprt_hdr_decode(buf, len, false, p->reply_inline, 0, h);
+	v = rr_xprt_hdr_decode_ext(buf, len, false, p->reply_inline, 0, p->reliable_reply, h);
 	c = v == RR_XPRT_V_DROP && len < 4 ? NULL :
 		rr_xprt_req_find(r, len >= 4 ? rr_get_be32(buf) : 0);
 	/* The peer already invalidated the STag, whatever else is wrong. */
 	if (has_inv)
-		note_inv(r, c, inv_stag);
+		other = note_inv(r, c, inv_stag);
 	if (v != RR_XPRT_V_OK) {
 		if (s)
 			s->bad_replies++;
@@ -516,6 +538,12 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	if (!c) {
 		if (s)
 			s->bad_xids++;
+		/* Reliable reply (draft 4.1.3): RDMA_DONE is owed even for an
+		 * XID we no longer know. */
+		if (h->nreads && rr_rrep_req_reply(r, NULL, h, out) == 0) {
+			rr_free(r->env, h);
+			return;
+		}
 		goto drop_quiet;
 	}
 	out->call = c;
@@ -524,14 +552,16 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	if (h->proc == RR_XPRT_ERROR) {
 		out->kind = RR_XPRT_R_ERROR;
 		out->err = h->err == RR_XPRT_ERR_VERS ? -EPROTONOSUPPORT : -EREMOTEIO;
+		out->inv_other = other;
 		if (s)
 			s->err_received++;
 		rr_xprt_rqst_forget(r, c);
 		rr_free(r->env, h);
 		return;
 	}
-	/* A Read list in a Reply needs the reliable-reply extension. */
-	if (h->nreads || h->nwrites > c->desc.nsinks)
+	/* A Read list in a Reply needs the reliable-reply extension (the
+	 * codec only lets one through when it is negotiated). */
+	if ((h->nreads && !p->reliable_reply) || h->nwrites > c->desc.nsinks)
 		goto bad;
 	for (uint32_t i = 0; i < h->nwrites; i++) {
 		int64_t got;
@@ -544,6 +574,13 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		out->sink_placed[i] = h->writes[i].nsegs != 0;
 		if (s)
 			s->total_rdma_rep += (uint64_t)got;
+	}
+	if (h->nreads) {
+		/* Reliable reply: responder-provided Read chunk (proto/rrep.c). */
+		if (rr_rrep_req_reply(r, c, h, out))
+			goto bad;
+		rr_free(r->env, h);
+		return;
 	}
 	if (h->proc == RR_XPRT_NOMSG) {
 		int64_t got;
@@ -576,6 +613,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	    rr_get_be32(out->payload + 4) != 1u)
 		goto bad;
 	out->kind = RR_XPRT_R_REPLY;
+	out->inv_other = other;
 	rr_xprt_rqst_forget(r, c);
 	rr_free(r->env, h);
 	return;
@@ -588,6 +626,7 @@ drop:
 drop_quiet:
 	memset(out, 0, sizeof(*out));
 	out->kind = RR_XPRT_R_DROP;
+	out->inv_other = other;
 	rr_free(r->env, h);
 }
 

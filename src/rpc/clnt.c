@@ -7,6 +7,7 @@
  * items through the caller's result sinks. */
 #include "rpc/rpcmsg.h"
 #include "rpc/xprt.h"
+#include "rpc/xprt_ctl.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -653,4 +654,14 @@ RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call)
 		pthread_cond_wait(&c->cv, &c->lock);
 	pthread_mutex_unlock(&c->lock);
 	call_free(call);
+}
+
+/* Transport controls (rpc/xprt_ctl.h): counters and push mode. */
+int rr_rpc_client_ctl(struct rpcrdma_client *c, unsigned op, void *arg)
+{
+	if (!c)
+		return -EINVAL;
+	if (!c->cls->client->ctl)
+		return -EOPNOTSUPP;
+	return c->cls->client->ctl(c->xp, op, arg);
 }

@@ -12,6 +12,7 @@
 #include "rpc/rpcmsg.h"
 #include "rpc/svcint.h"
 #include "rpc/xprt.h"
+#include "rpc/xprt_ctl.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -566,4 +567,23 @@ RPCRDMA_API void rpcrdma_req_complete(struct rpcrdma_req *r, int stat)
 const struct rr_rpc_call *rr_svc_req_call(const struct rpcrdma_req *r)
 {
 	return &r->call;
+}
+
+/* Transport controls (rpc/xprt_ctl.h): counters and push mode. */
+int rr_rpc_server_ctl(struct rpcrdma_server *s, unsigned op, void *arg)
+{
+	if (!s)
+		return -EINVAL;
+	if (!s->cls->server->ctl)
+		return -EOPNOTSUPP;
+	return s->cls->server->ctl(s->xs, NULL, op, arg);
+}
+
+int rr_rpc_req_ctl(struct rpcrdma_req *r, unsigned op, void *arg)
+{
+	if (!r || !r->xreq)
+		return -EINVAL;
+	if (!r->srv->cls->server->ctl)
+		return -EOPNOTSUPP;
+	return r->srv->cls->server->ctl(r->srv->xs, r->xreq, op, arg);
 }

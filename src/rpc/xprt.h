@@ -204,6 +204,9 @@ struct rr_xprt_client_ops {
 	 * is receiving. The RPC layer then waits for the completion as usual,
 	 * so returning early is always correct. */
 	void (*wait)(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms);
+	/* Optional: transport controls (counters, push mode), see
+	 * rpc/xprt_ctl.h; NULL or an unknown @op: -EOPNOTSUPP. */
+	int (*ctl)(struct rr_xprt_client *x, unsigned op, void *arg);
 };
 
 struct rr_xprt_req {
@@ -240,6 +243,10 @@ struct rr_xprt_server_ops {
 	 * before returning; the RPC layer then dispatches inline, without a
 	 * handoff to a worker. false: recv() only queues. */
 	bool inline_recv;
+	/* Optional: transport controls (rpc/xprt_ctl.h) for the endpoint
+	 * (@req NULL) or for the connection of @req (a delivered request not
+	 * yet done). NULL or an unknown @op: -EOPNOTSUPP. */
+	int (*ctl)(struct rr_xprt_server *s, struct rr_xprt_req *req, unsigned op, void *arg);
 };
 
 struct rr_xprt_class {

@@ -14,7 +14,9 @@
 #include <stdio.h>
 
 #include "proto/credits.h"
+#include "proto/privdata.h"
 #include "rpc/xprt.h"
+#include "transport/rdma_ext.h"
 #include "transport/rdma_tp.h"
 
 struct rr_xprt_client {
@@ -106,6 +108,7 @@ static int cl_create(const struct rr_xprt_target *t, const struct rr_xprt_client
 	if (p->connect_timeout_ms)
 		conf.connect_timeout_ms = p->connect_timeout_ms;
 	conf.no_reconnect = p->no_reconnect;
+	conf.ext_caps |= RR_PD_EXT_CAP_RDMA_COMMIT;   /* push mode (masked if unsupported) */
 	rc = rr_tp_client_create(&conf, (struct sockaddr *)&ss, len, cl_complete, x, &x->tp);
 	if (rc) {
 		rr_free(env, x);
@@ -254,6 +257,7 @@ static int sv_create(const struct rr_xprt_target *t, const struct rr_xprt_server
 	if (p->max_msg)
 		conf.max_call = (uint32_t)RR_MIN(p->max_msg, (size_t)UINT32_MAX / 2);
 	conf.max_conns = p->max_conns;
+	conf.ext_caps |= RR_PD_EXT_CAP_RDMA_COMMIT;   /* push mode (masked if unsupported) */
 	rc = rr_tp_server_create(&conf, (struct sockaddr *)&ss, len, sv_recv, s, &s->tp);
 	if (rc) {
 		pthread_mutex_destroy(&s->lock);
@@ -331,6 +335,17 @@ static void sv_destroy(struct rr_xprt_server *s)
 	rr_free(env, s);
 }
 
+static int cl_ctl(struct rr_xprt_client *x, unsigned op, void *arg)
+{
+	return rr_rdma_client_ctl(x->tp, op, arg);
+}
+
+static int sv_ctl(struct rr_xprt_server *s, struct rr_xprt_req *req, unsigned op, void *arg)
+{
+	return rr_rdma_server_ctl(s->tp, req ? ((struct sreq_wrap *)req->xp_priv)->sreq : NULL,
+				  op, arg);
+}
+
 static const struct rr_xprt_client_ops rdma_client_ops = {
 	.create = cl_create,
 	.submit = cl_submit,
@@ -338,6 +353,7 @@ static const struct rr_xprt_client_ops rdma_client_ops = {
 	.release_reply = cl_release,
 	.destroy = cl_destroy,
 	.wait = cl_wait,
+	.ctl = cl_ctl,
 };
 
 /* recv() only queues (inline_recv false): our upcall runs on the progress
@@ -351,6 +367,7 @@ static const struct rr_xprt_server_ops rdma_server_ops = {
 	.stop = sv_stop,
 	.destroy = sv_destroy,
 	.inline_recv = false,
+	.ctl = sv_ctl,
 };
 
 const struct rr_xprt_class rr_xprt_rdma_class = {"rdma", &rdma_client_ops, &rdma_server_ops};
