@@ -2,10 +2,15 @@
  * input is decoded as a Call, as a Reply, as an AUTH_SYS body and peeked for
  * its XID; whatever decodes is re-encoded and must reproduce the input bytes
  * it consumed (encode(decode(x)) == x), and must decode again to the same
- * structure. Decoders must never read out of bounds (ASan) or crash. */
+ * structure. The results of a decoded Reply are then read with the public
+ * XDR cursor (rpcrdma_xdr_get_*), including DDP-eligible items into result
+ * sinks, as "placed" items and as transport-delivered items, driven by the
+ * input's own bytes. Decoders must never read or write out of bounds (ASan)
+ * or crash. */
 #include <stdlib.h>
 
 #include "rpc/rpcmsg.h"
+#include "rpc/xbuf.h"
 
 static void check(int cond)
 {
@@ -64,6 +69,59 @@ static void fuzz_call(const uint8_t *data, size_t size)
 	}
 }
 
+/* Reads the bytes after @off with the public cursor; the first byte of the
+ * input chooses sink sizes, placement and the sequence of gets. */
+static void fuzz_results(const uint8_t *data, size_t size, size_t off)
+{
+	uint8_t sinkbuf[2][64];
+	struct rpcrdma_ddp_sink sinks[2] = {{sinkbuf[0], 0}, {sinkbuf[1], 64}};
+	uint32_t placed[2] = {RR_RPC_NOT_PLACED, RR_RPC_NOT_PLACED};
+	struct rr_rpc_ext ext;
+	struct rpcrdma_xdr_dec d;
+	uint8_t ctl = size ? data[0] : 0;
+	char str[16];
+
+	sinks[0].max = ctl & 0x3f;
+	if (ctl & 0x40)
+		placed[0] = sinks[0].max;
+	rr_xbuf_dec_init(&d, data, size);
+	d.x.pos = off;
+	d.sinks = sinks;
+	d.placed = placed;
+	d.nsinks = 2;
+	if (ctl & 0x80) {
+		/* a transport-delivered item right after the first word */
+		ext.inline_off = off + 8;
+		ext.ptr = data;
+		ext.len = (uint32_t)RR_MIN(size, (size_t)(ctl & 0x3f));
+		d.ext = &ext;
+		d.n_ext = 1;
+	}
+	for (size_t i = 1; i < size && i < 24; i++) {
+		const void *p;
+		uint32_t len, v;
+		uint64_t v64;
+		int rc = 0;
+
+		switch (data[i] & 7) {
+		case 0: rc = rpcrdma_xdr_get_u32(&d, &v); break;
+		case 1: rc = rpcrdma_xdr_get_u64(&d, &v64); break;
+		case 2: rc = rpcrdma_xdr_get_opaque(&d, data[i], &p, &len); break;
+		case 3: rc = rpcrdma_xdr_get_string(&d, str, sizeof(str)); break;
+		default:
+			rc = rpcrdma_xdr_get_ddp(&d, &p, &len);
+			if (!rc && len) /* touch the item's last byte (ASan) */
+				check(((const volatile uint8_t *)p)[len - 1] ==
+				      ((const volatile uint8_t *)p)[len - 1]);
+			break;
+		}
+		check(rc == 0 || rc == rpcrdma_xdr_dec_error(&d));
+		if (rc)
+			break;
+	}
+	check(rpcrdma_xdr_dec_remaining(&d) <= size);
+}
+
 static void fuzz_reply(const uint8_t *data, size_t size)
 {
 	struct rr_xdr_dec d, d2;
@@ -87,6 +145,7 @@ static void fuzz_reply(const uint8_t *data, size_t size)
 	check(r2.xid == r.xid && r2.stat == r.stat && r2.accept_stat == r.accept_stat &&
 	      r2.reject_stat == r.reject_stat && r2.auth_stat == r.auth_stat &&
 	      r2.low == r.low && r2.high == r.high && r2.verf.len == r.verf.len);
+	fuzz_results(data, size, rr_xdr_dec_pos(&d));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -102,19 +102,25 @@ size_t rr_test_hex(const char *hex, uint8_t *out, size_t cap)
 			v = c - 'a' + 10;
 		else if (c >= 'A' && c <= 'F')
 			v = c - 'A' + 10;
-		else
-			rr_test_fail(__FILE__, __LINE__, "bad hex digit", true);
+		else {
+			rr_test_fail(__FILE__, __LINE__, "bad hex digit", false);
+			rr_test_abort();
+		}
 		if (hi < 0) {
 			hi = v;
 			continue;
 		}
-		if (n >= cap)
-			rr_test_fail(__FILE__, __LINE__, "hex overflow", true);
+		if (n >= cap) {
+			rr_test_fail(__FILE__, __LINE__, "hex overflow", false);
+			rr_test_abort();
+		}
 		out[n++] = (uint8_t)(hi << 4 | v);
 		hi = -1;
 	}
-	if (hi >= 0)
-		rr_test_fail(__FILE__, __LINE__, "odd hex digits", true);
+	if (hi >= 0) {
+		rr_test_fail(__FILE__, __LINE__, "odd hex digits", false);
+		rr_test_abort();
+	}
 	return n;
 }
 

@@ -756,9 +756,19 @@ TEST(rpc_url_schemes)
 	char url[64];
 	int port;
 
-	CHECK_EQ(rpcrdma_client_create("rdma://127.0.0.1:20049", 1, 1, NULL, &c), -EPROTONOSUPPORT);
-	CHECK_EQ(rpcrdma_client_create("verbs://127.0.0.1:20049", 1, 1, NULL, &c), -EPROTONOSUPPORT);
-	CHECK_EQ(rpcrdma_server_create("rdma://0.0.0.0:0", NULL, &s), -EPROTONOSUPPORT);
+	int rc;
+
+	/* rdma:// is served by the RPC-over-RDMA transport on the soft provider:
+	 * a closed port is refused like TCP, a listener can be created. */
+	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", NULL, &s), 0);
+	port = rpcrdma_server_port(s);
+	rpcrdma_server_destroy(s);
+	s = NULL;
+	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", port);
+	CHECK_EQ(rpcrdma_client_create(url, 1, 1, NULL, &c), -ECONNREFUSED);
+	/* verbs:// needs an RDMA device: unsupported or no device here. */
+	rc = rpcrdma_client_create("verbs://127.0.0.1:20049", 1, 1, NULL, &c);
+	CHECK(rc == -EPROTONOSUPPORT || rc == -ENODEV);
 	CHECK_EQ(rpcrdma_client_create("udp://127.0.0.1:1", 1, 1, NULL, &c), -EINVAL);
 	CHECK_EQ(rpcrdma_client_create("tcp://127.0.0.1", 1, 1, NULL, &c), -EINVAL);
 	CHECK_EQ(rpcrdma_client_create("tcp://127.0.0.1:70000", 1, 1, NULL, &c), -EINVAL);
@@ -774,12 +784,9 @@ TEST(rpc_url_schemes)
 	CHECK_EQ(rpcrdma_client_create(url, 1, 1, NULL, &c), -ECONNREFUSED);
 	/* IPv6 literal form parses (connect may fail without ::1). */
 	snprintf(url, sizeof(url), "TCP://[::1]:%d", port);
-	{
-		int rc = rpcrdma_client_create(url, 1, 1, NULL, &c);
-
-		CHECK(rc == -ECONNREFUSED || rc == -EHOSTUNREACH || rc == -EADDRNOTAVAIL ||
-		      rc == -ENETUNREACH || rc == -EAFNOSUPPORT);
-	}
+	rc = rpcrdma_client_create(url, 1, 1, NULL, &c);
+	CHECK(rc == -ECONNREFUSED || rc == -EHOSTUNREACH || rc == -EADDRNOTAVAIL ||
+	      rc == -ENETUNREACH || rc == -EAFNOSUPPORT);
 }
 
 TEST(rpc_xdr_public_cursor)

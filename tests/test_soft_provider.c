@@ -253,7 +253,8 @@ static void one_config(uint32_t flags)
 		struct soft_qp *sq = RR_CONTAINER_OF(RR_BASE(qp, p.c.qp), struct soft_qp, base);
 
 		CHECK_EQ(sq->crc, !!(flags & RPCRDMA_CONN_SOFT_CRC));
-		CHECK(sq->commit);
+		CHECK(!sq->commit_rx); /* nobody offered Commit */
+		CHECK(!sq->commit_tx);
 	}
 	{
 		struct rpcrdma_mr *mrs[] = {smr, rmr, tmr};
@@ -530,7 +531,8 @@ static void commit_child(int wfd, const char *path)
 	struct rpcrdma_mr_attr a;
 	struct rpcrdma_mr *mr;
 	struct rpcrdma_cm_event ev;
-	struct rpcrdma_conn_param sp = {.responder_resources = 4, .initiator_depth = 4};
+	struct rpcrdma_conn_param sp = {.responder_resources = 4, .initiator_depth = 4,
+					.flags = RPCRDMA_CONN_COMMIT};
 	uint64_t info[3];
 
 	memset(&p, 0, sizeof(p));
@@ -587,12 +589,14 @@ TEST(soft_commit_durable_survives_sigkill)
 	{
 		struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 					.sin_port = htons((uint16_t)info[0])};
-		struct rpcrdma_conn_param cp = {.responder_resources = 4, .initiator_depth = 4};
+		struct rpcrdma_conn_param cp = {.responder_resources = 4, .initiator_depth = 4,
+						.flags = RPCRDMA_CONN_COMMIT};
 
 		REQUIRE_EQ(rpcrdma_connect(p.ch, p.c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL,
 					   &p.c.id), 0);
 		REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
 		REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+		REQUIRE_EQ(rpcrdma_qp_set_commit(p.c.qp, true), 0);
 	}
 	fill(data, sizeof(data), 77);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.c.pd, data, sizeof(data), RPCRDMA_ACCESS_LOCAL_WRITE, &lmr), 0);
@@ -650,7 +654,8 @@ TEST(soft_commit_not_durable_status)
 	struct rpcrdma_send_wr c = {.wr_id = 7, .opcode = RPCRDMA_WR_RDMA_COMMIT,
 				    .flags = RPCRDMA_SEND_SIGNALED};
 
-	pair_up(&p, 0, 0);
+	pair_up(&p, RPCRDMA_CONN_COMMIT, RPCRDMA_CONN_COMMIT);
+	REQUIRE_EQ(rpcrdma_qp_set_commit(p.c.qp, true), 0);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, target, sizeof(target), RPCRDMA_ACCESS_LOCAL_WRITE |
 					 RPCRDMA_ACCESS_REMOTE_WRITE, &tmr), 0);
 	rg = (struct rpcrdma_remote_region){rpcrdma_mr_rkey(tmr), 100, (uintptr_t)target};
@@ -734,4 +739,193 @@ TEST(soft_mpa_timeout_on_silent_peer)
 		CHECK_EQ(rpcrdma_cm_channel_destroy(p.ch), 0);
 		CHECK_EQ(rpcrdma_close(p.ctx), 0);
 	}
+}
+
+/* ---- Commit enablement (no MPA bit; the upper layer decides) ---- */
+
+static bool conn_has_commit(struct rpcrdma_cm_id *id)
+{
+	struct rpcrdma_conn_info ci;
+
+	REQUIRE_EQ(rpcrdma_conn_query(id, &ci), 0);
+	return ci.caps.flags & RPCRDMA_CAP_COMMIT;
+}
+
+/* Posts a Commit of 16 bytes of @target (registered on the other side) from
+ * @from and returns its completion status. */
+static enum rpcrdma_wc_status post_commit(struct ep *from, struct rpcrdma_mr *tmr, void *target,
+					  int *post_rc)
+{
+	struct rpcrdma_remote_region rg = {rpcrdma_mr_rkey(tmr), 16, (uintptr_t)target};
+	struct rpcrdma_send_wr c = {.wr_id = 33, .opcode = RPCRDMA_WR_RDMA_COMMIT,
+				    .flags = RPCRDMA_SEND_SIGNALED,
+				    .u.commit = {.regions = &rg, .num_regions = 1}};
+	struct rpcrdma_wc wc;
+
+	*post_rc = rpcrdma_post_send(from->qp, &c, NULL);
+	if (*post_rc)
+		return RPCRDMA_WC_GENERAL_ERR;
+	REQUIRE_EQ(wait_wc(from->cq, &wc, 5000), 1);
+	CHECK_EQ(wc.wr_id, 33);
+	return wc.status;
+}
+
+TEST(soft_commit_enabled_both_ways)
+{
+	struct pair p;
+	static uint8_t ct[64], st[64];
+	struct rpcrdma_mr *cmr, *smr;
+	int rc;
+
+	pair_up(&p, RPCRDMA_CONN_COMMIT, RPCRDMA_CONN_COMMIT);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.c.pd, ct, sizeof(ct), RPCRDMA_ACCESS_LOCAL_WRITE |
+					 RPCRDMA_ACCESS_REMOTE_WRITE, &cmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, st, sizeof(st), RPCRDMA_ACCESS_LOCAL_WRITE |
+					 RPCRDMA_ACCESS_REMOTE_WRITE, &smr), 0);
+	/* responder agreed at accept: may send at once; the initiator only
+	 * offered: it serves Commits but may not post one yet */
+	CHECK(conn_has_commit(p.s.id));
+	CHECK(!conn_has_commit(p.c.id));
+	CHECK_EQ(post_commit(&p.s, cmr, ct, &rc), RPCRDMA_WC_COMMIT_ERR); /* not durable: Status 1 */
+	CHECK_EQ(rc, 0);
+	post_commit(&p.c, smr, st, &rc);
+	CHECK_EQ(rc, -EOPNOTSUPP);
+	/* the upper layer saw the peer's accept data agree */
+	REQUIRE_EQ(rpcrdma_qp_set_commit(p.c.qp, true), 0);
+	CHECK(conn_has_commit(p.c.id));
+	CHECK_EQ(post_commit(&p.c, smr, st, &rc), RPCRDMA_WC_COMMIT_ERR);
+	CHECK_EQ(rc, 0);
+	{
+		struct soft_qp *a = RR_CONTAINER_OF(RR_BASE(qp, p.c.qp), struct soft_qp, base);
+		struct soft_qp *b = RR_CONTAINER_OF(RR_BASE(qp, p.s.qp), struct soft_qp, base);
+
+		CHECK_EQ(a->state, QPS_RTS);
+		CHECK_EQ(b->state, QPS_RTS);
+	}
+	{
+		struct rpcrdma_mr *mrs[] = {cmr, smr};
+
+		pair_down(&p, mrs, 2);
+	}
+}
+
+/* One side did not enable Commit: the other's Commit Request gets the
+ * unexpected-opcode Terminate, as from siw. @responder_disabled: the
+ * responder accepted without RPCRDMA_CONN_COMMIT and the initiator forces
+ * Commit on; otherwise the initiator did not offer and the responder
+ * forces it on. */
+static void commit_one_side(bool responder_disabled)
+{
+	struct pair p;
+	static uint8_t tg[64];
+	struct rpcrdma_mr *tmr;
+	struct ep *from, *to;
+	struct soft_qp *victim, *culprit;
+	int rc;
+
+	memset(tg, 0x33, sizeof(tg));
+	if (responder_disabled)
+		pair_up(&p, RPCRDMA_CONN_COMMIT, 0);
+	else
+		pair_up(&p, 0, RPCRDMA_CONN_COMMIT);
+	from = responder_disabled ? &p.c : &p.s;
+	to = responder_disabled ? &p.s : &p.c;
+	CHECK(!conn_has_commit(responder_disabled ? p.s.id : p.c.id));
+	CHECK_EQ(conn_has_commit(p.s.id), !responder_disabled);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(to->pd, tg, sizeof(tg), RPCRDMA_ACCESS_LOCAL_WRITE |
+					 RPCRDMA_ACCESS_REMOTE_WRITE, &tmr), 0);
+	if (responder_disabled) {
+		post_commit(from, tmr, tg, &rc);
+		CHECK_EQ(rc, -EOPNOTSUPP); /* not enabled: refused locally */
+		REQUIRE_EQ(rpcrdma_qp_set_commit(from->qp, true), 0);
+	}
+	CHECK_EQ(post_commit(from, tmr, tg, &rc), RPCRDMA_WC_REM_INV_REQ_ERR);
+	CHECK_EQ(rc, 0);
+	victim = RR_CONTAINER_OF(RR_BASE(qp, to->qp), struct soft_qp, base);
+	culprit = RR_CONTAINER_OF(RR_BASE(qp, from->qp), struct soft_qp, base);
+	for (int i = 0; i < 5000 && victim->state != QPS_ERROR; i++)
+		usleep(1000);
+	CHECK_EQ(victim->state, QPS_ERROR);
+	CHECK(victim->rx.term_valid);
+	CHECK_EQ(victim->rx.term.layer, RR_TL_RDMAP);
+	CHECK_EQ(victim->rx.term.etype, RR_RDMAP_ET_OPERATION);
+	CHECK_EQ(victim->rx.term.ecode, RR_RDMAP_EC_OPCODE);
+	REQUIRE(culprit->peer_term_valid);
+	CHECK_EQ(culprit->peer_term.ecode, RR_RDMAP_EC_OPCODE);
+	for (size_t i = 0; i < sizeof(tg); i++)
+		CHECK_EQ(tg[i], 0x33);
+	{
+		struct rpcrdma_mr *mrs[] = {tmr};
+
+		pair_down(&p, mrs, 1);
+	}
+}
+
+TEST(soft_commit_responder_disabled_terminates)
+{
+	commit_one_side(true);
+}
+
+TEST(soft_commit_initiator_disabled_terminates)
+{
+	commit_one_side(false);
+}
+
+/* The MPA Request and Reply of a Commit-offering connection keep the
+ * reserved flag bits zero (RFC 5044 section 7.1). */
+TEST(soft_commit_mpa_reserved_bits_zero)
+{
+	struct pair p;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t l = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd, cfd;
+	struct rpcrdma_conn_param cp = {.flags = RPCRDMA_CONN_COMMIT | RPCRDMA_CONN_SOFT_CRC,
+					.timeout_ms = 2000};
+	struct rpcrdma_cm_event ev;
+	uint8_t req[RR_MPA_HDR_LEN + 4];
+	struct rr_mpa_frame f;
+	struct rr_mpa_cfg cfg = {.rev = 2, .ird = 4, .ord = 4};
+	uint8_t out[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
+	int n;
+
+	/* our Request, read by a raw TCP listener */
+	REQUIRE(lfd >= 0);
+	REQUIRE_EQ(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	REQUIRE_EQ(listen(lfd, 1), 0);
+	REQUIRE_EQ(getsockname(lfd, (struct sockaddr *)&a, &l), 0);
+	memset(&p, 0, sizeof(p));
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p.ctx), 0);
+	ep_make(&p, &p.c);
+	ep_make(&p, &p.s);
+	listen_on(&p);
+	REQUIRE_EQ(rpcrdma_connect(p.ch, p.c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &p.c.id), 0);
+	fd = accept(lfd, NULL, NULL);
+	REQUIRE(fd >= 0);
+	REQUIRE_EQ(recv(fd, req, sizeof(req), MSG_WAITALL), (ssize_t)sizeof(req));
+	CHECK_EQ(req[16] & 0x0f, 0);
+	CHECK_EQ(req[16] & RR_MPA_F_CRC, RR_MPA_F_CRC);
+	close(fd);
+	close(lfd);
+	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+	CHECK(ev.type == RPCRDMA_CM_UNREACHABLE || ev.type == RPCRDMA_CM_ERROR);
+	rpcrdma_cm_id_destroy(p.c.id);
+	p.c.id = NULL;
+	/* our Reply, to a raw TCP client */
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	a.sin_port = htons(p.port);
+	REQUIRE_EQ(connect(cfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	REQUIRE_EQ(rr_mpa_make_request(&cfg, NULL, 0, &f), 0);
+	n = rr_mpa_encode(&f, out, sizeof(out));
+	REQUIRE(n > 0);
+	REQUIRE_EQ(write(cfd, out, (size_t)n), n);
+	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+	p.s.id = ev.id;
+	CHECK(conn_has_commit(p.s.id)); /* the provider could carry it */
+	REQUIRE_EQ(rpcrdma_accept(p.s.id, p.s.qp, &cp), 0);
+	REQUIRE_EQ(recv(cfd, req, sizeof(req), MSG_WAITALL), (ssize_t)sizeof(req));
+	CHECK_EQ(req[16] & 0x0f, 0);
+	CHECK(conn_has_commit(p.s.id));
+	close(cfd);
+	pair_down(&p, NULL, 0);
 }

@@ -181,6 +181,7 @@ static void rt_finish(struct rt *t)
 		rr_xprt_rqst_release(&t->req, t->res.call);
 	t->res.call = NULL;
 	CHECK_EQ(t->req.outstanding, 0);
+	rr_xprt_req_fini(&t->req);
 	CHECK_EQ(t->te.live, 0);
 }
 
@@ -313,6 +314,7 @@ TEST(xprt_sixteen_segment_limit)
 	rr_xprt_rqst_release(&t.req, c);
 	cp[1].len = 4097;
 	CHECK_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), -EMSGSIZE);
+	rr_xprt_req_fini(&t.req);
 	CHECK_EQ(t.te.live, 0);
 }
 
@@ -523,6 +525,7 @@ TEST(xprt_reply_chunk_threshold)
 		CHECK_EQ(c->reply_reg >= 0, 28 + m > 1024);
 		rr_xprt_rqst_release(&t.req, c);
 	}
+	rr_xprt_req_fini(&t.req);
 	CHECK_EQ(t.te.live, 0);
 }
 
@@ -646,6 +649,7 @@ static void reqfix_init(struct reqfix *f, uint32_t max_reply)
 {
 	struct rr_xprt_rqst_desc d;
 
+	rr_xprt_req_fini(&f->req);   /* a previous use's recycled buffers */
 	memset(f, 0, sizeof(*f));
 	rr_test_env_init(&f->te, 3);
 	rr_xprt_params_default(&f->p);
@@ -779,6 +783,7 @@ TEST(xprt_requester_discards_malformed)
 	CHECK_EQ(res.kind, RR_XPRT_R_DROP);
 	CHECK_EQ(f.st.bad_xids, 2);
 	rr_xprt_rqst_release(&f.req, f.c);
+	rr_xprt_req_fini(&f.req);
 	CHECK_EQ(f.te.live, 0);
 #undef BASE
 }
@@ -807,6 +812,7 @@ TEST(xprt_requester_rdma_error_completes)
 	CHECK_EQ(res.err, -EREMOTEIO);
 	CHECK_EQ(res.credit, 5);
 	rr_xprt_rqst_release(&f.req, f.c);
+	rr_xprt_req_fini(&f.req);
 	CHECK_EQ(f.te.live, 0);
 }
 
@@ -881,6 +887,7 @@ TEST(xprt_linux_reply_chunk_quirks)
 		/* A hole (partial segment followed by data) is malformed. */
 		rr_xprt_rqst_release(&f.req, c);
 	}
+	rr_xprt_req_fini(&f.req);
 	CHECK_EQ(f.te.live, 0);
 }
 
@@ -1101,7 +1108,8 @@ TEST(xprt_alloc_failures)
 		t.te.fail_at = k;
 		rt_start(&t);
 		CHECK_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), -ENOMEM);
-		CHECK_EQ(t.te.live, 0);
+		rr_xprt_req_fini(&t.req);
+	CHECK_EQ(t.te.live, 0);
 	}
 }
 
@@ -1125,6 +1133,7 @@ TEST(xprt_bad_descriptions)
 	d.sinks = &sk;
 	d.nsinks = 1;
 	CHECK_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), -EINVAL);   /* empty sink */
+	rr_xprt_req_fini(&t.req);
 	CHECK_EQ(t.te.live, 0);
 }
 

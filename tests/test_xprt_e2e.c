@@ -193,6 +193,22 @@ static int srv_start(struct srv *s, const struct rr_tp_conf *conf)
 	return rr_tp_server_port(s->tp);
 }
 
+/* The worker counts a Reply after sending it: the peer may see it first. */
+static unsigned srv_served(struct srv *s, unsigned want)
+{
+	unsigned n = 0;
+
+	for (int t = 0; t < 200; t++) {
+		pthread_mutex_lock(&s->lock);
+		n = s->served;
+		pthread_mutex_unlock(&s->lock);
+		if (n >= want)
+			break;
+		sleep_ms(5);
+	}
+	return n;
+}
+
 static void srv_release_held(struct srv *s)
 {
 	pthread_mutex_lock(&s->lock);
@@ -729,10 +745,15 @@ TEST(xprt_e2e_abort)
 	CHECK_EQ(p->status, -ETIMEDOUT);
 	CHECK_EQ(p->completions, 1);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-	/* The late Reply is discarded as an unknown XID. */
+	/* The late Reply is discarded as an unknown XID (its Send With
+	 * Invalidate names a dead STag: the connection is renewed). */
 	srv_release_held(&s);
 	sleep_ms(100);
 	CHECK_EQ(p->completions, 1);
+	free_rpc(p);
+	/* The transport still works (after the reconnection, if any). */
+	p = run1(&c, 0, 0, 1, lens, true, 4096);
+	CHECK(verify(p));
 	free_rpc(p);
 	cl_stop(&c);
 	srv_stop(&s);
@@ -760,9 +781,8 @@ static void rogue_post_recv(struct rogue *g, unsigned i)
 	REQUIRE_EQ(rpcrdma_post_recv(g->qp, &wr, NULL), 0);
 }
 
-static int rogue_open(struct rogue *g, int port)
+static int rogue_open_pd(struct rogue *g, int port, const uint8_t *pd, uint16_t pdlen)
 {
-	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
 	struct rpcrdma_cq_attr ca = {64, NULL};
 	struct rpcrdma_qp_attr qa = {0};
 	struct rpcrdma_conn_param prm = {0};
@@ -789,7 +809,7 @@ static int rogue_open(struct rogue *g, int port)
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	a.sin_port = htons((uint16_t)port);
 	prm.private_data = pd;
-	prm.private_data_len = 8;
+	prm.private_data_len = pdlen;
 	prm.responder_resources = 4;
 	prm.initiator_depth = 4;
 	REQUIRE_EQ(rpcrdma_connect(g->ch, g->qp, (struct sockaddr *)&a, sizeof(a), &prm, g,
@@ -803,6 +823,13 @@ static int rogue_open(struct rogue *g, int port)
 		sleep_ms(10);
 	}
 	return -ETIMEDOUT;
+}
+
+static int rogue_open(struct rogue *g, int port)
+{
+	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
+
+	return rogue_open_pd(g, port, pd, 8);
 }
 
 static void rogue_close(struct rogue *g)
@@ -1019,7 +1046,7 @@ TEST(xprt_e2e_rogue_requester)
 	rr_put_be32(m + 80, MAGIC);
 	n = rogue_xchg(&g, m, 84, r, 3000);
 	CHECK(n <= 0);
-	CHECK_EQ(s.served, 2);
+	CHECK_EQ(srv_served(&s, 2), 2);
 	rogue_close(&g);
 	/* The same peer retransmits that XID on a new connection: ERR_CHUNK,
 	 * not another failing Read; the connection stays up. */
@@ -1029,7 +1056,7 @@ TEST(xprt_e2e_rogue_requester)
 	n = rogue_xchg(&g, m, l, r, 3000);
 	REQUIRE(n >= 48);
 	CHECK_EQ(rr_get_be32(r), 0x111);
-	CHECK_EQ(s.served, 3);
+	CHECK_EQ(srv_served(&s, 3), 3);
 	rogue_close(&g);
 	srv_stop(&s);
 }
@@ -1434,5 +1461,70 @@ TEST(xprt_e2e_destroy_with_pending)
 	pthread_cond_destroy(&c.cond);
 	srv_release_held(&s);
 	sleep_ms(50);
+	srv_stop(&s);
+}
+
+/* RFC 8797 section 5.1: a requester that sends no private data gets the RFC
+ * 8166 defaults: a Reply that needs more than 1024 bytes inline and has no
+ * Reply chunk is ERR_CHUNK; with the peer's 4096-byte block it fits. */
+TEST(xprt_e2e_no_private_data_defaults)
+{
+	struct rr_tp_conf sc;
+	struct srv s;
+	struct rogue g;
+	uint8_t m[256], r[4096];
+	size_t l;
+	int port, n;
+
+	if (!soft_ok())
+		return;
+	rr_tp_conf_default(&sc);
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(rogue_open_pd(&g, port, NULL, 0), 0);
+	l = rogue_call(m, 0x200, 1, RR_XPRT_MSG, 0x200);
+	rr_put_be32(m + 40, 1500);   /* reply_n: a 1520-byte Reply */
+	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x200, RR_XPRT_ERR_CHUNK);
+	rr_put_be32(m + 40, 900);    /* 28 + 920 fits 1024 */
+	rr_put_be32(m, 0x201);
+	rr_put_be32(m + 28, 0x201);
+	n = rogue_xchg(&g, m, l, r, 3000);
+	CHECK_EQ(n, 28 + 20 + 900);
+	rogue_close(&g);
+	REQUIRE_EQ(rogue_open(&g, port), 0);    /* 4096/4096 */
+	rr_put_be32(m, 0x202);
+	rr_put_be32(m + 28, 0x202);
+	rr_put_be32(m + 40, 1500);
+	n = rogue_xchg(&g, m, l, r, 3000);
+	CHECK_EQ(n, 28 + 20 + 1500);
+	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
+	rogue_close(&g);
+	srv_stop(&s);
+}
+
+/* The responder's connection limit: the second requester is refused. */
+TEST(xprt_e2e_max_conns)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c1, c2;
+	uint32_t lens[1] = {10};
+	struct rpc *p;
+	int port;
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	sc.max_conns = 1;
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c1, &cc, port), 0);
+	CHECK(cl_start(&c2, &cc, port) < 0);
+	pthread_mutex_destroy(&c2.lock);
+	pthread_cond_destroy(&c2.cond);
+	p = run1(&c1, 0, 0, 1, lens, false, 1024);
+	CHECK(verify(p));
+	free_rpc(p);
+	cl_stop(&c1);
 	srv_stop(&s);
 }

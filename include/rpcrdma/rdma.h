@@ -312,12 +312,26 @@ RPCRDMA_API int rpcrdma_cq_poll(struct rpcrdma_cq *cq, int n, struct rpcrdma_wc 
  * in the CQ do not notify: arm, then poll again before waiting. */
 RPCRDMA_API int rpcrdma_cq_arm(struct rpcrdma_cq *cq, bool solicited_only);
 /* A file descriptor that becomes readable when an armed notification fires
- * (eventfd on soft, the completion channel on verbs). Owned by the CQ. */
+ * (the completion channel on verbs). Owned by the CQ. Soft: an epoll fd that
+ * is also readable while data for the CQ's QPs waits in their sockets; the
+ * wake-up may carry no completion yet: rpcrdma_cq_get_event and
+ * rpcrdma_cq_poll receive that data in the calling thread. A consumer that
+ * arms must come back (get_event or poll) when the fd is readable: an armed
+ * or recently polled soft CQ is served by its consumer, not by the
+ * provider's thread. */
 RPCRDMA_API int rpcrdma_cq_fd(struct rpcrdma_cq *cq);
 /* Consumes a pending notification without blocking: 1 if one was consumed,
  * 0 if none. Call it when the fd is readable, then arm, then poll. */
 RPCRDMA_API int rpcrdma_cq_get_event(struct rpcrdma_cq *cq);
 RPCRDMA_API void *rpcrdma_cq_user_ctx(const struct rpcrdma_cq *cq);
+/* Blocking poll: moves up to @n (>= 1) completions to @wc and returns the
+ * count once at least one is there, or 0 when @timeout_ms passed (-1: no
+ * limit). The caller sleeps in the kernel; software providers progress the
+ * CQ's connections in the waiting thread (soft: it waits on the QPs'
+ * sockets and reads them itself, no thread hop). Same one-consumer rule as
+ * rpcrdma_cq_poll; it may consume a pending notification (as get_event). */
+RPCRDMA_API int rpcrdma_cq_wait(struct rpcrdma_cq *cq, int n, struct rpcrdma_wc *wc,
+				int timeout_ms);
 
 /* ---- queue pairs ------------------------------------------------------------ */
 
@@ -342,6 +356,13 @@ RPCRDMA_API int rpcrdma_qp_destroy(struct rpcrdma_qp *qp);
 /* The capacities actually granted (may exceed the request). */
 RPCRDMA_API int rpcrdma_qp_query(struct rpcrdma_qp *qp, struct rpcrdma_qp_attr *attr);
 RPCRDMA_API void *rpcrdma_qp_user_ctx(const struct rpcrdma_qp *qp);
+/* Enables (or disables) RDMA Commit on @qp, both ways: incoming Commit
+ * Requests are served and Commit WRs may be posted. Call it once the upper
+ * layer knows both peers advertise Commit (see RPCRDMA_CONN_COMMIT); any
+ * time, before or after the connection is established. Disabled, incoming
+ * 0xC/0xD draw the unexpected-opcode Terminate and posting a Commit answers
+ * -EOPNOTSUPP. -EOPNOTSUPP when the provider has no RPCRDMA_CAP_COMMIT. */
+RPCRDMA_API int rpcrdma_qp_set_commit(struct rpcrdma_qp *qp, bool enable);
 
 /* Scatter/gather element: local memory named by an MR's lkey. A zero length
  * element is skipped (its lkey is not checked). */
@@ -444,6 +465,22 @@ enum rpcrdma_cm_event_type {
 /* Connection flags (provider-specific bits; others ignore them). */
 #define RPCRDMA_CONN_SOFT_CRC      (1u << 0) /* soft: request/accept MPA CRC */
 #define RPCRDMA_CONN_SOFT_MPA_REV1 (1u << 1) /* soft: MPA revision 1 (tests) */
+/* RDMA Commit (draft-talpey-rdma-commit) is never negotiated by the provider:
+ * the upper layer advertises it in its own private data (the project's
+ * extension block, src/proto/privdata.h) and uses it only when both peers
+ * advertise it. This flag tells the provider what the upper layer did:
+ *  - connect: "my private data offers Commit". From establishment on the QP
+ *    accepts incoming Commit Requests (the peer may send one as soon as it
+ *    has seen our offer); posting Commits stays refused (-EOPNOTSUPP) until
+ *    the upper layer has read the peer's accept data and calls
+ *    rpcrdma_qp_set_commit(qp, true) (or false if the peer did not agree).
+ *  - accept: "the requester offered Commit and my accept data agrees". The
+ *    QP accepts and may post Commits from establishment on.
+ * Without it (and without rpcrdma_qp_set_commit) an incoming Commit Request
+ * or Response is an unexpected opcode and draws the Terminate a peer that
+ * does not implement Commit (Linux siw) would send. Providers without
+ * RPCRDMA_CAP_COMMIT ignore the flag. */
+#define RPCRDMA_CONN_COMMIT        (1u << 2)
 
 struct rpcrdma_conn_param {
 	const void *private_data;
@@ -508,9 +545,12 @@ RPCRDMA_API int rpcrdma_cm_peer_addr(struct rpcrdma_cm_id *id, struct sockaddr_s
 
 /* What one connection supports, valid once ESTABLISHED (or on a
  * CONNECT_REQUEST id for the limits). caps.flags is the device's flags
- * narrowed to this connection (e.g. COMMIT only where the provider can issue
- * it on this connection; whether the peer implements Commit is for the upper
- * layer to negotiate, RFC 8797 section 5.2). */
+ * narrowed to this connection: on an established connection COMMIT is set
+ * only while Commit WRs may be posted on its QP (RPCRDMA_CONN_COMMIT on
+ * accept, or rpcrdma_qp_set_commit); on a CONNECT_REQUEST id it says the
+ * provider could carry Commit if the upper layers agree (whether the peer
+ * implements Commit is for the upper layer to negotiate, RFC 8797 section
+ * 5.2). */
 struct rpcrdma_conn_info {
 	struct rpcrdma_caps caps;
 	uint16_t ird;   /* negotiated responder resources */

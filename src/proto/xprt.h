@@ -273,11 +273,17 @@ struct rr_xprt_requester {
 	struct rr_xprt_stats *stats;
 	struct rr_xprt_rqst *table[64];  /* XID hash */
 	unsigned outstanding;
+	struct {
+		uint8_t *buf;
+		uint32_t len;
+	} rcache[4];                     /* recycled Reply chunk buffers */
 };
 
 /* Initialises a requester core. Borrows @env and @stats for its lifetime. */
 void rr_xprt_req_init(struct rr_xprt_requester *r, const struct rpcrdma_env *env,
 		      const struct rr_xprt_params *p, struct rr_xprt_stats *stats);
+/* Frees the recycled buffers. */
+void rr_xprt_req_fini(struct rr_xprt_requester *r);
 /* New settings (after a reconnect). */
 void rr_xprt_req_set_params(struct rr_xprt_requester *r, const struct rr_xprt_params *p);
 
@@ -293,6 +299,10 @@ int rr_xprt_rqst_prepare(struct rr_xprt_requester *r, const struct rr_xprt_rqst_
  * thresholds may have changed): drops the old registration list (the driver
  * must have invalidated it) and rebuilds it. Same errors as prepare. */
 int rr_xprt_rqst_replan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c);
+
+/* Frees @c's pull-up and Reply chunk buffers (a queued Call that will be
+ * re-planned when it is sent). Its registrations must not be in use. */
+void rr_xprt_rqst_drop_bufs(struct rr_xprt_requester *r, struct rr_xprt_rqst *c);
 
 /* Writes the Send for @c (header with @credit request, then the inline payload)
  * into @buf. Every reg must be valid. Inserts @c in the XID table. Returns the

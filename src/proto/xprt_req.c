@@ -70,12 +70,55 @@ static unsigned add_reg(struct rr_xprt_rqst *c, void *base, size_t len, unsigned
 	return c->nregs++;
 }
 
+/* Reply chunk buffers are recycled: most Calls of a connection ask for the
+ * same size (the RPC layer's maximum message), and allocating several MiB
+ * per Call costs more than the Call. */
+static uint8_t *rbuf_get(struct rr_xprt_requester *r, uint32_t len)
+{
+	for (unsigned i = 0; i < RR_ARRAY_SIZE(r->rcache); i++) {
+		if (r->rcache[i].buf && r->rcache[i].len == len) {
+			uint8_t *b = r->rcache[i].buf;
+
+			r->rcache[i].buf = NULL;
+			return b;
+		}
+	}
+	return rr_alloc(r->env, len);
+}
+
+static void rbuf_put(struct rr_xprt_requester *r, uint8_t *b, uint32_t len)
+{
+	if (!b)
+		return;
+	for (unsigned i = 0; i < RR_ARRAY_SIZE(r->rcache); i++) {
+		if (!r->rcache[i].buf) {
+			r->rcache[i].buf = b;
+			r->rcache[i].len = len;
+			return;
+		}
+	}
+	rr_free(r->env, b);
+}
+
+void rr_xprt_req_fini(struct rr_xprt_requester *r)
+{
+	for (unsigned i = 0; i < RR_ARRAY_SIZE(r->rcache); i++) {
+		rr_free(r->env, r->rcache[i].buf);
+		r->rcache[i].buf = NULL;
+	}
+}
+
 static void free_bufs(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 {
 	rr_free(r->env, c->pullup);
-	rr_free(r->env, c->reply_buf);
+	rbuf_put(r, c->reply_buf, c->reply_len);
 	c->pullup = NULL;
 	c->reply_buf = NULL;
+}
+
+void rr_xprt_rqst_drop_bufs(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+{
+	free_bufs(r, c);
 }
 
 /* Header sizes: fixed(16) + read list + write list + reply chunk. */
@@ -193,7 +236,7 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 		c->sink_reg[i] = (int)add_reg(c, d->sinks[i].base, d->sinks[i].len,
 					      RR_XPRT_ACC_REMOTE_WRITE);
 	if (c->reply_len) {
-		c->reply_buf = rr_alloc(r->env, c->reply_len);
+		c->reply_buf = rbuf_get(r, c->reply_len);
 		if (!c->reply_buf)
 			return -ENOMEM;
 		c->reply_reg = (int)add_reg(c, c->reply_buf, c->reply_len,

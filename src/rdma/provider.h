@@ -168,6 +168,13 @@ struct rr_provider_ops {
 	int (*local_addr)(struct rr_cm_id *id, struct sockaddr_storage *ss);
 	int (*peer_addr)(struct rr_cm_id *id, struct sockaddr_storage *ss);
 	int (*conn_query)(struct rr_cm_id *id, struct rpcrdma_conn_info *info);
+
+	/* RDMA Commit on one QP, both directions (rpcrdma_qp_set_commit). */
+	int (*set_commit)(struct rr_qp *qp, bool enable);
+
+	/* Blocking poll (rpcrdma_cq_wait); optional: the dispatch layer falls
+	 * back to arm + poll + poll(2) on cq_fd + get_event. */
+	int (*wait_cq)(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_ms);
 };
 
 /* Providers call this when they create an id for an incoming request (the

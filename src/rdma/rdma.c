@@ -8,6 +8,7 @@
 #include "rdma/provider.h"
 
 #include <limits.h>
+#include <poll.h>
 
 #if defined(__has_include)
 #if __has_include("rdma/soft/soft_provider.h")
@@ -437,6 +438,48 @@ RPCRDMA_API int rpcrdma_cq_get_event(struct rpcrdma_cq *pcq)
 	return cq->ctx->ops->cq_get_event(cq);
 }
 
+RPCRDMA_API int rpcrdma_cq_wait(struct rpcrdma_cq *pcq, int n, struct rpcrdma_wc *wc,
+				int timeout_ms)
+{
+	struct rr_cq *cq = RR_BASE(cq, pcq);
+	const struct rr_provider_ops *ops;
+	uint64_t end;
+
+	if (!cq || n < 1 || !wc)
+		return -EINVAL;
+	ops = cq->ctx->ops;
+	if (ops->wait_cq)
+		return ops->wait_cq(cq, n, wc, timeout_ms);
+	if (!ops->poll_cq || !ops->arm_cq || !ops->cq_fd || !ops->cq_get_event)
+		return -EOPNOTSUPP;
+	end = timeout_ms < 0 ? 0 : rr_now_ns(cq->ctx->env) + (uint64_t)timeout_ms * 1000000u;
+	for (;;) {
+		struct pollfd pfd = {.fd = ops->cq_fd(cq), .events = POLLIN};
+		int got = ops->poll_cq(cq, n, wc), ms = -1, rc;
+
+		if (got)
+			return got;
+		rc = ops->arm_cq(cq, false);
+		if (rc < 0)
+			return rc;
+		got = ops->poll_cq(cq, n, wc);
+		if (got)
+			return got;
+		if (timeout_ms >= 0) {
+			uint64_t now = rr_now_ns(cq->ctx->env);
+
+			if (now >= end)
+				return 0;
+			ms = (int)((end - now + 999999u) / 1000000u);
+		}
+		if (poll(&pfd, 1, ms) < 0 && errno != EINTR)
+			return -errno;
+		rc = ops->cq_get_event(cq);
+		if (rc < 0)
+			return rc;
+	}
+}
+
 RPCRDMA_API void *rpcrdma_cq_user_ctx(const struct rpcrdma_cq *pcq)
 {
 	return pcq ? ((const struct rr_cq *)(const void *)pcq)->user_ctx : NULL;
@@ -524,6 +567,17 @@ RPCRDMA_API int rpcrdma_qp_query(struct rpcrdma_qp *pqp, struct rpcrdma_qp_attr 
 RPCRDMA_API void *rpcrdma_qp_user_ctx(const struct rpcrdma_qp *pqp)
 {
 	return pqp ? ((const struct rr_qp *)(const void *)pqp)->user_ctx : NULL;
+}
+
+RPCRDMA_API int rpcrdma_qp_set_commit(struct rpcrdma_qp *pqp, bool enable)
+{
+	struct rr_qp *qp = RR_BASE(qp, pqp);
+
+	if (!qp)
+		return -EINVAL;
+	if (!qp->pd->ctx->ops->set_commit)
+		return -EOPNOTSUPP;
+	return qp->pd->ctx->ops->set_commit(qp, enable);
 }
 
 /* Shape checks of one send WR against the QP's granted capacities. */

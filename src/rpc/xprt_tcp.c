@@ -37,6 +37,7 @@ struct rm_reader {
 	size_t max;
 	bool skip_oversize;   /* client: discard an oversized record, keep its
 				 first 8 bytes (XID, msg_type) */
+	bool trust_len;       /* client: allocate whole fragments up front */
 	bool skipping;
 	unsigned skip_have;
 	uint8_t head8[8];
@@ -45,6 +46,11 @@ struct rm_reader {
 	 * relies on unread bytes staying in the socket. */
 	uint8_t *stage;
 	size_t stage_cap, stage_off, stage_len;
+	/* One recycled record buffer (rm_recycle), so steady traffic does
+	 * not fault in fresh pages for every message. */
+	pthread_mutex_t spare_lock;
+	uint8_t *spare;
+	size_t spare_cap;
 	uint8_t hdr[4];
 	unsigned hdr_got;
 	bool in_frag;
@@ -55,11 +61,32 @@ struct rm_reader {
 	size_t len;
 };
 
+#define RM_SPARE_MAX ((size_t)4 * 1024 * 1024 + 65536)
+
 static void rm_init(struct rm_reader *r, const struct rpcrdma_env *env, size_t max)
 {
 	memset(r, 0, sizeof(*r));
 	r->env = env;
 	r->max = max;
+	pthread_mutex_init(&r->spare_lock, NULL);
+}
+
+/* Takes back a record buffer of capacity @cap once its consumer is done
+ * (any thread); keeps the larger of it and the current spare. */
+static void rm_recycle(struct rm_reader *r, uint8_t *buf, size_t cap)
+{
+	uint8_t *drop = buf;
+
+	if (!buf)
+		return;
+	pthread_mutex_lock(&r->spare_lock);
+	if (cap <= RM_SPARE_MAX && (!r->spare || r->spare_cap < cap)) {
+		drop = r->spare;
+		r->spare = buf;
+		r->spare_cap = cap;
+	}
+	pthread_mutex_unlock(&r->spare_lock);
+	rr_free(r->env, drop);
 }
 
 static void rm_free(struct rm_reader *r)
@@ -70,6 +97,10 @@ static void rm_free(struct rm_reader *r)
 	rr_free(r->env, r->stage);
 	r->stage = NULL;
 	r->stage_cap = r->stage_off = r->stage_len = 0;
+	rr_free(r->env, r->spare);
+	r->spare = NULL;
+	r->spare_cap = 0;
+	pthread_mutex_destroy(&r->spare_lock);
 }
 
 /* Enables read-ahead with a @cap-byte staging buffer. */
@@ -124,12 +155,14 @@ static ssize_t rm_recv(struct rm_reader *r, int fd, void *dst, size_t want)
 	return (ssize_t)k;
 }
 
-/* Hands the completed record to the caller (who frees it with rr_free). */
-static uint8_t *rm_take(struct rm_reader *r, size_t *len)
+/* Hands the completed record to the caller, who frees it with rr_free or
+ * gives it back with rm_recycle (capacity *@cap). */
+static uint8_t *rm_take(struct rm_reader *r, size_t *len, size_t *cap)
 {
 	uint8_t *b = r->buf;
 
 	*len = r->len;
+	*cap = r->cap;
 	r->buf = NULL;
 	r->cap = r->len = 0;
 	r->hdr_got = 0;
@@ -217,15 +250,29 @@ static int rm_read(struct rm_reader *r, int fd)
 			continue;
 		}
 		if (r->cap == r->len) {
-			/* Grow as bytes arrive: at most double what was
-			 * received, never beyond what the header announced. */
+			/* Server: grow as bytes arrive (at most double what
+			 * was received), so a hostile length claim costs
+			 * nothing. Client (trust_len): the fragment at once,
+			 * it is within max_msg and came from the server we
+			 * chose. Never beyond what the header announced. */
 			size_t need = r->len + r->frag_left;
-			size_t ncap = RR_MAX(r->cap * 2, (size_t)16384);
-			uint8_t *nb;
+			size_t ncap = r->trust_len ? need : RR_MAX(r->cap * 2, (size_t)16384);
+			uint8_t *nb = NULL;
 
 			if (ncap > need)
 				ncap = need;
-			nb = rr_alloc(r->env, ncap);
+			/* The recycled buffer, if large enough: its memory is
+			 * already ours, so using it whole costs nothing. */
+			pthread_mutex_lock(&r->spare_lock);
+			if (r->spare && r->spare_cap >= ncap && r->spare_cap > r->cap) {
+				nb = r->spare;
+				ncap = r->spare_cap;
+				r->spare = NULL;
+				r->spare_cap = 0;
+			}
+			pthread_mutex_unlock(&r->spare_lock);
+			if (!nb)
+				nb = rr_alloc(r->env, ncap);
 			if (!nb)
 				return -ENOMEM;
 			if (r->len)
@@ -389,6 +436,7 @@ struct tcp_clnt {
 /* Per-call cancel flag for send_record, kept in xp_priv as an atomic. */
 struct call_priv {
 	atomic_bool cancel;
+	size_t reply_cap;           /* capacity of reply_buf (rm_recycle) */
 };
 
 static struct rr_xprt_call **find_slot(struct tcp_clnt *c, struct rr_xprt_call *call)
@@ -618,7 +666,10 @@ static void tcp_clnt_release_reply(struct rr_xprt_client *x, struct rr_xprt_call
 {
 	struct tcp_clnt *c = (struct tcp_clnt *)x;
 
-	rr_free(c->p.env, call->reply_buf);
+	struct call_priv *cp = call->xp_priv;
+
+	if (call->reply_buf)
+		rm_recycle(&c->rd, call->reply_buf, cp ? cp->reply_cap : 0);
 	call->reply_buf = NULL;
 	call->reply = NULL;
 	rr_free(c->p.env, call->xp_priv);
@@ -627,23 +678,24 @@ static void tcp_clnt_release_reply(struct rr_xprt_client *x, struct rr_xprt_call
 
 /* A record arrived: match it to a pending Call by XID (RFC 5531 section 9);
  * anything else is discarded. */
-static void clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len)
+static void clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len, size_t cap)
 {
 	struct rr_xprt_call *call;
 	uint32_t xid, mt;
 	bool done = false;
 
 	if (rr_rpcmsg_peek(buf, len, &xid, &mt) || mt != RR_RPC_REPLY) {
-		rr_free(c->p.env, buf);
+		rm_recycle(&c->rd, buf, cap);
 		return;
 	}
 	pthread_mutex_lock(&c->lock);
 	call = find_xid(c, xid);
 	if (!call || (call->xp_flags & (CF_REPLIED | CF_ABORTED))) {
 		pthread_mutex_unlock(&c->lock);
-		rr_free(c->p.env, buf);
+		rm_recycle(&c->rd, buf, cap);
 		return;
 	}
+	((struct call_priv *)call->xp_priv)->reply_cap = cap;
 	call->reply_buf = buf;
 	call->reply = buf;
 	call->reply_len = len;
@@ -702,10 +754,10 @@ static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms)
 	for (;;) {
 		rc = rm_read(&c->rd, fd);
 		if (rc == 1) {
-			size_t len;
-			uint8_t *buf = rm_take(&c->rd, &len);
+			size_t len, cap;
+			uint8_t *buf = rm_take(&c->rd, &len, &cap);
 
-			clnt_on_record(c, buf, len);
+			clnt_on_record(c, buf, len, cap);
 			continue;
 		}
 		if (rc == 2) {
@@ -964,6 +1016,7 @@ static int tcp_clnt_create(const struct rr_xprt_target *t, const struct rr_xprt_
 	c->connected = true;
 	rm_init(&c->rd, p->env, p->max_msg);
 	c->rd.skip_oversize = true;
+	c->rd.trust_len = true;
 	rc = rm_stage(&c->rd, STAGE_BYTES);
 	if (rc) {
 		close(fd);
@@ -1036,6 +1089,7 @@ struct tcp_req {
 	struct rr_xprt_req req;
 	struct tcp_conn *conn;
 	uint8_t *buf;
+	size_t cap;
 };
 
 struct tcp_srv {
@@ -1163,13 +1217,13 @@ static void srv_read(struct tcp_srv *s, struct tcp_conn *cn)
 	struct tcp_req *r;
 	bool stopping;
 	uint8_t *buf = NULL;
-	size_t len = 0;
+	size_t len = 0, cap = 0;
 	int rc;
 
 	pthread_mutex_lock(&cn->rd_lock);
 	rc = rm_read(&cn->rd, cn->fd);
 	if (rc == 1)
-		buf = rm_take(&cn->rd, &len);
+		buf = rm_take(&cn->rd, &len, &cap);
 	pthread_mutex_unlock(&cn->rd_lock);
 
 	if (rc == 0) {
@@ -1182,11 +1236,12 @@ static void srv_read(struct tcp_srv *s, struct tcp_conn *cn)
 	}
 	r = rr_zalloc(s->p.env, sizeof(*r));
 	if (!r) {
-		rr_free(s->p.env, buf);
+		rm_recycle(&cn->rd, buf, cap);
 		conn_close(s, cn);
 		return;
 	}
 	r->buf = buf;
+	r->cap = cap;
 	r->req.len = len;
 	r->req.msg = r->buf;
 	r->req.xp_priv = r;
@@ -1199,7 +1254,7 @@ static void srv_read(struct tcp_srv *s, struct tcp_conn *cn)
 	if (stopping) {
 		/* Shutting down: no new Calls; the connection is kept until
 		 * destroy so replies in flight still go out. */
-		rr_free(s->p.env, r->buf);
+		rm_recycle(&cn->rd, r->buf, r->cap);
 		rr_free(s->p.env, r);
 		conn_rearm(s, cn);
 		return;
@@ -1360,7 +1415,7 @@ static void tcp_srv_req_done(struct rr_xprt_server *x, struct rr_xprt_req *req)
 	struct tcp_req *r = req->xp_priv;
 	struct tcp_conn *cn = r->conn;
 
-	rr_free(s->p.env, r->buf);
+	rm_recycle(&cn->rd, r->buf, r->cap);
 	rr_free(s->p.env, r);
 	conn_put(s, cn);
 }

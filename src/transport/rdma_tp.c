@@ -135,6 +135,7 @@ struct rr_tp_client {
 	struct tp_call *done;
 	uint32_t live_stags;
 	bool destroying;
+	bool waiter;            /* a caller thread is receiving (rr_tp_client_wait) */
 };
 
 /* ---- server state ---- */
@@ -418,7 +419,8 @@ static int post_slot_send(struct tp_conn *cn, uint32_t slot, uint32_t len,
 /* Private data and negotiation (RFC 8797). */
 static int local_pd(const struct tp_ep *ep, uint8_t *buf, size_t cap)
 {
-	struct rr_pd_local l = {ep->conf.inline_send, ep->conf.inline_recv, ep->adv_r, 0};
+	struct rr_pd_local l = {ep->conf.inline_send, ep->conf.inline_recv, ep->adv_r,
+				ep->conf.ext_caps};
 
 	return rr_pd_encode(&l, buf, cap);
 }
@@ -427,7 +429,7 @@ static void conn_negotiate(struct tp_conn *cn, enum rr_pd_role role,
 			   const void *pd, size_t pdlen)
 {
 	const struct rr_tp_conf *cf = &cn->ep->conf;
-	struct rr_pd_local l = {cf->inline_send, cf->inline_recv, cn->ep->adv_r, 0};
+	struct rr_pd_local l = {cf->inline_send, cf->inline_recv, cn->ep->adv_r, cf->ext_caps};
 
 	if (rr_pd_negotiate(&l, role, pd, pdlen, &cn->neg)) {
 		memset(&cn->neg, 0, sizeof(cn->neg));
@@ -612,7 +614,7 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 							RPCRDMA_ACCESS_REMOTE_WRITE);
 			rc = rpcrdma_post_send(cn->qp, &binds[i], NULL);
 			if (rc)
-				goto fail_mem;
+				goto fail_conn;
 			g->stag = rpcrdma_mw_rkey(k->mw[i]);
 		} else {
 			g->stag = rpcrdma_mr_rkey(k->mr[i]);
@@ -636,8 +638,7 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 	if (rc) {
 		rr_xprt_rqst_forget(&c->req, k->rq);
 		slot_put(cn, slot);
-		rc = -EAGAIN;
-		goto fail_mem;
+		goto fail_conn;
 	}
 	if (k->sent_once)
 		c->ep.stats.retransmits++;
@@ -647,6 +648,16 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 fail_mem:
 	cl_free_mem(c, k);
 	return rc;
+fail_conn:
+	/* The QP refuses work (connection going down): the Call waits for
+	 * the reconnection instead of failing. */
+	cl_free_mem(c, k);
+	if (!cn->dead) {
+		cn->dead = true;
+		if (cn->id)
+			(void)rpcrdma_disconnect(cn->id);
+	}
+	return -EAGAIN;
 }
 
 /* Sends queued Calls while credits allow. */
@@ -1206,6 +1217,11 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		uint32_t n = s->ep.conf.credits + 4;
 		int len;
 
+		if (s->ep.conf.max_conns && s->nconns >= s->ep.conf.max_conns) {
+			(void)rpcrdma_reject(ev->id, NULL, 0);
+			(void)rpcrdma_cm_id_destroy(ev->id);
+			return;
+		}
 		cn = conn_new(&s->ep, n, n + 8);
 		if (!conn_ok(cn) || post_all_recvs(cn)) {
 			conn_free(cn);
@@ -1333,7 +1349,9 @@ static void *progress(void *arg)
 		} else {
 			struct rr_tp_client *c = (struct rr_tp_client *)ep;
 
-			if (c->conn)
+			/* While a caller thread receives, it alone drains the
+			 * CQ (one consumer: no lost notification). */
+			if (c->conn && !c->waiter)
 				cns[ncn++] = c->conn;
 			if (c->reconnect_at) {
 				uint64_t t = now_ns(ep);
@@ -1376,7 +1394,7 @@ static void *progress(void *arg)
 			}
 		} else {
 			struct rr_tp_client *c = (struct rr_tp_client *)ep;
-			struct tp_conn *cn = c->conn;
+			struct tp_conn *cn = c->waiter ? NULL : c->conn;
 
 			if (cn) {
 				(void)rpcrdma_cq_get_event(cn->cq);
@@ -1528,6 +1546,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 			conn_free(c->conn);
 		pthread_mutex_unlock(&c->ep.lock);
 		ep_fini(&c->ep);
+		rr_xprt_req_fini(&c->req);
 		rr_free(env, c);
 		return rc;
 	}
@@ -1547,6 +1566,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 		if (c->conn)
 			conn_free(c->conn);
 		ep_fini(&c->ep);
+		rr_xprt_req_fini(&c->req);
 		rr_free(env, c);
 		return rc;
 	}
@@ -1590,6 +1610,8 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
 			return rc;
 		}
 		k->rq->user = k;
+		/* Buffers are made when it is sent (re-planned then). */
+		rr_xprt_rqst_drop_bufs(&c->req, k->rq);
 	}
 	rpc->priv = k;
 	k->state = C_QUEUED;
@@ -1634,6 +1656,44 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int statu
 	}
 	pthread_mutex_unlock(&c->ep.lock);
 	ep_wake(&c->ep);
+}
+
+void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t timeout_ms)
+{
+	uint64_t end = now_ns(&c->ep) + (uint64_t)timeout_ms * 1000000u;
+
+	pthread_mutex_lock(&c->ep.lock);
+	if (c->waiter) {
+		pthread_mutex_unlock(&c->ep.lock);
+		return;
+	}
+	c->waiter = true;
+	while (rpc->priv && !c->destroying) {
+		struct tp_conn *cn = c->conn;
+		struct pollfd pfd;
+		uint64_t t;
+
+		if (!cn || !cn->established || cn->dead)
+			break;
+		(void)rpcrdma_cq_get_event(cn->cq);
+		(void)rpcrdma_cq_arm(cn->cq, false);
+		drain_cq(&c->ep, cn);
+		if (c->conn == cn && cn->dead && cn->established)
+			cl_conn_lost(c, cn);
+		deliver_upcalls(&c->ep);
+		t = now_ns(&c->ep);
+		if (!rpc->priv || t >= end || c->conn != cn)
+			break;
+		pfd.fd = rpcrdma_cq_fd(cn->cq);
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		pthread_mutex_unlock(&c->ep.lock);
+		(void)poll(&pfd, 1, (int)RR_MIN((end - t) / 1000000u + 1, 20u));
+		pthread_mutex_lock(&c->ep.lock);
+	}
+	c->waiter = false;
+	pthread_mutex_unlock(&c->ep.lock);
+	ep_wake(&c->ep);   /* the progress thread drains again */
 }
 
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
@@ -1689,6 +1749,7 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 	deliver_upcalls(&c->ep);
 	pthread_mutex_unlock(&c->ep.lock);
 	ep_fini(&c->ep);
+	rr_xprt_req_fini(&c->req);
 	rr_free(env, c);
 }
 
@@ -1892,6 +1953,15 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		goto out;
 	}
 	ep_wake(&s->ep);
+	if (plan->nwrites == 0) {
+		/* Everything was copied into our send slot: the caller's memory
+		 * is no longer referenced, no need to wait for the completion
+		 * (a failed Send ends the connection anyway). */
+		cn->sowner[slot] = NULL;
+		r->send_pending = false;
+		rc = 0;
+		goto out;
+	}
 	while (!r->send_done && !cn->dead)
 		pthread_cond_wait(&s->ep.cond, &s->ep.lock);
 	rc = r->send_done ? r->send_status : -ENOTCONN;
@@ -1927,6 +1997,23 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 		return;
 	env = s->ep.env;
 	ep_stop(&s->ep);
+	/* No new connection requests, then refuse the queued ones. */
+	if (s->listen_id) {
+		(void)rpcrdma_cm_id_destroy(s->listen_id);
+		s->listen_id = NULL;
+	}
+	{
+		/* Connection requests nobody took: refuse them (their ids are
+		 * ours to destroy). */
+		struct rpcrdma_cm_event ev;
+
+		while (rpcrdma_cm_get_event(s->ep.ch, &ev) == 0) {
+			if (ev.type == RPCRDMA_CM_CONNECT_REQUEST && ev.id) {
+				(void)rpcrdma_reject(ev.id, NULL, 0);
+				(void)rpcrdma_cm_id_destroy(ev.id);
+			}
+		}
+	}
 	while (s->conns) {
 		struct tp_conn *cn = s->conns;
 

@@ -50,6 +50,11 @@ struct rr_tp_conf {
 	uint32_t reconnect_delay_ms;    /* 50 */
 	bool no_reconnect;
 	uint16_t ord, ird;              /* RDMA Read depth each way (16) */
+	uint32_t max_conns;             /* responder: 0 = no limit */
+	uint32_t ext_caps;              /* extension block capabilities
+					   (RR_PD_EXT_CAP_*, proto/privdata.h);
+					   0: no extension block. None is
+					   implemented by this transport yet. */
 };
 
 void rr_tp_conf_default(struct rr_tp_conf *c);
@@ -94,6 +99,11 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_tp_rpc *rpc);
 /* Gives up on @rpc: it completes with @status once none of its STags is
  * valid. No-op when it already completed. */
 void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int status);
+/* Optional, for a caller about to block on @rpc's completion: lends this
+ * thread to receive and complete Replies (saving a thread handoff) until
+ * @rpc completed or @timeout_ms passed; returns at once when another thread
+ * already does this. The completion upcall may run on this thread. */
+void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t timeout_ms);
 /* Frees rpc->reply. */
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_tp_rpc *rpc);
 /* Aborts what remains (-ECANCELED), disconnects, frees. */

@@ -1,19 +1,24 @@
 /* Internal objects of the soft provider, shared by soft_verbs.c (objects,
  * work requests, the RDMAP state machine on top of the sans-I/O codecs) and
  * soft_io.c (the only file that touches sockets: TCP connection manager with
- * the MPA exchange, the progress thread, sendmsg/recv).
+ * the MPA exchange, the progress thread, epoll, sendmsg/recvmsg).
  *
  * Threading (docs/soft-iwarp.md): post_send transmits in the caller's thread
- * (tx_lock); poll_cq first receives inline in the caller's thread on the QPs
- * of that CQ (rx_lock, trylock); one progress thread per context (epoll)
- * handles connection setup, sockets whose data no caller is polling for
- * (passive responders: Read Responses, Commits), and transmit backlog when a
- * socket was full. Lock order: ctx->lock -> qp->rx_lock -> qp->tx_lock ->
- * cq ring lock. */
+ * (tx_lock). Each CQ owns an epoll fd (its public fd) over its QPs' sockets,
+ * the ring's eventfd and a wake eventfd: rpcrdma_cq_wait sleeps in it and
+ * receives in the waiting thread; poll_cq / get_event receive what is ready
+ * (epoll_wait 0). One progress thread per context (epoll) does connection
+ * setup and MPA timeouts, and serves the sockets of QPs whose CQs nobody
+ * attends (no waiter, not armed, not polled for SOFT_LEASE_NS): passive
+ * Read/Commit responders and Write targets. A consumer that comes back takes
+ * its QPs back (soft_io_reclaim). Lock order: ctx->lock -> cq->qlock ->
+ * qp->rx_lock -> qp->tx_lock -> cq ring lock; cq->qlock is never taken with
+ * rx_lock or tx_lock held. */
 #ifndef RR_SOFT_H
 #define RR_SOFT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 
 #include "rdma/cq_ring.h"
@@ -31,11 +36,17 @@
 #define SOFT_BATCH_FPDUS 64
 #define SOFT_BATCH_IOV 1024
 #define SOFT_STAGE 65536
-
-/* MPA flags bit 0x04 (reserved in RFC 5044): set by this provider in a
- * Request and echoed in the Reply to agree on the RDMA Commit opcodes between
- * two peers of this project. siw ignores it (and never sets it). */
-#define SOFT_MPA_F_COMMIT 0x04
+/* bytes read behind a direct payload: pad + CRC + the next FPDU's header */
+#define SOFT_STAGE_TAIL 64
+/* bytes read when the parser wants a header: small FPDUs come whole */
+#define SOFT_STAGE_LOOK 4096
+/* A CQ polled, armed or waited on within this time is attended: its
+ * consumer receives for its QPs; otherwise the progress thread does. */
+#define SOFT_LEASE_NS 20000000ull
+#define SOFT_TICK_MS 10
+/* epoll tokens of a CQ's own eventfds (QP tokens are slot << 32 | gen) */
+#define SOFT_TOK_RING UINT64_MAX
+#define SOFT_TOK_WAKE (UINT64_MAX - 1)
 
 /* RDMA Commit Response Status values (docs/soft-iwarp.md). */
 #define SOFT_COMMIT_OK 0u
@@ -81,13 +92,24 @@ struct soft_mw {
 	struct rr_mw base;
 };
 
+struct soft_cq_slot {
+	struct soft_qp *qp;          /* NULL: free */
+	uint32_t gen;
+};
+
 struct soft_cq {
 	struct rr_cq base;
 	struct rr_cq_ring ring;
 	struct soft_ctx *ctx;
-	pthread_mutex_t qlock;
-	struct soft_qp *qps[64];     /* QPs using this CQ, for inline progress */
-	unsigned nqps;
+	int epfd;                    /* public fd: sockets + ring fd + wake fd */
+	int wake_efd;                /* completions pushed by other threads
+					while a consumer waits */
+	pthread_mutex_t qlock;       /* slots */
+	struct soft_cq_slot *slots;  /* QPs using this CQ (any number) */
+	uint32_t nslots, slot_cap, gen;
+	_Atomic uint64_t last_use_ns;
+	atomic_int waiting;          /* threads inside rpcrdma_cq_wait */
+	atomic_int handed;           /* its QPs served by the progress thread */
 };
 
 enum soft_wqe_state { WQE_QUEUED = 0, WQE_INFLIGHT, WQE_AWAIT_RESP, WQE_DONE };
@@ -150,9 +172,15 @@ struct soft_qp {
 	struct soft_ctx *ctx;
 	struct soft_pd *pd;
 	struct soft_cq *scq, *rcq;
+	uint64_t rtok, stok;         /* epoll tokens in rcq / scq */
+	bool cq_watched;             /* socket in the CQs' epolls (rx+tx) */
 	struct soft_id *id;
 	enum soft_qp_state state;
-	bool crc, commit;
+	bool crc;
+	/* RDMA Commit, enabled by the upper layer (RPCRDMA_CONN_COMMIT,
+	 * rpcrdma_qp_set_commit): commit_rx serves incoming 0xC (rx.commit
+	 * mirrors it, rx_lock), commit_tx permits posting (tx_lock). */
+	bool commit_rx, commit_tx;
 	uint16_t ird, ord;
 	size_t fpdu_max;
 	int last_err;
@@ -226,8 +254,7 @@ struct soft_id {
 	struct rr_mpa_cfg cfg;
 	struct rr_mpa_conn conn;
 	struct rr_mpa_frame frame;   /* the peer's frame */
-	bool peer_commit;
-	bool want_commit;
+	bool commit;                 /* RPCRDMA_CONN_COMMIT on connect/accept */
 	uint8_t out[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
 	size_t out_len, out_off;
 	uint64_t deadline_ns;
@@ -246,6 +273,16 @@ ssize_t soft_io_writev(int fd, const struct iovec *iov, unsigned cnt);
 /* Reads into @iov without blocking: bytes, 0 at EOF, -EAGAIN or -errno. */
 ssize_t soft_io_readv(int fd, struct iovec *iov, unsigned cnt);
 void soft_io_want_out(struct soft_qp *qp, bool on);
+/* Socket into / out of the CQs' epoll sets (rx_lock and tx_lock held). */
+void soft_io_watch(struct soft_qp *qp);
+void soft_io_unwatch(struct soft_qp *qp);
+/* The consumer of @q is back: its QPs leave the progress thread. */
+void soft_io_reclaim(struct soft_cq *q);
+bool soft_cq_attended(struct soft_cq *q, uint64_t now);
+/* Appends a completion; wakes a consumer waiting in another thread. */
+void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc);
+/* Calls @fn for every QP of @q; the caller holds q->qlock. */
+void soft_cq_for_each_qp(struct soft_cq *q, void (*fn)(struct soft_qp *qp, void *arg), void *arg);
 void soft_io_qp_closed(struct soft_qp *qp);
 /* Shuts the QP's socket down both ways (the progress thread then sees EOF). */
 void soft_io_shutdown(struct soft_qp *qp);
@@ -270,7 +307,11 @@ int soft_conn_query(struct rr_cm_id *id, struct rpcrdma_conn_info *info);
 int soft_query(struct rr_context *ctx, struct rpcrdma_caps *caps);
 
 /* soft_verbs.c */
-int soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *conn, bool commit);
+/* @commit_rx/@commit_tx enable Commit (added to what rpcrdma_qp_set_commit
+ * already enabled). */
+int soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *conn, bool commit_rx,
+		      bool commit_tx);
+int soft_set_commit(struct rr_qp *qp, bool enable);
 /* Receives and processes what the socket holds. Returns 0, or a negative
  * errno once the connection is finished. */
 int soft_qp_rx(struct soft_qp *qp);

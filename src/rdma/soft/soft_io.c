@@ -97,10 +97,81 @@ void soft_io_wake(struct soft_ctx *ctx)
 	}
 }
 
+static void cq_epoll(struct soft_qp *qp, int op, uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.u64 = qp->rtok};
+
+	epoll_ctl(qp->rcq->epfd, op, qp->obj.fd, &ev);
+	if (qp->scq != qp->rcq) {
+		ev.data.u64 = qp->stok;
+		epoll_ctl(qp->scq->epfd, op, qp->obj.fd, &ev);
+	}
+}
+
+/* tx_lock held (and rx_lock for watch/unwatch): every epoll set that holds
+ * the socket follows want_out. */
 void soft_io_want_out(struct soft_qp *qp, bool on)
 {
+	uint32_t ev = EPOLLIN | (on ? EPOLLOUT : 0);
+
 	qp->want_out = on;
-	obj_mod(qp->ctx, &qp->obj, EPOLLIN | (on ? EPOLLOUT : 0));
+	obj_mod(qp->ctx, &qp->obj, ev);
+	if (qp->cq_watched)
+		cq_epoll(qp, EPOLL_CTL_MOD, ev);
+}
+
+void soft_io_watch(struct soft_qp *qp)
+{
+	if (qp->cq_watched || qp->obj.fd < 0)
+		return;
+	cq_epoll(qp, EPOLL_CTL_ADD, EPOLLIN | (qp->want_out ? EPOLLOUT : 0));
+	qp->cq_watched = true;
+}
+
+void soft_io_unwatch(struct soft_qp *qp)
+{
+	if (!qp->cq_watched)
+		return;
+	cq_epoll(qp, EPOLL_CTL_DEL, 0);
+	qp->cq_watched = false;
+}
+
+/* The progress thread serves (@on) or leaves the QP's socket; ctx->lock
+ * held. The CQs count how many of their QPs it serves. */
+static void qp_hand(struct soft_qp *qp, bool on)
+{
+	struct soft_ctx *c = qp->ctx;
+
+	pthread_mutex_lock(&qp->tx_lock);
+	if (on && !qp->obj.in_epoll && qp->obj.fd >= 0 && qp->state == QPS_RTS) {
+		obj_add(c, &qp->obj, EPOLLIN | (qp->want_out ? EPOLLOUT : 0));
+		if (qp->obj.in_epoll) {
+			atomic_fetch_add(&qp->rcq->handed, 1);
+			if (qp->scq != qp->rcq)
+				atomic_fetch_add(&qp->scq->handed, 1);
+		}
+	} else if (!on && qp->obj.in_epoll) {
+		obj_del(c, &qp->obj);
+		atomic_fetch_sub(&qp->rcq->handed, 1);
+		if (qp->scq != qp->rcq)
+			atomic_fetch_sub(&qp->scq->handed, 1);
+	}
+	pthread_mutex_unlock(&qp->tx_lock);
+}
+
+static void reclaim_one(struct soft_qp *qp, void *arg)
+{
+	RR_UNUSED(arg);
+	qp_hand(qp, false);
+}
+
+void soft_io_reclaim(struct soft_cq *q)
+{
+	pthread_mutex_lock(&q->ctx->lock);
+	pthread_mutex_lock(&q->qlock);
+	soft_cq_for_each_qp(q, reclaim_one, NULL);
+	pthread_mutex_unlock(&q->qlock);
+	pthread_mutex_unlock(&q->ctx->lock);
 }
 
 void soft_io_shutdown(struct soft_qp *qp)
@@ -109,10 +180,16 @@ void soft_io_shutdown(struct soft_qp *qp)
 		shutdown(qp->obj.fd, SHUT_RDWR);
 }
 
-/* ctx->lock held (destroy paths). */
+/* ctx->lock, rx_lock and tx_lock held (destroy paths). */
 void soft_io_qp_closed(struct soft_qp *qp)
 {
-	obj_del(qp->ctx, &qp->obj);
+	if (qp->obj.in_epoll) {
+		obj_del(qp->ctx, &qp->obj);
+		atomic_fetch_sub(&qp->rcq->handed, 1);
+		if (qp->scq != qp->rcq)
+			atomic_fetch_sub(&qp->scq->handed, 1);
+	}
+	soft_io_unwatch(qp);
 	if (qp->id) {
 		qp->id->qp = NULL;
 		qp->id = NULL;
@@ -291,13 +368,27 @@ static void set_sockopts(int fd)
 
 static size_t path_fpdu_max(int fd)
 {
-	int mss = 0;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int mss = 0, mtu = 0;
 	socklen_t l = sizeof(mss);
 
-	/* One FPDU per TCP segment, as siw: the MSS of the path (large on
-	 * loopback). */
+	/* One FPDU per TCP segment, as siw: the MSS of the path. TCP_MAXSEG
+	 * early in a connection is bounded by half the peer's window seen so
+	 * far (about 32 KiB on loopback), so take the path MTU minus the
+	 * IP + TCP headers with timestamps when it is larger (65483 on
+	 * loopback, 1448 on Ethernet: the MSS TCP settles at). */
 	if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &l) != 0 || mss < RR_FPDU_MIN)
-		return RR_FPDU_DEFAULT;
+		mss = RR_FPDU_DEFAULT;
+	l = sizeof(mtu);
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+		if (ss.ss_family == AF_INET &&
+		    getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &l) == 0 && mtu - 52 > mss)
+			mss = mtu - 52;
+		else if (ss.ss_family == AF_INET6 &&
+			 getsockopt(fd, IPPROTO_IPV6, IPV6_MTU, &mtu, &l) == 0 && mtu - 72 > mss)
+			mss = mtu - 72;
+	}
 	return (size_t)mss;
 }
 
@@ -405,10 +496,9 @@ int soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct soc
 	fill_cfg(&id->cfg, param);
 	r = rr_mpa_make_request(&id->cfg, param ? param->private_data : NULL,
 				param ? param->private_data_len : 0, &f);
-	if (!r) {
-		f.flags |= SOFT_MPA_F_COMMIT;
+	if (!r)
 		r = encode_out(id, &f);
-	}
+	id->commit = param && (param->flags & RPCRDMA_CONN_COMMIT);
 	if (!r && connect(fd, dst, dstlen) != 0 && errno != EINPROGRESS)
 		r = -errno;
 	if (r) {
@@ -433,17 +523,39 @@ int soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct soc
 	return 0;
 }
 
-/* The QP takes over the socket: data path from now on. */
-static void go_rdma(struct soft_id *id, bool commit)
+/* The QP takes over the socket: data path from now on. Commit: an initiator
+ * that offered it serves the peer's Commit Requests from now on (before any
+ * FPDU of the peer is read: race-free) and posts Commits once the upper
+ * layer has seen the peer agree; a responder that agreed does both. */
+static void go_rdma(struct soft_id *id, bool active)
 {
 	struct soft_qp *qp = id->qp;
 	int fd = id->obj.fd;
 
 	obj_del(id->ctx, &id->obj);
 	qp->fpdu_max = path_fpdu_max(fd);
-	soft_qp_connected(qp, fd, &id->conn, commit);
+	soft_qp_connected(qp, fd, &id->conn, id->commit, id->commit && !active);
 	id->state = IDS_CONNECTED;
-	obj_add(id->ctx, &qp->obj, EPOLLIN);
+	/* the progress thread serves it until its consumer shows up */
+	qp_hand(qp, true);
+}
+
+/* Hands QPs nobody attends to the progress thread and takes attended ones
+ * back from it (ctx->lock held). */
+static void balance(struct soft_ctx *c)
+{
+	uint64_t now = rr_now_ns(c->env);
+
+	for (struct soft_id *id = c->ids; id; id = id->next_all) {
+		struct soft_qp *qp = id->qp;
+		bool attended;
+
+		if (!qp || id->state != IDS_CONNECTED || qp->state != QPS_RTS)
+			continue;
+		attended = soft_cq_attended(qp->rcq, now) || soft_cq_attended(qp->scq, now);
+		if (attended == qp->obj.in_epoll)
+			qp_hand(qp, !attended);
+	}
 }
 
 int soft_accept(struct rr_cm_id *base, struct rr_qp *qpb, const struct rpcrdma_conn_param *param)
@@ -464,20 +576,18 @@ int soft_accept(struct rr_cm_id *base, struct rr_qp *qpb, const struct rpcrdma_c
 	if (!r)
 		r = rr_mpa_make_reply(&id->conn, false, param ? param->private_data : NULL,
 				      param ? param->private_data_len : 0, &f);
-	if (!r) {
-		if (id->peer_commit)
-			f.flags |= SOFT_MPA_F_COMMIT;
+	if (!r)
 		r = encode_out(id, &f);
-	}
 	if (!r)
 		r = write_all(id->obj.fd, id->out, id->out_len);
 	if (r) {
 		pthread_mutex_unlock(&c->lock);
 		return r;
 	}
+	id->commit = param && (param->flags & RPCRDMA_CONN_COMMIT);
 	id->qp = qp;
 	qp->id = id;
-	go_rdma(id, id->peer_commit);
+	go_rdma(id, false);
 	id_event(id, RPCRDMA_CM_ESTABLISHED, 0, NULL);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
@@ -582,13 +692,13 @@ int soft_conn_query(struct rr_cm_id *base, struct rpcrdma_conn_info *info)
 	memset(info, 0, sizeof(*info));
 	soft_query(&id->ctx->base, &info->caps);
 	if (id->state == IDS_CONNECTED && id->qp) {
-		if (!id->qp->commit)
+		pthread_mutex_lock(&id->qp->tx_lock);
+		if (!id->qp->commit_tx)
 			info->caps.flags &= ~RPCRDMA_CAP_COMMIT;
+		pthread_mutex_unlock(&id->qp->tx_lock);
 		info->ird = id->qp->ird;
 		info->ord = id->qp->ord;
 	} else if (id->state == IDS_REQ_RCVD) {
-		if (!id->peer_commit)
-			info->caps.flags &= ~RPCRDMA_CAP_COMMIT;
 		info->ird = id->conn.ird;
 		info->ord = id->conn.ord;
 	} else {
@@ -656,7 +766,7 @@ static void handshake_read(struct soft_id *id)
 			id_fail(id, RPCRDMA_CM_ERROR, r, NULL);
 			return;
 		}
-		go_rdma(id, id->frame.flags & SOFT_MPA_F_COMMIT);
+		go_rdma(id, true);
 		id_event(id, RPCRDMA_CM_ESTABLISHED, 0, &id->frame);
 		return;
 	}
@@ -678,7 +788,6 @@ static void handshake_read(struct soft_id *id)
 			rr_free(id->ctx->env, id);
 			return;
 		}
-		id->peer_commit = id->frame.flags & SOFT_MPA_F_COMMIT;
 		id->state = IDS_REQ_RCVD;
 		obj_del(id->ctx, &id->obj);
 		rr_cm_id_created(&id->ch->base, &id->base);
@@ -769,9 +878,11 @@ static void *progress_main(void *arg)
 {
 	struct soft_ctx *c = arg;
 	struct epoll_event evs[64];
+	uint64_t last_balance = 0;
 
 	for (;;) {
-		int n = epoll_wait(c->epfd, evs, 64, 20);
+		int n = epoll_wait(c->epfd, evs, 64, SOFT_TICK_MS);
+		uint64_t now;
 
 		pthread_mutex_lock(&c->lock);
 		if (c->stop) {
@@ -802,10 +913,13 @@ static void *progress_main(void *arg)
 				struct soft_qp *qp = RR_CONTAINER_OF(o, struct soft_qp, obj);
 
 				if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+					int r;
+
 					pthread_mutex_lock(&qp->rx_lock);
-					if (soft_qp_rx(qp) < 0)
-						obj_del(c, &qp->obj);
+					r = soft_qp_rx(qp);
 					pthread_mutex_unlock(&qp->rx_lock);
+					if (r < 0)
+						qp_hand(qp, false);
 				}
 				if ((evs[i].events & EPOLLOUT) && qp->obj.in_epoll) {
 					pthread_mutex_lock(&qp->tx_lock);
@@ -818,7 +932,12 @@ static void *progress_main(void *arg)
 				break;
 			}
 		}
-		check_timeouts(c);
+		now = rr_now_ns(c->env);
+		if (now - last_balance >= (uint64_t)SOFT_TICK_MS * 1000000u) {
+			check_timeouts(c);
+			balance(c);
+			last_balance = now;
+		}
 		pthread_mutex_unlock(&c->lock);
 	}
 	return NULL;

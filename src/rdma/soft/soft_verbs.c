@@ -10,6 +10,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "rdma/soft/soft_provider.h"
 
@@ -190,16 +193,66 @@ static struct soft_cq *scq_of(struct rr_cq *cq)
 	return RR_CONTAINER_OF(cq, struct soft_cq, base);
 }
 
+/* The CQ this thread is progressing inline: completions it pushes there need
+ * no wake-up. */
+static __thread struct soft_cq *tls_inline_cq;
+
+void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
+{
+	rr_cq_ring_push(&q->ring, wc);
+	if (tls_inline_cq != q && atomic_load(&q->waiting) > 0) {
+		uint64_t one = 1;
+
+		if (write(q->wake_efd, &one, sizeof(one)) < 0) {
+			/* saturated counter: still readable */
+		}
+	}
+}
+
+bool soft_cq_attended(struct soft_cq *q, uint64_t now)
+{
+	return atomic_load(&q->waiting) > 0 ||
+	       __atomic_load_n(&q->ring.armed, __ATOMIC_RELAXED) != RR_CQ_DISARMED ||
+	       now - atomic_load_explicit(&q->last_use_ns, memory_order_relaxed) < SOFT_LEASE_NS;
+}
+
+static void cq_touch(struct soft_cq *q)
+{
+	atomic_store_explicit(&q->last_use_ns, rr_now_ns(q->ctx->env), memory_order_relaxed);
+	if (atomic_load(&q->handed) > 0)
+		soft_io_reclaim(q);
+}
+
 static int soft_create_cq(struct rr_context *ctx, const struct rpcrdma_cq_attr *attr,
 			  struct rr_cq **out)
 {
 	struct soft_cq *q = rr_zalloc(ctx->env, sizeof(*q));
+	struct epoll_event ev = {.events = EPOLLIN};
 	int r;
 
 	if (!q)
 		return -ENOMEM;
 	r = rr_cq_ring_init(&q->ring, ctx->env, attr->cqe ? attr->cqe : 1);
 	if (r) {
+		rr_free(ctx->env, q);
+		return r;
+	}
+	q->epfd = epoll_create1(EPOLL_CLOEXEC);
+	q->wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (q->epfd < 0 || q->wake_efd < 0)
+		r = -errno;
+	ev.data.u64 = SOFT_TOK_RING;
+	if (!r && epoll_ctl(q->epfd, EPOLL_CTL_ADD, rr_cq_ring_fd(&q->ring), &ev) != 0)
+		r = -errno;
+	ev.data.u64 = SOFT_TOK_WAKE;
+	if (!r && epoll_ctl(q->epfd, EPOLL_CTL_ADD, q->wake_efd, &ev) != 0)
+		r = -errno;
+	if (r) {
+		if (q->epfd >= 0)
+			close(q->epfd);
+		if (q->wake_efd >= 0)
+			close(q->wake_efd);
+		rr_cq_ring_fini(&q->ring);
 		rr_free(ctx->env, q);
 		return r;
 	}
@@ -214,78 +267,227 @@ static int soft_destroy_cq(struct rr_cq *cq)
 {
 	struct soft_cq *q = scq_of(cq);
 
+	close(q->epfd);
+	close(q->wake_efd);
 	rr_cq_ring_fini(&q->ring);
 	pthread_mutex_destroy(&q->qlock);
+	rr_free(q->ctx->env, q->slots);
 	rr_free(q->ctx->env, q);
 	return 0;
 }
 
-/* Inline progress: the polling thread receives for its QPs itself, so a
- * busy-polling caller sees its completion without a thread hop. */
-static int soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
+/* qlock held: the live QP an epoll token names, or NULL (destroyed since). */
+static struct soft_qp *cq_lookup(struct soft_cq *q, uint64_t tok)
 {
-	struct soft_cq *q = scq_of(cq);
+	uint32_t slot = (uint32_t)(tok >> 32), gen = (uint32_t)tok;
 
-	if (rr_cq_ring_count(&q->ring) == 0) {
-		pthread_mutex_lock(&q->qlock);
-		for (unsigned i = 0; i < q->nqps; i++) {
-			struct soft_qp *qp = q->qps[i];
+	if (slot >= q->nslots || !q->slots[slot].qp || q->slots[slot].gen != gen)
+		return NULL;
+	return q->slots[slot].qp;
+}
 
-			if (qp->state != QPS_RTS)
-				continue;
-			if (pthread_mutex_trylock(&qp->rx_lock) == 0) {
+/* Receives / transmits on the ready sockets of @q in the calling thread:
+ * epoll_wait for up to @timeout_ms (0: what is ready now). @drain consumes
+ * the ring's notification too (a waiter would spin on it). Returns the
+ * number of ready fds, 0, or -errno. */
+static int cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block)
+{
+	struct epoll_event evs[32];
+	int n;
+
+	do
+		n = epoll_wait(q->epfd, evs, 32, timeout_ms);
+	while (n < 0 && errno == EINTR && timeout_ms == 0);
+	if (n <= 0)
+		return n < 0 && errno != EINTR ? -errno : 0;
+	tls_inline_cq = q;
+	pthread_mutex_lock(&q->qlock);
+	for (int i = 0; i < n; i++) {
+		uint64_t tok = evs[i].data.u64;
+		struct soft_qp *qp;
+
+		if (tok == SOFT_TOK_RING) {
+			if (drain)
+				rr_cq_ring_get_event(&q->ring);
+			continue;
+		}
+		if (tok == SOFT_TOK_WAKE) {
+			uint64_t v;
+
+			if (read(q->wake_efd, &v, sizeof(v)) < 0) {
+				/* raced with another drain */
+			}
+			continue;
+		}
+		qp = cq_lookup(q, tok);
+		if (!qp)
+			continue;
+		if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+			if (block ? pthread_mutex_lock(&qp->rx_lock) == 0
+				  : pthread_mutex_trylock(&qp->rx_lock) == 0) {
 				soft_qp_rx(qp);
 				pthread_mutex_unlock(&qp->rx_lock);
 			}
-			if (qp->want_out && pthread_mutex_trylock(&qp->tx_lock) == 0) {
+		}
+		if (evs[i].events & EPOLLOUT) {
+			if (block ? pthread_mutex_lock(&qp->tx_lock) == 0
+				  : pthread_mutex_trylock(&qp->tx_lock) == 0) {
 				soft_qp_tx_locked(qp);
 				pthread_mutex_unlock(&qp->tx_lock);
 			}
 		}
-		pthread_mutex_unlock(&q->qlock);
 	}
+	pthread_mutex_unlock(&q->qlock);
+	tls_inline_cq = NULL;
+	return n;
+}
+
+/* Inline progress: the polling thread receives what its QPs' sockets hold
+ * (one epoll_wait for any number of QPs), no thread hop. */
+static int soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
+{
+	struct soft_cq *q = scq_of(cq);
+	int got;
+
+	cq_touch(q);
+	got = rr_cq_ring_poll(&q->ring, n, wc);
+	if (got != 0)
+		return got;
+	cq_progress(q, 0, false, false);
 	return rr_cq_ring_poll(&q->ring, n, wc);
+}
+
+/* Blocking poll: sleeps in epoll on the sockets and receives itself. */
+static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_ms)
+{
+	struct soft_cq *q = scq_of(cq);
+	uint64_t end = 0;
+	int got;
+
+	cq_touch(q);
+	if (timeout_ms > 0)
+		end = rr_now_ns(q->ctx->env) + (uint64_t)timeout_ms * 1000000u;
+	atomic_fetch_add(&q->waiting, 1);
+	for (;;) {
+		int ms = -1, r;
+
+		got = rr_cq_ring_poll(&q->ring, n, wc);
+		if (got != 0)
+			break;
+		if (timeout_ms >= 0) {
+			uint64_t now = rr_now_ns(q->ctx->env);
+
+			if (timeout_ms == 0 || now >= end) {
+				/* last look at what is ready */
+				cq_progress(q, 0, true, true);
+				got = rr_cq_ring_poll(&q->ring, n, wc);
+				break;
+			}
+			ms = (int)((end - now + 999999u) / 1000000u);
+		}
+		r = cq_progress(q, ms, true, true);
+		if (r < 0) {
+			got = r;
+			break;
+		}
+	}
+	atomic_fetch_sub(&q->waiting, 1);
+	cq_touch(q);
+	return got;
 }
 
 static int soft_arm_cq(struct rr_cq *cq, bool solicited_only)
 {
-	return rr_cq_ring_arm(&scq_of(cq)->ring, solicited_only);
+	struct soft_cq *q = scq_of(cq);
+
+	cq_touch(q);
+	return rr_cq_ring_arm(&q->ring, solicited_only);
 }
 
 static int soft_cq_fd(struct rr_cq *cq)
 {
-	return rr_cq_ring_fd(&scq_of(cq)->ring);
+	return scq_of(cq)->epfd;
 }
 
+/* The fd woke: receive what is ready, then consume the notification. */
 static int soft_cq_get_event(struct rr_cq *cq)
 {
-	return rr_cq_ring_get_event(&scq_of(cq)->ring);
+	struct soft_cq *q = scq_of(cq);
+
+	cq_touch(q);
+	cq_progress(q, 0, false, false);
+	return rr_cq_ring_get_event(&q->ring);
 }
 
-static void cq_add_qp(struct soft_cq *q, struct soft_qp *qp)
+static int cq_add_qp(struct soft_cq *q, struct soft_qp *qp, uint64_t *tok)
 {
+	uint32_t i;
+	int r = 0;
+
 	pthread_mutex_lock(&q->qlock);
-	for (unsigned i = 0; i < q->nqps; i++)
-		if (q->qps[i] == qp)
-			goto out;
-	if (q->nqps < RR_ARRAY_SIZE(q->qps))
-		q->qps[q->nqps++] = qp;
+	for (i = 0; i < q->nslots; i++)
+		if (!q->slots[i].qp)
+			break;
+	if (i == q->nslots) {
+		if (q->nslots == q->slot_cap) {
+			uint32_t cap = q->slot_cap ? q->slot_cap * 2 : 8;
+			struct soft_cq_slot *ns = rr_zalloc(q->ctx->env, sizeof(*ns) * cap);
+
+			if (!ns) {
+				r = -ENOMEM;
+				goto out;
+			}
+			if (q->nslots)
+				memcpy(ns, q->slots, sizeof(*ns) * q->nslots);
+			rr_free(q->ctx->env, q->slots);
+			q->slots = ns;
+			q->slot_cap = cap;
+		}
+		q->nslots++;
+	}
+	q->slots[i].qp = qp;
+	q->slots[i].gen = ++q->gen;
+	*tok = (uint64_t)i << 32 | q->slots[i].gen;
 out:
 	pthread_mutex_unlock(&q->qlock);
+	return r;
 }
 
 static void cq_del_qp(struct soft_cq *q, struct soft_qp *qp)
 {
 	pthread_mutex_lock(&q->qlock);
-	for (unsigned i = 0; i < q->nqps; i++)
-		if (q->qps[i] == qp) {
-			q->qps[i] = q->qps[--q->nqps];
-			break;
-		}
+	for (uint32_t i = 0; i < q->nslots; i++)
+		if (q->slots[i].qp == qp)
+			q->slots[i].qp = NULL;
 	pthread_mutex_unlock(&q->qlock);
 }
 
+/* The QPs of @q (qlock held by the caller): for soft_io_reclaim. */
+void soft_cq_for_each_qp(struct soft_cq *q, void (*fn)(struct soft_qp *qp, void *arg), void *arg)
+{
+	for (uint32_t i = 0; i < q->nslots; i++)
+		if (q->slots[i].qp)
+			fn(q->slots[i].qp, arg);
+}
+
 /* ---------------------------------------------------------------- QP -- */
+
+static void soft_destroy_qp_mem(struct soft_qp *qp)
+{
+	const struct rpcrdma_env *env = qp->ctx->env;
+
+	for (uint32_t i = 0; i < qp->sq_cap; i++)
+		rr_free(env, qp->sq[i].inline_buf);
+	rr_free(env, qp->sq);
+	rr_free(env, qp->rq);
+	rr_free(env, qp->stage);
+	rr_free(env, qp->fpdu);
+	rr_free(env, qp->biov);
+	rr_free(env, qp->irq);
+	pthread_mutex_destroy(&qp->rx_lock);
+	pthread_mutex_destroy(&qp->tx_lock);
+	rr_free(env, qp);
+}
 
 static int soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, struct rr_qp **out)
 {
@@ -337,8 +539,15 @@ static int soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, 
 	pthread_mutex_lock(&c->lock);
 	qp->base.qp_num = ++c->next_qpn;
 	pthread_mutex_unlock(&c->lock);
-	cq_add_qp(qp->scq, qp);
-	cq_add_qp(qp->rcq, qp);
+	if (cq_add_qp(qp->rcq, qp, &qp->rtok) != 0) {
+		soft_destroy_qp_mem(qp);
+		return -ENOMEM;
+	}
+	if (qp->scq != qp->rcq && cq_add_qp(qp->scq, qp, &qp->stok) != 0) {
+		cq_del_qp(qp->rcq, qp);
+		soft_destroy_qp_mem(qp);
+		return -ENOMEM;
+	}
 	*out = &qp->base;
 	return 0;
 }
@@ -348,8 +557,9 @@ static int soft_destroy_qp(struct rr_qp *base)
 	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
 	const struct rpcrdma_env *env = qp->ctx->env;
 
-	cq_del_qp(qp->scq, qp);
 	cq_del_qp(qp->rcq, qp);
+	if (qp->scq != qp->rcq)
+		cq_del_qp(qp->scq, qp);
 	pthread_mutex_lock(&qp->ctx->lock);
 	pthread_mutex_lock(&qp->rx_lock);
 	pthread_mutex_lock(&qp->tx_lock);
@@ -357,17 +567,8 @@ static int soft_destroy_qp(struct rr_qp *base)
 	pthread_mutex_unlock(&qp->tx_lock);
 	pthread_mutex_unlock(&qp->rx_lock);
 	pthread_mutex_unlock(&qp->ctx->lock);
-	for (uint32_t i = 0; i < qp->sq_cap; i++)
-		rr_free(env, qp->sq[i].inline_buf);
-	rr_free(env, qp->sq);
-	rr_free(env, qp->rq);
-	rr_free(env, qp->stage);
-	rr_free(env, qp->fpdu);
-	rr_free(env, qp->biov);
-	rr_free(env, qp->irq);
-	pthread_mutex_destroy(&qp->rx_lock);
-	pthread_mutex_destroy(&qp->tx_lock);
-	rr_free(env, qp);
+	RR_UNUSED(env);
+	soft_destroy_qp_mem(qp);
 	return 0;
 }
 
@@ -409,7 +610,7 @@ static void sq_complete_locked(struct soft_qp *qp)
 				.qp = RR_PUB(qp, &qp->base),
 			};
 
-			rr_cq_ring_push(&qp->scq->ring, &wc);
+			soft_cq_push(qp->scq, &wc);
 		}
 		rr_free(qp->ctx->env, w->inline_buf);
 		w->inline_buf = NULL;
@@ -487,7 +688,7 @@ static int soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct
 			ret = -ENOMEM;
 			break;
 		}
-		if (wr->opcode == RPCRDMA_WR_RDMA_COMMIT && !qp->commit) {
+		if (wr->opcode == RPCRDMA_WR_RDMA_COMMIT && !qp->commit_tx) {
 			ret = -EOPNOTSUPP;
 			break;
 		}
@@ -943,7 +1144,7 @@ static void rq_flush_locked(struct soft_qp *qp)
 		struct rpcrdma_wc wc = {.wr_id = e->wr_id, .status = RPCRDMA_WC_WR_FLUSH_ERR,
 					.opcode = RPCRDMA_WC_RECV, .qp = RR_PUB(qp, &qp->base)};
 
-		rr_cq_ring_push(&qp->rcq->ring, &wc);
+		soft_cq_push(qp->rcq, &wc);
 		qp->rq_head = (qp->rq_head + 1) % qp->rq_cap;
 		qp->rq_count--;
 	}
@@ -956,6 +1157,7 @@ void soft_qp_fatal(struct soft_qp *qp, int err, const struct rr_term *peer_term)
 	pthread_mutex_lock(&qp->tx_lock);
 	if (qp->state == QPS_RTS)
 		soft_qp_error_tx_locked(qp, peer_term);
+	soft_io_unwatch(qp); /* a dead socket must not wake the CQ's waiters */
 	pthread_mutex_unlock(&qp->tx_lock);
 	if (!qp->last_err)
 		qp->last_err = err;
@@ -1096,7 +1298,7 @@ static int rx_event(struct soft_qp *qp, struct rr_ddp_event *ev)
 				wc.flags |= RPCRDMA_WC_SOLICITED;
 			qp->rq_head = (qp->rq_head + 1) % qp->rq_cap;
 			qp->rq_count--;
-			rr_cq_ring_push(&qp->rcq->ring, &wc);
+			soft_cq_push(qp->rcq, &wc);
 		}
 		break;
 	case RR_EV_READ_REQ:
@@ -1201,6 +1403,7 @@ static void rx_terminate(struct soft_qp *qp)
 int soft_qp_rx(struct soft_qp *qp)
 {
 	struct rr_ddp_event ev;
+	bool drained = false;
 
 	for (;;) {
 		uint8_t *dst;
@@ -1231,13 +1434,22 @@ int soft_qp_rx(struct soft_qp *qp)
 			continue;
 		}
 		qp->stage_off = qp->stage_len = 0;
+		/* A short read emptied the socket: every caller comes back on
+		 * (level-triggered) readiness, so skip the EAGAIN read. */
+		if (drained)
+			return 0;
 		w = rr_ddp_rx_want(&qp->rx, &dst);
-		if (qp->rx.state == RR_RX_PAYLOAD && w >= 2048) {
+		if (qp->rx.state == RR_RX_PAYLOAD && w > 0) {
+			/* payload straight into place; behind it only the
+			 * trailer and the next header (a few bytes), so the next
+			 * payload is not read into the stage and copied again */
 			v[0] = (struct iovec){dst, w};
-			v[1] = (struct iovec){qp->stage, SOFT_STAGE};
+			v[1] = (struct iovec){qp->stage, SOFT_STAGE_TAIL};
 			cnt = 2;
 		} else {
-			v[0] = (struct iovec){qp->stage, SOFT_STAGE};
+			/* headers: a bounded look-ahead, so that a large payload
+			 * behind them is read in place, not copied from here */
+			v[0] = (struct iovec){qp->stage, SOFT_STAGE_LOOK};
 			cnt = 1;
 		}
 		n = soft_io_readv(qp->obj.fd, v, cnt);
@@ -1247,6 +1459,7 @@ int soft_qp_rx(struct soft_qp *qp)
 			soft_qp_fatal(qp, n == 0 ? -ECONNRESET : (int)n, NULL);
 			return -ENOTCONN;
 		}
+		drained = (size_t)n < (cnt == 2 ? w + SOFT_STAGE_TAIL : SOFT_STAGE_LOOK);
 		if (cnt == 2) {
 			size_t a = RR_MIN((size_t)n, w);
 
@@ -1269,19 +1482,37 @@ failed:
 	return -ENOTCONN;
 }
 
-int soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *conn, bool commit)
+int soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *conn, bool commit_rx,
+		      bool commit_tx)
 {
 	pthread_mutex_lock(&qp->rx_lock);
 	pthread_mutex_lock(&qp->tx_lock);
 	qp->obj.fd = fd;
 	qp->crc = conn->crc;
-	qp->commit = commit;
+	qp->commit_rx |= commit_rx;
+	qp->commit_tx |= commit_tx;
 	qp->ird = RR_MIN(conn->ird, (uint16_t)SOFT_MAX_IRD);
 	qp->ord = RR_MIN(conn->ord, (uint16_t)SOFT_MAX_ORD);
 	for (int i = 0; i < RR_QN_COUNT; i++)
 		qp->tx_msn[i] = 1;
-	rr_ddp_rx_init(&qp->rx, &soft_rx_ops, qp, qp->crc, commit);
+	rr_ddp_rx_init(&qp->rx, &soft_rx_ops, qp, qp->crc, qp->commit_rx);
 	qp->state = QPS_RTS;
+	soft_io_watch(qp);
+	pthread_mutex_unlock(&qp->tx_lock);
+	pthread_mutex_unlock(&qp->rx_lock);
+	return 0;
+}
+
+/* The upper layer's Commit decision (rpcrdma_qp_set_commit). Takes effect
+ * for the next segment parsed and the next WR posted. */
+int soft_set_commit(struct rr_qp *base, bool enable)
+{
+	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
+
+	pthread_mutex_lock(&qp->rx_lock);
+	pthread_mutex_lock(&qp->tx_lock);
+	qp->commit_rx = qp->commit_tx = enable;
+	qp->rx.commit = enable;
 	pthread_mutex_unlock(&qp->tx_lock);
 	pthread_mutex_unlock(&qp->rx_lock);
 	return 0;
@@ -1304,6 +1535,7 @@ const struct rr_provider_ops rr_soft_ops = {
 	.create_cq = soft_create_cq,
 	.destroy_cq = soft_destroy_cq,
 	.poll_cq = soft_poll_cq,
+	.wait_cq = soft_wait_cq,
 	.arm_cq = soft_arm_cq,
 	.cq_fd = soft_cq_fd,
 	.cq_get_event = soft_cq_get_event,
@@ -1324,4 +1556,5 @@ const struct rr_provider_ops rr_soft_ops = {
 	.local_addr = soft_local_addr,
 	.peer_addr = soft_peer_addr,
 	.conn_query = soft_conn_query,
+	.set_commit = soft_set_commit,
 };

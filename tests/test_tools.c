@@ -1,0 +1,756 @@
+/* Tests of the example file service (tools/fileservice.h) and of the tools
+ * built from the tools folder: READ/WRITE/LIST/COMMIT round trips with the data
+ * verified, hostile arguments (path escapes, "..", absolute paths, symlink
+ * escapes, huge counts, undecodable arguments: GARBAGE_ARGS, RFC 5531
+ * section 9), PROG_UNAVAIL/PROC_UNAVAIL, and the rpcrdma-server,
+ * rpcrdma-ping and rpcrdma-demo executables spawned from the build
+ * directory (the directory of this test binary). Transports: tcp:// always;
+ * rdma:// as soon as the RPC layer has it (skipped with a note before). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "../tools/fileservice.h"
+
+/* ---- an in-process server over a temporary export ---- */
+
+struct fs_fixture {
+	char dir[64];      /* the temporary directory: export is dir/export */
+	char export_dir[96];
+	struct fs_service svc;
+	struct rpcrdma_server *srv;
+	struct rpcrdma_client *clnt;
+	char url[64];
+};
+
+static void rm_rf(const char *path)
+{
+	char cmd[256];
+
+	if (strncmp(path, "/tmp/rr-tools-", 14) != 0)
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cleanup of %s failed\n", path);
+}
+
+/* Starts a server on @scheme://127.0.0.1:0; returns false (test skipped)
+ * when the scheme's transport is not built in. */
+static bool fx_start(struct fs_fixture *fx, const char *scheme)
+{
+	char url[64];
+	int rc;
+
+	memset(fx, 0, sizeof(*fx));
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/rr-tools-XXXXXX");
+	REQUIRE(mkdtemp(fx->dir) != NULL);
+	snprintf(fx->export_dir, sizeof(fx->export_dir), "%s/export", fx->dir);
+	REQUIRE(mkdir(fx->export_dir, 0755) == 0);
+	REQUIRE_EQ(fs_service_init(&fx->svc, fx->export_dir), 0);
+	snprintf(url, sizeof(url), "%s://127.0.0.1:0", scheme);
+	rc = rpcrdma_server_create(url, NULL, &fx->srv);
+	if (rc == -EPROTONOSUPPORT) {
+		fprintf(stderr, "note: %s:// not available in this build, skipped\n", scheme);
+		fs_service_fini(&fx->svc);
+		rm_rf(fx->dir);
+		return false;
+	}
+	REQUIRE_EQ(rc, 0);
+	REQUIRE_EQ(fs_service_register(fx->srv, &fx->svc), 0);
+	REQUIRE_EQ(rpcrdma_server_start(fx->srv), 0);
+	snprintf(fx->url, sizeof(fx->url), "%s://127.0.0.1:%d", scheme,
+		 rpcrdma_server_port(fx->srv));
+	REQUIRE_EQ(rpcrdma_client_create(fx->url, FS_PROG, FS_VERS, NULL, &fx->clnt), 0);
+	return true;
+}
+
+static void fx_stop(struct fs_fixture *fx)
+{
+	if (fx->clnt)
+		rpcrdma_client_destroy(fx->clnt);
+	if (fx->srv)
+		rpcrdma_server_destroy(fx->srv);
+	fs_service_fini(&fx->svc);
+	rm_rf(fx->dir);
+}
+
+static void fill_pattern(uint8_t *p, size_t n, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		p[i] = (uint8_t)(seed >> 16);
+	}
+}
+
+struct list_acc {
+	unsigned n;
+	char names[400][FS_NAME_MAX + 1];
+	uint64_t sizes[400];
+	uint32_t types[400];
+};
+
+static void list_cb(void *arg, const struct fs_dirent *de)
+{
+	struct list_acc *a = arg;
+
+	if (a->n < 400) {
+		memcpy(a->names[a->n], de->name, sizeof(de->name));
+		a->sizes[a->n] = de->size;
+		a->types[a->n] = de->type;
+	}
+	a->n++;
+}
+
+static void roundtrip(const char *scheme)
+{
+	struct fs_fixture fx;
+	const size_t big = 3u * 1024 * 1024 + 123;
+	uint8_t *data, *back;
+	uint32_t n, got;
+	bool eof;
+	static struct list_acc acc;
+
+	if (!fx_start(&fx, scheme))
+		return;
+	data = malloc(big);
+	back = malloc(big + 16);
+	REQUIRE(data && back);
+	fill_pattern(data, big, 7);
+
+	/* WRITE in one call (DDP-eligible argument), COMMIT, READ back */
+	REQUIRE_EQ(fs_write(fx.clnt, "big.bin", 0, FS_WRITE_CREATE | FS_WRITE_TRUNC, data,
+			    (uint32_t)big, &n), FS_OK);
+	CHECK_EQ(n, big);
+	CHECK_EQ(fs_commit(fx.clnt, "big.bin"), FS_OK);
+	memset(back, 0xee, big + 16);
+	REQUIRE_EQ(fs_read(fx.clnt, "big.bin", 0, back, (uint32_t)big + 16, &got, &eof), FS_OK);
+	CHECK_EQ(got, big);
+	CHECK(eof);
+	CHECK_MEM(back, data, big);
+	/* READ in pieces of several sizes, and at / past the end */
+	{
+		static const uint32_t sizes[] = {1, 3, 4096, 65536, 1000000};
+		uint64_t off = 0;
+
+		for (unsigned i = 0; off < big; i = (i + 1) % 5) {
+			uint32_t want = sizes[i];
+
+			REQUIRE_EQ(fs_read(fx.clnt, "big.bin", off, back, want, &got, &eof), FS_OK);
+			REQUIRE(got == (off + want <= big ? want : big - off));
+			CHECK_MEM(back, data + off, got);
+			CHECK_EQ(eof, off + got >= big);
+			off += got;
+		}
+		REQUIRE_EQ(fs_read(fx.clnt, "big.bin", big, back, 100, &got, &eof), FS_OK);
+		CHECK_EQ(got, 0);
+		CHECK(eof);
+		REQUIRE_EQ(fs_read(fx.clnt, "big.bin", (uint64_t)1 << 40, back, 100, &got, &eof),
+			   FS_OK);
+		CHECK_EQ(got, 0);
+		REQUIRE_EQ(fs_read(fx.clnt, "big.bin", 5, back, 0, &got, &eof), FS_OK);
+		CHECK_EQ(got, 0);
+	}
+	/* WRITE at an offset into an existing file, without CREATE */
+	REQUIRE_EQ(fs_write(fx.clnt, "big.bin", 10, FS_WRITE_SYNC, "HELLO", 5, &n), FS_OK);
+	CHECK_EQ(n, 5);
+	REQUIRE_EQ(fs_read(fx.clnt, "big.bin", 8, back, 9, &got, &eof), FS_OK);
+	CHECK_EQ(got, 9);
+	CHECK_MEM(back, data + 8, 2);
+	CHECK_MEM(back + 2, "HELLO", 5);
+	CHECK_MEM(back + 7, data + 15, 2);
+	/* empty WRITE creates an empty file */
+	REQUIRE_EQ(fs_write(fx.clnt, "empty", 0, FS_WRITE_CREATE, "", 0, &n), FS_OK);
+	CHECK_EQ(n, 0);
+
+	/* LIST: 300 entries with long names (a reply far above any inline
+	 * threshold), sorted, with sizes; then paging with cookies */
+	{
+		char name[FS_NAME_MAX + 1];
+		char sub[64];
+		uint32_t cookie = 0, total = 0;
+
+		REQUIRE(snprintf(sub, sizeof(sub), "%s/dir", fx.export_dir) > 0);
+		REQUIRE(mkdir(sub, 0755) == 0);
+		for (unsigned i = 0; i < 300; i++) {
+			memset(name, 'n', 200);
+			snprintf(name + 200, sizeof(name) - 200, "%03u", i);
+			REQUIRE(snprintf((char *)back, 400, "dir/%s", name) > 0);
+			REQUIRE_EQ(fs_write(fx.clnt, (char *)back, 0, FS_WRITE_CREATE, data, i, &n),
+				   FS_OK);
+		}
+		memset(&acc, 0, sizeof(acc));
+		REQUIRE_EQ(fs_list(fx.clnt, "dir", 0, 1000, list_cb, &acc, &n, &eof), FS_OK);
+		CHECK_EQ(n, 300);
+		CHECK_EQ(acc.n, 300);
+		CHECK(eof);
+		for (unsigned i = 0; i < 300 && i < acc.n; i++) {
+			memset(name, 'n', 200);
+			snprintf(name + 200, sizeof(name) - 200, "%03u", i);
+			CHECK(strcmp(acc.names[i], name) == 0);
+			CHECK_EQ(acc.sizes[i], i);
+			CHECK_EQ(acc.types[i], FS_TYPE_FILE);
+		}
+		memset(&acc, 0, sizeof(acc));
+		do {
+			REQUIRE_EQ(fs_list(fx.clnt, "dir/", cookie, 7, list_cb, &acc, &n, &eof),
+				   FS_OK);
+			REQUIRE(n <= 7);
+			cookie += n;
+			total += n;
+		} while (!eof && n);
+		CHECK_EQ(total, 300);
+		CHECK(strcmp(acc.names[299] + 200, "299") == 0);
+		/* the export root: big.bin, dir, empty */
+		memset(&acc, 0, sizeof(acc));
+		REQUIRE_EQ(fs_list(fx.clnt, "", 0, 10, list_cb, &acc, &n, &eof), FS_OK);
+		REQUIRE_EQ(n, 3);
+		CHECK(strcmp(acc.names[0], "big.bin") == 0 && acc.sizes[0] == big);
+		CHECK(strcmp(acc.names[1], "dir") == 0 && acc.types[1] == FS_TYPE_DIR);
+		CHECK(strcmp(acc.names[2], "empty") == 0 && acc.sizes[2] == 0);
+		REQUIRE_EQ(fs_list(fx.clnt, ".", 3, 10, list_cb, &acc, &n, &eof), FS_OK);
+		CHECK_EQ(n, 0);
+		CHECK(eof);
+	}
+	/* NULL */
+	CHECK_EQ(fs_null(fx.clnt, NULL, 0), 0);
+	/* PUSH_OPEN is honestly not supported yet */
+	CHECK_EQ(fs_push_open(fx.clnt, "log", 4096), FS_ENOTSUP);
+	free(data);
+	free(back);
+	fx_stop(&fx);
+}
+
+TEST(tools_fs_roundtrip_tcp) { roundtrip("tcp"); }
+TEST(tools_fs_roundtrip_rdma) { roundtrip("rdma"); }
+
+static void hostile_paths(bool no_openat2)
+{
+	struct fs_fixture fx;
+	char path[200], outside[128];
+	uint8_t buf[64];
+	uint32_t got, n;
+	bool eof;
+	struct stat sb;
+	int fd;
+
+	if (!fx_start(&fx, "tcp"))
+		return;
+	/* the fallback resolver (per-component O_NOFOLLOW), as without openat2 */
+	if (no_openat2)
+		atomic_store(&fx.svc.openat2_state, -1);
+	/* a secret file next to the export, and symlinks pointing at it */
+	snprintf(outside, sizeof(outside), "%s/secret", fx.dir);
+	fd = open(outside, O_WRONLY | O_CREAT, 0600);
+	REQUIRE(fd >= 0);
+	REQUIRE(write(fd, "SECRET", 6) == 6);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/escape", fx.export_dir);
+	REQUIRE(symlink(outside, path) == 0);
+	snprintf(path, sizeof(path), "%s/escdir", fx.export_dir);
+	REQUIRE(symlink(fx.dir, path) == 0);
+	snprintf(path, sizeof(path), "%s/rel", fx.export_dir);
+	REQUIRE(symlink("../secret", path) == 0);
+	REQUIRE_EQ(fs_write(fx.clnt, "ok.txt", 0, FS_WRITE_CREATE, "fine", 4, &n), FS_OK);
+
+	static const char *const bad[] = {
+		"../secret", "/etc/passwd", "a/../../secret", "..", "./..", "ok.txt/../../secret",
+		"escape", "escdir/secret", "rel", "escdir/export/ok.txt",
+	};
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = fs_read(fx.clnt, bad[i], 0, buf, sizeof(buf), &got, &eof);
+
+		if (rc == FS_OK)
+			fprintf(stderr, "path '%s' was served\n", bad[i]);
+		CHECK(rc > 0);   /* an fs_status, not an RPC failure, and not OK */
+		CHECK(rc == FS_EACCES || rc == FS_EXDEV || rc == FS_ELOOP);
+		/* WRITE through the same paths must not touch anything outside */
+		rc = fs_write(fx.clnt, bad[i], 0, FS_WRITE_CREATE | FS_WRITE_TRUNC, "PWNED", 5, &n);
+		CHECK(rc > 0);
+		CHECK(fs_commit(fx.clnt, bad[i]) > 0);
+		CHECK(fs_list(fx.clnt, bad[i], 0, 10, NULL, NULL, &n, &eof) > 0);
+	}
+	REQUIRE(stat(outside, &sb) == 0);
+	CHECK_EQ(sb.st_size, 6);
+	snprintf(path, sizeof(path), "%s/secret", fx.dir);
+	fd = open(path, O_RDONLY);
+	REQUIRE(fd >= 0);
+	REQUIRE(read(fd, buf, 6) == 6);
+	close(fd);
+	CHECK_MEM(buf, "SECRET", 6);
+	snprintf(path, sizeof(path), "%s/etc", fx.export_dir);
+	CHECK(stat(path, &sb) < 0);  /* "/etc/passwd" not created inside either */
+
+	/* missing files and wrong types: a status, not a crash */
+	CHECK_EQ(fs_read(fx.clnt, "missing", 0, buf, 10, &got, &eof), FS_ENOENT);
+	CHECK_EQ(fs_write(fx.clnt, "missing", 0, 0, "x", 1, &n), FS_ENOENT);
+	CHECK_EQ(fs_write(fx.clnt, "nodir/x", 0, FS_WRITE_CREATE, "x", 1, &n), FS_ENOENT);
+	CHECK_EQ(fs_commit(fx.clnt, "missing"), FS_ENOENT);
+	CHECK_EQ(fs_list(fx.clnt, "missing", 0, 10, NULL, NULL, &n, &eof), FS_ENOENT);
+	CHECK_EQ(fs_list(fx.clnt, "ok.txt", 0, 10, NULL, NULL, &n, &eof), FS_ENOTDIR);
+	CHECK_EQ(fs_read(fx.clnt, "", 0, buf, 10, &got, &eof), FS_EISDIR);
+	CHECK_EQ(fs_read(fx.clnt, ".", 0, buf, 10, &got, &eof), FS_EISDIR);
+	CHECK_EQ(fs_write(fx.clnt, "ok.txt", 0, 0x80, "x", 1, &n), FS_EINVAL);
+	CHECK_EQ(fs_write(fx.clnt, "ok.txt", UINT64_MAX - 2, 0, "xyz", 3, &n), FS_EFBIG);
+	/* a name component above 255 bytes */
+	memset(path, 'a', 199);
+	path[199] = 0;
+	{
+		char longp[600];
+
+		snprintf(longp, sizeof(longp), "%s%s", path, path);
+		CHECK_EQ(fs_read(fx.clnt, longp, 0, buf, 10, &got, &eof), FS_ENAMETOOLONG);
+	}
+	/* the server still works */
+	REQUIRE_EQ(fs_read(fx.clnt, "ok.txt", 0, buf, sizeof(buf), &got, &eof), FS_OK);
+	CHECK_EQ(got, 4);
+	CHECK_MEM(buf, "fine", 4);
+	/* a symlink that stays inside: followed with openat2, refused without */
+	snprintf(path, sizeof(path), "%s/inside", fx.export_dir);
+	REQUIRE(symlink("ok.txt", path) == 0);
+	got = 0;
+	if (no_openat2) {
+		CHECK_EQ(fs_read(fx.clnt, "inside", 0, buf, sizeof(buf), &got, &eof), FS_ELOOP);
+	} else {
+		int rc = fs_read(fx.clnt, "inside", 0, buf, sizeof(buf), &got, &eof);
+
+		CHECK(rc == FS_OK || rc == FS_ELOOP);
+		if (rc == FS_OK)
+			CHECK_MEM(buf, "fine", 4);
+		fprintf(stderr, "openat2 resolver in use: %s\n",
+			atomic_load(&fx.svc.openat2_state) > 0 ? "yes" : "no (fallback)");
+	}
+	/* nested directories through the fallback walk */
+	snprintf(path, sizeof(path), "%s/d1", fx.export_dir);
+	REQUIRE(mkdir(path, 0755) == 0);
+	REQUIRE_EQ(fs_write(fx.clnt, "d1//./x", 0, FS_WRITE_CREATE, "nested", 6, &n), FS_OK);
+	REQUIRE_EQ(fs_read(fx.clnt, "./d1/x", 0, buf, sizeof(buf), &got, &eof), FS_OK);
+	CHECK_EQ(got, 6);
+	CHECK_MEM(buf, "nested", 6);
+	fx_stop(&fx);
+}
+
+TEST(tools_fs_hostile_paths) { hostile_paths(false); }
+TEST(tools_fs_hostile_paths_fallback) { hostile_paths(true); }
+
+/* A raw call: returns the call's status and the RPC answer in *@st. */
+static int raw_call(struct rpcrdma_client *c, uint32_t proc, const void *args, size_t len,
+		    struct rpcrdma_rpc_status *st)
+{
+	struct rpcrdma_call *call;
+	int rc;
+
+	memset(st, 0xff, sizeof(*st));
+	REQUIRE_EQ(rpcrdma_call_create(c, proc, &call), 0);
+	if (len)
+		REQUIRE_EQ(rpcrdma_xdr_put_fixed(rpcrdma_call_args(call), args, len), 0);
+	rc = rpcrdma_call_run(call);
+	if (rpcrdma_call_status(call, st) != 0)
+		memset(st, 0xff, sizeof(*st));
+	rpcrdma_call_destroy(call);
+	return rc;
+}
+
+static void garbage_args(const char *scheme)
+{
+	struct fs_fixture fx;
+	struct rpcrdma_rpc_status st;
+	struct rpcrdma_client *other;
+	uint8_t args[64];
+
+	if (!fx_start(&fx, scheme))
+		return;
+	/* no arguments at all, for each procedure that has some */
+	for (uint32_t proc = FS_READ; proc <= FS_ECHO; proc++) {
+		CHECK_EQ(raw_call(fx.clnt, proc, NULL, 0, &st), -EREMOTEIO);
+		CHECK_EQ(st.reply_stat, RPCRDMA_MSG_ACCEPTED);
+		CHECK_EQ(st.accept_stat, RPCRDMA_GARBAGE_ARGS);
+	}
+	/* a string length far beyond the message */
+	memset(args, 0, sizeof(args));
+	args[0] = 0x7f;
+	CHECK_EQ(raw_call(fx.clnt, FS_READ, args, 16, &st), -EREMOTEIO);
+	CHECK_EQ(st.accept_stat, RPCRDMA_GARBAGE_ARGS);
+	/* a path above FS_PATH_MAX */
+	{
+		static uint8_t longpath[4 + 2048 + 12];
+
+		memset(longpath, 'a', sizeof(longpath));
+		longpath[0] = 0, longpath[1] = 0, longpath[2] = 0x08, longpath[3] = 0;
+		memset(longpath + 4 + 2048, 0, 12);
+		CHECK_EQ(raw_call(fx.clnt, FS_READ, longpath, sizeof(longpath), &st), -EREMOTEIO);
+		CHECK_EQ(st.accept_stat, RPCRDMA_GARBAGE_ARGS);
+	}
+	/* a path with a NUL inside */
+	{
+		static const uint8_t nul[] = {0, 0, 0, 4, 'a', 0, 'b', 'c', 0, 0, 0, 0,
+					      0, 0, 0, 0, 0, 0, 0, 9};
+
+		CHECK_EQ(raw_call(fx.clnt, FS_READ, nul, sizeof(nul), &st), -EREMOTEIO);
+		CHECK_EQ(st.accept_stat, RPCRDMA_GARBAGE_ARGS);
+	}
+	/* valid READ arguments followed by trailing bytes */
+	{
+		static const uint8_t trail[] = {0, 0, 0, 1, 'x', 0, 0, 0, 0, 0, 0, 0,
+						0, 0, 0, 0, 0, 0, 0, 9, 0xde, 0xad, 0xbe, 0xef};
+
+		CHECK_EQ(raw_call(fx.clnt, FS_READ, trail, sizeof(trail), &st), -EREMOTEIO);
+		CHECK_EQ(st.accept_stat, RPCRDMA_GARBAGE_ARGS);
+		/* and without the trailing bytes it is a proper answer (ENOENT) */
+		CHECK_EQ(raw_call(fx.clnt, FS_READ, trail, sizeof(trail) - 4, &st), 0);
+	}
+	/* WRITE whose data length exceeds the message */
+	{
+		static const uint8_t w[] = {0, 0, 0, 1, 'x', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					    0, 0, 0, 1, 0x00, 0x10, 0x00, 0x00, 1, 2, 3, 4};
+
+		CHECK_EQ(raw_call(fx.clnt, FS_WRITE, w, sizeof(w), &st), -EREMOTEIO);
+		CHECK_EQ(st.accept_stat, RPCRDMA_GARBAGE_ARGS);
+	}
+	/* an unknown procedure, an unknown version, an unknown program */
+	CHECK_EQ(raw_call(fx.clnt, 99, NULL, 0, &st), -EREMOTEIO);
+	CHECK_EQ(st.accept_stat, RPCRDMA_PROC_UNAVAIL);
+	REQUIRE_EQ(rpcrdma_client_create(fx.url, FS_PROG, 7, NULL, &other), 0);
+	CHECK_EQ(raw_call(other, 0, NULL, 0, &st), -EREMOTEIO);
+	CHECK_EQ(st.accept_stat, RPCRDMA_PROG_MISMATCH);
+	CHECK_EQ(st.low, 1);
+	CHECK_EQ(st.high, 1);
+	rpcrdma_client_destroy(other);
+	REQUIRE_EQ(rpcrdma_client_create(fx.url, 0x20000001, 1, NULL, &other), 0);
+	CHECK_EQ(raw_call(other, 0, NULL, 0, &st), -EREMOTEIO);
+	CHECK_EQ(st.accept_stat, RPCRDMA_PROG_UNAVAIL);
+	rpcrdma_client_destroy(other);
+	/* the server survived all of it */
+	CHECK_EQ(fs_null(fx.clnt, NULL, 0), 0);
+	fx_stop(&fx);
+}
+
+TEST(tools_fs_garbage_args) { garbage_args("tcp"); }
+TEST(tools_fs_garbage_args_rdma) { garbage_args("rdma"); }
+
+TEST(tools_fs_huge_count)
+{
+	struct fs_fixture fx;
+	struct rpcrdma_call *call;
+	struct rpcrdma_xdr_enc *e;
+	struct rpcrdma_xdr_dec *d;
+	struct rpcrdma_ddp_sink sink;
+	const size_t fsize = FS_MAX_IO + 4096;
+	uint8_t *data, *back;
+	uint32_t st, n, len;
+	const void *p;
+	bool eof;
+
+	if (!fx_start(&fx, "tcp"))
+		return;
+	data = malloc(fsize);
+	back = malloc(fsize);
+	REQUIRE(data && back);
+	fill_pattern(data, fsize, 99);
+	REQUIRE_EQ(fs_write(fx.clnt, "f", 0, FS_WRITE_CREATE, data, FS_MAX_IO, &n), FS_OK);
+	REQUIRE_EQ(fs_write(fx.clnt, "f", FS_MAX_IO, 0, data + FS_MAX_IO, 4096, &n), FS_OK);
+	/* count 0xffffffff: capped at FS_MAX_IO, a short read */
+	REQUIRE_EQ(rpcrdma_call_create(fx.clnt, FS_READ, &call), 0);
+	e = rpcrdma_call_args(call);
+	rpcrdma_xdr_put_string(e, "f");
+	rpcrdma_xdr_put_u64(e, 0);
+	rpcrdma_xdr_put_u32(e, UINT32_MAX);
+	sink.buf = back;
+	sink.max = fsize;
+	REQUIRE_EQ(rpcrdma_call_set_sinks(call, &sink, 1), 0);
+	REQUIRE_EQ(rpcrdma_call_run(call), 0);
+	d = rpcrdma_call_results(call);
+	REQUIRE_EQ(rpcrdma_xdr_get_u32(d, &st), 0);
+	REQUIRE_EQ(st, FS_OK);
+	REQUIRE_EQ(rpcrdma_xdr_get_bool(d, &eof), 0);
+	CHECK(!eof);
+	REQUIRE_EQ(rpcrdma_xdr_get_ddp(d, &p, &len), 0);
+	CHECK_EQ(len, FS_MAX_IO);
+	CHECK(p == back);
+	CHECK_MEM(back, data, FS_MAX_IO);
+	rpcrdma_call_destroy(call);
+	/* the rest */
+	REQUIRE_EQ(fs_read(fx.clnt, "f", FS_MAX_IO, back, 8192, &len, &eof), FS_OK);
+	CHECK_EQ(len, 4096);
+	CHECK(eof);
+	CHECK_MEM(back, data + FS_MAX_IO, 4096);
+	free(data);
+	free(back);
+	fx_stop(&fx);
+}
+
+/* ---- the executables ---- */
+
+static void tool_path(char *out, size_t cap, const char *name)
+{
+	char self[512];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	REQUIRE(n > 0);
+	self[n] = 0;
+	slash = strrchr(self, '/');
+	REQUIRE(slash != NULL);
+	*slash = 0;
+	snprintf(out, cap, "%s/%s", self, name);
+}
+
+/* Spawns @argv with stdout (and stderr when @err_too) on a pipe; *@outfd. */
+static pid_t spawn(char *const argv[], int *outfd, bool err_too)
+{
+	int p[2];
+	pid_t pid;
+
+	REQUIRE(pipe2(p, O_CLOEXEC) == 0);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		dup2(p[1], 1);
+		if (err_too)
+			dup2(p[1], 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(p[1]);
+	*outfd = p[0];
+	return pid;
+}
+
+/* Reads @fd until EOF or @secs seconds (appends to @buf, NUL-terminated). */
+static size_t read_for(int fd, char *buf, size_t cap, size_t have, double secs, bool line)
+{
+	uint64_t end = fs_now_ns() + (uint64_t)(secs * 1e9);
+
+	while (have + 1 < cap) {
+		struct pollfd pfd = {fd, POLLIN, 0};
+		int64_t left = (int64_t)(end - fs_now_ns());
+		ssize_t n;
+
+		if (left <= 0 || poll(&pfd, 1, (int)(left / 1000000) + 1) <= 0)
+			break;
+		n = read(fd, buf + have, cap - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = 0;
+		if (line && memchr(buf, '\n', have))
+			break;
+	}
+	buf[have] = 0;
+	return have;
+}
+
+/* Waits up to @secs for @pid; kills it after that. Returns the exit status
+ * (or -1 if it had to be killed / died of a signal). */
+static int wait_for(pid_t pid, double secs)
+{
+	uint64_t end = fs_now_ns() + (uint64_t)(secs * 1e9);
+	int status;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+		if (fs_now_ns() > end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			fprintf(stderr, "child %d killed after %.0f s\n", (int)pid, secs);
+			return -1;
+		}
+		usleep(20000);
+	}
+}
+
+static int run_tool(char *const argv[], char *out, size_t cap, double secs)
+{
+	int fd, rc;
+	pid_t pid = spawn(argv, &fd, true);
+
+	read_for(fd, out, cap, 0, secs, false);
+	close(fd);
+	rc = wait_for(pid, 5);
+	return rc;
+}
+
+TEST(tools_server_and_ping)
+{
+	char server[600], ping[600], dir[64], exp[96], url[96];
+	char out[8192];
+	int fd, port = 0;
+	pid_t pid;
+	struct rpcrdma_client *c;
+	uint32_t n, got;
+	bool eof;
+	uint8_t buf[32];
+
+	tool_path(server, sizeof(server), "rpcrdma-server");
+	tool_path(ping, sizeof(ping), "rpcrdma-ping");
+	snprintf(dir, sizeof(dir), "/tmp/rr-tools-XXXXXX");
+	REQUIRE(mkdtemp(dir) != NULL);
+	snprintf(exp, sizeof(exp), "%s", dir);
+
+	/* usage errors and a missing export fail with a message */
+	{
+		char *a1[] = {server, NULL};
+		char *a2[] = {server, (char *)"--export", (char *)"/nonexistent/dir", NULL};
+		char *a3[] = {server, (char *)"--export", exp, (char *)"--transport",
+			      (char *)"carrier-pigeon", NULL};
+		char *a4[] = {server, (char *)"--help", NULL};
+		char *a5[] = {ping, NULL};
+		char *a6[] = {ping, (char *)"-c", (char *)"x", (char *)"tcp://127.0.0.1:1", NULL};
+
+		CHECK_EQ(run_tool(a1, out, sizeof(out), 10), 2);
+		CHECK(strstr(out, "--export") != NULL);
+		CHECK_EQ(run_tool(a2, out, sizeof(out), 10), 1);
+		CHECK(strstr(out, "cannot open export") != NULL);
+		CHECK_EQ(run_tool(a3, out, sizeof(out), 10), 2);
+		CHECK_EQ(run_tool(a4, out, sizeof(out), 10), 0);
+		CHECK(strstr(out, "usage:") != NULL);
+		CHECK_EQ(run_tool(a5, out, sizeof(out), 10), 2);
+		CHECK_EQ(run_tool(a6, out, sizeof(out), 10), 2);
+	}
+
+	/* the server on an ephemeral port: it prints its URL first */
+	{
+		char *argv[] = {server, (char *)"--export", exp, (char *)"--listen",
+				(char *)"127.0.0.1:0", (char *)"--threads", (char *)"2", NULL};
+		char *p;
+
+		pid = spawn(argv, &fd, false);
+		read_for(fd, out, sizeof(out), 0, 30, true);
+		p = strstr(out, "listening on ");
+		REQUIRE(p != NULL);
+		p = strstr(p, "://");
+		REQUIRE(p != NULL);
+		p = strchr(p + 3, ':');
+		REQUIRE(p != NULL);
+		port = atoi(p + 1);
+		REQUIRE(port > 0);
+		REQUIRE(strncmp(out, "listening on ", 13) == 0);
+		snprintf(url, sizeof(url), "%.*s", (int)(p - (out + 13)), out + 13);
+		snprintf(url + strlen(url), sizeof(url) - strlen(url), ":%d", port);
+	}
+	/* file service round trip through the spawned server */
+	REQUIRE_EQ(rpcrdma_client_create(url, FS_PROG, FS_VERS, NULL, &c), 0);
+	REQUIRE_EQ(fs_write(c, "hello.txt", 0, FS_WRITE_CREATE, "hello, world", 12, &n), FS_OK);
+	REQUIRE_EQ(fs_read(c, "hello.txt", 7, buf, sizeof(buf), &got, &eof), FS_OK);
+	CHECK_EQ(got, 5);
+	CHECK_MEM(buf, "world", 5);
+	CHECK_EQ(fs_read(c, "../etc/passwd", 0, buf, sizeof(buf), &got, &eof), FS_EACCES);
+	rpcrdma_client_destroy(c);
+
+	/* rpcrdma-ping against it: replies, summary, exit 0 */
+	{
+		char *argv[] = {ping, (char *)"-c", (char *)"4", (char *)"-i", (char *)"0.01", url,
+				NULL};
+
+		CHECK_EQ(run_tool(argv, out, sizeof(out), 30), 0);
+		CHECK(strstr(out, "4 calls, 4 replies, 0.0% loss") != NULL);
+		CHECK(strstr(out, "rtt min/avg/p50/p99/max") != NULL);
+		CHECK(strstr(out, "seq=3") != NULL);
+	}
+	/* a program the server does not serve: PROG_UNAVAIL, exit 1 */
+	{
+		char *argv[] = {ping, (char *)"-c", (char *)"2", (char *)"-i", (char *)"0",
+				(char *)"-P", (char *)"0x20000001", url, NULL};
+
+		CHECK_EQ(run_tool(argv, out, sizeof(out), 30), 1);
+		CHECK(strstr(out, "PROG_UNAVAIL") != NULL);
+		CHECK(strstr(out, "2 calls, 0 replies, 100.0% loss") != NULL);
+	}
+	/* with argument padding */
+	{
+		char *argv[] = {ping, (char *)"-c", (char *)"2", (char *)"-i", (char *)"0",
+				(char *)"-s", (char *)"65536", (char *)"-q", url, NULL};
+
+		CHECK_EQ(run_tool(argv, out, sizeof(out), 30), 0);
+		CHECK(strstr(out, "2 calls, 2 replies") != NULL);
+	}
+	/* SIGTERM: graceful exit 0 */
+	kill(pid, SIGTERM);
+	CHECK_EQ(wait_for(pid, 20), 0);
+	close(fd);
+	/* nobody listens any more: ping fails with exit 1 */
+	{
+		char *argv[] = {ping, (char *)"-c", (char *)"1", (char *)"-t", (char *)"2", url, NULL};
+
+		CHECK_EQ(run_tool(argv, out, sizeof(out), 30), 1);
+		CHECK(strstr(out, "cannot connect") != NULL || strstr(out, "no reply") != NULL);
+	}
+	{
+		char p2[128];
+
+		snprintf(p2, sizeof(p2), "%s/hello.txt", dir);
+		unlink(p2);
+		rmdir(dir);
+	}
+}
+
+TEST(tools_demo_runs)
+{
+	char demo[600];
+	static char out[65536];
+
+	tool_path(demo, sizeof(demo), "rpcrdma-demo");
+	{
+		char *argv[] = {demo, NULL};
+		int rc = run_tool(argv, out, sizeof(out), 120);
+
+		if (rc != 0)
+			fprintf(stderr, "%s\n", out);
+		CHECK_EQ(rc, 0);
+		CHECK(strstr(out, "verified") != NULL);
+		CHECK(strstr(out, "FAILED") == NULL);
+	}
+}
+
+TEST(tools_bench_smoke)
+{
+	char bench[600], json[96], dir[64];
+	static char out[262144];
+	FILE *f;
+	static char js[262144];
+	size_t n;
+
+	tool_path(bench, sizeof(bench), "rpcrdma-bench");
+	snprintf(dir, sizeof(dir), "/tmp/rr-tools-XXXXXX");
+	REQUIRE(mkdtemp(dir) != NULL);
+	snprintf(json, sizeof(json), "%s/b.json", dir);
+	{
+		char *argv[] = {bench, (char *)"--quick", (char *)"--duration", (char *)"0.02",
+				(char *)"--transports", (char *)"tcp,tirpc,raw", (char *)"--json",
+				json, NULL};
+		int rc = run_tool(argv, out, sizeof(out), 240);
+
+		if (rc != 0)
+			fprintf(stderr, "%s\n", out);
+		CHECK_EQ(rc, 0);
+		CHECK(strstr(out, "-- NULL round trip") != NULL);
+	}
+	{
+		char *argv[] = {bench, (char *)"--transports", (char *)"tcp,carrier-pigeon", NULL};
+
+		CHECK_EQ(run_tool(argv, out, sizeof(out), 30), 2);
+	}
+	f = fopen(json, "r");
+	REQUIRE(f != NULL);
+	n = fread(js, 1, sizeof(js) - 1, f);
+	fclose(f);
+	js[n] = 0;
+	CHECK(js[0] == '[');
+	CHECK(strstr(js, "\"workload\": \"null\", \"transport\": \"tcp\"") != NULL);
+	CHECK(strstr(js, "\"workload\": \"read\", \"transport\": \"raw\", \"variant\": \"stream\"") !=
+	      NULL);
+	CHECK(strstr(js, "\"p50_us\"") != NULL);
+	CHECK(strstr(js, "\"ratio_raw\"") != NULL);
+	unlink(json);
+	rmdir(dir);
+}

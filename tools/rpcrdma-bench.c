@@ -1,0 +1,1631 @@
+/* rpcrdma-bench: one run, the same workloads over (a) librpcrdma rdma://
+ * (RPC-over-RDMA v1, RFC 8166, on the software iWARP provider) when built,
+ * (b) librpcrdma tcp:// (RFC 5531 record marking), (c) libtirpc over TCP
+ * (clnttcp_create / svc_vc_create) when available, and (d) raw TCP with the
+ * same message sizes as a ping-pong and as a one-way stream: the floor.
+ *
+ * Workloads: NULL latency; READ and WRITE of 1 KiB..8 MiB (bulk data
+ * DDP-eligible: Write / Read chunks on RDMA); 1..64 outstanding READs on one
+ * connection; 1..8 connections; pull-mode WRITE versus push-mode
+ * Write+Commit of 4 KiB (push mode reported as not available until the RPC
+ * API has it). Every server runs in a forked child on loopback (forked
+ * before this process starts any thread), so client and server are separate
+ * processes for every transport alike.
+ *
+ * The benchmark service (program BENCH_PROG = 0x2f5a0002, version 1) is
+ * memory-only so that transports are compared, not file systems:
+ *   1 READ(uint32 count) -> opaque data<> (DDP-eligible)
+ *   2 WRITE(opaque data<> (DDP-eligible)) -> uint32 count
+ * Raw TCP messages: [uint32 request length][uint32 response length] + pad;
+ * the response is that many bytes; a stream is [0xffffffff][uint64 total]
+ * [uint32 message size] + total bytes, acknowledged with 4 bytes. */
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fileservice.h"
+
+#if defined(__has_include)
+#if __has_include(<rpc/rpc.h>)
+#include <rpc/rpc.h>
+#define BENCH_HAVE_TIRPC 1
+#endif
+#endif
+#ifndef BENCH_HAVE_TIRPC
+#define BENCH_HAVE_TIRPC 0
+#endif
+
+#define BENCH_PROG 0x2f5a0002u
+#define BENCH_VERS 1u
+#define BENCH_READ 1u
+#define BENCH_WRITE 2u
+#define MAXIO (8u * 1024 * 1024)
+#define MAX_SAMPLES (1u << 20)
+
+enum tp { TP_RDMA, TP_TCP, TP_TIRPC, TP_RAW, TP_N };
+static const char *const tp_name[TP_N] = {"rdma", "tcp", "tirpc", "raw"};
+
+static bool tp_want[TP_N];
+static bool tp_ok[TP_N];
+static char tp_why[TP_N][160];
+static int tp_port[TP_N];
+static pid_t tp_pid[TP_N];
+static double dur = 1.0;
+static bool quick;
+static uint8_t *srcbuf;  /* MAXIO bytes of pattern (client WRITE data, server READ data) */
+
+/* ======================================================================
+ * results
+ * ====================================================================== */
+
+struct rec {
+	char workload[24];   /* null, read, write, read_outstanding, read_conns, write_4k_pull, ... */
+	enum tp tp;
+	char variant[12];    /* raw: "pingpong" or "stream"; "" otherwise */
+	uint32_t size;
+	unsigned outstanding, conns;
+	uint64_t ops;
+	double secs, p50_us, p99_us, mbps, ops_s;
+	double ratio_raw, ratio_tirpc;  /* NaN-free: < 0 when not applicable */
+	char na[160];        /* non-empty: not available, why */
+};
+
+static struct rec *recs;
+static unsigned nrecs, caprecs;
+
+static struct rec *rec_new(const char *wl, enum tp tp, const char *variant, uint32_t size,
+			   unsigned outst, unsigned conns)
+{
+	struct rec *r;
+
+	if (nrecs == caprecs) {
+		unsigned ncap = caprecs ? caprecs * 2 : 64;
+		struct rec *n = realloc(recs, ncap * sizeof(*n));
+
+		if (!n) {
+			fprintf(stderr, "rpcrdma-bench: out of memory\n");
+			exit(1);
+		}
+		recs = n;
+		caprecs = ncap;
+	}
+	r = &recs[nrecs++];
+	memset(r, 0, sizeof(*r));
+	snprintf(r->workload, sizeof(r->workload), "%s", wl);
+	snprintf(r->variant, sizeof(r->variant), "%s", variant ? variant : "");
+	r->tp = tp;
+	r->size = size;
+	r->outstanding = outst;
+	r->conns = conns;
+	r->ratio_raw = r->ratio_tirpc = -1;
+	return r;
+}
+
+struct lat {
+	uint64_t *v;
+	size_t n, cap;
+	pthread_mutex_t lock;
+};
+
+static void lat_init(struct lat *l)
+{
+	l->cap = MAX_SAMPLES;
+	l->v = malloc(l->cap * sizeof(*l->v));
+	l->n = 0;
+	pthread_mutex_init(&l->lock, NULL);
+}
+
+static void lat_add(struct lat *l, uint64_t ns)
+{
+	pthread_mutex_lock(&l->lock);
+	if (l->v && l->n < l->cap)
+		l->v[l->n++] = ns;
+	pthread_mutex_unlock(&l->lock);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Fills the record's statistics from the latencies and the totals. */
+static void lat_finish(struct lat *l, struct rec *r, uint64_t ops, uint64_t bytes, double secs)
+{
+	if (l->n) {
+		qsort(l->v, l->n, sizeof(*l->v), cmp_u64);
+		r->p50_us = (double)l->v[(l->n - 1) / 2] / 1e3;
+		r->p99_us = (double)l->v[(l->n * 99 + 99) / 100 - 1] / 1e3;
+	}
+	r->ops = ops;
+	r->secs = secs;
+	r->ops_s = secs > 0 ? (double)ops / secs : 0;
+	r->mbps = secs > 0 ? (double)bytes / secs / 1e6 : 0;
+	free(l->v);
+	l->v = NULL;
+	pthread_mutex_destroy(&l->lock);
+}
+
+static unsigned progress_i, progress_n;
+
+static void progress(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "[%3u/%3u] ", ++progress_i, progress_n);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+}
+
+/* ======================================================================
+ * servers (forked children)
+ * ====================================================================== */
+
+static int listen_loopback(int *port)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(fd, 64) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sin, &sl) < 0) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	*port = ntohs(sin.sin_port);
+	return fd;
+}
+
+static int connect_loopback(int port)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	if (fd < 0)
+		return -errno;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sin.sin_port = htons((uint16_t)port);
+	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static int read_full(int fd, void *buf, size_t n)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = read(fd, (uint8_t *)buf + done, n - done);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t n)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = write(fd, (const uint8_t *)buf + done, n - done);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+/* -- raw TCP server: a thread per connection -- */
+static void *raw_conn(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	uint8_t *buf = malloc(MAXIO + 64);
+	uint32_t h[2];
+
+	while (buf && read_full(fd, h, 8) == 0) {
+		uint32_t req = ntohl(h[0]), rsp = ntohl(h[1]);
+
+		if (req == 0xffffffffu) {
+			uint64_t total, got = 0;
+			uint32_t ack = 0;
+
+			if (read_full(fd, &total, 8))
+				break;
+			/* message-sized reads into a cache-warm buffer, like a
+			 * receiver that consumes each message */
+			uint32_t chunk;
+
+			if (read_full(fd, &chunk, 4))
+				break;
+			chunk = ntohl(chunk);
+			if (chunk == 0 || chunk > MAXIO)
+				break;
+			while (got < total) {
+				size_t want = total - got < chunk ? (size_t)(total - got) : chunk;
+				ssize_t r = read(fd, buf, want);
+
+				if (r <= 0)
+					goto out;
+				got += (uint64_t)r;
+			}
+			if (write_full(fd, &ack, 4))
+				break;
+			continue;
+		}
+		if (req < 8 || req > MAXIO + 64 || rsp > MAXIO + 64)
+			break;
+		if (read_full(fd, buf, req - 8) || write_full(fd, srcbuf, rsp))
+			break;
+	}
+out:
+	free(buf);
+	close(fd);
+	return NULL;
+}
+
+static void raw_server(int lfd)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC), one = 1;
+		pthread_t t;
+
+		if (fd < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(1);
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (pthread_create(&t, NULL, raw_conn, (void *)(intptr_t)fd) == 0)
+			pthread_detach(t);
+		else
+			close(fd);
+	}
+}
+
+/* -- librpcrdma bench service -- */
+static int h_read(struct rpcrdma_req *req, void *ctx)
+{
+	uint32_t count;
+
+	(void)ctx;
+	if (rpcrdma_xdr_get_u32(rpcrdma_req_args(req), &count) ||
+	    rpcrdma_xdr_dec_remaining(rpcrdma_req_args(req)))
+		return RPCRDMA_SVC_GARBAGE_ARGS;
+	if (count > MAXIO)
+		count = MAXIO;
+	return rpcrdma_xdr_put_ddp(rpcrdma_req_results(req), srcbuf, count) ? RPCRDMA_SVC_SYSTEM_ERR
+									    : RPCRDMA_SVC_OK;
+}
+
+static int h_write(struct rpcrdma_req *req, void *ctx)
+{
+	const void *p;
+	uint32_t len;
+
+	(void)ctx;
+	if (rpcrdma_xdr_get_ddp(rpcrdma_req_args(req), &p, &len) ||
+	    rpcrdma_xdr_dec_remaining(rpcrdma_req_args(req)))
+		return RPCRDMA_SVC_GARBAGE_ARGS;
+	return rpcrdma_xdr_put_u32(rpcrdma_req_results(req), len) ? RPCRDMA_SVC_SYSTEM_ERR
+								  : RPCRDMA_SVC_OK;
+}
+
+static int rr_server(const char *scheme, int *port)
+{
+	struct rpcrdma_server *srv;
+	struct rpcrdma_server_opts so = {.threads = 4};
+	char url[64];
+	int rc;
+
+	snprintf(url, sizeof(url), "%s://127.0.0.1:0", scheme);
+	rc = rpcrdma_server_create(url, &so, &srv);
+	if (!rc)
+		rc = rpcrdma_server_register(srv, BENCH_PROG, BENCH_VERS, BENCH_READ, h_read, NULL);
+	if (!rc)
+		rc = rpcrdma_server_register(srv, BENCH_PROG, BENCH_VERS, BENCH_WRITE, h_write, NULL);
+	if (!rc)
+		rc = rpcrdma_server_start(srv);
+	if (!rc)
+		*port = rpcrdma_server_port(srv);
+	return rc;
+}
+
+#if BENCH_HAVE_TIRPC
+/* -- libtirpc -- */
+struct tdata {
+	char *buf;
+	u_int len;
+};
+
+static bool_t xdr_tdata(XDR *x, struct tdata *d)
+{
+	return xdr_bytes(x, &d->buf, &d->len, MAXIO);
+}
+
+/* xdr_void is declared without parameters; this one has the xdrproc_t shape */
+static bool_t xdr_nothing(XDR *x, void *p)
+{
+	(void)x;
+	(void)p;
+	return TRUE;
+}
+
+static uint8_t *tirpc_wbuf;
+
+static void tirpc_dispatch(struct svc_req *rq, SVCXPRT *xp)
+{
+	switch (rq->rq_proc) {
+	case 0:
+		svc_sendreply(xp, (xdrproc_t)xdr_nothing, NULL);
+		break;
+	case BENCH_READ: {
+		u_int count = 0;
+		struct tdata d;
+
+		if (!svc_getargs(xp, (xdrproc_t)xdr_u_int, (char *)&count)) {
+			svcerr_decode(xp);
+			break;
+		}
+		d.buf = (char *)srcbuf;
+		d.len = count > MAXIO ? MAXIO : count;
+		svc_sendreply(xp, (xdrproc_t)xdr_tdata, (char *)&d);
+		break;
+	}
+	case BENCH_WRITE: {
+		struct tdata d = {(char *)tirpc_wbuf, 0};
+
+		if (!svc_getargs(xp, (xdrproc_t)xdr_tdata, (char *)&d)) {
+			svcerr_decode(xp);
+			break;
+		}
+		svc_sendreply(xp, (xdrproc_t)xdr_u_int, (char *)&d.len);
+		break;
+	}
+	default:
+		svcerr_noproc(xp);
+	}
+}
+
+static int tirpc_server(int lfd)
+{
+	SVCXPRT *xp;
+
+	tirpc_wbuf = malloc(MAXIO);
+	xp = svc_vc_create(lfd, 0, 0);
+	if (!tirpc_wbuf || !xp || !svc_register(xp, BENCH_PROG, BENCH_VERS, tirpc_dispatch, 0))
+		return -EIO;
+	return 0;
+}
+#endif
+
+/* A server child dies with the benchmark. */
+static void prctl_parent_death(void)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+/* Forks the server of @tp; the child reports "port" or "error errno". */
+static void start_server(enum tp tp)
+{
+	int p[2], port = 0, rc = 0;
+	char line[64] = "";
+	ssize_t n;
+
+	if (pipe(p) < 0) {
+		snprintf(tp_why[tp], sizeof(tp_why[tp]), "pipe: %s", strerror(errno));
+		return;
+	}
+	fflush(NULL);
+	tp_pid[tp] = fork();
+	if (tp_pid[tp] < 0) {
+		snprintf(tp_why[tp], sizeof(tp_why[tp]), "fork: %s", strerror(errno));
+		return;
+	}
+	if (tp_pid[tp] == 0) {
+		int lfd = -1;
+
+		close(p[0]);
+		signal(SIGPIPE, SIG_IGN);
+		prctl_parent_death();
+		switch (tp) {
+		case TP_RDMA: rc = rr_server("rdma", &port); break;
+		case TP_TCP: rc = rr_server("tcp", &port); break;
+		case TP_RAW:
+		case TP_TIRPC:
+			lfd = listen_loopback(&port);
+			rc = lfd < 0 ? lfd : 0;
+#if BENCH_HAVE_TIRPC
+			if (!rc && tp == TP_TIRPC)
+				rc = tirpc_server(lfd);
+#endif
+			break;
+		default: rc = -EINVAL;
+		}
+		if (rc) {
+			dprintf(p[1], "error %d\n", -rc);
+			_exit(1);
+		}
+		dprintf(p[1], "%d\n", port);
+		close(p[1]);
+		if (tp == TP_RAW)
+			raw_server(lfd);
+#if BENCH_HAVE_TIRPC
+		if (tp == TP_TIRPC)
+			svc_run();
+#endif
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	n = read(p[0], line, sizeof(line) - 1);
+	close(p[0]);
+	line[n > 0 ? n : 0] = 0;
+	if (sscanf(line, "error %d", &rc) == 1 || sscanf(line, "%d", &port) != 1 || port <= 0) {
+		waitpid(tp_pid[tp], NULL, 0);
+		tp_pid[tp] = 0;
+		if (rc == EPROTONOSUPPORT)
+			snprintf(tp_why[tp], sizeof(tp_why[tp]),
+				 "%s:// transport not available in this build (-EPROTONOSUPPORT)",
+				 tp_name[tp]);
+		else
+			snprintf(tp_why[tp], sizeof(tp_why[tp]), "server failed: %s",
+				 rc ? strerror(rc) : "no answer");
+		return;
+	}
+	tp_port[tp] = port;
+	tp_ok[tp] = true;
+}
+
+/* ======================================================================
+ * clients
+ * ====================================================================== */
+
+/* One synchronous operation on a connection of any transport. */
+struct conn {
+	enum tp tp;
+	struct rpcrdma_client *rc;
+	int fd;                 /* raw */
+#if BENCH_HAVE_TIRPC
+	CLIENT *tc;
+#endif
+	uint8_t *sink;          /* MAXIO */
+};
+
+static int conn_open(struct conn *c, enum tp tp)
+{
+	memset(c, 0, sizeof(*c));
+	c->tp = tp;
+	c->fd = -1;
+	c->sink = malloc(MAXIO + 64);
+	if (!c->sink)
+		return -ENOMEM;
+	if (tp == TP_RDMA || tp == TP_TCP) {
+		char url[64];
+
+		snprintf(url, sizeof(url), "%s://127.0.0.1:%d", tp_name[tp], tp_port[tp]);
+		return rpcrdma_client_create(url, BENCH_PROG, BENCH_VERS, NULL, &c->rc);
+	}
+	if (tp == TP_RAW) {
+		c->fd = connect_loopback(tp_port[tp]);
+		return c->fd < 0 ? c->fd : 0;
+	}
+#if BENCH_HAVE_TIRPC
+	{
+		struct sockaddr_in sin = {.sin_family = AF_INET};
+		int fd = connect_loopback(tp_port[tp]);
+
+		if (fd < 0)
+			return fd;
+		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		sin.sin_port = htons((uint16_t)tp_port[tp]);
+		c->tc = clnttcp_create(&sin, BENCH_PROG, BENCH_VERS, &fd, 0, 0);
+		if (!c->tc) {
+			close(fd);
+			return -ECONNREFUSED;
+		}
+		clnt_control(c->tc, CLSET_FD_CLOSE, NULL);
+		return 0;
+	}
+#else
+	return -EPROTONOSUPPORT;
+#endif
+}
+
+static void conn_close(struct conn *c)
+{
+	if (c->rc)
+		rpcrdma_client_destroy(c->rc);
+	if (c->fd >= 0)
+		close(c->fd);
+#if BENCH_HAVE_TIRPC
+	if (c->tc)
+		clnt_destroy(c->tc);
+#endif
+	free(c->sink);
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+}
+
+/* RPC message sizes on TCP (record mark + RFC 5531 headers, AUTH_NONE) */
+#define CALL_HDR (4u + 40u)
+#define REPLY_HDR (4u + 24u)
+#define XDR_ALIGN(n) (((n) + 3u) & ~3u)
+
+static int raw_pingpong(int fd, uint32_t req, uint32_t rsp, uint8_t *buf)
+{
+	uint32_t h[2] = {htonl(req), htonl(rsp)};
+	struct iovec iov[2] = {{h, 8}, {srcbuf, req - 8}};
+	ssize_t n = writev(fd, iov, 2);
+
+	if (n < 0)
+		return -errno;
+	if ((size_t)n < req) {
+		size_t done = (size_t)n;
+
+		if (done < 8) {
+			if (write_full(fd, (uint8_t *)h + done, 8 - done))
+				return -EIO;
+			done = 8;
+		}
+		if (write_full(fd, srcbuf + (done - 8), req - done))
+			return -EIO;
+	}
+	return read_full(fd, buf, rsp) ? -EIO : 0;
+}
+
+/* op: 0 NULL, 1 READ, 2 WRITE of @size. 0 or a negative errno. */
+static int conn_op(struct conn *c, int op, uint32_t size)
+{
+	if (c->tp == TP_RAW) {
+		uint32_t req = CALL_HDR, rsp = REPLY_HDR;
+
+		if (op == 1)
+			req += 4, rsp += 4 + XDR_ALIGN(size);
+		else if (op == 2)
+			req += 4 + XDR_ALIGN(size), rsp += 4;
+		return raw_pingpong(c->fd, req, rsp, c->sink);
+	}
+#if BENCH_HAVE_TIRPC
+	if (c->tp == TP_TIRPC) {
+		struct timeval tv = {30, 0};
+		enum clnt_stat st;
+
+		if (op == 0) {
+			st = clnt_call(c->tc, 0, (xdrproc_t)xdr_nothing, NULL, (xdrproc_t)xdr_nothing, NULL,
+				       tv);
+		} else if (op == 1) {
+			u_int count = size;
+			struct tdata d = {(char *)c->sink, 0};
+
+			st = clnt_call(c->tc, BENCH_READ, (xdrproc_t)xdr_u_int, (char *)&count,
+				       (xdrproc_t)xdr_tdata, (char *)&d, tv);
+			if (st == RPC_SUCCESS && d.len != size)
+				return -EBADMSG;
+		} else {
+			struct tdata d = {(char *)srcbuf, size};
+			u_int n = 0;
+
+			st = clnt_call(c->tc, BENCH_WRITE, (xdrproc_t)xdr_tdata, (char *)&d,
+				       (xdrproc_t)xdr_u_int, (char *)&n, tv);
+			if (st == RPC_SUCCESS && n != size)
+				return -EBADMSG;
+		}
+		return st == RPC_SUCCESS ? 0 : -EIO;
+	}
+#endif
+	{
+		struct rpcrdma_call *call;
+		int rc = rpcrdma_call_create(c->rc, op == 0 ? 0 : op == 1 ? BENCH_READ : BENCH_WRITE,
+					     &call);
+
+		if (rc)
+			return rc;
+		if (op == 1) {
+			struct rpcrdma_ddp_sink sk = {c->sink, size};
+
+			rpcrdma_xdr_put_u32(rpcrdma_call_args(call), size);
+			rc = rpcrdma_call_set_sinks(call, &sk, 1);
+		} else if (op == 2) {
+			rc = rpcrdma_xdr_put_ddp(rpcrdma_call_args(call), srcbuf, size);
+		}
+		if (!rc)
+			rc = rpcrdma_call_run(call);
+		if (!rc) {
+			struct rpcrdma_xdr_dec *d = rpcrdma_call_results(call);
+			const void *p;
+			uint32_t len = 0;
+
+			if (op == 1)
+				rc = rpcrdma_xdr_get_ddp(d, &p, &len);
+			else if (op == 2)
+				rc = rpcrdma_xdr_get_u32(d, &len);
+			if (!rc && op && len != size)
+				rc = -EBADMSG;
+		}
+		rpcrdma_call_destroy(call);
+		return rc;
+	}
+}
+
+/* Raw one-way stream of @size-byte messages for the duration: MB/s. */
+static int raw_stream(int port, uint32_t size, struct rec *r)
+{
+	int fd = connect_loopback(port);
+	uint64_t t0, now, total = 0, sent = 0;
+	uint32_t h[2] = {htonl(0xffffffffu), 0}, ack;
+	uint64_t msgs;
+
+	if (fd < 0)
+		return fd;
+	/* calibrate: send in chunks of @size until the duration is over; the
+	 * total is declared up front, so measure a short probe first */
+	msgs = 4;
+	for (int round = 0; round < 2; round++) {
+		uint64_t tot = msgs * size;
+
+		t0 = fs_now_ns();
+		uint32_t chunk = htonl(size);
+
+		if (write_full(fd, h, 8) || write_full(fd, &tot, 8) || write_full(fd, &chunk, 4))
+			goto fail;
+		for (uint64_t i = 0; i < msgs; i++)
+			if (write_full(fd, srcbuf, size))
+				goto fail;
+		if (read_full(fd, &ack, 4))
+			goto fail;
+		now = fs_now_ns();
+		total = tot;
+		sent = now - t0;
+		if (round == 0) {
+			double rate = (double)tot / ((double)sent / 1e9);
+			double want = rate * dur;
+
+			msgs = (uint64_t)(want / size);
+			if (msgs < 4)
+				msgs = 4;
+			if (msgs * size > 64ull << 30)
+				msgs = (64ull << 30) / size;
+		}
+	}
+	close(fd);
+	r->ops = msgs;
+	r->secs = (double)sent / 1e9;
+	r->mbps = (double)total / r->secs / 1e6;
+	r->ops_s = (double)msgs / r->secs;
+	return 0;
+fail:
+	close(fd);
+	return -EIO;
+}
+
+/* Sequential ops on one connection for the duration (at least 3 ops). */
+static int run_sync(struct conn *c, int op, uint32_t size, struct rec *r)
+{
+	struct lat l;
+	uint64_t t0, end, ops = 0;
+	int rc = 0;
+
+	for (int i = 0; i < 2 && !rc; i++)   /* warm up */
+		rc = conn_op(c, op, size);
+	if (rc)
+		return rc;
+	lat_init(&l);
+	t0 = fs_now_ns();
+	end = t0 + (uint64_t)(dur * 1e9);
+	do {
+		uint64_t a = fs_now_ns();
+
+		rc = conn_op(c, op, size);
+		if (rc)
+			break;
+		lat_add(&l, fs_now_ns() - a);
+		ops++;
+	} while (fs_now_ns() < end || ops < 3);
+	lat_finish(&l, r, ops, ops * (uint64_t)size, (double)(fs_now_ns() - t0) / 1e9);
+	return rc;
+}
+
+/* -- many connections: a thread each -- */
+struct cthread {
+	struct conn c;
+	int op;
+	uint32_t size;
+	uint64_t end, ops;
+	struct lat *l;
+	int rc;
+	pthread_t t;
+};
+
+static void *cthread_main(void *arg)
+{
+	struct cthread *t = arg;
+
+	do {
+		uint64_t a = fs_now_ns();
+
+		t->rc = conn_op(&t->c, t->op, t->size);
+		if (t->rc)
+			break;
+		lat_add(t->l, fs_now_ns() - a);
+		t->ops++;
+	} while (fs_now_ns() < t->end || t->ops < 3);
+	return NULL;
+}
+
+static int run_conns(enum tp tp, unsigned nconn, int op, uint32_t size, struct rec *r)
+{
+	struct cthread *ts = calloc(nconn, sizeof(*ts));
+	struct lat l;
+	uint64_t t0, ops = 0;
+	int rc = 0;
+	unsigned i, started = 0;
+
+	if (!ts)
+		return -ENOMEM;
+	for (i = 0; i < nconn && !rc; i++) {
+		rc = conn_open(&ts[i].c, tp);
+		if (!rc)
+			rc = conn_op(&ts[i].c, op, size);
+	}
+	lat_init(&l);
+	t0 = fs_now_ns();
+	for (i = 0; i < nconn && !rc; i++) {
+		ts[i].op = op;
+		ts[i].size = size;
+		ts[i].l = &l;
+		ts[i].end = t0 + (uint64_t)(dur * 1e9);
+		if (pthread_create(&ts[i].t, NULL, cthread_main, &ts[i]))
+			rc = -EAGAIN;
+		else
+			started++;
+	}
+	for (i = 0; i < started; i++) {
+		pthread_join(ts[i].t, NULL);
+		ops += ts[i].ops;
+		if (ts[i].rc && !rc)
+			rc = ts[i].rc;
+	}
+	lat_finish(&l, r, ops, ops * (uint64_t)size, (double)(fs_now_ns() - t0) / 1e9);
+	for (i = 0; i < nconn; i++)
+		conn_close(&ts[i].c);
+	free(ts);
+	return rc;
+}
+
+/* -- outstanding calls on one connection -- */
+struct aslot {
+	struct actx *a;
+	uint8_t *sink;
+	uint64_t t0;
+};
+
+struct actx {
+	struct rpcrdma_client *clnt;
+	uint32_t size;
+	uint64_t end;
+	struct lat l;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	unsigned inflight;
+	uint64_t ops;
+	int err;
+};
+
+static void async_done(struct rpcrdma_call *call, int status, void *arg);
+
+static int async_start(struct aslot *s)
+{
+	struct rpcrdma_call *call;
+	struct rpcrdma_ddp_sink sk = {s->sink, s->a->size};
+	int rc = rpcrdma_call_create(s->a->clnt, BENCH_READ, &call);
+
+	if (rc)
+		return rc;
+	rpcrdma_xdr_put_u32(rpcrdma_call_args(call), s->a->size);
+	rc = rpcrdma_call_set_sinks(call, &sk, 1);
+	s->t0 = fs_now_ns();
+	if (!rc)
+		rc = rpcrdma_call_start(call, async_done, s);
+	if (rc)
+		rpcrdma_call_destroy(call);
+	return rc;
+}
+
+static void async_done(struct rpcrdma_call *call, int status, void *arg)
+{
+	struct aslot *s = arg;
+	struct actx *a = s->a;
+	uint64_t now = fs_now_ns();
+	int rc = status;
+
+	if (!rc) {
+		const void *p;
+		uint32_t len = 0;
+
+		rc = rpcrdma_xdr_get_ddp(rpcrdma_call_results(call), &p, &len);
+		if (!rc && len != a->size)
+			rc = -EBADMSG;
+	}
+	rpcrdma_call_destroy(call);
+	lat_add(&a->l, now - s->t0);
+	pthread_mutex_lock(&a->lock);
+	if (!rc)
+		a->ops++;
+	else if (!a->err)
+		a->err = rc;
+	pthread_mutex_unlock(&a->lock);
+	if (!rc && now < a->end)
+		rc = async_start(s);
+	else if (!rc)
+		rc = 1;   /* done */
+	if (rc) {
+		pthread_mutex_lock(&a->lock);
+		if (rc < 0 && !a->err)
+			a->err = rc;
+		a->inflight--;
+		pthread_cond_signal(&a->cv);
+		pthread_mutex_unlock(&a->lock);
+	}
+}
+
+static int run_outstanding_rr(enum tp tp, unsigned window, uint32_t size, struct rec *r)
+{
+	struct conn c;
+	struct actx a;
+	struct aslot *slots;
+	uint64_t t0;
+	int rc;
+
+	rc = conn_open(&c, tp);
+	if (!rc)
+		rc = conn_op(&c, 1, size);
+	slots = calloc(window, sizeof(*slots));
+	if (rc || !slots) {
+		free(slots);
+		conn_close(&c);
+		return rc ? rc : -ENOMEM;
+	}
+	memset(&a, 0, sizeof(a));
+	a.clnt = c.rc;
+	a.size = size;
+	lat_init(&a.l);
+	pthread_mutex_init(&a.lock, NULL);
+	pthread_cond_init(&a.cv, NULL);
+	t0 = fs_now_ns();
+	a.end = t0 + (uint64_t)(dur * 1e9);
+	for (unsigned i = 0; i < window; i++) {
+		slots[i].a = &a;
+		slots[i].sink = malloc(size ? size : 1);
+		pthread_mutex_lock(&a.lock);
+		a.inflight++;
+		pthread_mutex_unlock(&a.lock);
+		if (!slots[i].sink || async_start(&slots[i])) {
+			pthread_mutex_lock(&a.lock);
+			a.inflight--;
+			a.err = a.err ? a.err : -EIO;
+			pthread_mutex_unlock(&a.lock);
+			break;
+		}
+	}
+	pthread_mutex_lock(&a.lock);
+	while (a.inflight)
+		pthread_cond_wait(&a.cv, &a.lock);
+	pthread_mutex_unlock(&a.lock);
+	lat_finish(&a.l, r, a.ops, a.ops * (uint64_t)size, (double)(fs_now_ns() - t0) / 1e9);
+	rc = a.err;
+	for (unsigned i = 0; i < window; i++)
+		free(slots[i].sink);
+	free(slots);
+	pthread_mutex_destroy(&a.lock);
+	pthread_cond_destroy(&a.cv);
+	conn_close(&c);
+	return rc;
+}
+
+/* Raw pipelining: @window requests in flight on one socket. */
+static int run_outstanding_raw(unsigned window, uint32_t size, struct rec *r)
+{
+	struct conn c;
+	struct lat l;
+	uint64_t *t0s, t0, end, ops = 0;
+	uint32_t req = CALL_HDR + 4, rsp = REPLY_HDR + 4 + XDR_ALIGN(size);
+	uint32_t h[2] = {htonl(req), htonl(rsp)};
+	uint8_t msg[64];
+	unsigned head = 0, inflight = 0;
+	int rc;
+
+	rc = conn_open(&c, TP_RAW);
+	t0s = calloc(window, sizeof(*t0s));
+	if (rc || !t0s) {
+		free(t0s);
+		conn_close(&c);
+		return rc ? rc : -ENOMEM;
+	}
+	memset(msg, 0, sizeof(msg));
+	memcpy(msg, h, 8);
+	lat_init(&l);
+	t0 = fs_now_ns();
+	end = t0 + (uint64_t)(dur * 1e9);
+	for (; inflight < window; inflight++) {
+		t0s[(head + inflight) % window] = fs_now_ns();
+		if (write_full(c.fd, msg, req)) {
+			rc = -EIO;
+			break;
+		}
+	}
+	while (!rc && inflight) {
+		if (read_full(c.fd, c.sink, rsp)) {
+			rc = -EIO;
+			break;
+		}
+		lat_add(&l, fs_now_ns() - t0s[head]);
+		head = (head + 1) % window;
+		inflight--;
+		ops++;
+		if (fs_now_ns() < end) {
+			t0s[(head + inflight) % window] = fs_now_ns();
+			if (write_full(c.fd, msg, req))
+				rc = -EIO;
+			inflight++;
+		}
+	}
+	lat_finish(&l, r, ops, ops * (uint64_t)size, (double)(fs_now_ns() - t0) / 1e9);
+	free(t0s);
+	conn_close(&c);
+	return rc;
+}
+
+/* ======================================================================
+ * workloads
+ * ====================================================================== */
+
+static void na(struct rec *r, const char *why)
+{
+	size_t n = strnlen(why, sizeof(r->na) - 1);
+
+	memcpy(r->na, why, n);
+	r->na[n] = '\0';
+}
+
+static void record_err(struct rec *r, int rc)
+{
+	if (rc)
+		snprintf(r->na, sizeof(r->na), "failed: %s", rpcrdma_strerror(rc));
+}
+
+static const uint32_t sizes_full[] = {1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 8388608};
+static const uint32_t sizes_quick[] = {1024, 65536, 1048576, 8388608};
+static const unsigned win_full[] = {1, 2, 4, 8, 16, 32, 64};
+static const unsigned win_quick[] = {1, 8, 32, 64};
+static const unsigned conns_full[] = {1, 2, 4, 8};
+static const unsigned conns_quick[] = {1, 4};
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+#define OUT_SIZE 4096u
+#define CONN_SIZE 65536u
+
+static void fmt_size(char *b, size_t cap, uint32_t s)
+{
+	if (s >= 1048576 && s % 1048576 == 0)
+		snprintf(b, cap, "%uM", s / 1048576);
+	else if (s >= 1024 && s % 1024 == 0)
+		snprintf(b, cap, "%uK", s / 1024);
+	else
+		snprintf(b, cap, "%u", s);
+}
+
+static void run_all(void)
+{
+	const uint32_t *sizes = quick ? sizes_quick : sizes_full;
+	size_t nsizes = quick ? N(sizes_quick) : N(sizes_full);
+	const unsigned *wins = quick ? win_quick : win_full;
+	size_t nwins = quick ? N(win_quick) : N(win_full);
+	const unsigned *cons = quick ? conns_quick : conns_full;
+	size_t ncons = quick ? N(conns_quick) : N(conns_full);
+	struct conn conn[TP_N];
+	bool open_ok[TP_N];
+	char sz[16];
+	int tp, rc;
+
+	{
+		unsigned nt = 0;
+
+		for (tp = 0; tp < TP_N; tp++)
+			nt += tp_want[tp] && tp_ok[tp];
+		progress_n = (unsigned)(nt + nsizes * 2 * (nt + (tp_ok[TP_RAW] && tp_want[TP_RAW])) +
+					nwins * nt + ncons * nt);
+		if (tp_ok[TP_TIRPC] && tp_want[TP_TIRPC])
+			progress_n -= (unsigned)(nwins - 1);
+		for (tp = TP_RDMA; tp <= TP_TCP; tp++)
+			progress_n += tp_want[tp] && tp_ok[tp];
+	}
+	for (tp = 0; tp < TP_N; tp++) {
+		open_ok[tp] = false;
+		if (!tp_want[tp] || !tp_ok[tp])
+			continue;
+		rc = conn_open(&conn[tp], (enum tp)tp);
+		if (rc) {
+			snprintf(tp_why[tp], sizeof(tp_why[tp]), "connect failed: %s",
+				 rpcrdma_strerror(rc));
+			tp_ok[tp] = false;
+			conn_close(&conn[tp]);
+		} else {
+			open_ok[tp] = true;
+		}
+	}
+	/* NULL latency */
+	for (tp = 0; tp < TP_N; tp++) {
+		struct rec *r;
+
+		if (!tp_want[tp])
+			continue;
+		r = rec_new("null", (enum tp)tp, tp == TP_RAW ? "pingpong" : NULL, 0, 1, 1);
+		if (!open_ok[tp]) {
+			na(r, tp_why[tp]);
+			continue;
+		}
+		progress("null latency over %s", tp_name[tp]);
+		record_err(r, run_sync(&conn[tp], 0, 0, r));
+	}
+	/* READ / WRITE sizes */
+	for (int op = 1; op <= 2; op++) {
+		for (size_t i = 0; i < nsizes; i++) {
+			fmt_size(sz, sizeof(sz), sizes[i]);
+			for (tp = 0; tp < TP_N; tp++) {
+				struct rec *r;
+
+				if (!tp_want[tp])
+					continue;
+				r = rec_new(op == 1 ? "read" : "write", (enum tp)tp,
+					    tp == TP_RAW ? "pingpong" : NULL, sizes[i], 1, 1);
+				if (!open_ok[tp]) {
+					na(r, tp_why[tp]);
+					continue;
+				}
+				progress("%s %s over %s", op == 1 ? "READ" : "WRITE", sz,
+					 tp_name[tp]);
+				record_err(r, run_sync(&conn[tp], op, sizes[i], r));
+				if (tp == TP_RAW) {
+					r = rec_new(op == 1 ? "read" : "write", TP_RAW, "stream",
+						    sizes[i], 1, 1);
+					progress("raw stream of %s messages", sz);
+					record_err(r, raw_stream(tp_port[TP_RAW], sizes[i], r));
+				}
+			}
+		}
+	}
+	for (tp = 0; tp < TP_N; tp++)
+		if (open_ok[tp])
+			conn_close(&conn[tp]);
+	/* outstanding READs of 4 KiB on one connection */
+	for (size_t i = 0; i < nwins; i++) {
+		for (tp = 0; tp < TP_N; tp++) {
+			struct rec *r;
+
+			if (!tp_want[tp])
+				continue;
+			r = rec_new("read_outstanding", (enum tp)tp, tp == TP_RAW ? "pipeline" : NULL,
+				    OUT_SIZE, wins[i], 1);
+			if (!tp_ok[tp]) {
+				na(r, tp_why[tp]);
+				continue;
+			}
+			if (tp == TP_TIRPC) {
+				if (wins[i] > 1) {
+					na(r, "libtirpc clnt_call is synchronous: one outstanding "
+					      "call per CLIENT");
+					continue;
+				}
+				progress("READ 4K, 1 outstanding over tirpc");
+				struct conn c1;
+
+				rc = conn_open(&c1, TP_TIRPC);
+				if (!rc)
+					rc = run_sync(&c1, 1, OUT_SIZE, r);
+				conn_close(&c1);
+				record_err(r, rc);
+				continue;
+			}
+			progress("READ 4K, %u outstanding over %s", wins[i], tp_name[tp]);
+			rc = tp == TP_RAW ? run_outstanding_raw(wins[i], OUT_SIZE, r)
+					  : run_outstanding_rr((enum tp)tp, wins[i], OUT_SIZE, r);
+			record_err(r, rc);
+		}
+	}
+	/* connections */
+	for (size_t i = 0; i < ncons; i++) {
+		for (tp = 0; tp < TP_N; tp++) {
+			struct rec *r;
+
+			if (!tp_want[tp])
+				continue;
+			r = rec_new("read_conns", (enum tp)tp, tp == TP_RAW ? "pingpong" : NULL,
+				    CONN_SIZE, 1, cons[i]);
+			if (!tp_ok[tp]) {
+				na(r, tp_why[tp]);
+				continue;
+			}
+			progress("READ 64K on %u connections over %s", cons[i], tp_name[tp]);
+			record_err(r, run_conns((enum tp)tp, cons[i], 1, CONN_SIZE, r));
+		}
+	}
+	/* pull-mode WRITE vs push-mode Write+Commit, 4 KiB */
+	for (tp = 0; tp < TP_N; tp++) {
+		struct rec *r;
+		struct conn c1;
+
+		if (!tp_want[tp] || tp == TP_RAW || tp == TP_TIRPC)
+			continue;
+		r = rec_new("write_4k_pull", (enum tp)tp, NULL, 4096, 1, 1);
+		if (!tp_ok[tp]) {
+			na(r, tp_why[tp]);
+		} else {
+			progress("pull-mode WRITE 4K over %s", tp_name[tp]);
+			rc = conn_open(&c1, (enum tp)tp);
+			if (!rc)
+				rc = run_sync(&c1, 2, 4096, r);
+			conn_close(&c1);
+			record_err(r, rc);
+		}
+		r = rec_new("write_4k_push_commit", (enum tp)tp, NULL, 4096, 1, 1);
+		na(r, tp == TP_TCP ? "push mode needs RDMA Write + Commit (rdma:// only)"
+				   : tp_ok[tp] ? "the RPC API exposes no push-mode region yet"
+					       : tp_why[tp]);
+	}
+}
+
+/* ======================================================================
+ * ratios, table, JSON, SVG
+ * ====================================================================== */
+
+static struct rec *find(const char *wl, enum tp tp, const char *variant, uint32_t size,
+			unsigned outst, unsigned conns)
+{
+	for (unsigned i = 0; i < nrecs; i++) {
+		struct rec *r = &recs[i];
+
+		if (!strcmp(r->workload, wl) && r->tp == tp && r->size == size &&
+		    r->outstanding == outst && r->conns == conns && !r->na[0] &&
+		    (!variant || !strcmp(r->variant, variant)))
+			return r;
+	}
+	return NULL;
+}
+
+/* latency workloads (null, write_4k_*): p50 ratio (lower is better);
+ * throughput workloads: throughput ratio (higher is better), against the raw
+ * stream for READ/WRITE sizes, against raw of the same shape otherwise. */
+static bool is_latency(const struct rec *r)
+{
+	return !strcmp(r->workload, "null") || !strncmp(r->workload, "write_4k", 8);
+}
+
+static void compute_ratios(void)
+{
+	for (unsigned i = 0; i < nrecs; i++) {
+		struct rec *r = &recs[i], *raw, *ti;
+
+		if (r->na[0] || r->tp == TP_RAW)
+			continue;
+		if (is_latency(r)) {
+			raw = !strcmp(r->workload, "null")
+				      ? find("null", TP_RAW, "pingpong", 0, 1, 1)
+				      : find("write", TP_RAW, "pingpong", 4096, 1, 1);
+			ti = !strcmp(r->workload, "null") ? find("null", TP_TIRPC, NULL, 0, 1, 1)
+							  : find("write", TP_TIRPC, NULL, 4096, 1, 1);
+			if (raw && raw->p50_us > 0)
+				r->ratio_raw = r->p50_us / raw->p50_us;
+			if (ti && ti->p50_us > 0 && r->tp != TP_TIRPC)
+				r->ratio_tirpc = r->p50_us / ti->p50_us;
+			continue;
+		}
+		if (!strcmp(r->workload, "read") || !strcmp(r->workload, "write"))
+			raw = find(r->workload, TP_RAW, "stream", r->size, 1, 1);
+		else
+			raw = find(r->workload, TP_RAW, NULL, r->size, r->outstanding, r->conns);
+		ti = find(r->workload, TP_TIRPC, NULL, r->size, r->outstanding, r->conns);
+		if (raw && raw->mbps > 0)
+			r->ratio_raw = r->mbps / raw->mbps;
+		if (ti && ti->mbps > 0 && r->tp != TP_TIRPC)
+			r->ratio_tirpc = r->mbps / ti->mbps;
+	}
+}
+
+static void print_table(void)
+{
+	const char *last = "";
+
+	printf("\n%-20s %-6s %-9s %5s %4s %4s %10s %10s %10s %10s %8s %8s\n", "workload", "xprt",
+	       "variant", "size", "outs", "conn", "p50 us", "p99 us", "MB/s", "ops/s", "vs raw",
+	       "vs tirpc");
+	for (unsigned i = 0; i < nrecs; i++) {
+		struct rec *r = &recs[i];
+		char sz[16], a[16] = "-", b[16] = "-";
+
+		if (strcmp(last, r->workload)) {
+			if (!strcmp(r->workload, "null"))
+				printf("-- NULL round trip (ratios: p50 / raw ping-pong p50 and / "
+				       "libtirpc p50; lower is better)\n");
+			else if (!strcmp(r->workload, "read"))
+				printf("-- READ, 1 outstanding (ratios: MB/s / raw stream MB/s and "
+				       "/ libtirpc; higher is better)\n");
+			else if (!strcmp(r->workload, "write"))
+				printf("-- WRITE, 1 outstanding (same ratios)\n");
+			else if (!strcmp(r->workload, "read_outstanding"))
+				printf("-- READ 4K, N outstanding on one connection (ratio: / raw "
+				       "pipelined)\n");
+			else if (!strcmp(r->workload, "read_conns"))
+				printf("-- READ 64K, N connections, one call each (ratio: / raw "
+				       "ping-pong on N connections)\n");
+			else if (!strncmp(r->workload, "write_4k", 8) && strncmp(last, "write_4k", 8))
+				printf("-- 4K durable write: pull-mode WRITE RPC vs push-mode "
+				       "Write+Commit (ratios of p50)\n");
+			last = r->workload;
+		}
+		fmt_size(sz, sizeof(sz), r->size);
+		if (r->na[0]) {
+			printf("%-20s %-6s %-9s %5s %4u %4u   not available: %s\n", r->workload,
+			       tp_name[r->tp], r->variant, sz, r->outstanding, r->conns, r->na);
+			continue;
+		}
+		if (r->ratio_raw >= 0)
+			snprintf(a, sizeof(a), "%.2fx", r->ratio_raw);
+		if (r->ratio_tirpc >= 0)
+			snprintf(b, sizeof(b), "%.2fx", r->ratio_tirpc);
+		printf("%-20s %-6s %-9s %5s %4u %4u %10.1f %10.1f %10.1f %10.0f %8s %8s\n",
+		       r->workload, tp_name[r->tp], r->variant, sz, r->outstanding, r->conns,
+		       r->p50_us, r->p99_us, r->mbps, r->ops_s, a, b);
+	}
+	/* the scaling target: 32 outstanding vs 1 */
+	for (int tp = 0; tp < TP_N; tp++) {
+		struct rec *one = find("read_outstanding", (enum tp)tp, NULL, OUT_SIZE, 1, 1);
+		struct rec *w32 = find("read_outstanding", (enum tp)tp, NULL, OUT_SIZE, 32, 1);
+
+		if (one && w32 && one->mbps > 0)
+			printf("%s: 32 outstanding READ 4K give %.2fx the throughput of 1\n",
+			       tp_name[tp], w32->mbps / one->mbps);
+	}
+}
+
+static int write_json(const char *path)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return -errno;
+	fprintf(f, "[\n");
+	for (unsigned i = 0; i < nrecs; i++) {
+		struct rec *r = &recs[i];
+
+		fprintf(f,
+			"  {\"workload\": \"%s\", \"transport\": \"%s\", \"variant\": \"%s\", "
+			"\"size\": %u, \"outstanding\": %u, \"connections\": %u, ",
+			r->workload, tp_name[r->tp], r->variant, r->size, r->outstanding, r->conns);
+		if (r->na[0]) {
+			fprintf(f, "\"available\": false, \"reason\": \"");
+			for (const char *p = r->na; *p; p++)
+				fprintf(f, (*p == '"' || *p == '\\') ? "\\%c" : "%c", *p);
+			fprintf(f, "\"}%s\n", i + 1 < nrecs ? "," : "");
+			continue;
+		}
+		fprintf(f,
+			"\"available\": true, \"ops\": %llu, \"seconds\": %.4f, \"p50_us\": %.2f, "
+			"\"p99_us\": %.2f, \"throughput_MBps\": %.2f, \"ops_per_s\": %.1f, "
+			"\"ratio_raw\": ",
+			(unsigned long long)r->ops, r->secs, r->p50_us, r->p99_us, r->mbps, r->ops_s);
+		if (r->ratio_raw >= 0)
+			fprintf(f, "%.4f", r->ratio_raw);
+		else
+			fprintf(f, "null");
+		fprintf(f, ", \"ratio_tirpc\": ");
+		if (r->ratio_tirpc >= 0)
+			fprintf(f, "%.4f", r->ratio_tirpc);
+		else
+			fprintf(f, "null");
+		fprintf(f, ", \"ratio_kind\": \"%s\"}%s\n",
+			is_latency(r) ? "p50_latency" : "throughput", i + 1 < nrecs ? "," : "");
+	}
+	fprintf(f, "]\n");
+	return fclose(f) ? -errno : 0;
+}
+
+/* log2 without libm (exact for powers of two, linear between them) */
+static double lg2(double v)
+{
+	uint32_t u = v < 1 ? 1 : (uint32_t)v;
+	int e = 31 - __builtin_clz(u);
+
+	return e + (v / (double)(1u << e) - 1.0);
+}
+
+/* Two panels (READ, WRITE): MB/s against message size (log2 axis), one
+ * line per transport (raw: stream and ping-pong). */
+static int write_svg(const char *path)
+{
+	static const char *const colors[] = {"#d62728", "#1f77b4", "#2ca02c", "#7f7f7f",
+					     "#bcbd22"};
+	const int W = 1000, H = 440, pw = 420, ph = 300, top = 60, lefts[2] = {70, 570};
+	FILE *f = fopen(path, "w");
+	double ymax[2] = {1, 1};
+	uint32_t smin = UINT32_MAX, smax = 0;
+
+	if (!f)
+		return -errno;
+	for (unsigned i = 0; i < nrecs; i++) {
+		struct rec *r = &recs[i];
+		int p = !strcmp(r->workload, "read") ? 0 : !strcmp(r->workload, "write") ? 1 : -1;
+
+		if (p < 0 || r->na[0])
+			continue;
+		if (r->mbps > ymax[p])
+			ymax[p] = r->mbps;
+		if (r->size < smin)
+			smin = r->size;
+		if (r->size > smax)
+			smax = r->size;
+	}
+	if (smin >= smax)
+		smax = smin * 2;
+	fprintf(f,
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+		"font-family=\"sans-serif\" font-size=\"12\">\n"
+		"<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+		"<text x=\"%d\" y=\"24\" font-size=\"16\" text-anchor=\"middle\">rpcrdma-bench: "
+		"throughput by message size (1 outstanding, 1 connection, loopback)</text>\n",
+		W, H, W / 2);
+	for (int p = 0; p < 2; p++) {
+		int x0 = lefts[p], y0 = top + ph;
+		double lmin = lg2((double)smin), lmax = lg2((double)smax);
+
+		fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"14\" text-anchor=\"middle\">%s</text>\n",
+			x0 + pw / 2, top - 8, p ? "WRITE" : "READ");
+		fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+			   "stroke=\"black\"/>\n", x0, top, pw, ph);
+		for (int t = 0; t <= 4; t++) {
+			int y = y0 - ph * t / 4;
+
+			fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>"
+				   "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.0f</text>\n",
+				x0, y, x0 + pw, y, x0 - 4, y + 4, ymax[p] * t / 4);
+		}
+		for (uint32_t s = smin; s <= smax && s; s *= 4) {
+			char sz[16];
+			double x = x0 + pw * (lg2((double)s) - lmin) / (lmax - lmin);
+
+			fmt_size(sz, sizeof(sz), s);
+			fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", x,
+				y0 + 16, sz);
+			if (s > UINT32_MAX / 4)
+				break;
+		}
+		fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">message size</text>\n",
+			x0 + pw / 2, y0 + 34);
+		fprintf(f, "<text x=\"%d\" y=\"%d\" transform=\"rotate(-90 %d %d)\" "
+			   "text-anchor=\"middle\">MB/s</text>\n",
+			x0 - 50, top + ph / 2, x0 - 50, top + ph / 2);
+		for (int line = 0; line < 5; line++) {
+			enum tp tp = line < 4 ? (enum tp)line : TP_RAW;
+			const char *variant = line == 3 ? "stream" : line == 4 ? "pingpong" : NULL;
+			bool any = false;
+
+			for (unsigned i = 0; i < nrecs; i++) {
+				struct rec *r = &recs[i];
+
+				if (strcmp(r->workload, p ? "write" : "read") || r->tp != tp ||
+				    r->na[0] || (variant && strcmp(r->variant, variant)))
+					continue;
+				double x = x0 + pw * (lg2((double)r->size) - lmin) /
+							(lmax - lmin);
+				double y = y0 - ph * r->mbps / ymax[p];
+
+				if (!any)
+					fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" "
+						   "stroke-width=\"2\" points=\"", colors[line]);
+				fprintf(f, "%.1f,%.1f ", x, y);
+				any = true;
+			}
+			if (any)
+				fprintf(f, "\"/>\n");
+		}
+	}
+	for (int line = 0; line < 5; line++) {
+		static const char *const label[] = {"librpcrdma rdma://", "librpcrdma tcp://",
+						    "libtirpc tcp", "raw TCP stream",
+						    "raw TCP ping-pong"};
+		int x = 120 + line * 170;
+
+		fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"4\" fill=\"%s\"/>"
+			   "<text x=\"%d\" y=\"%d\">%s</text>\n",
+			x, H - 24, colors[line], x + 18, H - 18, label[line]);
+	}
+	fprintf(f, "</svg>\n");
+	return fclose(f) ? -errno : 0;
+}
+
+/* ====================================================================== */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rpcrdma-bench [--quick] [--duration SECS] [--transports LIST]\n"
+		"                     [--json FILE] [--svg FILE] [--help]\n"
+		"\n"
+		"Runs the same workloads over librpcrdma rdma:// and tcp://, libtirpc over TCP\n"
+		"and raw TCP (the floor), servers in forked children on loopback, and prints a\n"
+		"table with ratios to raw TCP and to libtirpc.\n"
+		"  --quick            fewer sizes and points, 0.15 s each (under a minute)\n"
+		"  --duration SECS    seconds per measurement point (default 1.0)\n"
+		"  --transports LIST  comma-separated subset of rdma,tcp,tirpc,raw (default all)\n"
+		"  --json FILE        one JSON record per workload and transport\n"
+		"  --svg FILE         plot of READ/WRITE throughput by size\n"
+		"Progress goes to stderr. Transports that are not available are reported as\n"
+		"such (rdma:// until the RDMA transport is built in; tirpc without libtirpc).\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{"quick", no_argument, NULL, 'q'},
+		{"duration", required_argument, NULL, 'd'},
+		{"transports", required_argument, NULL, 't'},
+		{"json", required_argument, NULL, 'j'},
+		{"svg", required_argument, NULL, 's'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *json = NULL, *svg = NULL, *list = "rdma,tcp,tirpc,raw";
+	bool dur_set = false;
+	int c, rc = 0;
+	uint64_t t0 = fs_now_ns();
+
+	while ((c = getopt_long(argc, argv, "qd:t:j:s:h", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'q': quick = true; break;
+		case 'd': {
+			char *end;
+
+			dur = strtod(optarg, &end);
+			if (*end || dur < 0.01 || dur > 600) {
+				fprintf(stderr, "rpcrdma-bench: --duration wants 0.01..600 seconds\n");
+				return 2;
+			}
+			dur_set = true;
+			break;
+		}
+		case 't': list = optarg; break;
+		case 'j': json = optarg; break;
+		case 's': svg = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (quick && !dur_set)
+		dur = 0.15;
+	{
+		char buf[128], *save = NULL, *tok;
+
+		snprintf(buf, sizeof(buf), "%s", list);
+		for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			int i;
+
+			for (i = 0; i < TP_N && strcmp(tok, tp_name[i]); i++)
+				;
+			if (i == TP_N) {
+				fprintf(stderr, "rpcrdma-bench: unknown transport '%s' (rdma, tcp, tirpc, "
+						"raw)\n", tok);
+				return 2;
+			}
+			tp_want[i] = true;
+		}
+	}
+	signal(SIGPIPE, SIG_IGN);
+	srcbuf = malloc(MAXIO + 64);
+	if (!srcbuf) {
+		fprintf(stderr, "rpcrdma-bench: out of memory\n");
+		return 1;
+	}
+	for (uint32_t i = 0; i < MAXIO + 64; i++)
+		srcbuf[i] = (uint8_t)(i * 2654435761u >> 24);
+	/* servers first: fork before this process has any thread */
+	for (int tp = 0; tp < TP_N; tp++) {
+		if (!tp_want[tp])
+			continue;
+#if !BENCH_HAVE_TIRPC
+		if (tp == TP_TIRPC) {
+			snprintf(tp_why[tp], sizeof(tp_why[tp]), "built without libtirpc");
+			continue;
+		}
+#endif
+		start_server((enum tp)tp);
+		if (!tp_ok[tp])
+			fprintf(stderr, "rpcrdma-bench: %s: not available: %s\n", tp_name[tp],
+				tp_why[tp]);
+	}
+	printf("rpcrdma-bench (librpcrdma %s)%s: %.2f s per point, loopback\n", rpcrdma_version(),
+	       quick ? " --quick" : "", dur);
+	for (int tp = 0; tp < TP_N; tp++)
+		if (tp_want[tp])
+			printf("  %-6s %s\n", tp_name[tp], tp_ok[tp] ? "available" : tp_why[tp]);
+	run_all();
+	compute_ratios();
+	print_table();
+	for (int tp = 0; tp < TP_N; tp++)
+		if (tp_pid[tp] > 0) {
+			kill(tp_pid[tp], SIGKILL);
+			waitpid(tp_pid[tp], NULL, 0);
+		}
+	if (json) {
+		int e = write_json(json);
+
+		if (e) {
+			fprintf(stderr, "rpcrdma-bench: cannot write %s: %s\n", json, strerror(-e));
+			rc = 1;
+		} else {
+			fprintf(stderr, "rpcrdma-bench: wrote %s\n", json);
+		}
+	}
+	if (svg) {
+		int e = write_svg(svg);
+
+		if (e) {
+			fprintf(stderr, "rpcrdma-bench: cannot write %s: %s\n", svg, strerror(-e));
+			rc = 1;
+		} else {
+			fprintf(stderr, "rpcrdma-bench: wrote %s\n", svg);
+		}
+	}
+	{
+		unsigned failed = 0, measured = 0;
+
+		for (unsigned i = 0; i < nrecs; i++) {
+			if (!strncmp(recs[i].na, "failed", 6))
+				failed++;
+			else if (!recs[i].na[0])
+				measured++;
+		}
+		printf("\n%u measurements, %u failed, %.1f s\n", measured, failed,
+		       (double)(fs_now_ns() - t0) / 1e9);
+		if (failed || !measured)
+			rc = 1;
+	}
+	free(recs);
+	free(srcbuf);
+	return rc;
+}
