@@ -23,7 +23,17 @@
  *
  * Usage: rr_lab_iwarp server|client -p soft|verbs [-d DEV] -a ADDR -P PORT [-c]
  *   server: listens on ADDR:PORT; client: connects to ADDR:PORT. -c asks for
- *   MPA CRC (soft provider only; siw honours a peer's request). */
+ *   MPA CRC (soft provider only; siw honours a peer's request).
+ *
+ * rping mode: "rping-server" / "rping-client" [-C COUNT] [-S SIZE] speak the
+ * wire protocol of rdma-core's rping (librdmacm/examples/rping.c, written
+ * here from its description): the client Sends {addr BE64, rkey BE32, size
+ * BE32} of its source buffer, the server RDMA Reads it and Sends a 16-byte
+ * "go ahead", the client Sends its sink buffer, the server RDMA Writes the
+ * data back and Sends "go ahead"; COUNT times, then the client disconnects.
+ * Our client checks the echo byte for byte; our server checks that it served
+ * COUNT pings and that the client disconnected. This runs our providers
+ * against the stock rping on kernel siw/rxe in both roles. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -582,6 +592,164 @@ static void check_pd(const struct rpcrdma_cm_event *ev, const char *want, const 
 	result(ok, name, "%u bytes", ev->private_data_len);
 }
 
+/* ---- rping-compatible peer ---- */
+
+struct rping_info {
+	uint64_t buf;  /* big-endian on the wire */
+	uint32_t rkey;
+	uint32_t size;
+};
+
+static void put_be(uint8_t *b, uint64_t v, int n)
+{
+	for (int i = n - 1; i >= 0; i--, v >>= 8)
+		b[i] = (uint8_t)v;
+}
+
+static uint64_t get_be(const uint8_t *b, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < n; i++)
+		v = v << 8 | b[i];
+	return v;
+}
+
+/* Sends a raw 16-byte rping message from the send buffer. */
+static int rping_send(struct peer *p, uint64_t addr, uint32_t rkey, uint32_t size)
+{
+	struct rpcrdma_sge sge = {.addr = (uintptr_t)p->sends, .length = 16,
+				  .lkey = rpcrdma_mr_lkey(p->send_mr)};
+	struct rpcrdma_send_wr wr = {.wr_id = ++send_ids, .sg_list = &sge, .num_sge = 1,
+				     .opcode = RPCRDMA_WR_SEND, .flags = RPCRDMA_SEND_SIGNALED};
+	int rc;
+
+	put_be(p->sends, addr, 8);
+	put_be(p->sends + 8, rkey, 4);
+	put_be(p->sends + 12, size, 4);
+	rc = rpcrdma_post_send(p->qp, &wr, NULL);
+	return rc ? rc : wait_send(p, wr.wr_id, "rping send");
+}
+
+/* Next 16-byte rping message; 1 when the peer disconnected instead. */
+static int rping_recv(struct peer *p, struct rping_info *in)
+{
+	uint64_t end = now_ms() + 30000;
+
+	for (;;) {
+		struct rpcrdma_cm_event ev;
+		struct rpcrdma_wc wc;
+		int n;
+
+		if (npending) {
+			wc = pending[0];
+			memmove(pending, pending + 1, --npending * sizeof(pending[0]));
+			n = 1;
+		} else {
+			n = rpcrdma_cq_poll(p->cq, 1, &wc);
+		}
+		if (n < 0)
+			return n;
+		if (n == 1 && wc.status == RPCRDMA_WC_SUCCESS && wc.opcode == RPCRDMA_WC_RECV) {
+			uint32_t slot = (uint32_t)(wc.wr_id - 1000u);
+			const uint8_t *b;
+
+			if (slot >= RECV_N || wc.byte_len != 16) {
+				fprintf(stderr, "rping: receive of %u bytes (want 16)\n", wc.byte_len);
+				return -EBADMSG;
+			}
+			b = p->recvs + (size_t)slot * RECV_LEN;
+			in->buf = get_be(b, 8);
+			in->rkey = (uint32_t)get_be(b + 8, 4);
+			in->size = (uint32_t)get_be(b + 12, 4);
+			return post_recv(p, slot);
+		}
+		if (n == 1 && wc.status != RPCRDMA_WC_SUCCESS && wc.status != RPCRDMA_WC_WR_FLUSH_ERR) {
+			fprintf(stderr, "rping: completion %s\n", rpcrdma_wc_status_str(wc.status));
+			return -EIO;
+		}
+		if (rpcrdma_cm_get_event(p->ch, &ev) == 0) {
+			if (ev.type == RPCRDMA_CM_DISCONNECTED)
+				return 1;
+			fprintf(stderr, "rping: cm event %s\n", rpcrdma_cm_event_str(ev.type));
+		}
+		if (now_ms() >= end)
+			return -ETIMEDOUT;
+		if (n == 0)
+			usleep(200);
+	}
+}
+
+/* Our rping server: serve pings until the client disconnects. */
+static int rping_serve(struct peer *p, int count)
+{
+	int pings = 0, rc;
+
+	for (;;) {
+		struct rping_info src, sink;
+		uint32_t len;
+
+		rc = rping_recv(p, &src);
+		if (rc == 1)
+			break;
+		if (rc)
+			return rc;
+		len = src.size;
+		if (len == 0 || len > BUF_LEN) {
+			fprintf(stderr, "rping: bad size %u\n", len);
+			return -EBADMSG;
+		}
+		rc = rdma_op(p, true, p->scratch, rpcrdma_mr_lkey(p->scratch_mr), len, src.rkey,
+			     src.buf, "rping RDMA Read");
+		rc = rc ? rc : rping_send(p, 0, 0, 0);
+		if (rc)
+			return rc;
+		rc = rping_recv(p, &sink);
+		if (rc)
+			return rc == 1 ? -ECONNRESET : rc;
+		rc = rdma_op(p, false, p->scratch, rpcrdma_mr_lkey(p->scratch_mr),
+			     len < sink.size ? len : sink.size, sink.rkey, sink.buf, "rping RDMA Write");
+		rc = rc ? rc : rping_send(p, 0, 0, 0);
+		if (rc)
+			return rc;
+		pings++;
+	}
+	result(count == 0 || pings == count, "rping server: pings served, then disconnect",
+	       "%d pings (expected %d)", pings, count);
+	return 0;
+}
+
+/* Our rping client: COUNT pings of SIZE bytes, each echo checked. */
+static int rping_ping(struct peer *p, int count, uint32_t size)
+{
+	uint8_t *src = p->buf, *sink = p->buf + BUF_LEN / 2;
+	uint32_t rkey = rpcrdma_mr_rkey(p->buf_mr);
+	int bad = 0, done = 0, rc = 0;
+
+	for (int i = 0; i < count && rc == 0; i++) {
+		struct rping_info ack;
+		int n = snprintf((char *)src, size, "rdma-ping-%d: ", i);
+
+		for (uint32_t k = (uint32_t)n; k < size; k++)
+			src[k] = (uint8_t)('A' + (k + (uint32_t)i) % 58);
+		src[size - 1] = 0;
+		memset(sink, 0, size);
+		rc = rping_send(p, (uintptr_t)src, rkey, size);
+		rc = rc ? rc : rping_recv(p, &ack);
+		rc = rc ? rc : rping_send(p, (uintptr_t)sink, rkey, size);
+		rc = rc ? rc : rping_recv(p, &ack);
+		if (rc == 1)
+			rc = -ECONNRESET;
+		if (rc == 0) {
+			done++;
+			bad += memcmp(src, sink, size) != 0;
+		}
+	}
+	result(rc == 0 && done == count && bad == 0, "rping client: pings echoed byte-exact",
+	       "%d of %d pings of %u bytes, %d mismatched, rc %d", done, count, size, bad, rc);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *dev = NULL, *addr = NULL;
@@ -590,24 +758,34 @@ int main(int argc, char **argv)
 	struct rpcrdma_conn_param cp = {.responder_resources = 16, .initiator_depth = 16};
 	struct sockaddr_in sin;
 	int port = 0, opt, rc;
-	bool crc = false;
+	bool crc = false, rping = false;
+	int count = 10;
+	uint32_t size = 1000;
 
 	if (argc < 2)
 		goto usage;
+	if (!strncmp(argv[1], "rping-", 6)) {
+		rping = true;
+		argv[1] += 6;
+	}
 	p.server = !strcmp(argv[1], "server");
 	if (!p.server && strcmp(argv[1], "client"))
 		goto usage;
 	optind = 2;
-	while ((opt = getopt(argc, argv, "p:d:a:P:c")) != -1) {
+	while ((opt = getopt(argc, argv, "p:d:a:P:cC:S:")) != -1) {
 		switch (opt) {
 		case 'p': prov = optarg; break;
 		case 'd': dev = optarg; break;
 		case 'a': addr = optarg; break;
 		case 'P': port = atoi(optarg); break;
 		case 'c': crc = true; break;
+		case 'C': count = atoi(optarg); break;
+		case 'S': size = (uint32_t)strtoul(optarg, NULL, 0); break;
 		default: goto usage;
 		}
 	}
+	if (count < 0 || size < 32 || size > BUF_LEN / 2)
+		goto usage;
 	if (!addr || !port || parse_addr(addr, port, &sin))
 		goto usage;
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -626,7 +804,8 @@ int main(int argc, char **argv)
 			die("CONNECT_REQUEST", rc);
 		p.id = ev.id;
 		printf("# connect request: peer IRD %u ORD %u\n", ev.peer_ird, ev.peer_ord);
-		check_pd(&ev, pd_client, "CM private data client -> server");
+		if (!rping) /* rping sends no private data */
+			check_pd(&ev, pd_client, "CM private data client -> server");
 		make_qp(&p);
 		cp.private_data = pd_server;
 		cp.private_data_len = sizeof(pd_server);
@@ -647,7 +826,8 @@ int main(int argc, char **argv)
 		result(rc == 0, "CONNECT -> ESTABLISHED", "rc %d", rc);
 		if (rc)
 			die("connect", rc);
-		check_pd(&ev, pd_server, "CM private data server -> client");
+		if (!rping)
+			check_pd(&ev, pd_server, "CM private data server -> client");
 	}
 	{
 		struct rpcrdma_conn_info ci;
@@ -655,6 +835,18 @@ int main(int argc, char **argv)
 		if (rpcrdma_conn_query(p.id, &ci) == 0)
 			printf("# connection: ird %u ord %u flags 0x%x\n", ci.ird, ci.ord,
 			       ci.caps.flags);
+	}
+	if (rping) {
+		if (p.server) {
+			rc = rping_serve(&p, count);
+		} else {
+			rc = rping_ping(&p, count, size);
+			disconnect(&p);
+		}
+		if (rc)
+			result(0, "rping exchange", "%s", strerror(-rc));
+		printf("%d failed (rping %s)\n", failures, p.server ? "server" : "client");
+		return failures ? 1 : 0;
 	}
 	make_mw(&p);
 
@@ -695,6 +887,7 @@ int main(int argc, char **argv)
 	printf("%d failed, %d skipped (%s)\n", failures, skips, p.server ? "server" : "client");
 	return failures ? 1 : 0;
 usage:
-	fprintf(stderr, "usage: rr_lab_iwarp server|client -p soft|verbs [-d DEV] -a ADDR -P PORT [-c]\n");
+	fprintf(stderr, "usage: rr_lab_iwarp [rping-]server|[rping-]client -p soft|verbs [-d DEV] "
+			"-a ADDR -P PORT [-c] [-C COUNT] [-S SIZE]\n");
 	return 2;
 }

@@ -33,6 +33,7 @@
 #   LAB_ACCEL    auto | tcg | kvm (auto: kvm only with vmx/svm and /dev/kvm)
 #   LAB_MEM      MiB (default 2048)   LAB_SMP  vCPUs (default 2)
 #   LAB_ONLY     space-separated section names for vm-tests.sh (default all)
+#   LAB_BUILD    build directory (default $LAB_DIR/build)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -45,7 +46,7 @@ LAB_ACCEL=${LAB_ACCEL:-auto}
 SUITE=bookworm
 ROOTFS=$LAB_DIR/rootfs
 IMG=$LAB_DIR/rpcrdma-lab.img
-BUILD=$LAB_DIR/build
+BUILD=${LAB_BUILD:-$LAB_DIR/build}
 GUEST_PKGS="linux-image-amd64,kmod,iproute2,procps,busybox,rdma-core,ibverbs-providers,\
 ibverbs-utils,rdmacm-utils,perftest,libibverbs1,librdmacm1,libtirpc3,nfs-kernel-server,\
 nfs-common,rpcbind,tcpdump"

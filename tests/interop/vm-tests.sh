@@ -135,6 +135,22 @@ if lab_section iwarp; then
 			"$BIN/rr_lab_iwarp client -p verbs -d siw0 -a $SIW_S -P $port"
 		lab_cap_stop
 	done
+	# against the stock rping (rdma-core) on kernel siw, both roles; our
+	# side speaks rping's wire protocol (rr_lab_iwarp rping-*)
+	port=$((port + 1))
+	lab_say "=== iwarp: kernel rping client (siw0) -> soft rping server"
+	lab_cap_start iwarp-rping-siw-to-soft vS0 - ip.src==$SIW_S "iwarp_ddp_rdmap" "rping -c on siw0, soft server" tcp port $port
+	lab_pair_sub "iwarp rping(siw client)->soft(server)" 90 "tcp $SIW_S $port" \
+		"$BIN/rr_lab_iwarp rping-server -p soft -a $SIW_S -P $port -C 10" \
+		"rping -c -a $SIW_S -I $SIW_C -p $port -C 10 -S 1000 -V && echo 'ok kernel rping -c -V: 10 pings of 1000 bytes validated' || { echo 'not ok kernel rping client'; exit 1; }"
+	lab_cap_stop
+	port=$((port + 1))
+	lab_say "=== iwarp: soft rping client (CRC) -> kernel rping server (siw1)"
+	lab_cap_start iwarp-rping-soft-to-siw vS0 - ip.src==$SIW_C "iwarp_mpa.rep&&iwarp_mpa.crc_flag==1,iwarp_ddp_rdmap" "soft client with CRC, rping -s on siw1" tcp port $port
+	lab_pair_sub "iwarp soft(client crc)->rping(siw server)" 90 "cm $port" \
+		"rping -s -a $SIW_S -p $port -S 1000 && echo 'ok kernel rping -s: served until disconnect' || { echo 'not ok kernel rping server'; exit 1; }" \
+		"$BIN/rr_lab_iwarp rping-client -p soft -a $SIW_S -P $port -C 10 -S 1000 -c"
+	lab_cap_stop
 	port=$((port + 1))
 	lab_say "=== iwarp: soft <-> soft over the veth"
 	lab_cap_start iwarp-soft-to-soft vS0 - - "iwarp_ddp_rdmap" "soft client, soft server" tcp port $port
@@ -153,6 +169,18 @@ if lab_section iwarp; then
 			"$BIN/rr_lab_iwarp client -p verbs -d $DC -a $S -P $port"
 		lab_cap_stop
 	done
+	# the verbs provider against the stock rping on rxe, both roles
+	lab_pair rxe
+	port=$((port + 1))
+	lab_say "=== verbs rping server (rxe1) <- kernel rping client (rxe0)"
+	lab_pair_sub "verbs(rxe server)<-rping(rxe client)" 90 "cm $port" \
+		"$BIN/rr_lab_iwarp rping-server -p verbs -d $DS -a $S -P $port -C 10" \
+		"rping -c -a $S -I $C -p $port -C 10 -S 1000 -V && echo 'ok kernel rping -c -V: 10 pings of 1000 bytes validated' || { echo 'not ok kernel rping client'; exit 1; }"
+	port=$((port + 1))
+	lab_say "=== verbs rping client (rxe0) -> kernel rping server (rxe1)"
+	lab_pair_sub "verbs(rxe client)->rping(rxe server)" 90 "cm $port" \
+		"rping -s -a $S -p $port -S 1000 && echo 'ok kernel rping -s: served until disconnect' || { echo 'not ok kernel rping server'; exit 1; }" \
+		"$BIN/rr_lab_iwarp rping-client -p verbs -d $DC -a $S -P $port -C 10 -S 1000"
 fi
 
 # ---------------------------------------------------------------- rpc
