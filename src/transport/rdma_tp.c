@@ -88,7 +88,6 @@ struct tp_conn {
 	struct tp_sreq *readq;          /* reqs with Reads still to issue */
 	uint32_t reads_inflight;
 	struct tp_conn *next;
-	uint64_t bury_at;
 	struct sockaddr_storage peer;   /* responder: the requester's address */
 	bool has_peer;
 	bool commit;                    /* RDMA Commit negotiated and enabled */
@@ -116,7 +115,7 @@ struct tp_ep {
 	bool is_server;
 	bool adv_r;              /* the R bit we advertise */
 	uint32_t rrep_live;      /* responder: exposed Reply STags still valid */
-	struct tp_conn *grave;   /* dead connections freed a little later */
+	struct tp_conn *grave;   /* dead connections, freed by grave_sweep */
 };
 
 /* ---- client state ---- */
@@ -361,33 +360,26 @@ static void conn_free(struct tp_conn *cn)
 	rr_free(env, cn);
 }
 
-/* A dead connection is freed one second later: the provider may still hold
- * CM events naming its id (they are ignored: the connection is dead). */
+/* A dead connection is freed at the end of the progress iteration that
+ * buried it (no handler holds it then). Destroying its id drops the CM
+ * events still queued for it in the provider, so none names it later. */
 static void conn_bury(struct tp_conn *cn)
 {
 	struct tp_ep *ep = cn->ep;
 
 	cn->dead = true;
 	cn->established = false;
-	cn->bury_at = rr_now_ns(ep->env) + 1000000000ull;
 	cn->next = ep->grave;
 	ep->grave = cn;
 }
 
-static void grave_sweep(struct tp_ep *ep, bool all)
+static void grave_sweep(struct tp_ep *ep)
 {
-	struct tp_conn **pp = &ep->grave;
-	uint64_t now = rr_now_ns(ep->env);
+	while (ep->grave) {
+		struct tp_conn *cn = ep->grave;
 
-	while (*pp) {
-		struct tp_conn *cn = *pp;
-
-		if (all || now >= cn->bury_at) {
-			*pp = cn->next;
-			conn_free(cn);
-		} else {
-			pp = &cn->next;
-		}
+		ep->grave = cn->next;
+		conn_free(cn);
 	}
 }
 
@@ -1516,7 +1508,7 @@ static void *progress(void *arg)
 			}
 		}
 		deliver_upcalls(ep);
-		grave_sweep(ep, false);
+		grave_sweep(ep);
 	}
 	pthread_mutex_unlock(&ep->lock);
 	return NULL;
@@ -1592,7 +1584,7 @@ static void ep_stop(struct tp_ep *ep)
 
 static void ep_fini(struct tp_ep *ep)
 {
-	grave_sweep(ep, true);
+	grave_sweep(ep);
 	if (ep->ch)
 		(void)rpcrdma_cm_channel_destroy(ep->ch);
 	if (ep->ctx)
