@@ -864,7 +864,12 @@ TEST(rpc_tcp_graceful_shutdown)
 	graceful_shutdown_body();
 }
 
-/* No rpc_rdma_graceful_shutdown yet: the RDMA transport still accepts connections after stop() (reported to the transport). */
+TEST(rpc_rdma_graceful_shutdown)
+{
+	g_scheme = "rdma";
+	graceful_shutdown_body();
+	g_scheme = "tcp";
+}
 
 static void graceful_shutdown_body(void)
 {

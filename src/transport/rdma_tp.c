@@ -179,6 +179,8 @@ struct tp_sreq {
 struct rr_tp_server {
 	struct tp_ep ep;
 	struct rpcrdma_cm_id *listen_id;
+	int port;                /* listening port */
+	bool stopping;           /* rr_tp_server_stop: refuse new connections */
 	rr_tp_recv_fn recv;
 	void *rctx;
 	struct tp_conn *conns;
@@ -1297,7 +1299,8 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		uint32_t n = s->ep.conf.credits + 4;
 		int len;
 
-		if (s->ep.conf.max_conns && s->nconns >= s->ep.conf.max_conns) {
+		if (s->stopping ||
+		    (s->ep.conf.max_conns && s->nconns >= s->ep.conf.max_conns)) {
 			(void)rpcrdma_reject(ev->id, NULL, 0);
 			(void)rpcrdma_cm_id_destroy(ev->id);
 			return;
@@ -2436,6 +2439,20 @@ int rr_tp_client_params(struct rr_tp_client *c, struct rr_xprt_params *out, uint
 
 /* ---- server API ---- */
 
+/* The listening port, known from creation on (still after rr_tp_server_stop). */
+static int listen_port(struct rpcrdma_cm_id *id)
+{
+	struct sockaddr_storage ss;
+
+	if (rpcrdma_cm_local_addr(id, &ss))
+		return -EINVAL;
+	if (ss.ss_family == AF_INET)
+		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return -EAFNOSUPPORT;
+}
+
 int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *addr,
 			socklen_t addrlen, rr_tp_recv_fn recv, void *ctx,
 			struct rr_tp_server **out)
@@ -2453,6 +2470,10 @@ int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	rc = ep_init(&s->ep, conf, true);
 	if (rc == 0)
 		rc = rpcrdma_listen(s->ep.ch, addr, addrlen, 64, NULL, &s->listen_id);
+	if (rc == 0) {
+		s->port = listen_port(s->listen_id);
+		rc = s->port < 0 ? s->port : 0;
+	}
 	s->recv = recv;
 	s->rctx = ctx;
 	if (rc == 0)
@@ -2470,15 +2491,20 @@ int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 
 int rr_tp_server_port(struct rr_tp_server *s)
 {
-	struct sockaddr_storage ss;
+	return s->port;
+}
 
-	if (rpcrdma_cm_local_addr(s->listen_id, &ss))
-		return -EINVAL;
-	if (ss.ss_family == AF_INET)
-		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	if (ss.ss_family == AF_INET6)
-		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-	return -EAFNOSUPPORT;
+void rr_tp_server_stop(struct rr_tp_server *s)
+{
+	pthread_mutex_lock(&s->ep.lock);
+	if (s->listen_id) {
+		/* closes the listening socket and frees the requests not
+		 * consumed yet: new connections are refused from now on */
+		(void)rpcrdma_cm_id_destroy(s->listen_id);
+		s->listen_id = NULL;
+	}
+	s->stopping = true;
+	pthread_mutex_unlock(&s->ep.lock);
 }
 
 /* The registration covering [p, p+len) among @mrs. */
