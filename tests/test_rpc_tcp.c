@@ -1137,7 +1137,12 @@ TEST(rpc_tcp_server_restart_under_load)
 	server_restart_under_load_body();
 }
 
-/* No rpc_rdma_server_restart_under_load yet: the RDMA transport fails a call with -EPIPE during the restart instead of retransmitting it (reported to the transport). */
+TEST(rpc_rdma_server_restart_under_load)
+{
+	g_scheme = "rdma";
+	server_restart_under_load_body();
+	g_scheme = "tcp";
+}
 
 static void server_restart_under_load_body(void)
 {
