@@ -9,7 +9,7 @@
  * registrations per 1000 RPCs (Reply chunks; in B the pull sink of each Read
  * too), mean latency per synchronous RPC, and the ratios; over the software
  * iWARP provider on loopback. Timing is never asserted.
- * Usage: bench_rrep [iters] [large_every] */
+ * Usage: bench_rrep [iters] [large_every] [rounds] */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -102,9 +102,24 @@ static void cl_complete(void *ctx, struct rr_tp_rpc *r)
 }
 
 struct result {
-	double us, regs_per_1000;
+	double us, regs_per_1000, med_small, med_large;
 	uint64_t reply_chunks, pulled, ok;
 };
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median_us(uint64_t *v, long n)
+{
+	if (n <= 0)
+		return 0;
+	qsort(v, (size_t)n, sizeof(*v), cmp_u64);
+	return (double)v[n / 2] / 1000.0;
+}
 
 static int run(bool rrep, long iters, long large_every, struct result *out)
 {
@@ -115,9 +130,12 @@ static int run(bool rrep, long iters, long large_every, struct result *out)
 	struct rr_tp_client *tp;
 	struct rr_xprt_stats st;
 	uint64_t t0 = 0;
+	uint64_t *lat_s = calloc((size_t)iters + 1, sizeof(uint64_t));
+	uint64_t *lat_l = calloc((size_t)iters + 1, sizeof(uint64_t));
+	long ns = 0, nl = 0;
 	int rc;
 
-	if (!s)
+	if (!s || !lat_s || !lat_l)
 		return -ENOMEM;
 	rr_tp_conf_default(&sc);
 	rr_tp_conf_default(&cc);
@@ -144,9 +162,11 @@ static int run(bool rrep, long iters, long large_every, struct result *out)
 		uint8_t call[16];
 		struct rr_xprt_part part = {call, 16, false};
 		uint32_t n = (i % large_every) == large_every - 1 ? 20000 : 200;
+		uint64_t t1;
 
 		if (i == 0)
 			t0 = now_ns();
+		t1 = now_ns();
 		memset(&rpc, 0, sizeof(rpc));
 		rr_put_be32(call, 0x7000000u + (uint32_t)(i + 100));
 		rr_put_be32(call + 4, 0);
@@ -164,12 +184,22 @@ static int run(bool rrep, long iters, long large_every, struct result *out)
 		while (c.done < (unsigned)(i + 51))
 			pthread_cond_wait(&c.cond, &c.lock);
 		pthread_mutex_unlock(&c.lock);
+		if (i >= 0) {
+			if (n == 200)
+				lat_s[ns++] = now_ns() - t1;
+			else
+				lat_l[nl++] = now_ns() - t1;
+		}
 		out->ok += rpc.status == 0 && rpc.reply_len == 16 + n;
 		rr_tp_client_release_reply(tp, &rpc);
 		if (i == -1)
 			rr_tp_client_stats(tp, &st);
 	}
 	out->us = (double)(now_ns() - t0) / 1000.0 / (double)iters;
+	out->med_small = median_us(lat_s, ns);
+	out->med_large = median_us(lat_l, nl);
+	free(lat_s);
+	free(lat_l);
 	{
 		struct rr_xprt_stats st2;
 
@@ -193,28 +223,51 @@ int main(int argc, char **argv)
 {
 	long iters = argc > 1 ? atol(argv[1]) : 2000;
 	long every = argc > 2 ? atol(argv[2]) : 10;
-	struct result a, b;
+	int rounds = argc > 3 ? atoi(argv[3]) : 3;
+	double ratio[16], rs[16], rl[16];
 
-	if (iters <= 0 || every <= 0)
+	if (iters <= 0 || every <= 0 || rounds <= 0 || rounds > 16)
 		return 2;
 	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT)) {
 		printf("soft provider not built in\n");
 		return 0;
 	}
-	if (run(false, iters, every, &a) || run(true, iters, every, &b)) {
-		printf("setup failed\n");
-		return 1;
+	printf("workload: %ld sync RPCs per run, max Reply 64 KiB, 1 in %ld Replies 20 KiB, "
+	       "others 200 B; %d alternating rounds\n", iters, every, rounds);
+	printf("%-5s %-32s %9s %11s %11s %10s %8s %6s\n", "round", "", "mean us", "med small",
+	       "med large", "regs/1000", "replychk", "pulled");
+	for (int r = 0; r < rounds; r++) {
+		struct result a, b;
+
+		if (run(false, iters, every, &a) || run(true, iters, every, &b)) {
+			printf("setup failed\n");
+			return 1;
+		}
+		printf("%-5d %-32s %9.1f %11.1f %11.1f %10.1f %8llu %6llu (ok %llu)\n", r,
+		       "RFC 8166: always a Reply chunk", a.us, a.med_small, a.med_large,
+		       a.regs_per_1000, (unsigned long long)a.reply_chunks,
+		       (unsigned long long)a.pulled, (unsigned long long)a.ok);
+		printf("%-5d %-32s %9.1f %11.1f %11.1f %10.1f %8llu %6llu (ok %llu)\n", r,
+		       "reliable reply (Read chunk)", b.us, b.med_small, b.med_large,
+		       b.regs_per_1000, (unsigned long long)b.reply_chunks,
+		       (unsigned long long)b.pulled, (unsigned long long)b.ok);
+		ratio[r] = b.us / a.us;
+		rs[r] = b.med_small / a.med_small;
+		rl[r] = b.med_large / a.med_large;
+		if (r == 0)
+			printf("registrations avoided per 1000 RPCs: %.1f\n",
+			       a.regs_per_1000 - b.regs_per_1000);
 	}
-	printf("workload: %ld sync RPCs, max Reply 64 KiB, 1 in %ld Replies 20 KiB, others 200 B\n",
-	       iters, every);
-	printf("%-34s %10s %12s %10s %8s\n", "", "us/RPC", "regs/1000", "replychk", "pulled");
-	printf("%-34s %10.1f %12.1f %10llu %8llu  (ok %llu)\n", "RFC 8166: always a Reply chunk",
-	       a.us, a.regs_per_1000, (unsigned long long)a.reply_chunks,
-	       (unsigned long long)a.pulled, (unsigned long long)a.ok);
-	printf("%-34s %10.1f %12.1f %10llu %8llu  (ok %llu)\n", "reliable reply (Read chunk)",
-	       b.us, b.regs_per_1000, (unsigned long long)b.reply_chunks,
-	       (unsigned long long)b.pulled, (unsigned long long)b.ok);
-	printf("registrations avoided per 1000 RPCs: %.1f; latency ratio (reliable/RFC 8166): %.2f\n",
-	       a.regs_per_1000 - b.regs_per_1000, b.us / a.us);
+	for (int i = 0; i < rounds; i++)
+		for (int j = i + 1; j < rounds; j++) {
+			double t;
+#define SWAP(v) do { if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t; } } while (0)
+			SWAP(ratio);
+			SWAP(rs);
+			SWAP(rl);
+		}
+	printf("median per-round ratios (reliable / RFC 8166): mean latency %.2f, "
+	       "small-reply median %.2f, large-reply median %.2f\n",
+	       ratio[rounds / 2], rs[rounds / 2], rl[rounds / 2]);
 	return 0;
 }
