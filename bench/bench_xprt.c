@@ -13,10 +13,6 @@
 
 #include "rpcrdma/rpc.h"
 
-struct rr_xprt_class;
-extern const struct rr_xprt_class rr_xprt_rdma_class;
-const void *volatile bench_pull_rdma = &rr_xprt_rdma_class;
-
 #define PROG 0x20000299u
 
 static uint64_t now_ns(void)

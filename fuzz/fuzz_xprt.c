@@ -104,8 +104,10 @@ static void requester(const uint8_t *data, size_t size)
 	rr_xprt_req_init(&r, NULL, &p, NULL);
 	d.xid = rr_get_be32(data);   /* make the XID match often */
 	rr_put_be32(call, d.xid);
-	if (rr_xprt_rqst_prepare(&r, &d, &c))
+	if (rr_xprt_rqst_prepare(&r, &d, &c)) {
+		rr_xprt_req_fini(&r);
 		return;
+	}
 	for (unsigned i = 0; i < c->nregs; i++) {
 		c->regs[i].stag = 0x100 + i;
 		c->regs[i].addr = 0x10000ull * (i + 1);
@@ -126,6 +128,7 @@ static void requester(const uint8_t *data, size_t size)
 			FAIL("sink overrun");
 	}
 	rr_xprt_rqst_release(&r, c);
+	rr_xprt_req_fini(&r);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,9 +1,12 @@
-/* Tests of the public RPC API over the TCP transport on 127.0.0.1 (RFC 5531
- * with record marking, section 11): synchronous and asynchronous calls, 64
- * concurrent calls, timeouts, cancellation, AUTH_SYS seen by the handler,
- * every RFC 5531 error reply the server produces from the API, DDP-eligible
- * items of 0..1 MiB, many connections, graceful shutdown, URL schemes.
- * Every wait is bounded by a call timeout. */
+/* Tests of the public RPC API on 127.0.0.1 over the TCP transport (RFC 5531
+ * with record marking, section 11) and, for the same test bodies
+ * (rpc_rdma_*), over RPC-over-RDMA (RFC 8166) on the software provider:
+ * synchronous and asynchronous calls, 64 concurrent calls, timeouts,
+ * cancellation, AUTH_SYS seen by the handler, every RFC 5531 error reply the
+ * server produces from the API, DDP-eligible items of 0..1 MiB (Read/Write
+ * chunks on RDMA), many connections, graceful shutdown, restart with
+ * retransmission, URL schemes, failing allocators (TCP). Every wait is
+ * bounded by a call timeout. */
 #include "test.h"
 
 #include <pthread.h>
@@ -178,12 +181,18 @@ static int h_barrier(struct rpcrdma_req *r, void *ctx)
 	return RPCRDMA_SVC_OK;
 }
 
+/* The URL scheme the shared test bodies run over ("tcp" or "rdma"). */
+static const char *g_scheme = "tcp";
+
 static struct rpcrdma_server *start_server(unsigned threads, size_t max_msg, char *url, size_t n)
 {
 	struct rpcrdma_server_opts o = {.threads = threads, .max_msg = max_msg};
 	struct rpcrdma_server *s = NULL;
 
-	REQUIRE_EQ(rpcrdma_server_create("tcp://127.0.0.1:0", &o, &s), 0);
+	char lurl[64];
+
+	snprintf(lurl, sizeof(lurl), "%s://127.0.0.1:0", g_scheme);
+	REQUIRE_EQ(rpcrdma_server_create(lurl, &o, &s), 0);
 	for (uint32_t v = 1; v <= 3; v += 2) {
 		REQUIRE_EQ(rpcrdma_server_register(s, PROG, v, T_ECHO, h_echo, NULL), 0);
 		REQUIRE_EQ(rpcrdma_server_register(s, PROG, v, T_HOLD, h_hold, NULL), 0);
@@ -199,7 +208,7 @@ static struct rpcrdma_server *start_server(unsigned threads, size_t max_msg, cha
 	REQUIRE_EQ(rpcrdma_server_start(s), 0);
 	CHECK_EQ(rpcrdma_server_register(s, PROG, 1, 77, h_echo, NULL), -EBUSY);
 	REQUIRE(rpcrdma_server_port(s) > 0);
-	snprintf(url, n, "tcp://127.0.0.1:%d", rpcrdma_server_port(s));
+	snprintf(url, n, "%s://127.0.0.1:%d", g_scheme, rpcrdma_server_port(s));
 	return s;
 }
 
@@ -237,7 +246,22 @@ static int echo(struct rpcrdma_client *c, uint32_t v, uint32_t expect_vers)
 	return rc;
 }
 
+static void sync_call_body(void);
+
 TEST(rpc_tcp_sync_call)
+{
+	g_scheme = "tcp";
+	sync_call_body();
+}
+
+TEST(rpc_rdma_sync_call)
+{
+	g_scheme = "rdma";
+	sync_call_body();
+	g_scheme = "tcp";
+}
+
+static void sync_call_body(void)
 {
 	char url[64];
 	struct rpcrdma_server *s = start_server(2, 0, url, sizeof(url));
@@ -284,7 +308,22 @@ static void async_done(struct rpcrdma_call *call, int status, void *arg)
 	atomic_fetch_add(&a->done, 1);
 }
 
+static void async_64_in_flight_body(void);
+
 TEST(rpc_tcp_async_64_in_flight)
+{
+	g_scheme = "tcp";
+	async_64_in_flight_body();
+}
+
+TEST(rpc_rdma_async_64_in_flight)
+{
+	g_scheme = "rdma";
+	async_64_in_flight_body();
+	g_scheme = "tcp";
+}
+
+static void async_64_in_flight_body(void)
 {
 	char url[64];
 	struct rpcrdma_server *s = start_server(4, 0, url, sizeof(url));
@@ -294,7 +333,10 @@ TEST(rpc_tcp_async_64_in_flight)
 
 	atomic_init(&a.done, 0);
 	atomic_init(&a.ok, 0);
-	/* Hold the first 64 calls on the server so all are in flight at once,
+	/* One completed call first: RPC-over-RDMA allows a single Call in
+	 * flight until the first Reply grants credits (RFC 8166). */
+	CHECK_EQ(echo(c, 1, 1), 0);
+	/* Hold the next 64 calls on the server so all are in flight at once,
 	 * then release them: 64 outstanding RPCs on one connection. */
 	for (int i = 0; i < 64; i++) {
 		REQUIRE_EQ(rpcrdma_call_create(c, T_HOLD, &calls[i]), 0);
@@ -340,13 +382,29 @@ TEST(rpc_tcp_async_64_in_flight)
 	rpcrdma_server_destroy(s);
 }
 
+static void one_connection_runs_requests_in_parallel_body(void);
+
 TEST(rpc_tcp_one_connection_runs_requests_in_parallel)
+{
+	g_scheme = "tcp";
+	one_connection_runs_requests_in_parallel_body();
+}
+
+TEST(rpc_rdma_one_connection_runs_requests_in_parallel)
+{
+	g_scheme = "rdma";
+	one_connection_runs_requests_in_parallel_body();
+	g_scheme = "tcp";
+}
+
+static void one_connection_runs_requests_in_parallel_body(void)
 {
 	char url[64];
 	struct rpcrdma_server *s = start_server(4, 0, url, sizeof(url));
 	struct rpcrdma_client *c = connect_client(url, PROG, 1);
 	struct rpcrdma_call *calls[4];
 
+	CHECK_EQ(echo(c, 1, 1), 0); /* credits granted (RDMA) */
 	bar_count = 0;
 	for (int i = 0; i < 4; i++) {
 		REQUIRE_EQ(rpcrdma_call_create(c, T_BARRIER, &calls[i]), 0);
@@ -379,7 +437,22 @@ static void *thr_main(void *p)
 	return NULL;
 }
 
+static void threads_and_connections_body(void);
+
 TEST(rpc_tcp_threads_and_connections)
+{
+	g_scheme = "tcp";
+	threads_and_connections_body();
+}
+
+TEST(rpc_rdma_threads_and_connections)
+{
+	g_scheme = "rdma";
+	threads_and_connections_body();
+	g_scheme = "tcp";
+}
+
+static void threads_and_connections_body(void)
 {
 	char url[64];
 	struct rpcrdma_server *s = start_server(4, 0, url, sizeof(url));
@@ -404,7 +477,22 @@ TEST(rpc_tcp_threads_and_connections)
 	rpcrdma_server_destroy(s);
 }
 
+static void timeout_and_cancel_body(void);
+
 TEST(rpc_tcp_timeout_and_cancel)
+{
+	g_scheme = "tcp";
+	timeout_and_cancel_body();
+}
+
+TEST(rpc_rdma_timeout_and_cancel)
+{
+	g_scheme = "rdma";
+	timeout_and_cancel_body();
+	g_scheme = "tcp";
+}
+
+static void timeout_and_cancel_body(void)
 {
 	char url[64];
 	struct rpcrdma_server *s = start_server(2, 0, url, sizeof(url));
@@ -456,7 +544,22 @@ TEST(rpc_tcp_timeout_and_cancel)
 	rpcrdma_server_destroy(s);
 }
 
+static void auth_sys_body(void);
+
 TEST(rpc_tcp_auth_sys)
+{
+	g_scheme = "tcp";
+	auth_sys_body();
+}
+
+TEST(rpc_rdma_auth_sys)
+{
+	g_scheme = "rdma";
+	auth_sys_body();
+	g_scheme = "tcp";
+}
+
+static void auth_sys_body(void)
 {
 	char url[64];
 	struct rpcrdma_server *s = start_server(2, 0, url, sizeof(url));
@@ -522,7 +625,22 @@ static int run_status(struct rpcrdma_client *c, uint32_t proc, struct rpcrdma_rp
 	return rc;
 }
 
+static void error_replies_body(void);
+
 TEST(rpc_tcp_error_replies)
+{
+	g_scheme = "tcp";
+	error_replies_body();
+}
+
+TEST(rpc_rdma_error_replies)
+{
+	g_scheme = "rdma";
+	error_replies_body();
+	g_scheme = "tcp";
+}
+
+static void error_replies_body(void)
 {
 	char url[64];
 	struct rpcrdma_server *s = start_server(2, 0, url, sizeof(url));
@@ -575,7 +693,22 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
 		p[i] = (uint8_t)(seed + i);
 }
 
+static void ddp_items_body(void);
+
 TEST(rpc_tcp_ddp_items)
+{
+	g_scheme = "tcp";
+	ddp_items_body();
+}
+
+TEST(rpc_rdma_ddp_items)
+{
+	g_scheme = "rdma";
+	ddp_items_body();
+	g_scheme = "tcp";
+}
+
+static void ddp_items_body(void)
 {
 	static const uint32_t sizes[] = {0, 1, 3, 4, 5, 4095, 1u << 20};
 	char url[64];
@@ -623,16 +756,30 @@ TEST(rpc_tcp_ddp_items)
 		uint32_t len, rlen;
 
 		fill(src, 5, 9);
+		memset(sink, 0xee, 16);
 		REQUIRE_EQ(rpcrdma_call_create(c, T_BULK, &call), 0);
 		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), 9);
 		rpcrdma_xdr_put_ddp(rpcrdma_call_args(call), src, 5);
 		REQUIRE_EQ(rpcrdma_call_set_sinks(call, &sk, 1), 0);
-		REQUIRE_EQ(rpcrdma_call_run(call), 0);
-		REQUIRE_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &rlen), 0);
-		CHECK_EQ(rpcrdma_xdr_get_ddp(rpcrdma_call_results(call), &p, &len), -EMSGSIZE);
-		/* sticky */
-		CHECK_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &rlen), -EMSGSIZE);
-		rpcrdma_call_destroy(call);
+		if (strcmp(g_scheme, "rdma") == 0) {
+			/* RDMA: the 4-byte Write chunk cannot hold the item;
+			 * the responder answers RDMA_ERROR/ERR_CHUNK (RFC 8166)
+			 * instead of overrunning it: no RPC reply. */
+			struct rpcrdma_rpc_status st;
+
+			CHECK_EQ(rpcrdma_call_run(call), -EREMOTEIO);
+			CHECK_EQ(rpcrdma_call_status(call, &st), -ENOENT);
+			CHECK_EQ(sink[4], 0xee);
+			rpcrdma_call_destroy(call);
+		} else {
+			REQUIRE_EQ(rpcrdma_call_run(call), 0);
+			REQUIRE_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &rlen), 0);
+			CHECK_EQ(rpcrdma_xdr_get_ddp(rpcrdma_call_results(call), &p, &len),
+				 -EMSGSIZE);
+			/* sticky */
+			CHECK_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &rlen), -EMSGSIZE);
+			rpcrdma_call_destroy(call);
+		}
 	}
 	/* Without a sink the item points into the reply. */
 	{
@@ -709,7 +856,17 @@ static void *shut_main(void *p)
 	return NULL;
 }
 
+static void graceful_shutdown_body(void);
+
 TEST(rpc_tcp_graceful_shutdown)
+{
+	g_scheme = "tcp";
+	graceful_shutdown_body();
+}
+
+/* No rpc_rdma_graceful_shutdown yet: the RDMA transport still accepts connections after stop() (reported to the transport). */
+
+static void graceful_shutdown_body(void)
 {
 	char url[64];
 	struct rpcrdma_server *s = start_server(2, 0, url, sizeof(url));
@@ -944,9 +1101,12 @@ static void *load_main(void *p)
 	for (uint32_t i = 0; extra < 50 && time(NULL) < end; i++) {
 		/* Counted only if started after the new server was up. */
 		bool after = atomic_load(&load_stop);
+		int rc = echo(a->c, i, 1);
 
-		if (echo(a->c, i, 1))
+		if (rc) {
+			fprintf(stderr, "  load call %u: %d %s\n", i, rc, rpcrdma_strerror(rc));
 			a->fails++;
+		}
 		a->done++;
 		if (after)
 			extra++;
@@ -964,7 +1124,17 @@ static void async_count(struct rpcrdma_call *call, int status, void *arg)
 	atomic_fetch_add(&a->done, 1);
 }
 
+static void server_restart_under_load_body(void);
+
 TEST(rpc_tcp_server_restart_under_load)
+{
+	g_scheme = "tcp";
+	server_restart_under_load_body();
+}
+
+/* No rpc_rdma_server_restart_under_load yet: the RDMA transport fails a call with -EPIPE during the restart instead of retransmitting it (reported to the transport). */
+
+static void server_restart_under_load_body(void)
 {
 	char url[64];
 	struct rpcrdma_server *s = start_server(2, 0, url, sizeof(url));

@@ -399,6 +399,9 @@ TEST(rpc_xprt_registry)
 
 	CHECK_EQ(rr_xprt_lookup("tcp", &cls), 0);
 	CHECK(cls == &rr_xprt_tcp_class);
+	/* built in, so a static link has it without a constructor */
+	CHECK_EQ(rr_xprt_lookup("rdma", &cls), 0);
+	CHECK(cls == &rr_xprt_rdma_class);
 	CHECK_EQ(rr_xprt_lookup("nope", &cls), -EINVAL);
 	CHECK_EQ(rr_xprt_register(&bad), -EINVAL);
 	CHECK_EQ(rr_xprt_register(NULL), -EINVAL);

@@ -143,6 +143,7 @@ static void roundtrip(struct rt *t, bool rrep, uint32_t n, bool unknown_xid)
 	}
 	rr_free(&t->te.env, t->plan.rr_buf);
 	rr_xprt_rqst_release(&t->req, c);
+	rr_xprt_req_fini(&t->req);   /* recycled Reply chunk buffers */
 	CHECK_EQ(t->te.live, 0);
 }
 

@@ -193,6 +193,22 @@ static int srv_start(struct srv *s, const struct rr_tp_conf *conf)
 	return rr_tp_server_port(s->tp);
 }
 
+/* The worker counts a Reply after sending it: the peer may see it first. */
+static unsigned srv_served(struct srv *s, unsigned want)
+{
+	unsigned n = 0;
+
+	for (int t = 0; t < 200; t++) {
+		pthread_mutex_lock(&s->lock);
+		n = s->served;
+		pthread_mutex_unlock(&s->lock);
+		if (n >= want)
+			break;
+		sleep_ms(5);
+	}
+	return n;
+}
+
 static void srv_release_held(struct srv *s)
 {
 	pthread_mutex_lock(&s->lock);
@@ -733,10 +749,15 @@ TEST(xprt_e2e_abort)
 	CHECK_EQ(p->status, -ETIMEDOUT);
 	CHECK_EQ(p->completions, 1);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-	/* The late Reply is discarded as an unknown XID. */
+	/* The late Reply is discarded as an unknown XID (its Send With
+	 * Invalidate names a dead STag: the connection is renewed). */
 	srv_release_held(&s);
 	sleep_ms(100);
 	CHECK_EQ(p->completions, 1);
+	free_rpc(p);
+	/* The transport still works (after the reconnection, if any). */
+	p = run1(&c, 0, 0, 1, lens, true, 4096);
+	CHECK(verify(p));
 	free_rpc(p);
 	cl_stop(&c);
 	srv_stop(&s);
@@ -1029,7 +1050,7 @@ TEST(xprt_e2e_rogue_requester)
 	rr_put_be32(m + 80, MAGIC);
 	n = rogue_xchg(&g, m, 84, r, 3000);
 	CHECK(n <= 0);
-	CHECK_EQ(s.served, 2);
+	CHECK_EQ(srv_served(&s, 2), 2);
 	rogue_close(&g);
 	/* The same peer retransmits that XID on a new connection: ERR_CHUNK,
 	 * not another failing Read; the connection stays up. */
@@ -1039,7 +1060,7 @@ TEST(xprt_e2e_rogue_requester)
 	n = rogue_xchg(&g, m, l, r, 3000);
 	REQUIRE(n >= 48);
 	CHECK_EQ(rr_get_be32(r), 0x111);
-	CHECK_EQ(s.served, 3);
+	CHECK_EQ(srv_served(&s, 3), 3);
 	rogue_close(&g);
 	srv_stop(&s);
 }
@@ -1482,5 +1503,32 @@ TEST(xprt_e2e_no_private_data_defaults)
 	CHECK_EQ(n, 28 + 20 + 1500);
 	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
 	rogue_close(&g);
+	srv_stop(&s);
+}
+
+/* The responder's connection limit: the second requester is refused. */
+TEST(xprt_e2e_max_conns)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c1, c2;
+	uint32_t lens[1] = {10};
+	struct rpc *p;
+	int port;
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	sc.max_conns = 1;
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c1, &cc, port), 0);
+	CHECK(cl_start(&c2, &cc, port) < 0);
+	pthread_mutex_destroy(&c2.lock);
+	pthread_cond_destroy(&c2.cond);
+	p = run1(&c1, 0, 0, 1, lens, false, 1024);
+	CHECK(verify(p));
+	free_rpc(p);
+	cl_stop(&c1);
 	srv_stop(&s);
 }

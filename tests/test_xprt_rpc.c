@@ -7,7 +7,9 @@
 #include "test.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "rpcrdma/rdma.h"
 #include "rpcrdma/rpc.h"
@@ -15,6 +17,24 @@
 #define PROG 0x20000199u
 #define T_ECHO 1u
 #define T_BULK 5u
+#define T_HOLD 6u
+
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rpcrdma_req *held[64];
+static unsigned nheld;
+
+static int h_hold(struct rpcrdma_req *r, void *ctx)
+{
+	(void)ctx;
+	pthread_mutex_lock(&hold_lock);
+	if (nheld == 64) {
+		pthread_mutex_unlock(&hold_lock);
+		return RPCRDMA_SVC_SYSTEM_ERR;
+	}
+	held[nheld++] = r;
+	pthread_mutex_unlock(&hold_lock);
+	return RPCRDMA_SVC_DEFER;
+}
 
 static int h_echo(struct rpcrdma_req *r, void *ctx)
 {
@@ -45,13 +65,6 @@ static int h_bulk(struct rpcrdma_req *r, void *ctx)
 	return RPCRDMA_SVC_OK;
 }
 
-/* The rdma scheme registers itself from a constructor in its object; a
- * static link pulls that object in only when something references it (the
- * RPC layer's rr_xprt_builtin_init() is the place for a permanent call). */
-struct rr_xprt_class;
-extern const struct rr_xprt_class rr_xprt_rdma_class;
-const void *volatile rr_test_pull_rdma = &rr_xprt_rdma_class;
-
 static bool soft_ok(void)
 {
 	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT)) {
@@ -69,6 +82,7 @@ static struct rpcrdma_server *start(char *url, size_t n)
 	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", &o, &s), 0);
 	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_ECHO, h_echo, NULL), 0);
 	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_BULK, h_bulk, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_HOLD, h_hold, NULL), 0);
 	REQUIRE_EQ(rpcrdma_server_start(s), 0);
 	REQUIRE(rpcrdma_server_port(s) > 0);
 	snprintf(url, n, "rdma://127.0.0.1:%d", rpcrdma_server_port(s));
@@ -157,4 +171,91 @@ TEST(xprt_rpc_rdma_ddp_items)
 	rpcrdma_server_destroy(s);
 	free(src);
 	free(sink);
+}
+
+static atomic_int async_done, async_good;
+
+static void on_done(struct rpcrdma_call *call, int status, void *arg)
+{
+	uint32_t r = 0;
+
+	if (status == 0 && rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &r) == 0 &&
+	    r == (uint32_t)(uintptr_t)arg + 1)
+		atomic_fetch_add(&async_good, 1);
+	atomic_fetch_add(&async_done, 1);
+}
+
+/* 200 asynchronous calls in flight, a timed-out call, a cancelled call (both
+ * complete after their STags are invalid; a late Reply is discarded). */
+TEST(xprt_rpc_rdma_async_timeout_cancel)
+{
+	struct rpcrdma_client_opts o = {.timeout_ms = 10000, .connect_timeout_ms = 5000};
+	struct rpcrdma_server *s;
+	struct rpcrdma_client *c = NULL;
+	struct rpcrdma_call *calls[200], *t1, *t2;
+	static uint8_t sink[4096];
+	struct rpcrdma_ddp_sink sk = {sink, sizeof(sink)};
+	char url[64];
+
+	if (!soft_ok())
+		return;
+	s = start(url, sizeof(url));
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
+	atomic_store(&async_done, 0);
+	atomic_store(&async_good, 0);
+	for (uintptr_t i = 0; i < 200; i++) {
+		REQUIRE_EQ(rpcrdma_call_create(c, T_ECHO, &calls[i]), 0);
+		rpcrdma_xdr_put_u32(rpcrdma_call_args(calls[i]), (uint32_t)i);
+		REQUIRE_EQ(rpcrdma_call_start(calls[i], on_done, (void *)i), 0);
+	}
+	for (int i = 0; i < 200; i++)
+		CHECK_EQ(rpcrdma_call_wait(calls[i], 20000), 0);
+	CHECK_EQ(atomic_load(&async_good), 200);
+	for (int i = 0; i < 200; i++)
+		rpcrdma_call_destroy(calls[i]);
+
+	/* held by the server: a timeout, then a cancel (with a Write chunk) */
+	REQUIRE_EQ(rpcrdma_call_create(c, T_HOLD, &t1), 0);
+	rpcrdma_call_set_timeout(t1, 300);
+	CHECK_EQ(rpcrdma_call_run(t1), -ETIMEDOUT);
+	REQUIRE_EQ(rpcrdma_call_create(c, T_HOLD, &t2), 0);
+	REQUIRE_EQ(rpcrdma_call_set_sinks(t2, &sk, 1), 0);
+	REQUIRE_EQ(rpcrdma_call_start(t2, on_done, (void *)(uintptr_t)7), 0);
+	for (int i = 0; i < 200; i++) {
+		unsigned n;
+
+		pthread_mutex_lock(&hold_lock);
+		n = nheld;
+		pthread_mutex_unlock(&hold_lock);
+		if (n == 2)
+			break;
+		struct timespec ts = {0, 10000000};
+		nanosleep(&ts, NULL);
+	}
+	rpcrdma_call_cancel(t2);
+	CHECK_EQ(rpcrdma_call_wait(t2, 5000), -ECANCELED);
+	/* late Replies for both: discarded */
+	pthread_mutex_lock(&hold_lock);
+	for (unsigned i = 0; i < nheld; i++) {
+		rpcrdma_xdr_put_u32(rpcrdma_req_results(held[i]), 1);
+		rpcrdma_req_complete(held[i], RPCRDMA_SVC_OK);
+	}
+	nheld = 0;
+	pthread_mutex_unlock(&hold_lock);
+	rpcrdma_call_destroy(t1);
+	rpcrdma_call_destroy(t2);
+	/* the connection still works */
+	{
+		struct rpcrdma_call *call;
+		uint32_t r = 0;
+
+		REQUIRE_EQ(rpcrdma_call_create(c, T_ECHO, &call), 0);
+		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), 41);
+		REQUIRE_EQ(rpcrdma_call_run(call), 0);
+		REQUIRE_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &r), 0);
+		CHECK_EQ(r, 42);
+		rpcrdma_call_destroy(call);
+	}
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
 }

@@ -1,12 +1,13 @@
 #!/bin/sh
 # Runs the rpcgen example: starts calc_server on an ephemeral loopback port,
-# runs calc_client against it over librpcrdma (tcp://), stops the server.
-# Bounded in time; exits non-zero on any failure.
+# runs calc_client against it over librpcrdma (scheme $3: tcp, the default,
+# or rdma), stops the server. Bounded in time; exits non-zero on failure.
 set -u
 SERVER=$1
 CLIENT=$2
+SCHEME=${3:-tcp}
 OUT=$(mktemp)
-timeout 60 "$SERVER" tcp://127.0.0.1:0 > "$OUT" &
+timeout 60 "$SERVER" "$SCHEME://127.0.0.1:0" > "$OUT" &
 SPID=$!
 PORT=
 i=0
@@ -20,7 +21,7 @@ rm -f "$OUT"
 if [ -z "$PORT" ]; then
 	echo "server did not start"; kill "$SPID" 2>/dev/null; exit 1
 fi
-timeout 30 "$CLIENT" "tcp://127.0.0.1:$PORT"
+timeout 30 "$CLIENT" "$SCHEME://127.0.0.1:$PORT"
 RC=$?
 kill -TERM "$SPID"
 wait "$SPID"

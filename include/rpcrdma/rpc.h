@@ -18,7 +18,10 @@
  *
  * Return values: 0 or a negative errno. An RPC the server answered with
  * anything other than MSG_ACCEPTED/SUCCESS completes with -EREMOTEIO and
- * rpcrdma_call_status() tells which answer it was. Transport errors:
+ * rpcrdma_call_status() tells which answer it was; -EREMOTEIO with no RPC
+ * reply (rpcrdma_call_status() == -ENOENT) means the transport peer
+ * reported an error instead (RPC-over-RDMA RDMA_ERROR, e.g. ERR_CHUNK when
+ * a result does not fit the caller's sink). Transport errors:
  * -ETIMEDOUT (no reply within the timeout), -ECANCELED (cancelled),
  * -ECONNREFUSED/-ECONNRESET/-ENOTCONN, -EPROTONOSUPPORT (URL scheme whose
  * transport is not available in this build), -EMSGSIZE (message above the

@@ -10,7 +10,8 @@
  *
  * Errors are sticky: after the first failure every later put/get on the same
  * cursor fails with that error, so a sequence of puts can be checked once
- * (rpcrdma_xdr_enc_error()). Every get is bounds-checked. Functions return 0
+ * (rpcrdma_xdr_enc_error()). Every get is bounds-checked. A NULL cursor
+ * (e.g. the results of a failed call) is -EINVAL. Functions return 0
  * or a negative errno: -EBADMSG (decode: input ends early or a value is
  * invalid), -EMSGSIZE (encode: above the maximum message size, or a decoded
  * bulk item larger than its sink), -ENOMEM, -EINVAL.

@@ -293,6 +293,8 @@ struct rr_xprt_reply {
 	uint32_t sink_len[RR_XPRT_MAX_ITEMS]; /* bytes written per result sink */
 	bool sink_placed[RR_XPRT_MAX_ITEMS];  /* its Write chunk came back used */
 	bool long_reply;
+	struct rr_xprt_rqst *inv_other;   /* another Call whose STag the peer
+					     invalidated (peer error) */
 	/* R_PULL: */
 	uint32_t xid;                 /* rdma_xid (for the RDMA_DONE) */
 	uint32_t pull_nsegs;          /* 0: nothing to read (unknown XID / too big) */
@@ -309,11 +311,17 @@ struct rr_xprt_requester {
 	struct rr_xprt_stats *stats;
 	struct rr_xprt_rqst *table[64];  /* XID hash */
 	unsigned outstanding;
+	struct {
+		uint8_t *buf;
+		uint32_t len;
+	} rcache[4];                     /* recycled Reply chunk buffers */
 };
 
 /* Initialises a requester core. Borrows @env and @stats for its lifetime. */
 void rr_xprt_req_init(struct rr_xprt_requester *r, const struct rpcrdma_env *env,
 		      const struct rr_xprt_params *p, struct rr_xprt_stats *stats);
+/* Frees the recycled buffers. */
+void rr_xprt_req_fini(struct rr_xprt_requester *r);
 /* New settings (after a reconnect). */
 void rr_xprt_req_set_params(struct rr_xprt_requester *r, const struct rr_xprt_params *p);
 
@@ -329,6 +337,10 @@ int rr_xprt_rqst_prepare(struct rr_xprt_requester *r, const struct rr_xprt_rqst_
  * thresholds may have changed): drops the old registration list (the driver
  * must have invalidated it) and rebuilds it. Same errors as prepare. */
 int rr_xprt_rqst_replan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c);
+
+/* Frees @c's pull-up and Reply chunk buffers (a queued Call that will be
+ * re-planned when it is sent). Its registrations must not be in use. */
+void rr_xprt_rqst_drop_bufs(struct rr_xprt_requester *r, struct rr_xprt_rqst *c);
 
 /* Writes the Send for @c (header with @credit request, then the inline payload)
  * into @buf. Every reg must be valid. Inserts @c in the XID table. Returns the

@@ -71,12 +71,55 @@ static unsigned add_reg(struct rr_xprt_rqst *c, void *base, size_t len, unsigned
 	return c->nregs++;
 }
 
+/* Reply chunk buffers are recycled: most Calls of a connection ask for the
+ * same size (the RPC layer's maximum message), and allocating several MiB
+ * per Call costs more than the Call. */
+static uint8_t *rbuf_get(struct rr_xprt_requester *r, uint32_t len)
+{
+	for (unsigned i = 0; i < RR_ARRAY_SIZE(r->rcache); i++) {
+		if (r->rcache[i].buf && r->rcache[i].len == len) {
+			uint8_t *b = r->rcache[i].buf;
+
+			r->rcache[i].buf = NULL;
+			return b;
+		}
+	}
+	return rr_alloc(r->env, len);
+}
+
+static void rbuf_put(struct rr_xprt_requester *r, uint8_t *b, uint32_t len)
+{
+	if (!b)
+		return;
+	for (unsigned i = 0; i < RR_ARRAY_SIZE(r->rcache); i++) {
+		if (!r->rcache[i].buf) {
+			r->rcache[i].buf = b;
+			r->rcache[i].len = len;
+			return;
+		}
+	}
+	rr_free(r->env, b);
+}
+
+void rr_xprt_req_fini(struct rr_xprt_requester *r)
+{
+	for (unsigned i = 0; i < RR_ARRAY_SIZE(r->rcache); i++) {
+		rr_free(r->env, r->rcache[i].buf);
+		r->rcache[i].buf = NULL;
+	}
+}
+
 static void free_bufs(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 {
 	rr_free(r->env, c->pullup);
-	rr_free(r->env, c->reply_buf);
+	rbuf_put(r, c->reply_buf, c->reply_len);
 	c->pullup = NULL;
 	c->reply_buf = NULL;
+}
+
+void rr_xprt_rqst_drop_bufs(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+{
+	free_bufs(r, c);
 }
 
 /* Header sizes: fixed(16) + read list + write list + reply chunk. */
@@ -195,7 +238,7 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 		c->sink_reg[i] = (int)add_reg(c, d->sinks[i].base, d->sinks[i].len,
 					      RR_XPRT_ACC_REMOTE_WRITE);
 	if (c->reply_len) {
-		c->reply_buf = rr_alloc(r->env, c->reply_len);
+		c->reply_buf = rbuf_get(r, c->reply_len);
 		if (!c->reply_buf)
 			return -ENOMEM;
 		c->reply_reg = (int)add_reg(c, c->reply_buf, c->reply_len,
@@ -418,17 +461,35 @@ static int64_t check_chunk(const struct rr_xprt_chunk *got,
 	return total;
 }
 
-static void note_inv(struct rr_xprt_requester *r, struct rr_xprt_rqst *c, uint32_t stag)
+static bool mark_inv(struct rr_xprt_rqst *c, uint32_t stag)
 {
 	bool found = false;
 
-	if (c) {
-		for (unsigned i = 0; i < c->nregs; i++) {
-			if (c->regs[i].stag == stag) {
-				c->regs[i].valid = false;
-				found = true;
-			}
+	for (unsigned i = 0; c && i < c->nregs; i++) {
+		if (c->regs[i].stag == stag && c->regs[i].valid) {
+			c->regs[i].valid = false;
+			found = true;
 		}
+	}
+	return found;
+}
+
+/* The peer invalidated @stag. Normally it belongs to the Reply's Call; a
+ * peer that names another Call's STag has invalidated that one (RNICs do
+ * not check ownership by XID): record it there so that it is not
+ * invalidated again locally (which an iWARP RNIC would treat as an error).
+ * Returns the other Call, if any. */
+static struct rr_xprt_rqst *note_inv(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+				     uint32_t stag)
+{
+	struct rr_xprt_rqst *other = NULL;
+	bool found = mark_inv(c, stag);
+
+	if (!found) {
+		for (unsigned b = 0; b < RR_ARRAY_SIZE(r->table) && !other; b++)
+			for (struct rr_xprt_rqst *o = r->table[b]; o && !other; o = o->next)
+				if (o != c && mark_inv(o, stag))
+					other = o;
 	}
 	if (r->stats) {
 		if (found)
@@ -436,6 +497,7 @@ static void note_inv(struct rr_xprt_requester *r, struct rr_xprt_rqst *c, uint32
 		else
 			r->stats->bad_remote_inv++;
 	}
+	return other;
 }
 
 void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t len,
@@ -447,6 +509,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	struct rr_xprt_rqst *c;
 	struct rr_xprt_seg mine[RR_XPRT_MAX_SEGS];
 	enum rr_xprt_verdict v;
+	struct rr_xprt_rqst *other = NULL;
 	uint32_t n;
 
 	memset(out, 0, sizeof(*out));
@@ -464,7 +527,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		rr_xprt_req_find(r, len >= 4 ? rr_get_be32(buf) : 0);
 	/* The peer already invalidated the STag, whatever else is wrong. */
 	if (has_inv)
-		note_inv(r, c, inv_stag);
+		other = note_inv(r, c, inv_stag);
 	if (v != RR_XPRT_V_OK) {
 		if (s)
 			s->bad_replies++;
@@ -478,6 +541,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		/* Reliable reply (draft 4.1.3): RDMA_DONE is owed even for an
 		 * XID we no longer know. */
 		if (h->nreads && rr_rrep_req_reply(r, NULL, h, out) == 0) {
+			out->inv_other = other;
 			rr_free(r->env, h);
 			return;
 		}
@@ -489,6 +553,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	if (h->proc == RR_XPRT_ERROR) {
 		out->kind = RR_XPRT_R_ERROR;
 		out->err = h->err == RR_XPRT_ERR_VERS ? -EPROTONOSUPPORT : -EREMOTEIO;
+		out->inv_other = other;
 		if (s)
 			s->err_received++;
 		rr_xprt_rqst_forget(r, c);
@@ -515,6 +580,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		/* Reliable reply: responder-provided Read chunk (proto/rrep.c). */
 		if (rr_rrep_req_reply(r, c, h, out))
 			goto bad;
+		out->inv_other = other;
 		rr_free(r->env, h);
 		return;
 	}
@@ -549,6 +615,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	    rr_get_be32(out->payload + 4) != 1u)
 		goto bad;
 	out->kind = RR_XPRT_R_REPLY;
+	out->inv_other = other;
 	rr_xprt_rqst_forget(r, c);
 	rr_free(r->env, h);
 	return;
@@ -561,6 +628,7 @@ drop:
 drop_quiet:
 	memset(out, 0, sizeof(*out));
 	out->kind = RR_XPRT_R_DROP;
+	out->inv_other = other;
 	rr_free(r->env, h);
 }
 

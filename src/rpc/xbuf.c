@@ -73,7 +73,11 @@ uint8_t *rr_xbuf_enc_room(struct rpcrdma_xdr_enc *e, size_t n)
 
 RPCRDMA_API int rpcrdma_xdr_put_u32(struct rpcrdma_xdr_enc *e, uint32_t v)
 {
-	uint8_t *p = rr_xbuf_enc_room(e, 4);
+	uint8_t *p;
+
+	if (!e)
+		return -EINVAL;
+	p = rr_xbuf_enc_room(e, 4);
 
 	if (!p)
 		return e->error;
@@ -88,7 +92,11 @@ RPCRDMA_API int rpcrdma_xdr_put_i32(struct rpcrdma_xdr_enc *e, int32_t v)
 
 RPCRDMA_API int rpcrdma_xdr_put_u64(struct rpcrdma_xdr_enc *e, uint64_t v)
 {
-	uint8_t *p = rr_xbuf_enc_room(e, 8);
+	uint8_t *p;
+
+	if (!e)
+		return -EINVAL;
+	p = rr_xbuf_enc_room(e, 8);
 
 	if (!p)
 		return e->error;
@@ -110,6 +118,8 @@ RPCRDMA_API int rpcrdma_xdr_put_space(struct rpcrdma_xdr_enc *e, size_t n, void 
 {
 	uint8_t *p;
 
+	if (!e || !out)
+		return -EINVAL;
 	if (n > SIZE_MAX - 3) {
 		if (!e->error)
 			e->error = -EMSGSIZE;
@@ -128,6 +138,8 @@ RPCRDMA_API int rpcrdma_xdr_put_fixed(struct rpcrdma_xdr_enc *e, const void *dat
 	void *p;
 	int rc;
 
+	if (!e)
+		return -EINVAL;
 	if (n && !data) {
 		if (!e->error)
 			e->error = -EINVAL;
@@ -152,6 +164,8 @@ RPCRDMA_API int rpcrdma_xdr_put_string(struct rpcrdma_xdr_enc *e, const char *s)
 {
 	size_t n;
 
+	if (!e)
+		return -EINVAL;
 	if (!s) {
 		if (!e->error)
 			e->error = -EINVAL;
@@ -172,6 +186,8 @@ RPCRDMA_API int rpcrdma_xdr_put_ddp(struct rpcrdma_xdr_enc *e, const void *data,
 	struct rr_rpc_ddp *it;
 	int rc;
 
+	if (!e)
+		return -EINVAL;
 	if (e->error)
 		return e->error;
 	if (n && !data) {
@@ -200,12 +216,12 @@ RPCRDMA_API int rpcrdma_xdr_put_ddp(struct rpcrdma_xdr_enc *e, const void *data,
 
 RPCRDMA_API size_t rpcrdma_xdr_enc_len(const struct rpcrdma_xdr_enc *e)
 {
-	return e->xdr_len;
+	return e ? e->xdr_len : 0;
 }
 
 RPCRDMA_API int rpcrdma_xdr_enc_error(const struct rpcrdma_xdr_enc *e)
 {
-	return e->error;
+	return e ? e->error : -EINVAL;
 }
 
 /* ---- decoding ---- */
@@ -225,6 +241,8 @@ static int dec_fail(struct rpcrdma_xdr_dec *d, int rc)
 
 RPCRDMA_API int rpcrdma_xdr_get_u32(struct rpcrdma_xdr_dec *d, uint32_t *v)
 {
+	if (!d)
+		return -EINVAL;
 	if (d->error)
 		return d->error;
 	return rr_xdr_get_u32(&d->x, v) ? dec_fail(d, -EBADMSG) : 0;
@@ -242,6 +260,8 @@ RPCRDMA_API int rpcrdma_xdr_get_i32(struct rpcrdma_xdr_dec *d, int32_t *v)
 
 RPCRDMA_API int rpcrdma_xdr_get_u64(struct rpcrdma_xdr_dec *d, uint64_t *v)
 {
+	if (!d)
+		return -EINVAL;
 	if (d->error)
 		return d->error;
 	return rr_xdr_get_u64(&d->x, v) ? dec_fail(d, -EBADMSG) : 0;
@@ -259,6 +279,8 @@ RPCRDMA_API int rpcrdma_xdr_get_i64(struct rpcrdma_xdr_dec *d, int64_t *v)
 
 RPCRDMA_API int rpcrdma_xdr_get_bool(struct rpcrdma_xdr_dec *d, bool *v)
 {
+	if (!d)
+		return -EINVAL;
 	if (d->error)
 		return d->error;
 	return rr_xdr_get_bool(&d->x, v) ? dec_fail(d, -EBADMSG) : 0;
@@ -266,6 +288,8 @@ RPCRDMA_API int rpcrdma_xdr_get_bool(struct rpcrdma_xdr_dec *d, bool *v)
 
 RPCRDMA_API int rpcrdma_xdr_get_fixed(struct rpcrdma_xdr_dec *d, void *out, size_t n)
 {
+	if (!d)
+		return -EINVAL;
 	if (d->error)
 		return d->error;
 	return rr_xdr_get_fixed(&d->x, out, n) ? dec_fail(d, -EBADMSG) : 0;
@@ -276,6 +300,8 @@ RPCRDMA_API int rpcrdma_xdr_get_opaque(struct rpcrdma_xdr_dec *d, uint32_t maxle
 {
 	const uint8_t *q;
 
+	if (!d)
+		return -EINVAL;
 	if (d->error)
 		return d->error;
 	if (rr_xdr_get_opaque_ref(&d->x, maxlen, &q, len))
@@ -286,12 +312,15 @@ RPCRDMA_API int rpcrdma_xdr_get_opaque(struct rpcrdma_xdr_dec *d, uint32_t maxle
 
 RPCRDMA_API int rpcrdma_xdr_get_string(struct rpcrdma_xdr_dec *d, char *buf, size_t cap)
 {
-	size_t start = d->x.pos;
+	size_t start;
 	const uint8_t *q;
 	uint32_t n;
 
+	if (!d)
+		return -EINVAL;
 	if (d->error)
 		return d->error;
+	start = d->x.pos;
 	if (!cap)
 		return dec_fail(d, -EINVAL);
 	if (rr_xdr_get_opaque_ref(&d->x, UINT32_MAX, &q, &n))
@@ -311,12 +340,15 @@ RPCRDMA_API int rpcrdma_xdr_get_string(struct rpcrdma_xdr_dec *d, char *buf, siz
  * inline bytes (copied into the next sink if there is one). */
 RPCRDMA_API int rpcrdma_xdr_get_ddp(struct rpcrdma_xdr_dec *d, const void **p, uint32_t *len)
 {
-	size_t start = d->x.pos;
+	size_t start;
 	const uint8_t *q;
 	uint32_t n;
 
+	if (!d)
+		return -EINVAL;
 	if (d->error)
 		return d->error;
+	start = d->x.pos;
 	if (rr_xdr_get_u32(&d->x, &n))
 		return dec_fail(d, -EBADMSG);
 
@@ -369,12 +401,12 @@ RPCRDMA_API int rpcrdma_xdr_get_ddp(struct rpcrdma_xdr_dec *d, const void **p, u
 
 RPCRDMA_API size_t rpcrdma_xdr_dec_remaining(const struct rpcrdma_xdr_dec *d)
 {
-	return rr_xdr_dec_remaining(&d->x);
+	return d ? rr_xdr_dec_remaining(&d->x) : 0;
 }
 
 RPCRDMA_API int rpcrdma_xdr_dec_error(const struct rpcrdma_xdr_dec *d)
 {
-	return d->error;
+	return d ? d->error : -EINVAL;
 }
 
 /* Keeps the zero pad referenced for transports that send it (TCP). */

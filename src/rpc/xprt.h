@@ -131,11 +131,9 @@
  * 4. Registration
  *
  * rr_xprt_register(cls) adds or replaces the transport of cls->scheme.
- * "tcp" is built in. "rdma" and "verbs" are known schemes answered
- * -EPROTONOSUPPORT until a transport registers for them; the RDMA transport
- * registers itself by calling rr_xprt_register() from its init path (add the
- * call to rr_xprt_builtin_init() in src/rpc/xprt.c so static links pull it
- * in). */
+ * "tcp" and "rdma" are built in (rr_xprt_builtin_init() in src/rpc/xprt.c
+ * names both classes, so a static link pulls both in). "verbs" is a known
+ * scheme answered -EPROTONOSUPPORT until a transport registers for it. */
 #ifndef RR_RPC_XPRT_H
 #define RR_RPC_XPRT_H
 
@@ -266,5 +264,6 @@ int rr_xprt_lookup(const char *scheme, const struct rr_xprt_class **out);
 
 /* Built-in transports. */
 extern const struct rr_xprt_class rr_xprt_tcp_class;
+extern const struct rr_xprt_class rr_xprt_rdma_class;   /* src/transport/rdma_rpc.c */
 
 #endif

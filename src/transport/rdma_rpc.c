@@ -5,9 +5,10 @@
  * the Call does not fit inline, RFC 8166 section 3.4.3), its result sinks
  * become Write chunks, and reply_hint (or max_msg) sizes the Reply chunk. On
  * the server side the Call is handed over rebuilt and contiguous (n_ext = 0)
- * and the Reply's items fill the requester's Write chunks. The scheme is
- * registered by a constructor, so linking the library is enough for
- * rdma://host:port to work. Uses the "soft" provider. */
+ * and the Reply's items fill the requester's Write chunks. The RPC layer's
+ * built-in table registers rr_xprt_rdma_class (src/rpc/xprt.c), so
+ * rdma://host:port works with static and shared links. Uses the "soft"
+ * provider. */
 #include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -261,6 +262,7 @@ static int sv_create(const struct rr_xprt_target *t, const struct rr_xprt_server
 	conf.credits = RR_CRED_GRANT_DEFAULT;
 	if (p->max_msg)
 		conf.max_call = (uint32_t)RR_MIN(p->max_msg, (size_t)UINT32_MAX / 2);
+	conf.max_conns = p->max_conns;
 	rc = rr_tp_server_create(&conf, (struct sockaddr *)&ss, len, sv_recv, s, &s->tp);
 	if (rc) {
 		pthread_mutex_destroy(&s->lock);
@@ -362,8 +364,3 @@ static const struct rr_xprt_server_ops rdma_server_ops = {
 };
 
 const struct rr_xprt_class rr_xprt_rdma_class = {"rdma", &rdma_client_ops, &rdma_server_ops};
-
-__attribute__((constructor)) static void rr_tp_register_rdma(void)
-{
-	(void)rr_xprt_register(&rr_xprt_rdma_class);
-}

@@ -645,7 +645,7 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 							RPCRDMA_ACCESS_REMOTE_WRITE);
 			rc = rpcrdma_post_send(cn->qp, &binds[i], NULL);
 			if (rc)
-				goto fail_mem;
+				goto fail_conn;
 			g->stag = rpcrdma_mw_rkey(k->mw[i]);
 		} else {
 			g->stag = rpcrdma_mr_rkey(k->mr[i]);
@@ -669,8 +669,7 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 	if (rc) {
 		rr_xprt_rqst_forget(&c->req, k->rq);
 		slot_put(cn, slot);
-		rc = -EAGAIN;
-		goto fail_mem;
+		goto fail_conn;
 	}
 	if (k->sent_once)
 		c->ep.stats.retransmits++;
@@ -680,6 +679,16 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 fail_mem:
 	cl_free_mem(c, k);
 	return rc;
+fail_conn:
+	/* The QP refuses work (connection going down): the Call waits for
+	 * the reconnection instead of failing. */
+	cl_free_mem(c, k);
+	if (!cn->dead) {
+		cn->dead = true;
+		if (cn->id)
+			(void)rpcrdma_disconnect(cn->id);
+	}
+	return -EAGAIN;
 }
 
 /* Sends queued Calls while credits allow. */
@@ -825,6 +834,8 @@ static void cl_on_recv(struct rr_tp_client *c, struct tp_conn *cn,
 			valid_before += rq->regs[i].valid;
 	rr_xprt_req_recv(&c->req, buf, RR_MIN(wc->byte_len, cn->rsize), inv,
 			 wc->invalidated_stag, &res);
+	if (res.inv_other && c->live_stags)
+		c->live_stags--;   /* another Call's STag, invalidated by the peer */
 	if (rq) {
 		unsigned valid_after = 0;
 
@@ -1263,6 +1274,12 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		struct rpcrdma_conn_param prm = {0};
 		uint32_t n = s->ep.conf.credits + 4;
 		int len;
+
+		if (s->ep.conf.max_conns && s->nconns >= s->ep.conf.max_conns) {
+			(void)rpcrdma_reject(ev->id, NULL, 0);
+			(void)rpcrdma_cm_id_destroy(ev->id);
+			return;
+		}
 
 		/* Reliable reply: one more Receive per Read-chunk Reply that
 		 * may await its RDMA_DONE (docs/protocol.md "Credits"). */
@@ -2136,6 +2153,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 			conn_free(c->conn);
 		pthread_mutex_unlock(&c->ep.lock);
 		ep_fini(&c->ep);
+		rr_xprt_req_fini(&c->req);
 		rr_free(env, c);
 		return rc;
 	}
@@ -2155,6 +2173,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 		if (c->conn)
 			conn_free(c->conn);
 		ep_fini(&c->ep);
+		rr_xprt_req_fini(&c->req);
 		rr_free(env, c);
 		return rc;
 	}
@@ -2200,6 +2219,8 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
 			return rc;
 		}
 		k->rq->user = k;
+		/* Buffers are made when it is sent (re-planned then). */
+		rr_xprt_rqst_drop_bufs(&c->req, k->rq);
 	}
 	rpc->priv = k;
 	k->state = C_QUEUED;
@@ -2337,6 +2358,7 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 	deliver_upcalls(&c->ep);
 	pthread_mutex_unlock(&c->ep.lock);
 	ep_fini(&c->ep);
+	rr_xprt_req_fini(&c->req);
 	rr_free(env, c);
 }
 
@@ -2596,6 +2618,23 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 		return;
 	env = s->ep.env;
 	ep_stop(&s->ep);
+	/* No new connection requests, then refuse the queued ones. */
+	if (s->listen_id) {
+		(void)rpcrdma_cm_id_destroy(s->listen_id);
+		s->listen_id = NULL;
+	}
+	{
+		/* Connection requests nobody took: refuse them (their ids are
+		 * ours to destroy). */
+		struct rpcrdma_cm_event ev;
+
+		while (rpcrdma_cm_get_event(s->ep.ch, &ev) == 0) {
+			if (ev.type == RPCRDMA_CM_CONNECT_REQUEST && ev.id) {
+				(void)rpcrdma_reject(ev.id, NULL, 0);
+				(void)rpcrdma_cm_id_destroy(ev.id);
+			}
+		}
+	}
 	while (s->conns) {
 		struct tp_conn *cn = s->conns;
 

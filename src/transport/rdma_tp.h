@@ -50,6 +50,7 @@ struct rr_tp_conf {
 	uint32_t reconnect_delay_ms;    /* 50 */
 	bool no_reconnect;
 	uint16_t ord, ird;              /* RDMA Read depth each way (16) */
+	uint32_t max_conns;             /* responder: 0 = no limit */
 	uint32_t ext_caps;              /* extension block capabilities
 					   (RR_PD_EXT_CAP_*, proto/privdata.h);
 					   0: no extension block. Default:
