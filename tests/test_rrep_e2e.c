@@ -945,3 +945,45 @@ TEST(rrep_e2e_credit_limit)
 	cl_stop(&c);
 	srv_stop(&s);
 }
+
+/* A requester that keeps forging (Send With Invalidate naming another XID's
+ * STag) loses its connection after rrep_max forgeries: the memory of those
+ * Replies is held until the QP is gone, so it must be bounded. */
+TEST(rrep_e2e_forger_disconnected)
+{
+	struct rr_tp_conf sc;
+	struct srv s;
+	struct rogue g;
+	uint8_t m[64], r[4096];
+	int port;
+
+	if (!soft_ok())
+		return;
+	rr_tp_conf_default(&sc);
+	sc.rrep_max = 2;
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(rogue_open(&g, port), 0);
+	for (uint32_t k = 0; k < 3; k++) {
+		uint32_t sa, sb, la, lb;
+		uint64_t oa, ob;
+
+		REQUIRE(rogue_exposed(&g, 0x700 + 2 * k, &sa, &oa, &la));
+		REQUIRE(rogue_exposed(&g, 0x701 + 2 * k, &sb, &ob, &lb));
+		CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x700 + 2 * k), sb, NULL, 500), 0);
+		if (k < 2)
+			CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x701 + 2 * k), 0, NULL, 500), 0);
+	}
+	/* the third forgery ended the connection */
+	{
+		size_t l = rogue_call(m, 0x7ff, 10);
+		int n = rogue_send(&g, m, l, 0, r, 1000);
+
+		CHECK(n <= 0);
+	}
+	CHECK(srv_quiet(&s));
+	rogue_close(&g);
+	sleep_ms(50);
+	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 0);
+	srv_stop(&s);
+}

@@ -86,6 +86,7 @@ struct tp_conn {
 	/* reliable reply (section "Reliable reply" below) */
 	struct rr_rrep_table rrep;      /* responder: Replies awaiting RDMA_DONE */
 	struct rrep_exp *rrep_dead;     /* responder: fenced, freed with the QP */
+	uint32_t rrep_forged;           /* responder: forged RDMA_DONEs seen */
 	struct rrep_pull *pullq;        /* requester: pulls with Reads to issue */
 	struct rrep_pull *pulls;        /* requester: every pull in progress */
 };
@@ -1590,6 +1591,7 @@ struct rrep_exp {
 	struct rpcrdma_mw *mw;
 	uint8_t *buf;
 	bool valid;                /* its STag may still be used by the peer */
+	bool stolen;               /* invalidated by another XID's RDMA_DONE */
 	struct rrep_exp *next;     /* conn's rrep_dead list */
 };
 
@@ -1908,7 +1910,11 @@ static void sv_rrep_fence(struct rr_tp_server *s, struct tp_conn *cn, struct rre
 	struct rpcrdma_send_wr wr;
 
 	if (!x->valid || !x->mw || cn->dead) {
-		sv_rrep_retire(cn, x, !cn->dead && !x->valid);
+		/* Already invalid: by this XID's own RDMA_DONE (its Reads are
+		 * over, free now), or by a forged one (Reads may still be in
+		 * flight: keep the memory until the QP is gone; a peer that
+		 * keeps forging loses its connection, see sv_rrep_on_done). */
+		sv_rrep_retire(cn, x, !cn->dead && !x->valid && !x->stolen);
 		return;
 	}
 	memset(&wr, 0, sizeof(wr));
@@ -1952,6 +1958,12 @@ static void sv_rrep_on_done(struct rr_tp_server *s, struct tp_conn *cn,
 		 * the timeout) only to release its memory. */
 		struct rrep_exp *x = d.stolen->user;
 
+		x->stolen = true;
+		if (++cn->rrep_forged > s->ep.conf.rrep_max && !cn->dead) {
+			/* Memory of forged Replies is held until the QP is
+			 * destroyed: bound it by ending this peer's connection. */
+			sv_conn_lost(s, cn);
+		}
 		if (x->valid) {
 			x->valid = false;
 			s->ep.stats.remote_inv++;
