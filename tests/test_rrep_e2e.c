@@ -987,3 +987,48 @@ TEST(rrep_e2e_forger_disconnected)
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 0);
 	srv_stop(&s);
 }
+
+/* At rrep_max Replies awaiting RDMA_DONE the responder waits (bounded) for
+ * one, then answers ERR_CHUNK; the timeout fences memory but does not free
+ * the reservation (docs/protocol.md "RDMA_DONE accounting"); an RDMA_DONE
+ * does, and the next large Reply is exposed again. */
+TEST(rrep_e2e_reservation_cap)
+{
+	struct rr_tp_conf sc;
+	struct rr_test_env te;
+	struct srv s;
+	struct rogue g;
+	uint32_t stag, len;
+	uint64_t off;
+	uint8_t m[64], r[4096];
+	int port, n;
+
+	if (!soft_ok())
+		return;
+	vclock_env(&te);
+	rr_tp_conf_default(&sc);
+	sc.rrep_max = 1;
+	sc.rrep_timeout_ms = 300;     /* the wait for a reservation (real time) */
+	sc.rrep_clock = &te.env;      /* expiry of exposed Replies (virtual) */
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(rogue_open(&g, port), 0);
+	REQUIRE(rogue_exposed(&g, 0x800, &stag, &off, &len));
+	/* second large Reply: no reservation left -> ERR_CHUNK after the wait */
+	n = rogue_send(&g, m, rogue_call(m, 0x801, 20000), 0, r, 3000);
+	CHECK_EQ(n, 20);
+	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_ERROR);
+	CHECK_EQ(rr_get_be32(r + 16), RR_XPRT_ERR_CHUNK);
+	/* the exposed Reply times out: memory fenced, reservation kept */
+	__atomic_add_fetch(&te.now_ns, 1000000000ull, __ATOMIC_SEQ_CST);
+	CHECK(srv_quiet(&s));
+	n = rogue_send(&g, m, rogue_call(m, 0x802, 20000), 0, r, 3000);
+	CHECK_EQ(n, 20);
+	/* its (late) RDMA_DONE frees the reservation */
+	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x800), 0, NULL, 500), 0);
+	REQUIRE(rogue_exposed(&g, 0x803, &stag, &off, &len));
+	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x803), stag, NULL, 500), 0);
+	CHECK(srv_quiet(&s));
+	rogue_close(&g);
+	srv_stop(&s);
+}
