@@ -2488,6 +2488,7 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 	struct rpcrdma_sge *sges = NULL;
 	unsigned nmr = 0;
 	uint32_t slot, grant;
+	bool exposed = false;   /* a Read chunk is recorded and reserved */
 	int rc;
 
 	if (err_chunk)
@@ -2520,6 +2521,7 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 			slot_put(cn, slot);
 			goto out;
 		}
+		exposed = plan->read_chunk;
 	} else if (rr_cred_rsp_reply(&cn->cred, false, &grant)) {
 		grant = 1;
 	}
@@ -2604,6 +2606,10 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		r->send_pending = false;
 	}
 out:
+	/* An exposed Reply that was never sent would keep its RDMA_DONE
+	 * reservation forever: end the connection (fences it) instead. */
+	if (rc && exposed && !cn->dead)
+		sv_conn_lost(s, cn);
 	for (unsigned i = 0; i < nmr; i++)
 		(void)rpcrdma_dereg_mr(mrs[i]);
 	pthread_mutex_unlock(&s->ep.lock);
