@@ -33,8 +33,10 @@
  * invalidation, RFC 8797 section 4).
  *
  * Room for reliable reply (draft-cel-nfsv4-rpcrdma-reliable-reply): the
- * responder's "fits nowhere" branch is one function (rsp_reply_fallback) and the
- * requester's reply parser keeps the Read list of a Reply for a later issue.
+ * responder's "fits nowhere" branch is one function (rsp_reply_fallback); the
+ * requester discards a Reply carrying a Read list (the header codec accepts
+ * one only when the extension is negotiated) at a single check in
+ * rr_xprt_req_recv, where the later issue will pull it instead.
  *
  * Ownership: the core never keeps pointers to caller memory beyond what each
  * function states. Calls (struct rr_xprt_rqst) and receive contexts (struct
