@@ -28,10 +28,6 @@ static int h_list(struct rpcrdma_req *r, void *ctx)
 	return RPCRDMA_SVC_OK;
 }
 
-struct rr_xprt_class;
-extern const struct rr_xprt_class rr_xprt_rdma_class;
-const void *volatile rr_test_pull_rdma_rrep = &rr_xprt_rdma_class;
-
 TEST(rrep_rpc_public_api)
 {
 	struct rpcrdma_server_opts so = {.threads = 2};
