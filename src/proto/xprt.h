@@ -32,11 +32,12 @@
  * of that Call for Send With Invalidate (draft-cel-nfsv4-rpcrdma-remote-
  * invalidation, RFC 8797 section 4).
  *
- * Room for reliable reply (draft-cel-nfsv4-rpcrdma-reliable-reply): the
- * responder's "fits nowhere" branch is one function (rsp_reply_fallback); the
- * requester discards a Reply carrying a Read list (the header codec accepts
- * one only when the extension is negotiated) at a single check in
- * rr_xprt_req_recv, where the later issue will pull it instead.
+ * Reliable reply (draft-cel-nfsv4-rpcrdma-reliable-reply, proto/rrep.h), when
+ * params.reliable_reply is negotiated: the responder's "fits nowhere" branch
+ * (rsp_reply_oversize) builds an RDMA_NOMSG Reply with a Position-zero Read
+ * chunk instead of ERR_CHUNK; the requester turns a Reply carrying one (the
+ * header codec accepts it only then) into R_PULL, and the Reply-chunk
+ * decision follows the policy of draft 5.3.1 (rr_rrep_choose).
  *
  * Ownership: the core never keeps pointers to caller memory beyond what each
  * function states. Calls (struct rr_xprt_rqst) and receive contexts (struct
@@ -308,6 +309,8 @@ struct rr_xprt_reply {
 	uint32_t sink_len[RR_XPRT_MAX_ITEMS]; /* bytes written per result sink */
 	bool sink_placed[RR_XPRT_MAX_ITEMS];  /* its Write chunk came back used */
 	bool long_reply;
+	struct rr_xprt_rqst *inv_other;   /* another Call whose STag the peer
+					     invalidated (peer error) */
 	/* R_PULL: */
 	uint32_t xid;                 /* rdma_xid (for the RDMA_DONE) */
 	uint32_t pull_nsegs;          /* 0: nothing to read (unknown XID / too big) */
@@ -316,8 +319,6 @@ struct rr_xprt_reply {
 	bool pull_inv;                /* one STag for every segment: may be named
 					 by Send With Invalidate */
 	uint32_t pull_stag;
-	struct rr_xprt_rqst *inv_other;   /* another Call whose STag the peer
-					     invalidated (peer error) */
 };
 
 struct rr_xprt_requester {

@@ -95,6 +95,7 @@ struct tp_conn {
 	/* reliable reply (section "Reliable reply" below) */
 	struct rr_rrep_table rrep;      /* responder: Replies awaiting RDMA_DONE */
 	struct rrep_exp *rrep_dead;     /* responder: fenced, freed with the QP */
+	uint32_t rrep_forged;           /* responder: forged RDMA_DONEs seen */
 	struct rrep_pull *pullq;        /* requester: pulls with Reads to issue */
 	struct rrep_pull *pulls;        /* requester: every pull in progress */
 };
@@ -1305,6 +1306,7 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 			(void)rpcrdma_cm_id_destroy(ev->id);
 			return;
 		}
+
 		/* Reliable reply: one more Receive per Read-chunk Reply that
 		 * may await its RDMA_DONE (docs/protocol.md "Credits"). */
 		if (s->ep.conf.ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY)
@@ -1622,6 +1624,7 @@ struct rrep_exp {
 	struct rpcrdma_mw *mw;
 	uint8_t *buf;
 	bool valid;                /* its STag may still be used by the peer */
+	bool stolen;               /* invalidated by another XID's RDMA_DONE */
 	struct rrep_exp *next;     /* conn's rrep_dead list */
 };
 
@@ -1940,7 +1943,11 @@ static void sv_rrep_fence(struct rr_tp_server *s, struct tp_conn *cn, struct rre
 	struct rpcrdma_send_wr wr;
 
 	if (!x->valid || !x->mw || cn->dead) {
-		sv_rrep_retire(cn, x, !cn->dead && !x->valid);
+		/* Already invalid: by this XID's own RDMA_DONE (its Reads are
+		 * over, free now), or by a forged one (Reads may still be in
+		 * flight: keep the memory until the QP is gone; a peer that
+		 * keeps forging loses its connection, see sv_rrep_on_done). */
+		sv_rrep_retire(cn, x, !cn->dead && !x->valid && !x->stolen);
 		return;
 	}
 	memset(&wr, 0, sizeof(wr));
@@ -1984,6 +1991,12 @@ static void sv_rrep_on_done(struct rr_tp_server *s, struct tp_conn *cn,
 		 * the timeout) only to release its memory. */
 		struct rrep_exp *x = d.stolen->user;
 
+		x->stolen = true;
+		if (++cn->rrep_forged > s->ep.conf.rrep_max && !cn->dead) {
+			/* Memory of forged Replies is held until the QP is
+			 * destroyed: bound it by ending this peer's connection. */
+			sv_conn_lost(s, cn);
+		}
 		if (x->valid) {
 			x->valid = false;
 			s->ep.stats.remote_inv++;
@@ -2531,6 +2544,7 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 	struct rpcrdma_sge *sges = NULL;
 	unsigned nmr = 0;
 	uint32_t slot, grant;
+	bool exposed = false;   /* a Read chunk is recorded and reserved */
 	int rc;
 
 	if (err_chunk)
@@ -2563,6 +2577,7 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 			slot_put(cn, slot);
 			goto out;
 		}
+		exposed = plan->read_chunk;
 	} else if (rr_cred_rsp_reply(&cn->cred, false, &grant)) {
 		grant = 1;
 	}
@@ -2647,6 +2662,10 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		r->send_pending = false;
 	}
 out:
+	/* An exposed Reply that was never sent would keep its RDMA_DONE
+	 * reservation forever: end the connection (fences it) instead. */
+	if (rc && exposed && !cn->dead)
+		sv_conn_lost(s, cn);
 	for (unsigned i = 0; i < nmr; i++)
 		(void)rpcrdma_dereg_mr(mrs[i]);
 	pthread_mutex_unlock(&s->ep.lock);
