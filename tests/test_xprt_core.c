@@ -12,6 +12,7 @@
 /* ---- simulated registrations ---- */
 #define SIM_MAX 64
 static struct rr_xprt_reg *sim_regs[SIM_MAX];
+static bool sim_valid[SIM_MAX];   /* the "RNIC's" view, apart from the core's */
 static unsigned sim_n;
 static uint32_t sim_next_stag = 0x100;
 static unsigned sim_faults;
@@ -27,8 +28,10 @@ static void sim_register(struct rr_xprt_reg *g)
 	g->stag = sim_next_stag++;
 	g->addr = (uint64_t)(uintptr_t)g->base;
 	g->valid = true;
-	if (sim_n < SIM_MAX)
+	if (sim_n < SIM_MAX) {
+		sim_valid[sim_n] = true;
 		sim_regs[sim_n++] = g;
+	}
 }
 
 static struct rr_xprt_reg *sim_lookup(uint32_t stag, uint64_t addr, uint32_t len,
@@ -39,7 +42,7 @@ static struct rr_xprt_reg *sim_lookup(uint32_t stag, uint64_t addr, uint32_t len
 
 		if (g->stag != stag)
 			continue;
-		if (!g->valid || !(g->access & acc) || addr < g->addr ||
+		if (!sim_valid[i] || !(g->access & acc) || addr < g->addr ||
 		    addr + len > g->addr + g->len)
 			break;
 		return g;
@@ -68,7 +71,7 @@ static void sim_invalidate(uint32_t stag)
 {
 	for (unsigned i = 0; i < sim_n; i++)
 		if (sim_regs[i]->stag == stag)
-			sim_regs[i]->valid = false;
+			sim_valid[i] = false;
 }
 
 /* ---- one RPC through both cores ---- */
@@ -1152,4 +1155,51 @@ TEST(xprt_stats_print)
 	fclose(f);
 	CHECK(strstr(out, "sends 12") != NULL);
 	CHECK(strstr(out, "remote_inv 3 local_inv 4") != NULL);
+}
+
+/* A peer that names another Call's STag in Send With Invalidate: the RNIC
+ * invalidated it; the core records it on that Call (so it is not invalidated
+ * twice) and counts the peer error. */
+TEST(xprt_foreign_remote_invalidation)
+{
+	static struct rt t;
+	static uint8_t sa[64], sb[64];
+	struct rr_xprt_sink ska = {sa, sizeof(sa)}, skb = {sb, sizeof(sb)};
+	uint8_t ca[32], cb[32], buf[256];
+	struct rr_xprt_part pa = {ca, 32, false}, pb = {cb, 32, false};
+	struct rr_xprt_rqst_desc da = {0xa0, &pa, 1, &ska, 1, 100};
+	struct rr_xprt_rqst_desc db = {0xb0, &pb, 1, &skb, 1, 100};
+	struct rr_xprt_rqst *a, *b;
+	struct rr_xprt_reply res;
+	static struct rr_xprt_hdr h;
+	int n;
+
+	rt_init(&t);
+	rt_start(&t);
+	mk_call(ca, 0xa0, 32);
+	mk_call(cb, 0xb0, 32);
+	REQUIRE_EQ(rr_xprt_rqst_prepare(&t.req, &da, &a), 0);
+	REQUIRE_EQ(rr_xprt_rqst_prepare(&t.req, &db, &b), 0);
+	sim_register(&a->regs[0]);
+	sim_register(&b->regs[0]);
+	REQUIRE(rr_xprt_rqst_marshal(&t.req, a, 4, t.send, sizeof(t.send)) > 0);
+	REQUIRE(rr_xprt_rqst_marshal(&t.req, b, 4, t.send, sizeof(t.send)) > 0);
+	memset(&h, 0, sizeof(h));
+	h.xid = 0xa0; h.vers = 1; h.credit = 4; h.proc = RR_XPRT_MSG;
+	h.nwrites = 1;
+	n = rr_xprt_hdr_encode(&h, buf, sizeof(buf));
+	REQUIRE(n > 0);
+	mk_reply(buf + n, 0xa0, 16);
+	rr_xprt_req_recv(&t.req, buf, (size_t)n + 16, true, b->regs[0].stag, &res);
+	REQUIRE_EQ(res.kind, RR_XPRT_R_REPLY);
+	CHECK(res.call == a);
+	CHECK(res.inv_other == b);
+	CHECK(a->regs[0].valid);         /* still ours to invalidate */
+	CHECK(!b->regs[0].valid);        /* the peer did it */
+	CHECK_EQ(t.rst.bad_remote_inv, 1);
+	CHECK_EQ(t.rst.remote_inv, 0);
+	rr_xprt_rqst_release(&t.req, a);
+	rr_xprt_rqst_release(&t.req, b);
+	rr_xprt_req_fini(&t.req);
+	CHECK_EQ(t.te.live, 0);
 }

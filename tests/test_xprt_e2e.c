@@ -1528,3 +1528,149 @@ TEST(xprt_e2e_max_conns)
 	cl_stop(&c1);
 	srv_stop(&s);
 }
+
+/* Calls of 4092, 4096 and 4100 bytes against the 4096-byte call threshold:
+ * Short, Short, Long (RDMA_NOMSG); each rebuilt exactly by the responder. */
+TEST(xprt_e2e_call_threshold)
+{
+	struct rr_tp_conf sc, cc;
+	struct srv s;
+	struct cl c;
+	struct rr_xprt_stats st0, st1;
+	int port;
+	const uint32_t fill[3] = {4036, 4040, 4044};
+	const bool is_long[3] = {false, false, true};
+
+	if (!soft_ok())
+		return;
+	confs(&sc, &cc);
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		struct rpc *p;
+
+		rr_tp_client_stats(c.tp, &st0);
+		/* header 28 + xid..filler_n 20 + filler + nitems 4 + magic 4 */
+		p = run1(&c, 0, fill[i], 0, NULL, false, 64);
+		CHECK(verify(p));
+		free_rpc(p);
+		rr_tp_client_stats(c.tp, &st1);
+		CHECK_EQ(st1.long_msgs - st0.long_msgs, is_long[i] ? 1 : 0);
+		CHECK_EQ(st1.short_msgs - st0.short_msgs, is_long[i] ? 0 : 1);
+	}
+	cl_stop(&c);
+	srv_stop(&s);
+	CHECK_EQ(s.bad, 0);
+}
+
+/* New settings on every reconnection: the responder first accepts with a
+ * 4096-byte R=1 block, then (after cutting the connection) with no private
+ * data at all; the requester renegotiates: RFC 8797 5.1 defaults. */
+TEST(xprt_e2e_renegotiate_on_reconnect)
+{
+	static const uint8_t pd1[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 1, 3, 3}; /* R=1 */
+	static struct rsrv g;
+	struct rpcrdma_cq_attr ca = {64, NULL};
+	struct rpcrdma_qp_attr qa = {0};
+	struct rpcrdma_conn_param prm = {0};
+	struct sockaddr_in a = {0};
+	struct sockaddr_storage ss;
+	struct rpcrdma_cm_event ev;
+	struct rr_tp_conf sc, cc;
+	struct rr_xprt_params p;
+	struct rpcrdma_qp *qp2 = NULL;
+	struct cl c;
+	struct cl_arg x;
+	pthread_t th;
+	int port;
+	bool got = false, changed = false;
+
+	if (!soft_ok())
+		return;
+	memset(&g, 0, sizeof(g));
+	confs(&sc, &cc);
+	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, NULL, &g.ctx), 0);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(g.ctx, &g.ch), 0);
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	REQUIRE_EQ(rpcrdma_listen(g.ch, (struct sockaddr *)&a, sizeof(a), 4, NULL, &g.lid), 0);
+	REQUIRE_EQ(rpcrdma_cm_local_addr(g.lid, &ss), 0);
+	port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	REQUIRE_EQ(rpcrdma_pd_alloc(g.ctx, &g.pd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(g.ctx, &ca, &g.cq), 0);
+	qa.send_cq = qa.recv_cq = g.cq;
+	qa.max_send_wr = 16;
+	qa.max_recv_wr = 8;
+	qa.max_send_sge = qa.max_recv_sge = 1;
+	REQUIRE_EQ(rpcrdma_qp_create(g.pd, &qa, &g.qp), 0);
+	REQUIRE_EQ(rpcrdma_qp_create(g.pd, &qa, &qp2), 0);
+	x = (struct cl_arg){&c, &cc, port, -1};
+	pthread_create(&th, NULL, cl_thread, &x);
+	for (int t = 0; t < 600 && !got; t++) {
+		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_CONNECT_REQUEST)
+			got = true;
+		else
+			sleep_ms(5);
+	}
+	REQUIRE(got);
+	g.id = ev.id;
+	prm.private_data = pd1;
+	prm.private_data_len = 8;
+	prm.responder_resources = 4;
+	prm.initiator_depth = 4;
+	REQUIRE_EQ(rpcrdma_accept(g.id, g.qp, &prm), 0);
+	pthread_join(th, NULL);
+	REQUIRE_EQ(x.rc, 0);
+	REQUIRE_EQ(rr_tp_client_params(c.tp, &p, NULL), 0);
+	CHECK_EQ(p.call_inline, 4096);
+	CHECK_EQ(p.reply_inline, 4096);
+	CHECK(p.peer_r);
+
+	/* Cut; the requester reconnects; accept without private data. */
+	REQUIRE_EQ(rpcrdma_disconnect(g.id), 0);
+	got = false;
+	for (int t = 0; t < 1000 && !got; t++) {
+		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_CONNECT_REQUEST)
+			got = true;
+		else
+			sleep_ms(5);
+	}
+	REQUIRE(got);
+	{
+		struct rpcrdma_cm_id *id2 = ev.id;
+		struct rpcrdma_conn_param prm2 = {0};
+
+		prm2.responder_resources = 4;
+		prm2.initiator_depth = 4;
+		REQUIRE_EQ(rpcrdma_accept(id2, qp2, &prm2), 0);
+		for (int t = 0; t < 400 && !changed; t++) {
+			if (rr_tp_client_params(c.tp, &p, NULL) == 0 && p.call_inline == 1024)
+				changed = true;
+			else
+				sleep_ms(5);
+		}
+		CHECK(changed);
+		CHECK_EQ(p.reply_inline, 1024);
+		CHECK(!p.peer_r);
+		cl_stop(&c);
+		for (int t = 0; t < 100; t++) {
+			if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_DISCONNECTED &&
+			    ev.id == id2)
+				break;
+			sleep_ms(5);
+		}
+		sleep_ms(20);
+		while (rpcrdma_cm_get_event(g.ch, &ev) == 0)
+			;
+		(void)rpcrdma_cm_id_destroy(id2);
+	}
+	(void)rpcrdma_cm_id_destroy(g.id);
+	(void)rpcrdma_qp_destroy(g.qp);
+	(void)rpcrdma_qp_destroy(qp2);
+	(void)rpcrdma_cq_destroy(g.cq);
+	(void)rpcrdma_pd_free(g.pd);
+	(void)rpcrdma_cm_id_destroy(g.lid);
+	(void)rpcrdma_cm_channel_destroy(g.ch);
+	(void)rpcrdma_close(g.ctx);
+}

@@ -33,8 +33,10 @@
  * invalidation, RFC 8797 section 4).
  *
  * Room for reliable reply (draft-cel-nfsv4-rpcrdma-reliable-reply): the
- * responder's "fits nowhere" branch is one function (rsp_reply_fallback) and the
- * requester's reply parser keeps the Read list of a Reply for a later issue.
+ * responder's "fits nowhere" branch is one function (rsp_reply_fallback); the
+ * requester discards a Reply carrying a Read list (the header codec accepts
+ * one only when the extension is negotiated) at a single check in
+ * rr_xprt_req_recv, where the later issue will pull it instead.
  *
  * Ownership: the core never keeps pointers to caller memory beyond what each
  * function states. Calls (struct rr_xprt_rqst) and receive contexts (struct
@@ -265,6 +267,8 @@ struct rr_xprt_reply {
 	uint32_t sink_len[RR_XPRT_MAX_ITEMS]; /* bytes written per result sink */
 	bool sink_placed[RR_XPRT_MAX_ITEMS];  /* its Write chunk came back used */
 	bool long_reply;
+	struct rr_xprt_rqst *inv_other;   /* another Call whose STag the peer
+					     invalidated (peer error) */
 };
 
 struct rr_xprt_requester {

@@ -459,17 +459,35 @@ static int64_t check_chunk(const struct rr_xprt_chunk *got,
 	return total;
 }
 
-static void note_inv(struct rr_xprt_requester *r, struct rr_xprt_rqst *c, uint32_t stag)
+static bool mark_inv(struct rr_xprt_rqst *c, uint32_t stag)
 {
 	bool found = false;
 
-	if (c) {
-		for (unsigned i = 0; i < c->nregs; i++) {
-			if (c->regs[i].stag == stag) {
-				c->regs[i].valid = false;
-				found = true;
-			}
+	for (unsigned i = 0; c && i < c->nregs; i++) {
+		if (c->regs[i].stag == stag && c->regs[i].valid) {
+			c->regs[i].valid = false;
+			found = true;
 		}
+	}
+	return found;
+}
+
+/* The peer invalidated @stag. Normally it belongs to the Reply's Call; a
+ * peer that names another Call's STag has invalidated that one (RNICs do
+ * not check ownership by XID): record it there so that it is not
+ * invalidated again locally (which an iWARP RNIC would treat as an error).
+ * Returns the other Call, if any. */
+static struct rr_xprt_rqst *note_inv(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+				     uint32_t stag)
+{
+	struct rr_xprt_rqst *other = NULL;
+	bool found = mark_inv(c, stag);
+
+	if (!found) {
+		for (unsigned b = 0; b < RR_ARRAY_SIZE(r->table) && !other; b++)
+			for (struct rr_xprt_rqst *o = r->table[b]; o && !other; o = o->next)
+				if (o != c && mark_inv(o, stag))
+					other = o;
 	}
 	if (r->stats) {
 		if (found)
@@ -477,6 +495,7 @@ static void note_inv(struct rr_xprt_requester *r, struct rr_xprt_rqst *c, uint32
 		else
 			r->stats->bad_remote_inv++;
 	}
+	return other;
 }
 
 void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t len,
@@ -488,6 +507,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	struct rr_xprt_rqst *c;
 	struct rr_xprt_seg mine[RR_XPRT_MAX_SEGS];
 	enum rr_xprt_verdict v;
+	struct rr_xprt_rqst *other = NULL;
 	uint32_t n;
 
 	memset(out, 0, sizeof(*out));
@@ -505,7 +525,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		rr_xprt_req_find(r, len >= 4 ? rr_get_be32(buf) : 0);
 	/* The peer already invalidated the STag, whatever else is wrong. */
 	if (has_inv)
-		note_inv(r, c, inv_stag);
+		other = note_inv(r, c, inv_stag);
 	if (v != RR_XPRT_V_OK) {
 		if (s)
 			s->bad_replies++;
@@ -524,6 +544,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	if (h->proc == RR_XPRT_ERROR) {
 		out->kind = RR_XPRT_R_ERROR;
 		out->err = h->err == RR_XPRT_ERR_VERS ? -EPROTONOSUPPORT : -EREMOTEIO;
+		out->inv_other = other;
 		if (s)
 			s->err_received++;
 		rr_xprt_rqst_forget(r, c);
@@ -576,6 +597,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	    rr_get_be32(out->payload + 4) != 1u)
 		goto bad;
 	out->kind = RR_XPRT_R_REPLY;
+	out->inv_other = other;
 	rr_xprt_rqst_forget(r, c);
 	rr_free(r->env, h);
 	return;
@@ -588,6 +610,7 @@ drop:
 drop_quiet:
 	memset(out, 0, sizeof(*out));
 	out->kind = RR_XPRT_R_DROP;
+	out->inv_other = other;
 	rr_free(r->env, h);
 }
 

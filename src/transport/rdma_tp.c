@@ -802,6 +802,8 @@ static void cl_on_recv(struct rr_tp_client *c, struct tp_conn *cn,
 			valid_before += rq->regs[i].valid;
 	rr_xprt_req_recv(&c->req, buf, RR_MIN(wc->byte_len, cn->rsize), inv,
 			 wc->invalidated_stag, &res);
+	if (res.inv_other && c->live_stags)
+		c->live_stags--;   /* another Call's STag, invalidated by the peer */
 	if (rq) {
 		unsigned valid_after = 0;
 
