@@ -38,7 +38,7 @@ _sub_record() { # PREFIX RC FILE [server]
 }
 
 # lab_pair_sub PREFIX TIMEOUT WAIT "server cmd" "client cmd": both sides'
-# ok/not ok lines are recorded (server lines prefixed "srv").
+# ok/not ok lines are recorded (the server's as "PREFIX [server]").
 lab_pair_sub() {
 	_p=$1; shift
 	lab_serve_run "$@" > /tmp/pair.out 2>&1; _rc=$?
@@ -54,8 +54,8 @@ lab_pair_sub() {
 	_src=$(sed -n 's/^--- server (rc=\([0-9]*\)):.*/\1/p' /tmp/pair.out | tail -n 1)
 	case $_crc in none) lab_fail "$_p: no client ran (server status $_src)"; return 0 ;; esac
 	_sub_record "$_p" "$_crc" /tmp/pair.cli
-	# a server the client stopped by its last message exits 0 (or 143 if killed)
-	[ "$_src" = 143 ] && _src=0
+	# every server here exits by itself once its client is done; one that had
+	# to be killed (143) or timed out (124) fails
 	_sub_record "$_p [server]" "$_src" /tmp/pair.srv server
 	return 0
 }
