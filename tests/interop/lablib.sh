@@ -154,7 +154,7 @@ lab_serve_run() {
 	if kill -0 $_sp 2>/dev/null; then
 		[ $_w = 0 ] && lab_say "server not listening after 20 s ($_wait); running the client anyway"
 		timeout "$_to" sh -c "$4"; _cr=$?
-		for _i in $(seq 100); do kill -0 $_sp 2>/dev/null || break; sleep 0.1; done
+		for _i in $(seq 300); do kill -0 $_sp 2>/dev/null || break; sleep 0.1; done
 		kill $_sp 2>/dev/null
 		wait $_sp; _sr=$?
 	else
