@@ -32,11 +32,12 @@
  * of that Call for Send With Invalidate (draft-cel-nfsv4-rpcrdma-remote-
  * invalidation, RFC 8797 section 4).
  *
- * Room for reliable reply (draft-cel-nfsv4-rpcrdma-reliable-reply): the
- * responder's "fits nowhere" branch is one function (rsp_reply_fallback); the
- * requester discards a Reply carrying a Read list (the header codec accepts
- * one only when the extension is negotiated) at a single check in
- * rr_xprt_req_recv, where the later issue will pull it instead.
+ * Reliable reply (draft-cel-nfsv4-rpcrdma-reliable-reply, proto/rrep.h), when
+ * params.reliable_reply is negotiated: the responder's "fits nowhere" branch
+ * (rsp_reply_oversize) builds an RDMA_NOMSG Reply with a Position-zero Read
+ * chunk instead of ERR_CHUNK; the requester turns a Reply carrying one (the
+ * header codec accepts it only then) into R_PULL, and the Reply-chunk
+ * decision follows the policy of draft 5.3.1 (rr_rrep_choose).
  *
  * Ownership: the core never keeps pointers to caller memory beyond what each
  * function states. Calls (struct rr_xprt_rqst) and receive contexts (struct

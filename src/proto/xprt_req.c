@@ -541,6 +541,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		/* Reliable reply (draft 4.1.3): RDMA_DONE is owed even for an
 		 * XID we no longer know. */
 		if (h->nreads && rr_rrep_req_reply(r, NULL, h, out) == 0) {
+			out->inv_other = other;
 			rr_free(r->env, h);
 			return;
 		}
@@ -579,6 +580,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		/* Reliable reply: responder-provided Read chunk (proto/rrep.c). */
 		if (rr_rrep_req_reply(r, c, h, out))
 			goto bad;
+		out->inv_other = other;
 		rr_free(r->env, h);
 		return;
 	}

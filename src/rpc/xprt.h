@@ -164,6 +164,7 @@ struct rr_xprt_call {
 	const struct rpcrdma_ddp_sink *sinks;
 	unsigned nsinks;
 	size_t reply_hint;            /* 0: unknown */
+	size_t reply_min;             /* smallest Reply expected (0: none known) */
 	bool caller_waits;            /* wait() follows submit() (sync call) */
 	/* Set by the transport before the complete upcall. */
 	int status;
@@ -171,6 +172,8 @@ struct rr_xprt_call {
 	size_t reply_len;
 	uint32_t placed[RR_RPC_MAX_DDP];
 	void *reply_buf;              /* transport's handle for release_reply */
+	bool reply_via_read;          /* RDMA: pulled from a responder-provided
+					 Read chunk (reliable reply) */
 	/* Transport-private. */
 	void *xp_priv;
 	struct rr_xprt_call *xp_next;
@@ -207,6 +210,9 @@ struct rr_xprt_client_ops {
 	/* Optional: transport controls (counters, push mode), see
 	 * rpc/xprt_ctl.h; NULL or an unknown @op: -EOPNOTSUPP. */
 	int (*ctl)(struct rr_xprt_client *x, unsigned op, void *arg);
+	/* Optional: 1/0 whether the current connection negotiated reliable
+	 * reply, -ENOTCONN (absent: -EOPNOTSUPP). */
+	int (*reliable_reply)(struct rr_xprt_client *x);
 };
 
 struct rr_xprt_req {

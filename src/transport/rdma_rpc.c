@@ -80,6 +80,7 @@ static void cl_complete(void *ctx, struct rr_tp_rpc *rpc)
 	call->reply = rpc->reply;
 	call->reply_len = rpc->reply_len;
 	call->reply_buf = rpc->reply;
+	call->reply_via_read = rpc->via_read;
 	for (unsigned i = 0; i < call->nsinks && i < RR_RPC_MAX_DDP; i++)
 		call->placed[i] = i < RR_XPRT_MAX_ITEMS && rpc->is_placed[i] ?
 					  rpc->placed[i] : RR_RPC_NOT_PLACED;
@@ -142,6 +143,9 @@ static int cl_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	w->rpc.max_reply = (uint32_t)RR_MIN(call->reply_hint ? call->reply_hint : x->p.max_msg,
 					    (size_t)UINT32_MAX / 2);
 	w->rpc.caller_waits = call->caller_waits;
+	/* Reliable reply policy inputs (draft 5.3.1, proto/rrep.h). */
+	w->rpc.max_unknown = call->reply_hint == 0;
+	w->rpc.min_reply = (uint32_t)RR_MIN(call->reply_min, (size_t)UINT32_MAX / 2);
 	call->xp_priv = w;
 	rc = rr_tp_client_submit(x->tp, &w->rpc);
 	if (rc) {
@@ -179,6 +183,11 @@ static void cl_release(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	call->reply_len = 0;
 	call->xp_priv = NULL;
 	rr_free(rr_env(x->p.env), w);
+}
+
+static int cl_reliable_reply(struct rr_xprt_client *x)
+{
+	return rr_tp_client_reliable_reply(x->tp);
 }
 
 static void cl_destroy(struct rr_xprt_client *x)
@@ -356,6 +365,7 @@ static const struct rr_xprt_client_ops rdma_client_ops = {
 	.destroy = cl_destroy,
 	.wait = cl_wait,
 	.ctl = cl_ctl,
+	.reliable_reply = cl_reliable_reply,
 };
 
 /* recv() only queues (inline_recv false): our upcall runs on the progress

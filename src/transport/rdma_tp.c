@@ -96,6 +96,7 @@ struct tp_conn {
 	/* reliable reply (section "Reliable reply" below) */
 	struct rr_rrep_table rrep;      /* responder: Replies awaiting RDMA_DONE */
 	struct rrep_exp *rrep_dead;     /* responder: fenced, freed with the QP */
+	uint32_t rrep_forged;           /* responder: forged RDMA_DONEs seen */
 	struct rrep_pull *pullq;        /* requester: pulls with Reads to issue */
 	struct rrep_pull *pulls;        /* requester: every pull in progress */
 };
@@ -1521,10 +1522,14 @@ static void *progress(void *arg)
 			struct tp_conn *cn = c->waiter ? NULL : c->conn;
 
 			if (cn && !cl_busy(c) && !cn->dead) {
-				/* Idle: leave the CQ unarmed (the provider serves
-				 * the connection) so that the next synchronous
-				 * caller receives its Reply alone. A completion
-				 * left behind is drained by the next consumer. */
+				/* Idle: the CQ's fd is not watched, so that the
+				 * next synchronous caller's Reply wakes that
+				 * caller alone; a look without blocking on each
+				 * wake-up (at least every 100 ms) still notices
+				 * what arrives unasked (a disconnection). */
+				drain_cq(ep, cn);
+				if (c->conn == cn && cn->dead && cn->established)
+					cl_conn_lost(c, cn);
 			} else if (cn) {
 				(void)rpcrdma_cq_get_event(cn->cq);
 				(void)rpcrdma_cq_arm(cn->cq, false);
@@ -1654,6 +1659,7 @@ struct rrep_exp {
 	struct rpcrdma_mw *mw;
 	uint8_t *buf;
 	bool valid;                /* its STag may still be used by the peer */
+	bool stolen;               /* invalidated by another XID's RDMA_DONE */
 	struct rrep_exp *next;     /* conn's rrep_dead list */
 };
 
@@ -1972,7 +1978,11 @@ static void sv_rrep_fence(struct rr_tp_server *s, struct tp_conn *cn, struct rre
 	struct rpcrdma_send_wr wr;
 
 	if (!x->valid || !x->mw || cn->dead) {
-		sv_rrep_retire(cn, x, !cn->dead && !x->valid);
+		/* Already invalid: by this XID's own RDMA_DONE (its Reads are
+		 * over, free now), or by a forged one (Reads may still be in
+		 * flight: keep the memory until the QP is gone; a peer that
+		 * keeps forging loses its connection, see sv_rrep_on_done). */
+		sv_rrep_retire(cn, x, !cn->dead && !x->valid && !x->stolen);
 		return;
 	}
 	memset(&wr, 0, sizeof(wr));
@@ -2016,6 +2026,12 @@ static void sv_rrep_on_done(struct rr_tp_server *s, struct tp_conn *cn,
 		 * the timeout) only to release its memory. */
 		struct rrep_exp *x = d.stolen->user;
 
+		x->stolen = true;
+		if (++cn->rrep_forged > s->ep.conf.rrep_max && !cn->dead) {
+			/* Memory of forged Replies is held until the QP is
+			 * destroyed: bound it by ending this peer's connection. */
+			sv_conn_lost(s, cn);
+		}
 		if (x->valid) {
 			x->valid = false;
 			s->ep.stats.remote_inv++;
@@ -2595,6 +2611,7 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 	struct rpcrdma_sge *sges = NULL;
 	unsigned nmr = 0;
 	uint32_t slot, grant;
+	bool exposed = false;   /* a Read chunk is recorded and reserved */
 	int rc;
 
 	if (err_chunk)
@@ -2627,6 +2644,7 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 			slot_put(cn, slot);
 			goto out;
 		}
+		exposed = plan->read_chunk;
 	} else if (rr_cred_rsp_reply(&cn->cred, false, &grant)) {
 		grant = 1;
 	}
@@ -2731,6 +2749,10 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		r->send_pending = false;
 	}
 out:
+	/* An exposed Reply that was never sent would keep its RDMA_DONE
+	 * reservation forever: end the connection (fences it) instead. */
+	if (rc && exposed && !cn->dead)
+		sv_conn_lost(s, cn);
 	for (unsigned i = 0; i < nmr; i++)
 		(void)rpcrdma_dereg_mr(mrs[i]);
 	pthread_mutex_unlock(&s->ep.lock);
