@@ -434,7 +434,9 @@ static int h_push_open(struct rpcrdma_req *req, void *ctx)
 static int rr_server(const char *scheme, int *port)
 {
 	struct rpcrdma_server *srv;
-	struct rpcrdma_server_opts so = {.threads = 4};
+	/* Memory-only handlers (the durable WRITE's fdatasync aside): run on
+	 * the receiving thread, as libtirpc's svc_run and tcp:// do. */
+	struct rpcrdma_server_opts so = {.threads = 4, .flags = RPCRDMA_SERVER_INLINE};
 	char url[64];
 	int rc;
 
