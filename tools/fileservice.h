@@ -881,9 +881,15 @@ struct fs_dirent {
 
 /* One LIST call from @cookie, at most @max entries: @cb(arg, entry) for
  * each; *@n entries, *@eof. The reply hint covers @max entries. */
-static inline int fs_list(struct rpcrdma_client *c, const char *path, uint32_t cookie,
-			  uint32_t max, void (*cb)(void *, const struct fs_dirent *), void *arg,
-			  uint32_t *n, bool *eof)
+/* LIST with what the caller knows of the reply size: @min_reply is the
+ * smallest Reply it expects (0: unknown). With reliable reply negotiated, a
+ * known minimum above the inline threshold makes the transport provide a
+ * Reply chunk (RFC 8166 Long Reply) instead of letting the server expose the
+ * reply as a Read chunk (draft-cel-nfsv4-rpcrdma-reliable-reply 5.3.1). */
+static inline int fs_list_range(struct rpcrdma_client *c, const char *path, uint32_t cookie,
+				uint32_t max, size_t min_reply,
+				void (*cb)(void *, const struct fs_dirent *), void *arg,
+				uint32_t *n, bool *eof)
 {
 	struct rpcrdma_call *call;
 	struct rpcrdma_xdr_enc *e;
@@ -905,7 +911,10 @@ static inline int fs_list(struct rpcrdma_client *c, const char *path, uint32_t c
 			    FS_LIST_ENTRY_MAX;
 	if (hint > FS_LIST_MAX_BYTES + 64)
 		hint = FS_LIST_MAX_BYTES + 64;
-	rpcrdma_call_set_reply_hint(call, hint);
+	if (min_reply)
+		rpcrdma_call_set_reply_range(call, min_reply < hint ? min_reply : hint, hint);
+	else
+		rpcrdma_call_set_reply_hint(call, hint);
 	if (!rc)
 		rc = rpcrdma_call_run(call);
 	if (!rc) {
@@ -936,6 +945,13 @@ static inline int fs_list(struct rpcrdma_client *c, const char *path, uint32_t c
 		*eof = b;
 	rpcrdma_call_destroy(call);
 	return rc;
+}
+
+static inline int fs_list(struct rpcrdma_client *c, const char *path, uint32_t cookie,
+			  uint32_t max, void (*cb)(void *, const struct fs_dirent *), void *arg,
+			  uint32_t *n, bool *eof)
+{
+	return fs_list_range(c, path, cookie, max, 0, cb, arg, n, eof);
 }
 
 /* ECHO @len bytes (inline arguments and results): *@back gets a malloc'd

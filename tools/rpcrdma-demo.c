@@ -479,12 +479,14 @@ int main(int argc, char **argv)
 				bad++;
 		}
 		step_begin(++stepno, "Long Reply (LIST of 200 entries, about 50 KiB)",
-			   "RDMA_NOMSG reply: into the client's Reply chunk, or (reliable reply) as "
-			   "a responder Read chunk the client pulls, then RDMA_DONE",
-			   "LIST(\"many\", 0, 1000) with a reply hint of the full size");
+			   "RDMA_NOMSG reply written by the server into the client's Reply chunk "
+			   "(RFC 8166 Long Reply)",
+			   "LIST(\"many\", 0, 1000), the client knows the reply is at least 40 KiB");
 		meas_begin(c);
-	t0 = fs_now_ns();
-		rc = fs_list(c, "many", 0, 1000, list_verify, &vc, &cnt, &eof);
+		t0 = fs_now_ns();
+		/* A known minimum above the inline threshold: the client provides
+		 * a Reply chunk even with reliable reply negotiated (5.3.1). */
+		rc = fs_list_range(c, "many", 0, 1000, 40 * 1024, list_verify, &vc, &cnt, &eof);
 		ms = (double)(fs_now_ns() - t0) / 1e6;
 		ok = rc == FS_OK && bad == 0 && cnt == 200 && eof && vc.i == 200 && vc.bad == 0;
 		snprintf(detail, sizeof(detail),
@@ -494,12 +496,17 @@ int main(int argc, char **argv)
 		{
 			const struct rpcrdma_xprt_stats *d = meas_end(c, &dlt);
 
-			/* between librpcrdma peers reliable reply is negotiated:
-			 * the Long Reply is then a responder Read chunk */
-			step_end("Long Reply",
-				 d && d->done_sent ? "RDMA_NOMSG + responder Read chunk"
-						   : "RDMA_NOMSG + Reply chunk",
-				 ch.scheme, ms, ok, detail, d);
+			/* over rdma:// the counters must show the Reply chunk used */
+			if (ok && d && (d->reply_chunks == 0 || d->done_sent)) {
+				ok = 0;
+				snprintf(detail, sizeof(detail),
+					 "the reply did not come through a Reply chunk "
+					 "(reply chunks %llu, RDMA_DONE sent %llu)",
+					 (unsigned long long)d->reply_chunks,
+					 (unsigned long long)d->done_sent);
+			}
+			step_end("Long Reply", "RDMA_NOMSG + Reply chunk", ch.scheme, ms, ok,
+				 detail, d);
 		}
 	}
 
