@@ -436,7 +436,7 @@ static int rr_server(const char *scheme, int *port)
 	struct rpcrdma_server *srv;
 	/* Memory-only handlers (the durable WRITE's fdatasync aside): run on
 	 * the receiving thread, as libtirpc's svc_run and tcp:// do. */
-	struct rpcrdma_server_opts so = {.threads = 4, .flags = RPCRDMA_SERVER_INLINE};
+	struct rpcrdma_server_opts so = {.threads = 4, .flags = getenv("BENCH_NOINLINE") ? 0 : RPCRDMA_SERVER_INLINE};
 	char url[64];
 	int rc;
 
