@@ -1524,7 +1524,8 @@ static void *progress(void *arg)
 	return NULL;
 }
 
-static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server)
+static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server,
+		   const struct sockaddr *addr)
 {
 	struct rpcrdma_open_attr oa = {0};
 	int rc;
@@ -1538,6 +1539,9 @@ static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server)
 	if (ep->conf.inline_send < 1024 || ep->conf.inline_recv < 1024)
 		return -EINVAL;
 	oa.env = conf->env;
+	oa.device = conf->device;
+	oa.addr = addr;
+	oa.passive = server;
 	rc = rpcrdma_open(conf->provider ? conf->provider : RPCRDMA_PROVIDER_SOFT, &oa, &ep->ctx);
 	if (rc)
 		return rc;
@@ -1630,6 +1634,8 @@ struct rrep_exp {
 	uint8_t *buf;
 	bool valid;                /* its STag may still be used by the peer */
 	bool stolen;               /* invalidated by another XID's RDMA_DONE */
+	bool mr_exposed;           /* no windows: @mr's own STag is exposed,
+				      and deregistering it is the fence */
 	struct rrep_exp *next;     /* conn's rrep_dead list */
 };
 
@@ -1661,6 +1667,9 @@ static void rrep_exp_drop_stag(struct tp_ep *ep, struct rrep_exp *x)
 	if (x->mw) {
 		(void)rpcrdma_mw_free(x->mw);   /* a freed window is invalid */
 		x->mw = NULL;
+	} else if (x->mr_exposed && x->mr) {
+		(void)rpcrdma_dereg_mr(x->mr);  /* so is a deregistered MR */
+		x->mr = NULL;
 	}
 	if (x->valid) {
 		x->valid = false;
@@ -1942,11 +1951,20 @@ static void sv_rrep_retire(struct tp_conn *cn, struct rrep_exp *x, bool now)
 }
 
 /* Fences @x: Local Invalidate (ordered after any Read Response the QP is
- * still sending from it), resources freed on its completion. */
-static void sv_rrep_fence(struct rr_tp_server *s, struct tp_conn *cn, struct rrep_exp *x)
+ * still sending from it), resources freed on its completion. Without
+ * windows the exposed MR is deregistered at once; its buffer is freed now
+ * when the peer's Reads are over (@reads_over: its RDMA_DONE came), else
+ * with the QP. */
+static void sv_rrep_fence(struct rr_tp_server *s, struct tp_conn *cn, struct rrep_exp *x,
+			  bool reads_over)
 {
 	struct rpcrdma_send_wr wr;
 
+	if (x->valid && x->mr_exposed && !cn->dead) {
+		s->ep.stats.local_inv++;
+		sv_rrep_retire(cn, x, reads_over && !x->stolen);
+		return;
+	}
 	if (!x->valid || !x->mw || cn->dead) {
 		/* Already invalid: by this XID's own RDMA_DONE (its Reads are
 		 * over, free now), or by a forged one (Reads may still be in
@@ -2018,7 +2036,7 @@ static void sv_rrep_on_done(struct rr_tp_server *s, struct tp_conn *cn,
 			s->ep.rrep_live--;
 		}
 		rr_rrep_entry_free(&cn->rrep, d.release);
-		sv_rrep_fence(s, cn, x);
+		sv_rrep_fence(s, cn, x, true);
 	}
 	if (d.unknown || d.forged)
 		s->ep.stats.dropped++;
@@ -2035,7 +2053,7 @@ static void sv_rrep_expire(struct rr_tp_server *s, struct tp_conn *cn)
 		struct rrep_exp *x = e->user;
 
 		rr_rrep_entry_free(&cn->rrep, e);
-		sv_rrep_fence(s, cn, x);
+		sv_rrep_fence(s, cn, x, false);
 	}
 }
 
@@ -2136,6 +2154,7 @@ static int sv_rrep_expose(struct rr_tp_server *s, struct tp_conn *cn, struct tp_
 		stag = rpcrdma_mw_rkey(x->mw);
 	} else {
 		stag = rpcrdma_mr_rkey(x->mr);
+		x->mr_exposed = true;
 	}
 	e = rr_rrep_add(&cn->rrep, r->rc->xid, stag, x);
 	if (!e)
@@ -2178,7 +2197,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	c = rr_zalloc(env, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	rc = ep_init(&c->ep, conf, false);
+	rc = ep_init(&c->ep, conf, false, addr);
 	if (rc) {
 		ep_fini(&c->ep);
 		rr_free(env, c);
@@ -2471,7 +2490,7 @@ int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	s = rr_zalloc(env, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	rc = ep_init(&s->ep, conf, true);
+	rc = ep_init(&s->ep, conf, true, addr);
 	if (rc == 0)
 		rc = rpcrdma_listen(s->ep.ch, addr, addrlen, 64, NULL, &s->listen_id);
 	s->recv = recv;
