@@ -365,6 +365,7 @@ static void sv_stop(struct rr_xprt_server *s)
 	pthread_mutex_lock(&s->lock);
 	s->stopped = true;
 	pthread_mutex_unlock(&s->lock);
+	rr_tp_server_stop(s->tp);   /* new connections refused, as TCP */
 }
 
 static void sv_destroy(struct rr_xprt_server *s)

@@ -88,7 +88,6 @@ struct tp_conn {
 	struct tp_sreq *readq;          /* reqs with Reads still to issue */
 	uint32_t reads_inflight;
 	struct tp_conn *next;
-	uint64_t bury_at;
 	struct sockaddr_storage peer;   /* responder: the requester's address */
 	bool has_peer;
 	bool commit;                    /* RDMA Commit negotiated and enabled */
@@ -117,7 +116,7 @@ struct tp_ep {
 	bool is_server;
 	bool adv_r;              /* the R bit we advertise */
 	uint32_t rrep_live;      /* responder: exposed Reply STags still valid */
-	struct tp_conn *grave;   /* dead connections freed a little later */
+	struct tp_conn *grave;   /* dead connections, freed by grave_sweep */
 };
 
 /* ---- client state ---- */
@@ -181,6 +180,8 @@ struct tp_sreq {
 struct rr_tp_server {
 	struct tp_ep ep;
 	struct rpcrdma_cm_id *listen_id;
+	int port;                /* listening port */
+	bool stopping;           /* rr_tp_server_stop: refuse new connections */
 	rr_tp_recv_fn recv;
 	void *rctx;
 	struct tp_conn *conns;
@@ -362,33 +363,26 @@ static void conn_free(struct tp_conn *cn)
 	rr_free(env, cn);
 }
 
-/* A dead connection is freed one second later: the provider may still hold
- * CM events naming its id (they are ignored: the connection is dead). */
+/* A dead connection is freed at the end of the progress iteration that
+ * buried it (no handler holds it then). Destroying its id drops the CM
+ * events still queued for it in the provider, so none names it later. */
 static void conn_bury(struct tp_conn *cn)
 {
 	struct tp_ep *ep = cn->ep;
 
 	cn->dead = true;
 	cn->established = false;
-	cn->bury_at = rr_now_ns(ep->env) + 1000000000ull;
 	cn->next = ep->grave;
 	ep->grave = cn;
 }
 
-static void grave_sweep(struct tp_ep *ep, bool all)
+static void grave_sweep(struct tp_ep *ep)
 {
-	struct tp_conn **pp = &ep->grave;
-	uint64_t now = rr_now_ns(ep->env);
+	while (ep->grave) {
+		struct tp_conn *cn = ep->grave;
 
-	while (*pp) {
-		struct tp_conn *cn = *pp;
-
-		if (all || now >= cn->bury_at) {
-			*pp = cn->next;
-			conn_free(cn);
-		} else {
-			pp = &cn->next;
-		}
+		ep->grave = cn->next;
+		conn_free(cn);
 	}
 }
 
@@ -1306,7 +1300,8 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		uint32_t n = s->ep.conf.credits + 4;
 		int len;
 
-		if (s->ep.conf.max_conns && s->nconns >= s->ep.conf.max_conns) {
+		if (s->stopping ||
+		    (s->ep.conf.max_conns && s->nconns >= s->ep.conf.max_conns)) {
 			(void)rpcrdma_reject(ev->id, NULL, 0);
 			(void)rpcrdma_cm_id_destroy(ev->id);
 			return;
@@ -1518,7 +1513,7 @@ static void *progress(void *arg)
 			}
 		}
 		deliver_upcalls(ep);
-		grave_sweep(ep, false);
+		grave_sweep(ep);
 	}
 	pthread_mutex_unlock(&ep->lock);
 	return NULL;
@@ -1598,7 +1593,7 @@ static void ep_stop(struct tp_ep *ep)
 
 static void ep_fini(struct tp_ep *ep)
 {
-	grave_sweep(ep, true);
+	grave_sweep(ep);
 	if (ep->ch)
 		(void)rpcrdma_cm_channel_destroy(ep->ch);
 	if (ep->ctx)
@@ -2476,6 +2471,20 @@ int rr_tp_client_params(struct rr_tp_client *c, struct rr_xprt_params *out, uint
 
 /* ---- server API ---- */
 
+/* The listening port, known from creation on (still after rr_tp_server_stop). */
+static int listen_port(struct rpcrdma_cm_id *id)
+{
+	struct sockaddr_storage ss;
+
+	if (rpcrdma_cm_local_addr(id, &ss))
+		return -EINVAL;
+	if (ss.ss_family == AF_INET)
+		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return -EAFNOSUPPORT;
+}
+
 int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *addr,
 			socklen_t addrlen, rr_tp_recv_fn recv, void *ctx,
 			struct rr_tp_server **out)
@@ -2493,6 +2502,10 @@ int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	rc = ep_init(&s->ep, conf, true, addr);
 	if (rc == 0)
 		rc = rpcrdma_listen(s->ep.ch, addr, addrlen, 64, NULL, &s->listen_id);
+	if (rc == 0) {
+		s->port = listen_port(s->listen_id);
+		rc = s->port < 0 ? s->port : 0;
+	}
 	s->recv = recv;
 	s->rctx = ctx;
 	if (rc == 0)
@@ -2510,15 +2523,20 @@ int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 
 int rr_tp_server_port(struct rr_tp_server *s)
 {
-	struct sockaddr_storage ss;
+	return s->port;
+}
 
-	if (rpcrdma_cm_local_addr(s->listen_id, &ss))
-		return -EINVAL;
-	if (ss.ss_family == AF_INET)
-		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	if (ss.ss_family == AF_INET6)
-		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-	return -EAFNOSUPPORT;
+void rr_tp_server_stop(struct rr_tp_server *s)
+{
+	pthread_mutex_lock(&s->ep.lock);
+	if (s->listen_id) {
+		/* closes the listening socket and frees the requests not
+		 * consumed yet: new connections are refused from now on */
+		(void)rpcrdma_cm_id_destroy(s->listen_id);
+		s->listen_id = NULL;
+	}
+	s->stopping = true;
+	pthread_mutex_unlock(&s->ep.lock);
 }
 
 /* The registration covering [p, p+len) among @mrs. */

@@ -208,6 +208,10 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *req,
 		       bool *err_chunk);
 /* Done with @req (after the reply, or instead of one). */
 void rr_tp_server_done(struct rr_tp_server *s, struct rr_tp_sreq *req);
+/* Graceful shutdown, first step: stops listening (new connections are
+ * refused, requests not yet taken are dropped); established connections
+ * keep their Calls and Replies until rr_tp_server_destroy. */
+void rr_tp_server_stop(struct rr_tp_server *s);
 void rr_tp_server_destroy(struct rr_tp_server *s);
 void rr_tp_server_stats(struct rr_tp_server *s, struct rr_xprt_stats *out);
 /* Live connections. */

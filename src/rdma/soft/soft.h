@@ -305,9 +305,10 @@ int soft_destroy_channel(struct rr_cm_channel *ch);
 int soft_channel_fd(struct rr_cm_channel *ch);
 int soft_get_event(struct rr_cm_channel *ch, struct rpcrdma_cm_event *ev);
 int soft_listen(struct rr_cm_channel *ch, const struct sockaddr *addr, socklen_t addrlen,
-		int backlog, struct rr_cm_id **out);
+		int backlog, void *user_ctx, struct rr_cm_id **out);
 int soft_connect(struct rr_cm_channel *ch, struct rr_qp *qp, const struct sockaddr *dst,
-		 socklen_t dstlen, const struct rpcrdma_conn_param *param, struct rr_cm_id **out);
+		 socklen_t dstlen, const struct rpcrdma_conn_param *param, void *user_ctx,
+		 struct rr_cm_id **out);
 int soft_accept(struct rr_cm_id *id, struct rr_qp *qp, const struct rpcrdma_conn_param *param);
 int soft_reject(struct rr_cm_id *id, const void *data, uint16_t len);
 int soft_disconnect(struct rr_cm_id *id);

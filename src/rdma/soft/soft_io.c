@@ -345,10 +345,29 @@ int soft_create_channel(struct rr_context *ctx, struct rr_cm_channel **out)
 	return 0;
 }
 
+static void id_discard(struct soft_id *id, bool counted);
+
+/* Ids on @ch the consumer never received (c->lock held; with @ch NULL, all
+ * of them: the context is closing). The dispatch layer refuses to destroy a
+ * channel with counted ids, so only uncounted ones can be left here. */
+static void ids_discard_uncounted(struct soft_ctx *c, struct soft_chan *ch)
+{
+	struct soft_id *id = c->ids, *next;
+
+	for (; id; id = next) {
+		next = id->next_all;
+		if (!ch || id->ch == ch)
+			id_discard(id, false);
+	}
+}
+
 int soft_destroy_channel(struct rr_cm_channel *base)
 {
 	struct soft_chan *ch = chan_of(base);
 
+	pthread_mutex_lock(&ch->ctx->lock);
+	ids_discard_uncounted(ch->ctx, ch);
+	pthread_mutex_unlock(&ch->ctx->lock);
 	close(ch->efd);
 	pthread_mutex_destroy(&ch->lock);
 	rr_free(ch->ctx->env, ch->evs);
@@ -554,7 +573,7 @@ static int encode_out(struct soft_id *id, struct rr_mpa_frame *f)
 }
 
 int soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, socklen_t addrlen,
-		int backlog, struct rr_cm_id **out)
+		int backlog, void *user_ctx, struct rr_cm_id **out)
 {
 	struct soft_chan *ch = chan_of(base);
 	struct soft_ctx *c = ch->ctx;
@@ -580,6 +599,7 @@ int soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, socklen
 	}
 	id->obj.type = SOFT_OBJ_LISTEN;
 	id->state = IDS_LISTEN;
+	rr_cm_id_init(base, &id->base, user_ctx, NULL, true); /* before events */
 	obj_add(c, &id->obj, EPOLLIN);
 	pthread_mutex_unlock(&c->lock);
 	*out = &id->base;
@@ -587,7 +607,8 @@ int soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, socklen
 }
 
 int soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct sockaddr *dst,
-		 socklen_t dstlen, const struct rpcrdma_conn_param *param, struct rr_cm_id **out)
+		 socklen_t dstlen, const struct rpcrdma_conn_param *param, void *user_ctx,
+		 struct rr_cm_id **out)
 {
 	struct soft_chan *ch = chan_of(base);
 	struct soft_ctx *c = ch->ctx;
@@ -632,6 +653,7 @@ int soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct soc
 	id->timeout_ms = param ? param->timeout_ms : 0;
 	id->deadline_ns = deadline(c, id->timeout_ms);
 	rr_mpa_parser_init(&id->parser, true);
+	rr_cm_id_init(base, &id->base, user_ctx, qpb, false); /* before events */
 	obj_add(c, &id->obj, EPOLLOUT | EPOLLIN);
 	pthread_mutex_unlock(&c->lock);
 	soft_io_wake(c);
@@ -752,6 +774,67 @@ int soft_disconnect(struct rr_cm_id *base)
 	return 0;
 }
 
+/* Frees an id the consumer never received (c->lock held): a passive one
+ * still waiting for its MPA Request, or one whose CONNECT_REQUEST is dropped
+ * (@counted: then it is uncounted). Closing the socket tells the peer. */
+static void id_discard(struct soft_id *id, bool counted)
+{
+	id_close_fd(id);
+	id_unlink(id);
+	if (counted)
+		rr_cm_id_dropped(&id->ch->base, &id->base);
+	rr_free(id->ctx->env, id);
+}
+
+/* Drops the queued events naming @id (c->lock held), so that no consumer
+ * ever reads a destroyed id. A CONNECT_REQUEST that came through the
+ * listener @id names a new id nobody will receive: it is freed too. */
+static void chan_purge(struct soft_id *id)
+{
+	struct soft_chan *ch = id->ch;
+	struct rpcrdma_cm_id *pub = RR_PUB(cm_id, &id->base);
+	unsigned keep = 0;
+
+	pthread_mutex_lock(&ch->lock);
+	for (unsigned i = 0; i < ch->ev_count; i++) {
+		struct rpcrdma_cm_event *e = &ch->evs[(ch->ev_head + i) % ch->ev_cap];
+
+		if (e->listen_id == pub && e->type == RPCRDMA_CM_CONNECT_REQUEST && e->id) {
+			id_discard(id_of(RR_BASE(cm_id, e->id)), true);
+			continue;
+		}
+		if (e->id == pub || e->listen_id == pub)
+			continue;
+		ch->evs[(ch->ev_head + keep++) % ch->ev_cap] = *e;
+	}
+	ch->ev_count = keep;
+	if (!keep) {
+		uint64_t v;
+
+		if (read(ch->efd, &v, sizeof(v)) < 0) {
+			/* nothing pending */
+		}
+	}
+	pthread_mutex_unlock(&ch->lock);
+}
+
+/* A listener going away takes the connections still waiting for their MPA
+ * Request with it (c->lock held); delivered ones forget it. */
+static void listener_gone(struct soft_id *l)
+{
+	struct soft_id *id = l->ctx->ids, *next;
+
+	for (; id; id = next) {
+		next = id->next_all;
+		if (id->listen != l)
+			continue;
+		if (id->state == IDS_AWAIT_REQ)
+			id_discard(id, false);
+		else
+			id->listen = NULL;
+	}
+}
+
 int soft_destroy_id(struct rr_cm_id *base)
 {
 	struct soft_id *id = id_of(base);
@@ -772,6 +855,9 @@ int soft_destroy_id(struct rr_cm_id *base)
 		pthread_mutex_unlock(&qp->rx_lock);
 		id->obj.fd = -1;
 	}
+	if (id->state == IDS_LISTEN)
+		listener_gone(id);
+	chan_purge(id);
 	id_close_fd(id);
 	id_unlink(id);
 	pthread_mutex_unlock(&c->lock);
@@ -898,10 +984,7 @@ static void handshake_read(struct soft_id *id)
 			/* siw: reject with R set, markers cleared */
 			if (rr_mpa_make_reply(&id->conn, true, NULL, 0, &f) == 0 && encode_out(id, &f) == 0)
 				write_all(id->obj.fd, id->out, id->out_len);
-			id_close_fd(id);
-			id->state = IDS_CLOSED;
-			id_unlink(id);
-			rr_free(id->ctx->env, id);
+			id_discard(id, false);
 			return;
 		}
 		id->state = IDS_REQ_RCVD;
@@ -981,9 +1064,7 @@ static void check_timeouts(struct soft_ctx *c)
 		if (now < id->deadline_ns)
 			continue;
 		if (id->state == IDS_AWAIT_REQ) {
-			id_close_fd(id);
-			id_unlink(id);
-			rr_free(c->env, id);
+			id_discard(id, false);
 		} else {
 			id_fail(id, RPCRDMA_CM_UNREACHABLE, -ETIMEDOUT, NULL);
 		}
@@ -1096,6 +1177,7 @@ void soft_io_stop(struct soft_ctx *c)
 		soft_io_wake(c);
 		pthread_join(c->thread, NULL);
 	}
+	ids_discard_uncounted(c, NULL);
 	close(c->wake.fd);
 	close(c->epfd);
 }

@@ -193,7 +193,7 @@ static struct soft_cq *scq_of(struct rr_cq *cq)
 bool soft_cq_attended(struct soft_cq *q, uint64_t now)
 {
 	return atomic_load(&q->waiting) > 0 ||
-	       __atomic_load_n(&q->ring.armed, __ATOMIC_RELAXED) != RR_CQ_DISARMED ||
+	       rr_cq_ring_armed(&q->ring) ||
 	       now - atomic_load_explicit(&q->last_use_ns, memory_order_relaxed) < SOFT_LEASE_NS;
 }
 

@@ -1060,7 +1060,7 @@ static struct vb_id *vb_id_new(struct rr_cm_channel *ch)
 }
 
 static int vb_listen(struct rr_cm_channel *ch, const struct sockaddr *addr, socklen_t addrlen,
-		     int backlog, struct rr_cm_id **out)
+		     int backlog, void *user_ctx, struct rr_cm_id **out)
 {
 	struct vb_id *id = vb_id_new(ch);
 	int rc;
@@ -1073,9 +1073,11 @@ static int vb_listen(struct rr_cm_channel *ch, const struct sockaddr *addr, sock
 		rr_free(ch->ctx->env, id);
 		return rc;
 	}
+	rr_cm_id_init(ch, &id->base, user_ctx, NULL, true);
 	if (rdma_bind_addr(id->cm, (struct sockaddr *)(uintptr_t)addr) != 0 ||
 	    rdma_listen(id->cm, backlog) != 0) {
 		rc = cm_err();
+		rr_cm_id_dropped(ch, &id->base);
 		rdma_destroy_id(id->cm);
 		rr_free(ch->ctx->env, id);
 		return rc;
@@ -1097,7 +1099,8 @@ static void vb_fill_param(struct rdma_conn_param *cp, const struct vb_id *id, ui
 }
 
 static int vb_connect(struct rr_cm_channel *ch, struct rr_qp *qp, const struct sockaddr *dst,
-		      socklen_t dstlen, const struct rpcrdma_conn_param *p, struct rr_cm_id **out)
+		      socklen_t dstlen, const struct rpcrdma_conn_param *p, void *user_ctx,
+		      struct rr_cm_id **out)
 {
 	struct vb_ctx *c = VB_CTX(ch->ctx);
 	struct vb_id *id;
@@ -1124,10 +1127,12 @@ static int vb_connect(struct rr_cm_channel *ch, struct rr_qp *qp, const struct s
 		rr_free(ch->ctx->env, id);
 		return rc;
 	}
+	rr_cm_id_init(ch, &id->base, user_ctx, qp, false);
 	if (rdma_resolve_addr(id->cm, (struct sockaddr *)(uintptr_t)p->src_addr,
 			      (struct sockaddr *)(uintptr_t)dst,
 			      (int)RR_MIN(id->timeout_ms, (uint32_t)INT32_MAX)) != 0) {
 		rc = cm_err();
+		rr_cm_id_dropped(ch, &id->base);
 		rdma_destroy_id(id->cm);
 		rr_free(ch->ctx->env, id);
 		return rc;
