@@ -66,6 +66,28 @@ struct rpcrdma_server {
 
 static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r);
 
+/* True when no registered handler would run for @x: the RPC layer answers
+ * it alone (NULL procedure, PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL, a
+ * header that does not decode), which never blocks, so it is answered on
+ * the receiving thread without a hop to a worker. */
+static bool svc_answers_itself(const struct rpcrdma_server *s, const struct rr_xprt_req *x)
+{
+	struct rr_xdr_dec d;
+	struct rr_rpc_call call;
+
+	rr_xdr_dec_init(&d, x->msg, x->len);
+	if (rr_rpcmsg_decode_call(&d, &call))
+		return true;
+	for (unsigned i = 0; i < s->nprocs; i++) {
+		const struct svc_proc *p = &s->procs[i];
+
+		if (p->prog == call.prog && p->vers == call.vers &&
+		    (p->tirpc || p->proc == call.proc))
+			return false;
+	}
+	return true;
+}
+
 static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
 {
 	struct rpcrdma_server *s = ctx;
@@ -82,7 +104,7 @@ static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
 	r->srv = s;
 	r->xreq = xreq;
 	s->inflight++;
-	if (s->cls->server->inline_recv) {
+	if (s->cls->server->inline_recv || svc_answers_itself(s, xreq)) {
 		/* Run it here: no handoff (see xprt.h). */
 		pthread_mutex_unlock(&s->lock);
 		dispatch(s, r);

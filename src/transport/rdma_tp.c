@@ -81,6 +81,7 @@ struct tp_conn {
 	struct rr_xprt_params params;
 	uint16_t ord;
 	bool established, dead, use_mw;
+	bool in_wait;           /* a caller thread waits on cq unlocked: not freed */
 	/* responder */
 	struct rr_xprt_responder rsp;
 	struct rr_cred_rsp cred;
@@ -157,6 +158,9 @@ struct rr_tp_client {
 	uint32_t live_stags;
 	bool destroying;
 	bool waiter;            /* a caller thread is receiving (rr_tp_client_wait) */
+	struct rr_tp_rpc *wait_for; /* submit reserved the waiter role for it */
+	bool stray;             /* a Call was aborted after its Send on this
+				   connection: its Reply may still come */
 	struct tp_push_op *pushes;  /* push-mode operations in flight */
 	uint32_t push_seq;
 	struct rrep_done_q *doneq; /* RDMA_DONEs waiting for a send slot */
@@ -378,10 +382,18 @@ static void conn_bury(struct tp_conn *cn)
 
 static void grave_sweep(struct tp_ep *ep)
 {
-	while (ep->grave) {
-		struct tp_conn *cn = ep->grave;
+	struct tp_conn **pp = &ep->grave;
 
-		ep->grave = cn->next;
+	while (*pp) {
+		struct tp_conn *cn = *pp;
+
+		if (cn->in_wait) {
+			/* a caller thread sleeps on its CQ (rr_tp_client_wait):
+			 * freed on a later sweep */
+			pp = &cn->next;
+			continue;
+		}
+		*pp = cn->next;
 		conn_free(cn);
 	}
 }
@@ -517,6 +529,20 @@ static void cl_list_del(struct rr_tp_client *c, struct tp_call *k)
 	if (k->next)
 		k->next->prev = k->prev;
 	k->prev = k->next = NULL;
+}
+
+/* Work only a drain of the CQ moves on: the progress thread watches the CQ
+ * while there is some (and no caller thread receives). Idle, a synchronous
+ * caller's Reply wakes that caller alone. */
+static bool cl_busy(const struct rr_tp_client *c)
+{
+	return c->calls || c->done || c->pushes || c->doneq || c->stray ||
+	       (c->conn && (c->conn->pullq || c->conn->pulls));
+}
+
+static bool on_progress_thread(const struct tp_ep *ep)
+{
+	return ep->thread_started && pthread_equal(pthread_self(), ep->thread);
 }
 
 /* Frees the registrations of @k. Every STag still valid counts as locally
@@ -807,6 +833,7 @@ static void cl_conn_lost(struct rr_tp_client *c, struct tp_conn *cn)
 		}
 	}
 	(void)last;
+	c->stray = false;   /* nothing more comes on @cn */
 	rr_cred_req_reset(&c->cred);
 	for (k = c->calls; k; k = k->next)
 		if (k->state == C_QUEUED && !k->node.queued && k->sent_once)
@@ -1449,7 +1476,7 @@ static void *progress(void *arg)
 
 			/* While a caller thread receives, it alone drains the
 			 * CQ (one consumer: no lost notification). */
-			if (c->conn && !c->waiter)
+			if (c->conn && !c->waiter && cl_busy(c))
 				cns[ncn++] = c->conn;
 			if (c->reconnect_at) {
 				uint64_t t = now_ns(ep);
@@ -1495,7 +1522,12 @@ static void *progress(void *arg)
 			struct rr_tp_client *c = (struct rr_tp_client *)ep;
 			struct tp_conn *cn = c->waiter ? NULL : c->conn;
 
-			if (cn) {
+			if (cn && !cl_busy(c) && !cn->dead) {
+				/* Idle: leave the CQ unarmed (the provider serves
+				 * the connection) so that the next synchronous
+				 * caller receives its Reply alone. A completion
+				 * left behind is drained by the next consumer. */
+			} else if (cn) {
 				(void)rpcrdma_cq_get_event(cn->cq);
 				(void)rpcrdma_cq_arm(cn->cq, false);
 				drain_cq(ep, cn);
@@ -2299,8 +2331,23 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
 		c->ep.stats.credits_exhausted++;
 	}
 	cl_pump(c);
-	pthread_mutex_unlock(&c->ep.lock);
-	ep_wake(&c->ep);
+	{
+		bool up = c->conn && c->conn->established && !c->conn->dead;
+		bool wake = true;
+
+		if (rpc->caller_waits && !c->waiter && up) {
+			/* This thread will receive the Reply itself: no hop
+			 * through the progress thread, which is not woken. */
+			c->waiter = true;
+			c->wait_for = rpc;
+			wake = false;
+		} else if (on_progress_thread(&c->ep)) {
+			wake = false;   /* it recomputes its wait set next */
+		}
+		pthread_mutex_unlock(&c->ep.lock);
+		if (wake)
+			ep_wake(&c->ep);
+	}
 	return 0;
 }
 
@@ -2319,6 +2366,7 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int statu
 		(void)rr_cred_req_cancel(&c->cred, &k->node);
 		cl_finish(c, k);
 	} else {
+		c->stray = true;
 		rr_xprt_rqst_forget(&c->req, k->rq);
 		if (k->has_credit) {
 			(void)rr_cred_req_complete(&c->cred);
@@ -2334,39 +2382,55 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int statu
 void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t timeout_ms)
 {
 	uint64_t end = now_ns(&c->ep) + (uint64_t)timeout_ms * 1000000u;
+	struct tp_conn *cn0 = NULL;
+	bool wake;
 
 	pthread_mutex_lock(&c->ep.lock);
-	if (c->waiter) {
+	if (c->waiter && c->wait_for != rpc) {
 		pthread_mutex_unlock(&c->ep.lock);
 		return;
 	}
 	c->waiter = true;
+	c->wait_for = NULL;
+	cn0 = c->conn;
 	while (rpc->priv && !c->destroying) {
 		struct tp_conn *cn = c->conn;
-		struct pollfd pfd;
+		struct rpcrdma_wc wc[32];
 		uint64_t t;
+		int n;
 
 		if (!cn || !cn->established || cn->dead)
 			break;
-		(void)rpcrdma_cq_get_event(cn->cq);
-		(void)rpcrdma_cq_arm(cn->cq, false);
-		drain_cq(&c->ep, cn);
+		t = now_ns(&c->ep);
+		if (t >= end)
+			break;
+		/* Sleep on the connection's socket and receive on this thread
+		 * (rpcrdma_cq_wait); bounded so that state changes made by the
+		 * progress thread (connection loss) are seen. The connection
+		 * is not freed meanwhile (in_wait). */
+		cn->in_wait = true;
+		pthread_mutex_unlock(&c->ep.lock);
+		n = rpcrdma_cq_wait(cn->cq, (int)RR_ARRAY_SIZE(wc), wc,
+				    (int)RR_MIN((end - t) / 1000000u + 1, 20u));
+		pthread_mutex_lock(&c->ep.lock);
+		cn->in_wait = false;
+		for (int i = 0; i < n; i++)
+			cl_on_wc(c, cn, &wc[i]);
 		if (c->conn == cn && cn->dead && cn->established)
 			cl_conn_lost(c, cn);
 		deliver_upcalls(&c->ep);
-		t = now_ns(&c->ep);
-		if (!rpc->priv || t >= end || c->conn != cn)
+		if (n < 0)
 			break;
-		pfd.fd = rpcrdma_cq_fd(cn->cq);
-		pfd.events = POLLIN;
-		pfd.revents = 0;
-		pthread_mutex_unlock(&c->ep.lock);
-		(void)poll(&pfd, 1, (int)RR_MIN((end - t) / 1000000u + 1, 20u));
-		pthread_mutex_lock(&c->ep.lock);
 	}
 	c->waiter = false;
+	/* The progress thread must look again only if there is work left
+	 * for it (other calls, a lost connection); an idle client's next
+	 * synchronous call needs nobody else. */
+	wake = cl_busy(c) || c->conn != cn0 || !c->conn || c->conn->dead || c->reconnect_at ||
+	       c->destroying;
 	pthread_mutex_unlock(&c->ep.lock);
-	ep_wake(&c->ep);   /* the progress thread drains again */
+	if (wake)
+		ep_wake(&c->ep);
 }
 
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
@@ -2662,7 +2726,6 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		rc = -ENOTCONN;
 		goto out;
 	}
-	ep_wake(&s->ep);
 	if (plan->nwrites == 0) {
 		/* Everything was copied into our send slot: the caller's memory
 		 * is no longer referenced, no need to wait for the completion
@@ -2672,8 +2735,29 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		rc = 0;
 		goto out;
 	}
-	while (!r->send_done && !cn->dead)
-		pthread_cond_wait(&s->ep.cond, &s->ep.lock);
+	if (on_progress_thread(&s->ep)) {
+		/* Answered from the receiving thread (inline dispatch): no one
+		 * else drains this CQ, so wait for the Writes and Send here. */
+		while (!r->send_done && !cn->dead) {
+			struct pollfd pfd = {rpcrdma_cq_fd(cn->cq), POLLIN, 0};
+
+			drain_cq(&s->ep, cn);
+			if (r->send_done || cn->dead)
+				break;
+			(void)rpcrdma_cq_arm(cn->cq, false);
+			drain_cq(&s->ep, cn);
+			if (r->send_done || cn->dead)
+				break;
+			pthread_mutex_unlock(&s->ep.lock);
+			(void)poll(&pfd, 1, 10);
+			pthread_mutex_lock(&s->ep.lock);
+			(void)rpcrdma_cq_get_event(cn->cq);
+		}
+	} else {
+		ep_wake(&s->ep);
+		while (!r->send_done && !cn->dead)
+			pthread_cond_wait(&s->ep.cond, &s->ep.lock);
+	}
 	rc = r->send_done ? r->send_status : -ENOTCONN;
 	if (r->send_pending) {
 		/* Gave up on a dead connection: forget the slot's owner. */

@@ -91,6 +91,8 @@ struct rr_tp_rpc {
 	uint32_t max_reply;                 /* largest reduced Reply */
 	uint32_t min_reply;                 /* smallest expected (draft 5.3.1) */
 	bool max_unknown;                   /* @max_reply is only a ceiling */
+	bool caller_waits;                  /* rr_tp_client_wait follows submit:
+					       the submitting thread receives */
 	void *user;
 	/* outputs */
 	int status;                  /* 0, -EREMOTEIO (RDMA_ERROR ERR_CHUNK),
@@ -124,7 +126,10 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int statu
 /* Optional, for a caller about to block on @rpc's completion: lends this
  * thread to receive and complete Replies (saving a thread handoff) until
  * @rpc completed or @timeout_ms passed; returns at once when another thread
- * already does this. The completion upcall may run on this thread. */
+ * already does this. The completion upcall may run on this thread. A
+ * successful submit of an @rpc with caller_waits set reserves this role for
+ * the submitting thread when it is free (the progress thread is then not
+ * woken at all); that thread must call rr_tp_client_wait for @rpc next. */
 void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t timeout_ms);
 /* Frees rpc->reply. */
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_tp_rpc *rpc);
