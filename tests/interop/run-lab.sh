@@ -105,8 +105,12 @@ make_siw() {
 	[ -f "$ROOTFS/lib/modules/$k/updates/siw.ko" ] && return 0
 	ver=$(chroot "$ROOTFS" dpkg-query -W -f '${Version}' "linux-image-$k")
 	say "building siw.ko for $k ($ver)"
-	dpkg-query -W -f '${Status}' "linux-headers-$k" 2>/dev/null | grep -q 'ok installed' ||
-		timeout 1200 apt-get install -y -qq --no-install-recommends "linux-headers-$k" >/dev/null
+	if ! dpkg-query -W -f '${Status}' "linux-headers-$k" 2>/dev/null | grep -q 'ok installed'; then
+		timeout 1200 apt-get install -y -qq --no-install-recommends "linux-headers-$k" >/dev/null 2>&1 || {
+			timeout 600 apt-get update -qq
+			timeout 1200 apt-get install -y -qq --no-install-recommends "linux-headers-$k" >/dev/null
+		}
+	fi
 	[ -f /usr/src/linux-source-6.1.tar.xz ] ||
 		timeout 1200 apt-get install -y -qq --no-install-recommends "linux-source-6.1=$ver" >/dev/null 2>&1 ||
 		timeout 1200 apt-get install -y -qq --no-install-recommends linux-source-6.1 >/dev/null
@@ -222,53 +226,67 @@ cmd_vm() {
 }
 
 # ------------------------------------------------------------------ check
-# Every out/*.pcap listed in out/pcaps.txt ("NAME DECODE OURS FILTER WHAT") must
-# contain frames matching each filter of FILTER, and no frame matching OURS
-# (the frames our code sent) may be malformed; results go to
-# out/host-results.txt in the VM's "PASS|FAIL|SKIP name" format.
-# count_all PCAP "F1,F2,..." [tshark options]: the smallest match count over the filters
-count_all() {
-	local f=$1 list=$2 flt min=-1 c
-	shift 2
-	local IFS=,
-	for flt in $list; do
-		c=$(tshark -r "$f" "$@" -Y "$flt" 2>/dev/null | wc -l)
-		if [ "$min" -lt 0 ] || [ "$c" -lt "$min" ]; then min=$c; fi
-	done
-	echo "$min"
+# frame_counts PCAP FILTER... [-- tshark options]: one tshark pass; prints the
+# number of frames matching each display filter (none may contain a comma),
+# space separated, in order.
+frame_counts() {
+	local f=$1 spec=io,stat,0 n=0
+	shift
+	local filters=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do filters+=("$1"); shift; done
+	[ "${1:-}" = -- ] && shift
+	for flt in "${filters[@]}"; do spec+=",$flt"; n=$((n + 1)); done
+	tshark -r "$f" "$@" -q -z "$spec" 2>/dev/null |
+		awk -F'|' -v n="$n" '/<>/ { for (i = 1; i <= n; i++) { v = $(3 + 2 * (i - 1)); gsub(/ /, "", v); printf "%s ", v } print ""; exit }'
 }
 
+# Every out/*.pcap listed in out/pcaps.txt ("NAME DECODE OURS FILTER WHAT") must
+# contain frames matching each filter of FILTER (comma separated), and no frame
+# matching OURS (the frames our code sent; "-" all, "none" a baseline of
+# kernel peers only) may be malformed. Results go to out/host-results.txt in
+# the VM's "PASS|FAIL|SKIP name" format, details to out/tshark.txt.
 cmd_check() {
-	local run=${1:-$LAB_DIR/runs/latest} name filter what f n bad
+	local run=${1:-$LAB_DIR/runs/latest} name decode ours filter what f
 	local hr=$run/out/host-results.txt
 	: > "$hr"
+	: > "$run/out/tshark.txt"
 	if [ -f "$run/out/pcaps.txt" ]; then
 		while read -r name decode ours filter what; do
-			local dopt=()
-			[ "$decode" != - ] && dopt=(-d "$decode")
-			f=$run/out/$name.pcap
 			[ -n "$name" ] || continue
+			f=$run/out/$name.pcap
 			if [ ! -s "$f" ]; then echo "FAIL tshark $name: no capture" >> "$hr"; continue; fi
-			# FILTER: comma-separated display filters, each must match a frame
-			n=$(count_all "$f" "$filter" "${dopt[@]}")
-			# malformed frames: all of them, and those our code sent
-			all_bad=$(tshark -r "$f" "${dopt[@]}" -Y '_ws.malformed' 2>/dev/null | wc -l)
+			local dopt=() flts=() counts total all_bad bad min=-1 c i
+			[ "$decode" != - ] && dopt=(-d "$decode")
+			IFS=, read -r -a flts <<< "$filter"
+			case $ours in
+			-) counts=$(frame_counts "$f" frame _ws.malformed "${flts[@]}" -- "${dopt[@]}") ;;
+			none) counts=$(frame_counts "$f" frame _ws.malformed "${flts[@]}" -- "${dopt[@]}") ;;
+			*) counts=$(frame_counts "$f" frame _ws.malformed "_ws.malformed && ($ours)" "${flts[@]}" -- "${dopt[@]}") ;;
+			esac
+			read -r -a counts <<< "$counts"
+			total=${counts[0]:-0}; all_bad=${counts[1]:-0}; i=2
 			case $ours in
 			-) bad=$all_bad ;;
 			none) bad=0 ;;
-			*) bad=$(tshark -r "$f" "${dopt[@]}" -Y "_ws.malformed && ($ours)" 2>/dev/null | wc -l) ;;
+			*) bad=${counts[2]:-0}; i=3 ;;
 			esac
+			for ((; i < ${#counts[@]}; i++)); do
+				c=${counts[$i]}
+				if [ "$min" -lt 0 ] || [ "$c" -lt "$min" ]; then min=$c; fi
+			done
+			[ "$min" -lt 0 ] && min=0
 			{
-				echo "== $name.pcap: $(tshark -r "$f" 2>/dev/null | wc -l) frames, $n match '$filter'," \
+				echo "== $name.pcap: $total frames, $min match each of '$filter'," \
 					"$all_bad malformed, $bad of them ours (ours: $ours) ($what)"
 				tshark -r "$f" "${dopt[@]}" -T fields -e frame.protocols 2>/dev/null | sed 's/^eth:ethertype://' |
-					sed -E 's/(:iwarp_ddp_rdmap(:data)?){2,}/:iwarp_ddp_rdmap...(several FPDUs)/' | sort | uniq -c | sort -rn | head -n 6
-				tshark -r "$f" "${dopt[@]}" -Y '_ws.malformed' 2>/dev/null | head -n 5 | sed 's/^/  MALFORMED /'
+					sed -E 's/(:iwarp_ddp_rdmap(:data)?){2,}/:iwarp_ddp_rdmap...(several FPDUs)/' |
+					sort | uniq -c | sort -rn | head -n 6
+				[ "$all_bad" = 0 ] || tshark -r "$f" "${dopt[@]}" -Y '_ws.malformed' 2>/dev/null | head -n 5 | sed 's/^/  MALFORMED /'
 			} >> "$run/out/tshark.txt"
-			if [ "$n" -gt 0 ] && [ "$bad" = 0 ]; then
-				echo "PASS tshark $name: $n frames '$filter', none of ours malformed ($all_bad in all)" >> "$hr"
+			if [ "$min" -gt 0 ] && [ "$bad" = 0 ]; then
+				echo "PASS tshark $name: $min frames match each of '$filter', none of ours malformed ($all_bad in all)" >> "$hr"
 			else
-				echo "FAIL tshark $name: $n frames '$filter', $bad of ours malformed ($all_bad in all)" >> "$hr"
+				echo "FAIL tshark $name: $min frames match each of '$filter', $bad of ours malformed ($all_bad in all)" >> "$hr"
 			fi
 		done < "$run/out/pcaps.txt"
 	fi
