@@ -542,7 +542,7 @@ TEST(verbsx_mr_fallback_stags_dead_after_completion)
 	struct rr_pd_info pdi;
 	struct vx_conn_arg x;
 	struct rr_xprt_hdr h, rh;
-	struct vx_rpc *p;
+	struct vx_rpc *p, *p2;
 	pthread_t th;
 	uint8_t call[4096], m[512];
 	uint32_t dlen = 9000, rstag, wstag, ystag;
@@ -687,7 +687,12 @@ TEST(verbsx_mr_fallback_stags_dead_after_completion)
 	CHECK_EQ(p->live_at_completion, 0);
 	CHECK_EQ(rr_tp_client_live_stags(x.tp), 0);
 	/* After completion: the Reply chunk's STag (never used) refuses an
-	 * RDMA Write; the requester's provider terminates the connection. */
+	 * RDMA Write, and so does the Write chunk's: the requester's provider
+	 * answers with a Terminate and this QP fails. An idle requester may
+	 * leave incoming traffic unread (the soft provider serves a QP on its
+	 * consumer's thread while the CQ is armed), so a second Call makes it
+	 * read; that Call ends with the connection (-ECANCELED at destroy). */
+	memset(g.data, 0x5a, 64);
 	sge = (struct rpcrdma_sge){(uint64_t)(uintptr_t)g.data, 64, rpcrdma_mr_lkey(g.dmr)};
 	memset(&wr, 0, sizeof(wr));
 	wr.opcode = RPCRDMA_WR_RDMA_WRITE;
@@ -696,15 +701,15 @@ TEST(verbsx_mr_fallback_stags_dead_after_completion)
 	wr.u.rdma.stag = ystag;
 	wr.u.rdma.remote_offset = h.reply.segs[0].offset;
 	(void)vx_raw_do(&g, &wr);
+	p2 = vx_mk(x.tp, 0, 0, 4, false, 1024);
+	REQUIRE_EQ(rr_tp_client_submit(x.tp, &p2->r), 0);
 	{
-		/* The write is refused: the QP goes to error (a Terminate from
-		 * the requester, then a flushed or failed completion here). */
 		struct rpcrdma_send_wr w2 = wr;
 		int st = -2;
 
 		w2.u.rdma.stag = wstag;
 		w2.u.rdma.remote_offset = h.writes[0].segs[0].offset;
-		for (int t = 0; t < 200; t++) {
+		for (int t = 0; t < 400; t++) {
 			st = vx_raw_do(&g, &w2);
 			if (st != RPCRDMA_WC_SUCCESS)
 				break;
@@ -716,6 +721,11 @@ TEST(verbsx_mr_fallback_stags_dead_after_completion)
 	CHECK(memcmp(p->sinkbuf, p->data, dlen) == 0);
 	vx_free(p);
 	rr_tp_client_destroy(x.tp);
+	CHECK_EQ(p2->completions, 1);
+	CHECK(p2->r.status != 0);
+	CHECK_EQ(p2->live_at_completion, 0);
+	p2->r.reply = NULL;   /* none on failure; the client is gone */
+	vx_free(p2);
 	(void)rpcrdma_cm_id_destroy(g.id);
 	(void)rpcrdma_qp_destroy(g.qp);
 	(void)rpcrdma_dereg_mr(g.rmr);
