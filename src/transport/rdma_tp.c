@@ -81,6 +81,7 @@ struct tp_conn {
 	struct rr_xprt_params params;
 	uint16_t ord;
 	bool established, dead, use_mw;
+	bool signal_writes;   /* RDMA Writes signaled: see conn_new */
 	bool in_wait;           /* a caller thread waits on cq unlocked: not freed */
 	/* responder */
 	struct rr_xprt_responder rsp;
@@ -326,6 +327,14 @@ static struct tp_conn *conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend
 	if (conn_alloc_bufs(cn, nrecv, ep->conf.inline_recv, nsend, ep->conf.inline_send))
 		goto fail;
 	cn->use_mw = ep->conf.use_windows && (caps.flags & RPCRDMA_CAP_INVALIDATABLE);
+	/* Linux siw (6.1) transmits an unsignaled work request of a page or
+	 * more straight from the user pages (zero-copy sendpage): its data is
+	 * read when TCP sends, after later completions, so a Reply's source
+	 * memory may already be reused by then (seen in the lab: corrupted
+	 * Write-chunk data). A signaled one is copied before it completes.
+	 * The completions are ignored. */
+	cn->signal_writes = caps.transport == RPCRDMA_TRANSPORT_IWARP &&
+			    strcmp(rpcrdma_context_provider(ep->ctx), RPCRDMA_PROVIDER_VERBS) == 0;
 	(void)rpcrdma_cq_arm(cn->cq, false);
 	return cn;
 fail:
@@ -2708,6 +2717,8 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		wrs[i].sg_list = &sges[i];
 		wrs[i].num_sge = 1;
 		wrs[i].opcode = RPCRDMA_WR_RDMA_WRITE;
+		if (cn->signal_writes)
+			wrs[i].flags = RPCRDMA_SEND_SIGNALED;
 		wrs[i].u.rdma.stag = w->stag;
 		wrs[i].u.rdma.remote_offset = w->remote;
 		wrs[i].next = i + 1 < plan->nwrites ? &wrs[i + 1] : NULL;
