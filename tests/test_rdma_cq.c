@@ -242,3 +242,41 @@ TEST(rdma_cq_multithread_producers)
 	sem_destroy(&c.credits);
 	rr_cq_ring_fini(&r);
 }
+
+/* A completion pushed by the consumer's own inline progress (quiet) consumes
+ * the arm without writing the fd; the consumer finds it by polling. A later
+ * push needs a new arm, as after any notification. get_event only reads the
+ * fd after a notification was written. */
+TEST(rdma_cq_quiet_push_consumes_arm)
+{
+	struct rr_cq_ring r;
+	struct rpcrdma_wc out[4];
+	struct rpcrdma_wc recv = wc_of(7, RPCRDMA_WC_RECV, 0, RPCRDMA_WC_SUCCESS);
+	int fd;
+
+	REQUIRE_EQ(rr_cq_ring_init(&r, NULL, 8), 0);
+	fd = rr_cq_ring_fd(&r);
+	REQUIRE_EQ(rr_cq_ring_arm(&r, false), 0);
+	CHECK(rr_cq_ring_armed(&r));
+	REQUIRE_EQ(rr_cq_ring_push_ex(&r, &recv, true), 0);
+	CHECK(!fd_readable(fd));
+	CHECK(!rr_cq_ring_armed(&r));
+	CHECK_EQ(rr_cq_ring_get_event(&r), 0);
+	CHECK_EQ(rr_cq_ring_poll(&r, 4, out), 1);
+	CHECK_EQ(out[0].wr_id, 7u);
+	/* disarmed: a normal push does not notify either */
+	REQUIRE_EQ(rr_cq_ring_push(&r, &recv), 0);
+	CHECK(!fd_readable(fd));
+	/* re-armed: it does, once */
+	REQUIRE_EQ(rr_cq_ring_arm(&r, false), 0);
+	REQUIRE_EQ(rr_cq_ring_push(&r, &recv), 0);
+	CHECK(fd_readable(fd));
+	CHECK_EQ(rr_cq_ring_get_event(&r), 1);
+	CHECK(!fd_readable(fd));
+	CHECK_EQ(rr_cq_ring_get_event(&r), 0);
+	/* a quiet push on an unarmed ring changes nothing */
+	REQUIRE_EQ(rr_cq_ring_push_ex(&r, &recv, true), 0);
+	CHECK(!fd_readable(fd));
+	CHECK_EQ(rr_cq_ring_poll(&r, 4, out), 3);
+	rr_cq_ring_fini(&r);
+}

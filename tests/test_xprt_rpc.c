@@ -259,3 +259,120 @@ TEST(xprt_rpc_rdma_async_timeout_cancel)
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
 }
+
+/* RPCRDMA_SERVER_INLINE: handlers run on the transport's receiving thread
+ * (one for every connection of an rdma:// server), not on workers; replies
+ * with Write chunks (the thread waits for its own Writes), Read-chunk
+ * arguments, Long Replies and a deferred request completed from another
+ * thread all work there. */
+static pthread_mutex_t tid_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t tids[64];
+static unsigned ntids;
+
+static int h_bulk_tid(struct rpcrdma_req *r, void *ctx)
+{
+	pthread_mutex_lock(&tid_lock);
+	if (ntids < 64)
+		tids[ntids++] = pthread_self();
+	pthread_mutex_unlock(&tid_lock);
+	return h_bulk(r, ctx);
+}
+
+static void *run_deferred(void *arg)
+{
+	struct rpcrdma_call *call = arg;
+
+	return (void *)(intptr_t)rpcrdma_call_run(call);
+}
+
+TEST(xprt_rpc_rdma_inline_handlers)
+{
+	static const uint32_t sizes[] = {0, 5, 4096, 70001, 1u << 20};
+	struct rpcrdma_client_opts o = {.timeout_ms = 20000, .connect_timeout_ms = 5000};
+	struct rpcrdma_server_opts so = {.threads = 2, .flags = RPCRDMA_SERVER_INLINE};
+	struct rpcrdma_server *s = NULL;
+	struct rpcrdma_client *c[2] = {NULL, NULL};
+	uint8_t *src = malloc(1u << 20), *sink = malloc((1u << 20) + 8);
+	struct rpcrdma_call *call;
+	char url[64];
+	pthread_t th;
+	void *ret;
+
+	if (!soft_ok() || !src || !sink) {
+		free(src);
+		free(sink);
+		REQUIRE(!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT));
+		return;
+	}
+	ntids = 0;
+	nheld = 0;
+	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", &so, &s), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_BULK, h_bulk_tid, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_HOLD, h_hold, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_start(s), 0);
+	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", rpcrdma_server_port(s));
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c[0]), 0);
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c[1]), 0);
+	for (size_t k = 0; k < 2 * RR_ARRAY_SIZE(sizes); k++) {
+		uint32_t n = sizes[k % RR_ARRAY_SIZE(sizes)], seed = (uint32_t)k * 7 + 3;
+		uint32_t len = 0, rlen = 0, tail = 0;
+		struct rpcrdma_ddp_sink sk = {sink, (1u << 20) + 8};
+		const void *p = NULL;
+		bool with_sink = k < RR_ARRAY_SIZE(sizes);   /* then Long Replies */
+
+		for (uint32_t i = 0; i < n; i++)
+			src[i] = (uint8_t)(seed + i);
+		memset(sink, 0xee, (1u << 20) + 8);
+		REQUIRE_EQ(rpcrdma_call_create(c[k & 1], T_BULK, &call), 0);
+		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), seed);
+		REQUIRE_EQ(rpcrdma_xdr_put_ddp(rpcrdma_call_args(call), src, n), 0);
+		if (with_sink)
+			REQUIRE_EQ(rpcrdma_call_set_sinks(call, &sk, 1), 0);
+		REQUIRE_EQ(rpcrdma_call_run(call), 0);
+		REQUIRE_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &rlen), 0);
+		CHECK_EQ(rlen, n);
+		REQUIRE_EQ(rpcrdma_xdr_get_ddp(rpcrdma_call_results(call), &p, &len), 0);
+		CHECK_EQ(len, n);
+		CHECK(memcmp(p, src, n) == 0);
+		if (with_sink && n)
+			CHECK(p == sink);
+		REQUIRE_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &tail), 0);
+		CHECK_EQ(tail, 0x7a11);
+		rpcrdma_call_destroy(call);
+	}
+	/* every handler ran on one thread, the same for both connections, and
+	 * not on this one */
+	REQUIRE_EQ(ntids, 2 * RR_ARRAY_SIZE(sizes));
+	for (unsigned i = 0; i < ntids; i++) {
+		CHECK(pthread_equal(tids[i], tids[0]));
+		CHECK(!pthread_equal(tids[i], pthread_self()));
+	}
+	/* A deferred request is completed from this thread. */
+	REQUIRE_EQ(rpcrdma_call_create(c[0], T_HOLD, &call), 0);
+	REQUIRE_EQ(pthread_create(&th, NULL, run_deferred, call), 0);
+	for (int t = 0; t < 500; t++) {
+		struct timespec ts = {0, 10000000};
+		unsigned n;
+
+		pthread_mutex_lock(&hold_lock);
+		n = nheld;
+		pthread_mutex_unlock(&hold_lock);
+		if (n)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	pthread_mutex_lock(&hold_lock);
+	REQUIRE_EQ(nheld, 1u);
+	rpcrdma_xdr_put_u32(rpcrdma_req_results(held[0]), 1);
+	rpcrdma_req_complete(held[0], RPCRDMA_SVC_OK);
+	nheld = 0;
+	pthread_mutex_unlock(&hold_lock);
+	pthread_join(th, &ret);
+	CHECK_EQ((int)(intptr_t)ret, 0);
+	rpcrdma_call_destroy(call);
+	rpcrdma_client_destroy(c[0]);
+	rpcrdma_client_destroy(c[1]);
+	rpcrdma_server_destroy(s);
+	free(src);
+	free(sink);
+}

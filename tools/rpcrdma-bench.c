@@ -20,6 +20,7 @@
  * the response is that many bytes; a stream is [0xffffffff][uint64 total]
  * [uint32 message size] + total bytes, acknowledged with 4 bytes. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -54,6 +55,8 @@
 #define BENCH_READ 1u
 #define BENCH_WRITE 2u
 #define BENCH_PUSH_OPEN 3u   /* -> i32 rc; region (rpcrdma/push.h) */
+#define BENCH_WRITE_SYNC 4u  /* data (DDP-eligible) -> count; written to a file and
+                                fdatasync'd before the reply (durable, like Commit) */
 #define MAXIO (8u * 1024 * 1024)
 #define MAX_SAMPLES (1u << 20)
 
@@ -346,6 +349,40 @@ static int h_write(struct rpcrdma_req *req, void *ctx)
 								  : RPCRDMA_SVC_OK;
 }
 
+/* Durable pull-mode WRITE: the data is written at offset 0 of a file under
+ * /tmp (the file system of the push-mode region) and fdatasync'd before the
+ * Reply, so it compares like with like with Write + Commit (msync). */
+static pthread_mutex_t sync_lock = PTHREAD_MUTEX_INITIALIZER;
+static int sync_fd = -1;
+
+static int h_write_sync(struct rpcrdma_req *req, void *ctx)
+{
+	const void *p;
+	uint32_t len;
+	int rc = 0;
+
+	(void)ctx;
+	if (rpcrdma_xdr_get_ddp(rpcrdma_req_args(req), &p, &len) ||
+	    rpcrdma_xdr_dec_remaining(rpcrdma_req_args(req)))
+		return RPCRDMA_SVC_GARBAGE_ARGS;
+	pthread_mutex_lock(&sync_lock);
+	if (sync_fd < 0) {
+		char path[96];
+
+		snprintf(path, sizeof(path), "/tmp/rpcrdma-bench-sync-%d", (int)getpid());
+		sync_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (sync_fd >= 0)
+			unlink(path);
+	}
+	if (sync_fd < 0 || pwrite(sync_fd, p, len, 0) != (ssize_t)len || fdatasync(sync_fd))
+		rc = -1;
+	pthread_mutex_unlock(&sync_lock);
+	if (rc)
+		return RPCRDMA_SVC_SYSTEM_ERR;
+	return rpcrdma_xdr_put_u32(rpcrdma_req_results(req), len) ? RPCRDMA_SVC_SYSTEM_ERR
+								  : RPCRDMA_SVC_OK;
+}
+
 /* Push mode: a 64 KiB durable region (a file under /tmp, unlinked at once)
  * exposed to the calling connection; unmapped when the transport releases
  * it. */
@@ -397,7 +434,9 @@ static int h_push_open(struct rpcrdma_req *req, void *ctx)
 static int rr_server(const char *scheme, int *port)
 {
 	struct rpcrdma_server *srv;
-	struct rpcrdma_server_opts so = {.threads = 4};
+	/* Memory-only handlers (the durable WRITE's fdatasync aside): run on
+	 * the receiving thread, as libtirpc's svc_run and tcp:// do. */
+	struct rpcrdma_server_opts so = {.threads = 4, .flags = RPCRDMA_SERVER_INLINE};
 	char url[64];
 	int rc;
 
@@ -407,6 +446,9 @@ static int rr_server(const char *scheme, int *port)
 		rc = rpcrdma_server_register(srv, BENCH_PROG, BENCH_VERS, BENCH_READ, h_read, NULL);
 	if (!rc)
 		rc = rpcrdma_server_register(srv, BENCH_PROG, BENCH_VERS, BENCH_WRITE, h_write, NULL);
+	if (!rc)
+		rc = rpcrdma_server_register(srv, BENCH_PROG, BENCH_VERS, BENCH_WRITE_SYNC,
+					     h_write_sync, NULL);
 	if (!rc)
 		rc = rpcrdma_server_register(srv, BENCH_PROG, BENCH_VERS, BENCH_PUSH_OPEN,
 					     h_push_open, NULL);
@@ -660,7 +702,8 @@ static int raw_pingpong(int fd, uint32_t req, uint32_t rsp, uint8_t *buf)
 	return read_full(fd, buf, rsp) ? -EIO : 0;
 }
 
-/* op: 0 NULL, 1 READ, 2 WRITE of @size. 0 or a negative errno. */
+/* op: 0 NULL, 1 READ, 2 WRITE of @size, 3 durable WRITE (librpcrdma only).
+ * 0 or a negative errno. */
 static int conn_op(struct conn *c, int op, uint32_t size)
 {
 	if (c->tp == TP_RAW) {
@@ -702,8 +745,8 @@ static int conn_op(struct conn *c, int op, uint32_t size)
 #endif
 	{
 		struct rpcrdma_call *call;
-		int rc = rpcrdma_call_create(c->rc, op == 0 ? 0 : op == 1 ? BENCH_READ : BENCH_WRITE,
-					     &call);
+		int rc = rpcrdma_call_create(c->rc, op == 0 ? 0 : op == 1 ? BENCH_READ :
+						     op == 2 ? BENCH_WRITE : BENCH_WRITE_SYNC, &call);
 
 		if (rc)
 			return rc;
@@ -712,7 +755,7 @@ static int conn_op(struct conn *c, int op, uint32_t size)
 
 			rpcrdma_xdr_put_u32(rpcrdma_call_args(call), size);
 			rc = rpcrdma_call_set_sinks(call, &sk, 1);
-		} else if (op == 2) {
+		} else if (op >= 2) {
 			rc = rpcrdma_xdr_put_ddp(rpcrdma_call_args(call), srcbuf, size);
 		}
 		if (!rc)
@@ -724,7 +767,7 @@ static int conn_op(struct conn *c, int op, uint32_t size)
 
 			if (op == 1)
 				rc = rpcrdma_xdr_get_ddp(d, &p, &len);
-			else if (op == 2)
+			else if (op >= 2)
 				rc = rpcrdma_xdr_get_u32(d, &len);
 			if (!rc && op && len != size)
 				rc = -EBADMSG;
@@ -1305,6 +1348,17 @@ static void run_all(void)
 			conn_close(&c1);
 			record_err(r, rc);
 		}
+		r = rec_new("write_4k_pull_sync", (enum tp)tp, NULL, 4096, 1, 1);
+		if (!tp_ok[tp]) {
+			na(r, tp_why[tp]);
+		} else {
+			progress("durable pull-mode WRITE 4K (fdatasync) over %s", tp_name[tp]);
+			rc = conn_open(&c1, (enum tp)tp);
+			if (!rc)
+				rc = run_sync(&c1, 3, 4096, r);
+			conn_close(&c1);
+			record_err(r, rc);
+		}
 		r = rec_new("write_4k_push_commit", (enum tp)tp, NULL, 4096, 1, 1);
 		if (tp == TP_TCP) {
 			na(r, "push mode needs RDMA Write + Commit (rdma:// only)");
@@ -1410,9 +1464,10 @@ static void print_table(void)
 			else if (!strncmp(r->workload, "write_4k", 8) && strncmp(last, "write_4k", 8))
 				printf("-- 4K write: pull-mode WRITE RPC (2 network round trips: "
 				       "Call, RDMA Read request/response, Reply; data kept in server "
-				       "memory) vs push-mode RDMA Write + RDMA Commit (1 round trip: "
-				       "Commit request/response; durable: msync before the "
-				       "response)\n");
+				       "memory), the same made durable (write_4k_pull_sync: pwrite + "
+				       "fdatasync before the Reply) vs push-mode RDMA Write + RDMA "
+				       "Commit (1 round trip: Commit request/response; durable: msync "
+				       "of the written page before the response)\n");
 			last = r->workload;
 		}
 		fmt_size(sz, sizeof(sz), r->size);
@@ -1437,6 +1492,18 @@ static void print_table(void)
 		if (one && w32 && one->mbps > 0)
 			printf("%s: 32 outstanding READ 4K give %.2fx the throughput of 1\n",
 			       tp_name[tp], w32->mbps / one->mbps);
+	}
+	/* push vs pull, 4K */
+	{
+		struct rec *pu = find("write_4k_pull", TP_RDMA, NULL, 4096, 1, 1);
+		struct rec *ps = find("write_4k_pull_sync", TP_RDMA, NULL, 4096, 1, 1);
+		struct rec *pc = find("write_4k_push_commit", TP_RDMA, NULL, 4096, 1, 1);
+
+		if (pu && ps && pc && pc->p50_us > 0 && !pc->na[0])
+			printf("rdma: push Write+Commit 4K p50 %.1f us = %.2fx durable pull WRITE "
+			       "(%.1f us), %.2fx non-durable pull WRITE (%.1f us)\n",
+			       pc->p50_us, pc->p50_us / ps->p50_us, ps->p50_us,
+			       pc->p50_us / pu->p50_us, pu->p50_us);
 	}
 }
 

@@ -237,7 +237,15 @@ struct rpcrdma_server_opts {
 	unsigned threads;               /* worker threads; 0: 4 */
 	size_t max_msg;                 /* largest Call/Reply; 0: 8 MiB + 64 KiB */
 	unsigned max_conns;             /* 0: 1024 */
+	unsigned flags;                 /* RPCRDMA_SERVER_* */
 };
+
+/* Handlers run on the thread that received the Call, without a hop to a
+ * worker thread (lower latency; what libtirpc's svc_run and the tcp://
+ * transport do). For handlers that never block for long: while one runs,
+ * the transport's receiving thread serves nothing else (on rdma:// that is
+ * every connection of the server). A handler may still DEFER. */
+#define RPCRDMA_SERVER_INLINE 1u
 
 /* Handler results. A handler returns RPCRDMA_SVC_OK after encoding its
  * results; GARBAGE_ARGS when its arguments did not decode; SYSTEM_ERR on an

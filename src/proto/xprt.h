@@ -309,8 +309,6 @@ struct rr_xprt_reply {
 	uint32_t sink_len[RR_XPRT_MAX_ITEMS]; /* bytes written per result sink */
 	bool sink_placed[RR_XPRT_MAX_ITEMS];  /* its Write chunk came back used */
 	bool long_reply;
-	struct rr_xprt_rqst *inv_other;   /* another Call whose STag the peer
-					     invalidated (peer error) */
 	/* R_PULL: */
 	uint32_t xid;                 /* rdma_xid (for the RDMA_DONE) */
 	uint32_t pull_nsegs;          /* 0: nothing to read (unknown XID / too big) */
@@ -319,6 +317,8 @@ struct rr_xprt_reply {
 	bool pull_inv;                /* one STag for every segment: may be named
 					 by Send With Invalidate */
 	uint32_t pull_stag;
+	struct rr_xprt_rqst *inv_other;   /* another Call whose STag the peer
+					     invalidated (peer error) */
 };
 
 struct rr_xprt_requester {

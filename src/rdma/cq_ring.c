@@ -50,6 +50,7 @@ static void signal_fd(struct rr_cq_ring *r)
 	 * still leaves it readable: the notification is not lost. */
 	while (write(r->efd, &one, sizeof(one)) < 0 && errno == EINTR)
 		;
+	r->signaled = true;
 }
 
 /* Written under r->lock, read without it by rr_cq_ring_armed(). */
@@ -64,6 +65,11 @@ bool rr_cq_ring_armed(const struct rr_cq_ring *r)
 }
 
 int rr_cq_ring_push(struct rr_cq_ring *r, const struct rpcrdma_wc *wc)
+{
+	return rr_cq_ring_push_ex(r, wc, false);
+}
+
+int rr_cq_ring_push_ex(struct rr_cq_ring *r, const struct rpcrdma_wc *wc, bool quiet)
 {
 	bool solicited, notify = false;
 	int rc = 0;
@@ -86,7 +92,7 @@ int rr_cq_ring_push(struct rr_cq_ring *r, const struct rpcrdma_wc *wc)
 		if (r->armed == RR_CQ_ARMED_ALL ||
 		    (r->armed == RR_CQ_ARMED_SOLICITED && solicited)) {
 			set_armed(r, RR_CQ_DISARMED);
-			notify = true;
+			notify = !quiet;
 		}
 	}
 	/* Signal under the lock so that an arm racing with this push cannot be
@@ -142,9 +148,17 @@ int rr_cq_ring_get_event(struct rr_cq_ring *r)
 
 	if (!r)
 		return -EINVAL;
+	/* Nothing written since the last look: no system call. */
+	pthread_mutex_lock(&r->lock);
+	if (!r->signaled) {
+		pthread_mutex_unlock(&r->lock);
+		return 0;
+	}
+	r->signaled = false;
 	do
 		n = read(r->efd, &v, sizeof(v));
 	while (n < 0 && errno == EINTR);
+	pthread_mutex_unlock(&r->lock);
 	if (n == (ssize_t)sizeof(v))
 		return 1;
 	if (n < 0 && errno != EAGAIN)

@@ -31,6 +31,7 @@ struct rr_cq_ring {
 	bool overflow;
 	int armed;          /* written under lock, atomically (rr_cq_ring_armed) */
 	int efd;            /* eventfd, EFD_NONBLOCK | EFD_CLOEXEC */
+	bool signaled;      /* efd written since the last get_event (lock) */
 	uint64_t pushed;    /* statistics */
 };
 
@@ -42,6 +43,11 @@ void rr_cq_ring_fini(struct rr_cq_ring *r);
  * error state for good). A completion is "solicited" for notification when
  * it is a receive with RPCRDMA_WC_SOLICITED or has a non-success status. */
 int rr_cq_ring_push(struct rr_cq_ring *r, const struct rpcrdma_wc *wc);
+/* The same; @quiet: an armed ring is disarmed without writing its fd (the
+ * pusher is the consumer itself, progressing inline, and polls the ring right
+ * after: the notification is delivered by that poll; the consumer re-arms
+ * before it sleeps, as after any notification). */
+int rr_cq_ring_push_ex(struct rr_cq_ring *r, const struct rpcrdma_wc *wc, bool quiet);
 /* Moves up to @n completions to @out: count, 0 when empty, -EOVERFLOW after
  * an overrun once empty. */
 int rr_cq_ring_poll(struct rr_cq_ring *r, int n, struct rpcrdma_wc *out);

@@ -50,6 +50,7 @@ struct rpcrdma_server {
 	struct rr_xprt_server *xs;
 	size_t max_msg;
 	unsigned nthreads;
+	bool inline_handlers;    /* RPCRDMA_SERVER_INLINE */
 	pthread_t *threads;
 	bool started;
 	bool shut;
@@ -104,7 +105,7 @@ static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
 	r->srv = s;
 	r->xreq = xreq;
 	s->inflight++;
-	if (s->cls->server->inline_recv || svc_answers_itself(s, xreq)) {
+	if (s->cls->server->inline_recv || s->inline_handlers || svc_answers_itself(s, xreq)) {
 		/* Run it here: no handoff (see xprt.h). */
 		pthread_mutex_unlock(&s->lock);
 		dispatch(s, r);
@@ -369,6 +370,7 @@ RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_serv
 	s->env = env;
 	s->cls = cls;
 	s->nthreads = opts && opts->threads ? opts->threads : DEFAULT_THREADS;
+	s->inline_handlers = opts && (opts->flags & RPCRDMA_SERVER_INLINE);
 	s->max_msg = opts && opts->max_msg ? opts->max_msg : DEFAULT_MAX_MSG;
 	if (s->max_msg > 0x7fffffffu)
 		s->max_msg = 0x7fffffffu;

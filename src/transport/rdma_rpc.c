@@ -168,10 +168,10 @@ static int cl_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	w->rpc.nsinks = call->nsinks;
 	w->rpc.max_reply = (uint32_t)RR_MIN(call->reply_hint ? call->reply_hint : x->p.max_msg,
 					    (size_t)UINT32_MAX / 2);
+	w->rpc.caller_waits = call->caller_waits;
 	/* Reliable reply policy inputs (draft 5.3.1, proto/rrep.h). */
 	w->rpc.max_unknown = call->reply_hint == 0;
 	w->rpc.min_reply = (uint32_t)RR_MIN(call->reply_min, (size_t)UINT32_MAX / 2);
-	w->rpc.caller_waits = call->caller_waits;
 	call->xp_priv = w;
 	rc = rr_tp_client_submit(x->tp, &w->rpc);
 	if (rc) {

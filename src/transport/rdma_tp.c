@@ -1342,7 +1342,6 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 			(void)rpcrdma_cm_id_destroy(ev->id);
 			return;
 		}
-
 		/* Reliable reply: one more Receive per Read-chunk Reply that
 		 * may await its RDMA_DONE (docs/protocol.md "Credits"). */
 		if (s->ep.conf.ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY)
@@ -1418,6 +1417,9 @@ static void drain_cq(struct tp_ep *ep, struct tp_conn *cn)
 	struct rpcrdma_wc wc[32];
 	int n;
 
+	/* A short batch emptied the queue: stop there rather than poll once
+	 * more (on soft, a poll of an empty queue is a system call: it looks
+	 * at the sockets). What arrives later makes the CQ's fd readable. */
 	do {
 		n = rpcrdma_cq_poll(cn->cq, (int)RR_ARRAY_SIZE(wc), wc);
 		for (int i = 0; i < n; i++) {
@@ -1426,7 +1428,7 @@ static void drain_cq(struct tp_ep *ep, struct tp_conn *cn)
 			else
 				cl_on_wc((struct rr_tp_client *)ep, cn, &wc[i]);
 		}
-	} while (n > 0);
+	} while (n == (int)RR_ARRAY_SIZE(wc));
 }
 
 static void deliver_upcalls(struct tp_ep *ep)
@@ -1506,7 +1508,8 @@ static void *progress(void *arg)
 				/* nothing pending */
 			}
 		}
-		while (rpcrdma_cm_get_event(ep->ch, &ev) == 0) {
+		/* The channel's fd is readable while events are queued. */
+		while ((pfd[1].revents & POLLIN) && rpcrdma_cm_get_event(ep->ch, &ev) == 0) {
 			if (ep->is_server)
 				sv_on_cm((struct rr_tp_server *)ep, &ev);
 			else
@@ -1521,21 +1524,36 @@ static void *progress(void *arg)
 				nx = cn->next;
 				cn->refs++;
 				(void)rpcrdma_cq_get_event(cn->cq);
-				(void)rpcrdma_cq_arm(cn->cq, false);
 				drain_cq(ep, cn);
 				sv_rrep_expire(s, cn);
 				sv_conn_put(s, cn);
 				cn = nx;
+			}
+			/* Calls answered on this thread post their Sends now:
+			 * arm only after them, then look once more, so that
+			 * those completions need no notification (and no extra
+			 * wake-up) while none is lost. */
+			deliver_upcalls(ep);
+			for (cn = s->conns; cn; cn = nx) {
+				nx = cn->next;
+				cn->refs++;
+				(void)rpcrdma_cq_arm(cn->cq, false);
+				drain_cq(ep, cn);
+				sv_conn_put(s, cn);
 			}
 		} else {
 			struct rr_tp_client *c = (struct rr_tp_client *)ep;
 			struct tp_conn *cn = c->waiter ? NULL : c->conn;
 
 			if (cn && !cl_busy(c) && !cn->dead) {
-				/* Idle: leave the CQ unarmed (the provider serves
-				 * the connection) so that the next synchronous
-				 * caller receives its Reply alone. A completion
-				 * left behind is drained by the next consumer. */
+				/* Idle: the CQ's fd is not watched, so that the
+				 * next synchronous caller's Reply wakes that
+				 * caller alone; a look without blocking on each
+				 * wake-up (at least every 100 ms) still notices
+				 * what arrives unasked (a disconnection). */
+				drain_cq(ep, cn);
+				if (c->conn == cn && cn->dead && cn->established)
+					cl_conn_lost(c, cn);
 			} else if (cn) {
 				(void)rpcrdma_cq_get_event(cn->cq);
 				(void)rpcrdma_cq_arm(cn->cq, false);

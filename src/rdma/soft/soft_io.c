@@ -238,7 +238,9 @@ static __thread struct soft_cq *tls_inline_cq;
 
 void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 {
-	rr_cq_ring_push(&q->ring, wc);
+	/* Pushed by the consumer's own inline progress: it polls the ring
+	 * next (poll, wait, get_event then poll), so no fd notification. */
+	rr_cq_ring_push_ex(&q->ring, wc, tls_inline_cq == q);
 	if (tls_inline_cq != q && atomic_load(&q->waiting) > 0) {
 		uint64_t one = 1;
 
