@@ -407,8 +407,10 @@ static const struct rr_xprt_client_ops rdma_client_ops = {
 	.reliable_reply = cl_reliable_reply,
 };
 
-/* recv() only queues (inline_recv false): our upcall runs on the progress
- * thread, and send_reply() must not. */
+/* inline_recv false: the RPC layer queues Calls to its workers, except those
+ * it answers itself and all of them under RPCRDMA_SERVER_INLINE, which run on
+ * the progress thread (send_reply then drains the CQ itself while it waits
+ * for its RDMA Writes). */
 static const struct rr_xprt_server_ops rdma_server_ops = {
 	.create = sv_create,
 	.port = sv_port,
