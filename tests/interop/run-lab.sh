@@ -256,7 +256,11 @@ cmd_check() {
 			f=$run/out/$name.pcap
 			if [ ! -s "$f" ]; then echo "FAIL tshark $name: no capture" >> "$hr"; continue; fi
 			local dopt=() flts=() counts total all_bad bad min=-1 c i
-			[ "$decode" != - ] && dopt=(-d "$decode")
+			case $decode in
+			-) ;;
+			disable:*) dopt=(--disable-protocol "${decode#disable:}") ;;
+			*) dopt=(-d "$decode") ;;
+			esac
 			IFS=, read -r -a flts <<< "$filter"
 			case $ours in
 			-) counts=$(frame_counts "$f" frame _ws.malformed "${flts[@]}" -- "${dopt[@]}") ;;
