@@ -260,8 +260,9 @@ static int fk_connect_calls;
 
 static int fk_connect(struct rr_cm_channel *ch, struct rr_qp *qp, const struct sockaddr *dst,
 		      socklen_t dstlen, const struct rpcrdma_conn_param *param,
-		      struct rr_cm_id **out)
+		      void *user_ctx, struct rr_cm_id **out)
 {
+	RR_UNUSED(user_ctx);
 	RR_UNUSED(ch);
 	RR_UNUSED(qp);
 	RR_UNUSED(dst);

@@ -864,7 +864,12 @@ TEST(rpc_tcp_graceful_shutdown)
 	graceful_shutdown_body();
 }
 
-/* No rpc_rdma_graceful_shutdown yet: the RDMA transport still accepts connections after stop() (reported to the transport). */
+TEST(rpc_rdma_graceful_shutdown)
+{
+	g_scheme = "rdma";
+	graceful_shutdown_body();
+	g_scheme = "tcp";
+}
 
 static void graceful_shutdown_body(void)
 {
@@ -1132,7 +1137,12 @@ TEST(rpc_tcp_server_restart_under_load)
 	server_restart_under_load_body();
 }
 
-/* No rpc_rdma_server_restart_under_load yet: the RDMA transport fails a call with -EPIPE during the restart instead of retransmitting it (reported to the transport). */
+TEST(rpc_rdma_server_restart_under_load)
+{
+	g_scheme = "rdma";
+	server_restart_under_load_body();
+	g_scheme = "tcp";
+}
 
 static void server_restart_under_load_body(void)
 {

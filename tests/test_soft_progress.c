@@ -96,6 +96,18 @@ static void net_down(struct net *n)
 	CHECK_EQ(rpcrdma_close(n->ctx), 0);
 }
 
+/* Whether the progress thread serves @q's socket (read under its tx_lock,
+ * where the hand-over changes it). */
+static bool handed(struct soft_qp *q)
+{
+	bool on;
+
+	pthread_mutex_lock(&q->tx_lock);
+	on = q->obj.in_epoll;
+	pthread_mutex_unlock(&q->tx_lock);
+	return on;
+}
+
 static struct soft_qp *sqp_of(struct rpcrdma_qp *qp)
 {
 	return RR_CONTAINER_OF(RR_BASE(qp, qp), struct soft_qp, base);
@@ -132,7 +144,7 @@ TEST(soft_progress_thread_answers_reads_without_polling)
 		if (round == 1) {
 			/* the server consumer shows up once: it takes its QP */
 			CHECK_EQ(rpcrdma_cq_poll(n.scq, 1, &wc), 0);
-			CHECK(!sqp_of(s)->obj.in_epoll);
+			CHECK(!handed(sqp_of(s)));
 		}
 		memset(dst, 0, sizeof(dst));
 		REQUIRE_EQ(rpcrdma_post_send(c, &r, NULL), 0);
@@ -142,10 +154,10 @@ TEST(soft_progress_thread_answers_reads_without_polling)
 		CHECK_EQ(wc.byte_len, sizeof(dst));
 		CHECK_MEM(dst, src, sizeof(dst));
 		/* the progress thread served the server's socket */
-		CHECK(sqp_of(s)->obj.in_epoll);
+		CHECK(handed(sqp_of(s)));
 	}
 	/* the client waited in rpcrdma_cq_wait: its QP stayed with it */
-	CHECK(!sqp_of(c)->obj.in_epoll);
+	CHECK(!handed(sqp_of(c)));
 	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
@@ -319,5 +331,52 @@ TEST(soft_many_qps_on_one_cq)
 	}
 	CHECK_EQ(rpcrdma_dereg_mr(rmr), 0);
 	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
+	net_down(&n);
+}
+
+/* The peer goes away while this side sleeps in rpcrdma_cq_wait: the waiter
+ * receives the EOF itself, its posted receive is flushed and reported, and
+ * the dead socket no longer wakes the CQ (a later wait times out). */
+TEST(soft_cq_wait_sees_peer_close)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	static uint8_t buf[64];
+	struct rpcrdma_mr *mr;
+	struct waiter w = {0};
+	struct rpcrdma_wc wc;
+	pthread_t th;
+
+	net_up(&n);
+	c = qp_on(&n, n.ccq);
+	s = qp_on(&n, n.scq);
+	link_up(&n, c, s, &cid, &sid);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(n.pd, buf, sizeof(buf), RPCRDMA_ACCESS_LOCAL_WRITE, &mr), 0);
+	{
+		struct rpcrdma_sge sg = {(uintptr_t)buf, sizeof(buf), rpcrdma_mr_lkey(mr)};
+		struct rpcrdma_recv_wr rw = {.wr_id = 77, .sg_list = &sg, .num_sge = 1};
+
+		REQUIRE_EQ(rpcrdma_post_recv(c, &rw, NULL), 0);
+	}
+	w.cq = n.ccq;
+	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
+	usleep(50000);
+	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0); /* the server side closes */
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(w.rc, 1);
+	CHECK_EQ(w.wc.wr_id, 77);
+	CHECK_EQ(w.wc.status, RPCRDMA_WC_WR_FLUSH_ERR);
+	CHECK(!sqp_of(c)->cq_watched);
+	{
+		uint64_t t0 = rr_now_ns(NULL);
+
+		CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 100), 0);
+		CHECK(rr_now_ns(NULL) - t0 >= 90000000ull);
+	}
+	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	CHECK_EQ(rpcrdma_dereg_mr(mr), 0);
 	net_down(&n);
 }

@@ -145,6 +145,19 @@ static void pair_down(struct pair *p, struct rpcrdma_mr **mrs, int nmr)
 	CHECK_EQ(rpcrdma_close(p->ctx), 0);
 }
 
+/* A QP's state, read under its locks (the progress thread changes it). */
+static enum soft_qp_state qp_state(struct soft_qp *q)
+{
+	enum soft_qp_state st;
+
+	pthread_mutex_lock(&q->rx_lock);
+	pthread_mutex_lock(&q->tx_lock);
+	st = q->state;
+	pthread_mutex_unlock(&q->tx_lock);
+	pthread_mutex_unlock(&q->rx_lock);
+	return st;
+}
+
 static void fill(uint8_t *b, size_t n, unsigned seed)
 {
 	for (size_t i = 0; i < n; i++)
@@ -421,7 +434,7 @@ wait:
 	/* wait until both QPs are in error */
 	cq_ = RR_CONTAINER_OF(RR_BASE(qp, p.c.qp), struct soft_qp, base);
 	sq_ = RR_CONTAINER_OF(RR_BASE(qp, p.s.qp), struct soft_qp, base);
-	for (int i = 0; i < 5000 && (cq_->state != QPS_ERROR || sq_->state != QPS_ERROR); i++) {
+	for (int i = 0; i < 5000 && (qp_state(cq_) != QPS_ERROR || qp_state(sq_) != QPS_ERROR); i++) {
 		rpcrdma_cq_poll(p.c.cq, 1, &wc);
 		rpcrdma_cq_poll(p.s.cq, 1, &wc);
 		usleep(1000);
@@ -430,8 +443,8 @@ wait:
 		struct soft_qp *victim = v == V_INV_MR ? cq_ : sq_;
 		struct soft_qp *culprit = v == V_INV_MR ? sq_ : cq_;
 
-		CHECK_EQ(victim->state, QPS_ERROR);
-		CHECK_EQ(culprit->state, QPS_ERROR);
+		CHECK_EQ(qp_state(victim), QPS_ERROR);
+		CHECK_EQ(qp_state(culprit), QPS_ERROR);
 		CHECK(victim->rx.term_valid);
 		CHECK_EQ(victim->rx.term.layer, layer);
 		CHECK_EQ(victim->rx.term.etype, etype);
@@ -843,9 +856,9 @@ static void commit_one_side(bool responder_disabled)
 	CHECK_EQ(rc, 0);
 	victim = RR_CONTAINER_OF(RR_BASE(qp, to->qp), struct soft_qp, base);
 	culprit = RR_CONTAINER_OF(RR_BASE(qp, from->qp), struct soft_qp, base);
-	for (int i = 0; i < 5000 && victim->state != QPS_ERROR; i++)
+	for (int i = 0; i < 5000 && qp_state(victim) != QPS_ERROR; i++)
 		usleep(1000);
-	CHECK_EQ(victim->state, QPS_ERROR);
+	CHECK_EQ(qp_state(victim), QPS_ERROR);
 	CHECK(victim->rx.term_valid);
 	CHECK_EQ(victim->rx.term.layer, RR_TL_RDMAP);
 	CHECK_EQ(victim->rx.term.etype, RR_RDMAP_ET_OPERATION);

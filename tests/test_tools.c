@@ -221,8 +221,44 @@ static void roundtrip(const char *scheme)
 	}
 	/* NULL */
 	CHECK_EQ(fs_null(fx.clnt, NULL, 0), 0);
-	/* PUSH_OPEN is honestly not supported yet */
-	CHECK_EQ(fs_push_open(fx.clnt, "log", 4096), FS_ENOTSUP);
+	/* PUSH_OPEN: a push-mode region appended to a log (rdma://), or
+	 * FS_ENOTSUP where RDMA Commit cannot be used (tcp://) */
+	{
+		struct rpcrdma_push_region reg;
+		uint64_t foff = 1;
+		uint32_t cst = 9;
+		char lp[160];
+		uint8_t lbuf[4096];
+		int fd;
+
+		if (!strcmp(scheme, "tcp")) {
+			CHECK_EQ(fs_push_open(fx.clnt, "log", 4096, &reg, &foff), FS_ENOTSUP);
+		} else {
+			/* hostile arguments first */
+			CHECK_EQ(fs_push_open(fx.clnt, "../log", 4096, &reg, &foff), FS_EACCES);
+			CHECK_EQ(fs_push_open(fx.clnt, "log", 0, &reg, &foff), FS_EINVAL);
+			CHECK_EQ(fs_push_open(fx.clnt, "log", (uint64_t)FS_PUSH_MAX + 1, &reg, &foff),
+				 FS_EINVAL);
+			CHECK_EQ(fs_push_open(fx.clnt, "dir", 4096, &reg, &foff), FS_EISDIR);
+			REQUIRE_EQ(fs_write(fx.clnt, "log", 0, FS_WRITE_CREATE, "head", 4, &n), FS_OK);
+			REQUIRE_EQ(fs_push_open(fx.clnt, "log", 4096, &reg, &foff), FS_OK);
+			CHECK_EQ(foff, 4);   /* appended after the 4 bytes */
+			CHECK_EQ(reg.length, 4096);
+			CHECK_EQ(rpcrdma_push_write(fx.clnt, &reg, 0, data, 4096, RPCRDMA_PUSH_COMMIT,
+						    &cst),
+				 0);
+			CHECK_EQ(cst, 0);
+			snprintf(lp, sizeof(lp), "%s/log", fx.export_dir);
+			fd = open(lp, O_RDONLY);
+			REQUIRE(fd >= 0);
+			CHECK_EQ(pread(fd, lbuf, 4096, 4), 4096);
+			CHECK(memcmp(lbuf, data, 4096) == 0);
+			close(fd);
+			/* the second region starts after the first */
+			REQUIRE_EQ(fs_push_open(fx.clnt, "log", 100, &reg, &foff), FS_OK);
+			CHECK_EQ(foff, 4100);
+		}
+	}
 	free(data);
 	free(back);
 	fx_stop(&fx);

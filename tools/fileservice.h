@@ -31,10 +31,17 @@
  *          the next cookie is cookie + n. max_entries is capped at
  *          FS_LIST_MAX_ENTRIES and the reply at about FS_LIST_MAX_BYTES.
  *   4 COMMIT(fs_path) -> fs_status          (fsync of the file)
- *   5 PUSH_OPEN(fs_path, uint64 size) -> fs_status
- *          push-mode durable region for appends (draft-talpey-rdma-commit):
- *          answers FS_ENOTSUP today (the RPC API exposes no push-mode region
- *          yet); a future version returns the region handle.
+ *   5 PUSH_OPEN(fs_path, uint64 size) -> fs_status; if FS_OK:
+ *          uint32 stag; uint64 offset; uint64 length; uint64 file_offset
+ *          push-mode durable region for appends (draft-talpey-rdma-commit
+ *          section 2, include/rpcrdma/push.h): the file (created if
+ *          missing) is extended by @size zero bytes (1..FS_PUSH_MAX) at its
+ *          end, that new range is mapped and exposed to the calling
+ *          connection only, and the client RDMA Writes + RDMA Commits into
+ *          it with rpcrdma_push_write() -- no server code runs for those.
+ *          file_offset = where the region starts in the file. The region
+ *          lives until the connection ends. FS_ENOTSUP when the connection
+ *          cannot do RDMA Commit (tcp://, a peer without it).
  *   6 ECHO(opaque data<FS_MAX_IO>) -> opaque data<>   (NOT DDP-eligible:
  *          a diagnostic whose large arguments make a Long Call and whose
  *          large results make a Long Reply on RDMA)
@@ -64,6 +71,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/file.h>
+#include <sys/mman.h>
+
+#include "rpcrdma/push.h"
 #include "rpcrdma/rpc.h"
 #include "rpcrdma/xdr.h"
 
@@ -88,6 +99,8 @@ enum fs_proc {
 #define FS_LIST_MAX_BYTES (4u * 1024 * 1024)
 /* XDR bytes of one LIST entry at most: name length + name + pad, type, size */
 #define FS_LIST_ENTRY_MAX (4u + 256u + 4u + 8u)
+
+#define FS_PUSH_MAX (64u * 1024 * 1024)
 
 #define FS_WRITE_CREATE 1u
 #define FS_WRITE_TRUNC 2u
@@ -574,23 +587,104 @@ static inline int fs_h_commit(struct rpcrdma_req *req, void *ctx)
 	return rpcrdma_xdr_put_u32(e, st) ? RPCRDMA_SVC_SYSTEM_ERR : RPCRDMA_SVC_OK;
 }
 
+/* A region exposed by PUSH_OPEN: unmapped once the transport released it. */
+struct fs_push_region {
+	struct rpcrdma_durable_map map;
+};
+
+static inline void fs_push_released(void *arg)
+{
+	struct fs_push_region *g = (struct fs_push_region *)arg;
+
+	(void)rpcrdma_durable_unmap(&g->map);
+	free(g);
+}
+
 static inline int fs_h_push_open(struct rpcrdma_req *req, void *ctx)
 {
 	struct fs_service *svc = ctx;
 	struct rpcrdma_xdr_dec *d = rpcrdma_req_args(req);
 	struct rpcrdma_xdr_enc *e = rpcrdma_req_results(req);
+	struct rpcrdma_push_region reg;
+	struct rpcrdma_mr_attr a;
+	struct fs_push_region *g;
 	char path[FS_PATH_MAX];
-	uint64_t size;
-	int rc;
+	uint64_t size, start = 0, id;
+	uint32_t st = FS_OK;
+	struct stat sb;
+	long pg = sysconf(_SC_PAGESIZE);
+	int rc, fd = -1;
 
 	atomic_fetch_add(&svc->calls[FS_PUSH_OPEN], 1);
 	rc = fs_get_path(d, path, false);
 	if (rc < 0 || rpcrdma_xdr_get_u64(d, &size) || rpcrdma_xdr_dec_remaining(d))
 		return RPCRDMA_SVC_GARBAGE_ARGS;
-	/* NOT YET SUPPORTED: the RPC API has no push-mode region yet. */
-	return rpcrdma_xdr_put_u32(e, rc > 0 ? (uint32_t)rc : FS_ENOTSUP)
-		       ? RPCRDMA_SVC_SYSTEM_ERR
-		       : RPCRDMA_SVC_OK;
+	if (rc > 0)
+		st = (uint32_t)rc;
+	else if (size == 0 || size > FS_PUSH_MAX || pg <= 0)
+		st = FS_EINVAL;
+	else if (rpcrdma_req_push_capable(req) != 0)
+		st = FS_ENOTSUP;   /* tcp://, or a peer without RDMA Commit */
+	if (st == FS_OK) {
+		fd = fs_open_beneath(svc, path, O_RDWR | O_CREAT | O_NOCTTY | O_NONBLOCK, 0644);
+		if (fd < 0)
+			st = fs_status_from_errno(-fd);
+	}
+	g = st == FS_OK ? (struct fs_push_region *)calloc(1, sizeof(*g)) : NULL;
+	if (st == FS_OK && !g)
+		st = FS_EIO;
+	/* append: the region is the new tail [st_size, st_size + size) */
+	if (st == FS_OK && flock(fd, LOCK_EX) < 0)
+		st = fs_status_from_errno(errno);
+	if (st == FS_OK && fstat(fd, &sb) < 0)
+		st = fs_status_from_errno(errno);
+	if (st == FS_OK && !S_ISREG(sb.st_mode))
+		st = FS_EINVAL;
+	if (st == FS_OK && (uint64_t)sb.st_size > (uint64_t)INT64_MAX - size)
+		st = FS_EFBIG;
+	if (st == FS_OK) {
+		start = (uint64_t)sb.st_size;
+		if (ftruncate(fd, (off_t)(start + size)) < 0)
+			st = fs_status_from_errno(errno);
+	}
+	if (fd >= 0)
+		(void)flock(fd, LOCK_UN);
+	if (st == FS_OK) {
+		uint64_t map_off = start & ~((uint64_t)pg - 1);
+		void *p = mmap(NULL, (size_t)(start + size - map_off), PROT_READ | PROT_WRITE,
+			       MAP_SHARED, fd, (off_t)map_off);
+
+		if (p == MAP_FAILED) {
+			st = fs_status_from_errno(errno);
+		} else {
+			g->map.addr = p;
+			g->map.length = start + size - map_off;
+			g->map.fd = fd;
+			fd = -1;   /* owned by the map now */
+			memset(&a, 0, sizeof(a));
+			a.addr = (uint8_t *)p + (start - map_off);
+			a.length = size;
+			a.flags = RPCRDMA_MR_DURABLE;
+			a.durable_fd = g->map.fd;
+			a.durable_offset = start;
+			rc = rpcrdma_req_push_expose(req, &a, fs_push_released, g, &reg, &id);
+			if (rc) {
+				st = rc == -EOPNOTSUPP ? FS_ENOTSUP : fs_status_from_errno(-rc);
+				(void)rpcrdma_durable_unmap(&g->map);
+			} else {
+				g = NULL;   /* the transport's until released */
+			}
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	free(g);
+	rpcrdma_xdr_put_u32(e, st);
+	if (st == FS_OK) {
+		rpcrdma_xdr_put_push_region(e, &reg);
+		rpcrdma_xdr_put_u64(e, start);
+	}
+	return rpcrdma_xdr_enc_error(e) ? RPCRDMA_SVC_SYSTEM_ERR : RPCRDMA_SVC_OK;
 }
 
 static inline int fs_h_echo(struct rpcrdma_req *req, void *ctx)
@@ -657,6 +751,10 @@ static inline int fs_read(struct rpcrdma_client *c, const char *path, uint64_t o
 	/* a zero-length sink is refused by some transports: no sink, no data */
 	if (!rc && count)
 		rc = rpcrdma_call_set_sinks(call, &sink, 1);
+	/* the data comes in the Write chunk: the rest is small (no Reply
+	 * chunk to register and invalidate) */
+	if (count)
+		rpcrdma_call_set_reply_hint(call, 64);
 	if (!rc)
 		rc = rpcrdma_call_run(call);
 	if (!rc) {
@@ -738,11 +836,15 @@ static inline int fs_commit(struct rpcrdma_client *c, const char *path)
 	return rc;
 }
 
-/* PUSH_OPEN: the server's answer (FS_ENOTSUP today). */
-static inline int fs_push_open(struct rpcrdma_client *c, const char *path, uint64_t size)
+/* PUSH_OPEN: a push-mode region of @size bytes appended to @path; *@reg
+ * and *@file_off (where it starts in the file) when FS_OK. Then
+ * rpcrdma_push_write(c, reg, ..., RPCRDMA_PUSH_COMMIT, ...). */
+static inline int fs_push_open(struct rpcrdma_client *c, const char *path, uint64_t size,
+			       struct rpcrdma_push_region *reg, uint64_t *file_off)
 {
 	struct rpcrdma_call *call;
 	struct rpcrdma_xdr_enc *e;
+	struct rpcrdma_xdr_dec *d;
 	uint32_t st = 0;
 	int rc;
 
@@ -753,10 +855,18 @@ static inline int fs_push_open(struct rpcrdma_client *c, const char *path, uint6
 	rpcrdma_xdr_put_string(e, path);
 	rpcrdma_xdr_put_u64(e, size);
 	rc = rpcrdma_xdr_enc_error(e);
+	rpcrdma_call_set_reply_hint(call, 64);
 	if (!rc)
 		rc = rpcrdma_call_run(call);
-	if (!rc)
-		rc = rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &st);
+	if (!rc) {
+		d = rpcrdma_call_results(call);
+		rc = rpcrdma_xdr_get_u32(d, &st);
+		if (!rc && st == FS_OK) {
+			rc = rpcrdma_xdr_get_push_region(d, reg);
+			if (!rc)
+				rc = rpcrdma_xdr_get_u64(d, file_off);
+		}
+	}
 	if (!rc)
 		rc = (int)st;
 	rpcrdma_call_destroy(call);
@@ -771,9 +881,15 @@ struct fs_dirent {
 
 /* One LIST call from @cookie, at most @max entries: @cb(arg, entry) for
  * each; *@n entries, *@eof. The reply hint covers @max entries. */
-static inline int fs_list(struct rpcrdma_client *c, const char *path, uint32_t cookie,
-			  uint32_t max, void (*cb)(void *, const struct fs_dirent *), void *arg,
-			  uint32_t *n, bool *eof)
+/* LIST with what the caller knows of the reply size: @min_reply is the
+ * smallest Reply it expects (0: unknown). With reliable reply negotiated, a
+ * known minimum above the inline threshold makes the transport provide a
+ * Reply chunk (RFC 8166 Long Reply) instead of letting the server expose the
+ * reply as a Read chunk (draft-cel-nfsv4-rpcrdma-reliable-reply 5.3.1). */
+static inline int fs_list_range(struct rpcrdma_client *c, const char *path, uint32_t cookie,
+				uint32_t max, size_t min_reply,
+				void (*cb)(void *, const struct fs_dirent *), void *arg,
+				uint32_t *n, bool *eof)
 {
 	struct rpcrdma_call *call;
 	struct rpcrdma_xdr_enc *e;
@@ -795,7 +911,10 @@ static inline int fs_list(struct rpcrdma_client *c, const char *path, uint32_t c
 			    FS_LIST_ENTRY_MAX;
 	if (hint > FS_LIST_MAX_BYTES + 64)
 		hint = FS_LIST_MAX_BYTES + 64;
-	rpcrdma_call_set_reply_hint(call, hint);
+	if (min_reply)
+		rpcrdma_call_set_reply_range(call, min_reply < hint ? min_reply : hint, hint);
+	else
+		rpcrdma_call_set_reply_hint(call, hint);
 	if (!rc)
 		rc = rpcrdma_call_run(call);
 	if (!rc) {
@@ -826,6 +945,13 @@ static inline int fs_list(struct rpcrdma_client *c, const char *path, uint32_t c
 		*eof = b;
 	rpcrdma_call_destroy(call);
 	return rc;
+}
+
+static inline int fs_list(struct rpcrdma_client *c, const char *path, uint32_t cookie,
+			  uint32_t max, void (*cb)(void *, const struct fs_dirent *), void *arg,
+			  uint32_t *n, bool *eof)
+{
+	return fs_list_range(c, path, cookie, max, 0, cb, arg, n, eof);
 }
 
 /* ECHO @len bytes (inline arguments and results): *@back gets a malloc'd

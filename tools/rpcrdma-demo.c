@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "fileservice.h"
+#include "rpcrdma/stats.h"
 
 /* ---- the server child ---- */
 
@@ -123,23 +124,56 @@ static int child_stop(struct child *ch, int sig)
 }
 
 /* ---- transport counters ----
- * The RPC API has no public way to read a connection's RPC-over-RDMA
- * counters yet (the transport keeps them internally: struct rr_xprt_stats in
- * src/proto/xprt.h on h/xprt). What the demo needs, and will use as soon as
- * it exists:
- *   int rpcrdma_client_stats(struct rpcrdma_client *, struct rpcrdma_xprt_stats *);
- *   int rpcrdma_server_stats(struct rpcrdma_server *, struct rpcrdma_xprt_stats *);
- * (-EOPNOTSUPP on tcp://) with short/chunked/long message counts, read/
- * write/reply chunk counts, bytes inline (sent/received) and bytes by RDMA
- * (Read, Write), remote and local invalidations, RDMA_DONE count. The
- * server runs in another process here, so its side would come back in a
- * diagnostic RPC or through the client's view of the Replies. */
+ * Every mechanism column comes from the client's transport counters
+ * (rpcrdma_client_stats, include/rpcrdma/stats.h), read before and after
+ * the step: what this client's connection actually sent and received. The
+ * server runs in another process; its side shows in what the client
+ * received (forms, invalidations of our STags, bytes it placed or pulled). */
+static struct rpcrdma_xprt_stats st_before;
+static int st_rc;
+
+static void meas_begin(struct rpcrdma_client *c)
+{
+	st_rc = c ? rpcrdma_client_stats(c, &st_before) : -ENOTCONN;
+}
+
+/* The counters' change since meas_begin, or NULL when not available. */
+static const struct rpcrdma_xprt_stats *meas_end(struct rpcrdma_client *c,
+						 struct rpcrdma_xprt_stats *d)
+{
+	struct rpcrdma_xprt_stats now;
+
+	if (st_rc || !c || rpcrdma_client_stats(c, &now))
+		return NULL;
+	rpcrdma_xprt_stats_diff(&now, &st_before, d);
+	return d;
+}
+
 static const char *counters_unavailable(const char *scheme)
 {
 	if (!strcmp(scheme, "tcp"))
 		return "not available: tcp:// sends RPC records (RFC 5531 section 11), it has no "
 		       "RPC-over-RDMA message forms, chunks or invalidations";
-	return "not available: the RPC API has no public per-connection transport counters yet";
+	return "not available: the transport gave no counters";
+}
+
+/* "RDMA_MSG x1, RDMA_DONE x1" */
+static void forms(char *buf, size_t n, uint64_t msg, uint64_t nomsg, uint64_t err, uint64_t done)
+{
+	size_t o = 0;
+
+	buf[0] = 0;
+#define F(v, name)                                                                            \
+	if (v && o < n)                                                                       \
+		o += (size_t)snprintf(buf + o, n - o, "%s%s x%llu", o ? ", " : "", name,      \
+				      (unsigned long long)v);
+	F(msg, "RDMA_MSG")
+	F(nomsg, "RDMA_NOMSG")
+	F(err, "RDMA_ERROR")
+	F(done, "RDMA_DONE")
+#undef F
+	if (!o)
+		snprintf(buf, n, "none");
 }
 
 /* ---- output ---- */
@@ -174,17 +208,42 @@ static void step_begin(unsigned n, const char *title, const char *mech, const ch
 }
 
 static void step_end(const char *step, const char *mech, const char *scheme, double ms,
-		     int verified, const char *detail)
+		     int verified, const char *detail, const struct rpcrdma_xprt_stats *d)
 {
 	struct summary *s = &sums[nsums++];
 
 	/* verified: 1 ok, 0 failed, -1 not available */
 	if (verified >= 0) {
-		const char *why = counters_unavailable(scheme);
-
-		/* message form, bytes inline / by RDMA, invalidations remote/local */
 		row("transport", "%s://", scheme);
-		row("form/bytes/inv", "%s", why);
+		if (d) {
+			char f[128];
+
+			forms(f, sizeof(f), d->msg_sent, d->nomsg_sent, d->error_sent, d->done_sent);
+			row("sent", "%s", f);
+			forms(f, sizeof(f), d->msg_recv, d->nomsg_recv, d->error_recv, d->done_recv);
+			row("received", "%s", f);
+			row("chunks", "Read %llu, Write %llu, Reply %llu",
+			    (unsigned long long)d->read_chunks, (unsigned long long)d->write_chunks,
+			    (unsigned long long)d->reply_chunks);
+			row("bytes inline", "%llu sent, %llu received (RPC-over-RDMA headers included)",
+			    (unsigned long long)d->inline_sent_bytes,
+			    (unsigned long long)d->inline_recv_bytes);
+			row("bytes by RDMA", "%llu out of our memory (the server's RDMA Read), %llu "
+			    "into it (the server's RDMA Write, or our RDMA Read of a reply)",
+			    (unsigned long long)d->total_rdma_req,
+			    (unsigned long long)d->total_rdma_rep);
+			row("invalidations", "remote %llu (by the server's Send With Invalidate), "
+			    "local %llu", (unsigned long long)d->remote_inv,
+			    (unsigned long long)d->local_inv);
+			if (d->push_writes || d->commits || d->commit_errors)
+				row("push mode", "%llu RDMA Write(s), %llu bytes, %llu RDMA Commit(s) "
+				    "answered durable, %llu failed", (unsigned long long)d->push_writes,
+				    (unsigned long long)d->push_write_bytes,
+				    (unsigned long long)d->commits,
+				    (unsigned long long)d->commit_errors);
+		} else {
+			row("form/bytes/inv", "%s", counters_unavailable(scheme));
+		}
 		row("latency", "%.3f ms", ms);
 	}
 	if (verified > 0)
@@ -266,6 +325,7 @@ int main(int argc, char **argv)
 	int rc, opt;
 	char detail[160];
 	unsigned stepno = 0;
+	struct rpcrdma_xprt_stats dlt;
 
 	while ((opt = getopt_long(argc, argv, "t:kh", lopts, NULL)) != -1) {
 		switch (opt) {
@@ -323,17 +383,19 @@ int main(int argc, char **argv)
 	/* 1. Short message: NULL */
 	step_begin(++stepno, "Short message", "RDMA_MSG, everything inline in one Send",
 		   "NULL()");
+	meas_begin(c);
 	t0 = fs_now_ns();
 	rc = fs_null(c, NULL, 0);
 	ms = (double)(fs_now_ns() - t0) / 1e6;
 	snprintf(detail, sizeof(detail), rc ? "%s" : "empty reply received",
 		 rpcrdma_strerror(rc));
-	step_end("Short message", "RDMA_MSG inline", ch.scheme, ms, rc == 0, detail);
+	step_end("Short message", "RDMA_MSG inline", ch.scheme, ms, rc == 0, detail, meas_end(c, &dlt));
 
 	/* 2. Read chunk: WRITE 1 MiB, DDP-eligible argument */
 	step_begin(++stepno, "Read chunk (WRITE of 1 MiB)",
 		   "RDMA_MSG with a Read chunk: the server pulls the data with RDMA Read",
 		   "WRITE(\"tour.bin\", 0, CREATE|TRUNC, 1048576 bytes DDP-eligible)");
+	meas_begin(c);
 	t0 = fs_now_ns();
 	rc = fs_write(c, "tour.bin", 0, FS_WRITE_CREATE | FS_WRITE_TRUNC, data, big, &n);
 	ms = (double)(fs_now_ns() - t0) / 1e6;
@@ -353,7 +415,7 @@ int main(int argc, char **argv)
 		snprintf(detail, sizeof(detail), ok ? "the file holds the 1048576 bytes sent"
 						    : "rc=%d count=%u, or file content differs",
 			 rc, n);
-		step_end("Read chunk", "WRITE data as Read chunk", ch.scheme, ms, ok, detail);
+		step_end("Read chunk", "WRITE data as Read chunk", ch.scheme, ms, ok, detail, meas_end(c, &dlt));
 	}
 
 	/* 3. Write chunk: READ 1 MiB into a sink */
@@ -361,6 +423,7 @@ int main(int argc, char **argv)
 		   "RDMA_MSG with a Write chunk: the server places the data with RDMA Write",
 		   "READ(\"tour.bin\", 0, 1048576) into a registered sink");
 	memset(back, 0, big);
+	meas_begin(c);
 	t0 = fs_now_ns();
 	rc = fs_read(c, "tour.bin", 0, back, big, &got, &eof);
 	ms = (double)(fs_now_ns() - t0) / 1e6;
@@ -370,7 +433,7 @@ int main(int argc, char **argv)
 		snprintf(detail, sizeof(detail),
 			 ok ? "1048576 bytes equal to what was written" : "rc=%d got=%u or differs",
 			 rc, got);
-		step_end("Write chunk", "READ data as Write chunk", ch.scheme, ms, ok, detail);
+		step_end("Write chunk", "READ data as Write chunk", ch.scheme, ms, ok, detail, meas_end(c, &dlt));
 	}
 
 	/* 4. Long Call: ECHO with 64 KiB of inline arguments */
@@ -382,7 +445,8 @@ int main(int argc, char **argv)
 		step_begin(++stepno, "Long Call (ECHO of 64 KiB inline arguments)",
 			   "RDMA_NOMSG: the whole Call in a position-zero Read chunk",
 			   "ECHO(opaque<65536>, not DDP-eligible)");
-		t0 = fs_now_ns();
+		meas_begin(c);
+	t0 = fs_now_ns();
 		rc = fs_echo(c, data, len, &echo, &elen);
 		ms = (double)(fs_now_ns() - t0) / 1e6;
 		{
@@ -392,7 +456,7 @@ int main(int argc, char **argv)
 				 ok ? "65536 bytes echoed back equal" : "rc=%d len=%u or differs", rc,
 				 elen);
 			step_end("Long Call", "RDMA_NOMSG + position-zero Read chunk", ch.scheme, ms,
-				 ok, detail);
+				 ok, detail, meas_end(c, &dlt));
 		}
 		free(echo);
 	}
@@ -415,59 +479,200 @@ int main(int argc, char **argv)
 				bad++;
 		}
 		step_begin(++stepno, "Long Reply (LIST of 200 entries, about 50 KiB)",
-			   "RDMA_NOMSG reply written into the client's Reply chunk",
-			   "LIST(\"many\", 0, 1000) with a reply hint of the full size");
+			   "RDMA_NOMSG reply written by the server into the client's Reply chunk "
+			   "(RFC 8166 Long Reply)",
+			   "LIST(\"many\", 0, 1000), the client knows the reply is at least 40 KiB");
+		meas_begin(c);
 		t0 = fs_now_ns();
-		rc = fs_list(c, "many", 0, 1000, list_verify, &vc, &cnt, &eof);
+		/* A known minimum above the inline threshold: the client provides
+		 * a Reply chunk even with reliable reply negotiated (5.3.1). */
+		rc = fs_list_range(c, "many", 0, 1000, 40 * 1024, list_verify, &vc, &cnt, &eof);
 		ms = (double)(fs_now_ns() - t0) / 1e6;
 		ok = rc == FS_OK && bad == 0 && cnt == 200 && eof && vc.i == 200 && vc.bad == 0;
 		snprintf(detail, sizeof(detail),
 			 ok ? "200 entries, names, types and sizes as created"
 			    : "rc=%d n=%u mismatches=%u",
 			 rc, cnt, vc.bad + bad);
-		step_end("Long Reply", "RDMA_NOMSG + Reply chunk", ch.scheme, ms, ok, detail);
+		{
+			const struct rpcrdma_xprt_stats *d = meas_end(c, &dlt);
+
+			/* over rdma:// the counters must show the Reply chunk used */
+			if (ok && d && (d->reply_chunks == 0 || d->done_sent)) {
+				ok = 0;
+				snprintf(detail, sizeof(detail),
+					 "the reply did not come through a Reply chunk "
+					 "(reply chunks %llu, RDMA_DONE sent %llu)",
+					 (unsigned long long)d->reply_chunks,
+					 (unsigned long long)d->done_sent);
+			}
+			step_end("Long Reply", "RDMA_NOMSG + Reply chunk", ch.scheme, ms, ok,
+				 detail, d);
+		}
 	}
 
-	/* 6. remote invalidation, 7. reliable reply: RDMA only */
+	/* 6. remote invalidation: proven from the counters */
 	step_begin(++stepno, "Remote invalidation",
 		   "the server answers with Send With Invalidate: the client's Write chunk "
 		   "STag is invalidated by the peer, no local invalidation",
-		   "READ(\"tour.bin\", 0, 65536)");
-	if (!strcmp(ch.scheme, "tcp"))
+		   "READ(\"tour.bin\", 0, 65536) into a sink, no Reply chunk");
+	if (!strcmp(ch.scheme, "tcp")) {
 		step_end("Remote invalidation", "Send With Invalidate", ch.scheme, 0, -1,
-			 "not available: needs rdma:// (RFC 8166 section 4.2.1 / RFC 8797), "
-			 "not built in this library");
-	else
-		step_end("Remote invalidation", "Send With Invalidate", ch.scheme, 0, -1,
-			 "not available: proving it needs the transport's invalidation counters "
-			 "(no public API yet)");
-	step_begin(++stepno, "Reliable reply",
-		   "the server offers the reply as a responder Read chunk and waits for "
-		   "RDMA_DONE before releasing it",
-		   "READ(\"tour.bin\", 0, 1048576) without a client Write chunk");
-	step_end("Reliable reply", "responder Read chunk + RDMA_DONE", ch.scheme, 0, -1,
-		 !strcmp(ch.scheme, "tcp")
-			 ? "not available: needs rdma:// with the reliable-reply extension, not "
-			   "built in this library"
-			 : "not available: the RPC API exposes no way to request or observe it yet");
+			 "not available: needs rdma:// (RFC 8166 section 4.2.1 / RFC 8797)", NULL);
+	} else {
+		const struct rpcrdma_xprt_stats *d;
+		int ok;
 
-	/* 8. push mode */
-	step_begin(++stepno, "Push-mode write with Commit",
-		   "client RDMA Writes into a durable file-backed region and RDMA Commits it; "
-		   "no server code in the path",
-		   "PUSH_OPEN(\"push.log\", 65536)");
-	rc = fs_push_open(c, "push.log", 65536);
-	if (rc == FS_ENOTSUP)
-		step_end("Push-mode Write+Commit", "RDMA Write + RDMA Commit", ch.scheme, 0, -1,
-			 "not available: the RPC API exposes no push-mode region yet (the server "
-			 "answered PUSH_OPEN with FS_ENOTSUP)");
-	else {
-		snprintf(detail, sizeof(detail),
-			 "not available: unexpected PUSH_OPEN answer %d (%s); client side not "
-			 "implemented",
-			 rc, rc > 0 ? fs_status_str((uint32_t)rc) : rpcrdma_strerror(rc));
-		step_end("Push-mode Write+Commit", "RDMA Write + RDMA Commit", ch.scheme, 0, -1,
-			 detail);
+		memset(back, 0, 65536);
+		meas_begin(c);
+		t0 = fs_now_ns();
+		rc = fs_read(c, "tour.bin", 0, back, 65536, &got, &eof);
+		ms = (double)(fs_now_ns() - t0) / 1e6;
+		d = meas_end(c, &dlt);
+		ok = rc == FS_OK && got == 65536 && !memcmp(back, data, 65536);
+		if (ok && d && d->remote_inv > 0 && d->local_inv == 0)
+			snprintf(detail, sizeof(detail),
+				 "65536 bytes equal; counters: %llu STag(s) invalidated by the "
+				 "server, 0 locally",
+				 (unsigned long long)d->remote_inv);
+		else {
+			snprintf(detail, sizeof(detail),
+				 "rc=%d got=%u; counters remote_inv=%lld local_inv=%lld (want >0 / 0)",
+				 rc, got, d ? (long long)d->remote_inv : -1,
+				 d ? (long long)d->local_inv : -1);
+			ok = 0;
+		}
+		step_end("Remote invalidation", "Send With Invalidate", ch.scheme, ms, ok, detail, d);
+	}
+
+	/* 7. reliable reply: a READ whose data has no client Write chunk */
+	step_begin(++stepno, "Reliable reply",
+		   "the server offers the reply as a responder Read chunk, the client pulls it "
+		   "and sends RDMA_DONE so the server can release it",
+		   "READ(\"tour.bin\", 0, 262144) without a client Write chunk");
+	if (!strcmp(ch.scheme, "tcp")) {
+		step_end("Reliable reply", "responder Read chunk + RDMA_DONE", ch.scheme, 0, -1,
+			 "not available: needs rdma:// with the reliable-reply extension", NULL);
+	} else {
+		const struct rpcrdma_xprt_stats *d;
+		struct rpcrdma_call *call = NULL;
+		struct rpcrdma_xdr_enc *e;
+		struct rpcrdma_xdr_dec *dd;
+		const void *p = NULL;
+		uint32_t st = 1, len = 0;
+		bool b;
+		int ok;
+
+		meas_begin(c);
+		t0 = fs_now_ns();
+		rc = rpcrdma_call_create(c, FS_READ, &call);
+		if (!rc) {
+			e = rpcrdma_call_args(call);
+			rpcrdma_xdr_put_string(e, "tour.bin");
+			rpcrdma_xdr_put_u64(e, 0);
+			rpcrdma_xdr_put_u32(e, 262144);
+			rc = rpcrdma_xdr_enc_error(e);
+		}
+		if (!rc)
+			rc = rpcrdma_call_run(call);
+		if (!rc) {
+			dd = rpcrdma_call_results(call);
+			rc = rpcrdma_xdr_get_u32(dd, &st);
+			if (!rc)
+				rc = rpcrdma_xdr_get_bool(dd, &b);
+			if (!rc)
+				rc = rpcrdma_xdr_get_ddp(dd, &p, &len);
+		}
+		ms = (double)(fs_now_ns() - t0) / 1e6;
+		ok = rc == 0 && st == FS_OK && len == 262144 && !memcmp(p, data, 262144);
+		if (call)
+			rpcrdma_call_destroy(call);
+		d = meas_end(c, &dlt);
+		if (ok && d && d->done_sent >= 1) {
+			snprintf(detail, sizeof(detail),
+				 "262144 bytes equal; counters: reply pulled by RDMA Read, %llu "
+				 "RDMA_DONE sent", (unsigned long long)d->done_sent);
+			step_end("Reliable reply", "responder Read chunk + RDMA_DONE", ch.scheme, ms,
+				 1, detail, d);
+		} else if (ok) {
+			step_end("Reliable reply", "responder Read chunk + RDMA_DONE", ch.scheme, ms,
+				 -1, "not available: the data came back, but the connection did not "
+				 "use reliable reply (no RDMA_DONE in the counters)", d);
+		} else {
+			snprintf(detail, sizeof(detail), "rc=%d status=%u len=%u or data differs", rc,
+				 st, len);
+			step_end("Reliable reply", "responder Read chunk + RDMA_DONE", ch.scheme, ms,
+				 0, detail, d);
+		}
+	}
+
+	/* 8. push mode: Write + Commit, kill -9, restart, READ back */
+	step_begin(++stepno, "Push-mode write with Commit, then server restart",
+		   "client RDMA Writes into a durable file-backed region and RDMA Commits it "
+		   "(no server code in the path); the server is killed (SIGKILL) right after "
+		   "the Commit completed and restarted; the data is read back with READ",
+		   "PUSH_OPEN(\"push.log\", 65536); RDMA Write 4096 + RDMA Commit; kill -9; READ");
+	{
+		struct rpcrdma_push_region reg;
+		uint64_t foff = 0;
+		uint32_t cst = 0;
+
+		rc = fs_push_open(c, "push.log", 65536, &reg, &foff);
+		if (rc == FS_ENOTSUP) {
+			step_end("Push-mode Write+Commit", "RDMA Write + RDMA Commit", ch.scheme, 0, -1,
+				 !strcmp(ch.scheme, "tcp")
+					 ? "not available: tcp:// cannot do RDMA Commit (PUSH_OPEN "
+					   "answered FS_ENOTSUP)"
+					 : "not available: this connection did not negotiate RDMA "
+					   "Commit (PUSH_OPEN answered FS_ENOTSUP)",
+				 NULL);
+		} else if (rc != FS_OK) {
+			snprintf(detail, sizeof(detail), "PUSH_OPEN failed: %d (%s)", rc,
+				 rc > 0 ? fs_status_str((uint32_t)rc) : rpcrdma_strerror(rc));
+			step_end("Push-mode Write+Commit", "RDMA Write + RDMA Commit", ch.scheme, 0, 0,
+				 detail, NULL);
+		} else {
+			const struct rpcrdma_xprt_stats *d;
+			int ok;
+
+			meas_begin(c);
+			t0 = fs_now_ns();
+			rc = rpcrdma_push_write(c, &reg, 0, data + 8192, 4096, RPCRDMA_PUSH_COMMIT,
+						&cst);
+			ms = (double)(fs_now_ns() - t0) / 1e6;
+			d = meas_end(c, &dlt);
+			/* durable: kill the server at once, no chance to flush */
+			child_stop(&ch, SIGKILL);
+			rpcrdma_client_destroy(c);
+			c = NULL;
+			ok = rc == 0 && d && d->commits == 1 && d->sends == 0;
+			if (ok) {
+				rc = child_start(&ch, dir, transport);
+				ok = rc == 0;
+				if (ok)
+					printf("  %-16s server killed (SIGKILL) after the Commit, restarted "
+					       "at %s\n", "restart", ch.url);
+			}
+			if (ok) {
+				rc = rpcrdma_client_create(ch.url, FS_PROG, FS_VERS, NULL, &c);
+				ok = rc == 0;
+			}
+			if (ok) {
+				memset(back, 0, 4096);
+				rc = fs_read(c, "push.log", foff, back, 4096, &got, &eof);
+				ok = rc == FS_OK && got == 4096 && !memcmp(back, data + 8192, 4096);
+			}
+			if (ok)
+				snprintf(detail, sizeof(detail),
+					 "4096 bytes at file offset %llu read back after kill -9 and "
+					 "restart, equal; no RPC was sent for the write",
+					 (unsigned long long)foff);
+			else
+				snprintf(detail, sizeof(detail),
+					 "rc=%d commit status %u (or data lost after the restart)", rc,
+					 cst);
+			step_end("Push-mode Write+Commit", "RDMA Write + RDMA Commit", ch.scheme, ms, ok,
+				 detail, d);
+		}
 	}
 
 	/* 9. durability across a server restart (pull-mode WRITE + COMMIT) */
@@ -479,12 +684,23 @@ int main(int argc, char **argv)
 		uint64_t tw;
 		int ok;
 
+		if (!c && rpcrdma_client_create(ch.url, FS_PROG, FS_VERS, NULL, &c))
+			c = NULL;
+		meas_begin(c);
 		t0 = fs_now_ns();
-		rc = fs_write(c, "durable.log", 0, FS_WRITE_CREATE | FS_WRITE_TRUNC, data + 4096,
-			      4096, &n);
+		rc = c ? fs_write(c, "durable.log", 0, FS_WRITE_CREATE | FS_WRITE_TRUNC, data + 4096,
+			      4096, &n) : -ENOTCONN;
 		if (rc == FS_OK)
 			rc = fs_commit(c, "durable.log");
 		tw = fs_now_ns() - t0;
+		{
+			const struct rpcrdma_xprt_stats *d9 = meas_end(c, &dlt);
+
+			if (d9)
+				dlt = *d9;
+			else
+				memset(&dlt, 0xff, sizeof(dlt));
+		}
 		rpcrdma_client_destroy(c);
 		c = NULL;
 		child_stop(&ch, SIGKILL);
@@ -509,7 +725,8 @@ int main(int argc, char **argv)
 			    : "lost or different after the restart (rc=%d)",
 			 rc);
 		step_end("Durable WRITE+COMMIT + restart", "Read chunk + fsync", ch.scheme,
-			 (double)tw / 1e6, ok, detail);
+			 (double)tw / 1e6, ok, detail,
+			 dlt.sends == UINT64_MAX ? NULL : &dlt);
 	}
 
 	/* summary */

@@ -50,12 +50,17 @@
  *
  * Progress: providers move data on their own (hardware, or provider threads in
  * "soft"); the caller never has to call in to move data, it polls CQs and the
- * CM channel (or waits on their file descriptors). Connection setup may need
- * the caller: with rdma_cm ("verbs") the connecting side's address and route
- * resolution advance inside rpcrdma_cm_get_event on that side's channel, so
- * a connecting caller keeps polling its channel (or waits on its fd) until
- * ESTABLISHED, REJECTED, UNREACHABLE or ERROR. The fd may wake for such an
- * internal step; rpcrdma_cm_get_event then answers -EAGAIN. */
+ * CM channel or waits on their file descriptors (or in rpcrdma_cq_wait).
+ * Soft: while a CQ is attended (a thread waits in rpcrdma_cq_wait, it is
+ * armed, or it was polled in the last 20 ms) its consumer's poll/get_event/wait
+ * calls receive for its QPs, in the consumer's thread; a consumer that arms
+ * must therefore come back when the fd is readable. Unattended CQs' QPs are
+ * served by the provider thread. Connection setup may need the caller: with
+ * rdma_cm ("verbs") the connecting side's address and route resolution advance
+ * inside rpcrdma_cm_get_event on that side's channel, so a connecting caller
+ * keeps polling its channel (or waits on its fd) until ESTABLISHED, REJECTED,
+ * UNREACHABLE or ERROR. The fd may wake for such an internal step;
+ * rpcrdma_cm_get_event then answers -EAGAIN. */
 #ifndef RPCRDMA_RDMA_H
 #define RPCRDMA_RDMA_H
 
@@ -103,6 +108,13 @@ struct rpcrdma_open_attr {
 	 * The soft provider has one device, "soft0", and ignores it. */
 	const char *device;
 	uint32_t flags; /* reserved, 0 */
+	/* verbs, when @device is NULL: the device that owns @addr (@passive,
+	 * a listen address) or to which the route to @addr leads (active, a
+	 * peer address), as rdma_cm would pick it; a wildcard address or none
+	 * (NULL) means the first device. Borrowed for the call; the soft
+	 * provider ignores it. */
+	const struct sockaddr *addr;
+	bool passive;
 };
 
 /* Opens a context on provider @provider. @attr may be NULL. Errors: -ENOENT

@@ -146,6 +146,24 @@ RPCRDMA_API int rpcrdma_call_set_sinks(struct rpcrdma_call *call,
  * transport provides a Reply chunk when it exceeds the inline threshold).
  * 0: unknown (the transport uses the maximum message size). */
 RPCRDMA_API void rpcrdma_call_set_reply_hint(struct rpcrdma_call *call, size_t bytes);
+/* The range of the Reply's size as the caller knows it (same units as the
+ * hint above): @min bytes at least, @max at most, @max 0 when no maximum can
+ * be computed. With reliable reply negotiated (draft-cel-nfsv4-rpcrdma-
+ * reliable-reply, docs/protocol.md) an RDMA transport chooses per call: no
+ * Reply chunk when the maximum fits inline, is unknown, or the minimum does
+ * (a large Reply then comes as a responder-provided Read chunk); a Reply
+ * chunk only when even the minimum exceeds the inline threshold. Without it,
+ * as rpcrdma_call_set_reply_hint(call, max). */
+RPCRDMA_API void rpcrdma_call_set_reply_range(struct rpcrdma_call *call, size_t min,
+					      size_t max);
+/* 1 when the Reply of this completed call came through a responder-provided
+ * Read chunk (reliable reply), 0 otherwise. */
+RPCRDMA_API int rpcrdma_call_reply_via_read(const struct rpcrdma_call *call);
+/* 1 when the client's current RDMA connection negotiated reliable reply
+ * (both peers advertise it in the connection private data), 0 when not,
+ * -ENOTCONN without a connection, -EOPNOTSUPP on a transport without it
+ * (tcp://). */
+RPCRDMA_API int rpcrdma_client_reliable_reply(const struct rpcrdma_client *c);
 /* Timeout of this call in milliseconds (0: the client's default). */
 RPCRDMA_API void rpcrdma_call_set_timeout(struct rpcrdma_call *call, uint32_t ms);
 

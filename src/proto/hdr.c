@@ -579,6 +579,15 @@ static bool wchunk_ok(const struct rr_hdr_wchunk *c)
  * Read list 1-PHLOO-...-0, Write list 1-N-HLOO..-...-0, Reply 0 | 1-N-HLOO.. */
 int rr_hdr_encode_desc(struct rr_xdr_enc *e, const struct rr_hdr_desc *d)
 {
+	for (uint32_t i = 0; d->reads && i < d->nreads; i++)
+		if ((d->reads[i].position & 3) ||
+		    (i && d->reads[i].position < d->reads[i - 1].position))
+			return -EINVAL;
+	return rr_hdr_encode_desc_raw(e, d, RR_HDR_VERSION);
+}
+
+int rr_hdr_encode_desc_raw(struct rr_xdr_enc *e, const struct rr_hdr_desc *d, uint32_t vers)
+{
 	size_t start = e->pos;
 	int rc;
 
@@ -587,15 +596,11 @@ int rr_hdr_encode_desc(struct rr_xdr_enc *e, const struct rr_hdr_desc *d)
 	if ((d->nreads && !d->reads) || (d->nwrites && !d->writes) ||
 	    (d->reply && !wchunk_ok(d->reply)))
 		return -EINVAL;
-	for (uint32_t i = 0; i < d->nreads; i++)
-		if ((d->reads[i].position & 3) ||
-		    (i && d->reads[i].position < d->reads[i - 1].position))
-			return -EINVAL;
 	for (uint32_t i = 0; i < d->nwrites; i++)
 		if (!wchunk_ok(&d->writes[i]))
 			return -EINVAL;
 
-	rc = put_fixed(e, d->xid, RR_HDR_VERSION, d->credit, d->proc);
+	rc = put_fixed(e, d->xid, vers, d->credit, d->proc);
 	for (uint32_t i = 0; rc == 0 && i < d->nreads; i++)
 		rc = put_read_seg(e, d->reads[i].position, &d->reads[i].seg);
 	if (rc == 0)

@@ -289,6 +289,10 @@ struct rr_hdr_desc {
  * or decreasing, NULL segment arrays with a non-zero count). */
 int rr_hdr_encode_desc(struct rr_xdr_enc *e, const struct rr_hdr_desc *d);
 
+/* As rr_hdr_encode_desc() with @vers in the version field and without the
+ * Position checks: for the malformed headers tests and rogue peers send. */
+int rr_hdr_encode_desc_raw(struct rr_xdr_enc *e, const struct rr_hdr_desc *d, uint32_t vers);
+
 /* Re-encodes a header decoded by rr_hdr_decode() (RDMA_MSG, RDMA_NOMSG,
  * RDMA_ERROR, RDMA_DONE; -EINVAL for others or inconsistent indices). The
  * result is byte-identical to the decoded header. */

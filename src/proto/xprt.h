@@ -32,11 +32,12 @@
  * of that Call for Send With Invalidate (draft-cel-nfsv4-rpcrdma-remote-
  * invalidation, RFC 8797 section 4).
  *
- * Room for reliable reply (draft-cel-nfsv4-rpcrdma-reliable-reply): the
- * responder's "fits nowhere" branch is one function (rsp_reply_fallback); the
- * requester discards a Reply carrying a Read list (the header codec accepts
- * one only when the extension is negotiated) at a single check in
- * rr_xprt_req_recv, where the later issue will pull it instead.
+ * Reliable reply (draft-cel-nfsv4-rpcrdma-reliable-reply, proto/rrep.h), when
+ * params.reliable_reply is negotiated: the responder's "fits nowhere" branch
+ * (rsp_reply_oversize) builds an RDMA_NOMSG Reply with a Position-zero Read
+ * chunk instead of ERR_CHUNK; the requester turns a Reply carrying one (the
+ * header codec accepts it only then) into R_PULL, and the Reply-chunk
+ * decision follows the policy of draft 5.3.1 (rr_rrep_choose).
  *
  * Ownership: the core never keeps pointers to caller memory beyond what each
  * function states. Calls (struct rr_xprt_rqst) and receive contexts (struct
@@ -125,6 +126,12 @@ enum rr_xprt_verdict {
 enum rr_xprt_verdict rr_xprt_hdr_decode(const uint8_t *buf, size_t len, bool is_call,
 					uint32_t inline_max, uint32_t max_chunk,
 					struct rr_xprt_hdr *h);
+/* The same with the reliable-reply extension negotiated (@reliable_reply):
+ * a Position-zero Read chunk in an RDMA_NOMSG Reply and RDMA_DONE to a
+ * responder are then valid (proto/hdr.h). */
+enum rr_xprt_verdict rr_xprt_hdr_decode_ext(const uint8_t *buf, size_t len, bool is_call,
+					    uint32_t inline_max, uint32_t max_chunk,
+					    bool reliable_reply, struct rr_xprt_hdr *h);
 
 /* Encodes @h (proc MSG/NOMSG/DONE/ERROR) into @buf. Returns the length or
  * -EMSGSIZE. */
@@ -143,6 +150,10 @@ struct rr_xprt_params {
 	uint32_t max_seg_len;   /* largest segment we expose (split above) */
 	uint32_t max_segs;      /* most segments we put in one chunk */
 	uint32_t max_call;      /* responder: largest Call it accepts */
+	/* Reliable reply (draft-cel-nfsv4-rpcrdma-reliable-reply, proto/rrep.h):
+	 * negotiated by both peers' RELIABLE_REPLY capability. */
+	bool reliable_reply;
+	uint32_t max_pull;      /* requester: largest Reply it pulls (0: 256 MiB) */
 };
 
 /* Defaults: RFC 8166 1024/1024 inline, no R, 1 MiB segments, 16 per chunk. */
@@ -175,6 +186,30 @@ struct rr_xprt_stats {
 	uint64_t retransmits;
 	uint64_t reconnects;
 	uint64_t fatal_errors;       /* failed RDMA Read/Write/Send, connection lost */
+	/* Counted by the driver (transport/rdma_tp.c) from the header of every
+	 * Send posted / Receive completed (rdma_proc, RFC 8166 section 4.2.1),
+	 * both roles: */
+	uint64_t msg_sent, nomsg_sent, error_sent, done_sent;
+	uint64_t msg_recv, nomsg_recv, error_recv, done_recv;
+	uint64_t inline_sent_bytes;  /* bytes in Sends posted (header + inline) */
+	uint64_t inline_recv_bytes;  /* bytes in Receives completed */
+	/* Push mode (draft-talpey-rdma-commit section 2), requester: */
+	uint64_t push_writes, push_write_bytes;  /* RDMA Writes into exposed regions */
+	uint64_t commits, commit_errors;         /* Commits completed; with Status != 0
+						    or failed */
+	/* Push mode, responder: regions exposed / revoked or released. */
+	uint64_t regions_exposed, regions_released;
+	/* reliable reply (proto/rrep.h) */
+	uint64_t rrep_exposed;       /* rsp: Replies sent with a Read chunk */
+	uint64_t rrep_pulled;        /* req: Replies pulled by RDMA Read */
+	uint64_t rrep_done_sent;     /* req: RDMA_DONE sent */
+	uint64_t rrep_done_unknown;  /* req: RDMA_DONE for an XID no longer known
+					rsp: RDMA_DONE naming nothing waiting */
+	uint64_t rrep_done_matched;  /* rsp: RDMA_DONE released a Reply */
+	uint64_t rrep_done_forged;   /* rsp: Send With Invalidate naming another
+					XID's STag or none of ours */
+	uint64_t rrep_expired;       /* rsp: Read chunks fenced by the timeout */
+	uint64_t rrep_fenced;        /* rsp: fenced on disconnect / destroy */
 };
 
 /* Prints @s to @f in a mountstats-like layout. Returns 0 or -EIO. */
@@ -219,6 +254,9 @@ struct rr_xprt_rqst_desc {
 	const struct rr_xprt_sink *sinks;
 	unsigned nsinks;
 	uint32_t max_reply;  /* largest reduced Reply (excluding sink data) */
+	/* Reliable reply policy inputs (draft 5.3.1, proto/rrep.h): */
+	uint32_t min_reply;  /* smallest reduced Reply the upper layer expects */
+	bool max_unknown;    /* @max_reply is only a ceiling, not a known bound */
 };
 
 enum rr_xprt_form {
@@ -254,6 +292,10 @@ enum rr_xprt_rkind {
 	RR_XPRT_R_DROP,    /* discarded (malformed, unknown XID, not a Reply) */
 	RR_XPRT_R_REPLY,   /* @call completed with a Reply */
 	RR_XPRT_R_ERROR,   /* @call completed with RDMA_ERROR (@err) */
+	RR_XPRT_R_PULL,    /* reliable reply: RDMA_NOMSG with a responder-provided
+			      Read chunk; @call (NULL: XID unknown) is out of the
+			      XID table; pull @pull_segs, then
+			      rr_xprt_req_pulled(); an RDMA_DONE is owed */
 };
 
 struct rr_xprt_reply {
@@ -269,6 +311,14 @@ struct rr_xprt_reply {
 	bool long_reply;
 	struct rr_xprt_rqst *inv_other;   /* another Call whose STag the peer
 					     invalidated (peer error) */
+	/* R_PULL: */
+	uint32_t xid;                 /* rdma_xid (for the RDMA_DONE) */
+	uint32_t pull_nsegs;          /* 0: nothing to read (unknown XID / too big) */
+	struct rr_xprt_seg pull_segs[RR_XPRT_MAX_READS];
+	uint32_t pull_len;            /* sum of the segment lengths */
+	bool pull_inv;                /* one STag for every segment: may be named
+					 by Send With Invalidate */
+	uint32_t pull_stag;
 };
 
 struct rr_xprt_requester {
@@ -321,6 +371,13 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
  * or the call's Reply chunk buffer. */
 void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t len,
 		      bool has_inv, uint32_t inv_stag, struct rr_xprt_reply *out);
+
+/* Reliable reply: the @len bytes pulled for an R_PULL of @c are in @buf
+ * (the Reply's Payload stream). Checks it is the RPC Reply of @c and fills
+ * @out->payload/@out->payload_len (pointing into @buf) and @out->kind
+ * (R_REPLY, or R_DROP for a Reply that is not @c's). Borrows @buf. */
+void rr_xprt_req_pulled(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+			const uint8_t *buf, uint32_t len, struct rr_xprt_reply *out);
 
 /* Removes @c from the XID table (timeout / cancel); idempotent. */
 void rr_xprt_rqst_forget(struct rr_xprt_requester *r, struct rr_xprt_rqst *c);
@@ -422,6 +479,15 @@ struct rr_xprt_reply_plan {
 	uint32_t inv_stag;
 	bool is_error;          /* ERR_CHUNK sent instead */
 	uint32_t proc;          /* RDMA_MSG / RDMA_NOMSG / RDMA_ERROR */
+	/* Reliable reply: the reduced Reply goes in a responder-provided
+	 * Position-zero Read chunk. The driver registers @rr_buf (@rr_len
+	 * bytes, owned by the driver from now on: rr_free with the core's env)
+	 * read-only and invalidatable, patches the header in the send buffer
+	 * with rr_rrep_rsp_patch(), and keeps it until RDMA_DONE / timeout. */
+	bool read_chunk;
+	uint8_t *rr_buf;
+	uint32_t rr_len;
+	uint32_t rr_nsegs, rr_seg_len;
 };
 
 /* Builds the Reply to @rc from the reply stream @parts (DDP-eligible items

@@ -19,6 +19,7 @@ void rr_xprt_params_default(struct rr_xprt_params *p)
 	p->max_seg_len = 1u << 20;
 	p->max_segs = 16;
 	p->max_call = 1u << 24;
+	p->max_pull = 1u << 28;
 }
 
 /* Decoding goes through the project's header codec (proto/hdr.h), which
@@ -27,6 +28,13 @@ void rr_xprt_params_default(struct rr_xprt_params *p)
 enum rr_xprt_verdict rr_xprt_hdr_decode(const uint8_t *buf, size_t len, bool is_call,
 					uint32_t inline_max, uint32_t max_chunk,
 					struct rr_xprt_hdr *h)
+{
+	return rr_xprt_hdr_decode_ext(buf, len, is_call, inline_max, max_chunk, false, h);
+}
+
+enum rr_xprt_verdict rr_xprt_hdr_decode_ext(const uint8_t *buf, size_t len, bool is_call,
+					    uint32_t inline_max, uint32_t max_chunk,
+					    bool reliable_reply, struct rr_xprt_hdr *h)
 {
 	struct rr_hdr_limits lim;
 	struct rr_hdr dd, *d = &dd;
@@ -44,6 +52,7 @@ enum rr_xprt_verdict rr_xprt_hdr_decode(const uint8_t *buf, size_t len, bool is_
 	lim.max_write_chunks = RR_XPRT_MAX_WCHUNKS;
 	lim.max_chunk_len = max_chunk ? max_chunk : UINT32_MAX;
 	lim.inline_threshold = inline_max ? inline_max : UINT32_MAX;
+	lim.reliable_reply = reliable_reply;
 	(void)rr_hdr_decode(d, buf, len, is_call ? RR_HDR_DIR_CALL : RR_HDR_DIR_REPLY, &lim);
 	h->xid = d->xid;
 	h->vers = d->vers;
@@ -109,88 +118,94 @@ out:
 	return v;
 }
 
-static size_t chunk_size(const struct rr_xprt_chunk *c)
-{
-	return 4 + (size_t)c->nsegs * 16;
-}
-
 size_t rr_xprt_hdr_size(const struct rr_xprt_hdr *h)
 {
-	size_t n = RR_XPRT_FIXED_HDR;
+	uint32_t wsegs = 0;
 
 	switch (h->proc) {
 	case RR_XPRT_MSG:
 	case RR_XPRT_NOMSG:
-		n += (size_t)h->nreads * 24 + 4;
 		for (uint32_t i = 0; i < h->nwrites; i++)
-			n += 4 + chunk_size(&h->writes[i]);
-		n += 4;
-		n += 4 + (h->has_reply ? chunk_size(&h->reply) : 0);
-		return n;
+			wsegs += h->writes[i].nsegs;
+		return rr_hdr_size(h->nreads, h->nwrites, wsegs, h->has_reply,
+				   h->has_reply ? h->reply.nsegs : 0);
 	case RR_XPRT_ERROR:
-		return n + 4 + (h->err == RR_XPRT_ERR_VERS ? 8 : 0);
+		return RR_XPRT_FIXED_HDR + 4 + (h->err == RR_XPRT_ERR_VERS ? 8 : 0);
 	default:
-		return n;
+		return RR_XPRT_FIXED_HDR;
 	}
 }
 
-static int put_seg(struct rr_xdr_enc *e, const struct rr_xprt_seg *s)
+static struct rr_hdr_seg hdr_seg(const struct rr_xprt_seg *s)
 {
-	if (rr_xdr_put_u32(e, s->handle) || rr_xdr_put_u32(e, s->length) ||
-	    rr_xdr_put_u64(e, s->offset))
-		return -EMSGSIZE;
-	return 0;
+	return (struct rr_hdr_seg){s->handle, s->length, s->offset};
 }
 
-static int put_chunk(struct rr_xdr_enc *e, const struct rr_xprt_chunk *c)
+/* The core's chunks as the codec's description (segments copied: the two
+ * representations are distinct types), encoded by rr_hdr_encode_desc_raw
+ * so that tests can still build malformed headers (version, positions). */
+static int encode_msg(struct rr_xdr_enc *e, const struct rr_xprt_hdr *h)
 {
-	if (rr_xdr_put_u32(e, c->nsegs))
-		return -EMSGSIZE;
-	for (uint32_t i = 0; i < c->nsegs; i++)
-		if (put_seg(e, &c->segs[i]))
-			return -EMSGSIZE;
-	return 0;
+	struct rr_hdr_read_seg reads[RR_XPRT_MAX_READS];
+	struct rr_hdr_seg segs[RR_XPRT_MAX_WCHUNKS * RR_XPRT_MAX_SEGS + RR_XPRT_MAX_SEGS];
+	struct rr_hdr_wchunk writes[RR_XPRT_MAX_WCHUNKS], reply;
+	struct rr_hdr_desc d = {.xid = h->xid, .credit = h->credit, .proc = h->proc,
+				.reads = reads, .writes = writes};
+	uint32_t n = 0;
+
+	if (h->nreads > RR_XPRT_MAX_READS || h->nwrites > RR_XPRT_MAX_WCHUNKS)
+		return -EINVAL;
+	for (uint32_t i = 0; i < h->nreads; i++)
+		reads[i] = (struct rr_hdr_read_seg){h->reads[i].position, hdr_seg(&h->reads[i].seg)};
+	d.nreads = h->nreads;
+	for (uint32_t i = 0; i <= h->nwrites; i++) {
+		const struct rr_xprt_chunk *c = i < h->nwrites ? &h->writes[i] : &h->reply;
+		struct rr_hdr_wchunk *w = i < h->nwrites ? &writes[i] : &reply;
+
+		if (i == h->nwrites && !h->has_reply)
+			break;
+		if (c->nsegs > RR_XPRT_MAX_SEGS)
+			return -EINVAL;
+		w->segs = &segs[n];
+		w->nsegs = c->nsegs;
+		for (uint32_t j = 0; j < c->nsegs; j++)
+			segs[n++] = hdr_seg(&c->segs[j]);
+	}
+	d.nwrites = h->nwrites;
+	d.reply = h->has_reply ? &reply : NULL;
+	return rr_hdr_encode_desc_raw(e, &d, h->vers);
 }
 
+/* Every form through the header codec (proto/hdr.h). */
 int rr_xprt_hdr_encode(const struct rr_xprt_hdr *h, uint8_t *buf, size_t cap)
 {
 	struct rr_xdr_enc e;
+	int rc;
 
 	rr_xdr_enc_init(&e, buf, cap);
-	if (rr_xdr_put_u32(&e, h->xid) || rr_xdr_put_u32(&e, h->vers) ||
-	    rr_xdr_put_u32(&e, h->credit) || rr_xdr_put_u32(&e, h->proc))
-		return -EMSGSIZE;
 	switch (h->proc) {
 	case RR_XPRT_MSG:
 	case RR_XPRT_NOMSG:
-		for (uint32_t i = 0; i < h->nreads; i++)
-			if (rr_xdr_put_bool(&e, true) ||
-			    rr_xdr_put_u32(&e, h->reads[i].position) ||
-			    put_seg(&e, &h->reads[i].seg))
-				return -EMSGSIZE;
-		if (rr_xdr_put_bool(&e, false))
-			return -EMSGSIZE;
-		for (uint32_t i = 0; i < h->nwrites; i++)
-			if (rr_xdr_put_bool(&e, true) || put_chunk(&e, &h->writes[i]))
-				return -EMSGSIZE;
-		if (rr_xdr_put_bool(&e, false) || rr_xdr_put_bool(&e, h->has_reply))
-			return -EMSGSIZE;
-		if (h->has_reply && put_chunk(&e, &h->reply))
-			return -EMSGSIZE;
+		rc = encode_msg(&e, h);
 		break;
 	case RR_XPRT_ERROR:
-		if (rr_xdr_put_u32(&e, h->err))
-			return -EMSGSIZE;
-		if (h->err == RR_XPRT_ERR_VERS &&
-		    (rr_xdr_put_u32(&e, h->vers_low) || rr_xdr_put_u32(&e, h->vers_high)))
-			return -EMSGSIZE;
+		if (h->err == RR_XPRT_ERR_VERS)
+			rc = rr_hdr_encode_err_vers(&e, h->xid, h->vers, h->credit, h->vers_low,
+						    h->vers_high);
+		else if (h->err == RR_XPRT_ERR_CHUNK)
+			rc = rr_hdr_encode_err_chunk(&e, h->xid, h->vers, h->credit);
+		else
+			rc = -EINVAL;
 		break;
 	case RR_XPRT_DONE:
+		rc = rr_hdr_encode_done(&e, h->xid, h->credit);
+		if (rc == 0)
+			rr_put_be32(buf + 4, h->vers); /* as given (tests) */
 		break;
 	default:
-		return -EINVAL;
+		rc = -EINVAL;
 	}
-	return (int)rr_xdr_enc_len(&e);
+	return rc ? rc : (int)rr_xdr_enc_len(&e);
 }
 
 /* RDMA_ERROR (RFC 8166 section 5.5): xid and vers echo the failing message;
@@ -219,7 +234,11 @@ int rr_xprt_stats_print(const struct rr_xprt_stats *s, FILE *f)
 		"\t\tshort %llu chunked %llu long %llu pullup_bytes %llu\n"
 		"\t\terr_vers_sent %llu err_chunk_sent %llu err_received %llu dropped %llu\n"
 		"\t\tremote_inv %llu local_inv %llu bad_remote_inv %llu\n"
-		"\t\tcredits_exhausted %llu retransmits %llu reconnects %llu fatal_errors %llu\n",
+		"\t\tcredits_exhausted %llu retransmits %llu reconnects %llu fatal_errors %llu\n"
+		"\t\tsent msg %llu nomsg %llu error %llu done %llu inline_bytes %llu\n"
+		"\t\trecv msg %llu nomsg %llu error %llu done %llu inline_bytes %llu\n"
+		"\t\tpush_writes %llu push_write_bytes %llu commits %llu commit_errors %llu\n"
+		"\t\tregions_exposed %llu regions_released %llu\n",
 		(unsigned long long)s->sends, (unsigned long long)s->recvs,
 		(unsigned long long)s->bad_xids, (unsigned long long)s->bad_replies,
 		(unsigned long long)s->read_chunks, (unsigned long long)s->write_chunks,
@@ -233,6 +252,15 @@ int rr_xprt_stats_print(const struct rr_xprt_stats *s, FILE *f)
 		(unsigned long long)s->remote_inv, (unsigned long long)s->local_inv,
 		(unsigned long long)s->bad_remote_inv,
 		(unsigned long long)s->credits_exhausted, (unsigned long long)s->retransmits,
-		(unsigned long long)s->reconnects, (unsigned long long)s->fatal_errors);
+		(unsigned long long)s->reconnects, (unsigned long long)s->fatal_errors,
+		(unsigned long long)s->msg_sent, (unsigned long long)s->nomsg_sent,
+		(unsigned long long)s->error_sent, (unsigned long long)s->done_sent,
+		(unsigned long long)s->inline_sent_bytes,
+		(unsigned long long)s->msg_recv, (unsigned long long)s->nomsg_recv,
+		(unsigned long long)s->error_recv, (unsigned long long)s->done_recv,
+		(unsigned long long)s->inline_recv_bytes,
+		(unsigned long long)s->push_writes, (unsigned long long)s->push_write_bytes,
+		(unsigned long long)s->commits, (unsigned long long)s->commit_errors,
+		(unsigned long long)s->regions_exposed, (unsigned long long)s->regions_released);
 	return n < 0 ? -EIO : 0;
 }

@@ -3,6 +3,7 @@
  * and Reply chunks; 4.5 "Error Handling": a requester silently discards
  * malformed Replies). Plans each Call, marshals its Send, and matches and
  * validates Replies against what the Call provisioned. See xprt.h. */
+#include "proto/rrep.h"
 #include "proto/xprt.h"
 
 static const uint8_t rr_xprt_zero_pad[4];
@@ -155,7 +156,8 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 	 * echoing every Write segment) exceeds the reply inline threshold. */
 	rep_hdr_max = RR_XPRT_FIXED_HDR + 4 + wl + 4;
 	hdr = RR_XPRT_FIXED_HDR + 4 + wl + 4;
-	if (rep_hdr_max + d->max_reply > p->reply_inline) {
+	/* (With reliable reply negotiated, draft 5.3.1 decides: proto/rrep.h.) */
+	if (rr_rrep_want_reply_chunk(p, rep_hdr_max, d)) {
 		uint32_t rl = (uint32_t)RR_ALIGN4(d->max_reply);
 
 		if (nsegs_for(p, rl) > p->max_segs)
@@ -520,7 +522,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 			s->dropped++;
 		return;
 	}
-	v = rr_xprt_hdr_decode(buf, len, false, p->reply_inline, 0, h);
+	v = rr_xprt_hdr_decode_ext(buf, len, false, p->reply_inline, 0, p->reliable_reply, h);
 	c = v == RR_XPRT_V_DROP && len < 4 ? NULL :
 		rr_xprt_req_find(r, len >= 4 ? rr_get_be32(buf) : 0);
 	/* The peer already invalidated the STag, whatever else is wrong. */
@@ -536,6 +538,13 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	if (!c) {
 		if (s)
 			s->bad_xids++;
+		/* Reliable reply (draft 4.1.3): RDMA_DONE is owed even for an
+		 * XID we no longer know. */
+		if (h->nreads && rr_rrep_req_reply(r, NULL, h, out) == 0) {
+			out->inv_other = other;
+			rr_free(r->env, h);
+			return;
+		}
 		goto drop_quiet;
 	}
 	out->call = c;
@@ -551,8 +560,9 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		rr_free(r->env, h);
 		return;
 	}
-	/* A Read list in a Reply needs the reliable-reply extension. */
-	if (h->nreads || h->nwrites > c->desc.nsinks)
+	/* A Read list in a Reply needs the reliable-reply extension (the
+	 * codec only lets one through when it is negotiated). */
+	if ((h->nreads && !p->reliable_reply) || h->nwrites > c->desc.nsinks)
 		goto bad;
 	for (uint32_t i = 0; i < h->nwrites; i++) {
 		int64_t got;
@@ -565,6 +575,14 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		out->sink_placed[i] = h->writes[i].nsegs != 0;
 		if (s)
 			s->total_rdma_rep += (uint64_t)got;
+	}
+	if (h->nreads) {
+		/* Reliable reply: responder-provided Read chunk (proto/rrep.c). */
+		if (rr_rrep_req_reply(r, c, h, out))
+			goto bad;
+		out->inv_other = other;
+		rr_free(r->env, h);
+		return;
 	}
 	if (h->proc == RR_XPRT_NOMSG) {
 		int64_t got;

@@ -4,6 +4,7 @@
  * no pad bytes), 3.4.7 "Reply Chunk" (Long Reply), 4.5 "Error Handling"
  * (ERR_VERS 1..1, ERR_CHUNK), remote invalidation per RFC 8797 section 4 and
  * draft-cel-nfsv4-rpcrdma-remote-invalidation). See xprt.h. */
+#include "proto/rrep.h"
 #include "proto/xprt.h"
 
 static const uint8_t rr_xprt_zeros[4];
@@ -419,6 +420,30 @@ static int rsp_reply_fallback(struct rr_xprt_responder *s, const struct rr_xprt_
 	return 0;
 }
 
+/* The reduced Reply exceeds every requester-provided reply resource (inline
+ * threshold and Reply chunk). With reliable reply negotiated the responder
+ * MUST expose it as a Position-zero Read chunk (draft 4.1.1, proto/rrep.c);
+ * otherwise, or when even that header does not fit, ERR_CHUNK. @h holds the
+ * Write list as echoed (DDP-eligible results already placed). */
+static int rsp_reply_oversize(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
+			      struct rr_xprt_hdr *h, const struct rr_xprt_part *parts,
+			      unsigned nparts, uint64_t reduced, uint32_t grant, uint8_t *buf,
+			      size_t cap, struct rr_xprt_reply_plan *plan)
+{
+	if (s->params.reliable_reply) {
+		int n = rr_rrep_rsp_build(s, rc, h, parts, nparts, reduced, buf, cap, plan);
+
+		if (n == 0) {
+			if (s->params.local_r && s->params.peer_r)
+				plan->send_inv = pick_inv(&rc->hdr, &plan->inv_stag);
+			return 0;
+		}
+		if (n != -EMSGSIZE)
+			return n;
+	}
+	return rsp_reply_fallback(s, rc, grant, buf, cap, plan);
+}
+
 int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
 		      const struct rr_xprt_part *parts, unsigned nparts,
 		      uint32_t grant, uint8_t *buf, size_t cap,
@@ -437,6 +462,9 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 	plan->send_len = 0;
 	plan->send_inv = false;
 	plan->is_error = false;
+	plan->read_chunk = false;
+	plan->rr_buf = NULL;
+	plan->rr_len = plan->rr_nsegs = plan->rr_seg_len = 0;
 	if (grant == 0)
 		grant = 1;   /* never grant zero */
 	h = rr_alloc(s->env, sizeof(*h));
@@ -533,8 +561,9 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		if (s->stats)
 			s->stats->reply_chunks++;
 	} else {
+		rc_ = rsp_reply_oversize(s, rc, h, parts, nparts, reduced, grant, buf, cap, plan);
 		rr_free(s->env, h);
-		return rsp_reply_fallback(s, rc, grant, buf, cap, plan);
+		return rc_;
 	}
 	if (s->params.local_r && s->params.peer_r)
 		plan->send_inv = pick_inv(ch, &plan->inv_stag);

@@ -52,6 +52,17 @@ static void signal_fd(struct rr_cq_ring *r)
 		;
 }
 
+/* Written under r->lock, read without it by rr_cq_ring_armed(). */
+static void set_armed(struct rr_cq_ring *r, int v)
+{
+	__atomic_store_n(&r->armed, v, __ATOMIC_RELAXED);
+}
+
+bool rr_cq_ring_armed(const struct rr_cq_ring *r)
+{
+	return __atomic_load_n(&r->armed, __ATOMIC_RELAXED) != RR_CQ_DISARMED;
+}
+
 int rr_cq_ring_push(struct rr_cq_ring *r, const struct rpcrdma_wc *wc)
 {
 	bool solicited, notify = false;
@@ -74,7 +85,7 @@ int rr_cq_ring_push(struct rr_cq_ring *r, const struct rpcrdma_wc *wc)
 		r->pushed++;
 		if (r->armed == RR_CQ_ARMED_ALL ||
 		    (r->armed == RR_CQ_ARMED_SOLICITED && solicited)) {
-			r->armed = RR_CQ_DISARMED;
+			set_armed(r, RR_CQ_DISARMED);
 			notify = true;
 		}
 	}
@@ -112,9 +123,9 @@ int rr_cq_ring_arm(struct rr_cq_ring *r, bool solicited_only)
 	/* ARMED_ALL is not narrowed by a later solicited-only request (verbs:
 	 * the broader request wins until it fires). */
 	if (!solicited_only)
-		r->armed = RR_CQ_ARMED_ALL;
+		set_armed(r, RR_CQ_ARMED_ALL);
 	else if (r->armed == RR_CQ_DISARMED)
-		r->armed = RR_CQ_ARMED_SOLICITED;
+		set_armed(r, RR_CQ_ARMED_SOLICITED);
 	pthread_mutex_unlock(&r->lock);
 	return 0;
 }

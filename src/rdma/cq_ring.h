@@ -29,7 +29,7 @@ struct rr_cq_ring {
 	uint32_t head;      /* next to poll */
 	uint32_t count;
 	bool overflow;
-	int armed;
+	int armed;          /* written under lock, atomically (rr_cq_ring_armed) */
 	int efd;            /* eventfd, EFD_NONBLOCK | EFD_CLOEXEC */
 	uint64_t pushed;    /* statistics */
 };
@@ -46,6 +46,8 @@ int rr_cq_ring_push(struct rr_cq_ring *r, const struct rpcrdma_wc *wc);
  * an overrun once empty. */
 int rr_cq_ring_poll(struct rr_cq_ring *r, int n, struct rpcrdma_wc *out);
 int rr_cq_ring_arm(struct rr_cq_ring *r, bool solicited_only);
+/* Armed now (a lock-free hint for other threads: may change at once). */
+bool rr_cq_ring_armed(const struct rr_cq_ring *r);
 int rr_cq_ring_fd(const struct rr_cq_ring *r);
 /* Consumes pending notifications: 1 if any, 0 if none. */
 int rr_cq_ring_get_event(struct rr_cq_ring *r);

@@ -151,16 +151,22 @@ struct rr_provider_ops {
 	/* Connection manager. Events the provider produces carry its rr_cm_id
 	 * pointers converted with RR_PUB(cm_id, ...). New ids made for
 	 * incoming requests are allocated by the provider and counted by it
-	 * with rr_cm_id_created() before the event is delivered. */
+	 * with rr_cm_id_created() before the event is delivered. listen and
+	 * connect call rr_cm_id_init() (count, user_ctx, QP binding) before
+	 * the new id can produce an event another thread may consume.
+	 * destroy_id drops every event still queued that names the id (as id
+	 * or listen_id; a queued CONNECT_REQUEST's new id is freed then and
+	 * uncounted with rr_cm_id_dropped()): a consumed event never names a
+	 * destroyed id. */
 	int (*create_channel)(struct rr_context *ctx, struct rr_cm_channel **out);
 	int (*destroy_channel)(struct rr_cm_channel *ch);
 	int (*channel_fd)(struct rr_cm_channel *ch);
 	int (*get_event)(struct rr_cm_channel *ch, struct rpcrdma_cm_event *ev);
 	int (*listen)(struct rr_cm_channel *ch, const struct sockaddr *addr, socklen_t addrlen,
-		      int backlog, struct rr_cm_id **out);
+		      int backlog, void *user_ctx, struct rr_cm_id **out);
 	int (*connect)(struct rr_cm_channel *ch, struct rr_qp *qp, const struct sockaddr *dst,
 		       socklen_t dstlen, const struct rpcrdma_conn_param *param,
-		       struct rr_cm_id **out);
+		       void *user_ctx, struct rr_cm_id **out);
 	int (*accept)(struct rr_cm_id *id, struct rr_qp *qp, const struct rpcrdma_conn_param *param);
 	int (*reject)(struct rr_cm_id *id, const void *data, uint16_t len);
 	int (*disconnect)(struct rr_cm_id *id);
@@ -180,6 +186,13 @@ struct rr_provider_ops {
 /* Providers call this when they create an id for an incoming request (the
  * channel's id count guards rpcrdma_cm_channel_destroy). */
 void rr_cm_id_created(struct rr_cm_channel *ch, struct rr_cm_id *id);
+/* listen/connect: counts @id and sets its base fields (@qp non-NULL binds
+ * it both ways; NULL for a listener) before the provider publishes it. */
+void rr_cm_id_init(struct rr_cm_channel *ch, struct rr_cm_id *id, void *user_ctx,
+		   struct rr_qp *qp, bool listener);
+/* Uncounts an id the provider freed without handing it to the consumer (an
+ * undelivered CONNECT_REQUEST), or after rr_cm_id_init on a failure path. */
+void rr_cm_id_dropped(struct rr_cm_channel *ch, struct rr_cm_id *id);
 
 /* ---- registry ---- */
 

@@ -700,6 +700,26 @@ void rr_cm_id_created(struct rr_cm_channel *ch, struct rr_cm_id *id)
 	atomic_fetch_add(&ch->nids, 1);
 }
 
+void rr_cm_id_init(struct rr_cm_channel *ch, struct rr_cm_id *id, void *user_ctx,
+		   struct rr_qp *qp, bool listener)
+{
+	rr_cm_id_created(ch, id);
+	id->user_ctx = user_ctx;
+	id->listener = listener;
+	if (qp) {
+		id->qp = qp;
+		qp->id = id;
+	}
+}
+
+void rr_cm_id_dropped(struct rr_cm_channel *ch, struct rr_cm_id *id)
+{
+	if (id->qp && id->qp->id == id)
+		id->qp->id = NULL;
+	id->qp = NULL;
+	atomic_fetch_sub(&ch->nids, 1);
+}
+
 RPCRDMA_API int rpcrdma_cm_channel_create(struct rpcrdma_context *pctx,
 					  struct rpcrdma_cm_channel **out)
 {
@@ -809,12 +829,10 @@ RPCRDMA_API int rpcrdma_listen(struct rpcrdma_cm_channel *pch, const struct sock
 	*out = NULL;
 	if (!ch->ctx->ops->listen || !ch->ctx->ops->destroy_id)
 		return -EOPNOTSUPP;
-	rc = ch->ctx->ops->listen(ch, addr, addrlen, backlog, &id);
+	/* the provider sets user_ctx before the id can produce events */
+	rc = ch->ctx->ops->listen(ch, addr, addrlen, backlog, user_ctx, &id);
 	if (rc < 0)
 		return rc;
-	rr_cm_id_created(ch, id);
-	id->listener = true;
-	id->user_ctx = user_ctx;
 	*out = RR_PUB(cm_id, id);
 	return 0;
 }
@@ -846,13 +864,9 @@ RPCRDMA_API int rpcrdma_connect(struct rpcrdma_cm_channel *pch, struct rpcrdma_q
 		return rc;
 	if (!ch->ctx->ops->connect || !ch->ctx->ops->destroy_id)
 		return -EOPNOTSUPP;
-	rc = ch->ctx->ops->connect(ch, qp, dst, dstlen, param, &id);
+	rc = ch->ctx->ops->connect(ch, qp, dst, dstlen, param, user_ctx, &id);
 	if (rc < 0)
 		return rc;
-	rr_cm_id_created(ch, id);
-	id->user_ctx = user_ctx;
-	id->qp = qp;
-	qp->id = id;
 	*out = RR_PUB(cm_id, id);
 	return 0;
 }

@@ -7,6 +7,7 @@
  * items through the caller's result sinks. */
 #include "rpc/rpcmsg.h"
 #include "rpc/xprt.h"
+#include "rpc/xprt_ctl.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -459,6 +460,25 @@ RPCRDMA_API void rpcrdma_call_set_reply_hint(struct rpcrdma_call *call, size_t b
 	call->xc.reply_hint = bytes;
 }
 
+RPCRDMA_API void rpcrdma_call_set_reply_range(struct rpcrdma_call *call, size_t min,
+					      size_t max)
+{
+	call->xc.reply_hint = max;
+	call->xc.reply_min = min;
+}
+
+RPCRDMA_API int rpcrdma_call_reply_via_read(const struct rpcrdma_call *call)
+{
+	return call->have_reply && call->xc.reply_via_read ? 1 : 0;
+}
+
+RPCRDMA_API int rpcrdma_client_reliable_reply(const struct rpcrdma_client *c)
+{
+	if (!c->cls->client->reliable_reply)
+		return -EOPNOTSUPP;
+	return c->cls->client->reliable_reply(c->xp);
+}
+
 RPCRDMA_API void rpcrdma_call_set_timeout(struct rpcrdma_call *call, uint32_t ms)
 {
 	call->timeout_ms = ms;
@@ -653,4 +673,14 @@ RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call)
 		pthread_cond_wait(&c->cv, &c->lock);
 	pthread_mutex_unlock(&c->lock);
 	call_free(call);
+}
+
+/* Transport controls (rpc/xprt_ctl.h): counters and push mode. */
+int rr_rpc_client_ctl(struct rpcrdma_client *c, unsigned op, void *arg)
+{
+	if (!c)
+		return -EINVAL;
+	if (!c->cls->client->ctl)
+		return -EOPNOTSUPP;
+	return c->cls->client->ctl(c->xp, op, arg);
 }

@@ -12,6 +12,7 @@
 #include "rpc/rpcmsg.h"
 #include "rpc/svcint.h"
 #include "rpc/xprt.h"
+#include "rpc/xprt_ctl.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -65,6 +66,28 @@ struct rpcrdma_server {
 
 static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r);
 
+/* True when no registered handler would run for @x: the RPC layer answers
+ * it alone (NULL procedure, PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL, a
+ * header that does not decode), which never blocks, so it is answered on
+ * the receiving thread without a hop to a worker. */
+static bool svc_answers_itself(const struct rpcrdma_server *s, const struct rr_xprt_req *x)
+{
+	struct rr_xdr_dec d;
+	struct rr_rpc_call call;
+
+	rr_xdr_dec_init(&d, x->msg, x->len);
+	if (rr_rpcmsg_decode_call(&d, &call))
+		return true;
+	for (unsigned i = 0; i < s->nprocs; i++) {
+		const struct svc_proc *p = &s->procs[i];
+
+		if (p->prog == call.prog && p->vers == call.vers &&
+		    (p->tirpc || p->proc == call.proc))
+			return false;
+	}
+	return true;
+}
+
 static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
 {
 	struct rpcrdma_server *s = ctx;
@@ -81,7 +104,7 @@ static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
 	r->srv = s;
 	r->xreq = xreq;
 	s->inflight++;
-	if (s->cls->server->inline_recv) {
+	if (s->cls->server->inline_recv || svc_answers_itself(s, xreq)) {
 		/* Run it here: no handoff (see xprt.h). */
 		pthread_mutex_unlock(&s->lock);
 		dispatch(s, r);
@@ -566,4 +589,23 @@ RPCRDMA_API void rpcrdma_req_complete(struct rpcrdma_req *r, int stat)
 const struct rr_rpc_call *rr_svc_req_call(const struct rpcrdma_req *r)
 {
 	return &r->call;
+}
+
+/* Transport controls (rpc/xprt_ctl.h): counters and push mode. */
+int rr_rpc_server_ctl(struct rpcrdma_server *s, unsigned op, void *arg)
+{
+	if (!s)
+		return -EINVAL;
+	if (!s->cls->server->ctl)
+		return -EOPNOTSUPP;
+	return s->cls->server->ctl(s->xs, NULL, op, arg);
+}
+
+int rr_rpc_req_ctl(struct rpcrdma_req *r, unsigned op, void *arg)
+{
+	if (!r || !r->xreq)
+		return -EINVAL;
+	if (!r->srv->cls->server->ctl)
+		return -EOPNOTSUPP;
+	return r->srv->cls->server->ctl(r->srv->xs, r->xreq, op, arg);
 }

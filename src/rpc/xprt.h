@@ -164,6 +164,7 @@ struct rr_xprt_call {
 	const struct rpcrdma_ddp_sink *sinks;
 	unsigned nsinks;
 	size_t reply_hint;            /* 0: unknown */
+	size_t reply_min;             /* smallest Reply expected (0: none known) */
 	bool caller_waits;            /* wait() follows submit() (sync call) */
 	/* Set by the transport before the complete upcall. */
 	int status;
@@ -171,6 +172,8 @@ struct rr_xprt_call {
 	size_t reply_len;
 	uint32_t placed[RR_RPC_MAX_DDP];
 	void *reply_buf;              /* transport's handle for release_reply */
+	bool reply_via_read;          /* RDMA: pulled from a responder-provided
+					 Read chunk (reliable reply) */
 	/* Transport-private. */
 	void *xp_priv;
 	struct rr_xprt_call *xp_next;
@@ -204,6 +207,12 @@ struct rr_xprt_client_ops {
 	 * is receiving. The RPC layer then waits for the completion as usual,
 	 * so returning early is always correct. */
 	void (*wait)(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms);
+	/* Optional: transport controls (counters, push mode), see
+	 * rpc/xprt_ctl.h; NULL or an unknown @op: -EOPNOTSUPP. */
+	int (*ctl)(struct rr_xprt_client *x, unsigned op, void *arg);
+	/* Optional: 1/0 whether the current connection negotiated reliable
+	 * reply, -ENOTCONN (absent: -EOPNOTSUPP). */
+	int (*reliable_reply)(struct rr_xprt_client *x);
 };
 
 struct rr_xprt_req {
@@ -240,6 +249,10 @@ struct rr_xprt_server_ops {
 	 * before returning; the RPC layer then dispatches inline, without a
 	 * handoff to a worker. false: recv() only queues. */
 	bool inline_recv;
+	/* Optional: transport controls (rpc/xprt_ctl.h) for the endpoint
+	 * (@req NULL) or for the connection of @req (a delivered request not
+	 * yet done). NULL or an unknown @op: -EOPNOTSUPP. */
+	int (*ctl)(struct rr_xprt_server *s, struct rr_xprt_req *req, unsigned op, void *arg);
 };
 
 struct rr_xprt_class {
@@ -259,5 +272,6 @@ int rr_xprt_lookup(const char *scheme, const struct rr_xprt_class **out);
 /* Built-in transports. */
 extern const struct rr_xprt_class rr_xprt_tcp_class;
 extern const struct rr_xprt_class rr_xprt_rdma_class;   /* src/transport/rdma_rpc.c */
+extern const struct rr_xprt_class rr_xprt_verbs_class;  /* src/transport/rdma_rpc.c */
 
 #endif

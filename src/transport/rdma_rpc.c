@@ -6,15 +6,23 @@
  * become Write chunks, and reply_hint (or max_msg) sizes the Reply chunk. On
  * the server side the Call is handed over rebuilt and contiguous (n_ext = 0)
  * and the Reply's items fill the requester's Write chunks. The RPC layer's
- * built-in table registers rr_xprt_rdma_class (src/rpc/xprt.c), so
- * rdma://host:port works with static and shared links. Uses the "soft"
- * provider. */
+ * built-in table registers rr_xprt_rdma_class and rr_xprt_verbs_class
+ * (src/rpc/xprt.c), so rdma://host:port and verbs://host:port work with
+ * static and shared links. rdma:// uses the "soft" provider (user-space
+ * iWARP over TCP); verbs:// the "verbs" provider (rdma-core, with the device
+ * that owns the listen address or routes to the peer): -ENODEV when the host
+ * has no usable RDMA device, -EPROTONOSUPPORT when the library was built
+ * without rdma-core. Registrations follow the provider's capabilities
+ * (transport/rdma_tp.h: windows and remote invalidation where offered, per-RPC
+ * memory registration otherwise, e.g. on siw). */
 #include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
 
 #include "proto/credits.h"
+#include "proto/privdata.h"
 #include "rpc/xprt.h"
+#include "transport/rdma_ext.h"
 #include "transport/rdma_tp.h"
 
 struct rr_xprt_client {
@@ -78,14 +86,22 @@ static void cl_complete(void *ctx, struct rr_tp_rpc *rpc)
 	call->reply = rpc->reply;
 	call->reply_len = rpc->reply_len;
 	call->reply_buf = rpc->reply;
+	call->reply_via_read = rpc->via_read;
 	for (unsigned i = 0; i < call->nsinks && i < RR_RPC_MAX_DDP; i++)
 		call->placed[i] = i < RR_XPRT_MAX_ITEMS && rpc->is_placed[i] ?
 					  rpc->placed[i] : RR_RPC_NOT_PLACED;
 	x->p.complete(x->p.ctx, call);
 }
 
-static int cl_create(const struct rr_xprt_target *t, const struct rr_xprt_client_params *p,
-		     struct rr_xprt_client **out)
+/* The transport's answer for a provider that is not built in (-ENOENT from
+ * rpcrdma_open): the scheme is known but unsupported. */
+static int provider_rc(int rc)
+{
+	return rc == -ENOENT ? -EPROTONOSUPPORT : rc;
+}
+
+static int cl_create_on(const char *provider, const struct rr_xprt_target *t,
+			const struct rr_xprt_client_params *p, struct rr_xprt_client **out)
 {
 	const struct rpcrdma_env *env = rr_env(p->env);
 	struct rr_xprt_client *x;
@@ -103,16 +119,30 @@ static int cl_create(const struct rr_xprt_target *t, const struct rr_xprt_client
 	x->p = *p;
 	rr_tp_conf_default(&conf);
 	conf.env = p->env;
+	conf.provider = provider;
 	if (p->connect_timeout_ms)
 		conf.connect_timeout_ms = p->connect_timeout_ms;
 	conf.no_reconnect = p->no_reconnect;
+	conf.ext_caps |= RR_PD_EXT_CAP_RDMA_COMMIT;   /* push mode (masked if unsupported) */
 	rc = rr_tp_client_create(&conf, (struct sockaddr *)&ss, len, cl_complete, x, &x->tp);
 	if (rc) {
 		rr_free(env, x);
-		return rc;
+		return provider_rc(rc);
 	}
 	*out = x;
 	return 0;
+}
+
+static int cl_create(const struct rr_xprt_target *t, const struct rr_xprt_client_params *p,
+		     struct rr_xprt_client **out)
+{
+	return cl_create_on(RPCRDMA_PROVIDER_SOFT, t, p, out);
+}
+
+static int cl_create_verbs(const struct rr_xprt_target *t,
+			   const struct rr_xprt_client_params *p, struct rr_xprt_client **out)
+{
+	return cl_create_on(RPCRDMA_PROVIDER_VERBS, t, p, out);
 }
 
 static int cl_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
@@ -138,6 +168,10 @@ static int cl_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	w->rpc.nsinks = call->nsinks;
 	w->rpc.max_reply = (uint32_t)RR_MIN(call->reply_hint ? call->reply_hint : x->p.max_msg,
 					    (size_t)UINT32_MAX / 2);
+	/* Reliable reply policy inputs (draft 5.3.1, proto/rrep.h). */
+	w->rpc.max_unknown = call->reply_hint == 0;
+	w->rpc.min_reply = (uint32_t)RR_MIN(call->reply_min, (size_t)UINT32_MAX / 2);
+	w->rpc.caller_waits = call->caller_waits;
 	call->xp_priv = w;
 	rc = rr_tp_client_submit(x->tp, &w->rpc);
 	if (rc) {
@@ -175,6 +209,11 @@ static void cl_release(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	call->reply_len = 0;
 	call->xp_priv = NULL;
 	rr_free(rr_env(x->p.env), w);
+}
+
+static int cl_reliable_reply(struct rr_xprt_client *x)
+{
+	return rr_tp_client_reliable_reply(x->tp);
 }
 
 static void cl_destroy(struct rr_xprt_client *x)
@@ -230,8 +269,8 @@ static void sv_recv(void *ctx, struct rr_tp_sreq *sreq)
 		s->p.recv(s->p.ctx, &w->xr);
 }
 
-static int sv_create(const struct rr_xprt_target *t, const struct rr_xprt_server_params *p,
-		     struct rr_xprt_server **out)
+static int sv_create_on(const char *provider, const struct rr_xprt_target *t,
+			const struct rr_xprt_server_params *p, struct rr_xprt_server **out)
 {
 	const struct rpcrdma_env *env = rr_env(p->env);
 	struct rr_xprt_server *s;
@@ -250,18 +289,32 @@ static int sv_create(const struct rr_xprt_target *t, const struct rr_xprt_server
 	pthread_mutex_init(&s->lock, NULL);
 	rr_tp_conf_default(&conf);
 	conf.env = p->env;
+	conf.provider = provider;
 	conf.credits = RR_CRED_GRANT_DEFAULT;
 	if (p->max_msg)
 		conf.max_call = (uint32_t)RR_MIN(p->max_msg, (size_t)UINT32_MAX / 2);
 	conf.max_conns = p->max_conns;
+	conf.ext_caps |= RR_PD_EXT_CAP_RDMA_COMMIT;   /* push mode (masked if unsupported) */
 	rc = rr_tp_server_create(&conf, (struct sockaddr *)&ss, len, sv_recv, s, &s->tp);
 	if (rc) {
 		pthread_mutex_destroy(&s->lock);
 		rr_free(env, s);
-		return rc;
+		return provider_rc(rc);
 	}
 	*out = s;
 	return 0;
+}
+
+static int sv_create(const struct rr_xprt_target *t, const struct rr_xprt_server_params *p,
+		     struct rr_xprt_server **out)
+{
+	return sv_create_on(RPCRDMA_PROVIDER_SOFT, t, p, out);
+}
+
+static int sv_create_verbs(const struct rr_xprt_target *t,
+			   const struct rr_xprt_server_params *p, struct rr_xprt_server **out)
+{
+	return sv_create_on(RPCRDMA_PROVIDER_VERBS, t, p, out);
 }
 
 static int sv_port(const struct rr_xprt_server *s)
@@ -313,6 +366,7 @@ static void sv_stop(struct rr_xprt_server *s)
 	pthread_mutex_lock(&s->lock);
 	s->stopped = true;
 	pthread_mutex_unlock(&s->lock);
+	rr_tp_server_stop(s->tp);   /* new connections refused, as TCP */
 }
 
 static void sv_destroy(struct rr_xprt_server *s)
@@ -331,6 +385,17 @@ static void sv_destroy(struct rr_xprt_server *s)
 	rr_free(env, s);
 }
 
+static int cl_ctl(struct rr_xprt_client *x, unsigned op, void *arg)
+{
+	return rr_rdma_client_ctl(x->tp, op, arg);
+}
+
+static int sv_ctl(struct rr_xprt_server *s, struct rr_xprt_req *req, unsigned op, void *arg)
+{
+	return rr_rdma_server_ctl(s->tp, req ? ((struct sreq_wrap *)req->xp_priv)->sreq : NULL,
+				  op, arg);
+}
+
 static const struct rr_xprt_client_ops rdma_client_ops = {
 	.create = cl_create,
 	.submit = cl_submit,
@@ -338,6 +403,8 @@ static const struct rr_xprt_client_ops rdma_client_ops = {
 	.release_reply = cl_release,
 	.destroy = cl_destroy,
 	.wait = cl_wait,
+	.ctl = cl_ctl,
+	.reliable_reply = cl_reliable_reply,
 };
 
 /* recv() only queues (inline_recv false): our upcall runs on the progress
@@ -351,6 +418,33 @@ static const struct rr_xprt_server_ops rdma_server_ops = {
 	.stop = sv_stop,
 	.destroy = sv_destroy,
 	.inline_recv = false,
+	.ctl = sv_ctl,
 };
 
 const struct rr_xprt_class rr_xprt_rdma_class = {"rdma", &rdma_client_ops, &rdma_server_ops};
+
+/* verbs://: the same transport on rdma-core (differs only in create). */
+static const struct rr_xprt_client_ops verbs_client_ops = {
+	.create = cl_create_verbs,
+	.submit = cl_submit,
+	.abort = cl_abort,
+	.release_reply = cl_release,
+	.destroy = cl_destroy,
+	.wait = cl_wait,
+	.ctl = cl_ctl,
+	.reliable_reply = cl_reliable_reply,
+};
+
+static const struct rr_xprt_server_ops verbs_server_ops = {
+	.create = sv_create_verbs,
+	.port = sv_port,
+	.start = sv_start,
+	.send_reply = sv_send_reply,
+	.req_done = sv_req_done,
+	.stop = sv_stop,
+	.destroy = sv_destroy,
+	.inline_recv = false,
+	.ctl = sv_ctl,
+};
+
+const struct rr_xprt_class rr_xprt_verbs_class = {"verbs", &verbs_client_ops, &verbs_server_ops};

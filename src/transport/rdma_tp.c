@@ -19,6 +19,7 @@
 
 #include "proto/credits.h"
 #include "proto/privdata.h"
+#include "proto/rrep.h"
 
 void rr_tp_conf_default(struct rr_tp_conf *c)
 {
@@ -36,11 +37,14 @@ void rr_tp_conf_default(struct rr_tp_conf *c)
 	c->reconnect_delay_ms = 50;
 	c->ord = 16;
 	c->ird = 16;
+	c->ext_caps = RR_PD_EXT_CAP_RELIABLE_REPLY;
+	c->rrep_timeout_ms = 30000;
+	c->rrep_max = 32;
 }
 
 /* Work request ids: type in the low 4 bits, index or pointer above. */
 enum { WR_RECV = 1, WR_SEND = 2, WR_INV = 3, WR_READ = 4, WR_REPLY = 5, WR_BIND = 6,
-       WR_WRITE = 7 };
+       WR_WRITE = 7, WR_RREAD = 8, WR_RINV = 9, WR_PUSH = 10 };
 #define WRID(t, v) (((uint64_t)(uintptr_t)(v) << 4) | (uint64_t)(t))
 #define WRTYPE(id) ((unsigned)((id) & 15u))
 #define WRVAL(id) ((id) >> 4)
@@ -48,6 +52,14 @@ enum { WR_RECV = 1, WR_SEND = 2, WR_INV = 3, WR_READ = 4, WR_REPLY = 5, WR_BIND 
 
 struct tp_ep;
 struct tp_sreq;
+struct tp_conn;
+struct rr_tp_client;
+struct tp_expo;
+
+/* Push mode (end of this file). */
+static void cl_push_wc(struct rr_tp_client *c, struct tp_conn *cn, const struct rpcrdma_wc *wc);
+static void expo_release_all(struct tp_conn *cn);
+static void count_form(struct tp_ep *ep, const uint8_t *buf, uint32_t len, bool sent);
 
 /* One connection (either role). */
 struct tp_conn {
@@ -69,6 +81,8 @@ struct tp_conn {
 	struct rr_xprt_params params;
 	uint16_t ord;
 	bool established, dead, use_mw;
+	bool signal_writes;   /* RDMA Writes signaled: see conn_new */
+	bool in_wait;           /* a caller thread waits on cq unlocked: not freed */
 	/* responder */
 	struct rr_xprt_responder rsp;
 	struct rr_cred_rsp cred;
@@ -76,9 +90,16 @@ struct tp_conn {
 	struct tp_sreq *readq;          /* reqs with Reads still to issue */
 	uint32_t reads_inflight;
 	struct tp_conn *next;
-	uint64_t bury_at;
 	struct sockaddr_storage peer;   /* responder: the requester's address */
 	bool has_peer;
+	bool commit;                    /* RDMA Commit negotiated and enabled */
+	struct tp_expo *expo;           /* responder: exposed push-mode regions */
+	/* reliable reply (section "Reliable reply" below) */
+	struct rr_rrep_table rrep;      /* responder: Replies awaiting RDMA_DONE */
+	struct rrep_exp *rrep_dead;     /* responder: fenced, freed with the QP */
+	uint32_t rrep_forged;           /* responder: forged RDMA_DONEs seen */
+	struct rrep_pull *pullq;        /* requester: pulls with Reads to issue */
+	struct rrep_pull *pulls;        /* requester: every pull in progress */
 };
 
 /* What both endpoint kinds share. */
@@ -96,7 +117,8 @@ struct tp_ep {
 	struct rr_xprt_stats stats;
 	bool is_server;
 	bool adv_r;              /* the R bit we advertise */
-	struct tp_conn *grave;   /* dead connections freed a little later */
+	uint32_t rrep_live;      /* responder: exposed Reply STags still valid */
+	struct tp_conn *grave;   /* dead connections, freed by grave_sweep */
 };
 
 /* ---- client state ---- */
@@ -118,6 +140,7 @@ struct tp_call {
 	struct tp_call *prev, *next;
 	struct tp_call *done_next;
 	bool sent_once;
+	struct rrep_pull *pull;   /* reliable reply: its Reply being pulled */
 };
 
 struct rr_tp_client {
@@ -136,6 +159,12 @@ struct rr_tp_client {
 	uint32_t live_stags;
 	bool destroying;
 	bool waiter;            /* a caller thread is receiving (rr_tp_client_wait) */
+	struct rr_tp_rpc *wait_for; /* submit reserved the waiter role for it */
+	bool stray;             /* a Call was aborted after its Send on this
+				   connection: its Reply may still come */
+	struct tp_push_op *pushes;  /* push-mode operations in flight */
+	uint32_t push_seq;
+	struct rrep_done_q *doneq; /* RDMA_DONEs waiting for a send slot */
 };
 
 /* ---- server state ---- */
@@ -156,6 +185,8 @@ struct tp_sreq {
 struct rr_tp_server {
 	struct tp_ep ep;
 	struct rpcrdma_cm_id *listen_id;
+	int port;                /* listening port */
+	bool stopping;           /* rr_tp_server_stop: refuse new connections */
 	rr_tp_recv_fn recv;
 	void *rctx;
 	struct tp_conn *conns;
@@ -170,9 +201,25 @@ struct rr_tp_server {
 		bool used;
 	} failed[32];
 	unsigned failed_next;
+	uint64_t expo_seq;         /* ids of exposed push-mode regions */
 };
 
 static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r);
+/* Reliable reply hooks (section "Reliable reply" below). */
+static void rrep_conn_free(struct tp_conn *cn);
+static void cl_rrep_on_pull(struct rr_tp_client *c, struct tp_conn *cn,
+			    const struct rr_xprt_reply *res);
+static void cl_rrep_read_done(struct rr_tp_client *c, struct tp_conn *cn, struct rrep_pull *p);
+static void cl_rrep_flush(struct rr_tp_client *c, struct tp_conn *cn);
+static void cl_rrep_detach(struct tp_call *k);
+static void sv_rrep_on_done(struct rr_tp_server *s, struct tp_conn *cn,
+			    const struct rpcrdma_wc *wc, uint32_t idx, uint32_t xid);
+static void sv_rrep_inv_done(struct rr_tp_server *s, struct tp_conn *cn,
+			     const struct rpcrdma_wc *wc);
+static void sv_rrep_fence_all(struct rr_tp_server *s, struct tp_conn *cn);
+static void sv_rrep_expire(struct rr_tp_server *s, struct tp_conn *cn);
+static int sv_rrep_expose(struct rr_tp_server *s, struct tp_conn *cn, struct tp_sreq *r,
+			  struct rr_xprt_reply_plan *plan, uint32_t slot, uint32_t *grant);
 
 static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 {
@@ -280,6 +327,14 @@ static struct tp_conn *conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend
 	if (conn_alloc_bufs(cn, nrecv, ep->conf.inline_recv, nsend, ep->conf.inline_send))
 		goto fail;
 	cn->use_mw = ep->conf.use_windows && (caps.flags & RPCRDMA_CAP_INVALIDATABLE);
+	/* Linux siw (6.1) transmits an unsignaled work request of a page or
+	 * more straight from the user pages (zero-copy sendpage): its data is
+	 * read when TCP sends, after later completions, so a Reply's source
+	 * memory may already be reused by then (seen in the lab: corrupted
+	 * Write-chunk data). A signaled one is copied before it completes.
+	 * The completions are ignored. */
+	cn->signal_writes = caps.transport == RPCRDMA_TRANSPORT_IWARP &&
+			    strcmp(rpcrdma_context_provider(ep->ctx), RPCRDMA_PROVIDER_VERBS) == 0;
 	(void)rpcrdma_cq_arm(cn->cq, false);
 	return cn;
 fail:
@@ -304,6 +359,8 @@ static void conn_free(struct tp_conn *cn)
 	}
 	if (cn->qp)
 		(void)rpcrdma_qp_destroy(cn->qp);
+	expo_release_all(cn);
+	rrep_conn_free(cn);
 	if (cn->rmr)
 		(void)rpcrdma_dereg_mr(cn->rmr);
 	if (cn->smr)
@@ -319,33 +376,34 @@ static void conn_free(struct tp_conn *cn)
 	rr_free(env, cn);
 }
 
-/* A dead connection is freed one second later: the provider may still hold
- * CM events naming its id (they are ignored: the connection is dead). */
+/* A dead connection is freed at the end of the progress iteration that
+ * buried it (no handler holds it then). Destroying its id drops the CM
+ * events still queued for it in the provider, so none names it later. */
 static void conn_bury(struct tp_conn *cn)
 {
 	struct tp_ep *ep = cn->ep;
 
 	cn->dead = true;
 	cn->established = false;
-	cn->bury_at = rr_now_ns(ep->env) + 1000000000ull;
 	cn->next = ep->grave;
 	ep->grave = cn;
 }
 
-static void grave_sweep(struct tp_ep *ep, bool all)
+static void grave_sweep(struct tp_ep *ep)
 {
 	struct tp_conn **pp = &ep->grave;
-	uint64_t now = rr_now_ns(ep->env);
 
 	while (*pp) {
 		struct tp_conn *cn = *pp;
 
-		if (all || now >= cn->bury_at) {
-			*pp = cn->next;
-			conn_free(cn);
-		} else {
+		if (cn->in_wait) {
+			/* a caller thread sleeps on its CQ (rr_tp_client_wait):
+			 * freed on a later sweep */
 			pp = &cn->next;
+			continue;
 		}
+		*pp = cn->next;
+		conn_free(cn);
 	}
 }
 
@@ -413,6 +471,7 @@ static int post_slot_send(struct tp_conn *cn, uint32_t slot, uint32_t len,
 		w->next = &wr;
 		first = chain_head;
 	}
+	count_form(cn->ep, slot_buf(cn, slot), len, true);
 	return rpcrdma_post_send(cn->qp, first, NULL);
 }
 
@@ -445,6 +504,7 @@ static void conn_negotiate(struct tp_conn *cn, enum rr_pd_role role,
 	cn->params.max_seg_len = cf->max_seg_len;
 	cn->params.max_segs = cf->max_segs;
 	cn->params.max_call = cf->max_call;
+	cn->params.reliable_reply = (cn->neg.ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY) != 0;
 }
 
 static void ep_wake(struct tp_ep *ep)
@@ -480,6 +540,20 @@ static void cl_list_del(struct rr_tp_client *c, struct tp_call *k)
 	k->prev = k->next = NULL;
 }
 
+/* Work only a drain of the CQ moves on: the progress thread watches the CQ
+ * while there is some (and no caller thread receives). Idle, a synchronous
+ * caller's Reply wakes that caller alone. */
+static bool cl_busy(const struct rr_tp_client *c)
+{
+	return c->calls || c->done || c->pushes || c->doneq || c->stray ||
+	       (c->conn && (c->conn->pullq || c->conn->pulls));
+}
+
+static bool on_progress_thread(const struct tp_ep *ep)
+{
+	return ep->thread_started && pthread_equal(pthread_self(), ep->thread);
+}
+
 /* Frees the registrations of @k. Every STag still valid counts as locally
  * invalidated (freeing a window or deregistering invalidates it). */
 static void cl_free_mem(struct rr_tp_client *c, struct tp_call *k)
@@ -502,6 +576,7 @@ static void cl_free_mem(struct rr_tp_client *c, struct tp_call *k)
 
 static void cl_finish(struct rr_tp_client *c, struct tp_call *k)
 {
+	cl_rrep_detach(k);
 	cl_free_mem(c, k);
 	if (k->rq) {
 		rr_xprt_rqst_release(&c->req, k->rq);
@@ -576,7 +651,8 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 
 	if (!k->rq) {
 		struct rr_xprt_rqst_desc d = {rpc->xid, rpc->parts, rpc->nparts, rpc->sinks,
-					      rpc->nsinks, rpc->max_reply};
+					      rpc->nsinks, rpc->max_reply, rpc->min_reply,
+					      rpc->max_unknown};
 
 		rc = rr_xprt_rqst_prepare(&c->req, &d, &k->rq);
 		if (rc)
@@ -719,6 +795,10 @@ static int cl_connect(struct rr_tp_client *c)
 	prm.responder_resources = c->ep.conf.ird;
 	prm.initiator_depth = c->ep.conf.ord;
 	prm.timeout_ms = c->ep.conf.connect_timeout_ms;
+	/* Our private data offers RDMA Commit: serve the peer's Commits from
+	 * establishment on; post ours once its accept data agreed. */
+	if (c->ep.conf.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT)
+		prm.flags |= RPCRDMA_CONN_COMMIT;
 	c->conn = cn;
 	rc = rpcrdma_connect(c->ep.ch, cn->qp, (const struct sockaddr *)&c->addr,
 			     c->addrlen, &prm, cn, &cn->id);
@@ -752,6 +832,7 @@ static void cl_conn_lost(struct rr_tp_client *c, struct tp_conn *cn)
 			k->inv_pending = 0;
 			cl_finish(c, k);
 		} else if (k->state == C_SENT) {
+			cl_rrep_detach(k);
 			cl_free_mem(c, k);
 			rr_xprt_rqst_forget(&c->req, k->rq);
 			k->state = C_QUEUED;
@@ -761,6 +842,7 @@ static void cl_conn_lost(struct rr_tp_client *c, struct tp_conn *cn)
 		}
 	}
 	(void)last;
+	c->stray = false;   /* nothing more comes on @cn */
 	rr_cred_req_reset(&c->cred);
 	for (k = c->calls; k; k = k->next)
 		if (k->state == C_QUEUED && !k->node.queued && k->sent_once)
@@ -795,6 +877,7 @@ static void cl_on_recv(struct rr_tp_client *c, struct tp_conn *cn,
 	struct rr_xprt_rqst *rq = NULL;
 	unsigned valid_before = 0;
 
+	count_form(&c->ep, buf, RR_MIN(wc->byte_len, cn->rsize), false);
 	if (wc->byte_len >= 4)
 		rq = rr_xprt_req_find(&c->req, rr_get_be32(buf));
 	if (rq)
@@ -810,6 +893,12 @@ static void cl_on_recv(struct rr_tp_client *c, struct tp_conn *cn,
 		for (unsigned i = 0; i < rq->nregs; i++)
 			valid_after += rq->regs[i].valid;
 		c->live_stags -= valid_before - valid_after;
+	}
+	if (res.kind == RR_XPRT_R_PULL) {
+		(void)post_recv(cn, idx);
+		cl_rrep_on_pull(c, cn, &res);
+		cl_pump(c);
+		return;
 	}
 	if (res.kind != RR_XPRT_R_DROP) {
 		struct tp_call *k = res.call->user;
@@ -847,6 +936,10 @@ static void cl_on_recv(struct rr_tp_client *c, struct tp_conn *cn,
 
 static void cl_on_wc(struct rr_tp_client *c, struct tp_conn *cn, const struct rpcrdma_wc *wc)
 {
+	if (WRTYPE(wc->wr_id) == WR_PUSH) {
+		cl_push_wc(c, cn, wc);
+		return;
+	}
 	if (wc->status != RPCRDMA_WC_SUCCESS) {
 		if (WRTYPE(wc->wr_id) == WR_INV) {
 			struct tp_call *k = WRPTR(wc->wr_id);
@@ -870,6 +963,11 @@ static void cl_on_wc(struct rr_tp_client *c, struct tp_conn *cn, const struct rp
 		break;
 	case WR_SEND:
 		slot_put(cn, (uint32_t)WRVAL(wc->wr_id));
+		cl_rrep_flush(c, cn);
+		break;
+	case WR_RREAD:
+		cl_rrep_read_done(c, cn, WRPTR(wc->wr_id));
+		cl_pump(c);
 		break;
 	case WR_INV: {
 		struct tp_call *k = WRPTR(wc->wr_id);
@@ -896,6 +994,10 @@ static void cl_on_cm(struct rr_tp_client *c, const struct rpcrdma_cm_event *ev)
 		struct rpcrdma_conn_info info;
 
 		conn_negotiate(cn, RR_PD_REQUESTER, ev->private_data, ev->private_data_len);
+		cn->commit = (cn->neg.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT) &&
+			     rpcrdma_qp_set_commit(cn->qp, true) == 0;
+		if (!cn->commit && (c->ep.conf.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT))
+			(void)rpcrdma_qp_set_commit(cn->qp, false);
 		cn->ord = rpcrdma_conn_query(cn->id, &info) == 0 ? info.ord : 1;
 		rr_xprt_req_set_params(&c->req, &cn->params);
 		cn->established = true;
@@ -954,6 +1056,7 @@ static void sv_conn_lost(struct rr_tp_server *s, struct tp_conn *cn)
 		s->ep.stats.fatal_errors++;
 	cn->dead = true;
 	cn->established = false;
+	sv_rrep_fence_all(s, cn);
 	/* Reqs still reading were never delivered: free those with no Read
 	 * in flight now, the others when their Reads are flushed. */
 	cn->refs++;
@@ -968,6 +1071,7 @@ static void sv_conn_lost(struct rr_tp_server *s, struct tp_conn *cn)
 	cn->refs--;
 	if (cn->id)
 		(void)rpcrdma_disconnect(cn->id);
+	expo_release_all(cn);   /* push-mode regions die with the connection */
 	pthread_cond_broadcast(&s->ep.cond);
 	sv_conn_put(s, cn);
 }
@@ -1051,7 +1155,14 @@ static void sv_on_recv(struct rr_tp_server *s, struct tp_conn *cn, const struct 
 	size_t elen;
 	enum rr_xprt_rsp_action a;
 	struct tp_sreq *r;
+	uint32_t dxid;
 
+	count_form(&s->ep, buf, RR_MIN(wc->byte_len, cn->rsize), false);
+	if (cn->params.reliable_reply &&
+	    rr_rrep_is_done(buf, RR_MIN(wc->byte_len, cn->rsize), &dxid)) {
+		sv_rrep_on_done(s, cn, wc, idx, dxid);
+		return;
+	}
 	(void)rr_cred_rsp_on_call(&cn->cred);
 	a = rr_xprt_rsp_recv(&cn->rsp, buf, RR_MIN(wc->byte_len, cn->rsize),
 			     cn->cred.last_grant ? cn->cred.last_grant : 1, err, &elen, &rc);
@@ -1143,6 +1254,12 @@ static void sv_on_wc(struct rr_tp_server *s, struct tp_conn *cn, const struct rp
 {
 	unsigned t = WRTYPE(wc->wr_id);
 
+	if (t == WR_RINV) {
+		sv_rrep_inv_done(s, cn, wc);
+		if (wc->status != RPCRDMA_WC_SUCCESS && !cn->dead)
+			sv_conn_lost(s, cn);
+		return;
+	}
 	if (t == WR_REPLY) {
 		/* The slot names its waiting req, if it still waits: a req
 		 * given up on a dead connection is no longer reachable. */
@@ -1219,11 +1336,18 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		uint32_t n = s->ep.conf.credits + 4;
 		int len;
 
-		if (s->ep.conf.max_conns && s->nconns >= s->ep.conf.max_conns) {
+		if (s->stopping ||
+		    (s->ep.conf.max_conns && s->nconns >= s->ep.conf.max_conns)) {
 			(void)rpcrdma_reject(ev->id, NULL, 0);
 			(void)rpcrdma_cm_id_destroy(ev->id);
 			return;
 		}
+
+		/* Reliable reply: one more Receive per Read-chunk Reply that
+		 * may await its RDMA_DONE (docs/protocol.md "Credits"). */
+		if (s->ep.conf.ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY)
+			n += s->ep.conf.rrep_max;
+
 		cn = conn_new(&s->ep, n, n + 8);
 		if (!conn_ok(cn) || post_all_recvs(cn)) {
 			conn_free(cn);
@@ -1233,7 +1357,11 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		}
 		conn_negotiate(cn, RR_PD_RESPONDER, ev->private_data, ev->private_data_len);
 		rr_xprt_rsp_init(&cn->rsp, s->ep.env, &cn->params, &s->ep.stats);
-		rr_cred_rsp_init(&cn->cred, s->ep.conf.credits, 0);
+		rr_cred_rsp_init(&cn->cred, s->ep.conf.credits,
+				 cn->params.reliable_reply ? s->ep.conf.rrep_max : 0);
+		rr_rrep_table_init(&cn->rrep,
+				   s->ep.conf.rrep_clock ? s->ep.conf.rrep_clock : s->ep.env,
+				   (uint64_t)s->ep.conf.rrep_timeout_ms * 1000000u, &s->ep.stats);
 		rr_cred_rsp_posted(&cn->cred, n);
 		cn->id = ev->id;
 		cn->has_peer = rpcrdma_cm_peer_addr(ev->id, &cn->peer) == 0;
@@ -1243,6 +1371,10 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		prm.private_data_len = len > 0 ? (uint16_t)len : 0;
 		prm.responder_resources = s->ep.conf.ird;
 		prm.initiator_depth = s->ep.conf.ord;
+		/* Both advertised RDMA Commit: the QP serves Commits. */
+		cn->commit = (cn->neg.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT) != 0;
+		if (cn->commit)
+			prm.flags |= RPCRDMA_CONN_COMMIT;
 		if (rpcrdma_accept(ev->id, cn->qp, &prm)) {
 			conn_free(cn);
 			return;
@@ -1353,7 +1485,7 @@ static void *progress(void *arg)
 
 			/* While a caller thread receives, it alone drains the
 			 * CQ (one consumer: no lost notification). */
-			if (c->conn && !c->waiter)
+			if (c->conn && !c->waiter && cl_busy(c))
 				cns[ncn++] = c->conn;
 			if (c->reconnect_at) {
 				uint64_t t = now_ns(ep);
@@ -1391,6 +1523,7 @@ static void *progress(void *arg)
 				(void)rpcrdma_cq_get_event(cn->cq);
 				(void)rpcrdma_cq_arm(cn->cq, false);
 				drain_cq(ep, cn);
+				sv_rrep_expire(s, cn);
 				sv_conn_put(s, cn);
 				cn = nx;
 			}
@@ -1398,7 +1531,12 @@ static void *progress(void *arg)
 			struct rr_tp_client *c = (struct rr_tp_client *)ep;
 			struct tp_conn *cn = c->waiter ? NULL : c->conn;
 
-			if (cn) {
+			if (cn && !cl_busy(c) && !cn->dead) {
+				/* Idle: leave the CQ unarmed (the provider serves
+				 * the connection) so that the next synchronous
+				 * caller receives its Reply alone. A completion
+				 * left behind is drained by the next consumer. */
+			} else if (cn) {
 				(void)rpcrdma_cq_get_event(cn->cq);
 				(void)rpcrdma_cq_arm(cn->cq, false);
 				drain_cq(ep, cn);
@@ -1416,13 +1554,14 @@ static void *progress(void *arg)
 			}
 		}
 		deliver_upcalls(ep);
-		grave_sweep(ep, false);
+		grave_sweep(ep);
 	}
 	pthread_mutex_unlock(&ep->lock);
 	return NULL;
 }
 
-static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server)
+static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server,
+		   const struct sockaddr *addr)
 {
 	struct rpcrdma_open_attr oa = {0};
 	int rc;
@@ -1436,6 +1575,9 @@ static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server)
 	if (ep->conf.inline_send < 1024 || ep->conf.inline_recv < 1024)
 		return -EINVAL;
 	oa.env = conf->env;
+	oa.device = conf->device;
+	oa.addr = addr;
+	oa.passive = server;
 	rc = rpcrdma_open(conf->provider ? conf->provider : RPCRDMA_PROVIDER_SOFT, &oa, &ep->ctx);
 	if (rc)
 		return rc;
@@ -1450,6 +1592,16 @@ static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server)
 		ep->adv_r = ep->conf.remote_inv;
 		if (!server && (!ep->conf.use_windows || rpcrdma_query(ep->ctx, &caps) ||
 				!(caps.flags & RPCRDMA_CAP_INVALIDATABLE)))
+			ep->adv_r = false;
+		/* Never advertise RDMA Commit the provider cannot carry (verbs). */
+		if (rpcrdma_query(ep->ctx, &caps) || !(caps.flags & RPCRDMA_CAP_COMMIT) ||
+		    !(caps.flags & RPCRDMA_CAP_DURABLE))
+			ep->conf.ext_caps &= ~RR_PD_EXT_CAP_RDMA_COMMIT;
+		/* A responder exposing Read chunks (reliable reply) can honour
+		 * R only with invalidatable registrations too. */
+		if (server && (ep->conf.ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY) &&
+		    (!ep->conf.use_windows || rpcrdma_query(ep->ctx, &caps) ||
+		     !(caps.flags & RPCRDMA_CAP_INVALIDATABLE)))
 			ep->adv_r = false;
 	}
 	ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -1482,7 +1634,7 @@ static void ep_stop(struct tp_ep *ep)
 
 static void ep_fini(struct tp_ep *ep)
 {
-	grave_sweep(ep, true);
+	grave_sweep(ep);
 	if (ep->ch)
 		(void)rpcrdma_cm_channel_destroy(ep->ch);
 	if (ep->ctx)
@@ -1505,6 +1657,564 @@ static void abs_deadline(struct timespec *ts, uint32_t ms)
 	}
 }
 
+/* ======================================================================
+ * Reliable reply (draft-cel-nfsv4-rpcrdma-reliable-reply-04; the protocol
+ * decisions are in proto/rrep.[ch], the choices in docs/protocol.md)
+ * ====================================================================== */
+
+/* Responder: one exposed Reply. The window (or, without windows, the MR's
+ * rkey) is the STag in the Read chunk; @buf is the Reply's Payload stream. */
+struct rrep_exp {
+	struct rpcrdma_mr *mr;
+	struct rpcrdma_mw *mw;
+	uint8_t *buf;
+	bool valid;                /* its STag may still be used by the peer */
+	bool stolen;               /* invalidated by another XID's RDMA_DONE */
+	bool mr_exposed;           /* no windows: @mr's own STag is exposed,
+				      and deregistering it is the fence */
+	struct rrep_exp *next;     /* conn's rrep_dead list */
+};
+
+/* Requester: one Reply being pulled. */
+struct rrep_pull {
+	struct tp_call *k;         /* NULL once the call is gone */
+	uint32_t xid;
+	bool inv;                  /* name @stag in Send With Invalidate */
+	uint32_t stag;
+	uint8_t *buf;
+	uint32_t len;
+	struct rpcrdma_mr *mr;
+	struct rr_xprt_seg segs[RR_XPRT_MAX_READS];
+	uint32_t nsegs, next, done;
+	struct rrep_pull *qnext;   /* conn's pullq */
+	struct rrep_pull *anext;   /* conn's pulls */
+};
+
+/* Requester: an RDMA_DONE waiting for a send slot. */
+struct rrep_done_q {
+	uint32_t xid;
+	bool inv;
+	uint32_t stag;
+	struct rrep_done_q *next;
+};
+
+static void rrep_exp_drop_stag(struct tp_ep *ep, struct rrep_exp *x)
+{
+	if (x->mw) {
+		(void)rpcrdma_mw_free(x->mw);   /* a freed window is invalid */
+		x->mw = NULL;
+	} else if (x->mr_exposed && x->mr) {
+		(void)rpcrdma_dereg_mr(x->mr);  /* so is a deregistered MR */
+		x->mr = NULL;
+	}
+	if (x->valid) {
+		x->valid = false;
+		ep->rrep_live--;
+	}
+}
+
+static void rrep_exp_free(struct tp_ep *ep, struct rrep_exp *x)
+{
+	rrep_exp_drop_stag(ep, x);
+	if (x->mr)
+		(void)rpcrdma_dereg_mr(x->mr);
+	rr_free(ep->env, x->buf);
+	rr_free(ep->env, x);
+}
+
+/* After the QP is destroyed: nothing can touch these buffers any more. */
+static void rrep_conn_free(struct tp_conn *cn)
+{
+	struct tp_ep *ep = cn->ep;
+	struct rr_rrep_entry *e;
+
+	if (ep->is_server) {
+		while ((e = rr_rrep_pop(&cn->rrep)) != NULL) {
+			rrep_exp_free(ep, e->user);
+			rr_rrep_entry_free(&cn->rrep, e);
+		}
+		while (cn->rrep_dead) {
+			struct rrep_exp *x = cn->rrep_dead;
+
+			cn->rrep_dead = x->next;
+			rrep_exp_free(ep, x);
+		}
+		return;
+	}
+	while (cn->pulls) {
+		struct rrep_pull *p = cn->pulls;
+
+		cn->pulls = p->anext;
+		if (p->k)
+			p->k->pull = NULL;
+		if (p->mr)
+			(void)rpcrdma_dereg_mr(p->mr);
+		rr_free(ep->env, p->buf);
+		rr_free(ep->env, p);
+	}
+	cn->pullq = NULL;
+}
+
+/* ---- requester ---- */
+
+static void cl_rrep_detach(struct tp_call *k)
+{
+	if (k->pull) {
+		k->pull->k = NULL;
+		k->pull = NULL;
+	}
+}
+
+/* Sends (or queues) the RDMA_DONE owed for @xid: Send With Invalidate naming
+ * the responder's STag when both peers set R (RFC 8797 4.1, draft 4.1.4). It
+ * needs no call credit (docs/protocol.md "RDMA_DONE accounting"). */
+static void cl_rrep_send_done(struct rr_tp_client *c, struct tp_conn *cn, uint32_t xid,
+			      bool inv, uint32_t stag)
+{
+	uint32_t slot;
+	int n;
+
+	if (!cn || cn->dead || c->conn != cn)
+		return;   /* the responder fences on disconnect */
+	if (slot_get(cn, &slot)) {
+		struct rrep_done_q *q = rr_zalloc(c->ep.env, sizeof(*q)), **pp;
+
+		if (!q)
+			return;   /* the responder's timeout fences it */
+		q->xid = xid;
+		q->inv = inv;
+		q->stag = stag;
+		for (pp = &c->doneq; *pp; pp = &(*pp)->next)
+			;
+		*pp = q;
+		return;
+	}
+	if (rr_cred_req_done_sent(&c->cred)) {
+		slot_put(cn, slot);   /* not owed: never overrun the responder */
+		return;
+	}
+	n = rr_rrep_encode_done(xid, rr_cred_req_request(&c->cred), slot_buf(cn, slot), cn->ssize);
+	inv = inv && cn->neg.send_inv;
+	if (n < 0 || post_slot_send(cn, slot, (uint32_t)n, WRID(WR_SEND, slot), inv, stag, NULL)) {
+		slot_put(cn, slot);
+		return;
+	}
+	c->ep.stats.rrep_done_sent++;
+	c->ep.stats.sends++;
+}
+
+static void cl_rrep_flush(struct rr_tp_client *c, struct tp_conn *cn)
+{
+	while (c->doneq && cn->nsfree && c->conn == cn && !cn->dead) {
+		struct rrep_done_q *q = c->doneq;
+
+		c->doneq = q->next;
+		cl_rrep_send_done(c, cn, q->xid, q->inv, q->stag);
+		rr_free(c->ep.env, q);
+	}
+}
+
+static void cl_rrep_pump_reads(struct rr_tp_client *c, struct tp_conn *cn)
+{
+	uint32_t ord = cn->ord ? cn->ord : 1;
+
+	while (cn->pullq && cn->reads_inflight < ord && !cn->dead) {
+		struct rrep_pull *p = cn->pullq;
+		const struct rr_xprt_seg *g = &p->segs[p->next];
+		uint64_t off = 0;
+		struct rpcrdma_sge sge;
+		struct rpcrdma_send_wr wr;
+
+		for (uint32_t i = 0; i < p->next; i++)
+			off += p->segs[i].length;
+		sge = (struct rpcrdma_sge){(uint64_t)(uintptr_t)(p->buf + off), g->length,
+					   rpcrdma_mr_lkey(p->mr)};
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = WRID(WR_RREAD, p);
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = RPCRDMA_WR_RDMA_READ;
+		wr.flags = RPCRDMA_SEND_SIGNALED;
+		wr.u.rdma.stag = g->handle;
+		wr.u.rdma.remote_offset = g->offset;
+		if (rpcrdma_post_send(cn->qp, &wr, NULL)) {
+			cn->dead = true;
+			if (cn->id)
+				(void)rpcrdma_disconnect(cn->id);
+			return;
+		}
+		cn->reads_inflight++;
+		if (++p->next == p->nsegs)
+			cn->pullq = p->qnext;
+	}
+	(void)c;
+}
+
+static void cl_rrep_pull_free(struct rr_tp_client *c, struct tp_conn *cn, struct rrep_pull *p)
+{
+	struct rrep_pull **pp;
+
+	for (pp = &cn->pulls; *pp; pp = &(*pp)->anext)
+		if (*pp == p) {
+			*pp = p->anext;
+			break;
+		}
+	if (p->k)
+		p->k->pull = NULL;
+	if (p->mr)
+		(void)rpcrdma_dereg_mr(p->mr);
+	rr_free(c->ep.env, p->buf);
+	rr_free(c->ep.env, p);
+}
+
+/* An RDMA_NOMSG Reply with a responder-provided Read chunk (draft 4.1.2). */
+static void cl_rrep_on_pull(struct rr_tp_client *c, struct tp_conn *cn,
+			    const struct rr_xprt_reply *res)
+{
+	struct tp_call *k = res->call ? res->call->user : NULL;
+	struct rrep_pull *p;
+
+	rr_cred_req_on_read_reply(&c->cred);
+	if (k) {
+		struct rr_tp_rpc *rpc = k->rpc;
+
+		if (k->has_credit) {
+			(void)rr_cred_req_on_reply(&c->cred, res->credit);
+			k->has_credit = false;
+		} else {
+			(void)rr_cred_req_grant(&c->cred, res->credit);
+		}
+		for (unsigned i = 0; i < res->nsinks; i++) {
+			rpc->placed[i] = res->sink_len[i];
+			rpc->is_placed[i] = res->sink_placed[i];
+		}
+	}
+	if (!k || res->pull_nsegs == 0) {
+		/* Unknown XID (cancelled RPC) or nothing we can take: no Read,
+		 * but the RDMA_DONE is owed all the same (draft 4.1.3). */
+		if (k) {
+			cl_set_result(k, res->err ? res->err : -EBADMSG);
+			cl_invalidate(c, k);
+		}
+		cl_rrep_send_done(c, cn, res->xid, res->pull_inv, res->pull_stag);
+		return;
+	}
+	p = rr_zalloc(c->ep.env, sizeof(*p));
+	if (p)
+		p->buf = rr_alloc(c->ep.env, res->pull_len);
+	if (!p || !p->buf ||
+	    rpcrdma_reg_mr_simple(cn->pd, p->buf, res->pull_len, RPCRDMA_ACCESS_LOCAL_WRITE,
+				  &p->mr)) {
+		if (p) {
+			rr_free(c->ep.env, p->buf);
+			rr_free(c->ep.env, p);
+		}
+		cl_set_result(k, -ENOMEM);
+		cl_invalidate(c, k);
+		cl_rrep_send_done(c, cn, res->xid, res->pull_inv, res->pull_stag);
+		return;
+	}
+	p->k = k;
+	k->pull = p;
+	p->xid = res->xid;
+	p->inv = res->pull_inv;
+	p->stag = res->pull_stag;
+	p->len = res->pull_len;
+	p->nsegs = res->pull_nsegs;
+	memcpy(p->segs, res->pull_segs, sizeof(p->segs[0]) * p->nsegs);
+	p->anext = cn->pulls;
+	cn->pulls = p;
+	{
+		struct rrep_pull **pp = &cn->pullq;
+
+		while (*pp)
+			pp = &(*pp)->qnext;
+		*pp = p;
+	}
+	cl_rrep_pump_reads(c, cn);
+}
+
+static void cl_rrep_read_done(struct rr_tp_client *c, struct tp_conn *cn, struct rrep_pull *p)
+{
+	struct tp_call *k;
+
+	if (cn->reads_inflight)
+		cn->reads_inflight--;
+	if (++p->done < p->nsegs) {
+		cl_rrep_pump_reads(c, cn);
+		return;
+	}
+	k = p->k;
+	(void)rpcrdma_dereg_mr(p->mr);
+	p->mr = NULL;
+	if (k) {
+		struct rr_xprt_reply res;
+
+		memset(&res, 0, sizeof(res));
+		rr_xprt_req_pulled(&c->req, k->rq, p->buf, p->len, &res);
+		if (res.kind == RR_XPRT_R_REPLY) {
+			k->rpc->reply = p->buf;   /* handed over: freed by release_reply */
+			k->rpc->reply_len = p->len;
+			k->rpc->via_read = true;
+			p->buf = NULL;
+			cl_set_result(k, 0);
+		} else {
+			cl_set_result(k, -EBADMSG);
+		}
+		k->pull = NULL;
+		p->k = NULL;
+		cl_invalidate(c, k);
+	}
+	/* Pull completion notification after the Reads (draft 4.1.2). */
+	cl_rrep_send_done(c, cn, p->xid, p->inv, p->stag);
+	cl_rrep_pull_free(c, cn, p);
+	cl_rrep_pump_reads(c, cn);
+}
+
+/* ---- responder ---- */
+
+/* The STag of @x is no longer valid for the peer: free its resources now
+ * when that is safe (@now), else after the QP is gone. */
+static void sv_rrep_retire(struct tp_conn *cn, struct rrep_exp *x, bool now)
+{
+	if (now) {
+		rrep_exp_free(cn->ep, x);
+		return;
+	}
+	rrep_exp_drop_stag(cn->ep, x);
+	x->next = cn->rrep_dead;
+	cn->rrep_dead = x;
+}
+
+/* Fences @x: Local Invalidate (ordered after any Read Response the QP is
+ * still sending from it), resources freed on its completion. Without
+ * windows the exposed MR is deregistered at once; its buffer is freed now
+ * when the peer's Reads are over (@reads_over: its RDMA_DONE came), else
+ * with the QP. */
+static void sv_rrep_fence(struct rr_tp_server *s, struct tp_conn *cn, struct rrep_exp *x,
+			  bool reads_over)
+{
+	struct rpcrdma_send_wr wr;
+
+	if (x->valid && x->mr_exposed && !cn->dead) {
+		s->ep.stats.local_inv++;
+		sv_rrep_retire(cn, x, reads_over && !x->stolen);
+		return;
+	}
+	if (!x->valid || !x->mw || cn->dead) {
+		/* Already invalid: by this XID's own RDMA_DONE (its Reads are
+		 * over, free now), or by a forged one (Reads may still be in
+		 * flight: keep the memory until the QP is gone; a peer that
+		 * keeps forging loses its connection, see sv_rrep_on_done). */
+		sv_rrep_retire(cn, x, !cn->dead && !x->valid && !x->stolen);
+		return;
+	}
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = WRID(WR_RINV, x);
+	wr.opcode = RPCRDMA_WR_LOCAL_INV;
+	wr.flags = RPCRDMA_SEND_SIGNALED;
+	wr.u.local_inv.stag = rpcrdma_mw_rkey(x->mw);
+	if (rpcrdma_post_send(cn->qp, &wr, NULL)) {
+		sv_rrep_retire(cn, x, false);
+		return;
+	}
+	s->ep.stats.local_inv++;
+}
+
+static void sv_rrep_inv_done(struct rr_tp_server *s, struct tp_conn *cn,
+			     const struct rpcrdma_wc *wc)
+{
+	struct rrep_exp *x = WRPTR(wc->wr_id);
+
+	(void)s;
+	sv_rrep_retire(cn, x, wc->status == RPCRDMA_WC_SUCCESS);
+	pthread_cond_broadcast(&s->ep.cond);
+}
+
+static void sv_rrep_on_done(struct rr_tp_server *s, struct tp_conn *cn,
+			    const struct rpcrdma_wc *wc, uint32_t idx, uint32_t xid)
+{
+	struct rr_rrep_done d;
+
+	/* Releases the Receive reserved for it, whatever it names; one not
+	 * owed is counted (-EPROTO) and dropped. */
+	(void)rr_cred_rsp_on_done(&cn->cred);
+	if (post_recv(cn, idx) == 0)
+		rr_cred_rsp_posted(&cn->cred, 1);
+	s->ep.stats.recvs++;
+	rr_rrep_on_done(&cn->rrep, xid, (wc->flags & RPCRDMA_WC_WITH_INV) != 0,
+			wc->invalidated_stag, &d);
+	if (d.stolen) {
+		/* Another XID's STag was invalidated by the peer: that Reply
+		 * can no longer be pulled; it waits for its own RDMA_DONE (or
+		 * the timeout) only to release its memory. */
+		struct rrep_exp *x = d.stolen->user;
+
+		x->stolen = true;
+		if (++cn->rrep_forged > s->ep.conf.rrep_max && !cn->dead) {
+			/* Memory of forged Replies is held until the QP is
+			 * destroyed: bound it by ending this peer's connection. */
+			sv_conn_lost(s, cn);
+		}
+		if (x->valid) {
+			x->valid = false;
+			s->ep.stats.remote_inv++;
+			s->ep.rrep_live--;
+		}
+	}
+	if (d.release) {
+		struct rrep_exp *x = d.release->user;
+
+		if (!d.release->stag_valid && x->valid) {
+			/* Remotely invalidated by this RDMA_DONE. */
+			x->valid = false;
+			s->ep.stats.remote_inv++;
+			s->ep.rrep_live--;
+		}
+		rr_rrep_entry_free(&cn->rrep, d.release);
+		sv_rrep_fence(s, cn, x, true);
+	}
+	if (d.unknown || d.forged)
+		s->ep.stats.dropped++;
+	pthread_cond_broadcast(&s->ep.cond);   /* a reservation may be free */
+}
+
+static void sv_rrep_expire(struct rr_tp_server *s, struct tp_conn *cn)
+{
+	struct rr_rrep_entry *e;
+
+	if (cn->dead || !cn->rrep.count)
+		return;
+	while ((e = rr_rrep_expire(&cn->rrep, rr_now_ns(cn->rrep.env))) != NULL) {
+		struct rrep_exp *x = e->user;
+
+		rr_rrep_entry_free(&cn->rrep, e);
+		sv_rrep_fence(s, cn, x, false);
+	}
+}
+
+/* Disconnect or device removal: every exposed Reply of @cn is fenced now
+ * (windows freed); buffers go when the QP is destroyed. */
+static void sv_rrep_fence_all(struct rr_tp_server *s, struct tp_conn *cn)
+{
+	struct rr_rrep_entry *e;
+
+	while ((e = rr_rrep_pop(&cn->rrep)) != NULL) {
+		struct rrep_exp *x = e->user;
+
+		rr_rrep_entry_free(&cn->rrep, e);
+		sv_rrep_retire(cn, x, false);
+	}
+	pthread_cond_broadcast(&s->ep.cond);
+}
+
+/* Turns the Reply in @slot into ERR_CHUNK (nothing else fits). */
+static void sv_rrep_to_err_chunk(struct rr_tp_server *s, struct tp_conn *cn, struct tp_sreq *r,
+				 struct rr_xprt_reply_plan *plan, uint32_t slot, uint32_t *grant)
+{
+	int n;
+
+	rr_free(s->ep.env, plan->rr_buf);
+	plan->rr_buf = NULL;
+	plan->read_chunk = false;
+	plan->nwrites = 0;
+	plan->write_bytes = 0;
+	plan->send_inv = false;
+	if (rr_cred_rsp_reply(&cn->cred, false, grant))
+		*grant = 1;
+	n = rr_xprt_encode_error(r->rc->xid, RR_XPRT_VERSION, *grant, RR_XPRT_ERR_CHUNK,
+				 slot_buf(cn, slot), cn->ssize);
+	plan->send_len = n > 0 ? (uint32_t)n : 0;
+	plan->is_error = true;
+	plan->proc = RR_XPRT_ERROR;
+	s->ep.stats.err_chunk_sent++;
+	if (s->ep.stats.rrep_exposed)
+		s->ep.stats.rrep_exposed--;
+}
+
+/* Exposes plan->rr_buf as the Position-zero Read chunk (draft 4.1.1):
+ * waits (bounded by rrep_timeout_ms) while rrep_max Replies already await
+ * their RDMA_DONE, registers it read-only and invalidatable (a memory
+ * window bound on this QP, so only this peer can reach or invalidate it),
+ * patches the header, records it by XID, reserves a Receive for the
+ * RDMA_DONE. When that cannot be done the Reply becomes ERR_CHUNK. Returns
+ * 0 (Send what is in @slot) or -ENOTCONN. Called with the endpoint lock. */
+static int sv_rrep_expose(struct rr_tp_server *s, struct tp_conn *cn, struct tp_sreq *r,
+			  struct rr_xprt_reply_plan *plan, uint32_t slot, uint32_t *grant)
+{
+	struct rrep_exp *x;
+	struct rr_rrep_entry *e;
+	struct timespec ts;
+	uint32_t stag;
+	unsigned acc;
+
+	abs_deadline(&ts, s->ep.conf.rrep_timeout_ms);
+	while (cn->cred.done_owed >= cn->cred.done_max && !cn->dead) {
+		if (pthread_cond_timedwait(&s->ep.cond, &s->ep.lock, &ts))
+			break;
+	}
+	if (cn->dead) {
+		rr_free(s->ep.env, plan->rr_buf);
+		plan->rr_buf = NULL;
+		return -ENOTCONN;
+	}
+	if (cn->cred.done_owed >= cn->cred.done_max) {
+		sv_rrep_to_err_chunk(s, cn, r, plan, slot, grant);
+		return 0;
+	}
+	x = rr_zalloc(s->ep.env, sizeof(*x));
+	if (!x) {
+		sv_rrep_to_err_chunk(s, cn, r, plan, slot, grant);
+		return 0;
+	}
+	x->buf = plan->rr_buf;
+	acc = RPCRDMA_ACCESS_LOCAL_WRITE |
+	      (cn->use_mw ? RPCRDMA_ACCESS_MW_BIND : RPCRDMA_ACCESS_REMOTE_READ);
+	if (rpcrdma_reg_mr_simple(cn->pd, x->buf, plan->rr_len ? plan->rr_len : 4, acc, &x->mr))
+		goto fail;
+	if (cn->use_mw) {
+		struct rpcrdma_send_wr bw;
+
+		if (rpcrdma_mw_alloc(cn->pd, &x->mw))
+			goto fail;
+		memset(&bw, 0, sizeof(bw));
+		bw.wr_id = WRID(WR_BIND, 0);
+		bw.opcode = RPCRDMA_WR_BIND_MW;
+		bw.u.bind.mw = x->mw;
+		bw.u.bind.mr = x->mr;
+		bw.u.bind.addr = (uint64_t)(uintptr_t)x->buf;
+		bw.u.bind.length = plan->rr_len;
+		bw.u.bind.access = RPCRDMA_ACCESS_REMOTE_READ;   /* read-only */
+		if (rpcrdma_post_send(cn->qp, &bw, NULL))
+			goto fail;
+		stag = rpcrdma_mw_rkey(x->mw);
+	} else {
+		stag = rpcrdma_mr_rkey(x->mr);
+		x->mr_exposed = true;
+	}
+	e = rr_rrep_add(&cn->rrep, r->rc->xid, stag, x);
+	if (!e)
+		goto fail;
+	if (rr_cred_rsp_reply(&cn->cred, true, grant)) {
+		rr_rrep_remove(&cn->rrep, e);
+		goto fail;
+	}
+	x->valid = true;
+	s->ep.rrep_live++;
+	plan->rr_buf = NULL;   /* owned by x now */
+	rr_rrep_rsp_patch(slot_buf(cn, slot), plan, stag, (uint64_t)(uintptr_t)x->buf);
+	return 0;
+fail:
+	if (x->mw)
+		(void)rpcrdma_mw_free(x->mw);
+	if (x->mr)
+		(void)rpcrdma_dereg_mr(x->mr);
+	rr_free(s->ep.env, x);   /* plan->rr_buf is still ours: freed below */
+	sv_rrep_to_err_chunk(s, cn, r, plan, slot, grant);
+	return 0;
+}
+
+
 /* ---- client API ---- */
 
 int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *addr,
@@ -1523,7 +2233,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	c = rr_zalloc(env, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	rc = ep_init(&c->ep, conf, false);
+	rc = ep_init(&c->ep, conf, false, addr);
 	if (rc) {
 		ep_fini(&c->ep);
 		rr_free(env, c);
@@ -1590,6 +2300,7 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
 	rpc->status = 0;
 	rpc->reply = NULL;
 	rpc->reply_len = 0;
+	rpc->via_read = false;
 	for (unsigned i = 0; i < RR_XPRT_MAX_ITEMS; i++) {
 		rpc->placed[i] = 0;
 		rpc->is_placed[i] = false;
@@ -1603,7 +2314,8 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
 	/* Validate the description once, now, so that errors are synchronous. */
 	{
 		struct rr_xprt_rqst_desc d = {rpc->xid, rpc->parts, rpc->nparts, rpc->sinks,
-					      rpc->nsinks, rpc->max_reply};
+					      rpc->nsinks, rpc->max_reply, rpc->min_reply,
+					      rpc->max_unknown};
 
 		rc = rr_xprt_rqst_prepare(&c->req, &d, &k->rq);
 		if (rc) {
@@ -1628,8 +2340,23 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
 		c->ep.stats.credits_exhausted++;
 	}
 	cl_pump(c);
-	pthread_mutex_unlock(&c->ep.lock);
-	ep_wake(&c->ep);
+	{
+		bool up = c->conn && c->conn->established && !c->conn->dead;
+		bool wake = true;
+
+		if (rpc->caller_waits && !c->waiter && up) {
+			/* This thread will receive the Reply itself: no hop
+			 * through the progress thread, which is not woken. */
+			c->waiter = true;
+			c->wait_for = rpc;
+			wake = false;
+		} else if (on_progress_thread(&c->ep)) {
+			wake = false;   /* it recomputes its wait set next */
+		}
+		pthread_mutex_unlock(&c->ep.lock);
+		if (wake)
+			ep_wake(&c->ep);
+	}
 	return 0;
 }
 
@@ -1648,6 +2375,7 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int statu
 		(void)rr_cred_req_cancel(&c->cred, &k->node);
 		cl_finish(c, k);
 	} else {
+		c->stray = true;
 		rr_xprt_rqst_forget(&c->req, k->rq);
 		if (k->has_credit) {
 			(void)rr_cred_req_complete(&c->cred);
@@ -1663,39 +2391,55 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int statu
 void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t timeout_ms)
 {
 	uint64_t end = now_ns(&c->ep) + (uint64_t)timeout_ms * 1000000u;
+	struct tp_conn *cn0 = NULL;
+	bool wake;
 
 	pthread_mutex_lock(&c->ep.lock);
-	if (c->waiter) {
+	if (c->waiter && c->wait_for != rpc) {
 		pthread_mutex_unlock(&c->ep.lock);
 		return;
 	}
 	c->waiter = true;
+	c->wait_for = NULL;
+	cn0 = c->conn;
 	while (rpc->priv && !c->destroying) {
 		struct tp_conn *cn = c->conn;
-		struct pollfd pfd;
+		struct rpcrdma_wc wc[32];
 		uint64_t t;
+		int n;
 
 		if (!cn || !cn->established || cn->dead)
 			break;
-		(void)rpcrdma_cq_get_event(cn->cq);
-		(void)rpcrdma_cq_arm(cn->cq, false);
-		drain_cq(&c->ep, cn);
+		t = now_ns(&c->ep);
+		if (t >= end)
+			break;
+		/* Sleep on the connection's socket and receive on this thread
+		 * (rpcrdma_cq_wait); bounded so that state changes made by the
+		 * progress thread (connection loss) are seen. The connection
+		 * is not freed meanwhile (in_wait). */
+		cn->in_wait = true;
+		pthread_mutex_unlock(&c->ep.lock);
+		n = rpcrdma_cq_wait(cn->cq, (int)RR_ARRAY_SIZE(wc), wc,
+				    (int)RR_MIN((end - t) / 1000000u + 1, 20u));
+		pthread_mutex_lock(&c->ep.lock);
+		cn->in_wait = false;
+		for (int i = 0; i < n; i++)
+			cl_on_wc(c, cn, &wc[i]);
 		if (c->conn == cn && cn->dead && cn->established)
 			cl_conn_lost(c, cn);
 		deliver_upcalls(&c->ep);
-		t = now_ns(&c->ep);
-		if (!rpc->priv || t >= end || c->conn != cn)
+		if (n < 0)
 			break;
-		pfd.fd = rpcrdma_cq_fd(cn->cq);
-		pfd.events = POLLIN;
-		pfd.revents = 0;
-		pthread_mutex_unlock(&c->ep.lock);
-		(void)poll(&pfd, 1, (int)RR_MIN((end - t) / 1000000u + 1, 20u));
-		pthread_mutex_lock(&c->ep.lock);
 	}
 	c->waiter = false;
+	/* The progress thread must look again only if there is work left
+	 * for it (other calls, a lost connection); an idle client's next
+	 * synchronous call needs nobody else. */
+	wake = cl_busy(c) || c->conn != cn0 || !c->conn || c->conn->dead || c->reconnect_at ||
+	       c->destroying;
 	pthread_mutex_unlock(&c->ep.lock);
-	ep_wake(&c->ep);   /* the progress thread drains again */
+	if (wake)
+		ep_wake(&c->ep);
 }
 
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
@@ -1800,6 +2544,20 @@ int rr_tp_client_params(struct rr_tp_client *c, struct rr_xprt_params *out, uint
 
 /* ---- server API ---- */
 
+/* The listening port, known from creation on (still after rr_tp_server_stop). */
+static int listen_port(struct rpcrdma_cm_id *id)
+{
+	struct sockaddr_storage ss;
+
+	if (rpcrdma_cm_local_addr(id, &ss))
+		return -EINVAL;
+	if (ss.ss_family == AF_INET)
+		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return -EAFNOSUPPORT;
+}
+
 int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *addr,
 			socklen_t addrlen, rr_tp_recv_fn recv, void *ctx,
 			struct rr_tp_server **out)
@@ -1814,9 +2572,13 @@ int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	s = rr_zalloc(env, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	rc = ep_init(&s->ep, conf, true);
+	rc = ep_init(&s->ep, conf, true, addr);
 	if (rc == 0)
 		rc = rpcrdma_listen(s->ep.ch, addr, addrlen, 64, NULL, &s->listen_id);
+	if (rc == 0) {
+		s->port = listen_port(s->listen_id);
+		rc = s->port < 0 ? s->port : 0;
+	}
 	s->recv = recv;
 	s->rctx = ctx;
 	if (rc == 0)
@@ -1834,15 +2596,20 @@ int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 
 int rr_tp_server_port(struct rr_tp_server *s)
 {
-	struct sockaddr_storage ss;
+	return s->port;
+}
 
-	if (rpcrdma_cm_local_addr(s->listen_id, &ss))
-		return -EINVAL;
-	if (ss.ss_family == AF_INET)
-		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	if (ss.ss_family == AF_INET6)
-		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-	return -EAFNOSUPPORT;
+void rr_tp_server_stop(struct rr_tp_server *s)
+{
+	pthread_mutex_lock(&s->ep.lock);
+	if (s->listen_id) {
+		/* closes the listening socket and frees the requests not
+		 * consumed yet: new connections are refused from now on */
+		(void)rpcrdma_cm_id_destroy(s->listen_id);
+		s->listen_id = NULL;
+	}
+	s->stopping = true;
+	pthread_mutex_unlock(&s->ep.lock);
 }
 
 /* The registration covering [p, p+len) among @mrs. */
@@ -1869,6 +2636,7 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 	struct rpcrdma_sge *sges = NULL;
 	unsigned nmr = 0;
 	uint32_t slot, grant;
+	bool exposed = false;   /* a Read chunk is recorded and reserved */
 	int rc;
 
 	if (err_chunk)
@@ -1885,14 +2653,27 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		rc = -ENOBUFS;
 		goto out;
 	}
-	if (rr_cred_rsp_reply(&cn->cred, false, &grant))
-		grant = 1;
-	rc = rr_xprt_rsp_reply(&cn->rsp, r->rc, parts, nparts, grant, slot_buf(cn, slot),
+	/* The grant is settled after the Reply is built (a Read-chunk Reply
+	 * reserves a Receive for its RDMA_DONE) and patched into rdma_credit. */
+	rc = rr_xprt_rsp_reply(&cn->rsp, r->rc, parts, nparts,
+			       cn->cred.last_grant ? cn->cred.last_grant : 1, slot_buf(cn, slot),
 			       cn->ssize, plan);
 	if (rc) {
 		slot_put(cn, slot);
+		(void)rr_cred_rsp_reply(&cn->cred, false, &grant);
 		goto out;
 	}
+	if (plan->read_chunk) {
+		rc = sv_rrep_expose(s, cn, r, plan, slot, &grant);
+		if (rc) {
+			slot_put(cn, slot);
+			goto out;
+		}
+		exposed = plan->read_chunk;
+	} else if (rr_cred_rsp_reply(&cn->cred, false, &grant)) {
+		grant = 1;
+	}
+	rr_put_be32(slot_buf(cn, slot) + 8, grant);
 	if (err_chunk)
 		*err_chunk = plan->is_error;
 	/* Register the Reply's memory that RDMA Writes read from. */
@@ -1936,6 +2717,8 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		wrs[i].sg_list = &sges[i];
 		wrs[i].num_sge = 1;
 		wrs[i].opcode = RPCRDMA_WR_RDMA_WRITE;
+		if (cn->signal_writes)
+			wrs[i].flags = RPCRDMA_SEND_SIGNALED;
 		wrs[i].u.rdma.stag = w->stag;
 		wrs[i].u.rdma.remote_offset = w->remote;
 		wrs[i].next = i + 1 < plan->nwrites ? &wrs[i + 1] : NULL;
@@ -1954,7 +2737,6 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		rc = -ENOTCONN;
 		goto out;
 	}
-	ep_wake(&s->ep);
 	if (plan->nwrites == 0) {
 		/* Everything was copied into our send slot: the caller's memory
 		 * is no longer referenced, no need to wait for the completion
@@ -1964,8 +2746,29 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		rc = 0;
 		goto out;
 	}
-	while (!r->send_done && !cn->dead)
-		pthread_cond_wait(&s->ep.cond, &s->ep.lock);
+	if (on_progress_thread(&s->ep)) {
+		/* Answered from the receiving thread (inline dispatch): no one
+		 * else drains this CQ, so wait for the Writes and Send here. */
+		while (!r->send_done && !cn->dead) {
+			struct pollfd pfd = {rpcrdma_cq_fd(cn->cq), POLLIN, 0};
+
+			drain_cq(&s->ep, cn);
+			if (r->send_done || cn->dead)
+				break;
+			(void)rpcrdma_cq_arm(cn->cq, false);
+			drain_cq(&s->ep, cn);
+			if (r->send_done || cn->dead)
+				break;
+			pthread_mutex_unlock(&s->ep.lock);
+			(void)poll(&pfd, 1, 10);
+			pthread_mutex_lock(&s->ep.lock);
+			(void)rpcrdma_cq_get_event(cn->cq);
+		}
+	} else {
+		ep_wake(&s->ep);
+		while (!r->send_done && !cn->dead)
+			pthread_cond_wait(&s->ep.cond, &s->ep.lock);
+	}
 	rc = r->send_done ? r->send_status : -ENOTCONN;
 	if (r->send_pending) {
 		/* Gave up on a dead connection: forget the slot's owner. */
@@ -1973,6 +2776,10 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		r->send_pending = false;
 	}
 out:
+	/* An exposed Reply that was never sent would keep its RDMA_DONE
+	 * reservation forever: end the connection (fences it) instead. */
+	if (rc && exposed && !cn->dead)
+		sv_conn_lost(s, cn);
 	for (unsigned i = 0; i < nmr; i++)
 		(void)rpcrdma_dereg_mr(mrs[i]);
 	pthread_mutex_unlock(&s->ep.lock);
@@ -2045,4 +2852,418 @@ unsigned rr_tp_server_conns(struct rr_tp_server *s)
 	n = s->nconns;
 	pthread_mutex_unlock(&s->ep.lock);
 	return n;
+}
+
+/* ======================================================================
+ * Message-form counters and push mode (draft-talpey-rdma-commit section 2)
+ * ====================================================================== */
+
+/* Counts the form of a Send posted or a Receive completed from its
+ * rdma_proc (RFC 8166 section 4.2.1: XID, vers, credit, proc). Called with
+ * the endpoint's lock held. */
+static void count_form(struct tp_ep *ep, const uint8_t *buf, uint32_t len, bool sent)
+{
+	struct rr_xprt_stats *st = &ep->stats;
+
+	if (sent)
+		st->inline_sent_bytes += len;
+	else
+		st->inline_recv_bytes += len;
+	if (len < 16)
+		return;
+	switch (rr_get_be32(buf + 12)) {
+	case RR_XPRT_MSG:
+		sent ? st->msg_sent++ : st->msg_recv++;
+		break;
+	case RR_XPRT_NOMSG:
+		sent ? st->nomsg_sent++ : st->nomsg_recv++;
+		break;
+	case RR_XPRT_DONE:
+		sent ? st->done_sent++ : st->done_recv++;
+		break;
+	case RR_XPRT_ERROR:
+		sent ? st->error_sent++ : st->error_recv++;
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- requester: RDMA Write + RDMA Commit into a peer's region ---- */
+
+struct tp_push_op {
+	uint32_t seq;
+	bool done;
+	bool commit;
+	enum rpcrdma_wc_status status;
+	uint32_t remote_status;
+	uint32_t len;
+	struct tp_push_op *next;
+};
+
+/* A completion of a push WR (lock held). The Write is unsignaled when a
+ * Commit follows, so a success is always the operation's last WR. An error
+ * other than a Commit Status (draft 5.1 item 3: the connection stays) is
+ * fatal to the connection, as every failed work request. */
+static void cl_push_wc(struct rr_tp_client *c, struct tp_conn *cn, const struct rpcrdma_wc *wc)
+{
+	uint32_t seq = (uint32_t)WRVAL(wc->wr_id);
+	struct tp_push_op *op;
+
+	for (op = c->pushes; op; op = op->next)
+		if (op->seq == seq)
+			break;
+	if (op && !op->done) {
+		op->done = true;
+		op->status = wc->status;
+		op->remote_status = wc->remote_status;
+		if (wc->status == RPCRDMA_WC_SUCCESS) {
+			if (op->len) {
+				c->ep.stats.push_writes++;
+				c->ep.stats.push_write_bytes += op->len;
+			}
+			if (op->commit)
+				c->ep.stats.commits++;
+		} else if (op->commit) {
+			c->ep.stats.commit_errors++;
+		}
+		pthread_cond_broadcast(&c->ep.cond);
+	}
+	if (wc->status != RPCRDMA_WC_SUCCESS && wc->status != RPCRDMA_WC_COMMIT_ERR &&
+	    !cn->dead) {
+		cn->dead = true;
+		if (cn->id)
+			(void)rpcrdma_disconnect(cn->id);
+	}
+}
+
+int rr_tp_client_commit_ok(struct rr_tp_client *c)
+{
+	int rc;
+
+	pthread_mutex_lock(&c->ep.lock);
+	if (!(c->ep.conf.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT))
+		rc = -EOPNOTSUPP;
+	else if (!c->conn || !c->conn->established || c->conn->dead)
+		rc = -ENOTCONN;
+	else
+		rc = c->conn->commit ? 0 : -EOPNOTSUPP;
+	pthread_mutex_unlock(&c->ep.lock);
+	return rc;
+}
+
+static int push_errno(const struct tp_push_op *op)
+{
+	switch (op->status) {
+	case RPCRDMA_WC_SUCCESS:
+		return 0;
+	case RPCRDMA_WC_COMMIT_ERR:
+		return -EIO;
+	case RPCRDMA_WC_REM_ACCESS_ERR:
+	case RPCRDMA_WC_LOC_PROT_ERR:
+		return -EACCES;
+	case RPCRDMA_WC_REM_INV_REQ_ERR:
+		return -EOPNOTSUPP;
+	case RPCRDMA_WC_WR_FLUSH_ERR:
+	case RPCRDMA_WC_REM_ABORT_ERR:
+		return -ECONNRESET;
+	default:
+		return -EIO;
+	}
+}
+
+int rr_tp_client_push(struct rr_tp_client *c, struct rr_tp_push *p)
+{
+	struct tp_push_op op = {0};
+	struct rpcrdma_send_wr wr[2];
+	struct rpcrdma_sge sge;
+	struct rpcrdma_mr *mr = NULL;
+	struct tp_conn *cn;
+	struct tp_push_op **pp;
+	uint64_t end;
+	unsigned nwr = 0;
+	bool waiter = false;
+	int rc;
+
+	p->wc_status = RPCRDMA_WC_GENERAL_ERR;
+	p->commit_status = 0;
+	if ((!p->len && !p->commit) || (p->len && !p->buf))
+		return -EINVAL;
+	end = now_ns(&c->ep) + (uint64_t)(p->timeout_ms ? p->timeout_ms : 30000) * 1000000u;
+	pthread_mutex_lock(&c->ep.lock);
+	cn = c->conn;
+	if (p->commit && !(c->ep.conf.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT)) {
+		rc = -EOPNOTSUPP;
+		goto out;
+	}
+	if (!cn || !cn->established || cn->dead || c->destroying) {
+		rc = -ENOTCONN;
+		goto out;
+	}
+	if (p->commit && !cn->commit) {
+		rc = -EOPNOTSUPP;   /* the peer did not advertise RDMA Commit */
+		goto out;
+	}
+	memset(wr, 0, sizeof(wr));
+	op.seq = ++c->push_seq;
+	op.commit = p->commit;
+	op.len = p->len;
+	if (p->len) {
+		rc = rpcrdma_reg_mr_simple(cn->pd, (void *)(uintptr_t)p->buf, p->len,
+					   RPCRDMA_ACCESS_LOCAL_WRITE, &mr);
+		if (rc)
+			goto out;
+		sge = (struct rpcrdma_sge){(uint64_t)(uintptr_t)p->buf, p->len,
+					   rpcrdma_mr_lkey(mr)};
+		wr[nwr].wr_id = WRID(WR_PUSH, op.seq);
+		wr[nwr].sg_list = &sge;
+		wr[nwr].num_sge = 1;
+		wr[nwr].opcode = RPCRDMA_WR_RDMA_WRITE;
+		wr[nwr].flags = p->commit ? 0 : RPCRDMA_SEND_SIGNALED;
+		wr[nwr].u.rdma.stag = p->stag;
+		wr[nwr].u.rdma.remote_offset = p->offset;
+		nwr++;
+	}
+	if (p->commit) {
+		wr[nwr].wr_id = WRID(WR_PUSH, op.seq);
+		wr[nwr].opcode = RPCRDMA_WR_RDMA_COMMIT;
+		wr[nwr].flags = RPCRDMA_SEND_SIGNALED;
+		wr[nwr].u.commit.regions = &p->region;
+		wr[nwr].u.commit.num_regions = 1;
+		if (nwr)
+			wr[nwr - 1].next = &wr[nwr];
+		nwr++;
+	}
+	op.next = c->pushes;
+	c->pushes = &op;
+	rc = rpcrdma_post_send(cn->qp, wr, NULL);
+	if (rc) {
+		/* Nothing (or only the Write) was posted: a refused WR is an
+		 * error of the connection (cl_send does the same). */
+		if (rc != -EOPNOTSUPP && rc != -EINVAL && !cn->dead) {
+			cn->dead = true;
+			if (cn->id)
+				(void)rpcrdma_disconnect(cn->id);
+		}
+		goto unlink;
+	}
+	/* Wait for the last WR, receiving on this thread when nobody else
+	 * does (as rr_tp_client_wait). */
+	while (!op.done) {
+		uint64_t t = now_ns(&c->ep);
+
+		if (c->conn != cn || cn->dead || c->destroying) {
+			rc = -ECONNRESET;
+			break;
+		}
+		if (t >= end) {
+			/* The peer never answered: the connection is unusable
+			 * for this region (and our memory must be released). */
+			rc = -ETIMEDOUT;
+			cn->dead = true;
+			if (cn->id)
+				(void)rpcrdma_disconnect(cn->id);
+			break;
+		}
+		if (!c->waiter || waiter) {
+			struct pollfd pfd;
+
+			c->waiter = waiter = true;
+			(void)rpcrdma_cq_get_event(cn->cq);
+			(void)rpcrdma_cq_arm(cn->cq, false);
+			drain_cq(&c->ep, cn);
+			if (c->conn == cn && cn->dead && cn->established)
+				cl_conn_lost(c, cn);
+			deliver_upcalls(&c->ep);
+			if (op.done || c->conn != cn)
+				continue;
+			pfd.fd = rpcrdma_cq_fd(cn->cq);
+			pfd.events = POLLIN;
+			pfd.revents = 0;
+			pthread_mutex_unlock(&c->ep.lock);
+			(void)poll(&pfd, 1, (int)RR_MIN((end - t) / 1000000u + 1, 20u));
+			pthread_mutex_lock(&c->ep.lock);
+		} else {
+			struct timespec ts;
+
+			abs_deadline(&ts, 20);
+			(void)pthread_cond_timedwait(&c->ep.cond, &c->ep.lock, &ts);
+		}
+	}
+	if (op.done) {
+		rc = push_errno(&op);
+		p->wc_status = op.status;
+		p->commit_status = op.remote_status;
+	}
+unlink:
+	for (pp = &c->pushes; *pp; pp = &(*pp)->next)
+		if (*pp == &op) {
+			*pp = op.next;
+			break;
+		}
+	if (waiter) {
+		c->waiter = false;
+		ep_wake(&c->ep);
+	}
+out:
+	if (mr)
+		(void)rpcrdma_dereg_mr(mr);
+	pthread_mutex_unlock(&c->ep.lock);
+	return rc;
+}
+
+/* ---- responder: regions exposed on a connection ---- */
+
+struct tp_expo {
+	uint64_t id;
+	struct rpcrdma_mr *mr;
+	void (*released)(void *arg);
+	void *arg;
+	struct tp_expo *next;
+};
+
+#define TP_EXPO_MAX 64   /* regions per connection */
+
+/* Deregisters every region of @cn (its STags stop granting access at once)
+ * and tells their owners (lock held, or no other thread). */
+static void expo_release_all(struct tp_conn *cn)
+{
+	while (cn->expo) {
+		struct tp_expo *x = cn->expo;
+
+		cn->expo = x->next;
+		(void)rpcrdma_dereg_mr(x->mr);
+		cn->ep->stats.regions_released++;
+		if (x->released)
+			x->released(x->arg);
+		rr_free(cn->ep->env, x);
+	}
+}
+
+int rr_tp_server_commit_ok(struct rr_tp_server *s, struct rr_tp_sreq *req)
+{
+	struct tp_sreq *r = req->priv;
+	int rc;
+
+	pthread_mutex_lock(&s->ep.lock);
+	if (r->conn->dead)
+		rc = -ENOTCONN;
+	else
+		rc = r->conn->commit ? 0 : -EOPNOTSUPP;
+	pthread_mutex_unlock(&s->ep.lock);
+	return rc;
+}
+
+int rr_tp_server_expose(struct rr_tp_server *s, struct rr_tp_sreq *req,
+			const struct rpcrdma_mr_attr *attr, void (*released)(void *arg),
+			void *arg, uint32_t *stag, uint64_t *id)
+{
+	struct tp_sreq *r = req->priv;
+	struct tp_conn *cn = r->conn;
+	struct rpcrdma_mr_attr a;
+	struct tp_expo *x;
+	unsigned n = 0;
+	int rc;
+
+	if (!attr || !(attr->flags & RPCRDMA_MR_DURABLE) || !attr->length)
+		return -EINVAL;
+	a = *attr;
+	a.access = RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_WRITE;
+	x = rr_zalloc(s->ep.env, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	pthread_mutex_lock(&s->ep.lock);
+	for (struct tp_expo *e = cn->expo; e; e = e->next)
+		n++;
+	if (cn->dead)
+		rc = -ENOTCONN;
+	else if (!cn->commit)
+		rc = -EOPNOTSUPP;
+	else if (n >= TP_EXPO_MAX)
+		rc = -ENOSPC;
+	else
+		rc = rpcrdma_reg_mr(cn->pd, &a, &x->mr);
+	if (rc) {
+		pthread_mutex_unlock(&s->ep.lock);
+		rr_free(s->ep.env, x);
+		return rc;
+	}
+	x->id = ++s->expo_seq;
+	x->released = released;
+	x->arg = arg;
+	x->next = cn->expo;
+	cn->expo = x;
+	s->ep.stats.regions_exposed++;
+	*stag = rpcrdma_mr_rkey(x->mr);
+	*id = x->id;
+	pthread_mutex_unlock(&s->ep.lock);
+	return 0;
+}
+
+int rr_tp_server_revoke(struct rr_tp_server *s, uint64_t id)
+{
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&s->ep.lock);
+	for (struct tp_conn *cn = s->conns; cn && rc; cn = cn->next) {
+		for (struct tp_expo **pp = &cn->expo; *pp; pp = &(*pp)->next) {
+			struct tp_expo *x = *pp;
+
+			if (x->id != id)
+				continue;
+			*pp = x->next;
+			(void)rpcrdma_dereg_mr(x->mr);
+			s->ep.stats.regions_released++;
+			if (x->released)
+				x->released(x->arg);
+			rr_free(s->ep.env, x);
+			rc = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->ep.lock);
+	return rc;
+}
+
+/* ---- reliable reply: queries and test hooks ---- */
+
+int rr_tp_client_reliable_reply(struct rr_tp_client *c)
+{
+	int rc = -ENOTCONN;
+
+	pthread_mutex_lock(&c->ep.lock);
+	if (c->conn && c->conn->established)
+		rc = c->conn->params.reliable_reply ? 1 : 0;
+	pthread_mutex_unlock(&c->ep.lock);
+	return rc;
+}
+
+uint32_t rr_tp_server_rrep_live(struct rr_tp_server *s)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&s->ep.lock);
+	n = s->ep.rrep_live;
+	pthread_mutex_unlock(&s->ep.lock);
+	return n;
+}
+
+uint32_t rr_tp_server_rrep_waiting(struct rr_tp_server *s)
+{
+	uint32_t n = 0;
+
+	pthread_mutex_lock(&s->ep.lock);
+	for (struct tp_conn *cn = s->conns; cn; cn = cn->next)
+		n += cn->rrep.count;
+	pthread_mutex_unlock(&s->ep.lock);
+	return n;
+}
+
+void rr_tp_server_cut(struct rr_tp_server *s)
+{
+	pthread_mutex_lock(&s->ep.lock);
+	for (struct tp_conn *cn = s->conns; cn; cn = cn->next)
+		if (cn->id && !cn->dead)
+			(void)rpcrdma_disconnect(cn->id);
+	pthread_mutex_unlock(&s->ep.lock);
 }

@@ -36,13 +36,21 @@
 
 struct rr_tp_conf {
 	const struct rpcrdma_env *env;  /* NULL: defaults */
-	const char *provider;           /* "soft" unless set */
+	const char *provider;           /* "soft" unless set; "verbs": rdma-core */
+	const char *device;             /* provider's device name; NULL: the
+					   one owning the listen address /
+					   routing to the peer (verbs), or the
+					   first */
 	uint32_t inline_send;           /* advertised Send size (4096) */
 	uint32_t inline_recv;           /* advertised Receive size (4096) */
 	uint32_t credits;               /* requester: request (128);
 					   responder: largest grant (64) */
 	bool remote_inv;                /* advertise R (true) */
-	bool use_windows;               /* invalidatable registrations (true) */
+	bool use_windows;               /* invalidatable registrations (true);
+					   false, or a provider without them
+					   (siw): per-RPC memory registrations,
+					   deregistered before completion, and
+					   no R bit */
 	uint32_t max_seg_len;           /* largest segment exposed (1 MiB) */
 	uint32_t max_segs;              /* segments per chunk (16) */
 	uint32_t max_call;              /* responder: largest Call (16 MiB) */
@@ -53,8 +61,18 @@ struct rr_tp_conf {
 	uint32_t max_conns;             /* responder: 0 = no limit */
 	uint32_t ext_caps;              /* extension block capabilities
 					   (RR_PD_EXT_CAP_*, proto/privdata.h);
-					   0: no extension block. None is
-					   implemented by this transport yet. */
+					   0: no extension block. Default:
+					   RELIABLE_REPLY (used only when the
+					   peer advertises it too). RDMA_COMMIT
+					   (push mode) is set by rdma_rpc.c. */
+	/* Reliable reply (proto/rrep.h, docs/protocol.md): */
+	uint32_t rrep_timeout_ms;       /* responder: an exposed Reply is fenced
+					   when no RDMA_DONE came (30000) */
+	uint32_t rrep_max;              /* responder: Read-chunk Replies awaiting
+					   RDMA_DONE at once; as many extra
+					   Receives are posted (32) */
+	const struct rpcrdma_env *rrep_clock; /* clock of those timeouts
+					   (NULL: @env); tests: virtual */
 };
 
 void rr_tp_conf_default(struct rr_tp_conf *c);
@@ -71,6 +89,10 @@ struct rr_tp_rpc {
 	const struct rr_xprt_sink *sinks;   /* DDP-eligible result buffers */
 	unsigned nsinks;
 	uint32_t max_reply;                 /* largest reduced Reply */
+	uint32_t min_reply;                 /* smallest expected (draft 5.3.1) */
+	bool max_unknown;                   /* @max_reply is only a ceiling */
+	bool caller_waits;                  /* rr_tp_client_wait follows submit:
+					       the submitting thread receives */
 	void *user;
 	/* outputs */
 	int status;                  /* 0, -EREMOTEIO (RDMA_ERROR ERR_CHUNK),
@@ -80,6 +102,8 @@ struct rr_tp_rpc {
 	uint32_t reply_len;
 	uint32_t placed[RR_XPRT_MAX_ITEMS];   /* bytes written per sink */
 	bool is_placed[RR_XPRT_MAX_ITEMS];    /* that Write chunk was used */
+	bool via_read;               /* reliable reply: pulled from a
+					responder-provided Read chunk */
 	void *priv;                  /* transport-private */
 };
 
@@ -102,7 +126,10 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int statu
 /* Optional, for a caller about to block on @rpc's completion: lends this
  * thread to receive and complete Replies (saving a thread handoff) until
  * @rpc completed or @timeout_ms passed; returns at once when another thread
- * already does this. The completion upcall may run on this thread. */
+ * already does this. The completion upcall may run on this thread. A
+ * successful submit of an @rpc with caller_waits set reserves this role for
+ * the submitting thread when it is free (the progress thread is then not
+ * woken at all); that thread must call rr_tp_client_wait for @rpc next. */
 void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t timeout_ms);
 /* Frees rpc->reply. */
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_tp_rpc *rpc);
@@ -112,11 +139,50 @@ void rr_tp_client_destroy(struct rr_tp_client *c);
 void rr_tp_client_stats(struct rr_tp_client *c, struct rr_xprt_stats *out);
 /* STags exposed for RPCs and not yet invalidated (0 when idle). */
 uint32_t rr_tp_client_live_stags(struct rr_tp_client *c);
+/* Reliable reply negotiated on the current connection: 1, 0, or -ENOTCONN. */
+int rr_tp_client_reliable_reply(struct rr_tp_client *c);
 /* Tests: cut the current connection (as a network failure would). */
 int rr_tp_client_cut(struct rr_tp_client *c);
 /* Negotiated parameters of the current connection (-ENOTCONN if none). */
 int rr_tp_client_params(struct rr_tp_client *c, struct rr_xprt_params *out,
 			uint32_t *grant);
+
+/* ---- push mode (draft-talpey-rdma-commit section 2) ----
+ * RDMA Commit is used only when both peers advertised
+ * RR_PD_EXT_CAP_RDMA_COMMIT in the extension block of their private data
+ * (conf.ext_caps, masked off when the provider cannot carry Commit) and the
+ * provider enabled it on the QP (RPCRDMA_CONN_COMMIT, rpcrdma_qp_set_commit). */
+
+/* 0 when the current connection can post RDMA Commits; -EOPNOTSUPP when it
+ * cannot (not configured, provider without Commit, peer did not advertise
+ * it), -ENOTCONN without a connection. */
+int rr_tp_client_commit_ok(struct rr_tp_client *c);
+
+/* One push operation: an RDMA Write of [buf, buf+len) to (stag, offset) of
+ * the peer's region, then (commit) an RDMA Commit of @region, on the current
+ * connection. */
+struct rr_tp_push {
+	const void *buf;
+	uint32_t len;                          /* 0: Commit only */
+	uint32_t stag;
+	uint64_t offset;                       /* Tagged Offset of the Write */
+	bool commit;
+	struct rpcrdma_remote_region region;   /* what the Commit names */
+	uint32_t timeout_ms;                   /* 0: 30000 */
+	/* outputs */
+	enum rpcrdma_wc_status wc_status;      /* of the last WR */
+	uint32_t commit_status;                /* Commit Response Status */
+};
+
+/* Posts the Write (unsignaled when a Commit follows) and the Commit, and
+ * waits (receiving on this thread when no other thread does) until the last
+ * completes: 0 once the Commit Response said durable (Status 0) or, without
+ * commit, once the Write completed. -EIO: Status != 0 (commit_status; the
+ * connection stays, draft 5.1). -EACCES: the peer refused the STag/range
+ * (Terminate: the connection is lost and re-established, RFC 5040 7).
+ * -EOPNOTSUPP: Commit not negotiated here. -ECONNRESET/-ETIMEDOUT/-ENOTCONN.
+ * @buf is registered on the connection's PD for the duration of the call. */
+int rr_tp_client_push(struct rr_tp_client *c, struct rr_tp_push *p);
 
 /* ---- server ---- */
 
@@ -147,9 +213,38 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *req,
 		       bool *err_chunk);
 /* Done with @req (after the reply, or instead of one). */
 void rr_tp_server_done(struct rr_tp_server *s, struct rr_tp_sreq *req);
+/* Graceful shutdown, first step: stops listening (new connections are
+ * refused, requests not yet taken are dropped); established connections
+ * keep their Calls and Replies until rr_tp_server_destroy. */
+void rr_tp_server_stop(struct rr_tp_server *s);
 void rr_tp_server_destroy(struct rr_tp_server *s);
 void rr_tp_server_stats(struct rr_tp_server *s, struct rr_xprt_stats *out);
 /* Live connections. */
 unsigned rr_tp_server_conns(struct rr_tp_server *s);
+/* Reliable reply, test hooks: registrations exposing Replies whose STag is
+ * still valid (0 once every Read chunk was invalidated), and Replies waiting
+ * in the per-connection tables for their RDMA_DONE. */
+uint32_t rr_tp_server_rrep_live(struct rr_tp_server *s);
+uint32_t rr_tp_server_rrep_waiting(struct rr_tp_server *s);
+/* Tests: cut every connection (as a network failure would). */
+void rr_tp_server_cut(struct rr_tp_server *s);
+
+/* Push mode, responder. 0 when @req's connection negotiated RDMA Commit,
+ * -EOPNOTSUPP when not, -ENOTCONN when it is gone. */
+int rr_tp_server_commit_ok(struct rr_tp_server *s, struct rr_tp_sreq *req);
+/* Registers @attr (must be RPCRDMA_MR_DURABLE; access becomes
+ * LOCAL_WRITE | REMOTE_WRITE) on the PD of @req's connection, so only that
+ * connection's peer can write and commit it, and returns its STag and an id
+ * for rr_tp_server_revoke. The registration lives until revoked or until
+ * the connection is lost or freed; then @released(@arg) runs (with the
+ * transport's lock held: it must not call into the transport), after which
+ * the memory is no longer referenced. -EOPNOTSUPP when the connection did
+ * not negotiate Commit, -ENOTCONN, -ENOSPC (64 regions per connection). */
+int rr_tp_server_expose(struct rr_tp_server *s, struct rr_tp_sreq *req,
+			const struct rpcrdma_mr_attr *attr, void (*released)(void *arg),
+			void *arg, uint32_t *stag, uint64_t *id);
+/* Deregisters region @id at once (later Writes/Commits naming it draw a
+ * protection error, fatal to that connection). 0 or -ENOENT (already gone). */
+int rr_tp_server_revoke(struct rr_tp_server *s, uint64_t id);
 
 #endif

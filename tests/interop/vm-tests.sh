@@ -11,6 +11,14 @@ lab_say "start $(date -u +%FT%TZ), kernel $(uname -r)"
 
 lab_net > $LAB_OUT/net.log 2>&1
 
+# siw (6.1) refuses a user memory registration beyond RLIMIT_MEMLOCK, even
+# for root (no CAP_IPC_LOCK exemption, unlike rxe's ib_umem_get): with the
+# default 8 MiB, per-RPC registrations of 32 parallel 1 MiB calls or an NFS
+# client's Reply chunks fail with ENOMEM. RDMA applications run with an
+# unlimited memlock limit (rdma-core's advice); so do the lab's programs.
+lab_say "RLIMIT_MEMLOCK was $(ulimit -l) KiB; raised to $(ulimit -l unlimited 2>&1; ulimit -l)"
+ulimit -l unlimited || lab_say "ulimit -l unlimited failed"
+
 # lab_sub PREFIX CMD...: a program printing "ok X" / "not ok X" / "skip X"
 # lines; each becomes PASS/FAIL/SKIP "PREFIX: X". Exit 77 = the whole thing
 # is not available yet (SKIP with the program's last line).

@@ -276,6 +276,17 @@ void soft_io_want_out(struct soft_qp *qp, bool on);
 /* Socket into / out of the CQs' epoll sets (rx_lock and tx_lock held). */
 void soft_io_watch(struct soft_qp *qp);
 void soft_io_unwatch(struct soft_qp *qp);
+/* The CQ's epoll set (its public fd) with the ring's eventfd and a wake
+ * eventfd; fini closes both. */
+int soft_io_cq_init(struct soft_cq *q);
+void soft_io_cq_fini(struct soft_cq *q);
+/* Receives / transmits on the ready sockets of @q in the calling thread:
+ * epoll_wait for up to @timeout_ms (0: what is ready now; -1: no limit).
+ * @drain consumes the ring's notification too; @block waits for a QP's
+ * locks instead of skipping it. Ready fds, 0, or -errno. */
+int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block);
+/* qlock held: the live QP an epoll token names, or NULL. */
+struct soft_qp *soft_cq_lookup(struct soft_cq *q, uint64_t tok);
 /* The consumer of @q is back: its QPs leave the progress thread. */
 void soft_io_reclaim(struct soft_cq *q);
 bool soft_cq_attended(struct soft_cq *q, uint64_t now);
@@ -294,9 +305,10 @@ int soft_destroy_channel(struct rr_cm_channel *ch);
 int soft_channel_fd(struct rr_cm_channel *ch);
 int soft_get_event(struct rr_cm_channel *ch, struct rpcrdma_cm_event *ev);
 int soft_listen(struct rr_cm_channel *ch, const struct sockaddr *addr, socklen_t addrlen,
-		int backlog, struct rr_cm_id **out);
+		int backlog, void *user_ctx, struct rr_cm_id **out);
 int soft_connect(struct rr_cm_channel *ch, struct rr_qp *qp, const struct sockaddr *dst,
-		 socklen_t dstlen, const struct rpcrdma_conn_param *param, struct rr_cm_id **out);
+		 socklen_t dstlen, const struct rpcrdma_conn_param *param, void *user_ctx,
+		 struct rr_cm_id **out);
 int soft_accept(struct rr_cm_id *id, struct rr_qp *qp, const struct rpcrdma_conn_param *param);
 int soft_reject(struct rr_cm_id *id, const void *data, uint16_t len);
 int soft_disconnect(struct rr_cm_id *id);

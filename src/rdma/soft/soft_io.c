@@ -200,6 +200,120 @@ void soft_io_qp_closed(struct soft_qp *qp)
 	qp->state = QPS_ERROR;
 }
 
+/* ---------------------------------------------------- CQ wait sets -- */
+
+int soft_io_cq_init(struct soft_cq *q)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+	int r = 0;
+
+	q->epfd = epoll_create1(EPOLL_CLOEXEC);
+	q->wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (q->epfd < 0 || q->wake_efd < 0)
+		r = -errno;
+	ev.data.u64 = SOFT_TOK_RING;
+	if (!r && epoll_ctl(q->epfd, EPOLL_CTL_ADD, rr_cq_ring_fd(&q->ring), &ev) != 0)
+		r = -errno;
+	ev.data.u64 = SOFT_TOK_WAKE;
+	if (!r && epoll_ctl(q->epfd, EPOLL_CTL_ADD, q->wake_efd, &ev) != 0)
+		r = -errno;
+	if (r) {
+		if (q->epfd >= 0)
+			close(q->epfd);
+		if (q->wake_efd >= 0)
+			close(q->wake_efd);
+	}
+	return r;
+}
+
+void soft_io_cq_fini(struct soft_cq *q)
+{
+	close(q->epfd);
+	close(q->wake_efd);
+}
+
+/* The CQ this thread is progressing inline: completions it pushes there need
+ * no wake-up. */
+static __thread struct soft_cq *tls_inline_cq;
+
+void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
+{
+	rr_cq_ring_push(&q->ring, wc);
+	if (tls_inline_cq != q && atomic_load(&q->waiting) > 0) {
+		uint64_t one = 1;
+
+		if (write(q->wake_efd, &one, sizeof(one)) < 0) {
+			/* saturated counter: still readable */
+		}
+	}
+}
+
+/* qlock held: the live QP an epoll token names, or NULL (destroyed since). */
+struct soft_qp *soft_cq_lookup(struct soft_cq *q, uint64_t tok)
+{
+	uint32_t slot = (uint32_t)(tok >> 32), gen = (uint32_t)tok;
+
+	if (slot >= q->nslots || !q->slots[slot].qp || q->slots[slot].gen != gen)
+		return NULL;
+	return q->slots[slot].qp;
+}
+
+/* Receives / transmits on the ready sockets of @q in the calling thread:
+ * epoll_wait for up to @timeout_ms (0: what is ready now). @drain consumes
+ * the ring's notification too (a waiter would spin on it). Returns the
+ * number of ready fds, 0, or -errno. */
+int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block)
+{
+	struct epoll_event evs[32];
+	int n;
+
+	do
+		n = epoll_wait(q->epfd, evs, 32, timeout_ms);
+	while (n < 0 && errno == EINTR && timeout_ms == 0);
+	if (n <= 0)
+		return n < 0 && errno != EINTR ? -errno : 0;
+	tls_inline_cq = q;
+	pthread_mutex_lock(&q->qlock);
+	for (int i = 0; i < n; i++) {
+		uint64_t tok = evs[i].data.u64;
+		struct soft_qp *qp;
+
+		if (tok == SOFT_TOK_RING) {
+			if (drain)
+				rr_cq_ring_get_event(&q->ring);
+			continue;
+		}
+		if (tok == SOFT_TOK_WAKE) {
+			uint64_t v;
+
+			if (read(q->wake_efd, &v, sizeof(v)) < 0) {
+				/* raced with another drain */
+			}
+			continue;
+		}
+		qp = soft_cq_lookup(q, tok);
+		if (!qp)
+			continue;
+		if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+			if (block ? pthread_mutex_lock(&qp->rx_lock) == 0
+				  : pthread_mutex_trylock(&qp->rx_lock) == 0) {
+				soft_qp_rx(qp);
+				pthread_mutex_unlock(&qp->rx_lock);
+			}
+		}
+		if (evs[i].events & EPOLLOUT) {
+			if (block ? pthread_mutex_lock(&qp->tx_lock) == 0
+				  : pthread_mutex_trylock(&qp->tx_lock) == 0) {
+				soft_qp_tx_locked(qp);
+				pthread_mutex_unlock(&qp->tx_lock);
+			}
+		}
+	}
+	pthread_mutex_unlock(&q->qlock);
+	tls_inline_cq = NULL;
+	return n;
+}
+
 /* ------------------------------------------------------------ channel -- */
 
 static struct soft_chan *chan_of(struct rr_cm_channel *ch)
@@ -231,10 +345,29 @@ int soft_create_channel(struct rr_context *ctx, struct rr_cm_channel **out)
 	return 0;
 }
 
+static void id_discard(struct soft_id *id, bool counted);
+
+/* Ids on @ch the consumer never received (c->lock held; with @ch NULL, all
+ * of them: the context is closing). The dispatch layer refuses to destroy a
+ * channel with counted ids, so only uncounted ones can be left here. */
+static void ids_discard_uncounted(struct soft_ctx *c, struct soft_chan *ch)
+{
+	struct soft_id *id = c->ids, *next;
+
+	for (; id; id = next) {
+		next = id->next_all;
+		if (!ch || id->ch == ch)
+			id_discard(id, false);
+	}
+}
+
 int soft_destroy_channel(struct rr_cm_channel *base)
 {
 	struct soft_chan *ch = chan_of(base);
 
+	pthread_mutex_lock(&ch->ctx->lock);
+	ids_discard_uncounted(ch->ctx, ch);
+	pthread_mutex_unlock(&ch->ctx->lock);
 	close(ch->efd);
 	pthread_mutex_destroy(&ch->lock);
 	rr_free(ch->ctx->env, ch->evs);
@@ -306,7 +439,9 @@ static void id_event(struct soft_id *id, enum rpcrdma_cm_event_type type, int st
 	ev.type = type;
 	ev.status = status;
 	ev.id = RR_PUB(cm_id, &id->base);
-	ev.user_ctx = id->base.user_ctx;
+	/* ev.user_ctx is filled by the dispatch layer when the event is consumed
+	 * (rpcrdma_cm_get_event): reading it here, in the progress thread, would
+	 * race with rpcrdma_listen/connect storing it after the op returns. */
 	if (f) {
 		ev.peer_ird = f->enhanced ? (f->ird & RR_MPA_IRDORD_MASK) : 0;
 		ev.peer_ord = f->enhanced ? (f->ord & RR_MPA_IRDORD_MASK) : 0;
@@ -438,7 +573,7 @@ static int encode_out(struct soft_id *id, struct rr_mpa_frame *f)
 }
 
 int soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, socklen_t addrlen,
-		int backlog, struct rr_cm_id **out)
+		int backlog, void *user_ctx, struct rr_cm_id **out)
 {
 	struct soft_chan *ch = chan_of(base);
 	struct soft_ctx *c = ch->ctx;
@@ -464,6 +599,7 @@ int soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, socklen
 	}
 	id->obj.type = SOFT_OBJ_LISTEN;
 	id->state = IDS_LISTEN;
+	rr_cm_id_init(base, &id->base, user_ctx, NULL, true); /* before events */
 	obj_add(c, &id->obj, EPOLLIN);
 	pthread_mutex_unlock(&c->lock);
 	*out = &id->base;
@@ -471,7 +607,8 @@ int soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, socklen
 }
 
 int soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct sockaddr *dst,
-		 socklen_t dstlen, const struct rpcrdma_conn_param *param, struct rr_cm_id **out)
+		 socklen_t dstlen, const struct rpcrdma_conn_param *param, void *user_ctx,
+		 struct rr_cm_id **out)
 {
 	struct soft_chan *ch = chan_of(base);
 	struct soft_ctx *c = ch->ctx;
@@ -516,6 +653,7 @@ int soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct soc
 	id->timeout_ms = param ? param->timeout_ms : 0;
 	id->deadline_ns = deadline(c, id->timeout_ms);
 	rr_mpa_parser_init(&id->parser, true);
+	rr_cm_id_init(base, &id->base, user_ctx, qpb, false); /* before events */
 	obj_add(c, &id->obj, EPOLLOUT | EPOLLIN);
 	pthread_mutex_unlock(&c->lock);
 	soft_io_wake(c);
@@ -550,8 +688,8 @@ static void balance(struct soft_ctx *c)
 		struct soft_qp *qp = id->qp;
 		bool attended;
 
-		if (!qp || id->state != IDS_CONNECTED || qp->state != QPS_RTS)
-			continue;
+		if (!qp || id->state != IDS_CONNECTED)
+			continue; /* qp_hand checks the QP state under tx_lock */
 		attended = soft_cq_attended(qp->rcq, now) || soft_cq_attended(qp->scq, now);
 		if (attended == qp->obj.in_epoll)
 			qp_hand(qp, !attended);
@@ -636,6 +774,67 @@ int soft_disconnect(struct rr_cm_id *base)
 	return 0;
 }
 
+/* Frees an id the consumer never received (c->lock held): a passive one
+ * still waiting for its MPA Request, or one whose CONNECT_REQUEST is dropped
+ * (@counted: then it is uncounted). Closing the socket tells the peer. */
+static void id_discard(struct soft_id *id, bool counted)
+{
+	id_close_fd(id);
+	id_unlink(id);
+	if (counted)
+		rr_cm_id_dropped(&id->ch->base, &id->base);
+	rr_free(id->ctx->env, id);
+}
+
+/* Drops the queued events naming @id (c->lock held), so that no consumer
+ * ever reads a destroyed id. A CONNECT_REQUEST that came through the
+ * listener @id names a new id nobody will receive: it is freed too. */
+static void chan_purge(struct soft_id *id)
+{
+	struct soft_chan *ch = id->ch;
+	struct rpcrdma_cm_id *pub = RR_PUB(cm_id, &id->base);
+	unsigned keep = 0;
+
+	pthread_mutex_lock(&ch->lock);
+	for (unsigned i = 0; i < ch->ev_count; i++) {
+		struct rpcrdma_cm_event *e = &ch->evs[(ch->ev_head + i) % ch->ev_cap];
+
+		if (e->listen_id == pub && e->type == RPCRDMA_CM_CONNECT_REQUEST && e->id) {
+			id_discard(id_of(RR_BASE(cm_id, e->id)), true);
+			continue;
+		}
+		if (e->id == pub || e->listen_id == pub)
+			continue;
+		ch->evs[(ch->ev_head + keep++) % ch->ev_cap] = *e;
+	}
+	ch->ev_count = keep;
+	if (!keep) {
+		uint64_t v;
+
+		if (read(ch->efd, &v, sizeof(v)) < 0) {
+			/* nothing pending */
+		}
+	}
+	pthread_mutex_unlock(&ch->lock);
+}
+
+/* A listener going away takes the connections still waiting for their MPA
+ * Request with it (c->lock held); delivered ones forget it. */
+static void listener_gone(struct soft_id *l)
+{
+	struct soft_id *id = l->ctx->ids, *next;
+
+	for (; id; id = next) {
+		next = id->next_all;
+		if (id->listen != l)
+			continue;
+		if (id->state == IDS_AWAIT_REQ)
+			id_discard(id, false);
+		else
+			id->listen = NULL;
+	}
+}
+
 int soft_destroy_id(struct rr_cm_id *base)
 {
 	struct soft_id *id = id_of(base);
@@ -656,6 +855,9 @@ int soft_destroy_id(struct rr_cm_id *base)
 		pthread_mutex_unlock(&qp->rx_lock);
 		id->obj.fd = -1;
 	}
+	if (id->state == IDS_LISTEN)
+		listener_gone(id);
+	chan_purge(id);
 	id_close_fd(id);
 	id_unlink(id);
 	pthread_mutex_unlock(&c->lock);
@@ -782,10 +984,7 @@ static void handshake_read(struct soft_id *id)
 			/* siw: reject with R set, markers cleared */
 			if (rr_mpa_make_reply(&id->conn, true, NULL, 0, &f) == 0 && encode_out(id, &f) == 0)
 				write_all(id->obj.fd, id->out, id->out_len);
-			id_close_fd(id);
-			id->state = IDS_CLOSED;
-			id_unlink(id);
-			rr_free(id->ctx->env, id);
+			id_discard(id, false);
 			return;
 		}
 		id->state = IDS_REQ_RCVD;
@@ -795,7 +994,7 @@ static void handshake_read(struct soft_id *id)
 		ev.type = RPCRDMA_CM_CONNECT_REQUEST;
 		ev.id = RR_PUB(cm_id, &id->base);
 		ev.listen_id = RR_PUB(cm_id, id->listen ? &id->listen->base : NULL);
-		ev.user_ctx = id->listen ? id->listen->base.user_ctx : NULL;
+		/* ev.user_ctx: filled at consumption by the dispatch layer. */
 		ev.peer_ird = id->frame.enhanced ? (id->frame.ird & RR_MPA_IRDORD_MASK) : 0;
 		ev.peer_ord = id->frame.enhanced ? (id->frame.ord & RR_MPA_IRDORD_MASK) : 0;
 		ev.private_data_len = id->frame.pd_len;
@@ -865,9 +1064,7 @@ static void check_timeouts(struct soft_ctx *c)
 		if (now < id->deadline_ns)
 			continue;
 		if (id->state == IDS_AWAIT_REQ) {
-			id_close_fd(id);
-			id_unlink(id);
-			rr_free(c->env, id);
+			id_discard(id, false);
 		} else {
 			id_fail(id, RPCRDMA_CM_UNREACHABLE, -ETIMEDOUT, NULL);
 		}
@@ -980,6 +1177,7 @@ void soft_io_stop(struct soft_ctx *c)
 		soft_io_wake(c);
 		pthread_join(c->thread, NULL);
 	}
+	ids_discard_uncounted(c, NULL);
 	close(c->wake.fd);
 	close(c->epfd);
 }

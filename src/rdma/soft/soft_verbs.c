@@ -10,9 +10,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include "rdma/soft/soft_provider.h"
 
@@ -193,26 +190,10 @@ static struct soft_cq *scq_of(struct rr_cq *cq)
 	return RR_CONTAINER_OF(cq, struct soft_cq, base);
 }
 
-/* The CQ this thread is progressing inline: completions it pushes there need
- * no wake-up. */
-static __thread struct soft_cq *tls_inline_cq;
-
-void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
-{
-	rr_cq_ring_push(&q->ring, wc);
-	if (tls_inline_cq != q && atomic_load(&q->waiting) > 0) {
-		uint64_t one = 1;
-
-		if (write(q->wake_efd, &one, sizeof(one)) < 0) {
-			/* saturated counter: still readable */
-		}
-	}
-}
-
 bool soft_cq_attended(struct soft_cq *q, uint64_t now)
 {
 	return atomic_load(&q->waiting) > 0 ||
-	       __atomic_load_n(&q->ring.armed, __ATOMIC_RELAXED) != RR_CQ_DISARMED ||
+	       rr_cq_ring_armed(&q->ring) ||
 	       now - atomic_load_explicit(&q->last_use_ns, memory_order_relaxed) < SOFT_LEASE_NS;
 }
 
@@ -227,7 +208,6 @@ static int soft_create_cq(struct rr_context *ctx, const struct rpcrdma_cq_attr *
 			  struct rr_cq **out)
 {
 	struct soft_cq *q = rr_zalloc(ctx->env, sizeof(*q));
-	struct epoll_event ev = {.events = EPOLLIN};
 	int r;
 
 	if (!q)
@@ -237,21 +217,8 @@ static int soft_create_cq(struct rr_context *ctx, const struct rpcrdma_cq_attr *
 		rr_free(ctx->env, q);
 		return r;
 	}
-	q->epfd = epoll_create1(EPOLL_CLOEXEC);
-	q->wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (q->epfd < 0 || q->wake_efd < 0)
-		r = -errno;
-	ev.data.u64 = SOFT_TOK_RING;
-	if (!r && epoll_ctl(q->epfd, EPOLL_CTL_ADD, rr_cq_ring_fd(&q->ring), &ev) != 0)
-		r = -errno;
-	ev.data.u64 = SOFT_TOK_WAKE;
-	if (!r && epoll_ctl(q->epfd, EPOLL_CTL_ADD, q->wake_efd, &ev) != 0)
-		r = -errno;
+	r = soft_io_cq_init(q);
 	if (r) {
-		if (q->epfd >= 0)
-			close(q->epfd);
-		if (q->wake_efd >= 0)
-			close(q->wake_efd);
 		rr_cq_ring_fini(&q->ring);
 		rr_free(ctx->env, q);
 		return r;
@@ -267,79 +234,12 @@ static int soft_destroy_cq(struct rr_cq *cq)
 {
 	struct soft_cq *q = scq_of(cq);
 
-	close(q->epfd);
-	close(q->wake_efd);
+	soft_io_cq_fini(q);
 	rr_cq_ring_fini(&q->ring);
 	pthread_mutex_destroy(&q->qlock);
 	rr_free(q->ctx->env, q->slots);
 	rr_free(q->ctx->env, q);
 	return 0;
-}
-
-/* qlock held: the live QP an epoll token names, or NULL (destroyed since). */
-static struct soft_qp *cq_lookup(struct soft_cq *q, uint64_t tok)
-{
-	uint32_t slot = (uint32_t)(tok >> 32), gen = (uint32_t)tok;
-
-	if (slot >= q->nslots || !q->slots[slot].qp || q->slots[slot].gen != gen)
-		return NULL;
-	return q->slots[slot].qp;
-}
-
-/* Receives / transmits on the ready sockets of @q in the calling thread:
- * epoll_wait for up to @timeout_ms (0: what is ready now). @drain consumes
- * the ring's notification too (a waiter would spin on it). Returns the
- * number of ready fds, 0, or -errno. */
-static int cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block)
-{
-	struct epoll_event evs[32];
-	int n;
-
-	do
-		n = epoll_wait(q->epfd, evs, 32, timeout_ms);
-	while (n < 0 && errno == EINTR && timeout_ms == 0);
-	if (n <= 0)
-		return n < 0 && errno != EINTR ? -errno : 0;
-	tls_inline_cq = q;
-	pthread_mutex_lock(&q->qlock);
-	for (int i = 0; i < n; i++) {
-		uint64_t tok = evs[i].data.u64;
-		struct soft_qp *qp;
-
-		if (tok == SOFT_TOK_RING) {
-			if (drain)
-				rr_cq_ring_get_event(&q->ring);
-			continue;
-		}
-		if (tok == SOFT_TOK_WAKE) {
-			uint64_t v;
-
-			if (read(q->wake_efd, &v, sizeof(v)) < 0) {
-				/* raced with another drain */
-			}
-			continue;
-		}
-		qp = cq_lookup(q, tok);
-		if (!qp)
-			continue;
-		if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
-			if (block ? pthread_mutex_lock(&qp->rx_lock) == 0
-				  : pthread_mutex_trylock(&qp->rx_lock) == 0) {
-				soft_qp_rx(qp);
-				pthread_mutex_unlock(&qp->rx_lock);
-			}
-		}
-		if (evs[i].events & EPOLLOUT) {
-			if (block ? pthread_mutex_lock(&qp->tx_lock) == 0
-				  : pthread_mutex_trylock(&qp->tx_lock) == 0) {
-				soft_qp_tx_locked(qp);
-				pthread_mutex_unlock(&qp->tx_lock);
-			}
-		}
-	}
-	pthread_mutex_unlock(&q->qlock);
-	tls_inline_cq = NULL;
-	return n;
 }
 
 /* Inline progress: the polling thread receives what its QPs' sockets hold
@@ -353,7 +253,7 @@ static int soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 	got = rr_cq_ring_poll(&q->ring, n, wc);
 	if (got != 0)
 		return got;
-	cq_progress(q, 0, false, false);
+	soft_io_cq_progress(q, 0, false, false);
 	return rr_cq_ring_poll(&q->ring, n, wc);
 }
 
@@ -379,13 +279,13 @@ static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int time
 
 			if (timeout_ms == 0 || now >= end) {
 				/* last look at what is ready */
-				cq_progress(q, 0, true, true);
+				soft_io_cq_progress(q, 0, true, true);
 				got = rr_cq_ring_poll(&q->ring, n, wc);
 				break;
 			}
 			ms = (int)((end - now + 999999u) / 1000000u);
 		}
-		r = cq_progress(q, ms, true, true);
+		r = soft_io_cq_progress(q, ms, true, true);
 		if (r < 0) {
 			got = r;
 			break;
@@ -415,7 +315,7 @@ static int soft_cq_get_event(struct rr_cq *cq)
 	struct soft_cq *q = scq_of(cq);
 
 	cq_touch(q);
-	cq_progress(q, 0, false, false);
+	soft_io_cq_progress(q, 0, false, false);
 	return rr_cq_ring_get_event(&q->ring);
 }
 
