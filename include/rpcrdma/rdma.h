@@ -108,6 +108,13 @@ struct rpcrdma_open_attr {
 	 * The soft provider has one device, "soft0", and ignores it. */
 	const char *device;
 	uint32_t flags; /* reserved, 0 */
+	/* verbs, when @device is NULL: the device that owns @addr (@passive,
+	 * a listen address) or to which the route to @addr leads (active, a
+	 * peer address), as rdma_cm would pick it; a wildcard address or none
+	 * (NULL) means the first device. Borrowed for the call; the soft
+	 * provider ignores it. */
+	const struct sockaddr *addr;
+	bool passive;
 };
 
 /* Opens a context on provider @provider. @attr may be NULL. Errors: -ENOENT

@@ -1,7 +1,9 @@
 /* Transport registry by URL scheme and target URL parsing for the RPC layer
- * (see xprt.h). "tcp" (RFC 5531 section 11 record marking) is built in;
- * "rdma" and "verbs" (RFC 8166) are known schemes that answer
- * -EPROTONOSUPPORT until their transport registers. */
+ * (see xprt.h). Built in: "tcp" (RFC 5531 section 11 record marking),
+ * "rdma" (RFC 8166 on the soft iWARP provider) and "verbs" (RFC 8166 on
+ * rdma-core; -EPROTONOSUPPORT at create when built without it, -ENODEV
+ * without an RDMA device). A known scheme without a class answers
+ * -EPROTONOSUPPORT. */
 #include "rpc/xprt.h"
 
 #include <pthread.h>
@@ -44,6 +46,7 @@ static void rr_xprt_builtin_init(void)
 	builtin_done = true;
 	register_locked(&rr_xprt_tcp_class);
 	register_locked(&rr_xprt_rdma_class);
+	register_locked(&rr_xprt_verbs_class);
 }
 
 int rr_xprt_register(const struct rr_xprt_class *cls)

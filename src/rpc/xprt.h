@@ -272,5 +272,6 @@ int rr_xprt_lookup(const char *scheme, const struct rr_xprt_class **out);
 /* Built-in transports. */
 extern const struct rr_xprt_class rr_xprt_tcp_class;
 extern const struct rr_xprt_class rr_xprt_rdma_class;   /* src/transport/rdma_rpc.c */
+extern const struct rr_xprt_class rr_xprt_verbs_class;  /* src/transport/rdma_rpc.c */
 
 #endif

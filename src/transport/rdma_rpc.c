@@ -6,9 +6,15 @@
  * become Write chunks, and reply_hint (or max_msg) sizes the Reply chunk. On
  * the server side the Call is handed over rebuilt and contiguous (n_ext = 0)
  * and the Reply's items fill the requester's Write chunks. The RPC layer's
- * built-in table registers rr_xprt_rdma_class (src/rpc/xprt.c), so
- * rdma://host:port works with static and shared links. Uses the "soft"
- * provider. */
+ * built-in table registers rr_xprt_rdma_class and rr_xprt_verbs_class
+ * (src/rpc/xprt.c), so rdma://host:port and verbs://host:port work with
+ * static and shared links. rdma:// uses the "soft" provider (user-space
+ * iWARP over TCP); verbs:// the "verbs" provider (rdma-core, with the device
+ * that owns the listen address or routes to the peer): -ENODEV when the host
+ * has no usable RDMA device, -EPROTONOSUPPORT when the library was built
+ * without rdma-core. Registrations follow the provider's capabilities
+ * (transport/rdma_tp.h: windows and remote invalidation where offered, per-RPC
+ * memory registration otherwise, e.g. on siw). */
 #include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -87,8 +93,15 @@ static void cl_complete(void *ctx, struct rr_tp_rpc *rpc)
 	x->p.complete(x->p.ctx, call);
 }
 
-static int cl_create(const struct rr_xprt_target *t, const struct rr_xprt_client_params *p,
-		     struct rr_xprt_client **out)
+/* The transport's answer for a provider that is not built in (-ENOENT from
+ * rpcrdma_open): the scheme is known but unsupported. */
+static int provider_rc(int rc)
+{
+	return rc == -ENOENT ? -EPROTONOSUPPORT : rc;
+}
+
+static int cl_create_on(const char *provider, const struct rr_xprt_target *t,
+			const struct rr_xprt_client_params *p, struct rr_xprt_client **out)
 {
 	const struct rpcrdma_env *env = rr_env(p->env);
 	struct rr_xprt_client *x;
@@ -106,6 +119,7 @@ static int cl_create(const struct rr_xprt_target *t, const struct rr_xprt_client
 	x->p = *p;
 	rr_tp_conf_default(&conf);
 	conf.env = p->env;
+	conf.provider = provider;
 	if (p->connect_timeout_ms)
 		conf.connect_timeout_ms = p->connect_timeout_ms;
 	conf.no_reconnect = p->no_reconnect;
@@ -113,10 +127,22 @@ static int cl_create(const struct rr_xprt_target *t, const struct rr_xprt_client
 	rc = rr_tp_client_create(&conf, (struct sockaddr *)&ss, len, cl_complete, x, &x->tp);
 	if (rc) {
 		rr_free(env, x);
-		return rc;
+		return provider_rc(rc);
 	}
 	*out = x;
 	return 0;
+}
+
+static int cl_create(const struct rr_xprt_target *t, const struct rr_xprt_client_params *p,
+		     struct rr_xprt_client **out)
+{
+	return cl_create_on(RPCRDMA_PROVIDER_SOFT, t, p, out);
+}
+
+static int cl_create_verbs(const struct rr_xprt_target *t,
+			   const struct rr_xprt_client_params *p, struct rr_xprt_client **out)
+{
+	return cl_create_on(RPCRDMA_PROVIDER_VERBS, t, p, out);
 }
 
 static int cl_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
@@ -243,8 +269,8 @@ static void sv_recv(void *ctx, struct rr_tp_sreq *sreq)
 		s->p.recv(s->p.ctx, &w->xr);
 }
 
-static int sv_create(const struct rr_xprt_target *t, const struct rr_xprt_server_params *p,
-		     struct rr_xprt_server **out)
+static int sv_create_on(const char *provider, const struct rr_xprt_target *t,
+			const struct rr_xprt_server_params *p, struct rr_xprt_server **out)
 {
 	const struct rpcrdma_env *env = rr_env(p->env);
 	struct rr_xprt_server *s;
@@ -263,6 +289,7 @@ static int sv_create(const struct rr_xprt_target *t, const struct rr_xprt_server
 	pthread_mutex_init(&s->lock, NULL);
 	rr_tp_conf_default(&conf);
 	conf.env = p->env;
+	conf.provider = provider;
 	conf.credits = RR_CRED_GRANT_DEFAULT;
 	if (p->max_msg)
 		conf.max_call = (uint32_t)RR_MIN(p->max_msg, (size_t)UINT32_MAX / 2);
@@ -272,10 +299,22 @@ static int sv_create(const struct rr_xprt_target *t, const struct rr_xprt_server
 	if (rc) {
 		pthread_mutex_destroy(&s->lock);
 		rr_free(env, s);
-		return rc;
+		return provider_rc(rc);
 	}
 	*out = s;
 	return 0;
+}
+
+static int sv_create(const struct rr_xprt_target *t, const struct rr_xprt_server_params *p,
+		     struct rr_xprt_server **out)
+{
+	return sv_create_on(RPCRDMA_PROVIDER_SOFT, t, p, out);
+}
+
+static int sv_create_verbs(const struct rr_xprt_target *t,
+			   const struct rr_xprt_server_params *p, struct rr_xprt_server **out)
+{
+	return sv_create_on(RPCRDMA_PROVIDER_VERBS, t, p, out);
 }
 
 static int sv_port(const struct rr_xprt_server *s)
@@ -385,3 +424,29 @@ static const struct rr_xprt_server_ops rdma_server_ops = {
 };
 
 const struct rr_xprt_class rr_xprt_rdma_class = {"rdma", &rdma_client_ops, &rdma_server_ops};
+
+/* verbs://: the same transport on rdma-core (differs only in create). */
+static const struct rr_xprt_client_ops verbs_client_ops = {
+	.create = cl_create_verbs,
+	.submit = cl_submit,
+	.abort = cl_abort,
+	.release_reply = cl_release,
+	.destroy = cl_destroy,
+	.wait = cl_wait,
+	.ctl = cl_ctl,
+	.reliable_reply = cl_reliable_reply,
+};
+
+static const struct rr_xprt_server_ops verbs_server_ops = {
+	.create = sv_create_verbs,
+	.port = sv_port,
+	.start = sv_start,
+	.send_reply = sv_send_reply,
+	.req_done = sv_req_done,
+	.stop = sv_stop,
+	.destroy = sv_destroy,
+	.inline_recv = false,
+	.ctl = sv_ctl,
+};
+
+const struct rr_xprt_class rr_xprt_verbs_class = {"verbs", &verbs_client_ops, &verbs_server_ops};

@@ -81,6 +81,7 @@ struct tp_conn {
 	struct rr_xprt_params params;
 	uint16_t ord;
 	bool established, dead, use_mw;
+	bool signal_writes;   /* RDMA Writes signaled: see conn_new */
 	bool in_wait;           /* a caller thread waits on cq unlocked: not freed */
 	/* responder */
 	struct rr_xprt_responder rsp;
@@ -326,6 +327,14 @@ static struct tp_conn *conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend
 	if (conn_alloc_bufs(cn, nrecv, ep->conf.inline_recv, nsend, ep->conf.inline_send))
 		goto fail;
 	cn->use_mw = ep->conf.use_windows && (caps.flags & RPCRDMA_CAP_INVALIDATABLE);
+	/* Linux siw (6.1) transmits an unsignaled work request of a page or
+	 * more straight from the user pages (zero-copy sendpage): its data is
+	 * read when TCP sends, after later completions, so a Reply's source
+	 * memory may already be reused by then (seen in the lab: corrupted
+	 * Write-chunk data). A signaled one is copied before it completes.
+	 * The completions are ignored. */
+	cn->signal_writes = caps.transport == RPCRDMA_TRANSPORT_IWARP &&
+			    strcmp(rpcrdma_context_provider(ep->ctx), RPCRDMA_PROVIDER_VERBS) == 0;
 	(void)rpcrdma_cq_arm(cn->cq, false);
 	return cn;
 fail:
@@ -1569,7 +1578,8 @@ static void *progress(void *arg)
 	return NULL;
 }
 
-static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server)
+static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server,
+		   const struct sockaddr *addr)
 {
 	struct rpcrdma_open_attr oa = {0};
 	int rc;
@@ -1583,6 +1593,9 @@ static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server)
 	if (ep->conf.inline_send < 1024 || ep->conf.inline_recv < 1024)
 		return -EINVAL;
 	oa.env = conf->env;
+	oa.device = conf->device;
+	oa.addr = addr;
+	oa.passive = server;
 	rc = rpcrdma_open(conf->provider ? conf->provider : RPCRDMA_PROVIDER_SOFT, &oa, &ep->ctx);
 	if (rc)
 		return rc;
@@ -1675,6 +1688,8 @@ struct rrep_exp {
 	uint8_t *buf;
 	bool valid;                /* its STag may still be used by the peer */
 	bool stolen;               /* invalidated by another XID's RDMA_DONE */
+	bool mr_exposed;           /* no windows: @mr's own STag is exposed,
+				      and deregistering it is the fence */
 	struct rrep_exp *next;     /* conn's rrep_dead list */
 };
 
@@ -1706,6 +1721,9 @@ static void rrep_exp_drop_stag(struct tp_ep *ep, struct rrep_exp *x)
 	if (x->mw) {
 		(void)rpcrdma_mw_free(x->mw);   /* a freed window is invalid */
 		x->mw = NULL;
+	} else if (x->mr_exposed && x->mr) {
+		(void)rpcrdma_dereg_mr(x->mr);  /* so is a deregistered MR */
+		x->mr = NULL;
 	}
 	if (x->valid) {
 		x->valid = false;
@@ -1987,11 +2005,20 @@ static void sv_rrep_retire(struct tp_conn *cn, struct rrep_exp *x, bool now)
 }
 
 /* Fences @x: Local Invalidate (ordered after any Read Response the QP is
- * still sending from it), resources freed on its completion. */
-static void sv_rrep_fence(struct rr_tp_server *s, struct tp_conn *cn, struct rrep_exp *x)
+ * still sending from it), resources freed on its completion. Without
+ * windows the exposed MR is deregistered at once; its buffer is freed now
+ * when the peer's Reads are over (@reads_over: its RDMA_DONE came), else
+ * with the QP. */
+static void sv_rrep_fence(struct rr_tp_server *s, struct tp_conn *cn, struct rrep_exp *x,
+			  bool reads_over)
 {
 	struct rpcrdma_send_wr wr;
 
+	if (x->valid && x->mr_exposed && !cn->dead) {
+		s->ep.stats.local_inv++;
+		sv_rrep_retire(cn, x, reads_over && !x->stolen);
+		return;
+	}
 	if (!x->valid || !x->mw || cn->dead) {
 		/* Already invalid: by this XID's own RDMA_DONE (its Reads are
 		 * over, free now), or by a forged one (Reads may still be in
@@ -2063,7 +2090,7 @@ static void sv_rrep_on_done(struct rr_tp_server *s, struct tp_conn *cn,
 			s->ep.rrep_live--;
 		}
 		rr_rrep_entry_free(&cn->rrep, d.release);
-		sv_rrep_fence(s, cn, x);
+		sv_rrep_fence(s, cn, x, true);
 	}
 	if (d.unknown || d.forged)
 		s->ep.stats.dropped++;
@@ -2080,7 +2107,7 @@ static void sv_rrep_expire(struct rr_tp_server *s, struct tp_conn *cn)
 		struct rrep_exp *x = e->user;
 
 		rr_rrep_entry_free(&cn->rrep, e);
-		sv_rrep_fence(s, cn, x);
+		sv_rrep_fence(s, cn, x, false);
 	}
 }
 
@@ -2181,6 +2208,7 @@ static int sv_rrep_expose(struct rr_tp_server *s, struct tp_conn *cn, struct tp_
 		stag = rpcrdma_mw_rkey(x->mw);
 	} else {
 		stag = rpcrdma_mr_rkey(x->mr);
+		x->mr_exposed = true;
 	}
 	e = rr_rrep_add(&cn->rrep, r->rc->xid, stag, x);
 	if (!e)
@@ -2223,7 +2251,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	c = rr_zalloc(env, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	rc = ep_init(&c->ep, conf, false);
+	rc = ep_init(&c->ep, conf, false, addr);
 	if (rc) {
 		ep_fini(&c->ep);
 		rr_free(env, c);
@@ -2562,7 +2590,7 @@ int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	s = rr_zalloc(env, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	rc = ep_init(&s->ep, conf, true);
+	rc = ep_init(&s->ep, conf, true, addr);
 	if (rc == 0)
 		rc = rpcrdma_listen(s->ep.ch, addr, addrlen, 64, NULL, &s->listen_id);
 	if (rc == 0) {
@@ -2707,6 +2735,8 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		wrs[i].sg_list = &sges[i];
 		wrs[i].num_sge = 1;
 		wrs[i].opcode = RPCRDMA_WR_RDMA_WRITE;
+		if (cn->signal_writes)
+			wrs[i].flags = RPCRDMA_SEND_SIGNALED;
 		wrs[i].u.rdma.stag = w->stag;
 		wrs[i].u.rdma.remote_offset = w->remote;
 		wrs[i].next = i + 1 < plan->nwrites ? &wrs[i + 1] : NULL;

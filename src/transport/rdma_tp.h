@@ -36,13 +36,21 @@
 
 struct rr_tp_conf {
 	const struct rpcrdma_env *env;  /* NULL: defaults */
-	const char *provider;           /* "soft" unless set */
+	const char *provider;           /* "soft" unless set; "verbs": rdma-core */
+	const char *device;             /* provider's device name; NULL: the
+					   one owning the listen address /
+					   routing to the peer (verbs), or the
+					   first */
 	uint32_t inline_send;           /* advertised Send size (4096) */
 	uint32_t inline_recv;           /* advertised Receive size (4096) */
 	uint32_t credits;               /* requester: request (128);
 					   responder: largest grant (64) */
 	bool remote_inv;                /* advertise R (true) */
-	bool use_windows;               /* invalidatable registrations (true) */
+	bool use_windows;               /* invalidatable registrations (true);
+					   false, or a provider without them
+					   (siw): per-RPC memory registrations,
+					   deregistered before completion, and
+					   no R bit */
 	uint32_t max_seg_len;           /* largest segment exposed (1 MiB) */
 	uint32_t max_segs;              /* segments per chunk (16) */
 	uint32_t max_call;              /* responder: largest Call (16 MiB) */

@@ -88,7 +88,10 @@ lab_pair() {
 # of OUR frames is malformed. OURS is a display filter for the frames our
 # code sent (e.g. ip.src==192.0.2.1), "-" for all of them, "none" for a
 # baseline capture of kernel peers only. DECODE is a tshark -d "decode as"
-# rule (e.g. tcp.port==7401,rpc) or "-". lab_cap_stop ends it.
+# rule (e.g. tcp.port==7401,rpc), "disable:PROTO" (tshark
+# --disable-protocol, e.g. for test payloads that are not RPC but follow
+# RFC 8797 private data, which the rpcordma heuristic would try), or "-".
+# lab_cap_stop ends it.
 lab_cap_start() {
 	_cn=$1 _ci=$2 _cd=$3 _co=$4 _cf=$5 _cw=$6; shift 6
 	tcpdump --immediate-mode -B 32768 -Z root -n -i "$_ci" -s 0 -w "/tmp/$_cn.pcap" "$@" \

@@ -375,6 +375,9 @@ static int client(const char *url)
 				if (rc == 0 && (!good || n != s[i].len || memcmp(p, s[i].out, n)))
 					rc = -EBADMSG;
 			}
+			if (rc)
+				printf("  PARALLEL call %u (%u bytes): rc %d (%s)\n", i, s[i].len, rc,
+				       rpcrdma_strerror(rc));
 			bad += rc != 0;
 			rpcrdma_call_destroy(s[i].call);
 			free(s[i].out);

@@ -167,13 +167,14 @@ cmd_setup() {
 # /share and LD_LIBRARY_PATH=/share finds librpcrdma.so.
 cmd_build() {
 	say "building the project into $BUILD"
+	mkdir -p "$BUILD"
 	cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPCRDMA_SANITIZE=OFF \
-		-DRPCRDMA_INTEROP=ON -DRPCRDMA_TESTS=ON > "$LAB_DIR/build.log" 2>&1 ||
-		{ tail -n 30 "$LAB_DIR/build.log"; die "cmake failed"; }
+		-DRPCRDMA_INTEROP=ON -DRPCRDMA_TESTS=ON > "$BUILD/lab-build.log" 2>&1 ||
+		{ tail -n 30 "$BUILD/lab-build.log"; die "cmake failed"; }
 	# everything: rr-tests runs the tools next to it (tests/test_tools.c)
 	nice ninja -C "$BUILD" -j "${LAB_JOBS:-2}" \
-		>> "$LAB_DIR/build.log" 2>&1 || { tail -n 30 "$LAB_DIR/build.log"; die "build failed"; }
-	grep -E 'rdma-core provider|libtirpc' "$LAB_DIR/build.log" | sed 's/^-- /  /' >&2 || true
+		>> "$BUILD/lab-build.log" 2>&1 || { tail -n 30 "$BUILD/lab-build.log"; die "build failed"; }
+	grep -E 'rdma-core provider|libtirpc' "$BUILD/lab-build.log" | sed 's/^-- /  /' >&2 || true
 }
 
 # ------------------------------------------------------------------ vm
@@ -204,6 +205,13 @@ cmd_vm() {
 	local cpu=(-accel "tcg,thread=multi" -cpu max)
 	[ "$accel" = kvm ] && cpu=(-accel kvm -cpu host)
 	inner=$(( LAB_TIMEOUT - 60 ))
+	# one VM per LAB_DIR at a time: TCG needs both cores, and several
+	# helpers may share the cache (wait for the other run to end)
+	exec 7> "$LAB_DIR/.vm.lock"
+	if ! flock -n 7; then
+		say "another VM of $LAB_DIR is running; waiting for it (up to ${LAB_TIMEOUT}s)"
+		flock -w "$LAB_TIMEOUT" 7 || die "$LAB_DIR/.vm.lock still held"
+	fi
 	say "booting $k ($accel, $LAB_SMP vCPU, $LAB_MEM MiB, limit ${LAB_TIMEOUT}s), run dir $run"
 	t0=$(t_now)
 	set +e
@@ -218,6 +226,7 @@ cmd_vm() {
 	rc=${PIPESTATUS[0]}
 	set -e
 	echo $(( $(t_now) - t0 )) > "$run/vm-seconds"
+	flock -u 7
 	echo "$run"
 	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then say "VM ran past ${LAB_TIMEOUT}s"; return 124; fi
 	[ -f "$run/out/exit-status" ] || { say "VM ended (qemu rc $rc) without results"; return 125; }
@@ -256,7 +265,11 @@ cmd_check() {
 			f=$run/out/$name.pcap
 			if [ ! -s "$f" ]; then echo "FAIL tshark $name: no capture" >> "$hr"; continue; fi
 			local dopt=() flts=() counts total all_bad bad min=-1 c i
-			[ "$decode" != - ] && dopt=(-d "$decode")
+			case $decode in
+			-) ;;
+			disable:*) dopt=(--disable-protocol "${decode#disable:}") ;;
+			*) dopt=(-d "$decode") ;;
+			esac
 			IFS=, read -r -a flts <<< "$filter"
 			case $ours in
 			-) counts=$(frame_counts "$f" frame _ws.malformed "${flts[@]}" -- "${dopt[@]}") ;;

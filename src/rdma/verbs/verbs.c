@@ -167,6 +167,41 @@ static int set_nonblock(int fd)
 
 /* ---- context ---- */
 
+/* The device rdma_cm would use for @addr: the one owning it (@passive:
+ * bind) or the one the route to it leads to (active: synchronous address
+ * resolution, at most 2 s). NULL for a wildcard address or when it cannot be
+ * told (then the caller takes the first device). The ibv_context pointers
+ * come from the same rdma_cm device list as rdma_get_devices() returns. */
+static struct ibv_context *vb_device_for_addr(const struct sockaddr *addr, bool passive)
+{
+	struct rdma_cm_id *id = NULL;
+	struct ibv_context *dev = NULL;
+	struct sockaddr_storage ss;
+	int rc;
+
+	if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)
+		return NULL;
+	memset(&ss, 0, sizeof(ss));
+	memcpy(&ss, addr, addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) :
+						   sizeof(struct sockaddr_in6));
+	if (rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP) != 0)
+		return NULL;
+	if (passive) {
+		/* port 0: only the device is wanted, not the port */
+		if (ss.ss_family == AF_INET)
+			((struct sockaddr_in *)&ss)->sin_port = 0;
+		else
+			((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+		rc = rdma_bind_addr(id, (struct sockaddr *)&ss);
+	} else {
+		rc = rdma_resolve_addr(id, NULL, (struct sockaddr *)&ss, 2000);
+	}
+	if (rc == 0)
+		dev = id->verbs;
+	rdma_destroy_id(id);
+	return dev;
+}
+
 static int vb_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_env *env,
 		   struct rr_context **out)
 {
@@ -179,6 +214,21 @@ static int vb_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_en
 	devs = rdma_get_devices(&n);
 	if (!devs)
 		return -ENODEV;
+	if (n == 0) {
+		rdma_free_devices(devs);
+		return -ENODEV;
+	}
+	if (!attr->device && attr->addr) {
+		struct ibv_context *by = vb_device_for_addr(attr->addr, attr->passive);
+
+		for (int i = 0; i < n && by && pick < 0; i++)
+			if (devs[i] == by || devs[i]->device == by->device)
+				pick = i;
+		if (by && pick < 0) {
+			rdma_free_devices(devs);
+			return -ENODEV;
+		}
+	}
 	for (int i = 0; i < n && pick < 0; i++)
 		if (!attr->device || strcmp(ibv_get_device_name(devs[i]->device), attr->device) == 0)
 			pick = i;
