@@ -826,6 +826,10 @@ static int vb_conv_send(struct vb_qp *q, const struct rpcrdma_send_wr *wr, struc
 	case RPCRDMA_WR_SEND_WITH_INV:
 		w->opcode = IBV_WR_SEND_WITH_INV;
 		w->invalidate_rkey = wr->u.send.invalidate_stag;
+		/* libsiw (rdma-core 44) takes the Invalidate STag from
+		 * wr.rdma.rkey, not invalidate_rkey (docs/interop.md finding 1);
+		 * wr.rdma is unused for Sends, so this is harmless elsewhere. */
+		w->wr.rdma.rkey = wr->u.send.invalidate_stag;
 		break;
 	case RPCRDMA_WR_RDMA_WRITE:
 		w->opcode = IBV_WR_RDMA_WRITE;
