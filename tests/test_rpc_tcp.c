@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rpcrdma/rdma.h"
 #include "rpcrdma/rpc.h"
 
 #define PROG 0x20000099u
@@ -928,9 +929,14 @@ TEST(rpc_url_schemes)
 	s = NULL;
 	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", port);
 	CHECK_EQ(rpcrdma_client_create(url, 1, 1, NULL, &c), -ECONNREFUSED);
-	/* verbs:// needs an RDMA device: unsupported or no device here. */
+	/* verbs:// needs an RDMA device: unsupported or no device on a host
+	 * without one; with devices (the lab VM) rdma_cm refuses loopback
+	 * addresses. Either way the create fails and leaves no client. */
 	rc = rpcrdma_client_create("verbs://127.0.0.1:20049", 1, 1, NULL, &c);
-	CHECK(rc == -EPROTONOSUPPORT || rc == -ENODEV);
+	CHECK(rc < 0);
+	CHECK(c == NULL);
+	if (!rpcrdma_provider_available("verbs"))
+		CHECK_EQ(rc, -EPROTONOSUPPORT);
 	CHECK_EQ(rpcrdma_client_create("udp://127.0.0.1:1", 1, 1, NULL, &c), -EINVAL);
 	CHECK_EQ(rpcrdma_client_create("tcp://127.0.0.1", 1, 1, NULL, &c), -EINVAL);
 	CHECK_EQ(rpcrdma_client_create("tcp://127.0.0.1:70000", 1, 1, NULL, &c), -EINVAL);
