@@ -22,25 +22,10 @@
 #include "proto/rrep.h"
 #include "test.h"
 #include "transport/rdma_tp.h"
+#include "xprt_harness.h"
 
 #define MAGIC 0xC0FFEEu
 #define MIB (1u << 20)
-
-static bool soft_ok(void)
-{
-	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT)) {
-		printf("  soft provider not built in: end-to-end test not run\n");
-		return false;
-	}
-	return true;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
 
 static uint8_t fill(uint32_t xid, uint32_t i)
 {
@@ -149,7 +134,6 @@ static void srv_recv(void *ctx, struct rr_tp_sreq *r)
 
 static int srv_start(struct srv *s, const struct rr_tp_conf *conf)
 {
-	struct sockaddr_in a = {0};
 	int rc;
 
 	memset(s, 0, sizeof(*s));
@@ -157,9 +141,7 @@ static int srv_start(struct srv *s, const struct rr_tp_conf *conf)
 	REQUIRE(s->filler);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	rc = rr_tp_server_create(conf, (struct sockaddr *)&a, sizeof(a), srv_recv, s, &s->tp);
+	rc = rr_th_tp_server(conf, srv_recv, s, &s->tp);
 	if (rc)
 		return rc;
 	pthread_create(&s->worker, NULL, srv_worker, s);
@@ -179,11 +161,7 @@ static void srv_release_held(struct srv *s)
 
 static void srv_stop(struct srv *s)
 {
-	pthread_mutex_lock(&s->lock);
-	s->stop = true;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	pthread_join(s->worker, NULL);
+	rr_th_worker_stop(&s->lock, &s->cond, &s->stop, s->worker);
 	rr_tp_server_destroy(s->tp);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
@@ -196,7 +174,7 @@ static bool srv_quiet(struct srv *s)
 	for (int i = 0; i < 500; i++) {
 		if (rr_tp_server_rrep_live(s->tp) == 0 && rr_tp_server_rrep_waiting(s->tp) == 0)
 			return true;
-		sleep_ms(10);
+		rr_th_sleep_ms(10);
 	}
 	printf("  live %u waiting %u\n", rr_tp_server_rrep_live(s->tp),
 	       rr_tp_server_rrep_waiting(s->tp));
@@ -238,15 +216,10 @@ static void cl_complete(void *ctx, struct rr_tp_rpc *r)
 
 static int cl_start(struct cl *c, const struct rr_tp_conf *conf, int port)
 {
-	struct sockaddr_in a = {0};
-
 	memset(c, 0, sizeof(*c));
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((uint16_t)port);
-	return rr_tp_client_create(conf, (struct sockaddr *)&a, sizeof(a), cl_complete, c, &c->tp);
+	return rr_th_tp_client(conf, port, cl_complete, c, &c->tp);
 }
 
 static void cl_stop(struct cl *c)
@@ -258,17 +231,7 @@ static void cl_stop(struct cl *c)
 
 static bool cl_wait(struct cl *c, unsigned n, unsigned ms)
 {
-	struct timespec ts;
-	bool ok = true;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000 + 1;
-	pthread_mutex_lock(&c->lock);
-	while (c->done < n && ok)
-		ok = pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0;
-	ok = c->done >= n;
-	pthread_mutex_unlock(&c->lock);
-	return ok;
+	return rr_th_wait_count(&c->lock, &c->cond, &c->done, n, ms);
 }
 
 static uint32_t next_xid = 0x40000;
@@ -391,7 +354,7 @@ TEST(rrep_e2e_sizes_and_r)
 		bool srv_r, cl_r;
 	} rs[] = {{true, true}, {false, true}, {true, false}};
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	for (unsigned ri = 0; ri < RR_ARRAY_SIZE(rs); ri++) {
 		struct rr_tp_conf sc, cc;
@@ -477,7 +440,7 @@ TEST(rrep_e2e_sizes_and_r)
  * Read chunk is ever exposed. */
 TEST(rrep_e2e_one_peer_without)
 {
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	for (int side = 0; side < 2; side++) {
 		struct rr_tp_conf sc, cc;
@@ -534,7 +497,7 @@ TEST(rrep_e2e_cancelled_reply_later)
 	struct rpc *p[4];
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	port = srv_start(&s, &sc);
@@ -547,7 +510,7 @@ TEST(rrep_e2e_cancelled_reply_later)
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p[i]->r), 0);
 	}
 	for (int t = 0; t < 300 && s.nheld < 4; t++)
-		sleep_ms(10);
+		rr_th_sleep_ms(10);
 	REQUIRE_EQ(s.nheld, 4);
 	for (unsigned i = 0; i < 4; i++)
 		rr_tp_client_abort(c.tp, &p[i]->r, -ECANCELED);
@@ -556,7 +519,7 @@ TEST(rrep_e2e_cancelled_reply_later)
 		CHECK_EQ(p[i]->r.status, -ECANCELED);
 	srv_release_held(&s);
 	for (int t = 0; t < 500 && s.served < 5; t++)
-		sleep_ms(10);
+		rr_th_sleep_ms(10);
 	CHECK_EQ(s.served, 5);
 	CHECK(srv_quiet(&s));
 	rr_tp_client_stats(c.tp, &st);
@@ -643,7 +606,7 @@ static int rogue_open(struct rogue *g, int port)
 	for (int t = 0; t < 300; t++) {
 		if (rpcrdma_cm_get_event(g->ch, &ev) == 0)
 			return ev.type == RPCRDMA_CM_ESTABLISHED ? 0 : -ECONNREFUSED;
-		sleep_ms(10);
+		rr_th_sleep_ms(10);
 	}
 	return -ETIMEDOUT;
 }
@@ -705,7 +668,7 @@ static int rogue_send(struct rogue *g, const uint8_t *msg, size_t len, uint32_t 
 		}
 		if (!out && sent)
 			return 0;
-		sleep_ms(2);
+		rr_th_sleep_ms(2);
 	}
 	return 0;
 }
@@ -731,7 +694,7 @@ static int rogue_read(struct rogue *g, uint32_t stag, uint64_t off, uint32_t len
 
 		if (rpcrdma_cq_poll(g->cq, 1, &wc) == 1)
 			return wc.status == RPCRDMA_WC_SUCCESS && wc.wr_id == 2000 ? 0 : -1;
-		sleep_ms(2);
+		rr_th_sleep_ms(2);
 	}
 	return -1;
 }
@@ -799,7 +762,7 @@ TEST(rrep_e2e_rogue_requester)
 	uint8_t m[64];
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	vclock_env(&te);
 	rr_tp_conf_default(&sc);
@@ -815,7 +778,7 @@ TEST(rrep_e2e_rogue_requester)
 	CHECK_EQ(rogue_read(&g, stag, off, 64), 0);   /* pullable */
 	CHECK_EQ(rr_get_be32(g.pull), 0x500);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 1);
-	sleep_ms(300);
+	rr_th_sleep_ms(300);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 1);    /* real time passes: no expiry */
 	__atomic_add_fetch(&te.now_ns, 5001000000ull, __ATOMIC_SEQ_CST);
 	CHECK(srv_quiet(&s));
@@ -829,7 +792,7 @@ TEST(rrep_e2e_rogue_requester)
 	 * XID never used */
 	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x500), 0, NULL, 500), 0);
 	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x5ff), 0, NULL, 500), 0);
-	sleep_ms(100);
+	rr_th_sleep_ms(100);
 	rr_tp_server_stats(s.tp, &st);
 	CHECK_EQ(st.rrep_done_unknown, 3);
 	CHECK_EQ(st.rrep_done_matched, 0);
@@ -840,7 +803,7 @@ TEST(rrep_e2e_rogue_requester)
 	CHECK(stag != stag2);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 2);
 	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x501), stag2, NULL, 500), 0);
-	sleep_ms(100);
+	rr_th_sleep_ms(100);
 	rr_tp_server_stats(s.tp, &st);
 	CHECK_EQ(st.rrep_done_forged, 1);
 	CHECK_EQ(st.rrep_done_matched, 1);            /* A released (fenced locally) */
@@ -863,7 +826,7 @@ TEST(rrep_e2e_rogue_requester)
 	CHECK(srv_quiet(&s));
 	CHECK_EQ(rogue_read(&g, stag, off, 64), -1);
 	rogue_close(&g);
-	sleep_ms(100);
+	rr_th_sleep_ms(100);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 0);
 	srv_stop(&s);
 }
@@ -879,7 +842,7 @@ TEST(rrep_e2e_disconnect_with_replies_waiting)
 	uint64_t off;
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	rr_tp_conf_default(&sc);
 	port = srv_start(&s, &sc);
@@ -911,7 +874,7 @@ TEST(rrep_e2e_credit_limit)
 	unsigned ok = 0, reads = 0;
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	sc.credits = 2;
@@ -957,7 +920,7 @@ TEST(rrep_e2e_forger_disconnected)
 	uint8_t m[64], r[4096];
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	rr_tp_conf_default(&sc);
 	sc.rrep_max = 2;
@@ -983,7 +946,7 @@ TEST(rrep_e2e_forger_disconnected)
 	}
 	CHECK(srv_quiet(&s));
 	rogue_close(&g);
-	sleep_ms(50);
+	rr_th_sleep_ms(50);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 0);
 	srv_stop(&s);
 }
@@ -1003,7 +966,7 @@ TEST(rrep_e2e_reservation_cap)
 	uint8_t m[64], r[4096];
 	int port, n;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	vclock_env(&te);
 	rr_tp_conf_default(&sc);

@@ -23,25 +23,10 @@
 
 #include "test.h"
 #include "transport/rdma_tp.h"
+#include "xprt_harness.h"
 
 #define MAGIC 0xC0FFEEu
 #define MAX_IT 4
-
-static bool soft_ok(void)
-{
-	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT)) {
-		printf("  soft provider not built in: end-to-end test not run\n");
-		return false;
-	}
-	return true;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
 
 /* ---- responder side ---- */
 struct srv {
@@ -190,15 +175,12 @@ static unsigned srv_nheld(struct srv *s)
 
 static int srv_start(struct srv *s, const struct rr_tp_conf *conf)
 {
-	struct sockaddr_in a = {0};
 	int rc;
 
 	memset(s, 0, sizeof(*s));
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	rc = rr_tp_server_create(conf, (struct sockaddr *)&a, sizeof(a), srv_recv, s, &s->tp);
+	rc = rr_th_tp_server(conf, srv_recv, s, &s->tp);
 	if (rc)
 		return rc;
 	pthread_create(&s->worker, NULL, srv_worker, s);
@@ -216,7 +198,7 @@ static unsigned srv_served(struct srv *s, unsigned want)
 		pthread_mutex_unlock(&s->lock);
 		if (n >= want)
 			break;
-		sleep_ms(5);
+		rr_th_sleep_ms(5);
 	}
 	return n;
 }
@@ -234,11 +216,7 @@ static void srv_release_held(struct srv *s)
 
 static void srv_stop(struct srv *s)
 {
-	pthread_mutex_lock(&s->lock);
-	s->stop = true;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	pthread_join(s->worker, NULL);
+	rr_th_worker_stop(&s->lock, &s->cond, &s->stop, s->worker);
 	rr_tp_server_destroy(s->tp);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
@@ -285,15 +263,10 @@ static void cl_complete(void *ctx, struct rr_tp_rpc *r)
 
 static int cl_start(struct cl *c, const struct rr_tp_conf *conf, int port)
 {
-	struct sockaddr_in a = {0};
-
 	memset(c, 0, sizeof(*c));
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((uint16_t)port);
-	return rr_tp_client_create(conf, (struct sockaddr *)&a, sizeof(a), cl_complete, c, &c->tp);
+	return rr_th_tp_client(conf, port, cl_complete, c, &c->tp);
 }
 
 static void cl_stop(struct cl *c)
@@ -305,17 +278,7 @@ static void cl_stop(struct cl *c)
 
 static bool cl_wait(struct cl *c, unsigned n, unsigned ms)
 {
-	struct timespec ts;
-	bool ok = true;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000 + 1;
-	pthread_mutex_lock(&c->lock);
-	while (c->done < n && ok)
-		ok = pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0;
-	ok = c->done >= n;
-	pthread_mutex_unlock(&c->lock);
-	return ok;
+	return rr_th_wait_count(&c->lock, &c->cond, &c->done, n, ms);
 }
 
 static uint32_t next_xid = 0x10000;
@@ -488,7 +451,7 @@ TEST(xprt_e2e_message_forms)
 		{5000, 0, 0, 0, false, 1000, -EREMOTEIO}, /* fits nowhere: ERR_CHUNK */
 	};
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	port = srv_start(&s, &sc);
@@ -544,7 +507,7 @@ TEST(xprt_e2e_many_chunks_and_segments)
 	uint32_t lens[3] = {16 * 1024 - 64, 15 * 1024 + 3, 16 * 1024 - 65};
 	struct rpc *p;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	cc.max_seg_len = 1024;
@@ -590,7 +553,7 @@ TEST(xprt_e2e_many_chunks_and_segments)
 /* Remote invalidation on/off on either side. */
 TEST(xprt_e2e_remote_invalidation_matrix)
 {
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	for (int m = 0; m < 4; m++) {
 		struct rr_tp_conf sc, cc;
@@ -633,7 +596,7 @@ TEST(xprt_e2e_credit_exhaustion)
 	int port;
 	unsigned good = 0;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	sc.credits = 4;
@@ -679,7 +642,7 @@ TEST(xprt_e2e_cut_and_retransmit)
 	unsigned good = 0;
 	uint32_t lens[1] = {7000};
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	port = srv_start(&s, &sc);
@@ -705,12 +668,12 @@ TEST(xprt_e2e_cut_and_retransmit)
 		pthread_mutex_unlock(&s.lock);
 		if (n == 30)
 			break;
-		sleep_ms(10);
+		rr_th_sleep_ms(10);
 	}
 	CHECK_EQ(srv_nheld(&s), 30);
 	CHECK(rr_tp_client_live_stags(c.tp) > 0);
 	REQUIRE_EQ(rr_tp_client_cut(c.tp), 0);
-	sleep_ms(200);
+	rr_th_sleep_ms(200);
 	/* The held Calls' Replies go nowhere (old connection). */
 	srv_release_held(&s);
 	REQUIRE(cl_wait(&c, 31, 20000));
@@ -742,7 +705,7 @@ TEST(xprt_e2e_abort)
 	int port;
 	uint32_t lens[1] = {9000};
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	port = srv_start(&s, &sc);
@@ -754,7 +717,7 @@ TEST(xprt_e2e_abort)
 	p = mk_rpc(&c, 0, 0, 1, lens, true, 4096);
 	REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
 	for (int t = 0; t < 500 && srv_nheld(&s) == 0; t++)
-		sleep_ms(10);
+		rr_th_sleep_ms(10);
 	CHECK(rr_tp_client_live_stags(c.tp) > 0);
 	rr_tp_client_abort(c.tp, &p->r, -ETIMEDOUT);
 	REQUIRE(cl_wait(&c, 1, 5000));
@@ -764,7 +727,7 @@ TEST(xprt_e2e_abort)
 	/* The late Reply is discarded as an unknown XID (its Send With
 	 * Invalidate names a dead STag: the connection is renewed). */
 	srv_release_held(&s);
-	sleep_ms(100);
+	rr_th_sleep_ms(100);
 	CHECK_EQ(p->completions, 1);
 	free_rpc(p);
 	/* The transport still works (after the reconnection, if any). */
@@ -836,7 +799,7 @@ static int rogue_open_pd(struct rogue *g, int port, const uint8_t *pd, uint16_t 
 				return 0;
 			return -ECONNREFUSED;
 		}
-		sleep_ms(10);
+		rr_th_sleep_ms(10);
 	}
 	return -ETIMEDOUT;
 }
@@ -901,7 +864,7 @@ static int rogue_xchg(struct rogue *g, const uint8_t *msg, size_t len, uint8_t *
 			g->disconnected = true;
 			return -1;
 		}
-		sleep_ms(5);
+		rr_th_sleep_ms(5);
 	}
 	return 0;
 }
@@ -960,7 +923,7 @@ TEST(xprt_e2e_rogue_requester)
 	size_t l;
 	int port, n;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	rr_tp_conf_default(&sc);
 	sc.credits = 8;
@@ -1132,7 +1095,7 @@ static int rsrv_recv(struct rsrv *g, uint8_t *out, unsigned ms)
 				return l;
 			}
 		}
-		sleep_ms(5);
+		rr_th_sleep_ms(5);
 	}
 	return -1;
 }
@@ -1158,7 +1121,7 @@ static int rsrv_send(struct rsrv *g, const uint8_t *m, size_t len, bool inv, uin
 
 		if (rpcrdma_cq_poll(g->cq, 1, &wc) == 1)
 			return wc.status == RPCRDMA_WC_SUCCESS ? 0 : -1;
-		sleep_ms(5);
+		rr_th_sleep_ms(5);
 	}
 	return -1;
 }
@@ -1190,7 +1153,7 @@ TEST(xprt_e2e_rogue_responder)
 	int n, port;
 	bool got = false;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	memset(&g, 0, sizeof(g));
 	confs(&sc, &cc);
@@ -1207,7 +1170,7 @@ TEST(xprt_e2e_rogue_responder)
 		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_CONNECT_REQUEST)
 			got = true;
 		else
-			sleep_ms(5);
+			rr_th_sleep_ms(5);
 	}
 	REQUIRE(got);
 	g.id = ev.id;
@@ -1290,7 +1253,7 @@ TEST(xprt_e2e_rogue_responder)
 		rr_put_be32(m + 12, RR_XPRT_ERROR);
 		rr_put_be32(m + 16, 9);
 		REQUIRE_EQ(rsrv_send(&g, m, 20, false, 0), 0);
-		sleep_ms(100);
+		rr_th_sleep_ms(100);
 		CHECK_EQ(p->completions, 0);
 		rr_tp_client_stats(c.tp, &st);
 		CHECK(st.bad_replies + st.dropped >= 8);
@@ -1310,7 +1273,7 @@ TEST(xprt_e2e_rogue_responder)
 		CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
 		/* A duplicate of the valid Reply: unknown XID, dropped. */
 		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
-		sleep_ms(50);
+		rr_th_sleep_ms(50);
 		CHECK_EQ(p->completions, 1);
 	}
 #undef RBASE
@@ -1321,7 +1284,7 @@ TEST(xprt_e2e_rogue_responder)
 	for (int t = 0; t < 100; t++) {
 		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_DISCONNECTED)
 			break;
-		sleep_ms(5);
+		rr_th_sleep_ms(5);
 	}
 	(void)rpcrdma_cm_id_destroy(g.id);
 	(void)rpcrdma_qp_destroy(g.qp);
@@ -1344,7 +1307,7 @@ TEST(xprt_e2e_across_processes)
 	int port = 0, status = 0;
 	struct cl c;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	REQUIRE_EQ(pipe(to_child), 0);
@@ -1409,7 +1372,7 @@ TEST(xprt_e2e_without_windows)
 	uint32_t lens[1] = {20000};
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	cc.use_windows = false;
@@ -1443,7 +1406,7 @@ TEST(xprt_e2e_destroy_with_pending)
 	uint32_t lens[1] = {6000};
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	port = srv_start(&s, &sc);
@@ -1460,7 +1423,7 @@ TEST(xprt_e2e_destroy_with_pending)
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &ps[i]->r), 0);
 	}
 	for (int t = 0; t < 500 && srv_nheld(&s) < 6; t++)
-		sleep_ms(10);
+		rr_th_sleep_ms(10);
 	CHECK_EQ(srv_nheld(&s), 6);
 	rr_tp_client_destroy(c.tp);
 	for (unsigned i = 0; i < 6; i++) {
@@ -1476,7 +1439,7 @@ TEST(xprt_e2e_destroy_with_pending)
 	pthread_mutex_destroy(&c.lock);
 	pthread_cond_destroy(&c.cond);
 	srv_release_held(&s);
-	sleep_ms(50);
+	rr_th_sleep_ms(50);
 	srv_stop(&s);
 }
 
@@ -1492,7 +1455,7 @@ TEST(xprt_e2e_no_private_data_defaults)
 	size_t l;
 	int port, n;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	rr_tp_conf_default(&sc);
 	port = srv_start(&s, &sc);
@@ -1528,7 +1491,7 @@ TEST(xprt_e2e_max_conns)
 	struct rpc *p;
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	sc.max_conns = 1;
@@ -1557,7 +1520,7 @@ TEST(xprt_e2e_call_threshold)
 	const uint32_t fill[3] = {4036, 4040, 4044};
 	const bool is_long[3] = {false, false, true};
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	port = srv_start(&s, &sc);
@@ -1602,7 +1565,7 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 	int port;
 	bool got = false, changed = false;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	memset(&g, 0, sizeof(g));
 	confs(&sc, &cc);
@@ -1627,7 +1590,7 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_CONNECT_REQUEST)
 			got = true;
 		else
-			sleep_ms(5);
+			rr_th_sleep_ms(5);
 	}
 	REQUIRE(got);
 	g.id = ev.id;
@@ -1650,7 +1613,7 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_CONNECT_REQUEST)
 			got = true;
 		else
-			sleep_ms(5);
+			rr_th_sleep_ms(5);
 	}
 	REQUIRE(got);
 	{
@@ -1664,7 +1627,7 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 			if (rr_tp_client_params(c.tp, &p, NULL) == 0 && p.call_inline == 1024)
 				changed = true;
 			else
-				sleep_ms(5);
+				rr_th_sleep_ms(5);
 		}
 		CHECK(changed);
 		CHECK_EQ(p.reply_inline, 1024);
@@ -1674,9 +1637,9 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 			if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_DISCONNECTED &&
 			    ev.id == id2)
 				break;
-			sleep_ms(5);
+			rr_th_sleep_ms(5);
 		}
-		sleep_ms(20);
+		rr_th_sleep_ms(20);
 		while (rpcrdma_cm_get_event(g.ch, &ev) == 0)
 			;
 		(void)rpcrdma_cm_id_destroy(id2);
