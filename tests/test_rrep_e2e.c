@@ -34,22 +34,15 @@ static uint8_t fill(uint32_t xid, uint32_t i)
 
 /* ---- responder ---- */
 struct srv {
+	struct rr_th_sq sq;
 	struct rr_tp_server *tp;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct rr_tp_sreq *q[1024];
-	unsigned head, tail;
-	bool hold;
-	struct rr_tp_sreq *held[256];
-	unsigned nheld;
-	bool stop;
-	pthread_t worker;
 	unsigned served, err_chunks, fails;
 	uint8_t *filler;
 };
 
-static void srv_answer(struct srv *s, struct rr_tp_sreq *r)
+static void srv_answer(struct rr_th_sq *sq, struct rr_tp_sreq *r)
 {
+	struct srv *s = RR_CONTAINER_OF(sq, struct srv, sq);
 	const uint8_t *m = r->msg;
 	uint8_t hdr[16], lenw[4], tr[4];
 	struct rr_xprt_part parts[6];
@@ -85,51 +78,16 @@ static void srv_answer(struct srv *s, struct rr_tp_sreq *r)
 	if (reply_n)
 		parts[np++] = (struct rr_xprt_part){s->filler, reply_n, false};
 	rc = rr_tp_server_reply(s->tp, r, parts, np, &err);
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->sq.lock);
 	if (rc)
 		s->fails++;
 	else if (err)
 		s->err_chunks++;
 	else
 		s->served++;
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->sq.lock);
 done:
 	rr_tp_server_done(s->tp, r);
-}
-
-static void *srv_worker(void *arg)
-{
-	struct srv *s = arg;
-
-	pthread_mutex_lock(&s->lock);
-	for (;;) {
-		struct rr_tp_sreq *r;
-
-		while (s->head == s->tail && !s->stop)
-			pthread_cond_wait(&s->cond, &s->lock);
-		if (s->head == s->tail && s->stop)
-			break;
-		r = s->q[s->head++ % 1024];
-		pthread_mutex_unlock(&s->lock);
-		srv_answer(s, r);
-		pthread_mutex_lock(&s->lock);
-	}
-	pthread_mutex_unlock(&s->lock);
-	return NULL;
-}
-
-static void srv_recv(void *ctx, struct rr_tp_sreq *r)
-{
-	struct srv *s = ctx;
-
-	pthread_mutex_lock(&s->lock);
-	if (s->hold && s->nheld < 256) {
-		s->held[s->nheld++] = r;
-	} else {
-		s->q[s->tail++ % 1024] = r;
-		pthread_cond_broadcast(&s->cond);
-	}
-	pthread_mutex_unlock(&s->lock);
 }
 
 static int srv_start(struct srv *s, const struct rr_tp_conf *conf)
@@ -139,32 +97,19 @@ static int srv_start(struct srv *s, const struct rr_tp_conf *conf)
 	memset(s, 0, sizeof(*s));
 	s->filler = malloc(16 * MIB);
 	REQUIRE(s->filler);
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	rc = rr_th_tp_server(conf, srv_recv, s, &s->tp);
+	rr_th_sq_init(&s->sq, srv_answer);
+	rc = rr_th_tp_server(conf, rr_th_sq_recv, &s->sq, &s->tp);
 	if (rc)
 		return rc;
-	pthread_create(&s->worker, NULL, srv_worker, s);
+	rr_th_sq_start(&s->sq);
 	return rr_tp_server_port(s->tp);
-}
-
-static void srv_release_held(struct srv *s)
-{
-	pthread_mutex_lock(&s->lock);
-	s->hold = false;
-	for (unsigned i = 0; i < s->nheld; i++)
-		s->q[s->tail++ % 1024] = s->held[i];
-	s->nheld = 0;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
 }
 
 static void srv_stop(struct srv *s)
 {
-	rr_th_worker_stop(&s->lock, &s->cond, &s->stop, s->worker);
+	rr_th_sq_stop(&s->sq);
 	rr_tp_server_destroy(s->tp);
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->cond);
+	rr_th_sq_destroy(&s->sq);
 	free(s->filler);
 }
 
@@ -504,20 +449,20 @@ TEST(rrep_e2e_cancelled_reply_later)
 	REQUIRE(port > 0);
 	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
 	free_rpc(run1(&c, mk_rpc(&c, 10, 0, false, 0, true)));   /* grant > 1 */
-	s.hold = true;
+	s.sq.hold = true;
 	for (unsigned i = 0; i < 4; i++) {
 		p[i] = mk_rpc(&c, 50000 + i, 0, false, 0, true);
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p[i]->r), 0);
 	}
-	for (int t = 0; t < 300 && s.nheld < 4; t++)
+	for (int t = 0; t < 300 && s.sq.nheld < 4; t++)
 		rr_th_sleep_ms(10);
-	REQUIRE_EQ(s.nheld, 4);
+	REQUIRE_EQ(s.sq.nheld, 4);
 	for (unsigned i = 0; i < 4; i++)
 		rr_tp_client_abort(c.tp, &p[i]->r, -ECANCELED);
 	REQUIRE(cl_wait(&c, 5, 5000));
 	for (unsigned i = 0; i < 4; i++)
 		CHECK_EQ(p[i]->r.status, -ECANCELED);
-	srv_release_held(&s);
+	rr_th_sq_release_held(&s.sq);
 	for (int t = 0; t < 500 && s.served < 5; t++)
 		rr_th_sleep_ms(10);
 	CHECK_EQ(s.served, 5);

@@ -90,18 +90,14 @@ TEST(verbsx_scheme_without_device)
 /* ---- responder (rr_tp server) ---- */
 
 struct vx_srv {
+	struct rr_th_sq sq;
 	struct rr_tp_server *tp;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct rr_tp_sreq *q[256];
-	unsigned head, tail;
-	bool stop;
-	pthread_t worker;
 	unsigned served, bad, err_chunks;
 };
 
-static void vx_answer(struct vx_srv *s, struct rr_tp_sreq *r)
+static void vx_answer(struct rr_th_sq *sq, struct rr_tp_sreq *r)
 {
+	struct vx_srv *s = RR_CONTAINER_OF(sq, struct vx_srv, sq);
 	static uint8_t filler[300000];
 	const uint8_t *m = r->msg;
 	uint32_t len = r->len, reply_n, filler_n, off, l;
@@ -145,52 +141,21 @@ static void vx_answer(struct vx_srv *s, struct rr_tp_sreq *r)
 	if (reply_n)
 		parts[np++] = (struct rr_xprt_part){filler, reply_n, false};
 	rc = rr_tp_server_reply(s->tp, r, parts, np, &err);
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->sq.lock);
 	if (rc)
 		s->bad++;
 	else if (err)
 		s->err_chunks++;
 	else
 		s->served++;
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->sq.lock);
 	rr_tp_server_done(s->tp, r);
 	return;
 bad:
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->sq.lock);
 	s->bad++;
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->sq.lock);
 	rr_tp_server_done(s->tp, r);
-}
-
-static void *vx_worker(void *arg)
-{
-	struct vx_srv *s = arg;
-
-	pthread_mutex_lock(&s->lock);
-	for (;;) {
-		struct rr_tp_sreq *r;
-
-		while (s->head == s->tail && !s->stop)
-			pthread_cond_wait(&s->cond, &s->lock);
-		if (s->head == s->tail)
-			break;
-		r = s->q[s->head++ % 256];
-		pthread_mutex_unlock(&s->lock);
-		vx_answer(s, r);
-		pthread_mutex_lock(&s->lock);
-	}
-	pthread_mutex_unlock(&s->lock);
-	return NULL;
-}
-
-static void vx_srv_recv(void *ctx, struct rr_tp_sreq *r)
-{
-	struct vx_srv *s = ctx;
-
-	pthread_mutex_lock(&s->lock);
-	s->q[s->tail++ % 256] = r;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
 }
 
 static int vx_srv_start(struct vx_srv *s, const struct rr_tp_conf *conf)
@@ -198,21 +163,19 @@ static int vx_srv_start(struct vx_srv *s, const struct rr_tp_conf *conf)
 	int rc;
 
 	memset(s, 0, sizeof(*s));
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	rc = rr_th_tp_server(conf, vx_srv_recv, s, &s->tp);
+	rr_th_sq_init(&s->sq, vx_answer);
+	rc = rr_th_tp_server(conf, rr_th_sq_recv, &s->sq, &s->tp);
 	if (rc)
 		return rc;
-	pthread_create(&s->worker, NULL, vx_worker, s);
+	rr_th_sq_start(&s->sq);
 	return rr_tp_server_port(s->tp);
 }
 
 static void vx_srv_stop(struct vx_srv *s)
 {
-	rr_th_worker_stop(&s->lock, &s->cond, &s->stop, s->worker);
+	rr_th_sq_stop(&s->sq);
 	rr_tp_server_destroy(s->tp);
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->cond);
+	rr_th_sq_destroy(&s->sq);
 }
 
 /* ---- requester ---- */

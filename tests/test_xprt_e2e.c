@@ -30,16 +30,8 @@
 
 /* ---- responder side ---- */
 struct srv {
+	struct rr_th_sq sq;   /* sq.hold: keep requests instead of answering */
 	struct rr_tp_server *tp;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct rr_tp_sreq *q[4096];
-	unsigned head, tail;
-	bool hold;            /* keep requests instead of answering */
-	struct rr_tp_sreq *held[1024];
-	unsigned nheld;
-	bool stop;
-	pthread_t worker;
 	unsigned served, bad, err_chunks, reply_fail;
 };
 
@@ -48,8 +40,9 @@ static uint8_t pat(uint32_t xid, uint32_t i)
 	return (uint8_t)(xid * 131u + i * 7u + (i >> 9));
 }
 
-static void srv_answer(struct srv *s, struct rr_tp_sreq *r)
+static void srv_answer(struct rr_th_sq *sq, struct rr_tp_sreq *r)
 {
+	struct srv *s = RR_CONTAINER_OF(sq, struct srv, sq);
 	const uint8_t *m = r->msg;
 	uint32_t len = r->len, off, nitems, reply_n, filler_n;
 	uint8_t hdr[16], tr[4], lens[MAX_IT][4];
@@ -109,68 +102,21 @@ static void srv_answer(struct srv *s, struct rr_tp_sreq *r)
 	if (reply_n)
 		parts[np++] = (struct rr_xprt_part){filler, reply_n, false};
 	rc = rr_tp_server_reply(s->tp, r, parts, np, &err);
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->sq.lock);
 	if (rc)
 		s->reply_fail++;
 	else if (err)
 		s->err_chunks++;
 	else
 		s->served++;
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->sq.lock);
 	rr_tp_server_done(s->tp, r);
 	return;
 bad:
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->sq.lock);
 	s->bad++;
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->sq.lock);
 	rr_tp_server_done(s->tp, r);
-}
-
-static void *srv_worker(void *arg)
-{
-	struct srv *s = arg;
-
-	pthread_mutex_lock(&s->lock);
-	for (;;) {
-		struct rr_tp_sreq *r;
-
-		while (s->head == s->tail && !s->stop)
-			pthread_cond_wait(&s->cond, &s->lock);
-		if (s->head == s->tail && s->stop)
-			break;
-		r = s->q[s->head++ % 4096];
-		pthread_mutex_unlock(&s->lock);
-		srv_answer(s, r);
-		pthread_mutex_lock(&s->lock);
-	}
-	pthread_mutex_unlock(&s->lock);
-	return NULL;
-}
-
-static void srv_recv(void *ctx, struct rr_tp_sreq *r)
-{
-	struct srv *s = ctx;
-
-	pthread_mutex_lock(&s->lock);
-	if (s->hold && s->nheld < 1024) {
-		s->held[s->nheld++] = r;
-	} else {
-		s->q[s->tail++ % 4096] = r;
-		pthread_cond_broadcast(&s->cond);
-	}
-	pthread_mutex_unlock(&s->lock);
-}
-
-/* Calls held so far (read under the server's lock: the progress thread
- * adds them). */
-static unsigned srv_nheld(struct srv *s)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&s->lock);
-	n = s->nheld;
-	pthread_mutex_unlock(&s->lock);
-	return n;
 }
 
 static int srv_start(struct srv *s, const struct rr_tp_conf *conf)
@@ -178,12 +124,11 @@ static int srv_start(struct srv *s, const struct rr_tp_conf *conf)
 	int rc;
 
 	memset(s, 0, sizeof(*s));
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	rc = rr_th_tp_server(conf, srv_recv, s, &s->tp);
+	rr_th_sq_init(&s->sq, srv_answer);
+	rc = rr_th_tp_server(conf, rr_th_sq_recv, &s->sq, &s->tp);
 	if (rc)
 		return rc;
-	pthread_create(&s->worker, NULL, srv_worker, s);
+	rr_th_sq_start(&s->sq);
 	return rr_tp_server_port(s->tp);
 }
 
@@ -193,9 +138,9 @@ static unsigned srv_served(struct srv *s, unsigned want)
 	unsigned n = 0;
 
 	for (int t = 0; t < 200; t++) {
-		pthread_mutex_lock(&s->lock);
+		pthread_mutex_lock(&s->sq.lock);
 		n = s->served;
-		pthread_mutex_unlock(&s->lock);
+		pthread_mutex_unlock(&s->sq.lock);
 		if (n >= want)
 			break;
 		rr_th_sleep_ms(5);
@@ -203,23 +148,11 @@ static unsigned srv_served(struct srv *s, unsigned want)
 	return n;
 }
 
-static void srv_release_held(struct srv *s)
-{
-	pthread_mutex_lock(&s->lock);
-	s->hold = false;
-	for (unsigned i = 0; i < s->nheld; i++)
-		s->q[s->tail++ % 4096] = s->held[i];
-	s->nheld = 0;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-}
-
 static void srv_stop(struct srv *s)
 {
-	rr_th_worker_stop(&s->lock, &s->cond, &s->stop, s->worker);
+	rr_th_sq_stop(&s->sq);
 	rr_tp_server_destroy(s->tp);
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->cond);
+	rr_th_sq_destroy(&s->sq);
 }
 
 /* ---- requester side ---- */
@@ -652,9 +585,9 @@ TEST(xprt_e2e_cut_and_retransmit)
 	ps[0] = run1(&c, 0, 0, 1, lens, true, 4096);
 	CHECK(verify(ps[0]));
 	free_rpc(ps[0]);
-	pthread_mutex_lock(&s.lock);
-	s.hold = true;
-	pthread_mutex_unlock(&s.lock);
+	pthread_mutex_lock(&s.sq.lock);
+	s.sq.hold = true;
+	pthread_mutex_unlock(&s.sq.lock);
 	for (unsigned i = 0; i < 30; i++) {
 		ps[i] = mk_rpc(&c, i % 3 == 0 ? 6000 : 0, i % 4 == 0 ? 5000 : 0, 1, lens,
 			       i % 2 == 0, 16384);
@@ -663,19 +596,19 @@ TEST(xprt_e2e_cut_and_retransmit)
 	for (int t = 0; t < 500; t++) {
 		unsigned n;
 
-		pthread_mutex_lock(&s.lock);
-		n = s.nheld;
-		pthread_mutex_unlock(&s.lock);
+		pthread_mutex_lock(&s.sq.lock);
+		n = s.sq.nheld;
+		pthread_mutex_unlock(&s.sq.lock);
 		if (n == 30)
 			break;
 		rr_th_sleep_ms(10);
 	}
-	CHECK_EQ(srv_nheld(&s), 30);
+	CHECK_EQ(rr_th_sq_nheld(&s.sq), 30);
 	CHECK(rr_tp_client_live_stags(c.tp) > 0);
 	REQUIRE_EQ(rr_tp_client_cut(c.tp), 0);
 	rr_th_sleep_ms(200);
 	/* The held Calls' Replies go nowhere (old connection). */
-	srv_release_held(&s);
+	rr_th_sq_release_held(&s.sq);
 	REQUIRE(cl_wait(&c, 31, 20000));
 	for (unsigned i = 0; i < 30; i++) {
 		CHECK_EQ(ps[i]->completions, 1);
@@ -711,12 +644,12 @@ TEST(xprt_e2e_abort)
 	port = srv_start(&s, &sc);
 	REQUIRE(port > 0);
 	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
-	pthread_mutex_lock(&s.lock);
-	s.hold = true;
-	pthread_mutex_unlock(&s.lock);
+	pthread_mutex_lock(&s.sq.lock);
+	s.sq.hold = true;
+	pthread_mutex_unlock(&s.sq.lock);
 	p = mk_rpc(&c, 0, 0, 1, lens, true, 4096);
 	REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
-	for (int t = 0; t < 500 && srv_nheld(&s) == 0; t++)
+	for (int t = 0; t < 500 && rr_th_sq_nheld(&s.sq) == 0; t++)
 		rr_th_sleep_ms(10);
 	CHECK(rr_tp_client_live_stags(c.tp) > 0);
 	rr_tp_client_abort(c.tp, &p->r, -ETIMEDOUT);
@@ -726,7 +659,7 @@ TEST(xprt_e2e_abort)
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
 	/* The late Reply is discarded as an unknown XID (its Send With
 	 * Invalidate names a dead STag: the connection is renewed). */
-	srv_release_held(&s);
+	rr_th_sq_release_held(&s.sq);
 	rr_th_sleep_ms(100);
 	CHECK_EQ(p->completions, 1);
 	free_rpc(p);
@@ -1415,16 +1348,16 @@ TEST(xprt_e2e_destroy_with_pending)
 	/* open the grant */
 	ps[0] = run1(&c, 0, 0, 1, lens, true, 4096);
 	free_rpc(ps[0]);
-	pthread_mutex_lock(&s.lock);
-	s.hold = true;
-	pthread_mutex_unlock(&s.lock);
+	pthread_mutex_lock(&s.sq.lock);
+	s.sq.hold = true;
+	pthread_mutex_unlock(&s.sq.lock);
 	for (unsigned i = 0; i < 6; i++) {
 		ps[i] = mk_rpc(&c, 0, 0, 1, lens, true, 4096);
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &ps[i]->r), 0);
 	}
-	for (int t = 0; t < 500 && srv_nheld(&s) < 6; t++)
+	for (int t = 0; t < 500 && rr_th_sq_nheld(&s.sq) < 6; t++)
 		rr_th_sleep_ms(10);
-	CHECK_EQ(srv_nheld(&s), 6);
+	CHECK_EQ(rr_th_sq_nheld(&s.sq), 6);
 	rr_tp_client_destroy(c.tp);
 	for (unsigned i = 0; i < 6; i++) {
 		CHECK_EQ(ps[i]->completions, 1);
@@ -1438,7 +1371,7 @@ TEST(xprt_e2e_destroy_with_pending)
 	}
 	pthread_mutex_destroy(&c.lock);
 	pthread_cond_destroy(&c.cond);
-	srv_release_held(&s);
+	rr_th_sq_release_held(&s.sq);
 	rr_th_sleep_ms(50);
 	srv_stop(&s);
 }

@@ -77,6 +77,85 @@ void rr_th_worker_stop(pthread_mutex_t *lock, pthread_cond_t *cond, bool *stop,
 	pthread_join(worker, NULL);
 }
 
+void rr_th_sq_init(struct rr_th_sq *sq, void (*answer)(struct rr_th_sq *, struct rr_tp_sreq *))
+{
+	pthread_mutex_init(&sq->lock, NULL);
+	pthread_cond_init(&sq->cond, NULL);
+	sq->answer = answer;
+}
+
+static void *sq_worker(void *arg)
+{
+	struct rr_th_sq *sq = arg;
+
+	pthread_mutex_lock(&sq->lock);
+	for (;;) {
+		struct rr_tp_sreq *r;
+
+		while (sq->head == sq->tail && !sq->stop)
+			pthread_cond_wait(&sq->cond, &sq->lock);
+		if (sq->head == sq->tail && sq->stop)
+			break;
+		r = sq->q[sq->head++ % RR_ARRAY_SIZE(sq->q)];
+		pthread_mutex_unlock(&sq->lock);
+		sq->answer(sq, r);
+		pthread_mutex_lock(&sq->lock);
+	}
+	pthread_mutex_unlock(&sq->lock);
+	return NULL;
+}
+
+void rr_th_sq_start(struct rr_th_sq *sq)
+{
+	pthread_create(&sq->worker, NULL, sq_worker, sq);
+}
+
+void rr_th_sq_recv(void *ctx, struct rr_tp_sreq *r)
+{
+	struct rr_th_sq *sq = ctx;
+
+	pthread_mutex_lock(&sq->lock);
+	if (sq->hold && sq->nheld < RR_ARRAY_SIZE(sq->held)) {
+		sq->held[sq->nheld++] = r;
+	} else {
+		sq->q[sq->tail++ % RR_ARRAY_SIZE(sq->q)] = r;
+		pthread_cond_broadcast(&sq->cond);
+	}
+	pthread_mutex_unlock(&sq->lock);
+}
+
+unsigned rr_th_sq_nheld(struct rr_th_sq *sq)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&sq->lock);
+	n = sq->nheld;
+	pthread_mutex_unlock(&sq->lock);
+	return n;
+}
+
+void rr_th_sq_release_held(struct rr_th_sq *sq)
+{
+	pthread_mutex_lock(&sq->lock);
+	sq->hold = false;
+	for (unsigned i = 0; i < sq->nheld; i++)
+		sq->q[sq->tail++ % RR_ARRAY_SIZE(sq->q)] = sq->held[i];
+	sq->nheld = 0;
+	pthread_cond_broadcast(&sq->cond);
+	pthread_mutex_unlock(&sq->lock);
+}
+
+void rr_th_sq_stop(struct rr_th_sq *sq)
+{
+	rr_th_worker_stop(&sq->lock, &sq->cond, &sq->stop, sq->worker);
+}
+
+void rr_th_sq_destroy(struct rr_th_sq *sq)
+{
+	pthread_mutex_destroy(&sq->lock);
+	pthread_cond_destroy(&sq->cond);
+}
+
 int rr_th_h_echo(struct rpcrdma_req *r, void *ctx)
 {
 	uint32_t v;

@@ -39,6 +39,37 @@ bool rr_th_wait_count(pthread_mutex_t *lock, pthread_cond_t *cond, const unsigne
 void rr_th_worker_stop(pthread_mutex_t *lock, pthread_cond_t *cond, bool *stop,
 		       pthread_t worker);
 
+/* A responder's request queue drained by one worker thread that calls
+ * @answer for each request (without the lock); with @hold set, arriving
+ * requests are kept in @held instead until rr_th_sq_release_held. */
+struct rr_th_sq {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct rr_tp_sreq *q[4096];
+	unsigned head, tail;
+	bool hold;
+	struct rr_tp_sreq *held[1024];
+	unsigned nheld;
+	bool stop;
+	pthread_t worker;
+	void (*answer)(struct rr_th_sq *sq, struct rr_tp_sreq *r);
+};
+
+/* Initializes @sq (zeroed by the caller) with its lock and condition. */
+void rr_th_sq_init(struct rr_th_sq *sq, void (*answer)(struct rr_th_sq *, struct rr_tp_sreq *));
+/* Starts the worker thread. */
+void rr_th_sq_start(struct rr_th_sq *sq);
+/* rr_tp_recv_fn; @ctx is the struct rr_th_sq. */
+void rr_th_sq_recv(void *ctx, struct rr_tp_sreq *r);
+/* Requests held so far (read under the lock: the progress thread adds them). */
+unsigned rr_th_sq_nheld(struct rr_th_sq *sq);
+/* Clears hold and queues every held request. */
+void rr_th_sq_release_held(struct rr_th_sq *sq);
+/* Stops and joins the worker (it drains the queue first). */
+void rr_th_sq_stop(struct rr_th_sq *sq);
+/* Destroys the lock and condition (after the rr_tp server is gone). */
+void rr_th_sq_destroy(struct rr_th_sq *sq);
+
 /* ECHO: u32 v -> u32 v + 1. */
 int rr_th_h_echo(struct rpcrdma_req *r, void *ctx);
 
