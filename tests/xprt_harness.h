@@ -1,9 +1,10 @@
 /* Shared scaffolding of the end-to-end transport tests (tests/test_xprt_e2e.c,
  * tests/test_rrep_e2e.c, tests/test_verbsx.c, tests/test_push.c,
- * tests/test_xprt_rpc.c, tests/test_rpc_tcp.c): the soft-provider check,
- * millisecond sleeps, loopback rr_tp endpoints, counter waits, worker-thread
- * shutdown and the ECHO/BULK RPC handlers several tests register. Test code
- * only; compiled into rr-tests (tests/xprt_harness.c). */
+ * tests/test_xprt_rpc.c, tests/test_rpc_tcp.c, tests/test_rpc_wire.c): the
+ * soft-provider check, millisecond sleeps, loopback rr_tp endpoints, counter
+ * waits, a responder request queue with its worker thread, and the ECHO/BULK
+ * RPC handlers several tests register. Test code only; compiled into rr-tests
+ * (tests/xprt_harness.c). */
 #ifndef RR_TESTS_XPRT_HARNESS_H
 #define RR_TESTS_XPRT_HARNESS_H
 
