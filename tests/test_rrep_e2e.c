@@ -127,16 +127,9 @@ static bool srv_quiet(struct srv *s)
 }
 
 /* ---- requester ---- */
-struct cl {
-	struct rr_tp_client *tp;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	unsigned done;
-};
-
 struct rpc {
 	struct rr_tp_rpc r;
-	struct cl *cl;
+	struct rr_th_cl *cl;
 	uint32_t xid, reply_n, item_len;
 	uint8_t hdr[20];
 	uint8_t *item;
@@ -149,7 +142,7 @@ struct rpc {
 
 static void cl_complete(void *ctx, struct rr_tp_rpc *r)
 {
-	struct cl *c = ctx;
+	struct rr_th_cl *c = ctx;
 	struct rpc *p = RR_CONTAINER_OF(r, struct rpc, r);
 
 	pthread_mutex_lock(&c->lock);
@@ -159,24 +152,9 @@ static void cl_complete(void *ctx, struct rr_tp_rpc *r)
 	pthread_mutex_unlock(&c->lock);
 }
 
-static int cl_start(struct cl *c, const struct rr_tp_conf *conf, int port)
+static int cl_start(struct rr_th_cl *c, const struct rr_tp_conf *conf, int port)
 {
-	memset(c, 0, sizeof(*c));
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->cond, NULL);
-	return rr_th_tp_client(conf, port, cl_complete, c, &c->tp);
-}
-
-static void cl_stop(struct cl *c)
-{
-	rr_tp_client_destroy(c->tp);
-	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->cond);
-}
-
-static bool cl_wait(struct cl *c, unsigned n, unsigned ms)
-{
-	return rr_th_wait_count(&c->lock, &c->cond, &c->done, n, ms);
+	return rr_th_cl_start(c, conf, port, cl_complete);
 }
 
 static uint32_t next_xid = 0x40000;
@@ -184,7 +162,7 @@ static uint32_t next_xid = 0x40000;
 /* An RPC asking for @reply_n filler bytes; @item_len > 0 adds a DDP item
  * echoed as a DDP result (into a Write chunk when @sink). @max_reply /
  * @max_unknown: the hint (draft 5.3.1). */
-static struct rpc *mk_rpc(struct cl *c, uint32_t reply_n, uint32_t item_len, bool sink,
+static struct rpc *mk_rpc(struct rr_th_cl *c, uint32_t reply_n, uint32_t item_len, bool sink,
 			  uint32_t max_reply, bool max_unknown)
 {
 	struct rpc *p = calloc(1, sizeof(*p));
@@ -266,7 +244,7 @@ static void free_rpc(struct rpc *p)
 	free(p);
 }
 
-static struct rpc *run1(struct cl *c, struct rpc *p)
+static struct rpc *run1(struct rr_th_cl *c, struct rpc *p)
 {
 	unsigned before;
 
@@ -274,7 +252,7 @@ static struct rpc *run1(struct cl *c, struct rpc *p)
 	before = c->done;
 	pthread_mutex_unlock(&c->lock);
 	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
-	REQUIRE(cl_wait(c, before + 1, 20000));
+	REQUIRE(rr_th_cl_wait(c, before + 1, 20000));
 	CHECK_EQ(p->completions, 1);
 	return p;
 }
@@ -305,7 +283,7 @@ TEST(rrep_e2e_sizes_and_r)
 		struct rr_tp_conf sc, cc;
 		struct rr_xprt_stats st;
 		struct srv s;
-		struct cl c;
+		struct rr_th_cl c;
 		int port;
 		uint64_t exposed = 0;
 
@@ -375,7 +353,7 @@ TEST(rrep_e2e_sizes_and_r)
 			CHECK(st.remote_inv >= exposed);
 		else
 			CHECK(st.local_inv >= exposed);
-		cl_stop(&c);
+		rr_th_cl_stop(&c);
 		srv_stop(&s);
 	}
 }
@@ -391,7 +369,7 @@ TEST(rrep_e2e_one_peer_without)
 		struct rr_tp_conf sc, cc;
 		struct rr_xprt_stats st;
 		struct srv s;
-		struct cl c;
+		struct rr_th_cl c;
 		struct rpc *p;
 		int port;
 
@@ -425,7 +403,7 @@ TEST(rrep_e2e_one_peer_without)
 		CHECK_EQ(st.rrep_exposed, 0);
 		CHECK_EQ(st.err_chunk_sent, 1);
 		CHECK_EQ(rr_tp_server_rrep_live(s.tp), 0);
-		cl_stop(&c);
+		rr_th_cl_stop(&c);
 		srv_stop(&s);
 	}
 }
@@ -438,7 +416,7 @@ TEST(rrep_e2e_cancelled_reply_later)
 	struct rr_tp_conf sc, cc;
 	struct rr_xprt_stats st;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rpc *p[4];
 	int port;
 
@@ -459,7 +437,7 @@ TEST(rrep_e2e_cancelled_reply_later)
 	REQUIRE_EQ(s.sq.nheld, 4);
 	for (unsigned i = 0; i < 4; i++)
 		rr_tp_client_abort(c.tp, &p[i]->r, -ECANCELED);
-	REQUIRE(cl_wait(&c, 5, 5000));
+	REQUIRE(rr_th_cl_wait(&c, 5, 5000));
 	for (unsigned i = 0; i < 4; i++)
 		CHECK_EQ(p[i]->r.status, -ECANCELED);
 	rr_th_sq_release_held(&s.sq);
@@ -485,7 +463,7 @@ TEST(rrep_e2e_cancelled_reply_later)
 	CHECK(srv_quiet(&s));
 	for (unsigned i = 0; i < 4; i++)
 		free_rpc(p[i]);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 }
 
@@ -814,7 +792,7 @@ TEST(rrep_e2e_credit_limit)
 	struct rr_tp_conf sc, cc;
 	struct rr_xprt_stats st;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rpc *p[200];
 	unsigned ok = 0, reads = 0;
 	int port;
@@ -832,7 +810,7 @@ TEST(rrep_e2e_credit_limit)
 		p[i] = mk_rpc(&c, i % 3 ? 5000 + i : 100, 0, false, 0, true);
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p[i]->r), 0);
 	}
-	REQUIRE(cl_wait(&c, 200, 30000));
+	REQUIRE(rr_th_cl_wait(&c, 200, 30000));
 	for (unsigned i = 0; i < 200; i++) {
 		ok += p[i]->r.status == 0 && verify(p[i]);
 		reads += p[i]->r.via_read;
@@ -850,7 +828,7 @@ TEST(rrep_e2e_credit_limit)
 	CHECK_EQ(st.rrep_done_matched, 133);
 	CHECK_EQ(st.fatal_errors, 0);
 	CHECK_EQ(st.err_chunk_sent, 0);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 }
 

@@ -156,16 +156,9 @@ static void srv_stop(struct srv *s)
 }
 
 /* ---- requester side ---- */
-struct cl {
-	struct rr_tp_client *tp;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	unsigned done;
-};
-
 struct rpc {
 	struct rr_tp_rpc r;
-	struct cl *cl;
+	struct rr_th_cl *cl;
 	uint32_t xid;
 	uint32_t reply_n, filler_n, nitems, len[MAX_IT];
 	bool sink;
@@ -183,7 +176,7 @@ struct rpc {
 
 static void cl_complete(void *ctx, struct rr_tp_rpc *r)
 {
-	struct cl *c = ctx;
+	struct rr_th_cl *c = ctx;
 	struct rpc *p = RR_CONTAINER_OF(r, struct rpc, r);
 
 	pthread_mutex_lock(&c->lock);
@@ -194,30 +187,15 @@ static void cl_complete(void *ctx, struct rr_tp_rpc *r)
 	pthread_mutex_unlock(&c->lock);
 }
 
-static int cl_start(struct cl *c, const struct rr_tp_conf *conf, int port)
+static int cl_start(struct rr_th_cl *c, const struct rr_tp_conf *conf, int port)
 {
-	memset(c, 0, sizeof(*c));
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->cond, NULL);
-	return rr_th_tp_client(conf, port, cl_complete, c, &c->tp);
-}
-
-static void cl_stop(struct cl *c)
-{
-	rr_tp_client_destroy(c->tp);
-	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->cond);
-}
-
-static bool cl_wait(struct cl *c, unsigned n, unsigned ms)
-{
-	return rr_th_wait_count(&c->lock, &c->cond, &c->done, n, ms);
+	return rr_th_cl_start(c, conf, port, cl_complete);
 }
 
 static uint32_t next_xid = 0x10000;
 
 /* Builds an RPC: @filler_n inline bytes, items of @lens, optional sinks. */
-static struct rpc *mk_rpc(struct cl *c, uint32_t reply_n, uint32_t filler_n, unsigned nitems,
+static struct rpc *mk_rpc(struct rr_th_cl *c, uint32_t reply_n, uint32_t filler_n, unsigned nitems,
 			  const uint32_t *lens, bool sink, uint32_t max_reply)
 {
 	struct rpc *p = calloc(1, sizeof(*p));
@@ -329,7 +307,7 @@ static void free_rpc(struct rpc *p)
 }
 
 /* Runs one RPC synchronously; returns it completed. */
-static struct rpc *run1(struct cl *c, uint32_t reply_n, uint32_t filler_n, unsigned nitems,
+static struct rpc *run1(struct rr_th_cl *c, uint32_t reply_n, uint32_t filler_n, unsigned nitems,
 			const uint32_t *lens, bool sink, uint32_t max_reply)
 {
 	struct rpc *p = mk_rpc(c, reply_n, filler_n, nitems, lens, sink, max_reply);
@@ -339,7 +317,7 @@ static struct rpc *run1(struct cl *c, uint32_t reply_n, uint32_t filler_n, unsig
 	before = c->done;
 	pthread_mutex_unlock(&c->lock);
 	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
-	REQUIRE(cl_wait(c, before + 1, 10000));
+	REQUIRE(rr_th_cl_wait(c, before + 1, 10000));
 	CHECK_EQ(p->completions, 1);
 	return p;
 }
@@ -362,7 +340,7 @@ TEST(xprt_e2e_message_forms)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rr_xprt_stats st;
 	struct rr_xprt_params prm;
 	int port;
@@ -420,7 +398,7 @@ TEST(xprt_e2e_message_forms)
 	CHECK_EQ(st.err_received, 1);
 	CHECK(st.remote_inv > 0);
 	rr_xprt_stats_print(&st, stdout);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	rr_tp_server_stats(s.tp, &st);
 	rr_xprt_stats_print(&st, stdout);
 	CHECK_EQ(st.err_chunk_sent, 1);
@@ -435,7 +413,7 @@ TEST(xprt_e2e_many_chunks_and_segments)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	int port;
 	uint32_t lens[3] = {16 * 1024 - 64, 15 * 1024 + 3, 16 * 1024 - 65};
 	struct rpc *p;
@@ -471,14 +449,14 @@ TEST(xprt_e2e_many_chunks_and_segments)
 		unsigned before = c.done;
 
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
-		REQUIRE(cl_wait(&c, before + 1, 10000));
+		REQUIRE(rr_th_cl_wait(&c, before + 1, 10000));
 	}
 	CHECK(verify(p));
 	CHECK(p->r.is_placed[0]);
 	CHECK(!p->r.is_placed[1]);
 	free_rpc(p);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 	CHECK_EQ(s.bad, 0);
 }
@@ -491,7 +469,7 @@ TEST(xprt_e2e_remote_invalidation_matrix)
 	for (int m = 0; m < 4; m++) {
 		struct rr_tp_conf sc, cc;
 		struct srv s;
-		struct cl c;
+		struct rr_th_cl c;
 		struct rr_xprt_stats cst;
 		int port;
 		uint32_t lens[1] = {3000};
@@ -513,7 +491,7 @@ TEST(xprt_e2e_remote_invalidation_matrix)
 		CHECK_EQ(cst.bad_remote_inv, 0);
 		CHECK(cst.local_inv + cst.remote_inv >= 5);
 		CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-		cl_stop(&c);
+		rr_th_cl_stop(&c);
 		srv_stop(&s);
 	}
 }
@@ -523,7 +501,7 @@ TEST(xprt_e2e_credit_exhaustion)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rr_xprt_stats st;
 	struct rpc *ps[400];
 	int port;
@@ -542,7 +520,7 @@ TEST(xprt_e2e_credit_exhaustion)
 		ps[i] = mk_rpc(&c, i % 5 == 0 ? 5000 : 0, 0, 1, lens, i % 2 == 0, 16384);
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &ps[i]->r), 0);
 	}
-	REQUIRE(cl_wait(&c, 400, 30000));
+	REQUIRE(rr_th_cl_wait(&c, 400, 30000));
 	for (unsigned i = 0; i < 400; i++) {
 		CHECK_EQ(ps[i]->completions, 1);
 		if (verify(ps[i]))
@@ -557,7 +535,7 @@ TEST(xprt_e2e_credit_exhaustion)
 	rr_tp_client_stats(c.tp, &st);
 	CHECK(st.credits_exhausted > 0);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 }
 
@@ -568,7 +546,7 @@ TEST(xprt_e2e_cut_and_retransmit)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rr_xprt_stats st;
 	struct rpc *ps[30];
 	int port;
@@ -609,7 +587,7 @@ TEST(xprt_e2e_cut_and_retransmit)
 	rr_th_sleep_ms(200);
 	/* The held Calls' Replies go nowhere (old connection). */
 	rr_th_sq_release_held(&s.sq);
-	REQUIRE(cl_wait(&c, 31, 20000));
+	REQUIRE(rr_th_cl_wait(&c, 31, 20000));
 	for (unsigned i = 0; i < 30; i++) {
 		CHECK_EQ(ps[i]->completions, 1);
 		if (verify(ps[i]))
@@ -623,7 +601,7 @@ TEST(xprt_e2e_cut_and_retransmit)
 	CHECK(st.reconnects >= 1);
 	CHECK(st.retransmits >= 30);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 	CHECK(s.reply_fail >= 1);
 }
@@ -633,7 +611,7 @@ TEST(xprt_e2e_abort)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rpc *p;
 	int port;
 	uint32_t lens[1] = {9000};
@@ -653,7 +631,7 @@ TEST(xprt_e2e_abort)
 		rr_th_sleep_ms(10);
 	CHECK(rr_tp_client_live_stags(c.tp) > 0);
 	rr_tp_client_abort(c.tp, &p->r, -ETIMEDOUT);
-	REQUIRE(cl_wait(&c, 1, 5000));
+	REQUIRE(rr_th_cl_wait(&c, 1, 5000));
 	CHECK_EQ(p->status, -ETIMEDOUT);
 	CHECK_EQ(p->completions, 1);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
@@ -667,7 +645,7 @@ TEST(xprt_e2e_abort)
 	p = run1(&c, 0, 0, 1, lens, true, 4096);
 	CHECK(verify(p));
 	free_rpc(p);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 }
 
@@ -987,7 +965,7 @@ struct rsrv {
 };
 
 struct cl_arg {
-	struct cl *c;
+	struct rr_th_cl *c;
 	struct rr_tp_conf *cc;
 	int port;
 	int rc;
@@ -1076,7 +1054,7 @@ TEST(xprt_e2e_rogue_responder)
 	struct rpcrdma_cm_event ev;
 	struct rr_tp_conf sc, cc;
 	struct rr_xprt_stats st;
-	struct cl c;
+	struct rr_th_cl c;
 	struct cl_arg x;
 	pthread_t th;
 	static struct rr_xprt_hdr h, rh;
@@ -1196,7 +1174,7 @@ TEST(xprt_e2e_rogue_responder)
 		memcpy(p->sinkbuf[0], p->data[0], 40);   /* as if RDMA Written */
 		RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
 		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, true, wstag), 0);
-		REQUIRE(cl_wait(&c, 1, 5000));
+		REQUIRE(rr_th_cl_wait(&c, 1, 5000));
 		CHECK_EQ(p->completions, 1);
 		CHECK_EQ(p->status, 0);
 		CHECK(verify(p));
@@ -1212,7 +1190,7 @@ TEST(xprt_e2e_rogue_responder)
 #undef RBASE
 #undef RBODY
 	free_rpc(p);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	/* Take every pending CM event before destroying the ids. */
 	for (int t = 0; t < 100; t++) {
 		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_DISCONNECTED)
@@ -1238,7 +1216,7 @@ TEST(xprt_e2e_across_processes)
 	int to_child[2], to_parent[2];
 	pid_t pid;
 	int port = 0, status = 0;
-	struct cl c;
+	struct rr_th_cl c;
 
 	if (!rr_th_soft_ok())
 		return;
@@ -1286,7 +1264,7 @@ TEST(xprt_e2e_across_processes)
 		free_rpc(p);
 	}
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	close(to_child[1]);
 	REQUIRE_EQ(waitpid(pid, &status, 0), pid);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -1299,7 +1277,7 @@ TEST(xprt_e2e_without_windows)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rr_xprt_stats st;
 	struct rr_xprt_params prm;
 	uint32_t lens[1] = {20000};
@@ -1324,7 +1302,7 @@ TEST(xprt_e2e_without_windows)
 	CHECK_EQ(st.remote_inv, 0);
 	CHECK(st.local_inv >= 10);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 }
 
@@ -1334,7 +1312,7 @@ TEST(xprt_e2e_destroy_with_pending)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rpc *ps[6];
 	uint32_t lens[1] = {6000};
 	int port;
@@ -1419,7 +1397,7 @@ TEST(xprt_e2e_max_conns)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c1, c2;
+	struct rr_th_cl c1, c2;
 	uint32_t lens[1] = {10};
 	struct rpc *p;
 	int port;
@@ -1437,7 +1415,7 @@ TEST(xprt_e2e_max_conns)
 	p = run1(&c1, 0, 0, 1, lens, false, 1024);
 	CHECK(verify(p));
 	free_rpc(p);
-	cl_stop(&c1);
+	rr_th_cl_stop(&c1);
 	srv_stop(&s);
 }
 
@@ -1447,7 +1425,7 @@ TEST(xprt_e2e_call_threshold)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rr_xprt_stats st0, st1;
 	int port;
 	const uint32_t fill[3] = {4036, 4040, 4044};
@@ -1471,7 +1449,7 @@ TEST(xprt_e2e_call_threshold)
 		CHECK_EQ(st1.long_msgs - st0.long_msgs, is_long[i] ? 1 : 0);
 		CHECK_EQ(st1.short_msgs - st0.short_msgs, is_long[i] ? 0 : 1);
 	}
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 	CHECK_EQ(s.bad, 0);
 }
@@ -1492,7 +1470,7 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 	struct rr_tp_conf sc, cc;
 	struct rr_xprt_params p;
 	struct rpcrdma_qp *qp2 = NULL;
-	struct cl c;
+	struct rr_th_cl c;
 	struct cl_arg x;
 	pthread_t th;
 	int port;
@@ -1565,7 +1543,7 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 		CHECK(changed);
 		CHECK_EQ(p.reply_inline, 1024);
 		CHECK(!p.peer_r);
-		cl_stop(&c);
+		rr_th_cl_stop(&c);
 		for (int t = 0; t < 100; t++) {
 			if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_DISCONNECTED &&
 			    ev.id == id2)

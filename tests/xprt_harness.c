@@ -77,6 +77,27 @@ void rr_th_worker_stop(pthread_mutex_t *lock, pthread_cond_t *cond, bool *stop,
 	pthread_join(worker, NULL);
 }
 
+int rr_th_cl_start(struct rr_th_cl *c, const struct rr_tp_conf *conf, int port,
+		   rr_tp_complete_fn complete)
+{
+	memset(c, 0, sizeof(*c));
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	return rr_th_tp_client(conf, port, complete, c, &c->tp);
+}
+
+void rr_th_cl_stop(struct rr_th_cl *c)
+{
+	rr_tp_client_destroy(c->tp);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->cond);
+}
+
+bool rr_th_cl_wait(struct rr_th_cl *c, unsigned n, unsigned ms)
+{
+	return rr_th_wait_count(&c->lock, &c->cond, &c->done, n, ms);
+}
+
 void rr_th_sq_init(struct rr_th_sq *sq, void (*answer)(struct rr_th_sq *, struct rr_tp_sreq *))
 {
 	pthread_mutex_init(&sq->lock, NULL);

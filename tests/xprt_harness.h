@@ -40,6 +40,21 @@ bool rr_th_wait_count(pthread_mutex_t *lock, pthread_cond_t *cond, const unsigne
 void rr_th_worker_stop(pthread_mutex_t *lock, pthread_cond_t *cond, bool *stop,
 		       pthread_t worker);
 
+/* A requester over rr_tp: @done counts completions (under @lock). */
+struct rr_th_cl {
+	struct rr_tp_client *tp;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned done;
+};
+
+/* Zeroes @c and connects it to 127.0.0.1:@port; @complete gets @c as ctx. */
+int rr_th_cl_start(struct rr_th_cl *c, const struct rr_tp_conf *conf, int port,
+		   rr_tp_complete_fn complete);
+void rr_th_cl_stop(struct rr_th_cl *c);
+/* Waits as rr_th_wait_count until @n completions. */
+bool rr_th_cl_wait(struct rr_th_cl *c, unsigned n, unsigned ms);
+
 /* A responder's request queue drained by one worker thread that calls
  * @answer for each request (without the lock); with @hold set, arriving
  * requests are kept in @held instead until rr_th_sq_release_held. */
