@@ -188,6 +188,7 @@ struct rr_xprt_client_params {
 	size_t max_msg;
 	uint32_t connect_timeout_ms;
 	bool no_reconnect;
+	bool no_inline_ddp;           /* RDMA: Write chunks for every sink */
 	void (*complete)(void *ctx, struct rr_xprt_call *call);
 	void *ctx;
 };
