@@ -33,6 +33,7 @@
 #include "rpcrdma/rpc.h"
 #include "rpcrdma/stats.h"
 #include "transport/rdma_tp.h"
+#include "xprt_harness.h"
 
 #define PROG 0x2000019au
 #define P_ECHO 1u   /* u32 -> u32 + 1 */
@@ -44,26 +45,6 @@
 struct rr_xprt_class;
 extern const struct rr_xprt_class rr_xprt_rdma_class;
 const void *volatile rr_test_pull_rdma_push = &rr_xprt_rdma_class;
-
-static bool soft_ok(void)
-{
-	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT)) {
-		printf("  soft provider not built in: test not run\n");
-		return false;
-	}
-	return true;
-}
-
-static int h_echo(struct rpcrdma_req *r, void *ctx)
-{
-	uint32_t v;
-
-	(void)ctx;
-	if (rpcrdma_xdr_get_u32(rpcrdma_req_args(r), &v))
-		return RPCRDMA_SVC_GARBAGE_ARGS;
-	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), v + 1);
-	return RPCRDMA_SVC_OK;
-}
 
 static int h_bulk(struct rpcrdma_req *r, void *ctx)
 {
@@ -171,7 +152,7 @@ static struct rpcrdma_server *start(const char *scheme, char *url, size_t n)
 
 	snprintf(u, sizeof(u), "%s://127.0.0.1:0", scheme);
 	REQUIRE_EQ(rpcrdma_server_create(u, &o, &s), 0);
-	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, P_ECHO, h_echo, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, P_ECHO, rr_th_h_echo, NULL), 0);
 	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, P_BULK, h_bulk, NULL), 0);
 	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, P_BIG, h_big, NULL), 0);
 	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, P_INL, h_inl, NULL), 0);
@@ -255,7 +236,7 @@ TEST(stats_message_forms)
 	const void *p;
 	uint32_t len;
 
-	if (!soft_ok()) {
+	if (!rr_th_soft_ok()) {
 		free(src);
 		free(sink);
 		return;
@@ -536,7 +517,7 @@ TEST(push_write_commit_durable)
 	uint32_t st = 99;
 	int rel0;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	for (size_t i = 0; i < sizeof(data); i++)
 		data[i] = (uint8_t)(i * 13 + 5);
@@ -713,7 +694,7 @@ TEST(push_peer_without_commit)
 	uint8_t b[64] = {1};
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	tmp_path(path, sizeof(path), "nocommit");
 	s = start("rdma", url, sizeof(url));
@@ -775,7 +756,7 @@ TEST(push_commit_beyond_region)
 	uint32_t st = 0;
 	int rel0;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	memset(data, 0xa5, sizeof(data));
 	tmp_path(path, sizeof(path), "beyond");
@@ -820,7 +801,7 @@ TEST(push_revoke_then_write)
 	uint64_t id = 0;
 	int rel0;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	memset(data, 0x3c, sizeof(data));
 	tmp_path(path, sizeof(path), "revoke");

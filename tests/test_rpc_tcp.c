@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "rpcrdma/rpc.h"
+#include "xprt_harness.h"
 
 #define PROG 0x20000099u
 #define T_ECHO 1u
@@ -117,21 +118,11 @@ static void count_release(void *arg)
  * from the request (valid until the release callback). */
 static int h_bulk(struct rpcrdma_req *r, void *ctx)
 {
-	struct rpcrdma_xdr_dec *d = rpcrdma_req_args(r);
-	const void *p;
-	uint32_t seed, len;
+	int rc = rr_th_h_bulk_seeded(r, ctx);
 
-	(void)ctx;
-	if (rpcrdma_xdr_get_u32(d, &seed) || rpcrdma_xdr_get_ddp(d, &p, &len))
-		return RPCRDMA_SVC_GARBAGE_ARGS;
-	for (uint32_t i = 0; i < len; i++)
-		if (((const uint8_t *)p)[i] != (uint8_t)(seed + i))
-			return RPCRDMA_SVC_SYSTEM_ERR;
-	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), len);
-	rpcrdma_xdr_put_ddp(rpcrdma_req_results(r), p, len);
-	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), 0x7a11);
-	rpcrdma_req_set_release(r, count_release, NULL);
-	return RPCRDMA_SVC_OK;
+	if (rc == RPCRDMA_SVC_OK)
+		rpcrdma_req_set_release(r, count_release, NULL);
+	return rc;
 }
 
 static int h_syserr(struct rpcrdma_req *r, void *ctx)

@@ -18,19 +18,9 @@
 
 #include "rpcrdma/rpc.h"
 #include "rpc/rpcmsg.h"
+#include "xprt_harness.h"
 
 #define PROG 0x20000077u
-
-static int h_echo(struct rpcrdma_req *r, void *ctx)
-{
-	uint32_t v;
-
-	(void)ctx;
-	if (rpcrdma_xdr_get_u32(rpcrdma_req_args(r), &v))
-		return RPCRDMA_SVC_GARBAGE_ARGS;
-	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), v + 1);
-	return RPCRDMA_SVC_OK;
-}
 
 static struct rpcrdma_server *server(int *port)
 {
@@ -38,7 +28,7 @@ static struct rpcrdma_server *server(int *port)
 	struct rpcrdma_server *s = NULL;
 
 	REQUIRE_EQ(rpcrdma_server_create("tcp://127.0.0.1:0", &o, &s), 0);
-	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, 1, h_echo, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, 1, rr_th_h_echo, NULL), 0);
 	REQUIRE_EQ(rpcrdma_server_start(s), 0);
 	*port = rpcrdma_server_port(s);
 	return s;

@@ -22,25 +22,10 @@
 #include "proto/rrep.h"
 #include "test.h"
 #include "transport/rdma_tp.h"
+#include "xprt_harness.h"
 
 #define MAGIC 0xC0FFEEu
 #define MIB (1u << 20)
-
-static bool soft_ok(void)
-{
-	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT)) {
-		printf("  soft provider not built in: end-to-end test not run\n");
-		return false;
-	}
-	return true;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
 
 static uint8_t fill(uint32_t xid, uint32_t i)
 {
@@ -49,22 +34,15 @@ static uint8_t fill(uint32_t xid, uint32_t i)
 
 /* ---- responder ---- */
 struct srv {
+	struct rr_th_sq sq;
 	struct rr_tp_server *tp;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct rr_tp_sreq *q[1024];
-	unsigned head, tail;
-	bool hold;
-	struct rr_tp_sreq *held[256];
-	unsigned nheld;
-	bool stop;
-	pthread_t worker;
 	unsigned served, err_chunks, fails;
 	uint8_t *filler;
 };
 
-static void srv_answer(struct srv *s, struct rr_tp_sreq *r)
+static void srv_answer(struct rr_th_sq *sq, struct rr_tp_sreq *r)
 {
+	struct srv *s = RR_CONTAINER_OF(sq, struct srv, sq);
 	const uint8_t *m = r->msg;
 	uint8_t hdr[16], lenw[4], tr[4];
 	struct rr_xprt_part parts[6];
@@ -100,93 +78,38 @@ static void srv_answer(struct srv *s, struct rr_tp_sreq *r)
 	if (reply_n)
 		parts[np++] = (struct rr_xprt_part){s->filler, reply_n, false};
 	rc = rr_tp_server_reply(s->tp, r, parts, np, &err);
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->sq.lock);
 	if (rc)
 		s->fails++;
 	else if (err)
 		s->err_chunks++;
 	else
 		s->served++;
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->sq.lock);
 done:
 	rr_tp_server_done(s->tp, r);
 }
 
-static void *srv_worker(void *arg)
-{
-	struct srv *s = arg;
-
-	pthread_mutex_lock(&s->lock);
-	for (;;) {
-		struct rr_tp_sreq *r;
-
-		while (s->head == s->tail && !s->stop)
-			pthread_cond_wait(&s->cond, &s->lock);
-		if (s->head == s->tail && s->stop)
-			break;
-		r = s->q[s->head++ % 1024];
-		pthread_mutex_unlock(&s->lock);
-		srv_answer(s, r);
-		pthread_mutex_lock(&s->lock);
-	}
-	pthread_mutex_unlock(&s->lock);
-	return NULL;
-}
-
-static void srv_recv(void *ctx, struct rr_tp_sreq *r)
-{
-	struct srv *s = ctx;
-
-	pthread_mutex_lock(&s->lock);
-	if (s->hold && s->nheld < 256) {
-		s->held[s->nheld++] = r;
-	} else {
-		s->q[s->tail++ % 1024] = r;
-		pthread_cond_broadcast(&s->cond);
-	}
-	pthread_mutex_unlock(&s->lock);
-}
-
 static int srv_start(struct srv *s, const struct rr_tp_conf *conf)
 {
-	struct sockaddr_in a = {0};
 	int rc;
 
 	memset(s, 0, sizeof(*s));
 	s->filler = malloc(16 * MIB);
 	REQUIRE(s->filler);
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	rc = rr_tp_server_create(conf, (struct sockaddr *)&a, sizeof(a), srv_recv, s, &s->tp);
+	rr_th_sq_init(&s->sq, srv_answer);
+	rc = rr_th_tp_server(conf, rr_th_sq_recv, &s->sq, &s->tp);
 	if (rc)
 		return rc;
-	pthread_create(&s->worker, NULL, srv_worker, s);
+	rr_th_sq_start(&s->sq);
 	return rr_tp_server_port(s->tp);
-}
-
-static void srv_release_held(struct srv *s)
-{
-	pthread_mutex_lock(&s->lock);
-	s->hold = false;
-	for (unsigned i = 0; i < s->nheld; i++)
-		s->q[s->tail++ % 1024] = s->held[i];
-	s->nheld = 0;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
 }
 
 static void srv_stop(struct srv *s)
 {
-	pthread_mutex_lock(&s->lock);
-	s->stop = true;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	pthread_join(s->worker, NULL);
+	rr_th_sq_stop(&s->sq);
 	rr_tp_server_destroy(s->tp);
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->cond);
+	rr_th_sq_destroy(&s->sq);
 	free(s->filler);
 }
 
@@ -196,7 +119,7 @@ static bool srv_quiet(struct srv *s)
 	for (int i = 0; i < 500; i++) {
 		if (rr_tp_server_rrep_live(s->tp) == 0 && rr_tp_server_rrep_waiting(s->tp) == 0)
 			return true;
-		sleep_ms(10);
+		rr_th_sleep_ms(10);
 	}
 	printf("  live %u waiting %u\n", rr_tp_server_rrep_live(s->tp),
 	       rr_tp_server_rrep_waiting(s->tp));
@@ -204,16 +127,9 @@ static bool srv_quiet(struct srv *s)
 }
 
 /* ---- requester ---- */
-struct cl {
-	struct rr_tp_client *tp;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	unsigned done;
-};
-
 struct rpc {
 	struct rr_tp_rpc r;
-	struct cl *cl;
+	struct rr_th_cl *cl;
 	uint32_t xid, reply_n, item_len;
 	uint8_t hdr[20];
 	uint8_t *item;
@@ -226,7 +142,7 @@ struct rpc {
 
 static void cl_complete(void *ctx, struct rr_tp_rpc *r)
 {
-	struct cl *c = ctx;
+	struct rr_th_cl *c = ctx;
 	struct rpc *p = RR_CONTAINER_OF(r, struct rpc, r);
 
 	pthread_mutex_lock(&c->lock);
@@ -236,39 +152,9 @@ static void cl_complete(void *ctx, struct rr_tp_rpc *r)
 	pthread_mutex_unlock(&c->lock);
 }
 
-static int cl_start(struct cl *c, const struct rr_tp_conf *conf, int port)
+static int cl_start(struct rr_th_cl *c, const struct rr_tp_conf *conf, int port)
 {
-	struct sockaddr_in a = {0};
-
-	memset(c, 0, sizeof(*c));
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->cond, NULL);
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((uint16_t)port);
-	return rr_tp_client_create(conf, (struct sockaddr *)&a, sizeof(a), cl_complete, c, &c->tp);
-}
-
-static void cl_stop(struct cl *c)
-{
-	rr_tp_client_destroy(c->tp);
-	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->cond);
-}
-
-static bool cl_wait(struct cl *c, unsigned n, unsigned ms)
-{
-	struct timespec ts;
-	bool ok = true;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000 + 1;
-	pthread_mutex_lock(&c->lock);
-	while (c->done < n && ok)
-		ok = pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0;
-	ok = c->done >= n;
-	pthread_mutex_unlock(&c->lock);
-	return ok;
+	return rr_th_cl_start(c, conf, port, cl_complete);
 }
 
 static uint32_t next_xid = 0x40000;
@@ -276,7 +162,7 @@ static uint32_t next_xid = 0x40000;
 /* An RPC asking for @reply_n filler bytes; @item_len > 0 adds a DDP item
  * echoed as a DDP result (into a Write chunk when @sink). @max_reply /
  * @max_unknown: the hint (draft 5.3.1). */
-static struct rpc *mk_rpc(struct cl *c, uint32_t reply_n, uint32_t item_len, bool sink,
+static struct rpc *mk_rpc(struct rr_th_cl *c, uint32_t reply_n, uint32_t item_len, bool sink,
 			  uint32_t max_reply, bool max_unknown)
 {
 	struct rpc *p = calloc(1, sizeof(*p));
@@ -358,7 +244,7 @@ static void free_rpc(struct rpc *p)
 	free(p);
 }
 
-static struct rpc *run1(struct cl *c, struct rpc *p)
+static struct rpc *run1(struct rr_th_cl *c, struct rpc *p)
 {
 	unsigned before;
 
@@ -366,7 +252,7 @@ static struct rpc *run1(struct cl *c, struct rpc *p)
 	before = c->done;
 	pthread_mutex_unlock(&c->lock);
 	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
-	REQUIRE(cl_wait(c, before + 1, 20000));
+	REQUIRE(rr_th_cl_wait(c, before + 1, 20000));
 	CHECK_EQ(p->completions, 1);
 	return p;
 }
@@ -391,13 +277,13 @@ TEST(rrep_e2e_sizes_and_r)
 		bool srv_r, cl_r;
 	} rs[] = {{true, true}, {false, true}, {true, false}};
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	for (unsigned ri = 0; ri < RR_ARRAY_SIZE(rs); ri++) {
 		struct rr_tp_conf sc, cc;
 		struct rr_xprt_stats st;
 		struct srv s;
-		struct cl c;
+		struct rr_th_cl c;
 		int port;
 		uint64_t exposed = 0;
 
@@ -467,7 +353,7 @@ TEST(rrep_e2e_sizes_and_r)
 			CHECK(st.remote_inv >= exposed);
 		else
 			CHECK(st.local_inv >= exposed);
-		cl_stop(&c);
+		rr_th_cl_stop(&c);
 		srv_stop(&s);
 	}
 }
@@ -477,13 +363,13 @@ TEST(rrep_e2e_sizes_and_r)
  * Read chunk is ever exposed. */
 TEST(rrep_e2e_one_peer_without)
 {
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	for (int side = 0; side < 2; side++) {
 		struct rr_tp_conf sc, cc;
 		struct rr_xprt_stats st;
 		struct srv s;
-		struct cl c;
+		struct rr_th_cl c;
 		struct rpc *p;
 		int port;
 
@@ -517,7 +403,7 @@ TEST(rrep_e2e_one_peer_without)
 		CHECK_EQ(st.rrep_exposed, 0);
 		CHECK_EQ(st.err_chunk_sent, 1);
 		CHECK_EQ(rr_tp_server_rrep_live(s.tp), 0);
-		cl_stop(&c);
+		rr_th_cl_stop(&c);
 		srv_stop(&s);
 	}
 }
@@ -530,33 +416,33 @@ TEST(rrep_e2e_cancelled_reply_later)
 	struct rr_tp_conf sc, cc;
 	struct rr_xprt_stats st;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rpc *p[4];
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	port = srv_start(&s, &sc);
 	REQUIRE(port > 0);
 	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
 	free_rpc(run1(&c, mk_rpc(&c, 10, 0, false, 0, true)));   /* grant > 1 */
-	s.hold = true;
+	s.sq.hold = true;
 	for (unsigned i = 0; i < 4; i++) {
 		p[i] = mk_rpc(&c, 50000 + i, 0, false, 0, true);
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p[i]->r), 0);
 	}
-	for (int t = 0; t < 300 && s.nheld < 4; t++)
-		sleep_ms(10);
-	REQUIRE_EQ(s.nheld, 4);
+	for (int t = 0; t < 300 && s.sq.nheld < 4; t++)
+		rr_th_sleep_ms(10);
+	REQUIRE_EQ(s.sq.nheld, 4);
 	for (unsigned i = 0; i < 4; i++)
 		rr_tp_client_abort(c.tp, &p[i]->r, -ECANCELED);
-	REQUIRE(cl_wait(&c, 5, 5000));
+	REQUIRE(rr_th_cl_wait(&c, 5, 5000));
 	for (unsigned i = 0; i < 4; i++)
 		CHECK_EQ(p[i]->r.status, -ECANCELED);
-	srv_release_held(&s);
+	rr_th_sq_release_held(&s.sq);
 	for (int t = 0; t < 500 && s.served < 5; t++)
-		sleep_ms(10);
+		rr_th_sleep_ms(10);
 	CHECK_EQ(s.served, 5);
 	CHECK(srv_quiet(&s));
 	rr_tp_client_stats(c.tp, &st);
@@ -577,7 +463,7 @@ TEST(rrep_e2e_cancelled_reply_later)
 	CHECK(srv_quiet(&s));
 	for (unsigned i = 0; i < 4; i++)
 		free_rpc(p[i]);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 }
 
@@ -643,7 +529,7 @@ static int rogue_open(struct rogue *g, int port)
 	for (int t = 0; t < 300; t++) {
 		if (rpcrdma_cm_get_event(g->ch, &ev) == 0)
 			return ev.type == RPCRDMA_CM_ESTABLISHED ? 0 : -ECONNREFUSED;
-		sleep_ms(10);
+		rr_th_sleep_ms(10);
 	}
 	return -ETIMEDOUT;
 }
@@ -705,7 +591,7 @@ static int rogue_send(struct rogue *g, const uint8_t *msg, size_t len, uint32_t 
 		}
 		if (!out && sent)
 			return 0;
-		sleep_ms(2);
+		rr_th_sleep_ms(2);
 	}
 	return 0;
 }
@@ -731,7 +617,7 @@ static int rogue_read(struct rogue *g, uint32_t stag, uint64_t off, uint32_t len
 
 		if (rpcrdma_cq_poll(g->cq, 1, &wc) == 1)
 			return wc.status == RPCRDMA_WC_SUCCESS && wc.wr_id == 2000 ? 0 : -1;
-		sleep_ms(2);
+		rr_th_sleep_ms(2);
 	}
 	return -1;
 }
@@ -799,7 +685,7 @@ TEST(rrep_e2e_rogue_requester)
 	uint8_t m[64];
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	vclock_env(&te);
 	rr_tp_conf_default(&sc);
@@ -815,7 +701,7 @@ TEST(rrep_e2e_rogue_requester)
 	CHECK_EQ(rogue_read(&g, stag, off, 64), 0);   /* pullable */
 	CHECK_EQ(rr_get_be32(g.pull), 0x500);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 1);
-	sleep_ms(300);
+	rr_th_sleep_ms(300);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 1);    /* real time passes: no expiry */
 	__atomic_add_fetch(&te.now_ns, 5001000000ull, __ATOMIC_SEQ_CST);
 	CHECK(srv_quiet(&s));
@@ -829,7 +715,7 @@ TEST(rrep_e2e_rogue_requester)
 	 * XID never used */
 	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x500), 0, NULL, 500), 0);
 	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x5ff), 0, NULL, 500), 0);
-	sleep_ms(100);
+	rr_th_sleep_ms(100);
 	rr_tp_server_stats(s.tp, &st);
 	CHECK_EQ(st.rrep_done_unknown, 3);
 	CHECK_EQ(st.rrep_done_matched, 0);
@@ -840,7 +726,7 @@ TEST(rrep_e2e_rogue_requester)
 	CHECK(stag != stag2);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 2);
 	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x501), stag2, NULL, 500), 0);
-	sleep_ms(100);
+	rr_th_sleep_ms(100);
 	rr_tp_server_stats(s.tp, &st);
 	CHECK_EQ(st.rrep_done_forged, 1);
 	CHECK_EQ(st.rrep_done_matched, 1);            /* A released (fenced locally) */
@@ -863,7 +749,7 @@ TEST(rrep_e2e_rogue_requester)
 	CHECK(srv_quiet(&s));
 	CHECK_EQ(rogue_read(&g, stag, off, 64), -1);
 	rogue_close(&g);
-	sleep_ms(100);
+	rr_th_sleep_ms(100);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 0);
 	srv_stop(&s);
 }
@@ -879,7 +765,7 @@ TEST(rrep_e2e_disconnect_with_replies_waiting)
 	uint64_t off;
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	rr_tp_conf_default(&sc);
 	port = srv_start(&s, &sc);
@@ -906,12 +792,12 @@ TEST(rrep_e2e_credit_limit)
 	struct rr_tp_conf sc, cc;
 	struct rr_xprt_stats st;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rpc *p[200];
 	unsigned ok = 0, reads = 0;
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	sc.credits = 2;
@@ -924,7 +810,7 @@ TEST(rrep_e2e_credit_limit)
 		p[i] = mk_rpc(&c, i % 3 ? 5000 + i : 100, 0, false, 0, true);
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p[i]->r), 0);
 	}
-	REQUIRE(cl_wait(&c, 200, 30000));
+	REQUIRE(rr_th_cl_wait(&c, 200, 30000));
 	for (unsigned i = 0; i < 200; i++) {
 		ok += p[i]->r.status == 0 && verify(p[i]);
 		reads += p[i]->r.via_read;
@@ -942,7 +828,7 @@ TEST(rrep_e2e_credit_limit)
 	CHECK_EQ(st.rrep_done_matched, 133);
 	CHECK_EQ(st.fatal_errors, 0);
 	CHECK_EQ(st.err_chunk_sent, 0);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 }
 
@@ -957,7 +843,7 @@ TEST(rrep_e2e_forger_disconnected)
 	uint8_t m[64], r[4096];
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	rr_tp_conf_default(&sc);
 	sc.rrep_max = 2;
@@ -983,7 +869,7 @@ TEST(rrep_e2e_forger_disconnected)
 	}
 	CHECK(srv_quiet(&s));
 	rogue_close(&g);
-	sleep_ms(50);
+	rr_th_sleep_ms(50);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 0);
 	srv_stop(&s);
 }
@@ -1003,7 +889,7 @@ TEST(rrep_e2e_reservation_cap)
 	uint8_t m[64], r[4096];
 	int port, n;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	vclock_env(&te);
 	rr_tp_conf_default(&sc);

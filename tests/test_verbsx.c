@@ -28,15 +28,9 @@
 #include "rpcrdma/rpc.h"
 #include "test.h"
 #include "transport/rdma_tp.h"
+#include "xprt_harness.h"
 
 #define VX_MAGIC 0xC0FFEEu
-
-static void vx_sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
 
 static uint8_t vx_pat(uint32_t xid, uint32_t i)
 {
@@ -96,18 +90,14 @@ TEST(verbsx_scheme_without_device)
 /* ---- responder (rr_tp server) ---- */
 
 struct vx_srv {
+	struct rr_th_sq sq;
 	struct rr_tp_server *tp;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct rr_tp_sreq *q[256];
-	unsigned head, tail;
-	bool stop;
-	pthread_t worker;
 	unsigned served, bad, err_chunks;
 };
 
-static void vx_answer(struct vx_srv *s, struct rr_tp_sreq *r)
+static void vx_answer(struct rr_th_sq *sq, struct rr_tp_sreq *r)
 {
+	struct vx_srv *s = RR_CONTAINER_OF(sq, struct vx_srv, sq);
 	static uint8_t filler[300000];
 	const uint8_t *m = r->msg;
 	uint32_t len = r->len, reply_n, filler_n, off, l;
@@ -151,81 +141,41 @@ static void vx_answer(struct vx_srv *s, struct rr_tp_sreq *r)
 	if (reply_n)
 		parts[np++] = (struct rr_xprt_part){filler, reply_n, false};
 	rc = rr_tp_server_reply(s->tp, r, parts, np, &err);
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->sq.lock);
 	if (rc)
 		s->bad++;
 	else if (err)
 		s->err_chunks++;
 	else
 		s->served++;
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->sq.lock);
 	rr_tp_server_done(s->tp, r);
 	return;
 bad:
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->sq.lock);
 	s->bad++;
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->sq.lock);
 	rr_tp_server_done(s->tp, r);
-}
-
-static void *vx_worker(void *arg)
-{
-	struct vx_srv *s = arg;
-
-	pthread_mutex_lock(&s->lock);
-	for (;;) {
-		struct rr_tp_sreq *r;
-
-		while (s->head == s->tail && !s->stop)
-			pthread_cond_wait(&s->cond, &s->lock);
-		if (s->head == s->tail)
-			break;
-		r = s->q[s->head++ % 256];
-		pthread_mutex_unlock(&s->lock);
-		vx_answer(s, r);
-		pthread_mutex_lock(&s->lock);
-	}
-	pthread_mutex_unlock(&s->lock);
-	return NULL;
-}
-
-static void vx_srv_recv(void *ctx, struct rr_tp_sreq *r)
-{
-	struct vx_srv *s = ctx;
-
-	pthread_mutex_lock(&s->lock);
-	s->q[s->tail++ % 256] = r;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
 }
 
 static int vx_srv_start(struct vx_srv *s, const struct rr_tp_conf *conf)
 {
-	struct sockaddr_in a = {0};
 	int rc;
 
 	memset(s, 0, sizeof(*s));
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	rc = rr_tp_server_create(conf, (struct sockaddr *)&a, sizeof(a), vx_srv_recv, s, &s->tp);
+	rr_th_sq_init(&s->sq, vx_answer);
+	rc = rr_th_tp_server(conf, rr_th_sq_recv, &s->sq, &s->tp);
 	if (rc)
 		return rc;
-	pthread_create(&s->worker, NULL, vx_worker, s);
+	rr_th_sq_start(&s->sq);
 	return rr_tp_server_port(s->tp);
 }
 
 static void vx_srv_stop(struct vx_srv *s)
 {
-	pthread_mutex_lock(&s->lock);
-	s->stop = true;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	pthread_join(s->worker, NULL);
+	rr_th_sq_stop(&s->sq);
 	rr_tp_server_destroy(s->tp);
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->cond);
+	rr_th_sq_destroy(&s->sq);
 }
 
 /* ---- requester ---- */
@@ -310,17 +260,7 @@ static struct vx_rpc *vx_mk(struct rr_tp_client *tp, uint32_t reply_n, uint32_t 
 
 static bool vx_wait(struct vx_rpc *p, unsigned ms)
 {
-	struct timespec ts;
-	bool ok = true;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000 + 1;
-	pthread_mutex_lock(&p->lock);
-	while (!p->completions && ok)
-		ok = pthread_cond_timedwait(&p->cond, &p->lock, &ts) == 0;
-	ok = p->completions > 0;
-	pthread_mutex_unlock(&p->lock);
-	return ok;
+	return rr_th_wait_count(&p->lock, &p->cond, &p->completions, 1, ms);
 }
 
 static bool vx_verify(struct vx_rpc *p)
@@ -361,12 +301,7 @@ static void vx_free(struct vx_rpc *p)
 
 static int vx_cl_start(const struct rr_tp_conf *conf, int port, struct rr_tp_client **out)
 {
-	struct sockaddr_in a = {0};
-
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((uint16_t)port);
-	return rr_tp_client_create(conf, (struct sockaddr *)&a, sizeof(a), vx_complete, NULL, out);
+	return rr_th_tp_client(conf, port, vx_complete, NULL, out);
 }
 
 /* Every message form with the per-RPC MR fallback on the requester, the
@@ -465,7 +400,7 @@ TEST(verbsx_mr_fallback_message_forms)
 			CHECK(cst.remote_inv > 0);
 		/* The responder's Read-chunk Replies are all fenced. */
 		for (int t = 0; t < 200 && rr_tp_server_rrep_live(s.tp); t++)
-			vx_sleep_ms(5);
+			rr_th_sleep_ms(5);
 		CHECK_EQ(rr_tp_server_rrep_live(s.tp), 0);
 		rr_tp_server_stats(s.tp, &sst);
 		/* Without windows the responder's R is clear: each Read-chunk
@@ -513,7 +448,7 @@ static int vx_raw_do(struct vx_raw *g, struct rpcrdma_send_wr *wr)
 				continue;
 			return (int)wc.status;
 		}
-		vx_sleep_ms(5);
+		rr_th_sleep_ms(5);
 	}
 	return -1;
 }
@@ -580,7 +515,7 @@ TEST(verbsx_mr_fallback_stags_dead_after_completion)
 		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_CONNECT_REQUEST)
 			got = true;
 		else
-			vx_sleep_ms(5);
+			rr_th_sleep_ms(5);
 	}
 	REQUIRE(got);
 	/* The requester's RFC 8797 block: R clear. */
@@ -629,7 +564,7 @@ TEST(verbsx_mr_fallback_stags_dead_after_completion)
 			n = (int)wc.byte_len;
 			memcpy(call, g.rbuf[wc.wr_id], (size_t)n);
 		} else {
-			vx_sleep_ms(5);
+			rr_th_sleep_ms(5);
 		}
 	}
 	REQUIRE(n > 28);
@@ -722,7 +657,7 @@ TEST(verbsx_mr_fallback_stags_dead_after_completion)
 			st = vx_raw_do(&g, &w2);
 			if (st != RPCRDMA_WC_SUCCESS)
 				break;
-			vx_sleep_ms(5);
+			rr_th_sleep_ms(5);
 		}
 		CHECK(st != RPCRDMA_WC_SUCCESS);
 	}

@@ -23,38 +23,15 @@
 
 #include "test.h"
 #include "transport/rdma_tp.h"
+#include "xprt_harness.h"
 
 #define MAGIC 0xC0FFEEu
 #define MAX_IT 4
 
-static bool soft_ok(void)
-{
-	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT)) {
-		printf("  soft provider not built in: end-to-end test not run\n");
-		return false;
-	}
-	return true;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
 /* ---- responder side ---- */
 struct srv {
+	struct rr_th_sq sq;   /* sq.hold: keep requests instead of answering */
 	struct rr_tp_server *tp;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct rr_tp_sreq *q[4096];
-	unsigned head, tail;
-	bool hold;            /* keep requests instead of answering */
-	struct rr_tp_sreq *held[1024];
-	unsigned nheld;
-	bool stop;
-	pthread_t worker;
 	unsigned served, bad, err_chunks, reply_fail;
 };
 
@@ -63,8 +40,9 @@ static uint8_t pat(uint32_t xid, uint32_t i)
 	return (uint8_t)(xid * 131u + i * 7u + (i >> 9));
 }
 
-static void srv_answer(struct srv *s, struct rr_tp_sreq *r)
+static void srv_answer(struct rr_th_sq *sq, struct rr_tp_sreq *r)
 {
+	struct srv *s = RR_CONTAINER_OF(sq, struct srv, sq);
 	const uint8_t *m = r->msg;
 	uint32_t len = r->len, off, nitems, reply_n, filler_n;
 	uint8_t hdr[16], tr[4], lens[MAX_IT][4];
@@ -124,84 +102,33 @@ static void srv_answer(struct srv *s, struct rr_tp_sreq *r)
 	if (reply_n)
 		parts[np++] = (struct rr_xprt_part){filler, reply_n, false};
 	rc = rr_tp_server_reply(s->tp, r, parts, np, &err);
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->sq.lock);
 	if (rc)
 		s->reply_fail++;
 	else if (err)
 		s->err_chunks++;
 	else
 		s->served++;
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->sq.lock);
 	rr_tp_server_done(s->tp, r);
 	return;
 bad:
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->sq.lock);
 	s->bad++;
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->sq.lock);
 	rr_tp_server_done(s->tp, r);
-}
-
-static void *srv_worker(void *arg)
-{
-	struct srv *s = arg;
-
-	pthread_mutex_lock(&s->lock);
-	for (;;) {
-		struct rr_tp_sreq *r;
-
-		while (s->head == s->tail && !s->stop)
-			pthread_cond_wait(&s->cond, &s->lock);
-		if (s->head == s->tail && s->stop)
-			break;
-		r = s->q[s->head++ % 4096];
-		pthread_mutex_unlock(&s->lock);
-		srv_answer(s, r);
-		pthread_mutex_lock(&s->lock);
-	}
-	pthread_mutex_unlock(&s->lock);
-	return NULL;
-}
-
-static void srv_recv(void *ctx, struct rr_tp_sreq *r)
-{
-	struct srv *s = ctx;
-
-	pthread_mutex_lock(&s->lock);
-	if (s->hold && s->nheld < 1024) {
-		s->held[s->nheld++] = r;
-	} else {
-		s->q[s->tail++ % 4096] = r;
-		pthread_cond_broadcast(&s->cond);
-	}
-	pthread_mutex_unlock(&s->lock);
-}
-
-/* Calls held so far (read under the server's lock: the progress thread
- * adds them). */
-static unsigned srv_nheld(struct srv *s)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&s->lock);
-	n = s->nheld;
-	pthread_mutex_unlock(&s->lock);
-	return n;
 }
 
 static int srv_start(struct srv *s, const struct rr_tp_conf *conf)
 {
-	struct sockaddr_in a = {0};
 	int rc;
 
 	memset(s, 0, sizeof(*s));
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	rc = rr_tp_server_create(conf, (struct sockaddr *)&a, sizeof(a), srv_recv, s, &s->tp);
+	rr_th_sq_init(&s->sq, srv_answer);
+	rc = rr_th_tp_server(conf, rr_th_sq_recv, &s->sq, &s->tp);
 	if (rc)
 		return rc;
-	pthread_create(&s->worker, NULL, srv_worker, s);
+	rr_th_sq_start(&s->sq);
 	return rr_tp_server_port(s->tp);
 }
 
@@ -211,50 +138,27 @@ static unsigned srv_served(struct srv *s, unsigned want)
 	unsigned n = 0;
 
 	for (int t = 0; t < 200; t++) {
-		pthread_mutex_lock(&s->lock);
+		pthread_mutex_lock(&s->sq.lock);
 		n = s->served;
-		pthread_mutex_unlock(&s->lock);
+		pthread_mutex_unlock(&s->sq.lock);
 		if (n >= want)
 			break;
-		sleep_ms(5);
+		rr_th_sleep_ms(5);
 	}
 	return n;
 }
 
-static void srv_release_held(struct srv *s)
-{
-	pthread_mutex_lock(&s->lock);
-	s->hold = false;
-	for (unsigned i = 0; i < s->nheld; i++)
-		s->q[s->tail++ % 4096] = s->held[i];
-	s->nheld = 0;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-}
-
 static void srv_stop(struct srv *s)
 {
-	pthread_mutex_lock(&s->lock);
-	s->stop = true;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	pthread_join(s->worker, NULL);
+	rr_th_sq_stop(&s->sq);
 	rr_tp_server_destroy(s->tp);
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->cond);
+	rr_th_sq_destroy(&s->sq);
 }
 
 /* ---- requester side ---- */
-struct cl {
-	struct rr_tp_client *tp;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	unsigned done;
-};
-
 struct rpc {
 	struct rr_tp_rpc r;
-	struct cl *cl;
+	struct rr_th_cl *cl;
 	uint32_t xid;
 	uint32_t reply_n, filler_n, nitems, len[MAX_IT];
 	bool sink;
@@ -272,7 +176,7 @@ struct rpc {
 
 static void cl_complete(void *ctx, struct rr_tp_rpc *r)
 {
-	struct cl *c = ctx;
+	struct rr_th_cl *c = ctx;
 	struct rpc *p = RR_CONTAINER_OF(r, struct rpc, r);
 
 	pthread_mutex_lock(&c->lock);
@@ -283,45 +187,15 @@ static void cl_complete(void *ctx, struct rr_tp_rpc *r)
 	pthread_mutex_unlock(&c->lock);
 }
 
-static int cl_start(struct cl *c, const struct rr_tp_conf *conf, int port)
+static int cl_start(struct rr_th_cl *c, const struct rr_tp_conf *conf, int port)
 {
-	struct sockaddr_in a = {0};
-
-	memset(c, 0, sizeof(*c));
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->cond, NULL);
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((uint16_t)port);
-	return rr_tp_client_create(conf, (struct sockaddr *)&a, sizeof(a), cl_complete, c, &c->tp);
-}
-
-static void cl_stop(struct cl *c)
-{
-	rr_tp_client_destroy(c->tp);
-	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->cond);
-}
-
-static bool cl_wait(struct cl *c, unsigned n, unsigned ms)
-{
-	struct timespec ts;
-	bool ok = true;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000 + 1;
-	pthread_mutex_lock(&c->lock);
-	while (c->done < n && ok)
-		ok = pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0;
-	ok = c->done >= n;
-	pthread_mutex_unlock(&c->lock);
-	return ok;
+	return rr_th_cl_start(c, conf, port, cl_complete);
 }
 
 static uint32_t next_xid = 0x10000;
 
 /* Builds an RPC: @filler_n inline bytes, items of @lens, optional sinks. */
-static struct rpc *mk_rpc(struct cl *c, uint32_t reply_n, uint32_t filler_n, unsigned nitems,
+static struct rpc *mk_rpc(struct rr_th_cl *c, uint32_t reply_n, uint32_t filler_n, unsigned nitems,
 			  const uint32_t *lens, bool sink, uint32_t max_reply)
 {
 	struct rpc *p = calloc(1, sizeof(*p));
@@ -433,7 +307,7 @@ static void free_rpc(struct rpc *p)
 }
 
 /* Runs one RPC synchronously; returns it completed. */
-static struct rpc *run1(struct cl *c, uint32_t reply_n, uint32_t filler_n, unsigned nitems,
+static struct rpc *run1(struct rr_th_cl *c, uint32_t reply_n, uint32_t filler_n, unsigned nitems,
 			const uint32_t *lens, bool sink, uint32_t max_reply)
 {
 	struct rpc *p = mk_rpc(c, reply_n, filler_n, nitems, lens, sink, max_reply);
@@ -443,7 +317,7 @@ static struct rpc *run1(struct cl *c, uint32_t reply_n, uint32_t filler_n, unsig
 	before = c->done;
 	pthread_mutex_unlock(&c->lock);
 	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
-	REQUIRE(cl_wait(c, before + 1, 10000));
+	REQUIRE(rr_th_cl_wait(c, before + 1, 10000));
 	CHECK_EQ(p->completions, 1);
 	return p;
 }
@@ -466,7 +340,7 @@ TEST(xprt_e2e_message_forms)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rr_xprt_stats st;
 	struct rr_xprt_params prm;
 	int port;
@@ -488,7 +362,7 @@ TEST(xprt_e2e_message_forms)
 		{5000, 0, 0, 0, false, 1000, -EREMOTEIO}, /* fits nowhere: ERR_CHUNK */
 	};
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	port = srv_start(&s, &sc);
@@ -524,7 +398,7 @@ TEST(xprt_e2e_message_forms)
 	CHECK_EQ(st.err_received, 1);
 	CHECK(st.remote_inv > 0);
 	rr_xprt_stats_print(&st, stdout);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	rr_tp_server_stats(s.tp, &st);
 	rr_xprt_stats_print(&st, stdout);
 	CHECK_EQ(st.err_chunk_sent, 1);
@@ -539,12 +413,12 @@ TEST(xprt_e2e_many_chunks_and_segments)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	int port;
 	uint32_t lens[3] = {16 * 1024 - 64, 15 * 1024 + 3, 16 * 1024 - 65};
 	struct rpc *p;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	cc.max_seg_len = 1024;
@@ -575,14 +449,14 @@ TEST(xprt_e2e_many_chunks_and_segments)
 		unsigned before = c.done;
 
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
-		REQUIRE(cl_wait(&c, before + 1, 10000));
+		REQUIRE(rr_th_cl_wait(&c, before + 1, 10000));
 	}
 	CHECK(verify(p));
 	CHECK(p->r.is_placed[0]);
 	CHECK(!p->r.is_placed[1]);
 	free_rpc(p);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 	CHECK_EQ(s.bad, 0);
 }
@@ -590,12 +464,12 @@ TEST(xprt_e2e_many_chunks_and_segments)
 /* Remote invalidation on/off on either side. */
 TEST(xprt_e2e_remote_invalidation_matrix)
 {
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	for (int m = 0; m < 4; m++) {
 		struct rr_tp_conf sc, cc;
 		struct srv s;
-		struct cl c;
+		struct rr_th_cl c;
 		struct rr_xprt_stats cst;
 		int port;
 		uint32_t lens[1] = {3000};
@@ -617,7 +491,7 @@ TEST(xprt_e2e_remote_invalidation_matrix)
 		CHECK_EQ(cst.bad_remote_inv, 0);
 		CHECK(cst.local_inv + cst.remote_inv >= 5);
 		CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-		cl_stop(&c);
+		rr_th_cl_stop(&c);
 		srv_stop(&s);
 	}
 }
@@ -627,13 +501,13 @@ TEST(xprt_e2e_credit_exhaustion)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rr_xprt_stats st;
 	struct rpc *ps[400];
 	int port;
 	unsigned good = 0;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	sc.credits = 4;
@@ -646,7 +520,7 @@ TEST(xprt_e2e_credit_exhaustion)
 		ps[i] = mk_rpc(&c, i % 5 == 0 ? 5000 : 0, 0, 1, lens, i % 2 == 0, 16384);
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &ps[i]->r), 0);
 	}
-	REQUIRE(cl_wait(&c, 400, 30000));
+	REQUIRE(rr_th_cl_wait(&c, 400, 30000));
 	for (unsigned i = 0; i < 400; i++) {
 		CHECK_EQ(ps[i]->completions, 1);
 		if (verify(ps[i]))
@@ -661,7 +535,7 @@ TEST(xprt_e2e_credit_exhaustion)
 	rr_tp_client_stats(c.tp, &st);
 	CHECK(st.credits_exhausted > 0);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 }
 
@@ -672,14 +546,14 @@ TEST(xprt_e2e_cut_and_retransmit)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rr_xprt_stats st;
 	struct rpc *ps[30];
 	int port;
 	unsigned good = 0;
 	uint32_t lens[1] = {7000};
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	port = srv_start(&s, &sc);
@@ -689,9 +563,9 @@ TEST(xprt_e2e_cut_and_retransmit)
 	ps[0] = run1(&c, 0, 0, 1, lens, true, 4096);
 	CHECK(verify(ps[0]));
 	free_rpc(ps[0]);
-	pthread_mutex_lock(&s.lock);
-	s.hold = true;
-	pthread_mutex_unlock(&s.lock);
+	pthread_mutex_lock(&s.sq.lock);
+	s.sq.hold = true;
+	pthread_mutex_unlock(&s.sq.lock);
 	for (unsigned i = 0; i < 30; i++) {
 		ps[i] = mk_rpc(&c, i % 3 == 0 ? 6000 : 0, i % 4 == 0 ? 5000 : 0, 1, lens,
 			       i % 2 == 0, 16384);
@@ -700,20 +574,20 @@ TEST(xprt_e2e_cut_and_retransmit)
 	for (int t = 0; t < 500; t++) {
 		unsigned n;
 
-		pthread_mutex_lock(&s.lock);
-		n = s.nheld;
-		pthread_mutex_unlock(&s.lock);
+		pthread_mutex_lock(&s.sq.lock);
+		n = s.sq.nheld;
+		pthread_mutex_unlock(&s.sq.lock);
 		if (n == 30)
 			break;
-		sleep_ms(10);
+		rr_th_sleep_ms(10);
 	}
-	CHECK_EQ(srv_nheld(&s), 30);
+	CHECK_EQ(rr_th_sq_nheld(&s.sq), 30);
 	CHECK(rr_tp_client_live_stags(c.tp) > 0);
 	REQUIRE_EQ(rr_tp_client_cut(c.tp), 0);
-	sleep_ms(200);
+	rr_th_sleep_ms(200);
 	/* The held Calls' Replies go nowhere (old connection). */
-	srv_release_held(&s);
-	REQUIRE(cl_wait(&c, 31, 20000));
+	rr_th_sq_release_held(&s.sq);
+	REQUIRE(rr_th_cl_wait(&c, 31, 20000));
 	for (unsigned i = 0; i < 30; i++) {
 		CHECK_EQ(ps[i]->completions, 1);
 		if (verify(ps[i]))
@@ -727,7 +601,7 @@ TEST(xprt_e2e_cut_and_retransmit)
 	CHECK(st.reconnects >= 1);
 	CHECK(st.retransmits >= 30);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 	CHECK(s.reply_fail >= 1);
 }
@@ -737,41 +611,41 @@ TEST(xprt_e2e_abort)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rpc *p;
 	int port;
 	uint32_t lens[1] = {9000};
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	port = srv_start(&s, &sc);
 	REQUIRE(port > 0);
 	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
-	pthread_mutex_lock(&s.lock);
-	s.hold = true;
-	pthread_mutex_unlock(&s.lock);
+	pthread_mutex_lock(&s.sq.lock);
+	s.sq.hold = true;
+	pthread_mutex_unlock(&s.sq.lock);
 	p = mk_rpc(&c, 0, 0, 1, lens, true, 4096);
 	REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
-	for (int t = 0; t < 500 && srv_nheld(&s) == 0; t++)
-		sleep_ms(10);
+	for (int t = 0; t < 500 && rr_th_sq_nheld(&s.sq) == 0; t++)
+		rr_th_sleep_ms(10);
 	CHECK(rr_tp_client_live_stags(c.tp) > 0);
 	rr_tp_client_abort(c.tp, &p->r, -ETIMEDOUT);
-	REQUIRE(cl_wait(&c, 1, 5000));
+	REQUIRE(rr_th_cl_wait(&c, 1, 5000));
 	CHECK_EQ(p->status, -ETIMEDOUT);
 	CHECK_EQ(p->completions, 1);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
 	/* The late Reply is discarded as an unknown XID (its Send With
 	 * Invalidate names a dead STag: the connection is renewed). */
-	srv_release_held(&s);
-	sleep_ms(100);
+	rr_th_sq_release_held(&s.sq);
+	rr_th_sleep_ms(100);
 	CHECK_EQ(p->completions, 1);
 	free_rpc(p);
 	/* The transport still works (after the reconnection, if any). */
 	p = run1(&c, 0, 0, 1, lens, true, 4096);
 	CHECK(verify(p));
 	free_rpc(p);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 }
 
@@ -836,7 +710,7 @@ static int rogue_open_pd(struct rogue *g, int port, const uint8_t *pd, uint16_t 
 				return 0;
 			return -ECONNREFUSED;
 		}
-		sleep_ms(10);
+		rr_th_sleep_ms(10);
 	}
 	return -ETIMEDOUT;
 }
@@ -901,7 +775,7 @@ static int rogue_xchg(struct rogue *g, const uint8_t *msg, size_t len, uint8_t *
 			g->disconnected = true;
 			return -1;
 		}
-		sleep_ms(5);
+		rr_th_sleep_ms(5);
 	}
 	return 0;
 }
@@ -960,7 +834,7 @@ TEST(xprt_e2e_rogue_requester)
 	size_t l;
 	int port, n;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	rr_tp_conf_default(&sc);
 	sc.credits = 8;
@@ -1091,7 +965,7 @@ struct rsrv {
 };
 
 struct cl_arg {
-	struct cl *c;
+	struct rr_th_cl *c;
 	struct rr_tp_conf *cc;
 	int port;
 	int rc;
@@ -1132,7 +1006,7 @@ static int rsrv_recv(struct rsrv *g, uint8_t *out, unsigned ms)
 				return l;
 			}
 		}
-		sleep_ms(5);
+		rr_th_sleep_ms(5);
 	}
 	return -1;
 }
@@ -1158,7 +1032,7 @@ static int rsrv_send(struct rsrv *g, const uint8_t *m, size_t len, bool inv, uin
 
 		if (rpcrdma_cq_poll(g->cq, 1, &wc) == 1)
 			return wc.status == RPCRDMA_WC_SUCCESS ? 0 : -1;
-		sleep_ms(5);
+		rr_th_sleep_ms(5);
 	}
 	return -1;
 }
@@ -1180,7 +1054,7 @@ TEST(xprt_e2e_rogue_responder)
 	struct rpcrdma_cm_event ev;
 	struct rr_tp_conf sc, cc;
 	struct rr_xprt_stats st;
-	struct cl c;
+	struct rr_th_cl c;
 	struct cl_arg x;
 	pthread_t th;
 	static struct rr_xprt_hdr h, rh;
@@ -1190,7 +1064,7 @@ TEST(xprt_e2e_rogue_responder)
 	int n, port;
 	bool got = false;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	memset(&g, 0, sizeof(g));
 	confs(&sc, &cc);
@@ -1208,7 +1082,7 @@ TEST(xprt_e2e_rogue_responder)
 		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_CONNECT_REQUEST)
 			got = true;
 		else
-			sleep_ms(5);
+			rr_th_sleep_ms(5);
 	}
 	REQUIRE(got);
 	g.id = ev.id;
@@ -1291,7 +1165,7 @@ TEST(xprt_e2e_rogue_responder)
 		rr_put_be32(m + 12, RR_XPRT_ERROR);
 		rr_put_be32(m + 16, 9);
 		REQUIRE_EQ(rsrv_send(&g, m, 20, false, 0), 0);
-		sleep_ms(100);
+		rr_th_sleep_ms(100);
 		CHECK_EQ(p->completions, 0);
 		rr_tp_client_stats(c.tp, &st);
 		CHECK(st.bad_replies + st.dropped >= 8);
@@ -1301,7 +1175,7 @@ TEST(xprt_e2e_rogue_responder)
 		memcpy(p->sinkbuf[0], p->data[0], 40);   /* as if RDMA Written */
 		RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid);
 		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, true, wstag), 0);
-		REQUIRE(cl_wait(&c, 1, 5000));
+		REQUIRE(rr_th_cl_wait(&c, 1, 5000));
 		CHECK_EQ(p->completions, 1);
 		CHECK_EQ(p->status, 0);
 		CHECK(verify(p));
@@ -1311,18 +1185,18 @@ TEST(xprt_e2e_rogue_responder)
 		CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
 		/* A duplicate of the valid Reply: unknown XID, dropped. */
 		REQUIRE_EQ(rsrv_send(&g, m, (size_t)hl + 24, false, 0), 0);
-		sleep_ms(50);
+		rr_th_sleep_ms(50);
 		CHECK_EQ(p->completions, 1);
 	}
 #undef RBASE
 #undef RBODY
 	free_rpc(p);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	/* Take every pending CM event before destroying the ids. */
 	for (int t = 0; t < 100; t++) {
 		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_DISCONNECTED)
 			break;
-		sleep_ms(5);
+		rr_th_sleep_ms(5);
 	}
 	(void)rpcrdma_cm_id_destroy(g.id);
 	(void)rpcrdma_qp_destroy(g.qp);
@@ -1343,9 +1217,9 @@ TEST(xprt_e2e_across_processes)
 	int to_child[2], to_parent[2];
 	pid_t pid;
 	int port = 0, status = 0;
-	struct cl c;
+	struct rr_th_cl c;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	REQUIRE_EQ(pipe(to_child), 0);
@@ -1391,7 +1265,7 @@ TEST(xprt_e2e_across_processes)
 		free_rpc(p);
 	}
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	close(to_child[1]);
 	REQUIRE_EQ(waitpid(pid, &status, 0), pid);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -1404,13 +1278,13 @@ TEST(xprt_e2e_without_windows)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rr_xprt_stats st;
 	struct rr_xprt_params prm;
 	uint32_t lens[1] = {20000};
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	cc.use_windows = false;
@@ -1429,7 +1303,7 @@ TEST(xprt_e2e_without_windows)
 	CHECK_EQ(st.remote_inv, 0);
 	CHECK(st.local_inv >= 10);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 }
 
@@ -1439,12 +1313,12 @@ TEST(xprt_e2e_destroy_with_pending)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rpc *ps[6];
 	uint32_t lens[1] = {6000};
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	port = srv_start(&s, &sc);
@@ -1453,16 +1327,16 @@ TEST(xprt_e2e_destroy_with_pending)
 	/* open the grant */
 	ps[0] = run1(&c, 0, 0, 1, lens, true, 4096);
 	free_rpc(ps[0]);
-	pthread_mutex_lock(&s.lock);
-	s.hold = true;
-	pthread_mutex_unlock(&s.lock);
+	pthread_mutex_lock(&s.sq.lock);
+	s.sq.hold = true;
+	pthread_mutex_unlock(&s.sq.lock);
 	for (unsigned i = 0; i < 6; i++) {
 		ps[i] = mk_rpc(&c, 0, 0, 1, lens, true, 4096);
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &ps[i]->r), 0);
 	}
-	for (int t = 0; t < 500 && srv_nheld(&s) < 6; t++)
-		sleep_ms(10);
-	CHECK_EQ(srv_nheld(&s), 6);
+	for (int t = 0; t < 500 && rr_th_sq_nheld(&s.sq) < 6; t++)
+		rr_th_sleep_ms(10);
+	CHECK_EQ(rr_th_sq_nheld(&s.sq), 6);
 	rr_tp_client_destroy(c.tp);
 	for (unsigned i = 0; i < 6; i++) {
 		CHECK_EQ(ps[i]->completions, 1);
@@ -1476,8 +1350,8 @@ TEST(xprt_e2e_destroy_with_pending)
 	}
 	pthread_mutex_destroy(&c.lock);
 	pthread_cond_destroy(&c.cond);
-	srv_release_held(&s);
-	sleep_ms(50);
+	rr_th_sq_release_held(&s.sq);
+	rr_th_sleep_ms(50);
 	srv_stop(&s);
 }
 
@@ -1493,7 +1367,7 @@ TEST(xprt_e2e_no_private_data_defaults)
 	size_t l;
 	int port, n;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	rr_tp_conf_default(&sc);
 	port = srv_start(&s, &sc);
@@ -1524,12 +1398,12 @@ TEST(xprt_e2e_max_conns)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c1, c2;
+	struct rr_th_cl c1, c2;
 	uint32_t lens[1] = {10};
 	struct rpc *p;
 	int port;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	sc.max_conns = 1;
@@ -1542,7 +1416,7 @@ TEST(xprt_e2e_max_conns)
 	p = run1(&c1, 0, 0, 1, lens, false, 1024);
 	CHECK(verify(p));
 	free_rpc(p);
-	cl_stop(&c1);
+	rr_th_cl_stop(&c1);
 	srv_stop(&s);
 }
 
@@ -1552,13 +1426,13 @@ TEST(xprt_e2e_call_threshold)
 {
 	struct rr_tp_conf sc, cc;
 	struct srv s;
-	struct cl c;
+	struct rr_th_cl c;
 	struct rr_xprt_stats st0, st1;
 	int port;
 	const uint32_t fill[3] = {4036, 4040, 4044};
 	const bool is_long[3] = {false, false, true};
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
 	port = srv_start(&s, &sc);
@@ -1576,7 +1450,7 @@ TEST(xprt_e2e_call_threshold)
 		CHECK_EQ(st1.long_msgs - st0.long_msgs, is_long[i] ? 1 : 0);
 		CHECK_EQ(st1.short_msgs - st0.short_msgs, is_long[i] ? 0 : 1);
 	}
-	cl_stop(&c);
+	rr_th_cl_stop(&c);
 	srv_stop(&s);
 	CHECK_EQ(s.bad, 0);
 }
@@ -1597,13 +1471,13 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 	struct rr_tp_conf sc, cc;
 	struct rr_xprt_params p;
 	struct rpcrdma_qp *qp2 = NULL;
-	struct cl c;
+	struct rr_th_cl c;
 	struct cl_arg x;
 	pthread_t th;
 	int port;
 	bool got = false, changed = false;
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	memset(&g, 0, sizeof(g));
 	confs(&sc, &cc);
@@ -1628,7 +1502,7 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_CONNECT_REQUEST)
 			got = true;
 		else
-			sleep_ms(5);
+			rr_th_sleep_ms(5);
 	}
 	REQUIRE(got);
 	g.id = ev.id;
@@ -1651,7 +1525,7 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_CONNECT_REQUEST)
 			got = true;
 		else
-			sleep_ms(5);
+			rr_th_sleep_ms(5);
 	}
 	REQUIRE(got);
 	{
@@ -1665,19 +1539,19 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 			if (rr_tp_client_params(c.tp, &p, NULL) == 0 && p.call_inline == 1024)
 				changed = true;
 			else
-				sleep_ms(5);
+				rr_th_sleep_ms(5);
 		}
 		CHECK(changed);
 		CHECK_EQ(p.reply_inline, 1024);
 		CHECK(!p.peer_r);
-		cl_stop(&c);
+		rr_th_cl_stop(&c);
 		for (int t = 0; t < 100; t++) {
 			if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_DISCONNECTED &&
 			    ev.id == id2)
 				break;
-			sleep_ms(5);
+			rr_th_sleep_ms(5);
 		}
-		sleep_ms(20);
+		rr_th_sleep_ms(20);
 		while (rpcrdma_cm_get_event(g.ch, &ev) == 0)
 			;
 		(void)rpcrdma_cm_id_destroy(id2);

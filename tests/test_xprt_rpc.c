@@ -13,6 +13,7 @@
 
 #include "rpcrdma/rdma.h"
 #include "rpcrdma/rpc.h"
+#include "xprt_harness.h"
 
 #define PROG 0x20000199u
 #define T_ECHO 1u
@@ -36,52 +37,14 @@ static int h_hold(struct rpcrdma_req *r, void *ctx)
 	return RPCRDMA_SVC_DEFER;
 }
 
-static int h_echo(struct rpcrdma_req *r, void *ctx)
-{
-	uint32_t v;
-
-	(void)ctx;
-	if (rpcrdma_xdr_get_u32(rpcrdma_req_args(r), &v))
-		return RPCRDMA_SVC_GARBAGE_ARGS;
-	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), v + 1);
-	return RPCRDMA_SVC_OK;
-}
-
-static int h_bulk(struct rpcrdma_req *r, void *ctx)
-{
-	struct rpcrdma_xdr_dec *d = rpcrdma_req_args(r);
-	const void *p;
-	uint32_t seed, len;
-
-	(void)ctx;
-	if (rpcrdma_xdr_get_u32(d, &seed) || rpcrdma_xdr_get_ddp(d, &p, &len))
-		return RPCRDMA_SVC_GARBAGE_ARGS;
-	for (uint32_t i = 0; i < len; i++)
-		if (((const uint8_t *)p)[i] != (uint8_t)(seed + i))
-			return RPCRDMA_SVC_SYSTEM_ERR;
-	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), len);
-	rpcrdma_xdr_put_ddp(rpcrdma_req_results(r), p, len);
-	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), 0x7a11);
-	return RPCRDMA_SVC_OK;
-}
-
-static bool soft_ok(void)
-{
-	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT)) {
-		printf("  soft provider not built in: rdma:// test not run\n");
-		return false;
-	}
-	return true;
-}
-
 static struct rpcrdma_server *start(char *url, size_t n)
 {
 	struct rpcrdma_server_opts o = {.threads = 2};
 	struct rpcrdma_server *s = NULL;
 
 	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", &o, &s), 0);
-	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_ECHO, h_echo, NULL), 0);
-	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_BULK, h_bulk, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_ECHO, rr_th_h_echo, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_BULK, rr_th_h_bulk_seeded, NULL), 0);
 	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_HOLD, h_hold, NULL), 0);
 	REQUIRE_EQ(rpcrdma_server_start(s), 0);
 	REQUIRE(rpcrdma_server_port(s) > 0);
@@ -96,7 +59,7 @@ TEST(xprt_rpc_rdma_echo)
 	struct rpcrdma_client *c = NULL;
 	char url[64];
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	s = start(url, sizeof(url));
 	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
@@ -124,7 +87,7 @@ TEST(xprt_rpc_rdma_ddp_items)
 	char url[64];
 	uint8_t *src = malloc(1u << 20), *sink = malloc((1u << 20) + 8);
 
-	if (!soft_ok() || !src || !sink) {
+	if (!rr_th_soft_ok() || !src || !sink) {
 		free(src);
 		free(sink);
 		REQUIRE(!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT));
@@ -197,7 +160,7 @@ TEST(xprt_rpc_rdma_async_timeout_cancel)
 	struct rpcrdma_ddp_sink sk = {sink, sizeof(sink)};
 	char url[64];
 
-	if (!soft_ok())
+	if (!rr_th_soft_ok())
 		return;
 	s = start(url, sizeof(url));
 	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
@@ -275,7 +238,7 @@ static int h_bulk_tid(struct rpcrdma_req *r, void *ctx)
 	if (ntids < 64)
 		tids[ntids++] = pthread_self();
 	pthread_mutex_unlock(&tid_lock);
-	return h_bulk(r, ctx);
+	return rr_th_h_bulk_seeded(r, ctx);
 }
 
 static void *run_deferred(void *arg)
@@ -298,7 +261,7 @@ TEST(xprt_rpc_rdma_inline_handlers)
 	pthread_t th;
 	void *ret;
 
-	if (!soft_ok() || !src || !sink) {
+	if (!rr_th_soft_ok() || !src || !sink) {
 		free(src);
 		free(sink);
 		REQUIRE(!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT));

@@ -237,14 +237,9 @@ RPCRDMA_API int rpcrdma_client_create(const char *url, uint32_t prog, uint32_t v
 
 	if (!out)
 		return -EINVAL;
-	rc = rr_xprt_parse_url(url, &t);
+	rc = rr_xprt_resolve(url, false, &t, &cls);
 	if (rc)
 		return rc;
-	rc = rr_xprt_lookup(t.scheme, &cls);
-	if (rc)
-		return rc;
-	if (!cls->client)
-		return -EPROTONOSUPPORT;
 	c = rr_zalloc(env, sizeof(*c));
 	if (!c)
 		return -ENOMEM;

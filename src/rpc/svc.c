@@ -356,14 +356,9 @@ RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_serv
 
 	if (!out)
 		return -EINVAL;
-	rc = rr_xprt_parse_url(url, &t);
+	rc = rr_xprt_resolve(url, true, &t, &cls);
 	if (rc)
 		return rc;
-	rc = rr_xprt_lookup(t.scheme, &cls);
-	if (rc)
-		return rc;
-	if (!cls->server)
-		return -EPROTONOSUPPORT;
 	s = rr_zalloc(env, sizeof(*s));
 	if (!s)
 		return -ENOMEM;

@@ -129,3 +129,18 @@ int rr_xprt_parse_url(const char *url, struct rr_xprt_target *t)
 	snprintf(t->port, sizeof(t->port), "%lu", port);
 	return 0;
 }
+
+int rr_xprt_resolve(const char *url, bool server, struct rr_xprt_target *t,
+		    const struct rr_xprt_class **out)
+{
+	int rc = rr_xprt_parse_url(url, t);
+
+	if (rc)
+		return rc;
+	rc = rr_xprt_lookup(t->scheme, out);
+	if (rc)
+		return rc;
+	if (server ? !(*out)->server : !(*out)->client)
+		return -EPROTONOSUPPORT;
+	return 0;
+}

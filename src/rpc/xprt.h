@@ -269,6 +269,11 @@ int rr_xprt_register(const struct rr_xprt_class *cls);
  * scheme without a transport (rdma, verbs) or no such role, -EINVAL for an
  * unknown scheme. */
 int rr_xprt_lookup(const char *scheme, const struct rr_xprt_class **out);
+/* Parses @url into *@t and looks up its transport into *@out, which must
+ * offer the server role when @server, else the client role: 0, the errors of
+ * rr_xprt_parse_url/rr_xprt_lookup, or -EPROTONOSUPPORT for a missing role. */
+int rr_xprt_resolve(const char *url, bool server, struct rr_xprt_target *t,
+		    const struct rr_xprt_class **out);
 
 /* Built-in transports. */
 extern const struct rr_xprt_class rr_xprt_tcp_class;

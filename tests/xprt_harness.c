@@ -1,0 +1,207 @@
+/* Shared scaffolding of the end-to-end transport tests (see xprt_harness.h):
+ * loopback rr_tp endpoints over the software iWARP provider, waits and the
+ * ECHO/BULK handlers. No TEST() here. */
+#include "xprt_harness.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+bool rr_th_soft_ok(void)
+{
+	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT)) {
+		printf("  soft provider not built in: test not run\n");
+		return false;
+	}
+	return true;
+}
+
+void rr_th_sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+static void loopback(struct sockaddr_in *a, int port)
+{
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a->sin_port = htons((uint16_t)port);
+}
+
+int rr_th_tp_server(const struct rr_tp_conf *conf, rr_tp_recv_fn recv, void *ctx,
+		    struct rr_tp_server **out)
+{
+	struct sockaddr_in a;
+
+	loopback(&a, 0);
+	return rr_tp_server_create(conf, (struct sockaddr *)&a, sizeof(a), recv, ctx, out);
+}
+
+int rr_th_tp_client(const struct rr_tp_conf *conf, int port, rr_tp_complete_fn complete,
+		    void *ctx, struct rr_tp_client **out)
+{
+	struct sockaddr_in a;
+
+	loopback(&a, port);
+	return rr_tp_client_create(conf, (struct sockaddr *)&a, sizeof(a), complete, ctx, out);
+}
+
+bool rr_th_wait_count(pthread_mutex_t *lock, pthread_cond_t *cond, const unsigned *count,
+		      unsigned n, unsigned ms)
+{
+	struct timespec ts;
+	bool ok = true;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000 + 1;
+	pthread_mutex_lock(lock);
+	while (*count < n && ok)
+		ok = pthread_cond_timedwait(cond, lock, &ts) == 0;
+	ok = *count >= n;
+	pthread_mutex_unlock(lock);
+	return ok;
+}
+
+void rr_th_worker_stop(pthread_mutex_t *lock, pthread_cond_t *cond, bool *stop,
+		       pthread_t worker)
+{
+	pthread_mutex_lock(lock);
+	*stop = true;
+	pthread_cond_broadcast(cond);
+	pthread_mutex_unlock(lock);
+	pthread_join(worker, NULL);
+}
+
+int rr_th_cl_start(struct rr_th_cl *c, const struct rr_tp_conf *conf, int port,
+		   rr_tp_complete_fn complete)
+{
+	memset(c, 0, sizeof(*c));
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	return rr_th_tp_client(conf, port, complete, c, &c->tp);
+}
+
+void rr_th_cl_stop(struct rr_th_cl *c)
+{
+	rr_tp_client_destroy(c->tp);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->cond);
+}
+
+bool rr_th_cl_wait(struct rr_th_cl *c, unsigned n, unsigned ms)
+{
+	return rr_th_wait_count(&c->lock, &c->cond, &c->done, n, ms);
+}
+
+void rr_th_sq_init(struct rr_th_sq *sq, void (*answer)(struct rr_th_sq *, struct rr_tp_sreq *))
+{
+	pthread_mutex_init(&sq->lock, NULL);
+	pthread_cond_init(&sq->cond, NULL);
+	sq->answer = answer;
+}
+
+static void *sq_worker(void *arg)
+{
+	struct rr_th_sq *sq = arg;
+
+	pthread_mutex_lock(&sq->lock);
+	for (;;) {
+		struct rr_tp_sreq *r;
+
+		while (sq->head == sq->tail && !sq->stop)
+			pthread_cond_wait(&sq->cond, &sq->lock);
+		if (sq->head == sq->tail && sq->stop)
+			break;
+		r = sq->q[sq->head++ % RR_ARRAY_SIZE(sq->q)];
+		pthread_mutex_unlock(&sq->lock);
+		sq->answer(sq, r);
+		pthread_mutex_lock(&sq->lock);
+	}
+	pthread_mutex_unlock(&sq->lock);
+	return NULL;
+}
+
+void rr_th_sq_start(struct rr_th_sq *sq)
+{
+	pthread_create(&sq->worker, NULL, sq_worker, sq);
+}
+
+void rr_th_sq_recv(void *ctx, struct rr_tp_sreq *r)
+{
+	struct rr_th_sq *sq = ctx;
+
+	pthread_mutex_lock(&sq->lock);
+	if (sq->hold && sq->nheld < RR_ARRAY_SIZE(sq->held)) {
+		sq->held[sq->nheld++] = r;
+	} else {
+		sq->q[sq->tail++ % RR_ARRAY_SIZE(sq->q)] = r;
+		pthread_cond_broadcast(&sq->cond);
+	}
+	pthread_mutex_unlock(&sq->lock);
+}
+
+unsigned rr_th_sq_nheld(struct rr_th_sq *sq)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&sq->lock);
+	n = sq->nheld;
+	pthread_mutex_unlock(&sq->lock);
+	return n;
+}
+
+void rr_th_sq_release_held(struct rr_th_sq *sq)
+{
+	pthread_mutex_lock(&sq->lock);
+	sq->hold = false;
+	for (unsigned i = 0; i < sq->nheld; i++)
+		sq->q[sq->tail++ % RR_ARRAY_SIZE(sq->q)] = sq->held[i];
+	sq->nheld = 0;
+	pthread_cond_broadcast(&sq->cond);
+	pthread_mutex_unlock(&sq->lock);
+}
+
+void rr_th_sq_stop(struct rr_th_sq *sq)
+{
+	rr_th_worker_stop(&sq->lock, &sq->cond, &sq->stop, sq->worker);
+}
+
+void rr_th_sq_destroy(struct rr_th_sq *sq)
+{
+	pthread_mutex_destroy(&sq->lock);
+	pthread_cond_destroy(&sq->cond);
+}
+
+int rr_th_h_echo(struct rpcrdma_req *r, void *ctx)
+{
+	uint32_t v;
+
+	(void)ctx;
+	if (rpcrdma_xdr_get_u32(rpcrdma_req_args(r), &v))
+		return RPCRDMA_SVC_GARBAGE_ARGS;
+	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), v + 1);
+	return RPCRDMA_SVC_OK;
+}
+
+int rr_th_h_bulk_seeded(struct rpcrdma_req *r, void *ctx)
+{
+	struct rpcrdma_xdr_dec *d = rpcrdma_req_args(r);
+	const void *p;
+	uint32_t seed, len;
+
+	(void)ctx;
+	if (rpcrdma_xdr_get_u32(d, &seed) || rpcrdma_xdr_get_ddp(d, &p, &len))
+		return RPCRDMA_SVC_GARBAGE_ARGS;
+	for (uint32_t i = 0; i < len; i++)
+		if (((const uint8_t *)p)[i] != (uint8_t)(seed + i))
+			return RPCRDMA_SVC_SYSTEM_ERR;
+	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), len);
+	rpcrdma_xdr_put_ddp(rpcrdma_req_results(r), p, len);
+	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), 0x7a11);
+	return RPCRDMA_SVC_OK;
+}
