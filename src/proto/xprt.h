@@ -9,7 +9,9 @@
  * does not, and a Long Call (RDMA_NOMSG, position-zero Read chunk carrying the
  * reduced stream, items still in their own Read chunks) when even the reduced
  * Call does not fit. It provisions one Write chunk per expected DDP-eligible
- * result and a Reply chunk when the largest possible Reply exceeds the reply
+ * result -- none when the largest possible Reply with the results inline fits
+ * the reply inline threshold (params.inline_ddp, RFC 8166 section 3.4.2: Write
+ * chunks are the requester's option) -- and a Reply chunk when the largest possible Reply exceeds the reply
  * inline threshold. The output is the list of memory ranges the driver must
  * register (with access rights); after registration rr_xprt_rqst_marshal()
  * writes the complete Send (header + inline payload) into the driver's send
