@@ -11,8 +11,8 @@
  * Call does not fit. It provisions one Write chunk per expected DDP-eligible
  * result -- none when the largest possible Reply with the results inline fits
  * the reply inline threshold (params.inline_ddp, RFC 8166 section 3.4.2: Write
- * chunks are the requester's option) -- and a Reply chunk when the largest possible Reply exceeds the reply
- * inline threshold. The output is the list of memory ranges the driver must
+ * chunks are the requester's option) -- and a Reply chunk when the largest
+ * possible Reply exceeds the reply inline threshold. The output is the list of memory ranges the driver must
  * register (with access rights); after registration rr_xprt_rqst_marshal()
  * writes the complete Send (header + inline payload) into the driver's send
  * buffer. rr_xprt_req_recv() matches a Reply to its Call by XID, validates it
