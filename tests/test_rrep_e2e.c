@@ -468,90 +468,18 @@ TEST(rrep_e2e_cancelled_reply_later)
 }
 
 /* ---- a scripted rogue requester (raw headers, with the extension) ---- */
-struct rogue {
-	struct rpcrdma_context *ctx;
-	struct rpcrdma_pd *pd;
-	struct rpcrdma_cq *cq;
-	struct rpcrdma_qp *qp;
-	struct rpcrdma_cm_channel *ch;
-	struct rpcrdma_cm_id *id;
-	uint8_t rbuf[8][4096];
-	uint8_t sbuf[4096];
-	uint8_t pull[65536];
-	struct rpcrdma_mr *rmr, *smr, *pmr;
-};
-
-static void rogue_post_recv(struct rogue *g, unsigned i)
-{
-	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->rbuf[i], 4096, rpcrdma_mr_lkey(g->rmr)};
-	struct rpcrdma_recv_wr wr = {i, NULL, &sge, 1};
-
-	REQUIRE_EQ(rpcrdma_post_recv(g->qp, &wr, NULL), 0);
-}
-
-static int rogue_open(struct rogue *g, int port)
+static int rogue_open(struct rr_th_rogue *g, int port)
 {
 	static const uint8_t pd[20] = {0xf6, 0xab, 0x0e, 0x18, 1, 1, 3, 3, 0xac, 0x3a, 0x36,
 				       0x3d, 1, 12, 0, 0, 0, 0, 0, 1};
-	struct rpcrdma_cq_attr ca = {64, NULL};
-	struct rpcrdma_qp_attr qa = {0};
-	struct rpcrdma_conn_param prm = {0};
-	struct sockaddr_in a = {0};
-	struct rpcrdma_cm_event ev;
 
-	memset(g, 0, sizeof(*g));
-	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, NULL, &g->ctx), 0);
-	REQUIRE_EQ(rpcrdma_pd_alloc(g->ctx, &g->pd), 0);
-	REQUIRE_EQ(rpcrdma_cq_create(g->ctx, &ca, &g->cq), 0);
-	qa.send_cq = qa.recv_cq = g->cq;
-	qa.max_send_wr = 16;
-	qa.max_recv_wr = 8;
-	qa.max_send_sge = qa.max_recv_sge = 1;
-	REQUIRE_EQ(rpcrdma_qp_create(g->pd, &qa, &g->qp), 0);
-	REQUIRE_EQ(rpcrdma_reg_mr_simple(g->pd, g->rbuf, sizeof(g->rbuf),
-					 RPCRDMA_ACCESS_LOCAL_WRITE, &g->rmr), 0);
-	REQUIRE_EQ(rpcrdma_reg_mr_simple(g->pd, g->sbuf, sizeof(g->sbuf),
-					 RPCRDMA_ACCESS_LOCAL_WRITE, &g->smr), 0);
-	REQUIRE_EQ(rpcrdma_reg_mr_simple(g->pd, g->pull, sizeof(g->pull),
-					 RPCRDMA_ACCESS_LOCAL_WRITE, &g->pmr), 0);
-	for (unsigned i = 0; i < 8; i++)
-		rogue_post_recv(g, i);
-	REQUIRE_EQ(rpcrdma_cm_channel_create(g->ctx, &g->ch), 0);
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((uint16_t)port);
-	prm.private_data = pd;
-	prm.private_data_len = sizeof(pd);
-	prm.responder_resources = 4;
-	prm.initiator_depth = 4;
-	REQUIRE_EQ(rpcrdma_connect(g->ch, g->qp, (struct sockaddr *)&a, sizeof(a), &prm, g,
-				   &g->id), 0);
-	for (int t = 0; t < 300; t++) {
-		if (rpcrdma_cm_get_event(g->ch, &ev) == 0)
-			return ev.type == RPCRDMA_CM_ESTABLISHED ? 0 : -ECONNREFUSED;
-		rr_th_sleep_ms(10);
-	}
-	return -ETIMEDOUT;
-}
-
-static void rogue_close(struct rogue *g)
-{
-	(void)rpcrdma_disconnect(g->id);
-	(void)rpcrdma_cm_id_destroy(g->id);
-	(void)rpcrdma_qp_destroy(g->qp);
-	(void)rpcrdma_dereg_mr(g->rmr);
-	(void)rpcrdma_dereg_mr(g->smr);
-	(void)rpcrdma_dereg_mr(g->pmr);
-	(void)rpcrdma_cq_destroy(g->cq);
-	(void)rpcrdma_pd_free(g->pd);
-	(void)rpcrdma_cm_channel_destroy(g->ch);
-	(void)rpcrdma_close(g->ctx);
+	return rr_th_rogue_open(g, port, pd, sizeof(pd), true);
 }
 
 /* Posts a Send (With Invalidate of @inv when nonzero) and waits up to @ms for
  * a Receive (copied to @out) or for the Send completion only (@out NULL).
  * Returns the received length, 0 (nothing), -1 (connection broke). */
-static int rogue_send(struct rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
+static int rogue_send(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
 		      uint8_t *out, unsigned ms)
 {
 	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
@@ -582,7 +510,7 @@ static int rogue_send(struct rogue *g, const uint8_t *msg, size_t len, uint32_t 
 
 				if (out)
 					memcpy(out, g->rbuf[idx], (size_t)l);
-				rogue_post_recv(g, idx);
+				rr_th_rogue_post_recv(g, idx);
 				if (out)
 					return l;
 			} else {
@@ -597,7 +525,7 @@ static int rogue_send(struct rogue *g, const uint8_t *msg, size_t len, uint32_t 
 }
 
 /* RDMA Read of @len bytes from (@stag, @off) into g->pull. 0 or -1. */
-static int rogue_read(struct rogue *g, uint32_t stag, uint64_t off, uint32_t len)
+static int rogue_read(struct rr_th_rogue *g, uint32_t stag, uint64_t off, uint32_t len)
 {
 	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->pull, len, rpcrdma_mr_lkey(g->pmr)};
 	struct rpcrdma_send_wr wr;
@@ -646,7 +574,7 @@ static size_t rogue_done(uint8_t *b, uint32_t xid)
 }
 
 /* Gets the Read-chunk Reply to a Call for @xid: its STag and length. */
-static bool rogue_exposed(struct rogue *g, uint32_t xid, uint32_t *stag, uint64_t *off,
+static bool rogue_exposed(struct rr_th_rogue *g, uint32_t xid, uint32_t *stag, uint64_t *off,
 			  uint32_t *len)
 {
 	uint8_t m[64], r[4096];
@@ -679,7 +607,7 @@ TEST(rrep_e2e_rogue_requester)
 	struct rr_test_env te;
 	struct rr_xprt_stats st;
 	struct srv s;
-	struct rogue g;
+	struct rr_th_rogue g;
 	uint32_t stag, stag2, len, len2;
 	uint64_t off, off2;
 	uint8_t m[64];
@@ -748,7 +676,7 @@ TEST(rrep_e2e_rogue_requester)
 	__atomic_add_fetch(&te.now_ns, 6000000000ull, __ATOMIC_SEQ_CST);
 	CHECK(srv_quiet(&s));
 	CHECK_EQ(rogue_read(&g, stag, off, 64), -1);
-	rogue_close(&g);
+	rr_th_rogue_close(&g);
 	rr_th_sleep_ms(100);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 0);
 	srv_stop(&s);
@@ -760,7 +688,7 @@ TEST(rrep_e2e_disconnect_with_replies_waiting)
 	struct rr_tp_conf sc;
 	struct rr_xprt_stats st;
 	struct srv s;
-	struct rogue g;
+	struct rr_th_rogue g;
 	uint32_t stag, len;
 	uint64_t off;
 	int port;
@@ -775,7 +703,7 @@ TEST(rrep_e2e_disconnect_with_replies_waiting)
 		REQUIRE(rogue_exposed(&g, 0x600 + i, &stag, &off, &len));
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 5);
 	CHECK_EQ(rr_tp_server_rrep_waiting(s.tp), 5);
-	rogue_close(&g);
+	rr_th_rogue_close(&g);
 	CHECK(srv_quiet(&s));
 	rr_tp_server_stats(s.tp, &st);
 	CHECK_EQ(st.rrep_fenced, 5);
@@ -839,7 +767,7 @@ TEST(rrep_e2e_forger_disconnected)
 {
 	struct rr_tp_conf sc;
 	struct srv s;
-	struct rogue g;
+	struct rr_th_rogue g;
 	uint8_t m[64], r[4096];
 	int port;
 
@@ -868,7 +796,7 @@ TEST(rrep_e2e_forger_disconnected)
 		CHECK(n <= 0);
 	}
 	CHECK(srv_quiet(&s));
-	rogue_close(&g);
+	rr_th_rogue_close(&g);
 	rr_th_sleep_ms(50);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 0);
 	srv_stop(&s);
@@ -883,7 +811,7 @@ TEST(rrep_e2e_reservation_cap)
 	struct rr_tp_conf sc;
 	struct rr_test_env te;
 	struct srv s;
-	struct rogue g;
+	struct rr_th_rogue g;
 	uint32_t stag, len;
 	uint64_t off;
 	uint8_t m[64], r[4096];
@@ -915,6 +843,6 @@ TEST(rrep_e2e_reservation_cap)
 	REQUIRE(rogue_exposed(&g, 0x803, &stag, &off, &len));
 	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x803), stag, NULL, 500), 0);
 	CHECK(srv_quiet(&s));
-	rogue_close(&g);
+	rr_th_rogue_close(&g);
 	srv_stop(&s);
 }

@@ -650,94 +650,16 @@ TEST(xprt_e2e_abort)
 }
 
 /* ---- a scripted rogue requester: raw RPC-over-RDMA headers ---- */
-struct rogue {
-	struct rpcrdma_context *ctx;
-	struct rpcrdma_pd *pd;
-	struct rpcrdma_cq *cq;
-	struct rpcrdma_qp *qp;
-	struct rpcrdma_cm_channel *ch;
-	struct rpcrdma_cm_id *id;
-	uint8_t rbuf[8][4096];
-	uint8_t sbuf[4096];
-	struct rpcrdma_mr *rmr, *smr;
-	bool disconnected;
-};
-
-static void rogue_post_recv(struct rogue *g, unsigned i)
-{
-	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->rbuf[i], 4096, rpcrdma_mr_lkey(g->rmr)};
-	struct rpcrdma_recv_wr wr = {i, NULL, &sge, 1};
-
-	REQUIRE_EQ(rpcrdma_post_recv(g->qp, &wr, NULL), 0);
-}
-
-static int rogue_open_pd(struct rogue *g, int port, const uint8_t *pd, uint16_t pdlen)
-{
-	struct rpcrdma_cq_attr ca = {64, NULL};
-	struct rpcrdma_qp_attr qa = {0};
-	struct rpcrdma_conn_param prm = {0};
-	struct sockaddr_in a = {0};
-	struct rpcrdma_cm_event ev;
-
-	memset(g, 0, sizeof(*g));
-	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, NULL, &g->ctx), 0);
-	REQUIRE_EQ(rpcrdma_pd_alloc(g->ctx, &g->pd), 0);
-	REQUIRE_EQ(rpcrdma_cq_create(g->ctx, &ca, &g->cq), 0);
-	qa.send_cq = qa.recv_cq = g->cq;
-	qa.max_send_wr = 16;
-	qa.max_recv_wr = 8;
-	qa.max_send_sge = qa.max_recv_sge = 1;
-	REQUIRE_EQ(rpcrdma_qp_create(g->pd, &qa, &g->qp), 0);
-	REQUIRE_EQ(rpcrdma_reg_mr_simple(g->pd, g->rbuf, sizeof(g->rbuf),
-					 RPCRDMA_ACCESS_LOCAL_WRITE, &g->rmr), 0);
-	REQUIRE_EQ(rpcrdma_reg_mr_simple(g->pd, g->sbuf, sizeof(g->sbuf),
-					 RPCRDMA_ACCESS_LOCAL_WRITE, &g->smr), 0);
-	for (unsigned i = 0; i < 8; i++)
-		rogue_post_recv(g, i);
-	REQUIRE_EQ(rpcrdma_cm_channel_create(g->ctx, &g->ch), 0);
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((uint16_t)port);
-	prm.private_data = pd;
-	prm.private_data_len = pdlen;
-	prm.responder_resources = 4;
-	prm.initiator_depth = 4;
-	REQUIRE_EQ(rpcrdma_connect(g->ch, g->qp, (struct sockaddr *)&a, sizeof(a), &prm, g,
-				   &g->id), 0);
-	for (int t = 0; t < 300; t++) {
-		if (rpcrdma_cm_get_event(g->ch, &ev) == 0) {
-			if (ev.type == RPCRDMA_CM_ESTABLISHED)
-				return 0;
-			return -ECONNREFUSED;
-		}
-		rr_th_sleep_ms(10);
-	}
-	return -ETIMEDOUT;
-}
-
-static int rogue_open(struct rogue *g, int port)
+static int rogue_open(struct rr_th_rogue *g, int port)
 {
 	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
 
-	return rogue_open_pd(g, port, pd, 8);
-}
-
-static void rogue_close(struct rogue *g)
-{
-	(void)rpcrdma_disconnect(g->id);
-	(void)rpcrdma_cm_id_destroy(g->id);
-	(void)rpcrdma_qp_destroy(g->qp);
-	(void)rpcrdma_dereg_mr(g->rmr);
-	(void)rpcrdma_dereg_mr(g->smr);
-	(void)rpcrdma_cq_destroy(g->cq);
-	(void)rpcrdma_pd_free(g->pd);
-	(void)rpcrdma_cm_channel_destroy(g->ch);
-	(void)rpcrdma_close(g->ctx);
+	return rr_th_rogue_open(g, port, pd, 8, false);
 }
 
 /* Sends @len raw bytes; waits up to @ms for a message back. Returns its
  * length, 0 when nothing came, -1 when the connection broke. */
-static int rogue_xchg(struct rogue *g, const uint8_t *msg, size_t len, uint8_t *out,
+static int rogue_xchg(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint8_t *out,
 		      unsigned ms)
 {
 	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
@@ -766,7 +688,7 @@ static int rogue_xchg(struct rogue *g, const uint8_t *msg, size_t len, uint8_t *
 				int l = (int)wc[i].byte_len;
 
 				memcpy(out, g->rbuf[idx], (size_t)l);
-				rogue_post_recv(g, idx);
+				rr_th_rogue_post_recv(g, idx);
 				return l;
 			}
 		}
@@ -829,7 +751,7 @@ TEST(xprt_e2e_rogue_requester)
 {
 	struct rr_tp_conf sc;
 	struct srv s;
-	struct rogue g;
+	struct rr_th_rogue g;
 	uint8_t m[256], r[4096];
 	size_t l;
 	int port, n;
@@ -937,7 +859,7 @@ TEST(xprt_e2e_rogue_requester)
 	n = rogue_xchg(&g, m, 84, r, 3000);
 	CHECK(n <= 0);
 	CHECK_EQ(srv_served(&s, 2), 2);
-	rogue_close(&g);
+	rr_th_rogue_close(&g);
 	/* The same peer retransmits that XID on a new connection: ERR_CHUNK,
 	 * not another failing Read; the connection stays up. */
 	REQUIRE_EQ(rogue_open(&g, port), 0);
@@ -947,7 +869,7 @@ TEST(xprt_e2e_rogue_requester)
 	REQUIRE(n >= 48);
 	CHECK_EQ(rr_get_be32(r), 0x111);
 	CHECK_EQ(srv_served(&s, 3), 3);
-	rogue_close(&g);
+	rr_th_rogue_close(&g);
 	srv_stop(&s);
 }
 
@@ -1362,7 +1284,7 @@ TEST(xprt_e2e_no_private_data_defaults)
 {
 	struct rr_tp_conf sc;
 	struct srv s;
-	struct rogue g;
+	struct rr_th_rogue g;
 	uint8_t m[256], r[4096];
 	size_t l;
 	int port, n;
@@ -1372,7 +1294,7 @@ TEST(xprt_e2e_no_private_data_defaults)
 	rr_tp_conf_default(&sc);
 	port = srv_start(&s, &sc);
 	REQUIRE(port > 0);
-	REQUIRE_EQ(rogue_open_pd(&g, port, NULL, 0), 0);
+	REQUIRE_EQ(rr_th_rogue_open(&g, port, NULL, 0, false), 0);
 	l = rogue_call(m, 0x200, 1, RR_XPRT_MSG, 0x200);
 	rr_put_be32(m + 40, 1500);   /* reply_n: a 1520-byte Reply */
 	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x200, RR_XPRT_ERR_CHUNK);
@@ -1381,7 +1303,7 @@ TEST(xprt_e2e_no_private_data_defaults)
 	rr_put_be32(m + 28, 0x201);
 	n = rogue_xchg(&g, m, l, r, 3000);
 	CHECK_EQ(n, 28 + 20 + 900);
-	rogue_close(&g);
+	rr_th_rogue_close(&g);
 	REQUIRE_EQ(rogue_open(&g, port), 0);    /* 4096/4096 */
 	rr_put_be32(m, 0x202);
 	rr_put_be32(m + 28, 0x202);
@@ -1389,7 +1311,7 @@ TEST(xprt_e2e_no_private_data_defaults)
 	n = rogue_xchg(&g, m, l, r, 3000);
 	CHECK_EQ(n, 28 + 20 + 1500);
 	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
-	rogue_close(&g);
+	rr_th_rogue_close(&g);
 	srv_stop(&s);
 }
 

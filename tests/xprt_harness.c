@@ -2,6 +2,7 @@
  * loopback rr_tp endpoints over the software iWARP provider, waits and the
  * ECHO/BULK handlers. No TEST() here. */
 #include "xprt_harness.h"
+#include "test.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -175,6 +176,72 @@ void rr_th_sq_destroy(struct rr_th_sq *sq)
 {
 	pthread_mutex_destroy(&sq->lock);
 	pthread_cond_destroy(&sq->cond);
+}
+
+void rr_th_rogue_post_recv(struct rr_th_rogue *g, unsigned i)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->rbuf[i], 4096, rpcrdma_mr_lkey(g->rmr)};
+	struct rpcrdma_recv_wr wr = {i, NULL, &sge, 1};
+
+	REQUIRE_EQ(rpcrdma_post_recv(g->qp, &wr, NULL), 0);
+}
+
+int rr_th_rogue_open(struct rr_th_rogue *g, int port, const uint8_t *pd, uint16_t pdlen,
+		     bool pull)
+{
+	struct rpcrdma_cq_attr ca = {64, NULL};
+	struct rpcrdma_qp_attr qa = {0};
+	struct rpcrdma_conn_param prm = {0};
+	struct sockaddr_in a;
+	struct rpcrdma_cm_event ev;
+
+	memset(g, 0, sizeof(*g));
+	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, NULL, &g->ctx), 0);
+	REQUIRE_EQ(rpcrdma_pd_alloc(g->ctx, &g->pd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(g->ctx, &ca, &g->cq), 0);
+	qa.send_cq = qa.recv_cq = g->cq;
+	qa.max_send_wr = 16;
+	qa.max_recv_wr = 8;
+	qa.max_send_sge = qa.max_recv_sge = 1;
+	REQUIRE_EQ(rpcrdma_qp_create(g->pd, &qa, &g->qp), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(g->pd, g->rbuf, sizeof(g->rbuf),
+					 RPCRDMA_ACCESS_LOCAL_WRITE, &g->rmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(g->pd, g->sbuf, sizeof(g->sbuf),
+					 RPCRDMA_ACCESS_LOCAL_WRITE, &g->smr), 0);
+	if (pull)
+		REQUIRE_EQ(rpcrdma_reg_mr_simple(g->pd, g->pull, sizeof(g->pull),
+						 RPCRDMA_ACCESS_LOCAL_WRITE, &g->pmr), 0);
+	for (unsigned i = 0; i < 8; i++)
+		rr_th_rogue_post_recv(g, i);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(g->ctx, &g->ch), 0);
+	loopback(&a, port);
+	prm.private_data = pd;
+	prm.private_data_len = pdlen;
+	prm.responder_resources = 4;
+	prm.initiator_depth = 4;
+	REQUIRE_EQ(rpcrdma_connect(g->ch, g->qp, (struct sockaddr *)&a, sizeof(a), &prm, g,
+				   &g->id), 0);
+	for (int t = 0; t < 300; t++) {
+		if (rpcrdma_cm_get_event(g->ch, &ev) == 0)
+			return ev.type == RPCRDMA_CM_ESTABLISHED ? 0 : -ECONNREFUSED;
+		rr_th_sleep_ms(10);
+	}
+	return -ETIMEDOUT;
+}
+
+void rr_th_rogue_close(struct rr_th_rogue *g)
+{
+	(void)rpcrdma_disconnect(g->id);
+	(void)rpcrdma_cm_id_destroy(g->id);
+	(void)rpcrdma_qp_destroy(g->qp);
+	(void)rpcrdma_dereg_mr(g->rmr);
+	(void)rpcrdma_dereg_mr(g->smr);
+	if (g->pmr)
+		(void)rpcrdma_dereg_mr(g->pmr);
+	(void)rpcrdma_cq_destroy(g->cq);
+	(void)rpcrdma_pd_free(g->pd);
+	(void)rpcrdma_cm_channel_destroy(g->ch);
+	(void)rpcrdma_close(g->ctx);
 }
 
 int rr_th_h_echo(struct rpcrdma_req *r, void *ctx)

@@ -86,6 +86,31 @@ void rr_th_sq_stop(struct rr_th_sq *sq);
 /* Destroys the lock and condition (after the rr_tp server is gone). */
 void rr_th_sq_destroy(struct rr_th_sq *sq);
 
+/* A scripted rogue peer: a raw soft-provider QP connected to a responder,
+ * 8 posted 4 KiB receive buffers (wr_id = index), one 4 KiB send buffer and,
+ * when opened with a pull buffer, a 64 KiB RDMA Read target. */
+struct rr_th_rogue {
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_qp *qp;
+	struct rpcrdma_cm_channel *ch;
+	struct rpcrdma_cm_id *id;
+	uint8_t rbuf[8][4096];
+	uint8_t sbuf[4096];
+	uint8_t pull[65536];
+	struct rpcrdma_mr *rmr, *smr, *pmr;
+	bool disconnected;
+};
+
+/* Reposts receive buffer @i. */
+void rr_th_rogue_post_recv(struct rr_th_rogue *g, unsigned i);
+/* Zeroes @g and connects to 127.0.0.1:@port with private data @pd/@pdlen
+ * (RFC 8797); @pull registers g->pull. 0, -ECONNREFUSED or -ETIMEDOUT. */
+int rr_th_rogue_open(struct rr_th_rogue *g, int port, const uint8_t *pd, uint16_t pdlen,
+		     bool pull);
+void rr_th_rogue_close(struct rr_th_rogue *g);
+
 /* ECHO: u32 v -> u32 v + 1. */
 int rr_th_h_echo(struct rpcrdma_req *r, void *ctx);
 
