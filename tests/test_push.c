@@ -171,6 +171,18 @@ static struct rpcrdma_client *connect_to(const char *url)
 	return c;
 }
 
+/* A client that conveys every DDP-eligible item in a chunk, even small ones
+ * (no_inline_ddp; tests/test_xprt_inline.c covers the inline forms). */
+static struct rpcrdma_client *connect_chunks(const char *url)
+{
+	struct rpcrdma_client_opts o = {.timeout_ms = 10000, .connect_timeout_ms = 5000,
+					.no_inline_ddp = true};
+	struct rpcrdma_client *c = NULL;
+
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
+	return c;
+}
+
 static void snap(struct rpcrdma_client *c, struct rpcrdma_server *s,
 		 struct rpcrdma_xprt_stats *cs, struct rpcrdma_xprt_stats *ss)
 {
@@ -233,7 +245,7 @@ TEST(stats_message_forms)
 	for (uint32_t i = 0; i < big; i++)
 		src[i] = (uint8_t)(i * 7);
 	s = start("rdma", url, sizeof(url));
-	c = connect_to(url);
+	c = connect_chunks(url);   /* small items in chunks too: the forms below */
 	snap(c, s, &c0, &s0);
 	CHECK_EQ(c0.connections, 1);
 	CHECK(strcmp(c0.transport, "rdma") == 0);

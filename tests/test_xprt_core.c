@@ -101,7 +101,9 @@ static void rt_init(struct rt *t)
 	memset(t, 0, sizeof(*t));
 	rr_test_env_init(&t->te, 1);
 	rr_xprt_params_default(&t->rp);
+	t->rp.inline_ddp = false;
 	rr_xprt_params_default(&t->sp);
+	t->sp.inline_ddp = false;
 	sim_reset();
 }
 
@@ -656,6 +658,7 @@ static void reqfix_init(struct reqfix *f, uint32_t max_reply)
 	memset(f, 0, sizeof(*f));
 	rr_test_env_init(&f->te, 3);
 	rr_xprt_params_default(&f->p);
+	f->p.inline_ddp = false;
 	rr_xprt_req_init(&f->req, &f->te.env, &f->p, &f->st);
 	sim_reset();
 	mk_call(f->call, 0x55, 32);
@@ -864,6 +867,7 @@ TEST(xprt_linux_reply_chunk_quirks)
 		struct rr_xprt_params p;
 
 		rr_xprt_params_default(&p);
+		p.inline_ddp = false;
 		p.max_seg_len = 8192;
 		rr_xprt_req_set_params(&f.req, &p);
 		d = (struct rr_xprt_rqst_desc){.xid = 0x56, .parts = &f.cp, .nparts = 1,
@@ -935,6 +939,7 @@ TEST(xprt_responder_error_answers)
 
 	rr_test_env_init(&te, 5);
 	rr_xprt_params_default(&p);
+	p.inline_ddp = false;
 	p.max_call = 100000;
 	memset(&st, 0, sizeof(st));
 	rr_xprt_rsp_init(&s, &te.env, &p, &st);
@@ -1065,6 +1070,7 @@ TEST(xprt_responder_unsorted_read_list)
 
 	rr_test_env_init(&te, 5);
 	rr_xprt_params_default(&p);
+	p.inline_ddp = false;
 	rr_xprt_rsp_init(&s, &te.env, &p, NULL);
 	memset(&h, 0, sizeof(h));
 	h.xid = 1; h.vers = 1; h.credit = 1; h.proc = RR_XPRT_MSG;

@@ -990,6 +990,7 @@ TEST(xprt_e2e_rogue_responder)
 		return;
 	memset(&g, 0, sizeof(g));
 	confs(&sc, &cc);
+	cc.inline_ddp = false;   /* a Write chunk for the small sink */
 	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, NULL, &g.ctx), 0);
 	REQUIRE_EQ(rpcrdma_cm_channel_create(g.ctx, &g.ch), 0);
 	a.sin_family = AF_INET;

@@ -755,6 +755,9 @@ static int conn_op(struct conn *c, int op, uint32_t size)
 
 			rpcrdma_xdr_put_u32(rpcrdma_call_args(call), size);
 			rc = rpcrdma_call_set_sinks(call, &sk, 1);
+			/* the reduced Reply is 28 bytes (header, length word):
+			 * a known bound lets small results come inline */
+			rpcrdma_call_set_reply_hint(call, 64);
 		} else if (op >= 2) {
 			rc = rpcrdma_xdr_put_ddp(rpcrdma_call_args(call), srcbuf, size);
 		}

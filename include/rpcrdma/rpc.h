@@ -109,6 +109,12 @@ struct rpcrdma_client_opts {
 	bool no_reconnect;              /* fail pending calls on connection loss
 					   instead of reconnecting and
 					   retransmitting with the same XID */
+	bool no_inline_ddp;             /* RDMA: a Write chunk for every result
+					   sink, even when the largest possible
+					   Reply fits the reply inline threshold
+					   (default: such results come inline,
+					   no registration, as with Linux
+					   xprtrdma) */
 };
 
 /* Connects to @url ("tcp://host:port"; "rdma://host:port" and

@@ -9,8 +9,10 @@
  * does not, and a Long Call (RDMA_NOMSG, position-zero Read chunk carrying the
  * reduced stream, items still in their own Read chunks) when even the reduced
  * Call does not fit. It provisions one Write chunk per expected DDP-eligible
- * result and a Reply chunk when the largest possible Reply exceeds the reply
- * inline threshold. The output is the list of memory ranges the driver must
+ * result -- none when the largest possible Reply with the results inline fits
+ * the reply inline threshold (params.inline_ddp, RFC 8166 section 3.4.2: Write
+ * chunks are the requester's option) -- and a Reply chunk when the largest
+ * possible Reply exceeds the reply inline threshold. The output is the list of memory ranges the driver must
  * register (with access rights); after registration rr_xprt_rqst_marshal()
  * writes the complete Send (header + inline payload) into the driver's send
  * buffer. rr_xprt_req_recv() matches a Reply to its Call by XID, validates it
@@ -154,9 +156,18 @@ struct rr_xprt_params {
 	 * negotiated by both peers' RELIABLE_REPLY capability. */
 	bool reliable_reply;
 	uint32_t max_pull;      /* requester: largest Reply it pulls (0: 256 MiB) */
+	/* Requester: small DDP-eligible results inline (Linux xprtrdma's
+	 * rpcrdma_results_inline; RFC 8166 section 3.4.2 makes Write chunks the
+	 * requester's option): sinks whose largest possible Reply (MIN_HDR +
+	 * max_reply + every sink's length padded) fits reply_inline get no
+	 * Write chunk (and no registration). false: one Write chunk per sink,
+	 * always. Default true. (Argument items are inline whenever the whole
+	 * Call fits call_inline, with either setting.) */
+	bool inline_ddp;
 };
 
-/* Defaults: RFC 8166 1024/1024 inline, no R, 1 MiB segments, 16 per chunk. */
+/* Defaults: RFC 8166 1024/1024 inline, no R, 1 MiB segments, 16 per chunk,
+ * inline_ddp on. */
 void rr_xprt_params_default(struct rr_xprt_params *p);
 
 /* ---- statistics (Linux "xprt: rdma" mountstats plus responder fields) ---- */
@@ -276,7 +287,8 @@ struct rr_xprt_rqst {
 	unsigned nitems;
 	int pullup_reg;                  /* Long Call buffer, -1 if none */
 	uint8_t *pullup;
-	int sink_reg[RR_XPRT_MAX_ITEMS];
+	int sink_reg[RR_XPRT_MAX_ITEMS]; /* -1 when results come inline */
+	bool results_inline;             /* no Write chunks: sinks' data inline */
 	int reply_reg;                   /* Reply chunk, -1 if none */
 	uint8_t *reply_buf;
 	uint32_t reply_len;

@@ -20,6 +20,7 @@ void rr_xprt_params_default(struct rr_xprt_params *p)
 	p->max_segs = 16;
 	p->max_call = 1u << 24;
 	p->max_pull = 1u << 28;
+	p->inline_ddp = true;
 }
 
 /* Decoding goes through the project's header codec (proto/hdr.h), which

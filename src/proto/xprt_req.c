@@ -127,17 +127,37 @@ static size_t write_list_size(const struct rr_xprt_params *p, const struct rr_xp
 {
 	size_t n = 4;
 
+	if (c->results_inline)
+		return n;
 	for (unsigned i = 0; i < c->desc.nsinks; i++)
 		n += 8 + (size_t)16 * nsegs_for(p, c->desc.sinks[i].len);
 	return n;
+}
+
+/* Small DDP-eligible results conveyed inline (as Linux xprtrdma's
+ * rpcrdma_results_inline; RFC 8166 section 3.4.2 makes Write chunks an
+ * option of the requester): true when the largest possible Reply -- a
+ * header with empty lists and no Reply chunk, the reduced Reply bound
+ * @max_reply, and every sink's maximum length with its XDR pad -- fits the
+ * reply inline threshold. The responder then returns the items inline and
+ * the RPC layer copies them into the sinks (RR_RPC_NOT_PLACED). */
+static bool results_fit_inline(const struct rr_xprt_params *p,
+			       const struct rr_xprt_rqst_desc *d)
+{
+	uint64_t need = RR_XPRT_MIN_HDR + (uint64_t)d->max_reply;
+
+	if (!p->inline_ddp || d->nsinks == 0)
+		return false;
+	for (unsigned i = 0; i < d->nsinks; i++)
+		need += RR_ALIGN4((uint64_t)d->sinks[i].len);
+	return need <= p->reply_inline;
 }
 
 static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 {
 	const struct rr_xprt_params *p = &r->params;
 	const struct rr_xprt_rqst_desc *d = &c->desc;
-	size_t wl = write_list_size(p, c);
-	size_t rep_hdr_max, hdr, reads;
+	size_t wl, rep_hdr_max, hdr, reads;
 	uint32_t nreads = 0;
 
 	free_bufs(r, c);
@@ -147,8 +167,10 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 	c->reply_len = 0;
 	for (unsigned i = 0; i < RR_XPRT_MAX_ITEMS; i++)
 		c->item_reg[i] = c->sink_reg[i] = -1;
+	c->results_inline = results_fit_inline(p, d);
+	wl = write_list_size(p, c);
 
-	for (unsigned i = 0; i < d->nsinks; i++) {
+	for (unsigned i = 0; i < d->nsinks && !c->results_inline; i++) {
 		if (nsegs_for(p, d->sinks[i].len) > p->max_segs)
 			return -EMSGSIZE;
 	}
@@ -157,7 +179,7 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 	rep_hdr_max = RR_XPRT_FIXED_HDR + 4 + wl + 4;
 	hdr = RR_XPRT_FIXED_HDR + 4 + wl + 4;
 	/* (With reliable reply negotiated, draft 5.3.1 decides: proto/rrep.h.) */
-	if (rr_rrep_want_reply_chunk(p, rep_hdr_max, d)) {
+	if (!c->results_inline && rr_rrep_want_reply_chunk(p, rep_hdr_max, d)) {
 		uint32_t rl = (uint32_t)RR_ALIGN4(d->max_reply);
 
 		if (nsegs_for(p, rl) > p->max_segs)
@@ -166,6 +188,10 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 		hdr += 4 + (size_t)16 * nsegs_for(p, rl);
 	}
 
+	/* Arguments: the whole Call, DDP-eligible items inline with their pad,
+	 * in one Short message when it fits (RFC 8166 section 3.4.3: reducing
+	 * an item is the requester's choice). With the results inline the
+	 * header has no Write list to carry, which leaves more room. */
 	if (hdr + c->xdr_len <= p->call_inline) {
 		c->form = RR_XPRT_FORM_SHORT;
 	} else {
@@ -234,7 +260,7 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 			k++;
 		}
 	}
-	for (unsigned i = 0; i < d->nsinks; i++)
+	for (unsigned i = 0; i < d->nsinks && !c->results_inline; i++)
 		c->sink_reg[i] = (int)add_reg(c, d->sinks[i].base, d->sinks[i].len,
 					      RR_XPRT_ACC_REMOTE_WRITE);
 	if (c->reply_len) {
@@ -333,7 +359,7 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 	const struct rr_xprt_rqst_desc *d = &c->desc;
 	struct rr_xprt_hdr *h;
 	struct rr_xprt_seg tmp[RR_XPRT_MAX_SEGS];
-	uint32_t n;
+	uint32_t n, h_nwrites = c->results_inline ? 0 : d->nsinks;
 	size_t off;
 	int len;
 
@@ -366,8 +392,8 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 			h->reads[h->nreads++].seg = tmp[j];
 		}
 	}
-	h->nwrites = d->nsinks;
-	for (unsigned i = 0; i < d->nsinks; i++)
+	h->nwrites = h_nwrites;
+	for (unsigned i = 0; i < h->nwrites; i++)
 		segs_of(p, &c->regs[c->sink_reg[i]], d->sinks[i].len,
 			h->writes[i].segs, &h->writes[i].nsegs);
 	h->has_reply = c->reply_reg >= 0;
@@ -403,7 +429,7 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 
 		s->sends++;
 		s->pullup_bytes += off - (size_t)len;
-		if (c->form == RR_XPRT_FORM_SHORT && !d->nsinks && c->reply_reg < 0)
+		if (c->form == RR_XPRT_FORM_SHORT && !h_nwrites && c->reply_reg < 0)
 			s->short_msgs++;
 		else if (c->form == RR_XPRT_FORM_LONG)
 			s->long_msgs++;
@@ -418,7 +444,7 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 			s->read_chunks++;
 			s->total_rdma_req += c->reduced_len;
 		}
-		s->write_chunks += d->nsinks;
+		s->write_chunks += h_nwrites;
 		if (c->reply_reg >= 0)
 			s->reply_chunks++;
 	}
@@ -562,7 +588,10 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	}
 	/* A Read list in a Reply needs the reliable-reply extension (the
 	 * codec only lets one through when it is negotiated). */
-	if ((h->nreads && !p->reliable_reply) || h->nwrites > c->desc.nsinks)
+	/* Results conveyed inline: no Write chunk was provisioned, so none
+	 * may come back. */
+	if ((h->nreads && !p->reliable_reply) ||
+	    h->nwrites > (c->results_inline ? 0u : c->desc.nsinks))
 		goto bad;
 	for (uint32_t i = 0; i < h->nwrites; i++) {
 		int64_t got;

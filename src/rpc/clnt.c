@@ -262,6 +262,7 @@ RPCRDMA_API int rpcrdma_client_create(const char *url, uint32_t prog, uint32_t v
 	xp.connect_timeout_ms = opts && opts->connect_timeout_ms ? opts->connect_timeout_ms
 							       : DEFAULT_CONNECT_MS;
 	xp.no_reconnect = opts && opts->no_reconnect;
+	xp.no_inline_ddp = opts && opts->no_inline_ddp;
 	xp.complete = on_complete;
 	xp.ctx = c;
 	rc = cls->client->create(&t, &xp, &c->xp);

@@ -31,7 +31,9 @@
  * caller supplied for the DDP-eligible RESULT items, in the order the results
  * decoder meets them (sink i = i-th DDP-eligible result item). An RDMA
  * transport registers them as Write chunks (sink i -> Write chunk i, sized
- * @max) and, for a Reply whose reply_hint or maximum size exceeds the reply
+ * @max) -- or, when the largest possible Reply (@reply_hint plus every
+ * sink's @max, padded) fits the reply inline threshold, provides none and
+ * reports every sink RR_RPC_NOT_PLACED (the items come inline) -- and, for a Reply whose reply_hint or maximum size exceeds the reply
  * inline threshold, provides a Reply chunk sized @reply_hint (0 = maximum
  * message size). On completion the transport reports for each sink
  * @placed[i] = the number of bytes the responder wrote into sink i (the
@@ -188,6 +190,7 @@ struct rr_xprt_client_params {
 	size_t max_msg;
 	uint32_t connect_timeout_ms;
 	bool no_reconnect;
+	bool no_inline_ddp;           /* RDMA: Write chunks for every sink */
 	void (*complete)(void *ctx, struct rr_xprt_call *call);
 	void *ctx;
 };

@@ -123,6 +123,7 @@ static int cl_create_on(const char *provider, const struct rr_xprt_target *t,
 	if (p->connect_timeout_ms)
 		conf.connect_timeout_ms = p->connect_timeout_ms;
 	conf.no_reconnect = p->no_reconnect;
+	conf.inline_ddp = !p->no_inline_ddp;
 	conf.ext_caps |= RR_PD_EXT_CAP_RDMA_COMMIT;   /* push mode (masked if unsupported) */
 	rc = rr_tp_client_create(&conf, (struct sockaddr *)&ss, len, cl_complete, x, &x->tp);
 	if (rc) {

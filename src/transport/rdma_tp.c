@@ -33,6 +33,7 @@ void rr_tp_conf_default(struct rr_tp_conf *c)
 	c->max_seg_len = 1u << 20;
 	c->max_segs = 16;
 	c->max_call = 1u << 24;
+	c->inline_ddp = true;
 	c->connect_timeout_ms = 5000;
 	c->reconnect_delay_ms = 50;
 	c->ord = 16;
@@ -504,6 +505,7 @@ static void conn_negotiate(struct tp_conn *cn, enum rr_pd_role role,
 	cn->params.max_seg_len = cf->max_seg_len;
 	cn->params.max_segs = cf->max_segs;
 	cn->params.max_call = cf->max_call;
+	cn->params.inline_ddp = cf->inline_ddp;
 	cn->params.reliable_reply = (cn->neg.ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY) != 0;
 }
 

@@ -54,6 +54,12 @@ struct rr_tp_conf {
 	uint32_t max_seg_len;           /* largest segment exposed (1 MiB) */
 	uint32_t max_segs;              /* segments per chunk (16) */
 	uint32_t max_call;              /* responder: largest Call (16 MiB) */
+	bool inline_ddp;                /* requester: small DDP-eligible
+					   results inline, no Write chunk and no
+					   registration, when the largest Reply
+					   fits the negotiated reply threshold
+					   (true); false: always Write chunks
+					   (proto/xprt.h) */
 	uint32_t connect_timeout_ms;    /* 5000 */
 	uint32_t reconnect_delay_ms;    /* 50 */
 	bool no_reconnect;
