@@ -397,57 +397,32 @@ static int sv_ctl(struct rr_xprt_server *s, struct rr_xprt_req *req, unsigned op
 				  op, arg);
 }
 
-static const struct rr_xprt_client_ops rdma_client_ops = {
-	.create = cl_create,
-	.submit = cl_submit,
-	.abort = cl_abort,
-	.release_reply = cl_release,
-	.destroy = cl_destroy,
-	.wait = cl_wait,
-	.ctl = cl_ctl,
-	.reliable_reply = cl_reliable_reply,
-};
+/* rdma:// (the soft provider) and verbs:// (rdma-core) are the same
+ * transport; their ops differ only in create, which opens the provider. */
+#define RDMA_CLIENT_OPS(create_fn)                                             \
+	{                                                                      \
+		.create = create_fn, .submit = cl_submit, .abort = cl_abort,   \
+		.release_reply = cl_release, .destroy = cl_destroy,            \
+		.wait = cl_wait, .ctl = cl_ctl,                                \
+		.reliable_reply = cl_reliable_reply,                           \
+	}
 
 /* inline_recv false: the RPC layer queues Calls to its workers, except those
  * it answers itself and all of them under RPCRDMA_SERVER_INLINE, which run on
  * the progress thread (send_reply then drains the CQ itself while it waits
  * for its RDMA Writes). */
-static const struct rr_xprt_server_ops rdma_server_ops = {
-	.create = sv_create,
-	.port = sv_port,
-	.start = sv_start,
-	.send_reply = sv_send_reply,
-	.req_done = sv_req_done,
-	.stop = sv_stop,
-	.destroy = sv_destroy,
-	.inline_recv = false,
-	.ctl = sv_ctl,
-};
+#define RDMA_SERVER_OPS(create_fn)                                             \
+	{                                                                      \
+		.create = create_fn, .port = sv_port, .start = sv_start,       \
+		.send_reply = sv_send_reply, .req_done = sv_req_done,          \
+		.stop = sv_stop, .destroy = sv_destroy, .inline_recv = false,  \
+		.ctl = sv_ctl,                                                 \
+	}
+
+static const struct rr_xprt_client_ops rdma_client_ops = RDMA_CLIENT_OPS(cl_create);
+static const struct rr_xprt_server_ops rdma_server_ops = RDMA_SERVER_OPS(sv_create);
+static const struct rr_xprt_client_ops verbs_client_ops = RDMA_CLIENT_OPS(cl_create_verbs);
+static const struct rr_xprt_server_ops verbs_server_ops = RDMA_SERVER_OPS(sv_create_verbs);
 
 const struct rr_xprt_class rr_xprt_rdma_class = {"rdma", &rdma_client_ops, &rdma_server_ops};
-
-/* verbs://: the same transport on rdma-core (differs only in create). */
-static const struct rr_xprt_client_ops verbs_client_ops = {
-	.create = cl_create_verbs,
-	.submit = cl_submit,
-	.abort = cl_abort,
-	.release_reply = cl_release,
-	.destroy = cl_destroy,
-	.wait = cl_wait,
-	.ctl = cl_ctl,
-	.reliable_reply = cl_reliable_reply,
-};
-
-static const struct rr_xprt_server_ops verbs_server_ops = {
-	.create = sv_create_verbs,
-	.port = sv_port,
-	.start = sv_start,
-	.send_reply = sv_send_reply,
-	.req_done = sv_req_done,
-	.stop = sv_stop,
-	.destroy = sv_destroy,
-	.inline_recv = false,
-	.ctl = sv_ctl,
-};
-
 const struct rr_xprt_class rr_xprt_verbs_class = {"verbs", &verbs_client_ops, &verbs_server_ops};
