@@ -117,10 +117,12 @@ struct rpcrdma_client_opts {
 					   xprtrdma) */
 };
 
-/* Connects to @url ("tcp://host:port"; "rdma://host:port" and
- * "verbs://host:port" when their transport is built in, otherwise
- * -EPROTONOSUPPORT) for program @prog version @vers. @opts may be NULL. The
- * connection is made here; a refused connection is an error. */
+/* Connects to @url ("tcp://host:port"; "rdma://host:port" on the software
+ * iWARP provider; "verbs://host:port" on rdma-core, through the RDMA device
+ * the route to host leads to: -ENODEV when there is none, -EPROTONOSUPPORT
+ * when the library was built without rdma-core) for program @prog version
+ * @vers. @opts may be NULL. The connection is made here; a refused
+ * connection is an error. */
 RPCRDMA_API int rpcrdma_client_create(const char *url, uint32_t prog, uint32_t vers,
 				      const struct rpcrdma_client_opts *opts,
 				      struct rpcrdma_client **out);
@@ -270,8 +272,11 @@ enum rpcrdma_svc_stat {
 
 typedef int (*rpcrdma_handler_fn)(struct rpcrdma_req *req, void *ctx);
 
-/* Listens on @url ("tcp://addr:port", port 0 for an ephemeral one). Not
- * yet serving: register handlers, then rpcrdma_server_start(). */
+/* Listens on @url ("tcp://addr:port", "rdma://addr:port" or
+ * "verbs://addr:port"; port 0 for an ephemeral one; verbs:// uses the RDMA
+ * device owning addr, the first one for a wildcard address, and answers as
+ * rpcrdma_client_create). Not yet serving: register handlers, then
+ * rpcrdma_server_start(). */
 RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_server_opts *opts,
 				      struct rpcrdma_server **out);
 /* Registers @fn for (@prog, @vers, @proc). Procedure 0 (NULL) is answered
