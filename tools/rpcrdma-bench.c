@@ -7,8 +7,8 @@
  * Workloads: NULL latency; READ and WRITE of 1 KiB..8 MiB (bulk data
  * DDP-eligible: Write / Read chunks on RDMA); 1..64 outstanding READs on one
  * connection; 1..8 connections; pull-mode WRITE versus push-mode
- * Write+Commit of 4 KiB (push mode reported as not available until the RPC
- * API has it). Every server runs in a forked child on loopback (forked
+ * Write+Commit of 4 KiB, durable on disk and on tmpfs (--workloads picks a
+ * subset). Every server runs in a forked child on loopback (forked
  * before this process starts any thread), so client and server are separate
  * processes for every transport alike.
  *
@@ -57,6 +57,8 @@
 #define BENCH_PUSH_OPEN 3u   /* -> i32 rc; region (rpcrdma/push.h) */
 #define BENCH_WRITE_SYNC 4u  /* data (DDP-eligible) -> count; written to a file and
                                 fdatasync'd before the reply (durable, like Commit) */
+#define BENCH_PUSH_OPEN_MEM 5u   /* BENCH_PUSH_OPEN, region file on tmpfs */
+#define BENCH_WRITE_SYNC_MEM 6u  /* BENCH_WRITE_SYNC, file on tmpfs */
 #define MAXIO (8u * 1024 * 1024)
 #define MAX_SAMPLES (1u << 20)
 
@@ -64,6 +66,9 @@ enum tp { TP_RDMA, TP_TCP, TP_TIRPC, TP_RAW, TP_N };
 static const char *const tp_name[TP_N] = {"rdma", "tcp", "tirpc", "raw"};
 
 static bool tp_want[TP_N];
+enum wl { WL_NULL, WL_READ, WL_WRITE, WL_OUTST, WL_CONNS, WL_PUSH, WL_N };
+static const char *const wl_name[WL_N] = {"null", "read", "write", "outstanding", "conns", "push"};
+static bool wl_want[WL_N];
 static bool tp_ok[TP_N];
 static char tp_why[TP_N][160];
 static int tp_port[TP_N];
@@ -349,43 +354,53 @@ static int h_write(struct rpcrdma_req *req, void *ctx)
 								  : RPCRDMA_SVC_OK;
 }
 
-/* Durable pull-mode WRITE: the data is written at offset 0 of a file under
- * /tmp (the file system of the push-mode region) and fdatasync'd before the
- * Reply, so it compares like with like with Write + Commit (msync). */
-static pthread_mutex_t sync_lock = PTHREAD_MUTEX_INITIALIZER;
-static int sync_fd = -1;
+/* Durable pull-mode WRITE: the data is written at offset 0 of a file in the
+ * directory of the push-mode region (@ctx: a struct sync_file) and
+ * fdatasync'd before the Reply, so it compares like with like with Write +
+ * Commit (msync). Two backings: the disk (/tmp on the machine's file system:
+ * a synchronous write-back) and tmpfs (/dev/shm: fdatasync and msync return
+ * at once; the stand-in for a persistent-memory mapping, where making bytes
+ * durable is a CPU cache flush and the network round trips dominate). */
+struct sync_file {
+	const char *dir;
+	pthread_mutex_t lock;
+	int fd;
+};
+
+static struct sync_file sync_disk = {"/tmp", PTHREAD_MUTEX_INITIALIZER, -1};
+static struct sync_file sync_mem = {"/dev/shm", PTHREAD_MUTEX_INITIALIZER, -1};
 
 static int h_write_sync(struct rpcrdma_req *req, void *ctx)
 {
+	struct sync_file *sf = ctx;
 	const void *p;
 	uint32_t len;
 	int rc = 0;
 
-	(void)ctx;
 	if (rpcrdma_xdr_get_ddp(rpcrdma_req_args(req), &p, &len) ||
 	    rpcrdma_xdr_dec_remaining(rpcrdma_req_args(req)))
 		return RPCRDMA_SVC_GARBAGE_ARGS;
-	pthread_mutex_lock(&sync_lock);
-	if (sync_fd < 0) {
+	pthread_mutex_lock(&sf->lock);
+	if (sf->fd < 0) {
 		char path[96];
 
-		snprintf(path, sizeof(path), "/tmp/rpcrdma-bench-sync-%d", (int)getpid());
-		sync_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (sync_fd >= 0)
+		snprintf(path, sizeof(path), "%s/rpcrdma-bench-sync-%d", sf->dir, (int)getpid());
+		sf->fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (sf->fd >= 0)
 			unlink(path);
 	}
-	if (sync_fd < 0 || pwrite(sync_fd, p, len, 0) != (ssize_t)len || fdatasync(sync_fd))
+	if (sf->fd < 0 || pwrite(sf->fd, p, len, 0) != (ssize_t)len || fdatasync(sf->fd))
 		rc = -1;
-	pthread_mutex_unlock(&sync_lock);
+	pthread_mutex_unlock(&sf->lock);
 	if (rc)
 		return RPCRDMA_SVC_SYSTEM_ERR;
 	return rpcrdma_xdr_put_u32(rpcrdma_req_results(req), len) ? RPCRDMA_SVC_SYSTEM_ERR
 								  : RPCRDMA_SVC_OK;
 }
 
-/* Push mode: a 64 KiB durable region (a file under /tmp, unlinked at once)
- * exposed to the calling connection; unmapped when the transport releases
- * it. */
+/* Push mode: a 64 KiB durable region (a file under @ctx's directory,
+ * unlinked at once) exposed to the calling connection; unmapped when the
+ * transport releases it. */
 struct bench_region {
 	struct rpcrdma_durable_map map;
 };
@@ -404,15 +419,16 @@ static int h_push_open(struct rpcrdma_req *req, void *ctx)
 	struct bench_region *g = calloc(1, sizeof(*g));
 	struct rpcrdma_push_region reg;
 	struct rpcrdma_mr_attr a;
-	char path[64];
+	const struct sync_file *sf = ctx;
+	char path[96];
 	uint64_t id;
 	int rc;
 
-	(void)ctx;
 	if (!g)
 		return RPCRDMA_SVC_SYSTEM_ERR;
 	g->map.fd = -1;
-	snprintf(path, sizeof(path), "/tmp/rpcrdma-bench-push-%d-%p", (int)getpid(), (void *)g);
+	snprintf(path, sizeof(path), "%s/rpcrdma-bench-push-%d-%p", sf->dir, (int)getpid(),
+		 (void *)g);
 	rc = rpcrdma_req_push_capable(req);
 	if (!rc)
 		rc = rpcrdma_durable_map(path, 65536, &g->map);
@@ -448,10 +464,16 @@ static int rr_server(const char *scheme, int *port)
 		rc = rpcrdma_server_register(srv, BENCH_PROG, BENCH_VERS, BENCH_WRITE, h_write, NULL);
 	if (!rc)
 		rc = rpcrdma_server_register(srv, BENCH_PROG, BENCH_VERS, BENCH_WRITE_SYNC,
-					     h_write_sync, NULL);
+					     h_write_sync, &sync_disk);
+	if (!rc)
+		rc = rpcrdma_server_register(srv, BENCH_PROG, BENCH_VERS, BENCH_WRITE_SYNC_MEM,
+					     h_write_sync, &sync_mem);
 	if (!rc)
 		rc = rpcrdma_server_register(srv, BENCH_PROG, BENCH_VERS, BENCH_PUSH_OPEN,
-					     h_push_open, NULL);
+					     h_push_open, &sync_disk);
+	if (!rc)
+		rc = rpcrdma_server_register(srv, BENCH_PROG, BENCH_VERS, BENCH_PUSH_OPEN_MEM,
+					     h_push_open, &sync_mem);
 	if (!rc)
 		rc = rpcrdma_server_start(srv);
 	if (!rc)
@@ -702,7 +724,8 @@ static int raw_pingpong(int fd, uint32_t req, uint32_t rsp, uint8_t *buf)
 	return read_full(fd, buf, rsp) ? -EIO : 0;
 }
 
-/* op: 0 NULL, 1 READ, 2 WRITE of @size, 3 durable WRITE (librpcrdma only).
+/* op: 0 NULL, 1 READ, 2 WRITE of @size, 3 durable WRITE to disk, 4 durable
+ * WRITE to tmpfs (3 and 4: librpcrdma only).
  * 0 or a negative errno. */
 static int conn_op(struct conn *c, int op, uint32_t size)
 {
@@ -746,7 +769,8 @@ static int conn_op(struct conn *c, int op, uint32_t size)
 	{
 		struct rpcrdma_call *call;
 		int rc = rpcrdma_call_create(c->rc, op == 0 ? 0 : op == 1 ? BENCH_READ :
-						     op == 2 ? BENCH_WRITE : BENCH_WRITE_SYNC, &call);
+						     op == 2 ? BENCH_WRITE : op == 3 ? BENCH_WRITE_SYNC
+							   : BENCH_WRITE_SYNC_MEM, &call);
 
 		if (rc)
 			return rc;
@@ -858,9 +882,10 @@ static int run_sync(struct conn *c, int op, uint32_t size, struct rec *r)
 	return rc;
 }
 
-/* Push mode: PUSH_OPEN once, then RDMA Write 4 KiB + RDMA Commit per
- * operation (completes when the Commit Response says durable: msync). */
-static int run_push(struct conn *c, uint32_t size, struct rec *r)
+/* Push mode: PUSH_OPEN (@mem: the tmpfs-backed region) once, then RDMA Write
+ * 4 KiB + RDMA Commit per operation (completes when the Commit Response says
+ * durable: msync). */
+static int run_push(struct conn *c, uint32_t size, bool mem, struct rec *r)
 {
 	struct rpcrdma_call *call;
 	struct rpcrdma_push_region reg;
@@ -873,7 +898,7 @@ static int run_push(struct conn *c, uint32_t size, struct rec *r)
 	rc = rpcrdma_client_push_capable(c->rc);
 	if (rc)
 		return rc;
-	rc = rpcrdma_call_create(c->rc, BENCH_PUSH_OPEN, &call);
+	rc = rpcrdma_call_create(c->rc, mem ? BENCH_PUSH_OPEN_MEM : BENCH_PUSH_OPEN, &call);
 	if (rc)
 		return rc;
 	rc = rpcrdma_call_run(call);
@@ -1238,7 +1263,7 @@ static void run_all(void)
 		}
 	}
 	/* NULL latency */
-	for (tp = 0; tp < TP_N; tp++) {
+	for (tp = 0; tp < TP_N && wl_want[WL_NULL]; tp++) {
 		struct rec *r;
 
 		if (!tp_want[tp])
@@ -1253,6 +1278,8 @@ static void run_all(void)
 	}
 	/* READ / WRITE sizes */
 	for (int op = 1; op <= 2; op++) {
+		if (!wl_want[op == 1 ? WL_READ : WL_WRITE])
+			continue;
 		for (size_t i = 0; i < nsizes; i++) {
 			fmt_size(sz, sizeof(sz), sizes[i]);
 			for (tp = 0; tp < TP_N; tp++) {
@@ -1282,7 +1309,7 @@ static void run_all(void)
 		if (open_ok[tp])
 			conn_close(&conn[tp]);
 	/* outstanding READs of 4 KiB on one connection */
-	for (size_t i = 0; i < nwins; i++) {
+	for (size_t i = 0; i < nwins && wl_want[WL_OUTST]; i++) {
 		for (tp = 0; tp < TP_N; tp++) {
 			struct rec *r;
 
@@ -1317,7 +1344,7 @@ static void run_all(void)
 		}
 	}
 	/* connections */
-	for (size_t i = 0; i < ncons; i++) {
+	for (size_t i = 0; i < ncons && wl_want[WL_CONNS]; i++) {
 		for (tp = 0; tp < TP_N; tp++) {
 			struct rec *r;
 
@@ -1334,7 +1361,7 @@ static void run_all(void)
 		}
 	}
 	/* pull-mode WRITE vs push-mode Write+Commit, 4 KiB */
-	for (tp = 0; tp < TP_N; tp++) {
+	for (tp = 0; tp < TP_N && wl_want[WL_PUSH]; tp++) {
 		struct rec *r;
 		struct conn c1;
 
@@ -1351,32 +1378,37 @@ static void run_all(void)
 			conn_close(&c1);
 			record_err(r, rc);
 		}
-		r = rec_new("write_4k_pull_sync", (enum tp)tp, NULL, 4096, 1, 1);
-		if (!tp_ok[tp]) {
-			na(r, tp_why[tp]);
-		} else {
-			progress("durable pull-mode WRITE 4K (fdatasync) over %s", tp_name[tp]);
-			rc = conn_open(&c1, (enum tp)tp);
-			if (!rc)
-				rc = run_sync(&c1, 3, 4096, r);
-			conn_close(&c1);
-			record_err(r, rc);
-		}
-		r = rec_new("write_4k_push_commit", (enum tp)tp, NULL, 4096, 1, 1);
-		if (tp == TP_TCP) {
-			na(r, "push mode needs RDMA Write + Commit (rdma:// only)");
-		} else if (!tp_ok[tp]) {
-			na(r, tp_why[tp]);
-		} else {
-			progress("push-mode Write+Commit 4K over %s", tp_name[tp]);
-			rc = conn_open(&c1, (enum tp)tp);
-			if (!rc)
-				rc = run_push(&c1, 4096, r);
-			conn_close(&c1);
-			if (rc == -EOPNOTSUPP)
-				na(r, "this connection cannot do RDMA Commit");
-			else
+		for (int m = 0; m < 2; m++) {
+			const char *var = m ? "tmpfs" : "disk";
+
+			r = rec_new("write_4k_pull_sync", (enum tp)tp, var, 4096, 1, 1);
+			if (!tp_ok[tp]) {
+				na(r, tp_why[tp]);
+			} else {
+				progress("durable pull-mode WRITE 4K (%s, fdatasync) over %s", var,
+					 tp_name[tp]);
+				rc = conn_open(&c1, (enum tp)tp);
+				if (!rc)
+					rc = run_sync(&c1, 3 + m, 4096, r);
+				conn_close(&c1);
 				record_err(r, rc);
+			}
+			r = rec_new("write_4k_push_commit", (enum tp)tp, var, 4096, 1, 1);
+			if (tp == TP_TCP) {
+				na(r, "push mode needs RDMA Write + Commit (rdma:// only)");
+			} else if (!tp_ok[tp]) {
+				na(r, tp_why[tp]);
+			} else {
+				progress("push-mode Write+Commit 4K (%s) over %s", var, tp_name[tp]);
+				rc = conn_open(&c1, (enum tp)tp);
+				if (!rc)
+					rc = run_push(&c1, 4096, m, r);
+				conn_close(&c1);
+				if (rc == -EOPNOTSUPP)
+					na(r, "this connection cannot do RDMA Commit");
+				else
+					record_err(r, rc);
+			}
 		}
 	}
 }
@@ -1496,16 +1528,18 @@ static void print_table(void)
 			printf("%s: 32 outstanding READ 4K give %.2fx the throughput of 1\n",
 			       tp_name[tp], w32->mbps / one->mbps);
 	}
-	/* push vs pull, 4K */
-	{
+	/* push vs pull, 4K: the durable pulls are the like-with-like baselines */
+	for (int m = 0; m < 2; m++) {
+		const char *var = m ? "tmpfs" : "disk";
 		struct rec *pu = find("write_4k_pull", TP_RDMA, NULL, 4096, 1, 1);
-		struct rec *ps = find("write_4k_pull_sync", TP_RDMA, NULL, 4096, 1, 1);
-		struct rec *pc = find("write_4k_push_commit", TP_RDMA, NULL, 4096, 1, 1);
+		struct rec *ps = find("write_4k_pull_sync", TP_RDMA, var, 4096, 1, 1);
+		struct rec *pc = find("write_4k_push_commit", TP_RDMA, var, 4096, 1, 1);
 
-		if (pu && ps && pc && pc->p50_us > 0 && !pc->na[0])
-			printf("rdma: push Write+Commit 4K p50 %.1f us = %.2fx durable pull WRITE "
-			       "(%.1f us), %.2fx non-durable pull WRITE (%.1f us)\n",
-			       pc->p50_us, pc->p50_us / ps->p50_us, ps->p50_us,
+		if (pu && ps && pc && pc->p50_us > 0 && ps->p50_us > 0 && pu->p50_us > 0 &&
+		    !pc->na[0])
+			printf("rdma: push Write+Commit 4K on %s p50 %.1f us = %.2fx durable pull "
+			       "WRITE on %s (%.1f us), %.2fx non-durable pull WRITE (%.1f us)\n",
+			       var, pc->p50_us, pc->p50_us / ps->p50_us, var, ps->p50_us,
 			       pc->p50_us / pu->p50_us, pu->p50_us);
 	}
 }
@@ -1671,7 +1705,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rpcrdma-bench [--quick] [--duration SECS] [--transports LIST]\n"
-		"                     [--json FILE] [--svg FILE] [--help]\n"
+		"                     [--workloads LIST] [--json FILE] [--svg FILE] [--help]\n"
 		"\n"
 		"Runs the same workloads over librpcrdma rdma:// and tcp://, libtirpc over TCP\n"
 		"and raw TCP (the floor), servers in forked children on loopback, and prints a\n"
@@ -1679,6 +1713,8 @@ static void usage(FILE *f)
 		"  --quick            fewer sizes and points, 0.15 s each (under a minute)\n"
 		"  --duration SECS    seconds per measurement point (default 1.0)\n"
 		"  --transports LIST  comma-separated subset of rdma,tcp,tirpc,raw (default all)\n"
+		"  --workloads LIST   comma-separated subset of null,read,write,outstanding,\n"
+		"                     conns,push (default all)\n"
 		"  --json FILE        one JSON record per workload and transport\n"
 		"  --svg FILE         plot of READ/WRITE throughput by size\n"
 		"Progress goes to stderr. Transports that are not available are reported as\n"
@@ -1691,17 +1727,19 @@ int main(int argc, char **argv)
 		{"quick", no_argument, NULL, 'q'},
 		{"duration", required_argument, NULL, 'd'},
 		{"transports", required_argument, NULL, 't'},
+		{"workloads", required_argument, NULL, 'w'},
 		{"json", required_argument, NULL, 'j'},
 		{"svg", required_argument, NULL, 's'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *json = NULL, *svg = NULL, *list = "rdma,tcp,tirpc,raw";
+	const char *wlist = "null,read,write,outstanding,conns,push";
 	bool dur_set = false;
 	int c, rc = 0;
 	uint64_t t0 = fs_now_ns();
 
-	while ((c = getopt_long(argc, argv, "qd:t:j:s:h", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "qd:t:w:j:s:h", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'q': quick = true; break;
 		case 'd': {
@@ -1716,6 +1754,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 't': list = optarg; break;
+		case 'w': wlist = optarg; break;
 		case 'j': json = optarg; break;
 		case 's': svg = optarg; break;
 		case 'h': usage(stdout); return 0;
@@ -1743,6 +1782,19 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			tp_want[i] = true;
+		}
+		snprintf(buf, sizeof(buf), "%s", wlist);
+		for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			int i;
+
+			for (i = 0; i < WL_N && strcmp(tok, wl_name[i]); i++)
+				;
+			if (i == WL_N) {
+				fprintf(stderr, "rpcrdma-bench: unknown workload '%s' (null, read, "
+						"write, outstanding, conns, push)\n", tok);
+				return 2;
+			}
+			wl_want[i] = true;
 		}
 	}
 	signal(SIGPIPE, SIG_IGN);
