@@ -776,6 +776,24 @@ TEST(tools_bench_smoke)
 
 		CHECK_EQ(run_tool(argv, out, sizeof(out), 30), 2);
 	}
+	{
+		char *argv[] = {bench, (char *)"--workloads", (char *)"push,teleport", NULL};
+
+		CHECK_EQ(run_tool(argv, out, sizeof(out), 30), 2);
+	}
+	{
+		/* push vs durable pull on both backings, nothing else */
+		char *argv[] = {bench, (char *)"--duration", (char *)"0.02", (char *)"--transports",
+				(char *)"rdma", (char *)"--workloads", (char *)"push", NULL};
+		int rc = run_tool(argv, out, sizeof(out), 120);
+
+		if (rc != 0)
+			fprintf(stderr, "%s\n", out);
+		CHECK_EQ(rc, 0);
+		CHECK(strstr(out, "push Write+Commit 4K on disk") != NULL);
+		CHECK(strstr(out, "push Write+Commit 4K on tmpfs") != NULL);
+		CHECK(strstr(out, "-- NULL round trip") == NULL);
+	}
 	f = fopen(json, "r");
 	REQUIRE(f != NULL);
 	n = fread(js, 1, sizeof(js) - 1, f);
