@@ -792,6 +792,8 @@ TEST(tools_bench_smoke)
 		CHECK_EQ(rc, 0);
 		CHECK(strstr(out, "push Write+Commit 4K on disk") != NULL);
 		CHECK(strstr(out, "push Write+Commit 4K on tmpfs") != NULL);
+		/* counted from the client's counters: Commit vs Call + RDMA Read */
+		CHECK(strstr(out, "round trips per op: push 1.00, pull 2.00") != NULL);
 		CHECK(strstr(out, "-- NULL round trip") == NULL);
 	}
 	f = fopen(json, "r");

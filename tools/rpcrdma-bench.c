@@ -39,6 +39,7 @@
 
 #include "fileservice.h"
 #include "rpcrdma/push.h"
+#include "rpcrdma/stats.h"
 
 #if defined(__has_include)
 #if __has_include(<rpc/rpc.h>)
@@ -90,6 +91,8 @@ struct rec {
 	uint64_t ops;
 	double secs, p50_us, p99_us, mbps, ops_s;
 	double ratio_raw, ratio_tirpc;  /* NaN-free: < 0 when not applicable */
+	double rtrips;       /* rdma: network round trips per operation, from the
+				client's counters; < 0 when not counted */
 	char na[160];        /* non-empty: not available, why */
 };
 
@@ -120,7 +123,7 @@ static struct rec *rec_new(const char *wl, enum tp tp, const char *variant, uint
 	r->size = size;
 	r->outstanding = outst;
 	r->conns = conns;
-	r->ratio_raw = r->ratio_tirpc = -1;
+	r->ratio_raw = r->ratio_tirpc = r->rtrips = -1;
 	return r;
 }
 
@@ -856,14 +859,34 @@ fail:
 }
 
 /* Sequential ops on one connection for the duration (at least 3 ops). */
+/* Round trips the client's counters show between @a and now, over @ops
+ * operations: one per Call sent (Call, Reply), one per Read chunk it offered
+ * (the server's RDMA Read request and response), one per Commit (request,
+ * response). RDMA Writes, Write chunks and Reply chunks travel one way. */
+static void count_rtrips(struct conn *c, const struct rpcrdma_xprt_stats *a, uint64_t ops,
+			 struct rec *r)
+{
+	struct rpcrdma_xprt_stats b, d;
+
+	if (c->tp != TP_RDMA || !ops || rpcrdma_client_stats(c->rc, &b))
+		return;
+	rpcrdma_xprt_stats_diff(&b, a, &d);
+	r->rtrips = (double)(d.msg_sent + d.nomsg_sent + d.read_chunks + d.commits) / (double)ops;
+}
+
 static int run_sync(struct conn *c, int op, uint32_t size, struct rec *r)
 {
+	struct rpcrdma_xprt_stats st0 = {0};
 	struct lat l;
 	uint64_t t0, end, ops = 0;
 	int rc = 0;
 
 	for (int i = 0; i < 2 && !rc; i++)   /* warm up */
 		rc = conn_op(c, op, size);
+	if (rc)
+		return rc;
+	if (c->tp == TP_RDMA)
+		rc = rpcrdma_client_stats(c->rc, &st0);
 	if (rc)
 		return rc;
 	lat_init(&l);
@@ -879,6 +902,7 @@ static int run_sync(struct conn *c, int op, uint32_t size, struct rec *r)
 		ops++;
 	} while (fs_now_ns() < end || ops < 3);
 	lat_finish(&l, r, ops, ops * (uint64_t)size, (double)(fs_now_ns() - t0) / 1e9);
+	count_rtrips(c, &st0, ops, r);
 	return rc;
 }
 
@@ -887,6 +911,7 @@ static int run_sync(struct conn *c, int op, uint32_t size, struct rec *r)
  * durable: msync). */
 static int run_push(struct conn *c, uint32_t size, bool mem, struct rec *r)
 {
+	struct rpcrdma_xprt_stats st0;
 	struct rpcrdma_call *call;
 	struct rpcrdma_push_region reg;
 	struct rpcrdma_xdr_dec *d;
@@ -917,6 +942,8 @@ static int run_push(struct conn *c, uint32_t size, bool mem, struct rec *r)
 		return -EMSGSIZE;
 	for (int i = 0; i < 2 && !rc; i++)   /* warm up */
 		rc = rpcrdma_push_write(c->rc, &reg, 0, srcbuf, size, RPCRDMA_PUSH_COMMIT, NULL);
+	if (!rc)
+		rc = rpcrdma_client_stats(c->rc, &st0);
 	if (rc)
 		return rc;
 	lat_init(&l);
@@ -932,6 +959,7 @@ static int run_push(struct conn *c, uint32_t size, bool mem, struct rec *r)
 		ops++;
 	} while (fs_now_ns() < end || ops < 3);
 	lat_finish(&l, r, ops, ops * (uint64_t)size, (double)(fs_now_ns() - t0) / 1e9);
+	count_rtrips(c, &st0, ops, r);
 	return rc;
 }
 
@@ -1538,9 +1566,10 @@ static void print_table(void)
 		if (pu && ps && pc && pc->p50_us > 0 && ps->p50_us > 0 && pu->p50_us > 0 &&
 		    !pc->na[0])
 			printf("rdma: push Write+Commit 4K on %s p50 %.1f us = %.2fx durable pull "
-			       "WRITE on %s (%.1f us), %.2fx non-durable pull WRITE (%.1f us)\n",
+			       "WRITE on %s (%.1f us), %.2fx non-durable pull WRITE (%.1f us); "
+			       "round trips per op: push %.2f, pull %.2f\n",
 			       var, pc->p50_us, pc->p50_us / ps->p50_us, var, ps->p50_us,
-			       pc->p50_us / pu->p50_us, pu->p50_us);
+			       pc->p50_us / pu->p50_us, pu->p50_us, pc->rtrips, ps->rtrips);
 	}
 }
 
@@ -1579,6 +1608,8 @@ static int write_json(const char *path)
 			fprintf(f, "%.4f", r->ratio_tirpc);
 		else
 			fprintf(f, "null");
+		if (r->rtrips >= 0)
+			fprintf(f, ", \"round_trips_per_op\": %.3f", r->rtrips);
 		fprintf(f, ", \"ratio_kind\": \"%s\"}%s\n",
 			is_latency(r) ? "p50_latency" : "throughput", i + 1 < nrecs ? "," : "");
 	}
