@@ -351,14 +351,19 @@ static void hk_arm(struct fake *f, struct rpcrdma_call *cancel)
 	rr_tcp_test_set_hook(hook);
 }
 
-static void hk_disarm(void)
+/* Removes the hook; true when it fired (the window was forced). */
+static bool hk_disarm(void)
 {
+	bool fired;
+
 	rr_tcp_test_set_hook(NULL);
 	pthread_mutex_lock(&hk.lock);
 	hk.armed = false;
 	hk.f = NULL;
 	hk.cancel = NULL;
+	fired = hk.fired;
 	pthread_mutex_unlock(&hk.lock);
+	return fired;
 }
 
 /* ---- client helpers ---- */
@@ -442,8 +447,7 @@ TEST(rpc_tcp_retransmit_call_written_during_reconnect)
 	hk_arm(&f, NULL);
 	REQUIRE_EQ(rpcrdma_call_start(call, on_done, &d), 0);
 	CHECK(done_wait(&d));
-	hk_disarm();
-	CHECK(hk.fired);
+	CHECK(hk_disarm());
 	CHECK_EQ(d.status, 0);
 	CHECK_EQ(d.v, 42);
 	CHECK_EQ(fk_seen(&f, xid, 1), 1);
@@ -484,8 +488,7 @@ TEST(rpc_tcp_retransmit_sync_call_written_during_reconnect)
 	xb = rpcrdma_call_xid(b);
 	hk_arm(&f, NULL);
 	CHECK_EQ(rpcrdma_call_run(b), 0);
-	hk_disarm();
-	CHECK(hk.fired);
+	CHECK(hk_disarm());
 	dec = rpcrdma_call_results(b);
 	CHECK(dec != NULL);
 	if (dec)
@@ -522,8 +525,7 @@ TEST(rpc_tcp_cancel_during_reconnect_window)
 	hk_arm(&f, call);
 	REQUIRE_EQ(rpcrdma_call_start(call, on_done, &d), 0);
 	CHECK(done_wait(&d));
-	hk_disarm();
-	CHECK(hk.fired);
+	CHECK(hk_disarm());
 	CHECK_EQ(d.status, -ECANCELED);
 	CHECK_EQ(fk_seen(&f, xid, 1), 0);
 	rpcrdma_call_destroy(call);
