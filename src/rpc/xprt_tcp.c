@@ -12,6 +12,7 @@
  * a hostile length claim allocates nothing. */
 #include "rpc/xprt.h"
 #include "rpc/rpcmsg.h"
+#include "rpc/xprt_tcp.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -398,18 +399,41 @@ static void set_sock_opts(int fd)
 
 /* ======================= client ======================= */
 
+static _Atomic(rr_tcp_test_hook_fn) g_test_hook;
+
+void rr_tcp_test_set_hook(rr_tcp_test_hook_fn fn)
+{
+	atomic_store(&g_test_hook, fn);
+}
+
+static void test_hook(enum rr_tcp_test_point pt, uint32_t xid, uint64_t gen)
+{
+	rr_tcp_test_hook_fn fn = atomic_load_explicit(&g_test_hook, memory_order_acquire);
+
+	if (fn)
+		fn(pt, xid, gen);
+}
+
 /* Reception follows a "reader role": one thread at a time reads the socket
  * and completes whatever Replies it finds. The receive thread takes the role
  * while calls are pending that no caller serves itself; a synchronous caller
  * (RPC layer's wait op) takes it to read its own Reply without a thread
  * handoff. Connection loss and reconnection are handled by the receive
- * thread. */
+ * thread.
+ *
+ * Retransmission: each connection has a generation (c->gen, changed only
+ * with both locks held), and each call remembers the generation it was last
+ * written on (call_priv.gen). After a reconnect the receive thread writes
+ * every pending call whose generation is older than the new connection's,
+ * except those a sender is writing right now (CF_SENDING). Such a sender
+ * finds, when it takes c->lock after its write, that the generation moved
+ * on, and writes the call again on the new connection itself. So a call is
+ * never left written only on a dead connection, whichever thread wins. */
 
 #define CF_SENDING 1u
 #define CF_REPLIED 2u
 #define CF_ABORTED 4u
 #define CF_SELF 8u       /* the caller will read for this call itself */
-#define CF_RESENT 0x100u
 #define NBUCKET 256u
 #define STAGE_BYTES 65536u
 
@@ -433,10 +457,13 @@ struct tcp_clnt {
 	struct rm_reader rd;        /* used only by the reader-role holder */
 };
 
-/* Per-call cancel flag for send_record, kept in xp_priv as an atomic. */
+/* Per-call transport state, kept in xp_priv: the cancel flag for
+ * send_record (atomic) and the connection generation the call was last
+ * written on (c->lock; 0: not yet written). */
 struct call_priv {
 	atomic_bool cancel;
 	size_t reply_cap;           /* capacity of reply_buf (rm_recycle) */
+	uint64_t gen;
 };
 
 static struct rr_xprt_call **find_slot(struct tcp_clnt *c, struct rr_xprt_call *call)
@@ -545,22 +572,34 @@ static void clnt_send_one(struct tcp_clnt *c, struct rr_xprt_call *call)
 
 	for (;;) {
 		uint64_t gen;
+		bool wrote = false;
 		int rc = -ENOTCONN;
 
 		pthread_mutex_lock(&c->send_lock);
 		gen = c->gen;
 		if (c->fd >= 0) {
 			rc = send_record(c->fd, &call->msg, &cp->cancel, 30000);
+			wrote = rc != -ECANCELED && rc != -EMSGSIZE;
 			if (rc && rc != -ECANCELED)
 				shutdown(c->fd, SHUT_RDWR); /* the reader notices */
 		}
 		pthread_mutex_unlock(&c->send_lock);
+		if (wrote)
+			test_hook(RR_TCP_TEST_SENT, call->xid, gen);
 
 		pthread_mutex_lock(&c->lock);
-		if (rc && rc != -ECANCELED && rc != -EMSGSIZE && !c->dead && !c->closing &&
-		    !(call->xp_flags & (CF_REPLIED | CF_ABORTED)) && c->gen != gen) {
-			/* The connection was replaced while this send failed:
-			 * retransmit on the new one (same XID). */
+		if (wrote)
+			cp->gen = gen;
+		if (rc != -ECANCELED && rc != -EMSGSIZE && !c->dead && !c->closing &&
+		    c->connected && !c->broken && c->gen != gen &&
+		    !(call->xp_flags & (CF_REPLIED | CF_ABORTED))) {
+			/* The connection was replaced after this call was
+			 * written to the old one (or failed to be): the
+			 * reconnect's retransmit scan skipped it while it was
+			 * CF_SENDING, so retransmit it on the new connection
+			 * here (same XID). Without a live connection it stays
+			 * pending with an old generation, and the next
+			 * reconnect's scan retransmits it. */
 			pthread_mutex_unlock(&c->lock);
 			continue;
 		}
@@ -882,37 +921,51 @@ static bool clnt_lost(struct tcp_clnt *c)
 	return keep_going;
 }
 
-/* Reconnected on @fd: publish it and retransmit every pending call that
- * has no Reply, with its XID. */
+/* Reconnected on @fd: publish it and retransmit, with its XID, every
+ * pending call that has no Reply and was not written on this connection
+ * yet. A call a sender is writing now (CF_SENDING) is skipped: that sender
+ * retransmits it itself if it wrote it on an older connection (see
+ * clnt_send_one). */
 static void clnt_reconnected(struct tcp_clnt *c, int fd)
 {
 	struct rr_xprt_call *resend[64];
+	uint64_t gen;
 	unsigned n;
 	bool more;
 
 	pthread_mutex_lock(&c->send_lock);
 	pthread_mutex_lock(&c->lock);
 	c->fd = fd;
-	c->gen++;
+	gen = ++c->gen;
 	c->connected = true;
 	c->broken = false;
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->send_lock);
-	/* In batches; calls submitted from now on are sent by submitters. */
+	/* In batches; calls submitted from now on are sent by submitters.
+	 * Each call is taken at most once per connection: its generation
+	 * becomes @gen when written (even if the write fails, which breaks
+	 * this connection: the next one's scan takes it again). */
 	do {
 		n = 0;
 		more = false;
 		pthread_mutex_lock(&c->lock);
+		if (c->closing || c->broken || c->gen != gen) {
+			pthread_mutex_unlock(&c->lock);
+			break;
+		}
 		for (unsigned b = 0; b < NBUCKET && !more; b++) {
 			for (struct rr_xprt_call *p = c->bucket[b]; p; p = p->xp_next) {
-				if (p->xp_flags & (CF_SENDING | CF_REPLIED | CF_ABORTED | CF_RESENT))
+				struct call_priv *cp = p->xp_priv;
+
+				if ((p->xp_flags & (CF_SENDING | CF_REPLIED | CF_ABORTED)) ||
+				    cp->gen == gen)
 					continue;
 				if (n == RR_ARRAY_SIZE(resend)) {
 					more = true;
 					break;
 				}
-				p->xp_flags |= CF_SENDING | CF_RESENT;
+				p->xp_flags |= CF_SENDING;
 				resend[n++] = p;
 			}
 		}
@@ -920,11 +973,7 @@ static void clnt_reconnected(struct tcp_clnt *c, int fd)
 		for (unsigned i = 0; i < n; i++)
 			clnt_send_one(c, resend[i]);
 	} while (more);
-	pthread_mutex_lock(&c->lock);
-	for (unsigned b = 0; b < NBUCKET; b++)
-		for (struct rr_xprt_call *p = c->bucket[b]; p; p = p->xp_next)
-			p->xp_flags &= ~CF_RESENT;
-	pthread_mutex_unlock(&c->lock);
+	test_hook(RR_TCP_TEST_RESENT, 0, gen);
 }
 
 static void *clnt_rx_main(void *arg)
@@ -1013,6 +1062,7 @@ static int tcp_clnt_create(const struct rr_xprt_target *t, const struct rr_xprt_
 	c->p = *p;
 	c->t = *t;
 	c->fd = fd;
+	c->gen = 1; /* 0 in call_priv.gen: never written */
 	c->connected = true;
 	rm_init(&c->rd, p->env, p->max_msg);
 	c->rd.skip_oversize = true;
