@@ -1261,3 +1261,82 @@ check:
 	}
 	CHECK(ok_runs > 0);
 }
+
+/* A completion callback may destroy its call (rpcrdma_call_done_fn), also
+ * when the completion is a timeout, a cancel or the client's destroy: the
+ * transport may complete the call inside its abort, on the aborting thread,
+ * which holds a reference on the call until abort returns. That thread must
+ * not wait for its own reference (it did: the timer thread, a canceller and
+ * rpcrdma_client_destroy hung). */
+struct selfdestroy {
+	atomic_int fired;
+	atomic_int status;
+};
+
+static void cb_destroy_self(struct rpcrdma_call *call, int status, void *arg)
+{
+	struct selfdestroy *d = arg;
+
+	rpcrdma_call_destroy(call);
+	atomic_store(&d->status, status);
+	atomic_fetch_add(&d->fired, 1);
+}
+
+static int wait_fired(struct selfdestroy *d, int n)
+{
+	for (int i = 0; i < 1000 && atomic_load(&d->fired) < n; i++)
+		usleep(5000);
+	return atomic_load(&d->fired);
+}
+
+static void selfdestroy_body(void)
+{
+	char url[64];
+	struct rpcrdma_server *s = start_server(2, 0, url, sizeof(url));
+	struct rpcrdma_client *c = connect_client(url, PROG, 1);
+	struct rpcrdma_call *call;
+	struct selfdestroy d;
+
+	atomic_init(&d.fired, 0);
+	atomic_init(&d.status, 0);
+	/* timeout: the timer thread aborts */
+	REQUIRE_EQ(rpcrdma_call_create(c, T_HOLD, &call), 0);
+	rpcrdma_call_set_timeout(call, 100);
+	REQUIRE_EQ(rpcrdma_call_start(call, cb_destroy_self, &d), 0);
+	CHECK_EQ(wait_fired(&d, 1), 1);
+	CHECK_EQ(atomic_load(&d.status), -ETIMEDOUT);
+	/* the timer thread is still alive: a second timeout fires too */
+	REQUIRE_EQ(rpcrdma_call_create(c, T_HOLD, &call), 0);
+	rpcrdma_call_set_timeout(call, 100);
+	REQUIRE_EQ(rpcrdma_call_start(call, cb_destroy_self, &d), 0);
+	CHECK_EQ(wait_fired(&d, 2), 2);
+	CHECK_EQ(atomic_load(&d.status), -ETIMEDOUT);
+	/* cancel from this thread (the call is gone once the callback ran) */
+	REQUIRE_EQ(rpcrdma_call_create(c, T_HOLD, &call), 0);
+	REQUIRE_EQ(rpcrdma_call_start(call, cb_destroy_self, &d), 0);
+	rpcrdma_call_cancel(call);
+	CHECK_EQ(wait_fired(&d, 3), 3);
+	CHECK_EQ(atomic_load(&d.status), -ECANCELED);
+	CHECK_EQ(echo(c, 5, 1), 0);
+	/* client destroy with such a call pending */
+	REQUIRE_EQ(rpcrdma_call_create(c, T_HOLD, &call), 0);
+	REQUIRE_EQ(rpcrdma_call_start(call, cb_destroy_self, &d), 0);
+	rpcrdma_client_destroy(c);
+	CHECK_EQ(atomic_load(&d.fired), 4);
+	CHECK_EQ(atomic_load(&d.status), -ECANCELED);
+	release_held(RPCRDMA_SVC_DROP);
+	rpcrdma_server_destroy(s);
+}
+
+TEST(rpc_tcp_callback_destroys_call_on_abort)
+{
+	g_scheme = "tcp";
+	selfdestroy_body();
+}
+
+TEST(rpc_rdma_callback_destroys_call_on_abort)
+{
+	g_scheme = "rdma";
+	selfdestroy_body();
+	g_scheme = "tcp";
+}

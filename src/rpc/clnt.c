@@ -38,6 +38,8 @@ struct rpcrdma_call {
 	bool cb_thread_set;
 	bool in_submit;           /* inside the transport's submit() */
 	int refs;                 /* timer/canceller holds while unlocked */
+	pthread_t abort_thread;   /* the thread inside the transport's abort()
+				     while aborting && refs */
 	struct rpcrdma_rpc_status rst;
 	rpcrdma_call_done_fn done;
 	void *done_arg;
@@ -148,10 +150,16 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 	if (done) {
 		call->cb_running = true;
 		c->cb_active++;
-		if (call->in_submit) {
+		if (call->in_submit ||
+		    (call->aborting && call->refs &&
+		     pthread_equal(call->abort_thread, pthread_self()))) {
 			/* Completed inside submit (the Reply overtook the end of
 			 * the send): the callback must not run inside
-			 * rpcrdma_call_start, so the timer thread runs it. */
+			 * rpcrdma_call_start, so the timer thread runs it.
+			 * Likewise inside abort (a timeout, a cancel, a client
+			 * destroy): this thread holds a reference on the call
+			 * until abort returns, and a callback that destroys the
+			 * call waits for every reference to drop. */
 			call->next = c->deferred;
 			c->deferred = call;
 			pthread_cond_broadcast(&c->timer_cv);
@@ -165,6 +173,21 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 	pthread_mutex_unlock(&c->lock);
 	if (done)
 		run_callback(c, call);
+}
+
+/* Aborts @call with @status through the transport: called and returns
+ * with c->lock held, dropped around the transport's abort; the call stays
+ * allocated throughout (a reference). */
+static void abort_call(struct rpcrdma_client *c, struct rpcrdma_call *call, int status)
+{
+	call->aborting = true;
+	call->refs++;
+	call->abort_thread = pthread_self();
+	pthread_mutex_unlock(&c->lock);
+	c->cls->client->abort(c->xp, &call->xc, status);
+	pthread_mutex_lock(&c->lock);
+	call->refs--;
+	pthread_cond_broadcast(&c->cv);
 }
 
 static void *timer_main(void *arg)
@@ -201,13 +224,7 @@ static void *timer_main(void *arg)
 			continue;
 		}
 		if (expired) {
-			expired->aborting = true;
-			expired->refs++;
-			pthread_mutex_unlock(&c->lock);
-			c->cls->client->abort(c->xp, &expired->xc, -ETIMEDOUT);
-			pthread_mutex_lock(&c->lock);
-			expired->refs--;
-			pthread_cond_broadcast(&c->cv);
+			abort_call(c, expired, -ETIMEDOUT);
 			continue;
 		}
 		/* Sleep until the next deadline on the injected clock, in
@@ -296,13 +313,7 @@ RPCRDMA_API void rpcrdma_client_destroy(struct rpcrdma_client *c)
 			p = p->next;
 		if (!p)
 			break;
-		p->aborting = true;
-		p->refs++;
-		pthread_mutex_unlock(&c->lock);
-		c->cls->client->abort(c->xp, &p->xc, -ECANCELED);
-		pthread_mutex_lock(&c->lock);
-		p->refs--;
-		pthread_cond_broadcast(&c->cv);
+		abort_call(c, p, -ECANCELED);
 	}
 	while (c->pending || c->cb_active)
 		pthread_cond_wait(&c->cv, &c->lock);
@@ -621,13 +632,7 @@ RPCRDMA_API void rpcrdma_call_cancel(struct rpcrdma_call *call)
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
-	call->aborting = true;
-	call->refs++;
-	pthread_mutex_unlock(&c->lock);
-	c->cls->client->abort(c->xp, &call->xc, -ECANCELED);
-	pthread_mutex_lock(&c->lock);
-	call->refs--;
-	pthread_cond_broadcast(&c->cv);
+	abort_call(c, call, -ECANCELED);
 	pthread_mutex_unlock(&c->lock);
 }
 
