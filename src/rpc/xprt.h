@@ -245,6 +245,14 @@ struct rr_xprt_server_ops {
 	int (*send_reply)(struct rr_xprt_server *s, struct rr_xprt_req *req,
 			  const struct rr_xprt_msg *msg);
 	void (*req_done)(struct rr_xprt_server *s, struct rr_xprt_req *req);
+	/* Optional: send_reply without waiting for the transport to be done
+	 * with @msg's memory. Returns 1: sent(arg, status) follows exactly
+	 * once, from a transport thread, once @msg's inline bytes and items
+	 * are no longer referenced; until then they stay valid and req_done
+	 * waits. 0 or a negative errno: as send_reply (sent not called). */
+	int (*send_reply_async)(struct rr_xprt_server *s, struct rr_xprt_req *req,
+				const struct rr_xprt_msg *msg,
+				void (*sent)(void *arg, int status), void *arg);
 	void (*stop)(struct rr_xprt_server *s);
 	void (*destroy)(struct rr_xprt_server *s);
 	/* true: the transport calls recv() from params->threads threads of its

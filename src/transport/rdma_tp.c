@@ -181,6 +181,15 @@ struct tp_sreq {
 	int send_status;
 	uint32_t send_slot;
 	struct tp_sreq *next;   /* read queue */
+	/* The Reply's memory registered for its RDMA Writes: held until its
+	 * Send completed (or failed), then deregistered (sv_reply_release). */
+	struct rpcrdma_mr *mrs[RR_XPRT_MAX_ITEMS * 2 + 2];
+	unsigned nmr;
+	/* rr_tp_server_reply_async: told once the Send completed or failed. */
+	rr_tp_sent_fn sent;
+	void *sent_arg;
+	struct tp_sreq *sent_next;      /* server's sent queue */
+	bool orphan;                    /* done before its Send completed */
 };
 
 struct rr_tp_server {
@@ -203,6 +212,10 @@ struct rr_tp_server {
 	} failed[32];
 	unsigned failed_next;
 	uint64_t expo_seq;         /* ids of exposed push-mode regions */
+	/* Replies of rr_tp_server_reply_async whose Send completed (or
+	 * failed): their sent upcalls run without the lock (sv_sent_upcalls). */
+	struct tp_sreq *sent_head, **sent_tail;
+	struct rr_xprt_reply_plan *plan_cache;   /* one spare Reply plan */
 };
 
 static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r);
@@ -1090,6 +1103,56 @@ static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r)
 	sv_conn_put(s, cn);
 }
 
+/* The Reply's RDMA Writes are over: its registrations go. */
+static void sv_reply_release(struct tp_sreq *r)
+{
+	for (unsigned i = 0; i < r->nmr; i++)
+		(void)rpcrdma_dereg_mr(r->mrs[i]);
+	r->nmr = 0;
+}
+
+/* @r's Send completed (@status 0) or failed: nothing references the Reply's
+ * memory any more. A synchronous replier is woken; an asynchronous one is
+ * queued for its sent upcall (sv_sent_upcalls, without the lock). */
+static void sv_reply_sent(struct rr_tp_server *s, struct tp_sreq *r, int status)
+{
+	r->send_done = true;
+	r->send_pending = false;
+	r->send_status = status;
+	sv_reply_release(r);
+	if (r->orphan) {
+		sreq_free(s, r);   /* rr_tp_server_done came first */
+		return;
+	}
+	if (r->sent) {
+		r->sent_next = NULL;
+		if (!s->sent_head)
+			s->sent_tail = &s->sent_head;
+		*s->sent_tail = r;
+		s->sent_tail = &r->sent_next;
+	}
+}
+
+/* Runs the sent upcalls of completed asynchronous Replies, in completion
+ * order, without the endpoint's lock (they may call rr_tp_server_done).
+ * Called with the lock held, on the progress thread (or by destroy). */
+static void sv_sent_upcalls(struct rr_tp_server *s)
+{
+	while (s->sent_head) {
+		struct tp_sreq *r = s->sent_head;
+		rr_tp_sent_fn fn = r->sent;
+		void *arg = r->sent_arg;
+		int st = r->send_status;
+
+		s->sent_head = r->sent_next;
+		r->sent_next = NULL;
+		r->sent = NULL;
+		pthread_mutex_unlock(&s->ep.lock);
+		fn(arg, st);
+		pthread_mutex_lock(&s->ep.lock);
+	}
+}
+
 /* Sends an RDMA_ERROR prepared in @msg. */
 static void sv_send_error(struct rr_tp_server *s, struct tp_conn *cn,
 			  const uint8_t *msg, size_t len)
@@ -1270,11 +1333,8 @@ static void sv_on_wc(struct rr_tp_server *s, struct tp_conn *cn, const struct rp
 
 		if (slot < cn->nsend)
 			cn->sowner[slot] = NULL;
-		if (r) {
-			r->send_done = true;
-			r->send_pending = false;
-			r->send_status = wc->status == RPCRDMA_WC_SUCCESS ? 0 : -EIO;
-		}
+		if (r)
+			sv_reply_sent(s, r, wc->status == RPCRDMA_WC_SUCCESS ? 0 : -EIO);
 		slot_put(cn, slot);
 		pthread_cond_broadcast(&s->ep.cond);
 	} else if (t == WR_SEND) {
@@ -1574,6 +1634,8 @@ static void *progress(void *arg)
 			}
 		}
 		deliver_upcalls(ep);
+		if (ep->is_server)
+			sv_sent_upcalls((struct rr_tp_server *)ep);
 		grave_sweep(ep);
 	}
 	pthread_mutex_unlock(&ep->lock);
@@ -2645,30 +2707,54 @@ static struct rpcrdma_mr *find_mr(struct rpcrdma_mr **mrs, unsigned n, const uin
 	return NULL;
 }
 
-int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
-		       const struct rr_xprt_part *parts, unsigned nparts, bool *err_chunk)
+/* A Reply plan (large: every possible RDMA Write): the spare one, or a new
+ * one. Called with the lock held. */
+static struct rr_xprt_reply_plan *sv_plan_get(struct rr_tp_server *s)
 {
-	struct tp_sreq *r = pub->priv;
+	struct rr_xprt_reply_plan *plan = s->plan_cache;
+
+	if (plan) {
+		s->plan_cache = NULL;
+		return plan;
+	}
+	return rr_alloc(s->ep.env, sizeof(*plan));
+}
+
+static void sv_plan_put(struct rr_tp_server *s, struct rr_xprt_reply_plan *plan)
+{
+	if (!s->plan_cache)
+		s->plan_cache = plan;
+	else
+		rr_free(s->ep.env, plan);
+}
+
+#define SV_WR_STACK 8u   /* RDMA Writes built on the stack; more: heap */
+
+/* Builds and posts the Reply to @r (RDMA Writes chained before the Send).
+ * Called with the lock held. Returns 1: posted, the Send completion will
+ * call sv_reply_sent (the registrations of @parts are in r->mrs until then);
+ * 0: posted from our send slot only (nothing of @parts is referenced any
+ * more); negative errno: not posted. */
+static int sv_reply_post(struct rr_tp_server *s, struct tp_sreq *r,
+			 const struct rr_xprt_part *parts, unsigned nparts, bool *err_chunk)
+{
 	struct tp_conn *cn = r->conn;
 	struct rr_xprt_reply_plan *plan;
-	struct rpcrdma_mr *mrs[RR_XPRT_MAX_ITEMS * 2 + 2];
-	struct rpcrdma_send_wr *wrs = NULL;
-	struct rpcrdma_sge *sges = NULL;
-	unsigned nmr = 0;
+	struct rpcrdma_send_wr wstack[SV_WR_STACK], *wrs = wstack;
+	struct rpcrdma_sge sstack[SV_WR_STACK], *sges = sstack;
 	uint32_t slot, grant;
 	bool exposed = false;   /* a Read chunk is recorded and reserved */
 	int rc;
 
 	if (err_chunk)
 		*err_chunk = false;
-	plan = rr_alloc(s->ep.env, sizeof(*plan));
+	if (cn->dead)
+		return -ENOTCONN;
+	if (r->send_pending || r->nmr)
+		return -EBUSY;   /* a Reply is already on its way */
+	plan = sv_plan_get(s);
 	if (!plan)
 		return -ENOMEM;
-	pthread_mutex_lock(&s->ep.lock);
-	if (cn->dead) {
-		rc = -ENOTCONN;
-		goto out;
-	}
 	if (slot_get(cn, &slot)) {
 		rc = -ENOBUFS;
 		goto out;
@@ -2696,16 +2782,22 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 	rr_put_be32(slot_buf(cn, slot) + 8, grant);
 	if (err_chunk)
 		*err_chunk = plan->is_error;
-	/* Register the Reply's memory that RDMA Writes read from. */
+	/* Register the Reply's memory that RDMA Writes read from: only the
+	 * parts some Write reads (an XDR pad comes from our zero bytes). */
 	for (unsigned i = 0; i < nparts && plan->nwrites; i++) {
-		if (!parts[i].len || nmr == RR_ARRAY_SIZE(mrs))
+		const uint8_t *b = parts[i].base;
+		bool used = false;
+
+		if (!parts[i].len || r->nmr == RR_ARRAY_SIZE(r->mrs))
 			continue;
-		if (rpcrdma_reg_mr_simple(cn->pd, (void *)(uintptr_t)parts[i].base,
-					  parts[i].len, RPCRDMA_ACCESS_LOCAL_WRITE,
-					  &mrs[nmr]) == 0)
-			nmr++;
+		for (uint32_t j = 0; j < plan->nwrites && !used; j++)
+			used = plan->writes[j].src >= b && plan->writes[j].src < b + parts[i].len;
+		if (used && rpcrdma_reg_mr_simple(cn->pd, (void *)(uintptr_t)b, parts[i].len,
+						  RPCRDMA_ACCESS_LOCAL_WRITE,
+						  &r->mrs[r->nmr]) == 0)
+			r->nmr++;
 	}
-	if (plan->nwrites) {
+	if (plan->nwrites > SV_WR_STACK) {
 		wrs = rr_zalloc(s->ep.env, sizeof(*wrs) * plan->nwrites);
 		sges = rr_zalloc(s->ep.env, sizeof(*sges) * plan->nwrites);
 		if (!wrs || !sges) {
@@ -2713,13 +2805,14 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 			slot_put(cn, slot);
 			goto out;
 		}
+	} else {
+		memset(wstack, 0, sizeof(wstack[0]) * plan->nwrites);
 	}
 	for (uint32_t i = 0; i < plan->nwrites; i++) {
 		const struct rr_xprt_write_op *w = &plan->writes[i];
-		struct rpcrdma_mr *mr = find_mr(mrs, nmr, w->src, w->len);
-		uint32_t lkey;
-
+		struct rpcrdma_mr *mr = find_mr(r->mrs, r->nmr, w->src, w->len);
 		const uint8_t *src = w->src;
+		uint32_t lkey;
 
 		if (mr) {
 			lkey = rpcrdma_mr_lkey(mr);
@@ -2745,8 +2838,11 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 	}
 	r->send_slot = slot;
 	r->send_done = false;
-	r->send_pending = true;
-	cn->sowner[slot] = r;
+	r->send_pending = plan->nwrites != 0;
+	/* Everything else was copied into our send slot: the caller's memory
+	 * is referenced by the Writes only; a Reply without them needs no
+	 * completion (a failed Send ends the connection anyway). */
+	cn->sowner[slot] = plan->nwrites ? r : NULL;
 	rc = post_slot_send(cn, slot, plan->send_len, WRID(WR_REPLY, slot), plan->send_inv,
 			    plan->inv_stag, plan->nwrites ? wrs : NULL);
 	if (rc) {
@@ -2757,14 +2853,34 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		rc = -ENOTCONN;
 		goto out;
 	}
-	if (plan->nwrites == 0) {
-		/* Everything was copied into our send slot: the caller's memory
-		 * is no longer referenced, no need to wait for the completion
-		 * (a failed Send ends the connection anyway). */
-		cn->sowner[slot] = NULL;
-		r->send_pending = false;
-		rc = 0;
-		goto out;
+	rc = plan->nwrites ? 1 : 0;
+out:
+	/* An exposed Reply that was never sent would keep its RDMA_DONE
+	 * reservation forever: end the connection (fences it) instead. */
+	if (rc < 0 && exposed && !cn->dead)
+		sv_conn_lost(s, cn);
+	if (rc < 0)
+		sv_reply_release(r);
+	if (wrs != wstack)
+		rr_free(s->ep.env, wrs);
+	if (sges != sstack)
+		rr_free(s->ep.env, sges);
+	sv_plan_put(s, plan);
+	return rc;
+}
+
+int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
+		       const struct rr_xprt_part *parts, unsigned nparts, bool *err_chunk)
+{
+	struct tp_sreq *r = pub->priv;
+	struct tp_conn *cn = r->conn;
+	int rc;
+
+	pthread_mutex_lock(&s->ep.lock);
+	rc = sv_reply_post(s, r, parts, nparts, err_chunk);
+	if (rc <= 0) {
+		pthread_mutex_unlock(&s->ep.lock);
+		return rc;
 	}
 	if (on_progress_thread(&s->ep)) {
 		/* Answered from the receiving thread (inline dispatch): no one
@@ -2794,18 +2910,30 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		/* Gave up on a dead connection: forget the slot's owner. */
 		cn->sowner[r->send_slot] = NULL;
 		r->send_pending = false;
+		sv_reply_release(r);
 	}
-out:
-	/* An exposed Reply that was never sent would keep its RDMA_DONE
-	 * reservation forever: end the connection (fences it) instead. */
-	if (rc && exposed && !cn->dead)
-		sv_conn_lost(s, cn);
-	for (unsigned i = 0; i < nmr; i++)
-		(void)rpcrdma_dereg_mr(mrs[i]);
 	pthread_mutex_unlock(&s->ep.lock);
-	rr_free(s->ep.env, wrs);
-	rr_free(s->ep.env, sges);
-	rr_free(s->ep.env, plan);
+	return rc;
+}
+
+int rr_tp_server_reply_async(struct rr_tp_server *s, struct rr_tp_sreq *pub,
+			     const struct rr_xprt_part *parts, unsigned nparts, bool *err_chunk,
+			     rr_tp_sent_fn sent, void *arg)
+{
+	struct tp_sreq *r = pub->priv;
+	int rc;
+
+	if (!sent)
+		return -EINVAL;
+	pthread_mutex_lock(&s->ep.lock);
+	rc = sv_reply_post(s, r, parts, nparts, err_chunk);
+	if (rc == 1) {
+		/* The progress thread drains the completion: it arms every
+		 * connection's CQ before it sleeps, so no wake-up is needed. */
+		r->sent = sent;
+		r->sent_arg = arg;
+	}
+	pthread_mutex_unlock(&s->ep.lock);
 	return rc;
 }
 
@@ -2814,7 +2942,15 @@ void rr_tp_server_done(struct rr_tp_server *s, struct rr_tp_sreq *pub)
 	struct tp_sreq *r = pub->priv;
 
 	pthread_mutex_lock(&s->ep.lock);
-	sreq_free(s, r);
+	if (r->send_pending) {
+		/* Its Reply's Send has not completed: freed then (the caller
+		 * broke the rr_tp_server_reply_async contract; the memory of
+		 * the Reply must stay valid until then). */
+		r->orphan = true;
+		r->sent = NULL;
+	} else {
+		sreq_free(s, r);
+	}
 	pthread_mutex_unlock(&s->ep.lock);
 }
 
@@ -2843,6 +2979,22 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 			}
 		}
 	}
+	/* Asynchronous Replies still waiting for their Send completion (the
+	 * RPC layer waits for them before it destroys; a direct caller may
+	 * not): told -ENOTCONN now, once nothing drains their CQs. */
+	pthread_mutex_lock(&s->ep.lock);
+	for (struct tp_conn *cn = s->conns; cn; cn = cn->next) {
+		for (uint32_t i = 0; i < cn->nsend; i++) {
+			struct tp_sreq *r = cn->sowner[i];
+
+			if (r) {
+				cn->sowner[i] = NULL;
+				sv_reply_sent(s, r, -ENOTCONN);
+			}
+		}
+	}
+	sv_sent_upcalls(s);
+	pthread_mutex_unlock(&s->ep.lock);
 	while (s->conns) {
 		struct tp_conn *cn = s->conns;
 
@@ -2851,6 +3003,7 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 			(void)rpcrdma_disconnect(cn->id);
 		conn_free(cn);
 	}
+	rr_free(env, s->plan_cache);
 	if (s->listen_id)
 		(void)rpcrdma_cm_id_destroy(s->listen_id);
 	ep_fini(&s->ep);
