@@ -295,11 +295,64 @@ TEST(xprt_pipe_inline_async_replies)
 	psrv_fini(&s);
 }
 
-/* Replies of 8 MiB each and the connection cut right after the last was
- * posted (one sendmsg takes at most the 4 MiB socket send buffer, so that
- * Send is still queued in the provider): the queued Sends are flushed with
- * an error, each sent upcall comes exactly once (at least one with an
- * error), every buffer is freed (ASan), and the requester's Calls complete. */
+/* The connection cut by the handler right after it answered the N-th Call
+ * (small Replies: posted after the batch of upcalls, so that one meets a
+ * dead QP): every Reply not sent is told -ENOTCONN, each sent upcall comes
+ * exactly once, every buffer is freed (ASan), and the requester's Calls
+ * complete (the cut ones with an error, the others with verified data). */
+TEST(xprt_pipe_cut_before_post)
+{
+	enum { N = 8 };
+	struct psrv s;
+	struct rr_th_cl c;
+	struct rr_tp_conf cc;
+	struct pcall *p[N];
+	unsigned failed = 0;
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	port = psrv_start(&s, 16);
+	REQUIRE(port > 0);
+	s.cut_after = true;
+	s.cut_at = N;
+	rr_tp_conf_default(&cc);
+	cc.ext_caps = 0;
+	cc.connect_timeout_ms = 3000;
+	cc.no_reconnect = true;
+	cc.inline_ddp = false;
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, pcl_complete), 0);
+	for (unsigned i = 0; i < N; i++) {
+		p[i] = pcall_new(0x9000 + i, 4096, 8);
+		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p[i]->r), 0);
+	}
+	REQUIRE(rr_th_cl_wait(&c, N, 10000));
+	REQUIRE(rr_th_wait_count(&s.lock, &s.cond, &s.sent_calls, N, 5000));
+	CHECK_EQ(psrv_get(&s, &s.pending), N);
+	CHECK_EQ(psrv_get(&s, &s.sent_calls), N);
+	CHECK(psrv_get(&s, &s.sent_err) >= 1);   /* at least the N-th */
+	CHECK_EQ(psrv_get(&s, &s.fail), 0);
+	for (unsigned i = 0; i < N; i++) {
+		CHECK_EQ(p[i]->completions, 1);
+		if (p[i]->r.status)
+			failed++;
+		else
+			CHECK(pcall_ok(p[i]));
+		pcall_free(&c, p[i]);
+	}
+	CHECK(failed >= 1);
+	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
+	rr_th_cl_stop(&c);
+	rr_tp_server_destroy(s.tp);
+	psrv_fini(&s);
+}
+
+/* Replies of 8 MiB each (RDMA Writes of 1 MiB segments: posted at once, the
+ * provider sends what the socket takes and queues the rest) and the
+ * connection cut right after the last was posted: Sends still queued are
+ * flushed with an error completion, Sends already in the socket complete;
+ * either way each sent upcall comes exactly once, every buffer is freed
+ * (ASan), and the requester's Calls complete (data verified when 0). */
 TEST(xprt_pipe_cut_with_replies_in_flight)
 {
 	enum { N = 3, SZ = 8u << 20 };
@@ -321,14 +374,14 @@ TEST(xprt_pipe_cut_with_replies_in_flight)
 	cc.no_reconnect = true;
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, pcl_complete), 0);
 	for (unsigned i = 0; i < N; i++) {
-		p[i] = pcall_new(0x9000 + i, SZ, 8);
+		p[i] = pcall_new(0x9100 + i, SZ, 8);
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p[i]->r), 0);
 	}
 	REQUIRE(rr_th_cl_wait(&c, N, 10000));
 	REQUIRE(rr_th_wait_count(&s.lock, &s.cond, &s.sent_calls, N, 5000));
 	CHECK_EQ(psrv_get(&s, &s.pending), N);
 	CHECK_EQ(psrv_get(&s, &s.sent_calls), N);
-	CHECK(psrv_get(&s, &s.sent_err) >= 1);   /* the cut flushed some */
+	CHECK_EQ(psrv_get(&s, &s.sent_ok) + psrv_get(&s, &s.sent_err), N);
 	CHECK_EQ(psrv_get(&s, &s.fail), 0);
 	for (unsigned i = 0; i < N; i++) {
 		CHECK_EQ(p[i]->completions, 1);

@@ -78,6 +78,13 @@ struct tp_conn {
 	uint32_t *sfree;
 	uint32_t nsfree;
 	struct tp_sreq **sowner;  /* responder: req waiting for a slot's Send */
+	/* responder, Replies answered on the progress thread: their work
+	 * requests per send slot (SV_DEFER_WR each), chained and posted at once
+	 * after the batch of upcalls (sv_post_deferred). */
+	struct rpcrdma_send_wr *dwr;
+	struct rpcrdma_sge *dsge;
+	uint32_t *dslot;           /* slots waiting, in answer order */
+	uint32_t ndefer;
 	struct rr_pd_conn neg;
 	struct rr_xprt_params params;
 	uint16_t ord;
@@ -219,6 +226,7 @@ struct rr_tp_server {
 };
 
 static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r);
+static void sv_post_deferred(struct rr_tp_server *s);
 /* Reliable reply hooks (section "Reliable reply" below). */
 static void rrep_conn_free(struct tp_conn *cn);
 static void cl_rrep_on_pull(struct rr_tp_client *c, struct tp_conn *cn,
@@ -387,6 +395,9 @@ static void conn_free(struct tp_conn *cn)
 	rr_free(env, cn->sbuf);
 	rr_free(env, cn->sfree);
 	rr_free(env, cn->sowner);
+	rr_free(env, cn->dwr);
+	rr_free(env, cn->dsge);
+	rr_free(env, cn->dslot);
 	rr_free(env, cn);
 }
 
@@ -1596,6 +1607,7 @@ static void *progress(void *arg)
 			 * those completions need no notification (and no extra
 			 * wake-up) while none is lost. */
 			deliver_upcalls(ep);
+			sv_post_deferred(s);
 			for (cn = s->conns; cn; cn = nx) {
 				nx = cn->next;
 				cn->refs++;
@@ -1634,8 +1646,10 @@ static void *progress(void *arg)
 			}
 		}
 		deliver_upcalls(ep);
-		if (ep->is_server)
+		if (ep->is_server) {
+			sv_post_deferred((struct rr_tp_server *)ep);
 			sv_sent_upcalls((struct rr_tp_server *)ep);
+		}
 		grave_sweep(ep);
 	}
 	pthread_mutex_unlock(&ep->lock);
@@ -2729,6 +2743,91 @@ static void sv_plan_put(struct rr_tp_server *s, struct rr_xprt_reply_plan *plan)
 }
 
 #define SV_WR_STACK 8u   /* RDMA Writes built on the stack; more: heap */
+#define SV_DEFER_WR 5u   /* a deferred Reply: up to 4 RDMA Writes + Send */
+
+/* The per-slot work request storage of deferred Replies (on first use). */
+static bool sv_defer_ready(struct rr_tp_server *s, struct tp_conn *cn)
+{
+	if (cn->dwr)
+		return true;
+	cn->dwr = rr_zalloc(s->ep.env, sizeof(*cn->dwr) * cn->nsend * SV_DEFER_WR);
+	cn->dsge = rr_zalloc(s->ep.env, sizeof(*cn->dsge) * cn->nsend * SV_DEFER_WR);
+	cn->dslot = rr_zalloc(s->ep.env, sizeof(*cn->dslot) * cn->nsend);
+	if (cn->dwr && cn->dsge && cn->dslot)
+		return true;
+	rr_free(s->ep.env, cn->dwr);
+	rr_free(s->ep.env, cn->dsge);
+	rr_free(s->ep.env, cn->dslot);
+	cn->dwr = NULL;
+	cn->dsge = NULL;
+	cn->dslot = NULL;
+	return false;
+}
+
+/* Posts the deferred Replies of @cn as one chain (the soft provider sends
+ * them in one sendmsg). A post failure ends the connection; the Replies not
+ * posted are told -ENOTCONN. Called with the lock held. */
+static void sv_post_deferred_conn(struct rr_tp_server *s, struct tp_conn *cn)
+{
+	struct rpcrdma_send_wr *head = NULL, *tail = NULL, *bad = NULL;
+	uint32_t n = cn->ndefer;
+	bool unposted = false;
+	int rc;
+
+	if (!n)
+		return;
+	cn->ndefer = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct rpcrdma_send_wr *w = &cn->dwr[(size_t)cn->dslot[i] * SV_DEFER_WR];
+
+		if (tail)
+			tail->next = w;
+		else
+			head = w;
+		while (w->next)
+			w = w->next;
+		tail = w;
+	}
+	rc = cn->dead ? -ENOTCONN : rpcrdma_post_send(cn->qp, head, &bad);
+	if (!rc)
+		return;
+	if (rc == -ENOTCONN || !bad)
+		bad = head;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t slot = cn->dslot[i];
+		struct rpcrdma_send_wr *w = &cn->dwr[(size_t)slot * SV_DEFER_WR];
+		struct tp_sreq *r;
+
+		for (; w && !unposted; w = w->next)
+			unposted = w == bad;
+		if (!unposted)
+			continue;
+		r = cn->sowner[slot];
+		cn->sowner[slot] = NULL;
+		if (r)
+			sv_reply_sent(s, r, -ENOTCONN);
+		slot_put(cn, slot);
+	}
+	if (!cn->dead)
+		sv_conn_lost(s, cn);
+}
+
+/* Hook of the progress thread, after its upcalls: posts the Replies they
+ * deferred, then runs the sent upcalls. Called with the lock held. */
+static void sv_post_deferred(struct rr_tp_server *s)
+{
+	struct tp_conn *cn = s->conns, *nx;
+
+	while (cn) {
+		nx = cn->next;
+		if (cn->ndefer) {
+			cn->refs++;
+			sv_post_deferred_conn(s, cn);
+			sv_conn_put(s, cn);
+		}
+		cn = nx;
+	}
+}
 
 /* Builds and posts the Reply to @r (RDMA Writes chained before the Send).
  * Called with the lock held. Returns 1: posted, the Send completion will
@@ -2736,7 +2835,8 @@ static void sv_plan_put(struct rr_tp_server *s, struct rr_xprt_reply_plan *plan)
  * 0: posted from our send slot only (nothing of @parts is referenced any
  * more); negative errno: not posted. */
 static int sv_reply_post(struct rr_tp_server *s, struct tp_sreq *r,
-			 const struct rr_xprt_part *parts, unsigned nparts, bool *err_chunk)
+			 const struct rr_xprt_part *parts, unsigned nparts, bool *err_chunk,
+			 bool may_defer)
 {
 	struct tp_conn *cn = r->conn;
 	struct rr_xprt_reply_plan *plan;
@@ -2797,7 +2897,14 @@ static int sv_reply_post(struct rr_tp_server *s, struct tp_sreq *r,
 						  &r->mrs[r->nmr]) == 0)
 			r->nmr++;
 	}
-	if (plan->nwrites > SV_WR_STACK) {
+	/* On the progress thread, a small Reply is posted after the batch of
+	 * upcalls, chained with the others (sv_post_deferred). */
+	may_defer = may_defer && plan->nwrites < SV_DEFER_WR && sv_defer_ready(s, cn);
+	if (may_defer) {
+		wrs = &cn->dwr[(size_t)slot * SV_DEFER_WR];
+		sges = &cn->dsge[(size_t)slot * SV_DEFER_WR];
+		memset(wrs, 0, sizeof(*wrs) * SV_DEFER_WR);
+	} else if (plan->nwrites > SV_WR_STACK) {
 		wrs = rr_zalloc(s->ep.env, sizeof(*wrs) * plan->nwrites);
 		sges = rr_zalloc(s->ep.env, sizeof(*sges) * plan->nwrites);
 		if (!wrs || !sges) {
@@ -2843,6 +2950,26 @@ static int sv_reply_post(struct rr_tp_server *s, struct tp_sreq *r,
 	 * is referenced by the Writes only; a Reply without them needs no
 	 * completion (a failed Send ends the connection anyway). */
 	cn->sowner[slot] = plan->nwrites ? r : NULL;
+	if (may_defer) {
+		struct rpcrdma_send_wr *w = &wrs[plan->nwrites];
+
+		sges[plan->nwrites] = (struct rpcrdma_sge){(uint64_t)(uintptr_t)slot_buf(cn, slot),
+							   plan->send_len, rpcrdma_mr_lkey(cn->smr)};
+		w->wr_id = WRID(WR_REPLY, slot);
+		w->sg_list = &sges[plan->nwrites];
+		w->num_sge = 1;
+		w->opcode = plan->send_inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
+		w->flags = RPCRDMA_SEND_SIGNALED;
+		if (plan->send_inv)
+			w->u.send.invalidate_stag = plan->inv_stag;
+		w->next = NULL;
+		if (plan->nwrites)
+			wrs[plan->nwrites - 1].next = w;
+		count_form(cn->ep, slot_buf(cn, slot), plan->send_len, true);
+		cn->dslot[cn->ndefer++] = slot;
+		rc = plan->nwrites ? 1 : 0;
+		goto out;
+	}
 	rc = post_slot_send(cn, slot, plan->send_len, WRID(WR_REPLY, slot), plan->send_inv,
 			    plan->inv_stag, plan->nwrites ? wrs : NULL);
 	if (rc) {
@@ -2861,9 +2988,9 @@ out:
 		sv_conn_lost(s, cn);
 	if (rc < 0)
 		sv_reply_release(r);
-	if (wrs != wstack)
+	if (wrs != wstack && !may_defer)
 		rr_free(s->ep.env, wrs);
-	if (sges != sstack)
+	if (sges != sstack && !may_defer)
 		rr_free(s->ep.env, sges);
 	sv_plan_put(s, plan);
 	return rc;
@@ -2877,7 +3004,7 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 	int rc;
 
 	pthread_mutex_lock(&s->ep.lock);
-	rc = sv_reply_post(s, r, parts, nparts, err_chunk);
+	rc = sv_reply_post(s, r, parts, nparts, err_chunk, false);
 	if (rc <= 0) {
 		pthread_mutex_unlock(&s->ep.lock);
 		return rc;
@@ -2926,7 +3053,7 @@ int rr_tp_server_reply_async(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 	if (!sent)
 		return -EINVAL;
 	pthread_mutex_lock(&s->ep.lock);
-	rc = sv_reply_post(s, r, parts, nparts, err_chunk);
+	rc = sv_reply_post(s, r, parts, nparts, err_chunk, on_progress_thread(&s->ep));
 	if (rc == 1) {
 		/* The progress thread drains the completion: it arms every
 		 * connection's CQ before it sleeps, so no wake-up is needed. */
