@@ -227,6 +227,7 @@ struct rr_tp_server {
 
 static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r);
 static void sv_post_deferred(struct rr_tp_server *s);
+static void sv_after_upcalls(struct rr_tp_server *s);
 /* Reliable reply hooks (section "Reliable reply" below). */
 static void rrep_conn_free(struct tp_conn *cn);
 static void cl_rrep_on_pull(struct rr_tp_client *c, struct tp_conn *cn,
@@ -1646,10 +1647,8 @@ static void *progress(void *arg)
 			}
 		}
 		deliver_upcalls(ep);
-		if (ep->is_server) {
-			sv_post_deferred((struct rr_tp_server *)ep);
-			sv_sent_upcalls((struct rr_tp_server *)ep);
-		}
+		if (ep->is_server)
+			sv_after_upcalls((struct rr_tp_server *)ep);
 		grave_sweep(ep);
 	}
 	pthread_mutex_unlock(&ep->lock);
@@ -2742,6 +2741,19 @@ static void sv_plan_put(struct rr_tp_server *s, struct rr_xprt_reply_plan *plan)
 		rr_free(s->ep.env, plan);
 }
 
+/* Hook at the end of each progress iteration: posts the deferred Replies
+ * and runs the sent upcalls, until neither is left (a sent upcall may answer
+ * another request: its Reply is posted now, not at the next wake-up). */
+static void sv_after_upcalls(struct rr_tp_server *s)
+{
+	for (;;) {
+		sv_post_deferred(s);
+		if (!s->sent_head)
+			break;
+		sv_sent_upcalls(s);
+	}
+}
+
 #define SV_WR_STACK 8u   /* RDMA Writes built on the stack; more: heap */
 #define SV_DEFER_WR 5u   /* a deferred Reply: up to 4 RDMA Writes + Send */
 
@@ -2813,7 +2825,7 @@ static void sv_post_deferred_conn(struct rr_tp_server *s, struct tp_conn *cn)
 }
 
 /* Hook of the progress thread, after its upcalls: posts the Replies they
- * deferred, then runs the sent upcalls. Called with the lock held. */
+ * deferred. Called with the lock held. */
 static void sv_post_deferred(struct rr_tp_server *s)
 {
 	struct tp_conn *cn = s->conns, *nx;
