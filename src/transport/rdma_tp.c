@@ -384,6 +384,7 @@ static void conn_free(struct tp_conn *cn)
 		(void)rpcrdma_qp_destroy(cn->qp);
 	expo_release_all(cn);
 	rrep_conn_free(cn);
+	rr_xprt_rsp_fini(&cn->rsp);   /* responder spares (no-op otherwise) */
 	if (cn->rmr)
 		(void)rpcrdma_dereg_mr(cn->rmr);
 	if (cn->smr)
@@ -1430,6 +1431,7 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		}
 		conn_negotiate(cn, RR_PD_RESPONDER, ev->private_data, ev->private_data_len);
 		rr_xprt_rsp_init(&cn->rsp, s->ep.env, &cn->params, &s->ep.stats);
+		rr_xprt_rsp_keep_spares(&cn->rsp, RR_XPRT_RSP_SPARES);
 		rr_cred_rsp_init(&cn->cred, s->ep.conf.credits,
 				 cn->params.reliable_reply ? s->ep.conf.rrep_max : 0);
 		rr_rrep_table_init(&cn->rrep,
