@@ -3124,7 +3124,8 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 	 * RPC layer waits for them before it destroys; a direct caller may
 	 * not): told -ENOTCONN now, once nothing drains their CQs. */
 	pthread_mutex_lock(&s->ep.lock);
-	for (struct tp_conn *cn = s->conns; cn; cn = cn->next) {
+	for (struct tp_conn *cn = s->conns, *nx; cn; cn = nx) {
+		nx = cn->next;   /* an orphan's sreq_free may bury cn */
 		for (uint32_t i = 0; i < cn->nsend; i++) {
 			struct tp_sreq *r = cn->sowner[i];
 
