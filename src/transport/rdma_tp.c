@@ -85,6 +85,7 @@ struct tp_conn {
 	struct rpcrdma_sge *dsge;
 	uint32_t *dslot;           /* slots waiting, in answer order */
 	uint32_t ndefer;
+	uint64_t defer_t0;         /* ns: when the first of them was deferred */
 	struct rr_pd_conn neg;
 	struct rr_xprt_params params;
 	uint16_t ord;
@@ -2758,6 +2759,8 @@ static void sv_after_upcalls(struct rr_tp_server *s)
 
 #define SV_WR_STACK 8u   /* RDMA Writes built on the stack; more: heap */
 #define SV_DEFER_WR 5u   /* a deferred Reply: up to 4 RDMA Writes + Send */
+#define SV_DEFER_MAX 32u /* deferred Replies per connection before a post */
+#define SV_DEFER_NS 200000u  /* nor older than this (slow inline handlers) */
 
 /* The per-slot work request storage of deferred Replies (on first use). */
 static bool sv_defer_ready(struct rr_tp_server *s, struct tp_conn *cn)
@@ -2862,6 +2865,11 @@ static int sv_reply_post(struct rr_tp_server *s, struct tp_sreq *r,
 
 	if (err_chunk)
 		*err_chunk = false;
+	/* Deferred Replies wait for the end of the batch, but not for long:
+	 * a batch of many, or one behind a slow handler, is posted now. */
+	if (cn->ndefer && (cn->ndefer >= SV_DEFER_MAX ||
+			   now_ns(&s->ep) - cn->defer_t0 > SV_DEFER_NS))
+		sv_post_deferred_conn(s, cn);
 	if (cn->dead)
 		return -ENOTCONN;
 	if (r->send_pending || r->nmr)
@@ -2980,6 +2988,8 @@ static int sv_reply_post(struct rr_tp_server *s, struct tp_sreq *r,
 		if (plan->nwrites)
 			wrs[plan->nwrites - 1].next = w;
 		count_form(cn->ep, slot_buf(cn, slot), plan->send_len, true);
+		if (!cn->ndefer)
+			cn->defer_t0 = now_ns(&s->ep);
 		cn->dslot[cn->ndefer++] = slot;
 		rc = plan->nwrites ? 1 : 0;
 		goto out;
