@@ -7,7 +7,8 @@
  * left valid), a connection cut and a server destroyed while Replies of
  * several MiB are still being sent (every sent upcall exactly once, failed
  * ones with an error, all memory freed: ASan), and the same through the
- * public RPC API with inline handlers (RPCRDMA_SERVER_INLINE).
+ * public RPC API with inline handlers (RPCRDMA_SERVER_INLINE), Replies in
+ * Write chunks and reliable-reply Read chunks.
  *
  * Test protocol (invented here). Call: xid, CALL(0), n (item length),
  * f (filler length). Reply: xid, REPLY(1), n, data<n> (DDP-eligible),
@@ -15,6 +16,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "rpcrdma/stats.h"
 #include "test.h"
 #include "transport/rdma_tp.h"
 #include "xprt_harness.h"
@@ -517,13 +519,13 @@ static void ps_complete(struct rpcrdma_call *call, int status, void *arg)
 	pthread_mutex_unlock(&ps_lock);
 }
 
-/* 64 asynchronous READs outstanding against a server whose handlers run on
- * the transport's progress thread: Write chunks of up to 64 KiB and, for
- * half of them, 6000 bytes of non-DDP results through a Reply chunk; every
- * result verified, every result buffer released exactly once. */
-TEST(xprt_pipe_rpc_inline_handlers_64)
+/* N asynchronous READs outstanding against a server whose handlers run on
+ * the transport's progress thread, each with a Write chunk of up to 64 KiB
+ * and f bytes of non-DDP results (odd i: 6000) under a Reply hint of @hint;
+ * every result verified, every result buffer released exactly once. */
+static void rpc_inline_run(unsigned N, size_t hint)
 {
-	enum { N = 64 };
+	struct rpcrdma_xprt_stats st;
 	struct rpcrdma_server_opts so = {.threads = 2, .flags = RPCRDMA_SERVER_INLINE};
 	struct rpcrdma_server *srv;
 	struct rpcrdma_client *cl;
@@ -558,7 +560,7 @@ TEST(xprt_pipe_rpc_inline_handlers_64)
 		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), slots[i].f);
 		sk = (struct rpcrdma_ddp_sink){slots[i].sink, slots[i].n};
 		REQUIRE_EQ(rpcrdma_call_set_sinks(call, &sk, 1), 0);
-		rpcrdma_call_set_reply_hint(call, 6200);
+		rpcrdma_call_set_reply_hint(call, hint);
 		REQUIRE_EQ(rpcrdma_call_start(call, ps_complete, &slots[i]), 0);
 	}
 	pthread_mutex_lock(&ps_lock);
@@ -578,10 +580,21 @@ TEST(xprt_pipe_rpc_inline_handlers_64)
 		free(slots[i].sink);
 	}
 	CHECK_EQ(ok, N);
+	REQUIRE_EQ(rpcrdma_server_stats(srv, &st), 0);
+	CHECK_EQ(st.done_recv, N / 2);   /* one RDMA_DONE per Read-chunk Reply */
 	rpcrdma_client_destroy(cl);
 	rpcrdma_server_destroy(srv);   /* waits for the releases */
 	CHECK_EQ(releases, N);
 	free(slots);
+}
+
+/* 64 outstanding. Reliable reply is negotiated (both sides' default): the
+ * 6000-byte results go back in responder-provided Read chunks that the
+ * requester pulls and releases with RDMA_DONE (one per such Reply), the
+ * others use their Write chunk only; Reply chunks are covered above. */
+TEST(xprt_pipe_rpc_inline_handlers_64)
+{
+	rpc_inline_run(64, 6200);
 }
 
 /* ---- the responder core's spares (rr_xprt_rsp_keep_spares) ---- */
