@@ -121,6 +121,12 @@
  *      when the connection is gone: the Reply is lost, as on any transport).
  *      An RDMA responder picks the reply form (inline, Write chunks, Reply
  *      chunk, or RDMA_ERROR ERR_CHUNK when nothing fits).
+ *  send_reply_async(s, req, msg, sent, arg) (optional, preferred when set):
+ *      the same Reply without waiting; 1 means sent(arg, status) follows
+ *      once the transport no longer references @msg (RDMA: the Send
+ *      completed or failed), and only then does the RPC layer release the
+ *      results and call req_done. rdma:// uses it so that one thread
+ *      answers many Calls without waiting for each Send.
  *  req_done(s, req): the RPC layer is done with @req (after send_reply, or
  *      without any reply for a dropped Call). Frees its receive buffers.
  *      Called exactly once per delivered req.
