@@ -444,14 +444,30 @@ struct rr_xprt_rcall {
 	void *user;
 };
 
+#define RR_XPRT_RSP_SPARES 16u
+
 struct rr_xprt_responder {
 	const struct rpcrdma_env *env;
 	struct rr_xprt_params params;
 	struct rr_xprt_stats *stats;
+	/* rr_xprt_rsp_keep_spares: released Call contexts (~21 KiB each) and
+	 * the Reply-building header (~19 KiB) are kept for reuse instead of
+	 * freed: a malloc/free of that size per RPC can make the allocator
+	 * give pages back and fault them in again on every RPC. */
+	unsigned max_spares;
+	unsigned nspares;
+	struct rr_xprt_rcall *spares[RR_XPRT_RSP_SPARES];
+	struct rr_xprt_hdr *scratch;
 };
 
 void rr_xprt_rsp_init(struct rr_xprt_responder *s, const struct rpcrdma_env *env,
 		      const struct rr_xprt_params *p, struct rr_xprt_stats *stats);
+/* Keeps up to @n (at most RR_XPRT_RSP_SPARES) released Call contexts and the
+ * Reply header for reuse; rr_xprt_rsp_fini frees them. Off after init. */
+void rr_xprt_rsp_keep_spares(struct rr_xprt_responder *s, unsigned n);
+/* Frees what rr_xprt_rsp_keep_spares kept (no-op otherwise). The Call
+ * contexts still held by the caller are released as before. */
+void rr_xprt_rsp_fini(struct rr_xprt_responder *s);
 
 /* Parses a received Call of @len bytes. Returns the action:
  *  DROP: nothing to do; ERROR: send the @err_len bytes written to @err_msg

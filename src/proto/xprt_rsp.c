@@ -18,6 +18,48 @@ void rr_xprt_rsp_init(struct rr_xprt_responder *s, const struct rpcrdma_env *env
 	s->stats = stats;
 }
 
+void rr_xprt_rsp_keep_spares(struct rr_xprt_responder *s, unsigned n)
+{
+	s->max_spares = RR_MIN(n, RR_XPRT_RSP_SPARES);
+}
+
+void rr_xprt_rsp_fini(struct rr_xprt_responder *s)
+{
+	while (s->nspares)
+		rr_free(s->env, s->spares[--s->nspares]);
+	rr_free(s->env, s->scratch);
+	s->scratch = NULL;
+	s->max_spares = 0;
+}
+
+/* A zeroed Call context: a spare one, or a new one. */
+static struct rr_xprt_rcall *rcall_get(struct rr_xprt_responder *s)
+{
+	struct rr_xprt_rcall *rc;
+
+	if (!s->nspares)
+		return rr_zalloc(s->env, sizeof(*rc));
+	rc = s->spares[--s->nspares];
+	memset(rc, 0, sizeof(*rc));
+	return rc;
+}
+
+/* The Reply-building header: the kept one (reused), or a new one. */
+static struct rr_xprt_hdr *hdr_get(struct rr_xprt_responder *s)
+{
+	if (!s->max_spares)
+		return rr_alloc(s->env, sizeof(struct rr_xprt_hdr));
+	if (!s->scratch)
+		s->scratch = rr_alloc(s->env, sizeof(struct rr_xprt_hdr));
+	return s->scratch;
+}
+
+static void hdr_put(struct rr_xprt_responder *s, struct rr_xprt_hdr *h)
+{
+	if (h != s->scratch)
+		rr_free(s->env, h);
+}
+
 static enum rr_xprt_rsp_action answer(struct rr_xprt_responder *s, uint32_t xid,
 				      uint32_t vers, uint32_t grant, uint32_t err,
 				      uint8_t *err_msg, size_t *err_len)
@@ -48,7 +90,11 @@ void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc
 	if (!rc)
 		return;
 	rr_free(s->env, rc->buf);
-	rr_free(s->env, rc);
+	rc->buf = NULL;
+	if (s->nspares < s->max_spares)
+		s->spares[s->nspares++] = rc;
+	else
+		rr_free(s->env, rc);
 }
 
 enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
@@ -71,7 +117,7 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 	*err_len = 0;
 	if (st)
 		st->recvs++;
-	rc = rr_zalloc(s->env, sizeof(*rc));
+	rc = rcall_get(s);
 	if (!rc) {
 		if (st)
 			st->dropped++;
@@ -467,7 +513,7 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 	plan->rr_len = plan->rr_nsegs = plan->rr_seg_len = 0;
 	if (grant == 0)
 		grant = 1;   /* never grant zero */
-	h = rr_alloc(s->env, sizeof(*h));
+	h = hdr_get(s);
 	if (!h)
 		return -ENOMEM;
 	h->xid = rc->xid;
@@ -485,7 +531,7 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		const struct rr_xprt_part *pt = &parts[i];
 
 		if (pt->len && !pt->base) {
-			rr_free(s->env, h);
+			hdr_put(s, h);
 			return -EINVAL;
 		}
 		if (!pt->ddp) {
@@ -495,7 +541,7 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		if (k < ch->nwrites) {
 			fill_init(&f, &ch->writes[k], plan);
 			if (pt->len > f.cap || fill_bytes(&f, pt->base, pt->len)) {
-				rr_free(s->env, h);
+				hdr_put(s, h);
 				return rsp_reply_fallback(s, rc, grant, buf, cap, plan);
 			}
 			fill_result(&f, &h->writes[k]);
@@ -540,7 +586,7 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 			if (fill_bytes(&f, pt->base, pt->len) ||
 			    (pt->ddp && (pt->len & 3) &&
 			     fill_bytes(&f, rr_xprt_zeros, 4 - (pt->len & 3)))) {
-				rr_free(s->env, h);
+				hdr_put(s, h);
 				return rsp_reply_fallback(s, rc, grant, buf, cap, plan);
 			}
 		}
@@ -548,7 +594,7 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		h->has_reply = true;
 		fill_result(&f, &h->reply);
 		if (rr_xprt_hdr_size(h) > s->params.reply_inline) {
-			rr_free(s->env, h);
+			hdr_put(s, h);
 			return rsp_reply_fallback(s, rc, grant, buf, cap, plan);
 		}
 		n = rr_xprt_hdr_encode(h, buf, cap);
@@ -562,7 +608,7 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 			s->stats->reply_chunks++;
 	} else {
 		rc_ = rsp_reply_oversize(s, rc, h, parts, nparts, reduced, grant, buf, cap, plan);
-		rr_free(s->env, h);
+		hdr_put(s, h);
 		return rc_;
 	}
 	if (s->params.local_r && s->params.peer_r)
@@ -579,6 +625,6 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		st->pullup_bytes += plan->send_len;
 	}
 out:
-	rr_free(s->env, h);
+	hdr_put(s, h);
 	return rc_;
 }

@@ -120,7 +120,18 @@ static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Sends the reply in r->res (header already in place) and finishes. */
+static void req_release(struct rpcrdma_req *r);
+
+/* send_reply_async: the transport no longer references the Reply. */
+static void req_sent(void *arg, int status)
+{
+	(void)status;   /* a lost Reply is lost, as on any transport */
+	req_release(arg);
+}
+
+/* Sends the reply in r->res (header already in place) and finishes: at once,
+ * or when the transport is done with the Reply's memory (send_reply_async,
+ * so that a thread answering many Calls does not wait for each Send). */
 static void req_finish(struct rpcrdma_req *r, bool send)
 {
 	struct rpcrdma_server *s = r->srv;
@@ -134,8 +145,21 @@ static void req_finish(struct rpcrdma_req *r, bool send)
 			.xdr_len = r->res.xdr_len,
 		};
 
-		(void)s->cls->server->send_reply(s->xs, r->xreq, &m);
+		if (s->cls->server->send_reply_async) {
+			if (s->cls->server->send_reply_async(s->xs, r->xreq, &m, req_sent, r) == 1)
+				return;
+		} else {
+			(void)s->cls->server->send_reply(s->xs, r->xreq, &m);
+		}
 	}
+	req_release(r);
+}
+
+/* The Reply's memory is free: release the results and the request. */
+static void req_release(struct rpcrdma_req *r)
+{
+	struct rpcrdma_server *s = r->srv;
+
 	if (r->release)
 		r->release(r->release_arg);
 	s->cls->server->req_done(s->xs, r->xreq);

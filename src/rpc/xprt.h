@@ -121,6 +121,12 @@
  *      when the connection is gone: the Reply is lost, as on any transport).
  *      An RDMA responder picks the reply form (inline, Write chunks, Reply
  *      chunk, or RDMA_ERROR ERR_CHUNK when nothing fits).
+ *  send_reply_async(s, req, msg, sent, arg) (optional, preferred when set):
+ *      the same Reply without waiting; 1 means sent(arg, status) follows
+ *      once the transport no longer references @msg (RDMA: the Send
+ *      completed or failed), and only then does the RPC layer release the
+ *      results and call req_done. rdma:// uses it so that one thread
+ *      answers many Calls without waiting for each Send.
  *  req_done(s, req): the RPC layer is done with @req (after send_reply, or
  *      without any reply for a dropped Call). Frees its receive buffers.
  *      Called exactly once per delivered req.
@@ -245,6 +251,14 @@ struct rr_xprt_server_ops {
 	int (*send_reply)(struct rr_xprt_server *s, struct rr_xprt_req *req,
 			  const struct rr_xprt_msg *msg);
 	void (*req_done)(struct rr_xprt_server *s, struct rr_xprt_req *req);
+	/* Optional: send_reply without waiting for the transport to be done
+	 * with @msg's memory. Returns 1: sent(arg, status) follows exactly
+	 * once, from a transport thread, once @msg's inline bytes and items
+	 * are no longer referenced; until then they stay valid and req_done
+	 * waits. 0 or a negative errno: as send_reply (sent not called). */
+	int (*send_reply_async)(struct rr_xprt_server *s, struct rr_xprt_req *req,
+				const struct rr_xprt_msg *msg,
+				void (*sent)(void *arg, int status), void *arg);
 	void (*stop)(struct rr_xprt_server *s);
 	void (*destroy)(struct rr_xprt_server *s);
 	/* true: the transport calls recv() from params->threads threads of its

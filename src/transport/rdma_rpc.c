@@ -354,6 +354,20 @@ static int sv_send_reply(struct rr_xprt_server *s, struct rr_xprt_req *req,
 	return rr_tp_server_reply(s->tp, w->sreq, parts, n, NULL);
 }
 
+static int sv_send_reply_async(struct rr_xprt_server *s, struct rr_xprt_req *req,
+			       const struct rr_xprt_msg *msg, void (*sent)(void *arg, int status),
+			       void *arg)
+{
+	struct sreq_wrap *w = req->xp_priv;
+	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
+	unsigned n;
+
+	if (msg->nddp > RR_RPC_MAX_DDP)
+		return -EINVAL;
+	n = msg_parts(msg, parts);
+	return rr_tp_server_reply_async(s->tp, w->sreq, parts, n, NULL, sent, arg);
+}
+
 static void sv_req_done(struct rr_xprt_server *s, struct rr_xprt_req *req)
 {
 	struct sreq_wrap *w = req->xp_priv;
@@ -409,12 +423,14 @@ static int sv_ctl(struct rr_xprt_server *s, struct rr_xprt_req *req, unsigned op
 
 /* inline_recv false: the RPC layer queues Calls to its workers, except those
  * it answers itself and all of them under RPCRDMA_SERVER_INLINE, which run on
- * the progress thread (send_reply then drains the CQ itself while it waits
- * for its RDMA Writes). */
+ * the progress thread. Replies go through send_reply_async: posted without
+ * waiting for their RDMA Writes and Send, the RPC layer's memory released
+ * by the Send completion, so one thread pipelines many Replies. */
 #define RDMA_SERVER_OPS(create_fn)                                             \
 	{                                                                      \
 		.create = create_fn, .port = sv_port, .start = sv_start,       \
 		.send_reply = sv_send_reply, .req_done = sv_req_done,          \
+		.send_reply_async = sv_send_reply_async,                       \
 		.stop = sv_stop, .destroy = sv_destroy, .inline_recv = false,  \
 		.ctl = sv_ctl,                                                 \
 	}

@@ -78,6 +78,14 @@ struct tp_conn {
 	uint32_t *sfree;
 	uint32_t nsfree;
 	struct tp_sreq **sowner;  /* responder: req waiting for a slot's Send */
+	/* responder, Replies answered on the progress thread: their work
+	 * requests per send slot (SV_DEFER_WR each), chained and posted at once
+	 * after the batch of upcalls (sv_post_deferred). */
+	struct rpcrdma_send_wr *dwr;
+	struct rpcrdma_sge *dsge;
+	uint32_t *dslot;           /* slots waiting, in answer order */
+	uint32_t ndefer;
+	uint64_t defer_t0;         /* ns: when the first of them was deferred */
 	struct rr_pd_conn neg;
 	struct rr_xprt_params params;
 	uint16_t ord;
@@ -181,6 +189,15 @@ struct tp_sreq {
 	int send_status;
 	uint32_t send_slot;
 	struct tp_sreq *next;   /* read queue */
+	/* The Reply's memory registered for its RDMA Writes: held until its
+	 * Send completed (or failed), then deregistered (sv_reply_release). */
+	struct rpcrdma_mr *mrs[RR_XPRT_MAX_ITEMS * 2 + 2];
+	unsigned nmr;
+	/* rr_tp_server_reply_async: told once the Send completed or failed. */
+	rr_tp_sent_fn sent;
+	void *sent_arg;
+	struct tp_sreq *sent_next;      /* server's sent queue */
+	bool orphan;                    /* done before its Send completed */
 };
 
 struct rr_tp_server {
@@ -203,9 +220,15 @@ struct rr_tp_server {
 	} failed[32];
 	unsigned failed_next;
 	uint64_t expo_seq;         /* ids of exposed push-mode regions */
+	/* Replies of rr_tp_server_reply_async whose Send completed (or
+	 * failed): their sent upcalls run without the lock (sv_sent_upcalls). */
+	struct tp_sreq *sent_head, **sent_tail;
+	struct rr_xprt_reply_plan *plan_cache;   /* one spare Reply plan */
 };
 
 static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r);
+static void sv_post_deferred(struct rr_tp_server *s);
+static void sv_after_upcalls(struct rr_tp_server *s);
 /* Reliable reply hooks (section "Reliable reply" below). */
 static void rrep_conn_free(struct tp_conn *cn);
 static void cl_rrep_on_pull(struct rr_tp_client *c, struct tp_conn *cn,
@@ -362,6 +385,7 @@ static void conn_free(struct tp_conn *cn)
 		(void)rpcrdma_qp_destroy(cn->qp);
 	expo_release_all(cn);
 	rrep_conn_free(cn);
+	rr_xprt_rsp_fini(&cn->rsp);   /* responder spares (no-op otherwise) */
 	if (cn->rmr)
 		(void)rpcrdma_dereg_mr(cn->rmr);
 	if (cn->smr)
@@ -374,6 +398,9 @@ static void conn_free(struct tp_conn *cn)
 	rr_free(env, cn->sbuf);
 	rr_free(env, cn->sfree);
 	rr_free(env, cn->sowner);
+	rr_free(env, cn->dwr);
+	rr_free(env, cn->dsge);
+	rr_free(env, cn->dslot);
 	rr_free(env, cn);
 }
 
@@ -1090,6 +1117,56 @@ static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r)
 	sv_conn_put(s, cn);
 }
 
+/* The Reply's RDMA Writes are over: its registrations go. */
+static void sv_reply_release(struct tp_sreq *r)
+{
+	for (unsigned i = 0; i < r->nmr; i++)
+		(void)rpcrdma_dereg_mr(r->mrs[i]);
+	r->nmr = 0;
+}
+
+/* @r's Send completed (@status 0) or failed: nothing references the Reply's
+ * memory any more. A synchronous replier is woken; an asynchronous one is
+ * queued for its sent upcall (sv_sent_upcalls, without the lock). */
+static void sv_reply_sent(struct rr_tp_server *s, struct tp_sreq *r, int status)
+{
+	r->send_done = true;
+	r->send_pending = false;
+	r->send_status = status;
+	sv_reply_release(r);
+	if (r->orphan) {
+		sreq_free(s, r);   /* rr_tp_server_done came first */
+		return;
+	}
+	if (r->sent) {
+		r->sent_next = NULL;
+		if (!s->sent_head)
+			s->sent_tail = &s->sent_head;
+		*s->sent_tail = r;
+		s->sent_tail = &r->sent_next;
+	}
+}
+
+/* Runs the sent upcalls of completed asynchronous Replies, in completion
+ * order, without the endpoint's lock (they may call rr_tp_server_done).
+ * Called with the lock held, on the progress thread (or by destroy). */
+static void sv_sent_upcalls(struct rr_tp_server *s)
+{
+	while (s->sent_head) {
+		struct tp_sreq *r = s->sent_head;
+		rr_tp_sent_fn fn = r->sent;
+		void *arg = r->sent_arg;
+		int st = r->send_status;
+
+		s->sent_head = r->sent_next;
+		r->sent_next = NULL;
+		r->sent = NULL;
+		pthread_mutex_unlock(&s->ep.lock);
+		fn(arg, st);
+		pthread_mutex_lock(&s->ep.lock);
+	}
+}
+
 /* Sends an RDMA_ERROR prepared in @msg. */
 static void sv_send_error(struct rr_tp_server *s, struct tp_conn *cn,
 			  const uint8_t *msg, size_t len)
@@ -1270,11 +1347,8 @@ static void sv_on_wc(struct rr_tp_server *s, struct tp_conn *cn, const struct rp
 
 		if (slot < cn->nsend)
 			cn->sowner[slot] = NULL;
-		if (r) {
-			r->send_done = true;
-			r->send_pending = false;
-			r->send_status = wc->status == RPCRDMA_WC_SUCCESS ? 0 : -EIO;
-		}
+		if (r)
+			sv_reply_sent(s, r, wc->status == RPCRDMA_WC_SUCCESS ? 0 : -EIO);
 		slot_put(cn, slot);
 		pthread_cond_broadcast(&s->ep.cond);
 	} else if (t == WR_SEND) {
@@ -1358,6 +1432,7 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		}
 		conn_negotiate(cn, RR_PD_RESPONDER, ev->private_data, ev->private_data_len);
 		rr_xprt_rsp_init(&cn->rsp, s->ep.env, &cn->params, &s->ep.stats);
+		rr_xprt_rsp_keep_spares(&cn->rsp, RR_XPRT_RSP_SPARES);
 		rr_cred_rsp_init(&cn->cred, s->ep.conf.credits,
 				 cn->params.reliable_reply ? s->ep.conf.rrep_max : 0);
 		rr_rrep_table_init(&cn->rrep,
@@ -1536,6 +1611,7 @@ static void *progress(void *arg)
 			 * those completions need no notification (and no extra
 			 * wake-up) while none is lost. */
 			deliver_upcalls(ep);
+			sv_post_deferred(s);
 			for (cn = s->conns; cn; cn = nx) {
 				nx = cn->next;
 				cn->refs++;
@@ -1574,6 +1650,8 @@ static void *progress(void *arg)
 			}
 		}
 		deliver_upcalls(ep);
+		if (ep->is_server)
+			sv_after_upcalls((struct rr_tp_server *)ep);
 		grave_sweep(ep);
 	}
 	pthread_mutex_unlock(&ep->lock);
@@ -2645,30 +2723,160 @@ static struct rpcrdma_mr *find_mr(struct rpcrdma_mr **mrs, unsigned n, const uin
 	return NULL;
 }
 
-int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
-		       const struct rr_xprt_part *parts, unsigned nparts, bool *err_chunk)
+/* A Reply plan (large: every possible RDMA Write): the spare one, or a new
+ * one. Called with the lock held. */
+static struct rr_xprt_reply_plan *sv_plan_get(struct rr_tp_server *s)
 {
-	struct tp_sreq *r = pub->priv;
+	struct rr_xprt_reply_plan *plan = s->plan_cache;
+
+	if (plan) {
+		s->plan_cache = NULL;
+		return plan;
+	}
+	return rr_alloc(s->ep.env, sizeof(*plan));
+}
+
+static void sv_plan_put(struct rr_tp_server *s, struct rr_xprt_reply_plan *plan)
+{
+	if (!s->plan_cache)
+		s->plan_cache = plan;
+	else
+		rr_free(s->ep.env, plan);
+}
+
+/* Hook at the end of each progress iteration: posts the deferred Replies
+ * and runs the sent upcalls, until neither is left (a sent upcall may answer
+ * another request: its Reply is posted now, not at the next wake-up). */
+static void sv_after_upcalls(struct rr_tp_server *s)
+{
+	for (;;) {
+		sv_post_deferred(s);
+		if (!s->sent_head)
+			break;
+		sv_sent_upcalls(s);
+	}
+}
+
+#define SV_WR_STACK 8u   /* RDMA Writes built on the stack; more: heap */
+#define SV_DEFER_WR 5u   /* a deferred Reply: up to 4 RDMA Writes + Send */
+#define SV_DEFER_MAX 32u /* deferred Replies per connection before a post */
+#define SV_DEFER_NS 200000u  /* nor older than this (slow inline handlers) */
+
+/* The per-slot work request storage of deferred Replies (on first use). */
+static bool sv_defer_ready(struct rr_tp_server *s, struct tp_conn *cn)
+{
+	if (cn->dwr)
+		return true;
+	cn->dwr = rr_zalloc(s->ep.env, sizeof(*cn->dwr) * cn->nsend * SV_DEFER_WR);
+	cn->dsge = rr_zalloc(s->ep.env, sizeof(*cn->dsge) * cn->nsend * SV_DEFER_WR);
+	cn->dslot = rr_zalloc(s->ep.env, sizeof(*cn->dslot) * cn->nsend);
+	if (cn->dwr && cn->dsge && cn->dslot)
+		return true;
+	rr_free(s->ep.env, cn->dwr);
+	rr_free(s->ep.env, cn->dsge);
+	rr_free(s->ep.env, cn->dslot);
+	cn->dwr = NULL;
+	cn->dsge = NULL;
+	cn->dslot = NULL;
+	return false;
+}
+
+/* Posts the deferred Replies of @cn as one chain (the soft provider sends
+ * them in one sendmsg). A post failure ends the connection; the Replies not
+ * posted are told -ENOTCONN. Called with the lock held. */
+static void sv_post_deferred_conn(struct rr_tp_server *s, struct tp_conn *cn)
+{
+	struct rpcrdma_send_wr *head = NULL, *tail = NULL, *bad = NULL;
+	uint32_t n = cn->ndefer;
+	bool unposted = false;
+	int rc;
+
+	if (!n)
+		return;
+	cn->ndefer = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct rpcrdma_send_wr *w = &cn->dwr[(size_t)cn->dslot[i] * SV_DEFER_WR];
+
+		if (tail)
+			tail->next = w;
+		else
+			head = w;
+		while (w->next)
+			w = w->next;
+		tail = w;
+	}
+	rc = cn->dead ? -ENOTCONN : rpcrdma_post_send(cn->qp, head, &bad);
+	if (!rc)
+		return;
+	if (rc == -ENOTCONN || !bad)
+		bad = head;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t slot = cn->dslot[i];
+		struct rpcrdma_send_wr *w = &cn->dwr[(size_t)slot * SV_DEFER_WR];
+		struct tp_sreq *r;
+
+		for (; w && !unposted; w = w->next)
+			unposted = w == bad;
+		if (!unposted)
+			continue;
+		r = cn->sowner[slot];
+		cn->sowner[slot] = NULL;
+		if (r)
+			sv_reply_sent(s, r, -ENOTCONN);
+		slot_put(cn, slot);
+	}
+	if (!cn->dead)
+		sv_conn_lost(s, cn);
+}
+
+/* Hook of the progress thread, after its upcalls: posts the Replies they
+ * deferred. Called with the lock held. */
+static void sv_post_deferred(struct rr_tp_server *s)
+{
+	struct tp_conn *cn = s->conns, *nx;
+
+	while (cn) {
+		nx = cn->next;
+		if (cn->ndefer) {
+			cn->refs++;
+			sv_post_deferred_conn(s, cn);
+			sv_conn_put(s, cn);
+		}
+		cn = nx;
+	}
+}
+
+/* Builds and posts the Reply to @r (RDMA Writes chained before the Send).
+ * Called with the lock held. Returns 1: posted, the Send completion will
+ * call sv_reply_sent (the registrations of @parts are in r->mrs until then);
+ * 0: posted from our send slot only (nothing of @parts is referenced any
+ * more); negative errno: not posted. */
+static int sv_reply_post(struct rr_tp_server *s, struct tp_sreq *r,
+			 const struct rr_xprt_part *parts, unsigned nparts, bool *err_chunk,
+			 bool may_defer)
+{
 	struct tp_conn *cn = r->conn;
 	struct rr_xprt_reply_plan *plan;
-	struct rpcrdma_mr *mrs[RR_XPRT_MAX_ITEMS * 2 + 2];
-	struct rpcrdma_send_wr *wrs = NULL;
-	struct rpcrdma_sge *sges = NULL;
-	unsigned nmr = 0;
+	struct rpcrdma_send_wr wstack[SV_WR_STACK], *wrs = wstack;
+	struct rpcrdma_sge sstack[SV_WR_STACK], *sges = sstack;
 	uint32_t slot, grant;
 	bool exposed = false;   /* a Read chunk is recorded and reserved */
 	int rc;
 
 	if (err_chunk)
 		*err_chunk = false;
-	plan = rr_alloc(s->ep.env, sizeof(*plan));
+	/* Deferred Replies wait for the end of the batch, but not for long:
+	 * a batch of many, or one behind a slow handler, is posted now. */
+	if (cn->ndefer && (cn->ndefer >= SV_DEFER_MAX ||
+			   now_ns(&s->ep) - cn->defer_t0 > SV_DEFER_NS))
+		sv_post_deferred_conn(s, cn);
+	if (cn->dead)
+		return -ENOTCONN;
+	if (r->send_pending || r->nmr)
+		return -EBUSY;   /* a Reply is already on its way */
+	plan = sv_plan_get(s);
 	if (!plan)
 		return -ENOMEM;
-	pthread_mutex_lock(&s->ep.lock);
-	if (cn->dead) {
-		rc = -ENOTCONN;
-		goto out;
-	}
 	if (slot_get(cn, &slot)) {
 		rc = -ENOBUFS;
 		goto out;
@@ -2696,16 +2904,29 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 	rr_put_be32(slot_buf(cn, slot) + 8, grant);
 	if (err_chunk)
 		*err_chunk = plan->is_error;
-	/* Register the Reply's memory that RDMA Writes read from. */
+	/* Register the Reply's memory that RDMA Writes read from: only the
+	 * parts some Write reads (an XDR pad comes from our zero bytes). */
 	for (unsigned i = 0; i < nparts && plan->nwrites; i++) {
-		if (!parts[i].len || nmr == RR_ARRAY_SIZE(mrs))
+		const uint8_t *b = parts[i].base;
+		bool used = false;
+
+		if (!parts[i].len || r->nmr == RR_ARRAY_SIZE(r->mrs))
 			continue;
-		if (rpcrdma_reg_mr_simple(cn->pd, (void *)(uintptr_t)parts[i].base,
-					  parts[i].len, RPCRDMA_ACCESS_LOCAL_WRITE,
-					  &mrs[nmr]) == 0)
-			nmr++;
+		for (uint32_t j = 0; j < plan->nwrites && !used; j++)
+			used = plan->writes[j].src >= b && plan->writes[j].src < b + parts[i].len;
+		if (used && rpcrdma_reg_mr_simple(cn->pd, (void *)(uintptr_t)b, parts[i].len,
+						  RPCRDMA_ACCESS_LOCAL_WRITE,
+						  &r->mrs[r->nmr]) == 0)
+			r->nmr++;
 	}
-	if (plan->nwrites) {
+	/* On the progress thread, a small Reply is posted after the batch of
+	 * upcalls, chained with the others (sv_post_deferred). */
+	may_defer = may_defer && plan->nwrites < SV_DEFER_WR && sv_defer_ready(s, cn);
+	if (may_defer) {
+		wrs = &cn->dwr[(size_t)slot * SV_DEFER_WR];
+		sges = &cn->dsge[(size_t)slot * SV_DEFER_WR];
+		memset(wrs, 0, sizeof(*wrs) * SV_DEFER_WR);
+	} else if (plan->nwrites > SV_WR_STACK) {
 		wrs = rr_zalloc(s->ep.env, sizeof(*wrs) * plan->nwrites);
 		sges = rr_zalloc(s->ep.env, sizeof(*sges) * plan->nwrites);
 		if (!wrs || !sges) {
@@ -2713,13 +2934,14 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 			slot_put(cn, slot);
 			goto out;
 		}
+	} else {
+		memset(wstack, 0, sizeof(wstack[0]) * plan->nwrites);
 	}
 	for (uint32_t i = 0; i < plan->nwrites; i++) {
 		const struct rr_xprt_write_op *w = &plan->writes[i];
-		struct rpcrdma_mr *mr = find_mr(mrs, nmr, w->src, w->len);
-		uint32_t lkey;
-
+		struct rpcrdma_mr *mr = find_mr(r->mrs, r->nmr, w->src, w->len);
 		const uint8_t *src = w->src;
+		uint32_t lkey;
 
 		if (mr) {
 			lkey = rpcrdma_mr_lkey(mr);
@@ -2745,8 +2967,33 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 	}
 	r->send_slot = slot;
 	r->send_done = false;
-	r->send_pending = true;
-	cn->sowner[slot] = r;
+	r->send_pending = plan->nwrites != 0;
+	/* Everything else was copied into our send slot: the caller's memory
+	 * is referenced by the Writes only; a Reply without them needs no
+	 * completion (a failed Send ends the connection anyway). */
+	cn->sowner[slot] = plan->nwrites ? r : NULL;
+	if (may_defer) {
+		struct rpcrdma_send_wr *w = &wrs[plan->nwrites];
+
+		sges[plan->nwrites] = (struct rpcrdma_sge){(uint64_t)(uintptr_t)slot_buf(cn, slot),
+							   plan->send_len, rpcrdma_mr_lkey(cn->smr)};
+		w->wr_id = WRID(WR_REPLY, slot);
+		w->sg_list = &sges[plan->nwrites];
+		w->num_sge = 1;
+		w->opcode = plan->send_inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
+		w->flags = RPCRDMA_SEND_SIGNALED;
+		if (plan->send_inv)
+			w->u.send.invalidate_stag = plan->inv_stag;
+		w->next = NULL;
+		if (plan->nwrites)
+			wrs[plan->nwrites - 1].next = w;
+		count_form(cn->ep, slot_buf(cn, slot), plan->send_len, true);
+		if (!cn->ndefer)
+			cn->defer_t0 = now_ns(&s->ep);
+		cn->dslot[cn->ndefer++] = slot;
+		rc = plan->nwrites ? 1 : 0;
+		goto out;
+	}
 	rc = post_slot_send(cn, slot, plan->send_len, WRID(WR_REPLY, slot), plan->send_inv,
 			    plan->inv_stag, plan->nwrites ? wrs : NULL);
 	if (rc) {
@@ -2757,14 +3004,34 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		rc = -ENOTCONN;
 		goto out;
 	}
-	if (plan->nwrites == 0) {
-		/* Everything was copied into our send slot: the caller's memory
-		 * is no longer referenced, no need to wait for the completion
-		 * (a failed Send ends the connection anyway). */
-		cn->sowner[slot] = NULL;
-		r->send_pending = false;
-		rc = 0;
-		goto out;
+	rc = plan->nwrites ? 1 : 0;
+out:
+	/* An exposed Reply that was never sent would keep its RDMA_DONE
+	 * reservation forever: end the connection (fences it) instead. */
+	if (rc < 0 && exposed && !cn->dead)
+		sv_conn_lost(s, cn);
+	if (rc < 0)
+		sv_reply_release(r);
+	if (wrs != wstack && !may_defer)
+		rr_free(s->ep.env, wrs);
+	if (sges != sstack && !may_defer)
+		rr_free(s->ep.env, sges);
+	sv_plan_put(s, plan);
+	return rc;
+}
+
+int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
+		       const struct rr_xprt_part *parts, unsigned nparts, bool *err_chunk)
+{
+	struct tp_sreq *r = pub->priv;
+	struct tp_conn *cn = r->conn;
+	int rc;
+
+	pthread_mutex_lock(&s->ep.lock);
+	rc = sv_reply_post(s, r, parts, nparts, err_chunk, false);
+	if (rc <= 0) {
+		pthread_mutex_unlock(&s->ep.lock);
+		return rc;
 	}
 	if (on_progress_thread(&s->ep)) {
 		/* Answered from the receiving thread (inline dispatch): no one
@@ -2794,18 +3061,30 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		/* Gave up on a dead connection: forget the slot's owner. */
 		cn->sowner[r->send_slot] = NULL;
 		r->send_pending = false;
+		sv_reply_release(r);
 	}
-out:
-	/* An exposed Reply that was never sent would keep its RDMA_DONE
-	 * reservation forever: end the connection (fences it) instead. */
-	if (rc && exposed && !cn->dead)
-		sv_conn_lost(s, cn);
-	for (unsigned i = 0; i < nmr; i++)
-		(void)rpcrdma_dereg_mr(mrs[i]);
 	pthread_mutex_unlock(&s->ep.lock);
-	rr_free(s->ep.env, wrs);
-	rr_free(s->ep.env, sges);
-	rr_free(s->ep.env, plan);
+	return rc;
+}
+
+int rr_tp_server_reply_async(struct rr_tp_server *s, struct rr_tp_sreq *pub,
+			     const struct rr_xprt_part *parts, unsigned nparts, bool *err_chunk,
+			     rr_tp_sent_fn sent, void *arg)
+{
+	struct tp_sreq *r = pub->priv;
+	int rc;
+
+	if (!sent)
+		return -EINVAL;
+	pthread_mutex_lock(&s->ep.lock);
+	rc = sv_reply_post(s, r, parts, nparts, err_chunk, on_progress_thread(&s->ep));
+	if (rc == 1) {
+		/* The progress thread drains the completion: it arms every
+		 * connection's CQ before it sleeps, so no wake-up is needed. */
+		r->sent = sent;
+		r->sent_arg = arg;
+	}
+	pthread_mutex_unlock(&s->ep.lock);
 	return rc;
 }
 
@@ -2814,7 +3093,15 @@ void rr_tp_server_done(struct rr_tp_server *s, struct rr_tp_sreq *pub)
 	struct tp_sreq *r = pub->priv;
 
 	pthread_mutex_lock(&s->ep.lock);
-	sreq_free(s, r);
+	if (r->send_pending) {
+		/* Its Reply's Send has not completed: freed then (the caller
+		 * broke the rr_tp_server_reply_async contract; the memory of
+		 * the Reply must stay valid until then). */
+		r->orphan = true;
+		r->sent = NULL;
+	} else {
+		sreq_free(s, r);
+	}
 	pthread_mutex_unlock(&s->ep.lock);
 }
 
@@ -2843,6 +3130,23 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 			}
 		}
 	}
+	/* Asynchronous Replies still waiting for their Send completion (the
+	 * RPC layer waits for them before it destroys; a direct caller may
+	 * not): told -ENOTCONN now, once nothing drains their CQs. */
+	pthread_mutex_lock(&s->ep.lock);
+	for (struct tp_conn *cn = s->conns, *nx; cn; cn = nx) {
+		nx = cn->next;   /* an orphan's sreq_free may bury cn */
+		for (uint32_t i = 0; i < cn->nsend; i++) {
+			struct tp_sreq *r = cn->sowner[i];
+
+			if (r) {
+				cn->sowner[i] = NULL;
+				sv_reply_sent(s, r, -ENOTCONN);
+			}
+		}
+	}
+	sv_sent_upcalls(s);
+	pthread_mutex_unlock(&s->ep.lock);
 	while (s->conns) {
 		struct tp_conn *cn = s->conns;
 
@@ -2851,6 +3155,7 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 			(void)rpcrdma_disconnect(cn->id);
 		conn_free(cn);
 	}
+	rr_free(env, s->plan_cache);
 	if (s->listen_id)
 		(void)rpcrdma_cm_id_destroy(s->listen_id);
 	ep_fini(&s->ep);

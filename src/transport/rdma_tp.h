@@ -24,8 +24,9 @@
  * Threads: each endpoint runs one progress thread that polls the CM channel
  * and the completion queues; upcalls (completion, incoming Call) run on it
  * and must not block. Submit, abort and reply may be called from any thread.
- * rr_tp_server_reply() is synchronous and must not be called from the
- * progress thread. */
+ * rr_tp_server_reply() is synchronous (on the progress thread it drains the
+ * CQ itself while it waits); rr_tp_server_reply_async() posts and returns,
+ * the Reply's memory being released by an upcall once its Send completed. */
 #ifndef RR_TRANSPORT_RDMA_TP_H
 #define RR_TRANSPORT_RDMA_TP_H
 
@@ -217,6 +218,24 @@ int rr_tp_server_port(struct rr_tp_server *s);
 int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *req,
 		       const struct rr_xprt_part *parts, unsigned nparts,
 		       bool *err_chunk);
+/* Told once the memory of a Reply posted by rr_tp_server_reply_async is no
+ * longer referenced: its Send completed (@status 0) or failed or was flushed
+ * (-EIO; -ENOTCONN at rr_tp_server_destroy). Runs on the progress thread
+ * without the endpoint's lock, exactly once; may call rr_tp_server_done. */
+typedef void (*rr_tp_sent_fn)(void *arg, int status);
+/* As rr_tp_server_reply, without waiting for the completion: builds the
+ * Reply, posts its RDMA Writes and Send and returns (callable from the
+ * progress thread: inline handlers pipeline their Replies). Returns 1: posted
+ * with RDMA Writes that read @parts; @parts' memory must stay valid and @req
+ * must not be done until @sent(@arg, status) is called. 0: posted entirely
+ * from the transport's send slot (inline Reply, Reply chunk, ERR_CHUNK with
+ * *@err_chunk set): @parts is free at once, @sent is not called. Negative
+ * errno as rr_tp_server_reply (not posted; @sent is not called). The grant
+ * and remote invalidation are as for rr_tp_server_reply; a Send completion
+ * with an error is fatal to the connection and still calls @sent. */
+int rr_tp_server_reply_async(struct rr_tp_server *s, struct rr_tp_sreq *req,
+			     const struct rr_xprt_part *parts, unsigned nparts,
+			     bool *err_chunk, rr_tp_sent_fn sent, void *arg);
 /* Done with @req (after the reply, or instead of one). */
 void rr_tp_server_done(struct rr_tp_server *s, struct rr_tp_sreq *req);
 /* Graceful shutdown, first step: stops listening (new connections are
