@@ -25,8 +25,9 @@ void rr_tp_conf_default(struct rr_tp_conf *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->provider = RPCRDMA_PROVIDER_SOFT;
-	c->inline_send = 4096;
-	c->inline_recv = 4096;
+	c->inline_send = RR_TP_INLINE_DEFAULT;
+	c->inline_recv = RR_TP_INLINE_DEFAULT;
+	c->inline_mem = RR_TP_INLINE_MEM;
 	c->credits = RR_CRED_REQUEST_DEFAULT;
 	c->remote_inv = true;
 	c->use_windows = true;
@@ -41,6 +42,48 @@ void rr_tp_conf_default(struct rr_tp_conf *c)
 	c->ext_caps = RR_PD_EXT_CAP_RELIABLE_REPLY;
 	c->rrep_timeout_ms = 30000;
 	c->rrep_max = 32;
+}
+
+/* The inline threshold policy, applied once per endpoint (rdma_tp.h,
+ * docs/transport.md "Inline thresholds"): a size of 0 becomes the provider's
+ * default, sizes are capped at what RFC 8797 can advertise, and when the
+ * per-connection buffers (Receives + send slots, each of the full size) would
+ * exceed inline_mem the credits are lowered to fit: the requester posts
+ * credits + 8 Receives and as many send slots; the responder credits + 4
+ * (+ rrep_max for reliable reply) Receives and 8 more send slots. */
+void rr_tp_conf_inline(struct rr_tp_conf *cf, const char *provider, bool server)
+{
+	uint32_t dflt = provider && strcmp(provider, RPCRDMA_PROVIDER_SOFT) == 0
+				? RR_TP_INLINE_SOFT : RR_TP_INLINE_DEFAULT;
+	uint64_t per, room;
+
+	if (cf->inline_send == 0)
+		cf->inline_send = dflt;
+	if (cf->inline_recv == 0)
+		cf->inline_recv = dflt;
+	cf->inline_send = RR_MIN(cf->inline_send, RR_PD_SIZE_MAX);
+	cf->inline_recv = RR_MIN(cf->inline_recv, RR_PD_SIZE_MAX);
+	if (!cf->inline_mem)
+		return;
+	per = (uint64_t)cf->inline_send + cf->inline_recv;
+	if (!server) {
+		room = cf->inline_mem / per;
+		if ((uint64_t)cf->credits + 8 > room)
+			cf->credits = (uint32_t)RR_MAX(room > 8 ? room - 8 : 0, RR_TP_MIN_CREDITS);
+	} else {
+		bool rrep = cf->ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY;
+		uint64_t slack = 8ull * cf->inline_send;
+		uint64_t n = cf->inline_mem > slack ? (cf->inline_mem - slack) / per : 0;
+		uint64_t avail = n > 4 ? n - 4 : 0;
+
+		if ((uint64_t)cf->credits + (rrep ? cf->rrep_max : 0) > avail) {
+			if (rrep)
+				cf->rrep_max = (uint32_t)RR_MAX(RR_MIN(cf->rrep_max, avail / 3), 1);
+			cf->credits = (uint32_t)RR_MAX(avail > (rrep ? cf->rrep_max : 0)
+							       ? avail - (rrep ? cf->rrep_max : 0) : 0,
+						       RR_TP_MIN_CREDITS);
+		}
+	}
 }
 
 /* Work request ids: type in the low 4 bits, index or pointer above. */
@@ -278,12 +321,19 @@ static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 	cn->rsize = rsize;
 	cn->nsend = nsend;
 	cn->ssize = ssize;
-	cn->rbuf = rr_zalloc(env, (size_t)nrecv * rsize);
-	cn->sbuf = rr_zalloc(env, (size_t)nsend * ssize + 4);
+	/* Not cleared: a Receive is read only up to its byte_len, a send slot
+	 * only up to what was written into it. With large inline sizes
+	 * (rr_tp_conf_inline) the pages of these buffers then become resident
+	 * only as far as messages actually filled them (a large allocation is
+	 * mapped lazily by the allocator): inline_mem bounds the address space,
+	 * traffic decides the resident part. */
+	cn->rbuf = rr_alloc(env, (size_t)nrecv * rsize);
+	cn->sbuf = rr_alloc(env, (size_t)nsend * ssize + 4);
 	cn->sfree = rr_alloc(env, sizeof(uint32_t) * nsend);
 	cn->sowner = rr_zalloc(env, sizeof(*cn->sowner) * nsend);
 	if (!cn->rbuf || !cn->sbuf || !cn->sfree || !cn->sowner)
 		return -ENOMEM;
+	memset(cn->sbuf + (size_t)nsend * ssize, 0, 4);   /* the pad source */
 	for (uint32_t i = 0; i < nsend; i++)
 		cn->sfree[i] = nsend - 1 - i;
 	cn->nsfree = nsend;
@@ -1592,6 +1642,8 @@ static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server,
 	ep->evfd = -1;
 	if (ep->conf.credits == 0)
 		ep->conf.credits = 1;
+	rr_tp_conf_inline(&ep->conf, conf->provider ? conf->provider : RPCRDMA_PROVIDER_SOFT,
+			  server);
 	if (ep->conf.inline_send < 1024 || ep->conf.inline_recv < 1024)
 		return -EINVAL;
 	oa.env = conf->env;

@@ -41,8 +41,20 @@ struct rr_tp_conf {
 					   one owning the listen address /
 					   routing to the peer (verbs), or the
 					   first */
-	uint32_t inline_send;           /* advertised Send size (4096) */
-	uint32_t inline_recv;           /* advertised Receive size (4096) */
+	uint32_t inline_send;           /* advertised Send size (4096);
+					   0: the provider's default
+					   (RR_TP_INLINE_SOFT on the soft
+					   provider, 4096 otherwise); larger
+					   than 262144: 262144 (RFC 8797) */
+	uint32_t inline_recv;           /* advertised Receive size (4096; 0
+					   and the cap as inline_send) */
+	uint32_t inline_mem;            /* bytes of Receive buffers + send
+					   slots per connection (32 MiB): when
+					   the sizes above need more with
+					   @credits, the credits requested
+					   (requester) or granted and rrep_max
+					   (responder) are lowered to fit, never
+					   below RR_TP_MIN_CREDITS; 0: no cap */
 	uint32_t credits;               /* requester: request (128);
 					   responder: largest grant (64) */
 	bool remote_inv;                /* advertise R (true) */
@@ -81,7 +93,26 @@ struct rr_tp_conf {
 					   (NULL: @env); tests: virtual */
 };
 
+/* Inline threshold policy (docs/transport.md "Inline thresholds"). On the
+ * software (TCP-carried) provider an RDMA Read or Write of a chunk costs a
+ * full TCP round trip while a Send lands in a posted Receive, so the soft
+ * default lets DDP items up to 128 KiB plus their RPC header travel inline
+ * (measured crossover: docs/perf-notes/wpath.md); Linux
+ * peers advertise 4096 and the smaller size wins (RFC 8797 section 4.2). */
+#define RR_TP_INLINE_SOFT (131072u + 4096u)
+#define RR_TP_INLINE_DEFAULT 4096u
+#define RR_TP_INLINE_MEM (32u << 20)
+#define RR_TP_MIN_CREDITS 8u
+
 void rr_tp_conf_default(struct rr_tp_conf *c);
+/* The policy as applied by rr_tp_client_create / rr_tp_server_create (for
+ * tests): inline sizes of 0 become the default of @provider, sizes above
+ * 262144 become 262144, and when credits + the extra buffers of the role
+ * (requester: credits + 8 Receives and as many send slots; responder:
+ * credits + 4 + rrep_max Receives and 8 more send slots) at those sizes
+ * exceed inline_mem, credits (and on the responder rrep_max, to a third of
+ * the room at most) are lowered to fit, never below RR_TP_MIN_CREDITS. */
+void rr_tp_conf_inline(struct rr_tp_conf *c, const char *provider, bool server);
 
 /* ---- client ---- */
 
