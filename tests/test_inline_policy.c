@@ -95,6 +95,21 @@ TEST(inline_policy_conf)
 	rr_tp_conf_inline(&c, RPCRDMA_PROVIDER_SOFT, true);
 	CHECK_EQ(c.credits, RR_TP_MIN_CREDITS);
 	CHECK_EQ(c.rrep_max, 1u);
+	/* the budget never raises what was configured */
+	rr_tp_conf_default(&c);
+	c.inline_send = c.inline_recv = 1u << 20;
+	c.inline_mem = 1u << 20;
+	c.credits = 4;
+	rr_tp_conf_inline(&c, RPCRDMA_PROVIDER_SOFT, false);
+	CHECK_EQ(c.credits, 4u);
+	rr_tp_conf_default(&c);
+	c.inline_send = c.inline_recv = 1u << 20;
+	c.inline_mem = 1u << 20;
+	c.credits = 2;
+	c.rrep_max = 0;
+	rr_tp_conf_inline(&c, RPCRDMA_PROVIDER_SOFT, true);
+	CHECK_EQ(c.credits, 2u);
+	CHECK_EQ(c.rrep_max, 0u);
 	/* inline_mem 0: no cap */
 	rr_tp_conf_default(&c);
 	c.inline_send = c.inline_recv = 0;

@@ -69,19 +69,23 @@ void rr_tp_conf_inline(struct rr_tp_conf *cf, const char *provider, bool server)
 	if (!server) {
 		room = cf->inline_mem / per;
 		if ((uint64_t)cf->credits + 8 > room)
-			cf->credits = (uint32_t)RR_MAX(room > 8 ? room - 8 : 0, RR_TP_MIN_CREDITS);
+			cf->credits = (uint32_t)RR_MIN(cf->credits,
+						       RR_MAX(room > 8 ? room - 8 : 0,
+							      RR_TP_MIN_CREDITS));
 	} else {
-		bool rrep = cf->ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY;
+		uint32_t rrep = (cf->ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY) ? cf->rrep_max : 0;
 		uint64_t slack = 8ull * cf->inline_send;
 		uint64_t n = cf->inline_mem > slack ? (cf->inline_mem - slack) / per : 0;
 		uint64_t avail = n > 4 ? n - 4 : 0;
 
-		if ((uint64_t)cf->credits + (rrep ? cf->rrep_max : 0) > avail) {
-			if (rrep)
-				cf->rrep_max = (uint32_t)RR_MAX(RR_MIN(cf->rrep_max, avail / 3), 1);
-			cf->credits = (uint32_t)RR_MAX(avail > (rrep ? cf->rrep_max : 0)
-							       ? avail - (rrep ? cf->rrep_max : 0) : 0,
-						       RR_TP_MIN_CREDITS);
+		if ((uint64_t)cf->credits + rrep > avail) {
+			if (rrep) {
+				rrep = (uint32_t)RR_MAX(RR_MIN(rrep, avail / 3), 1);
+				cf->rrep_max = rrep;
+			}
+			cf->credits = (uint32_t)RR_MIN(cf->credits,
+						       RR_MAX(avail > rrep ? avail - rrep : 0,
+							      RR_TP_MIN_CREDITS));
 		}
 	}
 }

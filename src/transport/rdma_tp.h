@@ -53,8 +53,9 @@ struct rr_tp_conf {
 					   the sizes above need more with
 					   @credits, the credits requested
 					   (requester) or granted and rrep_max
-					   (responder) are lowered to fit, never
-					   below RR_TP_MIN_CREDITS; 0: no cap */
+					   (responder) are lowered to fit, not
+					   below RR_TP_MIN_CREDITS (nor ever
+					   raised); 0: no cap */
 	uint32_t credits;               /* requester: request (128);
 					   responder: largest grant (64) */
 	bool remote_inv;                /* advertise R (true) */
@@ -111,7 +112,8 @@ void rr_tp_conf_default(struct rr_tp_conf *c);
  * (requester: credits + 8 Receives and as many send slots; responder:
  * credits + 4 + rrep_max Receives and 8 more send slots) at those sizes
  * exceed inline_mem, credits (and on the responder rrep_max, to a third of
- * the room at most) are lowered to fit, never below RR_TP_MIN_CREDITS. */
+ * the room at most) are lowered to fit, not below RR_TP_MIN_CREDITS; a
+ * configuration is never raised by it. */
 void rr_tp_conf_inline(struct rr_tp_conf *c, const char *provider, bool server);
 
 /* ---- client ---- */
