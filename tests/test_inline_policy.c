@@ -545,3 +545,132 @@ TEST(inline_policy_violations)
 	rr_th_rogue_close(&g);
 	rpcrdma_server_destroy(s);
 }
+
+/* ---- inline Replies handed over in their Receive buffer ---- */
+
+/* Responder: Reply = xid, REPLY, then 64 bytes (xid + i) & 0xff. */
+static struct rr_tp_server *lend_srv;
+
+static void lend_answer(struct rr_th_sq *sq, struct rr_tp_sreq *r)
+{
+	uint8_t hdr[8], body[64];
+	struct rr_xprt_part parts[2] = {{hdr, 8, false}, {body, 64, false}};
+
+	(void)sq;
+	rr_put_be32(hdr, r->xid);
+	rr_put_be32(hdr + 4, 1);
+	for (unsigned i = 0; i < 64; i++)
+		body[i] = (uint8_t)(r->xid + i);
+	(void)rr_tp_server_reply(lend_srv, r, parts, 2, NULL);
+	rr_tp_server_done(lend_srv, r);
+}
+
+struct lend_rpc {
+	struct rr_tp_rpc r;
+	uint8_t call[12];
+	struct rr_xprt_part part;
+};
+
+static void lend_complete(void *ctx, struct rr_tp_rpc *r)
+{
+	struct rr_th_cl *c = ctx;
+
+	(void)r;
+	pthread_mutex_lock(&c->lock);
+	c->done++;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void lend_submit(struct rr_th_cl *c, struct lend_rpc *p, uint32_t xid)
+{
+	memset(p, 0, sizeof(*p));
+	rr_put_be32(p->call, xid);
+	rr_put_be32(p->call + 4, 0);   /* CALL */
+	rr_put_be32(p->call + 8, 7);
+	p->part = (struct rr_xprt_part){p->call, 12, false};
+	p->r.xid = xid;
+	p->r.parts = &p->part;
+	p->r.nparts = 1;
+	p->r.max_reply = 256;
+	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
+}
+
+static bool lend_ok(const struct lend_rpc *p)
+{
+	if (p->r.status || p->r.reply_len != 72 || rr_get_be32(p->r.reply) != p->r.xid)
+		return false;
+	for (unsigned i = 0; i < 64; i++)
+		if (p->r.reply[8 + i] != (uint8_t)(p->r.xid + i))
+			return false;
+	return true;
+}
+
+/* The first TP_LEND_MAX (4) unreleased inline Replies are the Receive
+ * buffers themselves, later ones copies; the lent ones stay intact (ASan:
+ * no use after free) across a cut connection and a reconnection; releasing
+ * reposts (or, on the dead connection, drops) them, and 300 more calls with
+ * their Replies lent and released one by one run on one connection with
+ * credits + 8 Receives, which a missing repost would exhaust (the peer's
+ * Send finding no Receive ends the connection: a reconnection). */
+TEST(inline_policy_lent_replies)
+{
+	struct rr_tp_conf sc, cc;
+	struct rr_th_sq sq;
+	struct rr_th_cl c;
+	struct lend_rpc *held = calloc(8, sizeof(*held)), *one = calloc(1, sizeof(*one));
+	struct rr_xprt_params prm;
+	struct rr_xprt_stats st;
+	unsigned lent = 0, done = 0;
+
+	if (!rr_th_soft_ok()) {
+		free(held);
+		free(one);
+		return;
+	}
+	REQUIRE(held && one);
+	rr_tp_conf_default(&sc);
+	rr_tp_conf_default(&cc);
+	cc.credits = 8;   /* 16 Receives */
+	memset(&sq, 0, sizeof(sq));
+	rr_th_sq_init(&sq, lend_answer);
+	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &lend_srv), 0);
+	rr_th_sq_start(&sq);
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(lend_srv), lend_complete), 0);
+	for (unsigned i = 0; i < 8; i++) {
+		lend_submit(&c, &held[i], 0x1000 + i);
+		REQUIRE(rr_th_cl_wait(&c, ++done, 3000));
+		CHECK(lend_ok(&held[i]));
+		lent += held[i].r.lent_conn != NULL;
+		CHECK_EQ(held[i].r.lent_conn != NULL, i < 4);
+	}
+	CHECK_EQ(lent, 4u);
+	REQUIRE_EQ(rr_tp_client_cut(c.tp), 0);
+	for (int t = 0; t < 400 && rr_tp_client_params(c.tp, &prm, NULL) != 0; t++)
+		rr_th_sleep_ms(5);
+	lend_submit(&c, one, 0x2000);   /* on the new connection */
+	REQUIRE(rr_th_cl_wait(&c, ++done, 5000));
+	CHECK(lend_ok(one));
+	CHECK(one->r.lent_conn != NULL);
+	rr_tp_client_release_reply(c.tp, &one->r);
+	for (unsigned i = 0; i < 8; i++) {
+		CHECK(lend_ok(&held[i]));   /* still intact after the cut */
+		rr_tp_client_release_reply(c.tp, &held[i].r);
+	}
+	for (unsigned i = 0; i < 300; i++) {
+		lend_submit(&c, one, 0x3000 + i);
+		REQUIRE(rr_th_cl_wait(&c, ++done, 3000));
+		CHECK(lend_ok(one));
+		CHECK(one->r.lent_conn != NULL);
+		rr_tp_client_release_reply(c.tp, &one->r);
+	}
+	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0u);
+	rr_tp_client_stats(c.tp, &st);
+	CHECK_EQ(st.reconnects, 1u);   /* the cut, nothing else */
+	rr_th_cl_stop(&c);
+	rr_th_sq_stop(&sq);
+	rr_tp_server_destroy(lend_srv);
+	rr_th_sq_destroy(&sq);
+	free(held);
+	free(one);
+}

@@ -131,6 +131,8 @@ struct tp_conn {
 	bool established, dead, use_mw;
 	bool signal_writes;   /* RDMA Writes signaled: see conn_new */
 	bool in_wait;           /* a caller thread waits on cq unlocked: not freed */
+	uint32_t lent;          /* requester: Receives lent as rpc->reply (not
+				   reposted, not freed until released) */
 	/* responder */
 	struct rr_xprt_responder rsp;
 	struct rr_cred_rsp cred;
@@ -315,6 +317,9 @@ static uint64_t now_ns(const struct tp_ep *ep)
 
 /* ---- connection resources ---- */
 
+/* Receives a requester lends out as inline Replies at once (cl_on_recv). */
+#define TP_LEND_MAX 4u
+
 static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 			   uint32_t nsend, uint32_t ssize)
 {
@@ -451,8 +456,9 @@ static void grave_sweep(struct tp_ep *ep)
 	while (*pp) {
 		struct tp_conn *cn = *pp;
 
-		if (cn->in_wait) {
-			/* a caller thread sleeps on its CQ (rr_tp_client_wait):
+		if (cn->in_wait || cn->lent) {
+			/* a caller thread sleeps on its CQ (rr_tp_client_wait),
+			 * or a Reply still points into a Receive buffer:
 			 * freed on a later sweep */
 			pp = &cn->next;
 			continue;
@@ -959,11 +965,28 @@ static void cl_on_recv(struct rr_tp_client *c, struct tp_conn *cn,
 	if (res.kind != RR_XPRT_R_DROP) {
 		struct tp_call *k = res.call->user;
 		struct rr_tp_rpc *rpc = k->rpc;
+		bool lent = false;
 
 		if (res.kind == RR_XPRT_R_REPLY) {
-			rpc->reply = rr_alloc(c->ep.env, res.payload_len ? res.payload_len : 1);
+			/* An inline Reply is handed over in place: the Receive
+			 * is reposted when the reply is released. At most
+			 * TP_LEND_MAX per connection, so credits + 4 Receives
+			 * stay posted; beyond, or for a Long Reply (in the
+			 * Reply chunk buffer), a copy. */
+			if (res.payload >= buf && res.payload + res.payload_len <= buf + cn->rsize &&
+			    cn->lent < TP_LEND_MAX) {
+				rpc->reply = (uint8_t *)(uintptr_t)res.payload;
+				rpc->lent_conn = cn;
+				rpc->lent_idx = idx;
+				cn->lent++;
+				lent = true;
+			} else {
+				rpc->reply = rr_alloc(c->ep.env,
+						      res.payload_len ? res.payload_len : 1);
+				if (rpc->reply)
+					memcpy(rpc->reply, res.payload, res.payload_len);
+			}
 			if (rpc->reply) {
-				memcpy(rpc->reply, res.payload, res.payload_len);
 				rpc->reply_len = res.payload_len;
 				for (unsigned i = 0; i < res.nsinks; i++) {
 					rpc->placed[i] = res.sink_len[i];
@@ -982,7 +1005,8 @@ static void cl_on_recv(struct rr_tp_client *c, struct tp_conn *cn,
 		} else {
 			(void)rr_cred_req_grant(&c->cred, res.credit);
 		}
-		(void)post_recv(cn, idx);
+		if (!lent)
+			(void)post_recv(cn, idx);
 		cl_invalidate(c, k);
 	} else {
 		(void)post_recv(cn, idx);
@@ -2376,6 +2400,7 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
 	rpc->status = 0;
 	rpc->reply = NULL;
 	rpc->reply_len = 0;
+	rpc->lent_conn = NULL;
 	rpc->via_read = false;
 	for (unsigned i = 0; i < RR_XPRT_MAX_ITEMS; i++) {
 		rpc->placed[i] = 0;
@@ -2520,7 +2545,20 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t t
 
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
 {
-	rr_free(c->ep.env, rpc->reply);
+	if (rpc->lent_conn) {
+		/* The Reply was the Receive buffer itself: repost it (the
+		 * connection is not freed while lent: grave_sweep). */
+		struct tp_conn *cn = rpc->lent_conn;
+
+		pthread_mutex_lock(&c->ep.lock);
+		cn->lent--;
+		if (!cn->dead && c->conn == cn)
+			(void)post_recv(cn, rpc->lent_idx);
+		pthread_mutex_unlock(&c->ep.lock);
+		rpc->lent_conn = NULL;
+	} else {
+		rr_free(c->ep.env, rpc->reply);
+	}
 	rpc->reply = NULL;
 	rpc->reply_len = 0;
 }
@@ -2569,6 +2607,10 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 	}
 	pthread_mutex_lock(&c->ep.lock);
 	deliver_upcalls(&c->ep);
+	/* Replies must be released before destroy (rdma_tp.h); any still
+	 * lent no longer keeps its connection. */
+	for (struct tp_conn *cn = c->ep.grave; cn; cn = cn->next)
+		cn->lent = 0;
 	pthread_mutex_unlock(&c->ep.lock);
 	ep_fini(&c->ep);
 	rr_xprt_req_fini(&c->req);

@@ -137,13 +137,17 @@ struct rr_tp_rpc {
 	int status;                  /* 0, -EREMOTEIO (RDMA_ERROR ERR_CHUNK),
 					-EPROTONOSUPPORT (ERR_VERS), -ECONNRESET,
 					abort's status */
-	uint8_t *reply;              /* reduced Reply, valid until release */
+	uint8_t *reply;              /* reduced Reply, valid until release
+					(an inline one may be the Receive
+					buffer itself, reposted at release) */
 	uint32_t reply_len;
 	uint32_t placed[RR_XPRT_MAX_ITEMS];   /* bytes written per sink */
 	bool is_placed[RR_XPRT_MAX_ITEMS];    /* that Write chunk was used */
 	bool via_read;               /* reliable reply: pulled from a
 					responder-provided Read chunk */
 	void *priv;                  /* transport-private */
+	void *lent_conn;             /* transport-private: @reply's Receive */
+	uint32_t lent_idx;
 };
 
 struct rr_tp_client;
@@ -170,7 +174,8 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int statu
  * the submitting thread when it is free (the progress thread is then not
  * woken at all); that thread must call rr_tp_client_wait for @rpc next. */
 void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t timeout_ms);
-/* Frees rpc->reply. */
+/* Frees rpc->reply (or reposts the Receive it lives in). Every reply must
+ * be released before rr_tp_client_destroy. */
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_tp_rpc *rpc);
 /* Aborts what remains (-ECANCELED), disconnects, frees. */
 void rr_tp_client_destroy(struct rr_tp_client *c);
