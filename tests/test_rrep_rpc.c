@@ -31,7 +31,8 @@ static int h_list(struct rpcrdma_req *r, void *ctx)
 TEST(rrep_rpc_public_api)
 {
 	struct rpcrdma_server_opts so = {.threads = 2};
-	struct rpcrdma_client_opts co = {.timeout_ms = 10000, .connect_timeout_ms = 5000};
+	struct rpcrdma_client_opts co = {.timeout_ms = 10000, .connect_timeout_ms = 5000,
+					 .inline_size = 4096};   /* Linux's thresholds */
 	static const uint32_t sizes[] = {0, 100, 3000, 5000, 100000, 1 << 20};
 	struct rpcrdma_server *s = NULL;
 	struct rpcrdma_client *c = NULL;

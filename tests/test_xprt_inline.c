@@ -255,7 +255,8 @@ static void e2e_start(struct env2 *e, bool no_inline_ddp)
 {
 	struct rpcrdma_server_opts so = {.threads = 2};
 	struct rpcrdma_client_opts co = {.timeout_ms = 10000, .connect_timeout_ms = 5000,
-					 .no_inline_ddp = no_inline_ddp};
+					 .no_inline_ddp = no_inline_ddp,
+					 .inline_size = 4096};   /* Linux's thresholds */
 	char url[64];
 
 	for (uint32_t i = 0; i < sizeof(gen_buf); i++)

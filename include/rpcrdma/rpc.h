@@ -115,6 +115,20 @@ struct rpcrdma_client_opts {
 					   (default: such results come inline,
 					   no registration, as with Linux
 					   xprtrdma) */
+	uint32_t inline_size;           /* RDMA: the Send and Receive sizes this
+					   end advertises in its RFC 8797
+					   private data, 1024..262144 (larger
+					   is taken as 262144); each direction
+					   then uses the smaller of both ends'
+					   sizes, so a Linux peer (4096) keeps
+					   4096. 0: the transport's choice:
+					   132 KiB on rdma:// (TCP-carried: an
+					   argument or result up to 128 KiB
+					   travels in the Call/Reply instead of
+					   an RDMA Read/Write round trip), 4096
+					   on verbs://. Ignored by tcp://.
+					   Memory and credits: docs/transport.md
+					   "Inline thresholds" */
 };
 
 /* Connects to @url ("tcp://host:port"; "rdma://host:port" on the software
@@ -246,6 +260,8 @@ struct rpcrdma_server_opts {
 	size_t max_msg;                 /* largest Call/Reply; 0: 8 MiB + 64 KiB */
 	unsigned max_conns;             /* 0: 1024 */
 	unsigned flags;                 /* RPCRDMA_SERVER_* */
+	uint32_t inline_size;           /* RDMA: advertised Send and Receive
+					   sizes, as rpcrdma_client_opts */
 };
 
 /* Handlers run on the thread that received the Call, without a hop to a

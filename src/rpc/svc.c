@@ -400,6 +400,7 @@ RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_serv
 	xp.max_msg = s->max_msg;
 	xp.max_conns = opts && opts->max_conns ? opts->max_conns : DEFAULT_MAX_CONNS;
 	xp.threads = s->nthreads;
+	xp.inline_size = opts ? opts->inline_size : 0;
 	xp.recv = svc_recv;
 	xp.ctx = s;
 	rc = cls->server->create(&t, &xp, &s->xs);

@@ -197,6 +197,7 @@ struct rr_xprt_client_params {
 	uint32_t connect_timeout_ms;
 	bool no_reconnect;
 	bool no_inline_ddp;           /* RDMA: Write chunks for every sink */
+	uint32_t inline_size;         /* RDMA: advertised inline sizes; 0: default */
 	void (*complete)(void *ctx, struct rr_xprt_call *call);
 	void *ctx;
 };
@@ -239,6 +240,7 @@ struct rr_xprt_server_params {
 	size_t max_msg;
 	unsigned max_conns;
 	unsigned threads;             /* threads for inline_recv transports */
+	uint32_t inline_size;         /* RDMA: advertised inline sizes; 0: default */
 	void (*recv)(void *ctx, struct rr_xprt_req *req);
 	void *ctx;
 };

@@ -25,8 +25,9 @@ void rr_tp_conf_default(struct rr_tp_conf *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->provider = RPCRDMA_PROVIDER_SOFT;
-	c->inline_send = 4096;
-	c->inline_recv = 4096;
+	c->inline_send = RR_TP_INLINE_DEFAULT;
+	c->inline_recv = RR_TP_INLINE_DEFAULT;
+	c->inline_mem = RR_TP_INLINE_MEM;
 	c->credits = RR_CRED_REQUEST_DEFAULT;
 	c->remote_inv = true;
 	c->use_windows = true;
@@ -41,6 +42,52 @@ void rr_tp_conf_default(struct rr_tp_conf *c)
 	c->ext_caps = RR_PD_EXT_CAP_RELIABLE_REPLY;
 	c->rrep_timeout_ms = 30000;
 	c->rrep_max = 32;
+}
+
+/* The inline threshold policy, applied once per endpoint (rdma_tp.h,
+ * docs/transport.md "Inline thresholds"): a size of 0 becomes the provider's
+ * default, sizes are capped at what RFC 8797 can advertise, and when the
+ * per-connection buffers (Receives + send slots, each of the full size) would
+ * exceed inline_mem the credits are lowered to fit: the requester posts
+ * credits + 8 Receives and as many send slots; the responder credits + 4
+ * (+ rrep_max for reliable reply) Receives and 8 more send slots. */
+void rr_tp_conf_inline(struct rr_tp_conf *cf, const char *provider, bool server)
+{
+	uint32_t dflt = provider && strcmp(provider, RPCRDMA_PROVIDER_SOFT) == 0
+				? RR_TP_INLINE_SOFT : RR_TP_INLINE_DEFAULT;
+	uint64_t per, room;
+
+	if (cf->inline_send == 0)
+		cf->inline_send = dflt;
+	if (cf->inline_recv == 0)
+		cf->inline_recv = dflt;
+	cf->inline_send = RR_MIN(cf->inline_send, RR_PD_SIZE_MAX);
+	cf->inline_recv = RR_MIN(cf->inline_recv, RR_PD_SIZE_MAX);
+	if (!cf->inline_mem)
+		return;
+	per = (uint64_t)cf->inline_send + cf->inline_recv;
+	if (!server) {
+		room = cf->inline_mem / per;
+		if ((uint64_t)cf->credits + 8 > room)
+			cf->credits = (uint32_t)RR_MIN(cf->credits,
+						       RR_MAX(room > 8 ? room - 8 : 0,
+							      RR_TP_MIN_CREDITS));
+	} else {
+		uint32_t rrep = (cf->ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY) ? cf->rrep_max : 0;
+		uint64_t slack = 8ull * cf->inline_send;
+		uint64_t n = cf->inline_mem > slack ? (cf->inline_mem - slack) / per : 0;
+		uint64_t avail = n > 4 ? n - 4 : 0;
+
+		if ((uint64_t)cf->credits + rrep > avail) {
+			if (rrep) {
+				rrep = (uint32_t)RR_MAX(RR_MIN(rrep, avail / 3), 1);
+				cf->rrep_max = rrep;
+			}
+			cf->credits = (uint32_t)RR_MIN(cf->credits,
+						       RR_MAX(avail > rrep ? avail - rrep : 0,
+							      RR_TP_MIN_CREDITS));
+		}
+	}
 }
 
 /* Work request ids: type in the low 4 bits, index or pointer above. */
@@ -92,6 +139,8 @@ struct tp_conn {
 	bool established, dead, use_mw;
 	bool signal_writes;   /* RDMA Writes signaled: see conn_new */
 	bool in_wait;           /* a caller thread waits on cq unlocked: not freed */
+	uint32_t lent;          /* requester: Receives lent as rpc->reply (not
+				   reposted, not freed until released) */
 	/* responder */
 	struct rr_xprt_responder rsp;
 	struct rr_cred_rsp cred;
@@ -291,6 +340,9 @@ static uint64_t now_ns(const struct tp_ep *ep)
 
 /* ---- connection resources ---- */
 
+/* Receives a requester lends out as inline Replies at once (cl_on_recv). */
+#define TP_LEND_MAX 4u
+
 static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 			   uint32_t nsend, uint32_t ssize)
 {
@@ -301,12 +353,19 @@ static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 	cn->rsize = rsize;
 	cn->nsend = nsend;
 	cn->ssize = ssize;
-	cn->rbuf = rr_zalloc(env, (size_t)nrecv * rsize);
-	cn->sbuf = rr_zalloc(env, (size_t)nsend * ssize + 4);
+	/* Not cleared: a Receive is read only up to its byte_len, a send slot
+	 * only up to what was written into it. With large inline sizes
+	 * (rr_tp_conf_inline) the pages of these buffers then become resident
+	 * only as far as messages actually filled them (a large allocation is
+	 * mapped lazily by the allocator): inline_mem bounds the address space,
+	 * traffic decides the resident part. */
+	cn->rbuf = rr_alloc(env, (size_t)nrecv * rsize);
+	cn->sbuf = rr_alloc(env, (size_t)nsend * ssize + 4);
 	cn->sfree = rr_alloc(env, sizeof(uint32_t) * nsend);
 	cn->sowner = rr_zalloc(env, sizeof(*cn->sowner) * nsend);
 	if (!cn->rbuf || !cn->sbuf || !cn->sfree || !cn->sowner)
 		return -ENOMEM;
+	memset(cn->sbuf + (size_t)nsend * ssize, 0, 4);   /* the pad source */
 	for (uint32_t i = 0; i < nsend; i++)
 		cn->sfree[i] = nsend - 1 - i;
 	cn->nsfree = nsend;
@@ -424,8 +483,9 @@ static void grave_sweep(struct tp_ep *ep)
 	while (*pp) {
 		struct tp_conn *cn = *pp;
 
-		if (cn->in_wait) {
-			/* a caller thread sleeps on its CQ (rr_tp_client_wait):
+		if (cn->in_wait || cn->lent) {
+			/* a caller thread sleeps on its CQ (rr_tp_client_wait),
+			 * or a Reply still points into a Receive buffer:
 			 * freed on a later sweep */
 			pp = &cn->next;
 			continue;
@@ -932,11 +992,28 @@ static void cl_on_recv(struct rr_tp_client *c, struct tp_conn *cn,
 	if (res.kind != RR_XPRT_R_DROP) {
 		struct tp_call *k = res.call->user;
 		struct rr_tp_rpc *rpc = k->rpc;
+		bool lent = false;
 
 		if (res.kind == RR_XPRT_R_REPLY) {
-			rpc->reply = rr_alloc(c->ep.env, res.payload_len ? res.payload_len : 1);
+			/* An inline Reply is handed over in place: the Receive
+			 * is reposted when the reply is released. At most
+			 * TP_LEND_MAX per connection, so credits + 4 Receives
+			 * stay posted; beyond, or for a Long Reply (in the
+			 * Reply chunk buffer), a copy. */
+			if (res.payload >= buf && res.payload + res.payload_len <= buf + cn->rsize &&
+			    cn->lent < TP_LEND_MAX) {
+				rpc->reply = (uint8_t *)(uintptr_t)res.payload;
+				rpc->lent_conn = cn;
+				rpc->lent_idx = idx;
+				cn->lent++;
+				lent = true;
+			} else {
+				rpc->reply = rr_alloc(c->ep.env,
+						      res.payload_len ? res.payload_len : 1);
+				if (rpc->reply)
+					memcpy(rpc->reply, res.payload, res.payload_len);
+			}
 			if (rpc->reply) {
-				memcpy(rpc->reply, res.payload, res.payload_len);
 				rpc->reply_len = res.payload_len;
 				for (unsigned i = 0; i < res.nsinks; i++) {
 					rpc->placed[i] = res.sink_len[i];
@@ -955,7 +1032,8 @@ static void cl_on_recv(struct rr_tp_client *c, struct tp_conn *cn,
 		} else {
 			(void)rr_cred_req_grant(&c->cred, res.credit);
 		}
-		(void)post_recv(cn, idx);
+		if (!lent)
+			(void)post_recv(cn, idx);
 		cl_invalidate(c, k);
 	} else {
 		(void)post_recv(cn, idx);
@@ -1670,6 +1748,8 @@ static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server,
 	ep->evfd = -1;
 	if (ep->conf.credits == 0)
 		ep->conf.credits = 1;
+	rr_tp_conf_inline(&ep->conf, conf->provider ? conf->provider : RPCRDMA_PROVIDER_SOFT,
+			  server);
 	if (ep->conf.inline_send < 1024 || ep->conf.inline_recv < 1024)
 		return -EINVAL;
 	oa.env = conf->env;
@@ -2398,6 +2478,7 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
 	rpc->status = 0;
 	rpc->reply = NULL;
 	rpc->reply_len = 0;
+	rpc->lent_conn = NULL;
 	rpc->via_read = false;
 	for (unsigned i = 0; i < RR_XPRT_MAX_ITEMS; i++) {
 		rpc->placed[i] = 0;
@@ -2542,7 +2623,20 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t t
 
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
 {
-	rr_free(c->ep.env, rpc->reply);
+	if (rpc->lent_conn) {
+		/* The Reply was the Receive buffer itself: repost it (the
+		 * connection is not freed while lent: grave_sweep). */
+		struct tp_conn *cn = rpc->lent_conn;
+
+		pthread_mutex_lock(&c->ep.lock);
+		cn->lent--;
+		if (!cn->dead && c->conn == cn)
+			(void)post_recv(cn, rpc->lent_idx);
+		pthread_mutex_unlock(&c->ep.lock);
+		rpc->lent_conn = NULL;
+	} else {
+		rr_free(c->ep.env, rpc->reply);
+	}
 	rpc->reply = NULL;
 	rpc->reply_len = 0;
 }
@@ -2591,6 +2685,10 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 	}
 	pthread_mutex_lock(&c->ep.lock);
 	deliver_upcalls(&c->ep);
+	/* Replies must be released before destroy (rdma_tp.h); any still
+	 * lent no longer keeps its connection. */
+	for (struct tp_conn *cn = c->ep.grave; cn; cn = cn->next)
+		cn->lent = 0;
 	pthread_mutex_unlock(&c->ep.lock);
 	ep_fini(&c->ep);
 	rr_xprt_req_fini(&c->req);

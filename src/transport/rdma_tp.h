@@ -42,8 +42,21 @@ struct rr_tp_conf {
 					   one owning the listen address /
 					   routing to the peer (verbs), or the
 					   first */
-	uint32_t inline_send;           /* advertised Send size (4096) */
-	uint32_t inline_recv;           /* advertised Receive size (4096) */
+	uint32_t inline_send;           /* advertised Send size (4096);
+					   0: the provider's default
+					   (RR_TP_INLINE_SOFT on the soft
+					   provider, 4096 otherwise); larger
+					   than 262144: 262144 (RFC 8797) */
+	uint32_t inline_recv;           /* advertised Receive size (4096; 0
+					   and the cap as inline_send) */
+	uint32_t inline_mem;            /* bytes of Receive buffers + send
+					   slots per connection (32 MiB): when
+					   the sizes above need more with
+					   @credits, the credits requested
+					   (requester) or granted and rrep_max
+					   (responder) are lowered to fit, not
+					   below RR_TP_MIN_CREDITS (nor ever
+					   raised); 0: no cap */
 	uint32_t credits;               /* requester: request (128);
 					   responder: largest grant (64) */
 	bool remote_inv;                /* advertise R (true) */
@@ -82,7 +95,27 @@ struct rr_tp_conf {
 					   (NULL: @env); tests: virtual */
 };
 
+/* Inline threshold policy (docs/transport.md "Inline thresholds"). On the
+ * software (TCP-carried) provider an RDMA Read or Write of a chunk costs a
+ * full TCP round trip while a Send lands in a posted Receive, so the soft
+ * default lets DDP items up to 128 KiB plus their RPC header travel inline
+ * (measured crossover: docs/perf-notes/wpath.md); Linux
+ * peers advertise 4096 and the smaller size wins (RFC 8797 section 4.2). */
+#define RR_TP_INLINE_SOFT (131072u + 4096u)
+#define RR_TP_INLINE_DEFAULT 4096u
+#define RR_TP_INLINE_MEM (32u << 20)
+#define RR_TP_MIN_CREDITS 8u
+
 void rr_tp_conf_default(struct rr_tp_conf *c);
+/* The policy as applied by rr_tp_client_create / rr_tp_server_create (for
+ * tests): inline sizes of 0 become the default of @provider, sizes above
+ * 262144 become 262144, and when credits + the extra buffers of the role
+ * (requester: credits + 8 Receives and as many send slots; responder:
+ * credits + 4 + rrep_max Receives and 8 more send slots) at those sizes
+ * exceed inline_mem, credits (and on the responder rrep_max, to a third of
+ * the room at most) are lowered to fit, not below RR_TP_MIN_CREDITS; a
+ * configuration is never raised by it. */
+void rr_tp_conf_inline(struct rr_tp_conf *c, const char *provider, bool server);
 
 /* ---- client ---- */
 
@@ -105,13 +138,17 @@ struct rr_tp_rpc {
 	int status;                  /* 0, -EREMOTEIO (RDMA_ERROR ERR_CHUNK),
 					-EPROTONOSUPPORT (ERR_VERS), -ECONNRESET,
 					abort's status */
-	uint8_t *reply;              /* reduced Reply, valid until release */
+	uint8_t *reply;              /* reduced Reply, valid until release
+					(an inline one may be the Receive
+					buffer itself, reposted at release) */
 	uint32_t reply_len;
 	uint32_t placed[RR_XPRT_MAX_ITEMS];   /* bytes written per sink */
 	bool is_placed[RR_XPRT_MAX_ITEMS];    /* that Write chunk was used */
 	bool via_read;               /* reliable reply: pulled from a
 					responder-provided Read chunk */
 	void *priv;                  /* transport-private */
+	void *lent_conn;             /* transport-private: @reply's Receive */
+	uint32_t lent_idx;
 };
 
 struct rr_tp_client;
@@ -138,7 +175,8 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int statu
  * the submitting thread when it is free (the progress thread is then not
  * woken at all); that thread must call rr_tp_client_wait for @rpc next. */
 void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t timeout_ms);
-/* Frees rpc->reply. */
+/* Frees rpc->reply (or reposts the Receive it lives in). Every reply must
+ * be released before rr_tp_client_destroy. */
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_tp_rpc *rpc);
 /* Aborts what remains (-ECANCELED), disconnects, frees. */
 void rr_tp_client_destroy(struct rr_tp_client *c);
