@@ -43,6 +43,31 @@ ssize_t soft_io_readv(int fd, struct iovec *iov, unsigned cnt)
 	return n;
 }
 
+ssize_t soft_io_readv_wait(int fd, struct iovec *iov, unsigned cnt)
+{
+	struct msghdr m = {.msg_iov = iov, .msg_iovlen = cnt};
+	ssize_t n;
+
+	do
+		n = recvmsg(fd, &m, 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
+int soft_io_fast_setup(int fd)
+{
+	struct timeval tv = {.tv_sec = 0, .tv_usec = SOFT_FAST_BLOCK_MS * 1000};
+	int fl = fcntl(fd, F_GETFL);
+
+	/* Every other call on the socket passes MSG_DONTWAIT. */
+	if (fl < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+	    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+		return -errno;
+	return 0;
+}
+
 static void obj_add(struct soft_ctx *c, struct soft_obj *o, uint32_t events)
 {
 	struct epoll_event ev = {.events = events, .data.ptr = o};
@@ -114,6 +139,10 @@ void soft_io_want_out(struct soft_qp *qp, bool on)
 {
 	uint32_t ev = EPOLLIN | (on ? EPOLLOUT : 0);
 
+	/* A waiter asleep in this socket's recvmsg would not transmit. */
+	if (on && atomic_load(&qp->rcq->fast_blocked))
+		soft_cq_fast_off(qp->rcq);
+
 	qp->want_out = on;
 	obj_mod(qp->ctx, &qp->obj, ev);
 	if (qp->cq_watched)
@@ -124,6 +153,11 @@ void soft_io_watch(struct soft_qp *qp)
 {
 	if (qp->cq_watched || qp->obj.fd < 0)
 		return;
+	/* a socket a fast waiter of these CQs does not look at */
+	if (atomic_load(&qp->rcq->fast_blocked))
+		soft_cq_fast_off(qp->rcq);
+	if (atomic_load(&qp->scq->fast_blocked))
+		soft_cq_fast_off(qp->scq);
 	cq_epoll(qp, EPOLL_CTL_ADD, EPOLLIN | (qp->want_out ? EPOLLOUT : 0));
 	qp->cq_watched = true;
 }
@@ -194,10 +228,24 @@ void soft_io_qp_closed(struct soft_qp *qp)
 		qp->id->qp = NULL;
 		qp->id = NULL;
 	}
+	soft_io_fast_quiesce(qp);
 	if (qp->obj.fd >= 0)
 		close(qp->obj.fd);
 	qp->obj.fd = -1;
 	qp->state = QPS_ERROR;
+}
+
+/* rx_lock held (and possibly ctx->lock, tx_lock: the reader then needs only
+ * rx_lock to leave, as fast_kill tells it not to parse). */
+void soft_io_fast_quiesce(struct soft_qp *qp)
+{
+	if (!qp->fast_rd)
+		return;
+	qp->fast_kill = true;
+	if (qp->obj.fd >= 0)
+		shutdown(qp->obj.fd, SHUT_RDWR); /* ends its recvmsg now */
+	while (qp->fast_rd)
+		pthread_cond_wait(&qp->fast_cv, &qp->rx_lock);
 }
 
 /* ---------------------------------------------------- CQ wait sets -- */
@@ -233,15 +281,29 @@ void soft_io_cq_fini(struct soft_cq *q)
 }
 
 /* The CQ this thread is progressing inline: completions it pushes there need
- * no wake-up. */
+ * no wake-up (for itself; tls_inline_waiter: it is one of q->waiting). */
 static __thread struct soft_cq *tls_inline_cq;
+static __thread bool tls_inline_waiter;
+
+void soft_cq_fast_off(struct soft_cq *q)
+{
+	atomic_store(&q->fast_off_until, rr_now_ns(q->ctx->env) + SOFT_FAST_COOLDOWN_NS);
+	atomic_fetch_add(&q->fast_foreign, 1);
+}
 
 void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 {
+	bool own = tls_inline_cq == q;
+
 	/* Pushed by the consumer's own inline progress: it polls the ring
 	 * next (poll, wait, get_event then poll), so no fd notification. */
-	rr_cq_ring_push_ex(&q->ring, wc, tls_inline_cq == q);
-	if (tls_inline_cq != q && atomic_load(&q->waiting) > 0) {
+	rr_cq_ring_push_ex(&q->ring, wc, own);
+	/* A fast waiter asleep in recvmsg sees this only when its read
+	 * returns (<= SOFT_FAST_BLOCK_MS): no more fast waits for a while. */
+	if (!own && atomic_load(&q->fast_blocked))
+		soft_cq_fast_off(q);
+	/* Other waiters (in epoll) are woken. */
+	if (atomic_load(&q->waiting) > (own && tls_inline_waiter ? 1 : 0)) {
 		uint64_t one = 1;
 
 		if (write(q->wake_efd, &one, sizeof(one)) < 0) {
@@ -275,6 +337,7 @@ int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool bloc
 	if (n <= 0)
 		return n < 0 && errno != EINTR ? -errno : 0;
 	tls_inline_cq = q;
+	tls_inline_waiter = drain; /* drain: called by rpcrdma_cq_wait */
 	pthread_mutex_lock(&q->qlock);
 	for (int i = 0; i < n; i++) {
 		uint64_t tok = evs[i].data.u64;
@@ -314,6 +377,44 @@ int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool bloc
 	pthread_mutex_unlock(&q->qlock);
 	tls_inline_cq = NULL;
 	return n;
+}
+
+bool soft_io_cq_fast_wait(struct soft_cq *q)
+{
+	struct soft_qp *qp = NULL;
+	bool ok;
+
+	if (!q->ctx->fast_wait || atomic_load(&q->waiting) != 1 ||
+	    rr_now_ns(q->ctx->env) < atomic_load(&q->fast_off_until))
+		return false;
+	pthread_mutex_lock(&q->qlock);
+	if (q->nlive == 1)
+		for (uint32_t i = 0; i < q->nslots && !qp; i++)
+			qp = q->slots[i].qp;
+	if (!qp || qp->rcq != q || qp->scq != q) {
+		pthread_mutex_unlock(&q->qlock);
+		return false;
+	}
+	/* qlock -> rx_lock; a destroy takes the QP out of the slots (qlock),
+	 * then waits for this reader under rx_lock (soft_io_fast_quiesce). */
+	pthread_mutex_lock(&qp->rx_lock);
+	pthread_mutex_unlock(&q->qlock);
+	ok = qp->fast_ok && qp->state == QPS_RTS && qp->cq_watched && !qp->fast_rd &&
+	     qp->stage_off == qp->stage_len;
+	if (ok) {
+		pthread_mutex_lock(&qp->tx_lock);
+		ok = !qp->want_out && !qp->obj.in_epoll && !qp->term_pending;
+		pthread_mutex_unlock(&qp->tx_lock);
+	}
+	if (!ok) {
+		pthread_mutex_unlock(&qp->rx_lock);
+		return false;
+	}
+	tls_inline_cq = q;
+	tls_inline_waiter = true;
+	soft_qp_rx_fast(qp); /* releases rx_lock */
+	tls_inline_cq = NULL;
+	return true;
 }
 
 /* ------------------------------------------------------------ channel -- */
@@ -674,6 +775,8 @@ static void go_rdma(struct soft_id *id, bool active)
 
 	obj_del(id->ctx, &id->obj);
 	qp->fpdu_max = path_fpdu_max(fd);
+	/* before the QP is shared (soft_qp_connected publishes it) */
+	qp->fast_ok = id->ctx->fast_wait && soft_io_fast_setup(fd) == 0;
 	soft_qp_connected(qp, fd, &id->conn, id->commit, id->commit && !active);
 	id->state = IDS_CONNECTED;
 	/* the progress thread serves it until its consumer shows up */

@@ -26,6 +26,12 @@ static int soft_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_
 		return -ENOMEM;
 	c->env = env;
 	c->epfd = -1;
+	/* RPCRDMA_SOFT_WAIT=epoll: no fast waits (measurements, debugging) */
+	{
+		const char *w = getenv("RPCRDMA_SOFT_WAIT");
+
+		c->fast_wait = !(w && !strcmp(w, "epoll"));
+	}
 	pthread_mutex_init(&c->lock, NULL);
 	r = rr_mrt_init(&c->mrt, env, 16);
 	if (r) {
@@ -257,7 +263,9 @@ static int soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 	return rr_cq_ring_poll(&q->ring, n, wc);
 }
 
-/* Blocking poll: sleeps in epoll on the sockets and receives itself. */
+/* Blocking poll: sleeps in epoll on the sockets and receives itself; a
+ * lone waiter on a single-QP CQ sleeps in the QP's recvmsg instead (fast
+ * wait, soft_io_cq_fast_wait), in slices of SOFT_FAST_BLOCK_MS. */
 static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_ms)
 {
 	struct soft_cq *q = scq_of(cq);
@@ -285,6 +293,8 @@ static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int time
 			}
 			ms = (int)((end - now + 999999u) / 1000000u);
 		}
+		if ((ms < 0 || ms >= SOFT_FAST_BLOCK_MS) && soft_io_cq_fast_wait(q))
+			continue;
 		r = soft_io_cq_progress(q, ms, true, true);
 		if (r < 0) {
 			got = r;
@@ -347,6 +357,7 @@ static int cq_add_qp(struct soft_cq *q, struct soft_qp *qp, uint64_t *tok)
 	}
 	q->slots[i].qp = qp;
 	q->slots[i].gen = ++q->gen;
+	q->nlive++;
 	*tok = (uint64_t)i << 32 | q->slots[i].gen;
 out:
 	pthread_mutex_unlock(&q->qlock);
@@ -357,8 +368,10 @@ static void cq_del_qp(struct soft_cq *q, struct soft_qp *qp)
 {
 	pthread_mutex_lock(&q->qlock);
 	for (uint32_t i = 0; i < q->nslots; i++)
-		if (q->slots[i].qp == qp)
+		if (q->slots[i].qp == qp) {
 			q->slots[i].qp = NULL;
+			q->nlive--;
+		}
 	pthread_mutex_unlock(&q->qlock);
 }
 
@@ -386,6 +399,7 @@ static void soft_destroy_qp_mem(struct soft_qp *qp)
 	rr_free(env, qp->irq);
 	pthread_mutex_destroy(&qp->rx_lock);
 	pthread_mutex_destroy(&qp->tx_lock);
+	pthread_cond_destroy(&qp->fast_cv);
 	rr_free(env, qp);
 }
 
@@ -430,6 +444,7 @@ static int soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, 
 	}
 	pthread_mutex_init(&qp->rx_lock, NULL);
 	pthread_mutex_init(&qp->tx_lock, NULL);
+	pthread_cond_init(&qp->fast_cv, NULL);
 	qp->base.attr = *attr;
 	qp->base.attr.max_send_wr = qp->sq_cap;
 	qp->base.attr.max_recv_wr = qp->rq_cap;
@@ -1300,7 +1315,9 @@ static void rx_terminate(struct soft_qp *qp)
 	soft_qp_fatal(qp, -EPROTO, NULL);
 }
 
-int soft_qp_rx(struct soft_qp *qp)
+/* Receives what the socket holds (rx_lock held). @fast: the first read
+ * sleeps with rx_lock released (fast wait); see soft_qp_rx_fast. */
+static int qp_rx(struct soft_qp *qp, bool fast)
 {
 	struct rr_ddp_event ev;
 	bool drained = false;
@@ -1352,7 +1369,30 @@ int soft_qp_rx(struct soft_qp *qp)
 			v[0] = (struct iovec){qp->stage, SOFT_STAGE_LOOK};
 			cnt = 1;
 		}
-		n = soft_io_readv(qp->obj.fd, v, cnt);
+		if (fast) {
+			int fd = qp->obj.fd;
+
+			/* Nobody else reads the socket or touches the stage
+			 * and the parser while fast_rd (qp_rx skips); a close
+			 * waits for it (soft_io_fast_quiesce). */
+			fast = false;
+			qp->fast_rd = true;
+			atomic_store(&qp->rcq->fast_blocked, 1);
+			pthread_mutex_unlock(&qp->rx_lock);
+			n = soft_io_readv_wait(fd, v, cnt);
+			pthread_mutex_lock(&qp->rx_lock);
+			atomic_store(&qp->rcq->fast_blocked, 0);
+			qp->fast_rd = false;
+			atomic_fetch_add(&qp->rcq->fast_reads, 1);
+			if (qp->fast_kill) {
+				pthread_cond_broadcast(&qp->fast_cv);
+				return -ENOTCONN;
+			}
+			if (qp->state != QPS_RTS)
+				continue; /* failed meanwhile: the bytes are void */
+		} else {
+			n = soft_io_readv(qp->obj.fd, v, cnt);
+		}
 		if (n == -EAGAIN)
 			return 0;
 		if (n <= 0) {
@@ -1380,6 +1420,22 @@ failed:
 		rx_terminate(qp);
 	}
 	return -ENOTCONN;
+}
+
+int soft_qp_rx(struct soft_qp *qp)
+{
+	if (qp->fast_rd)
+		return 0; /* a fast waiter reads it and parses what comes */
+	return qp_rx(qp, false);
+}
+
+int soft_qp_rx_fast(struct soft_qp *qp)
+{
+	int r = qp_rx(qp, true);
+
+	/* fast_kill: a closer waits for rx_lock, then frees the QP */
+	pthread_mutex_unlock(&qp->rx_lock);
+	return r;
 }
 
 int soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *conn, bool commit_rx,
