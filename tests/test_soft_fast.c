@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "rdma/provider.h"
 #include "rdma/soft/soft.h"
 #include "rpcrdma/rdma.h"
 
@@ -486,6 +487,89 @@ TEST(soft_fast_wait_env_off)
 		CHECK_EQ(wc.wr_id, 9);
 	}
 	CHECK_EQ(atomic_load(&scq_of(n.scq)->fast_reads), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	net_down(&n);
+}
+
+/* rr_context_interrupt (the RPC server's progress loop sleeps in its one
+ * connection's CQ and is woken by other threads through it): a waiter in a
+ * fast read returns 0 promptly; with nobody waiting the latch ends the next
+ * wait at once, and only that one. */
+TEST(soft_interrupt_ends_wait)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_wc wc;
+	struct waiter w = {0};
+	pthread_t th;
+	uint64_t t0;
+
+	net_up(&n);
+	CHECK(rr_context_can_interrupt(n.ctx));
+	c = qp_on(&n, n.ccq);
+	s = qp_on(&n, n.scq);
+	link_up(&n, c, s, &cid, &sid);
+	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
+	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
+	REQUIRE(until_fast_blocked(scq_of(n.ccq)));
+	CHECK_EQ(rr_context_interrupt(n.ctx), 0);
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(w.rc, 0);
+	CHECK(w.ns < PROMPT_NS);
+	/* latched: both CQs' next waits end at once, the one after does not */
+	CHECK_EQ(rr_context_interrupt(n.ctx), 0);
+	t0 = rr_now_ns(NULL);
+	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 3000), 0);
+	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 3000), 0);
+	CHECK(rr_now_ns(NULL) - t0 < PROMPT_NS);
+	t0 = rr_now_ns(NULL);
+	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 60), 0);
+	CHECK(rr_now_ns(NULL) - t0 >= 50000000ull);
+	/* a completion is still delivered after an interrupt */
+	post_recv(&n, s, 4, 4096, 256);
+	post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 8, 0, false);
+	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 3000), 1);
+	CHECK_EQ(wc.wr_id, 4);
+	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	net_down(&n);
+}
+
+/* The CM channel's fd is readable exactly while events are queued: looking
+ * at an empty channel (rpcrdma_cm_get_event, -EAGAIN) leaves it quiet and
+ * costs no system call; a new event makes it readable again. */
+TEST(soft_cm_channel_fd_tracks_queue)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_cm_event ev;
+	struct pollfd p;
+
+	net_up(&n);
+	p = (struct pollfd){.fd = rpcrdma_cm_channel_fd(n.ch), .events = POLLIN};
+	CHECK_EQ(poll(&p, 1, 0), 0);
+	CHECK_EQ(rpcrdma_cm_get_event(n.ch, &ev), -EAGAIN);
+	CHECK_EQ(poll(&p, 1, 0), 0);
+	c = qp_on(&n, n.ccq);
+	s = qp_on(&n, n.scq);
+	link_up(&n, c, s, &cid, &sid); /* consumes every event */
+	CHECK_EQ(poll(&p, 1, 0), 0);
+	CHECK_EQ(rpcrdma_disconnect(cid), 0);
+	CHECK_EQ(poll(&p, 1, 3000), 1);
+	REQUIRE_EQ(get_cm(n.ch, &ev), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_DISCONNECTED);
+	/* the peer's DISCONNECTED follows */
+	REQUIRE_EQ(get_cm(n.ch, &ev), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_DISCONNECTED);
+	CHECK_EQ(rpcrdma_cm_get_event(n.ch, &ev), -EAGAIN);
+	CHECK_EQ(poll(&p, 1, 0), 0);
 	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);

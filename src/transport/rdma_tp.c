@@ -20,6 +20,7 @@
 #include "proto/credits.h"
 #include "proto/privdata.h"
 #include "proto/rrep.h"
+#include "rdma/provider.h"
 
 void rr_tp_conf_default(struct rr_tp_conf *c)
 {
@@ -516,6 +517,10 @@ static void ep_wake(struct tp_ep *ep)
 	if (write(ep->evfd, &one, sizeof(one)) < 0) {
 		/* eventfd saturated: the thread is awake anyway */
 	}
+	/* A server's progress thread may sleep in its one connection's CQ
+	 * (progress()): the interrupt latch ends that wait, or the next. */
+	if (ep->is_server && ep->ctx)
+		(void)rr_context_interrupt(ep->ctx);
 }
 
 /* ======================================================================
@@ -1477,6 +1482,42 @@ static void *progress(void *arg)
 		int timeout = 100;
 		struct rpcrdma_cm_event ev;
 
+		if (ep->is_server) {
+			struct rr_tp_server *s = (struct rr_tp_server *)ep;
+			struct tp_conn *one = s->conns;
+
+			/* One connection: sleep in its CQ (soft: a blocking
+			 * recvmsg on its socket), one system call per Call
+			 * where poll + epoll_wait + recvmsg made three. Other
+			 * threads end the wait through ep_wake (interrupt
+			 * latch); the CM channel is looked at (no system call
+			 * when empty) after each wait, which lasts at most
+			 * SV_CQ_WAIT_MS: a second client's request waits that
+			 * long at most. Replies posted here complete into the
+			 * ring, which the next wait looks at first: no arm. */
+			enum { SV_CQ_WAIT_MS = 5 };
+
+			if (one && !one->next && one->established && !one->dead && !s->deliver &&
+			    rr_context_can_interrupt(ep->ctx)) {
+				struct rpcrdma_wc wc[32];
+				int got;
+
+				one->refs++;
+				pthread_mutex_unlock(&ep->lock);
+				got = rpcrdma_cq_wait(one->cq, (int)RR_ARRAY_SIZE(wc), wc,
+						      SV_CQ_WAIT_MS);
+				pthread_mutex_lock(&ep->lock);
+				for (int i = 0; i < got; i++)
+					sv_on_wc(s, one, &wc[i]);
+				while (rpcrdma_cm_get_event(ep->ch, &ev) == 0)
+					sv_on_cm(s, &ev);
+				sv_rrep_expire(s, one);
+				deliver_upcalls(ep);
+				sv_conn_put(s, one);
+				grave_sweep(ep);
+				continue;
+			}
+		}
 		pfd[n++] = (struct pollfd){ep->evfd, POLLIN, 0};
 		pfd[n++] = (struct pollfd){rpcrdma_cm_channel_fd(ep->ch), POLLIN, 0};
 		if (ep->is_server) {

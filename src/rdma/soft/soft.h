@@ -87,6 +87,7 @@ struct soft_ctx {
 	struct soft_obj live;        /* list head */
 	uint32_t next_qpn;
 	bool fast_wait;              /* fast waits allowed (RPCRDMA_SOFT_WAIT) */
+	struct soft_cq *cqs;         /* every CQ (lock), for soft_interrupt */
 };
 
 struct soft_pd {
@@ -126,6 +127,8 @@ struct soft_cq {
 	_Atomic uint64_t fast_off_until;
 	_Atomic uint64_t fast_reads;   /* statistics: blocking reads done */
 	_Atomic uint64_t fast_foreign; /* events from other threads meanwhile */
+	atomic_int intr;             /* rr_context_interrupt latch */
+	struct soft_cq *next_cq;     /* ctx->cqs (ctx->lock) */
 };
 
 enum soft_wqe_state { WQE_QUEUED = 0, WQE_INFLIGHT, WQE_AWAIT_RESP, WQE_DONE };
@@ -263,6 +266,7 @@ struct soft_chan {
 	int efd;
 	struct rpcrdma_cm_event *evs;
 	unsigned ev_cap, ev_head, ev_count;
+	bool signaled;               /* efd written and not read back (lock) */
 };
 
 struct soft_id {
@@ -327,6 +331,8 @@ int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool bloc
  * recvmsg and returns true (completions, if any, are in the ring); false
  * when the general epoll wait must be used. */
 bool soft_io_cq_fast_wait(struct soft_cq *q);
+/* The interrupt op: latches every CQ of @ctx and wakes its waiters. */
+int soft_interrupt(struct rr_context *ctx);
 /* qlock held: the live QP an epoll token names, or NULL. */
 struct soft_qp *soft_cq_lookup(struct soft_cq *q, uint64_t tok);
 /* The consumer of @q is back: its QPs leave the progress thread. */

@@ -379,6 +379,28 @@ int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool bloc
 	return n;
 }
 
+int soft_interrupt(struct rr_context *base)
+{
+	struct soft_ctx *c = RR_CONTAINER_OF(base, struct soft_ctx, base);
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&c->lock);
+	for (struct soft_cq *q = c->cqs; q; q = q->next_cq) {
+		atomic_store(&q->intr, 1);
+		if (atomic_load(&q->waiting) == 0)
+			continue; /* the latch ends its next wait at once */
+		/* a fast reader sees the latch when its read ends (<=
+		 * SOFT_FAST_BLOCK_MS); epoll waiters wake now */
+		if (atomic_load(&q->fast_blocked))
+			soft_cq_fast_off(q);
+		if (write(q->wake_efd, &one, sizeof(one)) < 0) {
+			/* saturated counter: still readable */
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
 bool soft_io_cq_fast_wait(struct soft_cq *q)
 {
 	struct soft_qp *qp = NULL;
@@ -504,10 +526,10 @@ void soft_chan_push(struct soft_chan *ch, const struct rpcrdma_cm_event *ev)
 		ch->ev_head = 0;
 	}
 	ch->evs[(ch->ev_head + ch->ev_count++) % ch->ev_cap] = *ev;
+	/* under the lock: the fd is readable exactly while signaled */
+	if (!ch->signaled && write(ch->efd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+		ch->signaled = true;
 	pthread_mutex_unlock(&ch->lock);
-	if (write(ch->efd, &one, sizeof(one)) < 0) {
-		/* counter saturated: still readable */
-	}
 }
 
 int soft_get_event(struct rr_cm_channel *base, struct rpcrdma_cm_event *ev)
@@ -522,12 +544,15 @@ int soft_get_event(struct rr_cm_channel *base, struct rpcrdma_cm_event *ev)
 		ch->ev_count--;
 		r = 0;
 	}
-	if (!ch->ev_count) {
+	/* empty: the fd goes quiet (no system call when it already is, so
+	 * that a loop looking at the channel on every turn stays cheap) */
+	if (!ch->ev_count && ch->signaled) {
 		uint64_t v;
 
 		if (read(ch->efd, &v, sizeof(v)) < 0) {
 			/* nothing pending */
 		}
+		ch->signaled = false;
 	}
 	pthread_mutex_unlock(&ch->lock);
 	return r;
@@ -913,12 +938,13 @@ static void chan_purge(struct soft_id *id)
 		ch->evs[(ch->ev_head + keep++) % ch->ev_cap] = *e;
 	}
 	ch->ev_count = keep;
-	if (!keep) {
+	if (!keep && ch->signaled) {
 		uint64_t v;
 
 		if (read(ch->efd, &v, sizeof(v)) < 0) {
 			/* nothing pending */
 		}
+		ch->signaled = false;
 	}
 	pthread_mutex_unlock(&ch->lock);
 }

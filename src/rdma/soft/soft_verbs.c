@@ -232,6 +232,10 @@ static int soft_create_cq(struct rr_context *ctx, const struct rpcrdma_cq_attr *
 	pthread_mutex_init(&q->qlock, NULL);
 	q->ctx = sctx(ctx);
 	q->base.cqe = attr->cqe ? attr->cqe : 1;
+	pthread_mutex_lock(&q->ctx->lock);
+	q->next_cq = q->ctx->cqs;
+	q->ctx->cqs = q;
+	pthread_mutex_unlock(&q->ctx->lock);
 	*out = &q->base;
 	return 0;
 }
@@ -240,6 +244,13 @@ static int soft_destroy_cq(struct rr_cq *cq)
 {
 	struct soft_cq *q = scq_of(cq);
 
+	pthread_mutex_lock(&q->ctx->lock);
+	for (struct soft_cq **p = &q->ctx->cqs; *p; p = &(*p)->next_cq)
+		if (*p == q) {
+			*p = q->next_cq;
+			break;
+		}
+	pthread_mutex_unlock(&q->ctx->lock);
 	soft_io_cq_fini(q);
 	rr_cq_ring_fini(&q->ring);
 	pthread_mutex_destroy(&q->qlock);
@@ -280,7 +291,7 @@ static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int time
 		int ms = -1, r;
 
 		got = rr_cq_ring_poll(&q->ring, n, wc);
-		if (got != 0)
+		if (got != 0 || atomic_exchange(&q->intr, 0))
 			break;
 		if (timeout_ms >= 0) {
 			uint64_t now = rr_now_ns(q->ctx->env);
@@ -1513,4 +1524,5 @@ const struct rr_provider_ops rr_soft_ops = {
 	.peer_addr = soft_peer_addr,
 	.conn_query = soft_conn_query,
 	.set_commit = soft_set_commit,
+	.interrupt = soft_interrupt,
 };
