@@ -139,11 +139,12 @@ void soft_io_want_out(struct soft_qp *qp, bool on)
 {
 	uint32_t ev = EPOLLIN | (on ? EPOLLOUT : 0);
 
-	/* A waiter asleep in this socket's recvmsg would not transmit. */
+	/* Set, then look: a waiter asleep in this socket's recvmsg would not
+	 * transmit (qp_rx looks at want_out after setting fast_blocked). */
+	__atomic_store_n(&qp->want_out, on, __ATOMIC_SEQ_CST);
 	if (on && atomic_load(&qp->rcq->fast_blocked))
 		soft_cq_fast_off(qp->rcq);
 
-	qp->want_out = on;
 	obj_mod(qp->ctx, &qp->obj, ev);
 	if (qp->cq_watched)
 		cq_epoll(qp, EPOLL_CTL_MOD, ev);
@@ -300,6 +301,7 @@ void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 	rr_cq_ring_push_ex(&q->ring, wc, own);
 	/* A fast waiter asleep in recvmsg sees this only when its read
 	 * returns (<= SOFT_FAST_BLOCK_MS): no more fast waits for a while. */
+	atomic_thread_fence(memory_order_seq_cst); /* push, then look (qp_rx) */
 	if (!own && atomic_load(&q->fast_blocked))
 		soft_cq_fast_off(q);
 	/* Other waiters (in epoll) are woken. */
@@ -386,7 +388,7 @@ int soft_interrupt(struct rr_context *base)
 
 	pthread_mutex_lock(&c->lock);
 	for (struct soft_cq *q = c->cqs; q; q = q->next_cq) {
-		atomic_store(&q->intr, 1);
+		atomic_store(&q->intr, 1); /* seq_cst, then look (qp_rx) */
 		if (atomic_load(&q->waiting) == 0)
 			continue; /* the latch ends its next wait at once */
 		/* a fast reader sees the latch when its read ends (<=
@@ -406,9 +408,15 @@ bool soft_io_cq_fast_wait(struct soft_cq *q)
 	struct soft_qp *qp = NULL;
 	bool ok;
 
-	if (!q->ctx->fast_wait || atomic_load(&q->waiting) != 1 ||
-	    rr_now_ns(q->ctx->env) < atomic_load(&q->fast_off_until))
+	uint64_t off = atomic_load(&q->fast_off_until);
+
+	if (!q->ctx->fast_wait || atomic_load(&q->waiting) != 1)
 		return false;
+	if (off) { /* no clock read unless a cool-down was set */
+		if (rr_now_ns(q->ctx->env) < off)
+			return false;
+		atomic_compare_exchange_strong(&q->fast_off_until, &off, 0);
+	}
 	pthread_mutex_lock(&q->qlock);
 	if (q->nlive == 1)
 		for (uint32_t i = 0; i < q->nslots && !qp; i++)
@@ -421,13 +429,15 @@ bool soft_io_cq_fast_wait(struct soft_cq *q)
 	 * then waits for this reader under rx_lock (soft_io_fast_quiesce). */
 	pthread_mutex_lock(&qp->rx_lock);
 	pthread_mutex_unlock(&q->qlock);
+	/* The transmit side's flags are read without tx_lock: one set by
+	 * another thread just after this look finds fast_blocked set (it is
+	 * set before the read sleeps) and turns the fast wait off; the read
+	 * ends within SOFT_FAST_BLOCK_MS anyway. in_epoll cannot become true
+	 * while this thread waits (the CQ is attended). */
 	ok = qp->fast_ok && qp->state == QPS_RTS && qp->cq_watched && !qp->fast_rd &&
-	     qp->stage_off == qp->stage_len;
-	if (ok) {
-		pthread_mutex_lock(&qp->tx_lock);
-		ok = !qp->want_out && !qp->obj.in_epoll && !qp->term_pending;
-		pthread_mutex_unlock(&qp->tx_lock);
-	}
+	     qp->stage_off == qp->stage_len && !__atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST) &&
+	     !__atomic_load_n(&qp->obj.in_epoll, __ATOMIC_RELAXED) &&
+	     !__atomic_load_n(&qp->term_pending, __ATOMIC_RELAXED);
 	if (!ok) {
 		pthread_mutex_unlock(&qp->rx_lock);
 		return false;

@@ -198,14 +198,29 @@ static struct soft_cq *scq_of(struct rr_cq *cq)
 
 bool soft_cq_attended(struct soft_cq *q, uint64_t now)
 {
-	return atomic_load(&q->waiting) > 0 ||
-	       rr_cq_ring_armed(&q->ring) ||
-	       now - atomic_load_explicit(&q->last_use_ns, memory_order_relaxed) < SOFT_LEASE_NS;
+	uint64_t last = atomic_load_explicit(&q->last_use_ns, memory_order_relaxed);
+
+	/* last may be later than now (stored after the caller's clock read) */
+	return atomic_load(&q->waiting) > 0 || rr_cq_ring_armed(&q->ring) || last >= now ||
+	       now - last < SOFT_LEASE_NS;
+}
+
+/* The lease clock: the injected one, or with the default environment the
+ * coarse monotonic clock (a few ns where CLOCK_MONOTONIC costs ~100 ns on a
+ * VM; it lags by at most a tick, well inside SOFT_LEASE_NS). */
+static uint64_t lease_now(const struct soft_ctx *c)
+{
+	struct timespec ts;
+
+	if (c->env->now_ns != rpcrdma_env_default()->now_ns ||
+	    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+		return rr_now_ns(c->env);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void cq_touch(struct soft_cq *q)
 {
-	atomic_store_explicit(&q->last_use_ns, rr_now_ns(q->ctx->env), memory_order_relaxed);
+	atomic_store_explicit(&q->last_use_ns, lease_now(q->ctx), memory_order_relaxed);
 	if (atomic_load(&q->handed) > 0)
 		soft_io_reclaim(q);
 }
@@ -280,22 +295,25 @@ static int soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_ms)
 {
 	struct soft_cq *q = scq_of(cq);
-	uint64_t end = 0;
+	uint64_t end = 0, now = 0;
 	int got;
 
 	cq_touch(q);
-	if (timeout_ms > 0)
-		end = rr_now_ns(q->ctx->env) + (uint64_t)timeout_ms * 1000000u;
+	/* one clock read per turn at most, none without a deadline */
+	if (timeout_ms > 0) {
+		now = rr_now_ns(q->ctx->env);
+		end = now + (uint64_t)timeout_ms * 1000000u;
+	}
 	atomic_fetch_add(&q->waiting, 1);
 	for (;;) {
 		int ms = -1, r;
 
-		got = rr_cq_ring_poll(&q->ring, n, wc);
-		if (got != 0 || atomic_exchange(&q->intr, 0))
+		got = rr_cq_ring_pending(&q->ring) ? rr_cq_ring_poll(&q->ring, n, wc) : 0;
+		if (got != 0 || (atomic_load(&q->intr) && atomic_exchange(&q->intr, 0)))
 			break;
 		if (timeout_ms >= 0) {
-			uint64_t now = rr_now_ns(q->ctx->env);
-
+			if (timeout_ms > 0 && now == 0)
+				now = rr_now_ns(q->ctx->env);
 			if (timeout_ms == 0 || now >= end) {
 				/* last look at what is ready */
 				soft_io_cq_progress(q, 0, true, true);
@@ -303,6 +321,7 @@ static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int time
 				break;
 			}
 			ms = (int)((end - now + 999999u) / 1000000u);
+			now = 0;
 		}
 		if ((ms < 0 || ms >= SOFT_FAST_BLOCK_MS) && soft_io_cq_fast_wait(q))
 			continue;
@@ -624,7 +643,9 @@ static int soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct
 		}
 		w = sq_at(qp, qp->sq_count);
 		rr_free(qp->ctx->env, w->inline_buf);
-		memset(w, 0, offsetof(struct soft_wqe, body));
+		/* everything up to body but the iovec array (iovcnt rules it) */
+		memset(w, 0, offsetof(struct soft_wqe, iov));
+		memset(&w->iovcnt, 0, offsetof(struct soft_wqe, body) - offsetof(struct soft_wqe, iovcnt));
 		w->wr_id = wr->wr_id;
 		w->op = wr->opcode;
 		w->flags = wr->flags;
@@ -1389,6 +1410,17 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			fast = false;
 			qp->fast_rd = true;
 			atomic_store(&qp->rcq->fast_blocked, 1);
+			/* Set, then look: a completion pushed or an interrupt
+			 * latched by another thread before this point is seen
+			 * here; one after it sees fast_blocked (soft_cq_push,
+			 * soft_interrupt, soft_io_want_out) and turns the fast
+			 * wait off; the read ends by its timeout. */
+			if (rr_cq_ring_pending(&qp->rcq->ring) || atomic_load(&qp->rcq->intr) ||
+			    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST)) {
+				atomic_store(&qp->rcq->fast_blocked, 0);
+				qp->fast_rd = false;
+				return 0;
+			}
 			pthread_mutex_unlock(&qp->rx_lock);
 			n = soft_io_readv_wait(fd, v, cnt);
 			pthread_mutex_lock(&qp->rx_lock);
