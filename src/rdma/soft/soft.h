@@ -331,6 +331,10 @@ int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool bloc
  * recvmsg and returns true (completions, if any, are in the ring); false
  * when the general epoll wait must be used. */
 bool soft_io_cq_fast_wait(struct soft_cq *q);
+/* The non-blocking counterpart for poll_cq / get_event: on a CQ with one
+ * connected QP (nothing to transmit), receives with one recvmsg instead of
+ * epoll_wait(0) + recvmsg. false: use soft_io_cq_progress. */
+bool soft_io_cq_fast_poll(struct soft_cq *q);
 /* The interrupt op: latches every CQ of @ctx and wakes its waiters. */
 int soft_interrupt(struct rr_context *ctx);
 /* qlock held: the live QP an epoll token names, or NULL. */

@@ -403,6 +403,45 @@ int soft_interrupt(struct rr_context *base)
 	return 0;
 }
 
+/* qlock held: the CQ's only QP when it serves both directions of it. */
+static struct soft_qp *cq_single_qp(struct soft_cq *q)
+{
+	struct soft_qp *qp = NULL;
+
+	if (q->nlive == 1)
+		for (uint32_t i = 0; i < q->nslots && !qp; i++)
+			qp = q->slots[i].qp;
+	return qp && qp->rcq == q && qp->scq == q ? qp : NULL;
+}
+
+bool soft_io_cq_fast_poll(struct soft_cq *q)
+{
+	struct soft_qp *qp;
+
+	if (!q->ctx->fast_wait)
+		return false;
+	pthread_mutex_lock(&q->qlock);
+	qp = cq_single_qp(q);
+	/* the receive side alone: what wants EPOLLOUT goes the general way */
+	if (!qp || qp->state != QPS_RTS || !qp->cq_watched ||
+	    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST) ||
+	    __atomic_load_n(&qp->obj.in_epoll, __ATOMIC_RELAXED)) {
+		pthread_mutex_unlock(&q->qlock);
+		return false;
+	}
+	if (pthread_mutex_trylock(&qp->rx_lock) == 0) {
+		pthread_mutex_unlock(&q->qlock);
+		tls_inline_cq = q;
+		tls_inline_waiter = false;
+		soft_qp_rx(qp);
+		tls_inline_cq = NULL;
+		pthread_mutex_unlock(&qp->rx_lock);
+	} else {
+		pthread_mutex_unlock(&q->qlock); /* someone receives for it now */
+	}
+	return true;
+}
+
 bool soft_io_cq_fast_wait(struct soft_cq *q)
 {
 	struct soft_qp *qp = NULL;
@@ -418,10 +457,8 @@ bool soft_io_cq_fast_wait(struct soft_cq *q)
 		atomic_compare_exchange_strong(&q->fast_off_until, &off, 0);
 	}
 	pthread_mutex_lock(&q->qlock);
-	if (q->nlive == 1)
-		for (uint32_t i = 0; i < q->nslots && !qp; i++)
-			qp = q->slots[i].qp;
-	if (!qp || qp->rcq != q || qp->scq != q) {
+	qp = cq_single_qp(q);
+	if (!qp) {
 		pthread_mutex_unlock(&q->qlock);
 		return false;
 	}

@@ -285,7 +285,8 @@ static int soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 	got = rr_cq_ring_poll(&q->ring, n, wc);
 	if (got != 0)
 		return got;
-	soft_io_cq_progress(q, 0, false, false);
+	if (!soft_io_cq_fast_poll(q))
+		soft_io_cq_progress(q, 0, false, false);
 	return rr_cq_ring_poll(&q->ring, n, wc);
 }
 
@@ -355,7 +356,8 @@ static int soft_cq_get_event(struct rr_cq *cq)
 	struct soft_cq *q = scq_of(cq);
 
 	cq_touch(q);
-	soft_io_cq_progress(q, 0, false, false);
+	if (!soft_io_cq_fast_poll(q))
+		soft_io_cq_progress(q, 0, false, false);
 	return rr_cq_ring_get_event(&q->ring);
 }
 
