@@ -88,6 +88,10 @@ struct soft_ctx {
 	uint32_t next_qpn;
 	bool fast_wait;              /* fast waits allowed (RPCRDMA_SOFT_WAIT) */
 	struct soft_cq *cqs;         /* every CQ (lock), for soft_interrupt */
+	/* CLOCK_MONOTONIC_COARSE resolution when the default environment's
+	 * clock is in use (leases and wait deadlines read the cheap coarse
+	 * clock then); 0: always the environment's clock */
+	uint64_t coarse_res_ns;
 };
 
 struct soft_pd {

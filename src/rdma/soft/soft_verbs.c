@@ -32,6 +32,14 @@ static int soft_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_
 
 		c->fast_wait = !(w && !strcmp(w, "epoll"));
 	}
+	{
+		struct timespec res;
+
+		if (env->now_ns == rpcrdma_env_default()->now_ns &&
+		    clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0 &&
+		    res.tv_nsec > 0 && res.tv_nsec <= 20000000)
+			c->coarse_res_ns = (uint64_t)res.tv_nsec;
+	}
 	pthread_mutex_init(&c->lock, NULL);
 	r = rr_mrt_init(&c->mrt, env, 16);
 	if (r) {
@@ -212,10 +220,17 @@ static uint64_t lease_now(const struct soft_ctx *c)
 {
 	struct timespec ts;
 
-	if (c->env->now_ns != rpcrdma_env_default()->now_ns ||
-	    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+	if (!c->coarse_res_ns || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
 		return rr_now_ns(c->env);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A wait's deadline clock: lease_now; the deadline adds coarse_res_ns (the
+ * coarse clock lags by up to its resolution), so a wait never ends early
+ * and may end up to one tick (~4 ms) late. */
+static uint64_t wait_now(const struct soft_ctx *c)
+{
+	return lease_now(c);
 }
 
 static void cq_touch(struct soft_cq *q)
@@ -302,8 +317,8 @@ static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int time
 	cq_touch(q);
 	/* one clock read per turn at most, none without a deadline */
 	if (timeout_ms > 0) {
-		now = rr_now_ns(q->ctx->env);
-		end = now + (uint64_t)timeout_ms * 1000000u;
+		now = wait_now(q->ctx);
+		end = now + q->ctx->coarse_res_ns + (uint64_t)timeout_ms * 1000000u;
 	}
 	atomic_fetch_add(&q->waiting, 1);
 	for (;;) {
@@ -314,7 +329,7 @@ static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int time
 			break;
 		if (timeout_ms >= 0) {
 			if (timeout_ms > 0 && now == 0)
-				now = rr_now_ns(q->ctx->env);
+				now = wait_now(q->ctx);
 			if (timeout_ms == 0 || now >= end) {
 				/* last look at what is ready */
 				soft_io_cq_progress(q, 0, true, true);
