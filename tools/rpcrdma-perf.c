@@ -7,7 +7,8 @@
  * bandwidth are measured in the same run, between the same two ends, as the
  * floor, and the ratio is printed (--json: one object with ratio_to_tcp).
  * Every wait blocks in the kernel (rpcrdma_cq_wait), as the TCP floor blocks
- * in read(2).
+ * in read(2); with --poll (opt-in, like perftest's busy polling) both spin
+ * instead: rpcrdma_cq_poll and a non-blocking recv(2).
  *
  * Split mode: the server listens on PORT (RDMA, MPA over TCP) and PORT+1
  * (raw TCP floor). The client's connect private data carries the test, size
@@ -80,6 +81,19 @@ static struct rpcrdma_cm_channel *ch;
 static struct ep cli, srv;
 static struct remote rem;  /* what the client writes / reads / commits */
 static size_t bufsz;
+static bool busy_poll;     /* --poll: spin on the CQ and on recv(2) */
+
+/* rpcrdma_cq_wait, or with --poll a spin on rpcrdma_cq_poll. */
+static int cq_get(struct rpcrdma_cq *cq, struct rpcrdma_wc *wc)
+{
+	int n;
+
+	if (!busy_poll)
+		return rpcrdma_cq_wait(cq, 1, wc, -1);
+	while ((n = rpcrdma_cq_poll(cq, 1, wc)) == 0)
+		;
+	return n;
+}
 
 static void ep_make(struct ep *e, size_t sz)
 {
@@ -200,7 +214,7 @@ static void wait1(struct rpcrdma_cq *cq, struct rpcrdma_wc *wc)
 	int n;
 
 	/* block in the kernel like the raw TCP floor does (read(2)) */
-	while ((n = rpcrdma_cq_wait(cq, 1, wc, -1)) == 0)
+	while ((n = cq_get(cq, wc)) == 0)
 		;
 	if (n < 0 || wc->status != RPCRDMA_WC_SUCCESS)
 		DIE("completion error: %s (remote status %u)",
@@ -238,7 +252,7 @@ static void *srv_echo(void *arg)
 	struct rpcrdma_wc wc;
 
 	for (long i = 0; i < a->iters; i++) {
-		int n = rpcrdma_cq_wait(srv.cq, 1, &wc, -1);
+		int n = cq_get(srv.cq, &wc);
 
 		if (n == 0)
 			continue;
@@ -370,8 +384,11 @@ static int xfer(int fd, void *b, size_t n, bool rd)
 	uint8_t *p = b;
 
 	while (n) {
-		ssize_t r = rd ? read(fd, p, n) : write(fd, p, n);
+		ssize_t r = rd ? (busy_poll ? recv(fd, p, n, MSG_DONTWAIT) : read(fd, p, n))
+			       : write(fd, p, n);
 
+		if (r < 0 && rd && busy_poll && (errno == EAGAIN || errno == EWOULDBLOCK))
+			continue;
 		if (r <= 0)
 			return -1;
 		p += r;
@@ -605,13 +622,15 @@ static int run_server(unsigned port)
 static void usage(void)
 {
 	printf("usage: rpcrdma-perf send_lat|write_bw|read_lat|commit_lat [--size N] [--iters N]\n"
-	       "                    [--server | HOST] [--port P] [--rounds R] [--json] [--help]\n"
+	       "                    [--server | HOST] [--port P] [--rounds R] [--poll] [--json] [--help]\n"
 	       "Without --server / HOST both ends run in this process over loopback; with them\n"
 	       "the server (rpcrdma-perf --server) listens on P (default 18515) for the soft\n"
 	       "provider and P+1 for the raw TCP floor, and the client runs the test against\n"
 	       "HOST. The raw TCP floor is measured in the same run between the same ends.\n"
 	       "Latencies: send_lat one-way us (half the ping-pong), read_lat / commit_lat round\n"
-	       "trip us; write_bw MB/s (16 Writes in flight). Waits block (rpcrdma_cq_wait).\n"
+	       "trip us; write_bw MB/s (16 Writes in flight). Waits block (rpcrdma_cq_wait);\n"
+	       "--poll spins instead, on rpcrdma_cq_poll and on a non-blocking recv(2) for the\n"
+	       "floor (both sides, like with like).\n"
 	       "Loopback runs R rounds (default 5) alternating soft and TCP, iters/R each, and\n"
 	       "prints the medians and the median of the per-round ratios.\n");
 }
@@ -643,6 +662,8 @@ int main(int argc, char **argv)
 			rounds = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--json")) {
 			json = true;
+		} else if (!strcmp(argv[i], "--poll")) {
+			busy_poll = true;
 		} else if (!strcmp(argv[i], "--server")) {
 			server = true;
 		} else if (argv[i][0] != '-' && !mode) {
@@ -727,11 +748,13 @@ int main(int argc, char **argv)
 	if (srv.path[0])
 		unlink(srv.path);
 	if (json)
-		printf("{\"test\":\"%s\",\"size\":%zu,\"iters\":%ld,\"mode\":\"%s\",\"rounds\":%d,"
+		printf("{\"test\":\"%s\",\"size\":%zu,\"iters\":%ld,\"mode\":\"%s\",\"rounds\":%d,\"poll\":%s,"
 		       "\"value\":%.3f,\"unit\":\"%s\",\"tcp\":%.3f,\"ratio_to_tcp\":%.3f}\n", mode,
-		       size, iters, loop ? "loopback" : "split", rounds, v, unit, floor, ratio);
+		       size, iters, loop ? "loopback" : "split", rounds, busy_poll ? "true" : "false",
+		       v, unit, floor, ratio);
 	else
-		printf("%-10s size %zu iters %ld (%s): %.3f %s; raw TCP %.3f %s; ratio to TCP %.3f\n",
-		       mode, size, iters, loop ? "loopback" : "split", v, unit, floor, unit, ratio);
+		printf("%-10s size %zu iters %ld (%s%s): %.3f %s; raw TCP %.3f %s; ratio to TCP %.3f\n",
+		       mode, size, iters, loop ? "loopback" : "split", busy_poll ? ", poll" : "", v,
+		       unit, floor, unit, ratio);
 	return 0;
 }

@@ -82,12 +82,12 @@ int rr_cq_ring_push_ex(struct rr_cq_ring *r, const struct rpcrdma_wc *wc, bool q
 	if (r->overflow || r->count == r->cap) {
 		/* Overrun: the completion is lost; wake the consumer whether
 		 * armed or not so that it sees the error state. */
-		r->overflow = true;
+		__atomic_store_n(&r->overflow, true, __ATOMIC_SEQ_CST);
 		notify = true;
 		rc = -EOVERFLOW;
 	} else {
 		r->slots[(r->head + r->count) % r->cap] = *wc;
-		r->count++;
+		__atomic_store_n(&r->count, r->count + 1, __ATOMIC_SEQ_CST);
 		r->pushed++;
 		if (r->armed == RR_CQ_ARMED_ALL ||
 		    (r->armed == RR_CQ_ARMED_SOLICITED && solicited)) {
@@ -164,6 +164,12 @@ int rr_cq_ring_get_event(struct rr_cq_ring *r)
 	if (n < 0 && errno != EAGAIN)
 		return -errno;
 	return 0;
+}
+
+bool rr_cq_ring_pending(const struct rr_cq_ring *r)
+{
+	return __atomic_load_n(&r->count, __ATOMIC_SEQ_CST) != 0 ||
+	       __atomic_load_n(&r->overflow, __ATOMIC_SEQ_CST);
 }
 
 uint32_t rr_cq_ring_count(struct rr_cq_ring *r)

@@ -181,6 +181,11 @@ struct rr_provider_ops {
 	/* Blocking poll (rpcrdma_cq_wait); optional: the dispatch layer falls
 	 * back to arm + poll + poll(2) on cq_fd + get_event. */
 	int (*wait_cq)(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_ms);
+	/* Optional (rr_context_interrupt): the current wait_cq on every CQ of
+	 * the context, or the next one on each CQ if none waits now, returns
+	 * soon -- 0 when no completion came. A latch per CQ: no wake-up is
+	 * lost between a waiter's last look at its own state and its wait. */
+	int (*interrupt)(struct rr_context *ctx);
 };
 
 /* Providers call this when they create an id for an incoming request (the
@@ -193,6 +198,13 @@ void rr_cm_id_init(struct rr_cm_channel *ch, struct rr_cm_id *id, void *user_ctx
 /* Uncounts an id the provider freed without handing it to the consumer (an
  * undelivered CONNECT_REQUEST), or after rr_cm_id_init on a failure path. */
 void rr_cm_id_dropped(struct rr_cm_channel *ch, struct rr_cm_id *id);
+
+/* Internal (the RPC transport's progress loop sleeps in rpcrdma_cq_wait and
+ * is woken by other threads through this): see the interrupt op.
+ * -EOPNOTSUPP when the provider has no such op (then wait in poll(2) on the
+ * CQ's fd and an eventfd instead). */
+int rr_context_interrupt(struct rpcrdma_context *ctx);
+bool rr_context_can_interrupt(const struct rpcrdma_context *ctx);
 
 /* ---- registry ---- */
 

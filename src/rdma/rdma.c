@@ -438,6 +438,22 @@ RPCRDMA_API int rpcrdma_cq_get_event(struct rpcrdma_cq *pcq)
 	return cq->ctx->ops->cq_get_event(cq);
 }
 
+int rr_context_interrupt(struct rpcrdma_context *pctx)
+{
+	struct rr_context *ctx = RR_BASE(context, pctx);
+
+	if (!ctx)
+		return -EINVAL;
+	return ctx->ops->interrupt && ctx->ops->wait_cq ? ctx->ops->interrupt(ctx) : -EOPNOTSUPP;
+}
+
+bool rr_context_can_interrupt(const struct rpcrdma_context *pctx)
+{
+	const struct rr_context *ctx = RR_BASE(context, (struct rpcrdma_context *)pctx);
+
+	return ctx && ctx->ops->interrupt && ctx->ops->wait_cq;
+}
+
 RPCRDMA_API int rpcrdma_cq_wait(struct rpcrdma_cq *pcq, int n, struct rpcrdma_wc *wc,
 				int timeout_ms)
 {

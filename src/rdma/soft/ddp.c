@@ -419,7 +419,8 @@ static int rx_finish(struct rr_ddp_rx *rx, struct rr_ddp_event *ev)
 		if (rr_crc32c_get(rx->trailer + pad) != want)
 			return rx_die(rx, RR_TL_LLP, 0, RR_LLP_EC_CRC, false, false);
 	}
-	memset(ev, 0, sizeof(*ev));
+	/* the union is filled by the decoder of the event that uses it */
+	memset(ev, 0, offsetof(struct rr_ddp_event, u));
 	ev->op = rx->op;
 	ev->last = rx->last;
 	ev->len = rx->seg_len;

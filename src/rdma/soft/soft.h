@@ -11,9 +11,11 @@
  * setup and MPA timeouts, and serves the sockets of QPs whose CQs nobody
  * attends (no waiter, not armed, not polled for SOFT_LEASE_NS): passive
  * Read/Commit responders and Write targets. A consumer that comes back takes
- * its QPs back (soft_io_reclaim). Lock order: ctx->lock -> cq->qlock ->
- * qp->rx_lock -> qp->tx_lock -> cq ring lock; cq->qlock is never taken with
- * rx_lock or tx_lock held. */
+ * its QPs back (soft_io_reclaim). A lone waiter on a single-QP CQ sleeps in
+ * the QP's recvmsg instead of epoll (fast wait, SOFT_FAST_BLOCK_MS; it reads
+ * without rx_lock while qp->fast_rd, and a close waits for it). Lock order:
+ * ctx->lock -> cq->qlock -> qp->rx_lock -> qp->tx_lock -> cq ring lock;
+ * cq->qlock is never taken with rx_lock or tx_lock held. */
 #ifndef RR_SOFT_H
 #define RR_SOFT_H
 
@@ -44,6 +46,14 @@
  * consumer receives for its QPs; otherwise the progress thread does. */
 #define SOFT_LEASE_NS 20000000ull
 #define SOFT_TICK_MS 10
+/* Fast wait (docs/soft-iwarp.md "Fast wait"): a lone waiter on a CQ with one
+ * QP sleeps in a blocking recvmsg on the QP's socket (SO_RCVTIMEO) instead of
+ * epoll_wait + recvmsg. Nothing can interrupt that sleep but data, EOF or
+ * shutdown, so it is bounded: completions made by other threads meanwhile
+ * are seen within SOFT_FAST_BLOCK_MS, and such an event turns the fast wait
+ * off on that CQ for SOFT_FAST_COOLDOWN_NS (epoll waits, woken at once). */
+#define SOFT_FAST_BLOCK_MS 5
+#define SOFT_FAST_COOLDOWN_NS 1000000000ull
 /* epoll tokens of a CQ's own eventfds (QP tokens are slot << 32 | gen) */
 #define SOFT_TOK_RING UINT64_MAX
 #define SOFT_TOK_WAKE (UINT64_MAX - 1)
@@ -78,6 +88,12 @@ struct soft_ctx {
 	struct soft_id *ids;         /* every id, for timeouts */
 	struct soft_obj live;        /* list head */
 	uint32_t next_qpn;
+	bool fast_wait;              /* fast waits allowed (RPCRDMA_SOFT_WAIT) */
+	struct soft_cq *cqs;         /* every CQ (lock), for soft_interrupt */
+	/* CLOCK_MONOTONIC_COARSE resolution when the default environment's
+	 * clock is in use (leases and wait deadlines read the cheap coarse
+	 * clock then); 0: always the environment's clock */
+	uint64_t coarse_res_ns;
 };
 
 struct soft_pd {
@@ -110,6 +126,15 @@ struct soft_cq {
 	_Atomic uint64_t last_use_ns;
 	atomic_int waiting;          /* threads inside rpcrdma_cq_wait */
 	atomic_int handed;           /* its QPs served by the progress thread */
+	uint32_t nlive;              /* QPs in slots (qlock) */
+	/* fast wait: a waiter sleeps in recvmsg on a QP's socket; another
+	 * thread's completion meanwhile turns it off until fast_off_until */
+	atomic_int fast_blocked;
+	_Atomic uint64_t fast_off_until;
+	_Atomic uint64_t fast_reads;   /* statistics: blocking reads done */
+	_Atomic uint64_t fast_foreign; /* events from other threads meanwhile */
+	atomic_int intr;             /* rr_context_interrupt latch */
+	struct soft_cq *next_cq;     /* ctx->cqs (ctx->lock) */
 };
 
 enum soft_wqe_state { WQE_QUEUED = 0, WQE_INFLIGHT, WQE_AWAIT_RESP, WQE_DONE };
@@ -219,6 +244,14 @@ struct soft_qp {
 	uint8_t term_fpdu[RR_TERM_FPDU_MAX];
 	size_t term_len;
 	uint64_t last_inline_ns;
+	/* fast wait (rx_lock): fast_ok: the socket blocks (O_NONBLOCK off,
+	 * SO_RCVTIMEO set; every other call passes MSG_DONTWAIT); fast_rd: a
+	 * waiter reads the socket without rx_lock (nobody else reads it, the
+	 * stage and the parser are its own until it relocks); fast_kill: the
+	 * QP is closing, the reader leaves without parsing; fast_cv signals
+	 * fast_rd cleared (with rx_lock). */
+	bool fast_ok, fast_rd, fast_kill;
+	pthread_cond_t fast_cv;
 };
 
 enum soft_id_state {
@@ -239,6 +272,7 @@ struct soft_chan {
 	int efd;
 	struct rpcrdma_cm_event *evs;
 	unsigned ev_cap, ev_head, ev_count;
+	bool signaled;               /* efd written and not read back (lock) */
 };
 
 struct soft_id {
@@ -272,6 +306,18 @@ void soft_io_wake(struct soft_ctx *ctx);
 ssize_t soft_io_writev(int fd, const struct iovec *iov, unsigned cnt);
 /* Reads into @iov without blocking: bytes, 0 at EOF, -EAGAIN or -errno. */
 ssize_t soft_io_readv(int fd, struct iovec *iov, unsigned cnt);
+/* The same, sleeping until data, EOF, shutdown or the socket's receive
+ * timeout (SOFT_FAST_BLOCK_MS: then -EAGAIN). For fast waits only. */
+ssize_t soft_io_readv_wait(int fd, struct iovec *iov, unsigned cnt);
+/* A connected socket made blocking with the fast wait's receive timeout:
+ * 0, or -errno (then the QP never waits on it directly). */
+int soft_io_fast_setup(int fd);
+/* A fast-waiting reader of @qp (rx_lock held, released while waiting) is
+ * made to leave before the socket is closed. */
+void soft_io_fast_quiesce(struct soft_qp *qp);
+/* A completion or transmit need arose in a thread other than the CQ's
+ * fast-waiting one: no more fast waits on @q for a while. */
+void soft_cq_fast_off(struct soft_cq *q);
 void soft_io_want_out(struct soft_qp *qp, bool on);
 /* Socket into / out of the CQs' epoll sets (rx_lock and tx_lock held). */
 void soft_io_watch(struct soft_qp *qp);
@@ -285,6 +331,18 @@ void soft_io_cq_fini(struct soft_cq *q);
  * @drain consumes the ring's notification too; @block waits for a QP's
  * locks instead of skipping it. Ready fds, 0, or -errno. */
 int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block);
+/* Fast wait (SOFT_FAST_BLOCK_MS): when the calling waiter is the only one on
+ * @q, @q has one connected QP (send and receive CQ both @q) with nothing to
+ * transmit and the fast wait is not off, receives for it with a blocking
+ * recvmsg and returns true (completions, if any, are in the ring); false
+ * when the general epoll wait must be used. */
+bool soft_io_cq_fast_wait(struct soft_cq *q);
+/* The non-blocking counterpart for poll_cq / get_event: on a CQ with one
+ * connected QP (nothing to transmit), receives with one recvmsg instead of
+ * epoll_wait(0) + recvmsg. false: use soft_io_cq_progress. */
+bool soft_io_cq_fast_poll(struct soft_cq *q);
+/* The interrupt op: latches every CQ of @ctx and wakes its waiters. */
+int soft_interrupt(struct rr_context *ctx);
 /* qlock held: the live QP an epoll token names, or NULL. */
 struct soft_qp *soft_cq_lookup(struct soft_cq *q, uint64_t tok);
 /* The consumer of @q is back: its QPs leave the progress thread. */
@@ -327,6 +385,9 @@ int soft_set_commit(struct rr_qp *qp, bool enable);
 /* Receives and processes what the socket holds. Returns 0, or a negative
  * errno once the connection is finished. */
 int soft_qp_rx(struct soft_qp *qp);
+/* The same for a fast wait: the first read sleeps (rx_lock is released
+ * during it); returns with rx_lock RELEASED, and the QP may be gone then. */
+int soft_qp_rx_fast(struct soft_qp *qp);
 /* Transmits queued work; caller holds tx_lock. */
 void soft_qp_tx_locked(struct soft_qp *qp);
 void soft_qp_fatal(struct soft_qp *qp, int err, const struct rr_term *peer_term);

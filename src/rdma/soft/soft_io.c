@@ -43,6 +43,31 @@ ssize_t soft_io_readv(int fd, struct iovec *iov, unsigned cnt)
 	return n;
 }
 
+ssize_t soft_io_readv_wait(int fd, struct iovec *iov, unsigned cnt)
+{
+	struct msghdr m = {.msg_iov = iov, .msg_iovlen = cnt};
+	ssize_t n;
+
+	do
+		n = recvmsg(fd, &m, 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
+int soft_io_fast_setup(int fd)
+{
+	struct timeval tv = {.tv_sec = 0, .tv_usec = SOFT_FAST_BLOCK_MS * 1000};
+	int fl = fcntl(fd, F_GETFL);
+
+	/* Every other call on the socket passes MSG_DONTWAIT. */
+	if (fl < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+	    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+		return -errno;
+	return 0;
+}
+
 static void obj_add(struct soft_ctx *c, struct soft_obj *o, uint32_t events)
 {
 	struct epoll_event ev = {.events = events, .data.ptr = o};
@@ -114,7 +139,12 @@ void soft_io_want_out(struct soft_qp *qp, bool on)
 {
 	uint32_t ev = EPOLLIN | (on ? EPOLLOUT : 0);
 
-	qp->want_out = on;
+	/* Set, then look: a waiter asleep in this socket's recvmsg would not
+	 * transmit (qp_rx looks at want_out after setting fast_blocked). */
+	__atomic_store_n(&qp->want_out, on, __ATOMIC_SEQ_CST);
+	if (on && atomic_load(&qp->rcq->fast_blocked))
+		soft_cq_fast_off(qp->rcq);
+
 	obj_mod(qp->ctx, &qp->obj, ev);
 	if (qp->cq_watched)
 		cq_epoll(qp, EPOLL_CTL_MOD, ev);
@@ -124,6 +154,11 @@ void soft_io_watch(struct soft_qp *qp)
 {
 	if (qp->cq_watched || qp->obj.fd < 0)
 		return;
+	/* a socket a fast waiter of these CQs does not look at */
+	if (atomic_load(&qp->rcq->fast_blocked))
+		soft_cq_fast_off(qp->rcq);
+	if (atomic_load(&qp->scq->fast_blocked))
+		soft_cq_fast_off(qp->scq);
 	cq_epoll(qp, EPOLL_CTL_ADD, EPOLLIN | (qp->want_out ? EPOLLOUT : 0));
 	qp->cq_watched = true;
 }
@@ -194,10 +229,24 @@ void soft_io_qp_closed(struct soft_qp *qp)
 		qp->id->qp = NULL;
 		qp->id = NULL;
 	}
+	soft_io_fast_quiesce(qp);
 	if (qp->obj.fd >= 0)
 		close(qp->obj.fd);
 	qp->obj.fd = -1;
 	qp->state = QPS_ERROR;
+}
+
+/* rx_lock held (and possibly ctx->lock, tx_lock: the reader then needs only
+ * rx_lock to leave, as fast_kill tells it not to parse). */
+void soft_io_fast_quiesce(struct soft_qp *qp)
+{
+	if (!qp->fast_rd)
+		return;
+	qp->fast_kill = true;
+	if (qp->obj.fd >= 0)
+		shutdown(qp->obj.fd, SHUT_RDWR); /* ends its recvmsg now */
+	while (qp->fast_rd)
+		pthread_cond_wait(&qp->fast_cv, &qp->rx_lock);
 }
 
 /* ---------------------------------------------------- CQ wait sets -- */
@@ -233,15 +282,30 @@ void soft_io_cq_fini(struct soft_cq *q)
 }
 
 /* The CQ this thread is progressing inline: completions it pushes there need
- * no wake-up. */
+ * no wake-up (for itself; tls_inline_waiter: it is one of q->waiting). */
 static __thread struct soft_cq *tls_inline_cq;
+static __thread bool tls_inline_waiter;
+
+void soft_cq_fast_off(struct soft_cq *q)
+{
+	atomic_store(&q->fast_off_until, rr_now_ns(q->ctx->env) + SOFT_FAST_COOLDOWN_NS);
+	atomic_fetch_add(&q->fast_foreign, 1);
+}
 
 void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 {
+	bool own = tls_inline_cq == q;
+
 	/* Pushed by the consumer's own inline progress: it polls the ring
 	 * next (poll, wait, get_event then poll), so no fd notification. */
-	rr_cq_ring_push_ex(&q->ring, wc, tls_inline_cq == q);
-	if (tls_inline_cq != q && atomic_load(&q->waiting) > 0) {
+	rr_cq_ring_push_ex(&q->ring, wc, own);
+	/* A fast waiter asleep in recvmsg sees this only when its read
+	 * returns (<= SOFT_FAST_BLOCK_MS): no more fast waits for a while. */
+	atomic_thread_fence(memory_order_seq_cst); /* push, then look (qp_rx) */
+	if (!own && atomic_load(&q->fast_blocked))
+		soft_cq_fast_off(q);
+	/* Other waiters (in epoll) are woken. */
+	if (atomic_load(&q->waiting) > (own && tls_inline_waiter ? 1 : 0)) {
 		uint64_t one = 1;
 
 		if (write(q->wake_efd, &one, sizeof(one)) < 0) {
@@ -275,6 +339,7 @@ int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool bloc
 	if (n <= 0)
 		return n < 0 && errno != EINTR ? -errno : 0;
 	tls_inline_cq = q;
+	tls_inline_waiter = drain; /* drain: called by rpcrdma_cq_wait */
 	pthread_mutex_lock(&q->qlock);
 	for (int i = 0; i < n; i++) {
 		uint64_t tok = evs[i].data.u64;
@@ -314,6 +379,111 @@ int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool bloc
 	pthread_mutex_unlock(&q->qlock);
 	tls_inline_cq = NULL;
 	return n;
+}
+
+int soft_interrupt(struct rr_context *base)
+{
+	struct soft_ctx *c = RR_CONTAINER_OF(base, struct soft_ctx, base);
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&c->lock);
+	for (struct soft_cq *q = c->cqs; q; q = q->next_cq) {
+		atomic_store(&q->intr, 1); /* seq_cst, then look (qp_rx) */
+		if (atomic_load(&q->waiting) == 0)
+			continue; /* the latch ends its next wait at once */
+		/* a fast reader sees the latch when its read ends (<=
+		 * SOFT_FAST_BLOCK_MS); epoll waiters wake now */
+		if (atomic_load(&q->fast_blocked))
+			soft_cq_fast_off(q);
+		if (write(q->wake_efd, &one, sizeof(one)) < 0) {
+			/* saturated counter: still readable */
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* qlock held: the CQ's only QP when it serves both directions of it. */
+static struct soft_qp *cq_single_qp(struct soft_cq *q)
+{
+	struct soft_qp *qp = NULL;
+
+	if (q->nlive == 1)
+		for (uint32_t i = 0; i < q->nslots && !qp; i++)
+			qp = q->slots[i].qp;
+	return qp && qp->rcq == q && qp->scq == q ? qp : NULL;
+}
+
+bool soft_io_cq_fast_poll(struct soft_cq *q)
+{
+	struct soft_qp *qp;
+
+	if (!q->ctx->fast_wait)
+		return false;
+	pthread_mutex_lock(&q->qlock);
+	qp = cq_single_qp(q);
+	/* the receive side alone: what wants EPOLLOUT goes the general way */
+	if (!qp || qp->state != QPS_RTS || !qp->cq_watched ||
+	    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST) ||
+	    __atomic_load_n(&qp->obj.in_epoll, __ATOMIC_RELAXED)) {
+		pthread_mutex_unlock(&q->qlock);
+		return false;
+	}
+	if (pthread_mutex_trylock(&qp->rx_lock) == 0) {
+		pthread_mutex_unlock(&q->qlock);
+		tls_inline_cq = q;
+		tls_inline_waiter = false;
+		soft_qp_rx(qp);
+		tls_inline_cq = NULL;
+		pthread_mutex_unlock(&qp->rx_lock);
+	} else {
+		pthread_mutex_unlock(&q->qlock); /* someone receives for it now */
+	}
+	return true;
+}
+
+bool soft_io_cq_fast_wait(struct soft_cq *q)
+{
+	struct soft_qp *qp = NULL;
+	bool ok;
+
+	uint64_t off = atomic_load(&q->fast_off_until);
+
+	if (!q->ctx->fast_wait || atomic_load(&q->waiting) != 1)
+		return false;
+	if (off) { /* no clock read unless a cool-down was set */
+		if (rr_now_ns(q->ctx->env) < off)
+			return false;
+		atomic_compare_exchange_strong(&q->fast_off_until, &off, 0);
+	}
+	pthread_mutex_lock(&q->qlock);
+	qp = cq_single_qp(q);
+	if (!qp) {
+		pthread_mutex_unlock(&q->qlock);
+		return false;
+	}
+	/* qlock -> rx_lock; a destroy takes the QP out of the slots (qlock),
+	 * then waits for this reader under rx_lock (soft_io_fast_quiesce). */
+	pthread_mutex_lock(&qp->rx_lock);
+	pthread_mutex_unlock(&q->qlock);
+	/* The transmit side's flags are read without tx_lock: one set by
+	 * another thread just after this look finds fast_blocked set (it is
+	 * set before the read sleeps) and turns the fast wait off; the read
+	 * ends within SOFT_FAST_BLOCK_MS anyway. in_epoll cannot become true
+	 * while this thread waits (the CQ is attended). */
+	ok = qp->fast_ok && qp->state == QPS_RTS && qp->cq_watched && !qp->fast_rd &&
+	     qp->stage_off == qp->stage_len && !__atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST) &&
+	     !__atomic_load_n(&qp->obj.in_epoll, __ATOMIC_RELAXED) &&
+	     !__atomic_load_n(&qp->term_pending, __ATOMIC_RELAXED);
+	if (!ok) {
+		pthread_mutex_unlock(&qp->rx_lock);
+		return false;
+	}
+	tls_inline_cq = q;
+	tls_inline_waiter = true;
+	soft_qp_rx_fast(qp); /* releases rx_lock */
+	tls_inline_cq = NULL;
+	return true;
 }
 
 /* ------------------------------------------------------------ channel -- */
@@ -403,10 +573,10 @@ void soft_chan_push(struct soft_chan *ch, const struct rpcrdma_cm_event *ev)
 		ch->ev_head = 0;
 	}
 	ch->evs[(ch->ev_head + ch->ev_count++) % ch->ev_cap] = *ev;
+	/* under the lock: the fd is readable exactly while signaled */
+	if (!ch->signaled && write(ch->efd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+		ch->signaled = true;
 	pthread_mutex_unlock(&ch->lock);
-	if (write(ch->efd, &one, sizeof(one)) < 0) {
-		/* counter saturated: still readable */
-	}
 }
 
 int soft_get_event(struct rr_cm_channel *base, struct rpcrdma_cm_event *ev)
@@ -421,12 +591,15 @@ int soft_get_event(struct rr_cm_channel *base, struct rpcrdma_cm_event *ev)
 		ch->ev_count--;
 		r = 0;
 	}
-	if (!ch->ev_count) {
+	/* empty: the fd goes quiet (no system call when it already is, so
+	 * that a loop looking at the channel on every turn stays cheap) */
+	if (!ch->ev_count && ch->signaled) {
 		uint64_t v;
 
 		if (read(ch->efd, &v, sizeof(v)) < 0) {
 			/* nothing pending */
 		}
+		ch->signaled = false;
 	}
 	pthread_mutex_unlock(&ch->lock);
 	return r;
@@ -674,6 +847,8 @@ static void go_rdma(struct soft_id *id, bool active)
 
 	obj_del(id->ctx, &id->obj);
 	qp->fpdu_max = path_fpdu_max(fd);
+	/* before the QP is shared (soft_qp_connected publishes it) */
+	qp->fast_ok = id->ctx->fast_wait && soft_io_fast_setup(fd) == 0;
 	soft_qp_connected(qp, fd, &id->conn, id->commit, id->commit && !active);
 	id->state = IDS_CONNECTED;
 	/* the progress thread serves it until its consumer shows up */
@@ -810,12 +985,13 @@ static void chan_purge(struct soft_id *id)
 		ch->evs[(ch->ev_head + keep++) % ch->ev_cap] = *e;
 	}
 	ch->ev_count = keep;
-	if (!keep) {
+	if (!keep && ch->signaled) {
 		uint64_t v;
 
 		if (read(ch->efd, &v, sizeof(v)) < 0) {
 			/* nothing pending */
 		}
+		ch->signaled = false;
 	}
 	pthread_mutex_unlock(&ch->lock);
 }

@@ -26,6 +26,20 @@ static int soft_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_
 		return -ENOMEM;
 	c->env = env;
 	c->epfd = -1;
+	/* RPCRDMA_SOFT_WAIT=epoll: no fast waits (measurements, debugging) */
+	{
+		const char *w = getenv("RPCRDMA_SOFT_WAIT");
+
+		c->fast_wait = !(w && !strcmp(w, "epoll"));
+	}
+	{
+		struct timespec res;
+
+		if (env->now_ns == rpcrdma_env_default()->now_ns &&
+		    clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0 &&
+		    res.tv_nsec > 0 && res.tv_nsec <= 20000000)
+			c->coarse_res_ns = (uint64_t)res.tv_nsec;
+	}
 	pthread_mutex_init(&c->lock, NULL);
 	r = rr_mrt_init(&c->mrt, env, 16);
 	if (r) {
@@ -192,14 +206,36 @@ static struct soft_cq *scq_of(struct rr_cq *cq)
 
 bool soft_cq_attended(struct soft_cq *q, uint64_t now)
 {
-	return atomic_load(&q->waiting) > 0 ||
-	       rr_cq_ring_armed(&q->ring) ||
-	       now - atomic_load_explicit(&q->last_use_ns, memory_order_relaxed) < SOFT_LEASE_NS;
+	uint64_t last = atomic_load_explicit(&q->last_use_ns, memory_order_relaxed);
+
+	/* last may be later than now (stored after the caller's clock read) */
+	return atomic_load(&q->waiting) > 0 || rr_cq_ring_armed(&q->ring) || last >= now ||
+	       now - last < SOFT_LEASE_NS;
+}
+
+/* The lease clock: the injected one, or with the default environment the
+ * coarse monotonic clock (a few ns where CLOCK_MONOTONIC costs ~100 ns on a
+ * VM; it lags by at most a tick, well inside SOFT_LEASE_NS). */
+static uint64_t lease_now(const struct soft_ctx *c)
+{
+	struct timespec ts;
+
+	if (!c->coarse_res_ns || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+		return rr_now_ns(c->env);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A wait's deadline clock: lease_now; the deadline adds coarse_res_ns (the
+ * coarse clock lags by up to its resolution), so a wait never ends early
+ * and may end up to one tick (~4 ms) late. */
+static uint64_t wait_now(const struct soft_ctx *c)
+{
+	return lease_now(c);
 }
 
 static void cq_touch(struct soft_cq *q)
 {
-	atomic_store_explicit(&q->last_use_ns, rr_now_ns(q->ctx->env), memory_order_relaxed);
+	atomic_store_explicit(&q->last_use_ns, lease_now(q->ctx), memory_order_relaxed);
 	if (atomic_load(&q->handed) > 0)
 		soft_io_reclaim(q);
 }
@@ -226,6 +262,10 @@ static int soft_create_cq(struct rr_context *ctx, const struct rpcrdma_cq_attr *
 	pthread_mutex_init(&q->qlock, NULL);
 	q->ctx = sctx(ctx);
 	q->base.cqe = attr->cqe ? attr->cqe : 1;
+	pthread_mutex_lock(&q->ctx->lock);
+	q->next_cq = q->ctx->cqs;
+	q->ctx->cqs = q;
+	pthread_mutex_unlock(&q->ctx->lock);
 	*out = &q->base;
 	return 0;
 }
@@ -234,6 +274,13 @@ static int soft_destroy_cq(struct rr_cq *cq)
 {
 	struct soft_cq *q = scq_of(cq);
 
+	pthread_mutex_lock(&q->ctx->lock);
+	for (struct soft_cq **p = &q->ctx->cqs; *p; p = &(*p)->next_cq)
+		if (*p == q) {
+			*p = q->next_cq;
+			break;
+		}
+	pthread_mutex_unlock(&q->ctx->lock);
 	soft_io_cq_fini(q);
 	rr_cq_ring_fini(&q->ring);
 	pthread_mutex_destroy(&q->qlock);
@@ -253,30 +300,36 @@ static int soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 	got = rr_cq_ring_poll(&q->ring, n, wc);
 	if (got != 0)
 		return got;
-	soft_io_cq_progress(q, 0, false, false);
+	if (!soft_io_cq_fast_poll(q))
+		soft_io_cq_progress(q, 0, false, false);
 	return rr_cq_ring_poll(&q->ring, n, wc);
 }
 
-/* Blocking poll: sleeps in epoll on the sockets and receives itself. */
+/* Blocking poll: sleeps in epoll on the sockets and receives itself; a
+ * lone waiter on a single-QP CQ sleeps in the QP's recvmsg instead (fast
+ * wait, soft_io_cq_fast_wait), in slices of SOFT_FAST_BLOCK_MS. */
 static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_ms)
 {
 	struct soft_cq *q = scq_of(cq);
-	uint64_t end = 0;
+	uint64_t end = 0, now = 0;
 	int got;
 
 	cq_touch(q);
-	if (timeout_ms > 0)
-		end = rr_now_ns(q->ctx->env) + (uint64_t)timeout_ms * 1000000u;
+	/* one clock read per turn at most, none without a deadline */
+	if (timeout_ms > 0) {
+		now = wait_now(q->ctx);
+		end = now + q->ctx->coarse_res_ns + (uint64_t)timeout_ms * 1000000u;
+	}
 	atomic_fetch_add(&q->waiting, 1);
 	for (;;) {
 		int ms = -1, r;
 
-		got = rr_cq_ring_poll(&q->ring, n, wc);
-		if (got != 0)
+		got = rr_cq_ring_pending(&q->ring) ? rr_cq_ring_poll(&q->ring, n, wc) : 0;
+		if (got != 0 || (atomic_load(&q->intr) && atomic_exchange(&q->intr, 0)))
 			break;
 		if (timeout_ms >= 0) {
-			uint64_t now = rr_now_ns(q->ctx->env);
-
+			if (timeout_ms > 0 && now == 0)
+				now = wait_now(q->ctx);
 			if (timeout_ms == 0 || now >= end) {
 				/* last look at what is ready */
 				soft_io_cq_progress(q, 0, true, true);
@@ -284,7 +337,10 @@ static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int time
 				break;
 			}
 			ms = (int)((end - now + 999999u) / 1000000u);
+			now = 0;
 		}
+		if ((ms < 0 || ms >= SOFT_FAST_BLOCK_MS) && soft_io_cq_fast_wait(q))
+			continue;
 		r = soft_io_cq_progress(q, ms, true, true);
 		if (r < 0) {
 			got = r;
@@ -315,7 +371,8 @@ static int soft_cq_get_event(struct rr_cq *cq)
 	struct soft_cq *q = scq_of(cq);
 
 	cq_touch(q);
-	soft_io_cq_progress(q, 0, false, false);
+	if (!soft_io_cq_fast_poll(q))
+		soft_io_cq_progress(q, 0, false, false);
 	return rr_cq_ring_get_event(&q->ring);
 }
 
@@ -347,6 +404,7 @@ static int cq_add_qp(struct soft_cq *q, struct soft_qp *qp, uint64_t *tok)
 	}
 	q->slots[i].qp = qp;
 	q->slots[i].gen = ++q->gen;
+	q->nlive++;
 	*tok = (uint64_t)i << 32 | q->slots[i].gen;
 out:
 	pthread_mutex_unlock(&q->qlock);
@@ -357,8 +415,10 @@ static void cq_del_qp(struct soft_cq *q, struct soft_qp *qp)
 {
 	pthread_mutex_lock(&q->qlock);
 	for (uint32_t i = 0; i < q->nslots; i++)
-		if (q->slots[i].qp == qp)
+		if (q->slots[i].qp == qp) {
 			q->slots[i].qp = NULL;
+			q->nlive--;
+		}
 	pthread_mutex_unlock(&q->qlock);
 }
 
@@ -386,6 +446,7 @@ static void soft_destroy_qp_mem(struct soft_qp *qp)
 	rr_free(env, qp->irq);
 	pthread_mutex_destroy(&qp->rx_lock);
 	pthread_mutex_destroy(&qp->tx_lock);
+	pthread_cond_destroy(&qp->fast_cv);
 	rr_free(env, qp);
 }
 
@@ -430,6 +491,7 @@ static int soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, 
 	}
 	pthread_mutex_init(&qp->rx_lock, NULL);
 	pthread_mutex_init(&qp->tx_lock, NULL);
+	pthread_cond_init(&qp->fast_cv, NULL);
 	qp->base.attr = *attr;
 	qp->base.attr.max_send_wr = qp->sq_cap;
 	qp->base.attr.max_recv_wr = qp->rq_cap;
@@ -598,7 +660,9 @@ static int soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct
 		}
 		w = sq_at(qp, qp->sq_count);
 		rr_free(qp->ctx->env, w->inline_buf);
-		memset(w, 0, offsetof(struct soft_wqe, body));
+		/* everything up to body but the iovec array (iovcnt rules it) */
+		memset(w, 0, offsetof(struct soft_wqe, iov));
+		memset(&w->iovcnt, 0, offsetof(struct soft_wqe, body) - offsetof(struct soft_wqe, iovcnt));
 		w->wr_id = wr->wr_id;
 		w->op = wr->opcode;
 		w->flags = wr->flags;
@@ -1300,7 +1364,9 @@ static void rx_terminate(struct soft_qp *qp)
 	soft_qp_fatal(qp, -EPROTO, NULL);
 }
 
-int soft_qp_rx(struct soft_qp *qp)
+/* Receives what the socket holds (rx_lock held). @fast: the first read
+ * sleeps with rx_lock released (fast wait); see soft_qp_rx_fast. */
+static int qp_rx(struct soft_qp *qp, bool fast)
 {
 	struct rr_ddp_event ev;
 	bool drained = false;
@@ -1352,7 +1418,41 @@ int soft_qp_rx(struct soft_qp *qp)
 			v[0] = (struct iovec){qp->stage, SOFT_STAGE_LOOK};
 			cnt = 1;
 		}
-		n = soft_io_readv(qp->obj.fd, v, cnt);
+		if (fast) {
+			int fd = qp->obj.fd;
+
+			/* Nobody else reads the socket or touches the stage
+			 * and the parser while fast_rd (qp_rx skips); a close
+			 * waits for it (soft_io_fast_quiesce). */
+			fast = false;
+			qp->fast_rd = true;
+			atomic_store(&qp->rcq->fast_blocked, 1);
+			/* Set, then look: a completion pushed or an interrupt
+			 * latched by another thread before this point is seen
+			 * here; one after it sees fast_blocked (soft_cq_push,
+			 * soft_interrupt, soft_io_want_out) and turns the fast
+			 * wait off; the read ends by its timeout. */
+			if (rr_cq_ring_pending(&qp->rcq->ring) || atomic_load(&qp->rcq->intr) ||
+			    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST)) {
+				atomic_store(&qp->rcq->fast_blocked, 0);
+				qp->fast_rd = false;
+				return 0;
+			}
+			pthread_mutex_unlock(&qp->rx_lock);
+			n = soft_io_readv_wait(fd, v, cnt);
+			pthread_mutex_lock(&qp->rx_lock);
+			atomic_store(&qp->rcq->fast_blocked, 0);
+			qp->fast_rd = false;
+			atomic_fetch_add(&qp->rcq->fast_reads, 1);
+			if (qp->fast_kill) {
+				pthread_cond_broadcast(&qp->fast_cv);
+				return -ENOTCONN;
+			}
+			if (qp->state != QPS_RTS)
+				continue; /* failed meanwhile: the bytes are void */
+		} else {
+			n = soft_io_readv(qp->obj.fd, v, cnt);
+		}
 		if (n == -EAGAIN)
 			return 0;
 		if (n <= 0) {
@@ -1380,6 +1480,22 @@ failed:
 		rx_terminate(qp);
 	}
 	return -ENOTCONN;
+}
+
+int soft_qp_rx(struct soft_qp *qp)
+{
+	if (qp->fast_rd)
+		return 0; /* a fast waiter reads it and parses what comes */
+	return qp_rx(qp, false);
+}
+
+int soft_qp_rx_fast(struct soft_qp *qp)
+{
+	int r = qp_rx(qp, true);
+
+	/* fast_kill: a closer waits for rx_lock, then frees the QP */
+	pthread_mutex_unlock(&qp->rx_lock);
+	return r;
 }
 
 int soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *conn, bool commit_rx,
@@ -1457,4 +1573,5 @@ const struct rr_provider_ops rr_soft_ops = {
 	.peer_addr = soft_peer_addr,
 	.conn_query = soft_conn_query,
 	.set_commit = soft_set_commit,
+	.interrupt = soft_interrupt,
 };

@@ -1,0 +1,132 @@
+/* The RPC responder's progress loop with one connection sleeps in that
+ * connection's CQ (rdma_tp.c progress(); soft: a blocking recvmsg, see
+ * docs/soft-iwarp.md "Fast wait") instead of poll(2) on its eventfd, the CM
+ * channel and the CQ. What that sleep does not watch directly must still be
+ * served in bounded time: a second client connecting, Replies with Write
+ * chunks answered on worker threads (they wake the loop through ep_wake ->
+ * rr_context_interrupt), and a server shutdown. Over the software iWARP
+ * provider (RFC 8166 transport, RFC 5531 RPC); not run without it. */
+#include "test.h"
+
+#include <stdlib.h>
+
+#include "rpcrdma/rdma.h"
+#include "rpcrdma/rpc.h"
+#include "xprt_harness.h"
+
+#define PROG 0x20000299u
+#define T_ECHO 1u
+#define T_BULK 5u
+
+static struct rpcrdma_server *start(char *url, size_t n, uint32_t flags)
+{
+	struct rpcrdma_server_opts o = {.threads = 2, .flags = flags};
+	struct rpcrdma_server *s = NULL;
+
+	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", &o, &s), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_ECHO, rr_th_h_echo, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_BULK, rr_th_h_bulk_seeded, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_start(s), 0);
+	snprintf(url, n, "rdma://127.0.0.1:%d", rpcrdma_server_port(s));
+	return s;
+}
+
+static void echo(struct rpcrdma_client *c, uint32_t v)
+{
+	struct rpcrdma_call *call;
+	uint32_t r = 0;
+
+	REQUIRE_EQ(rpcrdma_call_create(c, T_ECHO, &call), 0);
+	rpcrdma_xdr_put_u32(rpcrdma_call_args(call), v);
+	REQUIRE_EQ(rpcrdma_call_run(call), 0);
+	REQUIRE_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &r), 0);
+	CHECK_EQ(r, v + 1);
+	rpcrdma_call_destroy(call);
+}
+
+/* One busy connection, then a second client: its connection request is
+ * served while the loop sleeps in the first connection's CQ, promptly; then
+ * both clients' calls are answered (the loop polls both CQs again); and
+ * after the second leaves, the first is still served. */
+TEST(fast_server_second_client)
+{
+	struct rpcrdma_client_opts o = {.timeout_ms = 10000, .connect_timeout_ms = 5000};
+	struct rpcrdma_server *s;
+	struct rpcrdma_client *a = NULL, *b = NULL;
+	char url[64];
+	uint64_t t0;
+
+	if (!rr_th_soft_ok())
+		return;
+	s = start(url, sizeof(url), RPCRDMA_SERVER_INLINE);
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &a), 0);
+	for (uint32_t v = 0; v < 50; v++)
+		echo(a, v);
+	rr_th_sleep_ms(30); /* the loop is asleep in a's CQ now */
+	t0 = rr_now_ns(NULL);
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &b), 0);
+	echo(b, 7);
+	CHECK(rr_now_ns(NULL) - t0 < 2000000000ull);
+	for (uint32_t v = 0; v < 50; v++) {
+		echo(a, v);
+		echo(b, v);
+	}
+	rpcrdma_client_destroy(b);
+	for (uint32_t v = 0; v < 50; v++)
+		echo(a, v);
+	rpcrdma_client_destroy(a);
+	t0 = rr_now_ns(NULL);
+	rpcrdma_server_destroy(s);
+	CHECK(rr_now_ns(NULL) - t0 < 2000000000ull);
+}
+
+/* Worker-thread handlers whose Replies carry RDMA Writes: the worker posts
+ * and waits for the progress loop to see the Send complete; the loop sleeps
+ * in the CQ and is woken through ep_wake (rr_context_interrupt; the latch
+ * itself is tested in test_soft_fast.c). 100 such calls complete, every
+ * byte checked, none lost or stalled until its timeout. */
+TEST(fast_server_worker_replies_with_writes)
+{
+	struct rpcrdma_client_opts o = {.timeout_ms = 10000, .connect_timeout_ms = 5000};
+	struct rpcrdma_server *s;
+	struct rpcrdma_client *c = NULL;
+	char url[64];
+	static uint8_t src[65536], sink[65536 + 8];
+	uint64_t t0;
+
+	if (!rr_th_soft_ok())
+		return;
+	s = start(url, sizeof(url), 0);
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
+	t0 = rr_now_ns(NULL);
+	for (uint32_t k = 0; k < 100; k++) {
+		struct rpcrdma_ddp_sink sk = {sink, sizeof(sink)};
+		struct rpcrdma_call *call;
+		struct rpcrdma_xdr_dec *d;
+		const void *p = NULL;
+		uint32_t n = 65536, len = 0, rlen = 0, tail = 0;
+
+		for (uint32_t i = 0; i < n; i++)
+			src[i] = (uint8_t)(k + i);
+		REQUIRE_EQ(rpcrdma_call_create(c, T_BULK, &call), 0);
+		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), k);
+		REQUIRE_EQ(rpcrdma_xdr_put_ddp(rpcrdma_call_args(call), src, n), 0);
+		REQUIRE_EQ(rpcrdma_call_set_sinks(call, &sk, 1), 0);
+		rpcrdma_call_set_reply_hint(call, 64);
+		REQUIRE_EQ(rpcrdma_call_run(call), 0);
+		d = rpcrdma_call_results(call);
+		REQUIRE_EQ(rpcrdma_xdr_get_u32(d, &rlen), 0);
+		CHECK_EQ(rlen, n);
+		REQUIRE_EQ(rpcrdma_xdr_get_ddp(d, &p, &len), 0);
+		CHECK_EQ(len, n);
+		CHECK(p == sink);
+		CHECK(memcmp(p, src, n) == 0);
+		REQUIRE_EQ(rpcrdma_xdr_get_u32(d, &tail), 0);
+		CHECK_EQ(tail, 0x7a11);
+		rpcrdma_call_destroy(call);
+	}
+	/* a stalled call would last its 10 s timeout */
+	CHECK(rr_now_ns(NULL) - t0 < 8000000000ull);
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+}
