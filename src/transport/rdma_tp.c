@@ -1666,6 +1666,9 @@ static void *progress(void *arg)
 					sv_on_cm(s, &ev);
 				sv_rrep_expire(s, one);
 				deliver_upcalls(ep);
+				/* Replies answered on this thread: post them
+				 * (one batch) and run their sent upcalls. */
+				sv_after_upcalls(s);
 				sv_conn_put(s, one);
 				grave_sweep(ep);
 				continue;
