@@ -344,8 +344,10 @@ static int sv_start(struct rr_xprt_server *s)
 	return 0;
 }
 
-static int sv_send_reply(struct rr_xprt_server *s, struct rr_xprt_req *req,
-			 const struct rr_xprt_msg *msg)
+/* Replies through the transport: synchronous without @sent, else posted
+ * and finished by @sent(@arg, status) on the Send's completion. */
+static int sv_reply(struct rr_xprt_server *s, struct rr_xprt_req *req,
+		    const struct rr_xprt_msg *msg, void (*sent)(void *arg, int status), void *arg)
 {
 	struct sreq_wrap *w = req->xp_priv;
 	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
@@ -354,21 +356,22 @@ static int sv_send_reply(struct rr_xprt_server *s, struct rr_xprt_req *req,
 	if (msg->nddp > RR_RPC_MAX_DDP)
 		return -EINVAL;
 	n = msg_parts(msg, parts);
-	return rr_tp_server_reply(s->tp, w->sreq, parts, n, NULL);
+	if (!sent)
+		return rr_tp_server_reply(s->tp, w->sreq, parts, n, NULL);
+	return rr_tp_server_reply_async(s->tp, w->sreq, parts, n, NULL, sent, arg);
+}
+
+static int sv_send_reply(struct rr_xprt_server *s, struct rr_xprt_req *req,
+			 const struct rr_xprt_msg *msg)
+{
+	return sv_reply(s, req, msg, NULL, NULL);
 }
 
 static int sv_send_reply_async(struct rr_xprt_server *s, struct rr_xprt_req *req,
 			       const struct rr_xprt_msg *msg, void (*sent)(void *arg, int status),
 			       void *arg)
 {
-	struct sreq_wrap *w = req->xp_priv;
-	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
-	unsigned n;
-
-	if (msg->nddp > RR_RPC_MAX_DDP)
-		return -EINVAL;
-	n = msg_parts(msg, parts);
-	return rr_tp_server_reply_async(s->tp, w->sreq, parts, n, NULL, sent, arg);
+	return sent ? sv_reply(s, req, msg, sent, arg) : -EINVAL;
 }
 
 static void sv_req_done(struct rr_xprt_server *s, struct rr_xprt_req *req)
