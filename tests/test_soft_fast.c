@@ -19,98 +19,13 @@
 #include "rdma/provider.h"
 #include "rdma/soft/soft.h"
 #include "rpcrdma/rdma.h"
+#include "soft_net.h"
 
 /* Generous bound for "woken promptly" on a loaded machine under ASan:
  * without the wake-up mechanisms the waits below last 3 s or forever. */
 #define PROMPT_NS 1000000000ull
 
-static int get_cm(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev)
-{
-	struct pollfd p = {.fd = rpcrdma_cm_channel_fd(ch), .events = POLLIN};
-
-	for (int i = 0; i < 500; i++) {
-		if (rpcrdma_cm_get_event(ch, ev) == 0)
-			return 0;
-		poll(&p, 1, 10);
-	}
-	return -ETIMEDOUT;
-}
-
-struct net {
-	struct rpcrdma_context *ctx;
-	struct rpcrdma_cm_channel *ch;
-	struct rpcrdma_cm_id *listen;
-	struct rpcrdma_pd *pd;
-	struct rpcrdma_cq *ccq, *scq;
-	uint16_t port;
-	uint8_t *buf;              /* 2 MiB, both sides' buffers */
-	struct rpcrdma_mr *mr;
-};
-
 #define NET_BUF (2u << 20)
-
-static void net_up(struct net *n)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	struct sockaddr_storage ss;
-	struct rpcrdma_cq_attr ca = {.cqe = 256};
-
-	memset(n, 0, sizeof(*n));
-	REQUIRE_EQ(rpcrdma_open("soft", NULL, &n->ctx), 0);
-	REQUIRE_EQ(rpcrdma_pd_alloc(n->ctx, &n->pd), 0);
-	REQUIRE_EQ(rpcrdma_cq_create(n->ctx, &ca, &n->ccq), 0);
-	REQUIRE_EQ(rpcrdma_cq_create(n->ctx, &ca, &n->scq), 0);
-	REQUIRE_EQ(rpcrdma_cm_channel_create(n->ctx, &n->ch), 0);
-	REQUIRE_EQ(rpcrdma_listen(n->ch, (struct sockaddr *)&a, sizeof(a), 16, NULL, &n->listen), 0);
-	REQUIRE_EQ(rpcrdma_cm_local_addr(n->listen, &ss), 0);
-	n->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	n->buf = calloc(1, NET_BUF);
-	REQUIRE(n->buf != NULL);
-	REQUIRE_EQ(rpcrdma_reg_mr_simple(n->pd, n->buf, NET_BUF, RPCRDMA_ACCESS_LOCAL_WRITE |
-					 RPCRDMA_ACCESS_REMOTE_WRITE, &n->mr), 0);
-}
-
-static void net_down(struct net *n)
-{
-	CHECK_EQ(rpcrdma_dereg_mr(n->mr), 0);
-	free(n->buf);
-	CHECK_EQ(rpcrdma_cm_id_destroy(n->listen), 0);
-	CHECK_EQ(rpcrdma_cm_channel_destroy(n->ch), 0);
-	CHECK_EQ(rpcrdma_cq_destroy(n->ccq), 0);
-	CHECK_EQ(rpcrdma_cq_destroy(n->scq), 0);
-	CHECK_EQ(rpcrdma_pd_free(n->pd), 0);
-	CHECK_EQ(rpcrdma_close(n->ctx), 0);
-}
-
-static struct rpcrdma_qp *qp_on(struct net *n, struct rpcrdma_cq *cq)
-{
-	struct rpcrdma_qp_attr qa = {.send_cq = cq, .recv_cq = cq, .max_send_wr = 16,
-				     .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1};
-	struct rpcrdma_qp *qp;
-
-	REQUIRE_EQ(rpcrdma_qp_create(n->pd, &qa, &qp), 0);
-	return qp;
-}
-
-static void link_up(struct net *n, struct rpcrdma_qp *cqp, struct rpcrdma_qp *sqp,
-		    struct rpcrdma_cm_id **cid, struct rpcrdma_cm_id **sid)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-				.sin_port = htons(n->port)};
-	struct rpcrdma_cm_event ev;
-	int est = 0;
-
-	REQUIRE_EQ(rpcrdma_connect(n->ch, cqp, (struct sockaddr *)&a, sizeof(a), NULL, NULL, cid), 0);
-	REQUIRE_EQ(get_cm(n->ch, &ev), 0);
-	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
-	*sid = ev.id;
-	REQUIRE_EQ(rpcrdma_accept(*sid, sqp, NULL), 0);
-	while (est < 2) {
-		REQUIRE_EQ(get_cm(n->ch, &ev), 0);
-		REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
-		est++;
-	}
-}
 
 static struct soft_cq *scq_of(struct rpcrdma_cq *cq)
 {
@@ -175,10 +90,10 @@ TEST(soft_fast_wait_ping_pong)
 	struct rpcrdma_cm_id *cid, *sid;
 	struct rpcrdma_wc wc;
 
-	net_up(&n);
-	c = qp_on(&n, n.ccq);
-	s = qp_on(&n, n.scq);
-	link_up(&n, c, s, &cid, &sid);
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid);
 	for (uint32_t i = 0; i < 200; i++) {
 		post_recv(&n, s, 1000 + i, 4096, 256);
 		post_recv(&n, c, 2000 + i, 8192, 256);
@@ -202,7 +117,7 @@ TEST(soft_fast_wait_ping_pong)
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
-	net_down(&n);
+	soft_net_down(&n);
 }
 
 /* A waiter asleep in a fast read does not see a completion another thread
@@ -220,10 +135,10 @@ TEST(soft_fast_wait_foreign_completion)
 	pthread_t th;
 	uint64_t reads;
 
-	net_up(&n);
-	c = qp_on(&n, n.ccq);
-	s = qp_on(&n, n.scq);
-	link_up(&n, c, s, &cid, &sid);
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid);
 	q = scq_of(n.ccq);
 	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
 	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
@@ -252,7 +167,7 @@ TEST(soft_fast_wait_foreign_completion)
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
-	net_down(&n);
+	soft_net_down(&n);
 }
 
 /* A disconnect from this side while the waiter sleeps in a fast read: the
@@ -265,10 +180,10 @@ TEST(soft_fast_wait_disconnect_while_blocked)
 	struct waiter w = {0};
 	pthread_t th;
 
-	net_up(&n);
-	c = qp_on(&n, n.ccq);
-	s = qp_on(&n, n.scq);
-	link_up(&n, c, s, &cid, &sid);
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid);
 	post_recv(&n, c, 77, 0, 64);
 	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
 	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
@@ -283,7 +198,7 @@ TEST(soft_fast_wait_disconnect_while_blocked)
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
-	net_down(&n);
+	soft_net_down(&n);
 }
 
 /* The id is destroyed while the waiter sleeps in a fast read on its QP's
@@ -300,10 +215,10 @@ TEST(soft_fast_wait_destroy_while_blocked)
 	pthread_t th;
 	uint64_t t0;
 
-	net_up(&n);
-	c = qp_on(&n, n.ccq);
-	s = qp_on(&n, n.scq);
-	link_up(&n, c, s, &cid, &sid);
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid);
 	w = (struct waiter){.cq = n.ccq, .timeout_ms = 400};
 	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
 	REQUIRE(until_fast_blocked(scq_of(n.ccq)));
@@ -318,9 +233,9 @@ TEST(soft_fast_wait_destroy_while_blocked)
 	 * receive posted meanwhile by this thread is flushed */
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
-	c = qp_on(&n, n.ccq);
-	s = qp_on(&n, n.scq);
-	link_up(&n, c, s, &cid, &sid);
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid);
 	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
 	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
 	REQUIRE(until_fast_blocked(scq_of(n.ccq)));
@@ -334,7 +249,7 @@ TEST(soft_fast_wait_destroy_while_blocked)
 	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
-	net_down(&n);
+	soft_net_down(&n);
 }
 
 /* Two QPs on one CQ: the general path (epoll) serves both; no fast read. */
@@ -345,11 +260,11 @@ TEST(soft_fast_wait_two_qps_use_epoll)
 	struct rpcrdma_cm_id *cid[2], *sid[2];
 	struct rpcrdma_wc wc;
 
-	net_up(&n);
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	for (int i = 0; i < 2; i++) {
-		c[i] = qp_on(&n, n.ccq);
-		s[i] = qp_on(&n, n.scq);
-		link_up(&n, c[i], s[i], &cid[i], &sid[i]);
+		c[i] = soft_net_qp(&n, n.ccq, 16);
+		s[i] = soft_net_qp(&n, n.scq, 16);
+		soft_net_link(&n, c[i], s[i], &cid[i], &sid[i]);
 	}
 	for (int r = 0; r < 20; r++) {
 		for (int i = 0; i < 2; i++) {
@@ -379,7 +294,7 @@ TEST(soft_fast_wait_two_qps_use_epoll)
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid[0]), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c[0]), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s[0]), 0);
-	net_down(&n);
+	soft_net_down(&n);
 }
 
 /* A second waiter joins while the first sleeps in a fast read: it waits in
@@ -394,10 +309,10 @@ TEST(soft_fast_wait_second_waiter)
 	struct waiter w[2];
 	pthread_t th[2];
 
-	net_up(&n);
-	c = qp_on(&n, n.ccq);
-	s = qp_on(&n, n.scq);
-	link_up(&n, c, s, &cid, &sid);
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid);
 	post_recv(&n, s, 1, 4096, 256);
 	post_recv(&n, s, 2, 8192, 256);
 	w[0] = (struct waiter){.cq = n.scq, .timeout_ms = 3000};
@@ -421,7 +336,7 @@ TEST(soft_fast_wait_second_waiter)
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
-	net_down(&n);
+	soft_net_down(&n);
 }
 
 /* Large messages through fast reads: a 1 MiB RDMA Write (placed straight
@@ -435,10 +350,10 @@ TEST(soft_fast_wait_large_messages)
 	struct rpcrdma_wc wc;
 	const uint32_t big = 1u << 20, mid = 200000;
 
-	net_up(&n);
-	c = qp_on(&n, n.ccq);
-	s = qp_on(&n, n.scq);
-	link_up(&n, c, s, &cid, &sid);
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid);
 	for (uint32_t i = 0; i < big; i++)
 		n.buf[i] = (uint8_t)(i * 7 + 3);
 	for (int r = 0; r < 3; r++) {
@@ -463,7 +378,7 @@ TEST(soft_fast_wait_large_messages)
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
-	net_down(&n);
+	soft_net_down(&n);
 }
 
 /* RPCRDMA_SOFT_WAIT=epoll turns the fast wait off (read at open). */
@@ -475,11 +390,11 @@ TEST(soft_fast_wait_env_off)
 	struct rpcrdma_wc wc;
 
 	setenv("RPCRDMA_SOFT_WAIT", "epoll", 1);
-	net_up(&n);
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	unsetenv("RPCRDMA_SOFT_WAIT");
-	c = qp_on(&n, n.ccq);
-	s = qp_on(&n, n.scq);
-	link_up(&n, c, s, &cid, &sid);
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid);
 	for (int i = 0; i < 10; i++) {
 		post_recv(&n, s, 9, 4096, 256);
 		post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
@@ -491,7 +406,7 @@ TEST(soft_fast_wait_env_off)
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
-	net_down(&n);
+	soft_net_down(&n);
 }
 
 /* rr_context_interrupt (the RPC server's progress loop sleeps in its one
@@ -508,11 +423,11 @@ TEST(soft_interrupt_ends_wait)
 	pthread_t th;
 	uint64_t t0;
 
-	net_up(&n);
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	CHECK(rr_context_can_interrupt(n.ctx));
-	c = qp_on(&n, n.ccq);
-	s = qp_on(&n, n.scq);
-	link_up(&n, c, s, &cid, &sid);
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid);
 	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
 	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
 	REQUIRE(until_fast_blocked(scq_of(n.ccq)));
@@ -538,7 +453,7 @@ TEST(soft_interrupt_ends_wait)
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
-	net_down(&n);
+	soft_net_down(&n);
 }
 
 /* The CM channel's fd is readable exactly while events are queued: looking
@@ -552,21 +467,21 @@ TEST(soft_cm_channel_fd_tracks_queue)
 	struct rpcrdma_cm_event ev;
 	struct pollfd p;
 
-	net_up(&n);
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	p = (struct pollfd){.fd = rpcrdma_cm_channel_fd(n.ch), .events = POLLIN};
 	CHECK_EQ(poll(&p, 1, 0), 0);
 	CHECK_EQ(rpcrdma_cm_get_event(n.ch, &ev), -EAGAIN);
 	CHECK_EQ(poll(&p, 1, 0), 0);
-	c = qp_on(&n, n.ccq);
-	s = qp_on(&n, n.scq);
-	link_up(&n, c, s, &cid, &sid); /* consumes every event */
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid); /* consumes every event */
 	CHECK_EQ(poll(&p, 1, 0), 0);
 	CHECK_EQ(rpcrdma_disconnect(cid), 0);
 	CHECK_EQ(poll(&p, 1, 3000), 1);
-	REQUIRE_EQ(get_cm(n.ch, &ev), 0);
+	REQUIRE_EQ(soft_net_get_cm(n.ch, &ev), 0);
 	CHECK_EQ(ev.type, RPCRDMA_CM_DISCONNECTED);
 	/* the peer's DISCONNECTED follows */
-	REQUIRE_EQ(get_cm(n.ch, &ev), 0);
+	REQUIRE_EQ(soft_net_get_cm(n.ch, &ev), 0);
 	CHECK_EQ(ev.type, RPCRDMA_CM_DISCONNECTED);
 	CHECK_EQ(rpcrdma_cm_get_event(n.ch, &ev), -EAGAIN);
 	CHECK_EQ(poll(&p, 1, 0), 0);
@@ -574,7 +489,7 @@ TEST(soft_cm_channel_fd_tracks_queue)
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
-	net_down(&n);
+	soft_net_down(&n);
 }
 
 /* rpcrdma_cq_poll on a single-QP CQ receives with one recvmsg (no
@@ -588,10 +503,10 @@ TEST(soft_fast_poll_receives)
 	struct rpcrdma_wc wc;
 	static const uint32_t sizes[] = {0, 1, 63, 64, 4095, 4096, 65536, 200001};
 
-	net_up(&n);
-	c = qp_on(&n, n.ccq);
-	s = qp_on(&n, n.scq);
-	link_up(&n, c, s, &cid, &sid);
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid);
 	for (uint32_t i = 0; i < 300000; i++)
 		n.buf[i] = (uint8_t)(i * 13 + 5);
 	for (unsigned k = 0; k < RR_ARRAY_SIZE(sizes); k++) {
@@ -618,5 +533,5 @@ TEST(soft_fast_poll_receives)
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
-	net_down(&n);
+	soft_net_down(&n);
 }

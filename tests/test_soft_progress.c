@@ -16,85 +16,8 @@
 
 #include "rdma/soft/soft.h"
 #include "rpcrdma/rdma.h"
+#include "soft_net.h"
 
-static int get_cm(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev)
-{
-	struct pollfd p = {.fd = rpcrdma_cm_channel_fd(ch), .events = POLLIN};
-
-	for (int i = 0; i < 500; i++) {
-		if (rpcrdma_cm_get_event(ch, ev) == 0)
-			return 0;
-		poll(&p, 1, 10);
-	}
-	return -ETIMEDOUT;
-}
-
-struct net {
-	struct rpcrdma_context *ctx;
-	struct rpcrdma_cm_channel *ch;
-	struct rpcrdma_cm_id *listen;
-	struct rpcrdma_pd *pd;
-	struct rpcrdma_cq *ccq, *scq;
-	uint16_t port;
-};
-
-static void net_up(struct net *n)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	struct sockaddr_storage ss;
-	struct rpcrdma_cq_attr ca = {.cqe = 1024};
-
-	memset(n, 0, sizeof(*n));
-	REQUIRE_EQ(rpcrdma_open("soft", NULL, &n->ctx), 0);
-	REQUIRE_EQ(rpcrdma_pd_alloc(n->ctx, &n->pd), 0);
-	REQUIRE_EQ(rpcrdma_cq_create(n->ctx, &ca, &n->ccq), 0);
-	REQUIRE_EQ(rpcrdma_cq_create(n->ctx, &ca, &n->scq), 0);
-	REQUIRE_EQ(rpcrdma_cm_channel_create(n->ctx, &n->ch), 0);
-	REQUIRE_EQ(rpcrdma_listen(n->ch, (struct sockaddr *)&a, sizeof(a), 256, NULL, &n->listen), 0);
-	REQUIRE_EQ(rpcrdma_cm_local_addr(n->listen, &ss), 0);
-	n->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-}
-
-static struct rpcrdma_qp *qp_on(struct net *n, struct rpcrdma_cq *cq)
-{
-	struct rpcrdma_qp_attr qa = {.send_cq = cq, .recv_cq = cq, .max_send_wr = 8,
-				     .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1};
-	struct rpcrdma_qp *qp;
-
-	REQUIRE_EQ(rpcrdma_qp_create(n->pd, &qa, &qp), 0);
-	return qp;
-}
-
-/* Connects @cqp to @sqp; returns the two ids. */
-static void link_up(struct net *n, struct rpcrdma_qp *cqp, struct rpcrdma_qp *sqp,
-		    struct rpcrdma_cm_id **cid, struct rpcrdma_cm_id **sid)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-				.sin_port = htons(n->port)};
-	struct rpcrdma_cm_event ev;
-	int est = 0;
-
-	REQUIRE_EQ(rpcrdma_connect(n->ch, cqp, (struct sockaddr *)&a, sizeof(a), NULL, NULL, cid), 0);
-	REQUIRE_EQ(get_cm(n->ch, &ev), 0);
-	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
-	*sid = ev.id;
-	REQUIRE_EQ(rpcrdma_accept(*sid, sqp, NULL), 0);
-	while (est < 2) {
-		REQUIRE_EQ(get_cm(n->ch, &ev), 0);
-		REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
-		est++;
-	}
-}
-
-static void net_down(struct net *n)
-{
-	CHECK_EQ(rpcrdma_cm_id_destroy(n->listen), 0);
-	CHECK_EQ(rpcrdma_cm_channel_destroy(n->ch), 0);
-	CHECK_EQ(rpcrdma_cq_destroy(n->ccq), 0);
-	CHECK_EQ(rpcrdma_cq_destroy(n->scq), 0);
-	CHECK_EQ(rpcrdma_pd_free(n->pd), 0);
-	CHECK_EQ(rpcrdma_close(n->ctx), 0);
-}
 
 /* Whether the progress thread serves @q's socket (read under its tx_lock,
  * where the hand-over changes it). */
@@ -125,10 +48,10 @@ TEST(soft_progress_thread_answers_reads_without_polling)
 	struct rpcrdma_mr *smr, *dmr;
 	struct rpcrdma_wc wc;
 
-	net_up(&n);
-	c = qp_on(&n, n.ccq);
-	s = qp_on(&n, n.scq);
-	link_up(&n, c, s, &cid, &sid);
+	soft_net_up(&n, 1024, 256);
+	c = soft_net_qp(&n, n.ccq, 8);
+	s = soft_net_qp(&n, n.scq, 8);
+	soft_net_link(&n, c, s, &cid, &sid);
 	for (size_t i = 0; i < sizeof(src); i++)
 		src[i] = (uint8_t)(i * 7 + 1);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(n.pd, src, sizeof(src), RPCRDMA_ACCESS_LOCAL_WRITE |
@@ -164,7 +87,7 @@ TEST(soft_progress_thread_answers_reads_without_polling)
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
 	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
 	CHECK_EQ(rpcrdma_dereg_mr(dmr), 0);
-	net_down(&n);
+	soft_net_down(&n);
 }
 
 struct waiter {
@@ -198,10 +121,10 @@ TEST(soft_cq_wait_wakes_on_completion)
 	struct rpcrdma_sge sg;
 	uint64_t t0;
 
-	net_up(&n);
-	c = qp_on(&n, n.ccq);
-	s = qp_on(&n, n.scq);
-	link_up(&n, c, s, &cid, &sid);
+	soft_net_up(&n, 1024, 256);
+	c = soft_net_qp(&n, n.ccq, 8);
+	s = soft_net_qp(&n, n.scq, 8);
+	soft_net_link(&n, c, s, &cid, &sid);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(n.pd, buf, sizeof(buf), RPCRDMA_ACCESS_LOCAL_WRITE, &bmr), 0);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(n.pd, tgt, sizeof(tgt), RPCRDMA_ACCESS_LOCAL_WRITE |
 					 RPCRDMA_ACCESS_REMOTE_WRITE, &tmr), 0);
@@ -269,7 +192,7 @@ TEST(soft_cq_wait_wakes_on_completion)
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
 	CHECK_EQ(rpcrdma_dereg_mr(bmr), 0);
 	CHECK_EQ(rpcrdma_dereg_mr(tmr), 0);
-	net_down(&n);
+	soft_net_down(&n);
 }
 
 /* 100 connections, all client QPs on one CQ and all server QPs on another
@@ -285,17 +208,17 @@ TEST(soft_many_qps_on_one_cq)
 	struct rpcrdma_mr *rmr, *smr;
 	int seen[NQ] = {0}, got = 0;
 
-	net_up(&n);
+	soft_net_up(&n, 1024, 256);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(n.pd, rbuf, sizeof(rbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &rmr), 0);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(n.pd, sbuf, sizeof(sbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &smr), 0);
 	for (int i = 0; i < NQ; i++) {
 		struct rpcrdma_sge rs = {(uintptr_t)rbuf[i], 16, rpcrdma_mr_lkey(rmr)};
 		struct rpcrdma_recv_wr rw = {.wr_id = (uint64_t)i, .sg_list = &rs, .num_sge = 1};
 
-		c[i] = qp_on(&n, n.ccq);
-		s[i] = qp_on(&n, n.scq);
+		c[i] = soft_net_qp(&n, n.ccq, 8);
+		s[i] = soft_net_qp(&n, n.scq, 8);
 		REQUIRE_EQ(rpcrdma_post_recv(s[i], &rw, NULL), 0);
-		link_up(&n, c[i], s[i], &cid[i], &sid[i]);
+		soft_net_link(&n, c[i], s[i], &cid[i], &sid[i]);
 	}
 	for (int i = 0; i < NQ; i++) {
 		struct rpcrdma_sge ss = {(uintptr_t)sbuf[i], 4, rpcrdma_mr_lkey(smr)};
@@ -331,7 +254,7 @@ TEST(soft_many_qps_on_one_cq)
 	}
 	CHECK_EQ(rpcrdma_dereg_mr(rmr), 0);
 	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
-	net_down(&n);
+	soft_net_down(&n);
 }
 
 /* The peer goes away while this side sleeps in rpcrdma_cq_wait: the waiter
@@ -348,10 +271,10 @@ TEST(soft_cq_wait_sees_peer_close)
 	struct rpcrdma_wc wc;
 	pthread_t th;
 
-	net_up(&n);
-	c = qp_on(&n, n.ccq);
-	s = qp_on(&n, n.scq);
-	link_up(&n, c, s, &cid, &sid);
+	soft_net_up(&n, 1024, 256);
+	c = soft_net_qp(&n, n.ccq, 8);
+	s = soft_net_qp(&n, n.scq, 8);
+	soft_net_link(&n, c, s, &cid, &sid);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(n.pd, buf, sizeof(buf), RPCRDMA_ACCESS_LOCAL_WRITE, &mr), 0);
 	{
 		struct rpcrdma_sge sg = {(uintptr_t)buf, sizeof(buf), rpcrdma_mr_lkey(mr)};
@@ -378,5 +301,5 @@ TEST(soft_cq_wait_sees_peer_close)
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
 	CHECK_EQ(rpcrdma_dereg_mr(mr), 0);
-	net_down(&n);
+	soft_net_down(&n);
 }
