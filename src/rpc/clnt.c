@@ -192,6 +192,7 @@ static void abort_call(struct rpcrdma_client *c, struct rpcrdma_call *call, int 
 
 static void *timer_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "rr-clnt-timer");   /* for top -H, gdb */
 	struct rpcrdma_client *c = arg;
 
 	pthread_mutex_lock(&c->lock);

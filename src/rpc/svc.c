@@ -345,6 +345,7 @@ static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r)
 
 static void *worker_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "rr-svc-worker");   /* for top -H, gdb */
 	struct rpcrdma_server *s = arg;
 
 	pthread_mutex_lock(&s->lock);

@@ -978,6 +978,7 @@ static void clnt_reconnected(struct tcp_clnt *c, int fd)
 
 static void *clnt_rx_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "rr-tcp-clnt");   /* for top -H, gdb */
 	struct tcp_clnt *c = arg;
 	unsigned backoff_ms = 50;
 
@@ -1315,6 +1316,7 @@ static void srv_read(struct tcp_srv *s, struct tcp_conn *cn)
 
 static void *srv_io_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "rr-tcp-srv");   /* for top -H, gdb */
 	struct tcp_srv *s = arg;
 
 	for (;;) {

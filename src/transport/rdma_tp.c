@@ -274,6 +274,7 @@ struct rr_tp_server {
 	 * failed): their sent upcalls run without the lock (sv_sent_upcalls). */
 	struct tp_sreq *sent_head, **sent_tail;
 	struct rr_xprt_reply_plan *plan_cache;   /* one spare Reply plan */
+	unsigned idle_waits;       /* progress: CQ waits in a row that got nothing */
 };
 
 static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r);
@@ -1627,6 +1628,9 @@ static void *progress(void *arg)
 {
 	struct tp_ep *ep = arg;
 
+	/* named for top -H, gdb, perf */
+	pthread_setname_np(pthread_self(), ep->is_server ? "rr-rdma-srv" : "rr-rdma-clnt");
+
 	pthread_mutex_lock(&ep->lock);
 	while (!ep->stop) {
 		struct pollfd pfd[66];
@@ -1647,11 +1651,16 @@ static void *progress(void *arg)
 			 * when empty) after each wait, which lasts at most
 			 * SV_CQ_WAIT_MS: a second client's request waits that
 			 * long at most. Replies posted here complete into the
-			 * ring, which the next wait looks at first: no arm. */
-			enum { SV_CQ_WAIT_MS = 5 };
+			 * ring, which the next wait looks at first: no arm.
+			 * Idle for SV_IDLE_WAITS slices (~200 ms), the loop
+			 * goes back to poll(2) over every fd, which sleeps
+			 * until something happens (at most 100 ms): an idle
+			 * server does not wake 200 times a second; the first
+			 * Call after the pause brings the slices back. */
+			enum { SV_CQ_WAIT_MS = 5, SV_IDLE_WAITS = 40 };
 
 			if (one && !one->next && one->established && !one->dead && !s->deliver &&
-			    rr_context_can_interrupt(ep->ctx)) {
+			    s->idle_waits < SV_IDLE_WAITS && rr_context_can_interrupt(ep->ctx)) {
 				struct rpcrdma_wc wc[32];
 				int got;
 
@@ -1660,6 +1669,7 @@ static void *progress(void *arg)
 				got = rpcrdma_cq_wait(one->cq, (int)RR_ARRAY_SIZE(wc), wc,
 						      SV_CQ_WAIT_MS);
 				pthread_mutex_lock(&ep->lock);
+				s->idle_waits = got > 0 ? 0 : s->idle_waits + 1;
 				for (int i = 0; i < got; i++)
 					sv_on_wc(s, one, &wc[i]);
 				while (rpcrdma_cm_get_event(ep->ch, &ev) == 0)
@@ -1700,6 +1710,12 @@ static void *progress(void *arg)
 		pthread_mutex_unlock(&ep->lock);
 		(void)poll(pfd, n, timeout);
 		pthread_mutex_lock(&ep->lock);
+		if (ep->is_server) {
+			/* traffic on a CQ: back to the one-connection wait */
+			for (unsigned i = 2; i < n; i++)
+				if (pfd[i].revents)
+					((struct rr_tp_server *)ep)->idle_waits = 0;
+		}
 		if (pfd[0].revents & POLLIN) {
 			uint64_t v;
 

@@ -1251,6 +1251,7 @@ static void check_timeouts(struct soft_ctx *c)
 
 static void *progress_main(void *arg)
 {
+	pthread_setname_np(pthread_self(), "rr-soft");   /* for top -H, gdb */
 	struct soft_ctx *c = arg;
 	struct epoll_event evs[64];
 	uint64_t last_balance = 0;
