@@ -441,43 +441,6 @@ TEST(inline_policy_rpc_long_reply)
 
 /* ---- a peer breaking the negotiated sizes ---- */
 
-static int rogue_xchg(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint8_t *out,
-		      unsigned ms)
-{
-	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
-				  rpcrdma_mr_lkey(g->smr)};
-	struct rpcrdma_send_wr wr;
-
-	memcpy(g->sbuf, msg, len);
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 1000;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = RPCRDMA_WR_SEND;
-	wr.flags = RPCRDMA_SEND_SIGNALED;
-	if (rpcrdma_post_send(g->qp, &wr, NULL))
-		return -1;
-	for (unsigned t = 0; t < ms; t += 5) {
-		struct rpcrdma_wc wc[4];
-		int n = rpcrdma_cq_poll(g->cq, 4, wc);
-
-		for (int i = 0; i < n; i++) {
-			if (wc[i].status != RPCRDMA_WC_SUCCESS)
-				return -1;
-			if (wc[i].opcode == RPCRDMA_WC_RECV) {
-				unsigned idx = (unsigned)wc[i].wr_id;
-				int len2 = (int)wc[i].byte_len;
-
-				memcpy(out, g->rbuf[idx], (size_t)len2);
-				rr_th_rogue_post_recv(g, idx);
-				return len2;
-			}
-		}
-		rr_th_sleep_ms(5);
-	}
-	return 0;
-}
-
 /* RDMA_MSG header (28) + an RPC Call of (PROG, 1, @proc), AUTH_NONE, then
  * @args (a u32 each), padded with zeros to @total bytes when larger. */
 static size_t rogue_rpc(uint8_t *b, uint32_t xid, uint32_t proc, uint32_t arg, size_t total)
@@ -519,27 +482,27 @@ TEST(inline_policy_violations)
 	REQUIRE_EQ(rr_th_rogue_open(&g, rpcrdma_server_port(s), pd, 8, false), 0);
 	/* within the limits: P_FAT of 64 bytes, answered inline */
 	l = rogue_rpc(m, 0x300, P_FAT, 64, 0);
-	n = rogue_xchg(&g, m, l, r, 3000);
+	n = rr_th_rogue_xchg(&g, m, l, r, 3000);
 	REQUIRE(n >= 28 + 24 + 64);
 	CHECK_EQ(rr_get_be32(r), 0x300);
 	CHECK_EQ(rr_get_be32(r + 12), 0u);   /* RDMA_MSG */
 	/* a 2000-byte Call: more than the 1024 it advertised */
 	l = rogue_rpc(m, 0x301, P_FAT, 64, 2000);
-	n = rogue_xchg(&g, m, l, r, 3000);
+	n = rr_th_rogue_xchg(&g, m, l, r, 3000);
 	REQUIRE_EQ(n, 20);
 	CHECK_EQ(rr_get_be32(r), 0x301);
 	CHECK_EQ(rr_get_be32(r + 12), 4u);   /* RDMA_ERROR */
 	CHECK_EQ(rr_get_be32(r + 16), 2u);   /* ERR_CHUNK */
 	/* a 6000-byte Reply (no Reply chunk offered) against its 4096 */
 	l = rogue_rpc(m, 0x302, P_FAT, 6000, 0);
-	n = rogue_xchg(&g, m, l, r, 3000);
+	n = rr_th_rogue_xchg(&g, m, l, r, 3000);
 	REQUIRE_EQ(n, 20);
 	CHECK_EQ(rr_get_be32(r), 0x302);
 	CHECK_EQ(rr_get_be32(r + 12), 4u);
 	CHECK_EQ(rr_get_be32(r + 16), 2u);
 	/* still served */
 	l = rogue_rpc(m, 0x303, P_FAT, 3000, 0);
-	n = rogue_xchg(&g, m, l, r, 3000);
+	n = rr_th_rogue_xchg(&g, m, l, r, 3000);
 	CHECK_EQ(n, 28 + 24 + 3000);
 	CHECK_EQ(rr_get_be32(r), 0x303);
 	rr_th_rogue_close(&g);

@@ -657,51 +657,6 @@ static int rogue_open(struct rr_th_rogue *g, int port)
 	return rr_th_rogue_open(g, port, pd, 8, false);
 }
 
-/* Sends @len raw bytes; waits up to @ms for a message back. Returns its
- * length, 0 when nothing came, -1 when the connection broke. */
-static int rogue_xchg(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint8_t *out,
-		      unsigned ms)
-{
-	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
-				  rpcrdma_mr_lkey(g->smr)};
-	struct rpcrdma_send_wr wr;
-	struct rpcrdma_cm_event ev;
-
-	memcpy(g->sbuf, msg, len);
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 1000;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = RPCRDMA_WR_SEND;
-	wr.flags = RPCRDMA_SEND_SIGNALED;
-	if (rpcrdma_post_send(g->qp, &wr, NULL))
-		return -1;
-	for (unsigned t = 0; t < ms; t += 5) {
-		struct rpcrdma_wc wc[4];
-		int n = rpcrdma_cq_poll(g->cq, 4, wc);
-
-		for (int i = 0; i < n; i++) {
-			if (wc[i].status != RPCRDMA_WC_SUCCESS)
-				return -1;
-			if (wc[i].opcode == RPCRDMA_WC_RECV) {
-				unsigned idx = (unsigned)wc[i].wr_id;
-				int l = (int)wc[i].byte_len;
-
-				memcpy(out, g->rbuf[idx], (size_t)l);
-				rr_th_rogue_post_recv(g, idx);
-				return l;
-			}
-		}
-		if (rpcrdma_cm_get_event(g->ch, &ev) == 0 &&
-		    (ev.type == RPCRDMA_CM_DISCONNECTED || ev.type == RPCRDMA_CM_ERROR)) {
-			g->disconnected = true;
-			return -1;
-		}
-		rr_th_sleep_ms(5);
-	}
-	return 0;
-}
-
 static size_t rogue_call(uint8_t *b, uint32_t xid, uint32_t vers, uint32_t proc,
 			 uint32_t rpc_xid)
 {
@@ -766,32 +721,32 @@ TEST(xprt_e2e_rogue_requester)
 
 	/* A valid Call first: answered inline, grant >= 1. */
 	l = rogue_call(m, 0x100, 1, RR_XPRT_MSG, 0x100);
-	n = rogue_xchg(&g, m, l, r, 3000);
+	n = rr_th_rogue_xchg(&g, m, l, r, 3000);
 	REQUIRE(n >= 28 + 20);
 	CHECK_EQ(rr_get_be32(r), 0x100);
 	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
 	CHECK_EQ(rr_get_be32(r + 28), 0x100);
 	/* Version 2 and version 0: ERR_VERS 1..1. */
 	l = rogue_call(m, 0x101, 2, RR_XPRT_MSG, 0x101);
-	expect_error_v(r, rogue_xchg(&g, m, l, r, 3000), 0x101, RR_XPRT_ERR_VERS, 2);
+	expect_error_v(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x101, RR_XPRT_ERR_VERS, 2);
 	l = rogue_call(m, 0x102, 0, RR_XPRT_MSG, 0x102);
-	expect_error_v(r, rogue_xchg(&g, m, l, r, 3000), 0x102, RR_XPRT_ERR_VERS, 0);
+	expect_error_v(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x102, RR_XPRT_ERR_VERS, 0);
 	/* RDMA_MSGP, unknown procedure: ERR_CHUNK. */
 	l = rogue_call(m, 0x103, 1, RR_XPRT_MSGP, 0x103);
-	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x103, RR_XPRT_ERR_CHUNK);
+	expect_error(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x103, RR_XPRT_ERR_CHUNK);
 	l = rogue_call(m, 0x104, 1, 99, 0x104);
-	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x104, RR_XPRT_ERR_CHUNK);
+	expect_error(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x104, RR_XPRT_ERR_CHUNK);
 	/* Truncated chunk lists: a Read list entry cut short. */
 	l = rogue_call(m, 0x105, 1, RR_XPRT_MSG, 0x105);
 	rr_put_be32(m + 16, 1);
-	expect_error(r, rogue_xchg(&g, m, 28, r, 3000), 0x105, RR_XPRT_ERR_CHUNK);
+	expect_error(r, rr_th_rogue_xchg(&g, m, 28, r, 3000), 0x105, RR_XPRT_ERR_CHUNK);
 	/* Bad discriminator. */
 	l = rogue_call(m, 0x106, 1, RR_XPRT_MSG, 0x106);
 	rr_put_be32(m + 20, 7);
-	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x106, RR_XPRT_ERR_CHUNK);
+	expect_error(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x106, RR_XPRT_ERR_CHUNK);
 	/* RDMA_NOMSG without any chunk. */
 	l = rogue_call(m, 0x107, 1, RR_XPRT_NOMSG, 0x107);
-	expect_error(r, rogue_xchg(&g, m, 28, r, 3000), 0x107, RR_XPRT_ERR_CHUNK);
+	expect_error(r, rr_th_rogue_xchg(&g, m, 28, r, 3000), 0x107, RR_XPRT_ERR_CHUNK);
 	/* Unaligned Read position. */
 	rr_put_be32(m, 0x108);
 	rr_put_be32(m + 4, 1);
@@ -810,26 +765,26 @@ TEST(xprt_e2e_rogue_requester)
 	rr_put_be32(m + 4, 1);
 	rr_put_be32(m + 8, 8);
 	rr_put_be32(m + 12, RR_XPRT_MSG);
-	expect_error(r, rogue_xchg(&g, m, 52 + 28, r, 3000), 0x108, RR_XPRT_ERR_CHUNK);
+	expect_error(r, rr_th_rogue_xchg(&g, m, 52 + 28, r, 3000), 0x108, RR_XPRT_ERR_CHUNK);
 	/* rdma_xid differs from the RPC XID. */
 	l = rogue_call(m, 0x109, 1, RR_XPRT_MSG, 0x999);
-	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x109, RR_XPRT_ERR_CHUNK);
+	expect_error(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x109, RR_XPRT_ERR_CHUNK);
 	/* Truncated inside the fixed header (an XID is there): ERR_CHUNK. */
 	l = rogue_call(m, 0x110, 1, RR_XPRT_MSG, 0x110);
-	expect_error(r, rogue_xchg(&g, m, 12, r, 3000), 0x110, RR_XPRT_ERR_CHUNK);
+	expect_error(r, rr_th_rogue_xchg(&g, m, 12, r, 3000), 0x110, RR_XPRT_ERR_CHUNK);
 	/* Silently discarded: RDMA_DONE, RDMA_ERROR, no XID, an RPC Reply. */
 	l = rogue_call(m, 0x10a, 1, RR_XPRT_DONE, 0x10a);
-	CHECK_EQ(rogue_xchg(&g, m, 16, r, 300), 0);
+	CHECK_EQ(rr_th_rogue_xchg(&g, m, 16, r, 300), 0);
 	n = rr_xprt_encode_error(0x10b, 1, 1, RR_XPRT_ERR_CHUNK, m, sizeof(m));
-	CHECK_EQ(rogue_xchg(&g, m, (size_t)n, r, 300), 0);
+	CHECK_EQ(rr_th_rogue_xchg(&g, m, (size_t)n, r, 300), 0);
 	l = rogue_call(m, 0x10c, 1, RR_XPRT_MSG, 0x10c);
-	CHECK_EQ(rogue_xchg(&g, m, 3, r, 300), 0);
+	CHECK_EQ(rr_th_rogue_xchg(&g, m, 3, r, 300), 0);
 	l = rogue_call(m, 0x10d, 1, RR_XPRT_MSG, 0x10d);
 	rr_put_be32(m + 32, 1);   /* msg_type REPLY */
-	CHECK_EQ(rogue_xchg(&g, m, l, r, 300), 0);
+	CHECK_EQ(rr_th_rogue_xchg(&g, m, l, r, 300), 0);
 	/* The connection survived all of that. */
 	l = rogue_call(m, 0x10e, 1, RR_XPRT_MSG, 0x10e);
-	n = rogue_xchg(&g, m, l, r, 3000);
+	n = rr_th_rogue_xchg(&g, m, l, r, 3000);
 	REQUIRE(n >= 48);
 	CHECK_EQ(rr_get_be32(r), 0x10e);
 	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
@@ -856,16 +811,16 @@ TEST(xprt_e2e_rogue_requester)
 	rr_put_be32(m + 72, 1);           /* nitems */
 	rr_put_be32(m + 76, 16);          /* len; data in the chunk */
 	rr_put_be32(m + 80, MAGIC);
-	n = rogue_xchg(&g, m, 84, r, 3000);
+	n = rr_th_rogue_xchg(&g, m, 84, r, 3000);
 	CHECK(n <= 0);
 	CHECK_EQ(srv_served(&s, 2), 2);
 	rr_th_rogue_close(&g);
 	/* The same peer retransmits that XID on a new connection: ERR_CHUNK,
 	 * not another failing Read; the connection stays up. */
 	REQUIRE_EQ(rogue_open(&g, port), 0);
-	expect_error(r, rogue_xchg(&g, m, 84, r, 3000), 0x10f, RR_XPRT_ERR_CHUNK);
+	expect_error(r, rr_th_rogue_xchg(&g, m, 84, r, 3000), 0x10f, RR_XPRT_ERR_CHUNK);
 	l = rogue_call(m, 0x111, 1, RR_XPRT_MSG, 0x111);
-	n = rogue_xchg(&g, m, l, r, 3000);
+	n = rr_th_rogue_xchg(&g, m, l, r, 3000);
 	REQUIRE(n >= 48);
 	CHECK_EQ(rr_get_be32(r), 0x111);
 	CHECK_EQ(srv_served(&s, 3), 3);
@@ -1297,18 +1252,18 @@ TEST(xprt_e2e_no_private_data_defaults)
 	REQUIRE_EQ(rr_th_rogue_open(&g, port, NULL, 0, false), 0);
 	l = rogue_call(m, 0x200, 1, RR_XPRT_MSG, 0x200);
 	rr_put_be32(m + 40, 1500);   /* reply_n: a 1520-byte Reply */
-	expect_error(r, rogue_xchg(&g, m, l, r, 3000), 0x200, RR_XPRT_ERR_CHUNK);
+	expect_error(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x200, RR_XPRT_ERR_CHUNK);
 	rr_put_be32(m + 40, 900);    /* 28 + 920 fits 1024 */
 	rr_put_be32(m, 0x201);
 	rr_put_be32(m + 28, 0x201);
-	n = rogue_xchg(&g, m, l, r, 3000);
+	n = rr_th_rogue_xchg(&g, m, l, r, 3000);
 	CHECK_EQ(n, 28 + 20 + 900);
 	rr_th_rogue_close(&g);
 	REQUIRE_EQ(rogue_open(&g, port), 0);    /* 4096/4096 */
 	rr_put_be32(m, 0x202);
 	rr_put_be32(m + 28, 0x202);
 	rr_put_be32(m + 40, 1500);
-	n = rogue_xchg(&g, m, l, r, 3000);
+	n = rr_th_rogue_xchg(&g, m, l, r, 3000);
 	CHECK_EQ(n, 28 + 20 + 1500);
 	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
 	rr_th_rogue_close(&g);

@@ -272,3 +272,48 @@ int rr_th_h_bulk_seeded(struct rpcrdma_req *r, void *ctx)
 	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), 0x7a11);
 	return RPCRDMA_SVC_OK;
 }
+
+/* Sends @len raw bytes; waits up to @ms for a message back. Returns its
+ * length, 0 when nothing came, -1 when the connection broke. */
+int rr_th_rogue_xchg(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint8_t *out,
+		      unsigned ms)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
+				  rpcrdma_mr_lkey(g->smr)};
+	struct rpcrdma_send_wr wr;
+	struct rpcrdma_cm_event ev;
+
+	memcpy(g->sbuf, msg, len);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 1000;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = RPCRDMA_WR_SEND;
+	wr.flags = RPCRDMA_SEND_SIGNALED;
+	if (rpcrdma_post_send(g->qp, &wr, NULL))
+		return -1;
+	for (unsigned t = 0; t < ms; t += 5) {
+		struct rpcrdma_wc wc[4];
+		int n = rpcrdma_cq_poll(g->cq, 4, wc);
+
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != RPCRDMA_WC_SUCCESS)
+				return -1;
+			if (wc[i].opcode == RPCRDMA_WC_RECV) {
+				unsigned idx = (unsigned)wc[i].wr_id;
+				int l = (int)wc[i].byte_len;
+
+				memcpy(out, g->rbuf[idx], (size_t)l);
+				rr_th_rogue_post_recv(g, idx);
+				return l;
+			}
+		}
+		if (rpcrdma_cm_get_event(g->ch, &ev) == 0 &&
+		    (ev.type == RPCRDMA_CM_DISCONNECTED || ev.type == RPCRDMA_CM_ERROR)) {
+			g->disconnected = true;
+			return -1;
+		}
+		rr_th_sleep_ms(5);
+	}
+	return 0;
+}

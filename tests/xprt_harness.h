@@ -110,6 +110,11 @@ void rr_th_rogue_post_recv(struct rr_th_rogue *g, unsigned i);
 int rr_th_rogue_open(struct rr_th_rogue *g, int port, const uint8_t *pd, uint16_t pdlen,
 		     bool pull);
 void rr_th_rogue_close(struct rr_th_rogue *g);
+/* Sends @len raw bytes from the rogue; waits up to @ms for a message back
+ * into @out. Returns its length, 0 when nothing came, -1 when the
+ * connection broke (a failed completion or a DISCONNECTED/ERROR event). */
+int rr_th_rogue_xchg(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint8_t *out,
+		     unsigned ms);
 
 /* ECHO: u32 v -> u32 v + 1. */
 int rr_th_h_echo(struct rpcrdma_req *r, void *ctx);
