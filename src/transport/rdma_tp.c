@@ -3552,23 +3552,31 @@ int rr_tp_client_push(struct rr_tp_client *c, struct rr_tp_push *p)
 			break;
 		}
 		if (!c->waiter || waiter) {
-			struct pollfd pfd;
+			/* Sleep on the connection's socket and receive on
+			 * this thread (rpcrdma_cq_wait, as rr_tp_client_wait):
+			 * the Commit Response costs one recvmsg, not arm +
+			 * poll + epoll_wait + recvmsg. */
+			struct rpcrdma_wc wc[32];
+			int n;
 
 			c->waiter = waiter = true;
-			(void)rpcrdma_cq_get_event(cn->cq);
-			(void)rpcrdma_cq_arm(cn->cq, false);
-			drain_cq(&c->ep, cn);
+			cn->in_wait = true;
+			pthread_mutex_unlock(&c->ep.lock);
+			n = rpcrdma_cq_wait(cn->cq, (int)RR_ARRAY_SIZE(wc), wc,
+					    (int)RR_MIN((end - t) / 1000000u + 1, 20u));
+			pthread_mutex_lock(&c->ep.lock);
+			cn->in_wait = false;
+			for (int i = 0; i < n; i++)
+				cl_on_wc(c, cn, &wc[i]);
 			if (c->conn == cn && cn->dead && cn->established)
 				cl_conn_lost(c, cn);
 			deliver_upcalls(&c->ep);
-			if (op.done || c->conn != cn)
-				continue;
-			pfd.fd = rpcrdma_cq_fd(cn->cq);
-			pfd.events = POLLIN;
-			pfd.revents = 0;
-			pthread_mutex_unlock(&c->ep.lock);
-			(void)poll(&pfd, 1, (int)RR_MIN((end - t) / 1000000u + 1, 20u));
-			pthread_mutex_lock(&c->ep.lock);
+			if (n < 0 && !op.done) {
+				struct timespec ts;
+
+				abs_deadline(&ts, 1);   /* no busy loop on a failing wait */
+				(void)pthread_cond_timedwait(&c->ep.cond, &c->ep.lock, &ts);
+			}
 		} else {
 			struct timespec ts;
 
