@@ -26,6 +26,14 @@ static int txmsg_init(struct rr_ddp_txmsg *m, const struct iovec *iov, unsigned 
 {
 	size_t total = 0;
 
+	/* a message that fails here is empty (as when it was zeroed whole) */
+	m->iov = NULL;
+	m->iovcnt = 0;
+	m->total = 0;
+	m->done = 0;
+	m->iov_idx = 0;
+	m->iov_off = 0;
+	m->started = false;
 	if (iovcnt > RR_DDP_MAX_SGE || (iovcnt && !iov))
 		return -EINVAL;
 	for (unsigned i = 0; i < iovcnt; i++) {
@@ -36,10 +44,6 @@ static int txmsg_init(struct rr_ddp_txmsg *m, const struct iovec *iov, unsigned 
 	m->iov = iov;
 	m->iovcnt = iovcnt;
 	m->total = total;
-	m->done = 0;
-	m->iov_idx = 0;
-	m->iov_off = 0;
-	m->started = false;
 	return 0;
 }
 
@@ -48,11 +52,14 @@ int rr_ddp_txmsg_tagged(struct rr_ddp_txmsg *m, uint8_t op, uint32_t stag, uint6
 {
 	if (!rr_rdmap_op_tagged(op))
 		return -EINVAL;
-	memset(m, 0, sizeof(*m));
+	/* every field set, no memset (per-message path) */
 	m->op = op;
 	m->tagged = true;
+	m->crc = false;
+	m->fpdu_max = 0;
 	m->stag = stag;
 	m->to = to;
+	m->qn = m->msn = m->inv_stag = 0;
 	return txmsg_init(m, iov, iovcnt);
 }
 
@@ -61,8 +68,12 @@ int rr_ddp_txmsg_untagged(struct rr_ddp_txmsg *m, uint8_t op, uint32_t qn, uint3
 {
 	if (rr_rdmap_op_tagged(op) || op > 0xf || qn >= RR_QN_COUNT)
 		return -EINVAL;
-	memset(m, 0, sizeof(*m));
 	m->op = op;
+	m->tagged = false;
+	m->crc = false;
+	m->fpdu_max = 0;
+	m->stag = 0;
+	m->to = 0;
 	m->qn = qn;
 	m->msn = msn;
 	m->inv_stag = inv_stag;
