@@ -139,6 +139,8 @@ struct soft_cq {
 	_Atomic uint64_t fast_off_until;
 	_Atomic uint64_t fast_reads;   /* statistics: blocking reads done */
 	_Atomic uint64_t fast_foreign; /* events from other threads meanwhile */
+	uint64_t fast_direct;          /* statistics: completions handed over
+					* directly (written by the fast waiter) */
 	atomic_int intr;             /* rr_context_interrupt latch */
 	struct soft_cq *next_cq;     /* ctx->cqs (ctx->lock) */
 };
@@ -343,7 +345,15 @@ int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool bloc
  * transmit and the fast wait is not off, receives for it with a blocking
  * recvmsg and returns true (completions, if any, are in the ring); false
  * when the general epoll wait must be used. */
-bool soft_io_cq_fast_wait(struct soft_cq *q);
+/* Completions a fast waiter receives for itself go straight into its
+ * rpcrdma_cq_wait array (no ring push + poll) while the ring is empty and
+ * not armed and room is left; see soft_cq_push. */
+struct soft_direct {
+	struct soft_cq *q;
+	struct rpcrdma_wc *wc;
+	int n, got;
+};
+bool soft_io_cq_fast_wait(struct soft_cq *q, struct soft_direct *d);
 /* The non-blocking counterpart for poll_cq / get_event: on a CQ with one
  * connected QP (nothing to transmit), receives with one recvmsg instead of
  * epoll_wait(0) + recvmsg. false: use soft_io_cq_progress. */

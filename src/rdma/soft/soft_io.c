@@ -287,6 +287,8 @@ void soft_io_cq_fini(struct soft_cq *q)
  * no wake-up (for itself; tls_inline_waiter: it is one of q->waiting). */
 static __thread struct soft_cq *tls_inline_cq;
 static __thread bool tls_inline_waiter;
+/* The fast waiter's own array (soft_io_cq_fast_wait), or NULL. */
+static __thread struct soft_direct *tls_direct;
 
 void soft_cq_fast_off(struct soft_cq *q)
 {
@@ -297,7 +299,20 @@ void soft_cq_fast_off(struct soft_cq *q)
 void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 {
 	bool own = tls_inline_cq == q;
+	struct soft_direct *d = tls_direct;
 
+	/* The fast waiter's own completion, nothing older in the ring: hand
+	 * it over directly. Per work queue order holds: pushes of one queue
+	 * are serialized by its lock (rx_lock / tx_lock), so a completion
+	 * another thread pushed earlier is seen here as a pending ring and
+	 * everything after it goes to the ring too. An armed ring takes the
+	 * push (its notification semantics stay the ring's). */
+	if (d && d->q == q && own && d->got < d->n && !rr_cq_ring_pending(&q->ring) &&
+	    !rr_cq_ring_armed(&q->ring)) {
+		d->wc[d->got++] = *wc;
+		q->fast_direct++;
+		return;
+	}
 	/* Pushed by the consumer's own inline progress: it polls the ring
 	 * next (poll, wait, get_event then poll), so no fd notification. */
 	rr_cq_ring_push_ex(&q->ring, wc, own);
@@ -444,7 +459,7 @@ bool soft_io_cq_fast_poll(struct soft_cq *q)
 	return true;
 }
 
-bool soft_io_cq_fast_wait(struct soft_cq *q)
+bool soft_io_cq_fast_wait(struct soft_cq *q, struct soft_direct *d)
 {
 	struct soft_qp *qp = NULL;
 	bool ok;
@@ -483,7 +498,9 @@ bool soft_io_cq_fast_wait(struct soft_cq *q)
 	}
 	tls_inline_cq = q;
 	tls_inline_waiter = true;
+	tls_direct = d;
 	soft_qp_rx_fast(qp); /* releases rx_lock */
+	tls_direct = NULL;
 	tls_inline_cq = NULL;
 	return true;
 }

@@ -319,6 +319,7 @@ static int soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_ms)
 {
 	struct soft_cq *q = scq_of(cq);
+	struct soft_direct d = {.q = q, .wc = wc, .n = n > 0 && wc ? n : 0};
 	uint64_t end = 0, now = 0;
 	int got;
 
@@ -347,8 +348,15 @@ static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int time
 			ms = (int)((end - now + 999999u) / 1000000u);
 			now = 0;
 		}
-		if ((ms < 0 || ms >= SOFT_FAST_BLOCK_MS) && soft_io_cq_fast_wait(q))
+		if ((ms < 0 || ms >= SOFT_FAST_BLOCK_MS) && soft_io_cq_fast_wait(q, &d)) {
+			if (d.got) {
+				/* its own completions, handed over directly; what
+				 * came after the array was full is in the ring */
+				got = d.got;
+				break;
+			}
 			continue;
+		}
 		r = soft_io_cq_progress(q, ms, true, true);
 		if (r < 0) {
 			got = r;
