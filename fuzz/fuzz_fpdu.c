@@ -4,9 +4,11 @@
  * negotiated / split size; byte 1: upper-layer verdict for Read Requests.
  * Placement never writes outside the fake buffers (ASan checks), the parser
  * never asks for more than the segment holds, and every Terminate it builds
- * encodes and decodes back. */
+ * encodes and decodes back. The input is parsed twice, in pieces of the
+ * chosen size and one byte at a time: outcomes must be identical. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "rdma/soft/ddp.h"
 
@@ -46,46 +48,90 @@ static enum rr_rx_code f_untagged(void *ctx, uint32_t msn, uint32_t mo, uint32_t
 
 static const struct rr_ddp_rx_ops ops = {.tagged = f_tagged, .untagged = f_untagged};
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
+struct run {
+	int r;
+	unsigned nev;
+	struct rr_ddp_event ev[16];
 	struct rr_ddp_rx rx;
+	uint8_t mr[2][256], recv[3][64];
+};
+
+/* Feeds data[2..] in pieces of @chunk bytes; records the outcome. */
+static void run(const uint8_t *data, size_t size, size_t chunk, struct run *o)
+{
+	struct rr_ddp_rx *rx = &o->rx;
 	struct rr_ddp_event ev;
-	size_t off = 2, chunk;
+	size_t off = 2;
 	int r = 0;
 
-	if (size < 2)
-		return 0;
+	memset(mr_buf, 0, sizeof(mr_buf));
+	memset(recv_buf, 0, sizeof(recv_buf));
 	for (int i = 0; i < 3; i++) {
 		recv_iov[i][0] = (struct iovec){recv_buf[i], 10};
 		recv_iov[i][1] = (struct iovec){recv_buf[i] + 10, 54};
 	}
 	recv_head = 0;
-	chunk = 1 + (data[0] >> 2);
-	rr_ddp_rx_init(&rx, &ops, NULL, data[0] & 1, data[0] & 2);
+	o->nev = 0;
+	rr_ddp_rx_init(rx, &ops, NULL, data[0] & 1, data[0] & 2);
 	while (off < size) {
 		size_t used;
 
-		r = rr_ddp_rx_feed(&rx, data + off, RR_MIN(chunk, size - off), &used, &ev);
+		r = rr_ddp_rx_feed(rx, data + off, RR_MIN(chunk, size - off), &used, &ev);
 		off += used;
 		if (r < 0)
 			break;
+		if (r == 1 && o->nev < 16)
+			o->ev[o->nev++] = ev;
 		if (r == 1 && (ev.type == RR_EV_READ_REQ || ev.type == RR_EV_COMMIT_REQ) &&
 		    data[1] % 4 == 1) {
-			r = rr_ddp_rx_fail(&rx, (enum rr_rx_code)(1 + data[1] / 4 % 11));
+			r = rr_ddp_rx_fail(rx, (enum rr_rx_code)(1 + data[1] / 4 % 11));
 			break;
 		}
 		if (used == 0 && r == 0)
 			abort(); /* no progress */
 	}
-	if (r < 0 && rx.term_valid) {
+	o->r = r;
+	memcpy(o->mr, mr_buf, sizeof(mr_buf));
+	memcpy(o->recv, recv_buf, sizeof(recv_buf));
+}
+
+static bool ev_same(const struct rr_ddp_event *a, const struct rr_ddp_event *b)
+{
+	return a->type == b->type && a->op == b->op && a->last == b->last && a->len == b->len &&
+	       a->stag == b->stag && a->to == b->to && a->msn == b->msn && a->mo == b->mo &&
+	       a->inv_stag == b->inv_stag && a->msg_len == b->msg_len;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct run a, b;
+
+	if (size < 2)
+		return 0;
+	run(data, size, 1 + (data[0] >> 2), &a);
+	/* The same stream one byte at a time (never the bulk path): the
+	 * same events, placement, verdict and Terminate (ddp.c rx_bulk). */
+	run(data, size, 1, &b);
+	if (a.r != b.r || a.nev != b.nev || a.rx.term_valid != b.rx.term_valid ||
+	    memcmp(a.mr, b.mr, sizeof(a.mr)) || memcmp(a.recv, b.recv, sizeof(a.recv)))
+		abort();
+	for (unsigned i = 0; i < a.nev; i++)
+		if (!ev_same(&a.ev[i], &b.ev[i]))
+			abort();
+	if (a.rx.term_valid &&
+	    (a.rx.term.layer != b.rx.term.layer || a.rx.term.etype != b.rx.term.etype ||
+	     a.rx.term.ecode != b.rx.term.ecode || a.rx.term.ddp_hdr_len != b.rx.term.ddp_hdr_len ||
+	     memcmp(a.rx.term.ddp_hdr, b.rx.term.ddp_hdr, a.rx.term.ddp_hdr_len)))
+		abort();
+	if (a.r < 0 && a.rx.term_valid) {
 		uint8_t fpdu[RR_TERM_FPDU_MAX];
 		struct rr_term t;
-		size_t n = rr_ddp_build_terminate(&rx.term, 1, true, fpdu);
+		size_t n = rr_ddp_build_terminate(&a.rx.term, 1, true, fpdu);
 
 		if (n < RR_HDR_UNTAGGED + 8 || n > sizeof(fpdu) || n % 4)
 			abort();
 		if (rr_rdmap_term_decode(fpdu + RR_HDR_UNTAGGED, rr_get_be16(fpdu) - 18, &t) != 0 ||
-		    t.layer != rx.term.layer || t.etype != rx.term.etype || t.ecode != rx.term.ecode)
+		    t.layer != a.rx.term.layer || t.etype != a.rx.term.etype || t.ecode != a.rx.term.ecode)
 			abort();
 	}
 	return 0;

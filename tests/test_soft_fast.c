@@ -120,6 +120,69 @@ TEST(soft_fast_wait_ping_pong)
 	soft_net_down(&n);
 }
 
+/* A fast waiter's own receive completions go straight into its array
+ * (soft_cq_push, no ring) while nothing older is in the ring; what does not
+ * fit goes to the ring and comes next. Twelve Sends wait in the socket
+ * behind a completion already in the ring (the server's own signaled Send):
+ * waits of up to 5 entries must return that one first, then the receives
+ * in order, each with its length and bytes. */
+TEST(soft_fast_wait_direct_in_order)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_wc wc[5];
+	uint32_t got = 0, rounds = 0;
+
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
+	c = soft_net_qp(&n, n.ccq, 32);
+	s = soft_net_qp(&n, n.scq, 32);
+	soft_net_link(&n, c, s, &cid, &sid);
+	for (uint32_t i = 0; i < 12; i++) {
+		post_recv(&n, s, 100 + i, 4096 + 256 * i, 256);
+		post_recv(&n, c, 200 + i, 16384 + 256 * i, 256);
+	}
+	/* first a direct hand-over with nothing else around */
+	memset(n.buf, 0xa5, 64);
+	post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
+	REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 5, wc, 5000), 1);
+	CHECK_EQ(wc[0].wr_id, 100);
+	CHECK_EQ(wc[0].byte_len, 64);
+	CHECK_EQ(n.buf[4096 + 63], 0xa5);
+	CHECK(scq_of(n.scq)->fast_direct >= 1);
+	/* the server's signaled Send completes into the ring at once */
+	post_send(&n, s, 50, RPCRDMA_WR_SEND, 8192, 8, 0, true);
+	for (uint32_t i = 1; i < 12; i++) {
+		n.buf[256 * i] = (uint8_t)i;
+		post_send(&n, c, 1, RPCRDMA_WR_SEND, 256 * i, 10 + i, 0, false);
+	}
+	usleep(100 * 1000); /* all in the server's socket */
+	REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, wc, 5000), 1); /* the 8-byte Send */
+	CHECK_EQ(wc[0].wr_id, 200);
+	while (got < 12 && rounds++ < 50) {
+		int r = rpcrdma_cq_wait(n.scq, 5, wc, 5000);
+
+		REQUIRE(r >= 1);
+		for (int k = 0; k < r; k++, got++) {
+			if (got == 0) {
+				CHECK_EQ(wc[k].wr_id, 50);
+				CHECK_EQ(wc[k].opcode, RPCRDMA_WC_SEND);
+				continue;
+			}
+			CHECK_EQ(wc[k].wr_id, 100 + got);
+			CHECK_EQ(wc[k].opcode, RPCRDMA_WC_RECV);
+			CHECK_EQ(wc[k].byte_len, 10 + got);
+			CHECK_EQ(n.buf[4096 + 256 * got], (uint8_t)got);
+		}
+	}
+	CHECK_EQ(got, 12);
+	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_down(&n);
+}
+
 /* A waiter asleep in a fast read does not see a completion another thread
  * makes (a signaled Write: nothing comes back on the socket), so that
  * completion is delivered when the read's timeout ends it, promptly; the

@@ -82,6 +82,7 @@ static struct ep cli, srv;
 static struct remote rem;  /* what the client writes / reads / commits */
 static size_t bufsz;
 static bool busy_poll;     /* --poll: spin on the CQ and on recv(2) */
+static bool use_crc;       /* --crc: negotiate MPA CRC32c (off by default, as siw) */
 
 /* rpcrdma_cq_wait, or with --poll a spin on rpcrdma_cq_poll. */
 static int cq_get(struct rpcrdma_cq *cq, struct rpcrdma_wc *wc)
@@ -175,6 +176,9 @@ static struct rpcrdma_conn_param conn_param(const void *pd, uint16_t len)
 	struct rpcrdma_conn_param cp = {.private_data = pd, .private_data_len = len,
 					.responder_resources = 16, .initiator_depth = 16,
 					.flags = RPCRDMA_CONN_COMMIT};
+
+	if (use_crc)
+		cp.flags |= RPCRDMA_CONN_SOFT_CRC;
 	return cp;
 }
 
@@ -622,7 +626,7 @@ static int run_server(unsigned port)
 static void usage(void)
 {
 	printf("usage: rpcrdma-perf send_lat|write_bw|read_lat|commit_lat [--size N] [--iters N]\n"
-	       "                    [--server | HOST] [--port P] [--rounds R] [--poll] [--json] [--help]\n"
+	       "                    [--server | HOST] [--port P] [--rounds R] [--poll] [--crc] [--json]\n"
 	       "Without --server / HOST both ends run in this process over loopback; with them\n"
 	       "the server (rpcrdma-perf --server) listens on P (default 18515) for the soft\n"
 	       "provider and P+1 for the raw TCP floor, and the client runs the test against\n"
@@ -630,7 +634,10 @@ static void usage(void)
 	       "Latencies: send_lat one-way us (half the ping-pong), read_lat / commit_lat round\n"
 	       "trip us; write_bw MB/s (16 Writes in flight). Waits block (rpcrdma_cq_wait);\n"
 	       "--poll spins instead, on rpcrdma_cq_poll and on a non-blocking recv(2) for the\n"
-	       "floor (both sides, like with like).\n"
+	       "floor (both sides, like with like). --crc negotiates MPA CRC32c (default off, as\n"
+	       "Linux siw; the floor has no CRC either way). Sockets: the floor's and the soft\n"
+	       "provider's both set TCP_NODELAY only; the soft provider's data sockets also\n"
+	       "carry SO_RCVTIMEO (its bounded fast wait).\n"
 	       "Loopback runs R rounds (default 5) alternating soft and TCP, iters/R each, and\n"
 	       "prints the medians and the median of the per-round ratios.\n");
 }
@@ -664,6 +671,8 @@ int main(int argc, char **argv)
 			json = true;
 		} else if (!strcmp(argv[i], "--poll")) {
 			busy_poll = true;
+		} else if (!strcmp(argv[i], "--crc")) {
+			use_crc = true;
 		} else if (!strcmp(argv[i], "--server")) {
 			server = true;
 		} else if (argv[i][0] != '-' && !mode) {
@@ -749,8 +758,9 @@ int main(int argc, char **argv)
 		unlink(srv.path);
 	if (json)
 		printf("{\"test\":\"%s\",\"size\":%zu,\"iters\":%ld,\"mode\":\"%s\",\"rounds\":%d,\"poll\":%s,"
-		       "\"value\":%.3f,\"unit\":\"%s\",\"tcp\":%.3f,\"ratio_to_tcp\":%.3f}\n", mode,
+		       "\"crc\":%s,\"value\":%.3f,\"unit\":\"%s\",\"tcp\":%.3f,\"ratio_to_tcp\":%.3f}\n", mode,
 		       size, iters, loop ? "loopback" : "split", rounds, busy_poll ? "true" : "false",
+		       use_crc ? "true" : "false",
 		       v, unit, floor, ratio);
 	else
 		printf("%-10s size %zu iters %ld (%s%s): %.3f %s; raw TCP %.3f %s; ratio to TCP %.3f\n",

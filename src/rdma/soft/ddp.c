@@ -26,6 +26,14 @@ static int txmsg_init(struct rr_ddp_txmsg *m, const struct iovec *iov, unsigned 
 {
 	size_t total = 0;
 
+	/* a message that fails here is empty (as when it was zeroed whole) */
+	m->iov = NULL;
+	m->iovcnt = 0;
+	m->total = 0;
+	m->done = 0;
+	m->iov_idx = 0;
+	m->iov_off = 0;
+	m->started = false;
 	if (iovcnt > RR_DDP_MAX_SGE || (iovcnt && !iov))
 		return -EINVAL;
 	for (unsigned i = 0; i < iovcnt; i++) {
@@ -36,10 +44,6 @@ static int txmsg_init(struct rr_ddp_txmsg *m, const struct iovec *iov, unsigned 
 	m->iov = iov;
 	m->iovcnt = iovcnt;
 	m->total = total;
-	m->done = 0;
-	m->iov_idx = 0;
-	m->iov_off = 0;
-	m->started = false;
 	return 0;
 }
 
@@ -48,11 +52,14 @@ int rr_ddp_txmsg_tagged(struct rr_ddp_txmsg *m, uint8_t op, uint32_t stag, uint6
 {
 	if (!rr_rdmap_op_tagged(op))
 		return -EINVAL;
-	memset(m, 0, sizeof(*m));
+	/* every field set, no memset (per-message path) */
 	m->op = op;
 	m->tagged = true;
+	m->crc = false;
+	m->fpdu_max = 0;
 	m->stag = stag;
 	m->to = to;
+	m->qn = m->msn = m->inv_stag = 0;
 	return txmsg_init(m, iov, iovcnt);
 }
 
@@ -61,8 +68,12 @@ int rr_ddp_txmsg_untagged(struct rr_ddp_txmsg *m, uint8_t op, uint32_t qn, uint3
 {
 	if (rr_rdmap_op_tagged(op) || op > 0xf || qn >= RR_QN_COUNT)
 		return -EINVAL;
-	memset(m, 0, sizeof(*m));
 	m->op = op;
+	m->tagged = false;
+	m->crc = false;
+	m->fpdu_max = 0;
+	m->stag = 0;
+	m->to = 0;
 	m->qn = qn;
 	m->msn = msn;
 	m->inv_stag = inv_stag;
@@ -576,16 +587,78 @@ int rr_ddp_rx_advance(struct rr_ddp_rx *rx, size_t n, struct rr_ddp_event *ev)
 	return 0;
 }
 
+/* Bulk path of rr_ddp_rx_feed: a whole DDP header is in @p (@avail bytes,
+ * at least RR_HDR_UNTAGGED) at the start of a segment. The header is taken
+ * in one copy and checked by the same rx_ctrl / rx_header as byte-wise
+ * input; when the payload and the trailer follow in @p too, and the payload
+ * goes to one contiguous place, they are placed and the segment finished
+ * here as well (one event). Returns what rr_ddp_rx_advance would after the
+ * bytes consumed (*@adv), so the result does not depend on the split. */
+static int rx_bulk(struct rr_ddp_rx *rx, const uint8_t *p, size_t avail, size_t *adv,
+		   struct rr_ddp_event *ev)
+{
+	size_t hl, tl, pad;
+	uint8_t *dst;
+	int r;
+
+	memcpy(rx->hdr, p, RR_HDR_UNTAGGED); /* a tagged header uses 16 of them */
+	rx->hdr_have = 4;
+	r = rx_ctrl(rx);
+	if (r < 0) {
+		*adv = 4;
+		return r;
+	}
+	hl = rx->hdr_need;
+	rx->hdr_have = hl;
+	*adv = hl;
+	if (rx->crc)
+		rx->crc_state = rr_crc32c_update(rx->crc_state, p, hl);
+	r = rx_header(rx);
+	if (r < 0 || rx->state != RR_RX_PAYLOAD)
+		return r;
+	pad = (4 - ((RR_MPA_LEN_FIELD + rx->ulpdu_len) & 3)) & 3;
+	tl = pad + RR_CRC_LEN;
+	if (avail - hl < (size_t)rx->seg_len + tl)
+		return 0;
+	if (rx->tagged) {
+		dst = rx->tdst;
+	} else {
+		if (rx->uidx >= rx->uiovcnt ||
+		    rx->uiov[rx->uidx].iov_len - rx->uoff < rx->seg_len)
+			return 0; /* spans receive SGEs: the general path */
+		dst = (uint8_t *)rx->uiov[rx->uidx].iov_base + rx->uoff;
+	}
+	memcpy(dst, p + hl, rx->seg_len);
+	memcpy(rx->trailer, p + hl + rx->seg_len, tl);
+	if (rx->crc) {
+		rx->crc_state = rr_crc32c_update(rx->crc_state, dst, rx->seg_len);
+		rx->crc_state = rr_crc32c_update(rx->crc_state, rx->trailer, pad);
+	}
+	rx->placed = rx->seg_len;
+	rx->uoff += rx->seg_len;
+	rx->state = RR_RX_TRAILER;
+	rx->tr_have = rx->tr_need = tl;
+	*adv = hl + rx->seg_len + tl;
+	return rx_finish(rx, ev);
+}
+
 int rr_ddp_rx_feed(struct rr_ddp_rx *rx, const uint8_t *data, size_t len, size_t *used,
 		   struct rr_ddp_event *ev)
 {
 	*used = 0;
 	while (*used < len) {
 		uint8_t *dst;
-		size_t w = rr_ddp_rx_want(rx, &dst);
-		size_t c;
+		size_t w, c;
 		int r;
 
+		if (rx->state == RR_RX_HDR && rx->hdr_have == 0 && len - *used >= RR_HDR_UNTAGGED) {
+			r = rx_bulk(rx, data + *used, len - *used, &c, ev);
+			*used += c;
+			if (r)
+				return r;
+			continue;
+		}
+		w = rr_ddp_rx_want(rx, &dst);
 		if (!w)
 			return rx->err ? rx->err : -EPROTO;
 		c = RR_MIN(w, len - *used);

@@ -37,6 +37,11 @@
 #define SOFT_DEFAULT_TIMEOUT_MS 10000u
 #define SOFT_BATCH_FPDUS 64
 #define SOFT_BATCH_IOV 1024
+/* A batch that is one untagged FPDU of at most this many bytes on the wire
+ * is copied into one buffer and sent with send(2) (RPCRDMA_SOFT_TXCOPY
+ * overrides, 0 = never): cheaper than the kernel importing a 3-entry iovec
+ * for a small Send. Tagged payloads are never copied. */
+#define SOFT_TX_COPY_MAX 256
 #define SOFT_STAGE 65536
 /* bytes read behind a direct payload: pad + CRC + the next FPDU's header */
 #define SOFT_STAGE_TAIL 64
@@ -89,6 +94,7 @@ struct soft_ctx {
 	struct soft_obj live;        /* list head */
 	uint32_t next_qpn;
 	bool fast_wait;              /* fast waits allowed (RPCRDMA_SOFT_WAIT) */
+	uint32_t tx_copy_max;        /* SOFT_TX_COPY_MAX or RPCRDMA_SOFT_TXCOPY */
 	struct soft_cq *cqs;         /* every CQ (lock), for soft_interrupt */
 	/* CLOCK_MONOTONIC_COARSE resolution when the default environment's
 	 * clock is in use (leases and wait deadlines read the cheap coarse
@@ -133,6 +139,8 @@ struct soft_cq {
 	_Atomic uint64_t fast_off_until;
 	_Atomic uint64_t fast_reads;   /* statistics: blocking reads done */
 	_Atomic uint64_t fast_foreign; /* events from other threads meanwhile */
+	uint64_t fast_direct;          /* statistics: completions handed over
+					* directly (written by the fast waiter) */
 	atomic_int intr;             /* rr_context_interrupt latch */
 	struct soft_cq *next_cq;     /* ctx->cqs (ctx->lock) */
 };
@@ -243,6 +251,7 @@ struct soft_qp {
 	bool term_pending;
 	uint8_t term_fpdu[RR_TERM_FPDU_MAX];
 	size_t term_len;
+	uint8_t txcopy[SOFT_TX_COPY_MAX]; /* a small untagged FPDU, whole */
 	uint64_t last_inline_ns;
 	/* fast wait (rx_lock): fast_ok: the socket blocks (O_NONBLOCK off,
 	 * SO_RCVTIMEO set; every other call passes MSG_DONTWAIT); fast_rd: a
@@ -336,7 +345,15 @@ int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool bloc
  * transmit and the fast wait is not off, receives for it with a blocking
  * recvmsg and returns true (completions, if any, are in the ring); false
  * when the general epoll wait must be used. */
-bool soft_io_cq_fast_wait(struct soft_cq *q);
+/* Completions a fast waiter receives for itself go straight into its
+ * rpcrdma_cq_wait array (no ring push + poll) while the ring is empty and
+ * not armed and room is left; see soft_cq_push. */
+struct soft_direct {
+	struct soft_cq *q;
+	struct rpcrdma_wc *wc;
+	int n, got;
+};
+bool soft_io_cq_fast_wait(struct soft_cq *q, struct soft_direct *d);
 /* The non-blocking counterpart for poll_cq / get_event: on a CQ with one
  * connected QP (nothing to transmit), receives with one recvmsg instead of
  * epoll_wait(0) + recvmsg. false: use soft_io_cq_progress. */

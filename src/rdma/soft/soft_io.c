@@ -17,13 +17,31 @@
 
 /* -------------------------------------------------------- syscalls -- */
 
+/* One buffer goes through send/recv: no msghdr and no iovec array for the
+ * kernel to copy in and check (sendmsg/recvmsg do both on every call;
+ * measurable per message on a paravirtualised VM, docs/perf-notes/fast2.md). */
 ssize_t soft_io_writev(int fd, const struct iovec *iov, unsigned cnt)
 {
 	struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = cnt};
 	ssize_t n;
 
 	do
-		n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		n = cnt == 1 ? send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL | MSG_DONTWAIT)
+			     : sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
+static ssize_t readv_flags(int fd, struct iovec *iov, unsigned cnt, int flags)
+{
+	struct msghdr m = {.msg_iov = iov, .msg_iovlen = cnt};
+	ssize_t n;
+
+	do
+		n = cnt == 1 ? recv(fd, iov[0].iov_base, iov[0].iov_len, flags)
+			     : recvmsg(fd, &m, flags);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
@@ -32,28 +50,12 @@ ssize_t soft_io_writev(int fd, const struct iovec *iov, unsigned cnt)
 
 ssize_t soft_io_readv(int fd, struct iovec *iov, unsigned cnt)
 {
-	struct msghdr m = {.msg_iov = iov, .msg_iovlen = cnt};
-	ssize_t n;
-
-	do
-		n = recvmsg(fd, &m, MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	return n;
+	return readv_flags(fd, iov, cnt, MSG_DONTWAIT);
 }
 
 ssize_t soft_io_readv_wait(int fd, struct iovec *iov, unsigned cnt)
 {
-	struct msghdr m = {.msg_iov = iov, .msg_iovlen = cnt};
-	ssize_t n;
-
-	do
-		n = recvmsg(fd, &m, 0);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	return n;
+	return readv_flags(fd, iov, cnt, 0);
 }
 
 int soft_io_fast_setup(int fd)
@@ -285,6 +287,8 @@ void soft_io_cq_fini(struct soft_cq *q)
  * no wake-up (for itself; tls_inline_waiter: it is one of q->waiting). */
 static __thread struct soft_cq *tls_inline_cq;
 static __thread bool tls_inline_waiter;
+/* The fast waiter's own array (soft_io_cq_fast_wait), or NULL. */
+static __thread struct soft_direct *tls_direct;
 
 void soft_cq_fast_off(struct soft_cq *q)
 {
@@ -295,7 +299,20 @@ void soft_cq_fast_off(struct soft_cq *q)
 void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 {
 	bool own = tls_inline_cq == q;
+	struct soft_direct *d = tls_direct;
 
+	/* The fast waiter's own completion, nothing older in the ring: hand
+	 * it over directly. Per work queue order holds: pushes of one queue
+	 * are serialized by its lock (rx_lock / tx_lock), so a completion
+	 * another thread pushed earlier is seen here as a pending ring and
+	 * everything after it goes to the ring too. An armed ring takes the
+	 * push (its notification semantics stay the ring's). */
+	if (d && d->q == q && own && d->got < d->n && !rr_cq_ring_pending(&q->ring) &&
+	    !rr_cq_ring_armed(&q->ring)) {
+		d->wc[d->got++] = *wc;
+		q->fast_direct++;
+		return;
+	}
 	/* Pushed by the consumer's own inline progress: it polls the ring
 	 * next (poll, wait, get_event then poll), so no fd notification. */
 	rr_cq_ring_push_ex(&q->ring, wc, own);
@@ -442,7 +459,7 @@ bool soft_io_cq_fast_poll(struct soft_cq *q)
 	return true;
 }
 
-bool soft_io_cq_fast_wait(struct soft_cq *q)
+bool soft_io_cq_fast_wait(struct soft_cq *q, struct soft_direct *d)
 {
 	struct soft_qp *qp = NULL;
 	bool ok;
@@ -481,7 +498,9 @@ bool soft_io_cq_fast_wait(struct soft_cq *q)
 	}
 	tls_inline_cq = q;
 	tls_inline_waiter = true;
+	tls_direct = d;
 	soft_qp_rx_fast(qp); /* releases rx_lock */
+	tls_direct = NULL;
 	tls_inline_cq = NULL;
 	return true;
 }

@@ -31,6 +31,14 @@ static int soft_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_
 		const char *w = getenv("RPCRDMA_SOFT_WAIT");
 
 		c->fast_wait = !(w && !strcmp(w, "epoll"));
+		/* RPCRDMA_SOFT_TXCOPY=N: copy small Sends up to N bytes (A/B) */
+		w = getenv("RPCRDMA_SOFT_TXCOPY");
+		c->tx_copy_max = SOFT_TX_COPY_MAX;
+		if (w && *w) {
+			unsigned long v = strtoul(w, NULL, 10);
+
+			c->tx_copy_max = (uint32_t)RR_MIN(v, (unsigned long)SOFT_TX_COPY_MAX);
+		}
 	}
 	{
 		struct timespec res;
@@ -311,6 +319,7 @@ static int soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_ms)
 {
 	struct soft_cq *q = scq_of(cq);
+	struct soft_direct d = {.q = q, .wc = wc, .n = n > 0 && wc ? n : 0};
 	uint64_t end = 0, now = 0;
 	int got;
 
@@ -339,8 +348,15 @@ static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int time
 			ms = (int)((end - now + 999999u) / 1000000u);
 			now = 0;
 		}
-		if ((ms < 0 || ms >= SOFT_FAST_BLOCK_MS) && soft_io_cq_fast_wait(q))
+		if ((ms < 0 || ms >= SOFT_FAST_BLOCK_MS) && soft_io_cq_fast_wait(q, &d)) {
+			if (d.got) {
+				/* its own completions, handed over directly; what
+				 * came after the array was full is in the ring */
+				got = d.got;
+				break;
+			}
 			continue;
+		}
 		r = soft_io_cq_progress(q, ms, true, true);
 		if (r < 0) {
 			got = r;
@@ -553,6 +569,15 @@ static enum rpcrdma_wc_opcode wc_op(enum rpcrdma_wr_opcode op)
 	}
 }
 
+/* (@a + @b) mod @cap for @a < @cap and @b <= @cap: ring indices without a
+ * division (a div costs tens of cycles; several per message). */
+static inline uint32_t ring_idx(uint32_t a, uint32_t b, uint32_t cap)
+{
+	uint32_t i = a + b;
+
+	return i >= cap ? i - cap : i;
+}
+
 /* Pops finished WQEs in order and completes them (tx_lock held). */
 static void sq_complete_locked(struct soft_qp *qp)
 {
@@ -576,7 +601,7 @@ static void sq_complete_locked(struct soft_qp *qp)
 		}
 		rr_free(qp->ctx->env, w->inline_buf);
 		w->inline_buf = NULL;
-		qp->sq_head = (qp->sq_head + 1) % qp->sq_cap;
+		qp->sq_head = ring_idx(qp->sq_head, 1, qp->sq_cap);
 		qp->sq_count--;
 		qp->sq_next--;
 	}
@@ -584,7 +609,7 @@ static void sq_complete_locked(struct soft_qp *qp)
 
 static struct soft_wqe *sq_at(struct soft_qp *qp, uint32_t i)
 {
-	return &qp->sq[(qp->sq_head + i) % qp->sq_cap];
+	return &qp->sq[ring_idx(qp->sq_head, i, qp->sq_cap)];
 }
 
 /* The oldest WQE waiting for a Read or Commit Response. */
@@ -816,7 +841,7 @@ static int soft_post_recv(struct rr_qp *base, struct rpcrdma_recv_wr *wr, struct
 			ret = -ENOMEM;
 			break;
 		}
-		e = &qp->rq[(qp->rq_head + qp->rq_count) % qp->rq_cap];
+		e = &qp->rq[ring_idx(qp->rq_head, qp->rq_count, qp->rq_cap)];
 		r = sge_resolve(qp, wr->sg_list, wr->num_sge, RPCRDMA_ACCESS_LOCAL_WRITE, e->iov,
 				&e->iovcnt, &tot);
 		if (r) {
@@ -842,7 +867,7 @@ static void soft_qp_error_tx_locked(struct soft_qp *qp, const struct rr_term *t)
 static bool tx_pick(struct soft_qp *qp)
 {
 	if (qp->irq_sent < qp->irq_count) {
-		struct soft_irqe *e = &qp->irq[(qp->irq_head + qp->irq_sent) % qp->irq_cap];
+		struct soft_irqe *e = &qp->irq[ring_idx(qp->irq_head, qp->irq_sent, qp->irq_cap)];
 		if (e->commit) {
 			/* draft 3.2.3: everything placed before the request is
 			 * in memory already (in-order stream); make it durable. */
@@ -1015,7 +1040,7 @@ void soft_qp_tx_locked(struct soft_qp *qp)
 					w->byte_len = w->len;
 				}
 			}
-			qp->irq_head = (qp->irq_head + qp->b_irq_done) % qp->irq_cap;
+			qp->irq_head = ring_idx(qp->irq_head, qp->b_irq_done, qp->irq_cap);
 			qp->irq_count -= qp->b_irq_done;
 			qp->irq_sent -= qp->b_irq_done;
 			qp->b_irq_done = 0;
@@ -1043,6 +1068,18 @@ void soft_qp_tx_locked(struct soft_qp *qp)
 			}
 			if (r == 0 || f->last)
 				tx_msg_done(qp);
+		}
+		if (nf == 1 && qp->bcnt > 1 && qp->fpdu[0].len <= qp->ctx->tx_copy_max &&
+		    !(qp->fpdu[0].hdr[2] & (RR_DDP_T >> 8))) {
+			/* one small untagged FPDU: one buffer, one send(2) */
+			size_t off = 0;
+
+			for (unsigned i = 0; i < qp->bcnt; i++) {
+				memcpy(qp->txcopy + off, qp->biov[i].iov_base, qp->biov[i].iov_len);
+				off += qp->biov[i].iov_len;
+			}
+			qp->biov[0] = (struct iovec){qp->txcopy, off};
+			qp->bcnt = 1;
 		}
 		if (!qp->bcnt) {
 			sq_complete_locked(qp);
@@ -1109,7 +1146,7 @@ static void rq_flush_locked(struct soft_qp *qp)
 					.opcode = RPCRDMA_WC_RECV, .qp = RR_PUB(qp, &qp->base)};
 
 		soft_cq_push(qp->rcq, &wc);
-		qp->rq_head = (qp->rq_head + 1) % qp->rq_cap;
+		qp->rq_head = ring_idx(qp->rq_head, 1, qp->rq_cap);
 		qp->rq_count--;
 	}
 	qp->rq_flushed = true;
@@ -1260,7 +1297,7 @@ static int rx_event(struct soft_qp *qp, struct rr_ddp_event *ev)
 			}
 			if (ev->op == RR_OP_SEND_SE || ev->op == RR_OP_SEND_SE_INV)
 				wc.flags |= RPCRDMA_WC_SOLICITED;
-			qp->rq_head = (qp->rq_head + 1) % qp->rq_cap;
+			qp->rq_head = ring_idx(qp->rq_head, 1, qp->rq_cap);
 			qp->rq_count--;
 			soft_cq_push(qp->rcq, &wc);
 		}
@@ -1271,7 +1308,7 @@ static int rx_event(struct soft_qp *qp, struct rr_ddp_event *ev)
 		if (qp->irq_count >= qp->ird || qp->irq_count >= qp->irq_cap) {
 			code = RR_RXC_IRD;
 		} else {
-			struct soft_irqe *e = &qp->irq[(qp->irq_head + qp->irq_count) % qp->irq_cap];
+			struct soft_irqe *e = &qp->irq[ring_idx(qp->irq_head, qp->irq_count, qp->irq_cap)];
 			struct rr_mrt_ref ref = {0};
 			int r = 0;
 
