@@ -366,9 +366,7 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 	for (unsigned i = 0; i < c->nregs; i++)
 		if (!c->regs[i].valid)
 			return -EINVAL;
-	h = rr_alloc(r->env, sizeof(*h));
-	if (!h)
-		return -ENOMEM;
+	h = &r->hdr;
 	h->xid = c->xid;
 	h->vers = RR_XPRT_VERSION;
 	h->credit = credit;
@@ -401,7 +399,6 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 		segs_of(p, &c->regs[c->reply_reg], c->reply_len, h->reply.segs,
 			&h->reply.nsegs);
 	len = rr_xprt_hdr_encode(h, buf, cap);
-	rr_free(r->env, h);
 	if (len < 0)
 		return len;
 	off = (size_t)len;
@@ -542,12 +539,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	out->kind = RR_XPRT_R_DROP;
 	if (s)
 		s->recvs++;
-	h = rr_alloc(r->env, sizeof(*h));
-	if (!h) {
-		if (s)
-			s->dropped++;
-		return;
-	}
+	h = &r->hdr;
 	v = rr_xprt_hdr_decode_ext(buf, len, false, p->reply_inline, 0, p->reliable_reply, h);
 	c = v == RR_XPRT_V_DROP && len < 4 ? NULL :
 		rr_xprt_req_find(r, len >= 4 ? rr_get_be32(buf) : 0);
@@ -568,7 +560,6 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		 * XID we no longer know. */
 		if (h->nreads && rr_rrep_req_reply(r, NULL, h, out) == 0) {
 			out->inv_other = other;
-			rr_free(r->env, h);
 			return;
 		}
 		goto drop_quiet;
@@ -583,7 +574,6 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		if (s)
 			s->err_received++;
 		rr_xprt_rqst_forget(r, c);
-		rr_free(r->env, h);
 		return;
 	}
 	/* A Read list in a Reply needs the reliable-reply extension (the
@@ -610,7 +600,6 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		if (rr_rrep_req_reply(r, c, h, out))
 			goto bad;
 		out->inv_other = other;
-		rr_free(r->env, h);
 		return;
 	}
 	if (h->proc == RR_XPRT_NOMSG) {
@@ -646,7 +635,6 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	out->kind = RR_XPRT_R_REPLY;
 	out->inv_other = other;
 	rr_xprt_rqst_forget(r, c);
-	rr_free(r->env, h);
 	return;
 bad:
 	if (s)
@@ -658,7 +646,6 @@ drop_quiet:
 	memset(out, 0, sizeof(*out));
 	out->kind = RR_XPRT_R_DROP;
 	out->inv_other = other;
-	rr_free(r->env, h);
 }
 
 void rr_xprt_rqst_release(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
