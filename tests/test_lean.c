@@ -376,3 +376,47 @@ TEST(lean_mrt_key_randomness_pooled)
 		CHECK_EQ(t.rnd[i], 0);
 	CHECK_EQ(te.live, 0);
 }
+
+/* The requester's kept call: a Long Call (pull-up buffer, Reply chunk) is
+ * released, and the next prepared call is the same memory with nothing of
+ * the first left: no pull-up, no Reply chunk, its own form, registrations
+ * and XID; a second released call (one is already kept) is freed. */
+TEST(lean_req_call_reuse_fresh)
+{
+	static struct lean t;
+	struct rr_xprt_rqst *c, *c2, *c3;
+	struct rr_xprt_part lp = {head, 2000, false}, sp = {head, 64, false};
+	struct rr_xprt_rqst_desc ld = {.xid = 51, .parts = &lp, .nparts = 1,
+				       .max_reply = 200000};
+	struct rr_xprt_rqst_desc sd = {.xid = 52, .parts = &sp, .nparts = 1, .max_reply = 64};
+	long live;
+
+	lean_init(&t, false);
+	lean_call_hdr(head, 51, 2000, 8);
+	REQUIRE_EQ(rr_xprt_rqst_prepare(&t.req, &ld, &c), 0);
+	CHECK_EQ(c->form, RR_XPRT_FORM_LONG);
+	CHECK(c->pullup != NULL && c->reply_buf != NULL && c->reply_reg >= 0);
+	CHECK_EQ(c->nregs, 2);
+	rr_xprt_rqst_release(&t.req, c);
+	CHECK(t.req.spare == c);
+	REQUIRE_EQ(rr_xprt_rqst_prepare(&t.req, &sd, &c2), 0);
+	CHECK(c2 == c);
+	CHECK(t.req.spare == NULL);
+	CHECK_EQ(c2->xid, 52);
+	CHECK_EQ(c2->form, RR_XPRT_FORM_SHORT);
+	CHECK(c2->pullup == NULL && c2->reply_buf == NULL);
+	CHECK_EQ(c2->pullup_reg, -1);
+	CHECK_EQ(c2->reply_reg, -1);
+	CHECK_EQ(c2->nregs, 0);
+	CHECK(!c2->outstanding && c2->next == NULL && c2->user == NULL);
+	REQUIRE_EQ(rr_xprt_rqst_prepare(&t.req, &sd, &c3), 0);
+	CHECK(c3 != c2);
+	rr_xprt_rqst_release(&t.req, c2);
+	live = t.te.live;
+	rr_xprt_rqst_release(&t.req, c3);   /* one kept already: freed */
+	CHECK_EQ(t.te.live, live - 1);
+	rr_xprt_req_fini(&t.req);
+	rr_xprt_rsp_fini(&t.rsp);
+	CHECK(t.req.spare == NULL);
+	CHECK_EQ(t.te.live, 0);
+}

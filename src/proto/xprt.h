@@ -292,11 +292,13 @@ struct rr_xprt_rqst {
 	int reply_reg;                   /* Reply chunk, -1 if none */
 	uint8_t *reply_buf;
 	uint32_t reply_len;
-	struct rr_xprt_reg regs[RR_XPRT_MAX_REGS];
 	unsigned nregs;
 	bool outstanding;                /* in the XID table awaiting a Reply */
 	struct rr_xprt_rqst *next;       /* XID table chain */
 	void *user;                      /* driver's cookie */
+	/* Last: a call is zeroed up to here when prepared; regs[i] is set for
+	 * every i < nregs (add_reg). */
+	struct rr_xprt_reg regs[RR_XPRT_MAX_REGS];
 };
 
 /* The result of a received Reply. */
@@ -343,6 +345,7 @@ struct rr_xprt_requester {
 		uint8_t *buf;
 		uint32_t len;
 	} rcache[4];                     /* recycled Reply chunk buffers */
+	struct rr_xprt_rqst *spare;      /* one released call, reused */
 	/* The header marshalled into each Call and decoded from each Reply
 	 * (~19 KiB): kept here, not allocated per RPC (a malloc/free of that
 	 * size per message can make the allocator trim and re-fault pages).

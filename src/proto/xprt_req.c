@@ -107,6 +107,30 @@ void rr_xprt_req_fini(struct rr_xprt_requester *r)
 		rr_free(r->env, r->rcache[i].buf);
 		r->rcache[i].buf = NULL;
 	}
+	rr_free(r->env, r->spare);
+	r->spare = NULL;
+}
+
+/* A call zeroed up to its registrations: the kept one, or a new one. */
+static struct rr_xprt_rqst *rqst_get(struct rr_xprt_requester *r)
+{
+	struct rr_xprt_rqst *c = r->spare;
+
+	if (c)
+		r->spare = NULL;
+	else
+		c = rr_alloc(r->env, sizeof(*c));
+	if (c)
+		memset(c, 0, offsetof(struct rr_xprt_rqst, regs));
+	return c;
+}
+
+static void rqst_put(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+{
+	if (r->spare)
+		rr_free(r->env, c);
+	else
+		r->spare = c;
 }
 
 static void free_bufs(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
@@ -290,7 +314,7 @@ int rr_xprt_rqst_prepare(struct rr_xprt_requester *r, const struct rr_xprt_rqst_
 	for (unsigned i = 0; i < d->nsinks; i++)
 		if (d->sinks[i].len == 0 || !d->sinks[i].base)
 			return -EINVAL;
-	c = rr_zalloc(r->env, sizeof(*c));
+	c = rqst_get(r);
 	if (!c)
 		return -ENOMEM;
 	for (unsigned i = 0; i < d->nparts; i++) {
@@ -318,13 +342,13 @@ int rr_xprt_rqst_prepare(struct rr_xprt_requester *r, const struct rr_xprt_rqst_
 	rc = plan(r, c);
 	if (rc) {
 		free_bufs(r, c);
-		rr_free(r->env, c);
+		rqst_put(r, c);
 		return rc;
 	}
 	*out = c;
 	return 0;
 inval:
-	rr_free(r->env, c);
+	rqst_put(r, c);
 	return -EINVAL;
 }
 
@@ -654,5 +678,5 @@ void rr_xprt_rqst_release(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 		return;
 	rr_xprt_rqst_forget(r, c);
 	free_bufs(r, c);
-	rr_free(r->env, c);
+	rqst_put(r, c);
 }
