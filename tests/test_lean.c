@@ -7,9 +7,16 @@
  * stay drawn from rr_random, one draw per many registrations). Every cache is
  * bounded, freed by its fini (the test allocator's live count), and leaks
  * nothing of one message into the next. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "test.h"
+#include "rpcrdma/rpc.h"
 #include "proto/xprt.h"
 #include "rdma/mr_table.h"
 #include "rpcrdma/rdma.h"
@@ -419,4 +426,47 @@ TEST(lean_req_call_reuse_fresh)
 	rr_xprt_rsp_fini(&t.rsp);
 	CHECK(t.req.spare == NULL);
 	CHECK_EQ(t.te.live, 0);
+}
+
+/* The client's deadline clock (default environment: the coarse monotonic
+ * clock plus its resolution) is never early: a Call to a peer that accepts
+ * and never answers times out no sooner than its timeout by
+ * CLOCK_MONOTONIC, and not much later; then destroying the call (one
+ * critical section with the cancel) and the client returns. */
+TEST(lean_rpc_deadline_never_early)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+	int ls = socket(AF_INET, SOCK_STREAM, 0);
+	struct rpcrdma_client *c;
+	struct rpcrdma_call *call;
+	struct timespec t0, t1;
+	char url[64];
+	uint64_t ms;
+
+	REQUIRE(ls >= 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	REQUIRE_EQ(bind(ls, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	REQUIRE_EQ(listen(ls, 4), 0);
+	REQUIRE_EQ(getsockname(ls, (struct sockaddr *)&sa, &sl), 0);
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%u", ntohs(sa.sin_port));
+	REQUIRE_EQ(rpcrdma_client_create(url, 0x2f5a0099, 1, NULL, &c), 0);
+	for (int i = 0; i < 3; i++) {
+		REQUIRE_EQ(rpcrdma_call_create(c, 0, &call), 0);
+		rpcrdma_call_set_timeout(call, 60);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		CHECK_EQ(rpcrdma_call_run(call), -ETIMEDOUT);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		ms = ((uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec -
+		      (uint64_t)t0.tv_nsec) / 1000000u;
+		CHECK(ms >= 60);
+		CHECK(ms < 2000);
+		rpcrdma_call_destroy(call);
+	}
+	/* A pending asynchronous call destroyed: cancelled, freed (ASan). */
+	REQUIRE_EQ(rpcrdma_call_create(c, 0, &call), 0);
+	REQUIRE_EQ(rpcrdma_call_start(call, NULL, NULL), 0);
+	rpcrdma_call_destroy(call);
+	rpcrdma_client_destroy(c);
+	close(ls);
 }
