@@ -292,11 +292,13 @@ struct rr_xprt_rqst {
 	int reply_reg;                   /* Reply chunk, -1 if none */
 	uint8_t *reply_buf;
 	uint32_t reply_len;
-	struct rr_xprt_reg regs[RR_XPRT_MAX_REGS];
 	unsigned nregs;
 	bool outstanding;                /* in the XID table awaiting a Reply */
 	struct rr_xprt_rqst *next;       /* XID table chain */
 	void *user;                      /* driver's cookie */
+	/* Last: a call is zeroed up to here when prepared; regs[i] is set for
+	 * every i < nregs (add_reg). */
+	struct rr_xprt_reg regs[RR_XPRT_MAX_REGS];
 };
 
 /* The result of a received Reply. */
@@ -343,6 +345,13 @@ struct rr_xprt_requester {
 		uint8_t *buf;
 		uint32_t len;
 	} rcache[4];                     /* recycled Reply chunk buffers */
+	struct rr_xprt_rqst *spare;      /* one released call, reused */
+	/* The header marshalled into each Call and decoded from each Reply
+	 * (~19 KiB): kept here, not allocated per RPC (a malloc/free of that
+	 * size per message can make the allocator trim and re-fault pages).
+	 * Every use sets the counts it reads; nothing of a previous message
+	 * reaches the wire (the encoder writes only what the counts name). */
+	struct rr_xprt_hdr hdr;
 };
 
 /* Initialises a requester core. Borrows @env and @stats for its lifetime. */
@@ -421,27 +430,31 @@ enum rr_xprt_rsp_action {
 
 /* A received Call in progress (responder receive context). */
 struct rr_xprt_rcall {
+	/* Scalars first: a context is zeroed up to @hdr when (re)used; the
+	 * header and the arrays after it are read only below the counts the
+	 * decoder and rr_xprt_rsp_recv set. */
 	uint32_t xid;
 	uint32_t credit;             /* requested credits */
 	uint32_t proc;
-	struct rr_xprt_hdr hdr;      /* the Call's header (chunks) */
 	uint8_t *buf;                /* rebuilt stream (+ staging for Long Call) */
 	uint32_t buf_len;
+	uint32_t buf_cap;            /* bytes allocated at @buf (>= buf_len) */
 	uint8_t *msg;                /* the Call message */
 	uint32_t msg_len;
-	struct rr_xprt_read_op reads[RR_XPRT_MAX_READS];
 	uint32_t nreads;
 	uint32_t read_bytes;
 	/* Layout plan, used by assemble: inline pieces to copy. */
 	uint32_t ncopies;
+	uint32_t nitems;            /* Read chunks other than position zero */
+	struct rr_xprt_reg reg;     /* read sink registration (driver fills) */
+	void *user;
+	struct rr_xprt_hdr hdr;      /* the Call's header (chunks) */
+	struct rr_xprt_read_op reads[RR_XPRT_MAX_READS];
 	struct {
 		uint32_t dst, src, len;
 		bool from_stage;    /* Long Call: from the position-zero staging */
 	} copies[RR_XPRT_MAX_ITEMS + 1];
-	uint32_t nitems;            /* Read chunks other than position zero */
 	uint32_t item_pos[RR_XPRT_MAX_ITEMS], item_len[RR_XPRT_MAX_ITEMS];
-	struct rr_xprt_reg reg;     /* read sink registration (driver fills) */
-	void *user;
 };
 
 #define RR_XPRT_RSP_SPARES 16u
@@ -458,7 +471,15 @@ struct rr_xprt_responder {
 	unsigned nspares;
 	struct rr_xprt_rcall *spares[RR_XPRT_RSP_SPARES];
 	struct rr_xprt_hdr *scratch;
+	/* With spares kept: one released rebuilt-Call buffer (capacity at
+	 * most RR_XPRT_RSP_BUF_KEEP) is reused by the next Call that fits
+	 * (a malloc/free of 96 KiB .. 1 MiB per Call makes glibc trim and
+	 * regrow the heap, or mmap/munmap, around it). */
+	uint8_t *spare_buf;
+	uint32_t spare_buf_cap;
 };
+
+#define RR_XPRT_RSP_BUF_KEEP ((1u << 20) + 65536u)
 
 void rr_xprt_rsp_init(struct rr_xprt_responder *s, const struct rpcrdma_env *env,
 		      const struct rr_xprt_params *p, struct rr_xprt_stats *stats);

@@ -107,6 +107,30 @@ void rr_xprt_req_fini(struct rr_xprt_requester *r)
 		rr_free(r->env, r->rcache[i].buf);
 		r->rcache[i].buf = NULL;
 	}
+	rr_free(r->env, r->spare);
+	r->spare = NULL;
+}
+
+/* A call zeroed up to its registrations: the kept one, or a new one. */
+static struct rr_xprt_rqst *rqst_get(struct rr_xprt_requester *r)
+{
+	struct rr_xprt_rqst *c = r->spare;
+
+	if (c)
+		r->spare = NULL;
+	else
+		c = rr_alloc(r->env, sizeof(*c));
+	if (c)
+		memset(c, 0, offsetof(struct rr_xprt_rqst, regs));
+	return c;
+}
+
+static void rqst_put(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+{
+	if (r->spare)
+		rr_free(r->env, c);
+	else
+		r->spare = c;
 }
 
 static void free_bufs(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
@@ -290,7 +314,7 @@ int rr_xprt_rqst_prepare(struct rr_xprt_requester *r, const struct rr_xprt_rqst_
 	for (unsigned i = 0; i < d->nsinks; i++)
 		if (d->sinks[i].len == 0 || !d->sinks[i].base)
 			return -EINVAL;
-	c = rr_zalloc(r->env, sizeof(*c));
+	c = rqst_get(r);
 	if (!c)
 		return -ENOMEM;
 	for (unsigned i = 0; i < d->nparts; i++) {
@@ -318,13 +342,13 @@ int rr_xprt_rqst_prepare(struct rr_xprt_requester *r, const struct rr_xprt_rqst_
 	rc = plan(r, c);
 	if (rc) {
 		free_bufs(r, c);
-		rr_free(r->env, c);
+		rqst_put(r, c);
 		return rc;
 	}
 	*out = c;
 	return 0;
 inval:
-	rr_free(r->env, c);
+	rqst_put(r, c);
 	return -EINVAL;
 }
 
@@ -366,9 +390,7 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 	for (unsigned i = 0; i < c->nregs; i++)
 		if (!c->regs[i].valid)
 			return -EINVAL;
-	h = rr_alloc(r->env, sizeof(*h));
-	if (!h)
-		return -ENOMEM;
+	h = &r->hdr;
 	h->xid = c->xid;
 	h->vers = RR_XPRT_VERSION;
 	h->credit = credit;
@@ -401,7 +423,6 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 		segs_of(p, &c->regs[c->reply_reg], c->reply_len, h->reply.segs,
 			&h->reply.nsegs);
 	len = rr_xprt_hdr_encode(h, buf, cap);
-	rr_free(r->env, h);
 	if (len < 0)
 		return len;
 	off = (size_t)len;
@@ -542,12 +563,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	out->kind = RR_XPRT_R_DROP;
 	if (s)
 		s->recvs++;
-	h = rr_alloc(r->env, sizeof(*h));
-	if (!h) {
-		if (s)
-			s->dropped++;
-		return;
-	}
+	h = &r->hdr;
 	v = rr_xprt_hdr_decode_ext(buf, len, false, p->reply_inline, 0, p->reliable_reply, h);
 	c = v == RR_XPRT_V_DROP && len < 4 ? NULL :
 		rr_xprt_req_find(r, len >= 4 ? rr_get_be32(buf) : 0);
@@ -568,7 +584,6 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		 * XID we no longer know. */
 		if (h->nreads && rr_rrep_req_reply(r, NULL, h, out) == 0) {
 			out->inv_other = other;
-			rr_free(r->env, h);
 			return;
 		}
 		goto drop_quiet;
@@ -583,7 +598,6 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		if (s)
 			s->err_received++;
 		rr_xprt_rqst_forget(r, c);
-		rr_free(r->env, h);
 		return;
 	}
 	/* A Read list in a Reply needs the reliable-reply extension (the
@@ -610,7 +624,6 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		if (rr_rrep_req_reply(r, c, h, out))
 			goto bad;
 		out->inv_other = other;
-		rr_free(r->env, h);
 		return;
 	}
 	if (h->proc == RR_XPRT_NOMSG) {
@@ -646,7 +659,6 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	out->kind = RR_XPRT_R_REPLY;
 	out->inv_other = other;
 	rr_xprt_rqst_forget(r, c);
-	rr_free(r->env, h);
 	return;
 bad:
 	if (s)
@@ -658,7 +670,6 @@ drop_quiet:
 	memset(out, 0, sizeof(*out));
 	out->kind = RR_XPRT_R_DROP;
 	out->inv_other = other;
-	rr_free(r->env, h);
 }
 
 void rr_xprt_rqst_release(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
@@ -667,5 +678,5 @@ void rr_xprt_rqst_release(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 		return;
 	rr_xprt_rqst_forget(r, c);
 	free_bufs(r, c);
-	rr_free(r->env, c);
+	rqst_put(r, c);
 }

@@ -29,19 +29,59 @@ void rr_xprt_rsp_fini(struct rr_xprt_responder *s)
 		rr_free(s->env, s->spares[--s->nspares]);
 	rr_free(s->env, s->scratch);
 	s->scratch = NULL;
+	rr_free(s->env, s->spare_buf);
+	s->spare_buf = NULL;
+	s->spare_buf_cap = 0;
 	s->max_spares = 0;
 }
 
-/* A zeroed Call context: a spare one, or a new one. */
+/* A Call context, a spare one or a new one, with its scalars zeroed (the
+ * header and arrays behind them are only read below the counts set while
+ * parsing; zeroing all ~21 KiB per Call was most of a NULL Call's work). */
 static struct rr_xprt_rcall *rcall_get(struct rr_xprt_responder *s)
 {
 	struct rr_xprt_rcall *rc;
 
-	if (!s->nspares)
-		return rr_zalloc(s->env, sizeof(*rc));
-	rc = s->spares[--s->nspares];
-	memset(rc, 0, sizeof(*rc));
+	if (s->nspares)
+		rc = s->spares[--s->nspares];
+	else
+		rc = rr_alloc(s->env, sizeof(*rc));
+	if (rc)
+		memset(rc, 0, offsetof(struct rr_xprt_rcall, hdr));
 	return rc;
+}
+
+/* The rebuilt-Call buffer of @len bytes (> 0): the kept one if it is large
+ * enough, or a new one. Its bytes are all overwritten before the Call is
+ * delivered (inline copies, RDMA Reads, zero padding). */
+static uint8_t *cbuf_get(struct rr_xprt_responder *s, uint32_t len, uint32_t *cap)
+{
+	uint8_t *b;
+
+	if (s->spare_buf && s->spare_buf_cap >= len) {
+		b = s->spare_buf;
+		*cap = s->spare_buf_cap;
+		s->spare_buf = NULL;
+		s->spare_buf_cap = 0;
+		return b;
+	}
+	b = rr_alloc(s->env, len);
+	*cap = b ? len : 0;
+	return b;
+}
+
+static void cbuf_put(struct rr_xprt_responder *s, uint8_t *b, uint32_t cap)
+{
+	if (!b)
+		return;
+	if (!s->max_spares || cap > RR_XPRT_RSP_BUF_KEEP || cap <= s->spare_buf_cap) {
+		rr_free(s->env, b);
+		return;
+	}
+	/* Keep the larger of the two. */
+	rr_free(s->env, s->spare_buf);
+	s->spare_buf = b;
+	s->spare_buf_cap = cap;
 }
 
 /* The Reply-building header: the kept one (reused), or a new one. */
@@ -89,8 +129,9 @@ void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc
 {
 	if (!rc)
 		return;
-	rr_free(s->env, rc->buf);
+	cbuf_put(s, rc->buf, rc->buf_cap);
 	rc->buf = NULL;
+	rc->buf_cap = 0;
 	if (s->nspares < s->max_spares)
 		s->spares[s->nspares++] = rc;
 	else
@@ -199,7 +240,7 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 	if (total > s->params.max_call || total + stage_len > UINT32_MAX)
 		goto chunk_err;
 	rc->buf_len = (uint32_t)(total + stage_len);
-	rc->buf = rr_alloc(s->env, rc->buf_len ? rc->buf_len : 4);
+	rc->buf = cbuf_get(s, rc->buf_len ? rc->buf_len : 4, &rc->buf_cap);
 	if (!rc->buf)
 		goto drop;
 

@@ -70,11 +70,30 @@ void rr_mrt_fini(struct rr_mrt *t)
 		rr_free(t->env, t->chunks[i]);
 	rr_free(t->env, t->chunks);
 	t->chunks = NULL;
+	memset(t->rnd, 0, sizeof(t->rnd));
+	t->rnd_left = 0;
 	pthread_mutex_destroy(&t->lock);
 }
 
+/* One unpredictable byte from the pool (refilled from rr_random). */
+static uint8_t rnd_byte(struct rr_mrt *t)
+{
+	uint8_t b;
+
+	if (!t->rnd_left) {
+		rr_random(t->env, t->rnd, sizeof(t->rnd));
+		t->rnd_left = sizeof(t->rnd);
+	}
+	b = t->rnd[sizeof(t->rnd) - t->rnd_left];
+	t->rnd[sizeof(t->rnd) - t->rnd_left] = 0;
+	t->rnd_left--;
+	return b;
+}
+
 /* Draws a key the slot has not issued in its epoch, advancing the epoch when
- * all 256 are used. -ENOSPC when the slot is exhausted (caller retires it). */
+ * all 256 are used: up to 16 random bytes until one is a free key, else the
+ * first free key after the first byte. -ENOSPC when the slot is exhausted
+ * (caller retires it). */
 static int slot_rekey(struct rr_mrt *t, uint32_t slot, struct rr_mrt_entry *e)
 {
 	uint8_t rnd[16];
@@ -87,10 +106,11 @@ static int slot_rekey(struct rr_mrt *t, uint32_t slot, struct rr_mrt_entry *e)
 		memset(e->keymap, 0, sizeof(e->keymap));
 		e->keys_used = 0;
 	}
-	rr_random(t->env, rnd, sizeof(rnd));
-	for (size_t i = 0; i < sizeof(rnd) && key < 0; i++)
+	for (size_t i = 0; i < sizeof(rnd) && key < 0; i++) {
+		rnd[i] = rnd_byte(t);
 		if (!(e->keymap[rnd[i] >> 6] >> (rnd[i] & 63) & 1))
 			key = rnd[i];
+	}
 	for (unsigned i = 0; key < 0 && i < 256; i++) {
 		unsigned k = (rnd[0] + i) & 255u;
 

@@ -75,6 +75,8 @@ struct rr_mrt_ref {
 
 struct rr_mrt_entry;
 
+#define RR_MRT_RND_POOL 256u
+
 struct rr_mrt {
 	pthread_mutex_t lock;
 	const struct rpcrdma_env *env;
@@ -87,6 +89,11 @@ struct rr_mrt {
 	uint32_t free_head;       /* free list of reusable slots (0 = none) */
 	uint32_t live;            /* slots in use */
 	uint32_t retired;
+	/* Key randomness drawn from rr_random RR_MRT_RND_POOL bytes at a time
+	 * (one system call per many registrations, not one each); every byte
+	 * is used once and wiped when used. */
+	uint8_t rnd[RR_MRT_RND_POOL];
+	uint32_t rnd_left;        /* unused bytes at the end of rnd[] */
 };
 
 /* Initializes @t with 2^@slot_bits slots (RR_MRT_SLOT_BITS_MIN..MAX). */

@@ -66,7 +66,22 @@ struct rpcrdma_client {
 	struct rpcrdma_call *pending;
 	unsigned cb_active;       /* completion callbacks running or queued */
 	struct rpcrdma_call *deferred;  /* callbacks for the timer thread */
+	uint64_t coarse_res_ns;   /* default env: CLOCK_MONOTONIC_COARSE tick */
 };
+
+/* A new call's deadline base: with the default environment the coarse
+ * monotonic clock plus its resolution (a few ns where CLOCK_MONOTONIC costs
+ * ~100 ns on a VM; never behind CLOCK_MONOTONIC, which the timer thread
+ * compares against, so a deadline is never early and at most one tick
+ * late), else the injected clock. */
+static uint64_t deadline_base(const struct rpcrdma_client *c)
+{
+	struct timespec ts;
+
+	if (!c->coarse_res_ns || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+		return rr_now_ns(c->env);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + c->coarse_res_ns;
+}
 
 static void call_free(struct rpcrdma_call *call)
 {
@@ -270,6 +285,14 @@ RPCRDMA_API int rpcrdma_client_create(const char *url, uint32_t prog, uint32_t v
 	if (c->max_msg > 0x7fffffffu)
 		c->max_msg = 0x7fffffffu;
 	rr_random(env, &c->next_xid, sizeof(c->next_xid));
+	{
+		struct timespec res;
+
+		if (rr_env(env)->now_ns == rpcrdma_env_default()->now_ns &&
+		    clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0 &&
+		    res.tv_nsec > 0 && res.tv_nsec <= 20000000)
+			c->coarse_res_ns = (uint64_t)res.tv_nsec;
+	}
 	c->cred.flavor = RR_RPC_AUTH_NONE;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cv, NULL);
@@ -521,7 +544,7 @@ RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_
 	call->done = done;
 	call->done_arg = arg;
 	call->status = 0;
-	call->deadline = rr_now_ns(c->env) +
+	call->deadline = deadline_base(c) +
 			 (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) * 1000000ull;
 
 	pthread_mutex_lock(&c->lock);
@@ -604,7 +627,7 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 {
 	struct rpcrdma_client *c;
-	uint64_t now, left_ms;
+	uint64_t left_ms;
 	int rc;
 
 	if (!call)
@@ -618,8 +641,9 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 	if (c->cls->client->wait) {
 		/* Let the transport receive on this thread (no handoff); the
 		 * timer thread still enforces the deadline. */
-		now = rr_now_ns(c->env);
-		left_ms = call->deadline > now ? (call->deadline - now) / 1000000u + 1 : 1;
+		/* The whole timeout (no second clock read: the deadline was
+		 * set a few microseconds ago and the timer enforces it). */
+		left_ms = (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) + 1;
 		c->cls->client->wait(c->xp, &call->xc, (uint32_t)RR_MIN(left_ms, (uint64_t)UINT32_MAX));
 	}
 	return rpcrdma_call_wait(call, -1);
@@ -668,9 +692,9 @@ RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call)
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
-	pthread_mutex_unlock(&c->lock);
-	rpcrdma_call_cancel(call);
-	pthread_mutex_lock(&c->lock);
+	/* rpcrdma_call_cancel, in the same critical section. */
+	if (call->state == CALL_PENDING && !call->aborting)
+		abort_call(c, call, -ECANCELED);
 	while (call->state == CALL_PENDING || call->cb_running || call->refs ||
 	       call->in_submit)
 		pthread_cond_wait(&c->cv, &c->lock);
