@@ -142,6 +142,12 @@ TEST(soft_fast_wait_direct_in_order)
 		post_recv(&n, s, 100 + i, 4096 + 256 * i, 256);
 		post_recv(&n, c, 200 + i, 16384 + 256 * i, 256);
 	}
+	/* The server CQ's consumer attends it first (a wait, then one
+	 * progress tick): until then the provider's progress thread serves
+	 * the new QP and its completions go through the ring. */
+	CHECK_EQ(rpcrdma_cq_wait(n.scq, 5, wc, 1), 0);
+	usleep(3 * SOFT_TICK_MS * 1000);
+	CHECK_EQ(rpcrdma_cq_wait(n.scq, 5, wc, 1), 0);
 	/* first a direct hand-over with nothing else around */
 	memset(n.buf, 0xa5, 64);
 	post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
