@@ -2650,6 +2650,31 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int statu
 	ep_wake(&c->ep);
 }
 
+/* One wait of the thread that holds the receiving role (c->waiter) for at
+ * most @left_ns (and 20 ms): sleeps on the connection's socket and receives
+ * on this thread (rpcrdma_cq_wait), then handles what came. Bounded so that
+ * state changes made by the progress thread (connection loss) are seen; the
+ * connection is not freed meanwhile (in_wait). Called and returns with the
+ * lock held; returns rpcrdma_cq_wait's result. */
+static int cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns)
+{
+	struct rpcrdma_wc wc[32];
+	int n;
+
+	cn->in_wait = true;
+	pthread_mutex_unlock(&c->ep.lock);
+	n = rpcrdma_cq_wait(cn->cq, (int)RR_ARRAY_SIZE(wc), wc,
+			    (int)RR_MIN(left_ns / 1000000u + 1, 20u));
+	pthread_mutex_lock(&c->ep.lock);
+	cn->in_wait = false;
+	for (int i = 0; i < n; i++)
+		cl_on_wc(c, cn, &wc[i]);
+	if (c->conn == cn && cn->dead && cn->established)
+		cl_conn_lost(c, cn);
+	deliver_upcalls(&c->ep);
+	return n;
+}
+
 void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t timeout_ms)
 {
 	uint64_t t0 = wait_start_ns(&c->ep), end = t0 + (uint64_t)timeout_ms * 1000000u;
@@ -2666,7 +2691,6 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t t
 	cn0 = c->conn;
 	while (rpc->priv && !c->destroying) {
 		struct tp_conn *cn = c->conn;
-		struct rpcrdma_wc wc[32];
 		uint64_t t;
 		int n;
 
@@ -2678,21 +2702,7 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t t
 		t0 = 0;
 		if (t >= end)
 			break;
-		/* Sleep on the connection's socket and receive on this thread
-		 * (rpcrdma_cq_wait); bounded so that state changes made by the
-		 * progress thread (connection loss) are seen. The connection
-		 * is not freed meanwhile (in_wait). */
-		cn->in_wait = true;
-		pthread_mutex_unlock(&c->ep.lock);
-		n = rpcrdma_cq_wait(cn->cq, (int)RR_ARRAY_SIZE(wc), wc,
-				    (int)RR_MIN((end - t) / 1000000u + 1, 20u));
-		pthread_mutex_lock(&c->ep.lock);
-		cn->in_wait = false;
-		for (int i = 0; i < n; i++)
-			cl_on_wc(c, cn, &wc[i]);
-		if (c->conn == cn && cn->dead && cn->established)
-			cl_conn_lost(c, cn);
-		deliver_upcalls(&c->ep);
+		n = cl_wait_once(c, cn, end - t);
 		if (n < 0)
 			break;
 	}
@@ -3575,25 +3585,12 @@ int rr_tp_client_push(struct rr_tp_client *c, struct rr_tp_push *p)
 			break;
 		}
 		if (!c->waiter || waiter) {
-			/* Sleep on the connection's socket and receive on
-			 * this thread (rpcrdma_cq_wait, as rr_tp_client_wait):
-			 * the Commit Response costs one recvmsg, not arm +
-			 * poll + epoll_wait + recvmsg. */
-			struct rpcrdma_wc wc[32];
+			/* the Commit Response costs one recvmsg, not arm +
+			 * poll + epoll_wait + recvmsg */
 			int n;
 
 			c->waiter = waiter = true;
-			cn->in_wait = true;
-			pthread_mutex_unlock(&c->ep.lock);
-			n = rpcrdma_cq_wait(cn->cq, (int)RR_ARRAY_SIZE(wc), wc,
-					    (int)RR_MIN((end - t) / 1000000u + 1, 20u));
-			pthread_mutex_lock(&c->ep.lock);
-			cn->in_wait = false;
-			for (int i = 0; i < n; i++)
-				cl_on_wc(c, cn, &wc[i]);
-			if (c->conn == cn && cn->dead && cn->established)
-				cl_conn_lost(c, cn);
-			deliver_upcalls(&c->ep);
+			n = cl_wait_once(c, cn, end - t);
 			if (n < 0 && !op.done) {
 				struct timespec ts;
 
