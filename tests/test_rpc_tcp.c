@@ -1324,6 +1324,19 @@ static void selfdestroy_body(void)
 	rpcrdma_client_destroy(c);
 	CHECK_EQ(atomic_load(&d.fired), 4);
 	CHECK_EQ(atomic_load(&d.status), -ECANCELED);
+	/* The server finishes every request it received before it shuts down,
+	 * held ones included: release all four, the last of which may still be
+	 * on its way to the handler (it hung here when released too early). */
+	for (int i = 0; i < 500; i++) {
+		unsigned n;
+
+		pthread_mutex_lock(&hold_lock);
+		n = nheld;
+		pthread_mutex_unlock(&hold_lock);
+		if (n >= 4)
+			break;
+		usleep(10000);
+	}
 	release_held(RPCRDMA_SVC_DROP);
 	rpcrdma_server_destroy(s);
 }
