@@ -1765,6 +1765,30 @@ static void usage(FILE *f)
 		"such (rdma:// until the RDMA transport is built in; tirpc without libtirpc).\n");
 }
 
+/* Sets want[i] for every comma-separated name of @list found in
+ * names[0..n-1]; 0, or -1 after saying which name is unknown (@what). */
+static int pick(const char *list, const char *const *names, int n, bool *want, const char *what)
+{
+	char buf[128], *save = NULL, *tok;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int i;
+
+		for (i = 0; i < n && strcmp(tok, names[i]); i++)
+			;
+		if (i == n) {
+			fprintf(stderr, "rpcrdma-bench: unknown %s '%s' (", what, tok);
+			for (i = 0; i < n; i++)
+				fprintf(stderr, "%s%s", i ? ", " : "", names[i]);
+			fprintf(stderr, ")\n");
+			return -1;
+		}
+		want[i] = true;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lopts[] = {
@@ -1811,36 +1835,9 @@ int main(int argc, char **argv)
 	}
 	if (quick && !dur_set)
 		dur = 0.15;
-	{
-		char buf[128], *save = NULL, *tok;
-
-		snprintf(buf, sizeof(buf), "%s", list);
-		for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-			int i;
-
-			for (i = 0; i < TP_N && strcmp(tok, tp_name[i]); i++)
-				;
-			if (i == TP_N) {
-				fprintf(stderr, "rpcrdma-bench: unknown transport '%s' (rdma, tcp, tirpc, "
-						"raw)\n", tok);
-				return 2;
-			}
-			tp_want[i] = true;
-		}
-		snprintf(buf, sizeof(buf), "%s", wlist);
-		for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-			int i;
-
-			for (i = 0; i < WL_N && strcmp(tok, wl_name[i]); i++)
-				;
-			if (i == WL_N) {
-				fprintf(stderr, "rpcrdma-bench: unknown workload '%s' (null, read, "
-						"write, outstanding, conns, push)\n", tok);
-				return 2;
-			}
-			wl_want[i] = true;
-		}
-	}
+	if (pick(list, tp_name, TP_N, tp_want, "transport") ||
+	    pick(wlist, wl_name, WL_N, wl_want, "workload"))
+		return 2;
 	signal(SIGPIPE, SIG_IGN);
 	srcbuf = malloc(MAXIO + 64);
 	if (!srcbuf) {
