@@ -3,6 +3,7 @@
  * tests can substitute all three. Also the library's error strings. */
 #include "common/common.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/random.h>
 #include <time.h>
@@ -93,6 +94,41 @@ uint64_t rr_now_ns(const struct rpcrdma_env *env)
 {
 	env = rr_env(env);
 	return env->now_ns(env->clock_ctx);
+}
+
+/* CLOCK_MONOTONIC_COARSE's resolution, read once; 0 when unusable. */
+static uint64_t coarse_res;
+static pthread_once_t coarse_once = PTHREAD_ONCE_INIT;
+
+static void coarse_init(void)
+{
+	struct timespec res;
+
+	if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0 &&
+	    res.tv_nsec > 0 && res.tv_nsec <= 20000000)
+		coarse_res = (uint64_t)res.tv_nsec;
+}
+
+uint64_t rr_coarse_res_ns(const struct rpcrdma_env *env)
+{
+	if (rr_env(env)->now_ns != default_env.now_ns)
+		return 0;
+	pthread_once(&coarse_once, coarse_init);
+	return coarse_res;
+}
+
+uint64_t rr_coarse_now_ns(const struct rpcrdma_env *env)
+{
+	struct timespec ts;
+
+	if (!rr_coarse_res_ns(env) || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+		return rr_now_ns(env);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t rr_deadline_now_ns(const struct rpcrdma_env *env)
+{
+	return rr_coarse_now_ns(env) + rr_coarse_res_ns(env);
 }
 
 void rr_random(const struct rpcrdma_env *env, void *buf, size_t len)

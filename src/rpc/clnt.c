@@ -66,22 +66,7 @@ struct rpcrdma_client {
 	struct rpcrdma_call *pending;
 	unsigned cb_active;       /* completion callbacks running or queued */
 	struct rpcrdma_call *deferred;  /* callbacks for the timer thread */
-	uint64_t coarse_res_ns;   /* default env: CLOCK_MONOTONIC_COARSE tick */
 };
-
-/* A new call's deadline base: with the default environment the coarse
- * monotonic clock plus its resolution (a few ns where CLOCK_MONOTONIC costs
- * ~100 ns on a VM; never behind CLOCK_MONOTONIC, which the timer thread
- * compares against, so a deadline is never early and at most one tick
- * late), else the injected clock. */
-static uint64_t deadline_base(const struct rpcrdma_client *c)
-{
-	struct timespec ts;
-
-	if (!c->coarse_res_ns || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
-		return rr_now_ns(c->env);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + c->coarse_res_ns;
-}
 
 static void call_free(struct rpcrdma_call *call)
 {
@@ -285,14 +270,6 @@ RPCRDMA_API int rpcrdma_client_create(const char *url, uint32_t prog, uint32_t v
 	if (c->max_msg > 0x7fffffffu)
 		c->max_msg = 0x7fffffffu;
 	rr_random(env, &c->next_xid, sizeof(c->next_xid));
-	{
-		struct timespec res;
-
-		if (rr_env(env)->now_ns == rpcrdma_env_default()->now_ns &&
-		    clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0 &&
-		    res.tv_nsec > 0 && res.tv_nsec <= 20000000)
-			c->coarse_res_ns = (uint64_t)res.tv_nsec;
-	}
 	c->cred.flavor = RR_RPC_AUTH_NONE;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cv, NULL);
@@ -544,7 +521,8 @@ RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_
 	call->done = done;
 	call->done_arg = arg;
 	call->status = 0;
-	call->deadline = deadline_base(c) +
+	/* never early, at most a coarse tick late (common.h) */
+	call->deadline = rr_deadline_now_ns(c->env) +
 			 (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) * 1000000ull;
 
 	pthread_mutex_lock(&c->lock);

@@ -165,7 +165,6 @@ struct tp_conn {
 struct tp_ep {
 	struct rr_tp_conf conf;
 	const struct rpcrdma_env *env;
-	uint64_t coarse_res_ns;   /* default env: CLOCK_MONOTONIC_COARSE tick */
 	struct rpcrdma_context *ctx;
 	struct rpcrdma_cm_channel *ch;
 	pthread_mutex_t lock;
@@ -339,19 +338,6 @@ static bool failed_take(struct rr_tp_server *s, struct tp_conn *cn, uint32_t xid
 static uint64_t now_ns(const struct tp_ep *ep)
 {
 	return rr_now_ns(ep->env);
-}
-
-/* A wait's start on the deadline clock: with the default environment the
- * coarse monotonic clock plus its resolution (a few ns where CLOCK_MONOTONIC
- * costs ~100 ns on a VM; never behind now_ns, so a wait never ends early,
- * and at most one tick late), else now_ns. */
-static uint64_t wait_start_ns(const struct tp_ep *ep)
-{
-	struct timespec ts;
-
-	if (!ep->coarse_res_ns || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
-		return now_ns(ep);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + ep->coarse_res_ns;
 }
 
 /* ---- connection resources ---- */
@@ -1818,15 +1804,6 @@ static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server,
 
 	ep->conf = *conf;
 	ep->env = rr_env(conf->env);
-	{
-		struct timespec res;
-
-		ep->coarse_res_ns = 0;
-		if (ep->env->now_ns == rpcrdma_env_default()->now_ns &&
-		    clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0 &&
-		    res.tv_nsec > 0 && res.tv_nsec <= 20000000)
-			ep->coarse_res_ns = (uint64_t)res.tv_nsec;
-	}
 	ep->is_server = server;
 	ep->evfd = -1;
 	if (ep->conf.credits == 0)
@@ -2677,7 +2654,7 @@ static int cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t lef
 
 void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t timeout_ms)
 {
-	uint64_t t0 = wait_start_ns(&c->ep), end = t0 + (uint64_t)timeout_ms * 1000000u;
+	uint64_t t0 = rr_deadline_now_ns(c->ep.env), end = t0 + (uint64_t)timeout_ms * 1000000u;
 	struct tp_conn *cn0 = NULL;
 	bool wake;
 

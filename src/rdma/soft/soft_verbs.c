@@ -40,14 +40,7 @@ static int soft_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_
 			c->tx_copy_max = (uint32_t)RR_MIN(v, (unsigned long)SOFT_TX_COPY_MAX);
 		}
 	}
-	{
-		struct timespec res;
-
-		if (env->now_ns == rpcrdma_env_default()->now_ns &&
-		    clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0 &&
-		    res.tv_nsec > 0 && res.tv_nsec <= 20000000)
-			c->coarse_res_ns = (uint64_t)res.tv_nsec;
-	}
+	c->coarse_res_ns = rr_coarse_res_ns(env);
 	pthread_mutex_init(&c->lock, NULL);
 	r = rr_mrt_init(&c->mrt, env, 16);
 	if (r) {
@@ -226,11 +219,7 @@ bool soft_cq_attended(struct soft_cq *q, uint64_t now)
  * VM; it lags by at most a tick, well inside SOFT_LEASE_NS). */
 static uint64_t lease_now(const struct soft_ctx *c)
 {
-	struct timespec ts;
-
-	if (!c->coarse_res_ns || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
-		return rr_now_ns(c->env);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return rr_coarse_now_ns(c->env);
 }
 
 /* A wait's deadline clock: lease_now; the deadline adds coarse_res_ns (the
