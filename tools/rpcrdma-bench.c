@@ -35,6 +35,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <dirent.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fileservice.h"
@@ -76,6 +78,17 @@ static int tp_port[TP_N];
 static pid_t tp_pid[TP_N];
 static double dur = 1.0;
 static bool quick;
+/* Spin-then-sleep budget in microseconds (--spin-us, else
+ * RPCRDMA_SOFT_SPIN_US, else 20): exported as RPCRDMA_SOFT_SPIN_US to the
+ * library in both processes and used by the raw "pingspin" floor. */
+#ifdef RPCRDMA_SPIN_US_MAX
+#define BENCH_SPIN_MAX RPCRDMA_SPIN_US_MAX
+#else
+#define BENCH_SPIN_MAX 1000u
+#endif
+#define BENCH_SPIN_DEFAULT 20u
+static unsigned spin_us = BENCH_SPIN_DEFAULT;
+static const char *spin_from = "default";
 static uint8_t *srcbuf;  /* MAXIO bytes of pattern (client WRITE data, server READ data) */
 
 /* ======================================================================
@@ -93,6 +106,10 @@ struct rec {
 	double ratio_raw, ratio_tirpc;  /* NaN-free: < 0 when not applicable */
 	double rtrips;       /* rdma: network round trips per operation, from the
 				client's counters; < 0 when not counted */
+	double ratio_spin;   /* latency records: p50 / raw "pingspin" p50; < 0: n/a */
+	double cpu_c, cpu_s; /* CPU us per operation of the client (this process)
+				and of the server child; < 0 when not measured */
+	int64_t cpu_c0, cpu_s0;  /* CPU ns at the start of the measured interval */
 	char na[160];        /* non-empty: not available, why */
 };
 
@@ -123,7 +140,9 @@ static struct rec *rec_new(const char *wl, enum tp tp, const char *variant, uint
 	r->size = size;
 	r->outstanding = outst;
 	r->conns = conns;
-	r->ratio_raw = r->ratio_tirpc = r->rtrips = -1;
+	r->ratio_raw = r->ratio_tirpc = r->rtrips = r->ratio_spin = -1;
+	r->cpu_c = r->cpu_s = -1;
+	r->cpu_c0 = r->cpu_s0 = -1;
 	return r;
 }
 
@@ -171,6 +190,98 @@ static void lat_finish(struct lat *l, struct rec *r, uint64_t ops, uint64_t byte
 	free(l->v);
 	l->v = NULL;
 	pthread_mutex_destroy(&l->lock);
+}
+
+/* ======================================================================
+ * CPU time per operation
+ *
+ * Nanoseconds on CPU of a whole process, every thread, including threads
+ * that exited during the interval (run_conns' client threads start and end
+ * inside it): the kernel's process CPU clock, which is the sum of the
+ * threads' sum_exec_runtime, the first field of /proc/PID/task/TID/schedstat.
+ * When that clock cannot be read, the schedstat sum over the live threads.
+ * Both fail (-1) without /proc and without the clock, or when the process
+ * is gone.
+ * ====================================================================== */
+
+static int64_t schedstat_sum(const char *taskdir)
+{
+	DIR *d = opendir(taskdir);
+	struct dirent *e;
+	int64_t sum = 0;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		char path[300];
+		unsigned long long v;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/schedstat", taskdir, e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;   /* the thread just exited */
+		if (fscanf(f, "%llu", &v) == 1) {
+			sum += (int64_t)v;
+			n++;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return n ? sum : -1;
+}
+
+static int64_t ts_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000ll + t->tv_nsec;
+}
+
+/* CPU ns of this process (@pid 0) or of the child @pid; -1: unknown. */
+static int64_t cpu_ns(pid_t pid)
+{
+	struct timespec t;
+	clockid_t cid = CLOCK_PROCESS_CPUTIME_ID;
+	char dir[48];
+
+	if (pid < 0)
+		return -1;
+	if ((pid == 0 || clock_getcpuclockid(pid, &cid) == 0) && clock_gettime(cid, &t) == 0)
+		return ts_ns(&t);
+	if (pid == 0)
+		return schedstat_sum("/proc/self/task");
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	return schedstat_sum(dir);
+}
+
+/* The server process of @tp's records: the forked child; -1 when there is
+ * none (every server here is a child of its own, one per transport, so no
+ * server's CPU is shared with another transport's records). */
+static pid_t server_pid(enum tp tp)
+{
+	return tp_pid[tp] > 0 ? tp_pid[tp] : -1;
+}
+
+/* Right before the measured interval of @r. */
+static void cpu_begin(struct rec *r)
+{
+	r->cpu_s0 = cpu_ns(server_pid(r->tp));
+	r->cpu_c0 = cpu_ns(0);
+}
+
+/* Right after it, over @ops operations. */
+static void cpu_end(struct rec *r, uint64_t ops)
+{
+	int64_t c = cpu_ns(0), s = cpu_ns(server_pid(r->tp));
+
+	if (!ops)
+		return;
+	if (c >= 0 && r->cpu_c0 >= 0 && c >= r->cpu_c0)
+		r->cpu_c = (double)(c - r->cpu_c0) / 1e3 / (double)ops;
+	if (s >= 0 && r->cpu_s0 >= 0 && s >= r->cpu_s0)
+		r->cpu_s = (double)(s - r->cpu_s0) / 1e3 / (double)ops;
 }
 
 static unsigned progress_i, progress_n;
@@ -246,6 +357,65 @@ static int read_full(int fd, void *buf, size_t n)
 	return 0;
 }
 
+/* One end of a "pingspin" connection waits the way the soft provider's
+ * lone waiter does (src/rdma/soft: spin, then sleep): for each receive it
+ * polls the socket with recv(MSG_DONTWAIT) for up to @us microseconds, then
+ * blocks in recv. The same adaptation: after SPIN_MISSES budgets in a row
+ * that ran out with nothing read, the next SPIN_SKIP receives block at once
+ * (so two spinners sharing one CPU do not starve each other for the whole
+ * budget on every message). */
+#define SPIN_MISSES 4u
+#define SPIN_SKIP 64u
+
+struct spinner {
+	unsigned us;      /* 0: never spin */
+	unsigned miss, skip;
+};
+
+static ssize_t spin_recv(int fd, void *buf, size_t n, struct spinner *sp)
+{
+	if (sp->us && sp->skip) {
+		sp->skip--;
+	} else if (sp->us) {
+		uint64_t t0 = fs_now_ns();
+
+		for (;;) {
+			ssize_t r = recv(fd, buf, n, MSG_DONTWAIT);
+
+			if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+				sp->miss = 0;
+				return r;
+			}
+			if (fs_now_ns() - t0 >= (uint64_t)sp->us * 1000u)
+				break;
+		}
+		if (++sp->miss >= SPIN_MISSES) {
+			sp->miss = 0;
+			sp->skip = SPIN_SKIP;
+		}
+	}
+	return recv(fd, buf, n, 0);
+}
+
+/* read_full through spin_recv (@sp NULL or budget 0: read_full). */
+static int spin_read_full(int fd, void *buf, size_t n, struct spinner *sp)
+{
+	size_t done = 0;
+
+	if (!sp || !sp->us)
+		return read_full(fd, buf, n);
+	while (done < n) {
+		ssize_t r = spin_recv(fd, (uint8_t *)buf + done, n - done, sp);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
 static int write_full(int fd, const void *buf, size_t n)
 {
 	size_t done = 0;
@@ -262,15 +432,28 @@ static int write_full(int fd, const void *buf, size_t n)
 	return 0;
 }
 
-/* -- raw TCP server: a thread per connection -- */
+/* -- raw TCP server: a thread per connection --
+ * [0xfffffffe][spin us] (answered with 4 bytes) makes the connection's
+ * thread wait for the requests that follow as the client waits for the
+ * responses: spin_read_full with that budget (the "pingspin" floor). */
 static void *raw_conn(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
 	uint8_t *buf = malloc(MAXIO + 64);
 	uint32_t h[2];
+	struct spinner spin = {0, 0, 0};
 
-	while (buf && read_full(fd, h, 8) == 0) {
+	while (buf && spin_read_full(fd, h, 8, &spin) == 0) {
 		uint32_t req = ntohl(h[0]), rsp = ntohl(h[1]);
+
+		if (req == 0xfffffffeu) {
+			uint32_t ack = 0;
+
+			spin.us = rsp > BENCH_SPIN_MAX ? BENCH_SPIN_MAX : rsp;
+			if (write_full(fd, &ack, 4))
+				break;
+			continue;
+		}
 
 		if (req == 0xffffffffu) {
 			uint64_t total, got = 0;
@@ -301,7 +484,7 @@ static void *raw_conn(void *arg)
 		}
 		if (req < 8 || req > MAXIO + 64 || rsp > MAXIO + 64)
 			break;
-		if (read_full(fd, buf, req - 8) || write_full(fd, srcbuf, rsp))
+		if (spin_read_full(fd, buf, req - 8, &spin) || write_full(fd, srcbuf, rsp))
 			break;
 	}
 out:
@@ -639,6 +822,7 @@ struct conn {
 	enum tp tp;
 	struct rpcrdma_client *rc;
 	int fd;                 /* raw */
+	struct spinner spin;    /* raw: how it waits ("pingspin": both ends spin) */
 #if BENCH_HAVE_TIRPC
 	CLIENT *tc;
 #endif
@@ -713,7 +897,21 @@ static void conn_close(struct conn *c)
 #define REPLY_HDR (4u + 24u)
 #define XDR_ALIGN(n) (((n) + 3u) & ~3u)
 
-static int raw_pingpong(int fd, uint32_t req, uint32_t rsp, uint8_t *buf)
+/* A raw connection becomes a "pingspin" one: both ends wait for each
+ * message by spinning up to @us microseconds, then sleeping. */
+static int conn_set_spin(struct conn *c, unsigned us)
+{
+	uint32_t h[2] = {htonl(0xfffffffeu), htonl(us)}, ack;
+
+	if (c->tp != TP_RAW)
+		return -EINVAL;
+	if (write_full(c->fd, h, 8) || read_full(c->fd, &ack, 4))
+		return -EIO;
+	c->spin.us = us;
+	return 0;
+}
+
+static int raw_pingpong(int fd, uint32_t req, uint32_t rsp, uint8_t *buf, struct spinner *spin)
 {
 	uint32_t h[2] = {htonl(req), htonl(rsp)};
 	struct iovec iov[2] = {{h, 8}, {srcbuf, req - 8}};
@@ -732,7 +930,7 @@ static int raw_pingpong(int fd, uint32_t req, uint32_t rsp, uint8_t *buf)
 		if (write_full(fd, srcbuf + (done - 8), req - done))
 			return -EIO;
 	}
-	return read_full(fd, buf, rsp) ? -EIO : 0;
+	return spin_read_full(fd, buf, rsp, spin) ? -EIO : 0;
 }
 
 /* op: 0 NULL, 1 READ, 2 WRITE of @size, 3 durable WRITE to disk, 4 durable
@@ -747,7 +945,7 @@ static int conn_op(struct conn *c, int op, uint32_t size)
 			req += 4, rsp += 4 + XDR_ALIGN(size);
 		else if (op == 2)
 			req += 4 + XDR_ALIGN(size), rsp += 4;
-		return raw_pingpong(c->fd, req, rsp, c->sink);
+		return raw_pingpong(c->fd, req, rsp, c->sink, &c->spin);
 	}
 #if BENCH_HAVE_TIRPC
 	if (c->tp == TP_TIRPC) {
@@ -831,6 +1029,8 @@ static int raw_stream(int port, uint32_t size, struct rec *r)
 	for (int round = 0; round < 2; round++) {
 		uint64_t tot = msgs * size;
 
+		if (round == 1)
+			cpu_begin(r);
 		t0 = fs_now_ns();
 		uint32_t chunk = htonl(size);
 
@@ -842,6 +1042,8 @@ static int raw_stream(int port, uint32_t size, struct rec *r)
 		if (read_full(fd, &ack, 4))
 			goto fail;
 		now = fs_now_ns();
+		if (round == 1)
+			cpu_end(r, msgs);
 		total = tot;
 		sent = now - t0;
 		if (round == 0) {
@@ -898,6 +1100,7 @@ static int run_sync(struct conn *c, int op, uint32_t size, struct rec *r)
 	if (rc)
 		return rc;
 	lat_init(&l);
+	cpu_begin(r);
 	t0 = fs_now_ns();
 	end = t0 + (uint64_t)(dur * 1e9);
 	do {
@@ -909,6 +1112,7 @@ static int run_sync(struct conn *c, int op, uint32_t size, struct rec *r)
 		lat_add(&l, fs_now_ns() - a);
 		ops++;
 	} while (fs_now_ns() < end || ops < 3);
+	cpu_end(r, ops);
 	lat_finish(&l, r, ops, ops * (uint64_t)size, (double)(fs_now_ns() - t0) / 1e9);
 	count_rtrips(c, &st0, ops, r);
 	return rc;
@@ -955,6 +1159,7 @@ static int run_push(struct conn *c, uint32_t size, bool mem, struct rec *r)
 	if (rc)
 		return rc;
 	lat_init(&l);
+	cpu_begin(r);
 	t0 = fs_now_ns();
 	end = t0 + (uint64_t)(dur * 1e9);
 	do {
@@ -966,6 +1171,7 @@ static int run_push(struct conn *c, uint32_t size, bool mem, struct rec *r)
 		lat_add(&l, fs_now_ns() - a);
 		ops++;
 	} while (fs_now_ns() < end || ops < 3);
+	cpu_end(r, ops);
 	lat_finish(&l, r, ops, ops * (uint64_t)size, (double)(fs_now_ns() - t0) / 1e9);
 	count_rtrips(c, &st0, ops, r);
 	return rc;
@@ -998,7 +1204,8 @@ static void *cthread_main(void *arg)
 	return NULL;
 }
 
-static int run_conns(enum tp tp, unsigned nconn, int op, uint32_t size, struct rec *r)
+/* @spin: raw connections wait as "pingspin" ones (conn_set_spin). */
+static int run_conns(enum tp tp, unsigned nconn, int op, uint32_t size, bool spin, struct rec *r)
 {
 	struct cthread *ts = calloc(nconn, sizeof(*ts));
 	struct lat l;
@@ -1010,10 +1217,13 @@ static int run_conns(enum tp tp, unsigned nconn, int op, uint32_t size, struct r
 		return -ENOMEM;
 	for (i = 0; i < nconn && !rc; i++) {
 		rc = conn_open(&ts[i].c, tp);
+		if (!rc && spin && tp == TP_RAW)
+			rc = conn_set_spin(&ts[i].c, spin_us);
 		if (!rc)
 			rc = conn_op(&ts[i].c, op, size);
 	}
 	lat_init(&l);
+	cpu_begin(r);
 	t0 = fs_now_ns();
 	for (i = 0; i < nconn && !rc; i++) {
 		ts[i].op = op;
@@ -1031,6 +1241,7 @@ static int run_conns(enum tp tp, unsigned nconn, int op, uint32_t size, struct r
 		if (ts[i].rc && !rc)
 			rc = ts[i].rc;
 	}
+	cpu_end(r, ops);
 	lat_finish(&l, r, ops, ops * (uint64_t)size, (double)(fs_now_ns() - t0) / 1e9);
 	for (i = 0; i < nconn; i++)
 		conn_close(&ts[i].c);
@@ -1137,6 +1348,7 @@ static int run_outstanding_rr(enum tp tp, unsigned window, uint32_t size, struct
 	lat_init(&a.l);
 	pthread_mutex_init(&a.lock, NULL);
 	pthread_cond_init(&a.cv, NULL);
+	cpu_begin(r);
 	t0 = fs_now_ns();
 	a.end = t0 + (uint64_t)(dur * 1e9);
 	for (unsigned i = 0; i < window; i++) {
@@ -1157,6 +1369,7 @@ static int run_outstanding_rr(enum tp tp, unsigned window, uint32_t size, struct
 	while (a.inflight)
 		pthread_cond_wait(&a.cv, &a.lock);
 	pthread_mutex_unlock(&a.lock);
+	cpu_end(r, a.ops);
 	lat_finish(&a.l, r, a.ops, a.ops * (uint64_t)size, (double)(fs_now_ns() - t0) / 1e9);
 	rc = a.err;
 	for (unsigned i = 0; i < window; i++)
@@ -1190,6 +1403,7 @@ static int run_outstanding_raw(unsigned window, uint32_t size, struct rec *r)
 	memset(msg, 0, sizeof(msg));
 	memcpy(msg, h, 8);
 	lat_init(&l);
+	cpu_begin(r);
 	t0 = fs_now_ns();
 	end = t0 + (uint64_t)(dur * 1e9);
 	for (; inflight < window; inflight++) {
@@ -1215,6 +1429,7 @@ static int run_outstanding_raw(unsigned window, uint32_t size, struct rec *r)
 			inflight++;
 		}
 	}
+	cpu_end(r, ops);
 	lat_finish(&l, r, ops, ops * (uint64_t)size, (double)(fs_now_ns() - t0) / 1e9);
 	free(t0s);
 	conn_close(&c);
@@ -1267,22 +1482,34 @@ static void run_all(void)
 	size_t nwins = quick ? N(win_quick) : N(win_full);
 	const unsigned *cons = quick ? conns_quick : conns_full;
 	size_t ncons = quick ? N(conns_quick) : N(conns_full);
-	struct conn conn[TP_N];
-	bool open_ok[TP_N];
-	char sz[16];
+	struct conn conn[TP_N], spinc;   /* spinc: the raw "pingspin" connection */
+	bool open_ok[TP_N], spin_ok = false;
+	char sz[16], spin_why[160] = "";
 	int tp, rc;
 
 	{
-		unsigned nt = 0;
+		unsigned nt = 0, raw = tp_ok[TP_RAW] && tp_want[TP_RAW];
 
 		for (tp = 0; tp < TP_N; tp++)
 			nt += tp_want[tp] && tp_ok[tp];
-		progress_n = (unsigned)(nt + nsizes * 2 * (nt + (tp_ok[TP_RAW] && tp_want[TP_RAW])) +
-					nwins * nt + ncons * nt);
-		if (tp_ok[TP_TIRPC] && tp_want[TP_TIRPC])
-			progress_n -= (unsigned)(nwins - 1);
-		for (tp = TP_RDMA; tp <= TP_TCP; tp++)
-			progress_n += tp_want[tp] && tp_ok[tp];
+		progress_n = 0;
+		if (wl_want[WL_NULL])
+			progress_n += nt + raw;   /* + pingspin */
+		for (int w = WL_READ; w <= WL_WRITE; w++)
+			if (wl_want[w])
+				progress_n += (unsigned)nsizes * (nt + 2 * raw);  /* + pingspin, stream */
+		if (wl_want[WL_OUTST]) {
+			progress_n += (unsigned)nwins * nt;
+			if (tp_ok[TP_TIRPC] && tp_want[TP_TIRPC])
+				progress_n -= (unsigned)(nwins - 1);
+		}
+		if (wl_want[WL_CONNS])
+			progress_n += (unsigned)ncons * (nt + raw);
+		if (wl_want[WL_PUSH]) {
+			/* pull, durable pull x2, push x2 (rdma only) */
+			progress_n += tp_want[TP_RDMA] && tp_ok[TP_RDMA] ? 5 : 0;
+			progress_n += tp_want[TP_TCP] && tp_ok[TP_TCP] ? 3 : 0;
+		}
 	}
 	for (tp = 0; tp < TP_N; tp++) {
 		open_ok[tp] = false;
@@ -1298,6 +1525,20 @@ static void run_all(void)
 			open_ok[tp] = true;
 		}
 	}
+	if (open_ok[TP_RAW] && (wl_want[WL_NULL] || wl_want[WL_READ] || wl_want[WL_WRITE])) {
+		rc = conn_open(&spinc, TP_RAW);
+		if (!rc)
+			rc = conn_set_spin(&spinc, spin_us);
+		if (rc) {
+			snprintf(spin_why, sizeof(spin_why), "connect failed: %s",
+				 rpcrdma_strerror(rc));
+			conn_close(&spinc);
+		} else {
+			spin_ok = true;
+		}
+	} else {
+		snprintf(spin_why, sizeof(spin_why), "%s", tp_why[TP_RAW]);
+	}
 	/* NULL latency */
 	for (tp = 0; tp < TP_N && wl_want[WL_NULL]; tp++) {
 		struct rec *r;
@@ -1311,6 +1552,15 @@ static void run_all(void)
 		}
 		progress("null latency over %s", tp_name[tp]);
 		record_err(r, run_sync(&conn[tp], 0, 0, r));
+		if (tp != TP_RAW)
+			continue;
+		r = rec_new("null", TP_RAW, "pingspin", 0, 1, 1);
+		if (!spin_ok) {
+			na(r, spin_why);
+			continue;
+		}
+		progress("null latency over raw, spin then sleep (%u us)", spin_us);
+		record_err(r, run_sync(&spinc, 0, 0, r));
 	}
 	/* READ / WRITE sizes */
 	for (int op = 1; op <= 2; op++) {
@@ -1333,6 +1583,15 @@ static void run_all(void)
 					 tp_name[tp]);
 				record_err(r, run_sync(&conn[tp], op, sizes[i], r));
 				if (tp == TP_RAW) {
+					r = rec_new(op == 1 ? "read" : "write", TP_RAW, "pingspin",
+						    sizes[i], 1, 1);
+					if (!spin_ok) {
+						na(r, spin_why);
+					} else {
+						progress("%s %s over raw, spin then sleep (%u us)",
+							 op == 1 ? "READ" : "WRITE", sz, spin_us);
+						record_err(r, run_sync(&spinc, op, sizes[i], r));
+					}
 					r = rec_new(op == 1 ? "read" : "write", TP_RAW, "stream",
 						    sizes[i], 1, 1);
 					progress("raw stream of %s messages", sz);
@@ -1344,6 +1603,8 @@ static void run_all(void)
 	for (tp = 0; tp < TP_N; tp++)
 		if (open_ok[tp])
 			conn_close(&conn[tp]);
+	if (spin_ok)
+		conn_close(&spinc);
 	/* outstanding READs of 4 KiB on one connection */
 	for (size_t i = 0; i < nwins && wl_want[WL_OUTST]; i++) {
 		for (tp = 0; tp < TP_N; tp++) {
@@ -1393,7 +1654,13 @@ static void run_all(void)
 				continue;
 			}
 			progress("READ 64K on %u connections over %s", cons[i], tp_name[tp]);
-			record_err(r, run_conns((enum tp)tp, cons[i], 1, CONN_SIZE, r));
+			record_err(r, run_conns((enum tp)tp, cons[i], 1, CONN_SIZE, false, r));
+			if (tp != TP_RAW)
+				continue;
+			r = rec_new("read_conns", TP_RAW, "pingspin", CONN_SIZE, 1, cons[i]);
+			progress("READ 64K on %u connections over raw, spin then sleep (%u us)",
+				 cons[i], spin_us);
+			record_err(r, run_conns(TP_RAW, cons[i], 1, CONN_SIZE, true, r));
 		}
 	}
 	/* pull-mode WRITE vs push-mode Write+Commit, 4 KiB */
@@ -1472,9 +1739,12 @@ static struct rec *find(const char *wl, enum tp tp, const char *variant, uint32_
 	return NULL;
 }
 
-/* latency workloads (null, write_4k_*): p50 ratio (lower is better);
- * throughput workloads: throughput ratio (higher is better), against the raw
- * stream for READ/WRITE sizes, against raw of the same shape otherwise. */
+/* latency workloads (null, write_4k_*): p50 ratio (lower is better), to the
+ * blocking raw ping-pong (ratio_raw) and to the raw ping-pong that waits the
+ * library's way, spin then sleep (ratio_spin); throughput workloads:
+ * throughput ratio (higher is better), against the raw stream for READ/WRITE
+ * sizes, against raw of the same shape otherwise (blocking ping-pong for
+ * connections, pipeline for outstanding calls). */
 static bool is_latency(const struct rec *r)
 {
 	return !strcmp(r->workload, "null") || !strncmp(r->workload, "write_4k", 8);
@@ -1488,6 +1758,12 @@ static void compute_ratios(void)
 		if (r->na[0] || r->tp == TP_RAW)
 			continue;
 		if (is_latency(r)) {
+			struct rec *spin = !strcmp(r->workload, "null")
+						   ? find("null", TP_RAW, "pingspin", 0, 1, 1)
+						   : find("write", TP_RAW, "pingspin", 4096, 1, 1);
+
+			if (spin && spin->p50_us > 0)
+				r->ratio_spin = r->p50_us / spin->p50_us;
 			raw = !strcmp(r->workload, "null")
 				      ? find("null", TP_RAW, "pingpong", 0, 1, 1)
 				      : find("write", TP_RAW, "pingpong", 4096, 1, 1);
@@ -1502,7 +1778,9 @@ static void compute_ratios(void)
 		if (!strcmp(r->workload, "read") || !strcmp(r->workload, "write"))
 			raw = find(r->workload, TP_RAW, "stream", r->size, 1, 1);
 		else
-			raw = find(r->workload, TP_RAW, NULL, r->size, r->outstanding, r->conns);
+			raw = find(r->workload, TP_RAW,
+				   !strcmp(r->workload, "read_outstanding") ? "pipeline" : "pingpong",
+				   r->size, r->outstanding, r->conns);
 		ti = find(r->workload, TP_TIRPC, NULL, r->size, r->outstanding, r->conns);
 		if (raw && raw->mbps > 0)
 			r->ratio_raw = r->mbps / raw->mbps;
@@ -1515,17 +1793,17 @@ static void print_table(void)
 {
 	const char *last = "";
 
-	printf("\n%-20s %-6s %-9s %5s %4s %4s %10s %10s %10s %10s %8s %8s\n", "workload", "xprt",
+	printf("\n%-20s %-5s %-8s %5s %4s %4s %8s %8s %8s %8s %7s %8s %9s\n", "workload", "xprt",
 	       "variant", "size", "outs", "conn", "p50 us", "p99 us", "MB/s", "ops/s", "vs raw",
-	       "vs tirpc");
+	       "vs tirpc", "cpu us/op");
 	for (unsigned i = 0; i < nrecs; i++) {
 		struct rec *r = &recs[i];
-		char sz[16], a[16] = "-", b[16] = "-";
+		char sz[16], a[16] = "-", b[16] = "-", cpu[24] = "-";
 
 		if (strcmp(last, r->workload)) {
 			if (!strcmp(r->workload, "null"))
 				printf("-- NULL round trip (ratios: p50 / raw ping-pong p50 and / "
-				       "libtirpc p50; lower is better)\n");
+				       "libtirpc p50; lower is better; cpu: client + server)\n");
 			else if (!strcmp(r->workload, "read"))
 				printf("-- READ, 1 outstanding (ratios: MB/s / raw stream MB/s and "
 				       "/ libtirpc; higher is better)\n");
@@ -1548,7 +1826,7 @@ static void print_table(void)
 		}
 		fmt_size(sz, sizeof(sz), r->size);
 		if (r->na[0]) {
-			printf("%-20s %-6s %-9s %5s %4u %4u   not available: %s\n", r->workload,
+			printf("%-20s %-5s %-8s %5s %4u %4u   not available: %s\n", r->workload,
 			       tp_name[r->tp], r->variant, sz, r->outstanding, r->conns, r->na);
 			continue;
 		}
@@ -1556,9 +1834,24 @@ static void print_table(void)
 			snprintf(a, sizeof(a), "%.2fx", r->ratio_raw);
 		if (r->ratio_tirpc >= 0)
 			snprintf(b, sizeof(b), "%.2fx", r->ratio_tirpc);
-		printf("%-20s %-6s %-9s %5s %4u %4u %10.1f %10.1f %10.1f %10.0f %8s %8s\n",
+		if (r->cpu_c >= 0 && r->cpu_s >= 0)
+			snprintf(cpu, sizeof(cpu), "%.1f", r->cpu_c + r->cpu_s);
+		printf("%-20s %-5s %-8s %5s %4u %4u %8.1f %8.1f %8.1f %8.0f %7s %8s %9s\n",
 		       r->workload, tp_name[r->tp], r->variant, sz, r->outstanding, r->conns,
-		       r->p50_us, r->p99_us, r->mbps, r->ops_s, a, b);
+		       r->p50_us, r->p99_us, r->mbps, r->ops_s, a, b, cpu);
+	}
+	/* against the floor that waits the same way: spin, then sleep */
+	for (int tp = 0; tp < TP_N; tp++) {
+		struct rec *n = find("null", (enum tp)tp, NULL, 0, 1, 1);
+
+		if (tp == TP_RAW || !n || n->ratio_spin < 0 || n->ratio_raw < 0)
+			continue;
+		printf("%s: NULL p50 %.1f us = %.2fx raw ping-pong (blocking), %.2fx raw ping-spin "
+		       "(spin %u us)", tp_name[tp], n->p50_us, n->ratio_raw, n->ratio_spin,
+		       spin_us);
+		if (n->cpu_c >= 0 && n->cpu_s >= 0)
+			printf("; CPU us/op client %.1f + server %.1f", n->cpu_c, n->cpu_s);
+		printf("\n");
 	}
 	/* the scaling target: 32 outstanding vs 1 */
 	for (int tp = 0; tp < TP_N; tp++) {
@@ -1623,6 +1916,10 @@ static int write_json(const char *path)
 			fprintf(f, "null");
 		if (r->rtrips >= 0)
 			fprintf(f, ", \"round_trips_per_op\": %.3f", r->rtrips);
+		fprintf(f, ", \"ratio_raw_spin\": %.4f, \"spin_us\": %u",
+			r->ratio_spin >= 0 ? r->ratio_spin : -1.0, spin_us);
+		fprintf(f, ", \"cpu_client_us_per_op\": %.3f, \"cpu_server_us_per_op\": %.3f",
+			r->cpu_c >= 0 ? r->cpu_c : -1.0, r->cpu_s >= 0 ? r->cpu_s : -1.0);
 		fprintf(f, ", \"ratio_kind\": \"%s\"}%s\n",
 			is_latency(r) ? "p50_latency" : "throughput", i + 1 < nrecs ? "," : "");
 	}
@@ -1749,20 +2046,29 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rpcrdma-bench [--quick] [--duration SECS] [--transports LIST]\n"
-		"                     [--workloads LIST] [--json FILE] [--svg FILE] [--help]\n"
+		"                     [--workloads LIST] [--spin-us N] [--json FILE] [--svg FILE]\n"
+		"                     [--help]\n"
 		"\n"
 		"Runs the same workloads over librpcrdma rdma:// and tcp://, libtirpc over TCP\n"
 		"and raw TCP (the floor), servers in forked children on loopback, and prints a\n"
-		"table with ratios to raw TCP and to libtirpc.\n"
+		"table with ratios to raw TCP and to libtirpc and the CPU time per operation\n"
+		"(client process + server process).\n"
 		"  --quick            fewer sizes and points, 0.15 s each (under a minute)\n"
 		"  --duration SECS    seconds per measurement point (default 1.0)\n"
 		"  --transports LIST  comma-separated subset of rdma,tcp,tirpc,raw (default all)\n"
 		"  --workloads LIST   comma-separated subset of null,read,write,outstanding,\n"
 		"                     conns,push (default all)\n"
+		"  --spin-us N        spin-then-sleep budget, 0..%u microseconds: exported as\n"
+		"                     RPCRDMA_SOFT_SPIN_US to the library (client and servers)\n"
+		"                     and used by the raw \"pingspin\" floor, whose both ends\n"
+		"                     poll with recv(MSG_DONTWAIT) that long before blocking;\n"
+		"                     0: no spinning anywhere (default: RPCRDMA_SOFT_SPIN_US\n"
+		"                     if set, else %u)\n"
 		"  --json FILE        one JSON record per workload and transport\n"
 		"  --svg FILE         plot of READ/WRITE throughput by size\n"
 		"Progress goes to stderr. Transports that are not available are reported as\n"
-		"such (rdma:// until the RDMA transport is built in; tirpc without libtirpc).\n");
+		"such (rdma:// until the RDMA transport is built in; tirpc without libtirpc).\n",
+		BENCH_SPIN_MAX, BENCH_SPIN_DEFAULT);
 }
 
 /* Sets want[i] for every comma-separated name of @list found in
@@ -1798,6 +2104,7 @@ int main(int argc, char **argv)
 		{"workloads", required_argument, NULL, 'w'},
 		{"json", required_argument, NULL, 'j'},
 		{"svg", required_argument, NULL, 's'},
+		{"spin-us", required_argument, NULL, 'S'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -1807,7 +2114,26 @@ int main(int argc, char **argv)
 	int c, rc = 0;
 	uint64_t t0 = fs_now_ns();
 
-	while ((c = getopt_long(argc, argv, "qd:t:w:j:s:h", lopts, NULL)) != -1) {
+	{
+		/* the library's reading of the variable: unset, empty or not a
+		 * number: the default; "off": 0; capped */
+		const char *e = getenv("RPCRDMA_SOFT_SPIN_US");
+		char *end;
+		unsigned long v;
+
+		if (e && !strcmp(e, "off")) {
+			spin_us = 0;
+			spin_from = "RPCRDMA_SOFT_SPIN_US";
+		} else if (e && *e && e[0] != '-') {
+			errno = 0;
+			v = strtoul(e, &end, 10);
+			if (!errno && !*end) {
+				spin_us = v > BENCH_SPIN_MAX ? BENCH_SPIN_MAX : (unsigned)v;
+				spin_from = "RPCRDMA_SOFT_SPIN_US";
+			}
+		}
+	}
+	while ((c = getopt_long(argc, argv, "qd:t:w:j:s:S:h", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'q': quick = true; break;
 		case 'd': {
@@ -1825,6 +2151,21 @@ int main(int argc, char **argv)
 		case 'w': wlist = optarg; break;
 		case 'j': json = optarg; break;
 		case 's': svg = optarg; break;
+		case 'S': {
+			char *end;
+			unsigned long v;
+
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || *end || !*optarg || optarg[0] == '-' || v > BENCH_SPIN_MAX) {
+				fprintf(stderr, "rpcrdma-bench: --spin-us wants 0..%u microseconds\n",
+					BENCH_SPIN_MAX);
+				return 2;
+			}
+			spin_us = (unsigned)v;
+			spin_from = "--spin-us";
+			break;
+		}
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -1838,6 +2179,17 @@ int main(int argc, char **argv)
 	if (pick(list, tp_name, TP_N, tp_want, "transport") ||
 	    pick(wlist, wl_name, WL_N, wl_want, "workload"))
 		return 2;
+	{
+		/* the same budget for the library in this process and in the
+		 * servers forked below */
+		char v[16];
+
+		snprintf(v, sizeof(v), "%u", spin_us);
+		if (setenv("RPCRDMA_SOFT_SPIN_US", v, 1)) {
+			fprintf(stderr, "rpcrdma-bench: setenv: %s\n", strerror(errno));
+			return 1;
+		}
+	}
 	signal(SIGPIPE, SIG_IGN);
 	srcbuf = malloc(MAXIO + 64);
 	if (!srcbuf) {
@@ -1861,8 +2213,9 @@ int main(int argc, char **argv)
 			fprintf(stderr, "rpcrdma-bench: %s: not available: %s\n", tp_name[tp],
 				tp_why[tp]);
 	}
-	printf("rpcrdma-bench (librpcrdma %s)%s: %.2f s per point, loopback\n", rpcrdma_version(),
-	       quick ? " --quick" : "", dur);
+	printf("rpcrdma-bench (librpcrdma %s)%s: %.2f s per point, loopback, spin budget %u us "
+	       "(%s; RPCRDMA_SOFT_SPIN_US=%u)\n", rpcrdma_version(), quick ? " --quick" : "", dur,
+	       spin_us, spin_from, spin_us);
 	for (int tp = 0; tp < TP_N; tp++)
 		if (tp_want[tp])
 			printf("  %-6s %s\n", tp_name[tp], tp_ok[tp] ? "available" : tp_why[tp]);
