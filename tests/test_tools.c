@@ -748,6 +748,178 @@ TEST(tools_demo_runs)
 	}
 }
 
+/* -- reading rpcrdma-bench --json output: one record per line -- */
+
+/* The string value of "@key" in the record @line (into @out); false when
+ * the key is not there. */
+static bool bench_str(const char *line, const char *key, char *out, size_t cap)
+{
+	char pat[64];
+	const char *p, *q;
+
+	snprintf(pat, sizeof(pat), "\"%s\": \"", key);
+	p = strstr(line, pat);
+	if (!p)
+		return false;
+	p += strlen(pat);
+	q = strchr(p, '"');
+	if (!q || (size_t)(q - p) >= cap)
+		return false;
+	memcpy(out, p, (size_t)(q - p));
+	out[q - p] = 0;
+	return true;
+}
+
+/* The number value of "@key" in @line; false when missing or not a number. */
+static bool bench_num(const char *line, const char *key, double *v)
+{
+	char pat[64], *end;
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	p = strstr(line, pat);
+	if (!p)
+		return false;
+	p += strlen(pat);
+	*v = strtod(p, &end);
+	return end != p;
+}
+
+static size_t slurp(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = 0;
+
+	if (f) {
+		n = fread(buf, 1, cap - 1, f);
+		fclose(f);
+	}
+	buf[n] = 0;
+	return n;
+}
+
+/* The CPU time per operation and the spin-then-sleep floor: every measured
+ * record carries cpu_client_us_per_op, cpu_server_us_per_op, ratio_raw_spin
+ * and spin_us; on Linux the CPU of rdma:// records is measured (> 0, and no
+ * more than the wall time allows on this machine's CPUs); the raw
+ * "pingspin" NULL record exists; the budget comes from --spin-us, else from
+ * RPCRDMA_SOFT_SPIN_US, and bad budgets are usage errors. */
+TEST(tools_bench_cpu_and_spin)
+{
+	char bench[600], json[96], dir[64];
+	static char out[262144], js[262144];
+	double ncpu = (double)sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned measured = 0, rdma_recs = 0, spin_null = 0, rdma_null = 0;
+	char *save = NULL, *line;
+
+	tool_path(bench, sizeof(bench), "rpcrdma-bench");
+	snprintf(dir, sizeof(dir), "/tmp/rr-tools-XXXXXX");
+	REQUIRE(mkdtemp(dir) != NULL);
+	snprintf(json, sizeof(json), "%s/c.json", dir);
+	if (ncpu < 1)
+		ncpu = 1;
+	{
+		char *argv[] = {bench, (char *)"--quick", (char *)"--duration", (char *)"0.02",
+				(char *)"--transports", (char *)"rdma,raw", (char *)"--workloads",
+				(char *)"null,write", (char *)"--spin-us", (char *)"5", (char *)"--json",
+				json, NULL};
+		int rc = run_tool(argv, out, sizeof(out), 240);
+
+		if (rc != 0)
+			fprintf(stderr, "%s\n", out);
+		CHECK_EQ(rc, 0);
+		CHECK(strstr(out, "spin budget 5 us (from --spin-us; "
+				  "exported RPCRDMA_SOFT_SPIN_US=5)") != NULL);
+		CHECK(strstr(out, "cpu us/op") != NULL);
+		CHECK(strstr(out, "raw ping-spin (spin 5 us)") != NULL);
+	}
+	REQUIRE(slurp(json, js, sizeof(js)) > 0);
+	CHECK(js[0] == '[');
+	for (line = strtok_r(js, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char wl[32] = "", tp[16] = "", var[16] = "";
+		double c = -2, s = -2, rs = -2, sp = -2, ops = 0, secs = 0;
+
+		if (!strstr(line, "\"available\": true"))
+			continue;
+		measured++;
+		CHECK(bench_str(line, "workload", wl, sizeof(wl)));
+		CHECK(bench_str(line, "transport", tp, sizeof(tp)));
+		CHECK(bench_str(line, "variant", var, sizeof(var)));
+		CHECK(bench_num(line, "cpu_client_us_per_op", &c));
+		CHECK(bench_num(line, "cpu_server_us_per_op", &s));
+		CHECK(bench_num(line, "ratio_raw_spin", &rs));
+		CHECK(bench_num(line, "spin_us", &sp));
+		CHECK(bench_num(line, "ops", &ops));
+		CHECK(bench_num(line, "seconds", &secs));
+		CHECK(sp == 5);
+		/* -1 or a measurement, never anything else */
+		CHECK(c == -1 || c >= 0);
+		CHECK(s == -1 || s >= 0);
+		if (!strcmp(wl, "null") && !strcmp(tp, "raw") && !strcmp(var, "pingspin"))
+			spin_null++;
+		/* the spin ratio is for latency records of the RPC transports only */
+		if (strcmp(wl, "null") || !strcmp(tp, "raw"))
+			CHECK(rs == -1);
+#ifdef __linux__
+		if (!strcmp(tp, "rdma")) {
+			rdma_recs++;
+			CHECK(c > 0);
+			CHECK(s > 0);
+			/* CPU spent in the interval fits in its wall time on every CPU
+			 * (+ 2 ms for the samples taken around it): catches unit slips */
+			CHECK(ops > 0);
+			if (ops > 0)
+				CHECK((c + s) * ops <= secs * 1e6 * ncpu * 1.05 + 2000);
+			if (!strcmp(wl, "null")) {
+				rdma_null++;
+				CHECK(rs > 0);
+			}
+		}
+#endif
+	}
+	CHECK(measured >= 10);   /* null x3, write 4 sizes x (rdma, pingpong, pingspin, stream) */
+	CHECK_EQ(spin_null, 1u);
+#ifdef __linux__
+	CHECK_EQ(rdma_recs, 5u);
+	CHECK_EQ(rdma_null, 1u);
+#endif
+	unlink(json);
+	/* the budget from the environment when --spin-us is not given */
+	{
+		char *argv[] = {bench, (char *)"--duration", (char *)"0.02", (char *)"--transports",
+				(char *)"raw", (char *)"--workloads", (char *)"null", NULL};
+		int rc;
+
+		REQUIRE(setenv("RPCRDMA_SOFT_SPIN_US", "7", 1) == 0);
+		rc = run_tool(argv, out, sizeof(out), 60);
+		unsetenv("RPCRDMA_SOFT_SPIN_US");
+		CHECK_EQ(rc, 0);
+		CHECK(strstr(out, "spin budget 7 us (from RPCRDMA_SOFT_SPIN_US; "
+				  "exported RPCRDMA_SOFT_SPIN_US=7)") != NULL);
+		CHECK(strstr(out, "pingspin") != NULL);
+	}
+	{
+		char *argv[] = {bench, (char *)"--duration", (char *)"0.02", (char *)"--transports",
+				(char *)"raw", (char *)"--workloads", (char *)"null", (char *)"--spin-us",
+				(char *)"0", NULL};
+
+		CHECK_EQ(run_tool(argv, out, sizeof(out), 60), 0);
+		CHECK(strstr(out, "spin budget 0 us (from --spin-us; "
+				  "exported RPCRDMA_SOFT_SPIN_US=0)") != NULL);
+	}
+	{
+		char *a1[] = {bench, (char *)"--spin-us", (char *)"1000000", NULL};
+		char *a2[] = {bench, (char *)"--spin-us", (char *)"fast", NULL};
+		char *a3[] = {bench, (char *)"--spin-us", (char *)"-1", NULL};
+
+		CHECK_EQ(run_tool(a1, out, sizeof(out), 10), 2);
+		CHECK(strstr(out, "--spin-us wants") != NULL);
+		CHECK_EQ(run_tool(a2, out, sizeof(out), 10), 2);
+		CHECK_EQ(run_tool(a3, out, sizeof(out), 10), 2);
+	}
+	rmdir(dir);
+}
+
 TEST(tools_bench_smoke)
 {
 	char bench[600], json[96], dir[64];
@@ -807,6 +979,11 @@ TEST(tools_bench_smoke)
 	      NULL);
 	CHECK(strstr(js, "\"p50_us\"") != NULL);
 	CHECK(strstr(js, "\"ratio_raw\"") != NULL);
+	CHECK(strstr(js, "\"workload\": \"null\", \"transport\": \"raw\", \"variant\": "
+			 "\"pingspin\"") != NULL);
+	CHECK(strstr(js, "\"cpu_client_us_per_op\"") != NULL);
+	CHECK(strstr(js, "\"cpu_server_us_per_op\"") != NULL);
+	CHECK(strstr(js, "\"ratio_raw_spin\"") != NULL);
 	unlink(json);
 	rmdir(dir);
 }

@@ -2214,8 +2214,8 @@ int main(int argc, char **argv)
 				tp_why[tp]);
 	}
 	printf("rpcrdma-bench (librpcrdma %s)%s: %.2f s per point, loopback, spin budget %u us "
-	       "(%s; RPCRDMA_SOFT_SPIN_US=%u)\n", rpcrdma_version(), quick ? " --quick" : "", dur,
-	       spin_us, spin_from, spin_us);
+	       "(from %s; exported RPCRDMA_SOFT_SPIN_US=%u)\n", rpcrdma_version(),
+	       quick ? " --quick" : "", dur, spin_us, spin_from, spin_us);
 	for (int tp = 0; tp < TP_N; tp++)
 		if (tp_want[tp])
 			printf("  %-6s %s\n", tp_name[tp], tp_ok[tp] ? "available" : tp_why[tp]);
