@@ -1849,8 +1849,11 @@ static void print_table(void)
 		printf("%s: NULL p50 %.1f us = %.2fx raw ping-pong (blocking), %.2fx raw ping-spin "
 		       "(spin %u us)", tp_name[tp], n->p50_us, n->ratio_raw, n->ratio_spin,
 		       spin_us);
+		/* and how busy each side was: CPU time per wall time */
 		if (n->cpu_c >= 0 && n->cpu_s >= 0)
-			printf("; CPU us/op client %.1f + server %.1f", n->cpu_c, n->cpu_s);
+			printf("; CPU us/op client %.1f + server %.1f (busy %.2f + %.2f CPUs)",
+			       n->cpu_c, n->cpu_s, n->cpu_c * n->ops_s / 1e6,
+			       n->cpu_s * n->ops_s / 1e6);
 		printf("\n");
 	}
 	/* the scaling target: 32 outstanding vs 1 */
