@@ -129,6 +129,13 @@ struct rpcrdma_client_opts {
 					   on verbs://. Ignored by tcp://.
 					   Memory and credits: docs/transport.md
 					   "Inline thresholds" */
+	uint32_t spin_us;               /* rdma://: how long a thread waiting
+					   for this client's Reply polls the
+					   connection before it sleeps
+					   (rpcrdma_open_attr.spin_us: 0 the
+					   default, 20 us or
+					   RPCRDMA_SOFT_SPIN_US;
+					   RPCRDMA_SPIN_OFF never) */
 };
 
 /* Connects to @url ("tcp://host:port"; "rdma://host:port" on the software
@@ -262,6 +269,9 @@ struct rpcrdma_server_opts {
 	unsigned flags;                 /* RPCRDMA_SERVER_* */
 	uint32_t inline_size;           /* RDMA: advertised Send and Receive
 					   sizes, as rpcrdma_client_opts */
+	uint32_t spin_us;               /* rdma://: the server loop's spin
+					   before it sleeps, as
+					   rpcrdma_client_opts */
 };
 
 /* Handlers run on the thread that received the Call, without a hop to a

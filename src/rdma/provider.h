@@ -36,6 +36,12 @@
 
 struct rr_provider_ops;
 
+/* The spin budget in microseconds that @spin_us (rpcrdma_open_attr.spin_us)
+ * asks for: 0 -> RPCRDMA_SOFT_SPIN_US from the environment (a decimal
+ * number of microseconds; "0" or "off": none), else RPCRDMA_SPIN_US_DEFAULT;
+ * RPCRDMA_SPIN_OFF -> 0; capped at RPCRDMA_SPIN_US_MAX. */
+uint32_t rr_spin_us(uint32_t spin_us);
+
 struct rr_context {
 	const struct rr_provider_ops *ops;
 	const struct rpcrdma_env *env;     /* never NULL (defaults resolved) */

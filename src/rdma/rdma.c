@@ -9,6 +9,8 @@
 
 #include <limits.h>
 #include <poll.h>
+#include <stdlib.h>
+#include <string.h>
 
 #if defined(__has_include)
 #if __has_include("rdma/soft/soft_provider.h")
@@ -95,6 +97,29 @@ int rr_open_with_ops(const struct rr_provider_ops *ops, const struct rpcrdma_ope
 	atomic_init(&ctx->nobjs, 0);
 	*out = RR_PUB(context, ctx);
 	return 0;
+}
+
+uint32_t rr_spin_us(uint32_t spin_us)
+{
+	if (spin_us == RPCRDMA_SPIN_OFF)
+		return 0;
+	if (spin_us == 0) {
+		const char *e = getenv("RPCRDMA_SOFT_SPIN_US");
+		char *end;
+		unsigned long v;
+
+		if (!e || !*e)
+			return RPCRDMA_SPIN_US_DEFAULT;
+		if (!strcmp(e, "off"))
+			return 0;
+		errno = 0;
+		v = strtoul(e, &end, 10);
+		if (errno || *end || e[0] == '-')
+			return RPCRDMA_SPIN_US_DEFAULT; /* not a number: the default */
+		spin_us = v > RPCRDMA_SPIN_US_MAX ? RPCRDMA_SPIN_US_MAX : (uint32_t)v;
+		return spin_us;
+	}
+	return spin_us > RPCRDMA_SPIN_US_MAX ? RPCRDMA_SPIN_US_MAX : spin_us;
 }
 
 RPCRDMA_API int rpcrdma_open(const char *provider, const struct rpcrdma_open_attr *attr,

@@ -282,6 +282,7 @@ RPCRDMA_API int rpcrdma_client_create(const char *url, uint32_t prog, uint32_t v
 	xp.no_reconnect = opts && opts->no_reconnect;
 	xp.no_inline_ddp = opts && opts->no_inline_ddp;
 	xp.inline_size = opts ? opts->inline_size : 0;
+	xp.spin_us = opts ? opts->spin_us : 0;
 	xp.complete = on_complete;
 	xp.ctx = c;
 	rc = cls->client->create(&t, &xp, &c->xp);

@@ -402,6 +402,7 @@ RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_serv
 	xp.max_conns = opts && opts->max_conns ? opts->max_conns : DEFAULT_MAX_CONNS;
 	xp.threads = s->nthreads;
 	xp.inline_size = opts ? opts->inline_size : 0;
+	xp.spin_us = opts ? opts->spin_us : 0;
 	xp.recv = svc_recv;
 	xp.ctx = s;
 	rc = cls->server->create(&t, &xp, &s->xs);

@@ -198,6 +198,7 @@ struct rr_xprt_client_params {
 	bool no_reconnect;
 	bool no_inline_ddp;           /* RDMA: Write chunks for every sink */
 	uint32_t inline_size;         /* RDMA: advertised inline sizes; 0: default */
+	uint32_t spin_us;             /* soft provider spin budget; 0: default */
 	void (*complete)(void *ctx, struct rr_xprt_call *call);
 	void *ctx;
 };
@@ -241,6 +242,7 @@ struct rr_xprt_server_params {
 	unsigned max_conns;
 	unsigned threads;             /* threads for inline_recv transports */
 	uint32_t inline_size;         /* RDMA: advertised inline sizes; 0: default */
+	uint32_t spin_us;             /* soft provider spin budget; 0: default */
 	void (*recv)(void *ctx, struct rr_xprt_req *req);
 	void *ctx;
 };

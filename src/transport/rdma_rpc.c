@@ -126,6 +126,7 @@ static int cl_create_on(const char *provider, const struct rr_xprt_target *t,
 	conf.inline_ddp = !p->no_inline_ddp;
 	/* 0: the provider's default (rdma_tp.h RR_TP_INLINE_SOFT on rdma://) */
 	conf.inline_send = conf.inline_recv = p->inline_size;
+	conf.spin_us = p->spin_us;
 	conf.ext_caps |= RR_PD_EXT_CAP_RDMA_COMMIT;   /* push mode (masked if unsupported) */
 	rc = rr_tp_client_create(&conf, (struct sockaddr *)&ss, len, cl_complete, x, &x->tp);
 	if (rc) {
@@ -298,6 +299,7 @@ static int sv_create_on(const char *provider, const struct rr_xprt_target *t,
 		conf.max_call = (uint32_t)RR_MIN(p->max_msg, (size_t)UINT32_MAX / 2);
 	conf.max_conns = p->max_conns;
 	conf.inline_send = conf.inline_recv = p->inline_size;
+	conf.spin_us = p->spin_us;
 	conf.ext_caps |= RR_PD_EXT_CAP_RDMA_COMMIT;   /* push mode (masked if unsupported) */
 	rc = rr_tp_server_create(&conf, (struct sockaddr *)&ss, len, sv_recv, s, &s->tp);
 	if (rc) {

@@ -1816,6 +1816,7 @@ static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server,
 	oa.device = conf->device;
 	oa.addr = addr;
 	oa.passive = server;
+	oa.spin_us = conf->spin_us;
 	rc = rpcrdma_open(conf->provider ? conf->provider : RPCRDMA_PROVIDER_SOFT, &oa, &ep->ctx);
 	if (rc)
 		return rc;

@@ -42,6 +42,7 @@ struct rr_tp_conf {
 					   one owning the listen address /
 					   routing to the peer (verbs), or the
 					   first */
+	uint32_t spin_us;               /* rpcrdma_open_attr.spin_us */
 	uint32_t inline_send;           /* advertised Send size (4096);
 					   0: the provider's default
 					   (RR_TP_INLINE_SOFT on the soft

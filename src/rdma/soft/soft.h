@@ -59,6 +59,15 @@
  * off on that CQ for SOFT_FAST_COOLDOWN_NS (epoll waits, woken at once). */
 #define SOFT_FAST_BLOCK_MS 5
 #define SOFT_FAST_COOLDOWN_NS 1000000000ull
+/* Spin, then sleep (docs/soft-iwarp.md "Spinning"): before that blocking
+ * read a fast waiter polls the socket (recv MSG_DONTWAIT) for up to the
+ * context's spin budget (rpcrdma_open_attr.spin_us, RPCRDMA_SOFT_SPIN_US,
+ * default RPCRDMA_SPIN_US_DEFAULT). It adapts: after SOFT_SPIN_MISSES
+ * budgets in a row that ran out with nothing read, the next SOFT_SPIN_SKIP
+ * waits sleep at once, so an idle or oversubscribed waiter stops burning CPU
+ * and tries again later. */
+#define SOFT_SPIN_MISSES 4
+#define SOFT_SPIN_SKIP 64
 /* epoll tokens of a CQ's own eventfds (QP tokens are slot << 32 | gen) */
 #define SOFT_TOK_RING UINT64_MAX
 #define SOFT_TOK_WAKE (UINT64_MAX - 1)
@@ -94,6 +103,8 @@ struct soft_ctx {
 	struct soft_obj live;        /* list head */
 	uint32_t next_qpn;
 	bool fast_wait;              /* fast waits allowed (RPCRDMA_SOFT_WAIT) */
+	uint64_t spin_ns;            /* a fast waiter's spin budget; 0: none */
+	char tcp_cc[16];             /* RPCRDMA_SOFT_TCP_CC, or "": the system's */
 	uint32_t tx_copy_max;        /* SOFT_TX_COPY_MAX or RPCRDMA_SOFT_TXCOPY */
 	struct soft_cq *cqs;         /* every CQ (lock), for soft_interrupt */
 	/* CLOCK_MONOTONIC_COARSE resolution when the default environment's
@@ -138,6 +149,9 @@ struct soft_cq {
 	atomic_int fast_blocked;
 	_Atomic uint64_t fast_off_until;
 	_Atomic uint64_t fast_reads;   /* statistics: blocking reads done */
+	_Atomic uint64_t spin_hits;    /* statistics: fast reads that found
+					* data while spinning */
+	_Atomic uint64_t spin_misses;  /* ... whose budget ran out */
 	_Atomic uint64_t fast_foreign; /* events from other threads meanwhile */
 	uint64_t fast_direct;          /* statistics: completions handed over
 					* directly (written by the fast waiter) */
@@ -260,6 +274,8 @@ struct soft_qp {
 	 * QP is closing, the reader leaves without parsing; fast_cv signals
 	 * fast_rd cleared (with rx_lock). */
 	bool fast_ok, fast_rd, fast_kill;
+	/* the spin's adaptation (SOFT_SPIN_MISSES): the fast reader's own */
+	uint16_t spin_miss, spin_skip;
 	pthread_cond_t fast_cv;
 };
 
@@ -318,9 +334,18 @@ ssize_t soft_io_readv(int fd, struct iovec *iov, unsigned cnt);
 /* The same, sleeping until data, EOF, shutdown or the socket's receive
  * timeout (SOFT_FAST_BLOCK_MS: then -EAGAIN). For fast waits only. */
 ssize_t soft_io_readv_wait(int fd, struct iovec *iov, unsigned cnt);
+/* The fast waiter's read of @qp's socket (qp->fast_rd held, rx_lock not):
+ * spins up to the context's budget, then sleeps in soft_io_readv_wait. Also
+ * -EAGAIN when, while spinning, a completion, an interrupt or a transmit
+ * backlog appears (the caller looks at the CQ again). */
+ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt);
 /* A connected socket made blocking with the fast wait's receive timeout:
  * 0, or -errno (then the QP never waits on it directly). */
 int soft_io_fast_setup(int fd);
+/* Makes the context's sockets use TCP congestion control @name (NULL or "":
+ * the system's default): 0, -EINVAL (too long), -ENOENT (not available),
+ * -EPERM (not in net.ipv4.tcp_allowed_congestion_control) or -errno. */
+int soft_io_check_cc(struct soft_ctx *c, const char *name);
 /* A fast-waiting reader of @qp (rx_lock held, released while waiting) is
  * made to leave before the socket is closed. */
 void soft_io_fast_quiesce(struct soft_qp *qp);

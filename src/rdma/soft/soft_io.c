@@ -6,6 +6,8 @@
  * this file moves bytes and connection events. */
 #include "rdma/soft/soft.h"
 
+#include <stdlib.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -56,6 +58,50 @@ ssize_t soft_io_readv(int fd, struct iovec *iov, unsigned cnt)
 ssize_t soft_io_readv_wait(int fd, struct iovec *iov, unsigned cnt)
 {
 	return readv_flags(fd, iov, cnt, 0);
+}
+
+/* Real time, never the environment's clock: a budget of CPU spent
+ * spinning, which must end also under a test's frozen virtual clock. */
+static uint64_t spin_clock_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt)
+{
+	uint64_t budget = qp->ctx->spin_ns;
+	struct soft_cq *q = qp->rcq;
+	int fd = qp->obj.fd;
+
+	if (budget && qp->spin_skip) {
+		qp->spin_skip--;
+	} else if (budget) {
+		uint64_t t0 = spin_clock_ns();
+
+		for (;;) {
+			ssize_t n = readv_flags(fd, iov, cnt, MSG_DONTWAIT);
+
+			if (n != -EAGAIN) {
+				qp->spin_miss = 0;
+				atomic_fetch_add_explicit(&q->spin_hits, 1, memory_order_relaxed);
+				return n;
+			}
+			if (rr_cq_ring_pending(&q->ring) || atomic_load(&q->intr) ||
+			    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST))
+				return -EAGAIN;
+			if (spin_clock_ns() - t0 >= budget)
+				break;
+		}
+		atomic_fetch_add_explicit(&q->spin_misses, 1, memory_order_relaxed);
+		if (++qp->spin_miss >= SOFT_SPIN_MISSES) {
+			qp->spin_miss = 0;
+			qp->spin_skip = SOFT_SPIN_SKIP;
+		}
+	}
+	return soft_io_readv_wait(fd, iov, cnt);
 }
 
 int soft_io_fast_setup(int fd)
@@ -688,11 +734,37 @@ static void id_close_fd(struct soft_id *id)
 	id->obj.fd = -1;
 }
 
-static void set_sockopts(int fd)
+/* TCP_NODELAY always (every FPDU is a whole message); the congestion
+ * control RPCRDMA_SOFT_TCP_CC names, when set (checked at open:
+ * soft_io_check_cc), else the system's. */
+static void set_sockopts(struct soft_ctx *c, int fd)
 {
 	int one = 1;
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (c->tcp_cc[0])
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, c->tcp_cc, strlen(c->tcp_cc));
+}
+
+int soft_io_check_cc(struct soft_ctx *c, const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+	int fd, r = 0;
+
+	c->tcp_cc[0] = 0;
+	if (!n)
+		return 0;
+	if (n >= sizeof(c->tcp_cc))
+		return -EINVAL;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)n) != 0)
+		r = -errno; /* -ENOENT: not available; -EPERM: not allowed */
+	close(fd);
+	if (!r)
+		memcpy(c->tcp_cc, name, n + 1);
+	return r;
 }
 
 static size_t path_fpdu_max(int fd)
@@ -816,7 +888,7 @@ int soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct soc
 	fd = socket(dst->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	set_sockopts(fd);
+	set_sockopts(c, fd);
 	pthread_mutex_lock(&c->lock);
 	id = id_new(ch, fd);
 	if (!id) {
@@ -1208,7 +1280,7 @@ static void handle_listen(struct soft_id *l)
 
 		if (fd < 0)
 			return;
-		set_sockopts(fd);
+		set_sockopts(l->ctx, fd);
 		id = id_new(l->ch, fd);
 		if (!id) {
 			close(fd);

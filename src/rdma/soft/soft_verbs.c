@@ -21,7 +21,6 @@ static int soft_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_
 	struct soft_ctx *c = rr_zalloc(env, sizeof(*c));
 	int r;
 
-	RR_UNUSED(attr);
 	if (!c)
 		return -ENOMEM;
 	c->env = env;
@@ -39,8 +38,15 @@ static int soft_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_
 
 			c->tx_copy_max = (uint32_t)RR_MIN(v, (unsigned long)SOFT_TX_COPY_MAX);
 		}
+		c->spin_ns = (uint64_t)rr_spin_us(attr ? attr->spin_us : 0) * 1000u;
 	}
 	c->coarse_res_ns = rr_coarse_res_ns(env);
+	/* RPCRDMA_SOFT_TCP_CC=cubic: that congestion control on every socket */
+	r = soft_io_check_cc(c, getenv("RPCRDMA_SOFT_TCP_CC"));
+	if (r) {
+		rr_free(env, c);
+		return r;
+	}
 	pthread_mutex_init(&c->lock, NULL);
 	r = rr_mrt_init(&c->mrt, env, 16);
 	if (r) {
@@ -1445,7 +1451,6 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			cnt = 1;
 		}
 		if (fast) {
-			int fd = qp->obj.fd;
 
 			/* Nobody else reads the socket or touches the stage
 			 * and the parser while fast_rd (qp_rx skips); a close
@@ -1465,7 +1470,7 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 				return 0;
 			}
 			pthread_mutex_unlock(&qp->rx_lock);
-			n = soft_io_readv_wait(fd, v, cnt);
+			n = soft_io_readv_fast(qp, v, cnt);
 			pthread_mutex_lock(&qp->rx_lock);
 			atomic_store(&qp->rcq->fast_blocked, 0);
 			qp->fast_rd = false;

@@ -1,0 +1,322 @@
+/* The soft provider's "spin, then sleep" (docs/soft-iwarp.md "Spinning") and
+ * its TCP congestion-control knob: how the spin budget is chosen
+ * (rpcrdma_open_attr.spin_us, RPCRDMA_SOFT_SPIN_US, the default, the cap,
+ * "off"); that a fast waiter whose peer answers at once finds the data while
+ * spinning and a waiter with spinning off never spins; that an idle waiter
+ * stops spinning after SOFT_SPIN_MISSES budgets in a row ran out and tries
+ * again after SOFT_SPIN_SKIP waits; that a completion pushed by another
+ * thread ends a spin at once; and that RPCRDMA_SOFT_TCP_CC puts the named
+ * congestion control on both ends' sockets or makes the open fail clearly.
+ * Two endpoints over loopback TCP through the public API (RFC 5040 Send). */
+#include "test.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rdma/provider.h"
+#include "rdma/soft/soft.h"
+#include "rpcrdma/rdma.h"
+#include "soft_net.h"
+
+#define NET_BUF (1u << 16)
+
+static struct soft_cq *scq_of(struct rpcrdma_cq *cq)
+{
+	return RR_CONTAINER_OF(RR_BASE(cq, cq), struct soft_cq, base);
+}
+
+static struct soft_qp *sqp_of(struct rpcrdma_qp *qp)
+{
+	return RR_CONTAINER_OF(RR_BASE(qp, qp), struct soft_qp, base);
+}
+
+static void post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off, uint32_t len)
+{
+	struct rpcrdma_sge sg = {(uintptr_t)n->buf + off, len, rpcrdma_mr_lkey(n->mr)};
+	struct rpcrdma_recv_wr rw = {.wr_id = id, .sg_list = &sg, .num_sge = 1};
+
+	REQUIRE_EQ(rpcrdma_post_recv(qp, &rw, NULL), 0);
+}
+
+static void post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off, uint32_t len,
+		      bool sig)
+{
+	struct rpcrdma_sge sg = {(uintptr_t)n->buf + off, len, rpcrdma_mr_lkey(n->mr)};
+	struct rpcrdma_send_wr wr = {.wr_id = id, .sg_list = &sg, .num_sge = 1,
+				     .opcode = RPCRDMA_WR_SEND,
+				     .flags = sig ? RPCRDMA_SEND_SIGNALED : 0};
+
+	REQUIRE_EQ(rpcrdma_post_send(qp, &wr, NULL), 0);
+}
+
+/* The budget: explicit values win (capped), RPCRDMA_SPIN_OFF is none, 0
+ * reads RPCRDMA_SOFT_SPIN_US ("off" or a number; anything else is the
+ * default) and falls back to RPCRDMA_SPIN_US_DEFAULT. */
+TEST(soft_spin_budget_resolution)
+{
+	unsetenv("RPCRDMA_SOFT_SPIN_US");
+	CHECK_EQ(rr_spin_us(0), RPCRDMA_SPIN_US_DEFAULT);
+	CHECK_EQ(rr_spin_us(7), 7);
+	CHECK_EQ(rr_spin_us(RPCRDMA_SPIN_OFF), 0);
+	CHECK_EQ(rr_spin_us(RPCRDMA_SPIN_US_MAX + 1), RPCRDMA_SPIN_US_MAX);
+	setenv("RPCRDMA_SOFT_SPIN_US", "35", 1);
+	CHECK_EQ(rr_spin_us(0), 35);
+	CHECK_EQ(rr_spin_us(9), 9); /* the caller's value over the environment */
+	setenv("RPCRDMA_SOFT_SPIN_US", "0", 1);
+	CHECK_EQ(rr_spin_us(0), 0);
+	setenv("RPCRDMA_SOFT_SPIN_US", "off", 1);
+	CHECK_EQ(rr_spin_us(0), 0);
+	setenv("RPCRDMA_SOFT_SPIN_US", "99999999", 1);
+	CHECK_EQ(rr_spin_us(0), RPCRDMA_SPIN_US_MAX);
+	setenv("RPCRDMA_SOFT_SPIN_US", "12abc", 1);
+	CHECK_EQ(rr_spin_us(0), RPCRDMA_SPIN_US_DEFAULT);
+	setenv("RPCRDMA_SOFT_SPIN_US", "-5", 1);
+	CHECK_EQ(rr_spin_us(0), RPCRDMA_SPIN_US_DEFAULT);
+	setenv("RPCRDMA_SOFT_SPIN_US", "", 1);
+	CHECK_EQ(rr_spin_us(0), RPCRDMA_SPIN_US_DEFAULT);
+	unsetenv("RPCRDMA_SOFT_SPIN_US");
+}
+
+struct echo {
+	struct net *n;
+	struct rpcrdma_qp *s;
+	int rounds;
+	int fails;
+};
+
+/* The server side of the ping-pong: answers each Send at once. */
+static void *echo_main(void *arg)
+{
+	struct echo *e = arg;
+	struct rpcrdma_wc wc;
+
+	for (int i = 0; i < e->rounds; i++) {
+		if (rpcrdma_cq_wait(e->n->scq, 1, &wc, 5000) != 1 ||
+		    wc.status != RPCRDMA_WC_SUCCESS) {
+			e->fails++;
+			return NULL;
+		}
+		post_recv(e->n, e->s, 100, 4096, 256);
+		post_send(e->n, e->s, 2, 4096, 32, false);
+	}
+	return NULL;
+}
+
+/* Ping-pong with the answer sent by another thread: with a 1 ms budget
+ * (far above the round trip) the client's waits find their answer while
+ * spinning; with RPCRDMA_SOFT_SPIN_US=off no wait spins. Returns the hits. */
+static uint64_t ping_pong(const char *spin, uint64_t *misses)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_wc wc;
+	struct echo e = {.rounds = 300};
+	pthread_t th;
+	uint64_t hits;
+
+	setenv("RPCRDMA_SOFT_SPIN_US", spin, 1);
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
+	unsetenv("RPCRDMA_SOFT_SPIN_US");
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid);
+	e.n = &n;
+	e.s = s;
+	for (int i = 0; i < 16; i++)
+		post_recv(&n, s, 100, 4096, 256);
+	REQUIRE_EQ(pthread_create(&th, NULL, echo_main, &e), 0);
+	for (int i = 0; i < e.rounds; i++) {
+		post_recv(&n, c, 200, 8192, 256);
+		post_send(&n, c, 1, 0, 64, false);
+		REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 5000), 1);
+		CHECK_EQ(wc.wr_id, 200);
+	}
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(e.fails, 0);
+	hits = atomic_load(&scq_of(n.ccq)->spin_hits);
+	*misses = atomic_load(&scq_of(n.ccq)->spin_misses);
+	CHECK(atomic_load(&scq_of(n.ccq)->fast_reads) >= 100);
+	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_down(&n);
+	return hits;
+}
+
+TEST(soft_spin_finds_prompt_answers)
+{
+	uint64_t misses = 0, hits = ping_pong("1000", &misses);
+
+	/* most answers come within 1 ms; on a loaded machine (ctest -j) many
+	 * do not, and four misses in a row pause the spinning: some must hit */
+	CHECK(hits >= 1);
+	hits = ping_pong("off", &misses);
+	CHECK_EQ(hits, 0);
+	CHECK_EQ(misses, 0);
+}
+
+/* Nothing arrives for ~250 ms: the waiter's blocking reads end every
+ * SOFT_FAST_BLOCK_MS and it waits again (~50 fast reads). Without the
+ * adaptation each of them would spin its budget out; with it, after
+ * SOFT_SPIN_MISSES misses the next SOFT_SPIN_SKIP waits sleep at once. */
+TEST(soft_spin_backs_off_when_idle)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_wc wc;
+	struct soft_cq *q;
+	uint64_t reads, misses;
+
+	setenv("RPCRDMA_SOFT_SPIN_US", "200", 1);
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
+	unsetenv("RPCRDMA_SOFT_SPIN_US");
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid);
+	post_recv(&n, c, 200, 8192, 256);
+	q = scq_of(n.ccq);
+	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 250), 0);
+	reads = atomic_load(&q->fast_reads);
+	misses = atomic_load(&q->spin_misses);
+	CHECK(reads >= 8);
+	CHECK(misses >= SOFT_SPIN_MISSES);
+	CHECK(misses <= SOFT_SPIN_MISSES * (1 + reads / SOFT_SPIN_SKIP));
+	CHECK_EQ(atomic_load(&q->spin_hits), 0);
+	/* still works: an answer after the idle time arrives */
+	post_send(&n, s, 1, 0, 16, false);
+	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 5000), 1);
+	CHECK_EQ(wc.wr_id, 200);
+	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_down(&n);
+}
+
+struct poster {
+	struct net *n;
+	struct rpcrdma_qp *c;
+	struct soft_qp *sq;
+};
+
+/* Posts a signaled Send on the client QP once the waiter is in its fast
+ * read: its completion is pushed by this thread, not read from the socket. */
+static void *poster_main(void *arg)
+{
+	struct poster *p = arg;
+
+	for (int i = 0; i < 2000 && !__atomic_load_n(&p->sq->fast_rd, __ATOMIC_SEQ_CST); i++)
+		usleep(500);
+	post_send(p->n, p->c, 7, 0, 16, true);
+	return NULL;
+}
+
+/* A waiter that spins (1000 us budgets, the cap, between its 5 ms blocking
+ * reads) gets a completion another thread pushes meanwhile: the wait ends
+ * with it, promptly, and nothing is lost or duplicated. */
+TEST(soft_spin_sees_foreign_completion)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_wc wc;
+	struct poster p;
+	pthread_t th;
+	uint64_t t0;
+
+	setenv("RPCRDMA_SOFT_SPIN_US", "1000", 1);
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
+	unsetenv("RPCRDMA_SOFT_SPIN_US");
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid);
+	post_recv(&n, s, 300, 4096, 256);
+	p = (struct poster){&n, c, sqp_of(c)};
+	REQUIRE_EQ(pthread_create(&th, NULL, poster_main, &p), 0);
+	t0 = rr_now_ns(NULL);
+	REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 5000), 1);
+	CHECK(rr_now_ns(NULL) - t0 < 2000000000ull);
+	CHECK_EQ(wc.wr_id, 7);
+	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
+	CHECK_EQ(wc.wr_id, 300);
+	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_down(&n);
+}
+
+static void sock_cc(int fd, char *out, size_t len)
+{
+	socklen_t l = (socklen_t)len;
+
+	memset(out, 0, len);
+	REQUIRE_EQ(getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, out, &l), 0);
+}
+
+/* RPCRDMA_SOFT_TCP_CC=reno (always built in): both ends' sockets use it,
+ * and messages flow; a name the kernel does not know fails the open with
+ * -ENOENT instead of being ignored; unset: the system's default. */
+TEST(soft_tcp_cc_env)
+{
+	struct rpcrdma_open_attr oa = {0};
+	struct rpcrdma_context *ctx = NULL;
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_wc wc;
+	char cc[16], sys[16];
+	int fd;
+
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	REQUIRE(fd >= 0);
+	sock_cc(fd, sys, sizeof(sys));
+	close(fd);
+
+	setenv("RPCRDMA_SOFT_TCP_CC", "no-such-cc", 1);
+	CHECK_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, &oa, &ctx), -ENOENT);
+	CHECK(ctx == NULL);
+	setenv("RPCRDMA_SOFT_TCP_CC", "a-name-longer-than-sixteen", 1);
+	CHECK_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, &oa, &ctx), -EINVAL);
+
+	setenv("RPCRDMA_SOFT_TCP_CC", "reno", 1);
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
+	unsetenv("RPCRDMA_SOFT_TCP_CC");
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid);
+	sock_cc(sqp_of(c)->obj.fd, cc, sizeof(cc));
+	CHECK_EQ(strcmp(cc, "reno"), 0);
+	sock_cc(sqp_of(s)->obj.fd, cc, sizeof(cc));
+	CHECK_EQ(strcmp(cc, "reno"), 0);
+	post_recv(&n, s, 5, 4096, 256);
+	post_send(&n, c, 1, 0, 64, false);
+	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
+	CHECK_EQ(wc.wr_id, 5);
+	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_down(&n);
+
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
+	c = soft_net_qp(&n, n.ccq, 16);
+	s = soft_net_qp(&n, n.scq, 16);
+	soft_net_link(&n, c, s, &cid, &sid);
+	sock_cc(sqp_of(c)->obj.fd, cc, sizeof(cc));
+	CHECK_EQ(strcmp(cc, sys), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_down(&n);
+}
