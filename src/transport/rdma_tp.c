@@ -3595,7 +3595,12 @@ unlink:
 		}
 	if (waiter) {
 		c->waiter = false;
-		ep_wake(&c->ep);
+		/* as rr_tp_client_wait: the progress thread is woken only when
+		 * work is left for it; a wake-up per push costs a thread switch
+		 * and, with spinning waiters on two CPUs, the CPU it runs on */
+		if (cl_busy(c) || c->conn != cn || !c->conn || c->conn->dead || c->reconnect_at ||
+		    c->destroying)
+			ep_wake(&c->ep);
 	}
 out:
 	if (mr)
