@@ -4,9 +4,10 @@
  * "off"); that a fast waiter whose peer answers at once finds the data while
  * spinning and a waiter with spinning off never spins; that an idle waiter
  * stops spinning after SOFT_SPIN_MISSES budgets in a row ran out and tries
- * again after SOFT_SPIN_SKIP waits; that a completion pushed by another
- * thread ends a spin at once; and that RPCRDMA_SOFT_TCP_CC puts the named
- * congestion control on both ends' sockets or makes the open fail clearly.
+ * again after SOFT_SPIN_SKIP waits; that a completion another thread pushes
+ * while the waiter spins or sleeps reaches it; that RPCRDMA_SOFT_TCP_CC puts the named
+ * congestion control on both ends' sockets or makes the open fail clearly;
+ * and that the RPC client's spin_us option reaches the provider.
  * Two endpoints over loopback TCP through the public API (RFC 5040 Send). */
 #include "test.h"
 
@@ -15,11 +16,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rdma/provider.h"
 #include "rdma/soft/soft.h"
 #include "rpcrdma/rdma.h"
+#include "rpcrdma/rpc.h"
 #include "soft_net.h"
 
 #define NET_BUF (1u << 16)
@@ -319,4 +322,70 @@ TEST(soft_tcp_cc_env)
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
 	soft_net_down(&n);
+}
+
+/* ---- the RPC client's spin_us option reaches the provider ---- */
+
+#define SPIN_PROG 0x2000051au
+
+static int h_slow(struct rpcrdma_req *r, void *ctx)
+{
+	(void)r;
+	(void)ctx;
+	usleep(3000); /* longer than any budget: every wait of the caller misses */
+	return RPCRDMA_SVC_OK;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* CPU time of this (calling) thread over 12 slow calls with @spin_us. */
+static uint64_t slow_calls_cpu(const char *url, uint32_t spin_us)
+{
+	struct rpcrdma_client_opts co = {.timeout_ms = 10000, .spin_us = spin_us};
+	struct rpcrdma_client *c = NULL;
+	uint64_t t0;
+
+	REQUIRE_EQ(rpcrdma_client_create(url, SPIN_PROG, 1, &co, &c), 0);
+	t0 = thread_cpu_ns();
+	for (int i = 0; i < 12; i++) {
+		struct rpcrdma_call *call;
+
+		REQUIRE_EQ(rpcrdma_call_create(c, 1, &call), 0);
+		CHECK_EQ(rpcrdma_call_run(call), 0);
+		rpcrdma_call_destroy(call);
+	}
+	t0 = thread_cpu_ns() - t0;
+	rpcrdma_client_destroy(c);
+	return t0;
+}
+
+/* rpcrdma_client_opts.spin_us: at the cap (1000 us) the caller's first
+ * waits each spin 1 ms before sleeping (the handler takes 3 ms), at least
+ * SOFT_SPIN_MISSES of them; with RPCRDMA_SPIN_OFF it sleeps at once. The
+ * calling thread's CPU time shows which one happened. */
+TEST(soft_spin_rpc_client_option)
+{
+	struct rpcrdma_server_opts so = {.threads = 2, .spin_us = RPCRDMA_SPIN_OFF};
+	struct rpcrdma_server *s = NULL;
+	uint64_t off, on;
+	char url[64];
+
+	unsetenv("RPCRDMA_SOFT_SPIN_US");
+	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", &so, &s), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, SPIN_PROG, 1, 1, h_slow, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_start(s), 0);
+	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", rpcrdma_server_port(s));
+	off = slow_calls_cpu(url, RPCRDMA_SPIN_OFF);
+	on = slow_calls_cpu(url, RPCRDMA_SPIN_US_MAX);
+	/* on: >= 4 spins of 1 ms of wall time each, mostly on the CPU even
+	 * when preempted now and then; off: ~50 us of CPU per call */
+	CHECK(on >= 2000000ull);
+	CHECK(off * 2 < on);
+	rpcrdma_server_destroy(s);
 }
