@@ -73,6 +73,11 @@ struct rpcrdma_xprt_stats {
 	uint64_t commit_errors;      /* client: Commits with Status != 0 or failed */
 	uint64_t regions_exposed;    /* server: regions exposed */
 	uint64_t regions_released;   /* server: revoked or freed on disconnect */
+	/* progress */
+	uint64_t cq_polls;           /* CQ polls made by the transport's progress
+					loop (each a look at the connection on
+					soft): per RPC, how much an idle
+					connection costs a busy one */
 	uint32_t connections;        /* server: live connections; client: 1 if connected */
 	char transport[16];          /* "rdma" (soft provider) */
 };

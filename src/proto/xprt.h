@@ -210,6 +210,7 @@ struct rr_xprt_stats {
 						    or failed */
 	/* Push mode, responder: regions exposed / revoked or released. */
 	uint64_t regions_exposed, regions_released;
+	uint64_t cq_polls;           /* CQ polls by the progress loop (drain_cq) */
 	/* reliable reply (proto/rrep.h) */
 	uint64_t rrep_exposed;       /* rsp: Replies sent with a Read chunk */
 	uint64_t rrep_pulled;        /* req: Replies pulled by RDMA Read */

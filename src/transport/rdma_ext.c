@@ -52,6 +52,7 @@ static void stats_export(const struct rr_xprt_stats *s, struct rpcrdma_xprt_stat
 	o->commit_errors = s->commit_errors;
 	o->regions_exposed = s->regions_exposed;
 	o->regions_released = s->regions_released;
+	o->cq_polls = s->cq_polls;
 	snprintf(o->transport, sizeof(o->transport), "rdma");
 }
 

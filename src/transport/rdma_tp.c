@@ -138,6 +138,9 @@ struct tp_conn {
 	struct rr_xprt_params params;
 	uint16_t ord;
 	bool established, dead, use_mw;
+	bool serve;                  /* server loop: its CQ is served this turn */
+	bool armed;                  /* server loop: armed by it since it last
+					served the CQ (a notification wakes it) */
 	bool signal_writes;   /* RDMA Writes signaled: see conn_new */
 	bool in_wait;           /* a caller thread waits on cq unlocked: not freed */
 	uint32_t lent;          /* requester: Receives lent as rpc->reply (not
@@ -275,6 +278,11 @@ struct rr_tp_server {
 	struct tp_sreq *sent_head, **sent_tail;
 	struct rr_xprt_reply_plan *plan_cache;   /* one spare Reply plan */
 	unsigned idle_waits;       /* progress: CQ waits in a row that got nothing */
+	/* progress: poll(2) set, 2 + one fd per connection, grown with the
+	 * connections (the loop's own; freed at destroy) */
+	struct pollfd *pfd;
+	struct tp_conn **pcns;
+	unsigned pcap;             /* connections they hold */
 };
 
 static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r);
@@ -1573,23 +1581,46 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
  * Progress thread
  * ====================================================================== */
 
-static void drain_cq(struct tp_ep *ep, struct tp_conn *cn)
+/* Polls @cn's CQ until a short batch; the number of completions. */
+static int drain_cq(struct tp_ep *ep, struct tp_conn *cn)
 {
 	struct rpcrdma_wc wc[32];
-	int n;
+	int n, total = 0;
 
 	/* A short batch emptied the queue: stop there rather than poll once
 	 * more (on soft, a poll of an empty queue is a system call: it looks
 	 * at the sockets). What arrives later makes the CQ's fd readable. */
 	do {
 		n = rpcrdma_cq_poll(cn->cq, (int)RR_ARRAY_SIZE(wc), wc);
+		ep->stats.cq_polls++;
 		for (int i = 0; i < n; i++) {
 			if (ep->is_server)
 				sv_on_wc((struct rr_tp_server *)ep, cn, &wc[i]);
 			else
 				cl_on_wc((struct rr_tp_client *)ep, cn, &wc[i]);
 		}
+		if (n > 0)
+			total += n;
 	} while (n == (int)RR_ARRAY_SIZE(wc));
+	return total;
+}
+
+/* Arms @cn's CQ and polls it, again until a poll after the arm finds
+ * nothing: a completion that the poll's own receive pushes uses the arm up
+ * without a notification (soft: rr_cq_ring_push_ex quiet), and a CQ left
+ * disarmed stops counting as attended, so the provider could then receive
+ * for it with no notification at all (a lost wake-up). Whether it is armed. */
+static bool arm_drain(struct tp_ep *ep, struct tp_conn *cn)
+{
+	for (int i = 0; i < 64; i++) {
+		if (rpcrdma_cq_arm(cn->cq, false) != 0)
+			return false;
+		if (drain_cq(ep, cn) == 0)
+			return true;
+		if (cn->dead)
+			break;
+	}
+	return false; /* still busy: the caller serves it on its next turn */
 }
 
 static void deliver_upcalls(struct tp_ep *ep)
@@ -1624,6 +1655,47 @@ static void deliver_upcalls(struct tp_ep *ep)
 	}
 }
 
+/* Makes the server loop's poll set hold every connection (lock held).
+ * On allocation failure the old arrays stay (or none: a one-connection
+ * set), and the loop serves the connections beyond them on every turn. */
+static void sv_poll_grow(struct rr_tp_server *s)
+{
+	struct tp_ep *ep = &s->ep;
+	unsigned want = s->nconns < 8 ? 8 : s->nconns;
+	struct pollfd *pfd;
+	struct tp_conn **cns;
+
+	if (s->pfd && s->pcap >= want)
+		return;
+	want = want + want / 2;
+	pfd = rr_alloc(ep->env, sizeof(*pfd) * (want + 2));
+	cns = rr_alloc(ep->env, sizeof(*cns) * want);
+	if (!pfd || !cns) {
+		rr_free(ep->env, pfd);
+		rr_free(ep->env, cns);
+		return;
+	}
+	rr_free(ep->env, s->pfd);
+	rr_free(ep->env, s->pcns);
+	s->pfd = pfd;
+	s->pcns = cns;
+	s->pcap = want;
+}
+
+/* Whether the progress loop serves @cn, armed by it, after a poll over
+ * @ncn CQ fds (@pfd, gathered from @cns): its fd was ready, or it was not
+ * among them (beyond the set). A CQ the loop has not armed since it last
+ * served it is served anyway (!armed: new, or waited on directly): its
+ * completions could come with no notification. */
+static bool sv_conn_ready(const struct tp_conn *cn, struct tp_conn *const *cns,
+			  const struct pollfd *pfd, unsigned ncn)
+{
+	for (unsigned i = 0; i < ncn; i++)
+		if (cns[i] == cn)
+			return pfd[i].revents != 0;
+	return true;
+}
+
 static void *progress(void *arg)
 {
 	struct tp_ep *ep = arg;
@@ -1633,11 +1705,12 @@ static void *progress(void *arg)
 
 	pthread_mutex_lock(&ep->lock);
 	while (!ep->stop) {
-		struct pollfd pfd[66];
-		struct tp_conn *cns[64];
-		unsigned n = 0, ncn = 0;
+		struct pollfd pfd_one[3], *pfd = pfd_one;
+		struct tp_conn *cns_one[1], **cns = cns_one;
+		unsigned n = 0, ncn = 0, cap = 1;
 		int timeout = 100;
 		struct rpcrdma_cm_event ev;
+		bool unarmed = false;
 
 		if (ep->is_server) {
 			struct rr_tp_server *s = (struct rr_tp_server *)ep;
@@ -1665,6 +1738,7 @@ static void *progress(void *arg)
 				int got;
 
 				one->refs++;
+				one->armed = false; /* waited on, not armed */
 				pthread_mutex_unlock(&ep->lock);
 				got = rpcrdma_cq_wait(one->cq, (int)RR_ARRAY_SIZE(wc), wc,
 						      SV_CQ_WAIT_MS);
@@ -1684,13 +1758,31 @@ static void *progress(void *arg)
 				continue;
 			}
 		}
+		if (ep->is_server) {
+			struct rr_tp_server *s = (struct rr_tp_server *)ep;
+
+			sv_poll_grow(s);
+			if (s->pfd) {
+				pfd = s->pfd;
+				cns = s->pcns;
+				cap = s->pcap;
+			}
+		}
 		pfd[n++] = (struct pollfd){ep->evfd, POLLIN, 0};
 		pfd[n++] = (struct pollfd){rpcrdma_cm_channel_fd(ep->ch), POLLIN, 0};
 		if (ep->is_server) {
 			struct rr_tp_server *s = (struct rr_tp_server *)ep;
 
-			for (struct tp_conn *cn = s->conns; cn && ncn < 64; cn = cn->next)
-				cns[ncn++] = cn;
+			/* beyond @cap (an allocation failed): served on every
+			 * turn (sv_conn_ready), woken by the others or the
+			 * 100 ms timeout */
+			for (struct tp_conn *cn = s->conns; cn; cn = cn->next) {
+				if (ncn < cap)
+					cns[ncn++] = cn;
+				unarmed |= !cn->armed && !cn->dead;
+			}
+			if (unarmed)
+				timeout = 0; /* served at once, then armed */
 		} else {
 			struct rr_tp_client *c = (struct rr_tp_client *)ep;
 
@@ -1730,19 +1822,27 @@ static void *progress(void *arg)
 			else
 				cl_on_cm((struct rr_tp_client *)ep, &ev);
 		}
-		/* The connection list may have changed: poll every live CQ. */
+		/* Serve the CQs whose fd woke the poll, and connections that
+		 * came after the fds were gathered; the others stay armed
+		 * from their last turn (a CQ is armed again, below, every
+		 * time it is served), so nothing is missed, and an idle
+		 * connection costs no system call per Call of another one
+		 * (on soft a poll looks at the socket: one recv each). */
 		if (ep->is_server) {
 			struct rr_tp_server *s = (struct rr_tp_server *)ep;
 			struct tp_conn *cn = s->conns, *nx;
 
-			while (cn) {
+			for (cn = s->conns; cn; cn = cn->next)
+				cn->serve = !cn->armed || sv_conn_ready(cn, cns, pfd + 2, ncn);
+			for (cn = s->conns; cn; cn = nx) {
 				nx = cn->next;
 				cn->refs++;
-				(void)rpcrdma_cq_get_event(cn->cq);
-				drain_cq(ep, cn);
+				if (cn->serve) {
+					(void)rpcrdma_cq_get_event(cn->cq);
+					drain_cq(ep, cn);
+				}
 				sv_rrep_expire(s, cn);
 				sv_conn_put(s, cn);
-				cn = nx;
 			}
 			/* Calls answered on this thread post their Sends now:
 			 * arm only after them, then look once more, so that
@@ -1752,9 +1852,10 @@ static void *progress(void *arg)
 			sv_post_deferred(s);
 			for (cn = s->conns; cn; cn = nx) {
 				nx = cn->next;
+				if (!cn->serve)
+					continue;
 				cn->refs++;
-				(void)rpcrdma_cq_arm(cn->cq, false);
-				drain_cq(ep, cn);
+				cn->armed = arm_drain(ep, cn);
 				sv_conn_put(s, cn);
 			}
 		} else {
@@ -1772,8 +1873,7 @@ static void *progress(void *arg)
 					cl_conn_lost(c, cn);
 			} else if (cn) {
 				(void)rpcrdma_cq_get_event(cn->cq);
-				(void)rpcrdma_cq_arm(cn->cq, false);
-				drain_cq(ep, cn);
+				(void)arm_drain(ep, cn);
 				if (c->conn == cn && cn->dead && cn->established) {
 					/* a fatal completion: wait for DISCONNECTED,
 					 * or tear down now */
@@ -3211,6 +3311,7 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 		while (!r->send_done && !cn->dead) {
 			struct pollfd pfd = {rpcrdma_cq_fd(cn->cq), POLLIN, 0};
 
+			cn->armed = false; /* the loop arms it again (arm_drain) */
 			drain_cq(&s->ep, cn);
 			if (r->send_done || cn->dead)
 				break;
@@ -3328,6 +3429,8 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 		conn_free(cn);
 	}
 	rr_free(env, s->plan_cache);
+	rr_free(env, s->pfd);
+	rr_free(env, s->pcns);
 	if (s->listen_id)
 		(void)rpcrdma_cm_id_destroy(s->listen_id);
 	ep_fini(&s->ep);
