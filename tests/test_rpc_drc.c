@@ -1204,3 +1204,191 @@ TEST(drc_rdma_duplicate_in_progress)
 	rq_close(&q2);
 	rpcrdma_server_destroy(s);
 }
+
+/* ---- the real client's retransmission, through a TCP proxy ---- */
+
+/* A byte-forwarding TCP proxy to 127.0.0.1:@backend, one thread, at most 8
+ * connection pairs; proxy_cut() closes every current pair (both sides), as
+ * a network failure would. */
+struct proxy {
+	int lfd, port, backend;
+	pthread_t th;
+	atomic_bool stop;
+	atomic_bool cut;
+	int fds[8][2];
+	unsigned npairs;
+	atomic_uint accepted;
+};
+
+static void pair_close(struct proxy *p, unsigned i)
+{
+	shutdown(p->fds[i][0], SHUT_RDWR);
+	shutdown(p->fds[i][1], SHUT_RDWR);
+	close(p->fds[i][0]);
+	close(p->fds[i][1]);
+	p->fds[i][0] = p->fds[p->npairs - 1][0];
+	p->fds[i][1] = p->fds[p->npairs - 1][1];
+	p->npairs--;
+}
+
+static bool fwd(int from, int to)
+{
+	uint8_t b[65536];
+	ssize_t k = recv(from, b, sizeof(b), 0);
+
+	if (k <= 0)
+		return false;
+	for (ssize_t off = 0; off < k;) {
+		ssize_t w = send(to, b + off, (size_t)(k - off), MSG_NOSIGNAL);
+
+		if (w <= 0)
+			return false;
+		off += w;
+	}
+	return true;
+}
+
+static void *proxy_main(void *arg)
+{
+	struct proxy *p = arg;
+
+	while (!atomic_load(&p->stop)) {
+		struct pollfd pf[17];
+		unsigned n = 0;
+
+		if (atomic_exchange(&p->cut, false))
+			while (p->npairs)
+				pair_close(p, 0);
+		pf[n++] = (struct pollfd){.fd = p->lfd, .events = POLLIN};
+		for (unsigned i = 0; i < p->npairs; i++) {
+			pf[n++] = (struct pollfd){.fd = p->fds[i][0], .events = POLLIN};
+			pf[n++] = (struct pollfd){.fd = p->fds[i][1], .events = POLLIN};
+		}
+		if (poll(pf, n, 10) <= 0)
+			continue;
+		if (pf[0].revents & POLLIN) {
+			int c = accept(p->lfd, NULL, NULL);
+
+			if (c >= 0 && p->npairs < 8) {
+				int b = raw_connect(p->backend);
+
+				p->fds[p->npairs][0] = c;
+				p->fds[p->npairs][1] = b;
+				p->npairs++;
+				atomic_fetch_add(&p->accepted, 1);
+			} else if (c >= 0) {
+				close(c);
+			}
+			continue;   /* the pair table changed */
+		}
+		for (unsigned i = 0; i < p->npairs; i++) {
+			short r0 = pf[1 + 2 * i].revents, r1 = pf[2 + 2 * i].revents;
+			bool ok = true;
+
+			if (r0 & (POLLIN | POLLHUP | POLLERR))
+				ok = fwd(p->fds[i][0], p->fds[i][1]);
+			if (ok && (r1 & (POLLIN | POLLHUP | POLLERR)))
+				ok = fwd(p->fds[i][1], p->fds[i][0]);
+			if (!ok) {
+				pair_close(p, i);
+				break;   /* indices changed */
+			}
+		}
+	}
+	while (p->npairs)
+		pair_close(p, 0);
+	return NULL;
+}
+
+static void proxy_start(struct proxy *p, int backend)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t al = sizeof(a);
+	int one = 1;
+
+	memset(p, 0, sizeof(*p));
+	p->backend = backend;
+	p->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	REQUIRE(p->lfd >= 0);
+	setsockopt(p->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	REQUIRE_EQ(bind(p->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	REQUIRE_EQ(listen(p->lfd, 8), 0);
+	REQUIRE_EQ(getsockname(p->lfd, (struct sockaddr *)&a, &al), 0);
+	p->port = ntohs(a.sin_port);
+	REQUIRE_EQ(pthread_create(&p->th, NULL, proxy_main, p), 0);
+}
+
+static void proxy_stop(struct proxy *p)
+{
+	atomic_store(&p->stop, true);
+	pthread_join(p->th, NULL);
+	close(p->lfd);
+}
+
+/* A P_BLOCK call whose connection is cut while its handler runs: the client
+ * reconnects and retransmits the same XID. With the cache the handler runs
+ * once and the call gets that run's reply (sent to the waiting
+ * retransmission); without it, twice. */
+static void cut_while_running(const char *scheme, unsigned drc)
+{
+	struct rpcrdma_server_opts so = {.threads = 4, .drc_entries = drc};
+	struct rpcrdma_client_opts co = {.timeout_ms = 15000, .connect_timeout_ms = 5000};
+	struct rpcrdma_server *s;
+	struct rpcrdma_client *c;
+	struct rpcrdma_call *call;
+	static struct proxy px;   /* static: outlives an aborted test */
+	uint32_t v = 0, run = 0;
+	char url[64];
+	int rc;
+
+	snprintf(url, sizeof(url), "%s://127.0.0.1:0", scheme);
+	s = srv_start(url, &so);
+	proxy_start(&px, rpcrdma_server_port(s));
+	snprintf(url, sizeof(url), "%s://127.0.0.1:%d", scheme, px.port);
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &co, &c), 0);
+	REQUIRE_EQ(rpcrdma_call_create(c, P_BLOCK, &call), 0);
+	REQUIRE_EQ(rpcrdma_xdr_put_u32(rpcrdma_call_args(call), 42), 0);
+	REQUIRE_EQ(rpcrdma_call_start(call, NULL, NULL), 0);
+	REQUIRE(wait_entered(1, 5000));
+	atomic_store(&px.cut, true);
+	/* The retransmission reaches the server: it waits on the first run
+	 * (cache) or runs a second handler (no cache). */
+	for (unsigned t = 0; t < 1000; t++) {
+		if (drc ? drc_stats(s).drops_in_progress >= 1 : atomic_load(&H.runs) >= 2)
+			break;
+		rr_th_sleep_ms(10);
+	}
+	CHECK(atomic_load(&px.accepted) >= 2);
+	gate_open();
+	rc = rpcrdma_call_wait(call, 15000);
+	REQUIRE_EQ(rc, 0);
+	CHECK_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &v), 0);
+	CHECK_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &run), 0);
+	CHECK_EQ(v, 42);
+	if (drc) {
+		CHECK_EQ(run, 1);
+		CHECK_EQ(atomic_load(&H.runs), 1);
+		CHECK_EQ(drc_stats(s).drops_in_progress, 1);
+	} else {
+		CHECK_EQ(atomic_load(&H.runs), 2);
+	}
+	rpcrdma_call_destroy(call);
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+	proxy_stop(&px);
+}
+
+TEST(drc_tcp_client_reconnect_retransmission)
+{
+	cut_while_running("tcp", 64);
+	cut_while_running("tcp", 0);
+}
+
+TEST(drc_rdma_client_reconnect_retransmission)
+{
+	if (!rr_th_soft_ok())
+		return;
+	cut_while_running("rdma", 64);
+	cut_while_running("rdma", 0);
+}
