@@ -1392,3 +1392,117 @@ TEST(drc_rdma_client_reconnect_retransmission)
 	cut_while_running("rdma", 64);
 	cut_while_running("rdma", 0);
 }
+
+/* ---- keying on the client's host, and load ---- */
+
+static int raw_connect_from(int port, const char *src)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	struct sockaddr_in b = {.sin_family = AF_INET};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	REQUIRE(fd >= 0);
+	REQUIRE_EQ(inet_pton(AF_INET, src, &b.sin_addr), 1);
+	REQUIRE_EQ(bind(fd, (struct sockaddr *)&b, sizeof(b)), 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	REQUIRE_EQ(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+/* tcp:// keys on the peer's host: the same XID and arguments from another
+ * host (127.0.0.2) is another request; from the same host on another port
+ * (a reconnection) it is the same. */
+TEST(drc_tcp_keyed_on_client_host)
+{
+	struct rpcrdma_server *s;
+	int port, a1, a2, b1;
+
+	s = tcp_server(64, &port);
+	a1 = raw_connect_from(port, "127.0.0.1");
+	a2 = raw_connect_from(port, "127.0.0.1");
+	b1 = raw_connect_from(port, "127.0.0.2");
+	CHECK_EQ(tcp_xchg(a1, 0x8001, P_COUNT, 1, NULL, NULL), 1);
+	CHECK_EQ(tcp_xchg(a2, 0x8001, P_COUNT, 1, NULL, NULL), 1);
+	CHECK_EQ(tcp_xchg(b1, 0x8001, P_COUNT, 1, NULL, NULL), 2);
+	CHECK_EQ(tcp_xchg(b1, 0x8001, P_COUNT, 1, NULL, NULL), 2);
+	CHECK_EQ(atomic_load(&H.runs), 2);
+	close(a1);
+	close(a2);
+	close(b1);
+	rpcrdma_server_destroy(s);
+}
+
+/* Many clients and threads against a small cache (constant eviction):
+ * every call answered with its own result, the handler run once per call,
+ * the counters consistent. Run under ASan/TSan this is the cache's
+ * thread-safety test. */
+struct load_arg {
+	struct rpcrdma_client *c;
+	unsigned calls;
+	unsigned ok;
+};
+
+static void *load_main(void *arg)
+{
+	struct load_arg *a = arg;
+
+	for (unsigned i = 0; i < a->calls; i++) {
+		struct rpcrdma_call *call;
+		uint32_t v = 0, run = 0;
+
+		if (rpcrdma_call_create(a->c, P_COUNT, &call))
+			continue;
+		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), i);
+		if (rpcrdma_call_run(call) == 0 &&
+		    rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &v) == 0 &&
+		    rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &run) == 0 && v == i && run > 0)
+			a->ok++;
+		rpcrdma_call_destroy(call);
+	}
+	return NULL;
+}
+
+static void load(const char *scheme)
+{
+	struct rpcrdma_server_opts so = {.threads = 4, .drc_entries = 16};
+	struct rpcrdma_client_opts co = {.timeout_ms = 20000};
+	struct rpcrdma_server *s;
+	struct load_arg a[4];
+	pthread_t th[4];
+	struct rr_drc_counters c;
+	char url[64];
+
+	snprintf(url, sizeof(url), "%s://127.0.0.1:0", scheme);
+	s = srv_start(url, &so);
+	snprintf(url, sizeof(url), "%s://127.0.0.1:%d", scheme, rpcrdma_server_port(s));
+	for (unsigned i = 0; i < 4; i++) {
+		a[i] = (struct load_arg){NULL, 200, 0};
+		REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &co, &a[i].c), 0);
+	}
+	for (unsigned i = 0; i < 4; i++)
+		REQUIRE_EQ(pthread_create(&th[i], NULL, load_main, &a[i]), 0);
+	for (unsigned i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_EQ(a[i].ok, 200);
+		rpcrdma_client_destroy(a[i].c);
+	}
+	c = drc_stats(s);
+	CHECK_EQ(atomic_load(&H.runs), 800);
+	CHECK_EQ(c.insertions + c.not_cached, 800);
+	CHECK_EQ(c.hits, 0);   /* XIDs start at random values per client */
+	CHECK(c.entries <= 16);
+	CHECK_EQ(c.insertions - c.evictions - c.expirations, c.entries);
+	rpcrdma_server_destroy(s);
+}
+
+TEST(drc_load_tcp)
+{
+	load("tcp");
+}
+
+TEST(drc_load_rdma)
+{
+	if (!rr_th_soft_ok())
+		return;
+	load("rdma");
+}

@@ -252,6 +252,15 @@ void rr_svc_reply_denied(struct rpcrdma_req *r, uint32_t rstat, uint32_t auth_st
 	set_reply(r, &rep);
 }
 
+/* True when r->res holds an MSG_ACCEPTED/SUCCESS Reply (read from its
+ * bytes: an rpcgen service may have set an error reply and returned OK). */
+static bool reply_is_success(const struct rpcrdma_req *r)
+{
+	return !r->res.error && r->res.len >= REPLY_HDR_LEN &&
+	       rr_get_be32(r->res.buf + 8) == RR_RPC_MSG_ACCEPTED &&
+	       rr_get_be32(r->res.buf + 20) == RR_RPC_SUCCESS;
+}
+
 /* The handler of @r (which holds an IN PROGRESS cache entry) is done and
  * its reply is in r->res (@sent: a reply goes out; @success: it is a
  * SUCCESS reply). Keeps a copy of a SUCCESS reply small enough, and answers
@@ -311,7 +320,7 @@ static void req_verdict(struct rpcrdma_req *r, int stat)
 		break;
 	}
 	if (r->drc_ent)
-		drc_settle(r, true, stat == RPCRDMA_SVC_OK && !r->res.error);
+		drc_settle(r, true, reply_is_success(r));
 	req_finish(r, true);
 }
 
