@@ -272,6 +272,14 @@ struct rpcrdma_server_opts {
 	uint32_t spin_us;               /* rdma://: the server loop's spin
 					   before it sleeps, as
 					   rpcrdma_client_opts */
+	unsigned drc_entries;           /* duplicate request cache (docs/api.md
+					   "Duplicate request cache"): most
+					   requests remembered; 0: no cache */
+	uint32_t drc_max_reply;         /* largest reply kept, bytes (inline
+					   bytes plus DDP-eligible data);
+					   0: 4096 */
+	uint32_t drc_ttl_ms;            /* a kept reply is forgotten this long
+					   after its last use; 0: 120000 */
 };
 
 /* Handlers run on the thread that received the Call, without a hop to a
@@ -319,6 +327,34 @@ RPCRDMA_API int rpcrdma_server_port(const struct rpcrdma_server *s);
 RPCRDMA_API void rpcrdma_server_shutdown(struct rpcrdma_server *s);
 /* Shuts down (if not yet) and frees. */
 RPCRDMA_API void rpcrdma_server_destroy(struct rpcrdma_server *s);
+
+/* Duplicate request cache (opts.drc_entries > 0). With it, a Call that
+ * repeats a previous one (same XID, program, version, procedure, client
+ * host and arguments) does not run the handler again: it gets the first
+ * Call's reply. Every procedure but NULL is cached unless marked idempotent
+ * here (as nfsd caches only non-idempotent procedures): an idempotent one
+ * simply runs again. Before rpcrdma_server_start(): 0, -EBUSY after,
+ * -ENOMEM. Without a cache the mark is accepted and has no effect. */
+RPCRDMA_API int rpcrdma_server_set_idempotent(struct rpcrdma_server *s, uint32_t prog,
+					      uint32_t vers, uint32_t proc);
+struct rpcrdma_drc_stats {
+	uint64_t hits;               /* duplicates answered from the cache */
+	uint64_t drops_in_progress;  /* duplicates that came while the first
+					Call still ran (answered with its
+					reply when it completes, or dropped) */
+	uint64_t insertions;         /* requests remembered */
+	uint64_t evictions;          /* kept replies evicted for room (LRU) */
+	uint64_t expirations;        /* kept replies forgotten by age */
+	uint64_t not_cached;         /* requests run but not remembered: reply
+					not SUCCESS or too large, dropped,
+					cache full of running requests, no
+					memory */
+	uint32_t entries;            /* requests remembered now */
+};
+/* Snapshot of the cache's counters: 0, -EINVAL, -EOPNOTSUPP without a
+ * cache. */
+RPCRDMA_API int rpcrdma_server_drc_stats(struct rpcrdma_server *s,
+					 struct rpcrdma_drc_stats *st);
 
 /* Inside a handler (or until rpcrdma_req_complete for deferred requests): */
 RPCRDMA_API struct rpcrdma_xdr_dec *rpcrdma_req_args(struct rpcrdma_req *r);

@@ -8,19 +8,28 @@
  * PROC_UNAVAIL, GARBAGE_ARGS, SYSTEM_ERR; procedure 0 (NULL) is answered for
  * every registered (prog, vers). Undecodable messages and Replies are
  * dropped without an answer. Shutdown is graceful: stop accepting, finish the
- * requests in flight (deferred ones included), close. */
+ * requests in flight (deferred ones included), close. With a duplicate
+ * request cache (src/rpc/drc.h) a retransmitted Call (same XID, arguments
+ * and client host) of a cached procedure does not run its handler again:
+ * it gets the first Call's reply, re-sent from the cache or, while the
+ * first still runs, once it completes. */
+#include "rpc/drc.h"
 #include "rpc/rpcmsg.h"
 #include "rpc/svcint.h"
 #include "rpc/xprt.h"
 #include "rpc/xprt_ctl.h"
 
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 
 #define DEFAULT_THREADS 4u
 #define DEFAULT_MAX_MSG ((size_t)8 * 1024 * 1024 + 65536)
 #define DEFAULT_MAX_CONNS 1024u
 #define REPLY_HDR_LEN 24u  /* xid, REPLY, MSG_ACCEPTED, verf AUTH_NONE, accept_stat */
+#define DEFAULT_DRC_MAX_REPLY 4096u
+#define DEFAULT_DRC_TTL_MS 120000u   /* as nfsd's RC_EXPIRE */
 
 struct svc_proc {
 	uint32_t prog, vers, proc;
@@ -42,6 +51,12 @@ struct rpcrdma_req {
 	void *release_arg;
 	struct rpcrdma_req *next;
 	void *tirpc_priv;
+	struct rr_drc_entry *drc_ent;   /* IN PROGRESS entry of this Call */
+	struct rr_drc_reply *drc_rep;   /* a cached reply being re-sent */
+};
+
+struct svc_idem {
+	uint32_t prog, vers, proc;
 };
 
 struct rpcrdma_server {
@@ -62,6 +77,9 @@ struct rpcrdma_server {
 	struct rpcrdma_req *qhead, *qtail;
 	struct svc_proc *procs;
 	unsigned nprocs, procs_cap;
+	struct rr_drc *drc;            /* NULL: no duplicate request cache */
+	struct svc_idem *idem;         /* procedures marked idempotent */
+	unsigned nidem, idem_cap;
 };
 
 
@@ -129,30 +147,57 @@ static void req_sent(void *arg, int status)
 	req_release(arg);
 }
 
-/* Sends the reply in r->res (header already in place) and finishes: at once,
- * or when the transport is done with the Reply's memory (send_reply_async,
- * so that a thread answering many Calls does not wait for each Send). */
-static void req_finish(struct rpcrdma_req *r, bool send)
+static void res_msg(const struct rpcrdma_req *r, struct rr_xprt_msg *m)
+{
+	m->head = r->res.buf;
+	m->head_len = r->res.len;
+	m->ddp = r->res.ddp;
+	m->nddp = r->res.nddp;
+	m->xdr_len = r->res.xdr_len;
+}
+
+/* Sends @m (the reply of @r, in memory that stays valid until req_release)
+ * or nothing (@m NULL) and finishes: at once, or when the transport is done
+ * with the Reply's memory (send_reply_async, so that a thread answering many
+ * Calls does not wait for each Send). */
+static void req_send(struct rpcrdma_req *r, const struct rr_xprt_msg *m)
 {
 	struct rpcrdma_server *s = r->srv;
 
-	if (send) {
-		struct rr_xprt_msg m = {
-			.head = r->res.buf,
-			.head_len = r->res.len,
-			.ddp = r->res.ddp,
-			.nddp = r->res.nddp,
-			.xdr_len = r->res.xdr_len,
-		};
-
+	if (m) {
 		if (s->cls->server->send_reply_async) {
-			if (s->cls->server->send_reply_async(s->xs, r->xreq, &m, req_sent, r) == 1)
+			if (s->cls->server->send_reply_async(s->xs, r->xreq, m, req_sent, r) == 1)
 				return;
 		} else {
-			(void)s->cls->server->send_reply(s->xs, r->xreq, &m);
+			(void)s->cls->server->send_reply(s->xs, r->xreq, m);
 		}
 	}
 	req_release(r);
+}
+
+/* Sends the reply in r->res (header already in place), or nothing, and
+ * finishes. */
+static void req_finish(struct rpcrdma_req *r, bool send)
+{
+	struct rr_xprt_msg m;
+
+	if (send) {
+		res_msg(r, &m);
+		req_send(r, &m);
+		return;
+	}
+	req_send(r, NULL);
+}
+
+/* Answers the duplicate @r with the cached reply @rep (takes that
+ * reference: dropped when the transport is done with it). */
+static void req_replay(struct rpcrdma_req *r, struct rr_drc_reply *rep)
+{
+	struct rr_xprt_msg m;
+
+	r->drc_rep = rep;
+	rr_drc_reply_msg(rep, &m);
+	req_send(r, &m);
 }
 
 /* The Reply's memory is free: release the results and the request. */
@@ -162,6 +207,8 @@ static void req_release(struct rpcrdma_req *r)
 
 	if (r->release)
 		r->release(r->release_arg);
+	if (r->drc_rep)
+		rr_drc_reply_put(s->drc, r->drc_rep);
 	s->cls->server->req_done(s->xs, r->xreq);
 	rr_xbuf_enc_free(&r->res);
 	rr_free(s->env, r);
@@ -205,10 +252,54 @@ void rr_svc_reply_denied(struct rpcrdma_req *r, uint32_t rstat, uint32_t auth_st
 	set_reply(r, &rep);
 }
 
+/* True when r->res holds an MSG_ACCEPTED/SUCCESS Reply (read from its
+ * bytes: an rpcgen service may have set an error reply and returned OK). */
+static bool reply_is_success(const struct rpcrdma_req *r)
+{
+	return !r->res.error && r->res.len >= REPLY_HDR_LEN &&
+	       rr_get_be32(r->res.buf + 8) == RR_RPC_MSG_ACCEPTED &&
+	       rr_get_be32(r->res.buf + 20) == RR_RPC_SUCCESS;
+}
+
+/* The handler of @r (which holds an IN PROGRESS cache entry) is done and
+ * its reply is in r->res (@sent: a reply goes out; @success: it is a
+ * SUCCESS reply). Keeps a copy of a SUCCESS reply small enough, and answers
+ * the duplicates that came meanwhile with the same bytes (or drops them
+ * when there is no reply or no memory for a copy). */
+static void drc_settle(struct rpcrdma_req *r, bool sent, bool success)
+{
+	struct rpcrdma_server *s = r->srv;
+	struct rr_drc_reply *rep = NULL;
+	void *waiters[RR_DRC_MAX_WAITERS];
+	struct rr_xprt_msg m;
+	unsigned n;
+	bool kept;
+
+	res_msg(r, &m);
+	if (sent && success && rr_drc_keepable(s->drc, &m))
+		rep = rr_drc_reply_copy(s->drc, &m);
+	n = rr_drc_complete(s->drc, r->drc_ent, rep, success, waiters, &kept);
+	r->drc_ent = NULL;
+	if (n && sent && !rep)
+		rep = rr_drc_reply_copy(s->drc, &m);   /* not kept; for the waiters */
+	for (unsigned i = 0; i < n; i++) {
+		if (rep) {
+			rr_drc_reply_get(rep);
+			req_replay(waiters[i], rep);
+		} else {
+			req_finish(waiters[i], false);
+		}
+	}
+	if (rep && !kept)
+		rr_drc_reply_put(s->drc, rep);
+}
+
 /* Turns a handler's verdict into the reply and finishes the request. */
 static void req_verdict(struct rpcrdma_req *r, int stat)
 {
 	if (stat == RPCRDMA_SVC_DROP) {
+		if (r->drc_ent)
+			drc_settle(r, false, false);
 		req_finish(r, false);
 		return;
 	}
@@ -228,7 +319,78 @@ static void req_verdict(struct rpcrdma_req *r, int stat)
 		rr_svc_reply_accepted(r, RR_RPC_SYSTEM_ERR, 0, 0);
 		break;
 	}
+	if (r->drc_ent)
+		drc_settle(r, true, reply_is_success(r));
 	req_finish(r, true);
+}
+
+static bool drc_cacheable(const struct rpcrdma_server *s, const struct rr_rpc_call *c)
+{
+	if (c->proc == 0)
+		return false;
+	for (unsigned i = 0; i < s->nidem; i++)
+		if (s->idem[i].prog == c->prog && s->idem[i].vers == c->vers &&
+		    s->idem[i].proc == c->proc)
+			return false;
+	return true;
+}
+
+/* The cache key of @r whose arguments start at inline offset @pos: the
+ * complete XDR arguments (the inline bytes with every item the transport
+ * delivered apart, e.g. an RDMA Read chunk, put back in place with its pad)
+ * are summed over their first RR_DRC_SUM_BYTES bytes, so the key does not
+ * depend on how the transport carried them. */
+static void drc_key(struct rpcrdma_req *r, size_t pos, struct rr_drc_key *k)
+{
+	static const uint8_t zero[4];
+	const struct rr_xprt_req *x = r->xreq;
+	struct sockaddr_storage ss;
+	size_t len = 0, left = RR_DRC_SUM_BYTES, at = pos;
+	uint64_t h = RR_DRC_SUM_INIT;
+
+	memset(k, 0, sizeof(*k));
+	k->xid = r->call.xid;
+	k->prog = r->call.prog;
+	k->vers = r->call.vers;
+	k->proc = r->call.proc;
+	for (unsigned i = 0; i <= x->n_ext; i++) {
+		size_t end = i < x->n_ext ? x->ext[i].inline_off : x->len;
+		size_t n;
+
+		if (end < at || end > x->len)
+			end = at;   /* not in order: sum what is inline */
+		n = end - at;
+		h = rr_drc_sum(h, x->msg + at, RR_MIN(n, left));
+		left -= RR_MIN(n, left);
+		len += n;
+		at = end;
+		if (i < x->n_ext) {
+			size_t d = x->ext[i].len, pad = RR_ALIGN4(d) - d;
+
+			h = rr_drc_sum(h, x->ext[i].ptr, RR_MIN(d, left));
+			left -= RR_MIN(d, left);
+			h = rr_drc_sum(h, zero, RR_MIN(pad, left));
+			left -= RR_MIN(pad, left);
+			len += d + pad;
+		}
+	}
+	k->arg_len = (uint32_t)len;
+	k->arg_sum = h;
+	memset(&ss, 0, sizeof(ss));
+	if (rr_rpc_req_ctl(r, RR_CTL_PEER_ADDR, &ss) == 0) {
+		const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&ss;
+
+		if (ss.ss_family == AF_INET) {
+			k->family = 4;
+			memcpy(k->addr, &((const struct sockaddr_in *)&ss)->sin_addr, 4);
+		} else if (ss.ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)) {
+			k->family = 4;   /* the same host as over IPv4 */
+			memcpy(k->addr, &a6->sin6_addr.s6_addr[12], 4);
+		} else if (ss.ss_family == AF_INET6) {
+			k->family = 6;
+			memcpy(k->addr, &a6->sin6_addr, 16);
+		}
+	}
 }
 
 static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r)
@@ -331,6 +493,24 @@ static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r)
 		req_finish(r, true);
 		return;
 	}
+	if (s->drc && drc_cacheable(s, &r->call)) {
+		struct rr_drc_key k;
+		struct rr_drc_reply *rep;
+
+		drc_key(r, r->args.x.pos, &k);
+		switch (rr_drc_lookup(s->drc, &k, r, &r->drc_ent, &rep)) {
+		case RR_DRC_REPLAY:
+			req_replay(r, rep);
+			return;
+		case RR_DRC_PARKED:
+			return;   /* answered when the first Call completes */
+		case RR_DRC_DROP:
+			req_finish(r, false);
+			return;
+		case RR_DRC_RUN:
+			break;
+		}
+	}
 	if (match->tirpc) {
 		rc = rr_svc_tirpc_dispatch(r, match->tirpc);
 	} else {
@@ -394,6 +574,22 @@ RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_serv
 	s->max_msg = opts && opts->max_msg ? opts->max_msg : DEFAULT_MAX_MSG;
 	if (s->max_msg > 0x7fffffffu)
 		s->max_msg = 0x7fffffffu;
+	if (opts && opts->drc_entries) {
+		struct rr_drc_conf dc = {
+			.env = env,
+			.max_entries = opts->drc_entries,
+			.max_reply = opts->drc_max_reply ? opts->drc_max_reply
+							 : DEFAULT_DRC_MAX_REPLY,
+			.ttl_ns = (uint64_t)(opts->drc_ttl_ms ? opts->drc_ttl_ms
+							      : DEFAULT_DRC_TTL_MS) * 1000000u,
+		};
+
+		rc = rr_drc_create(&dc, &s->drc);
+		if (rc) {
+			rr_free(env, s);
+			return rc;
+		}
+	}
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	pthread_cond_init(&s->idle_cv, NULL);
@@ -410,6 +606,7 @@ RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_serv
 		pthread_mutex_destroy(&s->lock);
 		pthread_cond_destroy(&s->cv);
 		pthread_cond_destroy(&s->idle_cv);
+		rr_drc_destroy(s->drc);
 		rr_free(env, s);
 		return rc;
 	}
@@ -467,6 +664,52 @@ RPCRDMA_API int rpcrdma_server_register_svc(struct rpcrdma_server *s, uint32_t p
 #else
 	return add_proc(s, &p);
 #endif
+}
+
+RPCRDMA_API int rpcrdma_server_set_idempotent(struct rpcrdma_server *s, uint32_t prog,
+					      uint32_t vers, uint32_t proc)
+{
+	if (!s)
+		return -EINVAL;
+	if (s->started)
+		return -EBUSY;
+	for (unsigned i = 0; i < s->nidem; i++)
+		if (s->idem[i].prog == prog && s->idem[i].vers == vers && s->idem[i].proc == proc)
+			return 0;
+	if (s->nidem == s->idem_cap) {
+		unsigned ncap = s->idem_cap ? s->idem_cap * 2 : 8;
+		struct svc_idem *n = rr_alloc(s->env, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		if (s->nidem)
+			memcpy(n, s->idem, s->nidem * sizeof(*n));
+		rr_free(s->env, s->idem);
+		s->idem = n;
+		s->idem_cap = ncap;
+	}
+	s->idem[s->nidem++] = (struct svc_idem){prog, vers, proc};
+	return 0;
+}
+
+RPCRDMA_API int rpcrdma_server_drc_stats(struct rpcrdma_server *s, struct rpcrdma_drc_stats *st)
+{
+	struct rr_drc_counters c;
+
+	if (!s || !st)
+		return -EINVAL;
+	if (!s->drc)
+		return -EOPNOTSUPP;
+	rr_drc_counters(s->drc, &c);
+	memset(st, 0, sizeof(*st));
+	st->hits = c.hits;
+	st->drops_in_progress = c.drops_in_progress;
+	st->insertions = c.insertions;
+	st->evictions = c.evictions;
+	st->expirations = c.expirations;
+	st->not_cached = c.not_cached;
+	st->entries = c.entries;
+	return 0;
 }
 
 RPCRDMA_API int rpcrdma_server_start(struct rpcrdma_server *s)
@@ -543,6 +786,8 @@ RPCRDMA_API void rpcrdma_server_destroy(struct rpcrdma_server *s)
 		return;
 	rpcrdma_server_shutdown(s);
 	s->cls->server->destroy(s->xs);
+	rr_drc_destroy(s->drc);
+	rr_free(s->env, s->idem);
 	rr_free(s->env, s->procs);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cv);

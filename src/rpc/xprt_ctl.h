@@ -22,6 +22,9 @@ enum rr_xprt_ctl_op {
 	RR_CTL_EXPOSE = 4,
 	/* server, req NULL: arg = uint64_t * (region id) */
 	RR_CTL_REVOKE = 5,
+	/* server, req set: arg = struct sockaddr_storage *, the address of the
+	 * peer that sent req (the duplicate request cache keys on its host) */
+	RR_CTL_PEER_ADDR = 6,
 };
 
 struct rr_ctl_push {

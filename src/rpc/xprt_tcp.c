@@ -13,6 +13,7 @@
 #include "rpc/xprt.h"
 #include "rpc/rpcmsg.h"
 #include "rpc/xprt_tcp.h"
+#include "rpc/xprt_ctl.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -1133,6 +1134,7 @@ struct tcp_conn {
 	pthread_mutex_t send_lock;
 	int refs;                  /* io thread + one per delivered req */
 	bool closed;
+	struct sockaddr_storage peer;   /* from accept (RR_CTL_PEER_ADDR) */
 	struct tcp_conn *next, *prev;
 };
 
@@ -1209,12 +1211,16 @@ static void srv_accept(struct tcp_srv *s)
 	for (;;) {
 		struct tcp_conn *cn;
 		struct epoll_event ev;
+		struct sockaddr_storage peer;
+		socklen_t plen = sizeof(peer);
 		int fd = -1;
 
 		/* Under the lock: stop() closes the listener concurrently. */
+		memset(&peer, 0, sizeof(peer));
 		pthread_mutex_lock(&s->lock);
 		if (!s->stopping && s->lfd >= 0)
-			fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+			fd = accept4(s->lfd, (struct sockaddr *)&peer, &plen,
+				     SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			pthread_mutex_unlock(&s->lock);
 			return;
@@ -1234,6 +1240,7 @@ static void srv_accept(struct tcp_srv *s)
 		cn->srv = s;
 		cn->fd = fd;
 		cn->refs = 1;
+		cn->peer = peer;
 		rm_init(&cn->rd, s->p.env, s->p.max_msg);
 		pthread_mutex_init(&cn->send_lock, NULL);
 		pthread_mutex_init(&cn->rd_lock, NULL);
@@ -1518,7 +1525,20 @@ static void tcp_srv_destroy(struct rr_xprt_server *x)
 	rr_free(s->p.env, s);
 }
 
+/* Controls (rpc/xprt_ctl.h): only the peer address of a request. */
+static int tcp_srv_ctl(struct rr_xprt_server *x, struct rr_xprt_req *req, unsigned op, void *arg)
+{
+	(void)x;
+	if (op != RR_CTL_PEER_ADDR)
+		return -EOPNOTSUPP;
+	if (!req || !arg)
+		return -EINVAL;
+	memcpy(arg, &((struct tcp_req *)req->xp_priv)->conn->peer, sizeof(struct sockaddr_storage));
+	return 0;
+}
+
 static const struct rr_xprt_server_ops tcp_server_ops = {
+	.ctl = tcp_srv_ctl,
 	.inline_recv = true,
 	.create = tcp_srv_create,
 	.port = tcp_srv_port,
