@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "rpc/drc.h"
+#include "rpc/xprt_ctl.h"
 #include "rpcrdma/rdma.h"
 #include "rpcrdma/rpc.h"
 #include "xprt_harness.h"
@@ -1505,4 +1506,44 @@ TEST(drc_load_rdma)
 	if (!rr_th_soft_ok())
 		return;
 	load("rdma");
+}
+
+/* ---- rdma:// reports the requester's address (the cache's host key) ---- */
+
+static struct sockaddr_storage peer_seen;
+static atomic_int peer_rc = 1;
+
+static int h_peer(struct rpcrdma_req *r, void *ctx)
+{
+	(void)ctx;
+	atomic_store(&peer_rc, rr_rpc_req_ctl(r, RR_CTL_PEER_ADDR, &peer_seen));
+	return RPCRDMA_SVC_OK;
+}
+
+TEST(drc_rdma_peer_address)
+{
+	struct rpcrdma_server_opts o = {.threads = 2};
+	struct rpcrdma_client_opts co = {.timeout_ms = 10000};
+	struct rpcrdma_server *s = NULL;
+	struct rpcrdma_client *c = NULL;
+	struct rpcrdma_call *call;
+	const struct sockaddr_in *sin = (const struct sockaddr_in *)&peer_seen;
+	char url[64];
+
+	if (!rr_th_soft_ok())
+		return;
+	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", &o, &s), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, 0x2000052bu, 1, 1, h_peer, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_start(s), 0);
+	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", rpcrdma_server_port(s));
+	REQUIRE_EQ(rpcrdma_client_create(url, 0x2000052bu, 1, &co, &c), 0);
+	REQUIRE_EQ(rpcrdma_call_create(c, 1, &call), 0);
+	CHECK_EQ(rpcrdma_call_run(call), 0);
+	rpcrdma_call_destroy(call);
+	CHECK_EQ(atomic_load(&peer_rc), 0);
+	CHECK_EQ(peer_seen.ss_family, AF_INET);
+	CHECK_EQ(ntohl(sin->sin_addr.s_addr), INADDR_LOOPBACK);
+	CHECK(ntohs(sin->sin_port) != 0);
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
 }

@@ -120,6 +120,8 @@ int rr_rdma_server_ctl(struct rr_tp_server *tp, struct rr_tp_sreq *sreq, unsigne
 	}
 	case RR_CTL_REVOKE:
 		return rr_tp_server_revoke(tp, *(const uint64_t *)arg);
+	case RR_CTL_PEER_ADDR:
+		return sreq && arg ? rr_tp_server_peer_addr(tp, sreq, arg) : -EINVAL;
 	default:
 		return -EOPNOTSUPP;
 	}

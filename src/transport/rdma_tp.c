@@ -3754,6 +3754,21 @@ int rr_tp_server_commit_ok(struct rr_tp_server *s, struct rr_tp_sreq *req)
 	return rc;
 }
 
+int rr_tp_server_peer_addr(struct rr_tp_server *s, struct rr_tp_sreq *req,
+			   struct sockaddr_storage *out)
+{
+	struct tp_sreq *r = req->priv;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->ep.lock);
+	if (r->conn->has_peer)
+		*out = r->conn->peer;
+	else
+		rc = -ENOTCONN;
+	pthread_mutex_unlock(&s->ep.lock);
+	return rc;
+}
+
 int rr_tp_server_expose(struct rr_tp_server *s, struct rr_tp_sreq *req,
 			const struct rpcrdma_mr_attr *attr, void (*released)(void *arg),
 			void *arg, uint32_t *stag, uint64_t *id)

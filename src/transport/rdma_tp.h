@@ -296,6 +296,10 @@ void rr_tp_server_cut(struct rr_tp_server *s);
 /* Push mode, responder. 0 when @req's connection negotiated RDMA Commit,
  * -EOPNOTSUPP when not, -ENOTCONN when it is gone. */
 int rr_tp_server_commit_ok(struct rr_tp_server *s, struct rr_tp_sreq *req);
+/* The address of the peer that sent @req (the duplicate request cache keys
+ * on its host): 0, or -ENOTCONN when the provider gave none. */
+int rr_tp_server_peer_addr(struct rr_tp_server *s, struct rr_tp_sreq *req,
+			   struct sockaddr_storage *out);
 /* Registers @attr (must be RPCRDMA_MR_DURABLE; access becomes
  * LOCAL_WRITE | REMOTE_WRITE) on the PD of @req's connection, so only that
  * connection's peer can write and commit it, and returns its STag and an id
