@@ -50,6 +50,12 @@
 /* A CQ polled, armed or waited on within this time is attended: its
  * consumer receives for its QPs; otherwise the progress thread does. */
 #define SOFT_LEASE_NS 20000000ull
+/* The progress thread sleeps until its next deadline (a handshake's MPA
+ * timeout, the end of an attended CQ's lease) or without limit when there is
+ * none; it may look up to SOFT_TICK_MS after a lease ended (the slack that
+ * spares it a wake-up per consumer departure), and with an injected clock
+ * (which may jump) it looks at least every SOFT_TICK_MS while any deadline
+ * exists. docs/soft-iwarp.md "Idle progress thread". */
 #define SOFT_TICK_MS 10
 /* Fast wait (docs/soft-iwarp.md "Fast wait"): a lone waiter on a CQ with one
  * QP sleeps in a blocking recvmsg on the QP's socket (SO_RCVTIMEO) instead of
@@ -106,7 +112,17 @@ struct soft_ctx {
 	uint64_t spin_ns;            /* a fast waiter's spin budget; 0: none */
 	char tcp_cc[16];             /* RPCRDMA_SOFT_TCP_CC, or "": the system's */
 	uint32_t tx_copy_max;        /* SOFT_TX_COPY_MAX or RPCRDMA_SOFT_TXCOPY */
-	struct soft_cq *cqs;         /* every CQ (lock), for soft_interrupt */
+	pthread_mutex_t cq_lock;     /* cqs (a leaf lock: soft_chan_push) */
+	struct soft_cq *cqs;         /* every CQ (cq_lock), for interrupts */
+	/* The progress thread looks at its deadlines again by this time (the
+	 * environment's clock), UINT64_MAX: not before something wakes it; 0:
+	 * a wake-up is on its way. A consumer that leaves a CQ (its last
+	 * waiter, a consumed arm, a reclaim) wakes it when that is too late
+	 * for the CQ's lease (soft_io_lease_check). */
+	_Atomic uint64_t sleep_until;
+	/* rr_context_interrupt was used: the owner's CQ waits may end early,
+	 * so CM events pushed to the context's channels interrupt them too */
+	atomic_bool cm_intr;
 	/* CLOCK_MONOTONIC_COARSE resolution when the default environment's
 	 * clock is in use (leases and wait deadlines read the cheap coarse
 	 * clock then); 0: always the environment's clock */
@@ -383,8 +399,17 @@ bool soft_io_cq_fast_wait(struct soft_cq *q, struct soft_direct *d);
  * connected QP (nothing to transmit), receives with one recvmsg instead of
  * epoll_wait(0) + recvmsg. false: use soft_io_cq_progress. */
 bool soft_io_cq_fast_poll(struct soft_cq *q);
-/* The interrupt op: latches every CQ of @ctx and wakes its waiters. */
+/* The interrupt op: latches every CQ of @ctx and wakes its waiters (a fast
+ * waiter asleep in recvmsg sees it when its read ends, and the fast wait is
+ * off on that CQ for SOFT_FAST_COOLDOWN_NS). From then on, every CM event
+ * pushed to a channel of @ctx interrupts its CQs too, without the cool-down
+ * (soft_chan_push; docs/soft-iwarp.md "CM events end CQ waits"). */
 int soft_interrupt(struct rr_context *ctx);
+/* @q's consumer may have left it (its last waiter left, a completion
+ * consumed its arm, it took QPs back): wakes the progress thread when the
+ * thread would look later than the end of @q's lease (+ SOFT_TICK_MS).
+ * Callers store what changed (last_use_ns, waiting, the arm) first. */
+void soft_io_lease_check(struct soft_cq *q);
 /* qlock held: the live QP an epoll token names, or NULL. */
 struct soft_qp *soft_cq_lookup(struct soft_cq *q, uint64_t tok);
 /* The consumer of @q is back: its QPs leave the progress thread. */

@@ -48,6 +48,7 @@ static int soft_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_
 		return r;
 	}
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->cq_lock, NULL);
 	r = rr_mrt_init(&c->mrt, env, 16);
 	if (r) {
 		rr_free(env, c);
@@ -70,6 +71,7 @@ static void soft_close(struct rr_context *base)
 	soft_io_stop(c);
 	rr_mrt_fini(&c->mrt);
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->cq_lock);
 	rr_free(c->env, c);
 }
 
@@ -265,10 +267,10 @@ static int soft_create_cq(struct rr_context *ctx, const struct rpcrdma_cq_attr *
 	pthread_mutex_init(&q->qlock, NULL);
 	q->ctx = sctx(ctx);
 	q->base.cqe = attr->cqe ? attr->cqe : 1;
-	pthread_mutex_lock(&q->ctx->lock);
+	pthread_mutex_lock(&q->ctx->cq_lock);
 	q->next_cq = q->ctx->cqs;
 	q->ctx->cqs = q;
-	pthread_mutex_unlock(&q->ctx->lock);
+	pthread_mutex_unlock(&q->ctx->cq_lock);
 	*out = &q->base;
 	return 0;
 }
@@ -277,13 +279,13 @@ static int soft_destroy_cq(struct rr_cq *cq)
 {
 	struct soft_cq *q = scq_of(cq);
 
-	pthread_mutex_lock(&q->ctx->lock);
+	pthread_mutex_lock(&q->ctx->cq_lock);
 	for (struct soft_cq **p = &q->ctx->cqs; *p; p = &(*p)->next_cq)
 		if (*p == q) {
 			*p = q->next_cq;
 			break;
 		}
-	pthread_mutex_unlock(&q->ctx->lock);
+	pthread_mutex_unlock(&q->ctx->cq_lock);
 	soft_io_cq_fini(q);
 	rr_cq_ring_fini(&q->ring);
 	pthread_mutex_destroy(&q->qlock);
@@ -358,8 +360,20 @@ static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int time
 			break;
 		}
 	}
-	atomic_fetch_sub(&q->waiting, 1);
-	cq_touch(q);
+	/* Leaving: the last use first (the progress thread reads waiting,
+	 * then last_use_ns), then waiting. The last waiter of an unarmed CQ
+	 * with QPs ends the CQ's hold: from now on only its lease keeps the
+	 * QPs here, and the progress thread may be asleep without a deadline
+	 * for this CQ (it counted on the waiter). */
+	atomic_store_explicit(&q->last_use_ns, lease_now(q->ctx), memory_order_relaxed);
+	if (atomic_fetch_sub(&q->waiting, 1) == 1 &&
+	    __atomic_load_n(&q->nlive, __ATOMIC_RELAXED) > 0) {
+		atomic_thread_fence(memory_order_seq_cst);
+		if (!rr_cq_ring_armed(&q->ring))
+			soft_io_lease_check(q);
+	}
+	if (atomic_load(&q->handed) > 0)
+		soft_io_reclaim(q);
 	return got;
 }
 
@@ -415,7 +429,7 @@ static int cq_add_qp(struct soft_cq *q, struct soft_qp *qp, uint64_t *tok)
 	}
 	q->slots[i].qp = qp;
 	q->slots[i].gen = ++q->gen;
-	q->nlive++;
+	__atomic_store_n(&q->nlive, q->nlive + 1, __ATOMIC_RELAXED); /* read unlocked */
 	*tok = (uint64_t)i << 32 | q->slots[i].gen;
 out:
 	pthread_mutex_unlock(&q->qlock);
@@ -428,7 +442,7 @@ static void cq_del_qp(struct soft_cq *q, struct soft_qp *qp)
 	for (uint32_t i = 0; i < q->nslots; i++)
 		if (q->slots[i].qp == qp) {
 			q->slots[i].qp = NULL;
-			q->nlive--;
+			__atomic_store_n(&q->nlive, q->nlive - 1, __ATOMIC_RELAXED);
 		}
 	pthread_mutex_unlock(&q->qlock);
 }
