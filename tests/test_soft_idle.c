@@ -358,7 +358,7 @@ TEST(soft_cm_event_ends_cq_wait)
 	struct waiter w = {0};
 	struct rpcrdma_wc wc;
 	struct soft_cq *q;
-	uint64_t reads0, t0;
+	uint64_t reads0, wakes0, t0;
 	pthread_t th;
 
 	soft_net_up_buf(&n, 64, 16, NET_BUF);
@@ -372,10 +372,17 @@ TEST(soft_cm_event_ends_cq_wait)
 	REQUIRE_EQ(rr_context_interrupt(n.ctx), 0);
 	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 0), 0);
 	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 0), 0);
+	/* the connection goes quiet (a sleep runs out): the waiter then
+	 * sleeps in poll(2) over the socket and the CQ's wake eventfd, which
+	 * the event writes (a blocking recv would sleep on until its
+	 * timeout, 5 ms nominal, 8-16 ms with jiffies) */
+	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 40), 0);
 	reads0 = atomic_load(&q->fast_reads);
+	wakes0 = atomic_load(&q->fast_wakes);
 	w = (struct waiter){.cq = n.scq, .timeout_ms = 3000};
 	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
 	REQUIRE(until_fast_blocked(q));
+	CHECK_EQ(atomic_load(&q->fast_blocked), SOFT_FAST_POLL);
 	a.sin_port = htons(n.port);
 	t0 = rr_now_ns(NULL);
 	REQUIRE_EQ(rpcrdma_connect(n.ch, c2, (struct sockaddr *)&a, sizeof(a), NULL, NULL, &cid2), 0);
@@ -388,6 +395,7 @@ TEST(soft_cm_event_ends_cq_wait)
 	if (getenv("RR_VERBOSE"))
 		fprintf(stderr, "  wait ended %.2f ms after connect\n", (double)(w.end_ns - t0) / 1e6);
 	CHECK(atomic_load(&q->fast_reads) > reads0); /* it was a fast wait */
+	CHECK(atomic_load(&q->fast_wakes) > wakes0); /* ended by the eventfd */
 	/* no cool-down: the next wait on this CQ is a fast one again */
 	CHECK_EQ(atomic_load(&q->fast_off_until), 0);
 	REQUIRE_EQ(soft_net_get_cm(n.ch, &ev), 0);
@@ -453,6 +461,77 @@ TEST(soft_cm_event_keeps_cq_wait_without_interrupts)
 	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c2), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_down(&n);
+}
+
+/* A quiet connection's fast waiter on a context that uses interrupts sleeps
+ * interruptibly (SOFT_FAST_POLL): a completion another thread makes (a
+ * signaled RDMA Write finishing inside post_send, nothing on the socket)
+ * and an interrupt each wake it through the CQ's wake eventfd, and neither
+ * turns the fast wait off (no cool-down: the next wait is a fast one). */
+TEST(soft_quiet_fast_wait_woken_without_cooldown)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct waiter w = {0};
+	struct rpcrdma_wc wc;
+	struct soft_cq *q;
+	uint64_t wakes0, reads0;
+	pthread_t th;
+
+	soft_net_up_buf(&n, 64, 16, NET_BUF);
+	q = scq_of(n.ccq);
+	c = soft_net_qp(&n, n.ccq, 8);
+	s = soft_net_qp(&n, n.scq, 8);
+	soft_net_link(&n, c, s, &cid, &sid);
+	REQUIRE_EQ(rr_context_interrupt(n.ctx), 0);
+	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 0), 0); /* the latch */
+	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 40), 0); /* quiet now */
+	/* a completion made by this thread */
+	wakes0 = atomic_load(&q->fast_wakes);
+	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
+	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
+	REQUIRE(until_fast_blocked(q));
+	CHECK_EQ(atomic_load(&q->fast_blocked), SOFT_FAST_POLL);
+	post_send(&n, c, 40, RPCRDMA_WR_RDMA_WRITE, 0, 64, 8192, true);
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(w.rc, 1);
+	CHECK_EQ(w.wc.wr_id, 40);
+	CHECK(w.ns < 1000000000ull);
+	CHECK(atomic_load(&q->fast_wakes) > wakes0);
+	CHECK_EQ(atomic_load(&q->fast_off_until), 0);
+	CHECK_EQ(atomic_load(&q->fast_foreign), 0);
+	/* an interrupt */
+	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 40), 0); /* quiet again */
+	wakes0 = atomic_load(&q->fast_wakes);
+	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
+	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
+	REQUIRE(until_fast_blocked(q));
+	CHECK_EQ(atomic_load(&q->fast_blocked), SOFT_FAST_POLL);
+	CHECK_EQ(rr_context_interrupt(n.ctx), 0);
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(w.rc, 0);
+	CHECK(w.ns < 1000000000ull);
+	CHECK(atomic_load(&q->fast_wakes) > wakes0);
+	CHECK_EQ(atomic_load(&q->fast_off_until), 0);
+	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 0), 0); /* the other CQ's latch */
+	/* data still ends a quiet sleep, through the fast path */
+	post_recv(&n, c, 41, 4096, 64);
+	reads0 = atomic_load(&q->fast_reads);
+	w = (struct waiter){.cq = n.ccq, .timeout_ms = 5000};
+	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
+	REQUIRE(until_fast_blocked(q));
+	post_send(&n, s, 42, RPCRDMA_WR_SEND, 128, 8, 0, false);
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(w.rc, 1);
+	CHECK_EQ(w.wc.wr_id, 41);
+	CHECK_EQ(w.wc.byte_len, 8);
+	CHECK(atomic_load(&q->fast_reads) > reads0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
 	soft_net_down(&n);

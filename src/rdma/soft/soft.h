@@ -65,6 +65,14 @@
  * off on that CQ for SOFT_FAST_COOLDOWN_NS (epoll waits, woken at once). */
 #define SOFT_FAST_BLOCK_MS 5
 #define SOFT_FAST_COOLDOWN_NS 1000000000ull
+/* soft_cq.fast_blocked: a fast waiter sleeps in recv (nothing but data, EOF
+ * or shutdown ends it: SOFT_FAST_RECV), or, on a context whose owner uses
+ * interrupts and once the connection is quiet (its last sleep ended by its
+ * timeout), in poll(2) over the socket and the CQ's wake eventfd, which
+ * every other thread's event writes (SOFT_FAST_POLL; docs/soft-iwarp.md
+ * "Interruptible sleep when quiet"). */
+#define SOFT_FAST_RECV 1
+#define SOFT_FAST_POLL 2
 /* Spin, then sleep (docs/soft-iwarp.md "Spinning"): before that blocking
  * read a fast waiter polls the socket (recv MSG_DONTWAIT) for up to the
  * context's spin budget (rpcrdma_open_attr.spin_us, RPCRDMA_SOFT_SPIN_US,
@@ -160,8 +168,9 @@ struct soft_cq {
 	atomic_int waiting;          /* threads inside rpcrdma_cq_wait */
 	atomic_int handed;           /* its QPs served by the progress thread */
 	uint32_t nlive;              /* QPs in slots (qlock) */
-	/* fast wait: a waiter sleeps in recvmsg on a QP's socket; another
-	 * thread's completion meanwhile turns it off until fast_off_until */
+	/* fast wait: a waiter sleeps in recvmsg on a QP's socket (or polls
+	 * it with wake_efd: SOFT_FAST_POLL); another thread's completion
+	 * meanwhile turns it off until fast_off_until (SOFT_FAST_RECV only) */
 	atomic_int fast_blocked;
 	_Atomic uint64_t fast_off_until;
 	_Atomic uint64_t fast_reads;   /* statistics: blocking reads done */
@@ -169,6 +178,8 @@ struct soft_cq {
 					* data while spinning */
 	_Atomic uint64_t spin_misses;  /* ... whose budget ran out */
 	_Atomic uint64_t fast_foreign; /* events from other threads meanwhile */
+	_Atomic uint64_t fast_wakes;   /* statistics: SOFT_FAST_POLL sleeps
+					* ended by the wake eventfd */
 	uint64_t fast_direct;          /* statistics: completions handed over
 					* directly (written by the fast waiter) */
 	atomic_int intr;             /* rr_context_interrupt latch */
@@ -292,6 +303,9 @@ struct soft_qp {
 	bool fast_ok, fast_rd, fast_kill;
 	/* the spin's adaptation (SOFT_SPIN_MISSES): the fast reader's own */
 	uint16_t spin_miss, spin_skip;
+	/* the fast reader's last sleep ended by its timeout with nothing
+	 * read (the fast reader's own): the next one may be SOFT_FAST_POLL */
+	bool fast_quiet;
 	pthread_cond_t fast_cv;
 };
 
@@ -351,10 +365,16 @@ ssize_t soft_io_readv(int fd, struct iovec *iov, unsigned cnt);
  * timeout (SOFT_FAST_BLOCK_MS: then -EAGAIN). For fast waits only. */
 ssize_t soft_io_readv_wait(int fd, struct iovec *iov, unsigned cnt);
 /* The fast waiter's read of @qp's socket (qp->fast_rd held, rx_lock not):
- * spins up to the context's budget, then sleeps in soft_io_readv_wait. Also
- * -EAGAIN when, while spinning, a completion, an interrupt or a transmit
- * backlog appears (the caller looks at the CQ again). */
-ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt);
+ * spins up to the context's budget, then sleeps in soft_io_readv_wait, or
+ * (@mode SOFT_FAST_POLL) in poll(2) over the socket and the CQ's wake
+ * eventfd for up to SOFT_FAST_BLOCK_MS. Also -EAGAIN when, while spinning,
+ * a completion, an interrupt or a transmit backlog appears, or the wake
+ * eventfd ends the poll (the caller looks at the CQ again). */
+ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt, int mode);
+/* How the fast reader of @qp sleeps next: SOFT_FAST_POLL when its
+ * connection is quiet and the context's owner uses interrupts, else
+ * SOFT_FAST_RECV. */
+int soft_io_fast_mode(const struct soft_qp *qp);
 /* A connected socket made blocking with the fast wait's receive timeout:
  * 0, or -errno (then the QP never waits on it directly). */
 int soft_io_fast_setup(int fd);

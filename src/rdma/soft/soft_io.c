@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -70,11 +71,45 @@ static uint64_t spin_clock_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt)
+int soft_io_fast_mode(const struct soft_qp *qp)
+{
+	return qp->fast_quiet && atomic_load_explicit(&qp->ctx->cm_intr, memory_order_relaxed) ?
+		       SOFT_FAST_POLL : SOFT_FAST_RECV;
+}
+
+/* SOFT_FAST_POLL: sleeps in poll(2) over the socket and the CQ's wake
+ * eventfd (precise timer, unlike SO_RCVTIMEO's jiffies), then reads without
+ * blocking. One system call more than a blocking recv, paid only by the
+ * first message after a quiet spell. */
+static ssize_t readv_poll(struct soft_qp *qp, struct iovec *iov, unsigned cnt)
+{
+	struct soft_cq *q = qp->rcq;
+	struct pollfd p[2] = {{.fd = qp->obj.fd, .events = POLLIN},
+			      {.fd = q->wake_efd, .events = POLLIN}};
+	int r;
+
+	r = poll(p, 2, SOFT_FAST_BLOCK_MS);
+	if (r < 0)
+		return errno == EINTR ? -EAGAIN : -errno;
+	if (p[1].revents & POLLIN) {
+		uint64_t v;
+
+		if (read(q->wake_efd, &v, sizeof(v)) < 0) {
+			/* raced with another drain */
+		}
+		atomic_fetch_add_explicit(&q->fast_wakes, 1, memory_order_relaxed);
+	}
+	if (!(p[0].revents & (POLLIN | POLLERR | POLLHUP)))
+		return -EAGAIN;
+	return readv_flags(qp->obj.fd, iov, cnt, MSG_DONTWAIT);
+}
+
+ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt, int mode)
 {
 	uint64_t budget = qp->ctx->spin_ns;
 	struct soft_cq *q = qp->rcq;
 	int fd = qp->obj.fd;
+	ssize_t got;
 
 	if (budget && qp->spin_skip) {
 		qp->spin_skip--;
@@ -101,7 +136,14 @@ ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt)
 			qp->spin_skip = SOFT_SPIN_SKIP;
 		}
 	}
-	return soft_io_readv_wait(fd, iov, cnt);
+	got = mode == SOFT_FAST_POLL ? readv_poll(qp, iov, cnt) : soft_io_readv_wait(fd, iov, cnt);
+	/* quiet: a sleep that ran out (a poll ended by the wake eventfd
+	 * leaves it as it was) */
+	if (got != -EAGAIN)
+		qp->fast_quiet = false;
+	else if (mode == SOFT_FAST_RECV)
+		qp->fast_quiet = true;
+	return got;
 }
 
 int soft_io_fast_setup(int fd)
@@ -170,6 +212,22 @@ void soft_io_wake(struct soft_ctx *ctx)
 	}
 }
 
+/* Another thread's event (a transmit backlog, a new QP) that a fast waiter
+ * of @q asleep now does not watch: an interruptible one (SOFT_FAST_POLL) is
+ * woken, a recv one is left to its timeout and the fast wait is off for a
+ * while (caller: the event is stored, then this look). */
+static void fast_poke(struct soft_cq *q)
+{
+	int b = atomic_load(&q->fast_blocked);
+	uint64_t one = 1;
+
+	if (b == SOFT_FAST_RECV) {
+		soft_cq_fast_off(q);
+	} else if (b == SOFT_FAST_POLL && write(q->wake_efd, &one, sizeof(one)) < 0) {
+		/* saturated counter: still readable */
+	}
+}
+
 static void cq_epoll(struct soft_qp *qp, int op, uint32_t events)
 {
 	struct epoll_event ev = {.events = events, .data.u64 = qp->rtok};
@@ -190,8 +248,8 @@ void soft_io_want_out(struct soft_qp *qp, bool on)
 	/* Set, then look: a waiter asleep in this socket's recvmsg would not
 	 * transmit (qp_rx looks at want_out after setting fast_blocked). */
 	__atomic_store_n(&qp->want_out, on, __ATOMIC_SEQ_CST);
-	if (on && atomic_load(&qp->rcq->fast_blocked))
-		soft_cq_fast_off(qp->rcq);
+	if (on)
+		fast_poke(qp->rcq);
 
 	obj_mod(qp->ctx, &qp->obj, ev);
 	if (qp->cq_watched)
@@ -203,10 +261,10 @@ void soft_io_watch(struct soft_qp *qp)
 	if (qp->cq_watched || qp->obj.fd < 0)
 		return;
 	/* a socket a fast waiter of these CQs does not look at */
-	if (atomic_load(&qp->rcq->fast_blocked))
-		soft_cq_fast_off(qp->rcq);
-	if (atomic_load(&qp->scq->fast_blocked))
-		soft_cq_fast_off(qp->scq);
+	atomic_thread_fence(memory_order_seq_cst);
+	fast_poke(qp->rcq);
+	if (qp->scq != qp->rcq)
+		fast_poke(qp->scq);
 	cq_epoll(qp, EPOLL_CTL_ADD, EPOLLIN | (qp->want_out ? EPOLLOUT : 0));
 	qp->cq_watched = true;
 }
@@ -388,8 +446,8 @@ void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 	/* A fast waiter asleep in recvmsg sees this only when its read
 	 * returns (<= SOFT_FAST_BLOCK_MS): no more fast waits for a while. */
 	atomic_thread_fence(memory_order_seq_cst); /* push, then look (qp_rx) */
-	if (!own && atomic_load(&q->fast_blocked))
-		soft_cq_fast_off(q);
+	if (!own && atomic_load(&q->fast_blocked) == SOFT_FAST_RECV)
+		soft_cq_fast_off(q); /* a SOFT_FAST_POLL one: the wake-up below */
 	/* This push consumed the arm: without a waiter the CQ is attended
 	 * only until its lease ends, and the progress thread, which counted
 	 * on the arm, must look by then (the consumer may not come back). */
@@ -486,9 +544,9 @@ static void cqs_interrupt(struct soft_ctx *c, bool cool)
 		atomic_store(&q->intr, 1); /* seq_cst, then look (qp_rx) */
 		if (atomic_load(&q->waiting) == 0)
 			continue; /* the latch ends its next wait at once */
-		if (cool && atomic_load(&q->fast_blocked))
+		if (cool && atomic_load(&q->fast_blocked) == SOFT_FAST_RECV)
 			soft_cq_fast_off(q);
-		/* epoll waiters wake now */
+		/* epoll and SOFT_FAST_POLL waiters wake now */
 		if (write(q->wake_efd, &one, sizeof(one)) < 0) {
 			/* saturated counter: still readable */
 		}

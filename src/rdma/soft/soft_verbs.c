@@ -1465,18 +1465,22 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			cnt = 1;
 		}
 		if (fast) {
+			int mode;
 
 			/* Nobody else reads the socket or touches the stage
 			 * and the parser while fast_rd (qp_rx skips); a close
 			 * waits for it (soft_io_fast_quiesce). */
 			fast = false;
 			qp->fast_rd = true;
-			atomic_store(&qp->rcq->fast_blocked, 1);
+			mode = soft_io_fast_mode(qp);
+			atomic_store(&qp->rcq->fast_blocked, mode);
 			/* Set, then look: a completion pushed or an interrupt
 			 * latched by another thread before this point is seen
 			 * here; one after it sees fast_blocked (soft_cq_push,
-			 * soft_interrupt, soft_io_want_out) and turns the fast
-			 * wait off; the read ends by its timeout. */
+			 * soft_interrupt, soft_io_want_out) and either writes
+			 * the CQ's wake eventfd (SOFT_FAST_POLL: the poll ends)
+			 * or turns the fast wait off (SOFT_FAST_RECV: the read
+			 * ends by its timeout). */
 			if (rr_cq_ring_pending(&qp->rcq->ring) || atomic_load(&qp->rcq->intr) ||
 			    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST)) {
 				atomic_store(&qp->rcq->fast_blocked, 0);
@@ -1484,7 +1488,7 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 				return 0;
 			}
 			pthread_mutex_unlock(&qp->rx_lock);
-			n = soft_io_readv_fast(qp, v, cnt);
+			n = soft_io_readv_fast(qp, v, cnt, mode);
 			pthread_mutex_lock(&qp->rx_lock);
 			atomic_store(&qp->rcq->fast_blocked, 0);
 			qp->fast_rd = false;
