@@ -10,8 +10,9 @@
  * (epoll_wait 0). One progress thread per context (epoll) does connection
  * setup and MPA timeouts, and serves the sockets of QPs whose CQs nobody
  * attends (no waiter, not armed, not polled for SOFT_LEASE_NS): passive
- * Read/Commit responders and Write targets. A consumer that comes back takes
- * its QPs back (soft_io_reclaim). A lone waiter on a single-QP CQ sleeps in
+ * Read/Commit responders and Write targets; it sleeps until its next
+ * deadline (ctx->sleep_until, soft_io_lease_check). A consumer that comes
+ * back takes its QPs back (soft_io_reclaim). A lone waiter on a single-QP CQ sleeps in
  * the QP's recvmsg instead of epoll (fast wait, SOFT_FAST_BLOCK_MS; it reads
  * without rx_lock while qp->fast_rd, and a close waits for it). Lock order:
  * ctx->lock -> cq->qlock -> qp->rx_lock -> qp->tx_lock -> cq ring lock;
