@@ -536,3 +536,81 @@ TEST(soft_quiet_fast_wait_woken_without_cooldown)
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
 	soft_net_down(&n);
 }
+
+/* A connection accepted onto a CQ that a thread already waits on (the
+ * progress thread serves every new QP first) goes to that waiter without
+ * a tick: the waiter receives the first Send itself. The server has its own
+ * context, so that no other handshake step makes that thread look. */
+TEST(soft_idle_new_qp_joins_waited_cq)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct rpcrdma_cq_attr ca = {.cqe = 64};
+	struct rpcrdma_context *sctx;
+	struct rpcrdma_cm_channel *sch;
+	struct rpcrdma_cm_id *l, *cid, *sid;
+	struct rpcrdma_pd *spd;
+	struct rpcrdma_cq *scq;
+	struct rpcrdma_mr *smr;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_event ev;
+	struct sockaddr_storage ss;
+	static uint8_t sbuf[64];
+	struct net n;
+	struct waiter w = {0};
+	pthread_t th;
+	bool back = false;
+
+	soft_net_up_buf(&n, 64, 16, NET_BUF);
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &sctx), 0);
+	REQUIRE_EQ(rpcrdma_pd_alloc(sctx, &spd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(sctx, &ca, &scq), 0);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(sctx, &sch), 0);
+	REQUIRE_EQ(rpcrdma_listen(sch, (struct sockaddr *)&a, sizeof(a), 4, NULL, &l), 0);
+	REQUIRE_EQ(rpcrdma_cm_local_addr(l, &ss), 0);
+	a.sin_port = ((struct sockaddr_in *)&ss)->sin_port;
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(spd, sbuf, sizeof(sbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &smr), 0);
+	{
+		struct rpcrdma_qp_attr qa = {.send_cq = scq, .recv_cq = scq, .max_send_wr = 8,
+					     .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1};
+		struct rpcrdma_sge sg = {(uintptr_t)sbuf, sizeof(sbuf), rpcrdma_mr_lkey(smr)};
+		struct rpcrdma_recv_wr rw = {.wr_id = 50, .sg_list = &sg, .num_sge = 1};
+
+		REQUIRE_EQ(rpcrdma_qp_create(spd, &qa, &s), 0);
+		REQUIRE_EQ(rpcrdma_post_recv(s, &rw, NULL), 0);
+	}
+	c = soft_net_qp(&n, n.ccq, 8);
+	w = (struct waiter){.cq = scq, .timeout_ms = 5000};
+	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
+	usleep(100 * 1000); /* the waiter sleeps; the thread has no deadline */
+	REQUIRE_EQ(rpcrdma_connect(n.ch, c, (struct sockaddr *)&a, sizeof(a), NULL, NULL, &cid), 0);
+	REQUIRE_EQ(soft_net_get_cm(sch, &ev), 0);
+	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+	sid = ev.id;
+	REQUIRE_EQ(rpcrdma_accept(sid, s, NULL), 0);
+	REQUIRE_EQ(soft_net_get_cm(sch, &ev), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+	REQUIRE_EQ(soft_net_get_cm(n.ch, &ev), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+	for (int i = 0; i < 1000 && !back; i++) {
+		back = !handed(sqp_of(s));
+		if (!back)
+			usleep(1000);
+	}
+	CHECK(back);
+	post_send(&n, c, 51, RPCRDMA_WR_SEND, 128, 8, 0, false);
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(w.rc, 1);
+	CHECK_EQ(w.wc.wr_id, 50);
+	CHECK(!handed(sqp_of(s)));
+	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(sch), 0);
+	CHECK_EQ(rpcrdma_cq_destroy(scq), 0);
+	CHECK_EQ(rpcrdma_pd_free(spd), 0);
+	CHECK_EQ(rpcrdma_close(sctx), 0);
+	soft_net_down(&n);
+}
