@@ -1067,6 +1067,16 @@ static uint64_t cq_attended_until(struct soft_cq *q, uint64_t now)
 	return held ? UINT64_MAX : 0;
 }
 
+/* Until when @qp is attended: while either of its CQs is. */
+static uint64_t qp_attended_until(struct soft_qp *qp, uint64_t now)
+{
+	uint64_t until = cq_attended_until(qp->rcq, now);
+
+	if (qp->scq != qp->rcq)
+		until = RR_MAX(until, cq_attended_until(qp->scq, now));
+	return until;
+}
+
 /* Hands QPs nobody attends to the progress thread and takes attended ones
  * back from it (ctx->lock held). Returns the earliest moment a QP left
  * with its consumer could stop being attended (UINT64_MAX: none). */
@@ -1080,12 +1090,20 @@ static uint64_t balance(struct soft_ctx *c, uint64_t now)
 
 		if (!qp || id->state != IDS_CONNECTED)
 			continue; /* qp_hand checks the QP state under tx_lock */
-		/* attended while either CQ is */
-		until = cq_attended_until(qp->rcq, now);
-		if (qp->scq != qp->rcq)
-			until = RR_MAX(until, cq_attended_until(qp->scq, now));
+		until = qp_attended_until(qp, now);
 		if ((until != 0) == qp->obj.in_epoll)
 			qp_hand(qp, until == 0);
+		if (until == 0 && qp->obj.in_epoll) {
+			/* Handed (handed++), then look again: a waiter that
+			 * entered meanwhile (waiting++, then it looks at
+			 * handed) is seen here, or it sees handed and takes
+			 * the QP back itself. No waiter is left in epoll with
+			 * its QP here and no deadline to fix that. */
+			atomic_thread_fence(memory_order_seq_cst);
+			until = qp_attended_until(qp, now);
+			if (until != 0)
+				qp_hand(qp, false);
+		}
 		if (until != 0 && until < next &&
 		    __atomic_load_n(&qp->state, __ATOMIC_RELAXED) == QPS_RTS)
 			next = until;

@@ -331,10 +331,12 @@ static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int time
 		int ms = -1, r;
 
 		/* A QP the progress thread serves while this thread waits: a
-		 * new connection, or one handed over as this wait began (its
-		 * look raced with the entry). Its thread no longer looks by
-		 * itself (no tick): take it back here, one load per turn. */
-		if (atomic_load_explicit(&q->handed, memory_order_relaxed) > 0)
+		 * new connection, or one handed over as this wait began (the
+		 * thread's balance looks at waiting after handing; this looks
+		 * at handed after waiting++: one of the two sees the other).
+		 * Its thread no longer looks by itself (no tick): take it
+		 * back here, one load per turn. */
+		if (atomic_load(&q->handed) > 0)
 			soft_io_reclaim(q);
 		got = rr_cq_ring_pending(&q->ring) ? rr_cq_ring_poll(&q->ring, n, wc) : 0;
 		if (got != 0 || (atomic_load(&q->intr) && atomic_exchange(&q->intr, 0)))
