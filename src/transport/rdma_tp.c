@@ -1920,6 +1920,11 @@ static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server,
 	rc = rpcrdma_open(conf->provider ? conf->provider : RPCRDMA_PROVIDER_SOFT, &oa, &ep->ctx);
 	if (rc)
 		return rc;
+	/* The server loop handles waits that end early (ep_wake): using the
+	 * interrupt once (no CQ yet: nothing latched) lets the provider end
+	 * them on CM events too (soft: a second client's request). */
+	if (server)
+		(void)rr_context_interrupt(ep->ctx);
 	rc = rpcrdma_cm_channel_create(ep->ctx, &ep->ch);
 	if (rc)
 		return rc;

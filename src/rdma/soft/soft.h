@@ -10,8 +10,9 @@
  * (epoll_wait 0). One progress thread per context (epoll) does connection
  * setup and MPA timeouts, and serves the sockets of QPs whose CQs nobody
  * attends (no waiter, not armed, not polled for SOFT_LEASE_NS): passive
- * Read/Commit responders and Write targets. A consumer that comes back takes
- * its QPs back (soft_io_reclaim). A lone waiter on a single-QP CQ sleeps in
+ * Read/Commit responders and Write targets; it sleeps until its next
+ * deadline (ctx->sleep_until, soft_io_lease_check). A consumer that comes
+ * back takes its QPs back (soft_io_reclaim). A lone waiter on a single-QP CQ sleeps in
  * the QP's recvmsg instead of epoll (fast wait, SOFT_FAST_BLOCK_MS; it reads
  * without rx_lock while qp->fast_rd, and a close waits for it). Lock order:
  * ctx->lock -> cq->qlock -> qp->rx_lock -> qp->tx_lock -> cq ring lock;
@@ -50,6 +51,12 @@
 /* A CQ polled, armed or waited on within this time is attended: its
  * consumer receives for its QPs; otherwise the progress thread does. */
 #define SOFT_LEASE_NS 20000000ull
+/* The progress thread sleeps until its next deadline (a handshake's MPA
+ * timeout, the end of an attended CQ's lease) or without limit when there is
+ * none; it may look up to SOFT_TICK_MS after a lease ended (the slack that
+ * spares it a wake-up per consumer departure), and with an injected clock
+ * (which may jump) it looks at least every SOFT_TICK_MS while any deadline
+ * exists. docs/soft-iwarp.md "Idle progress thread". */
 #define SOFT_TICK_MS 10
 /* Fast wait (docs/soft-iwarp.md "Fast wait"): a lone waiter on a CQ with one
  * QP sleeps in a blocking recvmsg on the QP's socket (SO_RCVTIMEO) instead of
@@ -59,6 +66,14 @@
  * off on that CQ for SOFT_FAST_COOLDOWN_NS (epoll waits, woken at once). */
 #define SOFT_FAST_BLOCK_MS 5
 #define SOFT_FAST_COOLDOWN_NS 1000000000ull
+/* soft_cq.fast_blocked: a fast waiter sleeps in recv (nothing but data, EOF
+ * or shutdown ends it: SOFT_FAST_RECV), or, on a context whose owner uses
+ * interrupts and once the connection is quiet (its last sleep ended by its
+ * timeout), in poll(2) over the socket and the CQ's wake eventfd, which
+ * every other thread's event writes (SOFT_FAST_POLL; docs/soft-iwarp.md
+ * "Interruptible sleep when quiet"). */
+#define SOFT_FAST_RECV 1
+#define SOFT_FAST_POLL 2
 /* Spin, then sleep (docs/soft-iwarp.md "Spinning"): before that blocking
  * read a fast waiter polls the socket (recv MSG_DONTWAIT) for up to the
  * context's spin budget (rpcrdma_open_attr.spin_us, RPCRDMA_SOFT_SPIN_US,
@@ -106,7 +121,17 @@ struct soft_ctx {
 	uint64_t spin_ns;            /* a fast waiter's spin budget; 0: none */
 	char tcp_cc[16];             /* RPCRDMA_SOFT_TCP_CC, or "": the system's */
 	uint32_t tx_copy_max;        /* SOFT_TX_COPY_MAX or RPCRDMA_SOFT_TXCOPY */
-	struct soft_cq *cqs;         /* every CQ (lock), for soft_interrupt */
+	pthread_mutex_t cq_lock;     /* cqs (a leaf lock: soft_chan_push) */
+	struct soft_cq *cqs;         /* every CQ (cq_lock), for interrupts */
+	/* The progress thread looks at its deadlines again by this time (the
+	 * environment's clock), UINT64_MAX: not before something wakes it; 0:
+	 * a wake-up is on its way. A consumer that leaves a CQ (its last
+	 * waiter, a consumed arm, a reclaim) wakes it when that is too late
+	 * for the CQ's lease (soft_io_lease_check). */
+	_Atomic uint64_t sleep_until;
+	/* rr_context_interrupt was used: the owner's CQ waits may end early,
+	 * so CM events pushed to the context's channels interrupt them too */
+	atomic_bool cm_intr;
 	/* CLOCK_MONOTONIC_COARSE resolution when the default environment's
 	 * clock is in use (leases and wait deadlines read the cheap coarse
 	 * clock then); 0: always the environment's clock */
@@ -144,8 +169,9 @@ struct soft_cq {
 	atomic_int waiting;          /* threads inside rpcrdma_cq_wait */
 	atomic_int handed;           /* its QPs served by the progress thread */
 	uint32_t nlive;              /* QPs in slots (qlock) */
-	/* fast wait: a waiter sleeps in recvmsg on a QP's socket; another
-	 * thread's completion meanwhile turns it off until fast_off_until */
+	/* fast wait: a waiter sleeps in recvmsg on a QP's socket (or polls
+	 * it with wake_efd: SOFT_FAST_POLL); another thread's completion
+	 * meanwhile turns it off until fast_off_until (SOFT_FAST_RECV only) */
 	atomic_int fast_blocked;
 	_Atomic uint64_t fast_off_until;
 	_Atomic uint64_t fast_reads;   /* statistics: blocking reads done */
@@ -153,6 +179,8 @@ struct soft_cq {
 					* data while spinning */
 	_Atomic uint64_t spin_misses;  /* ... whose budget ran out */
 	_Atomic uint64_t fast_foreign; /* events from other threads meanwhile */
+	_Atomic uint64_t fast_wakes;   /* statistics: SOFT_FAST_POLL sleeps
+					* ended by the wake eventfd */
 	uint64_t fast_direct;          /* statistics: completions handed over
 					* directly (written by the fast waiter) */
 	atomic_int intr;             /* rr_context_interrupt latch */
@@ -276,6 +304,9 @@ struct soft_qp {
 	bool fast_ok, fast_rd, fast_kill;
 	/* the spin's adaptation (SOFT_SPIN_MISSES): the fast reader's own */
 	uint16_t spin_miss, spin_skip;
+	/* the fast reader's last sleep ended by its timeout with nothing
+	 * read (the fast reader's own): the next one may be SOFT_FAST_POLL */
+	bool fast_quiet;
 	pthread_cond_t fast_cv;
 };
 
@@ -335,10 +366,16 @@ ssize_t soft_io_readv(int fd, struct iovec *iov, unsigned cnt);
  * timeout (SOFT_FAST_BLOCK_MS: then -EAGAIN). For fast waits only. */
 ssize_t soft_io_readv_wait(int fd, struct iovec *iov, unsigned cnt);
 /* The fast waiter's read of @qp's socket (qp->fast_rd held, rx_lock not):
- * spins up to the context's budget, then sleeps in soft_io_readv_wait. Also
- * -EAGAIN when, while spinning, a completion, an interrupt or a transmit
- * backlog appears (the caller looks at the CQ again). */
-ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt);
+ * spins up to the context's budget, then sleeps in soft_io_readv_wait, or
+ * (@mode SOFT_FAST_POLL) in poll(2) over the socket and the CQ's wake
+ * eventfd for up to SOFT_FAST_BLOCK_MS. Also -EAGAIN when, while spinning,
+ * a completion, an interrupt or a transmit backlog appears, or the wake
+ * eventfd ends the poll (the caller looks at the CQ again). */
+ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt, int mode);
+/* How the fast reader of @qp sleeps next: SOFT_FAST_POLL when its
+ * connection is quiet and the context's owner uses interrupts, else
+ * SOFT_FAST_RECV. */
+int soft_io_fast_mode(const struct soft_qp *qp);
 /* A connected socket made blocking with the fast wait's receive timeout:
  * 0, or -errno (then the QP never waits on it directly). */
 int soft_io_fast_setup(int fd);
@@ -383,8 +420,17 @@ bool soft_io_cq_fast_wait(struct soft_cq *q, struct soft_direct *d);
  * connected QP (nothing to transmit), receives with one recvmsg instead of
  * epoll_wait(0) + recvmsg. false: use soft_io_cq_progress. */
 bool soft_io_cq_fast_poll(struct soft_cq *q);
-/* The interrupt op: latches every CQ of @ctx and wakes its waiters. */
+/* The interrupt op: latches every CQ of @ctx and wakes its waiters (a fast
+ * waiter asleep in recvmsg sees it when its read ends, and the fast wait is
+ * off on that CQ for SOFT_FAST_COOLDOWN_NS). From then on, every CM event
+ * pushed to a channel of @ctx interrupts its CQs too, without the cool-down
+ * (soft_chan_push; docs/soft-iwarp.md "CM events end CQ waits"). */
 int soft_interrupt(struct rr_context *ctx);
+/* @q's consumer may have left it (its last waiter left, a completion
+ * consumed its arm, it took QPs back): wakes the progress thread when the
+ * thread would look later than the end of @q's lease (+ SOFT_TICK_MS).
+ * Callers store what changed (last_use_ns, waiting, the arm) first. */
+void soft_io_lease_check(struct soft_cq *q);
 /* qlock held: the live QP an epoll token names, or NULL. */
 struct soft_qp *soft_cq_lookup(struct soft_cq *q, uint64_t tok);
 /* The consumer of @q is back: its QPs leave the progress thread. */

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -70,11 +71,45 @@ static uint64_t spin_clock_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt)
+int soft_io_fast_mode(const struct soft_qp *qp)
+{
+	return qp->fast_quiet && atomic_load_explicit(&qp->ctx->cm_intr, memory_order_relaxed) ?
+		       SOFT_FAST_POLL : SOFT_FAST_RECV;
+}
+
+/* SOFT_FAST_POLL: sleeps in poll(2) over the socket and the CQ's wake
+ * eventfd (precise timer, unlike SO_RCVTIMEO's jiffies), then reads without
+ * blocking. One system call more than a blocking recv, paid only by the
+ * first message after a quiet spell. */
+static ssize_t readv_poll(struct soft_qp *qp, struct iovec *iov, unsigned cnt)
+{
+	struct soft_cq *q = qp->rcq;
+	struct pollfd p[2] = {{.fd = qp->obj.fd, .events = POLLIN},
+			      {.fd = q->wake_efd, .events = POLLIN}};
+	int r;
+
+	r = poll(p, 2, SOFT_FAST_BLOCK_MS);
+	if (r < 0)
+		return errno == EINTR ? -EAGAIN : -errno;
+	if (p[1].revents & POLLIN) {
+		uint64_t v;
+
+		if (read(q->wake_efd, &v, sizeof(v)) < 0) {
+			/* raced with another drain */
+		}
+		atomic_fetch_add_explicit(&q->fast_wakes, 1, memory_order_relaxed);
+	}
+	if (!(p[0].revents & (POLLIN | POLLERR | POLLHUP)))
+		return -EAGAIN;
+	return readv_flags(qp->obj.fd, iov, cnt, MSG_DONTWAIT);
+}
+
+ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt, int mode)
 {
 	uint64_t budget = qp->ctx->spin_ns;
 	struct soft_cq *q = qp->rcq;
 	int fd = qp->obj.fd;
+	ssize_t got;
 
 	if (budget && qp->spin_skip) {
 		qp->spin_skip--;
@@ -101,7 +136,14 @@ ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt)
 			qp->spin_skip = SOFT_SPIN_SKIP;
 		}
 	}
-	return soft_io_readv_wait(fd, iov, cnt);
+	got = mode == SOFT_FAST_POLL ? readv_poll(qp, iov, cnt) : soft_io_readv_wait(fd, iov, cnt);
+	/* quiet: a sleep that ran out (a poll ended by the wake eventfd
+	 * leaves it as it was) */
+	if (got != -EAGAIN)
+		qp->fast_quiet = false;
+	else if (mode == SOFT_FAST_RECV)
+		qp->fast_quiet = true;
+	return got;
 }
 
 int soft_io_fast_setup(int fd)
@@ -170,6 +212,22 @@ void soft_io_wake(struct soft_ctx *ctx)
 	}
 }
 
+/* Another thread's event (a transmit backlog, a new QP) that a fast waiter
+ * of @q asleep now does not watch: an interruptible one (SOFT_FAST_POLL) is
+ * woken, a recv one is left to its timeout and the fast wait is off for a
+ * while (caller: the event is stored, then this look). */
+static void fast_poke(struct soft_cq *q)
+{
+	int b = atomic_load(&q->fast_blocked);
+	uint64_t one = 1;
+
+	if (b == SOFT_FAST_RECV) {
+		soft_cq_fast_off(q);
+	} else if (b == SOFT_FAST_POLL && write(q->wake_efd, &one, sizeof(one)) < 0) {
+		/* saturated counter: still readable */
+	}
+}
+
 static void cq_epoll(struct soft_qp *qp, int op, uint32_t events)
 {
 	struct epoll_event ev = {.events = events, .data.u64 = qp->rtok};
@@ -190,8 +248,8 @@ void soft_io_want_out(struct soft_qp *qp, bool on)
 	/* Set, then look: a waiter asleep in this socket's recvmsg would not
 	 * transmit (qp_rx looks at want_out after setting fast_blocked). */
 	__atomic_store_n(&qp->want_out, on, __ATOMIC_SEQ_CST);
-	if (on && atomic_load(&qp->rcq->fast_blocked))
-		soft_cq_fast_off(qp->rcq);
+	if (on)
+		fast_poke(qp->rcq);
 
 	obj_mod(qp->ctx, &qp->obj, ev);
 	if (qp->cq_watched)
@@ -203,10 +261,10 @@ void soft_io_watch(struct soft_qp *qp)
 	if (qp->cq_watched || qp->obj.fd < 0)
 		return;
 	/* a socket a fast waiter of these CQs does not look at */
-	if (atomic_load(&qp->rcq->fast_blocked))
-		soft_cq_fast_off(qp->rcq);
-	if (atomic_load(&qp->scq->fast_blocked))
-		soft_cq_fast_off(qp->scq);
+	atomic_thread_fence(memory_order_seq_cst);
+	fast_poke(qp->rcq);
+	if (qp->scq != qp->rcq)
+		fast_poke(qp->scq);
 	cq_epoll(qp, EPOLL_CTL_ADD, EPOLLIN | (qp->want_out ? EPOLLOUT : 0));
 	qp->cq_watched = true;
 }
@@ -255,6 +313,27 @@ void soft_io_reclaim(struct soft_cq *q)
 	soft_cq_for_each_qp(q, reclaim_one, NULL);
 	pthread_mutex_unlock(&q->qlock);
 	pthread_mutex_unlock(&q->ctx->lock);
+	/* QPs the progress thread served need no deadline; now their CQ's
+	 * lease is one */
+	soft_io_lease_check(q);
+}
+
+void soft_io_lease_check(struct soft_cq *q)
+{
+	struct soft_ctx *c = q->ctx;
+	uint64_t su, end;
+
+	/* the caller's stores (last_use_ns, waiting, the arm), then this
+	 * look; the progress thread stores sleep_until, then looks at the
+	 * CQs (balance): one of the two sees the other */
+	atomic_thread_fence(memory_order_seq_cst);
+	su = atomic_load(&c->sleep_until);
+	end = atomic_load_explicit(&q->last_use_ns, memory_order_relaxed) + SOFT_LEASE_NS +
+	      (uint64_t)SOFT_TICK_MS * 1000000u;
+	if (su <= end)
+		return; /* it looks in time (or a wake-up is on its way: 0) */
+	if (atomic_compare_exchange_strong(&c->sleep_until, &su, 0))
+		soft_io_wake(c);
 }
 
 void soft_io_shutdown(struct soft_qp *qp)
@@ -346,6 +425,7 @@ void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 {
 	bool own = tls_inline_cq == q;
 	struct soft_direct *d = tls_direct;
+	bool armed;
 
 	/* The fast waiter's own completion, nothing older in the ring: hand
 	 * it over directly. Per work queue order holds: pushes of one queue
@@ -361,12 +441,18 @@ void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 	}
 	/* Pushed by the consumer's own inline progress: it polls the ring
 	 * next (poll, wait, get_event then poll), so no fd notification. */
+	armed = rr_cq_ring_armed(&q->ring);
 	rr_cq_ring_push_ex(&q->ring, wc, own);
 	/* A fast waiter asleep in recvmsg sees this only when its read
 	 * returns (<= SOFT_FAST_BLOCK_MS): no more fast waits for a while. */
 	atomic_thread_fence(memory_order_seq_cst); /* push, then look (qp_rx) */
-	if (!own && atomic_load(&q->fast_blocked))
-		soft_cq_fast_off(q);
+	if (!own && atomic_load(&q->fast_blocked) == SOFT_FAST_RECV)
+		soft_cq_fast_off(q); /* a SOFT_FAST_POLL one: the wake-up below */
+	/* This push consumed the arm: without a waiter the CQ is attended
+	 * only until its lease ends, and the progress thread, which counted
+	 * on the arm, must look by then (the consumer may not come back). */
+	if (armed && !rr_cq_ring_armed(&q->ring) && atomic_load(&q->waiting) == 0)
+		soft_io_lease_check(q);
 	/* Other waiters (in epoll) are woken. */
 	if (atomic_load(&q->waiting) > (own && tls_inline_waiter ? 1 : 0)) {
 		uint64_t one = 1;
@@ -444,25 +530,38 @@ int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool bloc
 	return n;
 }
 
-int soft_interrupt(struct rr_context *base)
+/* Latches every CQ of @c and wakes its waiters. A fast reader sees the
+ * latch when its read ends (<= SOFT_FAST_BLOCK_MS; while it spins, at
+ * once); @cool: the fast wait is then off on that CQ for
+ * SOFT_FAST_COOLDOWN_NS, so that further interrupts meanwhile wake an
+ * epoll waiter at once. */
+static void cqs_interrupt(struct soft_ctx *c, bool cool)
 {
-	struct soft_ctx *c = RR_CONTAINER_OF(base, struct soft_ctx, base);
 	uint64_t one = 1;
 
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&c->cq_lock);
 	for (struct soft_cq *q = c->cqs; q; q = q->next_cq) {
 		atomic_store(&q->intr, 1); /* seq_cst, then look (qp_rx) */
 		if (atomic_load(&q->waiting) == 0)
 			continue; /* the latch ends its next wait at once */
-		/* a fast reader sees the latch when its read ends (<=
-		 * SOFT_FAST_BLOCK_MS); epoll waiters wake now */
-		if (atomic_load(&q->fast_blocked))
+		if (cool && atomic_load(&q->fast_blocked) == SOFT_FAST_RECV)
 			soft_cq_fast_off(q);
+		/* epoll and SOFT_FAST_POLL waiters wake now */
 		if (write(q->wake_efd, &one, sizeof(one)) < 0) {
 			/* saturated counter: still readable */
 		}
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->cq_lock);
+}
+
+int soft_interrupt(struct rr_context *base)
+{
+	struct soft_ctx *c = RR_CONTAINER_OF(base, struct soft_ctx, base);
+
+	/* its user is prepared for waits that end early: CM events end
+	 * them from now on as well (soft_chan_push) */
+	atomic_store(&c->cm_intr, true);
+	cqs_interrupt(c, true);
 	return 0;
 }
 
@@ -642,6 +741,12 @@ void soft_chan_push(struct soft_chan *ch, const struct rpcrdma_cm_event *ev)
 	if (!ch->signaled && write(ch->efd, &one, sizeof(one)) == (ssize_t)sizeof(one))
 		ch->signaled = true;
 	pthread_mutex_unlock(&ch->lock);
+	/* A context whose owner uses interrupts (the RPC responder sleeps in
+	 * its one connection's CQ and looks at the channel after each wait):
+	 * the event ends its CQ waits. No cool-down: CM events are rare, and
+	 * the existing connection keeps its fast waits. */
+	if (atomic_load(&ch->ctx->cm_intr))
+		cqs_interrupt(ch->ctx, false);
 }
 
 int soft_get_event(struct rr_cm_channel *base, struct rpcrdma_cm_event *ev)
@@ -946,22 +1051,64 @@ static void go_rdma(struct soft_id *id, bool active)
 	qp_hand(qp, true);
 }
 
-/* Hands QPs nobody attends to the progress thread and takes attended ones
- * back from it (ctx->lock held). */
-static void balance(struct soft_ctx *c)
+/* Until when @q is attended, as of @now: the end of its lease (a time
+ * after @now); UINT64_MAX when only its consumer's leaving can end it (a
+ * waiter inside, or armed, since longer than the lease: the leaving one
+ * calls soft_io_lease_check); 0: not attended. As soft_cq_attended. Reads
+ * waiting and the arm before last_use_ns: a waiter that left stored its
+ * last use before it left. */
+static uint64_t cq_attended_until(struct soft_cq *q, uint64_t now)
 {
-	uint64_t now = rr_now_ns(c->env);
+	bool held = atomic_load(&q->waiting) > 0 || rr_cq_ring_armed(&q->ring);
+	uint64_t end = atomic_load(&q->last_use_ns) + SOFT_LEASE_NS;
+
+	if (end > now)
+		return end;
+	return held ? UINT64_MAX : 0;
+}
+
+/* Until when @qp is attended: while either of its CQs is. */
+static uint64_t qp_attended_until(struct soft_qp *qp, uint64_t now)
+{
+	uint64_t until = cq_attended_until(qp->rcq, now);
+
+	if (qp->scq != qp->rcq)
+		until = RR_MAX(until, cq_attended_until(qp->scq, now));
+	return until;
+}
+
+/* Hands QPs nobody attends to the progress thread and takes attended ones
+ * back from it (ctx->lock held). Returns the earliest moment a QP left
+ * with its consumer could stop being attended (UINT64_MAX: none). */
+static uint64_t balance(struct soft_ctx *c, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
 
 	for (struct soft_id *id = c->ids; id; id = id->next_all) {
 		struct soft_qp *qp = id->qp;
-		bool attended;
+		uint64_t until;
 
 		if (!qp || id->state != IDS_CONNECTED)
 			continue; /* qp_hand checks the QP state under tx_lock */
-		attended = soft_cq_attended(qp->rcq, now) || soft_cq_attended(qp->scq, now);
-		if (attended == qp->obj.in_epoll)
-			qp_hand(qp, !attended);
+		until = qp_attended_until(qp, now);
+		if ((until != 0) == qp->obj.in_epoll)
+			qp_hand(qp, until == 0);
+		if (until == 0 && qp->obj.in_epoll) {
+			/* Handed (handed++), then look again: a waiter that
+			 * entered meanwhile (waiting++, then it looks at
+			 * handed) is seen here, or it sees handed and takes
+			 * the QP back itself. No waiter is left in epoll with
+			 * its QP here and no deadline to fix that. */
+			atomic_thread_fence(memory_order_seq_cst);
+			until = qp_attended_until(qp, now);
+			if (until != 0)
+				qp_hand(qp, false);
+		}
+		if (until != 0 && until < next &&
+		    __atomic_load_n(&qp->state, __ATOMIC_RELAXED) == QPS_RTS)
+			next = until;
 	}
+	return next;
 }
 
 int soft_accept(struct rr_cm_id *base, struct rr_qp *qpb, const struct rpcrdma_conn_param *param)
@@ -996,6 +1143,9 @@ int soft_accept(struct rr_cm_id *base, struct rr_qp *qpb, const struct rpcrdma_c
 	go_rdma(id, false);
 	id_event(id, RPCRDMA_CM_ESTABLISHED, 0, NULL);
 	pthread_mutex_unlock(&c->lock);
+	/* the progress thread serves the new QP: it gives it back at its next
+	 * look if the CQ is attended, and times that CQ's lease */
+	soft_io_wake(c);
 	return 0;
 }
 
@@ -1319,25 +1469,45 @@ static void handle_handshake(struct soft_id *id, uint32_t events)
 		handshake_read(id);
 }
 
-/* MPA timeout on a silent peer, on the injected clock. */
-static void check_timeouts(struct soft_ctx *c)
+/* MPA timeout on a silent peer, on the injected clock. Returns the earliest
+ * deadline of the handshakes still running (UINT64_MAX: none). */
+static uint64_t check_timeouts(struct soft_ctx *c, uint64_t now)
 {
-	uint64_t now = rr_now_ns(c->env);
 	struct soft_id *id = c->ids, *next;
+	uint64_t first = UINT64_MAX;
 
 	for (; id; id = next) {
 		next = id->next_all;
 		if (id->state != IDS_CONNECTING && id->state != IDS_AWAIT_REP &&
 		    id->state != IDS_AWAIT_REQ)
 			continue;
-		if (now < id->deadline_ns)
+		if (now < id->deadline_ns) {
+			first = RR_MIN(first, id->deadline_ns);
 			continue;
+		}
 		if (id->state == IDS_AWAIT_REQ) {
 			id_discard(id, false);
 		} else {
 			id_fail(id, RPCRDMA_CM_UNREACHABLE, -ETIMEDOUT, NULL);
 		}
 	}
+	return first;
+}
+
+/* epoll_wait's timeout until @next (UINT64_MAX: none, -1). An injected
+ * clock may jump: then at most SOFT_TICK_MS while a deadline exists. */
+static int sleep_ms(const struct soft_ctx *c, uint64_t next, uint64_t now)
+{
+	uint64_t ms;
+
+	if (next == UINT64_MAX)
+		return -1;
+	if (next <= now)
+		return 0;
+	ms = (next - now + 999999u) / 1000000u;
+	if (!c->coarse_res_ns && ms > SOFT_TICK_MS)
+		ms = SOFT_TICK_MS;
+	return ms > INT32_MAX ? INT32_MAX : (int)ms;
 }
 
 static void *progress_main(void *arg)
@@ -1345,10 +1515,16 @@ static void *progress_main(void *arg)
 	pthread_setname_np(pthread_self(), "rr-soft");   /* for top -H, gdb */
 	struct soft_ctx *c = arg;
 	struct epoll_event evs[64];
-	uint64_t last_balance = 0;
+	uint64_t next = 0; /* the next look at deadlines (0: at once) */
+	int timeout = 0;
 
+	/* Sleeps until the next deadline, not on a tick: an idle context's
+	 * thread does not wake at all. What makes an earlier deadline wakes
+	 * it through c->wake (connect, accept, soft_io_lease_check); a
+	 * wake-up, a handshake step or a due deadline makes it look. */
 	for (;;) {
-		int n = epoll_wait(c->epfd, evs, 64, SOFT_TICK_MS);
+		int n = epoll_wait(c->epfd, evs, 64, timeout);
+		bool look = false;
 		uint64_t now;
 
 		pthread_mutex_lock(&c->lock);
@@ -1365,6 +1541,7 @@ static void *progress_main(void *arg)
 				if (read(c->wake.fd, &v, sizeof(v)) < 0) {
 					/* spurious */
 				}
+				look = true;
 				continue;
 			}
 			if (!obj_live(c, o))
@@ -1372,9 +1549,11 @@ static void *progress_main(void *arg)
 			switch (o->type) {
 			case SOFT_OBJ_LISTEN:
 				handle_listen(RR_CONTAINER_OF(o, struct soft_id, obj));
+				look = true; /* new handshake deadlines */
 				break;
 			case SOFT_OBJ_HANDSHAKE:
 				handle_handshake(RR_CONTAINER_OF(o, struct soft_id, obj), evs[i].events);
+				look = true; /* maybe connected: a QP to balance */
 				break;
 			case SOFT_OBJ_QP: {
 				struct soft_qp *qp = RR_CONTAINER_OF(o, struct soft_qp, obj);
@@ -1400,11 +1579,16 @@ static void *progress_main(void *arg)
 			}
 		}
 		now = rr_now_ns(c->env);
-		if (now - last_balance >= (uint64_t)SOFT_TICK_MS * 1000000u) {
-			check_timeouts(c);
-			balance(c);
-			last_balance = now;
+		if (look || now >= next) {
+			/* announce the look before it (soft_io_lease_check):
+			 * a consumer leaving meanwhile wakes the thread */
+			atomic_store(&c->sleep_until, UINT64_MAX);
+			atomic_thread_fence(memory_order_seq_cst);
+			next = check_timeouts(c, now);
+			next = RR_MIN(next, balance(c, now));
 		}
+		timeout = sleep_ms(c, next, now);
+		atomic_store(&c->sleep_until, next);
 		pthread_mutex_unlock(&c->lock);
 	}
 	return NULL;

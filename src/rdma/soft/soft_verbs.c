@@ -48,6 +48,7 @@ static int soft_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_
 		return r;
 	}
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->cq_lock, NULL);
 	r = rr_mrt_init(&c->mrt, env, 16);
 	if (r) {
 		rr_free(env, c);
@@ -70,6 +71,7 @@ static void soft_close(struct rr_context *base)
 	soft_io_stop(c);
 	rr_mrt_fini(&c->mrt);
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->cq_lock);
 	rr_free(c->env, c);
 }
 
@@ -265,10 +267,10 @@ static int soft_create_cq(struct rr_context *ctx, const struct rpcrdma_cq_attr *
 	pthread_mutex_init(&q->qlock, NULL);
 	q->ctx = sctx(ctx);
 	q->base.cqe = attr->cqe ? attr->cqe : 1;
-	pthread_mutex_lock(&q->ctx->lock);
+	pthread_mutex_lock(&q->ctx->cq_lock);
 	q->next_cq = q->ctx->cqs;
 	q->ctx->cqs = q;
-	pthread_mutex_unlock(&q->ctx->lock);
+	pthread_mutex_unlock(&q->ctx->cq_lock);
 	*out = &q->base;
 	return 0;
 }
@@ -277,13 +279,13 @@ static int soft_destroy_cq(struct rr_cq *cq)
 {
 	struct soft_cq *q = scq_of(cq);
 
-	pthread_mutex_lock(&q->ctx->lock);
+	pthread_mutex_lock(&q->ctx->cq_lock);
 	for (struct soft_cq **p = &q->ctx->cqs; *p; p = &(*p)->next_cq)
 		if (*p == q) {
 			*p = q->next_cq;
 			break;
 		}
-	pthread_mutex_unlock(&q->ctx->lock);
+	pthread_mutex_unlock(&q->ctx->cq_lock);
 	soft_io_cq_fini(q);
 	rr_cq_ring_fini(&q->ring);
 	pthread_mutex_destroy(&q->qlock);
@@ -328,6 +330,14 @@ static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int time
 	for (;;) {
 		int ms = -1, r;
 
+		/* A QP the progress thread serves while this thread waits: a
+		 * new connection, or one handed over as this wait began (the
+		 * thread's balance looks at waiting after handing; this looks
+		 * at handed after waiting++: one of the two sees the other).
+		 * Its thread no longer looks by itself (no tick): take it
+		 * back here, one load per turn. */
+		if (atomic_load(&q->handed) > 0)
+			soft_io_reclaim(q);
 		got = rr_cq_ring_pending(&q->ring) ? rr_cq_ring_poll(&q->ring, n, wc) : 0;
 		if (got != 0 || (atomic_load(&q->intr) && atomic_exchange(&q->intr, 0)))
 			break;
@@ -358,8 +368,20 @@ static int soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int time
 			break;
 		}
 	}
-	atomic_fetch_sub(&q->waiting, 1);
-	cq_touch(q);
+	/* Leaving: the last use first (the progress thread reads waiting,
+	 * then last_use_ns), then waiting. The last waiter of an unarmed CQ
+	 * with QPs ends the CQ's hold: from now on only its lease keeps the
+	 * QPs here, and the progress thread may be asleep without a deadline
+	 * for this CQ (it counted on the waiter). */
+	atomic_store_explicit(&q->last_use_ns, lease_now(q->ctx), memory_order_relaxed);
+	if (atomic_fetch_sub(&q->waiting, 1) == 1 &&
+	    __atomic_load_n(&q->nlive, __ATOMIC_RELAXED) > 0) {
+		atomic_thread_fence(memory_order_seq_cst);
+		if (!rr_cq_ring_armed(&q->ring))
+			soft_io_lease_check(q);
+	}
+	if (atomic_load(&q->handed) > 0)
+		soft_io_reclaim(q);
 	return got;
 }
 
@@ -415,7 +437,7 @@ static int cq_add_qp(struct soft_cq *q, struct soft_qp *qp, uint64_t *tok)
 	}
 	q->slots[i].qp = qp;
 	q->slots[i].gen = ++q->gen;
-	q->nlive++;
+	__atomic_store_n(&q->nlive, q->nlive + 1, __ATOMIC_RELAXED); /* read unlocked */
 	*tok = (uint64_t)i << 32 | q->slots[i].gen;
 out:
 	pthread_mutex_unlock(&q->qlock);
@@ -428,7 +450,7 @@ static void cq_del_qp(struct soft_cq *q, struct soft_qp *qp)
 	for (uint32_t i = 0; i < q->nslots; i++)
 		if (q->slots[i].qp == qp) {
 			q->slots[i].qp = NULL;
-			q->nlive--;
+			__atomic_store_n(&q->nlive, q->nlive - 1, __ATOMIC_RELAXED);
 		}
 	pthread_mutex_unlock(&q->qlock);
 }
@@ -1451,18 +1473,22 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			cnt = 1;
 		}
 		if (fast) {
+			int mode;
 
 			/* Nobody else reads the socket or touches the stage
 			 * and the parser while fast_rd (qp_rx skips); a close
 			 * waits for it (soft_io_fast_quiesce). */
 			fast = false;
 			qp->fast_rd = true;
-			atomic_store(&qp->rcq->fast_blocked, 1);
+			mode = soft_io_fast_mode(qp);
+			atomic_store(&qp->rcq->fast_blocked, mode);
 			/* Set, then look: a completion pushed or an interrupt
 			 * latched by another thread before this point is seen
 			 * here; one after it sees fast_blocked (soft_cq_push,
-			 * soft_interrupt, soft_io_want_out) and turns the fast
-			 * wait off; the read ends by its timeout. */
+			 * soft_interrupt, soft_io_want_out) and either writes
+			 * the CQ's wake eventfd (SOFT_FAST_POLL: the poll ends)
+			 * or turns the fast wait off (SOFT_FAST_RECV: the read
+			 * ends by its timeout). */
 			if (rr_cq_ring_pending(&qp->rcq->ring) || atomic_load(&qp->rcq->intr) ||
 			    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST)) {
 				atomic_store(&qp->rcq->fast_blocked, 0);
@@ -1470,7 +1496,7 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 				return 0;
 			}
 			pthread_mutex_unlock(&qp->rx_lock);
-			n = soft_io_readv_fast(qp, v, cnt);
+			n = soft_io_readv_fast(qp, v, cnt, mode);
 			pthread_mutex_lock(&qp->rx_lock);
 			atomic_store(&qp->rcq->fast_blocked, 0);
 			qp->fast_rd = false;
