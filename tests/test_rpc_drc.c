@@ -27,6 +27,7 @@
 #include "rpc/xprt_ctl.h"
 #include "rpcrdma/rdma.h"
 #include "rpcrdma/rpc.h"
+#include "rpc_raw.h"
 #include "xprt_harness.h"
 
 #define PROG 0x200001dcu
@@ -583,61 +584,12 @@ static struct rr_drc_counters drc_stats(struct rpcrdma_server *s)
 	return c;
 }
 
-/* An RPC Call (RFC 5531 section 9, AUTH_NONE) of @proc with @nargs u32
- * arguments into @b; returns its length. */
-static size_t rpc_call(uint8_t *b, uint32_t xid, uint32_t proc, const uint32_t *args,
-		       unsigned nargs)
-{
-	static const uint32_t hdr[10] = {0, 0, 2, PROG, 1, 0, 0, 0, 0, 0};
-
-	for (unsigned i = 0; i < 10; i++)
-		rr_put_be32(b + 4 * i, hdr[i]);
-	rr_put_be32(b, xid);
-	rr_put_be32(b + 20, proc);
-	for (unsigned i = 0; i < nargs; i++)
-		rr_put_be32(b + 40 + 4 * i, args[i]);
-	return 40 + 4 * nargs;
-}
-
 /* ---- tcp:// with a raw record-marking client ---- */
-
-static int raw_connect(int port)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	REQUIRE(fd >= 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	REQUIRE_EQ(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	return fd;
-}
 
 static void tcp_send_call(int fd, uint32_t xid, uint32_t proc, const uint32_t *args,
 			  unsigned nargs)
 {
-	uint8_t b[128];
-	size_t n = rpc_call(b + 4, xid, proc, args, nargs);
-
-	rr_put_be32(b, 0x80000000u | (uint32_t)n);
-	REQUIRE_EQ(send(fd, b, n + 4, MSG_NOSIGNAL), (ssize_t)(n + 4));
-}
-
-static size_t recv_n(int fd, uint8_t *p, size_t n, int ms)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		ssize_t k;
-
-		if (poll(&pfd, 1, ms) <= 0)
-			break;
-		k = recv(fd, p + got, n - got, 0);
-		if (k <= 0)
-			break;
-		got += (size_t)k;
-	}
-	return got;
+	rpc_raw_send_call(fd, xid, PROG, 1, proc, args, nargs);
 }
 
 /* Reads one Reply record (single fragment) into @out; its length, or 0
@@ -647,12 +599,12 @@ static size_t tcp_recv_reply(int fd, uint8_t *out, size_t cap, int ms)
 	uint8_t m[4];
 	uint32_t len;
 
-	if (recv_n(fd, m, 4, ms) != 4)
+	if (rpc_raw_recv_n(fd, m, 4, ms) != 4)
 		return 0;
 	len = rr_get_be32(m) & 0x7fffffffu;
 	REQUIRE(rr_get_be32(m) & 0x80000000u);
 	REQUIRE(len <= cap);
-	return recv_n(fd, out, len, ms) == len ? len : 0;
+	return rpc_raw_recv_n(fd, out, len, ms) == len ? len : 0;
 }
 
 /* A SUCCESS Reply to @xid carrying u32 results: returns result @i. */
@@ -707,12 +659,12 @@ TEST(drc_tcp_retransmit_runs_once)
 	int port, fd, fd2;
 
 	s = tcp_server(64, &port);
-	fd = raw_connect(port);
+	fd = rpc_raw_connect(port);
 	CHECK_EQ(tcp_xchg(fd, 0x1001, P_COUNT, 7, r1, &n1), 1);
 	CHECK_EQ(tcp_xchg(fd, 0x1001, P_COUNT, 7, r2, &n2), 1);
 	REQUIRE_EQ(n1, n2);
 	CHECK_MEM(r1, r2, n1);
-	fd2 = raw_connect(port);
+	fd2 = rpc_raw_connect(port);
 	CHECK_EQ(tcp_xchg(fd2, 0x1001, P_COUNT, 7, r3, &n3), 1);
 	REQUIRE_EQ(n1, n3);
 	CHECK_MEM(r1, r3, n1);
@@ -729,7 +681,7 @@ TEST(drc_tcp_retransmit_runs_once)
 
 	s = tcp_server(0, &port);
 	CHECK_EQ(rpcrdma_server_drc_stats(s, &st), -EOPNOTSUPP);
-	fd = raw_connect(port);
+	fd = rpc_raw_connect(port);
 	CHECK_EQ(tcp_xchg(fd, 0x1001, P_COUNT, 7, NULL, NULL), 1);
 	CHECK_EQ(tcp_xchg(fd, 0x1001, P_COUNT, 7, NULL, NULL), 2);
 	CHECK_EQ(atomic_load(&H.runs), 2);
@@ -748,7 +700,7 @@ TEST(drc_tcp_what_is_not_a_hit)
 	int port, fd;
 
 	s = tcp_server(64, &port);
-	fd = raw_connect(port);
+	fd = rpc_raw_connect(port);
 	CHECK_EQ(tcp_xchg(fd, 0x2001, P_COUNT, 7, NULL, NULL), 1);
 	CHECK_EQ(tcp_xchg(fd, 0x2001, P_COUNT, 8, NULL, NULL), 2);
 	CHECK_EQ(tcp_xchg(fd, 0x2001, P_COUNT, 7, NULL, NULL), 1);   /* the first again */
@@ -789,7 +741,7 @@ TEST(drc_tcp_large_reply_not_kept)
 	struct rpcrdma_server_opts o = {.threads = 2, .drc_entries = 8, .drc_max_reply = 256};
 	struct rpcrdma_server *s = srv_start("tcp://127.0.0.1:0", &o);
 	uint8_t r[4096];
-	int fd = raw_connect(rpcrdma_server_port(s));
+	int fd = rpc_raw_connect(rpcrdma_server_port(s));
 	uint32_t sizes[2] = {200, 300}, runs[4];
 
 	for (unsigned i = 0; i < 4; i++) {
@@ -822,8 +774,8 @@ TEST(drc_tcp_duplicate_in_progress)
 	int port, fd, fd2, fd3;
 
 	s = tcp_server(64, &port);
-	fd = raw_connect(port);
-	fd2 = raw_connect(port);
+	fd = rpc_raw_connect(port);
+	fd2 = rpc_raw_connect(port);
 	tcp_send_call(fd, 0x4001, P_BLOCK, &v, 1);
 	REQUIRE(wait_entered(1, 5000));
 	tcp_send_call(fd2, 0x4001, P_BLOCK, &v, 1);   /* parked */
@@ -846,8 +798,8 @@ TEST(drc_tcp_duplicate_in_progress)
 	/* The first connection closes before its reply: the duplicate on the
 	 * new connection still gets it. */
 	h_reset();
-	fd = raw_connect(port);
-	fd3 = raw_connect(port);
+	fd = rpc_raw_connect(port);
+	fd3 = rpc_raw_connect(port);
 	tcp_send_call(fd, 0x4002, P_BLOCK, &v, 1);
 	REQUIRE(wait_entered(1, 5000));
 	close(fd);
@@ -875,7 +827,7 @@ TEST(drc_tcp_waiters_bounded)
 	int port, fd;
 
 	s = tcp_server(64, &port);
-	fd = raw_connect(port);
+	fd = rpc_raw_connect(port);
 	tcp_send_call(fd, 0x4101, P_BLOCK, &v, 1);
 	REQUIRE(wait_entered(1, 5000));
 	for (unsigned i = 0; i < RR_DRC_MAX_WAITERS + 3; i++)
@@ -905,7 +857,7 @@ TEST(drc_tcp_eviction_capacity_and_age)
 	tenv_init(&te);
 	o.env = &te.env;
 	s = srv_start("tcp://127.0.0.1:0", &o);
-	fd = raw_connect(rpcrdma_server_port(s));
+	fd = rpc_raw_connect(rpcrdma_server_port(s));
 	CHECK_EQ(tcp_xchg(fd, 0x5001, P_COUNT, 1, NULL, NULL), 1);
 	CHECK_EQ(tcp_xchg(fd, 0x5002, P_COUNT, 1, NULL, NULL), 2);
 	CHECK_EQ(tcp_xchg(fd, 0x5001, P_COUNT, 1, NULL, NULL), 1);   /* hit: 5001 newest */
@@ -939,7 +891,7 @@ TEST(drc_tcp_alloc_failure_runs_uncached)
 	tenv_init(&te);
 	o.env = &te.env;
 	s = srv_start("tcp://127.0.0.1:0", &o);
-	fd = raw_connect(rpcrdma_server_port(s));
+	fd = rpc_raw_connect(rpcrdma_server_port(s));
 	atomic_store(&te.fail_size, sizeof(struct rr_drc_entry));
 	CHECK_EQ(tcp_xchg(fd, 0x6001, P_COUNT, 1, NULL, NULL), 1);
 	CHECK_EQ(tcp_xchg(fd, 0x6001, P_COUNT, 1, NULL, NULL), 2);
@@ -1011,7 +963,7 @@ static size_t rq_msg(struct rq *q, uint8_t *b, uint32_t xid, uint32_t proc, uint
 	}
 	rr_put_be32(b + n, 0), n += 4;   /* end of Write list */
 	rr_put_be32(b + n, 0), n += 4;   /* no Reply chunk */
-	return n + rpc_call(b + n, xid, proc, &arg, 1);
+	return n + rpc_raw_call(b + n, xid, PROG, 1, proc, &arg, 1);
 }
 
 /* Parses an RDMA_MSG Reply: the Write list's first chunk length (0 when
@@ -1271,7 +1223,7 @@ static void *proxy_main(void *arg)
 			int c = accept(p->lfd, NULL, NULL);
 
 			if (c >= 0 && p->npairs < 8) {
-				int b = raw_connect(p->backend);
+				int b = rpc_raw_connect(p->backend);
 
 				p->fds[p->npairs][0] = c;
 				p->fds[p->npairs][1] = b;
@@ -1396,20 +1348,6 @@ TEST(drc_rdma_client_reconnect_retransmission)
 
 /* ---- keying on the client's host, and load ---- */
 
-static int raw_connect_from(int port, const char *src)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	struct sockaddr_in b = {.sin_family = AF_INET};
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	REQUIRE(fd >= 0);
-	REQUIRE_EQ(inet_pton(AF_INET, src, &b.sin_addr), 1);
-	REQUIRE_EQ(bind(fd, (struct sockaddr *)&b, sizeof(b)), 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	REQUIRE_EQ(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	return fd;
-}
-
 /* tcp:// keys on the peer's host: the same XID and arguments from another
  * host (127.0.0.2) is another request; from the same host on another port
  * (a reconnection) it is the same. */
@@ -1419,9 +1357,9 @@ TEST(drc_tcp_keyed_on_client_host)
 	int port, a1, a2, b1;
 
 	s = tcp_server(64, &port);
-	a1 = raw_connect_from(port, "127.0.0.1");
-	a2 = raw_connect_from(port, "127.0.0.1");
-	b1 = raw_connect_from(port, "127.0.0.2");
+	a1 = rpc_raw_connect_from(port, "127.0.0.1");
+	a2 = rpc_raw_connect_from(port, "127.0.0.1");
+	b1 = rpc_raw_connect_from(port, "127.0.0.2");
 	CHECK_EQ(tcp_xchg(a1, 0x8001, P_COUNT, 1, NULL, NULL), 1);
 	CHECK_EQ(tcp_xchg(a2, 0x8001, P_COUNT, 1, NULL, NULL), 1);
 	CHECK_EQ(tcp_xchg(b1, 0x8001, P_COUNT, 1, NULL, NULL), 2);
