@@ -567,6 +567,17 @@ static struct rpcrdma_server *srv_start(const char *url, const struct rpcrdma_se
 	return s;
 }
 
+/* srv_start on @url (port 0) with 4 threads and a cache of @drc entries
+ * (0: none); its port in *@port. */
+static struct rpcrdma_server *drc_server(const char *url, unsigned drc, int *port)
+{
+	struct rpcrdma_server_opts o = {.threads = 4, .drc_entries = drc};
+	struct rpcrdma_server *s = srv_start(url, &o);
+
+	*port = rpcrdma_server_port(s);
+	return s;
+}
+
 static struct rr_drc_counters drc_stats(struct rpcrdma_server *s)
 {
 	struct rpcrdma_drc_stats st;
@@ -637,15 +648,6 @@ static uint32_t tcp_xchg(int fd, uint32_t xid, uint32_t proc, uint32_t v, uint8_
 	return reply_u32(r, n, xid, 1);
 }
 
-static struct rpcrdma_server *tcp_server(unsigned drc, int *port)
-{
-	struct rpcrdma_server_opts o = {.threads = 4, .drc_entries = drc};
-	struct rpcrdma_server *s = srv_start("tcp://127.0.0.1:0", &o);
-
-	*port = rpcrdma_server_port(s);
-	return s;
-}
-
 /* The same Call twice: with the cache the handler runs once and both
  * Replies are byte for byte the same; also on a second connection (a
  * reconnecting client). Without the cache it runs twice. */
@@ -658,7 +660,7 @@ TEST(drc_tcp_retransmit_runs_once)
 	size_t n1, n2, n3;
 	int port, fd, fd2;
 
-	s = tcp_server(64, &port);
+	s = drc_server("tcp://127.0.0.1:0", 64, &port);
 	fd = rpc_raw_connect(port);
 	CHECK_EQ(tcp_xchg(fd, 0x1001, P_COUNT, 7, r1, &n1), 1);
 	CHECK_EQ(tcp_xchg(fd, 0x1001, P_COUNT, 7, r2, &n2), 1);
@@ -679,7 +681,7 @@ TEST(drc_tcp_retransmit_runs_once)
 	close(fd2);
 	rpcrdma_server_destroy(s);
 
-	s = tcp_server(0, &port);
+	s = drc_server("tcp://127.0.0.1:0", 0, &port);
 	CHECK_EQ(rpcrdma_server_drc_stats(s, &st), -EOPNOTSUPP);
 	fd = rpc_raw_connect(port);
 	CHECK_EQ(tcp_xchg(fd, 0x1001, P_COUNT, 7, NULL, NULL), 1);
@@ -699,7 +701,7 @@ TEST(drc_tcp_what_is_not_a_hit)
 	uint32_t v = 1;
 	int port, fd;
 
-	s = tcp_server(64, &port);
+	s = drc_server("tcp://127.0.0.1:0", 64, &port);
 	fd = rpc_raw_connect(port);
 	CHECK_EQ(tcp_xchg(fd, 0x2001, P_COUNT, 7, NULL, NULL), 1);
 	CHECK_EQ(tcp_xchg(fd, 0x2001, P_COUNT, 8, NULL, NULL), 2);
@@ -773,7 +775,7 @@ TEST(drc_tcp_duplicate_in_progress)
 	size_t n, n2;
 	int port, fd, fd2, fd3;
 
-	s = tcp_server(64, &port);
+	s = drc_server("tcp://127.0.0.1:0", 64, &port);
 	fd = rpc_raw_connect(port);
 	fd2 = rpc_raw_connect(port);
 	tcp_send_call(fd, 0x4001, P_BLOCK, &v, 1);
@@ -826,7 +828,7 @@ TEST(drc_tcp_waiters_bounded)
 	unsigned replies = 0;
 	int port, fd;
 
-	s = tcp_server(64, &port);
+	s = drc_server("tcp://127.0.0.1:0", 64, &port);
 	fd = rpc_raw_connect(port);
 	tcp_send_call(fd, 0x4101, P_BLOCK, &v, 1);
 	REQUIRE(wait_entered(1, 5000));
@@ -1017,15 +1019,6 @@ static uint32_t rq_xchg(struct rq *q, const uint8_t *m, size_t len, uint32_t xid
 	return reply_u32(r + at, (size_t)n - at, xid, ri);
 }
 
-static struct rpcrdma_server *rdma_server(unsigned drc, int *port)
-{
-	struct rpcrdma_server_opts o = {.threads = 4, .drc_entries = drc};
-	struct rpcrdma_server *s = srv_start("rdma://127.0.0.1:0", &o);
-
-	*port = rpcrdma_server_port(s);
-	return s;
-}
-
 TEST(drc_rdma_retransmit_runs_once)
 {
 	static struct rq q;
@@ -1036,7 +1029,7 @@ TEST(drc_rdma_retransmit_runs_once)
 
 	if (!rr_th_soft_ok())
 		return;
-	s = rdma_server(64, &port);
+	s = drc_server("rdma://127.0.0.1:0", 64, &port);
 	rq_open(&q, port);
 	l = rq_msg(&q, m, 0x7001, P_COUNT, 3, 0);
 	CHECK_EQ(rq_xchg(&q, m, l, 0x7001, 1, r1, &n1, NULL), 1);
@@ -1050,7 +1043,7 @@ TEST(drc_rdma_retransmit_runs_once)
 	rq_close(&q);
 	rpcrdma_server_destroy(s);
 
-	s = rdma_server(0, &port);
+	s = drc_server("rdma://127.0.0.1:0", 0, &port);
 	rq_open(&q, port);
 	l = rq_msg(&q, m, 0x7001, P_COUNT, 3, 0);
 	CHECK_EQ(rq_xchg(&q, m, l, 0x7001, 1, NULL, NULL, NULL), 1);
@@ -1113,7 +1106,7 @@ TEST(drc_rdma_duplicate_in_progress)
 
 	if (!rr_th_soft_ok())
 		return;
-	s = rdma_server(64, &port);
+	s = drc_server("rdma://127.0.0.1:0", 64, &port);
 	rq_open(&q, port);
 	rq_open(&q2, port);
 	l = rq_msg(&q, m, 0x7201, P_BLOCK, 11, 0);
@@ -1356,7 +1349,7 @@ TEST(drc_tcp_keyed_on_client_host)
 	struct rpcrdma_server *s;
 	int port, a1, a2, b1;
 
-	s = tcp_server(64, &port);
+	s = drc_server("tcp://127.0.0.1:0", 64, &port);
 	a1 = rpc_raw_connect_from(port, "127.0.0.1");
 	a2 = rpc_raw_connect_from(port, "127.0.0.1");
 	b1 = rpc_raw_connect_from(port, "127.0.0.2");

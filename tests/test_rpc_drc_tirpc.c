@@ -8,12 +8,7 @@
  * Built only when libtirpc's headers are on the path and the library has
  * the libtirpc glue. */
 #include "test.h"
-
-#if defined(__has_include)
-#if __has_include(<rpc/rpc.h>)
-#define HAVE_TIRPC_HDR 1
-#endif
-#endif
+#include "tirpc_hdr.h"
 
 #ifdef HAVE_TIRPC_HDR
 #include <rpc/rpc.h>
