@@ -90,3 +90,41 @@ void soft_net_link(struct net *n, struct rpcrdma_qp *cqp, struct rpcrdma_qp *sqp
 		est++;
 	}
 }
+
+void soft_net_pair(struct net *n, uint32_t depth, struct rpcrdma_qp **cqp, struct rpcrdma_qp **sqp,
+		   struct rpcrdma_cm_id **cid, struct rpcrdma_cm_id **sid)
+{
+	*cqp = soft_net_qp(n, n->ccq, depth);
+	*sqp = soft_net_qp(n, n->scq, depth);
+	soft_net_link(n, *cqp, *sqp, cid, sid);
+}
+
+void soft_net_unpair(struct rpcrdma_qp *cqp, struct rpcrdma_qp *sqp, struct rpcrdma_cm_id *cid,
+		     struct rpcrdma_cm_id *sid)
+{
+	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(cqp), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(sqp), 0);
+}
+
+void soft_net_post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off,
+			uint32_t len)
+{
+	struct rpcrdma_sge sg = {(uintptr_t)n->buf + off, len, rpcrdma_mr_lkey(n->mr)};
+	struct rpcrdma_recv_wr rw = {.wr_id = id, .sg_list = &sg, .num_sge = 1};
+
+	REQUIRE_EQ(rpcrdma_post_recv(qp, &rw, NULL), 0);
+}
+
+void soft_net_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
+			enum rpcrdma_wr_opcode op, size_t off, uint32_t len, size_t roff, bool sig)
+{
+	struct rpcrdma_sge sg = {(uintptr_t)n->buf + off, len, rpcrdma_mr_lkey(n->mr)};
+	struct rpcrdma_send_wr wr = {.wr_id = id, .sg_list = &sg, .num_sge = 1, .opcode = op,
+				     .flags = sig ? RPCRDMA_SEND_SIGNALED : 0,
+				     .u.rdma = {.remote_offset = (uintptr_t)n->buf + roff,
+						.stag = rpcrdma_mr_rkey(n->mr)}};
+
+	REQUIRE_EQ(rpcrdma_post_send(qp, &wr, NULL), 0);
+}

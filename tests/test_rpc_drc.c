@@ -27,6 +27,7 @@
 #include "rpc/xprt_ctl.h"
 #include "rpcrdma/rdma.h"
 #include "rpcrdma/rpc.h"
+#include "rpc_raw.h"
 #include "xprt_harness.h"
 
 #define PROG 0x200001dcu
@@ -566,6 +567,17 @@ static struct rpcrdma_server *srv_start(const char *url, const struct rpcrdma_se
 	return s;
 }
 
+/* srv_start on @url (port 0) with 4 threads and a cache of @drc entries
+ * (0: none); its port in *@port. */
+static struct rpcrdma_server *drc_server(const char *url, unsigned drc, int *port)
+{
+	struct rpcrdma_server_opts o = {.threads = 4, .drc_entries = drc};
+	struct rpcrdma_server *s = srv_start(url, &o);
+
+	*port = rpcrdma_server_port(s);
+	return s;
+}
+
 static struct rr_drc_counters drc_stats(struct rpcrdma_server *s)
 {
 	struct rpcrdma_drc_stats st;
@@ -583,61 +595,12 @@ static struct rr_drc_counters drc_stats(struct rpcrdma_server *s)
 	return c;
 }
 
-/* An RPC Call (RFC 5531 section 9, AUTH_NONE) of @proc with @nargs u32
- * arguments into @b; returns its length. */
-static size_t rpc_call(uint8_t *b, uint32_t xid, uint32_t proc, const uint32_t *args,
-		       unsigned nargs)
-{
-	static const uint32_t hdr[10] = {0, 0, 2, PROG, 1, 0, 0, 0, 0, 0};
-
-	for (unsigned i = 0; i < 10; i++)
-		rr_put_be32(b + 4 * i, hdr[i]);
-	rr_put_be32(b, xid);
-	rr_put_be32(b + 20, proc);
-	for (unsigned i = 0; i < nargs; i++)
-		rr_put_be32(b + 40 + 4 * i, args[i]);
-	return 40 + 4 * nargs;
-}
-
 /* ---- tcp:// with a raw record-marking client ---- */
-
-static int raw_connect(int port)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	REQUIRE(fd >= 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	REQUIRE_EQ(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	return fd;
-}
 
 static void tcp_send_call(int fd, uint32_t xid, uint32_t proc, const uint32_t *args,
 			  unsigned nargs)
 {
-	uint8_t b[128];
-	size_t n = rpc_call(b + 4, xid, proc, args, nargs);
-
-	rr_put_be32(b, 0x80000000u | (uint32_t)n);
-	REQUIRE_EQ(send(fd, b, n + 4, MSG_NOSIGNAL), (ssize_t)(n + 4));
-}
-
-static size_t recv_n(int fd, uint8_t *p, size_t n, int ms)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		ssize_t k;
-
-		if (poll(&pfd, 1, ms) <= 0)
-			break;
-		k = recv(fd, p + got, n - got, 0);
-		if (k <= 0)
-			break;
-		got += (size_t)k;
-	}
-	return got;
+	rpc_raw_send_call(fd, xid, PROG, 1, proc, args, nargs);
 }
 
 /* Reads one Reply record (single fragment) into @out; its length, or 0
@@ -647,12 +610,12 @@ static size_t tcp_recv_reply(int fd, uint8_t *out, size_t cap, int ms)
 	uint8_t m[4];
 	uint32_t len;
 
-	if (recv_n(fd, m, 4, ms) != 4)
+	if (rpc_raw_recv_n(fd, m, 4, ms) != 4)
 		return 0;
 	len = rr_get_be32(m) & 0x7fffffffu;
 	REQUIRE(rr_get_be32(m) & 0x80000000u);
 	REQUIRE(len <= cap);
-	return recv_n(fd, out, len, ms) == len ? len : 0;
+	return rpc_raw_recv_n(fd, out, len, ms) == len ? len : 0;
 }
 
 /* A SUCCESS Reply to @xid carrying u32 results: returns result @i. */
@@ -685,15 +648,6 @@ static uint32_t tcp_xchg(int fd, uint32_t xid, uint32_t proc, uint32_t v, uint8_
 	return reply_u32(r, n, xid, 1);
 }
 
-static struct rpcrdma_server *tcp_server(unsigned drc, int *port)
-{
-	struct rpcrdma_server_opts o = {.threads = 4, .drc_entries = drc};
-	struct rpcrdma_server *s = srv_start("tcp://127.0.0.1:0", &o);
-
-	*port = rpcrdma_server_port(s);
-	return s;
-}
-
 /* The same Call twice: with the cache the handler runs once and both
  * Replies are byte for byte the same; also on a second connection (a
  * reconnecting client). Without the cache it runs twice. */
@@ -706,13 +660,13 @@ TEST(drc_tcp_retransmit_runs_once)
 	size_t n1, n2, n3;
 	int port, fd, fd2;
 
-	s = tcp_server(64, &port);
-	fd = raw_connect(port);
+	s = drc_server("tcp://127.0.0.1:0", 64, &port);
+	fd = rpc_raw_connect(port);
 	CHECK_EQ(tcp_xchg(fd, 0x1001, P_COUNT, 7, r1, &n1), 1);
 	CHECK_EQ(tcp_xchg(fd, 0x1001, P_COUNT, 7, r2, &n2), 1);
 	REQUIRE_EQ(n1, n2);
 	CHECK_MEM(r1, r2, n1);
-	fd2 = raw_connect(port);
+	fd2 = rpc_raw_connect(port);
 	CHECK_EQ(tcp_xchg(fd2, 0x1001, P_COUNT, 7, r3, &n3), 1);
 	REQUIRE_EQ(n1, n3);
 	CHECK_MEM(r1, r3, n1);
@@ -727,9 +681,9 @@ TEST(drc_tcp_retransmit_runs_once)
 	close(fd2);
 	rpcrdma_server_destroy(s);
 
-	s = tcp_server(0, &port);
+	s = drc_server("tcp://127.0.0.1:0", 0, &port);
 	CHECK_EQ(rpcrdma_server_drc_stats(s, &st), -EOPNOTSUPP);
-	fd = raw_connect(port);
+	fd = rpc_raw_connect(port);
 	CHECK_EQ(tcp_xchg(fd, 0x1001, P_COUNT, 7, NULL, NULL), 1);
 	CHECK_EQ(tcp_xchg(fd, 0x1001, P_COUNT, 7, NULL, NULL), 2);
 	CHECK_EQ(atomic_load(&H.runs), 2);
@@ -747,8 +701,8 @@ TEST(drc_tcp_what_is_not_a_hit)
 	uint32_t v = 1;
 	int port, fd;
 
-	s = tcp_server(64, &port);
-	fd = raw_connect(port);
+	s = drc_server("tcp://127.0.0.1:0", 64, &port);
+	fd = rpc_raw_connect(port);
 	CHECK_EQ(tcp_xchg(fd, 0x2001, P_COUNT, 7, NULL, NULL), 1);
 	CHECK_EQ(tcp_xchg(fd, 0x2001, P_COUNT, 8, NULL, NULL), 2);
 	CHECK_EQ(tcp_xchg(fd, 0x2001, P_COUNT, 7, NULL, NULL), 1);   /* the first again */
@@ -789,7 +743,7 @@ TEST(drc_tcp_large_reply_not_kept)
 	struct rpcrdma_server_opts o = {.threads = 2, .drc_entries = 8, .drc_max_reply = 256};
 	struct rpcrdma_server *s = srv_start("tcp://127.0.0.1:0", &o);
 	uint8_t r[4096];
-	int fd = raw_connect(rpcrdma_server_port(s));
+	int fd = rpc_raw_connect(rpcrdma_server_port(s));
 	uint32_t sizes[2] = {200, 300}, runs[4];
 
 	for (unsigned i = 0; i < 4; i++) {
@@ -821,9 +775,9 @@ TEST(drc_tcp_duplicate_in_progress)
 	size_t n, n2;
 	int port, fd, fd2, fd3;
 
-	s = tcp_server(64, &port);
-	fd = raw_connect(port);
-	fd2 = raw_connect(port);
+	s = drc_server("tcp://127.0.0.1:0", 64, &port);
+	fd = rpc_raw_connect(port);
+	fd2 = rpc_raw_connect(port);
 	tcp_send_call(fd, 0x4001, P_BLOCK, &v, 1);
 	REQUIRE(wait_entered(1, 5000));
 	tcp_send_call(fd2, 0x4001, P_BLOCK, &v, 1);   /* parked */
@@ -846,8 +800,8 @@ TEST(drc_tcp_duplicate_in_progress)
 	/* The first connection closes before its reply: the duplicate on the
 	 * new connection still gets it. */
 	h_reset();
-	fd = raw_connect(port);
-	fd3 = raw_connect(port);
+	fd = rpc_raw_connect(port);
+	fd3 = rpc_raw_connect(port);
 	tcp_send_call(fd, 0x4002, P_BLOCK, &v, 1);
 	REQUIRE(wait_entered(1, 5000));
 	close(fd);
@@ -874,8 +828,8 @@ TEST(drc_tcp_waiters_bounded)
 	unsigned replies = 0;
 	int port, fd;
 
-	s = tcp_server(64, &port);
-	fd = raw_connect(port);
+	s = drc_server("tcp://127.0.0.1:0", 64, &port);
+	fd = rpc_raw_connect(port);
 	tcp_send_call(fd, 0x4101, P_BLOCK, &v, 1);
 	REQUIRE(wait_entered(1, 5000));
 	for (unsigned i = 0; i < RR_DRC_MAX_WAITERS + 3; i++)
@@ -905,7 +859,7 @@ TEST(drc_tcp_eviction_capacity_and_age)
 	tenv_init(&te);
 	o.env = &te.env;
 	s = srv_start("tcp://127.0.0.1:0", &o);
-	fd = raw_connect(rpcrdma_server_port(s));
+	fd = rpc_raw_connect(rpcrdma_server_port(s));
 	CHECK_EQ(tcp_xchg(fd, 0x5001, P_COUNT, 1, NULL, NULL), 1);
 	CHECK_EQ(tcp_xchg(fd, 0x5002, P_COUNT, 1, NULL, NULL), 2);
 	CHECK_EQ(tcp_xchg(fd, 0x5001, P_COUNT, 1, NULL, NULL), 1);   /* hit: 5001 newest */
@@ -939,7 +893,7 @@ TEST(drc_tcp_alloc_failure_runs_uncached)
 	tenv_init(&te);
 	o.env = &te.env;
 	s = srv_start("tcp://127.0.0.1:0", &o);
-	fd = raw_connect(rpcrdma_server_port(s));
+	fd = rpc_raw_connect(rpcrdma_server_port(s));
 	atomic_store(&te.fail_size, sizeof(struct rr_drc_entry));
 	CHECK_EQ(tcp_xchg(fd, 0x6001, P_COUNT, 1, NULL, NULL), 1);
 	CHECK_EQ(tcp_xchg(fd, 0x6001, P_COUNT, 1, NULL, NULL), 2);
@@ -1011,7 +965,7 @@ static size_t rq_msg(struct rq *q, uint8_t *b, uint32_t xid, uint32_t proc, uint
 	}
 	rr_put_be32(b + n, 0), n += 4;   /* end of Write list */
 	rr_put_be32(b + n, 0), n += 4;   /* no Reply chunk */
-	return n + rpc_call(b + n, xid, proc, &arg, 1);
+	return n + rpc_raw_call(b + n, xid, PROG, 1, proc, &arg, 1);
 }
 
 /* Parses an RDMA_MSG Reply: the Write list's first chunk length (0 when
@@ -1065,15 +1019,6 @@ static uint32_t rq_xchg(struct rq *q, const uint8_t *m, size_t len, uint32_t xid
 	return reply_u32(r + at, (size_t)n - at, xid, ri);
 }
 
-static struct rpcrdma_server *rdma_server(unsigned drc, int *port)
-{
-	struct rpcrdma_server_opts o = {.threads = 4, .drc_entries = drc};
-	struct rpcrdma_server *s = srv_start("rdma://127.0.0.1:0", &o);
-
-	*port = rpcrdma_server_port(s);
-	return s;
-}
-
 TEST(drc_rdma_retransmit_runs_once)
 {
 	static struct rq q;
@@ -1084,7 +1029,7 @@ TEST(drc_rdma_retransmit_runs_once)
 
 	if (!rr_th_soft_ok())
 		return;
-	s = rdma_server(64, &port);
+	s = drc_server("rdma://127.0.0.1:0", 64, &port);
 	rq_open(&q, port);
 	l = rq_msg(&q, m, 0x7001, P_COUNT, 3, 0);
 	CHECK_EQ(rq_xchg(&q, m, l, 0x7001, 1, r1, &n1, NULL), 1);
@@ -1098,7 +1043,7 @@ TEST(drc_rdma_retransmit_runs_once)
 	rq_close(&q);
 	rpcrdma_server_destroy(s);
 
-	s = rdma_server(0, &port);
+	s = drc_server("rdma://127.0.0.1:0", 0, &port);
 	rq_open(&q, port);
 	l = rq_msg(&q, m, 0x7001, P_COUNT, 3, 0);
 	CHECK_EQ(rq_xchg(&q, m, l, 0x7001, 1, NULL, NULL, NULL), 1);
@@ -1161,7 +1106,7 @@ TEST(drc_rdma_duplicate_in_progress)
 
 	if (!rr_th_soft_ok())
 		return;
-	s = rdma_server(64, &port);
+	s = drc_server("rdma://127.0.0.1:0", 64, &port);
 	rq_open(&q, port);
 	rq_open(&q2, port);
 	l = rq_msg(&q, m, 0x7201, P_BLOCK, 11, 0);
@@ -1271,7 +1216,7 @@ static void *proxy_main(void *arg)
 			int c = accept(p->lfd, NULL, NULL);
 
 			if (c >= 0 && p->npairs < 8) {
-				int b = raw_connect(p->backend);
+				int b = rpc_raw_connect(p->backend);
 
 				p->fds[p->npairs][0] = c;
 				p->fds[p->npairs][1] = b;
@@ -1396,20 +1341,6 @@ TEST(drc_rdma_client_reconnect_retransmission)
 
 /* ---- keying on the client's host, and load ---- */
 
-static int raw_connect_from(int port, const char *src)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	struct sockaddr_in b = {.sin_family = AF_INET};
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	REQUIRE(fd >= 0);
-	REQUIRE_EQ(inet_pton(AF_INET, src, &b.sin_addr), 1);
-	REQUIRE_EQ(bind(fd, (struct sockaddr *)&b, sizeof(b)), 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	REQUIRE_EQ(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	return fd;
-}
-
 /* tcp:// keys on the peer's host: the same XID and arguments from another
  * host (127.0.0.2) is another request; from the same host on another port
  * (a reconnection) it is the same. */
@@ -1418,10 +1349,10 @@ TEST(drc_tcp_keyed_on_client_host)
 	struct rpcrdma_server *s;
 	int port, a1, a2, b1;
 
-	s = tcp_server(64, &port);
-	a1 = raw_connect_from(port, "127.0.0.1");
-	a2 = raw_connect_from(port, "127.0.0.1");
-	b1 = raw_connect_from(port, "127.0.0.2");
+	s = drc_server("tcp://127.0.0.1:0", 64, &port);
+	a1 = rpc_raw_connect_from(port, "127.0.0.1");
+	a2 = rpc_raw_connect_from(port, "127.0.0.1");
+	b1 = rpc_raw_connect_from(port, "127.0.0.2");
 	CHECK_EQ(tcp_xchg(a1, 0x8001, P_COUNT, 1, NULL, NULL), 1);
 	CHECK_EQ(tcp_xchg(a2, 0x8001, P_COUNT, 1, NULL, NULL), 1);
 	CHECK_EQ(tcp_xchg(b1, 0x8001, P_COUNT, 1, NULL, NULL), 2);

@@ -8,21 +8,14 @@
  * Built only when libtirpc's headers are on the path and the library has
  * the libtirpc glue. */
 #include "test.h"
-
-#if defined(__has_include)
-#if __has_include(<rpc/rpc.h>)
-#define HAVE_TIRPC_HDR 1
-#endif
-#endif
+#include "tirpc_hdr.h"
 
 #ifdef HAVE_TIRPC_HDR
-#include <arpa/inet.h>
-#include <poll.h>
 #include <rpc/rpc.h>
 #include <stdatomic.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
+#include "rpc_raw.h"
 #include "rpcrdma/rpc.h"
 
 #define DPROG 0x200001ddu
@@ -45,55 +38,20 @@ static void ddispatch(struct svc_req *rq, SVCXPRT *xp)
 	svc_sendreply(xp, (xdrproc_t)xdr_u_int, (caddr_t)&v);
 }
 
-static int dconnect(int port)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	REQUIRE(fd >= 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	REQUIRE_EQ(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	return fd;
-}
-
-static size_t drecv(int fd, uint8_t *p, size_t n)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		ssize_t k;
-
-		if (poll(&pfd, 1, 5000) <= 0)
-			break;
-		k = recv(fd, p + got, n - got, 0);
-		if (k <= 0)
-			break;
-		got += (size_t)k;
-	}
-	return got;
-}
-
 /* Sends Call @xid of @proc (u32 argument 1); returns the accept_stat and,
  * for SUCCESS, the u32 result in *@res. */
 static uint32_t dxchg(int fd, uint32_t xid, uint32_t proc, uint32_t *res)
 {
-	static const uint32_t w[12] = {0x80000000u | 44, 0, 0, 2, DPROG, 1, 0, 0, 0, 0, 0, 1};
-	uint8_t b[48], r[64];
-	uint32_t len;
+	const uint32_t one = 1;
+	uint8_t r[64];
+	long len;
 
-	for (unsigned i = 0; i < 12; i++)
-		rr_put_be32(b + 4 * i, w[i]);
-	rr_put_be32(b + 4, xid);
-	rr_put_be32(b + 24, proc);
-	REQUIRE_EQ(send(fd, b, sizeof(b), MSG_NOSIGNAL), (ssize_t)sizeof(b));
-	REQUIRE_EQ(drecv(fd, r, 4), 4u);
-	len = rr_get_be32(r) & 0x7fffffffu;
-	REQUIRE(len >= 24 && len <= sizeof(r));
-	REQUIRE_EQ(drecv(fd, r, len), len);
+	rpc_raw_send_call(fd, xid, DPROG, 1, proc, &one, 1);
+	len = rpc_raw_recv_record(fd, r, sizeof(r), 5000);
+	REQUIRE(len >= 24);
 	CHECK_EQ(rr_get_be32(r), xid);
 	if (rr_get_be32(r + 20) == 0) {
-		REQUIRE_EQ(len, 28u);
+		REQUIRE_EQ(len, 28);
 		*res = rr_get_be32(r + 24);
 	}
 	return rr_get_be32(r + 20);
@@ -117,7 +75,7 @@ TEST(drc_tirpc_service)
 	REQUIRE_EQ(rc, 0);
 	REQUIRE_EQ(rpcrdma_server_set_idempotent(s, DPROG, 1, 3), 0);
 	REQUIRE_EQ(rpcrdma_server_start(s), 0);
-	fd = dconnect(rpcrdma_server_port(s));
+	fd = rpc_raw_connect(rpcrdma_server_port(s));
 	CHECK_EQ(dxchg(fd, 0x9001, 1, &res), 0);
 	CHECK_EQ(res, 1);
 	CHECK_EQ(dxchg(fd, 0x9001, 1, &res), 0);

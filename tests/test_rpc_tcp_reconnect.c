@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "rpc/xprt_tcp.h"
+#include "rpc_raw.h"
 #include "rpcrdma/rpc.h"
 
 #define PROG 0x20000098u
@@ -53,18 +54,6 @@ struct fake {
 	uint32_t seen_xid[FK_MAXSEEN];
 	unsigned seen_conn[FK_MAXSEEN];
 };
-
-static void fk_send_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-
-		if (k <= 0)
-			return;
-		p += k;
-		n -= (size_t)k;
-	}
-}
 
 /* One Call record (without its marker): CALL header (RFC 5531 section 9)
  * xid, 0, 2, prog, vers, proc, cred, verf, then the u32 argument. The
@@ -108,7 +97,7 @@ static void fk_on_call(struct fake *f, unsigned ci, const uint8_t *r, size_t len
 	rr_put_be32(out + 28, v + 1);
 	rr_put_be32(out + 32, vers);
 	for (unsigned i = 0; i < f->dup; i++)
-		fk_send_all(f->conn[ci].fd, out, sizeof(out));
+		rpc_raw_send_all(f->conn[ci].fd, out, sizeof(out));
 }
 
 static void fk_close(struct fake *f, unsigned ci)

@@ -5,12 +5,7 @@
  * items, xdrproc_t API, CLIENT shim) against a libtirpc server, including
  * its error replies. Built only when libtirpc's headers are on the path. */
 #include "test.h"
-
-#if defined(__has_include)
-#if __has_include(<rpc/rpc.h>)
-#define HAVE_TIRPC_HDR 1
-#endif
-#endif
+#include "tirpc_hdr.h"
 
 #ifdef HAVE_TIRPC_HDR
 #include <arpa/inet.h>

@@ -18,6 +18,7 @@
 
 #include "rpcrdma/rpc.h"
 #include "rpc/rpcmsg.h"
+#include "rpc_raw.h"
 #include "xprt_harness.h"
 
 #define PROG 0x20000077u
@@ -32,76 +33,6 @@ static struct rpcrdma_server *server(int *port)
 	REQUIRE_EQ(rpcrdma_server_start(s), 0);
 	*port = rpcrdma_server_port(s);
 	return s;
-}
-
-static int raw_connect(int port)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	REQUIRE(fd >= 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	REQUIRE_EQ(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	return fd;
-}
-
-static void send_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	while (n) {
-		ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
-
-		if (k <= 0)
-			return; /* the peer may have closed: callers check */
-		b += k;
-		n -= (size_t)k;
-	}
-}
-
-/* Reads exactly @n bytes within @ms; returns bytes read (less on EOF or
- * timeout). */
-static size_t recv_n(int fd, void *p, size_t n, int ms)
-{
-	uint8_t *b = p;
-	size_t got = 0;
-
-	while (got < n) {
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		ssize_t k;
-
-		if (poll(&pfd, 1, ms) <= 0)
-			break;
-		k = recv(fd, b + got, n - got, 0);
-		if (k <= 0)
-			break;
-		got += (size_t)k;
-	}
-	return got;
-}
-
-/* Reads one record (any number of fragments) into @buf; returns its
- * length, or -1 on EOF/timeout. */
-static long recv_record(int fd, uint8_t *buf, size_t cap, int ms)
-{
-	size_t len = 0;
-
-	for (;;) {
-		uint8_t h[4];
-		uint32_t v, n;
-
-		if (recv_n(fd, h, 4, ms) != 4)
-			return -1;
-		v = rr_get_be32(h);
-		n = v & 0x7fffffffu;
-		if (n > cap - len)
-			return -1;
-		if (recv_n(fd, buf + len, n, ms) != n)
-			return -1;
-		len += n;
-		if (v & 0x80000000u)
-			return (long)len;
-	}
 }
 
 /* True when the peer closed the connection within @ms. */
@@ -152,14 +83,14 @@ static void send_record(int fd, const uint8_t *body, size_t n)
 	uint8_t h[4];
 
 	rr_put_be32(h, 0x80000000u | (uint32_t)n);
-	send_all(fd, h, 4);
-	send_all(fd, body, n);
+	rpc_raw_send_all(fd, h, 4);
+	rpc_raw_send_all(fd, body, n);
 }
 
 static void expect_reply(int fd, uint32_t xid, struct rr_rpc_reply *r, uint32_t *result)
 {
 	uint8_t buf[512];
-	long n = recv_record(fd, buf, sizeof(buf), 5000);
+	long n = rpc_raw_recv_record(fd, buf, sizeof(buf), 5000);
 	struct rr_xdr_dec d;
 
 	REQUIRE(n > 0);
@@ -201,7 +132,7 @@ TEST(rpc_wire_fragments_and_denials)
 	uint32_t res = 0;
 	size_t n;
 
-	fd = raw_connect(port);
+	fd = rpc_raw_connect(port);
 	/* A Call in three fragments (4, 13, rest bytes). */
 	n = build_call(body, 0x1001, 2, 1, 0, NULL, 0, 0, 41);
 	{
@@ -212,8 +143,8 @@ TEST(rpc_wire_fragments_and_denials)
 			size_t len = cuts[i + 1] - cuts[i];
 
 			rr_put_be32(h, (i == 2 ? 0x80000000u : 0) | (uint32_t)len);
-			send_all(fd, h, 4);
-			send_all(fd, body + cuts[i], len);
+			rpc_raw_send_all(fd, h, 4);
+			rpc_raw_send_all(fd, body + cuts[i], len);
 		}
 	}
 	expect_reply(fd, 0x1001, &r, &res);
@@ -224,7 +155,7 @@ TEST(rpc_wire_fragments_and_denials)
 	{
 		uint8_t h[4] = {0, 0, 0, 0};
 
-		send_all(fd, h, 4);
+		rpc_raw_send_all(fd, h, 4);
 		n = build_call(body, 0x1002, 2, 1, 0, NULL, 0, 0, 1);
 		send_record(fd, body, n);
 		expect_reply(fd, 0x1002, &r, &res);
@@ -310,7 +241,7 @@ TEST(rpc_wire_hostile_bytes)
 	int fds[6];
 
 	/* Keep a legitimate connection open across the abuse. */
-	int good = raw_connect(port);
+	int good = rpc_raw_connect(port);
 	uint8_t body[128];
 	struct rr_rpc_reply r;
 	uint32_t res;
@@ -320,15 +251,15 @@ TEST(rpc_wire_hostile_bytes)
 		junk[i] = (uint8_t)(i * 131 + 7);
 
 	/* 1. A giant record length: the connection is closed at once. */
-	fds[0] = raw_connect(port);
-	send_all(fds[0], "\xff\xff\xff\xff", 4);
+	fds[0] = rpc_raw_connect(port);
+	rpc_raw_send_all(fds[0], "\xff\xff\xff\xff", 4);
 	CHECK(peer_closed(fds[0], 5000));
 	/* 2. Above the maximum (1 MiB) but below 2^31: closed. */
-	fds[1] = raw_connect(port);
-	send_all(fds[1], "\x80\x20\x00\x00", 4);
+	fds[1] = rpc_raw_connect(port);
+	rpc_raw_send_all(fds[1], "\x80\x20\x00\x00", 4);
 	CHECK(peer_closed(fds[1], 5000));
 	/* 3. A garbage record of valid framing: dropped, connection kept. */
-	fds[2] = raw_connect(port);
+	fds[2] = rpc_raw_connect(port);
 	send_record(fds[2], junk, 1000);
 	n = build_call(body, 0x5001, 2, 1, 0, NULL, 0, 0, 1);
 	send_record(fds[2], body, n);
@@ -336,14 +267,14 @@ TEST(rpc_wire_hostile_bytes)
 	CHECK_EQ(res, 2);
 	/* 4. Random bytes as framing: whatever length they claim is either
 	 * too large (closed) or waits for more; closing is clean. */
-	fds[3] = raw_connect(port);
-	send_all(fds[3], junk, sizeof(junk));
+	fds[3] = rpc_raw_connect(port);
+	rpc_raw_send_all(fds[3], junk, sizeof(junk));
 	/* 5. Truncated record: header says 100, 10 bytes sent, then close. */
-	fds[4] = raw_connect(port);
-	send_all(fds[4], "\x80\x00\x00\x64" "0123456789", 14);
+	fds[4] = rpc_raw_connect(port);
+	rpc_raw_send_all(fds[4], "\x80\x00\x00\x64" "0123456789", 14);
 	/* 6. Closed in the middle of the record header. */
-	fds[5] = raw_connect(port);
-	send_all(fds[5], "\x80\x00", 2);
+	fds[5] = rpc_raw_connect(port);
+	rpc_raw_send_all(fds[5], "\x80\x00", 2);
 	for (int i = 3; i < 6; i++)
 		close(fds[i]);
 	close(fds[0]);
@@ -422,7 +353,7 @@ TEST(rpc_wire_ddp_padding_on_the_wire)
 		REQUIRE_EQ(rpcrdma_call_start(call, NULL, NULL), 0);
 
 		/* The record: header, marker, length, data, zero pad, marker. */
-		n = recv_record(fd, buf, sizeof(buf), 5000);
+		n = rpc_raw_recv_record(fd, buf, sizeof(buf), 5000);
 		REQUIRE(n > 0);
 		rr_xdr_dec_init(&d, buf, (size_t)n);
 		REQUIRE_EQ(rr_rpcmsg_decode_call(&d, &hc), 0);
@@ -468,7 +399,7 @@ TEST(rpc_wire_ddp_padding_on_the_wire)
 
 		REQUIRE_EQ(rpcrdma_call_create(c, 0, &call), 0);
 		REQUIRE_EQ(rpcrdma_call_start(call, NULL, NULL), 0);
-		n = recv_record(fd, buf, sizeof(buf), 5000);
+		n = rpc_raw_recv_record(fd, buf, sizeof(buf), 5000);
 		REQUIRE(n > 0);
 		rr_xdr_dec_init(&d, buf, (size_t)n);
 		REQUIRE_EQ(rr_rpcmsg_decode_call(&d, &hc), 0);
@@ -511,7 +442,7 @@ TEST(rpc_wire_reconnect_same_xid)
 	REQUIRE_EQ(rpcrdma_call_create(c, 1, &call), 0);
 	rpcrdma_xdr_put_u32(rpcrdma_call_args(call), 77);
 	REQUIRE_EQ(rpcrdma_call_start(call, NULL, NULL), 0);
-	n = recv_record(fd, buf, sizeof(buf), 5000);
+	n = rpc_raw_recv_record(fd, buf, sizeof(buf), 5000);
 	REQUIRE(n > 0);
 	rr_xdr_dec_init(&d, buf, (size_t)n);
 	REQUIRE_EQ(rr_rpcmsg_decode_call(&d, &h1), 0);
@@ -520,7 +451,7 @@ TEST(rpc_wire_reconnect_same_xid)
 	close(fd);
 	fd = accept_timeout(lfd, 5000);
 	REQUIRE(fd >= 0);
-	n = recv_record(fd, buf, sizeof(buf), 5000);
+	n = rpc_raw_recv_record(fd, buf, sizeof(buf), 5000);
 	REQUIRE(n > 0);
 	rr_xdr_dec_init(&d, buf, (size_t)n);
 	REQUIRE_EQ(rr_rpcmsg_decode_call(&d, &h2), 0);
@@ -567,11 +498,11 @@ TEST(rpc_wire_oversized_reply_fails_only_its_call)
 	REQUIRE_EQ(rpcrdma_call_start(c1, NULL, NULL), 0);
 	REQUIRE_EQ(rpcrdma_call_create(c, 1, &c2), 0);
 	REQUIRE_EQ(rpcrdma_call_start(c2, NULL, NULL), 0);
-	n = recv_record(fd, buf, sizeof(buf), 5000);
+	n = rpc_raw_recv_record(fd, buf, sizeof(buf), 5000);
 	REQUIRE(n > 0);
 	rr_xdr_dec_init(&d, buf, (size_t)n);
 	REQUIRE_EQ(rr_rpcmsg_decode_call(&d, &h1), 0);
-	n = recv_record(fd, buf, sizeof(buf), 5000);
+	n = rpc_raw_recv_record(fd, buf, sizeof(buf), 5000);
 	REQUIRE(n > 0);
 	rr_xdr_dec_init(&d, buf, (size_t)n);
 	REQUIRE_EQ(rr_rpcmsg_decode_call(&d, &h2), 0);
@@ -585,11 +516,11 @@ TEST(rpc_wire_oversized_reply_fails_only_its_call)
 		uint8_t h[4];
 
 		rr_put_be32(h, 3000);
-		send_all(fd, h, 4);
-		send_all(fd, buf, 3000);
+		rpc_raw_send_all(fd, h, 4);
+		rpc_raw_send_all(fd, buf, 3000);
 		rr_put_be32(h, 0x80000000u | 7000);
-		send_all(fd, h, 4);
-		send_all(fd, buf + 3000, 7000);
+		rpc_raw_send_all(fd, h, 4);
+		rpc_raw_send_all(fd, buf + 3000, 7000);
 	}
 	rn = 0;
 	rr_put_be32(buf + rn, h2.xid), rn += 4;

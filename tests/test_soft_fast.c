@@ -32,26 +32,6 @@ static struct soft_cq *scq_of(struct rpcrdma_cq *cq)
 	return RR_CONTAINER_OF(RR_BASE(cq, cq), struct soft_cq, base);
 }
 
-static void post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off, uint32_t len)
-{
-	struct rpcrdma_sge sg = {(uintptr_t)n->buf + off, len, rpcrdma_mr_lkey(n->mr)};
-	struct rpcrdma_recv_wr rw = {.wr_id = id, .sg_list = &sg, .num_sge = 1};
-
-	REQUIRE_EQ(rpcrdma_post_recv(qp, &rw, NULL), 0);
-}
-
-static void post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id, enum rpcrdma_wr_opcode op,
-		      size_t off, uint32_t len, size_t roff, bool sig)
-{
-	struct rpcrdma_sge sg = {(uintptr_t)n->buf + off, len, rpcrdma_mr_lkey(n->mr)};
-	struct rpcrdma_send_wr wr = {.wr_id = id, .sg_list = &sg, .num_sge = 1, .opcode = op,
-				     .flags = sig ? RPCRDMA_SEND_SIGNALED : 0,
-				     .u.rdma = {.remote_offset = (uintptr_t)n->buf + roff,
-						.stag = rpcrdma_mr_rkey(n->mr)}};
-
-	REQUIRE_EQ(rpcrdma_post_send(qp, &wr, NULL), 0);
-}
-
 struct waiter {
 	struct rpcrdma_cq *cq;
 	int timeout_ms;
@@ -91,20 +71,18 @@ TEST(soft_fast_wait_ping_pong)
 	struct rpcrdma_wc wc;
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	for (uint32_t i = 0; i < 200; i++) {
-		post_recv(&n, s, 1000 + i, 4096, 256);
-		post_recv(&n, c, 2000 + i, 8192, 256);
+		soft_net_post_recv(&n, s, 1000 + i, 4096, 256);
+		soft_net_post_recv(&n, c, 2000 + i, 8192, 256);
 		memcpy(n.buf, &i, sizeof(i));
-		post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64 + i % 7, 0, false);
+		soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64 + i % 7, 0, false);
 		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
 		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 		CHECK_EQ(wc.wr_id, 1000 + i);
 		CHECK_EQ(wc.byte_len, 64 + i % 7);
 		CHECK_EQ(memcmp(n.buf + 4096, &i, sizeof(i)), 0);
-		post_send(&n, s, 2, RPCRDMA_WR_SEND, 4096, 32, 0, false);
+		soft_net_post_send(&n, s, 2, RPCRDMA_WR_SEND, 4096, 32, 0, false);
 		REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 5000), 1);
 		CHECK_EQ(wc.wr_id, 2000 + i);
 		CHECK_EQ(memcmp(n.buf + 8192, &i, sizeof(i)), 0);
@@ -113,10 +91,7 @@ TEST(soft_fast_wait_ping_pong)
 	CHECK(atomic_load(&scq_of(n.ccq)->fast_reads) >= 100);
 	CHECK(atomic_load(&scq_of(n.scq)->fast_reads) >= 100);
 	CHECK_EQ(atomic_load(&scq_of(n.ccq)->fast_foreign), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -135,12 +110,10 @@ TEST(soft_fast_wait_direct_in_order)
 	uint32_t got = 0, rounds = 0;
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
-	c = soft_net_qp(&n, n.ccq, 32);
-	s = soft_net_qp(&n, n.scq, 32);
-	soft_net_link(&n, c, s, &cid, &sid);
+	soft_net_pair(&n, 32, &c, &s, &cid, &sid);
 	for (uint32_t i = 0; i < 12; i++) {
-		post_recv(&n, s, 100 + i, 4096 + 256 * i, 256);
-		post_recv(&n, c, 200 + i, 16384 + 256 * i, 256);
+		soft_net_post_recv(&n, s, 100 + i, 4096 + 256 * i, 256);
+		soft_net_post_recv(&n, c, 200 + i, 16384 + 256 * i, 256);
 	}
 	/* The server CQ's consumer attends it first (a wait, then one
 	 * progress tick): until then the provider's progress thread serves
@@ -150,17 +123,17 @@ TEST(soft_fast_wait_direct_in_order)
 	CHECK_EQ(rpcrdma_cq_wait(n.scq, 5, wc, 1), 0);
 	/* first a direct hand-over with nothing else around */
 	memset(n.buf, 0xa5, 64);
-	post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
+	soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
 	REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 5, wc, 5000), 1);
 	CHECK_EQ(wc[0].wr_id, 100);
 	CHECK_EQ(wc[0].byte_len, 64);
 	CHECK_EQ(n.buf[4096 + 63], 0xa5);
 	CHECK(scq_of(n.scq)->fast_direct >= 1);
 	/* the server's signaled Send completes into the ring at once */
-	post_send(&n, s, 50, RPCRDMA_WR_SEND, 8192, 8, 0, true);
+	soft_net_post_send(&n, s, 50, RPCRDMA_WR_SEND, 8192, 8, 0, true);
 	for (uint32_t i = 1; i < 12; i++) {
 		n.buf[256 * i] = (uint8_t)i;
-		post_send(&n, c, 1, RPCRDMA_WR_SEND, 256 * i, 10 + i, 0, false);
+		soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 256 * i, 10 + i, 0, false);
 	}
 	usleep(100 * 1000); /* all in the server's socket */
 	REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, wc, 5000), 1); /* the 8-byte Send */
@@ -182,10 +155,7 @@ TEST(soft_fast_wait_direct_in_order)
 		}
 	}
 	CHECK_EQ(got, 12);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -205,14 +175,12 @@ TEST(soft_fast_wait_foreign_completion)
 	uint64_t reads;
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	q = scq_of(n.ccq);
 	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
 	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
 	REQUIRE(until_fast_blocked(q));
-	post_send(&n, c, 7, RPCRDMA_WR_RDMA_WRITE, 0, 64, 65536, true);
+	soft_net_post_send(&n, c, 7, RPCRDMA_WR_RDMA_WRITE, 0, 64, 65536, true);
 	REQUIRE_EQ(pthread_join(th, NULL), 0);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 7);
@@ -226,16 +194,13 @@ TEST(soft_fast_wait_foreign_completion)
 	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
 	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
 	usleep(20000);
-	post_send(&n, c, 8, RPCRDMA_WR_RDMA_WRITE, 0, 64, 65536, true);
+	soft_net_post_send(&n, c, 8, RPCRDMA_WR_RDMA_WRITE, 0, 64, 65536, true);
 	REQUIRE_EQ(pthread_join(th, NULL), 0);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 8);
 	CHECK(w.ns < PROMPT_NS);
 	CHECK_EQ(atomic_load(&q->fast_reads), reads);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -250,10 +215,8 @@ TEST(soft_fast_wait_disconnect_while_blocked)
 	pthread_t th;
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid);
-	post_recv(&n, c, 77, 0, 64);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
+	soft_net_post_recv(&n, c, 77, 0, 64);
 	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
 	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
 	REQUIRE(until_fast_blocked(scq_of(n.ccq)));
@@ -263,10 +226,7 @@ TEST(soft_fast_wait_disconnect_while_blocked)
 	CHECK_EQ(w.wc.wr_id, 77);
 	CHECK_EQ(w.wc.status, RPCRDMA_WC_WR_FLUSH_ERR);
 	CHECK(w.ns < PROMPT_NS);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -285,9 +245,7 @@ TEST(soft_fast_wait_destroy_while_blocked)
 	uint64_t t0;
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	w = (struct waiter){.cq = n.ccq, .timeout_ms = 400};
 	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
 	REQUIRE(until_fast_blocked(scq_of(n.ccq)));
@@ -302,13 +260,11 @@ TEST(soft_fast_wait_destroy_while_blocked)
 	 * receive posted meanwhile by this thread is flushed */
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
 	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
 	REQUIRE(until_fast_blocked(scq_of(n.ccq)));
-	post_recv(&n, c, 55, 0, 64);
+	soft_net_post_recv(&n, c, 55, 0, 64);
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	REQUIRE_EQ(pthread_join(th, NULL), 0);
 	CHECK_EQ(w.rc, 1);
@@ -331,14 +287,12 @@ TEST(soft_fast_wait_two_qps_use_epoll)
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	for (int i = 0; i < 2; i++) {
-		c[i] = soft_net_qp(&n, n.ccq, 16);
-		s[i] = soft_net_qp(&n, n.scq, 16);
-		soft_net_link(&n, c[i], s[i], &cid[i], &sid[i]);
+		soft_net_pair(&n, 16, &c[i], &s[i], &cid[i], &sid[i]);
 	}
 	for (int r = 0; r < 20; r++) {
 		for (int i = 0; i < 2; i++) {
-			post_recv(&n, s[i], 100 + i, 4096, 256);
-			post_send(&n, c[i], 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
+			soft_net_post_recv(&n, s[i], 100 + i, 4096, 256);
+			soft_net_post_send(&n, c[i], 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
 		}
 		for (int i = 0; i < 2; i++) {
 			REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
@@ -348,21 +302,15 @@ TEST(soft_fast_wait_two_qps_use_epoll)
 	}
 	CHECK_EQ(atomic_load(&scq_of(n.scq)->fast_reads), 0);
 	/* one of them gone: the other is waited on directly again */
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid[1]), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid[1]), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c[1]), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s[1]), 0);
+	soft_net_unpair(c[1], s[1], cid[1], sid[1]);
 	for (int r = 0; r < 5; r++) {
-		post_recv(&n, s[0], 200, 4096, 256);
-		post_send(&n, c[0], 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
+		soft_net_post_recv(&n, s[0], 200, 4096, 256);
+		soft_net_post_send(&n, c[0], 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
 		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
 		CHECK_EQ(wc.wr_id, 200);
 	}
 	CHECK(atomic_load(&scq_of(n.scq)->fast_reads) >= 1);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid[0]), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid[0]), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c[0]), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s[0]), 0);
+	soft_net_unpair(c[0], s[0], cid[0], sid[0]);
 	soft_net_down(&n);
 }
 
@@ -379,11 +327,9 @@ TEST(soft_fast_wait_second_waiter)
 	pthread_t th[2];
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid);
-	post_recv(&n, s, 1, 4096, 256);
-	post_recv(&n, s, 2, 8192, 256);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
+	soft_net_post_recv(&n, s, 1, 4096, 256);
+	soft_net_post_recv(&n, s, 2, 8192, 256);
 	w[0] = (struct waiter){.cq = n.scq, .timeout_ms = 3000};
 	w[1] = w[0];
 	REQUIRE_EQ(pthread_create(&th[0], NULL, wait_thread, &w[0]), 0);
@@ -392,8 +338,8 @@ TEST(soft_fast_wait_second_waiter)
 	for (int i = 0; i < 200 && atomic_load(&scq_of(n.scq)->waiting) < 2; i++)
 		usleep(1000);
 	usleep(10000);
-	post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
-	post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
+	soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
+	soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
 	REQUIRE_EQ(pthread_join(th[0], NULL), 0);
 	REQUIRE_EQ(pthread_join(th[1], NULL), 0);
 	CHECK_EQ(w[0].rc, 1);
@@ -401,10 +347,7 @@ TEST(soft_fast_wait_second_waiter)
 	CHECK_EQ(w[0].wc.wr_id + w[1].wc.wr_id, 3);
 	CHECK(w[0].ns < PROMPT_NS);
 	CHECK(w[1].ns < PROMPT_NS);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -420,33 +363,28 @@ TEST(soft_fast_wait_large_messages)
 	const uint32_t big = 1u << 20, mid = 200000;
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	for (uint32_t i = 0; i < big; i++)
 		n.buf[i] = (uint8_t)(i * 7 + 3);
 	for (int r = 0; r < 3; r++) {
 		memset(n.buf + big, 0, big);
-		post_recv(&n, s, 5, big, mid);
-		post_send(&n, c, 1, RPCRDMA_WR_RDMA_WRITE, 0, big, big, false);
-		post_send(&n, c, 2, RPCRDMA_WR_SEND, 0, 16, 0, false);
+		soft_net_post_recv(&n, s, 5, big, mid);
+		soft_net_post_send(&n, c, 1, RPCRDMA_WR_RDMA_WRITE, 0, big, big, false);
+		soft_net_post_send(&n, c, 2, RPCRDMA_WR_SEND, 0, 16, 0, false);
 		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
 		CHECK_EQ(wc.wr_id, 5);
 		CHECK_EQ(wc.byte_len, 16);
 		CHECK_EQ(memcmp(n.buf + big + 16, n.buf + 16, big - 16), 0);
 		memset(n.buf + big, 0, mid);
-		post_recv(&n, s, 6, big, mid);
-		post_send(&n, c, 3, RPCRDMA_WR_SEND, 0, mid, 0, false);
+		soft_net_post_recv(&n, s, 6, big, mid);
+		soft_net_post_send(&n, c, 3, RPCRDMA_WR_SEND, 0, mid, 0, false);
 		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
 		CHECK_EQ(wc.wr_id, 6);
 		CHECK_EQ(wc.byte_len, mid);
 		CHECK_EQ(memcmp(n.buf + big, n.buf, mid), 0);
 	}
 	CHECK(atomic_load(&scq_of(n.scq)->fast_reads) >= 1);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -461,20 +399,15 @@ TEST(soft_fast_wait_env_off)
 	setenv("RPCRDMA_SOFT_WAIT", "epoll", 1);
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	unsetenv("RPCRDMA_SOFT_WAIT");
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	for (int i = 0; i < 10; i++) {
-		post_recv(&n, s, 9, 4096, 256);
-		post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
+		soft_net_post_recv(&n, s, 9, 4096, 256);
+		soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
 		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
 		CHECK_EQ(wc.wr_id, 9);
 	}
 	CHECK_EQ(atomic_load(&scq_of(n.scq)->fast_reads), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -494,9 +427,7 @@ TEST(soft_interrupt_ends_wait)
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	CHECK(rr_context_can_interrupt(n.ctx));
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
 	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
 	REQUIRE(until_fast_blocked(scq_of(n.ccq)));
@@ -514,14 +445,11 @@ TEST(soft_interrupt_ends_wait)
 	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 60), 0);
 	CHECK(rr_now_ns(NULL) - t0 >= 50000000ull);
 	/* a completion is still delivered after an interrupt */
-	post_recv(&n, s, 4, 4096, 256);
-	post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 8, 0, false);
+	soft_net_post_recv(&n, s, 4, 4096, 256);
+	soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 8, 0, false);
 	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 3000), 1);
 	CHECK_EQ(wc.wr_id, 4);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -541,9 +469,7 @@ TEST(soft_cm_channel_fd_tracks_queue)
 	CHECK_EQ(poll(&p, 1, 0), 0);
 	CHECK_EQ(rpcrdma_cm_get_event(n.ch, &ev), -EAGAIN);
 	CHECK_EQ(poll(&p, 1, 0), 0);
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid); /* consumes every event */
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid); /* consumes every event */
 	CHECK_EQ(poll(&p, 1, 0), 0);
 	CHECK_EQ(rpcrdma_disconnect(cid), 0);
 	CHECK_EQ(poll(&p, 1, 3000), 1);
@@ -554,10 +480,7 @@ TEST(soft_cm_channel_fd_tracks_queue)
 	CHECK_EQ(ev.type, RPCRDMA_CM_DISCONNECTED);
 	CHECK_EQ(rpcrdma_cm_get_event(n.ch, &ev), -EAGAIN);
 	CHECK_EQ(poll(&p, 1, 0), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -573,18 +496,16 @@ TEST(soft_fast_poll_receives)
 	static const uint32_t sizes[] = {0, 1, 63, 64, 4095, 4096, 65536, 200001};
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	for (uint32_t i = 0; i < 300000; i++)
 		n.buf[i] = (uint8_t)(i * 13 + 5);
 	for (unsigned k = 0; k < RR_ARRAY_SIZE(sizes); k++) {
 		int got = 0;
 
 		memset(n.buf + (1u << 20), 0, 300000);
-		post_recv(&n, s, 100 + k, 1u << 20, 300000);
-		post_send(&n, c, 1, RPCRDMA_WR_RDMA_WRITE, 0, 300000, (1u << 20) + 300000, false);
-		post_send(&n, c, 2, RPCRDMA_WR_SEND, 0, sizes[k], 0, false);
+		soft_net_post_recv(&n, s, 100 + k, 1u << 20, 300000);
+		soft_net_post_send(&n, c, 1, RPCRDMA_WR_RDMA_WRITE, 0, 300000, (1u << 20) + 300000, false);
+		soft_net_post_send(&n, c, 2, RPCRDMA_WR_SEND, 0, sizes[k], 0, false);
 		for (int spin = 0; spin < 5000 && got == 0; spin++) {
 			got = rpcrdma_cq_poll(n.scq, 1, &wc);
 			if (got == 0)
@@ -598,9 +519,6 @@ TEST(soft_fast_poll_receives)
 		CHECK_EQ(memcmp(n.buf + (1u << 20) + 300000, n.buf, 300000), 0);
 	}
 	CHECK_EQ(atomic_load(&scq_of(n.scq)->fast_reads), 0); /* no blocking read */
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }

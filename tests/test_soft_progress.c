@@ -49,9 +49,7 @@ TEST(soft_progress_thread_answers_reads_without_polling)
 	struct rpcrdma_wc wc;
 
 	soft_net_up(&n, 1024, 256);
-	c = soft_net_qp(&n, n.ccq, 8);
-	s = soft_net_qp(&n, n.scq, 8);
-	soft_net_link(&n, c, s, &cid, &sid);
+	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
 	for (size_t i = 0; i < sizeof(src); i++)
 		src[i] = (uint8_t)(i * 7 + 1);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(n.pd, src, sizeof(src), RPCRDMA_ACCESS_LOCAL_WRITE |
@@ -81,10 +79,7 @@ TEST(soft_progress_thread_answers_reads_without_polling)
 	}
 	/* the client waited in rpcrdma_cq_wait: its QP stayed with it */
 	CHECK(!handed(sqp_of(c)));
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
 	CHECK_EQ(rpcrdma_dereg_mr(dmr), 0);
 	soft_net_down(&n);
@@ -122,9 +117,7 @@ TEST(soft_cq_wait_wakes_on_completion)
 	uint64_t t0;
 
 	soft_net_up(&n, 1024, 256);
-	c = soft_net_qp(&n, n.ccq, 8);
-	s = soft_net_qp(&n, n.scq, 8);
-	soft_net_link(&n, c, s, &cid, &sid);
+	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(n.pd, buf, sizeof(buf), RPCRDMA_ACCESS_LOCAL_WRITE, &bmr), 0);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(n.pd, tgt, sizeof(tgt), RPCRDMA_ACCESS_LOCAL_WRITE |
 					 RPCRDMA_ACCESS_REMOTE_WRITE, &tmr), 0);
@@ -186,10 +179,7 @@ TEST(soft_cq_wait_wakes_on_completion)
 		REQUIRE_EQ(rpcrdma_cq_poll(n.ccq, 1, &wc), 1);
 		CHECK_EQ(wc.wr_id, 11);
 	}
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	CHECK_EQ(rpcrdma_dereg_mr(bmr), 0);
 	CHECK_EQ(rpcrdma_dereg_mr(tmr), 0);
 	soft_net_down(&n);
@@ -246,12 +236,8 @@ TEST(soft_many_qps_on_one_cq)
 	}
 	for (int i = 0; i < NQ; i++)
 		CHECK_EQ(seen[i], 1);
-	for (int i = 0; i < NQ; i++) {
-		CHECK_EQ(rpcrdma_cm_id_destroy(cid[i]), 0);
-		CHECK_EQ(rpcrdma_cm_id_destroy(sid[i]), 0);
-		CHECK_EQ(rpcrdma_qp_destroy(c[i]), 0);
-		CHECK_EQ(rpcrdma_qp_destroy(s[i]), 0);
-	}
+	for (int i = 0; i < NQ; i++)
+		soft_net_unpair(c[i], s[i], cid[i], sid[i]);
 	CHECK_EQ(rpcrdma_dereg_mr(rmr), 0);
 	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
 	soft_net_down(&n);
@@ -272,9 +258,7 @@ TEST(soft_cq_wait_sees_peer_close)
 	pthread_t th;
 
 	soft_net_up(&n, 1024, 256);
-	c = soft_net_qp(&n, n.ccq, 8);
-	s = soft_net_qp(&n, n.scq, 8);
-	soft_net_link(&n, c, s, &cid, &sid);
+	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(n.pd, buf, sizeof(buf), RPCRDMA_ACCESS_LOCAL_WRITE, &mr), 0);
 	{
 		struct rpcrdma_sge sg = {(uintptr_t)buf, sizeof(buf), rpcrdma_mr_lkey(mr)};

@@ -37,25 +37,6 @@ static struct soft_qp *sqp_of(struct rpcrdma_qp *qp)
 	return RR_CONTAINER_OF(RR_BASE(qp, qp), struct soft_qp, base);
 }
 
-static void post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off, uint32_t len)
-{
-	struct rpcrdma_sge sg = {(uintptr_t)n->buf + off, len, rpcrdma_mr_lkey(n->mr)};
-	struct rpcrdma_recv_wr rw = {.wr_id = id, .sg_list = &sg, .num_sge = 1};
-
-	REQUIRE_EQ(rpcrdma_post_recv(qp, &rw, NULL), 0);
-}
-
-static void post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off, uint32_t len,
-		      bool sig)
-{
-	struct rpcrdma_sge sg = {(uintptr_t)n->buf + off, len, rpcrdma_mr_lkey(n->mr)};
-	struct rpcrdma_send_wr wr = {.wr_id = id, .sg_list = &sg, .num_sge = 1,
-				     .opcode = RPCRDMA_WR_SEND,
-				     .flags = sig ? RPCRDMA_SEND_SIGNALED : 0};
-
-	REQUIRE_EQ(rpcrdma_post_send(qp, &wr, NULL), 0);
-}
-
 /* The budget: explicit values win (capped), RPCRDMA_SPIN_OFF is none, 0
  * reads RPCRDMA_SOFT_SPIN_US ("off" or a number; anything else is the
  * default) and falls back to RPCRDMA_SPIN_US_DEFAULT. */
@@ -103,8 +84,8 @@ static void *echo_main(void *arg)
 			e->fails++;
 			return NULL;
 		}
-		post_recv(e->n, e->s, 100, 4096, 256);
-		post_send(e->n, e->s, 2, 4096, 32, false);
+		soft_net_post_recv(e->n, e->s, 100, 4096, 256);
+		soft_net_post_send(e->n, e->s, 2, RPCRDMA_WR_SEND, 4096, 32, 0, false);
 	}
 	return NULL;
 }
@@ -125,17 +106,15 @@ static uint64_t ping_pong(const char *spin, uint64_t *misses)
 	setenv("RPCRDMA_SOFT_SPIN_US", spin, 1);
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	unsetenv("RPCRDMA_SOFT_SPIN_US");
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	e.n = &n;
 	e.s = s;
 	for (int i = 0; i < 16; i++)
-		post_recv(&n, s, 100, 4096, 256);
+		soft_net_post_recv(&n, s, 100, 4096, 256);
 	REQUIRE_EQ(pthread_create(&th, NULL, echo_main, &e), 0);
 	for (int i = 0; i < e.rounds; i++) {
-		post_recv(&n, c, 200, 8192, 256);
-		post_send(&n, c, 1, 0, 64, false);
+		soft_net_post_recv(&n, c, 200, 8192, 256);
+		soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
 		REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 5000), 1);
 		CHECK_EQ(wc.wr_id, 200);
 	}
@@ -144,10 +123,7 @@ static uint64_t ping_pong(const char *spin, uint64_t *misses)
 	hits = atomic_load(&scq_of(n.ccq)->spin_hits);
 	*misses = atomic_load(&scq_of(n.ccq)->spin_misses);
 	CHECK(atomic_load(&scq_of(n.ccq)->fast_reads) >= 100);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 	return hits;
 }
@@ -180,10 +156,8 @@ TEST(soft_spin_backs_off_when_idle)
 	setenv("RPCRDMA_SOFT_SPIN_US", "200", 1);
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	unsetenv("RPCRDMA_SOFT_SPIN_US");
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid);
-	post_recv(&n, c, 200, 8192, 256);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
+	soft_net_post_recv(&n, c, 200, 8192, 256);
 	q = scq_of(n.ccq);
 	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 250), 0);
 	reads = atomic_load(&q->fast_reads);
@@ -193,13 +167,10 @@ TEST(soft_spin_backs_off_when_idle)
 	CHECK(misses <= SOFT_SPIN_MISSES * (1 + reads / SOFT_SPIN_SKIP));
 	CHECK_EQ(atomic_load(&q->spin_hits), 0);
 	/* still works: an answer after the idle time arrives */
-	post_send(&n, s, 1, 0, 16, false);
+	soft_net_post_send(&n, s, 1, RPCRDMA_WR_SEND, 0, 16, 0, false);
 	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 5000), 1);
 	CHECK_EQ(wc.wr_id, 200);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -217,7 +188,7 @@ static void *poster_main(void *arg)
 
 	for (int i = 0; i < 2000 && !__atomic_load_n(&p->sq->fast_rd, __ATOMIC_SEQ_CST); i++)
 		usleep(500);
-	post_send(p->n, p->c, 7, 0, 16, true);
+	soft_net_post_send(p->n, p->c, 7, RPCRDMA_WR_SEND, 0, 16, 0, true);
 	return NULL;
 }
 
@@ -237,10 +208,8 @@ TEST(soft_spin_sees_foreign_completion)
 	setenv("RPCRDMA_SOFT_SPIN_US", "1000", 1);
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	unsetenv("RPCRDMA_SOFT_SPIN_US");
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid);
-	post_recv(&n, s, 300, 4096, 256);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
+	soft_net_post_recv(&n, s, 300, 4096, 256);
 	p = (struct poster){&n, c, sqp_of(c)};
 	REQUIRE_EQ(pthread_create(&th, NULL, poster_main, &p), 0);
 	t0 = rr_now_ns(NULL);
@@ -251,10 +220,7 @@ TEST(soft_spin_sees_foreign_completion)
 	REQUIRE_EQ(pthread_join(th, NULL), 0);
 	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
 	CHECK_EQ(wc.wr_id, 300);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -294,33 +260,23 @@ TEST(soft_tcp_cc_env)
 	setenv("RPCRDMA_SOFT_TCP_CC", "reno", 1);
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	unsetenv("RPCRDMA_SOFT_TCP_CC");
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	sock_cc(sqp_of(c)->obj.fd, cc, sizeof(cc));
 	CHECK_EQ(strcmp(cc, "reno"), 0);
 	sock_cc(sqp_of(s)->obj.fd, cc, sizeof(cc));
 	CHECK_EQ(strcmp(cc, "reno"), 0);
-	post_recv(&n, s, 5, 4096, 256);
-	post_send(&n, c, 1, 0, 64, false);
+	soft_net_post_recv(&n, s, 5, 4096, 256);
+	soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
 	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
 	CHECK_EQ(wc.wr_id, 5);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
-	c = soft_net_qp(&n, n.ccq, 16);
-	s = soft_net_qp(&n, n.scq, 16);
-	soft_net_link(&n, c, s, &cid, &sid);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	sock_cc(sqp_of(c)->obj.fd, cc, sizeof(cc));
 	CHECK_EQ(strcmp(cc, sys), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 

@@ -1,0 +1,13 @@
+/* Defines HAVE_TIRPC_HDR when libtirpc's <rpc/rpc.h> is on the include
+ * path: the tests that talk to libtirpc (tests/test_rpc_tirpc.c,
+ * tests/test_rpc_drc_tirpc.c) are built only then. Test code only. */
+#ifndef RR_TESTS_TIRPC_HDR_H
+#define RR_TESTS_TIRPC_HDR_H
+
+#if defined(__has_include)
+#if __has_include(<rpc/rpc.h>)
+#define HAVE_TIRPC_HDR 1
+#endif
+#endif
+
+#endif
