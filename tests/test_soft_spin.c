@@ -339,9 +339,10 @@ TEST(soft_spin_rpc_client_option)
 	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", rpcrdma_server_port(s));
 	off = slow_calls_cpu(url, RPCRDMA_SPIN_OFF);
 	on = slow_calls_cpu(url, RPCRDMA_SPIN_US_MAX);
-	/* on: >= 4 spins of 1 ms of wall time each, mostly on the CPU even
-	 * when preempted now and then; off: ~50 us of CPU per call */
-	CHECK(on >= 1500000ull);
-	CHECK(off * 2 < on);
+	/* on: 4 spins of 1 ms of wall time each (then 64 waits without),
+	 * mostly on the CPU even when preempted now and then on a loaded
+	 * machine; off: none. The rest (the calls' own CPU, some 100 us per
+	 * call under ASan) is the same in both and cancels out. */
+	CHECK(on > off + 1200000ull);
 	rpcrdma_server_destroy(s);
 }
