@@ -341,22 +341,6 @@ static int connect_loopback(int port)
 	return fd;
 }
 
-static int read_full(int fd, void *buf, size_t n)
-{
-	size_t done = 0;
-
-	while (done < n) {
-		ssize_t r = read(fd, (uint8_t *)buf + done, n - done);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		done += (size_t)r;
-	}
-	return 0;
-}
-
 /* One end of a "pingspin" connection waits the way the soft provider's
  * lone waiter does (src/rdma/soft: spin, then sleep): for each receive it
  * polls the socket with recv(MSG_DONTWAIT) for up to @us microseconds, then
@@ -397,15 +381,15 @@ static ssize_t spin_recv(int fd, void *buf, size_t n, struct spinner *sp)
 	return recv(fd, buf, n, 0);
 }
 
-/* read_full through spin_recv (@sp NULL or budget 0: read_full). */
+/* Reads exactly @n bytes: 0, or -1 on EOF or error. Each receive goes
+ * through spin_recv (@sp NULL or budget 0: a plain blocking read). */
 static int spin_read_full(int fd, void *buf, size_t n, struct spinner *sp)
 {
 	size_t done = 0;
 
-	if (!sp || !sp->us)
-		return read_full(fd, buf, n);
 	while (done < n) {
-		ssize_t r = spin_recv(fd, (uint8_t *)buf + done, n - done, sp);
+		ssize_t r = sp && sp->us ? spin_recv(fd, (uint8_t *)buf + done, n - done, sp)
+					 : read(fd, (uint8_t *)buf + done, n - done);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -414,6 +398,11 @@ static int spin_read_full(int fd, void *buf, size_t n, struct spinner *sp)
 		done += (size_t)r;
 	}
 	return 0;
+}
+
+static int read_full(int fd, void *buf, size_t n)
+{
+	return spin_read_full(fd, buf, n, NULL);
 }
 
 static int write_full(int fd, const void *buf, size_t n)
