@@ -273,9 +273,7 @@ TEST(soft_cm_event_ends_cq_wait)
 	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 40), 0);
 	reads0 = atomic_load(&q->fast_reads);
 	wakes0 = atomic_load(&q->fast_wakes);
-	soft_net_wait_start(&w, n.scq, 3000);
-	REQUIRE(soft_net_until_fast_blocked(n.scq));
-	CHECK_EQ(atomic_load(&q->fast_blocked), SOFT_FAST_POLL);
+	sleep_quiet_fast(&w, n.scq);
 	t0 = rr_now_ns(NULL);
 	soft_net_connect(&n, c2, &cid2);
 	soft_net_wait_join(&w);
