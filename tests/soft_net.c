@@ -7,6 +7,10 @@
 #include <arpa/inet.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include "rdma/provider.h"
+#include "rdma/soft/soft.h"
 
 int soft_net_get_cm(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev)
 {
@@ -71,15 +75,21 @@ struct rpcrdma_qp *soft_net_qp(struct net *n, struct rpcrdma_cq *cq, uint32_t de
 	return qp;
 }
 
-void soft_net_link(struct net *n, struct rpcrdma_qp *cqp, struct rpcrdma_qp *sqp,
-		   struct rpcrdma_cm_id **cid, struct rpcrdma_cm_id **sid)
+void soft_net_connect(struct net *n, struct rpcrdma_qp *cqp, struct rpcrdma_cm_id **cid)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 				.sin_port = htons(n->port)};
+
+	REQUIRE_EQ(rpcrdma_connect(n->ch, cqp, (struct sockaddr *)&a, sizeof(a), NULL, NULL, cid), 0);
+}
+
+void soft_net_link(struct net *n, struct rpcrdma_qp *cqp, struct rpcrdma_qp *sqp,
+		   struct rpcrdma_cm_id **cid, struct rpcrdma_cm_id **sid)
+{
 	struct rpcrdma_cm_event ev;
 	int est = 0;
 
-	REQUIRE_EQ(rpcrdma_connect(n->ch, cqp, (struct sockaddr *)&a, sizeof(a), NULL, NULL, cid), 0);
+	soft_net_connect(n, cqp, cid);
 	REQUIRE_EQ(soft_net_get_cm(n->ch, &ev), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
 	*sid = ev.id;
@@ -127,4 +137,72 @@ void soft_net_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
 						.stag = rpcrdma_mr_rkey(n->mr)}};
 
 	REQUIRE_EQ(rpcrdma_post_send(qp, &wr, NULL), 0);
+}
+
+static void *wait_thread(void *arg)
+{
+	struct soft_net_waiter *w = arg;
+	uint64_t t0 = rr_now_ns(NULL), end = t0 + (uint64_t)w->timeout_ms * 1000000u;
+
+	do
+		w->rc = rpcrdma_cq_wait(w->cq, 1, &w->wc, w->timeout_ms);
+	while (w->again && w->rc == 0 && rr_now_ns(NULL) < end);
+	w->end_ns = rr_now_ns(NULL);
+	w->ns = w->end_ns - t0;
+	return NULL;
+}
+
+static void wait_start(struct soft_net_waiter *w, struct rpcrdma_cq *cq, int timeout_ms,
+		       bool again)
+{
+	*w = (struct soft_net_waiter){.cq = cq, .timeout_ms = timeout_ms, .again = again};
+	REQUIRE_EQ(pthread_create(&w->th, NULL, wait_thread, w), 0);
+}
+
+void soft_net_wait_start(struct soft_net_waiter *w, struct rpcrdma_cq *cq, int timeout_ms)
+{
+	wait_start(w, cq, timeout_ms, false);
+}
+
+void soft_net_wait_start_again(struct soft_net_waiter *w, struct rpcrdma_cq *cq, int timeout_ms)
+{
+	wait_start(w, cq, timeout_ms, true);
+}
+
+void soft_net_wait_join(struct soft_net_waiter *w)
+{
+	REQUIRE_EQ(pthread_join(w->th, NULL), 0);
+}
+
+struct soft_cq *soft_net_cq_of(struct rpcrdma_cq *cq)
+{
+	return RR_CONTAINER_OF(RR_BASE(cq, cq), struct soft_cq, base);
+}
+
+struct soft_qp *soft_net_qp_of(struct rpcrdma_qp *qp)
+{
+	return RR_CONTAINER_OF(RR_BASE(qp, qp), struct soft_qp, base);
+}
+
+bool soft_net_handed(struct rpcrdma_qp *qp)
+{
+	struct soft_qp *q = soft_net_qp_of(qp);
+	bool on;
+
+	pthread_mutex_lock(&q->tx_lock);
+	on = q->obj.in_epoll;
+	pthread_mutex_unlock(&q->tx_lock);
+	return on;
+}
+
+bool soft_net_until_fast_blocked(struct rpcrdma_cq *cq)
+{
+	struct soft_cq *q = soft_net_cq_of(cq);
+
+	for (int i = 0; i < 2000; i++) {
+		if (atomic_load(&q->fast_blocked))
+			return true;
+		usleep(1000);
+	}
+	return false;
 }

@@ -1,13 +1,15 @@
 /* Two endpoints of the soft provider in one process over loopback TCP, for
  * the provider tests (test_soft_progress.c, test_soft_fast.c,
- * test_soft_spin.c): one context,
+ * test_soft_spin.c, test_soft_idle.c): one context,
  * PD, CM channel with a listener on an ephemeral port, a client CQ and a
  * server CQ; queue pairs made on either CQ and connected pairwise through the
  * public CM calls (RFC 5044 MPA exchange underneath); work requests on the
- * registered buffer of soft_net_up_buf. */
+ * registered buffer of soft_net_up_buf; a thread asleep in rpcrdma_cq_wait,
+ * and looks at the provider's state behind a public CQ or QP. */
 #ifndef RR_TESTS_SOFT_NET_H
 #define RR_TESTS_SOFT_NET_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +37,9 @@ void soft_net_up_buf(struct net *n, int cqe, int backlog, uint32_t len);
 void soft_net_down(struct net *n);
 /* A QP whose send and receive CQ is @cq, @depth work requests each way. */
 struct rpcrdma_qp *soft_net_qp(struct net *n, struct rpcrdma_cq *cq, uint32_t depth);
+/* Starts connecting @cqp to the listener (rpcrdma_connect, no private
+ * data); the id in *@cid. */
+void soft_net_connect(struct net *n, struct rpcrdma_qp *cqp, struct rpcrdma_cm_id **cid);
 /* Connects @cqp to @sqp through the listener; returns the two ids. */
 void soft_net_link(struct net *n, struct rpcrdma_qp *cqp, struct rpcrdma_qp *sqp,
 		   struct rpcrdma_cm_id **cid, struct rpcrdma_cm_id **sid);
@@ -54,5 +59,37 @@ void soft_net_post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_
  * Sends). */
 void soft_net_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
 			enum rpcrdma_wr_opcode op, size_t off, uint32_t len, size_t roff, bool sig);
+
+/* A thread asleep in rpcrdma_cq_wait(@cq, one entry, @timeout_ms). */
+struct soft_net_waiter {
+	struct rpcrdma_cq *cq;
+	int timeout_ms;
+	bool again;                /* soft_net_wait_start_again */
+	int rc;                    /* what the (last) wait returned */
+	struct rpcrdma_wc wc;
+	uint64_t ns;               /* how long the wait took */
+	uint64_t end_ns;           /* when it returned (rr_now_ns) */
+	pthread_t th;
+};
+
+/* Resets @w and starts its thread waiting on @cq. */
+void soft_net_wait_start(struct soft_net_waiter *w, struct rpcrdma_cq *cq, int timeout_ms);
+/* As soft_net_wait_start, but a wait that ends with nothing before its time
+ * (a CM event of a context that uses interrupts ends CQ waits on it) is
+ * waited again, as the RPC responder's loop does. */
+void soft_net_wait_start_again(struct soft_net_waiter *w, struct rpcrdma_cq *cq, int timeout_ms);
+/* Joins @w's thread; its results are then in @w. */
+void soft_net_wait_join(struct soft_net_waiter *w);
+
+/* The soft provider's objects behind the public handles (rdma/soft/soft.h). */
+struct soft_cq;
+struct soft_qp;
+struct soft_cq *soft_net_cq_of(struct rpcrdma_cq *cq);
+struct soft_qp *soft_net_qp_of(struct rpcrdma_qp *qp);
+/* Whether the progress thread serves @qp's socket (read under its tx_lock,
+ * where the hand-over changes it). */
+bool soft_net_handed(struct rpcrdma_qp *qp);
+/* Until a waiter sleeps in a fast read on @cq (true) or 2 s passed (false). */
+bool soft_net_until_fast_blocked(struct rpcrdma_cq *cq);
 
 #endif

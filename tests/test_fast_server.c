@@ -8,7 +8,6 @@
  * provider (RFC 8166 transport, RFC 5531 RPC); not run without it. */
 #include "test.h"
 
-#include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,41 +135,6 @@ TEST(fast_server_worker_replies_with_writes)
 	rpcrdma_server_destroy(s);
 }
 
-/* Voluntary context switches so far of this process's threads named
- * @name (the library names its threads; rdma:// server loop: rr-rdma-srv). */
-static long long thread_wakeups(const char *name)
-{
-	long long sum = 0;
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)) != NULL) {
-		char path[300], line[128];
-		bool match = false;
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		while (fgets(line, sizeof(line), f)) {
-			if (!strncmp(line, "Name:", 5)) {
-				line[strcspn(line, "\n")] = 0;
-				match = !strcmp(line + 5 + strspn(line + 5, " \t"), name);
-			}
-			if (match && !strncmp(line, "voluntary_ctxt_switches:", 24))
-				sum += atoll(line + 24);
-		}
-		fclose(f);
-	}
-	closedir(d);
-	return sum;
-}
-
 /* An idle server with one connection does not keep waking every 5 ms (the
  * CQ wait's slice): after ~200 ms without traffic its loop sleeps in poll(2)
  * until something happens, and the next Call is still answered at once. */
@@ -189,9 +153,9 @@ TEST(fast_server_idle_sleeps)
 	for (uint32_t i = 0; i < 50; i++)
 		echo(c, i);
 	rr_th_sleep_ms(400);   /* past the idle threshold */
-	w0 = thread_wakeups("rr-rdma-srv");
+	w0 = rr_th_thread_wakeups("rr-rdma-srv");
 	rr_th_sleep_ms(1000);
-	w1 = thread_wakeups("rr-rdma-srv");
+	w1 = rr_th_thread_wakeups("rr-rdma-srv");
 	REQUIRE(w0 > 0 && w1 > 0);   /* the thread is there, by that name */
 	/* 5 ms slices: ~80 wake-ups in that second here; poll(2) with its
 	 * 100 ms timeout: ~20 */

@@ -12,7 +12,6 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -26,40 +25,6 @@
 #define PROMPT_NS 1000000000ull
 
 #define NET_BUF (2u << 20)
-
-static struct soft_cq *scq_of(struct rpcrdma_cq *cq)
-{
-	return RR_CONTAINER_OF(RR_BASE(cq, cq), struct soft_cq, base);
-}
-
-struct waiter {
-	struct rpcrdma_cq *cq;
-	int timeout_ms;
-	int rc;
-	struct rpcrdma_wc wc;
-	uint64_t ns;               /* how long the wait took */
-};
-
-static void *wait_thread(void *arg)
-{
-	struct waiter *w = arg;
-	uint64_t t0 = rr_now_ns(NULL);
-
-	w->rc = rpcrdma_cq_wait(w->cq, 1, &w->wc, w->timeout_ms);
-	w->ns = rr_now_ns(NULL) - t0;
-	return NULL;
-}
-
-/* Until a waiter sleeps in a fast read on @q (or 2 s). */
-static bool until_fast_blocked(struct soft_cq *q)
-{
-	for (int i = 0; i < 2000; i++) {
-		if (atomic_load(&q->fast_blocked))
-			return true;
-		usleep(1000);
-	}
-	return false;
-}
 
 /* Ping-pong through rpcrdma_cq_wait: the waits of both sides (one QP per
  * CQ, one waiter) are fast reads, and every message arrives in order. */
@@ -88,9 +53,9 @@ TEST(soft_fast_wait_ping_pong)
 		CHECK_EQ(memcmp(n.buf + 8192, &i, sizeof(i)), 0);
 	}
 	/* every wait but the odd one that found its completion already there */
-	CHECK(atomic_load(&scq_of(n.ccq)->fast_reads) >= 100);
-	CHECK(atomic_load(&scq_of(n.scq)->fast_reads) >= 100);
-	CHECK_EQ(atomic_load(&scq_of(n.ccq)->fast_foreign), 0);
+	CHECK(atomic_load(&soft_net_cq_of(n.ccq)->fast_reads) >= 100);
+	CHECK(atomic_load(&soft_net_cq_of(n.scq)->fast_reads) >= 100);
+	CHECK_EQ(atomic_load(&soft_net_cq_of(n.ccq)->fast_foreign), 0);
 	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
@@ -128,7 +93,7 @@ TEST(soft_fast_wait_direct_in_order)
 	CHECK_EQ(wc[0].wr_id, 100);
 	CHECK_EQ(wc[0].byte_len, 64);
 	CHECK_EQ(n.buf[4096 + 63], 0xa5);
-	CHECK(scq_of(n.scq)->fast_direct >= 1);
+	CHECK(soft_net_cq_of(n.scq)->fast_direct >= 1);
 	/* the server's signaled Send completes into the ring at once */
 	soft_net_post_send(&n, s, 50, RPCRDMA_WR_SEND, 8192, 8, 0, true);
 	for (uint32_t i = 1; i < 12; i++) {
@@ -170,18 +135,16 @@ TEST(soft_fast_wait_foreign_completion)
 	struct rpcrdma_qp *c, *s;
 	struct rpcrdma_cm_id *cid, *sid;
 	struct soft_cq *q;
-	struct waiter w = {0};
-	pthread_t th;
+	struct soft_net_waiter w;
 	uint64_t reads;
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
-	q = scq_of(n.ccq);
-	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
-	REQUIRE(until_fast_blocked(q));
+	q = soft_net_cq_of(n.ccq);
+	soft_net_wait_start(&w, n.ccq, 3000);
+	REQUIRE(soft_net_until_fast_blocked(n.ccq));
 	soft_net_post_send(&n, c, 7, RPCRDMA_WR_RDMA_WRITE, 0, 64, 65536, true);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 7);
 	CHECK_EQ(w.wc.status, RPCRDMA_WC_SUCCESS);
@@ -191,11 +154,10 @@ TEST(soft_fast_wait_foreign_completion)
 	/* off now: a second foreign completion wakes an epoll waiter at once,
 	 * with no fast read */
 	reads = atomic_load(&q->fast_reads);
-	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
+	soft_net_wait_start(&w, n.ccq, 3000);
 	usleep(20000);
 	soft_net_post_send(&n, c, 8, RPCRDMA_WR_RDMA_WRITE, 0, 64, 65536, true);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 8);
 	CHECK(w.ns < PROMPT_NS);
@@ -211,17 +173,15 @@ TEST(soft_fast_wait_disconnect_while_blocked)
 	struct net n;
 	struct rpcrdma_qp *c, *s;
 	struct rpcrdma_cm_id *cid, *sid;
-	struct waiter w = {0};
-	pthread_t th;
+	struct soft_net_waiter w;
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	soft_net_post_recv(&n, c, 77, 0, 64);
-	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
-	REQUIRE(until_fast_blocked(scq_of(n.ccq)));
+	soft_net_wait_start(&w, n.ccq, 3000);
+	REQUIRE(soft_net_until_fast_blocked(n.ccq));
 	CHECK_EQ(rpcrdma_disconnect(cid), 0);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 77);
 	CHECK_EQ(w.wc.status, RPCRDMA_WC_WR_FLUSH_ERR);
@@ -240,20 +200,18 @@ TEST(soft_fast_wait_destroy_while_blocked)
 	struct net n;
 	struct rpcrdma_qp *c, *s;
 	struct rpcrdma_cm_id *cid, *sid;
-	struct waiter w = {0};
-	pthread_t th;
+	struct soft_net_waiter w;
 	uint64_t t0;
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
-	w = (struct waiter){.cq = n.ccq, .timeout_ms = 400};
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
-	REQUIRE(until_fast_blocked(scq_of(n.ccq)));
+	soft_net_wait_start(&w, n.ccq, 400);
+	REQUIRE(soft_net_until_fast_blocked(n.ccq));
 	t0 = rr_now_ns(NULL);
 	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	CHECK(rr_now_ns(NULL) - t0 < PROMPT_NS);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_wait_join(&w);
 	CHECK(w.rc >= 0);
 	CHECK(w.ns < 3 * PROMPT_NS);
 	/* the peer closes while the waiter sleeps: EOF ends the read, the
@@ -261,12 +219,11 @@ TEST(soft_fast_wait_destroy_while_blocked)
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
 	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
-	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
-	REQUIRE(until_fast_blocked(scq_of(n.ccq)));
+	soft_net_wait_start(&w, n.ccq, 3000);
+	REQUIRE(soft_net_until_fast_blocked(n.ccq));
 	soft_net_post_recv(&n, c, 55, 0, 64);
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 55);
 	CHECK_EQ(w.wc.status, RPCRDMA_WC_WR_FLUSH_ERR);
@@ -300,7 +257,7 @@ TEST(soft_fast_wait_two_qps_use_epoll)
 			CHECK(wc.wr_id == 100 || wc.wr_id == 101);
 		}
 	}
-	CHECK_EQ(atomic_load(&scq_of(n.scq)->fast_reads), 0);
+	CHECK_EQ(atomic_load(&soft_net_cq_of(n.scq)->fast_reads), 0);
 	/* one of them gone: the other is waited on directly again */
 	soft_net_unpair(c[1], s[1], cid[1], sid[1]);
 	for (int r = 0; r < 5; r++) {
@@ -309,7 +266,7 @@ TEST(soft_fast_wait_two_qps_use_epoll)
 		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
 		CHECK_EQ(wc.wr_id, 200);
 	}
-	CHECK(atomic_load(&scq_of(n.scq)->fast_reads) >= 1);
+	CHECK(atomic_load(&soft_net_cq_of(n.scq)->fast_reads) >= 1);
 	soft_net_unpair(c[0], s[0], cid[0], sid[0]);
 	soft_net_down(&n);
 }
@@ -323,25 +280,22 @@ TEST(soft_fast_wait_second_waiter)
 	struct net n;
 	struct rpcrdma_qp *c, *s;
 	struct rpcrdma_cm_id *cid, *sid;
-	struct waiter w[2];
-	pthread_t th[2];
+	struct soft_net_waiter w[2];
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	soft_net_post_recv(&n, s, 1, 4096, 256);
 	soft_net_post_recv(&n, s, 2, 8192, 256);
-	w[0] = (struct waiter){.cq = n.scq, .timeout_ms = 3000};
-	w[1] = w[0];
-	REQUIRE_EQ(pthread_create(&th[0], NULL, wait_thread, &w[0]), 0);
-	REQUIRE(until_fast_blocked(scq_of(n.scq)));
-	REQUIRE_EQ(pthread_create(&th[1], NULL, wait_thread, &w[1]), 0);
-	for (int i = 0; i < 200 && atomic_load(&scq_of(n.scq)->waiting) < 2; i++)
+	soft_net_wait_start(&w[0], n.scq, 3000);
+	REQUIRE(soft_net_until_fast_blocked(n.scq));
+	soft_net_wait_start(&w[1], n.scq, 3000);
+	for (int i = 0; i < 200 && atomic_load(&soft_net_cq_of(n.scq)->waiting) < 2; i++)
 		usleep(1000);
 	usleep(10000);
 	soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
 	soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
-	REQUIRE_EQ(pthread_join(th[0], NULL), 0);
-	REQUIRE_EQ(pthread_join(th[1], NULL), 0);
+	soft_net_wait_join(&w[0]);
+	soft_net_wait_join(&w[1]);
 	CHECK_EQ(w[0].rc, 1);
 	CHECK_EQ(w[1].rc, 1);
 	CHECK_EQ(w[0].wc.wr_id + w[1].wc.wr_id, 3);
@@ -383,7 +337,7 @@ TEST(soft_fast_wait_large_messages)
 		CHECK_EQ(wc.byte_len, mid);
 		CHECK_EQ(memcmp(n.buf + big, n.buf, mid), 0);
 	}
-	CHECK(atomic_load(&scq_of(n.scq)->fast_reads) >= 1);
+	CHECK(atomic_load(&soft_net_cq_of(n.scq)->fast_reads) >= 1);
 	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
@@ -406,7 +360,7 @@ TEST(soft_fast_wait_env_off)
 		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
 		CHECK_EQ(wc.wr_id, 9);
 	}
-	CHECK_EQ(atomic_load(&scq_of(n.scq)->fast_reads), 0);
+	CHECK_EQ(atomic_load(&soft_net_cq_of(n.scq)->fast_reads), 0);
 	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
@@ -421,18 +375,16 @@ TEST(soft_interrupt_ends_wait)
 	struct rpcrdma_qp *c, *s;
 	struct rpcrdma_cm_id *cid, *sid;
 	struct rpcrdma_wc wc;
-	struct waiter w = {0};
-	pthread_t th;
+	struct soft_net_waiter w;
 	uint64_t t0;
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	CHECK(rr_context_can_interrupt(n.ctx));
 	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
-	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
-	REQUIRE(until_fast_blocked(scq_of(n.ccq)));
+	soft_net_wait_start(&w, n.ccq, 3000);
+	REQUIRE(soft_net_until_fast_blocked(n.ccq));
 	CHECK_EQ(rr_context_interrupt(n.ctx), 0);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 0);
 	CHECK(w.ns < PROMPT_NS);
 	/* latched: both CQs' next waits end at once, the one after does not */
@@ -518,7 +470,7 @@ TEST(soft_fast_poll_receives)
 		CHECK_EQ(memcmp(n.buf + (1u << 20), n.buf, sizes[k]), 0);
 		CHECK_EQ(memcmp(n.buf + (1u << 20) + 300000, n.buf, 300000), 0);
 	}
-	CHECK_EQ(atomic_load(&scq_of(n.scq)->fast_reads), 0); /* no blocking read */
+	CHECK_EQ(atomic_load(&soft_net_cq_of(n.scq)->fast_reads), 0); /* no blocking read */
 	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }

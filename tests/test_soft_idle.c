@@ -14,153 +14,60 @@
 #include "test.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "rdma/provider.h"
 #include "rdma/soft/soft.h"
 #include "rpcrdma/rdma.h"
 #include "soft_net.h"
+#include "xprt_harness.h"
 
 #define NET_BUF 65536u
 
-static struct soft_cq *scq_of(struct rpcrdma_cq *cq)
-{
-	return RR_CONTAINER_OF(RR_BASE(cq, cq), struct soft_cq, base);
-}
-
-static struct soft_qp *sqp_of(struct rpcrdma_qp *qp)
-{
-	return RR_CONTAINER_OF(RR_BASE(qp, qp), struct soft_qp, base);
-}
-
-/* Whether the progress thread serves @q's socket (under its tx_lock, where
- * the hand-over changes it). */
-static bool handed(struct soft_qp *q)
-{
-	bool on;
-
-	pthread_mutex_lock(&q->tx_lock);
-	on = q->obj.in_epoll;
-	pthread_mutex_unlock(&q->tx_lock);
-	return on;
-}
-
-/* Until the progress thread serves @q (true) or @ms passed (false). */
-static bool until_handed(struct soft_qp *q, unsigned ms)
+/* Until the progress thread serves @qp (true) or @ms passed (false). */
+static bool until_handed(struct rpcrdma_qp *qp, unsigned ms)
 {
 	for (unsigned i = 0; i < ms; i++) {
-		if (handed(q))
+		if (soft_net_handed(qp))
 			return true;
 		usleep(1000);
 	}
-	return handed(q);
+	return soft_net_handed(qp);
 }
 
-/* Voluntary context switches so far of this process's threads named @name
- * (the soft provider names its progress thread rr-soft). */
-static long long thread_wakeups(const char *name)
+/* @cq's consumer arms it, its notifications and completions all taken:
+ * the CQ counts as attended until a completion consumes the arm. */
+static void arm_empty(struct rpcrdma_cq *cq)
 {
-	long long sum = 0;
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)) != NULL) {
-		char path[300], line[128];
-		bool match = false;
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		while (fgets(line, sizeof(line), f)) {
-			if (!strncmp(line, "Name:", 5)) {
-				line[strcspn(line, "\n")] = 0;
-				match = !strcmp(line + 5 + strspn(line + 5, " \t"), name);
-			}
-			if (match && !strncmp(line, "voluntary_ctxt_switches:", 24))
-				sum += atoll(line + 24);
-		}
-		fclose(f);
-	}
-	closedir(d);
-	return sum;
-}
-
-static void post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off, uint32_t len)
-{
-	struct rpcrdma_sge sg = {(uintptr_t)n->buf + off, len, rpcrdma_mr_lkey(n->mr)};
-	struct rpcrdma_recv_wr rw = {.wr_id = id, .sg_list = &sg, .num_sge = 1};
-
-	REQUIRE_EQ(rpcrdma_post_recv(qp, &rw, NULL), 0);
-}
-
-static void post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id, enum rpcrdma_wr_opcode op,
-		      size_t off, uint32_t len, size_t roff, bool sig)
-{
-	struct rpcrdma_sge sg = {(uintptr_t)n->buf + off, len, rpcrdma_mr_lkey(n->mr)};
-	struct rpcrdma_send_wr wr = {.wr_id = id, .sg_list = &sg, .num_sge = 1, .opcode = op,
-				     .flags = sig ? RPCRDMA_SEND_SIGNALED : 0,
-				     .u.rdma = {.remote_offset = (uintptr_t)n->buf + roff,
-						.stag = rpcrdma_mr_rkey(n->mr)}};
-
-	REQUIRE_EQ(rpcrdma_post_send(qp, &wr, NULL), 0);
-}
-
-struct waiter {
-	struct rpcrdma_cq *cq;
-	int timeout_ms;
-	int rc;
 	struct rpcrdma_wc wc;
-	uint64_t ns;               /* how long the wait took */
-	uint64_t end_ns;           /* when it returned */
-};
 
-static void *wait_thread(void *arg)
-{
-	struct waiter *w = arg;
-	uint64_t t0 = rr_now_ns(NULL);
-
-	w->rc = rpcrdma_cq_wait(w->cq, 1, &w->wc, w->timeout_ms);
-	w->end_ns = rr_now_ns(NULL);
-	w->ns = w->end_ns - t0;
-	return NULL;
+	while (rpcrdma_cq_get_event(cq) == 1)
+		;
+	REQUIRE_EQ(rpcrdma_cq_arm(cq, false), 0);
+	CHECK_EQ(rpcrdma_cq_poll(cq, 1, &wc), 0);
 }
 
-/* As wait_thread, but a wait that ends with nothing before its time (a
- * CM event of this context, which ends CQ waits on it) is waited again,
- * as the RPC responder's loop does. */
-static void *wait_thread_until(void *arg)
+/* A waiter on @cq, a quiet connection's CQ on a context that uses
+ * interrupts, asleep in an interruptible fast read (SOFT_FAST_POLL). */
+static void sleep_quiet_fast(struct soft_net_waiter *w, struct rpcrdma_cq *cq)
 {
-	struct waiter *w = arg;
-	uint64_t t0 = rr_now_ns(NULL), end = t0 + (uint64_t)w->timeout_ms * 1000000u;
-
-	do
-		w->rc = rpcrdma_cq_wait(w->cq, 1, &w->wc, w->timeout_ms);
-	while (w->rc == 0 && rr_now_ns(NULL) < end);
-	w->end_ns = rr_now_ns(NULL);
-	w->ns = w->end_ns - t0;
-	return NULL;
+	soft_net_wait_start(w, cq, 3000);
+	REQUIRE(soft_net_until_fast_blocked(cq));
+	CHECK_EQ(atomic_load(&soft_net_cq_of(cq)->fast_blocked), SOFT_FAST_POLL);
 }
 
-/* Until a waiter sleeps in a fast read on @q (or 2 s). */
-static bool until_fast_blocked(struct soft_cq *q)
+/* The server rejects the pending CONNECT_REQUEST @id; the client sees
+ * REJECTED. */
+static void reject_request(struct net *n, struct rpcrdma_cm_id *id)
 {
-	for (int i = 0; i < 2000; i++) {
-		if (atomic_load(&q->fast_blocked))
-			return true;
-		usleep(1000);
-	}
-	return false;
+	struct rpcrdma_cm_event ev;
+
+	CHECK_EQ(rpcrdma_reject(id, NULL, 0), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(id), 0);
+	REQUIRE_EQ(soft_net_get_cm(n->ch, &ev), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_REJECTED);
 }
 
 /* The client's RDMA Read of the server's buffer (bytes 0..255 into 4096..)
@@ -201,41 +108,34 @@ TEST(soft_idle_progress_thread_sleeps)
 	struct net n;
 	struct rpcrdma_qp *c, *s;
 	struct rpcrdma_cm_id *cid, *sid;
-	struct waiter w = {0};
+	struct soft_net_waiter w;
 	struct rpcrdma_wc wc;
 	struct pollfd p;
-	pthread_t th;
 	long long w0, w1;
 
 	soft_net_up_buf(&n, 64, 16, NET_BUF);
-	c = soft_net_qp(&n, n.ccq, 8);
-	s = soft_net_qp(&n, n.scq, 8);
-	soft_net_link(&n, c, s, &cid, &sid);
-	post_recv(&n, c, 1, 0, 64);
-	post_recv(&n, s, 2, 64, 64);
-	w = (struct waiter){.cq = n.ccq, .timeout_ms = 20000};
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
-	while (rpcrdma_cq_get_event(n.scq) == 1)
-		;
-	REQUIRE_EQ(rpcrdma_cq_arm(n.scq, false), 0);
-	CHECK_EQ(rpcrdma_cq_poll(n.scq, 1, &wc), 0);
+	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
+	soft_net_post_recv(&n, c, 1, 0, 64);
+	soft_net_post_recv(&n, s, 2, 64, 64);
+	soft_net_wait_start(&w, n.ccq, 20000);
+	arm_empty(n.scq);
 	usleep(150 * 1000); /* past the leases of the last touches */
-	CHECK(!handed(sqp_of(c)));
-	CHECK(!handed(sqp_of(s)));
-	w0 = thread_wakeups("rr-soft");
+	CHECK(!soft_net_handed(c));
+	CHECK(!soft_net_handed(s));
+	w0 = rr_th_thread_wakeups("rr-soft");
 	usleep(500 * 1000);
-	w1 = thread_wakeups("rr-soft");
+	w1 = rr_th_thread_wakeups("rr-soft");
 	REQUIRE(w0 > 0 && w1 > 0); /* the thread is there, by that name */
 	/* 10 ms tick: ~50; asleep until something happens: 0 */
 	CHECK(w1 - w0 <= 3);
 	if (getenv("RR_VERBOSE") || w1 - w0 > 3)
 		fprintf(stderr, "  rr-soft: %lld wake-ups in 500 ms of idleness\n", w1 - w0);
 	/* the waiter still gets its Receive, the armed CQ its notification */
-	post_send(&n, s, 3, RPCRDMA_WR_SEND, 128, 8, 0, false);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_post_send(&n, s, 3, RPCRDMA_WR_SEND, 128, 8, 0, false);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 1);
-	post_send(&n, c, 4, RPCRDMA_WR_SEND, 192, 8, 0, false);
+	soft_net_post_send(&n, c, 4, RPCRDMA_WR_SEND, 192, 8, 0, false);
 	p = (struct pollfd){.fd = rpcrdma_cq_fd(n.scq), .events = POLLIN};
 	CHECK_EQ(poll(&p, 1, 5000), 1);
 	CHECK(rpcrdma_cq_get_event(n.scq) >= 0);
@@ -243,10 +143,7 @@ TEST(soft_idle_progress_thread_sleeps)
 		usleep(1000);
 	CHECK_EQ(wc.wr_id, 2);
 	CHECK_EQ(wc.opcode, RPCRDMA_WC_RECV);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -258,29 +155,22 @@ TEST(soft_idle_takeover_after_wait_leaves)
 	struct net n;
 	struct rpcrdma_qp *c, *s;
 	struct rpcrdma_cm_id *cid, *sid;
-	struct waiter w = {0};
-	pthread_t th;
+	struct soft_net_waiter w;
 	uint64_t t;
 
 	soft_net_up_buf(&n, 64, 16, NET_BUF);
-	c = soft_net_qp(&n, n.ccq, 8);
-	s = soft_net_qp(&n, n.scq, 8);
-	soft_net_link(&n, c, s, &cid, &sid);
-	w = (struct waiter){.cq = n.scq, .timeout_ms = 300};
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
+	soft_net_wait_start(&w, n.scq, 300);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 0);
 	/* lease (20 ms) + a look of the thread; a lost wake-up: never */
-	REQUIRE(until_handed(sqp_of(s), 2000));
+	REQUIRE(until_handed(s, 2000));
 	t = rr_now_ns(NULL) - w.end_ns;
 	CHECK(t < 1000000000ull);
 	if (getenv("RR_VERBOSE"))
 		fprintf(stderr, "  taken over %.1f ms after the waiter left\n", (double)t / 1e6);
 	read_served(&n, c, 10);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -297,27 +187,19 @@ TEST(soft_idle_takeover_after_arm_consumed)
 	uint64_t t0;
 
 	soft_net_up_buf(&n, 64, 16, NET_BUF);
-	c = soft_net_qp(&n, n.ccq, 8);
-	s = soft_net_qp(&n, n.scq, 8);
-	soft_net_link(&n, c, s, &cid, &sid);
-	while (rpcrdma_cq_get_event(n.scq) == 1)
-		;
-	REQUIRE_EQ(rpcrdma_cq_arm(n.scq, false), 0);
-	CHECK_EQ(rpcrdma_cq_poll(n.scq, 1, &wc), 0);
+	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
+	arm_empty(n.scq);
 	usleep(100 * 1000); /* the lease of the arm's touch is over */
-	CHECK(!handed(sqp_of(s)));
+	CHECK(!soft_net_handed(s));
 	t0 = rr_now_ns(NULL);
-	post_send(&n, s, 20, RPCRDMA_WR_RDMA_WRITE, 0, 64, 8192, true);
-	REQUIRE(until_handed(sqp_of(s), 2000));
+	soft_net_post_send(&n, s, 20, RPCRDMA_WR_RDMA_WRITE, 0, 64, 8192, true);
+	REQUIRE(until_handed(s, 2000));
 	CHECK(rr_now_ns(NULL) - t0 < 1000000000ull);
 	read_served(&n, c, 21);
 	CHECK_EQ(rpcrdma_cq_get_event(n.scq), 1);
 	REQUIRE_EQ(rpcrdma_cq_poll(n.scq, 1, &wc), 1);
 	CHECK_EQ(wc.wr_id, 20);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -370,19 +252,15 @@ TEST(soft_cm_event_ends_cq_wait)
 	struct rpcrdma_qp *c, *s, *c2;
 	struct rpcrdma_cm_id *cid, *sid, *cid2;
 	struct rpcrdma_cm_event ev;
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	struct waiter w = {0};
+	struct soft_net_waiter w;
 	struct rpcrdma_wc wc;
 	struct soft_cq *q;
 	uint64_t reads0, wakes0, t0;
-	pthread_t th;
 
 	soft_net_up_buf(&n, 64, 16, NET_BUF);
-	q = scq_of(n.scq);
-	c = soft_net_qp(&n, n.ccq, 8);
-	s = soft_net_qp(&n, n.scq, 8);
+	q = soft_net_cq_of(n.scq);
+	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
 	c2 = soft_net_qp(&n, n.ccq, 8);
-	soft_net_link(&n, c, s, &cid, &sid);
 	/* the owner uses interrupts (as the RPC responder: ep_wake); the
 	 * latch it leaves is consumed by a first wait */
 	REQUIRE_EQ(rr_context_interrupt(n.ctx), 0);
@@ -395,14 +273,10 @@ TEST(soft_cm_event_ends_cq_wait)
 	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 40), 0);
 	reads0 = atomic_load(&q->fast_reads);
 	wakes0 = atomic_load(&q->fast_wakes);
-	w = (struct waiter){.cq = n.scq, .timeout_ms = 3000};
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
-	REQUIRE(until_fast_blocked(q));
-	CHECK_EQ(atomic_load(&q->fast_blocked), SOFT_FAST_POLL);
-	a.sin_port = htons(n.port);
+	sleep_quiet_fast(&w, n.scq);
 	t0 = rr_now_ns(NULL);
-	REQUIRE_EQ(rpcrdma_connect(n.ch, c2, (struct sockaddr *)&a, sizeof(a), NULL, NULL, &cid2), 0);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_connect(&n, c2, &cid2);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 0);
 	/* ended by the event: the wait would have lasted 3 s; a fast read
 	 * ends within SOFT_FAST_BLOCK_MS, this bound is for loaded machines */
@@ -416,30 +290,23 @@ TEST(soft_cm_event_ends_cq_wait)
 	CHECK_EQ(atomic_load(&q->fast_off_until), 0);
 	REQUIRE_EQ(soft_net_get_cm(n.ch, &ev), 0);
 	CHECK_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
-	CHECK_EQ(rpcrdma_reject(ev.id, NULL, 0), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(ev.id), 0);
-	REQUIRE_EQ(soft_net_get_cm(n.ch, &ev), 0);
-	CHECK_EQ(ev.type, RPCRDMA_CM_REJECTED);
+	reject_request(&n, ev.id);
 	/* the first connection still works, through fast waits */
-	post_recv(&n, s, 30, 0, 64);
+	soft_net_post_recv(&n, s, 30, 0, 64);
 	reads0 = atomic_load(&q->fast_reads);
-	w = (struct waiter){.cq = n.scq, .timeout_ms = 5000};
 	while (rpcrdma_cq_wait(n.scq, 1, &wc, 0) != 0)
 		; /* latches left by the events above */
 	/* a later CM event of the rejected attempt may still end a wait */
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread_until, &w), 0);
-	REQUIRE(until_fast_blocked(q));
-	post_send(&n, c, 31, RPCRDMA_WR_SEND, 128, 8, 0, false);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_wait_start_again(&w, n.scq, 5000);
+	REQUIRE(soft_net_until_fast_blocked(n.scq));
+	soft_net_post_send(&n, c, 31, RPCRDMA_WR_SEND, 128, 8, 0, false);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 30);
 	CHECK(atomic_load(&q->fast_reads) > reads0);
 	CHECK_EQ(rpcrdma_cm_id_destroy(cid2), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c2), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -451,35 +318,23 @@ TEST(soft_cm_event_keeps_cq_wait_without_interrupts)
 	struct rpcrdma_qp *c, *s, *c2;
 	struct rpcrdma_cm_id *cid, *sid, *cid2;
 	struct rpcrdma_cm_event ev;
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	struct waiter w = {0};
-	pthread_t th;
+	struct soft_net_waiter w;
 
 	soft_net_up_buf(&n, 64, 16, NET_BUF);
-	c = soft_net_qp(&n, n.ccq, 8);
-	s = soft_net_qp(&n, n.scq, 8);
+	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
 	c2 = soft_net_qp(&n, n.ccq, 8);
-	soft_net_link(&n, c, s, &cid, &sid);
-	w = (struct waiter){.cq = n.scq, .timeout_ms = 400};
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
-	REQUIRE(until_fast_blocked(scq_of(n.scq)));
-	a.sin_port = htons(n.port);
-	REQUIRE_EQ(rpcrdma_connect(n.ch, c2, (struct sockaddr *)&a, sizeof(a), NULL, NULL, &cid2), 0);
+	soft_net_wait_start(&w, n.scq, 400);
+	REQUIRE(soft_net_until_fast_blocked(n.scq));
+	soft_net_connect(&n, c2, &cid2);
 	REQUIRE_EQ(soft_net_get_cm(n.ch, &ev), 0);
 	CHECK_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 0);
 	CHECK(w.ns >= 390000000ull);
-	CHECK_EQ(rpcrdma_reject(ev.id, NULL, 0), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(ev.id), 0);
-	REQUIRE_EQ(soft_net_get_cm(n.ch, &ev), 0);
-	CHECK_EQ(ev.type, RPCRDMA_CM_REJECTED);
+	reject_request(&n, ev.id);
 	CHECK_EQ(rpcrdma_cm_id_destroy(cid2), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c2), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -493,28 +348,22 @@ TEST(soft_quiet_fast_wait_woken_without_cooldown)
 	struct net n;
 	struct rpcrdma_qp *c, *s;
 	struct rpcrdma_cm_id *cid, *sid;
-	struct waiter w = {0};
+	struct soft_net_waiter w;
 	struct rpcrdma_wc wc;
 	struct soft_cq *q;
 	uint64_t wakes0, reads0;
-	pthread_t th;
 
 	soft_net_up_buf(&n, 64, 16, NET_BUF);
-	q = scq_of(n.ccq);
-	c = soft_net_qp(&n, n.ccq, 8);
-	s = soft_net_qp(&n, n.scq, 8);
-	soft_net_link(&n, c, s, &cid, &sid);
+	q = soft_net_cq_of(n.ccq);
+	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
 	REQUIRE_EQ(rr_context_interrupt(n.ctx), 0);
 	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 0), 0); /* the latch */
 	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 40), 0); /* quiet now */
 	/* a completion made by this thread */
 	wakes0 = atomic_load(&q->fast_wakes);
-	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
-	REQUIRE(until_fast_blocked(q));
-	CHECK_EQ(atomic_load(&q->fast_blocked), SOFT_FAST_POLL);
-	post_send(&n, c, 40, RPCRDMA_WR_RDMA_WRITE, 0, 64, 8192, true);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	sleep_quiet_fast(&w, n.ccq);
+	soft_net_post_send(&n, c, 40, RPCRDMA_WR_RDMA_WRITE, 0, 64, 8192, true);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 40);
 	CHECK(w.ns < 1000000000ull);
@@ -524,33 +373,26 @@ TEST(soft_quiet_fast_wait_woken_without_cooldown)
 	/* an interrupt */
 	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 40), 0); /* quiet again */
 	wakes0 = atomic_load(&q->fast_wakes);
-	w = (struct waiter){.cq = n.ccq, .timeout_ms = 3000};
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
-	REQUIRE(until_fast_blocked(q));
-	CHECK_EQ(atomic_load(&q->fast_blocked), SOFT_FAST_POLL);
+	sleep_quiet_fast(&w, n.ccq);
 	CHECK_EQ(rr_context_interrupt(n.ctx), 0);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 0);
 	CHECK(w.ns < 1000000000ull);
 	CHECK(atomic_load(&q->fast_wakes) > wakes0);
 	CHECK_EQ(atomic_load(&q->fast_off_until), 0);
 	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 0), 0); /* the other CQ's latch */
 	/* data still ends a quiet sleep, through the fast path */
-	post_recv(&n, c, 41, 4096, 64);
+	soft_net_post_recv(&n, c, 41, 4096, 64);
 	reads0 = atomic_load(&q->fast_reads);
-	w = (struct waiter){.cq = n.ccq, .timeout_ms = 5000};
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
-	REQUIRE(until_fast_blocked(q));
-	post_send(&n, s, 42, RPCRDMA_WR_SEND, 128, 8, 0, false);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_wait_start(&w, n.ccq, 5000);
+	REQUIRE(soft_net_until_fast_blocked(n.ccq));
+	soft_net_post_send(&n, s, 42, RPCRDMA_WR_SEND, 128, 8, 0, false);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 41);
 	CHECK_EQ(w.wc.byte_len, 8);
 	CHECK(atomic_load(&q->fast_reads) > reads0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
 
@@ -573,8 +415,7 @@ TEST(soft_idle_new_qp_joins_waited_cq)
 	struct sockaddr_storage ss;
 	static uint8_t sbuf[64];
 	struct net n;
-	struct waiter w = {0};
-	pthread_t th;
+	struct soft_net_waiter w;
 	bool back = false;
 
 	soft_net_up_buf(&n, 64, 16, NET_BUF);
@@ -596,8 +437,7 @@ TEST(soft_idle_new_qp_joins_waited_cq)
 		REQUIRE_EQ(rpcrdma_post_recv(s, &rw, NULL), 0);
 	}
 	c = soft_net_qp(&n, n.ccq, 8);
-	w = (struct waiter){.cq = scq, .timeout_ms = 5000};
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
+	soft_net_wait_start(&w, scq, 5000);
 	usleep(100 * 1000); /* the waiter sleeps; the thread has no deadline */
 	REQUIRE_EQ(rpcrdma_connect(n.ch, c, (struct sockaddr *)&a, sizeof(a), NULL, NULL, &cid), 0);
 	REQUIRE_EQ(soft_net_get_cm(sch, &ev), 0);
@@ -609,20 +449,17 @@ TEST(soft_idle_new_qp_joins_waited_cq)
 	REQUIRE_EQ(soft_net_get_cm(n.ch, &ev), 0);
 	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
 	for (int i = 0; i < 1000 && !back; i++) {
-		back = !handed(sqp_of(s));
+		back = !soft_net_handed(s);
 		if (!back)
 			usleep(1000);
 	}
 	CHECK(back);
-	post_send(&n, c, 51, RPCRDMA_WR_SEND, 128, 8, 0, false);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_post_send(&n, c, 51, RPCRDMA_WR_SEND, 128, 8, 0, false);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 50);
-	CHECK(!handed(sqp_of(s)));
-	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	CHECK(!soft_net_handed(s));
+	soft_net_unpair(c, s, cid, sid);
 	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
 	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
 	CHECK_EQ(rpcrdma_cm_channel_destroy(sch), 0);

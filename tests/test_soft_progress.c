@@ -10,7 +10,6 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -18,23 +17,6 @@
 #include "rpcrdma/rdma.h"
 #include "soft_net.h"
 
-
-/* Whether the progress thread serves @q's socket (read under its tx_lock,
- * where the hand-over changes it). */
-static bool handed(struct soft_qp *q)
-{
-	bool on;
-
-	pthread_mutex_lock(&q->tx_lock);
-	on = q->obj.in_epoll;
-	pthread_mutex_unlock(&q->tx_lock);
-	return on;
-}
-
-static struct soft_qp *sqp_of(struct rpcrdma_qp *qp)
-{
-	return RR_CONTAINER_OF(RR_BASE(qp, qp), struct soft_qp, base);
-}
 
 /* Reads of the server's memory are answered while the server application
  * does not touch its CQ at all, and again after it polled once and then
@@ -65,7 +47,7 @@ TEST(soft_progress_thread_answers_reads_without_polling)
 		if (round == 1) {
 			/* the server consumer shows up once: it takes its QP */
 			CHECK_EQ(rpcrdma_cq_poll(n.scq, 1, &wc), 0);
-			CHECK(!handed(sqp_of(s)));
+			CHECK(!soft_net_handed(s));
 		}
 		memset(dst, 0, sizeof(dst));
 		REQUIRE_EQ(rpcrdma_post_send(c, &r, NULL), 0);
@@ -75,28 +57,14 @@ TEST(soft_progress_thread_answers_reads_without_polling)
 		CHECK_EQ(wc.byte_len, sizeof(dst));
 		CHECK_MEM(dst, src, sizeof(dst));
 		/* the progress thread served the server's socket */
-		CHECK(handed(sqp_of(s)));
+		CHECK(soft_net_handed(s));
 	}
 	/* the client waited in rpcrdma_cq_wait: its QP stayed with it */
-	CHECK(!handed(sqp_of(c)));
+	CHECK(!soft_net_handed(c));
 	soft_net_unpair(c, s, cid, sid);
 	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
 	CHECK_EQ(rpcrdma_dereg_mr(dmr), 0);
 	soft_net_down(&n);
-}
-
-struct waiter {
-	struct rpcrdma_cq *cq;
-	int rc;
-	struct rpcrdma_wc wc;
-};
-
-static void *wait_thread(void *arg)
-{
-	struct waiter *w = arg;
-
-	w->rc = rpcrdma_cq_wait(w->cq, 1, &w->wc, 5000);
-	return NULL;
 }
 
 /* A thread asleep in rpcrdma_cq_wait wakes on a completion another thread
@@ -111,8 +79,7 @@ TEST(soft_cq_wait_wakes_on_completion)
 	static uint8_t buf[256], tgt[256];
 	struct rpcrdma_mr *bmr, *tmr;
 	struct rpcrdma_wc wc;
-	struct waiter w = {0};
-	pthread_t th;
+	struct soft_net_waiter w;
 	struct rpcrdma_sge sg;
 	uint64_t t0;
 
@@ -125,8 +92,7 @@ TEST(soft_cq_wait_wakes_on_completion)
 	/* timeout */
 	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 50), 0);
 	/* completion made by another thread */
-	w.cq = n.ccq;
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
+	soft_net_wait_start(&w, n.ccq, 5000);
 	usleep(50000);
 	{
 		struct rpcrdma_send_wr wr = {.wr_id = 7, .sg_list = &sg, .num_sge = 1,
@@ -138,7 +104,7 @@ TEST(soft_cq_wait_wakes_on_completion)
 		t0 = rr_now_ns(NULL);
 		REQUIRE_EQ(rpcrdma_post_send(c, &wr, NULL), 0);
 	}
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 7);
 	CHECK(rr_now_ns(NULL) - t0 < 2000000000ull);
@@ -150,11 +116,10 @@ TEST(soft_cq_wait_wakes_on_completion)
 					     .opcode = RPCRDMA_WR_SEND};
 
 		REQUIRE_EQ(rpcrdma_post_recv(s, &rw, NULL), 0);
-		w = (struct waiter){.cq = n.scq};
-		REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
+		soft_net_wait_start(&w, n.scq, 5000);
 		usleep(50000);
 		REQUIRE_EQ(rpcrdma_post_send(c, &sw, NULL), 0);
-		REQUIRE_EQ(pthread_join(th, NULL), 0);
+		soft_net_wait_join(&w);
 		CHECK_EQ(w.rc, 1);
 		CHECK_EQ(w.wc.wr_id, 8);
 		CHECK_EQ(w.wc.opcode, RPCRDMA_WC_RECV);
@@ -253,9 +218,8 @@ TEST(soft_cq_wait_sees_peer_close)
 	struct rpcrdma_cm_id *cid, *sid;
 	static uint8_t buf[64];
 	struct rpcrdma_mr *mr;
-	struct waiter w = {0};
+	struct soft_net_waiter w;
 	struct rpcrdma_wc wc;
-	pthread_t th;
 
 	soft_net_up(&n, 1024, 256);
 	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
@@ -266,15 +230,14 @@ TEST(soft_cq_wait_sees_peer_close)
 
 		REQUIRE_EQ(rpcrdma_post_recv(c, &rw, NULL), 0);
 	}
-	w.cq = n.ccq;
-	REQUIRE_EQ(pthread_create(&th, NULL, wait_thread, &w), 0);
+	soft_net_wait_start(&w, n.ccq, 5000);
 	usleep(50000);
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0); /* the server side closes */
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 77);
 	CHECK_EQ(w.wc.status, RPCRDMA_WC_WR_FLUSH_ERR);
-	CHECK(!sqp_of(c)->cq_watched);
+	CHECK(!soft_net_qp_of(c)->cq_watched);
 	{
 		uint64_t t0 = rr_now_ns(NULL);
 

@@ -5,8 +5,10 @@
 #include "test.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -24,6 +26,39 @@ void rr_th_sleep_ms(unsigned ms)
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	nanosleep(&ts, NULL);
+}
+
+long long rr_th_thread_wakeups(const char *name)
+{
+	long long sum = 0;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		char path[300], line[128];
+		bool match = false;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			if (!strncmp(line, "Name:", 5)) {
+				line[strcspn(line, "\n")] = 0;
+				match = !strcmp(line + 5 + strspn(line + 5, " \t"), name);
+			}
+			if (match && !strncmp(line, "voluntary_ctxt_switches:", 24))
+				sum += atoll(line + 24);
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return sum;
 }
 
 static void loopback(struct sockaddr_in *a, int port)

@@ -1,7 +1,8 @@
 /* Shared scaffolding of the end-to-end transport tests (tests/test_xprt_e2e.c,
  * tests/test_rrep_e2e.c, tests/test_verbsx.c, tests/test_push.c,
- * tests/test_xprt_rpc.c, tests/test_rpc_tcp.c, tests/test_rpc_wire.c): the
- * soft-provider check, millisecond sleeps, loopback rr_tp endpoints, counter
+ * tests/test_xprt_rpc.c, tests/test_rpc_tcp.c, tests/test_rpc_wire.c,
+ * tests/test_fast_server.c, tests/test_soft_idle.c): the soft-provider check,
+ * millisecond sleeps, a named thread's wake-ups, loopback rr_tp endpoints, counter
  * waits, a responder request queue with its worker thread, and the ECHO/BULK
  * RPC handlers several tests register. Test code only; compiled into rr-tests
  * (tests/xprt_harness.c). */
@@ -21,6 +22,12 @@
 bool rr_th_soft_ok(void);
 
 void rr_th_sleep_ms(unsigned ms);
+
+/* Voluntary context switches so far of this process's threads named @name
+ * (/proc/self/task/N/status; the library names its threads: rr-soft, the
+ * soft provider's progress thread; rr-rdma-srv, the rdma:// server loop);
+ * -1 without /proc. */
+long long rr_th_thread_wakeups(const char *name);
 
 /* An rr_tp responder listening on 127.0.0.1, ephemeral port; @recv/@ctx as
  * for rr_tp_server_create. Returns 0 or a negative errno. */
