@@ -139,6 +139,8 @@ struct tp_conn {
 	uint16_t ord;
 	bool established, dead, use_mw;
 	bool serve;                  /* server loop: its CQ is served this turn */
+	bool in_set;                 /* server loop: its CQ fd is in this turn's
+					poll set */
 	bool armed;                  /* server loop: armed by it since it last
 					served the CQ (a notification wakes it) */
 	bool signal_writes;   /* RDMA Writes signaled: see conn_new */
@@ -1682,20 +1684,6 @@ static void sv_poll_grow(struct rr_tp_server *s)
 	s->pcap = want;
 }
 
-/* Whether the progress loop serves @cn, armed by it, after a poll over
- * @ncn CQ fds (@pfd, gathered from @cns): its fd was ready, or it was not
- * among them (beyond the set). A CQ the loop has not armed since it last
- * served it is served anyway (!armed: new, or waited on directly): its
- * completions could come with no notification. */
-static bool sv_conn_ready(const struct tp_conn *cn, struct tp_conn *const *cns,
-			  const struct pollfd *pfd, unsigned ncn)
-{
-	for (unsigned i = 0; i < ncn; i++)
-		if (cns[i] == cn)
-			return pfd[i].revents != 0;
-	return true;
-}
-
 static void *progress(void *arg)
 {
 	struct tp_ep *ep = arg;
@@ -1774,10 +1762,10 @@ static void *progress(void *arg)
 			struct rr_tp_server *s = (struct rr_tp_server *)ep;
 
 			/* beyond @cap (an allocation failed): served on every
-			 * turn (sv_conn_ready), woken by the others or the
-			 * 100 ms timeout */
+			 * turn, woken by the others or the 100 ms timeout */
 			for (struct tp_conn *cn = s->conns; cn; cn = cn->next) {
-				if (ncn < cap)
+				cn->in_set = ncn < cap;
+				if (cn->in_set)
 					cns[ncn++] = cn;
 				unarmed |= !cn->armed && !cn->dead;
 			}
@@ -1832,8 +1820,17 @@ static void *progress(void *arg)
 			struct rr_tp_server *s = (struct rr_tp_server *)ep;
 			struct tp_conn *cn = s->conns, *nx;
 
+			/* served: its fd woke the poll; or it is not in the
+			 * set (accepted meanwhile, or beyond it); or the loop
+			 * has not armed it since it last served it (new, or
+			 * waited on directly): its completions could come with
+			 * no notification. cns[] entries stay valid for the
+			 * turn (a dropped connection is freed by grave_sweep). */
 			for (cn = s->conns; cn; cn = cn->next)
-				cn->serve = !cn->armed || sv_conn_ready(cn, cns, pfd + 2, ncn);
+				cn->serve = !cn->armed || !cn->in_set;
+			for (unsigned i = 0; i < ncn; i++)
+				if (pfd[i + 2].revents)
+					cns[i]->serve = true;
 			for (cn = s->conns; cn; cn = nx) {
 				nx = cn->next;
 				cn->refs++;

@@ -162,6 +162,7 @@ struct soft_cq {
 	int epfd;                    /* public fd: sockets + ring fd + wake fd */
 	int wake_efd;                /* completions pushed by other threads
 					while a consumer waits */
+	atomic_int wake_pending;     /* a count may be left in wake_efd */
 	pthread_mutex_t qlock;       /* slots */
 	struct soft_cq_slot *slots;  /* QPs using this CQ (any number) */
 	uint32_t nslots, slot_cap, gen;

@@ -77,6 +77,31 @@ int soft_io_fast_mode(const struct soft_qp *qp)
 		       SOFT_FAST_POLL : SOFT_FAST_RECV;
 }
 
+/* The CQ's wake eventfd: written for a thread that waits (epoll, or a
+ * SOFT_FAST_POLL fast wait); wake_pending says a count may be left in it,
+ * so that a consumer which does not look through epoll (fast poll) drains
+ * it and the CQ's fd does not stay readable (a poll(2) user of that fd
+ * would otherwise be woken on every turn for nothing). */
+static void cq_wake(struct soft_cq *q)
+{
+	uint64_t one = 1;
+
+	atomic_store(&q->wake_pending, 1);
+	if (write(q->wake_efd, &one, sizeof(one)) < 0) {
+		/* saturated counter: still readable */
+	}
+}
+
+static void cq_wake_drain(struct soft_cq *q)
+{
+	uint64_t v;
+
+	atomic_store(&q->wake_pending, 0);
+	if (read(q->wake_efd, &v, sizeof(v)) < 0) {
+		/* raced with another drain */
+	}
+}
+
 /* SOFT_FAST_POLL: sleeps in poll(2) over the socket and the CQ's wake
  * eventfd (precise timer, unlike SO_RCVTIMEO's jiffies), then reads without
  * blocking. One system call more than a blocking recv, paid only by the
@@ -92,11 +117,7 @@ static ssize_t readv_poll(struct soft_qp *qp, struct iovec *iov, unsigned cnt)
 	if (r < 0)
 		return errno == EINTR ? -EAGAIN : -errno;
 	if (p[1].revents & POLLIN) {
-		uint64_t v;
-
-		if (read(q->wake_efd, &v, sizeof(v)) < 0) {
-			/* raced with another drain */
-		}
+		cq_wake_drain(q);
 		atomic_fetch_add_explicit(&q->fast_wakes, 1, memory_order_relaxed);
 	}
 	if (!(p[0].revents & (POLLIN | POLLERR | POLLHUP)))
@@ -219,12 +240,11 @@ void soft_io_wake(struct soft_ctx *ctx)
 static void fast_poke(struct soft_cq *q)
 {
 	int b = atomic_load(&q->fast_blocked);
-	uint64_t one = 1;
 
 	if (b == SOFT_FAST_RECV) {
 		soft_cq_fast_off(q);
-	} else if (b == SOFT_FAST_POLL && write(q->wake_efd, &one, sizeof(one)) < 0) {
-		/* saturated counter: still readable */
+	} else if (b == SOFT_FAST_POLL) {
+		cq_wake(q);
 	}
 }
 
@@ -454,13 +474,8 @@ void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 	if (armed && !rr_cq_ring_armed(&q->ring) && atomic_load(&q->waiting) == 0)
 		soft_io_lease_check(q);
 	/* Other waiters (in epoll) are woken. */
-	if (atomic_load(&q->waiting) > (own && tls_inline_waiter ? 1 : 0)) {
-		uint64_t one = 1;
-
-		if (write(q->wake_efd, &one, sizeof(one)) < 0) {
-			/* saturated counter: still readable */
-		}
-	}
+	if (atomic_load(&q->waiting) > (own && tls_inline_waiter ? 1 : 0))
+		cq_wake(q);
 }
 
 /* qlock held: the live QP an epoll token names, or NULL (destroyed since). */
@@ -500,11 +515,7 @@ int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool bloc
 			continue;
 		}
 		if (tok == SOFT_TOK_WAKE) {
-			uint64_t v;
-
-			if (read(q->wake_efd, &v, sizeof(v)) < 0) {
-				/* raced with another drain */
-			}
+			cq_wake_drain(q);
 			continue;
 		}
 		qp = soft_cq_lookup(q, tok);
@@ -537,8 +548,6 @@ int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool bloc
  * epoll waiter at once. */
 static void cqs_interrupt(struct soft_ctx *c, bool cool)
 {
-	uint64_t one = 1;
-
 	pthread_mutex_lock(&c->cq_lock);
 	for (struct soft_cq *q = c->cqs; q; q = q->next_cq) {
 		atomic_store(&q->intr, 1); /* seq_cst, then look (qp_rx) */
@@ -547,9 +556,7 @@ static void cqs_interrupt(struct soft_ctx *c, bool cool)
 		if (cool && atomic_load(&q->fast_blocked) == SOFT_FAST_RECV)
 			soft_cq_fast_off(q);
 		/* epoll and SOFT_FAST_POLL waiters wake now */
-		if (write(q->wake_efd, &one, sizeof(one)) < 0) {
-			/* saturated counter: still readable */
-		}
+		cq_wake(q);
 	}
 	pthread_mutex_unlock(&c->cq_lock);
 }
@@ -591,6 +598,8 @@ bool soft_io_cq_fast_poll(struct soft_cq *q)
 		pthread_mutex_unlock(&q->qlock);
 		return false;
 	}
+	if (atomic_load_explicit(&q->wake_pending, memory_order_relaxed))
+		cq_wake_drain(q); /* nobody waits now: a count left behind */
 	if (pthread_mutex_trylock(&qp->rx_lock) == 0) {
 		pthread_mutex_unlock(&q->qlock);
 		tls_inline_cq = q;
