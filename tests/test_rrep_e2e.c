@@ -476,54 +476,6 @@ static int rogue_open(struct rr_th_rogue *g, int port)
 	return rr_th_rogue_open(g, port, pd, sizeof(pd), true);
 }
 
-/* Posts a Send (With Invalidate of @inv when nonzero) and waits up to @ms for
- * a Receive (copied to @out) or for the Send completion only (@out NULL).
- * Returns the received length, 0 (nothing), -1 (connection broke). */
-static int rogue_send(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
-		      uint8_t *out, unsigned ms)
-{
-	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
-				  rpcrdma_mr_lkey(g->smr)};
-	struct rpcrdma_send_wr wr;
-	bool sent = false;
-
-	memcpy(g->sbuf, msg, len);
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 1000;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
-	wr.u.send.invalidate_stag = inv;
-	wr.flags = RPCRDMA_SEND_SIGNALED;
-	if (rpcrdma_post_send(g->qp, &wr, NULL))
-		return -1;
-	for (unsigned t = 0; t < ms; t += 2) {
-		struct rpcrdma_wc wc[4];
-		int n = rpcrdma_cq_poll(g->cq, 4, wc);
-
-		for (int i = 0; i < n; i++) {
-			if (wc[i].status != RPCRDMA_WC_SUCCESS)
-				return -1;
-			if (wc[i].opcode == RPCRDMA_WC_RECV) {
-				unsigned idx = (unsigned)wc[i].wr_id;
-				int l = (int)wc[i].byte_len;
-
-				if (out)
-					memcpy(out, g->rbuf[idx], (size_t)l);
-				rr_th_rogue_post_recv(g, idx);
-				if (out)
-					return l;
-			} else {
-				sent = true;
-			}
-		}
-		if (!out && sent)
-			return 0;
-		rr_th_sleep_ms(2);
-	}
-	return 0;
-}
-
 /* RDMA Read of @len bytes from (@stag, @off) into g->pull. 0 or -1. */
 static int rogue_read(struct rr_th_rogue *g, uint32_t stag, uint64_t off, uint32_t len)
 {
@@ -579,7 +531,7 @@ static bool rogue_exposed(struct rr_th_rogue *g, uint32_t xid, uint32_t *stag, u
 {
 	uint8_t m[64], r[4096];
 	size_t l = rogue_call(m, xid, 20000);
-	int n = rogue_send(g, m, l, 0, r, 3000);
+	int n = rr_th_rogue_send(g, m, l, 0, r, 3000);
 
 	if (n < 44 || rr_get_be32(r) != xid || rr_get_be32(r + 12) != RR_XPRT_NOMSG ||
 	    rr_get_be32(r + 16) != 1 || rr_get_be32(r + 20) != 0)
@@ -638,11 +590,11 @@ TEST(rrep_e2e_rogue_requester)
 
 	/* 2. its late RDMA_DONE: nothing waits, silently dropped (and it
 	 * releases the Receive reserved for it) */
-	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x500), 0, NULL, 500), 0);
+	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x500), 0, NULL, 500), 0);
 	/* 3. duplicate: a second RDMA_DONE for the same XID, and one for an
 	 * XID never used */
-	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x500), 0, NULL, 500), 0);
-	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x5ff), 0, NULL, 500), 0);
+	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x500), 0, NULL, 500), 0);
+	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x5ff), 0, NULL, 500), 0);
 	rr_th_sleep_ms(100);
 	rr_tp_server_stats(s.tp, &st);
 	CHECK_EQ(st.rrep_done_unknown, 3);
@@ -653,7 +605,7 @@ TEST(rrep_e2e_rogue_requester)
 	REQUIRE(rogue_exposed(&g, 0x502, &stag2, &off2, &len2));
 	CHECK(stag != stag2);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 2);
-	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x501), stag2, NULL, 500), 0);
+	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x501), stag2, NULL, 500), 0);
 	rr_th_sleep_ms(100);
 	rr_tp_server_stats(s.tp, &st);
 	CHECK_EQ(st.rrep_done_forged, 1);
@@ -662,13 +614,13 @@ TEST(rrep_e2e_rogue_requester)
 	CHECK_EQ(rr_tp_server_rrep_waiting(s.tp), 1); /* B still awaits its RDMA_DONE */
 	/* B's own RDMA_DONE, by Send With Invalidate of its (already invalid)
 	 * STag would be refused by the provider; a plain one releases it. */
-	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x502), 0, NULL, 500), 0);
+	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x502), 0, NULL, 500), 0);
 	CHECK(srv_quiet(&s));
 
 	/* 5. a proper pull + Send With Invalidate: remote invalidation */
 	REQUIRE(rogue_exposed(&g, 0x503, &stag, &off, &len));
 	CHECK_EQ(rogue_read(&g, stag, off, len < 65536 ? len : 65536), 0);
-	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x503), stag, NULL, 500), 0);
+	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x503), stag, NULL, 500), 0);
 	CHECK(srv_quiet(&s));
 
 	/* 6. Read after the timeout: the STag is invalid, the connection ends */
@@ -784,14 +736,14 @@ TEST(rrep_e2e_forger_disconnected)
 
 		REQUIRE(rogue_exposed(&g, 0x700 + 2 * k, &sa, &oa, &la));
 		REQUIRE(rogue_exposed(&g, 0x701 + 2 * k, &sb, &ob, &lb));
-		CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x700 + 2 * k), sb, NULL, 500), 0);
+		CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x700 + 2 * k), sb, NULL, 500), 0);
 		if (k < 2)
-			CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x701 + 2 * k), 0, NULL, 500), 0);
+			CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x701 + 2 * k), 0, NULL, 500), 0);
 	}
 	/* the third forgery ended the connection */
 	{
 		size_t l = rogue_call(m, 0x7ff, 10);
-		int n = rogue_send(&g, m, l, 0, r, 1000);
+		int n = rr_th_rogue_send(&g, m, l, 0, r, 1000);
 
 		CHECK(n <= 0);
 	}
@@ -829,19 +781,19 @@ TEST(rrep_e2e_reservation_cap)
 	REQUIRE_EQ(rogue_open(&g, port), 0);
 	REQUIRE(rogue_exposed(&g, 0x800, &stag, &off, &len));
 	/* second large Reply: no reservation left -> ERR_CHUNK after the wait */
-	n = rogue_send(&g, m, rogue_call(m, 0x801, 20000), 0, r, 3000);
+	n = rr_th_rogue_send(&g, m, rogue_call(m, 0x801, 20000), 0, r, 3000);
 	CHECK_EQ(n, 20);
 	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_ERROR);
 	CHECK_EQ(rr_get_be32(r + 16), RR_XPRT_ERR_CHUNK);
 	/* the exposed Reply times out: memory fenced, reservation kept */
 	__atomic_add_fetch(&te.now_ns, 1000000000ull, __ATOMIC_SEQ_CST);
 	CHECK(srv_quiet(&s));
-	n = rogue_send(&g, m, rogue_call(m, 0x802, 20000), 0, r, 3000);
+	n = rr_th_rogue_send(&g, m, rogue_call(m, 0x802, 20000), 0, r, 3000);
 	CHECK_EQ(n, 20);
 	/* its (late) RDMA_DONE frees the reservation */
-	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x800), 0, NULL, 500), 0);
+	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x800), 0, NULL, 500), 0);
 	REQUIRE(rogue_exposed(&g, 0x803, &stag, &off, &len));
-	CHECK_EQ(rogue_send(&g, m, rogue_done(m, 0x803), stag, NULL, 500), 0);
+	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x803), stag, NULL, 500), 0);
 	CHECK(srv_quiet(&s));
 	rr_th_rogue_close(&g);
 	srv_stop(&s);

@@ -27,14 +27,16 @@
 
 #define NET_BUF (1u << 16)
 
-static struct soft_cq *scq_of(struct rpcrdma_cq *cq)
+/* A connected pair on a context opened with RPCRDMA_SOFT_SPIN_US=@spin
+ * (read at open; unset again after). */
+static void pair_with_spin(struct net *n, const char *spin, struct rpcrdma_qp **c,
+			   struct rpcrdma_qp **s, struct rpcrdma_cm_id **cid,
+			   struct rpcrdma_cm_id **sid)
 {
-	return RR_CONTAINER_OF(RR_BASE(cq, cq), struct soft_cq, base);
-}
-
-static struct soft_qp *sqp_of(struct rpcrdma_qp *qp)
-{
-	return RR_CONTAINER_OF(RR_BASE(qp, qp), struct soft_qp, base);
+	setenv("RPCRDMA_SOFT_SPIN_US", spin, 1);
+	soft_net_up_buf(n, 256, 16, NET_BUF);
+	unsetenv("RPCRDMA_SOFT_SPIN_US");
+	soft_net_pair(n, 16, c, s, cid, sid);
 }
 
 /* The budget: explicit values win (capped), RPCRDMA_SPIN_OFF is none, 0
@@ -103,10 +105,7 @@ static uint64_t ping_pong(const char *spin, uint64_t *misses)
 	pthread_t th;
 	uint64_t hits;
 
-	setenv("RPCRDMA_SOFT_SPIN_US", spin, 1);
-	soft_net_up_buf(&n, 256, 16, NET_BUF);
-	unsetenv("RPCRDMA_SOFT_SPIN_US");
-	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
+	pair_with_spin(&n, spin, &c, &s, &cid, &sid);
 	e.n = &n;
 	e.s = s;
 	for (int i = 0; i < 16; i++)
@@ -120,9 +119,9 @@ static uint64_t ping_pong(const char *spin, uint64_t *misses)
 	}
 	REQUIRE_EQ(pthread_join(th, NULL), 0);
 	CHECK_EQ(e.fails, 0);
-	hits = atomic_load(&scq_of(n.ccq)->spin_hits);
-	*misses = atomic_load(&scq_of(n.ccq)->spin_misses);
-	CHECK(atomic_load(&scq_of(n.ccq)->fast_reads) >= 100);
+	hits = atomic_load(&soft_net_cq_of(n.ccq)->spin_hits);
+	*misses = atomic_load(&soft_net_cq_of(n.ccq)->spin_misses);
+	CHECK(atomic_load(&soft_net_cq_of(n.ccq)->fast_reads) >= 100);
 	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 	return hits;
@@ -153,12 +152,9 @@ TEST(soft_spin_backs_off_when_idle)
 	struct soft_cq *q;
 	uint64_t reads, misses;
 
-	setenv("RPCRDMA_SOFT_SPIN_US", "200", 1);
-	soft_net_up_buf(&n, 256, 16, NET_BUF);
-	unsetenv("RPCRDMA_SOFT_SPIN_US");
-	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
+	pair_with_spin(&n, "200", &c, &s, &cid, &sid);
 	soft_net_post_recv(&n, c, 200, 8192, 256);
-	q = scq_of(n.ccq);
+	q = soft_net_cq_of(n.ccq);
 	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 250), 0);
 	reads = atomic_load(&q->fast_reads);
 	misses = atomic_load(&q->spin_misses);
@@ -205,12 +201,9 @@ TEST(soft_spin_sees_foreign_completion)
 	pthread_t th;
 	uint64_t t0;
 
-	setenv("RPCRDMA_SOFT_SPIN_US", "1000", 1);
-	soft_net_up_buf(&n, 256, 16, NET_BUF);
-	unsetenv("RPCRDMA_SOFT_SPIN_US");
-	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
+	pair_with_spin(&n, "1000", &c, &s, &cid, &sid);
 	soft_net_post_recv(&n, s, 300, 4096, 256);
-	p = (struct poster){&n, c, sqp_of(c)};
+	p = (struct poster){&n, c, soft_net_qp_of(c)};
 	REQUIRE_EQ(pthread_create(&th, NULL, poster_main, &p), 0);
 	t0 = rr_now_ns(NULL);
 	REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 5000), 1);
@@ -261,9 +254,9 @@ TEST(soft_tcp_cc_env)
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	unsetenv("RPCRDMA_SOFT_TCP_CC");
 	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
-	sock_cc(sqp_of(c)->obj.fd, cc, sizeof(cc));
+	sock_cc(soft_net_qp_of(c)->obj.fd, cc, sizeof(cc));
 	CHECK_EQ(strcmp(cc, "reno"), 0);
-	sock_cc(sqp_of(s)->obj.fd, cc, sizeof(cc));
+	sock_cc(soft_net_qp_of(s)->obj.fd, cc, sizeof(cc));
 	CHECK_EQ(strcmp(cc, "reno"), 0);
 	soft_net_post_recv(&n, s, 5, 4096, 256);
 	soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
@@ -274,7 +267,7 @@ TEST(soft_tcp_cc_env)
 
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
-	sock_cc(sqp_of(c)->obj.fd, cc, sizeof(cc));
+	sock_cc(soft_net_qp_of(c)->obj.fd, cc, sizeof(cc));
 	CHECK_EQ(strcmp(cc, sys), 0);
 	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);

@@ -308,26 +308,28 @@ int rr_th_h_bulk_seeded(struct rpcrdma_req *r, void *ctx)
 	return RPCRDMA_SVC_OK;
 }
 
-/* Sends @len raw bytes; waits up to @ms for a message back. Returns its
- * length, 0 when nothing came, -1 when the connection broke. */
-int rr_th_rogue_xchg(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint8_t *out,
-		      unsigned ms)
+/* The rogue's Send and wait: rr_th_rogue_send; @watch_cm: a DISCONNECTED
+ * or ERROR event on the channel also ends it (-1). */
+static int rogue_send_wait(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
+			   uint8_t *out, unsigned ms, bool watch_cm)
 {
 	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
 				  rpcrdma_mr_lkey(g->smr)};
 	struct rpcrdma_send_wr wr;
 	struct rpcrdma_cm_event ev;
+	bool sent = false;
 
 	memcpy(g->sbuf, msg, len);
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = 1000;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
-	wr.opcode = RPCRDMA_WR_SEND;
+	wr.opcode = inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
+	wr.u.send.invalidate_stag = inv;
 	wr.flags = RPCRDMA_SEND_SIGNALED;
 	if (rpcrdma_post_send(g->qp, &wr, NULL))
 		return -1;
-	for (unsigned t = 0; t < ms; t += 5) {
+	for (unsigned t = 0; t < ms; t += 2) {
 		struct rpcrdma_wc wc[4];
 		int n = rpcrdma_cq_poll(g->cq, 4, wc);
 
@@ -338,17 +340,35 @@ int rr_th_rogue_xchg(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint
 				unsigned idx = (unsigned)wc[i].wr_id;
 				int l = (int)wc[i].byte_len;
 
-				memcpy(out, g->rbuf[idx], (size_t)l);
+				if (out)
+					memcpy(out, g->rbuf[idx], (size_t)l);
 				rr_th_rogue_post_recv(g, idx);
-				return l;
+				if (out)
+					return l;
+			} else {
+				sent = true;
 			}
 		}
-		if (rpcrdma_cm_get_event(g->ch, &ev) == 0 &&
+		if (!out && sent)
+			return 0;
+		if (watch_cm && rpcrdma_cm_get_event(g->ch, &ev) == 0 &&
 		    (ev.type == RPCRDMA_CM_DISCONNECTED || ev.type == RPCRDMA_CM_ERROR)) {
 			g->disconnected = true;
 			return -1;
 		}
-		rr_th_sleep_ms(5);
+		rr_th_sleep_ms(2);
 	}
 	return 0;
+}
+
+int rr_th_rogue_send(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
+		     uint8_t *out, unsigned ms)
+{
+	return rogue_send_wait(g, msg, len, inv, out, ms, false);
+}
+
+int rr_th_rogue_xchg(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint8_t *out,
+		     unsigned ms)
+{
+	return rogue_send_wait(g, msg, len, 0, out, ms, true);
 }

@@ -122,6 +122,12 @@ void rr_th_rogue_close(struct rr_th_rogue *g);
  * connection broke (a failed completion or a DISCONNECTED/ERROR event). */
 int rr_th_rogue_xchg(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint8_t *out,
 		     unsigned ms);
+/* Posts a Send (With Invalidate of @inv when nonzero) and waits up to @ms
+ * for a Receive (copied to @out) or, with @out NULL, for the Send's
+ * completion only. Returns the received length, 0 (nothing), -1 (a failed
+ * completion). CM events are left on the channel for the caller. */
+int rr_th_rogue_send(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
+		     uint8_t *out, unsigned ms);
 
 /* ECHO: u32 v -> u32 v + 1. */
 int rr_th_h_echo(struct rpcrdma_req *r, void *ctx);
