@@ -654,6 +654,16 @@ static bool cl_busy(const struct rr_tp_client *c)
 	       (c->conn && (c->conn->pullq || c->conn->pulls));
 }
 
+/* After a caller thread received for itself (a synchronous call, a push)
+ * on connection @cn: whether the progress thread must look again, i.e.
+ * work is left for it (other calls, a lost or changed connection); an
+ * idle client's next call needs nobody else. */
+static bool cl_needs_progress(const struct rr_tp_client *c, const struct tp_conn *cn)
+{
+	return cl_busy(c) || c->conn != cn || !c->conn || c->conn->dead || c->reconnect_at ||
+	       c->destroying;
+}
+
 static bool on_progress_thread(const struct tp_ep *ep)
 {
 	return ep->thread_started && pthread_equal(pthread_self(), ep->thread);
@@ -2787,11 +2797,7 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t t
 			break;
 	}
 	c->waiter = false;
-	/* The progress thread must look again only if there is work left
-	 * for it (other calls, a lost connection); an idle client's next
-	 * synchronous call needs nobody else. */
-	wake = cl_busy(c) || c->conn != cn0 || !c->conn || c->conn->dead || c->reconnect_at ||
-	       c->destroying;
+	wake = cl_needs_progress(c, cn0);
 	pthread_mutex_unlock(&c->ep.lock);
 	if (wake)
 		ep_wake(&c->ep);
@@ -3700,11 +3706,9 @@ unlink:
 		}
 	if (waiter) {
 		c->waiter = false;
-		/* as rr_tp_client_wait: the progress thread is woken only when
-		 * work is left for it; a wake-up per push costs a thread switch
-		 * and, with spinning waiters on two CPUs, the CPU it runs on */
-		if (cl_busy(c) || c->conn != cn || !c->conn || c->conn->dead || c->reconnect_at ||
-		    c->destroying)
+		/* a wake-up per push costs a thread switch and, with spinning
+		 * waiters on two CPUs, the CPU it runs on */
+		if (cl_needs_progress(c, cn))
 			ep_wake(&c->ep);
 	}
 out:

@@ -61,16 +61,6 @@ ssize_t soft_io_readv_wait(int fd, struct iovec *iov, unsigned cnt)
 	return readv_flags(fd, iov, cnt, 0);
 }
 
-/* Real time, never the environment's clock: a budget of CPU spent
- * spinning, which must end also under a test's frozen virtual clock. */
-static uint64_t spin_clock_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 int soft_io_fast_mode(const struct soft_qp *qp)
 {
 	return qp->fast_quiet && atomic_load_explicit(&qp->ctx->cm_intr, memory_order_relaxed) ?
@@ -135,7 +125,10 @@ ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt, 
 	if (budget && qp->spin_skip) {
 		qp->spin_skip--;
 	} else if (budget) {
-		uint64_t t0 = spin_clock_ns();
+		/* the default environment's clock (real time), never the
+		 * context's: a budget of CPU spent spinning, which must end
+		 * also under a test's frozen virtual clock */
+		uint64_t t0 = rr_now_ns(NULL);
 
 		for (;;) {
 			ssize_t n = readv_flags(fd, iov, cnt, MSG_DONTWAIT);
@@ -148,7 +141,7 @@ ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt, 
 			if (rr_cq_ring_pending(&q->ring) || atomic_load(&q->intr) ||
 			    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST))
 				return -EAGAIN;
-			if (spin_clock_ns() - t0 >= budget)
+			if (rr_now_ns(NULL) - t0 >= budget)
 				break;
 		}
 		atomic_fetch_add_explicit(&q->spin_misses, 1, memory_order_relaxed);
