@@ -32,16 +32,16 @@ void *rr_alloc(const struct rpcrdma_env *env, size_t size);
 void *rr_zalloc(const struct rpcrdma_env *env, size_t size);
 void rr_free(const struct rpcrdma_env *env, void *ptr);
 uint64_t rr_now_ns(const struct rpcrdma_env *env);
-/* A cheap clock for timeouts and leases. With the default environment:
- * CLOCK_MONOTONIC_COARSE (a few ns where CLOCK_MONOTONIC costs ~100 ns on a
- * VM), which lags rr_now_ns by up to rr_coarse_res_ns; with an injected
+/* A cheap clock for leases and waits that may end a little late or early.
+ * With the default environment: CLOCK_MONOTONIC_COARSE (a few ns where
+ * CLOCK_MONOTONIC costs ~100 ns on a VM), which lags rr_now_ns by at least
+ * rr_coarse_res_ns and by more on a tickless idle kernel (7 ms measured
+ * with a 4 ms resolution): never a base for a deadline that must not be
+ * early (the RPC client's call timeouts use rr_now_ns); with an injected
  * clock (tests on virtual time) or no usable coarse clock: rr_now_ns and a
  * resolution of 0. */
 uint64_t rr_coarse_now_ns(const struct rpcrdma_env *env);
 uint64_t rr_coarse_res_ns(const struct rpcrdma_env *env);
-/* A deadline base never behind rr_now_ns (so a deadline is never early) and
- * at most one coarse tick ahead: rr_coarse_now_ns + rr_coarse_res_ns. */
-uint64_t rr_deadline_now_ns(const struct rpcrdma_env *env);
 void rr_random(const struct rpcrdma_env *env, void *buf, size_t len);
 
 /* Big-endian loads and stores (wire order for XDR, MPA, DDP, RDMAP). */

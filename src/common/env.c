@@ -126,11 +126,6 @@ uint64_t rr_coarse_now_ns(const struct rpcrdma_env *env)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t rr_deadline_now_ns(const struct rpcrdma_env *env)
-{
-	return rr_coarse_now_ns(env) + rr_coarse_res_ns(env);
-}
-
 void rr_random(const struct rpcrdma_env *env, void *buf, size_t len)
 {
 	env = rr_env(env);

@@ -522,8 +522,9 @@ RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_
 	call->done = done;
 	call->done_arg = arg;
 	call->status = 0;
-	/* never early, at most a coarse tick late (common.h) */
-	call->deadline = rr_deadline_now_ns(c->env) +
+	/* the precise clock: a deadline on the coarse one could be early
+	 * (common.h) */
+	call->deadline = rr_now_ns(c->env) +
 			 (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) * 1000000ull;
 
 	pthread_mutex_lock(&c->lock);

@@ -2767,7 +2767,7 @@ static int cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t lef
 
 void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t timeout_ms)
 {
-	uint64_t t0 = rr_deadline_now_ns(c->ep.env), end = t0 + (uint64_t)timeout_ms * 1000000u;
+	uint64_t t0 = rr_now_ns(c->ep.env), end = t0 + (uint64_t)timeout_ms * 1000000u;
 	struct tp_conn *cn0 = NULL;
 	bool wake;
 
