@@ -7,12 +7,15 @@
  * again after SOFT_SPIN_SKIP waits; that a completion another thread pushes
  * while the waiter spins or sleeps reaches it; that RPCRDMA_SOFT_TCP_CC puts the named
  * congestion control on both ends' sockets or makes the open fail clearly;
- * and that the RPC client's spin_us option reaches the provider.
+ * that the RPC client's spin_us option reaches the provider; and that a
+ * wake count left for a waiter that has gone does not keep the CQ's fd
+ * readable.
  * Two endpoints over loopback TCP through the public API (RFC 5040 Send). */
 #include "test.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -338,4 +341,36 @@ TEST(soft_spin_rpc_client_option)
 	 * call under ASan) is the same in both and cancels out. */
 	CHECK(on > off + 1200000ull);
 	rpcrdma_server_destroy(s);
+}
+
+/* A count written into a CQ's wake eventfd for a waiter (here: another
+ * thread's completion while the waiter sleeps in a fast read) does not keep
+ * the CQ's fd readable once that waiter has left: the next poll drains it.
+ * Otherwise a poll(2) user of the fd (the RPC server loop with several
+ * connections) is woken on every turn for nothing. */
+TEST(soft_wake_count_drained_by_poll)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_wc wc;
+	struct soft_net_waiter w;
+	struct pollfd pfd;
+
+	pair_with_spin(&n, "off", &c, &s, &cid, &sid);
+	soft_net_post_recv(&n, s, 300, 4096, 256);
+	soft_net_wait_start(&w, n.ccq, 5000);
+	REQUIRE(soft_net_until_fast_blocked(n.ccq));
+	/* the Send's completion is pushed by this thread, not the waiter */
+	soft_net_post_send(&n, c, 7, RPCRDMA_WR_SEND, 0, 16, 0, true);
+	soft_net_wait_join(&w);
+	CHECK_EQ(w.rc, 1);
+	CHECK_EQ(w.wc.wr_id, 7);
+	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
+	CHECK_EQ(wc.wr_id, 300);
+	CHECK_EQ(rpcrdma_cq_poll(n.ccq, 1, &wc), 0);
+	pfd = (struct pollfd){.fd = rpcrdma_cq_fd(n.ccq), .events = POLLIN};
+	CHECK_EQ(poll(&pfd, 1, 0), 0);
+	soft_net_unpair(c, s, cid, sid);
+	soft_net_down(&n);
 }
