@@ -789,7 +789,6 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 		k->nmem = i + 1;
 		if (rc)
 			goto fail_mem;
-		g->addr = (uint64_t)(uintptr_t)g->base;
 		if (cn->use_mw) {
 			rc = rpcrdma_mw_alloc(cn->pd, &k->mw[i]);
 			if (rc)
@@ -799,7 +798,7 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 			binds[i].opcode = RPCRDMA_WR_BIND_MW;
 			binds[i].u.bind.mw = k->mw[i];
 			binds[i].u.bind.mr = k->mr[i];
-			binds[i].u.bind.addr = g->addr;
+			binds[i].u.bind.addr = (uint64_t)(uintptr_t)g->base;
 			binds[i].u.bind.length = g->len;
 			binds[i].u.bind.access = acc & (RPCRDMA_ACCESS_REMOTE_READ |
 							RPCRDMA_ACCESS_REMOTE_WRITE);
@@ -807,8 +806,10 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 			if (rc)
 				goto fail_conn;
 			g->stag = rpcrdma_mw_rkey(k->mw[i]);
+			g->addr = rpcrdma_mw_remote_offset(k->mw[i]);
 		} else {
 			g->stag = rpcrdma_mr_rkey(k->mr[i]);
+			g->addr = rpcrdma_mr_remote_offset(k->mr[i]);
 		}
 		g->mr = k->mr[i];
 		g->valid = true;
@@ -2497,6 +2498,7 @@ static int sv_rrep_expose(struct rr_tp_server *s, struct tp_conn *cn, struct tp_
 	struct rr_rrep_entry *e;
 	struct timespec ts;
 	uint32_t stag;
+	uint64_t to;
 	unsigned acc;
 
 	abs_deadline(&ts, s->ep.conf.rrep_timeout_ms);
@@ -2539,8 +2541,10 @@ static int sv_rrep_expose(struct rr_tp_server *s, struct tp_conn *cn, struct tp_
 		if (rpcrdma_post_send(cn->qp, &bw, NULL))
 			goto fail;
 		stag = rpcrdma_mw_rkey(x->mw);
+		to = rpcrdma_mw_remote_offset(x->mw);
 	} else {
 		stag = rpcrdma_mr_rkey(x->mr);
+		to = rpcrdma_mr_remote_offset(x->mr);
 		x->mr_exposed = true;
 	}
 	e = rr_rrep_add(&cn->rrep, r->rc->xid, stag, x);
@@ -2553,7 +2557,7 @@ static int sv_rrep_expose(struct rr_tp_server *s, struct tp_conn *cn, struct tp_
 	x->valid = true;
 	s->ep.rrep_live++;
 	plan->rr_buf = NULL;   /* owned by x now */
-	rr_rrep_rsp_patch(slot_buf(cn, slot), plan, stag, (uint64_t)(uintptr_t)x->buf);
+	rr_rrep_rsp_patch(slot_buf(cn, slot), plan, stag, to);
 	return 0;
 fail:
 	if (x->mw)
@@ -3777,7 +3781,7 @@ int rr_tp_server_peer_addr(struct rr_tp_server *s, struct rr_tp_sreq *req,
 
 int rr_tp_server_expose(struct rr_tp_server *s, struct rr_tp_sreq *req,
 			const struct rpcrdma_mr_attr *attr, void (*released)(void *arg),
-			void *arg, uint32_t *stag, uint64_t *id)
+			void *arg, uint32_t *stag, uint64_t *to, uint64_t *id)
 {
 	struct tp_sreq *r = req->priv;
 	struct tp_conn *cn = r->conn;
@@ -3816,6 +3820,7 @@ int rr_tp_server_expose(struct rr_tp_server *s, struct rr_tp_sreq *req,
 	cn->expo = x;
 	s->ep.stats.regions_exposed++;
 	*stag = rpcrdma_mr_rkey(x->mr);
+	*to = rpcrdma_mr_remote_offset(x->mr);
 	*id = x->id;
 	pthread_mutex_unlock(&s->ep.lock);
 	return 0;

@@ -302,15 +302,15 @@ int rr_tp_server_peer_addr(struct rr_tp_server *s, struct rr_tp_sreq *req,
 			   struct sockaddr_storage *out);
 /* Registers @attr (must be RPCRDMA_MR_DURABLE; access becomes
  * LOCAL_WRITE | REMOTE_WRITE) on the PD of @req's connection, so only that
- * connection's peer can write and commit it, and returns its STag and an id
- * for rr_tp_server_revoke. The registration lives until revoked or until
+ * connection's peer can write and commit it, and returns its STag, the
+ * Tagged Offset of its first byte and an id for rr_tp_server_revoke. The registration lives until revoked or until
  * the connection is lost or freed; then @released(@arg) runs (with the
  * transport's lock held: it must not call into the transport), after which
  * the memory is no longer referenced. -EOPNOTSUPP when the connection did
  * not negotiate Commit, -ENOTCONN, -ENOSPC (64 regions per connection). */
 int rr_tp_server_expose(struct rr_tp_server *s, struct rr_tp_sreq *req,
 			const struct rpcrdma_mr_attr *attr, void (*released)(void *arg),
-			void *arg, uint32_t *stag, uint64_t *id);
+			void *arg, uint32_t *stag, uint64_t *to, uint64_t *id);
 /* Deregisters region @id at once (later Writes/Commits naming it draw a
  * protection error, fatal to that connection). 0 or -ENOENT (already gone). */
 int rr_tp_server_revoke(struct rr_tp_server *s, uint64_t id);

@@ -122,12 +122,14 @@ static int soft_dealloc_pd(struct rr_pd *pd)
 	return 0;
 }
 
-static void mr_region(const struct rpcrdma_mr_attr *a, struct rr_mrt_region *r)
+/* The table's description of @a; remote Tagged Offsets start at a random
+ * base (mr_table.h: peers learn no address of ours). */
+static void mr_region(struct soft_ctx *c, const struct rpcrdma_mr_attr *a, struct rr_mrt_region *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->addr = a->addr;
 	r->length = a->length;
-	r->base_to = (uint64_t)(uintptr_t)a->addr;
+	r->base_to = rr_mrt_random_to(&c->mrt, (uint64_t)(uintptr_t)a->addr, a->length);
 	r->access = a->access;
 	r->durable = a->flags & RPCRDMA_MR_DURABLE;
 	r->durable_fd = a->durable_fd;
@@ -144,13 +146,14 @@ static int soft_reg_mr(struct rr_pd *pd, const struct rpcrdma_mr_attr *attr, str
 
 	if (!m)
 		return -ENOMEM;
-	mr_region(attr, &reg);
+	mr_region(c, attr, &reg);
 	r = rr_mrt_reg(&c->mrt, &reg, pd, m, &stag);
 	if (r) {
 		rr_free(c->env, m);
 		return r;
 	}
 	m->base.lkey = m->base.rkey = stag;
+	m->base.to = reg.base_to;
 	*out = &m->base;
 	return 0;
 }
@@ -162,10 +165,12 @@ static int soft_rereg_mr(struct rr_mr *mr, const struct rpcrdma_mr_attr *attr)
 	uint32_t stag = mr->lkey;
 	int r;
 
-	mr_region(attr, &reg);
+	mr_region(c, attr, &reg);
 	r = rr_mrt_rereg(&c->mrt, &stag, &reg);
-	if (!r)
+	if (!r) {
 		mr->lkey = mr->rkey = stag;
+		mr->to = reg.base_to;
+	}
 	return r;
 }
 
@@ -807,15 +812,18 @@ static int soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct
 			/* The new STag is known at post time (rdma.h). */
 			{
 				uint32_t stag = w->mw->rkey;
+				uint64_t to = rr_mrt_random_to(&qp->ctx->mrt, w->bind_addr,
+							       w->bind_len);
 
 				r = rr_mrt_mw_bind(&qp->ctx->mrt, &stag, w->mr->lkey, w->bind_addr,
 						   w->bind_len, w->bind_access, &qp->pd->base,
-						   &qp->base);
+						   &qp->base, to);
 				if (r) {
 					w->status = RPCRDMA_WC_MW_BIND_ERR;
 					r = 0;
 				} else {
 					w->mw->rkey = stag;
+					w->mw->to = to;
 				}
 				w->state = WQE_DONE;
 			}
