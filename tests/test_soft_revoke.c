@@ -38,6 +38,8 @@ struct raw {
 	bool term;
 	struct rr_term t;
 	bool eof;
+	bool commit_seen;
+	struct rr_commit_resp commit;
 };
 
 /* Read Responses are placed at their offset into r->sink (sink STag 1,
@@ -201,9 +203,10 @@ static int raw_write_rest(struct raw *r, struct rr_fpdu *f)
 	return 0;
 }
 
-/* Reads and parses what comes back until EOF, a Terminate, a parse error or
- * ~@ms of silence. */
-static void raw_drain(struct raw *r, int ms)
+/* Reads and parses what comes back until EOF, a Terminate, a parse error,
+ * a Commit Response (@until_commit) or ~@ms of silence. Reads one byte at a
+ * time with @until_commit, so nothing after the Commit Response is taken. */
+static void raw_drain_how(struct raw *r, int ms, bool until_commit)
 {
 	static uint8_t buf[65536];
 
@@ -214,7 +217,7 @@ static void raw_drain(struct raw *r, int ms)
 
 		if (poll(&p, 1, ms) <= 0)
 			return;
-		n = read(r->fd, buf, sizeof(buf));
+		n = read(r->fd, buf, until_commit ? 1 : sizeof(buf));
 		if (n <= 0) {
 			r->eof = true;
 			return;
@@ -227,6 +230,12 @@ static void raw_drain(struct raw *r, int ms)
 			off += used;
 			if (rc == 1 && ev.type == RR_EV_TAGGED)
 				r->resp_bytes += ev.len;
+			if (rc == 1 && ev.type == RR_EV_COMMIT_RESP) {
+				r->commit_seen = true;
+				r->commit = ev.u.cresp;
+				if (until_commit)
+					return;
+			}
 			if (rc == -ECONNRESET || (rc == 1 && ev.type == RR_EV_TERMINATE)) {
 				r->term = true;
 				r->t = ev.u.term;
@@ -238,6 +247,16 @@ static void raw_drain(struct raw *r, int ms)
 			}
 		}
 	}
+}
+
+static void raw_drain(struct raw *r, int ms)
+{
+	raw_drain_how(r, ms, false);
+}
+
+static void raw_drain_until_commit(struct raw *r, int ms)
+{
+	raw_drain_how(r, ms, true);
 }
 
 /* ---- the soft responder ---- */
@@ -558,8 +577,28 @@ TEST(soft_durable_write_past_eof_terminates)
 	for (int i = 0; i < 5000 && ((uint8_t *)map.addr)[4095] != 'D'; i++)
 		usleep(1000);
 	CHECK_EQ(((uint8_t *)map.addr)[4095], 'D');
-	/* someone truncates the file; the next Write is past its end */
+	/* someone truncates the file: a Commit past its end is not durable,
+	 * the next Write there is a Terminate */
 	REQUIRE_EQ(truncate(path, 4096), 0);
+	{
+		struct rr_commit_req c = {.id = 1, .nregions = 1};
+		uint8_t body[RR_RX_BODY_MAX];
+		struct iovec v = {body, 0};
+		struct rr_ddp_txmsg m;
+		int n;
+
+		c.region[0] = (struct rr_commit_region){rpcrdma_mr_rkey(mr), 8192,
+							rpcrdma_mr_remote_offset(mr)};
+		n = rr_rdmap_commit_req_encode(&c, body, sizeof(body));
+		REQUIRE(n > 0);
+		v.iov_len = (size_t)n;
+		REQUIRE_EQ(rr_ddp_txmsg_untagged(&m, RR_OP_COMMIT_REQ, RR_QN_READ,
+						 r.msn[RR_QN_READ]++, 0, &v, 1), 0);
+		REQUIRE_EQ(raw_send_msg(&r, &m), 0);
+		raw_drain_until_commit(&r, 5000);
+		REQUIRE(r.commit_seen);
+		CHECK_EQ(r.commit.status, SOFT_COMMIT_PAST_EOF);
+	}
 	REQUIRE_EQ(raw_write_part(&r, rpcrdma_mr_rkey(mr), rpcrdma_mr_remote_offset(mr) + 8192,
 				  data, sizeof(data), sizeof(data), &f), 0);
 	REQUIRE_EQ(raw_write_rest(&r, &f), 0);

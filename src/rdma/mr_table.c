@@ -6,6 +6,7 @@
 #include "rdma/mr_table.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rpcrdma/rdma.h"
@@ -548,7 +549,15 @@ uint32_t rr_mrt_retired(struct rr_mrt *t)
 
 int rr_mrt_make_durable(const struct rr_mrt_ref *ref, uint64_t len)
 {
+	struct stat st;
+
 	if (!ref || !ref->durable)
 		return -EINVAL;
+	/* durable only for bytes that are in the file (it may have shrunk
+	 * under the registration): never report past its end as durable */
+	if (len && (fstat(ref->durable_fd, &st) < 0 || st.st_size < 0 ||
+		    (uint64_t)st.st_size < ref->durable_offset ||
+		    (uint64_t)st.st_size - ref->durable_offset < len))
+		return -ERANGE;
 	return rpcrdma_durable_sync(ref->ptr, len);
 }

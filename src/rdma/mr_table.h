@@ -162,7 +162,8 @@ uint32_t rr_mrt_live(struct rr_mrt *t);
 uint32_t rr_mrt_retired(struct rr_mrt *t);
 
 /* Makes [ptr, ptr + len) of a durable region durable (msync MS_SYNC over the
- * covering pages). 0 or negative errno (-EIO etc.). */
+ * covering pages). 0 or negative errno: -ERANGE when the range reaches past
+ * the end of the region's file (it shrank), -EIO etc. */
 int rr_mrt_make_durable(const struct rr_mrt_ref *ref, uint64_t len);
 
 #endif

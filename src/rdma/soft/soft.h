@@ -91,6 +91,8 @@
 #define SOFT_COMMIT_OK 0u
 #define SOFT_COMMIT_NOT_DURABLE 1u   /* a region is not a durable registration */
 #define SOFT_COMMIT_FLUSH_FAILED 2u  /* msync failed: data placed, not durable */
+#define SOFT_COMMIT_PAST_EOF 3u      /* a region reaches past the end of its
+					file (it shrank): not durable */
 
 struct soft_ctx;
 struct soft_qp;

@@ -952,6 +952,7 @@ static bool tx_pick(struct soft_qp *qp)
 			/* draft 3.2.3: everything placed before the request is
 			 * in memory already (in-order stream); make it durable. */
 			struct rr_commit_resp resp = {.id = e->commit_id, .status = SOFT_COMMIT_OK};
+			int r;
 
 			for (unsigned i = 0; i < e->nregions; i++) {
 				if (!e->rlen[i])
@@ -967,7 +968,10 @@ static bool tx_pick(struct soft_qp *qp)
 					resp.status = SOFT_COMMIT_NOT_DURABLE;
 					continue;
 				}
-				if (rr_mrt_make_durable(&e->ref[i], e->rlen[i]) != 0)
+				r = rr_mrt_make_durable(&e->ref[i], e->rlen[i]);
+				if (r == -ERANGE)
+					resp.status = SOFT_COMMIT_PAST_EOF;
+				else if (r)
 					resp.status = SOFT_COMMIT_FLUSH_FAILED;
 			}
 			rr_rdmap_commit_resp_encode(&resp, e->body);
