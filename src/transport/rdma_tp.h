@@ -91,7 +91,15 @@ struct rr_tp_conf {
 					   when no RDMA_DONE came (30000) */
 	uint32_t rrep_max;              /* responder: Read-chunk Replies awaiting
 					   RDMA_DONE at once; as many extra
-					   Receives are posted (32) */
+					   Receives are posted (32); more wait
+					   (parked, no thread held) up to
+					   rrep_timeout_ms, then ERR_CHUNK */
+	/* Memory a peer can make the responder hold (docs/security.md
+	 * "Limits"): bytes of Read-chunk Replies exposed, parked or fenced and
+	 * not yet freed, per connection and for the whole server; a Reply that
+	 * would go over is answered ERR_CHUNK at once. */
+	uint64_t reply_mem_per_conn;    /* 16 MiB */
+	uint64_t reply_mem_total;       /* 256 MiB */
 	const struct rpcrdma_env *rrep_clock; /* clock of those timeouts
 					   (NULL: @env); tests: virtual */
 };
@@ -106,6 +114,8 @@ struct rr_tp_conf {
 #define RR_TP_INLINE_DEFAULT 4096u
 #define RR_TP_INLINE_MEM (32u << 20)
 #define RR_TP_MIN_CREDITS 8u
+#define RR_TP_REPLY_MEM_PER_CONN (16ull << 20)
+#define RR_TP_REPLY_MEM_TOTAL (256ull << 20)
 
 void rr_tp_conf_default(struct rr_tp_conf *c);
 /* The policy as applied by rr_tp_client_create / rr_tp_server_create (for
@@ -257,6 +267,12 @@ int rr_tp_server_port(struct rr_tp_server *s);
 int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *req,
 		       const struct rr_xprt_part *parts, unsigned nparts,
 		       bool *err_chunk);
+/* @req cannot be processed or answered (no memory, a Reply that could not be
+ * built or posted): answers it with RDMA_ERROR/ERR_CHUNK (no allocation;
+ * the connection ends when not even that can be sent), unless a Reply is on
+ * its way or was sent. @req is then finished with rr_tp_server_done as
+ * usual. A Call is never dropped silently (docs/security.md). */
+void rr_tp_server_refuse(struct rr_tp_server *s, struct rr_tp_sreq *req);
 /* Told once the memory of a Reply posted by rr_tp_server_reply_async is no
  * longer referenced: its Send completed (@status 0) or failed or was flushed
  * (-EIO; -ENOTCONN at rr_tp_server_destroy). Runs on the progress thread
