@@ -228,6 +228,8 @@ struct rr_xprt_stats {
 					budget being used up */
 	uint64_t calls_refused;      /* rsp: Calls answered ERR_CHUNK for lack
 					of memory (never dropped silently) */
+	uint64_t send_stalls;        /* rsp: connections closed, their Sends
+					stalled for send_timeout_ms */
 };
 
 /* Prints @s to @f in a mountstats-like layout. Returns 0 or -EIO. */

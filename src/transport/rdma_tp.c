@@ -44,6 +44,7 @@ void rr_tp_conf_default(struct rr_tp_conf *c)
 	c->rrep_timeout_ms = 30000;
 	c->rrep_max = 32;
 	c->reply_mem_per_conn = RR_TP_REPLY_MEM_PER_CONN;
+	c->send_timeout_ms = 60000;
 	c->reply_mem_total = RR_TP_REPLY_MEM_TOTAL;
 }
 
@@ -127,6 +128,8 @@ struct tp_conn {
 	uint32_t nsend, ssize;
 	uint32_t *sfree;
 	uint32_t nsfree;
+	uint64_t tx_progress_ns; /* responder: a Send completed, or the first
+				    of those in flight was posted (sv_tx_stalled) */
 	struct tp_sreq **sowner;  /* responder: req waiting for a slot's Send */
 	/* responder, Replies answered on the progress thread: their work
 	 * requests per send slot (SV_DEFER_WR each), chained and posted at once
@@ -543,6 +546,8 @@ static int slot_get(struct tp_conn *cn, uint32_t *slot)
 {
 	if (!cn->nsfree)
 		return -ENOBUFS;
+	if (cn->nsfree == cn->nsend && cn->ep->is_server)
+		cn->tx_progress_ns = now_ns(cn->ep);   /* the first in flight */
 	*slot = cn->sfree[--cn->nsfree];
 	return 0;
 }
@@ -1502,6 +1507,8 @@ static void sv_on_wc(struct rr_tp_server *s, struct tp_conn *cn, const struct rp
 			sv_conn_lost(s, cn);
 		return;
 	}
+	if (t == WR_REPLY || t == WR_SEND)
+		cn->tx_progress_ns = now_ns(&s->ep);
 	if (t == WR_REPLY) {
 		/* The slot names its waiting req, if it still waits: a req
 		 * given up on a dead connection is no longer reachable. */
@@ -2506,10 +2513,23 @@ static void sv_rrep_on_done(struct rr_tp_server *s, struct tp_conn *cn,
 	pthread_cond_broadcast(&s->ep.cond);
 }
 
+/* A peer that does not read its socket holds every Reply we sent it (and
+ * their memory) and every send slot: when Sends have made no progress for
+ * send_timeout_ms, its connection ends (docs/security.md "Limits"). */
+static void sv_tx_stalled(struct rr_tp_server *s, struct tp_conn *cn)
+{
+	if (cn->dead || cn->nsfree == cn->nsend || !s->ep.conf.send_timeout_ms ||
+	    now_ns(&s->ep) - cn->tx_progress_ns < (uint64_t)s->ep.conf.send_timeout_ms * 1000000u)
+		return;
+	s->ep.stats.send_stalls++;
+	sv_conn_lost(s, cn);
+}
+
 static void sv_rrep_expire(struct rr_tp_server *s, struct tp_conn *cn)
 {
 	struct rr_rrep_entry *e;
 
+	sv_tx_stalled(s, cn);
 	if (cn->parkq && !cn->dead) {
 		sv_park_resume(s, cn);   /* parked too long: ERR_CHUNK */
 		pthread_cond_broadcast(&s->ep.cond);

@@ -100,6 +100,10 @@ struct rr_tp_conf {
 	 * would go over is answered ERR_CHUNK at once. */
 	uint64_t reply_mem_per_conn;    /* 16 MiB */
 	uint64_t reply_mem_total;       /* 256 MiB */
+	/* responder: a connection whose Sends made no progress this long (the
+	 * peer does not read its socket, so the Replies it holds are never
+	 * released) is closed (60000; 0: never) */
+	uint32_t send_timeout_ms;
 	const struct rpcrdma_env *rrep_clock; /* clock of those timeouts
 					   (NULL: @env); tests: virtual */
 };
