@@ -1663,7 +1663,7 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 static int drain_cq(struct tp_ep *ep, struct tp_conn *cn)
 {
 	struct rpcrdma_wc wc[32];
-	int n, total = 0;
+	int n, total = 0, batches = 0;
 
 	/* A short batch emptied the queue: stop there rather than poll once
 	 * more (on soft, a poll of an empty queue is a system call: it looks
@@ -1679,7 +1679,10 @@ static int drain_cq(struct tp_ep *ep, struct tp_conn *cn)
 		}
 		if (n > 0)
 			total += n;
-	} while (n == (int)RR_ARRAY_SIZE(wc));
+		/* a busy peer's completions: the rest on the next turn (its CQ
+		 * then counts as unarmed and is served first), not before the
+		 * other connections */
+	} while (n == (int)RR_ARRAY_SIZE(wc) && ++batches < 8);
 	return total;
 }
 

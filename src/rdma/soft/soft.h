@@ -44,6 +44,9 @@
  * for a small Send. Tagged payloads are never copied. */
 #define SOFT_TX_COPY_MAX 256
 #define SOFT_STAGE 65536
+/* Reads one receive pass makes on a socket at most (qp_rx): what is left is
+ * read on the next readiness, after the other sockets of the thread. */
+#define SOFT_RX_READS 64
 /* bytes read behind a direct payload: pad + CRC + the next FPDU's header */
 #define SOFT_STAGE_TAIL 64
 /* bytes read when the parser wants a header: small FPDUs come whole */

@@ -1580,6 +1580,7 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 {
 	struct rr_ddp_event ev;
 	bool drained = false;
+	unsigned reads = 0;
 
 	for (;;) {
 		uint8_t *dst;
@@ -1611,8 +1612,11 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 		}
 		qp->stage_off = qp->stage_len = 0;
 		/* A short read emptied the socket: every caller comes back on
-		 * (level-triggered) readiness, so skip the EAGAIN read. */
-		if (drained)
+		 * (level-triggered) readiness, so skip the EAGAIN read. After
+		 * SOFT_RX_READS reads, leave the rest for the next turn too: a
+		 * peer that sends without pause does not keep this thread from
+		 * the other connections it serves. */
+		if (drained || ++reads > SOFT_RX_READS)
 			return 0;
 		w = rr_ddp_rx_want(&qp->rx, &dst);
 		if (qp->rx.state == RR_RX_PAYLOAD && w > 0) {
