@@ -133,7 +133,7 @@ void soft_net_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
 	struct rpcrdma_sge sg = {(uintptr_t)n->buf + off, len, rpcrdma_mr_lkey(n->mr)};
 	struct rpcrdma_send_wr wr = {.wr_id = id, .sg_list = &sg, .num_sge = 1, .opcode = op,
 				     .flags = sig ? RPCRDMA_SEND_SIGNALED : 0,
-				     .u.rdma = {.remote_offset = (uintptr_t)n->buf + roff,
+				     .u.rdma = {.remote_offset = rpcrdma_mr_remote_offset(n->mr) + roff,
 						.stag = rpcrdma_mr_rkey(n->mr)}};
 
 	REQUIRE_EQ(rpcrdma_post_send(qp, &wr, NULL), 0);

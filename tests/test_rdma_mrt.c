@@ -173,24 +173,29 @@ TEST(rdma_mrt_wrong_pd)
 
 	REQUIRE_EQ(rr_mrt_init(&t, NULL, 4), 0);
 	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &mr), 0);
+	/* remotely, another PD's STag looks unknown (no oracle); locally the
+	 * owner learns why */
 	CHECK_EQ(rr_mrt_check(&t, mr, base, 4, RPCRDMA_ACCESS_REMOTE_READ, PD_B, QP_B, NULL),
-		 -EPERM);
+		 -ENOENT);
 	CHECK_EQ(rr_mrt_check(&t, mr, base, 4, RR_MRT_LOCAL, PD_B, NULL, NULL), -EPERM);
 	/* a window of PD_B cannot be bound over an MR of PD_A */
 	REQUIRE_EQ(rr_mrt_mw_alloc(&t, PD_B, NULL, &mw), 0);
-	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, mr, base, 8, RPCRDMA_ACCESS_REMOTE_READ, PD_B, QP_B),
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, mr, base, 8, RPCRDMA_ACCESS_REMOTE_READ, PD_B, QP_B, base),
 		 -EPERM);
 	/* nor bound by a QP of another PD than the window's */
-	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, mr, base, 8, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A),
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, mr, base, 8, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, base),
 		 -EPERM);
 	REQUIRE_EQ(rr_mrt_mw_free(&t, mw), 0);
 	REQUIRE_EQ(rr_mrt_mw_alloc(&t, PD_A, NULL, &mw), 0);
-	REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, mr, base, 8, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A),
+	REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, mr, base, 8, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, base),
 		   0);
 	CHECK_EQ(rr_mrt_check(&t, mw, base, 4, RPCRDMA_ACCESS_REMOTE_READ, PD_B, QP_A, NULL),
-		 -EPERM);
+		 -ENOENT);
 	CHECK_EQ(rr_mrt_invalidate(&t, mw, PD_B, NULL), -EPERM);
-	CHECK_EQ(rr_mrt_invalidate(&t, mw, PD_B, QP_A), -EPERM);
+	CHECK_EQ(rr_mrt_invalidate(&t, mw, PD_B, QP_A), -ENOENT);
+	/* another PD's MR: not "cannot invalidate" (that would say it exists) */
+	CHECK_EQ(rr_mrt_invalidate(&t, mr, PD_B, QP_B), -ENOENT);
+	CHECK_EQ(rr_mrt_invalidate(&t, mr, PD_A, QP_A), -EINVAL);
 	CHECK_EQ(rr_mrt_check(&t, mw, base, 4, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL), 0);
 	rr_mrt_fini(&t);
 }
@@ -320,7 +325,7 @@ TEST(rdma_mrt_window_bind_invalidate)
 	first = mw;
 	REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, mr, base + 16, 32,
 				  RPCRDMA_ACCESS_REMOTE_READ | RPCRDMA_ACCESS_REMOTE_WRITE, PD_A,
-				  QP_A), 0);
+				  QP_A, base + 16), 0);
 	CHECK(mw != first);
 	CHECK_EQ(mw >> 8, first >> 8); /* same index, new key */
 	REQUIRE_EQ(rr_mrt_check(&t, mw, base + 16, 32, RPCRDMA_ACCESS_REMOTE_WRITE, PD_A, QP_A,
@@ -335,17 +340,17 @@ TEST(rdma_mrt_window_bind_invalidate)
 		 -ERANGE);
 	/* a window is never an lkey */
 	CHECK_EQ(rr_mrt_check(&t, mw, base + 16, 1, RR_MRT_LOCAL, PD_A, NULL, NULL), -ENOENT);
-	/* type 2: only the QP it was bound on */
+	/* type 2: only the QP it was bound on (another QP: as unknown) */
 	CHECK_EQ(rr_mrt_check(&t, mw, base + 16, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_B, NULL),
-		 -EPERM);
+		 -ENOENT);
 	/* bound twice without invalidation */
-	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, mr, base, 8, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A),
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, mr, base, 8, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, base),
 		 -EBUSY);
 	/* the parent cannot go away or change while the window is valid */
 	CHECK_EQ(rr_mrt_dereg(&t, mr), -EBUSY);
 	CHECK_EQ(rr_mrt_rereg(&t, &mr, &r), -EBUSY);
-	/* remote invalidation from another QP is refused */
-	CHECK_EQ(rr_mrt_invalidate(&t, mw, PD_A, QP_B), -EPERM);
+	/* remote invalidation from another QP is refused (as unknown) */
+	CHECK_EQ(rr_mrt_invalidate(&t, mw, PD_A, QP_B), -ENOENT);
 	/* remote invalidation on its QP */
 	REQUIRE_EQ(rr_mrt_invalidate(&t, mw, PD_A, QP_A), 0);
 	CHECK_EQ(rr_mrt_check(&t, mw, base + 16, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL),
@@ -354,7 +359,7 @@ TEST(rdma_mrt_window_bind_invalidate)
 	CHECK_EQ(rr_mrt_invalidate(&t, mw, PD_A, NULL), -ENOENT);
 	/* rebind: new key; the invalidated STag stays dead */
 	second = mw;
-	REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, mr, base, 64, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_B),
+	REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, mr, base, 64, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_B, base),
 		   0);
 	CHECK(mw != second);
 	CHECK_EQ(rr_mrt_check(&t, second, base, 1, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_B, NULL),
@@ -386,7 +391,7 @@ TEST(rdma_mrt_mr_not_invalidatable)
 	/* still valid afterwards */
 	CHECK_EQ(rr_mrt_check(&t, mr, base, 16, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, NULL), 0);
 	/* and an MR is not a window: cannot be bound or freed as one */
-	CHECK_EQ(rr_mrt_mw_bind(&t, &mr, mr, base, 4, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A),
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mr, mr, base, 4, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A, base),
 		 -ENOENT);
 	CHECK_EQ(rr_mrt_mw_free(&t, mr), -ENOENT);
 	rr_mrt_fini(&t);
@@ -407,17 +412,17 @@ TEST(rdma_mrt_bind_checks)
 	r = region(buf, 64, RPCRDMA_ACCESS_MW_BIND); /* no LOCAL_WRITE */
 	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &ro), 0);
 	REQUIRE_EQ(rr_mrt_mw_alloc(&t, PD_A, NULL, &mw), 0);
-	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, nobind, base, 8, rd, PD_A, QP_A), -EACCES);
-	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro, base, 8, wr, PD_A, QP_A), -EACCES);
-	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro, base - 1, 8, rd, PD_A, QP_A), -ERANGE);
-	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro, base + 60, 8, rd, PD_A, QP_A), -ERANGE);
-	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro, base + 1, UINT64_MAX, rd, PD_A, QP_A), -ERANGE);
-	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro ^ 1, base, 8, rd, PD_A, QP_A), -ENOENT);
-	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro, base, 8, RPCRDMA_ACCESS_MW_BIND, PD_A, QP_A), -EINVAL);
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, nobind, base, 8, rd, PD_A, QP_A, base), -EACCES);
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro, base, 8, wr, PD_A, QP_A, base), -EACCES);
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro, base - 1, 8, rd, PD_A, QP_A, base - 1), -ERANGE);
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro, base + 60, 8, rd, PD_A, QP_A, base + 60), -ERANGE);
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro, base + 1, UINT64_MAX, rd, PD_A, QP_A, base + 1), -ERANGE);
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro ^ 1, base, 8, rd, PD_A, QP_A, base), -ENOENT);
+	CHECK_EQ(rr_mrt_mw_bind(&t, &mw, ro, base, 8, RPCRDMA_ACCESS_MW_BIND, PD_A, QP_A, base), -EINVAL);
 	/* failed binds leave it unbound with its old STag */
 	CHECK_EQ(rr_mrt_check(&t, mw, base, 1, rd, PD_A, QP_A, NULL), -ENOENT);
 	/* zero-length window at the end of the parent */
-	REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, ro, base + 64, 0, rd, PD_A, QP_A), 0);
+	REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, ro, base + 64, 0, rd, PD_A, QP_A, base + 64), 0);
 	CHECK_EQ(rr_mrt_check(&t, mw, base + 64, 0, rd, PD_A, QP_A, NULL), 0);
 	CHECK_EQ(rr_mrt_check(&t, mw, base + 64, 1, rd, PD_A, QP_A, NULL), -ERANGE);
 	/* freeing a bound window releases the parent */
@@ -488,7 +493,7 @@ TEST(rdma_mrt_durable_window_ref)
 	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, NULL, &mr), 0);
 	REQUIRE_EQ(rr_mrt_mw_alloc(&t, PD_A, NULL, &mw), 0);
 	REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, mr, base + 8, 16, RPCRDMA_ACCESS_REMOTE_WRITE, PD_A,
-				  QP_A), 0);
+				  QP_A, base + 8), 0);
 	REQUIRE_EQ(rr_mrt_check(&t, mw, base + 12, 4, RPCRDMA_ACCESS_REMOTE_WRITE, PD_A, QP_A,
 				&ref), 0);
 	CHECK(ref.durable);
@@ -563,7 +568,7 @@ TEST(rdma_mrt_multithread_bind_invalidate)
 		REQUIRE_EQ(pthread_create(&th[i], NULL, mt_checker, &s), 0);
 	for (unsigned i = 0; i < MT_ROUNDS; i++) {
 		REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, mr, (uint64_t)(uintptr_t)buf, 64,
-					  RPCRDMA_ACCESS_REMOTE_WRITE, PD_A, QP_A), 0);
+					  RPCRDMA_ACCESS_REMOTE_WRITE, PD_A, QP_A, (uint64_t)(uintptr_t)buf), 0);
 		atomic_store(&s.cur_mw, mw);
 		/* the first round waits (bounded) until a checker has looked at
 		 * a bound window: on a loaded machine the checkers may not run

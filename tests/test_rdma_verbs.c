@@ -316,7 +316,7 @@ TEST(rdma_verbs_loopback)
 					    .opcode = RPCRDMA_WR_RDMA_READ,
 					    .flags = RPCRDMA_SEND_SIGNALED};
 
-		w.u.rdma.remote_offset = (uintptr_t)s.buf + 20000;
+		w.u.rdma.remote_offset = rpcrdma_mr_remote_offset(s.mr) + 20000;
 		w.u.rdma.stag = rpcrdma_mr_rkey(s.mr);
 		r.u.rdma = w.u.rdma;
 		w.next = &r;

@@ -961,7 +961,7 @@ static size_t rq_msg(struct rq *q, uint8_t *b, uint32_t xid, uint32_t proc, uint
 		rr_put_be32(b + n, 1), n += 4;   /* one segment */
 		rr_put_be32(b + n, rpcrdma_mr_rkey(q->wmr)), n += 4;
 		rr_put_be32(b + n, wlen), n += 4;
-		rr_put_be64(b + n, (uint64_t)(uintptr_t)q->wbuf), n += 8;
+		rr_put_be64(b + n, rpcrdma_mr_remote_offset(q->wmr)), n += 8;
 	}
 	rr_put_be32(b + n, 0), n += 4;   /* end of Write list */
 	rr_put_be32(b + n, 0), n += 4;   /* no Reply chunk */

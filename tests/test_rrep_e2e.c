@@ -754,10 +754,12 @@ TEST(rrep_e2e_forger_disconnected)
 	srv_stop(&s);
 }
 
-/* At rrep_max Replies awaiting RDMA_DONE the responder waits (bounded) for
- * one, then answers ERR_CHUNK; the timeout fences memory but does not free
- * the reservation (docs/protocol.md "RDMA_DONE accounting"); an RDMA_DONE
- * does, and the next large Reply is exposed again. */
+/* At rrep_max Replies awaiting RDMA_DONE the next Read-chunk Reply is
+ * parked (no thread waits for it): sent once an RDMA_DONE frees a
+ * reservation, ERR_CHUNK after rrep_timeout_ms. The timeout fences an
+ * exposed Reply's memory but does not free its reservation
+ * (docs/protocol.md "RDMA_DONE accounting"); its RDMA_DONE does, and the
+ * parked Reply is exposed then. */
 TEST(rrep_e2e_reservation_cap)
 {
 	struct rr_tp_conf sc;
@@ -774,26 +776,76 @@ TEST(rrep_e2e_reservation_cap)
 	vclock_env(&te);
 	rr_tp_conf_default(&sc);
 	sc.rrep_max = 1;
-	sc.rrep_timeout_ms = 300;     /* the wait for a reservation (real time) */
-	sc.rrep_clock = &te.env;      /* expiry of exposed Replies (virtual) */
+	sc.rrep_timeout_ms = 300;     /* exposed and parked Replies (virtual) */
+	sc.rrep_clock = &te.env;
 	port = srv_start(&s, &sc);
 	REQUIRE(port > 0);
 	REQUIRE_EQ(rogue_open(&g, port), 0);
 	REQUIRE(rogue_exposed(&g, 0x800, &stag, &off, &len));
-	/* second large Reply: no reservation left -> ERR_CHUNK after the wait */
-	n = rr_th_rogue_send(&g, m, rogue_call(m, 0x801, 20000), 0, r, 3000);
+	/* second large Reply: no reservation left -> parked, nothing sent */
+	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_call(m, 0x801, 20000), 0, r, 300), 0);
+	/* both time out: the exposed one is fenced (reservation kept), the
+	 * parked one is answered ERR_CHUNK */
+	__atomic_add_fetch(&te.now_ns, 1000000000ull, __ATOMIC_SEQ_CST);
+	n = rr_th_rogue_recv(&g, r, 3000);
 	CHECK_EQ(n, 20);
+	CHECK_EQ(rr_get_be32(r), 0x801);
 	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_ERROR);
 	CHECK_EQ(rr_get_be32(r + 16), RR_XPRT_ERR_CHUNK);
-	/* the exposed Reply times out: memory fenced, reservation kept */
-	__atomic_add_fetch(&te.now_ns, 1000000000ull, __ATOMIC_SEQ_CST);
 	CHECK(srv_quiet(&s));
-	n = rr_th_rogue_send(&g, m, rogue_call(m, 0x802, 20000), 0, r, 3000);
+	/* the reservation is still held: the next one is parked again */
+	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_call(m, 0x802, 20000), 0, r, 300), 0);
+	/* the first Reply's (late) RDMA_DONE frees it: the parked Reply goes */
+	n = rr_th_rogue_send(&g, m, rogue_done(m, 0x800), 0, r, 3000);
+	REQUIRE(n >= 44);
+	CHECK_EQ(rr_get_be32(r), 0x802);
+	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_NOMSG);
+	stag = rr_get_be32(r + 24);
+	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x802), stag, NULL, 500), 0);
+	CHECK(srv_quiet(&s));
+	rr_th_rogue_close(&g);
+	srv_stop(&s);
+}
+
+/* Memory a peer can make the responder hold is bounded (docs/security.md
+ * "Limits"): Read-chunk Replies held for one connection (exposed or parked,
+ * until freed) stay within reply_mem_per_conn; one that would go over is
+ * answered ERR_CHUNK at once, and once the peer's RDMA_DONE frees memory the
+ * next large Reply is exposed again. */
+TEST(rrep_e2e_memory_budget)
+{
+	struct rr_tp_conf sc;
+	struct rr_xprt_stats st;
+	struct srv s;
+	struct rr_th_rogue g;
+	uint32_t stag, len;
+	uint64_t off;
+	uint8_t m[64], r[4096];
+	int port, n;
+
+	if (!rr_th_soft_ok())
+		return;
+	rr_tp_conf_default(&sc);
+	sc.reply_mem_per_conn = 30000;   /* one 20000-byte Reply, not two */
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(rogue_open(&g, port), 0);
+	REQUIRE(rogue_exposed(&g, 0x900, &stag, &off, &len));
+	n = rr_th_rogue_send(&g, m, rogue_call(m, 0x901, 20000), 0, r, 3000);
 	CHECK_EQ(n, 20);
-	/* its (late) RDMA_DONE frees the reservation */
-	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x800), 0, NULL, 500), 0);
-	REQUIRE(rogue_exposed(&g, 0x803, &stag, &off, &len));
-	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x803), stag, NULL, 500), 0);
+	CHECK_EQ(rr_get_be32(r), 0x901);
+	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_ERROR);
+	CHECK_EQ(rr_get_be32(r + 16), RR_XPRT_ERR_CHUNK);
+	rr_tp_server_stats(s.tp, &st);
+	CHECK_EQ(st.rrep_over_budget, 1);
+	CHECK_EQ(st.rrep_parked, 0);
+	/* the first Reply is pulled and released: room again */
+	CHECK_EQ(rogue_read(&g, stag, off, len), 0);
+	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x900), stag, NULL, 500), 0);
+	CHECK(srv_quiet(&s));
+	REQUIRE(rogue_exposed(&g, 0x902, &stag, &off, &len));
+	CHECK_EQ(rogue_read(&g, stag, off, len), 0);
+	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x902), stag, NULL, 500), 0);
 	CHECK(srv_quiet(&s));
 	rr_th_rogue_close(&g);
 	srv_stop(&s);

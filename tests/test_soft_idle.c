@@ -87,7 +87,7 @@ static void read_served(struct net *n, struct rpcrdma_qp *c, uint64_t id)
 		struct rpcrdma_send_wr wr = {.wr_id = id, .sg_list = &sg, .num_sge = 1,
 					     .opcode = RPCRDMA_WR_RDMA_READ,
 					     .flags = RPCRDMA_SEND_SIGNALED,
-					     .u.rdma = {.remote_offset = (uintptr_t)n->buf,
+					     .u.rdma = {.remote_offset = rpcrdma_mr_remote_offset(src),
 							.stag = rpcrdma_mr_rkey(src)}};
 
 		REQUIRE_EQ(rpcrdma_post_send(c, &wr, NULL), 0);

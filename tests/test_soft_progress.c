@@ -41,7 +41,7 @@ TEST(soft_progress_thread_answers_reads_without_polling)
 		struct rpcrdma_sge sg = {(uintptr_t)dst, sizeof(dst), rpcrdma_mr_lkey(dmr)};
 		struct rpcrdma_send_wr r = {.wr_id = 40 + round, .sg_list = &sg, .num_sge = 1,
 					    .opcode = RPCRDMA_WR_RDMA_READ, .flags = RPCRDMA_SEND_SIGNALED,
-					    .u.rdma = {.remote_offset = (uintptr_t)src,
+					    .u.rdma = {.remote_offset = rpcrdma_mr_remote_offset(smr),
 						       .stag = rpcrdma_mr_rkey(smr)}};
 
 		if (round == 1) {
@@ -98,7 +98,7 @@ TEST(soft_cq_wait_wakes_on_completion)
 		struct rpcrdma_send_wr wr = {.wr_id = 7, .sg_list = &sg, .num_sge = 1,
 					     .opcode = RPCRDMA_WR_RDMA_WRITE,
 					     .flags = RPCRDMA_SEND_SIGNALED,
-					     .u.rdma = {.remote_offset = (uintptr_t)tgt,
+					     .u.rdma = {.remote_offset = rpcrdma_mr_remote_offset(tmr),
 							.stag = rpcrdma_mr_rkey(tmr)}};
 
 		t0 = rr_now_ns(NULL);
@@ -130,7 +130,7 @@ TEST(soft_cq_wait_wakes_on_completion)
 		struct rpcrdma_send_wr wr = {.wr_id = 11, .sg_list = &sg, .num_sge = 1,
 					     .opcode = RPCRDMA_WR_RDMA_WRITE,
 					     .flags = RPCRDMA_SEND_SIGNALED,
-					     .u.rdma = {.remote_offset = (uintptr_t)tgt,
+					     .u.rdma = {.remote_offset = rpcrdma_mr_remote_offset(tmr),
 							.stag = rpcrdma_mr_rkey(tmr)}};
 		struct pollfd p = {.fd = rpcrdma_cq_fd(n.ccq), .events = POLLIN};
 

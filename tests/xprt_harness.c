@@ -310,14 +310,14 @@ int rr_th_h_bulk_seeded(struct rpcrdma_req *r, void *ctx)
 
 /* The rogue's Send and wait: rr_th_rogue_send; @watch_cm: a DISCONNECTED
  * or ERROR event on the channel also ends it (-1). */
+static int rogue_wait(struct rr_th_rogue *g, bool sent, uint8_t *out, unsigned ms, bool watch_cm);
+
 static int rogue_send_wait(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
 			   uint8_t *out, unsigned ms, bool watch_cm)
 {
 	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
 				  rpcrdma_mr_lkey(g->smr)};
 	struct rpcrdma_send_wr wr;
-	struct rpcrdma_cm_event ev;
-	bool sent = false;
 
 	memcpy(g->sbuf, msg, len);
 	memset(&wr, 0, sizeof(wr));
@@ -329,6 +329,15 @@ static int rogue_send_wait(struct rr_th_rogue *g, const uint8_t *msg, size_t len
 	wr.flags = RPCRDMA_SEND_SIGNALED;
 	if (rpcrdma_post_send(g->qp, &wr, NULL))
 		return -1;
+	return rogue_wait(g, false, out, ms, watch_cm);
+}
+
+/* Waits up to @ms for a Receive (copied to @out), or with @out NULL for a
+ * Send completion (@sent: one came already). */
+static int rogue_wait(struct rr_th_rogue *g, bool sent, uint8_t *out, unsigned ms, bool watch_cm)
+{
+	struct rpcrdma_cm_event ev;
+
 	for (unsigned t = 0; t < ms; t += 2) {
 		struct rpcrdma_wc wc[4];
 		int n = rpcrdma_cq_poll(g->cq, 4, wc);
@@ -371,4 +380,9 @@ int rr_th_rogue_xchg(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint
 		     unsigned ms)
 {
 	return rogue_send_wait(g, msg, len, 0, out, ms, true);
+}
+
+int rr_th_rogue_recv(struct rr_th_rogue *g, uint8_t *out, unsigned ms)
+{
+	return rogue_wait(g, false, out, ms, false);
 }

@@ -126,6 +126,9 @@ int rr_th_rogue_xchg(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint
  * for a Receive (copied to @out) or, with @out NULL, for the Send's
  * completion only. Returns the received length, 0 (nothing), -1 (a failed
  * completion). CM events are left on the channel for the caller. */
+/* Waits up to @ms for the next Receive, copied to @out: its length, 0
+ * (nothing came), -1 (a failed completion). */
+int rr_th_rogue_recv(struct rr_th_rogue *g, uint8_t *out, unsigned ms);
 int rr_th_rogue_send(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
 		     uint8_t *out, unsigned ms);
 

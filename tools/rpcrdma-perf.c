@@ -196,7 +196,7 @@ static void setup_loopback(enum test t, size_t sz)
 	ep_make(&cli, sz);
 	ep_make(&srv, sz);
 	rem.rkey = rpcrdma_mr_rkey(srv.mr);
-	rem.addr = (uintptr_t)srv.buf;
+	rem.addr = rpcrdma_mr_remote_offset(srv.mr);
 	if (t == T_COMMIT_LAT)
 		make_commit_target(&srv, sz, &rem);
 	CK(rpcrdma_listen(ch, (struct sockaddr *)&a, sizeof(a), 4, NULL, &l));
@@ -584,7 +584,7 @@ static int run_server(unsigned port)
 		ep_make(&srv, sz);
 		srv.id = ev.id;
 		rem.rkey = rpcrdma_mr_rkey(srv.mr);
-		rem.addr = (uintptr_t)srv.buf;
+		rem.addr = rpcrdma_mr_remote_offset(srv.mr);
 		if (t == T_COMMIT_LAT)
 			make_commit_target(&srv, sz, &rem);
 		r.rkey = htonl(rem.rkey);

@@ -239,6 +239,13 @@ RPCRDMA_API uint32_t rpcrdma_mr_lkey(const struct rpcrdma_mr *mr);
 RPCRDMA_API uint32_t rpcrdma_mr_rkey(const struct rpcrdma_mr *mr);
 RPCRDMA_API void *rpcrdma_mr_addr(const struct rpcrdma_mr *mr);
 RPCRDMA_API uint64_t rpcrdma_mr_length(const struct rpcrdma_mr *mr);
+/* The Tagged Offset a peer names the first byte of @mr with (byte i is at
+ * offset + i): what goes into the chunk segments and push regions given to
+ * peers. Local SGEs and window binds keep using virtual addresses. The soft
+ * provider draws it at random (a new one at each rereg), so no address of
+ * this process reaches a peer; rdma-core (verbs) registrations use the
+ * virtual address. */
+RPCRDMA_API uint64_t rpcrdma_mr_remote_offset(const struct rpcrdma_mr *mr);
 
 /* Invalidatable registrations: memory windows (type 2, QP-bound: FRWR/MW on
  * hardware). Allocated unbound; RPCRDMA_WR_BIND_MW over a range of an MR
@@ -251,6 +258,10 @@ RPCRDMA_API int rpcrdma_mw_free(struct rpcrdma_mw *mw);
  * that bind (valid once the bind executes, which precedes every later WR on
  * the same send queue). */
 RPCRDMA_API uint32_t rpcrdma_mw_rkey(const struct rpcrdma_mw *mw);
+/* The Tagged Offset of the first byte of the window's latest bind (set with
+ * the STag when the bind is posted; the bind's addr is a virtual address in
+ * the MR). Random on the soft provider, the bind address on verbs. */
+RPCRDMA_API uint64_t rpcrdma_mw_remote_offset(const struct rpcrdma_mw *mw);
 
 /* Durable memory helper: creates or opens @path, sizes it to @size bytes
  * (never shrinking existing data below @size), maps it MAP_SHARED read/write.

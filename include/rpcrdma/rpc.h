@@ -280,6 +280,12 @@ struct rpcrdma_server_opts {
 					   0: 4096 */
 	uint32_t drc_ttl_ms;            /* a kept reply is forgotten this long
 					   after its last use; 0: 120000 */
+	/* Memory a client can make the server hold (docs/security.md
+	 * "Limits"); rdma:// and verbs://: bytes of replies exposed to the
+	 * client as Read chunks (reliable reply) and not yet released. A
+	 * reply that would go over is answered RDMA_ERROR/ERR_CHUNK. */
+	size_t reply_mem_per_conn;      /* one connection; 0: 16 MiB */
+	size_t reply_mem_total;         /* all connections; 0: 256 MiB */
 };
 
 /* Handlers run on the thread that received the Call, without a hop to a

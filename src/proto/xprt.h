@@ -222,6 +222,14 @@ struct rr_xprt_stats {
 					XID's STag or none of ours */
 	uint64_t rrep_expired;       /* rsp: Read chunks fenced by the timeout */
 	uint64_t rrep_fenced;        /* rsp: fenced on disconnect / destroy */
+	uint64_t rrep_parked;        /* rsp: Read-chunk Replies that waited for
+					a reservation (rrep_max) */
+	uint64_t rrep_over_budget;   /* rsp: answered ERR_CHUNK, the reply_mem
+					budget being used up */
+	uint64_t calls_refused;      /* rsp: Calls answered ERR_CHUNK for lack
+					of memory (never dropped silently) */
+	uint64_t send_stalls;        /* rsp: connections closed, their Sends
+					stalled for send_timeout_ms */
 };
 
 /* Prints @s to @f in a mountstats-like layout. Returns 0 or -EIO. */

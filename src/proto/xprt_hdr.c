@@ -239,7 +239,9 @@ int rr_xprt_stats_print(const struct rr_xprt_stats *s, FILE *f)
 		"\t\tsent msg %llu nomsg %llu error %llu done %llu inline_bytes %llu\n"
 		"\t\trecv msg %llu nomsg %llu error %llu done %llu inline_bytes %llu\n"
 		"\t\tpush_writes %llu push_write_bytes %llu commits %llu commit_errors %llu\n"
-		"\t\tregions_exposed %llu regions_released %llu\n",
+		"\t\tregions_exposed %llu regions_released %llu\n"
+		"\t\trrep exposed %llu parked %llu over_budget %llu expired %llu fenced %llu\n"
+		"\t\tcalls_refused %llu send_stalls %llu\n",
 		(unsigned long long)s->sends, (unsigned long long)s->recvs,
 		(unsigned long long)s->bad_xids, (unsigned long long)s->bad_replies,
 		(unsigned long long)s->read_chunks, (unsigned long long)s->write_chunks,
@@ -262,6 +264,10 @@ int rr_xprt_stats_print(const struct rr_xprt_stats *s, FILE *f)
 		(unsigned long long)s->inline_recv_bytes,
 		(unsigned long long)s->push_writes, (unsigned long long)s->push_write_bytes,
 		(unsigned long long)s->commits, (unsigned long long)s->commit_errors,
-		(unsigned long long)s->regions_exposed, (unsigned long long)s->regions_released);
+		(unsigned long long)s->regions_exposed, (unsigned long long)s->regions_released,
+		(unsigned long long)s->rrep_exposed, (unsigned long long)s->rrep_parked,
+		(unsigned long long)s->rrep_over_budget, (unsigned long long)s->rrep_expired,
+		(unsigned long long)s->rrep_fenced, (unsigned long long)s->calls_refused,
+		(unsigned long long)s->send_stalls);
 	return n < 0 ? -EIO : 0;
 }

@@ -6,6 +6,7 @@
 #include "rdma/mr_table.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rpcrdma/rdma.h"
@@ -335,7 +336,8 @@ static void unbind(struct rr_mrt *t, struct rr_mrt_entry *e)
 }
 
 int rr_mrt_mw_bind(struct rr_mrt *t, uint32_t *stag, uint32_t parent_lkey, uint64_t addr,
-		   uint64_t length, uint32_t access, const void *pd, const void *qp)
+		   uint64_t length, uint32_t access, const void *pd, const void *qp,
+		   uint64_t base_to)
 {
 	struct rr_mrt_entry *e, *p;
 	uint32_t slot = 0, pslot = 0;
@@ -376,13 +378,17 @@ int rr_mrt_mw_bind(struct rr_mrt *t, uint32_t *stag, uint32_t parent_lkey, uint6
 		rc = -EACCES;
 		goto out;
 	}
-	if (addr < p->r.base_to || length > UINT64_MAX - addr) {
+	if (addr < (uint64_t)(uintptr_t)p->r.addr || length > UINT64_MAX - addr) {
 		rc = -ERANGE;
 		goto out;
 	}
-	off = addr - p->r.base_to;
+	off = addr - (uint64_t)(uintptr_t)p->r.addr;
 	if (off > p->r.length || length > p->r.length - off) {
 		rc = -ERANGE;
+		goto out;
+	}
+	if (length && base_to > UINT64_MAX - (length - 1)) {
+		rc = -EOVERFLOW;
 		goto out;
 	}
 	rc = entry_rekey(t, &slot, &e);
@@ -393,7 +399,7 @@ int rr_mrt_mw_bind(struct rr_mrt *t, uint32_t *stag, uint32_t parent_lkey, uint6
 	e->parent_slot = pslot;
 	e->r.addr = p->r.addr + off;
 	e->r.length = length;
-	e->r.base_to = addr;
+	e->r.base_to = base_to;
 	e->r.access = access;
 	e->r.durable = p->r.durable;
 	e->r.durable_fd = p->r.durable_fd;
@@ -437,10 +443,12 @@ int rr_mrt_invalidate(struct rr_mrt *t, uint32_t stag, const void *pd, const voi
 	e = lookup(t, stag, NULL);
 	if (!e || e->state != ST_VALID)
 		rc = -ENOENT;
+	else if (e->pd != pd)
+		rc = qp ? -ENOENT : -EPERM;   /* remotely: no oracle */
 	else if (e->kind != RR_MRT_MW)
 		rc = -EINVAL;
-	else if (e->pd != pd || (qp && e->qp != qp))
-		rc = -EPERM;
+	else if (qp && e->qp != qp)
+		rc = -ENOENT;
 	else
 		unbind(t, e);
 	pthread_mutex_unlock(&t->lock);
@@ -454,7 +462,7 @@ int rr_mrt_check(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t len, uin
 				RPCRDMA_ACCESS_REMOTE_WRITE;
 	struct rr_mrt_entry *e;
 	bool local = need & RR_MRT_LOCAL;
-	uint64_t off;
+	uint64_t off, base;
 	int rc = 0;
 
 	if (!t)
@@ -468,7 +476,8 @@ int rr_mrt_check(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t len, uin
 		goto out;
 	}
 	if (e->pd != pd || (e->kind == RR_MRT_MW && !local && e->qp != qp)) {
-		rc = -EPERM;
+		/* remotely, an STag the peer may not use looks unknown */
+		rc = local ? -EPERM : -ENOENT;
 		goto out;
 	}
 	if ((need & rights) & ~e->r.access) {
@@ -479,11 +488,12 @@ int rr_mrt_check(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t len, uin
 		rc = -EOVERFLOW;
 		goto out;
 	}
-	if (to < e->r.base_to) {
+	base = local ? (uint64_t)(uintptr_t)e->r.addr : e->r.base_to;
+	if (to < base) {
 		rc = -ERANGE;
 		goto out;
 	}
-	off = to - e->r.base_to;
+	off = to - base;
 	if (off > e->r.length || len > e->r.length - off) {
 		rc = -ERANGE;
 		goto out;
@@ -499,6 +509,22 @@ int rr_mrt_check(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t len, uin
 out:
 	pthread_mutex_unlock(&t->lock);
 	return rc;
+}
+
+uint64_t rr_mrt_random_to(struct rr_mrt *t, uint64_t va, uint64_t length)
+{
+	uint64_t r = 0, to;
+
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < 8; i++)
+		r = r << 8 | rnd_byte(t);
+	pthread_mutex_unlock(&t->lock);
+	/* page offset kept; random page number in [2^32, 2^62): never 0,
+	 * never near a wrap */
+	to = (r & ((1ull << 62) - 1) & ~0xfffull) | (va & 0xfffull) | (1ull << 32);
+	if (length > (1ull << 62))
+		to = va & 0xfffull;   /* a huge region: no room to randomise */
+	return to;
 }
 
 uint32_t rr_mrt_live(struct rr_mrt *t)
@@ -523,7 +549,15 @@ uint32_t rr_mrt_retired(struct rr_mrt *t)
 
 int rr_mrt_make_durable(const struct rr_mrt_ref *ref, uint64_t len)
 {
+	struct stat st;
+
 	if (!ref || !ref->durable)
 		return -EINVAL;
+	/* durable only for bytes that are in the file (it may have shrunk
+	 * under the registration): never report past its end as durable */
+	if (len && (fstat(ref->durable_fd, &st) < 0 || st.st_size < 0 ||
+		    (uint64_t)st.st_size < ref->durable_offset ||
+		    (uint64_t)st.st_size - ref->durable_offset < len))
+		return -ERANGE;
 	return rpcrdma_durable_sync(ref->ptr, len);
 }

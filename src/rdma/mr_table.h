@@ -15,13 +15,22 @@
  * this table and never grants access again. Slot 0 of epoch 0 is never used:
  * STag 0 is never issued.
  *
+ * Two address spaces: a local access (an lkey in an SGE, a window bind)
+ * names bytes by their virtual address; a remote access names them by Tagged
+ * Offset, base_to + i for byte i, where base_to is chosen by the provider
+ * (the soft provider draws it at random, rr_mrt_random_to: a peer learns no
+ * address of ours from the offsets it is given).
+ *
  * Check results (negative errno -> RFC 5040 Terminate, layer RDMAP or DDP):
- *   -ENOENT     Invalid STag (unknown, freed, invalidated, unbound window)
+ *   -ENOENT     Invalid STag: unknown, freed, invalidated, unbound window, and
+ *               for a remote access also an STag of another PD or a window
+ *               bound to another QP (one answer for every STag the peer may
+ *               not use, so a sweep learns nothing about STags that exist)
  *   -ERANGE     Base or bounds violation
  *   -EOVERFLOW  Tagged Offset wrap (offset + length overflows 64 bits)
  *   -EACCES     Access rights violation
- *   -EPERM      STag not associated with this PD / RDMAP stream (QP)
- *   -EINVAL     STag cannot be invalidated (a long-lived MR)
+ *   -EPERM      local access: STag not associated with this PD
+ *   -EINVAL     STag cannot be invalidated (a long-lived MR of this PD)
  *
  * Zero-length accesses (RFC 5040 section 5.1: zero-length RDMA Read, Write
  * and Read Response carry no data) are checked with len 0: the STag must
@@ -51,8 +60,9 @@ enum rr_mrt_kind {
  * SGE): windows are refused, a long-lived MR needs no remote right. */
 #define RR_MRT_LOCAL (1u << 31)
 
-/* A registered region as the provider describes it. Offsets are virtual
- * addresses: byte i of the region has Tagged Offset base_to + i. */
+/* A registered region as the provider describes it: byte i is at virtual
+ * address addr + i (local accesses) and has Tagged Offset base_to + i
+ * (remote accesses). */
 struct rr_mrt_region {
 	uint8_t *addr;
 	uint64_t length;
@@ -115,35 +125,45 @@ int rr_mrt_dereg(struct rr_mrt *t, uint32_t stag);
 /* Allocates an unbound window in @pd; *@stag is its (invalid) STag. */
 int rr_mrt_mw_alloc(struct rr_mrt *t, const void *pd, void *owner, uint32_t *stag);
 /* Binds window *@stag (must be unbound or invalidated: -EBUSY if valid) to
- * [addr, addr + length) of the MR named by @parent_lkey for @qp with remote
- * @access. Checks: parent valid MR in the same PD with MW_BIND, range inside
+ * the virtual addresses [addr, addr + length) of the MR named by
+ * @parent_lkey for @qp with remote @access; the window's Tagged Offsets start
+ * at @base_to (its first byte). Checks: parent valid MR in the same PD with MW_BIND, range inside
  * the parent (-ERANGE), REMOTE_WRITE needs parent LOCAL_WRITE (-EACCES), as
  * verbs. Zero length binds are allowed (a window naming no bytes). On success
  * *@stag is the new STag (new key). */
 int rr_mrt_mw_bind(struct rr_mrt *t, uint32_t *stag, uint32_t parent_lkey, uint64_t addr,
-		   uint64_t length, uint32_t access, const void *pd, const void *qp);
+		   uint64_t length, uint32_t access, const void *pd, const void *qp,
+		   uint64_t base_to);
 /* Frees a window (bound or not). */
 int rr_mrt_mw_free(struct rr_mrt *t, uint32_t stag);
 
 /* Invalidates window @stag. @qp NULL = local invalidation by the owner (PD
  * check only); non-NULL = remote (Send with Invalidate arriving on @qp): the
- * window must be bound to that QP. Errors as listed above (-EINVAL for an
- * MR). */
+ * window must be bound to that QP. Errors as listed above: -EINVAL for an MR
+ * of @pd; remotely, an STag of another PD or QP is -ENOENT like an unknown
+ * one. */
 int rr_mrt_invalidate(struct rr_mrt *t, uint32_t stag, const void *pd, const void *qp);
 
-/* Validates an access of @len bytes at Tagged Offset @to through @stag with
- * rights @need (RPCRDMA_ACCESS_REMOTE_READ / _REMOTE_WRITE, or RR_MRT_LOCAL
- * [| RPCRDMA_ACCESS_LOCAL_WRITE] for lkeys) from @pd / @qp (@qp may be NULL
- * for local accesses). On success fills @ref (may be NULL). */
+/* Validates an access of @len bytes through @stag with rights @need
+ * (RPCRDMA_ACCESS_REMOTE_READ / _REMOTE_WRITE at Tagged Offset @to, or
+ * RR_MRT_LOCAL [| RPCRDMA_ACCESS_LOCAL_WRITE] for lkeys, @to then a virtual
+ * address) from @pd / @qp (@qp may be NULL for local accesses). On success
+ * fills @ref (may be NULL). */
 int rr_mrt_check(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t len, uint32_t need,
 		 const void *pd, const void *qp, struct rr_mrt_ref *ref);
+
+/* An unpredictable Tagged Offset base for a region at virtual address @va
+ * of @length bytes: random bits above the page offset (which is kept), and
+ * room for @length bytes below 2^63. From the table's random pool. */
+uint64_t rr_mrt_random_to(struct rr_mrt *t, uint64_t va, uint64_t length);
 
 /* Introspection for tests and statistics. */
 uint32_t rr_mrt_live(struct rr_mrt *t);
 uint32_t rr_mrt_retired(struct rr_mrt *t);
 
 /* Makes [ptr, ptr + len) of a durable region durable (msync MS_SYNC over the
- * covering pages). 0 or negative errno (-EIO etc.). */
+ * covering pages). 0 or negative errno: -ERANGE when the range reaches past
+ * the end of the region's file (it shrank), -EIO etc. */
 int rr_mrt_make_durable(const struct rr_mrt_ref *ref, uint64_t len);
 
 #endif

@@ -63,11 +63,17 @@ struct rr_mr {
 	uint64_t durable_offset;
 	uint32_t lkey;                     /* provider sets (reg, rereg) */
 	uint32_t rkey;                     /* provider sets (reg, rereg) */
+	uint64_t to;                       /* Tagged Offset of addr for a peer:
+					      provider sets (reg, rereg), else
+					      the address */
 };
 
 struct rr_mw {
 	struct rr_pd *pd;
 	uint32_t rkey;                     /* provider sets (alloc, bind post) */
+	uint64_t to;                       /* Tagged Offset of the bound range's
+					      first byte: provider sets (bind
+					      post) */
 };
 
 struct rr_cq {

@@ -263,6 +263,8 @@ RPCRDMA_API int rpcrdma_reg_mr(struct rpcrdma_pd *ppd, const struct rpcrdma_mr_a
 		return rc;
 	mr->pd = pd;
 	mr_copy_attr(mr, attr);
+	if (!mr->to)
+		mr->to = (uint64_t)(uintptr_t)mr->addr;
 	atomic_fetch_add(&pd->nobjs, 1);
 	*out = RR_PUB(mr, mr);
 	return 0;
@@ -290,10 +292,19 @@ RPCRDMA_API int rpcrdma_rereg_mr(struct rpcrdma_mr *pmr, const struct rpcrdma_mr
 		return rc;
 	if (!mr->pd->ctx->ops->rereg_mr)
 		return -EOPNOTSUPP;
-	rc = mr->pd->ctx->ops->rereg_mr(mr, attr);
-	if (rc < 0)
-		return rc;
+	{
+		uint64_t old = mr->to;
+
+		mr->to = 0;
+		rc = mr->pd->ctx->ops->rereg_mr(mr, attr);
+		if (rc < 0) {
+			mr->to = old;
+			return rc;
+		}
+	}
 	mr_copy_attr(mr, attr);
+	if (!mr->to)
+		mr->to = (uint64_t)(uintptr_t)mr->addr;
 	return 0;
 }
 
@@ -331,6 +342,11 @@ RPCRDMA_API void *rpcrdma_mr_addr(const struct rpcrdma_mr *pmr)
 RPCRDMA_API uint64_t rpcrdma_mr_length(const struct rpcrdma_mr *pmr)
 {
 	return pmr ? ((const struct rr_mr *)(const void *)pmr)->length : 0;
+}
+
+RPCRDMA_API uint64_t rpcrdma_mr_remote_offset(const struct rpcrdma_mr *pmr)
+{
+	return pmr ? ((const struct rr_mr *)(const void *)pmr)->to : 0;
 }
 
 RPCRDMA_API int rpcrdma_mw_alloc(struct rpcrdma_pd *ppd, struct rpcrdma_mw **out)
@@ -372,6 +388,11 @@ RPCRDMA_API int rpcrdma_mw_free(struct rpcrdma_mw *pmw)
 RPCRDMA_API uint32_t rpcrdma_mw_rkey(const struct rpcrdma_mw *pmw)
 {
 	return pmw ? ((const struct rr_mw *)(const void *)pmw)->rkey : 0;
+}
+
+RPCRDMA_API uint64_t rpcrdma_mw_remote_offset(const struct rpcrdma_mw *pmw)
+{
+	return pmw ? ((const struct rr_mw *)(const void *)pmw)->to : 0;
 }
 
 /* ---- CQ ---- */

@@ -124,7 +124,7 @@ RPCRDMA_API int rpcrdma_req_push_expose(struct rpcrdma_req *req,
 					void (*released)(void *arg), void *arg,
 					struct rpcrdma_push_region *out, uint64_t *id)
 {
-	struct rr_ctl_expose x = {attr, released, arg, 0, 0};
+	struct rr_ctl_expose x = {attr, released, arg, 0, 0, 0};
 	int rc;
 
 	if (!req || !attr || !out || !id || !attr->addr || !attr->length)
@@ -135,7 +135,7 @@ RPCRDMA_API int rpcrdma_req_push_expose(struct rpcrdma_req *req,
 	if (rc)
 		return rc;
 	out->stag = x.stag;
-	out->offset = (uint64_t)(uintptr_t)attr->addr;  /* Tagged Offsets are addresses */
+	out->offset = x.to;   /* not an address (rpcrdma_mr_remote_offset) */
 	out->length = attr->length;
 	*id = x.id;
 	return 0;

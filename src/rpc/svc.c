@@ -107,6 +107,33 @@ static bool svc_answers_itself(const struct rpcrdma_server *s, const struct rr_x
 	return true;
 }
 
+/* @xreq cannot be processed, or its reply could not be sent (no memory):
+ * the transport's own answer (rdma: RDMA_ERROR/ERR_CHUNK), else an RPC
+ * SYSTEM_ERR built on the stack. Never a silent drop (docs/security.md). */
+static void svc_refuse(struct rpcrdma_server *s, struct rr_xprt_req *xreq)
+{
+	uint8_t buf[32];
+	struct rr_xdr_enc e;
+	struct rr_rpc_reply rep = {.stat = RR_RPC_MSG_ACCEPTED, .accept_stat = RR_RPC_SYSTEM_ERR};
+	struct rr_xprt_msg m;
+
+	if (s->cls->server->req_refuse) {
+		s->cls->server->req_refuse(s->xs, xreq);
+		return;
+	}
+	if (xreq->len < 4)
+		return;
+	rep.xid = rr_get_be32(xreq->msg);
+	rr_xdr_enc_init(&e, buf, sizeof(buf));
+	if (rr_rpcmsg_encode_reply(&e, &rep))
+		return;
+	memset(&m, 0, sizeof(m));
+	m.head = buf;
+	m.head_len = rr_xdr_enc_len(&e);
+	m.xdr_len = m.head_len;
+	(void)s->cls->server->send_reply(s->xs, xreq, &m);
+}
+
 static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
 {
 	struct rpcrdma_server *s = ctx;
@@ -116,6 +143,8 @@ static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
 	pthread_mutex_lock(&s->lock);
 	if (!r || s->stopping) {
 		pthread_mutex_unlock(&s->lock);
+		if (!r)
+			svc_refuse(s, xreq);
 		rr_free(s->env, r);
 		s->cls->server->req_done(s->xs, xreq);
 		return;
@@ -165,12 +194,17 @@ static void req_send(struct rpcrdma_req *r, const struct rr_xprt_msg *m)
 	struct rpcrdma_server *s = r->srv;
 
 	if (m) {
+		int rc;
+
 		if (s->cls->server->send_reply_async) {
-			if (s->cls->server->send_reply_async(s->xs, r->xreq, m, req_sent, r) == 1)
+			rc = s->cls->server->send_reply_async(s->xs, r->xreq, m, req_sent, r);
+			if (rc == 1)
 				return;
 		} else {
-			(void)s->cls->server->send_reply(s->xs, r->xreq, m);
+			rc = s->cls->server->send_reply(s->xs, r->xreq, m);
 		}
+		if (rc < 0 && rc != -ENOTCONN)
+			svc_refuse(s, r->xreq);   /* not built or not posted */
 	}
 	req_release(r);
 }
@@ -599,6 +633,8 @@ RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_serv
 	xp.threads = s->nthreads;
 	xp.inline_size = opts ? opts->inline_size : 0;
 	xp.spin_us = opts ? opts->spin_us : 0;
+	xp.reply_mem_per_conn = opts ? opts->reply_mem_per_conn : 0;
+	xp.reply_mem_total = opts ? opts->reply_mem_total : 0;
 	xp.recv = svc_recv;
 	xp.ctx = s;
 	rc = cls->server->create(&t, &xp, &s->xs);

@@ -243,6 +243,8 @@ struct rr_xprt_server_params {
 	unsigned threads;             /* threads for inline_recv transports */
 	uint32_t inline_size;         /* RDMA: advertised inline sizes; 0: default */
 	uint32_t spin_us;             /* soft provider spin budget; 0: default */
+	size_t reply_mem_per_conn;    /* RDMA: reply memory budgets; 0: default */
+	size_t reply_mem_total;
 	void (*recv)(void *ctx, struct rr_xprt_req *req);
 	void *ctx;
 };
@@ -274,6 +276,12 @@ struct rr_xprt_server_ops {
 	 * (@req NULL) or for the connection of @req (a delivered request not
 	 * yet done). NULL or an unknown @op: -EOPNOTSUPP. */
 	int (*ctl)(struct rr_xprt_server *s, struct rr_xprt_req *req, unsigned op, void *arg);
+	/* Optional: @req cannot be processed or its reply could not be sent
+	 * (no memory): the transport answers it with what it can send
+	 * without allocating (rdma: RDMA_ERROR/ERR_CHUNK) or ends its
+	 * connection; @req is then finished with req_done. Without it the RPC
+	 * layer answers SYSTEM_ERR through send_reply. Never a silent drop. */
+	void (*req_refuse)(struct rr_xprt_server *s, struct rr_xprt_req *req);
 };
 
 struct rr_xprt_class {

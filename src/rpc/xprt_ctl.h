@@ -44,6 +44,7 @@ struct rr_ctl_expose {
 	void (*released)(void *arg);
 	void *arg;
 	uint32_t stag;    /* out */
+	uint64_t to;      /* out: Tagged Offset of attr->addr */
 	uint64_t id;      /* out */
 };
 

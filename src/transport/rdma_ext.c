@@ -116,7 +116,7 @@ int rr_rdma_server_ctl(struct rr_tp_server *tp, struct rr_tp_sreq *sreq, unsigne
 		if (!sreq)
 			return -EINVAL;
 		return rr_tp_server_expose(tp, sreq, x->attr, x->released, x->arg, &x->stag,
-					   &x->id);
+					   &x->to, &x->id);
 	}
 	case RR_CTL_REVOKE:
 		return rr_tp_server_revoke(tp, *(const uint64_t *)arg);

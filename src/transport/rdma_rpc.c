@@ -249,6 +249,7 @@ static void sv_recv(void *ctx, struct rr_tp_sreq *sreq)
 	bool deliver;
 
 	if (!w) {
+		rr_tp_server_refuse(s->tp, sreq);   /* answered, not dropped */
 		rr_tp_server_done(s->tp, sreq);
 		return;
 	}
@@ -298,6 +299,10 @@ static int sv_create_on(const char *provider, const struct rr_xprt_target *t,
 	if (p->max_msg)
 		conf.max_call = (uint32_t)RR_MIN(p->max_msg, (size_t)UINT32_MAX / 2);
 	conf.max_conns = p->max_conns;
+	if (p->reply_mem_per_conn)
+		conf.reply_mem_per_conn = p->reply_mem_per_conn;
+	if (p->reply_mem_total)
+		conf.reply_mem_total = p->reply_mem_total;
 	conf.inline_send = conf.inline_recv = p->inline_size;
 	conf.spin_us = p->spin_us;
 	conf.ext_caps |= RR_PD_EXT_CAP_RDMA_COMMIT;   /* push mode (masked if unsupported) */
@@ -384,6 +389,13 @@ static void sv_req_done(struct rr_xprt_server *s, struct rr_xprt_req *req)
 	rr_free(rr_env(s->p.env), w);
 }
 
+static void sv_req_refuse(struct rr_xprt_server *s, struct rr_xprt_req *req)
+{
+	struct sreq_wrap *w = req->xp_priv;
+
+	rr_tp_server_refuse(s->tp, w->sreq);
+}
+
 static void sv_stop(struct rr_xprt_server *s)
 {
 	pthread_mutex_lock(&s->lock);
@@ -440,7 +452,7 @@ static int sv_ctl(struct rr_xprt_server *s, struct rr_xprt_req *req, unsigned op
 		.send_reply = sv_send_reply, .req_done = sv_req_done,          \
 		.send_reply_async = sv_send_reply_async,                       \
 		.stop = sv_stop, .destroy = sv_destroy, .inline_recv = false,  \
-		.ctl = sv_ctl,                                                 \
+		.ctl = sv_ctl, .req_refuse = sv_req_refuse,                    \
 	}
 
 static const struct rr_xprt_client_ops rdma_client_ops = RDMA_CLIENT_OPS(cl_create);

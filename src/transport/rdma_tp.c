@@ -43,6 +43,9 @@ void rr_tp_conf_default(struct rr_tp_conf *c)
 	c->ext_caps = RR_PD_EXT_CAP_RELIABLE_REPLY;
 	c->rrep_timeout_ms = 30000;
 	c->rrep_max = 32;
+	c->reply_mem_per_conn = RR_TP_REPLY_MEM_PER_CONN;
+	c->send_timeout_ms = 60000;
+	c->reply_mem_total = RR_TP_REPLY_MEM_TOTAL;
 }
 
 /* The inline threshold policy, applied once per endpoint (rdma_tp.h,
@@ -125,6 +128,8 @@ struct tp_conn {
 	uint32_t nsend, ssize;
 	uint32_t *sfree;
 	uint32_t nsfree;
+	uint64_t tx_progress_ns; /* responder: a Send completed, or the first
+				    of those in flight was posted (sv_tx_stalled) */
 	struct tp_sreq **sowner;  /* responder: req waiting for a slot's Send */
 	/* responder, Replies answered on the progress thread: their work
 	 * requests per send slot (SV_DEFER_WR each), chained and posted at once
@@ -162,6 +167,11 @@ struct tp_conn {
 	struct rr_rrep_table rrep;      /* responder: Replies awaiting RDMA_DONE */
 	struct rrep_exp *rrep_dead;     /* responder: fenced, freed with the QP */
 	uint32_t rrep_forged;           /* responder: forged RDMA_DONEs seen */
+	struct tp_park *parkq, **park_tail; /* responder: Read-chunk Replies
+					   waiting for a reservation */
+	uint64_t rrep_bytes;            /* responder: bytes of exposed, parked
+					   and fenced Read-chunk Replies held
+					   for this peer (reply_mem_per_conn) */
 	struct rrep_pull *pullq;        /* requester: pulls with Reads to issue */
 	struct rrep_pull *pulls;        /* requester: every pull in progress */
 };
@@ -253,6 +263,7 @@ struct tp_sreq {
 	void *sent_arg;
 	struct tp_sreq *sent_next;      /* server's sent queue */
 	bool orphan;                    /* done before its Send completed */
+	bool credited;                  /* its Reply is accounted (sv_credit) */
 };
 
 struct rr_tp_server {
@@ -279,6 +290,8 @@ struct rr_tp_server {
 	 * failed): their sent upcalls run without the lock (sv_sent_upcalls). */
 	struct tp_sreq *sent_head, **sent_tail;
 	struct rr_xprt_reply_plan *plan_cache;   /* one spare Reply plan */
+	uint64_t rrep_bytes;       /* Read-chunk Reply bytes held, all
+				      connections (reply_mem_total) */
 	unsigned idle_waits;       /* progress: CQ waits in a row that got nothing */
 	/* progress: poll(2) set, 2 + one fd per connection, grown with the
 	 * connections (the loop's own; freed at destroy) */
@@ -290,6 +303,8 @@ struct rr_tp_server {
 static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r);
 static void sv_post_deferred(struct rr_tp_server *s);
 static void sv_after_upcalls(struct rr_tp_server *s);
+static void sv_park_resume(struct rr_tp_server *s, struct tp_conn *cn);
+static void sv_park_fail_all(struct rr_tp_server *s, struct tp_conn *cn);
 /* Reliable reply hooks (section "Reliable reply" below). */
 static void rrep_conn_free(struct tp_conn *cn);
 static void cl_rrep_on_pull(struct rr_tp_client *c, struct tp_conn *cn,
@@ -531,6 +546,8 @@ static int slot_get(struct tp_conn *cn, uint32_t *slot)
 {
 	if (!cn->nsfree)
 		return -ENOBUFS;
+	if (cn->nsfree == cn->nsend && cn->ep->is_server)
+		cn->tx_progress_ns = now_ns(cn->ep);   /* the first in flight */
 	*slot = cn->sfree[--cn->nsfree];
 	return 0;
 }
@@ -789,7 +806,6 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 		k->nmem = i + 1;
 		if (rc)
 			goto fail_mem;
-		g->addr = (uint64_t)(uintptr_t)g->base;
 		if (cn->use_mw) {
 			rc = rpcrdma_mw_alloc(cn->pd, &k->mw[i]);
 			if (rc)
@@ -799,7 +815,7 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 			binds[i].opcode = RPCRDMA_WR_BIND_MW;
 			binds[i].u.bind.mw = k->mw[i];
 			binds[i].u.bind.mr = k->mr[i];
-			binds[i].u.bind.addr = g->addr;
+			binds[i].u.bind.addr = (uint64_t)(uintptr_t)g->base;
 			binds[i].u.bind.length = g->len;
 			binds[i].u.bind.access = acc & (RPCRDMA_ACCESS_REMOTE_READ |
 							RPCRDMA_ACCESS_REMOTE_WRITE);
@@ -807,8 +823,10 @@ static int cl_send(struct rr_tp_client *c, struct tp_call *k)
 			if (rc)
 				goto fail_conn;
 			g->stag = rpcrdma_mw_rkey(k->mw[i]);
+			g->addr = rpcrdma_mw_remote_offset(k->mw[i]);
 		} else {
 			g->stag = rpcrdma_mr_rkey(k->mr[i]);
+			g->addr = rpcrdma_mr_remote_offset(k->mr[i]);
 		}
 		g->mr = k->mr[i];
 		g->valid = true;
@@ -1189,6 +1207,7 @@ static void sv_conn_lost(struct rr_tp_server *s, struct tp_conn *cn)
 		s->ep.stats.fatal_errors++;
 	cn->dead = true;
 	cn->established = false;
+	sv_park_fail_all(s, cn);
 	sv_rrep_fence_all(s, cn);
 	/* Reqs still reading were never delivered: free those with no Read
 	 * in flight now, the others when their Reads are flushed. */
@@ -1271,21 +1290,66 @@ static void sv_sent_upcalls(struct rr_tp_server *s)
 	}
 }
 
-/* Sends an RDMA_ERROR prepared in @msg. */
-static void sv_send_error(struct rr_tp_server *s, struct tp_conn *cn,
-			  const uint8_t *msg, size_t len)
+/* The Reply to @r is about to be sent (a Read-chunk Reply when
+ * @read_chunk): its credit accounting (rr_cred_rsp_reply), once. */
+static int sv_credit(struct tp_conn *cn, struct tp_sreq *r, bool read_chunk, uint32_t *grant)
+{
+	int rc = rr_cred_rsp_reply(&cn->cred, read_chunk, grant);
+
+	if (rc == 0 && r)
+		r->credited = true;
+	return rc;
+}
+
+/* Sends the RDMA_ERROR prepared in @msg, the answer to a Call (@r, when it
+ * has one, else its credit accounting is taken here). With no send slot
+ * free (the peer does not take our Sends) the connection ends: never a
+ * silent drop. */
+static void sv_send_error_for(struct rr_tp_server *s, struct tp_conn *cn, struct tp_sreq *r,
+			      const uint8_t *msg, size_t len)
 {
 	uint32_t slot, grant;
 
-	if (rr_cred_rsp_reply(&cn->cred, false, &grant))
+	if (r && r->credited)
+		grant = cn->cred.last_grant ? cn->cred.last_grant : 1;
+	else if (sv_credit(cn, r, false, &grant))
 		grant = 1;
-	if (slot_get(cn, &slot))
+	if (slot_get(cn, &slot)) {
+		if (!cn->dead)
+			sv_conn_lost(s, cn);
 		return;
+	}
 	memcpy(slot_buf(cn, slot), msg, len);
 	rr_put_be32(slot_buf(cn, slot) + 8, grant);
-	if (post_slot_send(cn, slot, (uint32_t)len, WRID(WR_SEND, slot), false, 0, NULL))
+	if (post_slot_send(cn, slot, (uint32_t)len, WRID(WR_SEND, slot), false, 0, NULL)) {
 		slot_put(cn, slot);
-	(void)s;
+		if (!cn->dead)
+			sv_conn_lost(s, cn);
+	}
+}
+
+static void sv_send_error(struct rr_tp_server *s, struct tp_conn *cn,
+			  const uint8_t *msg, size_t len)
+{
+	sv_send_error_for(s, cn, NULL, msg, len);
+}
+
+/* The responder cannot process the Call @xid (@r, if it has one): no memory,
+ * or its Reply could not be built. It gets RDMA_ERROR/ERR_CHUNK, which
+ * needs no allocation (RFC 8166 has no better code for it). */
+static void sv_refuse(struct rr_tp_server *s, struct tp_conn *cn, struct tp_sreq *r,
+		      uint32_t xid)
+{
+	uint8_t err[32];
+	int n = rr_xprt_encode_error(xid, RR_XPRT_VERSION, 1, RR_XPRT_ERR_CHUNK, err,
+				     sizeof(err));
+
+	if (cn->dead || n <= 0)
+		return;
+	s->ep.stats.calls_refused++;
+	s->ep.stats.err_chunk_sent++;
+	s->ep.stats.sends++;
+	sv_send_error_for(s, cn, r, err, (size_t)n);
 }
 
 /* Issues RDMA Reads from the queue while fewer than ORD are outstanding. */
@@ -1366,10 +1430,10 @@ static void sv_on_recv(struct rr_tp_server *s, struct tp_conn *cn, const struct 
 	}
 	r = rr_zalloc(s->ep.env, sizeof(*r));
 	if (!r) {
-		uint32_t g;
+		uint32_t xid = rc->xid;
 
 		rr_xprt_rcall_release(&cn->rsp, rc);
-		(void)rr_cred_rsp_reply(&cn->cred, false, &g);
+		sv_refuse(s, cn, NULL, xid);
 		return;
 	}
 	r->conn = cn;
@@ -1443,6 +1507,8 @@ static void sv_on_wc(struct rr_tp_server *s, struct tp_conn *cn, const struct rp
 			sv_conn_lost(s, cn);
 		return;
 	}
+	if (t == WR_REPLY || t == WR_SEND)
+		cn->tx_progress_ns = now_ns(&s->ep);
 	if (t == WR_REPLY) {
 		/* The slot names its waiting req, if it still waits: a req
 		 * given up on a dead connection is no longer reachable. */
@@ -1597,7 +1663,7 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 static int drain_cq(struct tp_ep *ep, struct tp_conn *cn)
 {
 	struct rpcrdma_wc wc[32];
-	int n, total = 0;
+	int n, total = 0, batches = 0;
 
 	/* A short batch emptied the queue: stop there rather than poll once
 	 * more (on soft, a poll of an empty queue is a system call: it looks
@@ -1613,7 +1679,10 @@ static int drain_cq(struct tp_ep *ep, struct tp_conn *cn)
 		}
 		if (n > 0)
 			total += n;
-	} while (n == (int)RR_ARRAY_SIZE(wc));
+		/* a busy peer's completions: the rest on the next turn (its CQ
+		 * then counts as unarmed and is served first), not before the
+		 * other connections */
+	} while (n == (int)RR_ARRAY_SIZE(wc) && ++batches < 8);
 	return total;
 }
 
@@ -2016,9 +2085,11 @@ static void abs_deadline(struct timespec *ts, uint32_t ms)
 /* Responder: one exposed Reply. The window (or, without windows, the MR's
  * rkey) is the STag in the Read chunk; @buf is the Reply's Payload stream. */
 struct rrep_exp {
+	struct tp_conn *cn;
 	struct rpcrdma_mr *mr;
 	struct rpcrdma_mw *mw;
 	uint8_t *buf;
+	uint32_t len;              /* bytes of @buf (counted in rrep_bytes) */
 	bool valid;                /* its STag may still be used by the peer */
 	bool stolen;               /* invalidated by another XID's RDMA_DONE */
 	bool mr_exposed;           /* no windows: @mr's own STag is exposed,
@@ -2064,11 +2135,25 @@ static void rrep_exp_drop_stag(struct tp_ep *ep, struct rrep_exp *x)
 	}
 }
 
+/* Read-chunk Reply bytes held for @cn's peer change by @delta (exposed,
+ * parked or fenced and not yet freed): the reply_mem budgets. */
+static void rrep_account(struct tp_conn *cn, int64_t delta)
+{
+	struct rr_tp_server *s = (struct rr_tp_server *)cn->ep;
+
+	cn->rrep_bytes += (uint64_t)delta;
+	s->rrep_bytes += (uint64_t)delta;
+}
+
+/* Deregistration first: once it returns the provider no longer reads the
+ * buffer, whatever the peer still asks for (the lifetime rule,
+ * docs/security.md), so freeing it is safe. */
 static void rrep_exp_free(struct tp_ep *ep, struct rrep_exp *x)
 {
 	rrep_exp_drop_stag(ep, x);
 	if (x->mr)
 		(void)rpcrdma_dereg_mr(x->mr);
+	rrep_account(x->cn, -(int64_t)x->len);
 	rr_free(ep->env, x->buf);
 	rr_free(ep->env, x);
 }
@@ -2427,13 +2512,31 @@ static void sv_rrep_on_done(struct rr_tp_server *s, struct tp_conn *cn,
 	}
 	if (d.unknown || d.forged)
 		s->ep.stats.dropped++;
-	pthread_cond_broadcast(&s->ep.cond);   /* a reservation may be free */
+	sv_park_resume(s, cn);                 /* a reservation may be free */
+	pthread_cond_broadcast(&s->ep.cond);
+}
+
+/* A peer that does not read its socket holds every Reply we sent it (and
+ * their memory) and every send slot: when Sends have made no progress for
+ * send_timeout_ms, its connection ends (docs/security.md "Limits"). */
+static void sv_tx_stalled(struct rr_tp_server *s, struct tp_conn *cn)
+{
+	if (cn->dead || cn->nsfree == cn->nsend || !s->ep.conf.send_timeout_ms ||
+	    now_ns(&s->ep) - cn->tx_progress_ns < (uint64_t)s->ep.conf.send_timeout_ms * 1000000u)
+		return;
+	s->ep.stats.send_stalls++;
+	sv_conn_lost(s, cn);
 }
 
 static void sv_rrep_expire(struct rr_tp_server *s, struct tp_conn *cn)
 {
 	struct rr_rrep_entry *e;
 
+	sv_tx_stalled(s, cn);
+	if (cn->parkq && !cn->dead) {
+		sv_park_resume(s, cn);   /* parked too long: ERR_CHUNK */
+		pthread_cond_broadcast(&s->ep.cond);
+	}
 	if (cn->dead || !cn->rrep.count)
 		return;
 	while ((e = rr_rrep_expire(&cn->rrep, rr_now_ns(cn->rrep.env))) != NULL) {
@@ -2471,7 +2574,9 @@ static void sv_rrep_to_err_chunk(struct rr_tp_server *s, struct tp_conn *cn, str
 	plan->nwrites = 0;
 	plan->write_bytes = 0;
 	plan->send_inv = false;
-	if (rr_cred_rsp_reply(&cn->cred, false, grant))
+	if (r->credited)
+		*grant = cn->cred.last_grant ? cn->cred.last_grant : 1;
+	else if (sv_credit(cn, r, false, grant))
 		*grant = 1;
 	n = rr_xprt_encode_error(r->rc->xid, RR_XPRT_VERSION, *grant, RR_XPRT_ERR_CHUNK,
 				 slot_buf(cn, slot), cn->ssize);
@@ -2483,27 +2588,22 @@ static void sv_rrep_to_err_chunk(struct rr_tp_server *s, struct tp_conn *cn, str
 		s->ep.stats.rrep_exposed--;
 }
 
-/* Exposes plan->rr_buf as the Position-zero Read chunk (draft 4.1.1):
- * waits (bounded by rrep_timeout_ms) while rrep_max Replies already await
- * their RDMA_DONE, registers it read-only and invalidatable (a memory
- * window bound on this QP, so only this peer can reach or invalidate it),
- * patches the header, records it by XID, reserves a Receive for the
- * RDMA_DONE. When that cannot be done the Reply becomes ERR_CHUNK. Returns
- * 0 (Send what is in @slot) or -ENOTCONN. Called with the endpoint lock. */
+/* Exposes plan->rr_buf as the Position-zero Read chunk (draft 4.1.1) once a
+ * reservation is free (the caller parks the Reply otherwise: sv_park):
+ * registers it read-only and invalidatable (a memory window bound on this
+ * QP, so only this peer can reach or invalidate it), patches the header,
+ * records it by XID, reserves a Receive for the RDMA_DONE. When that cannot
+ * be done the Reply becomes ERR_CHUNK. Returns 0 (Send what is in @slot) or
+ * -ENOTCONN. Never waits. Called with the endpoint lock. */
 static int sv_rrep_expose(struct rr_tp_server *s, struct tp_conn *cn, struct tp_sreq *r,
 			  struct rr_xprt_reply_plan *plan, uint32_t slot, uint32_t *grant)
 {
 	struct rrep_exp *x;
 	struct rr_rrep_entry *e;
-	struct timespec ts;
 	uint32_t stag;
+	uint64_t to;
 	unsigned acc;
 
-	abs_deadline(&ts, s->ep.conf.rrep_timeout_ms);
-	while (cn->cred.done_owed >= cn->cred.done_max && !cn->dead) {
-		if (pthread_cond_timedwait(&s->ep.cond, &s->ep.lock, &ts))
-			break;
-	}
 	if (cn->dead) {
 		rr_free(s->ep.env, plan->rr_buf);
 		plan->rr_buf = NULL;
@@ -2518,7 +2618,9 @@ static int sv_rrep_expose(struct rr_tp_server *s, struct tp_conn *cn, struct tp_
 		sv_rrep_to_err_chunk(s, cn, r, plan, slot, grant);
 		return 0;
 	}
+	x->cn = cn;
 	x->buf = plan->rr_buf;
+	x->len = plan->rr_len;
 	acc = RPCRDMA_ACCESS_LOCAL_WRITE |
 	      (cn->use_mw ? RPCRDMA_ACCESS_MW_BIND : RPCRDMA_ACCESS_REMOTE_READ);
 	if (rpcrdma_reg_mr_simple(cn->pd, x->buf, plan->rr_len ? plan->rr_len : 4, acc, &x->mr))
@@ -2539,21 +2641,24 @@ static int sv_rrep_expose(struct rr_tp_server *s, struct tp_conn *cn, struct tp_
 		if (rpcrdma_post_send(cn->qp, &bw, NULL))
 			goto fail;
 		stag = rpcrdma_mw_rkey(x->mw);
+		to = rpcrdma_mw_remote_offset(x->mw);
 	} else {
 		stag = rpcrdma_mr_rkey(x->mr);
+		to = rpcrdma_mr_remote_offset(x->mr);
 		x->mr_exposed = true;
 	}
 	e = rr_rrep_add(&cn->rrep, r->rc->xid, stag, x);
 	if (!e)
 		goto fail;
-	if (rr_cred_rsp_reply(&cn->cred, true, grant)) {
+	if (sv_credit(cn, r, true, grant)) {
 		rr_rrep_remove(&cn->rrep, e);
 		goto fail;
 	}
 	x->valid = true;
 	s->ep.rrep_live++;
+	rrep_account(cn, (int64_t)x->len);
 	plan->rr_buf = NULL;   /* owned by x now */
-	rr_rrep_rsp_patch(slot_buf(cn, slot), plan, stag, (uint64_t)(uintptr_t)x->buf);
+	rr_rrep_rsp_patch(slot_buf(cn, slot), plan, stag, to);
 	return 0;
 fail:
 	if (x->mw)
@@ -3126,21 +3231,144 @@ static void sv_post_deferred(struct rr_tp_server *s)
 	}
 }
 
+/* A Read-chunk Reply waiting for a reservation (rrep_max Replies of its
+ * connection already await their RDMA_DONE): built in its send slot, its
+ * plan and parts kept, no thread waiting for it. Sent when an RDMA_DONE
+ * frees a reservation (sv_park_resume), answered ERR_CHUNK after
+ * rrep_timeout_ms, told -ENOTCONN when the connection goes. Its buffer
+ * counts in the reply_mem budgets meanwhile. */
+struct tp_park {
+	struct tp_sreq *r;
+	struct rr_xprt_reply_plan *plan;
+	uint32_t slot;
+	struct rr_xprt_part *parts;
+	unsigned nparts;
+	uint64_t deadline;          /* rrep clock, ns */
+	struct tp_park *next;
+};
+
+static int sv_reply_finish(struct rr_tp_server *s, struct tp_sreq *r,
+			   const struct rr_xprt_part *parts, unsigned nparts,
+			   struct rr_xprt_reply_plan *plan, uint32_t slot, bool settled,
+			   bool *err_chunk, bool may_defer);
+
+/* Whether @len more bytes of Read-chunk Replies may be held for @cn's peer
+ * (reply_mem_per_conn, reply_mem_total: docs/security.md "Limits"). */
+static bool sv_rrep_room(struct rr_tp_server *s, struct tp_conn *cn, uint32_t len)
+{
+	return cn->rrep_bytes + len <= s->ep.conf.reply_mem_per_conn &&
+	       s->rrep_bytes + len <= s->ep.conf.reply_mem_total;
+}
+
+/* Parks @r's Reply (see struct tp_park). Takes ownership of @plan and @slot
+ * on success (0); on failure (-ENOMEM) the caller still owns them. */
+static int sv_park(struct rr_tp_server *s, struct tp_conn *cn, struct tp_sreq *r,
+		   const struct rr_xprt_part *parts, unsigned nparts,
+		   struct rr_xprt_reply_plan *plan, uint32_t slot)
+{
+	struct tp_park *p = rr_zalloc(s->ep.env, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	p->parts = nparts ? rr_alloc(s->ep.env, sizeof(*parts) * nparts) : NULL;
+	if (nparts && !p->parts) {
+		rr_free(s->ep.env, p);
+		return -ENOMEM;
+	}
+	if (nparts)
+		memcpy(p->parts, parts, sizeof(*parts) * nparts);
+	p->r = r;
+	p->plan = plan;
+	p->slot = slot;
+	p->nparts = nparts;
+	p->deadline = rr_now_ns(cn->rrep.env) + (uint64_t)s->ep.conf.rrep_timeout_ms * 1000000u;
+	if (!cn->parkq)
+		cn->park_tail = &cn->parkq;
+	*cn->park_tail = p;
+	cn->park_tail = &p->next;
+	r->send_pending = true;   /* on its way: a Reply is owed to the upper layer */
+	rrep_account(cn, (int64_t)plan->rr_len);
+	s->ep.stats.rrep_parked++;
+	return 0;
+}
+
+static struct tp_park *sv_park_pop(struct tp_conn *cn)
+{
+	struct tp_park *p = cn->parkq;
+
+	if (p) {
+		cn->parkq = p->next;
+		rrep_account(cn, -(int64_t)p->plan->rr_len);
+	}
+	return p;
+}
+
+/* Sends the parked Reply @p (exposed now, or ERR_CHUNK when @expired or
+ * nothing can be exposed) and tells its upper layer as a posted Reply would
+ * have been told. */
+static void sv_park_send(struct rr_tp_server *s, struct tp_park *p, bool expired)
+{
+	struct tp_sreq *r = p->r;
+	int rc;
+
+	r->send_pending = false;
+	if (expired) {
+		uint32_t grant;
+
+		/* no reservation came in time: another form, and the Receive
+		 * the grant counted on is released with it */
+		sv_rrep_to_err_chunk(s, r->conn, r, p->plan, p->slot, &grant);
+		rr_put_be32(slot_buf(r->conn, p->slot) + 8, grant);
+	}
+	rc = sv_reply_finish(s, r, p->parts, p->nparts, p->plan, p->slot, expired, NULL, false);
+	if (rc <= 0)
+		sv_reply_sent(s, r, rc);   /* 1: its Send completion tells */
+	rr_free(s->ep.env, p->parts);
+	rr_free(s->ep.env, p);
+}
+
+/* A reservation may be free, or parked Replies expired: send what can go. */
+static void sv_park_resume(struct rr_tp_server *s, struct tp_conn *cn)
+{
+	uint64_t now = cn->parkq ? rr_now_ns(cn->rrep.env) : 0;
+
+	while (cn->parkq && !cn->dead) {
+		bool expired = now >= cn->parkq->deadline;
+
+		if (!expired && cn->cred.done_owed >= cn->cred.done_max)
+			break;
+		sv_park_send(s, sv_park_pop(cn), expired);
+	}
+}
+
+/* The connection is gone: parked Replies are told -ENOTCONN. */
+static void sv_park_fail_all(struct rr_tp_server *s, struct tp_conn *cn)
+{
+	struct tp_park *p;
+
+	while ((p = sv_park_pop(cn)) != NULL) {
+		p->r->send_pending = false;
+		rr_free(s->ep.env, p->plan->rr_buf);
+		slot_put(cn, p->slot);
+		sv_plan_put(s, p->plan);
+		sv_reply_sent(s, p->r, -ENOTCONN);
+		rr_free(s->ep.env, p->parts);
+		rr_free(s->ep.env, p);
+	}
+}
+
 /* Builds and posts the Reply to @r (RDMA Writes chained before the Send).
- * Called with the lock held. Returns 1: posted, the Send completion will
- * call sv_reply_sent (the registrations of @parts are in r->mrs until then);
- * 0: posted from our send slot only (nothing of @parts is referenced any
- * more); negative errno: not posted. */
+ * Called with the lock held. Returns 1: posted (or parked), the Send
+ * completion will call sv_reply_sent (the registrations of @parts are in
+ * r->mrs until then); 0: posted from our send slot only (nothing of @parts
+ * is referenced any more); negative errno: not posted. */
 static int sv_reply_post(struct rr_tp_server *s, struct tp_sreq *r,
 			 const struct rr_xprt_part *parts, unsigned nparts, bool *err_chunk,
 			 bool may_defer)
 {
 	struct tp_conn *cn = r->conn;
 	struct rr_xprt_reply_plan *plan;
-	struct rpcrdma_send_wr wstack[SV_WR_STACK], *wrs = wstack;
-	struct rpcrdma_sge sstack[SV_WR_STACK], *sges = sstack;
 	uint32_t slot, grant;
-	bool exposed = false;   /* a Read chunk is recorded and reserved */
 	int rc;
 
 	if (err_chunk)
@@ -3158,8 +3386,8 @@ static int sv_reply_post(struct rr_tp_server *s, struct tp_sreq *r,
 	if (!plan)
 		return -ENOMEM;
 	if (slot_get(cn, &slot)) {
-		rc = -ENOBUFS;
-		goto out;
+		sv_plan_put(s, plan);
+		return -ENOBUFS;
 	}
 	/* The grant is settled after the Reply is built (a Read-chunk Reply
 	 * reserves a Receive for its RDMA_DONE) and patched into rdma_credit. */
@@ -3168,17 +3396,51 @@ static int sv_reply_post(struct rr_tp_server *s, struct tp_sreq *r,
 			       cn->ssize, plan);
 	if (rc) {
 		slot_put(cn, slot);
-		(void)rr_cred_rsp_reply(&cn->cred, false, &grant);
-		goto out;
+		(void)sv_credit(cn, r, false, &grant);
+		sv_plan_put(s, plan);
+		return rc;
 	}
-	if (plan->read_chunk) {
+	if (plan->read_chunk && !sv_rrep_room(s, cn, plan->rr_len)) {
+		/* over the memory budget: another form at once */
+		s->ep.stats.rrep_over_budget++;
+		sv_rrep_to_err_chunk(s, cn, r, plan, slot, &grant);
+		rr_put_be32(slot_buf(cn, slot) + 8, grant);
+		return sv_reply_finish(s, r, parts, nparts, plan, slot, true, err_chunk,
+				       may_defer);
+	}
+	if (plan->read_chunk && cn->cred.done_owed >= cn->cred.done_max &&
+	    sv_park(s, cn, r, parts, nparts, plan, slot) == 0)
+		return 1;
+	return sv_reply_finish(s, r, parts, nparts, plan, slot, false, err_chunk, may_defer);
+}
+
+/* The rest of sv_reply_post for a Reply built in @slot by @plan (taken over:
+ * freed or kept here): its Read chunk exposed, its grant settled (unless
+ * @settled: ERR_CHUNK with its grant already in the slot), its Writes'
+ * memory registered, the Writes and the Send posted. Same returns. */
+static int sv_reply_finish(struct rr_tp_server *s, struct tp_sreq *r,
+			   const struct rr_xprt_part *parts, unsigned nparts,
+			   struct rr_xprt_reply_plan *plan, uint32_t slot, bool settled,
+			   bool *err_chunk, bool may_defer)
+{
+	struct tp_conn *cn = r->conn;
+	struct rpcrdma_send_wr wstack[SV_WR_STACK], *wrs = wstack;
+	struct rpcrdma_sge sstack[SV_WR_STACK], *sges = sstack;
+	uint32_t grant;
+	bool exposed = false;   /* a Read chunk is recorded and reserved */
+	int rc;
+
+	rc = 0;
+	if (settled) {
+		grant = rr_get_be32(slot_buf(cn, slot) + 8);
+	} else if (plan->read_chunk) {
 		rc = sv_rrep_expose(s, cn, r, plan, slot, &grant);
 		if (rc) {
 			slot_put(cn, slot);
 			goto out;
 		}
 		exposed = plan->read_chunk;
-	} else if (rr_cred_rsp_reply(&cn->cred, false, &grant)) {
+	} else if (sv_credit(cn, r, false, &grant)) {
 		grant = 1;
 	}
 	rr_put_be32(slot_buf(cn, slot) + 8, grant);
@@ -3369,6 +3631,16 @@ int rr_tp_server_reply_async(struct rr_tp_server *s, struct rr_tp_sreq *pub,
 	return rc;
 }
 
+void rr_tp_server_refuse(struct rr_tp_server *s, struct rr_tp_sreq *pub)
+{
+	struct tp_sreq *r = pub->priv;
+
+	pthread_mutex_lock(&s->ep.lock);
+	if (!r->send_pending && !r->send_done)
+		sv_refuse(s, r->conn, r, r->rc->xid);
+	pthread_mutex_unlock(&s->ep.lock);
+}
+
 void rr_tp_server_done(struct rr_tp_server *s, struct rr_tp_sreq *pub)
 {
 	struct tp_sreq *r = pub->priv;
@@ -3417,6 +3689,7 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 	pthread_mutex_lock(&s->ep.lock);
 	for (struct tp_conn *cn = s->conns, *nx; cn; cn = nx) {
 		nx = cn->next;   /* an orphan's sreq_free may bury cn */
+		sv_park_fail_all(s, cn);
 		for (uint32_t i = 0; i < cn->nsend; i++) {
 			struct tp_sreq *r = cn->sowner[i];
 
@@ -3777,7 +4050,7 @@ int rr_tp_server_peer_addr(struct rr_tp_server *s, struct rr_tp_sreq *req,
 
 int rr_tp_server_expose(struct rr_tp_server *s, struct rr_tp_sreq *req,
 			const struct rpcrdma_mr_attr *attr, void (*released)(void *arg),
-			void *arg, uint32_t *stag, uint64_t *id)
+			void *arg, uint32_t *stag, uint64_t *to, uint64_t *id)
 {
 	struct tp_sreq *r = req->priv;
 	struct tp_conn *cn = r->conn;
@@ -3816,6 +4089,7 @@ int rr_tp_server_expose(struct rr_tp_server *s, struct rr_tp_sreq *req,
 	cn->expo = x;
 	s->ep.stats.regions_exposed++;
 	*stag = rpcrdma_mr_rkey(x->mr);
+	*to = rpcrdma_mr_remote_offset(x->mr);
 	*id = x->id;
 	pthread_mutex_unlock(&s->ep.lock);
 	return 0;

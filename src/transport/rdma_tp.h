@@ -91,7 +91,19 @@ struct rr_tp_conf {
 					   when no RDMA_DONE came (30000) */
 	uint32_t rrep_max;              /* responder: Read-chunk Replies awaiting
 					   RDMA_DONE at once; as many extra
-					   Receives are posted (32) */
+					   Receives are posted (32); more wait
+					   (parked, no thread held) up to
+					   rrep_timeout_ms, then ERR_CHUNK */
+	/* Memory a peer can make the responder hold (docs/security.md
+	 * "Limits"): bytes of Read-chunk Replies exposed, parked or fenced and
+	 * not yet freed, per connection and for the whole server; a Reply that
+	 * would go over is answered ERR_CHUNK at once. */
+	uint64_t reply_mem_per_conn;    /* 16 MiB */
+	uint64_t reply_mem_total;       /* 256 MiB */
+	/* responder: a connection whose Sends made no progress this long (the
+	 * peer does not read its socket, so the Replies it holds are never
+	 * released) is closed (60000; 0: never) */
+	uint32_t send_timeout_ms;
 	const struct rpcrdma_env *rrep_clock; /* clock of those timeouts
 					   (NULL: @env); tests: virtual */
 };
@@ -106,6 +118,8 @@ struct rr_tp_conf {
 #define RR_TP_INLINE_DEFAULT 4096u
 #define RR_TP_INLINE_MEM (32u << 20)
 #define RR_TP_MIN_CREDITS 8u
+#define RR_TP_REPLY_MEM_PER_CONN (16ull << 20)
+#define RR_TP_REPLY_MEM_TOTAL (256ull << 20)
 
 void rr_tp_conf_default(struct rr_tp_conf *c);
 /* The policy as applied by rr_tp_client_create / rr_tp_server_create (for
@@ -257,6 +271,12 @@ int rr_tp_server_port(struct rr_tp_server *s);
 int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *req,
 		       const struct rr_xprt_part *parts, unsigned nparts,
 		       bool *err_chunk);
+/* @req cannot be processed or answered (no memory, a Reply that could not be
+ * built or posted): answers it with RDMA_ERROR/ERR_CHUNK (no allocation;
+ * the connection ends when not even that can be sent), unless a Reply is on
+ * its way or was sent. @req is then finished with rr_tp_server_done as
+ * usual. A Call is never dropped silently (docs/security.md). */
+void rr_tp_server_refuse(struct rr_tp_server *s, struct rr_tp_sreq *req);
 /* Told once the memory of a Reply posted by rr_tp_server_reply_async is no
  * longer referenced: its Send completed (@status 0) or failed or was flushed
  * (-EIO; -ENOTCONN at rr_tp_server_destroy). Runs on the progress thread
@@ -302,15 +322,15 @@ int rr_tp_server_peer_addr(struct rr_tp_server *s, struct rr_tp_sreq *req,
 			   struct sockaddr_storage *out);
 /* Registers @attr (must be RPCRDMA_MR_DURABLE; access becomes
  * LOCAL_WRITE | REMOTE_WRITE) on the PD of @req's connection, so only that
- * connection's peer can write and commit it, and returns its STag and an id
- * for rr_tp_server_revoke. The registration lives until revoked or until
+ * connection's peer can write and commit it, and returns its STag, the
+ * Tagged Offset of its first byte and an id for rr_tp_server_revoke. The registration lives until revoked or until
  * the connection is lost or freed; then @released(@arg) runs (with the
  * transport's lock held: it must not call into the transport), after which
  * the memory is no longer referenced. -EOPNOTSUPP when the connection did
  * not negotiate Commit, -ENOTCONN, -ENOSPC (64 regions per connection). */
 int rr_tp_server_expose(struct rr_tp_server *s, struct rr_tp_sreq *req,
 			const struct rpcrdma_mr_attr *attr, void (*released)(void *arg),
-			void *arg, uint32_t *stag, uint64_t *id);
+			void *arg, uint32_t *stag, uint64_t *to, uint64_t *id);
 /* Deregisters region @id at once (later Writes/Commits naming it draw a
  * protection error, fatal to that connection). 0 or -ENOENT (already gone). */
 int rr_tp_server_revoke(struct rr_tp_server *s, uint64_t id);

@@ -450,7 +450,7 @@ static void send_info(struct peer *p)
 {
 	struct msg m = {.magic = MAGIC, .type = M_INFO, .seed = p->seed,
 			.buf_stag = rpcrdma_mr_rkey(p->buf_mr), .inv_stag = p->inv_stag,
-			.buf_len = BUF_LEN, .buf_addr = (uintptr_t)p->buf};
+			.buf_len = BUF_LEN, .buf_addr = rpcrdma_mr_remote_offset(p->buf_mr)};
 	int rc = send_msg(p, &m, 0, 0, "send INFO");
 
 	if (rc)

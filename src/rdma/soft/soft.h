@@ -44,6 +44,9 @@
  * for a small Send. Tagged payloads are never copied. */
 #define SOFT_TX_COPY_MAX 256
 #define SOFT_STAGE 65536
+/* Reads one receive pass makes on a socket at most (qp_rx): what is left is
+ * read on the next readiness, after the other sockets of the thread. */
+#define SOFT_RX_READS 64
 /* bytes read behind a direct payload: pad + CRC + the next FPDU's header */
 #define SOFT_STAGE_TAIL 64
 /* bytes read when the parser wants a header: small FPDUs come whole */
@@ -91,6 +94,8 @@
 #define SOFT_COMMIT_OK 0u
 #define SOFT_COMMIT_NOT_DURABLE 1u   /* a region is not a durable registration */
 #define SOFT_COMMIT_FLUSH_FAILED 2u  /* msync failed: data placed, not durable */
+#define SOFT_COMMIT_PAST_EOF 3u      /* a region reaches past the end of its
+					file (it shrank): not durable */
 
 struct soft_ctx;
 struct soft_qp;
@@ -138,8 +143,13 @@ struct soft_ctx {
 	uint64_t coarse_res_ns;
 };
 
+/* A PD knows its QPs: deregistering memory of the PD looks at what they
+ * are still doing with it (soft_pd_revoke). Lock order: pd->lock before a
+ * QP's rx_lock. */
 struct soft_pd {
 	struct rr_pd base;
+	pthread_mutex_t lock;
+	struct soft_qp *qps;         /* qp->pd_next */
 };
 
 struct soft_mr {
@@ -219,15 +229,20 @@ struct soft_wqe {
 	uint32_t bind_access;
 };
 
-/* An inbound Read or Commit Request waiting for its response (IRQ). */
+/* An inbound Read or Commit Request waiting for its response (IRQ). Its
+ * STags were checked when it arrived and are checked again when its
+ * response starts (tx_pick): memory deregistered meanwhile is never read. */
 struct soft_irqe {
 	bool commit;
 	uint32_t sink_stag;
 	uint64_t sink_to;
-	uint8_t *src;
+	uint32_t src_stag;
+	uint64_t src_to;
+	uint8_t *src;                /* resolved when the response starts */
 	uint32_t len;
 	uint32_t commit_id;
 	unsigned nregions;
+	struct rr_commit_region creg[RR_COMMIT_MAX_REGIONS];
 	struct rr_mrt_ref ref[RR_COMMIT_MAX_REGIONS];
 	uint32_t rlen[RR_COMMIT_MAX_REGIONS];
 	uint8_t body[RR_COMMIT_RESP_BODY];
@@ -247,6 +262,7 @@ struct soft_qp {
 	struct soft_obj obj;         /* fd once connected */
 	struct soft_ctx *ctx;
 	struct soft_pd *pd;
+	struct soft_qp *pd_next;     /* pd->qps (pd->lock) */
 	struct soft_cq *scq, *rcq;
 	uint64_t rtok, stok;         /* epoll tokens in rcq / scq */
 	bool cq_watched;             /* socket in the CQs' epolls (rx+tx) */
@@ -269,6 +285,18 @@ struct soft_qp {
 	struct rr_ddp_rx rx;
 	uint8_t *stage;
 	size_t stage_off, stage_len;
+	/* a tagged segment for durable (file-backed) memory is received into
+	 * place_buf and written to the file when it is complete and checked
+	 * (rx_place_durable): no store into a file mapping that may have
+	 * shrunk (SIGBUS) */
+	uint8_t *place_buf;          /* RR_ULPDU_MAX bytes, on first use */
+	struct {
+		bool on;
+		int fd;
+		uint64_t off;            /* file offset of the segment's first byte */
+		uint8_t *va;             /* where it is mapped */
+		uint32_t len;
+	} rxd;
 	struct soft_rqe *rq;
 	uint32_t rq_cap, rq_head, rq_count;
 	/* send side (tx_lock) */
@@ -288,6 +316,10 @@ struct soft_qp {
 	struct rr_fpdu *fpdu;        /* SOFT_BATCH_FPDUS */
 	struct iovec *biov;          /* SOFT_BATCH_IOV */
 	unsigned bcnt, bpos;
+	unsigned bnf;                /* FPDUs in the batch */
+	bool bpart;                  /* biov[bpos] is partly written */
+	uint16_t bend[SOFT_BATCH_FPDUS]; /* biov index after each FPDU */
+	bool term_fatal;             /* the pending Terminate ends the QP */
 	uint32_t b_sq_done;          /* SQ WQEs finished by this batch */
 	uint32_t b_irq_done;
 	bool want_out;
@@ -303,6 +335,11 @@ struct soft_qp {
 	 * QP is closing, the reader leaves without parsing; fast_cv signals
 	 * fast_rd cleared (with rx_lock). */
 	bool fast_ok, fast_rd, fast_kill;
+	/* what the fast reader reads into while fast_rd (a revoke waits when
+	 * that is the memory going away) and how many revokes wait */
+	uint8_t *fast_dst;
+	size_t fast_len;
+	unsigned revoke_waiters;
 	/* the spin's adaptation (SOFT_SPIN_MISSES): the fast reader's own */
 	uint16_t spin_miss, spin_skip;
 	/* the fast reader's last sleep ended by its timeout with nothing
@@ -466,6 +503,13 @@ int soft_conn_query(struct rr_cm_id *id, struct rpcrdma_conn_info *info);
 int soft_query(struct rr_context *ctx, struct rpcrdma_caps *caps);
 
 /* soft_verbs.c */
+/* Memory [@lo, @hi) of @pd was deregistered: no QP of the PD reads or writes
+ * it once this returns. A tagged placement into it in progress is dropped
+ * (a fast reader writing there is waited for: at most SOFT_FAST_BLOCK_MS);
+ * a transmit that still needs it (a Read Response, a Send or Write not yet
+ * sent) ends its QP with a Terminate (RDMAP, Remote Protection Error,
+ * Invalid STag) sent as far as the socket takes it now. */
+void soft_pd_revoke(struct soft_pd *pd, uintptr_t lo, uintptr_t hi);
 /* @commit_rx/@commit_tx enable Commit (added to what rpcrdma_qp_set_commit
  * already enabled). */
 int soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *conn, bool commit_rx,

@@ -8,8 +8,11 @@
  * No socket calls here: bytes move through soft_io.c. */
 #include "rdma/soft/soft.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "rdma/soft/soft_provider.h"
 
@@ -112,22 +115,28 @@ static int soft_alloc_pd(struct rr_context *ctx, struct rr_pd **out)
 
 	if (!p)
 		return -ENOMEM;
+	pthread_mutex_init(&p->lock, NULL);
 	*out = &p->base;
 	return 0;
 }
 
 static int soft_dealloc_pd(struct rr_pd *pd)
 {
-	rr_free(pd->ctx->env, RR_CONTAINER_OF(pd, struct soft_pd, base));
+	struct soft_pd *p = RR_CONTAINER_OF(pd, struct soft_pd, base);
+
+	pthread_mutex_destroy(&p->lock);
+	rr_free(pd->ctx->env, p);
 	return 0;
 }
 
-static void mr_region(const struct rpcrdma_mr_attr *a, struct rr_mrt_region *r)
+/* The table's description of @a; remote Tagged Offsets start at a random
+ * base (mr_table.h: peers learn no address of ours). */
+static void mr_region(struct soft_ctx *c, const struct rpcrdma_mr_attr *a, struct rr_mrt_region *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->addr = a->addr;
 	r->length = a->length;
-	r->base_to = (uint64_t)(uintptr_t)a->addr;
+	r->base_to = rr_mrt_random_to(&c->mrt, (uint64_t)(uintptr_t)a->addr, a->length);
 	r->access = a->access;
 	r->durable = a->flags & RPCRDMA_MR_DURABLE;
 	r->durable_fd = a->durable_fd;
@@ -144,15 +153,27 @@ static int soft_reg_mr(struct rr_pd *pd, const struct rpcrdma_mr_attr *attr, str
 
 	if (!m)
 		return -ENOMEM;
-	mr_region(attr, &reg);
+	mr_region(c, attr, &reg);
 	r = rr_mrt_reg(&c->mrt, &reg, pd, m, &stag);
 	if (r) {
 		rr_free(c->env, m);
 		return r;
 	}
 	m->base.lkey = m->base.rkey = stag;
+	m->base.to = reg.base_to;
 	*out = &m->base;
 	return 0;
+}
+
+/* The registration of @mr ended (dereg, or rereg away from its memory):
+ * from now on nothing of the provider touches that memory. */
+static void mr_revoke(struct rr_mr *mr)
+{
+	uintptr_t lo = (uintptr_t)mr->addr;
+
+	if (mr->length)
+		soft_pd_revoke(RR_CONTAINER_OF(mr->pd, struct soft_pd, base), lo,
+			       lo + (uintptr_t)mr->length);
 }
 
 static int soft_rereg_mr(struct rr_mr *mr, const struct rpcrdma_mr_attr *attr)
@@ -162,10 +183,13 @@ static int soft_rereg_mr(struct rr_mr *mr, const struct rpcrdma_mr_attr *attr)
 	uint32_t stag = mr->lkey;
 	int r;
 
-	mr_region(attr, &reg);
+	mr_region(c, attr, &reg);
 	r = rr_mrt_rereg(&c->mrt, &stag, &reg);
-	if (!r)
+	if (!r) {
 		mr->lkey = mr->rkey = stag;
+		mr->to = reg.base_to;
+		mr_revoke(mr);   /* still the old attributes (rdma.c copies after) */
+	}
 	return r;
 }
 
@@ -176,6 +200,7 @@ static int soft_dereg_mr(struct rr_mr *mr)
 
 	if (r)
 		return r;
+	mr_revoke(mr);
 	rr_free(c->env, RR_CONTAINER_OF(mr, struct soft_mr, base));
 	return 0;
 }
@@ -474,6 +499,7 @@ static void soft_destroy_qp_mem(struct soft_qp *qp)
 	rr_free(env, qp->sq);
 	rr_free(env, qp->rq);
 	rr_free(env, qp->stage);
+	rr_free(env, qp->place_buf);
 	rr_free(env, qp->fpdu);
 	rr_free(env, qp->biov);
 	rr_free(env, qp->irq);
@@ -543,6 +569,10 @@ static int soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, 
 		soft_destroy_qp_mem(qp);
 		return -ENOMEM;
 	}
+	pthread_mutex_lock(&qp->pd->lock);
+	qp->pd_next = qp->pd->qps;
+	qp->pd->qps = qp;
+	pthread_mutex_unlock(&qp->pd->lock);
 	*out = &qp->base;
 	return 0;
 }
@@ -552,6 +582,13 @@ static int soft_destroy_qp(struct rr_qp *base)
 	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
 	const struct rpcrdma_env *env = qp->ctx->env;
 
+	pthread_mutex_lock(&qp->pd->lock);
+	for (struct soft_qp **pp = &qp->pd->qps; *pp; pp = &(*pp)->pd_next)
+		if (*pp == qp) {
+			*pp = qp->pd_next;
+			break;
+		}
+	pthread_mutex_unlock(&qp->pd->lock);
 	cq_del_qp(qp->rcq, qp);
 	if (qp->scq != qp->rcq)
 		cq_del_qp(qp->scq, qp);
@@ -807,15 +844,18 @@ static int soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct
 			/* The new STag is known at post time (rdma.h). */
 			{
 				uint32_t stag = w->mw->rkey;
+				uint64_t to = rr_mrt_random_to(&qp->ctx->mrt, w->bind_addr,
+							       w->bind_len);
 
 				r = rr_mrt_mw_bind(&qp->ctx->mrt, &stag, w->mr->lkey, w->bind_addr,
 						   w->bind_len, w->bind_access, &qp->pd->base,
-						   &qp->base);
+						   &qp->base, to);
 				if (r) {
 					w->status = RPCRDMA_WC_MW_BIND_ERR;
 					r = 0;
 				} else {
 					w->mw->rkey = stag;
+					w->mw->to = to;
 				}
 				w->state = WQE_DONE;
 			}
@@ -878,26 +918,60 @@ static int soft_post_recv(struct rr_qp *base, struct rpcrdma_recv_wr *wr, struct
 
 static void soft_qp_error_tx_locked(struct soft_qp *qp, const struct rr_term *t);
 
+/* The Terminate for a Read or Commit Request whose memory was deregistered
+ * after it arrived (RDMAP, Remote Protection Error, Invalid STag: what an
+ * unknown STag draws on arrival): sent after what is already batched, then
+ * the QP ends (tx_lock held). */
+static void tx_fail_invalid_stag(struct soft_qp *qp)
+{
+	struct rr_term term;
+
+	memset(&term, 0, sizeof(term));
+	term.layer = RR_TL_RDMAP;
+	term.etype = RR_RDMAP_ET_PROTECTION;
+	term.ecode = RR_RDMAP_EC_INVALID_STAG;
+	qp->term_len = rr_ddp_build_terminate(&term, qp->tx_msn[RR_QN_TERM]++, qp->crc,
+					      qp->term_fpdu);
+	qp->term_pending = true;
+	qp->term_fatal = true;
+}
+
 /* Starts the next message: responses to the peer's Reads/Commits first
  * (answered in request order, RFC 5040 5.3), then the send queue in order.
  * Returns false when nothing can be sent now. */
 static bool tx_pick(struct soft_qp *qp)
 {
+	if (qp->term_pending)
+		return false;   /* the QP ends after its Terminate */
 	if (qp->irq_sent < qp->irq_count) {
 		struct soft_irqe *e = &qp->irq[ring_idx(qp->irq_head, qp->irq_sent, qp->irq_cap)];
+		struct rr_mrt *t = &qp->ctx->mrt;
+		struct rr_mrt_ref ref;
+
 		if (e->commit) {
 			/* draft 3.2.3: everything placed before the request is
 			 * in memory already (in-order stream); make it durable. */
 			struct rr_commit_resp resp = {.id = e->commit_id, .status = SOFT_COMMIT_OK};
+			int r;
 
 			for (unsigned i = 0; i < e->nregions; i++) {
 				if (!e->rlen[i])
 					continue;
+				/* still registered? (checked on arrival too) */
+				if (rr_mrt_check(t, e->creg[i].stag, e->creg[i].to, e->creg[i].len,
+						 RPCRDMA_ACCESS_REMOTE_WRITE, &qp->pd->base, &qp->base,
+						 &e->ref[i])) {
+					tx_fail_invalid_stag(qp);
+					return false;
+				}
 				if (!e->ref[i].durable) {
 					resp.status = SOFT_COMMIT_NOT_DURABLE;
 					continue;
 				}
-				if (rr_mrt_make_durable(&e->ref[i], e->rlen[i]) != 0)
+				r = rr_mrt_make_durable(&e->ref[i], e->rlen[i]);
+				if (r == -ERANGE)
+					resp.status = SOFT_COMMIT_PAST_EOF;
+				else if (r)
 					resp.status = SOFT_COMMIT_FLUSH_FAILED;
 			}
 			rr_rdmap_commit_resp_encode(&resp, e->body);
@@ -906,6 +980,16 @@ static bool tx_pick(struct soft_qp *qp)
 			qp->msg_active = true;
 			return rr_ddp_txmsg_untagged(&qp->msg, RR_OP_COMMIT_RESP, RR_QN_RESP,
 						     qp->tx_msn[RR_QN_RESP]++, 0, &e->iov0, 1) == 0;
+		}
+		e->src = NULL;
+		if (e->len) {
+			/* the memory is read now, so it must still be registered */
+			if (rr_mrt_check(t, e->src_stag, e->src_to, e->len, RPCRDMA_ACCESS_REMOTE_READ,
+					 &qp->pd->base, &qp->base, &ref)) {
+				tx_fail_invalid_stag(qp);
+				return false;
+			}
+			e->src = ref.ptr;
 		}
 		e->iov0 = (struct iovec){e->src, e->len};
 		qp->msg_is_irq = true;
@@ -1031,8 +1115,12 @@ void soft_qp_tx_locked(struct soft_qp *qp)
 				return;
 			}
 			if (n < 0) {
+				/* reset, or EFAULT: memory that can no longer be
+				 * read (a durable region's file shrank): never
+				 * retried, the QP ends */
 				qp->last_err = (int)n;
-				return; /* the receive side sees the reset */
+				soft_qp_error_tx_locked(qp, NULL);
+				return;
 			}
 			while (n > 0) {
 				struct iovec *v = &qp->biov[qp->bpos];
@@ -1040,9 +1128,11 @@ void soft_qp_tx_locked(struct soft_qp *qp)
 				if ((size_t)n >= v->iov_len) {
 					n -= (ssize_t)v->iov_len;
 					qp->bpos++;
+					qp->bpart = false;
 				} else {
 					v->iov_base = (uint8_t *)v->iov_base + n;
 					v->iov_len -= (size_t)n;
+					qp->bpart = true;
 					n = 0;
 				}
 			}
@@ -1061,7 +1151,7 @@ void soft_qp_tx_locked(struct soft_qp *qp)
 			qp->irq_count -= qp->b_irq_done;
 			qp->irq_sent -= qp->b_irq_done;
 			qp->b_irq_done = 0;
-			qp->bcnt = qp->bpos = 0;
+			qp->bcnt = qp->bpos = qp->bnf = 0;
 			sq_complete_locked(qp);
 		}
 		if (qp->term_pending) {
@@ -1069,6 +1159,8 @@ void soft_qp_tx_locked(struct soft_qp *qp)
 
 			(void)soft_io_writev(qp->obj.fd, &v, 1);
 			qp->term_pending = false;
+			if (qp->term_fatal)
+				soft_qp_error_tx_locked(qp, NULL);
 			return;
 		}
 		while (nf < SOFT_BATCH_FPDUS && qp->bcnt + RR_FPDU_MAX_IOV <= SOFT_BATCH_IOV) {
@@ -1081,7 +1173,9 @@ void soft_qp_tx_locked(struct soft_qp *qp)
 			if (r == 1) {
 				memcpy(qp->biov + qp->bcnt, f->iov, sizeof(*f->iov) * f->iovcnt);
 				qp->bcnt += f->iovcnt;
+				qp->bend[nf] = (uint16_t)qp->bcnt;
 				nf++;
+				qp->bnf = nf;
 			}
 			if (r == 0 || f->last)
 				tx_msg_done(qp);
@@ -1097,8 +1191,11 @@ void soft_qp_tx_locked(struct soft_qp *qp)
 			}
 			qp->biov[0] = (struct iovec){qp->txcopy, off};
 			qp->bcnt = 1;
+			qp->bend[0] = 1;
 		}
 		if (!qp->bcnt) {
+			if (qp->term_pending)
+				continue;   /* nothing batched before it: send it now */
 			sq_complete_locked(qp);
 			if (qp->want_out)
 				soft_io_want_out(qp, false);
@@ -1149,7 +1246,8 @@ static void soft_qp_error_tx_locked(struct soft_qp *qp, const struct rr_term *t)
 	}
 	qp->sq_next = qp->sq_count;
 	qp->msg_active = false;
-	qp->bcnt = qp->bpos = 0;
+	qp->bcnt = qp->bpos = qp->bnf = 0;
+	qp->bpart = false;
 	qp->irq_count = qp->irq_sent = 0;
 	sq_complete_locked(qp);
 	soft_io_shutdown(qp);
@@ -1198,6 +1296,57 @@ static enum rr_rx_code mrt_code(int r)
 	}
 }
 
+/* Where a tagged segment for @ref lands: in place, or for durable
+ * (file-backed) memory first in place_buf, written to the file once the
+ * segment is complete and checked (rx_place_durable). */
+static enum rr_rx_code rx_dst(struct soft_qp *qp, const struct rr_mrt_ref *ref, uint32_t len,
+			      uint8_t **dst)
+{
+	if (!ref->durable) {
+		*dst = ref->ptr;
+		return RR_RXC_OK;
+	}
+	if (!qp->place_buf) {
+		qp->place_buf = rr_alloc(qp->ctx->env, RR_ULPDU_MAX);
+		if (!qp->place_buf)
+			return RR_RXC_CATASTROPHIC;
+	}
+	qp->rxd.on = true;
+	qp->rxd.fd = ref->durable_fd;
+	qp->rxd.off = ref->durable_offset;
+	qp->rxd.va = ref->ptr;
+	qp->rxd.len = len;
+	*dst = qp->place_buf;
+	return RR_RXC_OK;
+}
+
+/* A complete, checked tagged segment for durable memory: its bytes go to
+ * the file (pwrite), never through the mapping, so a file that shrank under
+ * its registration costs a Terminate on this connection (bounds), not a
+ * SIGBUS in the process (draft-talpey-rdma-commit section 4; docs/security.md
+ * "Durable regions"). */
+static enum rr_rx_code rx_place_durable(struct soft_qp *qp)
+{
+	struct stat st;
+	uint64_t end = qp->rxd.off + qp->rxd.len;
+	size_t done = 0;
+
+	qp->rxd.on = false;
+	if (fstat(qp->rxd.fd, &st) < 0 || st.st_size < 0 || (uint64_t)st.st_size < end)
+		return RR_RXC_BOUNDS;   /* past the end of the file */
+	while (done < qp->rxd.len) {
+		ssize_t n = pwrite(qp->rxd.fd, qp->place_buf + done, qp->rxd.len - done,
+				   (off_t)(qp->rxd.off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return RR_RXC_CATASTROPHIC;
+		done += (size_t)n;
+	}
+	return RR_RXC_OK;
+}
+
 /* Tagged placement (RFC 5040 5.1, RFC 5041 7): Writes through the STag
  * table with the remote-write right; Read Responses only into the sink of
  * the oldest outstanding Read, at exactly the next offset. */
@@ -1210,6 +1359,7 @@ static enum rr_rx_code rx_tagged(void *ctx, uint8_t op, uint32_t stag, uint64_t 
 	int r;
 
 	RR_UNUSED(last);
+	qp->rxd.on = false;
 	if (op == RR_OP_WRITE) {
 		if (len == 0)
 			return RR_RXC_OK; /* zero-length Write: nothing to place (as siw) */
@@ -1217,8 +1367,7 @@ static enum rr_rx_code rx_tagged(void *ctx, uint8_t op, uint32_t stag, uint64_t 
 				 &qp->pd->base, &qp->base, &ref);
 		if (r)
 			return mrt_code(r);
-		*dst = ref.ptr;
-		return RR_RXC_OK;
+		return rx_dst(qp, &ref, len, dst);
 	}
 	pthread_mutex_lock(&qp->tx_lock);
 	{
@@ -1237,7 +1386,7 @@ static enum rr_rx_code rx_tagged(void *ctx, uint8_t op, uint32_t stag, uint64_t 
 			if (r)
 				code = mrt_code(r);
 			else
-				*dst = ref.ptr;
+				code = rx_dst(qp, &ref, len, dst);
 		}
 	}
 	pthread_mutex_unlock(&qp->tx_lock);
@@ -1270,6 +1419,11 @@ static int rx_event(struct soft_qp *qp, struct rr_ddp_event *ev)
 
 	switch (ev->type) {
 	case RR_EV_TAGGED:
+		if (qp->rxd.on) {
+			code = rx_place_durable(qp);
+			if (code != RR_RXC_OK)
+				break;
+		}
 		if (ev->op != RR_OP_READ_RESP)
 			return 0;
 		pthread_mutex_lock(&qp->tx_lock);
@@ -1339,7 +1493,8 @@ static int rx_event(struct soft_qp *qp, struct rr_ddp_event *ev)
 							 &qp->base, &ref);
 				e->sink_stag = rq->sink_stag;
 				e->sink_to = rq->sink_to;
-				e->src = ref.ptr;
+				e->src_stag = rq->src_stag;
+				e->src_to = rq->src_to;
 				e->len = rq->size;
 			} else {
 				const struct rr_commit_req *c = &ev->u.creq;
@@ -1349,6 +1504,7 @@ static int rx_event(struct soft_qp *qp, struct rr_ddp_event *ev)
 				e->nregions = c->nregions;
 				for (unsigned i = 0; i < c->nregions && !r; i++) {
 					e->rlen[i] = c->region[i].len;
+					e->creg[i] = c->region[i];
 					r = rr_mrt_check(t, c->region[i].stag, c->region[i].to,
 							 c->region[i].len, RPCRDMA_ACCESS_REMOTE_WRITE,
 							 &qp->pd->base, &qp->base, &e->ref[i]);
@@ -1407,7 +1563,7 @@ static void rx_terminate(struct soft_qp *qp)
 		if (qp->bpos == 0 || qp->bpos == qp->bcnt) {
 			/* at an FPDU boundary: a partially written batch
 			 * cannot be interrupted (best effort, as siw) */
-			qp->bcnt = qp->bpos = 0;
+			qp->bcnt = qp->bpos = qp->bnf = 0;
 			qp->term_pending = true;
 			qp->msg_active = false;
 			soft_qp_tx_locked(qp);
@@ -1424,6 +1580,7 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 {
 	struct rr_ddp_event ev;
 	bool drained = false;
+	unsigned reads = 0;
 
 	for (;;) {
 		uint8_t *dst;
@@ -1455,8 +1612,11 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 		}
 		qp->stage_off = qp->stage_len = 0;
 		/* A short read emptied the socket: every caller comes back on
-		 * (level-triggered) readiness, so skip the EAGAIN read. */
-		if (drained)
+		 * (level-triggered) readiness, so skip the EAGAIN read. After
+		 * SOFT_RX_READS reads, leave the rest for the next turn too: a
+		 * peer that sends without pause does not keep this thread from
+		 * the other connections it serves. */
+		if (drained || ++reads > SOFT_RX_READS)
 			return 0;
 		w = rr_ddp_rx_want(&qp->rx, &dst);
 		if (qp->rx.state == RR_RX_PAYLOAD && w > 0) {
@@ -1480,6 +1640,8 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			 * waits for it (soft_io_fast_quiesce). */
 			fast = false;
 			qp->fast_rd = true;
+			qp->fast_dst = cnt == 2 ? dst : NULL;
+			qp->fast_len = cnt == 2 ? w : 0;
 			mode = soft_io_fast_mode(qp);
 			atomic_store(&qp->rcq->fast_blocked, mode);
 			/* Set, then look: a completion pushed or an interrupt
@@ -1500,6 +1662,9 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			pthread_mutex_lock(&qp->rx_lock);
 			atomic_store(&qp->rcq->fast_blocked, 0);
 			qp->fast_rd = false;
+			qp->fast_len = 0;
+			if (qp->revoke_waiters)
+				pthread_cond_broadcast(&qp->fast_cv);
 			atomic_fetch_add(&qp->rcq->fast_reads, 1);
 			if (qp->fast_kill) {
 				pthread_cond_broadcast(&qp->fast_cv);
@@ -1589,6 +1754,143 @@ int soft_set_commit(struct rr_qp *base, bool enable)
 	pthread_mutex_unlock(&qp->tx_lock);
 	pthread_mutex_unlock(&qp->rx_lock);
 	return 0;
+}
+
+/* ------------------------------------------------ memory going away -- */
+
+static bool range_hits(const void *p, size_t n, uintptr_t lo, uintptr_t hi)
+{
+	uintptr_t a = (uintptr_t)p;
+
+	return n && a < hi && a + n > lo;
+}
+
+static bool iov_hits(const struct iovec *v, unsigned cnt, size_t skip, uintptr_t lo, uintptr_t hi)
+{
+	for (unsigned i = 0; i < cnt; i++, skip = 0)
+		if (v[i].iov_len > skip &&
+		    range_hits((const uint8_t *)v[i].iov_base + skip, v[i].iov_len - skip, lo, hi))
+			return true;
+	return false;
+}
+
+/* Whether transmitting still needs bytes of [@lo, @hi): unsent batch
+ * entries, the rest of the message being segmented, Sends and Writes not
+ * yet started. (Queued Read and Commit Requests are checked again when
+ * their response starts, tx_pick.) tx_lock held. */
+static bool tx_needs(struct soft_qp *qp, uintptr_t lo, uintptr_t hi)
+{
+	if (qp->bpos < qp->bcnt && iov_hits(qp->biov + qp->bpos, qp->bcnt - qp->bpos, 0, lo, hi))
+		return true;
+	if (qp->msg_active && qp->msg.iov_idx < qp->msg.iovcnt &&
+	    iov_hits(qp->msg.iov + qp->msg.iov_idx, qp->msg.iovcnt - qp->msg.iov_idx,
+		     qp->msg.iov_off, lo, hi))
+		return true;
+	for (uint32_t i = qp->sq_next; i < qp->sq_count; i++) {
+		struct soft_wqe *w = sq_at(qp, i);
+
+		if (w->state != WQE_DONE && !w->inline_buf &&
+		    iov_hits(w->iov, w->iovcnt, 0, lo, hi))
+			return true;
+	}
+	return false;
+}
+
+/* Writes @cnt entries of @v now, as far as the socket takes them without
+ * waiting: true when all went. */
+static bool tx_write_now(struct soft_qp *qp, struct iovec *v, unsigned cnt)
+{
+	while (cnt) {
+		ssize_t n = soft_io_writev(qp->obj.fd, v, RR_MIN(cnt, 1024u));
+
+		if (n <= 0)
+			return false;
+		while (cnt && (size_t)n >= v->iov_len) {
+			n -= (ssize_t)v->iov_len;
+			v++;
+			cnt--;
+		}
+		if (cnt && n) {
+			v->iov_base = (uint8_t *)v->iov_base + n;
+			v->iov_len -= (size_t)n;
+		}
+	}
+	return true;
+}
+
+/* Transmit needs memory that is being deregistered (tx_lock held, QP in
+ * RTS): the FPDU half on the wire is finished from that memory now (it is
+ * still valid: the deregistration waits for this), then the Terminate
+ * (Invalid STag), both as far as the socket takes them without waiting;
+ * the rest is never sent and the QP ends. */
+static void tx_revoke(struct soft_qp *qp)
+{
+	bool framed = true;   /* the stream is at an FPDU boundary */
+
+	if (qp->bpos < qp->bcnt) {
+		unsigned k = 0, start;
+
+		while (k < qp->bnf && qp->bend[k] <= qp->bpos)
+			k++;
+		start = k ? qp->bend[k - 1] : 0;
+		if (k < qp->bnf && (qp->bpos > start || qp->bpart))
+			framed = tx_write_now(qp, qp->biov + qp->bpos, qp->bend[k] - qp->bpos);
+	}
+	qp->bcnt = qp->bpos = qp->bnf = 0;
+	qp->bpart = false;
+	qp->msg_active = false;
+	if (framed) {
+		struct iovec v;
+
+		tx_fail_invalid_stag(qp);
+		v = (struct iovec){qp->term_fpdu, qp->term_len};
+		(void)tx_write_now(qp, &v, 1);
+		qp->term_pending = false;
+	}
+	soft_qp_error_tx_locked(qp, NULL);
+}
+
+/* soft.h. Caller holds no lock of @qp. */
+static void qp_revoke(struct soft_qp *qp, uintptr_t lo, uintptr_t hi)
+{
+	uint8_t *d;
+	size_t left;
+	bool killed = false;
+
+	pthread_mutex_lock(&qp->rx_lock);
+	/* a fast reader (no rx_lock) writing into the range, or receiving a
+	 * segment bound for it: its read ends within SOFT_FAST_BLOCK_MS */
+	while (qp->fast_rd && (range_hits(qp->fast_dst, qp->fast_len, lo, hi) ||
+			       (qp->rxd.on && range_hits(qp->rxd.va, qp->rxd.len, lo, hi)))) {
+		qp->revoke_waiters++;
+		pthread_cond_wait(&qp->fast_cv, &qp->rx_lock);
+		qp->revoke_waiters--;
+	}
+	if (!qp->fast_rd) {
+		/* the parser is ours: the rest of a segment bound for the
+		 * range is dropped (it was valid when it began) */
+		if (rr_ddp_rx_placing(&qp->rx, &d, &left) && range_hits(d, left, lo, hi))
+			rr_ddp_rx_drop_placement(&qp->rx);
+		if (qp->rxd.on && range_hits(qp->rxd.va, qp->rxd.len, lo, hi))
+			qp->rxd.on = false;
+	}
+	pthread_mutex_lock(&qp->tx_lock);
+	if (qp->state == QPS_RTS && tx_needs(qp, lo, hi)) {
+		tx_revoke(qp);
+		killed = true;
+	}
+	pthread_mutex_unlock(&qp->tx_lock);
+	if (killed)
+		soft_qp_fatal(qp, -EPROTO, NULL);
+	pthread_mutex_unlock(&qp->rx_lock);
+}
+
+void soft_pd_revoke(struct soft_pd *pd, uintptr_t lo, uintptr_t hi)
+{
+	pthread_mutex_lock(&pd->lock);
+	for (struct soft_qp *qp = pd->qps; qp; qp = qp->pd_next)
+		qp_revoke(qp, lo, hi);
+	pthread_mutex_unlock(&pd->lock);
 }
 
 /* ------------------------------------------------------------ the table -- */

@@ -942,6 +942,7 @@ static int vb_post_send(struct rr_qp *qp, struct rpcrdma_send_wr *wr, struct rpc
 					struct rr_mw *bmw = RR_BASE(mw, src[i]->u.bind.mw);
 
 					bmw->rkey = rkeys[i];
+					bmw->to = src[i]->u.bind.addr;
 					VB_MW(bmw)->mw->rkey = rkeys[i];
 				}
 			}
