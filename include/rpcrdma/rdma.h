@@ -203,7 +203,7 @@ struct rpcrdma_caps {
 	uint16_t max_private_data_reject;
 	char provider[16];
 	char device[64];
-	char commit[96];                 /* how RDMA Commit travels here, or why
+	char commit[128];                /* how RDMA Commit travels here, or why
 					    it cannot (library, kernel, device) */
 };
 

@@ -324,13 +324,12 @@ static void vb_commit_note(const struct vb_ctx *c, char *buf, size_t n)
 {
 #ifdef RPCRDMA_HAVE_IBV_FLUSH
 	if (vb_has_flush(c))
-		snprintf(buf, n, "IBV_WR_FLUSH:%s%s (device %s)",
+		snprintf(buf, n, "IBV_WR_FLUSH:%s%s (device %.32s)",
 			 c->flush_persistent ? " persistent" : "", c->flush_global ? " global" : "",
 			 ibv_get_device_name(c->verbs->device));
 	else
-		snprintf(buf, n, "none: %s reports no FLUSH placement type (kernel or device "
-			 "without IB FLUSH; Linux rxe has it since 6.2, siw not)",
-			 ibv_get_device_name(c->verbs->device));
+		snprintf(buf, n, "none: %.32s reports no FLUSH (kernel/device; rxe has it since "
+			 "Linux 6.2, siw not)", ibv_get_device_name(c->verbs->device));
 #else
 	RR_UNUSED(c);
 	snprintf(buf, n, "none: built against rdma-core without IBV_WR_FLUSH (needs >= 45)");
