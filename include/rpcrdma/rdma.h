@@ -281,7 +281,11 @@ RPCRDMA_API uint32_t rpcrdma_mw_rkey(const struct rpcrdma_mw *mw);
 /* Durable memory helper: creates or opens @path, sizes it to @size bytes
  * (never shrinking existing data below @size), maps it MAP_SHARED read/write.
  * The result is registered with RPCRDMA_MR_DURABLE, durable_fd = map->fd,
- * durable_offset = offset of addr within the map. */
+ * durable_offset = offset of addr within the map. @path may also name a
+ * device-DAX character device (/dev/daxX.Y: persistent memory mapped
+ * directly, which verbs devices such as rxe can persist with FLUSH): it is
+ * not resized, and @size must be a multiple of its alignment (mmap answers
+ * -EINVAL otherwise). Any other kind of file: -EINVAL. */
 struct rpcrdma_durable_map {
 	void *addr;
 	uint64_t length;

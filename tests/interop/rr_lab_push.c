@@ -16,12 +16,16 @@
  *               the connection is re-established, RPCs work again;
  *   kill -9     Write + Commit of 256 KiB, SIGKILL of the server at once, the
  *               file read back: equal.
+ * With -x DEVDAX (a device-DAX node of persistent memory, e.g. an emulated
+ * NVDIMM) the durable-only region and the kill -9 region are 2 MiB of it,
+ * and the Commit asks for persistence: on rxe a FLUSH with persistent
+ * placement, which rxe grants only to persistent-memory pages.
  * Exit 0: all passed; 1: a failure; 77: Commit is not available over this URL
  * (the reason, from rpcrdma_query's caps.commit, on the last line).
  *
- *   rr_lab_push URL [-d DIR]       URL: verbs://ADDR:PORT or rdma://ADDR:PORT
- *                                  (port 0: any); DIR: where the region files
- *                                  live (/tmp) */
+ *   rr_lab_push URL [-d DIR] [-x DEVDAX]
+ *                 URL: verbs://ADDR:PORT or rdma://ADDR:PORT (port 0: any);
+ *                 DIR: where the region files live (/tmp) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +37,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -142,6 +148,10 @@ static int h_open(struct rpcrdma_req *r, void *ctx)
 		a.flags = flags;
 		rc = rpcrdma_req_push_expose(r, &a, region_released, g, &reg, &id);
 	}
+	printf("# server: OPEN %s %llu bytes, levels asked 0x%x: %s (region levels 0x%x)\n", path,
+	       (unsigned long long)size, flags, rc ? rpcrdma_strerror(rc) : "exposed",
+	       rc ? 0 : reg.flags);
+	fflush(stdout);
 	if (rc) {
 		(void)rpcrdma_durable_unmap(&g->map);
 		free(g);
@@ -246,7 +256,6 @@ static int push_open(struct rpcrdma_client *c, const char *path, uint64_t size, 
 
 	if (rc)
 		return rc;
-	unlink(path);
 	rpcrdma_xdr_put_string(rpcrdma_call_args(call), path);
 	rpcrdma_xdr_put_u64(rpcrdma_call_args(call), size);
 	rpcrdma_xdr_put_u32(rpcrdma_call_args(call), flags);
@@ -267,15 +276,31 @@ static int push_open(struct rpcrdma_client *c, const char *path, uint64_t size, 
 	return rc;
 }
 
-/* The file's bytes [off, off+len) equal @want (read through the file, not
- * the server's mapping). */
+/* The file's bytes [off, off+len) equal @want, read through the file (not
+ * the server's mapping); a device-DAX node is read through a mapping of its
+ * own (it has no read()). */
 static bool file_has(const char *path, uint64_t off, const uint8_t *want, size_t len)
 {
-	uint8_t *b = malloc(len ? len : 1);
 	int fd = open(path, O_RDONLY);
+	struct stat st;
 	size_t done = 0;
-	bool ok = fd >= 0 && b;
+	uint8_t *b;
+	bool ok;
 
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) == 0 && S_ISCHR(st.st_mode)) {
+		size_t maplen = (size_t)((off + len + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1));
+		void *m = mmap(NULL, maplen, PROT_READ, MAP_SHARED, fd, 0);
+
+		ok = m != MAP_FAILED && memcmp((uint8_t *)m + off, want, len) == 0;
+		if (m != MAP_FAILED)
+			munmap(m, maplen);
+		close(fd);
+		return ok;
+	}
+	b = malloc(len ? len : 1);
+	ok = b != NULL;
 	while (ok && done < len) {
 		ssize_t n = pread(fd, b + done, len - done, (off_t)(off + done));
 
@@ -285,8 +310,7 @@ static bool file_has(const char *path, uint64_t off, const uint8_t *want, size_t
 			done += (size_t)n;
 	}
 	ok = ok && memcmp(b, want, len) == 0;
-	if (fd >= 0)
-		close(fd);
+	close(fd);
 	free(b);
 	return ok;
 }
@@ -327,14 +351,15 @@ static void commit_note(const char *url, char *buf, size_t n)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: rr_lab_push URL [-d DIR]   (URL: verbs://ADDR:PORT | rdma://ADDR:PORT)\n");
+	fprintf(stderr, "usage: rr_lab_push URL [-d DIR] [-x DEVDAX]   "
+		"(URL: verbs://ADDR:PORT | rdma://ADDR:PORT)\n");
 	return 2;
 }
 
 int main(int argc, char **argv)
 {
 	struct rpcrdma_client_opts co = {.timeout_ms = 20000, .connect_timeout_ms = 10000};
-	const char *url, *dir = "/tmp";
+	const char *url, *dir = "/tmp", *pmem = NULL;
 	char curl[128];
 	int port = 0;
 	struct rpcrdma_client *c = NULL;
@@ -352,12 +377,16 @@ int main(int argc, char **argv)
 	for (int i = 2; i < argc; i++) {
 		if (!strcmp(argv[i], "-d") && i + 1 < argc)
 			dir = argv[++i];
+		else if (!strcmp(argv[i], "-x") && i + 1 < argc)
+			pmem = argv[++i];
 		else
 			return usage();
 	}
+	/* the server first: a child must not inherit this process's verbs
+	 * contexts (rdma-core device files and mappings are per process) */
+	pid = server_start(url, &rc, &port);
 	commit_note(url, note, sizeof(note));
 	printf("# client side: %s\n", note);
-	pid = server_start(url, &rc, &port);
 	if (pid < 0) {
 		if (rc == -EPROTONOSUPPORT) {
 			printf("not yet available: %s is not built into the library\n", url);
@@ -381,18 +410,22 @@ int main(int argc, char **argv)
 		return 77;
 	}
 	result(rc == 0, "push capable", "%s", rc ? rpcrdma_strerror(rc) : note);
+	rc = echo(c, 77);
+	result(rc == 0, "rpc", "ECHO %s", rc ? rpcrdma_strerror(rc) : "answered");
 
-	/* levels: persistence only, then either */
+	/* levels: persistence only (of persistent memory with -x), then either */
 	snprintf(path, sizeof(path), "%s/rr-lab-push-durable.bin", dir);
-	rc = push_open(c, path, 1u << 20, RPCRDMA_MR_DURABLE, &reg);
+	unlink(path);
+	rc = push_open(c, pmem ? pmem : path, pmem ? 2u << 20 : 1u << 20, RPCRDMA_MR_DURABLE, &reg);
 	if (rc == 0)
 		result(reg.flags & RPCRDMA_PUSH_REGION_DURABLE, "levels: durable-only region",
-		       "exposed, serves %s", levels_str(reg.flags));
+		       "%s exposed, serves %s", pmem ? pmem : "file", levels_str(reg.flags));
 	else
-		result(rc == -EOPNOTSUPP, "levels: durable-only region",
-		       "refused with %s (the device cannot persist this memory)",
-		       rpcrdma_strerror(rc));
+		result(rc == -EOPNOTSUPP && !pmem, "levels: durable-only region",
+		       "%s refused with %s (the device cannot persist this memory)",
+		       pmem ? pmem : "file", rpcrdma_strerror(rc));
 	snprintf(path, sizeof(path), "%s/rr-lab-push.bin", dir);
+	unlink(path);
 	rc = push_open(c, path, 1u << 20, RPCRDMA_MR_DURABLE | RPCRDMA_MR_VISIBLE, &reg);
 	result(rc == 0 && reg.flags, "levels: region accepting either level",
 	       "%s, serves %s", rc ? rpcrdma_strerror(rc) : "exposed", rc ? "-" : levels_str(reg.flags));
@@ -455,9 +488,16 @@ int main(int argc, char **argv)
 	}
 	result(rc == 0, "beyond: RPCs after the reconnect", "%s", rc ? rpcrdma_strerror(rc) : "ECHO");
 
-	/* kill -9 right after the Commit completed */
+	/* kill -9 right after the Commit completed (with -x: a persistent
+	 * Commit into persistent memory) */
 	snprintf(path, sizeof(path), "%s/rr-lab-push-kill9.bin", dir);
-	rc = push_open(c, path, 1u << 20, RPCRDMA_MR_DURABLE | RPCRDMA_MR_VISIBLE, &reg);
+	unlink(path);
+	if (pmem)
+		snprintf(path, sizeof(path), "%s", pmem);
+	rc = push_open(c, path, pmem ? 2u << 20 : 1u << 20,
+		       pmem ? RPCRDMA_MR_DURABLE : RPCRDMA_MR_DURABLE | RPCRDMA_MR_VISIBLE, &reg);
+	if (rc == 0 && pmem)
+		level = RPCRDMA_PUSH_COMMIT;
 	if (rc == 0) {
 		fill(data, 262144, 4242);
 		rc = rpcrdma_push_write(c, &reg, 8192, data, 262144, level, &st);
@@ -466,9 +506,10 @@ int main(int argc, char **argv)
 		pid = -1;
 		result(rc == 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL &&
 		       file_has(path, 8192, data, 262144), "kill -9 after the Commit",
-		       "%s; server killed; 262144 bytes %s in the file",
+		       "%s (%s); server killed; 262144 bytes %s in %s",
 		       rc ? rpcrdma_strerror(rc) : "Commit completed",
-		       file_has(path, 8192, data, 262144) ? "equal" : "NOT equal");
+		       level == RPCRDMA_PUSH_COMMIT ? "persistent" : "global visibility",
+		       file_has(path, 8192, data, 262144) ? "equal" : "NOT equal", path);
 	} else {
 		result(false, "kill -9 after the Commit", "OPEN: %s", rpcrdma_strerror(rc));
 	}
