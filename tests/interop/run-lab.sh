@@ -46,7 +46,8 @@
 #   LAB_ACCEL    auto | tcg | kvm (auto: kvm only with vmx/svm and /dev/kvm)
 #   LAB_MEM      MiB (default 2048)   LAB_SMP  vCPUs (default 2)
 #   LAB_PMEM     MiB of emulated NVDIMM (persistent memory) for the guest
-#                (default 0: none)
+#                (default 512 for trixie: rxe's persistent FLUSH wants
+#                persistent memory; 0 for bookworm, whose rxe has no FLUSH)
 #   LAB_ONLY     space-separated section names for vm-tests.sh (default all)
 #   LAB_BUILD    build directory (default $LAB_DIR/build)
 set -euo pipefail
@@ -63,6 +64,7 @@ LAB_TIMEOUT=${LAB_TIMEOUT:-1200}
 LAB_MEM=${LAB_MEM:-2048}
 LAB_SMP=${LAB_SMP:-2}
 LAB_ACCEL=${LAB_ACCEL:-auto}
+if [ "$SUITE" = trixie ]; then LAB_PMEM=${LAB_PMEM:-512}; else LAB_PMEM=${LAB_PMEM:-0}; fi
 ROOTFS=$LAB_DIR/rootfs
 IMG=$LAB_DIR/rpcrdma-lab.img
 BUILD=${LAB_BUILD:-$LAB_DIR/build}
