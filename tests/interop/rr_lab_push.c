@@ -47,40 +47,11 @@
 #include "rpcrdma/rpc.h"
 #include "rpcrdma/stats.h"
 
+#include "lab_check.h"
+
 #define PROG 0x20000778u
 #define VERS 1u
 enum { P_ECHO = 1, P_OPEN = 2 };
-
-static int failures;
-
-static void result(bool ok, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void result(bool ok, const char *name, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!ok)
-		failures++;
-	printf("%s %s", ok ? "ok" : "not ok", name);
-	if (fmt && *fmt) {
-		printf(": ");
-		va_start(ap, fmt);
-		vprintf(fmt, ap);
-		va_end(ap);
-	}
-	printf("\n");
-	fflush(stdout);
-}
-
-static void fill(uint8_t *p, size_t n, uint32_t seed)
-{
-	uint32_t x = seed * 2654435761u + 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13; x ^= x >> 17; x ^= x << 5;
-		p[i] = (uint8_t)x;
-	}
-}
 
 static const char *levels_str(uint32_t f)
 {
@@ -105,17 +76,6 @@ static void region_released(void *arg)
 
 	(void)rpcrdma_durable_unmap(&g->map);
 	free(g);
-}
-
-static int h_echo(struct rpcrdma_req *r, void *ctx)
-{
-	uint32_t v;
-
-	(void)ctx;
-	if (rpcrdma_xdr_get_u32(rpcrdma_req_args(r), &v))
-		return RPCRDMA_SVC_GARBAGE_ARGS;
-	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), ~v);
-	return RPCRDMA_SVC_OK;
 }
 
 /* OPEN: {string path, u64 size, u32 mr flags} -> {i32 rc [, region, u64 id]} */
