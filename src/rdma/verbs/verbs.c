@@ -1045,7 +1045,8 @@ static int vb_post_send(struct rr_qp *qp, struct rpcrdma_send_wr *wr, struct rpc
 		*bad = wr;
 		return -ENOTCONN;
 	}
-	if (!q->qpx)
+	/* QPs of a FLUSH-capable context are extended QPs (vb_qp_attach) */
+	if (!vb_has_flush(VB_CTX(qp->pd->ctx)))
 		return vb_post_send_locked(q, iq, wr, bad);
 	pthread_mutex_lock(&q->post_lock);
 	rc = vb_post_send_locked(q, iq, wr, bad);
