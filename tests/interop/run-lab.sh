@@ -106,8 +106,8 @@ host_packages() {
 # its own release (one archive serves every suite)
 mirror_url() {
 	[ -n "${LAB_MIRROR:-}" ] && { echo "$LAB_MIRROR"; return; }
-	apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(Codename)' 2>/dev/null |
-		awk -v s="$SUITE" '$2 == s || $3 == s { print $1; exit }
+	apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 2>/dev/null |
+		awk -v s="$SUITE" '$2 == s { print $1; exit }
 			$1 ~ /debian\/?$/ && !f { f = $1 } END { if (f) print f }' | head -n 1
 }
 
