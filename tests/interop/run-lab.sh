@@ -120,6 +120,7 @@ make_rootfs() {
 		[ "$(stamp_suite "$LAB_DIR")" = "$SUITE" ] && return 0
 		die "$LAB_DIR holds a $(stamp_suite "$LAB_DIR") root file system, not $SUITE: use another LAB_DIR (or 'clean')"
 	fi
+	unmount_below || die "mounts left below $LAB_DIR: see /proc/mounts"
 	rm -rf "$ROOTFS"
 	if [ -n "${LAB_SEED:-}" ] && [ -f "$LAB_SEED/.stamp-rootfs" ] &&
 		[ "$(stamp_suite "$LAB_SEED")" = "$SUITE" ]; then
@@ -136,12 +137,27 @@ make_rootfs() {
 	echo "$SUITE" > "$LAB_DIR/.stamp-rootfs"
 }
 
+# unmount_below: lazily unmounts every mount point below $LAB_DIR (what an
+# interrupted in_root or check left), deepest first; fails if one stays.
+# Nothing below $LAB_DIR is removed or copied into an image before this:
+# rm -rf through a bind mount of /dev or of the source tree would destroy
+# them.
+unmount_below() {
+	local m
+	local d; d=$(realpath -m "$LAB_DIR")/
+	awk -v d="$d" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r |
+		while read -r m; do umount -l "$m" 2>/dev/null || true; done
+	! awk -v d="$d" 'index($2, d) == 1 { f = 1 } END { exit !f }' /proc/mounts
+}
+
 # in_root CMD...: CMD in the root file system with /proc, /sys and /dev, the
 # source tree read-only at /rpcrdma-src and $BUILD at /rpcrdma-build (the
-# trixie build root); the mounts are undone whatever CMD does
+# trixie build root); the mounts are undone whatever CMD does (also on
+# SIGINT/SIGTERM)
 in_root() {
-	local m rc=0
+	local rc=0
 	mkdir -p "$ROOTFS/rpcrdma-src" "$ROOTFS/rpcrdma-build" "$BUILD"
+	trap 'unmount_below; exit 130' INT TERM
 	mount -t proc proc "$ROOTFS/proc"
 	mount --rbind /sys "$ROOTFS/sys"; mount --make-rslave "$ROOTFS/sys"
 	mount --rbind /dev "$ROOTFS/dev"; mount --make-rslave "$ROOTFS/dev"
@@ -149,9 +165,8 @@ in_root() {
 	mount --bind "$BUILD" "$ROOTFS/rpcrdma-build"
 	chroot "$ROOTFS" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C \
 		DEBIAN_FRONTEND=noninteractive "$@" || rc=$?
-	for m in rpcrdma-build rpcrdma-src dev sys proc; do
-		umount -R "$ROOTFS/$m" 2>/dev/null || umount -l "$ROOTFS/$m" 2>/dev/null || true
-	done
+	unmount_below || die "mounts left below $LAB_DIR: see /proc/mounts"
+	trap - INT TERM
 	return $rc
 }
 
@@ -237,6 +252,7 @@ make_image() {
 	chroot "$ROOTFS" dpkg-query -W -f '${Package} ${Version}\n' > "$LAB_DIR/guest-versions.txt"
 	rm -f "$IMG"
 	# the trixie root also holds the build tools: size the image from the root
+	unmount_below || die "mounts left below $LAB_DIR: see /proc/mounts"
 	mke2fs -q -t ext4 -L rpcrdmalab -d "$ROOTFS" "$IMG" \
 		"$(( $(du -sm --exclude=rpcrdma-src --exclude=rpcrdma-build "$ROOTFS" | cut -f1) + 768 ))M"
 	touch "$LAB_DIR/.stamp-image"
@@ -371,8 +387,7 @@ ts_begin() { # RUN_DIR
 }
 ts_end() {
 	[ "$SUITE" = bookworm ] && return 0
-	umount "$ROOTFS/rpcrdma-run" 2>/dev/null || umount -l "$ROOTFS/rpcrdma-run" || true
-	umount "$ROOTFS/proc" 2>/dev/null || umount -l "$ROOTFS/proc" || true
+	unmount_below || say "WARNING: mounts left below $LAB_DIR (see /proc/mounts)"
 }
 
 # frame_counts PCAP FILTER... [-- tshark options]: one tshark pass; prints the
@@ -490,7 +505,8 @@ build) cmd_build ;;
 vm) shift; cmd_vm "$@" ;;
 check) shift; cmd_check "$@" ;;
 info) cmd_info ;;
-clean) rm -rf "$LAB_DIR" ;;
+clean) if [ -d "$LAB_DIR" ]; then unmount_below || die "mounts left below $LAB_DIR"; fi
+	rm -rf "$LAB_DIR" ;;
 -h | --help | help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' ;;
 *) die "unknown command '$1' (try --help)" ;;
 esac
