@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "proto/privdata.h"
+#include "rpc/xbuf.h"
 #include "rpcrdma/push.h"
 #include "rpcrdma/rdma.h"
 #include "rpcrdma/rpc.h"
@@ -572,7 +573,7 @@ TEST(push_tcp_unsupported)
 {
 	struct rpcrdma_server *s;
 	struct rpcrdma_client *c;
-	struct rpcrdma_push_region reg = {1, 4096, 4096};
+	struct rpcrdma_push_region reg = {1, 4096, 4096, RPCRDMA_PUSH_REGION_DURABLE | RPCRDMA_PUSH_REGION_VISIBLE};
 	char url[64], path[128];
 	uint64_t id;
 	uint8_t b[16] = {0};
@@ -829,5 +830,88 @@ TEST(push_revoke_then_write)
 	rpcrdma_client_destroy(c);
 	CHECK(file_has(path, 0, data, 512));
 	CHECK(file_has(path, 512, data, 512));
+	unlink(path);
+}
+
+/* The region handle carries the Commit levels it serves (24 bytes of XDR);
+ * a level this library does not know is refused both ways. */
+TEST(push_region_xdr_levels)
+{
+	struct rpcrdma_xdr_enc e;
+	struct rpcrdma_xdr_dec d;
+	uint8_t buf[24];
+	struct rpcrdma_push_region in = {0x11223344u, 0x7f0000001000ull, 65536,
+					 RPCRDMA_PUSH_REGION_VISIBLE}, out;
+
+	rr_xbuf_enc_init(&e, NULL, 64);
+	REQUIRE_EQ(rpcrdma_xdr_put_push_region(&e, &in), 0);
+	REQUIRE_EQ(rpcrdma_xdr_enc_len(&e), 24);
+	memcpy(buf, e.buf, 24);
+	rr_xbuf_enc_free(&e);
+	CHECK_EQ(buf[23], RPCRDMA_PUSH_REGION_VISIBLE);
+	rr_xbuf_dec_init(&d, buf, 24);
+	memset(&out, 0xee, sizeof(out));
+	REQUIRE_EQ(rpcrdma_xdr_get_push_region(&d, &out), 0);
+	CHECK_EQ(out.stag, in.stag);
+	CHECK_EQ(out.offset, in.offset);
+	CHECK_EQ(out.length, in.length);
+	CHECK_EQ(out.flags, RPCRDMA_PUSH_REGION_VISIBLE);
+	/* unknown level bits */
+	buf[23] = 0x04;
+	rr_xbuf_dec_init(&d, buf, 24);
+	CHECK_EQ(rpcrdma_xdr_get_push_region(&d, &out), -EBADMSG);
+	in.flags = 0x04;
+	rr_xbuf_enc_init(&e, NULL, 64);
+	CHECK_EQ(rpcrdma_xdr_put_push_region(&e, &in), -EINVAL);
+	rr_xbuf_enc_free(&e);
+	/* truncated (the 20-byte handle of before) */
+	rr_xbuf_dec_init(&d, buf, 20);
+	CHECK(rpcrdma_xdr_get_push_region(&d, &out) < 0);
+}
+
+/* Levels on the soft provider: its one Commit persists, so a durable region
+ * serves visibility Commits too (RPCRDMA_PUSH_VISIBLE works end to end); a
+ * region that does not serve the level asked is refused locally, nothing
+ * sent (never a weaker Commit than asked). */
+TEST(push_levels_soft)
+{
+	struct rpcrdma_server *s;
+	struct rpcrdma_client *c;
+	struct rpcrdma_push_region reg, vis_only;
+	struct rpcrdma_xprt_stats cs;
+	char url[64], path[128];
+	uint8_t data[4096];
+	uint64_t id = 0;
+	uint32_t st = 99;
+
+	if (!rr_th_soft_ok())
+		return;
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + 3);
+	tmp_path(path, sizeof(path), "levels");
+	s = start("rdma", url, sizeof(url));
+	c = connect_to(url);
+	REQUIRE_EQ(push_open(c, path, 65536, &reg, &id), 0);
+	CHECK_EQ(reg.flags, RPCRDMA_PUSH_REGION_DURABLE | RPCRDMA_PUSH_REGION_VISIBLE);
+	CHECK_EQ(rpcrdma_push_write(c, &reg, 4096, data, sizeof(data), RPCRDMA_PUSH_VISIBLE, &st), 0);
+	CHECK_EQ(st, 0);
+	CHECK(file_has(path, 4096, data, sizeof(data)));
+	/* both levels at once: -EINVAL */
+	CHECK_EQ(rpcrdma_push_write(c, &reg, 0, data, 16, RPCRDMA_PUSH_COMMIT | RPCRDMA_PUSH_VISIBLE,
+				    &st), -EINVAL);
+	/* a region serving visibility only: no persistent Commit, nothing sent */
+	vis_only = reg;
+	vis_only.flags = RPCRDMA_PUSH_REGION_VISIBLE;
+	CHECK_EQ(rpcrdma_push_write(c, &vis_only, 0, data, 16, RPCRDMA_PUSH_COMMIT, &st), -EOPNOTSUPP);
+	CHECK_EQ(rpcrdma_push_commit(c, &vis_only, 0, 16, &st), -EOPNOTSUPP);
+	vis_only.flags = 0;
+	CHECK_EQ(rpcrdma_push_write(c, &vis_only, 0, data, 16, RPCRDMA_PUSH_VISIBLE, &st), -EOPNOTSUPP);
+	/* a plain Write needs no level */
+	CHECK_EQ(rpcrdma_push_write(c, &vis_only, 0, data, 16, 0, &st), 0);
+	REQUIRE_EQ(rpcrdma_client_stats(c, &cs), 0);
+	CHECK_EQ(cs.commits, 1);
+	CHECK_EQ(cs.push_writes, 2);
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
 	unlink(path);
 }

@@ -592,6 +592,10 @@ TEST(rdma_durable_map_sync_and_attr)
 	CHECK_EQ(rpcrdma_durable_map("/nonexistent-dir/x", 10, &m), -ENOENT);
 	CHECK_EQ(rpcrdma_durable_map("/tmp", 10, &m), -EISDIR);
 	CHECK_EQ(rpcrdma_durable_map(path, 0, &m), -EINVAL);
+	/* character devices only of the dax class (persistent memory): a
+	 * mapping of /dev/zero is not durable */
+	CHECK_EQ(rpcrdma_durable_map("/dev/zero", 4096, &m), -EINVAL);
+	CHECK_EQ(m.fd, -1);
 }
 
 /* Bytes written to a durable mapping and synced survive the writer being

@@ -22,6 +22,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static bool host_has_rdma_devices(void)
 {
@@ -63,8 +64,10 @@ TEST(rdma_verbs_open_without_devices)
 		CHECK(caps.max_private_data_connect >= 56);
 		/* Commit (FLUSH, rdma-core >= 45) comes with durable
 		 * registrations and a region limit, or not at all */
-		CHECK(!!(caps.flags & RPCRDMA_CAP_COMMIT) == (caps.max_commit_regions > 0));
+		CHECK(!!(caps.flags & (RPCRDMA_CAP_COMMIT | RPCRDMA_CAP_COMMIT_VISIBLE)) ==
+		      (caps.max_commit_regions > 0));
 		CHECK(!!(caps.flags & RPCRDMA_CAP_COMMIT) == !!(caps.flags & RPCRDMA_CAP_DURABLE));
+		CHECK(caps.commit[0] != 0);
 		/* remote invalidation only with windows */
 		CHECK(!(caps.flags & RPCRDMA_CAP_REMOTE_INV) ||
 		      (caps.flags & RPCRDMA_CAP_INVALIDATABLE));
@@ -329,6 +332,70 @@ TEST(rdma_verbs_loopback)
 		CHECK_EQ(wc.opcode, RPCRDMA_WC_RDMA_READ);
 		CHECK_MEM(s.buf + 20000, "written-by-client", 17);
 		CHECK_MEM(c.buf + 12288, "written-by-client", 17);
+	}
+	/* RDMA Commit = InfiniBand FLUSH where the library, kernel and device
+	 * have it (rdma-core >= 45, Linux rxe >= 6.2); else refused */
+	fprintf(stderr, "  device %s: RDMA Commit: %s\n", c.caps.device, c.caps.commit);
+	{
+		static uint8_t target[8192];
+		struct rpcrdma_mr *tmr = NULL;
+		struct rpcrdma_mr_attr ta = {.addr = target, .length = sizeof(target),
+					     .access = RPCRDMA_ACCESS_LOCAL_WRITE |
+						       RPCRDMA_ACCESS_REMOTE_WRITE,
+					     .flags = RPCRDMA_MR_VISIBLE, .durable_fd = -1};
+		struct rpcrdma_sge sge = {(uintptr_t)c.buf + 8192, 17, rpcrdma_mr_lkey(c.mr)};
+		struct rpcrdma_remote_region rg = {0, 17, (uintptr_t)target + 100};
+		struct rpcrdma_send_wr cm = {.wr_id = 11, .opcode = RPCRDMA_WR_RDMA_COMMIT,
+					     .flags = RPCRDMA_SEND_SIGNALED | RPCRDMA_SEND_VISIBLE,
+					     .u.commit = {.regions = &rg, .num_regions = 1}};
+		struct rpcrdma_send_wr w = {.wr_id = 10, .sg_list = &sge, .num_sge = 1,
+					    .opcode = RPCRDMA_WR_RDMA_WRITE, .next = &cm};
+
+		if (c.caps.flags & RPCRDMA_CAP_COMMIT_VISIBLE) {
+			/* connected without RPCRDMA_CONN_COMMIT: not yet */
+			CHECK_EQ(rpcrdma_post_send(c.qp, &cm, NULL), -EOPNOTSUPP);
+			REQUIRE_EQ(rpcrdma_qp_set_commit(c.qp, true), 0);
+			REQUIRE_EQ(rpcrdma_reg_mr(s.pd, &ta, &tmr), 0);
+			rg.stag = rpcrdma_mr_rkey(tmr);
+			w.u.rdma.remote_offset = (uintptr_t)target + 100;
+			w.u.rdma.stag = rg.stag;
+			REQUIRE_EQ(rpcrdma_post_send(c.qp, &w, NULL), 0);
+			REQUIRE_EQ(wait_wc(c.cq, &wc), 1);
+			CHECK_EQ(wc.wr_id, 11);
+			CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+			CHECK_EQ(wc.opcode, RPCRDMA_WC_COMMIT);
+			CHECK_MEM(target + 100, "written-by-client", 17);
+			CHECK_EQ(rpcrdma_dereg_mr(tmr), 0);
+		} else {
+			CHECK_EQ(rpcrdma_reg_mr(s.pd, &ta, &tmr), -EOPNOTSUPP);
+			CHECK_EQ(rpcrdma_qp_set_commit(c.qp, true),
+				 (c.caps.flags & RPCRDMA_CAP_COMMIT) ? 0 : -EOPNOTSUPP);
+			CHECK_EQ(rpcrdma_post_send(c.qp, &cm, NULL), -EOPNOTSUPP);
+		}
+		if (c.caps.flags & RPCRDMA_CAP_DURABLE) {
+			/* ordinary memory: the device decides (rxe: persistent
+			 * memory only, -EOPNOTSUPP here) */
+			char path[] = "/tmp/rr-verbs-durable-XXXXXX";
+			int fd = mkstemp(path);
+			struct rpcrdma_durable_map map;
+			struct rpcrdma_mr_attr da;
+			int rc;
+
+			REQUIRE(fd >= 0);
+			close(fd);
+			REQUIRE_EQ(rpcrdma_durable_map(path, 65536, &map), 0);
+			REQUIRE_EQ(rpcrdma_durable_mr_attr(&map, map.addr, 65536,
+							   RPCRDMA_ACCESS_LOCAL_WRITE |
+							   RPCRDMA_ACCESS_REMOTE_WRITE, &da), 0);
+			rc = rpcrdma_reg_mr(s.pd, &da, &tmr);
+			fprintf(stderr, "  device %s: durable registration of a file: %s\n",
+				s.caps.device, rc ? rpcrdma_strerror(rc) : "accepted");
+			CHECK(rc == 0 || rc == -EOPNOTSUPP);
+			if (rc == 0)
+				CHECK_EQ(rpcrdma_dereg_mr(tmr), 0);
+			CHECK_EQ(rpcrdma_durable_unmap(&map), 0);
+			unlink(path);
+		}
 	}
 	/* window + Send With Invalidate from the server, where supported */
 	if (c.caps.flags & RPCRDMA_CAP_INVALIDATABLE) {

@@ -691,6 +691,75 @@ TEST(soft_commit_not_durable_status)
 	}
 }
 
+/* Commit levels on the soft provider: it has one Commit, which persists, so
+ * it reports no RPCRDMA_CAP_COMMIT_VISIBLE, refuses a visibility-only
+ * registration, and carries an RPCRDMA_SEND_VISIBLE Commit as its persistent
+ * Commit (a durable region: Status 0; a plain one: "not durable"). */
+TEST(soft_commit_visible_levels)
+{
+	struct pair p;
+	char path[] = "/tmp/rr-commit-vis-XXXXXX";
+	int fd = mkstemp(path);
+	struct rpcrdma_durable_map map;
+	struct rpcrdma_mr_attr a;
+	struct rpcrdma_caps caps;
+	static uint8_t plain[4096], src[64];
+	struct rpcrdma_mr *dmr = NULL, *pmr, *smr, *bad;
+	struct rpcrdma_remote_region rg;
+	struct rpcrdma_wc wc;
+	struct rpcrdma_sge sg;
+	struct rpcrdma_send_wr c = {.wr_id = 9, .opcode = RPCRDMA_WR_RDMA_COMMIT,
+				    .flags = RPCRDMA_SEND_SIGNALED | RPCRDMA_SEND_VISIBLE};
+	struct rpcrdma_send_wr w = {.wr_id = 8, .opcode = RPCRDMA_WR_RDMA_WRITE,
+				    .flags = RPCRDMA_SEND_SIGNALED | RPCRDMA_SEND_VISIBLE};
+
+	REQUIRE(fd >= 0);
+	close(fd);
+	pair_up(&p, RPCRDMA_CONN_COMMIT, RPCRDMA_CONN_COMMIT);
+	REQUIRE_EQ(rpcrdma_qp_set_commit(p.c.qp, true), 0);
+	REQUIRE_EQ(rpcrdma_query(p.ctx, &caps), 0);
+	CHECK(caps.flags & RPCRDMA_CAP_COMMIT);
+	CHECK(!(caps.flags & RPCRDMA_CAP_COMMIT_VISIBLE));
+	REQUIRE_EQ(rpcrdma_durable_map(path, 65536, &map), 0);
+	REQUIRE_EQ(rpcrdma_durable_mr_attr(&map, map.addr, 65536, RPCRDMA_ACCESS_LOCAL_WRITE |
+					   RPCRDMA_ACCESS_REMOTE_WRITE, &a), 0);
+	a.flags = RPCRDMA_MR_VISIBLE;
+	CHECK_EQ(rpcrdma_reg_mr(p.s.pd, &a, &bad), -EOPNOTSUPP);
+	a.flags = RPCRDMA_MR_VISIBLE | RPCRDMA_MR_DURABLE;
+	REQUIRE_EQ(rpcrdma_reg_mr(p.s.pd, &a, &dmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, plain, sizeof(plain), RPCRDMA_ACCESS_LOCAL_WRITE |
+					 RPCRDMA_ACCESS_REMOTE_WRITE, &pmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.c.pd, src, sizeof(src), RPCRDMA_ACCESS_LOCAL_WRITE, &smr), 0);
+	/* the flag belongs to Commits only */
+	sg = sge_of(smr, src, sizeof(src));
+	w.sg_list = &sg;
+	w.num_sge = 1;
+	w.u.rdma.stag = rpcrdma_mr_rkey(dmr);
+	w.u.rdma.remote_offset = rpcrdma_mr_remote_offset(dmr);
+	CHECK_EQ(rpcrdma_post_send(p.c.qp, &w, NULL), -EINVAL);
+	/* durable region: the visibility Commit persisted it, Status 0 */
+	rg = (struct rpcrdma_remote_region){rpcrdma_mr_rkey(dmr), 4096, rpcrdma_mr_remote_offset(dmr)};
+	c.u.commit.regions = &rg;
+	c.u.commit.num_regions = 1;
+	REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &c, NULL), 0);
+	REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	CHECK_EQ(wc.opcode, RPCRDMA_WC_COMMIT);
+	/* plain region: the same answer as a persistent Commit gets */
+	rg = (struct rpcrdma_remote_region){rpcrdma_mr_rkey(pmr), 100, rpcrdma_mr_remote_offset(pmr)};
+	REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &c, NULL), 0);
+	REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+	CHECK_EQ(wc.status, RPCRDMA_WC_COMMIT_ERR);
+	CHECK_EQ(wc.remote_status, SOFT_COMMIT_NOT_DURABLE);
+	{
+		struct rpcrdma_mr *mrs[] = {dmr, pmr, smr};
+
+		pair_down(&p, mrs, 3);
+	}
+	CHECK_EQ(rpcrdma_durable_unmap(&map), 0);
+	unlink(path);
+}
+
 TEST(soft_reject_with_private_data)
 {
 	struct pair p;

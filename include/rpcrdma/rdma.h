@@ -150,13 +150,30 @@ enum rpcrdma_transport {
 /* Capability flags. */
 #define RPCRDMA_CAP_INVALIDATABLE (1u << 0) /* memory windows: bind + local inv */
 #define RPCRDMA_CAP_REMOTE_INV    (1u << 1) /* Send with Invalidate both ways */
-#define RPCRDMA_CAP_COMMIT        (1u << 2) /* RDMA Commit (0xC/0xD or FLUSH) */
-#define RPCRDMA_CAP_DURABLE       (1u << 3) /* durable registrations */
+#define RPCRDMA_CAP_COMMIT        (1u << 2) /* RDMA Commit for persistence (soft:
+					       0xC/0xD; verbs: IBV_WR_FLUSH with
+					       IBV_FLUSH_PERSISTENT) */
+#define RPCRDMA_CAP_DURABLE       (1u << 3) /* durable registrations (verbs: of
+					       memory the device can persist;
+					       rxe: persistent memory only) */
 #define RPCRDMA_CAP_SOLICITED     (1u << 4) /* solicited-only CQ notification */
 #define RPCRDMA_CAP_SEND_INV      (1u << 5) /* can post RPCRDMA_WR_SEND_WITH_INV
 					       (responder side of RFC 8797 R) */
 #define RPCRDMA_CAP_WC_SOLICITED  (1u << 6) /* receive completions report
 					       RPCRDMA_WC_SOLICITED (verbs: no) */
+#define RPCRDMA_CAP_COMMIT_VISIBLE (1u << 7) /* RDMA Commit for global visibility
+					       only (RPCRDMA_SEND_VISIBLE) to
+					       RPCRDMA_MR_VISIBLE registrations
+					       (verbs: IBV_WR_FLUSH with
+					       IBV_FLUSH_GLOBAL; soft: no) */
+/* Where RDMA Commit comes from on "verbs": IBV_WR_FLUSH (IBTA 1.5, Linux
+ * rxe since 6.2) needs the library built against rdma-core >= 45 (Debian 12
+ * has 44), a kernel and device that report IB_UVERBS_DEVICE_FLUSH_PERSISTENT
+ * (COMMIT, DURABLE) or _FLUSH_GLOBAL (COMMIT_VISIBLE) in ibv_query_device_ex,
+ * and, for persistence, registrations of memory the device can persist
+ * (rxe 6.12 accepts IBV_ACCESS_FLUSH_PERSISTENT only on pages of persistent
+ * memory; rpcrdma_reg_mr then answers -EOPNOTSUPP). Without them the flags are
+ * clear and Commits answer -EOPNOTSUPP: never a silent no-op. */
 
 /* Private data limits. Measured facts, per connection-manager message:
  *  - MPA (RFC 5044 section 7.1) allows 512 bytes; revision 2 puts its 4-byte
@@ -186,6 +203,8 @@ struct rpcrdma_caps {
 	uint16_t max_private_data_reject;
 	char provider[16];
 	char device[64];
+	char commit[128];                /* how RDMA Commit travels here, or why
+					    it cannot (library, kernel, device) */
 };
 
 /* Fills @caps for the context's device. */
@@ -205,7 +224,14 @@ RPCRDMA_API int rpcrdma_pd_free(struct rpcrdma_pd *pd);
 #define RPCRDMA_ACCESS_ALL          0xfu
 
 /* Registration flags. */
-#define RPCRDMA_MR_DURABLE (1u << 0) /* backed by durable_fd at durable_offset */
+#define RPCRDMA_MR_DURABLE (1u << 0) /* backed by durable_fd at durable_offset;
+					target of Commits for persistence
+					(verbs: IBV_ACCESS_FLUSH_PERSISTENT) */
+#define RPCRDMA_MR_VISIBLE (1u << 1) /* target of Commits for global visibility
+					(RPCRDMA_CAP_COMMIT_VISIBLE; verbs:
+					IBV_ACCESS_FLUSH_GLOBAL). Soft: only
+					with DURABLE (its Commits always
+					persist), else -EOPNOTSUPP */
 
 /* A registration request. [addr, addr + length) must be mapped memory of the
  * caller. Durable: the range is a MAP_SHARED mapping of @durable_fd, @addr
@@ -266,7 +292,11 @@ RPCRDMA_API uint64_t rpcrdma_mw_remote_offset(const struct rpcrdma_mw *mw);
 /* Durable memory helper: creates or opens @path, sizes it to @size bytes
  * (never shrinking existing data below @size), maps it MAP_SHARED read/write.
  * The result is registered with RPCRDMA_MR_DURABLE, durable_fd = map->fd,
- * durable_offset = offset of addr within the map. */
+ * durable_offset = offset of addr within the map. @path may also name a
+ * device-DAX character device (/dev/daxX.Y: persistent memory mapped
+ * directly, which verbs devices such as rxe can persist with FLUSH): it is
+ * not resized, and @size must be a multiple of its alignment (mmap answers
+ * -EINVAL otherwise). Any other kind of file: -EINVAL. */
 struct rpcrdma_durable_map {
 	void *addr;
 	uint64_t length;
@@ -431,6 +461,11 @@ enum rpcrdma_wr_opcode {
 #define RPCRDMA_SEND_SOLICITED (1u << 1) /* Send with Solicited Event */
 #define RPCRDMA_SEND_INLINE    (1u << 2) /* copy payload at post time */
 #define RPCRDMA_SEND_FENCE     (1u << 3) /* wait for prior Reads/Commits */
+#define RPCRDMA_SEND_VISIBLE   (1u << 4) /* Commit only: global visibility is
+					    enough (verbs: IBV_FLUSH_GLOBAL, the
+					    regions need RPCRDMA_MR_VISIBLE);
+					    without: persistence. Soft sends its
+					    one (persistent) Commit */
 
 /* A send-queue work request. Every field (and sg_list, commit regions) is
  * borrowed for the duration of the post only: the provider copies what it

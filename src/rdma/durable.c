@@ -1,15 +1,36 @@
 /* Durable memory for registrations with RPCRDMA_MR_DURABLE
  * (draft-talpey-rdma-commit section 4, "durable memory regions", as a local
- * registration attribute): a file mapped MAP_SHARED, and the flush that RDMA
- * Commit performs before answering (msync MS_SYNC of the covering pages). */
+ * registration attribute): a file (or a device-DAX character device of
+ * persistent memory) mapped MAP_SHARED, and the flush that RDMA Commit
+ * performs before answering (msync MS_SYNC of the covering pages). */
 #include "common/common.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "rpcrdma/rdma.h"
+
+/* A character device of the "dax" class (device-DAX persistent memory),
+ * from sysfs; /dev/zero and the like are not durable memory. */
+static bool is_devdax(const struct stat *st)
+{
+	char link[64], target[256];
+	const char *base;
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/sys/dev/char/%u:%u/subsystem", major(st->st_rdev),
+		 minor(st->st_rdev));
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n <= 0)
+		return false;
+	target[n] = 0;
+	base = strrchr(target, '/');
+	return strcmp(base ? base + 1 : target, "dax") == 0;
+}
 
 RPCRDMA_API int rpcrdma_durable_map(const char *path, uint64_t size,
 				    struct rpcrdma_durable_map *out)
@@ -29,11 +50,12 @@ RPCRDMA_API int rpcrdma_durable_map(const char *path, uint64_t size,
 		return -errno;
 	if (fstat(fd, &st) < 0)
 		goto fail;
-	if (!S_ISREG(st.st_mode)) {
+	if (!S_ISREG(st.st_mode) && !(S_ISCHR(st.st_mode) && is_devdax(&st))) {
 		errno = EINVAL;
 		goto fail;
 	}
-	if ((uint64_t)st.st_size < size && ftruncate(fd, (off_t)size) < 0)
+	/* a device-DAX node has its size; mmap refuses what it cannot map */
+	if (S_ISREG(st.st_mode) && (uint64_t)st.st_size < size && ftruncate(fd, (off_t)size) < 0)
 		goto fail;
 	p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)

@@ -218,7 +218,7 @@ static int check_mr_attr(const struct rpcrdma_mr_attr *a)
 		return -EINVAL;
 	if (a->access & ~RPCRDMA_ACCESS_ALL)
 		return -EINVAL;
-	if (a->flags & ~RPCRDMA_MR_DURABLE)
+	if (a->flags & ~(RPCRDMA_MR_DURABLE | RPCRDMA_MR_VISIBLE))
 		return -EINVAL;
 	/* verbs rule: remote write needs local write. */
 	if ((a->access & RPCRDMA_ACCESS_REMOTE_WRITE) &&
@@ -648,7 +648,9 @@ static int check_send_wr(const struct rr_qp *qp, const struct rpcrdma_send_wr *w
 	if (wr->num_sge > qp->attr.max_send_sge || (wr->num_sge && !wr->sg_list))
 		return -EINVAL;
 	if (wr->flags & ~(RPCRDMA_SEND_SIGNALED | RPCRDMA_SEND_SOLICITED | RPCRDMA_SEND_INLINE |
-			  RPCRDMA_SEND_FENCE))
+			  RPCRDMA_SEND_FENCE | RPCRDMA_SEND_VISIBLE))
+		return -EINVAL;
+	if ((wr->flags & RPCRDMA_SEND_VISIBLE) && wr->opcode != RPCRDMA_WR_RDMA_COMMIT)
 		return -EINVAL;
 	switch (wr->opcode) {
 	case RPCRDMA_WR_SEND:

@@ -88,15 +88,18 @@ RPCRDMA_API int rpcrdma_xprt_stats_print(const struct rpcrdma_xprt_stats *s, FIL
 
 /* ---- push mode ---- */
 
-/* XDR: uint32 stag, uint64 offset, uint64 length. */
+#define PUSH_REGION_LEVELS (RPCRDMA_PUSH_REGION_DURABLE | RPCRDMA_PUSH_REGION_VISIBLE)
+
+/* XDR: uint32 stag, uint64 offset, uint64 length, uint32 flags. */
 RPCRDMA_API int rpcrdma_xdr_put_push_region(struct rpcrdma_xdr_enc *e,
 					    const struct rpcrdma_push_region *r)
 {
-	if (!e || !r)
+	if (!e || !r || (r->flags & ~PUSH_REGION_LEVELS))
 		return -EINVAL;
 	rpcrdma_xdr_put_u32(e, r->stag);
 	rpcrdma_xdr_put_u64(e, r->offset);
-	return rpcrdma_xdr_put_u64(e, r->length);
+	rpcrdma_xdr_put_u64(e, r->length);
+	return rpcrdma_xdr_put_u32(e, r->flags);
 }
 
 RPCRDMA_API int rpcrdma_xdr_get_push_region(struct rpcrdma_xdr_dec *d,
@@ -111,6 +114,10 @@ RPCRDMA_API int rpcrdma_xdr_get_push_region(struct rpcrdma_xdr_dec *d,
 		rc = rpcrdma_xdr_get_u64(d, &r->offset);
 	if (!rc)
 		rc = rpcrdma_xdr_get_u64(d, &r->length);
+	if (!rc)
+		rc = rpcrdma_xdr_get_u32(d, &r->flags);
+	if (!rc && (r->flags & ~PUSH_REGION_LEVELS))
+		rc = -EBADMSG; /* a level this library does not know */
 	return rc;
 }
 
@@ -124,12 +131,12 @@ RPCRDMA_API int rpcrdma_req_push_expose(struct rpcrdma_req *req,
 					void (*released)(void *arg), void *arg,
 					struct rpcrdma_push_region *out, uint64_t *id)
 {
-	struct rr_ctl_expose x = {attr, released, arg, 0, 0, 0};
+	struct rr_ctl_expose x = {attr, released, arg, 0, 0, 0, 0};
 	int rc;
 
 	if (!req || !attr || !out || !id || !attr->addr || !attr->length)
 		return -EINVAL;
-	if (!(attr->flags & RPCRDMA_MR_DURABLE))
+	if (!(attr->flags & (RPCRDMA_MR_DURABLE | RPCRDMA_MR_VISIBLE)))
 		return -EINVAL;
 	rc = rr_rpc_req_ctl(req, RR_CTL_EXPOSE, &x);
 	if (rc)
@@ -137,6 +144,7 @@ RPCRDMA_API int rpcrdma_req_push_expose(struct rpcrdma_req *req,
 	out->stag = x.stag;
 	out->offset = x.to;   /* not an address (rpcrdma_mr_remote_offset) */
 	out->length = attr->length;
+	out->flags = x.levels;
 	*id = x.id;
 	return 0;
 }
@@ -152,7 +160,8 @@ RPCRDMA_API int rpcrdma_client_push_capable(struct rpcrdma_client *c)
 }
 
 static int push_do(struct rpcrdma_client *c, const struct rpcrdma_push_region *r, uint64_t off,
-		   const void *buf, uint64_t len, bool write, bool commit, uint32_t *status)
+		   const void *buf, uint64_t len, bool write, bool commit, bool visible,
+		   uint32_t *status)
 {
 	struct rr_ctl_push p;
 	int rc;
@@ -167,10 +176,15 @@ static int push_do(struct rpcrdma_client *c, const struct rpcrdma_push_region *r
 		return -ERANGE;
 	if (commit && len == 0)
 		return -EINVAL;   /* a Commit names at least one byte */
+	/* the region must serve the level asked: never a weaker Commit */
+	if (commit && !(r->flags & (visible ? RPCRDMA_PUSH_REGION_VISIBLE
+					    : RPCRDMA_PUSH_REGION_DURABLE)))
+		return -EOPNOTSUPP;
 	memset(&p, 0, sizeof(p));
 	p.buf = buf;
 	p.len = write ? (uint32_t)len : 0;
 	p.commit = commit;
+	p.visible = commit && visible;
 	p.stag = r->stag;
 	p.offset = r->offset + off;
 	p.commit_offset = r->offset + off;
@@ -189,13 +203,15 @@ RPCRDMA_API int rpcrdma_push_write(struct rpcrdma_client *c, const struct rpcrdm
 				   uint64_t off, const void *buf, size_t len, uint32_t flags,
 				   uint32_t *commit_status)
 {
-	if (flags & ~RPCRDMA_PUSH_COMMIT)
+	if ((flags & ~(RPCRDMA_PUSH_COMMIT | RPCRDMA_PUSH_VISIBLE)) ||
+	    (flags & RPCRDMA_PUSH_COMMIT && flags & RPCRDMA_PUSH_VISIBLE))
 		return -EINVAL;
-	return push_do(c, r, off, buf, len, true, flags & RPCRDMA_PUSH_COMMIT, commit_status);
+	return push_do(c, r, off, buf, len, true, flags != 0, flags & RPCRDMA_PUSH_VISIBLE,
+		       commit_status);
 }
 
 RPCRDMA_API int rpcrdma_push_commit(struct rpcrdma_client *c, const struct rpcrdma_push_region *r,
 				    uint64_t off, uint64_t len, uint32_t *commit_status)
 {
-	return push_do(c, r, off, NULL, len, false, true, commit_status);
+	return push_do(c, r, off, NULL, len, false, true, false, commit_status);
 }

@@ -31,6 +31,7 @@ struct rr_ctl_push {
 	const void *buf;
 	uint32_t len;
 	bool commit;
+	bool visible;             /* the Commit is for global visibility only */
 	uint32_t stag;
 	uint64_t offset;          /* Tagged Offset of the first byte written */
 	uint64_t commit_offset;   /* Commit range */
@@ -46,6 +47,7 @@ struct rr_ctl_expose {
 	uint32_t stag;    /* out */
 	uint64_t to;      /* out: Tagged Offset of attr->addr */
 	uint64_t id;      /* out */
+	uint32_t levels;  /* out: RPCRDMA_PUSH_REGION_* */
 };
 
 /* Route a control to the transport of a client / server / request. */

@@ -82,6 +82,7 @@ int rr_rdma_client_ctl(struct rr_tp_client *tp, unsigned op, void *arg)
 		p.stag = c->stag;
 		p.offset = c->offset;
 		p.commit = c->commit;
+		p.visible = c->visible;
 		p.region.stag = c->stag;
 		p.region.offset = c->commit_offset;
 		p.region.length = c->commit_len;
@@ -116,7 +117,7 @@ int rr_rdma_server_ctl(struct rr_tp_server *tp, struct rr_tp_sreq *sreq, unsigne
 		if (!sreq)
 			return -EINVAL;
 		return rr_tp_server_expose(tp, sreq, x->attr, x->released, x->arg, &x->stag,
-					   &x->to, &x->id);
+					   &x->to, &x->id, &x->levels);
 	}
 	case RR_CTL_REVOKE:
 		return rr_tp_server_revoke(tp, *(const uint64_t *)arg);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "proto/credits.h"
+#include "rpcrdma/push.h"
 #include "proto/privdata.h"
 #include "proto/rrep.h"
 #include "rdma/provider.h"
@@ -2013,9 +2014,12 @@ static int ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server,
 		if (!server && (!ep->conf.use_windows || rpcrdma_query(ep->ctx, &caps) ||
 				!(caps.flags & RPCRDMA_CAP_INVALIDATABLE)))
 			ep->adv_r = false;
-		/* Never advertise RDMA Commit the provider cannot carry (verbs). */
-		if (rpcrdma_query(ep->ctx, &caps) || !(caps.flags & RPCRDMA_CAP_COMMIT) ||
-		    !(caps.flags & RPCRDMA_CAP_DURABLE))
+		/* Never advertise RDMA Commit the provider cannot carry (verbs
+		 * without FLUSH): persistence (Commit + durable registrations)
+		 * or global visibility (FLUSH global). */
+		if (rpcrdma_query(ep->ctx, &caps) ||
+		    !((caps.flags & RPCRDMA_CAP_COMMIT && caps.flags & RPCRDMA_CAP_DURABLE) ||
+		      caps.flags & RPCRDMA_CAP_COMMIT_VISIBLE))
 			ep->conf.ext_caps &= ~RR_PD_EXT_CAP_RDMA_COMMIT;
 		/* A responder exposing Read chunks (reliable reply) can honour
 		 * R only with invalidatable registrations too. */
@@ -3908,7 +3912,7 @@ int rr_tp_client_push(struct rr_tp_client *c, struct rr_tp_push *p)
 	if (p->commit) {
 		wr[nwr].wr_id = WRID(WR_PUSH, op.seq);
 		wr[nwr].opcode = RPCRDMA_WR_RDMA_COMMIT;
-		wr[nwr].flags = RPCRDMA_SEND_SIGNALED;
+		wr[nwr].flags = RPCRDMA_SEND_SIGNALED | (p->visible ? RPCRDMA_SEND_VISIBLE : 0);
 		wr[nwr].u.commit.regions = &p->region;
 		wr[nwr].u.commit.num_regions = 1;
 		if (nwr)
@@ -4048,21 +4052,61 @@ int rr_tp_server_peer_addr(struct rr_tp_server *s, struct rr_tp_sreq *req,
 	return rc;
 }
 
+/* The registration of an exposed region (lock held): every level of
+ * @want (RPCRDMA_MR_DURABLE / _VISIBLE) that the provider and the memory
+ * allow; *@levels gets the RPCRDMA_PUSH_REGION_* it serves. */
+static int expo_register(struct tp_conn *cn, const struct rpcrdma_mr_attr *attr,
+			 struct rpcrdma_mr **mr, uint32_t *levels)
+{
+	const uint32_t want = attr->flags & (RPCRDMA_MR_DURABLE | RPCRDMA_MR_VISIBLE);
+	struct rpcrdma_mr_attr a = *attr;
+	struct rpcrdma_caps caps;
+	bool vis_cap;
+	int rc;
+
+	rc = rpcrdma_query(cn->ep->ctx, &caps);
+	if (rc)
+		return rc;
+	vis_cap = (caps.flags & RPCRDMA_CAP_COMMIT_VISIBLE) != 0;
+	a.access = RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_WRITE;
+	a.flags = want;
+	/* Without visibility-only Commits (soft) a visibility Commit travels
+	 * as a persistent one: a durable region serves both. */
+	if (!vis_cap)
+		a.flags &= ~RPCRDMA_MR_VISIBLE;
+	if (!(caps.flags & RPCRDMA_CAP_DURABLE))
+		a.flags &= ~RPCRDMA_MR_DURABLE;
+	if (!a.flags)
+		return -EOPNOTSUPP;
+	rc = rpcrdma_reg_mr(cn->pd, &a, mr);
+	if (rc == -EOPNOTSUPP && (a.flags & RPCRDMA_MR_DURABLE) && (a.flags & RPCRDMA_MR_VISIBLE)) {
+		/* memory the device cannot persist (rxe without pmem): the
+		 * caller accepted visibility alone */
+		a.flags = RPCRDMA_MR_VISIBLE;
+		rc = rpcrdma_reg_mr(cn->pd, &a, mr);
+	}
+	if (rc)
+		return rc;
+	*levels = 0;
+	if (a.flags & RPCRDMA_MR_DURABLE)
+		*levels |= RPCRDMA_PUSH_REGION_DURABLE;
+	if ((a.flags & RPCRDMA_MR_VISIBLE) || (!vis_cap && (a.flags & RPCRDMA_MR_DURABLE)))
+		*levels |= RPCRDMA_PUSH_REGION_VISIBLE;
+	return 0;
+}
+
 int rr_tp_server_expose(struct rr_tp_server *s, struct rr_tp_sreq *req,
 			const struct rpcrdma_mr_attr *attr, void (*released)(void *arg),
-			void *arg, uint32_t *stag, uint64_t *to, uint64_t *id)
+			void *arg, uint32_t *stag, uint64_t *to, uint64_t *id, uint32_t *levels)
 {
 	struct tp_sreq *r = req->priv;
 	struct tp_conn *cn = r->conn;
-	struct rpcrdma_mr_attr a;
 	struct tp_expo *x;
 	unsigned n = 0;
 	int rc;
 
-	if (!attr || !(attr->flags & RPCRDMA_MR_DURABLE) || !attr->length)
+	if (!attr || !(attr->flags & (RPCRDMA_MR_DURABLE | RPCRDMA_MR_VISIBLE)) || !attr->length)
 		return -EINVAL;
-	a = *attr;
-	a.access = RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_WRITE;
 	x = rr_zalloc(s->ep.env, sizeof(*x));
 	if (!x)
 		return -ENOMEM;
@@ -4076,7 +4120,7 @@ int rr_tp_server_expose(struct rr_tp_server *s, struct rr_tp_sreq *req,
 	else if (n >= TP_EXPO_MAX)
 		rc = -ENOSPC;
 	else
-		rc = rpcrdma_reg_mr(cn->pd, &a, &x->mr);
+		rc = expo_register(cn, attr, &x->mr, levels);
 	if (rc) {
 		pthread_mutex_unlock(&s->ep.lock);
 		rr_free(s->ep.env, x);

@@ -227,6 +227,7 @@ struct rr_tp_push {
 	uint32_t stag;
 	uint64_t offset;                       /* Tagged Offset of the Write */
 	bool commit;
+	bool visible;                          /* Commit for global visibility only */
 	struct rpcrdma_remote_region region;   /* what the Commit names */
 	uint32_t timeout_ms;                   /* 0: 30000 */
 	/* outputs */
@@ -320,17 +321,21 @@ int rr_tp_server_commit_ok(struct rr_tp_server *s, struct rr_tp_sreq *req);
  * on its host): 0, or -ENOTCONN when the provider gave none. */
 int rr_tp_server_peer_addr(struct rr_tp_server *s, struct rr_tp_sreq *req,
 			   struct sockaddr_storage *out);
-/* Registers @attr (must be RPCRDMA_MR_DURABLE; access becomes
- * LOCAL_WRITE | REMOTE_WRITE) on the PD of @req's connection, so only that
- * connection's peer can write and commit it, and returns its STag, the
- * Tagged Offset of its first byte and an id for rr_tp_server_revoke. The registration lives until revoked or until
- * the connection is lost or freed; then @released(@arg) runs (with the
- * transport's lock held: it must not call into the transport), after which
- * the memory is no longer referenced. -EOPNOTSUPP when the connection did
- * not negotiate Commit, -ENOTCONN, -ENOSPC (64 regions per connection). */
+/* Registers @attr (RPCRDMA_MR_DURABLE and/or RPCRDMA_MR_VISIBLE: the Commit
+ * levels accepted; access becomes LOCAL_WRITE | REMOTE_WRITE) on the PD of
+ * @req's connection, so only that connection's peer can write and commit
+ * it, and returns its STag, the Tagged Offset of its first byte (@to), an id
+ * for rr_tp_server_revoke and in @levels the
+ * RPCRDMA_PUSH_REGION_* levels it serves (see rpcrdma_req_push_expose). The
+ * registration lives until revoked or until the connection is lost or
+ * freed; then @released(@arg) runs (with the transport's lock held: it must
+ * not call into the transport), after which the memory is no longer
+ * referenced. -EOPNOTSUPP when the connection did not negotiate Commit or no
+ * accepted level is possible, -ENOTCONN, -ENOSPC (64 regions per
+ * connection). */
 int rr_tp_server_expose(struct rr_tp_server *s, struct rr_tp_sreq *req,
 			const struct rpcrdma_mr_attr *attr, void (*released)(void *arg),
-			void *arg, uint32_t *stag, uint64_t *to, uint64_t *id);
+			void *arg, uint32_t *stag, uint64_t *to, uint64_t *id, uint32_t *levels);
 /* Deregisters region @id at once (later Writes/Commits naming it draw a
  * protection error, fatal to that connection). 0 or -ENOENT (already gone). */
 int rr_tp_server_revoke(struct rr_tp_server *s, uint64_t id);

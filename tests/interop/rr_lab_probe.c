@@ -61,15 +61,17 @@ int main(int argc, char **argv)
 		} else {
 			int ok = !want || !strcmp(want, tname(caps.transport));
 
-			printf("%s open+query %s: device %s transport %s flags 0x%x%s%s%s%s "
+			printf("%s open+query %s: device %s transport %s flags 0x%x%s%s%s%s%s "
 			       "max_ird %u max_ord %u max_sge %u max_qp_wr %u pd connect/accept %u/%u\n",
 			       ok ? "ok" : "not ok", argv[a], caps.device, tname(caps.transport), caps.flags,
 			       caps.flags & RPCRDMA_CAP_INVALIDATABLE ? " INVALIDATABLE" : "",
 			       caps.flags & RPCRDMA_CAP_REMOTE_INV ? " REMOTE_INV" : "",
 			       caps.flags & RPCRDMA_CAP_COMMIT ? " COMMIT" : "",
-			       caps.flags & RPCRDMA_CAP_DURABLE ? " DURABLE" : "", caps.max_ird,
-			       caps.max_ord, caps.max_sge, caps.max_qp_wr, caps.max_private_data_connect,
-			       caps.max_private_data_accept);
+			       caps.flags & RPCRDMA_CAP_DURABLE ? " DURABLE" : "",
+			       caps.flags & RPCRDMA_CAP_COMMIT_VISIBLE ? " COMMIT_VISIBLE" : "",
+			       caps.max_ird, caps.max_ord, caps.max_sge, caps.max_qp_wr,
+			       caps.max_private_data_connect, caps.max_private_data_accept);
+			printf("# %s: RDMA Commit: %s\n", argv[a], caps.commit);
 			fail += !ok;
 		}
 		rpcrdma_close(ctx);

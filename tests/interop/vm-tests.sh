@@ -3,6 +3,7 @@
 # tests/interop/run-lab.sh (copied to /lab/test.sh). /share is the project
 # build (read-only), /lab/out collects results.txt, pcaps.txt, *.pcap, logs.
 # Sections (LAB_ONLY selects some): devices unit probe baseline iwarp rpc nfs
+# push (vm-push.sh)
 . /lab/lablib.sh
 : > $LAB_OUT/results.txt
 : > $LAB_OUT/pcaps.txt
@@ -253,6 +254,8 @@ if lab_section nfs; then
 		lab_cap_stop
 	done
 fi
+
+[ -f /lab/vm-push.sh ] && . /lab/vm-push.sh
 
 lab_say "dmesg warnings:"
 dmesg | grep -i -E 'siw|rxe|rdma|nfsd|svcrdma' | grep -i -E 'error|fail|warn|not free|terminat' | tail -n 20

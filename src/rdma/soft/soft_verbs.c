@@ -99,6 +99,8 @@ int soft_query(struct rr_context *ctx, struct rpcrdma_caps *caps)
 	caps->max_private_data_reject = RR_MPA_ULP_PD_MAX;
 	snprintf(caps->provider, sizeof(caps->provider), "soft");
 	snprintf(caps->device, sizeof(caps->device), "soft0");
+	snprintf(caps->commit, sizeof(caps->commit),
+		 "RDMAP Commit 0xC/0xD (persistent: msync); no visibility-only Commit");
 	return 0;
 }
 
@@ -143,14 +145,26 @@ static void mr_region(struct soft_ctx *c, const struct rpcrdma_mr_attr *a, struc
 	r->durable_offset = a->durable_offset;
 }
 
+/* A Commit here always persists (one Commit Request, no visibility-only
+ * kind on the wire): a region for visibility Commits must be durable too. */
+static int soft_check_visible(const struct rpcrdma_mr_attr *attr)
+{
+	if ((attr->flags & RPCRDMA_MR_VISIBLE) && !(attr->flags & RPCRDMA_MR_DURABLE))
+		return -EOPNOTSUPP;
+	return 0;
+}
+
 static int soft_reg_mr(struct rr_pd *pd, const struct rpcrdma_mr_attr *attr, struct rr_mr **out)
 {
 	struct soft_ctx *c = sctx(pd->ctx);
-	struct soft_mr *m = rr_zalloc(c->env, sizeof(*m));
+	struct soft_mr *m;
 	struct rr_mrt_region reg;
 	uint32_t stag;
-	int r;
+	int r = soft_check_visible(attr);
 
+	if (r)
+		return r;
+	m = rr_zalloc(c->env, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	mr_region(c, attr, &reg);
@@ -181,8 +195,10 @@ static int soft_rereg_mr(struct rr_mr *mr, const struct rpcrdma_mr_attr *attr)
 	struct soft_ctx *c = sctx(mr->pd->ctx);
 	struct rr_mrt_region reg;
 	uint32_t stag = mr->lkey;
-	int r;
+	int r = soft_check_visible(attr);
 
+	if (r)
+		return r;
 	mr_region(c, attr, &reg);
 	r = rr_mrt_rereg(&c->mrt, &stag, &reg);
 	if (!r) {

@@ -17,15 +17,23 @@
  *    RPCRDMA_CAP_REMOTE_INV, so the transport does not advertise remote
  *    invalidation (RFC 8797 R bit). Send With Invalidate can still be posted
  *    (RPCRDMA_CAP_SEND_INV) on devices with memory management extensions.
- *  - RDMA Commit = IBV_WR_FLUSH (persistent placement, range) posted with the
- *    extended-QP API ibv_wr_flush(), when built against rdma-core >= 45
- *    (RPCRDMA_HAVE_IBV_FLUSH, a configure check) and the device reports
- *    IB_UVERBS_DEVICE_FLUSH_PERSISTENT; one region per Commit WR (a FLUSH
- *    names one range). Durable registrations then add
- *    IBV_ACCESS_FLUSH_PERSISTENT (the device decides whether the memory can
- *    be made persistent: rxe wants pmem). Otherwise, as with Debian 12's
- *    rdma-core 44, Commit and durable registrations are reported unsupported
- *    (never a silent no-op).
+ *  - RDMA Commit = IBV_WR_FLUSH (IBTA 1.5 FLUSH, range level), one region per
+ *    Commit WR, posted with the extended-QP API ibv_wr_flush() when built
+ *    against rdma-core >= 45 (RPCRDMA_HAVE_IBV_FLUSH, a configure check) and
+ *    the device reports the placement type in ibv_query_device_ex():
+ *    IB_UVERBS_DEVICE_FLUSH_PERSISTENT -> RPCRDMA_CAP_COMMIT + _DURABLE
+ *    (IBV_FLUSH_PERSISTENT to registrations with IBV_ACCESS_FLUSH_PERSISTENT,
+ *    from RPCRDMA_MR_DURABLE), IB_UVERBS_DEVICE_FLUSH_GLOBAL ->
+ *    RPCRDMA_CAP_COMMIT_VISIBLE (IBV_FLUSH_GLOBAL with RPCRDMA_SEND_VISIBLE,
+ *    to registrations with IBV_ACCESS_FLUSH_GLOBAL, from RPCRDMA_MR_VISIBLE).
+ *    The device decides which memory it can persist (rxe: persistent-memory
+ *    pages only): a durable registration it refuses while the same one
+ *    without the persistent flag succeeds answers -EOPNOTSUPP. The FLUSH
+ *    responder is the device (no code of ours runs), so it serves every
+ *    registration with the flags; rpcrdma_qp_set_commit / RPCRDMA_CONN_COMMIT
+ *    only allow posting. Otherwise, as with Debian 12's rdma-core 44 or Linux
+ *    6.1, the caps say no Commit and Commits answer -EOPNOTSUPP (never a
+ *    silent no-op).
  *  - QPs are created on the rdma_cm id (rdma_create_qp) once the route is
  *    known (active side) or at accept (passive side); receives posted before
  *    that are held and posted at creation. Sends before then: -ENOTCONN.
@@ -59,6 +67,11 @@ _Static_assert(offsetof(struct rpcrdma_sge, lkey) == offsetof(struct ibv_sge, lk
 #define RR_RXE_VENDOR_ID 0xffffffu /* Linux rdma_rxe's vendor_id */
 #define VB_DEFAULT_TIMEOUT_MS 5000
 #define VB_PDATA_MAX 255 /* rdma_conn_param.private_data_len is a uint8_t */
+/* Kernel ABI bits of ibv_device_attr_ex.device_cap_flags_ex (Linux
+ * include/uapi/rdma/ib_user_verbs.h, enum ib_uverbs_device_cap_flags);
+ * rdma-core 56 does not install that header. */
+#define VB_DEVICE_FLUSH_GLOBAL (1ull << 38)
+#define VB_DEVICE_FLUSH_PERSISTENT (1ull << 39)
 
 struct vb_qp;
 
@@ -70,7 +83,8 @@ struct vb_ctx {
 	struct ibv_port_attr port;
 	enum rpcrdma_transport transport;
 	unsigned int with_inv_flags;  /* wc_flags bits meaning "with invalidate" */
-	bool flush;                   /* FLUSH with persistent placement */
+	bool flush_persistent;        /* FLUSH with persistent placement */
+	bool flush_global;            /* FLUSH with global visibility placement */
 	pthread_mutex_t qlock;       /* qps list (qp_num -> QP for completions) */
 	struct vb_qp *qps;
 };
@@ -108,6 +122,10 @@ struct vb_qp {
 	pthread_mutex_t lock;             /* ibv creation vs held receives */
 	struct ibv_qp *_Atomic ibv;
 	struct ibv_qp_ex *qpx;            /* extended QP (FLUSH) or NULL */
+	pthread_mutex_t post_lock;        /* with qpx: ibv_post_send batches and
+					     ibv_wr_start..complete never overlap
+					     (ibv_wr_post(3)) */
+	_Atomic bool commit_tx;           /* Commit WRs may be posted */
 	struct vb_precv *held, **held_tail;
 	uint32_t nheld;
 	struct vb_qp *next;               /* in vb_ctx.qps while ibv != NULL */
@@ -267,9 +285,10 @@ static int vb_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_en
 		struct ibv_device_attr_ex ax;
 
 		memset(&ax, 0, sizeof(ax));
-		if (ibv_query_device_ex(c->verbs, NULL, &ax) == 0 &&
-		    (ax.device_cap_flags_ex & IB_UVERBS_DEVICE_FLUSH_PERSISTENT))
-			c->flush = true;
+		if (ibv_query_device_ex(c->verbs, NULL, &ax) == 0) {
+			c->flush_persistent = (ax.device_cap_flags_ex & VB_DEVICE_FLUSH_PERSISTENT) != 0;
+			c->flush_global = (ax.device_cap_flags_ex & VB_DEVICE_FLUSH_GLOBAL) != 0;
+		}
 	}
 #endif
 	if (pthread_mutex_init(&c->qlock, NULL) != 0) {
@@ -290,9 +309,31 @@ static void vb_close(struct rr_context *ctx)
 	rr_free(ctx->env, c);
 }
 
+static bool vb_has_flush(const struct vb_ctx *c)
+{
+	return c->flush_persistent || c->flush_global;
+}
+
 static bool vb_has_mw2(const struct vb_ctx *c)
 {
 	return (c->attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0;
+}
+
+/* Why Commit is or is not here: the library, then the kernel and device. */
+static void vb_commit_note(const struct vb_ctx *c, char *buf, size_t n)
+{
+#ifdef RPCRDMA_HAVE_IBV_FLUSH
+	if (vb_has_flush(c))
+		snprintf(buf, n, "IBV_WR_FLUSH:%s%s (device %.32s)",
+			 c->flush_persistent ? " persistent" : "", c->flush_global ? " global" : "",
+			 ibv_get_device_name(c->verbs->device));
+	else
+		snprintf(buf, n, "none: %.32s reports no FLUSH (kernel/device; rxe has it since "
+			 "Linux 6.2, siw not)", ibv_get_device_name(c->verbs->device));
+#else
+	RR_UNUSED(c);
+	snprintf(buf, n, "none: built against rdma-core without IBV_WR_FLUSH (needs >= 45)");
+#endif
 }
 
 static int vb_query(struct rr_context *ctx, struct rpcrdma_caps *caps)
@@ -313,11 +354,11 @@ static int vb_query(struct rr_context *ctx, struct rpcrdma_caps *caps)
 	caps->max_ird = (uint32_t)RR_MIN(RR_MAX(a->max_qp_rd_atom, 0), 255);
 	caps->max_ord = (uint32_t)RR_MIN(RR_MAX(a->max_qp_init_rd_atom, 0), 255);
 	caps->max_msg_size = c->port.max_msg_sz;
-	caps->max_commit_regions = 0;
-	if (c->flush) {
+	caps->max_commit_regions = vb_has_flush(c) ? 1 : 0; /* a FLUSH names one range */
+	if (c->flush_persistent)
 		caps->flags |= RPCRDMA_CAP_COMMIT | RPCRDMA_CAP_DURABLE;
-		caps->max_commit_regions = 1;
-	}
+	if (c->flush_global)
+		caps->flags |= RPCRDMA_CAP_COMMIT_VISIBLE;
 	caps->max_mr_size = a->max_mr_size;
 	if (c->transport == RPCRDMA_TRANSPORT_IWARP) {
 		caps->max_private_data_connect = 252;
@@ -330,6 +371,7 @@ static int vb_query(struct rr_context *ctx, struct rpcrdma_caps *caps)
 	}
 	snprintf(caps->provider, sizeof(caps->provider), "verbs");
 	snprintf(caps->device, sizeof(caps->device), "%s", ibv_get_device_name(c->verbs->device));
+	vb_commit_note(c, caps->commit, sizeof(caps->commit));
 	return 0;
 }
 
@@ -380,22 +422,38 @@ static int vb_access(uint32_t a)
 static int vb_reg(struct rr_pd *pd, const struct rpcrdma_mr_attr *a, struct ibv_mr **out)
 {
 	struct vb_ctx *c = VB_CTX(pd->ctx);
+	int access = vb_access(a->access), persist = 0, err;
 
-	int access = vb_access(a->access);
-
-	if (a->flags & RPCRDMA_MR_DURABLE) {
-		if (!c->flush)
-			return -EOPNOTSUPP; /* no persistent flush here */
+	if ((a->flags & RPCRDMA_MR_DURABLE) && !c->flush_persistent)
+		return -EOPNOTSUPP; /* no persistent FLUSH here */
+	if ((a->flags & RPCRDMA_MR_VISIBLE) && !c->flush_global)
+		return -EOPNOTSUPP; /* no global-visibility FLUSH here */
 #ifdef RPCRDMA_HAVE_IBV_FLUSH
-		access |= IBV_ACCESS_FLUSH_PERSISTENT;
+	if (a->flags & RPCRDMA_MR_DURABLE)
+		persist = IBV_ACCESS_FLUSH_PERSISTENT;
+	if (a->flags & RPCRDMA_MR_VISIBLE)
+		access |= IBV_ACCESS_FLUSH_GLOBAL;
 #endif
-	}
 	if ((a->access & RPCRDMA_ACCESS_MW_BIND) && !vb_has_mw2(c))
 		return -EOPNOTSUPP;
 	if (a->length > (uint64_t)SIZE_MAX)
 		return -EINVAL;
-	*out = ibv_reg_mr(VB_PD(pd)->pd, a->addr, (size_t)a->length, access);
-	return *out ? 0 : cm_err();
+	*out = ibv_reg_mr(VB_PD(pd)->pd, a->addr, (size_t)a->length, access | persist);
+	if (*out)
+		return 0;
+	err = cm_err();
+	if (persist && err == -EINVAL) {
+		/* rxe refuses IBV_ACCESS_FLUSH_PERSISTENT on memory that is
+		 * not persistent memory ("Page can't be persistent"): tell that
+		 * apart from a bad registration by trying without it. */
+		struct ibv_mr *probe = ibv_reg_mr(VB_PD(pd)->pd, a->addr, (size_t)a->length, access);
+
+		if (probe) {
+			ibv_dereg_mr(probe);
+			err = -EOPNOTSUPP; /* this memory cannot be made persistent here */
+		}
+	}
+	return err;
 }
 
 static int vb_reg_mr(struct rr_pd *pd, const struct rpcrdma_mr_attr *a, struct rr_mr **out)
@@ -653,7 +711,13 @@ static int vb_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *a, struc
 		rr_free(pd->ctx->env, q);
 		return -ENOMEM;
 	}
+	if (pthread_mutex_init(&q->post_lock, NULL) != 0) {
+		pthread_mutex_destroy(&q->lock);
+		rr_free(pd->ctx->env, q);
+		return -ENOMEM;
+	}
 	atomic_init(&q->ibv, NULL);
+	atomic_init(&q->commit_tx, false);
 	q->held_tail = &q->held;
 	q->base.attr = *a;
 	q->base.qp_num = 0;
@@ -681,6 +745,7 @@ static int vb_destroy_qp(struct rr_qp *qp)
 	/* the ibv QP went with its cm id (the dispatch layer made sure the
 	 * id is gone) */
 	vb_drop_held(q, env);
+	pthread_mutex_destroy(&q->post_lock);
 	pthread_mutex_destroy(&q->lock);
 	rr_free(env, q);
 	return 0;
@@ -709,7 +774,7 @@ static int vb_qp_attach(struct vb_qp *q, struct rdma_cm_id *cm)
 	ia.cap.max_inline_data = q->base.attr.max_inline;
 	pthread_mutex_lock(&q->lock);
 #ifdef RPCRDMA_HAVE_IBV_FLUSH
-	if (c->flush) {
+	if (vb_has_flush(c)) {
 		struct ibv_qp_init_attr_ex ix;
 
 		memset(&ix, 0, sizeof(ix));
@@ -787,7 +852,9 @@ static void vb_qp_detach(struct vb_qp *q, struct rdma_cm_id *cm)
 	pthread_mutex_unlock(&c->qlock);
 	pthread_mutex_lock(&q->lock);
 	atomic_store(&q->ibv, NULL);
+	pthread_mutex_lock(&q->post_lock);
 	q->qpx = NULL;
+	pthread_mutex_unlock(&q->post_lock);
 	pthread_mutex_unlock(&q->lock);
 	rdma_destroy_qp(cm);
 }
@@ -867,16 +934,20 @@ static int vb_conv_send(struct vb_qp *q, const struct rpcrdma_send_wr *wr, struc
 	return 0;
 }
 
-/* RDMA Commit as one IBV_WR_FLUSH (persistent, range) through the extended
- * QP; the region's STag and offset name the remote range. */
+/* RDMA Commit as one IBV_WR_FLUSH (range level) through the extended QP:
+ * IBV_FLUSH_PERSISTENT, or IBV_FLUSH_GLOBAL with RPCRDMA_SEND_VISIBLE; the
+ * region's STag and offset name the remote range. Called with post_lock. */
 static int vb_post_commit(struct vb_qp *q, const struct rpcrdma_send_wr *wr)
 {
 #ifdef RPCRDMA_HAVE_IBV_FLUSH
+	const struct vb_ctx *c = VB_CTX(q->base.pd->ctx);
 	const struct rpcrdma_remote_region *r = wr->u.commit.regions;
 	struct ibv_qp_ex *qx = q->qpx;
+	bool visible = (wr->flags & RPCRDMA_SEND_VISIBLE) != 0;
 	unsigned int flags = 0;
 
-	if (!qx)
+	if (!qx || !atomic_load(&q->commit_tx) ||
+	    !(visible ? c->flush_global : c->flush_persistent))
 		return -EOPNOTSUPP;
 	if (wr->u.commit.num_regions != 1)
 		return -EINVAL; /* caps.max_commit_regions is 1 */
@@ -887,7 +958,8 @@ static int vb_post_commit(struct vb_qp *q, const struct rpcrdma_send_wr *wr)
 	ibv_wr_start(qx);
 	qx->wr_id = wr->wr_id;
 	qx->wr_flags = flags;
-	ibv_wr_flush(qx, r->stag, r->offset, r->length, IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
+	ibv_wr_flush(qx, r->stag, r->offset, r->length,
+		     visible ? IBV_FLUSH_GLOBAL : IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
 	return vb_err(ibv_wr_complete(qx));
 #else
 	RR_UNUSED(q);
@@ -896,15 +968,20 @@ static int vb_post_commit(struct vb_qp *q, const struct rpcrdma_send_wr *wr)
 #endif
 }
 
-static int vb_post_send(struct rr_qp *qp, struct rpcrdma_send_wr *wr, struct rpcrdma_send_wr **bad)
+/* The upper layer's Commit decision (rpcrdma_qp_set_commit): posting
+ * Commits is allowed or not; the device serves the peer's FLUSHes to our
+ * flush-enabled registrations either way. */
+static int vb_set_commit(struct rr_qp *qp, bool enable)
 {
-	struct vb_qp *q = VB_QP(qp);
-	struct ibv_qp *iq = atomic_load(&q->ibv);
+	if (!vb_has_flush(VB_CTX(qp->pd->ctx)))
+		return -EOPNOTSUPP;
+	atomic_store(&VB_QP(qp)->commit_tx, enable);
+	return 0;
+}
 
-	if (!iq) {
-		*bad = wr;
-		return -ENOTCONN;
-	}
+static int vb_post_send_locked(struct vb_qp *q, struct ibv_qp *iq, struct rpcrdma_send_wr *wr,
+				struct rpcrdma_send_wr **bad)
+{
 	while (wr) {
 		struct ibv_send_wr w[VB_BATCH], *ibad = NULL;
 		struct rpcrdma_send_wr *src[VB_BATCH];
@@ -957,6 +1034,25 @@ static int vb_post_send(struct rr_qp *qp, struct rpcrdma_send_wr *wr, struct rpc
 		}
 	}
 	return 0;
+}
+
+static int vb_post_send(struct rr_qp *qp, struct rpcrdma_send_wr *wr, struct rpcrdma_send_wr **bad)
+{
+	struct vb_qp *q = VB_QP(qp);
+	struct ibv_qp *iq = atomic_load(&q->ibv);
+	int rc;
+
+	if (!iq) {
+		*bad = wr;
+		return -ENOTCONN;
+	}
+	/* QPs of a FLUSH-capable context are extended QPs (vb_qp_attach) */
+	if (!vb_has_flush(VB_CTX(qp->pd->ctx)))
+		return vb_post_send_locked(q, iq, wr, bad);
+	pthread_mutex_lock(&q->post_lock);
+	rc = vb_post_send_locked(q, iq, wr, bad);
+	pthread_mutex_unlock(&q->post_lock);
+	return rc;
 }
 
 static int vb_post_recv(struct rr_qp *qp, struct rpcrdma_recv_wr *wr, struct rpcrdma_recv_wr **bad)
@@ -1168,6 +1264,9 @@ static int vb_accept(struct rr_cm_id *bid, struct rr_qp *qp, const struct rpcrdm
 	if (rc < 0)
 		return rc;
 	id->qp = VB_QP(qp);
+	/* RPCRDMA_CONN_COMMIT on accept: both agreed, Commits may be posted */
+	if ((p->flags & RPCRDMA_CONN_COMMIT) && vb_has_flush(c))
+		atomic_store(&id->qp->commit_tx, true);
 	vb_fill_param(&cp, id, (uint8_t)id->ird, (uint8_t)id->ord);
 	if (rdma_accept(id->cm, &cp) != 0) {
 		rc = cm_err();
@@ -1239,8 +1338,12 @@ static int vb_conn_query(struct rr_cm_id *bid, struct rpcrdma_conn_info *info)
 		return rc;
 	info->ird = id->ird;
 	info->ord = id->ord;
-	if (id->qp)
+	if (id->qp) {
 		info->caps.max_inline = id->qp->base.attr.max_inline;
+		/* narrowed to this connection: may Commits be posted? */
+		if (!atomic_load(&id->qp->commit_tx))
+			info->caps.flags &= ~(RPCRDMA_CAP_COMMIT | RPCRDMA_CAP_COMMIT_VISIBLE);
+	}
 	return 0;
 }
 
@@ -1437,4 +1540,5 @@ const struct rr_provider_ops rr_verbs_ops = {
 	.local_addr = vb_local_addr,
 	.peer_addr = vb_peer_addr,
 	.conn_query = vb_conn_query,
+	.set_commit = vb_set_commit,
 };
