@@ -1122,6 +1122,44 @@ TEST(xprt_alloc_failures)
 	}
 }
 
+/* The responder out of memory still answers a Call: ERR_CHUNK for its XID
+ * (docs/security.md: never a silent drop), both when the receive context
+ * and when the rebuilt-Call buffer cannot be allocated. */
+TEST(xprt_responder_alloc_failure_answers)
+{
+	static struct rt t;
+	struct rr_xprt_rqst *c;
+	struct rr_xprt_rcall *rc;
+	struct rr_xprt_part cp = {head_buf, 200, false};
+	struct rr_xprt_rqst_desc d = {.xid = 0x77, .parts = &cp, .nparts = 1,
+				      .max_reply = 100};
+	uint8_t err[28];
+	size_t elen;
+	int n;
+
+	mk_call(head_buf, 0x77, 200);
+	for (unsigned long k = 1; k <= 2; k++) {
+		rt_init(&t);
+		rt_start(&t);
+		REQUIRE_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), 0);
+		n = rr_xprt_rqst_marshal(&t.req, c, 8, t.send, sizeof(t.send));
+		REQUIRE(n > 0);
+		t.te.fail_at = t.te.allocs + k;
+		CHECK_EQ(rr_xprt_rsp_recv(&t.rsp, t.send, (size_t)n, 4, err, &elen, &rc),
+			 RR_XPRT_A_ERROR);
+		CHECK(rc == NULL);
+		CHECK_EQ(elen, 20);
+		CHECK_EQ(rr_get_be32(err), 0x77);
+		CHECK_EQ(rr_get_be32(err + 12), RR_XPRT_ERROR);
+		CHECK_EQ(rr_get_be32(err + 16), RR_XPRT_ERR_CHUNK);
+		CHECK_EQ(t.sst.calls_refused, 1);
+		rr_xprt_rqst_release(&t.req, c);
+		rr_xprt_req_fini(&t.req);
+		rr_xprt_rsp_fini(&t.rsp);
+		CHECK_EQ(t.te.live, 0);
+	}
+}
+
 TEST(xprt_bad_descriptions)
 {
 	static struct rt t;

@@ -503,7 +503,8 @@ void rr_xprt_rsp_fini(struct rr_xprt_responder *s);
  *  DROP: nothing to do; ERROR: send the @err_len bytes written to @err_msg
  *  (capacity >= 28); READ/DELIVER: *@out is a new receive context (the
  *  inline part of @buf has been copied; @buf may be reposted). @grant is the
- *  credit value placed in an RDMA_ERROR. Returns DROP also on -ENOMEM. */
+ *  credit value placed in an RDMA_ERROR. Out of memory, a Call is answered
+ *  ERR_CHUNK (stats->calls_refused), never dropped. */
 enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 					 const uint8_t *buf, size_t len,
 					 uint32_t grant, uint8_t *err_msg,

@@ -160,6 +160,16 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 		st->recvs++;
 	rc = rcall_get(s);
 	if (!rc) {
+		/* no memory for the context: a Call (RDMA_MSG or RDMA_NOMSG
+		 * of version 1) still gets an answer, ERR_CHUNK, never
+		 * silence (docs/security.md) */
+		if (len >= RR_XPRT_MIN_HDR && rr_get_be32(buf + 4) == RR_XPRT_VERSION &&
+		    (rr_get_be32(buf + 12) == RR_XPRT_MSG || rr_get_be32(buf + 12) == RR_XPRT_NOMSG)) {
+			if (st)
+				st->calls_refused++;
+			return answer(s, rr_get_be32(buf), RR_XPRT_VERSION, grant,
+				      RR_XPRT_ERR_CHUNK, err_msg, err_len);
+		}
 		if (st)
 			st->dropped++;
 		return RR_XPRT_A_DROP;
@@ -241,8 +251,11 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 		goto chunk_err;
 	rc->buf_len = (uint32_t)(total + stage_len);
 	rc->buf = cbuf_get(s, rc->buf_len ? rc->buf_len : 4, &rc->buf_cap);
-	if (!rc->buf)
-		goto drop;
+	if (!rc->buf) {
+		if (st)
+			st->calls_refused++;
+		goto chunk_err;   /* no memory: answered, not dropped */
+	}
 
 	/* Lay out the rebuilt stream: inline pieces between chunks at their
 	 * positions, each chunk followed by zeros up to a multiple of four. */
