@@ -1368,7 +1368,7 @@ static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_s
 		return rc;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, RR_LISTEN_BACKLOG) < 0) {
 		rc = -errno;
 		freeaddrinfo(ai);
 		close(fd);

@@ -365,19 +365,19 @@ static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 	cn->rsize = rsize;
 	cn->nsend = nsend;
 	cn->ssize = ssize;
-	/* Not cleared: a Receive is read only up to its byte_len, a send slot
-	 * only up to what was written into it. With large inline sizes
-	 * (rr_tp_conf_inline) the pages of these buffers then become resident
-	 * only as far as messages actually filled them (a large allocation is
-	 * mapped lazily by the allocator): inline_mem bounds the address space,
-	 * traffic decides the resident part. */
-	cn->rbuf = rr_alloc(env, (size_t)nrecv * rsize);
-	cn->sbuf = rr_alloc(env, (size_t)nsend * ssize + 4);
+	/* Mapped zero-filled (rr_alloc_pages): with large inline sizes
+	 * (rr_tp_conf_inline) the pages of these buffers become resident only
+	 * as far as messages actually filled them, and all of them go back to
+	 * the system when the connection is freed (an allocator's arena would
+	 * keep them: docs/PERFORMANCE.md "Memory after connection churn").
+	 * inline_mem bounds the address space, traffic decides the resident
+	 * part. */
+	cn->rbuf = rr_alloc_pages(env, (size_t)nrecv * rsize);
+	cn->sbuf = rr_alloc_pages(env, (size_t)nsend * ssize + 4);
 	cn->sfree = rr_alloc(env, sizeof(uint32_t) * nsend);
 	cn->sowner = rr_zalloc(env, sizeof(*cn->sowner) * nsend);
 	if (!cn->rbuf || !cn->sbuf || !cn->sfree || !cn->sowner)
 		return -ENOMEM;
-	memset(cn->sbuf + (size_t)nsend * ssize, 0, 4);   /* the pad source */
 	for (uint32_t i = 0; i < nsend; i++)
 		cn->sfree[i] = nsend - 1 - i;
 	cn->nsfree = nsend;
@@ -465,8 +465,8 @@ static void conn_free(struct tp_conn *cn)
 		(void)rpcrdma_cq_destroy(cn->cq);
 	if (cn->pd)
 		(void)rpcrdma_pd_free(cn->pd);
-	rr_free(env, cn->rbuf);
-	rr_free(env, cn->sbuf);
+	rr_free_pages(env, cn->rbuf, (size_t)cn->nrecv * cn->rsize);
+	rr_free_pages(env, cn->sbuf, (size_t)cn->nsend * cn->ssize + 4);
 	rr_free(env, cn->sfree);
 	rr_free(env, cn->sowner);
 	rr_free(env, cn->dwr);
@@ -504,6 +504,8 @@ static void grave_sweep(struct tp_ep *ep)
 		}
 		*pp = cn->next;
 		conn_free(cn);
+		if (ep->is_server)
+			rr_mem_trim_due(ep->env);   /* the loop gives it back */
 	}
 }
 
@@ -1753,6 +1755,7 @@ static void *progress(void *arg)
 				sv_after_upcalls(s);
 				sv_conn_put(s, one);
 				grave_sweep(ep);
+				rr_mem_trim_tick();
 				continue;
 			}
 		}
@@ -1898,6 +1901,8 @@ static void *progress(void *arg)
 		if (ep->is_server)
 			sv_after_upcalls((struct rr_tp_server *)ep);
 		grave_sweep(ep);
+		if (ep->is_server)
+			rr_mem_trim_tick();
 	}
 	pthread_mutex_unlock(&ep->lock);
 	return NULL;
@@ -2952,7 +2957,8 @@ int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 		return -ENOMEM;
 	rc = ep_init(&s->ep, conf, true, addr);
 	if (rc == 0)
-		rc = rpcrdma_listen(s->ep.ch, addr, addrlen, 64, NULL, &s->listen_id);
+		rc = rpcrdma_listen(s->ep.ch, addr, addrlen, RR_LISTEN_BACKLOG, NULL,
+				    &s->listen_id);
 	if (rc == 0) {
 		s->port = listen_port(s->listen_id);
 		rc = s->port < 0 ? s->port : 0;

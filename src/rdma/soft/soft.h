@@ -275,6 +275,8 @@ struct soft_qp {
 	pthread_mutex_t tx_lock;
 	struct soft_wqe *sq;
 	uint32_t sq_cap, sq_head, sq_count, sq_next; /* next = index (from head) to transmit */
+	uint32_t sq_touched;         /* slots [0, sq_touched) ever posted into (the
+					ring's pages beyond were never written) */
 	struct soft_irqe *irq;
 	uint32_t irq_cap, irq_head, irq_count, irq_sent;
 	uint32_t orq_out;            /* our Reads/Commits awaiting responses */
