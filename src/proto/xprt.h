@@ -222,6 +222,14 @@ struct rr_xprt_stats {
 					XID's STag or none of ours */
 	uint64_t rrep_expired;       /* rsp: Read chunks fenced by the timeout */
 	uint64_t rrep_fenced;        /* rsp: fenced on disconnect / destroy */
+	/* connection limits, responder (docs/security.md "Limits") */
+	uint64_t refused_conns;      /* connection requests refused: over
+					max_conns or max_conns_per_host,
+					stopping, or no resources for it */
+	uint64_t idle_closed;        /* disconnected after idle_timeout_ms */
+	uint64_t accept_backoffs;    /* listener paused: out of fds/memory */
+	uint64_t handshakes_dropped; /* half-open connections closed (limit,
+					timeout, fds for an established one) */
 };
 
 /* Prints @s to @f in a mountstats-like layout. Returns 0 or -EIO. */

@@ -298,6 +298,9 @@ static int sv_create_on(const char *provider, const struct rr_xprt_target *t,
 	if (p->max_msg)
 		conf.max_call = (uint32_t)RR_MIN(p->max_msg, (size_t)UINT32_MAX / 2);
 	conf.max_conns = p->max_conns;
+	conf.max_conns_per_host = p->max_conns_per_host;
+	conf.max_handshakes = p->max_handshakes;
+	conf.idle_timeout_ms = p->idle_timeout_ms;
 	conf.inline_send = conf.inline_recv = p->inline_size;
 	conf.spin_us = p->spin_us;
 	conf.ext_caps |= RR_PD_EXT_CAP_RDMA_COMMIT;   /* push mode (masked if unsupported) */

@@ -1630,6 +1630,9 @@ const struct rr_provider_ops rr_soft_ops = {
 	.local_addr = soft_local_addr,
 	.peer_addr = soft_peer_addr,
 	.conn_query = soft_conn_query,
+	.listen_limits = soft_listen_limits,
+	.listen_stats = soft_listen_stats,
+	.listen_shed = soft_listen_shed,
 	.set_commit = soft_set_commit,
 	.interrupt = soft_interrupt,
 };
