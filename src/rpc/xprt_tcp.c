@@ -1446,13 +1446,11 @@ static void *srv_io_main(void *arg)
 		pthread_mutex_unlock(&s->lock);
 		if (quit)
 			break;
-		timeout = srv_tick(s);
-		if (n != 1 || ev.data.ptr == &s->evfd)
-			continue;
-		if (ev.data.ptr == &s->lfd)
+		if (n == 1 && ev.data.ptr == &s->lfd)
 			srv_accept(s);
-		else
+		else if (n == 1 && ev.data.ptr != &s->evfd)
 			srv_read(s, ev.data.ptr);
+		timeout = srv_tick(s);   /* after: a back-off it began counts */
 	}
 	return NULL;
 }
