@@ -115,6 +115,8 @@ int rr_cq_ring_poll(struct rr_cq_ring *r, int n, struct rpcrdma_wc *out)
 		r->head = (r->head + 1) % r->cap;
 		r->count--;
 	}
+	if (!r->count)
+		r->head = 0;   /* empty: the slots in use stay the first ones */
 	if (got == 0 && r->overflow)
 		got = -EOVERFLOW;
 	pthread_mutex_unlock(&r->lock);

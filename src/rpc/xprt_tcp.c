@@ -14,7 +14,7 @@
 #include "rpc/rpcmsg.h"
 #include "rpc/xprt_tcp.h"
 #include "rpc/xprt_ctl.h"
-#include "common/addr.h"
+#include "common/listen.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -1165,10 +1165,9 @@ struct tcp_srv {
 	/* limits (docs/security.md "Limits"), under lock */
 	uint32_t tick_ms;           /* io threads' longest sleep */
 	uint64_t idle_look_ns;      /* next idle sweep */
-	uint32_t backoff_ms;        /* last accept pause; 0 after a success */
+	struct rr_backoff backoff;  /* accept back-off */
 	uint64_t resume_ns;         /* listener out of epoll until; 0: not */
-	bool backoff_logged;
-	uint64_t refused, idle_closed, accept_backoffs;
+	uint64_t refused, idle_closed;
 };
 
 static void conn_put_locked(struct tcp_srv *s, struct tcp_conn *cn, bool *free_it)
@@ -1217,31 +1216,14 @@ static void conn_close(struct tcp_srv *s, struct tcp_conn *cn)
 	conn_put(s, cn);
 }
 
-/* Accept back-off bounds (the soft provider's, docs/security.md "Limits"). */
-#define SRV_BACKOFF_MIN_MS 100u
-#define SRV_BACKOFF_MAX_MS 1000u
-
 /* accept4 failed for want of file descriptors or memory (@err; lock held):
- * the listener leaves the epoll set for SRV_BACKOFF_MIN_MS, doubling up to
- * SRV_BACKOFF_MAX_MS while that goes on (srv_tick puts it back); pending
- * connections wait in the kernel's queue and established ones are served.
- * Left in the (level-triggered) set it would wake the io threads at once,
- * forever. Told once per server on stderr, counted always. */
+ * the listener leaves the epoll set for a while (rr_backoff_begin; srv_tick
+ * puts it back); pending connections wait in the kernel's queue and
+ * established ones are served. */
 static void srv_backoff_locked(struct tcp_srv *s, int err)
 {
-	s->backoff_ms = s->backoff_ms ? RR_MIN(s->backoff_ms * 2, SRV_BACKOFF_MAX_MS)
-				      : SRV_BACKOFF_MIN_MS;
-	s->resume_ns = rr_now_ns(s->p.env) + (uint64_t)s->backoff_ms * 1000000u;
-	s->accept_backoffs++;
+	s->resume_ns = rr_backoff_begin(&s->backoff, s->p.env, "tcp server", err);
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->lfd, NULL);
-	if (!s->backoff_logged) {
-		s->backoff_logged = true;
-		fprintf(stderr,
-			"librpcrdma: tcp server: accept: %s; not accepting for %u ms, "
-			"then up to %u ms at a time while it lasts (counted as accept_backoffs; "
-			"established connections are still served)\n",
-			strerror(err), s->backoff_ms, SRV_BACKOFF_MAX_MS);
-	}
 }
 
 /* Whether a connection from @peer would exceed max_conns or
@@ -1279,15 +1261,14 @@ static void srv_accept(struct tcp_srv *s)
 		fd = accept4(s->lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			e = errno;
-			if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM)
+			if (rr_backoff_wanted(e))
 				srv_backoff_locked(s, e);
 			pthread_mutex_unlock(&s->lock);
-			if (e == EAGAIN || e == EWOULDBLOCK || e == EMFILE || e == ENFILE ||
-			    e == ENOBUFS || e == ENOMEM)
+			if (e == EAGAIN || e == EWOULDBLOCK || rr_backoff_wanted(e))
 				return;
 			continue;   /* that connection failed before we took it */
 		}
-		s->backoff_ms = 0;
+		s->backoff.ms = 0;
 		if (srv_over_limits(s, &peer)) {
 			/* refused: the peer sees its connection closed */
 			s->refused++;
@@ -1655,7 +1636,7 @@ static int tcp_srv_ctl(struct rr_xprt_server *x, struct rr_xprt_req *req, unsign
 		st->connections = s->nconns;
 		st->refused_conns = s->refused;
 		st->idle_closed = s->idle_closed;
-		st->accept_backoffs = s->accept_backoffs;
+		st->accept_backoffs = s->backoff.count;
 		pthread_mutex_unlock(&s->lock);
 		snprintf(st->transport, sizeof(st->transport), "tcp");
 		return 0;

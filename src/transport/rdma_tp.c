@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/addr.h"
+#include "common/listen.h"
 #include "proto/credits.h"
 #include "proto/privdata.h"
 #include "proto/rrep.h"

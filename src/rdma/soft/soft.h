@@ -24,6 +24,7 @@
 #include <stdatomic.h>
 #include <sys/socket.h>
 
+#include "common/listen.h"
 #include "rdma/cq_ring.h"
 #include "rdma/mr_table.h"
 #include "rdma/provider.h"
@@ -37,12 +38,6 @@
 #define SOFT_MAX_ORD 128
 /* MPA exchange timeout, both sides (siw: MPA_REQ timeout 10 s). */
 #define SOFT_DEFAULT_TIMEOUT_MS 10000u
-/* A listener whose accept fails for want of file descriptors or memory
- * stops being watched for SOFT_BACKOFF_MIN_MS, doubling up to
- * SOFT_BACKOFF_MAX_MS while it keeps failing (docs/soft-iwarp.md
- * "Listener limits"). */
-#define SOFT_BACKOFF_MIN_MS 100u
-#define SOFT_BACKOFF_MAX_MS 1000u
 /* Connections one turn of the progress thread accepts: the handshakes of
  * those accepted before are read in between, so a burst of silent
  * connections does not push a live one out of the half-open limit before
@@ -372,9 +367,8 @@ struct soft_id {
 	unsigned max_hs, nhs;
 	uint32_t hs_timeout_ms;      /* 0: SOFT_DEFAULT_TIMEOUT_MS */
 	uint64_t hs_next;
-	uint32_t backoff_ms;         /* last pause; 0 after an accept succeeded */
+	struct rr_backoff backoff;   /* accept back-off */
 	uint64_t resume_ns;          /* paused (out of epoll) until; 0: not */
-	bool backoff_logged;
 	struct rr_listen_stats lstats;
 };
 

@@ -1461,29 +1461,13 @@ static bool hs_drop_oldest(struct soft_id *l)
 }
 
 /* accept4 failed for want of file descriptors or memory (@err): the
- * listener leaves the epoll set for SOFT_BACKOFF_MIN_MS, doubling up to
- * SOFT_BACKOFF_MAX_MS while that goes on (check_timeouts puts it back);
- * the connections it did not take wait in the kernel's queue, and
- * established ones keep being served. Level-triggered, a listener left in
- * the set would wake this thread at once, forever: a busy loop. Told once
- * per listener on stderr (the library has no log), counted always. */
+ * listener leaves the epoll set for a while (rr_backoff_begin;
+ * check_timeouts puts it back); the connections it did not take wait in the
+ * kernel's queue, and established ones keep being served. */
 static void listen_backoff(struct soft_id *l, int err)
 {
-	struct soft_ctx *c = l->ctx;
-
-	l->backoff_ms = l->backoff_ms ? RR_MIN(l->backoff_ms * 2, SOFT_BACKOFF_MAX_MS)
-				      : SOFT_BACKOFF_MIN_MS;
-	l->resume_ns = rr_now_ns(c->env) + (uint64_t)l->backoff_ms * 1000000u;
-	l->lstats.accept_backoffs++;
-	obj_del(c, &l->obj);
-	if (!l->backoff_logged) {
-		l->backoff_logged = true;
-		fprintf(stderr,
-			"librpcrdma: soft provider: accept: %s; not accepting for %u ms, "
-			"then up to %u ms at a time while it lasts (counted as accept_backoffs; "
-			"established connections are still served)\n",
-			strerror(err), l->backoff_ms, SOFT_BACKOFF_MAX_MS);
-	}
+	l->resume_ns = rr_backoff_begin(&l->backoff, l->ctx->env, "soft provider", err);
+	obj_del(l->ctx, &l->obj);
 }
 
 static void handle_listen(struct soft_id *l)
@@ -1504,7 +1488,7 @@ static void handle_listen(struct soft_id *l)
 			 * rr_cm_listen_shed) */
 			if (e == EMFILE && hs_drop_oldest(l))
 				continue;
-			if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+			if (rr_backoff_wanted(e)) {
 				listen_backoff(l, e);
 				return;
 			}
@@ -1513,7 +1497,7 @@ static void handle_listen(struct soft_id *l)
 			 * it is gone from the queue; take the next */
 			continue;
 		}
-		l->backoff_ms = 0;
+		l->backoff.ms = 0;
 		set_sockopts(l->ctx, fd);
 		if (l->nhs >= l->max_hs)
 			hs_drop_oldest(l);
@@ -1566,6 +1550,7 @@ int soft_listen_stats(struct rr_cm_id *base, struct rr_listen_stats *out)
 
 	pthread_mutex_lock(&c->lock);
 	*out = l->lstats;
+	out->accept_backoffs = l->backoff.count;
 	out->handshakes = l->nhs;
 	pthread_mutex_unlock(&c->lock);
 	return 0;

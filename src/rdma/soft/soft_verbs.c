@@ -621,6 +621,11 @@ static void sq_complete_locked(struct soft_qp *qp)
 		qp->sq_count--;
 		qp->sq_next--;
 	}
+	/* Empty: start again at slot 0, so that the queue's pages in use are
+	 * as many as its depth needs, not all of them in turn (they are mapped
+	 * on first touch: rr_alloc_pages). */
+	if (!qp->sq_count)
+		qp->sq_head = 0;
 }
 
 static struct soft_wqe *sq_at(struct soft_qp *qp, uint32_t i)
@@ -1061,6 +1066,8 @@ void soft_qp_tx_locked(struct soft_qp *qp)
 			qp->irq_head = ring_idx(qp->irq_head, qp->b_irq_done, qp->irq_cap);
 			qp->irq_count -= qp->b_irq_done;
 			qp->irq_sent -= qp->b_irq_done;
+			if (!qp->irq_count)
+				qp->irq_head = 0;   /* as the send queue */
 			qp->b_irq_done = 0;
 			qp->bcnt = qp->bpos = 0;
 			sq_complete_locked(qp);
