@@ -104,20 +104,29 @@ static int connect_client(const char *url, struct rpcrdma_client **out)
 	return rpcrdma_client_create(url, PROG, 1, &o, out);
 }
 
-/* A TCP connection to 127.0.0.1:@port (blocking connect), or -1. */
-static int raw_connect(int port)
+/* A TCP connection from 127.0.0.@src to 127.0.0.1:@port (blocking
+ * connect), or -1. */
+static int raw_connect_from(int port, unsigned src)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	struct sockaddr_in s = {.sin_family = AF_INET};
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	s.sin_addr.s_addr = htonl((INADDR_LOOPBACK & ~0xffu) | src);
 	if (fd < 0)
 		return -1;
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+	if (bind(fd, (struct sockaddr *)&s, sizeof(s)) != 0 ||
+	    connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
 		close(fd);
 		return -1;
 	}
 	return fd;
+}
+
+static int raw_connect(int port)
+{
+	return raw_connect_from(port, 1);
 }
 
 /* Whether the peer closed @fd (EOF or reset) within @ms. */
@@ -666,8 +675,10 @@ TEST(limits_fd_exhaustion_backoff_tcp)
 
 /* ------------------------------------------------------------ storm -- */
 
-/* 500 connect-and-vanish attempts at once (half send their MPA Request
- * and close, half stay silent), then a new client: none of the 501 TCP
+/* 500 connect-and-vanish attempts at once from 127.0.0.2 (half send their
+ * MPA Request and close, half stay silent), then a new client from
+ * 127.0.0.1 (another host for the per-host limit, which refuses the
+ * storm's connections beyond 64 at no cost): none of the 501 TCP
  * handshakes needed a SYN retransmission (a full listen queue drops SYNs:
  * the client then waits 1 s, 3 s...; the 64-entry queue did that several
  * times per 500), and the new client is served. */
@@ -689,7 +700,7 @@ TEST(limits_connect_storm)
 	child_start(&ch, "rdma", &o, 0);
 	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", ch.port);
 	for (int i = 0; i < 500; i++) {
-		int fd = raw_connect(ch.port);
+		int fd = raw_connect_from(ch.port, 2);
 		struct tcp_info ti;
 		socklen_t tl = sizeof(ti);
 
