@@ -1525,7 +1525,8 @@ static bool sv_over_limits(struct rr_tp_server *s, const struct sockaddr_storage
 	if (!cf->max_conns_per_host || !peer)
 		return false;
 	for (struct tp_conn *cn = s->conns; cn; cn = cn->next)
-		if (cn->has_peer && rr_addr_same_host(&cn->peer, peer) && ++same >= cf->max_conns_per_host)
+		if (cn->has_peer && rr_addr_same_host(&cn->peer, peer) &&
+		    ++same >= cf->max_conns_per_host)
 			return true;
 	return false;
 }
@@ -1575,10 +1576,9 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		uint8_t pd[RR_PD_MAX_LEN];
 		struct rpcrdma_conn_param prm = {0};
 		uint32_t n = s->ep.conf.credits + 4;
-		int len;
-
 		struct sockaddr_storage peer;
 		bool has_peer = rpcrdma_cm_peer_addr(ev->id, &peer) == 0;
+		int len;
 
 		/* Limits first, before anything is allocated for it. */
 		if (s->stopping || sv_over_limits(s, has_peer ? &peer : NULL)) {

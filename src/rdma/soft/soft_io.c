@@ -957,7 +957,8 @@ int soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, socklen
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, addr, addrlen) != 0 || listen(fd, backlog > 0 ? backlog : RR_LISTEN_BACKLOG) != 0) {
+	if (bind(fd, addr, addrlen) != 0 ||
+	    listen(fd, backlog > 0 ? backlog : RR_LISTEN_BACKLOG) != 0) {
 		int e = -errno;
 
 		close(fd);
