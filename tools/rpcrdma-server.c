@@ -15,12 +15,14 @@
 #include <string.h>
 
 #include "fileservice.h"
+#include "rpcrdma/stats.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rpcrdma-server --export DIR [--listen ADDR:PORT] [--transport auto|rdma|tcp]\n"
-		"                      [--threads N] [--quiet] [--help]\n"
+		"                      [--threads N] [--max-conns N] [--max-conns-per-host N]\n"
+		"                      [--max-handshakes N] [--idle-timeout SEC] [--quiet] [--help]\n"
 		"\n"
 		"Serves the example file service (program 0x%08x, version %u) over DIR.\n"
 		"  --export DIR        directory to export (required); paths never escape it\n"
@@ -29,9 +31,32 @@ static void usage(FILE *f)
 		"                      (RPC record marking), or auto (default: rdma if this build\n"
 		"                      has it, else tcp)\n"
 		"  --threads N         worker threads (default 4)\n"
-		"  --quiet             no per-shutdown call summary\n"
+		"Limits (a connection over them is refused; docs/security.md \"Limits\"):\n"
+		"  --max-conns N       connections at once (default 1024)\n"
+		"  --max-conns-per-host N\n"
+		"                      connections from one IP address (default 64)\n"
+		"  --max-handshakes N  rdma: TCP connections still waiting for their MPA\n"
+		"                      Request; one more closes the oldest (default 128)\n"
+		"  --idle-timeout SEC  close a connection that sent nothing for SEC seconds\n"
+		"                      with nothing in progress (default 360; 0: never)\n"
+		"  --quiet             no shutdown summary (calls served, connection counters)\n"
 		"The first line on stdout is \"listening on URL\" once the server is ready.\n",
 		FS_PROG, FS_VERS, FS_DEFAULT_PORT);
+}
+
+/* An option's unsigned value in [@lo, @hi]: 0, or -1 after the message. */
+static int parse_count(const char *opt, const char *arg, unsigned long lo, unsigned long hi,
+		       unsigned long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoul(arg, &end, 10);
+	if (errno || end == arg || *end || arg[0] == '-' || *out < lo || *out > hi) {
+		fprintf(stderr, "rpcrdma-server: %s wants %lu..%lu, got '%s'\n", opt, lo, hi, arg);
+		return -1;
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -41,6 +66,10 @@ int main(int argc, char **argv)
 		{"listen", required_argument, NULL, 'l'},
 		{"transport", required_argument, NULL, 't'},
 		{"threads", required_argument, NULL, 'n'},
+		{"max-conns", required_argument, NULL, 'C'},
+		{"max-conns-per-host", required_argument, NULL, 'H'},
+		{"max-handshakes", required_argument, NULL, 'S'},
+		{"idle-timeout", required_argument, NULL, 'I'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -51,7 +80,7 @@ int main(int argc, char **argv)
 	struct rpcrdma_server *srv = NULL;
 	struct fs_service svc;
 	sigset_t sigs;
-	unsigned long threads = 4;
+	unsigned long threads = 4, max_conns = 0, per_host = 0, handshakes = 0, idle_s = 360;
 	bool quiet = false;
 	int c, rc, sig;
 	char *end;
@@ -87,6 +116,22 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'C':
+			if (parse_count("--max-conns", optarg, 1, 1000000, &max_conns))
+				return 2;
+			break;
+		case 'H':
+			if (parse_count("--max-conns-per-host", optarg, 1, 1000000, &per_host))
+				return 2;
+			break;
+		case 'S':
+			if (parse_count("--max-handshakes", optarg, 1, 1000000, &handshakes))
+				return 2;
+			break;
+		case 'I':
+			if (parse_count("--idle-timeout", optarg, 0, 4000000, &idle_s))
+				return 2;
+			break;
 		case 'q': quiet = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -118,6 +163,10 @@ int main(int argc, char **argv)
 
 	memset(&so, 0, sizeof(so));
 	so.threads = (unsigned)threads;
+	so.max_conns = (unsigned)max_conns;            /* 0: the library's defaults */
+	so.max_conns_per_host = (unsigned)per_host;
+	so.max_handshakes = (unsigned)handshakes;
+	so.idle_timeout_ms = idle_s ? (uint32_t)(idle_s * 1000u) : UINT32_MAX;
 	rc = -EPROTONOSUPPORT;
 	if (!strcmp(transport, "rdma") || !strcmp(transport, "auto")) {
 		snprintf(url, sizeof(url), "rdma://%s", listen);
@@ -164,6 +213,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rpcrdma-server: %s, shutting down\n",
 			sig == SIGINT ? "SIGINT" : "SIGTERM");
 	rpcrdma_server_shutdown(srv);
+	if (!quiet) {
+		struct rpcrdma_xprt_stats st;
+
+		if (rpcrdma_server_stats(srv, &st) == 0)
+			fprintf(stderr,
+				"rpcrdma-server: connections refused %llu, closed idle %llu, "
+				"accept back-offs %llu, half-open dropped %llu\n",
+				(unsigned long long)st.refused_conns,
+				(unsigned long long)st.idle_closed,
+				(unsigned long long)st.accept_backoffs,
+				(unsigned long long)st.handshakes_dropped);
+	}
 	rpcrdma_server_destroy(srv);
 	if (!quiet)
 		fprintf(stderr,

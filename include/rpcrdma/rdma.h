@@ -590,7 +590,11 @@ RPCRDMA_API int rpcrdma_cm_channel_fd(struct rpcrdma_cm_channel *ch);
 /* Takes the next event without blocking: 0 and *@ev filled, or -EAGAIN. */
 RPCRDMA_API int rpcrdma_cm_get_event(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev);
 
-/* Listens on @addr (port 0 picks one: read it with rpcrdma_cm_local_addr). */
+/* Listens on @addr (port 0 picks one: read it with rpcrdma_cm_local_addr).
+ * @backlog: the kernel's queue of connections not yet accepted (soft: 0
+ * means 1024; a full queue makes the kernel drop SYNs, docs/security.md
+ * "Limits"). Soft: at most 128 accepted connections may wait for their MPA
+ * Request at once (one more closes the oldest), each at most 10 s. */
 RPCRDMA_API int rpcrdma_listen(struct rpcrdma_cm_channel *ch, const struct sockaddr *addr,
 			       socklen_t addrlen, int backlog, void *user_ctx,
 			       struct rpcrdma_cm_id **out);

@@ -286,6 +286,22 @@ struct rpcrdma_server_opts {
 	 * reply that would go over is answered RDMA_ERROR/ERR_CHUNK. */
 	size_t reply_mem_per_conn;      /* one connection; 0: 16 MiB */
 	size_t reply_mem_total;         /* all connections; 0: 256 MiB */
+	/* Connection limits (docs/security.md "Limits"; the same on every
+	 * transport unless said): */
+	uint32_t idle_timeout_ms;       /* an established connection that has
+					   received nothing for this long, with
+					   no call in progress and no reply
+					   pending, is closed; 0: 360000 (6 min,
+					   as nfsd); UINT32_MAX: never */
+	unsigned max_conns_per_host;    /* connections from one source IP
+					   address; more are refused; 0: 64;
+					   UINT_MAX: no limit */
+	unsigned max_handshakes;        /* rdma://: TCP connections accepted
+					   whose MPA Request has not come yet;
+					   one more closes the oldest; 0: 128
+					   (each also times out after 10 s).
+					   tcp:// has no such phase; verbs://
+					   leaves it to the kernel's CM */
 };
 
 /* Handlers run on the thread that received the Call, without a hop to a

@@ -14,8 +14,10 @@
  *   rpcrdma_client_stats(clnt, &b);  rpcrdma_xprt_stats_diff(&b, &a, &d);
  *   -> d.msg_sent == 1, d.remote_inv == 1, ... for that one call
  *
- * tcp:// has no RPC-over-RDMA message forms, chunks or invalidations: the
- * functions answer -EOPNOTSUPP there. */
+ * tcp:// has no RPC-over-RDMA message forms, chunks or invalidations: a
+ * tcp:// client answers -EOPNOTSUPP; a tcp:// server fills only
+ * connections, transport ("tcp") and the connection-limit counters
+ * (refused_conns, idle_closed, accept_backoffs), the others being 0. */
 #ifndef RPCRDMA_STATS_H
 #define RPCRDMA_STATS_H
 
@@ -78,14 +80,27 @@ struct rpcrdma_xprt_stats {
 					loop (each a look at the connection on
 					soft): per RPC, how much an idle
 					connection costs a busy one */
+	/* server, connection limits (docs/security.md "Limits"; also on
+	 * tcp://): */
+	uint64_t refused_conns;      /* refused: over max_conns or
+					max_conns_per_host, shutting down, or
+					no resources for it */
+	uint64_t idle_closed;        /* closed after idle_timeout_ms */
+	uint64_t accept_backoffs;    /* accepting paused for want of file
+					descriptors or memory (EMFILE, ENFILE,
+					ENOBUFS, ENOMEM) */
+	uint64_t handshakes_dropped; /* rdma://: half-open connections closed
+					(over max_handshakes, timed out, or
+					their fds given to an established one) */
 	uint32_t connections;        /* server: live connections; client: 1 if connected */
-	char transport[16];          /* "rdma" (soft provider) */
+	char transport[16];          /* "rdma" (soft provider), "tcp" */
 };
 
 /* Snapshot of the client's transport counters. 0, -EOPNOTSUPP (tcp://),
  * -EINVAL. */
 RPCRDMA_API int rpcrdma_client_stats(struct rpcrdma_client *c, struct rpcrdma_xprt_stats *st);
-/* Aggregate over every connection the server has served. */
+/* Aggregate over every connection the server has served (tcp://: the
+ * connection counters only). */
 RPCRDMA_API int rpcrdma_server_stats(struct rpcrdma_server *s, struct rpcrdma_xprt_stats *st);
 /* @out = @now - @before, field by field (connections and transport from
  * @now). @out may alias either. */

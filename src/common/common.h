@@ -23,6 +23,14 @@
 #define RR_CONTAINER_OF(ptr, type, member) \
 	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
+/* Listen backlog of the servers (tcp://, rdma://, verbs://): the kernel's
+ * queue of connections whose TCP handshake is complete. When it is full the
+ * kernel drops SYNs and the client retries after 1 s, then 3 s: a burst of
+ * connect-and-vanish attempts larger than the backlog delayed a new client
+ * by seconds with 64 (docs/security.md "Limits"). The kernel caps it at
+ * net.core.somaxconn (4096 by default). */
+#define RR_LISTEN_BACKLOG 1024
+
 /* Environment accessors; @env may be NULL (defaults). */
 static inline const struct rpcrdma_env *rr_env(const struct rpcrdma_env *env)
 {
@@ -31,6 +39,29 @@ static inline const struct rpcrdma_env *rr_env(const struct rpcrdma_env *env)
 void *rr_alloc(const struct rpcrdma_env *env, size_t size);
 void *rr_zalloc(const struct rpcrdma_env *env, size_t size);
 void rr_free(const struct rpcrdma_env *env, void *ptr);
+/* Zero-filled memory for a connection's large rings and buffers (work
+ * queues, Receive and send slots): with the default allocator it is mapped
+ * straight from the kernel (mmap), so its pages become resident only when
+ * touched and go back to the system when freed, whatever the allocator's
+ * arenas and mmap threshold did meanwhile (docs/PERFORMANCE.md "Memory
+ * after connection churn"); with an injected allocator (tests) or under
+ * AddressSanitizer it is rr_zalloc. Free with rr_free_pages and the same
+ * @size. */
+void *rr_alloc_pages(const struct rpcrdma_env *env, size_t size);
+void rr_free_pages(const struct rpcrdma_env *env, void *ptr, size_t size);
+/* Memory given back after connection churn. A server that freed a
+ * connection calls rr_mem_trim_due(); its loop calls rr_mem_trim_tick() on
+ * every turn (it wakes at least every second), which, when trimming is due
+ * and the last trim is at least RR_MEM_TRIM_NS old (on the default clock:
+ * a CPU budget, not protocol time), hands the allocator's free pages back
+ * to the system (glibc: malloc_trim). Freed per-connection blocks otherwise
+ * stay resident in the allocator's arenas, fragmented between live ones
+ * (156 MB of arena for 2.7 MB in use measured after 2,000 connections:
+ * docs/PERFORMANCE.md "Memory after connection churn"). No-op with an
+ * injected allocator, which owns its memory. Process-wide; any thread. */
+#define RR_MEM_TRIM_NS 1000000000ull
+void rr_mem_trim_due(const struct rpcrdma_env *env);
+void rr_mem_trim_tick(void);
 uint64_t rr_now_ns(const struct rpcrdma_env *env);
 /* A cheap clock for leases and waits that may end a little late or early.
  * With the default environment: CLOCK_MONOTONIC_COARSE (a few ns where

@@ -3,8 +3,11 @@
  * tests can substitute all three. Also the library's error strings. */
 #include "common/common.h"
 
+#include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -88,6 +91,78 @@ void rr_free(const struct rpcrdma_env *env, void *ptr)
 		return;
 	env = rr_env(env);
 	env->free(env->alloc_ctx, ptr);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define RR_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RR_ASAN 1
+#endif
+#endif
+
+/* Page mappings only where the allocator is ours: an injected one must see
+ * (and may fail) every allocation, and ASan tracks only what it allocates. */
+static bool pages_direct(const struct rpcrdma_env *env)
+{
+#ifdef RR_ASAN
+	RR_UNUSED(env);
+	return false;
+#else
+	return env->alloc == default_alloc;
+#endif
+}
+
+void *rr_alloc_pages(const struct rpcrdma_env *env, size_t size)
+{
+	void *p;
+
+	env = rr_env(env);
+	if (!pages_direct(env))
+		return rr_zalloc(env, size);
+	p = mmap(NULL, size ? size : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		 -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void rr_free_pages(const struct rpcrdma_env *env, void *ptr, size_t size)
+{
+	if (!ptr)
+		return;
+	env = rr_env(env);
+	if (!pages_direct(env)) {
+		rr_free(env, ptr);
+		return;
+	}
+	(void)munmap(ptr, size ? size : 1);
+}
+
+static atomic_bool trim_due;
+static _Atomic uint64_t trim_last;   /* default clock, ns */
+
+void rr_mem_trim_due(const struct rpcrdma_env *env)
+{
+	if (rr_env(env)->alloc == default_alloc)
+		atomic_store_explicit(&trim_due, true, memory_order_relaxed);
+}
+
+void rr_mem_trim_tick(void)
+{
+	uint64_t now, last;
+
+	if (!atomic_load_explicit(&trim_due, memory_order_relaxed))
+		return;
+	now = rr_now_ns(NULL);
+	last = atomic_load_explicit(&trim_last, memory_order_relaxed);
+	if (last && now - last < RR_MEM_TRIM_NS)
+		return;
+	/* one thread trims per interval */
+	if (!atomic_compare_exchange_strong(&trim_last, &last, now))
+		return;
+	atomic_store_explicit(&trim_due, false, memory_order_relaxed);
+#if defined(__GLIBC__) && !defined(RR_ASAN)
+	(void)malloc_trim(0);
+#endif
 }
 
 uint64_t rr_now_ns(const struct rpcrdma_env *env)

@@ -230,6 +230,14 @@ struct rr_xprt_stats {
 					of memory (never dropped silently) */
 	uint64_t send_stalls;        /* rsp: connections closed, their Sends
 					stalled for send_timeout_ms */
+	/* connection limits, responder (docs/security.md "Limits") */
+	uint64_t refused_conns;      /* connection requests refused: over
+					max_conns or max_conns_per_host,
+					stopping, or no resources for it */
+	uint64_t idle_closed;        /* disconnected after idle_timeout_ms */
+	uint64_t accept_backoffs;    /* listener paused: out of fds/memory */
+	uint64_t handshakes_dropped; /* half-open connections closed (limit,
+					timeout, fds for an established one) */
 };
 
 /* Prints @s to @f in a mountstats-like layout. Returns 0 or -EIO. */

@@ -11,7 +11,7 @@ int rr_cq_ring_init(struct rr_cq_ring *r, const struct rpcrdma_env *env, uint32_
 		return -EINVAL;
 	memset(r, 0, sizeof(*r));
 	r->env = rr_env(env);
-	r->slots = rr_alloc(r->env, (size_t)cap * sizeof(*r->slots));
+	r->slots = rr_alloc_pages(r->env, (size_t)cap * sizeof(*r->slots)); /* resident as used */
 	if (!r->slots)
 		return -ENOMEM;
 	r->cap = cap;
@@ -19,13 +19,13 @@ int rr_cq_ring_init(struct rr_cq_ring *r, const struct rpcrdma_env *env, uint32_
 	if (r->efd < 0) {
 		int err = -errno;
 
-		rr_free(r->env, r->slots);
+		rr_free_pages(r->env, r->slots, (size_t)r->cap * sizeof(*r->slots));
 		r->slots = NULL;
 		return err;
 	}
 	if (pthread_mutex_init(&r->lock, NULL) != 0) {
 		close(r->efd);
-		rr_free(r->env, r->slots);
+		rr_free_pages(r->env, r->slots, (size_t)r->cap * sizeof(*r->slots));
 		r->slots = NULL;
 		return -ENOMEM;
 	}
@@ -37,7 +37,7 @@ void rr_cq_ring_fini(struct rr_cq_ring *r)
 	if (!r || !r->slots)
 		return;
 	close(r->efd);
-	rr_free(r->env, r->slots);
+	rr_free_pages(r->env, r->slots, (size_t)r->cap * sizeof(*r->slots));
 	r->slots = NULL;
 	pthread_mutex_destroy(&r->lock);
 }
@@ -115,6 +115,8 @@ int rr_cq_ring_poll(struct rr_cq_ring *r, int n, struct rpcrdma_wc *out)
 		r->head = (r->head + 1) % r->cap;
 		r->count--;
 	}
+	if (!r->count)
+		r->head = 0;   /* empty: the slots in use stay the first ones */
 	if (got == 0 && r->overflow)
 		got = -EOVERFLOW;
 	pthread_mutex_unlock(&r->lock);

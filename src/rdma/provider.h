@@ -110,6 +110,31 @@ struct rr_cm_id {
 #define RR_PUB(type, p) ((struct rpcrdma_##type *)(void *)(p))
 #define RR_BASE(type, p) ((struct rr_##type *)(void *)(p))
 
+/* A listener's connections still in their handshake ("half-open": soft:
+ * TCP accepted, MPA Request not received yet; docs/security.md "Limits").
+ * At most @max_handshakes at once: one more accepted closes the oldest
+ * (a peer that completes its handshake does so within a round trip, so
+ * the oldest is the likeliest to be a peer that will never send). Each
+ * is closed when its MPA Request has not come within @timeout_ms. 0: the
+ * provider's default (soft: RR_LISTEN_MAX_HANDSHAKES, 10 s as siw). */
+struct rr_listen_limits {
+	unsigned max_handshakes;
+	uint32_t timeout_ms;
+};
+
+#define RR_LISTEN_MAX_HANDSHAKES 128u
+
+/* A listener's counters (since rpcrdma_listen). */
+struct rr_listen_stats {
+	uint64_t accept_backoffs;    /* accepting paused: out of file
+					descriptors (EMFILE/ENFILE) or memory
+					(ENOBUFS/ENOMEM) */
+	uint64_t handshakes_dropped; /* half-open connections closed: oldest
+					at the limit, timed out, or one that
+					gave way to accept at EMFILE */
+	uint32_t handshakes;         /* half-open now */
+};
+
 /* One per provider; all pointers optional except name and open/close. */
 struct rr_provider_ops {
 	const char *name;
@@ -186,6 +211,11 @@ struct rr_provider_ops {
 	int (*local_addr)(struct rr_cm_id *id, struct sockaddr_storage *ss);
 	int (*peer_addr)(struct rr_cm_id *id, struct sockaddr_storage *ss);
 	int (*conn_query)(struct rr_cm_id *id, struct rpcrdma_conn_info *info);
+	/* Optional (rr_cm_listen_limits / rr_cm_listen_stats): a listener's
+	 * half-open connections and counters. Absent: -EOPNOTSUPP. */
+	int (*listen_limits)(struct rr_cm_id *id, const struct rr_listen_limits *lim);
+	int (*listen_stats)(struct rr_cm_id *id, struct rr_listen_stats *out);
+	int (*listen_shed)(struct rr_cm_id *id, unsigned n);
 
 	/* RDMA Commit on one QP, both directions (rpcrdma_qp_set_commit). */
 	int (*set_commit)(struct rr_qp *qp, bool enable);
@@ -199,6 +229,19 @@ struct rr_provider_ops {
 	 * lost between a waiter's last look at its own state and its wait. */
 	int (*interrupt)(struct rr_context *ctx);
 };
+
+/* Sets @lim on listener @id (the soft provider; rdma_cm leaves half-open
+ * connections to the kernel's CM: -EOPNOTSUPP). 0, -EINVAL (not a
+ * listener), -EOPNOTSUPP. */
+int rr_cm_listen_limits(struct rpcrdma_cm_id *id, const struct rr_listen_limits *lim);
+/* Reads listener @id's counters: 0, -EINVAL, -EOPNOTSUPP. */
+int rr_cm_listen_stats(struct rpcrdma_cm_id *id, struct rr_listen_stats *out);
+/* Closes up to @n of listener @id's oldest half-open connections (counted
+ * as dropped), so that the descriptors they held serve an established one:
+ * the consumer calls it when setting up an accepted connection ran out of
+ * file descriptors (EMFILE), then tries again. How many were closed, or
+ * -EINVAL / -EOPNOTSUPP. */
+int rr_cm_listen_shed(struct rpcrdma_cm_id *id, unsigned n);
 
 /* Providers call this when they create an id for an incoming request (the
  * channel's id count guards rpcrdma_cm_channel_destroy). */

@@ -901,6 +901,40 @@ RPCRDMA_API int rpcrdma_listen(struct rpcrdma_cm_channel *pch, const struct sock
 	return 0;
 }
 
+int rr_cm_listen_limits(struct rpcrdma_cm_id *pid, const struct rr_listen_limits *lim)
+{
+	struct rr_cm_id *id = RR_BASE(cm_id, pid);
+
+	if (!id || !lim || !id->listener)
+		return -EINVAL;
+	if (!id->ch->ctx->ops->listen_limits)
+		return -EOPNOTSUPP;
+	return id->ch->ctx->ops->listen_limits(id, lim);
+}
+
+int rr_cm_listen_stats(struct rpcrdma_cm_id *pid, struct rr_listen_stats *out)
+{
+	struct rr_cm_id *id = RR_BASE(cm_id, pid);
+
+	if (!id || !out || !id->listener)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	if (!id->ch->ctx->ops->listen_stats)
+		return -EOPNOTSUPP;
+	return id->ch->ctx->ops->listen_stats(id, out);
+}
+
+int rr_cm_listen_shed(struct rpcrdma_cm_id *pid, unsigned n)
+{
+	struct rr_cm_id *id = RR_BASE(cm_id, pid);
+
+	if (!id || !id->listener)
+		return -EINVAL;
+	if (!id->ch->ctx->ops->listen_shed)
+		return -EOPNOTSUPP;
+	return id->ch->ctx->ops->listen_shed(id, n);
+}
+
 RPCRDMA_API int rpcrdma_connect(struct rpcrdma_cm_channel *pch, struct rpcrdma_qp *pqp,
 				const struct sockaddr *dst, socklen_t dstlen,
 				const struct rpcrdma_conn_param *param, void *user_ctx,

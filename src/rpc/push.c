@@ -57,7 +57,9 @@ RPCRDMA_API int rpcrdma_xprt_stats_print(const struct rpcrdma_xprt_stats *s, FIL
 		"\tremote_inv %llu local_inv %llu bad_remote_inv %llu\n"
 		"\tcredits_exhausted %llu retransmits %llu reconnects %llu\n"
 		"\tpush_writes %llu push_write_bytes %llu commits %llu commit_errors %llu\n"
-		"\tregions_exposed %llu regions_released %llu cq_polls %llu\n",
+		"\tregions_exposed %llu regions_released %llu cq_polls %llu\n"
+		"\tconnections refused %llu idle_closed %llu accept_backoffs %llu "
+		"handshakes_dropped %llu\n",
 		s->transport[0] ? s->transport : "?", s->connections,
 		(unsigned long long)s->sends, (unsigned long long)s->recvs,
 		(unsigned long long)s->bad_xids, (unsigned long long)s->bad_replies,
@@ -82,7 +84,9 @@ RPCRDMA_API int rpcrdma_xprt_stats_print(const struct rpcrdma_xprt_stats *s, FIL
 		(unsigned long long)s->push_writes, (unsigned long long)s->push_write_bytes,
 		(unsigned long long)s->commits, (unsigned long long)s->commit_errors,
 		(unsigned long long)s->regions_exposed, (unsigned long long)s->regions_released,
-		(unsigned long long)s->cq_polls);
+		(unsigned long long)s->cq_polls,
+		(unsigned long long)s->refused_conns, (unsigned long long)s->idle_closed,
+		(unsigned long long)s->accept_backoffs, (unsigned long long)s->handshakes_dropped);
 	return n < 0 ? -EIO : 0;
 }
 

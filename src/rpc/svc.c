@@ -20,6 +20,7 @@
 #include "rpc/xprt_ctl.h"
 
 #include <netinet/in.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -27,6 +28,10 @@
 #define DEFAULT_THREADS 4u
 #define DEFAULT_MAX_MSG ((size_t)8 * 1024 * 1024 + 65536)
 #define DEFAULT_MAX_CONNS 1024u
+/* Connection limits (docs/security.md "Limits") */
+#define DEFAULT_MAX_CONNS_PER_HOST 64u
+#define DEFAULT_MAX_HANDSHAKES 128u
+#define DEFAULT_IDLE_TIMEOUT_MS 360000u   /* nfsd closes idle TCP after 6 min */
 #define REPLY_HDR_LEN 24u  /* xid, REPLY, MSG_ACCEPTED, verf AUTH_NONE, accept_stat */
 #define DEFAULT_DRC_MAX_REPLY 4096u
 #define DEFAULT_DRC_TTL_MS 120000u   /* as nfsd's RC_EXPIRE */
@@ -630,6 +635,16 @@ RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_serv
 	xp.env = env;
 	xp.max_msg = s->max_msg;
 	xp.max_conns = opts && opts->max_conns ? opts->max_conns : DEFAULT_MAX_CONNS;
+	xp.max_conns_per_host = opts && opts->max_conns_per_host ? opts->max_conns_per_host
+								 : DEFAULT_MAX_CONNS_PER_HOST;
+	if (xp.max_conns_per_host == UINT_MAX)
+		xp.max_conns_per_host = 0;   /* no limit */
+	xp.max_handshakes = opts && opts->max_handshakes ? opts->max_handshakes
+							 : DEFAULT_MAX_HANDSHAKES;
+	xp.idle_timeout_ms = opts && opts->idle_timeout_ms ? opts->idle_timeout_ms
+							   : DEFAULT_IDLE_TIMEOUT_MS;
+	if (xp.idle_timeout_ms == UINT32_MAX)
+		xp.idle_timeout_ms = 0;      /* never */
 	xp.threads = s->nthreads;
 	xp.inline_size = opts ? opts->inline_size : 0;
 	xp.spin_us = opts ? opts->spin_us : 0;

@@ -240,6 +240,11 @@ struct rr_xprt_server_params {
 	const struct rpcrdma_env *env;
 	size_t max_msg;
 	unsigned max_conns;
+	unsigned max_conns_per_host;  /* from one source address; 0: no limit */
+	unsigned max_handshakes;      /* RDMA: half-open connections; 0: the
+					 provider's default */
+	uint32_t idle_timeout_ms;     /* close a silent connection with nothing
+					 in progress after this; 0: never */
 	unsigned threads;             /* threads for inline_recv transports */
 	uint32_t inline_size;         /* RDMA: advertised inline sizes; 0: default */
 	uint32_t spin_us;             /* soft provider spin budget; 0: default */

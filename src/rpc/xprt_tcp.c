@@ -14,6 +14,7 @@
 #include "rpc/rpcmsg.h"
 #include "rpc/xprt_tcp.h"
 #include "rpc/xprt_ctl.h"
+#include "common/listen.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -1134,6 +1135,8 @@ struct tcp_conn {
 	pthread_mutex_t send_lock;
 	int refs;                  /* io thread + one per delivered req */
 	bool closed;
+	bool idle_shut;            /* shut down by the idle sweep (lock) */
+	_Atomic uint64_t last_rx_ns;    /* its last read (idle timeout) */
 	struct sockaddr_storage peer;   /* from accept (RR_CTL_PEER_ADDR) */
 	struct tcp_conn *next, *prev;
 };
@@ -1159,6 +1162,12 @@ struct tcp_srv {
 	bool quit;
 	struct tcp_conn *conns;
 	unsigned nconns;
+	/* limits (docs/security.md "Limits"), under lock */
+	uint32_t tick_ms;           /* io threads' longest sleep */
+	uint64_t idle_look_ns;      /* next idle sweep */
+	struct rr_backoff backoff;  /* accept back-off */
+	uint64_t resume_ns;         /* listener out of epoll until; 0: not */
+	uint64_t refused, idle_closed;
 };
 
 static void conn_put_locked(struct tcp_srv *s, struct tcp_conn *cn, bool *free_it)
@@ -1182,6 +1191,7 @@ static void conn_free(struct tcp_srv *s, struct tcp_conn *cn)
 	pthread_mutex_destroy(&cn->send_lock);
 	pthread_mutex_destroy(&cn->rd_lock);
 	rr_free(s->p.env, cn);
+	rr_mem_trim_due(s->p.env);   /* the io threads give it back */
 }
 
 static void conn_put(struct tcp_srv *s, struct tcp_conn *cn)
@@ -1206,6 +1216,32 @@ static void conn_close(struct tcp_srv *s, struct tcp_conn *cn)
 	conn_put(s, cn);
 }
 
+/* accept4 failed for want of file descriptors or memory (@err; lock held):
+ * the listener leaves the epoll set for a while (rr_backoff_begin; srv_tick
+ * puts it back); pending connections wait in the kernel's queue and
+ * established ones are served. */
+static void srv_backoff_locked(struct tcp_srv *s, int err)
+{
+	s->resume_ns = rr_backoff_begin(&s->backoff, s->p.env, "tcp server", err);
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->lfd, NULL);
+}
+
+/* Whether a connection from @peer would exceed max_conns or
+ * max_conns_per_host (lock held). */
+static bool srv_over_limits(struct tcp_srv *s, const struct sockaddr_storage *peer)
+{
+	unsigned same = 0;
+
+	if (s->nconns >= s->p.max_conns)
+		return true;
+	if (!s->p.max_conns_per_host)
+		return false;
+	for (struct tcp_conn *cn = s->conns; cn; cn = cn->next)
+		if (rr_addr_same_host(&cn->peer, peer) && ++same >= s->p.max_conns_per_host)
+			return true;
+	return false;
+}
+
 static void srv_accept(struct tcp_srv *s)
 {
 	for (;;) {
@@ -1213,19 +1249,29 @@ static void srv_accept(struct tcp_srv *s)
 		struct epoll_event ev;
 		struct sockaddr_storage peer;
 		socklen_t plen = sizeof(peer);
-		int fd = -1;
+		int fd = -1, e;
 
 		/* Under the lock: stop() closes the listener concurrently. */
 		memset(&peer, 0, sizeof(peer));
 		pthread_mutex_lock(&s->lock);
-		if (!s->stopping && s->lfd >= 0)
-			fd = accept4(s->lfd, (struct sockaddr *)&peer, &plen,
-				     SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
+		if (s->stopping || s->lfd < 0 || s->resume_ns) {
 			pthread_mutex_unlock(&s->lock);
 			return;
 		}
-		if (s->nconns >= s->p.max_conns) {
+		fd = accept4(s->lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			e = errno;
+			if (rr_backoff_wanted(e))
+				srv_backoff_locked(s, e);
+			pthread_mutex_unlock(&s->lock);
+			if (e == EAGAIN || e == EWOULDBLOCK || rr_backoff_wanted(e))
+				return;
+			continue;   /* that connection failed before we took it */
+		}
+		s->backoff.ms = 0;
+		if (srv_over_limits(s, &peer)) {
+			/* refused: the peer sees its connection closed */
+			s->refused++;
 			pthread_mutex_unlock(&s->lock);
 			close(fd);
 			continue;
@@ -1233,6 +1279,9 @@ static void srv_accept(struct tcp_srv *s)
 		pthread_mutex_unlock(&s->lock);
 		cn = rr_zalloc(s->p.env, sizeof(*cn));
 		if (!cn) {
+			pthread_mutex_lock(&s->lock);
+			s->refused++;
+			pthread_mutex_unlock(&s->lock);
 			close(fd);
 			continue;
 		}
@@ -1241,6 +1290,7 @@ static void srv_accept(struct tcp_srv *s)
 		cn->fd = fd;
 		cn->refs = 1;
 		cn->peer = peer;
+		atomic_store(&cn->last_rx_ns, rr_now_ns(s->p.env));
 		rm_init(&cn->rd, s->p.env, s->p.max_msg);
 		pthread_mutex_init(&cn->send_lock, NULL);
 		pthread_mutex_init(&cn->rd_lock, NULL);
@@ -1256,6 +1306,43 @@ static void srv_accept(struct tcp_srv *s)
 		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
 			conn_close(s, cn);
 	}
+}
+
+/* Timers of the io threads (any of them, lock taken here): the end of an
+ * accept back-off, and the idle timeout: a connection that has read nothing
+ * for idle_timeout_ms and has no request in progress (each holds a
+ * reference) is shut down; its io thread then reads EOF and closes it.
+ * Returns how long the caller may sleep, in ms. */
+static int srv_tick(struct tcp_srv *s)
+{
+	uint64_t now = rr_now_ns(s->p.env), to = (uint64_t)s->p.idle_timeout_ms * 1000000u;
+	uint64_t sleep_ns = (uint64_t)s->tick_ms * 1000000u;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->resume_ns && !s->stopping && s->lfd >= 0) {
+		if (now >= s->resume_ns) {
+			struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->lfd};
+
+			s->resume_ns = 0;
+			epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev);
+		} else {
+			sleep_ns = RR_MIN(sleep_ns, s->resume_ns - now);
+		}
+	}
+	if (to && now >= s->idle_look_ns) {
+		s->idle_look_ns = now + RR_MIN(to / 10, 100000000ull);
+		for (struct tcp_conn *cn = s->conns; cn; cn = cn->next) {
+			if (cn->closed || cn->idle_shut || cn->refs > 1 ||
+			    now - atomic_load(&cn->last_rx_ns) < to)
+				continue;
+			cn->idle_shut = true;
+			s->idle_closed++;
+			shutdown(cn->fd, SHUT_RDWR);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	rr_mem_trim_tick();
+	return (int)((sleep_ns + 999999u) / 1000000u);
 }
 
 /* Lets the next ready event of @cn reach a thread (EPOLLONESHOT). */
@@ -1278,6 +1365,8 @@ static void srv_read(struct tcp_srv *s, struct tcp_conn *cn)
 	size_t len = 0, cap = 0;
 	int rc;
 
+	if (s->p.idle_timeout_ms)
+		atomic_store(&cn->last_rx_ns, rr_now_ns(s->p.env));
 	pthread_mutex_lock(&cn->rd_lock);
 	rc = rm_read(&cn->rd, cn->fd);
 	if (rc == 1)
@@ -1326,9 +1415,11 @@ static void *srv_io_main(void *arg)
 	pthread_setname_np(pthread_self(), "rr-tcp-srv");   /* for top -H, gdb */
 	struct tcp_srv *s = arg;
 
+	int timeout = (int)s->tick_ms;
+
 	for (;;) {
 		struct epoll_event ev;
-		int n = epoll_wait(s->epfd, &ev, 1, 1000);
+		int n = epoll_wait(s->epfd, &ev, 1, timeout);
 		bool quit;
 
 		pthread_mutex_lock(&s->lock);
@@ -1336,12 +1427,11 @@ static void *srv_io_main(void *arg)
 		pthread_mutex_unlock(&s->lock);
 		if (quit)
 			break;
-		if (n != 1 || ev.data.ptr == &s->evfd)
-			continue;
-		if (ev.data.ptr == &s->lfd)
+		if (n == 1 && ev.data.ptr == &s->lfd)
 			srv_accept(s);
-		else
+		else if (n == 1 && ev.data.ptr != &s->evfd)
 			srv_read(s, ev.data.ptr);
+		timeout = srv_tick(s);   /* after: a back-off it began counts */
 	}
 	return NULL;
 }
@@ -1368,7 +1458,7 @@ static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_s
 		return rc;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, RR_LISTEN_BACKLOG) < 0) {
 		rc = -errno;
 		freeaddrinfo(ai);
 		close(fd);
@@ -1382,6 +1472,10 @@ static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_s
 	}
 	s->p = *p;
 	s->lfd = fd;
+	/* io threads wake at least this often: idle sweeps (a tenth of the
+	 * timeout), at most every second */
+	s->tick_ms = p->idle_timeout_ms ? RR_MAX(RR_MIN(p->idle_timeout_ms / 10, 1000u), 10u)
+					: 1000u;
 	getsockname(fd, (struct sockaddr *)&ss, &sl);
 	s->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
 					   : ntohs(((struct sockaddr_in *)&ss)->sin_port);
@@ -1525,10 +1619,28 @@ static void tcp_srv_destroy(struct rr_xprt_server *x)
 	rr_free(s->p.env, s);
 }
 
-/* Controls (rpc/xprt_ctl.h): only the peer address of a request. */
+/* Controls (rpc/xprt_ctl.h): the peer address of a request, and the
+ * server's counters that mean something on TCP (connections and their
+ * limits; RPC-over-RDMA's are 0). */
 static int tcp_srv_ctl(struct rr_xprt_server *x, struct rr_xprt_req *req, unsigned op, void *arg)
 {
-	(void)x;
+	struct tcp_srv *s = (struct tcp_srv *)x;
+
+	if (op == RR_CTL_STATS) {
+		struct rpcrdma_xprt_stats *st = arg;
+
+		if (req || !st)
+			return -EINVAL;
+		memset(st, 0, sizeof(*st));
+		pthread_mutex_lock(&s->lock);
+		st->connections = s->nconns;
+		st->refused_conns = s->refused;
+		st->idle_closed = s->idle_closed;
+		st->accept_backoffs = s->backoff.count;
+		pthread_mutex_unlock(&s->lock);
+		snprintf(st->transport, sizeof(st->transport), "tcp");
+		return 0;
+	}
 	if (op != RR_CTL_PEER_ADDR)
 		return -EOPNOTSUPP;
 	if (!req || !arg)

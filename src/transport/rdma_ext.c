@@ -53,6 +53,10 @@ static void stats_export(const struct rr_xprt_stats *s, struct rpcrdma_xprt_stat
 	o->regions_exposed = s->regions_exposed;
 	o->regions_released = s->regions_released;
 	o->cq_polls = s->cq_polls;
+	o->refused_conns = s->refused_conns;
+	o->idle_closed = s->idle_closed;
+	o->accept_backoffs = s->accept_backoffs;
+	o->handshakes_dropped = s->handshakes_dropped;
 	snprintf(o->transport, sizeof(o->transport), "rdma");
 }
 

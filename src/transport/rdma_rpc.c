@@ -303,6 +303,9 @@ static int sv_create_on(const char *provider, const struct rr_xprt_target *t,
 		conf.reply_mem_per_conn = p->reply_mem_per_conn;
 	if (p->reply_mem_total)
 		conf.reply_mem_total = p->reply_mem_total;
+	conf.max_conns_per_host = p->max_conns_per_host;
+	conf.max_handshakes = p->max_handshakes;
+	conf.idle_timeout_ms = p->idle_timeout_ms;
 	conf.inline_send = conf.inline_recv = p->inline_size;
 	conf.spin_us = p->spin_us;
 	conf.ext_caps |= RR_PD_EXT_CAP_RDMA_COMMIT;   /* push mode (masked if unsupported) */

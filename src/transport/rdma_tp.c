@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/listen.h"
 #include "proto/credits.h"
 #include "rpcrdma/push.h"
 #include "proto/privdata.h"
@@ -150,6 +151,7 @@ struct tp_conn {
 	bool armed;                  /* server loop: armed by it since it last
 					served the CQ (a notification wakes it) */
 	bool signal_writes;   /* RDMA Writes signaled: see conn_new */
+	int err;              /* conn_new: what failed (conn_ok false) */
 	bool in_wait;           /* a caller thread waits on cq unlocked: not freed */
 	uint32_t lent;          /* requester: Receives lent as rpc->reply (not
 				   reposted, not freed until released) */
@@ -162,6 +164,7 @@ struct tp_conn {
 	struct tp_conn *next;
 	struct sockaddr_storage peer;   /* responder: the requester's address */
 	bool has_peer;
+	uint64_t last_rx_ns;            /* responder: its last Receive (idle) */
 	bool commit;                    /* RDMA Commit negotiated and enabled */
 	struct tp_expo *expo;           /* responder: exposed push-mode regions */
 	/* reliable reply (section "Reliable reply" below) */
@@ -299,6 +302,8 @@ struct rr_tp_server {
 	struct pollfd *pfd;
 	struct tp_conn **pcns;
 	unsigned pcap;             /* connections they hold */
+	uint64_t idle_look_ns;     /* next idle sweep (sv_idle_sweep) */
+	struct rr_listen_stats lstats_gone;   /* of the listener stop destroyed */
 };
 
 static void sreq_free(struct rr_tp_server *s, struct tp_sreq *r);
@@ -322,19 +327,6 @@ static void sv_rrep_expire(struct rr_tp_server *s, struct tp_conn *cn);
 static int sv_rrep_expose(struct rr_tp_server *s, struct tp_conn *cn, struct tp_sreq *r,
 			  struct rr_xprt_reply_plan *plan, uint32_t slot, uint32_t *grant);
 
-static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	if (a->ss_family == AF_INET6)
-		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-			       &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
-	return false;
-}
-
 static void failed_note(struct rr_tp_server *s, struct tp_conn *cn, uint32_t xid)
 {
 	unsigned i = s->failed_next++ % RR_ARRAY_SIZE(s->failed);
@@ -353,7 +345,7 @@ static bool failed_take(struct rr_tp_server *s, struct tp_conn *cn, uint32_t xid
 		return false;
 	for (unsigned i = 0; i < RR_ARRAY_SIZE(s->failed); i++) {
 		if (s->failed[i].used && s->failed[i].xid == xid &&
-		    same_host(&s->failed[i].peer, &cn->peer)) {
+		    rr_addr_same_host(&s->failed[i].peer, &cn->peer)) {
 			s->failed[i].used = false;
 			return true;
 		}
@@ -381,19 +373,19 @@ static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 	cn->rsize = rsize;
 	cn->nsend = nsend;
 	cn->ssize = ssize;
-	/* Not cleared: a Receive is read only up to its byte_len, a send slot
-	 * only up to what was written into it. With large inline sizes
-	 * (rr_tp_conf_inline) the pages of these buffers then become resident
-	 * only as far as messages actually filled them (a large allocation is
-	 * mapped lazily by the allocator): inline_mem bounds the address space,
-	 * traffic decides the resident part. */
-	cn->rbuf = rr_alloc(env, (size_t)nrecv * rsize);
-	cn->sbuf = rr_alloc(env, (size_t)nsend * ssize + 4);
+	/* Mapped zero-filled (rr_alloc_pages): with large inline sizes
+	 * (rr_tp_conf_inline) the pages of these buffers become resident only
+	 * as far as messages actually filled them, and all of them go back to
+	 * the system when the connection is freed (an allocator's arena would
+	 * keep them: docs/PERFORMANCE.md "Memory after connection churn").
+	 * inline_mem bounds the address space, traffic decides the resident
+	 * part. */
+	cn->rbuf = rr_alloc_pages(env, (size_t)nrecv * rsize);
+	cn->sbuf = rr_alloc_pages(env, (size_t)nsend * ssize + 4);
 	cn->sfree = rr_alloc(env, sizeof(uint32_t) * nsend);
 	cn->sowner = rr_zalloc(env, sizeof(*cn->sowner) * nsend);
 	if (!cn->rbuf || !cn->sbuf || !cn->sfree || !cn->sowner)
 		return -ENOMEM;
-	memset(cn->sbuf + (size_t)nsend * ssize, 0, 4);   /* the pad source */
 	for (uint32_t i = 0; i < nsend; i++)
 		cn->sfree[i] = nsend - 1 - i;
 	cn->nsfree = nsend;
@@ -417,15 +409,18 @@ static struct tp_conn *conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend
 		return NULL;
 	cn->ep = ep;
 	cn->refs = 1;
-	if (rpcrdma_query(ep->ctx, &caps))
+	rc = rpcrdma_query(ep->ctx, &caps);
+	if (rc)
 		goto fail;
-	if (rpcrdma_pd_alloc(ep->ctx, &cn->pd))
+	rc = rpcrdma_pd_alloc(ep->ctx, &cn->pd);
+	if (rc)
 		goto fail;
 	qa.max_send_wr = RR_MIN(nsend * (2 * RR_XPRT_MAX_REGS + 4) + 64, caps.max_qp_wr);
 	qa.max_recv_wr = RR_MIN(nrecv, caps.max_qp_wr);
 	ca.cqe = RR_MIN(qa.max_send_wr + qa.max_recv_wr + 64, caps.max_cqe);
 	ca.user_ctx = cn;
-	if (rpcrdma_cq_create(ep->ctx, &ca, &cn->cq))
+	rc = rpcrdma_cq_create(ep->ctx, &ca, &cn->cq);
+	if (rc)
 		goto fail;
 	qa.send_cq = cn->cq;
 	qa.recv_cq = cn->cq;
@@ -435,7 +430,8 @@ static struct tp_conn *conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend
 	rc = rpcrdma_qp_create(cn->pd, &qa, &cn->qp);
 	if (rc)
 		goto fail;
-	if (conn_alloc_bufs(cn, nrecv, ep->conf.inline_recv, nsend, ep->conf.inline_send))
+	rc = conn_alloc_bufs(cn, nrecv, ep->conf.inline_recv, nsend, ep->conf.inline_send);
+	if (rc)
 		goto fail;
 	cn->use_mw = ep->conf.use_windows && (caps.flags & RPCRDMA_CAP_INVALIDATABLE);
 	/* Linux siw (6.1) transmits an unsignaled work request of a page or
@@ -449,6 +445,7 @@ static struct tp_conn *conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend
 	(void)rpcrdma_cq_arm(cn->cq, false);
 	return cn;
 fail:
+	cn->err = rc;
 	return cn; /* caller checks cn->qp / buffers via conn_ok */
 }
 
@@ -481,8 +478,8 @@ static void conn_free(struct tp_conn *cn)
 		(void)rpcrdma_cq_destroy(cn->cq);
 	if (cn->pd)
 		(void)rpcrdma_pd_free(cn->pd);
-	rr_free(env, cn->rbuf);
-	rr_free(env, cn->sbuf);
+	rr_free_pages(env, cn->rbuf, (size_t)cn->nrecv * cn->rsize);
+	rr_free_pages(env, cn->sbuf, (size_t)cn->nsend * cn->ssize + 4);
 	rr_free(env, cn->sfree);
 	rr_free(env, cn->sowner);
 	rr_free(env, cn->dwr);
@@ -520,6 +517,8 @@ static void grave_sweep(struct tp_ep *ep)
 		}
 		*pp = cn->next;
 		conn_free(cn);
+		if (ep->is_server)
+			rr_mem_trim_due(ep->env);   /* the loop gives it back */
 	}
 }
 
@@ -1406,6 +1405,8 @@ static void sv_on_recv(struct rr_tp_server *s, struct tp_conn *cn, const struct 
 	uint32_t dxid;
 
 	count_form(&s->ep, buf, RR_MIN(wc->byte_len, cn->rsize), false);
+	if (s->ep.conf.idle_timeout_ms)
+		cn->last_rx_ns = now_ns(&s->ep);
 	if (cn->params.reliable_reply &&
 	    rr_rrep_is_done(buf, RR_MIN(wc->byte_len, cn->rsize), &dxid)) {
 		sv_rrep_on_done(s, cn, wc, idx, dxid);
@@ -1573,6 +1574,67 @@ static void sv_on_wc(struct rr_tp_server *s, struct tp_conn *cn, const struct rp
 	}
 }
 
+/* Half-open connections a connection request may take the file
+ * descriptors of when its own setup ran out of them (a soft connection
+ * holds 4: its socket and its CQ's). */
+#define SV_SHED_HANDSHAKES 4u
+
+/* Whether one more connection, from @peer (NULL: unknown), would exceed
+ * max_conns or max_conns_per_host (lock held). Connections still being
+ * torn down count until they are gone. */
+static bool sv_over_limits(struct rr_tp_server *s, const struct sockaddr_storage *peer)
+{
+	const struct rr_tp_conf *cf = &s->ep.conf;
+	unsigned same = 0;
+
+	if (cf->max_conns && s->nconns >= cf->max_conns)
+		return true;
+	if (!cf->max_conns_per_host || !peer)
+		return false;
+	for (struct tp_conn *cn = s->conns; cn; cn = cn->next)
+		if (cn->has_peer && rr_addr_same_host(&cn->peer, peer) &&
+		    ++same >= cf->max_conns_per_host)
+			return true;
+	return false;
+}
+
+/* Refuses connection request @id (an MPA Reject on soft; rdma_cm's
+ * reject on verbs) and counts it. */
+static void sv_refuse_conn(struct rr_tp_server *s, struct rpcrdma_cm_id *id)
+{
+	(void)rpcrdma_reject(id, NULL, 0);
+	(void)rpcrdma_cm_id_destroy(id);
+	s->ep.stats.refused_conns++;
+}
+
+/* Idle timeout (conf.idle_timeout_ms): an established connection whose
+ * last Receive is that old, with no Call in progress (every request holds
+ * a reference on it until done) and no Reply waiting for its RDMA_DONE, is
+ * disconnected and counted. Looked at no more often than every tenth of
+ * the timeout (at least every 100 ms); lock held. */
+static void sv_idle_sweep(struct rr_tp_server *s)
+{
+	uint64_t to = (uint64_t)s->ep.conf.idle_timeout_ms * 1000000u;
+	uint64_t now;
+	struct tp_conn *cn, *nx;
+
+	if (!to)
+		return;
+	now = now_ns(&s->ep);
+	if (now < s->idle_look_ns)
+		return;
+	s->idle_look_ns = now + RR_MIN(to / 10, 100000000ull);
+	for (cn = s->conns; cn; cn = nx) {
+		nx = cn->next;
+		if (cn->dead || !cn->established || cn->refs > 1 || cn->rrep.count ||
+		    cn->ndefer || now - cn->last_rx_ns < to)
+			continue;
+		s->ep.stats.idle_closed++;
+		cn->established = false;   /* an orderly close, not a fatal error */
+		sv_conn_lost(s, cn);
+	}
+}
+
 static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 {
 	switch (ev->type) {
@@ -1581,12 +1643,13 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		uint8_t pd[RR_PD_MAX_LEN];
 		struct rpcrdma_conn_param prm = {0};
 		uint32_t n = s->ep.conf.credits + 4;
+		struct sockaddr_storage peer;
+		bool has_peer = rpcrdma_cm_peer_addr(ev->id, &peer) == 0;
 		int len;
 
-		if (s->stopping ||
-		    (s->ep.conf.max_conns && s->nconns >= s->ep.conf.max_conns)) {
-			(void)rpcrdma_reject(ev->id, NULL, 0);
-			(void)rpcrdma_cm_id_destroy(ev->id);
+		/* Limits first, before anything is allocated for it. */
+		if (s->stopping || sv_over_limits(s, has_peer ? &peer : NULL)) {
+			sv_refuse_conn(s, ev->id);
 			return;
 		}
 		/* Reliable reply: one more Receive per Read-chunk Reply that
@@ -1595,10 +1658,17 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 			n += s->ep.conf.rrep_max;
 
 		cn = conn_new(&s->ep, n, n + 8);
+		if (cn && !conn_ok(cn) && (cn->err == -EMFILE || cn->err == -ENFILE) &&
+		    s->listen_id && rr_cm_listen_shed(s->listen_id, SV_SHED_HANDSHAKES) > 0) {
+			/* out of file descriptors: half-open connections (peers
+			 * that never sent their MPA Request) give theirs to
+			 * this one, which completed its handshake */
+			conn_free(cn);
+			cn = conn_new(&s->ep, n, n + 8);
+		}
 		if (!conn_ok(cn) || post_all_recvs(cn)) {
 			conn_free(cn);
-			(void)rpcrdma_reject(ev->id, NULL, 0);
-			(void)rpcrdma_cm_id_destroy(ev->id);
+			sv_refuse_conn(s, ev->id);
 			return;
 		}
 		conn_negotiate(cn, RR_PD_RESPONDER, ev->private_data, ev->private_data_len);
@@ -1611,7 +1681,10 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 				   (uint64_t)s->ep.conf.rrep_timeout_ms * 1000000u, &s->ep.stats);
 		rr_cred_rsp_posted(&cn->cred, n);
 		cn->id = ev->id;
-		cn->has_peer = rpcrdma_cm_peer_addr(ev->id, &cn->peer) == 0;
+		cn->has_peer = has_peer;
+		if (has_peer)
+			cn->peer = peer;
+		cn->last_rx_ns = now_ns(&s->ep);
 		rpcrdma_cm_id_set_user_ctx(ev->id, cn);
 		len = local_pd(&s->ep, pd, sizeof(pd));
 		prm.private_data = pd;
@@ -1623,7 +1696,8 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		if (cn->commit)
 			prm.flags |= RPCRDMA_CONN_COMMIT;
 		if (rpcrdma_accept(ev->id, cn->qp, &prm)) {
-			conn_free(cn);
+			conn_free(cn);   /* destroys the id: the peer sees a close */
+			s->ep.stats.refused_conns++;
 			return;
 		}
 		cn->next = s->conns;
@@ -1822,7 +1896,9 @@ static void *progress(void *arg)
 				 * (one batch) and run their sent upcalls. */
 				sv_after_upcalls(s);
 				sv_conn_put(s, one);
+				sv_idle_sweep(s);
 				grave_sweep(ep);
+				rr_mem_trim_tick();
 				continue;
 			}
 		}
@@ -1965,9 +2041,13 @@ static void *progress(void *arg)
 			}
 		}
 		deliver_upcalls(ep);
-		if (ep->is_server)
+		if (ep->is_server) {
 			sv_after_upcalls((struct rr_tp_server *)ep);
+			sv_idle_sweep((struct rr_tp_server *)ep);
+		}
 		grave_sweep(ep);
+		if (ep->is_server)
+			rr_mem_trim_tick();
 	}
 	pthread_mutex_unlock(&ep->lock);
 	return NULL;
@@ -3061,7 +3141,17 @@ int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 		return -ENOMEM;
 	rc = ep_init(&s->ep, conf, true, addr);
 	if (rc == 0)
-		rc = rpcrdma_listen(s->ep.ch, addr, addrlen, 64, NULL, &s->listen_id);
+		rc = rpcrdma_listen(s->ep.ch, addr, addrlen, RR_LISTEN_BACKLOG, NULL,
+				    &s->listen_id);
+	if (rc == 0) {
+		/* half-open connections: the provider's (rdma_cm leaves them
+		 * to the kernel: -EOPNOTSUPP) */
+		struct rr_listen_limits lim = {.max_handshakes = conf->max_handshakes};
+
+		rc = rr_cm_listen_limits(s->listen_id, &lim);
+		if (rc == -EOPNOTSUPP)
+			rc = 0;
+	}
 	if (rc == 0) {
 		s->port = listen_port(s->listen_id);
 		rc = s->port < 0 ? s->port : 0;
@@ -3092,6 +3182,7 @@ void rr_tp_server_stop(struct rr_tp_server *s)
 	if (s->listen_id) {
 		/* closes the listening socket and frees the requests not
 		 * consumed yet: new connections are refused from now on */
+		(void)rr_cm_listen_stats(s->listen_id, &s->lstats_gone);
 		(void)rpcrdma_cm_id_destroy(s->listen_id);
 		s->listen_id = NULL;
 	}
@@ -3724,9 +3815,16 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 
 void rr_tp_server_stats(struct rr_tp_server *s, struct rr_xprt_stats *out)
 {
+	struct rr_listen_stats ls;
+
 	pthread_mutex_lock(&s->ep.lock);
 	*out = s->ep.stats;
+	ls = s->lstats_gone;
+	if (s->listen_id)
+		(void)rr_cm_listen_stats(s->listen_id, &ls);
 	pthread_mutex_unlock(&s->ep.lock);
+	out->accept_backoffs = ls.accept_backoffs;
+	out->handshakes_dropped = ls.handshakes_dropped;
 }
 
 unsigned rr_tp_server_conns(struct rr_tp_server *s)

@@ -80,6 +80,18 @@ struct rr_tp_conf {
 	bool no_reconnect;
 	uint16_t ord, ird;              /* RDMA Read depth each way (16) */
 	uint32_t max_conns;             /* responder: 0 = no limit */
+	/* Responder, connection limits (docs/security.md "Limits"; the RPC
+	 * layer supplies the public defaults): */
+	uint32_t max_conns_per_host;    /* connections from one source address
+					   (refused beyond); 0 = no limit */
+	uint32_t max_handshakes;        /* half-open connections of the
+					   listener (struct rr_listen_limits;
+					   the soft provider only); 0 = the
+					   provider's default */
+	uint32_t idle_timeout_ms;       /* an established connection with no
+					   Receive, no Call in progress and no
+					   Reply awaiting RDMA_DONE for this long
+					   is disconnected; 0 = never */
 	uint32_t ext_caps;              /* extension block capabilities
 					   (RR_PD_EXT_CAP_*, proto/privdata.h);
 					   0: no extension block. Default:

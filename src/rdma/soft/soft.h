@@ -24,6 +24,7 @@
 #include <stdatomic.h>
 #include <sys/socket.h>
 
+#include "common/listen.h"
 #include "rdma/cq_ring.h"
 #include "rdma/mr_table.h"
 #include "rdma/provider.h"
@@ -35,7 +36,13 @@
 #define SOFT_MAX_INLINE 4096
 #define SOFT_MAX_IRD 128
 #define SOFT_MAX_ORD 128
+/* MPA exchange timeout, both sides (siw: MPA_REQ timeout 10 s). */
 #define SOFT_DEFAULT_TIMEOUT_MS 10000u
+/* Connections one turn of the progress thread accepts: the handshakes of
+ * those accepted before are read in between, so a burst of silent
+ * connections does not push a live one out of the half-open limit before
+ * its MPA Request is read. */
+#define SOFT_ACCEPT_BATCH 32
 #define SOFT_BATCH_FPDUS 64
 #define SOFT_BATCH_IOV 1024
 /* A batch that is one untagged FPDU of at most this many bytes on the wire
@@ -303,6 +310,8 @@ struct soft_qp {
 	pthread_mutex_t tx_lock;
 	struct soft_wqe *sq;
 	uint32_t sq_cap, sq_head, sq_count, sq_next; /* next = index (from head) to transmit */
+	uint32_t sq_touched;         /* slots [0, sq_touched) ever posted into (the
+					ring's pages beyond were never written) */
 	struct soft_irqe *irq;
 	uint32_t irq_cap, irq_head, irq_count, irq_sent;
 	uint32_t orq_out;            /* our Reads/Commits awaiting responses */
@@ -389,6 +398,15 @@ struct soft_id {
 	uint32_t timeout_ms;
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
+	uint64_t hs_seq;             /* passive, IDS_AWAIT_REQ: accept order */
+	/* listener (IDS_LISTEN): its half-open connections (IDS_AWAIT_REQ,
+	 * struct rr_listen_limits) and accept back-off, under ctx->lock */
+	unsigned max_hs, nhs;
+	uint32_t hs_timeout_ms;      /* 0: SOFT_DEFAULT_TIMEOUT_MS */
+	uint64_t hs_next;
+	struct rr_backoff backoff;   /* accept back-off */
+	uint64_t resume_ns;          /* paused (out of epoll) until; 0: not */
+	struct rr_listen_stats lstats;
 };
 
 /* soft_io.c */
@@ -500,6 +518,9 @@ int soft_destroy_id(struct rr_cm_id *id);
 int soft_local_addr(struct rr_cm_id *id, struct sockaddr_storage *ss);
 int soft_peer_addr(struct rr_cm_id *id, struct sockaddr_storage *ss);
 int soft_conn_query(struct rr_cm_id *id, struct rpcrdma_conn_info *info);
+int soft_listen_limits(struct rr_cm_id *id, const struct rr_listen_limits *lim);
+int soft_listen_stats(struct rr_cm_id *id, struct rr_listen_stats *out);
+int soft_listen_shed(struct rr_cm_id *id, unsigned n);
 int soft_query(struct rr_context *ctx, struct rpcrdma_caps *caps);
 
 /* soft_verbs.c */

@@ -957,7 +957,8 @@ int soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, socklen
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, addr, addrlen) != 0 || listen(fd, backlog > 0 ? backlog : 64) != 0) {
+	if (bind(fd, addr, addrlen) != 0 ||
+	    listen(fd, backlog > 0 ? backlog : RR_LISTEN_BACKLOG) != 0) {
 		int e = -errno;
 
 		close(fd);
@@ -972,6 +973,7 @@ int soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, socklen
 	}
 	id->obj.type = SOFT_OBJ_LISTEN;
 	id->state = IDS_LISTEN;
+	id->max_hs = RR_LISTEN_MAX_HANDSHAKES;
 	rr_cm_id_init(base, &id->base, user_ctx, NULL, true); /* before events */
 	obj_add(c, &id->obj, EPOLLIN);
 	pthread_mutex_unlock(&c->lock);
@@ -1199,6 +1201,8 @@ int soft_disconnect(struct rr_cm_id *base)
  * (@counted: then it is uncounted). Closing the socket tells the peer. */
 static void id_discard(struct soft_id *id, bool counted)
 {
+	if (id->state == IDS_AWAIT_REQ && id->listen)
+		id->listen->nhs--;
 	id_close_fd(id);
 	id_unlink(id);
 	if (counted)
@@ -1337,6 +1341,13 @@ static void id_fail(struct soft_id *id, enum rpcrdma_cm_event_type type, int sta
 {
 	bool active = id->qp != NULL;
 
+	if (id->state == IDS_AWAIT_REQ) {
+		/* a passive one nobody received: freed now (it used to stay
+		 * in ctx->ids, closed, until the channel was destroyed: one
+		 * soft_id per peer that connected and went away) */
+		id_discard(id, false);
+		return;
+	}
 	id_close_fd(id);
 	id->state = IDS_CLOSED;
 	if (active) {
@@ -1408,6 +1419,8 @@ static void handshake_read(struct soft_id *id)
 			id_discard(id, false);
 			return;
 		}
+		if (id->listen)
+			id->listen->nhs--;
 		id->state = IDS_REQ_RCVD;
 		obj_del(id->ctx, &id->obj);
 		rr_cm_id_created(&id->ch->base, &id->base);
@@ -1424,15 +1437,71 @@ static void handshake_read(struct soft_id *id)
 	}
 }
 
+/* The oldest half-open connection of listener @l (c->lock held), or NULL. */
+static struct soft_id *hs_oldest(struct soft_id *l)
+{
+	struct soft_id *old = NULL;
+
+	for (struct soft_id *id = l->ctx->ids; id; id = id->next_all)
+		if (id->listen == l && id->state == IDS_AWAIT_REQ &&
+		    (!old || id->hs_seq < old->hs_seq))
+			old = id;
+	return old;
+}
+
+/* Closes the oldest half-open connection of @l (counted); false if none. */
+static bool hs_drop_oldest(struct soft_id *l)
+{
+	struct soft_id *old = hs_oldest(l);
+
+	if (!old)
+		return false;
+	l->lstats.handshakes_dropped++;
+	id_discard(old, false);
+	return true;
+}
+
+/* accept4 failed for want of file descriptors or memory (@err): the
+ * listener leaves the epoll set for a while (rr_backoff_begin;
+ * check_timeouts puts it back); the connections it did not take wait in the
+ * kernel's queue, and established ones keep being served. */
+static void listen_backoff(struct soft_id *l, int err)
+{
+	l->resume_ns = rr_backoff_begin(&l->backoff, l->ctx->env, "soft provider", err);
+	obj_del(l->ctx, &l->obj);
+}
+
 static void handle_listen(struct soft_id *l)
 {
-	for (;;) {
+	for (int n = 0; n < SOFT_ACCEPT_BATCH; n++) {
 		int fd = accept4(l->obj.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct soft_id *id;
 
-		if (fd < 0)
-			return;
+		if (fd < 0) {
+			int e = errno;
+
+			if (e == EAGAIN || e == EWOULDBLOCK)
+				return;
+			/* out of descriptors: a half-open connection's goes
+			 * first (the peer that finishes its handshake gets
+			 * served, the one that never will does not; the
+			 * consumer sheds more for a connection's other fds:
+			 * rr_cm_listen_shed) */
+			if (e == EMFILE && hs_drop_oldest(l))
+				continue;
+			if (rr_backoff_wanted(e)) {
+				listen_backoff(l, e);
+				return;
+			}
+			/* a connection that failed before we took it
+			 * (ECONNABORTED, network errors passed on by accept):
+			 * it is gone from the queue; take the next */
+			continue;
+		}
+		l->backoff.ms = 0;
 		set_sockopts(l->ctx, fd);
+		if (l->nhs >= l->max_hs)
+			hs_drop_oldest(l);
 		id = id_new(l->ch, fd);
 		if (!id) {
 			close(fd);
@@ -1440,10 +1509,52 @@ static void handle_listen(struct soft_id *l)
 		}
 		id->listen = l;
 		id->state = IDS_AWAIT_REQ;
-		id->deadline_ns = deadline(l->ctx, 0);
+		id->hs_seq = l->hs_next++;
+		l->nhs++;
+		id->deadline_ns = deadline(l->ctx, l->hs_timeout_ms);
 		rr_mpa_parser_init(&id->parser, false);
 		obj_add(l->ctx, &id->obj, EPOLLIN);
 	}
+}
+
+int soft_listen_limits(struct rr_cm_id *base, const struct rr_listen_limits *lim)
+{
+	struct soft_id *l = id_of(base);
+	struct soft_ctx *c = l->ctx;
+
+	pthread_mutex_lock(&c->lock);
+	l->max_hs = lim->max_handshakes ? lim->max_handshakes : RR_LISTEN_MAX_HANDSHAKES;
+	l->hs_timeout_ms = lim->timeout_ms;
+	while (l->nhs > l->max_hs && hs_drop_oldest(l)) {
+	}
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+int soft_listen_shed(struct rr_cm_id *base, unsigned n)
+{
+	struct soft_id *l = id_of(base);
+	struct soft_ctx *c = l->ctx;
+	unsigned k = 0;
+
+	pthread_mutex_lock(&c->lock);
+	while (k < n && hs_drop_oldest(l))
+		k++;
+	pthread_mutex_unlock(&c->lock);
+	return (int)k;
+}
+
+int soft_listen_stats(struct rr_cm_id *base, struct rr_listen_stats *out)
+{
+	struct soft_id *l = id_of(base);
+	struct soft_ctx *c = l->ctx;
+
+	pthread_mutex_lock(&c->lock);
+	*out = l->lstats;
+	out->accept_backoffs = l->backoff.count;
+	out->handshakes = l->nhs;
+	pthread_mutex_unlock(&c->lock);
+	return 0;
 }
 
 static void handle_handshake(struct soft_id *id, uint32_t events)
@@ -1471,8 +1582,9 @@ static void handle_handshake(struct soft_id *id, uint32_t events)
 		handshake_read(id);
 }
 
-/* MPA timeout on a silent peer, on the injected clock. Returns the earliest
- * deadline of the handshakes still running (UINT64_MAX: none). */
+/* MPA timeout on a silent peer, and the end of a listener's accept
+ * back-off, on the injected clock. Returns the earliest deadline of the
+ * handshakes still running and the pauses (UINT64_MAX: none). */
 static uint64_t check_timeouts(struct soft_ctx *c, uint64_t now)
 {
 	struct soft_id *id = c->ids, *next;
@@ -1480,6 +1592,17 @@ static uint64_t check_timeouts(struct soft_ctx *c, uint64_t now)
 
 	for (; id; id = next) {
 		next = id->next_all;
+		if (id->state == IDS_LISTEN && id->resume_ns) {
+			/* accept back-off over: watched again (level-triggered:
+			 * what waits in its queue wakes the thread at once) */
+			if (now < id->resume_ns) {
+				first = RR_MIN(first, id->resume_ns);
+			} else {
+				id->resume_ns = 0;
+				obj_add(c, &id->obj, EPOLLIN);
+			}
+			continue;
+		}
 		if (id->state != IDS_CONNECTING && id->state != IDS_AWAIT_REP &&
 		    id->state != IDS_AWAIT_REQ)
 			continue;
@@ -1488,6 +1611,8 @@ static uint64_t check_timeouts(struct soft_ctx *c, uint64_t now)
 			continue;
 		}
 		if (id->state == IDS_AWAIT_REQ) {
+			if (id->listen)
+				id->listen->lstats.handshakes_dropped++;
 			id_discard(id, false);
 		} else {
 			id_fail(id, RPCRDMA_CM_UNREACHABLE, -ETIMEDOUT, NULL);

@@ -510,15 +510,16 @@ static void soft_destroy_qp_mem(struct soft_qp *qp)
 {
 	const struct rpcrdma_env *env = qp->ctx->env;
 
-	for (uint32_t i = 0; i < qp->sq_cap; i++)
-		rr_free(env, qp->sq[i].inline_buf);
-	rr_free(env, qp->sq);
-	rr_free(env, qp->rq);
+	if (qp->sq)
+		for (uint32_t i = 0; i < qp->sq_touched; i++)
+			rr_free(env, qp->sq[i].inline_buf);
+	rr_free_pages(env, qp->sq, sizeof(*qp->sq) * qp->sq_cap);
+	rr_free_pages(env, qp->rq, sizeof(*qp->rq) * qp->rq_cap);
 	rr_free(env, qp->stage);
 	rr_free(env, qp->place_buf);
 	rr_free(env, qp->fpdu);
 	rr_free(env, qp->biov);
-	rr_free(env, qp->irq);
+	rr_free_pages(env, qp->irq, sizeof(*qp->irq) * qp->irq_cap);
 	pthread_mutex_destroy(&qp->rx_lock);
 	pthread_mutex_destroy(&qp->tx_lock);
 	pthread_cond_destroy(&qp->fast_cv);
@@ -547,26 +548,24 @@ static int soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, 
 	qp->obj.fd = -1;
 	qp->sq_cap = RR_MAX(attr->max_send_wr, 1u);
 	qp->rq_cap = RR_MAX(attr->max_recv_wr, 1u);
-	qp->sq = rr_zalloc(env, sizeof(*qp->sq) * qp->sq_cap);
-	qp->rq = rr_zalloc(env, sizeof(*qp->rq) * qp->rq_cap);
+	/* The work queues (a 4096-entry send queue is 3.6 MiB) are mapped
+	 * zero-filled and become resident only as far as they are used: an
+	 * idle or short-lived connection costs a few pages, and all of it goes
+	 * back to the system when the QP is destroyed (rr_alloc_pages). */
+	qp->sq = rr_alloc_pages(env, sizeof(*qp->sq) * qp->sq_cap);
+	qp->rq = rr_alloc_pages(env, sizeof(*qp->rq) * qp->rq_cap);
 	qp->stage = rr_alloc(env, SOFT_STAGE);
 	qp->fpdu = rr_alloc(env, sizeof(*qp->fpdu) * SOFT_BATCH_FPDUS);
 	qp->biov = rr_alloc(env, sizeof(*qp->biov) * SOFT_BATCH_IOV);
 	qp->irq_cap = SOFT_MAX_IRD;
-	qp->irq = rr_zalloc(env, sizeof(*qp->irq) * qp->irq_cap);
-	if (!qp->sq || !qp->rq || !qp->stage || !qp->fpdu || !qp->biov || !qp->irq) {
-		rr_free(env, qp->sq);
-		rr_free(env, qp->rq);
-		rr_free(env, qp->stage);
-		rr_free(env, qp->fpdu);
-		rr_free(env, qp->biov);
-		rr_free(env, qp->irq);
-		rr_free(env, qp);
-		return -ENOMEM;
-	}
+	qp->irq = rr_alloc_pages(env, sizeof(*qp->irq) * qp->irq_cap);
 	pthread_mutex_init(&qp->rx_lock, NULL);
 	pthread_mutex_init(&qp->tx_lock, NULL);
 	pthread_cond_init(&qp->fast_cv, NULL);
+	if (!qp->sq || !qp->rq || !qp->stage || !qp->fpdu || !qp->biov || !qp->irq) {
+		soft_destroy_qp_mem(qp);
+		return -ENOMEM;
+	}
 	qp->base.attr = *attr;
 	qp->base.attr.max_send_wr = qp->sq_cap;
 	qp->base.attr.max_recv_wr = qp->rq_cap;
@@ -675,6 +674,11 @@ static void sq_complete_locked(struct soft_qp *qp)
 		qp->sq_count--;
 		qp->sq_next--;
 	}
+	/* Empty: start again at slot 0, so that the queue's pages in use are
+	 * as many as its depth needs, not all of them in turn (they are mapped
+	 * on first touch: rr_alloc_pages). */
+	if (!qp->sq_count)
+		qp->sq_head = 0;
 }
 
 static struct soft_wqe *sq_at(struct soft_qp *qp, uint32_t i)
@@ -754,6 +758,8 @@ static int soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct
 			break;
 		}
 		w = sq_at(qp, qp->sq_count);
+		if ((uint32_t)(w - qp->sq) >= qp->sq_touched)
+			qp->sq_touched = (uint32_t)(w - qp->sq) + 1;
 		rr_free(qp->ctx->env, w->inline_buf);
 		/* everything up to body but the iovec array (iovcnt rules it) */
 		memset(w, 0, offsetof(struct soft_wqe, iov));
@@ -1166,6 +1172,8 @@ void soft_qp_tx_locked(struct soft_qp *qp)
 			qp->irq_head = ring_idx(qp->irq_head, qp->b_irq_done, qp->irq_cap);
 			qp->irq_count -= qp->b_irq_done;
 			qp->irq_sent -= qp->b_irq_done;
+			if (!qp->irq_count)
+				qp->irq_head = 0;   /* as the send queue */
 			qp->b_irq_done = 0;
 			qp->bcnt = qp->bpos = qp->bnf = 0;
 			sq_complete_locked(qp);
@@ -1947,6 +1955,9 @@ const struct rr_provider_ops rr_soft_ops = {
 	.local_addr = soft_local_addr,
 	.peer_addr = soft_peer_addr,
 	.conn_query = soft_conn_query,
+	.listen_limits = soft_listen_limits,
+	.listen_stats = soft_listen_stats,
+	.listen_shed = soft_listen_shed,
 	.set_commit = soft_set_commit,
 	.interrupt = soft_interrupt,
 };
