@@ -354,6 +354,39 @@ TEST(limits_idle_timeout_tcp)
 	idle_case("tcp");
 }
 
+/* A client whose idle connection the server closed connects again when
+ * it has a Call to make, not at once: otherwise it would come back once per
+ * idle timeout for nothing. The quiet period is proven by a second client's
+ * own idle close (at least one timeout later), after which the first client
+ * has not reconnected; its next call reconnects and works. */
+TEST(limits_idle_client_reconnects_lazily_rdma)
+{
+	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = 200};
+	struct rpcrdma_client *a, *b;
+	struct rpcrdma_xprt_stats st;
+	struct rpcrdma_server *s;
+	char url[64];
+
+	if (!rr_th_soft_ok())
+		return;
+	s = start_server("rdma", &o, url, sizeof(url));
+	REQUIRE_EQ(connect_client(url, &a), 0);
+	REQUIRE_EQ(null_call(a), 0);
+	REQUIRE(WAIT_FOR(srv_stats(s).idle_closed == 1, WAIT_MS));
+	REQUIRE(WAIT_FOR(srv_stats(s).connections == 0, WAIT_MS));
+	REQUIRE_EQ(connect_client(url, &b), 0);
+	REQUIRE_EQ(null_call(b), 0);
+	REQUIRE(WAIT_FOR(srv_stats(s).idle_closed >= 2, WAIT_MS));
+	REQUIRE_EQ(rpcrdma_client_stats(a, &st), 0);
+	CHECK_EQ(st.reconnects, 0);
+	CHECK_EQ(null_call(a), 0);
+	REQUIRE_EQ(rpcrdma_client_stats(a, &st), 0);
+	CHECK_EQ(st.reconnects, 1);
+	rpcrdma_client_destroy(b);
+	rpcrdma_client_destroy(a);
+	rpcrdma_server_destroy(s);
+}
+
 /* ------------------------------------------------ half-open connections -- */
 
 /* max_handshakes = 4: of 10 TCP connections that never send their MPA

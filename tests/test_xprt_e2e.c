@@ -1350,6 +1350,7 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 	struct rpcrdma_qp *qp2 = NULL;
 	struct rr_th_cl c;
 	struct cl_arg x;
+	struct rpc *pending;
 	pthread_t th;
 	int port;
 	bool got = false, changed = false;
@@ -1395,8 +1396,13 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 	CHECK_EQ(p.reply_inline, 4096);
 	CHECK(p.peer_r);
 
-	/* Cut; the requester reconnects; accept without private data. */
+	/* Cut; a Call makes the requester reconnect (not before: nothing to
+	 * retransmit); accept without private data. */
 	REQUIRE_EQ(rpcrdma_disconnect(g.id), 0);
+	for (int t = 0; t < 1000 && rr_tp_client_params(c.tp, &p, NULL) == 0; t++)
+		rr_th_sleep_ms(5);   /* until it saw the cut */
+	pending = mk_rpc(&c, 8, 8, 0, NULL, false, 64);
+	REQUIRE_EQ(rr_tp_client_submit(c.tp, &pending->r), 0);
 	got = false;
 	for (int t = 0; t < 1000 && !got; t++) {
 		if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_CONNECT_REQUEST)
@@ -1409,6 +1415,16 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 		struct rpcrdma_cm_id *id2 = ev.id;
 		struct rpcrdma_conn_param prm2 = {0};
 
+		static uint8_t rb[4096];
+		struct rpcrdma_mr *rmr;
+		struct rpcrdma_sge sg = {(uintptr_t)rb, sizeof(rb), 0};
+		struct rpcrdma_recv_wr rw = {.wr_id = 1, .sg_list = &sg, .num_sge = 1};
+
+		/* a Receive for the pending Call (never answered) */
+		REQUIRE_EQ(rpcrdma_reg_mr_simple(g.pd, rb, sizeof(rb), RPCRDMA_ACCESS_LOCAL_WRITE,
+						 &rmr), 0);
+		sg.lkey = rpcrdma_mr_lkey(rmr);
+		REQUIRE_EQ(rpcrdma_post_recv(qp2, &rw, NULL), 0);
 		prm2.responder_resources = 4;
 		prm2.initiator_depth = 4;
 		REQUIRE_EQ(rpcrdma_accept(id2, qp2, &prm2), 0);
@@ -1421,7 +1437,10 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 		CHECK(changed);
 		CHECK_EQ(p.reply_inline, 1024);
 		CHECK(!p.peer_r);
+		rr_tp_client_abort(c.tp, &pending->r, -ECANCELED);
+		CHECK(rr_th_cl_wait(&c, 1, 5000));
 		rr_th_cl_stop(&c);
+		free_rpc(pending);
 		for (int t = 0; t < 100; t++) {
 			if (rpcrdma_cm_get_event(g.ch, &ev) == 0 && ev.type == RPCRDMA_CM_DISCONNECTED &&
 			    ev.id == id2)
@@ -1432,10 +1451,14 @@ TEST(xprt_e2e_renegotiate_on_reconnect)
 		while (rpcrdma_cm_get_event(g.ch, &ev) == 0)
 			;
 		(void)rpcrdma_cm_id_destroy(id2);
+		(void)rpcrdma_qp_destroy(qp2);
+		qp2 = NULL;
+		(void)rpcrdma_dereg_mr(rmr);
 	}
 	(void)rpcrdma_cm_id_destroy(g.id);
 	(void)rpcrdma_qp_destroy(g.qp);
-	(void)rpcrdma_qp_destroy(qp2);
+	if (qp2)
+		(void)rpcrdma_qp_destroy(qp2);
 	(void)rpcrdma_cq_destroy(g.cq);
 	(void)rpcrdma_pd_free(g.pd);
 	(void)rpcrdma_cm_id_destroy(g.lid);

@@ -997,6 +997,12 @@ static void cl_conn_lost(struct rr_tp_client *c, struct tp_conn *cn)
 		}
 		return;
 	}
+	/* Nothing to retransmit: connect again when a Call needs it
+	 * (rr_tp_client_submit), not now: a server that closes idle
+	 * connections would otherwise see this client come back at once,
+	 * once per its idle timeout, for nothing. */
+	if (!c->calls && !c->pushes)
+		return;
 	cl_schedule_reconnect(c, c->ep.conf.reconnect_delay_ms);
 }
 
@@ -2871,6 +2877,8 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_tp_rpc *rpc)
 	rpc->priv = k;
 	k->state = C_QUEUED;
 	cl_list_add(c, k);
+	if (!c->conn && !c->reconnect_at && c->connect_status != 1)
+		cl_schedule_reconnect(c, 0);   /* lost while idle: connect now */
 	rc = rr_cred_req_submit(&c->cred, &k->node);
 	if (rc == 1) {
 		/* A credit is free: give it back and let the pump take it
