@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Fuzz target: MPA Request/Reply parsing and negotiation (RFC 5044 7.1,
  * RFC 6581). Input byte 0 selects request/reply and the split size; the rest
  * is the peer's byte stream. Every complete frame goes through the responder

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the example file service (tools/fileservice.h) and of the tools
  * built from the tools folder: READ/WRITE/LIST/COMMIT round trips with the data
  * verified, hostile arguments (path escapes, "..", absolute paths, symlink

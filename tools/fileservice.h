@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The example file service of the librpcrdma tools: an ONC RPC (RFC 5531)
  * program over a directory, served by rpcrdma-server and used by
  * rpcrdma-demo, rpcrdma-bench and the tests. Header-only (every tool is its

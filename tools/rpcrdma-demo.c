@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rpcrdma-demo: a guided tour of the RPC-over-RDMA v1 mechanisms (RFC 8166)
  * with the example file service (tools/fileservice.h). It starts the file
  * server in a forked child on loopback and a client in this process, and

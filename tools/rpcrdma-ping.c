@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rpcrdma-ping: NULL RPC round trips (RFC 5531 procedure 0) to a server,
  * like ping(8): one line per reply, then a summary with loss and
  * min/avg/p50/p99/max round-trip time. Works on any librpcrdma transport

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rpcrdma-server: serves the example file service (tools/fileservice.h:
  * READ with its data as a Write chunk, WRITE with its data as a Read chunk,
  * LIST with large replies, COMMIT, PUSH_OPEN) over a directory, with the

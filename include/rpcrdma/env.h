@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* librpcrdma public API: the injected environment (allocator, clock, randomness)
  * and the library's error convention.
  *

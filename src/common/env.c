@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The default environment (malloc, CLOCK_MONOTONIC, getrandom) and the
  * accessors every layer uses to allocate, read time and draw randomness, so
  * tests can substitute all three. Also the library's error strings. */

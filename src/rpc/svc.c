@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The RPC server (include/rpcrdma/rpc.h) over any registered transport
  * (src/rpc/xprt.h): decodes each Call header (RFC 5531 section 9), checks
  * the credential (AUTH_NONE, AUTH_SYS per appendix A; anything else is

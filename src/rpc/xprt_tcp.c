@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The TCP transport of the RPC layer (URL scheme "tcp"): ONC RPC over TCP
  * with record marking (RFC 5531 section 11: each record is one or more
  * fragments, each preceded by a 4-byte header whose high bit marks the last

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # run-lab.sh - librpcrdma interoperability lab: the project against the Linux
 # kernel's RDMA peers (soft-iWARP "siw", soft-RoCE "rxe", nfsd/svcrdma) in a
 # throw-away VM. The one documented command (docs/interop.md):

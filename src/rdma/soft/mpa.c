@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* MPA Request/Reply frames and negotiation: RFC 5044 section 7.1 (frame,
  * CRC and marker negotiation, reject), RFC 6581 sections 5-6 (revision 2,
  * IRD/ORD block, peer-to-peer RTR). Follows Linux siw where the RFCs leave a

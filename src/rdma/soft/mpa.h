@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* MPA connection setup (RFC 5044 section 7, RFC 6581 enhanced connection
  * establishment, "revision 2"): the Request/Reply frames, an incremental
  * parser that never reads past the frame, and the negotiation rules of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The soft provider's only file that touches sockets: the TCP connection
  * manager with the MPA Request/Reply exchange (RFC 5044 section 7.1,
  * RFC 6581), its timeout on the injected clock, the per-context progress
