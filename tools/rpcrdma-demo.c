@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "fileservice.h"
+#include "hint.h"
 #include "rpcrdma/stats.h"
 
 /* ---- the server child ---- */
@@ -381,8 +382,8 @@ int main(int argc, char **argv)
 		       "RDMA mechanism is reported as not available.\n");
 	rc = rpcrdma_client_create(ch.url, FS_PROG, FS_VERS, &demo_opts, &c);
 	if (rc) {
-		fprintf(stderr, "rpcrdma-demo: cannot connect to %s: %s\n", ch.url,
-			rpcrdma_strerror(rc));
+		fprintf(stderr, "rpcrdma-demo: cannot connect to %s: %s%s\n", ch.url,
+			rpcrdma_strerror(rc), tool_hint(rc, ch.url));
 		goto out;
 	}
 

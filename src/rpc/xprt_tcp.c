@@ -32,6 +32,7 @@
 
 #define RM_LAST 0x80000000u
 #define RM_MAXFRAG 0x7fffffffu
+#define RM_MPA_KEY4 "MPA "
 
 /* ---- record marking reader ---- */
 
@@ -42,6 +43,7 @@ struct rm_reader {
 				 first 8 bytes (XID, msg_type) */
 	bool trust_len;       /* client: allocate whole fragments up front */
 	bool skipping;
+	bool started;         /* the connection's first header is in */
 	unsigned skip_have;
 	uint8_t head8[8];
 	/* Optional read-ahead (client): bytes received beyond what the parser
@@ -125,6 +127,7 @@ static void rm_reset(struct rm_reader *r)
 	r->hdr_got = 0;
 	r->in_frag = false;
 	r->skipping = false;
+	r->started = false;
 	r->stage_off = r->stage_len = 0;
 }
 
@@ -175,7 +178,8 @@ static uint8_t *rm_take(struct rm_reader *r, size_t *len, size_t *cap)
 
 /* Reads from @fd. Returns 1 when a record is complete (rm_take), 0 when
  * the socket has no more bytes now (non-blocking), -ECONNRESET on EOF or
- * error, -EMSGSIZE when the record exceeds the maximum, -ENOMEM. With
+ * error, -EMSGSIZE when the record exceeds the maximum, -ENOMEM,
+ * -EPROTOTYPE when the connection starts with an MPA frame. With
  * skip_oversize, an oversized record is read and discarded instead and 2 is
  * returned once it ended (head8 holds its first bytes if skip_have >= 8):
  * the stream stays in step, so only that one message is lost. */
@@ -198,6 +202,14 @@ static int rm_read(struct rm_reader *r, int fd)
 			r->hdr_got += (unsigned)n;
 			if (r->hdr_got < 4)
 				continue;
+			/* The connection starts with an MPA frame (RFC 5044
+			 * section 7.1: "MPA ID Req Frame" / "MPA ID Rep
+			 * Frame"): the peer speaks iWARP (rdma://). As a
+			 * fragment header it would be a 1.3 GB non-last
+			 * fragment, which no RPC peer sends first. */
+			if (!r->started && !memcmp(r->hdr, RM_MPA_KEY4, 4))
+				return -EPROTOTYPE;
+			r->started = true;
 			{
 				uint32_t h = rr_get_be32(r->hdr);
 
@@ -450,6 +462,8 @@ struct tcp_clnt {
 	bool connected;
 	bool broken;                /* a reader saw the connection fail */
 	bool dead;                  /* lost and no reconnect */
+	int dead_status;            /* 0, or why: -EPROTOTYPE (the server
+				       answered in MPA: it speaks rdma://) */
 	bool closing;
 	bool reader_busy;           /* someone holds the reader role */
 	unsigned n_pending;         /* calls in the table */
@@ -620,7 +634,7 @@ static void clnt_send_one(struct tcp_clnt *c, struct rr_xprt_call *call)
 			call->status = rc;
 			done = true;
 		} else if (c->dead) {
-			call->status = -ECONNRESET;
+			call->status = c->dead_status ? c->dead_status : -ECONNRESET;
 			done = true;
 		}
 		if (done)
@@ -656,7 +670,7 @@ static int tcp_clnt_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	if (c->dead || c->closing) {
 		pthread_mutex_unlock(&c->lock);
 		rr_free(c->p.env, cp);
-		return c->closing ? -ESHUTDOWN : -ENOTCONN;
+		return c->closing ? -ESHUTDOWN : c->dead_status ? c->dead_status : -ENOTCONN;
 	}
 	call->xp_priv = cp;
 	call->xp_flags = 0;
@@ -807,6 +821,13 @@ static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms)
 				clnt_on_oversize(c, c->rd.head8);
 			continue;
 		}
+		if (rc == -EPROTOTYPE) {
+			/* Another transport's server: reconnecting would
+			 * only meet it again (clnt_lost fails the calls). */
+			pthread_mutex_lock(&c->lock);
+			c->dead_status = rc;
+			pthread_mutex_unlock(&c->lock);
+		}
 		return rc;
 	}
 }
@@ -891,6 +912,7 @@ static bool clnt_lost(struct tcp_clnt *c)
 {
 	struct rr_xprt_call *list = NULL;
 	bool keep_going = true;
+	int why = -ECONNRESET;
 
 	pthread_mutex_lock(&c->lock);
 	if (c->fd >= 0)
@@ -904,8 +926,9 @@ static bool clnt_lost(struct tcp_clnt *c)
 	c->fd = -1;
 	c->connected = false;
 	c->broken = false;
-	if (c->p.no_reconnect || c->closing) {
+	if (c->p.no_reconnect || c->closing || c->dead_status) {
 		c->dead = true;
+		why = c->dead_status ? c->dead_status : why;
 		list = take_unsent(c);
 		keep_going = !c->p.no_reconnect;
 	}
@@ -916,7 +939,7 @@ static bool clnt_lost(struct tcp_clnt *c)
 	while (list) {
 		struct rr_xprt_call *next = list->xp_next;
 
-		list->status = -ECONNRESET;
+		list->status = why;
 		clnt_complete(c, list);
 		list = next;
 	}
@@ -1268,6 +1291,26 @@ static void conn_rearm(struct tcp_srv *s, struct tcp_conn *cn)
 		conn_close(s, cn);
 }
 
+/* The connection started with an MPA Request (an rdma:// client: RFC 5044
+ * section 7.1): answer in record marking, which that client recognises
+ * (rr_mpa_looks_like_rpc) and reports as a tcp:// server, instead of the
+ * silence it would wait out: a Reply with XID 0, MSG_DENIED, RPC_MISMATCH
+ * 2..2 (RFC 5531 section 9). The rest of the Request (at most 532 bytes)
+ * is read first, so closing sends a FIN, not a reset that could overtake
+ * the Reply.
+ *   last|24 | XID 0 | REPLY 1 | MSG_DENIED 1 | RPC_MISMATCH 0 | 2 | 2 */
+static void srv_answer_mpa(int fd)
+{
+	static const uint8_t rec[28] = {
+		0x80, 0, 0, 24, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1,
+		0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 2,
+	};
+	uint8_t sink[1024];
+
+	(void)recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+	(void)send(fd, rec, sizeof(rec), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 /* Reads up to one complete record from @cn (only this thread reads it until
  * it is re-armed), re-arms, then delivers the record: another io thread may
  * read the connection's next record while this one runs the request. */
@@ -1289,6 +1332,8 @@ static void srv_read(struct tcp_srv *s, struct tcp_conn *cn)
 		conn_rearm(s, cn);
 		return;
 	}
+	if (rc == -EPROTOTYPE)
+		srv_answer_mpa(cn->fd);
 	if (rc < 0) {
 		conn_close(s, cn);
 		return;
