@@ -10,7 +10,7 @@
 # line, and is re-run after merges. Source files: src/ include/ tools/
 # tests/ fuzz/ bench/ examples/ cmake/ man/ debian/ (C, headers, shell,
 # Python, rpcgen .x, linker maps, CMake, .in templates, man pages, debian
-# rules), the top-level CMakeLists.txt and .ci/run. Not covered: fuzz
+# rules), the top-level CMakeLists.txt, .ci/run and .ci/packages. Not covered: fuzz
 # corpora (data) and JSON (CMakePresets.json: JSON has no comments).
 set -eu
 
@@ -36,7 +36,7 @@ list_sources() {
 			-o -name '*.in' -o -name '*.cmake' -o -name 'CMakeLists.txt' \
 			-o -name '*.[1-8]' -o -path debian/rules \) -print
 	done
-	for f in CMakeLists.txt .ci/run; do
+	for f in CMakeLists.txt .ci/run .ci/packages; do
 		[ -f "$f" ] && echo "$f"
 	done
 	return 0
