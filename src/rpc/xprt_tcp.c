@@ -10,7 +10,11 @@
  * accepts and reads; replies are written by the RPC layer's workers.
  * Records above the maximum message size, or a peer closing mid-record,
  * close that connection only. Receive buffers grow only as bytes arrive, so
- * a hostile length claim allocates nothing. */
+ * a hostile length claim allocates nothing; a used buffer is kept for the
+ * next record (per connection up to RM_SPARE_MAX, the client up to its
+ * maximum message, and one larger buffer per server shared by its
+ * connections), so repeated large records cost no growth copies and no
+ * fresh pages. */
 #include "rpc/xprt.h"
 #include "rpc/rpcmsg.h"
 #include "rpc/xprt_tcp.h"
@@ -36,6 +40,18 @@
 
 /* ---- record marking reader ---- */
 
+/* A server's large record buffer, shared by its connections: the one
+ * buffer above a connection's spare limit that is kept after use (the
+ * largest), so that repeated large records (an 8 MiB WRITE) are received
+ * into memory already ours, without growth copies or page faults, while
+ * idle connections keep no large buffer each. */
+struct rm_pool {
+	pthread_mutex_t lock;
+	const struct rpcrdma_env *env;
+	uint8_t *buf;
+	size_t cap;
+};
+
 struct rm_reader {
 	const struct rpcrdma_env *env;
 	size_t max;
@@ -52,10 +68,14 @@ struct rm_reader {
 	uint8_t *stage;
 	size_t stage_cap, stage_off, stage_len;
 	/* One recycled record buffer (rm_recycle), so steady traffic does
-	 * not fault in fresh pages for every message. */
+	 * not fault in fresh pages for every message: up to spare_max bytes
+	 * (client: its maximum message; server: RM_SPARE_MAX per connection,
+	 * larger ones go to the server's pool). */
 	pthread_mutex_t spare_lock;
 	uint8_t *spare;
 	size_t spare_cap;
+	size_t spare_max;
+	struct rm_pool *pool;       /* NULL: none (client) */
 	uint8_t hdr[4];
 	unsigned hdr_got;
 	bool in_frag;
@@ -68,24 +88,79 @@ struct rm_reader {
 
 #define RM_SPARE_MAX ((size_t)4 * 1024 * 1024 + 65536)
 
-static void rm_init(struct rm_reader *r, const struct rpcrdma_env *env, size_t max)
+static void rm_pool_init(struct rm_pool *p, const struct rpcrdma_env *env)
+{
+	memset(p, 0, sizeof(*p));
+	p->env = env;
+	pthread_mutex_init(&p->lock, NULL);
+}
+
+static void rm_pool_fini(struct rm_pool *p)
+{
+	rr_free(p->env, p->buf);
+	p->buf = NULL;
+	pthread_mutex_destroy(&p->lock);
+}
+
+/* Keeps the larger of @buf (capacity @cap) and the pool's buffer. */
+static void rm_pool_put(struct rm_pool *p, uint8_t *buf, size_t cap)
+{
+	pthread_mutex_lock(&p->lock);
+	if (!p->buf || p->cap < cap) {
+		uint8_t *t = p->buf;
+
+		p->buf = buf;
+		p->cap = cap;
+		buf = t;
+	}
+	pthread_mutex_unlock(&p->lock);
+	rr_free(p->env, buf);
+}
+
+/* The pool's buffer when it holds at least @need bytes (*@cap), else NULL. */
+static uint8_t *rm_pool_take(struct rm_pool *p, size_t need, size_t *cap)
+{
+	uint8_t *b = NULL;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->buf && p->cap >= need) {
+		b = p->buf;
+		*cap = p->cap;
+		p->buf = NULL;
+		p->cap = 0;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return b;
+}
+
+/* @spare_max: the largest recycled buffer the reader keeps itself; larger
+ * ones go to @pool (may be NULL: freed). */
+static void rm_init(struct rm_reader *r, const struct rpcrdma_env *env, size_t max,
+		    size_t spare_max, struct rm_pool *pool)
 {
 	memset(r, 0, sizeof(*r));
 	r->env = env;
 	r->max = max;
+	r->spare_max = spare_max;
+	r->pool = pool;
 	pthread_mutex_init(&r->spare_lock, NULL);
 }
 
 /* Takes back a record buffer of capacity @cap once its consumer is done
- * (any thread); keeps the larger of it and the current spare. */
+ * (any thread); keeps the larger of it and the current spare, or hands a
+ * buffer above spare_max to the pool. */
 static void rm_recycle(struct rm_reader *r, uint8_t *buf, size_t cap)
 {
 	uint8_t *drop = buf;
 
 	if (!buf)
 		return;
+	if (cap > r->spare_max && r->pool) {
+		rm_pool_put(r->pool, buf, cap);
+		return;
+	}
 	pthread_mutex_lock(&r->spare_lock);
-	if (cap <= RM_SPARE_MAX && (!r->spare || r->spare_cap < cap)) {
+	if (cap <= r->spare_max && (!r->spare || r->spare_cap < cap)) {
 		drop = r->spare;
 		r->spare = buf;
 		r->spare_cap = cap;
@@ -276,8 +351,23 @@ static int rm_read(struct rm_reader *r, int fd)
 
 			if (ncap > need)
 				ncap = need;
-			/* The recycled buffer, if large enough: its memory is
-			 * already ours, so using it whole costs nothing. */
+			/* A recycled buffer, if large enough: its memory is
+			 * already ours, so using it whole costs nothing. A
+			 * large fragment takes the pool's buffer when the whole
+			 * fragment fits it: no growth steps, no copies. */
+			if (need > r->spare_max && r->pool && r->cap < need) {
+				size_t pcap = 0;
+
+				nb = rm_pool_take(r->pool, need, &pcap);
+				if (nb) {
+					if (r->len)
+						memcpy(nb, r->buf, r->len);
+					rm_recycle(r, r->buf, r->cap);
+					r->buf = nb;
+					r->cap = pcap;
+					goto have_room;
+				}
+			}
 			pthread_mutex_lock(&r->spare_lock);
 			if (r->spare && r->spare_cap >= ncap && r->spare_cap > r->cap) {
 				nb = r->spare;
@@ -296,6 +386,7 @@ static int rm_read(struct rm_reader *r, int fd)
 			r->buf = nb;
 			r->cap = ncap;
 		}
+have_room:
 		n = rm_recv(r, fd, r->buf + r->len, RR_MIN((size_t)r->frag_left, r->cap - r->len));
 		if (n == 0)
 			return -ECONNRESET;
@@ -878,7 +969,12 @@ static void tcp_clnt_wait(struct rr_xprt_client *x, struct rr_xprt_call *call,
 	if (rc < 0)
 		c->broken = true;
 	unflag_self(c, call);
-	pthread_cond_broadcast(&c->cv);
+	/* The receive thread (the only waiter on c->cv) has something to do
+	 * only if the connection failed or calls remain that no caller reads
+	 * for; waking it after every synchronous call cost a context switch
+	 * per call. */
+	if (c->broken || c->closing || c->n_pending > c->n_self)
+		pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -1090,7 +1186,8 @@ static int tcp_clnt_create(const struct rr_xprt_target *t, const struct rr_xprt_
 	c->fd = fd;
 	c->gen = 1; /* 0 in call_priv.gen: never written */
 	c->connected = true;
-	rm_init(&c->rd, p->env, p->max_msg);
+	/* One connection: its spare may be as large as its largest Reply. */
+	rm_init(&c->rd, p->env, p->max_msg, p->max_msg, NULL);
 	c->rd.skip_oversize = true;
 	c->rd.trust_len = true;
 	rc = rm_stage(&c->rd, STAGE_BYTES);
@@ -1183,6 +1280,7 @@ struct tcp_srv {
 	bool quit;
 	struct tcp_conn *conns;
 	unsigned nconns;
+	struct rm_pool pool;        /* large record buffers, all connections */
 };
 
 static void conn_put_locked(struct tcp_srv *s, struct tcp_conn *cn, bool *free_it)
@@ -1265,7 +1363,7 @@ static void srv_accept(struct tcp_srv *s)
 		cn->fd = fd;
 		cn->refs = 1;
 		cn->peer = peer;
-		rm_init(&cn->rd, s->p.env, s->p.max_msg);
+		rm_init(&cn->rd, s->p.env, s->p.max_msg, RM_SPARE_MAX, &s->pool);
 		pthread_mutex_init(&cn->send_lock, NULL);
 		pthread_mutex_init(&cn->rd_lock, NULL);
 		pthread_mutex_lock(&s->lock);
@@ -1434,6 +1532,7 @@ static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_s
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	pthread_mutex_init(&s->lock, NULL);
+	rm_pool_init(&s->pool, p->env);
 	if (s->epfd < 0 || s->evfd < 0) {
 		rc = -errno;
 		goto fail;
@@ -1452,6 +1551,7 @@ fail:
 	if (s->evfd >= 0)
 		close(s->evfd);
 	close(fd);
+	rm_pool_fini(&s->pool);
 	pthread_mutex_destroy(&s->lock);
 	rr_free(p->env, s);
 	return rc;
@@ -1567,6 +1667,7 @@ static void tcp_srv_destroy(struct rr_xprt_server *x)
 	}
 	close(s->epfd);
 	close(s->evfd);
+	rm_pool_fini(&s->pool);
 	pthread_mutex_destroy(&s->lock);
 	rr_free(s->p.env, s);
 }
