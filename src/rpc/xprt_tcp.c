@@ -40,17 +40,75 @@
 
 /* ---- record marking reader ---- */
 
-/* A server's large record buffer, shared by its connections: the one
- * buffer above a connection's spare limit that is kept after use (the
- * largest), so that repeated large records (an 8 MiB WRITE) are received
- * into memory already ours, without growth copies or page faults, while
- * idle connections keep no large buffer each. */
-struct rm_pool {
+/* Recycled record buffers (a few slots under a lock), so that steady
+ * traffic does not allocate, copy while growing, or fault in fresh pages
+ * for every message. Two slots: with a synchronous peer the next record
+ * often arrives while the previous one's buffer is still in use (its Reply
+ * is being sent), and one slot would then be empty every time. */
+#define RM_SLOTS 2
+
+struct rm_cache {
 	pthread_mutex_t lock;
-	const struct rpcrdma_env *env;
-	uint8_t *buf;
-	size_t cap;
+	uint8_t *buf[RM_SLOTS];
+	size_t cap[RM_SLOTS];
 };
+
+static void rm_cache_init(struct rm_cache *k)
+{
+	memset(k, 0, sizeof(*k));
+	pthread_mutex_init(&k->lock, NULL);
+}
+
+static void rm_cache_fini(struct rm_cache *k, const struct rpcrdma_env *env)
+{
+	for (unsigned i = 0; i < RM_SLOTS; i++)
+		rr_free(env, k->buf[i]);
+	pthread_mutex_destroy(&k->lock);
+}
+
+/* Keeps @buf (capacity @cap) in an empty slot or in place of a smaller
+ * one; frees what is not kept. */
+static void rm_cache_put(struct rm_cache *k, const struct rpcrdma_env *env, uint8_t *buf,
+			 size_t cap)
+{
+	unsigned small = 0;
+
+	pthread_mutex_lock(&k->lock);
+	for (unsigned i = 1; i < RM_SLOTS; i++)
+		if (!k->buf[i] || (k->buf[small] && k->cap[i] < k->cap[small]))
+			small = i;
+	if (!k->buf[small] || k->cap[small] < cap) {
+		uint8_t *t = k->buf[small];
+
+		k->buf[small] = buf;
+		k->cap[small] = cap;
+		buf = t;
+	}
+	pthread_mutex_unlock(&k->lock);
+	rr_free(env, buf);
+}
+
+/* The smallest kept buffer of at least @want bytes and more than @above
+ * (*@cap), or NULL. */
+static uint8_t *rm_cache_take(struct rm_cache *k, size_t want, size_t above, size_t *cap)
+{
+	uint8_t *b = NULL;
+	int pick = -1;
+
+	pthread_mutex_lock(&k->lock);
+	for (unsigned i = 0; i < RM_SLOTS; i++)
+		if (k->buf[i] && k->cap[i] >= want && k->cap[i] > above &&
+		    (pick < 0 || k->cap[i] < k->cap[pick]))
+			pick = (int)i;
+	if (pick >= 0) {
+		b = k->buf[pick];
+		*cap = k->cap[pick];
+		k->buf[pick] = NULL;
+		k->cap[pick] = 0;
+	}
+	pthread_mutex_unlock(&k->lock);
+	return b;
+}
 
 struct rm_reader {
 	const struct rpcrdma_env *env;
@@ -67,15 +125,14 @@ struct rm_reader {
 	 * relies on unread bytes staying in the socket. */
 	uint8_t *stage;
 	size_t stage_cap, stage_off, stage_len;
-	/* One recycled record buffer (rm_recycle), so steady traffic does
-	 * not fault in fresh pages for every message: up to spare_max bytes
-	 * (client: its maximum message; server: RM_SPARE_MAX per connection,
-	 * larger ones go to the server's pool). */
-	pthread_mutex_t spare_lock;
-	uint8_t *spare;
-	size_t spare_cap;
+	/* Recycled record buffers (rm_recycle): this reader's own, up to
+	 * spare_max bytes each (client: its maximum message; server:
+	 * RM_SPARE_MAX per connection); larger ones go to @pool, shared by a
+	 * server's connections so that idle connections hold no large
+	 * buffer each. */
+	struct rm_cache spare;
 	size_t spare_max;
-	struct rm_pool *pool;       /* NULL: none (client) */
+	struct rm_cache *pool;      /* NULL: none (client) */
 	uint8_t hdr[4];
 	unsigned hdr_got;
 	bool in_frag;
@@ -86,87 +143,33 @@ struct rm_reader {
 	size_t len;
 };
 
-#define RM_SPARE_MAX ((size_t)4 * 1024 * 1024 + 65536)
-
-static void rm_pool_init(struct rm_pool *p, const struct rpcrdma_env *env)
-{
-	memset(p, 0, sizeof(*p));
-	p->env = env;
-	pthread_mutex_init(&p->lock, NULL);
-}
-
-static void rm_pool_fini(struct rm_pool *p)
-{
-	rr_free(p->env, p->buf);
-	p->buf = NULL;
-	pthread_mutex_destroy(&p->lock);
-}
-
-/* Keeps the larger of @buf (capacity @cap) and the pool's buffer. */
-static void rm_pool_put(struct rm_pool *p, uint8_t *buf, size_t cap)
-{
-	pthread_mutex_lock(&p->lock);
-	if (!p->buf || p->cap < cap) {
-		uint8_t *t = p->buf;
-
-		p->buf = buf;
-		p->cap = cap;
-		buf = t;
-	}
-	pthread_mutex_unlock(&p->lock);
-	rr_free(p->env, buf);
-}
-
-/* The pool's buffer when it holds at least @need bytes (*@cap), else NULL. */
-static uint8_t *rm_pool_take(struct rm_pool *p, size_t need, size_t *cap)
-{
-	uint8_t *b = NULL;
-
-	pthread_mutex_lock(&p->lock);
-	if (p->buf && p->cap >= need) {
-		b = p->buf;
-		*cap = p->cap;
-		p->buf = NULL;
-		p->cap = 0;
-	}
-	pthread_mutex_unlock(&p->lock);
-	return b;
-}
+#define RM_SPARE_MAX ((size_t)256 * 1024 + 4096)
 
 /* @spare_max: the largest recycled buffer the reader keeps itself; larger
  * ones go to @pool (may be NULL: freed). */
 static void rm_init(struct rm_reader *r, const struct rpcrdma_env *env, size_t max,
-		    size_t spare_max, struct rm_pool *pool)
+		    size_t spare_max, struct rm_cache *pool)
 {
 	memset(r, 0, sizeof(*r));
 	r->env = env;
 	r->max = max;
 	r->spare_max = spare_max;
 	r->pool = pool;
-	pthread_mutex_init(&r->spare_lock, NULL);
+	rm_cache_init(&r->spare);
 }
 
 /* Takes back a record buffer of capacity @cap once its consumer is done
- * (any thread); keeps the larger of it and the current spare, or hands a
- * buffer above spare_max to the pool. */
+ * (any thread). */
 static void rm_recycle(struct rm_reader *r, uint8_t *buf, size_t cap)
 {
-	uint8_t *drop = buf;
-
 	if (!buf)
 		return;
-	if (cap > r->spare_max && r->pool) {
-		rm_pool_put(r->pool, buf, cap);
-		return;
-	}
-	pthread_mutex_lock(&r->spare_lock);
-	if (cap <= r->spare_max && (!r->spare || r->spare_cap < cap)) {
-		drop = r->spare;
-		r->spare = buf;
-		r->spare_cap = cap;
-	}
-	pthread_mutex_unlock(&r->spare_lock);
-	rr_free(r->env, drop);
+	if (cap <= r->spare_max)
+		rm_cache_put(&r->spare, r->env, buf, cap);
+	else if (r->pool)
+		rm_cache_put(r->pool, r->env, buf, cap);
+	else
+		rr_free(r->env, buf);
 }
 
 static void rm_free(struct rm_reader *r)
@@ -177,10 +180,7 @@ static void rm_free(struct rm_reader *r)
 	rr_free(r->env, r->stage);
 	r->stage = NULL;
 	r->stage_cap = r->stage_off = r->stage_len = 0;
-	rr_free(r->env, r->spare);
-	r->spare = NULL;
-	r->spare_cap = 0;
-	pthread_mutex_destroy(&r->spare_lock);
+	rm_cache_fini(&r->spare, r->env);
 }
 
 /* Enables read-ahead with a @cap-byte staging buffer. */
@@ -347,46 +347,33 @@ static int rm_read(struct rm_reader *r, int fd)
 			 * chose. Never beyond what the header announced. */
 			size_t need = r->len + r->frag_left;
 			size_t ncap = r->trust_len ? need : RR_MAX(r->cap * 2, (size_t)16384);
+			size_t got = 0;
 			uint8_t *nb = NULL;
 
 			if (ncap > need)
 				ncap = need;
 			/* A recycled buffer, if large enough: its memory is
 			 * already ours, so using it whole costs nothing. A
-			 * large fragment takes the pool's buffer when the whole
-			 * fragment fits it: no growth steps, no copies. */
-			if (need > r->spare_max && r->pool && r->cap < need) {
-				size_t pcap = 0;
-
-				nb = rm_pool_take(r->pool, need, &pcap);
-				if (nb) {
-					if (r->len)
-						memcpy(nb, r->buf, r->len);
-					rm_recycle(r, r->buf, r->cap);
-					r->buf = nb;
-					r->cap = pcap;
-					goto have_room;
-				}
-			}
-			pthread_mutex_lock(&r->spare_lock);
-			if (r->spare && r->spare_cap >= ncap && r->spare_cap > r->cap) {
-				nb = r->spare;
-				ncap = r->spare_cap;
-				r->spare = NULL;
-				r->spare_cap = 0;
-			}
-			pthread_mutex_unlock(&r->spare_lock);
+			 * fragment above spare_max takes a pool buffer only
+			 * when the whole fragment fits it: no growth steps. */
+			if (need > r->spare_max && r->pool)
+				nb = rm_cache_take(r->pool, need, r->cap, &got);
 			if (!nb)
+				nb = rm_cache_take(&r->spare, need, r->cap, &got);
+			if (!nb)
+				nb = rm_cache_take(&r->spare, ncap, r->cap, &got);
+			if (!nb) {
 				nb = rr_alloc(r->env, ncap);
+				got = ncap;
+			}
 			if (!nb)
 				return -ENOMEM;
 			if (r->len)
 				memcpy(nb, r->buf, r->len);
-			rr_free(r->env, r->buf);
+			rm_recycle(r, r->buf, r->cap);
 			r->buf = nb;
-			r->cap = ncap;
+			r->cap = got;
 		}
-have_room:
 		n = rm_recv(r, fd, r->buf + r->len, RR_MIN((size_t)r->frag_left, r->cap - r->len));
 		if (n == 0)
 			return -ECONNRESET;
@@ -823,8 +810,10 @@ static void tcp_clnt_release_reply(struct rr_xprt_client *x, struct rr_xprt_call
 }
 
 /* A record arrived: match it to a pending Call by XID (RFC 5531 section 9);
- * anything else is discarded. */
-static void clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len, size_t cap)
+ * anything else is discarded. Returns the call it completed (only to be
+ * compared: it may be gone), or NULL. */
+static struct rr_xprt_call *clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len,
+					   size_t cap)
 {
 	struct rr_xprt_call *call;
 	uint32_t xid, mt;
@@ -832,14 +821,14 @@ static void clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len, size_t 
 
 	if (rr_rpcmsg_peek(buf, len, &xid, &mt) || mt != RR_RPC_REPLY) {
 		rm_recycle(&c->rd, buf, cap);
-		return;
+		return NULL;
 	}
 	pthread_mutex_lock(&c->lock);
 	call = find_xid(c, xid);
 	if (!call || (call->xp_flags & (CF_REPLIED | CF_ABORTED))) {
 		pthread_mutex_unlock(&c->lock);
 		rm_recycle(&c->rd, buf, cap);
-		return;
+		return NULL;
 	}
 	((struct call_priv *)call->xp_priv)->reply_cap = cap;
 	call->reply_buf = buf;
@@ -852,8 +841,10 @@ static void clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len, size_t 
 		done = true;
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (done)
-		clnt_complete(c, call);
+	if (!done)
+		return NULL;
+	clnt_complete(c, call);
+	return call;
 }
 
 /* A Reply too large for max_msg was discarded: its call fails with
@@ -884,9 +875,12 @@ static void clnt_on_oversize(struct tcp_clnt *c, const uint8_t head8[8])
 }
 
 /* With the reader role: waits up to @timeout_ms for bytes, then handles
- * every complete record available without blocking. Returns 0, or a
- * negative errno when the connection failed. */
-static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms)
+ * every complete record available without blocking, or, with @mine, stops
+ * once @mine completed and no received byte is left staged (the rest stays
+ * in the socket for the next reader: no recv that would only say EAGAIN).
+ * Returns 0, or a negative errno when the connection failed. */
+static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms,
+			  const struct rr_xprt_call *mine)
 {
 	int rc;
 
@@ -903,7 +897,9 @@ static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms)
 			size_t len, cap;
 			uint8_t *buf = rm_take(&c->rd, &len, &cap);
 
-			clnt_on_record(c, buf, len, cap);
+			if (clnt_on_record(c, buf, len, cap) == mine && mine &&
+			    !rm_buffered(&c->rd))
+				return 0;
 			continue;
 		}
 		if (rc == 2) {
@@ -957,7 +953,7 @@ static void tcp_clnt_wait(struct rr_xprt_client *x, struct rr_xprt_call *call,
 			break;
 		/* Slices of 50 ms: an abort (timeout, cancel) from another
 		 * thread removes the call from the table meanwhile. */
-		rc = clnt_read_some(c, fd, (int)RR_MIN(end_ms - now_ms, (uint64_t)50));
+		rc = clnt_read_some(c, fd, (int)RR_MIN(end_ms - now_ms, (uint64_t)50), call);
 		pthread_mutex_lock(&c->lock);
 		pending = find_slot(c, call) != NULL && !c->closing;
 		pthread_mutex_unlock(&c->lock);
@@ -1131,7 +1127,7 @@ static void *clnt_rx_main(void *arg)
 			c->reader_busy = true;
 			fd = c->fd;
 			pthread_mutex_unlock(&c->lock);
-			rc = clnt_read_some(c, fd, 100);
+			rc = clnt_read_some(c, fd, 100, NULL);
 			pthread_mutex_lock(&c->lock);
 			c->reader_busy = false;
 			if (rc < 0)
@@ -1280,7 +1276,7 @@ struct tcp_srv {
 	bool quit;
 	struct tcp_conn *conns;
 	unsigned nconns;
-	struct rm_pool pool;        /* large record buffers, all connections */
+	struct rm_cache pool;       /* large record buffers, all connections */
 };
 
 static void conn_put_locked(struct tcp_srv *s, struct tcp_conn *cn, bool *free_it)
@@ -1532,7 +1528,7 @@ static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_s
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	pthread_mutex_init(&s->lock, NULL);
-	rm_pool_init(&s->pool, p->env);
+	rm_cache_init(&s->pool);
 	if (s->epfd < 0 || s->evfd < 0) {
 		rc = -errno;
 		goto fail;
@@ -1551,7 +1547,7 @@ fail:
 	if (s->evfd >= 0)
 		close(s->evfd);
 	close(fd);
-	rm_pool_fini(&s->pool);
+	rm_cache_fini(&s->pool, s->p.env);
 	pthread_mutex_destroy(&s->lock);
 	rr_free(p->env, s);
 	return rc;
@@ -1667,7 +1663,7 @@ static void tcp_srv_destroy(struct rr_xprt_server *x)
 	}
 	close(s->epfd);
 	close(s->evfd);
-	rm_pool_fini(&s->pool);
+	rm_cache_fini(&s->pool, s->p.env);
 	pthread_mutex_destroy(&s->lock);
 	rr_free(s->p.env, s);
 }
