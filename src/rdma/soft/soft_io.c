@@ -1351,9 +1351,9 @@ static void id_fail(struct soft_id *id, enum rpcrdma_cm_event_type type, int sta
  * speaks ONC RPC over plain TCP is told apart: as initiator, a Reply in
  * record marking (a tcp:// server) fails the connection with -EPROTOTYPE
  * instead of a bare protocol error; as responder, whatever the bytes, the
- * peer gets an MPA Reject (R set, revision 1, no private data), as siw
- * answers a bad Request, so a tcp:// client reads "MPA ID Rep Frame" and can
- * say that this server speaks rdma://. The rest of what it sent (up to 4
+ * peer gets an MPA Reject (R set, revision 1, no private data), the answer
+ * to a Request the responder refuses, so a tcp:// client reads "MPA ID Rep
+ * Frame" and can say that this server speaks rdma://. The rest of what it sent (up to 4
  * KiB: a Call) is read first, so closing sends a FIN, not a reset that
  * could overtake the Reject. */
 static void handshake_foreign(struct soft_id *id, int *r)
