@@ -1060,6 +1060,37 @@ TEST(tools_wrong_transport)
 		CHECK_EQ(run_tool(argv, out, sizeof(out), 50), 1);
 		CHECK(strstr(out, "use tcp://") != NULL);
 	}
+	/* a TCP service that drops the MPA Request and closes (another ONC
+	 * RPC server would): the hint says it may not be an rdma:// server */
+	{
+		struct sockaddr_in sa = {.sin_family = AF_INET};
+		socklen_t sl = sizeof(sa);
+		int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), cfd, pfd;
+		char buf[64];
+		pid_t pid;
+
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		REQUIRE(lfd >= 0);
+		REQUIRE(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+		REQUIRE(listen(lfd, 4) == 0);
+		REQUIRE(getsockname(lfd, (struct sockaddr *)&sa, &sl) == 0);
+		snprintf(url, sizeof(url), "rdma://127.0.0.1:%u", ntohs(sa.sin_port));
+		{
+			char *argv[] = {ping, (char *)"-c", (char *)"1", (char *)"-t", (char *)"20",
+					url, NULL};
+
+			pid = spawn(argv, &pfd, true);
+		}
+		cfd = accept(lfd, NULL, NULL);
+		REQUIRE(cfd >= 0);
+		CHECK(read(cfd, buf, sizeof(buf)) > 0);   /* the MPA Request */
+		close(cfd);
+		read_for(pfd, out, sizeof(out), 0, 30, false);
+		close(pfd);
+		CHECK_EQ(wait_for(pid, 10), 1);
+		CHECK(strstr(out, "it may not be an rdma:// server") != NULL);
+		close(lfd);
+	}
 	/* both servers still answer their own transport (PROG_UNAVAIL:
 	 * they serve no program) */
 	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", tport);

@@ -383,7 +383,7 @@ int main(int argc, char **argv)
 	rc = rpcrdma_client_create(ch.url, FS_PROG, FS_VERS, &demo_opts, &c);
 	if (rc) {
 		fprintf(stderr, "rpcrdma-demo: cannot connect to %s: %s%s\n", ch.url,
-			rpcrdma_strerror(rc), tool_hint(rc, ch.url));
+			rpcrdma_strerror(rc), tool_hint(rc, ch.url, 1));
 		goto out;
 	}
 

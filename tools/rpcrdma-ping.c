@@ -169,7 +169,7 @@ int main(int argc, char **argv)
 	rc = rpcrdma_client_create(url, prog, vers, &co, &clnt);
 	if (rc) {
 		fprintf(stderr, "rpcrdma-ping: cannot connect to %s: %s%s\n", url,
-			rpcrdma_strerror(rc), tool_hint(rc, url));
+			rpcrdma_strerror(rc), tool_hint(rc, url, 1));
 		return 1;
 	}
 	if (size) {
@@ -233,7 +233,7 @@ int main(int argc, char **argv)
 			printf("RPC error from %s: seq=%u: %s\n", url, i, rpc_answer_str(&st));
 		} else {
 			printf("no reply from %s: seq=%u: %s%s\n", url, i, rpcrdma_strerror(rc),
-			       tool_hint(rc, url));
+			       tool_hint(rc, url, 0));
 		}
 		if (call)
 			rpcrdma_call_destroy(call);

@@ -134,7 +134,7 @@ int main(int argc, char **argv)
 	}
 	if (rc) {
 		fprintf(stderr, "rpcrdma-server: cannot listen on %s: %s%s\n", url,
-			rpcrdma_strerror(rc), tool_hint(rc, url));
+			rpcrdma_strerror(rc), tool_hint(rc, url, 0));
 		fs_service_fini(&svc);
 		return 1;
 	}
