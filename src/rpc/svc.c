@@ -661,6 +661,7 @@ RPCRDMA_API int rpcrdma_server_register_svc(struct rpcrdma_server *s, uint32_t p
 	if (!s || !fn)
 		return -EINVAL;
 #ifndef RPCRDMA_HAVE_TIRPC
+	(void)p;
 	return -ENOSYS;
 #else
 	return add_proc(s, &p);
