@@ -8,9 +8,9 @@
 # the suite. `spdx.sh --fix [ROOT]` adds the line to those files in the
 # comment syntax of each kind (C, shell/Python/CMake, roff), after a "#!"
 # line, and is re-run after merges. Source files: src/ include/ tools/
-# tests/ fuzz/ bench/ examples/ cmake/ man/ debian/ (C, headers, shell,
-# Python, rpcgen .x, linker maps, CMake, .in templates, man pages, debian
-# rules), the top-level CMakeLists.txt, .ci/run and .ci/packages. Not covered: fuzz
+# tests/ fuzz/ bench/ examples/ cmake/ man/ (C, headers, shell, Python,
+# rpcgen .x, linker maps, CMake, .in templates, man pages), the top-level
+# CMakeLists.txt, .ci/run, .ci/packages and debian/rules. Not covered: fuzz
 # corpora (data) and JSON (CMakePresets.json: JSON has no comments).
 set -eu
 
@@ -29,14 +29,14 @@ TAG="SPDX-License-Identifier: BSD-2-Clause"
 
 # Every source file, one per line, relative to $root.
 list_sources() {
-	for d in src include tools tests fuzz bench examples cmake man debian; do
+	for d in src include tools tests fuzz bench examples cmake man; do
 		[ -d "$d" ] || continue
 		find "$d" -path fuzz/corpus -prune -o -type f \( -name '*.c' -o -name '*.h' \
 			-o -name '*.sh' -o -name '*.py' -o -name '*.x' -o -name '*.map' \
 			-o -name '*.in' -o -name '*.cmake' -o -name 'CMakeLists.txt' \
-			-o -name '*.[1-8]' -o -path debian/rules \) -print
+			-o -name '*.[1-8]' \) -print
 	done
-	for f in CMakeLists.txt .ci/run .ci/packages; do
+	for f in CMakeLists.txt .ci/run .ci/packages debian/rules; do
 		[ -f "$f" ] && echo "$f"
 	done
 	return 0
