@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Memory after connection churn (issue 12 finding 7: "after 12,200
  * connections opened and closed the server keeps 1.72 GB RSS"): a server in
  * a forked child process, and N clients that each connect, make one NULL

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Micro-benchmark of the RPC-over-RDMA v1 header codec (RFC 8166 4.2):
  * nanoseconds per encode and per decode for (a) a Short RDMA_MSG Call
  * (empty chunk lists, inline RPC message) and (b) a Chunked Call with one

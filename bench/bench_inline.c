@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Where inline beats chunks on the software provider (RFC 8797 section 4.2
  * inline thresholds, RFC 8166 section 3.4.2 inline DDP-eligible items): one
  * rdma:// server advertising 262144-byte Send/Receive sizes (in a forked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Micro-benchmark of pipelined RPCs on one connection (issue 7 target "32
  * outstanding RPCs give >= 1.8x the throughput of one"): READ of SIZE bytes
  * (result DDP-eligible: a Write chunk over rdma://, RFC 8166 section 3.4.4)

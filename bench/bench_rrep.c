@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Benchmark of reliable reply (draft-cel-nfsv4-rpcrdma-reliable-reply-04,
  * section 5.1.1) on a directory-listing-like workload: the largest possible
  * Reply is large (64 KiB) but real Replies are usually small (9 in 10 are

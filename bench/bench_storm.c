@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* A new client during a connect-and-vanish storm (issue 12 finding 7: "500
  * connect-and-vanish attempts delay a new client by 3.9 s"): a server in a
  * forked child, then N TCP connections to it as fast as they go, half of them

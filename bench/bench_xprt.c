@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Benchmark of the RPC-over-RDMA v1 transport (RFC 8166) through the public
  * RPC API, over the software iWARP provider, against the TCP transport on
  * the same loopback as a reference: (a) a small echo call (latency, sync),

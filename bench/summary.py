@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """Medians over several `rpcrdma-bench --json` files: issue 7's targets.
 
     for i in 1 2 3 4 5; do build/rpcrdma-bench --quick --json /tmp/b$i.json; done

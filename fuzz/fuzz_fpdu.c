@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Fuzz target: the DDP/RDMAP FPDU stream parser (RFC 5041, RFC 5040,
  * RFC 5044 framing, commit draft opcodes) with a fake placement callback over
  * a small fake STag table and receive queue. Input byte 0: CRC / Commit

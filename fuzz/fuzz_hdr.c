@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* libFuzzer target for the RPC-over-RDMA v1 header decoder (RFC 8166
  * section 4.2 XDR, 5.5 error handling). Every input is decoded as a Call and
  * as a Reply, with and without the reliable-reply extension, under generous

@@ -1,8 +1,9 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Fuzz target: MPA Request/Reply parsing and negotiation (RFC 5044 7.1,
  * RFC 6581). Input byte 0 selects request/reply and the split size; the rest
  * is the peer's byte stream. Every complete frame goes through the responder
  * or initiator checks, the reply is built, encoded and parsed back and must
- * round-trip. */
+ * round-trip. The record-marking classifier reads the same stream. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -24,6 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
+	(void)rr_mpa_looks_like_rpc(data + 1, size - 1);
 	reply = data[0] & 1;
 	cfg.crc = data[0] & 2;
 	chunk = 1 + (data[0] >> 2);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* libFuzzer target for the connection private data parser (RFC 8797 block +
  * the project's extension block) and the negotiation built on it. For any
  * input: the parse never fails or reads out of bounds and its result is

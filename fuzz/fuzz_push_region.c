@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* libFuzzer target for the push-mode region handle (include/rpcrdma/push.h,
  * XDR per RFC 4506: uint32 stag | uint64 offset | uint64 length | uint32
  * flags), as a client decodes it from a server's results. For any input the

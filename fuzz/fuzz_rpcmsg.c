@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* libFuzzer target for the ONC RPC message header codecs (RFC 5531): every
  * input is decoded as a Call, as a Reply, as an AUTH_SYS body and peeked for
  * its XID; whatever decodes is re-encoded and must reproduce the input bytes

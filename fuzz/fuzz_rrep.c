@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* libFuzzer target for the reliable-reply core (proto/rrep.h,
  * draft-cel-nfsv4-rpcrdma-reliable-reply-04). Part 1: the input is received
  * by a requester with reliable reply negotiated and one outstanding Call

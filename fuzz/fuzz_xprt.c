@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* libFuzzer target for the transport core (proto/xprt.h): every input is
  * received by a responder as a Call (RFC 8166 sections 3.5, 5.5) -- with any
  * Read it asks for "performed" by filling the destination with a pattern --

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Corpus replayer: built with a fuzz target's LLVMFuzzerTestOneInput when
  * libFuzzer is not in use, so CTest replays every file of the seed corpus
  * (and any crash reproducer added to it) through the target. Arguments are

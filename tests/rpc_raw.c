@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* A raw TCP ONC RPC client for the wire-level tests (rpc_raw.h; RFC 5531
  * sections 9 and 11). */
 #include "rpc_raw.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* A raw TCP ONC RPC client for the wire-level tests (tests/test_rpc_wire.c,
  * tests/test_rpc_drc.c, tests/test_rpc_drc_tirpc.c; the send loop also in
  * tests/test_rpc_tcp_reconnect.c): a socket connected to

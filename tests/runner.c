@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The test runner: runs every registered TEST, or those named on the command
  * line, each in turn, and prints "N passed, N failed". `--list` prints the
  * table. A fatal check ends only the current test (longjmp). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Two soft-provider endpoints over loopback for the provider tests
  * (soft_net.h). */
 #include "soft_net.h"

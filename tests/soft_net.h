@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Two endpoints of the soft provider in one process over loopback TCP, for
  * the provider tests (test_soft_progress.c, test_soft_fast.c,
  * test_soft_spin.c, test_soft_idle.c): one context,

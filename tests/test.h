@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The test runner's interface. A test is `TEST(name) { ... }` at the start of
  * a line in any tests/ C file: it registers itself in the runner's named table
  * at start-up, and CMake adds one CTest test per name (`rr-tests name`).

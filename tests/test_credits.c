@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the credit accounting (RFC 8166 sections 4.3.1, 4.3.3) for both
  * roles and of the RDMA_DONE rule of the reliable-reply extension: initial
  * credit 1, grant 0 treated as 1, hundreds of Calls queued beyond the grant

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of DDP/RDMAP framing (RFC 5041, RFC 5040, RFC 5044 FPDUs,
  * draft-talpey-rdma-commit opcodes): encode/parse round trips of every
  * opcode with payloads from 0 bytes to 256 KiB and odd lengths, every split of

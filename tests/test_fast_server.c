@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The RPC responder's progress loop with one connection sleeps in that
  * connection's CQ (rdma_tp.c progress(); soft: a blocking recvmsg, see
  * docs/soft-iwarp.md "Fast wait") instead of poll(2) on its eventfd, the CM

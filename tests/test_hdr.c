@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the RPC-over-RDMA v1 header codec (RFC 8166): hand-built vectors
  * for each message form including the chunk-list examples of RFC 8166
  * section 5.7, round trips, a table of malformed headers each checked in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the per-RPC caches (docs/perf-notes/lean.md): the requester's
  * kept header (RFC 8166 section 4.1 transport header, marshalled and decoded
  * once per message), the responder's kept rebuilt-Call buffer (section 3.4.5

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Connection-level limits of the servers, rdma:// and tcp:// (docs/security.md
  * "Limits", issue 12 findings 5 and 7): connections per source host and
  * their counter, the idle timeout (a connection with a call in progress is

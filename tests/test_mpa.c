@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the MPA layer (RFC 5044, RFC 6581) and CRC32c: RFC 3720 B.4
  * vectors on both CRC paths, Request/Reply frames of revision 1 and 2, every
  * split of a frame, wrong keys, oversized and truncated frames, and the

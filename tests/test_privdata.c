@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the connection private data (RFC 8797 block + the project's
  * extension block) and of the negotiation: vectors (Linux client and server
  * blocks, MPA IRD/ORD prefix, odd alignments), a table of malformed inputs each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Public transport counters (include/rpcrdma/stats.h) and push mode
  * (include/rpcrdma/push.h, draft-talpey-rdma-commit-00 section 2) over
  * rdma:// on the soft iWARP provider:

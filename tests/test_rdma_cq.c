@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the software completion ring (src/rdma/cq_ring.c): order and
  * wrap-around, overrun as an error state, eventfd readiness with arming and
  * solicited-only notification, and several producer threads against one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the provider dispatch layer (src/rdma/rdma.c) with tiny fake
  * providers: missing ops answer -EOPNOTSUPP, argument checks run before any
  * provider code, reference counts make destroys answer -EBUSY, private data

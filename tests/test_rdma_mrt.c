@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the STag table (src/rdma/mr_table.c; RFC 5040 section 2.1 STags
  * and the protection checks of section 5.1 / error codes of 7.1):
  * registration and lookup, bounds and wrap, access rights, key rotation,

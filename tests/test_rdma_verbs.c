@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the rdma-core provider through the public API (rdma.h):
  *  - without RDMA devices (this build host), opening "verbs" answers -ENODEV,
  *    and an unknown device name always does;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the RPC server's duplicate request cache (src/rpc/drc.c,
  * src/rpc/svc.c; RFC 5531 section 9: a retransmitted Call keeps its XID).
  * The cache alone (states, LRU eviction, expiry on virtual time, DDP reply

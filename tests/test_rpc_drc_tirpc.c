@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The duplicate request cache (src/rpc/drc.c) in front of an rpcgen-style
  * service (rpcrdma_server_register_svc, libtirpc's svc_getargs /
  * svc_sendreply / svcerr_*): a retransmitted Call (RFC 5531 section 9, same

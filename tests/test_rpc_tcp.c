@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the public RPC API on 127.0.0.1 over the TCP transport (RFC 5531
  * with record marking, section 11) and, for the same test bodies
  * (rpc_rdma_*), over RPC-over-RDMA (RFC 8166) on the software provider:

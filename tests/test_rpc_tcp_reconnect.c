@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Deterministic tests of the tcp:// client's reconnect and retransmission
  * (RFC 5531 section 9: a Call is retransmitted with its XID; section 11:
  * record marking), against a scripted server in this file: its first

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Interoperability tests with libtirpc, an independent ONC RPC (RFC 5531)
  * implementation, over TCP record marking (section 11): a libtirpc client
  * against a librpcrdma server (success, PROG_UNAVAIL, PROG_MISMATCH,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Wire-level tests of the RPC layer's TCP transport with raw sockets
  * (RFC 5531 section 11 record marking): Calls split into fragments,
  * RPC_MISMATCH for rpcvers != 2, AUTH_ERROR for unsupported flavors and bad

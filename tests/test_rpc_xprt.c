@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the RPC layer's transport contract (src/rpc/xprt.h) with a fake
  * transport registered under its own URL scheme, the way the RPC-over-RDMA
  * transport plugs in: the client's Call arrives as inline bytes plus

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the ONC RPC message header codecs (RFC 5531): hand-built hex
  * vectors for the Call header (AUTH_NONE, AUTH_SYS), every Reply form
  * (accepted: SUCCESS, PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL, GARBAGE_ARGS,

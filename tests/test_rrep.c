@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Unit tests of the reliable-reply core (proto/rrep.h,
  * draft-cel-nfsv4-rpcrdma-reliable-reply-04): the requester policy of
  * section 5.3.1, the Read-chunk Reply built by the responder core and parsed

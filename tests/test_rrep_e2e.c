@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* End-to-end tests of reliable reply (draft-cel-nfsv4-rpcrdma-reliable-reply-04)
  * over the software iWARP provider: Reply sizes from 0 to 16 MiB with and
  * without a Reply chunk, both peers supporting it, one peer not supporting it

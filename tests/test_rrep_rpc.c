@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Reliable reply through the public RPC API over rdma:// (draft-cel-nfsv4-
  * rpcrdma-reliable-reply-04 under RFC 5531 RPC): rpcrdma_client_reliable_reply()
  * reports the negotiation, rpcrdma_call_set_reply_range() drives the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* A Call is never dropped silently (issue 12 finding 4; docs/security.md
  * "Limits"): when the server cannot allocate what a Call needs anywhere on
  * its way (transport request, RPC request, results, reply plan), the

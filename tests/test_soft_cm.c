@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Connection-manager lifetimes on the soft provider (include/rpcrdma/rdma.h,
  * src/rdma/provider.h): destroying an id drops the events still queued for
  * it (no consumer ever reads a destroyed id), a listener or channel

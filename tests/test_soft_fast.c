@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The soft provider's fast wait (docs/soft-iwarp.md "Fast wait"): a lone
  * waiter on a CQ with one QP sleeps in a blocking recvmsg on the QP's socket
  * (bounded by SOFT_FAST_BLOCK_MS) instead of epoll_wait + recvmsg. These

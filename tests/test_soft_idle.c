@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The soft provider's progress thread ("rr-soft") when there is nothing to
  * do, and CM events reaching a thread asleep in a CQ (docs/soft-iwarp.md
  * "Threading, waiting and zero copy", "Idle progress thread", "CM events

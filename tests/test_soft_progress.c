@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The soft provider's progress model (docs/soft-iwarp.md "Threading"): the
  * CQ's consumer receives in its own thread (rpcrdma_cq_wait sleeps in the
  * CQ's epoll over the QPs' sockets); the progress thread serves QPs whose

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The soft provider end to end: two endpoints in one process over loopback
  * TCP through the public API (include/rpcrdma/rdma.h): Send / Send+SE /
  * Send with Invalidate, RDMA Write, RDMA Read, RDMA Commit, CRC on and off,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The soft provider's lifetime rule for memory a peer can reach
  * (docs/security.md "Lifetime rule"): once rpcrdma_dereg_mr() returns, no
  * byte of that memory is read or written again, whatever the peer does.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The soft provider's "spin, then sleep" (docs/soft-iwarp.md "Spinning") and
  * its TCP congestion-control knob: how the spin budget is chosen
  * (rpcrdma_open_attr.spin_us, RPCRDMA_SOFT_SPIN_US, the default, the cap,

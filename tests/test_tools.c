@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the example file service (tools/fileservice.h) and of the tools
  * built from the tools folder: READ/WRITE/LIST/COMMIT round trips with the data
  * verified, hostile arguments (path escapes, "..", absolute paths, symlink
@@ -13,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -985,5 +989,193 @@ TEST(tools_bench_smoke)
 	CHECK(strstr(js, "\"cpu_server_us_per_op\"") != NULL);
 	CHECK(strstr(js, "\"ratio_raw_spin\"") != NULL);
 	unlink(json);
+	rmdir(dir);
+}
+
+/* ---- errors the user sees ---- */
+
+/* An in-process server on @scheme://127.0.0.1:0 serving nothing but NULL;
+ * its port, or 0 when the scheme is not built in. */
+static int bare_server(const char *scheme, struct rpcrdma_server **srv)
+{
+	char url[64];
+	int rc;
+
+	snprintf(url, sizeof(url), "%s://127.0.0.1:0", scheme);
+	rc = rpcrdma_server_create(url, NULL, srv);
+	if (rc == -EPROTONOSUPPORT)
+		return 0;
+	REQUIRE_EQ(rc, 0);
+	REQUIRE_EQ(rpcrdma_server_start(*srv), 0);
+	return rpcrdma_server_port(*srv);
+}
+
+/* A tcp:// client meeting an rdma:// server reads an MPA Reject ("MPA ID
+ * Rep Frame") and fails its calls with -EPROTOTYPE at once, not after its
+ * timeout; an rdma:// client meeting a tcp:// server reads record marking
+ * and fails to connect with -EPROTOTYPE; rpcrdma-ping says which scheme to
+ * use and stops. */
+TEST(tools_wrong_transport)
+{
+	struct rpcrdma_server *rs = NULL, *ts = NULL;
+	struct rpcrdma_client *c;
+	struct rpcrdma_client_opts co = {.timeout_ms = 60000, .connect_timeout_ms = 60000};
+	char url[96], ping[600], out[8192];
+	int rport, tport;
+	uint64_t t0;
+
+	rport = bare_server("rdma", &rs);
+	if (!rport) {
+		fprintf(stderr, "rdma:// not built in: skipped\n");
+		return;
+	}
+	tport = bare_server("tcp", &ts);
+	REQUIRE(tport > 0);
+
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", rport);
+	REQUIRE_EQ(rpcrdma_client_create(url, FS_PROG, FS_VERS, &co, &c), 0);
+	t0 = fs_now_ns();
+	CHECK_EQ(fs_null(c, NULL, 0), -EPROTOTYPE);
+	CHECK_EQ(fs_null(c, NULL, 0), -EPROTOTYPE);
+	/* not the 60 s timeout: a generous bound, not a timing assertion */
+	CHECK(fs_now_ns() - t0 < 30ull * 1000000000ull);
+	CHECK(strstr(rpcrdma_strerror(-EPROTOTYPE), "another transport") != NULL);
+	rpcrdma_client_destroy(c);
+
+	tool_path(ping, sizeof(ping), "rpcrdma-ping");
+	{
+		char *argv[] = {ping, (char *)"-c", (char *)"3", (char *)"-i", (char *)"0",
+				(char *)"-t", (char *)"60", url, NULL};
+
+		CHECK_EQ(run_tool(argv, out, sizeof(out), 50), 1);
+		CHECK(strstr(out, "use rdma://") != NULL);
+		CHECK(strstr(out, "seq=1") == NULL);   /* stopped after the first */
+	}
+
+	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", tport);
+	CHECK_EQ(rpcrdma_client_create(url, FS_PROG, FS_VERS, &co, &c), -EPROTOTYPE);
+	{
+		char *argv[] = {ping, (char *)"-c", (char *)"1", url, NULL};
+
+		CHECK_EQ(run_tool(argv, out, sizeof(out), 50), 1);
+		CHECK(strstr(out, "use tcp://") != NULL);
+	}
+	/* a TCP service that drops the MPA Request and closes (another ONC
+	 * RPC server would): the hint says it may not be an rdma:// server */
+	{
+		struct sockaddr_in sa = {.sin_family = AF_INET};
+		socklen_t sl = sizeof(sa);
+		int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), cfd, pfd;
+		char buf[64];
+		pid_t pid;
+
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		REQUIRE(lfd >= 0);
+		REQUIRE(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+		REQUIRE(listen(lfd, 4) == 0);
+		REQUIRE(getsockname(lfd, (struct sockaddr *)&sa, &sl) == 0);
+		snprintf(url, sizeof(url), "rdma://127.0.0.1:%u", ntohs(sa.sin_port));
+		{
+			char *argv[] = {ping, (char *)"-c", (char *)"1", (char *)"-t", (char *)"20",
+					url, NULL};
+
+			pid = spawn(argv, &pfd, true);
+		}
+		cfd = accept(lfd, NULL, NULL);
+		REQUIRE(cfd >= 0);
+		CHECK(read(cfd, buf, sizeof(buf)) > 0);   /* the MPA Request */
+		close(cfd);
+		read_for(pfd, out, sizeof(out), 0, 30, false);
+		close(pfd);
+		CHECK_EQ(wait_for(pid, 10), 1);
+		CHECK(strstr(out, "it may not be an rdma:// server") != NULL);
+		close(lfd);
+	}
+	/* both servers still answer their own transport (PROG_UNAVAIL:
+	 * they serve no program) */
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", tport);
+	REQUIRE_EQ(rpcrdma_client_create(url, FS_PROG, FS_VERS, &co, &c), 0);
+	CHECK_EQ(fs_null(c, NULL, 0), -EREMOTEIO);
+	rpcrdma_client_destroy(c);
+	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", rport);
+	REQUIRE_EQ(rpcrdma_client_create(url, FS_PROG, FS_VERS, &co, &c), 0);
+	CHECK_EQ(fs_null(c, NULL, 0), -EREMOTEIO);
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(rs);
+	rpcrdma_server_destroy(ts);
+}
+
+/* A busy port is named ("address already in use", not "unknown error"),
+ * and the shutdown summary counts NULL and ECHO too. */
+TEST(tools_server_busy_port_and_summary)
+{
+	char server[600], ping[600], dir[64], url[96], port_s[32];
+	static char out[16384];
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+	int lfd, fd;
+	pid_t pid;
+	size_t have;
+	struct rpcrdma_client *c;
+	void *back = NULL;
+	uint32_t backlen = 0;
+
+	tool_path(server, sizeof(server), "rpcrdma-server");
+	tool_path(ping, sizeof(ping), "rpcrdma-ping");
+	snprintf(dir, sizeof(dir), "/tmp/rr-tools-XXXXXX");
+	REQUIRE(mkdtemp(dir) != NULL);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	REQUIRE(lfd >= 0);
+	REQUIRE(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	REQUIRE(listen(lfd, 4) == 0);
+	REQUIRE(getsockname(lfd, (struct sockaddr *)&sa, &sl) == 0);
+	snprintf(port_s, sizeof(port_s), "127.0.0.1:%u", ntohs(sa.sin_port));
+	for (int i = 0; i < 2; i++) {
+		char *argv[] = {server, (char *)"--export", dir, (char *)"--listen", port_s,
+				(char *)"--transport", (char *)(i ? "rdma" : "tcp"), NULL};
+		int rc = run_tool(argv, out, sizeof(out), 30);
+
+		if (i && strstr(out, "not available in this build"))
+			continue;
+		CHECK_EQ(rc, 1);
+		CHECK(strstr(out, "address already in use") != NULL);
+		CHECK(strstr(out, "unknown error") == NULL);
+	}
+	close(lfd);
+	CHECK(strcmp(rpcrdma_strerror(-EADDRINUSE), "address already in use") == 0);
+	CHECK(strcmp(rpcrdma_strerror(-EHOSTUNREACH), "no route to host") == 0);
+	CHECK(strcmp(rpcrdma_strerror(-123456), "unknown error") == 0);
+
+	{
+		char *argv[] = {server, (char *)"--export", dir, (char *)"--listen",
+				(char *)"127.0.0.1:0", (char *)"--transport", (char *)"tcp", NULL};
+		char *p;
+
+		pid = spawn(argv, &fd, true);
+		have = read_for(fd, out, sizeof(out), 0, 30, true);
+		p = strstr(out, "listening on ");
+		REQUIRE(p != NULL);
+		REQUIRE(sscanf(p, "listening on %95[^ ]", url) == 1);
+	}
+	{
+		char *argv[] = {ping, (char *)"-c", (char *)"2", (char *)"-i", (char *)"0",
+				(char *)"-q", url, NULL};
+		char po[4096];
+
+		CHECK_EQ(run_tool(argv, po, sizeof(po), 30), 0);
+	}
+	REQUIRE_EQ(rpcrdma_client_create(url, FS_PROG, FS_VERS, NULL, &c), 0);
+	CHECK_EQ(fs_echo(c, "hi", 2, &back, &backlen), FS_OK);
+	CHECK_EQ(backlen, 2);
+	free(back);
+	rpcrdma_client_destroy(c);
+	kill(pid, SIGTERM);
+	read_for(fd, out, sizeof(out), have, 20, false);
+	CHECK_EQ(wait_for(pid, 20), 0);
+	close(fd);
+	CHECK(strstr(out, "served NULL 2, READ 0,") != NULL);
+	CHECK(strstr(out, "ECHO 1") != NULL);
 	rmdir(dir);
 }

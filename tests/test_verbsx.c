@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The transport on providers without invalidatable registrations (siw via
  * rdma-core), and the verbs:// scheme (issue 6).
  *

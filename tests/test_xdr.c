@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the checked XDR cursor (RFC 4506): round trips, padding, bounds on
  * every decode, capacity on every encode, reserve-then-backfill. */
 #include "test.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the sans-I/O transport core (RFC 8166 message forms, chunk
  * reduction and rebuilding, Write/Reply chunk filling, error answers, remote
  * invalidation, Linux peer quirks). The "RDMA" here is a simulated memory

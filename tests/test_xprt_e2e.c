@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* End-to-end tests of the RPC-over-RDMA v1 driver: a requester and a
  * responder over the software iWARP provider in one process (RFC 8166 message
  * forms with data verified, RFC 8797 negotiation, remote invalidation on/off

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Small DDP-eligible items conveyed inline (RFC 8166 section 3.4.2/3.4.3:
  * Read and Write chunks are the requester's option; Linux xprtrdma's
  * rpcrdma_args_inline / rpcrdma_results_inline): a Call that fits the call

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The public RPC API over rdma:// (RFC 8166 transport under RFC 5531 RPC):
  * synchronous calls, DDP-eligible arguments moved into Read chunks and
  * DDP-eligible results placed in the caller's sinks through Write chunks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Shared scaffolding of the end-to-end transport tests (see xprt_harness.h):
  * loopback rr_tp endpoints over the software iWARP provider, waits and the
  * ECHO/BULK handlers. No TEST() here. */

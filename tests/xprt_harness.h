@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Shared scaffolding of the end-to-end transport tests (tests/test_xprt_e2e.c,
  * tests/test_rrep_e2e.c, tests/test_verbsx.c, tests/test_push.c,
  * tests/test_xprt_rpc.c, tests/test_rpc_tcp.c, tests/test_rpc_wire.c,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rpcrdma-bench: one run, the same workloads over (a) librpcrdma rdma://
  * (RPC-over-RDMA v1, RFC 8166, on the software iWARP provider) when built,
  * (b) librpcrdma tcp:// (RFC 5531 record marking), (c) libtirpc over TCP

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rpcrdma-demo: a guided tour of the RPC-over-RDMA v1 mechanisms (RFC 8166)
  * with the example file service (tools/fileservice.h). It starts the file
  * server in a forked child on loopback and a client in this process, and
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "fileservice.h"
+#include "hint.h"
 #include "rpcrdma/stats.h"
 
 /* ---- the server child ---- */
@@ -380,8 +382,8 @@ int main(int argc, char **argv)
 		       "RDMA mechanism is reported as not available.\n");
 	rc = rpcrdma_client_create(ch.url, FS_PROG, FS_VERS, &demo_opts, &c);
 	if (rc) {
-		fprintf(stderr, "rpcrdma-demo: cannot connect to %s: %s\n", ch.url,
-			rpcrdma_strerror(rc));
+		fprintf(stderr, "rpcrdma-demo: cannot connect to %s: %s%s\n", ch.url,
+			rpcrdma_strerror(rc), tool_hint(rc, ch.url, 1));
 		goto out;
 	}
 

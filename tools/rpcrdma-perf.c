@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rpcrdma-perf: perftest-style measurements of the soft provider through the
  * public API only (include/rpcrdma headers): send_lat (Send ping-pong), write_bw
  * (RDMA Write stream), read_lat (RDMA Read round trip), commit_lat (Write +

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rpcrdma-ping: NULL RPC round trips (RFC 5531 procedure 0) to a server,
  * like ping(8): one line per reply, then a summary with loss and
  * min/avg/p50/p99/max round-trip time. Works on any librpcrdma transport
@@ -13,6 +14,7 @@
 #include <time.h>
 
 #include "fileservice.h"
+#include "hint.h"
 
 static volatile sig_atomic_t stop;
 
@@ -167,8 +169,7 @@ int main(int argc, char **argv)
 	rc = rpcrdma_client_create(url, prog, vers, &co, &clnt);
 	if (rc) {
 		fprintf(stderr, "rpcrdma-ping: cannot connect to %s: %s%s\n", url,
-			rpcrdma_strerror(rc),
-			rc == -EPROTONOSUPPORT ? " (transport not available in this build)" : "");
+			rpcrdma_strerror(rc), tool_hint(rc, url, 1));
 		return 1;
 	}
 	if (size) {
@@ -231,11 +232,14 @@ int main(int argc, char **argv)
 		} else if (rc == -EREMOTEIO && call && rpcrdma_call_status(call, &st) == 0) {
 			printf("RPC error from %s: seq=%u: %s\n", url, i, rpc_answer_str(&st));
 		} else {
-			printf("no reply from %s: seq=%u: %s\n", url, i, rpcrdma_strerror(rc));
+			printf("no reply from %s: seq=%u: %s%s\n", url, i, rpcrdma_strerror(rc),
+			       tool_hint(rc, url, 0));
 		}
 		if (call)
 			rpcrdma_call_destroy(call);
 		fflush(stdout);
+		if (rc == -EPROTOTYPE)
+			break;   /* every further call would meet the same server */
 	}
 	printf("--- %s rpc ping statistics ---\n", url);
 	printf("%u calls, %u replies, %.1f%% loss\n", sent, recvd,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rpcrdma-server: serves the example file service (tools/fileservice.h:
  * READ with its data as a Write chunk, WRITE with its data as a Read chunk,
  * LIST with large replies, COMMIT, PUSH_OPEN) over a directory, with the
@@ -16,6 +17,7 @@
 
 #include "fileservice.h"
 #include "rpcrdma/stats.h"
+#include "hint.h"
 
 static void usage(FILE *f)
 {
@@ -181,8 +183,7 @@ int main(int argc, char **argv)
 	}
 	if (rc) {
 		fprintf(stderr, "rpcrdma-server: cannot listen on %s: %s%s\n", url,
-			rpcrdma_strerror(rc),
-			rc == -EPROTONOSUPPORT ? " (transport not available in this build)" : "");
+			rpcrdma_strerror(rc), tool_hint(rc, url, 0));
 		fs_service_fini(&svc);
 		return 1;
 	}
@@ -228,11 +229,12 @@ int main(int argc, char **argv)
 	rpcrdma_server_destroy(srv);
 	if (!quiet)
 		fprintf(stderr,
-			"rpcrdma-server: served READ %lu, WRITE %lu, LIST %lu, COMMIT %lu, "
-			"PUSH_OPEN %lu\n",
+			"rpcrdma-server: served NULL %lu, READ %lu, WRITE %lu, LIST %lu, "
+			"COMMIT %lu, PUSH_OPEN %lu, ECHO %lu\n",
+			atomic_load(&svc.calls[FS_NULL]),
 			atomic_load(&svc.calls[FS_READ]), atomic_load(&svc.calls[FS_WRITE]),
 			atomic_load(&svc.calls[FS_LIST]), atomic_load(&svc.calls[FS_COMMIT]),
-			atomic_load(&svc.calls[FS_PUSH_OPEN]));
+			atomic_load(&svc.calls[FS_PUSH_OPEN]), atomic_load(&svc.calls[FS_ECHO]));
 	fs_service_fini(&svc);
 	return 0;
 }

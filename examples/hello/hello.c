@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The README's example: an "add" service and its client in one program, over
  * any librpcrdma transport. Usage: hello [URL] (default rdma://127.0.0.1:0).
  * The server listens on URL (port 0 = any free port), the client calls

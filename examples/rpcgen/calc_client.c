@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rpcgen client of the CALC service (calc.x), using the rpcgen-generated
  * stubs (calc_clnt.c, calc_xdr.c: libtirpc xdrproc_t routines and
  * clnt_call). Moving it from libtirpc's TCP transport to librpcrdma is one

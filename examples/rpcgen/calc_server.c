@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rpcgen server of the CALC service (calc.x): the service routines
  * (add_1_svc, ...) and the rpcgen-generated dispatch function calc_prog_1
  * (calc_svc.c, generated with -m -M) run unchanged on a librpcrdma server:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # Runs the rpcgen example: starts calc_server on an ephemeral loopback port,
 # runs calc_client against it over librpcrdma (scheme $3: tcp, the default,
 # or rdma), stops the server. Bounded in time; exits non-zero on failure.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* librpcrdma public API: the injected environment (allocator, clock, randomness)
  * and the library's error convention.
  *
@@ -35,7 +36,10 @@ struct rpcrdma_env {
 /* The process-wide default environment (never NULL). */
 RPCRDMA_API const struct rpcrdma_env *rpcrdma_env_default(void);
 
-/* A static description of a negative errno returned by the library. */
+/* A static description of a negative errno returned by the library, e.g.
+ * -EADDRINUSE: "address already in use" (any errno the C library knows;
+ * a positive value is read as its negative; "unknown error" otherwise).
+ * Thread-safe. */
 RPCRDMA_API const char *rpcrdma_strerror(int err);
 
 /* Library version string, e.g. "0.1.0". */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* librpcrdma public API: push mode (draft-talpey-rdma-commit-00 section 2).
  *
  * A server exposes a durable, file-backed region to ONE client connection;

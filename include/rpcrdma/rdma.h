@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* librpcrdma public API: the RDMA provider interface. A verbs-shaped view of
  * an RDMA device that both the built-in user-space iWARP provider ("soft":
  * MPA/DDP/RDMAP over TCP, RFC 5044/5041/5040, plus the RDMA Commit extension

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* librpcrdma public API: ONC RPC (RFC 5531) clients and servers over
  * RPC-over-RDMA (rdma://, verbs://) or plain TCP with record marking
  * (tcp://, RFC 5531 section 11). The same calls work on every transport;

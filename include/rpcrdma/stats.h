@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* librpcrdma public API: RPC-over-RDMA transport counters (RFC 8166) of a
  * client's connection or of a server (aggregate over its connections).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* librpcrdma public API: the XDR cursor (RFC 4506) used to encode RPC
  * arguments and results and to decode them, with DDP-eligible bulk items.
  *

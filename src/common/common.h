@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Internal helpers shared by every layer: the environment accessors
  * (allocation, time, randomness through struct rpcrdma_env), byte-order
  * loads/stores and small macros. Internal symbols use the rr_ prefix and are

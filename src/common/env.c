@@ -1,9 +1,11 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The default environment (malloc, CLOCK_MONOTONIC, getrandom) and the
  * accessors every layer uses to allocate, read time and draw randomness, so
  * tests can substitute all three. Also the library's error strings. */
 #include "common/common.h"
 
 #include <malloc.h>
+#include <ctype.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -207,6 +209,38 @@ void rr_random(const struct rpcrdma_env *env, void *buf, size_t len)
 	env->random(env->random_ctx, buf, len);
 }
 
+/* Every other errno (the library passes on what sockets, files and
+ * rdma-core report, e.g. EADDRINUSE from a busy port): the C library's
+ * description in lower case, like the table's. Built once (strerrordesc_np
+ * returns static text, unlike strerror, which may use a per-thread buffer),
+ * so the results stay static and the function thread-safe. */
+#define RR_ERRDESC_MAX 160
+#define RR_ERRDESC_LEN 64
+static char errdesc[RR_ERRDESC_MAX][RR_ERRDESC_LEN];
+static pthread_once_t errdesc_once = PTHREAD_ONCE_INIT;
+
+static void errdesc_init(void)
+{
+	for (int e = 1; e < RR_ERRDESC_MAX; e++) {
+		const char *d = strerrordesc_np(e);
+		size_t i;
+
+		if (!d)
+			continue;
+		for (i = 0; d[i] && i + 1 < RR_ERRDESC_LEN; i++)
+			errdesc[e][i] = (char)tolower((unsigned char)d[i]);
+		errdesc[e][i] = '\0';
+	}
+}
+
+static const char *sys_errdesc(int e)
+{
+	pthread_once(&errdesc_once, errdesc_init);
+	if (e <= 0 || e >= RR_ERRDESC_MAX || !errdesc[e][0])
+		return "unknown error";
+	return errdesc[e];
+}
+
 RPCRDMA_API const char *rpcrdma_strerror(int err)
 {
 	switch (err) {
@@ -240,7 +274,9 @@ RPCRDMA_API const char *rpcrdma_strerror(int err)
 	case -EOVERFLOW: return "value too large";
 	case -ESHUTDOWN: return "transport shut down";
 	case -ENOSYS: return "function not implemented";
-	default: return "unknown error";
+	case -EPROTOTYPE: return "the server speaks another transport "
+				 "(tcp:// met an rdma:// iWARP server, or rdma:// a tcp:// one)";
+	default: return sys_errdesc(err < 0 ? -err : err);
 	}
 }
 

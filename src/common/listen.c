@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* What the servers' listeners share (listen.h): host identity of socket
  * addresses (an IPv4-mapped IPv6 address, RFC 4291 section 2.5.5.2, is the
  * IPv4 address it maps) and the accept back-off. */

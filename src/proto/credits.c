@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* RPC-over-RDMA Version 1 credit accounting (RFC 8166 sections 4.3.1 and
  * 4.3.3) for requester and responder, with the project's RDMA_DONE rule for
  * the reliable-reply extension (draft-cel-nfsv4-rpcrdma-reliable-reply-04

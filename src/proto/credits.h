@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* RPC-over-RDMA Version 1 credit accounting (sans-I/O; RFC 8166 sections
  * 4.3.1 "Flow Control" and 4.3.3 "Initial Connection State"), for both roles,
  * plus the accounting of RDMA_DONE messages of the reliable-reply extension

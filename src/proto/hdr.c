@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* RPC-over-RDMA Version 1 transport header codec (RFC 8166 sections 4.2 XDR,
  * 3.5.3 / 4.4.5 Read chunks and Position, 4.4.5.1 Read chunk round-up,
  * 4.5 Long Messages, 5.5 Error Handling, 5.6 RDMA_MSGP and RDMA_DONE, 5.7 XDR

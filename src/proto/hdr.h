@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The RPC-over-RDMA Version 1 transport header codec (RFC 8166 section 4
  * "RPC-over-RDMA in Operation" and its XDR definition, section 4.2 / the
  * rfc8166-rpcrdma-v1.x file): sans-I/O, no syscalls, no allocation.

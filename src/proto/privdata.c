@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Connection private data of RPC-over-RDMA Version 1: encoder, parser and
  * negotiation for the RFC 8797 block (sections 4, 4.1, 4.2, 5.1, 5.2) and the
  * project's extension block that follows it (docs/protocol.md). Pure

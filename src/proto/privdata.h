@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Connection private data of RPC-over-RDMA Version 1 (sans-I/O): the RFC 8797
  * block (Format Identifier 0xf6ab0e18, version 1, R = remote invalidation,
  * Send/Receive Size, RFC 8797 section 4 and 4.2), the project's extension block

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Reliable reply (draft-cel-nfsv4-rpcrdma-reliable-reply-04): the requester's
  * reply-mechanism policy (section 5.3.1), the responder's Read-chunk Reply
  * (4.1 and 4.1.1: RDMA_NOMSG with a Position-zero Read chunk), the

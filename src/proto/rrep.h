@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Reliable reply: responder-provided Read chunks and RDMA_DONE
  * (draft-cel-nfsv4-rpcrdma-reliable-reply-04), the sans-I/O part.
  *

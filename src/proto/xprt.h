@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The sans-I/O core of the RPC-over-RDMA Version 1 transport (RFC 8166), both
  * roles. No syscalls, no verbs: bytes and events in, decisions and bytes out.
  *

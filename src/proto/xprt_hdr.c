@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The transport core's view of the RPC-over-RDMA v1 header (RFC 8166 section
  * 4 "RPC-over-RDMA Protocol Messages" and its XDR, section 4.1-4.3): decode
  * into struct rr_xprt_hdr with the structural verdict of section 4.5 "Error

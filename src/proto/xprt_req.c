@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The requester half of the RPC-over-RDMA v1 transport core (RFC 8166 section
  * 3.5 "Message Size": Short, Chunked and Long Calls; 3.4.5-3.4.7 Read, Write
  * and Reply chunks; 4.5 "Error Handling": a requester silently discards

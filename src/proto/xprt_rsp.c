@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The responder half of the RPC-over-RDMA v1 transport core (RFC 8166 section
  * 3.5 "Message Size", 3.4.5 "Read Chunks" with XDR round-up, 3.4.6 "Write
  * Chunks" (contiguous fill, consumed segments only, unused chunks as count 0,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Fixed-capacity completion ring with eventfd notification (see cq_ring.h):
  * the software providers' completion queue. No RFC wire format. */
 #include "rdma/cq_ring.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* A completion queue for software providers: a fixed-capacity ring of work
  * completions (struct rpcrdma_wc) filled by the provider's progress (any
  * number of producer threads) and drained by one consumer, with verbs-style

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Durable memory for registrations with RPCRDMA_MR_DURABLE
  * (draft-talpey-rdma-commit section 4, "durable memory regions", as a local
  * registration attribute): a file (or a device-DAX character device of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* STag table of the software provider (RFC 5040 section 2.1 STags, section
  * 5.1 protection checks, section 7.1 error codes as listed in mr_table.h):
  * slots in lazily allocated chunks, O(1) lookup from the STag's index,

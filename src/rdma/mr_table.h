@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The STag table a software provider uses to validate every tagged access
  * (RFC 5040 section 2.1 STags, section 5.1 memory protection checks, section
  * 7.1 Terminate error codes; draft-talpey-rdma-commit section 4 durable

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The internal provider interface behind include/rpcrdma/rdma.h: one const
  * table of function pointers per provider (in the manner of rdma-core's
  * verbs_context_ops), base objects that providers embed in their own objects,

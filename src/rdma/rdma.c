@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Dispatch layer of the provider interface (include/rpcrdma/rdma.h): the
  * provider registry, argument checks that do not depend on a provider,
  * reference counting that makes destroy calls answer -EBUSY while dependent

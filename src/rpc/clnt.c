@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The RPC client (include/rpcrdma/rpc.h) over any registered transport
  * (src/rpc/xprt.h): Call headers (RFC 5531 section 9) with a random first
  * XID incremented per call, AUTH_NONE and AUTH_SYS credentials (section 10.1,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The duplicate request cache of the RPC server (see src/rpc/drc.h for the
  * behaviour; RFC 5531 section 9 on XIDs and retransmission, RFC 8166
  * section 4.4 on retransmission over RPC-over-RDMA): a hash table of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The duplicate request cache (DRC) of the RPC server (src/rpc/svc.c): an
  * RFC 5531 server may receive the same Call twice -- librpcrdma's client
  * retransmits every pending Call with the SAME XID after a reconnect on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Public transport counters (include/rpcrdma/stats.h) and push mode
  * (include/rpcrdma/push.h, draft-talpey-rdma-commit-00 section 2) of the RPC
  * API: argument checks, the region handle's XDR, and routing to the

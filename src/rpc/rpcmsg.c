@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* ONC RPC message header codecs (RFC 5531 sections 8.2, 9, 10.1 and
  * appendix A): Call and Reply headers, opaque_auth, AUTH_SYS. See rpcmsg.h for
  * the error conventions. Decoders are all-or-nothing: on any failure the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* ONC RPC message headers (RFC 5531): the Call header (section 9, "The RPC
  * Message Protocol": xid, CALL, rpcvers 2, prog, vers, proc, cred, verf), the
  * Reply header (MSG_ACCEPTED with accept_stat SUCCESS / PROG_UNAVAIL /

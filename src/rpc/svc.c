@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The RPC server (include/rpcrdma/rpc.h) over any registered transport
  * (src/rpc/xprt.h): decodes each Call header (RFC 5531 section 9), checks
  * the credential (AUTH_NONE, AUTH_SYS per appendix A; anything else is
@@ -711,6 +712,7 @@ RPCRDMA_API int rpcrdma_server_register_svc(struct rpcrdma_server *s, uint32_t p
 	if (!s || !fn)
 		return -EINVAL;
 #ifndef RPCRDMA_HAVE_TIRPC
+	(void)p;
 	return -ENOSYS;
 #else
 	return add_proc(s, &p);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Internal hooks of the RPC server (svc.c) used by the libtirpc glue
  * (tirpc.c): replace a request's reply with an RFC 5531 header-only
  * accepted/denied Reply (section 9), read its decoded Call header, and

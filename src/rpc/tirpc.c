@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* libtirpc interoperability: rpcgen-generated xdrproc_t routines encode and
  * decode arguments and results through XDR memory streams (inline data
  * only), a libtirpc CLIENT handle whose clnt_call goes through librpcrdma,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The public XDR cursor (include/rpcrdma/xdr.h) over the RPC layer's message
  * buffers: RFC 4506 items encoded into a growable inline buffer, DDP-eligible
  * opaque items kept by reference with their positions (RFC 8166 section 6),

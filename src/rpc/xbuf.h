@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The RPC layer's message buffers behind the public XDR cursor
  * (include/rpcrdma/xdr.h): a growable encoder that keeps DDP-eligible items
  * by reference (inline bytes + a list of referenced bulk items with their XDR

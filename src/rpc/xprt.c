@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Transport registry by URL scheme and target URL parsing for the RPC layer
  * (see xprt.h). Built in: "tcp" (RFC 5531 section 11 record marking),
  * "rdma" (RFC 8166 on the soft iWARP provider) and "verbs" (RFC 8166 on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The RPC layer's internal transport interface: what a transport (TCP with
  * RFC 5531 section 11 record marking today; RPC-over-RDMA v1, RFC 8166,
  * behind rdma:// and verbs:// next) implements so that the public RPC API

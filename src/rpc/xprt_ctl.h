@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Optional transport controls (src/rpc/xprt.h, the ctl ops): what the
  * public counters (include/rpcrdma/stats.h) and push mode
  * (include/rpcrdma/push.h, draft-talpey-rdma-commit section 2) ask of a

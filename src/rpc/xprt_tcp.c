@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The TCP transport of the RPC layer (URL scheme "tcp"): ONC RPC over TCP
  * with record marking (RFC 5531 section 11: each record is one or more
  * fragments, each preceded by a 4-byte header whose high bit marks the last
@@ -9,7 +10,11 @@
  * accepts and reads; replies are written by the RPC layer's workers.
  * Records above the maximum message size, or a peer closing mid-record,
  * close that connection only. Receive buffers grow only as bytes arrive, so
- * a hostile length claim allocates nothing. */
+ * a hostile length claim allocates nothing; a used buffer is kept for the
+ * next record (per connection up to RM_SPARE_MAX, the client up to its
+ * maximum message, and one larger buffer per server shared by its
+ * connections), so repeated large records cost no growth copies and no
+ * fresh pages. */
 #include "rpc/xprt.h"
 #include "rpc/rpcmsg.h"
 #include "rpc/xprt_tcp.h"
@@ -32,8 +37,79 @@
 
 #define RM_LAST 0x80000000u
 #define RM_MAXFRAG 0x7fffffffu
+#define RM_MPA_KEY4 "MPA "
 
 /* ---- record marking reader ---- */
+
+/* Recycled record buffers (a few slots under a lock), so that steady
+ * traffic does not allocate, copy while growing, or fault in fresh pages
+ * for every message. Two slots: with a synchronous peer the next record
+ * often arrives while the previous one's buffer is still in use (its Reply
+ * is being sent), and one slot would then be empty every time. */
+#define RM_SLOTS 2
+
+struct rm_cache {
+	pthread_mutex_t lock;
+	uint8_t *buf[RM_SLOTS];
+	size_t cap[RM_SLOTS];
+};
+
+static void rm_cache_init(struct rm_cache *k)
+{
+	memset(k, 0, sizeof(*k));
+	pthread_mutex_init(&k->lock, NULL);
+}
+
+static void rm_cache_fini(struct rm_cache *k, const struct rpcrdma_env *env)
+{
+	for (unsigned i = 0; i < RM_SLOTS; i++)
+		rr_free(env, k->buf[i]);
+	pthread_mutex_destroy(&k->lock);
+}
+
+/* Keeps @buf (capacity @cap) in an empty slot or in place of a smaller
+ * one; frees what is not kept. */
+static void rm_cache_put(struct rm_cache *k, const struct rpcrdma_env *env, uint8_t *buf,
+			 size_t cap)
+{
+	unsigned small = 0;
+
+	pthread_mutex_lock(&k->lock);
+	for (unsigned i = 1; i < RM_SLOTS; i++)
+		if (!k->buf[i] || (k->buf[small] && k->cap[i] < k->cap[small]))
+			small = i;
+	if (!k->buf[small] || k->cap[small] < cap) {
+		uint8_t *t = k->buf[small];
+
+		k->buf[small] = buf;
+		k->cap[small] = cap;
+		buf = t;
+	}
+	pthread_mutex_unlock(&k->lock);
+	rr_free(env, buf);
+}
+
+/* The smallest kept buffer of at least @want bytes and more than @above
+ * (*@cap), or NULL. */
+static uint8_t *rm_cache_take(struct rm_cache *k, size_t want, size_t above, size_t *cap)
+{
+	uint8_t *b = NULL;
+	int pick = -1;
+
+	pthread_mutex_lock(&k->lock);
+	for (unsigned i = 0; i < RM_SLOTS; i++)
+		if (k->buf[i] && k->cap[i] >= want && k->cap[i] > above &&
+		    (pick < 0 || k->cap[i] < k->cap[pick]))
+			pick = (int)i;
+	if (pick >= 0) {
+		b = k->buf[pick];
+		*cap = k->cap[pick];
+		k->buf[pick] = NULL;
+		k->cap[pick] = 0;
+	}
+	pthread_mutex_unlock(&k->lock);
+	return b;
+}
 
 struct rm_reader {
 	const struct rpcrdma_env *env;
@@ -42,6 +118,7 @@ struct rm_reader {
 				 first 8 bytes (XID, msg_type) */
 	bool trust_len;       /* client: allocate whole fragments up front */
 	bool skipping;
+	bool started;         /* the connection's first header is in */
 	unsigned skip_have;
 	uint8_t head8[8];
 	/* Optional read-ahead (client): bytes received beyond what the parser
@@ -49,11 +126,14 @@ struct rm_reader {
 	 * relies on unread bytes staying in the socket. */
 	uint8_t *stage;
 	size_t stage_cap, stage_off, stage_len;
-	/* One recycled record buffer (rm_recycle), so steady traffic does
-	 * not fault in fresh pages for every message. */
-	pthread_mutex_t spare_lock;
-	uint8_t *spare;
-	size_t spare_cap;
+	/* Recycled record buffers (rm_recycle): this reader's own, up to
+	 * spare_max bytes each (client: its maximum message; server:
+	 * RM_SPARE_MAX per connection); larger ones go to @pool, shared by a
+	 * server's connections so that idle connections hold no large
+	 * buffer each. */
+	struct rm_cache spare;
+	size_t spare_max;
+	struct rm_cache *pool;      /* NULL: none (client) */
 	uint8_t hdr[4];
 	unsigned hdr_got;
 	bool in_frag;
@@ -64,32 +144,33 @@ struct rm_reader {
 	size_t len;
 };
 
-#define RM_SPARE_MAX ((size_t)4 * 1024 * 1024 + 65536)
+#define RM_SPARE_MAX ((size_t)256 * 1024 + 4096)
 
-static void rm_init(struct rm_reader *r, const struct rpcrdma_env *env, size_t max)
+/* @spare_max: the largest recycled buffer the reader keeps itself; larger
+ * ones go to @pool (may be NULL: freed). */
+static void rm_init(struct rm_reader *r, const struct rpcrdma_env *env, size_t max,
+		    size_t spare_max, struct rm_cache *pool)
 {
 	memset(r, 0, sizeof(*r));
 	r->env = env;
 	r->max = max;
-	pthread_mutex_init(&r->spare_lock, NULL);
+	r->spare_max = spare_max;
+	r->pool = pool;
+	rm_cache_init(&r->spare);
 }
 
 /* Takes back a record buffer of capacity @cap once its consumer is done
- * (any thread); keeps the larger of it and the current spare. */
+ * (any thread). */
 static void rm_recycle(struct rm_reader *r, uint8_t *buf, size_t cap)
 {
-	uint8_t *drop = buf;
-
 	if (!buf)
 		return;
-	pthread_mutex_lock(&r->spare_lock);
-	if (cap <= RM_SPARE_MAX && (!r->spare || r->spare_cap < cap)) {
-		drop = r->spare;
-		r->spare = buf;
-		r->spare_cap = cap;
-	}
-	pthread_mutex_unlock(&r->spare_lock);
-	rr_free(r->env, drop);
+	if (cap <= r->spare_max)
+		rm_cache_put(&r->spare, r->env, buf, cap);
+	else if (r->pool)
+		rm_cache_put(r->pool, r->env, buf, cap);
+	else
+		rr_free(r->env, buf);
 }
 
 static void rm_free(struct rm_reader *r)
@@ -100,10 +181,7 @@ static void rm_free(struct rm_reader *r)
 	rr_free(r->env, r->stage);
 	r->stage = NULL;
 	r->stage_cap = r->stage_off = r->stage_len = 0;
-	rr_free(r->env, r->spare);
-	r->spare = NULL;
-	r->spare_cap = 0;
-	pthread_mutex_destroy(&r->spare_lock);
+	rm_cache_fini(&r->spare, r->env);
 }
 
 /* Enables read-ahead with a @cap-byte staging buffer. */
@@ -125,6 +203,7 @@ static void rm_reset(struct rm_reader *r)
 	r->hdr_got = 0;
 	r->in_frag = false;
 	r->skipping = false;
+	r->started = false;
 	r->stage_off = r->stage_len = 0;
 }
 
@@ -175,7 +254,8 @@ static uint8_t *rm_take(struct rm_reader *r, size_t *len, size_t *cap)
 
 /* Reads from @fd. Returns 1 when a record is complete (rm_take), 0 when
  * the socket has no more bytes now (non-blocking), -ECONNRESET on EOF or
- * error, -EMSGSIZE when the record exceeds the maximum, -ENOMEM. With
+ * error, -EMSGSIZE when the record exceeds the maximum, -ENOMEM,
+ * -EPROTOTYPE when the connection starts with an MPA frame. With
  * skip_oversize, an oversized record is read and discarded instead and 2 is
  * returned once it ended (head8 holds its first bytes if skip_have >= 8):
  * the stream stays in step, so only that one message is lost. */
@@ -198,6 +278,14 @@ static int rm_read(struct rm_reader *r, int fd)
 			r->hdr_got += (unsigned)n;
 			if (r->hdr_got < 4)
 				continue;
+			/* The connection starts with an MPA frame (RFC 5044
+			 * section 7.1: "MPA ID Req Frame" / "MPA ID Rep
+			 * Frame"): the peer speaks iWARP (rdma://). As a
+			 * fragment header it would be a 1.3 GB non-last
+			 * fragment, which no RPC peer sends first. */
+			if (!r->started && !memcmp(r->hdr, RM_MPA_KEY4, 4))
+				return -EPROTOTYPE;
+			r->started = true;
 			{
 				uint32_t h = rr_get_be32(r->hdr);
 
@@ -260,29 +348,32 @@ static int rm_read(struct rm_reader *r, int fd)
 			 * chose. Never beyond what the header announced. */
 			size_t need = r->len + r->frag_left;
 			size_t ncap = r->trust_len ? need : RR_MAX(r->cap * 2, (size_t)16384);
+			size_t got = 0;
 			uint8_t *nb = NULL;
 
 			if (ncap > need)
 				ncap = need;
-			/* The recycled buffer, if large enough: its memory is
-			 * already ours, so using it whole costs nothing. */
-			pthread_mutex_lock(&r->spare_lock);
-			if (r->spare && r->spare_cap >= ncap && r->spare_cap > r->cap) {
-				nb = r->spare;
-				ncap = r->spare_cap;
-				r->spare = NULL;
-				r->spare_cap = 0;
-			}
-			pthread_mutex_unlock(&r->spare_lock);
+			/* A recycled buffer, if large enough: its memory is
+			 * already ours, so using it whole costs nothing. A
+			 * fragment above spare_max takes a pool buffer only
+			 * when the whole fragment fits it: no growth steps. */
+			if (need > r->spare_max && r->pool)
+				nb = rm_cache_take(r->pool, need, r->cap, &got);
 			if (!nb)
+				nb = rm_cache_take(&r->spare, need, r->cap, &got);
+			if (!nb)
+				nb = rm_cache_take(&r->spare, ncap, r->cap, &got);
+			if (!nb) {
 				nb = rr_alloc(r->env, ncap);
+				got = ncap;
+			}
 			if (!nb)
 				return -ENOMEM;
 			if (r->len)
 				memcpy(nb, r->buf, r->len);
-			rr_free(r->env, r->buf);
+			rm_recycle(r, r->buf, r->cap);
 			r->buf = nb;
-			r->cap = ncap;
+			r->cap = got;
 		}
 		n = rm_recv(r, fd, r->buf + r->len, RR_MIN((size_t)r->frag_left, r->cap - r->len));
 		if (n == 0)
@@ -450,6 +541,8 @@ struct tcp_clnt {
 	bool connected;
 	bool broken;                /* a reader saw the connection fail */
 	bool dead;                  /* lost and no reconnect */
+	int dead_status;            /* 0, or why: -EPROTOTYPE (the server
+				       answered in MPA: it speaks rdma://) */
 	bool closing;
 	bool reader_busy;           /* someone holds the reader role */
 	unsigned n_pending;         /* calls in the table */
@@ -620,7 +713,7 @@ static void clnt_send_one(struct tcp_clnt *c, struct rr_xprt_call *call)
 			call->status = rc;
 			done = true;
 		} else if (c->dead) {
-			call->status = -ECONNRESET;
+			call->status = c->dead_status ? c->dead_status : -ECONNRESET;
 			done = true;
 		}
 		if (done)
@@ -656,7 +749,7 @@ static int tcp_clnt_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	if (c->dead || c->closing) {
 		pthread_mutex_unlock(&c->lock);
 		rr_free(c->p.env, cp);
-		return c->closing ? -ESHUTDOWN : -ENOTCONN;
+		return c->closing ? -ESHUTDOWN : c->dead_status ? c->dead_status : -ENOTCONN;
 	}
 	call->xp_priv = cp;
 	call->xp_flags = 0;
@@ -718,8 +811,10 @@ static void tcp_clnt_release_reply(struct rr_xprt_client *x, struct rr_xprt_call
 }
 
 /* A record arrived: match it to a pending Call by XID (RFC 5531 section 9);
- * anything else is discarded. */
-static void clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len, size_t cap)
+ * anything else is discarded. Returns the call it completed (only to be
+ * compared: it may be gone), or NULL. */
+static struct rr_xprt_call *clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len,
+					   size_t cap)
 {
 	struct rr_xprt_call *call;
 	uint32_t xid, mt;
@@ -727,14 +822,14 @@ static void clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len, size_t 
 
 	if (rr_rpcmsg_peek(buf, len, &xid, &mt) || mt != RR_RPC_REPLY) {
 		rm_recycle(&c->rd, buf, cap);
-		return;
+		return NULL;
 	}
 	pthread_mutex_lock(&c->lock);
 	call = find_xid(c, xid);
 	if (!call || (call->xp_flags & (CF_REPLIED | CF_ABORTED))) {
 		pthread_mutex_unlock(&c->lock);
 		rm_recycle(&c->rd, buf, cap);
-		return;
+		return NULL;
 	}
 	((struct call_priv *)call->xp_priv)->reply_cap = cap;
 	call->reply_buf = buf;
@@ -747,8 +842,10 @@ static void clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len, size_t 
 		done = true;
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (done)
-		clnt_complete(c, call);
+	if (!done)
+		return NULL;
+	clnt_complete(c, call);
+	return call;
 }
 
 /* A Reply too large for max_msg was discarded: its call fails with
@@ -779,9 +876,12 @@ static void clnt_on_oversize(struct tcp_clnt *c, const uint8_t head8[8])
 }
 
 /* With the reader role: waits up to @timeout_ms for bytes, then handles
- * every complete record available without blocking. Returns 0, or a
- * negative errno when the connection failed. */
-static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms)
+ * every complete record available without blocking, or, with @mine, stops
+ * once @mine completed and no received byte is left staged (the rest stays
+ * in the socket for the next reader: no recv that would only say EAGAIN).
+ * Returns 0, or a negative errno when the connection failed. */
+static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms,
+			  const struct rr_xprt_call *mine)
 {
 	int rc;
 
@@ -798,7 +898,9 @@ static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms)
 			size_t len, cap;
 			uint8_t *buf = rm_take(&c->rd, &len, &cap);
 
-			clnt_on_record(c, buf, len, cap);
+			if (clnt_on_record(c, buf, len, cap) == mine && mine &&
+			    !rm_buffered(&c->rd))
+				return 0;
 			continue;
 		}
 		if (rc == 2) {
@@ -806,6 +908,13 @@ static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms)
 			if (c->rd.skip_have >= 8)
 				clnt_on_oversize(c, c->rd.head8);
 			continue;
+		}
+		if (rc == -EPROTOTYPE) {
+			/* Another transport's server: reconnecting would
+			 * only meet it again (clnt_lost fails the calls). */
+			pthread_mutex_lock(&c->lock);
+			c->dead_status = rc;
+			pthread_mutex_unlock(&c->lock);
 		}
 		return rc;
 	}
@@ -845,7 +954,7 @@ static void tcp_clnt_wait(struct rr_xprt_client *x, struct rr_xprt_call *call,
 			break;
 		/* Slices of 50 ms: an abort (timeout, cancel) from another
 		 * thread removes the call from the table meanwhile. */
-		rc = clnt_read_some(c, fd, (int)RR_MIN(end_ms - now_ms, (uint64_t)50));
+		rc = clnt_read_some(c, fd, (int)RR_MIN(end_ms - now_ms, (uint64_t)50), call);
 		pthread_mutex_lock(&c->lock);
 		pending = find_slot(c, call) != NULL && !c->closing;
 		pthread_mutex_unlock(&c->lock);
@@ -857,7 +966,12 @@ static void tcp_clnt_wait(struct rr_xprt_client *x, struct rr_xprt_call *call,
 	if (rc < 0)
 		c->broken = true;
 	unflag_self(c, call);
-	pthread_cond_broadcast(&c->cv);
+	/* The receive thread (the only waiter on c->cv) has something to do
+	 * only if the connection failed or calls remain that no caller reads
+	 * for; waking it after every synchronous call cost a context switch
+	 * per call. */
+	if (c->broken || c->closing || c->n_pending > c->n_self)
+		pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -891,6 +1005,7 @@ static bool clnt_lost(struct tcp_clnt *c)
 {
 	struct rr_xprt_call *list = NULL;
 	bool keep_going = true;
+	int why = -ECONNRESET;
 
 	pthread_mutex_lock(&c->lock);
 	if (c->fd >= 0)
@@ -904,8 +1019,9 @@ static bool clnt_lost(struct tcp_clnt *c)
 	c->fd = -1;
 	c->connected = false;
 	c->broken = false;
-	if (c->p.no_reconnect || c->closing) {
+	if (c->p.no_reconnect || c->closing || c->dead_status) {
 		c->dead = true;
+		why = c->dead_status ? c->dead_status : why;
 		list = take_unsent(c);
 		keep_going = !c->p.no_reconnect;
 	}
@@ -916,7 +1032,7 @@ static bool clnt_lost(struct tcp_clnt *c)
 	while (list) {
 		struct rr_xprt_call *next = list->xp_next;
 
-		list->status = -ECONNRESET;
+		list->status = why;
 		clnt_complete(c, list);
 		list = next;
 	}
@@ -1012,7 +1128,7 @@ static void *clnt_rx_main(void *arg)
 			c->reader_busy = true;
 			fd = c->fd;
 			pthread_mutex_unlock(&c->lock);
-			rc = clnt_read_some(c, fd, 100);
+			rc = clnt_read_some(c, fd, 100, NULL);
 			pthread_mutex_lock(&c->lock);
 			c->reader_busy = false;
 			if (rc < 0)
@@ -1067,7 +1183,8 @@ static int tcp_clnt_create(const struct rr_xprt_target *t, const struct rr_xprt_
 	c->fd = fd;
 	c->gen = 1; /* 0 in call_priv.gen: never written */
 	c->connected = true;
-	rm_init(&c->rd, p->env, p->max_msg);
+	/* One connection: its spare may be as large as its largest Reply. */
+	rm_init(&c->rd, p->env, p->max_msg, p->max_msg, NULL);
 	c->rd.skip_oversize = true;
 	c->rd.trust_len = true;
 	rc = rm_stage(&c->rd, STAGE_BYTES);
@@ -1168,6 +1285,7 @@ struct tcp_srv {
 	struct rr_backoff backoff;  /* accept back-off */
 	uint64_t resume_ns;         /* listener out of epoll until; 0: not */
 	uint64_t refused, idle_closed;
+	struct rm_cache pool;       /* large record buffers, all connections */
 };
 
 static void conn_put_locked(struct tcp_srv *s, struct tcp_conn *cn, bool *free_it)
@@ -1291,7 +1409,7 @@ static void srv_accept(struct tcp_srv *s)
 		cn->refs = 1;
 		cn->peer = peer;
 		atomic_store(&cn->last_rx_ns, rr_now_ns(s->p.env));
-		rm_init(&cn->rd, s->p.env, s->p.max_msg);
+		rm_init(&cn->rd, s->p.env, s->p.max_msg, RM_SPARE_MAX, &s->pool);
 		pthread_mutex_init(&cn->send_lock, NULL);
 		pthread_mutex_init(&cn->rd_lock, NULL);
 		pthread_mutex_lock(&s->lock);
@@ -1354,6 +1472,26 @@ static void conn_rearm(struct tcp_srv *s, struct tcp_conn *cn)
 		conn_close(s, cn);
 }
 
+/* The connection started with an MPA Request (an rdma:// client: RFC 5044
+ * section 7.1): answer in record marking, which that client recognises
+ * (rr_mpa_looks_like_rpc) and reports as a tcp:// server, instead of the
+ * silence it would wait out: a Reply with XID 0, MSG_DENIED, RPC_MISMATCH
+ * 2..2 (RFC 5531 section 9). The rest of the Request (at most 532 bytes)
+ * is read first, so closing sends a FIN, not a reset that could overtake
+ * the Reply.
+ *   last|24 | XID 0 | REPLY 1 | MSG_DENIED 1 | RPC_MISMATCH 0 | 2 | 2 */
+static void srv_answer_mpa(int fd)
+{
+	static const uint8_t rec[28] = {
+		0x80, 0, 0, 24, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1,
+		0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 2,
+	};
+	uint8_t sink[1024];
+
+	(void)recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+	(void)send(fd, rec, sizeof(rec), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 /* Reads up to one complete record from @cn (only this thread reads it until
  * it is re-armed), re-arms, then delivers the record: another io thread may
  * read the connection's next record while this one runs the request. */
@@ -1377,6 +1515,8 @@ static void srv_read(struct tcp_srv *s, struct tcp_conn *cn)
 		conn_rearm(s, cn);
 		return;
 	}
+	if (rc == -EPROTOTYPE)
+		srv_answer_mpa(cn->fd);
 	if (rc < 0) {
 		conn_close(s, cn);
 		return;
@@ -1482,6 +1622,7 @@ static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_s
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	pthread_mutex_init(&s->lock, NULL);
+	rm_cache_init(&s->pool);
 	if (s->epfd < 0 || s->evfd < 0) {
 		rc = -errno;
 		goto fail;
@@ -1500,6 +1641,7 @@ fail:
 	if (s->evfd >= 0)
 		close(s->evfd);
 	close(fd);
+	rm_cache_fini(&s->pool, s->p.env);
 	pthread_mutex_destroy(&s->lock);
 	rr_free(p->env, s);
 	return rc;
@@ -1615,6 +1757,7 @@ static void tcp_srv_destroy(struct rr_xprt_server *x)
 	}
 	close(s->epfd);
 	close(s->evfd);
+	rm_cache_fini(&s->pool, s->p.env);
 	pthread_mutex_destroy(&s->lock);
 	rr_free(s->p.env, s);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Test hooks of the TCP transport (src/rpc/xprt_tcp.c, RFC 5531 record
  * marking). A hook lets a test stop a thread at a point of the client's
  * reconnect/retransmit logic and force an interleaving that would otherwise

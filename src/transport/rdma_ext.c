@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Transport controls of the "rdma" scheme (rpc/xprt_ctl.h): the public
  * counters (include/rpcrdma/stats.h) from the driver's own struct
  * rr_xprt_stats (proto/xprt.h; nothing is counted twice), and push mode

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The "rdma" scheme's transport controls (rpc/xprt_ctl.h): counters and push
  * mode, implemented over the driver (transport/rdma_tp.h). */
 #ifndef RR_TRANSPORT_RDMA_EXT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The "rdma" URL scheme of the RPC layer (src/rpc/xprt.h contract): adapts
  * the RPC-over-RDMA v1 driver (transport/rdma_tp.h, RFC 8166 with RFC 8797
  * negotiation) to the RPC client and server. A Call's DDP-eligible items

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The RPC-over-RDMA Version 1 transport driver (RFC 8166 with RFC 8797
  * private data and remote invalidation): connection setup and negotiation,
  * Receive posting, per-RPC invalidatable registrations, credit-limited Call

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The RPC-over-RDMA Version 1 transport driver: binds the sans-I/O core
  * (proto/xprt.h), the RFC 8797 private data negotiation (proto/privdata.h) and
  * the credit accounting (proto/credits.h) to a provider (rpcrdma/rdma.h).

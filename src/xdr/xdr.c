@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Out-of-line parts of the checked XDR cursor (RFC 4506 sections 4.9, 4.10:
  * fixed and variable-length opaque data with zero padding to four bytes).
  * See xdr.h for the conventions. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The checked XDR cursor (RFC 4506): every decode is bounds-checked and can
  * fail; every encode checks capacity and can fail. All XDR items are multiples
  * of four bytes, big-endian (RFC 4506 section 3). Variable-length and fixed

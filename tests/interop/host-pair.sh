@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-2-Clause
 # The lab's host-side subset, run by CTest: a lab program's server and client
 # on 127.0.0.1 over the software iWARP provider (or TCP), no VM. The full lab
 # (the same programs against kernel siw, rxe and nfsd) is tests/interop/run-lab.sh.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # /sbin/rpcrdma-lab-init: PID 1 of the librpcrdma lab VM (installed into the
 # image by tests/interop/run-lab.sh). Mounts the pseudo file systems and the
 # two 9p shares (/lab: the run dir, read-write; /share: the project build,

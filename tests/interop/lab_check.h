@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* lab_check.h - the report and data helpers shared by the interop lab's
  * programs (tests/interop/rr_lab_*.c): one "ok NAME: detail" / "not ok
  * NAME: detail" line per check on stdout, which tests/interop/vm-tests.sh

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # lablib.sh - shell helpers for tests/interop/vm-tests.sh inside the lab VM.
 # Sourced as /lab/lablib.sh. The VM has no NIC; two veth pairs make the
 # "wire" (rdma_cm refuses loopback addresses, and rxe would short-circuit two

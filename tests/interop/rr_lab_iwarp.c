@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rr_lab_iwarp: RDMA operations between two peers on the public provider API
  * (include/rpcrdma/rdma.h), each side on any provider: the lab runs our
  * user-space iWARP ("soft": RFC 5044 MPA, RFC 5041 DDP, RFC 5040 RDMAP)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rr_lab_nfs3: a small NFSv3 client (RFC 1813) on the public RPC API
  * (include/rpcrdma/rpc.h), run by the interop lab against the Linux kernel's
  * nfsd. It finds mountd through rpcbind (RFC 1833 PMAPPROC_GETPORT, version

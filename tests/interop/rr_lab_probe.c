@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rr_lab_probe: which providers this build of librpcrdma has, and what the
  * RDMA devices of the lab VM look like through the public provider API
  * (include/rpcrdma/rdma.h). Arguments: PROVIDER[:DEVICE[:TRANSPORT]] ...,

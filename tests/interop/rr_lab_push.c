@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rr_lab_push: push mode (include/rpcrdma/push.h, draft-talpey-rdma-commit
  * section 2) end to end over one URL, as the interop lab runs it in the VM:
  * RDMA Write + RDMA Commit into a file-backed region a server exposed, on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rr_lab_rpc: the project's RPC layer end to end over one URL, as the interop
  * lab runs it in the VM: a server ("serve URL") and a client ("call URL") of
  * a small test program, over tcp:// (record marking, RFC 5531 section 11),

@@ -1,9 +1,10 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # run-lab.sh - librpcrdma interoperability lab: the project against the Linux
 # kernel's RDMA peers (soft-iWARP "siw", soft-RoCE "rxe", nfsd/svcrdma) in a
 # throw-away VM. The one documented command (docs/interop.md):
 #
-#     sudo tests/interop/run-lab.sh            # = setup + build + vm + check
+#     tests/interop/run-lab.sh                 # as root: setup + build + vm + check
 #
 # What it does:
 #   setup  host packages (apt-get: qemu, debootstrap, tshark, linux-headers,
@@ -87,7 +88,7 @@ say() { printf '[run-lab %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
 t_now() { date +%s; }
 
-need_root() { [ "$(id -u)" = 0 ] || die "needs root (apt-get, debootstrap, chroot): run it with sudo"; }
+need_root() { [ "$(id -u)" = 0 ] || die "needs root (apt-get, debootstrap, chroot): run it as root"; }
 
 # ------------------------------------------------------------------ setup
 host_packages() {

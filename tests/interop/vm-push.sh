@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # vm-push.sh - the "push" section of the interop lab, sourced by vm-tests.sh
 # inside the VM (uses its lab_sub and lablib.sh): push mode, RDMA Write +
 # RDMA Commit into a file-backed region a server exposed, with the server

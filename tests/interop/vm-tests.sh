@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # vm-tests.sh - the interop tests, run as root inside the lab VM by
 # tests/interop/run-lab.sh (copied to /lab/test.sh). /share is the project
 # build (read-only), /lab/out collects results.txt, pcaps.txt, *.pcap, logs.

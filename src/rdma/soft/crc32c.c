@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* CRC32c for the MPA trailer (RFC 5044 section 4.4; algorithm and test
  * vectors of RFC 3720 appendix B.4). Portable slicing-by-8 tables built on
  * first use, and on x86-64 an SSE4.2 path (the crc32 instruction, 8 bytes per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* CRC32c (Castagnoli, polynomial 0x1EDC6F41, reflected 0x82F63B78), the MPA
  * FPDU trailer checksum (RFC 5044 section 4.4, computed as in RFC 3720
  * appendix B.4). A portable slicing-by-8 table implementation and an SSE4.2

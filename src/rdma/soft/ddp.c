@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* DDP over MPA: FPDU segmentation (TX) and the validating pull parser (RX).
  * RFC 5041 sections 4 (header formats), 5 (data transfer: MSN, MO, Last),
  * 7 (placement and validation), 8 (errors); RFC 5044 section 4 (FPDU framing,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* DDP segments in MPA FPDUs (RFC 5041 sections 4-8 over RFC 5044 section 4):
  * the transmit segmenter and the receive parser, both sans-I/O.
  *

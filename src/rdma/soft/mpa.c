@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* MPA Request/Reply frames and negotiation: RFC 5044 section 7.1 (frame,
  * CRC and marker negotiation, reject), RFC 6581 sections 5-6 (revision 2,
  * IRD/ORD block, peer-to-peer RTR). Follows Linux siw where the RFCs leave a
@@ -78,6 +79,23 @@ int rr_mpa_advance(struct rr_mpa_parser *p, size_t n)
 	}
 	p->done = true;
 	return 1;
+}
+
+/* ONC RPC record marking (RFC 5531 section 11):
+ *   last(1) | fragment length(31) | XID(4) | msg_type(4) | ... */
+bool rr_mpa_looks_like_rpc(const uint8_t *b, size_t n)
+{
+	uint32_t h, mt;
+
+	if (n < 4)
+		return false;
+	h = rr_get_be32(b);
+	if (!(h & 0x80000000u) || (h & 0x7fffffffu) < 8)
+		return false;
+	if (n < 12)
+		return true;
+	mt = rr_get_be32(b + 8);
+	return mt == 0 || mt == 1;
 }
 
 int rr_mpa_feed(struct rr_mpa_parser *p, const uint8_t *data, size_t len, size_t *used)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* MPA connection setup (RFC 5044 section 7, RFC 6581 enhanced connection
  * establishment, "revision 2"): the Request/Reply frames, an incremental
  * parser that never reads past the frame, and the negotiation rules of the
@@ -66,6 +67,12 @@ size_t rr_mpa_want(struct rr_mpa_parser *p, uint8_t **dst);
 /* Returns 1 when the frame is complete, 0 for more, or -EPROTO (wrong key)
  * / -EMSGSIZE (PD_Length above 512). */
 int rr_mpa_advance(struct rr_mpa_parser *p, size_t n);
+/* True when the @n bytes a peer sent where an MPA frame belongs look like
+ * ONC RPC record marking (RFC 5531 section 11): a last-fragment header
+ * (high bit set) announcing at least an XID and a message type, and, when
+ * 12 bytes are in, message type CALL (0) or REPLY (1). That peer speaks
+ * ONC RPC over plain TCP (a tcp:// server or client), not iWARP. */
+bool rr_mpa_looks_like_rpc(const uint8_t *b, size_t n);
 /* Copying convenience; *@used never goes past the end of the frame. */
 int rr_mpa_feed(struct rr_mpa_parser *p, const uint8_t *data, size_t len, size_t *used);
 /* Decodes the complete frame. Returns 0, -EAGAIN (incomplete) or -EPROTO

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* RDMAP message bodies and the Terminate message (RFC 5040 sections 4.4, 4.8
  * and 7; RFC 5041 section 8; RFC 5044 section 8; draft-talpey-rdma-commit-00
  * sections 3.2.1-3.2.2). Pure codecs: every decode bounds-checks its input and

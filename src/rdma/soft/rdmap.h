@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* iWARP RDMAP (RFC 5040) and DDP (RFC 5041) wire constants, the RDMAP
  * message bodies (RDMA Read Request, RDMA Commit Request/Response of
  * draft-talpey-rdma-commit-00) and the Terminate message: error codes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Internal objects of the soft provider, shared by soft_verbs.c (objects,
  * work requests, the RDMAP state machine on top of the sans-I/O codecs) and
  * soft_io.c (the only file that touches sockets: TCP connection manager with

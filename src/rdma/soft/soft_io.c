@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The soft provider's only file that touches sockets: the TCP connection
  * manager with the MPA Request/Reply exchange (RFC 5044 section 7.1,
  * RFC 6581), its timeout on the injected clock, the per-context progress
@@ -1357,6 +1358,36 @@ static void id_fail(struct soft_id *id, enum rpcrdma_cm_event_type type, int sta
 	}
 }
 
+/* The handshake's bytes are not MPA (*@r -EPROTO: wrong key). A peer that
+ * speaks ONC RPC over plain TCP is told apart: as initiator, a Reply in
+ * record marking (a tcp:// server) fails the connection with -EPROTOTYPE
+ * instead of a bare protocol error; as responder, whatever the bytes, the
+ * peer gets an MPA Reject (R set, revision 1, no private data), the answer
+ * to a Request the responder refuses, so a tcp:// client reads "MPA ID Rep
+ * Frame" and can say that this server speaks rdma://. The rest of what it sent (up to 4
+ * KiB: a Call) is read first, so closing sends a FIN, not a reset that
+ * could overtake the Reject. */
+static void handshake_foreign(struct soft_id *id, int *r)
+{
+	if (*r != -EPROTO)
+		return;
+	if (id->state == IDS_AWAIT_REP) {
+		if (rr_mpa_looks_like_rpc(id->parser.buf, id->parser.have))
+			*r = -EPROTOTYPE;
+		return;
+	}
+	if (id->state == IDS_AWAIT_REQ) {
+		struct rr_mpa_conn conn = {.rev = 1};
+		struct rr_mpa_frame f;
+		uint8_t sink[4096];
+		struct iovec v = {sink, sizeof(sink)};
+
+		(void)soft_io_readv(id->obj.fd, &v, 1);
+		if (rr_mpa_make_reply(&conn, true, NULL, 0, &f) == 0 && encode_out(id, &f) == 0)
+			write_all(id->obj.fd, id->out, id->out_len);
+	}
+}
+
 /* Reads exactly what the MPA parser asks for: never a byte of FPDU data. */
 static void handshake_read(struct soft_id *id)
 {
@@ -1378,6 +1409,7 @@ static void handshake_read(struct soft_id *id)
 		}
 		r = rr_mpa_advance(&id->parser, (size_t)n);
 		if (r < 0) {
+			handshake_foreign(id, &r);
 			id_fail(id, RPCRDMA_CM_ERROR, r, NULL);
 			return;
 		}

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The built-in software RDMA provider ("soft"): iWARP (RFC 5044 MPA,
  * RFC 5041 DDP, RFC 5040 RDMAP, draft-talpey-rdma-commit) over TCP in user
  * space. Declares its ops table for the registry in src/rdma/rdma.c. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The soft provider's verbs: contexts, PDs, registrations (the generic STag
  * table, src/rdma/mr_table.h), memory windows, CQs (the generic ring), QPs,
  * work requests, and the RDMAP state machine (RFC 5040 sections 5-7,

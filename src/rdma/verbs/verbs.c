@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The rdma-core provider ("verbs"): libibverbs + librdmacm behind the
  * provider ops table (src/rdma/provider.h), for RDMA NICs and the kernel's
  * siw (iWARP, RFC 5040/5041/5044) and rxe (RoCEv2) devices.
