@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "test.h"
-#include "transport/rdma_tp.h"
+#include "transport/rdma/tp.h"
 #include "xprt_harness.h"
 
 #define MAGIC 0xC0FFEEu
@@ -41,7 +41,7 @@ static uint8_t pat(uint32_t xid, uint32_t i)
 	return (uint8_t)(xid * 131u + i * 7u + (i >> 9));
 }
 
-static void srv_answer(struct rr_th_sq *sq, struct rr_tp_sreq *r)
+static void srv_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 {
 	struct srv *s = RR_CONTAINER_OF(sq, struct srv, sq);
 	const uint8_t *m = r->msg;
@@ -158,7 +158,7 @@ static void srv_stop(struct srv *s)
 
 /* ---- requester side ---- */
 struct rpc {
-	struct rr_tp_rpc r;
+	struct rr_conn_rpc r;
 	struct rr_th_cl *cl;
 	uint32_t xid;
 	uint32_t reply_n, filler_n, nitems, len[MAX_IT];
@@ -175,7 +175,7 @@ struct rpc {
 	bool verified;
 };
 
-static void cl_complete(void *ctx, struct rr_tp_rpc *r)
+static void cl_complete(void *ctx, struct rr_conn_rpc *r)
 {
 	struct rr_th_cl *c = ctx;
 	struct rpc *p = RR_CONTAINER_OF(r, struct rpc, r);

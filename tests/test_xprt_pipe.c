@@ -21,7 +21,7 @@
 #include "test.h"
 
 #include <unistd.h>
-#include "transport/rdma_tp.h"
+#include "transport/rdma/tp.h"
 #include "xprt_harness.h"
 
 static uint8_t ppat(uint32_t xid, uint32_t i)
@@ -45,7 +45,7 @@ struct psrv {
 
 struct pans {
 	struct psrv *s;
-	struct rr_tp_sreq *req;
+	struct rr_conn_sreq *req;
 	uint8_t hdr[12];
 	uint8_t *data, *filler;
 	unsigned calls;      /* sent upcalls seen for this answer */
@@ -81,7 +81,7 @@ static void psrv_sent(void *arg, int status)
 	pans_free(a);
 }
 
-static void psrv_recv(void *ctx, struct rr_tp_sreq *r)
+static void psrv_recv(void *ctx, struct rr_conn_sreq *r)
 {
 	struct psrv *s = ctx;
 	struct pans *a = calloc(1, sizeof(*a));
@@ -164,7 +164,7 @@ static unsigned psrv_get(struct psrv *s, const unsigned *field)
 
 /* ---- requester ---- */
 struct pcall {
-	struct rr_tp_rpc r;
+	struct rr_conn_rpc r;
 	uint8_t call[16];
 	struct rr_xprt_part part;
 	struct rr_xprt_sink sink;
@@ -173,7 +173,7 @@ struct pcall {
 	unsigned completions;
 };
 
-static void pcl_complete(void *ctx, struct rr_tp_rpc *r)
+static void pcl_complete(void *ctx, struct rr_conn_rpc *r)
 {
 	struct rr_th_cl *c = ctx;
 	struct pcall *p = RR_CONTAINER_OF(r, struct pcall, r);

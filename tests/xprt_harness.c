@@ -135,7 +135,7 @@ bool rr_th_cl_wait(struct rr_th_cl *c, unsigned n, unsigned ms)
 	return rr_th_wait_count(&c->lock, &c->cond, &c->done, n, ms);
 }
 
-void rr_th_sq_init(struct rr_th_sq *sq, void (*answer)(struct rr_th_sq *, struct rr_tp_sreq *))
+void rr_th_sq_init(struct rr_th_sq *sq, void (*answer)(struct rr_th_sq *, struct rr_conn_sreq *))
 {
 	pthread_mutex_init(&sq->lock, NULL);
 	pthread_cond_init(&sq->cond, NULL);
@@ -148,7 +148,7 @@ static void *sq_worker(void *arg)
 
 	pthread_mutex_lock(&sq->lock);
 	for (;;) {
-		struct rr_tp_sreq *r;
+		struct rr_conn_sreq *r;
 
 		while (sq->head == sq->tail && !sq->stop)
 			pthread_cond_wait(&sq->cond, &sq->lock);
@@ -168,7 +168,7 @@ void rr_th_sq_start(struct rr_th_sq *sq)
 	pthread_create(&sq->worker, NULL, sq_worker, sq);
 }
 
-void rr_th_sq_recv(void *ctx, struct rr_tp_sreq *r)
+void rr_th_sq_recv(void *ctx, struct rr_conn_sreq *r)
 {
 	struct rr_th_sq *sq = ctx;
 

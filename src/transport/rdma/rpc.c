@@ -20,11 +20,11 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "proto/credits.h"
-#include "proto/privdata.h"
+#include "proto/conn/credits.h"
+#include "proto/conn/privdata.h"
 #include "rpc/xprt.h"
-#include "transport/rdma_ext.h"
-#include "transport/rdma_tp.h"
+#include "transport/rdma/ext.h"
+#include "transport/rdma/tp.h"
 
 struct rr_xprt_client {
 	struct rr_tp_client *tp;
@@ -32,7 +32,7 @@ struct rr_xprt_client {
 };
 
 struct rpc_wrap {
-	struct rr_tp_rpc rpc;
+	struct rr_conn_rpc rpc;
 	struct rr_xprt_call *call;
 	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
 	struct rr_xprt_sink sinks[RR_XPRT_MAX_ITEMS];
@@ -77,7 +77,7 @@ static unsigned msg_parts(const struct rr_xprt_msg *m, struct rr_xprt_part *part
 	return n;
 }
 
-static void cl_complete(void *ctx, struct rr_tp_rpc *rpc)
+static void cl_complete(void *ctx, struct rr_conn_rpc *rpc)
 {
 	struct rr_xprt_client *x = ctx;
 	struct rpc_wrap *w = RR_CONTAINER_OF(rpc, struct rpc_wrap, rpc);
@@ -231,7 +231,7 @@ static void cl_destroy(struct rr_xprt_client *x)
 
 struct sreq_wrap {
 	struct rr_xprt_req xr;
-	struct rr_tp_sreq *sreq;
+	struct rr_conn_sreq *sreq;
 	struct sreq_wrap *next;
 };
 
@@ -243,7 +243,7 @@ struct rr_xprt_server {
 	struct sreq_wrap *held;   /* received before start */
 };
 
-static void sv_recv(void *ctx, struct rr_tp_sreq *sreq)
+static void sv_recv(void *ctx, struct rr_conn_sreq *sreq)
 {
 	struct rr_xprt_server *s = ctx;
 	struct sreq_wrap *w = rr_zalloc(rr_env(s->p.env), sizeof(*w));

@@ -4,9 +4,9 @@
  * rr_xprt_stats (proto/xprt.h; nothing is counted twice), and push mode
  * (draft-talpey-rdma-commit-00 section 2) through the driver's Commit
  * support (transport/rdma_tp.h). Called by rdma_rpc.c's ctl ops. */
-#include "transport/rdma_ext.h"
+#include "transport/rdma/ext.h"
 
-#include "proto/privdata.h"
+#include "proto/conn/privdata.h"
 
 static void stats_export(const struct rr_xprt_stats *s, struct rpcrdma_xprt_stats *o)
 {
@@ -101,7 +101,7 @@ int rr_rdma_client_ctl(struct rr_tp_client *tp, unsigned op, void *arg)
 	}
 }
 
-int rr_rdma_server_ctl(struct rr_tp_server *tp, struct rr_tp_sreq *sreq, unsigned op, void *arg)
+int rr_rdma_server_ctl(struct rr_tp_server *tp, struct rr_conn_sreq *sreq, unsigned op, void *arg)
 {
 	switch (op) {
 	case RR_CTL_STATS: {
