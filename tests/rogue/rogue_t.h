@@ -1,0 +1,64 @@
+/* Test-thread steps shared by the rogue suite's tests (tests/rogue/
+ * test_rogue_*.c): open a rogue, send a file service Call and decode its
+ * Reply, obtain a reliable-reply Read chunk, check pulled bytes, expect a
+ * Terminate, check that a well-behaved client is still served. They use
+ * REQUIRE/CHECK, so call them from the test's own thread only (helper
+ * threads use rogue.h / rogue_fx.h, which return errors). */
+#ifndef RR_TESTS_ROGUE_T_H
+#define RR_TESTS_ROGUE_T_H
+
+#include "rogue.h"
+#include "rogue_fx.h"
+
+/* A rogue connected to @port with @o (NULL: rr_rogue_opts_default). */
+struct rr_rogue *rt_open(int port, const struct rr_rogue_opts *o);
+/* A rogue with a small receive buffer (for stalls) and 1 KiB receives:
+ * every Reply above ~1 KiB comes as a Read chunk. */
+struct rr_rogue *rt_open_small(int port);
+
+/* Waits (up to @ms) for the next Send and decodes it as a Reply. */
+void rt_reply(struct rr_rogue *g, unsigned ms, struct rr_rogue_reply *rep);
+
+/* READ(@path, @off, @count) with no Write chunk and no Reply chunk, so the
+ * Reply (larger than the rogue's 1..4 KiB receives) must come as a
+ * responder-provided Read chunk: REQUIREs an RDMA_NOMSG Reply with one. */
+void rt_read_rrep(struct rr_rogue *g, uint32_t xid, const char *path, uint64_t off,
+		  uint32_t count, struct rr_rogue_reply *rep);
+/* The same for @n Calls sent in one write (xid, xid+1, ...); the Replies
+ * are not waited for. */
+void rt_send_reads(struct rr_rogue *g, uint32_t xid, unsigned n, const char *path,
+		   uint32_t count);
+
+/* Length of the RPC Reply of a READ of @count bytes (what a Read chunk
+ * holds): RPC header 24 + status + eof + length + data + pad. */
+static inline uint32_t rt_read_reply_len(uint32_t count)
+{
+	return 24 + 12 + ((count + 3) & ~3u);
+}
+/* Checks @p (@len bytes of a READ's RPC Reply, starting at byte @from of
+ * the Reply) against what the Reply of @xid must be: FS_OK, @eof, @count
+ * bytes of pattern @seed from file offset @off. Returns the first
+ * offset that differs, or -1. */
+long long rt_read_reply_diff(const uint8_t *p, size_t len, uint32_t from, uint32_t xid,
+			     bool eof, uint32_t seed, uint64_t off, uint32_t count);
+
+/* Expects the connection to end within @ms with a Terminate of
+ * @layer/@etype/@ecode followed by EOF. */
+void rt_expect_term(struct rr_rogue *g, unsigned ms, uint8_t layer, uint8_t etype,
+		    uint8_t ecode);
+/* Expects a NULL call on @g to be answered (the connection still works). */
+void rt_expect_null_ok(struct rr_rogue *g, uint32_t xid);
+
+/* A well-behaved client on another connection completes calls within
+ * 10 s. */
+void rt_probe_ok(int port);
+
+/* An STag that no connection was ever given (rotates the key byte of
+ * @near and sets a high index): with the soft provider's STag layout the
+ * index is the upper 24 bits, so this names a slot far beyond any table
+ * a test fills. */
+uint32_t rt_unknown_stag(uint32_t near);
+
+#define RT_MS 10000u   /* the wide bound of every wait */
+
+#endif
