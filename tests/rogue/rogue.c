@@ -847,33 +847,52 @@ int rr_rogue_next(struct rr_rogue *g, struct rr_rogue_ev *ev, unsigned ms)
 	}
 }
 
-/* Deadline-bounded loop over events until @want says stop. */
-int rr_rogue_wait_msg(struct rr_rogue *g, unsigned ms)
+/* The next event before @deadline (absolute, mono_ms). */
+static int next_until(struct rr_rogue *g, struct rr_rogue_ev *ev, uint64_t deadline)
+{
+	uint64_t now = mono_ms();
+
+	return rr_rogue_next(g, ev, now < deadline ? (unsigned)(deadline - now) : 0);
+}
+
+/* What an event that ends every wait means (0: it does not end one). */
+static int end_result(int t)
+{
+	switch (t) {
+	case RR_ROGUE_EV_TERMINATE:
+		return -ECONNRESET;
+	case RR_ROGUE_EV_EOF:
+		return -EPIPE;
+	case RR_ROGUE_EV_VIOLATION:
+		return -EPROTO;
+	case RR_ROGUE_EV_TIMEOUT:
+		return -ETIMEDOUT;
+	default:
+		return t < 0 ? t : 0;
+	}
+}
+
+int rr_rogue_wait_event(struct rr_rogue *g, enum rr_rogue_ev_type type, unsigned ms,
+			struct rr_rogue_ev *ev)
 {
 	uint64_t deadline = mono_ms() + ms;
 
 	for (;;) {
-		struct rr_rogue_ev ev;
-		uint64_t now = mono_ms();
-		int t = rr_rogue_next(g, &ev, now < deadline ? (unsigned)(deadline - now) : 0);
+		int t = next_until(g, ev, deadline);
 
-		if (t < 0)
+		if (t == (int)type)
 			return t;
-		switch (t) {
-		case RR_ROGUE_EV_MSG:
-			return (int)ev.msg_len;
-		case RR_ROGUE_EV_TERMINATE:
-			return -ECONNRESET;
-		case RR_ROGUE_EV_EOF:
-			return -EPIPE;
-		case RR_ROGUE_EV_VIOLATION:
-			return -EPROTO;
-		case RR_ROGUE_EV_TIMEOUT:
-			return -ETIMEDOUT;
-		default:
-			break;
-		}
+		if (end_result(t))
+			return end_result(t);
 	}
+}
+
+int rr_rogue_wait_msg(struct rr_rogue *g, unsigned ms)
+{
+	struct rr_rogue_ev ev;
+	int t = rr_rogue_wait_event(g, RR_ROGUE_EV_MSG, ms, &ev);
+
+	return t < 0 ? t : (int)ev.msg_len;
 }
 
 int rr_rogue_wait_end(struct rr_rogue *g, unsigned ms)
@@ -882,8 +901,7 @@ int rr_rogue_wait_end(struct rr_rogue *g, unsigned ms)
 
 	for (;;) {
 		struct rr_rogue_ev ev;
-		uint64_t now = mono_ms();
-		int t = rr_rogue_next(g, &ev, now < deadline ? (unsigned)(deadline - now) : 0);
+		int t = next_until(g, &ev, deadline);
 
 		if (t < 0)
 			return t;
@@ -900,19 +918,24 @@ int rr_rogue_reads_wait(struct rr_rogue *g, unsigned ms)
 
 	while (g->rreq_count) {
 		struct rr_rogue_ev ev;
-		uint64_t now = mono_ms();
-		int t = rr_rogue_next(g, &ev, now < deadline ? (unsigned)(deadline - now) : 0);
+		int r = end_result(next_until(g, &ev, deadline));
 
-		if (t < 0)
-			return t;
-		if (t == RR_ROGUE_EV_TERMINATE)
-			return -ECONNRESET;
-		if (t == RR_ROGUE_EV_EOF)
-			return -EPIPE;
-		if (t == RR_ROGUE_EV_VIOLATION)
-			return -EPROTO;
-		if (t == RR_ROGUE_EV_TIMEOUT)
-			return -ETIMEDOUT;
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+int rr_rogue_wait_held(struct rr_rogue *g, unsigned ms)
+{
+	uint64_t deadline = mono_ms() + ms;
+
+	while (!g->nheld) {
+		struct rr_rogue_ev ev;
+		int r = end_result(next_until(g, &ev, deadline));
+
+		if (r)
+			return r;
 	}
 	return 0;
 }
@@ -940,7 +963,7 @@ int rr_rogue_rpc_call(uint8_t *buf, size_t cap, uint32_t xid, uint32_t prog, uin
 }
 
 int rr_rogue_send_rpcrdma(struct rr_rogue *g, const struct rr_hdr_desc *d, const void *payload,
-			  size_t plen, uint32_t inv_stag)
+			  size_t plen, bool inv, uint32_t inv_stag)
 {
 	size_t cap = rr_hdr_desc_size(d);
 	struct rr_xdr_enc e;
@@ -958,13 +981,13 @@ int rr_rogue_send_rpcrdma(struct rr_rogue *g, const struct rr_hdr_desc *d, const
 	if (!r && plen)
 		r = rr_xdr_put_fixed(&e, payload, plen);
 	if (!r)
-		r = rr_rogue_send(g, inv_stag ? RR_OP_SEND_INV : RR_OP_SEND, inv_stag, buf,
+		r = rr_rogue_send(g, inv ? RR_OP_SEND_INV : RR_OP_SEND, inv ? inv_stag : 0, buf,
 				  rr_xdr_enc_len(&e));
 	free(buf);
 	return r;
 }
 
-int rr_rogue_send_done(struct rr_rogue *g, uint32_t xid, uint32_t inv_stag)
+int rr_rogue_send_done(struct rr_rogue *g, uint32_t xid, bool inv, uint32_t inv_stag)
 {
 	uint8_t b[RR_HDR_DONE_SIZE];
 	struct rr_xdr_enc e;
@@ -972,7 +995,8 @@ int rr_rogue_send_done(struct rr_rogue *g, uint32_t xid, uint32_t inv_stag)
 	rr_xdr_enc_init(&e, b, sizeof(b));
 	if (rr_hdr_encode_done(&e, xid, ROGUE_CREDITS))
 		return -EMSGSIZE;
-	return rr_rogue_send(g, inv_stag ? RR_OP_SEND_INV : RR_OP_SEND, inv_stag, b, sizeof(b));
+	return rr_rogue_send(g, inv ? RR_OP_SEND_INV : RR_OP_SEND, inv ? inv_stag : 0, b,
+			     sizeof(b));
 }
 
 int rr_rogue_send_call(struct rr_rogue *g, uint32_t xid, const void *rpc, size_t rlen)
@@ -983,7 +1007,7 @@ int rr_rogue_send_call(struct rr_rogue *g, uint32_t xid, const void *rpc, size_t
 	d.xid = xid;
 	d.credit = ROGUE_CREDITS;
 	d.proc = RR_HDR_MSG;
-	return rr_rogue_send_rpcrdma(g, &d, rpc, rlen, 0);
+	return rr_rogue_send_rpcrdma(g, &d, rpc, rlen, false, 0);
 }
 
 int rr_rogue_parse_reply(const struct rr_rogue *g, const uint8_t *msg, size_t len,
@@ -1016,6 +1040,7 @@ long rr_rogue_pull_start(struct rr_rogue *g, const struct rr_rogue_reply *rep,
 {
 	const struct rr_hdr_chunk *c = rep->rchunk;
 	uint64_t off = 0;
+	bool was_corked;
 	int r;
 
 	if (!c)
@@ -1026,6 +1051,7 @@ long rr_rogue_pull_start(struct rr_rogue *g, const struct rr_rogue_reply *rep,
 	r = rr_rogue_mem_add(g, sink_stag, 0, sink, cap);
 	if (r)
 		return r;
+	was_corked = g->corked;
 	rr_rogue_cork(g);
 	for (uint32_t i = 0; i < c->nsegs; i++) {
 		const struct rr_hdr_seg *s = &rep->hdr.segs[c->first + i];
@@ -1034,12 +1060,13 @@ long rr_rogue_pull_start(struct rr_rogue *g, const struct rr_rogue_reply *rep,
 
 		r = rr_rogue_read_req(g, &rq, i);
 		if (r) {
-			g->corked = false;
-			g->out_len = 0;
+			g->corked = was_corked;
 			return r;
 		}
 		off += s->length;
 	}
+	if (was_corked)
+		return (long)off;   /* the caller's uncork sends them */
 	r = rr_rogue_uncork(g);
 	return r ? r : (long)off;
 }
@@ -1122,7 +1149,7 @@ int rr_rogue_fs_call(struct rr_rogue *g, uint32_t xid, uint32_t proc, const void
 		rc.nsegs = 1;
 		d.reply = &rc;
 	}
-	r = rr_rogue_send_rpcrdma(g, &d, rpc, (size_t)n, 0);
+	r = rr_rogue_send_rpcrdma(g, &d, rpc, (size_t)n, false, 0);
 	free(rpc);
 	return r;
 }

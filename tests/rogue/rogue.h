@@ -228,6 +228,12 @@ struct rr_rogue_ev {
  * the type (>= 0) or -errno for a local failure. After EOF it keeps
  * returning EOF. */
 int rr_rogue_next(struct rr_rogue *g, struct rr_rogue_ev *ev, unsigned ms);
+/* Waits up to @ms for an event of @type (in @ev), serving the server's
+ * Read Requests and taking its Writes meanwhile. Returns @type, or
+ * -ECONNRESET (a Terminate came: g->term), -EPIPE (EOF), -ETIMEDOUT,
+ * -EPROTO (violation) when the connection ends or time runs out first. */
+int rr_rogue_wait_event(struct rr_rogue *g, enum rr_rogue_ev_type type, unsigned ms,
+			struct rr_rogue_ev *ev);
 /* Waits up to @ms for a Send message, serving the server's Read Requests
  * and taking its Writes meanwhile. Returns the message length (the bytes
  * are at g->msg), or -ECONNRESET (a Terminate came: g->term), -EPIPE (EOF),
@@ -237,6 +243,9 @@ int rr_rogue_wait_msg(struct rr_rogue *g, unsigned ms);
  * 1 when a Terminate came first (in g->term), 0 for EOF without one,
  * -ETIMEDOUT while it stays open. */
 int rr_rogue_wait_end(struct rr_rogue *g, unsigned ms);
+/* Waits up to @ms until at least one Read Request of the server is held
+ * (RR_ROGUE_SERVE_HOLD): 0, or the errors of rr_rogue_wait_event. */
+int rr_rogue_wait_held(struct rr_rogue *g, unsigned ms);
 /* Answers the held Read Requests (all of them). */
 int rr_rogue_serve_held(struct rr_rogue *g);
 
@@ -247,13 +256,13 @@ int rr_rogue_serve_held(struct rr_rogue *g);
 int rr_rogue_rpc_call(uint8_t *buf, size_t cap, uint32_t xid, uint32_t prog, uint32_t vers,
 		      uint32_t proc, const void *args, size_t alen);
 /* Sends @d's transport header (RDMA_MSG or RDMA_NOMSG, encoded without any
- * check: rr_hdr_encode_desc_raw) followed by @payload as one Send (Send With
- * Invalidate of @inv_stag when nonzero). */
+ * check: rr_hdr_encode_desc_raw) followed by @payload as one Send (with
+ * @inv: Send With Invalidate of @inv_stag, whatever its value). */
 int rr_rogue_send_rpcrdma(struct rr_rogue *g, const struct rr_hdr_desc *d, const void *payload,
-			  size_t plen, uint32_t inv_stag);
-/* RDMA_DONE for @xid (credit 0), as a plain Send or, with @inv_stag != 0,
- * as Send With Invalidate of @inv_stag. */
-int rr_rogue_send_done(struct rr_rogue *g, uint32_t xid, uint32_t inv_stag);
+			  size_t plen, bool inv, uint32_t inv_stag);
+/* RDMA_DONE for @xid, as a plain Send or (@inv) as Send With Invalidate of
+ * @inv_stag, whatever its value (0 included). */
+int rr_rogue_send_done(struct rr_rogue *g, uint32_t xid, bool inv, uint32_t inv_stag);
 /* An RDMA_MSG Call carrying @rpc (@rlen bytes, the whole RPC message inline)
  * with no chunks and credit request 32. */
 int rr_rogue_send_call(struct rr_rogue *g, uint32_t xid, const void *rpc, size_t rlen);
@@ -276,8 +285,9 @@ int rr_rogue_parse_reply(const struct rr_rogue *g, const uint8_t *msg, size_t le
 /* Sends RDMA Read Requests for every segment of the Position-zero Read
  * chunk of @rep (a reliable-reply Reply) into @sink (@cap bytes), which is
  * added as region @sink_stag at TO 0. The segments are read in order into
- * consecutive bytes of @sink. Returns the total length, -EMSGSIZE when it
- * does not fit, -EINVAL without a Read chunk. */
+ * consecutive bytes of @sink. Inside rr_rogue_cork they wait for the
+ * caller's uncork. Returns the total length, -EMSGSIZE when it does not
+ * fit, -EINVAL without a Read chunk. */
 long rr_rogue_pull_start(struct rr_rogue *g, const struct rr_rogue_reply *rep,
 			 uint32_t sink_stag, uint8_t *sink, size_t cap);
 /* Waits up to @ms until the rogue has no Read Request outstanding. 0, or

@@ -275,6 +275,14 @@ int rr_fx_child_run(struct rr_fx_child *c, unsigned long nofile, unsigned thread
 			if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 				_exit(126);
 		}
+		{
+			const char *ao = getenv("ASAN_OPTIONS");
+			char opts[1024];
+
+			snprintf(opts, sizeof(opts), "%s%squarantine_size_mb=16:"
+				 "allocator_release_to_os_interval_ms=0", ao ? ao : "", ao && *ao ? ":" : "");
+			setenv("ASAN_OPTIONS", opts, 1);
+		}
 		dup2(p[1], 1);
 		execv(bin, argv);
 		_exit(127);
@@ -333,7 +341,7 @@ bool rr_fx_child_alive(struct rr_fx_child *c)
 /* Reads /proc/PID/@file into @buf. */
 static int proc_read(pid_t pid, const char *file, char *buf, size_t cap)
 {
-	char path[64];
+	char path[400];
 	ssize_t n;
 	int fd;
 
@@ -363,6 +371,31 @@ double rr_fx_child_cpu(const struct rr_fx_child *c)
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+double rr_fx_child_runnable(const struct rr_fx_child *c)
+{
+	char path[64], buf[128];
+	unsigned long long run, wait, sum = 0;
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)c->pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		char file[300];
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(file, sizeof(file), "task/%s/schedstat", e->d_name);
+		if (proc_read(c->pid, file, buf, sizeof(buf)) == 0 &&
+		    sscanf(buf, "%llu %llu", &run, &wait) == 2)
+			sum += run + wait;
+	}
+	closedir(d);
+	return (double)sum / 1e9;
+}
+
 long rr_fx_child_rss_kb(const struct rr_fx_child *c)
 {
 	char buf[4096], *p;
@@ -389,6 +422,21 @@ int rr_fx_child_nfds(const struct rr_fx_child *c)
 			n++;
 	closedir(d);
 	return n;
+}
+
+bool rr_fx_child_wait_nfds(const struct rr_fx_child *c, int n, unsigned ms)
+{
+	uint64_t end = rr_fx_ms() + ms;
+
+	for (;;) {
+		int k = rr_fx_child_nfds(c);
+
+		if (k >= 0 && k <= n)
+			return true;
+		if (k < 0 || rr_fx_ms() > end)
+			return false;
+		nap_ms(5);
+	}
 }
 
 int rr_fx_child_stop(struct rr_fx_child *c, unsigned ms)
@@ -453,6 +501,29 @@ int rr_fx_probe(int port, unsigned ms)
 	return rc;
 }
 
+int rr_fx_client_read(int port, const char *path, uint32_t len, uint32_t seed, unsigned ms)
+{
+	struct rpcrdma_client *c;
+	uint8_t *buf = malloc(len ? len : 1);
+	uint32_t got = 0;
+	bool eof;
+	int rc;
+
+	if (!buf)
+		return -ENOMEM;
+	rc = client_new(port, ms, &c);
+	if (!rc) {
+		rc = fs_read(c, path, 0, buf, len, &got, &eof);
+		if (rc > 0)
+			rc = -EIO;   /* an fs_status */
+		if (!rc && (got != len || rr_fx_pattern_diff(buf, len, seed, 0) >= 0))
+			rc = -EBADMSG;
+		rpcrdma_client_destroy(c);
+	}
+	free(buf);
+	return rc;
+}
+
 static void *busy_main(void *arg)
 {
 	struct rr_fx_busy *b = arg;
@@ -478,6 +549,8 @@ static void *busy_main(void *arg)
 		rpcrdma_client_destroy(c);
 		c = NULL;
 failed:
+		if (rc == -ETIMEDOUT)
+			atomic_fetch_add(&b->timeouts, 1);
 		if (!atomic_fetch_add(&b->failures, 1))
 			b->first_err = rc;
 		nap_ms(10);
@@ -499,6 +572,7 @@ int rr_fx_busy_start(struct rr_fx_busy *b, int port, const char *name, size_t le
 	atomic_init(&b->stop, false);
 	atomic_init(&b->calls, 0);
 	atomic_init(&b->failures, 0);
+	atomic_init(&b->timeouts, 0);
 	return -pthread_create(&b->th, NULL, busy_main, b);
 }
 

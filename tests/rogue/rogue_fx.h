@@ -84,7 +84,9 @@ struct rr_fx_child {
 /* Spawns rpcrdma-server --transport rdma --listen 127.0.0.1:0 over a new
  * export (files may be added with rr_fx_file on c->d before or after), with
  * RLIMIT_NOFILE lowered to @nofile when nonzero and @threads workers (0: 4),
- * and waits (bounded) for its "listening on" line. */
+ * and waits (bounded) for its "listening on" line. In sanitizer builds the
+ * child's ASAN_OPTIONS add a small quarantine that is given back to the
+ * system at once, so that its RSS means what it means without ASan. */
 int rr_fx_child_start(struct rr_fx_child *c, unsigned long nofile, unsigned threads);
 /* Creates c->d first (to put files in before the start); then start. */
 int rr_fx_child_prepare(struct rr_fx_child *c);
@@ -93,10 +95,17 @@ int rr_fx_child_run(struct rr_fx_child *c, unsigned long nofile, unsigned thread
 bool rr_fx_child_alive(struct rr_fx_child *c);
 /* CPU time (user + system) of the child so far, seconds; < 0 on error. */
 double rr_fx_child_cpu(const struct rr_fx_child *c);
+/* Time the child's threads were runnable so far (running, or waiting for
+ * a CPU: /proc/PID/task/N/schedstat), seconds; < 0 on error. Unlike CPU
+ * time it does not shrink when other processes compete for the CPUs, so a
+ * busy loop shows as such on a loaded machine too. */
+double rr_fx_child_runnable(const struct rr_fx_child *c);
 /* Resident set size, KiB; < 0 on error. */
 long rr_fx_child_rss_kb(const struct rr_fx_child *c);
 /* Open file descriptors of the child; < 0 on error. */
 int rr_fx_child_nfds(const struct rr_fx_child *c);
+/* Waits up to @ms until the child has at most @n descriptors open. */
+bool rr_fx_child_wait_nfds(const struct rr_fx_child *c, int n, unsigned ms);
 /* SIGTERM, up to @ms for a graceful exit, then SIGKILL; removes the
  * directory. Returns the exit code (0..255), or -signal number when it died
  * of a signal (also a SIGKILL we had to send), or -ECHILD. */
@@ -119,11 +128,16 @@ struct rr_fx_busy {
 	pthread_t th;
 	atomic_bool stop;
 	atomic_uint calls, failures;
+	atomic_uint timeouts;   /* calls that got no answer at all */
 	int first_err;
 };
 int rr_fx_busy_start(struct rr_fx_busy *b, int port, const char *name, size_t len,
 		     uint32_t seed);
 void rr_fx_busy_stop(struct rr_fx_busy *b);
+
+/* A new client READs all @len bytes of @path (pattern @seed) through a
+ * Write chunk within @ms: 0, -EBADMSG (wrong bytes) or the -errno. */
+int rr_fx_client_read(int port, const char *path, uint32_t len, uint32_t seed, unsigned ms);
 
 /* Monotonic milliseconds. */
 uint64_t rr_fx_ms(void);

@@ -140,3 +140,74 @@ uint32_t rt_unknown_stag(uint32_t near)
 {
 	return 0xfffff000u | ((near ^ 0x5au) & 0xffu);
 }
+
+void rt_rrep_setup(struct rt_rrep *x, uint32_t len, bool small)
+{
+	memset(x, 0, sizeof(*x));
+	REQUIRE_EQ(rr_fx_srv_start(&x->f, NULL), 0);
+	REQUIRE_EQ(rr_fx_file(&x->f.d, "r.bin", len, RT_SEED), 0);
+	x->g = small ? rt_open_small(x->f.port) : rt_open(x->f.port, NULL);
+	x->len = len;
+	rt_read_rrep(x->g, RT_XID, "r.bin", 0, len, &x->rep);
+	x->stag = x->rep.hdr.segs[x->rep.rchunk->first].handle;
+	x->to = x->rep.hdr.segs[x->rep.rchunk->first].offset;
+	x->total = (uint32_t)x->rep.rchunk->length;
+	x->sink = calloc(1, x->total);
+	REQUIRE(x->sink != NULL);
+}
+
+void rt_rrep_teardown(struct rt_rrep *x)
+{
+	rr_rogue_free(x->g);   /* first: a server never waits for a closed peer */
+	x->g = NULL;
+	rr_fx_srv_stop(&x->f);
+	free(x->sink);
+	x->sink = NULL;
+}
+
+void rt_rrep_pull_check(struct rt_rrep *x)
+{
+	REQUIRE_EQ(rr_rogue_pull_start(x->g, &x->rep, 0x5151, x->sink, x->total), x->total);
+	REQUIRE_EQ(rr_rogue_reads_wait(x->g, RT_MS), 0);
+	CHECK_EQ(rt_read_reply_diff(x->sink, x->total, 0, RT_XID, true, RT_SEED, 0, x->len), -1);
+}
+
+void rt_push_open(struct rr_rogue *g, uint32_t xid, const char *path, uint64_t size,
+		  struct rt_push *p)
+{
+	struct rr_rogue_reply rep;
+	uint8_t args[256];
+	int n = rr_rogue_fs_push_args(args, sizeof(args), path, size);
+
+	REQUIRE(n > 0);
+	REQUIRE_EQ(rr_rogue_fs_call(g, xid, FS_PUSH_OPEN, args, (size_t)n, NULL, 0, NULL), 0);
+	rt_reply(g, RT_MS, &rep);
+	REQUIRE(rep.has_rpc);
+	REQUIRE_EQ(rep.res_len, 4 + 20 + 8);
+	REQUIRE_EQ(rr_get_be32(rep.res), FS_OK);
+	p->stag = rr_get_be32(rep.res + 4);
+	p->to = rr_get_be64(rep.res + 8);
+	p->len = rr_get_be64(rep.res + 16);
+	p->file_off = rr_get_be64(rep.res + 24);
+	REQUIRE_EQ(p->len, size);
+}
+
+int rt_commit(struct rr_rogue *g, uint32_t id, uint32_t stag, uint64_t to, uint32_t len)
+{
+	struct rr_commit_req c;
+	struct rr_rogue_ev ev;
+	int r;
+
+	memset(&c, 0, sizeof(c));
+	c.id = id;
+	c.nregions = 1;
+	c.region[0].stag = stag;
+	c.region[0].to = to;
+	c.region[0].len = len;
+	r = rr_rogue_commit(g, &c);
+	if (!r)
+		r = rr_rogue_wait_event(g, RR_ROGUE_EV_COMMIT_RESP, RT_MS, &ev);
+	if (r < 0)
+		return r;
+	return ev.cresp.id == id ? (int)ev.cresp.status : -EPROTO;
+}

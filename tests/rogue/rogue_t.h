@@ -59,6 +59,42 @@ void rt_probe_ok(int port);
  * a test fills. */
 uint32_t rt_unknown_stag(uint32_t near);
 
+/* The common start of the reliable-reply attacks: an in-process server,
+ * file "r.bin" of @len bytes (pattern RT_SEED), a rogue (@small: 1 KiB
+ * receives and a 4 KiB socket buffer, for stalls) and one READ of the
+ * whole file whose Reply came as a Read chunk (XID RT_XID): its STag and
+ * length, and a sink buffer for pulling it. */
+struct rt_rrep {
+	struct rr_fx_srv f;
+	struct rr_rogue *g;
+	struct rr_rogue_reply rep;
+	uint32_t len;     /* file bytes read */
+	uint32_t stag;    /* the Read chunk's STag (every segment has it) */
+	uint64_t to;      /* its first segment's Tagged Offset */
+	uint32_t total;   /* the Read chunk's length */
+	uint8_t *sink;
+};
+#define RT_XID 0x6a000001u
+#define RT_SEED 21u
+void rt_rrep_setup(struct rt_rrep *x, uint32_t len, bool small);
+void rt_rrep_teardown(struct rt_rrep *x);
+/* Pulls the whole chunk into x->sink and checks every byte. */
+void rt_rrep_pull_check(struct rt_rrep *x);
+
+/* PUSH_OPEN(@path, @size) on @g: REQUIREs FS_OK and returns the region
+ * (STag, Tagged Offset of its first byte) and where it starts in the file. */
+struct rt_push {
+	uint32_t stag;
+	uint64_t to;
+	uint64_t len;
+	uint64_t file_off;
+};
+void rt_push_open(struct rr_rogue *g, uint32_t xid, const char *path, uint64_t size,
+		  struct rt_push *p);
+/* RDMA Commit of [@to, @to + @len) of @stag; returns the Commit Response's
+ * Status, or -errno (no response: the connection ended). */
+int rt_commit(struct rr_rogue *g, uint32_t id, uint32_t stag, uint64_t to, uint32_t len);
+
 #define RT_MS 10000u   /* the wide bound of every wait */
 
 #endif

@@ -90,7 +90,7 @@ TEST(rogue_harness_write_read_chunks)
 		struct rr_hdr_desc d = {.xid = 0x1001, .credit = 8, .proc = RR_HDR_MSG,
 					.reads = &rs, .nreads = 1};
 
-		REQUIRE_EQ(rr_rogue_send_rpcrdma(g, &d, rpc, (size_t)n, 0), 0);
+		REQUIRE_EQ(rr_rogue_send_rpcrdma(g, &d, rpc, (size_t)n, false, 0), 0);
 	}
 	rt_reply(g, RT_MS, &rep);
 	CHECK_EQ(rep.hdr.xid, 0x1001);
@@ -165,7 +165,7 @@ static void reliable_reply(bool inv)
 	REQUIRE_EQ(got, total);
 	REQUIRE_EQ(rr_rogue_reads_wait(g, RT_MS), 0);
 	CHECK_EQ(rt_read_reply_diff(sink, total, 0, 0x2001, true, 9, 0, LEN), -1);
-	REQUIRE_EQ(rr_rogue_send_done(g, 0x2001, inv ? stag : 0), 0);
+	REQUIRE_EQ(rr_rogue_send_done(g, 0x2001, inv, stag), 0);
 	/* the connection goes on, the server is owed nothing */
 	rt_expect_null_ok(g, 0x2002);
 	CHECK(!g->violation);
@@ -192,13 +192,8 @@ TEST(rogue_harness_push_commit)
 	enum { LEN = 65536 };
 	struct rr_fx_srv f;
 	struct rr_rogue *g;
-	struct rr_rogue_reply rep;
-	struct rr_rogue_ev ev;
-	struct rr_commit_req c;
-	uint8_t args[128], *data = malloc(LEN), *back = malloc(LEN);
-	uint32_t stag;
-	uint64_t to, len, foff;
-	int n;
+	struct rt_push p;
+	uint8_t *data = malloc(LEN), *back = malloc(LEN);
 
 	if (!rr_th_soft_ok())
 		return;
@@ -207,32 +202,12 @@ TEST(rogue_harness_push_commit)
 	REQUIRE_EQ(rr_fx_file(&f.d, "p.bin", 100, 3), 0);
 	g = rt_open(f.port, NULL);
 	REQUIRE(g->commit);
-	n = rr_rogue_fs_push_args(args, sizeof(args), "p.bin", LEN);
-	REQUIRE_EQ(rr_rogue_fs_call(g, 0x3001, FS_PUSH_OPEN, args, (size_t)n, NULL, 0, NULL), 0);
-	rt_reply(g, RT_MS, &rep);
-	REQUIRE(rep.has_rpc);
-	REQUIRE_EQ(rep.res_len, 4 + 20 + 8);
-	REQUIRE_EQ(rr_get_be32(rep.res), FS_OK);
-	stag = rr_get_be32(rep.res + 4);
-	to = rr_get_be64(rep.res + 8);
-	len = rr_get_be64(rep.res + 16);
-	foff = rr_get_be64(rep.res + 24);
-	CHECK_EQ(len, LEN);
-	CHECK_EQ(foff, 100);   /* appended after the existing 100 bytes */
-
+	rt_push_open(g, 0x3001, "p.bin", LEN, &p);
+	CHECK_EQ(p.file_off, 100);   /* appended after the existing 100 bytes */
 	rr_fx_pattern(data, LEN, 11, 0);
-	REQUIRE_EQ(rr_rogue_write(g, stag, to, data, LEN), 0);
-	memset(&c, 0, sizeof(c));
-	c.id = 77;
-	c.nregions = 1;
-	c.region[0].stag = stag;
-	c.region[0].len = LEN;
-	c.region[0].to = to;
-	REQUIRE_EQ(rr_rogue_commit(g, &c), 0);
-	REQUIRE_EQ(rr_rogue_next(g, &ev, RT_MS), RR_ROGUE_EV_COMMIT_RESP);
-	CHECK_EQ(ev.cresp.id, 77);
-	CHECK_EQ(ev.cresp.status, 0);
-	CHECK_EQ(rr_fx_file_read(&f.d, "p.bin", foff, back, LEN), LEN);
+	REQUIRE_EQ(rr_rogue_write(g, p.stag, p.to, data, LEN), 0);
+	CHECK_EQ(rt_commit(g, 77, p.stag, p.to, LEN), 0);   /* Status 0: durable */
+	CHECK_EQ(rr_fx_file_read(&f.d, "p.bin", p.file_off, back, LEN), LEN);
 	CHECK_MEM(back, data, LEN);
 	rt_expect_null_ok(g, 0x3002);
 	rt_probe_ok(f.port);
