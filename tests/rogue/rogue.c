@@ -69,7 +69,7 @@ static void local_pd(const struct rr_rogue_opts *o, struct rr_pd_local *l)
 
 /* ------------------------------------------------------------ sockets -- */
 
-static int tcp_connect(int port, int rcvbuf, unsigned ms)
+static int tcp_connect(int port, int rcvbuf, const char *src, unsigned ms)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	struct pollfd pfd;
@@ -79,6 +79,16 @@ static int tcp_connect(int port, int rcvbuf, unsigned ms)
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
+	if (src) {
+		struct sockaddr_in b = {.sin_family = AF_INET};
+
+		if (inet_pton(AF_INET, src, &b.sin_addr) != 1 ||
+		    bind(fd, (struct sockaddr *)&b, sizeof(b)) < 0) {
+			err = errno ? -errno : -EINVAL;
+			close(fd);
+			return err;
+		}
+	}
 	if (rcvbuf > 0)
 		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -103,9 +113,9 @@ static int tcp_connect(int port, int rcvbuf, unsigned ms)
 	return fd;
 }
 
-int rr_rogue_tcp(int port, int rcvbuf)
+int rr_rogue_tcp(int port, int rcvbuf, const char *src)
 {
-	return tcp_connect(port, rcvbuf, 5000);
+	return tcp_connect(port, rcvbuf, src, 5000);
 }
 
 /* Writes all of @p before @deadline (absolute ms). */
@@ -217,7 +227,7 @@ int rr_rogue_open(struct rr_rogue **out, int port, const struct rr_rogue_opts *o
 	g->msg_iov.iov_base = g->msg;
 	g->msg_iov.iov_len = RR_ROGUE_RECV_MAX;
 	deadline = mono_ms() + g->o.timeout_ms;
-	g->fd = tcp_connect(port, g->o.rcvbuf, g->o.timeout_ms);
+	g->fd = tcp_connect(port, g->o.rcvbuf, g->o.src, g->o.timeout_ms);
 	if (g->fd < 0) {
 		r = g->fd;
 		goto fail_nofd;

@@ -49,6 +49,9 @@ struct rr_rogue_opts {
 	uint16_t ird, ord;    /* MPA IRD/ORD offered (0: 16 each) */
 	bool crc;             /* ask for MPA CRC */
 	int rcvbuf;           /* SO_RCVBUF set before connecting (0: system) */
+	const char *src;      /* local IPv4 address to connect from ("127.0.0.2":
+			       * another host for the server's per-host limits);
+			       * NULL: the system's choice */
 	uint32_t fpdu_max;    /* largest FPDU it sends (0: 65483, loopback MSS) */
 	unsigned timeout_ms;  /* TCP connect + MPA exchange (0: 10000) */
 };
@@ -140,10 +143,10 @@ void rr_rogue_free(struct rr_rogue *g);
 /* Half-close / abort without freeing: RST when @reset (SO_LINGER 0). */
 void rr_rogue_shutdown(struct rr_rogue *g, bool reset);
 
-/* A TCP connection to 127.0.0.1:@port that says nothing (half-open for the
- * server's MPA layer), or -errno. @rcvbuf as in the options. The caller
- * closes it. */
-int rr_rogue_tcp(int port, int rcvbuf);
+/* A TCP connection to 127.0.0.1:@port from @src (NULL: any) that says
+ * nothing (half-open for the server's MPA layer), or -errno. @rcvbuf as in
+ * the options. The caller closes it. */
+int rr_rogue_tcp(int port, int rcvbuf, const char *src);
 /* The MPA Request the rogue would send with @o, written to @buf (cap 600);
  * its length or -errno. For handshakes driven by hand. */
 int rr_rogue_mpa_request(const struct rr_rogue_opts *o, uint8_t *buf, size_t cap);
@@ -246,6 +249,13 @@ int rr_rogue_wait_end(struct rr_rogue *g, unsigned ms);
 /* Waits up to @ms until at least one Read Request of the server is held
  * (RR_ROGUE_SERVE_HOLD): 0, or the errors of rr_rogue_wait_event. */
 int rr_rogue_wait_held(struct rr_rogue *g, unsigned ms);
+/* True when the bytes received so far end inside an FPDU (the stream
+ * stopped mid-segment). */
+static inline bool rr_rogue_mid_fpdu(const struct rr_rogue *g)
+{
+	return g->rx.state == RR_RX_PAYLOAD || g->rx.state == RR_RX_TRAILER ||
+	       g->rx.state == RR_RX_BODY || (g->rx.state == RR_RX_HDR && g->rx.hdr_have);
+}
 /* Answers the held Read Requests (all of them). */
 int rr_rogue_serve_held(struct rr_rogue *g);
 

@@ -112,6 +112,23 @@ void rt_expect_term(struct rr_rogue *g, unsigned ms, uint8_t layer, uint8_t etyp
 	}
 }
 
+void rt_expect_burst_end(struct rr_rogue *g, int r, struct rr_fx_srv *f)
+{
+	char a[32];
+
+	CHECK(r == -ECONNRESET || r == -EPIPE);
+	if (r != -ECONNRESET && r != -EPIPE)
+		fprintf(stderr, "  after the burst: %s\n", strerror(-r));
+	if (g->got_term && !rr_rogue_term_is(&g->term, RR_TL_DDP, RR_DDP_ET_UNTAGGED,
+					     RR_DDP_EC_U_MSN_NOBUF)) {
+		fprintf(stderr, "  Terminate %s, wanted DDP/2/0x02\n",
+			rr_rogue_term_str(&g->term, a, sizeof(a)));
+		CHECK(false);
+	}
+	CHECK(rr_rogue_wait_end(g, RT_MS) >= 0);
+	CHECK(rr_fx_srv_wait_conns(f, 0, RT_MS));
+}
+
 void rt_expect_null_ok(struct rr_rogue *g, uint32_t xid)
 {
 	struct rr_rogue_reply rep;

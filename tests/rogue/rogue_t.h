@@ -46,6 +46,13 @@ long long rt_read_reply_diff(const uint8_t *p, size_t len, uint32_t from, uint32
  * @layer/@etype/@ecode followed by EOF. */
 void rt_expect_term(struct rr_rogue *g, unsigned ms, uint8_t layer, uint8_t etype,
 		    uint8_t ecode);
+/* After a burst the server could not take (@r: what the wait for an
+ * answer returned, < 0): the connection ends, and the Terminate, if one
+ * got through, is DDP "untagged buffer, no buffer for MSN" (RFC 5041
+ * section 8). It may not get through: a server that closes with the
+ * burst's bytes still unread makes its TCP reset the connection, and a
+ * reset may drop what was in flight; then EOF is all there is. */
+void rt_expect_burst_end(struct rr_rogue *g, int r, struct rr_fx_srv *f);
 /* Expects a NULL call on @g to be answered (the connection still works). */
 void rt_expect_null_ok(struct rr_rogue *g, uint32_t xid);
 

@@ -8,6 +8,7 @@
  * idle_timeout_ms (default 6 min, on the server's clock) is closed; the
  * memory of closed connections is given back. CPU and time bounds here are
  * wide, and only guard against busy loops and blocking. */
+#include <poll.h>
 #include <sys/socket.h>
 
 #include "rogue_t.h"
@@ -24,37 +25,44 @@ static void set_reset(int fd)
 	(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
 
-/* Opens one connection to @port and abandons it the way @k says. 0, or
- * -errno when even the TCP connect failed. */
-static int vanish_once(int port, enum vanish k)
+/* The storms come from another host than the clients that must be served
+ * meanwhile (the server's per-host limits are meant to refuse the storm,
+ * not its victims). */
+#define STORM_SRC "127.0.0.2"
+
+/* Opens one connection to @port (from STORM_SRC) and abandons it the way
+ * @k says; raw sockets and a prepared MPA Request, so that the storm costs
+ * its threads little CPU (on a 2-core machine the attacker and the server
+ * share the CPUs). 0, -ECONNREFUSED / -ECONNRESET (refused), or another
+ * -errno (no answer in time). */
+static int vanish_once(int port, enum vanish k, const uint8_t *req, size_t rlen)
 {
-	struct rr_rogue_opts o;
-	uint8_t req[600];
-	int fd, n;
+	int fd = rr_rogue_tcp(port, 0, STORM_SRC);
+	int rc = 0;
 
-	if (k == V_RDMA_CLOSE) {
-		struct rr_rogue *g;
-		int rc = rr_rogue_open(&g, port, NULL);
-
-		if (rc)
-			return rc;
-		rr_rogue_shutdown(g, true);
-		rr_rogue_free(g);
-		return 0;
-	}
-	fd = rr_rogue_tcp(port, 0);
 	if (fd < 0)
 		return fd;
-	rr_rogue_opts_default(&o);
-	n = rr_rogue_mpa_request(&o, req, sizeof(req));
-	if (k == V_HALF_MPA && n > 10)
+	if (k == V_HALF_MPA)
 		(void)send(fd, req, 10, MSG_NOSIGNAL);
-	if (k == V_MPA_NO_READ && n > 0)
-		(void)send(fd, req, (size_t)n, MSG_NOSIGNAL);
-	if (k == V_TCP_RESET || k == V_MPA_NO_READ)
+	if (k == V_MPA_NO_READ || k == V_RDMA_CLOSE)
+		(void)send(fd, req, rlen, MSG_NOSIGNAL);
+	if (k == V_RDMA_CLOSE) {
+		/* the MPA Reply: the connection is established (or refused) */
+		uint8_t rep[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		ssize_t n = 0;
+
+		if (poll(&pfd, 1, RT_MS) == 1)
+			n = recv(fd, rep, sizeof(rep), 0);
+		if (n <= 0)
+			rc = n == 0 || errno == ECONNRESET ? -ECONNRESET : -ETIMEDOUT;
+		else if (n > RR_MPA_KEY_LEN && (rep[RR_MPA_KEY_LEN] & RR_MPA_F_REJECT))
+			rc = -ECONNREFUSED;
+	}
+	if (k == V_TCP_RESET || k == V_MPA_NO_READ || k == V_RDMA_CLOSE)
 		set_reset(fd);
 	close(fd);
-	return 0;
+	return rc;
 }
 
 #define STORM_THREADS 8
@@ -65,20 +73,30 @@ struct storm {
 	unsigned n;
 	int kind;             /* enum vanish, or -1: every kind in turn */
 	atomic_uint next;     /* attempts handed out */
+	atomic_bool stop;     /* end now (rr_storm_stop) */
 	atomic_uint done;
-	atomic_uint failed;   /* connects refused */
+	atomic_uint refused;  /* refused (MPA Reject, TCP RST): a limit's answer */
+	atomic_uint failed;   /* anything else: no answer in time */
 	pthread_t th[STORM_THREADS];
 };
 
 static void *storm_main(void *arg)
 {
 	struct storm *s = arg;
+	struct rr_rogue_opts o;
+	uint8_t req[600];
+	int rlen;
 	unsigned i;
 
-	while ((i = atomic_fetch_add(&s->next, 1)) < s->n) {
+	rr_rogue_opts_default(&o);
+	rlen = rr_rogue_mpa_request(&o, req, sizeof(req));
+	while (!atomic_load(&s->stop) && (i = atomic_fetch_add(&s->next, 1)) < s->n) {
 		enum vanish k = s->kind < 0 ? (enum vanish)(i % V_KINDS) : (enum vanish)s->kind;
+		int rc = rlen > 0 ? vanish_once(s->port, k, req, (size_t)rlen) : rlen;
 
-		if (vanish_once(s->port, k))
+		if (rc == -ECONNREFUSED || rc == -ECONNRESET)
+			atomic_fetch_add(&s->refused, 1);
+		else if (rc)
 			atomic_fetch_add(&s->failed, 1);
 		atomic_fetch_add(&s->done, 1);
 	}
@@ -95,6 +113,14 @@ static void storm_start(struct storm *s, int port, unsigned n, int kind)
 		REQUIRE_EQ(pthread_create(&s->th[t], NULL, storm_main, s), 0);
 }
 
+/* Ends the storm early and joins its threads. */
+static void storm_stop(struct storm *s)
+{
+	atomic_store(&s->stop, true);
+	for (int t = 0; t < STORM_THREADS; t++)
+		pthread_join(s->th[t], NULL);
+}
+
 static void storm_join(struct storm *s)
 {
 	for (int t = 0; t < STORM_THREADS; t++)
@@ -103,8 +129,10 @@ static void storm_join(struct storm *s)
 
 /* 500 connections abandoned at every step of the setup (TCP close, TCP
  * reset, half an MPA Request, a whole Request then reset, an established
- * connection reset) while a client keeps calling: the client never fails,
- * the server ends with no connection left, and serves a new client. */
+ * connection reset), 8 at a time, while a client keeps calling: each
+ * attempt is served or refused (the per-host limits may refuse some: that
+ * is their answer), none hangs; the client never fails; the server ends
+ * with no connection left and serves a new client. */
 TEST(rogue_storm_abandoned_connections)
 {
 	struct rr_fx_srv f;
@@ -118,6 +146,8 @@ TEST(rogue_storm_abandoned_connections)
 	storm_start(&s, f.port, 500, -1);
 	storm_join(&s);
 	rr_fx_busy_stop(&b);
+	printf("  %u refused (connection limits), %u failed\n", atomic_load(&s.refused),
+	       atomic_load(&s.failed));
 	CHECK_EQ(atomic_load(&s.failed), 0);
 	CHECK(atomic_load(&b.calls) > 0);
 	CHECK_EQ(atomic_load(&b.failures), 0);
@@ -127,12 +157,16 @@ TEST(rogue_storm_abandoned_connections)
 }
 
 /* Finding 7 of issue 12, the storm: on 630ae3a, 500 connect-and-vanish
- * attempts delayed a new client by 3.9 s. Here 8 threads open 600
- * connections (MPA exchange done, then reset at once); a new client that
- * arrives after 100, 200, 300 and 400 of them must be connected and served
- * within 1 s each (normally 1-30 ms; the bound catches a client that waits
- * for the storm, e.g. for SYN retransmissions after the listen queue
- * overflowed: 1 s, 3 s, 7 s). On 630ae3a the first one took 4-5 s. */
+ * attempts delayed a new client by 3.9 s. Here 8 threads keep setting up
+ * connections from another host (the MPA exchange done, then a reset)
+ * while, after every 50 of them, a new client arrives: it must be
+ * connected and served (connect, NULL, ECHO) without being kept waiting
+ * while the storm is served -- never 1 s or more during which 20 storm
+ * connections or more were set up. (Normally it takes 2-100 ms, while
+ * 0-300 storm connections come and go; a slow machine or build that
+ * serves everyone slowly does not fail it, a server that serves the storm
+ * first does.) On 630ae3a new clients waited 1.3-2.9 s while about 500
+ * storm connections were served. */
 TEST(rogue_finding7_storm_delays_no_new_client)
 {
 	struct rr_fx_srv f;
@@ -142,36 +176,44 @@ TEST(rogue_finding7_storm_delays_no_new_client)
 	if (!rr_th_soft_ok())
 		return;
 	REQUIRE_EQ(rr_fx_srv_start(&f, NULL), 0);
-	storm_start(&s, f.port, 600, V_RDMA_CLOSE);
-	for (unsigned at = 100; at <= 400; at += 100) {
-		uint64_t t0, dt;
+	storm_start(&s, f.port, 1000000, V_RDMA_CLOSE);
+	for (int k = 0; k < 3; k++) {
+		unsigned d0, d1, want = atomic_load(&s.done) + 50;
+		uint64_t t0, dt, end = rr_fx_ms() + RT_MS;
 		int rc;
 
-		while (atomic_load(&s.done) < at)
+		while (atomic_load(&s.done) < want && rr_fx_ms() < end)
 			rr_th_sleep_ms(1);
+		d0 = atomic_load(&s.done);
 		t0 = rr_fx_ms();
 		rc = rr_fx_probe(f.port, RT_MS);
 		dt = rr_fx_ms() - t0;
-		printf("  new client at storm %u of %u: %s in %llu ms\n", at, s.n,
-		       rc ? strerror(-rc) : "served", (unsigned long long)dt);
+		d1 = atomic_load(&s.done);
+		printf("  new client after %u storm connections: %s in %llu ms, %u storm connections "
+		       "served meanwhile\n", d0, rc ? strerror(-rc) : "served",
+		       (unsigned long long)dt, d1 - d0);
 		CHECK_EQ(rc, 0);
-		slow += dt >= 1000;
+		/* kept waiting while the storm was served */
+		slow += dt >= 1000 && d1 - d0 >= 20;
 	}
+	storm_stop(&s);
 	CHECK_EQ(slow, 0);
-	storm_join(&s);
+	CHECK_EQ(atomic_load(&s.failed), 0);
 	rt_probe_ok(f.port);
 	rr_fx_srv_stop(&f);
 }
 
 /* Finding 7 of issue 12, churn: on 630ae3a the server kept 1.72 GB RSS
  * after 12,200 connections had been opened and closed. Here the
- * rpcrdma-server child process serves 4 rounds of 64 connections open at
+ * rpcrdma-server child process serves 4 rounds of 48 connections open at
  * once (each makes a NULL Call, then all close); its RSS after the last
- * round is within 20 MB of what it was after the first (on 630ae3a: 26 MB
- * after the first round, 400 MB after the second). */
+ * round is within 20 MB of what it was after the first (on 630ae3a,
+ * Release: 9 MB after the first round, 197 MB after the second, 375 MB
+ * after the fourth; the ASan allocator does not keep that memory, so under
+ * ASan this passes there too). */
 TEST(rogue_finding7_churn_memory_returned)
 {
-	enum { BATCH = 64, ROUNDS = 4 };
+	enum { BATCH = 48, ROUNDS = 4 };
 	struct rr_fx_child c;
 	struct rr_rogue *g[BATCH];
 	long first = 0, last = 0;
@@ -207,8 +249,9 @@ TEST(rogue_finding7_churn_memory_returned)
  * connections (accepted, no MPA Request), the provider's thread of
  * 630ae3a spun at 100% CPU in accept4 (EMFILE). Now, in the
  * rpcrdma-server child process limited to 64 descriptors: while 100
- * half-open connections hold (or wait for) its descriptors its threads are
- * runnable for less than 0.5 s of a 2 s window (no busy loop), it still
+ * half-open connections hold (or wait for) its descriptors it uses less
+ * than 0.5 s of CPU and its threads are runnable for less than 1 s of a 2 s
+ * window (no busy loop, whatever the load of the machine), it still
  * serves its established connection, and serves new clients once they are
  * gone. */
 TEST(rogue_finding5_fd_exhaustion_no_busy_loop)
@@ -226,7 +269,7 @@ TEST(rogue_finding5_fd_exhaustion_no_busy_loop)
 	g = rt_open(c.port, NULL);
 	rt_expect_null_ok(g, 0xa3000001);
 	for (int i = 0; i < HALF; i++)
-		fds[i] = rr_rogue_tcp(c.port, 0);   /* those beyond the limit wait in the backlog */
+		fds[i] = rr_rogue_tcp(c.port, 0, STORM_SRC);   /* beyond the limit: in the backlog */
 	/* the server has taken what it can (bounded: the measure runs anyway) */
 	end = rr_fx_ms() + 5000;
 	while (rr_fx_child_nfds(&c) < 62 && rr_fx_ms() < end)
@@ -240,9 +283,11 @@ TEST(rogue_finding5_fd_exhaustion_no_busy_loop)
 	printf("  server in a 2 s window at the limit: CPU %.2f s, runnable %.2f s\n", cpu1 - cpu0,
 	       run1 - run0);
 	CHECK(cpu0 >= 0 && cpu1 >= 0 && run0 >= 0 && run1 >= 0);
-	/* runnable, not CPU: a spinning thread on a loaded machine gets little
-	 * CPU but is runnable all the time */
-	CHECK(run1 - run0 < 0.5);
+	/* CPU, and runnable time: a spinning thread on a loaded machine may
+	 * get little CPU but is runnable all the time (2 s); a sleeping one
+	 * waits for a CPU a little after each wake-up (0.3 s seen at load 4) */
+	CHECK(cpu1 - cpu0 < 0.5);
+	CHECK(run1 - run0 < 1.0);
 	rt_expect_null_ok(g, 0xa3000002);   /* its connection is still served */
 	for (int i = 0; i < HALF; i++)
 		if (fds[i] >= 0)

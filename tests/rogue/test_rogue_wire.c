@@ -43,7 +43,8 @@ static const struct {
 	[B_MO] = {"Send with MO 4", RR_TL_DDP, RR_DDP_ET_UNTAGGED, RR_DDP_EC_U_MO},
 	[B_SHORT_ULPDU] = {"ULPDU shorter than its header", RR_TL_RDMAP, RR_RDMAP_ET_OPERATION,
 			   RR_RDMAP_EC_UNSPECIFIED},
-	[B_TOO_LONG] = {"Send of 300 KiB", RR_TL_DDP, RR_DDP_ET_UNTAGGED, RR_DDP_EC_U_TOO_LONG},
+	[B_TOO_LONG] = {"Send longer than the Receives", RR_TL_DDP, RR_DDP_ET_UNTAGGED,
+			RR_DDP_EC_U_TOO_LONG},
 	[B_READ_RESP] = {"Read Response never asked for", RR_TL_RDMAP, RR_RDMAP_ET_OPERATION,
 			 RR_RDMAP_EC_OPCODE},
 	[B_COMMIT] = {"Commit Request, Commit not negotiated", RR_TL_RDMAP,
@@ -74,10 +75,15 @@ static void send_bad(int port, enum bad b)
 		rr_put_be16(f + 2, CTRL(0, 1, 1, 1, RR_OP_SEND));
 		REQUIRE_EQ(rr_rogue_raw(g, f, sizeof(f)), 0);
 	} else if (b == B_TOO_LONG) {
-		size_t len = 300u << 10;
+		/* 1 KiB more than the Receives the server advertised, in FPDUs
+		 * of 1 KiB: little is left unread when the server refuses it,
+		 * so its close does not reset the connection before the
+		 * Terminate is read */
+		size_t len = g->peer.recv_size + 1024u;
 		uint8_t *m = calloc(1, len);
 
 		REQUIRE(m != NULL);
+		g->o.fpdu_max = 1024;
 		(void)rr_rogue_send(g, RR_OP_SEND, 0, m, len);   /* may be cut short */
 		free(m);
 	} else if (b == B_READ_RESP) {
