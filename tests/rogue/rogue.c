@@ -595,6 +595,8 @@ int rr_rogue_raw(struct rr_rogue *g, const void *bytes, size_t len)
 	return flush(g);
 }
 
+/* FPDU (RFC 5044 4.1, RFC 5041 4): ULPDU_Length BE16 | control BE16 | @hdr |
+ * @payload | pad to 4 | CRC32c (zero unless CRC was negotiated) */
 int rr_rogue_fpdu(struct rr_rogue *g, uint16_t ctrl, const uint8_t *hdr, size_t hlen,
 		  const void *payload, size_t plen)
 {
@@ -1088,6 +1090,10 @@ long rr_rogue_pull_start(struct rr_rogue *g, const struct rr_rogue_reply *rep,
 #define ROGUE_FS_PROG 0x2f5a0001u
 #define ROGUE_FS_VERS 1u
 
+/* Arguments of the file service (tools/fileservice.h, RFC 4506 XDR):
+ *   READ:      string path<> | uint64 offset | uint32 count
+ *   WRITE:     string path<> | uint64 offset | uint32 flags | opaque data<>
+ *   PUSH_OPEN: string path<> | uint64 size */
 int rr_rogue_fs_read_args(uint8_t *b, size_t cap, const char *path, uint64_t off,
 			  uint32_t count)
 {
