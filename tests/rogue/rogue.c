@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The wire-level rogue requester (rogue.h): TCP socket, MPA exchange (RFC
  * 5044 section 7.1, RFC 6581), FPDUs through the project's DDP segmenter and
  * receive parser (RFC 5041 sections 4-8, RFC 5040 sections 4-7), and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* A wire-level rogue RPC-over-RDMA requester for the hostile-peer suite
  * (tests/rogue/test_rogue_*.c, docs/security.md "The rogue suite"). It owns
  * a plain TCP socket and speaks the iWARP stack by hand: the MPA

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* The servers the rogue suite attacks and the well-behaved clients that
  * check the server still serves others (tests/rogue/test_rogue_*.c):
  *  - an in-process RPC server on rdma://127.0.0.1:0 with the example file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Test-thread steps of the rogue suite (rogue_t.h). */
 #include "rogue_t.h"
 
@@ -200,12 +201,14 @@ void rt_push_open(struct rr_rogue *g, uint32_t xid, const char *path, uint64_t s
 	REQUIRE_EQ(rr_rogue_fs_call(g, xid, FS_PUSH_OPEN, args, (size_t)n, NULL, 0, NULL), 0);
 	rt_reply(g, RT_MS, &rep);
 	REQUIRE(rep.has_rpc);
-	REQUIRE_EQ(rep.res_len, 4 + 20 + 8);
+	/* status, region (STag, offset, length, levels: rpcrdma_xdr_put_push_region),
+	 * file offset */
+	REQUIRE_EQ(rep.res_len, 4 + 24 + 8);
 	REQUIRE_EQ(rr_get_be32(rep.res), FS_OK);
 	p->stag = rr_get_be32(rep.res + 4);
 	p->to = rr_get_be64(rep.res + 8);
 	p->len = rr_get_be64(rep.res + 16);
-	p->file_off = rr_get_be64(rep.res + 24);
+	p->file_off = rr_get_be64(rep.res + 28);
 	REQUIRE_EQ(p->len, size);
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Test-thread steps shared by the rogue suite's tests (tests/rogue/
  * test_rogue_*.c): open a rogue, send a file service Call and decode its
  * Reply, obtain a reliable-reply Read chunk, check pulled bytes, expect a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Rogue connections (docs/security.md "Limits", issue 12 findings 5 and
  * 7): storms of connections opened and abandoned at every step of the
  * setup, file-descriptor exhaustion of the server process by half-open

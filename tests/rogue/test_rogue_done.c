@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Rogue RDMA_DONE (draft-cel-nfsv4-rpcrdma-reliable-reply-04 section 4.1.3,
  * docs/security.md "Lifetime rule"): a requester that sends RDMA_DONE for a
  * Reply exposed as a responder-provided Read chunk before, during and after

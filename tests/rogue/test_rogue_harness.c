@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the rogue peer itself (rogue.h) against the current server: a
  * well-behaved exchange driven through the rogue's own MPA, DDP and RPC
  * code works byte-exact -- the negotiation (RFC 8797 block and extension

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Rogue requesters against the server's budgets (docs/security.md
  * "Limits"; issue 12 findings 3 and 4): Read chunks that are never pulled,
  * Calls whose Replies would pin more memory than a connection or the server
@@ -56,11 +57,14 @@ static unsigned collect_rrep_answers(struct rr_rogue *g, uint32_t xid, unsigned 
  * peer never pulls. On 630ae3a the Calls beyond rrep_max (32) each held a
  * worker thread for rrep_timeout_ms (30 s) waiting for an RDMA_DONE: another
  * client's READ took 59.5 s, and the last Calls got no answer for 30 s. Now
- * another client's READ completes within the bound and all 40 Calls are
- * answered (Read chunk or ERR_CHUNK) within it. */
+ * no thread waits for them (they are parked): another client's READ
+ * completes within the bound, and all 40 Calls are answered (Read chunk, or
+ * ERR_CHUNK once rrep_timeout_ms, 2 s here, passed without a reservation)
+ * within it. */
 TEST(rogue_finding3_unpulled_read_chunks_stall_nobody)
 {
 	enum { N = 40 };
+	struct rpcrdma_server_opts so = {.rrep_timeout_ms = 2000};
 	struct rr_fx_srv f;
 	struct rr_rogue *g;
 	uint64_t exposed = 0;
@@ -70,7 +74,7 @@ TEST(rogue_finding3_unpulled_read_chunks_stall_nobody)
 
 	if (!rr_th_soft_ok())
 		return;
-	REQUIRE_EQ(rr_fx_srv_start(&f, NULL), 0);
+	REQUIRE_EQ(rr_fx_srv_start(&f, &so), 0);
 	REQUIRE_EQ(rr_fx_file(&f.d, "r.bin", 65536, 5), 0);
 	REQUIRE_EQ(rr_fx_file(&f.d, "n.bin", 1u << 20, 6), 0);
 	g = rt_open_small(f.port);
@@ -84,6 +88,7 @@ TEST(rogue_finding3_unpulled_read_chunks_stall_nobody)
 	CHECK_EQ(rc, 0);
 	got = collect_rrep_answers(g, 0x81000000, N, &exposed, &errs);
 	CHECK_EQ(got, N);
+	CHECK_EQ(errs, N - 32);   /* the 8 beyond rrep_max: ERR_CHUNK at the timeout */
 	rr_rogue_free(g);
 	rt_probe_ok(f.port);
 	rr_fx_srv_stop(&f);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Truncation under push mode (draft-talpey-rdma-commit-00 section 2, issue
  * 12 finding 2, docs/security.md "Durable regions"): a client opens a
  * push-mode region on a file (PUSH_OPEN of tools/fileservice.h), another

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Rogue STags (RFC 5040 sections 5.1 and 7.2, RFC 5041 section 8,
  * docs/security.md "No oracle"): Send With Invalidate of every class of
  * STag a peer can name, and tagged accesses at every boundary of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* Rogue FPDUs and withheld work (RFC 5040 sections 4-7, RFC 5041 sections
  * 4-8, RFC 5044 section 4): FPDUs a provider must refuse -- wrong DDP or
  * RDMAP version, unknown opcode, wrong queue, MSN or MO, a ULPDU shorter
