@@ -287,6 +287,13 @@ struct rpcrdma_server_opts {
 	 * reply that would go over is answered RDMA_ERROR/ERR_CHUNK. */
 	size_t reply_mem_per_conn;      /* one connection; 0: 16 MiB */
 	size_t reply_mem_total;         /* all connections; 0: 256 MiB */
+	uint32_t rrep_timeout_ms;       /* rdma://, verbs://: a reply exposed
+					   as a Read chunk is fenced this long
+					   after it went out without the
+					   client's RDMA_DONE, and one waiting
+					   for a reservation (32 per
+					   connection) is answered ERR_CHUNK
+					   after as long; 0: 30000 */
 	/* Connection limits (docs/security.md "Limits"; the same on every
 	 * transport unless said): */
 	uint32_t idle_timeout_ms;       /* an established connection that has

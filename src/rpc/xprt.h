@@ -251,6 +251,7 @@ struct rr_xprt_server_params {
 	uint32_t spin_us;             /* soft provider spin budget; 0: default */
 	size_t reply_mem_per_conn;    /* RDMA: reply memory budgets; 0: default */
 	size_t reply_mem_total;
+	uint32_t rrep_timeout_ms;     /* RDMA: reliable-reply timeout; 0: default */
 	void (*recv)(void *ctx, struct rr_xprt_req *req);
 	void *ctx;
 };
