@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* The inline threshold policy (transport/rdma_tp.h rr_tp_conf_inline,
+/* The inline threshold policy (transport/rdma/tp.h rr_tp_conf_inline,
  * docs/transport.md "Inline thresholds"): on the software (TCP-carried)
  * provider both ends advertise RR_TP_INLINE_SOFT by default (RFC 8797 section
  * 4.2 allows up to 262144), so a 64 KiB DDP-eligible argument or result

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Pipelined Replies of the RPC-over-RDMA v1 responder (RFC 8166 section 3.4,
- * transport/rdma_tp.h rr_tp_server_reply_async): a Reply's RDMA Writes and
+ * transport/rdma/tp.h rr_tp_server_reply_async): a Reply's RDMA Writes and
  * Send are posted without waiting for their completion, the Reply's memory
  * (and its registrations) released by the Send completion. Over the soft
  * iWARP provider in one process: many outstanding Calls answered on the

@@ -198,7 +198,7 @@ struct rr_xprt_stats {
 	uint64_t retransmits;
 	uint64_t reconnects;
 	uint64_t fatal_errors;       /* failed RDMA Read/Write/Send, connection lost */
-	/* Counted by the driver (transport/rdma_tp.c) from the header of every
+	/* Counted by the session (proto/conn/) from the header of every
 	 * Send posted / Receive completed (rdma_proc, RFC 8166 section 4.2.1),
 	 * both roles: */
 	uint64_t msg_sent, nomsg_sent, error_sent, done_sent;

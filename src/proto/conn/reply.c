@@ -5,7 +5,7 @@
  * Write into the requester's Write chunks, a Long Reply through its Reply
  * chunk, ERR_CHUNK when nothing fits, or a responder Read chunk:
  * reliable_reply.c), the grant settled once per Reply (never 0, never above
- * the Receives posted and not reserved for RDMA_DONE: proto/credits.h) and
+ * the Receives posted and not reserved for RDMA_DONE: proto/conn/credits.h) and
  * written into rdma_credit by the header code, Send With Invalidate naming
  * one STag of the Call when both peers set R, the memory the Writes read
  * registered until the Send completed. A Call that cannot be answered for

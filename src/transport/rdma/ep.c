@@ -38,7 +38,7 @@ void rr_tp_conf_default(struct rr_tp_conf *c)
 	c->reply_mem_total = RR_TP_REPLY_MEM_TOTAL;
 }
 
-/* The inline threshold policy, applied once per endpoint (rdma_tp.h,
+/* The inline threshold policy, applied once per endpoint (rdma/tp.h,
  * docs/transport.md "Inline thresholds"): a size of 0 becomes the provider's
  * default, sizes are capped at what RFC 8797 can advertise, and when the
  * per-connection buffers (Receives + send slots, each of the full size) would

@@ -3,7 +3,7 @@
  * counters (include/rpcrdma/stats.h) from the driver's own struct
  * rr_xprt_stats (proto/xprt.h; nothing is counted twice), and push mode
  * (draft-talpey-rdma-commit-00 section 2) through the driver's Commit
- * support (transport/rdma_tp.h). Called by rdma_rpc.c's ctl ops. */
+ * support (transport/rdma/tp.h). Called by rdma/rpc.c's ctl ops. */
 #include "transport/rdma/ext.h"
 
 #include "proto/conn/privdata.h"

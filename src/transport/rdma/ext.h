@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The "rdma" scheme's transport controls (rpc/xprt_ctl.h): counters and push
- * mode, implemented over the driver (transport/rdma_tp.h). */
+ * mode, implemented over the driver (transport/rdma/tp.h). */
 #ifndef RR_TRANSPORT_RDMA_EXT_H
 #define RR_TRANSPORT_RDMA_EXT_H
 

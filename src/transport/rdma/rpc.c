@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The "rdma" URL scheme of the RPC layer (src/rpc/xprt.h contract): adapts
- * the RPC-over-RDMA v1 driver (transport/rdma_tp.h, RFC 8166 with RFC 8797
+ * the RPC-over-RDMA v1 driver (transport/rdma/tp.h, RFC 8166 with RFC 8797
  * negotiation) to the RPC client and server. A Call's DDP-eligible items
  * (struct rr_rpc_ddp) become the driver's DDP-eligible parts (Read chunks when
  * the Call does not fit inline, RFC 8166 section 3.4.3), its result sinks
@@ -14,7 +14,7 @@
  * that owns the listen address or routes to the peer): -ENODEV when the host
  * has no usable RDMA device, -EPROTONOSUPPORT when the library was built
  * without rdma-core. Registrations follow the provider's capabilities
- * (transport/rdma_tp.h: windows and remote invalidation where offered, per-RPC
+ * (transport/rdma/tp.h: windows and remote invalidation where offered, per-RPC
  * memory registration otherwise, e.g. on siw). */
 #include <netdb.h>
 #include <pthread.h>
@@ -125,7 +125,7 @@ static int cl_create_on(const char *provider, const struct rr_xprt_target *t,
 		conf.connect_timeout_ms = p->connect_timeout_ms;
 	conf.no_reconnect = p->no_reconnect;
 	conf.inline_ddp = !p->no_inline_ddp;
-	/* 0: the provider's default (rdma_tp.h RR_TP_INLINE_SOFT on rdma://) */
+	/* 0: the provider's default (rdma/tp.h RR_TP_INLINE_SOFT on rdma://) */
 	conf.inline_send = conf.inline_recv = p->inline_size;
 	conf.spin_us = p->spin_us;
 	conf.ext_caps |= RR_PD_EXT_CAP_RDMA_COMMIT;   /* push mode (masked if unsupported) */

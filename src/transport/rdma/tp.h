@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The RPC-over-RDMA Version 1 transport driver: binds the sans-I/O core
- * (proto/xprt.h), the RFC 8797 private data negotiation (proto/privdata.h) and
- * the credit accounting (proto/credits.h) to a provider (rpcrdma/rdma.h).
+ * (proto/xprt.h), the RFC 8797 private data negotiation (proto/conn/privdata.h) and
+ * the credit accounting (proto/conn/credits.h) to a provider (rpcrdma/rdma.h).
  *
  * Client (requester, active side): connects with the RFC 8797 block plus the
  * project's extension block in the private data, negotiates the two inline
@@ -95,11 +95,11 @@ struct rr_tp_conf {
 					   Reply awaiting RDMA_DONE for this long
 					   is disconnected; 0 = never */
 	uint32_t ext_caps;              /* extension block capabilities
-					   (RR_PD_EXT_CAP_*, proto/privdata.h);
+					   (RR_PD_EXT_CAP_*, proto/conn/privdata.h);
 					   0: no extension block. Default:
 					   RELIABLE_REPLY (used only when the
 					   peer advertises it too). RDMA_COMMIT
-					   (push mode) is set by rdma_rpc.c. */
+					   (push mode) is set by rdma/rpc.c. */
 	/* Reliable reply (proto/rrep.h, docs/protocol.md): */
 	uint32_t rrep_timeout_ms;       /* responder: an exposed Reply is fenced
 					   when no RDMA_DONE came (30000) */
