@@ -3,14 +3,11 @@
 /* The session's life (proto/conn/conn.h): creation, the connection coming
  * up with the RFC 8797 negotiation of its parameters and going down,
  * received messages handed to the role that takes them, completions routed
- * by their token, the message-form counters (RFC 8166 section 4.2.1
- * rdma_proc of every Send posted and Receive completed), and time. */
+ * by their token, and time. The top of the session's files (conn_int.h):
+ * after an event it does what a lower file cannot ask for itself --
+ * sending queued Calls once a credit is free, resuming parked Replies once
+ * an RDMA_DONE freed a reservation. */
 #include "proto/conn/conn_int.h"
-
-uint64_t rr_conn_now(const struct rr_conn *c)
-{
-	return rr_now_ns(c->clock);
-}
 
 int rr_conn_create(const struct rr_conn_config *cfg, const struct rr_conn_io *io,
 		   struct rr_conn **out)
@@ -135,66 +132,6 @@ bool rr_conn_reliable_reply(const struct rr_conn *c)
 	return c->up && c->params.reliable_reply;
 }
 
-void rr_conn_fail(struct rr_conn *c)
-{
-	if (c->up && c->io.close)
-		c->io.close(c->io.ctx);
-}
-
-void rr_conn_count_form(struct rr_conn *c, const uint8_t *buf, uint32_t len, bool sent)
-{
-	struct rr_xprt_stats *st = c->st;
-
-	if (sent)
-		st->inline_sent_bytes += len;
-	else
-		st->inline_recv_bytes += len;
-	if (len < 16)
-		return;
-	switch (rr_get_be32(buf + 12)) {
-	case RR_XPRT_MSG:
-		sent ? st->msg_sent++ : st->msg_recv++;
-		break;
-	case RR_XPRT_NOMSG:
-		sent ? st->nomsg_sent++ : st->nomsg_recv++;
-		break;
-	case RR_XPRT_DONE:
-		sent ? st->done_sent++ : st->done_recv++;
-		break;
-	case RR_XPRT_ERROR:
-		sent ? st->error_sent++ : st->error_recv++;
-		break;
-	default:
-		break;
-	}
-}
-
-int rr_conn_post_send(struct rr_conn *c, const struct rr_conn_send *s, const uint8_t *slot_buf)
-{
-	int rc;
-
-	if (!c->sends_inflight)
-		c->tx_progress = rr_conn_now(c);   /* the first in flight */
-	rr_conn_count_form(c, slot_buf, s->len, true);
-	rc = c->io.send(c->io.ctx, s);
-	if (rc)
-		return rc;
-	c->sends_inflight++;
-	return 0;
-}
-
-int rr_conn_reg(struct rr_conn *c, struct rr_conn_mem *m)
-{
-	return c->io.reg(c->io.ctx, m);
-}
-
-void rr_conn_unreg(struct rr_conn *c, struct rr_conn_mem *m)
-{
-	if (m->handle)
-		c->io.unreg(c->io.ctx, m);
-	m->handle = NULL;
-}
-
 void rr_conn_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len,
 		     bool has_inv, uint32_t inv_stag)
 {
@@ -204,6 +141,7 @@ void rr_conn_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32
 
 		if (c->params.reliable_reply && rr_rrep_is_done(buf, len, &xid)) {
 			rs_rrep_on_done(c, idx, xid, has_inv, inv_stag);
+			rs_park_resume(c, rr_conn_now(c));   /* a reservation may be free */
 			return;
 		}
 		rs_on_recv(c, idx, buf, len);
@@ -240,6 +178,8 @@ void rr_conn_on_work(struct rr_conn *c, uint64_t token, int status)
 		if (c->reads_inflight)
 			c->reads_inflight--;
 		rq_pull_on_read(c, TOK_PTR(token), status);
+		if (!status)
+			rq_pump(c);
 		break;
 	case TOK_REQ_READ:
 		if (c->reads_inflight)
@@ -248,6 +188,8 @@ void rr_conn_on_work(struct rr_conn *c, uint64_t token, int status)
 		break;
 	case TOK_CALL_INV:
 		rq_on_inv(c, TOK_PTR(token), status);
+		if (!status)
+			rq_pump(c);   /* a credit may be free */
 		break;
 	case TOK_EXP_INV:
 		rs_rrep_on_inv(c, TOK_PTR(token), status);
@@ -262,6 +204,7 @@ void rr_conn_tick(struct rr_conn *c, uint64_t now)
 	if (c->cfg.role != RR_CONN_RESPONDER || !c->up)
 		return;
 	rs_tick_stall(c, now);
+	rs_park_resume(c, now);   /* parked too long: ERR_CHUNK */
 	rs_rrep_tick(c, now);
 }
 
@@ -274,5 +217,5 @@ uint64_t rr_conn_next_timeout(const struct rr_conn *c, uint64_t now)
 		return t;
 	if (c->sends_inflight && c->cfg.send_timeout_ns)
 		t = c->tx_progress + c->cfg.send_timeout_ns;
-	return RR_MIN(t, rs_rrep_next(c));
+	return RR_MIN(t, RR_MIN(rs_park_next(c), rs_rrep_next(c)));
 }

@@ -103,7 +103,7 @@ struct rs_exp {
 	struct rs_exp *next;          /* fenced, freed when the connection goes */
 } __attribute__((aligned(16)));
 
-/* A Read-chunk Reply waiting for a reservation (reliable_reply.c). */
+/* A Read-chunk Reply waiting for a reservation (reply.c). */
 struct rs_park {
 	struct rs_req *r;
 	struct rr_xprt_reply_plan *plan;
@@ -158,7 +158,13 @@ struct rr_conn {
 	struct rr_xprt_reply_plan *plan_cache;
 };
 
-/* conn.c */
+/* The session's files, bottom up: each calls only the ones above it in
+ * this list (cmake/layout-check.py: no call loops). conn.c, the entry
+ * points, is the top; what a lower file cannot do itself (send queued
+ * Calls when a credit came back, resume parked Replies when a reservation
+ * was freed) conn.c does after it. */
+
+/* io.c */
 uint64_t rr_conn_now(const struct rr_conn *c);
 /* Counts the form of a Send posted or a Receive completed (rdma_proc). */
 void rr_conn_count_form(struct rr_conn *c, const uint8_t *buf, uint32_t len, bool sent);
@@ -170,57 +176,63 @@ void rr_conn_unreg(struct rr_conn *c, struct rr_conn_mem *m);
 /* Ends the connection (io->close), once. */
 void rr_conn_fail(struct rr_conn *c);
 
-/* requester.c */
-void rq_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len, bool has_inv,
-		uint32_t inv_stag);
-void rq_pump(struct rr_conn *c);
-void rq_up(struct rr_conn *c);
-void rq_down(struct rr_conn *c);
-void rq_set_result(struct rq_call *k, int status);
-void rq_finish(struct rr_conn *c, struct rq_call *k);
-void rq_destroy(struct rr_conn *c);
-
 /* invalidate.c */
 /* Frees the registrations of @k (each still valid counts as locally
  * invalidated: deregistering invalidates it). */
 void rq_free_mem(struct rr_conn *c, struct rq_call *k);
-/* Local Invalidate of every STag of @k still valid; finishes @k when none is
- * left to wait for. */
-void rq_invalidate(struct rr_conn *c, struct rq_call *k);
-void rq_on_inv(struct rr_conn *c, struct rq_call *k, int status);
+/* Posts a Local Invalidate of every STag of @k still valid; returns how
+ * many are in flight (0: @k is fenced). */
+unsigned rq_invalidate(struct rr_conn *c, struct rq_call *k);
+/* One of them completed: true when it was @k's last (@k is fenced). */
+bool rq_inv_done(struct rr_conn *c, struct rq_call *k, int status);
 /* The peer invalidated @stag with a Send With Invalidate carrying the Reply
  * of @rq (or another Call's STag, an error of the peer's): accounting. */
 void rq_remote_inv(struct rr_conn *c, struct rr_xprt_rqst *rq, unsigned valid_before);
 
-/* responder.c */
-void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len);
-void rs_on_read(struct rr_conn *c, struct rs_req *r, int status);
-void rs_down(struct rr_conn *c);
-void rs_req_free(struct rr_conn *c, struct rs_req *r);
-void rs_destroy(struct rr_conn *c);
-/* The failed-Read table (struct rr_conn_failed). */
-void rs_failed_note(struct rr_conn *c, uint32_t xid);
+/* call.c */
+void rq_list_add(struct rr_conn *c, struct rq_call *k);
+void rq_set_result(struct rq_call *k, int status);
+/* @k is over: its memory and plan go, the upper layer is told. */
+void rq_finish(struct rr_conn *c, struct rq_call *k);
+/* Fences @k's STags, then finishes it (now or when the last Local
+ * Invalidate completes: rq_on_inv). */
+void rq_fence(struct rr_conn *c, struct rq_call *k);
+void rq_on_inv(struct rr_conn *c, struct rq_call *k, int status);
+void rq_pull_detach(struct rq_call *k);
 
-/* reply.c */
-int rs_credit(struct rr_conn *c, struct rs_req *r, bool read_chunk, uint32_t *grant);
-void rs_send_error(struct rr_conn *c, struct rs_req *r, const uint8_t *msg, size_t len);
-void rs_refuse_xid(struct rr_conn *c, struct rs_req *r, uint32_t xid);
-int rs_reply_finish(struct rr_conn *c, struct rs_req *r, const struct rr_xprt_part *parts,
-		    unsigned nparts, struct rr_xprt_reply_plan *plan, uint32_t slot, uint8_t *buf,
-		    bool settled, bool *err_chunk);
-void rs_reply_sent(struct rr_conn *c, struct rs_req *r, int status);
-struct rr_xprt_reply_plan *rs_plan_get(struct rr_conn *c);
-void rs_plan_put(struct rr_conn *c, struct rr_xprt_reply_plan *plan);
-void rs_tick_stall(struct rr_conn *c, uint64_t now);
-
-/* reliable_reply.c */
-/* requester */
+/* reliable_reply_pull.c */
 void rq_pull_start(struct rr_conn *c, const struct rr_xprt_reply *res);
 void rq_pull_on_read(struct rr_conn *c, struct rq_pull *p, int status);
-void rq_pull_detach(struct rq_call *k);
 void rq_done_flush(struct rr_conn *c);
 void rq_pull_down(struct rr_conn *c);
-/* responder */
+
+/* requester.c */
+void rq_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len, bool has_inv,
+		uint32_t inv_stag);
+/* Sends queued Calls while credits allow. */
+void rq_pump(struct rr_conn *c);
+void rq_up(struct rr_conn *c);
+void rq_down(struct rr_conn *c);
+void rq_destroy(struct rr_conn *c);
+
+/* request.c */
+void rs_reading_del(struct rr_conn *c, struct rs_req *r);
+void rs_req_free(struct rr_conn *c, struct rs_req *r);
+int rs_credit(struct rr_conn *c, struct rs_req *r, bool read_chunk, uint32_t *grant);
+/* The grant of a Reply whose accounting was already taken. */
+uint32_t rs_last_grant(const struct rr_conn *c);
+void rs_send_error(struct rr_conn *c, struct rs_req *r, const uint8_t *msg, size_t len);
+void rs_refuse_xid(struct rr_conn *c, struct rs_req *r, uint32_t xid);
+struct rr_xprt_reply_plan *rs_plan_get(struct rr_conn *c);
+void rs_plan_put(struct rr_conn *c, struct rr_xprt_reply_plan *plan);
+void rs_replying_del(struct rr_conn *c, struct rs_req *r);
+void rs_release_wmem(struct rr_conn *c, struct rs_req *r);
+void rs_reply_sent(struct rr_conn *c, struct rs_req *r, int status);
+
+/* reliable_reply.c */
+bool rs_rrep_room(const struct rr_conn *c, uint32_t len);
+/* Read-chunk Reply bytes held for the peer change by @delta. */
+void rs_rrep_account(struct rr_conn *c, int64_t delta);
 void rs_rrep_on_done(struct rr_conn *c, uint32_t idx, uint32_t xid, bool has_inv,
 		     uint32_t inv_stag);
 void rs_rrep_on_inv(struct rr_conn *c, struct rs_exp *x, int status);
@@ -228,13 +240,26 @@ void rs_rrep_to_err_chunk(struct rr_conn *c, struct rs_req *r, struct rr_xprt_re
 			  uint8_t *buf, uint32_t *grant);
 int rs_rrep_expose(struct rr_conn *c, struct rs_req *r, struct rr_xprt_reply_plan *plan,
 		   uint8_t *buf, uint32_t *grant);
-bool rs_rrep_room(const struct rr_conn *c, uint32_t len);
-int rs_park(struct rr_conn *c, struct rs_req *r, const struct rr_xprt_part *parts,
-	    unsigned nparts, struct rr_xprt_reply_plan *plan, uint32_t slot, uint8_t *buf);
-void rs_park_resume(struct rr_conn *c, uint64_t now);
 void rs_rrep_tick(struct rr_conn *c, uint64_t now);
 uint64_t rs_rrep_next(const struct rr_conn *c);
 void rs_rrep_down(struct rr_conn *c);
 void rs_rrep_free_all(struct rr_conn *c);
+
+/* reply.c */
+int rs_reply_finish(struct rr_conn *c, struct rs_req *r, const struct rr_xprt_part *parts,
+		    unsigned nparts, struct rr_xprt_reply_plan *plan, uint32_t slot, uint8_t *buf,
+		    bool settled, bool *err_chunk);
+void rs_tick_stall(struct rr_conn *c, uint64_t now);
+void rs_park_resume(struct rr_conn *c, uint64_t now);
+void rs_park_fail_all(struct rr_conn *c);
+uint64_t rs_park_next(const struct rr_conn *c);
+
+/* responder.c */
+void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len);
+void rs_on_read(struct rr_conn *c, struct rs_req *r, int status);
+void rs_down(struct rr_conn *c);
+void rs_destroy(struct rr_conn *c);
+/* The failed-Read table (struct rr_conn_failed). */
+void rs_failed_note(struct rr_conn *c, uint32_t xid);
 
 #endif

@@ -7,7 +7,7 @@
  * (draft-cel-nfsv4-rpcrdma-remote-invalidation, RFC 8797 section 4): a
  * Reply that came as Send With Invalidate already invalidated one STag of
  * its Call; every other STag still valid gets a Local Invalidate, and the
- * Call completes when the last of them completed. A registration without a
+ * Call completes (call.c) when the last of them completed. A registration without a
  * window (providers without them) is fenced by its deregistration. The
  * count of STags still valid (live_stags) is kept here, from what the peer
  * invalidated and what we did. */
@@ -27,7 +27,7 @@ void rq_free_mem(struct rr_conn *c, struct rq_call *k)
 	k->nmem = 0;
 }
 
-void rq_invalidate(struct rr_conn *c, struct rq_call *k)
+unsigned rq_invalidate(struct rr_conn *c, struct rq_call *k)
 {
 	k->state = RQ_INVAL;
 	if (k->rq && c->up && k->nmem) {
@@ -43,11 +43,10 @@ void rq_invalidate(struct rr_conn *c, struct rq_call *k)
 			}
 		}
 	}
-	if (k->inv_pending == 0)
-		rq_finish(c, k);
+	return k->inv_pending;
 }
 
-void rq_on_inv(struct rr_conn *c, struct rq_call *k, int status)
+bool rq_inv_done(struct rr_conn *c, struct rq_call *k, int status)
 {
 	if (status) {
 		/* a failed work request ends the connection: rr_conn_down
@@ -55,11 +54,9 @@ void rq_on_inv(struct rr_conn *c, struct rq_call *k, int status)
 		if (k->inv_pending)
 			k->inv_pending--;
 		rr_conn_fail(c);
-		return;
+		return false;
 	}
-	if (k->inv_pending && --k->inv_pending == 0 && k->state == RQ_INVAL)
-		rq_finish(c, k);
-	rq_pump(c);
+	return k->inv_pending && --k->inv_pending == 0 && k->state == RQ_INVAL;
 }
 
 void rq_remote_inv(struct rr_conn *c, struct rr_xprt_rqst *rq, unsigned valid_before)

@@ -8,70 +8,14 @@
  * the Receives posted and not reserved for RDMA_DONE: proto/conn/credits.h) and
  * written into rdma_credit by the header code, Send With Invalidate naming
  * one STag of the Call when both peers set R, the memory the Writes read
- * registered until the Send completed. A Call that cannot be answered for
+ * registered until the Send completed; a Read-chunk Reply for which no
+ * RDMA_DONE Receive can be reserved is parked until one can (or ERR_CHUNK
+ * after rrep_timeout_ms). A Call that cannot be answered for
  * lack of memory gets RDMA_ERROR/ERR_CHUNK (it needs no allocation), or its
  * connection ends when not even that can go: never a silent drop. A peer
  * whose Sends make no progress for send_timeout_ms loses its connection (it
  * holds every Reply we sent it). */
 #include "proto/conn/conn_int.h"
-
-int rs_credit(struct rr_conn *c, struct rs_req *r, bool read_chunk, uint32_t *grant)
-{
-	int rc = rr_cred_rsp_reply(&c->scred, read_chunk, grant);
-
-	if (rc == 0 && r)
-		r->credited = true;
-	return rc;
-}
-
-/* The grant of a Reply whose accounting was already taken. */
-static uint32_t last_grant(const struct rr_conn *c)
-{
-	return c->scred.last_grant ? c->scred.last_grant : 1;
-}
-
-void rs_send_error(struct rr_conn *c, struct rs_req *r, const uint8_t *msg, size_t len)
-{
-	struct rr_conn_send s;
-	uint32_t slot, cap, grant;
-	uint8_t *buf;
-
-	if (r && r->credited)
-		grant = last_grant(c);
-	else if (rs_credit(c, r, false, &grant))
-		grant = 1;
-	buf = c->io.slot_get(c->io.ctx, &slot, &cap);
-	if (!buf || cap < len) {
-		if (buf)
-			c->io.slot_put(c->io.ctx, slot);
-		rr_conn_fail(c);
-		return;
-	}
-	memcpy(buf, msg, len);
-	rr_put_be32(buf + 8, grant);
-	memset(&s, 0, sizeof(s));
-	s.slot = slot;
-	s.len = (uint32_t)len;
-	s.token = TOK(TOK_SEND, NULL);
-	if (rr_conn_post_send(c, &s, buf)) {
-		c->io.slot_put(c->io.ctx, slot);
-		rr_conn_fail(c);
-	}
-}
-
-void rs_refuse_xid(struct rr_conn *c, struct rs_req *r, uint32_t xid)
-{
-	uint8_t err[32];
-	int n = rr_xprt_encode_error(xid, RR_XPRT_VERSION, 1, RR_XPRT_ERR_CHUNK, err,
-				     sizeof(err));
-
-	if (!c->up || n <= 0)
-		return;
-	c->st->calls_refused++;
-	c->st->err_chunk_sent++;
-	c->st->sends++;
-	rs_send_error(c, r, err, (size_t)n);
-}
 
 void rr_conn_refuse(struct rr_conn *c, struct rr_conn_sreq *pub)
 {
@@ -81,56 +25,8 @@ void rr_conn_refuse(struct rr_conn *c, struct rr_conn_sreq *pub)
 		rs_refuse_xid(c, r, r->rc->xid);
 }
 
-struct rr_xprt_reply_plan *rs_plan_get(struct rr_conn *c)
-{
-	struct rr_xprt_reply_plan *plan = c->plan_cache;
-
-	if (plan) {
-		c->plan_cache = NULL;
-		return plan;
-	}
-	return rr_alloc(c->env, sizeof(*plan));
-}
-
-void rs_plan_put(struct rr_conn *c, struct rr_xprt_reply_plan *plan)
-{
-	if (!c->plan_cache)
-		c->plan_cache = plan;
-	else
-		rr_free(c->env, plan);
-}
-
-static void replying_del(struct rr_conn *c, struct rs_req *r)
-{
-	for (struct rs_req **pp = &c->replying; *pp; pp = &(*pp)->snext)
-		if (*pp == r) {
-			*pp = r->snext;
-			break;
-		}
-	r->snext = NULL;
-}
-
-/* The memory the Reply's Writes read is no longer used. */
-static void release_wmem(struct rr_conn *c, struct rs_req *r)
-{
-	for (unsigned i = 0; i < r->nwmem; i++)
-		rr_conn_unreg(c, &r->wmem[i]);
-	r->nwmem = 0;
-}
-
-void rs_reply_sent(struct rr_conn *c, struct rs_req *r, int status)
-{
-	replying_del(c, r);
-	r->send_done = true;
-	r->send_pending = false;
-	r->send_status = status;
-	release_wmem(c, r);
-	if (r->orphan) {
-		rs_req_free(c, r);   /* rr_conn_done came first */
-		return;
-	}
-	c->io.sent(c->io.ctx, &r->pub, status);
-}
+static int park(struct rr_conn *c, struct rs_req *r, const struct rr_xprt_part *parts,
+		unsigned nparts, struct rr_xprt_reply_plan *plan, uint32_t slot, uint8_t *buf);
 
 int rr_conn_reply(struct rr_conn *c, struct rr_conn_sreq *pub, const struct rr_xprt_part *parts,
 		  unsigned nparts, bool *err_chunk)
@@ -157,7 +53,7 @@ int rr_conn_reply(struct rr_conn *c, struct rr_conn_sreq *pub, const struct rr_x
 	}
 	/* The grant is settled after the Reply is built (a Read-chunk Reply
 	 * reserves a Receive for its RDMA_DONE) and written into rdma_credit. */
-	rc = rr_xprt_rsp_reply(&c->rsp, r->rc, parts, nparts, last_grant(c), buf, cap, plan);
+	rc = rr_xprt_rsp_reply(&c->rsp, r->rc, parts, nparts, rs_last_grant(c), buf, cap, plan);
 	if (rc) {
 		c->io.slot_put(c->io.ctx, slot);
 		(void)rs_credit(c, r, false, &grant);
@@ -172,7 +68,7 @@ int rr_conn_reply(struct rr_conn *c, struct rr_conn_sreq *pub, const struct rr_x
 		return rs_reply_finish(c, r, parts, nparts, plan, slot, buf, true, err_chunk);
 	}
 	if (plan->read_chunk && c->scred.done_owed >= c->scred.done_max &&
-	    rs_park(c, r, parts, nparts, plan, slot, buf) == 0)
+	    park(c, r, parts, nparts, plan, slot, buf) == 0)
 		return 1;
 	return rs_reply_finish(c, r, parts, nparts, plan, slot, buf, false, err_chunk);
 }
@@ -272,7 +168,7 @@ int rs_reply_finish(struct rr_conn *c, struct rs_req *r, const struct rr_xprt_pa
 	}
 	if (rr_conn_post_send(c, &s, buf)) {
 		if (r->send_pending)
-			replying_del(c, r);
+			rs_replying_del(c, r);
 		r->send_pending = false;
 		c->io.slot_put(c->io.ctx, slot);
 		rr_conn_fail(c);
@@ -289,7 +185,7 @@ out:
 	if (rc < 0 && exposed)
 		rr_conn_fail(c);
 	if (rc < 0)
-		release_wmem(c, r);
+		rs_release_wmem(c, r);
 	if (w != wstack)
 		rr_free(c->env, w);
 	rs_plan_put(c, plan);
@@ -303,4 +199,105 @@ void rs_tick_stall(struct rr_conn *c, uint64_t now)
 		return;
 	c->st->send_stalls++;
 	rr_conn_fail(c);
+}
+
+/* ---- parked Replies ----
+ * A Read-chunk Reply whose RDMA_DONE Receive cannot be reserved (rrep_max
+ * of them are) waits here, no thread blocked: sent when an RDMA_DONE frees
+ * a reservation, ERR_CHUNK after rrep_timeout_ms, -ENOTCONN to its upper
+ * layer when the connection goes. */
+
+static int park(struct rr_conn *c, struct rs_req *r, const struct rr_xprt_part *parts,
+		unsigned nparts, struct rr_xprt_reply_plan *plan, uint32_t slot, uint8_t *buf)
+{
+	struct rs_park *p = rr_zalloc(c->env, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	p->parts = nparts ? rr_alloc(c->env, sizeof(*parts) * nparts) : NULL;
+	if (nparts && !p->parts) {
+		rr_free(c->env, p);
+		return -ENOMEM;
+	}
+	if (nparts)
+		memcpy(p->parts, parts, sizeof(*parts) * nparts);
+	p->r = r;
+	p->plan = plan;
+	p->slot = slot;
+	p->buf = buf;
+	p->nparts = nparts;
+	p->deadline = rr_conn_now(c) + c->cfg.rrep_timeout_ns;
+	*c->park_tail = p;
+	c->park_tail = &p->next;
+	r->send_pending = true;   /* on its way: a Reply is owed to the upper layer */
+	rs_rrep_account(c, (int64_t)plan->rr_len);
+	c->st->rrep_parked++;
+	return 0;
+}
+
+static struct rs_park *park_pop(struct rr_conn *c)
+{
+	struct rs_park *p = c->parkq;
+
+	if (p) {
+		c->parkq = p->next;
+		if (!c->parkq)
+			c->park_tail = &c->parkq;
+		rs_rrep_account(c, -(int64_t)p->plan->rr_len);
+	}
+	return p;
+}
+
+/* Sends the parked Reply @p (exposed now, or ERR_CHUNK when @expired or
+ * nothing can be exposed) and tells its upper layer as a posted Reply would
+ * have been told. */
+static void park_send(struct rr_conn *c, struct rs_park *p, bool expired)
+{
+	struct rs_req *r = p->r;
+	int rc;
+
+	r->send_pending = false;
+	if (expired) {
+		uint32_t grant;
+
+		/* no reservation came in time: another form */
+		rs_rrep_to_err_chunk(c, r, p->plan, p->buf, &grant);
+		rr_put_be32(p->buf + 8, grant);
+	}
+	rc = rs_reply_finish(c, r, p->parts, p->nparts, p->plan, p->slot, p->buf, expired, NULL);
+	if (rc <= 0)
+		rs_reply_sent(c, r, rc);   /* 1: its Send completion tells */
+	rr_free(c->env, p->parts);
+	rr_free(c->env, p);
+}
+
+void rs_park_resume(struct rr_conn *c, uint64_t now)
+{
+	while (c->parkq && c->up) {
+		bool expired = now >= c->parkq->deadline;
+
+		if (!expired && c->scred.done_owed >= c->scred.done_max)
+			break;
+		park_send(c, park_pop(c), expired);
+	}
+}
+
+void rs_park_fail_all(struct rr_conn *c)
+{
+	struct rs_park *p;
+
+	while ((p = park_pop(c)) != NULL) {
+		p->r->send_pending = false;
+		rr_free(c->env, p->plan->rr_buf);
+		c->io.slot_put(c->io.ctx, p->slot);
+		rs_plan_put(c, p->plan);
+		rs_reply_sent(c, p->r, -ENOTCONN);
+		rr_free(c->env, p->parts);
+		rr_free(c->env, p);
+	}
+}
+
+uint64_t rs_park_next(const struct rr_conn *c)
+{
+	return c->parkq ? c->parkq->deadline : UINT64_MAX;
 }

@@ -12,26 +12,6 @@
  * XID on the next connection (section 4.5). */
 #include "proto/conn/conn_int.h"
 
-static void list_add(struct rr_conn *c, struct rq_call *k)
-{
-	k->prev = NULL;
-	k->next = c->calls;
-	if (c->calls)
-		c->calls->prev = k;
-	c->calls = k;
-}
-
-static void list_del(struct rr_conn *c, struct rq_call *k)
-{
-	if (k->prev)
-		k->prev->next = k->next;
-	else
-		c->calls = k->next;
-	if (k->next)
-		k->next->prev = k->prev;
-	k->prev = k->next = NULL;
-}
-
 bool rr_conn_busy(const struct rr_conn *c)
 {
 	return c->calls || c->pulls || c->pullq || c->doneq || c->stray;
@@ -50,33 +30,6 @@ uint32_t rr_conn_live_stags(const struct rr_conn *c)
 uint32_t rr_conn_grant(const struct rr_conn *c)
 {
 	return c->rcred.grant;
-}
-
-void rq_set_result(struct rq_call *k, int status)
-{
-	if (!k->result_set) {
-		k->result = status;
-		k->result_set = true;
-	}
-}
-
-/* @k is over: its memory and plan go, the upper layer is told. */
-void rq_finish(struct rr_conn *c, struct rq_call *k)
-{
-	struct rr_conn_rpc *rpc = k->rpc;
-
-	rq_pull_detach(k);
-	rq_free_mem(c, k);
-	if (k->rq) {
-		rr_xprt_rqst_release(&c->req, k->rq);
-		k->rq = NULL;
-	}
-	k->state = RQ_DONE;
-	rpc->status = k->result;
-	rpc->priv = NULL;
-	list_del(c, k);
-	rr_free(c->env, k);
-	c->io.complete(c->io.ctx, rpc);
 }
 
 /* Registers, marshals and sends @k on the connection. Returns 0, or a
@@ -295,7 +248,7 @@ void rq_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 		}
 		if (!lent)
 			(void)c->io.post_recv(c->io.ctx, idx);
-		rq_invalidate(c, k);
+		rq_fence(c, k);
 	} else {
 		(void)c->io.post_recv(c->io.ctx, idx);
 	}
@@ -335,7 +288,7 @@ int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc)
 	rr_xprt_rqst_drop_bufs(&c->req, k->rq);
 	rpc->priv = k;
 	k->state = RQ_QUEUED;
-	list_add(c, k);
+	rq_list_add(c, k);
 	rc = rr_cred_req_submit(&c->rcred, &k->node);
 	if (rc == 1) {
 		/* A credit is free: give it back and let the pump take it
@@ -367,7 +320,7 @@ void rr_conn_abort(struct rr_conn *c, struct rr_conn_rpc *rpc, int status)
 		(void)rr_cred_req_complete(&c->rcred);
 		k->has_credit = false;
 	}
-	rq_invalidate(c, k);
+	rq_fence(c, k);
 	rq_pump(c);
 }
 
@@ -382,7 +335,7 @@ void rr_conn_abort_all(struct rr_conn *c, int status)
 		} else if (k->state == RQ_SENT) {
 			rq_set_result(k, status);
 			rr_xprt_rqst_forget(&c->req, k->rq);
-			rq_invalidate(c, k);
+			rq_fence(c, k);
 		}
 	}
 }

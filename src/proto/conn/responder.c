@@ -41,29 +41,6 @@ static bool failed_take(struct rr_conn *c, uint32_t xid)
 	return false;
 }
 
-static void reading_del(struct rr_conn *c, struct rs_req *r)
-{
-	for (struct rs_req **pp = &c->reading; *pp; pp = &(*pp)->rnext)
-		if (*pp == r) {
-			*pp = r->rnext;
-			break;
-		}
-	r->rnext = NULL;
-}
-
-void rs_req_free(struct rr_conn *c, struct rs_req *r)
-{
-	if (r->reading) {
-		reading_del(c, r);
-		r->reading = false;
-	}
-	rr_conn_unreg(c, &r->read_mem);
-	rr_xprt_rcall_release(&c->rsp, r->rc);
-	rr_free(c->env, r);
-	if (c->nreqs)
-		c->nreqs--;
-}
-
 static void deliver(struct rr_conn *c, struct rs_req *r)
 {
 	r->pub.msg = r->rc->msg;
@@ -125,7 +102,7 @@ void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 	struct rs_req *r;
 
 	(void)rr_cred_rsp_on_call(&c->scred);
-	a = rr_xprt_rsp_recv(&c->rsp, buf, len, c->scred.last_grant ? c->scred.last_grant : 1,
+	a = rr_xprt_rsp_recv(&c->rsp, buf, len, rs_last_grant(c),
 			     err, &elen, &rc);
 	if (c->io.post_recv(c->io.ctx, idx) == 0)
 		rr_cred_rsp_posted(&c->scred, 1);
@@ -191,9 +168,9 @@ void rs_on_read(struct rr_conn *c, struct rs_req *r, int status)
 		return;
 	}
 	rr_conn_unreg(c, &r->read_mem);
-	reading_del(c, r);
+	rs_reading_del(c, r);
 	r->reading = false;
-	a = rr_xprt_rsp_assemble(&c->rsp, r->rc, c->scred.last_grant ? c->scred.last_grant : 1,
+	a = rr_xprt_rsp_assemble(&c->rsp, r->rc, rs_last_grant(c),
 				 err, &elen);
 	if (a == RR_XPRT_A_DELIVER) {
 		deliver(c, r);
@@ -215,6 +192,7 @@ void rs_on_read(struct rr_conn *c, struct rs_req *r, int status)
  * -ENOTCONN, exposed ones fenced (reliable_reply.c). */
 void rs_down(struct rr_conn *c)
 {
+	rs_park_fail_all(c);
 	rs_rrep_down(c);
 	c->readq = NULL;
 	while (c->reading)
