@@ -33,6 +33,24 @@ void tp_cl_schedule_reconnect(struct rr_tp_client *c, uint32_t delay_ms)
 	tp_wake(&c->ep);
 }
 
+/* Completed Calls to the upper layer, without the endpoint's lock. */
+static void cl_deliver(struct rr_tp_client *c)
+{
+	while (c->done) {
+		struct rr_conn_rpc *rpc = c->done;
+
+		c->done = rpc->xnext;
+		if (!c->done)
+			c->done_tail = &c->done;
+		rpc->xnext = NULL;
+		rpc->xdone = true;
+		pthread_mutex_unlock(&c->ep.lock);
+		c->complete(c->cctx, rpc);
+		pthread_mutex_lock(&c->ep.lock);
+	}
+	pthread_cond_broadcast(&c->ep.cond);
+}
+
 int tp_cl_connect(struct rr_tp_client *c)
 {
 	uint8_t pd[RR_PD_MAX_LEN];
@@ -148,6 +166,72 @@ void tp_cl_on_cm(struct rr_tp_client *c, const struct rpcrdma_cm_event *ev)
 	}
 }
 
+static void serve_client(struct rr_tp_client *c)
+{
+	struct tp_ep *ep = &c->ep;
+	struct tp_conn *cn = c->waiter ? NULL : c->conn;
+
+	if (cn && !tp_cl_busy(c) && !cn->dead) {
+		/* Idle: the CQ's fd is not watched, so that the next
+		 * synchronous caller's Reply wakes that caller alone; a look
+		 * without blocking on each wake-up (at least every 100 ms)
+		 * still notices what arrives unasked (a disconnection). */
+		tp_drain_cq(ep, cn);
+	} else if (cn) {
+		(void)rpcrdma_cq_get_event(cn->cq);
+		(void)tp_arm_drain(ep, cn);
+	}
+	if (cn && c->conn == cn && cn->closing && cn->established)
+		tp_cl_conn_lost(c, cn);   /* a fatal completion: tear down now */
+	if (c->reconnect_at && tp_now_ns(ep) >= c->reconnect_at && !c->conn && !c->destroying) {
+		c->reconnect_at = 0;
+		if (tp_cl_connect(c))
+			tp_cl_schedule_reconnect(c, c->ep.conf.reconnect_delay_ms * 4);
+	}
+}
+
+/* The client's progress thread: it sleeps in poll(2) over the wake-up
+ * eventfd, the CM channel and, while work only a drain moves on is pending
+ * and no caller thread receives for itself, the connection's CQ; it feeds
+ * CM events and completions to the session, reconnects when due, and runs
+ * the completion upcalls. */
+static void *cl_progress(void *arg)
+{
+	struct rr_tp_client *c = arg;
+	struct tp_ep *ep = &c->ep;
+
+	pthread_setname_np(pthread_self(), "rr-rdma-clnt");   /* top -H, gdb, perf */
+	pthread_mutex_lock(&ep->lock);
+	while (!ep->stop) {
+		struct pollfd pfd[3];
+		struct rpcrdma_cm_event ev;
+		unsigned n = 2;
+		int timeout = 100;
+
+		pfd[0] = (struct pollfd){ep->evfd, POLLIN, 0};
+		pfd[1] = (struct pollfd){rpcrdma_cm_channel_fd(ep->ch), POLLIN, 0};
+		/* While a caller thread receives, it alone drains the CQ (one
+		 * consumer: no lost notification). */
+		if (c->conn && !c->waiter && tp_cl_busy(c))
+			pfd[n++] = (struct pollfd){rpcrdma_cq_fd(c->conn->cq), POLLIN, 0};
+		if (c->reconnect_at) {
+			uint64_t t = tp_now_ns(ep);
+
+			timeout = c->reconnect_at > t ?
+				(int)((c->reconnect_at - t) / 1000000u) + 1 : 0;
+		}
+		tp_poll(ep, pfd, n, timeout);
+		/* The channel's fd is readable while events are queued. */
+		while ((pfd[1].revents & POLLIN) && rpcrdma_cm_get_event(ep->ch, &ev) == 0)
+			tp_cl_on_cm(c, &ev);
+		serve_client(c);
+		cl_deliver(c);
+		tp_grave_sweep(ep);
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return NULL;
+}
+
 /* Frees what create made (the progress thread is stopped). */
 static void cl_free(struct rr_tp_client *c)
 {
@@ -159,6 +243,7 @@ static void cl_free(struct rr_tp_client *c)
 		tp_conn_free(c->conn);
 		c->conn = NULL;
 	}
+	tp_grave_sweep(&c->ep);
 	tp_ep_fini(&c->ep);
 	rr_conn_destroy(c->sess);
 	rr_free(env, c);
@@ -202,7 +287,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	rc = tp_cl_connect(c);
 	pthread_mutex_unlock(&c->ep.lock);
 	if (rc == 0)
-		rc = tp_ep_start(&c->ep);
+		rc = tp_ep_start(&c->ep, cl_progress);
 	if (rc) {
 		cl_free(c);
 		return rc;
@@ -302,7 +387,7 @@ int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns
 		tp_on_wc(cn, &wc[i]);
 	if (c->conn == cn && cn->closing && cn->established)
 		tp_cl_conn_lost(c, cn);
-	tp_deliver_upcalls(&c->ep);
+	cl_deliver(c);
 	return n;
 }
 
@@ -379,7 +464,7 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 	c->sess = NULL;
 	if (c->conn)
 		c->conn->sess = NULL;
-	tp_deliver_upcalls(&c->ep);
+	cl_deliver(c);
 	/* Replies must be released before destroy (tp.h); any still lent no
 	 * longer keeps its connection. */
 	for (struct tp_conn *cn = c->ep.grave; cn; cn = cn->next)
@@ -391,6 +476,7 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 		tp_conn_free(c->conn);
 		c->conn = NULL;
 	}
+	tp_grave_sweep(&c->ep);
 	tp_ep_fini(&c->ep);
 	rr_free(c->ep.env, c);
 }

@@ -216,9 +216,9 @@ int tp_ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server,
 	return 0;
 }
 
-int tp_ep_start(struct tp_ep *ep)
+int tp_ep_start(struct tp_ep *ep, void *(*loop)(void *))
 {
-	if (pthread_create(&ep->thread, NULL, tp_progress, ep))
+	if (pthread_create(&ep->thread, NULL, loop, ep))
 		return -EAGAIN;
 	ep->thread_started = true;
 	return 0;
@@ -238,7 +238,6 @@ void tp_ep_stop(struct tp_ep *ep)
 
 void tp_ep_fini(struct tp_ep *ep)
 {
-	tp_grave_sweep(ep);
 	if (ep->ch)
 		(void)rpcrdma_cm_channel_destroy(ep->ch);
 	if (ep->ctx)

@@ -1,317 +1,197 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Copyright (c) The librpcrdma authors */
 /* The RDMA transport's server (responder side of transport/rdma/tp.h): it
- * listens, admits a connection request within the connection limits
- * (docs/security.md "Limits": total, per source host; refused before
- * anything is allocated), gives each connection its own session
- * (proto/conn) with our private data in the accept, closes connections that
- * stay silent (idle_timeout_ms), and offers the request API: reply
- * (synchronous or not; Replies answered on the progress thread are posted as
- * one chain after the batch of upcalls), refuse, done. Every protocol
- * decision is the session's. */
+ * listens (its connections, their admission and loss: server_conns.c), runs
+ * its progress thread, and offers the request API: reply (synchronous or
+ * not; Replies answered on the progress thread are posted as one chain
+ * after the batch of upcalls), refuse, done. Every protocol decision is the
+ * session's. */
 #include "transport/rdma/tp_int.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-/* Half-open connections a connection request may take the file
- * descriptors of when its own setup ran out of them (a soft connection
- * holds 4: its socket and its CQ's). */
-#define SV_SHED_HANDSHAKES 4u
-
-void tp_sv_conn_put(struct rr_tp_server *s, struct tp_conn *cn)
+/* Received Calls to the upper layer, without the endpoint's lock. */
+static void sv_deliver(struct rr_tp_server *s)
 {
-	if (--cn->refs)
-		return;
-	for (struct tp_conn **pp = &s->conns; *pp; pp = &(*pp)->next)
-		if (*pp == cn) {
-			*pp = cn->next;
-			s->nconns--;
-			break;
-		}
-	tp_conn_bury(cn);
-}
+	while (s->deliver) {
+		struct rr_conn_sreq *r = s->deliver;
 
-/* The connection is gone (disconnect, a fatal completion, the session's
- * close, idle): its session settles what it had on it (requests reading
- * freed, Replies with Writes told, exposed Read chunks fenced), its
- * push-mode regions are released. */
-void tp_sv_conn_lost(struct rr_tp_server *s, struct tp_conn *cn)
-{
-	if (cn->dead)
-		return;
-	if (cn->established && !cn->closing_idle)
-		s->ep.stats.fatal_errors++;
-	cn->dead = true;
-	cn->established = false;
-	rr_conn_down(cn->sess);
-	if (cn->id)
-		(void)rpcrdma_disconnect(cn->id);
-	tp_expo_release_all(cn);   /* push-mode regions die with the connection */
-	pthread_cond_broadcast(&s->ep.cond);
-	tp_sv_conn_put(s, cn);
-}
-
-/* After the session ran: its timers, and an end it asked for. */
-void tp_sv_timers(struct rr_tp_server *s, struct tp_conn *cn)
-{
-	if (!cn->dead) {
-		rr_conn_tick(cn->sess, rr_now_ns(s->ep.conf.rrep_clock ? s->ep.conf.rrep_clock
-								      : s->ep.env));
-		pthread_cond_broadcast(&s->ep.cond);
-	}
-	if (cn->closing && !cn->dead)
-		tp_sv_conn_lost(s, cn);
-}
-
-/* Whether one more connection, from @peer (NULL: unknown), would exceed
- * max_conns or max_conns_per_host (lock held). Connections still being
- * torn down count until they are gone. */
-static bool over_limits(struct rr_tp_server *s, const struct sockaddr_storage *peer)
-{
-	const struct rr_tp_conf *cf = &s->ep.conf;
-	unsigned same = 0;
-
-	if (cf->max_conns && s->nconns >= cf->max_conns)
-		return true;
-	if (!cf->max_conns_per_host || !peer)
-		return false;
-	for (struct tp_conn *cn = s->conns; cn; cn = cn->next)
-		if (cn->has_peer && rr_addr_same_host(&cn->peer, peer) &&
-		    ++same >= cf->max_conns_per_host)
-			return true;
-	return false;
-}
-
-/* Refuses connection request @id (an MPA Reject on soft; rdma_cm's
- * reject on verbs) and counts it. */
-static void refuse_conn(struct rr_tp_server *s, struct rpcrdma_cm_id *id)
-{
-	(void)rpcrdma_reject(id, NULL, 0);
-	(void)rpcrdma_cm_id_destroy(id);
-	s->ep.stats.refused_conns++;
-}
-
-/* The key of a peer host for the failed-Read table. */
-static uint64_t host_key(const struct sockaddr_storage *a)
-{
-	uint64_t k = 0;
-
-	if (a->ss_family == AF_INET)
-		return 0x100000000ull | ((const struct sockaddr_in *)a)->sin_addr.s_addr;
-	if (a->ss_family == AF_INET6) {
-		const uint8_t *b = ((const struct sockaddr_in6 *)a)->sin6_addr.s6_addr;
-
-		for (int i = 0; i < 16; i++)
-			k = k * 1099511628211ull ^ b[i];
-		return k | 1;
-	}
-	return 0;
-}
-
-/* Idle timeout (conf.idle_timeout_ms): an established connection whose
- * last Receive is that old, with nothing in progress (requests held by the
- * upper layer, Replies waiting for their RDMA_DONE), is disconnected and
- * counted. Looked at no more often than every tenth of the timeout (at
- * least every 100 ms); lock held. */
-void tp_sv_idle_sweep(struct rr_tp_server *s)
-{
-	uint64_t to = (uint64_t)s->ep.conf.idle_timeout_ms * 1000000u;
-	uint64_t now;
-	struct tp_conn *cn, *nx;
-
-	if (!to)
-		return;
-	now = tp_now_ns(&s->ep);
-	if (now < s->idle_look_ns)
-		return;
-	s->idle_look_ns = now + RR_MIN(to / 10, 100000000ull);
-	for (cn = s->conns; cn; cn = nx) {
-		nx = cn->next;
-		if (cn->dead || !cn->established || rr_conn_in_progress(cn->sess) || cn->ndefer ||
-		    now - cn->last_rx_ns < to)
-			continue;
-		s->ep.stats.idle_closed++;
-		cn->closing_idle = true;   /* an orderly close, not a fatal error */
-		tp_sv_conn_lost(s, cn);
-	}
-}
-
-/* A new connection's resources and session; NULL when they cannot be had
- * (the request is refused). */
-static struct tp_conn *accept_new(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
-{
-	struct rr_conn_config cfg;
-	uint32_t n = s->ep.conf.credits + 4;
-	struct tp_conn *cn;
-
-	/* Reliable reply: one more Receive per Read-chunk Reply that may
-	 * await its RDMA_DONE (docs/protocol.md "Credits"). */
-	if (s->ep.conf.ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY)
-		n += s->ep.conf.rrep_max;
-	cn = tp_conn_new(&s->ep, n, n + 8);
-	if (cn && !tp_conn_ok(cn) && (cn->err == -EMFILE || cn->err == -ENFILE) &&
-	    s->listen_id && rr_cm_listen_shed(s->listen_id, SV_SHED_HANDSHAKES) > 0) {
-		/* out of file descriptors: half-open connections (peers that
-		 * never sent their MPA Request) give theirs to this one, which
-		 * completed its handshake */
-		tp_conn_free(cn);
-		cn = tp_conn_new(&s->ep, n, n + 8);
-	}
-	if (!tp_conn_ok(cn) || tp_post_all_recvs(cn)) {
-		tp_conn_free(cn);
-		return NULL;
-	}
-	cn->io = s->io;
-	cn->io.ctx = cn;
-	tp_sess_config(&s->ep, &cfg);
-	if (rr_conn_create(&cfg, &cn->io, &cn->sess)) {
-		tp_conn_free(cn);
-		return NULL;
-	}
-	cn->has_peer = rpcrdma_cm_peer_addr(ev->id, &cn->peer) == 0;
-	rr_conn_up(cn->sess, ev->private_data, ev->private_data_len, n, 1,
-		   cn->has_peer ? host_key(&cn->peer) : 0);
-	return cn;
-}
-
-static void on_connect_request(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
-{
-	uint8_t pd[RR_PD_MAX_LEN];
-	struct rpcrdma_conn_param prm = {0};
-	struct sockaddr_storage peer;
-	bool has_peer = rpcrdma_cm_peer_addr(ev->id, &peer) == 0;
-	struct tp_conn *cn;
-	int len;
-
-	/* Limits first, before anything is allocated for it. */
-	if (s->stopping || over_limits(s, has_peer ? &peer : NULL)) {
-		refuse_conn(s, ev->id);
-		return;
-	}
-	cn = accept_new(s, ev);
-	if (!cn) {
-		refuse_conn(s, ev->id);
-		return;
-	}
-	cn->id = ev->id;
-	cn->last_rx_ns = tp_now_ns(&s->ep);
-	rpcrdma_cm_id_set_user_ctx(ev->id, cn);
-	len = tp_encode_pd(&s->ep, pd, sizeof(pd));
-	prm.private_data = pd;
-	prm.private_data_len = len > 0 ? (uint16_t)len : 0;
-	prm.responder_resources = s->ep.conf.ird;
-	prm.initiator_depth = s->ep.conf.ord;
-	/* Both advertised RDMA Commit: the QP serves Commits. */
-	cn->commit = rr_conn_commit(cn->sess);
-	if (cn->commit)
-		prm.flags |= RPCRDMA_CONN_COMMIT;
-	if (rpcrdma_accept(ev->id, cn->qp, &prm)) {
-		tp_conn_free(cn);   /* destroys the id: the peer sees a close */
-		s->ep.stats.refused_conns++;
-		return;
-	}
-	cn->next = s->conns;
-	s->conns = cn;
-	s->nconns++;
-}
-
-void tp_sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
-{
-	struct tp_conn *cn = ev->user_ctx;
-
-	switch (ev->type) {
-	case RPCRDMA_CM_CONNECT_REQUEST:
-		on_connect_request(s, ev);
-		break;
-	case RPCRDMA_CM_ESTABLISHED: {
-		struct rpcrdma_conn_info info;
-
-		if (!cn || cn->dead)
-			return;
-		cn->ord = rpcrdma_conn_query(cn->id, &info) == 0 ? info.ord : 1;
-		if (cn->ord == 0)
-			cn->ord = 1;
-		rr_conn_set_ord(cn->sess, cn->ord);
-		cn->established = true;
-		break;
-	}
-	case RPCRDMA_CM_DISCONNECTED:
-	case RPCRDMA_CM_ERROR:
-		if (cn)
-			tp_sv_conn_lost(s, cn);
-		break;
-	default:
-		break;
-	}
-}
-
-/* Makes the server loop's poll set hold every connection (lock held).
- * On allocation failure the old arrays stay (or none: a one-connection
- * set), and the loop serves the connections beyond them on every turn. */
-void tp_sv_poll_grow(struct rr_tp_server *s)
-{
-	struct tp_ep *ep = &s->ep;
-	unsigned want = s->nconns < 8 ? 8 : s->nconns;
-	struct pollfd *pfd;
-	struct tp_conn **cns;
-
-	if (s->pfd && s->pcap >= want)
-		return;
-	want = want + want / 2;
-	pfd = rr_alloc(ep->env, sizeof(*pfd) * (want + 2));
-	cns = rr_alloc(ep->env, sizeof(*cns) * want);
-	if (!pfd || !cns) {
-		rr_free(ep->env, pfd);
-		rr_free(ep->env, cns);
-		return;
-	}
-	rr_free(ep->env, s->pfd);
-	rr_free(ep->env, s->pcns);
-	s->pfd = pfd;
-	s->pcns = cns;
-	s->pcap = want;
-}
-
-/* Runs the sent upcalls of completed asynchronous Replies, in completion
- * order, without the endpoint's lock (they may call rr_tp_server_done).
- * Called with the lock held, on the progress thread (or by destroy). */
-void tp_sv_sent_upcalls(struct rr_tp_server *s)
-{
-	while (s->sent_head) {
-		struct rr_conn_sreq *r = s->sent_head;
-		void (*fn)(void *, int) = r->xsent;
-		void *arg = r->xsent_arg;
-		int st = r->xsent_status;
-
-		s->sent_head = r->xnext;
-		if (!s->sent_head)
-			s->sent_tail = &s->sent_head;
+		s->deliver = r->xnext;
+		if (!s->deliver)
+			s->deliver_tail = &s->deliver;
 		r->xnext = NULL;
-		r->xsent = NULL;
 		pthread_mutex_unlock(&s->ep.lock);
-		fn(arg, st);
+		s->recv(s->rctx, r);
 		pthread_mutex_lock(&s->ep.lock);
 	}
 }
 
-/* Hook at the end of each progress iteration: posts the deferred Replies
- * and runs the sent upcalls, until neither is left (a sent upcall may answer
- * another request: its Reply is posted now, not at the next wake-up). */
-void tp_sv_after_upcalls(struct rr_tp_server *s)
+/* One connection: sleep in its CQ (soft: a blocking recvmsg on its
+ * socket), one system call per Call where poll + epoll_wait + recvmsg made
+ * three. Other threads end the wait through tp_wake (interrupt latch); the
+ * CM channel is looked at (no system call when empty) after each wait,
+ * which lasts at most SV_CQ_WAIT_MS: a second client's request waits that
+ * long at most. Replies posted here complete into the ring, which the next
+ * wait looks at first: no arm. Idle for SV_IDLE_WAITS slices (~200 ms), the
+ * loop goes back to poll(2) over every fd, which sleeps until something
+ * happens (at most 100 ms): an idle server does not wake 200 times a
+ * second; the first Call after the pause brings the slices back. Returns
+ * false when the one-connection wait does not apply. */
+static bool server_one(struct rr_tp_server *s)
 {
-	for (;;) {
-		for (struct tp_conn *cn = s->conns; cn; cn = cn->next)
-			tp_post_deferred(cn);
-		for (struct tp_conn *cn = s->conns, *nx; cn; cn = nx) {
-			nx = cn->next;
-			if (cn->closing && !cn->dead)
-				tp_sv_conn_lost(s, cn);
-		}
-		if (!s->sent_head)
-			break;
-		tp_sv_sent_upcalls(s);
+	enum { SV_CQ_WAIT_MS = 5, SV_IDLE_WAITS = 40 };
+	struct tp_ep *ep = &s->ep;
+	struct tp_conn *one = s->conns;
+	struct rpcrdma_cm_event ev;
+	struct rpcrdma_wc wc[32];
+	int got;
+
+	if (!one || one->next || !one->established || one->dead || s->deliver ||
+	    s->idle_waits >= SV_IDLE_WAITS || !rr_context_can_interrupt(ep->ctx))
+		return false;
+	one->refs++;
+	one->armed = false; /* waited on, not armed */
+	pthread_mutex_unlock(&ep->lock);
+	got = rpcrdma_cq_wait(one->cq, (int)RR_ARRAY_SIZE(wc), wc, SV_CQ_WAIT_MS);
+	pthread_mutex_lock(&ep->lock);
+	s->idle_waits = got > 0 ? 0 : s->idle_waits + 1;
+	for (int i = 0; i < got; i++)
+		tp_on_wc(one, &wc[i]);
+	while (rpcrdma_cm_get_event(ep->ch, &ev) == 0)
+		tp_sv_on_cm(s, &ev);
+	tp_sv_timers(s, one);
+	sv_deliver(s);
+	/* Replies answered on this thread: post them (one batch) and run
+	 * their sent upcalls. */
+	tp_sv_after_upcalls(s);
+	tp_sv_conn_put(s, one);
+	tp_sv_idle_sweep(s);
+	tp_grave_sweep(ep);
+	rr_mem_trim_tick();
+	return true;
+}
+
+/* The poll(2) set of a turn: the eventfd, the CM channel, the CQs to
+ * watch (*@ncn of them in @cns); the timeout in *@timeout. */
+static unsigned gather(struct rr_tp_server *s, struct pollfd *pfd, struct tp_conn **cns,
+		       unsigned cap, unsigned *ncn, int *timeout)
+{
+	struct tp_ep *ep = &s->ep;
+	bool unarmed = false;
+	unsigned n = 0;
+
+	*ncn = 0;
+	pfd[n++] = (struct pollfd){ep->evfd, POLLIN, 0};
+	pfd[n++] = (struct pollfd){rpcrdma_cm_channel_fd(ep->ch), POLLIN, 0};
+	/* beyond @cap (an allocation failed): served on every turn, woken by
+	 * the others or the 100 ms timeout */
+	for (struct tp_conn *cn = s->conns; cn; cn = cn->next) {
+		cn->in_set = *ncn < cap;
+		if (cn->in_set)
+			cns[(*ncn)++] = cn;
+		unarmed |= !cn->armed && !cn->dead;
 	}
+	if (unarmed)
+		*timeout = 0; /* served at once, then armed */
+	for (unsigned i = 0; i < *ncn; i++)
+		pfd[n++] = (struct pollfd){rpcrdma_cq_fd(cns[i]->cq), POLLIN, 0};
+	return n;
+}
+
+/* Serve the CQs whose fd woke the poll, and connections that came after
+ * the fds were gathered; the others stay armed from their last turn (a CQ
+ * is armed again, below, every time it is served), so nothing is missed,
+ * and an idle connection costs no system call per Call of another one (on
+ * soft a poll looks at the socket: one recv each). Served: its fd woke the
+ * poll; or it is not in the set (accepted meanwhile, or beyond it); or the
+ * loop has not armed it since it last served it (new, or waited on
+ * directly): its completions could come with no notification. cns[] entries
+ * stay valid for the turn (a dropped connection is freed by the sweep). */
+static void serve_server(struct rr_tp_server *s, const struct pollfd *pfd, struct tp_conn **cns,
+			 unsigned ncn)
+{
+	struct tp_ep *ep = &s->ep;
+	struct tp_conn *cn, *nx;
+
+	for (cn = s->conns; cn; cn = cn->next)
+		cn->serve = !cn->armed || !cn->in_set;
+	for (unsigned i = 0; i < ncn; i++)
+		if (pfd[i + 2].revents)
+			cns[i]->serve = true;
+	for (cn = s->conns; cn; cn = nx) {
+		nx = cn->next;
+		cn->refs++;
+		if (cn->serve) {
+			(void)rpcrdma_cq_get_event(cn->cq);
+			tp_drain_cq(ep, cn);
+		}
+		tp_sv_timers(s, cn);
+		tp_sv_conn_put(s, cn);
+	}
+	/* Calls answered on this thread post their Sends now: arm only after
+	 * them, then look once more, so that those completions need no
+	 * notification (and no extra wake-up) while none is lost. */
+	sv_deliver(s);
+	for (cn = s->conns; cn; cn = cn->next)
+		tp_post_deferred(cn);
+	for (cn = s->conns; cn; cn = nx) {
+		nx = cn->next;
+		if (!cn->serve)
+			continue;
+		cn->refs++;
+		cn->armed = tp_arm_drain(ep, cn);
+		tp_sv_timers(s, cn);
+		tp_sv_conn_put(s, cn);
+	}
+}
+
+/* The server's progress thread: it sleeps in poll(2) over the wake-up
+ * eventfd, the CM channel and the CQs of its connections (with one
+ * connection, in that connection's CQ instead: server_one), feeds CM
+ * events and completions to the sessions, runs their timers, delivers the
+ * received Calls to the upper layer without the endpoint's lock, then
+ * posts the Replies answered meanwhile and runs their sent upcalls. */
+static void *sv_progress(void *arg)
+{
+	struct rr_tp_server *s = arg;
+	struct tp_ep *ep = &s->ep;
+
+	pthread_setname_np(pthread_self(), "rr-rdma-srv");   /* top -H, gdb, perf */
+	pthread_mutex_lock(&ep->lock);
+	while (!ep->stop) {
+		struct pollfd pfd_one[3], *pfd = pfd_one;
+		struct tp_conn *cns_one[1], **cns = cns_one;
+		unsigned n, ncn, cap = 1;
+		int timeout = 100;
+		struct rpcrdma_cm_event ev;
+
+		if (server_one(s))
+			continue;
+		tp_sv_poll_grow(s);
+		if (s->pfd) {
+			pfd = s->pfd;
+			cns = s->pcns;
+			cap = s->pcap;
+		}
+		n = gather(s, pfd, cns, cap, &ncn, &timeout);
+		tp_poll(ep, pfd, n, timeout);
+		/* traffic on a CQ: back to the one-connection wait */
+		for (unsigned i = 2; i < n; i++)
+			if (pfd[i].revents)
+				s->idle_waits = 0;
+		/* The channel's fd is readable while events are queued. */
+		while ((pfd[1].revents & POLLIN) && rpcrdma_cm_get_event(ep->ch, &ev) == 0)
+			tp_sv_on_cm(s, &ev);
+		serve_server(s, pfd, cns, ncn);
+		sv_deliver(s);
+		tp_sv_after_upcalls(s);
+		tp_sv_idle_sweep(s);
+		tp_grave_sweep(ep);
+		rr_mem_trim_tick();
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return NULL;
 }
 
 static int listen_port(struct rpcrdma_cm_id *id)
@@ -364,7 +244,7 @@ int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	s->recv = recv;
 	s->rctx = ctx;
 	if (rc == 0)
-		rc = tp_ep_start(&s->ep);
+		rc = tp_ep_start(&s->ep, sv_progress);
 	if (rc) {
 		if (s->listen_id)
 			(void)rpcrdma_cm_id_destroy(s->listen_id);
@@ -547,6 +427,7 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 		cn->lent = 0;
 	rr_free(env, s->pfd);
 	rr_free(env, s->pcns);
+	tp_grave_sweep(&s->ep);
 	tp_ep_fini(&s->ep);
 	rr_free(env, s);
 }

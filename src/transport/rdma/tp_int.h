@@ -107,7 +107,17 @@ struct tp_ep {
 	struct tp_conn *grave;   /* dead connections, freed by grave_sweep */
 };
 
-struct tp_push_op;
+/* A push-mode operation of the client, waited for by its caller (push.c). */
+struct tp_push_op {
+	uint32_t seq;
+	bool done;
+	bool commit;
+	enum rpcrdma_wc_status status;
+	uint32_t remote_status;
+	uint32_t len;
+	struct tp_push_op *next;
+};
+
 
 struct rr_tp_client {
 	struct tp_ep ep;
@@ -162,7 +172,8 @@ void tp_wake(struct tp_ep *ep);
 bool tp_on_progress_thread(const struct tp_ep *ep);
 int tp_ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server,
 	       const struct sockaddr *addr);
-int tp_ep_start(struct tp_ep *ep);
+/* Starts @loop (the role's progress thread) with @ep as its argument. */
+int tp_ep_start(struct tp_ep *ep, void *(*loop)(void *));
 void tp_ep_stop(struct tp_ep *ep);
 void tp_ep_fini(struct tp_ep *ep);
 void tp_abs_deadline(struct timespec *ts, uint32_t ms);
@@ -192,8 +203,9 @@ void tp_post_deferred(struct tp_conn *cn);
 /* progress.c */
 int tp_drain_cq(struct tp_ep *ep, struct tp_conn *cn);
 bool tp_arm_drain(struct tp_ep *ep, struct tp_conn *cn);
-void tp_deliver_upcalls(struct tp_ep *ep);
-void *tp_progress(void *arg);
+/* Unlocks, polls @pfd (pfd[0]: the eventfd, pfd[1]: the CM channel),
+ * locks, and consumes the eventfd's wake-ups. */
+void tp_poll(struct tp_ep *ep, struct pollfd *pfd, unsigned n, int timeout);
 
 /* client.c */
 void tp_cl_on_cm(struct rr_tp_client *c, const struct rpcrdma_cm_event *ev);
@@ -204,7 +216,7 @@ bool tp_cl_busy(const struct rr_tp_client *c);
 bool tp_cl_needs_progress(const struct rr_tp_client *c, const struct tp_conn *cn);
 int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns);
 
-/* server.c */
+/* server_conns.c */
 void tp_sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev);
 void tp_sv_conn_lost(struct rr_tp_server *s, struct tp_conn *cn);
 void tp_sv_conn_put(struct rr_tp_server *s, struct tp_conn *cn);
@@ -214,8 +226,9 @@ void tp_sv_idle_sweep(struct rr_tp_server *s);
 void tp_sv_poll_grow(struct rr_tp_server *s);
 void tp_sv_sent_upcalls(struct rr_tp_server *s);
 
-/* push.c */
+/* push_wc.c */
 void tp_push_wc(struct rr_tp_client *c, struct tp_conn *cn, const struct rpcrdma_wc *wc);
+/* push_region.c */
 void tp_expo_release_all(struct tp_conn *cn);
 
 #endif
