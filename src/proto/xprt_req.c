@@ -624,6 +624,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		/* Reliable reply: responder-provided Read chunk (proto/rrep.c). */
 		if (rr_rrep_req_reply(r, c, h, out))
 			goto bad;
+		rr_xprt_rqst_forget(r, c);   /* its Reply is pulled now */
 		out->inv_other = other;
 		return;
 	}
