@@ -9,8 +9,9 @@
  * system call, starts no thread and includes no provider header.
  *
  * Inputs: the upper layer's Calls and Replies (rr_conn_submit,
- * rr_conn_reply, ...), received messages and the completions of the work the
- * session asked for (rr_conn_on_recv, rr_conn_on_send, rr_conn_on_work), connection events (rr_conn_up, rr_conn_down) and time
+ * rr_conn_reply, ...), received messages and the completions of the work
+ * the session asked for (rr_conn_on_recv, rr_conn_on_send,
+ * rr_conn_on_work), connection events (rr_conn_up, rr_conn_down) and time
  * (rr_conn_tick). Outputs: actions, through the executor's struct
  * rr_conn_io: register and deregister memory, post a Receive, post a Send (or
  * Send With Invalidate) from a send slot with the RDMA Writes before it, post
@@ -31,10 +32,15 @@
  *     the Reply chunk, or as a responder Read chunk (parked while rrep_max of
  *     them await their RDMA_DONE), with a grant never 0.
  *
- * Files by job (src/proto/conn/): conn.c (life, connection events, dispatch
- * of received messages, timers), requester.c (Calls), invalidate.c (fencing
- * a Call's STags), responder.c (Calls in, RDMA Reads), reply.c (Replies out,
- * the grant), reliable_reply.c (responder Read chunks, RDMA_DONE both ways).
+ * Files by job (src/proto/conn/, bottom up: conn_int.h): io.c (the io
+ * callbacks, message-form counters), credits.c (the credit rules, both
+ * roles), privdata.c (RFC 8797), invalidate.c (fencing a Call's STags, Send
+ * With Invalidate received), call.c (a Call's completion),
+ * reliable_reply_pull.c (pulling a Read-chunk Reply, sending RDMA_DONE),
+ * requester.c (Calls out, Replies in), request.c (a received Call's life,
+ * RDMA_ERROR), reliable_reply.c (exposing a Read-chunk Reply, RDMA_DONE
+ * received), reply.c (Replies out, parked Replies), responder.c (Calls in,
+ * RDMA Reads), conn.c (life, negotiation, dispatch, timers).
  *
  * Threads: none; the executor serializes every call into a session and
  * receives the io callbacks synchronously, from inside those calls. */
