@@ -215,135 +215,187 @@ static const struct rr_ddp_rx_ops soft_rx_ops = {.tagged = rx_tagged, .untagged 
 
 /* -------------------------------------------------------- messages -- */
 
-/* Acts on one validated segment. Returns 0, or a negative errno after the
- * stream was failed (Terminate queued). */
-static int rx_event(struct soft_qp *qp, struct rr_ddp_event *ev)
+/* The last segment of a Read Response placed (RFC 5040 5.3): the oldest
+ * outstanding Read completes, if it got exactly what it asked for. */
+static enum rr_rx_code rx_read_resp(struct soft_qp *qp, const struct rr_ddp_event *ev)
 {
-	struct rr_mrt *t = &qp->ctx->mrt;
 	enum rr_rx_code code = RR_RXC_OK;
+	struct soft_wqe *w;
 
-	switch (ev->type) {
-	case RR_EV_TAGGED:
-		if (qp->rxd.on) {
-			code = rx_place_durable(qp);
-			if (code != RR_RXC_OK)
-				break;
-		}
-		if (ev->op != RR_OP_READ_RESP)
-			return 0;
-		pthread_mutex_lock(&qp->tx_lock);
-		{
-			struct soft_wqe *w = orq_head(qp);
-
-			if (w) {
-				w->rresp_done += ev->len;
-				if (ev->last) {
-					if (w->rresp_done != w->len) {
-						code = RR_RXC_BOUNDS;
-					} else {
-						w->state = WQE_DONE;
-						w->byte_len = w->len;
-						qp->orq_out--;
-						rr_soft_sq_complete_locked(qp);
-						rr_soft_qp_tx_locked(qp);
-					}
-				}
-			}
-		}
-		pthread_mutex_unlock(&qp->tx_lock);
-		break;
-	case RR_EV_SEND:
-		if (!ev->last)
-			return 0;
-		{
-			struct soft_rqe *e = &qp->rq[qp->rq_head];
-			struct rpcrdma_wc wc = {.wr_id = e->wr_id, .status = RPCRDMA_WC_SUCCESS,
-						.opcode = RPCRDMA_WC_RECV, .byte_len = ev->msg_len,
-						.qp = RR_PUB(qp, &qp->base)};
-
-			if (ev->op == RR_OP_SEND_INV || ev->op == RR_OP_SEND_SE_INV) {
-				int r = rr_mrt_invalidate(t, ev->inv_stag, &qp->pd->base, &qp->base);
-
-				if (r) {
-					code = r == -EPERM ? RR_RXC_PD : mrt_code(r);
-					break;
-				}
-				wc.flags |= RPCRDMA_WC_WITH_INV;
-				wc.invalidated_stag = ev->inv_stag;
-			}
-			if (ev->op == RR_OP_SEND_SE || ev->op == RR_OP_SEND_SE_INV)
-				wc.flags |= RPCRDMA_WC_SOLICITED;
-			qp->rq_head = ring_idx(qp->rq_head, 1, qp->rq_cap);
-			qp->rq_count--;
-			rr_soft_cq_push(qp->rcq, &wc);
-		}
-		break;
-	case RR_EV_READ_REQ:
-	case RR_EV_COMMIT_REQ:
-		pthread_mutex_lock(&qp->tx_lock);
-		if (qp->irq_count >= qp->ird || qp->irq_count >= qp->irq_cap) {
-			code = RR_RXC_IRD;
-		} else {
-			struct soft_irqe *e = &qp->irq[ring_idx(qp->irq_head, qp->irq_count, qp->irq_cap)];
-			struct rr_mrt_ref ref = {0};
-			int r = 0;
-
-			memset(e, 0, sizeof(*e));
-			if (ev->type == RR_EV_READ_REQ) {
-				const struct rr_rreq *rq = &ev->u.rreq;
-
-				if (rq->size)
-					r = rr_mrt_check(t, rq->src_stag, rq->src_to, rq->size,
-							 RPCRDMA_ACCESS_REMOTE_READ, &qp->pd->base,
-							 &qp->base, &ref);
-				e->sink_stag = rq->sink_stag;
-				e->sink_to = rq->sink_to;
-				e->src_stag = rq->src_stag;
-				e->src_to = rq->src_to;
-				e->len = rq->size;
-			} else {
-				const struct rr_commit_req *c = &ev->u.creq;
-
-				e->commit = true;
-				e->commit_id = c->id;
-				e->nregions = c->nregions;
-				for (unsigned i = 0; i < c->nregions && !r; i++) {
-					e->rlen[i] = c->region[i].len;
-					e->creg[i] = c->region[i];
-					r = rr_mrt_check(t, c->region[i].stag, c->region[i].to,
-							 c->region[i].len, RPCRDMA_ACCESS_REMOTE_WRITE,
-							 &qp->pd->base, &qp->base, &e->ref[i]);
-				}
-			}
-			if (r) {
-				code = mrt_code(r);
-			} else {
-				qp->irq_count++;
-				rr_soft_qp_tx_locked(qp);
-			}
-		}
-		pthread_mutex_unlock(&qp->tx_lock);
-		break;
-	case RR_EV_COMMIT_RESP:
-		pthread_mutex_lock(&qp->tx_lock);
-		{
-			struct soft_wqe *w = orq_head(qp);
-
-			if (!w || w->op != RPCRDMA_WR_RDMA_COMMIT || w->commit_id != ev->u.cresp.id) {
-				code = RR_RXC_UNEXPECTED;
+	pthread_mutex_lock(&qp->tx_lock);
+	w = orq_head(qp);
+	if (w) {
+		w->rresp_done += ev->len;
+		if (ev->last) {
+			if (w->rresp_done != w->len) {
+				code = RR_RXC_BOUNDS;
 			} else {
 				w->state = WQE_DONE;
-				w->remote_status = ev->u.cresp.status;
-				if (ev->u.cresp.status)
-					w->status = RPCRDMA_WC_COMMIT_ERR; /* draft 5.1: no Terminate */
+				w->byte_len = w->len;
 				qp->orq_out--;
 				rr_soft_sq_complete_locked(qp);
 				rr_soft_qp_tx_locked(qp);
 			}
 		}
-		pthread_mutex_unlock(&qp->tx_lock);
+	}
+	pthread_mutex_unlock(&qp->tx_lock);
+	return code;
+}
+
+/* Send With Invalidate (RFC 5040 5.4): the STag the peer names is
+ * invalidated before the receive completes, which then says so in @wc. */
+static enum rr_rx_code rx_send_inv(struct soft_qp *qp, const struct rr_ddp_event *ev,
+				   struct rpcrdma_wc *wc)
+{
+	int r = rr_mrt_invalidate(&qp->ctx->mrt, ev->inv_stag, &qp->pd->base, &qp->base);
+
+	if (r)
+		return r == -EPERM ? RR_RXC_PD : mrt_code(r);
+	wc->flags |= RPCRDMA_WC_WITH_INV;
+	wc->invalidated_stag = ev->inv_stag;
+	return RR_RXC_OK;
+}
+
+/* The last segment of a Send (with Solicited Event, with Invalidate) placed
+ * into the oldest receive: it completes. */
+static enum rr_rx_code rx_send(struct soft_qp *qp, const struct rr_ddp_event *ev)
+{
+	struct soft_rqe *e = &qp->rq[qp->rq_head];
+	struct rpcrdma_wc wc = {.wr_id = e->wr_id, .status = RPCRDMA_WC_SUCCESS,
+				.opcode = RPCRDMA_WC_RECV, .byte_len = ev->msg_len,
+				.qp = RR_PUB(qp, &qp->base)};
+
+	if (ev->op == RR_OP_SEND_INV || ev->op == RR_OP_SEND_SE_INV) {
+		enum rr_rx_code code = rx_send_inv(qp, ev, &wc);
+
+		if (code != RR_RXC_OK)
+			return code;
+	}
+	if (ev->op == RR_OP_SEND_SE || ev->op == RR_OP_SEND_SE_INV)
+		wc.flags |= RPCRDMA_WC_SOLICITED;
+	qp->rq_head = ring_idx(qp->rq_head, 1, qp->rq_cap);
+	qp->rq_count--;
+	rr_soft_cq_push(qp->rcq, &wc);
+	return RR_RXC_OK;
+}
+
+/* A Read Request into IRQ entry @e: its source checked now (and again when
+ * the response starts, tx.c). 0 or the STag table's -errno. */
+static int rx_read_req(struct soft_qp *qp, struct soft_irqe *e, const struct rr_rreq *rq)
+{
+	struct rr_mrt_ref ref = {0};
+	int r = 0;
+
+	if (rq->size)
+		r = rr_mrt_check(&qp->ctx->mrt, rq->src_stag, rq->src_to, rq->size,
+				 RPCRDMA_ACCESS_REMOTE_READ, &qp->pd->base, &qp->base, &ref);
+	e->sink_stag = rq->sink_stag;
+	e->sink_to = rq->sink_to;
+	e->src_stag = rq->src_stag;
+	e->src_to = rq->src_to;
+	e->len = rq->size;
+	return r;
+}
+
+/* A Commit Request (draft-talpey-rdma-commit 3.2) into IRQ entry @e: every
+ * region checked now (and again when the response starts, tx.c). 0 or the
+ * STag table's -errno. */
+static int rx_commit_req(struct soft_qp *qp, struct soft_irqe *e, const struct rr_commit_req *c)
+{
+	int r = 0;
+
+	e->commit = true;
+	e->commit_id = c->id;
+	e->nregions = c->nregions;
+	for (unsigned i = 0; i < c->nregions && !r; i++) {
+		e->rlen[i] = c->region[i].len;
+		e->creg[i] = c->region[i];
+		r = rr_mrt_check(&qp->ctx->mrt, c->region[i].stag, c->region[i].to, c->region[i].len,
+				 RPCRDMA_ACCESS_REMOTE_WRITE, &qp->pd->base, &qp->base, &e->ref[i]);
+	}
+	return r;
+}
+
+/* A Read or Commit Request: queued for its response, within IRD (RFC 5040
+ * 6.4), and the transmit side started. */
+static enum rr_rx_code rx_request(struct soft_qp *qp, const struct rr_ddp_event *ev)
+{
+	enum rr_rx_code code = RR_RXC_OK;
+
+	pthread_mutex_lock(&qp->tx_lock);
+	if (qp->irq_count >= qp->ird || qp->irq_count >= qp->irq_cap) {
+		code = RR_RXC_IRD;
+	} else {
+		struct soft_irqe *e = &qp->irq[ring_idx(qp->irq_head, qp->irq_count, qp->irq_cap)];
+		int r;
+
+		memset(e, 0, sizeof(*e));
+		if (ev->type == RR_EV_READ_REQ)
+			r = rx_read_req(qp, e, &ev->u.rreq);
+		else
+			r = rx_commit_req(qp, e, &ev->u.creq);
+		if (r) {
+			code = mrt_code(r);
+		} else {
+			qp->irq_count++;
+			rr_soft_qp_tx_locked(qp);
+		}
+	}
+	pthread_mutex_unlock(&qp->tx_lock);
+	return code;
+}
+
+/* A Commit Response: the oldest outstanding request must be the Commit it
+ * answers; a failed status completes it with RPCRDMA_WC_COMMIT_ERR (draft
+ * 5.1: no Terminate). */
+static enum rr_rx_code rx_commit_resp(struct soft_qp *qp, const struct rr_ddp_event *ev)
+{
+	enum rr_rx_code code = RR_RXC_OK;
+	struct soft_wqe *w;
+
+	pthread_mutex_lock(&qp->tx_lock);
+	w = orq_head(qp);
+	if (!w || w->op != RPCRDMA_WR_RDMA_COMMIT || w->commit_id != ev->u.cresp.id) {
+		code = RR_RXC_UNEXPECTED;
+	} else {
+		w->state = WQE_DONE;
+		w->remote_status = ev->u.cresp.status;
+		if (ev->u.cresp.status)
+			w->status = RPCRDMA_WC_COMMIT_ERR; /* draft 5.1: no Terminate */
+		qp->orq_out--;
+		rr_soft_sq_complete_locked(qp);
+		rr_soft_qp_tx_locked(qp);
+	}
+	pthread_mutex_unlock(&qp->tx_lock);
+	return code;
+}
+
+/* Acts on one validated segment. Returns 0, or a negative errno after the
+ * stream was failed (Terminate queued) or ended by the peer's Terminate. */
+static int rx_event(struct soft_qp *qp, struct rr_ddp_event *ev)
+{
+	enum rr_rx_code code = RR_RXC_OK;
+
+	switch (ev->type) {
+	case RR_EV_TAGGED:
+		if (qp->rxd.on)
+			code = rx_place_durable(qp);
+		if (code == RR_RXC_OK && ev->op == RR_OP_READ_RESP)
+			code = rx_read_resp(qp, ev);
+		break;
+	case RR_EV_SEND:
+		if (ev->last)
+			code = rx_send(qp, ev);
+		break;
+	case RR_EV_READ_REQ:
+	case RR_EV_COMMIT_REQ:
+		code = rx_request(qp, ev);
+		break;
+	case RR_EV_COMMIT_RESP:
+		code = rx_commit_resp(qp, ev);
 		break;
 	case RR_EV_TERMINATE:
+		/* the peer's (RFC 5040 7.2): the QP ends */
 		qp->peer_term = ev->u.term;
 		qp->peer_term_valid = true;
 		rr_soft_qp_fatal(qp, -ECONNRESET, &ev->u.term);
@@ -380,6 +432,60 @@ static void rx_terminate(struct soft_qp *qp)
 }
 
 /* -------------------------------------------------- the parse loop -- */
+
+/* How the fast waiter's read ended besides its result (rx_read_fast). */
+enum rx_fast {
+	RX_FAST_READ = 0,   /* *@n: the read's result */
+	RX_FAST_LEAVE,      /* a completion, an interrupt or a transmit backlog
+			       came first: nothing read, the waiter looks */
+	RX_FAST_KILLED,     /* the QP is closing (fast_kill): leave at once */
+	RX_FAST_VOID,       /* the QP failed meanwhile: the bytes are void */
+};
+
+/* The fast waiter's read of @v (rx_lock held, released while it sleeps):
+ * @dst/@len is where a payload lands directly (a revoke of that memory
+ * waits for the read). Nobody else reads the socket or touches the stage
+ * and the parser while fast_rd (qp_rx skips); a close waits for it
+ * (rr_soft_fast_quiesce). */
+static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned cnt, uint8_t *dst,
+				 size_t len, ssize_t *n)
+{
+	int mode;
+
+	qp->fast_rd = true;
+	qp->fast_dst = dst;
+	qp->fast_len = len;
+	mode = rr_soft_sock_fast_mode(qp);
+	atomic_store(&qp->rcq->fast_blocked, mode);
+	/* Set, then look: a completion pushed or an interrupt latched by
+	 * another thread before this point is seen here; one after it sees
+	 * fast_blocked (rr_soft_cq_push, rr_soft_interrupt, rr_soft_want_out)
+	 * and either writes the CQ's wake eventfd (SOFT_FAST_POLL: the poll
+	 * ends) or turns the fast wait off (SOFT_FAST_RECV: the read ends by
+	 * its timeout). */
+	if (rr_cq_ring_pending(&qp->rcq->ring) || atomic_load(&qp->rcq->intr) ||
+	    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST)) {
+		atomic_store(&qp->rcq->fast_blocked, 0);
+		qp->fast_rd = false;
+		return RX_FAST_LEAVE;
+	}
+	pthread_mutex_unlock(&qp->rx_lock);
+	*n = rr_soft_sock_readv_fast(qp, v, cnt, mode);
+	pthread_mutex_lock(&qp->rx_lock);
+	atomic_store(&qp->rcq->fast_blocked, 0);
+	qp->fast_rd = false;
+	qp->fast_len = 0;
+	if (qp->revoke_waiters)
+		pthread_cond_broadcast(&qp->fast_cv);
+	atomic_fetch_add(&qp->rcq->fast_reads, 1);
+	if (qp->fast_kill) {
+		pthread_cond_broadcast(&qp->fast_cv);
+		return RX_FAST_KILLED;
+	}
+	if (qp->state != QPS_RTS)
+		return RX_FAST_VOID;
+	return RX_FAST_READ;
+}
 
 /* Receives what the socket holds (rx_lock held). @fast: the first read
  * sleeps with rx_lock released (fast wait); see rr_soft_qp_rx_fast. */
@@ -440,44 +546,15 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			cnt = 1;
 		}
 		if (fast) {
-			int mode;
+			enum rx_fast f;
 
-			/* Nobody else reads the socket or touches the stage
-			 * and the parser while fast_rd (qp_rx skips); a close
-			 * waits for it (rr_soft_fast_quiesce). */
 			fast = false;
-			qp->fast_rd = true;
-			qp->fast_dst = cnt == 2 ? dst : NULL;
-			qp->fast_len = cnt == 2 ? w : 0;
-			mode = rr_soft_sock_fast_mode(qp);
-			atomic_store(&qp->rcq->fast_blocked, mode);
-			/* Set, then look: a completion pushed or an interrupt
-			 * latched by another thread before this point is seen
-			 * here; one after it sees fast_blocked (rr_soft_cq_push,
-			 * rr_soft_interrupt, rr_soft_want_out) and either writes
-			 * the CQ's wake eventfd (SOFT_FAST_POLL: the poll ends)
-			 * or turns the fast wait off (SOFT_FAST_RECV: the read
-			 * ends by its timeout). */
-			if (rr_cq_ring_pending(&qp->rcq->ring) || atomic_load(&qp->rcq->intr) ||
-			    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST)) {
-				atomic_store(&qp->rcq->fast_blocked, 0);
-				qp->fast_rd = false;
+			f = rx_read_fast(qp, v, cnt, cnt == 2 ? dst : NULL, cnt == 2 ? w : 0, &n);
+			if (f == RX_FAST_LEAVE)
 				return 0;
-			}
-			pthread_mutex_unlock(&qp->rx_lock);
-			n = rr_soft_sock_readv_fast(qp, v, cnt, mode);
-			pthread_mutex_lock(&qp->rx_lock);
-			atomic_store(&qp->rcq->fast_blocked, 0);
-			qp->fast_rd = false;
-			qp->fast_len = 0;
-			if (qp->revoke_waiters)
-				pthread_cond_broadcast(&qp->fast_cv);
-			atomic_fetch_add(&qp->rcq->fast_reads, 1);
-			if (qp->fast_kill) {
-				pthread_cond_broadcast(&qp->fast_cv);
+			if (f == RX_FAST_KILLED)
 				return -ENOTCONN;
-			}
-			if (qp->state != QPS_RTS)
+			if (f == RX_FAST_VOID)
 				continue; /* failed meanwhile: the bytes are void */
 		} else {
 			n = rr_soft_sock_readv(qp->obj.fd, v, cnt);

@@ -149,6 +149,126 @@ int rr_soft_sge_resolve(struct soft_qp *qp, const struct rpcrdma_sge *sg, uint32
 	return 0;
 }
 
+/* A Send, Send With Invalidate or Write into WQE @w: its payload copied now
+ * (RPCRDMA_SEND_INLINE) or resolved through the STag table (a failure
+ * completes the WQE with an error when its turn comes), its STags. 0, or
+ * -EINVAL / -ENOMEM: the WR is refused. */
+static int wqe_send_write(struct soft_qp *qp, struct soft_wqe *w, const struct rpcrdma_send_wr *wr)
+{
+	int r;
+
+	if (wr->flags & RPCRDMA_SEND_INLINE) {
+		uint64_t tot = 0;
+
+		for (uint32_t i = 0; i < wr->num_sge; i++)
+			tot += wr->sg_list[i].length;
+		if (tot > SOFT_MAX_INLINE)
+			return -EINVAL;
+		w->inline_buf = rr_alloc(qp->ctx->env, tot);
+		if (!w->inline_buf)
+			return -ENOMEM;
+		tot = 0;
+		for (uint32_t i = 0; i < wr->num_sge; i++) {
+			memcpy(w->inline_buf + tot, (const void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			tot += wr->sg_list[i].length;
+		}
+		w->iov[0].iov_base = w->inline_buf;
+		w->iov[0].iov_len = tot;
+		w->iovcnt = tot ? 1 : 0;
+		w->len = (uint32_t)tot;
+	} else {
+		r = rr_soft_sge_resolve(qp, wr->sg_list, wr->num_sge, 0, w->iov, &w->iovcnt, &w->len);
+		if (r) {
+			w->status = mrt_wc(r);
+			w->state = WQE_DONE;
+		}
+	}
+	if (wr->opcode == RPCRDMA_WR_SEND_WITH_INV)
+		w->stag = wr->u.send.invalidate_stag;
+	else if (wr->opcode == RPCRDMA_WR_RDMA_WRITE) {
+		w->stag = wr->u.rdma.stag;
+		w->to = wr->u.rdma.remote_offset;
+	}
+	return 0;
+}
+
+/* An RDMA Read into WQE @w: its sink checked now (a failure completes the
+ * WQE with an error when its turn comes). */
+static void wqe_read(struct soft_qp *qp, struct soft_wqe *w, const struct rpcrdma_send_wr *wr)
+{
+	int r;
+
+	w->stag = wr->u.rdma.stag;
+	w->to = wr->u.rdma.remote_offset;
+	if (wr->num_sge == 1) {
+		w->sink_lkey = wr->sg_list[0].lkey;
+		w->sink_to = wr->sg_list[0].addr;
+		w->len = wr->sg_list[0].length;
+		if (w->len) {
+			r = rr_mrt_check(&qp->ctx->mrt, w->sink_lkey, w->sink_to, w->len,
+					 RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE, &qp->pd->base,
+					 NULL, NULL);
+			if (r) {
+				w->status = mrt_wc(r);
+				w->state = WQE_DONE;
+			}
+		}
+	}
+	w->byte_len = w->len;
+}
+
+/* An RDMA Commit into WQE @w: its Commit Request body encoded now (the
+ * next Commit id). 0, or -EINVAL / the codec's error: the WR is refused. */
+static int wqe_commit(struct soft_qp *qp, struct soft_wqe *w, const struct rpcrdma_send_wr *wr)
+{
+	struct rr_commit_req c;
+	int n;
+
+	c.id = ++qp->next_commit_id;
+	c.nregions = wr->u.commit.num_regions;
+	if (c.nregions == 0 || c.nregions > RR_COMMIT_MAX_REGIONS)
+		return -EINVAL;
+	for (unsigned i = 0; i < c.nregions; i++) {
+		c.region[i].stag = wr->u.commit.regions[i].stag;
+		c.region[i].len = wr->u.commit.regions[i].length;
+		c.region[i].to = wr->u.commit.regions[i].offset;
+	}
+	n = rr_rdmap_commit_req_encode(&c, w->body, sizeof(w->body));
+	if (n < 0)
+		return n;
+	w->body_len = (uint32_t)n;
+	w->commit_id = c.id;
+	return 0;
+}
+
+/* A memory window bind into WQE @w: executed at post time, so that the new
+ * STag is known when post_send returns (rdma.h); the WQE is finished (with
+ * RPCRDMA_WC_MW_BIND_ERR when the bind failed). */
+static void wqe_bind(struct soft_qp *qp, struct soft_wqe *w, const struct rpcrdma_send_wr *wr)
+{
+	uint32_t stag;
+	uint64_t to;
+	int r;
+
+	w->mw = RR_BASE(mw, wr->u.bind.mw);
+	w->mr = RR_BASE(mr, wr->u.bind.mr);
+	w->bind_addr = wr->u.bind.addr;
+	w->bind_len = wr->u.bind.length;
+	w->bind_access = wr->u.bind.access;
+	stag = w->mw->rkey;
+	to = rr_mrt_random_to(&qp->ctx->mrt, w->bind_addr, w->bind_len);
+	r = rr_mrt_mw_bind(&qp->ctx->mrt, &stag, w->mr->lkey, w->bind_addr, w->bind_len,
+			   w->bind_access, &qp->pd->base, &qp->base, to);
+	if (r) {
+		w->status = RPCRDMA_WC_MW_BIND_ERR;
+	} else {
+		w->mw->rkey = stag;
+		w->mw->to = to;
+	}
+	w->state = WQE_DONE;
+}
+
 int rr_soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct rpcrdma_send_wr **bad)
 {
 	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
@@ -190,115 +310,16 @@ int rr_soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct rpc
 		case RPCRDMA_WR_SEND:
 		case RPCRDMA_WR_SEND_WITH_INV:
 		case RPCRDMA_WR_RDMA_WRITE:
-			if (wr->flags & RPCRDMA_SEND_INLINE) {
-				uint64_t tot = 0;
-
-				for (uint32_t i = 0; i < wr->num_sge; i++)
-					tot += wr->sg_list[i].length;
-				if (tot > SOFT_MAX_INLINE) {
-					r = -EINVAL;
-					break;
-				}
-				w->inline_buf = rr_alloc(qp->ctx->env, tot);
-				if (!w->inline_buf) {
-					r = -ENOMEM;
-					break;
-				}
-				tot = 0;
-				for (uint32_t i = 0; i < wr->num_sge; i++) {
-					memcpy(w->inline_buf + tot,
-					       (const void *)(uintptr_t)wr->sg_list[i].addr,
-					       wr->sg_list[i].length);
-					tot += wr->sg_list[i].length;
-				}
-				w->iov[0].iov_base = w->inline_buf;
-				w->iov[0].iov_len = tot;
-				w->iovcnt = tot ? 1 : 0;
-				w->len = (uint32_t)tot;
-			} else {
-				r = rr_soft_sge_resolve(qp, wr->sg_list, wr->num_sge, 0, w->iov, &w->iovcnt,
-							&w->len);
-				if (r) {
-					w->status = mrt_wc(r);
-					w->state = WQE_DONE;
-					r = 0;
-				}
-			}
-			if (wr->opcode == RPCRDMA_WR_SEND_WITH_INV)
-				w->stag = wr->u.send.invalidate_stag;
-			else if (wr->opcode == RPCRDMA_WR_RDMA_WRITE) {
-				w->stag = wr->u.rdma.stag;
-				w->to = wr->u.rdma.remote_offset;
-			}
+			r = wqe_send_write(qp, w, wr);
 			break;
 		case RPCRDMA_WR_RDMA_READ:
-			w->stag = wr->u.rdma.stag;
-			w->to = wr->u.rdma.remote_offset;
-			if (wr->num_sge == 1) {
-				w->sink_lkey = wr->sg_list[0].lkey;
-				w->sink_to = wr->sg_list[0].addr;
-				w->len = wr->sg_list[0].length;
-				if (w->len) {
-					r = rr_mrt_check(&qp->ctx->mrt, w->sink_lkey, w->sink_to, w->len,
-							 RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE,
-							 &qp->pd->base, NULL, NULL);
-					if (r) {
-						w->status = mrt_wc(r);
-						w->state = WQE_DONE;
-						r = 0;
-					}
-				}
-			}
-			w->byte_len = w->len;
+			wqe_read(qp, w, wr);
 			break;
-		case RPCRDMA_WR_RDMA_COMMIT: {
-			struct rr_commit_req c;
-			int n;
-
-			c.id = ++qp->next_commit_id;
-			c.nregions = wr->u.commit.num_regions;
-			if (c.nregions == 0 || c.nregions > RR_COMMIT_MAX_REGIONS) {
-				r = -EINVAL;
-				break;
-			}
-			for (unsigned i = 0; i < c.nregions; i++) {
-				c.region[i].stag = wr->u.commit.regions[i].stag;
-				c.region[i].len = wr->u.commit.regions[i].length;
-				c.region[i].to = wr->u.commit.regions[i].offset;
-			}
-			n = rr_rdmap_commit_req_encode(&c, w->body, sizeof(w->body));
-			if (n < 0) {
-				r = n;
-				break;
-			}
-			w->body_len = (uint32_t)n;
-			w->commit_id = c.id;
+		case RPCRDMA_WR_RDMA_COMMIT:
+			r = wqe_commit(qp, w, wr);
 			break;
-		}
 		case RPCRDMA_WR_BIND_MW:
-			w->mw = RR_BASE(mw, wr->u.bind.mw);
-			w->mr = RR_BASE(mr, wr->u.bind.mr);
-			w->bind_addr = wr->u.bind.addr;
-			w->bind_len = wr->u.bind.length;
-			w->bind_access = wr->u.bind.access;
-			/* The new STag is known at post time (rdma.h). */
-			{
-				uint32_t stag = w->mw->rkey;
-				uint64_t to = rr_mrt_random_to(&qp->ctx->mrt, w->bind_addr,
-							       w->bind_len);
-
-				r = rr_mrt_mw_bind(&qp->ctx->mrt, &stag, w->mr->lkey, w->bind_addr,
-						   w->bind_len, w->bind_access, &qp->pd->base,
-						   &qp->base, to);
-				if (r) {
-					w->status = RPCRDMA_WC_MW_BIND_ERR;
-					r = 0;
-				} else {
-					w->mw->rkey = stag;
-					w->mw->to = to;
-				}
-				w->state = WQE_DONE;
-			}
+			wqe_bind(qp, w, wr);
 			break;
 		case RPCRDMA_WR_LOCAL_INV:
 			w->stag = wr->u.local_inv.stag;
@@ -339,6 +360,68 @@ static void tx_fail_invalid_stag(struct soft_qp *qp)
 	qp->term_fatal = true;
 }
 
+/* Starts the Commit Response to the peer's Commit Request @e (draft 3.2.3:
+ * everything placed before the request is in memory already, in-order
+ * stream; it is made durable now). false: nothing to send (its memory was
+ * deregistered: the QP ends with a Terminate). */
+static bool tx_start_commit_resp(struct soft_qp *qp, struct soft_irqe *e)
+{
+	struct rr_mrt *t = &qp->ctx->mrt;
+	struct rr_commit_resp resp = {.id = e->commit_id, .status = SOFT_COMMIT_OK};
+	int r;
+
+	for (unsigned i = 0; i < e->nregions; i++) {
+		if (!e->rlen[i])
+			continue;
+		/* still registered? (checked on arrival too) */
+		if (rr_mrt_check(t, e->creg[i].stag, e->creg[i].to, e->creg[i].len,
+				 RPCRDMA_ACCESS_REMOTE_WRITE, &qp->pd->base, &qp->base, &e->ref[i])) {
+			tx_fail_invalid_stag(qp);
+			return false;
+		}
+		if (!e->ref[i].durable) {
+			resp.status = SOFT_COMMIT_NOT_DURABLE;
+			continue;
+		}
+		r = rr_mrt_make_durable(&e->ref[i], e->rlen[i]);
+		if (r == -ERANGE)
+			resp.status = SOFT_COMMIT_PAST_EOF;
+		else if (r)
+			resp.status = SOFT_COMMIT_FLUSH_FAILED;
+	}
+	rr_rdmap_commit_resp_encode(&resp, e->body);
+	e->iov0 = (struct iovec){e->body, RR_COMMIT_RESP_BODY};
+	qp->msg_is_irq = true;
+	qp->msg_active = true;
+	return rr_ddp_txmsg_untagged(&qp->msg, RR_OP_COMMIT_RESP, RR_QN_RESP,
+				     qp->tx_msn[RR_QN_RESP]++, 0, &e->iov0, 1) == 0;
+}
+
+/* Starts the Read Response to the peer's Read Request @e, from its source
+ * resolved now. false: nothing to send (its memory was deregistered: the QP
+ * ends with a Terminate). */
+static bool tx_start_read_resp(struct soft_qp *qp, struct soft_irqe *e)
+{
+	struct rr_mrt *t = &qp->ctx->mrt;
+	struct rr_mrt_ref ref;
+
+	e->src = NULL;
+	if (e->len) {
+		/* the memory is read now, so it must still be registered */
+		if (rr_mrt_check(t, e->src_stag, e->src_to, e->len, RPCRDMA_ACCESS_REMOTE_READ,
+				 &qp->pd->base, &qp->base, &ref)) {
+			tx_fail_invalid_stag(qp);
+			return false;
+		}
+		e->src = ref.ptr;
+	}
+	e->iov0 = (struct iovec){e->src, e->len};
+	qp->msg_is_irq = true;
+	qp->msg_active = true;
+	return rr_ddp_txmsg_tagged(&qp->msg, RR_OP_READ_RESP, e->sink_stag, e->sink_to, &e->iov0,
+				   e->len ? 1 : 0) == 0;
+}
+
 /* Starts the next message: responses to the peer's Reads/Commits first
  * (answered in request order, RFC 5040 5.3), then the send queue in order.
  * Returns false when nothing can be sent now. */
@@ -348,57 +431,8 @@ static bool tx_pick(struct soft_qp *qp)
 		return false;   /* the QP ends after its Terminate */
 	if (qp->irq_sent < qp->irq_count) {
 		struct soft_irqe *e = &qp->irq[ring_idx(qp->irq_head, qp->irq_sent, qp->irq_cap)];
-		struct rr_mrt *t = &qp->ctx->mrt;
-		struct rr_mrt_ref ref;
 
-		if (e->commit) {
-			/* draft 3.2.3: everything placed before the request is
-			 * in memory already (in-order stream); make it durable. */
-			struct rr_commit_resp resp = {.id = e->commit_id, .status = SOFT_COMMIT_OK};
-			int r;
-
-			for (unsigned i = 0; i < e->nregions; i++) {
-				if (!e->rlen[i])
-					continue;
-				/* still registered? (checked on arrival too) */
-				if (rr_mrt_check(t, e->creg[i].stag, e->creg[i].to, e->creg[i].len,
-						 RPCRDMA_ACCESS_REMOTE_WRITE, &qp->pd->base, &qp->base,
-						 &e->ref[i])) {
-					tx_fail_invalid_stag(qp);
-					return false;
-				}
-				if (!e->ref[i].durable) {
-					resp.status = SOFT_COMMIT_NOT_DURABLE;
-					continue;
-				}
-				r = rr_mrt_make_durable(&e->ref[i], e->rlen[i]);
-				if (r == -ERANGE)
-					resp.status = SOFT_COMMIT_PAST_EOF;
-				else if (r)
-					resp.status = SOFT_COMMIT_FLUSH_FAILED;
-			}
-			rr_rdmap_commit_resp_encode(&resp, e->body);
-			e->iov0 = (struct iovec){e->body, RR_COMMIT_RESP_BODY};
-			qp->msg_is_irq = true;
-			qp->msg_active = true;
-			return rr_ddp_txmsg_untagged(&qp->msg, RR_OP_COMMIT_RESP, RR_QN_RESP,
-						     qp->tx_msn[RR_QN_RESP]++, 0, &e->iov0, 1) == 0;
-		}
-		e->src = NULL;
-		if (e->len) {
-			/* the memory is read now, so it must still be registered */
-			if (rr_mrt_check(t, e->src_stag, e->src_to, e->len, RPCRDMA_ACCESS_REMOTE_READ,
-					 &qp->pd->base, &qp->base, &ref)) {
-				tx_fail_invalid_stag(qp);
-				return false;
-			}
-			e->src = ref.ptr;
-		}
-		e->iov0 = (struct iovec){e->src, e->len};
-		qp->msg_is_irq = true;
-		qp->msg_active = true;
-		return rr_ddp_txmsg_tagged(&qp->msg, RR_OP_READ_RESP, e->sink_stag, e->sink_to,
-					   &e->iov0, e->len ? 1 : 0) == 0;
+		return e->commit ? tx_start_commit_resp(qp, e) : tx_start_read_resp(qp, e);
 	}
 	while (qp->sq_next < qp->sq_count) {
 		struct soft_wqe *w = sq_at(qp, qp->sq_next);
