@@ -119,9 +119,9 @@ void rr_soft_unwatch(struct soft_qp *qp)
 /* ----------------------------------------------------- completions -- */
 
 /* cq.h: set by cq_wait.c around its inline progress */
-__thread struct soft_cq *rr_soft_tls_cq;
-__thread bool rr_soft_tls_waiter;
-__thread struct soft_direct *rr_soft_tls_direct;
+__thread struct soft_cq *rr_soft_tls_cq RR_SOFT_TLS;
+__thread bool rr_soft_tls_waiter RR_SOFT_TLS;
+__thread struct soft_direct *rr_soft_tls_direct RR_SOFT_TLS;
 
 void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 {

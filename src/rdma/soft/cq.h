@@ -10,10 +10,14 @@
 /* The CQ this thread is progressing inline (cq_wait.c sets it around its
  * receive/transmit calls): completions it pushes there need no wake-up (for
  * itself; rr_soft_tls_waiter: it is one of q->waiting). rr_soft_tls_direct:
- * the fast waiter's own array (cq_wait.c cq_fast_wait), or NULL. */
-extern __thread struct soft_cq *rr_soft_tls_cq __attribute__((visibility("hidden")));
-extern __thread bool rr_soft_tls_waiter __attribute__((visibility("hidden")));
-extern __thread struct soft_direct *rr_soft_tls_direct __attribute__((visibility("hidden")));
+ * the fast waiter's own array (cq_wait.c cq_fast_wait), or NULL. Local
+ * dynamic: one __tls_get_addr per function for all three, in a shared
+ * library as when they were static in one file (the push is per
+ * completion). */
+#define RR_SOFT_TLS __attribute__((visibility("hidden"), tls_model("local-dynamic")))
+extern __thread struct soft_cq *rr_soft_tls_cq RR_SOFT_TLS;
+extern __thread bool rr_soft_tls_waiter RR_SOFT_TLS;
+extern __thread struct soft_direct *rr_soft_tls_direct RR_SOFT_TLS;
 
 int rr_soft_create_cq(struct rr_context *ctx, const struct rpcrdma_cq_attr *attr,
 		      struct rr_cq **out);
