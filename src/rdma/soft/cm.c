@@ -408,24 +408,26 @@ int rr_soft_destroy_id(struct rr_cm_id *base)
 	return 0;
 }
 
-int rr_soft_local_addr(struct rr_cm_id *base, struct sockaddr_storage *ss)
+/* The local (@peer: remote) address of @base's socket, the handshake's or,
+ * once connected, its QP's. */
+static int id_addr(struct rr_cm_id *base, struct sockaddr_storage *ss, bool peer)
 {
 	struct soft_id *id = id_of(base);
 	int fd = id->obj.fd >= 0 ? id->obj.fd : (id->qp ? id->qp->obj.fd : -1);
 
 	if (fd < 0)
 		return -ENOTCONN;
-	return rr_soft_sock_name(fd, ss, false);
+	return rr_soft_sock_name(fd, ss, peer);
+}
+
+int rr_soft_local_addr(struct rr_cm_id *base, struct sockaddr_storage *ss)
+{
+	return id_addr(base, ss, false);
 }
 
 int rr_soft_peer_addr(struct rr_cm_id *base, struct sockaddr_storage *ss)
 {
-	struct soft_id *id = id_of(base);
-	int fd = id->obj.fd >= 0 ? id->obj.fd : (id->qp ? id->qp->obj.fd : -1);
-
-	if (fd < 0)
-		return -ENOTCONN;
-	return rr_soft_sock_name(fd, ss, true);
+	return id_addr(base, ss, true);
 }
 
 /* --------------------------------------------------- the handshake -- */
