@@ -479,6 +479,35 @@ static inline struct soft_wqe *orq_head(struct soft_qp *qp)
 	return NULL;
 }
 
+/* Resolves @n local SGEs (access RR_MRT_LOCAL | @need) to addresses through
+ * the STag table: @iov/@cnt, *@total bytes. 0 or the table's -errno. Inline:
+ * post_send (tx.c) and post_recv (rx.c) run it per work request. */
+static inline int sge_resolve(struct soft_qp *qp, const struct rpcrdma_sge *sg, uint32_t n,
+			      uint32_t need, struct iovec *iov, unsigned *cnt, uint32_t *total)
+{
+	uint64_t t = 0;
+
+	*cnt = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct rr_mrt_ref ref;
+		int r;
+
+		if (!sg[i].length)
+			continue;
+		r = rr_mrt_check(&qp->ctx->mrt, sg[i].lkey, sg[i].addr, sg[i].length,
+				 RR_MRT_LOCAL | need, &qp->pd->base, NULL, &ref);
+		if (r)
+			return r;
+		iov[*cnt].iov_base = ref.ptr;
+		iov[(*cnt)++].iov_len = sg[i].length;
+		t += sg[i].length;
+	}
+	if (t > UINT32_MAX)
+		return -EMSGSIZE;
+	*total = (uint32_t)t;
+	return 0;
+}
+
 /* Whether [@p, @p + @n) meets [@lo, @hi). */
 static inline bool range_hits(const void *p, size_t n, uintptr_t lo, uintptr_t hi)
 {

@@ -122,33 +122,6 @@ static enum rpcrdma_wc_status mrt_wc(int r)
 									    : RPCRDMA_WC_LOC_QP_OP_ERR;
 }
 
-/* Resolves local SGEs to addresses through the STag table. */
-int rr_soft_sge_resolve(struct soft_qp *qp, const struct rpcrdma_sge *sg, uint32_t n, uint32_t need,
-			struct iovec *iov, unsigned *cnt, uint32_t *total)
-{
-	uint64_t t = 0;
-
-	*cnt = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		struct rr_mrt_ref ref;
-		int r;
-
-		if (!sg[i].length)
-			continue;
-		r = rr_mrt_check(&qp->ctx->mrt, sg[i].lkey, sg[i].addr, sg[i].length,
-				 RR_MRT_LOCAL | need, &qp->pd->base, NULL, &ref);
-		if (r)
-			return r;
-		iov[*cnt].iov_base = ref.ptr;
-		iov[(*cnt)++].iov_len = sg[i].length;
-		t += sg[i].length;
-	}
-	if (t > UINT32_MAX)
-		return -EMSGSIZE;
-	*total = (uint32_t)t;
-	return 0;
-}
-
 /* A Send, Send With Invalidate or Write into WQE @w: its payload copied now
  * (RPCRDMA_SEND_INLINE) or resolved through the STag table (a failure
  * completes the WQE with an error when its turn comes), its STags. 0, or
@@ -178,7 +151,7 @@ static int wqe_send_write(struct soft_qp *qp, struct soft_wqe *w, const struct r
 		w->iovcnt = tot ? 1 : 0;
 		w->len = (uint32_t)tot;
 	} else {
-		r = rr_soft_sge_resolve(qp, wr->sg_list, wr->num_sge, 0, w->iov, &w->iovcnt, &w->len);
+		r = sge_resolve(qp, wr->sg_list, wr->num_sge, 0, w->iov, &w->iovcnt, &w->len);
 		if (r) {
 			w->status = mrt_wc(r);
 			w->state = WQE_DONE;

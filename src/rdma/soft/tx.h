@@ -6,10 +6,6 @@
 #include "rdma/soft/soft.h"
 
 int rr_soft_post_send(struct rr_qp *qp, struct rpcrdma_send_wr *wr, struct rpcrdma_send_wr **bad);
-/* Resolves @n local SGEs (access RR_MRT_LOCAL | @need) to addresses through
- * the STag table: @iov/@cnt, *@total bytes. 0 or the table's -errno. */
-int rr_soft_sge_resolve(struct soft_qp *qp, const struct rpcrdma_sge *sg, uint32_t n,
-			uint32_t need, struct iovec *iov, unsigned *cnt, uint32_t *total);
 /* Transmits queued work; caller holds tx_lock. */
 void rr_soft_qp_tx_locked(struct soft_qp *qp);
 /* Pops finished WQEs in order and completes them (tx_lock held). */
