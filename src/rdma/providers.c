@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The registry of built-in providers (provider.h "registry"): the one place
  * that names their ops tables, "soft" (src/rdma/soft/ops.c) always and
- * "verbs" (src/rdma/verbs/verbs.c) when built with rdma-core, in the order
+ * "verbs" (src/rdma/verbs/verbs_device.c) when built with rdma-core, in the order
  * rpcrdma_provider_list reports them. Kept apart from the dispatch layer
  * (rdma.c), which only looks providers up here, and from the helpers
  * providers call (provider.c): the providers' objects then never depend on

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Internal objects of the rdma-core provider ("verbs"), shared by verbs.c
- * (context, PD, MR, MW, CQ, the ops table), verbs_qp.c (QPs and posting)
- * and verbs_cm.c (rdma_cm ids and events): verbs_cm calls verbs_qp, verbs.c
- * names both in its table, neither calls verbs.c. */
+/* Internal objects of the rdma-core provider ("verbs"), shared by its files,
+ * split by job: verbs_device.c (device choice, caps, PD, MR, MW, CQ, the ops
+ * table; the mapping onto libibverbs/librdmacm is described there),
+ * verbs_qp.c (QPs and posting) and verbs_cm.c (rdma_cm ids and events).
+ * verbs_cm calls verbs_qp, verbs_device names both in its table, neither
+ * calls verbs_device: no loop. */
 #ifndef RR_VERBS_H
 #define RR_VERBS_H
 

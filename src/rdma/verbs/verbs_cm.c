@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* The rdma-core provider's connection manager (verbs.c has the mapping):
+/* The rdma-core provider's connection manager (verbs_device.c has the mapping):
  * librdmacm event channels and ids behind the CM ops; address and route
  * resolution, QP creation and rdma_connect driven inside
  * rpcrdma_cm_get_event; each rdma_cm event translated to the library's

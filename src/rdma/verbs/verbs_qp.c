@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* The rdma-core provider's queue pairs (verbs.c has the mapping): created on
+/* The rdma-core provider's queue pairs (verbs_device.c has the mapping): created on
  * the rdma_cm id once the route is known (active side) or at accept (passive
  * side), with the receives posted before that held and posted then;
  * posting send work requests in batches (type 2 window binds with a fresh
