@@ -58,7 +58,8 @@ static bool fx_start(struct fs_fixture *fx, const char *scheme)
 	snprintf(url, sizeof(url), "%s://127.0.0.1:0", scheme);
 	rc = rpcrdma_server_create(url, NULL, &fx->srv);
 	if (rc == -EPROTONOSUPPORT) {
-		fprintf(stderr, "note: %s:// not available in this build, skipped\n", scheme);
+		fprintf(stderr, "note: %s:// not available in this build\n", scheme);
+		rr_test_mark_skipped("transport not built in");
 		fs_service_fini(&fx->svc);
 		rm_rf(fx->dir);
 		return false;

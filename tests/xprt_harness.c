@@ -15,7 +15,7 @@
 bool rr_th_soft_ok(void)
 {
 	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT)) {
-		printf("  soft provider not built in: test not run\n");
+		rr_test_mark_skipped("soft provider not built in");
 		return false;
 	}
 	return true;

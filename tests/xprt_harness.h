@@ -17,8 +17,9 @@
 #include "rpcrdma/rpc.h"
 #include "transport/rdma_tp.h"
 
-/* True when the software iWARP provider is built in; otherwise prints a
- * "not run" line and returns false. */
+/* True when the software iWARP provider is built in; otherwise marks the
+ * test skipped (rr_test_mark_skipped: reported "skip", never "ok") and
+ * returns false, and the test returns. */
 bool rr_th_soft_ok(void);
 
 void rr_th_sleep_ms(unsigned ms);
