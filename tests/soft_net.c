@@ -118,17 +118,18 @@ void soft_net_unpair(struct rpcrdma_qp *cqp, struct rpcrdma_qp *sqp, struct rpcr
 	CHECK_EQ(rpcrdma_qp_destroy(sqp), 0);
 }
 
-void soft_net_post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off,
-			uint32_t len)
+int soft_net_try_post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off,
+			   uint32_t len)
 {
 	struct rpcrdma_sge sg = {(uintptr_t)n->buf + off, len, rpcrdma_mr_lkey(n->mr)};
 	struct rpcrdma_recv_wr rw = {.wr_id = id, .sg_list = &sg, .num_sge = 1};
 
-	REQUIRE_EQ(rpcrdma_post_recv(qp, &rw, NULL), 0);
+	return rpcrdma_post_recv(qp, &rw, NULL);
 }
 
-void soft_net_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
-			enum rpcrdma_wr_opcode op, size_t off, uint32_t len, size_t roff, bool sig)
+int soft_net_try_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
+			   enum rpcrdma_wr_opcode op, size_t off, uint32_t len, size_t roff,
+			   bool sig)
 {
 	struct rpcrdma_sge sg = {(uintptr_t)n->buf + off, len, rpcrdma_mr_lkey(n->mr)};
 	struct rpcrdma_send_wr wr = {.wr_id = id, .sg_list = &sg, .num_sge = 1, .opcode = op,
@@ -136,7 +137,19 @@ void soft_net_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
 				     .u.rdma = {.remote_offset = (uintptr_t)n->buf + roff,
 						.stag = rpcrdma_mr_rkey(n->mr)}};
 
-	REQUIRE_EQ(rpcrdma_post_send(qp, &wr, NULL), 0);
+	return rpcrdma_post_send(qp, &wr, NULL);
+}
+
+void soft_net_post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off,
+			uint32_t len)
+{
+	REQUIRE_EQ(soft_net_try_post_recv(n, qp, id, off, len), 0);
+}
+
+void soft_net_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
+			enum rpcrdma_wr_opcode op, size_t off, uint32_t len, size_t roff, bool sig)
+{
+	REQUIRE_EQ(soft_net_try_post_send(n, qp, id, op, off, len, roff, sig), 0);
 }
 
 static void *wait_thread(void *arg)

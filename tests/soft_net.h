@@ -51,14 +51,22 @@ void soft_net_pair(struct net *n, uint32_t depth, struct rpcrdma_qp **cqp, struc
 void soft_net_unpair(struct rpcrdma_qp *cqp, struct rpcrdma_qp *sqp, struct rpcrdma_cm_id *cid,
 		     struct rpcrdma_cm_id *sid);
 
-/* A receive of @len bytes at @off of n->buf (soft_net_up_buf), wr_id @id. */
+/* A receive of @len bytes at @off of n->buf (soft_net_up_buf), wr_id @id.
+ * REQUIREd to post: the test's thread only. */
 void soft_net_post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off,
 			uint32_t len);
 /* A work request @op of @len bytes at @off of n->buf, signaled when @sig;
  * an RDMA Write/Read targets @roff of n->buf through its rkey (ignored by
- * Sends). */
+ * Sends). REQUIREd to post: the test's thread only. */
 void soft_net_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
 			enum rpcrdma_wr_opcode op, size_t off, uint32_t len, size_t roff, bool sig);
+/* The same for any thread: rpcrdma_post_recv's / rpcrdma_post_send's
+ * result. */
+int soft_net_try_post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off,
+			   uint32_t len);
+int soft_net_try_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
+			   enum rpcrdma_wr_opcode op, size_t off, uint32_t len, size_t roff,
+			   bool sig);
 
 /* A thread asleep in rpcrdma_cq_wait(@cq, one entry, @timeout_ms). */
 struct soft_net_waiter {

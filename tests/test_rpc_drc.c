@@ -1215,9 +1215,11 @@ static void *proxy_main(void *arg)
 		if (pf[0].revents & POLLIN) {
 			int c = accept(p->lfd, NULL, NULL);
 
-			if (c >= 0 && p->npairs < 8) {
-				int b = rpc_raw_connect(p->backend);
+			int b = c >= 0 && p->npairs < 8 ? rpc_raw_try_connect(p->backend) : -1;
 
+			/* this thread is not the test's: CHECK, no REQUIRE */
+			CHECK(c < 0 || p->npairs == 8 || b >= 0);
+			if (c >= 0 && b >= 0) {
 				p->fds[p->npairs][0] = c;
 				p->fds[p->npairs][1] = b;
 				p->npairs++;
