@@ -92,6 +92,19 @@
 #define SOFT_COMMIT_NOT_DURABLE 1u   /* a region is not a durable registration */
 #define SOFT_COMMIT_FLUSH_FAILED 2u  /* msync failed: data placed, not durable */
 
+/* Process-wide counts of what soft QPs did with invalidatable registrations
+ * (memory windows): binds executed, Local Invalidates executed, and Send
+ * With Invalidate of a peer accepted (the window invalidated). A Local
+ * Invalidate leaves no trace on the wire; tests observe through these how a
+ * transport fenced its windows (docs/testing.md). Relaxed atomics, never
+ * reset: a test reads differences. */
+struct soft_counters {
+	_Atomic uint64_t mw_binds;
+	_Atomic uint64_t local_invs;
+	_Atomic uint64_t remote_invs;
+};
+extern struct soft_counters soft_counters;
+
 struct soft_ctx;
 struct soft_qp;
 

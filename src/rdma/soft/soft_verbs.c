@@ -816,6 +816,8 @@ static int soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct
 					r = 0;
 				} else {
 					w->mw->rkey = stag;
+					atomic_fetch_add_explicit(&soft_counters.mw_binds, 1,
+								  memory_order_relaxed);
 				}
 				w->state = WQE_DONE;
 			}
@@ -930,6 +932,9 @@ static bool tx_pick(struct soft_qp *qp)
 		case RPCRDMA_WR_LOCAL_INV:
 			r = rr_mrt_invalidate(&qp->ctx->mrt, w->stag, &qp->pd->base, NULL);
 			w->status = r ? RPCRDMA_WC_LOC_PROT_ERR : RPCRDMA_WC_SUCCESS;
+			if (!r)
+				atomic_fetch_add_explicit(&soft_counters.local_invs, 1,
+							  memory_order_relaxed);
 			w->state = WQE_DONE;
 			qp->sq_next++;
 			if (r)
@@ -1259,6 +1264,8 @@ static enum rr_rx_code rx_untagged(void *ctx, uint32_t msn, uint32_t mo, uint32_
 	return RR_RXC_OK;
 }
 
+struct soft_counters soft_counters;
+
 static const struct rr_ddp_rx_ops soft_rx_ops = {.tagged = rx_tagged, .untagged = rx_untagged};
 
 /* Acts on one validated segment. Returns 0, or a negative errno after the
@@ -1309,6 +1316,8 @@ static int rx_event(struct soft_qp *qp, struct rr_ddp_event *ev)
 					code = r == -EPERM ? RR_RXC_PD : mrt_code(r);
 					break;
 				}
+				atomic_fetch_add_explicit(&soft_counters.remote_invs, 1,
+							  memory_order_relaxed);
 				wc.flags |= RPCRDMA_WC_WITH_INV;
 				wc.invalidated_stag = ev->inv_stag;
 			}
