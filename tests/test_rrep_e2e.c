@@ -479,27 +479,7 @@ static int rogue_open(struct rr_th_rogue *g, int port)
 /* RDMA Read of @len bytes from (@stag, @off) into g->pull. 0 or -1. */
 static int rogue_read(struct rr_th_rogue *g, uint32_t stag, uint64_t off, uint32_t len)
 {
-	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->pull, len, rpcrdma_mr_lkey(g->pmr)};
-	struct rpcrdma_send_wr wr;
-
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 2000;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = RPCRDMA_WR_RDMA_READ;
-	wr.flags = RPCRDMA_SEND_SIGNALED;
-	wr.u.rdma.stag = stag;
-	wr.u.rdma.remote_offset = off;
-	if (rpcrdma_post_send(g->qp, &wr, NULL))
-		return -1;
-	for (unsigned t = 0; t < 3000; t += 2) {
-		struct rpcrdma_wc wc;
-
-		if (rpcrdma_cq_poll(g->cq, 1, &wc) == 1)
-			return wc.status == RPCRDMA_WC_SUCCESS && wc.wr_id == 2000 ? 0 : -1;
-		rr_th_sleep_ms(2);
-	}
-	return -1;
+	return rr_th_rogue_read(g, stag, off, len, 3000) == RPCRDMA_WC_SUCCESS ? 0 : -1;
 }
 
 /* A Call asking for a @reply_n-byte filler; returns the header length. */
@@ -631,6 +611,82 @@ TEST(rrep_e2e_rogue_requester)
 	rr_th_rogue_close(&g);
 	rr_th_sleep_ms(100);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 0);
+	srv_stop(&s);
+}
+
+/* Until a Read of (@stag, @off) is refused (the Reply's Read chunk is
+ * fenced), at most 5 s: a Read of a valid STag is harmless, and the first
+ * refused one ends the connection. */
+static bool refused_within(struct rr_th_rogue *g, uint32_t stag, uint64_t off)
+{
+	for (int i = 0; i < 500; i++) {
+		int st = rr_th_rogue_read(g, stag, off, 64, 3000);
+
+		if (st == RPCRDMA_WC_REM_ACCESS_ERR)
+			return true;
+		if (st != RPCRDMA_WC_SUCCESS)
+			return false;
+		rr_th_sleep_ms(10);
+	}
+	return false;
+}
+
+/* The responder's exposures fenced, seen on the wire: for each way a
+ * Reply's life ends -- its RDMA_DONE, its RDMA_DONE by Send With
+ * Invalidate of its STag, the timeout, another Reply's forged RDMA_DONE
+ * naming it -- the rogue first pulls the Read chunk (it was valid), then
+ * its RDMA Reads of that STag are refused (a Terminate), each on a
+ * connection of its own. */
+TEST(rrep_e2e_fenced_on_the_wire)
+{
+	enum { DONE, DONE_INV, TIMEOUT, FORGED, NWAYS };
+	struct rr_tp_conf sc;
+	struct rr_test_env te;
+	struct srv s;
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	vclock_env(&te);
+	rr_tp_conf_default(&sc);
+	sc.rrep_clock = &te.env;
+	sc.rrep_timeout_ms = 5000;
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	for (int w = 0; w < NWAYS; w++) {
+		struct rr_th_rogue g;
+		uint32_t stag, len, stag2, len2, xid = 0x900 + 0x10 * (uint32_t)w;
+		uint64_t off, off2;
+		uint8_t m[64];
+
+		REQUIRE_EQ(rogue_open(&g, port), 0);
+		REQUIRE(rogue_exposed(&g, xid, &stag, &off, &len));
+		CHECK_EQ(rogue_read(&g, stag, off, 64), 0);   /* valid until now */
+		CHECK_EQ(rr_get_be32(g.pull), xid);
+		switch (w) {
+		case DONE:
+			CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, xid), 0, NULL, 3000), 0);
+			break;
+		case DONE_INV:
+			CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, xid), stag, NULL, 3000), 0);
+			break;
+		case TIMEOUT:
+			__atomic_add_fetch(&te.now_ns, 6000000000ull, __ATOMIC_SEQ_CST);
+			break;
+		case FORGED:
+			/* B's RDMA_DONE by Send With Invalidate of A's STag: the
+			 * provider invalidated A; the transport must fence B */
+			REQUIRE(rogue_exposed(&g, xid + 1, &stag2, &off2, &len2));
+			CHECK_EQ(rogue_read(&g, stag2, off2, 64), 0);
+			CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, xid + 1), stag, NULL, 3000),
+				 0);
+			stag = stag2;
+			off = off2;
+			break;
+		}
+		CHECK(refused_within(&g, stag, off));
+		rr_th_rogue_close(&g);
+	}
 	srv_stop(&s);
 }
 

@@ -130,6 +130,79 @@ int rr_th_rogue_xchg(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint
 int rr_th_rogue_send(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
 		     uint8_t *out, unsigned ms);
 
+/* A scripted rogue responder: listens on 127.0.0.1 (ephemeral port) and
+ * serves one connection at a time on a raw soft-provider QP (a new CQ and
+ * QP for each, one PD for all): RR_TH_RRESP_RECVS posted 4 KiB Receives
+ * (wr_id = index), a 4 KiB send buffer and RR_TH_RRESP_DATA bytes at @data
+ * registered for local and remote read and write: the source and sink of
+ * its RDMA Writes and Reads, and the memory of a Read chunk it exposes
+ * (@data_stag). It does what a responder may do and what no responder
+ * should: Replies built by the caller, RDMA Reads and Writes of any STag,
+ * Send With Invalidate of any STag. Test thread only (REQUIREs). */
+#define RR_TH_RRESP_RECVS 16
+#define RR_TH_RRESP_DATA (1u << 20)
+struct rr_th_rresp {
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	struct rpcrdma_cm_id *lid, *id;
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_qp *qp;
+	struct rpcrdma_mr *rmr, *smr, *dmr;
+	struct rpcrdma_mw *mw;   /* rr_th_rresp_window */
+	uint8_t rbuf[RR_TH_RRESP_RECVS][4096];
+	uint8_t sbuf[4096];
+	uint8_t *data;
+	uint32_t data_stag;
+	int port;
+	unsigned conns;          /* connections accepted so far */
+	struct rpcrdma_cm_event req;  /* the last CONNECT_REQUEST (private data) */
+	/* Receives completed while waiting for something else: index, length */
+	uint32_t pend_idx[RR_TH_RRESP_RECVS], pend_len[RR_TH_RRESP_RECVS];
+	unsigned npend;
+	bool broken;             /* a completion failed on this connection */
+};
+
+/* Zeroes @g, listens. 0 or a negative errno. */
+int rr_th_rresp_open(struct rr_th_rresp *g);
+/* Drops the connection (if any) and frees everything. */
+void rr_th_rresp_close(struct rr_th_rresp *g);
+/* Waits up to @ms for the next connection request (events of older
+ * connections are passed over), drops the current connection, accepts with
+ * private data @pd/@pdlen (RFC 8797; IRD/ORD 16) and waits for it to be
+ * established. 0, -ETIMEDOUT, or a provider error. */
+int rr_th_rresp_accept(struct rr_th_rresp *g, const uint8_t *pd, uint16_t pdlen, unsigned ms);
+/* Disconnects and frees the current connection (the listener stays). */
+void rr_th_rresp_drop(struct rr_th_rresp *g);
+/* Waits up to @ms for the next message (in arrival order: one that came
+ * while the rogue waited for something else is kept); copies it to @out
+ * (4096 bytes) and reposts the Receive. Its length, -ETIMEDOUT, or -EPIPE
+ * (a completion failed: the connection is gone). */
+int rr_th_rresp_recv(struct rr_th_rresp *g, uint8_t *out, unsigned ms);
+/* Sends @len bytes (Send With Invalidate of @inv when nonzero) and waits up
+ * to @ms for the Send's completion: 0, -ETIMEDOUT, -EPIPE. */
+int rr_th_rresp_send(struct rr_th_rresp *g, const uint8_t *m, size_t len, uint32_t inv,
+		     unsigned ms);
+/* Binds a memory window over [data + @off, + @len) on the current QP with
+ * remote read (for a Read chunk a peer may invalidate); returns its STag. */
+uint32_t rr_th_rresp_window(struct rr_th_rresp *g, uint32_t off, uint32_t len);
+/* Touches the peer's memory: @write: an RDMA Write of @len bytes from
+ * data + @loff to (@stag, @to), then a zero-length RDMA Read, which the peer
+ * answers only after it placed the Write (a Write's own completion is local,
+ * RFC 5040); else an RDMA Read of (@stag, @to, @len) into data + @loff.
+ * Returns the status of the Read (RPCRDMA_WC_SUCCESS: the peer let it
+ * through; an error: refused, *@vend = the Terminate's layer/type/code as
+ * wc.vendor_err), or -ETIMEDOUT. A refusal ends the connection. */
+int rr_th_rresp_rdma(struct rr_th_rresp *g, bool write, uint32_t stag, uint64_t to, uint32_t len,
+		     uint32_t loff, uint32_t *vend, unsigned ms);
+
+/* An RDMA Read by the rogue requester of @len bytes at (@stag, @off) into
+ * g->pull (opened with a pull buffer): the completion's status
+ * (RPCRDMA_WC_SUCCESS, or the peer's refusal: the connection then ends),
+ * or -ETIMEDOUT after @ms. Receives met meanwhile are reposted. */
+int rr_th_rogue_read(struct rr_th_rogue *g, uint32_t stag, uint64_t off, uint32_t len,
+		     unsigned ms);
+
 /* ECHO: u32 v -> u32 v + 1. */
 int rr_th_h_echo(struct rpcrdma_req *r, void *ctx);
 
