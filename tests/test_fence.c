@@ -87,25 +87,9 @@ static void complete(void *ctx, struct rr_tp_rpc *r)
 	pthread_mutex_unlock(&c->lock);
 }
 
-struct conn_arg {
-	struct fx *f;
-	int rc;
-};
-
-static void *connect_main(void *a)
-{
-	struct conn_arg *x = a;
-
-	x->rc = rr_th_cl_start(&x->f->c, &x->f->cc, x->f->g.port, complete);
-	return NULL;
-}
-
 /* The rogue listens; the requester (windows or plain MRs) connects to it. */
 static void fx_up(struct fx *f, bool windows)
 {
-	struct conn_arg x = {f, -1};
-	pthread_t th;
-
 	memset(f, 0, sizeof(*f));
 	f->windows = windows;
 	f->xid = 0x5e000;
@@ -115,10 +99,8 @@ static void fx_up(struct fx *f, bool windows)
 	f->cc.inline_ddp = false;          /* a Write chunk for the small sink */
 	f->cc.reconnect_delay_ms = 1;
 	f->cc.credits = 16;
-	REQUIRE_EQ(pthread_create(&th, NULL, connect_main, &x), 0);
-	CHECK_EQ(rr_th_rresp_accept(&f->g, rogue_pd, sizeof(rogue_pd), 5000), 0);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
-	REQUIRE_EQ(x.rc, 0);
+	REQUIRE_EQ(rr_th_rresp_connect(&f->g, &f->c, &f->cc, complete, rogue_pd, sizeof(rogue_pd)),
+		   0);
 	CHECK_EQ(rr_tp_client_reliable_reply(f->c.tp), 1);
 }
 

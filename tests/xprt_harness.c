@@ -559,6 +559,36 @@ int rr_th_rresp_accept(struct rr_th_rresp *g, const uint8_t *pd, uint16_t pdlen,
 	return 0;
 }
 
+struct rresp_conn {
+	struct rr_th_cl *c;
+	const struct rr_tp_conf *conf;
+	rr_tp_complete_fn complete;
+	int port;
+	int rc;
+};
+
+/* Not the test's thread: no REQUIRE (rr_th_cl_start has none). */
+static void *rresp_connect_main(void *a)
+{
+	struct rresp_conn *x = a;
+
+	x->rc = rr_th_cl_start(x->c, x->conf, x->port, x->complete);
+	return NULL;
+}
+
+int rr_th_rresp_connect(struct rr_th_rresp *g, struct rr_th_cl *c, const struct rr_tp_conf *conf,
+			rr_tp_complete_fn complete, const uint8_t *pd, uint16_t pdlen)
+{
+	struct rresp_conn x = {c, conf, complete, g->port, -1};
+	pthread_t th;
+	int rc;
+
+	REQUIRE_EQ(pthread_create(&th, NULL, rresp_connect_main, &x), 0);
+	rc = rr_th_rresp_accept(g, pd, pdlen, (conf->connect_timeout_ms ? conf->connect_timeout_ms : 5000) + 1000);
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	return rc ? rc : x.rc;
+}
+
 /* One completion of the rogue's CQ within @ms: 1, 0 (none), or -EPIPE
  * after a failed one (kept in *@wc). Receives are queued in pend[]. */
 static int rresp_wc(struct rr_th_rresp *g, struct rpcrdma_wc *wc, unsigned ms)

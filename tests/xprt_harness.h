@@ -172,6 +172,11 @@ void rr_th_rresp_close(struct rr_th_rresp *g);
  * private data @pd/@pdlen (RFC 8797; IRD/ORD 16) and waits for it to be
  * established. 0, -ETIMEDOUT, or a provider error. */
 int rr_th_rresp_accept(struct rr_th_rresp *g, const uint8_t *pd, uint16_t pdlen, unsigned ms);
+/* Connects requester @c (rr_th_cl_start with @conf and @complete, on a
+ * thread of its own: it waits for the accept) to the rogue, which accepts
+ * with @pd/@pdlen: 0, or the first error. */
+int rr_th_rresp_connect(struct rr_th_rresp *g, struct rr_th_cl *c, const struct rr_tp_conf *conf,
+			rr_tp_complete_fn complete, const uint8_t *pd, uint16_t pdlen);
 /* Disconnects and frees the current connection (the listener stays). */
 void rr_th_rresp_drop(struct rr_th_rresp *g);
 /* Waits up to @ms for the next message (in arrival order: one that came
