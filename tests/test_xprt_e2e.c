@@ -829,6 +829,170 @@ TEST(xprt_e2e_rogue_requester)
 	srv_stop(&s);
 }
 
+/* ---- every Call rule end to end, with complete messages ---- */
+
+/* A test-protocol Call body (28 bytes, RPC XID @x): what follows the chunk
+ * lists, so that a header rule that were not checked would let the message
+ * through as a valid Call. */
+#define BODY(x) (x), 0, 1, 0, 0, 0, MAGIC
+#define RX 0x4000u
+/* a segment naming no memory of the rogue (a Read of it would fail) */
+#define SEG(len) 0x1234u, (len), 0, 0x1000u
+#define WRAPSEG 0x1234u, 16, 0xffffffffu, 0xfffffff8u
+#define FIX(vers, proc) RX, (vers), 8, (proc)
+
+enum want { W_ERR_VERS, W_ERR_CHUNK, W_DROP };
+
+struct rule {
+	const char *name;
+	uint32_t w[40];
+	size_t nw;
+	int len;          /* bytes sent; 0: all words */
+	enum want want;
+	/* generated instead of @w: a Write list of @wchunks chunks of @wsegs
+	 * segments each */
+	uint32_t wchunks, wsegs;
+};
+
+#define WORDS(...) .w = {__VA_ARGS__}, .nw = sizeof((uint32_t[]){__VA_ARGS__}) / 4
+
+/* RFC 8166 section 5.5 (header errors) and the chunk rules of sections
+ * 3.4-3.5 and 4.4, one complete and otherwise valid Call each. */
+static const struct rule rules[] = {
+	{"version 2", WORDS(FIX(2, 0), 0, 0, 0, BODY(RX)), 0, W_ERR_VERS},
+	{"version 0", WORDS(FIX(0, 0), 0, 0, 0, BODY(RX)), 0, W_ERR_VERS},
+	{"version ~0", WORDS(FIX(0xffffffffu, 0), 0, 0, 0, BODY(RX)), 0, W_ERR_VERS},
+	{"xid only", WORDS(RX), 0, W_ERR_CHUNK},
+	{"no proc", WORDS(RX, 1, 8), 0, W_ERR_CHUNK},
+	{"unknown proc 5", WORDS(FIX(1, 5), 0, 0, 0, BODY(RX)), 0, W_ERR_CHUNK},
+	{"RDMA_MSGP", WORDS(FIX(1, 2), 0, 0, 0, 0, 0, BODY(RX)), 0, W_ERR_CHUNK},
+	{"Read discriminator 2", WORDS(FIX(1, 0), 2, 0, 0, BODY(RX)), 0, W_ERR_CHUNK},
+	{"Write discriminator 2", WORDS(FIX(1, 0), 0, 2, 0, BODY(RX)), 0, W_ERR_CHUNK},
+	{"Reply discriminator 7", WORDS(FIX(1, 0), 0, 0, 7, BODY(RX)), 0, W_ERR_CHUNK},
+	{"Read list cut short", WORDS(FIX(1, 0), 1, 8, SEG(4)), 0, W_ERR_CHUNK},
+	{"Position not a multiple of 4", WORDS(FIX(1, 0), 1, 6, SEG(4), 0, 0, 0, BODY(RX)), 0,
+	 W_ERR_CHUNK},
+	{"Positions decrease", WORDS(FIX(1, 0), 1, 8, SEG(4), 1, 4, SEG(4), 0, 0, 0, BODY(RX)), 0,
+	 W_ERR_CHUNK},
+	{"Read chunks overlap", WORDS(FIX(1, 0), 1, 4, SEG(16), 1, 8, SEG(4), 0, 0, 0, BODY(RX)),
+	 0, W_ERR_CHUNK},
+	{"Position beyond the Payload", WORDS(FIX(1, 0), 1, 32, SEG(4), 0, 0, 0, BODY(RX)), 0,
+	 W_ERR_CHUNK},
+	{"Read segment wraps", WORDS(FIX(1, 0), 1, 28, WRAPSEG, 0, 0, 0, BODY(RX)), 0,
+	 W_ERR_CHUNK},
+	{"Write segment wraps", WORDS(FIX(1, 0), 0, 1, 1, WRAPSEG, 0, 0, BODY(RX)), 0, W_ERR_CHUNK},
+	{"Reply segment wraps", WORDS(FIX(1, 0), 0, 0, 1, 1, WRAPSEG, BODY(RX)), 0, W_ERR_CHUNK},
+	{"a Write chunk of 65 segments (limit 64)", .wchunks = 1, .wsegs = RR_XPRT_MAX_SEGS + 1,
+	 .want = W_ERR_CHUNK},
+	{"17 Write chunks (limit 16)", .wchunks = RR_XPRT_MAX_WCHUNKS + 1, .wsegs = 1,
+	 .want = W_ERR_CHUNK},
+	{"RDMA_NOMSG without chunks", WORDS(FIX(1, 1), 0, 0, 0, BODY(RX)), 0, W_ERR_CHUNK},
+	{"RDMA_NOMSG with a Write list only", WORDS(FIX(1, 1), 0, 1, 1, SEG(100), 0, 0, BODY(RX)),
+	 0, W_ERR_CHUNK},
+	{"RDMA_NOMSG with a Reply chunk only", WORDS(FIX(1, 1), 0, 0, 1, 1, SEG(100), BODY(RX)), 0,
+	 W_ERR_CHUNK},
+	{"RDMA_NOMSG, empty Position-zero chunk", WORDS(FIX(1, 1), 1, 0, SEG(0), 0, 0, 0,
+							BODY(RX)), 0, W_ERR_CHUNK},
+	{"RDMA_NOMSG, Read chunk not at zero", WORDS(FIX(1, 1), 1, 8, SEG(16), 0, 0, 0, BODY(RX)),
+	 0, W_ERR_CHUNK},
+	{"RDMA_MSG with a Position-zero chunk", WORDS(FIX(1, 0), 1, 0, SEG(100), 0, 0, 0, BODY(RX)),
+	 0, W_ERR_CHUNK},
+	{"RDMA_MSG without payload", WORDS(FIX(1, 0), 0, 0, 0), 0, W_ERR_CHUNK},
+	{"RDMA_MSG with a 2-byte payload", WORDS(FIX(1, 0), 0, 0, 0, RX), 30, W_ERR_CHUNK},
+	{"rdma_xid differs from the RPC XID", WORDS(FIX(1, 0), 0, 0, 0, BODY(RX + 1)), 0,
+	 W_ERR_CHUNK},
+	{"fewer than 4 bytes", WORDS(RX), 3, W_DROP},
+	{"RDMA_DONE (not negotiated)", WORDS(FIX(1, 3)), 0, W_DROP},
+	{"RDMA_ERROR to a responder", WORDS(FIX(1, 4), 2), 0, W_DROP},
+	{"RDMA_ERROR with an unknown code", WORDS(FIX(1, 4), 9), 0, W_DROP},
+	{"an RPC Reply, not a Call", WORDS(FIX(1, 0), 0, 0, 0, RX, 1, 0, 0, 0, 0, MAGIC), 0,
+	 W_DROP},
+};
+
+/* Each rule, end to end through a responder: a complete message that
+ * breaks only that rule gets exactly the answer RFC 8166 section 5.5
+ * mandates (ERR_VERS 1..1 echoing the version, ERR_CHUNK, or silence), and
+ * the connection goes on. Silence is proved by the next valid Call: its
+ * Reply is the next message the rogue receives. */
+TEST(xprt_e2e_call_rules_end_to_end)
+{
+	struct rr_tp_conf sc;
+	struct srv s;
+	struct rr_th_rogue g;
+	uint8_t m[2048], r[4096];
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	rr_tp_conf_default(&sc);
+	sc.credits = 8;
+	port = srv_start(&s, &sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(rogue_open(&g, port), 0);
+	for (size_t i = 0; i < RR_ARRAY_SIZE(rules); i++) {
+		const struct rule *c = &rules[i];
+		uint32_t ping = 0x4100 + (uint32_t)i;
+		size_t l = 0;
+		int n;
+
+		static const uint32_t fix[] = {FIX(1, 0), 0}, seg[] = {SEG(4)}, body[] = {BODY(RX)};
+
+		for (size_t k = 0; k < c->nw; k++, l += 4)
+			rr_put_be32(m + l, c->w[k]);
+		for (uint32_t ch = 0; ch < c->wchunks; ch++) {
+			if (ch == 0)
+				for (size_t k = 0; k < RR_ARRAY_SIZE(fix); k++, l += 4)
+					rr_put_be32(m + l, fix[k]);
+			rr_put_be32(m + l, 1);
+			rr_put_be32(m + l + 4, c->wsegs);
+			l += 8;
+			for (uint32_t sg = 0; sg < c->wsegs; sg++)
+				for (size_t k = 0; k < RR_ARRAY_SIZE(seg); k++, l += 4)
+					rr_put_be32(m + l, seg[k]);
+			if (ch + 1 == c->wchunks) {
+				rr_put_be32(m + l, 0);       /* end of Write list */
+				rr_put_be32(m + l + 4, 0);   /* no Reply chunk */
+				l += 8;
+				for (size_t k = 0; k < RR_ARRAY_SIZE(body); k++, l += 4)
+					rr_put_be32(m + l, body[k]);
+			}
+		}
+		REQUIRE(l <= sizeof(m));
+		if (c->len)
+			l = (size_t)c->len;
+		if (c->want == W_DROP) {
+			REQUIRE_EQ(rr_th_rogue_send(&g, m, l, 0, NULL, 3000), 0);
+		} else {
+			n = rr_th_rogue_xchg(&g, m, l, r, 3000);
+			if (n < 16 || rr_get_be32(r + 12) != RR_XPRT_ERROR)
+				printf("  rule \"%s\": got %d bytes, proc %u\n", c->name, n,
+				       n >= 16 ? rr_get_be32(r + 12) : 0);
+			expect_error_v(r, n, RX, c->want == W_ERR_VERS ? RR_XPRT_ERR_VERS
+								       : RR_XPRT_ERR_CHUNK,
+				       c->nw > 1 ? c->w[1] : 1);
+			CHECK(n <= 0 || rr_get_be32(r + 8) <= 8);   /* grant within ours */
+		}
+		/* the next message is the Reply to the next Call */
+		l = rogue_call(m, ping, 1, RR_XPRT_MSG, ping);
+		n = rr_th_rogue_xchg(&g, m, l, r, 3000);
+		if (n < 48 || rr_get_be32(r) != ping || rr_get_be32(r + 12) != RR_XPRT_MSG)
+			printf("  rule \"%s\": after it, got %d bytes for xid %#x proc %u\n", c->name,
+			       n, n >= 4 ? rr_get_be32(r) : 0, n >= 16 ? rr_get_be32(r + 12) : 0);
+		REQUIRE(n >= 48);
+		CHECK_EQ(rr_get_be32(r), ping);
+		CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
+		CHECK(rr_get_be32(r + 8) >= 1);
+	}
+	CHECK_EQ(srv_served(&s, RR_ARRAY_SIZE(rules)), RR_ARRAY_SIZE(rules));
+	rr_th_rogue_close(&g);
+	srv_stop(&s);
+	CHECK_EQ(s.bad, 0);
+}
+#undef BODY
+#undef SEG
+#undef WRAPSEG
+#undef FIX
+
 /* ---- a scripted rogue responder: raw Replies to our requester ---- */
 
 /* Malformed Replies are silently discarded: after nine of them (each with
