@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "proto/rrep.h"
 #include "rdma/soft/soft.h"
 #include "test.h"
 #include "transport/rdma_tp.h"
@@ -992,6 +993,161 @@ TEST(xprt_e2e_call_rules_end_to_end)
 #undef SEG
 #undef WRAPSEG
 #undef FIX
+
+static uint32_t xs32(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return (uint32_t)(*s >> 11);
+}
+
+/* Posts the @n messages of @msg (each at most 512 bytes, @len[i]) as one
+ * burst of signaled Sends from the rogue, from its send buffer's 512-byte
+ * slots @slot0 on (not waited for). */
+static void burst_post(struct rr_th_rogue *g, uint8_t (*msg)[512], const size_t *len, unsigned n,
+		       unsigned slot0)
+{
+	struct rpcrdma_sge sge[8];
+	struct rpcrdma_send_wr wr[8];
+
+	REQUIRE(slot0 + n <= 8);
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t *b = g->sbuf + 512 * (slot0 + i);
+
+		memcpy(b, msg[i], len[i]);
+		sge[i] = (struct rpcrdma_sge){(uint64_t)(uintptr_t)b,
+					      (uint32_t)len[i], rpcrdma_mr_lkey(g->smr)};
+		memset(&wr[i], 0, sizeof(wr[i]));
+		wr[i].wr_id = 3000 + i;
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = RPCRDMA_WR_SEND;
+		wr[i].flags = RPCRDMA_SEND_SIGNALED;
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+	}
+	REQUIRE_EQ(rpcrdma_post_send(g->qp, wr, NULL), 0);
+}
+
+/* Every message a responder sends carries a grant of at least 1 (RFC 8166
+ * section 4.3.1: a grant of 0 would deadlock the requester) and at most
+ * its configured credits, across randomized runs: responders with 0 (a
+ * configuration error), 1, 2, 3, 5, 8 or 64 credits, with and without
+ * reliable reply; a rogue requester sending bursts of up to 5 messages
+ * (beyond its grant, within the Receives the responder keeps posted) of
+ * valid Calls with small Replies, Calls whose Reply fits nowhere (ERR_CHUNK,
+ * or a Read-chunk Reply answered with RDMA_DONE), header errors of every
+ * class, and RDMA_DONEs nobody asked for. Every answer is read off the
+ * wire; the number of answers is exactly the number owed. */
+TEST(xprt_e2e_grants_randomized)
+{
+	static const uint32_t credits[] = {0, 1, 2, 3, 5, 8, 64};
+	unsigned checked = 0;
+
+	if (!rr_th_soft_ok())
+		return;
+	for (uint64_t seed = 1; seed <= 14; seed++) {
+		uint64_t rng = seed * 0x9e3779b97f4a7c15ull;
+		struct rr_tp_conf sc;
+		struct srv s;
+		struct rr_th_rogue g;
+		bool rrep = seed & 1;
+		uint32_t max_grant, xid = 0x60000 + (uint32_t)seed * 0x1000;
+		static const uint8_t pd_rr[20] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3, 0xac, 0x3a,
+						  0x36, 0x3d, 1, 12, 0, 0, 0, 0, 0, 1};
+		int port;
+
+		rr_tp_conf_default(&sc);
+		sc.credits = credits[(seed - 1) % RR_ARRAY_SIZE(credits)];
+		sc.rrep_max = 2;
+		max_grant = sc.credits ? sc.credits : 1;
+		port = srv_start(&s, &sc);
+		REQUIRE(port > 0);
+		REQUIRE_EQ(rr_th_rogue_open(&g, port, pd_rr, rrep ? 20 : 8, true), 0);
+		for (int step = 0; step < 25; step++) {
+			uint8_t msg[8][512], r[4096];
+			size_t len[8];
+			unsigned n = 1 + xs32(&rng) % 5, owed = 0, got = 0, dslot = 0;
+			uint64_t end;
+
+			for (unsigned i = 0; i < n; i++) {
+				uint32_t kind = xs32(&rng) % 8, x = ++xid;
+
+				len[i] = rogue_call(msg[i], x, 1, RR_XPRT_MSG, x);
+				switch (kind) {
+				case 0: case 1: case 2:   /* small Reply */
+					rr_put_be32(msg[i] + 40, xs32(&rng) % 1000);
+					owed++;
+					break;
+				case 3:                   /* fits nowhere / Read chunk */
+					rr_put_be32(msg[i] + 40, 5000 + xs32(&rng) % 15000);
+					owed++;
+					break;
+				case 4: {                 /* a header error */
+					const struct rule *c;
+
+					do
+						c = &rules[xs32(&rng) % RR_ARRAY_SIZE(rules)];
+					while (c->wchunks);
+					len[i] = 0;
+					for (size_t k = 0; k < c->nw; k++, len[i] += 4)
+						rr_put_be32(msg[i] + len[i], c->w[k]);
+					if (c->len)
+						len[i] = (size_t)c->len;
+					rr_put_be32(msg[i], x);   /* its own XID */
+					if (len[i] >= 32 && rr_get_be32(msg[i] + 28) == RX)
+						rr_put_be32(msg[i] + 28, x);
+					owed += c->want != W_DROP;
+					break;
+				}
+				case 5:                   /* RDMA_DONE owed to nobody */
+					len[i] = (size_t)rr_xprt_encode_error(x, 1, 1, 2, msg[i], 512);
+					rr_put_be32(msg[i] + 12, RR_XPRT_DONE);
+					len[i] = 16;
+					break;
+				default:                  /* an empty Reply */
+					owed++;
+					break;
+				}
+			}
+			burst_post(&g, msg, len, n, 0);
+			end = rr_now_ns(NULL) + 5000000000ull;
+			while (got < owed && rr_now_ns(NULL) < end) {
+				struct rpcrdma_wc wc;
+
+				if (rpcrdma_cq_wait(g.cq, 1, &wc, 100) != 1)
+					continue;
+				REQUIRE_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+				if (wc.opcode != RPCRDMA_WC_RECV)
+					continue;
+				memcpy(r, g.rbuf[wc.wr_id], wc.byte_len);
+				rr_th_rogue_post_recv(&g, (unsigned)wc.wr_id);
+				got++;
+				REQUIRE(wc.byte_len >= 16);
+				if (rr_get_be32(r + 8) < 1 || rr_get_be32(r + 8) > max_grant)
+					printf("  seed %llu: grant %u (credits %u) in proc %u\n",
+					       (unsigned long long)seed, rr_get_be32(r + 8), sc.credits,
+					       rr_get_be32(r + 12));
+				CHECK(rr_get_be32(r + 8) >= 1);
+				CHECK(rr_get_be32(r + 8) <= max_grant);
+				checked++;
+				/* a Read-chunk Reply: the RDMA_DONE it is owed */
+				if (rr_get_be32(r + 12) == RR_XPRT_NOMSG && rr_get_be32(r + 16) == 1) {
+					size_t dl = 16;
+
+					CHECK(rrep);
+					REQUIRE_EQ(rr_rrep_encode_done(rr_get_be32(r), 1, msg[7], 16), 16);
+					burst_post(&g, msg + 7, &dl, 1, 5 + dslot++ % 3);
+				}
+			}
+			CHECK_EQ(got, owed);
+		}
+		rr_th_rogue_close(&g);
+		srv_stop(&s);
+	}
+	CHECK(checked >= 200);
+}
+
 
 /* ---- a scripted rogue responder: raw Replies to our requester ---- */
 
