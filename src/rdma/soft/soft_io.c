@@ -136,6 +136,8 @@ ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt, 
 			if (n != -EAGAIN) {
 				qp->spin_miss = 0;
 				atomic_fetch_add_explicit(&q->spin_hits, 1, memory_order_relaxed);
+				atomic_fetch_add_explicit(&soft_counters.spin_hits, 1,
+							  memory_order_relaxed);
 				return n;
 			}
 			if (rr_cq_ring_pending(&q->ring) || atomic_load(&q->intr) ||
@@ -145,6 +147,7 @@ ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt, 
 				break;
 		}
 		atomic_fetch_add_explicit(&q->spin_misses, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&soft_counters.spin_misses, 1, memory_order_relaxed);
 		if (++qp->spin_miss >= SOFT_SPIN_MISSES) {
 			qp->spin_miss = 0;
 			qp->spin_skip = SOFT_SPIN_SKIP;
