@@ -586,8 +586,12 @@ TEST(xprt_e2e_cut_and_retransmit)
 	CHECK_EQ(rr_th_sq_nheld(&s.sq), 30);
 	CHECK(rr_tp_client_live_stags(c.tp) > 0);
 	REQUIRE_EQ(rr_tp_client_cut(c.tp), 0);
-	rr_th_sleep_ms(200);
-	/* The held Calls' Replies go nowhere (old connection). */
+	/* The first Call retransmitted on the new connection (held too; the
+	 * grant is 1 until a Reply): the old connection is gone by then, and
+	 * the held Calls' Replies on it go nowhere. */
+	for (int t = 0; t < 2000 && rr_th_sq_nheld(&s.sq) < 31; t++)
+		rr_th_sleep_ms(10);
+	CHECK_EQ(rr_th_sq_nheld(&s.sq), 31);
 	rr_th_sq_release_held(&s.sq);
 	REQUIRE(rr_th_cl_wait(&c, 31, 20000));
 	for (unsigned i = 0; i < 30; i++) {
@@ -637,15 +641,35 @@ TEST(xprt_e2e_abort)
 	CHECK_EQ(p->status, -ETIMEDOUT);
 	CHECK_EQ(p->completions, 1);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
-	/* The late Reply is discarded as an unknown XID (its Send With
-	 * Invalidate names a dead STag: the connection is renewed). */
+	/* The late Reply: its RDMA Write names a dead STag (the requester's
+	 * provider refuses it, the connection is renewed) or, had it gone
+	 * through, it would be discarded as an unknown XID. The responder's
+	 * reply returns once its fate is sealed; then the transport still
+	 * works (after the reconnection), and by the next RPC's completion the
+	 * late Reply has changed nothing. */
 	rr_th_sq_release_held(&s.sq);
-	rr_th_sleep_ms(100);
+	{
+		unsigned answered = 0;
+
+		for (int t = 0; t < 2000 && answered == 0; t++) {
+			pthread_mutex_lock(&s.sq.lock);
+			answered = s.served + s.reply_fail + s.err_chunks;
+			pthread_mutex_unlock(&s.sq.lock);
+			if (!answered)
+				rr_th_sleep_ms(5);
+		}
+		CHECK_EQ(answered, 1);
+	}
+	{
+		struct rpc *q = run1(&c, 0, 0, 1, lens, true, 4096);
+
+		if (!verify(q))
+			printf("  q: status %d len %u placed %d/%u\n", q->status, q->r.reply_len,
+			       q->r.is_placed[0], q->r.placed[0]);
+		CHECK(verify(q));
+		free_rpc(q);
+	}
 	CHECK_EQ(p->completions, 1);
-	free_rpc(p);
-	/* The transport still works (after the reconnection, if any). */
-	p = run1(&c, 0, 0, 1, lens, true, 4096);
-	CHECK(verify(p));
 	free_rpc(p);
 	rr_th_cl_stop(&c);
 	srv_stop(&s);
@@ -774,16 +798,18 @@ TEST(xprt_e2e_rogue_requester)
 	/* Truncated inside the fixed header (an XID is there): ERR_CHUNK. */
 	l = rogue_call(m, 0x110, 1, RR_XPRT_MSG, 0x110);
 	expect_error(r, rr_th_rogue_xchg(&g, m, 12, r, 3000), 0x110, RR_XPRT_ERR_CHUNK);
-	/* Silently discarded: RDMA_DONE, RDMA_ERROR, no XID, an RPC Reply. */
+	/* Silently discarded: RDMA_DONE, RDMA_ERROR, no XID, an RPC Reply.
+	 * Sent without waiting; the Reply to the valid Call after them is
+	 * the next message (no answer to any of them came first). */
 	l = rogue_call(m, 0x10a, 1, RR_XPRT_DONE, 0x10a);
-	CHECK_EQ(rr_th_rogue_xchg(&g, m, 16, r, 300), 0);
+	CHECK_EQ(rr_th_rogue_send(&g, m, 16, 0, NULL, 3000), 0);
 	n = rr_xprt_encode_error(0x10b, 1, 1, RR_XPRT_ERR_CHUNK, m, sizeof(m));
-	CHECK_EQ(rr_th_rogue_xchg(&g, m, (size_t)n, r, 300), 0);
+	CHECK_EQ(rr_th_rogue_send(&g, m, (size_t)n, 0, NULL, 3000), 0);
 	l = rogue_call(m, 0x10c, 1, RR_XPRT_MSG, 0x10c);
-	CHECK_EQ(rr_th_rogue_xchg(&g, m, 3, r, 300), 0);
+	CHECK_EQ(rr_th_rogue_send(&g, m, 3, 0, NULL, 3000), 0);
 	l = rogue_call(m, 0x10d, 1, RR_XPRT_MSG, 0x10d);
 	rr_put_be32(m + 32, 1);   /* msg_type REPLY */
-	CHECK_EQ(rr_th_rogue_xchg(&g, m, l, r, 300), 0);
+	CHECK_EQ(rr_th_rogue_send(&g, m, l, 0, NULL, 3000), 0);
 	/* The connection survived all of that. */
 	l = rogue_call(m, 0x10e, 1, RR_XPRT_MSG, 0x10e);
 	n = rr_th_rogue_xchg(&g, m, l, r, 3000);
@@ -1290,6 +1316,131 @@ TEST(xprt_e2e_rogue_responder)
 	rr_th_rresp_close(&g);
 }
 
+/* The requester keeps to its grant (RFC 8166 section 4.3.1), 1 before the
+ * first Reply (4.3.3): a rogue responder posts only 2 Receives and grants
+ * 1, 2, 1, 2, ...; 12 Calls submitted at once. Each Call it receives is
+ * within the grant it last sent (Calls received - Replies sent), and the
+ * connection never breaks -- a Call beyond the grant would find no posted
+ * Receive and the rogue's provider would end the connection. */
+TEST(xprt_e2e_requester_keeps_to_grant)
+{
+	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
+	static struct rr_th_rresp g;
+	static struct rr_xprt_hdr h, rh;
+	struct rr_tp_conf sc, cc;
+	struct rr_th_cl c;
+	struct rpc *p[12];
+	uint32_t xids[12], grant = 1;
+	unsigned got = 0, replied = 0;
+	uint8_t m[4096];
+
+	if (!rr_th_soft_ok())
+		return;
+	confs(&sc, &cc);
+	REQUIRE_EQ(rr_th_rresp_open(&g), 0);
+	g.recvs = 2;
+	REQUIRE_EQ(rr_th_rresp_connect(&g, &c, &cc, cl_complete, pd, sizeof(pd)), 0);
+	for (unsigned i = 0; i < 12; i++) {
+		p[i] = mk_rpc(&c, 0, 0, 0, NULL, false, 256);
+		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p[i]->r), 0);
+	}
+	while (replied < 12) {
+		int n, hl;
+
+		/* take every Call there is before answering the oldest */
+		while (got < 12 && (n = rr_th_rresp_recv(&g, m, got == replied ? 5000 : 50)) > 0) {
+			REQUIRE_EQ(rr_xprt_hdr_decode(m, (size_t)n, true, 0, 0, &h), RR_XPRT_V_OK);
+			xids[got++] = h.xid;
+			if (got - replied > grant)
+				printf("  %u Calls outstanding with a grant of %u\n", got - replied,
+				       grant);
+			CHECK(got - replied <= grant);
+		}
+		REQUIRE(got > replied);
+		grant = replied % 2 ? 1 : 2;
+		memset(&rh, 0, sizeof(rh));
+		rh.xid = xids[replied]; rh.vers = 1; rh.credit = grant; rh.proc = RR_XPRT_MSG;
+		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+		rr_put_be32(m + hl, xids[replied]); rr_put_be32(m + hl + 4, 1);
+		rr_put_be32(m + hl + 8, 0); rr_put_be32(m + hl + 12, 0);
+		rr_put_be32(m + hl + 16, MAGIC);
+		REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 20, 0, 5000), 0);
+		replied++;
+	}
+	REQUIRE(rr_th_cl_wait(&c, 12, 5000));
+	for (unsigned i = 0; i < 12; i++) {
+		CHECK_EQ(p[i]->completions, 1);
+		CHECK(verify(p[i]));
+		free_rpc(p[i]);
+	}
+	CHECK_EQ(g.conns, 1);   /* no Call found its Receive missing */
+	rr_th_cl_stop(&c);
+	rr_th_rresp_close(&g);
+}
+
+/* A Long Reply's Payload stream lies in the Reply chunk, where the header
+ * codec cannot see it: the requester checks its RPC XID itself (RFC 8166
+ * section 4.1) and discards a Long Reply carrying another XID; the inline
+ * Reply that follows with the right one completes the Call (the chunk is
+ * not written again: had the wrong one been taken, its bytes would be the
+ * Reply). */
+TEST(xprt_e2e_long_reply_xid_checked)
+{
+	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
+	static struct rr_th_rresp g;
+	static struct rr_xprt_hdr h, rh;
+	struct rr_tp_conf sc, cc;
+	struct rr_th_cl c;
+	uint8_t m[4096];
+	uint32_t vend;
+	struct rpc *p;
+	int n, hl;
+
+	if (!rr_th_soft_ok())
+		return;
+	confs(&sc, &cc);
+	REQUIRE_EQ(rr_th_rresp_open(&g), 0);
+	REQUIRE_EQ(rr_th_rresp_connect(&g, &c, &cc, cl_complete, pd, sizeof(pd)), 0);
+	p = mk_rpc(&c, 0, 0, 0, NULL, false, 10000);   /* a Reply chunk */
+	REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
+	n = rr_th_rresp_recv(&g, m, 5000);
+	REQUIRE(n > 28);
+	REQUIRE_EQ(rr_xprt_hdr_decode(m, (size_t)n, true, 0, 0, &h), RR_XPRT_V_OK);
+	REQUIRE(h.has_reply);
+	/* 1. the Reply of another XID, through the Reply chunk */
+	rr_put_be32(g.data, p->xid + 1);
+	rr_put_be32(g.data + 4, 1);
+	rr_put_be32(g.data + 8, 0);
+	rr_put_be32(g.data + 12, 0);
+	rr_put_be32(g.data + 16, MAGIC);
+	CHECK_EQ(rr_th_rresp_rdma(&g, true, h.reply.segs[0].handle, h.reply.segs[0].offset, 20, 0,
+				  &vend, 5000), RPCRDMA_WC_SUCCESS);
+	memset(&rh, 0, sizeof(rh));
+	rh.xid = h.xid; rh.vers = 1; rh.credit = 8; rh.proc = RR_XPRT_NOMSG;
+	rh.has_reply = true;
+	rh.reply.nsegs = 1;
+	rh.reply.segs[0] = h.reply.segs[0];
+	rh.reply.segs[0].length = 20;
+	hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+	REQUIRE(hl > 0);
+	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl, 0, 5000), 0);
+	/* 2. the right one, inline */
+	memset(&rh, 0, sizeof(rh));
+	rh.xid = h.xid; rh.vers = 1; rh.credit = 8; rh.proc = RR_XPRT_MSG;
+	hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+	rr_put_be32(m + hl, p->xid); rr_put_be32(m + hl + 4, 1); rr_put_be32(m + hl + 8, 0);
+	rr_put_be32(m + hl + 12, 0); rr_put_be32(m + hl + 16, MAGIC);
+	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 20, 0, 5000), 0);
+	REQUIRE(rr_th_cl_wait(&c, 1, 5000));
+	CHECK_EQ(p->completions, 1);
+	CHECK_EQ(p->status, 0);
+	CHECK(verify(p));
+	CHECK_EQ(g.conns, 1);
+	free_rpc(p);
+	rr_th_cl_stop(&c);
+	rr_th_rresp_close(&g);
+}
+
 /* The responder in another process (fork before any thread): message forms
  * with data verified across process boundaries. */
 TEST(xprt_e2e_across_processes)
@@ -1432,8 +1583,7 @@ TEST(xprt_e2e_destroy_with_pending)
 	pthread_mutex_destroy(&c.lock);
 	pthread_cond_destroy(&c.cond);
 	rr_th_sq_release_held(&s.sq);
-	rr_th_sleep_ms(50);
-	srv_stop(&s);
+	srv_stop(&s);   /* drains the released requests first */
 }
 
 /* RFC 8797 section 5.1: a requester that sends no private data gets the RFC

@@ -62,6 +62,63 @@ long long rr_th_thread_wakeups(const char *name)
 	return sum;
 }
 
+bool rr_th_thread_asleep(const char *name)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int found = 0, awake = 0;
+
+	if (!d)
+		return false;
+	while ((e = readdir(d)) != NULL) {
+		char path[300], line[512], *rp;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		/* pid (comm) state ...: comm may hold spaces, take the last ')' */
+		if (fgets(line, sizeof(line), f) && (rp = strrchr(line, ')')) != NULL) {
+			char *lp = strchr(line, '(');
+
+			*rp = 0;
+			if (lp && !strcmp(lp + 1, name)) {
+				found++;
+				awake += rp[2] != 'S';
+			}
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return found && !awake;
+}
+
+static bool asleep(void *name)
+{
+	return rr_th_thread_asleep(name);
+}
+
+bool rr_th_until_thread_asleep(const char *name, unsigned ms)
+{
+	return rr_test_until(asleep, (void *)(uintptr_t)name, ms);
+}
+
+bool rr_th_until_thread_idle(const char *name, long long max, unsigned ms)
+{
+	for (unsigned t = 0; t < ms; t += 100) {
+		long long w0 = rr_th_thread_wakeups(name), w1;
+
+		rr_th_sleep_ms(100);   /* the window measured */
+		w1 = rr_th_thread_wakeups(name);
+		if (w0 >= 0 && w1 - w0 <= max)
+			return true;
+	}
+	return false;
+}
+
 static void loopback(struct sockaddr_in *a, int port)
 {
 	memset(a, 0, sizeof(*a));
@@ -310,7 +367,8 @@ int rr_th_h_bulk_seeded(struct rpcrdma_req *r, void *ctx)
 }
 
 /* The rogue's Send and wait: rr_th_rogue_send; @watch_cm: a DISCONNECTED
- * or ERROR event on the channel also ends it (-1). */
+ * or ERROR event on the channel also ends it (-1). A message that came
+ * while an earlier call waited for its Send only is the answer now. */
 static int rogue_send_wait(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
 			   uint8_t *out, unsigned ms, bool watch_cm)
 {
@@ -319,6 +377,7 @@ static int rogue_send_wait(struct rr_th_rogue *g, const uint8_t *msg, size_t len
 	struct rpcrdma_send_wr wr;
 	struct rpcrdma_cm_event ev;
 	bool sent = false;
+	int got = -2;   /* the length taken for @out, when one was */
 
 	memcpy(g->sbuf, msg, len);
 	memset(&wr, 0, sizeof(wr));
@@ -330,6 +389,17 @@ static int rogue_send_wait(struct rr_th_rogue *g, const uint8_t *msg, size_t len
 	wr.flags = RPCRDMA_SEND_SIGNALED;
 	if (rpcrdma_post_send(g->qp, &wr, NULL))
 		return -1;
+	if (out && g->npend) {
+		unsigned idx = g->pend_idx[0];
+
+		got = (int)g->pend_len[0];
+		memcpy(out, g->rbuf[idx], (size_t)got);
+		rr_th_rogue_post_recv(g, idx);
+		g->npend--;
+		memmove(g->pend_idx, g->pend_idx + 1, g->npend * sizeof(g->pend_idx[0]));
+		memmove(g->pend_len, g->pend_len + 1, g->npend * sizeof(g->pend_len[0]));
+		out = NULL;   /* now only the Send's completion is waited for */
+	}
 	for (unsigned t = 0; t < ms; t += 2) {
 		struct rpcrdma_wc wc[4];
 		int n = rpcrdma_cq_poll(g->cq, 4, wc);
@@ -341,17 +411,23 @@ static int rogue_send_wait(struct rr_th_rogue *g, const uint8_t *msg, size_t len
 				unsigned idx = (unsigned)wc[i].wr_id;
 				int l = (int)wc[i].byte_len;
 
-				if (out)
-					memcpy(out, g->rbuf[idx], (size_t)l);
+				if (!out) {
+					/* kept for the next wait for a message */
+					if (g->npend < RR_ARRAY_SIZE(g->pend_idx)) {
+						g->pend_idx[g->npend] = idx;
+						g->pend_len[g->npend++] = (unsigned)l;
+					}
+					continue;
+				}
+				memcpy(out, g->rbuf[idx], (size_t)l);
 				rr_th_rogue_post_recv(g, idx);
-				if (out)
-					return l;
+				return l;
 			} else {
 				sent = true;
 			}
 		}
 		if (!out && sent)
-			return 0;
+			return got >= 0 ? got : 0;
 		if (watch_cm && rpcrdma_cm_get_event(g->ch, &ev) == 0 &&
 		    (ev.type == RPCRDMA_CM_DISCONNECTED || ev.type == RPCRDMA_CM_ERROR)) {
 			g->disconnected = true;
@@ -359,7 +435,7 @@ static int rogue_send_wait(struct rr_th_rogue *g, const uint8_t *msg, size_t len
 		}
 		rr_th_sleep_ms(2);
 	}
-	return 0;
+	return got >= 0 ? got : 0;
 }
 
 int rr_th_rogue_send(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
@@ -401,7 +477,10 @@ int rr_th_rogue_read(struct rr_th_rogue *g, uint32_t stag, uint64_t off, uint32_
 		if (rpcrdma_cq_wait(g->cq, 1, &wc, (int)((end - now) / 1000000u) + 1) != 1)
 			continue;
 		if (wc.status == RPCRDMA_WC_SUCCESS && wc.opcode == RPCRDMA_WC_RECV) {
-			rr_th_rogue_post_recv(g, (unsigned)wc.wr_id);
+			if (g->npend < RR_ARRAY_SIZE(g->pend_idx)) {   /* for the next wait */
+				g->pend_idx[g->npend] = (unsigned)wc.wr_id;
+				g->pend_len[g->npend++] = wc.byte_len;
+			}
 			continue;
 		}
 		if (wc.wr_id == 2000 || wc.status != RPCRDMA_WC_SUCCESS)
@@ -534,7 +613,8 @@ int rr_th_rresp_accept(struct rr_th_rresp *g, const uint8_t *pd, uint16_t pdlen,
 	qa.max_recv_wr = RR_TH_RRESP_RECVS;
 	qa.max_send_sge = qa.max_recv_sge = 1;
 	REQUIRE_EQ(rpcrdma_qp_create(g->pd, &qa, &g->qp), 0);
-	for (unsigned i = 0; i < RR_TH_RRESP_RECVS; i++)
+	REQUIRE(g->recvs <= RR_TH_RRESP_RECVS);
+	for (unsigned i = 0; i < (g->recvs ? g->recvs : RR_TH_RRESP_RECVS); i++)
 		rresp_post_recv(g, i);
 	g->id = ev.id;
 	prm.private_data = pd;

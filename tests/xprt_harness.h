@@ -30,6 +30,16 @@ void rr_th_sleep_ms(unsigned ms);
  * -1 without /proc. */
 long long rr_th_thread_wakeups(const char *name);
 
+/* True when every thread of this process named @name is asleep (state S in
+ * /proc/self/task/N/stat) and there is at least one; false otherwise or
+ * without /proc. */
+bool rr_th_thread_asleep(const char *name);
+/* Until rr_th_thread_asleep(@name), at most @ms. */
+bool rr_th_until_thread_asleep(const char *name, unsigned ms);
+/* Until a thread named @name wakes up at most @max times in 100 ms (its
+ * loop went idle), at most @ms: true when it did. */
+bool rr_th_until_thread_idle(const char *name, long long max, unsigned ms);
+
 /* An rr_tp responder listening on 127.0.0.1, ephemeral port; @recv/@ctx as
  * for rr_tp_server_create. Returns 0 or a negative errno. */
 int rr_th_tp_server(const struct rr_tp_conf *conf, rr_tp_recv_fn recv, void *ctx,
@@ -109,6 +119,9 @@ struct rr_th_rogue {
 	uint8_t pull[65536];
 	struct rpcrdma_mr *rmr, *smr, *pmr;
 	bool disconnected;
+	/* Receives completed while only a Send was waited for: index,
+	 * length; the next wait for a message takes them first */
+	unsigned pend_idx[8], pend_len[8], npend;
 };
 
 /* Reposts receive buffer @i. */
@@ -124,8 +137,10 @@ void rr_th_rogue_close(struct rr_th_rogue *g);
 int rr_th_rogue_xchg(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint8_t *out,
 		     unsigned ms);
 /* Posts a Send (With Invalidate of @inv when nonzero) and waits up to @ms
- * for a Receive (copied to @out) or, with @out NULL, for the Send's
- * completion only. Returns the received length, 0 (nothing), -1 (a failed
+ * for a Receive (copied to @out: the oldest not yet taken, also one that
+ * came while an earlier call waited for its Send only) or, with @out NULL,
+ * for the Send's completion only (a Receive meanwhile is kept for the next
+ * call). Returns the received length, 0 (nothing), -1 (a failed
  * completion). CM events are left on the channel for the caller. */
 int rr_th_rogue_send(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
 		     uint8_t *out, unsigned ms);
@@ -156,6 +171,8 @@ struct rr_th_rresp {
 	uint32_t data_stag;
 	int port;
 	unsigned conns;          /* connections accepted so far */
+	unsigned recvs;          /* Receives posted per connection (0: all
+				    RR_TH_RRESP_RECVS); set before accepting */
 	struct rpcrdma_cm_event req;  /* the last CONNECT_REQUEST (private data) */
 	/* Receives completed while waiting for something else: index, length */
 	uint32_t pend_idx[RR_TH_RRESP_RECVS], pend_len[RR_TH_RRESP_RECVS];
@@ -204,7 +221,8 @@ int rr_th_rresp_rdma(struct rr_th_rresp *g, bool write, uint32_t stag, uint64_t 
 /* An RDMA Read by the rogue requester of @len bytes at (@stag, @off) into
  * g->pull (opened with a pull buffer): the completion's status
  * (RPCRDMA_WC_SUCCESS, or the peer's refusal: the connection then ends),
- * or -ETIMEDOUT after @ms. Receives met meanwhile are reposted. */
+ * or -ETIMEDOUT after @ms. Receives met meanwhile are kept for the next
+ * wait for a message. */
 int rr_th_rogue_read(struct rr_th_rogue *g, uint32_t stag, uint64_t off, uint32_t len,
 		     unsigned ms);
 
