@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 static struct rr_test *tests;
 static jmp_buf test_jmp;
@@ -173,6 +174,19 @@ size_t rr_test_hex(const char *hex, uint8_t *out, size_t cap)
 		rr_test_abort();
 	}
 	return n;
+}
+
+bool rr_test_until(bool (*cond)(void *arg), void *arg, unsigned ms)
+{
+	const struct timespec nap = {0, 1000000};
+	uint64_t end = rr_now_ns(NULL) + (uint64_t)ms * 1000000u;
+
+	while (!cond(arg)) {
+		if (rr_now_ns(NULL) >= end)
+			return cond(arg);
+		nanosleep(&nap, NULL);
+	}
+	return true;
 }
 
 _Noreturn void rr_test_abort(void)

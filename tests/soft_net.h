@@ -97,7 +97,17 @@ struct soft_qp *soft_net_qp_of(struct rpcrdma_qp *qp);
 /* Whether the progress thread serves @qp's socket (read under its tx_lock,
  * where the hand-over changes it). */
 bool soft_net_handed(struct rpcrdma_qp *qp);
-/* Until a waiter sleeps in a fast read on @cq (true) or 2 s passed (false). */
+/* Until a waiter sleeps in a fast read on @cq (true) or 5 s passed (false). */
 bool soft_net_until_fast_blocked(struct rpcrdma_cq *cq);
+/* Until the progress thread of @ctx sleeps with no deadline at all (it
+ * then holds no lease to end and no handshake to time out), or 5 s. */
+bool soft_net_until_thread_asleep(struct rpcrdma_context *ctx);
+/* Until @n threads wait in rpcrdma_cq_wait on @cq, or 5 s passed. */
+bool soft_net_until_waiting(struct rpcrdma_cq *cq, int n);
+/* Until @qp's socket holds at least @bytes unread (FIONREAD), or 5 s. */
+bool soft_net_until_socket_holds(struct rpcrdma_qp *qp, size_t bytes);
+/* Bytes on the wire of an RDMA Send of @len bytes in one FPDU (MPA length,
+ * untagged DDP/RDMAP header, payload, pad, CRC field: RFC 5044, 5041). */
+size_t soft_net_send_fpdu(uint32_t len);
 
 #endif

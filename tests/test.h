@@ -101,6 +101,20 @@ void rr_test_mark_skipped(const char *why);
 	} while (0)
 #define CHECK_MEM(a, b, n) CHECK(memcmp((a), (b), (n)) == 0)
 
+/* ---- timing (docs/testing.md "Timing") ----
+ * No test asserts how fast something is (benchmarks report ratios) and none
+ * sleeps to let something happen: it waits for the condition, bounded.
+ * Liveness: a wait that an event must end is given RR_TEST_WAIT_MS and must
+ * end within RR_TEST_PROMPT_NS (half of it): only a lost wake-up or a hang
+ * takes that long, not a loaded machine. A loop that must sleep, not spin,
+ * is checked by counting its wake-ups with a wide bound. */
+#define RR_TEST_WAIT_MS 20000
+#define RR_TEST_PROMPT_NS 10000000000ull
+
+/* Polls @cond(@arg) until true or @ms passed (a short sleep between
+ * looks); returns the last result. */
+bool rr_test_until(bool (*cond)(void *arg), void *arg, unsigned ms);
+
 /* ---- test environments ---- */
 
 /* A failing allocator: allocation number @fail_at (1-based) and every later

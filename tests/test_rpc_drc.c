@@ -605,6 +605,18 @@ static void tcp_send_call(int fd, uint32_t xid, uint32_t proc, const uint32_t *a
 
 /* Reads one Reply record (single fragment) into @out; its length, or 0
  * when none came within @ms. */
+/* Until the server counted @n duplicates of requests in progress (the
+ * counter is cumulative), at most 5 s. */
+static bool wait_in_progress(struct rpcrdma_server *s, uint64_t n)
+{
+	for (int t = 0; t < 1000; t++) {
+		if (drc_stats(s).drops_in_progress >= n)
+			return true;
+		rr_th_sleep_ms(5);
+	}
+	return false;
+}
+
 static size_t tcp_recv_reply(int fd, uint8_t *out, size_t cap, int ms)
 {
 	uint8_t m[4];
@@ -782,8 +794,9 @@ TEST(drc_tcp_duplicate_in_progress)
 	REQUIRE(wait_entered(1, 5000));
 	tcp_send_call(fd2, 0x4001, P_BLOCK, &v, 1);   /* parked */
 	tcp_send_call(fd, 0x4001, P_BLOCK, &v, 1);    /* same connection: parked */
-	rr_th_sleep_ms(100);
-	CHECK_EQ(tcp_recv_reply(fd2, r2, sizeof(r2), 50), 0u);   /* nothing yet */
+	REQUIRE(wait_in_progress(s, 2));
+	/* both parked while the handler is held: no answer can exist */
+	CHECK_EQ(tcp_recv_reply(fd2, r2, sizeof(r2), 0), 0u);
 	gate_open();
 	n = tcp_recv_reply(fd, r, sizeof(r), 5000);
 	CHECK_EQ(reply_u32(r, n, 0x4001, 1), 1);
@@ -806,7 +819,7 @@ TEST(drc_tcp_duplicate_in_progress)
 	REQUIRE(wait_entered(1, 5000));
 	close(fd);
 	tcp_send_call(fd3, 0x4002, P_BLOCK, &v, 1);
-	rr_th_sleep_ms(50);
+	REQUIRE(wait_in_progress(s, 3));   /* the duplicate is parked */
 	gate_open();
 	n = tcp_recv_reply(fd3, r, sizeof(r), 5000);
 	CHECK_EQ(reply_u32(r, n, 0x4002, 1), 1);
