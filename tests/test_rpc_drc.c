@@ -1125,7 +1125,9 @@ TEST(drc_rdma_duplicate_in_progress)
 	l = rq_msg(&q, m, 0x7201, P_BLOCK, 11, 0);
 	CHECK_EQ(rr_th_rogue_xchg(&q.g, m, l, r1, 0), 0);   /* send only */
 	REQUIRE(wait_entered(1, 5000));
-	CHECK_EQ(rr_th_rogue_xchg(&q2.g, m, l, r2, 200), 0);   /* parked: no answer yet */
+	CHECK_EQ(rr_th_rogue_send(&q2.g, m, l, 0, NULL, 3000), 0);
+	REQUIRE(wait_in_progress(s, 1));   /* parked (no answer while the gate is shut) */
+	CHECK_EQ(q2.g.npend, 0);
 	gate_open();
 	/* q2's Reply (the replay) comes now; q's own Reply as well. */
 	{
