@@ -76,17 +76,6 @@ struct fx {
 
 static struct rr_xprt_hdr h, rh;
 
-static void complete(void *ctx, struct rr_tp_rpc *r)
-{
-	struct rr_th_cl *c = ctx;
-
-	(void)r;
-	pthread_mutex_lock(&c->lock);
-	c->done++;
-	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->lock);
-}
-
 /* The rogue listens; the requester (windows or plain MRs) connects to it. */
 static void fx_up(struct fx *f, bool windows)
 {
@@ -99,7 +88,7 @@ static void fx_up(struct fx *f, bool windows)
 	f->cc.inline_ddp = false;          /* a Write chunk for the small sink */
 	f->cc.reconnect_delay_ms = 1;
 	f->cc.credits = 16;
-	REQUIRE_EQ(rr_th_rresp_connect(&f->g, &f->c, &f->cc, complete, rogue_pd, sizeof(rogue_pd)),
+	REQUIRE_EQ(rr_th_rresp_connect(&f->g, &f->c, &f->cc, rr_th_cl_count, rogue_pd, sizeof(rogue_pd)),
 		   0);
 	CHECK_EQ(rr_tp_client_reliable_reply(f->c.tp), 1);
 }

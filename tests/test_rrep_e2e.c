@@ -546,6 +546,22 @@ static void vclock_env(struct rr_test_env *te)
 	te->now_ns = 1000000000ull;
 }
 
+/* A responder whose exposed Replies expire after 5 s of @te's (virtual)
+ * clock; returns its port. */
+static int srv_start_vclock(struct srv *s, struct rr_test_env *te)
+{
+	struct rr_tp_conf sc;
+	int port;
+
+	vclock_env(te);
+	rr_tp_conf_default(&sc);
+	sc.rrep_clock = &te->env;
+	sc.rrep_timeout_ms = 5000;
+	port = srv_start(s, &sc);
+	REQUIRE(port > 0);
+	return port;
+}
+
 /* A requester that never sends RDMA_DONE: the timeout (virtual clock)
  * fences the Reply; a Read after that fails (its connection ends). Then
  * forged and duplicated RDMA_DONEs: silently dropped, no crash, no
@@ -553,7 +569,6 @@ static void vclock_env(struct rr_test_env *te)
  * invalidates only that STag, which stays accounted to its owner. */
 TEST(rrep_e2e_rogue_requester)
 {
-	struct rr_tp_conf sc;
 	struct rr_test_env te;
 	struct rr_xprt_stats st;
 	struct srv s;
@@ -565,12 +580,7 @@ TEST(rrep_e2e_rogue_requester)
 
 	if (!rr_th_soft_ok())
 		return;
-	vclock_env(&te);
-	rr_tp_conf_default(&sc);
-	sc.rrep_clock = &te.env;
-	sc.rrep_timeout_ms = 5000;
-	port = srv_start(&s, &sc);
-	REQUIRE(port > 0);
+	port = srv_start_vclock(&s, &te);
 	REQUIRE_EQ(rogue_open(&g, port), 0);
 
 	/* 1. never sends RDMA_DONE: fenced after the (virtual) timeout */
@@ -661,19 +671,13 @@ static bool refused_within(struct rr_th_rogue *g, uint32_t stag, uint64_t off)
 TEST(rrep_e2e_fenced_on_the_wire)
 {
 	enum { DONE, DONE_INV, TIMEOUT, FORGED, NWAYS };
-	struct rr_tp_conf sc;
 	struct rr_test_env te;
 	struct srv s;
 	int port;
 
 	if (!rr_th_soft_ok())
 		return;
-	vclock_env(&te);
-	rr_tp_conf_default(&sc);
-	sc.rrep_clock = &te.env;
-	sc.rrep_timeout_ms = 5000;
-	port = srv_start(&s, &sc);
-	REQUIRE(port > 0);
+	port = srv_start_vclock(&s, &te);
 	for (int w = 0; w < NWAYS; w++) {
 		struct rr_th_rogue g;
 		uint32_t stag, len, stag2, len2, xid = 0x900 + 0x10 * (uint32_t)w;

@@ -725,6 +725,20 @@ static void expect_error(const uint8_t *r, int n, uint32_t xid, uint32_t err)
 	expect_error_v(r, n, xid, err, 1);
 }
 
+/* A responder granting up to 8 credits and the rogue requester connected
+ * to it (RFC 8797 block 4096/4096, no R); returns the responder's port. */
+static int srv_and_rogue(struct srv *s, struct rr_tp_conf *sc, struct rr_th_rogue *g)
+{
+	int port;
+
+	rr_tp_conf_default(sc);
+	sc->credits = 8;
+	port = srv_start(s, sc);
+	REQUIRE(port > 0);
+	REQUIRE_EQ(rogue_open(g, port), 0);
+	return port;
+}
+
 /* Every malformed header class gets exactly the RFC 8166 section 4.5
  * answer, and the connection survives; a Read chunk naming a bad STag is an
  * operational error that ends the connection. */
@@ -739,11 +753,7 @@ TEST(xprt_e2e_rogue_requester)
 
 	if (!rr_th_soft_ok())
 		return;
-	rr_tp_conf_default(&sc);
-	sc.credits = 8;
-	port = srv_start(&s, &sc);
-	REQUIRE(port > 0);
-	REQUIRE_EQ(rogue_open(&g, port), 0);
+	port = srv_and_rogue(&s, &sc, &g);
 
 	/* A valid Call first: answered inline, grant >= 1. */
 	l = rogue_call(m, 0x100, 1, RR_XPRT_MSG, 0x100);
@@ -947,15 +957,10 @@ TEST(xprt_e2e_call_rules_end_to_end)
 	struct srv s;
 	struct rr_th_rogue g;
 	uint8_t m[2048], r[4096];
-	int port;
 
 	if (!rr_th_soft_ok())
 		return;
-	rr_tp_conf_default(&sc);
-	sc.credits = 8;
-	port = srv_start(&s, &sc);
-	REQUIRE(port > 0);
-	REQUIRE_EQ(rogue_open(&g, port), 0);
+	(void)srv_and_rogue(&s, &sc, &g);
 	for (size_t i = 0; i < RR_ARRAY_SIZE(rules); i++) {
 		const struct rule *c = &rules[i];
 		uint32_t ping = 0x4100 + (uint32_t)i;

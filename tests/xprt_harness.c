@@ -29,71 +29,85 @@ void rr_th_sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-long long rr_th_thread_wakeups(const char *name)
+/* Calls @fn(@arg, name, fp) for each thread of this process, with its
+ * name and its /proc/self/task/N/@file opened; -1 without /proc. */
+static int each_task(const char *file, void (*fn)(void *arg, const char *name, FILE *f),
+		     void *arg)
 {
-	long long sum = 0;
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *e;
 
 	if (!d)
 		return -1;
 	while ((e = readdir(d)) != NULL) {
-		char path[300], line[128];
-		bool match = false;
+		char path[300], comm[64] = "";
 		FILE *f;
 
 		if (e->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
 		f = fopen(path, "r");
 		if (!f)
 			continue;
-		while (fgets(line, sizeof(line), f)) {
-			if (!strncmp(line, "Name:", 5)) {
-				line[strcspn(line, "\n")] = 0;
-				match = !strcmp(line + 5 + strspn(line + 5, " \t"), name);
-			}
-			if (match && !strncmp(line, "voluntary_ctxt_switches:", 24))
-				sum += atoll(line + 24);
-		}
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = 0;
+		fclose(f);
+		comm[strcspn(comm, "\n")] = 0;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/%s", e->d_name, file);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		fn(arg, comm, f);
 		fclose(f);
 	}
 	closedir(d);
-	return sum;
+	return 0;
+}
+
+struct task_q {
+	const char *name;
+	long long sum;      /* wake-ups */
+	int found, awake;   /* threads of that name, not asleep */
+};
+
+static void task_wakeups(void *arg, const char *name, FILE *f)
+{
+	struct task_q *q = arg;
+	char line[128];
+
+	if (strcmp(name, q->name))
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "voluntary_ctxt_switches:", 24))
+			q->sum += atoll(line + 24);
+}
+
+long long rr_th_thread_wakeups(const char *name)
+{
+	struct task_q q = {name, 0, 0, 0};
+
+	return each_task("status", task_wakeups, &q) ? -1 : q.sum;
+}
+
+/* stat: pid (comm) state ... (comm may hold spaces: the last ')') */
+static void task_state(void *arg, const char *name, FILE *f)
+{
+	struct task_q *q = arg;
+	char line[512], *rp;
+
+	if (strcmp(name, q->name))
+		return;
+	if (fgets(line, sizeof(line), f) && (rp = strrchr(line, ')')) != NULL) {
+		q->found++;
+		q->awake += rp[2] != 'S';
+	}
 }
 
 bool rr_th_thread_asleep(const char *name)
 {
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	int found = 0, awake = 0;
+	struct task_q q = {name, 0, 0, 0};
 
-	if (!d)
-		return false;
-	while ((e = readdir(d)) != NULL) {
-		char path[300], line[512], *rp;
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		/* pid (comm) state ...: comm may hold spaces, take the last ')' */
-		if (fgets(line, sizeof(line), f) && (rp = strrchr(line, ')')) != NULL) {
-			char *lp = strchr(line, '(');
-
-			*rp = 0;
-			if (lp && !strcmp(lp + 1, name)) {
-				found++;
-				awake += rp[2] != 'S';
-			}
-		}
-		fclose(f);
-	}
-	closedir(d);
-	return found && !awake;
+	return each_task("stat", task_state, &q) == 0 && q.found && !q.awake;
 }
 
 static bool asleep(void *name)
@@ -169,6 +183,17 @@ void rr_th_worker_stop(pthread_mutex_t *lock, pthread_cond_t *cond, bool *stop,
 	pthread_cond_broadcast(cond);
 	pthread_mutex_unlock(lock);
 	pthread_join(worker, NULL);
+}
+
+void rr_th_cl_count(void *ctx, struct rr_tp_rpc *rpc)
+{
+	struct rr_th_cl *c = ctx;
+
+	(void)rpc;
+	pthread_mutex_lock(&c->lock);
+	c->done++;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
 }
 
 int rr_th_cl_start(struct rr_th_cl *c, const struct rr_tp_conf *conf, int port,
@@ -366,6 +391,19 @@ int rr_th_h_bulk_seeded(struct rpcrdma_req *r, void *ctx)
 	return RPCRDMA_SVC_OK;
 }
 
+/* A signaled Send of @sge, With Invalidate of @inv when nonzero. */
+static void send_wr_init(struct rpcrdma_send_wr *wr, uint64_t id, const struct rpcrdma_sge *sge,
+			 uint32_t inv)
+{
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = id;
+	wr->sg_list = sge;
+	wr->num_sge = 1;
+	wr->opcode = inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
+	wr->u.send.invalidate_stag = inv;
+	wr->flags = RPCRDMA_SEND_SIGNALED;
+}
+
 /* The rogue's Send and wait: rr_th_rogue_send; @watch_cm: a DISCONNECTED
  * or ERROR event on the channel also ends it (-1). A message that came
  * while an earlier call waited for its Send only is the answer now. */
@@ -380,13 +418,7 @@ static int rogue_send_wait(struct rr_th_rogue *g, const uint8_t *msg, size_t len
 	int got = -2;   /* the length taken for @out, when one was */
 
 	memcpy(g->sbuf, msg, len);
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 1000;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
-	wr.u.send.invalidate_stag = inv;
-	wr.flags = RPCRDMA_SEND_SIGNALED;
+	send_wr_init(&wr, 1000, &sge, inv);
 	if (rpcrdma_post_send(g->qp, &wr, NULL))
 		return -1;
 	if (out && g->npend) {
@@ -559,13 +591,11 @@ void rr_th_rresp_close(struct rr_th_rresp *g)
 	free(g->data);
 }
 
-/* The next CM event of @ch within @ms (poll(2) on its fd): 0 or
- * -ETIMEDOUT. */
-static int cm_event_within(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev,
-			   unsigned ms)
+/* The next CM event of @ch before @end (rr_now_ns; poll(2) on its fd): 0
+ * or -ETIMEDOUT. */
+static int cm_event_until(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev,
+			  uint64_t end)
 {
-	uint64_t end = rr_now_ns(NULL) + (uint64_t)ms * 1000000u;
-
 	for (;;) {
 		struct pollfd p = {.fd = rpcrdma_cm_channel_fd(ch), .events = POLLIN};
 		uint64_t now;
@@ -596,15 +626,10 @@ int rr_th_rresp_accept(struct rr_th_rresp *g, const uint8_t *pd, uint16_t pdlen,
 	uint64_t end = rr_now_ns(NULL) + (uint64_t)ms * 1000000u;
 	int rc;
 
-	for (;;) {
-		uint64_t now = rr_now_ns(NULL);
-
-		if (now >= end ||
-		    cm_event_within(g->ch, &ev, (unsigned)((end - now) / 1000000u) + 1))
+	do {
+		if (cm_event_until(g->ch, &ev, end))
 			return -ETIMEDOUT;
-		if (ev.type == RPCRDMA_CM_CONNECT_REQUEST)
-			break;
-	}
+	} while (ev.type != RPCRDMA_CM_CONNECT_REQUEST);
 	rr_th_rresp_drop(g);
 	g->req = ev;
 	REQUIRE_EQ(rpcrdma_cq_create(g->ctx, &ca, &g->cq), 0);
@@ -625,10 +650,7 @@ int rr_th_rresp_accept(struct rr_th_rresp *g, const uint8_t *pd, uint16_t pdlen,
 	if (rc)
 		return rc;
 	for (;;) {
-		uint64_t now = rr_now_ns(NULL);
-
-		if (now >= end ||
-		    cm_event_within(g->ch, &ev, (unsigned)((end - now) / 1000000u) + 1))
+		if (cm_event_until(g->ch, &ev, end))
 			return -ETIMEDOUT;
 		if (ev.id == g->id && ev.type == RPCRDMA_CM_ESTABLISHED)
 			break;
@@ -640,33 +662,56 @@ int rr_th_rresp_accept(struct rr_th_rresp *g, const uint8_t *pd, uint16_t pdlen,
 }
 
 struct rresp_conn {
-	struct rr_th_cl *c;
-	const struct rr_tp_conf *conf;
-	rr_tp_complete_fn complete;
-	int port;
+	int (*connect)(void *arg);
+	void *arg;
 	int rc;
 };
 
-/* Not the test's thread: no REQUIRE (rr_th_cl_start has none). */
+/* Not the test's thread: no REQUIRE. */
 static void *rresp_connect_main(void *a)
 {
 	struct rresp_conn *x = a;
 
-	x->rc = rr_th_cl_start(x->c, x->conf, x->port, x->complete);
+	x->rc = x->connect(x->arg);
 	return NULL;
+}
+
+int rr_th_rresp_connect_with(struct rr_th_rresp *g, int (*connect)(void *arg), void *arg,
+			     const uint8_t *pd, uint16_t pdlen, unsigned ms)
+{
+	struct rresp_conn x = {connect, arg, -1};
+	pthread_t th;
+	int rc;
+
+	REQUIRE_EQ(pthread_create(&th, NULL, rresp_connect_main, &x), 0);
+	rc = rr_th_rresp_accept(g, pd, pdlen, ms);
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	return rc ? rc : x.rc;
+}
+
+struct cl_conn {
+	struct rr_th_cl *c;
+	const struct rr_tp_conf *conf;
+	rr_tp_complete_fn complete;
+	int port;
+};
+
+/* rr_th_cl_start has no REQUIRE. */
+static int cl_connect(void *a)
+{
+	struct cl_conn *x = a;
+
+	return rr_th_cl_start(x->c, x->conf, x->port, x->complete);
 }
 
 int rr_th_rresp_connect(struct rr_th_rresp *g, struct rr_th_cl *c, const struct rr_tp_conf *conf,
 			rr_tp_complete_fn complete, const uint8_t *pd, uint16_t pdlen)
 {
-	struct rresp_conn x = {c, conf, complete, g->port, -1};
-	pthread_t th;
-	int rc;
+	struct cl_conn x = {c, conf, complete, g->port};
 
-	REQUIRE_EQ(pthread_create(&th, NULL, rresp_connect_main, &x), 0);
-	rc = rr_th_rresp_accept(g, pd, pdlen, (conf->connect_timeout_ms ? conf->connect_timeout_ms : 5000) + 1000);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
-	return rc ? rc : x.rc;
+	return rr_th_rresp_connect_with(g, cl_connect, &x, pd, pdlen,
+					(conf->connect_timeout_ms ? conf->connect_timeout_ms
+								  : 5000) + 1000);
 }
 
 /* One completion of the rogue's CQ within @ms: 1, 0 (none), or -EPIPE
@@ -754,13 +799,7 @@ int rr_th_rresp_send(struct rr_th_rresp *g, const uint8_t *m, size_t len, uint32
 
 	REQUIRE(len <= sizeof(g->sbuf));
 	memcpy(g->sbuf, m, len);
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 7001;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
-	wr.u.send.invalidate_stag = inv;
-	wr.flags = RPCRDMA_SEND_SIGNALED;
+	send_wr_init(&wr, 7001, &sge, inv);
 	st = rresp_post_wait(g, &wr, wr.wr_id, NULL, ms);
 	return st == RPCRDMA_WC_SUCCESS ? 0 : st == -ETIMEDOUT ? -ETIMEDOUT : -EPIPE;
 }

@@ -66,6 +66,8 @@ struct rr_th_cl {
 	unsigned done;
 };
 
+/* A completion upcall that only counts (@ctx: the struct rr_th_cl). */
+void rr_th_cl_count(void *ctx, struct rr_tp_rpc *rpc);
 /* Zeroes @c and connects it to 127.0.0.1:@port; @complete gets @c as ctx. */
 int rr_th_cl_start(struct rr_th_cl *c, const struct rr_tp_conf *conf, int port,
 		   rr_tp_complete_fn complete);
@@ -189,9 +191,14 @@ void rr_th_rresp_close(struct rr_th_rresp *g);
  * private data @pd/@pdlen (RFC 8797; IRD/ORD 16) and waits for it to be
  * established. 0, -ETIMEDOUT, or a provider error. */
 int rr_th_rresp_accept(struct rr_th_rresp *g, const uint8_t *pd, uint16_t pdlen, unsigned ms);
-/* Connects requester @c (rr_th_cl_start with @conf and @complete, on a
- * thread of its own: it waits for the accept) to the rogue, which accepts
- * with @pd/@pdlen: 0, or the first error. */
+/* Runs @connect(@arg) -- a requester connecting to the rogue's port, which
+ * returns once the connection is up -- on a thread of its own while the
+ * rogue accepts with @pd/@pdlen (at most @ms): 0, or the first error. The
+ * thread is not the test's: @connect must not REQUIRE. */
+int rr_th_rresp_connect_with(struct rr_th_rresp *g, int (*connect)(void *arg), void *arg,
+			     const uint8_t *pd, uint16_t pdlen, unsigned ms);
+/* rr_th_rresp_connect_with for requester @c (rr_th_cl_start with @conf
+ * and @complete). */
 int rr_th_rresp_connect(struct rr_th_rresp *g, struct rr_th_cl *c, const struct rr_tp_conf *conf,
 			rr_tp_complete_fn complete, const uint8_t *pd, uint16_t pdlen);
 /* Disconnects and frees the current connection (the listener stays). */

@@ -110,6 +110,7 @@ for p in "${patches[@]}"; do
 	name=$(basename "$p" .patch)
 	if ! patch -p1 -s --dry-run -d "$src" <"$p" >/dev/null 2>&1; then
 		results+=("$(printf '%-28s does not apply (re-base it)' "$name")")
+		echo "${results[-1]}"
 		broken=$((broken + 1))
 		continue
 	fi
