@@ -1182,6 +1182,15 @@ TEST(xprt_e2e_grants_randomized)
 
 /* ---- a scripted rogue responder: raw Replies to our requester ---- */
 
+/* The test protocol's Reply body after a header of @off bytes: xid REPLY
+ * @mark nitems=1 len=40 MAGIC (the item's data went by RDMA Write). */
+#define RBODY_MARK(buf, off, rx, mark)                                         \
+	do {                                                                   \
+		rr_put_be32(buf + off, rx); rr_put_be32(buf + off + 4, 1);     \
+		rr_put_be32(buf + off + 8, mark); rr_put_be32(buf + off + 12, 1); \
+		rr_put_be32(buf + off + 16, 40); rr_put_be32(buf + off + 20, MAGIC); \
+	} while (0)
+
 /* Malformed Replies are silently discarded: after nine of them (each with
  * its own marker in the RPC body) the valid Reply completes the Call, with
  * its own body and the data the rogue RDMA-Wrote into the Write chunk, on
@@ -1235,14 +1244,8 @@ TEST(xprt_e2e_rogue_responder)
 		rh.writes[0].segs[0] = h.writes[0].segs[0];                    \
 		rh.writes[0].segs[0].length = 40;                              \
 	} while (0)
-	/* reply body: xid REPLY @mark nitems=1 len=40 MAGIC (data went by
-	 * Write); the valid Reply has mark 0, the bad ones 1..9 */
-#define RBODY(buf, off, rx, mark)                                              \
-	do {                                                                   \
-		rr_put_be32(buf + off, rx); rr_put_be32(buf + off + 4, 1);     \
-		rr_put_be32(buf + off + 8, mark); rr_put_be32(buf + off + 12, 1); \
-		rr_put_be32(buf + off + 16, 40); rr_put_be32(buf + off + 20, MAGIC); \
-	} while (0)
+	/* the valid Reply has mark 0, the bad ones 1..9 */
+#define RBODY RBODY_MARK
 	/* 1. wrong RPC XID */
 	RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid + 1, 1);
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 24, 0, 5000), 0);
@@ -1379,6 +1382,121 @@ TEST(xprt_e2e_requester_keeps_to_grant)
 		free_rpc(p[i]);
 	}
 	CHECK_EQ(g.conns, 1);   /* no Call found its Receive missing */
+	rr_th_cl_stop(&c);
+	rr_th_rresp_close(&g);
+}
+
+/* The Reply rules end to end (RFC 8166 section 5.5: a requester silently
+ * discards a Reply it cannot accept), each with a complete Reply that
+ * breaks only that rule, to a Call offering a Write chunk (40 bytes of its
+ * item, RDMA-Written first) and a Reply chunk: a Long Reply without the
+ * Reply chunk, with a Reply chunk longer than offered or all empty, an
+ * RDMA_MSG with a used Reply chunk, a Write list with a chunk more than
+ * offered, a Position-zero Read chunk without reliable reply, an RDMA_ERROR
+ * that cannot be decoded, a Reply for an XID never sent. Each carries its
+ * own marker; then the valid Reply (marker 0) completes the Call, on the
+ * first connection: none of them was taken. */
+TEST(xprt_e2e_reply_rules_end_to_end)
+{
+	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
+	static struct rr_th_rresp g;
+	static struct rr_xprt_hdr h, rh;
+	struct rr_tp_conf sc, cc;
+	struct rr_th_cl c;
+	uint8_t m[4096];
+	uint32_t lens[1] = {40}, vend;
+	struct rpc *p;
+	int n, hl;
+	enum { NOMSG_NO_REPLY, REPLY_TOO_LONG, REPLY_ALL_EMPTY, MSG_REPLY_USED, WRITE_EXTRA,
+	       READ_IN_REPLY, ERR_CUT, OTHER_XID, NRULES };
+
+	if (!rr_th_soft_ok())
+		return;
+	confs(&sc, &cc);
+	cc.inline_ddp = false;
+	REQUIRE_EQ(rr_th_rresp_open(&g), 0);
+	REQUIRE_EQ(rr_th_rresp_connect(&g, &c, &cc, cl_complete, pd, sizeof(pd)), 0);
+	p = mk_rpc(&c, 0, 0, 1, lens, true, 10000);
+	REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
+	n = rr_th_rresp_recv(&g, m, 5000);
+	REQUIRE(n > 28);
+	REQUIRE_EQ(rr_xprt_hdr_decode(m, (size_t)n, true, 0, 0, &h), RR_XPRT_V_OK);
+	REQUIRE_EQ(h.nwrites, 1);
+	REQUIRE(h.has_reply);
+	memcpy(g.data, p->data[0], 40);
+	CHECK_EQ(rr_th_rresp_rdma(&g, true, h.writes[0].segs[0].handle, h.writes[0].segs[0].offset,
+				  40, 0, &vend, 5000), RPCRDMA_WC_SUCCESS);
+	for (int rule = 0; rule <= NRULES; rule++) {
+		uint32_t body_xid = h.xid;
+		size_t len;
+
+		memset(&rh, 0, sizeof(rh));
+		rh.xid = h.xid; rh.vers = 1; rh.credit = 16; rh.proc = RR_XPRT_MSG;
+		rh.nwrites = 1; rh.writes[0].nsegs = 1;
+		rh.writes[0].segs[0] = h.writes[0].segs[0];
+		rh.writes[0].segs[0].length = 40;
+		switch (rule) {
+		case NOMSG_NO_REPLY:
+			rh.proc = RR_XPRT_NOMSG;
+			break;
+		case REPLY_TOO_LONG:
+			rh.proc = RR_XPRT_NOMSG;
+			rh.has_reply = true;
+			rh.reply.nsegs = 1;
+			rh.reply.segs[0] = h.reply.segs[0];
+			rh.reply.segs[0].length = h.reply.segs[0].length + 4;
+			break;
+		case REPLY_ALL_EMPTY:
+			rh.proc = RR_XPRT_NOMSG;
+			rh.has_reply = true;
+			rh.reply.nsegs = 1;
+			rh.reply.segs[0] = h.reply.segs[0];
+			rh.reply.segs[0].length = 0;
+			break;
+		case MSG_REPLY_USED:
+			rh.has_reply = true;
+			rh.reply.nsegs = 1;
+			rh.reply.segs[0] = h.reply.segs[0];
+			rh.reply.segs[0].length = 24;
+			break;
+		case WRITE_EXTRA:
+			rh.nwrites = 2;
+			rh.writes[1] = rh.writes[0];
+			break;
+		case READ_IN_REPLY:
+			rh.proc = RR_XPRT_NOMSG;
+			rh.nwrites = 0;
+			rh.nreads = 1;
+			rh.reads[0].position = 0;
+			rh.reads[0].seg = (struct rr_xprt_seg){g.data_stag, 24,
+							       (uint64_t)(uintptr_t)g.data};
+			break;
+		case OTHER_XID:
+			rh.xid = body_xid = h.xid + 0x100;
+			break;
+		default:
+			break;
+		}
+		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+		REQUIRE(hl > 0);
+		RBODY_MARK(m, hl, body_xid, rule == NRULES ? 0 : 1 + (uint32_t)rule);
+		len = rh.proc == RR_XPRT_NOMSG ? (size_t)hl : (size_t)hl + 24;
+		if (rule == ERR_CUT) {
+			/* ERR_VERS without its high version */
+			len = (size_t)rr_xprt_encode_error(h.xid, 1, 16, RR_XPRT_ERR_VERS, m, sizeof(m));
+			REQUIRE(len == 28);
+			len = 24;
+		}
+		REQUIRE_EQ(rr_th_rresp_send(&g, m, len, 0, 5000), 0);
+	}
+	REQUIRE(rr_th_cl_wait(&c, 1, 5000));
+	CHECK_EQ(p->completions, 1);
+	CHECK_EQ(p->status, 0);
+	CHECK(verify(p));
+	if (p->r.reply_len >= 12)
+		CHECK_EQ(rr_get_be32(p->r.reply + 8), 0);   /* the valid one's body */
+	CHECK_EQ(g.conns, 1);
+	free_rpc(p);
 	rr_th_cl_stop(&c);
 	rr_th_rresp_close(&g);
 }
