@@ -22,14 +22,10 @@
  * Invalidate the requester's QP executed or by the rogue's Send With
  * Invalidate (a Local Invalidate leaves no trace on the wire).
  *
- * The responder's own exposures (Read chunks of reliable reply, push-mode
- * regions) are fenced too: tests/test_rrep_e2e.c and the tests at the end
- * of this file, with the rogue requester rr_th_rogue. */
-#include <arpa/inet.h>
-#include <pthread.h>
-#include <stdlib.h>
-
-#include "proto/privdata.h"
+ * The responder's own exposures are fenced too, seen by the rogue
+ * requester rr_th_rogue: Read chunks of reliable reply in
+ * tests/test_rrep_e2e.c (rrep_e2e_fenced_on_the_wire), push-mode regions in
+ * tests/test_push.c (push_revoke_then_write). */
 #include "rdma/soft/soft.h"
 #include "test.h"
 #include "transport/rdma_tp.h"
