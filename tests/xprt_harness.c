@@ -120,12 +120,12 @@ bool rr_th_until_thread_asleep(const char *name, unsigned ms)
 	return rr_test_until(asleep, (void *)(uintptr_t)name, ms);
 }
 
-bool rr_th_until_thread_idle(const char *name, long long max, unsigned ms)
+bool rr_th_until_thread_idle(const char *name, long long max, unsigned window, unsigned ms)
 {
-	for (unsigned t = 0; t < ms; t += 100) {
+	for (unsigned t = 0; t < ms; t += window) {
 		long long w0 = rr_th_thread_wakeups(name), w1;
 
-		rr_th_sleep_ms(100);   /* the window measured */
+		rr_th_sleep_ms(window);   /* the window measured */
 		w1 = rr_th_thread_wakeups(name);
 		if (w0 >= 0 && w1 - w0 <= max)
 			return true;

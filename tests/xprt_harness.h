@@ -36,9 +36,10 @@ long long rr_th_thread_wakeups(const char *name);
 bool rr_th_thread_asleep(const char *name);
 /* Until rr_th_thread_asleep(@name), at most @ms. */
 bool rr_th_until_thread_asleep(const char *name, unsigned ms);
-/* Until a thread named @name wakes up at most @max times in 100 ms (its
- * loop went idle), at most @ms: true when it did. */
-bool rr_th_until_thread_idle(const char *name, long long max, unsigned ms);
+/* Until a thread named @name wakes up at most @max times in @window ms (its
+ * loop went idle), at most @ms: true when it did. A window long enough that
+ * a busy loop starved of CPU by a loaded machine still shows. */
+bool rr_th_until_thread_idle(const char *name, long long max, unsigned window, unsigned ms);
 
 /* An rr_tp responder listening on 127.0.0.1, ephemeral port; @recv/@ctx as
  * for rr_tp_server_create. Returns 0 or a negative errno. */

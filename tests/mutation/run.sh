@@ -123,7 +123,9 @@ for p in "${patches[@]}"; do
 		results+=("$(printf '%-28s NOT CAUGHT (%ss)' "$name" $(($(date +%s) - start)))")
 		missed=$((missed + 1))
 	else
-		by=$(sed -n 's/^[[:space:]]*[0-9]* - \([A-Za-z0-9_]*\) (.*/\1/p' "$log" | head -n 3 | paste -sd' ')
+		# the tests that failed (not those --stop-on-failure left unrun)
+		by=$(grep -v '(Not Run)\|(Skipped)' "$log" |
+		     sed -n 's/^[[:space:]]*[0-9]* - \([A-Za-z0-9_]*\) (.*/\1/p' | head -n 3 | paste -sd' ')
 		results+=("$(printf '%-28s caught by %s (%ss)' "$name" "${by:-?}" \
 			$(($(date +%s) - start)))")
 		caught=$((caught + 1))
