@@ -715,6 +715,51 @@ TEST(rrep_e2e_fenced_on_the_wire)
 	srv_stop(&s);
 }
 
+/* A requester sends its RDMA_DONE and the responder is destroyed (or the
+ * connection dies) right behind it: the responder's fence of that Reply, a
+ * Local Invalidate, may still be in flight, its completion not yet polled.
+ * Nothing of it may be lost: after each destroy every allocation of the
+ * responder's environment is freed (the exposed Reply's record used to be
+ * referenced by that work request alone and leaked, and with its window the
+ * connection's protection domain could not be freed either). 40 rounds,
+ * since the interleaving is the threads'. */
+TEST(rrep_e2e_done_then_destroy_frees_all)
+{
+	unsigned leaked = 0;
+
+	if (!rr_th_soft_ok())
+		return;
+	for (uint32_t i = 0; i < 40; i++) {
+		struct rr_test_env te;
+		struct rr_tp_conf sc;
+		struct srv s;
+		struct rr_th_rogue g;
+		uint32_t stag, len, xid = 0xa00 + i;
+		uint64_t off;
+		uint8_t m[64];
+		int port;
+
+		rr_test_env_init(&te, 11 + i);
+		rr_tp_conf_default(&sc);
+		sc.env = &te.env;
+		port = srv_start(&s, &sc);
+		REQUIRE(port > 0);
+		REQUIRE_EQ(rogue_open(&g, port), 0);
+		REQUIRE(rogue_exposed(&g, xid, &stag, &off, &len));
+		CHECK_EQ(rogue_read(&g, stag, off, 64), 0);
+		/* the RDMA_DONE, then at once: the responder goes (even
+		 * rounds) or the connection does (odd rounds) */
+		CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, xid), 0, NULL, 3000), 0);
+		if (i & 1)
+			rr_th_rogue_close(&g);
+		srv_stop(&s);
+		if (!(i & 1))
+			rr_th_rogue_close(&g);
+		leaked += te.live != 0;
+	}
+	CHECK_EQ(leaked, 0);
+}
+
 /* Disconnect with Replies waiting: every exposed Reply is fenced at once. */
 TEST(rrep_e2e_disconnect_with_replies_waiting)
 {
