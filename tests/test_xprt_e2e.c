@@ -1191,6 +1191,30 @@ TEST(xprt_e2e_grants_randomized)
 		rr_put_be32(buf + off + 16, 40); rr_put_be32(buf + off + 20, MAGIC); \
 	} while (0)
 
+/* Submits a Call of the requester @c carrying one 40-byte item and a sink
+ * for it (a Write chunk: @c runs without inline_ddp), and a largest Reply of
+ * @max_reply; the rogue takes it (decoded into @h) and RDMA-Writes the
+ * item's data into the Write chunk, as a responder does. */
+static struct rpc *written_call(struct rr_th_rresp *g, struct rr_th_cl *c, uint32_t max_reply,
+				struct rr_xprt_hdr *h)
+{
+	uint32_t lens[1] = {40}, vend;
+	uint8_t m[4096];
+	struct rpc *p = mk_rpc(c, 0, 0, 1, lens, true, max_reply);
+	int n;
+
+	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
+	n = rr_th_rresp_recv(g, m, 5000);
+	REQUIRE(n > 28);
+	REQUIRE_EQ(rr_xprt_hdr_decode(m, (size_t)n, true, 0, 0, h), RR_XPRT_V_OK);
+	REQUIRE_EQ(h->nwrites, 1);
+	memcpy(g->data, p->data[0], 40);
+	CHECK_EQ(rr_th_rresp_rdma(g, true, h->writes[0].segs[0].handle,
+				  h->writes[0].segs[0].offset, 40, 0, &vend, 5000),
+		 RPCRDMA_WC_SUCCESS);
+	return p;
+}
+
 /* Malformed Replies are silently discarded: after nine of them (each with
  * its own marker in the RPC body) the valid Reply completes the Call, with
  * its own body and the data the rogue RDMA-Wrote into the Write chunk, on
@@ -1208,7 +1232,7 @@ TEST(xprt_e2e_rogue_responder)
 	struct rr_th_cl c;
 	static struct rr_xprt_hdr h, rh;
 	uint8_t call[4096], m[4096];
-	uint32_t lens[1] = {40}, xid, wstag, vend;
+	uint32_t xid, wstag, vend;
 	uint64_t woff;
 	uint64_t li0, ri0;
 	struct rpc *p, *q;
@@ -1222,19 +1246,10 @@ TEST(xprt_e2e_rogue_responder)
 	REQUIRE_EQ(rr_th_rresp_connect(&g, &c, &cc, cl_complete, pd, sizeof(pd)), 0);
 
 	/* One Call with a Write chunk; the Reply will echo it. */
-	p = mk_rpc(&c, 0, 0, 1, lens, true, 256);
-	REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
-	n = rr_th_rresp_recv(&g, call, 5000);
-	REQUIRE(n > 28);
-	REQUIRE_EQ(rr_xprt_hdr_decode(call, (size_t)n, true, 0, 0, &h), RR_XPRT_V_OK);
+	p = written_call(&g, &c, 256, &h);
 	xid = h.xid;
-	REQUIRE_EQ(h.nwrites, 1);
 	wstag = h.writes[0].segs[0].handle;
 	woff = h.writes[0].segs[0].offset;
-	/* the item's data placed as a responder does: RDMA Write */
-	memcpy(g.data, p->data[0], 40);
-	CHECK_EQ(rr_th_rresp_rdma(&g, true, wstag, h.writes[0].segs[0].offset, 40, 0, &vend, 5000),
-		 RPCRDMA_WC_SUCCESS);
 
 #define RBASE()                                                                \
 	do {                                                                   \
@@ -1404,9 +1419,8 @@ TEST(xprt_e2e_reply_rules_end_to_end)
 	struct rr_tp_conf sc, cc;
 	struct rr_th_cl c;
 	uint8_t m[4096];
-	uint32_t lens[1] = {40}, vend;
 	struct rpc *p;
-	int n, hl;
+	int hl;
 	enum { NOMSG_NO_REPLY, REPLY_TOO_LONG, REPLY_ALL_EMPTY, MSG_REPLY_USED, WRITE_EXTRA,
 	       READ_IN_REPLY, ERR_CUT, OTHER_XID, NRULES };
 
@@ -1416,16 +1430,8 @@ TEST(xprt_e2e_reply_rules_end_to_end)
 	cc.inline_ddp = false;
 	REQUIRE_EQ(rr_th_rresp_open(&g), 0);
 	REQUIRE_EQ(rr_th_rresp_connect(&g, &c, &cc, cl_complete, pd, sizeof(pd)), 0);
-	p = mk_rpc(&c, 0, 0, 1, lens, true, 10000);
-	REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
-	n = rr_th_rresp_recv(&g, m, 5000);
-	REQUIRE(n > 28);
-	REQUIRE_EQ(rr_xprt_hdr_decode(m, (size_t)n, true, 0, 0, &h), RR_XPRT_V_OK);
-	REQUIRE_EQ(h.nwrites, 1);
+	p = written_call(&g, &c, 10000, &h);
 	REQUIRE(h.has_reply);
-	memcpy(g.data, p->data[0], 40);
-	CHECK_EQ(rr_th_rresp_rdma(&g, true, h.writes[0].segs[0].handle, h.writes[0].segs[0].offset,
-				  40, 0, &vend, 5000), RPCRDMA_WC_SUCCESS);
 	for (int rule = 0; rule <= NRULES; rule++) {
 		uint32_t body_xid = h.xid;
 		size_t len;
