@@ -171,6 +171,9 @@ struct tp_conn {
 	/* reliable reply (section "Reliable reply" below) */
 	struct rr_rrep_table rrep;      /* responder: Replies awaiting RDMA_DONE */
 	struct rrep_exp *rrep_dead;     /* responder: fenced, freed with the QP */
+	struct rrep_exp *rrep_fencing;  /* responder: Local Invalidate in flight
+					   (freed on its completion, or with the
+					   QP when that is never polled) */
 	uint32_t rrep_forged;           /* responder: forged RDMA_DONEs seen */
 	struct tp_park *parkq, **park_tail; /* responder: Read-chunk Replies
 					   waiting for a reservation */
@@ -2186,6 +2189,7 @@ struct rrep_exp {
 	bool mr_exposed;           /* no windows: @mr's own STag is exposed,
 				      and deregistering it is the fence */
 	struct rrep_exp *next;     /* conn's rrep_dead list */
+	struct rrep_exp *fnext;    /* conn's rrep_fencing list */
 };
 
 /* Requester: one Reply being pulled. */
@@ -2264,6 +2268,12 @@ static void rrep_conn_free(struct tp_conn *cn)
 			struct rrep_exp *x = cn->rrep_dead;
 
 			cn->rrep_dead = x->next;
+			rrep_exp_free(ep, x);
+		}
+		while (cn->rrep_fencing) {
+			struct rrep_exp *x = cn->rrep_fencing;
+
+			cn->rrep_fencing = x->fnext;
 			rrep_exp_free(ep, x);
 		}
 		return;
@@ -2545,6 +2555,11 @@ static void sv_rrep_fence(struct rr_tp_server *s, struct tp_conn *cn, struct rre
 		sv_rrep_retire(cn, x, false);
 		return;
 	}
+	/* referenced by the work request alone until its completion: kept on
+	 * a list too, freed with the QP if that completion is never polled
+	 * (a destroy, a connection lost meanwhile) */
+	x->fnext = cn->rrep_fencing;
+	cn->rrep_fencing = x;
 	s->ep.stats.local_inv++;
 }
 
@@ -2552,8 +2567,12 @@ static void sv_rrep_inv_done(struct rr_tp_server *s, struct tp_conn *cn,
 			     const struct rpcrdma_wc *wc)
 {
 	struct rrep_exp *x = WRPTR(wc->wr_id);
+	struct rrep_exp **pp = &cn->rrep_fencing;
 
-	(void)s;
+	while (*pp && *pp != x)   /* at most rrep_max long */
+		pp = &(*pp)->fnext;
+	if (*pp)
+		*pp = x->fnext;
 	sv_rrep_retire(cn, x, wc->status == RPCRDMA_WC_SUCCESS);
 	pthread_cond_broadcast(&s->ep.cond);
 }

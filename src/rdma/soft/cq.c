@@ -15,6 +15,10 @@
 
 #include "rdma/soft/lease.h"
 
+/* Process-wide counts of soft QPs (soft.h); here because every file that
+ * counts calls this one or a file below it. */
+struct soft_counters soft_counters;
+
 /* -------------------------------------------------------- wake-ups -- */
 
 /* The CQ's wake eventfd: written for a thread that waits (epoll, or a

@@ -251,6 +251,7 @@ static enum rr_rx_code rx_send_inv(struct soft_qp *qp, const struct rr_ddp_event
 
 	if (r)
 		return r == -EPERM ? RR_RXC_PD : mrt_code(r);
+	atomic_fetch_add_explicit(&soft_counters.remote_invs, 1, memory_order_relaxed);
 	wc->flags |= RPCRDMA_WC_WITH_INV;
 	wc->invalidated_stag = ev->inv_stag;
 	return RR_RXC_OK;

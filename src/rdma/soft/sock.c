@@ -116,6 +116,8 @@ ssize_t rr_soft_sock_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned 
 			if (n != -EAGAIN) {
 				qp->spin_miss = 0;
 				atomic_fetch_add_explicit(&q->spin_hits, 1, memory_order_relaxed);
+				atomic_fetch_add_explicit(&soft_counters.spin_hits, 1,
+							  memory_order_relaxed);
 				return n;
 			}
 			if (rr_cq_ring_pending(&q->ring) || atomic_load(&q->intr) ||
@@ -125,6 +127,7 @@ ssize_t rr_soft_sock_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned 
 				break;
 		}
 		atomic_fetch_add_explicit(&q->spin_misses, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&soft_counters.spin_misses, 1, memory_order_relaxed);
 		if (++qp->spin_miss >= SOFT_SPIN_MISSES) {
 			qp->spin_miss = 0;
 			qp->spin_skip = SOFT_SPIN_SKIP;

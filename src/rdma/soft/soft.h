@@ -119,6 +119,23 @@
 #define SOFT_COMMIT_PAST_EOF 3u      /* a region reaches past the end of its
 					file (it shrank): not durable */
 
+/* Process-wide counts of what soft QPs did with invalidatable registrations
+ * (memory windows): binds executed, Local Invalidates executed, and Send
+ * With Invalidate of a peer accepted (the window invalidated); and of the
+ * spins of fast waiters (as soft_cq.spin_hits/_misses, for waits whose CQ
+ * a test cannot reach, inside the RPC client). A Local Invalidate leaves no
+ * trace on the wire; tests observe through these how a transport fenced
+ * its windows (docs/testing.md). Relaxed atomics, never reset: a test
+ * reads differences. */
+struct soft_counters {
+	_Atomic uint64_t mw_binds;
+	_Atomic uint64_t local_invs;
+	_Atomic uint64_t remote_invs;
+	_Atomic uint64_t spin_hits;
+	_Atomic uint64_t spin_misses;
+};
+extern struct soft_counters soft_counters;
+
 struct soft_ctx;
 struct soft_qp;
 

@@ -238,6 +238,7 @@ static void wqe_bind(struct soft_qp *qp, struct soft_wqe *w, const struct rpcrdm
 	} else {
 		w->mw->rkey = stag;
 		w->mw->to = to;
+		atomic_fetch_add_explicit(&soft_counters.mw_binds, 1, memory_order_relaxed);
 	}
 	w->state = WQE_DONE;
 }
@@ -424,6 +425,9 @@ static bool tx_pick(struct soft_qp *qp)
 		case RPCRDMA_WR_LOCAL_INV:
 			r = rr_mrt_invalidate(&qp->ctx->mrt, w->stag, &qp->pd->base, NULL);
 			w->status = r ? RPCRDMA_WC_LOC_PROT_ERR : RPCRDMA_WC_SUCCESS;
+			if (!r)
+				atomic_fetch_add_explicit(&soft_counters.local_invs, 1,
+							  memory_order_relaxed);
 			w->state = WQE_DONE;
 			qp->sq_next++;
 			if (r)
