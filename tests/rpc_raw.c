@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 int rpc_raw_connect_from(int port, const char *src)
 {
@@ -30,6 +31,21 @@ int rpc_raw_connect_from(int port, const char *src)
 int rpc_raw_connect(int port)
 {
 	return rpc_raw_connect_from(port, NULL);
+}
+
+int rpc_raw_try_connect(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0), e;
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+		return fd;
+	e = -errno;
+	close(fd);
+	return e;
 }
 
 void rpc_raw_send_all(int fd, const void *p, size_t n)

@@ -11,8 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A TCP socket connected to 127.0.0.1:@port (REQUIREd to succeed). */
+/* A TCP socket connected to 127.0.0.1:@port (REQUIREd to succeed: the
+ * test's thread only). */
 int rpc_raw_connect(int port);
+/* The same for any thread: the socket, or a negative errno. */
+int rpc_raw_try_connect(int port);
 /* The same, bound first to the local address @src ("127.0.0.2"; NULL: no
  * bind). */
 int rpc_raw_connect_from(int port, const char *src);

@@ -1,14 +1,23 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The test runner: runs every registered TEST, or those named on the command
- * line, each in turn, and prints "N passed, N failed". `--list` prints the
- * table. A fatal check ends only the current test (longjmp). */
+ * line, each in turn, and prints "N passed, N failed, N skipped". `--list`
+ * prints the table. A fatal check ends only the current test (longjmp, on
+ * the test's own thread; on any other thread it ends that thread). A test
+ * that cannot run here is reported "skip", never "ok"; when nothing that
+ * ran passed and something was skipped the exit status is
+ * RR_TEST_SKIP_CODE (CTest SKIP_RETURN_CODE). */
 #include "test.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 static struct rr_test *tests;
 static jmp_buf test_jmp;
-static int test_failed;
+static atomic_int test_failed;
+static atomic_int test_skipped;
+static _Thread_local bool is_test_thread;
 
 void rr_test_register(struct rr_test *t)
 {
@@ -16,12 +25,38 @@ void rr_test_register(struct rr_test *t)
 	tests = t;
 }
 
+bool rr_test_on_test_thread(void)
+{
+	return is_test_thread;
+}
+
+/* Ends the current test from the test thread; any other thread ends
+ * itself (a longjmp into another thread's stack is undefined). */
+static _Noreturn void end_test(void)
+{
+	if (!is_test_thread) {
+		fprintf(stderr, "  (a fatal check on a worker thread: that thread ends)\n");
+		fflush(stderr);
+		pthread_exit(NULL);
+	}
+	longjmp(test_jmp, 1);
+}
+
+void rr_test_require_here(const char *file, int line)
+{
+	if (is_test_thread)
+		return;
+	fprintf(stderr, "  %s:%d: REQUIRE on a thread that is not the test's (use CHECK)\n", file,
+		line);
+	atomic_store(&test_failed, 1);
+}
+
 void rr_test_fail(const char *file, int line, const char *expr, bool fatal)
 {
 	fprintf(stderr, "  %s:%d: check failed: %s\n", file, line, expr);
-	test_failed = 1;
+	atomic_store(&test_failed, 1);
 	if (fatal)
-		longjmp(test_jmp, 1);
+		end_test();
 }
 
 void rr_test_fail_eq(const char *file, int line, const char *a, const char *b,
@@ -29,9 +64,26 @@ void rr_test_fail_eq(const char *file, int line, const char *a, const char *b,
 {
 	fprintf(stderr, "  %s:%d: check failed: %s == %s (%lld vs %lld)\n", file,
 		line, a, b, va, vb);
-	test_failed = 1;
+	atomic_store(&test_failed, 1);
 	if (fatal)
-		longjmp(test_jmp, 1);
+		end_test();
+}
+
+void rr_test_mark_skipped(const char *why)
+{
+	if (!is_test_thread) {
+		fprintf(stderr, "  skip requested on a worker thread: %s\n", why);
+		atomic_store(&test_failed, 1);
+		return;
+	}
+	printf("  skipped: %s\n", why);
+	atomic_store(&test_skipped, 1);
+}
+
+_Noreturn void rr_test_skip(const char *why)
+{
+	rr_test_mark_skipped(why);
+	end_test();
 }
 
 static void *te_alloc(void *ctx, size_t size)
@@ -125,9 +177,22 @@ size_t rr_test_hex(const char *hex, uint8_t *out, size_t cap)
 	return n;
 }
 
+bool rr_test_until(bool (*cond)(void *arg), void *arg, unsigned ms)
+{
+	const struct timespec nap = {0, 1000000};
+	uint64_t end = rr_now_ns(NULL) + (uint64_t)ms * 1000000u;
+
+	while (!cond(arg)) {
+		if (rr_now_ns(NULL) >= end)
+			return cond(arg);
+		nanosleep(&nap, NULL);
+	}
+	return true;
+}
+
 _Noreturn void rr_test_abort(void)
 {
-	longjmp(test_jmp, 1);
+	end_test();
 }
 
 static struct rr_test *reverse(struct rr_test *t)
@@ -144,25 +209,45 @@ static struct rr_test *reverse(struct rr_test *t)
 	return r;
 }
 
-static int run_one(struct rr_test *t)
+enum outcome { T_PASS, T_FAIL, T_SKIP };
+
+static enum outcome run_one(struct rr_test *t)
 {
-	test_failed = 0;
+	enum outcome o;
+
+	atomic_store(&test_failed, 0);
+	atomic_store(&test_skipped, 0);
 	if (setjmp(test_jmp) == 0)
 		t->fn();
-	printf("%s %s\n", test_failed ? "FAIL" : "ok  ", t->name);
+	o = atomic_load(&test_failed) ? T_FAIL : atomic_load(&test_skipped) ? T_SKIP : T_PASS;
+	printf("%s %s\n", o == T_FAIL ? "FAIL" : o == T_SKIP ? "skip" : "ok  ", t->name);
 	fflush(stdout);
-	return !test_failed;
+	return o;
+}
+
+static void count(enum outcome o, unsigned *passed, unsigned *failed, unsigned *skipped)
+{
+	if (o == T_PASS)
+		(*passed)++;
+	else if (o == T_FAIL)
+		(*failed)++;
+	else
+		(*skipped)++;
 }
 
 int main(int argc, char **argv)
 {
-	unsigned passed = 0, failed = 0;
+	unsigned passed = 0, failed = 0, skipped = 0;
 	struct rr_test *t;
 
+	is_test_thread = true;
 	tests = reverse(tests);
 	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		printf("usage: %s [--list] [TEST_NAME ...]\n"
-		       "Runs every test, or the named ones.\n", argv[0]);
+		       "Runs every test, or the named ones. Exit status: 0 when none\n"
+		       "failed, 1 when one failed, %d when every test run was skipped\n"
+		       "(cannot run here: CTest's SKIP_RETURN_CODE).\n", argv[0],
+		       RR_TEST_SKIP_CODE);
 		return 0;
 	}
 	if (argc > 1 && !strcmp(argv[1], "--list")) {
@@ -172,7 +257,7 @@ int main(int argc, char **argv)
 	}
 	if (argc == 1) {
 		for (t = tests; t; t = t->next)
-			run_one(t) ? passed++ : failed++;
+			count(run_one(t), &passed, &failed, &skipped);
 	} else {
 		for (int i = 1; i < argc; i++) {
 			for (t = tests; t; t = t->next)
@@ -183,9 +268,11 @@ int main(int argc, char **argv)
 				failed++;
 				continue;
 			}
-			run_one(t) ? passed++ : failed++;
+			count(run_one(t), &passed, &failed, &skipped);
 		}
 	}
-	printf("%u passed, %u failed\n", passed, failed);
-	return failed ? 1 : 0;
+	printf("%u passed, %u failed, %u skipped\n", passed, failed, skipped);
+	if (failed)
+		return 1;
+	return skipped && !passed ? RR_TEST_SKIP_CODE : 0;
 }

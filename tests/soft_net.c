@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -119,17 +120,18 @@ void soft_net_unpair(struct rpcrdma_qp *cqp, struct rpcrdma_qp *sqp, struct rpcr
 	CHECK_EQ(rpcrdma_qp_destroy(sqp), 0);
 }
 
-void soft_net_post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off,
-			uint32_t len)
+int soft_net_try_post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off,
+			   uint32_t len)
 {
 	struct rpcrdma_sge sg = {(uintptr_t)n->buf + off, len, rpcrdma_mr_lkey(n->mr)};
 	struct rpcrdma_recv_wr rw = {.wr_id = id, .sg_list = &sg, .num_sge = 1};
 
-	REQUIRE_EQ(rpcrdma_post_recv(qp, &rw, NULL), 0);
+	return rpcrdma_post_recv(qp, &rw, NULL);
 }
 
-void soft_net_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
-			enum rpcrdma_wr_opcode op, size_t off, uint32_t len, size_t roff, bool sig)
+int soft_net_try_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
+			   enum rpcrdma_wr_opcode op, size_t off, uint32_t len, size_t roff,
+			   bool sig)
 {
 	struct rpcrdma_sge sg = {(uintptr_t)n->buf + off, len, rpcrdma_mr_lkey(n->mr)};
 	struct rpcrdma_send_wr wr = {.wr_id = id, .sg_list = &sg, .num_sge = 1, .opcode = op,
@@ -137,7 +139,19 @@ void soft_net_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
 				     .u.rdma = {.remote_offset = rpcrdma_mr_remote_offset(n->mr) + roff,
 						.stag = rpcrdma_mr_rkey(n->mr)}};
 
-	REQUIRE_EQ(rpcrdma_post_send(qp, &wr, NULL), 0);
+	return rpcrdma_post_send(qp, &wr, NULL);
+}
+
+void soft_net_post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off,
+			uint32_t len)
+{
+	REQUIRE_EQ(soft_net_try_post_recv(n, qp, id, off, len), 0);
+}
+
+void soft_net_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
+			enum rpcrdma_wr_opcode op, size_t off, uint32_t len, size_t roff, bool sig)
+{
+	REQUIRE_EQ(soft_net_try_post_send(n, qp, id, op, off, len, roff, sig), 0);
 }
 
 static void *wait_thread(void *arg)
@@ -196,14 +210,69 @@ bool soft_net_handed(struct rpcrdma_qp *qp)
 	return on;
 }
 
+static bool fast_blocked(void *arg)
+{
+	return atomic_load(&((struct soft_cq *)arg)->fast_blocked) != 0;
+}
+
 bool soft_net_until_fast_blocked(struct rpcrdma_cq *cq)
 {
-	struct soft_cq *q = soft_net_cq_of(cq);
+	return rr_test_until(fast_blocked, soft_net_cq_of(cq), 5000);
+}
 
-	for (int i = 0; i < 2000; i++) {
-		if (atomic_load(&q->fast_blocked))
-			return true;
-		usleep(1000);
-	}
-	return false;
+static bool thread_asleep(void *arg)
+{
+	return atomic_load(&((struct soft_ctx *)arg)->sleep_until) == UINT64_MAX;
+}
+
+bool soft_net_until_thread_asleep(struct rpcrdma_context *ctx)
+{
+	return rr_test_until(thread_asleep,
+			     RR_CONTAINER_OF(RR_BASE(context, ctx), struct soft_ctx, base), 5000);
+}
+
+struct waiting_arg {
+	struct soft_cq *q;
+	int n;
+};
+
+static bool waiting_n(void *arg)
+{
+	struct waiting_arg *a = arg;
+
+	return atomic_load(&a->q->waiting) >= a->n;
+}
+
+bool soft_net_until_waiting(struct rpcrdma_cq *cq, int n)
+{
+	struct waiting_arg a = {soft_net_cq_of(cq), n};
+
+	return rr_test_until(waiting_n, &a, 5000);
+}
+
+struct holds_arg {
+	int fd;
+	size_t bytes;
+};
+
+static bool holds(void *arg)
+{
+	struct holds_arg *a = arg;
+	int n = 0;
+
+	return ioctl(a->fd, FIONREAD, &n) == 0 && (size_t)n >= a->bytes;
+}
+
+bool soft_net_until_socket_holds(struct rpcrdma_qp *qp, size_t bytes)
+{
+	struct holds_arg a = {soft_net_qp_of(qp)->obj.fd, bytes};
+
+	return rr_test_until(holds, &a, 5000);
+}
+
+size_t soft_net_send_fpdu(uint32_t len)
+{
+	/* ULPDU length (2) + untagged header (2 + 16) + payload, padded to
+	 * 4, + CRC field (4, present when CRC is off too) */
+	return RR_ALIGN4(2u + 18u + (size_t)len) + 4u;
 }

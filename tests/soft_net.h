@@ -52,14 +52,22 @@ void soft_net_pair(struct net *n, uint32_t depth, struct rpcrdma_qp **cqp, struc
 void soft_net_unpair(struct rpcrdma_qp *cqp, struct rpcrdma_qp *sqp, struct rpcrdma_cm_id *cid,
 		     struct rpcrdma_cm_id *sid);
 
-/* A receive of @len bytes at @off of n->buf (soft_net_up_buf), wr_id @id. */
+/* A receive of @len bytes at @off of n->buf (soft_net_up_buf), wr_id @id.
+ * REQUIREd to post: the test's thread only. */
 void soft_net_post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off,
 			uint32_t len);
 /* A work request @op of @len bytes at @off of n->buf, signaled when @sig;
  * an RDMA Write/Read targets @roff of n->buf through its rkey (ignored by
- * Sends). */
+ * Sends). REQUIREd to post: the test's thread only. */
 void soft_net_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
 			enum rpcrdma_wr_opcode op, size_t off, uint32_t len, size_t roff, bool sig);
+/* The same for any thread: rpcrdma_post_recv's / rpcrdma_post_send's
+ * result. */
+int soft_net_try_post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off,
+			   uint32_t len);
+int soft_net_try_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
+			   enum rpcrdma_wr_opcode op, size_t off, uint32_t len, size_t roff,
+			   bool sig);
 
 /* A thread asleep in rpcrdma_cq_wait(@cq, one entry, @timeout_ms). */
 struct soft_net_waiter {
@@ -90,7 +98,17 @@ struct soft_qp *soft_net_qp_of(struct rpcrdma_qp *qp);
 /* Whether the progress thread serves @qp's socket (read under its tx_lock,
  * where the hand-over changes it). */
 bool soft_net_handed(struct rpcrdma_qp *qp);
-/* Until a waiter sleeps in a fast read on @cq (true) or 2 s passed (false). */
+/* Until a waiter sleeps in a fast read on @cq (true) or 5 s passed (false). */
 bool soft_net_until_fast_blocked(struct rpcrdma_cq *cq);
+/* Until the progress thread of @ctx sleeps with no deadline at all (it
+ * then holds no lease to end and no handshake to time out), or 5 s. */
+bool soft_net_until_thread_asleep(struct rpcrdma_context *ctx);
+/* Until @n threads wait in rpcrdma_cq_wait on @cq, or 5 s passed. */
+bool soft_net_until_waiting(struct rpcrdma_cq *cq, int n);
+/* Until @qp's socket holds at least @bytes unread (FIONREAD), or 5 s. */
+bool soft_net_until_socket_holds(struct rpcrdma_qp *qp, size_t bytes);
+/* Bytes on the wire of an RDMA Send of @len bytes in one FPDU (MPA length,
+ * untagged DDP/RDMAP header, payload, pad, CRC field: RFC 5044, 5041). */
+size_t soft_net_send_fpdu(uint32_t len);
 
 #endif

@@ -6,6 +6,20 @@
  * CHECK(cond) records a failure and continues; REQUIRE(cond) records it and
  * ends the test. CHECK_EQ/REQUIRE_EQ compare integers and print both values.
  *
+ * Threads: CHECK may be used on any thread (failures are recorded
+ * atomically). REQUIRE, rr_test_abort and rr_test_skip end the test with a
+ * longjmp, which is only defined on the test's own thread: evaluated on any
+ * other thread a REQUIRE is itself recorded as a failure (misuse), and one
+ * whose condition is false ends that thread (pthread_exit) instead of
+ * jumping across threads. Worker threads use CHECK and return.
+ *
+ * Skips: a test that cannot run here (a provider or library not built in,
+ * no RDMA device) calls rr_test_skip(why) (ends it at once) or
+ * rr_test_mark_skipped(why) (then returns by itself, after its cleanup). It
+ * is reported "skip", never "ok"; a failure recorded as well still makes it
+ * FAIL. The runner exits with RR_TEST_SKIP_CODE when nothing it ran passed
+ * and something was skipped (CTest's SKIP_RETURN_CODE).
+ *
  * Also here: test environments (a failing allocator that fails the i-th
  * allocation, a virtual clock, a seeded random generator) and hexdump helpers. */
 #ifndef RR_TEST_H
@@ -23,11 +37,27 @@ struct rr_test {
 	struct rr_test *next;
 };
 
+/* Exit status of the runner when every test it ran was skipped. */
+#define RR_TEST_SKIP_CODE 77
+
 void rr_test_register(struct rr_test *t);
 void rr_test_fail(const char *file, int line, const char *expr, bool fatal);
 void rr_test_fail_eq(const char *file, int line, const char *a, const char *b,
 		     long long va, long long vb, bool fatal);
+/* Ends the current test (after a recorded failure). On a thread other than
+ * the test's it ends that thread. */
 _Noreturn void rr_test_abort(void);
+/* Records a misuse when called on a thread other than the test's (REQUIRE
+ * evaluates it). */
+void rr_test_require_here(const char *file, int line);
+/* True on the thread that runs the tests. */
+bool rr_test_on_test_thread(void);
+/* The current test cannot run here: prints @why, marks it skipped and ends
+ * it (test thread only; elsewhere a misuse failure). */
+_Noreturn void rr_test_skip(const char *why);
+/* As rr_test_skip without ending the test: the caller cleans up and
+ * returns. */
+void rr_test_mark_skipped(const char *why);
 
 #define TEST(n)                                                                \
 	static void test_##n(void);                                            \
@@ -45,6 +75,7 @@ _Noreturn void rr_test_abort(void);
 	} while (0)
 #define REQUIRE(c)                                                             \
 	do {                                                                   \
+		rr_test_require_here(__FILE__, __LINE__);                      \
 		if (!(c))                                                      \
 		{                                                              \
 			rr_test_fail(__FILE__, __LINE__, #c, true);            \
@@ -60,6 +91,7 @@ _Noreturn void rr_test_abort(void);
 	} while (0)
 #define REQUIRE_EQ(a, b)                                                       \
 	do {                                                                   \
+		rr_test_require_here(__FILE__, __LINE__);                      \
 		long long va_ = (long long)(a), vb_ = (long long)(b);          \
 		if (va_ != vb_)                                                \
 		{                                                              \
@@ -69,6 +101,20 @@ _Noreturn void rr_test_abort(void);
 		}                                                              \
 	} while (0)
 #define CHECK_MEM(a, b, n) CHECK(memcmp((a), (b), (n)) == 0)
+
+/* ---- timing (docs/testing.md "Timing") ----
+ * No test asserts how fast something is (benchmarks report ratios) and none
+ * sleeps to let something happen: it waits for the condition, bounded.
+ * Liveness: a wait that an event must end is given RR_TEST_WAIT_MS and must
+ * end within RR_TEST_PROMPT_NS (half of it): only a lost wake-up or a hang
+ * takes that long, not a loaded machine. A loop that must sleep, not spin,
+ * is checked by counting its wake-ups with a wide bound. */
+#define RR_TEST_WAIT_MS 20000
+#define RR_TEST_PROMPT_NS 10000000000ull
+
+/* Polls @cond(@arg) until true or @ms passed (a short sleep between
+ * looks); returns the last result. */
+bool rr_test_until(bool (*cond)(void *arg), void *arg, unsigned ms);
 
 /* ---- test environments ---- */
 

@@ -535,17 +535,6 @@ struct lend_rpc {
 	struct rr_xprt_part part;
 };
 
-static void lend_complete(void *ctx, struct rr_conn_rpc *r)
-{
-	struct rr_th_cl *c = ctx;
-
-	(void)r;
-	pthread_mutex_lock(&c->lock);
-	c->done++;
-	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->lock);
-}
-
 static void lend_submit(struct rr_th_cl *c, struct lend_rpc *p, uint32_t xid)
 {
 	memset(p, 0, sizeof(*p));
@@ -600,7 +589,7 @@ TEST(inline_policy_lent_replies)
 	rr_th_sq_init(&sq, lend_answer);
 	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &lend_srv), 0);
 	rr_th_sq_start(&sq);
-	REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(lend_srv), lend_complete), 0);
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(lend_srv), rr_th_cl_count), 0);
 	for (unsigned i = 0; i < 8; i++) {
 		lend_submit(&c, &held[i], 0x1000 + i);
 		REQUIRE(rr_th_cl_wait(&c, ++done, 3000));

@@ -460,8 +460,8 @@ TEST(lean_rpc_deadline_never_early)
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		ms = ((uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec -
 		      (uint64_t)t0.tv_nsec) / 1000000u;
-		CHECK(ms >= 60);
-		CHECK(ms < 2000);
+		CHECK(ms >= 60);                                 /* never early */
+		CHECK(ms * 1000000u < RR_TEST_PROMPT_NS);        /* the timer fired */
 		rpcrdma_call_destroy(call);
 	}
 	/* A pending asynchronous call destroyed: cancelled, freed (ASan). */

@@ -887,11 +887,23 @@ static void graceful_shutdown_body(void)
 	}
 	atomic_init(&a.done, 0);
 	REQUIRE_EQ(pthread_create(&th, NULL, shut_main, &a), 0);
-	usleep(100000);
-	/* Shutdown waits for the request in flight... */
+	/* Shutdown no longer accepts connections (once it began: until then
+	 * a connection is made and dropped again)... */
+	{
+		int rc = 0;
+
+		for (int t = 0; t < 1000; t++) {
+			rc = rpcrdma_client_create(url, PROG, 1, NULL, &c2);
+			if (rc < 0)
+				break;
+			rpcrdma_client_destroy(c2);
+			c2 = NULL;
+			usleep(5000);
+		}
+		CHECK(rc < 0);
+	}
+	/* ...and waits for the request in flight (held: it cannot end) */
 	CHECK_EQ(atomic_load(&a.done), 0);
-	/* ...and no longer accepts connections. */
-	CHECK(rpcrdma_client_create(url, PROG, 1, NULL, &c2) < 0);
 	CHECK_EQ(release_held(RPCRDMA_SVC_OK), 1);
 	pthread_join(th, NULL);
 	CHECK_EQ(atomic_load(&a.done), 1);
@@ -1172,7 +1184,10 @@ static void server_restart_under_load_body(void)
 		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), (uint32_t)i);
 		REQUIRE_EQ(rpcrdma_call_start(call, async_count, &a), 0);
 	}
-	usleep(20000);
+	/* traffic flows (an asynchronous call came back) when the server goes */
+	for (int t = 0; t < 1000 && atomic_load(&a.done) < 1; t++)
+		usleep(5000);
+	CHECK(atomic_load(&a.done) >= 1);
 	rpcrdma_server_destroy(s);
 	s = NULL;
 	for (int t = 0; t < 50 && rc; t++) {

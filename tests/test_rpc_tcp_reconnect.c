@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "rpc/xprt_tcp.h"
+#include "xprt_harness.h"
 #include "rpc_raw.h"
 #include "rpcrdma/rpc.h"
 
@@ -577,6 +578,7 @@ TEST(rpc_tcp_cancel_and_destroy_while_reconnecting)
 	struct rpcrdma_client *c;
 	struct rpcrdma_call *call;
 	struct done_ctx d;
+	long long w0;
 
 	REQUIRE_EQ(fk_start(&f, 1, 1), 0);
 	c = connect_fake(&f, 30000);
@@ -587,8 +589,13 @@ TEST(rpc_tcp_cancel_and_destroy_while_reconnecting)
 	REQUIRE_EQ(rpcrdma_call_start(call, on_done, &d), 0);
 	CHECK(fk_wait_seen(&f, 1, 3000));
 	fk_unlisten(&f);
+	w0 = rr_th_thread_wakeups("rr-tcp-clnt");
 	fk_cut(&f, 0);
-	usleep(150000); /* a few refused reconnects */
+	/* a few refused reconnects: the receive thread, woken by the cut,
+	 * then sleeps out each backoff (50, 100, ... ms) between attempts */
+	for (int t = 0; t < 500 && rr_th_thread_wakeups("rr-tcp-clnt") - w0 < 3; t++)
+		usleep(10000);
+	CHECK(rr_th_thread_wakeups("rr-tcp-clnt") - w0 >= 3);
 	rpcrdma_call_cancel(call);
 	CHECK(done_wait(&d));
 	CHECK_EQ(d.status, -ECANCELED);

@@ -21,6 +21,7 @@
 
 #include "proto/conn/privdata.h"
 #include "proto/rrep.h"
+#include "rdma/soft/soft.h"
 #include "test.h"
 #include "transport/rdma/tp.h"
 #include "xprt_harness.h"
@@ -286,7 +287,7 @@ TEST(rrep_e2e_sizes_and_r)
 		struct srv s;
 		struct rr_th_cl c;
 		int port;
-		uint64_t exposed = 0;
+		uint64_t exposed = 0, rinv0 = atomic_load(&soft_counters.remote_invs);
 
 		confs(&sc, &cc);
 		sc.remote_inv = rs[ri].srv_r;
@@ -349,11 +350,16 @@ TEST(rrep_e2e_sizes_and_r)
 		CHECK_EQ(st.rrep_done_forged, 0);
 		CHECK_EQ(st.rrep_expired, 0);
 		CHECK_EQ(st.err_chunk_sent, 0);
-		/* With R on both sides the RDMA_DONE invalidated remotely. */
-		if (rs[ri].srv_r && rs[ri].cl_r)
+		/* With R on both sides the RDMA_DONE invalidated remotely; with
+		 * R on one side only, no Send With Invalidate at all (RFC 8797
+		 * 4.1), as the provider saw it. */
+		if (rs[ri].srv_r && rs[ri].cl_r) {
 			CHECK(st.remote_inv >= exposed);
-		else
+			CHECK(atomic_load(&soft_counters.remote_invs) - rinv0 >= exposed);
+		} else {
 			CHECK(st.local_inv >= exposed);
+			CHECK_EQ(atomic_load(&soft_counters.remote_invs) - rinv0, 0);
+		}
 		rr_th_cl_stop(&c);
 		srv_stop(&s);
 	}
@@ -480,27 +486,7 @@ static int rogue_open(struct rr_th_rogue *g, int port)
 /* RDMA Read of @len bytes from (@stag, @off) into g->pull. 0 or -1. */
 static int rogue_read(struct rr_th_rogue *g, uint32_t stag, uint64_t off, uint32_t len)
 {
-	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->pull, len, rpcrdma_mr_lkey(g->pmr)};
-	struct rpcrdma_send_wr wr;
-
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 2000;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = RPCRDMA_WR_RDMA_READ;
-	wr.flags = RPCRDMA_SEND_SIGNALED;
-	wr.u.rdma.stag = stag;
-	wr.u.rdma.remote_offset = off;
-	if (rpcrdma_post_send(g->qp, &wr, NULL))
-		return -1;
-	for (unsigned t = 0; t < 3000; t += 2) {
-		struct rpcrdma_wc wc;
-
-		if (rpcrdma_cq_poll(g->cq, 1, &wc) == 1)
-			return wc.status == RPCRDMA_WC_SUCCESS && wc.wr_id == 2000 ? 0 : -1;
-		rr_th_sleep_ms(2);
-	}
-	return -1;
+	return rr_th_rogue_read(g, stag, off, len, 3000) == RPCRDMA_WC_SUCCESS ? 0 : -1;
 }
 
 /* A Call asking for a @reply_n-byte filler; returns the header length. */
@@ -526,6 +512,18 @@ static size_t rogue_done(uint8_t *b, uint32_t xid)
 	return (size_t)rr_rrep_encode_done(xid, 1, b, 16);
 }
 
+/* A Call with a small Reply, and that Reply: everything the rogue sent
+ * before it has been taken by the responder (one connection is served in
+ * order). 0, or -1 when no proper Reply came. */
+static int rogue_round_trip(struct rr_th_rogue *g, uint32_t xid)
+{
+	uint8_t m[64], r[4096];
+	size_t l = rogue_call(m, xid, 8);
+	int n = rr_th_rogue_send(g, m, l, 0, r, 5000);
+
+	return n >= 28 && rr_get_be32(r) == xid && rr_get_be32(r + 12) == RR_XPRT_MSG ? 0 : -1;
+}
+
 /* Gets the Read-chunk Reply to a Call for @xid: its STag and length. */
 static bool rogue_exposed(struct rr_th_rogue *g, uint32_t xid, uint32_t *stag, uint64_t *off,
 			  uint32_t *len)
@@ -549,6 +547,22 @@ static void vclock_env(struct rr_test_env *te)
 	te->now_ns = 1000000000ull;
 }
 
+/* A responder whose exposed Replies expire after 5 s of @te's (virtual)
+ * clock; returns its port. */
+static int srv_start_vclock(struct srv *s, struct rr_test_env *te)
+{
+	struct rr_tp_conf sc;
+	int port;
+
+	vclock_env(te);
+	rr_tp_conf_default(&sc);
+	sc.rrep_clock = &te->env;
+	sc.rrep_timeout_ms = 5000;
+	port = srv_start(s, &sc);
+	REQUIRE(port > 0);
+	return port;
+}
+
 /* A requester that never sends RDMA_DONE: the timeout (virtual clock)
  * fences the Reply; a Read after that fails (its connection ends). Then
  * forged and duplicated RDMA_DONEs: silently dropped, no crash, no
@@ -556,7 +570,6 @@ static void vclock_env(struct rr_test_env *te)
  * invalidates only that STag, which stays accounted to its owner. */
 TEST(rrep_e2e_rogue_requester)
 {
-	struct rr_tp_conf sc;
 	struct rr_test_env te;
 	struct rr_xprt_stats st;
 	struct srv s;
@@ -568,12 +581,7 @@ TEST(rrep_e2e_rogue_requester)
 
 	if (!rr_th_soft_ok())
 		return;
-	vclock_env(&te);
-	rr_tp_conf_default(&sc);
-	sc.rrep_clock = &te.env;
-	sc.rrep_timeout_ms = 5000;
-	port = srv_start(&s, &sc);
-	REQUIRE(port > 0);
+	port = srv_start_vclock(&s, &te);
 	REQUIRE_EQ(rogue_open(&g, port), 0);
 
 	/* 1. never sends RDMA_DONE: fenced after the (virtual) timeout */
@@ -582,8 +590,11 @@ TEST(rrep_e2e_rogue_requester)
 	CHECK_EQ(rogue_read(&g, stag, off, 64), 0);   /* pullable */
 	CHECK_EQ(rr_get_be32(g.pull), 0x500);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 1);
-	rr_th_sleep_ms(300);
-	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 1);    /* real time passes: no expiry */
+	/* only the (virtual) rrep clock expires it: after another round trip
+	 * through the responder it is still pullable */
+	CHECK_EQ(rogue_round_trip(&g, 0x5f0), 0);
+	CHECK_EQ(rogue_read(&g, stag, off, 64), 0);
+	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 1);
 	__atomic_add_fetch(&te.now_ns, 5001000000ull, __ATOMIC_SEQ_CST);
 	CHECK(srv_quiet(&s));
 	rr_tp_server_stats(s.tp, &st);
@@ -596,7 +607,8 @@ TEST(rrep_e2e_rogue_requester)
 	 * XID never used */
 	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x500), 0, NULL, 500), 0);
 	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x5ff), 0, NULL, 500), 0);
-	rr_th_sleep_ms(100);
+	/* the responder took them before the next Call (in order) */
+	CHECK_EQ(rogue_round_trip(&g, 0x5f1), 0);
 	rr_tp_server_stats(s.tp, &st);
 	CHECK_EQ(st.rrep_done_unknown, 3);
 	CHECK_EQ(st.rrep_done_matched, 0);
@@ -607,7 +619,7 @@ TEST(rrep_e2e_rogue_requester)
 	CHECK(stag != stag2);
 	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 2);
 	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x501), stag2, NULL, 500), 0);
-	rr_th_sleep_ms(100);
+	CHECK_EQ(rogue_round_trip(&g, 0x5f2), 0);
 	rr_tp_server_stats(s.tp, &st);
 	CHECK_EQ(st.rrep_done_forged, 1);
 	CHECK_EQ(st.rrep_done_matched, 1);            /* A released (fenced locally) */
@@ -630,9 +642,123 @@ TEST(rrep_e2e_rogue_requester)
 	CHECK(srv_quiet(&s));
 	CHECK_EQ(rogue_read(&g, stag, off, 64), -1);
 	rr_th_rogue_close(&g);
-	rr_th_sleep_ms(100);
-	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 0);
+	CHECK(srv_quiet(&s));
 	srv_stop(&s);
+}
+
+/* Until a Read of (@stag, @off) is refused (the Reply's Read chunk is
+ * fenced), at most 5 s: a Read of a valid STag is harmless, and the first
+ * refused one ends the connection. */
+static bool refused_within(struct rr_th_rogue *g, uint32_t stag, uint64_t off)
+{
+	for (int i = 0; i < 500; i++) {
+		int st = rr_th_rogue_read(g, stag, off, 64, 3000);
+
+		if (st == RPCRDMA_WC_REM_ACCESS_ERR)
+			return true;
+		if (st != RPCRDMA_WC_SUCCESS)
+			return false;
+		rr_th_sleep_ms(10);
+	}
+	return false;
+}
+
+/* The responder's exposures fenced, seen on the wire: for each way a
+ * Reply's life ends -- its RDMA_DONE, its RDMA_DONE by Send With
+ * Invalidate of its STag, the timeout, another Reply's forged RDMA_DONE
+ * naming it -- the rogue first pulls the Read chunk (it was valid), then
+ * its RDMA Reads of that STag are refused (a Terminate), each on a
+ * connection of its own. */
+TEST(rrep_e2e_fenced_on_the_wire)
+{
+	enum { DONE, DONE_INV, TIMEOUT, FORGED, NWAYS };
+	struct rr_test_env te;
+	struct srv s;
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	port = srv_start_vclock(&s, &te);
+	for (int w = 0; w < NWAYS; w++) {
+		struct rr_th_rogue g;
+		uint32_t stag, len, stag2, len2, xid = 0x900 + 0x10 * (uint32_t)w;
+		uint64_t off, off2;
+		uint8_t m[64];
+
+		REQUIRE_EQ(rogue_open(&g, port), 0);
+		REQUIRE(rogue_exposed(&g, xid, &stag, &off, &len));
+		CHECK_EQ(rogue_read(&g, stag, off, 64), 0);   /* valid until now */
+		CHECK_EQ(rr_get_be32(g.pull), xid);
+		switch (w) {
+		case DONE:
+			CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, xid), 0, NULL, 3000), 0);
+			break;
+		case DONE_INV:
+			CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, xid), stag, NULL, 3000), 0);
+			break;
+		case TIMEOUT:
+			__atomic_add_fetch(&te.now_ns, 6000000000ull, __ATOMIC_SEQ_CST);
+			break;
+		case FORGED:
+			/* B's RDMA_DONE by Send With Invalidate of A's STag: the
+			 * provider invalidated A; the transport must fence B */
+			REQUIRE(rogue_exposed(&g, xid + 1, &stag2, &off2, &len2));
+			CHECK_EQ(rogue_read(&g, stag2, off2, 64), 0);
+			CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, xid + 1), stag, NULL, 3000),
+				 0);
+			stag = stag2;
+			off = off2;
+			break;
+		}
+		CHECK(refused_within(&g, stag, off));
+		rr_th_rogue_close(&g);
+	}
+	srv_stop(&s);
+}
+
+/* A requester sends its RDMA_DONE and the responder is destroyed (or the
+ * connection dies) right behind it: the responder's fence of that Reply, a
+ * Local Invalidate, may still be in flight, its completion not yet polled.
+ * Nothing of it may be lost: after each destroy every allocation of the
+ * responder's environment is freed (the exposed Reply's record used to be
+ * referenced by that work request alone and leaked, and with its window the
+ * connection's protection domain could not be freed either). 40 rounds,
+ * since the interleaving is the threads'. */
+TEST(rrep_e2e_done_then_destroy_frees_all)
+{
+	unsigned leaked = 0;
+
+	if (!rr_th_soft_ok())
+		return;
+	for (uint32_t i = 0; i < 40; i++) {
+		struct rr_test_env te;
+		struct rr_tp_conf sc;
+		struct srv s;
+		struct rr_th_rogue g;
+		uint32_t stag, len, xid = 0xa00 + i;
+		uint64_t off;
+		uint8_t m[64];
+		int port;
+
+		rr_test_env_init(&te, 11 + i);
+		rr_tp_conf_default(&sc);
+		sc.env = &te.env;
+		port = srv_start(&s, &sc);
+		REQUIRE(port > 0);
+		REQUIRE_EQ(rogue_open(&g, port), 0);
+		REQUIRE(rogue_exposed(&g, xid, &stag, &off, &len));
+		CHECK_EQ(rogue_read(&g, stag, off, 64), 0);
+		/* the RDMA_DONE, then at once: the responder goes (even
+		 * rounds) or the connection does (odd rounds) */
+		CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, xid), 0, NULL, 3000), 0);
+		if (i & 1)
+			rr_th_rogue_close(&g);
+		srv_stop(&s);
+		if (!(i & 1))
+			rr_th_rogue_close(&g);
+		leaked += te.live != 0;
+	}
+	CHECK_EQ(leaked, 0);
 }
 
 /* Disconnect with Replies waiting: every exposed Reply is fenced at once. */
@@ -750,8 +876,7 @@ TEST(rrep_e2e_forger_disconnected)
 	}
 	CHECK(srv_quiet(&s));
 	rr_th_rogue_close(&g);
-	rr_th_sleep_ms(50);
-	CHECK_EQ(rr_tp_server_rrep_live(s.tp), 0);
+	CHECK(srv_quiet(&s));
 	srv_stop(&s);
 }
 

@@ -39,10 +39,8 @@ TEST(rrep_rpc_public_api)
 	struct rpcrdma_client *c = NULL;
 	char url[64];
 
-	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT)) {
-		printf("  soft provider not built in: not run\n");
-		return;
-	}
+	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT))
+		rr_test_skip("soft provider not built in");
 	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", &so, &s), 0);
 	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, 1, h_list, NULL), 0);
 	REQUIRE_EQ(rpcrdma_server_start(s), 0);

@@ -132,9 +132,10 @@ TEST(soft_cm_destroy_id_drops_queued_events)
 	REQUIRE(chan_readable(cch, 5000));
 	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
 	CHECK_EQ(rpcrdma_cm_get_event(cch, &ev), -EAGAIN);
-	/* the server's ESTABLISHED (queued by accept) and the DISCONNECTED
-	 * that may follow: dropped with the id too */
-	usleep(50000);
+	/* the server's ESTABLISHED (queued by accept: the channel is
+	 * readable) and the DISCONNECTED that may follow: dropped with the id
+	 * too */
+	REQUIRE(chan_readable(sch, 5000));
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_cm_get_event(sch, &ev), -EAGAIN);
 	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
@@ -220,8 +221,10 @@ TEST(soft_cm_listener_destroy_frees_pending)
 	}
 	REQUIRE_EQ(connect(raw, (struct sockaddr *)&a, sizeof(a)), 0);
 	REQUIRE_EQ(rpcrdma_connect(cch, c.qp, (struct sockaddr *)&a, sizeof(a), NULL, NULL, &cid), 0);
-	REQUIRE(chan_readable(sch, 5000)); /* CONNECT_REQUEST queued */
-	usleep(50000);                     /* the raw peer accepted by now */
+	/* CONNECT_REQUEST queued: the listener took the connections in
+	 * order, so the raw peer's (connected first) was accepted before it
+	 * and waits in its MPA exchange */
+	REQUIRE(chan_readable(sch, 5000));
 	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
 	CHECK_EQ(rpcrdma_cm_get_event(sch, &ev), -EAGAIN);
 	CHECK_EQ(rpcrdma_cm_channel_destroy(sch), 0);

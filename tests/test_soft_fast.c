@@ -21,9 +21,11 @@
 #include "rpcrdma/rdma.h"
 #include "soft_net.h"
 
-/* Generous bound for "woken promptly" on a loaded machine under ASan:
- * without the wake-up mechanisms the waits below last 3 s or forever. */
-#define PROMPT_NS 1000000000ull
+/* "Woken, not timed out": the waits below are given RR_TEST_WAIT_MS and
+ * must end within RR_TEST_PROMPT_NS (tests/test.h): without the wake-up
+ * mechanisms they would last their whole timeout or forever. */
+#define PROMPT_NS RR_TEST_PROMPT_NS
+#define WAIT_MS RR_TEST_WAIT_MS
 
 #define NET_BUF (2u << 20)
 
@@ -81,12 +83,15 @@ TEST(soft_fast_wait_direct_in_order)
 		soft_net_post_recv(&n, s, 100 + i, 4096 + 256 * i, 256);
 		soft_net_post_recv(&n, c, 200 + i, 16384 + 256 * i, 256);
 	}
-	/* The server CQ's consumer attends it first (a wait, then one
-	 * progress tick): until then the provider's progress thread serves
-	 * the new QP and its completions go through the ring. */
-	CHECK_EQ(rpcrdma_cq_wait(n.scq, 5, wc, 1), 0);
-	usleep(3 * SOFT_TICK_MS * 1000);
-	CHECK_EQ(rpcrdma_cq_wait(n.scq, 5, wc, 1), 0);
+	/* The server CQ's consumer attends it first (waits, until the
+	 * progress thread handed the new QP over): until then that thread
+	 * serves it and its completions go through the ring. */
+	for (int i = 0; i < 5000; i++) {
+		CHECK_EQ(rpcrdma_cq_wait(n.scq, 5, wc, 1), 0);
+		if (!soft_net_handed(s))
+			break;
+	}
+	REQUIRE(!soft_net_handed(s));
 	/* first a direct hand-over with nothing else around */
 	memset(n.buf, 0xa5, 64);
 	soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
@@ -101,7 +106,14 @@ TEST(soft_fast_wait_direct_in_order)
 		n.buf[256 * i] = (uint8_t)i;
 		soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 256 * i, 10 + i, 0, false);
 	}
-	usleep(100 * 1000); /* all in the server's socket */
+	/* all in the server's socket */
+	{
+		size_t bytes = 0;
+
+		for (uint32_t i = 1; i < 12; i++)
+			bytes += soft_net_send_fpdu(10 + i);
+		REQUIRE(soft_net_until_socket_holds(s, bytes));
+	}
 	REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, wc, 5000), 1); /* the 8-byte Send */
 	CHECK_EQ(wc[0].wr_id, 200);
 	while (got < 12 && rounds++ < 50) {
@@ -142,7 +154,7 @@ TEST(soft_fast_wait_foreign_completion)
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	q = soft_net_cq_of(n.ccq);
-	soft_net_wait_start(&w, n.ccq, 3000);
+	soft_net_wait_start(&w, n.ccq, WAIT_MS);
 	REQUIRE(soft_net_until_fast_blocked(n.ccq));
 	soft_net_post_send(&n, c, 7, RPCRDMA_WR_RDMA_WRITE, 0, 64, 65536, true);
 	soft_net_wait_join(&w);
@@ -155,8 +167,8 @@ TEST(soft_fast_wait_foreign_completion)
 	/* off now: a second foreign completion wakes an epoll waiter at once,
 	 * with no fast read */
 	reads = atomic_load(&q->fast_reads);
-	soft_net_wait_start(&w, n.ccq, 3000);
-	usleep(20000);
+	soft_net_wait_start(&w, n.ccq, WAIT_MS);
+	REQUIRE(soft_net_until_waiting(n.ccq, 1));
 	soft_net_post_send(&n, c, 8, RPCRDMA_WR_RDMA_WRITE, 0, 64, 65536, true);
 	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 1);
@@ -179,7 +191,7 @@ TEST(soft_fast_wait_disconnect_while_blocked)
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	soft_net_post_recv(&n, c, 77, 0, 64);
-	soft_net_wait_start(&w, n.ccq, 3000);
+	soft_net_wait_start(&w, n.ccq, WAIT_MS);
 	REQUIRE(soft_net_until_fast_blocked(n.ccq));
 	CHECK_EQ(rpcrdma_disconnect(cid), 0);
 	soft_net_wait_join(&w);
@@ -220,7 +232,7 @@ TEST(soft_fast_wait_destroy_while_blocked)
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
 	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
-	soft_net_wait_start(&w, n.ccq, 3000);
+	soft_net_wait_start(&w, n.ccq, WAIT_MS);
 	REQUIRE(soft_net_until_fast_blocked(n.ccq));
 	soft_net_post_recv(&n, c, 55, 0, 64);
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
@@ -287,12 +299,10 @@ TEST(soft_fast_wait_second_waiter)
 	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	soft_net_post_recv(&n, s, 1, 4096, 256);
 	soft_net_post_recv(&n, s, 2, 8192, 256);
-	soft_net_wait_start(&w[0], n.scq, 3000);
+	soft_net_wait_start(&w[0], n.scq, WAIT_MS);
 	REQUIRE(soft_net_until_fast_blocked(n.scq));
-	soft_net_wait_start(&w[1], n.scq, 3000);
-	for (int i = 0; i < 200 && atomic_load(&soft_net_cq_of(n.scq)->waiting) < 2; i++)
-		usleep(1000);
-	usleep(10000);
+	soft_net_wait_start(&w[1], n.scq, WAIT_MS);
+	REQUIRE(soft_net_until_waiting(n.scq, 2));
 	soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
 	soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
 	soft_net_wait_join(&w[0]);
@@ -382,7 +392,7 @@ TEST(soft_interrupt_ends_wait)
 	soft_net_up_buf(&n, 256, 16, NET_BUF);
 	CHECK(rr_context_can_interrupt(n.ctx));
 	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
-	soft_net_wait_start(&w, n.ccq, 3000);
+	soft_net_wait_start(&w, n.ccq, WAIT_MS);
 	REQUIRE(soft_net_until_fast_blocked(n.ccq));
 	CHECK_EQ(rr_context_interrupt(n.ctx), 0);
 	soft_net_wait_join(&w);
@@ -391,9 +401,11 @@ TEST(soft_interrupt_ends_wait)
 	/* latched: both CQs' next waits end at once, the one after does not */
 	CHECK_EQ(rr_context_interrupt(n.ctx), 0);
 	t0 = rr_now_ns(NULL);
-	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 3000), 0);
-	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 3000), 0);
+	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, WAIT_MS), 0);
+	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, WAIT_MS), 0);
 	CHECK(rr_now_ns(NULL) - t0 < PROMPT_NS);
+	/* a lower bound: the latch was consumed, this wait lasts its time
+	 * (load can only make it longer) */
 	t0 = rr_now_ns(NULL);
 	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 60), 0);
 	CHECK(rr_now_ns(NULL) - t0 >= 50000000ull);

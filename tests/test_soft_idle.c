@@ -27,15 +27,21 @@
 
 #define NET_BUF 65536u
 
-/* Until the progress thread serves @qp (true) or @ms passed (false). */
-static bool until_handed(struct rpcrdma_qp *qp, unsigned ms)
+static bool handed(void *qp)
 {
-	for (unsigned i = 0; i < ms; i++) {
-		if (soft_net_handed(qp))
-			return true;
-		usleep(1000);
-	}
 	return soft_net_handed(qp);
+}
+
+static bool not_handed(void *qp)
+{
+	return !soft_net_handed(qp);
+}
+
+/* Until the progress thread serves @qp (true) or RR_TEST_WAIT_MS passed:
+ * a lost wake-up would leave it unserved for good. */
+static bool until_handed(struct rpcrdma_qp *qp)
+{
+	return rr_test_until(handed, qp, RR_TEST_WAIT_MS);
 }
 
 /* @cq's consumer arms it, its notifications and completions all taken:
@@ -54,7 +60,7 @@ static void arm_empty(struct rpcrdma_cq *cq)
  * interrupts, asleep in an interruptible fast read (SOFT_FAST_POLL). */
 static void sleep_quiet_fast(struct soft_net_waiter *w, struct rpcrdma_cq *cq)
 {
-	soft_net_wait_start(w, cq, 3000);
+	soft_net_wait_start(w, cq, RR_TEST_WAIT_MS);
 	REQUIRE(soft_net_until_fast_blocked(cq));
 	CHECK_EQ(atomic_load(&soft_net_cq_of(cq)->fast_blocked), SOFT_FAST_POLL);
 }
@@ -103,7 +109,8 @@ static void read_served(struct net *n, struct rpcrdma_qp *c, uint64_t id)
 /* An idle context whose connected QPs' CQs are attended for good -- the
  * client's by a thread asleep in rpcrdma_cq_wait, the server's armed --
  * leaves its progress thread asleep: no 10 ms tick (~50 wake-ups in 500 ms
- * before). Both consumers still get what comes afterwards. */
+ * before; counted with a wide bound, a guard against a busy loop). Both
+ * consumers still get what comes afterwards. */
 TEST(soft_idle_progress_thread_sleeps)
 {
 	struct net n;
@@ -120,15 +127,19 @@ TEST(soft_idle_progress_thread_sleeps)
 	soft_net_post_recv(&n, s, 2, 64, 64);
 	soft_net_wait_start(&w, n.ccq, 20000);
 	arm_empty(n.scq);
-	usleep(150 * 1000); /* past the leases of the last touches */
+	/* the leases of the last touches over: the thread has no deadline
+	 * left, and has not taken either QP */
+	REQUIRE(soft_net_until_thread_asleep(n.ctx));
 	CHECK(!soft_net_handed(c));
 	CHECK(!soft_net_handed(s));
 	w0 = rr_th_thread_wakeups("rr-soft");
-	usleep(500 * 1000);
+	usleep(500 * 1000); /* the window measured, not a synchronisation */
 	w1 = rr_th_thread_wakeups("rr-soft");
 	REQUIRE(w0 > 0 && w1 > 0); /* the thread is there, by that name */
 	/* 10 ms tick: ~50; asleep until something happens: 0 */
-	CHECK(w1 - w0 <= 3);
+	CHECK(w1 - w0 <= 10);
+	CHECK(!soft_net_handed(c));
+	CHECK(!soft_net_handed(s));
 	if (getenv("RR_VERBOSE") || w1 - w0 > 3)
 		fprintf(stderr, "  rr-soft: %lld wake-ups in 500 ms of idleness\n", w1 - w0);
 	/* the waiter still gets its Receive, the armed CQ its notification */
@@ -157,7 +168,6 @@ TEST(soft_idle_takeover_after_wait_leaves)
 	struct rpcrdma_qp *c, *s;
 	struct rpcrdma_cm_id *cid, *sid;
 	struct soft_net_waiter w;
-	uint64_t t;
 
 	soft_net_up_buf(&n, 64, 16, NET_BUF);
 	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
@@ -165,11 +175,7 @@ TEST(soft_idle_takeover_after_wait_leaves)
 	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 0);
 	/* lease (20 ms) + a look of the thread; a lost wake-up: never */
-	REQUIRE(until_handed(s, 2000));
-	t = rr_now_ns(NULL) - w.end_ns;
-	CHECK(t < 1000000000ull);
-	if (getenv("RR_VERBOSE"))
-		fprintf(stderr, "  taken over %.1f ms after the waiter left\n", (double)t / 1e6);
+	REQUIRE(until_handed(s));
 	read_served(&n, c, 10);
 	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
@@ -185,17 +191,16 @@ TEST(soft_idle_takeover_after_arm_consumed)
 	struct rpcrdma_qp *c, *s;
 	struct rpcrdma_cm_id *cid, *sid;
 	struct rpcrdma_wc wc;
-	uint64_t t0;
 
 	soft_net_up_buf(&n, 64, 16, NET_BUF);
 	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
 	arm_empty(n.scq);
-	usleep(100 * 1000); /* the lease of the arm's touch is over */
+	/* the lease of the arm's touch is over: the thread sleeps with no
+	 * deadline, the QP stays with its (armed) consumer */
+	REQUIRE(soft_net_until_thread_asleep(n.ctx));
 	CHECK(!soft_net_handed(s));
-	t0 = rr_now_ns(NULL);
 	soft_net_post_send(&n, s, 20, RPCRDMA_WR_RDMA_WRITE, 0, 64, 8192, true);
-	REQUIRE(until_handed(s, 2000));
-	CHECK(rr_now_ns(NULL) - t0 < 1000000000ull);
+	REQUIRE(until_handed(s));
 	read_served(&n, c, 21);
 	CHECK_EQ(rpcrdma_cq_get_event(n.scq), 1);
 	REQUIRE_EQ(rpcrdma_cq_poll(n.scq, 1, &wc), 1);
@@ -226,15 +231,16 @@ TEST(soft_idle_connect_timeout_while_asleep)
 	REQUIRE_EQ(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
 	REQUIRE_EQ(listen(l, 4), 0);
 	REQUIRE_EQ(getsockname(l, (struct sockaddr *)&a, &al), 0);
-	usleep(100 * 1000); /* nothing to do: the thread sleeps for good */
+	/* nothing to do: the thread sleeps for good */
+	REQUIRE(soft_net_until_thread_asleep(n.ctx));
 	t0 = rr_now_ns(NULL);
 	REQUIRE_EQ(rpcrdma_connect(n.ch, c, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &cid), 0);
+	/* a lost wake-up: the event never comes (soft_net_get_cm gives up) */
 	REQUIRE_EQ(soft_net_get_cm(n.ch, &ev), 0);
 	t = rr_now_ns(NULL) - t0;
 	CHECK_EQ(ev.type, RPCRDMA_CM_UNREACHABLE);
 	CHECK_EQ(ev.status, -ETIMEDOUT);
-	CHECK(t >= 190000000ull);
-	CHECK(t < 1500000000ull);
+	CHECK(t >= 190000000ull);   /* never before its timeout (a lower bound) */
 	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	close(l);
@@ -245,8 +251,8 @@ TEST(soft_idle_connect_timeout_while_asleep)
  * thread sleeps in its one connection's CQ (fast wait: a blocking read on
  * that socket) and looks at the CM channel after each wait. On a context
  * whose owner uses rr_context_interrupt, a CONNECT_REQUEST for a second
- * connection ends that wait (0, long before its 3 s), without turning the
- * fast wait off for the existing connection. */
+ * connection ends that wait (0, long before its RR_TEST_WAIT_MS), without
+ * turning the fast wait off for the existing connection. */
 TEST(soft_cm_event_ends_cq_wait)
 {
 	struct net n;
@@ -279,10 +285,8 @@ TEST(soft_cm_event_ends_cq_wait)
 	soft_net_connect(&n, c2, &cid2);
 	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 0);
-	/* ended by the event: the wait would have lasted 3 s; a fast read
-	 * ends within SOFT_FAST_BLOCK_MS, this bound is for loaded machines */
-	CHECK(w.end_ns - t0 < 1000000000ull);
-	CHECK(w.ns < 2000000000ull);
+	/* ended by the event, not by its timeout */
+	CHECK(w.end_ns - t0 < RR_TEST_PROMPT_NS);
 	if (getenv("RR_VERBOSE"))
 		fprintf(stderr, "  wait ended %.2f ms after connect\n", (double)(w.end_ns - t0) / 1e6);
 	CHECK(atomic_load(&q->fast_reads) > reads0); /* it was a fast wait */
@@ -367,7 +371,7 @@ TEST(soft_quiet_fast_wait_woken_without_cooldown)
 	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 40);
-	CHECK(w.ns < 1000000000ull);
+	CHECK(w.ns < RR_TEST_PROMPT_NS);
 	CHECK(atomic_load(&q->fast_wakes) > wakes0);
 	CHECK_EQ(atomic_load(&q->fast_off_until), 0);
 	CHECK_EQ(atomic_load(&q->fast_foreign), 0);
@@ -378,7 +382,7 @@ TEST(soft_quiet_fast_wait_woken_without_cooldown)
 	CHECK_EQ(rr_context_interrupt(n.ctx), 0);
 	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 0);
-	CHECK(w.ns < 1000000000ull);
+	CHECK(w.ns < RR_TEST_PROMPT_NS);
 	CHECK(atomic_load(&q->fast_wakes) > wakes0);
 	CHECK_EQ(atomic_load(&q->fast_off_until), 0);
 	CHECK_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 0), 0); /* the other CQ's latch */
@@ -438,8 +442,10 @@ TEST(soft_idle_new_qp_joins_waited_cq)
 		REQUIRE_EQ(rpcrdma_post_recv(s, &rw, NULL), 0);
 	}
 	c = soft_net_qp(&n, n.ccq, 8);
-	soft_net_wait_start(&w, scq, 5000);
-	usleep(100 * 1000); /* the waiter sleeps; the thread has no deadline */
+	soft_net_wait_start(&w, scq, RR_TEST_WAIT_MS);
+	/* the waiter waits; the server's thread has no deadline */
+	REQUIRE(soft_net_until_waiting(scq, 1));
+	REQUIRE(soft_net_until_thread_asleep(sctx));
 	REQUIRE_EQ(rpcrdma_connect(n.ch, c, (struct sockaddr *)&a, sizeof(a), NULL, NULL, &cid), 0);
 	REQUIRE_EQ(soft_net_get_cm(sch, &ev), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
@@ -449,11 +455,7 @@ TEST(soft_idle_new_qp_joins_waited_cq)
 	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
 	REQUIRE_EQ(soft_net_get_cm(n.ch, &ev), 0);
 	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
-	for (int i = 0; i < 1000 && !back; i++) {
-		back = !soft_net_handed(s);
-		if (!back)
-			usleep(1000);
-	}
+	back = rr_test_until(not_handed, s, RR_TEST_WAIT_MS);
 	CHECK(back);
 	soft_net_post_send(&n, c, 51, RPCRDMA_WR_SEND, 128, 8, 0, false);
 	soft_net_wait_join(&w);

@@ -93,8 +93,8 @@ TEST(soft_cq_wait_wakes_on_completion)
 	/* timeout */
 	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 50), 0);
 	/* completion made by another thread */
-	soft_net_wait_start(&w, n.ccq, 5000);
-	usleep(50000);
+	soft_net_wait_start(&w, n.ccq, RR_TEST_WAIT_MS);
+	REQUIRE(soft_net_until_waiting(n.ccq, 1));
 	{
 		struct rpcrdma_send_wr wr = {.wr_id = 7, .sg_list = &sg, .num_sge = 1,
 					     .opcode = RPCRDMA_WR_RDMA_WRITE,
@@ -108,7 +108,7 @@ TEST(soft_cq_wait_wakes_on_completion)
 	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 7);
-	CHECK(rr_now_ns(NULL) - t0 < 2000000000ull);
+	CHECK(rr_now_ns(NULL) - t0 < RR_TEST_PROMPT_NS);   /* woken, not timed out */
 	/* a receive from the wire wakes the server's waiter */
 	{
 		struct rpcrdma_recv_wr rw = {.wr_id = 8, .sg_list = &sg, .num_sge = 1};
@@ -117,8 +117,8 @@ TEST(soft_cq_wait_wakes_on_completion)
 					     .opcode = RPCRDMA_WR_SEND};
 
 		REQUIRE_EQ(rpcrdma_post_recv(s, &rw, NULL), 0);
-		soft_net_wait_start(&w, n.scq, 5000);
-		usleep(50000);
+		soft_net_wait_start(&w, n.scq, RR_TEST_WAIT_MS);
+		REQUIRE(soft_net_until_waiting(n.scq, 1));
 		REQUIRE_EQ(rpcrdma_post_send(c, &sw, NULL), 0);
 		soft_net_wait_join(&w);
 		CHECK_EQ(w.rc, 1);
@@ -231,8 +231,8 @@ TEST(soft_cq_wait_sees_peer_close)
 
 		REQUIRE_EQ(rpcrdma_post_recv(c, &rw, NULL), 0);
 	}
-	soft_net_wait_start(&w, n.ccq, 5000);
-	usleep(50000);
+	soft_net_wait_start(&w, n.ccq, RR_TEST_WAIT_MS);
+	REQUIRE(soft_net_until_waiting(n.ccq, 1));
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0); /* the server side closes */
 	soft_net_wait_join(&w);
 	CHECK_EQ(w.rc, 1);
@@ -242,6 +242,7 @@ TEST(soft_cq_wait_sees_peer_close)
 	{
 		uint64_t t0 = rr_now_ns(NULL);
 
+		/* a lower bound: the dead socket does not end waits early */
 		CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 100), 0);
 		CHECK(rr_now_ns(NULL) - t0 >= 90000000ull);
 	}

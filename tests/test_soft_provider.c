@@ -232,7 +232,8 @@ static void one_config(uint32_t flags)
 		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &w, NULL), 0);
 		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 20000), 1);
 		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
-		usleep(1000);
+		/* the Read is placed after the Write by the target (one stream,
+		 * in order: RFC 5040 5.5), no need to wait */
 		memset(sbuf, 0, n);
 		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &r, NULL), 0);
 		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 20000), 1);
@@ -308,19 +309,48 @@ enum viol { V_BAD_STAG, V_BOUNDS, V_NO_WRITE, V_OTHER_PD, V_INVALIDATED, V_NO_RE
 static struct rpcrdma_mw *g_mw;
 static struct rpcrdma_mr *g_bmr;
 
-static void violation(enum viol v, uint8_t layer, uint8_t etype, uint8_t ecode)
+/* What the culprit's completion queue shows of its violation (@vend: the
+ * Terminate's layer/type/code as wc.vendor_err has them): an RDMA Read
+ * fails itself with @st; a Write or a Send completes locally (RFC 5040:
+ * its completion says nothing of the peer), so the RDMA Read of a valid
+ * region posted right behind it (@probe_id), which the victim never
+ * answers, fails with @st instead. Nothing of the culprit's completes in
+ * error before that one, and the probe never succeeds. */
+struct culprit_wcs {
+	unsigned errors;
+	struct rpcrdma_wc first_err;
+	bool probe_ok;
+};
+
+static void culprit_poll(struct rpcrdma_cq *cq, struct culprit_wcs *c, uint64_t probe_id)
+{
+	struct rpcrdma_wc wc;
+
+	while (rpcrdma_cq_poll(cq, 1, &wc) == 1) {
+		if (wc.status == RPCRDMA_WC_SUCCESS) {
+			c->probe_ok |= wc.wr_id == probe_id;
+			continue;
+		}
+		if (!c->errors++)
+			c->first_err = wc;
+	}
+}
+
+static void violation(enum viol v, uint8_t layer, uint8_t etype, uint8_t ecode,
+		      enum rpcrdma_wc_status st)
 {
 	struct pair p;
-	static uint8_t local[4096], target[4096], other[4096];
-	struct rpcrdma_mr *lmr, *tmr, *ro_mr, *omr;
+	static uint8_t local[4096], target[4096], other[4096], pbuf[64];
+	struct rpcrdma_mr *lmr, *tmr, *ro_mr, *omr, *pmr, *cread;
 	struct rpcrdma_pd *opd;
 	struct rpcrdma_wc wc;
-	struct rpcrdma_sge s;
-	struct rpcrdma_send_wr w;
+	struct rpcrdma_sge s, ps;
+	struct rpcrdma_send_wr w, probe;
 	struct soft_qp *cq_, *sq_;
+	struct culprit_wcs cw = {0};
+	const uint64_t probe_id = 99;
 	uint32_t stag;
 	uint64_t to;
-	int n;
 
 	memset(&p, 0, sizeof(p));
 	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p.ctx), 0);
@@ -338,9 +368,20 @@ static void violation(enum viol v, uint8_t layer, uint8_t etype, uint8_t ecode)
 	REQUIRE_EQ(rpcrdma_pd_alloc(p.ctx, &opd), 0);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(opd, other, sizeof(other), RPCRDMA_ACCESS_LOCAL_WRITE |
 					 RPCRDMA_ACCESS_REMOTE_WRITE | RPCRDMA_ACCESS_REMOTE_READ, &omr), 0);
+	/* the probe: 4 bytes of a readable region of the victim into pbuf */
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.c.pd, pbuf, 32, RPCRDMA_ACCESS_LOCAL_WRITE, &pmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, pbuf + 32, 32, RPCRDMA_ACCESS_LOCAL_WRITE, &cread),
+		   0);
+	memset(&probe, 0, sizeof(probe));
+	probe.wr_id = probe_id;
+	probe.opcode = RPCRDMA_WR_RDMA_READ;
+	probe.flags = RPCRDMA_SEND_SIGNALED;
+	probe.num_sge = 1;
+	probe.sg_list = &ps;
 	stag = rpcrdma_mr_rkey(tmr);
 	to = rpcrdma_mr_remote_offset(tmr);
 	memset(&w, 0, sizeof(w));
+	w.wr_id = 1;
 	s = sge_of(lmr, local, 100);
 	w.sg_list = &s;
 	w.num_sge = 1;
@@ -407,11 +448,18 @@ static void violation(enum viol v, uint8_t layer, uint8_t etype, uint8_t ecode)
 	case V_INV_MR: {
 		struct rpcrdma_recv_wr rw = {.wr_id = 5, .sg_list = &s, .num_sge = 1};
 
-		/* the server invalidates the client's long-lived MR */
+		/* the server invalidates the client's long-lived MR; its probe
+		 * reads the client's lmr... which has no remote right: were
+		 * the Send With Invalidate accepted, the probe would still fail,
+		 * but with another status and code */
 		REQUIRE_EQ(rpcrdma_post_recv(p.c.qp, &rw, NULL), 0);
 		w.opcode = RPCRDMA_WR_SEND_WITH_INV;
 		w.num_sge = 0;
 		w.u.send.invalidate_stag = rpcrdma_mr_rkey(lmr);
+		ps = sge_of(cread, pbuf + 32, 4);
+		probe.u.rdma.stag = rpcrdma_mr_rkey(lmr);
+		probe.u.rdma.remote_offset = (uintptr_t)local;
+		w.next = &probe;
 		REQUIRE_EQ(rpcrdma_post_send(p.s.qp, &w, NULL), 0);
 		goto wait;
 	}
@@ -429,17 +477,26 @@ static void violation(enum viol v, uint8_t layer, uint8_t etype, uint8_t ecode)
 		s.length = 10;
 		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, ws, NULL), 0);
 	} else {
+		if (w.opcode == RPCRDMA_WR_RDMA_WRITE) {
+			ps = sge_of(pmr, pbuf, 4);
+			probe.u.rdma.stag = rpcrdma_mr_rkey(tmr);
+			probe.u.rdma.remote_offset = (uintptr_t)target;
+			w.next = &probe;
+		}
 		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &w, NULL), 0);
 	}
 wait:
-	/* wait until both QPs are in error */
+	/* wait until both QPs are in error and the culprit's error completion
+	 * is in */
 	cq_ = RR_CONTAINER_OF(RR_BASE(qp, p.c.qp), struct soft_qp, base);
 	sq_ = RR_CONTAINER_OF(RR_BASE(qp, p.s.qp), struct soft_qp, base);
-	for (int i = 0; i < 5000 && (qp_state(cq_) != QPS_ERROR || qp_state(sq_) != QPS_ERROR); i++) {
-		rpcrdma_cq_poll(p.c.cq, 1, &wc);
-		rpcrdma_cq_poll(p.s.cq, 1, &wc);
+	for (int i = 0; i < 5000 && (qp_state(cq_) != QPS_ERROR || qp_state(sq_) != QPS_ERROR ||
+				     !cw.errors); i++) {
+		culprit_poll(v == V_INV_MR ? p.s.cq : p.c.cq, &cw, probe_id);
+		rpcrdma_cq_poll(v == V_INV_MR ? p.c.cq : p.s.cq, 1, &wc);
 		usleep(1000);
 	}
+	culprit_poll(v == V_INV_MR ? p.s.cq : p.c.cq, &cw, probe_id);
 	{
 		struct soft_qp *victim = v == V_INV_MR ? cq_ : sq_;
 		struct soft_qp *culprit = v == V_INV_MR ? sq_ : cq_;
@@ -474,15 +531,19 @@ wait:
 				CHECK(local[i] == 0x77);
 				break;
 			}
-	/* the culprit's WR completed in error */
-	n = 0;
-	while (rpcrdma_cq_poll(v == V_INV_MR ? p.s.cq : p.c.cq, 1, &wc) == 1)
-		n += wc.status != RPCRDMA_WC_SUCCESS;
-	RR_UNUSED(n);
+	/* the culprit's completions: the violating Read, or the probe behind
+	 * the violating Write or Send, failed with the Terminate's status
+	 * and code; the probe never succeeded */
+	CHECK(cw.errors >= 1);
+	CHECK(!cw.probe_ok);
+	CHECK_EQ(cw.first_err.status, st);
+	CHECK_EQ(cw.first_err.vendor_err, (uint32_t)layer << 16 | (uint32_t)etype << 8 | ecode);
+	CHECK_EQ(cw.first_err.wr_id, w.opcode == RPCRDMA_WR_RDMA_READ ? (v == V_EXCESS_READS ? 50 : 1)
+								      : probe_id);
 	{
-		struct rpcrdma_mr *mrs[] = {lmr, tmr, ro_mr, omr};
+		struct rpcrdma_mr *mrs[] = {lmr, tmr, ro_mr, omr, pmr, cread};
 
-		for (int i = 0; i < 4; i++)
+		for (int i = 0; i < 6; i++)
 			if (mrs[i] == omr) {
 				CHECK_EQ(rpcrdma_dereg_mr(omr), 0);
 				mrs[i] = NULL;
@@ -493,47 +554,55 @@ wait:
 			CHECK_EQ(rpcrdma_dereg_mr(g_bmr), 0);
 			g_mw = NULL;
 		}
-		pair_down(&p, mrs, 4);
+		pair_down(&p, mrs, 6);
 	}
 }
 
 TEST(soft_violation_invalid_stag)
 {
-	violation(V_BAD_STAG, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_INVALID_STAG);
+	violation(V_BAD_STAG, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_INVALID_STAG,
+		  RPCRDMA_WC_REM_ACCESS_ERR);
 }
 TEST(soft_violation_bounds)
 {
-	violation(V_BOUNDS, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_BOUNDS);
+	violation(V_BOUNDS, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_BOUNDS, RPCRDMA_WC_REM_ACCESS_ERR);
 }
 TEST(soft_violation_no_remote_write)
 {
-	violation(V_NO_WRITE, RR_TL_RDMAP, RR_RDMAP_ET_PROTECTION, RR_RDMAP_EC_ACCESS);
+	violation(V_NO_WRITE, RR_TL_RDMAP, RR_RDMAP_ET_PROTECTION, RR_RDMAP_EC_ACCESS,
+		  RPCRDMA_WC_REM_ACCESS_ERR);
 }
 /* Another PD's STag draws the same Terminate as an unknown one: a peer's
  * sweep cannot tell STags that exist (docs/security.md "No oracle"). */
 TEST(soft_violation_other_pd)
 {
-	violation(V_OTHER_PD, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_INVALID_STAG);
+	violation(V_OTHER_PD, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_INVALID_STAG,
+		  RPCRDMA_WC_REM_ACCESS_ERR);
 }
 TEST(soft_violation_invalidated_window)
 {
-	violation(V_INVALIDATED, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_INVALID_STAG);
+	violation(V_INVALIDATED, RR_TL_DDP, RR_DDP_ET_TAGGED, RR_DDP_EC_T_INVALID_STAG,
+		  RPCRDMA_WC_REM_ACCESS_ERR);
 }
 TEST(soft_violation_no_remote_read)
 {
-	violation(V_NO_READ, RR_TL_RDMAP, RR_RDMAP_ET_PROTECTION, RR_RDMAP_EC_ACCESS);
+	violation(V_NO_READ, RR_TL_RDMAP, RR_RDMAP_ET_PROTECTION, RR_RDMAP_EC_ACCESS,
+		  RPCRDMA_WC_REM_ACCESS_ERR);
 }
 TEST(soft_violation_read_bounds)
 {
-	violation(V_READ_BOUNDS, RR_TL_RDMAP, RR_RDMAP_ET_PROTECTION, RR_RDMAP_EC_BOUNDS);
+	violation(V_READ_BOUNDS, RR_TL_RDMAP, RR_RDMAP_ET_PROTECTION, RR_RDMAP_EC_BOUNDS,
+		  RPCRDMA_WC_REM_ACCESS_ERR);
 }
 TEST(soft_violation_excess_reads)
 {
-	violation(V_EXCESS_READS, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_CATA_STREAM);
+	violation(V_EXCESS_READS, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_CATA_STREAM,
+		  RPCRDMA_WC_REM_INV_REQ_ERR);
 }
 TEST(soft_violation_invalidate_long_lived_mr)
 {
-	violation(V_INV_MR, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_CANNOT_INVALIDATE);
+	violation(V_INV_MR, RR_TL_RDMAP, RR_RDMAP_ET_OPERATION, RR_RDMAP_EC_CANNOT_INVALIDATE,
+		  RPCRDMA_WC_INV_STAG_ERR);
 }
 
 /* ---- RDMA Commit ---- */

@@ -95,6 +95,7 @@ struct rt {
 	bool inv_used;
 	uint32_t inv_stag;
 	uint32_t call_proc;
+	uint32_t grant;              /* the responder's grant (32) */
 };
 
 static void rt_init(struct rt *t)
@@ -105,6 +106,7 @@ static void rt_init(struct rt *t)
 	t->rp.inline_ddp = false;
 	rr_xprt_params_default(&t->sp);
 	t->sp.inline_ddp = false;
+	t->grant = 32;
 	sim_reset();
 }
 
@@ -135,7 +137,7 @@ static int rt_run(struct rt *t, const struct rr_xprt_rqst_desc *d,
 	t->send_len = (uint32_t)n;
 	t->call_proc = rr_get_be32(t->send + 12);
 
-	t->act = rr_xprt_rsp_recv(&t->rsp, t->send, t->send_len, 32, err, &elen, &rc);
+	t->act = rr_xprt_rsp_recv(&t->rsp, t->send, t->send_len, t->grant, err, &elen, &rc);
 	if (t->act == RR_XPRT_A_READ) {
 		for (uint32_t i = 0; i < rc->nreads; i++) {
 			const struct rr_xprt_read_op *o = &rc->reads[i];
@@ -143,14 +145,14 @@ static int rt_run(struct rt *t, const struct rr_xprt_rqst_desc *d,
 			CHECK(o->local_off + o->len <= rc->buf_len);
 			CHECK(sim_read(rc->buf + o->local_off, o->stag, o->remote, o->len));
 		}
-		t->act = rr_xprt_rsp_assemble(&t->rsp, rc, 32, err, &elen);
+		t->act = rr_xprt_rsp_assemble(&t->rsp, rc, t->grant, err, &elen);
 	}
 	REQUIRE_EQ(t->act, RR_XPRT_A_DELIVER);
 	REQUIRE(rc->msg_len <= sizeof(t->call_seen));
 	memcpy(t->call_seen, rc->msg, rc->msg_len);
 	t->call_seen_len = rc->msg_len;
 
-	REQUIRE_EQ(rr_xprt_rsp_reply(&t->rsp, rc, rparts, nrparts, 32, t->reply,
+	REQUIRE_EQ(rr_xprt_rsp_reply(&t->rsp, rc, rparts, nrparts, t->grant, t->reply,
 				     sizeof(t->reply), &t->plan), 0);
 	for (uint32_t i = 0; i < t->plan.nwrites; i++) {
 		const struct rr_xprt_write_op *w = &t->plan.writes[i];
@@ -509,6 +511,37 @@ TEST(xprt_reply_chunk_and_long_reply)
 		CHECK_EQ(t.res.long_reply, 28 + sizes[i] > 1024);
 		CHECK_EQ(t.plan.proc, 28 + sizes[i] > 1024 ? RR_XPRT_NOMSG : RR_XPRT_MSG);
 		CHECK_EQ(sim_faults, 0);
+		rt_finish(&t);
+	}
+}
+
+/* A grant of 0 never reaches the wire (RFC 8166 section 4.3.1: the
+ * requester could never send again): given 0, the Reply builder puts 1 in
+ * rdma_credit of an inline Reply, a Long Reply and an ERR_CHUNK. */
+TEST(xprt_core_reply_never_grants_zero)
+{
+	static struct rt t;
+	uint8_t call[32];
+	struct rr_xprt_part cp = {call, sizeof(call), false};
+	const uint32_t sizes[] = {8, 5000, 2000};
+	const uint32_t max_reply[] = {64, 65536, 64};
+	const uint32_t proc[] = {RR_XPRT_MSG, RR_XPRT_NOMSG, RR_XPRT_ERROR};
+
+	for (unsigned i = 0; i < RR_ARRAY_SIZE(sizes); i++) {
+		struct rr_xprt_part rp = {item_a, sizes[i], false};
+		struct rr_xprt_rqst_desc d = {.xid = 120 + i, .parts = &cp, .nparts = 1,
+					      .max_reply = max_reply[i]};
+
+		rt_init(&t);
+		t.grant = 0;
+		rt_start(&t);
+		mk_call(call, 120 + i, sizeof(call));
+		mk_reply(item_a, 120 + i, sizes[i]);
+		CHECK_EQ(rt_run(&t, &d, &rp, 1), i == 2 ? RR_XPRT_R_ERROR : RR_XPRT_R_REPLY);
+		REQUIRE(t.reply_len >= 16);
+		CHECK_EQ(rr_get_be32(t.reply + 12), proc[i]);
+		CHECK_EQ(rr_get_be32(t.reply + 8), 1);   /* rdma_credit on the wire */
+		CHECK_EQ(t.res.credit, 1);
 		rt_finish(&t);
 	}
 }

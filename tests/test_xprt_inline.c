@@ -198,7 +198,7 @@ const void *volatile rr_test_pull_rdma_inline = &rr_xprt_rdma_class;
 static bool soft_ok(void)
 {
 	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT)) {
-		printf("  soft provider not built in: test not run\n");
+		rr_test_mark_skipped("soft provider not built in");
 		return false;
 	}
 	return true;

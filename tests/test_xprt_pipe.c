@@ -90,7 +90,12 @@ static void psrv_recv(void *ctx, struct rr_conn_sreq *r)
 	bool err = false, cut = false;
 	int rc;
 
-	REQUIRE(a);
+	/* an upcall on the transport's thread: CHECK, never REQUIRE */
+	CHECK(a);
+	if (!a) {
+		rr_tp_server_done(s->tp, r);
+		return;
+	}
 	a->s = s;
 	a->req = r;
 	if (r->len < 16) {
@@ -102,7 +107,11 @@ static void psrv_recv(void *ctx, struct rr_conn_sreq *r)
 	f = rr_get_be32(r->msg + 12);
 	a->data = malloc(n + 1);
 	a->filler = malloc(f + 1);
-	REQUIRE(a->data && a->filler);
+	CHECK(a->data && a->filler);
+	if (!a->data || !a->filler) {
+		pans_free(a);   /* done with @r too */
+		return;
+	}
 	for (uint32_t i = 0; i < n; i++)
 		a->data[i] = ppat(r->xid, i);
 	for (uint32_t i = 0; i < f; i++)

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@
 bool rr_th_soft_ok(void)
 {
 	if (!rpcrdma_provider_available(RPCRDMA_PROVIDER_SOFT)) {
-		printf("  soft provider not built in: test not run\n");
+		rr_test_mark_skipped("soft provider not built in");
 		return false;
 	}
 	return true;
@@ -29,37 +30,108 @@ void rr_th_sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-long long rr_th_thread_wakeups(const char *name)
+/* Calls @fn(@arg, name, fp) for each thread of this process, with its
+ * name and its /proc/self/task/N/@file opened; -1 without /proc. */
+static int each_task(const char *file, void (*fn)(void *arg, const char *name, FILE *f),
+		     void *arg)
 {
-	long long sum = 0;
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *e;
 
 	if (!d)
 		return -1;
 	while ((e = readdir(d)) != NULL) {
-		char path[300], line[128];
-		bool match = false;
+		char path[300], comm[64] = "";
 		FILE *f;
 
 		if (e->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
 		f = fopen(path, "r");
 		if (!f)
 			continue;
-		while (fgets(line, sizeof(line), f)) {
-			if (!strncmp(line, "Name:", 5)) {
-				line[strcspn(line, "\n")] = 0;
-				match = !strcmp(line + 5 + strspn(line + 5, " \t"), name);
-			}
-			if (match && !strncmp(line, "voluntary_ctxt_switches:", 24))
-				sum += atoll(line + 24);
-		}
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = 0;
+		fclose(f);
+		comm[strcspn(comm, "\n")] = 0;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/%s", e->d_name, file);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		fn(arg, comm, f);
 		fclose(f);
 	}
 	closedir(d);
-	return sum;
+	return 0;
+}
+
+struct task_q {
+	const char *name;
+	long long sum;      /* wake-ups */
+	int found, awake;   /* threads of that name, not asleep */
+};
+
+static void task_wakeups(void *arg, const char *name, FILE *f)
+{
+	struct task_q *q = arg;
+	char line[128];
+
+	if (strcmp(name, q->name))
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "voluntary_ctxt_switches:", 24))
+			q->sum += atoll(line + 24);
+}
+
+long long rr_th_thread_wakeups(const char *name)
+{
+	struct task_q q = {name, 0, 0, 0};
+
+	return each_task("status", task_wakeups, &q) ? -1 : q.sum;
+}
+
+/* stat: pid (comm) state ... (comm may hold spaces: the last ')') */
+static void task_state(void *arg, const char *name, FILE *f)
+{
+	struct task_q *q = arg;
+	char line[512], *rp;
+
+	if (strcmp(name, q->name))
+		return;
+	if (fgets(line, sizeof(line), f) && (rp = strrchr(line, ')')) != NULL) {
+		q->found++;
+		q->awake += rp[2] != 'S';
+	}
+}
+
+bool rr_th_thread_asleep(const char *name)
+{
+	struct task_q q = {name, 0, 0, 0};
+
+	return each_task("stat", task_state, &q) == 0 && q.found && !q.awake;
+}
+
+static bool asleep(void *name)
+{
+	return rr_th_thread_asleep(name);
+}
+
+bool rr_th_until_thread_asleep(const char *name, unsigned ms)
+{
+	return rr_test_until(asleep, (void *)(uintptr_t)name, ms);
+}
+
+bool rr_th_until_thread_idle(const char *name, long long max, unsigned window, unsigned ms)
+{
+	for (unsigned t = 0; t < ms; t += window) {
+		long long w0 = rr_th_thread_wakeups(name), w1;
+
+		rr_th_sleep_ms(window);   /* the window measured */
+		w1 = rr_th_thread_wakeups(name);
+		if (w0 >= 0 && w1 - w0 <= max)
+			return true;
+	}
+	return false;
 }
 
 static void loopback(struct sockaddr_in *a, int port)
@@ -112,6 +184,17 @@ void rr_th_worker_stop(pthread_mutex_t *lock, pthread_cond_t *cond, bool *stop,
 	pthread_cond_broadcast(cond);
 	pthread_mutex_unlock(lock);
 	pthread_join(worker, NULL);
+}
+
+void rr_th_cl_count(void *ctx, struct rr_conn_rpc *rpc)
+{
+	struct rr_th_cl *c = ctx;
+
+	(void)rpc;
+	pthread_mutex_lock(&c->lock);
+	c->done++;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
 }
 
 int rr_th_cl_start(struct rr_th_cl *c, const struct rr_tp_conf *conf, int port,
@@ -309,35 +392,47 @@ int rr_th_h_bulk_seeded(struct rpcrdma_req *r, void *ctx)
 	return RPCRDMA_SVC_OK;
 }
 
-/* The rogue's Send and wait: rr_th_rogue_send; @watch_cm: a DISCONNECTED
- * or ERROR event on the channel also ends it (-1). */
-static int rogue_wait(struct rr_th_rogue *g, bool sent, uint8_t *out, unsigned ms, bool watch_cm);
-
-static int rogue_send_wait(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
-			   uint8_t *out, unsigned ms, bool watch_cm)
+/* A signaled Send of @sge, With Invalidate of @inv when nonzero. */
+static void send_wr_init(struct rpcrdma_send_wr *wr, uint64_t id, const struct rpcrdma_sge *sge,
+			 uint32_t inv)
 {
-	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
-				  rpcrdma_mr_lkey(g->smr)};
-	struct rpcrdma_send_wr wr;
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = id;
+	wr->sg_list = sge;
+	wr->num_sge = 1;
+	wr->opcode = inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
+	wr->u.send.invalidate_stag = inv;
+	wr->flags = RPCRDMA_SEND_SIGNALED;
+}
 
-	memcpy(g->sbuf, msg, len);
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 1000;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
-	wr.u.send.invalidate_stag = inv;
-	wr.flags = RPCRDMA_SEND_SIGNALED;
-	if (rpcrdma_post_send(g->qp, &wr, NULL))
-		return -1;
-	return rogue_wait(g, false, out, ms, watch_cm);
+/* A message that came while only a Send was waited for (kept, in order):
+ * copied to @out and its Receive posted again; its length, or -2 when none
+ * is kept. */
+static int take_pending(struct rr_th_rogue *g, uint8_t *out)
+{
+	unsigned idx;
+	int got;
+
+	if (!g->npend)
+		return -2;
+	idx = g->pend_idx[0];
+	got = (int)g->pend_len[0];
+	memcpy(out, g->rbuf[idx], (size_t)got);
+	rr_th_rogue_post_recv(g, idx);
+	g->npend--;
+	memmove(g->pend_idx, g->pend_idx + 1, g->npend * sizeof(g->pend_idx[0]));
+	memmove(g->pend_len, g->pend_len + 1, g->npend * sizeof(g->pend_len[0]));
+	return got;
 }
 
 /* Waits up to @ms for a Receive (copied to @out), or with @out NULL for a
- * Send completion (@sent: one came already). */
-static int rogue_wait(struct rr_th_rogue *g, bool sent, uint8_t *out, unsigned ms, bool watch_cm)
+ * Send completion: a message that comes meanwhile is kept for the next
+ * wait for one. @watch_cm: a DISCONNECTED or ERROR event on the channel
+ * also ends it (-1). */
+static int rogue_wait(struct rr_th_rogue *g, uint8_t *out, unsigned ms, bool watch_cm)
 {
 	struct rpcrdma_cm_event ev;
+	bool sent = false;
 
 	for (unsigned t = 0; t < ms; t += 2) {
 		struct rpcrdma_wc wc[4];
@@ -350,11 +445,16 @@ static int rogue_wait(struct rr_th_rogue *g, bool sent, uint8_t *out, unsigned m
 				unsigned idx = (unsigned)wc[i].wr_id;
 				int l = (int)wc[i].byte_len;
 
-				if (out)
-					memcpy(out, g->rbuf[idx], (size_t)l);
+				if (!out) {
+					if (g->npend < RR_ARRAY_SIZE(g->pend_idx)) {
+						g->pend_idx[g->npend] = idx;
+						g->pend_len[g->npend++] = (unsigned)l;
+					}
+					continue;
+				}
+				memcpy(out, g->rbuf[idx], (size_t)l);
 				rr_th_rogue_post_recv(g, idx);
-				if (out)
-					return l;
+				return l;
 			} else {
 				sent = true;
 			}
@@ -371,6 +471,27 @@ static int rogue_wait(struct rr_th_rogue *g, bool sent, uint8_t *out, unsigned m
 	return 0;
 }
 
+/* The rogue's Send and wait: rr_th_rogue_send. A message that came while
+ * an earlier call waited for its Send only is the answer now (then only
+ * the Send's completion is waited for). */
+static int rogue_send_wait(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
+			   uint8_t *out, unsigned ms, bool watch_cm)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
+				  rpcrdma_mr_lkey(g->smr)};
+	struct rpcrdma_send_wr wr;
+	int got = -2, rc;
+
+	memcpy(g->sbuf, msg, len);
+	send_wr_init(&wr, 1000, &sge, inv);
+	if (rpcrdma_post_send(g->qp, &wr, NULL))
+		return -1;
+	if (out && (got = take_pending(g, out)) >= 0)
+		out = NULL;
+	rc = rogue_wait(g, out, ms, watch_cm);
+	return got >= 0 && rc >= 0 ? got : rc;
+}
+
 int rr_th_rogue_send(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
 		     uint8_t *out, unsigned ms)
 {
@@ -385,5 +506,385 @@ int rr_th_rogue_xchg(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint
 
 int rr_th_rogue_recv(struct rr_th_rogue *g, uint8_t *out, unsigned ms)
 {
-	return rogue_wait(g, false, out, ms, false);
+	int got = take_pending(g, out);
+
+	return got >= 0 ? got : rogue_wait(g, out, ms, false);
+}
+
+int rr_th_rogue_read(struct rr_th_rogue *g, uint32_t stag, uint64_t off, uint32_t len,
+		     unsigned ms)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->pull, len, rpcrdma_mr_lkey(g->pmr)};
+	struct rpcrdma_send_wr wr;
+	uint64_t end = rr_now_ns(NULL) + (uint64_t)ms * 1000000u;
+
+	REQUIRE(g->pmr && len <= sizeof(g->pull));
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 2000;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = RPCRDMA_WR_RDMA_READ;
+	wr.flags = RPCRDMA_SEND_SIGNALED;
+	wr.u.rdma.stag = stag;
+	wr.u.rdma.remote_offset = off;
+	if (rpcrdma_post_send(g->qp, &wr, NULL))
+		return RPCRDMA_WC_WR_FLUSH_ERR;
+	for (;;) {
+		uint64_t now = rr_now_ns(NULL);
+		struct rpcrdma_wc wc;
+
+		if (now >= end)
+			return -ETIMEDOUT;
+		if (rpcrdma_cq_wait(g->cq, 1, &wc, (int)((end - now) / 1000000u) + 1) != 1)
+			continue;
+		if (wc.status == RPCRDMA_WC_SUCCESS && wc.opcode == RPCRDMA_WC_RECV) {
+			if (g->npend < RR_ARRAY_SIZE(g->pend_idx)) {   /* for the next wait */
+				g->pend_idx[g->npend] = (unsigned)wc.wr_id;
+				g->pend_len[g->npend++] = wc.byte_len;
+			}
+			continue;
+		}
+		if (wc.wr_id == 2000 || wc.status != RPCRDMA_WC_SUCCESS)
+			return (int)wc.status;
+	}
+}
+
+/* ---- the rogue responder ---- */
+
+int rr_th_rresp_open(struct rr_th_rresp *g)
+{
+	struct sockaddr_in a;
+	struct sockaddr_storage ss;
+	int rc;
+
+	memset(g, 0, sizeof(*g));
+	g->data = calloc(1, RR_TH_RRESP_DATA);
+	REQUIRE(g->data);
+	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, NULL, &g->ctx), 0);
+	REQUIRE_EQ(rpcrdma_pd_alloc(g->ctx, &g->pd), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(g->pd, g->rbuf, sizeof(g->rbuf),
+					 RPCRDMA_ACCESS_LOCAL_WRITE, &g->rmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(g->pd, g->sbuf, sizeof(g->sbuf),
+					 RPCRDMA_ACCESS_LOCAL_WRITE, &g->smr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(g->pd, g->data, RR_TH_RRESP_DATA,
+					 RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_WRITE |
+						 RPCRDMA_ACCESS_REMOTE_READ | RPCRDMA_ACCESS_MW_BIND,
+					 &g->dmr), 0);
+	REQUIRE_EQ(rpcrdma_mw_alloc(g->pd, &g->mw), 0);
+	g->data_stag = rpcrdma_mr_rkey(g->dmr);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(g->ctx, &g->ch), 0);
+	loopback(&a, 0);
+	rc = rpcrdma_listen(g->ch, (struct sockaddr *)&a, sizeof(a), 8, NULL, &g->lid);
+	if (rc)
+		return rc;
+	REQUIRE_EQ(rpcrdma_cm_local_addr(g->lid, &ss), 0);
+	g->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	return 0;
+}
+
+void rr_th_rresp_drop(struct rr_th_rresp *g)
+{
+	if (g->id) {
+		(void)rpcrdma_disconnect(g->id);
+		CHECK_EQ(rpcrdma_cm_id_destroy(g->id), 0);
+		g->id = NULL;
+	}
+	if (g->qp) {
+		CHECK_EQ(rpcrdma_qp_destroy(g->qp), 0);
+		g->qp = NULL;
+	}
+	if (g->cq) {
+		CHECK_EQ(rpcrdma_cq_destroy(g->cq), 0);
+		g->cq = NULL;
+	}
+	g->npend = 0;
+	g->broken = false;
+}
+
+void rr_th_rresp_close(struct rr_th_rresp *g)
+{
+	struct rpcrdma_cm_event ev;
+
+	rr_th_rresp_drop(g);
+	while (rpcrdma_cm_get_event(g->ch, &ev) == 0)
+		if (ev.type == RPCRDMA_CM_CONNECT_REQUEST)
+			(void)rpcrdma_reject(ev.id, NULL, 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(g->lid), 0);
+	CHECK_EQ(rpcrdma_mw_free(g->mw), 0);
+	CHECK_EQ(rpcrdma_dereg_mr(g->rmr), 0);
+	CHECK_EQ(rpcrdma_dereg_mr(g->smr), 0);
+	CHECK_EQ(rpcrdma_dereg_mr(g->dmr), 0);
+	CHECK_EQ(rpcrdma_pd_free(g->pd), 0);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(g->ch), 0);
+	CHECK_EQ(rpcrdma_close(g->ctx), 0);
+	free(g->data);
+}
+
+/* The next CM event of @ch before @end (rr_now_ns; poll(2) on its fd): 0
+ * or -ETIMEDOUT. */
+static int cm_event_until(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev,
+			  uint64_t end)
+{
+	for (;;) {
+		struct pollfd p = {.fd = rpcrdma_cm_channel_fd(ch), .events = POLLIN};
+		uint64_t now;
+
+		if (rpcrdma_cm_get_event(ch, ev) == 0)
+			return 0;
+		now = rr_now_ns(NULL);
+		if (now >= end)
+			return -ETIMEDOUT;
+		(void)poll(&p, 1, (int)((end - now) / 1000000u) + 1);
+	}
+}
+
+static void rresp_post_recv(struct rr_th_rresp *g, unsigned i)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->rbuf[i], 4096, rpcrdma_mr_lkey(g->rmr)};
+	struct rpcrdma_recv_wr wr = {i, NULL, &sge, 1};
+
+	REQUIRE_EQ(rpcrdma_post_recv(g->qp, &wr, NULL), 0);
+}
+
+int rr_th_rresp_accept(struct rr_th_rresp *g, const uint8_t *pd, uint16_t pdlen, unsigned ms)
+{
+	struct rpcrdma_cq_attr ca = {256, NULL};
+	struct rpcrdma_qp_attr qa = {0};
+	struct rpcrdma_conn_param prm = {0};
+	struct rpcrdma_cm_event ev;
+	uint64_t end = rr_now_ns(NULL) + (uint64_t)ms * 1000000u;
+	int rc;
+
+	do {
+		if (cm_event_until(g->ch, &ev, end))
+			return -ETIMEDOUT;
+	} while (ev.type != RPCRDMA_CM_CONNECT_REQUEST);
+	rr_th_rresp_drop(g);
+	g->req = ev;
+	REQUIRE_EQ(rpcrdma_cq_create(g->ctx, &ca, &g->cq), 0);
+	qa.send_cq = qa.recv_cq = g->cq;
+	qa.max_send_wr = 64;
+	qa.max_recv_wr = RR_TH_RRESP_RECVS;
+	qa.max_send_sge = qa.max_recv_sge = 1;
+	REQUIRE_EQ(rpcrdma_qp_create(g->pd, &qa, &g->qp), 0);
+	REQUIRE(g->recvs <= RR_TH_RRESP_RECVS);
+	for (unsigned i = 0; i < (g->recvs ? g->recvs : RR_TH_RRESP_RECVS); i++)
+		rresp_post_recv(g, i);
+	g->id = ev.id;
+	prm.private_data = pd;
+	prm.private_data_len = pdlen;
+	prm.responder_resources = 16;
+	prm.initiator_depth = 16;
+	rc = rpcrdma_accept(g->id, g->qp, &prm);
+	if (rc)
+		return rc;
+	for (;;) {
+		if (cm_event_until(g->ch, &ev, end))
+			return -ETIMEDOUT;
+		if (ev.id == g->id && ev.type == RPCRDMA_CM_ESTABLISHED)
+			break;
+		if (ev.id == g->id)
+			return -ECONNRESET;
+	}
+	g->conns++;
+	return 0;
+}
+
+struct rresp_conn {
+	int (*connect)(void *arg);
+	void *arg;
+	int rc;
+};
+
+/* Not the test's thread: no REQUIRE. */
+static void *rresp_connect_main(void *a)
+{
+	struct rresp_conn *x = a;
+
+	x->rc = x->connect(x->arg);
+	return NULL;
+}
+
+int rr_th_rresp_connect_with(struct rr_th_rresp *g, int (*connect)(void *arg), void *arg,
+			     const uint8_t *pd, uint16_t pdlen, unsigned ms)
+{
+	struct rresp_conn x = {connect, arg, -1};
+	pthread_t th;
+	int rc;
+
+	REQUIRE_EQ(pthread_create(&th, NULL, rresp_connect_main, &x), 0);
+	rc = rr_th_rresp_accept(g, pd, pdlen, ms);
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	return rc ? rc : x.rc;
+}
+
+struct cl_conn {
+	struct rr_th_cl *c;
+	const struct rr_tp_conf *conf;
+	rr_tp_complete_fn complete;
+	int port;
+};
+
+/* rr_th_cl_start has no REQUIRE. */
+static int cl_connect(void *a)
+{
+	struct cl_conn *x = a;
+
+	return rr_th_cl_start(x->c, x->conf, x->port, x->complete);
+}
+
+int rr_th_rresp_connect(struct rr_th_rresp *g, struct rr_th_cl *c, const struct rr_tp_conf *conf,
+			rr_tp_complete_fn complete, const uint8_t *pd, uint16_t pdlen)
+{
+	struct cl_conn x = {c, conf, complete, g->port};
+
+	return rr_th_rresp_connect_with(g, cl_connect, &x, pd, pdlen,
+					(conf->connect_timeout_ms ? conf->connect_timeout_ms
+								  : 5000) + 1000);
+}
+
+/* One completion of the rogue's CQ within @ms: 1, 0 (none), or -EPIPE
+ * after a failed one (kept in *@wc). Receives are queued in pend[]. */
+static int rresp_wc(struct rr_th_rresp *g, struct rpcrdma_wc *wc, unsigned ms)
+{
+	int n = rpcrdma_cq_wait(g->cq, 1, wc, (int)ms);
+
+	if (n <= 0)
+		return 0;
+	if (wc->status != RPCRDMA_WC_SUCCESS) {
+		g->broken = true;
+		return -EPIPE;
+	}
+	if (wc->opcode == RPCRDMA_WC_RECV && g->npend < RR_TH_RRESP_RECVS) {
+		g->pend_idx[g->npend] = (uint32_t)wc->wr_id;
+		g->pend_len[g->npend++] = wc->byte_len;
+	}
+	return 1;
+}
+
+int rr_th_rresp_recv(struct rr_th_rresp *g, uint8_t *out, unsigned ms)
+{
+	uint64_t end = rr_now_ns(NULL) + (uint64_t)ms * 1000000u;
+	struct rpcrdma_wc wc;
+
+	while (!g->npend) {
+		uint64_t now = rr_now_ns(NULL);
+
+		if (g->broken)
+			return -EPIPE;
+		if (now >= end)
+			return -ETIMEDOUT;
+		if (rresp_wc(g, &wc, (unsigned)((end - now) / 1000000u) + 1) < 0)
+			return -EPIPE;
+	}
+	{
+		uint32_t idx = g->pend_idx[0], len = g->pend_len[0];
+
+		memcpy(out, g->rbuf[idx], RR_MIN(len, 4096u));
+		g->npend--;
+		memmove(g->pend_idx, g->pend_idx + 1, g->npend * sizeof(g->pend_idx[0]));
+		memmove(g->pend_len, g->pend_len + 1, g->npend * sizeof(g->pend_len[0]));
+		rresp_post_recv(g, idx);
+		return (int)len;
+	}
+}
+
+/* Posts @wr and waits up to @ms for the completion of the WR named
+ * @want_id: its status, -ETIMEDOUT, or the failed completion's status. */
+static int rresp_post_wait(struct rr_th_rresp *g, struct rpcrdma_send_wr *wr, uint64_t want_id,
+			   uint32_t *vend, unsigned ms)
+{
+	uint64_t end = rr_now_ns(NULL) + (uint64_t)ms * 1000000u;
+	struct rpcrdma_wc wc;
+
+	if (g->broken || rpcrdma_post_send(g->qp, wr, NULL))
+		return RPCRDMA_WC_WR_FLUSH_ERR;
+	for (;;) {
+		uint64_t now = rr_now_ns(NULL);
+		int r;
+
+		if (now >= end)
+			return -ETIMEDOUT;
+		r = rresp_wc(g, &wc, (unsigned)((end - now) / 1000000u) + 1);
+		if (r == 0)
+			continue;
+		if (wc.opcode == RPCRDMA_WC_RECV && r > 0)
+			continue;
+		if (r < 0 || wc.wr_id == want_id) {
+			if (vend)
+				*vend = wc.vendor_err;
+			return (int)wc.status;
+		}
+	}
+}
+
+int rr_th_rresp_send(struct rr_th_rresp *g, const uint8_t *m, size_t len, uint32_t inv,
+		     unsigned ms)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->sbuf, (uint32_t)len,
+				  rpcrdma_mr_lkey(g->smr)};
+	struct rpcrdma_send_wr wr;
+	int st;
+
+	REQUIRE(len <= sizeof(g->sbuf));
+	memcpy(g->sbuf, m, len);
+	send_wr_init(&wr, 7001, &sge, inv);
+	st = rresp_post_wait(g, &wr, wr.wr_id, NULL, ms);
+	return st == RPCRDMA_WC_SUCCESS ? 0 : st == -ETIMEDOUT ? -ETIMEDOUT : -EPIPE;
+}
+
+uint32_t rr_th_rresp_window(struct rr_th_rresp *g, uint32_t off, uint32_t len, uint64_t *to)
+{
+	struct rpcrdma_send_wr b;
+
+	REQUIRE(off <= RR_TH_RRESP_DATA && len <= RR_TH_RRESP_DATA - off);
+	/* a fresh window each time (the last one may still be bound) */
+	REQUIRE_EQ(rpcrdma_mw_free(g->mw), 0);
+	REQUIRE_EQ(rpcrdma_mw_alloc(g->pd, &g->mw), 0);
+	memset(&b, 0, sizeof(b));
+	b.wr_id = 7004;
+	b.opcode = RPCRDMA_WR_BIND_MW;
+	b.flags = RPCRDMA_SEND_SIGNALED;
+	b.u.bind.mw = g->mw;
+	b.u.bind.mr = g->dmr;
+	b.u.bind.addr = (uint64_t)(uintptr_t)(g->data + off);
+	b.u.bind.length = len;
+	b.u.bind.access = RPCRDMA_ACCESS_REMOTE_READ;
+	REQUIRE_EQ(rresp_post_wait(g, &b, b.wr_id, NULL, 5000), RPCRDMA_WC_SUCCESS);
+	*to = rpcrdma_mw_remote_offset(g->mw);
+	return rpcrdma_mw_rkey(g->mw);
+}
+
+int rr_th_rresp_rdma(struct rr_th_rresp *g, bool write, uint32_t stag, uint64_t to, uint32_t len,
+		     uint32_t loff, uint32_t *vend, unsigned ms)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)(g->data + loff), len,
+				  rpcrdma_mr_lkey(g->dmr)};
+	struct rpcrdma_send_wr w, r;
+
+	REQUIRE(loff <= RR_TH_RRESP_DATA && len <= RR_TH_RRESP_DATA - loff);
+	*vend = 0;
+	memset(&w, 0, sizeof(w));
+	memset(&r, 0, sizeof(r));
+	r.wr_id = 7003;
+	r.opcode = RPCRDMA_WR_RDMA_READ;
+	r.flags = RPCRDMA_SEND_SIGNALED;
+	if (write) {
+		/* the fence: zero bytes, nothing named but the Read itself */
+		w.wr_id = 7002;
+		w.opcode = RPCRDMA_WR_RDMA_WRITE;
+		w.sg_list = &sge;
+		w.num_sge = 1;
+		w.u.rdma.stag = stag;
+		w.u.rdma.remote_offset = to;
+		w.next = &r;
+		r.u.rdma.stag = stag;
+		r.u.rdma.remote_offset = to;
+		return rresp_post_wait(g, &w, r.wr_id, vend, ms);
+	}
+	r.sg_list = &sge;
+	r.num_sge = 1;
+	r.u.rdma.stag = stag;
+	r.u.rdma.remote_offset = to;
+	return rresp_post_wait(g, &r, r.wr_id, vend, ms);
 }

@@ -18,8 +18,9 @@
 #include "rpcrdma/rpc.h"
 #include "transport/rdma/tp.h"
 
-/* True when the software iWARP provider is built in; otherwise prints a
- * "not run" line and returns false. */
+/* True when the software iWARP provider is built in; otherwise marks the
+ * test skipped (rr_test_mark_skipped: reported "skip", never "ok") and
+ * returns false, and the test returns. */
 bool rr_th_soft_ok(void);
 
 void rr_th_sleep_ms(unsigned ms);
@@ -29,6 +30,17 @@ void rr_th_sleep_ms(unsigned ms);
  * soft provider's progress thread; rr-rdma-srv, the rdma:// server loop);
  * -1 without /proc. */
 long long rr_th_thread_wakeups(const char *name);
+
+/* True when every thread of this process named @name is asleep (state S in
+ * /proc/self/task/N/stat) and there is at least one; false otherwise or
+ * without /proc. */
+bool rr_th_thread_asleep(const char *name);
+/* Until rr_th_thread_asleep(@name), at most @ms. */
+bool rr_th_until_thread_asleep(const char *name, unsigned ms);
+/* Until a thread named @name wakes up at most @max times in @window ms (its
+ * loop went idle), at most @ms: true when it did. A window long enough that
+ * a busy loop starved of CPU by a loaded machine still shows. */
+bool rr_th_until_thread_idle(const char *name, long long max, unsigned window, unsigned ms);
 
 /* An rr_tp responder listening on 127.0.0.1, ephemeral port; @recv/@ctx as
  * for rr_tp_server_create. Returns 0 or a negative errno. */
@@ -56,6 +68,8 @@ struct rr_th_cl {
 	unsigned done;
 };
 
+/* A completion upcall that only counts (@ctx: the struct rr_th_cl). */
+void rr_th_cl_count(void *ctx, struct rr_conn_rpc *rpc);
 /* Zeroes @c and connects it to 127.0.0.1:@port; @complete gets @c as ctx. */
 int rr_th_cl_start(struct rr_th_cl *c, const struct rr_tp_conf *conf, int port,
 		   rr_tp_complete_fn complete);
@@ -109,6 +123,9 @@ struct rr_th_rogue {
 	uint8_t pull[65536];
 	struct rpcrdma_mr *rmr, *smr, *pmr;
 	bool disconnected;
+	/* Receives completed while only a Send was waited for: index,
+	 * length; the next wait for a message takes them first */
+	unsigned pend_idx[8], pend_len[8], npend;
 };
 
 /* Reposts receive buffer @i. */
@@ -124,14 +141,103 @@ void rr_th_rogue_close(struct rr_th_rogue *g);
 int rr_th_rogue_xchg(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint8_t *out,
 		     unsigned ms);
 /* Posts a Send (With Invalidate of @inv when nonzero) and waits up to @ms
- * for a Receive (copied to @out) or, with @out NULL, for the Send's
- * completion only. Returns the received length, 0 (nothing), -1 (a failed
+ * for a Receive (copied to @out: the oldest not yet taken, also one that
+ * came while an earlier call waited for its Send only) or, with @out NULL,
+ * for the Send's completion only (a Receive meanwhile is kept for the next
+ * call). Returns the received length, 0 (nothing), -1 (a failed
  * completion). CM events are left on the channel for the caller. */
 /* Waits up to @ms for the next Receive, copied to @out: its length, 0
  * (nothing came), -1 (a failed completion). */
 int rr_th_rogue_recv(struct rr_th_rogue *g, uint8_t *out, unsigned ms);
 int rr_th_rogue_send(struct rr_th_rogue *g, const uint8_t *msg, size_t len, uint32_t inv,
 		     uint8_t *out, unsigned ms);
+
+/* A scripted rogue responder: listens on 127.0.0.1 (ephemeral port) and
+ * serves one connection at a time on a raw soft-provider QP (a new CQ and
+ * QP for each, one PD for all): RR_TH_RRESP_RECVS posted 4 KiB Receives
+ * (wr_id = index), a 4 KiB send buffer and RR_TH_RRESP_DATA bytes at @data
+ * registered for local and remote read and write: the source and sink of
+ * its RDMA Writes and Reads, and the memory of a Read chunk it exposes
+ * (@data_stag). It does what a responder may do and what no responder
+ * should: Replies built by the caller, RDMA Reads and Writes of any STag,
+ * Send With Invalidate of any STag. Test thread only (REQUIREs). */
+#define RR_TH_RRESP_RECVS 16
+#define RR_TH_RRESP_DATA (1u << 20)
+struct rr_th_rresp {
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	struct rpcrdma_cm_id *lid, *id;
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_qp *qp;
+	struct rpcrdma_mr *rmr, *smr, *dmr;
+	struct rpcrdma_mw *mw;   /* rr_th_rresp_window */
+	uint8_t rbuf[RR_TH_RRESP_RECVS][4096];
+	uint8_t sbuf[4096];
+	uint8_t *data;
+	uint32_t data_stag;
+	int port;
+	unsigned conns;          /* connections accepted so far */
+	unsigned recvs;          /* Receives posted per connection (0: all
+				    RR_TH_RRESP_RECVS); set before accepting */
+	struct rpcrdma_cm_event req;  /* the last CONNECT_REQUEST (private data) */
+	/* Receives completed while waiting for something else: index, length */
+	uint32_t pend_idx[RR_TH_RRESP_RECVS], pend_len[RR_TH_RRESP_RECVS];
+	unsigned npend;
+	bool broken;             /* a completion failed on this connection */
+};
+
+/* Zeroes @g, listens. 0 or a negative errno. */
+int rr_th_rresp_open(struct rr_th_rresp *g);
+/* Drops the connection (if any) and frees everything. */
+void rr_th_rresp_close(struct rr_th_rresp *g);
+/* Waits up to @ms for the next connection request (events of older
+ * connections are passed over), drops the current connection, accepts with
+ * private data @pd/@pdlen (RFC 8797; IRD/ORD 16) and waits for it to be
+ * established. 0, -ETIMEDOUT, or a provider error. */
+int rr_th_rresp_accept(struct rr_th_rresp *g, const uint8_t *pd, uint16_t pdlen, unsigned ms);
+/* Runs @connect(@arg) -- a requester connecting to the rogue's port, which
+ * returns once the connection is up -- on a thread of its own while the
+ * rogue accepts with @pd/@pdlen (at most @ms): 0, or the first error. The
+ * thread is not the test's: @connect must not REQUIRE. */
+int rr_th_rresp_connect_with(struct rr_th_rresp *g, int (*connect)(void *arg), void *arg,
+			     const uint8_t *pd, uint16_t pdlen, unsigned ms);
+/* rr_th_rresp_connect_with for requester @c (rr_th_cl_start with @conf
+ * and @complete). */
+int rr_th_rresp_connect(struct rr_th_rresp *g, struct rr_th_cl *c, const struct rr_tp_conf *conf,
+			rr_tp_complete_fn complete, const uint8_t *pd, uint16_t pdlen);
+/* Disconnects and frees the current connection (the listener stays). */
+void rr_th_rresp_drop(struct rr_th_rresp *g);
+/* Waits up to @ms for the next message (in arrival order: one that came
+ * while the rogue waited for something else is kept); copies it to @out
+ * (4096 bytes) and reposts the Receive. Its length, -ETIMEDOUT, or -EPIPE
+ * (a completion failed: the connection is gone). */
+int rr_th_rresp_recv(struct rr_th_rresp *g, uint8_t *out, unsigned ms);
+/* Sends @len bytes (Send With Invalidate of @inv when nonzero) and waits up
+ * to @ms for the Send's completion: 0, -ETIMEDOUT, -EPIPE. */
+int rr_th_rresp_send(struct rr_th_rresp *g, const uint8_t *m, size_t len, uint32_t inv,
+		     unsigned ms);
+/* Binds a memory window over [data + @off, + @len) on the current QP with
+ * remote read (for a Read chunk a peer may invalidate); returns its STag,
+ * its Tagged Offset in *@to. */
+uint32_t rr_th_rresp_window(struct rr_th_rresp *g, uint32_t off, uint32_t len, uint64_t *to);
+/* Touches the peer's memory: @write: an RDMA Write of @len bytes from
+ * data + @loff to (@stag, @to), then a zero-length RDMA Read, which the peer
+ * answers only after it placed the Write (a Write's own completion is local,
+ * RFC 5040); else an RDMA Read of (@stag, @to, @len) into data + @loff.
+ * Returns the status of the Read (RPCRDMA_WC_SUCCESS: the peer let it
+ * through; an error: refused, *@vend = the Terminate's layer/type/code as
+ * wc.vendor_err), or -ETIMEDOUT. A refusal ends the connection. */
+int rr_th_rresp_rdma(struct rr_th_rresp *g, bool write, uint32_t stag, uint64_t to, uint32_t len,
+		     uint32_t loff, uint32_t *vend, unsigned ms);
+
+/* An RDMA Read by the rogue requester of @len bytes at (@stag, @off) into
+ * g->pull (opened with a pull buffer): the completion's status
+ * (RPCRDMA_WC_SUCCESS, or the peer's refusal: the connection then ends),
+ * or -ETIMEDOUT after @ms. Receives met meanwhile are kept for the next
+ * wait for a message. */
+int rr_th_rogue_read(struct rr_th_rogue *g, uint32_t stag, uint64_t off, uint32_t len,
+		     unsigned ms);
 
 /* ECHO: u32 v -> u32 v + 1. */
 int rr_th_h_echo(struct rpcrdma_req *r, void *ctx);

@@ -153,7 +153,7 @@ static void make_commit_target(struct ep *e, size_t sz, struct remote *r)
 				   RPCRDMA_ACCESS_REMOTE_WRITE, &a));
 	CK(rpcrdma_reg_mr(e->pd, &a, &e->dmr));
 	r->rkey = rpcrdma_mr_rkey(e->dmr);
-	r->addr = (uintptr_t)e->map.addr;
+	r->addr = rpcrdma_mr_remote_offset(e->dmr); /* not the address (mr_table.h) */
 }
 
 static void get_ev(struct rpcrdma_cm_event *ev, int ms)

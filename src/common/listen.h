@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* What the servers' listeners share (tcp:// in src/rpc/xprt_tcp.c, the soft
- * provider's in src/rdma/soft/soft_io.c; docs/security.md "Limits"): the
+ * provider's in src/rdma/soft/cm.c; docs/security.md "Limits"): the
  * host identity of peers, for limits per source address, and the accept
  * back-off when the process is out of file descriptors or memory. No wire
  * format, no system call. */

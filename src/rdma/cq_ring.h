@@ -62,7 +62,7 @@ int rr_cq_ring_get_event(struct rr_cq_ring *r);
 uint32_t rr_cq_ring_count(struct rr_cq_ring *r);
 /* Whether poll would return something now, without the lock (a hint: a
  * push may land right after; callers that sleep on the answer pair it with
- * a wake-up of their own, see soft_io.c "fast wait"). Sequentially
+ * a wake-up of their own, see soft/rx.c rx_read_fast). Sequentially
  * consistent with respect to the caller's atomics. */
 bool rr_cq_ring_pending(const struct rr_cq_ring *r);
 

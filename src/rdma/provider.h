@@ -245,7 +245,8 @@ int rr_cm_listen_stats(struct rpcrdma_cm_id *id, struct rr_listen_stats *out);
 int rr_cm_listen_shed(struct rpcrdma_cm_id *id, unsigned n);
 
 /* Providers call this when they create an id for an incoming request (the
- * channel's id count guards rpcrdma_cm_channel_destroy). */
+ * channel's id count guards rpcrdma_cm_channel_destroy). provider.c, as
+ * rr_cm_id_init, rr_cm_id_dropped and rr_spin_us. */
 void rr_cm_id_created(struct rr_cm_channel *ch, struct rr_cm_id *id);
 /* listen/connect: counts @id and sets its base fields (@qp non-NULL binds
  * it both ways; NULL for a listener) before the provider publishes it. */
@@ -264,9 +265,10 @@ bool rr_context_can_interrupt(const struct rpcrdma_context *ctx);
 
 /* ---- registry ---- */
 
-/* The built-in providers. "soft" is linked when src/rdma/soft provides
- * rdma/soft/soft_provider.h declaring `extern const struct rr_provider_ops
- * rr_soft_ops;`; "verbs" when RPCRDMA_HAVE_VERBS (rr_verbs_ops). */
+/* The built-in providers (providers.c). "soft" is linked when src/rdma/soft
+ * provides rdma/soft/soft_provider.h declaring `extern const struct
+ * rr_provider_ops rr_soft_ops;`; "verbs" when RPCRDMA_HAVE_VERBS
+ * (rr_verbs_ops). */
 const struct rr_provider_ops *rr_provider_find(const char *name);
 size_t rr_provider_count(void);
 const struct rr_provider_ops *rr_provider_at(size_t i);

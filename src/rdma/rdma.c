@@ -1,74 +1,20 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Dispatch layer of the provider interface (include/rpcrdma/rdma.h): the
- * provider registry, argument checks that do not depend on a provider,
+/* Dispatch layer of the provider interface (include/rpcrdma/rdma.h):
+ * argument checks that do not depend on a provider,
  * reference counting that makes destroy calls answer -EBUSY while dependent
  * objects remain, and one wrapper per operation that answers -EOPNOTSUPP when
  * the provider leaves the op NULL. No RFC wire format lives here; the
  * semantics follow RFC 5040 (STags, Send with Invalidate, Read/Write) and
- * draft-talpey-rdma-commit (Commit) as stated in rdma.h. */
+ * draft-talpey-rdma-commit (Commit) as stated in rdma.h. The registry of
+ * providers is src/rdma/providers.c; the helpers providers call back
+ * (rr_cm_id_*, rr_spin_us) are src/rdma/provider.c, so that no provider
+ * calls this file and this file names no provider. */
 #include "rdma/provider.h"
 
 #include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__has_include)
-#if __has_include("rdma/soft/soft_provider.h")
-#include "rdma/soft/soft_provider.h"
-#define RR_HAVE_SOFT 1
-#endif
-#endif
-
-#ifdef RPCRDMA_HAVE_VERBS
-extern const struct rr_provider_ops rr_verbs_ops;
-#endif
-
-/* ---- registry ---- */
-
-static const struct rr_provider_ops *const registry[] = {
-#ifdef RR_HAVE_SOFT
-	&rr_soft_ops,
-#endif
-#ifdef RPCRDMA_HAVE_VERBS
-	&rr_verbs_ops,
-#endif
-	NULL,
-};
-
-size_t rr_provider_count(void)
-{
-	return RR_ARRAY_SIZE(registry) - 1;
-}
-
-const struct rr_provider_ops *rr_provider_at(size_t i)
-{
-	return i < rr_provider_count() ? registry[i] : NULL;
-}
-
-const struct rr_provider_ops *rr_provider_find(const char *name)
-{
-	if (!name)
-		return NULL;
-	for (size_t i = 0; i < rr_provider_count(); i++)
-		if (strcmp(registry[i]->name, name) == 0)
-			return registry[i];
-	return NULL;
-}
-
-RPCRDMA_API size_t rpcrdma_provider_list(const char **names, size_t cap)
-{
-	size_t n = rr_provider_count();
-
-	for (size_t i = 0; i < n && i < cap && names; i++)
-		names[i] = registry[i]->name;
-	return n;
-}
-
-RPCRDMA_API bool rpcrdma_provider_available(const char *name)
-{
-	return rr_provider_find(name) != NULL;
-}
 
 /* ---- context ---- */
 
@@ -98,29 +44,6 @@ int rr_open_with_ops(const struct rr_provider_ops *ops, const struct rpcrdma_ope
 	atomic_init(&ctx->nobjs, 0);
 	*out = RR_PUB(context, ctx);
 	return 0;
-}
-
-uint32_t rr_spin_us(uint32_t spin_us)
-{
-	if (spin_us == RPCRDMA_SPIN_OFF)
-		return 0;
-	if (spin_us == 0) {
-		const char *e = getenv("RPCRDMA_SOFT_SPIN_US");
-		char *end;
-		unsigned long v;
-
-		if (!e || !*e)
-			return RPCRDMA_SPIN_US_DEFAULT;
-		if (!strcmp(e, "off"))
-			return 0;
-		errno = 0;
-		v = strtoul(e, &end, 10);
-		if (errno || *end || e[0] == '-')
-			return RPCRDMA_SPIN_US_DEFAULT; /* not a number: the default */
-		spin_us = v > RPCRDMA_SPIN_US_MAX ? RPCRDMA_SPIN_US_MAX : (uint32_t)v;
-		return spin_us;
-	}
-	return spin_us > RPCRDMA_SPIN_US_MAX ? RPCRDMA_SPIN_US_MAX : spin_us;
 }
 
 RPCRDMA_API int rpcrdma_open(const char *provider, const struct rpcrdma_open_attr *attr,
@@ -755,35 +678,6 @@ RPCRDMA_API int rpcrdma_post_recv(struct rpcrdma_qp *pqp, struct rpcrdma_recv_wr
 }
 
 /* ---- CM ---- */
-
-void rr_cm_id_created(struct rr_cm_channel *ch, struct rr_cm_id *id)
-{
-	id->ch = ch;
-	id->qp = NULL;
-	id->user_ctx = NULL;
-	id->listener = false;
-	atomic_fetch_add(&ch->nids, 1);
-}
-
-void rr_cm_id_init(struct rr_cm_channel *ch, struct rr_cm_id *id, void *user_ctx,
-		   struct rr_qp *qp, bool listener)
-{
-	rr_cm_id_created(ch, id);
-	id->user_ctx = user_ctx;
-	id->listener = listener;
-	if (qp) {
-		id->qp = qp;
-		qp->id = id;
-	}
-}
-
-void rr_cm_id_dropped(struct rr_cm_channel *ch, struct rr_cm_id *id)
-{
-	if (id->qp && id->qp->id == id)
-		id->qp->id = NULL;
-	id->qp = NULL;
-	atomic_fetch_sub(&ch->nids, 1);
-}
 
 RPCRDMA_API int rpcrdma_cm_channel_create(struct rpcrdma_context *pctx,
 					  struct rpcrdma_cm_channel **out)

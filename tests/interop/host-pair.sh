@@ -9,6 +9,17 @@
 # Exit 0 when both ends report success. Ports are random, retried on collision.
 set -u
 kind=$1 prog=$2 extra=${3:-}
+
+# Until the server's log shows @2 (it listens), at most 10 s; a server that
+# died meanwhile ends the wait at once. No fixed sleep.
+wait_ready() {
+	for _ in $(seq 200); do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		kill -0 "$srv" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
 for attempt in 1 2 3; do
 	port=$((20000 + RANDOM % 30000))
 	log=$(mktemp)
@@ -16,7 +27,7 @@ for attempt in 1 2 3; do
 	iwarp)
 		timeout 60 "$prog" server -p soft -a 127.0.0.1 -P "$port" $extra >"$log.s" 2>&1 &
 		srv=$!
-		sleep 0.3
+		wait_ready "$log.s" '^# listening on'
 		timeout 60 "$prog" client -p soft -a 127.0.0.1 -P "$port" $extra >"$log.c" 2>&1
 		crc=$?
 		wait "$srv"; src=$?
@@ -25,7 +36,7 @@ for attempt in 1 2 3; do
 		url="$extra://127.0.0.1:$port"
 		timeout 90 "$prog" serve "$url" >"$log.s" 2>&1 &
 		srv=$!
-		sleep 0.3
+		wait_ready "$log.s" '^serving '
 		timeout 90 "$prog" call "$url" >"$log.c" 2>&1
 		crc=$?
 		# the client's QUIT call ends the server

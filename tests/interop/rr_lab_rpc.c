@@ -153,7 +153,7 @@ static int serve(const char *url)
 	while (!quit)
 		pthread_cond_wait(&q_cond, &q_lock);
 	pthread_mutex_unlock(&q_lock);
-	usleep(200000); /* let the QUIT reply go out */
+	/* graceful: the QUIT request in flight gets its reply first */
 	rpcrdma_server_destroy(s);
 	printf("server done, %d bad payloads\n", srv_errors);
 	return srv_errors ? 1 : 0;

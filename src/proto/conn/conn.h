@@ -257,7 +257,8 @@ void rr_conn_up(struct rr_conn *c, const void *peer_pd, size_t pd_len, uint32_t 
  * Terminate): every STag is invalid with the QP; requester: Calls without a
  * Reply go back to the head of the queue (retransmitted on the next
  * connection with the same XID), pulls end; responder: parked Replies are
- * told -ENOTCONN, exposed ones fenced. */
+ * told -ENOTCONN, exposed ones fenced. No completion of the lost
+ * connection's work is fed to the session afterwards: it settled it all. */
 void rr_conn_down(struct rr_conn *c);
 /* Responder: the RDMA Reads it may have outstanding, once known (the
  * connection established). */

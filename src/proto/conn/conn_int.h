@@ -101,6 +101,7 @@ struct rs_exp {
 	bool valid;                   /* the peer may still use its STag */
 	bool stolen;                  /* invalidated by another XID's RDMA_DONE */
 	struct rs_exp *next;          /* fenced, freed when the connection goes */
+	struct rs_exp *fnext;         /* its Local Invalidate is in flight */
 } __attribute__((aligned(16)));
 
 /* A Read-chunk Reply waiting for a reservation (reply.c). */
@@ -151,6 +152,9 @@ struct rr_conn {
 	unsigned nreqs;                   /* requests not done */
 	struct rr_rrep_table rrep;
 	struct rs_exp *rrep_dead;
+	struct rs_exp *rrep_fencing;      /* Local Invalidate in flight: referenced
+					     by that work request, and here in
+					     case its completion never comes */
 	uint32_t rrep_forged;
 	uint32_t rrep_live;
 	struct rs_park *parkq, **park_tail;

@@ -105,11 +105,20 @@ static void fence(struct rr_conn *c, struct rs_exp *x, bool reads_over)
 		retire(c, x, false);
 		return;
 	}
+	x->fnext = c->rrep_fencing;
+	c->rrep_fencing = x;
 	c->st->local_inv++;
 }
 
 void rs_rrep_on_inv(struct rr_conn *c, struct rs_exp *x, int status)
 {
+	struct rs_exp **pp = &c->rrep_fencing;
+
+	while (*pp && *pp != x)   /* at most rrep_max long */
+		pp = &(*pp)->fnext;
+	if (!*pp)
+		return;   /* settled by rs_rrep_down already */
+	*pp = x->fnext;
 	retire(c, x, status == 0);
 	if (status)
 		rr_conn_fail(c);
@@ -246,11 +255,18 @@ uint64_t rs_rrep_next(const struct rr_conn *c)
 }
 
 /* Disconnect: exposed Replies are fenced (their buffers go with the
- * connection). */
+ * connection), and so are those whose Local Invalidate was in flight (its
+ * completion does not come any more). */
 void rs_rrep_down(struct rr_conn *c)
 {
 	struct rr_rrep_entry *e;
 
+	while (c->rrep_fencing) {
+		struct rs_exp *x = c->rrep_fencing;
+
+		c->rrep_fencing = x->fnext;
+		retire(c, x, false);
+	}
 	if (!c->rrep.env)
 		return;
 	while ((e = rr_rrep_pop(&c->rrep)) != NULL) {

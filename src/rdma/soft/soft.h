@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Internal objects of the soft provider, shared by soft_verbs.c (objects,
- * work requests, the RDMAP state machine on top of the sans-I/O codecs) and
- * soft_io.c (the only file that touches sockets: TCP connection manager with
- * the MPA exchange, the progress thread, epoll, sendmsg/recvmsg).
+/* Internal objects of the soft provider (user-space iWARP over TCP), shared
+ * by its files, which are split by job as Linux siw is (docs/soft-iwarp.md
+ * "Files"): objects.c (context, PD, MR, MW, QP), cq.c and cq_wait.c (CQs and
+ * their consumers), tx.c and rx.c (the RDMAP data path over the sans-I/O
+ * codecs mpa.c, ddp.c, rdmap.c), cm.c and chan.c (connections and their
+ * events), lease.c and progress.c (who serves a socket, the progress
+ * thread), sock.c (every socket system call), ops.c (the ops table). Each
+ * file's functions are declared in its own header; a file calls only files
+ * below it in this order (no loop): ops -> objects -> progress -> cm ->
+ * rx -> tx -> chan -> sock -> cq -> lease (cq_wait: below objects, above rx).
  *
  * Threading (docs/soft-iwarp.md): post_send transmits in the caller's thread
  * (tx_lock). Each CQ owns an epoll fd (its public fd) over its QPs' sockets,
@@ -12,12 +18,20 @@
  * setup and MPA timeouts, and serves the sockets of QPs whose CQs nobody
  * attends (no waiter, not armed, not polled for SOFT_LEASE_NS): passive
  * Read/Commit responders and Write targets; it sleeps until its next
- * deadline (ctx->sleep_until, soft_io_lease_check). A consumer that comes
- * back takes its QPs back (soft_io_reclaim). A lone waiter on a single-QP CQ sleeps in
- * the QP's recvmsg instead of epoll (fast wait, SOFT_FAST_BLOCK_MS; it reads
- * without rx_lock while qp->fast_rd, and a close waits for it). Lock order:
- * ctx->lock -> cq->qlock -> qp->rx_lock -> qp->tx_lock -> cq ring lock;
- * cq->qlock is never taken with rx_lock or tx_lock held. */
+ * deadline (ctx->sleep_until, rr_soft_lease_check). A consumer that comes
+ * back takes its QPs back (cq_wait.c cq_reclaim). A lone waiter on a
+ * single-QP CQ sleeps in the QP's recvmsg instead of epoll (fast wait,
+ * SOFT_FAST_BLOCK_MS; it reads without rx_lock while qp->fast_rd, and a close
+ * waits for it).
+ *
+ * Lock order (a thread holding a lock takes only locks to its right):
+ * ctx->lock or pd->lock -> cq->qlock -> qp->rx_lock -> qp->tx_lock -> the
+ * CQ ring's lock. cq->qlock is never taken with rx_lock or tx_lock held;
+ * pd->lock and ctx->lock are never held together. ch->lock (a channel's
+ * event queue), ctx->cq_lock (the list of CQs) and the STag table's lock are
+ * leaves: taken with any of the above held (rx_lock when a disconnect is
+ * reported, ctx->lock when an id's events are purged), never one under
+ * another. */
 #ifndef RR_SOFT_H
 #define RR_SOFT_H
 
@@ -105,6 +119,23 @@
 #define SOFT_COMMIT_PAST_EOF 3u      /* a region reaches past the end of its
 					file (it shrank): not durable */
 
+/* Process-wide counts of what soft QPs did with invalidatable registrations
+ * (memory windows): binds executed, Local Invalidates executed, and Send
+ * With Invalidate of a peer accepted (the window invalidated); and of the
+ * spins of fast waiters (as soft_cq.spin_hits/_misses, for waits whose CQ
+ * a test cannot reach, inside the RPC client). A Local Invalidate leaves no
+ * trace on the wire; tests observe through these how a transport fenced
+ * its windows (docs/testing.md). Relaxed atomics, never reset: a test
+ * reads differences. */
+struct soft_counters {
+	_Atomic uint64_t mw_binds;
+	_Atomic uint64_t local_invs;
+	_Atomic uint64_t remote_invs;
+	_Atomic uint64_t spin_hits;
+	_Atomic uint64_t spin_misses;
+};
+extern struct soft_counters soft_counters;
+
 struct soft_ctx;
 struct soft_qp;
 
@@ -134,13 +165,13 @@ struct soft_ctx {
 	uint64_t spin_ns;            /* a fast waiter's spin budget; 0: none */
 	char tcp_cc[16];             /* RPCRDMA_SOFT_TCP_CC, or "": the system's */
 	uint32_t tx_copy_max;        /* SOFT_TX_COPY_MAX or RPCRDMA_SOFT_TXCOPY */
-	pthread_mutex_t cq_lock;     /* cqs (a leaf lock: soft_chan_push) */
+	pthread_mutex_t cq_lock;     /* cqs (a leaf lock: rr_soft_chan_push) */
 	struct soft_cq *cqs;         /* every CQ (cq_lock), for interrupts */
 	/* The progress thread looks at its deadlines again by this time (the
 	 * environment's clock), UINT64_MAX: not before something wakes it; 0:
 	 * a wake-up is on its way. A consumer that leaves a CQ (its last
 	 * waiter, a consumed arm, a reclaim) wakes it when that is too late
-	 * for the CQ's lease (soft_io_lease_check). */
+	 * for the CQ's lease (rr_soft_lease_check). */
 	_Atomic uint64_t sleep_until;
 	/* rr_context_interrupt was used: the owner's CQ waits may end early,
 	 * so CM events pushed to the context's channels interrupt them too */
@@ -410,141 +441,96 @@ struct soft_id {
 	struct rr_listen_stats lstats;
 };
 
-/* soft_io.c */
-int soft_io_start(struct soft_ctx *ctx);
-void soft_io_stop(struct soft_ctx *ctx);
-void soft_io_wake(struct soft_ctx *ctx);
-/* Writes as much of @iov as the socket takes now: bytes written, -EAGAIN, or
- * a negative errno. */
-ssize_t soft_io_writev(int fd, const struct iovec *iov, unsigned cnt);
-/* Reads into @iov without blocking: bytes, 0 at EOF, -EAGAIN or -errno. */
-ssize_t soft_io_readv(int fd, struct iovec *iov, unsigned cnt);
-/* The same, sleeping until data, EOF, shutdown or the socket's receive
- * timeout (SOFT_FAST_BLOCK_MS: then -EAGAIN). For fast waits only. */
-ssize_t soft_io_readv_wait(int fd, struct iovec *iov, unsigned cnt);
-/* The fast waiter's read of @qp's socket (qp->fast_rd held, rx_lock not):
- * spins up to the context's budget, then sleeps in soft_io_readv_wait, or
- * (@mode SOFT_FAST_POLL) in poll(2) over the socket and the CQ's wake
- * eventfd for up to SOFT_FAST_BLOCK_MS. Also -EAGAIN when, while spinning,
- * a completion, an interrupt or a transmit backlog appears, or the wake
- * eventfd ends the poll (the caller looks at the CQ again). */
-ssize_t soft_io_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt, int mode);
-/* How the fast reader of @qp sleeps next: SOFT_FAST_POLL when its
- * connection is quiet and the context's owner uses interrupts, else
- * SOFT_FAST_RECV. */
-int soft_io_fast_mode(const struct soft_qp *qp);
-/* A connected socket made blocking with the fast wait's receive timeout:
- * 0, or -errno (then the QP never waits on it directly). */
-int soft_io_fast_setup(int fd);
-/* Makes the context's sockets use TCP congestion control @name (NULL or "":
- * the system's default): 0, -EINVAL (too long), -ENOENT (not available),
- * -EPERM (not in net.ipv4.tcp_allowed_congestion_control) or -errno. */
-int soft_io_check_cc(struct soft_ctx *c, const char *name);
-/* A fast-waiting reader of @qp (rx_lock held, released while waiting) is
- * made to leave before the socket is closed. */
-void soft_io_fast_quiesce(struct soft_qp *qp);
-/* A completion or transmit need arose in a thread other than the CQ's
- * fast-waiting one: no more fast waits on @q for a while. */
-void soft_cq_fast_off(struct soft_cq *q);
-void soft_io_want_out(struct soft_qp *qp, bool on);
-/* Socket into / out of the CQs' epoll sets (rx_lock and tx_lock held). */
-void soft_io_watch(struct soft_qp *qp);
-void soft_io_unwatch(struct soft_qp *qp);
-/* The CQ's epoll set (its public fd) with the ring's eventfd and a wake
- * eventfd; fini closes both. */
-int soft_io_cq_init(struct soft_cq *q);
-void soft_io_cq_fini(struct soft_cq *q);
-/* Receives / transmits on the ready sockets of @q in the calling thread:
- * epoll_wait for up to @timeout_ms (0: what is ready now; -1: no limit).
- * @drain consumes the ring's notification too; @block waits for a QP's
- * locks instead of skipping it. Ready fds, 0, or -errno. */
-int soft_io_cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block);
-/* Fast wait (SOFT_FAST_BLOCK_MS): when the calling waiter is the only one on
- * @q, @q has one connected QP (send and receive CQ both @q) with nothing to
- * transmit and the fast wait is not off, receives for it with a blocking
- * recvmsg and returns true (completions, if any, are in the ring); false
- * when the general epoll wait must be used. */
 /* Completions a fast waiter receives for itself go straight into its
  * rpcrdma_cq_wait array (no ring push + poll) while the ring is empty and
- * not armed and room is left; see soft_cq_push. */
+ * not armed and room is left (cq.c rr_soft_cq_push, cq_wait.c). */
 struct soft_direct {
 	struct soft_cq *q;
 	struct rpcrdma_wc *wc;
 	int n, got;
 };
-bool soft_io_cq_fast_wait(struct soft_cq *q, struct soft_direct *d);
-/* The non-blocking counterpart for poll_cq / get_event: on a CQ with one
- * connected QP (nothing to transmit), receives with one recvmsg instead of
- * epoll_wait(0) + recvmsg. false: use soft_io_cq_progress. */
-bool soft_io_cq_fast_poll(struct soft_cq *q);
-/* The interrupt op: latches every CQ of @ctx and wakes its waiters (a fast
- * waiter asleep in recvmsg sees it when its read ends, and the fast wait is
- * off on that CQ for SOFT_FAST_COOLDOWN_NS). From then on, every CM event
- * pushed to a channel of @ctx interrupts its CQs too, without the cool-down
- * (soft_chan_push; docs/soft-iwarp.md "CM events end CQ waits"). */
-int soft_interrupt(struct rr_context *ctx);
-/* @q's consumer may have left it (its last waiter left, a completion
- * consumed its arm, it took QPs back): wakes the progress thread when the
- * thread would look later than the end of @q's lease (+ SOFT_TICK_MS).
- * Callers store what changed (last_use_ns, waiting, the arm) first. */
-void soft_io_lease_check(struct soft_cq *q);
-/* qlock held: the live QP an epoll token names, or NULL. */
-struct soft_qp *soft_cq_lookup(struct soft_cq *q, uint64_t tok);
-/* The consumer of @q is back: its QPs leave the progress thread. */
-void soft_io_reclaim(struct soft_cq *q);
-bool soft_cq_attended(struct soft_cq *q, uint64_t now);
-/* Appends a completion; wakes a consumer waiting in another thread. */
-void soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc);
-/* Calls @fn for every QP of @q; the caller holds q->qlock. */
-void soft_cq_for_each_qp(struct soft_cq *q, void (*fn)(struct soft_qp *qp, void *arg), void *arg);
-void soft_io_qp_closed(struct soft_qp *qp);
-/* Shuts the QP's socket down both ways (the progress thread then sees EOF). */
-void soft_io_shutdown(struct soft_qp *qp);
-/* Reports DISCONNECTED (status @err) for the QP's id, once. */
-void soft_io_report_disconnect(struct soft_qp *qp, int err);
-void soft_chan_push(struct soft_chan *ch, const struct rpcrdma_cm_event *ev);
-int soft_create_channel(struct rr_context *ctx, struct rr_cm_channel **out);
-int soft_destroy_channel(struct rr_cm_channel *ch);
-int soft_channel_fd(struct rr_cm_channel *ch);
-int soft_get_event(struct rr_cm_channel *ch, struct rpcrdma_cm_event *ev);
-int soft_listen(struct rr_cm_channel *ch, const struct sockaddr *addr, socklen_t addrlen,
-		int backlog, void *user_ctx, struct rr_cm_id **out);
-int soft_connect(struct rr_cm_channel *ch, struct rr_qp *qp, const struct sockaddr *dst,
-		 socklen_t dstlen, const struct rpcrdma_conn_param *param, void *user_ctx,
-		 struct rr_cm_id **out);
-int soft_accept(struct rr_cm_id *id, struct rr_qp *qp, const struct rpcrdma_conn_param *param);
-int soft_reject(struct rr_cm_id *id, const void *data, uint16_t len);
-int soft_disconnect(struct rr_cm_id *id);
-int soft_destroy_id(struct rr_cm_id *id);
-int soft_local_addr(struct rr_cm_id *id, struct sockaddr_storage *ss);
-int soft_peer_addr(struct rr_cm_id *id, struct sockaddr_storage *ss);
-int soft_conn_query(struct rr_cm_id *id, struct rpcrdma_conn_info *info);
-int soft_listen_limits(struct rr_cm_id *id, const struct rr_listen_limits *lim);
-int soft_listen_stats(struct rr_cm_id *id, struct rr_listen_stats *out);
-int soft_listen_shed(struct rr_cm_id *id, unsigned n);
-int soft_query(struct rr_context *ctx, struct rpcrdma_caps *caps);
 
-/* soft_verbs.c */
-/* Memory [@lo, @hi) of @pd was deregistered: no QP of the PD reads or writes
- * it once this returns. A tagged placement into it in progress is dropped
- * (a fast reader writing there is waited for: at most SOFT_FAST_BLOCK_MS);
- * a transmit that still needs it (a Read Response, a Send or Write not yet
- * sent) ends its QP with a Terminate (RDMAP, Remote Protection Error,
- * Invalid STag) sent as far as the socket takes it now. */
-void soft_pd_revoke(struct soft_pd *pd, uintptr_t lo, uintptr_t hi);
-/* @commit_rx/@commit_tx enable Commit (added to what rpcrdma_qp_set_commit
- * already enabled). */
-int soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *conn, bool commit_rx,
-		      bool commit_tx);
-int soft_set_commit(struct rr_qp *qp, bool enable);
-/* Receives and processes what the socket holds. Returns 0, or a negative
- * errno once the connection is finished. */
-int soft_qp_rx(struct soft_qp *qp);
-/* The same for a fast wait: the first read sleeps (rx_lock is released
- * during it); returns with rx_lock RELEASED, and the QP may be gone then. */
-int soft_qp_rx_fast(struct soft_qp *qp);
-/* Transmits queued work; caller holds tx_lock. */
-void soft_qp_tx_locked(struct soft_qp *qp);
-void soft_qp_fatal(struct soft_qp *qp, int err, const struct rr_term *peer_term);
+static inline struct soft_ctx *sctx(struct rr_context *c)
+{
+	return RR_CONTAINER_OF(c, struct soft_ctx, base);
+}
+
+static inline struct soft_cq *scq_of(struct rr_cq *cq)
+{
+	return RR_CONTAINER_OF(cq, struct soft_cq, base);
+}
+
+static inline struct soft_chan *chan_of(struct rr_cm_channel *ch)
+{
+	return RR_CONTAINER_OF(ch, struct soft_chan, base);
+}
+
+static inline struct soft_id *id_of(struct rr_cm_id *id)
+{
+	return RR_CONTAINER_OF(id, struct soft_id, base);
+}
+
+/* (@a + @b) mod @cap for @a < @cap and @b <= @cap: ring indices without a
+ * division (a div costs tens of cycles; several per message). */
+static inline uint32_t ring_idx(uint32_t a, uint32_t b, uint32_t cap)
+{
+	uint32_t i = a + b;
+
+	return i >= cap ? i - cap : i;
+}
+
+static inline struct soft_wqe *sq_at(struct soft_qp *qp, uint32_t i)
+{
+	return &qp->sq[ring_idx(qp->sq_head, i, qp->sq_cap)];
+}
+
+/* The oldest WQE waiting for a Read or Commit Response (tx_lock held). */
+static inline struct soft_wqe *orq_head(struct soft_qp *qp)
+{
+	for (uint32_t i = 0; i < qp->sq_next; i++) {
+		struct soft_wqe *w = sq_at(qp, i);
+
+		if (w->state == WQE_AWAIT_RESP)
+			return w;
+	}
+	return NULL;
+}
+
+/* Resolves @n local SGEs (access RR_MRT_LOCAL | @need) to addresses through
+ * the STag table: @iov/@cnt, *@total bytes. 0 or the table's -errno. Inline:
+ * post_send (tx.c) and post_recv (rx.c) run it per work request. */
+static inline int sge_resolve(struct soft_qp *qp, const struct rpcrdma_sge *sg, uint32_t n,
+			      uint32_t need, struct iovec *iov, unsigned *cnt, uint32_t *total)
+{
+	uint64_t t = 0;
+
+	*cnt = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct rr_mrt_ref ref;
+		int r;
+
+		if (!sg[i].length)
+			continue;
+		r = rr_mrt_check(&qp->ctx->mrt, sg[i].lkey, sg[i].addr, sg[i].length,
+				 RR_MRT_LOCAL | need, &qp->pd->base, NULL, &ref);
+		if (r)
+			return r;
+		iov[*cnt].iov_base = ref.ptr;
+		iov[(*cnt)++].iov_len = sg[i].length;
+		t += sg[i].length;
+	}
+	if (t > UINT32_MAX)
+		return -EMSGSIZE;
+	*total = (uint32_t)t;
+	return 0;
+}
+
+/* Whether [@p, @p + @n) meets [@lo, @hi). */
+static inline bool range_hits(const void *p, size_t n, uintptr_t lo, uintptr_t hi)
+{
+	uintptr_t a = (uintptr_t)p;
+
+	return n && a < hi && a + n > lo;
+}
 
 #endif

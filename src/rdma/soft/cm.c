@@ -1,0 +1,748 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* The soft provider's connection manager: ids, listen / connect / accept /
+ * reject / disconnect / destroy, the MPA Request/Reply exchange (RFC 5044
+ * section 7.1, RFC 6581) driven by the pull parser of mpa.c, its timeout on
+ * the injected clock, a listener's limits on half-open connections and its
+ * accept back-off (struct rr_listen_limits, docs/security.md "Limits"), and
+ * the hand-over of an established socket to its QP (go_rdma). The progress
+ * thread (progress.c) calls the handshake steps when a listener or a
+ * handshake socket is ready; socket calls go through sock.c. */
+#include "rdma/soft/cm.h"
+
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "rdma/soft/chan.h"
+#include "rdma/soft/cq.h"
+#include "rdma/soft/lease.h"
+#include "rdma/soft/rx.h"
+#include "rdma/soft/sock.h"
+
+#define SOFT_DEFAULT_DEPTH 16
+
+/* ------------------------------------------------------------- ids -- */
+
+static void id_discard(struct soft_id *id, bool counted);
+
+/* Ids on @ch the consumer never received (c->lock held; with @ch NULL, all
+ * of them: the context is closing). The dispatch layer refuses to destroy a
+ * channel with counted ids, so only uncounted ones can be left here. */
+void rr_soft_ids_discard_uncounted(struct soft_ctx *c, struct soft_chan *ch)
+{
+	struct soft_id *id = c->ids, *next;
+
+	for (; id; id = next) {
+		next = id->next_all;
+		if (!ch || id->ch == ch)
+			id_discard(id, false);
+	}
+}
+
+int rr_soft_destroy_channel(struct rr_cm_channel *base)
+{
+	struct soft_chan *ch = chan_of(base);
+
+	pthread_mutex_lock(&ch->ctx->lock);
+	rr_soft_ids_discard_uncounted(ch->ctx, ch);
+	pthread_mutex_unlock(&ch->ctx->lock);
+	close(ch->efd);
+	pthread_mutex_destroy(&ch->lock);
+	rr_free(ch->ctx->env, ch->evs);
+	rr_free(ch->ctx->env, ch);
+	return 0;
+}
+
+static struct soft_id *id_new(struct soft_chan *ch, int fd)
+{
+	struct soft_id *id = rr_zalloc(ch->ctx->env, sizeof(*id));
+
+	if (!id)
+		return NULL;
+	id->ch = ch;
+	id->ctx = ch->ctx;
+	id->obj.type = SOFT_OBJ_HANDSHAKE;
+	id->obj.fd = fd;
+	id->next_all = ch->ctx->ids;
+	ch->ctx->ids = id;
+	return id;
+}
+
+static void id_unlink(struct soft_id *id)
+{
+	for (struct soft_id **p = &id->ctx->ids; *p; p = &(*p)->next_all)
+		if (*p == id) {
+			*p = id->next_all;
+			break;
+		}
+}
+
+static void id_close_fd(struct soft_id *id)
+{
+	rr_soft_obj_del(id->ctx, &id->obj);
+	if (id->obj.fd >= 0 && !(id->qp && id->qp->obj.fd == id->obj.fd))
+		close(id->obj.fd);
+	id->obj.fd = -1;
+}
+
+static uint64_t deadline(struct soft_ctx *c, uint32_t ms)
+{
+	return rr_now_ns(c->env) + (uint64_t)(ms ? ms : SOFT_DEFAULT_TIMEOUT_MS) * 1000000u;
+}
+
+static void fill_cfg(struct rr_mpa_cfg *cfg, const struct rpcrdma_conn_param *p)
+{
+	cfg->rev = (p && (p->flags & RPCRDMA_CONN_SOFT_MPA_REV1)) ? 1 : 2;
+	cfg->crc = p && (p->flags & RPCRDMA_CONN_SOFT_CRC);
+	cfg->ird = p && p->responder_resources ? p->responder_resources : SOFT_DEFAULT_DEPTH;
+	cfg->ord = p && p->initiator_depth ? p->initiator_depth : SOFT_DEFAULT_DEPTH;
+	cfg->ird = RR_MIN(cfg->ird, (uint16_t)SOFT_MAX_IRD);
+	cfg->ord = RR_MIN(cfg->ord, (uint16_t)SOFT_MAX_ORD);
+}
+
+static int encode_out(struct soft_id *id, struct rr_mpa_frame *f)
+{
+	int n = rr_mpa_encode(f, id->out, sizeof(id->out));
+
+	if (n < 0)
+		return n;
+	id->out_len = (size_t)n;
+	id->out_off = 0;
+	return 0;
+}
+
+/* --------------------------------------------------------- the ops -- */
+
+int rr_soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, socklen_t addrlen,
+		   int backlog, void *user_ctx, struct rr_cm_id **out)
+{
+	struct soft_chan *ch = chan_of(base);
+	struct soft_ctx *c = ch->ctx;
+	struct soft_id *id;
+	int fd = rr_soft_sock_listen(addr, addrlen, backlog);
+
+	if (fd < 0)
+		return fd;
+	pthread_mutex_lock(&c->lock);
+	id = id_new(ch, fd);
+	if (!id) {
+		pthread_mutex_unlock(&c->lock);
+		close(fd);
+		return -ENOMEM;
+	}
+	id->obj.type = SOFT_OBJ_LISTEN;
+	id->state = IDS_LISTEN;
+	id->max_hs = RR_LISTEN_MAX_HANDSHAKES;
+	rr_cm_id_init(base, &id->base, user_ctx, NULL, true); /* before events */
+	rr_soft_obj_add(c, &id->obj, EPOLLIN);
+	pthread_mutex_unlock(&c->lock);
+	*out = &id->base;
+	return 0;
+}
+
+int rr_soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct sockaddr *dst,
+		    socklen_t dstlen, const struct rpcrdma_conn_param *param, void *user_ctx,
+		    struct rr_cm_id **out)
+{
+	struct soft_chan *ch = chan_of(base);
+	struct soft_ctx *c = ch->ctx;
+	struct soft_qp *qp = RR_CONTAINER_OF(qpb, struct soft_qp, base);
+	struct rr_mpa_frame f;
+	struct soft_id *id;
+	int fd, r;
+
+	if (qp->state != QPS_IDLE || qp->id)
+		return -EINVAL;
+	fd = rr_soft_sock_open(c, dst->sa_family);
+	if (fd < 0)
+		return fd;
+	pthread_mutex_lock(&c->lock);
+	id = id_new(ch, fd);
+	if (!id) {
+		pthread_mutex_unlock(&c->lock);
+		close(fd);
+		return -ENOMEM;
+	}
+	fill_cfg(&id->cfg, param);
+	r = rr_mpa_make_request(&id->cfg, param ? param->private_data : NULL,
+				param ? param->private_data_len : 0, &f);
+	if (!r)
+		r = encode_out(id, &f);
+	id->commit = param && (param->flags & RPCRDMA_CONN_COMMIT);
+	if (!r)
+		r = rr_soft_sock_connect(fd, dst, dstlen);
+	if (r) {
+		id_unlink(id);
+		pthread_mutex_unlock(&c->lock);
+		close(fd);
+		rr_free(c->env, id);
+		return r;
+	}
+	memcpy(&id->peer, dst, RR_MIN((size_t)dstlen, sizeof(id->peer)));
+	id->peerlen = dstlen;
+	id->qp = qp;
+	qp->id = id;
+	id->state = IDS_CONNECTING;
+	id->timeout_ms = param ? param->timeout_ms : 0;
+	id->deadline_ns = deadline(c, id->timeout_ms);
+	rr_mpa_parser_init(&id->parser, true);
+	rr_cm_id_init(base, &id->base, user_ctx, qpb, false); /* before events */
+	rr_soft_obj_add(c, &id->obj, EPOLLOUT | EPOLLIN);
+	pthread_mutex_unlock(&c->lock);
+	rr_soft_wake(c);
+	*out = &id->base;
+	return 0;
+}
+
+/* The QP takes over the socket: data path from now on. Commit: an initiator
+ * that offered it serves the peer's Commit Requests from now on (before any
+ * FPDU of the peer is read: race-free) and posts Commits once the upper
+ * layer has seen the peer agree; a responder that agreed does both. */
+static void go_rdma(struct soft_id *id, bool active)
+{
+	struct soft_qp *qp = id->qp;
+	int fd = id->obj.fd;
+
+	rr_soft_obj_del(id->ctx, &id->obj);
+	qp->fpdu_max = rr_soft_sock_fpdu_max(fd);
+	/* before the QP is shared (rr_soft_qp_connected publishes it) */
+	qp->fast_ok = id->ctx->fast_wait && rr_soft_sock_fast_setup(fd) == 0;
+	rr_soft_qp_connected(qp, fd, &id->conn, id->commit, id->commit && !active);
+	id->state = IDS_CONNECTED;
+	/* the progress thread serves it until its consumer shows up */
+	rr_soft_qp_hand(qp, true);
+}
+
+int rr_soft_accept(struct rr_cm_id *base, struct rr_qp *qpb, const struct rpcrdma_conn_param *param)
+{
+	struct soft_id *id = id_of(base);
+	struct soft_ctx *c = id->ctx;
+	struct soft_qp *qp = RR_CONTAINER_OF(qpb, struct soft_qp, base);
+	struct rr_mpa_frame f;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	if (id->state != IDS_REQ_RCVD || qp->state != QPS_IDLE || qp->id) {
+		pthread_mutex_unlock(&c->lock);
+		return -EINVAL;
+	}
+	fill_cfg(&id->cfg, param);
+	r = rr_mpa_responder_check(&id->cfg, &id->frame, &id->conn);
+	if (!r)
+		r = rr_mpa_make_reply(&id->conn, false, param ? param->private_data : NULL,
+				      param ? param->private_data_len : 0, &f);
+	if (!r)
+		r = encode_out(id, &f);
+	if (!r)
+		r = rr_soft_sock_write_all(id->obj.fd, id->out, id->out_len);
+	if (r) {
+		pthread_mutex_unlock(&c->lock);
+		return r;
+	}
+	id->commit = param && (param->flags & RPCRDMA_CONN_COMMIT);
+	id->qp = qp;
+	qp->id = id;
+	go_rdma(id, false);
+	rr_soft_id_event(id, RPCRDMA_CM_ESTABLISHED, 0, NULL);
+	pthread_mutex_unlock(&c->lock);
+	/* the progress thread serves the new QP: it gives it back at its next
+	 * look if the CQ is attended, and times that CQ's lease */
+	rr_soft_wake(c);
+	return 0;
+}
+
+int rr_soft_reject(struct rr_cm_id *base, const void *data, uint16_t len)
+{
+	struct soft_id *id = id_of(base);
+	struct soft_ctx *c = id->ctx;
+	struct rr_mpa_frame f;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	if (id->state != IDS_REQ_RCVD) {
+		pthread_mutex_unlock(&c->lock);
+		return -EINVAL;
+	}
+	r = rr_mpa_make_reply(&id->conn, true, data, len, &f);
+	if (!r)
+		r = encode_out(id, &f);
+	if (!r)
+		r = rr_soft_sock_write_all(id->obj.fd, id->out, id->out_len);
+	id_close_fd(id);
+	id->state = IDS_CLOSED;
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int rr_soft_disconnect(struct rr_cm_id *base)
+{
+	struct soft_id *id = id_of(base);
+	struct soft_ctx *c = id->ctx;
+	struct soft_qp *qp;
+
+	pthread_mutex_lock(&c->lock);
+	qp = id->qp;
+	if (qp && id->state == IDS_CONNECTED) {
+		pthread_mutex_lock(&qp->rx_lock);
+		rr_soft_qp_fatal(qp, 0, NULL);
+		pthread_mutex_unlock(&qp->rx_lock);
+	} else if (id->state != IDS_LISTEN && id->state != IDS_CLOSED) {
+		id_close_fd(id);
+		id->state = IDS_CLOSED;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* Frees an id the consumer never received (c->lock held): a passive one
+ * still waiting for its MPA Request, or one whose CONNECT_REQUEST is dropped
+ * (@counted: then it is uncounted). Closing the socket tells the peer. */
+static void id_discard(struct soft_id *id, bool counted)
+{
+	if (id->state == IDS_AWAIT_REQ && id->listen)
+		id->listen->nhs--;
+	id_close_fd(id);
+	id_unlink(id);
+	if (counted)
+		rr_cm_id_dropped(&id->ch->base, &id->base);
+	rr_free(id->ctx->env, id);
+}
+
+/* Drops the queued events naming @id (c->lock held), so that no consumer
+ * ever reads a destroyed id. A CONNECT_REQUEST that came through the
+ * listener @id names a new id nobody will receive: it is freed too. */
+static void chan_purge(struct soft_id *id)
+{
+	struct soft_chan *ch = id->ch;
+	struct rpcrdma_cm_id *pub = RR_PUB(cm_id, &id->base);
+	unsigned keep = 0;
+
+	pthread_mutex_lock(&ch->lock);
+	for (unsigned i = 0; i < ch->ev_count; i++) {
+		struct rpcrdma_cm_event *e = &ch->evs[(ch->ev_head + i) % ch->ev_cap];
+
+		if (e->listen_id == pub && e->type == RPCRDMA_CM_CONNECT_REQUEST && e->id) {
+			id_discard(id_of(RR_BASE(cm_id, e->id)), true);
+			continue;
+		}
+		if (e->id == pub || e->listen_id == pub)
+			continue;
+		ch->evs[(ch->ev_head + keep++) % ch->ev_cap] = *e;
+	}
+	ch->ev_count = keep;
+	if (!keep && ch->signaled) {
+		uint64_t v;
+
+		if (read(ch->efd, &v, sizeof(v)) < 0) {
+			/* nothing pending */
+		}
+		ch->signaled = false;
+	}
+	pthread_mutex_unlock(&ch->lock);
+}
+
+/* A listener going away takes the connections still waiting for their MPA
+ * Request with it (c->lock held); delivered ones forget it. */
+static void listener_gone(struct soft_id *l)
+{
+	struct soft_id *id = l->ctx->ids, *next;
+
+	for (; id; id = next) {
+		next = id->next_all;
+		if (id->listen != l)
+			continue;
+		if (id->state == IDS_AWAIT_REQ)
+			id_discard(id, false);
+		else
+			id->listen = NULL;
+	}
+}
+
+/* ctx->lock, rx_lock and tx_lock held (destroy paths). */
+void rr_soft_qp_closed(struct soft_qp *qp)
+{
+	if (qp->obj.in_epoll) {
+		rr_soft_obj_del(qp->ctx, &qp->obj);
+		atomic_fetch_sub(&qp->rcq->handed, 1);
+		if (qp->scq != qp->rcq)
+			atomic_fetch_sub(&qp->scq->handed, 1);
+	}
+	rr_soft_unwatch(qp);
+	if (qp->id) {
+		qp->id->qp = NULL;
+		qp->id = NULL;
+	}
+	rr_soft_fast_quiesce(qp);
+	if (qp->obj.fd >= 0)
+		close(qp->obj.fd);
+	qp->obj.fd = -1;
+	qp->state = QPS_ERROR;
+}
+
+int rr_soft_destroy_id(struct rr_cm_id *base)
+{
+	struct soft_id *id = id_of(base);
+	struct soft_ctx *c = id->ctx;
+	struct soft_qp *qp;
+
+	pthread_mutex_lock(&c->lock);
+	qp = id->qp;
+	if (qp) {
+		pthread_mutex_lock(&qp->rx_lock);
+		if (qp->state == QPS_RTS) {
+			qp->disconnect_reported = true; /* the id is going away */
+			rr_soft_qp_fatal(qp, -ECONNABORTED, NULL);
+		}
+		pthread_mutex_lock(&qp->tx_lock);
+		rr_soft_qp_closed(qp);
+		pthread_mutex_unlock(&qp->tx_lock);
+		pthread_mutex_unlock(&qp->rx_lock);
+		id->obj.fd = -1;
+	}
+	if (id->state == IDS_LISTEN)
+		listener_gone(id);
+	chan_purge(id);
+	id_close_fd(id);
+	id_unlink(id);
+	pthread_mutex_unlock(&c->lock);
+	rr_free(c->env, id);
+	return 0;
+}
+
+/* The local (@peer: remote) address of @base's socket, the handshake's or,
+ * once connected, its QP's. */
+static int id_addr(struct rr_cm_id *base, struct sockaddr_storage *ss, bool peer)
+{
+	struct soft_id *id = id_of(base);
+	int fd = id->obj.fd >= 0 ? id->obj.fd : (id->qp ? id->qp->obj.fd : -1);
+
+	if (fd < 0)
+		return -ENOTCONN;
+	return rr_soft_sock_name(fd, ss, peer);
+}
+
+int rr_soft_local_addr(struct rr_cm_id *base, struct sockaddr_storage *ss)
+{
+	return id_addr(base, ss, false);
+}
+
+int rr_soft_peer_addr(struct rr_cm_id *base, struct sockaddr_storage *ss)
+{
+	return id_addr(base, ss, true);
+}
+
+/* --------------------------------------------------- the handshake -- */
+
+static void id_fail(struct soft_id *id, enum rpcrdma_cm_event_type type, int status,
+		    const struct rr_mpa_frame *f)
+{
+	bool active = id->qp != NULL;
+
+	if (id->state == IDS_AWAIT_REQ) {
+		/* a passive one nobody received: freed now (it used to stay
+		 * in ctx->ids, closed, until the channel was destroyed: one
+		 * soft_id per peer that connected and went away) */
+		id_discard(id, false);
+		return;
+	}
+	id_close_fd(id);
+	id->state = IDS_CLOSED;
+	if (active) {
+		id->qp->id = NULL;
+		id->qp = NULL;
+		rr_soft_id_event(id, type, status, f);
+	}
+}
+
+/* The handshake's bytes are not MPA (*@r -EPROTO: wrong key). A peer that
+ * speaks ONC RPC over plain TCP is told apart: as initiator, a Reply in
+ * record marking (a tcp:// server) fails the connection with -EPROTOTYPE
+ * instead of a bare protocol error; as responder, whatever the bytes, the
+ * peer gets an MPA Reject (R set, revision 1, no private data), the answer
+ * to a Request the responder refuses, so a tcp:// client reads "MPA ID Rep
+ * Frame" and can say that this server speaks rdma://. The rest of what it sent (up to 4
+ * KiB: a Call) is read first, so closing sends a FIN, not a reset that
+ * could overtake the Reject. */
+static void handshake_foreign(struct soft_id *id, int *r)
+{
+	if (*r != -EPROTO)
+		return;
+	if (id->state == IDS_AWAIT_REP) {
+		if (rr_mpa_looks_like_rpc(id->parser.buf, id->parser.have))
+			*r = -EPROTOTYPE;
+		return;
+	}
+	if (id->state == IDS_AWAIT_REQ) {
+		struct rr_mpa_conn conn = {.rev = 1};
+		struct rr_mpa_frame f;
+		uint8_t sink[4096];
+		struct iovec v = {sink, sizeof(sink)};
+
+		(void)rr_soft_sock_readv(id->obj.fd, &v, 1);
+		if (rr_mpa_make_reply(&conn, true, NULL, 0, &f) == 0 && encode_out(id, &f) == 0)
+			rr_soft_sock_write_all(id->obj.fd, id->out, id->out_len);
+	}
+}
+
+/* Reads exactly what the MPA parser asks for: never a byte of FPDU data. */
+static void handshake_read(struct soft_id *id)
+{
+	for (;;) {
+		uint8_t *dst;
+		size_t w = rr_mpa_want(&id->parser, &dst);
+		struct iovec v = {dst, w};
+		ssize_t n;
+		int r;
+
+		if (!w)
+			break;
+		n = rr_soft_sock_readv(id->obj.fd, &v, 1);
+		if (n == -EAGAIN)
+			return;
+		if (n <= 0) {
+			id_fail(id, RPCRDMA_CM_UNREACHABLE, n == 0 ? -ECONNRESET : (int)n, NULL);
+			return;
+		}
+		r = rr_mpa_advance(&id->parser, (size_t)n);
+		if (r < 0) {
+			handshake_foreign(id, &r);
+			id_fail(id, RPCRDMA_CM_ERROR, r, NULL);
+			return;
+		}
+		if (r == 1)
+			break;
+	}
+	if (rr_mpa_parser_frame(&id->parser, &id->frame) != 0) {
+		id_fail(id, RPCRDMA_CM_ERROR, -EPROTO, NULL);
+		return;
+	}
+	if (id->state == IDS_AWAIT_REP) {
+		struct rr_term t;
+		int r = rr_mpa_initiator_check(&id->cfg, &id->frame, &id->conn, &t);
+
+		if (r == -ECONNREFUSED) {
+			id_fail(id, RPCRDMA_CM_REJECTED, r, &id->frame);
+			return;
+		}
+		if (r) {
+			id_fail(id, RPCRDMA_CM_ERROR, r, NULL);
+			return;
+		}
+		go_rdma(id, true);
+		rr_soft_id_event(id, RPCRDMA_CM_ESTABLISHED, 0, &id->frame);
+		return;
+	}
+	/* passive: a Request */
+	{
+		struct rr_mpa_cfg prov = {.rev = 2, .ird = SOFT_MAX_IRD, .ord = SOFT_MAX_ORD};
+		int r = rr_mpa_responder_check(&prov, &id->frame, &id->conn);
+		struct rpcrdma_cm_event ev;
+
+		if (r) {
+			struct rr_mpa_frame f;
+
+			/* siw: reject with R set, markers cleared */
+			if (rr_mpa_make_reply(&id->conn, true, NULL, 0, &f) == 0 && encode_out(id, &f) == 0)
+				rr_soft_sock_write_all(id->obj.fd, id->out, id->out_len);
+			id_discard(id, false);
+			return;
+		}
+		if (id->listen)
+			id->listen->nhs--;
+		id->state = IDS_REQ_RCVD;
+		rr_soft_obj_del(id->ctx, &id->obj);
+		rr_cm_id_created(&id->ch->base, &id->base);
+		memset(&ev, 0, offsetof(struct rpcrdma_cm_event, private_data));
+		ev.type = RPCRDMA_CM_CONNECT_REQUEST;
+		ev.id = RR_PUB(cm_id, &id->base);
+		ev.listen_id = RR_PUB(cm_id, id->listen ? &id->listen->base : NULL);
+		/* ev.user_ctx: filled at consumption by the dispatch layer. */
+		ev.peer_ird = id->frame.enhanced ? (id->frame.ird & RR_MPA_IRDORD_MASK) : 0;
+		ev.peer_ord = id->frame.enhanced ? (id->frame.ord & RR_MPA_IRDORD_MASK) : 0;
+		ev.private_data_len = id->frame.pd_len;
+		memcpy(ev.private_data, id->frame.pd, id->frame.pd_len);
+		rr_soft_chan_push(id->ch, &ev);
+	}
+}
+
+/* The oldest half-open connection of listener @l (c->lock held), or NULL. */
+static struct soft_id *hs_oldest(struct soft_id *l)
+{
+	struct soft_id *old = NULL;
+
+	for (struct soft_id *id = l->ctx->ids; id; id = id->next_all)
+		if (id->listen == l && id->state == IDS_AWAIT_REQ &&
+		    (!old || id->hs_seq < old->hs_seq))
+			old = id;
+	return old;
+}
+
+/* Closes the oldest half-open connection of @l (counted); false if none. */
+static bool hs_drop_oldest(struct soft_id *l)
+{
+	struct soft_id *old = hs_oldest(l);
+
+	if (!old)
+		return false;
+	l->lstats.handshakes_dropped++;
+	id_discard(old, false);
+	return true;
+}
+
+/* accept4 failed for want of file descriptors or memory (@err): the
+ * listener leaves the epoll set for a while (rr_backoff_begin;
+ * rr_soft_cm_timeouts puts it back); the connections it did not take wait in the
+ * kernel's queue, and established ones keep being served. */
+static void listen_backoff(struct soft_id *l, int err)
+{
+	l->resume_ns = rr_backoff_begin(&l->backoff, l->ctx->env, "soft provider", err);
+	rr_soft_obj_del(l->ctx, &l->obj);
+}
+
+void rr_soft_cm_listen_ready(struct soft_id *l)
+{
+	for (int n = 0; n < SOFT_ACCEPT_BATCH; n++) {
+		int fd = rr_soft_sock_accept(l->obj.fd);
+		struct soft_id *id;
+
+		if (fd < 0) {
+			int e = -fd;
+
+			if (e == EAGAIN || e == EWOULDBLOCK)
+				return;
+			/* out of descriptors: a half-open connection's goes
+			 * first (the peer that finishes its handshake gets
+			 * served, the one that never will does not; the
+			 * consumer sheds more for a connection's other fds:
+			 * rr_cm_listen_shed) */
+			if (e == EMFILE && hs_drop_oldest(l))
+				continue;
+			if (rr_backoff_wanted(e)) {
+				listen_backoff(l, e);
+				return;
+			}
+			/* a connection that failed before we took it
+			 * (ECONNABORTED, network errors passed on by accept):
+			 * it is gone from the queue; take the next */
+			continue;
+		}
+		l->backoff.ms = 0;
+		rr_soft_sock_opts(l->ctx, fd);
+		if (l->nhs >= l->max_hs)
+			hs_drop_oldest(l);
+		id = id_new(l->ch, fd);
+		if (!id) {
+			close(fd);
+			continue;
+		}
+		id->listen = l;
+		id->state = IDS_AWAIT_REQ;
+		id->hs_seq = l->hs_next++;
+		l->nhs++;
+		id->deadline_ns = deadline(l->ctx, l->hs_timeout_ms);
+		rr_mpa_parser_init(&id->parser, false);
+		rr_soft_obj_add(l->ctx, &id->obj, EPOLLIN);
+	}
+}
+
+int rr_soft_listen_limits(struct rr_cm_id *base, const struct rr_listen_limits *lim)
+{
+	struct soft_id *l = id_of(base);
+	struct soft_ctx *c = l->ctx;
+
+	pthread_mutex_lock(&c->lock);
+	l->max_hs = lim->max_handshakes ? lim->max_handshakes : RR_LISTEN_MAX_HANDSHAKES;
+	l->hs_timeout_ms = lim->timeout_ms;
+	while (l->nhs > l->max_hs && hs_drop_oldest(l)) {
+	}
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+int rr_soft_listen_shed(struct rr_cm_id *base, unsigned n)
+{
+	struct soft_id *l = id_of(base);
+	struct soft_ctx *c = l->ctx;
+	unsigned k = 0;
+
+	pthread_mutex_lock(&c->lock);
+	while (k < n && hs_drop_oldest(l))
+		k++;
+	pthread_mutex_unlock(&c->lock);
+	return (int)k;
+}
+
+int rr_soft_listen_stats(struct rr_cm_id *base, struct rr_listen_stats *out)
+{
+	struct soft_id *l = id_of(base);
+	struct soft_ctx *c = l->ctx;
+
+	pthread_mutex_lock(&c->lock);
+	*out = l->lstats;
+	out->accept_backoffs = l->backoff.count;
+	out->handshakes = l->nhs;
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+void rr_soft_cm_handshake_ready(struct soft_id *id, uint32_t events)
+{
+	if (id->state == IDS_CONNECTING) {
+		int err;
+
+		if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+			return;
+		err = rr_soft_sock_error(id->obj.fd);
+		if (err) {
+			id_fail(id, RPCRDMA_CM_UNREACHABLE, err, NULL);
+			return;
+		}
+		if (rr_soft_sock_write_all(id->obj.fd, id->out, id->out_len) != 0) {
+			id_fail(id, RPCRDMA_CM_UNREACHABLE, -ECONNRESET, NULL);
+			return;
+		}
+		id->state = IDS_AWAIT_REP;
+		rr_soft_obj_mod(id->ctx, &id->obj, EPOLLIN);
+		return;
+	}
+	if (id->state == IDS_AWAIT_REP || id->state == IDS_AWAIT_REQ)
+		handshake_read(id);
+}
+
+/* MPA timeout on a silent peer, and the end of a listener's accept
+ * back-off, on the injected clock. Returns the earliest deadline of the
+ * handshakes still running and the pauses (UINT64_MAX: none). */
+uint64_t rr_soft_cm_timeouts(struct soft_ctx *c, uint64_t now)
+{
+	struct soft_id *id = c->ids, *next;
+	uint64_t first = UINT64_MAX;
+
+	for (; id; id = next) {
+		next = id->next_all;
+		if (id->state == IDS_LISTEN && id->resume_ns) {
+			/* accept back-off over: watched again (level-triggered:
+			 * what waits in its queue wakes the thread at once) */
+			if (now < id->resume_ns) {
+				first = RR_MIN(first, id->resume_ns);
+			} else {
+				id->resume_ns = 0;
+				rr_soft_obj_add(c, &id->obj, EPOLLIN);
+			}
+			continue;
+		}
+		if (id->state != IDS_CONNECTING && id->state != IDS_AWAIT_REP &&
+		    id->state != IDS_AWAIT_REQ)
+			continue;
+		if (now < id->deadline_ns) {
+			first = RR_MIN(first, id->deadline_ns);
+			continue;
+		}
+		if (id->state == IDS_AWAIT_REQ) {
+			if (id->listen)
+				id->listen->lstats.handshakes_dropped++;
+			id_discard(id, false);
+		} else {
+			id_fail(id, RPCRDMA_CM_UNREACHABLE, -ETIMEDOUT, NULL);
+		}
+	}
+	return first;
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* The soft provider's CQ objects (cq.c): creation, the QPs' slots,
+ * completions, wake-ups, interrupts and the epoll sets that watch a QP's
+ * socket. The consumer's side (poll, wait) is cq_wait.h. */
+#ifndef RR_SOFT_CQ_H
+#define RR_SOFT_CQ_H
+
+#include "rdma/soft/soft.h"
+
+/* The CQ this thread is progressing inline (cq_wait.c sets it around its
+ * receive/transmit calls): completions it pushes there need no wake-up (for
+ * itself; rr_soft_tls_waiter: it is one of q->waiting). rr_soft_tls_direct:
+ * the fast waiter's own array (cq_wait.c cq_fast_wait), or NULL. Local
+ * dynamic: one __tls_get_addr per function for all three, in a shared
+ * library as when they were static in one file (the push is per
+ * completion). */
+#define RR_SOFT_TLS __attribute__((visibility("hidden"), tls_model("local-dynamic")))
+extern __thread struct soft_cq *rr_soft_tls_cq RR_SOFT_TLS;
+extern __thread bool rr_soft_tls_waiter RR_SOFT_TLS;
+extern __thread struct soft_direct *rr_soft_tls_direct RR_SOFT_TLS;
+
+int rr_soft_create_cq(struct rr_context *ctx, const struct rpcrdma_cq_attr *attr,
+		      struct rr_cq **out);
+int rr_soft_destroy_cq(struct rr_cq *cq);
+int rr_soft_cq_fd(struct rr_cq *cq);
+/* @qp uses @q (a slot; *@tok: its epoll token, slot << 32 | generation):
+ * 0 or -ENOMEM. */
+int rr_soft_cq_add_qp(struct soft_cq *q, struct soft_qp *qp, uint64_t *tok);
+void rr_soft_cq_del_qp(struct soft_cq *q, struct soft_qp *qp);
+/* Calls @fn for every QP of @q; the caller holds q->qlock. */
+void rr_soft_cq_for_each_qp(struct soft_cq *q, void (*fn)(struct soft_qp *qp, void *arg),
+			    void *arg);
+/* Appends a completion; wakes a consumer waiting in another thread. */
+void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc);
+/* Consumes what the CQ's wake eventfd holds. */
+void rr_soft_cq_wake_drain(struct soft_cq *q);
+/* tx_lock held (and rx_lock for watch/unwatch): the QP wants EPOLLOUT (@on:
+ * a transmit backlog) in every epoll set that holds its socket. */
+void rr_soft_want_out(struct soft_qp *qp, bool on);
+/* Socket into / out of the CQs' epoll sets (rx_lock and tx_lock held). */
+void rr_soft_watch(struct soft_qp *qp);
+void rr_soft_unwatch(struct soft_qp *qp);
+/* Latches every CQ of @c and wakes its waiters (@cool: and turns their
+ * fast waits off for SOFT_FAST_COOLDOWN_NS). */
+void rr_soft_cqs_interrupt(struct soft_ctx *c, bool cool);
+/* The interrupt op: latches every CQ of @ctx and wakes its waiters (a fast
+ * waiter asleep in recvmsg sees it when its read ends, and the fast wait is
+ * off on that CQ for SOFT_FAST_COOLDOWN_NS). From then on, every CM event
+ * pushed to a channel of @ctx interrupts its CQs too, without the cool-down
+ * (rr_soft_chan_push; docs/soft-iwarp.md "CM events end CQ waits"). */
+int rr_soft_interrupt(struct rr_context *ctx);
+
+#endif

@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* A CQ's consumer (rpcrdma_cq_poll, _wait, _arm, _get_event) and the
+ * inline progress it makes: the consumer's thread receives and transmits
+ * for the CQ's QPs itself, through one epoll_wait over their sockets, or on
+ * a CQ with one connected QP through a single recvmsg (fast poll) or a
+ * blocking one (fast wait: docs/soft-iwarp.md "Fast wait"). Every call
+ * renews the CQ's lease and takes its QPs back from the progress thread
+ * (lease.c) when it had them. */
+#include "rdma/soft/cq_wait.h"
+
+#include <sys/epoll.h>
+
+#include "rdma/soft/cq.h"
+#include "rdma/soft/lease.h"
+#include "rdma/soft/rx.h"
+#include "rdma/soft/tx.h"
+
+/* ---------------------------------------------------------- leases -- */
+
+/* The lease clock: the injected one, or with the default environment the
+ * coarse monotonic clock (a few ns where CLOCK_MONOTONIC costs ~100 ns on a
+ * VM; it lags by at most a tick, well inside SOFT_LEASE_NS). */
+static uint64_t lease_now(const struct soft_ctx *c)
+{
+	return rr_coarse_now_ns(c->env);
+}
+
+/* A wait's deadline clock: lease_now; the deadline adds coarse_res_ns (the
+ * coarse clock lags by up to its resolution), so a wait never ends early
+ * and may end up to one tick (~4 ms) late. */
+static uint64_t wait_now(const struct soft_ctx *c)
+{
+	return lease_now(c);
+}
+
+static void reclaim_one(struct soft_qp *qp, void *arg)
+{
+	RR_UNUSED(arg);
+	rr_soft_qp_hand(qp, false);
+}
+
+/* The consumer of @q is back: its QPs leave the progress thread. */
+static void cq_reclaim(struct soft_cq *q)
+{
+	pthread_mutex_lock(&q->ctx->lock);
+	pthread_mutex_lock(&q->qlock);
+	rr_soft_cq_for_each_qp(q, reclaim_one, NULL);
+	pthread_mutex_unlock(&q->qlock);
+	pthread_mutex_unlock(&q->ctx->lock);
+	/* QPs the progress thread served need no deadline; now their CQ's
+	 * lease is one */
+	rr_soft_lease_check(q);
+}
+
+static void cq_touch(struct soft_cq *q)
+{
+	atomic_store_explicit(&q->last_use_ns, lease_now(q->ctx), memory_order_relaxed);
+	if (atomic_load(&q->handed) > 0)
+		cq_reclaim(q);
+}
+
+/* ------------------------------------------------- inline progress -- */
+
+/* qlock held: the live QP an epoll token names, or NULL (destroyed since). */
+static struct soft_qp *soft_cq_lookup(struct soft_cq *q, uint64_t tok)
+{
+	uint32_t slot = (uint32_t)(tok >> 32), gen = (uint32_t)tok;
+
+	if (slot >= q->nslots || !q->slots[slot].qp || q->slots[slot].gen != gen)
+		return NULL;
+	return q->slots[slot].qp;
+}
+
+/* Receives / transmits on the ready sockets of @q in the calling thread:
+ * epoll_wait for up to @timeout_ms (0: what is ready now). @drain consumes
+ * the ring's notification too (a waiter would spin on it). Returns the
+ * number of ready fds, 0, or -errno. */
+static int cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block)
+{
+	struct epoll_event evs[32];
+	int n;
+
+	do
+		n = epoll_wait(q->epfd, evs, 32, timeout_ms);
+	while (n < 0 && errno == EINTR && timeout_ms == 0);
+	if (n <= 0)
+		return n < 0 && errno != EINTR ? -errno : 0;
+	rr_soft_tls_cq = q;
+	rr_soft_tls_waiter = drain; /* drain: called by rpcrdma_cq_wait */
+	pthread_mutex_lock(&q->qlock);
+	for (int i = 0; i < n; i++) {
+		uint64_t tok = evs[i].data.u64;
+		struct soft_qp *qp;
+
+		if (tok == SOFT_TOK_RING) {
+			if (drain)
+				rr_cq_ring_get_event(&q->ring);
+			continue;
+		}
+		if (tok == SOFT_TOK_WAKE) {
+			rr_soft_cq_wake_drain(q);
+			continue;
+		}
+		qp = soft_cq_lookup(q, tok);
+		if (!qp)
+			continue;
+		if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+			if (block ? pthread_mutex_lock(&qp->rx_lock) == 0
+				  : pthread_mutex_trylock(&qp->rx_lock) == 0) {
+				rr_soft_qp_rx(qp);
+				pthread_mutex_unlock(&qp->rx_lock);
+			}
+		}
+		if (evs[i].events & EPOLLOUT) {
+			if (block ? pthread_mutex_lock(&qp->tx_lock) == 0
+				  : pthread_mutex_trylock(&qp->tx_lock) == 0) {
+				rr_soft_qp_tx_locked(qp);
+				pthread_mutex_unlock(&qp->tx_lock);
+			}
+		}
+	}
+	pthread_mutex_unlock(&q->qlock);
+	rr_soft_tls_cq = NULL;
+	return n;
+}
+
+/* qlock held: the CQ's only QP when it serves both directions of it. */
+static struct soft_qp *cq_single_qp(struct soft_cq *q)
+{
+	struct soft_qp *qp = NULL;
+
+	if (q->nlive == 1)
+		for (uint32_t i = 0; i < q->nslots && !qp; i++)
+			qp = q->slots[i].qp;
+	return qp && qp->rcq == q && qp->scq == q ? qp : NULL;
+}
+
+/* The non-blocking counterpart of cq_fast_wait for poll_cq / get_event: on
+ * a CQ with one connected QP (nothing to transmit), receives with one
+ * recvmsg instead of epoll_wait(0) + recvmsg. false: use cq_progress. */
+static bool cq_fast_poll(struct soft_cq *q)
+{
+	struct soft_qp *qp;
+
+	if (!q->ctx->fast_wait)
+		return false;
+	pthread_mutex_lock(&q->qlock);
+	qp = cq_single_qp(q);
+	/* the receive side alone: what wants EPOLLOUT goes the general way */
+	if (!qp || qp->state != QPS_RTS || !qp->cq_watched ||
+	    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST) ||
+	    __atomic_load_n(&qp->obj.in_epoll, __ATOMIC_RELAXED)) {
+		pthread_mutex_unlock(&q->qlock);
+		return false;
+	}
+	if (atomic_load_explicit(&q->wake_pending, memory_order_relaxed))
+		rr_soft_cq_wake_drain(q); /* nobody waits now: a count left behind */
+	if (pthread_mutex_trylock(&qp->rx_lock) == 0) {
+		pthread_mutex_unlock(&q->qlock);
+		rr_soft_tls_cq = q;
+		rr_soft_tls_waiter = false;
+		rr_soft_qp_rx(qp);
+		rr_soft_tls_cq = NULL;
+		pthread_mutex_unlock(&qp->rx_lock);
+	} else {
+		pthread_mutex_unlock(&q->qlock); /* someone receives for it now */
+	}
+	return true;
+}
+
+/* Fast wait (SOFT_FAST_BLOCK_MS): when the calling waiter is the only one on
+ * @q, @q has one connected QP (send and receive CQ both @q) with nothing to
+ * transmit and the fast wait is not off, receives for it with a blocking
+ * recvmsg and returns true (completions, if any, are in the ring or, its
+ * own, in @d); false when the general epoll wait must be used. */
+static bool cq_fast_wait(struct soft_cq *q, struct soft_direct *d)
+{
+	struct soft_qp *qp = NULL;
+	bool ok;
+
+	uint64_t off = atomic_load(&q->fast_off_until);
+
+	if (!q->ctx->fast_wait || atomic_load(&q->waiting) != 1)
+		return false;
+	if (off) { /* no clock read unless a cool-down was set */
+		if (rr_now_ns(q->ctx->env) < off)
+			return false;
+		atomic_compare_exchange_strong(&q->fast_off_until, &off, 0);
+	}
+	pthread_mutex_lock(&q->qlock);
+	qp = cq_single_qp(q);
+	if (!qp) {
+		pthread_mutex_unlock(&q->qlock);
+		return false;
+	}
+	/* qlock -> rx_lock; a destroy takes the QP out of the slots (qlock),
+	 * then waits for this reader under rx_lock (rr_soft_fast_quiesce). */
+	pthread_mutex_lock(&qp->rx_lock);
+	pthread_mutex_unlock(&q->qlock);
+	/* The transmit side's flags are read without tx_lock: one set by
+	 * another thread just after this look finds fast_blocked set (it is
+	 * set before the read sleeps) and turns the fast wait off; the read
+	 * ends within SOFT_FAST_BLOCK_MS anyway. in_epoll cannot become true
+	 * while this thread waits (the CQ is attended). */
+	ok = qp->fast_ok && qp->state == QPS_RTS && qp->cq_watched && !qp->fast_rd &&
+	     qp->stage_off == qp->stage_len && !__atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST) &&
+	     !__atomic_load_n(&qp->obj.in_epoll, __ATOMIC_RELAXED) &&
+	     !__atomic_load_n(&qp->term_pending, __ATOMIC_RELAXED);
+	if (!ok) {
+		pthread_mutex_unlock(&qp->rx_lock);
+		return false;
+	}
+	rr_soft_tls_cq = q;
+	rr_soft_tls_waiter = true;
+	rr_soft_tls_direct = d;
+	rr_soft_qp_rx_fast(qp); /* releases rx_lock */
+	rr_soft_tls_direct = NULL;
+	rr_soft_tls_cq = NULL;
+	return true;
+}
+
+/* --------------------------------------------------------- the ops -- */
+
+/* Inline progress: the polling thread receives what its QPs' sockets hold
+ * (one epoll_wait for any number of QPs), no thread hop. */
+int rr_soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
+{
+	struct soft_cq *q = scq_of(cq);
+	int got;
+
+	cq_touch(q);
+	got = rr_cq_ring_poll(&q->ring, n, wc);
+	if (got != 0)
+		return got;
+	if (!cq_fast_poll(q))
+		cq_progress(q, 0, false, false);
+	return rr_cq_ring_poll(&q->ring, n, wc);
+}
+
+/* Blocking poll: sleeps in epoll on the sockets and receives itself; a
+ * lone waiter on a single-QP CQ sleeps in the QP's recvmsg instead (fast
+ * wait, cq_fast_wait), in slices of SOFT_FAST_BLOCK_MS. */
+int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_ms)
+{
+	struct soft_cq *q = scq_of(cq);
+	struct soft_direct d = {.q = q, .wc = wc, .n = n > 0 && wc ? n : 0};
+	uint64_t end = 0, now = 0;
+	int got;
+
+	cq_touch(q);
+	/* one clock read per turn at most, none without a deadline */
+	if (timeout_ms > 0) {
+		now = wait_now(q->ctx);
+		end = now + q->ctx->coarse_res_ns + (uint64_t)timeout_ms * 1000000u;
+	}
+	atomic_fetch_add(&q->waiting, 1);
+	for (;;) {
+		int ms = -1, r;
+
+		/* A QP the progress thread serves while this thread waits: a
+		 * new connection, or one handed over as this wait began (the
+		 * thread's balance looks at waiting after handing; this looks
+		 * at handed after waiting++: one of the two sees the other).
+		 * Its thread no longer looks by itself (no tick): take it
+		 * back here, one load per turn. */
+		if (atomic_load(&q->handed) > 0)
+			cq_reclaim(q);
+		got = rr_cq_ring_pending(&q->ring) ? rr_cq_ring_poll(&q->ring, n, wc) : 0;
+		if (got != 0 || (atomic_load(&q->intr) && atomic_exchange(&q->intr, 0)))
+			break;
+		if (timeout_ms >= 0) {
+			if (timeout_ms > 0 && now == 0)
+				now = wait_now(q->ctx);
+			if (timeout_ms == 0 || now >= end) {
+				/* last look at what is ready */
+				cq_progress(q, 0, true, true);
+				got = rr_cq_ring_poll(&q->ring, n, wc);
+				break;
+			}
+			ms = (int)((end - now + 999999u) / 1000000u);
+			now = 0;
+		}
+		if ((ms < 0 || ms >= SOFT_FAST_BLOCK_MS) && cq_fast_wait(q, &d)) {
+			if (d.got) {
+				/* its own completions, handed over directly; what
+				 * came after the array was full is in the ring */
+				got = d.got;
+				break;
+			}
+			continue;
+		}
+		r = cq_progress(q, ms, true, true);
+		if (r < 0) {
+			got = r;
+			break;
+		}
+	}
+	/* Leaving: the last use first (the progress thread reads waiting,
+	 * then last_use_ns), then waiting. The last waiter of an unarmed CQ
+	 * with QPs ends the CQ's hold: from now on only its lease keeps the
+	 * QPs here, and the progress thread may be asleep without a deadline
+	 * for this CQ (it counted on the waiter). */
+	atomic_store_explicit(&q->last_use_ns, lease_now(q->ctx), memory_order_relaxed);
+	if (atomic_fetch_sub(&q->waiting, 1) == 1 &&
+	    __atomic_load_n(&q->nlive, __ATOMIC_RELAXED) > 0) {
+		atomic_thread_fence(memory_order_seq_cst);
+		if (!rr_cq_ring_armed(&q->ring))
+			rr_soft_lease_check(q);
+	}
+	if (atomic_load(&q->handed) > 0)
+		cq_reclaim(q);
+	return got;
+}
+
+int rr_soft_arm_cq(struct rr_cq *cq, bool solicited_only)
+{
+	struct soft_cq *q = scq_of(cq);
+
+	cq_touch(q);
+	return rr_cq_ring_arm(&q->ring, solicited_only);
+}
+
+/* The fd woke: receive what is ready, then consume the notification. */
+int rr_soft_cq_get_event(struct rr_cq *cq)
+{
+	struct soft_cq *q = scq_of(cq);
+
+	cq_touch(q);
+	if (!cq_fast_poll(q))
+		cq_progress(q, 0, false, false);
+	return rr_cq_ring_get_event(&q->ring);
+}

@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* A soft CQ's consumer ops (cq_wait.c): poll, wait, arm, get_event, each
+ * receiving and transmitting for the CQ's QPs in the caller's thread. */
+#ifndef RR_SOFT_CQ_WAIT_H
+#define RR_SOFT_CQ_WAIT_H
+
+#include "rdma/soft/soft.h"
+
+int rr_soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc);
+int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_ms);
+int rr_soft_arm_cq(struct rr_cq *cq, bool solicited_only);
+int rr_soft_cq_get_event(struct rr_cq *cq);
+
+#endif

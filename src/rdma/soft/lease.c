@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Who serves a connected QP's socket (docs/soft-iwarp.md "Threading"): the
+ * consumer of its CQs while one of them is attended (polled, armed or
+ * waited on within SOFT_LEASE_NS: its lease), else the progress thread.
+ * This file holds the progress thread's epoll set (listeners, handshakes and
+ * the QPs handed to it: struct soft_obj), its wake-up eventfd, the hand-over
+ * of a QP to the thread and back (rr_soft_qp_hand), the thread's periodic
+ * look that hands over and takes back (rr_soft_balance), and the check a
+ * consumer that leaves a CQ makes so that the thread looks in time
+ * (rr_soft_lease_check). The thread's loop itself is progress.c. */
+#include "rdma/soft/lease.h"
+
+#include <sys/epoll.h>
+#include <unistd.h>
+
+/* --------------------------------- the progress thread's epoll set -- */
+
+void rr_soft_obj_add(struct soft_ctx *c, struct soft_obj *o, uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.ptr = o};
+
+	if (o->in_epoll || o->fd < 0)
+		return;
+	if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, o->fd, &ev) == 0) {
+		o->in_epoll = true;
+		o->events = events;
+		o->next = c->live.next;
+		o->prev = &c->live;
+		c->live.next->prev = o;
+		c->live.next = o;
+	}
+}
+
+void rr_soft_obj_mod(struct soft_ctx *c, struct soft_obj *o, uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.ptr = o};
+
+	if (!o->in_epoll)
+		return;
+	o->events = events;
+	epoll_ctl(c->epfd, EPOLL_CTL_MOD, o->fd, &ev);
+}
+
+void rr_soft_obj_del(struct soft_ctx *c, struct soft_obj *o)
+{
+	if (!o->in_epoll)
+		return;
+	epoll_ctl(c->epfd, EPOLL_CTL_DEL, o->fd, NULL);
+	o->in_epoll = false;
+	o->prev->next = o->next;
+	o->next->prev = o->prev;
+	o->prev = o->next = NULL;
+}
+
+bool rr_soft_obj_live(struct soft_ctx *c, struct soft_obj *o)
+{
+	for (struct soft_obj *p = c->live.next; p != &c->live; p = p->next)
+		if (p == o)
+			return true;
+	return false;
+}
+
+void rr_soft_wake(struct soft_ctx *ctx)
+{
+	uint64_t one = 1;
+
+	if (write(ctx->wake.fd, &one, sizeof(one)) < 0) {
+		/* a full counter still wakes the thread */
+	}
+}
+
+/* ------------------------------------------------------- hand-over -- */
+
+/* The progress thread serves (@on) or leaves the QP's socket; ctx->lock
+ * held. The CQs count how many of their QPs it serves. */
+void rr_soft_qp_hand(struct soft_qp *qp, bool on)
+{
+	struct soft_ctx *c = qp->ctx;
+
+	pthread_mutex_lock(&qp->tx_lock);
+	if (on && !qp->obj.in_epoll && qp->obj.fd >= 0 && qp->state == QPS_RTS) {
+		rr_soft_obj_add(c, &qp->obj, EPOLLIN | (qp->want_out ? EPOLLOUT : 0));
+		if (qp->obj.in_epoll) {
+			atomic_fetch_add(&qp->rcq->handed, 1);
+			if (qp->scq != qp->rcq)
+				atomic_fetch_add(&qp->scq->handed, 1);
+		}
+	} else if (!on && qp->obj.in_epoll) {
+		rr_soft_obj_del(c, &qp->obj);
+		atomic_fetch_sub(&qp->rcq->handed, 1);
+		if (qp->scq != qp->rcq)
+			atomic_fetch_sub(&qp->scq->handed, 1);
+	}
+	pthread_mutex_unlock(&qp->tx_lock);
+}
+
+void rr_soft_lease_check(struct soft_cq *q)
+{
+	struct soft_ctx *c = q->ctx;
+	uint64_t su, end;
+
+	/* the caller's stores (last_use_ns, waiting, the arm), then this
+	 * look; the progress thread stores sleep_until, then looks at the
+	 * CQs (balance): one of the two sees the other */
+	atomic_thread_fence(memory_order_seq_cst);
+	su = atomic_load(&c->sleep_until);
+	end = atomic_load_explicit(&q->last_use_ns, memory_order_relaxed) + SOFT_LEASE_NS +
+	      (uint64_t)SOFT_TICK_MS * 1000000u;
+	if (su <= end)
+		return; /* it looks in time (or a wake-up is on its way: 0) */
+	if (atomic_compare_exchange_strong(&c->sleep_until, &su, 0))
+		rr_soft_wake(c);
+}
+
+/* Until when @q is attended, as of @now: the end of its lease (a time
+ * after @now); UINT64_MAX when only its consumer's leaving can end it (a
+ * waiter inside, or armed, since longer than the lease: the leaving one
+ * calls rr_soft_lease_check); 0: not attended (no waiter, not armed, not
+ * used within SOFT_LEASE_NS). Reads waiting and the arm before last_use_ns:
+ * a waiter that left stored its last use before it left. */
+static uint64_t cq_attended_until(struct soft_cq *q, uint64_t now)
+{
+	bool held = atomic_load(&q->waiting) > 0 || rr_cq_ring_armed(&q->ring);
+	uint64_t end = atomic_load(&q->last_use_ns) + SOFT_LEASE_NS;
+
+	if (end > now)
+		return end;
+	return held ? UINT64_MAX : 0;
+}
+
+/* Until when @qp is attended: while either of its CQs is. */
+static uint64_t qp_attended_until(struct soft_qp *qp, uint64_t now)
+{
+	uint64_t until = cq_attended_until(qp->rcq, now);
+
+	if (qp->scq != qp->rcq)
+		until = RR_MAX(until, cq_attended_until(qp->scq, now));
+	return until;
+}
+
+/* Hands QPs nobody attends to the progress thread and takes attended ones
+ * back from it (ctx->lock held). Returns the earliest moment a QP left
+ * with its consumer could stop being attended (UINT64_MAX: none). */
+uint64_t rr_soft_balance(struct soft_ctx *c, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+
+	for (struct soft_id *id = c->ids; id; id = id->next_all) {
+		struct soft_qp *qp = id->qp;
+		uint64_t until;
+
+		if (!qp || id->state != IDS_CONNECTED)
+			continue; /* rr_soft_qp_hand checks the QP state under tx_lock */
+		until = qp_attended_until(qp, now);
+		if ((until != 0) == qp->obj.in_epoll)
+			rr_soft_qp_hand(qp, until == 0);
+		if (until == 0 && qp->obj.in_epoll) {
+			/* Handed (handed++), then look again: a waiter that
+			 * entered meanwhile (waiting++, then it looks at
+			 * handed) is seen here, or it sees handed and takes
+			 * the QP back itself. No waiter is left in epoll with
+			 * its QP here and no deadline to fix that. */
+			atomic_thread_fence(memory_order_seq_cst);
+			until = qp_attended_until(qp, now);
+			if (until != 0)
+				rr_soft_qp_hand(qp, false);
+		}
+		if (until != 0 && until < next &&
+		    __atomic_load_n(&qp->state, __ATOMIC_RELAXED) == QPS_RTS)
+			next = until;
+	}
+	return next;
+}

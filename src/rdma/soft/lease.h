@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Who serves a connected QP's socket: its consumer while its CQs are
+ * attended, else the progress thread (lease.c); the progress thread's epoll
+ * set and wake-up. */
+#ifndef RR_SOFT_LEASE_H
+#define RR_SOFT_LEASE_H
+
+#include "rdma/soft/soft.h"
+
+/* @o into / out of the progress thread's epoll set (ctx->lock held, except
+ * rr_soft_obj_mod for a QP: tx_lock), interest @events. */
+void rr_soft_obj_add(struct soft_ctx *c, struct soft_obj *o, uint32_t events);
+void rr_soft_obj_mod(struct soft_ctx *c, struct soft_obj *o, uint32_t events);
+void rr_soft_obj_del(struct soft_ctx *c, struct soft_obj *o);
+/* Whether @o is still in the set (ctx->lock held): an event read before it
+ * left is dropped. */
+bool rr_soft_obj_live(struct soft_ctx *c, struct soft_obj *o);
+/* Wakes the progress thread: it looks at its deadlines. */
+void rr_soft_wake(struct soft_ctx *ctx);
+/* The progress thread serves (@on) or leaves the QP's socket; ctx->lock
+ * held. The CQs count how many of their QPs it serves (soft_cq.handed). */
+void rr_soft_qp_hand(struct soft_qp *qp, bool on);
+/* @q's consumer may have left it (its last waiter left, a completion
+ * consumed its arm, it took QPs back): wakes the progress thread when the
+ * thread would look later than the end of @q's lease (+ SOFT_TICK_MS).
+ * Callers store what changed (last_use_ns, waiting, the arm) first. */
+void rr_soft_lease_check(struct soft_cq *q);
+/* Hands QPs nobody attends to the progress thread and takes attended ones
+ * back from it (ctx->lock held). Returns the earliest moment a QP left
+ * with its consumer could stop being attended (UINT64_MAX: none). */
+uint64_t rr_soft_balance(struct soft_ctx *c, uint64_t now);
+
+#endif

@@ -1,0 +1,395 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* The soft provider's objects: the context (its options from the
+ * environment, the STag table, the progress thread), device and connection
+ * queries, protection domains, memory registrations and windows (the STag
+ * table of src/rdma/mr_table.h; a deregistration first makes every QP of the
+ * PD let go of the memory: soft_pd_revoke), and queue pairs (their queues
+ * mapped lazily, their place in their CQs and PD). */
+#include "rdma/soft/objects.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "rdma/soft/cm.h"
+#include "rdma/soft/cq.h"
+#include "rdma/soft/progress.h"
+#include "rdma/soft/rx.h"
+#include "rdma/soft/sock.h"
+
+/* --------------------------------------------------------- context -- */
+
+int rr_soft_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_env *env,
+		 struct rr_context **out)
+{
+	struct soft_ctx *c = rr_zalloc(env, sizeof(*c));
+	int r;
+
+	if (!c)
+		return -ENOMEM;
+	c->env = env;
+	c->epfd = -1;
+	/* RPCRDMA_SOFT_WAIT=epoll: no fast waits (measurements, debugging) */
+	{
+		const char *w = getenv("RPCRDMA_SOFT_WAIT");
+
+		c->fast_wait = !(w && !strcmp(w, "epoll"));
+		/* RPCRDMA_SOFT_TXCOPY=N: copy small Sends up to N bytes (A/B) */
+		w = getenv("RPCRDMA_SOFT_TXCOPY");
+		c->tx_copy_max = SOFT_TX_COPY_MAX;
+		if (w && *w) {
+			unsigned long v = strtoul(w, NULL, 10);
+
+			c->tx_copy_max = (uint32_t)RR_MIN(v, (unsigned long)SOFT_TX_COPY_MAX);
+		}
+		c->spin_ns = (uint64_t)rr_spin_us(attr ? attr->spin_us : 0) * 1000u;
+	}
+	c->coarse_res_ns = rr_coarse_res_ns(env);
+	/* RPCRDMA_SOFT_TCP_CC=cubic: that congestion control on every socket */
+	r = rr_soft_sock_check_cc(c, getenv("RPCRDMA_SOFT_TCP_CC"));
+	if (r) {
+		rr_free(env, c);
+		return r;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->cq_lock, NULL);
+	r = rr_mrt_init(&c->mrt, env, 16);
+	if (r) {
+		rr_free(env, c);
+		return r;
+	}
+	r = rr_soft_progress_start(c);
+	if (r) {
+		rr_mrt_fini(&c->mrt);
+		rr_free(env, c);
+		return r;
+	}
+	*out = &c->base;
+	return 0;
+}
+
+void rr_soft_close(struct rr_context *base)
+{
+	struct soft_ctx *c = RR_CONTAINER_OF(base, struct soft_ctx, base);
+
+	rr_soft_progress_stop(c);
+	rr_mrt_fini(&c->mrt);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->cq_lock);
+	rr_free(c->env, c);
+}
+
+int rr_soft_query(struct rr_context *ctx, struct rpcrdma_caps *caps)
+{
+	RR_UNUSED(ctx);
+	memset(caps, 0, sizeof(*caps));
+	caps->flags = RPCRDMA_CAP_INVALIDATABLE | RPCRDMA_CAP_REMOTE_INV | RPCRDMA_CAP_COMMIT |
+		      RPCRDMA_CAP_DURABLE | RPCRDMA_CAP_SOLICITED;
+	caps->transport = RPCRDMA_TRANSPORT_IWARP;
+	caps->max_sge = SOFT_MAX_SGE;
+	caps->max_inline = SOFT_MAX_INLINE;
+	caps->max_qp_wr = SOFT_MAX_WR;
+	caps->max_cqe = 65536;
+	caps->max_ird = SOFT_MAX_IRD;
+	caps->max_ord = SOFT_MAX_ORD;
+	caps->max_msg_size = 1u << 30;
+	caps->max_commit_regions = RR_COMMIT_MAX_REGIONS;
+	caps->max_mr_size = UINT64_MAX >> 1;
+	caps->max_private_data_connect = RR_MPA_ULP_PD_MAX;
+	caps->max_private_data_accept = RR_MPA_ULP_PD_MAX;
+	caps->max_private_data_reject = RR_MPA_ULP_PD_MAX;
+	snprintf(caps->provider, sizeof(caps->provider), "soft");
+	snprintf(caps->device, sizeof(caps->device), "soft0");
+	snprintf(caps->commit, sizeof(caps->commit),
+		 "RDMAP Commit 0xC/0xD (persistent: msync); no visibility-only Commit");
+	return 0;
+}
+
+int rr_soft_conn_query(struct rr_cm_id *base, struct rpcrdma_conn_info *info)
+{
+	struct soft_id *id = id_of(base);
+
+	memset(info, 0, sizeof(*info));
+	rr_soft_query(&id->ctx->base, &info->caps);
+	if (id->state == IDS_CONNECTED && id->qp) {
+		pthread_mutex_lock(&id->qp->tx_lock);
+		if (!id->qp->commit_tx)
+			info->caps.flags &= ~RPCRDMA_CAP_COMMIT;
+		pthread_mutex_unlock(&id->qp->tx_lock);
+		info->ird = id->qp->ird;
+		info->ord = id->qp->ord;
+	} else if (id->state == IDS_REQ_RCVD) {
+		info->ird = id->conn.ird;
+		info->ord = id->conn.ord;
+	} else {
+		info->caps.flags &= ~RPCRDMA_CAP_COMMIT;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------ PD, MR, MW -- */
+
+int rr_soft_alloc_pd(struct rr_context *ctx, struct rr_pd **out)
+{
+	struct soft_pd *p = rr_zalloc(ctx->env, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_init(&p->lock, NULL);
+	*out = &p->base;
+	return 0;
+}
+
+int rr_soft_dealloc_pd(struct rr_pd *pd)
+{
+	struct soft_pd *p = RR_CONTAINER_OF(pd, struct soft_pd, base);
+
+	pthread_mutex_destroy(&p->lock);
+	rr_free(pd->ctx->env, p);
+	return 0;
+}
+
+/* The table's description of @a; remote Tagged Offsets start at a random
+ * base (mr_table.h: peers learn no address of ours). */
+static void mr_region(struct soft_ctx *c, const struct rpcrdma_mr_attr *a, struct rr_mrt_region *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->addr = a->addr;
+	r->length = a->length;
+	r->base_to = rr_mrt_random_to(&c->mrt, (uint64_t)(uintptr_t)a->addr, a->length);
+	r->access = a->access;
+	r->durable = a->flags & RPCRDMA_MR_DURABLE;
+	r->durable_fd = a->durable_fd;
+	r->durable_offset = a->durable_offset;
+}
+
+/* A Commit here always persists (one Commit Request, no visibility-only
+ * kind on the wire): a region for visibility Commits must be durable too. */
+static int soft_check_visible(const struct rpcrdma_mr_attr *attr)
+{
+	if ((attr->flags & RPCRDMA_MR_VISIBLE) && !(attr->flags & RPCRDMA_MR_DURABLE))
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+int rr_soft_reg_mr(struct rr_pd *pd, const struct rpcrdma_mr_attr *attr, struct rr_mr **out)
+{
+	struct soft_ctx *c = sctx(pd->ctx);
+	struct soft_mr *m;
+	struct rr_mrt_region reg;
+	uint32_t stag;
+	int r = soft_check_visible(attr);
+
+	if (r)
+		return r;
+	m = rr_zalloc(c->env, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	mr_region(c, attr, &reg);
+	r = rr_mrt_reg(&c->mrt, &reg, pd, m, &stag);
+	if (r) {
+		rr_free(c->env, m);
+		return r;
+	}
+	m->base.lkey = m->base.rkey = stag;
+	m->base.to = reg.base_to;
+	*out = &m->base;
+	return 0;
+}
+
+/* Memory [@lo, @hi) of @pd was deregistered: no QP of the PD reads or writes
+ * it once this returns. A tagged placement into it in progress is dropped
+ * (a fast reader writing there is waited for: at most SOFT_FAST_BLOCK_MS);
+ * a transmit that still needs it (a Read Response, a Send or Write not yet
+ * sent) ends its QP with a Terminate (RDMAP, Remote Protection Error,
+ * Invalid STag) sent as far as the socket takes it now (rx.c
+ * rr_soft_qp_revoke, tx.c rr_soft_tx_revoke). */
+static void soft_pd_revoke(struct soft_pd *pd, uintptr_t lo, uintptr_t hi)
+{
+	pthread_mutex_lock(&pd->lock);
+	for (struct soft_qp *qp = pd->qps; qp; qp = qp->pd_next)
+		rr_soft_qp_revoke(qp, lo, hi);
+	pthread_mutex_unlock(&pd->lock);
+}
+
+/* The registration of @mr ended (dereg, or rereg away from its memory):
+ * from now on nothing of the provider touches that memory. */
+static void mr_revoke(struct rr_mr *mr)
+{
+	uintptr_t lo = (uintptr_t)mr->addr;
+
+	if (mr->length)
+		soft_pd_revoke(RR_CONTAINER_OF(mr->pd, struct soft_pd, base), lo,
+			       lo + (uintptr_t)mr->length);
+}
+
+int rr_soft_rereg_mr(struct rr_mr *mr, const struct rpcrdma_mr_attr *attr)
+{
+	struct soft_ctx *c = sctx(mr->pd->ctx);
+	struct rr_mrt_region reg;
+	uint32_t stag = mr->lkey;
+	int r = soft_check_visible(attr);
+
+	if (r)
+		return r;
+	mr_region(c, attr, &reg);
+	r = rr_mrt_rereg(&c->mrt, &stag, &reg);
+	if (!r) {
+		mr->lkey = mr->rkey = stag;
+		mr->to = reg.base_to;
+		mr_revoke(mr);   /* still the old attributes (rdma.c copies after) */
+	}
+	return r;
+}
+
+int rr_soft_dereg_mr(struct rr_mr *mr)
+{
+	struct soft_ctx *c = sctx(mr->pd->ctx);
+	int r = rr_mrt_dereg(&c->mrt, mr->lkey);
+
+	if (r)
+		return r;
+	mr_revoke(mr);
+	rr_free(c->env, RR_CONTAINER_OF(mr, struct soft_mr, base));
+	return 0;
+}
+
+int rr_soft_alloc_mw(struct rr_pd *pd, struct rr_mw **out)
+{
+	struct soft_ctx *c = sctx(pd->ctx);
+	struct soft_mw *w = rr_zalloc(c->env, sizeof(*w));
+	int r;
+
+	if (!w)
+		return -ENOMEM;
+	r = rr_mrt_mw_alloc(&c->mrt, pd, w, &w->base.rkey);
+	if (r) {
+		rr_free(c->env, w);
+		return r;
+	}
+	*out = &w->base;
+	return 0;
+}
+
+int rr_soft_dealloc_mw(struct rr_mw *mw)
+{
+	struct soft_ctx *c = sctx(mw->pd->ctx);
+
+	rr_mrt_mw_free(&c->mrt, mw->rkey);
+	rr_free(c->env, RR_CONTAINER_OF(mw, struct soft_mw, base));
+	return 0;
+}
+
+/* -------------------------------------------------------------- QP -- */
+
+static void soft_destroy_qp_mem(struct soft_qp *qp)
+{
+	const struct rpcrdma_env *env = qp->ctx->env;
+
+	if (qp->sq)
+		for (uint32_t i = 0; i < qp->sq_touched; i++)
+			rr_free(env, qp->sq[i].inline_buf);
+	rr_free_pages(env, qp->sq, sizeof(*qp->sq) * qp->sq_cap);
+	rr_free_pages(env, qp->rq, sizeof(*qp->rq) * qp->rq_cap);
+	rr_free(env, qp->stage);
+	rr_free(env, qp->place_buf);
+	rr_free(env, qp->fpdu);
+	rr_free(env, qp->biov);
+	rr_free_pages(env, qp->irq, sizeof(*qp->irq) * qp->irq_cap);
+	pthread_mutex_destroy(&qp->rx_lock);
+	pthread_mutex_destroy(&qp->tx_lock);
+	pthread_cond_destroy(&qp->fast_cv);
+	rr_free(env, qp);
+}
+
+int rr_soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, struct rr_qp **out)
+{
+	struct soft_ctx *c = sctx(pd->ctx);
+	const struct rpcrdma_env *env = c->env;
+	struct soft_qp *qp = rr_zalloc(env, sizeof(*qp));
+
+	if (!qp)
+		return -ENOMEM;
+	if (attr->max_send_wr > SOFT_MAX_WR || attr->max_recv_wr > SOFT_MAX_WR ||
+	    attr->max_send_sge > SOFT_MAX_SGE || attr->max_recv_sge > SOFT_MAX_SGE ||
+	    attr->max_inline > SOFT_MAX_INLINE) {
+		rr_free(env, qp);
+		return -EINVAL;
+	}
+	qp->ctx = c;
+	qp->pd = RR_CONTAINER_OF(pd, struct soft_pd, base);
+	qp->scq = scq_of(RR_BASE(cq, attr->send_cq));
+	qp->rcq = scq_of(RR_BASE(cq, attr->recv_cq));
+	qp->obj.type = SOFT_OBJ_QP;
+	qp->obj.fd = -1;
+	qp->sq_cap = RR_MAX(attr->max_send_wr, 1u);
+	qp->rq_cap = RR_MAX(attr->max_recv_wr, 1u);
+	/* The work queues (a 4096-entry send queue is 3.6 MiB) are mapped
+	 * zero-filled and become resident only as far as they are used: an
+	 * idle or short-lived connection costs a few pages, and all of it goes
+	 * back to the system when the QP is destroyed (rr_alloc_pages). */
+	qp->sq = rr_alloc_pages(env, sizeof(*qp->sq) * qp->sq_cap);
+	qp->rq = rr_alloc_pages(env, sizeof(*qp->rq) * qp->rq_cap);
+	qp->stage = rr_alloc(env, SOFT_STAGE);
+	qp->fpdu = rr_alloc(env, sizeof(*qp->fpdu) * SOFT_BATCH_FPDUS);
+	qp->biov = rr_alloc(env, sizeof(*qp->biov) * SOFT_BATCH_IOV);
+	qp->irq_cap = SOFT_MAX_IRD;
+	qp->irq = rr_alloc_pages(env, sizeof(*qp->irq) * qp->irq_cap);
+	pthread_mutex_init(&qp->rx_lock, NULL);
+	pthread_mutex_init(&qp->tx_lock, NULL);
+	pthread_cond_init(&qp->fast_cv, NULL);
+	if (!qp->sq || !qp->rq || !qp->stage || !qp->fpdu || !qp->biov || !qp->irq) {
+		soft_destroy_qp_mem(qp);
+		return -ENOMEM;
+	}
+	qp->base.attr = *attr;
+	qp->base.attr.max_send_wr = qp->sq_cap;
+	qp->base.attr.max_recv_wr = qp->rq_cap;
+	qp->base.attr.max_send_sge = SOFT_MAX_SGE;
+	qp->base.attr.max_recv_sge = SOFT_MAX_SGE;
+	qp->base.attr.max_inline = SOFT_MAX_INLINE;
+	pthread_mutex_lock(&c->lock);
+	qp->base.qp_num = ++c->next_qpn;
+	pthread_mutex_unlock(&c->lock);
+	if (rr_soft_cq_add_qp(qp->rcq, qp, &qp->rtok) != 0) {
+		soft_destroy_qp_mem(qp);
+		return -ENOMEM;
+	}
+	if (qp->scq != qp->rcq && rr_soft_cq_add_qp(qp->scq, qp, &qp->stok) != 0) {
+		rr_soft_cq_del_qp(qp->rcq, qp);
+		soft_destroy_qp_mem(qp);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&qp->pd->lock);
+	qp->pd_next = qp->pd->qps;
+	qp->pd->qps = qp;
+	pthread_mutex_unlock(&qp->pd->lock);
+	*out = &qp->base;
+	return 0;
+}
+
+int rr_soft_destroy_qp(struct rr_qp *base)
+{
+	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
+	const struct rpcrdma_env *env = qp->ctx->env;
+
+	pthread_mutex_lock(&qp->pd->lock);
+	for (struct soft_qp **pp = &qp->pd->qps; *pp; pp = &(*pp)->pd_next)
+		if (*pp == qp) {
+			*pp = qp->pd_next;
+			break;
+		}
+	pthread_mutex_unlock(&qp->pd->lock);
+	rr_soft_cq_del_qp(qp->rcq, qp);
+	if (qp->scq != qp->rcq)
+		rr_soft_cq_del_qp(qp->scq, qp);
+	pthread_mutex_lock(&qp->ctx->lock);
+	pthread_mutex_lock(&qp->rx_lock);
+	pthread_mutex_lock(&qp->tx_lock);
+	rr_soft_qp_closed(qp);
+	pthread_mutex_unlock(&qp->tx_lock);
+	pthread_mutex_unlock(&qp->rx_lock);
+	pthread_mutex_unlock(&qp->ctx->lock);
+	RR_UNUSED(env);
+	soft_destroy_qp_mem(qp);
+	return 0;
+}

@@ -1,0 +1,693 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* The soft provider's receive side (RFC 5040 sections 5-7, RFC 5041,
+ * draft-talpey-rdma-commit-00 sections 3.2 and 5): the receive queue, the
+ * parse loop that reads the socket into place or into the stage and feeds
+ * the sans-I/O DDP parser (ddp.c), the placement callbacks that check every
+ * tagged access against the STag table before a byte lands (durable memory
+ * through pwrite, never the mapping), one handler per message (Send, Send
+ * With Invalidate, Read Response, Read Request, Commit Request, Commit
+ * Response, the peer's Terminate), our Terminate when the stream fails, the
+ * QP's connection and error states, and what receiving does when memory a
+ * placement targets is deregistered (rr_soft_qp_revoke). */
+#include "rdma/soft/rx.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rdma/soft/chan.h"
+#include "rdma/soft/cq.h"
+#include "rdma/soft/sock.h"
+#include "rdma/soft/tx.h"
+
+/* ----------------------------------------------- the receive queue -- */
+
+int rr_soft_post_recv(struct rr_qp *base, struct rpcrdma_recv_wr *wr, struct rpcrdma_recv_wr **bad)
+{
+	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
+	int ret = 0;
+
+	pthread_mutex_lock(&qp->rx_lock);
+	for (; wr; wr = wr->next) {
+		struct soft_rqe *e;
+		uint32_t tot;
+		int r;
+
+		if (qp->state == QPS_ERROR) {
+			ret = -EPIPE;
+			break;
+		}
+		if (qp->rq_count >= qp->rq_cap) {
+			ret = -ENOMEM;
+			break;
+		}
+		e = &qp->rq[ring_idx(qp->rq_head, qp->rq_count, qp->rq_cap)];
+		r = sge_resolve(qp, wr->sg_list, wr->num_sge, RPCRDMA_ACCESS_LOCAL_WRITE, e->iov,
+				&e->iovcnt, &tot);
+		if (r) {
+			ret = -EINVAL;
+			break;
+		}
+		e->wr_id = wr->wr_id;
+		qp->rq_count++;
+	}
+	if (ret && bad)
+		*bad = wr;
+	pthread_mutex_unlock(&qp->rx_lock);
+	return ret;
+}
+
+static void rq_flush_locked(struct soft_qp *qp)
+{
+	while (qp->rq_count) {
+		struct soft_rqe *e = &qp->rq[qp->rq_head];
+		struct rpcrdma_wc wc = {.wr_id = e->wr_id, .status = RPCRDMA_WC_WR_FLUSH_ERR,
+					.opcode = RPCRDMA_WC_RECV, .qp = RR_PUB(qp, &qp->base)};
+
+		rr_soft_cq_push(qp->rcq, &wc);
+		qp->rq_head = ring_idx(qp->rq_head, 1, qp->rq_cap);
+		qp->rq_count--;
+	}
+	qp->rq_flushed = true;
+}
+
+/* Caller holds rx_lock. */
+void rr_soft_qp_fatal(struct soft_qp *qp, int err, const struct rr_term *peer_term)
+{
+	pthread_mutex_lock(&qp->tx_lock);
+	if (qp->state == QPS_RTS)
+		rr_soft_qp_error_tx_locked(qp, peer_term);
+	rr_soft_unwatch(qp); /* a dead socket must not wake the CQ's waiters */
+	pthread_mutex_unlock(&qp->tx_lock);
+	if (!qp->last_err)
+		qp->last_err = err;
+	rq_flush_locked(qp);
+	rr_soft_report_disconnect(qp, qp->last_err);
+}
+
+/* ------------------------------------------------------- placement -- */
+
+static enum rr_rx_code mrt_code(int r)
+{
+	switch (r) {
+	case -ENOENT: return RR_RXC_INVALID_STAG;
+	case -ERANGE: return RR_RXC_BOUNDS;
+	case -EOVERFLOW: return RR_RXC_TO_WRAP;
+	case -EACCES: return RR_RXC_ACCESS;
+	case -EPERM: return RR_RXC_PD;
+	case -EINVAL: return RR_RXC_CANNOT_INV;
+	default: return RR_RXC_CATASTROPHIC;
+	}
+}
+
+/* Where a tagged segment for @ref lands: in place, or for durable
+ * (file-backed) memory first in place_buf, written to the file once the
+ * segment is complete and checked (rx_place_durable). */
+static enum rr_rx_code rx_dst(struct soft_qp *qp, const struct rr_mrt_ref *ref, uint32_t len,
+			      uint8_t **dst)
+{
+	if (!ref->durable) {
+		*dst = ref->ptr;
+		return RR_RXC_OK;
+	}
+	if (!qp->place_buf) {
+		qp->place_buf = rr_alloc(qp->ctx->env, RR_ULPDU_MAX);
+		if (!qp->place_buf)
+			return RR_RXC_CATASTROPHIC;
+	}
+	qp->rxd.on = true;
+	qp->rxd.fd = ref->durable_fd;
+	qp->rxd.off = ref->durable_offset;
+	qp->rxd.va = ref->ptr;
+	qp->rxd.len = len;
+	*dst = qp->place_buf;
+	return RR_RXC_OK;
+}
+
+/* A complete, checked tagged segment for durable memory: its bytes go to
+ * the file (pwrite), never through the mapping, so a file that shrank under
+ * its registration costs a Terminate on this connection (bounds), not a
+ * SIGBUS in the process (draft-talpey-rdma-commit section 4; docs/security.md
+ * "Durable regions"). */
+static enum rr_rx_code rx_place_durable(struct soft_qp *qp)
+{
+	struct stat st;
+	uint64_t end = qp->rxd.off + qp->rxd.len;
+	size_t done = 0;
+
+	qp->rxd.on = false;
+	if (fstat(qp->rxd.fd, &st) < 0 || st.st_size < 0 || (uint64_t)st.st_size < end)
+		return RR_RXC_BOUNDS;   /* past the end of the file */
+	while (done < qp->rxd.len) {
+		ssize_t n = pwrite(qp->rxd.fd, qp->place_buf + done, qp->rxd.len - done,
+				   (off_t)(qp->rxd.off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return RR_RXC_CATASTROPHIC;
+		done += (size_t)n;
+	}
+	return RR_RXC_OK;
+}
+
+/* Tagged placement (RFC 5040 5.1, RFC 5041 7): Writes through the STag
+ * table with the remote-write right; Read Responses only into the sink of
+ * the oldest outstanding Read, at exactly the next offset. */
+static enum rr_rx_code rx_tagged(void *ctx, uint8_t op, uint32_t stag, uint64_t to, uint32_t len,
+				 bool last, uint8_t **dst)
+{
+	struct soft_qp *qp = ctx;
+	struct rr_mrt_ref ref;
+	enum rr_rx_code code = RR_RXC_OK;
+	int r;
+
+	RR_UNUSED(last);
+	qp->rxd.on = false;
+	if (op == RR_OP_WRITE) {
+		if (len == 0)
+			return RR_RXC_OK; /* zero-length Write: nothing to place (as siw) */
+		r = rr_mrt_check(&qp->ctx->mrt, stag, to, len, RPCRDMA_ACCESS_REMOTE_WRITE,
+				 &qp->pd->base, &qp->base, &ref);
+		if (r)
+			return mrt_code(r);
+		return rx_dst(qp, &ref, len, dst);
+	}
+	pthread_mutex_lock(&qp->tx_lock);
+	{
+		struct soft_wqe *w = orq_head(qp);
+
+		if (!w || w->op != RPCRDMA_WR_RDMA_READ)
+			code = RR_RXC_UNEXPECTED;
+		else if (stag != w->sink_lkey)
+			code = RR_RXC_INVALID_STAG;
+		else if (to != w->sink_to + w->rresp_done || len > w->len - w->rresp_done)
+			code = RR_RXC_BOUNDS;
+		else if (len) {
+			r = rr_mrt_check(&qp->ctx->mrt, stag, to, len,
+					 RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE, &qp->pd->base, NULL,
+					 &ref);
+			if (r)
+				code = mrt_code(r);
+			else
+				code = rx_dst(qp, &ref, len, dst);
+		}
+	}
+	pthread_mutex_unlock(&qp->tx_lock);
+	return code;
+}
+
+static enum rr_rx_code rx_untagged(void *ctx, uint32_t msn, uint32_t mo, uint32_t len, bool last,
+				   const struct iovec **iov, unsigned *iovcnt)
+{
+	struct soft_qp *qp = ctx;
+	struct soft_rqe *e;
+
+	RR_UNUSED(msn), RR_UNUSED(mo), RR_UNUSED(len), RR_UNUSED(last);
+	if (!qp->rq_count)
+		return RR_RXC_NO_RECV;
+	e = &qp->rq[qp->rq_head];
+	*iov = e->iov;
+	*iovcnt = e->iovcnt;
+	return RR_RXC_OK;
+}
+
+static const struct rr_ddp_rx_ops soft_rx_ops = {.tagged = rx_tagged, .untagged = rx_untagged};
+
+/* -------------------------------------------------------- messages -- */
+
+/* The last segment of a Read Response placed (RFC 5040 5.3): the oldest
+ * outstanding Read completes, if it got exactly what it asked for. */
+static enum rr_rx_code rx_read_resp(struct soft_qp *qp, const struct rr_ddp_event *ev)
+{
+	enum rr_rx_code code = RR_RXC_OK;
+	struct soft_wqe *w;
+
+	pthread_mutex_lock(&qp->tx_lock);
+	w = orq_head(qp);
+	if (w) {
+		w->rresp_done += ev->len;
+		if (ev->last) {
+			if (w->rresp_done != w->len) {
+				code = RR_RXC_BOUNDS;
+			} else {
+				w->state = WQE_DONE;
+				w->byte_len = w->len;
+				qp->orq_out--;
+				rr_soft_sq_complete_locked(qp);
+				rr_soft_qp_tx_locked(qp);
+			}
+		}
+	}
+	pthread_mutex_unlock(&qp->tx_lock);
+	return code;
+}
+
+/* Send With Invalidate (RFC 5040 5.4): the STag the peer names is
+ * invalidated before the receive completes, which then says so in @wc. */
+static enum rr_rx_code rx_send_inv(struct soft_qp *qp, const struct rr_ddp_event *ev,
+				   struct rpcrdma_wc *wc)
+{
+	int r = rr_mrt_invalidate(&qp->ctx->mrt, ev->inv_stag, &qp->pd->base, &qp->base);
+
+	if (r)
+		return r == -EPERM ? RR_RXC_PD : mrt_code(r);
+	atomic_fetch_add_explicit(&soft_counters.remote_invs, 1, memory_order_relaxed);
+	wc->flags |= RPCRDMA_WC_WITH_INV;
+	wc->invalidated_stag = ev->inv_stag;
+	return RR_RXC_OK;
+}
+
+/* The last segment of a Send (with Solicited Event, with Invalidate) placed
+ * into the oldest receive: it completes. */
+static enum rr_rx_code rx_send(struct soft_qp *qp, const struct rr_ddp_event *ev)
+{
+	struct soft_rqe *e = &qp->rq[qp->rq_head];
+	struct rpcrdma_wc wc = {.wr_id = e->wr_id, .status = RPCRDMA_WC_SUCCESS,
+				.opcode = RPCRDMA_WC_RECV, .byte_len = ev->msg_len,
+				.qp = RR_PUB(qp, &qp->base)};
+
+	if (ev->op == RR_OP_SEND_INV || ev->op == RR_OP_SEND_SE_INV) {
+		enum rr_rx_code code = rx_send_inv(qp, ev, &wc);
+
+		if (code != RR_RXC_OK)
+			return code;
+	}
+	if (ev->op == RR_OP_SEND_SE || ev->op == RR_OP_SEND_SE_INV)
+		wc.flags |= RPCRDMA_WC_SOLICITED;
+	qp->rq_head = ring_idx(qp->rq_head, 1, qp->rq_cap);
+	qp->rq_count--;
+	rr_soft_cq_push(qp->rcq, &wc);
+	return RR_RXC_OK;
+}
+
+/* A Read Request into IRQ entry @e: its source checked now (and again when
+ * the response starts, tx.c). 0 or the STag table's -errno. */
+static int rx_read_req(struct soft_qp *qp, struct soft_irqe *e, const struct rr_rreq *rq)
+{
+	struct rr_mrt_ref ref = {0};
+	int r = 0;
+
+	if (rq->size)
+		r = rr_mrt_check(&qp->ctx->mrt, rq->src_stag, rq->src_to, rq->size,
+				 RPCRDMA_ACCESS_REMOTE_READ, &qp->pd->base, &qp->base, &ref);
+	e->sink_stag = rq->sink_stag;
+	e->sink_to = rq->sink_to;
+	e->src_stag = rq->src_stag;
+	e->src_to = rq->src_to;
+	e->len = rq->size;
+	return r;
+}
+
+/* A Commit Request (draft-talpey-rdma-commit 3.2) into IRQ entry @e: every
+ * region checked now (and again when the response starts, tx.c). 0 or the
+ * STag table's -errno. */
+static int rx_commit_req(struct soft_qp *qp, struct soft_irqe *e, const struct rr_commit_req *c)
+{
+	int r = 0;
+
+	e->commit = true;
+	e->commit_id = c->id;
+	e->nregions = c->nregions;
+	for (unsigned i = 0; i < c->nregions && !r; i++) {
+		e->rlen[i] = c->region[i].len;
+		e->creg[i] = c->region[i];
+		r = rr_mrt_check(&qp->ctx->mrt, c->region[i].stag, c->region[i].to, c->region[i].len,
+				 RPCRDMA_ACCESS_REMOTE_WRITE, &qp->pd->base, &qp->base, &e->ref[i]);
+	}
+	return r;
+}
+
+/* A Read or Commit Request: queued for its response, within IRD (RFC 5040
+ * 6.4), and the transmit side started. */
+static enum rr_rx_code rx_request(struct soft_qp *qp, const struct rr_ddp_event *ev)
+{
+	enum rr_rx_code code = RR_RXC_OK;
+
+	pthread_mutex_lock(&qp->tx_lock);
+	if (qp->irq_count >= qp->ird || qp->irq_count >= qp->irq_cap) {
+		code = RR_RXC_IRD;
+	} else {
+		struct soft_irqe *e = &qp->irq[ring_idx(qp->irq_head, qp->irq_count, qp->irq_cap)];
+		int r;
+
+		memset(e, 0, sizeof(*e));
+		if (ev->type == RR_EV_READ_REQ)
+			r = rx_read_req(qp, e, &ev->u.rreq);
+		else
+			r = rx_commit_req(qp, e, &ev->u.creq);
+		if (r) {
+			code = mrt_code(r);
+		} else {
+			qp->irq_count++;
+			rr_soft_qp_tx_locked(qp);
+		}
+	}
+	pthread_mutex_unlock(&qp->tx_lock);
+	return code;
+}
+
+/* A Commit Response: the oldest outstanding request must be the Commit it
+ * answers; a failed status completes it with RPCRDMA_WC_COMMIT_ERR (draft
+ * 5.1: no Terminate). */
+static enum rr_rx_code rx_commit_resp(struct soft_qp *qp, const struct rr_ddp_event *ev)
+{
+	enum rr_rx_code code = RR_RXC_OK;
+	struct soft_wqe *w;
+
+	pthread_mutex_lock(&qp->tx_lock);
+	w = orq_head(qp);
+	if (!w || w->op != RPCRDMA_WR_RDMA_COMMIT || w->commit_id != ev->u.cresp.id) {
+		code = RR_RXC_UNEXPECTED;
+	} else {
+		w->state = WQE_DONE;
+		w->remote_status = ev->u.cresp.status;
+		if (ev->u.cresp.status)
+			w->status = RPCRDMA_WC_COMMIT_ERR; /* draft 5.1: no Terminate */
+		qp->orq_out--;
+		rr_soft_sq_complete_locked(qp);
+		rr_soft_qp_tx_locked(qp);
+	}
+	pthread_mutex_unlock(&qp->tx_lock);
+	return code;
+}
+
+/* Acts on one validated segment. Returns 0, or a negative errno after the
+ * stream was failed (Terminate queued) or ended by the peer's Terminate. */
+static int rx_event(struct soft_qp *qp, struct rr_ddp_event *ev)
+{
+	enum rr_rx_code code = RR_RXC_OK;
+
+	switch (ev->type) {
+	case RR_EV_TAGGED:
+		if (qp->rxd.on)
+			code = rx_place_durable(qp);
+		if (code == RR_RXC_OK && ev->op == RR_OP_READ_RESP)
+			code = rx_read_resp(qp, ev);
+		break;
+	case RR_EV_SEND:
+		if (ev->last)
+			code = rx_send(qp, ev);
+		break;
+	case RR_EV_READ_REQ:
+	case RR_EV_COMMIT_REQ:
+		code = rx_request(qp, ev);
+		break;
+	case RR_EV_COMMIT_RESP:
+		code = rx_commit_resp(qp, ev);
+		break;
+	case RR_EV_TERMINATE:
+		/* the peer's (RFC 5040 7.2): the QP ends */
+		qp->peer_term = ev->u.term;
+		qp->peer_term_valid = true;
+		rr_soft_qp_fatal(qp, -ECONNRESET, &ev->u.term);
+		return -ECONNRESET;
+	default:
+		break;
+	}
+	if (code != RR_RXC_OK) {
+		rr_ddp_rx_fail(&qp->rx, code);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* The stream failed locally: send the Terminate (RFC 5040 7.1), then fail. */
+static void rx_terminate(struct soft_qp *qp)
+{
+	if (qp->rx.term_valid) {
+		pthread_mutex_lock(&qp->tx_lock);
+		qp->term_len = rr_ddp_build_terminate(&qp->rx.term, qp->tx_msn[RR_QN_TERM]++, qp->crc,
+						      qp->term_fpdu);
+		if (qp->bpos == 0 || qp->bpos == qp->bcnt) {
+			/* at an FPDU boundary: a partially written batch
+			 * cannot be interrupted (best effort, as siw) */
+			qp->bcnt = qp->bpos = qp->bnf = 0;
+			qp->term_pending = true;
+			qp->msg_active = false;
+			rr_soft_qp_tx_locked(qp);
+			qp->term_pending = false;
+		}
+		pthread_mutex_unlock(&qp->tx_lock);
+	}
+	rr_soft_qp_fatal(qp, -EPROTO, NULL);
+}
+
+/* -------------------------------------------------- the parse loop -- */
+
+/* How the fast waiter's read ended besides its result (rx_read_fast). */
+enum rx_fast {
+	RX_FAST_READ = 0,   /* *@n: the read's result */
+	RX_FAST_LEAVE,      /* a completion, an interrupt or a transmit backlog
+			       came first: nothing read, the waiter looks */
+	RX_FAST_KILLED,     /* the QP is closing (fast_kill): leave at once */
+	RX_FAST_VOID,       /* the QP failed meanwhile: the bytes are void */
+};
+
+/* The fast waiter's read of @v (rx_lock held, released while it sleeps):
+ * @dst/@len is where a payload lands directly (a revoke of that memory
+ * waits for the read). Nobody else reads the socket or touches the stage
+ * and the parser while fast_rd (qp_rx skips); a close waits for it
+ * (rr_soft_fast_quiesce). */
+static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned cnt, uint8_t *dst,
+				 size_t len, ssize_t *n)
+{
+	int mode;
+
+	qp->fast_rd = true;
+	qp->fast_dst = dst;
+	qp->fast_len = len;
+	mode = rr_soft_sock_fast_mode(qp);
+	atomic_store(&qp->rcq->fast_blocked, mode);
+	/* Set, then look: a completion pushed or an interrupt latched by
+	 * another thread before this point is seen here; one after it sees
+	 * fast_blocked (rr_soft_cq_push, rr_soft_interrupt, rr_soft_want_out)
+	 * and either writes the CQ's wake eventfd (SOFT_FAST_POLL: the poll
+	 * ends) or turns the fast wait off (SOFT_FAST_RECV: the read ends by
+	 * its timeout). */
+	if (rr_cq_ring_pending(&qp->rcq->ring) || atomic_load(&qp->rcq->intr) ||
+	    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST)) {
+		atomic_store(&qp->rcq->fast_blocked, 0);
+		qp->fast_rd = false;
+		return RX_FAST_LEAVE;
+	}
+	pthread_mutex_unlock(&qp->rx_lock);
+	*n = rr_soft_sock_readv_fast(qp, v, cnt, mode);
+	pthread_mutex_lock(&qp->rx_lock);
+	atomic_store(&qp->rcq->fast_blocked, 0);
+	qp->fast_rd = false;
+	qp->fast_len = 0;
+	if (qp->revoke_waiters)
+		pthread_cond_broadcast(&qp->fast_cv);
+	atomic_fetch_add(&qp->rcq->fast_reads, 1);
+	if (qp->fast_kill) {
+		pthread_cond_broadcast(&qp->fast_cv);
+		return RX_FAST_KILLED;
+	}
+	if (qp->state != QPS_RTS)
+		return RX_FAST_VOID;
+	return RX_FAST_READ;
+}
+
+/* Receives what the socket holds (rx_lock held). @fast: the first read
+ * sleeps with rx_lock released (fast wait); see rr_soft_qp_rx_fast. */
+static int qp_rx(struct soft_qp *qp, bool fast)
+{
+	struct rr_ddp_event ev;
+	bool drained = false;
+	unsigned reads = 0;
+
+	for (;;) {
+		uint8_t *dst;
+		size_t w;
+		struct iovec v[2];
+		unsigned cnt;
+		ssize_t n;
+		int r;
+
+		if (qp->state != QPS_RTS) {
+			if (qp->state == QPS_ERROR && !qp->rq_flushed)
+				rr_soft_qp_fatal(qp, -ECONNABORTED, NULL);
+			return -ENOTCONN;
+		}
+		if (qp->stage_off < qp->stage_len) {
+			size_t used;
+
+			r = rr_ddp_rx_feed(&qp->rx, qp->stage + qp->stage_off,
+					   qp->stage_len - qp->stage_off, &used, &ev);
+			qp->stage_off += used;
+			if (r == 1) {
+				if (rx_event(qp, &ev) < 0)
+					goto failed;
+				continue;
+			}
+			if (r < 0)
+				goto failed;
+			continue;
+		}
+		qp->stage_off = qp->stage_len = 0;
+		/* A short read emptied the socket: every caller comes back on
+		 * (level-triggered) readiness, so skip the EAGAIN read. After
+		 * SOFT_RX_READS reads, leave the rest for the next turn too: a
+		 * peer that sends without pause does not keep this thread from
+		 * the other connections it serves. */
+		if (drained || ++reads > SOFT_RX_READS)
+			return 0;
+		w = rr_ddp_rx_want(&qp->rx, &dst);
+		if (qp->rx.state == RR_RX_PAYLOAD && w > 0) {
+			/* payload straight into place; behind it only the
+			 * trailer and the next header (a few bytes), so the next
+			 * payload is not read into the stage and copied again */
+			v[0] = (struct iovec){dst, w};
+			v[1] = (struct iovec){qp->stage, SOFT_STAGE_TAIL};
+			cnt = 2;
+		} else {
+			/* headers: a bounded look-ahead, so that a large payload
+			 * behind them is read in place, not copied from here */
+			v[0] = (struct iovec){qp->stage, SOFT_STAGE_LOOK};
+			cnt = 1;
+		}
+		if (fast) {
+			enum rx_fast f;
+
+			fast = false;
+			f = rx_read_fast(qp, v, cnt, cnt == 2 ? dst : NULL, cnt == 2 ? w : 0, &n);
+			if (f == RX_FAST_LEAVE)
+				return 0;
+			if (f == RX_FAST_KILLED)
+				return -ENOTCONN;
+			if (f == RX_FAST_VOID)
+				continue; /* failed meanwhile: the bytes are void */
+		} else {
+			n = rr_soft_sock_readv(qp->obj.fd, v, cnt);
+		}
+		if (n == -EAGAIN)
+			return 0;
+		if (n <= 0) {
+			rr_soft_qp_fatal(qp, n == 0 ? -ECONNRESET : (int)n, NULL);
+			return -ENOTCONN;
+		}
+		drained = (size_t)n < (cnt == 2 ? w + SOFT_STAGE_TAIL : SOFT_STAGE_LOOK);
+		if (cnt == 2) {
+			size_t a = RR_MIN((size_t)n, w);
+
+			r = rr_ddp_rx_advance(&qp->rx, a, &ev);
+			qp->stage_len = (size_t)n - a;
+			if (r < 0)
+				goto failed;
+			if (r == 1 && rx_event(qp, &ev) < 0)
+				goto failed;
+		} else {
+			qp->stage_len = (size_t)n;
+		}
+	}
+failed:
+	if (qp->state == QPS_RTS) {
+		if (qp->rx.err == -ECONNRESET)
+			return -ENOTCONN; /* peer's Terminate: handled */
+		rx_terminate(qp);
+	}
+	return -ENOTCONN;
+}
+
+int rr_soft_qp_rx(struct soft_qp *qp)
+{
+	if (qp->fast_rd)
+		return 0; /* a fast waiter reads it and parses what comes */
+	return qp_rx(qp, false);
+}
+
+int rr_soft_qp_rx_fast(struct soft_qp *qp)
+{
+	int r = qp_rx(qp, true);
+
+	/* fast_kill: a closer waits for rx_lock, then frees the QP */
+	pthread_mutex_unlock(&qp->rx_lock);
+	return r;
+}
+
+/* rx_lock held (and possibly ctx->lock, tx_lock: the reader then needs only
+ * rx_lock to leave, as fast_kill tells it not to parse). */
+void rr_soft_fast_quiesce(struct soft_qp *qp)
+{
+	if (!qp->fast_rd)
+		return;
+	qp->fast_kill = true;
+	rr_soft_sock_shutdown(qp); /* ends its recvmsg now */
+	while (qp->fast_rd)
+		pthread_cond_wait(&qp->fast_cv, &qp->rx_lock);
+}
+
+/* ------------------------------------------------ connection state -- */
+
+int rr_soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *conn, bool commit_rx,
+			 bool commit_tx)
+{
+	pthread_mutex_lock(&qp->rx_lock);
+	pthread_mutex_lock(&qp->tx_lock);
+	qp->obj.fd = fd;
+	qp->crc = conn->crc;
+	qp->commit_rx |= commit_rx;
+	qp->commit_tx |= commit_tx;
+	qp->ird = RR_MIN(conn->ird, (uint16_t)SOFT_MAX_IRD);
+	qp->ord = RR_MIN(conn->ord, (uint16_t)SOFT_MAX_ORD);
+	for (int i = 0; i < RR_QN_COUNT; i++)
+		qp->tx_msn[i] = 1;
+	rr_ddp_rx_init(&qp->rx, &soft_rx_ops, qp, qp->crc, qp->commit_rx);
+	qp->state = QPS_RTS;
+	rr_soft_watch(qp);
+	pthread_mutex_unlock(&qp->tx_lock);
+	pthread_mutex_unlock(&qp->rx_lock);
+	return 0;
+}
+
+/* The upper layer's Commit decision (rpcrdma_qp_set_commit). Takes effect
+ * for the next segment parsed and the next WR posted. */
+int rr_soft_set_commit(struct rr_qp *base, bool enable)
+{
+	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
+
+	pthread_mutex_lock(&qp->rx_lock);
+	pthread_mutex_lock(&qp->tx_lock);
+	qp->commit_rx = qp->commit_tx = enable;
+	qp->rx.commit = enable;
+	pthread_mutex_unlock(&qp->tx_lock);
+	pthread_mutex_unlock(&qp->rx_lock);
+	return 0;
+}
+
+/* ----------------------------------------------- memory going away -- */
+
+/* rx.h. Caller holds no lock of @qp. */
+void rr_soft_qp_revoke(struct soft_qp *qp, uintptr_t lo, uintptr_t hi)
+{
+	uint8_t *d;
+	size_t left;
+	bool killed = false;
+
+	pthread_mutex_lock(&qp->rx_lock);
+	/* a fast reader (no rx_lock) writing into the range, or receiving a
+	 * segment bound for it: its read ends within SOFT_FAST_BLOCK_MS */
+	while (qp->fast_rd && (range_hits(qp->fast_dst, qp->fast_len, lo, hi) ||
+			       (qp->rxd.on && range_hits(qp->rxd.va, qp->rxd.len, lo, hi)))) {
+		qp->revoke_waiters++;
+		pthread_cond_wait(&qp->fast_cv, &qp->rx_lock);
+		qp->revoke_waiters--;
+	}
+	if (!qp->fast_rd) {
+		/* the parser is ours: the rest of a segment bound for the
+		 * range is dropped (it was valid when it began) */
+		if (rr_ddp_rx_placing(&qp->rx, &d, &left) && range_hits(d, left, lo, hi))
+			rr_ddp_rx_drop_placement(&qp->rx);
+		if (qp->rxd.on && range_hits(qp->rxd.va, qp->rxd.len, lo, hi))
+			qp->rxd.on = false;
+	}
+	pthread_mutex_lock(&qp->tx_lock);
+	if (qp->state == QPS_RTS && rr_soft_tx_needs(qp, lo, hi)) {
+		rr_soft_tx_revoke(qp);
+		killed = true;
+	}
+	pthread_mutex_unlock(&qp->tx_lock);
+	if (killed)
+		rr_soft_qp_fatal(qp, -EPROTO, NULL);
+	pthread_mutex_unlock(&qp->rx_lock);
+}

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Socket I/O of the soft provider, the only file of src/rdma/soft/ that makes
+ * socket system calls (docs/CONVENTIONS.md): the data path's send/recv and
+ * sendmsg/recvmsg, the fast waiter's read (spin, then sleep in a blocking
+ * recv or in poll(2) over the socket and the CQ's wake eventfd), socket
+ * options (TCP_NODELAY, congestion control, the fast wait's receive
+ * timeout), the FPDU size from the path MTU, and for the connection manager
+ * (cm.c) socket/bind/listen/accept4/connect, SO_ERROR, addresses and
+ * shutdown. Other files hold socket fds only to register them with epoll and
+ * to close them. Nothing here parses or decides anything of a protocol. */
+#include "rdma/soft/sock.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "rdma/soft/cq.h"
+
+/* ------------------------------------------------------- data path -- */
+
+/* One buffer goes through send/recv: no msghdr and no iovec array for the
+ * kernel to copy in and check (sendmsg/recvmsg do both on every call;
+ * measurable per message on a paravirtualised VM, docs/perf-notes/fast2.md). */
+ssize_t rr_soft_sock_writev(int fd, const struct iovec *iov, unsigned cnt)
+{
+	struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = cnt};
+	ssize_t n;
+
+	do
+		n = cnt == 1 ? send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL | MSG_DONTWAIT)
+			     : sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
+static ssize_t readv_flags(int fd, struct iovec *iov, unsigned cnt, int flags)
+{
+	struct msghdr m = {.msg_iov = iov, .msg_iovlen = cnt};
+	ssize_t n;
+
+	do
+		n = cnt == 1 ? recv(fd, iov[0].iov_base, iov[0].iov_len, flags)
+			     : recvmsg(fd, &m, flags);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
+ssize_t rr_soft_sock_readv(int fd, struct iovec *iov, unsigned cnt)
+{
+	return readv_flags(fd, iov, cnt, MSG_DONTWAIT);
+}
+
+/* The same as rr_soft_sock_readv, sleeping until data, EOF, shutdown or the
+ * socket's receive timeout (SOFT_FAST_BLOCK_MS: then -EAGAIN). For fast
+ * waits only. */
+static ssize_t readv_wait(int fd, struct iovec *iov, unsigned cnt)
+{
+	return readv_flags(fd, iov, cnt, 0);
+}
+
+/* ------------------------------------------------------- fast wait -- */
+
+int rr_soft_sock_fast_mode(const struct soft_qp *qp)
+{
+	return qp->fast_quiet && atomic_load_explicit(&qp->ctx->cm_intr, memory_order_relaxed) ?
+		       SOFT_FAST_POLL : SOFT_FAST_RECV;
+}
+
+/* SOFT_FAST_POLL: sleeps in poll(2) over the socket and the CQ's wake
+ * eventfd (precise timer, unlike SO_RCVTIMEO's jiffies), then reads without
+ * blocking. One system call more than a blocking recv, paid only by the
+ * first message after a quiet spell. */
+static ssize_t readv_poll(struct soft_qp *qp, struct iovec *iov, unsigned cnt)
+{
+	struct soft_cq *q = qp->rcq;
+	struct pollfd p[2] = {{.fd = qp->obj.fd, .events = POLLIN},
+			      {.fd = q->wake_efd, .events = POLLIN}};
+	int r;
+
+	r = poll(p, 2, SOFT_FAST_BLOCK_MS);
+	if (r < 0)
+		return errno == EINTR ? -EAGAIN : -errno;
+	if (p[1].revents & POLLIN) {
+		rr_soft_cq_wake_drain(q);
+		atomic_fetch_add_explicit(&q->fast_wakes, 1, memory_order_relaxed);
+	}
+	if (!(p[0].revents & (POLLIN | POLLERR | POLLHUP)))
+		return -EAGAIN;
+	return readv_flags(qp->obj.fd, iov, cnt, MSG_DONTWAIT);
+}
+
+ssize_t rr_soft_sock_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt, int mode)
+{
+	uint64_t budget = qp->ctx->spin_ns;
+	struct soft_cq *q = qp->rcq;
+	int fd = qp->obj.fd;
+	ssize_t got;
+
+	if (budget && qp->spin_skip) {
+		qp->spin_skip--;
+	} else if (budget) {
+		/* the default environment's clock (real time), never the
+		 * context's: a budget of CPU spent spinning, which must end
+		 * also under a test's frozen virtual clock */
+		uint64_t t0 = rr_now_ns(NULL);
+
+		for (;;) {
+			ssize_t n = readv_flags(fd, iov, cnt, MSG_DONTWAIT);
+
+			if (n != -EAGAIN) {
+				qp->spin_miss = 0;
+				atomic_fetch_add_explicit(&q->spin_hits, 1, memory_order_relaxed);
+				atomic_fetch_add_explicit(&soft_counters.spin_hits, 1,
+							  memory_order_relaxed);
+				return n;
+			}
+			if (rr_cq_ring_pending(&q->ring) || atomic_load(&q->intr) ||
+			    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST))
+				return -EAGAIN;
+			if (rr_now_ns(NULL) - t0 >= budget)
+				break;
+		}
+		atomic_fetch_add_explicit(&q->spin_misses, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&soft_counters.spin_misses, 1, memory_order_relaxed);
+		if (++qp->spin_miss >= SOFT_SPIN_MISSES) {
+			qp->spin_miss = 0;
+			qp->spin_skip = SOFT_SPIN_SKIP;
+		}
+	}
+	got = mode == SOFT_FAST_POLL ? readv_poll(qp, iov, cnt) : readv_wait(fd, iov, cnt);
+	/* quiet: a sleep that ran out (a poll ended by the wake eventfd
+	 * leaves it as it was) */
+	if (got != -EAGAIN)
+		qp->fast_quiet = false;
+	else if (mode == SOFT_FAST_RECV)
+		qp->fast_quiet = true;
+	return got;
+}
+
+int rr_soft_sock_fast_setup(int fd)
+{
+	struct timeval tv = {.tv_sec = 0, .tv_usec = SOFT_FAST_BLOCK_MS * 1000};
+	int fl = fcntl(fd, F_GETFL);
+
+	/* Every other call on the socket passes MSG_DONTWAIT. */
+	if (fl < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+	    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+		return -errno;
+	return 0;
+}
+
+/* ----------------------------------------------------- connections -- */
+
+/* TCP_NODELAY always (every FPDU is a whole message); the congestion
+ * control RPCRDMA_SOFT_TCP_CC names, when set (checked at open:
+ * rr_soft_sock_check_cc), else the system's. */
+void rr_soft_sock_opts(struct soft_ctx *c, int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (c->tcp_cc[0])
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, c->tcp_cc, strlen(c->tcp_cc));
+}
+
+int rr_soft_sock_check_cc(struct soft_ctx *c, const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+	int fd, r = 0;
+
+	c->tcp_cc[0] = 0;
+	if (!n)
+		return 0;
+	if (n >= sizeof(c->tcp_cc))
+		return -EINVAL;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)n) != 0)
+		r = -errno; /* -ENOENT: not available; -EPERM: not allowed */
+	close(fd);
+	if (!r)
+		memcpy(c->tcp_cc, name, n + 1);
+	return r;
+}
+
+size_t rr_soft_sock_fpdu_max(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int mss = 0, mtu = 0;
+	socklen_t l = sizeof(mss);
+
+	/* One FPDU per TCP segment, as siw: the MSS of the path. TCP_MAXSEG
+	 * early in a connection is bounded by half the peer's window seen so
+	 * far (about 32 KiB on loopback), so take the path MTU minus the
+	 * IP + TCP headers with timestamps when it is larger (65483 on
+	 * loopback, 1448 on Ethernet: the MSS TCP settles at). */
+	if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &l) != 0 || mss < RR_FPDU_MIN)
+		mss = RR_FPDU_DEFAULT;
+	l = sizeof(mtu);
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+		if (ss.ss_family == AF_INET &&
+		    getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &l) == 0 && mtu - 52 > mss)
+			mss = mtu - 52;
+		else if (ss.ss_family == AF_INET6 &&
+			 getsockopt(fd, IPPROTO_IPV6, IPV6_MTU, &mtu, &l) == 0 && mtu - 72 > mss)
+			mss = mtu - 72;
+	}
+	return (size_t)mss;
+}
+
+/* Writes a small frame completely (MPA frames are < 600 bytes). */
+int rr_soft_sock_write_all(int fd, const uint8_t *b, size_t n)
+{
+	while (n) {
+		struct iovec v = {(void *)b, n};
+		ssize_t w = rr_soft_sock_writev(fd, &v, 1);
+
+		if (w == -EAGAIN) {
+			usleep(100);
+			continue;
+		}
+		if (w < 0)
+			return (int)w;
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+void rr_soft_sock_shutdown(struct soft_qp *qp)
+{
+	if (qp->obj.fd >= 0)
+		shutdown(qp->obj.fd, SHUT_RDWR);
+}
+
+/* A listening socket on @addr (SO_REUSEADDR, non-blocking): its fd, or
+ * -errno. */
+int rr_soft_sock_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog)
+{
+	int fd, one = 1;
+
+	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, addr, addrlen) != 0 ||
+	    listen(fd, backlog > 0 ? backlog : RR_LISTEN_BACKLOG) != 0) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
+int rr_soft_sock_accept(int lfd)
+{
+	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int rr_soft_sock_open(struct soft_ctx *c, int family)
+{
+	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	rr_soft_sock_opts(c, fd);
+	return fd;
+}
+
+int rr_soft_sock_connect(int fd, const struct sockaddr *dst, socklen_t dstlen)
+{
+	if (connect(fd, dst, dstlen) != 0 && errno != EINPROGRESS)
+		return -errno;
+	return 0;
+}
+
+int rr_soft_sock_error(int fd)
+{
+	int err = 0;
+	socklen_t l = sizeof(err);
+
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
+	return -err;
+}
+
+int rr_soft_sock_name(int fd, struct sockaddr_storage *ss, bool peer)
+{
+	socklen_t l = sizeof(*ss);
+	int r = peer ? getpeername(fd, (struct sockaddr *)ss, &l)
+		     : getsockname(fd, (struct sockaddr *)ss, &l);
+
+	return r ? -errno : 0;
+}

@@ -1,0 +1,710 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* The soft provider's transmit side (RFC 5040 sections 5-7,
+ * draft-talpey-rdma-commit-00 section 3.2): posting send work requests
+ * (resolved through the STag table when posted), picking the next message
+ * (responses to the peer's Reads and Commits first, in request order, then
+ * the send queue, ORD-limited and fenced), segmenting it into FPDUs with the
+ * sans-I/O DDP segmenter, writing batches of them (a small untagged FPDU in
+ * one copy), completing and flushing the send queue, sending a Terminate,
+ * and what transmitting does when memory it still needs is deregistered
+ * (rr_soft_tx_revoke). Bytes go out through sock.c. */
+#include "rdma/soft/tx.h"
+
+#include "rdma/soft/cq.h"
+#include "rdma/soft/rdmap.h"
+#include "rdma/soft/sock.h"
+
+/* ----------------------------------------------------- completions -- */
+
+static enum rpcrdma_wc_opcode wc_op(enum rpcrdma_wr_opcode op)
+{
+	switch (op) {
+	case RPCRDMA_WR_SEND:
+	case RPCRDMA_WR_SEND_WITH_INV:
+		return RPCRDMA_WC_SEND;
+	case RPCRDMA_WR_RDMA_WRITE:
+		return RPCRDMA_WC_RDMA_WRITE;
+	case RPCRDMA_WR_RDMA_READ:
+		return RPCRDMA_WC_RDMA_READ;
+	case RPCRDMA_WR_RDMA_COMMIT:
+		return RPCRDMA_WC_COMMIT;
+	case RPCRDMA_WR_BIND_MW:
+		return RPCRDMA_WC_BIND_MW;
+	default:
+		return RPCRDMA_WC_LOCAL_INV;
+	}
+}
+
+/* Pops finished WQEs in order and completes them (tx_lock held). */
+void rr_soft_sq_complete_locked(struct soft_qp *qp)
+{
+	while (qp->sq_count && qp->sq_next > 0) {
+		struct soft_wqe *w = &qp->sq[qp->sq_head];
+
+		if (w->state != WQE_DONE)
+			break;
+		if (w->signaled || w->status != RPCRDMA_WC_SUCCESS) {
+			struct rpcrdma_wc wc = {
+				.wr_id = w->wr_id,
+				.status = w->status,
+				.opcode = wc_op(w->op),
+				.byte_len = w->byte_len,
+				.remote_status = w->remote_status,
+				.vendor_err = w->vendor_err,
+				.qp = RR_PUB(qp, &qp->base),
+			};
+
+			rr_soft_cq_push(qp->scq, &wc);
+		}
+		rr_free(qp->ctx->env, w->inline_buf);
+		w->inline_buf = NULL;
+		qp->sq_head = ring_idx(qp->sq_head, 1, qp->sq_cap);
+		qp->sq_count--;
+		qp->sq_next--;
+	}
+	/* Empty: start again at slot 0, so that the queue's pages in use are
+	 * as many as its depth needs, not all of them in turn (they are mapped
+	 * on first touch: rr_alloc_pages). */
+	if (!qp->sq_count)
+		qp->sq_head = 0;
+}
+
+static enum rpcrdma_wc_status term_wc(const struct rr_term *t)
+{
+	if (!t)
+		return RPCRDMA_WC_WR_FLUSH_ERR;
+	if ((t->layer == RR_TL_RDMAP && t->etype == RR_RDMAP_ET_PROTECTION) ||
+	    (t->layer == RR_TL_DDP && t->etype == RR_DDP_ET_TAGGED))
+		return RPCRDMA_WC_REM_ACCESS_ERR;
+	if (t->layer == RR_TL_RDMAP && t->etype == RR_RDMAP_ET_OPERATION &&
+	    t->ecode == RR_RDMAP_EC_CANNOT_INVALIDATE)
+		return RPCRDMA_WC_INV_STAG_ERR;
+	if (t->layer == RR_TL_RDMAP && t->etype == RR_RDMAP_ET_OPERATION)
+		return RPCRDMA_WC_REM_INV_REQ_ERR;
+	if (t->layer == RR_TL_DDP && t->etype == RR_DDP_ET_UNTAGGED)
+		return RPCRDMA_WC_REM_OP_ERR;
+	return RPCRDMA_WC_REM_ABORT_ERR;
+}
+
+/* QP to the error state from the send side (tx_lock held): flush the send
+ * queue (the first unfinished WQE carries the peer's Terminate, if any) and
+ * shut the socket; the receive side flushes the receive queue. */
+void rr_soft_qp_error_tx_locked(struct soft_qp *qp, const struct rr_term *t)
+{
+	bool first = true;
+
+	qp->state = QPS_ERROR;
+	for (uint32_t i = 0; i < qp->sq_count; i++) {
+		struct soft_wqe *w = sq_at(qp, i);
+
+		if (w->state == WQE_DONE)
+			continue;
+		w->state = WQE_DONE;
+		w->status = first && t ? term_wc(t) : RPCRDMA_WC_WR_FLUSH_ERR;
+		if (first && t)
+			w->vendor_err = (uint32_t)t->layer << 16 | (uint32_t)t->etype << 8 | t->ecode;
+		first = false;
+	}
+	qp->sq_next = qp->sq_count;
+	qp->msg_active = false;
+	qp->bcnt = qp->bpos = qp->bnf = 0;
+	qp->bpart = false;
+	qp->irq_count = qp->irq_sent = 0;
+	rr_soft_sq_complete_locked(qp);
+	rr_soft_sock_shutdown(qp);
+}
+
+/* --------------------------------------------------------- posting -- */
+
+static enum rpcrdma_wc_status mrt_wc(int r)
+{
+	return r == -EACCES || r == -ENOENT || r == -ERANGE || r == -EPERM ? RPCRDMA_WC_LOC_PROT_ERR
+									    : RPCRDMA_WC_LOC_QP_OP_ERR;
+}
+
+/* A Send, Send With Invalidate or Write into WQE @w: its payload copied now
+ * (RPCRDMA_SEND_INLINE) or resolved through the STag table (a failure
+ * completes the WQE with an error when its turn comes), its STags. 0, or
+ * -EINVAL / -ENOMEM: the WR is refused. */
+static int wqe_send_write(struct soft_qp *qp, struct soft_wqe *w, const struct rpcrdma_send_wr *wr)
+{
+	int r;
+
+	if (wr->flags & RPCRDMA_SEND_INLINE) {
+		uint64_t tot = 0;
+
+		for (uint32_t i = 0; i < wr->num_sge; i++)
+			tot += wr->sg_list[i].length;
+		if (tot > SOFT_MAX_INLINE)
+			return -EINVAL;
+		w->inline_buf = rr_alloc(qp->ctx->env, tot);
+		if (!w->inline_buf)
+			return -ENOMEM;
+		tot = 0;
+		for (uint32_t i = 0; i < wr->num_sge; i++) {
+			memcpy(w->inline_buf + tot, (const void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			tot += wr->sg_list[i].length;
+		}
+		w->iov[0].iov_base = w->inline_buf;
+		w->iov[0].iov_len = tot;
+		w->iovcnt = tot ? 1 : 0;
+		w->len = (uint32_t)tot;
+	} else {
+		r = sge_resolve(qp, wr->sg_list, wr->num_sge, 0, w->iov, &w->iovcnt, &w->len);
+		if (r) {
+			w->status = mrt_wc(r);
+			w->state = WQE_DONE;
+		}
+	}
+	if (wr->opcode == RPCRDMA_WR_SEND_WITH_INV)
+		w->stag = wr->u.send.invalidate_stag;
+	else if (wr->opcode == RPCRDMA_WR_RDMA_WRITE) {
+		w->stag = wr->u.rdma.stag;
+		w->to = wr->u.rdma.remote_offset;
+	}
+	return 0;
+}
+
+/* An RDMA Read into WQE @w: its sink checked now (a failure completes the
+ * WQE with an error when its turn comes). */
+static void wqe_read(struct soft_qp *qp, struct soft_wqe *w, const struct rpcrdma_send_wr *wr)
+{
+	int r;
+
+	w->stag = wr->u.rdma.stag;
+	w->to = wr->u.rdma.remote_offset;
+	if (wr->num_sge == 1) {
+		w->sink_lkey = wr->sg_list[0].lkey;
+		w->sink_to = wr->sg_list[0].addr;
+		w->len = wr->sg_list[0].length;
+		if (w->len) {
+			r = rr_mrt_check(&qp->ctx->mrt, w->sink_lkey, w->sink_to, w->len,
+					 RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE, &qp->pd->base,
+					 NULL, NULL);
+			if (r) {
+				w->status = mrt_wc(r);
+				w->state = WQE_DONE;
+			}
+		}
+	}
+	w->byte_len = w->len;
+}
+
+/* An RDMA Commit into WQE @w: its Commit Request body encoded now (the
+ * next Commit id). 0, or -EINVAL / the codec's error: the WR is refused. */
+static int wqe_commit(struct soft_qp *qp, struct soft_wqe *w, const struct rpcrdma_send_wr *wr)
+{
+	struct rr_commit_req c;
+	int n;
+
+	c.id = ++qp->next_commit_id;
+	c.nregions = wr->u.commit.num_regions;
+	if (c.nregions == 0 || c.nregions > RR_COMMIT_MAX_REGIONS)
+		return -EINVAL;
+	for (unsigned i = 0; i < c.nregions; i++) {
+		c.region[i].stag = wr->u.commit.regions[i].stag;
+		c.region[i].len = wr->u.commit.regions[i].length;
+		c.region[i].to = wr->u.commit.regions[i].offset;
+	}
+	n = rr_rdmap_commit_req_encode(&c, w->body, sizeof(w->body));
+	if (n < 0)
+		return n;
+	w->body_len = (uint32_t)n;
+	w->commit_id = c.id;
+	return 0;
+}
+
+/* A memory window bind into WQE @w: executed at post time, so that the new
+ * STag is known when post_send returns (rdma.h); the WQE is finished (with
+ * RPCRDMA_WC_MW_BIND_ERR when the bind failed). */
+static void wqe_bind(struct soft_qp *qp, struct soft_wqe *w, const struct rpcrdma_send_wr *wr)
+{
+	uint32_t stag;
+	uint64_t to;
+	int r;
+
+	w->mw = RR_BASE(mw, wr->u.bind.mw);
+	w->mr = RR_BASE(mr, wr->u.bind.mr);
+	w->bind_addr = wr->u.bind.addr;
+	w->bind_len = wr->u.bind.length;
+	w->bind_access = wr->u.bind.access;
+	stag = w->mw->rkey;
+	to = rr_mrt_random_to(&qp->ctx->mrt, w->bind_addr, w->bind_len);
+	r = rr_mrt_mw_bind(&qp->ctx->mrt, &stag, w->mr->lkey, w->bind_addr, w->bind_len,
+			   w->bind_access, &qp->pd->base, &qp->base, to);
+	if (r) {
+		w->status = RPCRDMA_WC_MW_BIND_ERR;
+	} else {
+		w->mw->rkey = stag;
+		w->mw->to = to;
+		atomic_fetch_add_explicit(&soft_counters.mw_binds, 1, memory_order_relaxed);
+	}
+	w->state = WQE_DONE;
+}
+
+int rr_soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct rpcrdma_send_wr **bad)
+{
+	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
+	int ret = 0;
+
+	pthread_mutex_lock(&qp->tx_lock);
+	for (; wr; wr = wr->next) {
+		struct soft_wqe *w;
+		int r = 0;
+
+		if (qp->state != QPS_RTS) {
+			ret = qp->state == QPS_IDLE ? -ENOTCONN : -EPIPE;
+			break;
+		}
+		if (qp->sq_count >= qp->sq_cap) {
+			ret = -ENOMEM;
+			break;
+		}
+		if (wr->opcode == RPCRDMA_WR_RDMA_COMMIT && !qp->commit_tx) {
+			ret = -EOPNOTSUPP;
+			break;
+		}
+		if (wr->opcode == RPCRDMA_WR_RDMA_READ && wr->num_sge > 1) {
+			ret = -EINVAL;
+			break;
+		}
+		w = sq_at(qp, qp->sq_count);
+		if ((uint32_t)(w - qp->sq) >= qp->sq_touched)
+			qp->sq_touched = (uint32_t)(w - qp->sq) + 1;
+		rr_free(qp->ctx->env, w->inline_buf);
+		/* everything up to body but the iovec array (iovcnt rules it) */
+		memset(w, 0, offsetof(struct soft_wqe, iov));
+		memset(&w->iovcnt, 0, offsetof(struct soft_wqe, body) - offsetof(struct soft_wqe, iovcnt));
+		w->wr_id = wr->wr_id;
+		w->op = wr->opcode;
+		w->flags = wr->flags;
+		w->signaled = (wr->flags & RPCRDMA_SEND_SIGNALED) || qp->base.attr.sq_sig_all;
+		switch (wr->opcode) {
+		case RPCRDMA_WR_SEND:
+		case RPCRDMA_WR_SEND_WITH_INV:
+		case RPCRDMA_WR_RDMA_WRITE:
+			r = wqe_send_write(qp, w, wr);
+			break;
+		case RPCRDMA_WR_RDMA_READ:
+			wqe_read(qp, w, wr);
+			break;
+		case RPCRDMA_WR_RDMA_COMMIT:
+			r = wqe_commit(qp, w, wr);
+			break;
+		case RPCRDMA_WR_BIND_MW:
+			wqe_bind(qp, w, wr);
+			break;
+		case RPCRDMA_WR_LOCAL_INV:
+			w->stag = wr->u.local_inv.stag;
+			break;
+		default:
+			r = -EOPNOTSUPP;
+		}
+		if (r) {
+			ret = r;
+			break;
+		}
+		qp->sq_count++;
+	}
+	if (ret && bad)
+		*bad = wr;
+	rr_soft_qp_tx_locked(qp);
+	pthread_mutex_unlock(&qp->tx_lock);
+	return ret;
+}
+
+/* -------------------------------------------------------- transmit -- */
+
+/* The Terminate for a Read or Commit Request whose memory was deregistered
+ * after it arrived (RDMAP, Remote Protection Error, Invalid STag: what an
+ * unknown STag draws on arrival): sent after what is already batched, then
+ * the QP ends (tx_lock held). */
+static void tx_fail_invalid_stag(struct soft_qp *qp)
+{
+	struct rr_term term;
+
+	memset(&term, 0, sizeof(term));
+	term.layer = RR_TL_RDMAP;
+	term.etype = RR_RDMAP_ET_PROTECTION;
+	term.ecode = RR_RDMAP_EC_INVALID_STAG;
+	qp->term_len = rr_ddp_build_terminate(&term, qp->tx_msn[RR_QN_TERM]++, qp->crc,
+					      qp->term_fpdu);
+	qp->term_pending = true;
+	qp->term_fatal = true;
+}
+
+/* Starts the Commit Response to the peer's Commit Request @e (draft 3.2.3:
+ * everything placed before the request is in memory already, in-order
+ * stream; it is made durable now). false: nothing to send (its memory was
+ * deregistered: the QP ends with a Terminate). */
+static bool tx_start_commit_resp(struct soft_qp *qp, struct soft_irqe *e)
+{
+	struct rr_mrt *t = &qp->ctx->mrt;
+	struct rr_commit_resp resp = {.id = e->commit_id, .status = SOFT_COMMIT_OK};
+	int r;
+
+	for (unsigned i = 0; i < e->nregions; i++) {
+		if (!e->rlen[i])
+			continue;
+		/* still registered? (checked on arrival too) */
+		if (rr_mrt_check(t, e->creg[i].stag, e->creg[i].to, e->creg[i].len,
+				 RPCRDMA_ACCESS_REMOTE_WRITE, &qp->pd->base, &qp->base, &e->ref[i])) {
+			tx_fail_invalid_stag(qp);
+			return false;
+		}
+		if (!e->ref[i].durable) {
+			resp.status = SOFT_COMMIT_NOT_DURABLE;
+			continue;
+		}
+		r = rr_mrt_make_durable(&e->ref[i], e->rlen[i]);
+		if (r == -ERANGE)
+			resp.status = SOFT_COMMIT_PAST_EOF;
+		else if (r)
+			resp.status = SOFT_COMMIT_FLUSH_FAILED;
+	}
+	rr_rdmap_commit_resp_encode(&resp, e->body);
+	e->iov0 = (struct iovec){e->body, RR_COMMIT_RESP_BODY};
+	qp->msg_is_irq = true;
+	qp->msg_active = true;
+	return rr_ddp_txmsg_untagged(&qp->msg, RR_OP_COMMIT_RESP, RR_QN_RESP,
+				     qp->tx_msn[RR_QN_RESP]++, 0, &e->iov0, 1) == 0;
+}
+
+/* Starts the Read Response to the peer's Read Request @e, from its source
+ * resolved now. false: nothing to send (its memory was deregistered: the QP
+ * ends with a Terminate). */
+static bool tx_start_read_resp(struct soft_qp *qp, struct soft_irqe *e)
+{
+	struct rr_mrt *t = &qp->ctx->mrt;
+	struct rr_mrt_ref ref;
+
+	e->src = NULL;
+	if (e->len) {
+		/* the memory is read now, so it must still be registered */
+		if (rr_mrt_check(t, e->src_stag, e->src_to, e->len, RPCRDMA_ACCESS_REMOTE_READ,
+				 &qp->pd->base, &qp->base, &ref)) {
+			tx_fail_invalid_stag(qp);
+			return false;
+		}
+		e->src = ref.ptr;
+	}
+	e->iov0 = (struct iovec){e->src, e->len};
+	qp->msg_is_irq = true;
+	qp->msg_active = true;
+	return rr_ddp_txmsg_tagged(&qp->msg, RR_OP_READ_RESP, e->sink_stag, e->sink_to, &e->iov0,
+				   e->len ? 1 : 0) == 0;
+}
+
+/* Starts the next message: responses to the peer's Reads/Commits first
+ * (answered in request order, RFC 5040 5.3), then the send queue in order.
+ * Returns false when nothing can be sent now. */
+static bool tx_pick(struct soft_qp *qp)
+{
+	if (qp->term_pending)
+		return false;   /* the QP ends after its Terminate */
+	if (qp->irq_sent < qp->irq_count) {
+		struct soft_irqe *e = &qp->irq[ring_idx(qp->irq_head, qp->irq_sent, qp->irq_cap)];
+
+		return e->commit ? tx_start_commit_resp(qp, e) : tx_start_read_resp(qp, e);
+	}
+	while (qp->sq_next < qp->sq_count) {
+		struct soft_wqe *w = sq_at(qp, qp->sq_next);
+		uint8_t op;
+		int r;
+
+		if (w->state == WQE_DONE) { /* failed at post, or bind */
+			qp->sq_next++;
+			if (w->status != RPCRDMA_WC_SUCCESS)
+				return false; /* the caller moves the QP to error */
+			continue;
+		}
+		if ((w->flags & RPCRDMA_SEND_FENCE) && qp->orq_out)
+			return false;
+		switch (w->op) {
+		case RPCRDMA_WR_LOCAL_INV:
+			r = rr_mrt_invalidate(&qp->ctx->mrt, w->stag, &qp->pd->base, NULL);
+			w->status = r ? RPCRDMA_WC_LOC_PROT_ERR : RPCRDMA_WC_SUCCESS;
+			if (!r)
+				atomic_fetch_add_explicit(&soft_counters.local_invs, 1,
+							  memory_order_relaxed);
+			w->state = WQE_DONE;
+			qp->sq_next++;
+			if (r)
+				return false;
+			continue;
+		case RPCRDMA_WR_SEND:
+		case RPCRDMA_WR_SEND_WITH_INV:
+			if (w->op == RPCRDMA_WR_SEND_WITH_INV)
+				op = (w->flags & RPCRDMA_SEND_SOLICITED) ? RR_OP_SEND_SE_INV : RR_OP_SEND_INV;
+			else
+				op = (w->flags & RPCRDMA_SEND_SOLICITED) ? RR_OP_SEND_SE : RR_OP_SEND;
+			r = rr_ddp_txmsg_untagged(&qp->msg, op, RR_QN_SEND, qp->tx_msn[RR_QN_SEND]++,
+						  w->op == RPCRDMA_WR_SEND_WITH_INV ? w->stag : 0,
+						  w->iov, w->iovcnt);
+			break;
+		case RPCRDMA_WR_RDMA_WRITE:
+			r = rr_ddp_txmsg_tagged(&qp->msg, RR_OP_WRITE, w->stag, w->to, w->iov, w->iovcnt);
+			break;
+		case RPCRDMA_WR_RDMA_READ: {
+			struct rr_rreq rq = {.sink_stag = w->sink_lkey, .sink_to = w->sink_to,
+					     .size = w->len, .src_stag = w->stag, .src_to = w->to};
+
+			if (qp->orq_out >= qp->ord)
+				return false;
+			rr_rdmap_rreq_encode(&rq, w->body);
+			w->iov[0] = (struct iovec){w->body, RR_RREQ_BODY};
+			qp->orq_out++;
+			r = rr_ddp_txmsg_untagged(&qp->msg, RR_OP_READ_REQ, RR_QN_READ,
+						  qp->tx_msn[RR_QN_READ]++, 0, w->iov, 1);
+			break;
+		}
+		case RPCRDMA_WR_RDMA_COMMIT:
+			if (qp->orq_out >= qp->ord)
+				return false;
+			w->iov[0] = (struct iovec){w->body, w->body_len};
+			qp->orq_out++;
+			r = rr_ddp_txmsg_untagged(&qp->msg, RR_OP_COMMIT_REQ, RR_QN_READ,
+						  qp->tx_msn[RR_QN_READ]++, 0, w->iov, 1);
+			break;
+		default:
+			r = -EINVAL;
+		}
+		if (r) {
+			w->status = RPCRDMA_WC_LOC_QP_OP_ERR;
+			w->state = WQE_DONE;
+			qp->sq_next++;
+			return false;
+		}
+		qp->msg_is_irq = false;
+		qp->msg_active = true;
+		return true;
+	}
+	return false;
+}
+
+static void tx_msg_done(struct soft_qp *qp)
+{
+	qp->msg_active = false;
+	if (qp->msg_is_irq) {
+		qp->irq_sent++;
+		qp->b_irq_done++;
+		return;
+	}
+	{
+		struct soft_wqe *w = sq_at(qp, qp->sq_next);
+
+		w->state = (w->op == RPCRDMA_WR_RDMA_READ || w->op == RPCRDMA_WR_RDMA_COMMIT)
+				   ? WQE_AWAIT_RESP
+				   : WQE_INFLIGHT;
+		qp->sq_next++;
+	}
+}
+
+static bool sq_failed(struct soft_qp *qp)
+{
+	for (uint32_t i = 0; i < qp->sq_next; i++) {
+		struct soft_wqe *w = sq_at(qp, i);
+
+		if (w->state == WQE_DONE && w->status != RPCRDMA_WC_SUCCESS)
+			return true;
+	}
+	return false;
+}
+
+void rr_soft_qp_tx_locked(struct soft_qp *qp)
+{
+	for (;;) {
+		unsigned nf = 0;
+
+		if (qp->state != QPS_RTS)
+			return;
+		while (qp->bpos < qp->bcnt) {
+			ssize_t n = rr_soft_sock_writev(qp->obj.fd, qp->biov + qp->bpos,
+							RR_MIN(qp->bcnt - qp->bpos, 1024u));
+
+			if (n == -EAGAIN) {
+				if (!qp->want_out)
+					rr_soft_want_out(qp, true);
+				return;
+			}
+			if (n < 0) {
+				/* reset, or EFAULT: memory that can no longer be
+				 * read (a durable region's file shrank): never
+				 * retried, the QP ends */
+				qp->last_err = (int)n;
+				rr_soft_qp_error_tx_locked(qp, NULL);
+				return;
+			}
+			while (n > 0) {
+				struct iovec *v = &qp->biov[qp->bpos];
+
+				if ((size_t)n >= v->iov_len) {
+					n -= (ssize_t)v->iov_len;
+					qp->bpos++;
+					qp->bpart = false;
+				} else {
+					v->iov_base = (uint8_t *)v->iov_base + n;
+					v->iov_len -= (size_t)n;
+					qp->bpart = true;
+					n = 0;
+				}
+			}
+		}
+		if (qp->bcnt) {
+			/* the whole batch is in the socket */
+			for (uint32_t i = 0; i < qp->sq_next; i++) {
+				struct soft_wqe *w = sq_at(qp, i);
+
+				if (w->state == WQE_INFLIGHT) {
+					w->state = WQE_DONE;
+					w->byte_len = w->len;
+				}
+			}
+			qp->irq_head = ring_idx(qp->irq_head, qp->b_irq_done, qp->irq_cap);
+			qp->irq_count -= qp->b_irq_done;
+			qp->irq_sent -= qp->b_irq_done;
+			if (!qp->irq_count)
+				qp->irq_head = 0;   /* as the send queue */
+			qp->b_irq_done = 0;
+			qp->bcnt = qp->bpos = qp->bnf = 0;
+			rr_soft_sq_complete_locked(qp);
+		}
+		if (qp->term_pending) {
+			struct iovec v = {qp->term_fpdu, qp->term_len};
+
+			(void)rr_soft_sock_writev(qp->obj.fd, &v, 1);
+			qp->term_pending = false;
+			if (qp->term_fatal)
+				rr_soft_qp_error_tx_locked(qp, NULL);
+			return;
+		}
+		while (nf < SOFT_BATCH_FPDUS && qp->bcnt + RR_FPDU_MAX_IOV <= SOFT_BATCH_IOV) {
+			struct rr_fpdu *f = &qp->fpdu[nf];
+			int r;
+
+			if (!qp->msg_active && !tx_pick(qp))
+				break;
+			r = rr_ddp_tx_next(&qp->msg, qp->crc, qp->fpdu_max, f);
+			if (r == 1) {
+				memcpy(qp->biov + qp->bcnt, f->iov, sizeof(*f->iov) * f->iovcnt);
+				qp->bcnt += f->iovcnt;
+				qp->bend[nf] = (uint16_t)qp->bcnt;
+				nf++;
+				qp->bnf = nf;
+			}
+			if (r == 0 || f->last)
+				tx_msg_done(qp);
+		}
+		if (nf == 1 && qp->bcnt > 1 && qp->fpdu[0].len <= qp->ctx->tx_copy_max &&
+		    !(qp->fpdu[0].hdr[2] & (RR_DDP_T >> 8))) {
+			/* one small untagged FPDU: one buffer, one send(2) */
+			size_t off = 0;
+
+			for (unsigned i = 0; i < qp->bcnt; i++) {
+				memcpy(qp->txcopy + off, qp->biov[i].iov_base, qp->biov[i].iov_len);
+				off += qp->biov[i].iov_len;
+			}
+			qp->biov[0] = (struct iovec){qp->txcopy, off};
+			qp->bcnt = 1;
+			qp->bend[0] = 1;
+		}
+		if (!qp->bcnt) {
+			if (qp->term_pending)
+				continue;   /* nothing batched before it: send it now */
+			rr_soft_sq_complete_locked(qp);
+			if (qp->want_out)
+				rr_soft_want_out(qp, false);
+			if (sq_failed(qp))
+				rr_soft_qp_error_tx_locked(qp, NULL);
+			return;
+		}
+	}
+}
+
+/* ----------------------------------------------- memory going away -- */
+
+static bool iov_hits(const struct iovec *v, unsigned cnt, size_t skip, uintptr_t lo, uintptr_t hi)
+{
+	for (unsigned i = 0; i < cnt; i++, skip = 0)
+		if (v[i].iov_len > skip &&
+		    range_hits((const uint8_t *)v[i].iov_base + skip, v[i].iov_len - skip, lo, hi))
+			return true;
+	return false;
+}
+
+/* Whether transmitting still needs bytes of [@lo, @hi): unsent batch
+ * entries, the rest of the message being segmented, Sends and Writes not
+ * yet started. (Queued Read and Commit Requests are checked again when
+ * their response starts, tx_pick.) tx_lock held. */
+bool rr_soft_tx_needs(struct soft_qp *qp, uintptr_t lo, uintptr_t hi)
+{
+	if (qp->bpos < qp->bcnt && iov_hits(qp->biov + qp->bpos, qp->bcnt - qp->bpos, 0, lo, hi))
+		return true;
+	if (qp->msg_active && qp->msg.iov_idx < qp->msg.iovcnt &&
+	    iov_hits(qp->msg.iov + qp->msg.iov_idx, qp->msg.iovcnt - qp->msg.iov_idx,
+		     qp->msg.iov_off, lo, hi))
+		return true;
+	for (uint32_t i = qp->sq_next; i < qp->sq_count; i++) {
+		struct soft_wqe *w = sq_at(qp, i);
+
+		if (w->state != WQE_DONE && !w->inline_buf &&
+		    iov_hits(w->iov, w->iovcnt, 0, lo, hi))
+			return true;
+	}
+	return false;
+}
+
+/* Writes @cnt entries of @v now, as far as the socket takes them without
+ * waiting: true when all went. */
+static bool tx_write_now(struct soft_qp *qp, struct iovec *v, unsigned cnt)
+{
+	while (cnt) {
+		ssize_t n = rr_soft_sock_writev(qp->obj.fd, v, RR_MIN(cnt, 1024u));
+
+		if (n <= 0)
+			return false;
+		while (cnt && (size_t)n >= v->iov_len) {
+			n -= (ssize_t)v->iov_len;
+			v++;
+			cnt--;
+		}
+		if (cnt && n) {
+			v->iov_base = (uint8_t *)v->iov_base + n;
+			v->iov_len -= (size_t)n;
+		}
+	}
+	return true;
+}
+
+/* Transmit needs memory that is being deregistered (tx_lock held, QP in
+ * RTS): the FPDU half on the wire is finished from that memory now (it is
+ * still valid: the deregistration waits for this), then the Terminate
+ * (Invalid STag), both as far as the socket takes them without waiting;
+ * the rest is never sent and the QP ends. */
+void rr_soft_tx_revoke(struct soft_qp *qp)
+{
+	bool framed = true;   /* the stream is at an FPDU boundary */
+
+	if (qp->bpos < qp->bcnt) {
+		unsigned k = 0, start;
+
+		while (k < qp->bnf && qp->bend[k] <= qp->bpos)
+			k++;
+		start = k ? qp->bend[k - 1] : 0;
+		if (k < qp->bnf && (qp->bpos > start || qp->bpart))
+			framed = tx_write_now(qp, qp->biov + qp->bpos, qp->bend[k] - qp->bpos);
+	}
+	qp->bcnt = qp->bpos = qp->bnf = 0;
+	qp->bpart = false;
+	qp->msg_active = false;
+	if (framed) {
+		struct iovec v;
+
+		tx_fail_invalid_stag(qp);
+		v = (struct iovec){qp->term_fpdu, qp->term_len};
+		(void)tx_write_now(qp, &v, 1);
+		qp->term_pending = false;
+	}
+	rr_soft_qp_error_tx_locked(qp, NULL);
+}

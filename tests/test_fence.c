@@ -1,0 +1,459 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Every STag a requester exposed is fenced before its RPC completes (RFC
+ * 8166's memory protection: the requester invalidates or deregisters every
+ * STag of an RPC before the RPC completes for the upper layer, also when it
+ * is aborted; src/transport/rdma/tp.h), checked from outside:
+ * a rogue responder (tests/xprt_harness.h rr_th_rresp) that first uses each
+ * STag the Call carries as a responder may (so each was valid), completes
+ * the RPC one way or another, and once the requester reported the
+ * completion tries each STag again, one per connection (a refused access
+ * ends the connection; a Call makes the requester connect again): every try must be refused
+ * by the requester's provider (a Terminate; the rogue's RDMA Read fails with
+ * a remote access error) and no byte of it may land.
+ *
+ * Matrix: the paths (a Write chunk, a Read chunk, a Reply chunk, a Long Call
+ * by a Position-zero Read chunk) x the completions (a Reply; a Reply by
+ * Send With Invalidate; a timeout and a cancel, i.e. rr_tp_client_abort; a
+ * connection lost with the Call outstanding, then its retransmission
+ * answered; RDMA_ERROR; a Reply pulled from a responder-provided Read chunk,
+ * draft-cel-nfsv4-rpcrdma-reliable-reply) x memory windows and plain MRs.
+ * With windows the soft provider's counts (rdma/soft/soft.h soft_counters)
+ * also show how each window ended: exactly one bind per STag on the wire,
+ * and each window of a connection still up invalidated by a Local
+ * Invalidate the requester's QP executed or by the rogue's Send With
+ * Invalidate (a Local Invalidate leaves no trace on the wire).
+ *
+ * The responder's own exposures are fenced too, seen by the rogue
+ * requester rr_th_rogue: Read chunks of reliable reply in
+ * tests/test_rrep_e2e.c (rrep_e2e_fenced_on_the_wire), push-mode regions in
+ * tests/test_push.c (push_revoke_then_write). */
+#include "rdma/soft/soft.h"
+#include "test.h"
+#include "transport/rdma/tp.h"
+#include "xprt_harness.h"
+
+enum path { P_WRITE, P_READ, P_REPLY, P_LONG, P_COUNT };
+enum how { H_REPLY, H_REPLY_INV, H_TIMEOUT, H_CANCEL, H_RECONNECT, H_ERROR, H_PULL };
+
+static const char *const path_name[P_COUNT] = {"Write chunk", "Read chunk", "Reply chunk",
+					       "Long Call"};
+
+/* The rogue's private data: RFC 8797 block (R, 4096/4096) and the
+ * extension block offering reliable reply (docs/protocol.md). */
+static const uint8_t rogue_pd[20] = {0xf6, 0xab, 0x0e, 0x18, 1, 1, 3, 3,
+				     0xac, 0x3a, 0x36, 0x3d, 1, 12, 0, 0, 0, 0, 0, 1};
+
+/* One RPC of the requester and the memory it names. */
+struct frpc {
+	struct rr_conn_rpc r;
+	uint8_t hdr[8 + 6000];
+	uint8_t item[6000];
+	uint8_t sink[3000];
+	uint8_t sink_after[3000];
+	struct rr_xprt_part parts[3];
+	struct rr_xprt_sink sinks[1];
+};
+
+/* What the rogue saw of one transmission of a Call. */
+struct seen {
+	unsigned nstags;
+	uint32_t stag[RR_XPRT_MAX_REGS];
+	uint64_t to[RR_XPRT_MAX_REGS];
+	uint32_t len[RR_XPRT_MAX_REGS];
+	bool write[RR_XPRT_MAX_REGS];   /* the peer may write it (else read) */
+};
+
+struct fx {
+	struct rr_th_rresp g;
+	struct rr_th_cl c;
+	struct rr_tp_conf cc;
+	bool windows;
+	uint32_t xid;
+};
+
+static struct rr_xprt_hdr h, rh;
+
+/* The rogue listens; the requester (windows or plain MRs) connects to it. */
+static void fx_up(struct fx *f, bool windows)
+{
+	memset(f, 0, sizeof(*f));
+	f->windows = windows;
+	f->xid = 0x5e000;
+	REQUIRE_EQ(rr_th_rresp_open(&f->g), 0);
+	rr_tp_conf_default(&f->cc);
+	f->cc.use_windows = windows;
+	f->cc.inline_ddp = false;          /* a Write chunk for the small sink */
+	f->cc.reconnect_delay_ms = 1;
+	f->cc.credits = 16;
+	REQUIRE_EQ(rr_th_rresp_connect(&f->g, &f->c, &f->cc, rr_th_cl_count, rogue_pd, sizeof(rogue_pd)),
+		   0);
+	CHECK_EQ(rr_tp_client_reliable_reply(f->c.tp), 1);
+}
+
+static void fx_down(struct fx *f)
+{
+	rr_th_cl_stop(&f->c);
+	rr_th_rresp_close(&f->g);
+}
+
+/* A Call exposing @p. */
+static void mk(struct fx *f, struct frpc *k, enum path p)
+{
+	unsigned np = 0;
+	uint32_t fill = p == P_LONG ? 6000 : 0;
+
+	memset(k, 0, sizeof(*k));
+	k->r.xid = ++f->xid;
+	rr_put_be32(k->hdr, k->r.xid);
+	rr_put_be32(k->hdr + 4, 0);          /* CALL */
+	for (uint32_t i = 0; i < fill; i++)
+		k->hdr[8 + i] = (uint8_t)(i * 7 + 1);
+	k->parts[np++] = (struct rr_xprt_part){k->hdr, 8 + fill, false};
+	if (p == P_READ) {
+		for (uint32_t i = 0; i < sizeof(k->item); i++)
+			k->item[i] = (uint8_t)(i * 3 + 5);
+		k->parts[np++] = (struct rr_xprt_part){k->item, sizeof(k->item), true};
+	}
+	k->r.parts = k->parts;
+	k->r.nparts = np;
+	if (p == P_WRITE) {
+		memset(k->sink, 0x11, sizeof(k->sink));
+		k->sinks[0] = (struct rr_xprt_sink){k->sink, sizeof(k->sink)};
+		k->r.sinks = k->sinks;
+		k->r.nsinks = 1;
+	}
+	k->r.max_reply = p == P_REPLY ? 10000 : 256;
+	/* with reliable reply a Reply chunk only for a certainly large Reply
+	 * (draft 5.3.1) */
+	k->r.min_reply = p == P_REPLY ? 10000 : 0;
+}
+
+/* Receives the Call @xid and notes its STags. */
+static void take_call(struct fx *f, uint32_t xid, struct seen *s)
+{
+	uint8_t m[4096];
+	int n = rr_th_rresp_recv(&f->g, m, 5000);
+
+	memset(s, 0, sizeof(*s));
+	REQUIRE(n >= 28);
+	REQUIRE_EQ(rr_xprt_hdr_decode(m, (size_t)n, true, 4096, 0, &h), RR_XPRT_V_OK);
+	REQUIRE_EQ(h.xid, xid);
+	for (uint32_t i = 0; i < h.nreads; i++) {
+		s->stag[s->nstags] = h.reads[i].seg.handle;
+		s->to[s->nstags] = h.reads[i].seg.offset;
+		s->len[s->nstags] = h.reads[i].seg.length;
+		s->write[s->nstags++] = false;
+	}
+	for (uint32_t i = 0; i < h.nwrites; i++)
+		for (uint32_t j = 0; j < h.writes[i].nsegs; j++) {
+			s->stag[s->nstags] = h.writes[i].segs[j].handle;
+			s->to[s->nstags] = h.writes[i].segs[j].offset;
+			s->len[s->nstags] = h.writes[i].segs[j].length;
+			s->write[s->nstags++] = true;
+		}
+	if (h.has_reply)
+		for (uint32_t j = 0; j < h.reply.nsegs; j++) {
+			s->stag[s->nstags] = h.reply.segs[j].handle;
+			s->to[s->nstags] = h.reply.segs[j].offset;
+			s->len[s->nstags] = h.reply.segs[j].length;
+			s->write[s->nstags++] = true;
+		}
+	/* one registration per chunk here (segments of at most 1 MiB) */
+	for (unsigned i = 0; i < s->nstags; i++)
+		for (unsigned j = 0; j < i; j++)
+			CHECK(s->stag[i] != s->stag[j]);
+}
+
+/* The responder's legitimate use: every Read chunk read, every Write and
+ * Reply chunk written whole. Each must succeed: the STags were valid. */
+static void use_all(struct fx *f, const struct seen *s)
+{
+	for (unsigned i = 0; i < s->nstags; i++) {
+		uint32_t vend;
+
+		memset(f->g.data, 0x5a, s->len[i]);
+		CHECK_EQ(rr_th_rresp_rdma(&f->g, s->write[i], s->stag[i], s->to[i], s->len[i], 0,
+					  &vend, 5000), RPCRDMA_WC_SUCCESS);
+	}
+}
+
+/* Echoes the Write list of the Call (each segment used whole) into rh. */
+static void echo_writes(void)
+{
+	rh.nwrites = h.nwrites;
+	for (uint32_t i = 0; i < h.nwrites; i++)
+		rh.writes[i] = h.writes[i];
+}
+
+/* Completes the Call in h as @how says (Replies only: the aborts are the
+ * caller's). */
+static void answer(struct fx *f, enum how how, const struct seen *s)
+{
+	uint8_t m[4096], body[16];
+	int hl;
+
+	rr_put_be32(body, h.xid);
+	rr_put_be32(body + 4, 1);   /* REPLY */
+	rr_put_be32(body + 8, 0);
+	rr_put_be32(body + 12, 0);
+	memset(&rh, 0, sizeof(rh));
+	rh.xid = h.xid;
+	rh.vers = 1;
+	rh.credit = 8;
+	rh.proc = RR_XPRT_MSG;
+	if (how == H_ERROR) {
+		hl = rr_xprt_encode_error(h.xid, 1, 8, RR_XPRT_ERR_CHUNK, m, sizeof(m));
+		REQUIRE(hl > 0);
+		REQUIRE_EQ(rr_th_rresp_send(&f->g, m, (size_t)hl, 0, 5000), 0);
+		return;
+	}
+	echo_writes();
+	if (how == H_PULL) {
+		/* RDMA_NOMSG with a Position-zero Read chunk of our memory */
+		memcpy(f->g.data, body, sizeof(body));
+		rh.proc = RR_XPRT_NOMSG;
+		rh.nreads = 1;
+		rh.reads[0].position = 0;
+		/* a window, so that the requester (R on both sides) may name
+		 * it in the Send With Invalidate of its RDMA_DONE */
+		rh.reads[0].seg.handle = rr_th_rresp_window(&f->g, 0, sizeof(body),
+							    &rh.reads[0].seg.offset);
+		rh.reads[0].seg.length = sizeof(body);
+		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+		REQUIRE(hl > 0);
+		REQUIRE_EQ(rr_th_rresp_send(&f->g, m, (size_t)hl, 0, 5000), 0);
+		return;
+	}
+	if (h.has_reply && how == H_REPLY) {
+		/* a Long Reply through the Reply chunk */
+		uint32_t vend;
+
+		memcpy(f->g.data, body, sizeof(body));
+		CHECK_EQ(rr_th_rresp_rdma(&f->g, true, h.reply.segs[0].handle,
+					  h.reply.segs[0].offset, sizeof(body), 0, &vend, 5000),
+			 RPCRDMA_WC_SUCCESS);
+		rh.proc = RR_XPRT_NOMSG;
+		rh.has_reply = true;
+		rh.reply.nsegs = 1;
+		rh.reply.segs[0] = h.reply.segs[0];
+		rh.reply.segs[0].length = sizeof(body);
+		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+		REQUIRE(hl > 0);
+		REQUIRE_EQ(rr_th_rresp_send(&f->g, m, (size_t)hl, 0, 5000), 0);
+		return;
+	}
+	hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+	REQUIRE(hl > 0);
+	memcpy(m + hl, body, sizeof(body));
+	REQUIRE_EQ(rr_th_rresp_send(&f->g, m, (size_t)hl + sizeof(body),
+				    how == H_REPLY_INV ? s->stag[0] : 0, 5000), 0);
+}
+
+/* The requester connects again after a Terminate once it has a Call to
+ * send: a Short Call (exposing nothing) that the rogue takes and the
+ * requester then cancels. */
+static void redial(struct fx *f)
+{
+	static struct frpc k;
+	uint8_t m[4096];
+	unsigned before = f->c.done;
+
+	memset(&k, 0, sizeof(k));
+	k.r.xid = ++f->xid;
+	rr_put_be32(k.hdr, k.r.xid);
+	k.parts[0] = (struct rr_xprt_part){k.hdr, 8, false};
+	k.r.parts = k.parts;
+	k.r.nparts = 1;
+	k.r.max_reply = 256;
+	REQUIRE_EQ(rr_tp_client_submit(f->c.tp, &k.r), 0);
+	REQUIRE_EQ(rr_th_rresp_accept(&f->g, rogue_pd, sizeof(rogue_pd), 5000), 0);
+	REQUIRE(rr_th_rresp_recv(&f->g, m, 5000) >= 28);
+	rr_tp_client_abort(f->c.tp, &k.r, -ECANCELED);
+	REQUIRE(rr_th_cl_wait(&f->c, before + 1, 5000));
+	CHECK_EQ(k.r.status, -ECANCELED);
+}
+
+/* After the completion: each STag of @s, tried on a connection of its own,
+ * must be refused, and nothing of the try may reach the sink. */
+static void probe_all(struct fx *f, struct frpc *k, const struct seen *s, unsigned ns,
+		      enum path p)
+{
+	memcpy(k->sink_after, k->sink, sizeof(k->sink));
+	for (unsigned t = 0; t < ns; t++)
+		for (unsigned i = 0; i < s[t].nstags; i++) {
+			uint32_t vend = 0;
+			int st;
+
+			memset(f->g.data, 0xba, s[t].len[i]);
+			st = rr_th_rresp_rdma(&f->g, s[t].write[i], s[t].stag[i], s[t].to[i],
+					      s[t].len[i], 0, &vend, 5000);
+			if (st != RPCRDMA_WC_REM_ACCESS_ERR)
+				printf("  %s: STag %#x (%s, transmission %u) after completion: "
+				       "status %d\n", path_name[p], s[t].stag[i],
+				       s[t].write[i] ? "write" : "read", t, st);
+			CHECK_EQ(st, RPCRDMA_WC_REM_ACCESS_ERR);
+			redial(f);
+		}
+	CHECK_MEM(k->sink, k->sink_after, sizeof(k->sink));
+}
+
+static uint64_t ctr(_Atomic uint64_t *c)
+{
+	return atomic_load(c);
+}
+
+/* One RPC of path @p completed as @how, then every STag it exposed tried. */
+static void one(struct fx *f, enum path p, enum how how)
+{
+	static struct frpc k;
+	struct seen s[2];
+	unsigned ns = 0, before = f->c.done;
+	uint64_t b0 = ctr(&soft_counters.mw_binds), l0 = ctr(&soft_counters.local_invs),
+		 r0 = ctr(&soft_counters.remote_invs);
+	int want = 0;
+
+	mk(f, &k, p);
+	REQUIRE_EQ(rr_tp_client_submit(f->c.tp, &k.r), 0);
+	take_call(f, k.r.xid, &s[ns]);
+	CHECK(s[ns].nstags >= 1);
+	use_all(f, &s[ns++]);
+	switch (how) {
+	case H_TIMEOUT:
+	case H_CANCEL:
+		want = how == H_TIMEOUT ? -ETIMEDOUT : -ECANCELED;
+		rr_tp_client_abort(f->c.tp, &k.r, want);
+		break;
+	case H_RECONNECT:
+		rr_th_rresp_drop(&f->g);
+		REQUIRE_EQ(rr_th_rresp_accept(&f->g, rogue_pd, sizeof(rogue_pd), 5000), 0);
+		take_call(f, k.r.xid, &s[ns]);   /* retransmitted, same XID */
+		use_all(f, &s[ns]);
+		answer(f, H_REPLY, &s[ns++]);
+		break;
+	case H_ERROR:
+		want = -EREMOTEIO;
+		answer(f, how, &s[0]);
+		break;
+	default:
+		answer(f, how, &s[0]);
+		break;
+	}
+	REQUIRE(rr_th_cl_wait(&f->c, before + 1, 5000));
+	CHECK_EQ(k.r.status, want);
+	if (how == H_PULL) {
+		uint8_t m[4096];
+		int n = rr_th_rresp_recv(&f->g, m, 5000);   /* the RDMA_DONE owed */
+
+		CHECK_EQ(n, 16);
+		CHECK_EQ(rr_get_be32(m), k.r.xid);
+		CHECK_EQ(rr_get_be32(m + 12), RR_XPRT_DONE);
+		CHECK(k.r.via_read);
+	}
+	if (k.r.reply)
+		rr_tp_client_release_reply(f->c.tp, &k.r);
+	/* How the windows ended, as the provider saw it (the counts are the
+	 * process's: the rogue's own window of a pulled Reply is bound once
+	 * and, when the requester set R, invalidated by its RDMA_DONE). */
+	{
+		unsigned rogue_binds = how == H_PULL, rogue_rinv = how == H_PULL && f->windows;
+		uint64_t binds = ctr(&soft_counters.mw_binds) - b0 - rogue_binds;
+		uint64_t rinv = ctr(&soft_counters.remote_invs) - r0 - rogue_rinv;
+		uint64_t inv = ctr(&soft_counters.local_invs) - l0 + rinv;
+		unsigned exposed = s[0].nstags + (ns > 1 ? s[1].nstags : 0);
+
+		if (f->windows) {
+			CHECK_EQ(binds, exposed);
+			/* the connection of the last transmission was up at
+			 * completion: every one of its windows invalidated on
+			 * the QP (the first transmission's went with its
+			 * connection) */
+			CHECK_EQ(inv, s[ns - 1].nstags);
+			CHECK_EQ(rinv, how == H_REPLY_INV ? 1 : 0);
+		} else {
+			CHECK_EQ(binds, 0);
+			CHECK_EQ(inv, 0);
+		}
+	}
+	probe_all(f, &k, s, ns, p);
+	CHECK_EQ(rr_tp_client_live_stags(f->c.tp), 0);
+}
+
+static void matrix(enum how how, bool windows)
+{
+	struct fx f;
+
+	if (!rr_th_soft_ok())
+		return;
+	fx_up(&f, windows);
+	for (enum path p = 0; p < P_COUNT; p++)
+		one(&f, p, how);
+	fx_down(&f);
+}
+
+TEST(fence_reply_windows)
+{
+	matrix(H_REPLY, true);
+}
+
+TEST(fence_reply_mrs)
+{
+	matrix(H_REPLY, false);
+}
+
+/* The rogue names the Call's first STag in a Send With Invalidate (the
+ * requester set R): that window is invalidated by the peer, every other one
+ * locally. (Plain MRs cannot be invalidated remotely: not advertised.) */
+TEST(fence_reply_with_invalidate_windows)
+{
+	matrix(H_REPLY_INV, true);
+}
+
+TEST(fence_timeout_windows)
+{
+	matrix(H_TIMEOUT, true);
+}
+
+TEST(fence_timeout_mrs)
+{
+	matrix(H_TIMEOUT, false);
+}
+
+TEST(fence_cancel_windows)
+{
+	matrix(H_CANCEL, true);
+}
+
+TEST(fence_cancel_mrs)
+{
+	matrix(H_CANCEL, false);
+}
+
+TEST(fence_reconnect_windows)
+{
+	matrix(H_RECONNECT, true);
+}
+
+TEST(fence_reconnect_mrs)
+{
+	matrix(H_RECONNECT, false);
+}
+
+TEST(fence_rdma_error_windows)
+{
+	matrix(H_ERROR, true);
+}
+
+TEST(fence_rdma_error_mrs)
+{
+	matrix(H_ERROR, false);
+}
+
+TEST(fence_pulled_reply_windows)
+{
+	matrix(H_PULL, true);
+}
+
+TEST(fence_pulled_reply_mrs)
+{
+	matrix(H_PULL, false);
+}
