@@ -1608,6 +1608,25 @@ static bool sv_over_limits(struct rr_tp_server *s, const struct sockaddr_storage
 	return false;
 }
 
+/* conn_new for a connection request, without the endpoint's lock (held on
+ * entry and on return). Creating a connection's resources (Receive and
+ * Send buffers of megabytes, their registrations, a CQ and a QP: provider
+ * calls that are thread-safe, docs in include/rpcrdma/rdma.h) is the
+ * costliest step of the server loop; the threads that answer Calls need the
+ * lock to post their Replies, and a mutex released only for an instant
+ * between turns left them waiting for seconds while a storm of connections
+ * was set up (issue 12 finding 7). Nothing else sees @cn before the loop
+ * links it into s->conns; conn_new reads only what is fixed at creation. */
+static struct tp_conn *sv_conn_new(struct rr_tp_server *s, uint32_t n)
+{
+	struct tp_conn *cn;
+
+	pthread_mutex_unlock(&s->ep.lock);
+	cn = conn_new(&s->ep, n, n + 8);
+	pthread_mutex_lock(&s->ep.lock);
+	return cn;
+}
+
 /* Refuses connection request @id (an MPA Reject on soft; rdma_cm's
  * reject on verbs) and counts it. */
 static void sv_refuse_conn(struct rr_tp_server *s, struct rpcrdma_cm_id *id)
@@ -1667,16 +1686,17 @@ static void sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 		if (s->ep.conf.ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY)
 			n += s->ep.conf.rrep_max;
 
-		cn = conn_new(&s->ep, n, n + 8);
+		cn = sv_conn_new(s, n);
 		if (cn && !conn_ok(cn) && (cn->err == -EMFILE || cn->err == -ENFILE) &&
 		    s->listen_id && rr_cm_listen_shed(s->listen_id, SV_SHED_HANDSHAKES) > 0) {
 			/* out of file descriptors: half-open connections (peers
 			 * that never sent their MPA Request) give theirs to
 			 * this one, which completed its handshake */
 			conn_free(cn);
-			cn = conn_new(&s->ep, n, n + 8);
+			cn = sv_conn_new(s, n);
 		}
-		if (!conn_ok(cn) || post_all_recvs(cn)) {
+		/* stopped meanwhile (rr_tp_server_stop): refused as above */
+		if (!conn_ok(cn) || s->stopping || post_all_recvs(cn)) {
 			conn_free(cn);
 			sv_refuse_conn(s, ev->id);
 			return;
@@ -1821,6 +1841,31 @@ static void deliver_upcalls(struct tp_ep *ep)
 	}
 }
 
+/* Connection-manager events the server loop handles per turn, between two
+ * services of its connections' CQs. Each CONNECT_REQUEST sets up a
+ * connection (buffers, registrations, a QP: the costliest thing the loop
+ * does), and while the loop emptied the channel new requests kept coming:
+ * a storm of connections arriving as fast as the loop set them up kept it
+ * there for as long as the storm lasted, every established connection's
+ * Calls waiting (issue 12 finding 7; seconds under ASan, or wherever a
+ * setup costs milliseconds). With a budget per turn, established
+ * connections are served every few setups whatever the storm's size, and
+ * a new client's request waits only for the requests queued before it
+ * (the channel is a FIFO; a peer's connection has one request there until
+ * it is answered). A connection brings about three events (request,
+ * established, disconnected): 4 are one or two setups. The channel's fd
+ * stays readable while events are left, so the next turn comes at once. */
+#define SV_CM_PER_TURN 4
+
+/* Handles up to SV_CM_PER_TURN queued CM events of server @s (lock held). */
+static void sv_cm_turn(struct rr_tp_server *s)
+{
+	struct rpcrdma_cm_event ev;
+
+	for (int i = 0; i < SV_CM_PER_TURN && rpcrdma_cm_get_event(s->ep.ch, &ev) == 0; i++)
+		sv_on_cm(s, &ev);
+}
+
 /* Makes the server loop's poll set hold every connection (lock held).
  * On allocation failure the old arrays stay (or none: a one-connection
  * set), and the loop serves the connections beyond them on every turn. */
@@ -1898,8 +1943,7 @@ static void *progress(void *arg)
 				s->idle_waits = got > 0 ? 0 : s->idle_waits + 1;
 				for (int i = 0; i < got; i++)
 					sv_on_wc(s, one, &wc[i]);
-				while (rpcrdma_cm_get_event(ep->ch, &ev) == 0)
-					sv_on_cm(s, &ev);
+				sv_cm_turn(s);
 				sv_rrep_expire(s, one);
 				deliver_upcalls(ep);
 				/* Replies answered on this thread: post them
@@ -1969,13 +2013,13 @@ static void *progress(void *arg)
 				/* nothing pending */
 			}
 		}
-		/* The channel's fd is readable while events are queued. */
-		while ((pfd[1].revents & POLLIN) && rpcrdma_cm_get_event(ep->ch, &ev) == 0) {
-			if (ep->is_server)
-				sv_on_cm((struct rr_tp_server *)ep, &ev);
-			else
-				cl_on_cm((struct rr_tp_client *)ep, &ev);
-		}
+		/* The channel's fd is readable while events are queued. A
+		 * server takes a few per turn (sv_cm_turn), a client all. */
+		if ((pfd[1].revents & POLLIN) && ep->is_server)
+			sv_cm_turn((struct rr_tp_server *)ep);
+		while ((pfd[1].revents & POLLIN) && !ep->is_server &&
+		       rpcrdma_cm_get_event(ep->ch, &ev) == 0)
+			cl_on_cm((struct rr_tp_client *)ep, &ev);
 		/* Serve the CQs whose fd woke the poll, and connections that
 		 * came after the fds were gathered; the others stay armed
 		 * from their last turn (a CQ is armed again, below, every
