@@ -43,7 +43,6 @@ static bool server_one(struct rr_tp_server *s)
 	enum { SV_CQ_WAIT_MS = 5, SV_IDLE_WAITS = 40 };
 	struct tp_ep *ep = &s->ep;
 	struct tp_conn *one = s->conns;
-	struct rpcrdma_cm_event ev;
 	struct rpcrdma_wc wc[32];
 	int got;
 
@@ -58,8 +57,7 @@ static bool server_one(struct rr_tp_server *s)
 	s->idle_waits = got > 0 ? 0 : s->idle_waits + 1;
 	for (int i = 0; i < got; i++)
 		tp_on_wc(one, &wc[i]);
-	while (rpcrdma_cm_get_event(ep->ch, &ev) == 0)
-		tp_sv_on_cm(s, &ev);
+	tp_sv_cm_turn(s);
 	tp_sv_timers(s, one);
 	sv_deliver(s);
 	/* Replies answered on this thread: post them (one batch) and run
@@ -164,7 +162,6 @@ static void *sv_progress(void *arg)
 		struct tp_conn *cns_one[1], **cns = cns_one;
 		unsigned n, ncn, cap = 1;
 		int timeout = 100;
-		struct rpcrdma_cm_event ev;
 
 		if (server_one(s))
 			continue;
@@ -180,9 +177,10 @@ static void *sv_progress(void *arg)
 		for (unsigned i = 2; i < n; i++)
 			if (pfd[i].revents)
 				s->idle_waits = 0;
-		/* The channel's fd is readable while events are queued. */
-		while ((pfd[1].revents & POLLIN) && rpcrdma_cm_get_event(ep->ch, &ev) == 0)
-			tp_sv_on_cm(s, &ev);
+		/* The channel's fd is readable while events are queued: a
+		 * few per turn (tp_sv_cm_turn). */
+		if (pfd[1].revents & POLLIN)
+			tp_sv_cm_turn(s);
 		serve_server(s, pfd, cns, ncn);
 		sv_deliver(s);
 		tp_sv_after_upcalls(s);

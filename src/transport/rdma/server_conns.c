@@ -82,6 +82,25 @@ static bool over_limits(struct rr_tp_server *s, const struct sockaddr_storage *p
 	return false;
 }
 
+/* tp_conn_new for a connection request, without the endpoint's lock (held
+ * on entry and on return). Creating a connection's resources (Receive and
+ * Send buffers of megabytes, their registrations, a CQ and a QP: provider
+ * calls that are thread-safe, include/rpcrdma/rdma.h) is the costliest
+ * step of the server loop; the threads that answer Calls need the lock to
+ * post their Replies, and a mutex released only for an instant between
+ * turns left them waiting for seconds while a storm of connections was set
+ * up (issue 12 finding 7). Nothing else sees @cn before it is linked into
+ * s->conns; tp_conn_new reads only what is fixed at creation. */
+static struct tp_conn *conn_new_unlocked(struct rr_tp_server *s, uint32_t n)
+{
+	struct tp_conn *cn;
+
+	pthread_mutex_unlock(&s->ep.lock);
+	cn = tp_conn_new(&s->ep, n, n + 8);
+	pthread_mutex_lock(&s->ep.lock);
+	return cn;
+}
+
 /* Refuses connection request @id (an MPA Reject on soft; rdma_cm's
  * reject on verbs) and counts it. */
 static void refuse_conn(struct rr_tp_server *s, struct rpcrdma_cm_id *id)
@@ -148,16 +167,17 @@ static struct tp_conn *accept_new(struct rr_tp_server *s, const struct rpcrdma_c
 	 * await its RDMA_DONE (docs/protocol.md "Credits"). */
 	if (s->ep.conf.ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY)
 		n += s->ep.conf.rrep_max;
-	cn = tp_conn_new(&s->ep, n, n + 8);
+	cn = conn_new_unlocked(s, n);
 	if (cn && !tp_conn_ok(cn) && (cn->err == -EMFILE || cn->err == -ENFILE) &&
 	    s->listen_id && rr_cm_listen_shed(s->listen_id, SV_SHED_HANDSHAKES) > 0) {
 		/* out of file descriptors: half-open connections (peers that
 		 * never sent their MPA Request) give theirs to this one, which
 		 * completed its handshake */
 		tp_conn_free(cn);
-		cn = tp_conn_new(&s->ep, n, n + 8);
+		cn = conn_new_unlocked(s, n);
 	}
-	if (!tp_conn_ok(cn) || tp_post_all_recvs(cn)) {
+	/* stopped meanwhile (rr_tp_server_stop): refused as above */
+	if (!tp_conn_ok(cn) || s->stopping || tp_post_all_recvs(cn)) {
 		tp_conn_free(cn);
 		return NULL;
 	}
@@ -243,6 +263,30 @@ void tp_sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 	default:
 		break;
 	}
+}
+
+/* Connection-manager events the server loop handles per turn, between two
+ * services of its connections' CQs. Each CONNECT_REQUEST sets up a
+ * connection (buffers, registrations, a QP: the costliest thing the loop
+ * does), and while the loop emptied the channel new requests kept coming:
+ * a storm of connections arriving as fast as the loop set them up kept it
+ * there for as long as the storm lasted, every established connection's
+ * Calls waiting (issue 12 finding 7; seconds under ASan, or wherever a
+ * setup costs milliseconds). With a budget per turn, established
+ * connections are served every few setups whatever the storm's size, and
+ * a new client's request waits only for the requests queued before it
+ * (the channel is a FIFO; a peer's connection has one request there until
+ * it is answered). A connection brings about three events (request,
+ * established, disconnected): 4 are one or two setups. The channel's fd
+ * stays readable while events are left, so the next turn comes at once. */
+#define SV_CM_PER_TURN 4
+
+void tp_sv_cm_turn(struct rr_tp_server *s)
+{
+	struct rpcrdma_cm_event ev;
+
+	for (int i = 0; i < SV_CM_PER_TURN && rpcrdma_cm_get_event(s->ep.ch, &ev) == 0; i++)
+		tp_sv_on_cm(s, &ev);
 }
 
 /* Makes the server loop's poll set hold every connection (lock held).

@@ -218,6 +218,9 @@ int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns
 
 /* server_conns.c */
 void tp_sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev);
+/* Handles a few queued CM events (lock held): a storm of connection
+ * requests does not keep the loop from the established connections. */
+void tp_sv_cm_turn(struct rr_tp_server *s);
 void tp_sv_conn_lost(struct rr_tp_server *s, struct tp_conn *cn);
 void tp_sv_conn_put(struct rr_tp_server *s, struct tp_conn *cn);
 void tp_sv_after_upcalls(struct rr_tp_server *s);
