@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The RPC server (include/rpcrdma/rpc.h) over any registered transport
- * (src/rpc/xprt.h): decodes each Call header (RFC 5531 section 9), checks
+ * (src/transport/xprt.h): decodes each Call header (RFC 5531 section 9), checks
  * the credential (AUTH_NONE, AUTH_SYS per appendix A; anything else is
  * AUTH_ERROR/AUTH_BADCRED, a non-null verifier AUTH_BADVERF), dispatches on
  * (prog, vers, proc) to handlers on a pool of worker threads, and answers as
@@ -17,8 +17,8 @@
 #include "rpc/drc.h"
 #include "rpc/rpcmsg.h"
 #include "rpc/svcint.h"
-#include "rpc/xprt.h"
-#include "rpc/xprt_ctl.h"
+#include "transport/xprt.h"
+#include "rpc/ctl.h"
 
 #include <netinet/in.h>
 #include <limits.h>
@@ -913,7 +913,7 @@ const struct rr_rpc_call *rr_svc_req_call(const struct rpcrdma_req *r)
 	return &r->call;
 }
 
-/* Transport controls (rpc/xprt_ctl.h): counters and push mode. */
+/* Transport controls (transport/xprt_ctl.h): counters and push mode. */
 int rr_rpc_server_ctl(struct rpcrdma_server *s, unsigned op, void *arg)
 {
 	if (!s)

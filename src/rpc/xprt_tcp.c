@@ -15,10 +15,10 @@
  * maximum message, and one larger buffer per server shared by its
  * connections), so repeated large records cost no growth copies and no
  * fresh pages. */
-#include "rpc/xprt.h"
+#include "transport/xprt.h"
 #include "rpc/rpcmsg.h"
 #include "rpc/xprt_tcp.h"
-#include "rpc/xprt_ctl.h"
+#include "transport/xprt_ctl.h"
 #include "common/listen.h"
 
 #include <fcntl.h>
@@ -1762,7 +1762,7 @@ static void tcp_srv_destroy(struct rr_xprt_server *x)
 	rr_free(s->p.env, s);
 }
 
-/* Controls (rpc/xprt_ctl.h): the peer address of a request, and the
+/* Controls (transport/xprt_ctl.h): the peer address of a request, and the
  * server's counters that mean something on TCP (connections and their
  * limits; RPC-over-RDMA's are 0). */
 static int tcp_srv_ctl(struct rr_xprt_server *x, struct rr_xprt_req *req, unsigned op, void *arg)
