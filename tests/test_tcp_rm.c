@@ -7,12 +7,15 @@
  * the stream only, memory that grows only as bytes arrive (a hostile length
  * claim costs nothing), a failed allocation that can be retried, misuse
  * answered with an error, the encoder's framing of pieces, and a seeded
- * random round trip through the encoder and the decoder. */
+ * random round trip through the encoder and the decoder. Also the recycled
+ * record buffers of tcp:// (src/transport/tcp/tcp_bufs.h) that feed the
+ * decoder there. */
 #include "test.h"
 
 #include <stdlib.h>
 
 #include "transport/tcp/rm.h"
+#include "transport/tcp/tcp_bufs.h"
 
 /* A decoder over the test env @te with @max, @frags, @skip, @trust. */
 static void dec_init(struct rr_rm_dec *d, struct rr_test_env *te, size_t max, unsigned frags,
@@ -527,5 +530,51 @@ TEST(rm_round_trip_random)
 		CHECK(rr_rm_dec_idle(&d));
 		rr_rm_dec_fini(&d);
 	}
+	CHECK_EQ(te.live, 0);
+}
+/* The recycled buffers of tcp:// (issue 13): a buffer given back is handed
+ * out again whole for a record it fits, a large one through the shared
+ * pool; what the caches do not keep is freed. */
+TEST(tcp_bufs_reuse_and_pool)
+{
+	struct rr_test_env te;
+	struct rr_tcp_cache pool;
+	struct rr_tcp_bufs a, b;
+	struct rr_rm_bufs pa, pb;
+	uint8_t *x, *y, *z;
+	size_t cap;
+
+	rr_test_env_init(&te, 11);
+	rr_tcp_cache_init(&pool);
+	rr_tcp_bufs_init(&a, &te.env, 1000, &pool);
+	rr_tcp_bufs_init(&b, &te.env, 1000, &pool);
+	pa = rr_tcp_bufs_provider(&a);
+	pb = rr_tcp_bufs_provider(&b);
+	/* Nothing kept: a new buffer of the size asked for. */
+	x = pa.get(pa.arg, 500, 800, 0, &cap);
+	REQUIRE(x != NULL);
+	CHECK_EQ(cap, 500);
+	pa.put(pa.arg, x, cap);
+	/* Kept by a: handed out again for a record it fits (not for one it
+	 * does not, nor when it is no larger than the buffer in use). */
+	CHECK(pa.get(pa.arg, 500, 800, 0, &cap) == x);
+	pa.put(pa.arg, x, 500);
+	y = pa.get(pa.arg, 600, 800, 0, &cap);
+	CHECK(y != x);
+	CHECK_EQ(cap, 600);
+	z = pa.get(pa.arg, 300, 800, 500, &cap);   /* above 500: not x */
+	CHECK(z != x);
+	rr_tcp_bufs_put(&a, y, 600);
+	rr_tcp_bufs_put(&a, z, 300);   /* two slots: 500 and 600 kept, 300 freed */
+	/* A large buffer goes to the pool, and another reader takes it whole
+	 * for a large record. */
+	x = rr_alloc(&te.env, 5000);
+	rr_tcp_bufs_put(&a, x, 5000);
+	CHECK(pb.get(pb.arg, 4000, 4500, 0, &cap) == x);
+	CHECK_EQ(cap, 5000);
+	pb.put(pb.arg, x, cap);
+	rr_tcp_bufs_fini(&a);
+	rr_tcp_bufs_fini(&b);
+	rr_tcp_cache_fini(&pool, &te.env);
 	CHECK_EQ(te.live, 0);
 }

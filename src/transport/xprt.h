@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The transport interface: what a transport (tcp://, ONC RPC over TCP with
- * RFC 5531 section 11 record marking, in src/rpc/xprt_tcp.c; rdma:// and
+ * RFC 5531 section 11 record marking, in src/transport/tcp/; rdma:// and
  * verbs://, RPC-over-RDMA v1, RFC 8166, in src/transport/) implements so
  * that the public RPC API (include/rpcrdma/rpc.h, src/rpc/) runs on it
  * unchanged, and the registry that finds a transport by URL scheme
@@ -313,7 +313,7 @@ int rr_xprt_resolve(const char *url, bool server, struct rr_xprt_target *t,
 		    const struct rr_xprt_class **out);
 
 /* Built-in transports (the registry's table). */
-extern const struct rr_xprt_class rr_xprt_tcp_class;    /* src/rpc/xprt_tcp.c */
+extern const struct rr_xprt_class rr_xprt_tcp_class;    /* src/transport/tcp/tcp.c */
 extern const struct rr_xprt_class rr_xprt_rdma_class;   /* src/transport/rdma_rpc.c */
 extern const struct rr_xprt_class rr_xprt_verbs_class;  /* src/transport/rdma_rpc.c */
 
