@@ -140,7 +140,9 @@ static int dec_frag_end(struct rr_rm_dec *d)
 	return RR_RM_RECORD;
 }
 
-/* A fragment header is in: check it against the limits. */
+/* Fragment header (RFC 5531 section 11): L (1 bit, last fragment) |
+ * length (31 bits), big-endian; then that many data bytes. The header is
+ * in: check it against the limits. */
 static int dec_header(struct rr_rm_dec *d)
 {
 	uint32_t h;

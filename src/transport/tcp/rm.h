@@ -129,9 +129,10 @@ int rr_rm_dec_commit(struct rr_rm_dec *d, size_t n);
  * (RR_RM_MORE once all @len bytes are in without an event). Borrows @in
  * for the duration of the call. */
 int rr_rm_dec_feed(struct rr_rm_dec *d, const uint8_t *in, size_t len, size_t *used);
-/* After RR_RM_RECORD: the record's @len data bytes (NULL when empty). The
- * caller takes ownership of the buffer (capacity *@cap) and gives it back
- * with the provider's put (or rr_free on the env without a provider). */
+/* After RR_RM_RECORD: the record's *@len data bytes (NULL when empty);
+ * otherwise NULL and 0. The caller owns the result (capacity *@cap) and
+ * gives it back with the provider's put (rr_free on the env without a
+ * provider). */
 uint8_t *rr_rm_dec_take(struct rr_rm_dec *d, size_t *len, size_t *cap);
 /* After RR_RM_SKIPPED: how many first bytes of the discarded record were
  * kept (up to 8; an RPC message has its XID and direction there); *@head
