@@ -22,7 +22,7 @@
 
 #include "proto/credits.h"
 #include "proto/privdata.h"
-#include "rpc/xprt.h"
+#include "transport/xprt.h"
 #include "transport/rdma_ext.h"
 #include "transport/rdma_tp.h"
 
