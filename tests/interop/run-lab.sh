@@ -49,7 +49,7 @@ IMG=$LAB_DIR/rpcrdma-lab.img
 BUILD=${LAB_BUILD:-$LAB_DIR/build}
 GUEST_PKGS="linux-image-amd64,kmod,iproute2,procps,busybox,rdma-core,ibverbs-providers,\
 ibverbs-utils,rdmacm-utils,perftest,libibverbs1,librdmacm1,libtirpc3,nfs-kernel-server,\
-nfs-common,rpcbind,tcpdump"
+nfs-common,rpcbind,tcpdump,fio"
 HOST_PKGS="qemu-system-x86 debootstrap e2fsprogs tshark gcc make cmake ninja-build pkg-config
            libibverbs-dev librdmacm-dev libtirpc-dev rpcsvc-proto xz-utils"
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
