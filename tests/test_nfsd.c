@@ -174,6 +174,7 @@ struct fx {
 	uint8_t root[NFS3_FHSIZE];
 	uint32_t root_len;
 	bool squash;
+	bool identity;     /* procedures on identity threads (as on verbs://) */
 };
 
 static void fx_server(struct fx *f, const char *scheme)
@@ -186,6 +187,7 @@ static void fx_server(struct fx *f, const char *scheme)
 	o.url = url;
 	o.mount_url = "tcp://127.0.0.1:0";
 	o.root_squash = f->squash;
+	o.identity_threads = f->identity;
 	o.anon_uid = o.anon_gid = NFSD_ANON_ID;
 	o.threads = 2;
 	o.drc_entries = 64;
@@ -205,9 +207,12 @@ static void fx_set_user(struct fx *f, uint32_t uid, uint32_t gid)
 	REQUIRE_EQ(rpcrdma_client_set_auth_sys(f->nfs, &sys), 0);
 }
 
+static bool start_with_identity_threads;
+
 static void fx_start(struct fx *f, const char *scheme, bool squash)
 {
 	memset(f, 0, sizeof(*f));
+	f->identity = start_with_identity_threads;
 	REQUIRE_EQ(geteuid(), 0);   /* rpcrdma-nfsd needs root */
 	snprintf(f->dir, sizeof(f->dir), "/tmp/rr-nfsd-XXXXXX");
 	REQUIRE(mkdtemp(f->dir) != NULL);
@@ -791,6 +796,16 @@ TEST(nfsd_tcp_all_procedures)
 TEST(nfsd_rdma_all_procedures)
 {
 	all_procedures("rdma");
+}
+
+/* the procedures on identity threads, as rpcrdma-nfsd runs them on
+ * verbs:// (tools/nfsd/nfsd.h): same answers, and the library's handler
+ * threads keep their credentials */
+TEST(nfsd_identity_threads_all_procedures)
+{
+	start_with_identity_threads = true;
+	all_procedures("rdma");
+	start_with_identity_threads = false;
 }
 
 /* no way out of the export: "..", symlinks, names with "/", forged,

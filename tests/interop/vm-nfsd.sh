@@ -65,7 +65,7 @@ for combo in "rdma-siw rdma $SIW_S vS0 iwarp_ddp_rdmap rpcbind" \
 		WL_PHASE=func lab_sub "nfsd $name" timeout 600 sh $NFSD_WL /mnt/rr-$name /rrexport
 		lab_cap_stop
 		WL_PHASE=load lab_sub "nfsd $name" timeout 900 sh $NFSD_WL /mnt/rr-$name /rrexport
-		sed -n 's/^    perf /rpcrdma-nfsd '"$name"' /p' /tmp/sub.out >> "$NFSD_PERF"
+		sed -n 's/^perf /rpcrdma-nfsd '"$name"' /p' /tmp/sub.out >> "$NFSD_PERF"
 		nfsd_mountstats /mnt/rr-$name $name
 		timeout 60 umount /mnt/rr-$name || { lab_fail "nfsd $name: umount"; umount -l /mnt/rr-$name; }
 	else
@@ -89,7 +89,7 @@ for p in siw rxe; do
 	mkdir -p /mnt/k$p
 	if timeout 120 mount -t nfs -o vers=3,proto=rdma,port=20049,nolock,timeo=100 $S:/export /mnt/k$p; then
 		WL_PHASE=all lab_sub "nfsd baseline kernel-nfsd-$p" timeout 900 sh $NFSD_WL /mnt/k$p /export
-		sed -n 's/^    perf /kernel-nfsd '"$p"' /p' /tmp/sub.out >> "$NFSD_PERF"
+		sed -n 's/^perf /kernel-nfsd '"$p"' /p' /tmp/sub.out >> "$NFSD_PERF"
 		timeout 60 umount /mnt/k$p || umount -l /mnt/k$p
 	else
 		lab_fail "nfsd baseline: mount kernel nfsd over $p"

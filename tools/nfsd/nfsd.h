@@ -20,7 +20,16 @@
  * the calling thread) for every access to the file system, so the kernel
  * checks permissions as for a local process of that user, and switches back
  * before it returns. Handlers share nothing but the counters (atomics) and
- * the MOUNT list (a mutex). */
+ * the MOUNT list (a mutex).
+ *
+ * On verbs:// the identity switch happens on threads of our own instead
+ * (identity threads, service.c): the kernel's RDMA character devices
+ * (ib_uverbs, rdma_ucm) refuse a write(2) from a thread whose credentials
+ * are not the very ones the device was opened with ("changed security
+ * contexts after opening file descriptor"), and a thread that switched its
+ * fsuid and back has new credentials. The library's handler thread, which
+ * posts the Reply through those devices, hands the procedure to an identity
+ * thread and waits for it, so it never changes its own credentials. */
 #ifndef RPCRDMA_NFSD_NFSD_H
 #define RPCRDMA_NFSD_NFSD_H
 
@@ -112,9 +121,12 @@ struct nfsd_opts {
 	unsigned threads;
 	unsigned drc_entries;
 	bool read_only;
+	bool identity_threads;      /* run procedures on identity threads (verbs://) */
 	const uint8_t *key;         /* NFSD_KEY_SIZE bytes */
 	const uint8_t *write_verf;  /* NFS3_VERF_SIZE bytes: changes with every start */
 };
+
+struct nfsd_job;
 
 struct nfsd_mount_entry {
 	char host[MNT_NAME_MAX + 1];
@@ -133,6 +145,13 @@ struct nfsd {
 	pthread_mutex_t mlock;
 	unsigned nmounts;
 	struct nfsd_mount_entry mounts[NFSD_MAX_MOUNTS];
+	/* identity threads (verbs://): procedures queued by the handlers */
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;
+	struct nfsd_job *qhead, **qtail;
+	bool qstop;
+	unsigned nid;
+	pthread_t *idthreads;
 };
 
 /* Opens the export and creates (not yet starts) both servers. 0 or -errno

@@ -221,6 +221,8 @@ int main(int argc, char **argv)
 	o.threads = (unsigned)threads;
 	o.drc_entries = (unsigned)drc;
 	o.read_only = read_only;
+	/* see nfsd.h: verbs devices refuse threads that changed credentials */
+	o.identity_threads = strcmp(transport, "verbs") == 0;
 	o.key = key;
 	o.write_verf = verf;
 	rc = nfsd_create(&s, &o);

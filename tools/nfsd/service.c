@@ -7,9 +7,13 @@
  * library's duplicate request cache is on (RFC 8166 section 4.4 /
  * RFC 5531: a Call retransmitted after a reconnect must not run twice);
  * as nfsd, only the non-idempotent procedures are cached (SETATTR, WRITE,
- * CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK). */
+ * CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK). With
+ * identity threads (verbs://, see nfsd.h) the handler queues the procedure
+ * to one of them and waits: the handler thread keeps the credentials the
+ * RDMA devices were opened with. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nfsd.h"
@@ -35,6 +39,75 @@ static const bool idempotent[NFS3_NPROC] = {
 	[NFS3_PATHCONF] = true, [NFS3_COMMIT] = true,
 };
 
+/* A procedure run on an identity thread for a waiting handler. */
+struct nfsd_job {
+	struct nfs3_call *c;
+	union nfs3_args *a;
+	uint32_t proc;
+	int result;
+	bool done;
+	pthread_cond_t cond;
+	struct nfsd_job *next;
+};
+
+/* Runs procedure @proc as the caller: the identity switch, the procedure,
+ * back to the server's identity. The nfsstat3 answered, or -1 when the
+ * switch failed (nothing ran). */
+static int run_as_caller(struct nfs3_call *c, uint32_t proc, union nfs3_args *a)
+{
+	int st;
+
+	if (nfsd_cred_enter(&c->cred))
+		return -1;
+	c->as_caller = true;
+	st = procs[proc](c, a);
+	nfs3_as_server(c);
+	return st;
+}
+
+static void *identity_thread(void *arg)
+{
+	struct nfsd *s = arg;
+	struct nfsd_job *j;
+
+	pthread_mutex_lock(&s->qlock);
+	for (;;) {
+		while (!s->qhead && !s->qstop)
+			pthread_cond_wait(&s->qcond, &s->qlock);
+		if (!s->qhead)
+			break;
+		j = s->qhead;
+		s->qhead = j->next;
+		if (!s->qhead)
+			s->qtail = &s->qhead;
+		pthread_mutex_unlock(&s->qlock);
+		j->result = run_as_caller(j->c, j->proc, j->a);
+		pthread_mutex_lock(&s->qlock);
+		j->done = true;
+		pthread_cond_signal(&j->cond);
+	}
+	pthread_mutex_unlock(&s->qlock);
+	return NULL;
+}
+
+/* Hands @proc to an identity thread and waits for its result. */
+static int run_on_identity_thread(struct nfsd *s, struct nfs3_call *c, uint32_t proc,
+				  union nfs3_args *a)
+{
+	struct nfsd_job j = {.c = c, .a = a, .proc = proc};
+
+	pthread_cond_init(&j.cond, NULL);
+	pthread_mutex_lock(&s->qlock);
+	*s->qtail = &j;
+	s->qtail = &j.next;
+	pthread_cond_signal(&s->qcond);
+	while (!j.done)
+		pthread_cond_wait(&j.cond, &s->qlock);
+	pthread_mutex_unlock(&s->qlock);
+	pthread_cond_destroy(&j.cond);
+	return j.result;
+}
+
 static int nfs3_handler(struct rpcrdma_req *req, void *ctx)
 {
 	struct nfsd *s = ctx;
@@ -54,11 +127,9 @@ static int nfs3_handler(struct rpcrdma_req *req, void *ctx)
 		return RPCRDMA_SVC_GARBAGE_ARGS;
 	}
 	nfsd_cred_of(req, s->opts.root_squash, s->opts.anon_uid, s->opts.anon_gid, &c.cred);
-	if (nfsd_cred_enter(&c.cred))
+	st = s->nid ? run_on_identity_thread(s, &c, proc, &args) : run_as_caller(&c, proc, &args);
+	if (st < 0)
 		return RPCRDMA_SVC_SYSTEM_ERR;
-	c.as_caller = true;
-	st = procs[proc](&c, &args);
-	nfs3_as_server(&c);
 	if (st != NFS3_OK)
 		atomic_fetch_add(&s->nfs_errors[proc], 1);
 	return rpcrdma_xdr_enc_error(c.res) ? RPCRDMA_SVC_SYSTEM_ERR : RPCRDMA_SVC_OK;
@@ -73,10 +144,25 @@ int nfsd_create(struct nfsd *s, const struct nfsd_opts *o)
 	s->opts = *o;
 	memcpy(s->write_verf, o->write_verf, NFS3_VERF_SIZE);
 	pthread_mutex_init(&s->mlock, NULL);
+	pthread_mutex_init(&s->qlock, NULL);
+	pthread_cond_init(&s->qcond, NULL);
+	s->qtail = &s->qhead;
 	rc = nfsd_export_open(&s->exp, o->export_dir, o->key);
 	if (rc)
 		return rc;
 	so.threads = o->threads ? o->threads : 8;
+	if (o->identity_threads) {
+		s->idthreads = calloc(so.threads, sizeof(pthread_t));
+		if (!s->idthreads) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+		for (; s->nid < so.threads; s->nid++) {
+			rc = -pthread_create(&s->idthreads[s->nid], NULL, identity_thread, s);
+			if (rc)
+				goto fail;
+		}
+	}
 	so.drc_entries = o->drc_entries;
 	so.drc_max_reply = 4096;
 	/* READ/WRITE of NFSD_MAX_IO plus headers and READDIR replies */
@@ -127,6 +213,15 @@ void nfsd_destroy(struct nfsd *s)
 	if (s->nfs_srv)
 		rpcrdma_server_destroy(s->nfs_srv);
 	s->mnt_srv = s->nfs_srv = NULL;
+	pthread_mutex_lock(&s->qlock);
+	s->qstop = true;
+	pthread_cond_broadcast(&s->qcond);
+	pthread_mutex_unlock(&s->qlock);
+	for (unsigned i = 0; i < s->nid; i++)
+		pthread_join(s->idthreads[i], NULL);
+	s->nid = 0;
+	free(s->idthreads);
+	s->idthreads = NULL;
 	nfsd_export_close(&s->exp);
 }
 
