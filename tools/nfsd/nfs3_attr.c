@@ -16,6 +16,14 @@
 
 #include "nfsd.h"
 
+/* Answers @s with the object's post-op attributes and closes @fd. */
+static int fail_attr(struct nfs3_call *c, uint32_t s, int fd)
+{
+	nfs3_put_status_attr(c, s, fd);
+	close(fd);
+	return (int)s;
+}
+
 int nfs3_getattr(struct nfs3_call *c, union nfs3_args *a)
 {
 	struct nfs3_attr at;
@@ -183,19 +191,14 @@ int nfs3_readlink(struct nfs3_call *c, union nfs3_args *a)
 
 	if (s != NFS3_OK)
 		return nfs3_put_status_attr(c, s, -1), (int)s;
-	if (!S_ISLNK(st.st_mode)) {
-		nfs3_put_status_attr(c, NFS3ERR_INVAL, fd);
-		close(fd);
-		return NFS3ERR_INVAL;
-	}
+	if (!S_ISLNK(st.st_mode))
+		return fail_attr(c, NFS3ERR_INVAL, fd);
 	buf = malloc(NFS3_PATH_MAX);
 	n = buf ? readlinkat(fd, "", buf, NFS3_PATH_MAX) : -1;
 	if (n < 0) {
 		s = buf ? nfs3_stat_from_errno(errno) : NFS3ERR_SERVERFAULT;
 		free(buf);
-		nfs3_put_status_attr(c, s, fd);
-		close(fd);
-		return (int)s;
+		return fail_attr(c, s, fd);
 	}
 	nfs3_put_status_attr(c, NFS3_OK, fd);
 	rpcrdma_xdr_put_ddp(c->res, buf, (uint32_t)n);
@@ -215,12 +218,8 @@ int nfs3_fsstat(struct nfs3_call *c, union nfs3_args *a)
 
 	if (s != NFS3_OK)
 		return nfs3_put_status_attr(c, s, -1), (int)s;
-	if (fstatvfs(fd, &v) < 0) {
-		s = nfs3_stat_from_errno(errno);
-		nfs3_put_status_attr(c, s, fd);
-		close(fd);
-		return (int)s;
-	}
+	if (fstatvfs(fd, &v) < 0)
+		return fail_attr(c, nfs3_stat_from_errno(errno), fd);
 	nfs3_put_status_attr(c, NFS3_OK, fd);
 	rpcrdma_xdr_put_u64(c->res, (uint64_t)v.f_blocks * v.f_frsize);
 	rpcrdma_xdr_put_u64(c->res, (uint64_t)v.f_bfree * v.f_frsize);

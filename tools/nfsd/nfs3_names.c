@@ -18,11 +18,17 @@
 
 #include "nfsd.h"
 
+static bool is_dot(const char *name)
+{
+	return strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+}
+
 /* Opens the directory of @dirop for a change and validates its name into
- * @name; wcc pre-op attributes into @w. NFS3_OK with *@dfd open, or the
- * status (*@dfd -1 when the handle itself failed). */
+ * @name; wcc pre-op attributes into @w. "." and ".." are answered @dots
+ * (0: left to the caller). NFS3_OK with *@dfd open, or the status (*@dfd -1
+ * when the handle itself failed). */
 static uint32_t dir_for_change(struct nfs3_call *c, const struct nfs3_diropargs *dirop,
-			       int *dfd, char *name, struct nfs3_wcc *w)
+			       int *dfd, char *name, struct nfs3_wcc *w, uint32_t dots)
 {
 	struct stat dst;
 	uint32_t s = nfs3_fh_get(c, &dirop->dir, dfd, &dst);
@@ -37,6 +43,8 @@ static uint32_t dir_for_change(struct nfs3_call *c, const struct nfs3_diropargs 
 	s = nfs3_name_check(&dirop->name, name);
 	if (s == NFS3_OK && c->s->opts.read_only)
 		s = NFS3ERR_ROFS;
+	if (s == NFS3_OK && dots && is_dot(name))
+		s = dots;
 	return s;
 }
 
@@ -86,18 +94,14 @@ static int finish_new(struct nfs3_call *c, uint32_t s, int dfd, const char *name
 	return NFS3_OK;
 }
 
-static bool is_dot(const char *name)
-{
-	return strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
-}
-
-/* The attributes a create does not set by itself: owner, size and times
- * (the mode goes into the create call). */
-static struct nfs3_sattr rest_of(const struct nfs3_sattr *sa)
+/* The attributes a create does not set by itself: owner and times, and the
+ * size when @size (CREATE; the mode goes into the create call). */
+static struct nfs3_sattr rest_of(const struct nfs3_sattr *sa, bool size)
 {
 	struct nfs3_sattr r = *sa;
 
 	r.set_mode = false;
+	r.set_size = r.set_size && size;
 	return r;
 }
 
@@ -111,10 +115,8 @@ int nfs3_create(struct nfs3_call *c, union nfs3_args *a)
 	uint32_t vm = 0, va = 0;
 	mode_t mode;
 	int dfd, f;
-	uint32_t s = dir_for_change(c, &ca->where, &dfd, name, &w);
+	uint32_t s = dir_for_change(c, &ca->where, &dfd, name, &w, NFS3ERR_EXIST);
 
-	if (s == NFS3_OK && is_dot(name))
-		s = NFS3ERR_EXIST;
 	if (s != NFS3_OK)
 		return finish_wcc(c, s, dfd, &w);
 	if (ca->mode == NFS3_EXCLUSIVE) {
@@ -134,7 +136,7 @@ int nfs3_create(struct nfs3_call *c, union nfs3_args *a)
 
 			return finish_new(c, NFS3_OK, dfd, name, &w, &v);
 		}
-		rest = rest_of(&ca->attr);
+		rest = rest_of(&ca->attr, true);
 		return finish_new(c, NFS3_OK, dfd, name, &w, &rest);
 	}
 	if (errno != EEXIST || ca->mode == NFS3_GUARDED)
@@ -169,15 +171,12 @@ int nfs3_mkdir(struct nfs3_call *c, union nfs3_args *a)
 	struct nfs3_wcc w = {0};
 	struct nfs3_sattr rest;
 	int dfd;
-	uint32_t s = dir_for_change(c, &ma->where, &dfd, name, &w);
+	uint32_t s = dir_for_change(c, &ma->where, &dfd, name, &w, NFS3ERR_EXIST);
 
-	if (s == NFS3_OK && is_dot(name))
-		s = NFS3ERR_EXIST;
 	if (s == NFS3_OK &&
 	    mkdirat(dfd, name, ma->attr.set_mode ? (ma->attr.mode & 07777) : 0755) < 0)
 		s = nfs3_stat_from_errno(errno);
-	rest = rest_of(&ma->attr);
-	rest.set_size = false;
+	rest = rest_of(&ma->attr, false);
 	return finish_new(c, s, dfd, name, &w, &rest);
 }
 
@@ -189,10 +188,8 @@ int nfs3_symlink(struct nfs3_call *c, union nfs3_args *a)
 	struct nfs3_sattr rest;
 	char *target = NULL;
 	int dfd;
-	uint32_t s = dir_for_change(c, &sa->where, &dfd, name, &w);
+	uint32_t s = dir_for_change(c, &sa->where, &dfd, name, &w, NFS3ERR_EXIST);
 
-	if (s == NFS3_OK && is_dot(name))
-		s = NFS3ERR_EXIST;
 	if (s == NFS3_OK && (sa->target.len == 0 || memchr(sa->target.p, '\0', sa->target.len)))
 		s = NFS3ERR_INVAL;
 	if (s == NFS3_OK) {
@@ -208,8 +205,7 @@ int nfs3_symlink(struct nfs3_call *c, union nfs3_args *a)
 			s = nfs3_stat_from_errno(errno);
 	}
 	free(target);
-	rest = rest_of(&sa->attr);
-	rest.set_size = false;
+	rest = rest_of(&sa->attr, false);
 	return finish_new(c, s, dfd, name, &w, &rest);
 }
 
@@ -222,10 +218,8 @@ int nfs3_mknod(struct nfs3_call *c, union nfs3_args *a)
 	mode_t mode = ma->attr.set_mode ? (ma->attr.mode & 07777) : 0644;
 	dev_t dev = 0;
 	int dfd;
-	uint32_t s = dir_for_change(c, &ma->where, &dfd, name, &w);
+	uint32_t s = dir_for_change(c, &ma->where, &dfd, name, &w, NFS3ERR_EXIST);
 
-	if (s == NFS3_OK && is_dot(name))
-		s = NFS3ERR_EXIST;
 	if (s == NFS3_OK) {
 		switch (ma->type) {
 		case NF3CHR: mode |= S_IFCHR; dev = makedev(ma->major, ma->minor); break;
@@ -237,8 +231,7 @@ int nfs3_mknod(struct nfs3_call *c, union nfs3_args *a)
 	}
 	if (s == NFS3_OK && mknodat(dfd, name, mode, dev) < 0)
 		s = nfs3_stat_from_errno(errno);
-	rest = rest_of(&ma->attr);
-	rest.set_size = false;
+	rest = rest_of(&ma->attr, false);
 	return finish_new(c, s, dfd, name, &w, &rest);
 }
 
@@ -248,7 +241,7 @@ static int unlink_common(struct nfs3_call *c, const struct nfs3_diropargs *d, in
 	char name[NFS3_NAME_MAX + 1];
 	struct nfs3_wcc w = {0};
 	int dfd;
-	uint32_t s = dir_for_change(c, d, &dfd, name, &w);
+	uint32_t s = dir_for_change(c, d, &dfd, name, &w, 0);
 
 	if (s == NFS3_OK && strcmp(name, ".") == 0)
 		s = NFS3ERR_INVAL;
@@ -275,14 +268,12 @@ int nfs3_rename(struct nfs3_call *c, union nfs3_args *a)
 	char from[NFS3_NAME_MAX + 1], to[NFS3_NAME_MAX + 1];
 	struct nfs3_wcc fw = {0}, tw = {0};
 	int ffd, tfd = -1;
-	uint32_t s = dir_for_change(c, &a->rename.from, &ffd, from, &fw);
+	uint32_t s = dir_for_change(c, &a->rename.from, &ffd, from, &fw, NFS3ERR_INVAL);
 
 	if (s == NFS3_OK)
-		s = dir_for_change(c, &a->rename.to, &tfd, to, &tw);
+		s = dir_for_change(c, &a->rename.to, &tfd, to, &tw, NFS3ERR_INVAL);
 	else if (ffd >= 0 && nfs3_fh_get(c, &a->rename.to.dir, &tfd, &(struct stat){0}) == NFS3_OK)
 		nfs3_wcc_pre(c, tfd, &tw);
-	if (s == NFS3_OK && (is_dot(from) || is_dot(to)))
-		s = NFS3ERR_INVAL;
 	if (s == NFS3_OK && renameat(ffd, from, tfd, to) < 0)
 		s = nfs3_stat_from_errno(errno);
 	if (ffd >= 0) {
@@ -309,9 +300,7 @@ int nfs3_link(struct nfs3_call *c, union nfs3_args *a)
 	uint32_t s = nfs3_fh_get(c, &a->link.file, &fd, &st);
 
 	if (s == NFS3_OK)
-		s = dir_for_change(c, &a->link.link, &dfd, name, &w);
-	if (s == NFS3_OK && is_dot(name))
-		s = NFS3ERR_EXIST;
+		s = dir_for_change(c, &a->link.link, &dfd, name, &w, NFS3ERR_EXIST);
 	if (s == NFS3_OK && S_ISDIR(st.st_mode))
 		s = NFS3ERR_ISDIR;
 	if (s == NFS3_OK) {
