@@ -1104,3 +1104,52 @@ TEST(nfsd_identity_and_root_squash)
 	CHECK_EQ(a.uid, 0);
 	fx_stop(&f);
 }
+
+#include "rpc_raw.h"
+
+/* A non-idempotent Call retransmitted with the same XID (as a client does
+ * after a reconnect) runs once: the duplicate request cache answers the
+ * second MKDIR with the first one's NFS3_OK, where running it again would
+ * say NFS3ERR_EXIST (as a new XID does). */
+TEST(nfsd_drc_retransmitted_mkdir_runs_once)
+{
+	struct fx f;
+	uint8_t rec[512], rep[1024];
+	struct wb body = {0};
+	size_t n;
+	long len;
+	int fd;
+
+	fx_start(&f, "tcp", false);
+	REQUIRE_EQ(chmod(f.exp, 0777), 0);
+	wopaque(&body, f.root, f.root_len);
+	wopaque(&body, "d", 1);
+	wu32(&body, 1); wu32(&body, 0755);                  /* mode */
+	for (int i = 0; i < 5; i++)
+		wu32(&body, 0);                             /* uid gid size atime mtime */
+	fd = rpc_raw_connect(nfsd_nfs_port(&f.s));
+	for (int round = 0; round < 3; round++) {
+		uint32_t xid = round < 2 ? 0x5eed0001u : 0x5eed0002u;
+
+		n = 4 + rpc_raw_call(rec + 4, xid, NFS_PROG, NFS_V3, NFS3_MKDIR, NULL, 0);
+		memcpy(rec + n, body.b, body.n);
+		n += body.n;
+		rr_put_be32(rec, 0x80000000u | (uint32_t)(n - 4));
+		rpc_raw_send_all(fd, rec, n);
+		len = rpc_raw_recv_record(fd, rep, sizeof(rep), 10000);
+		REQUIRE(len >= 28);
+		CHECK_EQ(rr_get_be32(rep), xid);
+		CHECK_EQ(rr_get_be32(rep + 20), 0);           /* SUCCESS */
+		/* nfsstat3: OK for the first run and its retransmission */
+		CHECK_EQ(rr_get_be32(rep + 24), round < 2 ? NFS3_OK : NFS3ERR_EXIST);
+	}
+	close(fd);
+	CHECK_EQ(atomic_load(&f.s.nfs_calls[NFS3_MKDIR]), 2);
+	{
+		struct rpcrdma_drc_stats st;
+
+		REQUIRE_EQ(rpcrdma_server_drc_stats(f.s.nfs_srv, &st), 0);
+		CHECK_EQ(st.hits, 1);
+	}
+	fx_stop(&f);
+}
