@@ -1252,8 +1252,14 @@ static void vb_ev_pdata(struct rpcrdma_cm_event *ev, const struct rdma_cm_event 
 	ev->private_data_len = n;
 	if (n)
 		memcpy(ev->private_data, e->param.conn.private_data, n);
-	ev->peer_ird = e->param.conn.responder_resources;
-	ev->peer_ord = e->param.conn.initiator_depth;
+	/* rdma_cm reports a request's and an accept's values from the local
+	 * side's point of view (the kernel swaps them: initiator_depth = what
+	 * we may issue = the peer's IRD; responder_resources = what we must
+	 * serve = the peer's ORD). Taken unswapped, a Linux NFS client (IRD
+	 * 128, ORD 0) left a server with ORD 0: every RDMA Read of a WRITE's
+	 * Read chunk failed and the connection dropped. */
+	ev->peer_ird = e->param.conn.initiator_depth;
+	ev->peer_ord = e->param.conn.responder_resources;
 }
 
 static int status_or(int st, int dflt)
