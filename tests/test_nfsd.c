@@ -756,6 +756,7 @@ static void all_procedures(const char *scheme)
 	CHECK(calls > 5);
 	n = list_dir(&f, &root, true, 65536, NULL, &found, &calls);
 	CHECK_EQ(n, 304);
+
 	/* a count too small for one entry */
 	e = begin(&f, NFS3_READDIR, &r);
 	put_fh(e, &root);
@@ -1151,5 +1152,30 @@ TEST(nfsd_drc_retransmitted_mkdir_runs_once)
 		REQUIRE_EQ(rpcrdma_server_drc_stats(f.s.nfs_srv, &st), 0);
 		CHECK_EQ(st.hits, 1);
 	}
+	fx_stop(&f);
+}
+
+/* A READDIRPLUS count of 4 GiB over a directory whose listing is larger than
+ * the largest message: answered in pieces within the server's own limit,
+ * never an encoding failure (SYSTEM_ERR) */
+TEST(nfsd_readdirplus_hostile_count)
+{
+	struct fx f;
+	struct fh root;
+	char p[400], name[201];
+	bool found;
+	int calls, n;
+
+	fx_start(&f, "tcp", false);
+	root = root_of(&f);
+	memset(name, 'x', 200);
+	name[200] = '\0';
+	for (int i = 0; i < 4000; i++) {
+		snprintf(p, sizeof(p), "%s/%05d%s", f.exp, i, name + 5);
+		close(open(p, O_CREAT | O_WRONLY, 0644));
+	}
+	n = list_dir(&f, &root, true, 0xffffffffu, NULL, &found, &calls);
+	CHECK_EQ(n, 4002);
+	CHECK(calls >= 2);
 	fx_stop(&f);
 }

@@ -63,6 +63,8 @@ static int readdir_common(struct nfs3_call *c, const struct nfs3_readdir_args *r
 	char buf[RD_BUF];
 	struct stat dst;
 	uint32_t used = RD_FIXED, dirbytes = 0, n = 0;
+	/* a larger count than any reply we send is no reason to build one */
+	uint32_t count = ra->count < NFSD_MAX_IO ? ra->count : NFSD_MAX_IO;
 	bool eof = false, full = false;
 	long got;
 	int dfd, f = -1;
@@ -83,7 +85,7 @@ static int readdir_common(struct nfs3_call *c, const struct nfs3_readdir_args *r
 	if (s == NFS3_OK && got < 0)
 		s = nfs3_stat_from_errno(errno);
 	/* room for the largest entry at least, so one always fits */
-	if (s == NFS3_OK && ra->count < RD_FIXED + (plus ? RD_PLUS_MAX : RD_ENTRY_MAX))
+	if (s == NFS3_OK && count < RD_FIXED + (plus ? RD_PLUS_MAX : RD_ENTRY_MAX))
 		s = NFS3ERR_TOOSMALL;
 	if (s != NFS3_OK) {
 		nfs3_put_status_attr(c, s, dfd);
@@ -116,7 +118,7 @@ static int readdir_common(struct nfs3_call *c, const struct nfs3_readdir_args *r
 				sz += (have_at ? NFS3_POST_OP_ATTR_SIZE : 4u) +
 				      (have_fh ? 8u + PAD4(fhlen) : 4u);
 			}
-			if (used + sz > ra->count || (plus && ra->dircount > 0 &&
+			if (used + sz > count || (plus && ra->dircount > 0 &&
 						      dirbytes + dirsz > ra->dircount && n > 0)) {
 				full = true;
 				break;
