@@ -248,6 +248,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (use_rpcbind) {
+		/* a registration left by an instance that was killed would make
+		 * SET fail: clear ours first */
+		nfsd_rpcb(rpcb_sock, false, MOUNT_PROG, MOUNT_V3, "tcp", 0);
 		rc = nfsd_rpcb(rpcb_sock, true, MOUNT_PROG, MOUNT_V3, "tcp", nfsd_mount_port(&s));
 		reg_mnt = rc == 0;
 		if (rc == 0) {
