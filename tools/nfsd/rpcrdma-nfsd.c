@@ -248,20 +248,24 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (use_rpcbind) {
-		/* a registration left by an instance that was killed would make
-		 * SET fail: clear ours first */
-		nfsd_rpcb(rpcb_sock, false, MOUNT_PROG, MOUNT_V3, "tcp", 0);
+		/* nothing is unregistered first: that could be another
+		 * server's (rpc.mountd, nfsd); rpcbind refuses a second SET */
 		rc = nfsd_rpcb(rpcb_sock, true, MOUNT_PROG, MOUNT_V3, "tcp", nfsd_mount_port(&s));
 		reg_mnt = rc == 0;
 		if (rc == 0) {
-			nfsd_rpcb(rpcb_sock, false, NFS_PROG, NFS_V3, netid, 0);
 			rc = nfsd_rpcb(rpcb_sock, true, NFS_PROG, NFS_V3, netid, nfsd_nfs_port(&s));
 			reg_nfs = rc == 0;
 		}
-		if (rc)
-			fprintf(stderr, "rpcrdma-nfsd: rpcbind registration failed (%s)%s\n",
-				strerror(-rc), mount_port ? "" :
-				": clients must be told the MOUNT port (mountport=N)");
+		if (rc == -EACCES)
+			fprintf(stderr, "rpcrdma-nfsd: rpcbind refused the registration of %s: "
+					"another server has it (rpc.mountd, nfsd, or a killed "
+					"rpcrdma-nfsd: rpcinfo -p; rpcinfo -d PROG VERS)\n",
+				reg_mnt ? "NFS v3" : "MOUNT v3");
+		else if (rc)
+			fprintf(stderr, "rpcrdma-nfsd: no rpcbind registration (%s)\n", strerror(-rc));
+		if (rc && !mount_port)
+			fprintf(stderr, "rpcrdma-nfsd: clients must be told the MOUNT port: "
+					"mountproto=tcp,mountport=%d\n", nfsd_mount_port(&s));
 	}
 	printf("rpcrdma-nfsd: exporting %s: NFSv3 on %s://%s:%d, MOUNT v3 on tcp://%s:%d%s%s\n",
 	       export, transport, host, nfsd_nfs_port(&s), host, nfsd_mount_port(&s),
