@@ -5,8 +5,10 @@
 # "ok NAME: detail" / "not ok NAME: detail" line per check and "perf NAME
 # key=value..." lines (fio). SERVER_DIR is the exported directory as the
 # server sees it (same VM): files written through the mount are compared
-# with it byte for byte. Set WL_FIO=0 to skip fio, WL_PHASE=func|load to run
-# only the functional checks or only the concurrency/fio part.
+# with it byte for byte. Set WL_FIO=0 to skip fio, WL_FIO_JOBS to a list of
+# job names (randrw-verify randread seqread seqwrite; default all),
+# WL_PHASE=func|load to run only the functional checks or only the
+# concurrency/fio part.
 MNT=$1 SRV=${2:-} PHASE=${WL_PHASE:-all}
 [ -d "$MNT" ] || { echo "not ok workload: $MNT is not a directory"; exit 1; }
 W=$MNT/wl.$$
@@ -137,6 +139,10 @@ if [ "$PHASE" != func ]; then
 			"seqwrite --rw=write --bs=256k --size=32m --time_based --runtime=15"; do
 			set -- $spec
 			name=$1; shift
+			case " ${WL_FIO_JOBS:-randrw-verify randread seqread seqwrite} " in
+			*" $name "*) ;;
+			*) continue ;;
+			esac
 			if fio --name="$name" --filename="$W/fio.$name" --ioengine=libaio --direct=1 \
 				--iodepth=16 --minimal "$@" > "$T/fio.$name" 2> "$T/fio.$name.err"; then
 				# terse v3: 7 read bw KiB/s, 8 read IOPS, 48 write bw, 49 write IOPS

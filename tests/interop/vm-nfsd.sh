@@ -9,7 +9,11 @@
 #   verbs-rxe  kernel rxe -> rpcrdma-nfsd on verbs:// (rdma-core, rxe1)
 # (the verbs paths give MOUNT's port: mountproto=tcp,mountport=20048).
 # Then the same workload against the kernel's nfsd over siw and rxe is the
-# baseline; fio's figures of both go to out/nfsd-perf.txt with the ratios.
+# baseline. Performance is measured last, A/B: rpcrdma-nfsd (port 20050)
+# and the kernel's nfsd (20049) mounted at once over the same device, fio
+# jobs alternating between the two mounts (2 rounds of 4 jobs, 10 s each),
+# so that both see the same load on the shared, emulated machine; fio's
+# figures and the per-round ratios go to out/nfsd-perf.txt.
 # Checks per path: the workload's own, /proc/self/mountstats (the RDMA
 # transport in use, no bad XIDs, no bad replies, chunks of each kind seen),
 # the server's clean exit after SIGTERM, and tshark on the capture of the
@@ -69,8 +73,8 @@ for combo in "rdma-siw rdma $SIW_S vS0 iwarp_ddp_rdmap rpcbind" \
 		lab_pass "nfsd $name: mount -o vers=3,proto=rdma,port=20049$mopt"
 		WL_PHASE=func lab_sub "nfsd $name" timeout 600 sh $NFSD_WL /mnt/rr-$name /rrexport
 		lab_cap_stop
-		WL_PHASE=load lab_sub "nfsd $name" timeout 900 sh $NFSD_WL /mnt/rr-$name /rrexport
-		sed -n 's/^perf /rpcrdma-nfsd '"$name"' /p' /tmp/sub.out >> "$NFSD_PERF"
+		WL_PHASE=load WL_FIO_JOBS=randrw-verify lab_sub "nfsd $name" timeout 900 \
+			sh $NFSD_WL /mnt/rr-$name /rrexport
 		nfsd_mountstats /mnt/rr-$name $name
 		timeout 60 umount /mnt/rr-$name || { lab_fail "nfsd $name: umount"; umount -l /mnt/rr-$name; }
 	else
@@ -99,21 +103,64 @@ for p in siw rxe; do
 	if timeout 120 mount -t nfs -o vers=3,proto=rdma,port=20049,nolock,timeo=100 $S:/export /mnt/k$p; then
 		WL_PHASE=func lab_sub "nfsd baseline kernel-nfsd-$p" timeout 600 sh $NFSD_WL /mnt/k$p /export
 		lab_cap_stop
-		WL_PHASE=load lab_sub "nfsd baseline kernel-nfsd-$p" timeout 900 sh $NFSD_WL /mnt/k$p /export
-		sed -n 's/^perf /kernel-nfsd '"$p"' /p' /tmp/sub.out >> "$NFSD_PERF"
+		WL_PHASE=load WL_FIO_JOBS=randrw-verify lab_sub "nfsd baseline kernel-nfsd-$p" \
+			timeout 900 sh $NFSD_WL /mnt/k$p /export
 		timeout 60 umount /mnt/k$p || umount -l /mnt/k$p
 	else
 		lab_fail "nfsd baseline: mount kernel nfsd over $p"
 		lab_cap_stop
 	fi
 done
-# ratios rpcrdma-nfsd / nfsd per fio job: rdma-siw and verbs-siw against
-# nfsd over siw, verbs-rxe against nfsd over rxe
-awk '$1 == "kernel-nfsd" { for (i = 4; i <= NF; i++) { split($i, kv, "="); b[$2 " " $3 " " kv[1]] = kv[2] } }
-     $1 == "rpcrdma-nfsd" { for (i = 4; i <= NF; i++) { split($i, kv, "="); o[$2 " " $3 " " kv[1]] = kv[2] } }
-     END { for (k in o) { split(k, f, " "); dev = (f[1] ~ /rxe/) ? "rxe" : "siw";
-                          base = b[dev " " f[2] " " f[3]];
-                          if (base > 0 && o[k] > 0) printf "ratio %s %s %s rpcrdma-nfsd/nfsd = %.2f (%s / %s)\n", f[1], f[2], f[3], o[k] / base, o[k], base } }' \
-	"$NFSD_PERF" | sort >> "$NFSD_PERF"
-lab_say "nfsd performance (fio in the TCG VM; ratios only mean something):"
+# A/B performance: both servers mounted at once, fio alternating
+# nfsd_fio MOUNT JOB: one fio job (libaio, O_DIRECT, iodepth 16, 10 s);
+# prints "read_iops read_kib_s write_iops write_kib_s"
+nfsd_fio() {
+	case $2 in
+	randread) _a="--rw=randread --bs=4k" ;;
+	randrw) _a="--rw=randrw --bs=4k" ;;
+	seqread) _a="--rw=read --bs=256k" ;;
+	seqwrite) _a="--rw=write --bs=256k" ;;
+	esac
+	# shellcheck disable=SC2086
+	timeout 120 fio --name="$2" --filename="$1/ab.$2" --ioengine=libaio --direct=1 --iodepth=16 \
+		--size=32m --time_based --runtime=10 --minimal $_a 2>/dev/null |
+		awk -F';' '{ print $8, $7, $49, $48 }'
+}
+mkdir -p /mnt/ab-k /mnt/ab-ours
+for combo in "rdma-siw rdma siw" "verbs-siw verbs siw" "verbs-rxe verbs rxe"; do
+	set -- $combo
+	name=$1 tr=$2
+	lab_pair $3
+	lab_say "=== nfsd A/B performance: rpcrdma-nfsd $name vs kernel nfsd over $3"
+	$NFSD_BIN -e /rrexport -t $tr -l $S:20050 -m 20048 --no-rpcbind --no-root-squash \
+		> $LAB_OUT/rpcrdma-nfsd-ab-$name.log 2>&1 &
+	spid=$!
+	if [ $tr = rdma ]; then lab_wait_tcp $S 20050 20; else lab_wait_cm 20050 20; fi
+	if timeout 120 mount -t nfs -o vers=3,proto=rdma,port=20050,nolock,timeo=100,mountproto=tcp,mountport=20048 \
+		$S:/rrexport /mnt/ab-ours &&
+		timeout 120 mount -t nfs -o vers=3,proto=rdma,port=20049,nolock,timeo=100 $S:/export /mnt/ab-k; then
+		for job in randread randrw seqread seqwrite; do
+			for round in 1 2; do
+				o=$(nfsd_fio /mnt/ab-ours $job); k=$(nfsd_fio /mnt/ab-k $job)
+				echo "ab $name $job $round rpcrdma-nfsd $o kernel-nfsd $k" >> "$NFSD_PERF"
+			done
+			rm -f /mnt/ab-ours/ab.$job /mnt/ab-k/ab.$job
+		done
+		lab_pass "nfsd A/B fio $name: $(grep -c "^ab $name " "$NFSD_PERF") job pairs measured"
+	else
+		lab_fail "nfsd A/B $name: mounts"
+	fi
+	umount /mnt/ab-ours 2>/dev/null || umount -l /mnt/ab-ours
+	umount /mnt/ab-k 2>/dev/null || umount -l /mnt/ab-k
+	kill -TERM $spid 2>/dev/null; wait $spid
+done
+# per round: rpcrdma-nfsd / nfsd for IOPS and KiB/s of the job's direction(s)
+awk '$1 == "ab" && NF == 14 {
+	split("read_iops read_kib_s write_iops write_kib_s", m, " ")
+	for (i = 1; i <= 4; i++) {
+		o = $(5 + i); k = $(10 + i)
+		if (o > 0 && k > 0)
+			printf "ratio %s %s round %s %s rpcrdma-nfsd/nfsd = %.2f (%s / %s)\n", $2, $3, $4, m[i], o / k, o, k
+	} }' "$NFSD_PERF" >> "$NFSD_PERF"
+lab_say "nfsd performance (fio in the TCG VM, A/B; ratios only mean something):"
 sed 's/^/    /' "$NFSD_PERF"
