@@ -229,8 +229,10 @@ TEST(rdma_verbs_loopback)
 	fill_sin(&csin, caddr, 0);
 	cp.private_data = cli_pd;
 	cp.private_data_len = 8;
-	cp.responder_resources = 4;
-	cp.initiator_depth = 4;
+	/* asymmetric, as the Linux NFS client (IRD 128, ORD 0): the peer's
+	 * values must arrive as its IRD and ORD, not swapped */
+	cp.responder_resources = 6;
+	cp.initiator_depth = 3;
 	cp.src_addr = (struct sockaddr *)&csin;
 	cp.src_addrlen = sizeof(csin);
 	{
@@ -275,10 +277,13 @@ TEST(rdma_verbs_loopback)
 				   &c.id), 0);
 	REQUIRE_EQ(wait_cm(&s, &c, &ev), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
-	CHECK_EQ(ev.peer_ord, 4);
+	CHECK_EQ(ev.peer_ird, 6);
+	CHECK_EQ(ev.peer_ord, 3);
 	s.id = ev.id;
 	cp.private_data = srv_pd;
 	cp.src_addr = NULL;
+	cp.responder_resources = 4;
+	cp.initiator_depth = 4;
 	REQUIRE_EQ(rpcrdma_accept(s.id, s.qp, &cp), 0);
 	REQUIRE_EQ(wait_cm(&c, &s, &ev), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
@@ -288,7 +293,16 @@ TEST(rdma_verbs_loopback)
 	REQUIRE_EQ(wait_cm(&s, &c, &ev), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
 	REQUIRE_EQ(rpcrdma_conn_query(c.id, &info), 0);
-	CHECK(info.ord >= 1 && info.ord <= 4);
+	CHECK(info.ord >= 1 && info.ord <= 3);
+	{
+		struct rpcrdma_conn_info si;
+
+		/* the server may issue 4 (its wish, within the client's IRD 6)
+		 * and serves at most 3 (the client's ORD) */
+		REQUIRE_EQ(rpcrdma_conn_query(s.id, &si), 0);
+		CHECK(si.ord >= 1 && si.ord <= 4);
+		CHECK(si.ird <= 3);
+	}
 
 	/* Send client -> server */
 	memcpy(c.buf + 4096, "hello verbs", 11);

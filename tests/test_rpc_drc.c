@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "rpc/drc.h"
-#include "rpc/xprt_ctl.h"
+#include "rpc/ctl.h"
 #include "rpcrdma/rdma.h"
 #include "rpcrdma/rpc.h"
 #include "rpc_raw.h"

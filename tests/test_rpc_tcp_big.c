@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Large records on tcp:// (RFC 5531 section 11 record marking): the guard
- * of the 8 MiB pathology fix in src/rpc/xprt_tcp.c. Each end runs on an
+ * of the 8 MiB pathology fix in src/transport/tcp/. Each end runs on an
  * environment whose allocator counts allocations of 1 MiB and more. After a
  * first 8 MiB WRITE (Call) and READ (Reply), the next ones are received into
  * memory already held (the server's shared large-record buffer, the

@@ -3,13 +3,13 @@
  * (RFC 5531 section 9: a Call is retransmitted with its XID; section 11:
  * record marking), against a scripted server in this file: its first
  * connection(s) never answer, later ones answer each Call (optionally
- * twice). The test hooks of src/rpc/xprt_tcp.h stop the thread that wrote a
- * Call right after the write, while the connection is cut, replaced and
- * the reconnect's retransmit scan runs: the interleaving that lost a call
- * across a server restart (rpc_tcp_server_restart_under_load, about 1 run in
- * 5 under load before the fix). Also: a duplicate Reply completes a call
- * once, a cancel inside that window, cancel and client destroy while
- * reconnecting.
+ * twice). The test hooks of src/transport/tcp/tcp_client.h stop the thread
+ * that wrote a Call right after the write, while the connection is cut,
+ * replaced and the reconnect's retransmit scan runs: the interleaving that
+ * lost a call across a server restart (rpc_tcp_server_restart_under_load,
+ * about 1 run in 5 under load before the fix). Also: a duplicate Reply
+ * completes a call once, a cancel inside that window, cancel and client
+ * destroy while reconnecting.
  * Every wait is bounded. */
 #include "test.h"
 
@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rpc/xprt_tcp.h"
+#include "transport/tcp/tcp_client.h"
 #include "xprt_harness.h"
 #include "rpc_raw.h"
 #include "rpcrdma/rpc.h"

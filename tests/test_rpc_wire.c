@@ -542,3 +542,62 @@ TEST(rpc_wire_oversized_reply_fails_only_its_call)
 	close(fd);
 	close(lfd);
 }
+
+/* Empty fragments cannot keep a record open forever (RFC 5531 section 11
+ * does not forbid them, src/transport/tcp/rm.h counts them): with records
+ * of at most 1 MiB a record may have 1024 fragments. 1023 empty ones before
+ * a Call's one are answered; 1025 empty ones close the connection (before
+ * the limit the server read them for ever). */
+TEST(rpc_wire_server_fragment_limit)
+{
+	int port, fd;
+	struct rpcrdma_server *s = server(&port);
+	static uint8_t empties[1025 * 4];
+	uint8_t body[128];
+	struct rr_rpc_reply r;
+	uint32_t res = 0;
+	size_t n;
+
+	fd = rpc_raw_connect(port);
+	rpc_raw_send_all(fd, empties, 1023 * 4);
+	n = build_call(body, 0x6001, 2, 1, 0, NULL, 0, 0, 10);
+	send_record(fd, body, n);
+	expect_reply(fd, 0x6001, &r, &res);
+	CHECK_EQ(res, 11);
+	rpc_raw_send_all(fd, empties, sizeof(empties));
+	CHECK(peer_closed(fd, 5000));
+	close(fd);
+	check_other_client(port);
+	rpcrdma_server_destroy(s);
+}
+
+/* The client side of the same limit: a server answering with empty
+ * fragments without end gets its connection closed (with no_reconnect the
+ * Call fails) instead of a client reading for ever. */
+TEST(rpc_wire_client_fragment_limit)
+{
+	int port, lfd = raw_listen(&port), fd;
+	struct rpcrdma_client_opts o = {.timeout_ms = 30000, .max_msg = 4096,
+					.no_reconnect = true};
+	struct rpcrdma_client *c = NULL;
+	struct rpcrdma_call *call;
+	static uint8_t buf[4096], empties[1025 * 4];
+	char url[64];
+	long n;
+
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", port);
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
+	fd = accept_timeout(lfd, 5000);
+	REQUIRE(fd >= 0);
+	REQUIRE_EQ(rpcrdma_call_create(c, 1, &call), 0);
+	REQUIRE_EQ(rpcrdma_call_start(call, NULL, NULL), 0);
+	n = rpc_raw_recv_record(fd, buf, sizeof(buf), 5000);
+	REQUIRE(n > 0);
+	rpc_raw_send_all(fd, empties, sizeof(empties));
+	CHECK(peer_closed(fd, 5000));
+	CHECK_EQ(rpcrdma_call_wait(call, 5000), -ECONNRESET);
+	rpcrdma_call_destroy(call);
+	rpcrdma_client_destroy(c);
+	close(fd);
+	close(lfd);
+}

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Tests of the RPC layer's transport contract (src/rpc/xprt.h) with a fake
+/* Tests of the RPC layer's transport contract (src/transport/xprt.h) with a fake
  * transport registered under its own URL scheme, the way the RPC-over-RDMA
  * transport plugs in: the client's Call arrives as inline bytes plus
  * referenced DDP items whose XDR positions must rebuild the complete message
@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "rpc/rpcmsg.h"
-#include "rpc/xprt.h"
+#include "transport/xprt.h"
 #include "rpcrdma/rpc.h"
 
 /* ---- fake client transport ---- */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* What the servers' listeners share (tcp:// in src/rpc/xprt_tcp.c, the soft
+/* What the servers' listeners share (tcp:// in src/transport/tcp/, the soft
  * provider's in src/rdma/soft/cm.c; docs/security.md "Limits"): the
  * host identity of peers, for limits per source address, and the accept
  * back-off when the process is out of file descriptors or memory. No wire

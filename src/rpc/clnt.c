@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The RPC client (include/rpcrdma/rpc.h) over any registered transport
- * (src/rpc/xprt.h): Call headers (RFC 5531 section 9) with a random first
+ * (src/transport/xprt.h): Call headers (RFC 5531 section 9) with a random first
  * XID incremented per call, AUTH_NONE and AUTH_SYS credentials (section 10.1,
  * appendix A), synchronous and asynchronous calls, timeouts enforced by a
  * per-client timer thread, cancellation, Reply header decoding into a status
  * (accepted/denied states) and a results decoder that yields DDP-eligible
  * items through the caller's result sinks. */
 #include "rpc/rpcmsg.h"
-#include "rpc/xprt.h"
-#include "rpc/xprt_ctl.h"
+#include "transport/xprt.h"
+#include "rpc/ctl.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -683,7 +683,7 @@ RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call)
 	call_free(call);
 }
 
-/* Transport controls (rpc/xprt_ctl.h): counters and push mode. */
+/* Transport controls (transport/xprt_ctl.h): counters and push mode. */
 int rr_rpc_client_ctl(struct rpcrdma_client *c, unsigned op, void *arg)
 {
 	if (!c)

@@ -24,7 +24,7 @@
 #ifndef RR_RPC_DRC_H
 #define RR_RPC_DRC_H
 
-#include "rpc/xprt.h"
+#include "transport/xprt.h"
 
 #include <stdatomic.h>
 

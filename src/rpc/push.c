@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Push mode (include/rpcrdma/push.h, draft-talpey-rdma-commit-00 section 2)
  * of the RPC API: argument checks, the region handle's XDR, and routing to
- * the transport's ctl op (rpc/xprt_ctl.h). Transports without it (tcp://)
- * answer -EOPNOTSUPP. */
-#include "rpc/xprt.h"
-#include "rpc/xprt_ctl.h"
+ * the transport's ctl op (transport/xprt_ctl.h). Transports without it
+ * (tcp://) answer -EOPNOTSUPP. */
+#include "transport/xprt.h"
+#include "rpc/ctl.h"
 
 #include <stdio.h>
 

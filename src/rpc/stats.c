@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Copyright (c) The librpcrdma authors */
 /* Public transport counters (include/rpcrdma/stats.h): snapshots routed to
- * the transport's ctl op (rpc/xprt_ctl.h; tcp:// clients answer
+ * the transport's ctl op (transport/xprt_ctl.h; tcp:// clients answer
  * -EOPNOTSUPP), the difference of two, and the printer -- the last two
  * generated from the table RPCRDMA_XPRT_STATS, so a counter added there is
  * subtracted and printed with no other change. */
-#include "rpc/xprt.h"
-#include "rpc/xprt_ctl.h"
+#include "transport/xprt.h"
+#include "rpc/ctl.h"
 
 #include <stdio.h>
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The RPC server (include/rpcrdma/rpc.h) over any registered transport
- * (src/rpc/xprt.h): decodes each Call header (RFC 5531 section 9), checks
+ * (src/transport/xprt.h): decodes each Call header (RFC 5531 section 9), checks
  * the credential (AUTH_NONE, AUTH_SYS per appendix A; anything else is
  * AUTH_ERROR/AUTH_BADCRED, a non-null verifier AUTH_BADVERF), dispatches on
  * (prog, vers, proc) to handlers on a pool of worker threads, and answers as
@@ -17,8 +17,8 @@
 #include "rpc/drc.h"
 #include "rpc/rpcmsg.h"
 #include "rpc/svcint.h"
-#include "rpc/xprt.h"
-#include "rpc/xprt_ctl.h"
+#include "transport/xprt.h"
+#include "rpc/ctl.h"
 
 #include <netinet/in.h>
 #include <limits.h>
@@ -41,6 +41,7 @@ struct svc_proc {
 	uint32_t prog, vers, proc;
 	rpcrdma_handler_fn fn;
 	rpcrdma_svc_dispatch_fn tirpc;   /* or an rpcgen dispatch function */
+	rr_svc_program_fn run_tirpc;     /* that runs it (tirpc.c) */
 	void *ctx;
 };
 
@@ -433,6 +434,43 @@ static void drc_key(struct rpcrdma_req *r, size_t pos, struct rr_drc_key *k)
 	}
 }
 
+/* Authentication (RFC 5531 section 9 reject_stat AUTH_ERROR): AUTH_NONE,
+ * or AUTH_SYS whose body decodes (kept in r->sys); any other flavor, a bad
+ * body or a verifier that is not AUTH_NONE sets the AUTH_ERROR Reply and
+ * returns false. */
+static bool req_auth(struct rpcrdma_req *r)
+{
+	switch (r->call.cred.flavor) {
+	case RR_RPC_AUTH_NONE:
+		break;
+	case RR_RPC_AUTH_SYS: {
+		struct rr_rpc_authsys w;
+
+		if (rr_rpcmsg_decode_authsys(r->call.cred.body, r->call.cred.len, &w)) {
+			rr_svc_reply_denied(r, RR_RPC_AUTH_ERROR, RR_RPC_AUTH_BADCRED);
+			return false;
+		}
+		r->have_sys = true;
+		r->sys.stamp = w.stamp;
+		memcpy(r->sys.machinename, w.machinename, w.machinename_len);
+		r->sys.machinename[w.machinename_len] = '\0';
+		r->sys.uid = w.uid;
+		r->sys.gid = w.gid;
+		r->sys.ngids = w.ngids;
+		memcpy(r->sys.gids, w.gids, w.ngids * sizeof(uint32_t));
+		break;
+	}
+	default:
+		rr_svc_reply_denied(r, RR_RPC_AUTH_ERROR, RR_RPC_AUTH_BADCRED);
+		return false;
+	}
+	if (r->call.verf.flavor != RR_RPC_AUTH_NONE || r->call.verf.len != 0) {
+		rr_svc_reply_denied(r, RR_RPC_AUTH_ERROR, RR_RPC_AUTH_BADVERF);
+		return false;
+	}
+	return true;
+}
+
 static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r)
 {
 	struct rr_xprt_req *x = r->xreq;
@@ -458,35 +496,7 @@ static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r)
 		return;
 	}
 
-	/* Authentication (RFC 5531 section 9 reject_stat AUTH_ERROR). */
-	switch (r->call.cred.flavor) {
-	case RR_RPC_AUTH_NONE:
-		break;
-	case RR_RPC_AUTH_SYS: {
-		struct rr_rpc_authsys w;
-
-		if (rr_rpcmsg_decode_authsys(r->call.cred.body, r->call.cred.len, &w)) {
-			rr_svc_reply_denied(r, RR_RPC_AUTH_ERROR, RR_RPC_AUTH_BADCRED);
-			req_finish(r, true);
-			return;
-		}
-		r->have_sys = true;
-		r->sys.stamp = w.stamp;
-		memcpy(r->sys.machinename, w.machinename, w.machinename_len);
-		r->sys.machinename[w.machinename_len] = '\0';
-		r->sys.uid = w.uid;
-		r->sys.gid = w.gid;
-		r->sys.ngids = w.ngids;
-		memcpy(r->sys.gids, w.gids, w.ngids * sizeof(uint32_t));
-		break;
-	}
-	default:
-		rr_svc_reply_denied(r, RR_RPC_AUTH_ERROR, RR_RPC_AUTH_BADCRED);
-		req_finish(r, true);
-		return;
-	}
-	if (r->call.verf.flavor != RR_RPC_AUTH_NONE || r->call.verf.len != 0) {
-		rr_svc_reply_denied(r, RR_RPC_AUTH_ERROR, RR_RPC_AUTH_BADVERF);
+	if (!req_auth(r)) {
 		req_finish(r, true);
 		return;
 	}
@@ -552,7 +562,7 @@ static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r)
 		}
 	}
 	if (match->tirpc) {
-		rc = rr_svc_tirpc_dispatch(r, match->tirpc);
+		rc = match->run_tirpc(r, match->tirpc);
 	} else {
 		rc = match->fn(r, match->ctx);
 		if (rc < 0)
@@ -705,19 +715,12 @@ RPCRDMA_API int rpcrdma_server_register(struct rpcrdma_server *s, uint32_t prog,
 	return add_proc(s, &p);
 }
 
-RPCRDMA_API int rpcrdma_server_register_svc(struct rpcrdma_server *s, uint32_t prog,
-					    uint32_t vers, rpcrdma_svc_dispatch_fn fn)
+int rr_svc_add_program(struct rpcrdma_server *s, uint32_t prog, uint32_t vers,
+		       rr_svc_program_fn run, rpcrdma_svc_dispatch_fn fn)
 {
-	struct svc_proc p = {.prog = prog, .vers = vers, .tirpc = fn};
+	struct svc_proc p = {.prog = prog, .vers = vers, .tirpc = fn, .run_tirpc = run};
 
-	if (!s || !fn)
-		return -EINVAL;
-#ifndef RPCRDMA_HAVE_TIRPC
-	(void)p;
-	return -ENOSYS;
-#else
 	return add_proc(s, &p);
-#endif
 }
 
 RPCRDMA_API int rpcrdma_server_set_idempotent(struct rpcrdma_server *s, uint32_t prog,
@@ -914,7 +917,7 @@ const struct rr_rpc_call *rr_svc_req_call(const struct rpcrdma_req *r)
 	return &r->call;
 }
 
-/* Transport controls (rpc/xprt_ctl.h): counters and push mode. */
+/* Transport controls (transport/xprt_ctl.h): counters and push mode. */
 int rr_rpc_server_ctl(struct rpcrdma_server *s, unsigned op, void *arg)
 {
 	if (!s)

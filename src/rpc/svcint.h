@@ -2,7 +2,9 @@
 /* Internal hooks of the RPC server (svc.c) used by the libtirpc glue
  * (tirpc.c): replace a request's reply with an RFC 5531 header-only
  * accepted/denied Reply (section 9), read its decoded Call header, and
- * dispatch to an rpcgen-generated service routine. */
+ * register a whole (prog, vers) served by an rpcgen-generated service
+ * routine. The server calls the glue back only through the function it
+ * registered, so svc.c names nothing of tirpc.c. */
 #ifndef RR_RPC_SVCINT_H
 #define RR_RPC_SVCINT_H
 
@@ -17,6 +19,12 @@ void rr_svc_reply_denied(struct rpcrdma_req *r, uint32_t rstat, uint32_t auth_st
 const struct rr_rpc_call *rr_svc_req_call(const struct rpcrdma_req *r);
 /* Runs @fn for @r; returns an enum rpcrdma_svc_stat (OK: the reply in
  * place is sent; DROP: no reply). */
-int rr_svc_tirpc_dispatch(struct rpcrdma_req *r, rpcrdma_svc_dispatch_fn fn);
+typedef int (*rr_svc_program_fn)(struct rpcrdma_req *r, rpcrdma_svc_dispatch_fn fn);
+/* Every procedure of (@prog, @vers) runs @run(r, @fn) (after the server's
+ * own checks: RPC version, credential, NULL procedure). Returns 0, -EBUSY
+ * once the server started, -EEXIST when a procedure of (@prog, @vers) is
+ * registered, -ENOMEM. */
+int rr_svc_add_program(struct rpcrdma_server *s, uint32_t prog, uint32_t vers,
+		       rr_svc_program_fn run, rpcrdma_svc_dispatch_fn fn);
 
 #endif

@@ -382,7 +382,8 @@ static const struct xp_ops2 svc_shim_ops2 = {
 	.xp_control = shim_xcontrol,
 };
 
-int rr_svc_tirpc_dispatch(struct rpcrdma_req *r, rpcrdma_svc_dispatch_fn fn)
+/* Runs the rpcgen dispatch function @fn for @r (rr_svc_program_fn). */
+static int tirpc_dispatch(struct rpcrdma_req *r, rpcrdma_svc_dispatch_fn fn)
 {
 	const struct rr_rpc_call *c = rr_svc_req_call(r);
 	const struct rpcrdma_auth_sys *sys = rpcrdma_req_auth_sys(r);
@@ -424,6 +425,14 @@ int rr_svc_tirpc_dispatch(struct rpcrdma_req *r, rpcrdma_svc_dispatch_fn fn)
 	}
 }
 
+RPCRDMA_API int rpcrdma_server_register_svc(struct rpcrdma_server *s, uint32_t prog,
+					    uint32_t vers, rpcrdma_svc_dispatch_fn fn)
+{
+	if (!s || !fn)
+		return -EINVAL;
+	return rr_svc_add_program(s, prog, vers, tirpc_dispatch, fn);
+}
+
 #else /* !RPCRDMA_HAVE_TIRPC */
 
 RPCRDMA_API int rpcrdma_call_xdrproc(struct rpcrdma_client *c, uint32_t proc,
@@ -442,11 +451,14 @@ RPCRDMA_API struct __rpc_client *rpcrdma_clnt_create(const char *url, uint32_t p
 	return NULL;
 }
 
-int rr_svc_tirpc_dispatch(struct rpcrdma_req *r, rpcrdma_svc_dispatch_fn fn)
+RPCRDMA_API int rpcrdma_server_register_svc(struct rpcrdma_server *s, uint32_t prog,
+					    uint32_t vers, rpcrdma_svc_dispatch_fn fn)
 {
-	(void)r;
-	(void)fn;
-	return RPCRDMA_SVC_SYSTEM_ERR;
+	(void)prog;
+	(void)vers;
+	if (!s || !fn)
+		return -EINVAL;
+	return -ENOSYS;
 }
 
 #endif

@@ -5,7 +5,7 @@
  * positions), and a decoder that yields DDP-eligible items either from the
  * inline bytes, from a caller's result sink, or from an item the transport
  * delivered outside the inline bytes. Wraps the checked cursor of
- * src/xdr/xdr.h (RFC 4506); see src/rpc/xprt.h for how transports use these
+ * src/xdr/xdr.h (RFC 4506); see src/transport/xprt.h for how transports use these
  * structures (RFC 8166 section 6 "Upper-Layer Binding Specifications",
  * DDP-eligibility; section 3.4.3 "XDR reduction"). */
 #ifndef RR_RPC_XBUF_H

@@ -586,9 +586,10 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: rr_lab_nfs3 -s SERVER_ADDR -u NFS_URL -e EXPORT -l LOCAL_DIR\n"
-		"       [-f FILE] [-d DIR] [-w NAME] [-W BYTES] [-c READDIR_COUNT]\n"
-		"  rpcbind at tcp://SERVER:111 gives mountd's port; MNT EXPORT gives the root\n"
-		"  handle; NFS goes to NFS_URL. LOCAL_DIR is EXPORT as seen locally (checks).\n");
+		"       [-m MOUNT_PORT] [-f FILE] [-d DIR] [-w NAME] [-W BYTES] [-c READDIR_COUNT]\n"
+		"  rpcbind at tcp://SERVER:111 gives mountd's port (-m: that port, no rpcbind);\n"
+		"  MNT EXPORT gives the root handle; NFS goes to NFS_URL. LOCAL_DIR is EXPORT\n"
+		"  as seen locally (checks).\n");
 	exit(2);
 }
 
@@ -608,8 +609,9 @@ int main(int argc, char **argv)
 	uint32_t port = 0;
 	int opt, rc;
 
-	while ((opt = getopt(argc, argv, "s:u:e:l:f:d:w:W:c:")) != -1) {
+	while ((opt = getopt(argc, argv, "s:u:e:l:m:f:d:w:W:c:")) != -1) {
 		switch (opt) {
+		case 'm': port = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 's': server = optarg; break;
 		case 'u': nfs_url = optarg; break;
 		case 'e': export = optarg; break;
@@ -627,11 +629,13 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
 	/* MOUNT over TCP: rpcbind, then MNT. */
-	snprintf(url, sizeof(url), "tcp://%s:111", server);
-	rc = pmap_getport(url, MOUNT_PROG, 3, &port);
-	result(rc == 0 && port > 0, "rpcbind GETPORT mountd", "rc %d port %u", rc, port);
-	if (rc || !port)
-		return 1;
+	if (!port) {
+		snprintf(url, sizeof(url), "tcp://%s:111", server);
+		rc = pmap_getport(url, MOUNT_PROG, 3, &port);
+		result(rc == 0 && port > 0, "rpcbind GETPORT mountd", "rc %d port %u", rc, port);
+		if (rc || !port)
+			return 1;
+	}
 	snprintf(url, sizeof(url), "tcp://%s:%u", server, port);
 	rc = mount_root(url, export, &root);
 	result(rc == 0 && root.len > 0, "MOUNT3 MNT root handle", "rc %d, %u-byte handle", rc,

@@ -70,7 +70,7 @@ ROOTFS=$LAB_DIR/rootfs
 IMG=$LAB_DIR/rpcrdma-lab.img
 BUILD=${LAB_BUILD:-$LAB_DIR/build}
 GUEST_PKGS="linux-image-amd64,kmod,iproute2,procps,busybox,e2fsprogs,rdma-core,ibverbs-providers,\
-ibverbs-utils,rdmacm-utils,perftest,nfs-kernel-server,nfs-common,rpcbind,tcpdump"
+ibverbs-utils,rdmacm-utils,perftest,nfs-kernel-server,nfs-common,rpcbind,tcpdump,fio"
 if [ "$SUITE" = bookworm ]; then
 	GUEST_PKGS+=",libibverbs1,librdmacm1,libtirpc3"
 else
@@ -451,10 +451,13 @@ cmd_check() {
 			{
 				echo "== $name.pcap: $total frames, $min match each of '$filter'," \
 					"$all_bad malformed, $bad of them ours (ours: $ours) ($what)"
+				# (|| true: head closing early makes tshark die of SIGPIPE,
+				# which pipefail + set -e turned into a silent exit of the
+				# whole check when a capture had many malformed frames)
 				ts -r "$f" "${dopt[@]}" -T fields -e frame.protocols 2>/dev/null | sed 's/^eth:ethertype://' |
 					sed -E 's/(:iwarp_ddp_rdmap(:data)?){2,}/:iwarp_ddp_rdmap...(several FPDUs)/' |
-					sort | uniq -c | sort -rn | head -n 6
-				[ "$all_bad" = 0 ] || ts -r "$f" "${dopt[@]}" -Y '_ws.malformed' 2>/dev/null | head -n 5 | sed 's/^/  MALFORMED /'
+					sort | uniq -c | sort -rn | head -n 6 || true
+				[ "$all_bad" = 0 ] || ts -r "$f" "${dopt[@]}" -Y '_ws.malformed' 2>/dev/null | head -n 5 | sed 's/^/  MALFORMED /' || true
 			} >> "$run/out/tshark.txt"
 			if [ "$min" -gt 0 ] && [ "$bad" = 0 ]; then
 				echo "PASS tshark $name: $min frames match each of '$filter', none of ours malformed ($all_bad in all)" >> "$hr"

@@ -3,7 +3,7 @@
 # vm-tests.sh - the interop tests, run as root inside the lab VM by
 # tests/interop/run-lab.sh (copied to /lab/test.sh). /share is the project
 # build (read-only), /lab/out collects results.txt, pcaps.txt, *.pcap, logs.
-# Sections (LAB_ONLY selects some): devices unit probe baseline iwarp rpc nfs
+# Sections (LAB_ONLY selects some): devices unit probe baseline iwarp rpc nfsd nfs
 # push (vm-push.sh)
 . /lab/lablib.sh
 : > $LAB_OUT/results.txt
@@ -213,6 +213,13 @@ if lab_section rpc; then
 			"$BIN/rr_lab_rpc call $cs://$addr:$port"
 		lab_cap_stop
 	done
+fi
+
+# ---------------------------------------------------------------- nfsd
+# the kernel NFS/RDMA client against rpcrdma-nfsd, with kernel nfsd as the
+# baseline (tests/interop/vm-nfsd.sh); before "nfs", which leaves nfsd running
+if lab_section nfsd; then
+	. $BIN/vm-nfsd.sh
 fi
 
 # ---------------------------------------------------------------- nfs

@@ -259,6 +259,14 @@ static int vb_on_connect_request(struct vb_ch *ch, struct rdma_cm_event *e,
 	ev->id = RR_PUB(cm_id, &nid->base);
 	ev->listen_id = RR_PUB(cm_id, &lid->base);
 	vb_ev_pdata(ev, e);
+	/* A connection request's values come from the local side's point of
+	 * view (iw_cm and the IB CM both swap the wire's): initiator_depth is
+	 * what we may issue, the peer's IRD; responder_resources what we must
+	 * serve, the peer's ORD. Taken unswapped, a Linux NFS client (IRD 128,
+	 * ORD 0) left a server with ORD 0: every RDMA Read of a WRITE's Read
+	 * chunk failed and the connection dropped. */
+	ev->peer_ird = e->param.conn.initiator_depth;
+	ev->peer_ord = e->param.conn.responder_resources;
 	nid->peer_ird = ev->peer_ird;
 	nid->peer_ord = ev->peer_ord;
 	return 1;

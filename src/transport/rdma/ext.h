@@ -4,7 +4,7 @@
 #ifndef RR_TRANSPORT_RDMA_EXT_H
 #define RR_TRANSPORT_RDMA_EXT_H
 
-#include "rpc/xprt_ctl.h"
+#include "transport/xprt_ctl.h"
 #include "transport/rdma/tp.h"
 
 int rr_rdma_client_ctl(struct rr_tp_client *tp, unsigned op, void *arg);

@@ -22,9 +22,9 @@
 
 #include "proto/conn/credits.h"
 #include "proto/conn/privdata.h"
-#include "rpc/xprt.h"
 #include "transport/rdma/ext.h"
 #include "transport/rdma/tp.h"
+#include "transport/xprt.h"
 
 struct rr_xprt_client {
 	struct rr_tp_client *tp;

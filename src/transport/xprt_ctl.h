@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Optional transport controls (src/rpc/xprt.h, the ctl ops): what the
+/* Optional transport controls (transport/xprt.h, the ctl ops): what the
  * public counters (include/rpcrdma/stats.h) and push mode
  * (include/rpcrdma/push.h, draft-talpey-rdma-commit section 2) ask of a
  * transport. A transport without the ctl op, or that does not know an
  * operation, answers -EOPNOTSUPP (tcp:// has neither counters of RDMA
- * message forms nor RDMA Commit). Arguments are borrowed for the call. */
-#ifndef RR_RPC_XPRT_CTL_H
-#define RR_RPC_XPRT_CTL_H
+ * message forms nor RDMA Commit). Arguments are borrowed for the call. The
+ * RPC layer routes them with rpc/ctl.h. */
+#ifndef RR_TRANSPORT_XPRT_CTL_H
+#define RR_TRANSPORT_XPRT_CTL_H
 
 #include "rpcrdma/push.h"
 #include "rpcrdma/stats.h"
@@ -50,10 +51,5 @@ struct rr_ctl_expose {
 	uint64_t id;      /* out */
 	uint32_t levels;  /* out: RPCRDMA_PUSH_REGION_* */
 };
-
-/* Route a control to the transport of a client / server / request. */
-int rr_rpc_client_ctl(struct rpcrdma_client *c, unsigned op, void *arg);
-int rr_rpc_server_ctl(struct rpcrdma_server *s, unsigned op, void *arg);
-int rr_rpc_req_ctl(struct rpcrdma_req *r, unsigned op, void *arg);
 
 #endif

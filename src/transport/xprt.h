@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* The RPC layer's internal transport interface: what a transport (TCP with
- * RFC 5531 section 11 record marking today; RPC-over-RDMA v1, RFC 8166,
- * behind rdma:// and verbs:// next) implements so that the public RPC API
- * (include/rpcrdma/rpc.h) runs on it unchanged. Transports register by URL
- * scheme (rr_xprt_register). This file is the contract; read it whole.
+/* The transport interface: what a transport (tcp://, ONC RPC over TCP with
+ * RFC 5531 section 11 record marking, in src/transport/tcp/; rdma:// and
+ * verbs://, RPC-over-RDMA v1, RFC 8166, in src/transport/) implements so
+ * that the public RPC API (include/rpcrdma/rpc.h, src/rpc/) runs on it
+ * unchanged, and the registry that finds a transport by URL scheme
+ * (src/transport/registry.c). The RPC layer names no transport: it resolves
+ * the URL here. This file is the contract; read it whole.
  *
  * ---------------------------------------------------------------------------
  * 1. Messages and DDP-eligible items
@@ -140,11 +142,12 @@
  * 4. Registration
  *
  * rr_xprt_register(cls) adds or replaces the transport of cls->scheme.
- * "tcp" and "rdma" are built in (rr_xprt_builtin_init() in src/rpc/xprt.c
- * names both classes, so a static link pulls both in). "verbs" is a known
- * scheme answered -EPROTONOSUPPORT until a transport registers for it. */
-#ifndef RR_RPC_XPRT_H
-#define RR_RPC_XPRT_H
+ * "tcp", "rdma" and "verbs" are built in (rr_xprt_builtin_init() in
+ * src/transport/registry.c names the three classes, so a static link pulls
+ * them in). A known scheme without a transport is answered
+ * -EPROTONOSUPPORT. */
+#ifndef RR_TRANSPORT_XPRT_H
+#define RR_TRANSPORT_XPRT_H
 
 #include "common/common.h"
 #include "rpc/xbuf.h"
@@ -220,7 +223,7 @@ struct rr_xprt_client_ops {
 	 * so returning early is always correct. */
 	void (*wait)(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms);
 	/* Optional: transport controls (counters, push mode), see
-	 * rpc/xprt_ctl.h; NULL or an unknown @op: -EOPNOTSUPP. */
+	 * transport/xprt_ctl.h; NULL or an unknown @op: -EOPNOTSUPP. */
 	int (*ctl)(struct rr_xprt_client *x, unsigned op, void *arg);
 	/* Optional: 1/0 whether the current connection negotiated reliable
 	 * reply, -ENOTCONN (absent: -EOPNOTSUPP). */
@@ -279,7 +282,7 @@ struct rr_xprt_server_ops {
 	 * before returning; the RPC layer then dispatches inline, without a
 	 * handoff to a worker. false: recv() only queues. */
 	bool inline_recv;
-	/* Optional: transport controls (rpc/xprt_ctl.h) for the endpoint
+	/* Optional: transport controls (transport/xprt_ctl.h) for the endpoint
 	 * (@req NULL) or for the connection of @req (a delivered request not
 	 * yet done). NULL or an unknown @op: -EOPNOTSUPP. */
 	int (*ctl)(struct rr_xprt_server *s, struct rr_xprt_req *req, unsigned op, void *arg);
@@ -310,9 +313,9 @@ int rr_xprt_lookup(const char *scheme, const struct rr_xprt_class **out);
 int rr_xprt_resolve(const char *url, bool server, struct rr_xprt_target *t,
 		    const struct rr_xprt_class **out);
 
-/* Built-in transports. */
-extern const struct rr_xprt_class rr_xprt_tcp_class;
-extern const struct rr_xprt_class rr_xprt_rdma_class;   /* src/transport/rdma_rpc.c */
-extern const struct rr_xprt_class rr_xprt_verbs_class;  /* src/transport/rdma_rpc.c */
+/* Built-in transports (the registry's table). */
+extern const struct rr_xprt_class rr_xprt_tcp_class;    /* src/transport/tcp/tcp.c */
+extern const struct rr_xprt_class rr_xprt_rdma_class;   /* src/transport/rdma/rpc.c */
+extern const struct rr_xprt_class rr_xprt_verbs_class;  /* src/transport/rdma/rpc.c */
 
 #endif

@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Test hooks of the TCP transport (src/rpc/xprt_tcp.c, RFC 5531 record
- * marking). A hook lets a test stop a thread at a point of the client's
- * reconnect/retransmit logic and force an interleaving that would otherwise
- * need a lucky schedule. Not used by the library itself; with no hook set
- * each point costs one atomic load. */
-#ifndef RR_RPC_XPRT_TCP_H
-#define RR_RPC_XPRT_TCP_H
+/* The client role of tcp:// (tcp_client.c, RFC 5531 record marking): its
+ * ops for the transport class (tcp.c), and its test hooks. A hook lets a
+ * test stop a thread at a point of the client's reconnect/retransmit logic
+ * and force an interleaving that would otherwise need a lucky schedule. Not
+ * used by the library itself; with no hook set each point costs one atomic
+ * load. */
+#ifndef RR_TRANSPORT_TCP_CLIENT_H
+#define RR_TRANSPORT_TCP_CLIENT_H
 
 #include <stdint.h>
+
+#include "transport/xprt.h"
+
+extern const struct rr_xprt_client_ops rr_tcp_client_ops;
 
 enum rr_tcp_test_point {
 	/* A Call's record was written (or the write failed): the thread

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Transport registry by URL scheme and target URL parsing for the RPC layer
- * (see xprt.h). Built in: "tcp" (RFC 5531 section 11 record marking),
+/* The one table of transports, by URL scheme, and target URL parsing
+ * (transport/xprt.h section 4): the RPC layer resolves a URL here and names
+ * no transport itself. Built in: "tcp" (RFC 5531 section 11 record marking),
  * "rdma" (RFC 8166 on the soft iWARP provider) and "verbs" (RFC 8166 on
  * rdma-core; -EPROTONOSUPPORT at create when built without it, -ENODEV
  * without an RDMA device). A known scheme without a class answers
  * -EPROTONOSUPPORT. */
-#include "rpc/xprt.h"
+#include "transport/xprt.h"
 
 #include <pthread.h>
 #include <stdio.h>

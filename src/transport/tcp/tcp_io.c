@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Socket I/O of tcp:// (tcp_io.h). Reading: the record marking decoder
+ * (rm.h) says where the next bytes go (the 4-byte fragment header, or
+ * straight into the record buffer) and recv puts them there, through a
+ * read-ahead stage on the client so that a small record costs one system
+ * call; EAGAIN ends a read, EOF or an error is -ECONNRESET. Writing: an RPC
+ * message (its inline bytes, referenced DDP-eligible data and XDR pad,
+ * transport/xprt.h section 1) is framed by the encoder as one fragment and
+ * sent with sendmsg, polling when the socket buffer is full. */
+#include "transport/tcp/tcp_io.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+/* ---- record reader ---- */
+
+void rr_tcp_reader_init(struct rr_tcp_reader *r, const struct rpcrdma_env *env, size_t max,
+			size_t spare_max, struct rr_tcp_cache *pool, bool trust_len,
+			bool skip_oversize)
+{
+	struct rr_rm_dec_conf dc = {
+		.env = env,
+		.max_record = max,
+		.max_frags = rr_rm_frags_default(max),
+		.skip_oversize = skip_oversize,
+		.trust_len = trust_len,
+	};
+
+	memset(r, 0, sizeof(*r));
+	rr_tcp_bufs_init(&r->bufs, env, spare_max, pool);
+	dc.bufs = rr_tcp_bufs_provider(&r->bufs);
+	rr_rm_dec_init(&r->dec, &dc);
+}
+
+void rr_tcp_reader_recycle(struct rr_tcp_reader *r, uint8_t *buf, size_t cap)
+{
+	rr_tcp_bufs_put(&r->bufs, buf, cap);
+}
+
+void rr_tcp_reader_fini(struct rr_tcp_reader *r)
+{
+	rr_rm_dec_fini(&r->dec);
+	rr_free(r->bufs.env, r->stage);
+	r->stage = NULL;
+	r->stage_cap = r->stage_off = r->stage_len = 0;
+	rr_tcp_bufs_fini(&r->bufs);
+}
+
+int rr_tcp_reader_stage(struct rr_tcp_reader *r, size_t cap)
+{
+	r->stage = rr_alloc(r->bufs.env, cap);
+	if (!r->stage)
+		return -ENOMEM;
+	r->stage_cap = cap;
+	return 0;
+}
+
+void rr_tcp_reader_reset(struct rr_tcp_reader *r)
+{
+	rr_rm_dec_reset(&r->dec);
+	r->stage_off = r->stage_len = 0;
+}
+
+bool rr_tcp_reader_buffered(const struct rr_tcp_reader *r)
+{
+	return r->stage_off < r->stage_len;
+}
+
+/* recv() through the staging buffer: small reads fill the stage (one
+ * syscall for header and body), large ones go straight to @dst. */
+static ssize_t rm_recv(struct rr_tcp_reader *r, int fd, void *dst, size_t want)
+{
+	ssize_t n;
+	size_t k;
+
+	if (r->stage_off < r->stage_len) {
+		k = RR_MIN(want, r->stage_len - r->stage_off);
+		memcpy(dst, r->stage + r->stage_off, k);
+		r->stage_off += k;
+		return (ssize_t)k;
+	}
+	if (!r->stage || want >= r->stage_cap / 2)
+		return recv(fd, dst, want, 0);
+	n = recv(fd, r->stage, r->stage_cap, 0);
+	if (n <= 0)
+		return n;
+	k = RR_MIN(want, (size_t)n);
+	memcpy(dst, r->stage, k);
+	r->stage_off = k;
+	r->stage_len = (size_t)n;
+	return (ssize_t)k;
+}
+
+int rr_tcp_read(struct rr_tcp_reader *r, int fd)
+{
+	for (;;) {
+		uint8_t scratch[4096], *dst;
+		size_t want;
+		ssize_t n;
+		int rc = rr_rm_dec_space(&r->dec, &dst, &want);
+
+		if (rc)
+			return rc;
+		if (!dst) {   /* an oversized record's data, discarded */
+			dst = scratch;
+			want = RR_MIN(want, sizeof(scratch));
+		}
+		n = rm_recv(r, fd, dst, want);
+		if (n == 0)
+			return -ECONNRESET;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return -ECONNRESET;
+		}
+		rc = rr_rm_dec_commit(&r->dec, (size_t)n);
+		if (rc)
+			return rc;
+	}
+}
+
+/* ---- record writer ---- */
+
+#define MAX_PIECES (1 + 3 * RR_RPC_MAX_DDP + 1)
+#define MAX_IOV (1 + MAX_PIECES)
+
+/* Builds the pieces of the complete XDR message @m, in order: inline bytes,
+ * each referenced item's data and its pad (transport/xprt.h section 1). */
+static int build_iov(const struct rr_xprt_msg *m, struct iovec *iov)
+{
+	const uint8_t *pad = rr_xbuf_zero_pad();
+	size_t off = 0;
+	int n = 0;
+
+	for (unsigned i = 0; i < m->nddp; i++) {
+		const struct rr_rpc_ddp *d = &m->ddp[i];
+		size_t padlen = RR_ALIGN4((size_t)d->len) - d->len;
+
+		if (d->inline_off > off) {
+			iov[n].iov_base = (void *)(m->head + off);
+			iov[n++].iov_len = d->inline_off - off;
+			off = d->inline_off;
+		}
+		if (d->len) {
+			iov[n].iov_base = (void *)d->ptr;
+			iov[n++].iov_len = d->len;
+		}
+		if (padlen) {
+			iov[n].iov_base = (void *)pad;
+			iov[n++].iov_len = padlen;
+		}
+	}
+	if (m->head_len > off) {
+		iov[n].iov_base = (void *)(m->head + off);
+		iov[n++].iov_len = m->head_len - off;
+	}
+	return n;
+}
+
+/* Polls in slices of 100 ms while the socket buffer is full. */
+int rr_tcp_send_record(int fd, const struct rr_xprt_msg *m, atomic_bool *cancel, int timeout_ms)
+{
+	struct iovec piece[MAX_PIECES], iov[MAX_IOV];
+	uint8_t marker[1][RR_RM_HDR_LEN];
+	int niov, idle_ms = 0;
+	size_t total = 0, sent = 0;
+	struct iovec *v = iov;
+
+	/* one fragment: -EMSGSIZE above RR_RM_MAX_FRAG */
+	niov = rr_rm_enc_iov(piece, (unsigned)build_iov(m, piece), RR_RM_MAX_FRAG, marker, 1, iov,
+			     MAX_IOV);
+	if (niov < 0)
+		return niov;
+	for (int i = 0; i < niov; i++)
+		total += iov[i].iov_len;
+	while (sent < total) {
+		struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)niov};
+		ssize_t n;
+
+		if (cancel && atomic_load(cancel))
+			return sent ? -ECONNABORTED : -ECANCELED;
+		n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				return -ECONNRESET;
+			if (idle_ms >= timeout_ms)
+				return -ETIMEDOUT;
+			if (poll(&pfd, 1, 100) == 0)
+				idle_ms += 100;
+			continue;
+		}
+		idle_ms = 0;
+		sent += (size_t)n;
+		while (n > 0 && niov > 0) {
+			if ((size_t)n >= v->iov_len) {
+				n -= (ssize_t)v->iov_len;
+				v++;
+				niov--;
+			} else {
+				v->iov_base = (uint8_t *)v->iov_base + n;
+				v->iov_len -= (size_t)n;
+				n = 0;
+			}
+		}
+	}
+	return 0;
+}
+
+void rr_tcp_sock_opts(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+

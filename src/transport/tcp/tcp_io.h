@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Socket I/O of tcp:// shared by the client and the server: reading records
+ * from a non-blocking socket through the record marking decoder (rm.h)
+ * into recycled buffers (tcp_bufs.h), with optional read-ahead, and writing
+ * one RPC message as one record with a gathering sendmsg. */
+#ifndef RR_TRANSPORT_TCP_IO_H
+#define RR_TRANSPORT_TCP_IO_H
+
+#include <stdatomic.h>
+
+#include "transport/tcp/rm.h"
+#include "transport/tcp/tcp_bufs.h"
+#include "transport/xprt.h"
+
+/* A connection's reader: the decoder, its buffers and the read-ahead. */
+struct rr_tcp_reader {
+	struct rr_rm_dec dec;
+	struct rr_tcp_bufs bufs;
+	/* Optional read-ahead (client): bytes received beyond what the decoder
+	 * asked for. Never used by the server, whose EPOLLONESHOT re-arm
+	 * relies on unread bytes staying in the socket. */
+	uint8_t *stage;
+	size_t stage_cap, stage_off, stage_len;
+};
+
+/* Records of up to @max bytes (@trust_len, @skip_oversize: rm.h); buffers
+ * up to @spare_max kept by the reader, larger ones given to @pool (may be
+ * NULL: freed). Borrows @pool for the life of @r. */
+void rr_tcp_reader_init(struct rr_tcp_reader *r, const struct rpcrdma_env *env, size_t max,
+			size_t spare_max, struct rr_tcp_cache *pool, bool trust_len,
+			bool skip_oversize);
+void rr_tcp_reader_fini(struct rr_tcp_reader *r);
+/* Enables read-ahead with a @cap-byte staging buffer: 0 or -ENOMEM. */
+int rr_tcp_reader_stage(struct rr_tcp_reader *r, size_t cap);
+/* Forgets a partial record and staged bytes (new connection). */
+void rr_tcp_reader_reset(struct rr_tcp_reader *r);
+/* True when read-ahead bytes wait in the stage. */
+bool rr_tcp_reader_buffered(const struct rr_tcp_reader *r);
+/* Reads from @fd. Returns RR_RM_RECORD when a record is complete
+ * (rr_rm_dec_take on r->dec), 0 when the socket has no more bytes now,
+ * RR_RM_SKIPPED when an oversized record was discarded (rr_rm_dec_skipped),
+ * -ECONNRESET on EOF or error, or the decoder's errors: -EMSGSIZE,
+ * -EBADMSG, -ENOMEM, -EPROTOTYPE (the connection starts with an MPA
+ * frame). */
+int rr_tcp_read(struct rr_tcp_reader *r, int fd);
+/* Gives a taken record buffer back (any thread). */
+void rr_tcp_reader_recycle(struct rr_tcp_reader *r, uint8_t *buf, size_t cap);
+
+/* Sends @m as one record. Polls in slices; gives up when *@cancel becomes
+ * true (before the first byte: -ECANCELED, stream intact; later: the stream
+ * is broken, -ECONNABORTED) or after @timeout_ms without progress
+ * (-ETIMEDOUT); -EMSGSIZE above one fragment, -ECONNRESET when the
+ * connection failed. Borrows @m for the duration of the call. */
+int rr_tcp_send_record(int fd, const struct rr_xprt_msg *m, atomic_bool *cancel, int timeout_ms);
+/* The socket options of every tcp:// connection (TCP_NODELAY). */
+void rr_tcp_sock_opts(int fd);
+
+#endif

@@ -1,0 +1,591 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* The server role of tcp:// (transport/xprt.h section 3): ONC RPC over TCP
+ * with record marking (RFC 5531 section 11). A pool of io threads shares
+ * one epoll set: they accept connections (within max_conns and
+ * max_conns_per_host; out of descriptors or memory, the listener pauses
+ * with a back-off), read records (EPOLLONESHOT: one reader per connection,
+ * re-armed before the Call runs so the next record is read meanwhile), run
+ * each Call inline through the RPC layer's recv upcall, and close
+ * connections silent for idle_timeout_ms (docs/security.md "Limits").
+ * Replies are written by whoever answers (tcp_io.c). A record above the
+ * maximum message, bytes that are not record marking, or a peer closing
+ * mid-record close that connection only; a connection that opens with an
+ * MPA frame (an rdma:// client) is answered RPC_MISMATCH first. */
+#include "transport/tcp/tcp_server.h"
+#include "transport/tcp/tcp_io.h"
+#include "transport/xprt_ctl.h"
+#include "common/listen.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct tcp_srv;
+
+struct tcp_conn {
+	struct tcp_srv *srv;
+	int fd;
+	struct rr_tcp_reader rd;
+	pthread_mutex_t rd_lock;   /* EPOLLONESHOT already serialises readers;
+				      this makes it explicit (and TSan-visible) */
+	pthread_mutex_t send_lock;
+	int refs;                  /* io thread + one per delivered req */
+	bool closed;
+	bool idle_shut;            /* shut down by the idle sweep (lock) */
+	_Atomic uint64_t last_rx_ns;    /* its last read (idle timeout) */
+	struct sockaddr_storage peer;   /* from accept (RR_CTL_PEER_ADDR) */
+	struct tcp_conn *next, *prev;
+};
+
+struct tcp_req {
+	struct rr_xprt_req req;
+	struct tcp_conn *conn;
+	uint8_t *buf;
+	size_t cap;
+};
+
+struct tcp_srv {
+	struct rr_xprt_server_params p;
+	int lfd;
+	int epfd;
+	int evfd;
+	int port;
+	pthread_t *io;              /* io threads: accept, read, run requests */
+	unsigned nio;
+	bool io_started;
+	pthread_mutex_t lock;
+	bool stopping;
+	bool quit;
+	struct tcp_conn *conns;
+	unsigned nconns;
+	/* limits (docs/security.md "Limits"), under lock */
+	uint32_t tick_ms;           /* io threads' longest sleep */
+	uint64_t idle_look_ns;      /* next idle sweep */
+	struct rr_backoff backoff;  /* accept back-off */
+	uint64_t resume_ns;         /* listener out of epoll until; 0: not */
+	uint64_t refused, idle_closed;
+	struct rr_tcp_cache pool;   /* large record buffers, all connections */
+};
+
+static void conn_put_locked(struct tcp_srv *s, struct tcp_conn *cn, bool *free_it)
+{
+	*free_it = --cn->refs == 0;
+	if (*free_it) {
+		if (cn->prev)
+			cn->prev->next = cn->next;
+		else
+			s->conns = cn->next;
+		if (cn->next)
+			cn->next->prev = cn->prev;
+		s->nconns--;
+	}
+}
+
+static void conn_free(struct tcp_srv *s, struct tcp_conn *cn)
+{
+	close(cn->fd);
+	rr_tcp_reader_fini(&cn->rd);
+	pthread_mutex_destroy(&cn->send_lock);
+	pthread_mutex_destroy(&cn->rd_lock);
+	rr_free(s->p.env, cn);
+	rr_mem_trim_due(s->p.env);   /* the io threads give it back */
+}
+
+static void conn_put(struct tcp_srv *s, struct tcp_conn *cn)
+{
+	bool f;
+
+	pthread_mutex_lock(&s->lock);
+	conn_put_locked(s, cn, &f);
+	pthread_mutex_unlock(&s->lock);
+	if (f)
+		conn_free(s, cn);
+}
+
+/* The io thread gives up its reference: no more reads on this connection. */
+static void conn_close(struct tcp_srv *s, struct tcp_conn *cn)
+{
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, cn->fd, NULL);
+	pthread_mutex_lock(&s->lock);
+	cn->closed = true;
+	pthread_mutex_unlock(&s->lock);
+	shutdown(cn->fd, SHUT_RDWR);
+	conn_put(s, cn);
+}
+
+/* accept4 failed for want of file descriptors or memory (@err; lock held):
+ * the listener leaves the epoll set for a while (rr_backoff_begin; srv_tick
+ * puts it back); pending connections wait in the kernel's queue and
+ * established ones are served. */
+static void srv_backoff_locked(struct tcp_srv *s, int err)
+{
+	s->resume_ns = rr_backoff_begin(&s->backoff, s->p.env, "tcp server", err);
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->lfd, NULL);
+}
+
+/* Whether a connection from @peer would exceed max_conns or
+ * max_conns_per_host (lock held). */
+static bool srv_over_limits(struct tcp_srv *s, const struct sockaddr_storage *peer)
+{
+	unsigned same = 0;
+
+	if (s->nconns >= s->p.max_conns)
+		return true;
+	if (!s->p.max_conns_per_host)
+		return false;
+	for (struct tcp_conn *cn = s->conns; cn; cn = cn->next)
+		if (rr_addr_same_host(&cn->peer, peer) && ++same >= s->p.max_conns_per_host)
+			return true;
+	return false;
+}
+
+static void srv_accept(struct tcp_srv *s)
+{
+	for (;;) {
+		struct tcp_conn *cn;
+		struct epoll_event ev;
+		struct sockaddr_storage peer;
+		socklen_t plen = sizeof(peer);
+		int fd = -1, e;
+
+		/* Under the lock: stop() closes the listener concurrently. */
+		memset(&peer, 0, sizeof(peer));
+		pthread_mutex_lock(&s->lock);
+		if (s->stopping || s->lfd < 0 || s->resume_ns) {
+			pthread_mutex_unlock(&s->lock);
+			return;
+		}
+		fd = accept4(s->lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			e = errno;
+			if (rr_backoff_wanted(e))
+				srv_backoff_locked(s, e);
+			pthread_mutex_unlock(&s->lock);
+			if (e == EAGAIN || e == EWOULDBLOCK || rr_backoff_wanted(e))
+				return;
+			continue;   /* that connection failed before we took it */
+		}
+		s->backoff.ms = 0;
+		if (srv_over_limits(s, &peer)) {
+			/* refused: the peer sees its connection closed */
+			s->refused++;
+			pthread_mutex_unlock(&s->lock);
+			close(fd);
+			continue;
+		}
+		pthread_mutex_unlock(&s->lock);
+		cn = rr_zalloc(s->p.env, sizeof(*cn));
+		if (!cn) {
+			pthread_mutex_lock(&s->lock);
+			s->refused++;
+			pthread_mutex_unlock(&s->lock);
+			close(fd);
+			continue;
+		}
+		rr_tcp_sock_opts(fd);
+		cn->srv = s;
+		cn->fd = fd;
+		cn->refs = 1;
+		cn->peer = peer;
+		atomic_store(&cn->last_rx_ns, rr_now_ns(s->p.env));
+		rr_tcp_reader_init(&cn->rd, s->p.env, s->p.max_msg, RR_TCP_SPARE_MAX, &s->pool, false,
+				   false);
+		pthread_mutex_init(&cn->send_lock, NULL);
+		pthread_mutex_init(&cn->rd_lock, NULL);
+		pthread_mutex_lock(&s->lock);
+		cn->next = s->conns;
+		if (s->conns)
+			s->conns->prev = cn;
+		s->conns = cn;
+		s->nconns++;
+		pthread_mutex_unlock(&s->lock);
+		ev.events = EPOLLIN | EPOLLONESHOT;
+		ev.data.ptr = cn;
+		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+			conn_close(s, cn);
+	}
+}
+
+/* Timers of the io threads (any of them, lock taken here): the end of an
+ * accept back-off, and the idle timeout: a connection that has read nothing
+ * for idle_timeout_ms and has no request in progress (each holds a
+ * reference) is shut down; its io thread then reads EOF and closes it.
+ * Returns how long the caller may sleep, in ms. */
+static int srv_tick(struct tcp_srv *s)
+{
+	uint64_t now = rr_now_ns(s->p.env), to = (uint64_t)s->p.idle_timeout_ms * 1000000u;
+	uint64_t sleep_ns = (uint64_t)s->tick_ms * 1000000u;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->resume_ns && !s->stopping && s->lfd >= 0) {
+		if (now >= s->resume_ns) {
+			struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->lfd};
+
+			s->resume_ns = 0;
+			epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev);
+		} else {
+			sleep_ns = RR_MIN(sleep_ns, s->resume_ns - now);
+		}
+	}
+	if (to && now >= s->idle_look_ns) {
+		s->idle_look_ns = now + RR_MIN(to / 10, 100000000ull);
+		for (struct tcp_conn *cn = s->conns; cn; cn = cn->next) {
+			if (cn->closed || cn->idle_shut || cn->refs > 1 ||
+			    now - atomic_load(&cn->last_rx_ns) < to)
+				continue;
+			cn->idle_shut = true;
+			s->idle_closed++;
+			shutdown(cn->fd, SHUT_RDWR);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	rr_mem_trim_tick();
+	return (int)((sleep_ns + 999999u) / 1000000u);
+}
+
+/* Lets the next ready event of @cn reach a thread (EPOLLONESHOT). */
+static void conn_rearm(struct tcp_srv *s, struct tcp_conn *cn)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = cn};
+
+	if (epoll_ctl(s->epfd, EPOLL_CTL_MOD, cn->fd, &ev) < 0)
+		conn_close(s, cn);
+}
+
+/* The connection started with an MPA Request (an rdma:// client: RFC 5044
+ * section 7.1): answer in record marking, which that client recognises
+ * (rr_mpa_looks_like_rpc) and reports as a tcp:// server, instead of the
+ * silence it would wait out: a Reply with XID 0, MSG_DENIED, RPC_MISMATCH
+ * 2..2 (RFC 5531 section 9). The rest of the Request (at most 532 bytes)
+ * is read first, so closing sends a FIN, not a reset that could overtake
+ * the Reply.
+ *   last|24 | XID 0 | REPLY 1 | MSG_DENIED 1 | RPC_MISMATCH 0 | 2 | 2 */
+static void srv_answer_mpa(int fd)
+{
+	static const uint8_t rec[28] = {
+		0x80, 0, 0, 24, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1,
+		0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 2,
+	};
+	uint8_t sink[1024];
+
+	(void)recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+	(void)send(fd, rec, sizeof(rec), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/* Reads up to one complete record from @cn (only this thread reads it until
+ * it is re-armed), re-arms, then delivers the record: another io thread may
+ * read the connection's next record while this one runs the request. */
+static void srv_read(struct tcp_srv *s, struct tcp_conn *cn)
+{
+	struct tcp_req *r;
+	bool stopping;
+	uint8_t *buf = NULL;
+	size_t len = 0, cap = 0;
+	int rc;
+
+	if (s->p.idle_timeout_ms)
+		atomic_store(&cn->last_rx_ns, rr_now_ns(s->p.env));
+	pthread_mutex_lock(&cn->rd_lock);
+	rc = rr_tcp_read(&cn->rd, cn->fd);
+	if (rc == RR_RM_RECORD)
+		buf = rr_rm_dec_take(&cn->rd.dec, &len, &cap);
+	pthread_mutex_unlock(&cn->rd_lock);
+
+	if (rc == 0) {
+		conn_rearm(s, cn);
+		return;
+	}
+	if (rc == -EPROTOTYPE)
+		srv_answer_mpa(cn->fd);
+	if (rc < 0) {
+		conn_close(s, cn);
+		return;
+	}
+	r = rr_zalloc(s->p.env, sizeof(*r));
+	if (!r) {
+		rr_tcp_reader_recycle(&cn->rd, buf, cap);
+		conn_close(s, cn);
+		return;
+	}
+	r->buf = buf;
+	r->cap = cap;
+	r->req.len = len;
+	r->req.msg = r->buf;
+	r->req.xp_priv = r;
+	r->conn = cn;
+	pthread_mutex_lock(&s->lock);
+	stopping = s->stopping;
+	if (!stopping)
+		cn->refs++;
+	pthread_mutex_unlock(&s->lock);
+	if (stopping) {
+		/* Shutting down: no new Calls; the connection is kept until
+		 * destroy so replies in flight still go out. */
+		rr_tcp_reader_recycle(&cn->rd, r->buf, r->cap);
+		rr_free(s->p.env, r);
+		conn_rearm(s, cn);
+		return;
+	}
+	conn_rearm(s, cn);
+	s->p.recv(s->p.ctx, &r->req);
+}
+
+static void *srv_io_main(void *arg)
+{
+	pthread_setname_np(pthread_self(), "rr-tcp-srv");   /* for top -H, gdb */
+	struct tcp_srv *s = arg;
+
+	int timeout = (int)s->tick_ms;
+
+	for (;;) {
+		struct epoll_event ev;
+		int n = epoll_wait(s->epfd, &ev, 1, timeout);
+		bool quit;
+
+		pthread_mutex_lock(&s->lock);
+		quit = s->quit;
+		pthread_mutex_unlock(&s->lock);
+		if (quit)
+			break;
+		if (n == 1 && ev.data.ptr == &s->lfd)
+			srv_accept(s);
+		else if (n == 1 && ev.data.ptr != &s->evfd)
+			srv_read(s, ev.data.ptr);
+		timeout = srv_tick(s);   /* after: a back-off it began counts */
+	}
+	return NULL;
+}
+
+static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_server_params *p,
+			  struct rr_xprt_server **out)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE};
+	struct addrinfo *ai;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct tcp_srv *s;
+	int fd, one = 1, rc;
+	struct epoll_event ev;
+
+	rc = getaddrinfo(t->host, t->port, &hints, &ai);
+	if (rc)
+		return -EADDRNOTAVAIL;
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		rc = -errno;
+		freeaddrinfo(ai);
+		return rc;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, RR_LISTEN_BACKLOG) < 0) {
+		rc = -errno;
+		freeaddrinfo(ai);
+		close(fd);
+		return rc;
+	}
+	freeaddrinfo(ai);
+	s = rr_zalloc(p->env, sizeof(*s));
+	if (!s) {
+		close(fd);
+		return -ENOMEM;
+	}
+	s->p = *p;
+	s->lfd = fd;
+	/* io threads wake at least this often: idle sweeps (a tenth of the
+	 * timeout), at most every second */
+	s->tick_ms = p->idle_timeout_ms ? RR_MAX(RR_MIN(p->idle_timeout_ms / 10, 1000u), 10u)
+					: 1000u;
+	getsockname(fd, (struct sockaddr *)&ss, &sl);
+	s->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+					   : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	pthread_mutex_init(&s->lock, NULL);
+	rr_tcp_cache_init(&s->pool);
+	if (s->epfd < 0 || s->evfd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	ev.events = EPOLLIN;
+	ev.data.ptr = &s->evfd;
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &ev) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	*out = (struct rr_xprt_server *)s;
+	return 0;
+fail:
+	if (s->epfd >= 0)
+		close(s->epfd);
+	if (s->evfd >= 0)
+		close(s->evfd);
+	close(fd);
+	rr_tcp_cache_fini(&s->pool, s->p.env);
+	pthread_mutex_destroy(&s->lock);
+	rr_free(p->env, s);
+	return rc;
+}
+
+static int tcp_srv_port(const struct rr_xprt_server *x)
+{
+	return ((const struct tcp_srv *)x)->port;
+}
+
+static int tcp_srv_start(struct rr_xprt_server *x)
+{
+	struct tcp_srv *s = (struct tcp_srv *)x;
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->lfd};
+	int rc;
+
+	if (s->io_started)
+		return -EBUSY;
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev) < 0)
+		return -errno;
+	s->nio = s->p.threads ? s->p.threads : 1;
+	s->io = rr_zalloc(s->p.env, s->nio * sizeof(pthread_t));
+	if (!s->io)
+		return -ENOMEM;
+	for (unsigned i = 0; i < s->nio; i++) {
+		rc = pthread_create(&s->io[i], NULL, srv_io_main, s);
+		if (rc) {
+			s->nio = i;
+			s->io_started = true; /* destroy joins those started */
+			return -rc;
+		}
+	}
+	s->io_started = true;
+	return 0;
+}
+
+static int tcp_srv_send_reply(struct rr_xprt_server *x, struct rr_xprt_req *req,
+			      const struct rr_xprt_msg *msg)
+{
+	struct tcp_srv *s = (struct tcp_srv *)x;
+	struct tcp_req *r = req->xp_priv;
+	struct tcp_conn *cn = r->conn;
+	bool closed;
+	int rc;
+
+	if (msg->xdr_len > s->p.max_msg)
+		return -EMSGSIZE;
+	pthread_mutex_lock(&cn->send_lock);
+	pthread_mutex_lock(&s->lock);
+	closed = cn->closed;
+	pthread_mutex_unlock(&s->lock);
+	if (closed) {
+		pthread_mutex_unlock(&cn->send_lock);
+		return -ENOTCONN;
+	}
+	rc = rr_tcp_send_record(cn->fd, msg, NULL, 30000);
+	if (rc)
+		shutdown(cn->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&cn->send_lock);
+	return rc;
+}
+
+static void tcp_srv_req_done(struct rr_xprt_server *x, struct rr_xprt_req *req)
+{
+	struct tcp_srv *s = (struct tcp_srv *)x;
+	struct tcp_req *r = req->xp_priv;
+	struct tcp_conn *cn = r->conn;
+
+	rr_tcp_reader_recycle(&cn->rd, r->buf, r->cap);
+	rr_free(s->p.env, r);
+	conn_put(s, cn);
+}
+
+static void tcp_srv_stop(struct rr_xprt_server *x)
+{
+	struct tcp_srv *s = (struct tcp_srv *)x;
+
+	pthread_mutex_lock(&s->lock);
+	s->stopping = true;
+	if (s->lfd >= 0) {
+		if (s->io_started)
+			epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->lfd, NULL);
+		close(s->lfd);
+		s->lfd = -1;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void tcp_srv_destroy(struct rr_xprt_server *x)
+{
+	struct tcp_srv *s = (struct tcp_srv *)x;
+	uint64_t one = 1;
+
+	tcp_srv_stop(x);
+	pthread_mutex_lock(&s->lock);
+	s->quit = true;
+	pthread_mutex_unlock(&s->lock);
+	/* Never consumed: wakes every io thread (they also wake each second). */
+	if (write(s->evfd, &one, sizeof(one)) < 0) {
+		/* nothing else to do */
+	}
+	if (s->io_started) {
+		for (unsigned i = 0; i < s->nio; i++)
+			pthread_join(s->io[i], NULL);
+	}
+	rr_free(s->p.env, s->io);
+	/* Only io-thread references remain (every req is done). */
+	while (s->conns) {
+		struct tcp_conn *cn = s->conns;
+
+		s->conns = cn->next;
+		conn_free(s, cn);
+	}
+	close(s->epfd);
+	close(s->evfd);
+	rr_tcp_cache_fini(&s->pool, s->p.env);
+	pthread_mutex_destroy(&s->lock);
+	rr_free(s->p.env, s);
+}
+
+/* Controls (transport/xprt_ctl.h): the peer address of a request, and the
+ * server's counters that mean something on TCP (connections and their
+ * limits; RPC-over-RDMA's are 0). */
+static int tcp_srv_ctl(struct rr_xprt_server *x, struct rr_xprt_req *req, unsigned op, void *arg)
+{
+	struct tcp_srv *s = (struct tcp_srv *)x;
+
+	if (op == RR_CTL_STATS) {
+		struct rpcrdma_xprt_stats *st = arg;
+
+		if (req || !st)
+			return -EINVAL;
+		memset(st, 0, sizeof(*st));
+		pthread_mutex_lock(&s->lock);
+		st->connections = s->nconns;
+		st->refused_conns = s->refused;
+		st->idle_closed = s->idle_closed;
+		st->accept_backoffs = s->backoff.count;
+		pthread_mutex_unlock(&s->lock);
+		snprintf(st->transport, sizeof(st->transport), "tcp");
+		return 0;
+	}
+	if (op != RR_CTL_PEER_ADDR)
+		return -EOPNOTSUPP;
+	if (!req || !arg)
+		return -EINVAL;
+	memcpy(arg, &((struct tcp_req *)req->xp_priv)->conn->peer, sizeof(struct sockaddr_storage));
+	return 0;
+}
+
+const struct rr_xprt_server_ops rr_tcp_server_ops = {
+	.ctl = tcp_srv_ctl,
+	.inline_recv = true,
+	.create = tcp_srv_create,
+	.port = tcp_srv_port,
+	.start = tcp_srv_start,
+	.send_reply = tcp_srv_send_reply,
+	.req_done = tcp_srv_req_done,
+	.stop = tcp_srv_stop,
+	.destroy = tcp_srv_destroy,
+};
