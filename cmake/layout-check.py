@@ -107,6 +107,8 @@ def main():
                     continue
                 p = os.path.join(d, f)
                 name = os.path.relpath(p, obj)[:-4]
+                if not os.path.exists(os.path.join(src, name + '.c')):
+                    continue   # the object of a source since removed
                 out = subprocess.run(['nm', p], capture_output=True, text=True).stdout
                 for l in out.split('\n'):
                     parts = l.split()
