@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "transport/rdma_tp.h"
+#include "transport/rdma/tp.h"
 
 #define MAGIC 0xC0FFEEu
 
@@ -34,7 +34,7 @@ struct srv {
 	struct rr_tp_server *tp;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct rr_tp_sreq *q[256];
+	struct rr_conn_sreq *q[256];
 	unsigned head, tail;
 	bool stop;
 	pthread_t worker;
@@ -47,7 +47,7 @@ static void *srv_worker(void *arg)
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
-		struct rr_tp_sreq *r;
+		struct rr_conn_sreq *r;
 		uint8_t hdr[16];
 		struct rr_xprt_part parts[2];
 		uint32_t n;
@@ -75,7 +75,7 @@ static void *srv_worker(void *arg)
 	return NULL;
 }
 
-static void srv_recv(void *ctx, struct rr_tp_sreq *r)
+static void srv_recv(void *ctx, struct rr_conn_sreq *r)
 {
 	struct srv *s = ctx;
 
@@ -91,7 +91,7 @@ struct cl {
 	unsigned done;
 };
 
-static void cl_complete(void *ctx, struct rr_tp_rpc *r)
+static void cl_complete(void *ctx, struct rr_conn_rpc *r)
 {
 	struct cl *c = ctx;
 
@@ -159,7 +159,7 @@ static int run(bool rrep, long iters, long large_every, struct result *out)
 		return rc;
 	out->ok = 0;
 	for (long i = -50; i < iters; i++) {   /* 50 warm-up calls */
-		struct rr_tp_rpc rpc;
+		struct rr_conn_rpc rpc;
 		uint8_t call[16];
 		struct rr_xprt_part part = {call, 16, false};
 		uint32_t n = (i % large_every) == large_every - 1 ? 20000 : 200;

@@ -4,10 +4,10 @@
 """The source layout rules of docs/CONVENTIONS.md "Layout", checked on src/:
 
   - no file over MAX_LINES lines, no function over MAX_FUNC lines;
-  - no two units (a .c file with its .h: src/x/y.c + src/x/y.h) include each
-    other in a loop (through #include "...");
-  - no two units call each other in a loop: unit A calls unit B when A's
-    object uses a symbol B's object defines (nm on the built objects).
+  - no two files include each other in a loop (through #include "...",
+    resolved against src/ or the including file's folder);
+  - no two .c files call each other in a loop: A calls B when A's object
+    uses a symbol B's object defines (nm on the built objects).
 
 Usage: layout-check.py SRC_DIR [OBJ_DIR]   (OBJ_DIR: where the .o files of
 src/ are, e.g. build/CMakeFiles/rpcrdma_obj.dir/src; without it the call
@@ -87,16 +87,16 @@ def main():
                 for f, line, n in long_functions(p):
                     print(f'{os.path.relpath(p, src)}:{line}: {f}() has {n} lines (at most {MAX_FUNC})'); errors += 1
     inc = {}
-    for name, paths in u.items():
-        for p in paths:
-            for l in open(p, encoding='utf-8', errors='replace'):
-                m = re.match(r'\s*#\s*include\s+"([^"]+)"', l)
-                if not m:
-                    continue
-                t = m.group(1)
-                t = t[:-2] if t.endswith(('.h', '.c')) else t
-                if t in u and t != name:
-                    inc.setdefault(name, set()).add(t)
+    files = {os.path.relpath(p, src) for paths in u.values() for p in paths}
+    for f in files:
+        for l in open(os.path.join(src, f), encoding='utf-8', errors='replace'):
+            m = re.match(r'\s*#\s*include\s+"([^"]+)"', l)
+            if not m:
+                continue
+            for t in (m.group(1), os.path.normpath(os.path.join(os.path.dirname(f), m.group(1)))):
+                if t in files and t != f:
+                    inc.setdefault(f, set()).add(t)
+                    break
     for c in cycles(inc):
         print('include loop: ' + ' -> '.join(c)); errors += 1
     if obj:
@@ -107,6 +107,8 @@ def main():
                     continue
                 p = os.path.join(d, f)
                 name = os.path.relpath(p, obj)[:-4]
+                if not os.path.exists(os.path.join(src, name + '.c')):
+                    continue   # the object of a source since removed
                 out = subprocess.run(['nm', p], capture_output=True, text=True).stdout
                 for l in out.split('\n'):
                     parts = l.split()

@@ -8,7 +8,7 @@
  * set within what we asked for. Violations abort. */
 #include <stdlib.h>
 
-#include "proto/privdata.h"
+#include "proto/conn/privdata.h"
 
 #define FZ_ASSERT(c)                                                            \
 	do {                                                                    \

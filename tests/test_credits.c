@@ -7,7 +7,7 @@
  * simulation at the credit limit in which every message the requester sends
  * must find a posted Receive (no overrun) and every Call completes (no
  * deadlock). */
-#include "proto/credits.h"
+#include "proto/conn/credits.h"
 #include "test.h"
 
 struct call {

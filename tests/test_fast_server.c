@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The RPC responder's progress loop with one connection sleeps in that
- * connection's CQ (rdma_tp.c progress(); soft: a blocking recvmsg, see
+ * connection's CQ (transport/rdma/progress.c; soft: a blocking recvmsg, see
  * docs/soft-iwarp.md "Fast wait") instead of poll(2) on its eventfd, the CM
  * channel and the CQ. What that sleep does not watch directly must still be
  * served in bounded time: a second client connecting, Replies with Write

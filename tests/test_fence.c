@@ -2,7 +2,7 @@
 /* Every STag a requester exposed is fenced before its RPC completes (RFC
  * 8166's memory protection: the requester invalidates or deregisters every
  * STag of an RPC before the RPC completes for the upper layer, also when it
- * is aborted; src/transport/rdma_tp.h), checked from outside:
+ * is aborted; src/transport/rdma/tp.h), checked from outside:
  * a rogue responder (tests/xprt_harness.h rr_th_rresp) that first uses each
  * STag the Call carries as a responder may (so each was valid), completes
  * the RPC one way or another, and once the requester reported the
@@ -29,7 +29,7 @@
  * tests/test_push.c (push_revoke_then_write). */
 #include "rdma/soft/soft.h"
 #include "test.h"
-#include "transport/rdma_tp.h"
+#include "transport/rdma/tp.h"
 #include "xprt_harness.h"
 
 enum path { P_WRITE, P_READ, P_REPLY, P_LONG, P_COUNT };
@@ -45,7 +45,7 @@ static const uint8_t rogue_pd[20] = {0xf6, 0xab, 0x0e, 0x18, 1, 1, 3, 3,
 
 /* One RPC of the requester and the memory it names. */
 struct frpc {
-	struct rr_tp_rpc r;
+	struct rr_conn_rpc r;
 	uint8_t hdr[8 + 6000];
 	uint8_t item[6000];
 	uint8_t sink[3000];

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* The inline threshold policy (transport/rdma_tp.h rr_tp_conf_inline,
+/* The inline threshold policy (transport/rdma/tp.h rr_tp_conf_inline,
  * docs/transport.md "Inline thresholds"): on the software (TCP-carried)
  * provider both ends advertise RR_TP_INLINE_SOFT by default (RFC 8797 section
  * 4.2 allows up to 262144), so a 64 KiB DDP-eligible argument or result
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/privdata.h"
+#include "proto/conn/privdata.h"
 #include "rpcrdma/rpc.h"
 #include "rpcrdma/stats.h"
 #include "rpcrdma/xdr.h"
@@ -121,13 +121,13 @@ TEST(inline_policy_conf)
 
 /* ---- negotiation between transport endpoints ---- */
 
-static void nop_recv(void *ctx, struct rr_tp_sreq *r)
+static void nop_recv(void *ctx, struct rr_conn_sreq *r)
 {
 	(void)ctx;
 	(void)r;
 }
 
-static void nop_complete(void *ctx, struct rr_tp_rpc *rpc)
+static void nop_complete(void *ctx, struct rr_conn_rpc *rpc)
 {
 	(void)ctx;
 	(void)rpc;
@@ -515,7 +515,7 @@ TEST(inline_policy_violations)
 /* Responder: Reply = xid, REPLY, then 64 bytes (xid + i) & 0xff. */
 static struct rr_tp_server *lend_srv;
 
-static void lend_answer(struct rr_th_sq *sq, struct rr_tp_sreq *r)
+static void lend_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 {
 	uint8_t hdr[8], body[64];
 	struct rr_xprt_part parts[2] = {{hdr, 8, false}, {body, 64, false}};
@@ -530,7 +530,7 @@ static void lend_answer(struct rr_th_sq *sq, struct rr_tp_sreq *r)
 }
 
 struct lend_rpc {
-	struct rr_tp_rpc r;
+	struct rr_conn_rpc r;
 	uint8_t call[12];
 	struct rr_xprt_part part;
 };
@@ -594,8 +594,8 @@ TEST(inline_policy_lent_replies)
 		lend_submit(&c, &held[i], 0x1000 + i);
 		REQUIRE(rr_th_cl_wait(&c, ++done, 3000));
 		CHECK(lend_ok(&held[i]));
-		lent += held[i].r.lent_conn != NULL;
-		CHECK_EQ(held[i].r.lent_conn != NULL, i < 4);
+		lent += held[i].r.lent != NULL;
+		CHECK_EQ(held[i].r.lent != NULL, i < 4);
 	}
 	CHECK_EQ(lent, 4u);
 	REQUIRE_EQ(rr_tp_client_cut(c.tp), 0);
@@ -604,7 +604,7 @@ TEST(inline_policy_lent_replies)
 	lend_submit(&c, one, 0x2000);   /* on the new connection */
 	REQUIRE(rr_th_cl_wait(&c, ++done, 5000));
 	CHECK(lend_ok(one));
-	CHECK(one->r.lent_conn != NULL);
+	CHECK(one->r.lent != NULL);
 	rr_tp_client_release_reply(c.tp, &one->r);
 	for (unsigned i = 0; i < 8; i++) {
 		CHECK(lend_ok(&held[i]));   /* still intact after the cut */
@@ -614,7 +614,7 @@ TEST(inline_policy_lent_replies)
 		lend_submit(&c, one, 0x3000 + i);
 		REQUIRE(rr_th_cl_wait(&c, ++done, 3000));
 		CHECK(lend_ok(one));
-		CHECK(one->r.lent_conn != NULL);
+		CHECK(one->r.lent != NULL);
 		rr_tp_client_release_reply(c.tp, &one->r);
 	}
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0u);

@@ -7,7 +7,7 @@
  * exact-size heap buffers so that ASan catches any read past the end. */
 #include <stdlib.h>
 
-#include "proto/privdata.h"
+#include "proto/conn/privdata.h"
 #include "test.h"
 
 /* Parses @n bytes of @src from a heap copy of exactly @n bytes. */

@@ -28,13 +28,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proto/privdata.h"
+#include "proto/conn/privdata.h"
 #include "rpc/xbuf.h"
 #include "rpcrdma/push.h"
 #include "rpcrdma/rdma.h"
 #include "rpcrdma/rpc.h"
 #include "rpcrdma/stats.h"
-#include "transport/rdma_tp.h"
+#include "transport/rdma/tp.h"
 #include "xprt_harness.h"
 
 #define PROG 0x2000019au
@@ -607,7 +607,7 @@ struct raw_client {
 	bool done;
 };
 
-static void raw_complete(void *ctx, struct rr_tp_rpc *rpc)
+static void raw_complete(void *ctx, struct rr_conn_rpc *rpc)
 {
 	struct raw_client *rc = ctx;
 
@@ -645,7 +645,7 @@ static int raw_open(struct rr_tp_client *c, struct raw_client *rc, const char *p
 	uint8_t msg[256];
 	size_t n = 0, pl = strlen(path);
 	struct rr_xprt_part part;
-	struct rr_tp_rpc rpc;
+	struct rr_conn_rpc rpc;
 	int32_t res = 1;
 
 #define PUT32(v) (rr_put_be32(msg + n, (uint32_t)(v)), n += 4)
@@ -688,7 +688,7 @@ static int raw_open(struct rr_tp_client *c, struct raw_client *rc, const char *p
 	return res;
 }
 
-static void no_calls(void *ctx, struct rr_tp_sreq *r)
+static void no_calls(void *ctx, struct rr_conn_sreq *r)
 {
 	(void)ctx;
 	(void)r;

@@ -19,11 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proto/privdata.h"
+#include "proto/conn/privdata.h"
 #include "proto/rrep.h"
 #include "rdma/soft/soft.h"
 #include "test.h"
-#include "transport/rdma_tp.h"
+#include "transport/rdma/tp.h"
 #include "xprt_harness.h"
 
 #define MAGIC 0xC0FFEEu
@@ -42,7 +42,7 @@ struct srv {
 	uint8_t *filler;
 };
 
-static void srv_answer(struct rr_th_sq *sq, struct rr_tp_sreq *r)
+static void srv_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 {
 	struct srv *s = RR_CONTAINER_OF(sq, struct srv, sq);
 	const uint8_t *m = r->msg;
@@ -130,7 +130,7 @@ static bool srv_quiet(struct srv *s)
 
 /* ---- requester ---- */
 struct rpc {
-	struct rr_tp_rpc r;
+	struct rr_conn_rpc r;
 	struct rr_th_cl *cl;
 	uint32_t xid, reply_n, item_len;
 	uint8_t hdr[20];
@@ -142,7 +142,7 @@ struct rpc {
 	unsigned completions;
 };
 
-static void cl_complete(void *ctx, struct rr_tp_rpc *r)
+static void cl_complete(void *ctx, struct rr_conn_rpc *r)
 {
 	struct rr_th_cl *c = ctx;
 	struct rpc *p = RR_CONTAINER_OF(r, struct rpc, r);

@@ -247,7 +247,7 @@ TEST(soft_idle_connect_timeout_while_asleep)
 	soft_net_down(&n);
 }
 
-/* The RPC responder's situation (src/transport/rdma_tp.c progress()): its
+/* The RPC responder's situation (src/transport/rdma/progress.c progress()): its
  * thread sleeps in its one connection's CQ (fast wait: a blocking read on
  * that socket) and looks at the CM channel after each wait. On a context
  * whose owner uses rr_context_interrupt, a CONNECT_REQUEST for a second

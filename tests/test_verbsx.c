@@ -25,10 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proto/privdata.h"
+#include "proto/conn/privdata.h"
 #include "rpcrdma/rpc.h"
 #include "test.h"
-#include "transport/rdma_tp.h"
+#include "transport/rdma/tp.h"
 #include "xprt_harness.h"
 
 #define VX_MAGIC 0xC0FFEEu
@@ -95,7 +95,7 @@ struct vx_srv {
 	unsigned served, bad, err_chunks;
 };
 
-static void vx_answer(struct rr_th_sq *sq, struct rr_tp_sreq *r)
+static void vx_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 {
 	struct vx_srv *s = RR_CONTAINER_OF(sq, struct vx_srv, sq);
 	static uint8_t filler[300000];
@@ -181,7 +181,7 @@ static void vx_srv_stop(struct vx_srv *s)
 /* ---- requester ---- */
 
 struct vx_rpc {
-	struct rr_tp_rpc r;
+	struct rr_conn_rpc r;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	unsigned completions;
@@ -196,7 +196,7 @@ struct vx_rpc {
 	struct rr_xprt_sink sinks[1];
 };
 
-static void vx_complete(void *ctx, struct rr_tp_rpc *r)
+static void vx_complete(void *ctx, struct rr_conn_rpc *r)
 {
 	struct vx_rpc *p = RR_CONTAINER_OF(r, struct vx_rpc, r);
 

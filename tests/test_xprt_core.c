@@ -1218,21 +1218,41 @@ TEST(xprt_bad_descriptions)
 	CHECK_EQ(t.te.live, 0);
 }
 
+/* The counters are defined once (RPCRDMA_XPRT_STATS): every one of the
+ * transport's is exported under its name and printed in its group; the
+ * difference of two snapshots subtracts every counter. */
 TEST(xprt_stats_print)
 {
 	struct rr_xprt_stats s;
-	char out[4096];
+	struct rpcrdma_xprt_stats o, z, d;
+	char out[8192];
 	FILE *f = fmemopen(out, sizeof(out), "w");
+	const char *head = "xprt: rdma connections 0\n\txprt: sends 1 recvs 2 ";
+	uint64_t v = 1;
 
 	REQUIRE(f);
 	memset(&s, 0, sizeof(s));
-	s.sends = 12;
-	s.remote_inv = 3;
-	s.local_inv = 4;
-	CHECK_EQ(rr_xprt_stats_print(&s, f), 0);
+#define SET_(group, name, what) s.name = v++;
+	RPCRDMA_XPRT_STATS(SET_)
+#undef SET_
+	memset(&o, 0, sizeof(o));
+	rr_xprt_stats_export(&s, &o);
+	v = 1;
+#define CHK_(group, name, what) CHECK_EQ(o.name, v++);
+	RPCRDMA_XPRT_STATS(CHK_)
+#undef CHK_
+	snprintf(o.transport, sizeof(o.transport), "rdma");
+	CHECK_EQ(rpcrdma_xprt_stats_print(&o, f), 0);
 	fclose(f);
-	CHECK(strstr(out, "sends 12") != NULL);
-	CHECK(strstr(out, "remote_inv 3 local_inv 4") != NULL);
+	CHECK(strncmp(out, head, strlen(head)) == 0);
+	CHECK(strstr(out, "\tinv: remote_inv ") != NULL);
+	CHECK(strstr(out, "\trrep: rrep_exposed ") != NULL);
+	CHECK(strstr(out, " handshakes_dropped ") != NULL);
+	memset(&z, 0, sizeof(z));
+	rpcrdma_xprt_stats_diff(&o, &o, &d);
+	z.connections = o.connections;
+	memcpy(z.transport, o.transport, sizeof(z.transport));
+	CHECK(memcmp(&d, &z, sizeof(d)) == 0);
 }
 
 /* A peer that names another Call's STag in Send With Invalidate: the RNIC

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Pipelined Replies of the RPC-over-RDMA v1 responder (RFC 8166 section 3.4,
- * transport/rdma_tp.h rr_tp_server_reply_async): a Reply's RDMA Writes and
+ * transport/rdma/tp.h rr_tp_server_reply_async): a Reply's RDMA Writes and
  * Send are posted without waiting for their completion, the Reply's memory
  * (and its registrations) released by the Send completion. Over the soft
  * iWARP provider in one process: many outstanding Calls answered on the
@@ -21,7 +21,7 @@
 #include "test.h"
 
 #include <unistd.h>
-#include "transport/rdma_tp.h"
+#include "transport/rdma/tp.h"
 #include "xprt_harness.h"
 
 static uint8_t ppat(uint32_t xid, uint32_t i)
@@ -45,7 +45,7 @@ struct psrv {
 
 struct pans {
 	struct psrv *s;
-	struct rr_tp_sreq *req;
+	struct rr_conn_sreq *req;
 	uint8_t hdr[12];
 	uint8_t *data, *filler;
 	unsigned calls;      /* sent upcalls seen for this answer */
@@ -81,7 +81,7 @@ static void psrv_sent(void *arg, int status)
 	pans_free(a);
 }
 
-static void psrv_recv(void *ctx, struct rr_tp_sreq *r)
+static void psrv_recv(void *ctx, struct rr_conn_sreq *r)
 {
 	struct psrv *s = ctx;
 	struct pans *a = calloc(1, sizeof(*a));
@@ -173,7 +173,7 @@ static unsigned psrv_get(struct psrv *s, const unsigned *field)
 
 /* ---- requester ---- */
 struct pcall {
-	struct rr_tp_rpc r;
+	struct rr_conn_rpc r;
 	uint8_t call[16];
 	struct rr_xprt_part part;
 	struct rr_xprt_sink sink;
@@ -182,7 +182,7 @@ struct pcall {
 	unsigned completions;
 };
 
-static void pcl_complete(void *ctx, struct rr_tp_rpc *r)
+static void pcl_complete(void *ctx, struct rr_conn_rpc *r)
 {
 	struct rr_th_cl *c = ctx;
 	struct pcall *p = RR_CONTAINER_OF(r, struct pcall, r);

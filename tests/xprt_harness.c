@@ -186,7 +186,7 @@ void rr_th_worker_stop(pthread_mutex_t *lock, pthread_cond_t *cond, bool *stop,
 	pthread_join(worker, NULL);
 }
 
-void rr_th_cl_count(void *ctx, struct rr_tp_rpc *rpc)
+void rr_th_cl_count(void *ctx, struct rr_conn_rpc *rpc)
 {
 	struct rr_th_cl *c = ctx;
 
@@ -218,7 +218,7 @@ bool rr_th_cl_wait(struct rr_th_cl *c, unsigned n, unsigned ms)
 	return rr_th_wait_count(&c->lock, &c->cond, &c->done, n, ms);
 }
 
-void rr_th_sq_init(struct rr_th_sq *sq, void (*answer)(struct rr_th_sq *, struct rr_tp_sreq *))
+void rr_th_sq_init(struct rr_th_sq *sq, void (*answer)(struct rr_th_sq *, struct rr_conn_sreq *))
 {
 	pthread_mutex_init(&sq->lock, NULL);
 	pthread_cond_init(&sq->cond, NULL);
@@ -231,7 +231,7 @@ static void *sq_worker(void *arg)
 
 	pthread_mutex_lock(&sq->lock);
 	for (;;) {
-		struct rr_tp_sreq *r;
+		struct rr_conn_sreq *r;
 
 		while (sq->head == sq->tail && !sq->stop)
 			pthread_cond_wait(&sq->cond, &sq->lock);
@@ -251,7 +251,7 @@ void rr_th_sq_start(struct rr_th_sq *sq)
 	pthread_create(&sq->worker, NULL, sq_worker, sq);
 }
 
-void rr_th_sq_recv(void *ctx, struct rr_tp_sreq *r)
+void rr_th_sq_recv(void *ctx, struct rr_conn_sreq *r)
 {
 	struct rr_th_sq *sq = ctx;
 

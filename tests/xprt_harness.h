@@ -16,7 +16,7 @@
 
 #include "rpcrdma/rdma.h"
 #include "rpcrdma/rpc.h"
-#include "transport/rdma_tp.h"
+#include "transport/rdma/tp.h"
 
 /* True when the software iWARP provider is built in; otherwise marks the
  * test skipped (rr_test_mark_skipped: reported "skip", never "ok") and
@@ -69,7 +69,7 @@ struct rr_th_cl {
 };
 
 /* A completion upcall that only counts (@ctx: the struct rr_th_cl). */
-void rr_th_cl_count(void *ctx, struct rr_tp_rpc *rpc);
+void rr_th_cl_count(void *ctx, struct rr_conn_rpc *rpc);
 /* Zeroes @c and connects it to 127.0.0.1:@port; @complete gets @c as ctx. */
 int rr_th_cl_start(struct rr_th_cl *c, const struct rr_tp_conf *conf, int port,
 		   rr_tp_complete_fn complete);
@@ -83,22 +83,22 @@ bool rr_th_cl_wait(struct rr_th_cl *c, unsigned n, unsigned ms);
 struct rr_th_sq {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct rr_tp_sreq *q[4096];
+	struct rr_conn_sreq *q[4096];
 	unsigned head, tail;
 	bool hold;
-	struct rr_tp_sreq *held[1024];
+	struct rr_conn_sreq *held[1024];
 	unsigned nheld;
 	bool stop;
 	pthread_t worker;
-	void (*answer)(struct rr_th_sq *sq, struct rr_tp_sreq *r);
+	void (*answer)(struct rr_th_sq *sq, struct rr_conn_sreq *r);
 };
 
 /* Initializes @sq (zeroed by the caller) with its lock and condition. */
-void rr_th_sq_init(struct rr_th_sq *sq, void (*answer)(struct rr_th_sq *, struct rr_tp_sreq *));
+void rr_th_sq_init(struct rr_th_sq *sq, void (*answer)(struct rr_th_sq *, struct rr_conn_sreq *));
 /* Starts the worker thread. */
 void rr_th_sq_start(struct rr_th_sq *sq);
 /* rr_tp_recv_fn; @ctx is the struct rr_th_sq. */
-void rr_th_sq_recv(void *ctx, struct rr_tp_sreq *r);
+void rr_th_sq_recv(void *ctx, struct rr_conn_sreq *r);
 /* Requests held so far (read under the lock: the progress thread adds them). */
 unsigned rr_th_sq_nheld(struct rr_th_sq *sq);
 /* Clears hold and queues every held request. */

@@ -31,68 +31,97 @@
 extern "C" {
 #endif
 
+/* Every counter, once: RPCRDMA_XPRT_STATS(X) expands X(group, name, what)
+ * for each, in the order of the struct's fields. The library generates its
+ * own counters, their export and the printer from it; a program may use it
+ * too (to print or compare every counter by name). Groups: xprt, chunks,
+ * rdma, calls, sent, recv, errors, inv, flow, push, progress, rrep, limits. */
+#define RPCRDMA_XPRT_STATS(X) \
+	/* Linux "xprt: rdma" equivalents (client: requester; server: responder) */ \
+	X(xprt, sends, "Sends posted (Calls, Replies, RDMA_ERRORs, RDMA_DONEs)") \
+	X(xprt, recvs, "Receives processed") \
+	X(xprt, bad_xids, "Replies matching no Call (Linux bad_xids)") \
+	X(xprt, bad_replies, "malformed Replies discarded") \
+	X(xprt, dropped, "messages silently dropped") \
+	X(chunks, read_chunks, "Read chunks sent (client) / pulled (server)") \
+	X(chunks, write_chunks, "Write chunks provisioned / filled") \
+	X(chunks, reply_chunks, "Reply chunks provisioned / used") \
+	X(rdma, total_rdma_req, "bytes moved by RDMA Read (client: the peer pulled them " \
+				"from us; server: we pulled them)") \
+	X(rdma, total_rdma_rep, "bytes moved by RDMA Write into Write/Reply chunks") \
+	X(rdma, rdma_read_bytes, "server: bytes it RDMA Read") \
+	X(rdma, rdma_write_bytes, "server: bytes it RDMA Wrote") \
+	X(rdma, pullup_bytes, "bytes copied into Sends / Long Call buffers (Linux " \
+			      "pullup_copy_count)") \
+	X(calls, short_msgs, "Calls sent (client) / received (server) inline, no chunks") \
+	X(calls, chunked_msgs, "... RDMA_MSG with chunks") \
+	X(calls, long_msgs, "... RDMA_NOMSG (Long Call)") \
+	/* message forms by direction (rdma_proc, RFC 8166 section 4.2.1) */ \
+	X(sent, msg_sent, "RDMA_MSG sent") \
+	X(sent, nomsg_sent, "RDMA_NOMSG sent") \
+	X(sent, error_sent, "RDMA_ERROR sent") \
+	X(sent, done_sent, "RDMA_DONE sent") \
+	X(sent, inline_sent_bytes, "bytes of all Sends posted, headers included") \
+	X(recv, msg_recv, "RDMA_MSG received") \
+	X(recv, nomsg_recv, "RDMA_NOMSG received") \
+	X(recv, error_recv, "RDMA_ERROR received") \
+	X(recv, done_recv, "RDMA_DONE received") \
+	X(recv, inline_recv_bytes, "bytes of all Receives completed") \
+	X(errors, err_vers_sent, "RDMA_ERROR ERR_VERS sent") \
+	X(errors, err_chunk_sent, "RDMA_ERROR ERR_CHUNK sent") \
+	X(errors, err_received, "RDMA_ERROR received") \
+	X(errors, fatal_errors, "connections lost by a failed operation") \
+	/* invalidation (RFC 8797 / Send With Invalidate) */ \
+	X(inv, remote_inv, "our STags the peer invalidated") \
+	X(inv, local_inv, "STags we invalidated ourselves") \
+	X(inv, bad_remote_inv, "Send With Invalidate naming an STag not ours") \
+	X(flow, credits_exhausted, "Calls that waited for a credit") \
+	X(flow, retransmits, "Calls sent again on a new connection") \
+	X(flow, reconnects, "connections established again") \
+	/* push mode (rpcrdma/push.h) */ \
+	X(push, push_writes, "client: RDMA Writes into exposed regions") \
+	X(push, push_write_bytes, "client: bytes of those") \
+	X(push, commits, "client: RDMA Commits answered durable") \
+	X(push, commit_errors, "client: Commits with Status != 0 or failed") \
+	X(push, regions_exposed, "server: regions exposed") \
+	X(push, regions_released, "server: revoked or freed on disconnect") \
+	X(progress, cq_polls, "CQ polls by the transport's progress loop (on soft each " \
+			      "looks at the connection): per RPC, what an idle " \
+			      "connection costs a busy one") \
+	/* reliable reply (responder-provided Read chunks and RDMA_DONE) */ \
+	X(rrep, rrep_exposed, "server: Replies sent as a Read chunk") \
+	X(rrep, rrep_pulled, "client: Replies pulled by RDMA Read") \
+	X(rrep, rrep_done_sent, "client: RDMA_DONE sent") \
+	X(rrep, rrep_done_unknown, "client: RDMA_DONE for an XID no longer known; " \
+				   "server: RDMA_DONE naming nothing waiting") \
+	X(rrep, rrep_done_matched, "server: RDMA_DONE released a Reply") \
+	X(rrep, rrep_done_forged, "server: Send With Invalidate naming another XID's " \
+				  "STag or none of ours") \
+	X(rrep, rrep_expired, "server: Read chunks fenced by rrep_timeout_ms") \
+	X(rrep, rrep_fenced, "server: fenced on disconnect or destroy") \
+	X(rrep, rrep_parked, "server: Read-chunk Replies that waited for an RDMA_DONE " \
+			     "reservation (rrep_max)") \
+	X(rrep, rrep_over_budget, "server: answered ERR_CHUNK, reply_mem_per_conn or " \
+				  "reply_mem_total being used up") \
+	/* server limits (docs/security.md "Limits"; the connection ones also \
+	 * on tcp://) */ \
+	X(limits, calls_refused, "Calls answered ERR_CHUNK for lack of memory (never " \
+				 "dropped silently)") \
+	X(limits, send_stalls, "connections closed, their Sends stalled for " \
+			       "send_timeout_ms") \
+	X(limits, refused_conns, "connection requests refused: over max_conns or " \
+				 "max_conns_per_host, stopping, or no resources") \
+	X(limits, idle_closed, "connections closed after idle_timeout_ms") \
+	X(limits, accept_backoffs, "accepting paused for want of file descriptors or " \
+				   "memory (EMFILE, ENFILE, ENOBUFS, ENOMEM)") \
+	X(limits, handshakes_dropped, "rdma://: half-open connections closed (over " \
+				      "max_handshakes, timed out, or their fds given to " \
+				      "an established one)")
+
+#define RPCRDMA_XPRT_STAT_FIELD_(group, name, what) uint64_t name;
+
 struct rpcrdma_xprt_stats {
-	/* Linux "xprt: rdma" equivalents (client: requester; server: responder) */
-	uint64_t sends;              /* Sends posted (Calls, Replies, RDMA_ERRORs) */
-	uint64_t recvs;              /* Receives processed */
-	uint64_t bad_xids;           /* Replies matching no Call (Linux bad_xids) */
-	uint64_t bad_replies;        /* malformed Replies discarded */
-	uint64_t dropped;            /* messages silently dropped */
-	uint64_t read_chunks;        /* Read chunks sent (client) / pulled (server) */
-	uint64_t write_chunks;       /* Write chunks provisioned / filled */
-	uint64_t reply_chunks;       /* Reply chunks provisioned / used */
-	uint64_t total_rdma_req;     /* bytes moved by RDMA Read (client: the peer pulled
-					them from us; server: we pulled them) */
-	uint64_t total_rdma_rep;     /* bytes moved by RDMA Write into Write/Reply chunks */
-	uint64_t rdma_read_bytes;    /* server: bytes it RDMA Read */
-	uint64_t rdma_write_bytes;   /* server: bytes it RDMA Wrote */
-	uint64_t pullup_bytes;       /* bytes copied into Sends / Long Call buffers
-					(Linux pullup_copy_count) */
-	uint64_t short_msgs;         /* Calls sent (client) / received (server) inline,
-					no chunks */
-	uint64_t chunked_msgs;       /* ... RDMA_MSG with chunks */
-	uint64_t long_msgs;          /* ... RDMA_NOMSG (Long Call) */
-	/* message forms by direction */
-	uint64_t msg_sent, nomsg_sent, error_sent, done_sent;
-	uint64_t msg_recv, nomsg_recv, error_recv, done_recv;
-	uint64_t inline_sent_bytes;  /* bytes of all Sends posted, headers included */
-	uint64_t inline_recv_bytes;  /* bytes of all Receives completed */
-	/* errors */
-	uint64_t err_vers_sent, err_chunk_sent;
-	uint64_t err_received;       /* RDMA_ERROR received */
-	uint64_t fatal_errors;       /* connection lost by a failed operation */
-	/* invalidation (RFC 8797 / Send With Invalidate) */
-	uint64_t remote_inv;         /* our STags the peer invalidated */
-	uint64_t local_inv;          /* STags we invalidated ourselves */
-	uint64_t bad_remote_inv;     /* Send With Invalidate naming an STag not ours */
-	/* flow */
-	uint64_t credits_exhausted;  /* Calls that waited for a credit */
-	uint64_t retransmits;
-	uint64_t reconnects;
-	/* push mode (rpcrdma/push.h) */
-	uint64_t push_writes;        /* client: RDMA Writes into exposed regions */
-	uint64_t push_write_bytes;
-	uint64_t commits;            /* client: RDMA Commits answered durable */
-	uint64_t commit_errors;      /* client: Commits with Status != 0 or failed */
-	uint64_t regions_exposed;    /* server: regions exposed */
-	uint64_t regions_released;   /* server: revoked or freed on disconnect */
-	/* progress */
-	uint64_t cq_polls;           /* CQ polls made by the transport's progress
-					loop (each a look at the connection on
-					soft): per RPC, how much an idle
-					connection costs a busy one */
-	/* server, connection limits (docs/security.md "Limits"; also on
-	 * tcp://): */
-	uint64_t refused_conns;      /* refused: over max_conns or
-					max_conns_per_host, shutting down, or
-					no resources for it */
-	uint64_t idle_closed;        /* closed after idle_timeout_ms */
-	uint64_t accept_backoffs;    /* accepting paused for want of file
-					descriptors or memory (EMFILE, ENFILE,
-					ENOBUFS, ENOMEM) */
-	uint64_t handshakes_dropped; /* rdma://: half-open connections closed
-					(over max_handshakes, timed out, or
-					their fds given to an established one) */
+	RPCRDMA_XPRT_STATS(RPCRDMA_XPRT_STAT_FIELD_)
 	uint32_t connections;        /* server: live connections; client: 1 if connected */
 	char transport[16];          /* "rdma" (soft provider), "tcp" */
 };
@@ -108,7 +137,8 @@ RPCRDMA_API int rpcrdma_server_stats(struct rpcrdma_server *s, struct rpcrdma_xp
 RPCRDMA_API void rpcrdma_xprt_stats_diff(const struct rpcrdma_xprt_stats *now,
 					 const struct rpcrdma_xprt_stats *before,
 					 struct rpcrdma_xprt_stats *out);
-/* Prints @st to @f in a mountstats-like layout. 0 or -EIO. */
+/* Prints @st to @f, one line per group ("\tgroup: name value ..."), after
+ * "xprt: TRANSPORT connections N". 0, -EINVAL or -EIO. */
 RPCRDMA_API int rpcrdma_xprt_stats_print(const struct rpcrdma_xprt_stats *st, FILE *f);
 
 #ifdef __cplusplus

@@ -191,10 +191,8 @@ int rr_rrep_req_reply(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 			r->stats->bad_replies++;
 	}
 	out->pull_nsegs = n;
-	if (c) {
-		out->nsinks = c->desc.nsinks;
-		rr_xprt_rqst_forget(r, c);
-	}
+	if (c)
+		out->nsinks = c->desc.nsinks;   /* the caller forgets @c */
 	return 0;
 }
 

@@ -84,9 +84,10 @@ bool rr_rrep_is_done(const uint8_t *buf, size_t len, uint32_t *xid);
 /* Called by the requester core for a decoded RDMA_NOMSG Reply carrying a
  * Position-zero Read chunk (the codec admits nothing else in a Reply): @c
  * is the matched call (its Write list already checked into @out) or NULL
- * for an XID no longer known. Removes @c from the XID table, fills @out as
- * R_PULL. Returns 0, or -EBADMSG (a malformed chunk: the Reply is discarded
- * and, since it is not a Reply we can act on, no RDMA_DONE is owed). */
+ * for an XID no longer known. Fills @out as R_PULL (the caller then removes
+ * @c from the XID table). Returns 0, or -EBADMSG (a malformed chunk: the
+ * Reply is discarded and, since it is not a Reply we can act on, no
+ * RDMA_DONE is owed). */
 int rr_rrep_req_reply(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 		      const struct rr_xprt_hdr *h, struct rr_xprt_reply *out);
 

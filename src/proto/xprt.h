@@ -52,6 +52,7 @@
 #include <stdio.h>
 
 #include "common/common.h"
+#include "rpcrdma/stats.h"
 
 /* ---- RFC 8166 constants ---- */
 #define RR_XPRT_VERSION 1u
@@ -171,78 +172,17 @@ struct rr_xprt_params {
  * inline_ddp on. */
 void rr_xprt_params_default(struct rr_xprt_params *p);
 
-/* ---- statistics (Linux "xprt: rdma" mountstats plus responder fields) ---- */
+/* ---- statistics ----
+ * The transport's counters: every one of the public table
+ * (include/rpcrdma/stats.h RPCRDMA_XPRT_STATS, where each is described),
+ * counted by the session and the executor, exported as they are. */
 struct rr_xprt_stats {
-	uint64_t sends;              /* Sends posted (Calls, Replies, errors) */
-	uint64_t recvs;              /* Receives processed */
-	uint64_t bad_xids;           /* Replies with an unknown XID */
-	uint64_t bad_replies;        /* malformed Replies discarded */
-	uint64_t read_chunks;        /* Read chunks sent (req) / pulled (rsp) */
-	uint64_t write_chunks;       /* Write chunks provisioned / filled */
-	uint64_t reply_chunks;       /* Reply chunks provisioned / used */
-	uint64_t total_rdma_req;     /* bytes the peer moves for us (reads+writes) */
-	uint64_t total_rdma_rep;     /* bytes moved by RDMA into Write/Reply chunks */
-	uint64_t rdma_read_bytes;    /* responder: bytes RDMA Read */
-	uint64_t rdma_write_bytes;   /* responder: bytes RDMA Written */
-	uint64_t short_msgs;         /* RDMA_MSG without chunks */
-	uint64_t chunked_msgs;       /* RDMA_MSG with chunks */
-	uint64_t long_msgs;          /* RDMA_NOMSG */
-	uint64_t pullup_bytes;       /* bytes copied into Sends / Long Call buffer */
-	uint64_t err_vers_sent, err_chunk_sent;
-	uint64_t err_received;       /* RDMA_ERROR received */
-	uint64_t dropped;            /* headers silently dropped */
-	uint64_t remote_inv;         /* STags invalidated by the peer */
-	uint64_t local_inv;          /* STags invalidated locally */
-	uint64_t bad_remote_inv;     /* Send With Invalidate for a foreign STag */
-	uint64_t credits_exhausted;  /* Calls queued waiting for a credit */
-	uint64_t retransmits;
-	uint64_t reconnects;
-	uint64_t fatal_errors;       /* failed RDMA Read/Write/Send, connection lost */
-	/* Counted by the driver (transport/rdma_tp.c) from the header of every
-	 * Send posted / Receive completed (rdma_proc, RFC 8166 section 4.2.1),
-	 * both roles: */
-	uint64_t msg_sent, nomsg_sent, error_sent, done_sent;
-	uint64_t msg_recv, nomsg_recv, error_recv, done_recv;
-	uint64_t inline_sent_bytes;  /* bytes in Sends posted (header + inline) */
-	uint64_t inline_recv_bytes;  /* bytes in Receives completed */
-	/* Push mode (draft-talpey-rdma-commit section 2), requester: */
-	uint64_t push_writes, push_write_bytes;  /* RDMA Writes into exposed regions */
-	uint64_t commits, commit_errors;         /* Commits completed; with Status != 0
-						    or failed */
-	/* Push mode, responder: regions exposed / revoked or released. */
-	uint64_t regions_exposed, regions_released;
-	uint64_t cq_polls;           /* CQ polls by the progress loop (drain_cq) */
-	/* reliable reply (proto/rrep.h) */
-	uint64_t rrep_exposed;       /* rsp: Replies sent with a Read chunk */
-	uint64_t rrep_pulled;        /* req: Replies pulled by RDMA Read */
-	uint64_t rrep_done_sent;     /* req: RDMA_DONE sent */
-	uint64_t rrep_done_unknown;  /* req: RDMA_DONE for an XID no longer known
-					rsp: RDMA_DONE naming nothing waiting */
-	uint64_t rrep_done_matched;  /* rsp: RDMA_DONE released a Reply */
-	uint64_t rrep_done_forged;   /* rsp: Send With Invalidate naming another
-					XID's STag or none of ours */
-	uint64_t rrep_expired;       /* rsp: Read chunks fenced by the timeout */
-	uint64_t rrep_fenced;        /* rsp: fenced on disconnect / destroy */
-	uint64_t rrep_parked;        /* rsp: Read-chunk Replies that waited for
-					a reservation (rrep_max) */
-	uint64_t rrep_over_budget;   /* rsp: answered ERR_CHUNK, the reply_mem
-					budget being used up */
-	uint64_t calls_refused;      /* rsp: Calls answered ERR_CHUNK for lack
-					of memory (never dropped silently) */
-	uint64_t send_stalls;        /* rsp: connections closed, their Sends
-					stalled for send_timeout_ms */
-	/* connection limits, responder (docs/security.md "Limits") */
-	uint64_t refused_conns;      /* connection requests refused: over
-					max_conns or max_conns_per_host,
-					stopping, or no resources for it */
-	uint64_t idle_closed;        /* disconnected after idle_timeout_ms */
-	uint64_t accept_backoffs;    /* listener paused: out of fds/memory */
-	uint64_t handshakes_dropped; /* half-open connections closed (limit,
-					timeout, fds for an established one) */
+	RPCRDMA_XPRT_STATS(RPCRDMA_XPRT_STAT_FIELD_)
 };
 
-/* Prints @s to @f in a mountstats-like layout. Returns 0 or -EIO. */
-int rr_xprt_stats_print(const struct rr_xprt_stats *s, FILE *f);
+/* @o gets every counter of @s (connections and transport: left as they
+ * are). */
+void rr_xprt_stats_export(const struct rr_xprt_stats *s, struct rpcrdma_xprt_stats *o);
 
 /* ---- memory the driver must register ---- */
 #define RR_XPRT_ACC_REMOTE_READ 1u   /* peer RDMA Reads it (Read chunk) */

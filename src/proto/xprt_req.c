@@ -548,6 +548,30 @@ static struct rr_xprt_rqst *note_inv(struct rr_xprt_requester *r, struct rr_xprt
 	return other;
 }
 
+/* The Write list of Reply @h against the Write chunks @c provisioned: each
+ * one ours, within what we offered; the bytes placed per sink go to @out.
+ * 0, or -EBADMSG. */
+static int check_writes(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+			const struct rr_xprt_hdr *h, struct rr_xprt_reply *out)
+{
+	struct rr_xprt_seg mine[RR_XPRT_MAX_SEGS];
+	uint32_t n;
+
+	for (uint32_t i = 0; i < h->nwrites; i++) {
+		int64_t got;
+
+		segs_of(&r->params, &c->regs[c->sink_reg[i]], c->desc.sinks[i].len, mine, &n);
+		got = check_chunk(&h->writes[i], mine, n);
+		if (got < 0)
+			return -EBADMSG;
+		out->sink_len[i] = (uint32_t)got;
+		out->sink_placed[i] = h->writes[i].nsegs != 0;
+		if (r->stats)
+			r->stats->total_rdma_rep += (uint64_t)got;
+	}
+	return 0;
+}
+
 void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t len,
 		      bool has_inv, uint32_t inv_stag, struct rr_xprt_reply *out)
 {
@@ -608,22 +632,13 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	if ((h->nreads && !p->reliable_reply) ||
 	    h->nwrites > (c->results_inline ? 0u : c->desc.nsinks))
 		goto bad;
-	for (uint32_t i = 0; i < h->nwrites; i++) {
-		int64_t got;
-
-		segs_of(p, &c->regs[c->sink_reg[i]], c->desc.sinks[i].len, mine, &n);
-		got = check_chunk(&h->writes[i], mine, n);
-		if (got < 0)
-			goto bad;
-		out->sink_len[i] = (uint32_t)got;
-		out->sink_placed[i] = h->writes[i].nsegs != 0;
-		if (s)
-			s->total_rdma_rep += (uint64_t)got;
-	}
+	if (check_writes(r, c, h, out))
+		goto bad;
 	if (h->nreads) {
 		/* Reliable reply: responder-provided Read chunk (proto/rrep.c). */
 		if (rr_rrep_req_reply(r, c, h, out))
 			goto bad;
+		rr_xprt_rqst_forget(r, c);   /* its Reply is pulled now */
 		out->inv_other = other;
 		return;
 	}

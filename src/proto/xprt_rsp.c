@@ -139,6 +139,130 @@ void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc
 		rr_free(s->env, rc);
 }
 
+/* Groups @h's Read list into chunks by position in @ch (*@nch of them),
+ * sorted by position, segments in list order (stable insertion sort; the
+ * list in @h is left sorted). -EBADMSG for more chunks than a Call may have. */
+static int group_reads(struct rr_xprt_hdr *h, struct chunk_ref *ch, unsigned *nch)
+{
+	struct rr_xprt_rseg sorted[RR_XPRT_MAX_READS];
+
+	*nch = 0;
+	memcpy(sorted, h->reads, sizeof(sorted[0]) * h->nreads);
+	for (uint32_t i = 1; i < h->nreads; i++) {
+		struct rr_xprt_rseg t = sorted[i];
+		uint32_t j = i;
+
+		while (j > 0 && sorted[j - 1].position > t.position) {
+			sorted[j] = sorted[j - 1];
+			j--;
+		}
+		sorted[j] = t;
+	}
+	for (uint32_t i = 0; i < h->nreads; i++) {
+		if (i == 0 || sorted[i].position != sorted[i - 1].position) {
+			if (*nch == RR_XPRT_MAX_ITEMS + 1)
+				return -EBADMSG;
+			ch[*nch].position = sorted[i].position;
+			ch[*nch].len = 0;
+			ch[*nch].first = i;
+			ch[*nch].n = 0;
+			(*nch)++;
+		}
+		ch[*nch - 1].len += sorted[i].seg.length;
+		ch[*nch - 1].n++;
+	}
+	memcpy(h->reads, sorted, sizeof(sorted[0]) * h->nreads);
+	return 0;
+}
+
+/* The RDMA Reads of chunk @c into rc->buf at @off, one per non-empty
+ * segment. */
+static void add_reads(struct rr_xprt_rcall *rc, const struct rr_xprt_hdr *h,
+		      const struct chunk_ref *c, uint32_t off)
+{
+	for (uint32_t j = 0; j < c->n; j++) {
+		const struct rr_xprt_seg *g = &h->reads[c->first + j].seg;
+
+		if (!g->length)
+			continue;
+		rc->reads[rc->nreads].stag = g->handle;
+		rc->reads[rc->nreads].remote = g->offset;
+		rc->reads[rc->nreads].len = g->length;
+		rc->reads[rc->nreads].local_off = off;
+		rc->nreads++;
+		off += g->length;
+	}
+}
+
+/* Lays out the rebuilt stream of @rc (@total bytes): the inline pieces
+ * (@ilen bytes at @src, or in the staging area after the stream when @src
+ * is NULL: a Long Call) between the chunks ch[@first..@nch) at their
+ * positions, each chunk followed by zeros up to a multiple of four; the
+ * Reads that fill them; a Long Call's position-zero chunk read into the
+ * staging area. -EBADMSG for overlapping chunks or a position beyond the
+ * message. */
+static int lay_out(struct rr_xprt_rcall *rc, const struct rr_xprt_hdr *h,
+		   const struct chunk_ref *ch, unsigned nch, unsigned first, const uint8_t *src,
+		   uint64_t ilen, uint64_t total)
+{
+	uint32_t out_off = 0, consumed = 0;
+
+	for (unsigned i = first; i < nch; i++) {
+		uint32_t gap;
+
+		if (ch[i].position < out_off)
+			return -EBADMSG;   /* overlapping chunks */
+		gap = ch[i].position - out_off;
+		if (gap > ilen - consumed)
+			return -EBADMSG;   /* position beyond the message */
+		rc->copies[rc->ncopies].dst = out_off;
+		rc->copies[rc->ncopies].src = consumed;
+		rc->copies[rc->ncopies].len = gap;
+		rc->copies[rc->ncopies].from_stage = src == NULL;
+		rc->ncopies++;
+		consumed += gap;
+		out_off += gap;
+		rc->item_pos[rc->nitems] = out_off;
+		rc->item_len[rc->nitems] = (uint32_t)ch[i].len;
+		rc->nitems++;
+		add_reads(rc, h, &ch[i], out_off);
+		memset(rc->buf + out_off + ch[i].len, 0, RR_ALIGN4(ch[i].len) - ch[i].len);
+		out_off += (uint32_t)RR_ALIGN4(ch[i].len);
+	}
+	rc->copies[rc->ncopies].dst = out_off;
+	rc->copies[rc->ncopies].src = consumed;
+	rc->copies[rc->ncopies].len = (uint32_t)(ilen - consumed);
+	rc->copies[rc->ncopies].from_stage = src == NULL;
+	rc->ncopies++;
+	if (first) {
+		/* The position-zero chunk is read into the staging area after
+		 * the stream. */
+		add_reads(rc, h, &ch[0], (uint32_t)total);
+	} else {
+		for (uint32_t i = 0; i < rc->ncopies; i++)
+			if (rc->copies[i].len)
+				memcpy(rc->buf + rc->copies[i].dst,
+				       src + rc->copies[i].src, rc->copies[i].len);
+		rc->ncopies = 0;
+	}
+	return 0;
+}
+
+/* The counters of a received Call. */
+static void count_call(struct rr_xprt_stats *st, const struct rr_xprt_rcall *rc,
+		       const struct rr_xprt_hdr *h, unsigned nch)
+{
+	st->read_chunks += nch;
+	st->rdma_read_bytes += rc->read_bytes;
+	st->total_rdma_req += rc->read_bytes;
+	if (h->proc == RR_XPRT_NOMSG)
+		st->long_msgs++;
+	else if (nch || h->nwrites || h->has_reply)
+		st->chunked_msgs++;
+	else
+		st->short_msgs++;
+}
+
 enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 					 const uint8_t *buf, size_t len,
 					 uint32_t grant, uint8_t *err_msg,
@@ -149,11 +273,9 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 	struct rr_xprt_rcall *rc;
 	struct rr_xprt_hdr *h;
 	struct chunk_ref ch[RR_XPRT_MAX_ITEMS + 1];
-	struct rr_xprt_rseg sorted[RR_XPRT_MAX_READS];
 	unsigned nch = 0, first = 0;
 	uint64_t total, ilen = 0, stage_len = 0;
 	const uint8_t *src = NULL;
-	uint32_t out_off = 0, consumed = 0;
 
 	*out = NULL;
 	*err_len = 0;
@@ -203,33 +325,8 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 	rc->credit = h->credit;
 	rc->proc = h->proc;
 
-	/* Group the Read list into chunks by position, sorted by position,
-	 * segments in list order (stable insertion sort). */
-	memcpy(sorted, h->reads, sizeof(sorted[0]) * h->nreads);
-	for (uint32_t i = 1; i < h->nreads; i++) {
-		struct rr_xprt_rseg t = sorted[i];
-		uint32_t j = i;
-
-		while (j > 0 && sorted[j - 1].position > t.position) {
-			sorted[j] = sorted[j - 1];
-			j--;
-		}
-		sorted[j] = t;
-	}
-	for (uint32_t i = 0; i < h->nreads; i++) {
-		if (i == 0 || sorted[i].position != sorted[i - 1].position) {
-			if (nch == RR_XPRT_MAX_ITEMS + 1)
-				goto chunk_err;
-			ch[nch].position = sorted[i].position;
-			ch[nch].len = 0;
-			ch[nch].first = i;
-			ch[nch].n = 0;
-			nch++;
-		}
-		ch[nch - 1].len += sorted[i].seg.length;
-		ch[nch - 1].n++;
-	}
-	memcpy(h->reads, sorted, sizeof(sorted[0]) * h->nreads);
+	if (group_reads(h, ch, &nch))
+		goto chunk_err;
 
 	/* RDMA_NOMSG carries the Call in a position-zero Read chunk; RDMA_MSG
 	 * carries it inline and must not have one. */
@@ -258,74 +355,8 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 		goto chunk_err;   /* no memory: answered, not dropped */
 	}
 
-	/* Lay out the rebuilt stream: inline pieces between chunks at their
-	 * positions, each chunk followed by zeros up to a multiple of four. */
-	for (unsigned i = first; i < nch; i++) {
-		uint32_t gap;
-
-		if (ch[i].position < out_off)
-			goto chunk_err;   /* overlapping chunks */
-		gap = ch[i].position - out_off;
-		if (gap > ilen - consumed)
-			goto chunk_err;   /* position beyond the message */
-		rc->copies[rc->ncopies].dst = out_off;
-		rc->copies[rc->ncopies].src = consumed;
-		rc->copies[rc->ncopies].len = gap;
-		rc->copies[rc->ncopies].from_stage = src == NULL;
-		rc->ncopies++;
-		consumed += gap;
-		out_off += gap;
-		rc->item_pos[rc->nitems] = out_off;
-		rc->item_len[rc->nitems] = (uint32_t)ch[i].len;
-		rc->nitems++;
-		{
-			uint32_t off = out_off;
-
-			for (uint32_t j = 0; j < ch[i].n; j++) {
-				const struct rr_xprt_seg *g = &h->reads[ch[i].first + j].seg;
-
-				if (!g->length)
-					continue;
-				rc->reads[rc->nreads].stag = g->handle;
-				rc->reads[rc->nreads].remote = g->offset;
-				rc->reads[rc->nreads].len = g->length;
-				rc->reads[rc->nreads].local_off = off;
-				rc->nreads++;
-				off += g->length;
-			}
-			memset(rc->buf + off, 0, RR_ALIGN4(ch[i].len) - ch[i].len);
-		}
-		out_off += (uint32_t)RR_ALIGN4(ch[i].len);
-	}
-	rc->copies[rc->ncopies].dst = out_off;
-	rc->copies[rc->ncopies].src = consumed;
-	rc->copies[rc->ncopies].len = (uint32_t)(ilen - consumed);
-	rc->copies[rc->ncopies].from_stage = src == NULL;
-	rc->ncopies++;
-	if (first) {
-		/* The position-zero chunk is read into the staging area after
-		 * the stream. */
-		uint32_t off = (uint32_t)total;
-
-		for (uint32_t j = 0; j < ch[0].n; j++) {
-			const struct rr_xprt_seg *g = &h->reads[ch[0].first + j].seg;
-
-			if (!g->length)
-				continue;
-			rc->reads[rc->nreads].stag = g->handle;
-			rc->reads[rc->nreads].remote = g->offset;
-			rc->reads[rc->nreads].len = g->length;
-			rc->reads[rc->nreads].local_off = off;
-			rc->nreads++;
-			off += g->length;
-		}
-	} else {
-		for (uint32_t i = 0; i < rc->ncopies; i++)
-			if (rc->copies[i].len)
-				memcpy(rc->buf + rc->copies[i].dst,
-				       src + rc->copies[i].src, rc->copies[i].len);
-		rc->ncopies = 0;
-	}
+	if (lay_out(rc, h, ch, nch, first, src, ilen, total))
+		goto chunk_err;
 	for (uint32_t i = 0; i < rc->nreads; i++)
 		rc->read_bytes += rc->reads[i].len;
 	rc->msg = rc->buf;
@@ -333,17 +364,8 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 	rc->reg.base = rc->buf;
 	rc->reg.len = rc->buf_len;
 	rc->reg.access = RR_XPRT_ACC_LOCAL_WRITE;
-	if (st) {
-		st->read_chunks += nch;
-		st->rdma_read_bytes += rc->read_bytes;
-		st->total_rdma_req += rc->read_bytes;
-		if (h->proc == RR_XPRT_NOMSG)
-			st->long_msgs++;
-		else if (nch || h->nwrites || h->has_reply)
-			st->chunked_msgs++;
-		else
-			st->short_msgs++;
-	}
+	if (st)
+		count_call(st, rc, h, nch);
 	if (rc->nreads == 0) {
 		/* Everything is here: check the Call now. */
 		enum rr_xprt_rsp_action a = rr_xprt_rsp_assemble(s, rc, grant, err_msg, err_len);
@@ -545,6 +567,73 @@ static int rsp_reply_oversize(struct rr_xprt_responder *s, const struct rr_xprt_
 	return rsp_reply_fallback(s, rc, grant, buf, cap, plan);
 }
 
+/* An inline Reply (RDMA_MSG): header @h, then every part not placed in a
+ * Write chunk of Call @ch (@reduced bytes, DDP items padded). 0 or
+ * -EMSGSIZE. */
+static int reply_inline(const struct rr_xprt_hdr *ch, const struct rr_xprt_hdr *h,
+			const struct rr_xprt_part *parts, unsigned nparts, uint64_t reduced,
+			uint8_t *buf, size_t cap, struct rr_xprt_reply_plan *plan)
+{
+	unsigned k = 0;
+	int n = rr_xprt_hdr_encode(h, buf, cap);
+
+	if (n < 0 || cap - (size_t)n < reduced)
+		return -EMSGSIZE;
+	plan->send_len = (uint32_t)n;
+	for (unsigned i = 0; i < nparts; i++) {
+		const struct rr_xprt_part *pt = &parts[i];
+
+		if (pt->ddp && k++ < ch->nwrites)
+			continue;
+		if (pt->len)
+			memcpy(buf + plan->send_len, pt->base, pt->len);
+		plan->send_len += pt->len;
+		if (pt->ddp && (pt->len & 3)) {
+			memset(buf + plan->send_len, 0, 4 - (pt->len & 3));
+			plan->send_len += 4 - (pt->len & 3);
+		}
+	}
+	plan->proc = RR_XPRT_MSG;
+	return 0;
+}
+
+/* A Long Reply (RDMA_NOMSG) through Call @ch's Reply chunk: every part not
+ * placed in a Write chunk RDMA Written into it, header @h (Write list and
+ * Reply chunk) in the Send. 0, -EMSGSIZE, or 1 when it does not fit (the
+ * chunk, or the header the inline threshold: the caller falls back). */
+static int reply_long(struct rr_xprt_responder *s, const struct rr_xprt_hdr *ch,
+		      struct rr_xprt_hdr *h, const struct rr_xprt_part *parts, unsigned nparts,
+		      uint8_t *buf, size_t cap, struct rr_xprt_reply_plan *plan)
+{
+	struct fill f;
+	unsigned k = 0;
+	int n;
+
+	fill_init(&f, &ch->reply, plan);
+	for (unsigned i = 0; i < nparts; i++) {
+		const struct rr_xprt_part *pt = &parts[i];
+
+		if (pt->ddp && k++ < ch->nwrites)
+			continue;
+		if (fill_bytes(&f, pt->base, pt->len) ||
+		    (pt->ddp && (pt->len & 3) && fill_bytes(&f, rr_xprt_zeros, 4 - (pt->len & 3))))
+			return 1;
+	}
+	h->proc = RR_XPRT_NOMSG;
+	h->has_reply = true;
+	fill_result(&f, &h->reply);
+	if (rr_xprt_hdr_size(h) > s->params.reply_inline)
+		return 1;
+	n = rr_xprt_hdr_encode(h, buf, cap);
+	if (n < 0)
+		return -EMSGSIZE;
+	plan->send_len = (uint32_t)n;
+	plan->proc = RR_XPRT_NOMSG;
+	if (s->stats)
+		s->stats->reply_chunks++;
+	return 0;
+}
+
 int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
 		      const struct rr_xprt_part *parts, unsigned nparts,
 		      uint32_t grant, uint8_t *buf, size_t cap,
@@ -556,7 +645,7 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 	uint64_t reduced = 0;
 	unsigned k = 0;
 	size_t hlen;
-	int n, rc_ = 0;
+	int rc_ = 0;
 
 	plan->nwrites = 0;
 	plan->write_bytes = 0;
@@ -607,60 +696,17 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 	}
 	hlen = rr_xprt_hdr_size(h);
 	if (hlen + reduced <= s->params.reply_inline) {
-		/* Inline (RDMA_MSG). */
-		n = rr_xprt_hdr_encode(h, buf, cap);
-		if (n < 0 || cap - (size_t)n < reduced) {
-			rc_ = -EMSGSIZE;
+		rc_ = reply_inline(ch, h, parts, nparts, reduced, buf, cap, plan);
+		if (rc_)
 			goto out;
-		}
-		plan->send_len = (uint32_t)n;
-		k = 0;
-		for (unsigned i = 0; i < nparts; i++) {
-			const struct rr_xprt_part *pt = &parts[i];
-
-			if (pt->ddp && k++ < ch->nwrites)
-				continue;
-			if (pt->len)
-				memcpy(buf + plan->send_len, pt->base, pt->len);
-			plan->send_len += pt->len;
-			if (pt->ddp && (pt->len & 3)) {
-				memset(buf + plan->send_len, 0, 4 - (pt->len & 3));
-				plan->send_len += 4 - (pt->len & 3);
-			}
-		}
-		plan->proc = RR_XPRT_MSG;
 	} else if (ch->has_reply && reduced <= chunk_cap(&ch->reply)) {
-		/* Long Reply (RDMA_NOMSG) through the Reply chunk. */
-		fill_init(&f, &ch->reply, plan);
-		k = 0;
-		for (unsigned i = 0; i < nparts; i++) {
-			const struct rr_xprt_part *pt = &parts[i];
-
-			if (pt->ddp && k++ < ch->nwrites)
-				continue;
-			if (fill_bytes(&f, pt->base, pt->len) ||
-			    (pt->ddp && (pt->len & 3) &&
-			     fill_bytes(&f, rr_xprt_zeros, 4 - (pt->len & 3)))) {
-				hdr_put(s, h);
-				return rsp_reply_fallback(s, rc, grant, buf, cap, plan);
-			}
-		}
-		h->proc = RR_XPRT_NOMSG;
-		h->has_reply = true;
-		fill_result(&f, &h->reply);
-		if (rr_xprt_hdr_size(h) > s->params.reply_inline) {
+		rc_ = reply_long(s, ch, h, parts, nparts, buf, cap, plan);
+		if (rc_ == 1) {
 			hdr_put(s, h);
 			return rsp_reply_fallback(s, rc, grant, buf, cap, plan);
 		}
-		n = rr_xprt_hdr_encode(h, buf, cap);
-		if (n < 0) {
-			rc_ = -EMSGSIZE;
+		if (rc_)
 			goto out;
-		}
-		plan->send_len = (uint32_t)n;
-		plan->proc = RR_XPRT_NOMSG;
-		if (s->stats)
-			s->stats->reply_chunks++;
 	} else {
 		rc_ = rsp_reply_oversize(s, rc, h, parts, nparts, reduced, grant, buf, cap, plan);
 		hdr_put(s, h);

@@ -315,7 +315,7 @@ int rr_xprt_resolve(const char *url, bool server, struct rr_xprt_target *t,
 
 /* Built-in transports (the registry's table). */
 extern const struct rr_xprt_class rr_xprt_tcp_class;    /* src/transport/tcp/tcp.c */
-extern const struct rr_xprt_class rr_xprt_rdma_class;   /* src/transport/rdma_rpc.c */
-extern const struct rr_xprt_class rr_xprt_verbs_class;  /* src/transport/rdma_rpc.c */
+extern const struct rr_xprt_class rr_xprt_rdma_class;   /* src/transport/rdma/rpc.c */
+extern const struct rr_xprt_class rr_xprt_verbs_class;  /* src/transport/rdma/rpc.c */
 
 #endif

@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #include "proto/hdr.h"
-#include "proto/privdata.h"
+#include "proto/conn/privdata.h"
 #include "rdma/soft/ddp.h"
 #include "rdma/soft/mpa.h"
 #include "rpc/rpcmsg.h"

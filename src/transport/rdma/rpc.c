@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The "rdma" URL scheme of the RPC layer (src/rpc/xprt.h contract): adapts
- * the RPC-over-RDMA v1 driver (transport/rdma_tp.h, RFC 8166 with RFC 8797
+ * the RPC-over-RDMA v1 driver (transport/rdma/tp.h, RFC 8166 with RFC 8797
  * negotiation) to the RPC client and server. A Call's DDP-eligible items
  * (struct rr_rpc_ddp) become the driver's DDP-eligible parts (Read chunks when
  * the Call does not fit inline, RFC 8166 section 3.4.3), its result sinks
@@ -14,17 +14,17 @@
  * that owns the listen address or routes to the peer): -ENODEV when the host
  * has no usable RDMA device, -EPROTONOSUPPORT when the library was built
  * without rdma-core. Registrations follow the provider's capabilities
- * (transport/rdma_tp.h: windows and remote invalidation where offered, per-RPC
+ * (transport/rdma/tp.h: windows and remote invalidation where offered, per-RPC
  * memory registration otherwise, e.g. on siw). */
 #include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
 
-#include "proto/credits.h"
-#include "proto/privdata.h"
+#include "proto/conn/credits.h"
+#include "proto/conn/privdata.h"
+#include "transport/rdma/ext.h"
+#include "transport/rdma/tp.h"
 #include "transport/xprt.h"
-#include "transport/rdma_ext.h"
-#include "transport/rdma_tp.h"
 
 struct rr_xprt_client {
 	struct rr_tp_client *tp;
@@ -32,7 +32,7 @@ struct rr_xprt_client {
 };
 
 struct rpc_wrap {
-	struct rr_tp_rpc rpc;
+	struct rr_conn_rpc rpc;
 	struct rr_xprt_call *call;
 	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
 	struct rr_xprt_sink sinks[RR_XPRT_MAX_ITEMS];
@@ -77,7 +77,7 @@ static unsigned msg_parts(const struct rr_xprt_msg *m, struct rr_xprt_part *part
 	return n;
 }
 
-static void cl_complete(void *ctx, struct rr_tp_rpc *rpc)
+static void cl_complete(void *ctx, struct rr_conn_rpc *rpc)
 {
 	struct rr_xprt_client *x = ctx;
 	struct rpc_wrap *w = RR_CONTAINER_OF(rpc, struct rpc_wrap, rpc);
@@ -125,7 +125,7 @@ static int cl_create_on(const char *provider, const struct rr_xprt_target *t,
 		conf.connect_timeout_ms = p->connect_timeout_ms;
 	conf.no_reconnect = p->no_reconnect;
 	conf.inline_ddp = !p->no_inline_ddp;
-	/* 0: the provider's default (rdma_tp.h RR_TP_INLINE_SOFT on rdma://) */
+	/* 0: the provider's default (rdma/tp.h RR_TP_INLINE_SOFT on rdma://) */
 	conf.inline_send = conf.inline_recv = p->inline_size;
 	conf.spin_us = p->spin_us;
 	conf.ext_caps |= RR_PD_EXT_CAP_RDMA_COMMIT;   /* push mode (masked if unsupported) */
@@ -231,7 +231,7 @@ static void cl_destroy(struct rr_xprt_client *x)
 
 struct sreq_wrap {
 	struct rr_xprt_req xr;
-	struct rr_tp_sreq *sreq;
+	struct rr_conn_sreq *sreq;
 	struct sreq_wrap *next;
 };
 
@@ -243,7 +243,7 @@ struct rr_xprt_server {
 	struct sreq_wrap *held;   /* received before start */
 };
 
-static void sv_recv(void *ctx, struct rr_tp_sreq *sreq)
+static void sv_recv(void *ctx, struct rr_conn_sreq *sreq)
 {
 	struct rr_xprt_server *s = ctx;
 	struct sreq_wrap *w = rr_zalloc(rr_env(s->p.env), sizeof(*w));

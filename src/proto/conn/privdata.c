@@ -3,7 +3,7 @@
  * negotiation for the RFC 8797 block (sections 4, 4.1, 4.2, 5.1, 5.2) and the
  * project's extension block that follows it (docs/protocol.md). Pure
  * functions: bytes in, structures out; explicit bounds checks on every read. */
-#include "proto/privdata.h"
+#include "proto/conn/privdata.h"
 
 uint32_t rr_pd_size_round(uint32_t bytes)
 {

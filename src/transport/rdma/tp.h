@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The RPC-over-RDMA Version 1 transport driver: binds the sans-I/O core
- * (proto/xprt.h), the RFC 8797 private data negotiation (proto/privdata.h) and
- * the credit accounting (proto/credits.h) to a provider (rpcrdma/rdma.h).
+ * (proto/xprt.h), the RFC 8797 private data negotiation (proto/conn/privdata.h) and
+ * the credit accounting (proto/conn/credits.h) to a provider (rpcrdma/rdma.h).
  *
  * Client (requester, active side): connects with the RFC 8797 block plus the
  * project's extension block in the private data, negotiates the two inline
@@ -33,6 +33,7 @@
 
 #include <sys/socket.h>
 
+#include "proto/conn/conn.h"
 #include "proto/xprt.h"
 #include "rpcrdma/rdma.h"
 
@@ -94,11 +95,11 @@ struct rr_tp_conf {
 					   Reply awaiting RDMA_DONE for this long
 					   is disconnected; 0 = never */
 	uint32_t ext_caps;              /* extension block capabilities
-					   (RR_PD_EXT_CAP_*, proto/privdata.h);
+					   (RR_PD_EXT_CAP_*, proto/conn/privdata.h);
 					   0: no extension block. Default:
 					   RELIABLE_REPLY (used only when the
 					   peer advertises it too). RDMA_COMMIT
-					   (push mode) is set by rdma_rpc.c. */
+					   (push mode) is set by rdma/rpc.c. */
 	/* Reliable reply (proto/rrep.h, docs/protocol.md): */
 	uint32_t rrep_timeout_ms;       /* responder: an exposed Reply is fenced
 					   when no RDMA_DONE came (30000) */
@@ -150,38 +151,11 @@ void rr_tp_conf_inline(struct rr_tp_conf *c, const char *provider, bool server);
 /* One RPC. The caller fills the inputs, the transport the outputs before
  * the completion upcall; the caller owns the object and everything it names,
  * which the transport borrows from submit until completion. */
-struct rr_tp_rpc {
-	uint32_t xid;                       /* XID of the Call (in the parts) */
-	const struct rr_xprt_part *parts;   /* the Call's XDR stream */
-	unsigned nparts;
-	const struct rr_xprt_sink *sinks;   /* DDP-eligible result buffers */
-	unsigned nsinks;
-	uint32_t max_reply;                 /* largest reduced Reply */
-	uint32_t min_reply;                 /* smallest expected (draft 5.3.1) */
-	bool max_unknown;                   /* @max_reply is only a ceiling */
-	bool caller_waits;                  /* rr_tp_client_wait follows submit:
-					       the submitting thread receives */
-	void *user;
-	/* outputs */
-	int status;                  /* 0, -EREMOTEIO (RDMA_ERROR ERR_CHUNK),
-					-EPROTONOSUPPORT (ERR_VERS), -ECONNRESET,
-					abort's status */
-	uint8_t *reply;              /* reduced Reply, valid until release
-					(an inline one may be the Receive
-					buffer itself, reposted at release) */
-	uint32_t reply_len;
-	uint32_t placed[RR_XPRT_MAX_ITEMS];   /* bytes written per sink */
-	bool is_placed[RR_XPRT_MAX_ITEMS];    /* that Write chunk was used */
-	bool via_read;               /* reliable reply: pulled from a
-					responder-provided Read chunk */
-	void *priv;                  /* transport-private */
-	void *lent_conn;             /* transport-private: @reply's Receive */
-	uint32_t lent_idx;
-};
+/* (struct rr_conn_rpc: proto/conn/conn.h) */
 
 struct rr_tp_client;
 
-typedef void (*rr_tp_complete_fn)(void *ctx, struct rr_tp_rpc *rpc);
+typedef void (*rr_tp_complete_fn)(void *ctx, struct rr_conn_rpc *rpc);
 
 /* Connects to @addr and waits for the connection (conf->connect_timeout_ms).
  * Returns 0, -ECONNREFUSED / -ETIMEDOUT / -ENETUNREACH, -ENOMEM, or a
@@ -191,10 +165,10 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 			struct rr_tp_client **out);
 /* Starts a Call; the completion upcall follows exactly once. Returns 0, or
  * -EINVAL / -EMSGSIZE (not taken: no upcall), -ESHUTDOWN after destroy began. */
-int rr_tp_client_submit(struct rr_tp_client *c, struct rr_tp_rpc *rpc);
+int rr_tp_client_submit(struct rr_tp_client *c, struct rr_conn_rpc *rpc);
 /* Gives up on @rpc: it completes with @status once none of its STags is
  * valid. No-op when it already completed. */
-void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int status);
+void rr_tp_client_abort(struct rr_tp_client *c, struct rr_conn_rpc *rpc, int status);
 /* Optional, for a caller about to block on @rpc's completion: lends this
  * thread to receive and complete Replies (saving a thread handoff) until
  * @rpc completed or @timeout_ms passed; returns at once when another thread
@@ -202,10 +176,10 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_tp_rpc *rpc, int statu
  * successful submit of an @rpc with caller_waits set reserves this role for
  * the submitting thread when it is free (the progress thread is then not
  * woken at all); that thread must call rr_tp_client_wait for @rpc next. */
-void rr_tp_client_wait(struct rr_tp_client *c, struct rr_tp_rpc *rpc, uint32_t timeout_ms);
+void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t timeout_ms);
 /* Frees rpc->reply (or reposts the Receive it lives in). Every reply must
  * be released before rr_tp_client_destroy. */
-void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_tp_rpc *rpc);
+void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_conn_rpc *rpc);
 /* Aborts what remains (-ECANCELED), disconnects, frees. */
 void rr_tp_client_destroy(struct rr_tp_client *c);
 /* Counters (a snapshot). */
@@ -262,16 +236,10 @@ int rr_tp_client_push(struct rr_tp_client *c, struct rr_tp_push *p);
 
 /* A received Call. @msg/@len: the rebuilt RPC Call (Read chunk data in
  * place), valid until rr_tp_server_done(). */
-struct rr_tp_sreq {
-	const uint8_t *msg;
-	uint32_t len;
-	uint32_t xid;
-	void *user;
-	void *priv;
-};
+/* (struct rr_conn_sreq: proto/conn/conn.h) */
 
 struct rr_tp_server;
-typedef void (*rr_tp_recv_fn)(void *ctx, struct rr_tp_sreq *req);
+typedef void (*rr_tp_recv_fn)(void *ctx, struct rr_conn_sreq *req);
 
 /* Listens on @addr (port 0: ephemeral) and starts serving. */
 int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *addr,
@@ -282,7 +250,7 @@ int rr_tp_server_port(struct rr_tp_server *s);
  * flagged). Synchronous: returns once the RDMA Writes and the Send completed.
  * 0, or -ENOTCONN (connection gone: Reply lost), -EIO. When nothing fits,
  * ERR_CHUNK is sent and 0 returned with *@err_chunk set (may be NULL). */
-int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *req,
+int rr_tp_server_reply(struct rr_tp_server *s, struct rr_conn_sreq *req,
 		       const struct rr_xprt_part *parts, unsigned nparts,
 		       bool *err_chunk);
 /* @req cannot be processed or answered (no memory, a Reply that could not be
@@ -290,7 +258,7 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_tp_sreq *req,
  * the connection ends when not even that can be sent), unless a Reply is on
  * its way or was sent. @req is then finished with rr_tp_server_done as
  * usual. A Call is never dropped silently (docs/security.md). */
-void rr_tp_server_refuse(struct rr_tp_server *s, struct rr_tp_sreq *req);
+void rr_tp_server_refuse(struct rr_tp_server *s, struct rr_conn_sreq *req);
 /* Told once the memory of a Reply posted by rr_tp_server_reply_async is no
  * longer referenced: its Send completed (@status 0) or failed or was flushed
  * (-EIO; -ENOTCONN at rr_tp_server_destroy). Runs on the progress thread
@@ -306,11 +274,11 @@ typedef void (*rr_tp_sent_fn)(void *arg, int status);
  * errno as rr_tp_server_reply (not posted; @sent is not called). The grant
  * and remote invalidation are as for rr_tp_server_reply; a Send completion
  * with an error is fatal to the connection and still calls @sent. */
-int rr_tp_server_reply_async(struct rr_tp_server *s, struct rr_tp_sreq *req,
+int rr_tp_server_reply_async(struct rr_tp_server *s, struct rr_conn_sreq *req,
 			     const struct rr_xprt_part *parts, unsigned nparts,
 			     bool *err_chunk, rr_tp_sent_fn sent, void *arg);
 /* Done with @req (after the reply, or instead of one). */
-void rr_tp_server_done(struct rr_tp_server *s, struct rr_tp_sreq *req);
+void rr_tp_server_done(struct rr_tp_server *s, struct rr_conn_sreq *req);
 /* Graceful shutdown, first step: stops listening (new connections are
  * refused, requests not yet taken are dropped); established connections
  * keep their Calls and Replies until rr_tp_server_destroy. */
@@ -329,10 +297,10 @@ void rr_tp_server_cut(struct rr_tp_server *s);
 
 /* Push mode, responder. 0 when @req's connection negotiated RDMA Commit,
  * -EOPNOTSUPP when not, -ENOTCONN when it is gone. */
-int rr_tp_server_commit_ok(struct rr_tp_server *s, struct rr_tp_sreq *req);
+int rr_tp_server_commit_ok(struct rr_tp_server *s, struct rr_conn_sreq *req);
 /* The address of the peer that sent @req (the duplicate request cache keys
  * on its host): 0, or -ENOTCONN when the provider gave none. */
-int rr_tp_server_peer_addr(struct rr_tp_server *s, struct rr_tp_sreq *req,
+int rr_tp_server_peer_addr(struct rr_tp_server *s, struct rr_conn_sreq *req,
 			   struct sockaddr_storage *out);
 /* Registers @attr (RPCRDMA_MR_DURABLE and/or RPCRDMA_MR_VISIBLE: the Commit
  * levels accepted; access becomes LOCAL_WRITE | REMOTE_WRITE) on the PD of
@@ -346,7 +314,7 @@ int rr_tp_server_peer_addr(struct rr_tp_server *s, struct rr_tp_sreq *req,
  * referenced. -EOPNOTSUPP when the connection did not negotiate Commit or no
  * accepted level is possible, -ENOTCONN, -ENOSPC (64 regions per
  * connection). */
-int rr_tp_server_expose(struct rr_tp_server *s, struct rr_tp_sreq *req,
+int rr_tp_server_expose(struct rr_tp_server *s, struct rr_conn_sreq *req,
 			const struct rpcrdma_mr_attr *attr, void (*released)(void *arg),
 			void *arg, uint32_t *stag, uint64_t *to, uint64_t *id, uint32_t *levels);
 /* Deregisters region @id at once (later Writes/Commits naming it draw a

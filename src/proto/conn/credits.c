@@ -4,7 +4,7 @@
  * the reliable-reply extension (draft-cel-nfsv4-rpcrdma-reliable-reply-04
  * section 5.2.3; docs/protocol.md "Credits"). Counters and an intrusive FIFO;
  * no allocation, no system call. */
-#include "proto/credits.h"
+#include "proto/conn/credits.h"
 
 #define RR_CRED_REQUEST_MAX 65535u
 

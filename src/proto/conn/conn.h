@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Copyright (c) The librpcrdma authors */
+/* One RPC-over-RDMA Version 1 connection as a sans-I/O session (RFC 8166
+ * with RFC 8797 negotiation, remote invalidation, the reliable-reply
+ * extension), in either role. It owns every protocol decision of the
+ * connection: credits (applied where the header is decoded), chunk planning,
+ * which STags to invalidate and how, reliable reply and RDMA_DONE
+ * accounting, the timers (next_timeout) and the statistics. It makes no
+ * system call, starts no thread and includes no provider header.
+ *
+ * Inputs: the upper layer's Calls and Replies (rr_conn_submit,
+ * rr_conn_reply, ...), received messages and the completions of the work
+ * the session asked for (rr_conn_on_recv, rr_conn_on_send,
+ * rr_conn_on_work), connection events (rr_conn_up, rr_conn_down) and time
+ * (rr_conn_tick). Outputs: actions, through the executor's struct
+ * rr_conn_io: register and deregister memory, post a Receive, post a Send (or
+ * Send With Invalidate) from a send slot with the RDMA Writes before it, post
+ * an RDMA Read, post a Local Invalidate, deliver a Call or a completed Call,
+ * end the connection.
+ *
+ * Roles:
+ *   requester (rr_conn_requester): one session per client endpoint, across
+ *     connections: Calls queue under the credit grant, are planned and
+ *     marshalled when sent, retransmitted with the same XID on the next
+ *     connection; every STag a Call exposed is invalid before the Call
+ *     completes (RFC 8166 section 3.4: remotely by Send With Invalidate, or
+ *     by Local Invalidate, also for aborted Calls); Read-chunk Replies are
+ *     pulled and answered with RDMA_DONE (proto/rrep.h).
+ *   responder (rr_conn_responder): one session per connection: Calls are
+ *     answered RDMA_ERROR, dropped, pulled (RDMA Read under ORD) or
+ *     delivered; Replies go inline, by RDMA Write into Write chunks, through
+ *     the Reply chunk, or as a responder Read chunk (parked while rrep_max of
+ *     them await their RDMA_DONE), with a grant never 0.
+ *
+ * Files by job (src/proto/conn/, bottom up: conn_int.h): io.c (the io
+ * callbacks, message-form counters), credits.c (the credit rules, both
+ * roles), privdata.c (RFC 8797), invalidate.c (fencing a Call's STags, Send
+ * With Invalidate received), call.c (a Call's completion),
+ * reliable_reply_pull.c (pulling a Read-chunk Reply, sending RDMA_DONE),
+ * requester.c (Calls out, Replies in), request.c (a received Call's life,
+ * RDMA_ERROR), reliable_reply.c (exposing a Read-chunk Reply, RDMA_DONE
+ * received), reply.c (Replies out, parked Replies), responder.c (Calls in,
+ * RDMA Reads), conn.c (life, negotiation, dispatch, timers).
+ *
+ * Threads: none; the executor serializes every call into a session and
+ * receives the io callbacks synchronously, from inside those calls. */
+#ifndef RR_PROTO_CONN_H
+#define RR_PROTO_CONN_H
+
+#include "proto/conn/credits.h"
+#include "proto/conn/privdata.h"
+#include "proto/rrep.h"
+#include "proto/xprt.h"
+
+struct rr_conn;
+
+/* ---- memory the executor registers for the session ---- */
+
+/* A registration: the session fills @base, @len, @access (RR_XPRT_ACC_*)
+ * and @invalidatable (an STag it will invalidate: a memory window where the
+ * provider has them); the executor fills the rest. */
+struct rr_conn_mem {
+	void *base;
+	size_t len;
+	unsigned access;
+	bool invalidatable;
+	/* by the executor */
+	uint32_t stag;          /* what the peer names */
+	uint64_t to;            /* Tagged Offset of @base for the peer */
+	uint32_t lkey;          /* for local work requests on it */
+	void *handle, *handle2; /* the executor's own (NULL: not registered) */
+	bool window;            /* the STag is a window (invalidatable) */
+};
+
+/* One RDMA Write before a Send: @len bytes at @src (inside @mem, or the
+ * executor's zero bytes when @mem is NULL: an XDR pad) to (@stag, @to). */
+struct rr_conn_write {
+	const struct rr_conn_mem *mem;
+	const uint8_t *src;
+	uint32_t len;
+	uint32_t stag;
+	uint64_t to;
+};
+
+/* A Send of @len bytes from send slot @slot, after @nwrites RDMA Writes,
+ * with Send With Invalidate of @inv_stag when @inv. @token (0: none) comes
+ * back in rr_conn_on_send once the Send completed or failed. */
+struct rr_conn_send {
+	uint32_t slot;
+	uint32_t len;
+	bool inv;
+	uint32_t inv_stag;
+	const struct rr_conn_write *writes;
+	unsigned nwrites;
+	uint64_t token;
+};
+
+/* An RDMA Read of (@stag, @to, @len) into @dst (inside @mem); completes in
+ * rr_conn_on_work(@token). */
+struct rr_conn_read {
+	const struct rr_conn_mem *mem;
+	uint8_t *dst;
+	uint32_t len;
+	uint32_t stag;
+	uint64_t to;
+	uint64_t token;
+};
+
+struct rr_conn_sreq;
+struct rr_conn_rpc;
+
+/* The executor's side. Each returns 0 or a negative errno; a failure to post
+ * is fatal to the connection (the session ends it through @close). */
+struct rr_conn_io {
+	void *ctx;
+	/* Registers @m (for the peer when @m->access has a remote right); a
+	 * window is bound before any later work request of the connection.
+	 * -ENOTCONN without a connection. */
+	int (*reg)(void *ctx, struct rr_conn_mem *m);
+	/* Deregisters @m: once it returns nothing of the provider touches the
+	 * memory again (docs/security.md "Lifetime rule"). */
+	void (*unreg)(void *ctx, struct rr_conn_mem *m);
+	/* Posts a Local Invalidate of @m's STag; rr_conn_on_work(@token). */
+	int (*inv)(void *ctx, struct rr_conn_mem *m, uint64_t token);
+	/* A free send slot (*@cap bytes at the returned address), or NULL. */
+	uint8_t *(*slot_get)(void *ctx, uint32_t *slot, uint32_t *cap);
+	void (*slot_put)(void *ctx, uint32_t slot);
+	/* Posts the Writes and the Send of @s; takes the slot back itself once
+	 * the Send completed. */
+	int (*send)(void *ctx, const struct rr_conn_send *s);
+	int (*read)(void *ctx, const struct rr_conn_read *r);
+	/* Posts Receive @idx again. */
+	int (*post_recv)(void *ctx, uint32_t idx);
+	/* Keeps Receive @idx out of the Receive queue: its bytes are handed
+	 * to the upper layer as a Reply in place. 0 and *@handle, or
+	 * -ENOBUFS when no more may be lent (the session copies then). */
+	int (*lend)(void *ctx, uint32_t idx, void **handle);
+	/* The lent Receive is released: posted again if its connection is
+	 * still the one up. */
+	void (*unlend)(void *ctx, void *handle, uint32_t idx);
+	/* Upcalls (the executor may queue them to run without its lock). */
+	void (*deliver)(void *ctx, struct rr_conn_sreq *r);        /* a Call */
+	void (*complete)(void *ctx, struct rr_conn_rpc *rpc);      /* a Call done */
+	void (*sent)(void *ctx, struct rr_conn_sreq *r, int status); /* a Reply's
+							  memory is free */
+	/* Ends the connection (disconnect); rr_conn_down follows. */
+	void (*close)(void *ctx);
+};
+
+/* ---- configuration ---- */
+
+enum rr_conn_role { RR_CONN_REQUESTER, RR_CONN_RESPONDER };
+
+struct rr_conn_config {
+	enum rr_conn_role role;
+	const struct rpcrdma_env *env;     /* allocation */
+	const struct rpcrdma_env *clock;   /* timers (rrep, stalls); NULL: @env */
+	struct rr_xprt_stats *stats;       /* counters, borrowed */
+	struct rr_pd_local local;          /* what we advertise (RFC 8797) */
+	uint32_t credits;                  /* requester: request; responder: largest grant */
+	uint32_t max_seg_len, max_segs, max_call;
+	bool inline_ddp;
+	bool use_windows;                  /* invalidatable registrations */
+	uint32_t send_size, recv_size;     /* our send slot and Receive sizes */
+	/* responder */
+	uint32_t rrep_max;                 /* Read-chunk Replies awaiting RDMA_DONE */
+	uint64_t rrep_timeout_ns;
+	uint64_t reply_mem_per_conn;
+	uint64_t *reply_mem_total_used;    /* shared by a server's sessions */
+	uint64_t reply_mem_total;
+	uint64_t send_timeout_ns;          /* 0: never */
+	struct rr_conn_failed *failed;     /* shared: XIDs whose Read failed */
+};
+
+/* ---- requester ---- */
+
+/* A Call as the upper layer gives it (moved from rr_conn_rpc). */
+struct rr_conn_rpc {
+	uint32_t xid;                       /* XID of the Call (in the parts) */
+	const struct rr_xprt_part *parts;   /* the Call's XDR stream */
+	unsigned nparts;
+	const struct rr_xprt_sink *sinks;   /* DDP-eligible result buffers */
+	unsigned nsinks;
+	uint32_t max_reply;                 /* largest reduced Reply */
+	uint32_t min_reply;                 /* smallest expected (draft 5.3.1) */
+	bool max_unknown;                   /* @max_reply is only a ceiling */
+	bool caller_waits;                  /* the executor's: its caller waits */
+	void *user;
+	/* outputs */
+	int status;                  /* 0, -EREMOTEIO (RDMA_ERROR ERR_CHUNK),
+					-EPROTONOSUPPORT (ERR_VERS), -ECONNRESET,
+					abort's status */
+	uint8_t *reply;              /* reduced Reply, valid until release
+					(an inline one may be the Receive
+					buffer itself, reposted at release) */
+	uint32_t reply_len;
+	uint32_t placed[RR_XPRT_MAX_ITEMS];   /* bytes written per sink */
+	bool is_placed[RR_XPRT_MAX_ITEMS];    /* that Write chunk was used */
+	bool via_read;               /* reliable reply: pulled from a
+					responder-provided Read chunk */
+	void *priv;                  /* session-private */
+	void *lent;                  /* session-private: @reply's Receive */
+	uint32_t lent_idx;
+	struct rr_conn_rpc *xnext;   /* executor-private (its upcall queue) */
+	bool xdone;                  /* executor-private */
+};
+
+/* ---- responder ---- */
+
+/* A received Call, delivered to the upper layer (io->deliver). */
+struct rr_conn_sreq {
+	const uint8_t *msg;          /* the Call, RPC header first */
+	uint32_t len;
+	uint32_t xid;
+	void *user;                  /* the upper layer's */
+	/* executor-private */
+	void *xconn;                 /* its connection */
+	struct rr_conn_sreq *xnext;  /* upcall queues */
+	void (*xsent)(void *arg, int status);
+	void *xsent_arg;
+	bool xsent_done;
+	int xsent_status;
+};
+
+/* XIDs whose RDMA Read failed (fatal to their connection), per peer host:
+ * when the same peer retransmits that XID on a new connection it gets
+ * ERR_CHUNK instead of another failing Read (RFC 8166: do not loop). Shared
+ * by a server's sessions; the hosts are opaque keys of the executor. */
+#define RR_CONN_FAILED_MAX 32u
+struct rr_conn_failed {
+	struct {
+		uint64_t host;
+		uint32_t xid;
+		bool used;
+	} e[RR_CONN_FAILED_MAX];
+	unsigned next;
+};
+
+/* ---- the session ---- */
+
+/* Creates a session (not connected). Borrows @cfg's pointers and @io for
+ * its life. 0 or -ENOMEM. */
+int rr_conn_create(const struct rr_conn_config *cfg, const struct rr_conn_io *io,
+		   struct rr_conn **out);
+/* Frees it; every registration it still holds is deregistered and every
+ * Call it still holds completes with -ECANCELED (requester) or is dropped
+ * (responder: the executor must have finished the requests it delivered). */
+void rr_conn_destroy(struct rr_conn *c);
+
+/* The connection is established: the peer's private data (RFC 8797) decides
+ * the parameters; @nrecv Receives are posted (Receives 0..nrecv-1), @ord the
+ * RDMA Reads we may have outstanding. @peer_host keys the failed-Read table
+ * (responder). Queued Calls go out. */
+void rr_conn_up(struct rr_conn *c, const void *peer_pd, size_t pd_len, uint32_t nrecv,
+		uint16_t ord, uint64_t peer_host);
+/* The connection is gone (disconnect, a failed completion, the peer's
+ * Terminate): every STag is invalid with the QP; requester: Calls without a
+ * Reply go back to the head of the queue (retransmitted on the next
+ * connection with the same XID), pulls end; responder: parked Replies are
+ * told -ENOTCONN, exposed ones fenced. No completion of the lost
+ * connection's work is fed to the session afterwards: it settled it all. */
+void rr_conn_down(struct rr_conn *c);
+/* Responder: the RDMA Reads it may have outstanding, once known (the
+ * connection established). */
+void rr_conn_set_ord(struct rr_conn *c, uint16_t ord);
+bool rr_conn_is_up(const struct rr_conn *c);
+/* The negotiated parameters (valid while up). */
+const struct rr_xprt_params *rr_conn_params(const struct rr_conn *c);
+/* Whether RDMA Commit was negotiated by both (our ext_caps and the peer's). */
+bool rr_conn_commit(const struct rr_conn *c);
+
+/* A Receive (@idx, @len bytes at @buf) completed; @inv_stag is the STag the
+ * peer invalidated when @has_inv. The session reposts it (io->post_recv) or
+ * keeps it lent to a Reply until rr_conn_release_reply. */
+void rr_conn_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len,
+		     bool has_inv, uint32_t inv_stag);
+/* Completions of what the session posted (@status 0 or a negative errno;
+ * a failure also ends the connection: rr_conn_down follows). */
+void rr_conn_on_send(struct rr_conn *c, uint64_t token, int status);
+/* A Read or Local Invalidate (io->read, io->inv) completed: the token
+ * says which, so an executor whose failed completions carry no reliable
+ * opcode passes it on as it is -- before it closes the connection, so a
+ * failed Read is remembered (struct rr_conn_failed). */
+void rr_conn_on_work(struct rr_conn *c, uint64_t token, int status);
+/* A send slot was freed (more RDMA_DONEs may go). */
+void rr_conn_on_slot(struct rr_conn *c);
+
+/* Time: runs what is due at @now (the clock's ns): Read-chunk Reply
+ * expiry, parked Replies, stalled Sends. */
+void rr_conn_tick(struct rr_conn *c, uint64_t now);
+/* When rr_conn_tick has something to do next (UINT64_MAX: nothing). */
+uint64_t rr_conn_next_timeout(const struct rr_conn *c, uint64_t now);
+
+/* requester */
+/* Takes @rpc (validated now: -EINVAL, -EMSGSIZE, -ENOMEM are synchronous,
+ * nothing follows); io->complete(@rpc) follows exactly once otherwise. */
+int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc);
+/* Ends @rpc with @status (its STags are fenced first; a Reply that comes
+ * later is dropped). No effect when it already completed. */
+void rr_conn_abort(struct rr_conn *c, struct rr_conn_rpc *rpc, int status);
+/* Completes every Call not sent yet with @status (no reconnection). */
+void rr_conn_fail_queued(struct rr_conn *c, int status);
+/* Aborts every Call with @status (destroy): queued ones complete now, sent
+ * ones once their STags are fenced. */
+void rr_conn_abort_all(struct rr_conn *c, int status);
+/* Frees @rpc's reply (reposts a lent Receive). */
+void rr_conn_release_reply(struct rr_conn *c, struct rr_conn_rpc *rpc);
+/* Calls not yet completed, or other work only receiving moves on (pulls,
+ * RDMA_DONEs waiting for a slot, a Call aborted after its Send). */
+bool rr_conn_busy(const struct rr_conn *c);
+bool rr_conn_has_calls(const struct rr_conn *c);
+/* STags exposed by Calls and still valid (tests). */
+uint32_t rr_conn_live_stags(const struct rr_conn *c);
+uint32_t rr_conn_grant(const struct rr_conn *c);
+/* Whether reliable reply was negotiated (up only). */
+bool rr_conn_reliable_reply(const struct rr_conn *c);
+
+/* responder */
+/* Replies to @r with @parts (the RPC Reply's XDR stream, DDP items
+ * flagged). Returns 1: posted (or parked): io->sent(@r) follows once @parts
+ * is no longer referenced; 0: sent from the slot only, @parts is free now
+ * (*@err_chunk set when ERR_CHUNK went instead); negative errno: nothing
+ * posted (the caller may rr_conn_refuse). */
+int rr_conn_reply(struct rr_conn *c, struct rr_conn_sreq *r, const struct rr_xprt_part *parts,
+		  unsigned nparts, bool *err_chunk);
+/* @r cannot be answered (no memory): RDMA_ERROR/ERR_CHUNK for its XID, or
+ * the connection ends when not even that can be sent. */
+void rr_conn_refuse(struct rr_conn *c, struct rr_conn_sreq *r);
+/* The upper layer is done with @r (after its Reply's io->sent, or without a
+ * Reply). Returns true when @r is freed now; false when its Reply is still
+ * being sent (freed when it completes; io->sent is not called then). */
+bool rr_conn_done(struct rr_conn *c, struct rr_conn_sreq *r);
+/* Work in progress that keeps the connection from being idle (Calls being
+ * read or answered, Replies awaiting RDMA_DONE). */
+bool rr_conn_in_progress(const struct rr_conn *c);
+/* Read-chunk Replies exposed and still valid / awaiting RDMA_DONE (tests). */
+uint32_t rr_conn_rrep_live(const struct rr_conn *c);
+uint32_t rr_conn_rrep_waiting(const struct rr_conn *c);
+/* Reply bytes held for the peer (exposed, parked, fenced not yet freed). */
+uint64_t rr_conn_rrep_bytes(const struct rr_conn *c);
+
+#endif

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Copyright (c) The librpcrdma authors */
+/* Internals of the session (proto/conn/conn.h), shared by its files: the
+ * session object, the requester's Call, the responder's request, the
+ * reliable-reply objects, completion tokens, and the functions one file of
+ * the session offers another. Not for the executor. */
+#ifndef RR_PROTO_CONN_INT_H
+#define RR_PROTO_CONN_INT_H
+
+#include "proto/conn/conn.h"
+
+/* Completion tokens: an object pointer (16-byte aligned allocations) with
+ * the kind of work in the low 4 bits. */
+enum rr_conn_tok {
+	TOK_NONE = 0,
+	TOK_SEND = 1,        /* a Send with nothing to tell (Call, RDMA_DONE, error) */
+	TOK_REPLY = 2,       /* a Reply with RDMA Writes: struct rs_req */
+	TOK_CALL_INV = 3,    /* Local Invalidate of a Call's STag: struct rq_call */
+	TOK_PULL_READ = 4,   /* RDMA Read of a Read-chunk Reply: struct rq_pull */
+	TOK_REQ_READ = 5,    /* RDMA Read of a Call's Read chunk: struct rs_req */
+	TOK_EXP_INV = 6,     /* Local Invalidate of an exposed Reply: struct rs_exp */
+};
+#define TOK(kind, p) ((uint64_t)(uintptr_t)(p) | (uint64_t)(kind))
+#define TOK_KIND(t) ((unsigned)((t) & 15u))
+#define TOK_PTR(t) ((void *)(uintptr_t)((t) & ~(uint64_t)15u))
+
+/* ---- requester ---- */
+
+enum rq_state { RQ_QUEUED, RQ_SENT, RQ_INVAL, RQ_DONE };
+
+struct rq_pull;
+
+struct rq_call {
+	struct rr_conn_rpc *rpc;
+	struct rr_xprt_rqst *rq;
+	struct rr_cred_node node;
+	struct rr_conn_mem mem[RR_XPRT_MAX_REGS];
+	unsigned nmem;               /* registered entries of @mem */
+	enum rq_state state;
+	bool has_credit;
+	bool sent_once;
+	unsigned inv_pending;
+	int result;
+	bool result_set;
+	struct rq_pull *pull;        /* its Reply being pulled */
+	struct rq_call *prev, *next;
+} __attribute__((aligned(16)));
+
+/* A Read-chunk Reply being pulled (draft 4.1.2). */
+struct rq_pull {
+	struct rq_call *k;           /* NULL once the Call is gone */
+	uint32_t xid;
+	bool inv;                    /* name @stag in Send With Invalidate */
+	uint32_t stag;
+	uint8_t *buf;
+	uint32_t len;
+	struct rr_conn_mem mem;
+	bool registered;
+	struct rr_xprt_seg segs[RR_XPRT_MAX_READS];
+	uint32_t nsegs, next, done;
+	struct rq_pull *qnext;       /* pulls with Reads still to issue */
+	struct rq_pull *anext;       /* every pull */
+} __attribute__((aligned(16)));
+
+/* An RDMA_DONE waiting for a send slot. */
+struct rq_done {
+	uint32_t xid;
+	bool inv;
+	uint32_t stag;
+	struct rq_done *next;
+};
+
+/* ---- responder ---- */
+
+struct rs_req {
+	struct rr_conn_sreq pub;
+	struct rr_xprt_rcall *rc;
+	struct rr_conn_mem read_mem;  /* the Read sink */
+	bool read_reg;
+	uint32_t next_read, reads_done;
+	bool failed;                  /* its Reads failed or its connection went */
+	bool delivered;
+	bool credited;                /* its Reply is accounted (rs_credit) */
+	bool send_pending;            /* a Reply with Writes (or parked) is on its way */
+	bool send_done;
+	bool orphan;                  /* done before its Reply's Send completed */
+	int send_status;
+	struct rr_conn_mem wmem[RR_XPRT_MAX_ITEMS * 2 + 2];   /* Write sources */
+	unsigned nwmem;
+	bool reading;                 /* in @reading of the session */
+	struct rs_req *next;          /* read queue */
+	struct rs_req *rnext;         /* every request reading */
+	struct rs_req *snext;         /* every Reply with Writes on its way */
+} __attribute__((aligned(16)));
+
+/* One exposed Read-chunk Reply (draft 4.1.1). */
+struct rs_exp {
+	struct rr_conn_mem mem;
+	uint8_t *buf;
+	uint32_t len;
+	bool valid;                   /* the peer may still use its STag */
+	bool stolen;                  /* invalidated by another XID's RDMA_DONE */
+	struct rs_exp *next;          /* fenced, freed when the connection goes */
+	struct rs_exp *fnext;         /* its Local Invalidate is in flight */
+} __attribute__((aligned(16)));
+
+/* A Read-chunk Reply waiting for a reservation (reply.c). */
+struct rs_park {
+	struct rs_req *r;
+	struct rr_xprt_reply_plan *plan;
+	uint32_t slot;
+	uint8_t *buf;                 /* the slot's bytes */
+	struct rr_xprt_part *parts;
+	unsigned nparts;
+	uint64_t deadline;
+	struct rs_park *next;
+};
+
+/* ---- the session ---- */
+
+struct rr_conn {
+	struct rr_conn_config cfg;
+	struct rr_conn_io io;
+	const struct rpcrdma_env *env;
+	const struct rpcrdma_env *clock;
+	struct rr_xprt_stats *st;
+	struct rr_xprt_stats own_stats;   /* when the config gives none */
+	bool up;
+	struct rr_pd_conn neg;
+	struct rr_xprt_params params;
+	uint16_t ord;
+	uint64_t peer_host;
+	uint32_t reads_inflight;
+	uint32_t sends_inflight;          /* Sends posted, not completed */
+	uint64_t tx_progress;             /* clock: a Send completed or the
+					     first of those in flight went */
+	/* requester */
+	struct rr_xprt_requester req;
+	struct rr_cred_req rcred;
+	struct rq_call *calls;            /* every Call not completed, newest first */
+	uint32_t live_stags;
+	bool stray;                       /* a Call aborted after its Send: its
+					     Reply may still come */
+	struct rq_pull *pullq, *pulls;
+	struct rq_done *doneq;
+	/* responder */
+	struct rr_xprt_responder rsp;
+	struct rr_cred_rsp scred;
+	struct rs_req *readq;             /* requests with Reads to issue */
+	struct rs_req *reading;           /* every request whose Reads are not over */
+	struct rs_req *replying;          /* Replies with RDMA Writes, Send pending */
+	unsigned nreqs;                   /* requests not done */
+	struct rr_rrep_table rrep;
+	struct rs_exp *rrep_dead;
+	struct rs_exp *rrep_fencing;      /* Local Invalidate in flight: referenced
+					     by that work request, and here in
+					     case its completion never comes */
+	uint32_t rrep_forged;
+	uint32_t rrep_live;
+	struct rs_park *parkq, **park_tail;
+	uint64_t rrep_bytes;
+	struct rr_xprt_reply_plan *plan_cache;
+};
+
+/* The session's files, bottom up: each calls only the ones above it in
+ * this list (cmake/layout-check.py: no call loops). conn.c, the entry
+ * points, is the top; what a lower file cannot do itself (send queued
+ * Calls when a credit came back, resume parked Replies when a reservation
+ * was freed) conn.c does after it. */
+
+/* io.c */
+uint64_t rr_conn_now(const struct rr_conn *c);
+/* Counts the form of a Send posted or a Receive completed (rdma_proc). */
+void rr_conn_count_form(struct rr_conn *c, const uint8_t *buf, uint32_t len, bool sent);
+/* Posts @s and counts it; a post failure ends the connection. */
+int rr_conn_post_send(struct rr_conn *c, const struct rr_conn_send *s, const uint8_t *slot_buf);
+/* Registration through the executor, counted in live_stags when remote. */
+int rr_conn_reg(struct rr_conn *c, struct rr_conn_mem *m);
+void rr_conn_unreg(struct rr_conn *c, struct rr_conn_mem *m);
+/* Ends the connection (io->close), once. */
+void rr_conn_fail(struct rr_conn *c);
+
+/* invalidate.c */
+/* Frees the registrations of @k (each still valid counts as locally
+ * invalidated: deregistering invalidates it). */
+void rq_free_mem(struct rr_conn *c, struct rq_call *k);
+/* Posts a Local Invalidate of every STag of @k still valid; returns how
+ * many are in flight (0: @k is fenced). */
+unsigned rq_invalidate(struct rr_conn *c, struct rq_call *k);
+/* One of them completed: true when it was @k's last (@k is fenced). */
+bool rq_inv_done(struct rr_conn *c, struct rq_call *k, int status);
+/* The peer invalidated @stag with a Send With Invalidate carrying the Reply
+ * of @rq (or another Call's STag, an error of the peer's): accounting. */
+void rq_remote_inv(struct rr_conn *c, struct rr_xprt_rqst *rq, unsigned valid_before);
+
+/* call.c */
+void rq_list_add(struct rr_conn *c, struct rq_call *k);
+void rq_set_result(struct rq_call *k, int status);
+/* @k is over: its memory and plan go, the upper layer is told. */
+void rq_finish(struct rr_conn *c, struct rq_call *k);
+/* Fences @k's STags, then finishes it (now or when the last Local
+ * Invalidate completes: rq_on_inv). */
+void rq_fence(struct rr_conn *c, struct rq_call *k);
+void rq_on_inv(struct rr_conn *c, struct rq_call *k, int status);
+void rq_pull_detach(struct rq_call *k);
+
+/* reliable_reply_pull.c */
+void rq_pull_start(struct rr_conn *c, const struct rr_xprt_reply *res);
+void rq_pull_on_read(struct rr_conn *c, struct rq_pull *p, int status);
+void rq_done_flush(struct rr_conn *c);
+void rq_pull_down(struct rr_conn *c);
+
+/* requester.c */
+void rq_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len, bool has_inv,
+		uint32_t inv_stag);
+/* Sends queued Calls while credits allow. */
+void rq_pump(struct rr_conn *c);
+void rq_up(struct rr_conn *c);
+void rq_down(struct rr_conn *c);
+void rq_destroy(struct rr_conn *c);
+
+/* request.c */
+void rs_reading_del(struct rr_conn *c, struct rs_req *r);
+void rs_req_free(struct rr_conn *c, struct rs_req *r);
+int rs_credit(struct rr_conn *c, struct rs_req *r, bool read_chunk, uint32_t *grant);
+/* The grant of a Reply whose accounting was already taken. */
+uint32_t rs_last_grant(const struct rr_conn *c);
+void rs_send_error(struct rr_conn *c, struct rs_req *r, const uint8_t *msg, size_t len);
+void rs_refuse_xid(struct rr_conn *c, struct rs_req *r, uint32_t xid);
+struct rr_xprt_reply_plan *rs_plan_get(struct rr_conn *c);
+void rs_plan_put(struct rr_conn *c, struct rr_xprt_reply_plan *plan);
+void rs_replying_del(struct rr_conn *c, struct rs_req *r);
+void rs_release_wmem(struct rr_conn *c, struct rs_req *r);
+void rs_reply_sent(struct rr_conn *c, struct rs_req *r, int status);
+
+/* reliable_reply.c */
+bool rs_rrep_room(const struct rr_conn *c, uint32_t len);
+/* Read-chunk Reply bytes held for the peer change by @delta. */
+void rs_rrep_account(struct rr_conn *c, int64_t delta);
+void rs_rrep_on_done(struct rr_conn *c, uint32_t idx, uint32_t xid, bool has_inv,
+		     uint32_t inv_stag);
+void rs_rrep_on_inv(struct rr_conn *c, struct rs_exp *x, int status);
+void rs_rrep_to_err_chunk(struct rr_conn *c, struct rs_req *r, struct rr_xprt_reply_plan *plan,
+			  uint8_t *buf, uint32_t *grant);
+int rs_rrep_expose(struct rr_conn *c, struct rs_req *r, struct rr_xprt_reply_plan *plan,
+		   uint8_t *buf, uint32_t *grant);
+void rs_rrep_tick(struct rr_conn *c, uint64_t now);
+uint64_t rs_rrep_next(const struct rr_conn *c);
+void rs_rrep_down(struct rr_conn *c);
+void rs_rrep_free_all(struct rr_conn *c);
+
+/* reply.c */
+int rs_reply_finish(struct rr_conn *c, struct rs_req *r, const struct rr_xprt_part *parts,
+		    unsigned nparts, struct rr_xprt_reply_plan *plan, uint32_t slot, uint8_t *buf,
+		    bool settled, bool *err_chunk);
+void rs_tick_stall(struct rr_conn *c, uint64_t now);
+void rs_park_resume(struct rr_conn *c, uint64_t now);
+void rs_park_fail_all(struct rr_conn *c);
+uint64_t rs_park_next(const struct rr_conn *c);
+
+/* responder.c */
+void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len);
+void rs_on_read(struct rr_conn *c, struct rs_req *r, int status);
+void rs_down(struct rr_conn *c);
+void rs_destroy(struct rr_conn *c);
+/* The failed-Read table (struct rr_conn_failed). */
+void rs_failed_note(struct rr_conn *c, uint32_t xid);
+
+#endif

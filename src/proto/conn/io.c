@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Copyright (c) The librpcrdma authors */
+/* The session's way out (proto/conn/conn.h struct rr_conn_io): the work
+ * every file of the session asks of its executor -- registrations, Sends,
+ * ending the connection -- with what is counted on the way (the form of
+ * every Send posted and Receive completed, RFC 8166 section 4.2.1
+ * rdma_proc; the Sends in flight for the stall timer), and the session's
+ * clock. The bottom of the session: it calls no other file of it. */
+#include "proto/conn/conn_int.h"
+
+uint64_t rr_conn_now(const struct rr_conn *c)
+{
+	return rr_now_ns(c->clock);
+}
+
+void rr_conn_fail(struct rr_conn *c)
+{
+	if (c->up && c->io.close)
+		c->io.close(c->io.ctx);
+}
+
+void rr_conn_count_form(struct rr_conn *c, const uint8_t *buf, uint32_t len, bool sent)
+{
+	struct rr_xprt_stats *st = c->st;
+
+	if (sent)
+		st->inline_sent_bytes += len;
+	else
+		st->inline_recv_bytes += len;
+	if (len < 16)
+		return;
+	switch (rr_get_be32(buf + 12)) {
+	case RR_XPRT_MSG:
+		sent ? st->msg_sent++ : st->msg_recv++;
+		break;
+	case RR_XPRT_NOMSG:
+		sent ? st->nomsg_sent++ : st->nomsg_recv++;
+		break;
+	case RR_XPRT_DONE:
+		sent ? st->done_sent++ : st->done_recv++;
+		break;
+	case RR_XPRT_ERROR:
+		sent ? st->error_sent++ : st->error_recv++;
+		break;
+	default:
+		break;
+	}
+}
+
+int rr_conn_post_send(struct rr_conn *c, const struct rr_conn_send *s, const uint8_t *slot_buf)
+{
+	int rc;
+
+	if (!c->sends_inflight)
+		c->tx_progress = rr_conn_now(c);   /* the first in flight */
+	rr_conn_count_form(c, slot_buf, s->len, true);
+	rc = c->io.send(c->io.ctx, s);
+	if (rc)
+		return rc;
+	c->sends_inflight++;
+	return 0;
+}
+
+int rr_conn_reg(struct rr_conn *c, struct rr_conn_mem *m)
+{
+	return c->io.reg(c->io.ctx, m);
+}
+
+void rr_conn_unreg(struct rr_conn *c, struct rr_conn_mem *m)
+{
+	if (m->handle)
+		c->io.unreg(c->io.ctx, m);
+	m->handle = NULL;
+}

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Copyright (c) The librpcrdma authors */
+/* The responder's request (struct rs_req) from its Call to its end: the
+ * credit its Reply grants, settled once (RFC 8166 section 4.3.1; never 0,
+ * never above the Receives posted and not reserved for RDMA_DONE:
+ * proto/conn/credits.h); the answers that need no Reply built -- RDMA_ERROR
+ * messages, ERR_CHUNK for a Call refused; a Reply's Send completed (the
+ * memory its Writes read deregistered, the upper layer told); and freeing
+ * the request. Replies themselves are reply.c. */
+#include "proto/conn/conn_int.h"
+
+void rs_reading_del(struct rr_conn *c, struct rs_req *r)
+{
+	for (struct rs_req **pp = &c->reading; *pp; pp = &(*pp)->rnext)
+		if (*pp == r) {
+			*pp = r->rnext;
+			break;
+		}
+	r->rnext = NULL;
+}
+
+void rs_req_free(struct rr_conn *c, struct rs_req *r)
+{
+	if (r->reading) {
+		rs_reading_del(c, r);
+		r->reading = false;
+	}
+	rr_conn_unreg(c, &r->read_mem);
+	rr_xprt_rcall_release(&c->rsp, r->rc);
+	rr_free(c->env, r);
+	if (c->nreqs)
+		c->nreqs--;
+}
+
+int rs_credit(struct rr_conn *c, struct rs_req *r, bool read_chunk, uint32_t *grant)
+{
+	int rc = rr_cred_rsp_reply(&c->scred, read_chunk, grant);
+
+	if (rc == 0 && r)
+		r->credited = true;
+	return rc;
+}
+
+/* The grant of a Reply whose accounting was already taken. */
+uint32_t rs_last_grant(const struct rr_conn *c)
+{
+	return c->scred.last_grant ? c->scred.last_grant : 1;
+}
+
+void rs_send_error(struct rr_conn *c, struct rs_req *r, const uint8_t *msg, size_t len)
+{
+	struct rr_conn_send s;
+	uint32_t slot, cap, grant;
+	uint8_t *buf;
+
+	if (r && r->credited)
+		grant = rs_last_grant(c);
+	else if (rs_credit(c, r, false, &grant))
+		grant = 1;
+	buf = c->io.slot_get(c->io.ctx, &slot, &cap);
+	if (!buf || cap < len) {
+		if (buf)
+			c->io.slot_put(c->io.ctx, slot);
+		rr_conn_fail(c);
+		return;
+	}
+	memcpy(buf, msg, len);
+	rr_put_be32(buf + 8, grant);
+	memset(&s, 0, sizeof(s));
+	s.slot = slot;
+	s.len = (uint32_t)len;
+	s.token = TOK(TOK_SEND, NULL);
+	if (rr_conn_post_send(c, &s, buf)) {
+		c->io.slot_put(c->io.ctx, slot);
+		rr_conn_fail(c);
+	}
+}
+
+void rs_refuse_xid(struct rr_conn *c, struct rs_req *r, uint32_t xid)
+{
+	uint8_t err[32];
+	int n = rr_xprt_encode_error(xid, RR_XPRT_VERSION, 1, RR_XPRT_ERR_CHUNK, err,
+				     sizeof(err));
+
+	if (!c->up || n <= 0)
+		return;
+	c->st->calls_refused++;
+	c->st->err_chunk_sent++;
+	c->st->sends++;
+	rs_send_error(c, r, err, (size_t)n);
+}
+
+struct rr_xprt_reply_plan *rs_plan_get(struct rr_conn *c)
+{
+	struct rr_xprt_reply_plan *plan = c->plan_cache;
+
+	if (plan) {
+		c->plan_cache = NULL;
+		return plan;
+	}
+	return rr_alloc(c->env, sizeof(*plan));
+}
+
+void rs_plan_put(struct rr_conn *c, struct rr_xprt_reply_plan *plan)
+{
+	if (!c->plan_cache)
+		c->plan_cache = plan;
+	else
+		rr_free(c->env, plan);
+}
+
+void rs_replying_del(struct rr_conn *c, struct rs_req *r)
+{
+	for (struct rs_req **pp = &c->replying; *pp; pp = &(*pp)->snext)
+		if (*pp == r) {
+			*pp = r->snext;
+			break;
+		}
+	r->snext = NULL;
+}
+
+/* The memory the Reply's Writes read is no longer used. */
+void rs_release_wmem(struct rr_conn *c, struct rs_req *r)
+{
+	for (unsigned i = 0; i < r->nwmem; i++)
+		rr_conn_unreg(c, &r->wmem[i]);
+	r->nwmem = 0;
+}
+
+void rs_reply_sent(struct rr_conn *c, struct rs_req *r, int status)
+{
+	rs_replying_del(c, r);
+	r->send_done = true;
+	r->send_pending = false;
+	r->send_status = status;
+	rs_release_wmem(c, r);
+	if (r->orphan) {
+		rs_req_free(c, r);   /* rr_conn_done came first */
+		return;
+	}
+	c->io.sent(c->io.ctx, &r->pub, status);
+}

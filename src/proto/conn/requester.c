@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Copyright (c) The librpcrdma authors */
+/* The requester's Calls (RFC 8166 sections 3.4, 3.5, 4.3, 4.5): queued
+ * under the credit grant (at most `grant` outstanding, 1 before the first
+ * Reply, section 4.3.1) and sent as credits free up; each one planned
+ * (proto/xprt_req.c: Short, chunked or Long), its memory registered (a window
+ * per chunk where the provider has them), marshalled into a send slot and
+ * sent; its Reply matched by XID (the credit updated from rdma_credit where
+ * the header is decoded) and handed to the upper layer only once every STag
+ * it exposed is invalid (invalidate.c); on connection loss, Calls without a
+ * Reply go back to the head of the queue and are sent again with the same
+ * XID on the next connection (section 4.5). */
+#include "proto/conn/conn_int.h"
+
+bool rr_conn_busy(const struct rr_conn *c)
+{
+	return c->calls || c->pulls || c->pullq || c->doneq || c->stray;
+}
+
+bool rr_conn_has_calls(const struct rr_conn *c)
+{
+	return c->calls != NULL;
+}
+
+uint32_t rr_conn_live_stags(const struct rr_conn *c)
+{
+	return c->live_stags;
+}
+
+uint32_t rr_conn_grant(const struct rr_conn *c)
+{
+	return c->rcred.grant;
+}
+
+/* Registers, marshals and sends @k on the connection. Returns 0, or a
+ * negative errno for a Call that cannot be sent at all (completed by the
+ * caller), or -EAGAIN for a connection problem (left to reconnection). */
+static int rq_send(struct rr_conn *c, struct rq_call *k)
+{
+	struct rr_conn_rpc *rpc = k->rpc;
+	struct rr_conn_send s;
+	uint8_t *buf;
+	uint32_t slot, cap;
+	int rc, len;
+
+	if (!k->rq) {
+		struct rr_xprt_rqst_desc d = {rpc->xid, rpc->parts, rpc->nparts, rpc->sinks,
+					      rpc->nsinks, rpc->max_reply, rpc->min_reply,
+					      rpc->max_unknown};
+
+		rc = rr_xprt_rqst_prepare(&c->req, &d, &k->rq);
+		if (rc)
+			return rc;
+		k->rq->user = k;
+	} else {
+		rc = rr_xprt_rqst_replan(&c->req, k->rq);
+		if (rc)
+			return rc;
+	}
+	for (unsigned i = 0; i < k->rq->nregs; i++) {
+		struct rr_xprt_reg *g = &k->rq->regs[i];
+		struct rr_conn_mem *m = &k->mem[i];
+
+		memset(m, 0, sizeof(*m));
+		m->base = g->base;
+		m->len = g->len;
+		m->access = g->access;
+		m->invalidatable = true;
+		rc = rr_conn_reg(c, m);
+		if (rc) {
+			rq_free_mem(c, k);
+			return rc == -ENOTCONN ? -EAGAIN : rc;
+		}
+		k->nmem = i + 1;
+		g->stag = m->stag;
+		g->addr = m->to;
+		g->mr = m;
+		g->valid = true;
+		c->live_stags++;
+	}
+	buf = c->io.slot_get(c->io.ctx, &slot, &cap);
+	if (!buf) {
+		rq_free_mem(c, k);
+		return -EAGAIN;
+	}
+	len = rr_xprt_rqst_marshal(&c->req, k->rq, rr_cred_req_request(&c->rcred), buf, cap);
+	if (len < 0) {
+		c->io.slot_put(c->io.ctx, slot);
+		rq_free_mem(c, k);
+		return len;
+	}
+	memset(&s, 0, sizeof(s));
+	s.slot = slot;
+	s.len = (uint32_t)len;
+	s.token = TOK(TOK_SEND, NULL);
+	if (rr_conn_post_send(c, &s, buf)) {
+		rr_xprt_rqst_forget(&c->req, k->rq);
+		c->io.slot_put(c->io.ctx, slot);
+		rq_free_mem(c, k);
+		rr_conn_fail(c);   /* the QP refuses work: wait for reconnection */
+		return -EAGAIN;
+	}
+	if (k->sent_once)
+		c->st->retransmits++;
+	k->sent_once = true;
+	k->state = RQ_SENT;
+	return 0;
+}
+
+/* Sends queued Calls while credits allow. */
+void rq_pump(struct rr_conn *c)
+{
+	struct rr_cred_node *n;
+
+	if (!c->up)
+		return;
+	while ((n = rr_cred_req_next(&c->rcred)) != NULL) {
+		struct rq_call *k = RR_CONTAINER_OF(n, struct rq_call, node);
+		int rc;
+
+		k->has_credit = true;
+		rc = rq_send(c, k);
+		if (rc == 0)
+			continue;
+		(void)rr_cred_req_complete(&c->rcred);
+		k->has_credit = false;
+		if (rc == -EAGAIN) {
+			(void)rr_cred_req_requeue(&c->rcred, n);
+			break;
+		}
+		rq_set_result(k, rc);
+		rq_finish(c, k);
+	}
+}
+
+void rq_up(struct rr_conn *c)
+{
+	rq_pump(c);
+}
+
+/* The connection is gone: every STag of every Call is invalid with it,
+ * Calls without a Reply go back to the head of the queue in their original
+ * order, pulls end. */
+void rq_down(struct rr_conn *c)
+{
+	struct rq_call *k, *nx;
+
+	rq_pull_down(c);
+	for (k = c->calls; k; k = nx) {
+		nx = k->next;
+		if (k->state == RQ_INVAL) {
+			k->inv_pending = 0;
+			rq_finish(c, k);
+		} else if (k->state == RQ_SENT) {
+			rq_pull_detach(k);
+			rq_free_mem(c, k);
+			rr_xprt_rqst_forget(&c->req, k->rq);
+			k->state = RQ_QUEUED;
+			k->has_credit = false;
+		}
+	}
+	c->stray = false;   /* nothing more comes on that connection */
+	rr_cred_req_reset(&c->rcred);
+	for (k = c->calls; k; k = k->next)
+		if (k->state == RQ_QUEUED && !k->node.queued && k->sent_once)
+			(void)rr_cred_req_requeue(&c->rcred, &k->node);
+}
+
+/* Completes every Call not sent yet with @status (no reconnection). */
+void rr_conn_fail_queued(struct rr_conn *c, int status)
+{
+	for (struct rq_call *k = c->calls, *nx; k; k = nx) {
+		nx = k->next;
+		if (k->state == RQ_QUEUED) {
+			(void)rr_cred_req_cancel(&c->rcred, &k->node);
+			rq_set_result(k, status);
+			rq_finish(c, k);
+		}
+	}
+}
+
+/* An inline Reply handed over in place (the Receive lent until release),
+ * or copied. */
+static void take_reply(struct rr_conn *c, struct rq_call *k, uint32_t idx, const uint8_t *buf,
+		       uint32_t len, const struct rr_xprt_reply *res, bool *lent)
+{
+	struct rr_conn_rpc *rpc = k->rpc;
+	void *h = NULL;
+
+	if (res->payload >= buf && res->payload + res->payload_len <= buf + len &&
+	    c->io.lend && c->io.lend(c->io.ctx, idx, &h) == 0) {
+		rpc->reply = (uint8_t *)(uintptr_t)res->payload;
+		rpc->lent = h;
+		rpc->lent_idx = idx;
+		*lent = true;
+	} else {
+		rpc->reply = rr_alloc(c->env, res->payload_len ? res->payload_len : 1);
+		if (rpc->reply)
+			memcpy(rpc->reply, res->payload, res->payload_len);
+	}
+	if (!rpc->reply) {
+		rq_set_result(k, -ENOMEM);
+		return;
+	}
+	rpc->reply_len = res->payload_len;
+	for (unsigned i = 0; i < res->nsinks; i++) {
+		rpc->placed[i] = res->sink_len[i];
+		rpc->is_placed[i] = res->sink_placed[i];
+	}
+	rq_set_result(k, 0);
+}
+
+void rq_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len, bool has_inv,
+		uint32_t inv_stag)
+{
+	struct rr_xprt_reply res;
+	struct rr_xprt_rqst *rq = NULL;
+	unsigned valid_before = 0;
+	bool lent = false;
+
+	if (len >= 4)
+		rq = rr_xprt_req_find(&c->req, rr_get_be32(buf));
+	if (rq)
+		for (unsigned i = 0; i < rq->nregs; i++)
+			valid_before += rq->regs[i].valid;
+	rr_xprt_req_recv(&c->req, buf, len, has_inv, inv_stag, &res);
+	if (res.inv_other && c->live_stags)
+		c->live_stags--;   /* another Call's STag, invalidated by the peer */
+	rq_remote_inv(c, rq, valid_before);
+	if (res.kind == RR_XPRT_R_PULL) {
+		(void)c->io.post_recv(c->io.ctx, idx);
+		rq_pull_start(c, &res);
+		rq_pump(c);
+		return;
+	}
+	if (res.kind != RR_XPRT_R_DROP) {
+		struct rq_call *k = res.call->user;
+
+		if (res.kind == RR_XPRT_R_REPLY)
+			take_reply(c, k, idx, buf, len, &res, &lent);
+		else
+			rq_set_result(k, res.err);
+		if (k->has_credit) {
+			(void)rr_cred_req_on_reply(&c->rcred, res.credit);
+			k->has_credit = false;
+		} else {
+			(void)rr_cred_req_grant(&c->rcred, res.credit);
+		}
+		if (!lent)
+			(void)c->io.post_recv(c->io.ctx, idx);
+		rq_fence(c, k);
+	} else {
+		(void)c->io.post_recv(c->io.ctx, idx);
+	}
+	rq_pump(c);
+}
+
+int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc)
+{
+	struct rr_xprt_rqst_desc d = {rpc->xid, rpc->parts, rpc->nparts, rpc->sinks, rpc->nsinks,
+				      rpc->max_reply, rpc->min_reply, rpc->max_unknown};
+	struct rq_call *k;
+	int rc;
+
+	if (rpc->nsinks > RR_XPRT_MAX_ITEMS || (rpc->nparts && !rpc->parts))
+		return -EINVAL;
+	k = rr_zalloc(c->env, sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	k->rpc = rpc;
+	rpc->status = 0;
+	rpc->reply = NULL;
+	rpc->reply_len = 0;
+	rpc->lent = NULL;
+	rpc->via_read = false;
+	for (unsigned i = 0; i < RR_XPRT_MAX_ITEMS; i++) {
+		rpc->placed[i] = 0;
+		rpc->is_placed[i] = false;
+	}
+	/* Validate the description once, now, so that errors are synchronous. */
+	rc = rr_xprt_rqst_prepare(&c->req, &d, &k->rq);
+	if (rc) {
+		rr_free(c->env, k);
+		return rc;
+	}
+	k->rq->user = k;
+	/* Buffers are made when it is sent (re-planned then). */
+	rr_xprt_rqst_drop_bufs(&c->req, k->rq);
+	rpc->priv = k;
+	k->state = RQ_QUEUED;
+	rq_list_add(c, k);
+	rc = rr_cred_req_submit(&c->rcred, &k->node);
+	if (rc == 1) {
+		/* A credit is free: give it back and let the pump take it
+		 * (it also handles "not connected"). */
+		(void)rr_cred_req_complete(&c->rcred);
+		(void)rr_cred_req_requeue(&c->rcred, &k->node);
+	} else {
+		c->st->credits_exhausted++;
+	}
+	rq_pump(c);
+	return 0;
+}
+
+void rr_conn_abort(struct rr_conn *c, struct rr_conn_rpc *rpc, int status)
+{
+	struct rq_call *k = rpc->priv;
+
+	if (!k || k->state == RQ_DONE || k->state == RQ_INVAL)
+		return;
+	rq_set_result(k, status);
+	if (k->state == RQ_QUEUED) {
+		(void)rr_cred_req_cancel(&c->rcred, &k->node);
+		rq_finish(c, k);
+		return;
+	}
+	c->stray = true;
+	rr_xprt_rqst_forget(&c->req, k->rq);
+	if (k->has_credit) {
+		(void)rr_cred_req_complete(&c->rcred);
+		k->has_credit = false;
+	}
+	rq_fence(c, k);
+	rq_pump(c);
+}
+
+void rr_conn_abort_all(struct rr_conn *c, int status)
+{
+	for (struct rq_call *k = c->calls, *nx; k; k = nx) {
+		nx = k->next;
+		if (k->state == RQ_QUEUED) {
+			rq_set_result(k, status);
+			(void)rr_cred_req_cancel(&c->rcred, &k->node);
+			rq_finish(c, k);
+		} else if (k->state == RQ_SENT) {
+			rq_set_result(k, status);
+			rr_xprt_rqst_forget(&c->req, k->rq);
+			rq_fence(c, k);
+		}
+	}
+}
+
+void rr_conn_release_reply(struct rr_conn *c, struct rr_conn_rpc *rpc)
+{
+	if (rpc->lent) {
+		c->io.unlend(c->io.ctx, rpc->lent, rpc->lent_idx);
+		rpc->lent = NULL;
+	} else {
+		rr_free(c->env, rpc->reply);
+	}
+	rpc->reply = NULL;
+	rpc->reply_len = 0;
+}
+
+/* Destroy: every Call still held completes with -ECANCELED (its memory
+ * deregistered: nothing touches it afterwards). */
+void rq_destroy(struct rr_conn *c)
+{
+	rq_pull_down(c);
+	while (c->calls) {
+		struct rq_call *k = c->calls;
+
+		if (k->state == RQ_QUEUED)
+			(void)rr_cred_req_cancel(&c->rcred, &k->node);
+		else if (k->rq)
+			rr_xprt_rqst_forget(&c->req, k->rq);
+		rq_set_result(k, -ECANCELED);
+		k->inv_pending = 0;
+		rq_finish(c, k);
+	}
+	while (c->doneq) {
+		struct rq_done *q = c->doneq;
+
+		c->doneq = q->next;
+		rr_free(c->env, q);
+	}
+}

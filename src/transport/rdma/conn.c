@@ -1,0 +1,689 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Copyright (c) The librpcrdma authors */
+/* One connection's provider resources and the session's actions on them
+ * (struct rr_conn_io of proto/conn/conn.h): the PD (one per connection,
+ * RFC 8166 section 8.2), CQ and QP, Receive buffers and send slots
+ * registered once, registrations for the session (a memory window bound on
+ * the QP where the provider has them, an MR otherwise), Local Invalidate,
+ * RDMA Read, RDMA Writes chained before a Send (Send With Invalidate when
+ * asked), Receives lent as Replies, and the completions turned back into
+ * session inputs by work request type. Replies answered on the progress
+ * thread are chained and posted after the batch of upcalls (deferred).
+ * No protocol decision is made here. */
+#include "transport/rdma/tp_int.h"
+
+#include "rpcrdma/push.h"
+
+static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
+			   uint32_t nsend, uint32_t ssize)
+{
+	const struct rpcrdma_env *env = cn->ep->env;
+	int rc;
+
+	cn->nrecv = nrecv;
+	cn->rsize = rsize;
+	cn->nsend = nsend;
+	cn->ssize = ssize;
+	/* Mapped zero-filled (rr_alloc_pages): with large inline sizes
+	 * (rr_tp_conf_inline) the pages of these buffers become resident only
+	 * as far as messages actually filled them, and all of them go back to
+	 * the system when the connection is freed (an allocator's arena would
+	 * keep them: docs/PERFORMANCE.md "Memory after connection churn").
+	 * inline_mem bounds the address space, traffic decides the resident
+	 * part. */
+	cn->rbuf = rr_alloc_pages(env, (size_t)nrecv * rsize);
+	cn->sbuf = rr_alloc_pages(env, (size_t)nsend * ssize + 4);
+	cn->sfree = rr_alloc(env, sizeof(uint32_t) * nsend);
+	cn->stoken = rr_zalloc(env, sizeof(*cn->stoken) * nsend);
+	if (!cn->rbuf || !cn->sbuf || !cn->sfree || !cn->stoken)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < nsend; i++)
+		cn->sfree[i] = nsend - 1 - i;
+	cn->nsfree = nsend;
+	rc = rpcrdma_reg_mr_simple(cn->pd, cn->rbuf, (uint64_t)nrecv * rsize,
+				   RPCRDMA_ACCESS_LOCAL_WRITE, &cn->rmr);
+	if (rc)
+		return rc;
+	return rpcrdma_reg_mr_simple(cn->pd, cn->sbuf, (uint64_t)nsend * ssize + 4,
+				     RPCRDMA_ACCESS_LOCAL_WRITE, &cn->smr);
+}
+
+struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend)
+{
+	struct tp_conn *cn = rr_zalloc(ep->env, sizeof(*cn));
+	struct rpcrdma_cq_attr ca = {0};
+	struct rpcrdma_qp_attr qa = {0};
+	struct rpcrdma_caps caps;
+	int rc;
+
+	if (!cn)
+		return NULL;
+	cn->ep = ep;
+	cn->refs = 1;
+	rc = rpcrdma_query(ep->ctx, &caps);
+	if (rc)
+		goto fail;
+	rc = rpcrdma_pd_alloc(ep->ctx, &cn->pd);
+	if (rc)
+		goto fail;
+	qa.max_send_wr = RR_MIN(nsend * (2 * RR_XPRT_MAX_REGS + 4) + 64, caps.max_qp_wr);
+	qa.max_recv_wr = RR_MIN(nrecv, caps.max_qp_wr);
+	ca.cqe = RR_MIN(qa.max_send_wr + qa.max_recv_wr + 64, caps.max_cqe);
+	ca.user_ctx = cn;
+	rc = rpcrdma_cq_create(ep->ctx, &ca, &cn->cq);
+	if (rc)
+		goto fail;
+	qa.send_cq = cn->cq;
+	qa.recv_cq = cn->cq;
+	qa.max_send_sge = 1;
+	qa.max_recv_sge = 1;
+	qa.user_ctx = cn;
+	rc = rpcrdma_qp_create(cn->pd, &qa, &cn->qp);
+	if (rc)
+		goto fail;
+	rc = conn_alloc_bufs(cn, nrecv, ep->conf.inline_recv, nsend, ep->conf.inline_send);
+	if (rc)
+		goto fail;
+	cn->use_mw = ep->conf.use_windows && (caps.flags & RPCRDMA_CAP_INVALIDATABLE);
+	/* Linux siw (6.1) transmits an unsignaled work request of a page or
+	 * more straight from the user pages (zero-copy sendpage): its data is
+	 * read when TCP sends, after later completions, so a Reply's source
+	 * memory may already be reused by then (seen in the lab: corrupted
+	 * Write-chunk data). A signaled one is copied before it completes.
+	 * The completions are ignored. */
+	cn->signal_writes = caps.transport == RPCRDMA_TRANSPORT_IWARP &&
+			    strcmp(rpcrdma_context_provider(ep->ctx), RPCRDMA_PROVIDER_VERBS) == 0;
+	(void)rpcrdma_cq_arm(cn->cq, false);
+	return cn;
+fail:
+	cn->err = rc;
+	return cn; /* caller checks cn->qp / buffers via tp_conn_ok */
+}
+
+bool tp_conn_ok(const struct tp_conn *cn)
+{
+	return cn && cn->qp && cn->rmr && cn->smr;
+}
+
+/* After the QP is destroyed nothing can touch the session's buffers any
+ * more: a server connection's session goes with it. */
+void tp_conn_free(struct tp_conn *cn)
+{
+	const struct rpcrdma_env *env;
+
+	if (!cn)
+		return;
+	env = cn->ep->env;
+	if (cn->id) {
+		(void)rpcrdma_cm_id_destroy(cn->id);
+		cn->id = NULL;
+	}
+	if (cn->qp)
+		(void)rpcrdma_qp_destroy(cn->qp);
+	tp_expo_release_all(cn);
+	if (cn->ep->is_server && cn->sess)
+		rr_conn_destroy(cn->sess);
+	if (cn->rmr)
+		(void)rpcrdma_dereg_mr(cn->rmr);
+	if (cn->smr)
+		(void)rpcrdma_dereg_mr(cn->smr);
+	if (cn->cq)
+		(void)rpcrdma_cq_destroy(cn->cq);
+	if (cn->pd)
+		(void)rpcrdma_pd_free(cn->pd);
+	rr_free_pages(env, cn->rbuf, (size_t)cn->nrecv * cn->rsize);
+	rr_free_pages(env, cn->sbuf, (size_t)cn->nsend * cn->ssize + 4);
+	rr_free(env, cn->sfree);
+	rr_free(env, cn->stoken);
+	rr_free(env, cn->dwr);
+	rr_free(env, cn->dsge);
+	rr_free(env, cn->dslot);
+	rr_free(env, cn);
+}
+
+/* A dead connection is freed at the end of the progress iteration that
+ * buried it (no handler holds it then). Destroying its id drops the CM
+ * events still queued for it in the provider, so none names it later. */
+void tp_conn_bury(struct tp_conn *cn)
+{
+	struct tp_ep *ep = cn->ep;
+
+	cn->dead = true;
+	cn->established = false;
+	cn->next = ep->grave;
+	ep->grave = cn;
+}
+
+void tp_grave_sweep(struct tp_ep *ep)
+{
+	struct tp_conn **pp = &ep->grave;
+
+	while (*pp) {
+		struct tp_conn *cn = *pp;
+
+		if (cn->in_wait || cn->lent ||
+		    (ep->is_server && cn->sess && rr_conn_in_progress(cn->sess))) {
+			/* a caller thread sleeps on its CQ (rr_tp_client_wait),
+			 * a Reply still points into a Receive buffer, or the
+			 * upper layer still holds requests of it: freed on a
+			 * later sweep */
+			pp = &cn->next;
+			continue;
+		}
+		*pp = cn->next;
+		tp_conn_free(cn);
+		if (ep->is_server)
+			rr_mem_trim_due(ep->env);   /* the loop gives it back */
+	}
+}
+
+int tp_post_recv(struct tp_conn *cn, uint32_t idx)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)(cn->rbuf + (size_t)idx * cn->rsize),
+				  cn->rsize, rpcrdma_mr_lkey(cn->rmr)};
+	struct rpcrdma_recv_wr wr = {WRID(WR_RECV, idx), NULL, &sge, 1};
+
+	return rpcrdma_post_recv(cn->qp, &wr, NULL);
+}
+
+int tp_post_all_recvs(struct tp_conn *cn)
+{
+	for (uint32_t i = 0; i < cn->nrecv; i++) {
+		int rc = tp_post_recv(cn, i);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static uint8_t *slot_buf(struct tp_conn *cn, uint32_t slot)
+{
+	return cn->sbuf + (size_t)slot * cn->ssize;
+}
+
+static void slot_put(struct tp_conn *cn, uint32_t slot)
+{
+	if (slot < cn->nsend && cn->nsfree < cn->nsend)
+		cn->sfree[cn->nsfree++] = slot;
+}
+
+/* ---- the session's actions ---- */
+
+static unsigned map_access(unsigned acc)
+{
+	unsigned a = RPCRDMA_ACCESS_LOCAL_WRITE;
+
+	if (acc & RR_XPRT_ACC_REMOTE_READ)
+		a |= RPCRDMA_ACCESS_REMOTE_READ;
+	if (acc & RR_XPRT_ACC_REMOTE_WRITE)
+		a |= RPCRDMA_ACCESS_REMOTE_WRITE;
+	return a;
+}
+
+static int conn_reg(struct tp_conn *cn, struct rr_conn_mem *m)
+{
+	unsigned acc = map_access(m->access);
+	unsigned remote = acc & (RPCRDMA_ACCESS_REMOTE_READ | RPCRDMA_ACCESS_REMOTE_WRITE);
+	bool win = m->invalidatable && remote && cn->use_mw;
+	struct rpcrdma_mr *mr;
+	int rc;
+
+	if (!cn || cn->dead)
+		return -ENOTCONN;
+	if (win)
+		acc = (acc & ~remote) | RPCRDMA_ACCESS_MW_BIND;
+	rc = rpcrdma_reg_mr_simple(cn->pd, m->base, m->len ? m->len : 4, acc, &mr);
+	if (rc)
+		return rc;
+	m->handle = mr;
+	m->handle2 = NULL;
+	m->lkey = rpcrdma_mr_lkey(mr);
+	m->window = false;
+	if (win) {
+		struct rpcrdma_mw *mw;
+		struct rpcrdma_send_wr bw;
+
+		rc = rpcrdma_mw_alloc(cn->pd, &mw);
+		if (rc) {
+			(void)rpcrdma_dereg_mr(mr);
+			m->handle = NULL;
+			return rc;
+		}
+		memset(&bw, 0, sizeof(bw));
+		bw.wr_id = WRID(WR_BIND, 0);
+		bw.opcode = RPCRDMA_WR_BIND_MW;
+		bw.u.bind.mw = mw;
+		bw.u.bind.mr = mr;
+		bw.u.bind.addr = (uint64_t)(uintptr_t)m->base;
+		bw.u.bind.length = m->len;
+		bw.u.bind.access = remote;
+		rc = rpcrdma_post_send(cn->qp, &bw, NULL);
+		if (rc) {
+			(void)rpcrdma_mw_free(mw);
+			(void)rpcrdma_dereg_mr(mr);
+			m->handle = NULL;
+			return rc;
+		}
+		m->handle2 = mw;
+		m->window = true;
+		m->stag = rpcrdma_mw_rkey(mw);
+		m->to = rpcrdma_mw_remote_offset(mw);
+	} else {
+		m->stag = rpcrdma_mr_rkey(mr);
+		m->to = rpcrdma_mr_remote_offset(mr);
+	}
+	return 0;
+}
+
+static void conn_unreg(struct rr_conn_mem *m)
+{
+	if (m->handle2)
+		(void)rpcrdma_mw_free(m->handle2);   /* a freed window is invalid */
+	if (m->handle)
+		(void)rpcrdma_dereg_mr(m->handle);
+	m->handle = m->handle2 = NULL;
+}
+
+static int conn_inv(struct tp_conn *cn, struct rr_conn_mem *m, uint64_t token)
+{
+	struct rpcrdma_send_wr wr;
+
+	if (!cn || cn->dead || !m->handle2)
+		return -ENOTCONN;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = WRID_TOK(token);
+	wr.opcode = RPCRDMA_WR_LOCAL_INV;
+	wr.flags = RPCRDMA_SEND_SIGNALED;
+	wr.u.local_inv.stag = rpcrdma_mw_rkey(m->handle2);
+	return rpcrdma_post_send(cn->qp, &wr, NULL);
+}
+
+static uint8_t *conn_slot_get(struct tp_conn *cn, uint32_t *slot, uint32_t *cap)
+{
+	if (!cn || cn->dead || !cn->nsfree)
+		return NULL;
+	*slot = cn->sfree[--cn->nsfree];
+	*cap = cn->ssize;
+	return slot_buf(cn, *slot);
+}
+
+/* The per-slot work request storage of deferred Replies (on first use). */
+static bool defer_ready(struct tp_conn *cn)
+{
+	const struct rpcrdma_env *env = cn->ep->env;
+
+	if (cn->dwr)
+		return true;
+	cn->dwr = rr_zalloc(env, sizeof(*cn->dwr) * cn->nsend * SV_DEFER_WR);
+	cn->dsge = rr_zalloc(env, sizeof(*cn->dsge) * cn->nsend * SV_DEFER_WR);
+	cn->dslot = rr_zalloc(env, sizeof(*cn->dslot) * cn->nsend);
+	if (cn->dwr && cn->dsge && cn->dslot)
+		return true;
+	rr_free(env, cn->dwr);
+	rr_free(env, cn->dsge);
+	rr_free(env, cn->dslot);
+	cn->dwr = NULL;
+	cn->dsge = NULL;
+	cn->dslot = NULL;
+	return false;
+}
+
+/* Builds the Writes of @s and its Send into @wr/@sge (nwrites + 1 each). */
+static void build_wrs(struct tp_conn *cn, const struct rr_conn_send *s,
+		      struct rpcrdma_send_wr *wr, struct rpcrdma_sge *sge)
+{
+	unsigned n = s->nwrites;
+
+	memset(wr, 0, sizeof(*wr) * (n + 1));
+	for (unsigned i = 0; i < n; i++) {
+		const struct rr_conn_write *w = &s->writes[i];
+
+		if (w->mem) {
+			sge[i] = (struct rpcrdma_sge){(uint64_t)(uintptr_t)w->src, w->len,
+						      w->mem->lkey};
+		} else {
+			/* XDR pad: from the zero bytes after the send slots */
+			sge[i] = (struct rpcrdma_sge){
+				(uint64_t)(uintptr_t)(cn->sbuf + (size_t)cn->nsend * cn->ssize),
+				w->len, rpcrdma_mr_lkey(cn->smr)};
+		}
+		wr[i].wr_id = WRID(WR_WRITE, 0);
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = RPCRDMA_WR_RDMA_WRITE;
+		if (cn->signal_writes)
+			wr[i].flags = RPCRDMA_SEND_SIGNALED;
+		wr[i].u.rdma.stag = w->stag;
+		wr[i].u.rdma.remote_offset = w->to;
+		wr[i].next = &wr[i + 1];
+	}
+	sge[n] = (struct rpcrdma_sge){(uint64_t)(uintptr_t)slot_buf(cn, s->slot), s->len,
+				      rpcrdma_mr_lkey(cn->smr)};
+	wr[n].wr_id = WRID(WR_SEND, s->slot);
+	wr[n].sg_list = &sge[n];
+	wr[n].num_sge = 1;
+	wr[n].opcode = s->inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
+	wr[n].flags = RPCRDMA_SEND_SIGNALED;
+	if (s->inv)
+		wr[n].u.send.invalidate_stag = s->inv_stag;
+	wr[n].next = NULL;
+}
+
+void tp_post_deferred(struct tp_conn *cn)
+{
+	struct rpcrdma_send_wr *head = NULL, *tail = NULL, *bad = NULL;
+	uint32_t n = cn->ndefer;
+
+	if (!n)
+		return;
+	cn->ndefer = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct rpcrdma_send_wr *w = &cn->dwr[(size_t)cn->dslot[i] * SV_DEFER_WR];
+
+		if (tail)
+			tail->next = w;
+		else
+			head = w;
+		while (w->next)
+			w = w->next;
+		tail = w;
+	}
+	if (cn->dead || rpcrdma_post_send(cn->qp, head, &bad)) {
+		/* the connection ends: the Replies with Writes are told then
+		 * (rr_conn_down) */
+		cn->closing = true;
+		if (cn->id && !cn->dead)
+			(void)rpcrdma_disconnect(cn->id);
+	}
+}
+
+static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
+{
+	struct rpcrdma_send_wr wstack[9], *wr = wstack;
+	struct rpcrdma_sge sstack[9], *sge = sstack;
+	int rc;
+
+	if (!cn || cn->dead)
+		return -ENOTCONN;
+	cn->stoken[s->slot] = s->token;
+	/* Deferred Replies wait for the end of the batch, but not for long:
+	 * a batch of many, or one behind a slow handler, is posted now. */
+	if (cn->ndefer && (cn->ndefer >= SV_DEFER_MAX ||
+			   tp_now_ns(cn->ep) - cn->defer_t0 > SV_DEFER_NS))
+		tp_post_deferred(cn);
+	if (cn->ep->defer && s->nwrites < SV_DEFER_WR && defer_ready(cn)) {
+		build_wrs(cn, s, &cn->dwr[(size_t)s->slot * SV_DEFER_WR],
+			  &cn->dsge[(size_t)s->slot * SV_DEFER_WR]);
+		if (!cn->ndefer)
+			cn->defer_t0 = tp_now_ns(cn->ep);
+		cn->dslot[cn->ndefer++] = s->slot;
+		return 0;
+	}
+	if (s->nwrites + 1 > RR_ARRAY_SIZE(wstack)) {
+		wr = rr_alloc(cn->ep->env, sizeof(*wr) * (s->nwrites + 1));
+		sge = rr_alloc(cn->ep->env, sizeof(*sge) * (s->nwrites + 1));
+		if (!wr || !sge) {
+			if (wr != wstack)
+				rr_free(cn->ep->env, wr);
+			if (sge != sstack)
+				rr_free(cn->ep->env, sge);
+			return -ENOMEM;
+		}
+	}
+	build_wrs(cn, s, wr, sge);
+	rc = rpcrdma_post_send(cn->qp, wr, NULL);
+	if (wr != wstack)
+		rr_free(cn->ep->env, wr);
+	if (sge != sstack)
+		rr_free(cn->ep->env, sge);
+	return rc;
+}
+
+static int conn_read(struct tp_conn *cn, const struct rr_conn_read *r)
+{
+	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)r->dst, r->len, r->mem->lkey};
+	struct rpcrdma_send_wr wr;
+
+	if (!cn || cn->dead)
+		return -ENOTCONN;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = WRID_TOK(r->token);
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = RPCRDMA_WR_RDMA_READ;
+	wr.flags = RPCRDMA_SEND_SIGNALED;
+	wr.u.rdma.stag = r->stag;
+	wr.u.rdma.remote_offset = r->to;
+	return rpcrdma_post_send(cn->qp, &wr, NULL);
+}
+
+static int conn_lend(struct tp_conn *cn, void **handle)
+{
+	if (!cn || cn->lent >= TP_LEND_MAX)
+		return -ENOBUFS;
+	cn->lent++;
+	*handle = cn;
+	return 0;
+}
+
+/* The session asks to end the connection: marked, ended by the caller of
+ * the session once it returns (tp_on_wc's callers, the API). */
+static void conn_close(struct tp_conn *cn)
+{
+	if (!cn || cn->closing || cn->dead)
+		return;
+	cn->closing = true;
+	if (cn->id)
+		(void)rpcrdma_disconnect(cn->id);
+}
+
+/* ---- server: ctx is the connection ---- */
+
+static int s_reg(void *ctx, struct rr_conn_mem *m)
+{
+	return conn_reg(ctx, m);
+}
+
+static void s_unreg(void *ctx, struct rr_conn_mem *m)
+{
+	(void)ctx;
+	conn_unreg(m);
+}
+
+static int s_inv(void *ctx, struct rr_conn_mem *m, uint64_t token)
+{
+	return conn_inv(ctx, m, token);
+}
+
+static uint8_t *s_slot_get(void *ctx, uint32_t *slot, uint32_t *cap)
+{
+	return conn_slot_get(ctx, slot, cap);
+}
+
+static void s_slot_put(void *ctx, uint32_t slot)
+{
+	slot_put(ctx, slot);
+}
+
+static int s_send(void *ctx, const struct rr_conn_send *s)
+{
+	return conn_send(ctx, s);
+}
+
+static int s_read(void *ctx, const struct rr_conn_read *r)
+{
+	return conn_read(ctx, r);
+}
+
+static int s_post_recv(void *ctx, uint32_t idx)
+{
+	struct tp_conn *cn = ctx;
+
+	return cn->dead ? -ENOTCONN : tp_post_recv(cn, idx);
+}
+
+static void s_deliver(void *ctx, struct rr_conn_sreq *r)
+{
+	struct tp_conn *cn = ctx;
+	struct rr_tp_server *s = (struct rr_tp_server *)cn->ep;
+
+	r->xconn = cn;
+	r->xnext = NULL;
+	*s->deliver_tail = r;
+	s->deliver_tail = &r->xnext;
+}
+
+/* A Reply's memory is free: a synchronous replier is woken; an
+ * asynchronous one is queued for its sent upcall (sv_sent_upcalls, without
+ * the lock). */
+static void s_sent(void *ctx, struct rr_conn_sreq *r, int status)
+{
+	struct tp_conn *cn = ctx;
+	struct rr_tp_server *s = (struct rr_tp_server *)cn->ep;
+
+	r->xsent_done = true;
+	r->xsent_status = status;
+	if (r->xsent) {
+		r->xnext = NULL;
+		*s->sent_tail = r;
+		s->sent_tail = &r->xnext;
+	}
+	pthread_cond_broadcast(&cn->ep->cond);
+}
+
+static void s_close(void *ctx)
+{
+	conn_close(ctx);
+}
+
+const struct rr_conn_io tp_server_io = {
+	.reg = s_reg, .unreg = s_unreg, .inv = s_inv, .slot_get = s_slot_get,
+	.slot_put = s_slot_put, .send = s_send, .read = s_read, .post_recv = s_post_recv,
+	.deliver = s_deliver, .sent = s_sent, .close = s_close,
+};
+
+/* ---- client: ctx is the client, the connection its current one ---- */
+
+static struct tp_conn *cur(void *ctx)
+{
+	return ((struct rr_tp_client *)ctx)->conn;
+}
+
+static int c_reg(void *ctx, struct rr_conn_mem *m)
+{
+	return conn_reg(cur(ctx), m);
+}
+
+static int c_inv(void *ctx, struct rr_conn_mem *m, uint64_t token)
+{
+	return conn_inv(cur(ctx), m, token);
+}
+
+static uint8_t *c_slot_get(void *ctx, uint32_t *slot, uint32_t *cap)
+{
+	return conn_slot_get(cur(ctx), slot, cap);
+}
+
+static void c_slot_put(void *ctx, uint32_t slot)
+{
+	if (cur(ctx))
+		slot_put(cur(ctx), slot);
+}
+
+static int c_send(void *ctx, const struct rr_conn_send *s)
+{
+	return conn_send(cur(ctx), s);
+}
+
+static int c_read(void *ctx, const struct rr_conn_read *r)
+{
+	return conn_read(cur(ctx), r);
+}
+
+static int c_post_recv(void *ctx, uint32_t idx)
+{
+	struct tp_conn *cn = cur(ctx);
+
+	return !cn || cn->dead ? -ENOTCONN : tp_post_recv(cn, idx);
+}
+
+static int c_lend(void *ctx, uint32_t idx, void **handle)
+{
+	(void)idx;
+	return conn_lend(cur(ctx), handle);
+}
+
+/* The Reply was the Receive buffer itself: repost it (the connection is not
+ * freed while lent: tp_grave_sweep). */
+static void c_unlend(void *ctx, void *handle, uint32_t idx)
+{
+	struct tp_conn *cn = handle;
+
+	cn->lent--;
+	if (!cn->dead && cur(ctx) == cn)
+		(void)tp_post_recv(cn, idx);
+}
+
+static void c_complete(void *ctx, struct rr_conn_rpc *rpc)
+{
+	struct rr_tp_client *c = ctx;
+
+	rpc->xnext = NULL;
+	*c->done_tail = rpc;
+	c->done_tail = &rpc->xnext;
+}
+
+static void c_close(void *ctx)
+{
+	conn_close(cur(ctx));
+}
+
+const struct rr_conn_io tp_client_io = {
+	.reg = c_reg, .unreg = s_unreg, .inv = c_inv, .slot_get = c_slot_get,
+	.slot_put = c_slot_put, .send = c_send, .read = c_read, .post_recv = c_post_recv,
+	.lend = c_lend, .unlend = c_unlend, .complete = c_complete, .close = c_close,
+};
+
+/* ---- completions ---- */
+
+void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
+{
+	unsigned t = WRTYPE(wc->wr_id);
+
+	if (t == WR_PUSH) {
+		tp_push_wc((struct rr_tp_client *)cn->ep, cn, wc);
+		return;
+	}
+	if (t == WR_SEND)
+		slot_put(cn, (uint32_t)WRVAL(wc->wr_id));
+	/* A dead connection's completions (flushed) tell the session
+	 * nothing: rr_conn_down settled everything it had in flight. */
+	if (cn->dead || cn->closing)
+		return;
+	if (wc->status != RPCRDMA_WC_SUCCESS) {
+		/* a failed work request is fatal; a failed Read is told to
+		 * the session first, which remembers its XID */
+		if (t == WR_TOKEN && wc->status != RPCRDMA_WC_WR_FLUSH_ERR)
+			rr_conn_on_work(cn->sess, WRVAL(wc->wr_id), -EIO);
+		conn_close(cn);
+		return;
+	}
+	switch (t) {
+	case WR_RECV:
+		cn->last_rx_ns = tp_now_ns(cn->ep);
+		rr_conn_on_recv(cn->sess, (uint32_t)WRVAL(wc->wr_id),
+				cn->rbuf + (size_t)WRVAL(wc->wr_id) * cn->rsize,
+				RR_MIN(wc->byte_len, cn->rsize),
+				(wc->flags & RPCRDMA_WC_WITH_INV) != 0, wc->invalidated_stag);
+		break;
+	case WR_SEND:
+		rr_conn_on_send(cn->sess, cn->stoken[WRVAL(wc->wr_id)], 0);
+		break;
+	case WR_TOKEN:
+		rr_conn_on_work(cn->sess, WRVAL(wc->wr_id), 0);
+		break;
+	default:
+		break;
+	}
+}
