@@ -3,7 +3,9 @@
  * roles and of the RDMA_DONE rule of the reliable-reply extension: initial
  * credit 1, grant 0 treated as 1, hundreds of Calls queued beyond the grant
  * and drained in order, grants shrinking below the outstanding count, the
- * responder never granting 0 or more than its posted Receives, and a two-peer
+ * responder never granting 0 or more than its posted Receives (a lower grant
+ * binding only from its Reply on), shared pools (admission, grants following
+ * demand, clipped by the free Receives), overruns detected, and a two-peer
  * simulation at the credit limit in which every message the requester sends
  * must find a posted Receive (no overrun) and every Call completes (no
  * deadlock). */
@@ -258,93 +260,127 @@ TEST(cred_req_done_needs_no_call_credit)
 
 /* ---- responder ---- */
 
+/* A connection on a private pool of @nrecv Receives, all posted, joined. */
+static void rsp_private(struct rr_cred_rsp *r, uint32_t max, uint32_t dmax, uint32_t nrecv)
+{
+	rr_cred_rsp_init(r, max, dmax, nrecv);
+	rr_cred_rsp_posted(r, nrecv);
+	REQUIRE_EQ(rr_cred_rsp_join(r, NULL), 0);
+}
+
 TEST(cred_rsp_never_zero_never_above_posted)
 {
 	struct rr_cred_rsp r;
 	uint32_t g = 0;
 
-	rr_cred_rsp_init(&r, 64, 0);
-	CHECK_EQ(rr_cred_rsp_need(&r, false), 64);
+	rr_cred_rsp_init(&r, 64, 0, 1);
+	CHECK_EQ(r.limit, 1); /* the peer assumes one credit */
+	REQUIRE_EQ(rr_cred_rsp_join(&r, NULL), 0);
+	CHECK_EQ(rr_cred_rsp_join(&r, NULL), -EINVAL);
+	CHECK_EQ(rr_cred_rsp_take_added(&r), 1); /* its first Call */
 	CHECK(!rr_cred_rsp_safe(&r)); /* nothing posted, peer assumes 1 */
 	CHECK_EQ(rr_cred_rsp_reply(&r, false, &g), -EPROTO); /* no Call */
-	CHECK_EQ(rr_cred_rsp_on_call(&r), -EPROTO);          /* overrun seen */
 	rr_cred_rsp_posted(&r, 1);
 	CHECK(rr_cred_rsp_safe(&r));
 	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
-	/* the only Receive was consumed: granting anything would be a lie */
-	CHECK_EQ(rr_cred_rsp_reply(&r, false, &g), -ENOBUFS);
-	CHECK_EQ(r.in_progress, 1);
-	rr_cred_rsp_posted(&r, 1);
+	/* the only Receive was consumed: still a grant of 1, the one Call the
+	 * reservation holds (its Receive is reposted before the peer may use
+	 * it: the executor posts as it takes the Call out) */
 	REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
 	CHECK_EQ(g, 1);
+	CHECK(!rr_cred_rsp_safe(&r));
+	rr_cred_rsp_posted(&r, 1);
+	CHECK(rr_cred_rsp_safe(&r));
 	/* 10 posted, max 64: grant 10 */
-	rr_cred_rsp_posted(&r, 9);
+	rsp_private(&r, 64, 0, 10);
 	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
 	rr_cred_rsp_posted(&r, 1);
 	REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
 	CHECK_EQ(g, 10);
+	CHECK_EQ(rr_cred_rsp_sendable(&r), 10);
+	CHECK(rr_cred_rsp_safe(&r));
 	/* 100 posted: grant capped at 64 */
-	rr_cred_rsp_posted(&r, 90);
+	rsp_private(&r, 64, 0, 100);
+	CHECK_EQ(rr_cred_rsp_take_added(&r), 1);
 	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
 	rr_cred_rsp_posted(&r, 1);
 	REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
 	CHECK_EQ(g, 64);
-	CHECK_EQ(r.hw_grant, 64);
+	CHECK_EQ(r.limit, 65); /* one Reply + 64 */
+	CHECK_EQ(rr_cred_rsp_take_added(&r), 64);
 	CHECK(rr_cred_rsp_safe(&r));
-	rr_cred_rsp_init(&r, 0, 0);
+	rr_cred_rsp_init(&r, 0, 0, 1);
 	CHECK_EQ(r.max_credits, 1);
 }
 
-TEST(cred_rsp_never_zero_even_when_peer_exceeds_grant)
+TEST(cred_rsp_overrun_is_detected)
 {
 	struct rr_cred_rsp r;
 	uint32_t g = 99;
 
-	rr_cred_rsp_init(&r, 16, 2);
-	rr_cred_rsp_posted(&r, 3);
-	/* the peer was granted 1 but sends 3 Calls: all Receives consumed */
-	for (int i = 0; i < 3; i++)
-		REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+	rsp_private(&r, 16, 2, 8);
+	/* granted 1 (the initial credit), the peer sends 3 Calls */
+	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
 	CHECK_EQ(rr_cred_rsp_on_call(&r), -EPROTO);
-	CHECK_EQ(rr_cred_rsp_reply(&r, false, &g), -ENOBUFS);
-	CHECK_EQ(rr_cred_rsp_reply(&r, true, &g), -ENOBUFS);
-	CHECK_EQ(g, 99);
-	rr_cred_rsp_posted(&r, 1);
-	CHECK_EQ(rr_cred_rsp_reply(&r, true, &g), -ENOBUFS); /* 1 posted, 1 reserved */
+	CHECK_EQ(rr_cred_rsp_on_call(&r), -EPROTO);
+	CHECK_EQ(r.pool->overruns, 2);
+	CHECK_EQ(rr_cred_rsp_sendable(&r), 0);
+	/* what the peer already sent is still answerable, never with 0 */
 	REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
-	CHECK_EQ(g, 1);
+	CHECK(g >= 1);
+	/* an RDMA_DONE nobody owes counts as a Call: within the permission it
+	 * is settled, beyond it an overrun */
+	rsp_private(&r, 4, 2, 8);
+	CHECK_EQ(rr_cred_rsp_on_done(&r), 1);
+	REQUIRE_EQ(rr_cred_rsp_settle(&r), 0);
+	CHECK_EQ(rr_cred_rsp_in_progress(&r), 0);
+	CHECK_EQ(rr_cred_rsp_sendable(&r), 4);
+	for (int i = 0; i < 4; i++)
+		REQUIRE_EQ(rr_cred_rsp_on_done(&r), 1);
+	CHECK_EQ(rr_cred_rsp_on_done(&r), -EPROTO);
 }
 
+/* RFC 8166 section 4.3.1: a lower grant binds the peer only from the Reply
+ * that carries it on; until then it may act on the higher one, and the
+ * responder keeps Receives for that. */
 TEST(cred_rsp_grant_shrink_keeps_receives_for_old_grant)
 {
+	struct rr_cred_pool pool;
 	struct rr_cred_rsp r;
 	uint32_t g;
 
-	rr_cred_rsp_init(&r, 64, 0);
-	rr_cred_rsp_posted(&r, 64);
-	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
-	rr_cred_rsp_posted(&r, 1);
+	rr_cred_pool_init(&pool, 1000, 0, true);
+	rr_cred_rsp_init(&r, 64, 0, 0);
+	REQUIRE_EQ(rr_cred_rsp_join(&r, &pool), 0);
+	rr_cred_pool_posted(&pool, 200);
+	r.target = 32; /* a peer that had shown a demand of 32 */
+	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0); /* its one Call: limited */
 	REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
 	CHECK_EQ(g, 64);
-	/* 10 Calls arrive; only 5 Receives are reposted */
+	CHECK_EQ(r.limit, 65);
+	/* 10 Calls; its demand has fallen to 11 (a window of Replies in which
+	 * it had 10 in progress at most) */
 	for (int i = 0; i < 10; i++)
 		REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
-	rr_cred_rsp_posted(&r, 5);
-	CHECK_EQ(r.posted, 59);
-	/* a smaller grant (59) is fine only while the old 64 stays covered:
-	 * 59 posted + 9 in progress >= 64 */
+	CHECK_EQ(rr_cred_rsp_sendable(&r), 54);
+	r.target = 11;
 	REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
-	CHECK_EQ(g, 59);
+	CHECK_EQ(g, 11);
+	/* ... but the 64 of the first Reply still binds: 65 Calls in all */
+	CHECK_EQ(r.limit, 65);
+	CHECK_EQ(rr_cred_rsp_sendable(&r), 54);
+	CHECK_EQ(r.res, 54);
 	CHECK(rr_cred_rsp_safe(&r));
-	for (int i = 0; i < 4; i++)
+	/* as Replies go, the new limit overtakes the old one */
+	for (int i = 0; i < 9; i++)
 		REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
-	/* 59 + 5 in progress = 64: one more Reply would leave 63 < 64 */
-	CHECK_EQ(r.in_progress, 5);
-	CHECK_EQ(rr_cred_rsp_reply(&r, false, &g), -ENOBUFS);
-	CHECK_EQ(rr_cred_rsp_need(&r, false), 5);
-	rr_cred_rsp_posted(&r, rr_cred_rsp_need(&r, false));
-	REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
-	CHECK_EQ(g, 64);
+	CHECK_EQ(rr_cred_rsp_in_progress(&r), 0);
+	CHECK(r.limit <= 65);
+	CHECK_EQ(rr_cred_rsp_sendable(&r), r.limit - r.calls);
+	CHECK_EQ(pool.reserved, r.res);
+	rr_cred_rsp_leave(&r);
+	CHECK_EQ(pool.reserved, 0);
+	CHECK_EQ(pool.members, 0);
 }
 
 TEST(cred_rsp_read_chunk_reply_reserves_a_receive)
@@ -352,82 +388,194 @@ TEST(cred_rsp_read_chunk_reply_reserves_a_receive)
 	struct rr_cred_rsp r;
 	uint32_t g;
 
-	rr_cred_rsp_init(&r, 8, 2);
-	rr_cred_rsp_posted(&r, rr_cred_rsp_need(&r, false));
-	CHECK_EQ(r.posted, 8);
+	rsp_private(&r, 8, 2, 9);
 	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
-	rr_cred_rsp_posted(&r, 1); /* steady state: reposted, 8 posted */
-	/* a Read-chunk Reply needs a 9th Receive for its RDMA_DONE */
-	CHECK_EQ(rr_cred_rsp_need(&r, true), 1);
-	REQUIRE_EQ(rr_cred_rsp_reply(&r, true, &g), 0);
-	CHECK_EQ(g, 7); /* 8 posted, 1 reserved */
-	CHECK_EQ(r.done_owed, 1);
-	CHECK(rr_cred_rsp_safe(&r));
-	/* with the extra Receive the full grant is back */
-	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
-	rr_cred_rsp_posted(&r, rr_cred_rsp_need(&r, true));
-	CHECK_EQ(r.posted, 10);
+	rr_cred_rsp_posted(&r, 1); /* steady state: reposted, 9 posted */
+	/* a Read-chunk Reply keeps a Receive for its RDMA_DONE */
 	REQUIRE_EQ(rr_cred_rsp_reply(&r, true, &g), 0);
 	CHECK_EQ(g, 8);
+	CHECK_EQ(r.done_owed, 1);
+	CHECK_EQ(rr_cred_rsp_sendable(&r), 9);
+	CHECK(rr_cred_rsp_safe(&r));
+	/* a second: only 9 Receives, 8 Calls + 2 RDMA_DONEs do not fit */
+	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+	rr_cred_rsp_posted(&r, 1);
+	REQUIRE_EQ(rr_cred_rsp_reply(&r, true, &g), 0);
+	CHECK_EQ(g, 7);
 	CHECK_EQ(r.done_owed, 2);
+	CHECK(rr_cred_rsp_safe(&r));
 	/* done_max reached: no third Read-chunk Reply, plain Replies still go */
 	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
 	rr_cred_rsp_posted(&r, 1);
 	CHECK_EQ(rr_cred_rsp_reply(&r, true, &g), -ENOSPC);
-	CHECK_EQ(r.in_progress, 1);
+	CHECK_EQ(rr_cred_rsp_in_progress(&r), 1);
 	REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
-	CHECK_EQ(g, 8);
-	/* RDMA_DONEs come back; a third is a peer error, still counted */
+	CHECK_EQ(g, 7);
+	/* RDMA_DONEs come back */
 	CHECK_EQ(rr_cred_rsp_on_done(&r), 0);
-	CHECK_EQ(rr_cred_rsp_on_done(&r), 0);
-	CHECK_EQ(r.done_owed, 0);
-	CHECK_EQ(r.posted, 8);
-	CHECK_EQ(rr_cred_rsp_on_done(&r), -EPROTO);
-	CHECK_EQ(r.posted, 7);
-	CHECK_EQ(r.done_owed, 0);
-	/* a stray message consumes a Receive but never a reservation */
-	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
-	rr_cred_rsp_posted(&r, rr_cred_rsp_need(&r, true));
-	REQUIRE_EQ(rr_cred_rsp_reply(&r, true, &g), 0);
-	CHECK_EQ(r.done_owed, 1);
-	CHECK_EQ(r.posted, 9);
-	CHECK_EQ(rr_cred_rsp_on_stray(&r), 0);
-	CHECK_EQ(r.posted, 8);
-	CHECK_EQ(r.done_owed, 1);
-	/* it ate a Receive the peer is entitled to: repost before anything */
-	CHECK(!rr_cred_rsp_safe(&r));
-	CHECK_EQ(rr_cred_rsp_need(&r, false), 1);
 	rr_cred_rsp_posted(&r, 1);
+	CHECK_EQ(rr_cred_rsp_on_done(&r), 0);
+	rr_cred_rsp_posted(&r, 1);
+	CHECK_EQ(r.done_owed, 0);
 	CHECK(rr_cred_rsp_safe(&r));
-	r.posted = 0;
-	CHECK_EQ(rr_cred_rsp_on_stray(&r), -EPROTO);
-	CHECK_EQ(r.posted, 0);
+	/* no free Receive for the RDMA_DONE: -ENOBUFS, nothing changed */
+	rsp_private(&r, 8, 2, 1);
+	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+	rr_cred_rsp_posted(&r, 1);
+	CHECK_EQ(rr_cred_rsp_reply(&r, true, &g), -ENOBUFS);
+	CHECK_EQ(r.done_owed, 0);
+	CHECK_EQ(rr_cred_rsp_in_progress(&r), 1);
+	REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
+	CHECK_EQ(g, 1);
 	/* reliable reply off: done_max 0 refuses every Read-chunk Reply */
-	rr_cred_rsp_init(&r, 8, 0);
-	rr_cred_rsp_posted(&r, 100);
+	rsp_private(&r, 8, 0, 100);
 	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
 	CHECK_EQ(rr_cred_rsp_reply(&r, true, &g), -ENOSPC);
-	rr_cred_rsp_reset(&r);
-	CHECK_EQ(r.posted, 0);
-	CHECK_EQ(r.in_progress, 0);
-	CHECK_EQ(r.hw_grant, 1);
-	CHECK_EQ(r.max_credits, 8);
 }
 
-/* Random responder event sequences: every grant is in [1, max] and within the
- * Receives posted and not reserved; the overrun invariant never breaks. */
+/* A shared pool: admission within its cap, grants following demand
+ * (doubling while the peer is limited, shrinking to what it used), clipped
+ * by the free Receives (the deficit asks the executor for more), reposting
+ * only while the pool is not above its target. */
+TEST(cred_pool_shared_demand_and_admission)
+{
+	struct rr_cred_pool pool;
+	struct rr_cred_rsp a, b, c;
+	uint32_t g, want;
+
+	rr_cred_pool_init(&pool, 4, 2, true);
+	rr_cred_rsp_init(&a, 64, 0, 0);
+	rr_cred_rsp_init(&b, 64, 0, 0);
+	rr_cred_rsp_init(&c, 64, 0, 0);
+	REQUIRE_EQ(rr_cred_rsp_join(&a, &pool), 0);
+	REQUIRE_EQ(rr_cred_rsp_join(&b, &pool), 0);
+	CHECK_EQ(pool.reserved, 2);
+	CHECK(!rr_cred_pool_safe(&pool));
+	want = rr_cred_pool_want(&pool);
+	CHECK_EQ(want, 4); /* 2 reserved + 2 spare, within the cap */
+	rr_cred_pool_posted(&pool, want);
+	CHECK(rr_cred_pool_safe(&pool));
+	CHECK_EQ(rr_cred_pool_want(&pool), 0);
+	/* cap 4: two more fit, then no more */
+	REQUIRE_EQ(rr_cred_rsp_join(&c, &pool), 0);
+	CHECK(rr_cred_pool_room(&pool));
+	rr_cred_rsp_leave(&c);
+	/* a's Calls: limited at 1, the grant doubles, clipped by the pool */
+	REQUIRE_EQ(rr_cred_rsp_on_call(&a), 0);
+	CHECK(a.limited);
+	CHECK_EQ(pool.active, 1);
+	REQUIRE_EQ(rr_cred_rsp_reply(&a, false, &g), 0);
+	CHECK_EQ(g, 2);
+	CHECK_EQ(pool.active, 0);
+	CHECK_EQ(pool.reserved, 3);
+	CHECK(rr_cred_pool_safe(&pool) == (pool.posted >= 3));
+	for (int i = 0; i < 2; i++)
+		REQUIRE_EQ(rr_cred_rsp_on_call(&a), 0);
+	CHECK(a.limited);
+	/* 4 wanted: a holds 2 (both in progress, their Receives consumed), the
+	 * pool 4 - 2 posted, b 1: room for a grant of 3 after this Reply */
+	REQUIRE_EQ(rr_cred_rsp_reply(&a, false, &g), 0);
+	CHECK(g < 4);
+	CHECK(pool.clipped >= 1);
+	CHECK(pool.deficit >= 1);
+	CHECK(rr_cred_pool_want(&pool) == 0 || pool.posted < pool.cap);
+	CHECK_EQ(pool.deficit, 0);
+	/* the pool never promises more than it holds */
+	CHECK(pool.reserved <= pool.posted + 2); /* two consumed, not reposted yet */
+	rr_cred_pool_posted(&pool, 2);
+	CHECK(rr_cred_pool_safe(&pool));
+	CHECK(rr_cred_rsp_safe(&a) && rr_cred_rsp_safe(&b));
+	/* cap reached: b cannot get more than its floor from it */
+	rr_cred_rsp_leave(&a);
+	rr_cred_rsp_leave(&b);
+	CHECK_EQ(pool.reserved, 0);
+	CHECK_EQ(pool.members, 0);
+	/* nothing reserved: a consumed Receive beyond twice the spare goes */
+	CHECK(!rr_cred_pool_keep(&pool) || pool.posted < 2 * pool.spare + 1);
+	rr_cred_pool_init(&pool, 1, 0, true);
+	REQUIRE_EQ(rr_cred_rsp_join(&a, &pool), 0);
+	CHECK(!rr_cred_pool_room(&pool));
+	CHECK_EQ(rr_cred_rsp_join(&b, &pool), -ENOSPC);
+	CHECK_EQ(pool.refused, 1);
+}
+
+/* Demand: a peer that keeps its whole permission in use is doubled up to
+ * the maximum; one that uses d Calls at most settles at d + 1; an idle one
+ * at the end of its burst keeps little. */
+TEST(cred_pool_grant_follows_demand)
+{
+	struct rr_cred_pool pool;
+	struct rr_cred_rsp r;
+	uint32_t g = 0;
+
+	rr_cred_pool_init(&pool, 100000, 0, true);
+	rr_cred_pool_posted(&pool, 100000);
+	rr_cred_rsp_init(&r, 64, 0, 0);
+	REQUIRE_EQ(rr_cred_rsp_join(&r, &pool), 0);
+	/* a deep queue: always as many Calls as allowed */
+	for (int i = 0; i < 200; i++) {
+		while (rr_cred_rsp_sendable(&r))
+			REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+		REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
+	}
+	CHECK_EQ(g, 64);
+	/* then a pipeline of 5 */
+	while (rr_cred_rsp_in_progress(&r))
+		REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
+	for (int i = 0; i < 200; i++) {
+		while (rr_cred_rsp_in_progress(&r) < 5 && rr_cred_rsp_sendable(&r))
+			REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+		REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
+	}
+	CHECK_EQ(g, 6);
+	/* then one Call at a time, then idle */
+	while (rr_cred_rsp_in_progress(&r))
+		REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
+	for (int i = 0; i < 20; i++) {
+		REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+		REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
+	}
+	CHECK(g <= 2);
+	CHECK(rr_cred_rsp_sendable(&r) <= 2);
+	CHECK(pool.reserved <= 2);
+	/* a peer that sends its whole grant in one batch and waits for the
+	 * Replies (a ramp): the grant doubles every round */
+	while (rr_cred_rsp_in_progress(&r))
+		REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
+	for (int round = 0; round < 7; round++) {
+		uint64_t s = rr_cred_rsp_sendable(&r);
+
+		for (uint64_t i = 0; i < s; i++)
+			REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+		while (rr_cred_rsp_in_progress(&r))
+			REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
+	}
+	CHECK_EQ(g, 64);
+	/* a private pool grants its maximum whatever the demand */
+	rsp_private(&r, 64, 0, 100);
+	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+	rr_cred_rsp_posted(&r, 1);
+	REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
+	CHECK_EQ(g, 64);
+}
+
+/* Random responder event sequences on a private pool whose Receives are
+ * reposted at random: every grant is >= 1 and <= max, a Reply without a
+ * Read chunk never fails, and once every consumed Receive is back, what the
+ * peer may send is covered (reservation and Receives posted). */
 TEST(cred_rsp_random_policy_properties)
 {
 	uint64_t x = 0xfeedfacecafebeefull;
 
 	for (int round = 0; round < 50; round++) {
 		struct rr_cred_rsp r;
-		uint32_t max = 1 + round % 70, dmax = round % 5;
+		uint32_t max = 1 + round % 70, dmax = round % 5, nrecv = max + dmax + 1;
+		uint32_t owed_back = 0;
 
-		rr_cred_rsp_init(&r, max, dmax);
-		rr_cred_rsp_posted(&r, 1 + round % 3);
+		rsp_private(&r, max, dmax, nrecv);
 		for (int step = 0; step < 2000; step++) {
-			uint32_t g = 0, posted0 = r.posted, done0 = r.done_owed;
+			uint32_t g = 0, done0 = r.done_owed;
+			uint64_t in0 = rr_cred_rsp_in_progress(&r);
 			bool rc;
 			int ret;
 
@@ -435,19 +583,22 @@ TEST(cred_rsp_random_policy_properties)
 			x ^= x >> 7;
 			x ^= x << 17;
 			switch (x % 5) {
-			case 0:
-				rr_cred_rsp_posted(&r, (uint32_t)(x >> 8) % 4);
+			case 0: /* Receives consumed are reposted */
+				rr_cred_rsp_posted(&r, owed_back);
+				owed_back = 0;
+				REQUIRE(rr_cred_rsp_safe(&r));
 				break;
-			case 1: /* the peer sends a Call whenever its grant allows */
-				if (r.in_progress < r.hw_grant) {
-					/* ... and finds a Receive not reserved for RDMA_DONE */
-					REQUIRE(r.posted > r.done_owed);
+			case 1: /* the peer sends a Call whenever it may */
+				if (rr_cred_rsp_sendable(&r) > r.done_owed) {
 					REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+					owed_back++;
 				}
 				break;
 			case 2:
-				if (r.done_owed)
+				if (r.done_owed) {
 					REQUIRE_EQ(rr_cred_rsp_on_done(&r), 0);
+					owed_back++;
+				}
 				break;
 			default:
 				rc = (x >> 9) & 1;
@@ -455,16 +606,18 @@ TEST(cred_rsp_random_policy_properties)
 				if (ret == 0) {
 					CHECK(g >= 1);
 					CHECK(g <= max);
-					CHECK(g + done0 + rc <= posted0);
 				} else {
-					CHECK(ret == -ENOBUFS || ret == -ENOSPC || ret == -EPROTO);
-					CHECK_EQ(r.posted, posted0);
+					CHECK(ret == -ENOSPC || ret == -EPROTO ||
+					      (ret == -ENOBUFS && rc));
+					CHECK(ret != -EPROTO || in0 == 0);
 					CHECK_EQ(r.done_owed, done0);
+					CHECK_EQ(rr_cred_rsp_in_progress(&r), in0);
 				}
 				break;
 			}
 			REQUIRE(r.done_owed <= dmax);
-			REQUIRE(rr_cred_rsp_safe(&r));
+			REQUIRE(rr_cred_rsp_sendable(&r) <= r.res);
+			REQUIRE(r.pool->posted + owed_back >= r.pool->reserved);
 		}
 	}
 }
@@ -486,9 +639,11 @@ static uint64_t sim_rng(uint64_t *x)
 	return *x;
 }
 
-/* Runs one simulation; returns the number of Read-chunk Replies. @lazy: the
- * responder transport reposts Receives only when a Reply needs them. */
-static uint32_t run_sim(uint64_t seed, uint32_t max, uint32_t dmax, bool lazy)
+/* Runs one simulation; returns the number of Read-chunk Replies. @shared:
+ * the connection draws from a shared pool (grants follow demand, the
+ * executor posts what the pool wants and reposts what it keeps) instead of
+ * its own Receives. */
+static uint32_t run_sim(uint64_t seed, uint32_t max, uint32_t dmax, bool shared)
 {
 	enum { N = 400 };
 	static struct call k[N];
@@ -498,14 +653,21 @@ static uint32_t run_sim(uint64_t seed, uint32_t max, uint32_t dmax, bool lazy)
 	static uint32_t inprog[N + 8];
 	uint32_t up_h = 0, up_t = 0, dn_h = 0, dn_t = 0, n_inprog = 0;
 	uint32_t replied = 0, dones_rx = 0, read_replies = 0, sent = 0;
+	struct rr_cred_pool pool;
 	struct rr_cred_req q;
 	struct rr_cred_rsp s;
 	uint64_t x = seed;
 	uint32_t done_to_send = 0;
 
 	rr_cred_req_init(&q, max);
-	rr_cred_rsp_init(&s, max, dmax);
-	rr_cred_rsp_posted(&s, rr_cred_rsp_need(&s, false));
+	if (shared) {
+		rr_cred_pool_init(&pool, max + dmax + 1, 1, true);
+		rr_cred_rsp_init(&s, max, dmax, 0);
+		REQUIRE_EQ(rr_cred_rsp_join(&s, &pool), 0);
+		rr_cred_pool_posted(&pool, rr_cred_pool_want(&pool));
+	} else {
+		rsp_private(&s, max, dmax, max + dmax + 1);
+	}
 	for (uint32_t i = 0; i < N; i++) {
 		int r;
 
@@ -527,17 +689,21 @@ static uint32_t run_sim(uint64_t seed, uint32_t max, uint32_t dmax, bool lazy)
 		switch (v % 4) {
 		case 0: /* deliver a requester message to the responder */
 			if (up_h < up_t) {
+				REQUIRE(s.pool->posted > 0); /* no overrun */
 				if (up[up_h] == MSG_CALL) {
-					REQUIRE_EQ(rr_cred_rsp_on_call(&s), 0); /* no overrun */
+					REQUIRE_EQ(rr_cred_rsp_on_call(&s), 0);
 					inprog[n_inprog++] = up_id[up_h];
 				} else {
-					REQUIRE(s.posted > 0); /* no overrun */
 					REQUIRE_EQ(rr_cred_rsp_on_done(&s), 0);
 					dones_rx++;
 				}
 				up_h++;
-				if (!lazy)
-					rr_cred_rsp_posted(&s, rr_cred_rsp_need(&s, false));
+				/* the executor reposts (or, shared, keeps what the
+				 * pool keeps and posts what it wants) */
+				if (!shared || rr_cred_pool_keep(&pool))
+					rr_cred_rsp_posted(&s, 1);
+				if (shared)
+					rr_cred_pool_posted(&pool, rr_cred_pool_want(&pool));
 			}
 			break;
 		case 1: /* the responder replies to some Call in progress */
@@ -547,12 +713,9 @@ static uint32_t run_sim(uint64_t seed, uint32_t max, uint32_t dmax, bool lazy)
 				uint32_t g;
 				int ret = rr_cred_rsp_reply(&s, rc, &g);
 
-				if (ret == -ENOSPC) { /* fallback: plain Reply / ERR_CHUNK */
+				if (ret == -ENOSPC || ret == -ENOBUFS) {
+					/* fallback: plain Reply / ERR_CHUNK */
 					rc = false;
-					ret = rr_cred_rsp_reply(&s, rc, &g);
-				}
-				if (ret == -ENOBUFS) {
-					rr_cred_rsp_posted(&s, rr_cred_rsp_need(&s, rc));
 					ret = rr_cred_rsp_reply(&s, rc, &g);
 				}
 				REQUIRE_EQ(ret, 0);
@@ -560,6 +723,8 @@ static uint32_t run_sim(uint64_t seed, uint32_t max, uint32_t dmax, bool lazy)
 				down[dn_t++] = (struct sim_reply){inprog[pick], g, rc};
 				inprog[pick] = inprog[--n_inprog];
 				read_replies += rc;
+				if (shared)
+					rr_cred_pool_posted(&pool, rr_cred_pool_want(&pool));
 			}
 			break;
 		case 2: /* the requester receives a Reply */
@@ -590,6 +755,8 @@ static uint32_t run_sim(uint64_t seed, uint32_t max, uint32_t dmax, bool lazy)
 			}
 			break;
 		}
+		/* what the peer may send (in flight included) is covered */
+		REQUIRE(rr_cred_rsp_sendable(&s) >= (uint64_t)(up_t - up_h));
 		REQUIRE(rr_cred_rsp_safe(&s));
 	}
 	/* no deadlock: everything completed */

@@ -1077,11 +1077,14 @@ static void burst_post(struct rr_th_rogue *g, uint8_t (*msg)[512], const size_t 
  * its configured credits, across randomized runs: responders with 0 (a
  * configuration error), 1, 2, 3, 5, 8 or 64 credits, with and without
  * reliable reply; a rogue requester sending bursts of up to 5 messages
- * (beyond its grant, within the Receives the responder keeps posted) of
- * valid Calls with small Replies, Calls whose Reply fits nowhere (ERR_CHUNK,
- * or a Read-chunk Reply answered with RDMA_DONE), header errors of every
- * class, and RDMA_DONEs nobody asked for. Every answer is read off the
- * wire; the number of answers is exactly the number owed. */
+ * (within its grant: the last credit it read; a message beyond it ends the
+ * connection, RFC 8166 section 4.3.1) of valid Calls with small Replies,
+ * Calls whose Reply fits nowhere (ERR_CHUNK, or a Read-chunk Reply answered
+ * with RDMA_DONE), header errors of every class, and RDMA_DONEs nobody
+ * asked for (each takes a Call's credit; a burst ends with an answered
+ * Call, so that once its answers came every message of it was settled).
+ * Every answer is read off the wire; the number of answers is exactly the
+ * number owed. */
 TEST(xprt_e2e_grants_randomized)
 {
 	static const uint32_t credits[] = {0, 1, 2, 3, 5, 8, 64};
@@ -1095,7 +1098,7 @@ TEST(xprt_e2e_grants_randomized)
 		struct srv s;
 		struct rr_th_rogue g;
 		bool rrep = seed & 1;
-		uint32_t max_grant, xid = 0x60000 + (uint32_t)seed * 0x1000;
+		uint32_t max_grant, xid = 0x60000 + (uint32_t)seed * 0x1000, grant = 1;
 		static const uint8_t pd_rr[20] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3, 0xac, 0x3a,
 						  0x36, 0x3d, 1, 12, 0, 0, 0, 0, 0, 1};
 		int port;
@@ -1113,8 +1116,12 @@ TEST(xprt_e2e_grants_randomized)
 			unsigned n = 1 + xs32(&rng) % 5, owed = 0, got = 0, dslot = 0;
 			uint64_t end;
 
+			n = RR_MIN(n, grant);
 			for (unsigned i = 0; i < n; i++) {
 				uint32_t kind = xs32(&rng) % 8, x = ++xid;
+
+				if (i == n - 1 && (kind == 4 || kind == 5))
+					kind = 0;   /* the last one is answered */
 
 				len[i] = rogue_call(msg[i], x, 1, RR_XPRT_MSG, x);
 				switch (kind) {
@@ -1173,6 +1180,7 @@ TEST(xprt_e2e_grants_randomized)
 					       rr_get_be32(r + 12));
 				CHECK(rr_get_be32(r + 8) >= 1);
 				CHECK(rr_get_be32(r + 8) <= max_grant);
+				grant = RR_MAX(rr_get_be32(r + 8), 1u);
 				checked++;
 				/* a Read-chunk Reply: the RDMA_DONE it is owed */
 				if (rr_get_be32(r + 12) == RR_XPRT_NOMSG && rr_get_be32(r + 16) == 1) {

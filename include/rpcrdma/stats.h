@@ -35,7 +35,8 @@ extern "C" {
  * for each, in the order of the struct's fields. The library generates its
  * own counters, their export and the printer from it; a program may use it
  * too (to print or compare every counter by name). Groups: xprt, chunks,
- * rdma, calls, sent, recv, errors, inv, flow, push, progress, rrep, limits. */
+ * rdma, calls, sent, recv, errors, inv, flow, push, progress, rrep, limits,
+ * pool. */
 #define RPCRDMA_XPRT_STATS(X) \
 	/* Linux "xprt: rdma" equivalents (client: requester; server: responder) */ \
 	X(xprt, sends, "Sends posted (Calls, Replies, RDMA_ERRORs, RDMA_DONEs)") \
@@ -116,7 +117,17 @@ extern "C" {
 				   "memory (EMFILE, ENFILE, ENOBUFS, ENOMEM)") \
 	X(limits, handshakes_dropped, "rdma://: half-open connections closed (over " \
 				      "max_handshakes, timed out, or their fds given to " \
-				      "an established one)")
+				      "an established one)") \
+	/* credits and the server's shared receive pools (docs/protocol.md \
+	 * "Credits") */ \
+	X(pool, credit_overruns, "server: messages beyond the peer's grant (RFC 8166 " \
+				 "4.3.1): their connections ended") \
+	X(pool, grants_clipped, "server: grants lowered for want of free Receives in " \
+				"the pool") \
+	X(pool, pool_grown, "server: Receives added to shared receive queues") \
+	X(pool, pool_released, "server: consumed Receives not posted again (a pool " \
+			       "shrinking to its demand)") \
+	X(pool, srq_limit_events, "server: shared receive queue low-water events")
 
 #define RPCRDMA_XPRT_STAT_FIELD_(group, name, what) uint64_t name;
 

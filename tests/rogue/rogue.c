@@ -228,6 +228,7 @@ int rr_rogue_open(struct rr_rogue **out, int port, const struct rr_rogue_opts *o
 	g->msg_iov.iov_base = g->msg;
 	g->msg_iov.iov_len = RR_ROGUE_RECV_MAX;
 	deadline = mono_ms() + g->o.timeout_ms;
+	g->grant = 1;
 	g->fd = tcp_connect(port, g->o.rcvbuf, g->o.src, g->o.timeout_ms);
 	if (g->fd < 0) {
 		r = g->fd;
@@ -758,6 +759,8 @@ static bool on_event(struct rr_rogue *g, const struct rr_ddp_event *d, struct rr
 		if (!d->last)
 			return false;
 		g->msgs++;
+		if (d->msg_len >= 12 && rr_get_be32(g->msg + 4) == 1)
+			g->grant = rr_get_be32(g->msg + 8);   /* rdma_credit */
 		ev->type = RR_ROGUE_EV_MSG;
 		ev->msg = g->msg;
 		ev->msg_len = d->msg_len;

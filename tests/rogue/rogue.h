@@ -131,6 +131,11 @@ struct rr_rogue {
 	struct rr_term term;       /* the server's Terminate */
 	/* counters */
 	uint64_t msgs, writes, write_bytes, rreqs_served, rresp_bytes;
+	/* the credit field of the last RPC-over-RDMA message received (1
+	 * before any: RFC 8166 section 4.3.3); a well-behaved requester keeps
+	 * its Calls in flight within it (rt_grant_up) */
+	uint32_t grant;
+	uint32_t ramp_xid;
 };
 
 /* Connects to 127.0.0.1:@port and runs the MPA exchange as an initiator

@@ -50,6 +50,33 @@ void rt_read_rrep(struct rr_rogue *g, uint32_t xid, const char *path, uint64_t o
 	REQUIRE_EQ(rep->rchunk->length, rt_read_reply_len(count));
 }
 
+uint32_t rt_grant_up(struct rr_rogue *g, uint32_t want)
+{
+	for (int round = 0; round < 16 && g->grant < want; round++) {
+		uint32_t n = g->grant, first = 0x7e000000u + g->ramp_xid;
+		uint8_t rpc[64];
+
+		rr_rogue_cork(g);
+		for (uint32_t i = 0; i < n; i++) {
+			int len = rr_rogue_rpc_call(rpc, sizeof(rpc), first + i, FS_PROG, FS_VERS,
+						    FS_NULL, NULL, 0);
+
+			REQUIRE(len > 0);
+			REQUIRE_EQ(rr_rogue_send_call(g, first + i, rpc, (size_t)len), 0);
+		}
+		REQUIRE_EQ(rr_rogue_uncork(g), 0);
+		g->ramp_xid += n;
+		for (uint32_t i = 0; i < n; i++) {
+			struct rr_rogue_reply rep;
+
+			rt_reply(g, RT_MS, &rep);
+			REQUIRE(rep.hdr.xid - first < n);
+		}
+	}
+	REQUIRE(g->grant >= want);
+	return g->grant;
+}
+
 void rt_send_reads(struct rr_rogue *g, uint32_t xid, unsigned n, const char *path,
 		   uint32_t count)
 {
@@ -57,6 +84,7 @@ void rt_send_reads(struct rr_rogue *g, uint32_t xid, unsigned n, const char *pat
 	int len = rr_rogue_fs_read_args(args, sizeof(args), path, 0, count);
 
 	REQUIRE(len > 0);
+	rt_grant_up(g, n);
 	rr_rogue_cork(g);
 	for (unsigned i = 0; i < n; i++)
 		REQUIRE_EQ(rr_rogue_fs_call(g, xid + i, FS_READ, args, (size_t)len, NULL, 0, NULL),

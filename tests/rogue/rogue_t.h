@@ -25,8 +25,15 @@ void rt_reply(struct rr_rogue *g, unsigned ms, struct rr_rogue_reply *rep);
  * responder-provided Read chunk: REQUIREs an RDMA_NOMSG Reply with one. */
 void rt_read_rrep(struct rr_rogue *g, uint32_t xid, const char *path, uint64_t off,
 		  uint32_t count, struct rr_rogue_reply *rep);
-/* The same for @n Calls sent in one write (xid, xid+1, ...); the Replies
- * are not waited for. */
+/* Raises the server's grant to this rogue to @want at least, as a
+ * well-behaved requester would see it happen (the server ends a connection
+ * that sends beyond its grant: RFC 8166 section 4.3.1): rounds of as many
+ * NULL Calls as the grant allows, each answered before the next (a server's
+ * shared pool doubles the grant of a peer that uses all of it). Nothing may
+ * be outstanding. Returns the grant. */
+uint32_t rt_grant_up(struct rr_rogue *g, uint32_t want);
+/* The same for @n Calls sent in one write (xid, xid+1, ...), after the
+ * grant allows @n (rt_grant_up); the Replies are not waited for. */
 void rt_send_reads(struct rr_rogue *g, uint32_t xid, unsigned n, const char *path,
 		   uint32_t count);
 

@@ -154,6 +154,7 @@ static void send_writes(struct rr_rogue *g, uint32_t xid, unsigned n, uint8_t *d
 
 	REQUIRE(a > 0);
 	REQUIRE_EQ(rr_rogue_mem_add(g, 0xd0d0, 0, data, 200000), 0);
+	rt_grant_up(g, n + 1);   /* and a NULL Call while they are held */
 	rr_rogue_cork(g);
 	for (unsigned i = 0; i < n; i++) {
 		int len = rr_rogue_rpc_call(rpc, sizeof(rpc), xid + i, FS_PROG, FS_VERS, FS_WRITE,

@@ -91,9 +91,14 @@ void rr_conn_up(struct rr_conn *c, const void *peer_pd, size_t pd_len, uint32_t 
 	rr_xprt_rsp_init(&c->rsp, c->env, &c->params, c->st);
 	rr_xprt_rsp_keep_spares(&c->rsp, RR_XPRT_RSP_SPARES);
 	rr_cred_rsp_init(&c->scred, c->cfg.credits,
-			 c->params.reliable_reply ? c->cfg.rrep_max : 0);
+			 c->params.reliable_reply ? c->cfg.rrep_max : 0, nrecv);
 	rr_cred_rsp_posted(&c->scred, nrecv);
 	rr_rrep_table_init(&c->rrep, c->clock, c->cfg.rrep_timeout_ns, c->st);
+	if (rr_cred_rsp_join(&c->scred, c->cfg.pool)) {
+		rr_conn_fail(c);   /* no Receive for its first Call */
+		return;
+	}
+	rs_quota(c);   /* its first Call */
 }
 
 void rr_conn_set_ord(struct rr_conn *c, uint16_t ord)

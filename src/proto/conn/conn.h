@@ -129,8 +129,16 @@ struct rr_conn_io {
 	 * the Send completed. */
 	int (*send)(void *ctx, const struct rr_conn_send *s);
 	int (*read)(void *ctx, const struct rr_conn_read *r);
-	/* Posts Receive @idx again. */
+	/* Posts Receive @idx again: 0; 1 when the executor released it
+	 * instead (a shared pool that shrinks: rr_cred_pool_keep), negative
+	 * errno when it could not. */
 	int (*post_recv)(void *ctx, uint32_t idx);
+	/* Optional (responder, shared receive queue): the peer may send @add
+	 * more messages (a grant grew, an RDMA_DONE was reserved): the executor
+	 * lets the connection take that many more Receives from the queue
+	 * (rpcrdma_qp_recv_quota), so a peer's burst never takes more than its
+	 * grant of the pool. */
+	void (*recv_quota)(void *ctx, uint32_t add);
 	/* Keeps Receive @idx out of the Receive queue: its bytes are handed
 	 * to the upper layer as a Reply in place. 0 and *@handle, or
 	 * -ENOBUFS when no more may be lent (the session copies then). */
@@ -163,6 +171,9 @@ struct rr_conn_config {
 	bool use_windows;                  /* invalidatable registrations */
 	uint32_t send_size, recv_size;     /* our send slot and Receive sizes */
 	/* responder */
+	struct rr_cred_pool *pool;         /* a shared receive queue's Receives
+					      (the executor's, one per queue);
+					      NULL: the connection's own */
 	uint32_t rrep_max;                 /* Read-chunk Replies awaiting RDMA_DONE */
 	uint64_t rrep_timeout_ns;
 	uint64_t reply_mem_per_conn;
@@ -248,9 +259,12 @@ int rr_conn_create(const struct rr_conn_config *cfg, const struct rr_conn_io *io
 void rr_conn_destroy(struct rr_conn *c);
 
 /* The connection is established: the peer's private data (RFC 8797) decides
- * the parameters; @nrecv Receives are posted (Receives 0..nrecv-1), @ord the
- * RDMA Reads we may have outstanding. @peer_host keys the failed-Read table
- * (responder). Queued Calls go out. */
+ * the parameters; @nrecv Receives are posted (Receives 0..nrecv-1; a
+ * responder on a shared pool: 0, the pool counts its own), @ord the RDMA
+ * Reads we may have outstanding. @peer_host keys the failed-Read table
+ * (responder). Queued Calls go out. A responder joins its pool (the
+ * executor made sure it has room: rr_cred_pool_room; without, the
+ * connection ends). */
 void rr_conn_up(struct rr_conn *c, const void *peer_pd, size_t pd_len, uint32_t nrecv,
 		uint16_t ord, uint64_t peer_host);
 /* The connection is gone (disconnect, a failed completion, the peer's

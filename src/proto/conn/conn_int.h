@@ -223,6 +223,14 @@ void rq_destroy(struct rr_conn *c);
 void rs_reading_del(struct rr_conn *c, struct rs_req *r);
 void rs_req_free(struct rr_conn *c, struct rs_req *r);
 int rs_credit(struct rr_conn *c, struct rs_req *r, bool read_chunk, uint32_t *grant);
+/* Tells the executor how many more messages the peer may send (io
+ * recv_quota), after any change of the credit accounting. */
+void rs_quota(struct rr_conn *c);
+/* A message that gets no Reply is settled as one (its grant stays). */
+void rs_settle(struct rr_conn *c);
+/* A message beyond the peer's permission (RFC 8166 section 4.3.1): counted,
+ * the connection ends. */
+void rs_overrun(struct rr_conn *c);
 /* The grant of a Reply whose accounting was already taken. */
 uint32_t rs_last_grant(const struct rr_conn *c);
 void rs_send_error(struct rr_conn *c, struct rs_req *r, const uint8_t *msg, size_t len);

@@ -152,98 +152,286 @@ void rr_cred_req_reset(struct rr_cred_req *c)
 	c->done_owed = 0;
 }
 
-/* ---- responder ---- */
+/* ---- responder: pools ---- */
 
-void rr_cred_rsp_init(struct rr_cred_rsp *c, uint32_t max_credits, uint32_t done_max)
+static uint32_t sat32(uint64_t v)
+{
+	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+void rr_cred_pool_init(struct rr_cred_pool *p, uint32_t cap, uint32_t spare, bool shared)
+{
+	memset(p, 0, sizeof(*p));
+	p->cap = cap ? cap : 1;
+	p->spare = spare;
+	p->shared = shared;
+}
+
+void rr_cred_pool_posted(struct rr_cred_pool *p, uint32_t n)
+{
+	p->posted = sat32((uint64_t)p->posted + n);
+}
+
+void rr_cred_pool_lost(struct rr_cred_pool *p, uint32_t n)
+{
+	p->posted = p->posted > n ? p->posted - n : 0;
+}
+
+int64_t rr_cred_pool_free(const struct rr_cred_pool *p)
+{
+	return (int64_t)p->posted - (int64_t)p->reserved;
+}
+
+uint32_t rr_cred_pool_want(struct rr_cred_pool *p)
+{
+	uint64_t t = p->cap;
+
+	if (p->shared)
+		t = RR_MIN(t, (uint64_t)p->reserved + p->spare + p->deficit);
+	p->deficit = 0;
+	return t > p->posted ? (uint32_t)(t - p->posted) : 0;
+}
+
+bool rr_cred_pool_keep(const struct rr_cred_pool *p)
+{
+	if (!p->shared)
+		return true;
+	/* hysteresis: grown by want() up to reserved + spare, shrunk only
+	 * beyond twice that much spare */
+	return p->posted < p->cap &&
+	       ((uint64_t)p->posted < (uint64_t)p->reserved + 2ull * p->spare + 1 || p->deficit);
+}
+
+bool rr_cred_pool_room(const struct rr_cred_pool *p)
+{
+	return (uint64_t)p->reserved + 1 <= p->cap;
+}
+
+bool rr_cred_pool_safe(const struct rr_cred_pool *p)
+{
+	return p->posted >= p->reserved;
+}
+
+/* ---- responder: one connection ---- */
+
+/* Calls the peer may still send (0 once it went past its limit). */
+static uint64_t call_perm(const struct rr_cred_rsp *c)
+{
+	return c->limit > c->calls ? c->limit - c->calls : 0;
+}
+
+uint64_t rr_cred_rsp_sendable(const struct rr_cred_rsp *c)
+{
+	return call_perm(c) + c->done_owed;
+}
+
+/* The Receives the connection must hold now: what its peer may send, and at
+ * least one for Calls, so that its next grant of 1 costs nothing. */
+static uint32_t need_res(const struct rr_cred_rsp *c)
+{
+	return sat32(RR_MAX(call_perm(c), 1) + c->done_owed);
+}
+
+/* Brings the connection's reservation, and its pool's sum, in line with its
+ * state; records by how much what the peer may send grew since @before. */
+static void settle_res(struct rr_cred_rsp *c, uint64_t before)
+{
+	uint64_t after = rr_cred_rsp_sendable(c);
+
+	if (c->joined) {
+		uint32_t r = need_res(c);
+
+		c->pool->reserved = c->pool->reserved - c->res + r;
+		c->res = r;
+	}
+	if (after > before)
+		c->added = sat32((uint64_t)c->added + (after - before));
+}
+
+void rr_cred_rsp_init(struct rr_cred_rsp *c, uint32_t max_credits, uint32_t done_max,
+		      uint32_t nrecv)
 {
 	memset(c, 0, sizeof(*c));
 	c->max_credits = max_credits ? max_credits : 1;
 	c->done_max = done_max;
-	c->hw_grant = 1; /* RFC 8166 section 4.3.3: the peer assumes one */
+	c->limit = 1; /* RFC 8166 section 4.3.3: the peer assumes one */
+	c->target = 1;
+	rr_cred_pool_init(&c->own, nrecv, 0, false);
+	c->pool = &c->own;
+}
+
+int rr_cred_rsp_join(struct rr_cred_rsp *c, struct rr_cred_pool *pool)
+{
+	if (c->joined)
+		return -EINVAL;
+	if (!pool)
+		pool = &c->own;
+	if (!rr_cred_pool_room(pool)) {
+		pool->refused++;
+		return -ENOSPC;
+	}
+	c->pool = pool;
+	c->joined = true;
+	c->res = 0;
+	pool->members++;
+	settle_res(c, 0);
+	return 0;
+}
+
+void rr_cred_rsp_leave(struct rr_cred_rsp *c)
+{
+	struct rr_cred_pool *p = c->pool;
+
+	if (!c->joined)
+		return;
+	p->reserved -= c->res;
+	p->members--;
+	if (rr_cred_rsp_in_progress(c) && p->active)
+		p->active--;
+	c->res = 0;
+	c->joined = false;
 }
 
 void rr_cred_rsp_posted(struct rr_cred_rsp *c, uint32_t n)
 {
-	uint64_t p = (uint64_t)c->posted + n;
-
-	c->posted = p > UINT32_MAX ? UINT32_MAX : (uint32_t)p;
+	rr_cred_pool_posted(c->pool, n);
 }
 
-uint32_t rr_cred_rsp_need(const struct rr_cred_rsp *c, bool read_chunk)
+/* A message took one of the pool's Receives. */
+static void consumed(struct rr_cred_rsp *c)
 {
-	uint64_t want = (uint64_t)c->max_credits + c->done_owed + (read_chunk ? 1 : 0);
-
-	return want > c->posted ? (uint32_t)(want - c->posted) : 0;
+	if (c->pool->posted)
+		c->pool->posted--;
 }
 
 int rr_cred_rsp_on_call(struct rr_cred_rsp *c)
 {
-	if (c->posted == 0)
+	struct rr_cred_pool *p = c->pool;
+	bool over = c->calls >= c->limit;
+	uint64_t before = rr_cred_rsp_sendable(c);
+
+	consumed(c);
+	if (c->joined && c->calls == c->replies)
+		p->active++;
+	c->calls++;
+	if (rr_cred_rsp_in_progress(c) > c->peak)
+		c->peak = sat32(rr_cred_rsp_in_progress(c));
+	if (call_perm(c) == 0)
+		c->limited = true;
+	settle_res(c, before);
+	if (over) {
+		p->overruns++;
 		return -EPROTO;
-	c->posted--;
-	c->in_progress++;
+	}
 	return 0;
 }
 
 int rr_cred_rsp_on_done(struct rr_cred_rsp *c)
 {
-	int rc = 0;
+	uint64_t before = rr_cred_rsp_sendable(c);
 
-	if (c->posted == 0)
-		rc = -EPROTO;
-	else
-		c->posted--;
 	if (c->done_owed == 0)
-		return -EPROTO;
+		return rr_cred_rsp_on_call(c) < 0 ? -EPROTO : 1;
+	consumed(c);
 	c->done_owed--;
-	return rc;
+	settle_res(c, before);
+	return 0;
 }
 
-int rr_cred_rsp_on_stray(struct rr_cred_rsp *c)
+/* The grant demand asks for, and the demand window moved on. Private pool:
+ * the configured maximum (its Receives serve this connection alone).
+ * Shared: doubled when the peer used its whole permission since the last
+ * Reply; after a window of RR_CRED_WINDOW Replies (or as many as the
+ * grant, if fewer) in which it never did, cut to one above the most Calls
+ * it had in progress during the window, but at most by half (Calls and
+ * Replies in flight hide part of the demand from the responder): the tail
+ * of a burst brings its grant down, so an idle connection keeps little of
+ * the pool. Replies count toward that window only once a Call sent after a
+ * raise arrived (before, the peer could not have used it yet: a batch of
+ * Calls answered one by one is no sign of calm). At most a fair share of
+ * the pool's capacity among the connections with Calls in progress. */
+static uint64_t demand(struct rr_cred_rsp *c, uint64_t k)
 {
-	if (c->posted == 0)
-		return -EPROTO;
-	c->posted--;
-	return 0;
+	const struct rr_cred_pool *p = c->pool;
+	uint64_t t = c->target, fair;
+
+	if (!p->shared)
+		return c->max_credits;
+	if (c->limited) {
+		t = RR_MAX(2 * t, 2u);
+		c->calm = 0;
+		c->peak = sat32(k);
+		c->raised_at = c->calls;
+	} else if (c->calls > c->raised_at &&
+		   ++c->calm >= RR_MIN(t, (uint64_t)RR_CRED_WINDOW)) {
+		t = RR_MAX(t / 2, RR_MIN(t, (uint64_t)c->peak + 1));
+		c->calm = 0;
+		c->peak = sat32(k);
+	}
+	fair = (p->cap - RR_MIN(p->cap, p->members)) / RR_MAX(p->active, 1u) + 1;
+	t = RR_MIN(t, fair);
+	return RR_MAX(RR_MIN(t, (uint64_t)c->max_credits), 1u);
 }
 
 int rr_cred_rsp_reply(struct rr_cred_rsp *c, bool read_chunk, uint32_t *grant)
 {
-	uint64_t done_after, in_after, avail, g;
+	struct rr_cred_pool *p = c->pool;
+	uint64_t in = rr_cred_rsp_in_progress(c), k, room, want, g, before;
+	int64_t fr = rr_cred_pool_free(p);
+	uint32_t d2;
 
-	if (c->in_progress == 0)
+	if (in == 0)
 		return -EPROTO;
 	if (read_chunk && c->done_owed >= c->done_max)
 		return -ENOSPC;
-	done_after = (uint64_t)c->done_owed + (read_chunk ? 1 : 0);
-	in_after = (uint64_t)c->in_progress - 1;
-	/* The grant never exceeds the Receives posted and not reserved for
-	 * RDMA_DONE, and is never 0. */
-	if (c->posted < done_after + 1)
-		return -ENOBUFS;
-	avail = c->posted - done_after;
-	g = RR_MIN((uint64_t)c->max_credits, avail);
-	/* Once this Reply frees a credit, the peer may send up to
-	 * max(hw_grant, g) - in_after more Calls plus done_after RDMA_DONEs:
-	 * all must find a posted Receive. */
-	if ((uint64_t)c->posted + in_after < RR_MAX((uint64_t)c->hw_grant, g) + done_after)
-		return -ENOBUFS;
-	c->in_progress--;
-	c->done_owed = (uint32_t)done_after;
-	if (g > c->hw_grant)
-		c->hw_grant = (uint32_t)g;
+	d2 = c->done_owed + (read_chunk ? 1 : 0);
+	k = in - 1; /* Calls still in progress once this Reply is sent */
+	/* The Receives this connection may hold after the Reply: its own and
+	 * the pool's free ones. Its peer may then send max(L - C, g - k) Calls
+	 * and d2 RDMA_DONEs, and it reserves one Call at least. */
+	room = (uint64_t)c->res + (fr > 0 ? (uint64_t)fr : 0);
+	if (RR_MAX(call_perm(c), 1) + d2 > room)
+		return -ENOBUFS; /* only an RDMA_DONE reservation can fail */
+	want = demand(c, k);
+	g = RR_MIN(want, k + (room - d2));
+	if (g < want) {
+		p->clipped++;
+		p->deficit = sat32((uint64_t)p->deficit + (want - g));
+	}
+	if (g == 0)
+		g = 1; /* affordable: the reservation holds one Call */
+	before = rr_cred_rsp_sendable(c);
+	c->replies++;
+	c->done_owed = d2;
+	c->limit = RR_MAX(c->limit, c->replies + g);
+	if (c->joined && k == 0 && p->active)
+		p->active--;
+	c->limited = false;
+	c->target = sat32(want);
 	c->last_grant = (uint32_t)g;
+	settle_res(c, before);
 	*grant = (uint32_t)g;
 	return 0;
 }
 
-bool rr_cred_rsp_safe(const struct rr_cred_rsp *c)
+int rr_cred_rsp_settle(struct rr_cred_rsp *c)
 {
-	return (uint64_t)c->posted + c->in_progress >=
-	       (uint64_t)c->hw_grant + c->done_owed;
+	uint32_t g;
+
+	return rr_cred_rsp_reply(c, false, &g);
 }
 
-void rr_cred_rsp_reset(struct rr_cred_rsp *c)
+uint32_t rr_cred_rsp_take_added(struct rr_cred_rsp *c)
 {
-	rr_cred_rsp_init(c, c->max_credits, c->done_max);
+	uint32_t n = c->added;
+
+	c->added = 0;
+	return n;
+}
+
+bool rr_cred_rsp_safe(const struct rr_cred_rsp *c)
+{
+	if (!c->joined)
+		return true;
+	return rr_cred_rsp_sendable(c) <= c->res && rr_cred_pool_safe(c->pool);
 }

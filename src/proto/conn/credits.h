@@ -11,10 +11,26 @@
  * beyond the grant wait in a FIFO made of nodes the caller embeds in its own
  * call objects (no allocation); rr_cred_req_next() pops the next sendable one.
  *
- * Responder: tracks Receives posted, Calls in progress and the RDMA_DONE
- * messages still owed; computes each Reply's grant: never 0, never above the
- * configured maximum, never above the Receives posted and not reserved for
- * RDMA_DONE; refuses a Reply that would let the peer overrun our Receives.
+ * Responder: the peer may have at most `grant` Calls outstanding after each
+ * Reply, so the responder tracks, in absolute counts, the limit L on the
+ * Calls the peer may ever have sent (L = max over the Replies k of k + the
+ * grant of Reply k: a lower grant takes effect only as later Replies
+ * arrive), the Calls received C, the Replies sent, and the RDMA_DONEs owed
+ * D; the peer may still send L - C Calls plus D RDMA_DONEs without waiting.
+ * A message beyond that is the peer's violation of RFC 8166 section 4.3.1
+ * (-EPROTO: its connection ends). Receives live in a pool (struct
+ * rr_cred_pool): a connection's own Receive queue, or a shared receive queue
+ * a server's connections draw from. Each connection reserves in its pool
+ * max(L - C, 1) + D Receives (the 1: its next grant of 1 costs nothing, so a
+ * grant is never 0 and never waits), and the pool never lets what all its
+ * peers may send exceed the Receives posted (posted >= reserved). The grant
+ * of each Reply follows the peer's demand in a shared pool (doubling while
+ * the peer uses its whole permission, shrinking to what it used after a
+ * window of Replies in which it never did, at most a fair share of the pool
+ * while other connections are active),
+ * and is clipped to the pool's free Receives; in a private pool it is the
+ * configured maximum, clipped the same way. docs/protocol.md "Credits" has
+ * the rules and why they are safe.
  *
  * RDMA_DONE rule (docs/protocol.md "Credits"): an RDMA_DONE consumes NO call
  * credit. Instead the responder reserves one extra posted Receive for every
@@ -35,6 +51,9 @@
 
 #define RR_CRED_REQUEST_DEFAULT 128u /* Linux xprtrdma */
 #define RR_CRED_GRANT_DEFAULT 64u    /* Linux svcrdma */
+/* Replies without the peer using its whole permission after which a shared
+ * pool halves a connection's grant (at most; docs/protocol.md "Credits"). */
+#define RR_CRED_WINDOW 8u
 
 /* Intrusive FIFO node: embed one in each call object, recover the object with
  * RR_CONTAINER_OF(). A node is in at most one queue at a time. */
@@ -114,45 +133,98 @@ void rr_cred_req_reset(struct rr_cred_req *c);
 
 /* ---- responder ---- */
 
-struct rr_cred_rsp {
-	uint32_t max_credits; /* configured grant ceiling, >= 1 */
-	uint32_t done_max;    /* cap on RDMA_DONEs owed; 0: reliable reply off */
-	uint32_t posted;      /* Receives posted and not yet consumed */
-	uint32_t in_progress; /* Calls received whose Reply is not yet sent */
-	uint32_t done_owed;   /* Read-chunk Replies sent, RDMA_DONE not yet received */
-	uint32_t hw_grant;    /* highest grant the peer may act on (1 at start) */
-	uint32_t last_grant;  /* grant of the last Reply (0 before the first) */
+/* The Receives of one queue: a connection's own (private: its Receives,
+ * reposted as they are consumed) or a shared receive queue (shared: the
+ * executor posts what rr_cred_pool_want asks and reposts a consumed Receive
+ * only while rr_cred_pool_keep says so). Not thread-safe: the sessions of a
+ * pool and its executor are serialized by their caller. */
+struct rr_cred_pool {
+	uint32_t posted;      /* Receives posted and not consumed */
+	uint32_t reserved;    /* sum of the members' reservations */
+	uint32_t members;     /* connections drawing from it */
+	uint32_t active;      /* members with Calls in progress */
+	uint32_t cap;         /* most Receives it may hold (>= 1) */
+	uint32_t spare;       /* free Receives kept posted beyond the reservations */
+	uint32_t deficit;     /* Receives clipped grants wanted (rr_cred_pool_want) */
+	bool shared;
+	/* counters (never reset) */
+	uint64_t clipped;     /* grants lowered for lack of free Receives */
+	uint64_t overruns;    /* messages beyond a peer's permission */
+	uint64_t refused;     /* joins refused: the pool is full */
 };
 
-/* @max_credits: largest grant (0 becomes 1); @done_max: how many Read-chunk
- * Replies may await their RDMA_DONE at once (0 when reliable reply is not
- * negotiated). */
-void rr_cred_rsp_init(struct rr_cred_rsp *c, uint32_t max_credits, uint32_t done_max);
-
+/* @cap: the most Receives the pool may hold (0 becomes 1); @spare: free
+ * Receives a shared pool keeps posted (a burst's grants need no wait);
+ * @shared: several connections draw from it. */
+void rr_cred_pool_init(struct rr_cred_pool *p, uint32_t cap, uint32_t spare, bool shared);
 /* @n Receives were posted. */
+void rr_cred_pool_posted(struct rr_cred_pool *p, uint32_t n);
+/* @n posted Receives were consumed with no session to count them (flushed
+ * with a dead connection, or a message of a connection already gone). */
+void rr_cred_pool_lost(struct rr_cred_pool *p, uint32_t n);
+/* posted - reserved: the Receives no peer may use yet (negative only after
+ * peers overran their permission, until the executor refills). */
+int64_t rr_cred_pool_free(const struct rr_cred_pool *p);
+/* Receives to post now: up to the reservations + spare + what clipped
+ * grants wanted (private: up to @cap), within @cap. Clears the deficit. */
+uint32_t rr_cred_pool_want(struct rr_cred_pool *p);
+/* A consumed Receive is posted again (true) or released (false: a shared
+ * pool holds more than twice its spare beyond the reservations). */
+bool rr_cred_pool_keep(const struct rr_cred_pool *p);
+/* Whether one more connection fits (its first Call's Receive within @cap). */
+bool rr_cred_pool_room(const struct rr_cred_pool *p);
+/* The pool invariant: posted >= reserved. */
+bool rr_cred_pool_safe(const struct rr_cred_pool *p);
+
+struct rr_cred_rsp {
+	struct rr_cred_pool *pool;  /* &own, or a shared pool once joined */
+	struct rr_cred_pool own;
+	uint32_t max_credits; /* configured grant ceiling, >= 1 */
+	uint32_t done_max;    /* cap on RDMA_DONEs owed; 0: reliable reply off */
+	uint64_t limit;       /* L: Calls the peer may have sent in all (1 at start) */
+	uint64_t calls;       /* C: Calls (any message but an owed RDMA_DONE) received */
+	uint64_t replies;     /* Replies accounted (sent, or settled without one) */
+	uint32_t done_owed;   /* D: Read-chunk Replies sent, RDMA_DONE not yet received */
+	uint32_t res;         /* this connection's part of pool->reserved */
+	uint32_t target;      /* the grant demand asks for (shared pool) */
+	uint32_t peak;        /* most Calls in progress in the demand window */
+	uint32_t calm;        /* Replies in it without the peer being limited */
+	uint64_t raised_at;   /* Calls received when the grant was last raised */
+	bool limited;         /* the peer used its whole permission since the
+				 last Reply */
+	bool joined;          /* counted in its pool */
+	uint32_t last_grant;  /* grant of the last Reply (0 before the first) */
+	uint32_t added;       /* increase of what the peer may send, not yet
+				 taken (rr_cred_rsp_take_added) */
+};
+
+/* A connection with a private pool of @nrecv Receives (posted by the
+ * caller; rr_cred_rsp_posted counts them) and no member yet. @max_credits:
+ * largest grant (0 becomes 1); @done_max: how many Read-chunk Replies may
+ * await their RDMA_DONE at once (0 when reliable reply is not negotiated). */
+void rr_cred_rsp_init(struct rr_cred_rsp *c, uint32_t max_credits, uint32_t done_max,
+		      uint32_t nrecv);
+/* The connection draws from @pool (NULL: its private one): it reserves the
+ * Receive of the peer's first Call. -ENOSPC when the pool is full (the
+ * connection must be refused). */
+int rr_cred_rsp_join(struct rr_cred_rsp *c, struct rr_cred_pool *pool);
+/* The connection is gone: its reservation goes back to the pool. */
+void rr_cred_rsp_leave(struct rr_cred_rsp *c);
+
+/* @n Receives were posted to the connection's pool. */
 void rr_cred_rsp_posted(struct rr_cred_rsp *c, uint32_t n);
 
-/* Receives to post now so that the next Reply (a Read-chunk Reply when
- * @read_chunk) can carry the full grant: max_credits + RDMA_DONEs owed
- * (+1) - posted, or 0. */
-uint32_t rr_cred_rsp_need(const struct rr_cred_rsp *c, bool read_chunk);
-
-/* A Call (any message the requester counts as a Call) consumed a Receive.
- * -EPROTO when none was posted (the peer exceeded its grant); the Call is then
- * not counted. */
+/* A message consumed a Receive and counts as a Call (every message the
+ * requester sends but an RDMA_DONE it owes). -EPROTO when the peer had no
+ * permission left (an overrun, RFC 8166 section 4.3.1: the caller ends the
+ * connection); it is counted either way. */
 int rr_cred_rsp_on_call(struct rr_cred_rsp *c);
 
-/* An RDMA_DONE consumed a Receive. Returns 0 when one was owed, -EPROTO when
- * none was (duplicate, forged, or reliable reply not negotiated): the Receive
- * is counted as consumed either way, the owed count never goes below 0. */
+/* An RDMA_DONE consumed a Receive. 0 when one was owed; when none was
+ * (duplicate, forged, or reliable reply not negotiated) it counts as a Call
+ * (its Receive came from the Call permission): 1, and the caller settles it
+ * with rr_cred_rsp_settle, or -EPROTO when that was an overrun. */
 int rr_cred_rsp_on_done(struct rr_cred_rsp *c);
-
-/* Any other message consumed a Receive and gets no Reply (e.g. an RDMA_ERROR a
- * requester must never send): counted as consumed; RDMA_DONE reservations are
- * untouched. -EPROTO when none was posted. Everything the requester counts as
- * a Call (every message it sends except RDMA_DONE, including ones answered
- * with RDMA_ERROR) goes through rr_cred_rsp_on_call() instead. */
-int rr_cred_rsp_on_stray(struct rr_cred_rsp *c);
 
 /* A Reply (RDMA_MSG, RDMA_NOMSG or RDMA_ERROR) for a Call in progress is about
  * to be sent; @read_chunk: it carries a responder-provided Read chunk.
@@ -160,15 +232,30 @@ int rr_cred_rsp_on_stray(struct rr_cred_rsp *c);
  * accounting. Fails without changing anything:
  *   -EPROTO  no Call in progress;
  *   -ENOSPC  @read_chunk and done_max RDMA_DONEs are already owed;
- *   -ENOBUFS too few Receives posted: post rr_cred_rsp_need() more, retry. */
+ *   -ENOBUFS @read_chunk and the pool has no free Receive for its RDMA_DONE
+ *            (send another form). A Reply without a Read chunk never fails
+ *            for lack of Receives: a grant of 1 is always reserved. */
 int rr_cred_rsp_reply(struct rr_cred_rsp *c, bool read_chunk, uint32_t *grant);
+/* A Call that gets no Reply (dropped) is settled: as a Reply, the grant it
+ * would have carried kept in force. 0 or -EPROTO (no Call in progress). */
+int rr_cred_rsp_settle(struct rr_cred_rsp *c);
 
-/* The overrun invariant: Receives posted cover every message the peer may
- * still send without waiting for us: posted + in_progress >=
- * hw_grant + done_owed. Tests and debug checks use it. */
+/* What the peer may still send: L - C (0 past it) + D. */
+uint64_t rr_cred_rsp_sendable(const struct rr_cred_rsp *c);
+/* Calls received and not yet answered. */
+static inline uint64_t rr_cred_rsp_in_progress(const struct rr_cred_rsp *c)
+{
+	return c->calls - c->replies;
+}
+/* Returns and clears by how much what the peer may send grew since the last
+ * call (Replies' grants, RDMA_DONE reservations, joining): an executor that
+ * bounds the Receives one connection may take from a shared queue
+ * (rpcrdma_qp_recv_quota) adds it. */
+uint32_t rr_cred_rsp_take_added(struct rr_cred_rsp *c);
+
+/* The overrun invariants: the connection's reservation covers what its peer
+ * may send, and its pool has that many Receives posted. Tests and debug
+ * checks use it. */
 bool rr_cred_rsp_safe(const struct rr_cred_rsp *c);
-
-/* New connection: nothing posted, in progress or owed; peer assumes 1. */
-void rr_cred_rsp_reset(struct rr_cred_rsp *c);
 
 #endif

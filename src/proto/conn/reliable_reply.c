@@ -130,11 +130,18 @@ void rs_rrep_on_done(struct rr_conn *c, uint32_t idx, uint32_t xid, bool has_inv
 	struct rr_rrep_done d;
 
 	/* Releases the Receive reserved for it, whatever it names; one not
-	 * owed is counted (-EPROTO) and dropped. */
-	(void)rr_cred_rsp_on_done(&c->scred);
+	 * owed took a Call's (settled as a dropped Call), or was an overrun. */
+	int owed = rr_cred_rsp_on_done(&c->scred);
+
 	if (c->io.post_recv(c->io.ctx, idx) == 0)
 		rr_cred_rsp_posted(&c->scred, 1);
 	c->st->recvs++;
+	if (owed < 0) {
+		rs_overrun(c);
+		return;
+	}
+	if (owed == 1)
+		rs_settle(c);
 	rr_rrep_on_done(&c->rrep, xid, has_inv, inv_stag, &d);
 	if (d.stolen) {
 		/* Another XID's STag was invalidated by the peer: that Reply

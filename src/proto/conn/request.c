@@ -32,13 +32,36 @@ void rs_req_free(struct rr_conn *c, struct rs_req *r)
 		c->nreqs--;
 }
 
+void rs_quota(struct rr_conn *c)
+{
+	uint32_t n = rr_cred_rsp_take_added(&c->scred);
+
+	if (n && c->io.recv_quota)
+		c->io.recv_quota(c->io.ctx, n);
+}
+
 int rs_credit(struct rr_conn *c, struct rs_req *r, bool read_chunk, uint32_t *grant)
 {
+	uint64_t clipped = c->scred.pool->clipped;
 	int rc = rr_cred_rsp_reply(&c->scred, read_chunk, grant);
 
 	if (rc == 0 && r)
 		r->credited = true;
+	c->st->grants_clipped += c->scred.pool->clipped - clipped;
+	rs_quota(c);
 	return rc;
+}
+
+void rs_settle(struct rr_conn *c)
+{
+	(void)rr_cred_rsp_settle(&c->scred);
+	rs_quota(c);
+}
+
+void rs_overrun(struct rr_conn *c)
+{
+	c->st->credit_overruns++;
+	rr_conn_fail(c);
 }
 
 /* The grant of a Reply whose accounting was already taken. */

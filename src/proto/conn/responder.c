@@ -8,8 +8,10 @@
  * connection, and when the same peer sends that XID again on a new
  * connection it gets ERR_CHUNK instead of another failing Read (RFC 8166:
  * do not loop; struct rr_conn_failed). The credit of each Call is counted
- * where its header is decoded (rr_cred_rsp_on_call). Out of memory, a Call
- * is answered ERR_CHUNK, never dropped silently. */
+ * where its header is decoded (rr_cred_rsp_on_call): a message beyond the
+ * peer's permission ends the connection unparsed (RFC 8166 section 4.3.1;
+ * in a shared receive queue it took a Receive reserved for another peer).
+ * Out of memory, a Call is answered ERR_CHUNK, never dropped silently. */
 #include "proto/conn/conn_int.h"
 
 void rs_failed_note(struct rr_conn *c, uint32_t xid)
@@ -101,18 +103,20 @@ void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 	enum rr_xprt_rsp_action a;
 	struct rs_req *r;
 
-	(void)rr_cred_rsp_on_call(&c->scred);
+	if (rr_cred_rsp_on_call(&c->scred) < 0) {
+		if (c->io.post_recv(c->io.ctx, idx) == 0)
+			rr_cred_rsp_posted(&c->scred, 1);
+		rs_overrun(c);
+		return;
+	}
 	a = rr_xprt_rsp_recv(&c->rsp, buf, len, rs_last_grant(c),
 			     err, &elen, &rc);
 	if (c->io.post_recv(c->io.ctx, idx) == 0)
 		rr_cred_rsp_posted(&c->scred, 1);
 	switch (a) {
-	case RR_XPRT_A_DROP: {
-		uint32_t g;
-
-		(void)rr_cred_rsp_reply(&c->scred, false, &g); /* no Reply owed */
+	case RR_XPRT_A_DROP:
+		rs_settle(c); /* no Reply owed */
 		return;
-	}
 	case RR_XPRT_A_ERROR:
 		rs_send_error(c, NULL, err, elen);
 		return;
@@ -192,6 +196,7 @@ void rs_on_read(struct rr_conn *c, struct rs_req *r, int status)
  * -ENOTCONN, exposed ones fenced (reliable_reply.c). */
 void rs_down(struct rr_conn *c)
 {
+	rr_cred_rsp_leave(&c->scred);   /* its reservation back to the pool */
 	rs_park_fail_all(c);
 	rs_rrep_down(c);
 	c->readq = NULL;
