@@ -241,6 +241,36 @@ static int fk_destroy_qp(struct rr_qp *qp)
 	return 0;
 }
 
+static int fk_srq_posts;
+
+static int fk_create_srq(struct rr_pd *pd, const struct rpcrdma_srq_attr *a, struct rr_srq **out)
+{
+	struct rr_srq *s = rr_zalloc(pd->ctx->env, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	s->attr.max_wr = a->max_wr;
+	s->attr.max_sge = RR_MIN(a->max_sge, 2u);
+	*out = s;
+	return 0;
+}
+
+static int fk_destroy_srq(struct rr_srq *srq)
+{
+	rr_free(srq->pd->ctx->env, srq);
+	return 0;
+}
+
+static int fk_post_srq_recv(struct rr_srq *srq, struct rpcrdma_recv_wr *wr,
+			    struct rpcrdma_recv_wr **bad)
+{
+	RR_UNUSED(srq);
+	RR_UNUSED(bad);
+	for (; wr; wr = wr->next)
+		fk_srq_posts++;
+	return 0;
+}
+
 static int fk_create_channel(struct rr_context *ctx, struct rr_cm_channel **out)
 {
 	struct fk_ch *c = rr_zalloc(ctx->env, sizeof(*c));
@@ -295,6 +325,9 @@ static const struct rr_provider_ops fake_ops = {
 	.poll_cq = fk_poll_cq,
 	.create_qp = fk_create_qp,
 	.destroy_qp = fk_destroy_qp,
+	.create_srq = fk_create_srq,
+	.destroy_srq = fk_destroy_srq,
+	.post_srq_recv = fk_post_srq_recv,
 	.create_channel = fk_create_channel,
 	.destroy_channel = fk_destroy_channel,
 	.connect = fk_connect,
@@ -397,6 +430,54 @@ TEST(rdma_dispatch_refcounts_busy)
 	CHECK_EQ(FK(RR_BASE(context, w.ctx))->pd_frees, 0);
 	CHECK_EQ(rpcrdma_dereg_mr(mr), 0);
 	CHECK_EQ(rpcrdma_pd_free(w.pd), -EBUSY); /* the QP still */
+	fk_world_down(&w);
+}
+
+/* Shared receive queues through the dispatch layer: argument checks before
+ * the provider, a QP of another PD refused when the provider cannot mix
+ * them (no RPCRDMA_CAP_SRQ_ANY_PD), no post_recv on an SRQ's QP, -EBUSY
+ * while QPs use it (and for its PD while it lives), -EOPNOTSUPP for what
+ * the provider leaves out (limit, event, quota). */
+TEST(rdma_dispatch_srq_rules)
+{
+	struct fk_world w;
+	struct rpcrdma_pd *pd2;
+	struct rpcrdma_srq *srq = NULL;
+	struct rpcrdma_srq_attr sa = {.max_wr = 0, .max_sge = 1};
+	struct rpcrdma_qp_attr qa = {0};
+	struct rpcrdma_qp *sqp = NULL;
+	struct rpcrdma_sge sg[3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+	struct rpcrdma_recv_wr rw = {.wr_id = 1, .sg_list = sg, .num_sge = 3};
+
+	fk_world_up(&w);
+	CHECK_EQ(rpcrdma_srq_create(w.pd, &sa, &srq), -EINVAL);
+	CHECK(srq == NULL);
+	sa.max_wr = 8;
+	REQUIRE_EQ(rpcrdma_srq_create(w.pd, &sa, &srq), 0);
+	CHECK_EQ(rpcrdma_post_srq_recv(srq, &rw, NULL), -EINVAL);   /* 3 SGEs > 2 */
+	rw.num_sge = 1;
+	fk_srq_posts = 0;
+	CHECK_EQ(rpcrdma_post_srq_recv(srq, &rw, NULL), 0);
+	CHECK_EQ(fk_srq_posts, 1);
+	CHECK_EQ(rpcrdma_srq_arm_limit(srq, 9), -EINVAL);
+	CHECK_EQ(rpcrdma_srq_arm_limit(srq, 2), -EOPNOTSUPP);
+	CHECK_EQ(rpcrdma_srq_get_event(srq), -EOPNOTSUPP);
+	qa.send_cq = qa.recv_cq = w.cq;
+	qa.max_send_wr = 4;
+	qa.srq = srq;
+	REQUIRE_EQ(rpcrdma_pd_alloc(w.ctx, &pd2), 0);
+	CHECK_EQ(rpcrdma_qp_create(pd2, &qa, &sqp), -EINVAL);   /* no ANY_PD */
+	REQUIRE_EQ(rpcrdma_qp_create(w.pd, &qa, &sqp), 0);     /* max_recv_wr 0 is fine */
+	CHECK_EQ(rpcrdma_post_recv(sqp, &rw, NULL), -EINVAL);
+	CHECK_EQ(rpcrdma_qp_recv_quota(sqp, 4), -EOPNOTSUPP);
+	CHECK_EQ(rpcrdma_qp_recv_quota(w.qp, 4), -EINVAL);     /* no SRQ */
+	CHECK_EQ(rpcrdma_srq_destroy(srq), -EBUSY);
+	CHECK_EQ(rpcrdma_qp_destroy(sqp), 0);
+	CHECK_EQ(rpcrdma_pd_free(pd2), 0);
+	qa.srq = NULL;
+	qa.max_recv_wr = 0;
+	CHECK_EQ(rpcrdma_qp_create(w.pd, &qa, &sqp), -EINVAL); /* no Receive queue at all */
+	CHECK_EQ(rpcrdma_srq_destroy(srq), 0);
 	fk_world_down(&w);
 }
 

@@ -7,9 +7,11 @@
  * contexts, protection domains, memory registrations (long-lived MRs and
  * invalidatable memory windows, with a durability attribute), queue pairs
  * (Send, Send with Solicited Event, Send with Invalidate, RDMA Write, RDMA
- * Read, RDMA Commit, window bind, local invalidate), completion queues with a
- * pollable file descriptor, and a connection manager carrying private data
- * (RFC 8797 uses it) and IRD/ORD.
+ * Read, RDMA Commit, window bind, local invalidate), shared receive queues
+ * (one pool of Receives for many queue pairs, with a limit event and
+ * per-QP receive quotas), completion queues with a pollable file
+ * descriptor, and a connection manager carrying private data (RFC 8797 uses
+ * it) and IRD/ORD.
  *
  * Conventions: every function returns 0 (or a non-negative count) or a
  * negative errno. A missing capability answers -EOPNOTSUPP; callers query
@@ -40,6 +42,9 @@
  *    QP). rpcrdma_post_send and rpcrdma_post_recv may be called from several
  *    threads at once (the provider serializes each queue). rpcrdma_qp_destroy
  *    must not race posting on that QP; it flushes nothing to the CQ.
+ *  - SRQ: rpcrdma_post_srq_recv may be called from several threads at once,
+ *    and while its QPs receive; rpcrdma_srq_get_event and
+ *    rpcrdma_srq_arm_limit from one thread at a time; destroy after its QPs.
  *  - CQ: one consumer at a time: rpcrdma_cq_poll, rpcrdma_cq_arm and
  *    rpcrdma_cq_get_event must be serialized by the caller (the provider's own
  *    producers are internally synchronized with that consumer).
@@ -85,6 +90,7 @@ struct rpcrdma_cq;
 struct rpcrdma_qp;
 struct rpcrdma_cm_channel;
 struct rpcrdma_cm_id;
+struct rpcrdma_srq;
 
 /* ---- providers and contexts ------------------------------------------- */
 
@@ -167,6 +173,16 @@ enum rpcrdma_transport {
 					       RPCRDMA_MR_VISIBLE registrations
 					       (verbs: IBV_WR_FLUSH with
 					       IBV_FLUSH_GLOBAL; soft: no) */
+#define RPCRDMA_CAP_SRQ           (1u << 8) /* shared receive queues (verbs:
+					       ibv_create_srq, when the device
+					       has max_srq) */
+#define RPCRDMA_CAP_SRQ_ANY_PD    (1u << 9) /* a QP may use an SRQ of another PD
+					       of its context (soft); without
+					       it the QP must be created in the
+					       SRQ's PD (rxe and siw check a
+					       Receive's lkey against the QP's
+					       PD) */
+#define RPCRDMA_CAP_RECV_QUOTA    (1u << 10) /* rpcrdma_qp_recv_quota (soft) */
 /* Where RDMA Commit comes from on "verbs": IBV_WR_FLUSH (IBTA 1.5, Linux
  * rxe since 6.2) needs the library built against rdma-core >= 45 (Debian 12
  * has 44), a kernel and device that report IB_UVERBS_DEVICE_FLUSH_PERSISTENT
@@ -206,6 +222,7 @@ struct rpcrdma_caps {
 	char device[64];
 	char commit[128];                /* how RDMA Commit travels here, or why
 					    it cannot (library, kernel, device) */
+	uint32_t max_srq_wr;             /* Receives of one SRQ (0: no SRQ) */
 };
 
 /* Fills @caps for the context's device. */
@@ -413,6 +430,12 @@ struct rpcrdma_qp_attr {
 	uint32_t max_inline;
 	bool sq_sig_all;       /* every send WR completes (else only SIGNALED) */
 	void *user_ctx;
+	/* Receives come from this shared receive queue (RPCRDMA_CAP_SRQ; NULL:
+	 * the QP's own, max_recv_wr / max_recv_sge of them). Its Receive
+	 * completions still go to @recv_cq, naming the QP; rpcrdma_post_recv
+	 * on the QP answers -EINVAL. Without RPCRDMA_CAP_SRQ_ANY_PD the QP
+	 * must be created in the SRQ's PD (-EINVAL otherwise). */
+	struct rpcrdma_srq *srq;
 };
 
 RPCRDMA_API int rpcrdma_qp_create(struct rpcrdma_pd *pd, const struct rpcrdma_qp_attr *attr,
@@ -521,6 +544,58 @@ RPCRDMA_API int rpcrdma_post_send(struct rpcrdma_qp *qp, struct rpcrdma_send_wr 
 /* Receives may be posted as soon as the QP exists (before connecting). */
 RPCRDMA_API int rpcrdma_post_recv(struct rpcrdma_qp *qp, struct rpcrdma_recv_wr *wr,
 				  struct rpcrdma_recv_wr **bad_wr);
+
+/* ---- shared receive queues ------------------------------------------------- */
+
+/* One queue of Receives many QPs draw from (verbs' SRQ): a Send arriving on
+ * any of its QPs takes the oldest Receive posted; its completion goes to
+ * that QP's receive CQ with that QP in wc.qp. A message that finds it
+ * empty is a Receive overrun of that QP's connection (iWARP: Terminate,
+ * the connection ends; IB: receiver-not-ready retries). The consumer is
+ * responsible for keeping enough posted: the limit event tells when fewer
+ * than a low-water mark remain. */
+struct rpcrdma_srq_attr {
+	uint32_t max_wr;       /* Receives it can hold (granted: may be more) */
+	uint32_t max_sge;      /* per Receive */
+	uint32_t srq_limit;    /* armed limit (rpcrdma_srq_arm_limit); 0: none */
+	void *user_ctx;
+};
+
+/* Creates an SRQ on @pd: the Receives posted to it name memory of @pd.
+ * -EOPNOTSUPP without RPCRDMA_CAP_SRQ, -EINVAL (max_wr 0 or above
+ * caps.max_srq_wr). */
+RPCRDMA_API int rpcrdma_srq_create(struct rpcrdma_pd *pd, const struct rpcrdma_srq_attr *attr,
+				   struct rpcrdma_srq **out);
+/* -EBUSY while a QP uses it. Receives still posted are dropped without
+ * completions. */
+RPCRDMA_API int rpcrdma_srq_destroy(struct rpcrdma_srq *srq);
+/* The granted max_wr and max_sge, and the limit armed now (0: none). */
+RPCRDMA_API int rpcrdma_srq_query(struct rpcrdma_srq *srq, struct rpcrdma_srq_attr *attr);
+RPCRDMA_API void *rpcrdma_srq_user_ctx(const struct rpcrdma_srq *srq);
+/* Posts a chain of Receives (as rpcrdma_post_recv; -ENOMEM when full). */
+RPCRDMA_API int rpcrdma_post_srq_recv(struct rpcrdma_srq *srq, struct rpcrdma_recv_wr *wr,
+				      struct rpcrdma_recv_wr **bad_wr);
+/* Arms the limit event (verbs: ibv_modify_srq IBV_SRQ_LIMIT): once fewer
+ * than @limit Receives are posted, the event fires, once, and the limit is
+ * disarmed (arm it again after refilling). 0 disarms. -EINVAL when @limit
+ * exceeds max_wr. */
+RPCRDMA_API int rpcrdma_srq_arm_limit(struct rpcrdma_srq *srq, uint32_t limit);
+/* Consumes the limit event without blocking: 1 if it fired since it was
+ * armed (verbs: IBV_EVENT_SRQ_LIMIT_REACHED read from the context's
+ * asynchronous events), 0 if not. */
+RPCRDMA_API int rpcrdma_srq_get_event(struct rpcrdma_srq *srq);
+
+/* Per-connection bound on a shared queue (RPCRDMA_CAP_RECV_QUOTA): from
+ * the first call on, @qp may take only as many Receives from its SRQ as
+ * the calls added in all (each message it receives takes one); a message
+ * beyond is an overrun of that connection alone (Terminate, "no buffer for
+ * MSN", as an empty queue) and never takes a Receive meant for another
+ * connection. An upper layer that grants its peer credits adds each grant's
+ * increase before the peer can learn of it. -EINVAL without an SRQ,
+ * -EOPNOTSUPP when the provider cannot bound it (verbs: a device takes
+ * Receives from an SRQ with no per-QP limit; detect overruns in software,
+ * docs/protocol.md "Credits"). */
+RPCRDMA_API int rpcrdma_qp_recv_quota(struct rpcrdma_qp *qp, uint32_t add);
 
 /* ---- connection manager ------------------------------------------------------ */
 

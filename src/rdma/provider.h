@@ -51,7 +51,7 @@ struct rr_context {
 
 struct rr_pd {
 	struct rr_context *ctx;
-	atomic_int nobjs;                  /* live MRs, MWs, QPs */
+	atomic_int nobjs;                  /* live MRs, MWs, QPs, SRQs */
 };
 
 struct rr_mr {
@@ -84,10 +84,19 @@ struct rr_cq {
 	atomic_int nqps;
 };
 
+struct rr_srq {
+	struct rr_pd *pd;
+	atomic_int nqps;                   /* QPs using it */
+	struct rpcrdma_srq_attr attr;      /* provider sets max_wr, max_sge
+					      (granted) and srq_limit */
+	void *user_ctx;
+};
+
 struct rr_qp {
 	struct rr_pd *pd;
 	struct rr_cq *send_cq;
 	struct rr_cq *recv_cq;
+	struct rr_srq *srq;                /* Receives from it (NULL: own) */
 	struct rpcrdma_qp_attr attr;       /* provider sets (granted caps) */
 	void *user_ctx;
 	struct rr_cm_id *id;               /* bound connection, set by the
@@ -185,6 +194,21 @@ struct rr_provider_ops {
 			 struct rpcrdma_send_wr **bad);
 	int (*post_recv)(struct rr_qp *qp, struct rpcrdma_recv_wr *wr,
 			 struct rpcrdma_recv_wr **bad);
+
+	/* Shared receive queues. create_srq gets a checked attr (max_wr >= 1)
+	 * and sets srq->attr to what it granted; create_qp finds the SRQ in
+	 * attr->srq (same context; same PD unless RPCRDMA_CAP_SRQ_ANY_PD,
+	 * checked by the dispatch layer, which also refuses post_recv on such
+	 * a QP). post_srq_recv as post_recv. arm_srq_limit: 0 disarms.
+	 * srq_get_event: 1 (consumed) or 0. qp_recv_quota: optional. */
+	int (*create_srq)(struct rr_pd *pd, const struct rpcrdma_srq_attr *attr,
+			  struct rr_srq **out);
+	int (*destroy_srq)(struct rr_srq *srq);
+	int (*post_srq_recv)(struct rr_srq *srq, struct rpcrdma_recv_wr *wr,
+			     struct rpcrdma_recv_wr **bad);
+	int (*arm_srq_limit)(struct rr_srq *srq, uint32_t limit);
+	int (*srq_get_event)(struct rr_srq *srq);
+	int (*qp_recv_quota)(struct rr_qp *qp, uint32_t add);
 
 	/* Connection manager. Events the provider produces carry its rr_cm_id
 	 * pointers converted with RR_PUB(cm_id, ...). New ids made for

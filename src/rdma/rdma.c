@@ -478,6 +478,7 @@ RPCRDMA_API int rpcrdma_qp_create(struct rpcrdma_pd *ppd, const struct rpcrdma_q
 {
 	struct rr_pd *pd = RR_BASE(pd, ppd);
 	struct rr_cq *scq, *rcq;
+	struct rr_srq *srq;
 	struct rr_qp *qp = NULL;
 	int rc;
 
@@ -486,10 +487,21 @@ RPCRDMA_API int rpcrdma_qp_create(struct rpcrdma_pd *ppd, const struct rpcrdma_q
 	*out = NULL;
 	scq = RR_BASE(cq, attr->send_cq);
 	rcq = RR_BASE(cq, attr->recv_cq);
+	srq = RR_BASE(srq, attr->srq);
 	if (!scq || !rcq || scq->ctx != pd->ctx || rcq->ctx != pd->ctx)
 		return -EINVAL;
-	if (attr->max_send_wr == 0 || attr->max_recv_wr == 0)
+	if (attr->max_send_wr == 0 || (attr->max_recv_wr == 0 && !srq))
 		return -EINVAL;
+	if (srq) {
+		/* same context; same PD unless the provider says otherwise */
+		struct rpcrdma_caps caps;
+
+		if (srq->pd->ctx != pd->ctx)
+			return -EINVAL;
+		if (srq->pd != pd && (rpcrdma_query(RR_PUB(context, pd->ctx), &caps) ||
+				      !(caps.flags & RPCRDMA_CAP_SRQ_ANY_PD)))
+			return -EINVAL;
+	}
 	if (!pd->ctx->ops->create_qp || !pd->ctx->ops->destroy_qp)
 		return -EOPNOTSUPP;
 	rc = pd->ctx->ops->create_qp(pd, attr, &qp);
@@ -498,6 +510,7 @@ RPCRDMA_API int rpcrdma_qp_create(struct rpcrdma_pd *ppd, const struct rpcrdma_q
 	qp->pd = pd;
 	qp->send_cq = scq;
 	qp->recv_cq = rcq;
+	qp->srq = srq;
 	qp->user_ctx = attr->user_ctx;
 	qp->id = NULL;
 	/* Granted capacities: providers set qp->attr; never below the request. */
@@ -510,6 +523,9 @@ RPCRDMA_API int rpcrdma_qp_create(struct rpcrdma_pd *ppd, const struct rpcrdma_q
 	qp->attr.max_send_sge = RR_MAX(qp->attr.max_send_sge, attr->max_send_sge);
 	qp->attr.max_recv_sge = RR_MAX(qp->attr.max_recv_sge, attr->max_recv_sge);
 	qp->attr.max_inline = RR_MAX(qp->attr.max_inline, attr->max_inline);
+	qp->attr.srq = attr->srq;
+	if (srq)
+		atomic_fetch_add(&srq->nqps, 1);
 	atomic_fetch_add(&scq->nqps, 1);
 	atomic_fetch_add(&rcq->nqps, 1);
 	atomic_fetch_add(&pd->nobjs, 1);
@@ -520,6 +536,7 @@ RPCRDMA_API int rpcrdma_qp_create(struct rpcrdma_pd *ppd, const struct rpcrdma_q
 RPCRDMA_API int rpcrdma_qp_destroy(struct rpcrdma_qp *pqp)
 {
 	struct rr_qp *qp = RR_BASE(qp, pqp);
+	struct rr_srq *srq;
 	struct rr_cq *scq, *rcq;
 	struct rr_pd *pd;
 	int rc;
@@ -531,9 +548,12 @@ RPCRDMA_API int rpcrdma_qp_destroy(struct rpcrdma_qp *pqp)
 	pd = qp->pd;
 	scq = qp->send_cq;
 	rcq = qp->recv_cq;
+	srq = qp->srq;
 	rc = pd->ctx->ops->destroy_qp(qp);
 	if (rc < 0)
 		return rc;
+	if (srq)
+		atomic_fetch_sub(&srq->nqps, 1);
 	atomic_fetch_sub(&scq->nqps, 1);
 	atomic_fetch_sub(&rcq->nqps, 1);
 	atomic_fetch_sub(&pd->nobjs, 1);
@@ -654,7 +674,7 @@ RPCRDMA_API int rpcrdma_post_recv(struct rpcrdma_qp *pqp, struct rpcrdma_recv_wr
 
 	if (bad_wr)
 		*bad_wr = NULL;
-	if (!qp || !wr) {
+	if (!qp || !wr || qp->srq) {   /* an SRQ's QP: rpcrdma_post_srq_recv */
 		if (bad_wr)
 			*bad_wr = wr;
 		return -EINVAL;

@@ -3,8 +3,9 @@
  * environment, the STag table, the progress thread), device and connection
  * queries, protection domains, memory registrations and windows (the STag
  * table of src/rdma/mr_table.h; a deregistration first makes every QP of the
- * PD let go of the memory: soft_pd_revoke), and queue pairs (their queues
- * mapped lazily, their place in their CQs and PD). */
+ * PD, and every QP of its shared receive queues, let go of the memory:
+ * soft_pd_revoke), and queue pairs (their queues mapped lazily, their place
+ * in their CQs, PD and shared receive queue). */
 #include "rdma/soft/objects.h"
 
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "rdma/soft/progress.h"
 #include "rdma/soft/rx.h"
 #include "rdma/soft/sock.h"
+#include "rdma/soft/srq.h"
 
 /* --------------------------------------------------------- context -- */
 
@@ -83,7 +85,9 @@ int rr_soft_query(struct rr_context *ctx, struct rpcrdma_caps *caps)
 	RR_UNUSED(ctx);
 	memset(caps, 0, sizeof(*caps));
 	caps->flags = RPCRDMA_CAP_INVALIDATABLE | RPCRDMA_CAP_REMOTE_INV | RPCRDMA_CAP_COMMIT |
-		      RPCRDMA_CAP_DURABLE | RPCRDMA_CAP_SOLICITED;
+		      RPCRDMA_CAP_DURABLE | RPCRDMA_CAP_SOLICITED | RPCRDMA_CAP_SRQ |
+		      RPCRDMA_CAP_SRQ_ANY_PD | RPCRDMA_CAP_RECV_QUOTA;
+	caps->max_srq_wr = SOFT_MAX_SRQ_WR;
 	caps->transport = RPCRDMA_TRANSPORT_IWARP;
 	caps->max_sge = SOFT_MAX_SGE;
 	caps->max_inline = SOFT_MAX_INLINE;
@@ -208,6 +212,12 @@ static void soft_pd_revoke(struct soft_pd *pd, uintptr_t lo, uintptr_t hi)
 	pthread_mutex_lock(&pd->lock);
 	for (struct soft_qp *qp = pd->qps; qp; qp = qp->pd_next)
 		rr_soft_qp_revoke(qp, lo, hi);
+	/* QPs of other PDs receive into this PD's memory through its shared
+	 * receive queues */
+	for (struct soft_srq *s = pd->srqs; s; s = s->pd_next)
+		for (struct soft_qp *qp = s->qps; qp; qp = qp->srq_next)
+			if (qp->pd != pd)
+				rr_soft_qp_revoke(qp, lo, hi);
 	pthread_mutex_unlock(&pd->lock);
 }
 
@@ -322,7 +332,10 @@ int rr_soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, stru
 	qp->obj.type = SOFT_OBJ_QP;
 	qp->obj.fd = -1;
 	qp->sq_cap = RR_MAX(attr->max_send_wr, 1u);
-	qp->rq_cap = RR_MAX(attr->max_recv_wr, 1u);
+	/* with a shared receive queue its own is never used */
+	qp->srq = attr->srq ? RR_CONTAINER_OF(RR_BASE(srq, attr->srq), struct soft_srq, base)
+			    : NULL;
+	qp->rq_cap = qp->srq ? 1u : RR_MAX(attr->max_recv_wr, 1u);
 	/* The work queues (a 4096-entry send queue is 3.6 MiB) are mapped
 	 * zero-filled and become resident only as far as they are used: an
 	 * idle or short-lived connection costs a few pages, and all of it goes
@@ -363,6 +376,12 @@ int rr_soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, stru
 	qp->pd_next = qp->pd->qps;
 	qp->pd->qps = qp;
 	pthread_mutex_unlock(&qp->pd->lock);
+	if (qp->srq) {
+		pthread_mutex_lock(&qp->srq->pd->lock);
+		qp->srq_next = qp->srq->qps;
+		qp->srq->qps = qp;
+		pthread_mutex_unlock(&qp->srq->pd->lock);
+	}
 	*out = &qp->base;
 	return 0;
 }
@@ -379,6 +398,15 @@ int rr_soft_destroy_qp(struct rr_qp *base)
 			break;
 		}
 	pthread_mutex_unlock(&qp->pd->lock);
+	if (qp->srq) {
+		pthread_mutex_lock(&qp->srq->pd->lock);
+		for (struct soft_qp **pp = &qp->srq->qps; *pp; pp = &(*pp)->srq_next)
+			if (*pp == qp) {
+				*pp = qp->srq_next;
+				break;
+			}
+		pthread_mutex_unlock(&qp->srq->pd->lock);
+	}
 	rr_soft_cq_del_qp(qp->rcq, qp);
 	if (qp->scq != qp->rcq)
 		rr_soft_cq_del_qp(qp->scq, qp);
@@ -386,6 +414,13 @@ int rr_soft_destroy_qp(struct rr_qp *base)
 	pthread_mutex_lock(&qp->rx_lock);
 	pthread_mutex_lock(&qp->tx_lock);
 	rr_soft_qp_closed(qp);
+	if (qp->srq_have) {
+		/* a message was being placed: its Receive was never completed,
+		 * it goes back to the shared queue (nothing is flushed on
+		 * destroy, and no Receive of the queue is lost) */
+		rr_soft_srq_untake(qp->srq, &qp->srq_cur);
+		qp->srq_have = false;
+	}
 	pthread_mutex_unlock(&qp->tx_lock);
 	pthread_mutex_unlock(&qp->rx_lock);
 	pthread_mutex_unlock(&qp->ctx->lock);

@@ -10,6 +10,7 @@
 #include "rdma/soft/cq_wait.h"
 #include "rdma/soft/objects.h"
 #include "rdma/soft/rx.h"
+#include "rdma/soft/srq.h"
 #include "rdma/soft/tx.h"
 
 const struct rr_provider_ops rr_soft_ops = {
@@ -35,6 +36,12 @@ const struct rr_provider_ops rr_soft_ops = {
 	.destroy_qp = rr_soft_destroy_qp,
 	.post_send = rr_soft_post_send,
 	.post_recv = rr_soft_post_recv,
+	.create_srq = rr_soft_create_srq,
+	.destroy_srq = rr_soft_destroy_srq,
+	.post_srq_recv = rr_soft_post_srq_recv,
+	.arm_srq_limit = rr_soft_arm_srq_limit,
+	.srq_get_event = rr_soft_srq_get_event,
+	.qp_recv_quota = rr_soft_qp_recv_quota,
 	.create_channel = rr_soft_create_channel,
 	.destroy_channel = rr_soft_destroy_channel,
 	.channel_fd = rr_soft_channel_fd,

@@ -8,7 +8,11 @@
  * With Invalidate, Read Response, Read Request, Commit Request, Commit
  * Response, the peer's Terminate), our Terminate when the stream fails, the
  * QP's connection and error states, and what receiving does when memory a
- * placement targets is deregistered (rr_soft_qp_revoke). */
+ * placement targets is deregistered (rr_soft_qp_revoke). A QP of a shared
+ * receive queue takes a Receive from it when a message begins (within its
+ * receive quota, when one is set: beyond it, or with the queue empty, the
+ * message is a Receive overrun, DDP "no buffer for MSN", as with its own
+ * queue empty) and holds it until the message completes or is flushed. */
 #include "rdma/soft/rx.h"
 
 #include <sys/stat.h>
@@ -17,6 +21,7 @@
 #include "rdma/soft/chan.h"
 #include "rdma/soft/cq.h"
 #include "rdma/soft/sock.h"
+#include "rdma/soft/srq.h"
 #include "rdma/soft/tx.h"
 
 /* ----------------------------------------------- the receive queue -- */
@@ -58,6 +63,15 @@ int rr_soft_post_recv(struct rr_qp *base, struct rpcrdma_recv_wr *wr, struct rpc
 
 static void rq_flush_locked(struct soft_qp *qp)
 {
+	if (qp->srq_have) {
+		/* the shared queue's other Receives stay for its other QPs */
+		struct rpcrdma_wc wc = {.wr_id = qp->srq_cur.wr_id,
+					.status = RPCRDMA_WC_WR_FLUSH_ERR,
+					.opcode = RPCRDMA_WC_RECV, .qp = RR_PUB(qp, &qp->base)};
+
+		rr_soft_cq_push(qp->rcq, &wc);
+		qp->srq_have = false;
+	}
 	while (qp->rq_count) {
 		struct soft_rqe *e = &qp->rq[qp->rq_head];
 		struct rpcrdma_wc wc = {.wr_id = e->wr_id, .status = RPCRDMA_WC_WR_FLUSH_ERR,
@@ -203,6 +217,20 @@ static enum rr_rx_code rx_untagged(void *ctx, uint32_t msn, uint32_t mo, uint32_
 	struct soft_rqe *e;
 
 	RR_UNUSED(msn), RR_UNUSED(mo), RR_UNUSED(len), RR_UNUSED(last);
+	if (qp->srq) {
+		if (!qp->srq_have) {
+			/* a message begins: one Receive of the shared queue,
+			 * within the quota */
+			if ((qp->quota_on && !qp->quota) || rr_soft_srq_take(qp->srq, &qp->srq_cur))
+				return RR_RXC_NO_RECV;
+			qp->srq_have = true;
+			if (qp->quota_on)
+				qp->quota--;
+		}
+		*iov = qp->srq_cur.iov;
+		*iovcnt = qp->srq_cur.iovcnt;
+		return RR_RXC_OK;
+	}
 	if (!qp->rq_count)
 		return RR_RXC_NO_RECV;
 	e = &qp->rq[qp->rq_head];
@@ -261,7 +289,7 @@ static enum rr_rx_code rx_send_inv(struct soft_qp *qp, const struct rr_ddp_event
  * into the oldest receive: it completes. */
 static enum rr_rx_code rx_send(struct soft_qp *qp, const struct rr_ddp_event *ev)
 {
-	struct soft_rqe *e = &qp->rq[qp->rq_head];
+	struct soft_rqe *e = qp->srq ? &qp->srq_cur : &qp->rq[qp->rq_head];
 	struct rpcrdma_wc wc = {.wr_id = e->wr_id, .status = RPCRDMA_WC_SUCCESS,
 				.opcode = RPCRDMA_WC_RECV, .byte_len = ev->msg_len,
 				.qp = RR_PUB(qp, &qp->base)};
@@ -274,8 +302,12 @@ static enum rr_rx_code rx_send(struct soft_qp *qp, const struct rr_ddp_event *ev
 	}
 	if (ev->op == RR_OP_SEND_SE || ev->op == RR_OP_SEND_SE_INV)
 		wc.flags |= RPCRDMA_WC_SOLICITED;
-	qp->rq_head = ring_idx(qp->rq_head, 1, qp->rq_cap);
-	qp->rq_count--;
+	if (qp->srq) {
+		qp->srq_have = false;
+	} else {
+		qp->rq_head = ring_idx(qp->rq_head, 1, qp->rq_cap);
+		qp->rq_count--;
+	}
 	rr_soft_cq_push(qp->rcq, &wc);
 	return RR_RXC_OK;
 }
@@ -615,6 +647,20 @@ void rr_soft_fast_quiesce(struct soft_qp *qp)
 	rr_soft_sock_shutdown(qp); /* ends its recvmsg now */
 	while (qp->fast_rd)
 		pthread_cond_wait(&qp->fast_cv, &qp->rx_lock);
+}
+
+int rr_soft_qp_recv_quota(struct rr_qp *base, uint32_t add)
+{
+	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
+
+	pthread_mutex_lock(&qp->rx_lock);
+	if (!qp->quota_on) {
+		qp->quota_on = true;
+		qp->quota = 0;
+	}
+	qp->quota = (uint64_t)qp->quota + add > UINT32_MAX ? UINT32_MAX : qp->quota + add;
+	pthread_mutex_unlock(&qp->rx_lock);
+	return 0;
 }
 
 /* ------------------------------------------------ connection state -- */

@@ -6,6 +6,8 @@
 #include "rdma/soft/soft.h"
 
 int rr_soft_post_recv(struct rr_qp *qp, struct rpcrdma_recv_wr *wr, struct rpcrdma_recv_wr **bad);
+/* rpcrdma_qp_recv_quota: bounds what @qp takes from its shared queue. */
+int rr_soft_qp_recv_quota(struct rr_qp *qp, uint32_t add);
 /* Receives and processes what the socket holds (rx_lock held). Returns 0,
  * or a negative errno once the connection is finished. */
 int rr_soft_qp_rx(struct soft_qp *qp);

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Internal objects of the soft provider (user-space iWARP over TCP), shared
  * by its files, which are split by job as Linux siw is (docs/soft-iwarp.md
- * "Files"): objects.c (context, PD, MR, MW, QP), cq.c and cq_wait.c (CQs and
+ * "Files"): objects.c (context, PD, MR, MW, QP), srq.c (shared receive
+ * queues), cq.c and cq_wait.c (CQs and
  * their consumers), tx.c and rx.c (the RDMAP data path over the sans-I/O
  * codecs mpa.c, ddp.c, rdmap.c), cm.c and chan.c (connections and their
  * events), lease.c and progress.c (who serves a socket, the progress
  * thread), sock.c (every socket system call), ops.c (the ops table). Each
  * file's functions are declared in its own header; a file calls only files
  * below it in this order (no loop): ops -> objects -> progress -> cm ->
- * rx -> tx -> chan -> sock -> cq -> lease (cq_wait: below objects, above rx).
+ * rx -> tx -> chan -> sock -> cq -> lease (cq_wait: below objects, above rx;
+ * srq: below objects and rx, calls nothing).
  *
  * Threading (docs/soft-iwarp.md): post_send transmits in the caller's thread
  * (tx_lock). Each CQ owns an epoll fd (its public fd) over its QPs' sockets,
@@ -26,7 +28,10 @@
  *
  * Lock order (a thread holding a lock takes only locks to its right):
  * ctx->lock or pd->lock -> cq->qlock -> qp->rx_lock -> qp->tx_lock -> the
- * CQ ring's lock. cq->qlock is never taken with rx_lock or tx_lock held;
+ * CQ ring's lock. An SRQ's lock (its ring) is a leaf taken with a QP's
+ * rx_lock held; its list of QPs is under its PD's lock, which goes before
+ * the QPs' rx_lock as for the PD's own QPs.
+ * cq->qlock is never taken with rx_lock or tx_lock held;
  * pd->lock and ctx->lock are never held together. ch->lock (a channel's
  * event queue), ctx->cq_lock (the list of CQs) and the STag table's lock are
  * leaves: taken with any of the above held (rx_lock when a disconnect is
@@ -185,10 +190,14 @@ struct soft_ctx {
 /* A PD knows its QPs: deregistering memory of the PD looks at what they
  * are still doing with it (soft_pd_revoke). Lock order: pd->lock before a
  * QP's rx_lock. */
+struct soft_srq;
+
 struct soft_pd {
 	struct rr_pd base;
 	pthread_mutex_t lock;
 	struct soft_qp *qps;         /* qp->pd_next */
+	struct soft_srq *srqs;       /* srq->pd_next: their QPs see a revoke of
+					this PD's memory too */
 };
 
 struct soft_mr {
@@ -294,6 +303,21 @@ struct soft_rqe {
 	unsigned iovcnt;
 };
 
+/* A shared receive queue: a ring of Receives (their SGEs resolved against
+ * the SRQ's PD when posted), taken by its QPs as messages begin. */
+struct soft_srq {
+	struct rr_srq base;
+	struct soft_ctx *ctx;
+	struct soft_pd *pd;
+	struct soft_srq *pd_next;    /* pd->srqs (pd->lock) */
+	struct soft_qp *qps;         /* attached QPs, qp->srq_next (pd->lock) */
+	pthread_mutex_t lock;        /* the ring and the limit (a leaf) */
+	struct soft_rqe *rq;         /* mapped lazily (rr_alloc_pages) */
+	uint32_t cap, head, count;
+	uint32_t limit;              /* armed limit; 0: none */
+	atomic_int event;            /* the limit fired, not consumed */
+};
+
 enum soft_qp_state { QPS_IDLE = 0, QPS_RTS, QPS_ERROR };
 
 struct soft_qp {
@@ -338,6 +362,14 @@ struct soft_qp {
 	} rxd;
 	struct soft_rqe *rq;
 	uint32_t rq_cap, rq_head, rq_count;
+	/* a shared receive queue instead (rx_lock): the Receive taken for the
+	 * message being placed, and the receive quota (rpcrdma_qp_recv_quota) */
+	struct soft_srq *srq;
+	struct soft_qp *srq_next;    /* srq->qps (the SRQ's pd->lock) */
+	struct soft_rqe srq_cur;
+	bool srq_have;
+	bool quota_on;
+	uint32_t quota;
 	/* send side (tx_lock) */
 	pthread_mutex_t tx_lock;
 	struct soft_wqe *sq;

@@ -2,8 +2,9 @@
 /* Internal objects of the rdma-core provider ("verbs"), shared by its files,
  * split by job: verbs_device.c (device choice, caps, PD, MR, MW, CQ, the ops
  * table; the mapping onto libibverbs/librdmacm is described there),
- * verbs_qp.c (QPs and posting) and verbs_cm.c (rdma_cm ids and events).
- * verbs_cm calls verbs_qp, verbs_device names both in its table, neither
+ * verbs_qp.c (QPs and posting), verbs_srq.c (shared receive queues and the
+ * context's asynchronous events) and verbs_cm.c (rdma_cm ids and events).
+ * verbs_cm calls verbs_qp, verbs_device names them all in its table, none
  * calls verbs_device: no loop. */
 #ifndef RR_VERBS_H
 #define RR_VERBS_H
@@ -46,6 +47,14 @@ struct vb_ctx {
 	bool flush_global;            /* FLUSH with global visibility placement */
 	pthread_mutex_t qlock;       /* qps list (qp_num -> QP for completions) */
 	struct vb_qp *qps;
+	pthread_mutex_t alock;       /* reading the asynchronous events */
+	bool async_nb;               /* their fd made non-blocking */
+};
+
+struct vb_srq {
+	struct rr_srq base;
+	struct ibv_srq *srq;
+	atomic_int fired;            /* IBV_EVENT_SRQ_LIMIT_REACHED, not consumed */
 };
 
 struct vb_pd {
@@ -116,6 +125,7 @@ struct vb_id {
 #define VB_QP(q) RR_CONTAINER_OF((q), struct vb_qp, base)
 #define VB_CH(c) RR_CONTAINER_OF((c), struct vb_ch, base)
 #define VB_ID(i) RR_CONTAINER_OF((i), struct vb_id, base)
+#define VB_SRQ(s) RR_CONTAINER_OF((s), struct vb_srq, base)
 
 /* libibverbs returns a positive errno (sometimes -1 + errno). */
 static inline int vb_err(int rc)
@@ -173,6 +183,14 @@ void rr_verbs_qp_detach(struct vb_qp *q, struct rdma_cm_id *cm);
 int rr_verbs_set_commit(struct rr_qp *qp, bool enable);
 int rr_verbs_post_send(struct rr_qp *qp, struct rpcrdma_send_wr *wr, struct rpcrdma_send_wr **bad);
 int rr_verbs_post_recv(struct rr_qp *qp, struct rpcrdma_recv_wr *wr, struct rpcrdma_recv_wr **bad);
+
+/* verbs_srq.c */
+int rr_verbs_create_srq(struct rr_pd *pd, const struct rpcrdma_srq_attr *a, struct rr_srq **out);
+int rr_verbs_destroy_srq(struct rr_srq *srq);
+int rr_verbs_post_srq_recv(struct rr_srq *srq, struct rpcrdma_recv_wr *wr,
+			   struct rpcrdma_recv_wr **bad);
+int rr_verbs_arm_srq_limit(struct rr_srq *srq, uint32_t limit);
+int rr_verbs_srq_get_event(struct rr_srq *srq);
 
 /* verbs_cm.c */
 int rr_verbs_create_channel(struct rr_context *ctx, struct rr_cm_channel **out);

@@ -38,6 +38,11 @@
  *  - QPs are created on the rdma_cm id (rdma_create_qp) once the route is
  *    known (active side) or at accept (passive side); receives posted before
  *    that are held and posted at creation. Sends before then: -ENOTCONN.
+ *  - shared receive queues = ibv_create_srq (verbs_srq.c) where the device
+ *    reports max_srq; a QP takes one at creation (ibv_qp_init_attr.srq).
+ *    The limit event is IBV_EVENT_SRQ_LIMIT_REACHED from the context's
+ *    asynchronous events. QPs must share the SRQ's PD (no
+ *    RPCRDMA_CAP_SRQ_ANY_PD) and have no receive quota.
  *  - CQ fd = the completion channel fd (non-blocking); CM fd = the rdma_cm
  *    event channel fd (non-blocking). Internal rdma_cm steps (address and
  *    route resolution) are driven inside rpcrdma_cm_get_event.
@@ -167,6 +172,12 @@ static int vb_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_en
 		rr_free(env, c);
 		return -ENOMEM;
 	}
+	if (pthread_mutex_init(&c->alock, NULL) != 0) {
+		pthread_mutex_destroy(&c->qlock);
+		rdma_free_devices(devs);
+		rr_free(env, c);
+		return -ENOMEM;
+	}
 	*out = &c->base;
 	return 0;
 }
@@ -176,6 +187,7 @@ static void vb_close(struct rr_context *ctx)
 	struct vb_ctx *c = VB_CTX(ctx);
 
 	pthread_mutex_destroy(&c->qlock);
+	pthread_mutex_destroy(&c->alock);
 	rdma_free_devices(c->devs);
 	rr_free(ctx->env, c);
 }
@@ -226,6 +238,10 @@ static int vb_query(struct rr_context *ctx, struct rpcrdma_caps *caps)
 	if (c->flush_global)
 		caps->flags |= RPCRDMA_CAP_COMMIT_VISIBLE;
 	caps->max_mr_size = a->max_mr_size;
+	if (a->max_srq > 0 && a->max_srq_wr > 0) {
+		caps->flags |= RPCRDMA_CAP_SRQ;   /* QPs must share the SRQ's PD */
+		caps->max_srq_wr = (uint32_t)a->max_srq_wr;
+	}
 	if (c->transport == RPCRDMA_TRANSPORT_IWARP) {
 		caps->max_private_data_connect = 252;
 		caps->max_private_data_accept = 252;
@@ -585,6 +601,11 @@ const struct rr_provider_ops rr_verbs_ops = {
 	.destroy_qp = rr_verbs_destroy_qp,
 	.post_send = rr_verbs_post_send,
 	.post_recv = rr_verbs_post_recv,
+	.create_srq = rr_verbs_create_srq,
+	.destroy_srq = rr_verbs_destroy_srq,
+	.post_srq_recv = rr_verbs_post_srq_recv,
+	.arm_srq_limit = rr_verbs_arm_srq_limit,
+	.srq_get_event = rr_verbs_srq_get_event,
 	.create_channel = rr_verbs_create_channel,
 	.destroy_channel = rr_verbs_destroy_channel,
 	.channel_fd = rr_verbs_channel_fd,

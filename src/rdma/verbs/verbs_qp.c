@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The rdma-core provider's queue pairs (verbs_device.c has the mapping): created on
  * the rdma_cm id once the route is known (active side) or at accept (passive
- * side), with the receives posted before that held and posted then;
+ * side), with their shared receive queue if they have one, and the receives
+ * posted before that held and posted then;
  * posting send work requests in batches (type 2 window binds with a fresh
  * key byte, Send With Invalidate as libsiw reads it) and RDMA Commit as one
  * IBV_WR_FLUSH through the extended QP. */
@@ -86,6 +87,12 @@ int rr_verbs_qp_attach(struct vb_qp *q, struct rdma_cm_id *cm)
 	ia.cap.max_recv_wr = q->base.attr.max_recv_wr;
 	ia.cap.max_send_sge = RR_MAX(q->base.attr.max_send_sge, 1u);
 	ia.cap.max_recv_sge = RR_MAX(q->base.attr.max_recv_sge, 1u);
+	if (q->base.srq) {
+		/* Receives from the shared queue: the QP has none of its own */
+		ia.srq = VB_SRQ(q->base.srq)->srq;
+		ia.cap.max_recv_wr = 0;
+		ia.cap.max_recv_sge = 0;
+	}
 	ia.cap.max_inline_data = q->base.attr.max_inline;
 	pthread_mutex_lock(&q->lock);
 #ifdef RPCRDMA_HAVE_IBV_FLUSH
@@ -99,6 +106,7 @@ int rr_verbs_qp_attach(struct vb_qp *q, struct rdma_cm_id *cm)
 		ix.qp_type = ia.qp_type;
 		ix.sq_sig_all = ia.sq_sig_all;
 		ix.cap = ia.cap;
+		ix.srq = ia.srq;
 		ix.pd = VB_PD(q->base.pd)->pd;
 		ix.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 		ix.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_INV |
