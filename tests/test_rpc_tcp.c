@@ -176,10 +176,16 @@ static int h_barrier(struct rpcrdma_req *r, void *ctx)
 
 /* The URL scheme the shared test bodies run over ("tcp" or "rdma"). */
 static const char *g_scheme = "tcp";
+/* rpcrdma_server_opts.credits of start_server (rdma://): the tests that
+ * hold N Calls at the server until all N are there need a grant of N from
+ * the first Reply on (a fixed grant); by default the grant follows demand
+ * and grows only as Replies come. */
+static uint32_t g_credits;
 
 static struct rpcrdma_server *start_server(unsigned threads, size_t max_msg, char *url, size_t n)
 {
-	struct rpcrdma_server_opts o = {.threads = threads, .max_msg = max_msg};
+	struct rpcrdma_server_opts o = {.threads = threads, .max_msg = max_msg,
+					.credits = g_credits};
 	struct rpcrdma_server *s = NULL;
 
 	char lurl[64];
@@ -312,7 +318,9 @@ TEST(rpc_tcp_async_64_in_flight)
 TEST(rpc_rdma_async_64_in_flight)
 {
 	g_scheme = "rdma";
+	g_credits = 64;   /* 64 held at once */
 	async_64_in_flight_body();
+	g_credits = 0;
 	g_scheme = "tcp";
 }
 
@@ -386,7 +394,9 @@ TEST(rpc_tcp_one_connection_runs_requests_in_parallel)
 TEST(rpc_rdma_one_connection_runs_requests_in_parallel)
 {
 	g_scheme = "rdma";
+	g_credits = 64;   /* 4 barrier Calls at once */
 	one_connection_runs_requests_in_parallel_body();
+	g_credits = 0;
 	g_scheme = "tcp";
 }
 

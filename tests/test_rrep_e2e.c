@@ -430,6 +430,7 @@ TEST(rrep_e2e_cancelled_reply_later)
 	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
+	sc.no_srq = true;   /* 4 held at once: a fixed grant from the first Reply */
 	port = srv_start(&s, &sc);
 	REQUIRE(port > 0);
 	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
@@ -548,7 +549,9 @@ static void vclock_env(struct rr_test_env *te)
 }
 
 /* A responder whose exposed Replies expire after 5 s of @te's (virtual)
- * clock; returns its port. */
+ * clock, with its own Receives and a fixed grant (the rogue requester
+ * sends several RDMA_DONEs before its next Call: each takes a credit, as
+ * a Call, when none is owed); returns its port. */
 static int srv_start_vclock(struct srv *s, struct rr_test_env *te)
 {
 	struct rr_tp_conf sc;
@@ -556,6 +559,7 @@ static int srv_start_vclock(struct srv *s, struct rr_test_env *te)
 
 	vclock_env(te);
 	rr_tp_conf_default(&sc);
+	sc.no_srq = true;
 	sc.rrep_clock = &te->env;
 	sc.rrep_timeout_ms = 5000;
 	port = srv_start(s, &sc);

@@ -570,6 +570,7 @@ TEST(xprt_e2e_cut_and_retransmit)
 	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
+	sc.no_srq = true;   /* 30 held at once: a fixed grant from the first Reply */
 	port = srv_start(&s, &sc);
 	REQUIRE(port > 0);
 	REQUIRE_EQ(cl_start(&c, &cc, port), 0);
@@ -737,14 +738,17 @@ static void expect_error(const uint8_t *r, int n, uint32_t xid, uint32_t err)
 	expect_error_v(r, n, xid, err, 1);
 }
 
-/* A responder granting up to 8 credits and the rogue requester connected
- * to it (RFC 8797 block 4096/4096, no R); returns the responder's port. */
+/* A responder granting 8 credits from its first Reply on (its own
+ * Receives: the rogue sends up to 5 messages without waiting, within that
+ * grant) and the rogue requester connected to it (RFC 8797 block
+ * 4096/4096, no R); returns the responder's port. */
 static int srv_and_rogue(struct srv *s, struct rr_tp_conf *sc, struct rr_th_rogue *g)
 {
 	int port;
 
 	rr_tp_conf_default(sc);
 	sc->credits = 8;
+	sc->no_srq = true;
 	port = srv_start(s, sc);
 	REQUIRE(port > 0);
 	REQUIRE_EQ(rogue_open(g, port), 0);
@@ -1702,6 +1706,7 @@ TEST(xprt_e2e_destroy_with_pending)
 	if (!rr_th_soft_ok())
 		return;
 	confs(&sc, &cc);
+	sc.no_srq = true;   /* 6 held at once: a fixed grant from the first Reply */
 	port = srv_start(&s, &sc);
 	REQUIRE(port > 0);
 	REQUIRE_EQ(cl_start(&c, &cc, port), 0);

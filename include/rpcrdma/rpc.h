@@ -310,6 +310,21 @@ struct rpcrdma_server_opts {
 					   (each also times out after 10 s).
 					   tcp:// has no such phase; verbs://
 					   leaves it to the kernel's CM */
+	uint32_t credits;               /* rdma://, verbs:// (docs/protocol.md
+					   "Credits"): 0, the default: every
+					   connection's grant follows its
+					   demand (from 1, doubled while the
+					   client keeps it all in use, cut
+					   back when it does not), its Receives
+					   drawn from one shared receive queue
+					   that grows and shrinks with the
+					   messages in flight (per connection
+					   Receives where the provider has no
+					   such queues); N: every connection
+					   gets its own N + 4 Receives and a
+					   grant of N from its first Reply on,
+					   as Linux svcrdma (64). tcp:// has no
+					   credits */
 };
 
 /* Handlers run on the thread that received the Call, without a hop to a

@@ -662,6 +662,7 @@ RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_serv
 	xp.reply_mem_per_conn = opts ? opts->reply_mem_per_conn : 0;
 	xp.reply_mem_total = opts ? opts->reply_mem_total : 0;
 	xp.rrep_timeout_ms = opts ? opts->rrep_timeout_ms : 0;
+	xp.credits = opts ? opts->credits : 0;
 	xp.recv = svc_recv;
 	xp.ctx = s;
 	rc = cls->server->create(&t, &xp, &s->xs);

@@ -252,6 +252,7 @@ TEST(rogue_done_unknown_xids)
 	if (!rr_th_soft_ok())
 		return;
 	rt_rrep_setup(&x, 100000, false);
+	rt_grant_up(x.g, 11);   /* each RDMA_DONE nobody owes takes a credit */
 	rr_rogue_cork(x.g);
 	for (uint32_t i = 1; i <= 8; i++)
 		REQUIRE_EQ(rr_rogue_send_done(x.g, RT_XID + 0x100 * i, false, 0), 0);
@@ -266,23 +267,32 @@ TEST(rogue_done_unknown_xids)
 	rt_rrep_teardown(&x);
 }
 
-/* A flood of RDMA_DONEs that stays within the Receives: 200 rounds of 16
- * unknown-XID RDMA_DONEs and a NULL Call in one write each. Every NULL
- * Call is answered, the waiting Read chunk survives it all. */
+/* A flood of RDMA_DONEs that stays within the grant (each one nobody owes
+ * takes a Call's credit): 200 rounds of up to 16 unknown-XID RDMA_DONEs
+ * (as many as the last grant leaves room for) and a NULL Call in one write
+ * each. Every NULL Call is answered, the waiting Read chunk survives it
+ * all. */
 TEST(rogue_done_flood_paced)
 {
 	struct rt_rrep x;
+	uint32_t sent = 0;
 
 	if (!rr_th_soft_ok())
 		return;
 	rt_rrep_setup(&x, 100000, false);
+	rt_grant_up(x.g, 17);
 	for (uint32_t r = 0; r < 200; r++) {
+		uint32_t n = RR_MIN(16u, x.g->grant - 1);
+
 		rr_rogue_cork(x.g);
-		for (uint32_t i = 0; i < 16; i++)
+		sent += n;
+		for (uint32_t i = 0; i < n; i++)
 			REQUIRE_EQ(rr_rogue_send_done(x.g, 0x7c000000u + r * 16 + i, false, 0), 0);
 		REQUIRE_EQ(rr_rogue_uncork(x.g), 0);
 		rt_expect_null_ok(x.g, 0x6c000000u + r);
 	}
+	printf("  %u RDMA_DONEs in 200 rounds\n", sent);
+	CHECK(sent >= 200);
 	rt_rrep_pull_check(&x);
 	REQUIRE_EQ(rr_rogue_send_done(x.g, RT_XID, false, 0), 0);
 	rt_expect_null_ok(x.g, 0x6b000006);

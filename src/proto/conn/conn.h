@@ -255,7 +255,10 @@ int rr_conn_create(const struct rr_conn_config *cfg, const struct rr_conn_io *io
 		   struct rr_conn **out);
 /* Frees it; every registration it still holds is deregistered and every
  * Call it still holds completes with -ECANCELED (requester) or is dropped
- * (responder: the executor must have finished the requests it delivered). */
+ * (responder: the executor must have finished the requests it delivered).
+ * A responder gives its Receive reservation back to its pool here, not at
+ * rr_conn_down: destroy it once its queue pair can take no more Receives
+ * and their completions were counted (rr_cred_rsp_leave). */
 void rr_conn_destroy(struct rr_conn *c);
 
 /* The connection is established: the peer's private data (RFC 8797) decides

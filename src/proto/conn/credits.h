@@ -208,7 +208,11 @@ void rr_cred_rsp_init(struct rr_cred_rsp *c, uint32_t max_credits, uint32_t done
  * Receive of the peer's first Call. -ENOSPC when the pool is full (the
  * connection must be refused). */
 int rr_cred_rsp_join(struct rr_cred_rsp *c, struct rr_cred_pool *pool);
-/* The connection is gone: its reservation goes back to the pool. */
+/* The connection is gone: its reservation goes back to the pool. Call it
+ * once nothing of the connection can take a Receive any more and every
+ * completion of its Receives was counted (in a shared queue the messages
+ * its peer sent within its permission, consumed and not yet polled, are
+ * covered by that reservation until then). */
 void rr_cred_rsp_leave(struct rr_cred_rsp *c);
 
 /* @n Receives were posted to the connection's pool. */

@@ -196,7 +196,6 @@ void rs_on_read(struct rr_conn *c, struct rs_req *r, int status)
  * -ENOTCONN, exposed ones fenced (reliable_reply.c). */
 void rs_down(struct rr_conn *c)
 {
-	rr_cred_rsp_leave(&c->scred);   /* its reservation back to the pool */
 	rs_park_fail_all(c);
 	rs_rrep_down(c);
 	c->readq = NULL;
@@ -232,6 +231,9 @@ bool rr_conn_done(struct rr_conn *c, struct rr_conn_sreq *pub)
 void rs_destroy(struct rr_conn *c)
 {
 	rs_down(c);
+	/* its reservation back to the pool: the executor destroys the session
+	 * once its queue pair is gone and its completions are counted */
+	rr_cred_rsp_leave(&c->scred);
 	rs_rrep_free_all(c);
 	if (c->up || c->rsp.env)
 		rr_xprt_rsp_fini(&c->rsp);

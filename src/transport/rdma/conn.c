@@ -2,8 +2,9 @@
 /* Copyright (c) The librpcrdma authors */
 /* One connection's provider resources and the session's actions on them
  * (struct rr_conn_io of proto/conn/conn.h): the PD (one per connection,
- * RFC 8166 section 8.2), CQ and QP, Receive buffers and send slots
- * registered once, registrations for the session (a memory window bound on
+ * RFC 8166 section 8.2, unless it shares its pool's), CQ and QP, its own
+ * Receive buffers or those of a shared receive pool (pool.c), send slots
+ * grown by need in registered chunks, registrations for the session (a memory window bound on
  * the QP where the provider has them, an MR otherwise), Local Invalidate,
  * RDMA Read, RDMA Writes chained before a Send (Send With Invalidate when
  * asked), Receives lent as Replies, and the completions turned back into
@@ -14,41 +15,78 @@
 
 #include "rpcrdma/push.h"
 
+/* Mapped zero-filled (rr_alloc_pages): with large inline sizes
+ * (rr_tp_conf_inline) the pages of these buffers become resident only as
+ * far as messages actually filled them, and all of them go back to the
+ * system when the connection is freed (an allocator's arena would keep
+ * them: docs/PERFORMANCE.md "Memory after connection churn"). */
+static uint8_t *map_reg(struct tp_conn *cn, size_t len, struct rpcrdma_mr **mr)
+{
+	uint8_t *p = rr_alloc_pages(cn->ep->env, len);
+
+	if (p && rpcrdma_reg_mr_simple(cn->pd, p, len, RPCRDMA_ACCESS_LOCAL_WRITE, mr)) {
+		rr_free_pages(cn->ep->env, p, len);
+		p = NULL;
+	}
+	return p;
+}
+
+/* One more chunk of send slots (TP_SLOTS_FIRST, then as many as there are,
+ * up to nsend), their numbers onto the free stack: a connection costs the
+ * slots its Sends in flight need, not credits x the inline size up front
+ * (the first chunk carries the pad's zero bytes). 0 or -ENOMEM. */
+static int slots_grow(struct tp_conn *cn)
+{
+	struct tp_slots *k = &cn->sch[cn->nsch];
+	uint32_t n = RR_MIN(RR_MAX(cn->nslots, TP_SLOTS_FIRST), cn->nsend - cn->nslots);
+
+	if (!n || cn->nsch == TP_SLOT_CHUNKS)
+		return -ENOMEM;
+	k->mem = map_reg(cn, (size_t)n * cn->ssize + (cn->nsch ? 0 : 4), &k->mr);
+	if (!k->mem)
+		return -ENOMEM;
+	k->first = cn->nslots;
+	k->n = n;
+	for (uint32_t i = 0; i < n; i++)
+		cn->sfree[cn->nsfree++] = k->first + n - 1 - i;
+	cn->nslots += n;
+	cn->nsch++;
+	return 0;
+}
+
+static const struct tp_slots *slots_of(const struct tp_conn *cn, uint32_t slot)
+{
+	for (uint32_t i = cn->nsch; i-- > 0;)
+		if (slot >= cn->sch[i].first)
+			return &cn->sch[i];
+	return &cn->sch[0];
+}
+
 static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 			   uint32_t nsend, uint32_t ssize)
 {
 	const struct rpcrdma_env *env = cn->ep->env;
-	int rc;
 
 	cn->nrecv = nrecv;
 	cn->rsize = rsize;
 	cn->nsend = nsend;
 	cn->ssize = ssize;
-	/* Mapped zero-filled (rr_alloc_pages): with large inline sizes
-	 * (rr_tp_conf_inline) the pages of these buffers become resident only
-	 * as far as messages actually filled them, and all of them go back to
-	 * the system when the connection is freed (an allocator's arena would
-	 * keep them: docs/PERFORMANCE.md "Memory after connection churn").
-	 * inline_mem bounds the address space, traffic decides the resident
-	 * part. */
-	cn->rbuf = rr_alloc_pages(env, (size_t)nrecv * rsize);
-	cn->sbuf = rr_alloc_pages(env, (size_t)nsend * ssize + 4);
 	cn->sfree = rr_alloc(env, sizeof(uint32_t) * nsend);
 	cn->stoken = rr_zalloc(env, sizeof(*cn->stoken) * nsend);
-	if (!cn->rbuf || !cn->sbuf || !cn->sfree || !cn->stoken)
+	if (!cn->sfree || !cn->stoken)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < nsend; i++)
-		cn->sfree[i] = nsend - 1 - i;
-	cn->nsfree = nsend;
-	rc = rpcrdma_reg_mr_simple(cn->pd, cn->rbuf, (uint64_t)nrecv * rsize,
-				   RPCRDMA_ACCESS_LOCAL_WRITE, &cn->rmr);
-	if (rc)
-		return rc;
-	return rpcrdma_reg_mr_simple(cn->pd, cn->sbuf, (uint64_t)nsend * ssize + 4,
-				     RPCRDMA_ACCESS_LOCAL_WRITE, &cn->smr);
+	if (nrecv) {
+		cn->rbuf = map_reg(cn, (size_t)nrecv * rsize, &cn->rmr);
+		if (!cn->rbuf)
+			return -ENOMEM;
+	}
+	return slots_grow(cn);
 }
 
-struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend)
+/* A connection's PD, CQ, QP (its Receives its own, @nrecv, or those of
+ * @pool) and buffers; errors in cn->err (tp_conn_ok). */
+static struct tp_conn *conn_new(struct tp_ep *ep, struct tp_pool *pool, uint32_t nrecv,
+				uint32_t nsend)
 {
 	struct tp_conn *cn = rr_zalloc(ep->env, sizeof(*cn));
 	struct rpcrdma_cq_attr ca = {0};
@@ -60,15 +98,25 @@ struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend)
 		return NULL;
 	cn->ep = ep;
 	cn->refs = 1;
+	cn->pool = pool;
 	rc = rpcrdma_query(ep->ctx, &caps);
 	if (rc)
 		goto fail;
-	rc = rpcrdma_pd_alloc(ep->ctx, &cn->pd);
-	if (rc)
-		goto fail;
+	if (pool && pool->share_pd) {
+		cn->pd = pool->pd;
+	} else {
+		rc = rpcrdma_pd_alloc(ep->ctx, &cn->pd);
+		if (rc)
+			goto fail;
+		cn->own_pd = true;
+	}
 	qa.max_send_wr = RR_MIN(nsend * (2 * RR_XPRT_MAX_REGS + 4) + 64, caps.max_qp_wr);
 	qa.max_recv_wr = RR_MIN(nrecv, caps.max_qp_wr);
-	ca.cqe = RR_MIN(qa.max_send_wr + qa.max_recv_wr + 64, caps.max_cqe);
+	/* a pooled connection's Receive completions: at most what its peer
+	 * may send, within the credits granted */
+	ca.cqe = RR_MIN(qa.max_send_wr + (pool ? ep->conf.credits + ep->conf.rrep_max + 4
+					       : qa.max_recv_wr) + 64,
+			caps.max_cqe);
 	ca.user_ctx = cn;
 	rc = rpcrdma_cq_create(ep->ctx, &ca, &cn->cq);
 	if (rc)
@@ -78,6 +126,7 @@ struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend)
 	qa.max_send_sge = 1;
 	qa.max_recv_sge = 1;
 	qa.user_ctx = cn;
+	qa.srq = pool ? pool->srq : NULL;
 	rc = rpcrdma_qp_create(cn->pd, &qa, &cn->qp);
 	if (rc)
 		goto fail;
@@ -100,9 +149,33 @@ fail:
 	return cn; /* caller checks cn->qp / buffers via tp_conn_ok */
 }
 
+struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend)
+{
+	return conn_new(ep, NULL, nrecv, nsend);
+}
+
+struct tp_conn *tp_conn_new_pooled(struct tp_ep *ep, struct tp_pool *pool, uint32_t nsend)
+{
+	return conn_new(ep, pool, 0, nsend);
+}
+
 bool tp_conn_ok(const struct tp_conn *cn)
 {
-	return cn && cn->qp && cn->rmr && cn->smr;
+	return cn && cn->qp && (cn->rmr || cn->pool) && cn->nsch;
+}
+
+/* A pooled connection's queue pair is gone: every Receive completion left
+ * in its CQ (flushed, or a message no session took) goes back to the pool
+ * before the session gives its reservation back (rr_conn_destroy). */
+static void drain_pool_recvs(struct tp_conn *cn)
+{
+	struct rpcrdma_wc wc[16];
+	int n;
+
+	while ((n = rpcrdma_cq_poll(cn->cq, (int)RR_ARRAY_SIZE(wc), wc)) > 0)
+		for (int i = 0; i < n; i++)
+			if (WRTYPE(wc[i].wr_id) == WR_RECV)
+				tp_pool_consumed(cn->pool, (uint32_t)WRVAL(wc[i].wr_id));
 }
 
 /* After the QP is destroyed nothing can touch the session's buffers any
@@ -120,24 +193,29 @@ void tp_conn_free(struct tp_conn *cn)
 	}
 	if (cn->qp)
 		(void)rpcrdma_qp_destroy(cn->qp);
+	if (cn->pool && cn->cq)
+		drain_pool_recvs(cn);
 	tp_expo_release_all(cn);
 	if (cn->ep->is_server && cn->sess)
 		rr_conn_destroy(cn->sess);
 	if (cn->rmr)
 		(void)rpcrdma_dereg_mr(cn->rmr);
-	if (cn->smr)
-		(void)rpcrdma_dereg_mr(cn->smr);
+	for (uint32_t i = 0; i < cn->nsch; i++) {
+		(void)rpcrdma_dereg_mr(cn->sch[i].mr);
+		rr_free_pages(env, cn->sch[i].mem,
+			      (size_t)cn->sch[i].n * cn->ssize + (i ? 0 : 4));
+	}
 	if (cn->cq)
 		(void)rpcrdma_cq_destroy(cn->cq);
-	if (cn->pd)
+	if (cn->pd && cn->own_pd)
 		(void)rpcrdma_pd_free(cn->pd);
 	rr_free_pages(env, cn->rbuf, (size_t)cn->nrecv * cn->rsize);
-	rr_free_pages(env, cn->sbuf, (size_t)cn->nsend * cn->ssize + 4);
+	if (cn->pool && !--cn->pool->conns)
+		cn->pool->empty_since = tp_now_ns(cn->ep);
 	rr_free(env, cn->sfree);
 	rr_free(env, cn->stoken);
 	rr_free(env, cn->dwr);
 	rr_free(env, cn->dsge);
-	rr_free(env, cn->dslot);
 	rr_free(env, cn);
 }
 
@@ -179,16 +257,19 @@ void tp_grave_sweep(struct tp_ep *ep)
 
 int tp_post_recv(struct tp_conn *cn, uint32_t idx)
 {
-	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)(cn->rbuf + (size_t)idx * cn->rsize),
-				  cn->rsize, rpcrdma_mr_lkey(cn->rmr)};
+	struct rpcrdma_sge sge;
 	struct rpcrdma_recv_wr wr = {WRID(WR_RECV, idx), NULL, &sge, 1};
 
+	if (cn->pool)
+		return tp_pool_repost(cn->pool, idx);
+	sge = (struct rpcrdma_sge){(uint64_t)(uintptr_t)(cn->rbuf + (size_t)idx * cn->rsize),
+				   cn->rsize, rpcrdma_mr_lkey(cn->rmr)};
 	return rpcrdma_post_recv(cn->qp, &wr, NULL);
 }
 
 int tp_post_all_recvs(struct tp_conn *cn)
 {
-	for (uint32_t i = 0; i < cn->nrecv; i++) {
+	for (uint32_t i = 0; !cn->pool && i < cn->nrecv; i++) {
 		int rc = tp_post_recv(cn, i);
 
 		if (rc)
@@ -197,14 +278,21 @@ int tp_post_all_recvs(struct tp_conn *cn)
 	return 0;
 }
 
-static uint8_t *slot_buf(struct tp_conn *cn, uint32_t slot)
+static uint8_t *slot_buf(const struct tp_conn *cn, uint32_t slot)
 {
-	return cn->sbuf + (size_t)slot * cn->ssize;
+	const struct tp_slots *k = slots_of(cn, slot);
+
+	return k->mem + (size_t)(slot - k->first) * cn->ssize;
+}
+
+static uint32_t slot_lkey(const struct tp_conn *cn, uint32_t slot)
+{
+	return rpcrdma_mr_lkey(slots_of(cn, slot)->mr);
 }
 
 static void slot_put(struct tp_conn *cn, uint32_t slot)
 {
-	if (slot < cn->nsend && cn->nsfree < cn->nsend)
+	if (slot < cn->nslots && cn->nsfree < cn->nslots)
 		cn->sfree[cn->nsfree++] = slot;
 }
 
@@ -301,31 +389,29 @@ static int conn_inv(struct tp_conn *cn, struct rr_conn_mem *m, uint64_t token)
 
 static uint8_t *conn_slot_get(struct tp_conn *cn, uint32_t *slot, uint32_t *cap)
 {
-	if (!cn || cn->dead || !cn->nsfree)
+	if (!cn || cn->dead || (!cn->nsfree && slots_grow(cn)))
 		return NULL;
 	*slot = cn->sfree[--cn->nsfree];
 	*cap = cn->ssize;
 	return slot_buf(cn, *slot);
 }
 
-/* The per-slot work request storage of deferred Replies (on first use). */
+/* The work request storage of deferred Replies (on first use): room for
+ * SV_DEFER_MAX of them, posted before one more is deferred. */
 static bool defer_ready(struct tp_conn *cn)
 {
 	const struct rpcrdma_env *env = cn->ep->env;
 
 	if (cn->dwr)
 		return true;
-	cn->dwr = rr_zalloc(env, sizeof(*cn->dwr) * cn->nsend * SV_DEFER_WR);
-	cn->dsge = rr_zalloc(env, sizeof(*cn->dsge) * cn->nsend * SV_DEFER_WR);
-	cn->dslot = rr_zalloc(env, sizeof(*cn->dslot) * cn->nsend);
-	if (cn->dwr && cn->dsge && cn->dslot)
+	cn->dwr = rr_alloc(env, sizeof(*cn->dwr) * SV_DEFER_MAX * SV_DEFER_WR);
+	cn->dsge = rr_alloc(env, sizeof(*cn->dsge) * SV_DEFER_MAX * SV_DEFER_WR);
+	if (cn->dwr && cn->dsge)
 		return true;
 	rr_free(env, cn->dwr);
 	rr_free(env, cn->dsge);
-	rr_free(env, cn->dslot);
 	cn->dwr = NULL;
 	cn->dsge = NULL;
-	cn->dslot = NULL;
 	return false;
 }
 
@@ -343,10 +429,10 @@ static void build_wrs(struct tp_conn *cn, const struct rr_conn_send *s,
 			sge[i] = (struct rpcrdma_sge){(uint64_t)(uintptr_t)w->src, w->len,
 						      w->mem->lkey};
 		} else {
-			/* XDR pad: from the zero bytes after the send slots */
+			/* XDR pad: from the zero bytes after the first slots */
 			sge[i] = (struct rpcrdma_sge){
-				(uint64_t)(uintptr_t)(cn->sbuf + (size_t)cn->nsend * cn->ssize),
-				w->len, rpcrdma_mr_lkey(cn->smr)};
+				(uint64_t)(uintptr_t)(cn->sch[0].mem + (size_t)cn->sch[0].n * cn->ssize),
+				w->len, rpcrdma_mr_lkey(cn->sch[0].mr)};
 		}
 		wr[i].wr_id = WRID(WR_WRITE, 0);
 		wr[i].sg_list = &sge[i];
@@ -359,7 +445,7 @@ static void build_wrs(struct tp_conn *cn, const struct rr_conn_send *s,
 		wr[i].next = &wr[i + 1];
 	}
 	sge[n] = (struct rpcrdma_sge){(uint64_t)(uintptr_t)slot_buf(cn, s->slot), s->len,
-				      rpcrdma_mr_lkey(cn->smr)};
+				      slot_lkey(cn, s->slot)};
 	wr[n].wr_id = WRID(WR_SEND, s->slot);
 	wr[n].sg_list = &sge[n];
 	wr[n].num_sge = 1;
@@ -379,7 +465,7 @@ void tp_post_deferred(struct tp_conn *cn)
 		return;
 	cn->ndefer = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		struct rpcrdma_send_wr *w = &cn->dwr[(size_t)cn->dslot[i] * SV_DEFER_WR];
+		struct rpcrdma_send_wr *w = &cn->dwr[(size_t)i * SV_DEFER_WR];
 
 		if (tail)
 			tail->next = w;
@@ -413,11 +499,11 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 			   tp_now_ns(cn->ep) - cn->defer_t0 > SV_DEFER_NS))
 		tp_post_deferred(cn);
 	if (cn->ep->defer && s->nwrites < SV_DEFER_WR && defer_ready(cn)) {
-		build_wrs(cn, s, &cn->dwr[(size_t)s->slot * SV_DEFER_WR],
-			  &cn->dsge[(size_t)s->slot * SV_DEFER_WR]);
+		build_wrs(cn, s, &cn->dwr[(size_t)cn->ndefer * SV_DEFER_WR],
+			  &cn->dsge[(size_t)cn->ndefer * SV_DEFER_WR]);
 		if (!cn->ndefer)
 			cn->defer_t0 = tp_now_ns(cn->ep);
-		cn->dslot[cn->ndefer++] = s->slot;
+		cn->ndefer++;
 		return 0;
 	}
 	if (s->nwrites + 1 > RR_ARRAY_SIZE(wstack)) {
@@ -520,7 +606,22 @@ static int s_post_recv(void *ctx, uint32_t idx)
 {
 	struct tp_conn *cn = ctx;
 
+	if (cn->dead && cn->pool) {
+		tp_pool_consumed(cn->pool, idx);   /* counted by the pool itself */
+		return 1;
+	}
 	return cn->dead ? -ENOTCONN : tp_post_recv(cn, idx);
+}
+
+/* Each grant's increase, before the peer can learn of it: the provider
+ * lets the connection take that many more Receives from the shared queue
+ * (where it can bound it: rpcrdma_qp_recv_quota). */
+static void s_recv_quota(void *ctx, uint32_t add)
+{
+	struct tp_conn *cn = ctx;
+
+	if (cn->pool && cn->pool->quota && cn->qp)
+		(void)rpcrdma_qp_recv_quota(cn->qp, add);
 }
 
 static void s_deliver(void *ctx, struct rr_conn_sreq *r)
@@ -560,7 +661,7 @@ static void s_close(void *ctx)
 const struct rr_conn_io tp_server_io = {
 	.reg = s_reg, .unreg = s_unreg, .inv = s_inv, .slot_get = s_slot_get,
 	.slot_put = s_slot_put, .send = s_send, .read = s_read, .post_recv = s_post_recv,
-	.deliver = s_deliver, .sent = s_sent, .close = s_close,
+	.recv_quota = s_recv_quota, .deliver = s_deliver, .sent = s_sent, .close = s_close,
 };
 
 /* ---- client: ctx is the client, the connection its current one ---- */
@@ -657,6 +758,14 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 	}
 	if (t == WR_SEND)
 		slot_put(cn, (uint32_t)WRVAL(wc->wr_id));
+	if (t == WR_RECV && cn->pool &&
+	    (cn->dead || cn->closing || wc->status != RPCRDMA_WC_SUCCESS)) {
+		/* a Receive of the shared queue no session takes: back to it */
+		tp_pool_consumed(cn->pool, (uint32_t)WRVAL(wc->wr_id));
+		if (!cn->dead && !cn->closing)
+			conn_close(cn);
+		return;
+	}
 	/* A dead connection's completions (flushed) tell the session
 	 * nothing: rr_conn_down settled everything it had in flight. */
 	if (cn->dead || cn->closing)
@@ -670,13 +779,17 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 		return;
 	}
 	switch (t) {
-	case WR_RECV:
+	case WR_RECV: {
+		uint32_t idx = (uint32_t)WRVAL(wc->wr_id);
+
 		cn->last_rx_ns = tp_now_ns(cn->ep);
-		rr_conn_on_recv(cn->sess, (uint32_t)WRVAL(wc->wr_id),
-				cn->rbuf + (size_t)WRVAL(wc->wr_id) * cn->rsize,
+		rr_conn_on_recv(cn->sess, idx,
+				cn->pool ? tp_pool_buf(cn->pool, idx)
+					 : cn->rbuf + (size_t)idx * cn->rsize,
 				RR_MIN(wc->byte_len, cn->rsize),
 				(wc->flags & RPCRDMA_WC_WITH_INV) != 0, wc->invalidated_stag);
 		break;
+	}
 	case WR_SEND:
 		rr_conn_on_send(cn->sess, cn->stoken[WRVAL(wc->wr_id)], 0);
 		break;

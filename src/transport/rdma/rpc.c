@@ -297,6 +297,11 @@ static int sv_create_on(const char *provider, const struct rr_xprt_target *t,
 	conf.env = p->env;
 	conf.provider = provider;
 	conf.credits = RR_CRED_GRANT_DEFAULT;
+	if (p->credits) {
+		/* a fixed grant: own Receives, as Linux svcrdma */
+		conf.credits = RR_MIN(p->credits, 65535u);
+		conf.no_srq = true;
+	}
 	if (p->max_msg)
 		conf.max_call = (uint32_t)RR_MIN(p->max_msg, (size_t)UINT32_MAX / 2);
 	conf.max_conns = p->max_conns;

@@ -426,6 +426,7 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 	rr_free(env, s->pfd);
 	rr_free(env, s->pcns);
 	tp_grave_sweep(&s->ep);
+	tp_sv_pools_free(s);   /* after every connection that used them */
 	tp_ep_fini(&s->ep);
 	rr_free(env, s);
 }

@@ -3,11 +3,15 @@
 /* The RDMA server's connections: a connection request admitted within the
  * connection limits (docs/security.md "Limits": total, per source host;
  * refused before anything is allocated; half-open ones shed when file
- * descriptors run out), accepted with our private data and given its own
- * session (proto/conn); CM events; a connection lost (its session settles
- * what it had, its push-mode regions are released) or closed for silence
- * (idle_timeout_ms); and the chores after each turn of the server loop
- * (server.c): deferred Replies posted, sent upcalls run. */
+ * descriptors run out) and within its progress thread's shared receive
+ * pool (pool.c: the pool must have room for the Receive of its first Call;
+ * created with the first connection; without shared receive queues each
+ * connection has its own Receives), accepted with our private data and
+ * given its own session (proto/conn); CM events; a connection lost (its
+ * session settles what it had, its push-mode regions are released) or
+ * closed for silence (idle_timeout_ms); and the chores after each turn of
+ * the server loop (server.c): deferred Replies posted, sent upcalls run,
+ * the pools refilled. */
 #include "transport/rdma/tp_int.h"
 
 #include <arpa/inet.h>
@@ -91,14 +95,89 @@ static bool over_limits(struct rr_tp_server *s, const struct sockaddr_storage *p
  * turns left them waiting for seconds while a storm of connections was set
  * up (issue 12 finding 7). Nothing else sees @cn before it is linked into
  * s->conns; tp_conn_new reads only what is fixed at creation. */
-static struct tp_conn *conn_new_unlocked(struct rr_tp_server *s, uint32_t n)
+static struct tp_conn *conn_new_unlocked(struct rr_tp_server *s, struct tp_pool *pool, uint32_t n)
 {
 	struct tp_conn *cn;
 
 	pthread_mutex_unlock(&s->ep.lock);
-	cn = tp_conn_new(&s->ep, n, n + 8);
+	cn = pool ? tp_conn_new_pooled(&s->ep, pool, n + 8) : tp_conn_new(&s->ep, n, n + 8);
 	pthread_mutex_lock(&s->ep.lock);
+	if (cn && pool)
+		pool->conns++;   /* tp_conn_free counts it out */
 	return cn;
+}
+
+/* The shared receive pool of progress thread @key, made with its first
+ * connection (lock held); NULL: each connection has its own Receives (no
+ * shared receive queues, or the configuration says so). Where the pool's
+ * connections must share its PD (verbs: no RPCRDMA_CAP_SRQ_ANY_PD), none
+ * of them may expose memory that another could reach with its STag: a
+ * reliable-reply Read chunk only in a window bound to its QP (or reliable
+ * reply is not offered), and no push-mode regions (RDMA Commit is not
+ * offered). */
+static struct tp_pool *pool_of(struct rr_tp_server *s, unsigned key)
+{
+	struct tp_ep *ep = &s->ep;
+	struct rpcrdma_caps caps;
+
+	if (s->no_pool || ep->conf.no_srq || key >= TP_POOLS_MAX)
+		return NULL;
+	if (!s->pools[key]) {
+		if (tp_pool_create(ep, key, &s->pools[key])) {
+			s->no_pool = true;
+			return NULL;
+		}
+		if (s->pools[key]->share_pd) {
+			ep->conf.ext_caps &= ~RR_PD_EXT_CAP_RDMA_COMMIT;
+			if (!ep->conf.use_windows || rpcrdma_query(ep->ctx, &caps) ||
+			    !(caps.flags & RPCRDMA_CAP_INVALIDATABLE))
+				ep->conf.ext_caps &= ~RR_PD_EXT_CAP_RELIABLE_REPLY;
+		}
+	}
+	return s->pools[key];
+}
+
+/* Each turn: the pools' limit events and refills; a pool whose
+ * connections have all been gone for TP_POOL_RETIRE_NS is freed (the
+ * Receives posted in its queue go back to the system only that way after
+ * the connections that needed them left: memory after churn), and made
+ * again by the next connection. */
+void tp_sv_pools_tick(struct rr_tp_server *s)
+{
+	for (unsigned i = 0; i < TP_POOLS_MAX; i++) {
+		struct tp_pool *p = s->pools[i];
+
+		if (!p)
+			continue;
+		if (!p->conns && tp_now_ns(&s->ep) - p->empty_since >= TP_POOL_RETIRE_NS) {
+			tp_pool_destroy(p);
+			s->pools[i] = NULL;
+			rr_mem_trim_due(s->ep.env);
+			continue;
+		}
+		tp_pool_tick(p);
+	}
+}
+
+int rr_tp_server_pool(struct rr_tp_server *s, unsigned key, struct rr_cred_pool *out)
+{
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&s->ep.lock);
+	if (key < TP_POOLS_MAX && s->pools[key]) {
+		*out = s->pools[key]->cred;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&s->ep.lock);
+	return rc;
+}
+
+void tp_sv_pools_free(struct rr_tp_server *s)
+{
+	for (unsigned i = 0; i < TP_POOLS_MAX; i++) {
+		tp_pool_destroy(s->pools[i]);
+		s->pools[i] = NULL;
+	}
 }
 
 /* Refuses connection request @id (an MPA Reject on soft; rdma_cm's
@@ -159,6 +238,7 @@ void tp_sv_idle_sweep(struct rr_tp_server *s)
  * (the request is refused). */
 static struct tp_conn *accept_new(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
 {
+	struct tp_pool *pool = pool_of(s, 0);
 	struct rr_conn_config cfg;
 	uint32_t n = s->ep.conf.credits + 4;
 	struct tp_conn *cn;
@@ -167,30 +247,46 @@ static struct tp_conn *accept_new(struct rr_tp_server *s, const struct rpcrdma_c
 	 * await its RDMA_DONE (docs/protocol.md "Credits"). */
 	if (s->ep.conf.ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY)
 		n += s->ep.conf.rrep_max;
-	cn = conn_new_unlocked(s, n);
+	/* admission: the pool must hold the Receive of its first Call */
+	if (pool && !rr_cred_pool_room(&pool->cred)) {
+		pool->cred.refused++;
+		return NULL;
+	}
+	cn = conn_new_unlocked(s, pool, n);
 	if (cn && !tp_conn_ok(cn) && (cn->err == -EMFILE || cn->err == -ENFILE) &&
 	    s->listen_id && rr_cm_listen_shed(s->listen_id, SV_SHED_HANDSHAKES) > 0) {
 		/* out of file descriptors: half-open connections (peers that
 		 * never sent their MPA Request) give theirs to this one, which
 		 * completed its handshake */
 		tp_conn_free(cn);
-		cn = conn_new_unlocked(s, n);
+		cn = conn_new_unlocked(s, pool, n);
 	}
 	/* stopped meanwhile (rr_tp_server_stop): refused as above */
-	if (!tp_conn_ok(cn) || s->stopping || tp_post_all_recvs(cn)) {
+	if (!tp_conn_ok(cn) || s->stopping || tp_post_all_recvs(cn) ||
+	    (pool && !rr_cred_pool_room(&pool->cred))) {
 		tp_conn_free(cn);
 		return NULL;
 	}
 	cn->io = s->io;
 	cn->io.ctx = cn;
 	tp_sess_config(&s->ep, &cfg);
+	cfg.pool = pool ? &pool->cred : NULL;
 	if (rr_conn_create(&cfg, &cn->io, &cn->sess)) {
 		tp_conn_free(cn);
 		return NULL;
 	}
 	cn->has_peer = rpcrdma_cm_peer_addr(ev->id, &cn->peer) == 0;
-	rr_conn_up(cn->sess, ev->private_data, ev->private_data_len, n, 1,
+	/* joins the pool and sets the connection's receive quota */
+	rr_conn_up(cn->sess, ev->private_data, ev->private_data_len, pool ? 0 : n, 1,
 		   cn->has_peer ? host_key(&cn->peer) : 0);
+	if (pool) {
+		tp_pool_fill(pool);   /* its first Call's Receive, posted now */
+		if (!rr_cred_pool_safe(&pool->cred)) {
+			tp_conn_free(cn);   /* no memory for it */
+			tp_pool_fill(pool);
+			return NULL;
+		}
+	}
 	return cn;
 }
 
@@ -343,6 +439,7 @@ void tp_sv_sent_upcalls(struct rr_tp_server *s)
  * another request: its Reply is posted now, not at the next wake-up). */
 void tp_sv_after_upcalls(struct rr_tp_server *s)
 {
+	tp_sv_pools_tick(s);   /* what this turn's Replies granted, posted */
 	for (;;) {
 		for (struct tp_conn *cn = s->conns; cn; cn = cn->next)
 			tp_post_deferred(cn);

@@ -120,6 +120,17 @@ struct rr_tp_conf {
 	uint32_t send_timeout_ms;
 	const struct rpcrdma_env *rrep_clock; /* clock of those timeouts
 					   (NULL: @env); tests: virtual */
+	/* Responder, Receives (docs/protocol.md "Credits"): with a provider
+	 * that has shared receive queues (RPCRDMA_CAP_SRQ) the connections of
+	 * a progress thread draw their Receives from one queue, grown and
+	 * shrunk with the messages in flight, each connection's grant
+	 * following its demand; without, or with @no_srq, each connection has
+	 * its own credits + 4 (+ rrep_max) Receives. */
+	bool no_srq;
+	uint32_t pool_recvs;            /* Receives one shared queue may hold
+					   (0: RR_TP_POOL_RECVS, at most the
+					   provider's max_srq_wr): a connection
+					   needs one at least (admission) */
 };
 
 /* Inline threshold policy (docs/transport.md "Inline thresholds"). On the
@@ -134,6 +145,7 @@ struct rr_tp_conf {
 #define RR_TP_MIN_CREDITS 8u
 #define RR_TP_REPLY_MEM_PER_CONN (16ull << 20)
 #define RR_TP_REPLY_MEM_TOTAL (256ull << 20)
+#define RR_TP_POOL_RECVS 65536u
 
 void rr_tp_conf_default(struct rr_tp_conf *c);
 /* The policy as applied by rr_tp_client_create / rr_tp_server_create (for
@@ -287,6 +299,10 @@ void rr_tp_server_destroy(struct rr_tp_server *s);
 void rr_tp_server_stats(struct rr_tp_server *s, struct rr_xprt_stats *out);
 /* Live connections. */
 unsigned rr_tp_server_conns(struct rr_tp_server *s);
+/* Tests: the accounting of progress thread @key's shared receive pool (a
+ * copy): 0, or -ENOENT when it has none (no connection yet, retired, or
+ * connections with their own Receives). */
+int rr_tp_server_pool(struct rr_tp_server *s, unsigned key, struct rr_cred_pool *out);
 /* Reliable reply, test hooks: registrations exposing Replies whose STag is
  * still valid (0 once every Read chunk was invalidated), and Replies waiting
  * in the per-connection tables for their RDMA_DONE. */

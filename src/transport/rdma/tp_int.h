@@ -38,6 +38,17 @@ enum { WR_RECV = 1, WR_SEND = 2, WR_TOKEN = 3, WR_BIND = 4, WR_WRITE = 5, WR_PUS
 
 struct tp_ep;
 struct tp_expo;
+struct tp_pool;
+
+/* Send slots are grown by need: chunks of TP_SLOTS_FIRST, then doubling,
+ * up to the connection's nsend, each mapped and registered once. */
+#define TP_SLOTS_FIRST 4u
+#define TP_SLOT_CHUNKS 24
+struct tp_slots {
+	uint8_t *mem;
+	struct rpcrdma_mr *mr;
+	uint32_t first, n;           /* slots [first, first + n) */
+};
 
 /* One connection (either role). */
 struct tp_conn {
@@ -48,21 +59,23 @@ struct tp_conn {
 	struct rpcrdma_cq *cq;
 	struct rpcrdma_qp *qp;
 	struct rpcrdma_cm_id *id;
-	uint8_t *rbuf;
+	bool own_pd;                 /* @pd is the connection's (else its pool's) */
+	struct tp_pool *pool;        /* responder: Receives of a shared queue */
+	uint8_t *rbuf;               /* its own Receives (no pool) */
 	struct rpcrdma_mr *rmr;
 	uint32_t nrecv, rsize;
-	uint8_t *sbuf;               /* send slots, then 4 zero bytes (pad source) */
-	struct rpcrdma_mr *smr;
-	uint32_t nsend, ssize;
+	struct tp_slots sch[TP_SLOT_CHUNKS]; /* send slots; after the first
+					chunk's, 4 zero bytes (pad source) */
+	uint32_t nsch, nslots;       /* chunks and slots allocated */
+	uint32_t nsend, ssize;       /* slots at most, bytes each */
 	uint32_t *sfree;
 	uint32_t nsfree;
 	uint64_t *stoken;            /* per slot: the session's token of its Send */
 	/* responder, Replies answered on the progress thread: their work
-	 * requests per send slot (SV_DEFER_WR each), chained and posted at once
-	 * after the batch of upcalls (sv_post_deferred). */
+	 * requests (SV_DEFER_WR each, in answer order), chained and posted at
+	 * once after the batch of upcalls (tp_post_deferred). */
 	struct rpcrdma_send_wr *dwr;
 	struct rpcrdma_sge *dsge;
-	uint32_t *dslot;             /* slots waiting, in answer order */
 	uint32_t ndefer;
 	uint64_t defer_t0;           /* ns: when the first of them was deferred */
 	uint16_t ord;
@@ -138,8 +151,42 @@ struct rr_tp_client {
 	uint32_t push_seq;
 };
 
+/* A shared receive pool (pool.c). */
+#define TP_POOL_CHUNK 64u        /* Receives mapped and registered at once */
+#define TP_POOL_SPARE 32u        /* free Receives kept posted (rr_cred_pool) */
+#define TP_POOLS_MAX 64          /* one per progress thread */
+struct tp_chunk {
+	uint8_t *mem;                /* NULL: not allocated */
+	struct rpcrdma_mr *mr;
+	uint16_t free[TP_POOL_CHUNK]; /* buffers neither posted nor held */
+	uint32_t nfree;
+};
+struct tp_pool {
+	struct tp_ep *ep;
+	unsigned key;                /* its progress thread */
+	struct rpcrdma_pd *pd;       /* its buffers' (and, with share_pd, its
+					connections') */
+	struct rpcrdma_srq *srq;
+	struct rr_cred_pool cred;    /* the accounting its sessions share */
+	bool share_pd;               /* the provider needs the QPs in @pd */
+	bool quota;                  /* the provider bounds each QP's take */
+	uint32_t rsize;
+	struct tp_chunk *chunks;
+	uint32_t nchunks;
+	uint32_t limit;              /* low-water mark armed (0: none) */
+	uint32_t conns;              /* connections made on it, not yet freed */
+	uint64_t empty_since;        /* ns: when its last connection was freed */
+};
+/* A pool whose connections are all gone is freed after this long (its
+ * queue's posted Receives can go back to the system no other way). */
+#define TP_POOL_RETIRE_NS 1000000000ull
+
 struct rr_tp_server {
 	struct tp_ep ep;
+	/* shared receive pools by progress thread (created with the first
+	 * connection of each; none: no_pool) */
+	struct tp_pool *pools[TP_POOLS_MAX];
+	bool no_pool;
 	struct rpcrdma_cm_id *listen_id;
 	int port;                /* listening port */
 	bool stopping;           /* rr_tp_server_stop: refuse new connections */
@@ -183,8 +230,29 @@ int tp_encode_pd(const struct tp_ep *ep, uint8_t *buf, size_t cap);
 /* A session configuration for a connection of @ep. */
 void tp_sess_config(const struct tp_ep *ep, struct rr_conn_config *cfg);
 
+/* pool.c */
+/* A pool for progress thread @key: -EOPNOTSUPP without shared receive
+ * queues, or a provider error. */
+int tp_pool_create(struct tp_ep *ep, unsigned key, struct tp_pool **out);
+/* After every connection of it was freed. */
+void tp_pool_destroy(struct tp_pool *p);
+uint8_t *tp_pool_buf(const struct tp_pool *p, uint32_t id);
+/* Posts what the accounting wants (rr_cred_pool_want) and arms the
+ * low-water mark. */
+void tp_pool_fill(struct tp_pool *p);
+/* Receive @id completed and was taken out: posted again (0), released (1:
+ * the pool shrinks, rr_cred_pool_keep), or a negative errno. */
+int tp_pool_repost(struct tp_pool *p, uint32_t id);
+/* Receive @id completed with no session to count it (a dead connection's,
+ * a flush): counted lost, then as tp_pool_repost. */
+void tp_pool_consumed(struct tp_pool *p, uint32_t id);
+/* Each turn of the progress loop: the limit event, then tp_pool_fill. */
+void tp_pool_tick(struct tp_pool *p);
+
 /* conn.c */
 struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend);
+/* A responder connection whose Receives come from @pool. */
+struct tp_conn *tp_conn_new_pooled(struct tp_ep *ep, struct tp_pool *pool, uint32_t nsend);
 bool tp_conn_ok(const struct tp_conn *cn);
 void tp_conn_free(struct tp_conn *cn);
 void tp_conn_bury(struct tp_conn *cn);
@@ -228,6 +296,10 @@ void tp_sv_timers(struct rr_tp_server *s, struct tp_conn *cn);
 void tp_sv_idle_sweep(struct rr_tp_server *s);
 void tp_sv_poll_grow(struct rr_tp_server *s);
 void tp_sv_sent_upcalls(struct rr_tp_server *s);
+/* The pools' turn (limit events, refills); rr_tp_server_destroy frees them
+ * after the connections. */
+void tp_sv_pools_tick(struct rr_tp_server *s);
+void tp_sv_pools_free(struct rr_tp_server *s);
 
 /* push_wc.c */
 void tp_push_wc(struct rr_tp_client *c, struct tp_conn *cn, const struct rpcrdma_wc *wc);

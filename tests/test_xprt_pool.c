@@ -1,0 +1,363 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* The responder's shared receive pool in the transport (src/transport/rdma/
+ * pool.c, server_conns.c) over the soft provider: many connections draw
+ * their Receives from one queue whose size follows the Calls in flight, not
+ * connections x credits; grants follow demand (a client with many Calls
+ * queued ramps up to the configured maximum, an idle one holds little);
+ * the accounting stays safe at every check (Receives posted >= what every
+ * peer may send); a peer flooding beyond its grant loses its connection at
+ * its receive quota while the others keep going without a reconnection;
+ * and once every connection left, the pool is given back (the next
+ * connection makes a new one). */
+#include <stdlib.h>
+
+#include "proto/conn/credits.h"
+#include "rdma/soft/soft.h"
+#include "test.h"
+#include "xprt_harness.h"
+
+/* A small Call (12 bytes: XID, CALL, 7), answered inline with 16 bytes. */
+struct prpc {
+	struct rr_conn_rpc r;
+	uint8_t call[12];
+	struct rr_xprt_part part;
+};
+
+static void p_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r);
+
+static struct rr_tp_server *p_srv;
+
+static void p_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
+{
+	uint8_t hdr[16];
+	struct rr_xprt_part part = {hdr, sizeof(hdr), false};
+
+	(void)sq;
+	rr_put_be32(hdr, r->xid);
+	rr_put_be32(hdr + 4, 1);
+	rr_put_be32(hdr + 8, 0);
+	rr_put_be32(hdr + 12, 0x600d);
+	(void)rr_tp_server_reply(p_srv, r, &part, 1, NULL);
+	rr_tp_server_done(p_srv, r);
+}
+
+static void p_submit(struct rr_th_cl *c, struct prpc *p, uint32_t xid)
+{
+	memset(p, 0, sizeof(*p));
+	rr_put_be32(p->call, xid);
+	rr_put_be32(p->call + 4, 0);
+	rr_put_be32(p->call + 8, 7);
+	p->part = (struct rr_xprt_part){p->call, 12, false};
+	p->r.xid = xid;
+	p->r.parts = &p->part;
+	p->r.nparts = 1;
+	p->r.max_reply = 256;
+	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
+}
+
+static void p_release(struct rr_th_cl *c, struct prpc *p, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		CHECK_EQ(p[i].r.status, 0);
+		CHECK_EQ(p[i].r.reply_len, 16);
+		rr_tp_client_release_reply(c->tp, &p[i].r);
+	}
+}
+
+static bool pool_safe(struct rr_tp_server *s)
+{
+	struct rr_cred_pool cp;
+
+	if (rr_tp_server_pool(s, 0, &cp))
+		return true;
+	return cp.posted >= cp.reserved && cp.posted <= cp.cap;
+}
+
+enum { NCL = 24, BURST = 48 };
+
+/* 24 connections: rounds of bursts of 48 Calls each (the accounting safe
+ * after every round), then rounds of one Call at a time on each: the
+ * grants come down with those Replies and the pool with them, to far
+ * below what 24 connections with their own credits + 4 would post; the
+ * grant of a connection used one Call at a time comes back down to 2 at
+ * most. No connection is lost on the way. */
+TEST(xprt_pool_connections_share_one_queue)
+{
+	struct rr_tp_conf sc, cc;
+	struct rr_th_sq sq;
+	static struct rr_th_cl c[NCL];
+	static struct prpc p[NCL][BURST];
+	struct rr_cred_pool cp;
+	struct rr_xprt_stats st;
+	struct rr_xprt_params prm;
+	uint32_t grant = 0, xid = 0x1000;
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	memset(&sq, 0, sizeof(sq));
+	rr_th_sq_init(&sq, p_answer);
+	rr_tp_conf_default(&sc);
+	rr_tp_conf_default(&cc);
+	sc.credits = 32;
+	cc.credits = 64;
+	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &p_srv), 0);
+	rr_th_sq_start(&sq);
+	port = rr_tp_server_port(p_srv);
+	for (unsigned i = 0; i < NCL; i++)
+		REQUIRE_EQ(rr_th_cl_start(&c[i], &cc, port, rr_th_cl_count), 0);
+	REQUIRE_EQ(rr_tp_server_pool(p_srv, 0, &cp), 0);
+	CHECK(cp.shared);
+	CHECK_EQ(cp.members, NCL);
+	for (unsigned round = 0; round < 4; round++) {
+		for (unsigned i = 0; i < NCL; i++)
+			for (unsigned k = 0; k < BURST; k++)
+				p_submit(&c[i], &p[i][k], xid++);
+		for (unsigned i = 0; i < NCL; i++) {
+			CHECK(rr_th_cl_wait(&c[i], BURST * (round + 1), 10000));
+			p_release(&c[i], p[i], BURST);
+		}
+		CHECK(pool_safe(p_srv));
+	}
+	REQUIRE_EQ(rr_tp_server_pool(p_srv, 0, &cp), 0);
+	printf("  after the bursts: %u Receives posted, %u reserved, %u connections, cap %u; "
+	       "%llu grants clipped\n", cp.posted, cp.reserved, cp.members, cp.cap,
+	       (unsigned long long)cp.clipped);
+	/* (a queue gives its Receives back only as they are consumed: enough
+	 * rounds for every connection's grant to come down and for the
+	 * Receives posted beyond twice the spare to be used once) */
+	for (unsigned k = 0; k < 6 * RR_CRED_WINDOW; k++) {
+		for (unsigned i = 0; i < NCL; i++)
+			p_submit(&c[i], &p[i][0], xid++);
+		for (unsigned i = 0; i < NCL; i++) {
+			CHECK(rr_th_cl_wait(&c[i], BURST * 4 + k + 1, 10000));
+			p_release(&c[i], p[i], 1);
+		}
+	}
+	CHECK(pool_safe(p_srv));
+	REQUIRE_EQ(rr_tp_server_pool(p_srv, 0, &cp), 0);
+	printf("  after single Calls: %u Receives posted, %u reserved\n", cp.posted, cp.reserved);
+	/* own Receives would be 24 x (32 + 4) = 864 */
+	CHECK(cp.posted < NCL * (32 + 4) / 4);
+	rr_tp_server_stats(p_srv, &st);
+	CHECK(st.pool_grown > 0);
+	CHECK_EQ(st.credit_overruns, 0);
+	CHECK_EQ(st.fatal_errors, 0);
+	/* a burst on one connection again ... */
+	for (unsigned k = 0; k < BURST; k++)
+		p_submit(&c[0], &p[0][k], xid++);
+	CHECK(rr_th_cl_wait(&c[0], BURST * 5 + 6 * RR_CRED_WINDOW, 10000));
+	p_release(&c[0], p[0], BURST);
+	REQUIRE_EQ(rr_tp_client_params(c[0].tp, &prm, &grant), 0);
+	printf("  a busy connection's grant: %u\n", grant);
+	/* ... and, one Call at a time, comes back down */
+	for (unsigned k = 0; k < 4 * RR_CRED_WINDOW; k++) {
+		p_submit(&c[0], &p[0][0], xid++);
+		CHECK(rr_th_cl_wait(&c[0], BURST * 5 + 6 * RR_CRED_WINDOW + k + 1, 10000));
+		p_release(&c[0], p[0], 1);
+	}
+	REQUIRE_EQ(rr_tp_client_params(c[0].tp, &prm, &grant), 0);
+	CHECK(grant <= 2);
+	for (unsigned i = 0; i < NCL; i++) {
+		struct rr_xprt_stats cs;
+
+		rr_tp_client_stats(c[i].tp, &cs);
+		CHECK_EQ(cs.reconnects, 0);
+		rr_th_cl_stop(&c[i]);
+	}
+	rr_th_sq_stop(&sq);
+	rr_tp_server_destroy(p_srv);
+	rr_th_sq_destroy(&sq);
+}
+
+/* A requester that ignores its grant: a raw soft QP that sends 200 Calls in
+ * one chain after its first Reply. The server's provider stops it at its
+ * receive quota (its connection ends; no Receive of the queue meant for
+ * another peer is taken), while a well-behaved client, busy all along,
+ * completes every Call on its one connection. */
+TEST(xprt_pool_flood_beyond_grant_ends_only_that_connection)
+{
+	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
+	struct rr_tp_conf sc, cc;
+	struct rr_th_sq sq;
+	struct rr_th_cl good;
+	struct rr_th_rogue g;
+	static struct prpc p[64];
+	struct rr_xprt_stats cs;
+	uint8_t m[64], r[4096];
+	int port, n;
+	bool ended = false;
+
+	if (!rr_th_soft_ok())
+		return;
+	memset(&sq, 0, sizeof(sq));
+	rr_th_sq_init(&sq, p_answer);
+	rr_tp_conf_default(&sc);
+	rr_tp_conf_default(&cc);
+	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &p_srv), 0);
+	rr_th_sq_start(&sq);
+	port = rr_tp_server_port(p_srv);
+	REQUIRE_EQ(rr_th_cl_start(&good, &cc, port, rr_th_cl_count), 0);
+	REQUIRE_EQ(rr_th_rogue_open(&g, port, pd, sizeof(pd), false), 0);
+	/* a first Call, answered: its grant is small */
+	rr_put_be32(m, 0x77);
+	rr_put_be32(m + 4, 1);
+	rr_put_be32(m + 8, 128);
+	rr_put_be32(m + 12, 0);   /* RDMA_MSG, empty lists */
+	rr_put_be32(m + 16, 0);
+	rr_put_be32(m + 20, 0);
+	rr_put_be32(m + 24, 0);
+	rr_put_be32(m + 28, 0x77);
+	rr_put_be32(m + 32, 0);   /* CALL */
+	rr_put_be32(m + 36, 7);
+	n = rr_th_rogue_xchg(&g, m, 40, r, 5000);
+	REQUIRE(n >= 28);
+	CHECK(rr_get_be32(r + 8) >= 1 && rr_get_be32(r + 8) <= 4);
+	/* the good client is busy meanwhile */
+	for (unsigned k = 0; k < 64; k++)
+		p_submit(&good, &p[k], 0x9000 + k);
+	/* 200 Calls in one chain, whatever the grant */
+	{
+		struct rpcrdma_sge sge[200];
+		struct rpcrdma_send_wr wr[200];
+
+		for (unsigned i = 0; i < 200; i++) {
+			uint8_t *b = g.sbuf + (i % 64) * 64;
+
+			memcpy(b, m, 40);
+			rr_put_be32(b, 0x100 + i);
+			rr_put_be32(b + 28, 0x100 + i);
+			sge[i] = (struct rpcrdma_sge){(uint64_t)(uintptr_t)b, 40,
+						      rpcrdma_mr_lkey(g.smr)};
+			memset(&wr[i], 0, sizeof(wr[i]));
+			wr[i].wr_id = 5000 + i;
+			wr[i].sg_list = &sge[i];
+			wr[i].num_sge = 1;
+			wr[i].opcode = RPCRDMA_WR_SEND;
+			wr[i].next = i + 1 < 200 ? &wr[i + 1] : NULL;
+		}
+		wr[199].flags = RPCRDMA_SEND_SIGNALED;
+		(void)rpcrdma_post_send(g.qp, wr, NULL);
+	}
+	/* its connection ends (the Terminate of its quota); a few Replies
+	 * to what was within its grant may come first */
+	for (int t = 0; t < 200 && !ended; t++) {
+		n = rr_th_rogue_recv(&g, r, 50);
+		ended = n < 0 || g.disconnected;
+	}
+	CHECK(ended);
+	CHECK(rr_th_cl_wait(&good, 64, 10000));
+	p_release(&good, p, 64);
+	rr_tp_client_stats(good.tp, &cs);
+	CHECK_EQ(cs.reconnects, 0);
+	{
+		struct rr_xprt_stats st;
+
+		/* stopped by the provider at its quota: the session never saw
+		 * a message beyond the grant */
+		rr_tp_server_stats(p_srv, &st);
+		CHECK_EQ(st.credit_overruns, 0);
+	}
+	CHECK(pool_safe(p_srv));
+	rr_th_rogue_close(&g);
+	rr_th_cl_stop(&good);
+	rr_th_sq_stop(&sq);
+	rr_tp_server_destroy(p_srv);
+	rr_th_sq_destroy(&sq);
+}
+
+/* Connections come and go: while they live the pool holds their
+ * reservations; when the last has gone, the reservations are back, and
+ * after TP_POOL_RETIRE_NS the pool itself is freed (its queue's Receives
+ * with it); a new connection gets a new pool and is served. */
+TEST(xprt_pool_given_back_after_churn)
+{
+	struct rr_tp_conf sc, cc;
+	struct rr_th_sq sq;
+	struct rr_th_cl c;
+	struct prpc p[8];
+	struct rr_cred_pool cp;
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	memset(&sq, 0, sizeof(sq));
+	rr_th_sq_init(&sq, p_answer);
+	rr_tp_conf_default(&sc);
+	rr_tp_conf_default(&cc);
+	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &p_srv), 0);
+	rr_th_sq_start(&sq);
+	port = rr_tp_server_port(p_srv);
+	CHECK_EQ(rr_tp_server_pool(p_srv, 0, &cp), -ENOENT);
+	for (unsigned round = 0; round < 20; round++) {
+		REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
+		for (unsigned k = 0; k < 8; k++)
+			p_submit(&c, &p[k], 0x2000 + round * 8 + k);
+		CHECK(rr_th_cl_wait(&c, 8, 10000));
+		p_release(&c, p, 8);
+		REQUIRE_EQ(rr_tp_server_pool(p_srv, 0, &cp), 0);
+		CHECK_EQ(cp.members, 1);
+		CHECK(cp.posted >= cp.reserved);
+		rr_th_cl_stop(&c);
+	}
+	/* all gone: no member, nothing reserved */
+	for (int t = 0; t < 200; t++) {
+		if (rr_tp_server_pool(p_srv, 0, &cp) || (cp.members == 0 && cp.reserved == 0))
+			break;
+		rr_th_sleep_ms(10);
+	}
+	if (rr_tp_server_pool(p_srv, 0, &cp) == 0) {
+		CHECK_EQ(cp.members, 0);
+		CHECK_EQ(cp.reserved, 0);
+	}
+	/* and then the pool goes */
+	for (int t = 0; t < 300 && rr_tp_server_pool(p_srv, 0, &cp) == 0; t++)
+		rr_th_sleep_ms(10);
+	CHECK_EQ(rr_tp_server_pool(p_srv, 0, &cp), -ENOENT);
+	/* a new connection: a new pool */
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
+	p_submit(&c, &p[0], 0x3000);
+	CHECK(rr_th_cl_wait(&c, 1, 10000));
+	p_release(&c, p, 1);
+	CHECK_EQ(rr_tp_server_pool(p_srv, 0, &cp), 0);
+	rr_th_cl_stop(&c);
+	rr_th_sq_stop(&sq);
+	rr_tp_server_destroy(p_srv);
+	rr_th_sq_destroy(&sq);
+}
+
+/* With no_srq (or a provider without shared queues) every connection has
+ * its own Receives and a grant of the configured credits from its first
+ * Reply on, as before: no pool. */
+TEST(xprt_pool_off_gives_fixed_grants)
+{
+	struct rr_tp_conf sc, cc;
+	struct rr_th_sq sq;
+	struct rr_th_cl c;
+	struct prpc p[1];
+	struct rr_cred_pool cp;
+	struct rr_xprt_params prm;
+	uint32_t grant = 0;
+
+	if (!rr_th_soft_ok())
+		return;
+	memset(&sq, 0, sizeof(sq));
+	rr_th_sq_init(&sq, p_answer);
+	rr_tp_conf_default(&sc);
+	rr_tp_conf_default(&cc);
+	sc.no_srq = true;
+	sc.credits = 40;
+	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &p_srv), 0);
+	rr_th_sq_start(&sq);
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(p_srv), rr_th_cl_count), 0);
+	p_submit(&c, &p[0], 0x4000);
+	CHECK(rr_th_cl_wait(&c, 1, 10000));
+	p_release(&c, p, 1);
+	REQUIRE_EQ(rr_tp_client_params(c.tp, &prm, &grant), 0);
+	CHECK_EQ(grant, 40);
+	CHECK_EQ(rr_tp_server_pool(p_srv, 0, &cp), -ENOENT);
+	rr_th_cl_stop(&c);
+	rr_th_sq_stop(&sq);
+	rr_tp_server_destroy(p_srv);
+	rr_th_sq_destroy(&sq);
+}
