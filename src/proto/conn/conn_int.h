@@ -138,6 +138,10 @@ struct rr_conn {
 	struct rr_cred_req rcred;
 	struct rq_call *calls;            /* every Call not completed, newest first */
 	uint32_t live_stags;
+	uint32_t stray_credits;           /* credits of Calls aborted after their
+					     Send, taken until their Replies come
+					     (the responder counts them until it
+					     answers) */
 	bool stray;                       /* a Call aborted after its Send: its
 					     Reply may still come */
 	struct rq_pull *pullq, *pulls;
