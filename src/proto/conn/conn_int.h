@@ -100,7 +100,9 @@ struct rs_exp {
 	uint32_t len;
 	bool valid;                   /* the peer may still use its STag */
 	bool stolen;                  /* invalidated by another XID's RDMA_DONE */
-	struct rs_exp *next;          /* fenced, freed when the connection goes */
+	struct rs_exp *next;          /* rrep_fencing while its Local Invalidate
+					 is in flight; rrep_dead once fenced,
+					 freed when the connection goes */
 } __attribute__((aligned(16)));
 
 /* A Read-chunk Reply waiting for a reservation (reply.c). */
@@ -154,6 +156,7 @@ struct rr_conn {
 	struct rs_req *replying;          /* Replies with RDMA Writes, Send pending */
 	unsigned nreqs;                   /* requests not done */
 	struct rr_rrep_table rrep;
+	struct rs_exp *rrep_fencing;      /* Local Invalidate in flight */
 	struct rs_exp *rrep_dead;
 	uint32_t rrep_forged;
 	uint32_t rrep_live;

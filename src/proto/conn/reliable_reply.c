@@ -106,10 +106,19 @@ static void fence(struct rr_conn *c, struct rs_exp *x, bool reads_over)
 		return;
 	}
 	c->st->local_inv++;
+	/* out of the table: kept here, so that a disconnect before the
+	 * completion still fences it (rs_rrep_down) */
+	x->next = c->rrep_fencing;
+	c->rrep_fencing = x;
 }
 
 void rs_rrep_on_inv(struct rr_conn *c, struct rs_exp *x, int status)
 {
+	for (struct rs_exp **pp = &c->rrep_fencing; *pp; pp = &(*pp)->next)
+		if (*pp == x) {
+			*pp = x->next;
+			break;
+		}
 	retire(c, x, status == 0);
 	if (status)
 		rr_conn_fail(c);
@@ -245,12 +254,19 @@ uint64_t rs_rrep_next(const struct rr_conn *c)
 	return c->rrep.count ? rr_rrep_next_expiry(&c->rrep) : UINT64_MAX;
 }
 
-/* Disconnect: exposed Replies are fenced (their buffers go with the
- * connection). */
+/* Disconnect: exposed Replies are fenced, also those whose Local
+ * Invalidate was in flight (no completion comes for it any more); their
+ * buffers go with the connection. */
 void rs_rrep_down(struct rr_conn *c)
 {
 	struct rr_rrep_entry *e;
 
+	while (c->rrep_fencing) {
+		struct rs_exp *x = c->rrep_fencing;
+
+		c->rrep_fencing = x->next;
+		retire(c, x, false);
+	}
 	if (!c->rrep.env)
 		return;
 	while ((e = rr_rrep_pop(&c->rrep)) != NULL) {
