@@ -389,10 +389,4 @@ void rq_destroy(struct rr_conn *c)
 		k->inv_pending = 0;
 		rq_finish(c, k);
 	}
-	while (c->doneq) {
-		struct rq_done *q = c->doneq;
-
-		c->doneq = q->next;
-		rr_free(c->env, q);
-	}
 }
