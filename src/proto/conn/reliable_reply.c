@@ -219,6 +219,7 @@ int rs_rrep_expose(struct rr_conn *c, struct rs_req *r, struct rr_xprt_reply_pla
 		goto fail;
 	if (rs_credit(c, r, true, grant)) {
 		rr_rrep_remove(&c->rrep, e);
+		rr_rrep_entry_free(&c->rrep, e);
 		goto fail;
 	}
 	x->valid = true;
