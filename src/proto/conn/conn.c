@@ -161,14 +161,18 @@ void rr_conn_on_send(struct rr_conn *c, uint64_t token, int status)
 		rr_conn_fail(c);
 		return;
 	}
-	if (c->cfg.role == RR_CONN_REQUESTER)
-		rq_done_flush(c);
+	rr_conn_on_slot(c);
 }
 
+/* A send slot is free: RDMA_DONEs first (they need no credit), then Calls
+ * that found no slot when their credit came (they wait at the head of the
+ * queue, and nothing else may come to send them: every Reply may be in). */
 void rr_conn_on_slot(struct rr_conn *c)
 {
-	if (c->cfg.role == RR_CONN_REQUESTER)
+	if (c->cfg.role == RR_CONN_REQUESTER) {
 		rq_done_flush(c);
+		rq_pump(c);
+	}
 }
 
 void rr_conn_on_work(struct rr_conn *c, uint64_t token, int status)
