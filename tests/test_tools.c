@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "test.h"
-#include "../tools/fileservice.h"
+#include "../tools/fileservice/fileservice.h"
 
 /* ---- an in-process server over a temporary export ---- */
 

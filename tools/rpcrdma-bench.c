@@ -40,7 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fileservice.h"
+#include "fileservice/fileservice.h"
 #include "rpcrdma/push.h"
 #include "rpcrdma/stats.h"
 

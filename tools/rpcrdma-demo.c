@@ -25,7 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fileservice.h"
+#include "fileservice/fileservice.h"
 #include "hint.h"
 #include "rpcrdma/stats.h"
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fileservice.h"
+#include "fileservice/fileservice.h"
 #include "rpcrdma/stats.h"
 #include "hint.h"
 

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "../../tools/fileservice.h"
+#include "../../tools/fileservice/fileservice.h"
 #include "rpcrdma/stats.h"
 
 /* The byte at offset @i of the test pattern @seed (position-independent, so
