@@ -40,7 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fileservice/fileservice.h"
+#include "fileservice.h"
 #include "rpcrdma/push.h"
 #include "rpcrdma/stats.h"
 

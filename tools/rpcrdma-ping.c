@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fileservice/fileservice.h"
+#include "fileservice.h"
 #include "hint.h"
 
 static volatile sig_atomic_t stop;
