@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Shared scaffolding of the end-to-end transport tests (tests/test_xprt_e2e.c,
- * tests/test_rrep_e2e.c, tests/test_verbsx.c, tests/test_push.c,
- * tests/test_xprt_rpc.c, tests/test_rpc_tcp.c, tests/test_rpc_wire.c,
- * tests/test_fast_server.c, tests/test_soft_idle.c): the soft-provider check,
- * millisecond sleeps, a named thread's wake-ups, loopback rr_tp endpoints, counter
- * waits, a responder request queue with its worker thread, and the ECHO/BULK
- * RPC handlers several tests register. Test code only; compiled into rr-tests
+/* Shared scaffolding of the end-to-end transport tests (tests/transport:
+ * test_xprt_e2e.c, test_reliable_reply_e2e.c, test_mr_fallback.c,
+ * test_push_and_stats.c, test_server_cq_wait.c; tests/rpc: test_rdma_api.c,
+ * test_rpc_api.c, test_tcp_wire.c; tests/soft/test_idle.c): the
+ * soft-provider check, millisecond sleeps, a named thread's wake-ups,
+ * loopback rr_tp endpoints, counter waits, a responder request queue with
+ * its worker thread, and the ECHO/BULK RPC handlers several tests register. Test code only; compiled into rr-tests
  * (tests/xprt_harness.c). */
 #ifndef RR_TESTS_XPRT_HARNESS_H
 #define RR_TESTS_XPRT_HARNESS_H

@@ -1086,12 +1086,12 @@ long rr_rogue_pull_start(struct rr_rogue *g, const struct rr_rogue_reply *rep,
 
 /* ------------------------------------------------------- file service -- */
 
-/* Program and procedures of tools/fileservice.h (not included here: this
+/* Program and procedures of tools/fileservice/fileservice.h (not included here: this
  * file stays independent of the service). */
 #define ROGUE_FS_PROG 0x2f5a0001u
 #define ROGUE_FS_VERS 1u
 
-/* Arguments of the file service (tools/fileservice.h, RFC 4506 XDR):
+/* Arguments of the file service (tools/fileservice/fileservice.h, RFC 4506 XDR):
  *   READ:      string path<> | uint64 offset | uint32 count
  *   WRITE:     string path<> | uint64 offset | uint32 flags | opaque data<>
  *   PUSH_OPEN: string path<> | uint64 size */

@@ -306,7 +306,7 @@ long rr_rogue_pull_start(struct rr_rogue *g, const struct rr_rogue_reply *rep,
  * meanwhile are lost (use only when none is expected). */
 int rr_rogue_reads_wait(struct rr_rogue *g, unsigned ms);
 
-/* ---- the file service (tools/fileservice.h) arguments ---- */
+/* ---- the file service (tools/fileservice/fileservice.h) arguments ---- */
 
 /* READ(path, offset, count). Length of the arguments or -EMSGSIZE. */
 int rr_rogue_fs_read_args(uint8_t *b, size_t cap, const char *path, uint64_t off,

@@ -40,7 +40,7 @@ static uint8_t vx_pat(uint32_t xid, uint32_t i)
 
 /* ---- verbs:// scheme ---- */
 
-TEST(verbsx_scheme_without_device)
+TEST(verbs_scheme_without_device)
 {
 	struct rpcrdma_client *c = NULL;
 	struct rpcrdma_server *s = NULL;
@@ -307,7 +307,7 @@ static int vx_cl_start(const struct rr_tp_conf *conf, int port, struct rr_tp_cli
 /* Every message form with the per-RPC MR fallback on the requester, the
  * responder, or both (and windows on both, as the reference); with reliable
  * reply (modes 0-3) and without (modes 4-5: ERR_CHUNK, Reply chunks). */
-TEST(verbsx_mr_fallback_message_forms)
+TEST(mr_fallback_message_forms)
 {
 	struct {
 		uint32_t reply_n, filler_n, len;
@@ -439,7 +439,7 @@ static int vx_connect(void *a)
  * Write and Reply chunks, and once the RPC completed each of those STags
  * refuses remote access at the provider (deregistered), not only in the
  * transport's count. */
-TEST(verbsx_mr_fallback_stags_dead_after_completion)
+TEST(mr_fallback_stags_dead_after_completion)
 {
 	static const uint8_t apd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3}; /* R = 0 */
 	static struct rr_th_rresp g;
@@ -517,7 +517,7 @@ TEST(verbsx_mr_fallback_stags_dead_after_completion)
 	CHECK_EQ(rr_tp_client_live_stags(x.tp), 0);
 	/* After completion the Write chunk's STag refuses an RDMA Write: the
 	 * requester's provider answers with a Terminate (every chunk kind and
-	 * way of completing: tests/test_fence.c). The sink is untouched. */
+	 * way of completing: tests/transport/test_fence.c). The sink is untouched. */
 	memset(g.data, 0x5a, 64);
 	CHECK_EQ(rr_th_rresp_rdma(&g, true, h.writes[0].segs[0].handle, h.writes[0].segs[0].offset,
 				  64, 0, &vend, 5000), RPCRDMA_WC_REM_ACCESS_ERR);

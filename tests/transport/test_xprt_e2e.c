@@ -332,7 +332,7 @@ static void confs(struct rr_tp_conf *sc, struct rr_tp_conf *cc)
 	sc->credits = 64;
 	cc->connect_timeout_ms = 3000;
 	/* These tests cover plain RFC 8166; reliable reply is covered by
-	 * tests/test_rrep_e2e.c. */
+	 * tests/transport/test_reliable_reply_e2e.c. */
 	sc->ext_caps = 0;
 	cc->ext_caps = 0;
 }

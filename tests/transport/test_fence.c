@@ -25,8 +25,9 @@
  *
  * The responder's own exposures are fenced too, seen by the rogue
  * requester rr_th_rogue: Read chunks of reliable reply in
- * tests/test_rrep_e2e.c (rrep_e2e_fenced_on_the_wire), push-mode regions in
- * tests/test_push.c (push_revoke_then_write). */
+ * tests/transport/test_reliable_reply_e2e.c (rrep_e2e_fenced_on_the_wire),
+ * push-mode regions in tests/transport/test_push_and_stats.c
+ * (push_revoke_then_write). */
 #include "rdma/soft/soft.h"
 #include "test.h"
 #include "transport/rdma/tp.h"
