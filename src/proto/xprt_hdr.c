@@ -143,39 +143,40 @@ static struct rr_hdr_seg hdr_seg(const struct rr_xprt_seg *s)
 	return (struct rr_hdr_seg){s->handle, s->length, s->offset};
 }
 
-/* The core's chunks as the codec's description (segments copied: the two
- * representations are distinct types), encoded by rr_hdr_encode_desc_raw
- * so that tests can still build malformed headers (version, positions). */
+/* The core's chunks in the codec's model (segments copied: the two
+ * representations are distinct types), encoded by rr_hdr_encode_raw so
+ * that tests can still build malformed headers (version, positions). */
 static int encode_msg(struct rr_xdr_enc *e, const struct rr_xprt_hdr *h)
 {
-	struct rr_hdr_read_seg reads[RR_XPRT_MAX_READS];
-	struct rr_hdr_seg segs[RR_XPRT_MAX_WCHUNKS * RR_XPRT_MAX_SEGS + RR_XPRT_MAX_SEGS];
-	struct rr_hdr_wchunk writes[RR_XPRT_MAX_WCHUNKS], reply;
-	struct rr_hdr_desc d = {.xid = h->xid, .credit = h->credit, .proc = h->proc,
-				.reads = reads, .writes = writes};
-	uint32_t n = 0;
+	struct rr_hdr d;
+	int rc = 0;
 
 	if (h->nreads > RR_XPRT_MAX_READS || h->nwrites > RR_XPRT_MAX_WCHUNKS)
 		return -EINVAL;
-	for (uint32_t i = 0; i < h->nreads; i++)
-		reads[i] = (struct rr_hdr_read_seg){h->reads[i].position, hdr_seg(&h->reads[i].seg)};
-	d.nreads = h->nreads;
-	for (uint32_t i = 0; i <= h->nwrites; i++) {
+	rr_hdr_init(&d, h->xid, h->credit, h->proc);
+	d.vers = h->vers;
+	for (uint32_t i = 0; rc == 0 && i < h->nreads; i++) {
+		struct rr_hdr_seg g = hdr_seg(&h->reads[i].seg);
+
+		rc = rr_hdr_add_read(&d, h->reads[i].position, &g);
+	}
+	for (uint32_t i = 0; rc == 0 && i <= h->nwrites; i++) {
 		const struct rr_xprt_chunk *c = i < h->nwrites ? &h->writes[i] : &h->reply;
-		struct rr_hdr_wchunk *w = i < h->nwrites ? &writes[i] : &reply;
+		struct rr_hdr_chunk *w;
 
 		if (i == h->nwrites && !h->has_reply)
 			break;
 		if (c->nsegs > RR_XPRT_MAX_SEGS)
 			return -EINVAL;
-		w->segs = &segs[n];
-		w->nsegs = c->nsegs;
-		for (uint32_t j = 0; j < c->nsegs; j++)
-			segs[n++] = hdr_seg(&c->segs[j]);
+		rc = i < h->nwrites ? rr_hdr_add_write(&d, NULL, 0) : rr_hdr_add_reply(&d, NULL, 0);
+		w = i < h->nwrites ? &d.write[i] : &d.reply;
+		for (uint32_t j = 0; rc == 0 && j < c->nsegs; j++) {
+			struct rr_hdr_seg g = hdr_seg(&c->segs[j]);
+
+			rc = rr_hdr_add_seg(&d, w, &g);
+		}
 	}
-	d.nwrites = h->nwrites;
-	d.reply = h->has_reply ? &reply : NULL;
-	return rr_hdr_encode_desc_raw(e, &d, h->vers);
+	return rc ? rc : rr_hdr_encode_raw(e, &d);
 }
 
 /* Every form through the header codec (proto/hdr.h). */
