@@ -388,18 +388,18 @@ static void parse_sent(struct vt_net *n, struct vt_qp *q, const uint8_t *buf, ui
 	uint32_t xid = h32(&h), vers = h32(&h), credit = h32(&h), proc = h32(&h);
 	bool req = q->side == VT_REQ;
 
-	if (h.bad || vers != RR_XPRT_VERSION)
+	if (h.bad || vers != RR_HDR_VERSION)
 		FAIL(n, "%s sends a message of %u bytes without a valid header", side_name(q->side),
 		     len);
 	if (!req && credit == 0)
 		FAIL(n, "responder grants 0 credits (xid %#x)", xid);
-	if (proc == RR_XPRT_ERROR) {
+	if (proc == RR_HDR_ERROR) {
 		if (req)
 			FAIL(n, "requester sends RDMA_ERROR (xid %#x)", xid);
 		n->err_sent(n->ctx, xid);
 		return;
 	}
-	if (proc == RR_XPRT_DONE) {
+	if (proc == RR_HDR_DONE) {
 		struct vt_owed *o = owed(q->conn, xid);
 
 		if (!req)
@@ -410,7 +410,7 @@ static void parse_sent(struct vt_net *n, struct vt_qp *q, const uint8_t *buf, ui
 		o->owed--;
 		return;
 	}
-	if (proc != RR_XPRT_MSG && proc != RR_XPRT_NOMSG)
+	if (proc != RR_HDR_MSG && proc != RR_HDR_NOMSG)
 		FAIL(n, "%s sends rdma_proc %u", side_name(q->side), proc);
 	if (req) {
 		struct vt_conn *c = q->conn;
@@ -1087,7 +1087,7 @@ static void complete_recv(struct vt_net *n, struct vt_qp *q, struct vt_cqe *e)
 		q->rstate[idx] = VT_R_IDLE;   /* the executor ignores it */
 		return;
 	}
-	if (q->side == VT_REQ && e->len >= 20 && rr_get_be32(rb + 12) == RR_XPRT_NOMSG &&
+	if (q->side == VT_REQ && e->len >= 20 && rr_get_be32(rb + 12) == RR_HDR_NOMSG &&
 	    rr_get_be32(rb + 16) == 1)
 		owed(q->conn, rr_get_be32(rb))->owed++;   /* a Read-chunk Reply */
 	if (q->side == VT_REQ && e->len >= 16) {

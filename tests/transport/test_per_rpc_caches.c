@@ -260,8 +260,8 @@ TEST(cache_rsp_context_reuse_fresh_scalars)
 		CHECK_EQ(rc->nreads, 0);
 		CHECK_EQ(rc->nitems, 0);
 		CHECK_EQ(rc->read_bytes, 0);
-		CHECK_EQ(rc->hdr.nreads, 0);
-		CHECK_EQ(rc->hdr.nwrites, 0);
+		CHECK_EQ(rc->hdr.nread, 0);
+		CHECK_EQ(rc->hdr.nwrite, 0);
 		CHECK(rc->user == NULL);
 		CHECK(!rc->reg.valid && rc->reg.mr == NULL && rc->reg.stag == 0);
 		CHECK_EQ(rc->msg_len, 200);
@@ -302,7 +302,7 @@ TEST(cache_req_header_reuse_byte_exact)
 	n1 = rr_xprt_rqst_marshal(&t.req, c, 8, t.send, sizeof(t.send));
 	REQUIRE(n1 > 0);
 	CHECK_EQ(t.te.allocs, allocs);   /* no header allocation per Call */
-	CHECK_EQ(t.req.hdr.nwrites, 1);
+	CHECK_EQ(t.req.hdr.nwrite, 1);
 	CHECK(t.req.hdr.has_reply);
 	rr_xprt_rqst_release(&t.req, c);
 

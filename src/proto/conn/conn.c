@@ -60,7 +60,7 @@ static void negotiate(struct rr_conn *c, const void *pd, size_t pdlen)
 	if (rr_pd_negotiate(&cf->local, req ? RR_PD_REQUESTER : RR_PD_RESPONDER, pd, pdlen,
 			    &c->neg)) {
 		memset(&c->neg, 0, sizeof(c->neg));
-		c->neg.call_threshold = c->neg.reply_threshold = RR_XPRT_DEFAULT_INLINE;
+		c->neg.call_threshold = c->neg.reply_threshold = RR_HDR_DEFAULT_INLINE;
 	}
 	rr_xprt_params_default(&c->params);
 	c->params.call_inline = RR_MIN(c->neg.call_threshold, req ? cf->send_size : cf->recv_size);

@@ -56,7 +56,7 @@ struct rq_pull {
 	uint32_t len;
 	struct rr_conn_mem mem;
 	bool registered;
-	struct rr_xprt_seg segs[RR_XPRT_MAX_READS];
+	struct rr_hdr_seg segs[RR_XPRT_MAX_READS];
 	uint32_t nsegs, next, done;
 	struct rq_pull *qnext;       /* pulls with Reads still to issue */
 	struct rq_pull *anext;       /* every pull */

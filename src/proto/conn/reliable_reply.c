@@ -182,11 +182,11 @@ void rs_rrep_to_err_chunk(struct rr_conn *c, struct rs_req *r, struct rr_xprt_re
 		*grant = rs_last_grant(c);
 	else if (rs_credit(c, r, false, grant))
 		*grant = 1;
-	n = rr_xprt_encode_error(r->rc->xid, RR_XPRT_VERSION, *grant, RR_XPRT_ERR_CHUNK, buf,
-				 c->cfg.send_size);
+	n = rr_hdr_encode_error_buf(r->rc->xid, RR_HDR_VERSION, *grant, RR_HDR_ERR_CHUNK, buf,
+				    c->cfg.send_size);
 	plan->send_len = n > 0 ? (uint32_t)n : 0;
 	plan->is_error = true;
-	plan->proc = RR_XPRT_ERROR;
+	plan->proc = RR_HDR_ERROR;
 	c->st->err_chunk_sent++;
 	if (c->st->rrep_exposed)
 		c->st->rrep_exposed--;

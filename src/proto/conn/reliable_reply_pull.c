@@ -75,7 +75,7 @@ static void pump_pulls(struct rr_conn *c)
 {
 	while (c->pullq && c->reads_inflight < c->ord && c->up) {
 		struct rq_pull *p = c->pullq;
-		const struct rr_xprt_seg *g = &p->segs[p->next];
+		const struct rr_hdr_seg *g = &p->segs[p->next];
 		uint64_t off = 0;
 		struct rr_conn_read rd;
 
