@@ -8,7 +8,12 @@
  * no connection left and a settle time passed (the trim of freed memory
  * runs at most once a second). Uses only the public API, so the same file
  * measures an older library (docs/PERFORMANCE.md "Memory after connection
- * churn"). Timing is never asserted.
+ * churn"). With W = N it measures the cost of idle connections: the
+ * server's RSS with all N connected, each idle after its one NULL call,
+ * over its idle RSS, per connection ("per idle connection"), and the
+ * same for the clients' process (docs/PERFORMANCE.md "Shared receive
+ * pool"). The server admits up to W connections from this one address.
+ * Timing is never asserted.
  * Usage: bench_churn [N (12200)] [W (50)] [scheme rdma|tcp (rdma)] */
 #include <errno.h>
 #include <signal.h>
@@ -47,9 +52,10 @@ static int h_nop(struct rpcrdma_req *req, void *ctx)
 
 /* The child: serves until its control socket closes; each byte read is
  * answered with {rss_kb, connections (-1: no counters)}. */
-static _Noreturn void serve(int ctl, const char *scheme)
+static _Noreturn void serve(int ctl, const char *scheme, long w)
 {
-	struct rpcrdma_server_opts so = {.threads = 2};
+	struct rpcrdma_server_opts so = {.threads = 2, .max_conns = (unsigned)w + 16,
+					 .max_conns_per_host = (unsigned)w + 16};
 	struct rpcrdma_server *s = NULL;
 	char url[64];
 	int port = -1;
@@ -132,7 +138,7 @@ int main(int argc, char **argv)
 	long n = argc > 1 ? atol(argv[1]) : 12200, w = argc > 2 ? atol(argv[2]) : 50;
 	const char *scheme = argc > 3 ? argv[3] : "rdma";
 	struct rpcrdma_client **c;
-	long idle, peak = 0, end, rss, conns, done = 0, failed = 0;
+	long idle, peak = 0, end, rss, conns, done = 0, failed = 0, cl0, cl_peak = 0;
 	int sv[2], port, st;
 	char url[64];
 	pid_t pid;
@@ -149,7 +155,7 @@ int main(int argc, char **argv)
 		return 1;
 	if (pid == 0) {
 		close(sv[0]);
-		serve(sv[1], scheme);
+		serve(sv[1], scheme, w);
 	}
 	close(sv[1]);
 	if (read(sv[0], &port, sizeof(port)) != sizeof(port) || port < 0) {
@@ -166,6 +172,7 @@ int main(int argc, char **argv)
 	}
 	rpcrdma_client_destroy(c[0]);
 	settle(sv[0], 1500, &idle);
+	cl0 = rss_kb();
 	while (done < n) {
 		long k = n - done < w ? n - done : w;
 
@@ -175,6 +182,8 @@ int main(int argc, char **argv)
 		ask(sv[0], &rss, &conns);
 		if (rss > peak)
 			peak = rss;
+		if (rss_kb() - cl0 > cl_peak)
+			cl_peak = rss_kb() - cl0;
 		for (long i = 0; i < k; i++)
 			if (c[i])
 				rpcrdma_client_destroy(c[i]);
@@ -185,6 +194,8 @@ int main(int argc, char **argv)
 	printf("%s: %ld connections (%ld at once, %ld failed): server RSS idle %ld KiB, "
 	       "peak %ld KiB, after %ld KiB (%+ld KiB over idle)\n",
 	       scheme, n, w, failed, idle, peak, end, end - idle);
+	printf("%s: per idle connection (%ld at once): server %.1f KiB, clients' process %.1f KiB\n",
+	       scheme, w, (double)(peak - idle) / (double)w, (double)cl_peak / (double)w);
 	close(sv[0]);
 	waitpid(pid, &st, 0);
 	free(c);
