@@ -172,8 +172,8 @@ TEST(xprt_pool_connections_share_one_queue)
 
 /* A requester that ignores its grant: a raw soft QP that sends 200 Calls in
  * one chain after its first Reply. The server's provider stops it at its
- * receive quota (its connection ends; no Receive of the queue meant for
- * another peer is taken), while a well-behaved client, busy all along,
+ * receive quota (its connection ends; its burst takes no more Receives of
+ * the queue than its grant, none meant for another peer), while a well-behaved client, busy all along,
  * completes every Call on its one connection. */
 TEST(xprt_pool_flood_beyond_grant_ends_only_that_connection)
 {
@@ -185,6 +185,7 @@ TEST(xprt_pool_flood_beyond_grant_ends_only_that_connection)
 	static struct prpc p[64];
 	struct rr_xprt_stats cs;
 	uint8_t m[64], r[4096];
+	uint32_t grant;
 	int port, n;
 	bool ended = false;
 
@@ -212,7 +213,8 @@ TEST(xprt_pool_flood_beyond_grant_ends_only_that_connection)
 	rr_put_be32(m + 36, 7);
 	n = rr_th_rogue_xchg(&g, m, 40, r, 5000);
 	REQUIRE(n >= 28);
-	CHECK(rr_get_be32(r + 8) >= 1 && rr_get_be32(r + 8) <= 4);
+	grant = rr_get_be32(r + 8);
+	CHECK(grant >= 1 && grant <= 4);
 	/* the good client is busy meanwhile */
 	for (unsigned k = 0; k < 64; k++)
 		p_submit(&good, &p[k], 0x9000 + k);
@@ -254,9 +256,12 @@ TEST(xprt_pool_flood_beyond_grant_ends_only_that_connection)
 		struct rr_xprt_stats st;
 
 		/* stopped by the provider at its quota: the session never saw
-		 * a message beyond the grant */
+		 * a message beyond the grant, and of the 200 the burst took
+		 * no more Receives than its grant (the good client's 64 and
+		 * the first Call besides) */
 		rr_tp_server_stats(p_srv, &st);
 		CHECK_EQ(st.credit_overruns, 0);
+		CHECK(st.short_msgs <= 64 + 1 + grant);
 	}
 	CHECK(pool_safe(p_srv));
 	rr_th_rogue_close(&g);
