@@ -197,6 +197,20 @@ void rr_th_cl_count(void *ctx, struct rr_conn_rpc *rpc)
 	pthread_mutex_unlock(&c->lock);
 }
 
+void rr_th_small_submit(struct rr_th_cl *c, struct rr_th_small *p, uint32_t xid)
+{
+	memset(p, 0, sizeof(*p));
+	rr_put_be32(p->call, xid);
+	rr_put_be32(p->call + 4, 0);   /* CALL */
+	rr_put_be32(p->call + 8, 7);
+	p->part = (struct rr_xprt_part){p->call, 12, false};
+	p->r.xid = xid;
+	p->r.parts = &p->part;
+	p->r.nparts = 1;
+	p->r.max_reply = 256;
+	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
+}
+
 int rr_th_cl_start(struct rr_th_cl *c, const struct rr_tp_conf *conf, int port,
 		   rr_tp_complete_fn complete)
 {

@@ -194,13 +194,30 @@ static void fill_sin(struct sockaddr_in *sin, const char *addr, uint16_t port)
 	inet_pton(AF_INET, addr, &sin->sin_addr);
 }
 
+/* Both sides on the devices the environment names (RR_VERBS_SERVER_DEV,
+ * _ADDR, RR_VERBS_CLIENT_DEV, _ADDR: the lab, docs/interop.md); the test is
+ * skipped without them. */
+static void sides_up(struct side *s, struct side *c, const char **saddr, const char **caddr)
+{
+	const char *sdev = getenv("RR_VERBS_SERVER_DEV"), *cdev = getenv("RR_VERBS_CLIENT_DEV");
+
+	*saddr = getenv("RR_VERBS_SERVER_ADDR");
+	*caddr = getenv("RR_VERBS_CLIENT_ADDR");
+	if (!rpcrdma_provider_available("verbs"))
+		rr_test_skip("verbs provider not built in");
+	if (!sdev || !*saddr || !cdev || !*caddr)
+		rr_test_skip("RR_VERBS_SERVER_DEV/_ADDR, RR_VERBS_CLIENT_DEV/_ADDR not set "
+			     "(needs two RDMA devices: the lab, docs/interop.md)");
+	side_up(s, sdev);
+	side_up(c, cdev);
+}
+
 static const uint8_t cli_pd[8] = {0xf6, 0xab, 0x0e, 0x18, 0x01, 0x01, 0x03, 0x03};
 static const uint8_t srv_pd[8] = {0xf6, 0xab, 0x0e, 0x18, 0x01, 0x00, 0x03, 0x03};
 
 TEST(rdma_verbs_loopback)
 {
-	const char *sdev = getenv("RR_VERBS_SERVER_DEV"), *saddr = getenv("RR_VERBS_SERVER_ADDR");
-	const char *cdev = getenv("RR_VERBS_CLIENT_DEV"), *caddr = getenv("RR_VERBS_CLIENT_ADDR");
+	const char *saddr, *caddr;
 	struct side s, c;
 	struct rpcrdma_cm_id *lid;
 	struct rpcrdma_cm_event ev;
@@ -210,14 +227,8 @@ TEST(rdma_verbs_loopback)
 	struct rpcrdma_wc wc;
 	struct rpcrdma_conn_info info;
 
-	if (!rpcrdma_provider_available("verbs"))
-		rr_test_skip("verbs provider not built in");
-	if (!sdev || !saddr || !cdev || !caddr)
-		rr_test_skip("RR_VERBS_SERVER_DEV/_ADDR, RR_VERBS_CLIENT_DEV/_ADDR not set "
-			     "(needs two RDMA devices: the lab, docs/interop.md)");
-	side_up(&s, sdev);
-	side_up(&c, cdev);
-	CHECK(strcmp(c.caps.device, cdev) == 0);
+	sides_up(&s, &c, &saddr, &caddr);
+	CHECK(strcmp(c.caps.device, getenv("RR_VERBS_CLIENT_DEV")) == 0);
 	CHECK_EQ(c.caps.max_private_data_connect,
 		 c.caps.transport == RPCRDMA_TRANSPORT_IWARP ? 252 : 56);
 	fill_sin(&sin, saddr, 0);
@@ -508,8 +519,7 @@ TEST(rdma_verbs_loopback)
  * quota. Same environment variables as rdma_verbs_loopback. */
 TEST(rdma_verbs_srq)
 {
-	const char *sdev = getenv("RR_VERBS_SERVER_DEV"), *saddr = getenv("RR_VERBS_SERVER_ADDR");
-	const char *cdev = getenv("RR_VERBS_CLIENT_DEV"), *caddr = getenv("RR_VERBS_CLIENT_ADDR");
+	const char *saddr, *caddr;
 	struct rpcrdma_srq_attr sa = {.max_wr = 16, .max_sge = 1};
 	struct rpcrdma_qp *sqp[2], *cqp[2], *other;
 	struct rpcrdma_cm_id *sid[2], *cid[2], *lid;
@@ -524,13 +534,7 @@ TEST(rdma_verbs_srq)
 	struct side s, c;
 	bool fired = false;
 
-	if (!rpcrdma_provider_available("verbs"))
-		rr_test_skip("verbs provider not built in");
-	if (!sdev || !saddr || !cdev || !caddr)
-		rr_test_skip("RR_VERBS_SERVER_DEV/_ADDR, RR_VERBS_CLIENT_DEV/_ADDR not set "
-			     "(needs two RDMA devices: the lab, docs/interop.md)");
-	side_up(&s, sdev);
-	side_up(&c, cdev);
+	sides_up(&s, &c, &saddr, &caddr);
 	if (!(s.caps.flags & RPCRDMA_CAP_SRQ)) {
 		side_down(&c);
 		side_down(&s);

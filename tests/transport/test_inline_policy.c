@@ -529,27 +529,7 @@ static void lend_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 	rr_tp_server_done(lend_srv, r);
 }
 
-struct lend_rpc {
-	struct rr_conn_rpc r;
-	uint8_t call[12];
-	struct rr_xprt_part part;
-};
-
-static void lend_submit(struct rr_th_cl *c, struct lend_rpc *p, uint32_t xid)
-{
-	memset(p, 0, sizeof(*p));
-	rr_put_be32(p->call, xid);
-	rr_put_be32(p->call + 4, 0);   /* CALL */
-	rr_put_be32(p->call + 8, 7);
-	p->part = (struct rr_xprt_part){p->call, 12, false};
-	p->r.xid = xid;
-	p->r.parts = &p->part;
-	p->r.nparts = 1;
-	p->r.max_reply = 256;
-	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
-}
-
-static bool lend_ok(const struct lend_rpc *p)
+static bool lend_ok(const struct rr_th_small *p)
 {
 	if (p->r.status || p->r.reply_len != 72 || rr_get_be32(p->r.reply) != p->r.xid)
 		return false;
@@ -571,7 +551,7 @@ TEST(inline_policy_lent_replies)
 	struct rr_tp_conf sc, cc;
 	struct rr_th_sq sq;
 	struct rr_th_cl c;
-	struct lend_rpc *held = calloc(8, sizeof(*held)), *one = calloc(1, sizeof(*one));
+	struct rr_th_small *held = calloc(8, sizeof(*held)), *one = calloc(1, sizeof(*one));
 	struct rr_xprt_params prm;
 	struct rr_xprt_stats st;
 	unsigned lent = 0, done = 0;
@@ -591,7 +571,7 @@ TEST(inline_policy_lent_replies)
 	rr_th_sq_start(&sq);
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(lend_srv), rr_th_cl_count), 0);
 	for (unsigned i = 0; i < 8; i++) {
-		lend_submit(&c, &held[i], 0x1000 + i);
+		rr_th_small_submit(&c, &held[i], 0x1000 + i);
 		REQUIRE(rr_th_cl_wait(&c, ++done, 3000));
 		CHECK(lend_ok(&held[i]));
 		lent += held[i].r.lent != NULL;
@@ -601,7 +581,7 @@ TEST(inline_policy_lent_replies)
 	REQUIRE_EQ(rr_tp_client_cut(c.tp), 0);
 	for (int t = 0; t < 400 && rr_tp_client_params(c.tp, &prm, NULL) != 0; t++)
 		rr_th_sleep_ms(5);
-	lend_submit(&c, one, 0x2000);   /* on the new connection */
+	rr_th_small_submit(&c, one, 0x2000);   /* on the new connection */
 	REQUIRE(rr_th_cl_wait(&c, ++done, 5000));
 	CHECK(lend_ok(one));
 	CHECK(one->r.lent != NULL);
@@ -611,7 +591,7 @@ TEST(inline_policy_lent_replies)
 		rr_tp_client_release_reply(c.tp, &held[i].r);
 	}
 	for (unsigned i = 0; i < 300; i++) {
-		lend_submit(&c, one, 0x3000 + i);
+		rr_th_small_submit(&c, one, 0x3000 + i);
 		REQUIRE(rr_th_cl_wait(&c, ++done, 3000));
 		CHECK(lend_ok(one));
 		CHECK(one->r.lent != NULL);

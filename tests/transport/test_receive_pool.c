@@ -16,15 +16,7 @@
 #include "test.h"
 #include "xprt_harness.h"
 
-/* A small Call (12 bytes: XID, CALL, 7), answered inline with 16 bytes. */
-struct prpc {
-	struct rr_conn_rpc r;
-	uint8_t call[12];
-	struct rr_xprt_part part;
-};
-
-static void p_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r);
-
+/* Answers each Call with 16 bytes. */
 static struct rr_tp_server *p_srv;
 
 static void p_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
@@ -41,27 +33,38 @@ static void p_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 	rr_tp_server_done(p_srv, r);
 }
 
-static void p_submit(struct rr_th_cl *c, struct prpc *p, uint32_t xid)
-{
-	memset(p, 0, sizeof(*p));
-	rr_put_be32(p->call, xid);
-	rr_put_be32(p->call + 4, 0);
-	rr_put_be32(p->call + 8, 7);
-	p->part = (struct rr_xprt_part){p->call, 12, false};
-	p->r.xid = xid;
-	p->r.parts = &p->part;
-	p->r.nparts = 1;
-	p->r.max_reply = 256;
-	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
-}
-
-static void p_release(struct rr_th_cl *c, struct prpc *p, unsigned n)
+static void p_release(struct rr_th_cl *c, struct rr_th_small *p, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
 		CHECK_EQ(p[i].r.status, 0);
 		CHECK_EQ(p[i].r.reply_len, 16);
 		rr_tp_client_release_reply(c->tp, &p[i].r);
 	}
+}
+
+/* The server of these tests, answering with p_answer on @sq's thread:
+ * @credits (0: the default) and @no_srq as in struct rr_tp_conf. Returns
+ * its port. */
+static int p_start(struct rr_th_sq *sq, uint32_t credits, bool no_srq)
+{
+	struct rr_tp_conf sc;
+
+	memset(sq, 0, sizeof(*sq));
+	rr_th_sq_init(sq, p_answer);
+	rr_tp_conf_default(&sc);
+	if (credits)
+		sc.credits = credits;
+	sc.no_srq = no_srq;
+	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, sq, &p_srv), 0);
+	rr_th_sq_start(sq);
+	return rr_tp_server_port(p_srv);
+}
+
+static void p_stop(struct rr_th_sq *sq)
+{
+	rr_th_sq_stop(sq);
+	rr_tp_server_destroy(p_srv);
+	rr_th_sq_destroy(sq);
 }
 
 static bool pool_safe(struct rr_tp_server *s)
@@ -83,10 +86,10 @@ enum { NCL = 24, BURST = 48 };
  * most. No connection is lost on the way. */
 TEST(xprt_pool_connections_share_one_queue)
 {
-	struct rr_tp_conf sc, cc;
+	struct rr_tp_conf cc;
 	struct rr_th_sq sq;
 	static struct rr_th_cl c[NCL];
-	static struct prpc p[NCL][BURST];
+	static struct rr_th_small p[NCL][BURST];
 	struct rr_cred_pool cp;
 	struct rr_xprt_stats st;
 	struct rr_xprt_params prm;
@@ -95,15 +98,9 @@ TEST(xprt_pool_connections_share_one_queue)
 
 	if (!rr_th_soft_ok())
 		return;
-	memset(&sq, 0, sizeof(sq));
-	rr_th_sq_init(&sq, p_answer);
-	rr_tp_conf_default(&sc);
 	rr_tp_conf_default(&cc);
-	sc.credits = 32;
 	cc.credits = 64;
-	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &p_srv), 0);
-	rr_th_sq_start(&sq);
-	port = rr_tp_server_port(p_srv);
+	port = p_start(&sq, 32, false);
 	for (unsigned i = 0; i < NCL; i++)
 		REQUIRE_EQ(rr_th_cl_start(&c[i], &cc, port, rr_th_cl_count), 0);
 	REQUIRE_EQ(rr_tp_server_pool(p_srv, 0, &cp), 0);
@@ -112,7 +109,7 @@ TEST(xprt_pool_connections_share_one_queue)
 	for (unsigned round = 0; round < 4; round++) {
 		for (unsigned i = 0; i < NCL; i++)
 			for (unsigned k = 0; k < BURST; k++)
-				p_submit(&c[i], &p[i][k], xid++);
+				rr_th_small_submit(&c[i], &p[i][k], xid++);
 		for (unsigned i = 0; i < NCL; i++) {
 			CHECK(rr_th_cl_wait(&c[i], BURST * (round + 1), 10000));
 			p_release(&c[i], p[i], BURST);
@@ -128,7 +125,7 @@ TEST(xprt_pool_connections_share_one_queue)
 	 * Receives posted beyond twice the spare to be used once) */
 	for (unsigned k = 0; k < 6 * RR_CRED_WINDOW; k++) {
 		for (unsigned i = 0; i < NCL; i++)
-			p_submit(&c[i], &p[i][0], xid++);
+			rr_th_small_submit(&c[i], &p[i][0], xid++);
 		for (unsigned i = 0; i < NCL; i++) {
 			CHECK(rr_th_cl_wait(&c[i], BURST * 4 + k + 1, 10000));
 			p_release(&c[i], p[i], 1);
@@ -145,14 +142,14 @@ TEST(xprt_pool_connections_share_one_queue)
 	CHECK_EQ(st.fatal_errors, 0);
 	/* a burst on one connection again ... */
 	for (unsigned k = 0; k < BURST; k++)
-		p_submit(&c[0], &p[0][k], xid++);
+		rr_th_small_submit(&c[0], &p[0][k], xid++);
 	CHECK(rr_th_cl_wait(&c[0], BURST * 5 + 6 * RR_CRED_WINDOW, 10000));
 	p_release(&c[0], p[0], BURST);
 	REQUIRE_EQ(rr_tp_client_params(c[0].tp, &prm, &grant), 0);
 	printf("  a busy connection's grant: %u\n", grant);
 	/* ... and, one Call at a time, comes back down */
 	for (unsigned k = 0; k < 4 * RR_CRED_WINDOW; k++) {
-		p_submit(&c[0], &p[0][0], xid++);
+		rr_th_small_submit(&c[0], &p[0][0], xid++);
 		CHECK(rr_th_cl_wait(&c[0], BURST * 5 + 6 * RR_CRED_WINDOW + k + 1, 10000));
 		p_release(&c[0], p[0], 1);
 	}
@@ -165,9 +162,7 @@ TEST(xprt_pool_connections_share_one_queue)
 		CHECK_EQ(cs.reconnects, 0);
 		rr_th_cl_stop(&c[i]);
 	}
-	rr_th_sq_stop(&sq);
-	rr_tp_server_destroy(p_srv);
-	rr_th_sq_destroy(&sq);
+	p_stop(&sq);
 }
 
 /* A requester that ignores its grant: a raw soft QP that sends 200 Calls in
@@ -178,11 +173,11 @@ TEST(xprt_pool_connections_share_one_queue)
 TEST(xprt_pool_flood_beyond_grant_ends_only_that_connection)
 {
 	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
-	struct rr_tp_conf sc, cc;
+	struct rr_tp_conf cc;
 	struct rr_th_sq sq;
 	struct rr_th_cl good;
 	struct rr_th_rogue g;
-	static struct prpc p[64];
+	static struct rr_th_small p[64];
 	struct rr_xprt_stats cs;
 	uint8_t m[64], r[4096];
 	uint32_t grant;
@@ -191,13 +186,8 @@ TEST(xprt_pool_flood_beyond_grant_ends_only_that_connection)
 
 	if (!rr_th_soft_ok())
 		return;
-	memset(&sq, 0, sizeof(sq));
-	rr_th_sq_init(&sq, p_answer);
-	rr_tp_conf_default(&sc);
 	rr_tp_conf_default(&cc);
-	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &p_srv), 0);
-	rr_th_sq_start(&sq);
-	port = rr_tp_server_port(p_srv);
+	port = p_start(&sq, 0, false);
 	REQUIRE_EQ(rr_th_cl_start(&good, &cc, port, rr_th_cl_count), 0);
 	REQUIRE_EQ(rr_th_rogue_open(&g, port, pd, sizeof(pd), false), 0);
 	/* a first Call, answered: its grant is small */
@@ -217,7 +207,7 @@ TEST(xprt_pool_flood_beyond_grant_ends_only_that_connection)
 	CHECK(grant >= 1 && grant <= 4);
 	/* the good client is busy meanwhile */
 	for (unsigned k = 0; k < 64; k++)
-		p_submit(&good, &p[k], 0x9000 + k);
+		rr_th_small_submit(&good, &p[k], 0x9000 + k);
 	/* 200 Calls in one chain, whatever the grant */
 	{
 		struct rpcrdma_sge sge[200];
@@ -266,9 +256,7 @@ TEST(xprt_pool_flood_beyond_grant_ends_only_that_connection)
 	CHECK(pool_safe(p_srv));
 	rr_th_rogue_close(&g);
 	rr_th_cl_stop(&good);
-	rr_th_sq_stop(&sq);
-	rr_tp_server_destroy(p_srv);
-	rr_th_sq_destroy(&sq);
+	p_stop(&sq);
 }
 
 /* Connections come and go: while they live the pool holds their
@@ -277,27 +265,22 @@ TEST(xprt_pool_flood_beyond_grant_ends_only_that_connection)
  * with it); a new connection gets a new pool and is served. */
 TEST(xprt_pool_given_back_after_churn)
 {
-	struct rr_tp_conf sc, cc;
+	struct rr_tp_conf cc;
 	struct rr_th_sq sq;
 	struct rr_th_cl c;
-	struct prpc p[8];
+	struct rr_th_small p[8];
 	struct rr_cred_pool cp;
 	int port;
 
 	if (!rr_th_soft_ok())
 		return;
-	memset(&sq, 0, sizeof(sq));
-	rr_th_sq_init(&sq, p_answer);
-	rr_tp_conf_default(&sc);
 	rr_tp_conf_default(&cc);
-	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &p_srv), 0);
-	rr_th_sq_start(&sq);
-	port = rr_tp_server_port(p_srv);
+	port = p_start(&sq, 0, false);
 	CHECK_EQ(rr_tp_server_pool(p_srv, 0, &cp), -ENOENT);
 	for (unsigned round = 0; round < 20; round++) {
 		REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
 		for (unsigned k = 0; k < 8; k++)
-			p_submit(&c, &p[k], 0x2000 + round * 8 + k);
+			rr_th_small_submit(&c, &p[k], 0x2000 + round * 8 + k);
 		CHECK(rr_th_cl_wait(&c, 8, 10000));
 		p_release(&c, p, 8);
 		REQUIRE_EQ(rr_tp_server_pool(p_srv, 0, &cp), 0);
@@ -321,14 +304,12 @@ TEST(xprt_pool_given_back_after_churn)
 	CHECK_EQ(rr_tp_server_pool(p_srv, 0, &cp), -ENOENT);
 	/* a new connection: a new pool */
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
-	p_submit(&c, &p[0], 0x3000);
+	rr_th_small_submit(&c, &p[0], 0x3000);
 	CHECK(rr_th_cl_wait(&c, 1, 10000));
 	p_release(&c, p, 1);
 	CHECK_EQ(rr_tp_server_pool(p_srv, 0, &cp), 0);
 	rr_th_cl_stop(&c);
-	rr_th_sq_stop(&sq);
-	rr_tp_server_destroy(p_srv);
-	rr_th_sq_destroy(&sq);
+	p_stop(&sq);
 }
 
 /* With no_srq (or a provider without shared queues) every connection has
@@ -336,33 +317,24 @@ TEST(xprt_pool_given_back_after_churn)
  * Reply on, as before: no pool. */
 TEST(xprt_pool_off_gives_fixed_grants)
 {
-	struct rr_tp_conf sc, cc;
+	struct rr_tp_conf cc;
 	struct rr_th_sq sq;
 	struct rr_th_cl c;
-	struct prpc p[1];
+	struct rr_th_small p[1];
 	struct rr_cred_pool cp;
 	struct rr_xprt_params prm;
 	uint32_t grant = 0;
 
 	if (!rr_th_soft_ok())
 		return;
-	memset(&sq, 0, sizeof(sq));
-	rr_th_sq_init(&sq, p_answer);
-	rr_tp_conf_default(&sc);
 	rr_tp_conf_default(&cc);
-	sc.no_srq = true;
-	sc.credits = 40;
-	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &p_srv), 0);
-	rr_th_sq_start(&sq);
-	REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(p_srv), rr_th_cl_count), 0);
-	p_submit(&c, &p[0], 0x4000);
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, p_start(&sq, 40, true), rr_th_cl_count), 0);
+	rr_th_small_submit(&c, &p[0], 0x4000);
 	CHECK(rr_th_cl_wait(&c, 1, 10000));
 	p_release(&c, p, 1);
 	REQUIRE_EQ(rr_tp_client_params(c.tp, &prm, &grant), 0);
 	CHECK_EQ(grant, 40);
 	CHECK_EQ(rr_tp_server_pool(p_srv, 0, &cp), -ENOENT);
 	rr_th_cl_stop(&c);
-	rr_th_sq_stop(&sq);
-	rr_tp_server_destroy(p_srv);
-	rr_th_sq_destroy(&sq);
+	p_stop(&sq);
 }

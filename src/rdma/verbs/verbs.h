@@ -183,6 +183,14 @@ void rr_verbs_qp_detach(struct vb_qp *q, struct rdma_cm_id *cm);
 int rr_verbs_set_commit(struct rr_qp *qp, bool enable);
 int rr_verbs_post_send(struct rr_qp *qp, struct rpcrdma_send_wr *wr, struct rpcrdma_send_wr **bad);
 int rr_verbs_post_recv(struct rr_qp *qp, struct rpcrdma_recv_wr *wr, struct rpcrdma_recv_wr **bad);
+/* Receives for ibv_post_recv/ibv_post_srq_recv: up to VB_BATCH of the chain
+ * *@wr converted into @w (linked); *@wr moves past them; returns how many.
+ * vb_recv_failed: the Receive of that batch (from @first, @n long) that
+ * verbs named as @ibad (the first when it named none). */
+int vb_recv_batch(struct ibv_recv_wr *w, struct rpcrdma_recv_wr **wr);
+struct rpcrdma_recv_wr *vb_recv_failed(struct rpcrdma_recv_wr *first,
+				       const struct ibv_recv_wr *w,
+				       const struct ibv_recv_wr *ibad, int n);
 
 /* verbs_srq.c */
 int rr_verbs_create_srq(struct rr_pd *pd, const struct rpcrdma_srq_attr *a, struct rr_srq **out);

@@ -419,24 +419,41 @@ int rr_verbs_post_recv(struct rr_qp *qp, struct rpcrdma_recv_wr *wr, struct rpcr
 	}
 	while (wr) {
 		struct ibv_recv_wr w[VB_BATCH], *ibad = NULL;
-		struct rpcrdma_recv_wr *src[VB_BATCH];
-		int n = 0, rc;
+		struct rpcrdma_recv_wr *first = wr;
+		int n = vb_recv_batch(w, &wr), rc;
 
-		while (wr && n < VB_BATCH) {
-			memset(&w[n], 0, sizeof(w[n]));
-			w[n].wr_id = wr->wr_id;
-			w[n].sg_list = (struct ibv_sge *)(uintptr_t)wr->sg_list;
-			w[n].num_sge = (int)wr->num_sge;
-			if (n)
-				w[n - 1].next = &w[n];
-			src[n++] = wr;
-			wr = wr->next;
-		}
 		rc = vb_err(ibv_post_recv(iq, w, &ibad));
 		if (rc < 0) {
-			*bad = src[ibad ? RR_MIN((int)(ibad - w), n - 1) : 0];
+			*bad = vb_recv_failed(first, w, ibad, n);
 			return rc;
 		}
 	}
 	return 0;
+}
+
+int vb_recv_batch(struct ibv_recv_wr *w, struct rpcrdma_recv_wr **wr)
+{
+	int n = 0;
+
+	/* struct rpcrdma_sge is laid out as ibv_sge: verbs.h checks it */
+	for (; *wr && n < VB_BATCH; *wr = (*wr)->next, n++) {
+		memset(&w[n], 0, sizeof(w[n]));
+		w[n].wr_id = (*wr)->wr_id;
+		w[n].sg_list = (struct ibv_sge *)(uintptr_t)(*wr)->sg_list;
+		w[n].num_sge = (int)(*wr)->num_sge;
+		if (n)
+			w[n - 1].next = &w[n];
+	}
+	return n;
+}
+
+struct rpcrdma_recv_wr *vb_recv_failed(struct rpcrdma_recv_wr *first,
+				       const struct ibv_recv_wr *w,
+				       const struct ibv_recv_wr *ibad, int n)
+{
+	int i = ibad ? RR_MIN((int)(ibad - w), n - 1) : 0;
+
+	while (i-- > 0)
+		first = first->next;
+	return first;
 }

@@ -70,30 +70,13 @@ int rr_verbs_post_srq_recv(struct rr_srq *srq, struct rpcrdma_recv_wr *wr,
 	struct ibv_recv_wr w[VB_BATCH], *ib_bad = NULL;
 	int rc = 0;
 
-	/* in batches of VB_BATCH (struct rpcrdma_sge is laid out as ibv_sge:
-	 * verbs.h checks it) */
 	while (wr && !rc) {
 		struct rpcrdma_recv_wr *first = wr;
-		int n = 0;
+		int n = vb_recv_batch(w, &wr);
 
-		for (; wr && n < VB_BATCH; wr = wr->next, n++) {
-			memset(&w[n], 0, sizeof(w[n]));
-			w[n].wr_id = wr->wr_id;
-			w[n].sg_list = (struct ibv_sge *)(uintptr_t)wr->sg_list;
-			w[n].num_sge = (int)wr->num_sge;
-			if (n)
-				w[n - 1].next = &w[n];
-		}
 		rc = vb_err(ibv_post_srq_recv(VB_SRQ(srq)->srq, w, &ib_bad));
-		if (rc && bad) {
-			/* the first not posted: as many steps from @first as
-			 * ib_bad is from w[0] (all of them if verbs named none) */
-			struct rpcrdma_recv_wr *b = first;
-
-			for (struct ibv_recv_wr *x = w; x && x != ib_bad; x = x->next)
-				b = b->next;
-			*bad = ib_bad ? b : first;
-		}
+		if (rc && bad)
+			*bad = vb_recv_failed(first, w, ib_bad, n);
 	}
 	return rc;
 }
