@@ -4,7 +4,8 @@
  * (result DDP-eligible: a Write chunk over rdma://, RFC 8166 section 3.4.4)
  * from a server with inline handlers (RPCRDMA_SERVER_INLINE, as
  * rpcrdma-bench), with 1 and W calls outstanding, alternated ROUNDS times;
- * prints ops/s per point, the per-round W/1 ratio and the median ratio.
+ * prints ops/s per point, the per-round W/1 ratio, the Calls that waited
+ * for a credit (the server's grant) and the median ratio.
  * Timing is never asserted. The server runs in a forked child (or alone with
  * "serve", so that it can be profiled: strace -c -f -p PID, perf record).
  * Usage: bench_outstanding [URL-scheme rdma|tcp] [W] [secs] [rounds] [size]
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "rpcrdma/rpc.h"
+#include "rpcrdma/stats.h"
 
 #define PROG 0x2f5a0003u
 #define MAXSZ (1u << 20)
@@ -201,6 +203,7 @@ static int client(const char *scheme, int port, unsigned w, double secs, unsigne
 		  uint32_t size)
 {
 	struct rpcrdma_client *c;
+	struct rpcrdma_xprt_stats st;
 	double ratio[64];
 	char url[64];
 	int rc;
@@ -224,8 +227,12 @@ static int client(const char *scheme, int port, unsigned w, double secs, unsigne
 			return 1;
 		}
 		ratio[i] = many / one;
-		printf("round %u: 1: %.0f ops/s  %u: %.0f ops/s  ratio %.2f\n", i, one, w, many,
-		       ratio[i]);
+		/* Calls that waited for a credit so far (the server's grants) */
+		if (rpcrdma_client_stats(c, &st) != 0)
+			st.credits_exhausted = 0;
+		printf("round %u: 1: %.0f ops/s  %u: %.0f ops/s  ratio %.2f  (waited for a credit: "
+		       "%llu of %llu Calls)\n", i, one, w, many, ratio[i],
+		       (unsigned long long)st.credits_exhausted, (unsigned long long)st.sends);
 		fflush(stdout);
 	}
 	qsort(ratio, rounds, sizeof(double), cmp_d);

@@ -580,8 +580,8 @@ TEST(pool_sim_1024_bursty_peers)
 /* The same peers on a roomy pool (16 x 1,024): grants follow demand (the
  * pool grows with the bursts, well beyond one grant per connection); once
  * the bursts are over, what a connection reserves comes down with its
- * Replies (a grant halves after RR_CRED_WINDOW Replies that did not use
- * it): after rounds of single Calls (three windows) the Receives posted
+ * Replies (a grant halves after a window of Replies that did not use
+ * it): after RR_CRED_SETTLE rounds of single Calls the Receives posted
  * are back near what the connections reserve, about two each for these
  * one-Call-at-a-time peers. Memory follows the load; a connection that
  * goes idle right after a burst keeps its last grant until its next
@@ -597,7 +597,7 @@ TEST(pool_sim_grants_follow_demand_and_pool_shrinks)
 	CHECK((double)m.grant_sum / (double)m.grants > 4.0);
 	printf("  after the bursts: %u Receives posted, %u reserved\n", m.pool.posted,
 	       m.pool.reserved);
-	for (unsigned round = 0; round < 3 * RR_CRED_WINDOW; round++)
+	for (unsigned round = 0; round < RR_CRED_SETTLE(MAX_GRANT); round++)
 		single_calls(&m);
 	CHECK_EQ(m.answered, m.submitted);
 	printf("  after single Calls: %u Receives posted, %u reserved (%u connections)\n",

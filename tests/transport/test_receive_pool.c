@@ -76,7 +76,8 @@ static bool pool_safe(struct rr_tp_server *s)
 	return cp.posted >= cp.reserved && cp.posted <= cp.cap;
 }
 
-enum { NCL = 24, BURST = 48 };
+/* single Calls after which a grant is back down (its maximum is 32 here) */
+enum { NCL = 24, BURST = 48, SETTLE = RR_CRED_SETTLE(64) };
 
 /* 24 connections: rounds of bursts of 48 Calls each (the accounting safe
  * after every round), then rounds of one Call at a time on each: the
@@ -93,7 +94,7 @@ TEST(xprt_pool_connections_share_one_queue)
 	struct rr_cred_pool cp;
 	struct rr_xprt_stats st;
 	struct rr_xprt_params prm;
-	uint32_t grant = 0, xid = 0x1000;
+	uint32_t grant = 0, xid = 0x1000, settle;
 	int port;
 
 	if (!rr_th_soft_ok())
@@ -122,8 +123,10 @@ TEST(xprt_pool_connections_share_one_queue)
 	       (unsigned long long)cp.clipped);
 	/* (a queue gives its Receives back only as they are consumed: enough
 	 * rounds for every connection's grant to come down and for the
-	 * Receives posted beyond twice the spare to be used once) */
-	for (unsigned k = 0; k < 6 * RR_CRED_WINDOW; k++) {
+	 * Receives posted beyond twice the spare to be used once; how many
+	 * the bursts left posted depends on the threads' timing) */
+	settle = SETTLE + cp.posted / NCL + 1;
+	for (unsigned k = 0; k < settle; k++) {
 		for (unsigned i = 0; i < NCL; i++)
 			rr_th_small_submit(&c[i], &p[i][0], xid++);
 		for (unsigned i = 0; i < NCL; i++) {
@@ -143,14 +146,14 @@ TEST(xprt_pool_connections_share_one_queue)
 	/* a burst on one connection again ... */
 	for (unsigned k = 0; k < BURST; k++)
 		rr_th_small_submit(&c[0], &p[0][k], xid++);
-	CHECK(rr_th_cl_wait(&c[0], BURST * 5 + 6 * RR_CRED_WINDOW, 10000));
+	CHECK(rr_th_cl_wait(&c[0], BURST * 5 + settle, 10000));
 	p_release(&c[0], p[0], BURST);
 	REQUIRE_EQ(rr_tp_client_params(c[0].tp, &prm, &grant), 0);
 	printf("  a busy connection's grant: %u\n", grant);
 	/* ... and, one Call at a time, comes back down */
-	for (unsigned k = 0; k < 4 * RR_CRED_WINDOW; k++) {
+	for (unsigned k = 0; k < SETTLE; k++) {
 		rr_th_small_submit(&c[0], &p[0][0], xid++);
-		CHECK(rr_th_cl_wait(&c[0], BURST * 5 + 6 * RR_CRED_WINDOW + k + 1, 10000));
+		CHECK(rr_th_cl_wait(&c[0], BURST * 5 + settle + k + 1, 10000));
 		p_release(&c[0], p[0], 1);
 	}
 	REQUIRE_EQ(rr_tp_client_params(c[0].tp, &prm, &grant), 0);

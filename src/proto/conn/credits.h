@@ -25,9 +25,9 @@
  * grant is never 0 and never waits), and the pool never lets what all its
  * peers may send exceed the Receives posted (posted >= reserved). The grant
  * of each Reply follows the peer's demand in a shared pool (doubling while
- * the peer uses its whole permission, shrinking to what it used after a
- * window of Replies in which it never did, at most a fair share of the pool
- * while other connections are active),
+ * the peer uses its whole permission, shrinking toward twice what it used
+ * after a window of Replies in which it never did, at most a fair share of
+ * the pool while other connections are active),
  * and is clipped to the pool's free Receives; in a private pool it is the
  * configured maximum, clipped the same way. docs/protocol.md "Credits" has
  * the rules and why they are safe.
@@ -54,6 +54,10 @@
 /* Replies without the peer using its whole permission after which a shared
  * pool halves a connection's grant (at most; docs/protocol.md "Credits"). */
 #define RR_CRED_WINDOW 8u
+/* Replies within which, in a shared pool, the grant of a peer that keeps
+ * one Call at a time comes down from @max to 2 (a window lasts
+ * max(grant, RR_CRED_WINDOW) Replies and halves the grant at most). */
+#define RR_CRED_SETTLE(max) (2u * (max) + 4u * RR_CRED_WINDOW)
 
 /* Intrusive FIFO node: embed one in each call object, recover the object with
  * RR_CONTAINER_OF(). A node is in at most one queue at a time. */
