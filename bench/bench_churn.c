@@ -194,8 +194,10 @@ int main(int argc, char **argv)
 	printf("%s: %ld connections (%ld at once, %ld failed): server RSS idle %ld KiB, "
 	       "peak %ld KiB, after %ld KiB (%+ld KiB over idle)\n",
 	       scheme, n, w, failed, idle, peak, end, end - idle);
-	printf("%s: per idle connection (%ld at once): server %.1f KiB, clients' process %.1f KiB\n",
-	       scheme, w, (double)(peak - idle) / (double)w, (double)cl_peak / (double)w);
+	if (n == w)
+		printf("%s: per idle connection (%ld at once): server %.1f KiB, clients' process "
+		       "%.1f KiB\n", scheme, w, (double)(peak - idle) / (double)w,
+		       (double)cl_peak / (double)w);
 	close(sv[0]);
 	waitpid(pid, &st, 0);
 	free(c);
