@@ -418,10 +418,12 @@ TEST(cred_rsp_read_chunk_reply_reserves_a_receive)
 	rr_cred_rsp_posted(&r, 1);
 	CHECK_EQ(r.done_owed, 0);
 	CHECK(rr_cred_rsp_safe(&r));
-	/* no free Receive for the RDMA_DONE: -ENOBUFS, nothing changed */
+	/* no free Receive for the RDMA_DONE: -ENOBUFS, nothing changed, and
+	 * rr_cred_rsp_done_room says so beforehand (the Reply waits) */
 	rsp_private(&r, 8, 2, 1);
 	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
 	rr_cred_rsp_posted(&r, 1);
+	CHECK(!rr_cred_rsp_done_room(&r));
 	CHECK_EQ(rr_cred_rsp_reply(&r, true, &g), -ENOBUFS);
 	CHECK_EQ(r.done_owed, 0);
 	CHECK_EQ(rr_cred_rsp_in_progress(&r), 1);
@@ -430,6 +432,45 @@ TEST(cred_rsp_read_chunk_reply_reserves_a_receive)
 	/* reliable reply off: done_max 0 refuses every Read-chunk Reply */
 	rsp_private(&r, 8, 0, 100);
 	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+	CHECK(!rr_cred_rsp_done_room(&r));
+	CHECK_EQ(rr_cred_rsp_reply(&r, true, &g), -ENOSPC);
+}
+
+/* In a shared pool a Read-chunk Reply needs a free Receive for its
+ * RDMA_DONE: rr_cred_rsp_done_room is false while the pool has none (the
+ * session parks the Reply instead of answering ERR_CHUNK) and true once
+ * the executor posted one; whenever it says true, the Reply goes. */
+TEST(cred_pool_done_room_follows_free_receives)
+{
+	struct rr_cred_pool pool;
+	struct rr_cred_rsp r;
+	uint32_t g;
+
+	rr_cred_pool_init(&pool, 100, 0, true);
+	rr_cred_rsp_init(&r, 8, 4, 0);
+	REQUIRE_EQ(rr_cred_rsp_join(&r, &pool), 0);
+	rr_cred_pool_posted(&pool, rr_cred_pool_want(&pool));   /* its first Call's */
+	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+	rr_cred_pool_posted(&pool, 1);   /* reposted */
+	CHECK_EQ(rr_cred_pool_free(&pool), 0);
+	CHECK(!rr_cred_rsp_done_room(&r));
+	CHECK_EQ(rr_cred_rsp_reply(&r, true, &g), -ENOBUFS);
+	rr_cred_pool_posted(&pool, 1);
+	CHECK(rr_cred_rsp_done_room(&r));
+	REQUIRE_EQ(rr_cred_rsp_reply(&r, true, &g), 0);
+	CHECK_EQ(r.done_owed, 1);
+	CHECK(rr_cred_rsp_safe(&r));
+	/* up to done_max, each time a Receive is posted for it */
+	for (int i = 0; i < 3; i++) {
+		REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+		rr_cred_pool_posted(&pool, rr_cred_pool_want(&pool) + 1);
+		CHECK(rr_cred_rsp_done_room(&r));
+		REQUIRE_EQ(rr_cred_rsp_reply(&r, true, &g), 0);
+		CHECK(rr_cred_rsp_safe(&r));
+	}
+	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+	rr_cred_pool_posted(&pool, 10);
+	CHECK(!rr_cred_rsp_done_room(&r));   /* at done_max */
 	CHECK_EQ(rr_cred_rsp_reply(&r, true, &g), -ENOSPC);
 }
 

@@ -302,8 +302,10 @@ TEST(rogue_done_flood_paced)
 
 /* 20,000 RDMA_DONEs in one write, far beyond the Receives posted for the
  * connection: either the server keeps up (all dropped, the connection
- * answers a NULL Call afterwards) or the burst finds no posted Receive and
- * the connection ends (rt_expect_burst_end: with the DDP Terminate
+ * answers a NULL Call afterwards) or the burst finds no posted Receive, or
+ * goes beyond its receive quota in a shared queue, and the connection ends,
+ * possibly while the burst is still being written (rt_expect_burst_end:
+ * with the DDP Terminate
  * "untagged buffer, no buffer for MSN", RFC 5041 section 8, as siw answers
  * a burst, if it gets through). Nothing else: no crash, no hang, other
  * clients served. */
@@ -319,16 +321,19 @@ TEST(rogue_done_flood_burst)
 	rr_rogue_cork(x.g);
 	for (uint32_t i = 0; i < N; i++)
 		REQUIRE_EQ(rr_rogue_send_done(x.g, 0x7d000000u + i, false, 0), 0);
-	REQUIRE_EQ(rr_rogue_uncork(x.g), 0);
-	{
+	/* fails when the server ended the connection while the burst was
+	 * still being written (the receive quota of a shared queue stops it
+	 * at once) */
+	r = rr_rogue_uncork(x.g);
+	if (r == 0) {
 		uint8_t rpc[64];
 		int n = rr_rogue_rpc_call(rpc, sizeof(rpc), 0x6b000007, FS_PROG, FS_VERS, FS_NULL,
 					  NULL, 0);
 
 		/* may fail: the server may have ended the connection already */
 		(void)rr_rogue_send_call(x.g, 0x6b000007, rpc, (size_t)n);
+		r = rr_rogue_wait_msg(x.g, RT_MS);
 	}
-	r = rr_rogue_wait_msg(x.g, RT_MS);
 	if (r >= 0)
 		CHECK_EQ(rr_get_be32(x.g->msg), 0x6b000007);
 	else

@@ -217,6 +217,17 @@ void rr_conn_tick(struct rr_conn *c, uint64_t now)
 	rs_rrep_tick(c, now);
 }
 
+bool rr_conn_parked(const struct rr_conn *c)
+{
+	return c->parkq != NULL;
+}
+
+void rr_conn_resume(struct rr_conn *c)
+{
+	if (c->parkq && c->cfg.role == RR_CONN_RESPONDER && c->up)
+		rs_park_resume(c, rr_conn_now(c));
+}
+
 uint64_t rr_conn_next_timeout(const struct rr_conn *c, uint64_t now)
 {
 	uint64_t t = UINT64_MAX;

@@ -307,6 +307,11 @@ void rr_conn_on_slot(struct rr_conn *c);
 void rr_conn_tick(struct rr_conn *c, uint64_t now);
 /* When rr_conn_tick has something to do next (UINT64_MAX: nothing). */
 uint64_t rr_conn_next_timeout(const struct rr_conn *c, uint64_t now);
+/* Responder: whether Read-chunk Replies wait for an RDMA_DONE reservation
+ * (parked); rr_conn_resume sends those that have one now (its shared pool
+ * got Receives: the executor calls it after posting them). */
+bool rr_conn_parked(const struct rr_conn *c);
+void rr_conn_resume(struct rr_conn *c);
 
 /* requester */
 /* Takes @rpc (validated now: -EINVAL, -EMSGSIZE, -ENOMEM are synchronous,

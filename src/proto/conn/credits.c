@@ -418,6 +418,15 @@ int rr_cred_rsp_reply(struct rr_cred_rsp *c, bool read_chunk, uint32_t *grant)
 	return 0;
 }
 
+bool rr_cred_rsp_done_room(const struct rr_cred_rsp *c)
+{
+	int64_t fr = rr_cred_pool_free(c->pool);
+	uint64_t room = (uint64_t)c->res + (fr > 0 ? (uint64_t)fr : 0);
+
+	/* as rr_cred_rsp_reply checks it, with one more RDMA_DONE owed */
+	return c->done_owed < c->done_max && RR_MAX(call_perm(c), 1) + c->done_owed + 1 <= room;
+}
+
 int rr_cred_rsp_settle(struct rr_cred_rsp *c)
 {
 	uint32_t g;

@@ -248,6 +248,12 @@ int rr_cred_rsp_reply(struct rr_cred_rsp *c, bool read_chunk, uint32_t *grant);
  * would have carried kept in force. 0 or -EPROTO (no Call in progress). */
 int rr_cred_rsp_settle(struct rr_cred_rsp *c);
 
+/* Whether a Read-chunk Reply could be sent now: fewer than done_max
+ * RDMA_DONEs owed, and a free Receive in the pool for its RDMA_DONE (when
+ * there is none, the Reply waits for the executor to post more, as at the
+ * cap: docs/protocol.md "Credits"). */
+bool rr_cred_rsp_done_room(const struct rr_cred_rsp *c);
+
 /* What the peer may still send: L - C (0 past it) + D. */
 uint64_t rr_cred_rsp_sendable(const struct rr_cred_rsp *c);
 /* Calls received and not yet answered. */

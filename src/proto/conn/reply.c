@@ -67,7 +67,9 @@ int rr_conn_reply(struct rr_conn *c, struct rr_conn_sreq *pub, const struct rr_x
 		rr_put_be32(buf + 8, grant);
 		return rs_reply_finish(c, r, parts, nparts, plan, slot, buf, true, err_chunk);
 	}
-	if (plan->read_chunk && c->scred.done_owed >= c->scred.done_max &&
+	/* no RDMA_DONE reservation now (at the cap, or no free Receive in a
+	 * shared pool): it waits for one, until rrep_timeout */
+	if (plan->read_chunk && !rr_cred_rsp_done_room(&c->scred) &&
 	    park(c, r, parts, nparts, plan, slot, buf) == 0)
 		return 1;
 	return rs_reply_finish(c, r, parts, nparts, plan, slot, buf, false, err_chunk);
@@ -281,7 +283,7 @@ void rs_park_resume(struct rr_conn *c, uint64_t now)
 	while (c->parkq && c->up) {
 		bool expired = now >= c->parkq->deadline;
 
-		if (!expired && c->scred.done_owed >= c->scred.done_max)
+		if (!expired && !rr_cred_rsp_done_room(&c->scred))
 			break;
 		park_send(c, park_pop(c), expired);
 	}

@@ -302,6 +302,14 @@ static void wait_sent_here(struct rr_tp_server *s, struct tp_conn *cn, struct rr
 		settle(s, cn);
 		if (r->xsent_done || cn->dead)
 			break;
+		if (cn->pool && rr_conn_parked(cn->sess)) {
+			/* a Read-chunk Reply waits for a free Receive: the
+			 * loop that would post more is this one */
+			tp_sv_pools_refill(s);
+			settle(s, cn);
+			if (r->xsent_done || cn->dead)
+				break;
+		}
 		pthread_mutex_unlock(&s->ep.lock);
 		(void)poll(&pfd, 1, 10);
 		pthread_mutex_lock(&s->ep.lock);
@@ -356,6 +364,8 @@ int rr_tp_server_reply_async(struct rr_tp_server *s, struct rr_conn_sreq *r,
 	s->ep.defer = false;
 	if (rc != 1)
 		r->xsent = NULL;
+	else if (!tp_on_progress_thread(&s->ep) && rr_conn_parked(cn->sess))
+		tp_wake(&s->ep);   /* parked: the loop posts Receives, resumes it */
 	settle(s, cn);
 	pthread_mutex_unlock(&s->ep.lock);
 	return rc;

@@ -142,7 +142,7 @@ static struct tp_pool *pool_of(struct rr_tp_server *s, unsigned key)
  * Receives posted in its queue go back to the system only that way after
  * the connections that needed them left: memory after churn), and made
  * again by the next connection. */
-void tp_sv_pools_tick(struct rr_tp_server *s)
+static void tp_sv_pools_tick(struct rr_tp_server *s)
 {
 	for (unsigned i = 0; i < TP_POOLS_MAX; i++) {
 		struct tp_pool *p = s->pools[i];
@@ -157,6 +157,15 @@ void tp_sv_pools_tick(struct rr_tp_server *s)
 		}
 		tp_pool_tick(p);
 	}
+}
+
+void tp_sv_pools_refill(struct rr_tp_server *s)
+{
+	tp_sv_pools_tick(s);   /* what this turn's Replies granted, posted */
+	/* Read-chunk Replies that waited for a free Receive of their pool */
+	for (struct tp_conn *cn = s->conns; cn; cn = cn->next)
+		if (cn->pool && !cn->dead && rr_conn_parked(cn->sess))
+			rr_conn_resume(cn->sess);
 }
 
 int rr_tp_server_pool(struct rr_tp_server *s, unsigned key, struct rr_cred_pool *out)
@@ -439,7 +448,7 @@ void tp_sv_sent_upcalls(struct rr_tp_server *s)
  * another request: its Reply is posted now, not at the next wake-up). */
 void tp_sv_after_upcalls(struct rr_tp_server *s)
 {
-	tp_sv_pools_tick(s);   /* what this turn's Replies granted, posted */
+	tp_sv_pools_refill(s);
 	for (;;) {
 		for (struct tp_conn *cn = s->conns; cn; cn = cn->next)
 			tp_post_deferred(cn);

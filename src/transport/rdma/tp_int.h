@@ -296,9 +296,10 @@ void tp_sv_timers(struct rr_tp_server *s, struct tp_conn *cn);
 void tp_sv_idle_sweep(struct rr_tp_server *s);
 void tp_sv_poll_grow(struct rr_tp_server *s);
 void tp_sv_sent_upcalls(struct rr_tp_server *s);
-/* The pools' turn (limit events, refills); rr_tp_server_destroy frees them
- * after the connections. */
-void tp_sv_pools_tick(struct rr_tp_server *s);
+/* The pools' turn (limit events, refills, retirement), then the Read-chunk
+ * Replies that waited for a free Receive resumed; rr_tp_server_destroy
+ * frees the pools after the connections. */
+void tp_sv_pools_refill(struct rr_tp_server *s);
 void tp_sv_pools_free(struct rr_tp_server *s);
 
 /* push_wc.c */
