@@ -318,6 +318,19 @@ int rr_soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct rpc
 
 /* -------------------------------------------------------- transmit -- */
 
+/* Builds the QP's Terminate from @t (tx_lock held), unless one is pending
+ * already: the QP ends with the first error it found. Each Terminate built
+ * takes the next MSN of queue 2, so a second one sent in place of the
+ * first would arrive with a gap the peer takes for an MSN error (RFC 5041
+ * 5.1; fuzz_soft_rx found a pending Invalid STag Terminate overwritten by
+ * a receive error's). */
+void rr_soft_term_set(struct soft_qp *qp, const struct rr_term *t)
+{
+	if (qp->term_pending)
+		return;
+	qp->term_len = rr_ddp_build_terminate(t, qp->tx_msn[RR_QN_TERM]++, qp->crc, qp->term_fpdu);
+}
+
 /* The Terminate for a Read or Commit Request whose memory went away after
  * it arrived (RDMAP, Remote Protection Error, @ecode): Invalid STag when it
  * was deregistered (what an unknown STag draws on arrival), Base or bounds
@@ -331,8 +344,7 @@ static void tx_fail_term(struct soft_qp *qp, uint8_t ecode)
 	term.layer = RR_TL_RDMAP;
 	term.etype = RR_RDMAP_ET_PROTECTION;
 	term.ecode = ecode;
-	qp->term_len = rr_ddp_build_terminate(&term, qp->tx_msn[RR_QN_TERM]++, qp->crc,
-					      qp->term_fpdu);
+	rr_soft_term_set(qp, &term);
 	qp->term_pending = true;
 	qp->term_fatal = true;
 }
