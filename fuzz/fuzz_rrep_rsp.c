@@ -939,6 +939,17 @@ static void op_pull(struct fz *z)
 	peer_send(z, msg, sizeof(msg), (k & 0x40) && p->res.pull_inv, inv);
 }
 
+/* The upper layer cannot answer @u (no memory): the transport answers
+ * ERR_CHUNK (rr_conn_refuse), then the request is done (the RPC layer's
+ * req_refuse, then req_done). */
+static void refuse(struct fz *z, struct ureq *u)
+{
+	rr_conn_refuse(z->c, u->r);
+	if (!rr_conn_done(z->c, u->r))
+		FAIL("a refused request is still sending");
+	ureq_free(u);
+}
+
 /* The upper layer answers a delivered Call: head, DDP item, tail. */
 static void op_reply(struct fz *z)
 {
@@ -984,7 +995,7 @@ static void op_reply(struct fz *z)
 		if (c)
 			c->replied = false;
 		if (k & 2)
-			rr_conn_refuse(z->c, u->r);   /* no memory: ERR_CHUNK */
+			refuse(z, u);   /* as the RPC layer does: ERR_CHUNK, done */
 		return;
 	}
 	/* sent from the slot only: the parts are free, the request done */
@@ -1024,7 +1035,7 @@ static void op_refuse(struct fz *z)
 	struct ureq *u = &z->ureqs[fz_u8(&z->in) % MAXREQS];
 
 	if (u->used && !u->replied && z->c)
-		rr_conn_refuse(z->c, u->r);
+		refuse(z, u);
 }
 
 /* Time passes: what is due runs (Read-chunk Replies expire, parked ones
