@@ -93,6 +93,20 @@ static void fz_pair_down(struct fz_pair *p)
 	close(p->peer);
 }
 
+/* The peer sends @m (one FPDU); the QP receives it. */
+static void fz_put(struct fz_pair *p, struct rr_ddp_txmsg *m)
+{
+	struct rr_fpdu f;
+
+	REQUIRE_EQ(rr_ddp_tx_next(m, p->rx.crc, RR_FPDU_DEFAULT, &f), 1);
+	for (unsigned i = 0; i < f.iovcnt; i++)
+		REQUIRE_EQ(write(p->peer, f.iov[i].iov_base, f.iov[i].iov_len),
+			   (ssize_t)f.iov[i].iov_len);
+	pthread_mutex_lock(&p->sq->rx_lock);
+	(void)rr_soft_qp_rx(p->sq);
+	pthread_mutex_unlock(&p->sq->rx_lock);
+}
+
 /* The peer sends a Read Request; the QP receives it (and answers). */
 static void fz_read_req(struct fz_pair *p, uint32_t stag, uint64_t to, uint32_t size)
 {
@@ -101,18 +115,11 @@ static void fz_read_req(struct fz_pair *p, uint32_t stag, uint64_t to, uint32_t 
 	uint8_t body[RR_RREQ_BODY];
 	struct iovec v = {body, sizeof(body)};
 	struct rr_ddp_txmsg m;
-	struct rr_fpdu f;
 
 	rr_rdmap_rreq_encode(&q, body);
 	REQUIRE_EQ(rr_ddp_txmsg_untagged(&m, RR_OP_READ_REQ, RR_QN_READ, p->msn[RR_QN_READ]++, 0,
 					 &v, 1), 0);
-	REQUIRE_EQ(rr_ddp_tx_next(&m, p->rx.crc, RR_FPDU_DEFAULT, &f), 1);
-	for (unsigned i = 0; i < f.iovcnt; i++)
-		REQUIRE_EQ(write(p->peer, f.iov[i].iov_base, f.iov[i].iov_len),
-			   (ssize_t)f.iov[i].iov_len);
-	pthread_mutex_lock(&p->sq->rx_lock);
-	(void)rr_soft_qp_rx(p->sq);
-	pthread_mutex_unlock(&p->sq->rx_lock);
+	fz_put(p, &m);
 }
 
 /* Parses what the QP sent (it must be a well-formed stream). */
@@ -205,17 +212,10 @@ static void fz_send(struct fz_pair *p, uint32_t len)
 	static uint8_t data[256];
 	struct iovec v = {data, len};
 	struct rr_ddp_txmsg m;
-	struct rr_fpdu f;
 
 	REQUIRE_EQ(rr_ddp_txmsg_untagged(&m, RR_OP_SEND, RR_QN_SEND, p->msn[RR_QN_SEND]++, 0, &v, 1),
 		   0);
-	REQUIRE_EQ(rr_ddp_tx_next(&m, p->rx.crc, RR_FPDU_DEFAULT, &f), 1);
-	for (unsigned i = 0; i < f.iovcnt; i++)
-		REQUIRE_EQ(write(p->peer, f.iov[i].iov_base, f.iov[i].iov_len),
-			   (ssize_t)f.iov[i].iov_len);
-	pthread_mutex_lock(&p->sq->rx_lock);
-	(void)rr_soft_qp_rx(p->sq);
-	pthread_mutex_unlock(&p->sq->rx_lock);
+	fz_put(p, &m);
 }
 
 /* One attempt at: a Terminate pending behind a batch that the socket took
