@@ -48,8 +48,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FZ_NAME "fuzz_rrep_rsp"
 #define FAIL FZ_FAIL
 
-#define MAXCALLS 16
-#define MAXREQS 16
+#define MAXCALLS 32
+#define MAXREQS 16          /* requests the upper layer holds (the input names them) */
+#define NUREQ (MAXREQS + 48) /* and those it has no room for: refused (settle) */
 #define MAXREGS 128
 #define MAXWORK 256
 #define MAXSLOTS 8
@@ -149,7 +150,7 @@ struct fz {
 	unsigned nwork;
 	bool slot_busy[MAXSLOTS];
 	uint8_t *slots[MAXSLOTS];
-	struct ureq ureqs[MAXREQS];
+	struct ureq ureqs[NUREQ];
 	uint8_t **grave;            /* Reply heads of finished, orphaned Replies */
 	unsigned ngrave;
 	/* the requester */
@@ -462,11 +463,11 @@ static void io_deliver(void *ctx, struct rr_conn_sreq *r)
 	struct ureq *u = NULL;
 	struct call *c = call_by_xid(z, r->xid);
 
-	for (int i = 0; i < MAXREQS && !u; i++)
+	for (int i = 0; i < NUREQ && !u; i++)
 		if (!z->ureqs[i].used)
 			u = &z->ureqs[i];
 	if (!u)
-		FAIL("more Calls delivered than Receives");
+		FAIL("more Calls delivered in one operation than the model holds");
 	*u = (struct ureq){.used = true, .r = r, .xid = r->xid};
 	if (c && c->clean) {
 		/* the Call as the requester built it: its arguments, then
@@ -491,7 +492,7 @@ static void io_sent(void *ctx, struct rr_conn_sreq *r, int status)
 	struct fz *z = ctx;
 
 	(void)status;
-	for (int i = 0; i < MAXREQS; i++)
+	for (int i = 0; i < NUREQ; i++)
 		if (z->ureqs[i].used && z->ureqs[i].r == r) {
 			if (z->ureqs[i].sent)
 				FAIL("io->sent twice");
@@ -652,7 +653,7 @@ static void conn_down(struct fz *z, bool reconnect)
 	if (z->c) {
 		rr_conn_down(z->c);
 		z->nwork = 0;   /* no completion of the lost connection comes */
-		for (int i = 0; i < MAXREQS; i++) {
+		for (int i = 0; i < NUREQ; i++) {
 			struct ureq *u = &z->ureqs[i];
 
 			if (!u->used)
@@ -716,8 +717,17 @@ static void check(struct fz *z)
 }
 
 /* After an operation: a connection that ended is replaced. */
+static void refuse(struct fz *z, struct ureq *u);
+
+/* After an operation: requests the upper layer has no room for are
+ * refused (a hostile peer may keep more Calls in progress than credits
+ * allow: each Receive is posted again at once); a connection that ended is
+ * replaced. */
 static void settle(struct fz *z)
 {
+	for (int i = MAXREQS; i < NUREQ && z->c && !z->closing; i++)
+		if (z->ureqs[i].used)
+			refuse(z, &z->ureqs[i]);   /* ERR_CHUNK: the requester sees it */
 	if (z->closing || !z->c)
 		conn_down(z, true);
 	check(z);

@@ -297,6 +297,8 @@ RREP_RSP = {
     "raw-messages": rr_hdr() + rr_raw(bytes(16)) + rr_raw(be32(1) + be32(1) + be32(4) + be32(3))
     + rr_raw(be32(1) + be32(2) + be32(4) + be32(0), inv=True),
     "no-receive-left": rr_hdr(credits=0, rrep_max=0) + rr_call() * 7,
+    "calls-beyond-credits": rr_hdr(credits=0) + rr_call(max_reply=200, unknown=False) * 20 + rr_reply(3, 100)
+    + C,
     "alloc-failure": rr_hdr() + rr_fail(1) + rr_call() + rr_fail(2) + rr_call() + rr_reply(0)
     + rr_fail(1) + rr_reply(1, refuse=True) + C,
     "refuse-and-finish": rr_hdr() + rr_call() + rr_call() + rr_refuse(0) + rr_finish(1) + C,
