@@ -416,8 +416,7 @@ static void rx_terminate(struct soft_qp *qp)
 {
 	if (qp->rx.term_valid) {
 		pthread_mutex_lock(&qp->tx_lock);
-		qp->term_len = rr_ddp_build_terminate(&qp->rx.term, qp->tx_msn[RR_QN_TERM]++, qp->crc,
-						      qp->term_fpdu);
+		rr_soft_term_set(qp, &qp->rx.term);
 		if (qp->bpos == 0 || qp->bpos == qp->bcnt) {
 			/* at an FPDU boundary: a partially written batch
 			 * cannot be interrupted (best effort, as siw) */

@@ -8,6 +8,9 @@
 int rr_soft_post_send(struct rr_qp *qp, struct rpcrdma_send_wr *wr, struct rpcrdma_send_wr **bad);
 /* Transmits queued work; caller holds tx_lock. */
 void rr_soft_qp_tx_locked(struct soft_qp *qp);
+/* Builds the QP's Terminate from @t unless one is pending already (the QP
+ * ends with the first error it found; tx_lock held). */
+void rr_soft_term_set(struct soft_qp *qp, const struct rr_term *t);
 /* Pops finished WQEs in order and completes them (tx_lock held). */
 void rr_soft_sq_complete_locked(struct soft_qp *qp);
 /* QP to the error state from the send side (tx_lock held): flush the send
