@@ -13,7 +13,11 @@
  *   - A Terminate pending (a queued Read whose memory was deregistered)
  *     when a receive error comes: one Terminate leaves, the first one,
  *     numbered MSN 1 of queue 2 (a second one built over it took MSN 2: the
- *     peer saw an MSN gap). */
+ *     peer saw an MSN gap).
+ *   - A receive error while the first piece of the batch being sent is
+ *     partly written: the Terminate followed the part of an FPDU the socket
+ *     had taken (the stream was no longer framed); now the FPDU is finished
+ *     first, or no Terminate is sent. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -289,4 +293,51 @@ TEST(soft_one_terminate_per_connection)
 		reached = terminate_once_attempt(drain);
 	if (!reached)
 		rr_test_mark_skipped("this kernel's socket accounting never gave the state");
+}
+
+/* Code reading of fuzz_soft_rx's author (docs/fuzzing.md): the QP took
+ * "nothing of the batch written" (bpos 0) for an FPDU boundary even when
+ * the first piece was partly written (bpart). The state is made exactly:
+ * a Read Response batched behind a socket full of junk, the junk read, the
+ * first 3 bytes of the batch written as a short write leaves them; then the
+ * peer's Send finds no Receive (a receive error, a Terminate). Without the
+ * fix the Terminate follows those 3 bytes and the peer cannot parse the
+ * stream; with it the rest of the FPDU comes first. */
+TEST(soft_terminate_never_cuts_a_partly_written_fpdu)
+{
+	struct fz_pair p;
+	static uint8_t mem[3000], junk[1000];
+	struct rpcrdma_mr *mr;
+	int small = 4096;
+	size_t filled = 0;
+	struct iovec *v;
+
+	fz_pair_up(&p, false);
+	REQUIRE_EQ(setsockopt(p.sq->obj.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.pd, mem, sizeof(mem), RPCRDMA_ACCESS_REMOTE_READ, &mr), 0);
+	for (;;) {
+		ssize_t w = send(p.sq->obj.fd, junk, sizeof(junk), MSG_DONTWAIT);
+
+		if (w <= 0)
+			break;
+		filled += (size_t)w;
+	}
+	fz_read_req(&p, rpcrdma_mr_rkey(mr), rpcrdma_mr_remote_offset(mr), sizeof(mem));
+	pthread_mutex_lock(&p.sq->tx_lock);
+	rr_soft_qp_tx_locked(p.sq);
+	REQUIRE(p.sq->bcnt > 0 && p.sq->bpos == 0 && !p.sq->bpart);
+	REQUIRE_EQ(fz_skip(&p, filled), filled);
+	v = &p.sq->biov[0];
+	REQUIRE(v->iov_len > 3);
+	REQUIRE_EQ(write(p.sq->obj.fd, v->iov_base, 3), 3);
+	v->iov_base = (uint8_t *)v->iov_base + 3;
+	v->iov_len -= 3;
+	p.sq->bpart = true;
+	pthread_mutex_unlock(&p.sq->tx_lock);
+	fz_send(&p, 16);
+	fz_drain(&p);   /* REQUIREs a well-formed stream */
+	CHECK(p.term);
+	CHECK_EQ(p.sq->state, QPS_ERROR);
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	fz_pair_down(&p);
 }

@@ -724,14 +724,14 @@ static bool tx_write_now(struct soft_qp *qp, struct iovec *v, unsigned cnt)
 	return true;
 }
 
-/* Transmit needs memory that is being deregistered (tx_lock held, QP in
- * RTS): the FPDU half on the wire is finished from that memory now (it is
- * still valid: the deregistration waits for this), then the Terminate
- * (Invalid STag), both as far as the socket takes them without waiting;
- * the rest is never sent and the QP ends. */
-void rr_soft_tx_revoke(struct soft_qp *qp)
+/* Ends the batch being sent (tx_lock held): the FPDU half on the wire is
+ * finished now, as far as the socket takes it without waiting, the rest of
+ * the batch is never sent. True when the stream is then at an FPDU
+ * boundary, so that a Terminate may follow (RFC 5044 7: an FPDU is never
+ * interleaved with another). The batch's memory must still be valid. */
+bool rr_soft_tx_end_batch(struct soft_qp *qp)
 {
-	bool framed = true;   /* the stream is at an FPDU boundary */
+	bool framed = true;
 
 	if (qp->bpos < qp->bcnt) {
 		unsigned k = 0, start;
@@ -745,7 +745,17 @@ void rr_soft_tx_revoke(struct soft_qp *qp)
 	qp->bcnt = qp->bpos = qp->bnf = 0;
 	qp->bpart = false;
 	qp->msg_active = false;
-	if (framed) {
+	return framed;
+}
+
+/* Transmit needs memory that is being deregistered (tx_lock held, QP in
+ * RTS): the FPDU half on the wire is finished from that memory now (it is
+ * still valid: the deregistration waits for this), then the Terminate
+ * (Invalid STag), both as far as the socket takes them without waiting;
+ * the rest is never sent and the QP ends. */
+void rr_soft_tx_revoke(struct soft_qp *qp)
+{
+	if (rr_soft_tx_end_batch(qp)) {
 		struct iovec v;
 
 		tx_fail_term(qp, RR_RDMAP_EC_INVALID_STAG);
