@@ -285,6 +285,17 @@ static void settle(struct rr_tp_server *s, struct tp_conn *cn)
 		tp_sv_conn_lost(s, cn);
 }
 
+/* A Reply of a pooled connection parked (waiting for a free Receive for
+ * its RDMA_DONE): the end of the loop's turn looks for it. Returns whether
+ * it parked. */
+static bool note_parked(struct rr_tp_server *s, struct tp_conn *cn, int rc)
+{
+	if (rc != 1 || !cn->pool || !rr_conn_parked(cn->sess))
+		return false;
+	s->parked = true;
+	return true;
+}
+
 /* Answered from the receiving thread (inline dispatch): no one else drains
  * this CQ, so wait for the Writes and Send here. Lock held. */
 static void wait_sent_here(struct rr_tp_server *s, struct tp_conn *cn, struct rr_conn_sreq *r)
@@ -327,6 +338,7 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_conn_sreq *r,
 	r->xsent = NULL;
 	r->xsent_done = false;
 	rc = cn->dead ? -ENOTCONN : rr_conn_reply(cn->sess, r, parts, nparts, err_chunk);
+	note_parked(s, cn, rc);
 	settle(s, cn);
 	if (rc <= 0) {
 		pthread_mutex_unlock(&s->ep.lock);
@@ -364,7 +376,7 @@ int rr_tp_server_reply_async(struct rr_tp_server *s, struct rr_conn_sreq *r,
 	s->ep.defer = false;
 	if (rc != 1)
 		r->xsent = NULL;
-	else if (!tp_on_progress_thread(&s->ep) && rr_conn_parked(cn->sess))
+	else if (note_parked(s, cn, rc) && !tp_on_progress_thread(&s->ep))
 		tp_wake(&s->ep);   /* parked: the loop posts Receives, resumes it */
 	settle(s, cn);
 	pthread_mutex_unlock(&s->ep.lock);

@@ -162,10 +162,15 @@ static void tp_sv_pools_tick(struct rr_tp_server *s)
 void tp_sv_pools_refill(struct rr_tp_server *s)
 {
 	tp_sv_pools_tick(s);   /* what this turn's Replies granted, posted */
+	if (!s->parked)
+		return;
 	/* Read-chunk Replies that waited for a free Receive of their pool */
+	s->parked = false;
 	for (struct tp_conn *cn = s->conns; cn; cn = cn->next)
-		if (cn->pool && !cn->dead && rr_conn_parked(cn->sess))
+		if (cn->pool && !cn->dead && rr_conn_parked(cn->sess)) {
 			rr_conn_resume(cn->sess);
+			s->parked |= rr_conn_parked(cn->sess);
+		}
 }
 
 int rr_tp_server_pool(struct rr_tp_server *s, unsigned key, struct rr_cred_pool *out)

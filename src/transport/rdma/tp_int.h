@@ -187,6 +187,8 @@ struct rr_tp_server {
 	 * connection of each; none: no_pool) */
 	struct tp_pool *pools[TP_POOLS_MAX];
 	bool no_pool;
+	bool parked;   /* a pooled connection's Read-chunk Reply may wait for
+			  a free Receive (tp_sv_pools_refill looks then) */
 	struct rpcrdma_cm_id *listen_id;
 	int port;                /* listening port */
 	bool stopping;           /* rr_tp_server_stop: refuse new connections */
