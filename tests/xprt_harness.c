@@ -65,6 +65,16 @@ static int each_task(const char *file, void (*fn)(void *arg, const char *name, F
 	return 0;
 }
 
+/* @name matches @pattern, or its start when @pattern ends with '*'. */
+static bool name_match(const char *name, const char *pattern)
+{
+	size_t n = strlen(pattern);
+
+	if (n && pattern[n - 1] == '*')
+		return strncmp(name, pattern, n - 1) == 0;
+	return strcmp(name, pattern) == 0;
+}
+
 struct task_q {
 	const char *name;
 	long long sum;      /* wake-ups */
@@ -76,7 +86,7 @@ static void task_wakeups(void *arg, const char *name, FILE *f)
 	struct task_q *q = arg;
 	char line[128];
 
-	if (strcmp(name, q->name))
+	if (!name_match(name, q->name))
 		return;
 	while (fgets(line, sizeof(line), f))
 		if (!strncmp(line, "voluntary_ctxt_switches:", 24))
@@ -96,7 +106,7 @@ static void task_state(void *arg, const char *name, FILE *f)
 	struct task_q *q = arg;
 	char line[512], *rp;
 
-	if (strcmp(name, q->name))
+	if (!name_match(name, q->name))
 		return;
 	if (fgets(line, sizeof(line), f) && (rp = strrchr(line, ')')) != NULL) {
 		q->found++;

@@ -27,8 +27,9 @@ void rr_th_sleep_ms(unsigned ms);
 
 /* Voluntary context switches so far of this process's threads named @name
  * (/proc/self/task/N/status; the library names its threads: rr-soft, the
- * soft provider's progress thread; rr-rdma-srv, the rdma:// server loop);
- * -1 without /proc. */
+ * soft provider's progress thread; rr-progress-N, the engine's progress
+ * threads); @name ending with '*': every thread whose name starts with the
+ * rest (as for the functions below). -1 without /proc. */
 long long rr_th_thread_wakeups(const char *name);
 
 /* True when every thread of this process named @name is asleep (state S in
