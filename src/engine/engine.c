@@ -231,6 +231,17 @@ void rr_engine_deadline(struct timespec *ts, uint32_t ms)
 	}
 }
 
+void rr_engine_nap(void)
+{
+	struct timespec ts = {0, 1000000};
+
+	if (rr_engine_app_driven() && !rr_loop_current()) {
+		(void)drive(1);
+		return;
+	}
+	nanosleep(&ts, NULL);
+}
+
 int rr_engine_wait(pthread_cond_t *cv, pthread_mutex_t *m, const struct timespec *abs)
 {
 	struct timespec now;

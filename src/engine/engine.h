@@ -35,6 +35,10 @@ int rr_engine_wait(pthread_cond_t *cv, pthread_mutex_t *m, const struct timespec
 /* Runs @fn(@arg) on @l's runner (at once when the caller is it) and
  * returns once it ran. */
 void rr_engine_call(struct rr_loop *l, void (*fn)(void *), void *arg);
+/* A short pause (about a millisecond) of a thread waiting for another to
+ * let go of something; in the application-driven mode, a turn of the loop
+ * instead. */
+void rr_engine_nap(void);
 /* An absolute CLOCK_REALTIME deadline @ms from now. */
 void rr_engine_deadline(struct timespec *ts, uint32_t ms);
 

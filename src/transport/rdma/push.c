@@ -131,7 +131,7 @@ static int push_wait(struct rr_tp_client *c, struct tp_conn *cn, struct tp_push_
 		} else {
 			tp_abs_deadline(&ts, 20);
 		}
-		(void)pthread_cond_timedwait(&c->ep.cond, &c->ep.lock, &ts);
+		(void)rr_engine_wait(&c->ep.cond, &c->ep.lock, &ts);
 	}
 	return 0;
 }
@@ -182,7 +182,7 @@ int rr_tp_client_push(struct rr_tp_client *c, struct rr_tp_push *p)
 		/* a wake-up per push costs a thread switch and, with spinning
 		 * waiters on two CPUs, the CPU it runs on */
 		if (tp_cl_needs_progress(c, cn))
-			tp_wake(&c->ep);
+			tp_ep_kick(&c->ep);
 	}
 out:
 	if (mr)
