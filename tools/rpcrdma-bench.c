@@ -32,11 +32,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <dirent.h>
+#include <limits.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,8 +73,9 @@ enum tp { TP_RDMA, TP_TCP, TP_TIRPC, TP_RAW, TP_N };
 static const char *const tp_name[TP_N] = {"rdma", "tcp", "tirpc", "raw"};
 
 static bool tp_want[TP_N];
-enum wl { WL_NULL, WL_READ, WL_WRITE, WL_OUTST, WL_CONNS, WL_PUSH, WL_N };
-static const char *const wl_name[WL_N] = {"null", "read", "write", "outstanding", "conns", "push"};
+enum wl { WL_NULL, WL_READ, WL_WRITE, WL_OUTST, WL_CONNS, WL_PUSH, WL_SCALE, WL_N };
+static const char *const wl_name[WL_N] = {"null", "read", "write", "outstanding", "conns", "push",
+					  "scale"};
 static bool wl_want[WL_N];
 static bool tp_ok[TP_N];
 static char tp_why[TP_N][160];
@@ -111,6 +115,12 @@ struct rec {
 	double cpu_c, cpu_s; /* CPU us per operation of the client (this process)
 				and of the server child; < 0 when not measured */
 	int64_t cpu_c0, cpu_s0;  /* CPU ns at the start of the measured interval */
+	/* scale: idle cost of each connection (client: this process; server:
+	 * its process), the threads of each process with the connections
+	 * open, and the p50 of connect + first NULL call; < 0: n/a */
+	double client_rss_per_conn, server_rss_per_conn, fds_per_conn, server_fds_per_conn;
+	double connect_p50_us;
+	long client_threads, server_threads;
 	char na[160];        /* non-empty: not available, why */
 };
 
@@ -144,6 +154,9 @@ static struct rec *rec_new(const char *wl, enum tp tp, const char *variant, uint
 	r->ratio_raw = r->ratio_tirpc = r->rtrips = r->ratio_spin = -1;
 	r->cpu_c = r->cpu_s = -1;
 	r->cpu_c0 = r->cpu_s0 = -1;
+	r->client_rss_per_conn = r->server_rss_per_conn = r->fds_per_conn = -1;
+	r->server_fds_per_conn = r->connect_p50_us = -1;
+	r->client_threads = r->server_threads = -1;
 	return r;
 }
 
@@ -623,12 +636,19 @@ static int h_push_open(struct rpcrdma_req *req, void *ctx)
 	return rpcrdma_xdr_enc_error(e) ? RPCRDMA_SVC_SYSTEM_ERR : RPCRDMA_SVC_OK;
 }
 
-static int rr_server(const char *scheme, int *port)
+/* @scale: limits out of the way (every client comes from 127.0.0.1). */
+static int rr_server(const char *scheme, int *port, bool scale)
 {
 	struct rpcrdma_server *srv;
 	/* Memory-only handlers (the durable WRITE's fdatasync aside): run on
 	 * the receiving thread, as libtirpc's svc_run and tcp:// do. */
 	struct rpcrdma_server_opts so = {.threads = 4, .flags = getenv("BENCH_NOINLINE") ? 0 : RPCRDMA_SERVER_INLINE};
+
+	if (scale) {
+		so.max_conns = 1000000;
+		so.max_conns_per_host = UINT_MAX;
+		so.max_handshakes = 100000;
+	}
 	char url[64];
 	int rc;
 
@@ -755,8 +775,8 @@ static void start_server(enum tp tp)
 		signal(SIGPIPE, SIG_IGN);
 		prctl_parent_death();
 		switch (tp) {
-		case TP_RDMA: rc = rr_server("rdma", &port); break;
-		case TP_TCP: rc = rr_server("tcp", &port); break;
+		case TP_RDMA: rc = rr_server("rdma", &port, false); break;
+		case TP_TCP: rc = rr_server("tcp", &port, false); break;
 		case TP_RAW:
 		case TP_TIRPC:
 			lfd = listen_loopback(&port);
@@ -825,14 +845,18 @@ struct conn {
  * as a Read chunk the server pulls, as "pull mode" means, rather than inline
  * in the Call under the soft provider's 132 KiB default. */
 static uint32_t conn_inline;
+/* Bytes of each connection's result sink; 0: none (scale: allocated later,
+ * so that the idle cost measured is the library's). */
+static size_t conn_sink = MAXIO + 64;
 
 static int conn_open(struct conn *c, enum tp tp)
 {
 	memset(c, 0, sizeof(*c));
 	c->tp = tp;
 	c->fd = -1;
-	c->sink = malloc(MAXIO + 64);
-	if (!c->sink)
+	/* raw reads its responses there: a NULL's at least */
+	c->sink = conn_sink || tp == TP_RAW ? malloc(conn_sink ? conn_sink : 256) : NULL;
+	if ((conn_sink || tp == TP_RAW) && !c->sink)
 		return -ENOMEM;
 	if (tp == TP_RDMA || tp == TP_TCP) {
 		struct rpcrdma_client_opts o = {.inline_size = conn_inline};
@@ -1464,6 +1488,570 @@ static void fmt_size(char *b, size_t cap, uint32_t s)
 		snprintf(b, cap, "%u", s);
 }
 
+/* ======================================================================
+ * scale: many connections at once (issue 16)
+ *
+ * For each transport and N in 1, 10, 100, 1000 (10,000 with --big): a
+ * fresh server (forked by the server factory, itself forked before this
+ * process had any thread), then N clients in this process, each connected
+ * and making one NULL call (connect + first call timed: connect_p50_us);
+ * then, idle, what each connection costs on each side (RSS, file
+ * descriptors; the threads of each process); then NULL and 64 KiB READ
+ * calls with every connection active for the duration: rdma:// and tcp://
+ * keep one asynchronous call in flight on each connection, raw TCP one
+ * request per socket from one epoll loop, libtirpc (synchronous only)
+ * min(N, 256) threads each calling on its connections in turn. READ 64K is
+ * not run at 10,000 connections (one 64 KiB sink per connection).
+ * ====================================================================== */
+
+static const unsigned scale_ns[] = {1, 10, 100, 1000, 10000};
+static bool big;   /* --big: 10,000 connections too */
+static int fac_wr = -1, fac_rd = -1;   /* the server factory's pipes */
+#define SCALE_TIRPC_THREADS 256u
+
+/* The factory: forks a server of the transport named on each request line
+ * and answers "PID PORT" (or "error ERRNO"). Its servers die with it, and
+ * it dies with the benchmark. */
+static void factory_main(int rd, int wr)
+{
+	char line[32];
+	FILE *in = fdopen(rd, "r");
+
+	signal(SIGCHLD, SIG_IGN);   /* killed servers are reaped */
+	while (in && fgets(line, sizeof(line), in)) {
+		int p[2], port = 0, rc = 0, lfd = -1;
+		enum tp tp = TP_N;
+		pid_t pid;
+		char ans[64] = "";
+		ssize_t n;
+
+		for (int t = 0; t < TP_N; t++)
+			if (!strncmp(line, tp_name[t], strlen(tp_name[t])))
+				tp = (enum tp)t;
+		if (tp == TP_N || pipe(p) < 0) {
+			dprintf(wr, "error %d\n", EINVAL);
+			continue;
+		}
+		pid = fork();
+		if (pid == 0) {
+			close(p[0]);
+			prctl_parent_death();
+			if (tp == TP_RDMA || tp == TP_TCP) {
+				rc = rr_server(tp_name[tp], &port, true);
+			} else {
+				lfd = listen_loopback(&port);
+				rc = lfd < 0 ? lfd : 0;
+#if BENCH_HAVE_TIRPC
+				if (!rc && tp == TP_TIRPC)
+					rc = tirpc_server(lfd);
+#endif
+			}
+			dprintf(p[1], rc ? "error %d\n" : "%d\n", rc ? -rc : port);
+			close(p[1]);
+			if (rc)
+				_exit(1);
+			if (tp == TP_RAW)
+				raw_server(lfd);
+#if BENCH_HAVE_TIRPC
+			if (tp == TP_TIRPC)
+				svc_run();
+#endif
+			for (;;)
+				pause();
+		}
+		close(p[1]);
+		n = pid > 0 ? read(p[0], ans, sizeof(ans) - 1) : -1;
+		close(p[0]);
+		ans[n > 0 ? n : 0] = 0;
+		if (pid < 0 || sscanf(ans, "%d", &port) != 1 || port <= 0)
+			dprintf(wr, "error %d\n", pid < 0 ? errno : sscanf(ans, "error %d", &rc) == 1 ? rc : EIO);
+		else
+			dprintf(wr, "%d %d\n", (int)pid, port);
+	}
+	_exit(0);
+}
+
+static void factory_start(void)
+{
+	int a[2], b[2];
+	pid_t pid;
+
+	if (pipe(a) < 0 || pipe(b) < 0)
+		return;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		close(a[1]);
+		close(b[0]);
+		prctl_parent_death();
+		factory_main(a[0], b[1]);
+	}
+	close(a[0]);
+	close(b[1]);
+	if (pid < 0) {
+		close(a[1]);
+		close(b[0]);
+		return;
+	}
+	fac_wr = a[1];
+	fac_rd = b[0];
+}
+
+/* A fresh server of @tp: its pid and port, or -errno. */
+static int factory_server(enum tp tp, pid_t *pid, int *port)
+{
+	char line[64];
+	ssize_t n;
+	int p = 0, e = 0;
+
+	if (fac_wr < 0)
+		return -ECHILD;
+	dprintf(fac_wr, "%s\n", tp_name[tp]);
+	n = read(fac_rd, line, sizeof(line) - 1);
+	if (n <= 0)
+		return -EIO;
+	line[n] = 0;
+	if (sscanf(line, "error %d", &e) == 1)
+		return -e;
+	if (sscanf(line, "%d %d", &p, port) != 2)
+		return -EIO;
+	*pid = p;
+	return 0;
+}
+
+/* What a process holds: KiB resident, threads, file descriptors (pid 0:
+ * this one). */
+struct pstat {
+	long rss_kib, threads, fds;
+};
+
+static void pstat_read(pid_t pid, struct pstat *s)
+{
+	char path[64], line[256];
+	FILE *f;
+	DIR *d;
+	struct dirent *e;
+
+	memset(s, 0, sizeof(*s));
+	s->rss_kib = s->threads = s->fds = -1;
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/status");
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "VmRSS:", 6))
+			s->rss_kib = atol(line + 6);
+		else if (!strncmp(line, "Threads:", 8))
+			s->threads = atol(line + 8);
+	}
+	if (f)
+		fclose(f);
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/fd");
+	d = opendir(path);
+	if (d) {
+		s->fds = 0;
+		while ((e = readdir(d)))
+			s->fds += e->d_name[0] != '.';
+		closedir(d);
+		if (!pid)
+			s->fds--;   /* the directory's own */
+	}
+}
+
+/* One connection of the scale workload. */
+struct sconn {
+	struct conn c;          /* rdma, tcp, tirpc; raw: c.fd */
+	struct sctx *s;
+	uint64_t t0;
+	uint32_t got;           /* raw: response bytes read so far */
+};
+
+struct sctx {
+	enum tp tp;
+	int op;                 /* 0 NULL, 1 READ 64K */
+	uint32_t size;
+	uint64_t end;
+	struct lat l;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	unsigned inflight;
+	uint64_t ops;
+	int err;
+};
+
+static void scale_done(struct rpcrdma_call *call, int status, void *arg);
+
+static int scale_start(struct sconn *sc)
+{
+	struct sctx *s = sc->s;
+	struct rpcrdma_call *call;
+	int rc = rpcrdma_call_create(sc->c.rc, s->op ? BENCH_READ : 0, &call);
+
+	if (rc)
+		return rc;
+	if (s->op) {
+		struct rpcrdma_ddp_sink sk = {sc->c.sink, s->size};
+
+		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), s->size);
+		rc = rpcrdma_call_set_sinks(call, &sk, 1);
+		rpcrdma_call_set_reply_hint(call, 64);
+	}
+	sc->t0 = fs_now_ns();
+	if (!rc)
+		rc = rpcrdma_call_start(call, scale_done, sc);
+	if (rc)
+		rpcrdma_call_destroy(call);
+	return rc;
+}
+
+static void scale_done(struct rpcrdma_call *call, int status, void *arg)
+{
+	struct sconn *sc = arg;
+	struct sctx *s = sc->s;
+	uint64_t now = fs_now_ns();
+	int rc = status;
+
+	if (!rc && s->op) {
+		const void *p;
+		uint32_t len = 0;
+
+		rc = rpcrdma_xdr_get_ddp(rpcrdma_call_results(call), &p, &len);
+		if (!rc && len != s->size)
+			rc = -EBADMSG;
+	}
+	rpcrdma_call_destroy(call);
+	lat_add(&s->l, now - sc->t0);
+	if (!rc && now < s->end)
+		rc = scale_start(sc);
+	else if (!rc)
+		rc = 1;
+	pthread_mutex_lock(&s->lock);
+	if (status == 0)
+		s->ops++;
+	if (rc) {
+		if (rc < 0 && !s->err)
+			s->err = rc;
+		s->inflight--;
+		pthread_cond_signal(&s->cv);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* rdma://, tcp://: one call in flight on every connection. */
+static int scale_async(struct sconn *cs, unsigned n, struct sctx *s)
+{
+	for (unsigned i = 0; i < n; i++) {
+		pthread_mutex_lock(&s->lock);
+		s->inflight++;
+		pthread_mutex_unlock(&s->lock);
+		if (scale_start(&cs[i])) {
+			pthread_mutex_lock(&s->lock);
+			s->inflight--;
+			s->err = s->err ? s->err : -EIO;
+			pthread_mutex_unlock(&s->lock);
+			break;
+		}
+	}
+	pthread_mutex_lock(&s->lock);
+	while (s->inflight)
+		pthread_cond_wait(&s->cv, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	return s->err;
+}
+
+/* raw TCP: one request in flight per socket, one epoll loop. */
+static int scale_raw(struct sconn *cs, unsigned n, struct sctx *s)
+{
+	uint32_t req = CALL_HDR + (s->op ? 4 : 0);
+	uint32_t rsp = REPLY_HDR + (s->op ? 4 + XDR_ALIGN(s->size) : 0);
+	uint32_t h[2] = {htonl(req), htonl(rsp)};
+	uint8_t msg[64], *buf = malloc(MAXIO);
+	int ep = epoll_create1(EPOLL_CLOEXEC), rc = 0;
+	unsigned inflight = 0;
+
+	memset(msg, 0, sizeof(msg));
+	memcpy(msg, h, 8);
+	for (unsigned i = 0; i < n && ep >= 0 && buf && !rc; i++) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &cs[i]};
+
+		cs[i].got = 0;
+		cs[i].t0 = fs_now_ns();
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].c.fd, &ev) || write_full(cs[i].c.fd, msg, req))
+			rc = -EIO;
+		else
+			inflight++;
+	}
+	while (!rc && inflight) {
+		struct epoll_event evs[64];
+		int k = epoll_wait(ep, evs, 64, 10000);
+
+		if (k <= 0) {
+			rc = k < 0 && errno == EINTR ? 0 : -ETIMEDOUT;
+			continue;
+		}
+		for (int i = 0; i < k && !rc; i++) {
+			struct sconn *sc = evs[i].data.ptr;
+			ssize_t r = read(sc->c.fd, buf, rsp - sc->got);
+			uint64_t now;
+
+			if (r <= 0) {
+				rc = -EIO;
+				break;
+			}
+			sc->got += (uint32_t)r;
+			if (sc->got < rsp)
+				continue;
+			now = fs_now_ns();
+			lat_add(&s->l, now - sc->t0);
+			s->ops++;
+			sc->got = 0;
+			if (now >= s->end) {
+				inflight--;
+				continue;
+			}
+			sc->t0 = now;
+			if (write_full(sc->c.fd, msg, req))
+				rc = -EIO;
+		}
+	}
+	if (ep >= 0)
+		close(ep);
+	free(buf);
+	return rc;
+}
+
+struct tslice {
+	struct sconn *cs;
+	unsigned n, stride, first;
+	struct sctx *s;
+	uint64_t ops;
+	int rc;
+	pthread_t t;
+};
+
+static void *tirpc_slice(void *arg)
+{
+	struct tslice *t = arg;
+
+	while (!t->rc && fs_now_ns() < t->s->end)
+		for (unsigned i = t->first; i < t->n && !t->rc; i += t->stride) {
+			uint64_t a = fs_now_ns();
+
+			t->rc = conn_op(&t->cs[i].c, t->s->op, t->s->size);
+			lat_add(&t->s->l, fs_now_ns() - a);
+			t->ops++;
+		}
+	return NULL;
+}
+
+/* libtirpc: synchronous calls, min(N, SCALE_TIRPC_THREADS) threads. */
+static int scale_tirpc(struct sconn *cs, unsigned n, struct sctx *s)
+{
+	unsigned nt = n < SCALE_TIRPC_THREADS ? n : SCALE_TIRPC_THREADS, started = 0;
+	struct tslice *ts = calloc(nt, sizeof(*ts));
+	pthread_attr_t at;
+	int rc = 0;
+
+	if (!ts)
+		return -ENOMEM;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, 256 * 1024);
+	for (unsigned i = 0; i < nt; i++) {
+		ts[i] = (struct tslice){cs, n, nt, i, s, 0, 0, 0};
+		if (pthread_create(&ts[i].t, &at, tirpc_slice, &ts[i]))
+			break;
+		started++;
+	}
+	pthread_attr_destroy(&at);
+	for (unsigned i = 0; i < started; i++) {
+		pthread_join(ts[i].t, NULL);
+		s->ops += ts[i].ops;
+		if (ts[i].rc && !rc)
+			rc = ts[i].rc;
+	}
+	free(ts);
+	return started ? rc : -EAGAIN;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Connects @n clients of @tp to @port, each making one NULL call: the
+ * p50 of those in microseconds in *@p50. */
+static int scale_connect(struct sconn *cs, unsigned n, enum tp tp, double *p50)
+{
+	double *t = malloc(sizeof(*t) * n);
+	int rc = 0, saved = tp_port[tp];
+	unsigned i;
+
+	if (!t)
+		return -ENOMEM;
+	for (i = 0; i < n && !rc; i++) {
+		uint64_t a = fs_now_ns();
+
+		rc = conn_open(&cs[i].c, tp);
+		if (!rc)
+			rc = conn_op(&cs[i].c, 0, 0);
+		t[i] = (double)(fs_now_ns() - a) / 1e3;
+	}
+	(void)saved;
+	qsort(t, i, sizeof(*t), cmp_double);
+	*p50 = i ? t[i / 2] : 0;
+	free(t);
+	return rc;
+}
+
+static void scale_point(enum tp tp, unsigned n)
+{
+	struct sconn *cs = calloc(n, sizeof(*cs));
+	struct pstat c0, c1, s0, s1;
+	pid_t spid = 0;
+	int port = 0, rc, saved_port = tp_port[tp];
+	double p50 = 0;
+	struct rec *idle;
+
+	idle = rec_new("scale", tp, "null", 0, 1, n);
+	if (!cs) {
+		na(idle, "out of memory");
+		return;
+	}
+	rc = factory_server(tp, &spid, &port);
+	if (rc) {
+		snprintf(idle->na, sizeof(idle->na), "server failed: %s", strerror(-rc));
+		free(cs);
+		return;
+	}
+	progress("scale: %u connections over %s", n, tp_name[tp]);
+	pstat_read(spid, &s0);
+	pstat_read(0, &c0);
+	tp_port[tp] = port;   /* conn_open connects there */
+	conn_sink = 0;        /* the sinks come after the idle measurement */
+	rc = scale_connect(cs, n, tp, &p50);
+	conn_sink = MAXIO + 64;
+	tp_port[tp] = saved_port;
+	if (rc) {
+		snprintf(idle->na, sizeof(idle->na), "failed: connection %s (%s)",
+			 rc == -EMFILE || rc == -ENFILE ? "refused for want of file descriptors"
+							: "failed", rpcrdma_strerror(rc));
+	} else {
+		/* idle: the counts settle (the server frees half-open state,
+		 * the first calls' buffers are back) */
+		struct timespec ts = {0, 300000000};
+
+		nanosleep(&ts, NULL);
+		pstat_read(spid, &s1);
+		pstat_read(0, &c1);
+		idle->connect_p50_us = p50;
+		idle->client_rss_per_conn = (double)(c1.rss_kib - c0.rss_kib) / n;
+		idle->server_rss_per_conn = (double)(s1.rss_kib - s0.rss_kib) / n;
+		idle->fds_per_conn = (double)(c1.fds - c0.fds) / n;
+		idle->server_fds_per_conn = (double)(s1.fds - s0.fds) / n;
+		idle->client_threads = c1.threads;
+		idle->server_threads = s1.threads;
+		for (int op = 0; op < 2 && !rc; op++) {
+			struct rec *r = op ? rec_new("scale", tp, "read64k", CONN_SIZE, 1, n) : idle;
+			struct sctx s;
+			int64_t cc0, sc0, cc1, sc1;
+			uint64_t t0;
+
+			if (op) {
+				r->connect_p50_us = idle->connect_p50_us;
+				r->client_rss_per_conn = idle->client_rss_per_conn;
+				r->server_rss_per_conn = idle->server_rss_per_conn;
+				r->fds_per_conn = idle->fds_per_conn;
+				r->server_fds_per_conn = idle->server_fds_per_conn;
+				r->client_threads = idle->client_threads;
+				r->server_threads = idle->server_threads;
+			}
+			if (op && n > 1000) {
+				na(r, "not run beyond 1000 connections (a 64 KiB sink each)");
+				continue;
+			}
+			for (unsigned i = 0; op && i < n && !rc; i++) {
+				cs[i].c.sink = malloc(CONN_SIZE + 64);
+				if (!cs[i].c.sink)
+					rc = -ENOMEM;
+			}
+			if (rc) {
+				record_err(r, rc);
+				break;
+			}
+			memset(&s, 0, sizeof(s));
+			s.tp = tp;
+			s.op = op;
+			s.size = op ? CONN_SIZE : 0;
+			lat_init(&s.l);
+			pthread_mutex_init(&s.lock, NULL);
+			pthread_cond_init(&s.cv, NULL);
+			for (unsigned i = 0; i < n; i++)
+				cs[i].s = &s;
+			cc0 = cpu_ns(0);
+			sc0 = cpu_ns(spid);
+			t0 = fs_now_ns();
+			s.end = t0 + (uint64_t)(dur * 1e9);
+			rc = tp == TP_RAW ? scale_raw(cs, n, &s)
+			     : tp == TP_TIRPC ? scale_tirpc(cs, n, &s) : scale_async(cs, n, &s);
+			cc1 = cpu_ns(0);
+			sc1 = cpu_ns(spid);
+			lat_finish(&s.l, r, s.ops, s.ops * (uint64_t)s.size,
+				   (double)(fs_now_ns() - t0) / 1e9);
+			if (s.ops && cc0 >= 0 && cc1 >= cc0)
+				r->cpu_c = (double)(cc1 - cc0) / 1e3 / (double)s.ops;
+			if (s.ops && sc0 >= 0 && sc1 >= sc0)
+				r->cpu_s = (double)(sc1 - sc0) / 1e3 / (double)s.ops;
+			record_err(r, rc);
+			pthread_mutex_destroy(&s.lock);
+			pthread_cond_destroy(&s.cv);
+		}
+	}
+	for (unsigned i = 0; i < n; i++)
+		conn_close(&cs[i].c);
+	free(cs);
+	kill(spid, SIGKILL);
+}
+
+/* As many descriptors as the hard limit allows (root: raised). */
+static void raise_nofile(unsigned conns)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)conns * 2 + 1024;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	if (rl.rlim_max < want) {
+		struct rlimit up = {want, want};
+
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			return;
+	}
+	rl.rlim_cur = rl.rlim_max;
+	(void)setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+static void run_scale(void)
+{
+	unsigned npts = big ? N(scale_ns) : N(scale_ns) - 1;
+
+	for (unsigned i = 0; i < npts; i++)
+		for (int tp = 0; tp < TP_N; tp++) {
+			if (!tp_want[tp])
+				continue;
+			if (!tp_ok[tp]) {
+				na(rec_new("scale", (enum tp)tp, "null", 0, 1, scale_ns[i]), tp_why[tp]);
+				continue;
+			}
+			scale_point((enum tp)tp, scale_ns[i]);
+		}
+}
+
 static void run_all(void)
 {
 	const uint32_t *sizes = quick ? sizes_quick : sizes_full;
@@ -1500,6 +2088,8 @@ static void run_all(void)
 			progress_n += tp_want[TP_RDMA] && tp_ok[TP_RDMA] ? 5 : 0;
 			progress_n += tp_want[TP_TCP] && tp_ok[TP_TCP] ? 3 : 0;
 		}
+		if (wl_want[WL_SCALE])
+			progress_n += (unsigned)(big ? N(scale_ns) : N(scale_ns) - 1) * nt;
 	}
 	for (tp = 0; tp < TP_N; tp++) {
 		open_ok[tp] = false;
@@ -1709,6 +2299,8 @@ static void run_all(void)
 			}
 		}
 	}
+	if (wl_want[WL_SCALE])
+		run_scale();
 }
 
 /* ======================================================================
@@ -1747,6 +2339,16 @@ static void compute_ratios(void)
 
 		if (r->na[0] || r->tp == TP_RAW)
 			continue;
+		if (!strcmp(r->workload, "scale")) {
+			/* throughput with every connection active, same shape */
+			raw = find("scale", TP_RAW, r->variant, r->size, 1, r->conns);
+			ti = find("scale", TP_TIRPC, r->variant, r->size, 1, r->conns);
+			if (raw && raw->ops_s > 0)
+				r->ratio_raw = r->ops_s / raw->ops_s;
+			if (ti && ti->ops_s > 0 && r->tp != TP_TIRPC)
+				r->ratio_tirpc = r->ops_s / ti->ops_s;
+			continue;
+		}
 		if (is_latency(r)) {
 			struct rec *spin = !strcmp(r->workload, "null")
 						   ? find("null", TP_RAW, "pingspin", 0, 1, 1)
@@ -1779,6 +2381,37 @@ static void compute_ratios(void)
 	}
 }
 
+/* The scale workload's idle costs and its ratios to tcp:// (rdma only). */
+static void print_scale(void)
+{
+	bool head = false;
+
+	for (unsigned i = 0; i < nrecs; i++) {
+		struct rec *r = &recs[i], *t;
+
+		if (strcmp(r->workload, "scale") || strcmp(r->variant, "null") || r->na[0] ||
+		    r->client_rss_per_conn < -0.5)
+			continue;
+		if (!head) {
+			printf("\n-- scale, idle cost per connection (client: this process, server: "
+			       "its own) and connect + first NULL call\n%-5s %6s %12s %12s %9s "
+			       "%9s %8s %8s %11s %9s\n", "xprt", "conns", "cli KiB/conn",
+			       "srv KiB/conn", "cli fd/c", "srv fd/c", "cli thr", "srv thr",
+			       "connect p50", "vs tcp");
+			head = true;
+		}
+		t = find("scale", TP_TCP, "null", 0, 1, r->conns);
+		printf("%-5s %6u %12.1f %12.1f %9.2f %9.2f %8ld %8ld %9.0fus %9s\n", tp_name[r->tp],
+		       r->conns, r->client_rss_per_conn, r->server_rss_per_conn, r->fds_per_conn,
+		       r->server_fds_per_conn, r->client_threads, r->server_threads,
+		       r->connect_p50_us, "");
+		if (r->tp == TP_RDMA && t && t->connect_p50_us > 0)
+			printf("%71s connect %.2fx tcp://; NULL ops/s %.2fx tcp://\n", "",
+			       r->connect_p50_us / t->connect_p50_us,
+			       t->ops_s > 0 ? r->ops_s / t->ops_s : -1.0);
+	}
+}
+
 static void print_table(void)
 {
 	const char *last = "";
@@ -1805,6 +2438,10 @@ static void print_table(void)
 			else if (!strcmp(r->workload, "read_conns"))
 				printf("-- READ 64K, N connections, one call each (ratio: / raw "
 				       "ping-pong on N connections)\n");
+			else if (!strcmp(r->workload, "scale"))
+				printf("-- scale: N connections in one process, every one active "
+				       "(ratios: ops/s / raw and / libtirpc), then the idle cost "
+				       "per connection below\n");
 			else if (!strncmp(r->workload, "write_4k", 8) && strncmp(last, "write_4k", 8))
 				printf("-- 4K write: pull-mode WRITE RPC (2 network round trips: "
 				       "Call, RDMA Read request/response, Reply; data kept in server "
@@ -1830,6 +2467,7 @@ static void print_table(void)
 		       r->workload, tp_name[r->tp], r->variant, sz, r->outstanding, r->conns,
 		       r->p50_us, r->p99_us, r->mbps, r->ops_s, a, b, cpu);
 	}
+	print_scale();
 	/* against the floor that waits the same way: spin, then sleep */
 	for (int tp = 0; tp < TP_N; tp++) {
 		struct rec *n = find("null", (enum tp)tp, NULL, 0, 1, 1);
@@ -1913,6 +2551,14 @@ static int write_json(const char *path)
 			r->ratio_spin >= 0 ? r->ratio_spin : -1.0, spin_us);
 		fprintf(f, ", \"cpu_client_us_per_op\": %.3f, \"cpu_server_us_per_op\": %.3f",
 			r->cpu_c >= 0 ? r->cpu_c : -1.0, r->cpu_s >= 0 ? r->cpu_s : -1.0);
+		if (!strcmp(r->workload, "scale"))
+			fprintf(f, ", \"conns\": %u, \"op\": \"%s\", \"server_rss_kib_per_conn\": %.2f, "
+				"\"client_rss_kib_per_conn\": %.2f, \"client_threads\": %ld, "
+				"\"server_threads\": %ld, \"fds_per_conn\": %.3f, "
+				"\"server_fds_per_conn\": %.3f, \"connect_p50_us\": %.1f", r->conns,
+				r->variant, r->server_rss_per_conn, r->client_rss_per_conn,
+				r->client_threads, r->server_threads, r->fds_per_conn,
+				r->server_fds_per_conn, r->connect_p50_us);
 		fprintf(f, ", \"ratio_kind\": \"%s\"}%s\n",
 			is_latency(r) ? "p50_latency" : "throughput", i + 1 < nrecs ? "," : "");
 	}
@@ -2050,7 +2696,9 @@ static void usage(FILE *f)
 		"  --duration SECS    seconds per measurement point (default 1.0)\n"
 		"  --transports LIST  comma-separated subset of rdma,tcp,tirpc,raw (default all)\n"
 		"  --workloads LIST   comma-separated subset of null,read,write,outstanding,\n"
-		"                     conns,push (default all)\n"
+		"                     conns,push,scale (default all but scale)\n"
+		"  --big              scale: 10,000 connections too (the file descriptor limit\n"
+		"                     is raised as far as the hard limit, or beyond as root)\n"
 		"  --spin-us N        spin-then-sleep budget, 0..%u microseconds: exported as\n"
 		"                     RPCRDMA_SOFT_SPIN_US to the library (client and servers)\n"
 		"                     and used by the raw \"pingspin\" floor, whose both ends\n"
@@ -2098,6 +2746,7 @@ int main(int argc, char **argv)
 		{"json", required_argument, NULL, 'j'},
 		{"svg", required_argument, NULL, 's'},
 		{"spin-us", required_argument, NULL, 'S'},
+		{"big", no_argument, NULL, 'B'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -2126,9 +2775,10 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	while ((c = getopt_long(argc, argv, "qd:t:w:j:s:S:h", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "qd:t:w:j:s:S:Bh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'q': quick = true; break;
+		case 'B': big = true; break;
 		case 'd': {
 			char *end;
 
@@ -2191,6 +2841,10 @@ int main(int argc, char **argv)
 	}
 	for (uint32_t i = 0; i < MAXIO + 64; i++)
 		srcbuf[i] = (uint8_t)(i * 2654435761u >> 24);
+	if (wl_want[WL_SCALE]) {
+		raise_nofile(big ? 10000 : 1000);
+		factory_start();   /* before any thread too */
+	}
 	/* servers first: fork before this process has any thread */
 	for (int tp = 0; tp < TP_N; tp++) {
 		if (!tp_want[tp])

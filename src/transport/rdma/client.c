@@ -377,9 +377,12 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
 	if (!c->conn && !c->reconnect_at && c->connect_status != 1)
 		tp_cl_schedule_reconnect(c, 0);   /* lost while idle: connect now */
 	up = c->conn && c->conn->established && !c->conn->dead;
-	if (rpc->caller_waits && !c->waiter && up) {
+	if (rpc->caller_waits && !c->waiter && up && !rr_engine_app_driven()) {
 		/* This thread will receive the Reply itself: no hop through
-		 * the progress loop, which is not woken. */
+		 * the progress loop, which is not woken. (When the application
+		 * drives progress, the caller's wait drives the loop, which
+		 * receives: a thread asleep in the CQ would not run the loop
+		 * that the other end may be served by.) */
 		c->waiter = true;
 		c->wait_for = rpc;
 		wake = false;
@@ -426,6 +429,8 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t
 	struct tp_conn *cn0 = NULL;
 	bool wake;
 
+	if (rr_engine_app_driven())
+		return;   /* the caller's wait drives the loop (submit) */
 	pthread_mutex_lock(&c->ep.lock);
 	if (c->waiter && c->wait_for != rpc) {
 		pthread_mutex_unlock(&c->ep.lock);

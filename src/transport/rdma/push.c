@@ -121,7 +121,7 @@ static int push_wait(struct rr_tp_client *c, struct tp_conn *cn, struct tp_push_
 				(void)rpcrdma_disconnect(cn->id);
 			return -ETIMEDOUT;
 		}
-		if (!c->waiter || *waiter) {
+		if ((!c->waiter || *waiter) && !rr_engine_app_driven()) {
 			/* the Commit Response costs one recvmsg, not arm +
 			 * poll + epoll_wait + recvmsg */
 			c->waiter = *waiter = true;
@@ -129,6 +129,7 @@ static int push_wait(struct rr_tp_client *c, struct tp_conn *cn, struct tp_push_
 				continue;
 			tp_abs_deadline(&ts, 1);   /* no busy loop on a failing wait */
 		} else {
+			tp_ep_kick(&c->ep);   /* its loop serves the push */
 			tp_abs_deadline(&ts, 20);
 		}
 		(void)rr_engine_wait(&c->ep.cond, &c->ep.lock, &ts);

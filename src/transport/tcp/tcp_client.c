@@ -551,8 +551,11 @@ static void tcp_clnt_wait(struct rr_xprt_client *x, struct rr_xprt_call *call,
 	int rc = 0, fd;
 
 	pthread_mutex_lock(&c->lock);
+	/* When the application drives progress, the caller's wait drives the
+	 * loop, which reads (a thread asleep on the socket would not run the
+	 * loop that the server may be served by). */
 	if (!find_slot(c, call) || !c->connected || c->broken || c->closing ||
-	    c->reader_busy) {
+	    c->reader_busy || rr_engine_app_driven()) {
 		unflag_self(c, call);
 		pthread_mutex_unlock(&c->lock);
 		return;

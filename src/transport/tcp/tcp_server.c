@@ -60,6 +60,7 @@ struct tcp_srv {
 	struct rr_loop_src lsrc;
 	bool lsrc_added;
 	struct rr_loop_timer tick;
+	unsigned next_loop;         /* the next connection's loop */
 	bool started;
 	pthread_mutex_t lock;
 	bool stopping;
@@ -188,7 +189,9 @@ static void srv_accept(struct rr_loop_src *lsrc, uint32_t events)
 		}
 		pthread_mutex_unlock(&s->lock);
 		cn = rr_zalloc(s->p.env, sizeof(*cn));
-		if (!cn || rr_engine_pick(&cn->loop)) {
+		if (cn)   /* round-robin over the loops, the server's own turn */
+			cn->loop = rr_engine_loop(s->next_loop++ % RR_MAX(rr_engine_nloops(), 1u));
+		if (!cn || !cn->loop) {
 			pthread_mutex_lock(&s->lock);
 			s->refused++;
 			pthread_mutex_unlock(&s->lock);
