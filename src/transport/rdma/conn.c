@@ -353,7 +353,7 @@ void tp_post_deferred(struct tp_conn *cn)
 
 	if (!n)
 		return;
-	cn->ndefer = 0;
+	cn->ndefer = 0;   /* (its ep->deferred link goes with the next walk) */
 	for (uint32_t i = 0; i < n; i++) {
 		struct rpcrdma_send_wr *w = &cn->dwr[(size_t)cn->dslot[i] * SV_DEFER_WR];
 
@@ -368,9 +368,22 @@ void tp_post_deferred(struct tp_conn *cn)
 	if (cn->dead || rpcrdma_post_send(cn->qp, head, &bad)) {
 		/* the connection ends: the Replies with Writes are told then
 		 * (rr_conn_down) */
+		if (!cn->closing)
+			cn->ep->closing_asked++;
 		cn->closing = true;
 		if (cn->id && !cn->dead)
 			(void)rpcrdma_disconnect(cn->id);
+	}
+}
+
+void tp_post_all_deferred(struct tp_ep *ep)
+{
+	while (ep->deferred) {
+		struct tp_conn *cn = ep->deferred;
+
+		ep->deferred = cn->dnext;
+		cn->dnext = NULL;
+		tp_post_deferred(cn);
 	}
 }
 
@@ -391,8 +404,18 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 	if (cn->ep->defer && s->nwrites < SV_DEFER_WR && defer_ready(cn)) {
 		build_wrs(cn, s, &cn->dwr[(size_t)s->slot * SV_DEFER_WR],
 			  &cn->dsge[(size_t)s->slot * SV_DEFER_WR]);
-		if (!cn->ndefer)
+		if (!cn->ndefer) {
+			struct tp_conn **pp = &cn->ep->deferred;
+
 			cn->defer_t0 = tp_now_ns(cn->ep);
+			/* listed once (it may be there from a post since) */
+			while (*pp && *pp != cn)
+				pp = &(*pp)->dnext;
+			if (!*pp) {
+				cn->dnext = cn->ep->deferred;
+				cn->ep->deferred = cn;
+			}
+		}
 		cn->dslot[cn->ndefer++] = s->slot;
 		return 0;
 	}
@@ -450,6 +473,7 @@ static void conn_close(struct tp_conn *cn)
 	if (!cn || cn->closing || cn->dead)
 		return;
 	cn->closing = true;
+	cn->ep->closing_asked++;
 	if (cn->id)
 		(void)rpcrdma_disconnect(cn->id);
 }

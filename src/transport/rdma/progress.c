@@ -350,6 +350,11 @@ void tp_grave_sweep(struct tp_ep *ep)
 		*pp = cn->next;
 		cn->next = ready;
 		ready = cn;
+		for (struct tp_conn **dp = &ep->deferred; *dp; dp = &(*dp)->dnext)
+			if (*dp == cn) {
+				*dp = cn->dnext;
+				break;
+			}
 	}
 	if (!ready) {
 		if (later && ep->timer_ok)

@@ -129,6 +129,7 @@ static void shard_free(struct tp_shard *sh)
 	if (sh->ep.loop) {
 		pthread_mutex_lock(&sh->ep.lock);
 		sh->ep.stop = true;
+		sh->ep.deferred = NULL;
 		/* Replies still waiting for their Send completion (the RPC
 		 * layer waits for them before it destroys; a direct caller
 		 * may not): told -ENOTCONN now. */

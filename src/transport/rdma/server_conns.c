@@ -370,12 +370,14 @@ void tp_sv_sent_upcalls(struct tp_shard *s)
 void tp_sv_after_upcalls(struct tp_shard *s)
 {
 	for (;;) {
-		for (struct tp_conn *cn = s->conns; cn; cn = cn->next)
-			tp_post_deferred(cn);
-		for (struct tp_conn *cn = s->conns, *nx; cn; cn = nx) {
-			nx = cn->next;
-			if (cn->closing && !cn->dead)
-				tp_sv_conn_lost(s, cn);
+		tp_post_all_deferred(&s->ep);
+		if (s->ep.closing_asked) {
+			s->ep.closing_asked = 0;
+			for (struct tp_conn *cn = s->conns, *nx; cn; cn = nx) {
+				nx = cn->next;
+				if (cn->closing && !cn->dead)
+					tp_sv_conn_lost(s, cn);
+			}
 		}
 		if (!s->sent_head)
 			break;

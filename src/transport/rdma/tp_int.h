@@ -160,6 +160,7 @@ struct tp_conn {
 	struct rpcrdma_sge *dsge;
 	uint32_t *dslot;             /* slots waiting, in answer order */
 	uint32_t ndefer;
+	struct tp_conn *dnext;       /* ep->deferred: connections with some */
 	uint64_t defer_t0;           /* ns: when the first of them was deferred */
 	uint16_t ord;
 	bool established, dead, use_mw;
@@ -205,6 +206,11 @@ struct tp_ep {
 	bool is_server;
 	bool adv_r;              /* the R bit we advertise */
 	struct tp_conn *grave;   /* dead connections, freed by grave_sweep */
+	/* server: connections with deferred Replies (linked by dnext), and
+	 * how many asked to be closed since the last look: the work after a
+	 * batch does not walk every connection */
+	struct tp_conn *deferred;
+	unsigned closing_asked;
 	struct tp_ep *touched_next;      /* a drain's list (its consumer's) */
 	bool touched;
 	unsigned pins;           /* in a drain's list: not freed before 0 */
@@ -359,6 +365,8 @@ extern const struct rr_conn_io tp_client_io;
 void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc);
 /* Posts the deferred Replies of @cn as one chain. */
 void tp_post_deferred(struct tp_conn *cn);
+/* Posts those of every connection of @ep that has some (lock held). */
+void tp_post_all_deferred(struct tp_ep *ep);
 
 /* progress.c */
 /* Polls @q (its consumer: the caller, holding no endpoint lock) until a
