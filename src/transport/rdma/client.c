@@ -278,7 +278,8 @@ static void cl_release_all(struct rr_tp_client *c)
 	pthread_mutex_lock(&c->ep.lock);
 }
 
-/* Frees what create made (its turns are over). */
+/* Frees what create made (its turns are over; c->sess may be NULL,
+ * destroyed already). */
 static void cl_free(struct rr_tp_client *c)
 {
 	const struct rpcrdma_env *env = c->ep.env;
@@ -286,8 +287,9 @@ static void cl_free(struct rr_tp_client *c)
 	pthread_mutex_lock(&c->ep.lock);
 	cl_release_all(c);
 	pthread_mutex_unlock(&c->ep.lock);
-	tp_ep_fini(&c->ep);
 	rr_conn_destroy(c->sess);
+	c->sess = NULL;
+	tp_ep_fini(&c->ep);
 	rr_free(env, c);
 }
 
@@ -470,12 +472,10 @@ void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
 
 void rr_tp_client_destroy(struct rr_tp_client *c)
 {
-	const struct rpcrdma_env *env;
 	struct timespec ts;
 
 	if (!c)
 		return;
-	env = c->ep.env;
 	pthread_mutex_lock(&c->ep.lock);
 	c->destroying = true;
 	rr_conn_abort_all(c->sess, -ECANCELED);
@@ -500,12 +500,8 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 		c->conn->lent = 0;
 	for (struct tp_conn *cn = c->ep.grave; cn; cn = cn->next)
 		cn->lent = 0;
-	cl_release_all(c);
 	pthread_mutex_unlock(&c->ep.lock);
-	rr_conn_destroy(c->sess);
-	c->sess = NULL;
-	tp_ep_fini(&c->ep);
-	rr_free(env, c);
+	cl_free(c);
 }
 
 void rr_tp_client_stats(struct rr_tp_client *c, struct rr_xprt_stats *out)
