@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 bool rr_th_soft_ok(void)
 {
@@ -73,6 +75,44 @@ static bool name_match(const char *name, const char *pattern)
 	if (n && pattern[n - 1] == '*')
 		return strncmp(name, pattern, n - 1) == 0;
 	return strcmp(name, pattern) == 0;
+}
+
+struct count_arg {
+	const char *pattern;
+	unsigned n;
+};
+
+static void count_one(void *arg, const char *name, FILE *f)
+{
+	struct count_arg *c = arg;
+
+	(void)f;
+	if (name_match(name, c->pattern))
+		c->n++;
+}
+
+int rr_th_in_child(int (*fn)(void))
+{
+	pid_t pid;
+	int st = 0;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0)
+		_exit(fn());
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+unsigned rr_th_threads_named(const char *pattern)
+{
+	struct count_arg c = {pattern, 0};
+
+	(void)each_task("comm", count_one, &c);
+	return c.n;
 }
 
 struct task_q {

@@ -9,17 +9,16 @@
  * engine whatever ran before in this process. */
 #include "test.h"
 
-#include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
 #include "rpcrdma/engine.h"
+#include "xprt_harness.h"
 
 struct tick {
 	struct rr_loop_timer t;
@@ -153,32 +152,6 @@ TEST(engine_loop_tasks_and_sources)
 	rr_loop_destroy(l);
 }
 
-static unsigned count_threads_named(const char *prefix)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	unsigned n = 0;
-
-	if (!d)
-		return 0;
-	while ((e = readdir(d))) {
-		char path[300], name[64] = "";
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(name, sizeof(name), f) && !strncmp(name, prefix, strlen(prefix)))
-			n++;
-		fclose(f);
-	}
-	closedir(d);
-	return n;
-}
-
 struct on_loop {
 	struct rr_loop *l;
 	bool ok;
@@ -232,7 +205,7 @@ TEST(engine_fixed_threads_round_robin)
 	}
 	for (unsigned i = 0; i < 1000; i++)
 		REQUIRE_EQ(rr_engine_pick(&l), 0);
-	CHECK_EQ(count_threads_named("rr-progress-"), n);
+	CHECK_EQ(rr_th_threads_named("rr-progress-*"), n);
 }
 
 /* ---- the application drives progress (0 threads) ---- */
@@ -285,7 +258,7 @@ static int app_driven_child(void)
 		return 10;
 	if (rr_engine_pick(&l) || rr_engine_nloops() != 1 || !rr_engine_app_driven())
 		return 11;
-	if (count_threads_named("rr-progress-") != 0)
+	if (rr_th_threads_named("rr-progress-*") != 0)
 		return 12;
 	fd = rpcrdma_progress_fd();
 	if (fd < 0)
@@ -320,20 +293,10 @@ static int app_driven_child(void)
 	if (b.done != 3)
 		return 20;
 	rr_loop_timer_fini(l, &b.timer);
-	return count_threads_named("rr-progress-") == 0 ? 0 : 21;
+	return rr_th_threads_named("rr-progress-*") == 0 ? 0 : 21;
 }
 
 TEST(engine_app_driven_progress)
 {
-	pid_t pid;
-	int st = 0;
-
-	fflush(NULL);
-	pid = fork();
-	REQUIRE(pid >= 0);
-	if (pid == 0)
-		_exit(app_driven_child());
-	REQUIRE_EQ(waitpid(pid, &st, 0), pid);
-	REQUIRE(WIFEXITED(st));
-	CHECK_EQ(WEXITSTATUS(st), 0);
+	CHECK_EQ(rr_th_in_child(app_driven_child), 0);
 }

@@ -16,7 +16,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "rogue/rogue_fx.h"
@@ -58,31 +57,6 @@ static long child_threads(pid_t pid)
 			n = atol(line + 8);
 	if (f)
 		fclose(f);
-	return n;
-}
-
-/* Threads of this process whose name starts with @prefix. */
-static unsigned threads_named(const char *prefix)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	unsigned n = 0;
-
-	while (d && (e = readdir(d))) {
-		char path[300], name[64] = "";
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-		f = fopen(path, "r");
-		if (f && fgets(name, sizeof(name), f) && !strncmp(name, prefix, strlen(prefix)))
-			n++;
-		if (f)
-			fclose(f);
-	}
-	if (d)
-		closedir(d);
 	return n;
 }
 
@@ -410,20 +384,10 @@ static int app_driven(void)
 			return 40 + rc;
 	}
 	/* no progress thread was ever started */
-	return threads_named("rr-progress-") == 0 ? 0 : 60;
+	return rr_th_threads_named("rr-progress-*") == 0 ? 0 : 60;
 }
 
 TEST(scale_app_driven_progress)
 {
-	pid_t pid;
-	int st = 0;
-
-	fflush(NULL);
-	pid = fork();
-	REQUIRE(pid >= 0);
-	if (pid == 0)
-		_exit(app_driven());
-	REQUIRE_EQ(waitpid(pid, &st, 0), pid);
-	REQUIRE(WIFEXITED(st));
-	CHECK_EQ(WEXITSTATUS(st), 0);
+	CHECK_EQ(rr_th_in_child(app_driven), 0);
 }

@@ -176,6 +176,31 @@ void count_rtrips(struct conn *c, const struct rpcrdma_xprt_stats *a, uint64_t o
 		  struct rec *r);
 int run_push(struct conn *c, uint32_t size, bool mem, struct rec *r);
 int run_outstanding_rr(enum tp tp, unsigned window, uint32_t size, struct rec *r);
+/* Asynchronous calls for the duration (until @end), one in flight per slot:
+ * @op 0 NULL, 1 READ of @size into the slot's sink. Any thread may add to
+ * @l, @ops, @err under @lock. */
+struct actx {
+	int op;
+	uint32_t size;
+	uint64_t end;
+	struct lat l;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	unsigned inflight;
+	uint64_t ops;
+	int err;
+};
+struct aslot {
+	struct actx *a;                /* set by async_run */
+	struct rpcrdma_client *clnt;
+	uint8_t *sink;                 /* READ: @size bytes */
+	uint64_t t0;
+};
+void actx_init(struct actx *a, int op, uint32_t size);
+void actx_fini(struct actx *a);
+/* Starts a call on each of the @n slots and waits until every slot has
+ * stopped (duration over, or an error): 0 or the first error. */
+int async_run(struct aslot *slots, unsigned n, struct actx *a);
 
 /* ---- libtirpc (backend_tirpc.c, when BENCH_HAVE_TIRPC) ---- */
 int tirpc_server(int lfd);

@@ -168,106 +168,29 @@ static void pstat_read(pid_t pid, struct pstat *s)
 /* One connection of the scale workload. */
 struct sconn {
 	struct conn c;          /* rdma, tcp, tirpc; raw: c.fd */
-	struct sctx *s;
-	uint64_t t0;
+	uint64_t t0;            /* raw: the request's send time */
 	uint32_t got;           /* raw: response bytes read so far */
 };
 
-struct sctx {
-	enum tp tp;
-	int op;                 /* 0 NULL, 1 READ 64K */
-	uint32_t size;
-	uint64_t end;
-	struct lat l;
-	pthread_mutex_t lock;
-	pthread_cond_t cv;
-	unsigned inflight;
-	uint64_t ops;
-	int err;
-};
-
-static void scale_done(struct rpcrdma_call *call, int status, void *arg);
-
-static int scale_start(struct sconn *sc)
+/* rdma://, tcp://: one asynchronous call in flight on every connection. */
+static int scale_async(struct sconn *cs, unsigned n, struct actx *s)
 {
-	struct sctx *s = sc->s;
-	struct rpcrdma_call *call;
-	int rc = rpcrdma_call_create(sc->c.rc, s->op ? BENCH_READ : 0, &call);
+	struct aslot *sl = calloc(n, sizeof(*sl));
+	int rc;
 
-	if (rc)
-		return rc;
-	if (s->op) {
-		struct rpcrdma_ddp_sink sk = {sc->c.sink, s->size};
-
-		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), s->size);
-		rc = rpcrdma_call_set_sinks(call, &sk, 1);
-		rpcrdma_call_set_reply_hint(call, 64);
+	if (!sl)
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++) {
+		sl[i].clnt = cs[i].c.rc;
+		sl[i].sink = cs[i].c.sink;
 	}
-	sc->t0 = fs_now_ns();
-	if (!rc)
-		rc = rpcrdma_call_start(call, scale_done, sc);
-	if (rc)
-		rpcrdma_call_destroy(call);
+	rc = async_run(sl, n, s);
+	free(sl);
 	return rc;
 }
 
-static void scale_done(struct rpcrdma_call *call, int status, void *arg)
-{
-	struct sconn *sc = arg;
-	struct sctx *s = sc->s;
-	uint64_t now = fs_now_ns();
-	int rc = status;
-
-	if (!rc && s->op) {
-		const void *p;
-		uint32_t len = 0;
-
-		rc = rpcrdma_xdr_get_ddp(rpcrdma_call_results(call), &p, &len);
-		if (!rc && len != s->size)
-			rc = -EBADMSG;
-	}
-	rpcrdma_call_destroy(call);
-	lat_add(&s->l, now - sc->t0);
-	if (!rc && now < s->end)
-		rc = scale_start(sc);
-	else if (!rc)
-		rc = 1;
-	pthread_mutex_lock(&s->lock);
-	if (status == 0)
-		s->ops++;
-	if (rc) {
-		if (rc < 0 && !s->err)
-			s->err = rc;
-		s->inflight--;
-		pthread_cond_signal(&s->cv);
-	}
-	pthread_mutex_unlock(&s->lock);
-}
-
-/* rdma://, tcp://: one call in flight on every connection. */
-static int scale_async(struct sconn *cs, unsigned n, struct sctx *s)
-{
-	for (unsigned i = 0; i < n; i++) {
-		pthread_mutex_lock(&s->lock);
-		s->inflight++;
-		pthread_mutex_unlock(&s->lock);
-		if (scale_start(&cs[i])) {
-			pthread_mutex_lock(&s->lock);
-			s->inflight--;
-			s->err = s->err ? s->err : -EIO;
-			pthread_mutex_unlock(&s->lock);
-			break;
-		}
-	}
-	pthread_mutex_lock(&s->lock);
-	while (s->inflight)
-		pthread_cond_wait(&s->cv, &s->lock);
-	pthread_mutex_unlock(&s->lock);
-	return s->err;
-}
-
 /* raw TCP: one request in flight per socket, one epoll loop. */
-static int scale_raw(struct sconn *cs, unsigned n, struct sctx *s)
+static int scale_raw(struct sconn *cs, unsigned n, struct actx *s)
 {
 	uint32_t req = CALL_HDR + (s->op ? 4 : 0);
 	uint32_t rsp = REPLY_HDR + (s->op ? 4 + XDR_ALIGN(s->size) : 0);
@@ -330,7 +253,7 @@ static int scale_raw(struct sconn *cs, unsigned n, struct sctx *s)
 struct tslice {
 	struct sconn *cs;
 	unsigned n, stride, first;
-	struct sctx *s;
+	struct actx *s;
 	uint64_t ops;
 	int rc;
 	pthread_t t;
@@ -352,7 +275,7 @@ static void *tirpc_slice(void *arg)
 }
 
 /* libtirpc: synchronous calls, min(N, SCALE_TIRPC_THREADS) threads. */
-static int scale_tirpc(struct sconn *cs, unsigned n, struct sctx *s)
+static int scale_tirpc(struct sconn *cs, unsigned n, struct actx *s)
 {
 	unsigned nt = n < SCALE_TIRPC_THREADS ? n : SCALE_TIRPC_THREADS, started = 0;
 	struct tslice *ts = calloc(nt, sizeof(*ts));
@@ -416,7 +339,7 @@ static int scale_connect(struct sconn *cs, unsigned n, enum tp tp, double *p50)
 static int scale_measure(enum tp tp, struct sconn *cs, unsigned n, pid_t spid, int op,
 			 struct rec *r)
 {
-	struct sctx s;
+	struct actx s;
 	int64_t cc0, sc0, cc1, sc1;
 	uint64_t t0;
 	int rc = 0;
@@ -429,15 +352,7 @@ static int scale_measure(enum tp tp, struct sconn *cs, unsigned n, pid_t spid, i
 	}
 	if (rc)
 		return rc;
-	memset(&s, 0, sizeof(s));
-	s.tp = tp;
-	s.op = op;
-	s.size = op ? CONN_SIZE : 0;
-	lat_init(&s.l);
-	pthread_mutex_init(&s.lock, NULL);
-	pthread_cond_init(&s.cv, NULL);
-	for (unsigned i = 0; i < n; i++)
-		cs[i].s = &s;
+	actx_init(&s, op, CONN_SIZE);
 	cc0 = cpu_ns(0);
 	sc0 = cpu_ns(spid);
 	t0 = fs_now_ns();
@@ -451,8 +366,7 @@ static int scale_measure(enum tp tp, struct sconn *cs, unsigned n, pid_t spid, i
 		r->cpu_c = (double)(cc1 - cc0) / 1e3 / (double)s.ops;
 	if (s.ops && sc0 >= 0 && sc1 >= sc0)
 		r->cpu_s = (double)(sc1 - sc0) / 1e3 / (double)s.ops;
-	pthread_mutex_destroy(&s.lock);
-	pthread_cond_destroy(&s.cv);
+	actx_fini(&s);
 	return rc;
 }
 

@@ -222,15 +222,8 @@ static void cl_after(struct tp_ep *ep)
 static void cl_turn(struct tp_ep *ep)
 {
 	struct rr_tp_client *c = RR_CONTAINER_OF(ep, struct rr_tp_client, ep);
-	struct tp_ev *e = tp_ep_take_events(ep);
 
-	while (e) {
-		struct tp_ev *nx = e->next;
-
-		cl_on_cm(ep, &e->ev);
-		tp_ev_free(ep, e);
-		e = nx;
-	}
+	tp_ep_handle_events(ep);
 	cl_settle(c);
 	if (c->reconnect_at && !c->conn && !c->destroying) {
 		if (tp_now_ns(ep) >= c->reconnect_at) {

@@ -93,6 +93,19 @@ struct tp_ev *tp_ep_take_events(struct tp_ep *ep)
 	return list;
 }
 
+void tp_ep_handle_events(struct tp_ep *ep)
+{
+	struct tp_ev *e = tp_ep_take_events(ep);
+
+	while (e) {
+		struct tp_ev *nx = e->next;
+
+		ep->ops->on_cm(ep, &e->ev);
+		tp_ev_free(ep, e);
+		e = nx;
+	}
+}
+
 void tp_ev_free(struct tp_ep *ep, struct tp_ev *e)
 {
 	if (e->heap) {

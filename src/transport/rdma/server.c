@@ -55,15 +55,8 @@ static void sv_after(struct tp_ep *ep)
 static void sv_turn(struct tp_ep *ep)
 {
 	struct tp_shard *sh = tp_shard_of(ep);
-	struct tp_ev *e = tp_ep_take_events(ep);
 
-	while (e) {
-		struct tp_ev *nx = e->next;
-
-		tp_sv_on_cm(ep, &e->ev);
-		tp_ev_free(ep, e);
-		e = nx;
-	}
+	tp_ep_handle_events(ep);
 	for (struct tp_conn *cn = sh->conns, *nx; cn; cn = nx) {
 		nx = cn->next;
 		cn->refs++;

@@ -321,6 +321,9 @@ void tp_port_id_destroy(struct tp_conn *cn);
 /* The CM events handed to @ep, oldest first (the caller frees them with
  * tp_ev_free after handling). */
 struct tp_ev *tp_ep_take_events(struct tp_ep *ep);
+/* Takes the CM events handed to @ep and gives each to ops->on_cm (lock
+ * held), oldest first. */
+void tp_ep_handle_events(struct tp_ep *ep);
 void tp_ev_free(struct tp_ep *ep, struct tp_ev *e);
 /* Hands @ev (taken from a port's channel) to its endpoint's loop. */
 bool tp_ev_hand(struct tp_port *p, const struct rpcrdma_cm_event *ev);
