@@ -488,8 +488,13 @@ int rr_loop_run_once(struct rr_loop *l, int timeout_ms)
 		struct rr_loop_src *src = evs[i].data.ptr;
 
 		if (src == &l->wake) {
-			atomic_store(&l->wake_pending, false);
+			/* read, then cleared: cleared first, a wake-up
+			 * written in between was read here with the flag
+			 * left set, and every later post then skipped its
+			 * write while the loop slept (its tasks, posted
+			 * before the tasks below run, are run this turn) */
 			wake_read(src, evs[i].events);
+			atomic_store(&l->wake_pending, false);
 			continue;
 		}
 		if (is_dead(l, src))

@@ -90,7 +90,10 @@ uint64_t tp_now_ns(const struct tp_ep *ep)
 
 void tp_ep_kick(struct tp_ep *ep)
 {
-	rr_loop_post(ep->loop, &ep->kick);
+	pthread_mutex_lock(&ep->evq_lock);
+	if (!ep->detached)
+		rr_loop_post(ep->loop, &ep->kick);
+	pthread_mutex_unlock(&ep->evq_lock);
 }
 
 bool tp_on_progress_thread(const struct tp_ep *ep)
@@ -195,7 +198,10 @@ static void ep_detach_here(void *arg)
 {
 	struct tp_ep *ep = arg;
 
+	pthread_mutex_lock(&ep->evq_lock);
+	ep->detached = true;
 	rr_loop_task_cancel(ep->loop, &ep->kick);
+	pthread_mutex_unlock(&ep->evq_lock);
 	if (ep->timer_ok)
 		rr_loop_timer_fini(ep->loop, &ep->timer);
 	ep->timer_ok = false;

@@ -76,8 +76,11 @@ bool tp_ev_hand(struct tp_port *p, const struct rpcrdma_cm_event *ev)
 		*ep->evq_tail = e;
 		ep->evq_tail = &e->next;
 	}
+	/* posted under evq_lock: never after the endpoint left its loop
+	 * (its events are then dropped by tp_ep_fini) */
+	if (!ep->detached)
+		rr_loop_post(ep->loop, &ep->kick);
 	pthread_mutex_unlock(&ep->evq_lock);
-	rr_loop_post(ep->loop, &ep->kick);
 	return e != NULL;
 }
 

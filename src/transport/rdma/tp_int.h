@@ -194,6 +194,10 @@ struct tp_ep {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct rr_loop_task kick;        /* its turn (ops->turn) */
+	bool detached;                   /* under evq_lock: off its loop, the
+					    kick is never posted again (a
+					    queued task of freed memory would
+					    cut the loop's task list) */
 	struct rr_loop_timer timer;      /* client: reconnect; shard: ticks;
 					    both: a sweep put off */
 	bool timer_ok;
