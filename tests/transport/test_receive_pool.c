@@ -3,7 +3,8 @@
  * pool.c, server_conns.c) over the soft provider: many connections draw
  * their Receives from one queue whose size follows the Calls in flight, not
  * connections x credits; grants follow demand (a client with many Calls
- * queued ramps up to the configured maximum, an idle one holds little);
+ * queued ramps up to the configured maximum, an idle one holds little),
+ * one queue per progress loop, each loop's connections on it;
  * the accounting stays safe at every check (Receives posted >= what every
  * peer may send); a peer flooding beyond its grant loses its connection at
  * its receive quota while the others keep going without a reconnection;
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 
 #include "proto/conn/credits.h"
+#include "rpcrdma/engine.h"
 #include "rdma/soft/soft.h"
 #include "test.h"
 #include "xprt_harness.h"
@@ -67,13 +69,40 @@ static void p_stop(struct rr_th_sq *sq)
 	rr_th_sq_destroy(sq);
 }
 
+/* The server has one pool per progress loop (its connections spread over
+ * them): their accounting summed into *@sum; -ENOENT when none has one. */
+static int pools(struct rr_tp_server *s, struct rr_cred_pool *sum)
+{
+	bool any = false;
+
+	memset(sum, 0, sizeof(*sum));
+	for (unsigned key = 0; key < 256; key++) {
+		struct rr_cred_pool cp;
+
+		if (rr_tp_server_pool(s, key, &cp))
+			continue;
+		any = true;
+		sum->posted += cp.posted;
+		sum->reserved += cp.reserved;
+		sum->members += cp.members;
+		sum->cap += cp.cap;
+		sum->clipped += cp.clipped;
+		sum->shared = cp.shared;
+	}
+	return any ? 0 : -ENOENT;
+}
+
+/* Each pool: Receives posted cover what its peers may send, within its cap. */
 static bool pool_safe(struct rr_tp_server *s)
 {
-	struct rr_cred_pool cp;
+	for (unsigned key = 0; key < 256; key++) {
+		struct rr_cred_pool cp;
 
-	if (rr_tp_server_pool(s, 0, &cp))
-		return true;
-	return cp.posted >= cp.reserved && cp.posted <= cp.cap;
+		if (rr_tp_server_pool(s, key, &cp) == 0 &&
+		    (cp.posted < cp.reserved || cp.posted > cp.cap))
+			return false;
+	}
+	return true;
 }
 
 /* single Calls after which a grant is back down (its maximum is 32 here) */
@@ -104,8 +133,25 @@ TEST(xprt_pool_connections_share_one_queue)
 	port = p_start(&sq, 32, false);
 	for (unsigned i = 0; i < NCL; i++)
 		REQUIRE_EQ(rr_th_cl_start(&c[i], &cc, port, rr_th_cl_count), 0);
-	REQUIRE_EQ(rr_tp_server_pool(p_srv, 0, &cp), 0);
+	REQUIRE_EQ(pools(p_srv, &cp), 0);
 	CHECK(cp.shared);
+	/* one queue per progress loop, each with its share of the
+	 * connections (round-robin) */
+	{
+		unsigned loops = rpcrdma_progress_threads(), n = 0;
+
+		for (unsigned key = 0; key < 256; key++) {
+			struct rr_cred_pool k;
+
+			if (rr_tp_server_pool(p_srv, key, &k) == 0) {
+				n++;
+				CHECK(k.members >= NCL / RR_MAX(loops, 1u) - 1);
+			}
+		}
+		if (loops)
+			CHECK_EQ(n, RR_MIN(loops, (unsigned)NCL));
+		printf("  %u progress loops, %u pools\n", loops, n);
+	}
 	CHECK_EQ(cp.members, NCL);
 	for (unsigned round = 0; round < 4; round++) {
 		for (unsigned i = 0; i < NCL; i++)
@@ -117,7 +163,7 @@ TEST(xprt_pool_connections_share_one_queue)
 		}
 		CHECK(pool_safe(p_srv));
 	}
-	REQUIRE_EQ(rr_tp_server_pool(p_srv, 0, &cp), 0);
+	REQUIRE_EQ(pools(p_srv, &cp), 0);
 	printf("  after the bursts: %u Receives posted, %u reserved, %u connections, cap %u; "
 	       "%llu grants clipped\n", cp.posted, cp.reserved, cp.members, cp.cap,
 	       (unsigned long long)cp.clipped);
@@ -135,7 +181,7 @@ TEST(xprt_pool_connections_share_one_queue)
 		}
 	}
 	CHECK(pool_safe(p_srv));
-	REQUIRE_EQ(rr_tp_server_pool(p_srv, 0, &cp), 0);
+	REQUIRE_EQ(pools(p_srv, &cp), 0);
 	printf("  after single Calls: %u Receives posted, %u reserved\n", cp.posted, cp.reserved);
 	/* own Receives would be 24 x (32 + 4) = 864 */
 	CHECK(cp.posted < NCL * (32 + 4) / 4);
@@ -279,38 +325,38 @@ TEST(xprt_pool_given_back_after_churn)
 		return;
 	rr_tp_conf_default(&cc);
 	port = p_start(&sq, 0, false);
-	CHECK_EQ(rr_tp_server_pool(p_srv, 0, &cp), -ENOENT);
+	CHECK_EQ(pools(p_srv, &cp), -ENOENT);
 	for (unsigned round = 0; round < 20; round++) {
 		REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
 		for (unsigned k = 0; k < 8; k++)
 			rr_th_small_submit(&c, &p[k], 0x2000 + round * 8 + k);
 		CHECK(rr_th_cl_wait(&c, 8, 10000));
 		p_release(&c, p, 8);
-		REQUIRE_EQ(rr_tp_server_pool(p_srv, 0, &cp), 0);
+		REQUIRE_EQ(pools(p_srv, &cp), 0);
 		CHECK_EQ(cp.members, 1);
 		CHECK(cp.posted >= cp.reserved);
 		rr_th_cl_stop(&c);
 	}
 	/* all gone: no member, nothing reserved */
 	for (int t = 0; t < 200; t++) {
-		if (rr_tp_server_pool(p_srv, 0, &cp) || (cp.members == 0 && cp.reserved == 0))
+		if (pools(p_srv, &cp) || (cp.members == 0 && cp.reserved == 0))
 			break;
 		rr_th_sleep_ms(10);
 	}
-	if (rr_tp_server_pool(p_srv, 0, &cp) == 0) {
+	if (pools(p_srv, &cp) == 0) {
 		CHECK_EQ(cp.members, 0);
 		CHECK_EQ(cp.reserved, 0);
 	}
 	/* and then the pool goes */
-	for (int t = 0; t < 300 && rr_tp_server_pool(p_srv, 0, &cp) == 0; t++)
+	for (int t = 0; t < 300 && pools(p_srv, &cp) == 0; t++)
 		rr_th_sleep_ms(10);
-	CHECK_EQ(rr_tp_server_pool(p_srv, 0, &cp), -ENOENT);
+	CHECK_EQ(pools(p_srv, &cp), -ENOENT);
 	/* a new connection: a new pool */
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
 	rr_th_small_submit(&c, &p[0], 0x3000);
 	CHECK(rr_th_cl_wait(&c, 1, 10000));
 	p_release(&c, p, 1);
-	CHECK_EQ(rr_tp_server_pool(p_srv, 0, &cp), 0);
+	CHECK_EQ(pools(p_srv, &cp), 0);
 	rr_th_cl_stop(&c);
 	p_stop(&sq);
 }
@@ -337,7 +383,7 @@ TEST(xprt_pool_off_gives_fixed_grants)
 	p_release(&c, p, 1);
 	REQUIRE_EQ(rr_tp_client_params(c.tp, &prm, &grant), 0);
 	CHECK_EQ(grant, 40);
-	CHECK_EQ(rr_tp_server_pool(p_srv, 0, &cp), -ENOENT);
+	CHECK_EQ(pools(p_srv, &cp), -ENOENT);
 	rr_th_cl_stop(&c);
 	p_stop(&sq);
 }

@@ -2,9 +2,8 @@
 /* Copyright (c) The librpcrdma authors */
 /* A responder's shared receive pool (issue 16): one shared receive queue
  * (rpcrdma_srq_create) whose Receives all the connections of one progress
- * thread take (today a server endpoint has one thread, so one pool, under
- * key 0; struct rr_tp_server keeps them keyed by thread so that each
- * thread can own one). Its buffers are allocated by need, in chunks of
+ * loop take: one per shard of a server (struct tp_shard, keyed by the
+ * loop's index), under the shard's lock. Its buffers are allocated by need, in chunks of
  * TP_POOL_CHUNK Receives mapped lazily and registered on the pool's PD,
  * and a chunk none of whose buffers is posted or held goes back to the
  * system: memory follows the messages in flight, not connections x

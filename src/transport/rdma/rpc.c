@@ -120,6 +120,7 @@ static int cl_create_on(const char *provider, const struct rr_xprt_target *t,
 	x->p = *p;
 	rr_tp_conf_default(&conf);
 	conf.env = p->env;
+	conf.loop = p->loop;   /* the RPC client's: one loop serves both */
 	conf.provider = provider;
 	if (p->connect_timeout_ms)
 		conf.connect_timeout_ms = p->connect_timeout_ms;
