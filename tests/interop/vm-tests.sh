@@ -4,7 +4,7 @@
 # tests/interop/run-lab.sh (copied to /lab/test.sh). /share is the project
 # build (read-only), /lab/out collects results.txt, pcaps.txt, *.pcap, logs.
 # Sections (LAB_ONLY selects some): devices unit probe baseline iwarp rpc nfsd nfs
-# push (vm-push.sh)
+# push (vm-push.sh) nfs41 (vm-nfs41.sh)
 . /lab/lablib.sh
 : > $LAB_OUT/results.txt
 : > $LAB_OUT/pcaps.txt
@@ -264,6 +264,7 @@ if lab_section nfs; then
 fi
 
 [ -f /lab/vm-push.sh ] && . /lab/vm-push.sh
+[ -f /lab/vm-nfs41.sh ] && . /lab/vm-nfs41.sh
 
 lab_say "dmesg warnings:"
 dmesg | grep -i -E 'siw|rxe|rdma|nfsd|svcrdma' | grep -i -E 'error|fail|warn|not free|terminat' | tail -n 20
