@@ -734,3 +734,28 @@ TEST(bc_tcp_over_slots_dropped)
 	async_free(&a);
 	bcw_fini(&w);
 }
+
+TEST(bc_rdma_both_roles)
+{
+	scenario_roles("rdma");
+}
+
+TEST(bc_verbs_both_roles)
+{
+	scenario_roles("verbs");
+}
+
+TEST(bc_rdma_reconnect)
+{
+	scenario_reconnect("rdma");
+}
+
+TEST(bc_rdma_not_offered)
+{
+	scenario_not_offered("rdma");
+}
+
+TEST(bc_verbs_not_offered)
+{
+	scenario_not_offered("verbs");
+}

@@ -40,6 +40,7 @@ void rr_conn_destroy(struct rr_conn *c)
 {
 	if (!c)
 		return;
+	bc_destroy(c);
 	if (c->cfg.role == RR_CONN_REQUESTER) {
 		rq_destroy(c);
 		rr_xprt_req_fini(&c->req);
@@ -83,6 +84,7 @@ void rr_conn_up(struct rr_conn *c, const void *peer_pd, size_t pd_len, uint32_t 
 	c->reads_inflight = 0;
 	c->sends_inflight = 0;
 	c->up = true;
+	bc_up(c);
 	if (c->cfg.role == RR_CONN_REQUESTER) {
 		rr_xprt_req_set_params(&c->req, &c->params);
 		rq_up(c);
@@ -92,7 +94,8 @@ void rr_conn_up(struct rr_conn *c, const void *peer_pd, size_t pd_len, uint32_t 
 	rr_xprt_rsp_keep_spares(&c->rsp, RR_XPRT_RSP_SPARES);
 	rr_cred_rsp_init(&c->scred, c->cfg.credits,
 			 c->params.reliable_reply ? c->cfg.rrep_max : 0);
-	rr_cred_rsp_posted(&c->scred, nrecv);
+	/* the backward Replies' Receives are not the forward grant's */
+	rr_cred_rsp_posted(&c->scred, nrecv - RR_MIN(nrecv, c->cfg.bc_slots));
 	rr_rrep_table_init(&c->rrep, c->clock, c->cfg.rrep_timeout_ns, c->st);
 }
 
@@ -106,6 +109,7 @@ void rr_conn_down(struct rr_conn *c)
 	if (!c->up)
 		return;
 	c->up = false;
+	bc_down(c);
 	if (c->cfg.role == RR_CONN_REQUESTER)
 		rq_down(c);
 	else
@@ -136,6 +140,8 @@ void rr_conn_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32
 		     bool has_inv, uint32_t inv_stag)
 {
 	rr_conn_count_form(c, buf, len, false);
+	if (bc_on_recv(c, idx, buf, len))
+		return;   /* the reverse direction's (RFC 8167) */
 	if (c->cfg.role == RR_CONN_RESPONDER) {
 		uint32_t xid;
 
@@ -163,12 +169,16 @@ void rr_conn_on_send(struct rr_conn *c, uint64_t token, int status)
 	}
 	if (c->cfg.role == RR_CONN_REQUESTER)
 		rq_done_flush(c);
+	else
+		bc_pump(c);   /* backward Calls waiting for a send slot */
 }
 
 void rr_conn_on_slot(struct rr_conn *c)
 {
 	if (c->cfg.role == RR_CONN_REQUESTER)
 		rq_done_flush(c);
+	else
+		bc_pump(c);
 }
 
 void rr_conn_on_work(struct rr_conn *c, uint64_t token, int status)

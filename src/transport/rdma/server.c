@@ -221,6 +221,7 @@ int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 		return -ENOMEM;
 	s->deliver_tail = &s->deliver;
 	s->sent_tail = &s->sent_head;
+	s->bc_done_tail = &s->bc_done;
 	s->io = tp_server_io;
 	rc = tp_ep_init(&s->ep, conf, true, addr);
 	if (rc == 0)
@@ -412,6 +413,7 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 		rr_conn_down(cn->sess);
 	}
 	tp_sv_sent_upcalls(s);
+	tp_sv_bc_upcalls(s);
 	pthread_mutex_unlock(&s->ep.lock);
 	while (s->conns) {
 		struct tp_conn *cn = s->conns;
@@ -515,4 +517,88 @@ int rr_tp_server_peer_addr(struct rr_tp_server *s, struct rr_conn_sreq *req,
 		rc = -ENOTCONN;
 	pthread_mutex_unlock(&s->ep.lock);
 	return rc;
+}
+
+/* ---- backchannel (RFC 8167): backward Calls on a request's connection ---- */
+
+int rr_tp_server_bc_open(struct rr_tp_server *s, struct rr_conn_sreq *req,
+			 rr_tp_complete_fn complete, void *ctx, struct rr_tp_bc **out)
+{
+	struct tp_conn *cn = conn_of(req);
+	struct rr_tp_bc *b;
+
+	if (!complete)
+		return -EINVAL;
+	if (!s->ep.conf.bc_slots)
+		return -EOPNOTSUPP;
+	b = rr_zalloc(s->ep.env, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->complete = complete;
+	b->ctx = ctx;
+	pthread_mutex_lock(&s->ep.lock);
+	if (cn->dead || cn->closing) {
+		pthread_mutex_unlock(&s->ep.lock);
+		rr_free(s->ep.env, b);
+		return -ENOTCONN;
+	}
+	b->cn = cn;
+	b->next = cn->bcs;
+	cn->bcs = b;
+	pthread_mutex_unlock(&s->ep.lock);
+	*out = b;
+	return 0;
+}
+
+int rr_tp_server_bc_submit(struct rr_tp_server *s, struct rr_tp_bc *b, struct rr_conn_rpc *rpc)
+{
+	int rc;
+
+	if (!rpc)
+		return -EINVAL;
+	/* its Reply comes in on the progress thread */
+	if (rpc->caller_waits && tp_on_progress_thread(&s->ep))
+		return -EDEADLK;
+	rpc->xbc = b;
+	rpc->xdone = false;
+	rpc->xnext = NULL;
+	pthread_mutex_lock(&s->ep.lock);
+	rc = b->cn && !b->cn->dead ? rr_conn_bc_submit(b->cn->sess, rpc) : -ENOTCONN;
+	if (b->cn)
+		settle(s, b->cn);
+	pthread_mutex_unlock(&s->ep.lock);
+	return rc;
+}
+
+void rr_tp_server_bc_abort(struct rr_tp_server *s, struct rr_tp_bc *b, struct rr_conn_rpc *rpc,
+			   int status)
+{
+	pthread_mutex_lock(&s->ep.lock);
+	if (b->cn && !b->cn->dead)
+		rr_conn_bc_abort(b->cn->sess, rpc, status);
+	pthread_mutex_unlock(&s->ep.lock);
+}
+
+void rr_tp_server_bc_release(struct rr_tp_server *s, struct rr_conn_rpc *rpc)
+{
+	/* a copy from the endpoint's allocator (rr_conn_bc_submit): it
+	 * outlives its connection, no lock needed */
+	rr_free(s->ep.env, rpc->reply);
+	rpc->reply = NULL;
+	rpc->reply_len = 0;
+}
+
+void rr_tp_server_bc_close(struct rr_tp_server *s, struct rr_tp_bc *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&s->ep.lock);
+	if (b->cn)
+		for (struct rr_tp_bc **pp = &b->cn->bcs; *pp; pp = &(*pp)->next)
+			if (*pp == b) {
+				*pp = b->next;
+				break;
+			}
+	pthread_mutex_unlock(&s->ep.lock);
+	rr_free(s->ep.env, b);
 }

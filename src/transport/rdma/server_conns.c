@@ -43,7 +43,10 @@ void tp_sv_conn_lost(struct rr_tp_server *s, struct tp_conn *cn)
 		s->ep.stats.fatal_errors++;
 	cn->dead = true;
 	cn->established = false;
-	rr_conn_down(cn->sess);
+	rr_conn_down(cn->sess);   /* backward Calls complete: -ECONNRESET */
+	for (struct rr_tp_bc *b = cn->bcs; b; b = b->next)
+		b->cn = NULL;     /* their submits: -ENOTCONN from now on */
+	cn->bcs = NULL;
 	if (cn->id)
 		(void)rpcrdma_disconnect(cn->id);
 	tp_expo_release_all(cn);   /* push-mode regions die with the connection */
@@ -167,6 +170,9 @@ static struct tp_conn *accept_new(struct rr_tp_server *s, const struct rpcrdma_c
 	 * await its RDMA_DONE (docs/protocol.md "Credits"). */
 	if (s->ep.conf.ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY)
 		n += s->ep.conf.rrep_max;
+	/* Backchannel: one per backward Call's Reply (RFC 8167), and as many
+	 * send slots (n + 8 below) */
+	n += s->ep.conf.bc_slots;
 	cn = conn_new_unlocked(s, n);
 	if (cn && !tp_conn_ok(cn) && (cn->err == -EMFILE || cn->err == -ENFILE) &&
 	    s->listen_id && rr_cm_listen_shed(s->listen_id, SV_SHED_HANDSHAKES) > 0) {
@@ -351,8 +357,28 @@ void tp_sv_after_upcalls(struct rr_tp_server *s)
 			if (cn->closing && !cn->dead)
 				tp_sv_conn_lost(s, cn);
 		}
-		if (!s->sent_head)
+		if (!s->sent_head && !s->bc_done)
 			break;
 		tp_sv_sent_upcalls(s);
+		tp_sv_bc_upcalls(s);
+	}
+}
+
+/* Runs the completion upcalls of backward Calls, in completion order,
+ * without the endpoint's lock (lock held on entry and return). */
+void tp_sv_bc_upcalls(struct rr_tp_server *s)
+{
+	while (s->bc_done) {
+		struct rr_conn_rpc *rpc = s->bc_done;
+		struct rr_tp_bc *b = rpc->xbc;
+
+		s->bc_done = rpc->xnext;
+		if (!s->bc_done)
+			s->bc_done_tail = &s->bc_done;
+		rpc->xnext = NULL;
+		rpc->xdone = true;
+		pthread_mutex_unlock(&s->ep.lock);
+		b->complete(b->ctx, rpc);
+		pthread_mutex_lock(&s->ep.lock);
 	}
 }

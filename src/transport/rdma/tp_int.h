@@ -85,6 +85,15 @@ struct tp_conn {
 	uint64_t last_rx_ns;         /* responder: its last Receive (idle) */
 	bool commit;                 /* RDMA Commit negotiated and enabled */
 	struct tp_expo *expo;        /* responder: exposed push-mode regions */
+	struct rr_tp_bc *bcs;        /* responder: opened for backward Calls */
+};
+
+/* A server connection opened for backward Calls (tp.h). */
+struct rr_tp_bc {
+	struct tp_conn *cn;          /* NULL once the connection is gone */
+	rr_tp_complete_fn complete;
+	void *ctx;
+	struct rr_tp_bc *next;       /* the connection's */
 };
 
 /* What both endpoint kinds share. */
@@ -136,6 +145,12 @@ struct rr_tp_client {
 	struct rr_conn_rpc *wait_for; /* submit reserved the waiter role for it */
 	struct tp_push_op *pushes;  /* push-mode operations in flight */
 	uint32_t push_seq;
+	/* backchannel: reverse Calls to the upper layer, without the lock */
+	rr_tp_bc_recv_fn bc_recv;
+	void *bc_ctx;
+	bool bc_on;
+	unsigned bc_running;        /* bc_recv upcalls running (unlocked) */
+	struct rr_conn_sreq *bc_in, **bc_in_tail;
 };
 
 struct rr_tp_server {
@@ -164,6 +179,9 @@ struct rr_tp_server {
 	unsigned pcap;             /* connections they hold */
 	uint64_t idle_look_ns;     /* next idle sweep (sv_idle_sweep) */
 	struct rr_listen_stats lstats_gone;   /* of the listener stop destroyed */
+	/* backward Calls completed: their upcalls run without the lock
+	 * (tp_sv_bc_upcalls) */
+	struct rr_conn_rpc *bc_done, **bc_done_tail;
 };
 
 /* ep.c */
@@ -228,6 +246,9 @@ void tp_sv_timers(struct rr_tp_server *s, struct tp_conn *cn);
 void tp_sv_idle_sweep(struct rr_tp_server *s);
 void tp_sv_poll_grow(struct rr_tp_server *s);
 void tp_sv_sent_upcalls(struct rr_tp_server *s);
+/* Backward Calls' completion upcalls, without the lock (lock held on entry
+ * and return). */
+void tp_sv_bc_upcalls(struct rr_tp_server *s);
 
 /* push_wc.c */
 void tp_push_wc(struct rr_tp_client *c, struct tp_conn *cn, const struct rpcrdma_wc *wc);

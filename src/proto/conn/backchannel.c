@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Copyright (c) The librpcrdma authors */
+/* The backchannel of the session (RFC 8167 "Bidirectional Remote Procedure
+ * Call on RPC-over-RDMA Transports"): on one connection the responder also
+ * sends Calls ("backward direction") and the requester also serves them.
+ *
+ * Telling the directions apart ("Sending and Receiving Operations in the
+ * Reverse Direction"): a reverse message is an RDMA_MSG with three empty
+ * chunk lists whose inline RPC message carries the XID of rdma_xid and the
+ * msg_type of its direction -- a CALL arriving at the requester, a REPLY
+ * arriving at the responder. Linux (xprtrdma's rpcrdma_is_bcall, svcrdma's
+ * svc_rdma_is_reverse_direction_reply) tells them apart the same way and,
+ * like it, this transport carries reverse messages inline only (the upper
+ * layer bounds their size: NFSv4.1's back channel attributes). Anything
+ * else goes to the role's own path as before.
+ *
+ * Credits ("Backward-Direction Credits") are accounted apart from the
+ * forward ones: the requester grants cfg.bc_slots backward credits in the
+ * rdma_credit of each backward Reply and has as many Receives posted for
+ * them ("Managing Receive Buffers"; the executor posts them with the
+ * forward ones, rr_conn_up's @nrecv); the responder asks for cfg.bc_slots
+ * in each backward Call, assumes 1 before the first backward Reply (as RFC
+ * 8166 section 4.3.3 has it for the forward direction), queues Calls beyond
+ * the grant, and posts cfg.bc_slots Receives for their Replies. A reverse
+ * Call that was not offered -- no slots, the upper layer not serving
+ * (rr_conn_bc_enable), more at once than granted, or longer than our
+ * Receives -- is dropped ("In the Absence of Support for Backward-Direction
+ * Operation": the upper layer must not send what the peer did not offer;
+ * here it costs the peer its Call, never an overrun: the Receive is posted
+ * again at once). A backward Reply matching no Call of ours is dropped, as
+ * RFC 8166 section 5.5 drops a bad Reply.
+ *
+ * Retransmission ("Backward-Direction Retransmission" leaves it to the
+ * upper layer): only the requester can connect, so a backward Call pending
+ * when the connection goes completes with -ECONNRESET, and the requester's
+ * reverse Calls of a lost connection can no longer be answered
+ * (-ENOTCONN). */
+#include "proto/conn/conn_int.h"
+#include "xdr/xdr.h"
+
+/* RDMA_MSG with empty lists, then the RPC message (RFC 8166 section 4.2,
+ * RFC 5531 section 9):
+ *   rdma_xid | 1 | rdma_credit | RDMA_MSG | 0 | 0 | 0 | xid | msg_type ...
+ * True when @buf is one whose msg_type is @mtype; *@credit its rdma_credit,
+ * *@xid its XID. */
+static bool bc_classify(const uint8_t *buf, uint32_t len, uint32_t mtype, uint32_t *credit,
+			uint32_t *xid)
+{
+	struct rr_xdr_dec d;
+	uint32_t w[9];
+
+	rr_xdr_dec_init(&d, buf, len);
+	for (unsigned i = 0; i < 9; i++)
+		if (rr_xdr_get_u32(&d, &w[i]))
+			return false;
+	if (w[1] != RR_XPRT_VERSION || w[3] != RR_XPRT_MSG || w[4] || w[5] || w[6] ||
+	    w[7] != w[0] || w[8] != mtype)
+		return false;
+	*credit = w[2];
+	*xid = w[0];
+	return true;
+}
+
+#define BC_HDR 28u   /* the header above, without the RPC message */
+
+/* The header of a reverse message, then @parts (items inline, with their
+ * XDR pads) into @buf of @cap bytes: its length, or -EMSGSIZE. */
+static int bc_marshal(uint32_t xid, uint32_t credit, const struct rr_xprt_part *parts,
+		      unsigned nparts, uint8_t *buf, uint32_t cap)
+{
+	struct rr_xdr_enc e;
+
+	rr_xdr_enc_init(&e, buf, cap);
+	if (rr_xdr_put_u32(&e, xid) || rr_xdr_put_u32(&e, RR_XPRT_VERSION) ||
+	    rr_xdr_put_u32(&e, credit) || rr_xdr_put_u32(&e, RR_XPRT_MSG) ||
+	    rr_xdr_put_u32(&e, 0) || rr_xdr_put_u32(&e, 0) || rr_xdr_put_u32(&e, 0))
+		return -EMSGSIZE;
+	for (unsigned i = 0; i < nparts; i++) {
+		static const uint8_t pad[4];
+		uint32_t n = parts[i].len;
+
+		if (n && rr_xdr_put_fixed(&e, parts[i].base, n))
+			return -EMSGSIZE;
+		/* an item's pad (the inline pieces keep theirs) */
+		if (parts[i].ddp && RR_ALIGN4((size_t)n) != n &&
+		    rr_xdr_put_fixed(&e, pad, RR_ALIGN4((size_t)n) - n))
+			return -EMSGSIZE;
+	}
+	return (int)rr_xdr_enc_len(&e);
+}
+
+/* Bytes of the reverse message of @parts (header included). */
+static uint64_t bc_size(const struct rr_xprt_part *parts, unsigned nparts)
+{
+	uint64_t n = BC_HDR;
+
+	for (unsigned i = 0; i < nparts; i++)
+		n += parts[i].ddp ? RR_ALIGN4((uint64_t)parts[i].len) : parts[i].len;
+	return n;
+}
+
+/* Posts @len bytes of slot @slot; a post failure ends the connection. */
+static int bc_post(struct rr_conn *c, uint32_t slot, uint8_t *buf, uint32_t len)
+{
+	struct rr_conn_send s;
+
+	memset(&s, 0, sizeof(s));
+	s.slot = slot;
+	s.len = len;
+	s.token = TOK(TOK_SEND, NULL);
+	c->st->sends++;
+	if (rr_conn_post_send(c, &s, buf)) {
+		c->io.slot_put(c->io.ctx, slot);
+		rr_conn_fail(c);
+		return -ENOTCONN;
+	}
+	return 0;
+}
+
+/* ---- requester: reverse Calls in, Replies out ---- */
+
+void rr_conn_bc_enable(struct rr_conn *c, bool on)
+{
+	c->bc_on = on;
+}
+
+/* A reverse Call: delivered with a copy of its RPC message, or dropped. */
+static void bc_call_in(struct rr_conn *c, const uint8_t *buf, uint32_t len, uint32_t xid)
+{
+	struct bc_req *r;
+
+	if (!c->bc_on || c->bc_held >= c->cfg.bc_slots) {
+		c->st->bc_calls_dropped++;
+		return;
+	}
+	r = rr_zalloc(c->env, sizeof(*r));
+	if (r)
+		r->buf = rr_alloc(c->env, len - BC_HDR);
+	if (!r || !r->buf) {
+		rr_free(c->env, r);
+		c->st->bc_calls_dropped++;   /* as a peer overrunning us would be */
+		return;
+	}
+	memcpy(r->buf, buf + BC_HDR, len - BC_HDR);
+	r->pub.msg = r->buf;
+	r->pub.len = len - BC_HDR;
+	r->pub.xid = xid;
+	r->gen = c->gen;
+	r->counted = true;
+	c->bc_held++;
+	r->next = c->breqs;
+	c->breqs = r;
+	c->st->bc_calls_recv++;
+	c->io.deliver(c->io.ctx, &r->pub);
+}
+
+/* Its slot is free again (answered, or done without an answer). */
+static void bc_uncount(struct rr_conn *c, struct bc_req *r)
+{
+	if (r->counted && r->gen == c->gen && c->bc_held)
+		c->bc_held--;
+	r->counted = false;
+}
+
+int rr_conn_bc_reply(struct rr_conn *c, struct rr_conn_sreq *pub,
+		     const struct rr_xprt_part *parts, unsigned nparts)
+{
+	struct bc_req *r = RR_CONTAINER_OF(pub, struct bc_req, pub);
+	uint32_t slot, cap;
+	uint8_t *buf;
+	int len;
+
+	if (nparts && !parts)
+		return -EINVAL;
+	if (!c->up || r->gen != c->gen)
+		return -ENOTCONN;
+	/* inline only, within the requester's send threshold */
+	if (bc_size(parts, nparts) > c->params.call_inline)
+		return -EMSGSIZE;
+	buf = c->io.slot_get(c->io.ctx, &slot, &cap);
+	if (!buf)
+		return -ENOBUFS;
+	len = bc_marshal(pub->xid, c->cfg.bc_slots, parts, nparts, buf, cap);
+	if (len < 0) {
+		c->io.slot_put(c->io.ctx, slot);
+		return len;
+	}
+	if (bc_post(c, slot, buf, (uint32_t)len))
+		return -ENOTCONN;
+	c->st->bc_replies_sent++;
+	bc_uncount(c, r);
+	return 0;
+}
+
+void rr_conn_bc_done(struct rr_conn *c, struct rr_conn_sreq *pub)
+{
+	struct bc_req *r = RR_CONTAINER_OF(pub, struct bc_req, pub);
+
+	for (struct bc_req **pp = &c->breqs; *pp; pp = &(*pp)->next)
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	bc_uncount(c, r);
+	rr_free(c->env, r->buf);
+	rr_free(c->env, r);
+}
+
+unsigned rr_conn_bc_held(const struct rr_conn *c)
+{
+	unsigned n = 0;
+
+	for (const struct bc_req *r = c->breqs; r; r = r->next)
+		n++;
+	return n;
+}
+
+/* ---- responder: backward Calls out, Replies in ---- */
+
+static struct bc_call *bc_find_xid(struct rr_conn *c, uint32_t xid)
+{
+	for (struct bc_call *k = c->bcalls; k; k = k->next)
+		if (k->sent && k->xid == xid)
+			return k;
+	return NULL;
+}
+
+static void bc_unlink(struct rr_conn *c, struct bc_call *k)
+{
+	for (struct bc_call **pp = &c->bcalls; *pp; pp = &(*pp)->next)
+		if (*pp == k) {
+			*pp = k->next;
+			return;
+		}
+}
+
+/* @k is over for the upper layer: told @status (with its Reply when 0). */
+static void bc_complete(struct rr_conn *c, struct bc_call *k, int status)
+{
+	struct rr_conn_rpc *rpc = k->rpc;
+
+	if (!rpc)
+		return;
+	k->rpc = NULL;
+	rpc->priv = NULL;
+	rpc->status = status;
+	c->io.complete(c->io.ctx, rpc);
+}
+
+/* Marshals and posts @k. 0, -EAGAIN (no send slot: later), or an error. */
+static int bc_send(struct rr_conn *c, struct bc_call *k)
+{
+	struct rr_conn_rpc *rpc = k->rpc;
+	uint32_t slot, cap;
+	uint8_t *buf;
+	int len;
+
+	buf = c->io.slot_get(c->io.ctx, &slot, &cap);
+	if (!buf)
+		return -EAGAIN;
+	len = bc_marshal(rpc->xid, c->cfg.bc_slots, rpc->parts, rpc->nparts, buf, cap);
+	if (len < 0) {
+		c->io.slot_put(c->io.ctx, slot);
+		return len;
+	}
+	if (bc_post(c, slot, buf, (uint32_t)len))
+		return -ENOTCONN;
+	k->sent = true;
+	c->st->bc_calls_sent++;
+	return 0;
+}
+
+void bc_pump(struct rr_conn *c)
+{
+	struct rr_cred_node *n;
+
+	if (!c->up || c->cfg.role != RR_CONN_RESPONDER)
+		return;
+	while ((n = rr_cred_req_next(&c->bcred)) != NULL) {
+		struct bc_call *k = RR_CONTAINER_OF(n, struct bc_call, node);
+		int rc;
+
+		k->has_credit = true;
+		rc = bc_send(c, k);
+		if (rc == 0)
+			continue;
+		(void)rr_cred_req_complete(&c->bcred);
+		k->has_credit = false;
+		if (rc == -EAGAIN) {
+			(void)rr_cred_req_requeue(&c->bcred, n);
+			break;
+		}
+		bc_unlink(c, k);
+		bc_complete(c, k, rc);
+		rr_free(c->env, k);
+		if (!c->up)
+			break;
+	}
+}
+
+int rr_conn_bc_submit(struct rr_conn *c, struct rr_conn_rpc *rpc)
+{
+	struct bc_call *k;
+
+	if (!rpc || (rpc->nparts && !rpc->parts) || c->cfg.role != RR_CONN_RESPONDER)
+		return -EINVAL;
+	if (!c->cfg.bc_slots)
+		return -EOPNOTSUPP;
+	if (!c->up)
+		return -ENOTCONN;
+	/* inline only, within the responder's send threshold */
+	if (bc_size(rpc->parts, rpc->nparts) > c->params.reply_inline)
+		return -EMSGSIZE;
+	k = rr_zalloc(c->env, sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	k->rpc = rpc;
+	k->xid = rpc->xid;
+	rpc->priv = k;
+	rpc->status = 0;
+	rpc->reply = NULL;
+	rpc->reply_len = 0;
+	k->next = c->bcalls;
+	c->bcalls = k;
+	if (rr_cred_req_submit(&c->bcred, &k->node) == 1) {
+		/* a credit is free: the pump takes it (and a slot) */
+		(void)rr_cred_req_complete(&c->bcred);
+		(void)rr_cred_req_requeue(&c->bcred, &k->node);
+	} else {
+		c->st->bc_credits_exhausted++;
+	}
+	bc_pump(c);
+	return 0;
+}
+
+void rr_conn_bc_abort(struct rr_conn *c, struct rr_conn_rpc *rpc, int status)
+{
+	struct bc_call *k = rpc->priv;
+
+	if (!k || k->rpc != rpc)
+		return;
+	if (!k->sent)
+		(void)rr_cred_req_cancel(&c->bcred, &k->node);
+	else if (k->has_credit)
+		(void)rr_cred_req_complete(&c->bcred);
+	/* A sent Call's credit comes back now, not with a Reply that may
+	 * never come (a requester that did not serve it dropped it): as the
+	 * Linux server's backchannel, which frees its slot at the RPC's
+	 * timeout. Should the Reply come after all, it matches nothing. */
+	bc_unlink(c, k);
+	bc_complete(c, k, status);
+	rr_free(c->env, k);
+	bc_pump(c);
+}
+
+bool rr_conn_bc_busy(const struct rr_conn *c)
+{
+	return c->bcalls != NULL;
+}
+
+/* A backward Reply (or RDMA_ERROR) for @k: its credit back, the upper
+ * layer told. */
+static void bc_reply_in(struct rr_conn *c, struct bc_call *k, const uint8_t *buf, uint32_t len,
+			uint32_t credit, bool error)
+{
+	if (k->has_credit)
+		(void)rr_cred_req_on_reply(&c->bcred, credit);
+	else
+		(void)rr_cred_req_grant(&c->bcred, credit);
+	k->has_credit = false;
+	bc_unlink(c, k);
+	c->st->bc_replies_recv++;
+	if (error) {
+		bc_complete(c, k, -EREMOTEIO);
+	} else {
+		k->rpc->reply = rr_alloc(c->env, len - BC_HDR ? len - BC_HDR : 1);
+		if (k->rpc->reply) {
+			memcpy(k->rpc->reply, buf + BC_HDR, len - BC_HDR);
+			k->rpc->reply_len = len - BC_HDR;
+		}
+		bc_complete(c, k, k->rpc->reply ? 0 : -ENOMEM);
+	}
+	rr_free(c->env, k);
+}
+
+/* RDMA_ERROR (RFC 8166 section 4.2): rdma_xid | 1 | credit | RDMA_ERROR ... */
+static bool bc_error_for(struct rr_conn *c, const uint8_t *buf, uint32_t len, uint32_t *credit,
+			 struct bc_call **k)
+{
+	struct rr_xdr_dec d;
+	uint32_t w[4];
+
+	rr_xdr_dec_init(&d, buf, len);
+	for (unsigned i = 0; i < 4; i++)
+		if (rr_xdr_get_u32(&d, &w[i]))
+			return false;
+	if (w[1] != RR_XPRT_VERSION || w[3] != RR_XPRT_ERROR)
+		return false;
+	*credit = w[2];
+	*k = bc_find_xid(c, w[0]);
+	return *k != NULL;
+}
+
+bool bc_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len)
+{
+	uint32_t credit, xid;
+	struct bc_call *k;
+
+	if (c->cfg.role == RR_CONN_REQUESTER) {
+		if (!bc_classify(buf, len, 0 /* CALL */, &credit, &xid))
+			return false;
+		bc_call_in(c, buf, len, xid);
+	} else if (bc_classify(buf, len, 1 /* REPLY */, &credit, &xid)) {
+		k = bc_find_xid(c, xid);
+		if (k)
+			bc_reply_in(c, k, buf, len, credit, false);
+		else
+			c->st->bc_replies_dropped++;
+	} else if (bc_error_for(c, buf, len, &credit, &k)) {
+		c->st->err_received++;
+		bc_reply_in(c, k, buf, len, credit, true);
+	} else {
+		return false;
+	}
+	(void)c->io.post_recv(c->io.ctx, idx);
+	if (c->cfg.role == RR_CONN_RESPONDER)
+		bc_pump(c);   /* a credit may be free */
+	return true;
+}
+
+/* ---- connection events ---- */
+
+void bc_up(struct rr_conn *c)
+{
+	c->gen++;
+	c->bc_held = 0;
+	if (c->cfg.role == RR_CONN_RESPONDER)
+		rr_cred_req_init(&c->bcred, c->cfg.bc_slots ? c->cfg.bc_slots : 1);
+}
+
+/* Only the requester connects: a backward Call of the lost connection is
+ * never retransmitted; reverse Calls it delivered stay with the upper
+ * layer until done (their Replies have nowhere to go). */
+void bc_down(struct rr_conn *c)
+{
+	c->bc_held = 0;
+	while (c->bcalls) {
+		struct bc_call *k = c->bcalls;
+
+		c->bcalls = k->next;
+		if (!k->sent)
+			(void)rr_cred_req_cancel(&c->bcred, &k->node);
+		bc_complete(c, k, -ECONNRESET);
+		rr_free(c->env, k);
+	}
+}
+
+void bc_destroy(struct rr_conn *c)
+{
+	bc_down(c);
+	while (c->breqs) {
+		struct bc_req *r = c->breqs;
+
+		c->breqs = r->next;
+		rr_free(c->env, r->buf);
+		rr_free(c->env, r);
+	}
+}
