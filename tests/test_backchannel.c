@@ -56,6 +56,7 @@ struct bcw {
 	/* client side */
 	unsigned active, max_active, served;
 	bool hold;
+	uint32_t inline_size;         /* the client's (0: the transport's) */
 };
 
 static void bcw_init(struct bcw *w, const char *scheme)
@@ -203,7 +204,7 @@ static void bcw_server(struct bcw *w)
 static void bcw_client(struct bcw *w, unsigned slots, bool start, unsigned threads)
 {
 	struct rpcrdma_client_opts co = {.timeout_ms = 15000, .connect_timeout_ms = 5000,
-					 .callback_slots = slots};
+					 .callback_slots = slots, .inline_size = w->inline_size};
 	struct rpcrdma_server_opts so = {.threads = threads};
 
 	REQUIRE_EQ(rpcrdma_client_create(w->url, SPROG, 1, &co, &w->cl), 0);
@@ -758,4 +759,93 @@ TEST(bc_rdma_not_offered)
 TEST(bc_verbs_not_offered)
 {
 	scenario_not_offered("verbs");
+}
+
+/* RDMA: more callbacks at once than the client granted backward credits:
+ * the rest wait for credits in the server's transport (never more Calls at
+ * the client than its slots, none dropped) and all complete. */
+static void scenario_credits(const char *scheme)
+{
+	struct bcw w;
+	struct async_set a = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	struct rpcrdma_xprt_stats cs, ss;
+	struct rpcrdma_client *cb;
+
+	if (!bc_available(scheme))
+		return;
+	bcw_init(&w, scheme);
+	bcw_server(&w);
+	bcw_client(&w, 2, true, 8);
+	REQUIRE_EQ(fwd(&w, S_BIND, 0, NULL), 0);
+	cb = bound(&w, 1);
+	REQUIRE(cb != NULL);
+	/* one Call outstanding until a backward Reply grants more */
+	CHECK_EQ(back(cb, CB_ECHO, 1, 0, NULL, NULL), 0);
+	set_hold(&w, true);
+	async_start(&a, cb, 12, 0);
+	CHECK(WAIT_FOR(&w, w.active == 2, 10000));
+	rr_th_sleep_ms(200);
+	CHECK_EQ(w.max_active, 2u);        /* the others wait at the server */
+	CHECK_EQ(async_count(&a, false), 0u);
+	set_hold(&w, false);
+	CHECK(async_wait(&a, 12, 20000));
+	CHECK_EQ(async_count(&a, true), 12u);
+	CHECK(w.max_active <= 2);
+	REQUIRE_EQ(rpcrdma_client_stats(w.cl, &cs), 0);
+	REQUIRE_EQ(rpcrdma_server_stats(w.srv, &ss), 0);
+	CHECK_EQ(cs.bc_calls_dropped, 0u);
+	CHECK(cs.bc_calls_recv >= 12);
+	CHECK(ss.bc_credits_exhausted > 0);
+	CHECK(ss.bc_calls_sent >= 12);
+	async_free(&a);
+	bcw_fini(&w);
+}
+
+TEST(bc_rdma_credits_exhausted)
+{
+	scenario_credits("rdma");
+}
+
+TEST(bc_verbs_credits_exhausted)
+{
+	scenario_credits("verbs");
+}
+
+/* RDMA: reverse messages are inline only: a callback whose Call, or whose
+ * Reply, does not fit the inline threshold (4096 on both ends here) fails
+ * cleanly and the backchannel keeps working. */
+static void scenario_inline_only(const char *scheme)
+{
+	struct rpcrdma_rpc_status st;
+	struct rpcrdma_call *call;
+	struct rpcrdma_client *cb;
+	static uint8_t big[8192];
+	struct bcw w;
+	uint32_t y = 0;
+
+	if (!bc_available(scheme))
+		return;
+	bcw_init(&w, scheme);
+	bcw_server(&w);
+	w.inline_size = 4096;   /* as a Linux peer: 4096 both ways */
+	bcw_client(&w, 2, true, 2);
+	REQUIRE_EQ(fwd(&w, S_BIND, 0, NULL), 0);
+	cb = bound(&w, 1);
+	REQUIRE(cb != NULL);
+	REQUIRE_EQ(rpcrdma_call_create(cb, CB_ECHO, &call), 0);
+	rpcrdma_xdr_put_fixed(rpcrdma_call_args(call), big, sizeof(big));
+	CHECK_EQ(rpcrdma_call_run(call), -EMSGSIZE);
+	rpcrdma_call_destroy(call);
+	/* a Reply too large: the client's callback server answers SYSTEM_ERR */
+	CHECK_EQ(back(cb, CB_BIG, 100, 0, NULL, NULL), 0);
+	CHECK_EQ(back(cb, CB_BIG, 6000, 0, NULL, &st), -EREMOTEIO);
+	CHECK_EQ(st.accept_stat, (uint32_t)RPCRDMA_SYSTEM_ERR);
+	CHECK_EQ(back(cb, CB_ECHO, 3, 0, &y, NULL), 0);
+	CHECK_EQ(y, 4u);
+	bcw_fini(&w);
+}
+
+TEST(bc_rdma_inline_only)
+{
+	scenario_inline_only("rdma");
 }

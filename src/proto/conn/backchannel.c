@@ -206,15 +206,6 @@ void rr_conn_bc_done(struct rr_conn *c, struct rr_conn_sreq *pub)
 	rr_free(c->env, r);
 }
 
-unsigned rr_conn_bc_held(const struct rr_conn *c)
-{
-	unsigned n = 0;
-
-	for (const struct bc_req *r = c->breqs; r; r = r->next)
-		n++;
-	return n;
-}
-
 /* ---- responder: backward Calls out, Replies in ---- */
 
 static struct bc_call *bc_find_xid(struct rr_conn *c, uint32_t xid)

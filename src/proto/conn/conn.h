@@ -375,8 +375,6 @@ int rr_conn_bc_reply(struct rr_conn *c, struct rr_conn_sreq *r, const struct rr_
 		     unsigned nparts);
 /* Requester: the upper layer is done with @r (answered or not): freed. */
 void rr_conn_bc_done(struct rr_conn *c, struct rr_conn_sreq *r);
-/* Requester: reverse Calls delivered and not done (tests). */
-unsigned rr_conn_bc_held(const struct rr_conn *c);
 
 /* Responder: sends backward Call @rpc (its XDR stream in @parts, inline)
  * under the backward credits the requester grants (1 before its first
