@@ -57,6 +57,7 @@ struct bcw {
 	unsigned active, max_active, served;
 	bool hold;
 	uint32_t inline_size;         /* the client's (0: the transport's) */
+	uint32_t idle_ms;             /* the server's idle timeout (0: default) */
 };
 
 static void bcw_init(struct bcw *w, const char *scheme)
@@ -187,7 +188,7 @@ static bool bc_available(const char *scheme)
 /* The server (SPROG) listening; w->url points at it. */
 static void bcw_server(struct bcw *w)
 {
-	struct rpcrdma_server_opts so = {.threads = 4};
+	struct rpcrdma_server_opts so = {.threads = 4, .idle_timeout_ms = w->idle_ms};
 	char url[96];
 
 	snprintf(url, sizeof(url), "%s://%s:0", w->scheme, bc_host(w->scheme, true));
@@ -848,4 +849,58 @@ static void scenario_inline_only(const char *scheme)
 TEST(bc_rdma_inline_only)
 {
 	scenario_inline_only("rdma");
+}
+
+/* A reconnect on any transport (verbs:// too, where no proxy can cut): the
+ * server closes the idle connection (a callback client does not keep it
+ * open); its callback client then answers -ENOTCONN; the client reconnects
+ * on its next call and the same callback server serves a callback client
+ * made on the new connection. */
+static void scenario_idle_reconnect(const char *scheme)
+{
+	struct bcw w;
+	struct rpcrdma_client *cb1, *cb2;
+	uint32_t y = 0;
+	int rc = 0;
+
+	if (!bc_available(scheme))
+		return;
+	bcw_init(&w, scheme);
+	w.idle_ms = 300;
+	bcw_server(&w);
+	bcw_client(&w, 2, true, 1);
+	REQUIRE_EQ(fwd(&w, S_BIND, 0, NULL), 0);
+	cb1 = bound(&w, 1);
+	REQUIRE(cb1 != NULL);
+	CHECK_EQ(back(cb1, CB_ECHO, 30, 0, &y, NULL), 0);
+	CHECK_EQ(y, 31u);
+	/* silent for longer than the idle timeout (a callback is traffic) */
+	for (int i = 0; i < 20; i++) {
+		rr_th_sleep_ms(800);
+		rc = back(cb1, CB_ECHO, 1, 2000, NULL, NULL);
+		if (rc == -ENOTCONN)
+			break;
+	}
+	CHECK_EQ(rc, -ENOTCONN);
+	REQUIRE_EQ(fwd(&w, S_BIND, 0, NULL), 0);
+	cb2 = bound(&w, 2);
+	REQUIRE(cb2 != NULL);
+	CHECK_EQ(back(cb2, CB_ECHO, 40, 0, &y, NULL), 0);
+	CHECK_EQ(y, 41u);
+	bcw_fini(&w);
+}
+
+TEST(bc_tcp_idle_reconnect)
+{
+	scenario_idle_reconnect("tcp");
+}
+
+TEST(bc_rdma_idle_reconnect)
+{
+	scenario_idle_reconnect("rdma");
+}
+
+TEST(bc_verbs_idle_reconnect)
+{
+	scenario_idle_reconnect("verbs");
 }

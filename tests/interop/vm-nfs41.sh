@@ -24,6 +24,7 @@ if lab_section nfs41; then
 			"backchannel tests, verbs:// both ends on $p (callback program 0x40000417)"
 		RR_VERBS_SERVER_ADDR=$S RR_VERBS_CLIENT_ADDR=$C timeout 240 /share/rr-tests \
 			bc_verbs_both_roles bc_verbs_not_offered bc_verbs_credits_exhausted \
+			bc_verbs_idle_reconnect \
 			> $LAB_OUT/rr-tests-bc-$p.log 2>&1; rc=$?
 		tail -n 8 $LAB_OUT/rr-tests-bc-$p.log
 		if [ $rc = 0 ] && ! grep -q '^skip' $LAB_OUT/rr-tests-bc-$p.log; then
