@@ -2,8 +2,8 @@
 /* libFuzzer target for the session's backchannel (proto/conn/backchannel.c,
  * RFC 8167) on an executor that does no I/O. The input is a series of
  * received messages (u16 length, then that many bytes; a length with bit
- * 15 set takes the connection down and up again first) fed to two
- * sessions:
+ * 15 set takes the connection down: the requester's comes up again, the
+ * responder's session ends there) fed to two sessions:
  * - a requester granting 2 backward credits and serving reverse Calls:
  *   each one delivered is answered with its own message, or dropped
  *   without an answer, once the message that brought it was handled;
@@ -232,6 +232,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			off += 2;
 			if (len > size - off)
 				len = size - off;
+			if ((n & 0x8000u) && role == 1)
+				break;   /* a responder's session ends with its connection */
 			if (n & 0x8000u) {
 				rr_conn_down(c);
 				rr_conn_up(c, pd, sizeof(pd), 16, 4, 1);
