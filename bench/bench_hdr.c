@@ -23,7 +23,7 @@ static uint64_t now_ns(void)
 
 struct bcase {
 	const char *name;
-	struct rr_hdr_desc d;
+	struct rr_hdr d;   /* built with the builders of proto/hdr.h */
 	uint8_t msg[2048];
 	size_t len;
 	size_t hdr_len;
@@ -43,7 +43,7 @@ static double bench_encode(const struct bcase *c, long iters)
 			struct rr_xdr_enc e;
 
 			rr_xdr_enc_init(&e, out, sizeof(out));
-			if (rr_hdr_encode_desc(&e, &c->d) != 0)
+			if (rr_hdr_encode(&e, &c->d) != 0)
 				abort();
 			sink += out[(size_t)i & 15];
 		}
@@ -75,7 +75,7 @@ static void setup(struct bcase *c, size_t payload)
 	struct rr_xdr_enc e;
 
 	rr_xdr_enc_init(&e, c->msg, sizeof(c->msg));
-	if (rr_hdr_encode_desc(&e, &c->d) != 0)
+	if (rr_hdr_encode(&e, &c->d) != 0)
 		abort();
 	c->hdr_len = rr_xdr_enc_len(&e);
 	rr_put_be32(c->msg + c->hdr_len, c->d.xid);
@@ -87,27 +87,26 @@ int main(int argc, char **argv)
 {
 	long iters = argc > 1 ? atol(argv[1]) : 2000000;
 	static struct bcase shortc, chunked;
-	struct rr_hdr_read_seg rs[16];
-	struct rr_hdr_seg ws[16];
-	struct rr_hdr_wchunk wc = {ws, 16};
+	struct rr_hdr_seg rs[16], ws[16];
 	double enc[2], dec[2];
 
 	if (iters <= 0)
 		iters = 2000000;
 	shortc.name = "short RDMA_MSG";
-	shortc.d = (struct rr_hdr_desc){.xid = 0x11223344, .credit = 128,
-					.proc = RR_HDR_MSG};
+	rr_hdr_init(&shortc.d, 0x11223344, 128, RR_HDR_MSG);
 	setup(&shortc, 120);
 
 	for (uint32_t i = 0; i < 16; i++) {
-		rs[i] = (struct rr_hdr_read_seg){
-			.position = 136, .seg = {0x1000 + i, 4096, 0x7f0000000000ull + 4096u * i}};
+		rs[i] = (struct rr_hdr_seg){0x1000 + i, 4096, 0x7f0000000000ull + 4096u * i};
 		ws[i] = (struct rr_hdr_seg){0x2000 + i, 4096, 0x7f1000000000ull + 4096u * i};
 	}
 	chunked.name = "16-seg Read + Write list";
-	chunked.d = (struct rr_hdr_desc){.xid = 0x55667788, .credit = 128,
-					 .proc = RR_HDR_MSG, .reads = rs, .nreads = 16,
-					 .writes = &wc, .nwrites = 1};
+	rr_hdr_init(&chunked.d, 0x55667788, 128, RR_HDR_MSG);
+	for (uint32_t i = 0; i < 16; i++)
+		if (rr_hdr_add_read(&chunked.d, 136, &rs[i]) != 0)
+			abort();
+	if (rr_hdr_add_write(&chunked.d, ws, 16) != 0)
+		abort();
 	setup(&chunked, 140);
 
 	enc[0] = bench_encode(&shortc, iters);

@@ -1,12 +1,12 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-2-Clause
 # man-check.sh - the man pages against the tools and against groff (CTest
-# test man_pages). `man-check.sh [ROOT]` fails when a tool (tools/*.c, each
-# an installed program) has no man/<tool>.1, when a required page is missing
-# (rpcrdma.7, rpcrdma.3 and the API group pages), when a page's .TH name or
-# section does not match its file name, or when groff reports a warning
-# rendering a page (-ww: all warnings; -z: no output). Exit 77 (skipped)
-# when groff is not installed.
+# test man_pages). `man-check.sh [ROOT]` fails when a tool (tools/*.c and
+# tools/*/rpcrdma-*.c, each an installed program) has no man/<tool>.1, when
+# a required page is missing (rpcrdma.7, rpcrdma.3 and the API group
+# pages), when a page's .TH name or section does not match its file name,
+# or when groff reports a warning rendering a page (-ww: all warnings; -z:
+# no output). Exit 77 (skipped) when groff is not installed.
 set -eu
 
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -19,7 +19,10 @@ fi
 bad=0
 need="man/rpcrdma.7 man/rpcrdma.3 man/rpcrdma_client.3 man/rpcrdma_server.3
       man/rpcrdma_xdr.3 man/rpcrdma_push.3 man/rpcrdma_rdma.3 man/rpcrdma_stats.3"
-for src in tools/*.c; do
+# a program in one file (tools/NAME.c) or in a folder of its own
+# (tools/DIR/rpcrdma-NAME.c beside its other parts)
+for src in tools/*.c tools/*/rpcrdma-*.c; do
+	[ -f "$src" ] || continue
 	need="$need man/$(basename "$src" .c).1"
 done
 for page in $need; do

@@ -9,7 +9,10 @@
  *  - an accepted header re-encodes byte-identically to the input header, and
  *    decoding that re-encoding (plus the original inline payload) yields a
  *    structurally equal header;
- *  - an accepted Reply checked against a fixed Call description by
+ *  - the same header rebuilt chunk by chunk with the builders (the Reply
+ *    chunk first, then the Write chunks, then the Read segments: any order
+ *    of filling encodes in wire order) encodes to the same bytes;
+ *  - an accepted Reply checked against a fixed Call header by
  *    rr_hdr_check_reply() is either kept or discarded with a mismatch
  *    reason. */
 #include <stdio.h>
@@ -65,14 +68,53 @@ static bool hdr_eq(const struct rr_hdr *a, const struct rr_hdr *b)
 
 /* The Call a requester might have sent: two Write chunks and a Reply chunk,
  * handles 1.. and offsets 0x1000 * handle, as the seeds use small numbers. */
-static const struct rr_hdr_seg call_w0[2] = {{1, 4096, 0x1000}, {2, 4096, 0x2000}};
-static const struct rr_hdr_seg call_w1[1] = {{3, 65536, 0x3000}};
-static const struct rr_hdr_seg call_r[2] = {{4, 8192, 0x4000}, {5, 8192, 0x5000}};
-static const struct rr_hdr_wchunk call_wc[2] = {{call_w0, 2}, {call_w1, 1}};
-static const struct rr_hdr_wchunk call_rc = {call_r, 2};
-static const struct rr_hdr_desc call_desc = {.xid = 0x11223344, .proc = RR_HDR_MSG,
-					     .writes = call_wc, .nwrites = 2,
-					     .reply = &call_rc};
+static const struct rr_hdr call_hdr = {
+	.xid = 0x11223344, .vers = 1, .proc = RR_HDR_MSG,
+	.nwrite = 2, .write = {{0, 0, 2, 8192}, {0, 2, 1, 65536}},
+	.has_reply = true, .reply = {0, 3, 2, 16384},
+	.nsegs = 5, .segs = {{1, 4096, 0x1000}, {2, 4096, 0x2000}, {3, 65536, 0x3000},
+			     {4, 8192, 0x4000}, {5, 8192, 0x5000}},
+};
+
+/* @c of @h added to @b as a chunk of the same kind (@kind: 'r' Read, 'w'
+ * Write, 'p' Reply). */
+static void rebuild_chunk(struct rr_hdr *b, const struct rr_hdr *h, const struct rr_hdr_chunk *c,
+			  char kind)
+{
+	const struct rr_hdr_seg *segs = &h->segs[c->first];
+	int rc = 0;
+
+	if (kind == 'w')
+		rc = rr_hdr_add_write(b, segs, c->nsegs);
+	else if (kind == 'p')
+		rc = rr_hdr_add_reply(b, segs, c->nsegs);
+	for (uint32_t i = 0; kind == 'r' && rc == 0 && i < c->nsegs; i++)
+		rc = rr_hdr_add_read(b, c->position, &segs[i]);
+	if (rc)
+		FAIL("a decoded header does not fit the builders");
+}
+
+/* The RDMA_MSG / RDMA_NOMSG header @h rebuilt with the builders, Reply
+ * chunk first and Read segments last, encoded: the same bytes as @data. */
+static void check_rebuilt(const struct rr_hdr *h, const uint8_t *data)
+{
+	static struct rr_hdr b;
+	static uint8_t out[70000];
+	int n;
+
+	rr_hdr_init(&b, h->xid, h->credit, h->proc);
+	if (h->has_reply)
+		rebuild_chunk(&b, h, &h->reply, 'p');
+	for (uint32_t i = 0; i < h->nwrite; i++)
+		rebuild_chunk(&b, h, &h->write[i], 'w');
+	for (uint32_t i = 0; i < h->nread; i++)
+		rebuild_chunk(&b, h, &h->read[i], 'r');
+	if (b.nread != h->nread || rr_hdr_encoded_size(&b) != h->hdr_len)
+		FAIL("rebuilt header differs in shape");
+	n = rr_hdr_encode_buf(&b, out, sizeof(out));
+	if (n != (int)h->hdr_len || memcmp(out, data, h->hdr_len) != 0)
+		FAIL("rebuilt header encodes differently");
+}
 
 static void one(const uint8_t *data, size_t size, enum rr_hdr_dir dir,
 		const struct rr_hdr_limits *lim)
@@ -115,8 +157,10 @@ static void one(const uint8_t *data, size_t size, enum rr_hdr_dir dir,
 	}
 	if (rc != 0 || !hdr_eq(&h, &h2))
 		FAIL("decode(encode(x)) != x");
+	if (h.proc == RR_HDR_MSG || h.proc == RR_HDR_NOMSG)
+		check_rebuilt(&h, data);
 	if (dir == RR_HDR_DIR_REPLY) {
-		rc = rr_hdr_check_reply(&h, &call_desc);
+		rc = rr_hdr_check_reply(&h, &call_hdr);
 		if (rc == 0 ? h.verdict != RR_HDR_OK
 			    : (h.verdict != RR_HDR_DISCARD ||
 			       (h.reason != RR_HDR_R_WRITE_MISMATCH &&

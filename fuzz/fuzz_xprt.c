@@ -19,6 +19,20 @@
 		abort();                                                       \
 	} while (0)
 
+/* @w lies inside one segment of chunk @c of the Call's header @h. */
+static bool in_chunk(const struct rr_hdr *h, const struct rr_hdr_chunk *c,
+		     const struct rr_xprt_write_op *w)
+{
+	for (uint32_t j = 0; j < c->nsegs; j++) {
+		const struct rr_hdr_seg *g = &h->segs[c->first + j];
+
+		if (g->handle == w->stag && w->remote >= g->offset &&
+		    w->remote - g->offset + w->len <= g->length)
+			return true;
+	}
+	return false;
+}
+
 static void responder(const uint8_t *data, size_t size)
 {
 	struct rr_xprt_params p;
@@ -61,21 +75,10 @@ static void responder(const uint8_t *data, size_t size)
 				const struct rr_xprt_write_op *w = &plan.writes[i];
 				bool ok = false;
 
-				for (uint32_t c = 0; c < rc->hdr.nwrites && !ok; c++)
-					for (uint32_t j = 0; j < rc->hdr.writes[c].nsegs; j++) {
-						const struct rr_xprt_seg *g = &rc->hdr.writes[c].segs[j];
-
-						if (g->handle == w->stag && w->remote >= g->offset &&
-						    w->remote - g->offset + w->len <= g->length)
-							ok = true;
-					}
-				for (uint32_t j = 0; rc->hdr.has_reply && j < rc->hdr.reply.nsegs; j++) {
-					const struct rr_xprt_seg *g = &rc->hdr.reply.segs[j];
-
-					if (g->handle == w->stag && w->remote >= g->offset &&
-					    w->remote - g->offset + w->len <= g->length)
-						ok = true;
-				}
+				for (uint32_t c = 0; c < rc->hdr.nwrite && !ok; c++)
+					ok = in_chunk(&rc->hdr, &rc->hdr.write[c], w);
+				if (!ok && rc->hdr.has_reply)
+					ok = in_chunk(&rc->hdr, &rc->hdr.reply, w);
 				if (!ok)
 					FAIL("write outside the requester's chunks");
 			}

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* A raw TCP ONC RPC client for the wire-level tests (tests/test_rpc_wire.c,
- * tests/test_rpc_drc.c, tests/test_rpc_drc_tirpc.c; the send loop also in
- * tests/test_rpc_tcp_reconnect.c): a socket connected to
+/* A raw TCP ONC RPC client for the wire-level tests (tests/rpc/test_tcp_wire.c,
+ * tests/rpc/test_drc.c, tests/rpc/test_drc_tirpc.c; the send loop also in
+ * tests/rpc/test_tcp_reconnect.c): a socket connected to
  * 127.0.0.1, whole-buffer sends, reads bounded by a poll timeout, record
  * marking (RFC 5531 section 11) and an AUTH_NONE Call header (section 9).
  * Test code only; compiled into rr-tests (tests/rpc_raw.c). */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Two endpoints of the soft provider in one process over loopback TCP, for
- * the provider tests (test_soft_progress.c, test_soft_fast.c,
- * test_soft_spin.c, test_soft_idle.c): one context,
+ * the provider tests (tests/soft/test_progress.c, tests/soft/test_fast_wait.c,
+ * tests/soft/test_spin_then_sleep.c, tests/soft/test_idle.c): one context,
  * PD, CM channel with a listener on an ephemeral port, a client CQ and a
  * server CQ; queue pairs made on either CQ and connected pairwise through the
  * public CM calls (RFC 5044 MPA exchange underneath); work requests on the

@@ -855,6 +855,22 @@ uint32_t rr_th_rresp_window(struct rr_th_rresp *g, uint32_t off, uint32_t len, u
 	return rpcrdma_mw_rkey(g->mw);
 }
 
+int rr_th_hdr_call(struct rr_hdr *h, const uint8_t *m, int n, uint32_t inline_max)
+{
+	struct rr_hdr_limits lim;
+
+	rr_xprt_hdr_limits(&lim, inline_max, 0, false);
+	return rr_hdr_decode(h, m, n > 0 ? (size_t)n : 0, RR_HDR_DIR_CALL, &lim);
+}
+
+int rr_th_hdr_raw(const struct rr_hdr *h, uint8_t *m, size_t cap)
+{
+	struct rr_xdr_enc e;
+
+	rr_xdr_enc_init(&e, m, cap);
+	return rr_hdr_encode_raw(&e, h) ? -1 : (int)rr_xdr_enc_len(&e);
+}
+
 int rr_th_rresp_rdma(struct rr_th_rresp *g, bool write, uint32_t stag, uint64_t to, uint32_t len,
 		     uint32_t loff, uint32_t *vend, unsigned ms)
 {

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Shared scaffolding of the end-to-end transport tests (tests/test_xprt_e2e.c,
- * tests/test_rrep_e2e.c, tests/test_verbsx.c, tests/test_push.c,
- * tests/test_xprt_rpc.c, tests/test_rpc_tcp.c, tests/test_rpc_wire.c,
- * tests/test_fast_server.c, tests/test_soft_idle.c): the soft-provider check,
- * millisecond sleeps, a named thread's wake-ups, loopback rr_tp endpoints, counter
- * waits, a responder request queue with its worker thread, and the ECHO/BULK
- * RPC handlers several tests register. Test code only; compiled into rr-tests
+/* Shared scaffolding of the end-to-end transport tests (tests/transport:
+ * test_xprt_e2e.c, test_reliable_reply_e2e.c, test_mr_fallback.c,
+ * test_push_and_stats.c, test_server_cq_wait.c; tests/rpc: test_rdma_api.c,
+ * test_rpc_api.c, test_tcp_wire.c; tests/soft/test_idle.c): the
+ * soft-provider check, millisecond sleeps, a named thread's wake-ups,
+ * loopback rr_tp endpoints, counter waits, a responder request queue with
+ * its worker thread, rogue peers and their transport headers (struct rr_hdr
+ * decoded and encoded as they are), and the ECHO/BULK RPC handlers several
+ * tests register. Test code only; compiled into rr-tests
  * (tests/xprt_harness.c). */
 #ifndef RR_TESTS_XPRT_HARNESS_H
 #define RR_TESTS_XPRT_HARNESS_H
@@ -14,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "proto/hdr.h"
 #include "rpcrdma/rdma.h"
 #include "rpcrdma/rpc.h"
 #include "transport/rdma/tp.h"
@@ -230,6 +233,15 @@ uint32_t rr_th_rresp_window(struct rr_th_rresp *g, uint32_t off, uint32_t len, u
  * wc.vendor_err), or -ETIMEDOUT. A refusal ends the connection. */
 int rr_th_rresp_rdma(struct rr_th_rresp *g, bool write, uint32_t stag, uint64_t to, uint32_t len,
 		     uint32_t loff, uint32_t *vend, unsigned ms);
+
+/* The transport header of a message a rogue peer received (@n bytes at
+ * @m), decoded into @h as the transport core decodes a Call
+ * (rr_xprt_hdr_limits: receive inline threshold @inline_max, 0 none):
+ * rr_hdr_decode()'s result. */
+int rr_th_hdr_call(struct rr_hdr *h, const uint8_t *m, int n, uint32_t inline_max);
+/* @h encoded as it is, malformed ones too (rr_hdr_encode_raw: no Position
+ * checks, h->vers as set), into @m (@cap bytes): its length, or -1. */
+int rr_th_hdr_raw(const struct rr_hdr *h, uint8_t *m, size_t cap);
 
 /* An RDMA Read by the rogue requester of @len bytes at (@stag, @off) into
  * g->pull (opened with a pull buffer): the completion's status

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* rpcrdma-demo: a guided tour of the RPC-over-RDMA v1 mechanisms (RFC 8166)
- * with the example file service (tools/fileservice.h). It starts the file
+ * with the example file service (tools/fileservice/fileservice.h). It starts the file
  * server in a forked child on loopback and a client in this process, and
  * runs one step per mechanism: Short message (section 3.5.1), Read chunk
  * (WRITE data), Write chunk (READ data), Long Call and Long Reply

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* rpcrdma-server: serves the example file service (tools/fileservice.h:
+/* rpcrdma-server: serves the example file service (tools/fileservice/fileservice.h:
  * READ with its data as a Write chunk, WRITE with its data as a Read chunk,
  * LIST with large replies, COMMIT, PUSH_OPEN) over a directory, with the
  * librpcrdma RPC server API (RFC 5531 over RPC-over-RDMA v1, RFC 8166, or

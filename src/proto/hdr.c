@@ -16,6 +16,7 @@ void rr_hdr_limits_init(struct rr_hdr_limits *lim)
 	lim->max_write_chunks = RR_HDR_DEFAULT_WRITE_CHUNKS;
 	lim->max_chunk_len = UINT32_MAX;
 	lim->inline_threshold = RR_HDR_DEFAULT_INLINE;
+	lim->max_read_segs = UINT32_MAX;
 	lim->reliable_reply = false;
 }
 
@@ -111,6 +112,7 @@ struct dec_ctx {
 	uint32_t max_rc;
 	uint32_t max_wc;
 	uint32_t max_clen;
+	uint32_t max_rs;
 };
 
 /* XDR optional-data discriminator (RFC 4506 4.19): 0 absent, 1 present. */
@@ -194,6 +196,8 @@ static enum rr_hdr_reason dec_read_list(struct dec_ctx *x)
 		r = add_seg(x, c, &s);
 		if (r)
 			return r;
+		if (h->nsegs > x->max_rs) /* the Read list's segments come first */
+			return RR_HDR_R_TOO_MANY_SEGS;
 	}
 }
 
@@ -400,6 +404,7 @@ int rr_hdr_decode(struct rr_hdr *h, const void *buf, size_t len,
 	x.max_rc = RR_MIN(lim->max_read_chunks, RR_HDR_MAX_READ_CHUNKS);
 	x.max_wc = RR_MIN(lim->max_write_chunks, RR_HDR_MAX_WRITE_CHUNKS);
 	x.max_clen = lim->max_chunk_len;
+	x.max_rs = lim->max_read_segs;
 
 	if (rr_xdr_get_u32(&x.d, &h->xid))
 		return finish(h, dir, RR_HDR_R_SHORT_XID);
@@ -470,7 +475,7 @@ static bool returned_ok(const struct rr_hdr *h, const struct rr_hdr_chunk *rc,
 	return true;
 }
 
-int rr_hdr_check_reply(struct rr_hdr *reply, const struct rr_hdr_desc *call)
+int rr_hdr_check_reply(struct rr_hdr *reply, const struct rr_hdr *call)
 {
 	enum rr_hdr_reason r = RR_HDR_R_NONE;
 
@@ -478,19 +483,20 @@ int rr_hdr_check_reply(struct rr_hdr *reply, const struct rr_hdr_desc *call)
 		return -EPROTO;
 	if (reply->proc != RR_HDR_MSG && reply->proc != RR_HDR_NOMSG)
 		return 0;
-	if (reply->nwrite > call->nwrites) {
+	if (reply->nwrite > call->nwrite) {
 		r = RR_HDR_R_WRITE_MISMATCH;
 	} else {
 		for (uint32_t i = 0; i < reply->nwrite; i++)
-			if (!returned_ok(reply, &reply->write[i], call->writes[i].segs,
-					 call->writes[i].nsegs)) {
+			if (!returned_ok(reply, &reply->write[i], &call->segs[call->write[i].first],
+					 call->write[i].nsegs)) {
 				r = RR_HDR_R_WRITE_MISMATCH;
 				break;
 			}
 	}
 	if (!r && reply->has_reply &&
-	    (!call->reply || !returned_ok(reply, &reply->reply, call->reply->segs,
-					  call->reply->nsegs)))
+	    (!call->has_reply || !returned_ok(reply, &reply->reply,
+					      &call->segs[call->reply.first],
+					      call->reply.nsegs)))
 		r = RR_HDR_R_REPLY_MISMATCH;
 	return finish(reply, RR_HDR_DIR_REPLY, r);
 }
@@ -516,6 +522,83 @@ int rr_hdr_consume_chunk(const struct rr_hdr *call, const struct rr_hdr_chunk *c
 		used -= take;
 	}
 	return (int)n;
+}
+
+/* ---- building ---- */
+
+void rr_hdr_init(struct rr_hdr *h, uint32_t xid, uint32_t credit, uint32_t proc)
+{
+	/* As rr_hdr_decode(): the scalars only; the arrays are written
+	 * before they are read. */
+	memset(h, 0, offsetof(struct rr_hdr, read));
+	h->reply = (struct rr_hdr_chunk){0, 0, 0, 0};
+	h->nsegs = 0;
+	h->err = h->vers_low = h->vers_high = 0;
+	h->hdr_len = h->payload_off = h->payload_len = h->trailing = 0;
+	h->xid = xid;
+	h->vers = RR_HDR_VERSION;
+	h->credit = credit;
+	h->proc = proc;
+}
+
+int rr_hdr_add_seg(struct rr_hdr *h, struct rr_hdr_chunk *c, const struct rr_hdr_seg *s)
+{
+	if (c->nsegs == 0)
+		c->first = (uint16_t)h->nsegs;
+	else if ((uint32_t)c->first + c->nsegs != h->nsegs)
+		return -EINVAL;
+	if (h->nsegs >= RR_HDR_MAX_SEGS)
+		return -EMSGSIZE;
+	h->segs[h->nsegs++] = *s;
+	c->nsegs++;
+	c->length += s->length;
+	return 0;
+}
+
+int rr_hdr_add_read(struct rr_hdr *h, uint32_t position, const struct rr_hdr_seg *s)
+{
+	struct rr_hdr_chunk *c = h->nread ? &h->read[h->nread - 1] : NULL;
+
+	if (!c || c->position != position || (uint32_t)c->first + c->nsegs != h->nsegs) {
+		if (h->nread >= RR_HDR_MAX_READ_CHUNKS || h->nsegs >= RR_HDR_MAX_SEGS)
+			return -EMSGSIZE;
+		c = &h->read[h->nread++];
+		*c = (struct rr_hdr_chunk){position, (uint16_t)h->nsegs, 0, 0};
+	}
+	return rr_hdr_add_seg(h, c, s);
+}
+
+/* A new empty chunk @c filled with @segs[@n]. */
+static int add_chunk(struct rr_hdr *h, struct rr_hdr_chunk *c, const struct rr_hdr_seg *segs,
+		     uint32_t n)
+{
+	*c = (struct rr_hdr_chunk){0, (uint16_t)h->nsegs, 0, 0};
+	for (uint32_t i = 0; i < n; i++) {
+		int rc = rr_hdr_add_seg(h, c, &segs[i]);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int rr_hdr_add_write(struct rr_hdr *h, const struct rr_hdr_seg *segs, uint32_t n)
+{
+	if (n && !segs)
+		return -EINVAL;
+	if (h->nwrite >= RR_HDR_MAX_WRITE_CHUNKS || n > RR_HDR_MAX_SEGS - h->nsegs)
+		return -EMSGSIZE;
+	return add_chunk(h, &h->write[h->nwrite++], segs, n);
+}
+
+int rr_hdr_add_reply(struct rr_hdr *h, const struct rr_hdr_seg *segs, uint32_t n)
+{
+	if ((n && !segs) || h->has_reply)
+		return -EINVAL;
+	if (n > RR_HDR_MAX_SEGS - h->nsegs)
+		return -EMSGSIZE;
+	h->has_reply = true;
+	return add_chunk(h, &h->reply, segs, n);
 }
 
 /* ---- encoding ---- */
@@ -570,64 +653,32 @@ static int put_fixed(struct rr_xdr_enc *e, uint32_t xid, uint32_t vers,
 	return 0;
 }
 
-static bool wchunk_ok(const struct rr_hdr_wchunk *c)
-{
-	return c->nsegs == 0 || c->segs != NULL;
-}
-
-/* RDMA_MSG / RDMA_NOMSG (RFC 8166 4.2):
- * xid - 1 - credit - proc - Read list - Write list - Reply chunk, with
- * Read list 1-PHLOO-...-0, Write list 1-N-HLOO..-...-0, Reply 0 | 1-N-HLOO.. */
-int rr_hdr_encode_desc(struct rr_xdr_enc *e, const struct rr_hdr_desc *d)
-{
-	for (uint32_t i = 0; d->reads && i < d->nreads; i++)
-		if ((d->reads[i].position & 3) ||
-		    (i && d->reads[i].position < d->reads[i - 1].position))
-			return -EINVAL;
-	return rr_hdr_encode_desc_raw(e, d, RR_HDR_VERSION);
-}
-
-int rr_hdr_encode_desc_raw(struct rr_xdr_enc *e, const struct rr_hdr_desc *d, uint32_t vers)
-{
-	size_t start = e->pos;
-	int rc;
-
-	if (d->proc != RR_HDR_MSG && d->proc != RR_HDR_NOMSG)
-		return -EINVAL;
-	if ((d->nreads && !d->reads) || (d->nwrites && !d->writes) ||
-	    (d->reply && !wchunk_ok(d->reply)))
-		return -EINVAL;
-	for (uint32_t i = 0; i < d->nwrites; i++)
-		if (!wchunk_ok(&d->writes[i]))
-			return -EINVAL;
-
-	rc = put_fixed(e, d->xid, vers, d->credit, d->proc);
-	for (uint32_t i = 0; rc == 0 && i < d->nreads; i++)
-		rc = put_read_seg(e, d->reads[i].position, &d->reads[i].seg);
-	if (rc == 0)
-		rc = rr_xdr_put_u32(e, 0);
-	for (uint32_t i = 0; rc == 0 && i < d->nwrites; i++) {
-		rc = rr_xdr_put_u32(e, 1);
-		if (rc == 0)
-			rc = put_wchunk(e, d->writes[i].segs, d->writes[i].nsegs);
-	}
-	if (rc == 0)
-		rc = rr_xdr_put_u32(e, 0);
-	if (rc == 0)
-		rc = rr_xdr_put_u32(e, d->reply ? 1 : 0);
-	if (rc == 0 && d->reply)
-		rc = put_wchunk(e, d->reply->segs, d->reply->nsegs);
-	if (rc)
-		e->pos = start;
-	return rc;
-}
-
 static bool chunk_in_range(const struct rr_hdr *h, const struct rr_hdr_chunk *c)
 {
 	return (uint32_t)c->first + c->nsegs <= h->nsegs;
 }
 
+/* Read positions (RFC 8166 3.5.3 / 4.4.5): multiples of 4, non-decreasing. */
+static bool positions_ok(const struct rr_hdr *h)
+{
+	for (uint32_t i = 0; i < h->nread; i++)
+		if ((h->read[i].position & 3) ||
+		    (i && h->read[i].position < h->read[i - 1].position))
+			return false;
+	return true;
+}
+
 int rr_hdr_encode(struct rr_xdr_enc *e, const struct rr_hdr *h)
+{
+	if ((h->proc == RR_HDR_MSG || h->proc == RR_HDR_NOMSG) && !positions_ok(h))
+		return -EINVAL;
+	return rr_hdr_encode_raw(e, h);
+}
+
+/* RDMA_MSG / RDMA_NOMSG (RFC 8166 4.2):
+ * xid - vers - credit - proc - Read list - Write list - Reply chunk, with
+ * Read list 1-PHLOO-...-0, Write list 1-N-HLOO..-...-0, Reply 0 | 1-N-HLOO.. */
+int rr_hdr_encode_raw(struct rr_xdr_enc *e, const struct rr_hdr *h)
 {
 	size_t start = e->pos;
 	int rc;
@@ -728,6 +779,33 @@ int rr_hdr_encode_reject(struct rr_xdr_enc *e, const struct rr_hdr *h,
 	}
 }
 
+int rr_hdr_encode_buf(const struct rr_hdr *h, uint8_t *buf, size_t cap)
+{
+	struct rr_xdr_enc e;
+	int rc;
+
+	rr_xdr_enc_init(&e, buf, cap);
+	rc = rr_hdr_encode(&e, h);
+	return rc ? rc : (int)rr_xdr_enc_len(&e);
+}
+
+int rr_hdr_encode_error_buf(uint32_t xid, uint32_t vers, uint32_t credit, uint32_t err,
+			    uint8_t *buf, size_t cap)
+{
+	struct rr_xdr_enc e;
+	int rc;
+
+	rr_xdr_enc_init(&e, buf, cap);
+	if (err == RR_HDR_ERR_VERS)
+		rc = rr_hdr_encode_err_vers(&e, xid, vers, credit, RR_HDR_VERSION,
+					    RR_HDR_VERSION);
+	else if (err == RR_HDR_ERR_CHUNK)
+		rc = rr_hdr_encode_err_chunk(&e, xid, vers, credit);
+	else
+		rc = -EINVAL;
+	return rc ? rc : (int)rr_xdr_enc_len(&e);
+}
+
 /* RDMA_DONE (draft-cel-nfsv4-rpcrdma-reliable-reply 4.1.3): xid - 1 - credit - 3 */
 int rr_hdr_encode_done(struct rr_xdr_enc *e, uint32_t xid, uint32_t credit)
 {
@@ -747,14 +825,22 @@ size_t rr_hdr_size(uint32_t nread_segs, uint32_t nwrite_chunks,
 	return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
 }
 
-size_t rr_hdr_desc_size(const struct rr_hdr_desc *d)
+size_t rr_hdr_encoded_size(const struct rr_hdr *h)
 {
-	uint64_t wsegs = 0;
+	uint32_t rsegs = 0, wsegs = 0;
 
-	for (uint32_t i = 0; i < d->nwrites; i++)
-		wsegs += d->writes[i].nsegs;
-	if (wsegs > UINT32_MAX)
-		return SIZE_MAX;
-	return rr_hdr_size(d->nreads, d->nwrites, (uint32_t)wsegs, d->reply != NULL,
-			   d->reply ? d->reply->nsegs : 0);
+	switch (h->proc) {
+	case RR_HDR_MSG:
+	case RR_HDR_NOMSG:
+		for (uint32_t i = 0; i < h->nread; i++)
+			rsegs += h->read[i].nsegs;
+		for (uint32_t i = 0; i < h->nwrite; i++)
+			wsegs += h->write[i].nsegs;
+		return rr_hdr_size(rsegs, h->nwrite, wsegs, h->has_reply,
+				   h->has_reply ? h->reply.nsegs : 0);
+	case RR_HDR_ERROR:
+		return h->err == RR_HDR_ERR_VERS ? RR_HDR_ERR_VERS_SIZE : RR_HDR_ERR_CHUNK_SIZE;
+	default:
+		return RR_HDR_FIXED_SIZE;
+	}
 }

@@ -16,10 +16,13 @@
  * a reason code for statistics and tests. Read segments are grouped into Read
  * chunks by Position (segments sharing one Position form one chunk).
  *
- * Encoders build RDMA_MSG / RDMA_NOMSG headers from caller-described Read
- * segments, Write chunks and a Reply chunk, RDMA_ERROR and RDMA_DONE, through
- * the checked XDR cursor. rr_hdr_size() gives the encoded size from counts so
- * the transport can decide what fits the inline threshold.
+ * struct rr_hdr is the one model of the header: the decoder fills it, the
+ * transport core reads received headers from it and builds the headers it
+ * sends in it (rr_hdr_init(), rr_hdr_add_read(), rr_hdr_add_write(),
+ * rr_hdr_add_reply(), rr_hdr_add_seg()), and rr_hdr_encode() writes it
+ * through the checked XDR cursor; RDMA_ERROR and RDMA_DONE have encoders of
+ * their own. rr_hdr_size() gives the encoded size from counts so the
+ * transport can decide what fits the inline threshold.
  *
  * Design choices (Position semantics, zero-length segments, trailing bytes,
  * the reasons) are explained in docs/header-codec.md. */
@@ -77,14 +80,15 @@ struct rr_hdr_limits {
 	uint32_t inline_threshold;   /* receive inline threshold: a longer
 				      * message (header + inline payload) is
 				      * a violation */
+	uint32_t max_read_segs;      /* segments in the whole Read list */
 	bool reliable_reply;         /* the reliable-reply extension is
 				      * negotiated: a Position-zero Read chunk
 				      * is allowed in an RDMA_NOMSG Reply and
 				      * RDMA_DONE is accepted by a responder */
 };
 
-/* Fills @lim with the defaults above (max_chunk_len UINT32_MAX, no
- * extension). */
+/* Fills @lim with the defaults above (max_chunk_len and max_read_segs
+ * UINT32_MAX: no limit beyond the capacity; no extension). */
 void rr_hdr_limits_init(struct rr_hdr_limits *lim);
 
 /* ---- the parsed header ---- */
@@ -125,7 +129,8 @@ enum rr_hdr_reason {
 	RR_HDR_R_POS_ORDER,        /* Read positions decrease */
 	RR_HDR_R_POS_OVERLAP,      /* Read chunk starts inside the previous one */
 	RR_HDR_R_POS_BEYOND,       /* Read position beyond the Payload stream */
-	RR_HDR_R_TOO_MANY_SEGS,    /* segments in one chunk > max_segs_per_chunk */
+	RR_HDR_R_TOO_MANY_SEGS,    /* segments in one chunk > max_segs_per_chunk,
+				    * or in the Read list > max_read_segs */
 	RR_HDR_R_TOO_MANY_CHUNKS,  /* Read or Write chunks > limit */
 	RR_HDR_R_CAPACITY,         /* total segments > RR_HDR_MAX_SEGS */
 	RR_HDR_R_SEG_WRAP,         /* offset + length overflows 64 bits */
@@ -156,9 +161,9 @@ struct rr_hdr_seg {
 	uint64_t offset;
 };
 
-/* A chunk of the parsed header: segments segs[first .. first+nsegs-1] of
- * struct rr_hdr. @position is meaningful for Read chunks only. @length is
- * the sum of the segment lengths. */
+/* A chunk of the header: segments segs[first .. first+nsegs-1] of struct
+ * rr_hdr. @position is meaningful for Read chunks only. @length is the sum
+ * of the segment lengths. */
 struct rr_hdr_chunk {
 	uint32_t position;
 	uint16_t first;
@@ -178,8 +183,11 @@ struct rr_hdr {
 	uint32_t credit;
 	uint32_t proc;
 
-	/* RDMA_MSG / RDMA_NOMSG: chunks in wire order; segments of the Read
-	 * list first, then each Write chunk, then the Reply chunk */
+	/* RDMA_MSG / RDMA_NOMSG: chunks in wire order (Read chunks grouped
+	 * by Position: the segments sharing one Position form one chunk).
+	 * Each chunk's segments are consecutive in segs[]; decoded, segs[]
+	 * holds the Read list first, then each Write chunk, then the Reply
+	 * chunk; built, whatever order the chunks were filled in. */
 	uint32_t nread;
 	uint32_t nwrite;
 	bool has_reply;
@@ -226,10 +234,9 @@ const struct rr_hdr_chunk *rr_hdr_pos0_chunk(const struct rr_hdr *h);
 
 /* ---- returned chunks (RFC 8166 4.4.6 "Write Chunks", 5.3.2, 5.3.3) ---- */
 
-struct rr_hdr_desc;
-
 /* Requester side, after rr_hdr_decode() accepted a Reply: checks that the
- * Write list and Reply chunk the responder returned are those @call offered
+ * Write list and Reply chunk the responder returned are those @call (the
+ * header of the Call the requester sent) offered
  * (no more Write chunks; each returned chunk holds at most as many segments
  * as offered, each with the offered handle and offset and a length no
  * larger; a Reply chunk only if one was offered). Unconsumed segments may be
@@ -238,7 +245,7 @@ struct rr_hdr_desc;
  * RR_HDR_R_REPLY_MISMATCH and returns -EPROTO; 0 otherwise (also when
  * @reply was already rejected: nothing is changed then, -EPROTO). Borrows
  * both for the duration of the call. */
-int rr_hdr_check_reply(struct rr_hdr *reply, const struct rr_hdr_desc *call);
+int rr_hdr_check_reply(struct rr_hdr *reply, const struct rr_hdr *call);
 
 /* Responder side: the segments of the Call's chunk @c (of @call) that carry
  * @used bytes, filled in array order (RFC 8166 4.4.6: consumed segments with
@@ -250,54 +257,63 @@ int rr_hdr_check_reply(struct rr_hdr *reply, const struct rr_hdr_desc *call);
 int rr_hdr_consume_chunk(const struct rr_hdr *call, const struct rr_hdr_chunk *c,
 			 uint64_t used, struct rr_hdr_seg *out, uint32_t cap);
 
+/* ---- building a header ----
+ * The headers the transport sends are built in struct rr_hdr: rr_hdr_init()
+ * and then the chunks, each one's segments appended while it is the chunk
+ * last extended (a chunk's segments are consecutive in segs[]); the chunks
+ * may be filled in any order (rr_hdr_encode() writes them in wire order).
+ * The builders check only capacity and structure: a header with a
+ * malformed Read list (what tests and rogue peers send) can be built, and
+ * rr_hdr_encode() refuses it. */
+
+/* Starts an RDMA_MSG / RDMA_NOMSG (or any @proc: tests) header with
+ * rdma_vers 1 and no chunks; verdict OK, reason none, layout fields 0. */
+void rr_hdr_init(struct rr_hdr *h, uint32_t xid, uint32_t credit, uint32_t proc);
+
+/* Appends the Read segment @s at @position: to the last Read chunk when it
+ * has that position and its segments end segs[], else as a new Read chunk.
+ * 0, or -EMSGSIZE when segs[] or read[] is full. */
+int rr_hdr_add_read(struct rr_hdr *h, uint32_t position, const struct rr_hdr_seg *s);
+
+/* Appends a Write chunk of the @n segments @segs (@n 0: empty, to be
+ * filled by rr_hdr_add_seg(), or an unused chunk returned with count 0).
+ * 0, -EMSGSIZE (no room), -EINVAL (@segs NULL with @n > 0). */
+int rr_hdr_add_write(struct rr_hdr *h, const struct rr_hdr_seg *segs, uint32_t n);
+
+/* Sets the Reply chunk to the @n segments @segs, as rr_hdr_add_write();
+ * -EINVAL when the header already has one. */
+int rr_hdr_add_reply(struct rr_hdr *h, const struct rr_hdr_seg *segs, uint32_t n);
+
+/* Appends @s to chunk @c of @h (a Write chunk, the Reply chunk or a Read
+ * chunk). 0, -EMSGSIZE when segs[] is full, -EINVAL when @c has segments
+ * and they do not end segs[] (another chunk was extended since). */
+int rr_hdr_add_seg(struct rr_hdr *h, struct rr_hdr_chunk *c, const struct rr_hdr_seg *s);
+
 /* ---- encoding ---- */
-
-/* A Read segment as the requester describes it: Position + plain segment. */
-struct rr_hdr_read_seg {
-	uint32_t position;
-	struct rr_hdr_seg seg;
-};
-
-/* A Write or Reply chunk: a counted array of segments (nsegs may be 0: an
- * unused Write chunk in a Reply). */
-struct rr_hdr_wchunk {
-	const struct rr_hdr_seg *segs;
-	uint32_t nsegs;
-};
-
-/* An RDMA_MSG or RDMA_NOMSG header to encode. Read segments are listed in
- * wire order: positions multiples of 4 and non-decreasing (segments with the
- * same position form one chunk). @reply NULL: no Reply chunk. */
-struct rr_hdr_desc {
-	uint32_t xid;
-	uint32_t credit;
-	uint32_t proc; /* RR_HDR_MSG or RR_HDR_NOMSG */
-	const struct rr_hdr_read_seg *reads;
-	uint32_t nreads;
-	const struct rr_hdr_wchunk *writes;
-	uint32_t nwrites;
-	const struct rr_hdr_wchunk *reply;
-};
 
 /* Every encoder appends at the cursor @e and returns 0, -EMSGSIZE when @e
  * lacks room, or -EINVAL for an invalid request; on failure the cursor
  * position is unchanged (bytes past it may have been written). The caller
  * appends the Payload stream of an RDMA_MSG after the header. Encoders
- * borrow their inputs (@d, @h and the arrays they point to) for the
- * duration of the call. */
+ * borrow their inputs for the duration of the call. */
 
-/* RDMA_MSG / RDMA_NOMSG (-EINVAL: other proc, a position not a multiple of 4
- * or decreasing, NULL segment arrays with a non-zero count). */
-int rr_hdr_encode_desc(struct rr_xdr_enc *e, const struct rr_hdr_desc *d);
-
-/* As rr_hdr_encode_desc() with @vers in the version field and without the
- * Position checks: for the malformed headers tests and rogue peers send. */
-int rr_hdr_encode_desc_raw(struct rr_xdr_enc *e, const struct rr_hdr_desc *d, uint32_t vers);
-
-/* Re-encodes a header decoded by rr_hdr_decode() (RDMA_MSG, RDMA_NOMSG,
- * RDMA_ERROR, RDMA_DONE; -EINVAL for others or inconsistent indices). The
- * result is byte-identical to the decoded header. */
+/* Encodes @h, decoded by rr_hdr_decode() or built as above: RDMA_MSG,
+ * RDMA_NOMSG, RDMA_ERROR, RDMA_DONE, with h->vers in the version field.
+ * -EINVAL for another procedure, chunk indices outside segs[], or a Read
+ * position not a multiple of 4 or lower than the one before. A decoded
+ * header encodes byte-identically to the bytes it was decoded from. */
 int rr_hdr_encode(struct rr_xdr_enc *e, const struct rr_hdr *h);
+
+/* As rr_hdr_encode() without the Position checks: for the malformed
+ * headers tests and rogue peers send. */
+int rr_hdr_encode_raw(struct rr_xdr_enc *e, const struct rr_hdr *h);
+
+/* rr_hdr_encode() into @buf (@cap bytes): returns the encoded length, or
+ * -EMSGSIZE / -EINVAL. */
+int rr_hdr_encode_buf(const struct rr_hdr *h, uint8_t *buf, size_t cap);
+
+/* Encoded size of @h (as rr_hdr_encode() would write it). */
+size_t rr_hdr_encoded_size(const struct rr_hdr *h);
 
 /* RDMA_ERROR (RFC 8166 5.5): @xid and @vers echo the failing message. */
 int rr_hdr_encode_err_vers(struct rr_xdr_enc *e, uint32_t xid, uint32_t vers,
@@ -311,6 +327,12 @@ int rr_hdr_encode_err_chunk(struct rr_xdr_enc *e, uint32_t xid, uint32_t vers,
 int rr_hdr_encode_reject(struct rr_xdr_enc *e, const struct rr_hdr *h,
 			 uint32_t credit);
 
+/* The RDMA_ERROR @err (RR_HDR_ERR_VERS: versions 1..1, or
+ * RR_HDR_ERR_CHUNK) echoing @xid and @vers, written into @buf (@cap bytes):
+ * returns its length (28 or 20), -EMSGSIZE or -EINVAL (another @err). */
+int rr_hdr_encode_error_buf(uint32_t xid, uint32_t vers, uint32_t credit, uint32_t err,
+			    uint8_t *buf, size_t cap);
+
 /* RDMA_DONE (reliable-reply extension): the fixed fields only. */
 int rr_hdr_encode_done(struct rr_xdr_enc *e, uint32_t xid, uint32_t credit);
 
@@ -319,8 +341,5 @@ int rr_hdr_encode_done(struct rr_xdr_enc *e, uint32_t xid, uint32_t credit);
  * all, and a Reply chunk of @nreply_segs segments when @reply. */
 size_t rr_hdr_size(uint32_t nread_segs, uint32_t nwrite_chunks,
 		   uint32_t nwrite_segs, bool reply, uint32_t nreply_segs);
-
-/* Encoded size of @d (SIZE_MAX if it cannot be represented). */
-size_t rr_hdr_desc_size(const struct rr_hdr_desc *d);
 
 #endif

@@ -33,10 +33,10 @@ enum rr_rrep_mech rr_rrep_choose(const struct rr_xprt_params *p, size_t rep_hdr_
  *   - Write list as echoed - 0 (no Reply chunk)
  * The read segments come first, so segment i's handle is at byte
  * 16 + 24 i + 8 and its offset at 16 + 24 i + 16. */
-#define RREP_SEG_AT(i) (RR_XPRT_FIXED_HDR + 24u * (i))
+#define RREP_SEG_AT(i) (RR_HDR_FIXED_SIZE + RR_HDR_READ_SEG_SIZE * (i))
 
 int rr_rrep_rsp_build(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
-		      struct rr_xprt_hdr *h, const struct rr_xprt_part *parts, unsigned nparts,
+		      struct rr_hdr *h, const struct rr_xprt_part *parts, unsigned nparts,
 		      uint64_t reduced, uint8_t *buf, size_t cap,
 		      struct rr_xprt_reply_plan *plan)
 {
@@ -58,18 +58,17 @@ int rr_rrep_rsp_build(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		seg_len = (uint32_t)RR_ALIGN4(((uint64_t)len + maxs - 1) / maxs);
 		nsegs = (uint32_t)(((uint64_t)len + seg_len - 1) / seg_len);
 	}
-	h->proc = RR_XPRT_NOMSG;
-	h->has_reply = false;
-	h->nreads = nsegs;
+	/* @h has no Read chunk and no Reply chunk yet (the Reply fitted in
+	 * neither inline nor a Reply chunk). */
+	h->proc = RR_HDR_NOMSG;
 	for (uint32_t i = 0; i < nsegs; i++) {
 		uint64_t o = (uint64_t)i * seg_len;
+		struct rr_hdr_seg g = {0, (uint32_t)RR_MIN((uint64_t)seg_len, len - o), o};
 
-		h->reads[i].position = 0;
-		h->reads[i].seg.handle = 0;
-		h->reads[i].seg.length = (uint32_t)RR_MIN((uint64_t)seg_len, len - o);
-		h->reads[i].seg.offset = o;
+		if (rr_hdr_add_read(h, 0, &g))
+			return -EMSGSIZE;   /* beyond the header model */
 	}
-	hlen = rr_xprt_hdr_size(h);
+	hlen = rr_hdr_encoded_size(h);
 	if (hlen > p->reply_inline || hlen > cap)
 		return -EMSGSIZE;
 	pb = rr_alloc(s->env, len ? len : 4);
@@ -80,7 +79,7 @@ int rr_rrep_rsp_build(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 	for (unsigned i = 0; i < nparts; i++) {
 		const struct rr_xprt_part *pt = &parts[i];
 
-		if (pt->ddp && k++ < rc->hdr.nwrites)
+		if (pt->ddp && k++ < rc->hdr.nwrite)
 			continue;
 		if (pt->len)
 			memcpy(pb + off, pt->base, pt->len);
@@ -90,13 +89,13 @@ int rr_rrep_rsp_build(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 			off += 4 - (pt->len & 3);
 		}
 	}
-	n = rr_xprt_hdr_encode(h, buf, cap);
+	n = rr_hdr_encode_buf(h, buf, cap);
 	if (n < 0 || off != len) {
 		rr_free(s->env, pb);
 		return n < 0 ? n : -EINVAL;
 	}
 	plan->send_len = (uint32_t)n;
-	plan->proc = RR_XPRT_NOMSG;
+	plan->proc = RR_HDR_NOMSG;
 	plan->is_error = false;
 	plan->read_chunk = true;
 	plan->rr_buf = pb;
@@ -109,8 +108,8 @@ int rr_rrep_rsp_build(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		st->sends++;
 		st->long_msgs++;
 		st->rrep_exposed++;
-		for (uint32_t i = 0; i < h->nwrites; i++)
-			if (h->writes[i].nsegs)
+		for (uint32_t i = 0; i < h->nwrite; i++)
+			if (h->write[i].nsegs)
 				st->write_chunks++;
 		st->rdma_write_bytes += plan->write_bytes;
 		st->total_rdma_rep += plan->write_bytes;
@@ -133,8 +132,8 @@ void rr_rrep_rsp_patch(uint8_t *buf, const struct rr_xprt_reply_plan *plan, uint
 /* RDMA_DONE (draft 4.1.3; RFC 8166 rdma_proc 3): xid - 1 - credit - 3 */
 bool rr_rrep_is_done(const uint8_t *buf, size_t len, uint32_t *xid)
 {
-	if (len < 16 || rr_get_be32(buf + 4) != RR_XPRT_VERSION ||
-	    rr_get_be32(buf + 12) != RR_XPRT_DONE)
+	if (len < RR_HDR_DONE_SIZE || rr_get_be32(buf + 4) != RR_HDR_VERSION ||
+	    rr_get_be32(buf + 12) != RR_HDR_DONE)
 		return false;
 	*xid = rr_get_be32(buf);
 	return true;
@@ -142,32 +141,32 @@ bool rr_rrep_is_done(const uint8_t *buf, size_t len, uint32_t *xid)
 
 int rr_rrep_encode_done(uint32_t xid, uint32_t credit, uint8_t *buf, size_t cap)
 {
-	if (cap < 16)
-		return -EMSGSIZE;
-	rr_put_be32(buf, xid);
-	rr_put_be32(buf + 4, RR_XPRT_VERSION);
-	rr_put_be32(buf + 8, credit);
-	rr_put_be32(buf + 12, RR_XPRT_DONE);
-	return 16;
+	struct rr_xdr_enc e;
+
+	rr_xdr_enc_init(&e, buf, cap);
+	return rr_hdr_encode_done(&e, xid, credit) ? -EMSGSIZE : (int)RR_HDR_DONE_SIZE;
 }
 
 /* ---- requester ---- */
 
 int rr_rrep_req_reply(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
-		      const struct rr_xprt_hdr *h, struct rr_xprt_reply *out)
+		      const struct rr_hdr *h, struct rr_xprt_reply *out)
 {
+	const struct rr_hdr_chunk *ck = &h->read[0];
+	const struct rr_hdr_seg *segs = &h->segs[ck->first];
 	uint64_t total = 0;
 	bool one = true;
 	uint32_t n = 0;
 	uint32_t max = r->params.max_pull ? r->params.max_pull : 1u << 28;
 
-	if (h->proc != RR_XPRT_NOMSG || h->nreads == 0 || h->has_reply)
+	/* one Read chunk, at Position zero (the codec's Read chunks are
+	 * grouped by position), and no Reply chunk */
+	if (h->proc != RR_HDR_NOMSG || h->nread != 1 || ck->position != 0 || h->has_reply ||
+	    ck->nsegs > RR_XPRT_MAX_READS)
 		return -EBADMSG;
-	for (uint32_t i = 0; i < h->nreads; i++) {
-		if (h->reads[i].position != 0)
-			return -EBADMSG;
-		total += h->reads[i].seg.length;
-		if (h->reads[i].seg.handle != h->reads[0].seg.handle)
+	for (uint32_t i = 0; i < ck->nsegs; i++) {
+		total += segs[i].length;
+		if (segs[i].handle != segs[0].handle)
 			one = false;
 	}
 	out->kind = RR_XPRT_R_PULL;
@@ -177,12 +176,12 @@ int rr_rrep_req_reply(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 	out->long_reply = true;
 	out->pull_len = (uint32_t)RR_MIN(total, (uint64_t)UINT32_MAX);
 	out->pull_inv = one;
-	out->pull_stag = h->reads[0].seg.handle;
+	out->pull_stag = segs[0].handle;
 	out->err = 0;
 	if (c && total >= 8 && total <= max) {
-		for (uint32_t i = 0; i < h->nreads; i++)
-			if (h->reads[i].seg.length)
-				out->pull_segs[n++] = h->reads[i].seg;
+		for (uint32_t i = 0; i < ck->nsegs; i++)
+			if (segs[i].length)
+				out->pull_segs[n++] = segs[i];
 	} else if (c) {
 		/* Cannot be an RPC Reply we can take: complete the call with
 		 * an error; RDMA_DONE is still owed. */

@@ -62,10 +62,10 @@ static inline bool rr_rrep_want_reply_chunk(const struct rr_xprt_params *p,
  * offsets relative to the buffer (rr_rrep_rsp_patch() fixes them) and sets
  * plan->read_chunk, rr_buf (the caller owns it on success: rr_free with the
  * responder's env), rr_len, rr_nsegs, rr_seg_len, send_len, proc. Returns 0,
- * -EMSGSIZE (header beyond the reply inline threshold or @cap: answer
- * ERR_CHUNK), -ENOMEM. */
+ * -EMSGSIZE (header beyond the reply inline threshold, @cap or the header
+ * model's capacity: answer ERR_CHUNK), -ENOMEM. */
 int rr_rrep_rsp_build(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
-		      struct rr_xprt_hdr *h, const struct rr_xprt_part *parts, unsigned nparts,
+		      struct rr_hdr *h, const struct rr_xprt_part *parts, unsigned nparts,
 		      uint64_t reduced, uint8_t *buf, size_t cap,
 		      struct rr_xprt_reply_plan *plan);
 
@@ -89,7 +89,7 @@ bool rr_rrep_is_done(const uint8_t *buf, size_t len, uint32_t *xid);
  * Reply is discarded and, since it is not a Reply we can act on, no
  * RDMA_DONE is owed). */
 int rr_rrep_req_reply(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
-		      const struct rr_xprt_hdr *h, struct rr_xprt_reply *out);
+		      const struct rr_hdr *h, struct rr_xprt_reply *out);
 
 /* Encodes an RDMA_DONE for @xid into @buf (credit field: our request, as
  * every message we send carries). Returns 16 or -EMSGSIZE. */

@@ -52,97 +52,29 @@
 #include <stdio.h>
 
 #include "common/common.h"
+#include "proto/hdr.h"
 #include "rpcrdma/stats.h"
 
-/* ---- RFC 8166 constants ---- */
-#define RR_XPRT_VERSION 1u
-#define RR_XPRT_MSG 0u
-#define RR_XPRT_NOMSG 1u
-#define RR_XPRT_MSGP 2u
-#define RR_XPRT_DONE 3u
-#define RR_XPRT_ERROR 4u
-#define RR_XPRT_ERR_VERS 1u
-#define RR_XPRT_ERR_CHUNK 2u
+/* The header is the codec's struct rr_hdr (proto/hdr.h), decoded into and
+ * built in place; the wire constants are the codec's (RR_HDR_MSG, ...). */
 
-#define RR_XPRT_DEFAULT_INLINE 1024u   /* RFC 8166 section 3.3.3 */
-#define RR_XPRT_FIXED_HDR 16u           /* xid, vers, credit, proc */
-#define RR_XPRT_MIN_HDR 28u             /* fixed + three empty lists */
-
-/* Limits of this implementation (peers exceeding them get ERR_CHUNK). */
+/* Limits of this implementation (peers exceeding them get ERR_CHUNK; a
+ * Reply exceeding them is discarded). The header model's capacity
+ * (RR_HDR_MAX_SEGS segments, RR_HDR_MAX_READ_CHUNKS Read chunks,
+ * RR_HDR_MAX_WRITE_CHUNKS Write chunks) bounds the headers the core sends
+ * as well as those it accepts. */
 #define RR_XPRT_MAX_SEGS 64u      /* segments in one chunk */
 #define RR_XPRT_MAX_READS 64u     /* read segments in a Read list */
 #define RR_XPRT_MAX_WCHUNKS 16u   /* Write chunks in a Write list */
 #define RR_XPRT_MAX_ITEMS 16u     /* DDP-eligible items in one Call or Reply */
 #define RR_XPRT_MAX_REGS (RR_XPRT_MAX_ITEMS * 2u + 2u)
 
-/* ---- header representation ---- */
-
-/* xdr_rdma_segment: handle (STag), length, offset. */
-struct rr_xprt_seg {
-	uint32_t handle;
-	uint32_t length;
-	uint64_t offset;
-};
-
-/* One entry of a Read list: the segments with equal position form a chunk. */
-struct rr_xprt_rseg {
-	uint32_t position;
-	struct rr_xprt_seg seg;
-};
-
-struct rr_xprt_chunk {
-	uint32_t nsegs;
-	struct rr_xprt_seg segs[RR_XPRT_MAX_SEGS];
-};
-
-/* A parsed (or to-be-encoded) transport header. */
-struct rr_xprt_hdr {
-	uint32_t xid;
-	uint32_t vers;
-	uint32_t credit;
-	uint32_t proc;
-	uint32_t nreads;
-	struct rr_xprt_rseg reads[RR_XPRT_MAX_READS];
-	uint32_t nwrites;
-	struct rr_xprt_chunk writes[RR_XPRT_MAX_WCHUNKS];
-	bool has_reply;
-	struct rr_xprt_chunk reply;
-	uint32_t err;                 /* RDMA_ERROR: ERR_VERS / ERR_CHUNK */
-	uint32_t vers_low, vers_high; /* ERR_VERS */
-	uint32_t hdr_len;             /* decoded: bytes before the payload */
-	uint32_t reason;              /* decoded: enum rr_hdr_reason */
-};
-
-/* What the decoder concluded about a received header. */
-enum rr_xprt_verdict {
-	RR_XPRT_V_OK = 0,
-	RR_XPRT_V_DROP,       /* too short to answer, or never answered */
-	RR_XPRT_V_ERR_VERS,   /* answer ERR_VERS (responder only) */
-	RR_XPRT_V_ERR_CHUNK,  /* answer ERR_CHUNK (responder only) */
-	RR_XPRT_V_LIMIT,      /* valid but beyond this implementation's limits */
-};
-
-/* Decodes @buf (@len bytes), received as a Call (@is_call: responder) or a
- * Reply, through the header codec (proto/hdr.h) with its RFC 8166 section 5.5
- * verdicts, under the receive inline threshold @inline_max and the chunk
- * length limit @max_chunk (0: none). Returns the verdict; @h->xid and
- * @h->vers are valid whenever the message holds them. */
-enum rr_xprt_verdict rr_xprt_hdr_decode(const uint8_t *buf, size_t len, bool is_call,
-					uint32_t inline_max, uint32_t max_chunk,
-					struct rr_xprt_hdr *h);
-/* The same with the reliable-reply extension negotiated (@reliable_reply):
- * a Position-zero Read chunk in an RDMA_NOMSG Reply and RDMA_DONE to a
- * responder are then valid (proto/hdr.h). */
-enum rr_xprt_verdict rr_xprt_hdr_decode_ext(const uint8_t *buf, size_t len, bool is_call,
-					    uint32_t inline_max, uint32_t max_chunk,
-					    bool reliable_reply, struct rr_xprt_hdr *h);
-
-/* Encodes @h (proc MSG/NOMSG/DONE/ERROR) into @buf. Returns the length or
- * -EMSGSIZE. */
-int rr_xprt_hdr_encode(const struct rr_xprt_hdr *h, uint8_t *buf, size_t cap);
-
-/* Size of the encoded header of @h. */
-size_t rr_xprt_hdr_size(const struct rr_xprt_hdr *h);
+/* The limits the core decodes a received header under: the ones above,
+ * @inline_max the receive inline threshold and @max_chunk the largest chunk
+ * (0: none), @reliable_reply the extension's Position-zero Read chunk in a
+ * Reply (proto/hdr.h). */
+void rr_xprt_hdr_limits(struct rr_hdr_limits *lim, uint32_t inline_max, uint32_t max_chunk,
+			bool reliable_reply);
 
 /* ---- negotiated parameters ---- */
 
@@ -168,8 +100,8 @@ struct rr_xprt_params {
 	bool inline_ddp;
 };
 
-/* Defaults: RFC 8166 1024/1024 inline, no R, 1 MiB segments, 16 per chunk,
- * inline_ddp on. */
+/* Defaults: RFC 8166 1024/1024 inline (RR_HDR_DEFAULT_INLINE), no R, 1 MiB
+ * segments, 16 per chunk, inline_ddp on. */
 void rr_xprt_params_default(struct rr_xprt_params *p);
 
 /* ---- statistics ----
@@ -284,7 +216,7 @@ struct rr_xprt_reply {
 	/* R_PULL: */
 	uint32_t xid;                 /* rdma_xid (for the RDMA_DONE) */
 	uint32_t pull_nsegs;          /* 0: nothing to read (unknown XID / too big) */
-	struct rr_xprt_seg pull_segs[RR_XPRT_MAX_READS];
+	struct rr_hdr_seg pull_segs[RR_XPRT_MAX_READS];
 	uint32_t pull_len;            /* sum of the segment lengths */
 	bool pull_inv;                /* one STag for every segment: may be named
 					 by Send With Invalidate */
@@ -305,11 +237,12 @@ struct rr_xprt_requester {
 	} rcache[4];                     /* recycled Reply chunk buffers */
 	struct rr_xprt_rqst *spare;      /* one released call, reused */
 	/* The header marshalled into each Call and decoded from each Reply
-	 * (~19 KiB): kept here, not allocated per RPC (a malloc/free of that
-	 * size per message can make the allocator trim and re-fault pages).
-	 * Every use sets the counts it reads; nothing of a previous message
-	 * reaches the wire (the encoder writes only what the counts name). */
-	struct rr_xprt_hdr hdr;
+	 * (~2.6 KiB): kept here, not on the stack or allocated per RPC.
+	 * rr_hdr_init() and rr_hdr_decode() reset its counts; nothing of a
+	 * previous message reaches the wire (the encoder writes only what the
+	 * counts name). */
+	struct rr_hdr hdr;
+	struct rr_hdr_limits lim;        /* decoding Replies (from params) */
 };
 
 /* Initialises a requester core. Borrows @env and @stats for its lifetime. */
@@ -406,7 +339,7 @@ struct rr_xprt_rcall {
 	uint32_t nitems;            /* Read chunks other than position zero */
 	struct rr_xprt_reg reg;     /* read sink registration (driver fills) */
 	void *user;
-	struct rr_xprt_hdr hdr;      /* the Call's header (chunks) */
+	struct rr_hdr hdr;           /* the Call's header (chunks) */
 	struct rr_xprt_read_op reads[RR_XPRT_MAX_READS];
 	struct {
 		uint32_t dst, src, len;
@@ -421,14 +354,15 @@ struct rr_xprt_responder {
 	const struct rpcrdma_env *env;
 	struct rr_xprt_params params;
 	struct rr_xprt_stats *stats;
-	/* rr_xprt_rsp_keep_spares: released Call contexts (~21 KiB each) and
-	 * the Reply-building header (~19 KiB) are kept for reuse instead of
-	 * freed: a malloc/free of that size per RPC can make the allocator
-	 * give pages back and fault them in again on every RPC. */
+	/* rr_xprt_rsp_keep_spares: released Call contexts (~4.6 KiB each) and
+	 * the Reply-building header (~2.6 KiB) are kept for reuse instead of
+	 * freed: an allocation per RPC is avoidable work, and a larger one
+	 * can make the allocator give pages back and fault them in again. */
 	unsigned max_spares;
 	unsigned nspares;
 	struct rr_xprt_rcall *spares[RR_XPRT_RSP_SPARES];
-	struct rr_xprt_hdr *scratch;
+	struct rr_hdr *scratch;
+	struct rr_hdr_limits lim;        /* decoding Calls (from params) */
 	/* With spares kept: one released rebuilt-Call buffer (capacity at
 	 * most RR_XPRT_RSP_BUF_KEEP) is reused by the next Call that fits
 	 * (a malloc/free of 96 KiB .. 1 MiB per Call makes glibc trim and
@@ -508,11 +442,6 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		      const struct rr_xprt_part *parts, unsigned nparts,
 		      uint32_t grant, uint8_t *buf, size_t cap,
 		      struct rr_xprt_reply_plan *plan);
-
-/* Encodes an RDMA_ERROR echoing @xid and @vers. Returns the length or
- * -EMSGSIZE. */
-int rr_xprt_encode_error(uint32_t xid, uint32_t vers, uint32_t grant, uint32_t err,
-			 uint8_t *buf, size_t cap);
 
 void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc);
 

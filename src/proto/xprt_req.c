@@ -2,8 +2,9 @@
 /* The requester half of the RPC-over-RDMA v1 transport core (RFC 8166 section
  * 3.5 "Message Size": Short, Chunked and Long Calls; 3.4.5-3.4.7 Read, Write
  * and Reply chunks; 4.5 "Error Handling": a requester silently discards
- * malformed Replies). Plans each Call, marshals its Send, and matches and
- * validates Replies against what the Call provisioned. See xprt.h. */
+ * malformed Replies). Plans each Call, marshals its Send (the header built
+ * in the codec's struct rr_hdr), and matches and validates Replies (decoded
+ * by the codec) against what the Call provisioned. See xprt.h. */
 #include "proto/rrep.h"
 #include "proto/xprt.h"
 
@@ -14,13 +15,14 @@ void rr_xprt_req_init(struct rr_xprt_requester *r, const struct rpcrdma_env *env
 {
 	memset(r, 0, sizeof(*r));
 	r->env = env;
-	r->params = *p;
 	r->stats = stats;
+	rr_xprt_req_set_params(r, p);
 }
 
 void rr_xprt_req_set_params(struct rr_xprt_requester *r, const struct rr_xprt_params *p)
 {
 	r->params = *p;
+	rr_xprt_hdr_limits(&r->lim, p->reply_inline, 0, p->reliable_reply);
 }
 
 static unsigned bucket(uint32_t xid)
@@ -169,13 +171,39 @@ static size_t write_list_size(const struct rr_xprt_params *p, const struct rr_xp
 static bool results_fit_inline(const struct rr_xprt_params *p,
 			       const struct rr_xprt_rqst_desc *d)
 {
-	uint64_t need = RR_XPRT_MIN_HDR + (uint64_t)d->max_reply;
+	uint64_t need = RR_HDR_MIN_MSG_SIZE + (uint64_t)d->max_reply;
 
 	if (!p->inline_ddp || d->nsinks == 0)
 		return false;
 	for (unsigned i = 0; i < d->nsinks; i++)
 		need += RR_ALIGN4((uint64_t)d->sinks[i].len);
 	return need <= p->reply_inline;
+}
+
+/* The Call's header fits the header model (proto/hdr.h): at most
+ * RR_HDR_MAX_SEGS segments (@nreads Read segments, the Write chunks' and
+ * the Reply chunk's) and RR_HDR_MAX_READ_CHUNKS Read chunks (one per
+ * reduced item, the Position-zero chunk of a Long Call, which an item at
+ * Position zero joins). */
+static bool fits_hdr_model(const struct rr_xprt_params *p, const struct rr_xprt_rqst *c,
+			   uint32_t nreads)
+{
+	const struct rr_xprt_rqst_desc *d = &c->desc;
+	uint64_t segs = nreads;
+	uint32_t chunks = c->form == RR_XPRT_FORM_LONG, k = 0;
+
+	for (unsigned i = 0; c->form != RR_XPRT_FORM_SHORT && i < d->nparts; i++) {
+		if (!d->parts[i].ddp)
+			continue;
+		if (d->parts[i].len && !(c->form == RR_XPRT_FORM_LONG && c->item_pos[k] == 0))
+			chunks++;
+		k++;
+	}
+	for (unsigned i = 0; i < d->nsinks && !c->results_inline; i++)
+		segs += nsegs_for(p, d->sinks[i].len);
+	if (c->reply_len)
+		segs += nsegs_for(p, c->reply_len);
+	return segs <= RR_HDR_MAX_SEGS && chunks <= RR_HDR_MAX_READ_CHUNKS;
 }
 
 static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
@@ -201,8 +229,8 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 	}
 	/* Reply chunk: needed when the largest Reply (reduced, with a header
 	 * echoing every Write segment) exceeds the reply inline threshold. */
-	rep_hdr_max = RR_XPRT_FIXED_HDR + 4 + wl + 4;
-	hdr = RR_XPRT_FIXED_HDR + 4 + wl + 4;
+	rep_hdr_max = RR_HDR_FIXED_SIZE + 4 + wl + 4;
+	hdr = RR_HDR_FIXED_SIZE + 4 + wl + 4;
 	/* (With reliable reply negotiated, draft 5.3.1 decides: proto/rrep.h.) */
 	if (!c->results_inline && rr_rrep_want_reply_chunk(p, rep_hdr_max, d)) {
 		uint32_t rl = (uint32_t)RR_ALIGN4(d->max_reply);
@@ -252,6 +280,8 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 		if (nreads > RR_XPRT_MAX_READS)
 			return -EMSGSIZE;
 	}
+	if (!fits_hdr_model(p, c, nreads))
+		return -EMSGSIZE;
 
 	/* Registrations, in header order. */
 	if (c->form == RR_XPRT_FORM_LONG) {
@@ -358,23 +388,31 @@ int rr_xprt_rqst_replan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 	return plan(r, c);
 }
 
-/* Splits registration @g (starting @off bytes in, @len bytes) into segments
- * of at most max_seg_len. */
-static void segs_of(const struct rr_xprt_params *p, const struct rr_xprt_reg *g,
-		    uint32_t len, struct rr_xprt_seg *out, uint32_t *n)
+/* Segment @i of the first @len bytes of registration @g split into segments
+ * of at most max_seg_len (nsegs_for() of them; one of length 0 when @len is
+ * 0). */
+static struct rr_hdr_seg seg_at(const struct rr_xprt_params *p, const struct rr_xprt_reg *g,
+				uint32_t len, uint32_t i)
 {
-	uint32_t off = 0;
+	uint32_t off = (uint32_t)RR_MIN((uint64_t)i * p->max_seg_len, (uint64_t)len);
 
-	*n = 0;
-	do {
-		uint32_t l = RR_MIN(len - off, p->max_seg_len);
+	return (struct rr_hdr_seg){g->stag, RR_MIN(len - off, p->max_seg_len), g->addr + off};
+}
 
-		out[*n].handle = g->stag;
-		out[*n].length = l;
-		out[*n].offset = g->addr + off;
-		(*n)++;
-		off += l;
-	} while (off < len);
+/* Appends the segments of the first @len bytes of registration @g to chunk
+ * @c of @h, or with @c NULL as a Read chunk at @pos. 0 or -EMSGSIZE. */
+static int segs_of(const struct rr_xprt_params *p, const struct rr_xprt_reg *g, uint32_t len,
+		   struct rr_hdr *h, struct rr_hdr_chunk *c, uint32_t pos)
+{
+	uint32_t n = nsegs_for(p, len);
+	int rc = 0;
+
+	for (uint32_t i = 0; rc == 0 && i < n; i++) {
+		struct rr_hdr_seg s = seg_at(p, g, len, i);
+
+		rc = c ? rr_hdr_add_seg(h, c, &s) : rr_hdr_add_read(h, pos, &s);
+	}
+	return rc;
 }
 
 int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
@@ -382,48 +420,37 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 {
 	const struct rr_xprt_params *p = &r->params;
 	const struct rr_xprt_rqst_desc *d = &c->desc;
-	struct rr_xprt_hdr *h;
-	struct rr_xprt_seg tmp[RR_XPRT_MAX_SEGS];
-	uint32_t n, h_nwrites = c->results_inline ? 0 : d->nsinks;
+	struct rr_hdr *h = &r->hdr;
+	uint32_t h_nwrites = c->results_inline ? 0 : d->nsinks;
 	size_t off;
-	int len;
+	int len = 0;
 
 	for (unsigned i = 0; i < c->nregs; i++)
 		if (!c->regs[i].valid)
 			return -EINVAL;
-	h = &r->hdr;
-	h->xid = c->xid;
-	h->vers = RR_XPRT_VERSION;
-	h->credit = credit;
-	h->proc = c->form == RR_XPRT_FORM_LONG ? RR_XPRT_NOMSG : RR_XPRT_MSG;
-	h->nreads = 0;
-	if (c->pullup_reg >= 0) {
-		segs_of(p, &c->regs[c->pullup_reg], c->reduced_len, tmp, &n);
-		for (uint32_t j = 0; j < n; j++) {
-			h->reads[h->nreads].position = 0;
-			h->reads[h->nreads++].seg = tmp[j];
-		}
-	}
-	for (unsigned k = 0; k < c->nitems; k++) {
+	rr_hdr_init(h, c->xid, credit, c->form == RR_XPRT_FORM_LONG ? RR_HDR_NOMSG : RR_HDR_MSG);
+	if (c->pullup_reg >= 0)
+		len = segs_of(p, &c->regs[c->pullup_reg], c->reduced_len, h, NULL, 0);
+	for (unsigned k = 0; k < c->nitems && len == 0; k++) {
 		if (c->item_reg[k] < 0)
 			continue;
 		const struct rr_xprt_reg *g = &c->regs[c->item_reg[k]];
 
-		segs_of(p, g, (uint32_t)g->len, tmp, &n);
-		for (uint32_t j = 0; j < n; j++) {
-			h->reads[h->nreads].position = c->item_pos[k];
-			h->reads[h->nreads++].seg = tmp[j];
-		}
+		len = segs_of(p, g, (uint32_t)g->len, h, NULL, c->item_pos[k]);
 	}
-	h->nwrites = h_nwrites;
-	for (unsigned i = 0; i < h->nwrites; i++)
-		segs_of(p, &c->regs[c->sink_reg[i]], d->sinks[i].len,
-			h->writes[i].segs, &h->writes[i].nsegs);
-	h->has_reply = c->reply_reg >= 0;
-	if (h->has_reply)
-		segs_of(p, &c->regs[c->reply_reg], c->reply_len, h->reply.segs,
-			&h->reply.nsegs);
-	len = rr_xprt_hdr_encode(h, buf, cap);
+	for (unsigned i = 0; i < h_nwrites && len == 0; i++) {
+		len = rr_hdr_add_write(h, NULL, 0);
+		if (len == 0)
+			len = segs_of(p, &c->regs[c->sink_reg[i]], d->sinks[i].len, h,
+				      &h->write[i], 0);
+	}
+	if (c->reply_reg >= 0 && len == 0) {
+		len = rr_hdr_add_reply(h, NULL, 0);
+		if (len == 0)
+			len = segs_of(p, &c->regs[c->reply_reg], c->reply_len, h, &h->reply, 0);
+	}
+	if (len == 0)
+		len = rr_hdr_encode_buf(h, buf, cap);
 	if (len < 0)
 		return len;
 	off = (size_t)len;
@@ -481,28 +508,31 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 	return (int)off;
 }
 
-/* Checks the segments a Reply returns for a chunk we provisioned: same
- * handles and offsets in order, lengths within ours, filled contiguously
- * (only the last non-empty segment may be partial; Linux returns unused
- * trailing segments with length 0, which we accept). Returns the byte count
- * or -EBADMSG. */
-static int64_t check_chunk(const struct rr_xprt_chunk *got,
-			   const struct rr_xprt_seg *mine, uint32_t nmine)
+/* Checks the segments a Reply @h returns in chunk @got for a chunk we
+ * provisioned (the first @len bytes of @reg, split as segs_of() splits
+ * them): same handles and offsets in order, lengths within ours, filled
+ * contiguously (only the last non-empty segment may be partial; Linux
+ * returns unused trailing segments with length 0, which we accept). Returns
+ * the byte count or -EBADMSG. */
+static int64_t check_chunk(const struct rr_hdr *h, const struct rr_hdr_chunk *got,
+			   const struct rr_xprt_params *p, const struct rr_xprt_reg *reg,
+			   uint32_t len)
 {
 	int64_t total = 0;
 	bool partial = false;
 
-	if (got->nsegs > nmine)
+	if (got->nsegs > nsegs_for(p, len))
 		return -EBADMSG;
 	for (uint32_t i = 0; i < got->nsegs; i++) {
-		const struct rr_xprt_seg *g = &got->segs[i];
+		const struct rr_hdr_seg *g = &h->segs[got->first + i];
+		struct rr_hdr_seg mine = seg_at(p, reg, len, i);
 
-		if (g->handle != mine[i].handle || g->offset != mine[i].offset ||
-		    g->length > mine[i].length)
+		if (g->handle != mine.handle || g->offset != mine.offset ||
+		    g->length > mine.length)
 			return -EBADMSG;
 		if (partial && g->length)
 			return -EBADMSG;
-		if (g->length < mine[i].length)
+		if (g->length < mine.length)
 			partial = true;
 		total += g->length;
 	}
@@ -552,20 +582,16 @@ static struct rr_xprt_rqst *note_inv(struct rr_xprt_requester *r, struct rr_xprt
  * one ours, within what we offered; the bytes placed per sink go to @out.
  * 0, or -EBADMSG. */
 static int check_writes(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
-			const struct rr_xprt_hdr *h, struct rr_xprt_reply *out)
+			const struct rr_hdr *h, struct rr_xprt_reply *out)
 {
-	struct rr_xprt_seg mine[RR_XPRT_MAX_SEGS];
-	uint32_t n;
+	for (uint32_t i = 0; i < h->nwrite; i++) {
+		int64_t got = check_chunk(h, &h->write[i], &r->params, &c->regs[c->sink_reg[i]],
+					  c->desc.sinks[i].len);
 
-	for (uint32_t i = 0; i < h->nwrites; i++) {
-		int64_t got;
-
-		segs_of(&r->params, &c->regs[c->sink_reg[i]], c->desc.sinks[i].len, mine, &n);
-		got = check_chunk(&h->writes[i], mine, n);
 		if (got < 0)
 			return -EBADMSG;
 		out->sink_len[i] = (uint32_t)got;
-		out->sink_placed[i] = h->writes[i].nsegs != 0;
+		out->sink_placed[i] = h->write[i].nsegs != 0;
 		if (r->stats)
 			r->stats->total_rdma_rep += (uint64_t)got;
 	}
@@ -577,37 +603,34 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 {
 	const struct rr_xprt_params *p = &r->params;
 	struct rr_xprt_stats *s = r->stats;
-	struct rr_xprt_hdr *h;
+	struct rr_hdr *h = &r->hdr;
 	struct rr_xprt_rqst *c;
-	struct rr_xprt_seg mine[RR_XPRT_MAX_SEGS];
-	enum rr_xprt_verdict v;
 	struct rr_xprt_rqst *other = NULL;
-	uint32_t n;
+	bool ok;
 
 	memset(out, 0, sizeof(*out));
 	out->kind = RR_XPRT_R_DROP;
 	if (s)
 		s->recvs++;
-	h = &r->hdr;
-	v = rr_xprt_hdr_decode_ext(buf, len, false, p->reply_inline, 0, p->reliable_reply, h);
-	c = v == RR_XPRT_V_DROP && len < 4 ? NULL :
-		rr_xprt_req_find(r, len >= 4 ? rr_get_be32(buf) : 0);
+	/* RFC 8166 5.5: a bad Reply header is discarded (never answered). */
+	ok = rr_hdr_decode(h, buf, len, RR_HDR_DIR_REPLY, &r->lim) == 0;
+	c = len >= 4 ? rr_xprt_req_find(r, rr_get_be32(buf)) : NULL;
 	/* The peer already invalidated the STag, whatever else is wrong. */
 	if (has_inv)
 		other = note_inv(r, c, inv_stag);
-	if (v != RR_XPRT_V_OK) {
+	if (!ok) {
 		if (s)
 			s->bad_replies++;
 		goto drop;
 	}
-	if (h->proc == RR_XPRT_DONE)
+	if (h->proc == RR_HDR_DONE)
 		goto drop_quiet;
 	if (!c) {
 		if (s)
 			s->bad_xids++;
 		/* Reliable reply (draft 4.1.3): RDMA_DONE is owed even for an
 		 * XID we no longer know. */
-		if (h->nreads && rr_rrep_req_reply(r, NULL, h, out) == 0) {
+		if (h->nread && rr_rrep_req_reply(r, NULL, h, out) == 0) {
 			out->inv_other = other;
 			return;
 		}
@@ -616,9 +639,9 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	out->call = c;
 	out->credit = h->credit ? h->credit : 1;
 	out->nsinks = c->desc.nsinks;
-	if (h->proc == RR_XPRT_ERROR) {
+	if (h->proc == RR_HDR_ERROR) {
 		out->kind = RR_XPRT_R_ERROR;
-		out->err = h->err == RR_XPRT_ERR_VERS ? -EPROTONOSUPPORT : -EREMOTEIO;
+		out->err = h->err == RR_HDR_ERR_VERS ? -EPROTONOSUPPORT : -EREMOTEIO;
 		out->inv_other = other;
 		if (s)
 			s->err_received++;
@@ -629,12 +652,12 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	 * codec only lets one through when it is negotiated). */
 	/* Results conveyed inline: no Write chunk was provisioned, so none
 	 * may come back. */
-	if ((h->nreads && !p->reliable_reply) ||
-	    h->nwrites > (c->results_inline ? 0u : c->desc.nsinks))
+	if ((h->nread && !p->reliable_reply) ||
+	    h->nwrite > (c->results_inline ? 0u : c->desc.nsinks))
 		goto bad;
 	if (check_writes(r, c, h, out))
 		goto bad;
-	if (h->nreads) {
+	if (h->nread) {
 		/* Reliable reply: responder-provided Read chunk (proto/rrep.c). */
 		if (rr_rrep_req_reply(r, c, h, out))
 			goto bad;
@@ -642,13 +665,12 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		out->inv_other = other;
 		return;
 	}
-	if (h->proc == RR_XPRT_NOMSG) {
+	if (h->proc == RR_HDR_NOMSG) {
 		int64_t got;
 
 		if (!h->has_reply || c->reply_reg < 0)
 			goto bad;
-		segs_of(p, &c->regs[c->reply_reg], c->reply_len, mine, &n);
-		got = check_chunk(&h->reply, mine, n);
+		got = check_chunk(h, &h->reply, p, &c->regs[c->reply_reg], c->reply_len);
 		if (got < 0)
 			goto bad;
 		out->payload = c->reply_buf;
@@ -658,13 +680,8 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 			s->total_rdma_rep += (uint64_t)got;
 	} else {
 		/* RDMA_MSG: a Reply chunk, if echoed at all, must be empty. */
-		if (h->has_reply) {
-			if (c->reply_reg < 0)
-				goto bad;
-			for (uint32_t i = 0; i < h->reply.nsegs; i++)
-				if (h->reply.segs[i].length)
-					goto bad;
-		}
+		if (h->has_reply && (c->reply_reg < 0 || h->reply.length))
+			goto bad;
 		out->payload = buf + h->hdr_len;
 		out->payload_len = (uint32_t)(len - h->hdr_len);
 	}

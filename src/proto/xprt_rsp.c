@@ -4,9 +4,16 @@
  * Chunks" (contiguous fill, consumed segments only, unused chunks as count 0,
  * no pad bytes), 3.4.7 "Reply Chunk" (Long Reply), 4.5 "Error Handling"
  * (ERR_VERS 1..1, ERR_CHUNK), remote invalidation per RFC 8797 section 4 and
- * draft-cel-nfsv4-rpcrdma-remote-invalidation). See xprt.h. */
+ * draft-cel-nfsv4-rpcrdma-remote-invalidation). Calls are decoded by the
+ * header codec, whose struct rr_hdr groups the Read list into chunks by
+ * Position; Replies are built in the same struct. See xprt.h. */
 #include "proto/rrep.h"
 #include "proto/xprt.h"
+
+/* A Call's Read chunks are its inline pieces' separators: one rebuilt item
+ * each (item_pos[], item_len[]), one copy between two of them (copies[]). */
+_Static_assert(RR_HDR_MAX_READ_CHUNKS <= RR_XPRT_MAX_ITEMS,
+	       "a Call context holds an item per Read chunk");
 
 static const uint8_t rr_xprt_zeros[4];
 
@@ -17,6 +24,9 @@ void rr_xprt_rsp_init(struct rr_xprt_responder *s, const struct rpcrdma_env *env
 	s->env = env;
 	s->params = *p;
 	s->stats = stats;
+	/* RDMA_DONE reaches the session before this core (proto/conn): here
+	 * it is a message the core does not take, never the extension's. */
+	rr_xprt_hdr_limits(&s->lim, p->call_inline, p->max_call, false);
 }
 
 void rr_xprt_rsp_keep_spares(struct rr_xprt_responder *s, unsigned n)
@@ -38,7 +48,8 @@ void rr_xprt_rsp_fini(struct rr_xprt_responder *s)
 
 /* A Call context, a spare one or a new one, with its scalars zeroed (the
  * header and arrays behind them are only read below the counts set while
- * parsing; zeroing all ~21 KiB per Call was most of a NULL Call's work). */
+ * parsing; zeroing all of it per Call, ~21 KiB with the transport's former
+ * header representation, was most of a NULL Call's work). */
 static struct rr_xprt_rcall *rcall_get(struct rr_xprt_responder *s)
 {
 	struct rr_xprt_rcall *rc;
@@ -86,16 +97,16 @@ static void cbuf_put(struct rr_xprt_responder *s, uint8_t *b, uint32_t cap)
 }
 
 /* The Reply-building header: the kept one (reused), or a new one. */
-static struct rr_xprt_hdr *hdr_get(struct rr_xprt_responder *s)
+static struct rr_hdr *hdr_get(struct rr_xprt_responder *s)
 {
 	if (!s->max_spares)
-		return rr_alloc(s->env, sizeof(struct rr_xprt_hdr));
+		return rr_alloc(s->env, sizeof(struct rr_hdr));
 	if (!s->scratch)
-		s->scratch = rr_alloc(s->env, sizeof(struct rr_xprt_hdr));
+		s->scratch = rr_alloc(s->env, sizeof(struct rr_hdr));
 	return s->scratch;
 }
 
-static void hdr_put(struct rr_xprt_responder *s, struct rr_xprt_hdr *h)
+static void hdr_put(struct rr_xprt_responder *s, struct rr_hdr *h)
 {
 	if (h != s->scratch)
 		rr_free(s->env, h);
@@ -105,26 +116,20 @@ static enum rr_xprt_rsp_action answer(struct rr_xprt_responder *s, uint32_t xid,
 				      uint32_t vers, uint32_t grant, uint32_t err,
 				      uint8_t *err_msg, size_t *err_len)
 {
-	int n = rr_xprt_encode_error(xid, vers, grant ? grant : 1, err, err_msg, 28);
+	int n = rr_hdr_encode_error_buf(xid, vers, grant ? grant : 1, err, err_msg, 28);
 
 	if (n < 0)
 		return RR_XPRT_A_DROP;
 	*err_len = (size_t)n;
 	if (s->stats) {
 		s->stats->sends++;
-		if (err == RR_XPRT_ERR_VERS)
+		if (err == RR_HDR_ERR_VERS)
 			s->stats->err_vers_sent++;
 		else
 			s->stats->err_chunk_sent++;
 	}
 	return RR_XPRT_A_ERROR;
 }
-
-struct chunk_ref {
-	uint32_t position;
-	uint64_t len;
-	uint32_t first, n;   /* indices into a sorted copy of the read list */
-};
 
 void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc)
 {
@@ -139,49 +144,15 @@ void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc
 		rr_free(s->env, rc);
 }
 
-/* Groups @h's Read list into chunks by position in @ch (*@nch of them),
- * sorted by position, segments in list order (stable insertion sort; the
- * list in @h is left sorted). -EBADMSG for more chunks than a Call may have. */
-static int group_reads(struct rr_xprt_hdr *h, struct chunk_ref *ch, unsigned *nch)
-{
-	struct rr_xprt_rseg sorted[RR_XPRT_MAX_READS];
-
-	*nch = 0;
-	memcpy(sorted, h->reads, sizeof(sorted[0]) * h->nreads);
-	for (uint32_t i = 1; i < h->nreads; i++) {
-		struct rr_xprt_rseg t = sorted[i];
-		uint32_t j = i;
-
-		while (j > 0 && sorted[j - 1].position > t.position) {
-			sorted[j] = sorted[j - 1];
-			j--;
-		}
-		sorted[j] = t;
-	}
-	for (uint32_t i = 0; i < h->nreads; i++) {
-		if (i == 0 || sorted[i].position != sorted[i - 1].position) {
-			if (*nch == RR_XPRT_MAX_ITEMS + 1)
-				return -EBADMSG;
-			ch[*nch].position = sorted[i].position;
-			ch[*nch].len = 0;
-			ch[*nch].first = i;
-			ch[*nch].n = 0;
-			(*nch)++;
-		}
-		ch[*nch - 1].len += sorted[i].seg.length;
-		ch[*nch - 1].n++;
-	}
-	memcpy(h->reads, sorted, sizeof(sorted[0]) * h->nreads);
-	return 0;
-}
-
 /* The RDMA Reads of chunk @c into rc->buf at @off, one per non-empty
  * segment. */
-static void add_reads(struct rr_xprt_rcall *rc, const struct rr_xprt_hdr *h,
-		      const struct chunk_ref *c, uint32_t off)
+static void add_reads(struct rr_xprt_rcall *rc, const struct rr_hdr *h,
+		      const struct rr_hdr_chunk *c, uint32_t off)
 {
-	for (uint32_t j = 0; j < c->n; j++) {
-		const struct rr_xprt_seg *g = &h->reads[c->first + j].seg;
+	/* rc->reads[] holds RR_XPRT_MAX_READS: the decoding limit of the
+	 * whole Read list (rr_xprt_hdr_limits) */
+	for (uint32_t j = 0; j < c->nsegs; j++) {
+		const struct rr_hdr_seg *g = &h->segs[c->first + j];
 
 		if (!g->length)
 			continue;
@@ -196,18 +167,18 @@ static void add_reads(struct rr_xprt_rcall *rc, const struct rr_xprt_hdr *h,
 
 /* Lays out the rebuilt stream of @rc (@total bytes): the inline pieces
  * (@ilen bytes at @src, or in the staging area after the stream when @src
- * is NULL: a Long Call) between the chunks ch[@first..@nch) at their
- * positions, each chunk followed by zeros up to a multiple of four; the
- * Reads that fill them; a Long Call's position-zero chunk read into the
+ * is NULL: a Long Call) between the Read chunks h->read[@first..nread) at
+ * their positions, each chunk followed by zeros up to a multiple of four;
+ * the Reads that fill them; a Long Call's position-zero chunk read into the
  * staging area. -EBADMSG for overlapping chunks or a position beyond the
- * message. */
-static int lay_out(struct rr_xprt_rcall *rc, const struct rr_xprt_hdr *h,
-		   const struct chunk_ref *ch, unsigned nch, unsigned first, const uint8_t *src,
-		   uint64_t ilen, uint64_t total)
+ * message (the codec has rejected both already: RFC 8166 4.4.5). */
+static int lay_out(struct rr_xprt_rcall *rc, const struct rr_hdr *h, unsigned first,
+		   const uint8_t *src, uint64_t ilen, uint64_t total)
 {
+	const struct rr_hdr_chunk *ch = h->read;
 	uint32_t out_off = 0, consumed = 0;
 
-	for (unsigned i = first; i < nch; i++) {
+	for (unsigned i = first; i < h->nread; i++) {
 		uint32_t gap;
 
 		if (ch[i].position < out_off)
@@ -223,11 +194,11 @@ static int lay_out(struct rr_xprt_rcall *rc, const struct rr_xprt_hdr *h,
 		consumed += gap;
 		out_off += gap;
 		rc->item_pos[rc->nitems] = out_off;
-		rc->item_len[rc->nitems] = (uint32_t)ch[i].len;
+		rc->item_len[rc->nitems] = (uint32_t)ch[i].length;
 		rc->nitems++;
 		add_reads(rc, h, &ch[i], out_off);
-		memset(rc->buf + out_off + ch[i].len, 0, RR_ALIGN4(ch[i].len) - ch[i].len);
-		out_off += (uint32_t)RR_ALIGN4(ch[i].len);
+		memset(rc->buf + out_off + ch[i].length, 0, RR_ALIGN4(ch[i].length) - ch[i].length);
+		out_off += (uint32_t)RR_ALIGN4(ch[i].length);
 	}
 	rc->copies[rc->ncopies].dst = out_off;
 	rc->copies[rc->ncopies].src = consumed;
@@ -250,14 +221,14 @@ static int lay_out(struct rr_xprt_rcall *rc, const struct rr_xprt_hdr *h,
 
 /* The counters of a received Call. */
 static void count_call(struct rr_xprt_stats *st, const struct rr_xprt_rcall *rc,
-		       const struct rr_xprt_hdr *h, unsigned nch)
+		       const struct rr_hdr *h)
 {
-	st->read_chunks += nch;
+	st->read_chunks += h->nread;
 	st->rdma_read_bytes += rc->read_bytes;
 	st->total_rdma_req += rc->read_bytes;
-	if (h->proc == RR_XPRT_NOMSG)
+	if (h->proc == RR_HDR_NOMSG)
 		st->long_msgs++;
-	else if (nch || h->nwrites || h->has_reply)
+	else if (h->nread || h->nwrite || h->has_reply)
 		st->chunked_msgs++;
 	else
 		st->short_msgs++;
@@ -271,9 +242,8 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 {
 	struct rr_xprt_stats *st = s->stats;
 	struct rr_xprt_rcall *rc;
-	struct rr_xprt_hdr *h;
-	struct chunk_ref ch[RR_XPRT_MAX_ITEMS + 1];
-	unsigned nch = 0, first = 0;
+	struct rr_hdr *h;
+	unsigned first = 0;
 	uint64_t total, ilen = 0, stage_len = 0;
 	const uint8_t *src = NULL;
 
@@ -286,65 +256,61 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 		/* no memory for the context: a Call (RDMA_MSG or RDMA_NOMSG
 		 * of version 1) still gets an answer, ERR_CHUNK, never
 		 * silence (docs/security.md) */
-		if (len >= RR_XPRT_MIN_HDR && rr_get_be32(buf + 4) == RR_XPRT_VERSION &&
-		    (rr_get_be32(buf + 12) == RR_XPRT_MSG || rr_get_be32(buf + 12) == RR_XPRT_NOMSG)) {
+		if (len >= RR_HDR_MIN_MSG_SIZE && rr_get_be32(buf + 4) == RR_HDR_VERSION &&
+		    (rr_get_be32(buf + 12) == RR_HDR_MSG || rr_get_be32(buf + 12) == RR_HDR_NOMSG)) {
 			if (st)
 				st->calls_refused++;
-			return answer(s, rr_get_be32(buf), RR_XPRT_VERSION, grant,
-				      RR_XPRT_ERR_CHUNK, err_msg, err_len);
+			return answer(s, rr_get_be32(buf), RR_HDR_VERSION, grant,
+				      RR_HDR_ERR_CHUNK, err_msg, err_len);
 		}
 		if (st)
 			st->dropped++;
 		return RR_XPRT_A_DROP;
 	}
 	h = &rc->hdr;
-	switch (rr_xprt_hdr_decode(buf, len, true, s->params.call_inline, s->params.max_call, h)) {
-	case RR_XPRT_V_OK:
+	/* RFC 8166 5.5: the codec's verdict for a received Call. */
+	(void)rr_hdr_decode(h, buf, len, RR_HDR_DIR_CALL, &s->lim);
+	switch (h->verdict) {
+	case RR_HDR_OK:
 		break;
-	case RR_XPRT_V_ERR_VERS: {
+	case RR_HDR_REPLY_ERR_VERS:
+	case RR_HDR_REPLY_ERR_CHUNK: {
 		uint32_t xid = h->xid, vers = h->vers;
+		uint32_t err = h->verdict == RR_HDR_REPLY_ERR_VERS ? RR_HDR_ERR_VERS
+								  : RR_HDR_ERR_CHUNK;
 
 		rr_xprt_rcall_release(s, rc);
-		return answer(s, xid, vers, grant, RR_XPRT_ERR_VERS, err_msg, err_len);
-	}
-	case RR_XPRT_V_ERR_CHUNK:
-	case RR_XPRT_V_LIMIT: {
-		uint32_t xid = h->xid, vers = h->vers;
-
-		rr_xprt_rcall_release(s, rc);
-		return answer(s, xid, vers, grant, RR_XPRT_ERR_CHUNK, err_msg, err_len);
+		return answer(s, xid, vers, grant, err, err_msg, err_len);
 	}
 	default:
 		goto drop;
 	}
 	/* RDMA_DONE without the reliable-reply extension, and RDMA_ERROR
 	 * (a requester never sends one), are silently discarded. */
-	if (h->proc == RR_XPRT_DONE || h->proc == RR_XPRT_ERROR)
+	if (h->proc == RR_HDR_DONE || h->proc == RR_HDR_ERROR)
 		goto drop;
 	rc->xid = h->xid;
 	rc->credit = h->credit;
 	rc->proc = h->proc;
 
-	if (group_reads(h, ch, &nch))
-		goto chunk_err;
-
 	/* RDMA_NOMSG carries the Call in a position-zero Read chunk; RDMA_MSG
-	 * carries it inline and must not have one. */
-	if (h->proc == RR_XPRT_NOMSG) {
-		if (nch == 0 || ch[0].position != 0)
+	 * carries it inline and must not have one. The codec's Read chunks
+	 * are grouped by position, in increasing order. */
+	if (h->proc == RR_HDR_NOMSG) {
+		if (h->nread == 0 || h->read[0].position != 0)
 			goto chunk_err;
-		stage_len = ch[0].len;
+		stage_len = h->read[0].length;
 		ilen = stage_len;
 		first = 1;
 	} else {
-		if (nch && ch[0].position == 0)
+		if (h->nread && h->read[0].position == 0)
 			goto chunk_err;
 		src = buf + h->hdr_len;
 		ilen = len - h->hdr_len;
 	}
 	total = ilen;
-	for (unsigned i = first; i < nch; i++)
-		total += RR_ALIGN4(ch[i].len);
+	for (unsigned i = first; i < h->nread; i++)
+		total += RR_ALIGN4(h->read[i].length);
 	if (total > s->params.max_call || total + stage_len > UINT32_MAX)
 		goto chunk_err;
 	rc->buf_len = (uint32_t)(total + stage_len);
@@ -355,7 +321,7 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 		goto chunk_err;   /* no memory: answered, not dropped */
 	}
 
-	if (lay_out(rc, h, ch, nch, first, src, ilen, total))
+	if (lay_out(rc, h, first, src, ilen, total))
 		goto chunk_err;
 	for (uint32_t i = 0; i < rc->nreads; i++)
 		rc->read_bytes += rc->reads[i].len;
@@ -365,7 +331,7 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 	rc->reg.len = rc->buf_len;
 	rc->reg.access = RR_XPRT_ACC_LOCAL_WRITE;
 	if (st)
-		count_call(st, rc, h, nch);
+		count_call(st, rc, h);
 	if (rc->nreads == 0) {
 		/* Everything is here: check the Call now. */
 		enum rr_xprt_rsp_action a = rr_xprt_rsp_assemble(s, rc, grant, err_msg, err_len);
@@ -382,7 +348,7 @@ chunk_err: {
 	uint32_t xid = h->xid;
 
 	rr_xprt_rcall_release(s, rc);
-	return answer(s, xid, RR_XPRT_VERSION, grant, RR_XPRT_ERR_CHUNK, err_msg, err_len);
+	return answer(s, xid, RR_HDR_VERSION, grant, RR_HDR_ERR_CHUNK, err_msg, err_len);
 }
 drop:
 	if (st)
@@ -407,7 +373,7 @@ enum rr_xprt_rsp_action rr_xprt_rsp_assemble(struct rr_xprt_responder *s,
 	/* rdma_xid must equal the XID of the RPC message (RFC 8166 4.2.1);
 	 * a Call carries msg_type CALL. */
 	if (rc->msg_len < 8 || rr_get_be32(rc->msg) != rc->xid)
-		return answer(s, rc->xid, RR_XPRT_VERSION, grant, RR_XPRT_ERR_CHUNK, err_msg,
+		return answer(s, rc->xid, RR_HDR_VERSION, grant, RR_HDR_ERR_CHUNK, err_msg,
 			      err_len);
 	if (rr_get_be32(rc->msg + 4) != 0u) {
 		/* A Reply travelling backwards (RFC 8167 backchannel): not
@@ -419,33 +385,26 @@ enum rr_xprt_rsp_action rr_xprt_rsp_assemble(struct rr_xprt_responder *s,
 	return RR_XPRT_A_DELIVER;
 }
 
-/* Cursor filling a chunk's segments in order with RDMA Writes. */
+/* Cursor filling a chunk's segments in order with RDMA Writes: chunk
+ * @chunk of the Call's header @h. */
 struct fill {
-	const struct rr_xprt_chunk *chunk;
+	const struct rr_hdr *h;
+	const struct rr_hdr_chunk *chunk;
 	uint32_t seg, seg_off;
 	uint64_t cap, used;
 	struct rr_xprt_reply_plan *plan;
 	uint32_t max_ops;
 };
 
-static uint64_t chunk_cap(const struct rr_xprt_chunk *c)
-{
-	uint64_t n = 0;
-
-	for (uint32_t i = 0; i < c->nsegs; i++)
-		n += c->segs[i].length;
-	return n;
-}
-
 static int fill_bytes(struct fill *f, const uint8_t *src, uint32_t len)
 {
 	while (len) {
-		const struct rr_xprt_seg *g;
+		const struct rr_hdr_seg *g;
 		uint32_t l;
 
 		if (f->seg >= f->chunk->nsegs)
 			return -EMSGSIZE;
-		g = &f->chunk->segs[f->seg];
+		g = &f->h->segs[f->chunk->first + f->seg];
 		l = RR_MIN(len, g->length - f->seg_off);
 		if (l) {
 			struct rr_xprt_write_op *w;
@@ -471,48 +430,52 @@ static int fill_bytes(struct fill *f, const uint8_t *src, uint32_t len)
 	return 0;
 }
 
-/* The consumed segments with their actual lengths. */
-static void fill_result(const struct fill *f, struct rr_xprt_chunk *outc)
+/* The consumed segments with their actual lengths, appended to chunk
+ * @outc of the Reply's header @out (at most as many as the Call's chunk
+ * has: they fit). */
+static int fill_result(const struct fill *f, struct rr_hdr *out, struct rr_hdr_chunk *outc)
 {
 	uint64_t left = f->used;
+	int rc = 0;
 
-	outc->nsegs = 0;
-	for (uint32_t i = 0; i < f->chunk->nsegs && left; i++) {
-		struct rr_xprt_seg g = f->chunk->segs[i];
+	for (uint32_t i = 0; i < f->chunk->nsegs && left && rc == 0; i++) {
+		struct rr_hdr_seg g = f->h->segs[f->chunk->first + i];
 
 		if (g.length > left)
 			g.length = (uint32_t)left;
 		left -= g.length;
 		if (g.length)
-			outc->segs[outc->nsegs++] = g;
+			rc = rr_hdr_add_seg(out, outc, &g);
 	}
+	return rc;
 }
 
-static void fill_init(struct fill *f, const struct rr_xprt_chunk *c,
+static void fill_init(struct fill *f, const struct rr_hdr *h, const struct rr_hdr_chunk *c,
 		      struct rr_xprt_reply_plan *plan)
 {
 	memset(f, 0, sizeof(*f));
+	f->h = h;
 	f->chunk = c;
-	f->cap = chunk_cap(c);
+	f->cap = c->length;
 	f->plan = plan;
 	f->max_ops = (uint32_t)RR_ARRAY_SIZE(plan->writes);
 }
 
 /* Picks the STag for Send With Invalidate: one registered by the requester
  * for this Call (Write chunk, Reply chunk, then Read chunk). */
-static bool pick_inv(const struct rr_xprt_hdr *h, uint32_t *stag)
+static bool pick_inv(const struct rr_hdr *h, uint32_t *stag)
 {
-	for (uint32_t i = 0; i < h->nwrites; i++)
-		if (h->writes[i].nsegs) {
-			*stag = h->writes[i].segs[0].handle;
+	for (uint32_t i = 0; i < h->nwrite; i++)
+		if (h->write[i].nsegs) {
+			*stag = h->segs[h->write[i].first].handle;
 			return true;
 		}
 	if (h->has_reply && h->reply.nsegs) {
-		*stag = h->reply.segs[0].handle;
+		*stag = h->segs[h->reply.first].handle;
 		return true;
 	}
-	if (h->nreads) {
-		*stag = h->reads[0].seg.handle;
+	if (h->nread) {
+		*stag = h->segs[h->read[0].first].handle;
 		return true;
 	}
 	return false;
@@ -530,12 +493,12 @@ static int rsp_reply_fallback(struct rr_xprt_responder *s, const struct rr_xprt_
 	plan->send_inv = false;
 	plan->nwrites = 0;
 	plan->write_bytes = 0;
-	n = rr_xprt_encode_error(rc->xid, RR_XPRT_VERSION, grant, RR_XPRT_ERR_CHUNK, buf, cap);
+	n = rr_hdr_encode_error_buf(rc->xid, RR_HDR_VERSION, grant, RR_HDR_ERR_CHUNK, buf, cap);
 	if (n < 0)
 		return n;
 	plan->send_len = (uint32_t)n;
 	plan->is_error = true;
-	plan->proc = RR_XPRT_ERROR;
+	plan->proc = RR_HDR_ERROR;
 	if (s->stats) {
 		s->stats->sends++;
 		s->stats->err_chunk_sent++;
@@ -549,7 +512,7 @@ static int rsp_reply_fallback(struct rr_xprt_responder *s, const struct rr_xprt_
  * otherwise, or when even that header does not fit, ERR_CHUNK. @h holds the
  * Write list as echoed (DDP-eligible results already placed). */
 static int rsp_reply_oversize(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
-			      struct rr_xprt_hdr *h, const struct rr_xprt_part *parts,
+			      struct rr_hdr *h, const struct rr_xprt_part *parts,
 			      unsigned nparts, uint64_t reduced, uint32_t grant, uint8_t *buf,
 			      size_t cap, struct rr_xprt_reply_plan *plan)
 {
@@ -570,12 +533,12 @@ static int rsp_reply_oversize(struct rr_xprt_responder *s, const struct rr_xprt_
 /* An inline Reply (RDMA_MSG): header @h, then every part not placed in a
  * Write chunk of Call @ch (@reduced bytes, DDP items padded). 0 or
  * -EMSGSIZE. */
-static int reply_inline(const struct rr_xprt_hdr *ch, const struct rr_xprt_hdr *h,
+static int reply_inline(const struct rr_hdr *ch, const struct rr_hdr *h,
 			const struct rr_xprt_part *parts, unsigned nparts, uint64_t reduced,
 			uint8_t *buf, size_t cap, struct rr_xprt_reply_plan *plan)
 {
 	unsigned k = 0;
-	int n = rr_xprt_hdr_encode(h, buf, cap);
+	int n = rr_hdr_encode_buf(h, buf, cap);
 
 	if (n < 0 || cap - (size_t)n < reduced)
 		return -EMSGSIZE;
@@ -583,7 +546,7 @@ static int reply_inline(const struct rr_xprt_hdr *ch, const struct rr_xprt_hdr *
 	for (unsigned i = 0; i < nparts; i++) {
 		const struct rr_xprt_part *pt = &parts[i];
 
-		if (pt->ddp && k++ < ch->nwrites)
+		if (pt->ddp && k++ < ch->nwrite)
 			continue;
 		if (pt->len)
 			memcpy(buf + plan->send_len, pt->base, pt->len);
@@ -593,7 +556,7 @@ static int reply_inline(const struct rr_xprt_hdr *ch, const struct rr_xprt_hdr *
 			plan->send_len += 4 - (pt->len & 3);
 		}
 	}
-	plan->proc = RR_XPRT_MSG;
+	plan->proc = RR_HDR_MSG;
 	return 0;
 }
 
@@ -601,34 +564,33 @@ static int reply_inline(const struct rr_xprt_hdr *ch, const struct rr_xprt_hdr *
  * placed in a Write chunk RDMA Written into it, header @h (Write list and
  * Reply chunk) in the Send. 0, -EMSGSIZE, or 1 when it does not fit (the
  * chunk, or the header the inline threshold: the caller falls back). */
-static int reply_long(struct rr_xprt_responder *s, const struct rr_xprt_hdr *ch,
-		      struct rr_xprt_hdr *h, const struct rr_xprt_part *parts, unsigned nparts,
+static int reply_long(struct rr_xprt_responder *s, const struct rr_hdr *ch,
+		      struct rr_hdr *h, const struct rr_xprt_part *parts, unsigned nparts,
 		      uint8_t *buf, size_t cap, struct rr_xprt_reply_plan *plan)
 {
 	struct fill f;
 	unsigned k = 0;
 	int n;
 
-	fill_init(&f, &ch->reply, plan);
+	fill_init(&f, ch, &ch->reply, plan);
 	for (unsigned i = 0; i < nparts; i++) {
 		const struct rr_xprt_part *pt = &parts[i];
 
-		if (pt->ddp && k++ < ch->nwrites)
+		if (pt->ddp && k++ < ch->nwrite)
 			continue;
 		if (fill_bytes(&f, pt->base, pt->len) ||
 		    (pt->ddp && (pt->len & 3) && fill_bytes(&f, rr_xprt_zeros, 4 - (pt->len & 3))))
 			return 1;
 	}
-	h->proc = RR_XPRT_NOMSG;
-	h->has_reply = true;
-	fill_result(&f, &h->reply);
-	if (rr_xprt_hdr_size(h) > s->params.reply_inline)
+	h->proc = RR_HDR_NOMSG;
+	if (rr_hdr_add_reply(h, NULL, 0) || fill_result(&f, h, &h->reply) ||
+	    rr_hdr_encoded_size(h) > s->params.reply_inline)
 		return 1;
-	n = rr_xprt_hdr_encode(h, buf, cap);
+	n = rr_hdr_encode_buf(h, buf, cap);
 	if (n < 0)
 		return -EMSGSIZE;
 	plan->send_len = (uint32_t)n;
-	plan->proc = RR_XPRT_NOMSG;
+	plan->proc = RR_HDR_NOMSG;
 	if (s->stats)
 		s->stats->reply_chunks++;
 	return 0;
@@ -639,8 +601,8 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		      uint32_t grant, uint8_t *buf, size_t cap,
 		      struct rr_xprt_reply_plan *plan)
 {
-	const struct rr_xprt_hdr *ch = &rc->hdr;
-	struct rr_xprt_hdr *h;
+	const struct rr_hdr *ch = &rc->hdr;
+	struct rr_hdr *h;
 	struct fill f;
 	uint64_t reduced = 0;
 	unsigned k = 0;
@@ -660,15 +622,9 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 	h = hdr_get(s);
 	if (!h)
 		return -ENOMEM;
-	h->xid = rc->xid;
-	h->vers = RR_XPRT_VERSION;
-	h->credit = grant;
-	h->proc = RR_XPRT_MSG;
-	h->nreads = 0;
-	h->has_reply = false;
-	h->nwrites = ch->nwrites;
-	for (uint32_t i = 0; i < ch->nwrites; i++)
-		h->writes[i].nsegs = 0;   /* unused chunks: count 0 */
+	rr_hdr_init(h, rc->xid, grant, RR_HDR_MSG);
+	for (uint32_t i = 0; i < ch->nwrite; i++)
+		(void)rr_hdr_add_write(h, NULL, 0);   /* unused chunks: count 0 */
 
 	/* DDP-eligible items into the Write chunks, in order. */
 	for (unsigned i = 0; i < nparts; i++) {
@@ -682,24 +638,24 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 			reduced += pt->len;
 			continue;
 		}
-		if (k < ch->nwrites) {
-			fill_init(&f, &ch->writes[k], plan);
-			if (pt->len > f.cap || fill_bytes(&f, pt->base, pt->len)) {
+		if (k < ch->nwrite) {
+			fill_init(&f, ch, &ch->write[k], plan);
+			if (pt->len > f.cap || fill_bytes(&f, pt->base, pt->len) ||
+			    fill_result(&f, h, &h->write[k])) {
 				hdr_put(s, h);
 				return rsp_reply_fallback(s, rc, grant, buf, cap, plan);
 			}
-			fill_result(&f, &h->writes[k]);
 		} else {
 			reduced += RR_ALIGN4((uint64_t)pt->len);
 		}
 		k++;
 	}
-	hlen = rr_xprt_hdr_size(h);
+	hlen = rr_hdr_encoded_size(h);
 	if (hlen + reduced <= s->params.reply_inline) {
 		rc_ = reply_inline(ch, h, parts, nparts, reduced, buf, cap, plan);
 		if (rc_)
 			goto out;
-	} else if (ch->has_reply && reduced <= chunk_cap(&ch->reply)) {
+	} else if (ch->has_reply && reduced <= ch->reply.length) {
 		rc_ = reply_long(s, ch, h, parts, nparts, buf, cap, plan);
 		if (rc_ == 1) {
 			hdr_put(s, h);
@@ -718,8 +674,8 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		struct rr_xprt_stats *st = s->stats;
 
 		st->sends++;
-		for (uint32_t i = 0; i < h->nwrites; i++)
-			if (h->writes[i].nsegs)
+		for (uint32_t i = 0; i < h->nwrite; i++)
+			if (h->write[i].nsegs)
 				st->write_chunks++;
 		st->rdma_write_bytes += plan->write_bytes;
 		st->total_rdma_rep += plan->write_bytes;

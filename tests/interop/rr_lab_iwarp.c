@@ -725,6 +725,9 @@ static int rping_ping(struct peer *p, int count, uint32_t size)
 {
 	uint8_t *src = p->buf, *sink = p->buf + BUF_LEN / 2;
 	uint32_t rkey = rpcrdma_mr_rkey(p->buf_mr);
+	/* what the peer names: Tagged Offsets, not our addresses (the soft
+	 * provider's are random; docs/security.md) */
+	uint64_t to = rpcrdma_mr_remote_offset(p->buf_mr);
 	int bad = 0, done = 0, rc = 0;
 
 	for (int i = 0; i < count && rc == 0; i++) {
@@ -735,9 +738,9 @@ static int rping_ping(struct peer *p, int count, uint32_t size)
 			src[k] = (uint8_t)('A' + (k + (uint32_t)i) % 58);
 		src[size - 1] = 0;
 		memset(sink, 0, size);
-		rc = rping_send(p, (uintptr_t)src, rkey, size);
+		rc = rping_send(p, to, rkey, size);
 		rc = rc ? rc : rping_recv(p, &ack);
-		rc = rc ? rc : rping_send(p, (uintptr_t)sink, rkey, size);
+		rc = rc ? rc : rping_send(p, to + (uint64_t)(sink - src), rkey, size);
 		rc = rc ? rc : rping_recv(p, &ack);
 		if (rc == 1)
 			rc = -ECONNRESET;

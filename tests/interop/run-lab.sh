@@ -292,7 +292,7 @@ cmd_build() {
 	$cm -S "$src" -B "$bld" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPCRDMA_SANITIZE=OFF \
 		-DRPCRDMA_INTEROP=ON -DRPCRDMA_TESTS=ON > "$BUILD/lab-build.log" 2>&1 ||
 		{ tail -n 30 "$BUILD/lab-build.log"; die "cmake failed"; }
-	# everything: rr-tests runs the tools next to it (tests/test_tools.c)
+	# everything: rr-tests runs the tools next to it (tests/tools/test_tools.c)
 	$nj -C "$bld" -j "${LAB_JOBS:-2}" \
 		>> "$BUILD/lab-build.log" 2>&1 || { tail -n 30 "$BUILD/lab-build.log"; die "build failed"; }
 	grep -E 'rdma-core provider|IBV_FLUSH|libtirpc' "$BUILD/lab-build.log" | sed 's/^-- /  /' >&2 || true

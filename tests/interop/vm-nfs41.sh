@@ -12,7 +12,7 @@
 # Every capture must hold the callback program's Calls (0x40000000, which
 # tshark decodes as NFS CB), and CB_RECALL (CB_COMPOUND operation 4) when
 # the client saw one; none of our frames may be malformed. First,
-# the library's backchannel tests (tests/test_backchannel.c) on verbs://,
+# the library's backchannel tests (tests/rpc/test_backchannel.c) on verbs://,
 # both ends ours, over kernel siw and rxe.
 if lab_section nfs41; then
 	# the library's own backchannel tests on verbs://, both ends ours, on

@@ -975,22 +975,20 @@ int rr_rogue_rpc_call(uint8_t *buf, size_t cap, uint32_t xid, uint32_t prog, uin
 	return (int)rr_xdr_enc_len(&e);
 }
 
-int rr_rogue_send_rpcrdma(struct rr_rogue *g, const struct rr_hdr_desc *d, const void *payload,
+int rr_rogue_send_rpcrdma(struct rr_rogue *g, const struct rr_hdr *h, const void *payload,
 			  size_t plen, bool inv, uint32_t inv_stag)
 {
-	size_t cap = rr_hdr_desc_size(d);
+	size_t cap = rr_hdr_encoded_size(h) + plen;
 	struct rr_xdr_enc e;
 	uint8_t *buf;
 	int r;
 
-	if (cap == SIZE_MAX)
-		cap = 65536;
-	cap += plen;
 	buf = malloc(cap ? cap : 1);
 	if (!buf)
 		return -ENOMEM;
 	rr_xdr_enc_init(&e, buf, cap);
-	r = rr_hdr_encode_desc_raw(&e, d, RR_HDR_VERSION);
+	r = (h->proc == RR_HDR_MSG || h->proc == RR_HDR_NOMSG) ? rr_hdr_encode_raw(&e, h)
+								: -EINVAL;
 	if (!r && plen)
 		r = rr_xdr_put_fixed(&e, payload, plen);
 	if (!r)
@@ -1014,13 +1012,10 @@ int rr_rogue_send_done(struct rr_rogue *g, uint32_t xid, bool inv, uint32_t inv_
 
 int rr_rogue_send_call(struct rr_rogue *g, uint32_t xid, const void *rpc, size_t rlen)
 {
-	struct rr_hdr_desc d;
+	struct rr_hdr h;
 
-	memset(&d, 0, sizeof(d));
-	d.xid = xid;
-	d.credit = ROGUE_CREDITS;
-	d.proc = RR_HDR_MSG;
-	return rr_rogue_send_rpcrdma(g, &d, rpc, rlen, false, 0);
+	rr_hdr_init(&h, xid, ROGUE_CREDITS, RR_HDR_MSG);
+	return rr_rogue_send_rpcrdma(g, &h, rpc, rlen, false, 0);
 }
 
 int rr_rogue_parse_reply(const struct rr_rogue *g, const uint8_t *msg, size_t len,
@@ -1086,12 +1081,12 @@ long rr_rogue_pull_start(struct rr_rogue *g, const struct rr_rogue_reply *rep,
 
 /* ------------------------------------------------------- file service -- */
 
-/* Program and procedures of tools/fileservice.h (not included here: this
+/* Program and procedures of tools/fileservice/fileservice.h (not included here: this
  * file stays independent of the service). */
 #define ROGUE_FS_PROG 0x2f5a0001u
 #define ROGUE_FS_VERS 1u
 
-/* Arguments of the file service (tools/fileservice.h, RFC 4506 XDR):
+/* Arguments of the file service (tools/fileservice/fileservice.h, RFC 4506 XDR):
  *   READ:      string path<> | uint64 offset | uint32 count
  *   WRITE:     string path<> | uint64 offset | uint32 flags | opaque data<>
  *   PUSH_OPEN: string path<> | uint64 size */
@@ -1135,8 +1130,7 @@ int rr_rogue_fs_call(struct rr_rogue *g, uint32_t xid, uint32_t proc, const void
 		     size_t alen, const struct rr_hdr_seg *writes, unsigned nwrites,
 		     const struct rr_hdr_seg *reply)
 {
-	struct rr_hdr_wchunk wc[RR_HDR_MAX_WRITE_CHUNKS], rc;
-	struct rr_hdr_desc d;
+	struct rr_hdr h;
 	uint8_t *rpc;
 	int n, r;
 
@@ -1151,22 +1145,12 @@ int rr_rogue_fs_call(struct rr_rogue *g, uint32_t xid, uint32_t proc, const void
 		free(rpc);
 		return n;
 	}
-	memset(&d, 0, sizeof(d));
-	d.xid = xid;
-	d.credit = ROGUE_CREDITS;
-	d.proc = RR_HDR_MSG;
-	for (unsigned i = 0; i < nwrites; i++) {
-		wc[i].segs = &writes[i];
-		wc[i].nsegs = 1;
-	}
-	d.writes = wc;
-	d.nwrites = nwrites;
-	if (reply) {
-		rc.segs = reply;
-		rc.nsegs = 1;
-		d.reply = &rc;
-	}
-	r = rr_rogue_send_rpcrdma(g, &d, rpc, (size_t)n, false, 0);
+	rr_hdr_init(&h, xid, ROGUE_CREDITS, RR_HDR_MSG);
+	for (unsigned i = 0; i < nwrites; i++)
+		(void)rr_hdr_add_write(&h, &writes[i], 1);   /* nwrites checked above */
+	if (reply)
+		(void)rr_hdr_add_reply(&h, reply, 1);
+	r = rr_rogue_send_rpcrdma(g, &h, rpc, (size_t)n, false, 0);
 	free(rpc);
 	return r;
 }

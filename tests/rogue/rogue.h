@@ -266,10 +266,10 @@ int rr_rogue_serve_held(struct rr_rogue *g);
  * @alen bytes of arguments, into @buf. Its length, or -EMSGSIZE. */
 int rr_rogue_rpc_call(uint8_t *buf, size_t cap, uint32_t xid, uint32_t prog, uint32_t vers,
 		      uint32_t proc, const void *args, size_t alen);
-/* Sends @d's transport header (RDMA_MSG or RDMA_NOMSG, encoded without any
- * check: rr_hdr_encode_desc_raw) followed by @payload as one Send (with
- * @inv: Send With Invalidate of @inv_stag, whatever its value). */
-int rr_rogue_send_rpcrdma(struct rr_rogue *g, const struct rr_hdr_desc *d, const void *payload,
+/* Sends the transport header @h (RDMA_MSG or RDMA_NOMSG, encoded without
+ * the Position checks: rr_hdr_encode_raw) followed by @payload as one Send
+ * (with @inv: Send With Invalidate of @inv_stag, whatever its value). */
+int rr_rogue_send_rpcrdma(struct rr_rogue *g, const struct rr_hdr *h, const void *payload,
 			  size_t plen, bool inv, uint32_t inv_stag);
 /* RDMA_DONE for @xid, as a plain Send or (@inv) as Send With Invalidate of
  * @inv_stag, whatever its value (0 included). */
@@ -306,7 +306,7 @@ long rr_rogue_pull_start(struct rr_rogue *g, const struct rr_rogue_reply *rep,
  * meanwhile are lost (use only when none is expected). */
 int rr_rogue_reads_wait(struct rr_rogue *g, unsigned ms);
 
-/* ---- the file service (tools/fileservice.h) arguments ---- */
+/* ---- the file service (tools/fileservice/fileservice.h) arguments ---- */
 
 /* READ(path, offset, count). Length of the arguments or -EMSGSIZE. */
 int rr_rogue_fs_read_args(uint8_t *b, size_t cap, const char *path, uint64_t off,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Servers and well-behaved clients for the rogue suite (rogue_fx.h): the
- * file service of tools/fileservice.h in process or as the rpcrdma-server
+ * file service of tools/fileservice/fileservice.h in process or as the rpcrdma-server
  * child process, probes, and a client that keeps calling in a thread. */
 #include "rogue_fx.h"
 

@@ -2,7 +2,7 @@
 /* The servers the rogue suite attacks and the well-behaved clients that
  * check the server still serves others (tests/rogue/test_rogue_*.c):
  *  - an in-process RPC server on rdma://127.0.0.1:0 with the example file
- *    service (tools/fileservice.h), over a temporary export, as
+ *    service (tools/fileservice/fileservice.h), over a temporary export, as
  *    rpcrdma-server runs it (its transport counters are readable);
  *  - the rpcrdma-server executable of the build directory as a child
  *    process (for what only a process can show: a fatal signal, CPU time,
@@ -14,14 +14,18 @@
 #ifndef RR_TESTS_ROGUE_FX_H
 #define RR_TESTS_ROGUE_FX_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
+#include <unistd.h>
 
-#include "../../tools/fileservice.h"
+#include "fileservice.h"
 #include "rpcrdma/stats.h"
 
 /* The byte at offset @i of the test pattern @seed (position-independent, so

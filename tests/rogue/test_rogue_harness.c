@@ -86,11 +86,11 @@ TEST(rogue_harness_write_read_chunks)
 			      (size_t)alen);
 	REQUIRE(n > 0);
 	{
-		struct rr_hdr_read_seg rs = {.position = (uint32_t)n,
-					     .seg = {0x1111aa01, LEN, 0x10000}};
-		struct rr_hdr_desc d = {.xid = 0x1001, .credit = 8, .proc = RR_HDR_MSG,
-					.reads = &rs, .nreads = 1};
+		struct rr_hdr d;
+		struct rr_hdr_seg rs = {0x1111aa01, LEN, 0x10000};
 
+		rr_hdr_init(&d, 0x1001, 8, RR_HDR_MSG);
+		REQUIRE_EQ(rr_hdr_add_read(&d, (uint32_t)n, &rs), 0);
 		REQUIRE_EQ(rr_rogue_send_rpcrdma(g, &d, rpc, (size_t)n, false, 0), 0);
 	}
 	rt_reply(g, RT_MS, &rep);

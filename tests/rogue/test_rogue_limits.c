@@ -300,10 +300,11 @@ static int alloc_round(struct rr_rogue *g, int kind, uint32_t xid, uint8_t *buf,
 		rr_rogue_mem_del(g, 0x9191);
 		(void)rr_rogue_mem_add(g, 0x9191, 0, buf, 100000);
 		{
-			struct rr_hdr_read_seg rs = {.position = (uint32_t)n, .seg = {0x9191, 100000, 0}};
-			struct rr_hdr_desc d = {.xid = xid, .credit = 8, .proc = RR_HDR_MSG,
-						.reads = &rs, .nreads = 1};
+			struct rr_hdr d;
+			struct rr_hdr_seg rs = {0x9191, 100000, 0};
 
+			rr_hdr_init(&d, xid, 8, RR_HDR_MSG);
+			(void)rr_hdr_add_read(&d, (uint32_t)n, &rs);
 			(void)rr_rogue_send_rpcrdma(g, &d, rpc, (size_t)n, false, 0);
 		}
 	}

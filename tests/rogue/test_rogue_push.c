@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Truncation under push mode (draft-talpey-rdma-commit-00 section 2, issue
  * 12 finding 2, docs/security.md "Durable regions"): a client opens a
- * push-mode region on a file (PUSH_OPEN of tools/fileservice.h), another
+ * push-mode region on a file (PUSH_OPEN of tools/fileservice/fileservice.h), another
  * client truncates that file with a WRITE, and the first one RDMA Writes
  * into the region and RDMA Commits it. The rule: the file behind an exposed
  * region cannot shrink under it, or an access past the file's end is a

@@ -158,10 +158,11 @@ static void send_writes(struct rr_rogue *g, uint32_t xid, unsigned n, uint8_t *d
 	for (unsigned i = 0; i < n; i++) {
 		int len = rr_rogue_rpc_call(rpc, sizeof(rpc), xid + i, FS_PROG, FS_VERS, FS_WRITE,
 					    args, (size_t)a);
-		struct rr_hdr_read_seg rs = {.position = (uint32_t)len, .seg = {0xd0d0, 200000, 0}};
-		struct rr_hdr_desc d = {.xid = xid + i, .credit = 32, .proc = RR_HDR_MSG,
-					.reads = &rs, .nreads = 1};
+		struct rr_hdr d;
+		struct rr_hdr_seg rs = {0xd0d0, 200000, 0};
 
+		rr_hdr_init(&d, xid + i, 32, RR_HDR_MSG);
+		REQUIRE_EQ(rr_hdr_add_read(&d, (uint32_t)len, &rs), 0);
 		REQUIRE_EQ(rr_rogue_send_rpcrdma(g, &d, rpc, (size_t)len, false, 0), 0);
 	}
 	REQUIRE_EQ(rr_rogue_uncork(g), 0);

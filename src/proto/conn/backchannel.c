@@ -38,42 +38,44 @@
 #include "proto/conn/conn_int.h"
 #include "xdr/xdr.h"
 
-/* RDMA_MSG with empty lists, then the RPC message (RFC 8166 section 4.2,
- * RFC 5531 section 9):
+/* A reverse message (RFC 8167 section 4.2, RFC 8166 section 4.2, RFC 5531
+ * section 9): an RDMA_MSG with three empty chunk lists, then the RPC message
+ * inline:
  *   rdma_xid | 1 | rdma_credit | RDMA_MSG | 0 | 0 | 0 | xid | msg_type ...
- * True when @buf is one whose msg_type is @mtype; *@credit its rdma_credit,
- * *@xid its XID. */
-static bool bc_classify(const uint8_t *buf, uint32_t len, uint32_t mtype, uint32_t *credit,
-			uint32_t *xid)
+ * True when @buf decodes (struct rr_hdr, in direction @dir: a Call arriving
+ * at the requester, a Reply at the responder) as one whose msg_type is
+ * @mtype; @h then holds its header (rr_hdr_decode has checked that the RPC
+ * XID is rdma_xid; the RPC message is at h->payload_off). */
+static bool bc_classify(const uint8_t *buf, uint32_t len, enum rr_hdr_dir dir, uint32_t mtype,
+			struct rr_hdr *h)
 {
+	struct rr_hdr_limits lim;
 	struct rr_xdr_dec d;
-	uint32_t w[9];
+	uint32_t xid, msg_type;
 
-	rr_xdr_dec_init(&d, buf, len);
-	for (unsigned i = 0; i < 9; i++)
-		if (rr_xdr_get_u32(&d, &w[i]))
-			return false;
-	if (w[1] != RR_XPRT_VERSION || w[3] != RR_XPRT_MSG || w[4] || w[5] || w[6] ||
-	    w[7] != w[0] || w[8] != mtype)
+	rr_hdr_limits_init(&lim);
+	lim.inline_threshold = UINT32_MAX;   /* bounded by the Receive */
+	if (rr_hdr_decode(h, buf, len, dir, &lim) || h->proc != RR_HDR_MSG || h->nread ||
+	    h->nwrite || h->has_reply)
 		return false;
-	*credit = w[2];
-	*xid = w[0];
-	return true;
+	rr_xdr_dec_init(&d, buf + h->payload_off, h->payload_len);
+	return !rr_xdr_get_u32(&d, &xid) && !rr_xdr_get_u32(&d, &msg_type) && msg_type == mtype;
 }
 
-#define BC_HDR 28u   /* the header above, without the RPC message */
+#define BC_HDR RR_HDR_MIN_MSG_SIZE   /* the header above, without the RPC message */
 
-/* The header of a reverse message, then @parts (items inline, with their
- * XDR pads) into @buf of @cap bytes: its length, or -EMSGSIZE. */
+/* The header of a reverse message (built in struct rr_hdr), then @parts
+ * (items inline, with their XDR pads) into @buf of @cap bytes: its length,
+ * or -EMSGSIZE. */
 static int bc_marshal(uint32_t xid, uint32_t credit, const struct rr_xprt_part *parts,
 		      unsigned nparts, uint8_t *buf, uint32_t cap)
 {
 	struct rr_xdr_enc e;
+	struct rr_hdr h;
 
+	rr_hdr_init(&h, xid, credit, RR_HDR_MSG);
 	rr_xdr_enc_init(&e, buf, cap);
-	if (rr_xdr_put_u32(&e, xid) || rr_xdr_put_u32(&e, RR_XPRT_VERSION) ||
-	    rr_xdr_put_u32(&e, credit) || rr_xdr_put_u32(&e, RR_XPRT_MSG) ||
-	    rr_xdr_put_u32(&e, 0) || rr_xdr_put_u32(&e, 0) || rr_xdr_put_u32(&e, 0))
+	if (rr_hdr_encode(&e, &h))
 		return -EMSGSIZE;
 	for (unsigned i = 0; i < nparts; i++) {
 		static const uint8_t pad[4];
@@ -124,8 +126,9 @@ void rr_conn_bc_enable(struct rr_conn *c, bool on)
 	c->bc_on = on;
 }
 
-/* A reverse Call: delivered with a copy of its RPC message, or dropped. */
-static void bc_call_in(struct rr_conn *c, const uint8_t *buf, uint32_t len, uint32_t xid)
+/* A reverse Call (its RPC message @msg of @len bytes): delivered with a
+ * copy of it, or dropped. */
+static void bc_call_in(struct rr_conn *c, const uint8_t *msg, uint32_t len, uint32_t xid)
 {
 	struct bc_req *r;
 
@@ -135,15 +138,15 @@ static void bc_call_in(struct rr_conn *c, const uint8_t *buf, uint32_t len, uint
 	}
 	r = rr_zalloc(c->env, sizeof(*r));
 	if (r)
-		r->buf = rr_alloc(c->env, len - BC_HDR);
+		r->buf = rr_alloc(c->env, len);
 	if (!r || !r->buf) {
 		rr_free(c->env, r);
 		c->st->bc_calls_dropped++;   /* as a peer overrunning us would be */
 		return;
 	}
-	memcpy(r->buf, buf + BC_HDR, len - BC_HDR);
+	memcpy(r->buf, msg, len);
 	r->pub.msg = r->buf;
-	r->pub.len = len - BC_HDR;
+	r->pub.len = len;
 	r->pub.xid = xid;
 	r->gen = c->gen;
 	r->counted = true;
@@ -349,9 +352,9 @@ bool rr_conn_bc_busy(const struct rr_conn *c)
 	return c->bcalls != NULL;
 }
 
-/* A backward Reply (or RDMA_ERROR) for @k: its credit back, the upper
- * layer told. */
-static void bc_reply_in(struct rr_conn *c, struct bc_call *k, const uint8_t *buf, uint32_t len,
+/* A backward Reply (its RPC message @msg of @len bytes) or an RDMA_ERROR
+ * for @k: its credit back, the upper layer told. */
+static void bc_reply_in(struct rr_conn *c, struct bc_call *k, const uint8_t *msg, uint32_t len,
 			uint32_t credit, bool error)
 {
 	if (k->has_credit)
@@ -364,52 +367,36 @@ static void bc_reply_in(struct rr_conn *c, struct bc_call *k, const uint8_t *buf
 	if (error) {
 		bc_complete(c, k, -EREMOTEIO);
 	} else {
-		k->rpc->reply = rr_alloc(c->env, len - BC_HDR ? len - BC_HDR : 1);
+		k->rpc->reply = rr_alloc(c->env, len);
 		if (k->rpc->reply) {
-			memcpy(k->rpc->reply, buf + BC_HDR, len - BC_HDR);
-			k->rpc->reply_len = len - BC_HDR;
+			memcpy(k->rpc->reply, msg, len);
+			k->rpc->reply_len = len;
 		}
 		bc_complete(c, k, k->rpc->reply ? 0 : -ENOMEM);
 	}
 	rr_free(c->env, k);
 }
 
-/* RDMA_ERROR (RFC 8166 section 4.2): rdma_xid | 1 | credit | RDMA_ERROR ... */
-static bool bc_error_for(struct rr_conn *c, const uint8_t *buf, uint32_t len, uint32_t *credit,
-			 struct bc_call **k)
-{
-	struct rr_xdr_dec d;
-	uint32_t w[4];
-
-	rr_xdr_dec_init(&d, buf, len);
-	for (unsigned i = 0; i < 4; i++)
-		if (rr_xdr_get_u32(&d, &w[i]))
-			return false;
-	if (w[1] != RR_XPRT_VERSION || w[3] != RR_XPRT_ERROR)
-		return false;
-	*credit = w[2];
-	*k = bc_find_xid(c, w[0]);
-	return *k != NULL;
-}
-
 bool bc_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len)
 {
-	uint32_t credit, xid;
+	struct rr_hdr h;
 	struct bc_call *k;
 
 	if (c->cfg.role == RR_CONN_REQUESTER) {
-		if (!bc_classify(buf, len, 0 /* CALL */, &credit, &xid))
+		if (!bc_classify(buf, len, RR_HDR_DIR_CALL, 0 /* CALL */, &h))
 			return false;
-		bc_call_in(c, buf, len, xid);
-	} else if (bc_classify(buf, len, 1 /* REPLY */, &credit, &xid)) {
-		k = bc_find_xid(c, xid);
+		bc_call_in(c, buf + h.payload_off, h.payload_len, h.xid);
+	} else if (bc_classify(buf, len, RR_HDR_DIR_REPLY, 1 /* REPLY */, &h)) {
+		k = bc_find_xid(c, h.xid);
 		if (k)
-			bc_reply_in(c, k, buf, len, credit, false);
+			bc_reply_in(c, k, buf + h.payload_off, h.payload_len, h.credit, false);
 		else
 			c->st->bc_replies_dropped++;
-	} else if (bc_error_for(c, buf, len, &credit, &k)) {
+	} else if (h.verdict == RR_HDR_OK && h.proc == RR_HDR_ERROR &&
+		   (k = bc_find_xid(c, h.xid)) != NULL) {
+		/* RDMA_ERROR (RFC 8166 section 5.5) naming a backward Call */
 		c->st->err_received++;
-		bc_reply_in(c, k, buf, len, credit, true);
+		bc_reply_in(c, k, NULL, 0, h.credit, true);
 	} else {
 		return false;
 	}

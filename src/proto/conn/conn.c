@@ -61,7 +61,7 @@ static void negotiate(struct rr_conn *c, const void *pd, size_t pdlen)
 	if (rr_pd_negotiate(&cf->local, req ? RR_PD_REQUESTER : RR_PD_RESPONDER, pd, pdlen,
 			    &c->neg)) {
 		memset(&c->neg, 0, sizeof(c->neg));
-		c->neg.call_threshold = c->neg.reply_threshold = RR_XPRT_DEFAULT_INLINE;
+		c->neg.call_threshold = c->neg.reply_threshold = RR_HDR_DEFAULT_INLINE;
 	}
 	rr_xprt_params_default(&c->params);
 	c->params.call_inline = RR_MIN(c->neg.call_threshold, req ? cf->send_size : cf->recv_size);
@@ -167,18 +167,21 @@ void rr_conn_on_send(struct rr_conn *c, uint64_t token, int status)
 		rr_conn_fail(c);
 		return;
 	}
-	if (c->cfg.role == RR_CONN_REQUESTER)
-		rq_done_flush(c);
-	else
-		bc_pump(c);   /* backward Calls waiting for a send slot */
+	rr_conn_on_slot(c);
 }
 
+/* A send slot is free. A requester: RDMA_DONEs first (they need no credit),
+ * then Calls that found no slot when their credit came (they wait at the head
+ * of the queue, and nothing else may come to send them: every Reply may be
+ * in). A responder: backward Calls waiting for a send slot. */
 void rr_conn_on_slot(struct rr_conn *c)
 {
-	if (c->cfg.role == RR_CONN_REQUESTER)
+	if (c->cfg.role == RR_CONN_REQUESTER) {
 		rq_done_flush(c);
-	else
+		rq_pump(c);
+	} else {
 		bc_pump(c);
+	}
 }
 
 void rr_conn_on_work(struct rr_conn *c, uint64_t token, int status)

@@ -313,7 +313,8 @@ uint64_t rr_conn_next_timeout(const struct rr_conn *c, uint64_t now);
  * nothing follows); io->complete(@rpc) follows exactly once otherwise. */
 int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc);
 /* Ends @rpc with @status (its STags are fenced first; a Reply that comes
- * later is dropped). No effect when it already completed. */
+ * later is dropped, and only then frees the credit a sent Call holds). No
+ * effect when it already completed. */
 void rr_conn_abort(struct rr_conn *c, struct rr_conn_rpc *rpc, int status);
 /* Completes every Call not sent yet with @status (no reconnection). */
 void rr_conn_fail_queued(struct rr_conn *c, int status);

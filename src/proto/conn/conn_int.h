@@ -56,7 +56,7 @@ struct rq_pull {
 	uint32_t len;
 	struct rr_conn_mem mem;
 	bool registered;
-	struct rr_xprt_seg segs[RR_XPRT_MAX_READS];
+	struct rr_hdr_seg segs[RR_XPRT_MAX_READS];
 	uint32_t nsegs, next, done;
 	struct rq_pull *qnext;       /* pulls with Reads still to issue */
 	struct rq_pull *anext;       /* every pull */
@@ -100,8 +100,9 @@ struct rs_exp {
 	uint32_t len;
 	bool valid;                   /* the peer may still use its STag */
 	bool stolen;                  /* invalidated by another XID's RDMA_DONE */
-	struct rs_exp *next;          /* fenced, freed when the connection goes */
-	struct rs_exp *fnext;         /* its Local Invalidate is in flight */
+	struct rs_exp *next;          /* rrep_fencing while its Local Invalidate
+					 is in flight; rrep_dead once fenced,
+					 freed when the connection goes */
 } __attribute__((aligned(16)));
 
 /* A Read-chunk Reply waiting for a reservation (reply.c). */
@@ -161,6 +162,10 @@ struct rr_conn {
 	struct rr_cred_req rcred;
 	struct rq_call *calls;            /* every Call not completed, newest first */
 	uint32_t live_stags;
+	uint32_t stray_credits;           /* credits of Calls aborted after their
+					     Send, taken until their Replies come
+					     (the responder counts them until it
+					     answers) */
 	bool stray;                       /* a Call aborted after its Send: its
 					     Reply may still come */
 	struct rq_pull *pullq, *pulls;
@@ -173,10 +178,8 @@ struct rr_conn {
 	struct rs_req *replying;          /* Replies with RDMA Writes, Send pending */
 	unsigned nreqs;                   /* requests not done */
 	struct rr_rrep_table rrep;
+	struct rs_exp *rrep_fencing;      /* Local Invalidate in flight */
 	struct rs_exp *rrep_dead;
-	struct rs_exp *rrep_fencing;      /* Local Invalidate in flight: referenced
-					     by that work request, and here in
-					     case its completion never comes */
 	uint32_t rrep_forged;
 	uint32_t rrep_live;
 	struct rs_park *parkq, **park_tail;

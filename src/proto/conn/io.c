@@ -30,16 +30,16 @@ void rr_conn_count_form(struct rr_conn *c, const uint8_t *buf, uint32_t len, boo
 	if (len < 16)
 		return;
 	switch (rr_get_be32(buf + 12)) {
-	case RR_XPRT_MSG:
+	case RR_HDR_MSG:
 		sent ? st->msg_sent++ : st->msg_recv++;
 		break;
-	case RR_XPRT_NOMSG:
+	case RR_HDR_NOMSG:
 		sent ? st->nomsg_sent++ : st->nomsg_recv++;
 		break;
-	case RR_XPRT_DONE:
+	case RR_HDR_DONE:
 		sent ? st->done_sent++ : st->done_recv++;
 		break;
-	case RR_XPRT_ERROR:
+	case RR_HDR_ERROR:
 		sent ? st->error_sent++ : st->error_recv++;
 		break;
 	default:

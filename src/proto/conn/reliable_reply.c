@@ -105,9 +105,11 @@ static void fence(struct rr_conn *c, struct rs_exp *x, bool reads_over)
 		retire(c, x, false);
 		return;
 	}
-	x->fnext = c->rrep_fencing;
-	c->rrep_fencing = x;
 	c->st->local_inv++;
+	/* out of the table: kept here, so that a disconnect before the
+	 * completion still fences it (rs_rrep_down) */
+	x->next = c->rrep_fencing;
+	c->rrep_fencing = x;
 }
 
 void rs_rrep_on_inv(struct rr_conn *c, struct rs_exp *x, int status)
@@ -115,10 +117,10 @@ void rs_rrep_on_inv(struct rr_conn *c, struct rs_exp *x, int status)
 	struct rs_exp **pp = &c->rrep_fencing;
 
 	while (*pp && *pp != x)   /* at most rrep_max long */
-		pp = &(*pp)->fnext;
+		pp = &(*pp)->next;
 	if (!*pp)
 		return;   /* settled by rs_rrep_down already */
-	*pp = x->fnext;
+	*pp = x->next;
 	retire(c, x, status == 0);
 	if (status)
 		rr_conn_fail(c);
@@ -180,11 +182,11 @@ void rs_rrep_to_err_chunk(struct rr_conn *c, struct rs_req *r, struct rr_xprt_re
 		*grant = rs_last_grant(c);
 	else if (rs_credit(c, r, false, grant))
 		*grant = 1;
-	n = rr_xprt_encode_error(r->rc->xid, RR_XPRT_VERSION, *grant, RR_XPRT_ERR_CHUNK, buf,
-				 c->cfg.send_size);
+	n = rr_hdr_encode_error_buf(r->rc->xid, RR_HDR_VERSION, *grant, RR_HDR_ERR_CHUNK, buf,
+				    c->cfg.send_size);
 	plan->send_len = n > 0 ? (uint32_t)n : 0;
 	plan->is_error = true;
-	plan->proc = RR_XPRT_ERROR;
+	plan->proc = RR_HDR_ERROR;
 	c->st->err_chunk_sent++;
 	if (c->st->rrep_exposed)
 		c->st->rrep_exposed--;
@@ -219,6 +221,7 @@ int rs_rrep_expose(struct rr_conn *c, struct rs_req *r, struct rr_xprt_reply_pla
 		goto fail;
 	if (rs_credit(c, r, true, grant)) {
 		rr_rrep_remove(&c->rrep, e);
+		rr_rrep_entry_free(&c->rrep, e);
 		goto fail;
 	}
 	x->valid = true;
@@ -254,9 +257,9 @@ uint64_t rs_rrep_next(const struct rr_conn *c)
 	return c->rrep.count ? rr_rrep_next_expiry(&c->rrep) : UINT64_MAX;
 }
 
-/* Disconnect: exposed Replies are fenced (their buffers go with the
- * connection), and so are those whose Local Invalidate was in flight (its
- * completion does not come any more). */
+/* Disconnect: exposed Replies are fenced, also those whose Local
+ * Invalidate was in flight (no completion comes for it any more); their
+ * buffers go with the connection. */
 void rs_rrep_down(struct rr_conn *c)
 {
 	struct rr_rrep_entry *e;
@@ -264,7 +267,7 @@ void rs_rrep_down(struct rr_conn *c)
 	while (c->rrep_fencing) {
 		struct rs_exp *x = c->rrep_fencing;
 
-		c->rrep_fencing = x->fnext;
+		c->rrep_fencing = x->next;
 		retire(c, x, false);
 	}
 	if (!c->rrep.env)

@@ -75,7 +75,7 @@ static void pump_pulls(struct rr_conn *c)
 {
 	while (c->pullq && c->reads_inflight < c->ord && c->up) {
 		struct rq_pull *p = c->pullq;
-		const struct rr_xprt_seg *g = &p->segs[p->next];
+		const struct rr_hdr_seg *g = &p->segs[p->next];
 		uint64_t off = 0;
 		struct rr_conn_read rd;
 
@@ -216,10 +216,19 @@ void rq_pull_on_read(struct rr_conn *c, struct rq_pull *p, int status)
 	pump_pulls(c);
 }
 
-/* The connection is gone: the pulls end (their Calls are retransmitted). */
+/* The connection is gone: the pulls end (their Calls are retransmitted),
+ * and so do the RDMA_DONEs waiting for a slot: the responder fenced their
+ * Read chunks, and on the next connection one would name an STag of this
+ * one and spend an RDMA_DONE owed there. */
 void rq_pull_down(struct rr_conn *c)
 {
 	while (c->pulls)
 		pull_free(c, c->pulls);
 	c->pullq = NULL;
+	while (c->doneq) {
+		struct rq_done *q = c->doneq;
+
+		c->doneq = q->next;
+		rr_free(c->env, q);
+	}
 }

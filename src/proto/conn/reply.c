@@ -75,11 +75,14 @@ int rr_conn_reply(struct rr_conn *c, struct rr_conn_sreq *pub, const struct rr_x
 
 /* Registers the parts the Reply's Writes read from (only those: an XDR pad
  * comes from the executor's zero bytes) and builds the Writes in @w.
- * Returns 0 or a negative errno. */
+ * Returns 0, a registration's error, or -EFAULT for a Write whose source is
+ * in none of the parts. */
 static int build_writes(struct rr_conn *c, struct rs_req *r, const struct rr_xprt_part *parts,
 			unsigned nparts, const struct rr_xprt_reply_plan *plan,
 			struct rr_conn_write *w)
 {
+	int rc;
+
 	for (unsigned i = 0; i < nparts && plan->nwrites; i++) {
 		const uint8_t *b = parts[i].base;
 		bool used = false;
@@ -94,8 +97,10 @@ static int build_writes(struct rr_conn *c, struct rs_req *r, const struct rr_xpr
 		r->wmem[r->nwmem].base = (void *)(uintptr_t)b;
 		r->wmem[r->nwmem].len = parts[i].len;
 		r->wmem[r->nwmem].access = RR_XPRT_ACC_LOCAL_WRITE;
-		if (rr_conn_reg(c, &r->wmem[r->nwmem]) == 0)
-			r->nwmem++;
+		rc = rr_conn_reg(c, &r->wmem[r->nwmem]);
+		if (rc)
+			return rc;   /* the caller releases those registered */
+		r->nwmem++;
 	}
 	for (uint32_t i = 0; i < plan->nwrites; i++) {
 		const struct rr_xprt_write_op *op = &plan->writes[i];

@@ -79,8 +79,8 @@ void rs_send_error(struct rr_conn *c, struct rs_req *r, const uint8_t *msg, size
 void rs_refuse_xid(struct rr_conn *c, struct rs_req *r, uint32_t xid)
 {
 	uint8_t err[32];
-	int n = rr_xprt_encode_error(xid, RR_XPRT_VERSION, 1, RR_XPRT_ERR_CHUNK, err,
-				     sizeof(err));
+	int n = rr_hdr_encode_error_buf(xid, RR_HDR_VERSION, 1, RR_HDR_ERR_CHUNK, err,
+					sizeof(err));
 
 	if (!c->up || n <= 0)
 		return;

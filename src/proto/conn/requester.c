@@ -131,6 +131,12 @@ void rq_pump(struct rr_conn *c)
 		rq_set_result(k, rc);
 		rq_finish(c, k);
 	}
+	/* Every credit is held by Calls the upper layer abandoned, whose
+	 * Replies may never come (a responder that dropped them): only a new
+	 * connection gives the credits back (as Linux, which reconnects on an
+	 * RPC timeout); the waiting Calls go on it. */
+	if (c->rcred.queued && c->stray_credits >= c->rcred.grant)
+		rr_conn_fail(c);
 }
 
 void rq_up(struct rr_conn *c)
@@ -160,6 +166,7 @@ void rq_down(struct rr_conn *c)
 		}
 	}
 	c->stray = false;   /* nothing more comes on that connection */
+	c->stray_credits = 0;
 	rr_cred_req_reset(&c->rcred);
 	for (k = c->calls; k; k = k->next)
 		if (k->state == RQ_QUEUED && !k->node.queued && k->sent_once)
@@ -220,9 +227,15 @@ void rq_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 
 	if (len >= 4)
 		rq = rr_xprt_req_find(&c->req, rr_get_be32(buf));
-	if (rq)
+	if (rq) {
 		for (unsigned i = 0; i < rq->nregs; i++)
 			valid_before += rq->regs[i].valid;
+	} else if (len >= 16 && c->stray_credits) {
+		/* a Reply no Call waits for: an aborted Call's (one per Call
+		 * and connection from a responder that keeps the rules) */
+		c->stray_credits--;
+		(void)rr_cred_req_on_reply(&c->rcred, rr_get_be32(buf + 8));
+	}
 	rr_xprt_req_recv(&c->req, buf, len, has_inv, inv_stag, &res);
 	if (res.inv_other && c->live_stags)
 		c->live_stags--;   /* another Call's STag, invalidated by the peer */
@@ -317,7 +330,10 @@ void rr_conn_abort(struct rr_conn *c, struct rr_conn_rpc *rpc, int status)
 	c->stray = true;
 	rr_xprt_rqst_forget(&c->req, k->rq);
 	if (k->has_credit) {
-		(void)rr_cred_req_complete(&c->rcred);
+		/* its credit stays taken until its Reply comes: the responder
+		 * still runs the Call and answers it (reliable-reply draft
+		 * section 3.4), and counts it until then (RFC 8166 4.3.1) */
+		c->stray_credits++;
 		k->has_credit = false;
 	}
 	rq_fence(c, k);
@@ -335,6 +351,11 @@ void rr_conn_abort_all(struct rr_conn *c, int status)
 		} else if (k->state == RQ_SENT) {
 			rq_set_result(k, status);
 			rr_xprt_rqst_forget(&c->req, k->rq);
+			if (k->has_credit) {
+				c->stray = true;   /* as rr_conn_abort */
+				c->stray_credits++;
+				k->has_credit = false;
+			}
 			rq_fence(c, k);
 		}
 	}
@@ -367,11 +388,5 @@ void rq_destroy(struct rr_conn *c)
 		rq_set_result(k, -ECANCELED);
 		k->inv_pending = 0;
 		rq_finish(c, k);
-	}
-	while (c->doneq) {
-		struct rq_done *q = c->doneq;
-
-		c->doneq = q->next;
-		rr_free(c->env, q);
 	}
 }

@@ -134,8 +134,8 @@ void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 		return;
 	}
 	if (failed_take(c, rc->xid)) {
-		int n = rr_xprt_encode_error(rc->xid, RR_XPRT_VERSION, 1, RR_XPRT_ERR_CHUNK, err,
-					     sizeof(err));
+		int n = rr_hdr_encode_error_buf(rc->xid, RR_HDR_VERSION, 1, RR_HDR_ERR_CHUNK,
+						err, sizeof(err));
 
 		if (n > 0) {
 			c->st->sends++;

@@ -258,7 +258,8 @@ static void *cl_progress(void *arg)
 	return NULL;
 }
 
-/* Frees what create made (the progress thread is stopped). */
+/* Frees what create made (the progress thread is stopped; c->sess may be
+ * NULL, destroyed already). */
 static void cl_free(struct rr_tp_client *c)
 {
 	const struct rpcrdma_env *env = c->ep.env;
@@ -499,15 +500,7 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 	for (struct tp_conn *cn = c->ep.grave; cn; cn = cn->next)
 		cn->lent = 0;
 	pthread_mutex_unlock(&c->ep.lock);
-	if (c->conn) {
-		if (c->conn->id)
-			(void)rpcrdma_disconnect(c->conn->id);
-		tp_conn_free(c->conn);
-		c->conn = NULL;
-	}
-	tp_grave_sweep(&c->ep);
-	tp_ep_fini(&c->ep);
-	rr_free(c->ep.env, c);
+	cl_free(c);   /* its session is gone already */
 }
 
 /* ---- backchannel (RFC 8167) ---- */

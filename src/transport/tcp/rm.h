@@ -3,7 +3,7 @@
  * out (the decoder), and records in, fragments out (the encoder). No system
  * call, no thread, no socket: the tcp:// transport (transport/tcp/tcp_io.c)
  * moves the bytes, the fuzz target (fuzz/fuzz_rm.c) and the unit tests
- * (tests/test_tcp_rm.c) drive the codec alone.
+ * (tests/wire/test_record_marking.c) drive the codec alone.
  *
  * Wire layout (RFC 5531 section 11, "Record Marking Standard"): a record is
  * one or more fragments; each fragment is a 4-byte big-endian header and

@@ -25,8 +25,9 @@
  *
  * The responder's own exposures are fenced too, seen by the rogue
  * requester rr_th_rogue: Read chunks of reliable reply in
- * tests/test_rrep_e2e.c (rrep_e2e_fenced_on_the_wire), push-mode regions in
- * tests/test_push.c (push_revoke_then_write). */
+ * tests/transport/test_reliable_reply_e2e.c (rrep_e2e_fenced_on_the_wire),
+ * push-mode regions in tests/transport/test_push_and_stats.c
+ * (push_revoke_then_write). */
 #include "rdma/soft/soft.h"
 #include "test.h"
 #include "transport/rdma/tp.h"
@@ -71,7 +72,7 @@ struct fx {
 	uint32_t xid;
 };
 
-static struct rr_xprt_hdr h, rh;
+static struct rr_hdr h, rh;
 
 /* The rogue listens; the requester (windows or plain MRs) connects to it. */
 static void fx_up(struct fx *f, bool windows)
@@ -128,6 +129,18 @@ static void mk(struct fx *f, struct frpc *k, enum path p)
 	k->r.min_reply = p == P_REPLY ? 10000 : 0;
 }
 
+/* Notes the segments of chunk @c of h (@write: the peer may write them). */
+static void note_chunk(struct seen *s, const struct rr_hdr_chunk *c, bool write)
+{
+	for (uint32_t j = 0; j < c->nsegs; j++) {
+		REQUIRE(s->nstags < RR_XPRT_MAX_REGS);
+		s->stag[s->nstags] = h.segs[c->first + j].handle;
+		s->to[s->nstags] = h.segs[c->first + j].offset;
+		s->len[s->nstags] = h.segs[c->first + j].length;
+		s->write[s->nstags++] = write;
+	}
+}
+
 /* Receives the Call @xid and notes its STags. */
 static void take_call(struct fx *f, uint32_t xid, struct seen *s)
 {
@@ -136,28 +149,14 @@ static void take_call(struct fx *f, uint32_t xid, struct seen *s)
 
 	memset(s, 0, sizeof(*s));
 	REQUIRE(n >= 28);
-	REQUIRE_EQ(rr_xprt_hdr_decode(m, (size_t)n, true, 4096, 0, &h), RR_XPRT_V_OK);
+	REQUIRE_EQ(rr_th_hdr_call(&h, m, n, 4096), 0);
 	REQUIRE_EQ(h.xid, xid);
-	for (uint32_t i = 0; i < h.nreads; i++) {
-		s->stag[s->nstags] = h.reads[i].seg.handle;
-		s->to[s->nstags] = h.reads[i].seg.offset;
-		s->len[s->nstags] = h.reads[i].seg.length;
-		s->write[s->nstags++] = false;
-	}
-	for (uint32_t i = 0; i < h.nwrites; i++)
-		for (uint32_t j = 0; j < h.writes[i].nsegs; j++) {
-			s->stag[s->nstags] = h.writes[i].segs[j].handle;
-			s->to[s->nstags] = h.writes[i].segs[j].offset;
-			s->len[s->nstags] = h.writes[i].segs[j].length;
-			s->write[s->nstags++] = true;
-		}
+	for (uint32_t i = 0; i < h.nread; i++)
+		note_chunk(s, &h.read[i], false);
+	for (uint32_t i = 0; i < h.nwrite; i++)
+		note_chunk(s, &h.write[i], true);
 	if (h.has_reply)
-		for (uint32_t j = 0; j < h.reply.nsegs; j++) {
-			s->stag[s->nstags] = h.reply.segs[j].handle;
-			s->to[s->nstags] = h.reply.segs[j].offset;
-			s->len[s->nstags] = h.reply.segs[j].length;
-			s->write[s->nstags++] = true;
-		}
+		note_chunk(s, &h.reply, true);
 	/* one registration per chunk here (segments of at most 1 MiB) */
 	for (unsigned i = 0; i < s->nstags; i++)
 		for (unsigned j = 0; j < i; j++)
@@ -180,9 +179,8 @@ static void use_all(struct fx *f, const struct seen *s)
 /* Echoes the Write list of the Call (each segment used whole) into rh. */
 static void echo_writes(void)
 {
-	rh.nwrites = h.nwrites;
-	for (uint32_t i = 0; i < h.nwrites; i++)
-		rh.writes[i] = h.writes[i];
+	for (uint32_t i = 0; i < h.nwrite; i++)
+		REQUIRE_EQ(rr_hdr_add_write(&rh, &h.segs[h.write[i].first], h.write[i].nsegs), 0);
 }
 
 /* Completes the Call in h as @how says (Replies only: the aborts are the
@@ -196,13 +194,9 @@ static void answer(struct fx *f, enum how how, const struct seen *s)
 	rr_put_be32(body + 4, 1);   /* REPLY */
 	rr_put_be32(body + 8, 0);
 	rr_put_be32(body + 12, 0);
-	memset(&rh, 0, sizeof(rh));
-	rh.xid = h.xid;
-	rh.vers = 1;
-	rh.credit = 8;
-	rh.proc = RR_XPRT_MSG;
+	rr_hdr_init(&rh, h.xid, 8, RR_HDR_MSG);
 	if (how == H_ERROR) {
-		hl = rr_xprt_encode_error(h.xid, 1, 8, RR_XPRT_ERR_CHUNK, m, sizeof(m));
+		hl = rr_hdr_encode_error_buf(h.xid, 1, 8, RR_HDR_ERR_CHUNK, m, sizeof(m));
 		REQUIRE(hl > 0);
 		REQUIRE_EQ(rr_th_rresp_send(&f->g, m, (size_t)hl, 0, 5000), 0);
 		return;
@@ -211,38 +205,36 @@ static void answer(struct fx *f, enum how how, const struct seen *s)
 	if (how == H_PULL) {
 		/* RDMA_NOMSG with a Position-zero Read chunk of our memory */
 		memcpy(f->g.data, body, sizeof(body));
-		rh.proc = RR_XPRT_NOMSG;
-		rh.nreads = 1;
-		rh.reads[0].position = 0;
+		struct rr_hdr_seg g = {0, sizeof(body), 0};
+
+		rh.proc = RR_HDR_NOMSG;
 		/* a window, so that the requester (R on both sides) may name
 		 * it in the Send With Invalidate of its RDMA_DONE */
-		rh.reads[0].seg.handle = rr_th_rresp_window(&f->g, 0, sizeof(body),
-							    &rh.reads[0].seg.offset);
-		rh.reads[0].seg.length = sizeof(body);
-		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+		g.handle = rr_th_rresp_window(&f->g, 0, sizeof(body), &g.offset);
+		REQUIRE_EQ(rr_hdr_add_read(&rh, 0, &g), 0);
+		hl = rr_hdr_encode_buf(&rh, m, sizeof(m));
 		REQUIRE(hl > 0);
 		REQUIRE_EQ(rr_th_rresp_send(&f->g, m, (size_t)hl, 0, 5000), 0);
 		return;
 	}
 	if (h.has_reply && how == H_REPLY) {
 		/* a Long Reply through the Reply chunk */
+		struct rr_hdr_seg g = h.segs[h.reply.first];
 		uint32_t vend;
 
 		memcpy(f->g.data, body, sizeof(body));
-		CHECK_EQ(rr_th_rresp_rdma(&f->g, true, h.reply.segs[0].handle,
-					  h.reply.segs[0].offset, sizeof(body), 0, &vend, 5000),
+		CHECK_EQ(rr_th_rresp_rdma(&f->g, true, g.handle, g.offset, sizeof(body), 0, &vend,
+					  5000),
 			 RPCRDMA_WC_SUCCESS);
-		rh.proc = RR_XPRT_NOMSG;
-		rh.has_reply = true;
-		rh.reply.nsegs = 1;
-		rh.reply.segs[0] = h.reply.segs[0];
-		rh.reply.segs[0].length = sizeof(body);
-		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+		rh.proc = RR_HDR_NOMSG;
+		g.length = sizeof(body);
+		REQUIRE_EQ(rr_hdr_add_reply(&rh, &g, 1), 0);
+		hl = rr_hdr_encode_buf(&rh, m, sizeof(m));
 		REQUIRE(hl > 0);
 		REQUIRE_EQ(rr_th_rresp_send(&f->g, m, (size_t)hl, 0, 5000), 0);
 		return;
 	}
-	hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+	hl = rr_hdr_encode_buf(&rh, m, sizeof(m));
 	REQUIRE(hl > 0);
 	memcpy(m + hl, body, sizeof(body));
 	REQUIRE_EQ(rr_th_rresp_send(&f->g, m, (size_t)hl + sizeof(body),
@@ -250,13 +242,14 @@ static void answer(struct fx *f, enum how how, const struct seen *s)
 }
 
 /* The requester connects again after a Terminate once it has a Call to
- * send: a Short Call (exposing nothing) that the rogue takes and the
- * requester then cancels. */
+ * send: a Short Call (exposing nothing), answered inline by the rogue (a
+ * Call left unanswered would keep its credit: RFC 8166 section 4.3.1). */
 static void redial(struct fx *f)
 {
 	static struct frpc k;
 	uint8_t m[4096];
 	unsigned before = f->c.done;
+	int n;
 
 	memset(&k, 0, sizeof(k));
 	k.r.xid = ++f->xid;
@@ -267,10 +260,14 @@ static void redial(struct fx *f)
 	k.r.max_reply = 256;
 	REQUIRE_EQ(rr_tp_client_submit(f->c.tp, &k.r), 0);
 	REQUIRE_EQ(rr_th_rresp_accept(&f->g, rogue_pd, sizeof(rogue_pd), 5000), 0);
-	REQUIRE(rr_th_rresp_recv(&f->g, m, 5000) >= 28);
-	rr_tp_client_abort(f->c.tp, &k.r, -ECANCELED);
+	n = rr_th_rresp_recv(&f->g, m, 5000);
+	REQUIRE(n >= 28);
+	REQUIRE_EQ(rr_th_hdr_call(&h, m, n, 4096), 0);
+	answer(f, H_REPLY, NULL);
 	REQUIRE(rr_th_cl_wait(&f->c, before + 1, 5000));
-	CHECK_EQ(k.r.status, -ECANCELED);
+	CHECK_EQ(k.r.status, 0);
+	if (k.r.reply)
+		rr_tp_client_release_reply(f->c.tp, &k.r);
 }
 
 /* After the completion: each STag of @s, tried on a connection of its own,
@@ -346,7 +343,7 @@ static void one(struct fx *f, enum path p, enum how how)
 
 		CHECK_EQ(n, 16);
 		CHECK_EQ(rr_get_be32(m), k.r.xid);
-		CHECK_EQ(rr_get_be32(m + 12), RR_XPRT_DONE);
+		CHECK_EQ(rr_get_be32(m + 12), RR_HDR_DONE);
 		CHECK(k.r.via_read);
 	}
 	if (k.r.reply)

@@ -177,7 +177,7 @@ static struct rpcrdma_client *connect_to(const char *url)
 }
 
 /* A client that conveys every DDP-eligible item in a chunk, even small ones
- * (no_inline_ddp; tests/test_xprt_inline.c covers the inline forms). */
+ * (no_inline_ddp; tests/transport/test_small_items_inline.c covers the inline forms). */
 static struct rpcrdma_client *connect_chunks(const char *url)
 {
 	struct rpcrdma_client_opts o = {.timeout_ms = 10000, .connect_timeout_ms = 5000,

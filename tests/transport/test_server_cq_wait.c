@@ -54,7 +54,7 @@ static void echo(struct rpcrdma_client *c, uint32_t v)
  * served while the loop sleeps in the first connection's CQ, promptly; then
  * both clients' calls are answered (the loop polls both CQs again); and
  * after the second leaves, the first is still served. */
-TEST(fast_server_second_client)
+TEST(server_cq_wait_second_client)
 {
 	struct rpcrdma_client_opts o = {.timeout_ms = RR_TEST_WAIT_MS,
 					.connect_timeout_ms = RR_TEST_WAIT_MS};
@@ -92,9 +92,9 @@ TEST(fast_server_second_client)
 /* Worker-thread handlers whose Replies carry RDMA Writes: the worker posts
  * and waits for the progress loop to see the Send complete; the loop sleeps
  * in the CQ and is woken through ep_wake (rr_context_interrupt; the latch
- * itself is tested in test_soft_fast.c). 100 such calls complete, every
+ * itself is tested in tests/soft/test_fast_wait.c). 100 such calls complete, every
  * byte checked, none lost (a stalled one would fail with its timeout). */
-TEST(fast_server_worker_replies_with_writes)
+TEST(server_cq_wait_worker_replies_with_writes)
 {
 	struct rpcrdma_client_opts o = {.timeout_ms = 10000, .connect_timeout_ms = 5000};
 	struct rpcrdma_server *s;
@@ -141,7 +141,7 @@ TEST(fast_server_worker_replies_with_writes)
  * until something happens (a guard against a busy loop: wake-ups counted
  * over a second, with a wide bound), and the next Calls are still answered
  * (each within its timeout). */
-TEST(fast_server_idle_sleeps)
+TEST(server_cq_wait_idle_sleeps)
 {
 	struct rpcrdma_server *s;
 	struct rpcrdma_client *c = NULL;
@@ -180,7 +180,7 @@ TEST(fast_server_idle_sleeps)
  * against ~60 us with two connections). Counted, not timed: 40 Calls on the
  * 70th connection while the others are idle cost the server a handful of
  * CQ polls each (rpcrdma_xprt_stats.cq_polls). */
-TEST(fast_server_many_connections)
+TEST(server_cq_wait_many_connections)
 {
 	enum { NCONN = 70, CALLS = 40 };
 	struct rpcrdma_client_opts o = {.timeout_ms = 20000, .connect_timeout_ms = 10000,

@@ -120,7 +120,7 @@ static uint8_t big_item[300000], small_item[5000], head[2000], tail[16], expect[
  * smaller Call reuses that buffer: its rebuilt stream is byte-exact and its
  * Read chunk's round-up pad is zeros. A Long Call reuses it too (its staging
  * area lies behind the stream). */
-TEST(lean_rsp_buffer_reuse_no_stale_bytes)
+TEST(cache_rsp_buffer_reuse_no_stale_bytes)
 {
 	static struct lean t;
 	struct rr_xprt_rqst *c;
@@ -187,7 +187,7 @@ TEST(lean_rsp_buffer_reuse_no_stale_bytes)
 
 /* The kept buffer is bounded: a Call's buffer above RR_XPRT_RSP_BUF_KEEP is
  * freed, not kept; without spares (the default) nothing is kept at all. */
-TEST(lean_rsp_buffer_bounded)
+TEST(cache_rsp_buffer_bounded)
 {
 	static struct lean t;
 	static uint8_t huge[(1u << 20) + 70000];
@@ -227,7 +227,7 @@ TEST(lean_rsp_buffer_bounded)
 /* A reused Call context starts with its scalars zeroed: a chunked Call then
  * a Short one through the same spare context; the second has no reads, no
  * items and its own XID, and its header's lists are its own. */
-TEST(lean_rsp_context_reuse_fresh_scalars)
+TEST(cache_rsp_context_reuse_fresh_scalars)
 {
 	static struct lean t;
 	struct rr_xprt_rqst *c;
@@ -260,8 +260,8 @@ TEST(lean_rsp_context_reuse_fresh_scalars)
 		CHECK_EQ(rc->nreads, 0);
 		CHECK_EQ(rc->nitems, 0);
 		CHECK_EQ(rc->read_bytes, 0);
-		CHECK_EQ(rc->hdr.nreads, 0);
-		CHECK_EQ(rc->hdr.nwrites, 0);
+		CHECK_EQ(rc->hdr.nread, 0);
+		CHECK_EQ(rc->hdr.nwrite, 0);
 		CHECK(rc->user == NULL);
 		CHECK(!rc->reg.valid && rc->reg.mr == NULL && rc->reg.stag == 0);
 		CHECK_EQ(rc->msg_len, 200);
@@ -278,7 +278,7 @@ TEST(lean_rsp_context_reuse_fresh_scalars)
  * Short Call; the Short Call's transport header is byte-identical to the one
  * a fresh requester marshals (nothing of the earlier chunks is sent), and
  * marshalling allocates nothing. */
-TEST(lean_req_header_reuse_byte_exact)
+TEST(cache_req_header_reuse_byte_exact)
 {
 	static struct lean t, fresh;
 	static uint8_t sink[100000];
@@ -302,7 +302,7 @@ TEST(lean_req_header_reuse_byte_exact)
 	n1 = rr_xprt_rqst_marshal(&t.req, c, 8, t.send, sizeof(t.send));
 	REQUIRE(n1 > 0);
 	CHECK_EQ(t.te.allocs, allocs);   /* no header allocation per Call */
-	CHECK_EQ(t.req.hdr.nwrites, 1);
+	CHECK_EQ(t.req.hdr.nwrite, 1);
 	CHECK(t.req.hdr.has_reply);
 	rr_xprt_rqst_release(&t.req, c);
 
@@ -347,7 +347,7 @@ static void lean_random(void *ctx, void *buf, size_t len)
 /* Keys come from rr_random (each fresh slot's key is the next drawn byte),
  * drawn RR_MRT_RND_POOL bytes at a time: 200 registrations make one draw,
  * not 200; after fini the pool is wiped. */
-TEST(lean_mrt_key_randomness_pooled)
+TEST(cache_mrt_key_randomness_pooled)
 {
 	struct rr_test_env te;
 	struct rpcrdma_env env;
@@ -389,7 +389,7 @@ TEST(lean_mrt_key_randomness_pooled)
  * released, and the next prepared call is the same memory with nothing of
  * the first left: no pull-up, no Reply chunk, its own form, registrations
  * and XID; a second released call (one is already kept) is freed. */
-TEST(lean_req_call_reuse_fresh)
+TEST(cache_req_call_reuse_fresh)
 {
 	static struct lean t;
 	struct rr_xprt_rqst *c, *c2, *c3;
@@ -434,7 +434,7 @@ TEST(lean_req_call_reuse_fresh)
  * and never answers times out no sooner than its timeout by
  * CLOCK_MONOTONIC, and not much later; then destroying the call (one
  * critical section with the cancel) and the client returns. */
-TEST(lean_rpc_deadline_never_early)
+TEST(cache_rpc_deadline_never_early)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET};
 	socklen_t sl = sizeof(sa);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Tests of the example file service (tools/fileservice.h) and of the tools
+/* Tests of the example file service (tools/fileservice/fileservice.h) and of the tools
  * built from the tools folder: READ/WRITE/LIST/COMMIT round trips with the data
  * verified, hostile arguments (path escapes, "..", absolute paths, symlink
  * escapes, huge counts, undecodable arguments: GARBAGE_ARGS, RFC 5531
@@ -9,6 +9,7 @@
  * rdma:// as soon as the RPC layer has it (skipped with a note before). */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,11 +19,12 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "test.h"
-#include "../tools/fileservice.h"
+#include "fileservice.h"
 
 /* ---- an in-process server over a temporary export ---- */
 

@@ -9,6 +9,7 @@
 
 #include "test.h"
 #include "proto/xprt.h"
+#include "xprt_harness.h"
 
 /* ---- simulated registrations ---- */
 #define SIM_MAX 64
@@ -253,7 +254,7 @@ TEST(xprt_short_call_at_threshold)
 		mk_reply(rep, 7, sizeof(rep));
 		REQUIRE_EQ(rt_run(&t, &d, &rp, 1), RR_XPRT_R_REPLY);
 		CHECK_EQ(t.form, delta >= 0 ? RR_XPRT_FORM_SHORT : RR_XPRT_FORM_LONG);
-		CHECK_EQ(t.call_proc, delta >= 0 ? RR_XPRT_MSG : RR_XPRT_NOMSG);
+		CHECK_EQ(t.call_proc, delta >= 0 ? RR_HDR_MSG : RR_HDR_NOMSG);
 		CHECK_EQ(t.call_seen_len, 996);
 		CHECK_MEM(t.call_seen, head_buf, 996);
 		CHECK_EQ(t.res.payload_len, sizeof(rep));
@@ -291,7 +292,7 @@ TEST(xprt_read_chunks_odd_lengths_many_segments)
 	mk_reply(rep, 0x1234, sizeof(rep));
 	REQUIRE_EQ(rt_run(&t, &d, &rp, 1), RR_XPRT_R_REPLY);
 	CHECK_EQ(t.form, RR_XPRT_FORM_READ);
-	CHECK_EQ(t.call_proc, RR_XPRT_MSG);
+	CHECK_EQ(t.call_proc, RR_HDR_MSG);
 	/* 17 + 1 + 16 read segments of 24 bytes, payload 120 bytes. */
 	CHECK_EQ(t.send_len, 16 + 34 * 24 + 4 + 4 + 4 + 120);
 	elen = expect_stream(cp, 6, exp_buf);
@@ -350,7 +351,7 @@ TEST(xprt_long_call_with_items)
 	mk_reply(rep, 0xabcdef01, sizeof(rep));
 	REQUIRE_EQ(rt_run(&t, &d, &rp, 1), RR_XPRT_R_REPLY);
 	CHECK_EQ(t.form, RR_XPRT_FORM_LONG);
-	CHECK_EQ(t.call_proc, RR_XPRT_NOMSG);
+	CHECK_EQ(t.call_proc, RR_HDR_NOMSG);
 	CHECK_EQ(t.send_len, 16 + 3 * 24 + 4 + 4 + 4);
 	elen = expect_stream(cp, 5, exp_buf);
 	CHECK_EQ(t.call_seen_len, elen);
@@ -441,7 +442,8 @@ TEST(xprt_unused_write_chunk_count_zero)
 	struct rr_xprt_part rp[2] = {{rh, sizeof(rh), false}, {item_a, 10, true}};
 	struct rr_xprt_rqst_desc d = {.xid = 78, .parts = &cp, .nparts = 1,
 				      .sinks = sinks, .nsinks = 2, .max_reply = 100};
-	struct rr_xprt_hdr *h = malloc(sizeof(*h));
+	struct rr_hdr *h = malloc(sizeof(*h));
+	struct rr_hdr_limits lim;
 
 	REQUIRE(h);
 	rt_init(&t);
@@ -450,11 +452,12 @@ TEST(xprt_unused_write_chunk_count_zero)
 	mk_reply(rh, 78, sizeof(rh));
 	fill_pat(item_a, 10, 1);
 	REQUIRE_EQ(rt_run(&t, &d, rp, 2), RR_XPRT_R_REPLY);
-	REQUIRE_EQ(rr_xprt_hdr_decode(t.reply, t.reply_len, false, 0, 0, h), RR_XPRT_V_OK);
-	CHECK_EQ(h->nwrites, 2);
-	CHECK_EQ(h->writes[0].nsegs, 1);
-	CHECK_EQ(h->writes[0].segs[0].length, 10);
-	CHECK_EQ(h->writes[1].nsegs, 0);
+	rr_xprt_hdr_limits(&lim, 0, 0, false);
+	REQUIRE_EQ(rr_hdr_decode(h, t.reply, t.reply_len, RR_HDR_DIR_REPLY, &lim), 0);
+	CHECK_EQ(h->nwrite, 2);
+	CHECK_EQ(h->write[0].nsegs, 1);
+	CHECK_EQ(h->segs[h->write[0].first].length, 10);
+	CHECK_EQ(h->write[1].nsegs, 0);
 	CHECK_EQ(t.res.sink_len[0], 10);
 	CHECK_EQ(t.res.sink_len[1], 0);
 	CHECK_MEM(sink1, item_a, 10);
@@ -509,7 +512,7 @@ TEST(xprt_reply_chunk_and_long_reply)
 		CHECK_EQ(t.res.payload_len, sizes[i]);
 		CHECK_MEM(t.res.payload, item_a, sizes[i]);
 		CHECK_EQ(t.res.long_reply, 28 + sizes[i] > 1024);
-		CHECK_EQ(t.plan.proc, 28 + sizes[i] > 1024 ? RR_XPRT_NOMSG : RR_XPRT_MSG);
+		CHECK_EQ(t.plan.proc, 28 + sizes[i] > 1024 ? RR_HDR_NOMSG : RR_HDR_MSG);
 		CHECK_EQ(sim_faults, 0);
 		rt_finish(&t);
 	}
@@ -525,7 +528,7 @@ TEST(xprt_core_reply_never_grants_zero)
 	struct rr_xprt_part cp = {call, sizeof(call), false};
 	const uint32_t sizes[] = {8, 5000, 2000};
 	const uint32_t max_reply[] = {64, 65536, 64};
-	const uint32_t proc[] = {RR_XPRT_MSG, RR_XPRT_NOMSG, RR_XPRT_ERROR};
+	const uint32_t proc[] = {RR_HDR_MSG, RR_HDR_NOMSG, RR_HDR_ERROR};
 
 	for (unsigned i = 0; i < RR_ARRAY_SIZE(sizes); i++) {
 		struct rr_xprt_part rp = {item_a, sizes[i], false};
@@ -708,10 +711,10 @@ static void reqfix_init(struct reqfix *f, uint32_t max_reply)
 }
 
 /* Builds a reply header + payload into @buf. */
-static size_t mk_reply_msg(uint8_t *buf, struct rr_xprt_hdr *h, uint32_t rpc_xid,
+static size_t mk_reply_msg(uint8_t *buf, struct rr_hdr *h, uint32_t rpc_xid,
 			   uint32_t payload)
 {
-	int n = rr_xprt_hdr_encode(h, buf, 4096);
+	int n = rr_th_hdr_raw(h, buf, 4096);
 
 	if (n < 0)
 		return 0;
@@ -724,7 +727,7 @@ static size_t mk_reply_msg(uint8_t *buf, struct rr_xprt_hdr *h, uint32_t rpc_xid
 TEST(xprt_requester_discards_malformed)
 {
 	static struct reqfix f;
-	static struct rr_xprt_hdr h;
+	static struct rr_hdr h;
 	struct rr_xprt_reply res;
 	uint8_t buf[4096];
 	size_t n;
@@ -733,13 +736,11 @@ TEST(xprt_requester_discards_malformed)
 	/* Template: a valid RDMA_MSG reply with the Write chunk returned. */
 #define BASE()                                                                 \
 	do {                                                                   \
-		memset(&h, 0, sizeof(h));                                      \
-		h.xid = 0x55; h.vers = 1; h.credit = 10; h.proc = RR_XPRT_MSG; \
-		h.nwrites = 1; h.writes[0].nsegs = 1;                          \
-		h.writes[0].segs[0].handle = f.c->regs[0].stag;                \
-		h.writes[0].segs[0].length = 10;                               \
-		h.writes[0].segs[0].offset = f.c->regs[0].addr;                \
+		struct rr_hdr_seg w0 = {f.c->regs[0].stag, 10, f.c->regs[0].addr}; \
+		rr_hdr_init(&h, 0x55, 10, RR_HDR_MSG);                          \
+		REQUIRE_EQ(rr_hdr_add_write(&h, &w0, 1), 0);                    \
 	} while (0)
+#define W0 h.segs[h.write[0].first]
 
 	/* Truncated headers of every length below a complete one. */
 	BASE();
@@ -767,32 +768,32 @@ TEST(xprt_requester_discards_malformed)
 	rr_xprt_req_recv(&f.req, buf, n, false, 0, &res);
 	CHECK_EQ(res.kind, RR_XPRT_R_DROP);
 	/* A Read list in a Reply. */
-	BASE(); h.nreads = 1; h.reads[0].position = 4; h.reads[0].seg.length = 4;
+	BASE(); REQUIRE_EQ(rr_hdr_add_read(&h, 4, &(struct rr_hdr_seg){0, 4, 0}), 0);
 	n = mk_reply_msg(buf, &h, 0x55, 16);
 	rr_xprt_req_recv(&f.req, buf, n, false, 0, &res);
 	CHECK_EQ(res.kind, RR_XPRT_R_DROP);
 	/* Write chunk longer than provisioned, foreign handle, foreign offset,
 	 * too many chunks. */
-	BASE(); h.writes[0].segs[0].length = 65; n = mk_reply_msg(buf, &h, 0x55, 16);
+	BASE(); W0.length = 65; n = mk_reply_msg(buf, &h, 0x55, 16);
 	rr_xprt_req_recv(&f.req, buf, n, false, 0, &res);
 	CHECK_EQ(res.kind, RR_XPRT_R_DROP);
-	BASE(); h.writes[0].segs[0].handle ^= 1; n = mk_reply_msg(buf, &h, 0x55, 16);
+	BASE(); W0.handle ^= 1; n = mk_reply_msg(buf, &h, 0x55, 16);
 	rr_xprt_req_recv(&f.req, buf, n, false, 0, &res);
 	CHECK_EQ(res.kind, RR_XPRT_R_DROP);
-	BASE(); h.writes[0].segs[0].offset += 4; n = mk_reply_msg(buf, &h, 0x55, 16);
+	BASE(); W0.offset += 4; n = mk_reply_msg(buf, &h, 0x55, 16);
 	rr_xprt_req_recv(&f.req, buf, n, false, 0, &res);
 	CHECK_EQ(res.kind, RR_XPRT_R_DROP);
-	BASE(); h.nwrites = 2; n = mk_reply_msg(buf, &h, 0x55, 16);
+	BASE(); REQUIRE_EQ(rr_hdr_add_write(&h, NULL, 0), 0); n = mk_reply_msg(buf, &h, 0x55, 16);
 	rr_xprt_req_recv(&f.req, buf, n, false, 0, &res);
 	CHECK_EQ(res.kind, RR_XPRT_R_DROP);
 	/* RDMA_NOMSG without a provisioned Reply chunk. */
-	BASE(); h.proc = RR_XPRT_NOMSG; h.has_reply = true; h.reply.nsegs = 1;
-	h.reply.segs[0].handle = 1; h.reply.segs[0].length = 8;
+	BASE(); h.proc = RR_HDR_NOMSG;
+	REQUIRE_EQ(rr_hdr_add_reply(&h, &(struct rr_hdr_seg){1, 8, 0}, 1), 0);
 	n = mk_reply_msg(buf, &h, 0x55, 0);
 	rr_xprt_req_recv(&f.req, buf, n, false, 0, &res);
 	CHECK_EQ(res.kind, RR_XPRT_R_DROP);
 	/* RDMA_DONE, RDMA_MSGP, unknown procedure, bad error code. */
-	BASE(); h.proc = RR_XPRT_DONE; n = mk_reply_msg(buf, &h, 0x55, 0);
+	BASE(); h.proc = RR_HDR_DONE; n = mk_reply_msg(buf, &h, 0x55, 0);
 	rr_xprt_req_recv(&f.req, buf, n, false, 0, &res);
 	CHECK_EQ(res.kind, RR_XPRT_R_DROP);
 	rr_put_be32(buf, 0x55); rr_put_be32(buf + 4, 1); rr_put_be32(buf + 8, 1);
@@ -803,10 +804,10 @@ TEST(xprt_requester_discards_malformed)
 	rr_put_be32(buf + 12, 9);
 	rr_xprt_req_recv(&f.req, buf, 28, false, 0, &res);
 	CHECK_EQ(res.kind, RR_XPRT_R_DROP);
-	rr_put_be32(buf + 12, RR_XPRT_ERROR); rr_put_be32(buf + 16, 3);
+	rr_put_be32(buf + 12, RR_HDR_ERROR); rr_put_be32(buf + 16, 3);
 	rr_xprt_req_recv(&f.req, buf, 20, false, 0, &res);
 	CHECK_EQ(res.kind, RR_XPRT_R_DROP);
-	rr_put_be32(buf + 16, RR_XPRT_ERR_VERS);
+	rr_put_be32(buf + 16, RR_HDR_ERR_VERS);
 	rr_xprt_req_recv(&f.req, buf, 24, false, 0, &res);   /* truncated */
 	CHECK_EQ(res.kind, RR_XPRT_R_DROP);
 	/* The call is still waiting; a valid Reply completes it. */
@@ -826,6 +827,7 @@ TEST(xprt_requester_discards_malformed)
 	rr_xprt_req_fini(&f.req);
 	CHECK_EQ(f.te.live, 0);
 #undef BASE
+#undef W0
 }
 
 TEST(xprt_requester_rdma_error_completes)
@@ -836,7 +838,7 @@ TEST(xprt_requester_rdma_error_completes)
 	int n;
 
 	reqfix_init(&f, 100);
-	n = rr_xprt_encode_error(0x55, 1, 0, RR_XPRT_ERR_VERS, buf, sizeof(buf));
+	n = rr_hdr_encode_error_buf(0x55, 1, 0, RR_HDR_ERR_VERS, buf, sizeof(buf));
 	REQUIRE_EQ(n, 28);
 	rr_xprt_req_recv(&f.req, buf, (size_t)n, false, 0, &res);
 	REQUIRE_EQ(res.kind, RR_XPRT_R_ERROR);
@@ -845,7 +847,7 @@ TEST(xprt_requester_rdma_error_completes)
 	rr_xprt_rqst_release(&f.req, f.c);
 
 	reqfix_init(&f, 100);
-	n = rr_xprt_encode_error(0x55, 1, 5, RR_XPRT_ERR_CHUNK, buf, sizeof(buf));
+	n = rr_hdr_encode_error_buf(0x55, 1, 5, RR_HDR_ERR_CHUNK, buf, sizeof(buf));
 	REQUIRE_EQ(n, 20);
 	rr_xprt_req_recv(&f.req, buf, (size_t)n, false, 0, &res);
 	REQUIRE_EQ(res.kind, RR_XPRT_R_ERROR);
@@ -861,7 +863,7 @@ TEST(xprt_requester_rdma_error_completes)
 TEST(xprt_linux_reply_chunk_quirks)
 {
 	static struct reqfix f;
-	static struct rr_xprt_hdr h;
+	static struct rr_hdr h;
 	struct rr_xprt_reply res;
 	uint8_t buf[4096];
 	size_t n;
@@ -871,15 +873,10 @@ TEST(xprt_linux_reply_chunk_quirks)
 	f.p.max_seg_len = 1u << 20;
 	rr = f.c->reply_reg;
 	REQUIRE(rr >= 0);
-	memset(&h, 0, sizeof(h));
-	h.xid = 0x55; h.vers = 1; h.credit = 64; h.proc = RR_XPRT_NOMSG;
-	h.nwrites = 1;
-	h.writes[0].nsegs = 0;
-	h.has_reply = true;
-	h.reply.nsegs = 1;
-	h.reply.segs[0].handle = f.c->regs[rr].stag;
-	h.reply.segs[0].offset = f.c->regs[rr].addr;
-	h.reply.segs[0].length = 24;
+	rr_hdr_init(&h, 0x55, 64, RR_HDR_NOMSG);
+	REQUIRE_EQ(rr_hdr_add_write(&h, NULL, 0), 0);
+	REQUIRE_EQ(rr_hdr_add_reply(&h, &(struct rr_hdr_seg){f.c->regs[rr].stag, 24,
+							       f.c->regs[rr].addr}, 1), 0);
 	n = mk_reply_msg(buf, &h, 0x55, 0);
 	mk_reply(f.c->reply_buf, 0x55, 24);
 	rr_xprt_req_recv(&f.req, buf, n, false, 0, &res);
@@ -911,14 +908,14 @@ TEST(xprt_linux_reply_chunk_quirks)
 		for (unsigned i = 0; i < c->nregs; i++)
 			sim_register(&c->regs[i]);
 		REQUIRE(rr_xprt_rqst_marshal(&f.req, c, 8, f.send, sizeof(f.send)) > 0);
-		memset(&h, 0, sizeof(h));
-		h.xid = 0x56; h.vers = 1; h.credit = 64; h.proc = RR_XPRT_NOMSG;
-		h.has_reply = true;
-		h.reply.nsegs = 4;
+		rr_hdr_init(&h, 0x56, 64, RR_HDR_NOMSG);
+		REQUIRE_EQ(rr_hdr_add_reply(&h, NULL, 0), 0);
 		for (unsigned i = 0; i < 4; i++) {
-			h.reply.segs[i].handle = c->regs[c->reply_reg].stag;
-			h.reply.segs[i].offset = c->regs[c->reply_reg].addr + 8192u * i;
-			h.reply.segs[i].length = i == 0 ? 8192 : i == 1 ? 100 : 0;
+			struct rr_hdr_seg g = {c->regs[c->reply_reg].stag,
+					       i == 0 ? 8192 : i == 1 ? 100 : 0,
+					       c->regs[c->reply_reg].addr + 8192u * i};
+
+			REQUIRE_EQ(rr_hdr_add_seg(&h, &h.reply, &g), 0);
 		}
 		n = mk_reply_msg(buf, &h, 0x56, 0);
 		mk_reply(c->reply_buf, 0x56, 8292);
@@ -950,10 +947,10 @@ static enum rr_xprt_rsp_action rsp_try(struct rr_xprt_responder *s, const uint8_
 	return a;
 }
 
-static size_t mk_call_msg(uint8_t *buf, struct rr_xprt_hdr *h, uint32_t rpc_xid,
+static size_t mk_call_msg(uint8_t *buf, struct rr_hdr *h, uint32_t rpc_xid,
 			  uint32_t payload)
 {
-	int n = rr_xprt_hdr_encode(h, buf, 4096);
+	int n = rr_th_hdr_raw(h, buf, 4096);
 
 	REQUIRE(n > 0);
 	if (payload >= 8)
@@ -961,9 +958,17 @@ static size_t mk_call_msg(uint8_t *buf, struct rr_xprt_hdr *h, uint32_t rpc_xid,
 	return (size_t)n + payload;
 }
 
+/* Chunks of zero-filled segments for the malformed Calls below: a Read
+ * segment of @len bytes at @pos, a Write chunk or the Reply chunk of @n
+ * segments. */
+static const struct rr_hdr_seg zsegs[RR_XPRT_MAX_SEGS];
+#define RD(pos, len) REQUIRE_EQ(rr_hdr_add_read(&h, (pos), &(struct rr_hdr_seg){0, (len), 0}), 0)
+#define WR(n) REQUIRE_EQ(rr_hdr_add_write(&h, zsegs, (n)), 0)
+#define RP(n) REQUIRE_EQ(rr_hdr_add_reply(&h, zsegs, (n)), 0)
+
 TEST(xprt_responder_error_answers)
 {
-	static struct rr_xprt_hdr h;
+	static struct rr_hdr h;
 	struct rr_test_env te;
 	struct rr_xprt_params p;
 	struct rr_xprt_stats st;
@@ -977,8 +982,7 @@ TEST(xprt_responder_error_answers)
 	p.max_call = 100000;
 	memset(&st, 0, sizeof(st));
 	rr_xprt_rsp_init(&s, &te.env, &p, &st);
-#define BASE() do { memset(&h, 0, sizeof(h)); h.xid = 0x77; h.vers = 1;        \
-		h.credit = 4; h.proc = RR_XPRT_MSG; } while (0)
+#define BASE() rr_hdr_init(&h, 0x77, 4, RR_HDR_MSG)
 #define EXPECT_ERR(code) EXPECT_ERR_V(code, 1)
 #define EXPECT_ERR_V(code, vers)                                              \
 	do {                                                                  \
@@ -986,9 +990,9 @@ TEST(xprt_responder_error_answers)
 		CHECK_EQ(rr_get_be32(err), 0x77);                             \
 		CHECK_EQ(rr_get_be32(err + 4), (vers));                       \
 		CHECK_EQ(rr_get_be32(err + 8), 16);                           \
-		CHECK_EQ(rr_get_be32(err + 12), RR_XPRT_ERROR);               \
+		CHECK_EQ(rr_get_be32(err + 12), RR_HDR_ERROR);               \
 		CHECK_EQ(rr_get_be32(err + 16), (code));                      \
-		CHECK_EQ(elen, (code) == RR_XPRT_ERR_VERS ? 28u : 20u);       \
+		CHECK_EQ(elen, (code) == RR_HDR_ERR_VERS ? 28u : 20u);       \
 	} while (0)
 
 	/* A good Call is delivered. */
@@ -997,91 +1001,88 @@ TEST(xprt_responder_error_answers)
 	/* Version 2 -> ERR_VERS 1..1 echoing rdma_vers 2 (RFC 8166 5.5), even
 	 * with a body we cannot parse. */
 	BASE(); h.vers = 2; n = mk_call_msg(buf, &h, 0x77, 40);
-	EXPECT_ERR_V(RR_XPRT_ERR_VERS, 2);
+	EXPECT_ERR_V(RR_HDR_ERR_VERS, 2);
 	CHECK_EQ(rr_get_be32(err + 20), 1);
 	CHECK_EQ(rr_get_be32(err + 24), 1);
 	n = 12;
-	EXPECT_ERR_V(RR_XPRT_ERR_VERS, 2);
+	EXPECT_ERR_V(RR_HDR_ERR_VERS, 2);
 	/* RDMA_MSGP and unknown procedures -> ERR_CHUNK. */
-	BASE(); h.proc = RR_XPRT_MSG; n = mk_call_msg(buf, &h, 0x77, 40);
-	rr_put_be32(buf + 12, RR_XPRT_MSGP);
-	EXPECT_ERR(RR_XPRT_ERR_CHUNK);
+	BASE(); h.proc = RR_HDR_MSG; n = mk_call_msg(buf, &h, 0x77, 40);
+	rr_put_be32(buf + 12, RR_HDR_MSGP);
+	EXPECT_ERR(RR_HDR_ERR_CHUNK);
 	rr_put_be32(buf + 12, 5);
-	EXPECT_ERR(RR_XPRT_ERR_CHUNK);
+	EXPECT_ERR(RR_HDR_ERR_CHUNK);
 	rr_put_be32(buf + 12, 0xffffffff);
-	EXPECT_ERR(RR_XPRT_ERR_CHUNK);
+	EXPECT_ERR(RR_HDR_ERR_CHUNK);
 	/* Chunk lists truncated at every length, or with a bad discriminator. */
-	BASE(); h.nreads = 1; h.reads[0].position = 8; h.reads[0].seg.length = 4;
-	h.nwrites = 1; h.writes[0].nsegs = 2; h.has_reply = true; h.reply.nsegs = 1;
+	BASE(); RD(8, 4); WR(2); RP(1);
 	n = mk_call_msg(buf, &h, 0x77, 0);
 	for (size_t l = 16; l < n; l += 4) {
 		size_t save = n;
 
 		n = l;
-		EXPECT_ERR(RR_XPRT_ERR_CHUNK);
+		EXPECT_ERR(RR_HDR_ERR_CHUNK);
 		n = save;
 	}
 	rr_put_be32(buf + 16, 2);   /* read list discriminator 2 */
-	EXPECT_ERR(RR_XPRT_ERR_CHUNK);
+	EXPECT_ERR(RR_HDR_ERR_CHUNK);
 	/* A segment count larger than the message. */
-	BASE(); h.nwrites = 1; h.writes[0].nsegs = 1; n = mk_call_msg(buf, &h, 0x77, 0);
+	BASE(); WR(1); n = mk_call_msg(buf, &h, 0x77, 0);
 	rr_put_be32(buf + 24, 0x40000000);
-	EXPECT_ERR(RR_XPRT_ERR_CHUNK);
+	EXPECT_ERR(RR_HDR_ERR_CHUNK);
 	/* Unaligned position. */
-	BASE(); h.nreads = 1; h.reads[0].position = 6; h.reads[0].seg.length = 4;
+	BASE(); RD(6, 4);
 	n = mk_call_msg(buf, &h, 0x77, 40);
-	EXPECT_ERR(RR_XPRT_ERR_CHUNK);
+	EXPECT_ERR(RR_HDR_ERR_CHUNK);
 	/* RDMA_NOMSG without a position-zero chunk (none at all, or only at a
 	 * non-zero position). */
-	BASE(); h.proc = RR_XPRT_NOMSG; n = mk_call_msg(buf, &h, 0x77, 0);
-	EXPECT_ERR(RR_XPRT_ERR_CHUNK);
-	BASE(); h.proc = RR_XPRT_NOMSG; h.nreads = 1; h.reads[0].position = 8;
-	h.reads[0].seg.length = 8; n = mk_call_msg(buf, &h, 0x77, 0);
-	EXPECT_ERR(RR_XPRT_ERR_CHUNK);
+	BASE(); h.proc = RR_HDR_NOMSG; n = mk_call_msg(buf, &h, 0x77, 0);
+	EXPECT_ERR(RR_HDR_ERR_CHUNK);
+	BASE(); h.proc = RR_HDR_NOMSG; RD(8, 8); n = mk_call_msg(buf, &h, 0x77, 0);
+	EXPECT_ERR(RR_HDR_ERR_CHUNK);
 	/* RDMA_MSG with a position-zero chunk. */
-	BASE(); h.nreads = 1; h.reads[0].seg.length = 8; n = mk_call_msg(buf, &h, 0x77, 40);
-	EXPECT_ERR(RR_XPRT_ERR_CHUNK);
+	BASE(); RD(0, 8); n = mk_call_msg(buf, &h, 0x77, 40);
+	EXPECT_ERR(RR_HDR_ERR_CHUNK);
 	/* Position beyond the message; overlapping chunks. */
-	BASE(); h.nreads = 1; h.reads[0].position = 44; h.reads[0].seg.length = 8;
+	BASE(); RD(44, 8);
 	n = mk_call_msg(buf, &h, 0x77, 40);
-	EXPECT_ERR(RR_XPRT_ERR_CHUNK);
-	BASE(); h.nreads = 2; h.reads[0].position = 8; h.reads[0].seg.length = 8;
-	h.reads[1].position = 12; h.reads[1].seg.length = 8;
+	EXPECT_ERR(RR_HDR_ERR_CHUNK);
+	BASE(); RD(8, 8); RD(12, 8);
 	n = mk_call_msg(buf, &h, 0x77, 40);
-	EXPECT_ERR(RR_XPRT_ERR_CHUNK);
+	EXPECT_ERR(RR_HDR_ERR_CHUNK);
 	/* A chunk beyond the responder's largest Call. */
-	BASE(); h.nreads = 1; h.reads[0].position = 8; h.reads[0].seg.length = 0xfffffff0;
+	BASE(); RD(8, 0xfffffff0);
 	n = mk_call_msg(buf, &h, 0x77, 40);
-	EXPECT_ERR(RR_XPRT_ERR_CHUNK);
+	EXPECT_ERR(RR_HDR_ERR_CHUNK);
 	/* rdma_xid differs from the RPC XID (inline and after a Long Call). */
 	BASE(); n = mk_call_msg(buf, &h, 0x78, 40);
-	EXPECT_ERR(RR_XPRT_ERR_CHUNK);
-	BASE(); h.proc = RR_XPRT_NOMSG; h.nreads = 1; h.reads[0].seg.length = 40;
+	EXPECT_ERR(RR_HDR_ERR_CHUNK);
+	BASE(); h.proc = RR_HDR_NOMSG; RD(0, 40);
 	n = mk_call_msg(buf, &h, 0x77, 0);
-	EXPECT_ERR(RR_XPRT_ERR_CHUNK);   /* zeros read: XID 0 != 0x77 */
+	EXPECT_ERR(RR_HDR_ERR_CHUNK);   /* zeros read: XID 0 != 0x77 */
 	/* Too many segments for this implementation -> ERR_CHUNK. */
-	BASE(); h.nwrites = 1; h.writes[0].nsegs = RR_XPRT_MAX_SEGS;
+	BASE(); WR(RR_XPRT_MAX_SEGS);
 	n = mk_call_msg(buf, &h, 0x77, 0);
 	rr_put_be32(buf + 24, RR_XPRT_MAX_SEGS + 1);
 	memset(buf + n, 0, 16);
 	rr_put_be32(buf + n + 16, 0);
 	n += 16;
-	EXPECT_ERR(RR_XPRT_ERR_CHUNK);
+	EXPECT_ERR(RR_HDR_ERR_CHUNK);
 	/* Silently dropped: RDMA_DONE, RDMA_ERROR, too short to answer, a
 	 * Reply message (backchannel). */
-	BASE(); h.proc = RR_XPRT_DONE; n = mk_call_msg(buf, &h, 0x77, 0);
+	BASE(); h.proc = RR_HDR_DONE; n = mk_call_msg(buf, &h, 0x77, 0);
 	CHECK_EQ(rsp_try(&s, buf, n, err, &elen), RR_XPRT_A_DROP);
-	n = (size_t)rr_xprt_encode_error(0x77, 1, 1, RR_XPRT_ERR_CHUNK, buf, sizeof(buf));
+	n = (size_t)rr_hdr_encode_error_buf(0x77, 1, 1, RR_HDR_ERR_CHUNK, buf, sizeof(buf));
 	CHECK_EQ(rsp_try(&s, buf, n, err, &elen), RR_XPRT_A_DROP);
 	for (n = 0; n < 4; n++) {
-		BASE(); (void)rr_xprt_hdr_encode(&h, buf, sizeof(buf));
+		BASE(); (void)rr_th_hdr_raw(&h, buf, sizeof(buf));
 		CHECK_EQ(rsp_try(&s, buf, n, err, &elen), RR_XPRT_A_DROP);
 	}
 	/* With an XID but truncated before the end of the fixed header: an XDR
 	 * error, answered with ERR_CHUNK (the codec's verdict). */
 	for (n = 4; n < 16; n++) {
-		BASE(); (void)rr_xprt_hdr_encode(&h, buf, sizeof(buf));
-		EXPECT_ERR(RR_XPRT_ERR_CHUNK);
+		BASE(); (void)rr_th_hdr_raw(&h, buf, sizeof(buf));
+		EXPECT_ERR(RR_HDR_ERR_CHUNK);
 	}
 	BASE(); n = mk_call_msg(buf, &h, 0x77, 40);
 	rr_put_be32(buf + 28 + 4, 1);
@@ -1090,11 +1091,14 @@ TEST(xprt_responder_error_answers)
 #undef BASE
 #undef EXPECT_ERR
 }
+#undef RD
+#undef WR
+#undef RP
 
 /* Read list entries in any order are grouped by position. */
 TEST(xprt_responder_unsorted_read_list)
 {
-	static struct rr_xprt_hdr h;
+	static struct rr_hdr h;
 	struct rr_test_env te;
 	struct rr_xprt_params p;
 	struct rr_xprt_responder s;
@@ -1106,12 +1110,10 @@ TEST(xprt_responder_unsorted_read_list)
 	rr_xprt_params_default(&p);
 	p.inline_ddp = false;
 	rr_xprt_rsp_init(&s, &te.env, &p, NULL);
-	memset(&h, 0, sizeof(h));
-	h.xid = 1; h.vers = 1; h.credit = 1; h.proc = RR_XPRT_MSG;
-	h.nreads = 3;
-	h.reads[0] = (struct rr_xprt_rseg){16, {0xa, 5, 0x1000}};
-	h.reads[1] = (struct rr_xprt_rseg){8, {0xb, 3, 0x2000}};
-	h.reads[2] = (struct rr_xprt_rseg){16, {0xc, 2, 0x3000}};
+	rr_hdr_init(&h, 1, 1, RR_HDR_MSG);
+	REQUIRE_EQ(rr_hdr_add_read(&h, 16, &(struct rr_hdr_seg){0xa, 5, 0x1000}), 0);
+	REQUIRE_EQ(rr_hdr_add_read(&h, 8, &(struct rr_hdr_seg){0xb, 3, 0x2000}), 0);
+	REQUIRE_EQ(rr_hdr_add_read(&h, 16, &(struct rr_hdr_seg){0xc, 2, 0x3000}), 0);
 	n = mk_call_msg(buf, &h, 1, 16);
 	/* The header codec rejects decreasing positions (docs/header-codec.md):
 	 * ERR_CHUNK. */
@@ -1119,9 +1121,11 @@ TEST(xprt_responder_unsorted_read_list)
 	CHECK(rc == NULL);
 	/* Sorted, with the two segments of position 16 adjacent: one chunk of
 	 * two segments, each Read placed at its final offset. */
-	h.reads[0] = (struct rr_xprt_rseg){8, {0xb, 3, 0x2000}};
-	h.reads[1] = (struct rr_xprt_rseg){16, {0xa, 5, 0x1000}};
-	h.reads[2] = (struct rr_xprt_rseg){16, {0xc, 2, 0x3000}};
+	rr_hdr_init(&h, 1, 1, RR_HDR_MSG);
+	REQUIRE_EQ(rr_hdr_add_read(&h, 8, &(struct rr_hdr_seg){0xb, 3, 0x2000}), 0);
+	REQUIRE_EQ(rr_hdr_add_read(&h, 16, &(struct rr_hdr_seg){0xa, 5, 0x1000}), 0);
+	REQUIRE_EQ(rr_hdr_add_read(&h, 16, &(struct rr_hdr_seg){0xc, 2, 0x3000}), 0);
+	REQUIRE_EQ(h.nread, 2);
 	n = mk_call_msg(buf, &h, 1, 16);
 	REQUIRE_EQ(rr_xprt_rsp_recv(&s, buf, n, 4, err, &elen, &rc), RR_XPRT_A_READ);
 	REQUIRE_EQ(rc->nreads, 3);
@@ -1184,8 +1188,8 @@ TEST(xprt_responder_alloc_failure_answers)
 		CHECK(rc == NULL);
 		CHECK_EQ(elen, 20);
 		CHECK_EQ(rr_get_be32(err), 0x77);
-		CHECK_EQ(rr_get_be32(err + 12), RR_XPRT_ERROR);
-		CHECK_EQ(rr_get_be32(err + 16), RR_XPRT_ERR_CHUNK);
+		CHECK_EQ(rr_get_be32(err + 12), RR_HDR_ERROR);
+		CHECK_EQ(rr_get_be32(err + 16), RR_HDR_ERR_CHUNK);
 		CHECK_EQ(t.sst.calls_refused, 1);
 		rr_xprt_rqst_release(&t.req, c);
 		rr_xprt_req_fini(&t.req);
@@ -1215,6 +1219,74 @@ TEST(xprt_bad_descriptions)
 	d.nsinks = 1;
 	CHECK_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), -EINVAL);   /* empty sink */
 	rr_xprt_req_fini(&t.req);
+	CHECK_EQ(t.te.live, 0);
+}
+
+/* The header model (proto/hdr.h) bounds the Calls a requester sends as it
+ * bounds the headers a responder accepts: a Call whose header needs more
+ * than RR_HDR_MAX_SEGS segments or RR_HDR_MAX_READ_CHUNKS Read chunks is
+ * -EMSGSIZE at prepare (not a failure at marshal after registration); at
+ * the limit it is sent, and the responder core takes it. */
+TEST(xprt_call_within_header_model)
+{
+	static struct rt t;
+	static uint8_t sinkmem[9 * 1024], items[16 * 4];
+	static struct rr_hdr h;
+	struct rr_xprt_sink sk[9];
+	struct rr_xprt_part parts[17];
+	struct rr_xprt_rqst_desc d = {.xid = 5, .parts = parts, .nparts = 1, .sinks = sk,
+				      .max_reply = 64};
+	struct rr_xprt_rqst *c;
+	int n;
+
+	rt_init(&t);
+	t.rp.max_seg_len = 64;   /* 16 segments per 1 KiB sink */
+	t.rp.call_inline = t.rp.reply_inline = 8192;
+	t.sp.call_inline = t.sp.reply_inline = 8192;
+	rt_start(&t);
+	mk_call(head_buf, 5, 1000);
+	parts[0] = (struct rr_xprt_part){head_buf, 32, false};
+	for (unsigned i = 0; i < 9; i++)
+		sk[i] = (struct rr_xprt_sink){sinkmem + 1024 * i, 1024};
+	/* 8 Write chunks of 16 segments: 128, the capacity */
+	d.nsinks = 8;
+	REQUIRE_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), 0);
+	for (unsigned i = 0; i < c->nregs; i++)
+		sim_register(&c->regs[i]);
+	n = rr_xprt_rqst_marshal(&t.req, c, 8, t.send, sizeof(t.send));
+	REQUIRE(n > 0);
+	REQUIRE_EQ(rr_th_hdr_call(&h, t.send, n, 8192), 0);
+	CHECK_EQ(h.nwrite, 8);
+	CHECK_EQ(h.nsegs, RR_HDR_MAX_SEGS);
+	rr_xprt_rqst_release(&t.req, c);
+	d.nsinks = 9;            /* 144 */
+	CHECK_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), -EMSGSIZE);
+
+	/* A Long Call (1000 bytes reduced, call threshold 1024): the
+	 * Position-zero chunk and one Read chunk per DDP argument; 15
+	 * arguments make 16 Read chunks, 16 would make 17. */
+	rr_xprt_req_fini(&t.req);
+	t.rp.max_seg_len = 1u << 20;
+	t.rp.call_inline = 1024;
+	rr_xprt_req_init(&t.req, &t.te.env, &t.rp, &t.rst);
+	parts[0].len = 1000;
+	for (unsigned i = 0; i < 16; i++)
+		parts[1 + i] = (struct rr_xprt_part){items + 4 * i, 4, true};
+	d.nsinks = 0;
+	d.nparts = 16;
+	REQUIRE_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), 0);
+	CHECK_EQ(c->form, RR_XPRT_FORM_LONG);
+	for (unsigned i = 0; i < c->nregs; i++)
+		sim_register(&c->regs[i]);
+	n = rr_xprt_rqst_marshal(&t.req, c, 8, t.send, sizeof(t.send));
+	REQUIRE(n > 0);
+	REQUIRE_EQ(rr_th_hdr_call(&h, t.send, n, 1024), 0);
+	CHECK_EQ(h.nread, RR_HDR_MAX_READ_CHUNKS);
+	rr_xprt_rqst_release(&t.req, c);
+	d.nparts = 17;
+	CHECK_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), -EMSGSIZE);
+	rr_xprt_req_fini(&t.req);
+	rr_xprt_rsp_fini(&t.rsp);
 	CHECK_EQ(t.te.live, 0);
 }
 
@@ -1269,7 +1341,7 @@ TEST(xprt_foreign_remote_invalidation)
 	struct rr_xprt_rqst_desc db = {0xb0, &pb, 1, &skb, 1, 100};
 	struct rr_xprt_rqst *a, *b;
 	struct rr_xprt_reply res;
-	static struct rr_xprt_hdr h;
+	static struct rr_hdr h;
 	int n;
 
 	rt_init(&t);
@@ -1282,10 +1354,9 @@ TEST(xprt_foreign_remote_invalidation)
 	sim_register(&b->regs[0]);
 	REQUIRE(rr_xprt_rqst_marshal(&t.req, a, 4, t.send, sizeof(t.send)) > 0);
 	REQUIRE(rr_xprt_rqst_marshal(&t.req, b, 4, t.send, sizeof(t.send)) > 0);
-	memset(&h, 0, sizeof(h));
-	h.xid = 0xa0; h.vers = 1; h.credit = 4; h.proc = RR_XPRT_MSG;
-	h.nwrites = 1;
-	n = rr_xprt_hdr_encode(&h, buf, sizeof(buf));
+	rr_hdr_init(&h, 0xa0, 4, RR_HDR_MSG);
+	REQUIRE_EQ(rr_hdr_add_write(&h, NULL, 0), 0);
+	n = rr_hdr_encode_buf(&h, buf, sizeof(buf));
 	REQUIRE(n > 0);
 	mk_reply(buf + n, 0xa0, 16);
 	rr_xprt_req_recv(&t.req, buf, (size_t)n + 16, true, b->regs[0].stag, &res);

@@ -40,7 +40,7 @@ static uint8_t vx_pat(uint32_t xid, uint32_t i)
 
 /* ---- verbs:// scheme ---- */
 
-TEST(verbsx_scheme_without_device)
+TEST(verbs_scheme_without_device)
 {
 	struct rpcrdma_client *c = NULL;
 	struct rpcrdma_server *s = NULL;
@@ -307,7 +307,7 @@ static int vx_cl_start(const struct rr_tp_conf *conf, int port, struct rr_tp_cli
 /* Every message form with the per-RPC MR fallback on the requester, the
  * responder, or both (and windows on both, as the reference); with reliable
  * reply (modes 0-3) and without (modes 4-5: ERR_CHUNK, Reply chunks). */
-TEST(verbsx_mr_fallback_message_forms)
+TEST(mr_fallback_message_forms)
 {
 	struct {
 		uint32_t reply_n, filler_n, len;
@@ -439,11 +439,12 @@ static int vx_connect(void *a)
  * Write and Reply chunks, and once the RPC completed each of those STags
  * refuses remote access at the provider (deregistered), not only in the
  * transport's count. */
-TEST(verbsx_mr_fallback_stags_dead_after_completion)
+TEST(mr_fallback_stags_dead_after_completion)
 {
 	static const uint8_t apd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3}; /* R = 0 */
 	static struct rr_th_rresp g;
-	static struct rr_xprt_hdr h, rh;
+	static struct rr_hdr h, rh;
+	struct rr_hdr_seg rd, wr;
 	struct rr_tp_conf cc;
 	struct rr_pd_info pdi;
 	struct vx_conn_arg x;
@@ -472,36 +473,32 @@ TEST(verbsx_mr_fallback_stags_dead_after_completion)
 	REQUIRE_EQ(rr_tp_client_submit(x.tp, &p->r), 0);
 	n = rr_th_rresp_recv(&g, call, 5000);
 	REQUIRE(n > 28);
-	REQUIRE_EQ(rr_xprt_hdr_decode(call, (size_t)n, true, 4096, 0, &h), RR_XPRT_V_OK);
-	REQUIRE_EQ(h.nreads, 1);
-	REQUIRE_EQ(h.nwrites, 1);
+	REQUIRE_EQ(rr_th_hdr_call(&h, call, n, 4096), 0);
+	REQUIRE_EQ(h.nread, 1);
+	REQUIRE_EQ(h.read[0].nsegs, 1);
+	REQUIRE_EQ(h.nwrite, 1);
 	REQUIRE(h.has_reply);
+	rd = h.segs[h.read[0].first];
+	wr = h.segs[h.write[0].first];
 	CHECK(rr_tp_client_live_stags(x.tp) >= 3);
 	/* Before the Reply every STag works: pull the Read chunk, place the
 	 * result with an RDMA Write. */
-	REQUIRE_EQ(rr_th_rresp_rdma(&g, false, h.reads[0].seg.handle, h.reads[0].seg.offset,
-				    h.reads[0].seg.length, 0, &vend, 5000), RPCRDMA_WC_SUCCESS);
+	REQUIRE_EQ(rr_th_rresp_rdma(&g, false, rd.handle, rd.offset, rd.length, 0, &vend, 5000),
+		   RPCRDMA_WC_SUCCESS);
 	for (uint32_t i = 0; i < dlen; i++)
 		if (g.data[i] != vx_pat(p->r.xid, i)) {
 			CHECK(!"read chunk data");
 			break;
 		}
-	REQUIRE_EQ(rr_th_rresp_rdma(&g, true, h.writes[0].segs[0].handle,
-				    h.writes[0].segs[0].offset, dlen, 0, &vend, 5000),
+	REQUIRE_EQ(rr_th_rresp_rdma(&g, true, wr.handle, wr.offset, dlen, 0, &vend, 5000),
 		   RPCRDMA_WC_SUCCESS);
 	/* The Reply: RDMA_MSG, the Write chunk used for dlen bytes, body
 	 * inline (reply_n = 0 in this Reply: the requester checks only the
 	 * transport here, so use a short body). */
-	memset(&rh, 0, sizeof(rh));
-	rh.xid = h.xid;
-	rh.vers = 1;
-	rh.credit = 8;
-	rh.proc = RR_XPRT_MSG;
-	rh.nwrites = 1;
-	rh.writes[0].nsegs = 1;
-	rh.writes[0].segs[0] = h.writes[0].segs[0];
-	rh.writes[0].segs[0].length = dlen;
-	hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+	rr_hdr_init(&rh, h.xid, 8, RR_HDR_MSG);
+	wr.length = dlen;
+	REQUIRE_EQ(rr_hdr_add_write(&rh, &wr, 1), 0);
+	hl = rr_hdr_encode_buf(&rh, m, sizeof(m));
 	REQUIRE(hl > 0);
 	rr_put_be32(m + hl, h.xid);
 	rr_put_be32(m + hl + 4, 1);
@@ -517,10 +514,10 @@ TEST(verbsx_mr_fallback_stags_dead_after_completion)
 	CHECK_EQ(rr_tp_client_live_stags(x.tp), 0);
 	/* After completion the Write chunk's STag refuses an RDMA Write: the
 	 * requester's provider answers with a Terminate (every chunk kind and
-	 * way of completing: tests/test_fence.c). The sink is untouched. */
+	 * way of completing: tests/transport/test_fence.c). The sink is untouched. */
 	memset(g.data, 0x5a, 64);
-	CHECK_EQ(rr_th_rresp_rdma(&g, true, h.writes[0].segs[0].handle, h.writes[0].segs[0].offset,
-				  64, 0, &vend, 5000), RPCRDMA_WC_REM_ACCESS_ERR);
+	CHECK_EQ(rr_th_rresp_rdma(&g, true, wr.handle, wr.offset, 64, 0, &vend, 5000),
+		 RPCRDMA_WC_REM_ACCESS_ERR);
 	CHECK(memcmp(p->sinkbuf, p->data, dlen) == 0);
 	vx_free(p);
 	rr_tp_client_destroy(x.tp);

@@ -155,7 +155,7 @@ TEST(rrep_core_read_chunk_reply)
 	/* Negotiated, 100 000 bytes: one segment (< 1 MiB). */
 	roundtrip(&t, true, 100000, false);
 	CHECK(t.plan.read_chunk);
-	CHECK_EQ(t.plan.proc, RR_XPRT_NOMSG);
+	CHECK_EQ(t.plan.proc, RR_HDR_NOMSG);
 	CHECK_EQ(t.plan.rr_len, 100008);
 	CHECK_EQ(t.plan.rr_nsegs, 1);
 	CHECK_EQ(t.res.kind, RR_XPRT_R_PULL);

@@ -9,8 +9,8 @@
  * refused with the Terminate RFC 5040 section 7 names for it, by RDMA
  * Write and by RDMA Read, on a long-lived MR and on a memory window, and
  * for Writes also when the access spans many DDP segments (each segment is
- * checked, not just the first byte). tests/test_rdma_mrt.c checks the same
- * rules on the STag table directly; tests/test_soft_provider.c
+ * checked, not just the first byte). tests/rdma/test_mr_table.c checks the same
+ * rules on the STag table directly; tests/soft/test_provider.c
  * (soft_violation_*) the Terminate in both layouts and the culprit's side.
  *
  * Each access is made by a fresh connection (a refusal ends it): a Write is

@@ -38,9 +38,8 @@ TEST(hdr_vec_short_msg)
 	size_t n = rr_test_hex("11223344 00000001 00000020 00000000"
 			       "00000000 00000000 00000000"
 			       "11223344 00000000 00000002", msg, sizeof(msg));
-	struct rr_hdr_desc d = {.xid = X, .credit = 32, .proc = RR_HDR_MSG};
 	struct rr_xdr_enc e;
-	struct rr_hdr h;
+	struct rr_hdr h, d;
 
 	REQUIRE_EQ(rr_hdr_decode(&h, msg, n, RR_HDR_DIR_CALL, NULL), 0);
 	CHECK_EQ(h.verdict, RR_HDR_OK);
@@ -58,11 +57,12 @@ TEST(hdr_vec_short_msg)
 	/* the same bytes as a Reply */
 	REQUIRE_EQ(rr_hdr_decode(&h, msg, n, RR_HDR_DIR_REPLY, NULL), 0);
 
+	rr_hdr_init(&d, X, 32, RR_HDR_MSG);
 	rr_xdr_enc_init(&e, out, sizeof(out));
-	REQUIRE_EQ(rr_hdr_encode_desc(&e, &d), 0);
+	REQUIRE_EQ(rr_hdr_encode(&e, &d), 0);
 	REQUIRE_EQ(rr_xdr_enc_len(&e), 28);
 	CHECK_MEM(out, msg, 28);
-	CHECK_EQ(rr_hdr_desc_size(&d), 28);
+	CHECK_EQ(rr_hdr_encoded_size(&d), 28);
 	CHECK_EQ(rr_hdr_size(0, 0, 0, false, 0), RR_HDR_MIN_MSG_SIZE);
 }
 
@@ -134,29 +134,40 @@ TEST(hdr_vec_rfc8166_chunk_lists)
 	REQUIRE_EQ(rr_xdr_enc_len(&e), h.hdr_len);
 	CHECK_MEM(out, msg, h.hdr_len);
 
-	/* the same header from a caller description */
+	/* the same header built segment by segment, the Reply chunk first
+	 * (any order: each chunk's segments are consecutive) */
 	{
-		const struct rr_hdr_read_seg rs[3] = {
-			{8, {0x101, 0x10, 0xa000}},
-			{8, {0x102, 0x6, 0x10000b000ull}},
-			{40, {0x103, 0x8, 0xc000}},
-		};
+		const struct rr_hdr_seg rs[3] = {{0x101, 0x10, 0xa000},
+						 {0x102, 0x6, 0x10000b000ull},
+						 {0x103, 0x8, 0xc000}};
 		const struct rr_hdr_seg w0[2] = {{0x201, 0x1000, 0xd0000},
 						 {0x202, 0x800, 0xe0000}};
 		const struct rr_hdr_seg w1[1] = {{0x203, 0x400, 0xf0000}};
 		const struct rr_hdr_seg r0[1] = {{0x301, 0x2000, 0x200000000ull}};
-		const struct rr_hdr_wchunk wc[2] = {{w0, 2}, {w1, 1}};
-		const struct rr_hdr_wchunk rc = {r0, 1};
-		struct rr_hdr_desc d = {.xid = X, .credit = 0x80, .proc = RR_HDR_MSG,
-					.reads = rs, .nreads = 3,
-					.writes = wc, .nwrites = 2, .reply = &rc};
+		static struct rr_hdr d;
 
+		rr_hdr_init(&d, X, 0x80, RR_HDR_MSG);
+		REQUIRE_EQ(rr_hdr_add_reply(&d, r0, 1), 0);
+		REQUIRE_EQ(rr_hdr_add_read(&d, 8, &rs[0]), 0);
+		REQUIRE_EQ(rr_hdr_add_read(&d, 8, &rs[1]), 0);
+		REQUIRE_EQ(rr_hdr_add_read(&d, 40, &rs[2]), 0);
+		REQUIRE_EQ(rr_hdr_add_write(&d, w0, 2), 0);
+		REQUIRE_EQ(rr_hdr_add_write(&d, NULL, 0), 0);
+		REQUIRE_EQ(rr_hdr_add_seg(&d, &d.write[1], &w1[0]), 0);
+		CHECK_EQ(d.nread, 2);   /* the two segments at 8 are one chunk */
+		CHECK_EQ(d.read[0].nsegs, 2);
+		CHECK_EQ(d.read[0].length, 0x16);
+		CHECK_EQ(d.write[0].length, 0x1800);
+		CHECK_EQ(rr_hdr_add_seg(&d, &d.write[0], &w1[0]), -EINVAL); /* not last */
+		CHECK_EQ(rr_hdr_add_reply(&d, r0, 1), -EINVAL);             /* twice */
 		memset(out, 0, sizeof(out));
 		rr_xdr_enc_init(&e, out, sizeof(out));
-		REQUIRE_EQ(rr_hdr_encode_desc(&e, &d), 0);
+		REQUIRE_EQ(rr_hdr_encode(&e, &d), 0);
 		REQUIRE_EQ(rr_xdr_enc_len(&e), h.hdr_len);
 		CHECK_MEM(out, msg, h.hdr_len);
-		CHECK_EQ(rr_hdr_desc_size(&d), h.hdr_len);
+		CHECK_EQ(rr_hdr_encoded_size(&d), h.hdr_len);
+		CHECK_EQ(rr_hdr_encode_buf(&d, out, sizeof(out)), (int)h.hdr_len);
+		CHECK_EQ(rr_hdr_encode_buf(&d, out, h.hdr_len - 1), -EMSGSIZE);
 	}
 }
 
@@ -536,6 +547,39 @@ TEST(hdr_limit_default_16_segments)
 	CHECK_EQ(h.reason, RR_HDR_R_MSG_TOO_LONG);
 }
 
+/* max_read_segs bounds the whole Read list, whatever its chunks. */
+TEST(hdr_limit_read_list_segments)
+{
+	uint8_t buf[1024];
+	struct rr_hdr h;
+	struct rr_hdr_limits lim;
+	struct rr_hdr_seg sg = {0x100, 4, 0x1000};
+	struct rr_hdr b;
+	int n;
+
+	test_limits(&lim);
+	lim.max_read_segs = 3;
+	/* two chunks of two segments: four in the list */
+	rr_hdr_init(&b, X, 32, RR_HDR_MSG);
+	for (uint32_t i = 0; i < 4; i++)
+		REQUIRE_EQ(rr_hdr_add_read(&b, 8 + 8 * (i / 2), &sg), 0);
+	REQUIRE_EQ(b.nread, 2);
+	n = rr_hdr_encode_buf(&b, buf, sizeof(buf) - 16);
+	REQUIRE(n > 0);
+	rr_put_be32(buf + n, X);
+	memset(buf + n + 4, 0, 12);
+	CHECK_EQ(rr_hdr_decode(&h, buf, (size_t)n + 16, RR_HDR_DIR_CALL, &lim), -EPROTO);
+	CHECK_EQ(h.verdict, RR_HDR_REPLY_ERR_CHUNK);
+	CHECK_EQ(h.reason, RR_HDR_R_TOO_MANY_SEGS);
+	CHECK_EQ(rr_hdr_decode(&h, buf, (size_t)n + 16, RR_HDR_DIR_REPLY, &lim), -EPROTO);
+	CHECK_EQ(h.verdict, RR_HDR_DISCARD);
+	lim.max_read_segs = 4;
+	CHECK_EQ(rr_hdr_decode(&h, buf, (size_t)n + 16, RR_HDR_DIR_CALL, &lim), 0);
+	/* the default: no limit beyond the capacity */
+	rr_hdr_limits_init(&lim);
+	CHECK_EQ(lim.max_read_segs, UINT32_MAX);
+}
+
 TEST(hdr_capacity_is_a_violation)
 {
 	/* 9 Write chunks of 16 segments = 144 > RR_HDR_MAX_SEGS: a violation
@@ -705,50 +749,73 @@ TEST(hdr_reason_names_and_verdicts)
 
 TEST(hdr_encode_invalid_and_short_buffer)
 {
-	const struct rr_hdr_read_seg rs[2] = {{8, {1, 4, 0}}, {4, {2, 4, 0}}};
-	const struct rr_hdr_read_seg odd[1] = {{6, {1, 4, 0}}};
+	const struct rr_hdr_seg r1 = {1, 4, 0}, r2 = {2, 4, 0};
 	const struct rr_hdr_seg ws[2] = {{3, 100, 0x1000}, {4, 50, 0x2000}};
-	const struct rr_hdr_wchunk wc = {ws, 2};
-	const struct rr_hdr_wchunk bad = {NULL, 1};
-	struct rr_hdr_desc d = {.xid = X, .credit = 1, .proc = RR_HDR_MSG,
-				.reads = rs, .nreads = 1, .writes = &wc, .nwrites = 1,
-				.reply = &wc};
+	static struct rr_hdr d;
 	uint8_t out[256];
 	struct rr_xdr_enc e;
 	size_t full;
 
+	rr_hdr_init(&d, X, 1, RR_HDR_MSG);
+	REQUIRE_EQ(rr_hdr_add_read(&d, 8, &r1), 0);
+	REQUIRE_EQ(rr_hdr_add_write(&d, ws, 2), 0);
+	REQUIRE_EQ(rr_hdr_add_reply(&d, ws, 2), 0);
 	rr_xdr_enc_init(&e, out, sizeof(out));
-	REQUIRE_EQ(rr_hdr_encode_desc(&e, &d), 0);
+	REQUIRE_EQ(rr_hdr_encode(&e, &d), 0);
 	full = rr_xdr_enc_len(&e);
-	CHECK_EQ(full, rr_hdr_desc_size(&d));
+	CHECK_EQ(full, rr_hdr_encoded_size(&d));
 	CHECK_EQ(full, rr_hdr_size(1, 1, 2, true, 2));
 	for (size_t cap = 0; cap < full; cap++) {
 		rr_xdr_enc_init(&e, out, cap);
-		CHECK_EQ(rr_hdr_encode_desc(&e, &d), -EMSGSIZE);
+		CHECK_EQ(rr_hdr_encode(&e, &d), -EMSGSIZE);
 		CHECK_EQ(rr_xdr_enc_len(&e), 0);
 	}
 	rr_xdr_enc_init(&e, out, sizeof(out));
-	d.nreads = 2; /* decreasing positions */
-	CHECK_EQ(rr_hdr_encode_desc(&e, &d), -EINVAL);
-	d.reads = odd;
-	d.nreads = 1;
-	CHECK_EQ(rr_hdr_encode_desc(&e, &d), -EINVAL);
-	d.reads = rs;
+	REQUIRE_EQ(rr_hdr_add_read(&d, 4, &r2), 0); /* decreasing positions */
+	CHECK_EQ(d.nread, 2);
+	CHECK_EQ(rr_hdr_encode(&e, &d), -EINVAL);
+	CHECK_EQ(rr_hdr_encode_raw(&e, &d), 0);     /* what a rogue peer sends */
+	CHECK_EQ(rr_xdr_enc_len(&e), full + 24);
+	rr_xdr_enc_init(&e, out, sizeof(out));
+	d.read[1].position = 10;                    /* unaligned */
+	CHECK_EQ(rr_hdr_encode(&e, &d), -EINVAL);
+	d.nread = 1;
 	d.proc = RR_HDR_MSGP;
-	CHECK_EQ(rr_hdr_encode_desc(&e, &d), -EINVAL);
+	CHECK_EQ(rr_hdr_encode(&e, &d), -EINVAL);
 	d.proc = RR_HDR_NOMSG;
-	d.reply = &bad;
-	CHECK_EQ(rr_hdr_encode_desc(&e, &d), -EINVAL);
-	d.reply = NULL;
-	d.writes = &bad;
-	CHECK_EQ(rr_hdr_encode_desc(&e, &d), -EINVAL);
+	d.reply.first = 5;                          /* segments outside segs[] */
+	CHECK_EQ(rr_hdr_encode(&e, &d), -EINVAL);
+	d.has_reply = false;
+	d.write[0].nsegs = 9;
+	CHECK_EQ(rr_hdr_encode(&e, &d), -EINVAL);
 	CHECK_EQ(rr_xdr_enc_len(&e), 0);
+	/* the builders refuse what does not fit the model */
+	rr_hdr_init(&d, X, 1, RR_HDR_MSG);
+	CHECK_EQ(rr_hdr_add_write(&d, NULL, 1), -EINVAL);
+	for (uint32_t i = 0; i < RR_HDR_MAX_WRITE_CHUNKS; i++)
+		REQUIRE_EQ(rr_hdr_add_write(&d, NULL, 0), 0);
+	CHECK_EQ(rr_hdr_add_write(&d, NULL, 0), -EMSGSIZE);
+	for (uint32_t i = 0; i < RR_HDR_MAX_READ_CHUNKS; i++)
+		REQUIRE_EQ(rr_hdr_add_read(&d, 4 * i, &r1), 0);
+	CHECK_EQ(rr_hdr_add_read(&d, 4 * RR_HDR_MAX_READ_CHUNKS, &r1), -EMSGSIZE);
+	for (uint32_t i = RR_HDR_MAX_READ_CHUNKS; i < RR_HDR_MAX_SEGS; i++)
+		REQUIRE_EQ(rr_hdr_add_seg(&d, &d.read[RR_HDR_MAX_READ_CHUNKS - 1], &r1), 0);
+	CHECK_EQ(rr_hdr_add_seg(&d, &d.read[RR_HDR_MAX_READ_CHUNKS - 1], &r1), -EMSGSIZE);
+	CHECK_EQ(rr_hdr_add_reply(&d, ws, 1), -EMSGSIZE);
+	CHECK_EQ(rr_hdr_add_reply(&d, NULL, 0), 0);
+	CHECK_EQ(rr_hdr_add_seg(&d, &d.reply, &r1), -EMSGSIZE);
 	/* DONE and errors in a short buffer */
 	rr_xdr_enc_init(&e, out, 15);
 	CHECK_EQ(rr_hdr_encode_done(&e, X, 1), -EMSGSIZE);
 	rr_xdr_enc_init(&e, out, 19);
 	CHECK_EQ(rr_hdr_encode_err_chunk(&e, X, 1, 1), -EMSGSIZE);
 	CHECK_EQ(rr_xdr_enc_len(&e), 0);
+	CHECK_EQ(rr_hdr_encode_error_buf(X, 2, 1, RR_HDR_ERR_VERS, out, 27), -EMSGSIZE);
+	CHECK_EQ(rr_hdr_encode_error_buf(X, 2, 1, RR_HDR_ERR_VERS, out, 28), 28);
+	CHECK_MEM(out, "\x11\x22\x33\x44\0\0\0\x02\0\0\0\x01\0\0\0\x04"
+		  "\0\0\0\x01\0\0\0\x01\0\0\0\x01", 28);
+	CHECK_EQ(rr_hdr_encode_error_buf(X, 1, 1, RR_HDR_ERR_CHUNK, out, 28), 20);
+	CHECK_EQ(rr_hdr_encode_error_buf(X, 1, 1, 3, out, 28), -EINVAL);
 }
 
 /* ---- property: random valid headers ---- */
@@ -774,60 +841,64 @@ static void rand_seg(uint64_t *s, struct rr_hdr_seg *sg, uint32_t maxlen)
 }
 
 struct gen {
-	struct rr_hdr_read_seg reads[16];
-	struct rr_hdr_seg wsegs[16];
-	struct rr_hdr_wchunk writes[4];
-	struct rr_hdr_seg rsegs[4];
-	struct rr_hdr_wchunk reply;
-	struct rr_hdr_desc d;
+	struct rr_hdr d;
 	uint32_t payload_len;
 	enum rr_hdr_dir dir;
 	bool rr;
 };
+
+/* Adds @k random Read segments at @pos to @d; returns their total length
+ * (at least @min: the first segment grows when they are shorter). */
+static uint64_t gen_read_chunk(uint64_t *s, struct rr_hdr *d, uint32_t pos, uint32_t k,
+			       uint32_t maxlen, uint64_t min)
+{
+	struct rr_hdr_seg sg[3];
+	uint64_t len = 0;
+
+	for (uint32_t i = 0; i < k; i++) {
+		rand_seg(s, &sg[i], maxlen);
+		len += sg[i].length;
+	}
+	if (len < min) {
+		sg[0].length += (uint32_t)(min - len);
+		len = min;
+	}
+	for (uint32_t i = 0; i < k; i++)
+		REQUIRE_EQ(rr_hdr_add_read(d, pos, &sg[i]), 0);
+	return len;
+}
 
 /* Random valid header: Read chunks laid out in the unreduced stream so that
  * their positions satisfy RFC 8166 4.4.5 with respect to the reduced Payload
  * stream (inline for RDMA_MSG, the Position-zero chunk for RDMA_NOMSG). */
 static void gen_header(uint64_t *s, struct gen *g)
 {
-	uint32_t nr = 0, nw = 0, k;
+	struct rr_hdr_seg sg[4];
+	uint32_t k;
 	uint64_t reduced, consumed = 0, inline_at = 4;
+	struct rr_hdr *d = &g->d;
 
-	memset(g, 0, sizeof(*g));
 	g->dir = rng_below(s, 2) ? RR_HDR_DIR_REPLY : RR_HDR_DIR_CALL;
 	g->rr = rng_below(s, 2);
-	g->d.xid = (uint32_t)rng_next(s);
-	g->d.credit = rng_below(s, 256);
-	g->d.proc = rng_below(s, 2) ? RR_HDR_NOMSG : RR_HDR_MSG;
+	rr_hdr_init(d, (uint32_t)rng_next(s), 0, 0);
+	d->credit = rng_below(s, 256);
+	d->proc = rng_below(s, 2) ? RR_HDR_NOMSG : RR_HDR_MSG;
 	g->payload_len = 4 * (1 + rng_below(s, 16));
 
-	if (g->d.proc == RR_HDR_NOMSG && (g->dir == RR_HDR_DIR_CALL ||
-					  (g->rr && rng_below(s, 2)))) {
+	if (d->proc == RR_HDR_NOMSG && (g->dir == RR_HDR_DIR_CALL ||
+					(g->rr && rng_below(s, 2))))
 		/* Position-zero chunk carrying the Payload stream */
-		k = 1 + rng_below(s, 3);
-		reduced = 0;
-		for (uint32_t i = 0; i < k; i++) {
-			g->reads[nr].position = 0;
-			rand_seg(s, &g->reads[nr].seg, 4096);
-			reduced += g->reads[nr].seg.length;
-			nr++;
-		}
-		if (reduced < 4) {
-			g->reads[0].seg.length += 4;
-			reduced += 4;
-		}
-	} else {
+		reduced = gen_read_chunk(s, d, 0, 1 + rng_below(s, 3), 4096, 4);
+	else
 		reduced = g->payload_len;
-	}
 	/* data-item Read chunks (Calls only) */
 	if (g->dir == RR_HDR_DIR_CALL) {
 		uint32_t nchunks = rng_below(s, 4);
 
-		if (g->d.proc == RR_HDR_NOMSG)
+		if (d->proc == RR_HDR_NOMSG)
 			inline_at = 0;
 		for (uint32_t c = 0; c < nchunks; c++) {
 			uint64_t room = reduced - RR_MIN(inline_at, reduced);
-			uint64_t len = 0;
 			uint32_t pos;
 
 			inline_at += 4 * rng_below(s, (uint32_t)(room / 4) + 1);
@@ -836,71 +907,63 @@ static void gen_header(uint64_t *s, struct gen *g)
 			if (inline_at > reduced)
 				break;
 			pos = (uint32_t)(inline_at + consumed);
-			k = 1 + rng_below(s, 3);
-			for (uint32_t i = 0; i < k; i++) {
-				g->reads[nr].position = pos;
-				rand_seg(s, &g->reads[nr].seg, 2000);
-				len += g->reads[nr].seg.length;
-				nr++;
-			}
-			consumed += (len + 3) & ~3ull;
+			consumed += (gen_read_chunk(s, d, pos, 1 + rng_below(s, 3), 2000, 0) + 3) &
+				    ~3ull;
 		}
 	}
-	g->d.reads = g->reads;
-	g->d.nreads = nr;
 	/* Write chunks */
-	{
-		uint32_t used = 0;
-		uint32_t nchunks = rng_below(s, 4);
-
-		for (uint32_t c = 0; c < nchunks; c++) {
-			k = rng_below(s, 5);
-			g->writes[nw].segs = &g->wsegs[used];
-			g->writes[nw].nsegs = k;
-			for (uint32_t i = 0; i < k; i++)
-				rand_seg(s, &g->wsegs[used++], 1u << 20);
-			nw++;
+	for (uint32_t c = rng_below(s, 4); c > 0; c--) {
+		k = rng_below(s, 5);
+		REQUIRE_EQ(rr_hdr_add_write(d, NULL, 0), 0);
+		for (uint32_t i = 0; i < k; i++) {
+			rand_seg(s, &sg[0], 1u << 20);
+			REQUIRE_EQ(rr_hdr_add_seg(d, &d->write[d->nwrite - 1], &sg[0]), 0);
 		}
 	}
-	g->d.writes = g->writes;
-	g->d.nwrites = nw;
 	/* Reply chunk: needed by a NOMSG Reply without a Position-zero chunk */
-	if (rng_below(s, 2) || (g->d.proc == RR_HDR_NOMSG &&
-				g->dir == RR_HDR_DIR_REPLY && nr == 0)) {
-		bool carries = g->d.proc == RR_HDR_NOMSG && g->dir == RR_HDR_DIR_REPLY;
+	if (rng_below(s, 2) || (d->proc == RR_HDR_NOMSG &&
+				g->dir == RR_HDR_DIR_REPLY && d->nread == 0)) {
+		bool carries = d->proc == RR_HDR_NOMSG && g->dir == RR_HDR_DIR_REPLY;
 
-		if (g->d.proc == RR_HDR_NOMSG && g->dir == RR_HDR_DIR_REPLY && nr)
+		if (d->proc == RR_HDR_NOMSG && g->dir == RR_HDR_DIR_REPLY && d->nread)
 			return; /* both would be ambiguous */
 		k = 1 + rng_below(s, 4);
 		for (uint32_t i = 0; i < k; i++)
-			rand_seg(s, &g->rsegs[i], 4096);
+			rand_seg(s, &sg[i], 4096);
 		if (carries)
-			g->rsegs[0].length += 4;
-		g->reply.segs = g->rsegs;
-		g->reply.nsegs = k;
-		g->d.reply = &g->reply;
+			sg[0].length += 4;
+		REQUIRE_EQ(rr_hdr_add_reply(d, sg, k), 0);
 	}
+}
+
+static void check_chunk_eq(const struct rr_hdr *a, const struct rr_hdr_chunk *ca,
+			   const struct rr_hdr *b, const struct rr_hdr_chunk *cb)
+{
+	CHECK_EQ(ca->position, cb->position);
+	CHECK_EQ(ca->length, cb->length);
+	REQUIRE_EQ(ca->nsegs, cb->nsegs);
+	CHECK(memcmp(&a->segs[ca->first], &b->segs[cb->first],
+		     ca->nsegs * sizeof(struct rr_hdr_seg)) == 0);
 }
 
 TEST(hdr_property_roundtrip)
 {
 	static uint8_t buf[8192], out[8192];
+	static struct gen g;
+	static struct rr_hdr h, h2;
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
 	struct rr_hdr_limits lim;
-	struct rr_hdr h, h2;
 	unsigned ok = 0;
 
 	for (int iter = 0; iter < 5000; iter++) {
-		struct gen g;
 		struct rr_xdr_enc e;
 		size_t hlen, n;
-		uint32_t ri = 0;
 
 		gen_header(&seed, &g);
 		rr_xdr_enc_init(&e, buf, sizeof(buf));
-		REQUIRE_EQ(rr_hdr_encode_desc(&e, &g.d), 0);
+		REQUIRE_EQ(rr_hdr_encode(&e, &g.d), 0);
 		hlen = rr_xdr_enc_len(&e);
-		REQUIRE_EQ(hlen, rr_hdr_desc_size(&g.d));
+		REQUIRE_EQ(hlen, rr_hdr_encoded_size(&g.d));
 		n = hlen;
 		if (g.d.proc == RR_HDR_MSG) {
 			rr_put_be32(buf + n, g.d.xid);
@@ -916,26 +979,21 @@ TEST(hdr_property_roundtrip)
 				rr_hdr_verdict_str(h.verdict), rr_hdr_reason_str(h.reason));
 			REQUIRE(0);
 		}
-		/* structure equals the description */
+		/* the decoded model equals the built one, chunk by chunk */
 		CHECK_EQ(h.xid, g.d.xid);
 		CHECK_EQ(h.credit, g.d.credit);
 		CHECK_EQ(h.proc, g.d.proc);
 		CHECK_EQ(h.hdr_len, hlen);
-		CHECK_EQ(h.nwrite, g.d.nwrites);
-		CHECK_EQ(h.has_reply, g.d.reply != NULL);
+		CHECK_EQ(h.nsegs, g.d.nsegs);
+		REQUIRE_EQ(h.nread, g.d.nread);
+		REQUIRE_EQ(h.nwrite, g.d.nwrite);
+		REQUIRE_EQ(h.has_reply, g.d.has_reply);
 		for (uint32_t c = 0; c < h.nread; c++)
-			for (uint32_t j = 0; j < h.read[c].nsegs; j++, ri++) {
-				CHECK_EQ(h.read[c].position, g.reads[ri].position);
-				CHECK(memcmp(&h.segs[h.read[c].first + j],
-					     &g.reads[ri].seg, sizeof(struct rr_hdr_seg)) == 0);
-			}
-		CHECK_EQ(ri, g.d.nreads);
-		for (uint32_t c = 0; c < h.nwrite; c++) {
-			CHECK_EQ(h.write[c].nsegs, g.writes[c].nsegs);
-			for (uint32_t j = 0; j < h.write[c].nsegs; j++)
-				CHECK(memcmp(&h.segs[h.write[c].first + j],
-					     &g.writes[c].segs[j], sizeof(struct rr_hdr_seg)) == 0);
-		}
+			check_chunk_eq(&h, &h.read[c], &g.d, &g.d.read[c]);
+		for (uint32_t c = 0; c < h.nwrite; c++)
+			check_chunk_eq(&h, &h.write[c], &g.d, &g.d.write[c]);
+		if (h.has_reply)
+			check_chunk_eq(&h, &h.reply, &g.d, &g.d.reply);
 		/* encode(decode(x)) == x, decode of it equal again */
 		rr_xdr_enc_init(&e, out, sizeof(out));
 		REQUIRE_EQ(rr_hdr_encode(&e, &h), 0);
@@ -952,87 +1010,80 @@ TEST(hdr_property_roundtrip)
 
 /* ---- returned chunks ---- */
 
+/* A Reply built from @w (@nw segments, one Write chunk; @nw2 > 0: a second
+ * Write chunk of @w's first @nw2 - 1 segments) and @r (@nr segments, a
+ * Reply chunk; NULL: none), encoded and decoded into @h. */
+static void reply_of(struct rr_hdr *h, const struct rr_hdr_seg *w, uint32_t nw, uint32_t nw2,
+		     const struct rr_hdr_seg *r, uint32_t nr, uint32_t proc)
+{
+	static struct rr_hdr b;
+	uint8_t buf[512];
+	int n;
+
+	rr_hdr_init(&b, X, 8, proc);
+	REQUIRE_EQ(rr_hdr_add_write(&b, w, nw), 0);
+	if (nw2)
+		REQUIRE_EQ(rr_hdr_add_write(&b, w, nw2 - 1), 0);
+	if (r)
+		REQUIRE_EQ(rr_hdr_add_reply(&b, r, nr), 0);
+	n = rr_hdr_encode_buf(&b, buf, sizeof(buf));
+	REQUIRE(n > 0);
+	if (proc == RR_HDR_MSG) {
+		rr_put_be32(buf + n, X);
+		n += 4;
+	}
+	REQUIRE_EQ(rr_hdr_decode(h, buf, (size_t)n, RR_HDR_DIR_REPLY, NULL), 0);
+}
+
 TEST(hdr_check_reply_against_call)
 {
 	const struct rr_hdr_seg w0[3] = {{0x201, 4096, 0x10000}, {0x202, 4096, 0x20000},
 					 {0x203, 4096, 0x30000}};
 	const struct rr_hdr_seg r0[2] = {{0x301, 8192, 0x40000}, {0x302, 8192, 0x50000}};
-	const struct rr_hdr_wchunk wc[1] = {{w0, 3}};
-	const struct rr_hdr_wchunk rc = {r0, 2};
-	const struct rr_hdr_desc call = {.xid = X, .credit = 8, .proc = RR_HDR_MSG,
-					 .writes = wc, .nwrites = 1, .reply = &rc};
 	/* returned: Write chunk with the 2 consumed segments, Reply chunk
 	 * with the unconsumed second segment at length 0 (Linux) */
 	const struct rr_hdr_seg back_w[2] = {{0x201, 4096, 0x10000}, {0x202, 100, 0x20000}};
 	const struct rr_hdr_seg back_r[2] = {{0x301, 300, 0x40000}, {0x302, 0, 0x50000}};
-	struct rr_hdr_wchunk bw = {back_w, 2}, br = {back_r, 2};
-	struct rr_hdr_desc reply = {.xid = X, .credit = 8, .proc = RR_HDR_NOMSG,
-				    .writes = &bw, .nwrites = 1, .reply = &br};
-	uint8_t buf[512];
-	struct rr_xdr_enc e;
-	struct rr_hdr h;
+	static struct rr_hdr call, call2, h;
 	struct rr_hdr_seg bad[2];
 
-	rr_xdr_enc_init(&e, buf, sizeof(buf));
-	REQUIRE_EQ(rr_hdr_encode_desc(&e, &reply), 0);
-	REQUIRE_EQ(rr_hdr_decode(&h, buf, rr_xdr_enc_len(&e), RR_HDR_DIR_REPLY, NULL), 0);
+	rr_hdr_init(&call, X, 8, RR_HDR_MSG);
+	REQUIRE_EQ(rr_hdr_add_write(&call, w0, 3), 0);
+	REQUIRE_EQ(rr_hdr_add_reply(&call, r0, 2), 0);
+	reply_of(&h, back_w, 2, 0, back_r, 2, RR_HDR_NOMSG);
 	CHECK_EQ(rr_hdr_check_reply(&h, &call), 0);
 	CHECK_EQ(h.verdict, RR_HDR_OK);
 
 	/* a returned length larger than offered */
 	memcpy(bad, back_w, sizeof(bad));
 	bad[1].length = 4097;
-	bw.segs = bad;
-	rr_xdr_enc_init(&e, buf, sizeof(buf));
-	REQUIRE_EQ(rr_hdr_encode_desc(&e, &reply), 0);
-	REQUIRE_EQ(rr_hdr_decode(&h, buf, rr_xdr_enc_len(&e), RR_HDR_DIR_REPLY, NULL), 0);
+	reply_of(&h, bad, 2, 0, back_r, 2, RR_HDR_NOMSG);
 	CHECK_EQ(rr_hdr_check_reply(&h, &call), -EPROTO);
 	CHECK_EQ(h.verdict, RR_HDR_DISCARD);
 	CHECK_EQ(h.reason, RR_HDR_R_WRITE_MISMATCH);
 	/* a foreign handle */
 	bad[1].length = 100;
 	bad[0].handle = 0x999;
-	REQUIRE_EQ(rr_hdr_decode(&h, buf, 0, RR_HDR_DIR_REPLY, NULL), -EPROTO);
+	REQUIRE_EQ(rr_hdr_decode(&h, bad, 0, RR_HDR_DIR_REPLY, NULL), -EPROTO);
 	CHECK_EQ(rr_hdr_check_reply(&h, &call), -EPROTO); /* already rejected */
-	rr_xdr_enc_init(&e, buf, sizeof(buf));
-	REQUIRE_EQ(rr_hdr_encode_desc(&e, &reply), 0);
-	REQUIRE_EQ(rr_hdr_decode(&h, buf, rr_xdr_enc_len(&e), RR_HDR_DIR_REPLY, NULL), 0);
+	reply_of(&h, bad, 2, 0, back_r, 2, RR_HDR_NOMSG);
 	CHECK_EQ(rr_hdr_check_reply(&h, &call), -EPROTO);
 	CHECK_EQ(h.reason, RR_HDR_R_WRITE_MISMATCH);
 	/* more Write chunks than offered */
-	{
-		struct rr_hdr_wchunk two[2] = {{back_w, 2}, {back_w, 0}};
-
-		reply.writes = two;
-		reply.nwrites = 2;
-		rr_xdr_enc_init(&e, buf, sizeof(buf));
-		REQUIRE_EQ(rr_hdr_encode_desc(&e, &reply), 0);
-		REQUIRE_EQ(rr_hdr_decode(&h, buf, rr_xdr_enc_len(&e), RR_HDR_DIR_REPLY, NULL), 0);
-		CHECK_EQ(rr_hdr_check_reply(&h, &call), -EPROTO);
-		CHECK_EQ(h.reason, RR_HDR_R_WRITE_MISMATCH);
-		reply.writes = &bw;
-		reply.nwrites = 1;
-		bw.segs = back_w;
-	}
+	reply_of(&h, back_w, 2, 1, back_r, 2, RR_HDR_NOMSG);
+	CHECK_EQ(rr_hdr_check_reply(&h, &call), -EPROTO);
+	CHECK_EQ(h.reason, RR_HDR_R_WRITE_MISMATCH);
 	/* a Reply chunk that was never offered, or with a changed offset */
-	{
-		struct rr_hdr_desc call2 = call;
-
-		call2.reply = NULL;
-		rr_xdr_enc_init(&e, buf, sizeof(buf));
-		REQUIRE_EQ(rr_hdr_encode_desc(&e, &reply), 0);
-		REQUIRE_EQ(rr_hdr_decode(&h, buf, rr_xdr_enc_len(&e), RR_HDR_DIR_REPLY, NULL), 0);
-		CHECK_EQ(rr_hdr_check_reply(&h, &call2), -EPROTO);
-		CHECK_EQ(h.reason, RR_HDR_R_REPLY_MISMATCH);
-		memcpy(bad, back_r, sizeof(bad));
-		bad[0].offset += 8;
-		br.segs = bad;
-		rr_xdr_enc_init(&e, buf, sizeof(buf));
-		REQUIRE_EQ(rr_hdr_encode_desc(&e, &reply), 0);
-		REQUIRE_EQ(rr_hdr_decode(&h, buf, rr_xdr_enc_len(&e), RR_HDR_DIR_REPLY, NULL), 0);
-		CHECK_EQ(rr_hdr_check_reply(&h, &call), -EPROTO);
-		CHECK_EQ(h.reason, RR_HDR_R_REPLY_MISMATCH);
-	}
+	rr_hdr_init(&call2, X, 8, RR_HDR_MSG);
+	REQUIRE_EQ(rr_hdr_add_write(&call2, w0, 3), 0);
+	reply_of(&h, back_w, 2, 0, back_r, 2, RR_HDR_NOMSG);
+	CHECK_EQ(rr_hdr_check_reply(&h, &call2), -EPROTO);
+	CHECK_EQ(h.reason, RR_HDR_R_REPLY_MISMATCH);
+	memcpy(bad, back_r, sizeof(bad));
+	bad[0].offset += 8;
+	reply_of(&h, back_w, 2, 0, bad, 2, RR_HDR_NOMSG);
+	CHECK_EQ(rr_hdr_check_reply(&h, &call), -EPROTO);
+	CHECK_EQ(h.reason, RR_HDR_R_REPLY_MISMATCH);
 }
 
 TEST(hdr_consume_chunk)
@@ -1041,18 +1092,17 @@ TEST(hdr_consume_chunk)
 	 * result fills the first segment and 904 bytes of the second. */
 	const struct rr_hdr_seg w0[3] = {{0x201, 4096, 0x10000}, {0x202, 4096, 0x20000},
 					 {0x203, 4096, 0x30000}};
-	const struct rr_hdr_wchunk wc = {w0, 3};
-	const struct rr_hdr_desc call = {.xid = X, .proc = RR_HDR_MSG,
-					 .writes = &wc, .nwrites = 1};
+	static struct rr_hdr call, h, rh;
 	uint8_t buf[256];
-	struct rr_xdr_enc e;
-	struct rr_hdr h;
 	struct rr_hdr_seg out[3];
+	int n;
 
-	rr_xdr_enc_init(&e, buf, sizeof(buf));
-	REQUIRE_EQ(rr_hdr_encode_desc(&e, &call), 0);
-	rr_put_be32(buf + rr_xdr_enc_len(&e), X);
-	REQUIRE_EQ(rr_hdr_decode(&h, buf, rr_xdr_enc_len(&e) + 4, RR_HDR_DIR_CALL, NULL), 0);
+	rr_hdr_init(&call, X, 0, RR_HDR_MSG);
+	REQUIRE_EQ(rr_hdr_add_write(&call, w0, 3), 0);
+	n = rr_hdr_encode_buf(&call, buf, sizeof(buf));
+	REQUIRE(n > 0);
+	rr_put_be32(buf + n, X);
+	REQUIRE_EQ(rr_hdr_decode(&h, buf, (size_t)n + 4, RR_HDR_DIR_CALL, NULL), 0);
 	REQUIRE_EQ(rr_hdr_consume_chunk(&h, &h.write[0], 5000, out, 3), 2);
 	CHECK_EQ(out[0].handle, 0x201);
 	CHECK_EQ(out[0].length, 4096);
@@ -1065,19 +1115,7 @@ TEST(hdr_consume_chunk)
 	CHECK_EQ(rr_hdr_consume_chunk(&h, &h.write[0], 5000, out, 1), -EMSGSIZE);
 
 	/* the returned chunk passes the requester's check */
-	{
-		struct rr_hdr_wchunk back = {out, 2};
-		struct rr_hdr_desc reply = {.xid = X, .proc = RR_HDR_MSG,
-					    .writes = &back, .nwrites = 1};
-		struct rr_hdr rh;
-		size_t n;
-
-		REQUIRE_EQ(rr_hdr_consume_chunk(&h, &h.write[0], 5000, out, 3), 2);
-		rr_xdr_enc_init(&e, buf, sizeof(buf));
-		REQUIRE_EQ(rr_hdr_encode_desc(&e, &reply), 0);
-		n = rr_xdr_enc_len(&e);
-		rr_put_be32(buf + n, X);
-		REQUIRE_EQ(rr_hdr_decode(&rh, buf, n + 4, RR_HDR_DIR_REPLY, NULL), 0);
-		CHECK_EQ(rr_hdr_check_reply(&rh, &call), 0);
-	}
+	REQUIRE_EQ(rr_hdr_consume_chunk(&h, &h.write[0], 5000, out, 3), 2);
+	reply_of(&rh, out, 2, 0, NULL, 0, RR_HDR_MSG);
+	CHECK_EQ(rr_hdr_check_reply(&rh, &call), 0);
 }

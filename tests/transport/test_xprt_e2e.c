@@ -332,7 +332,7 @@ static void confs(struct rr_tp_conf *sc, struct rr_tp_conf *cc)
 	sc->credits = 64;
 	cc->connect_timeout_ms = 3000;
 	/* These tests cover plain RFC 8166; reliable reply is covered by
-	 * tests/test_rrep_e2e.c. */
+	 * tests/transport/test_reliable_reply_e2e.c. */
 	sc->ext_caps = 0;
 	cc->ext_caps = 0;
 }
@@ -718,15 +718,15 @@ static size_t rogue_call(uint8_t *b, uint32_t xid, uint32_t vers, uint32_t proc,
 
 static void expect_error_v(const uint8_t *r, int n, uint32_t xid, uint32_t err, uint32_t vers)
 {
-	if (n != (err == RR_XPRT_ERR_VERS ? 28 : 20))
+	if (n != (err == RR_HDR_ERR_VERS ? 28 : 20))
 		printf("  xid %#x: got %d bytes (proc %u)\n", xid, n, n >= 16 ? rr_get_be32(r + 12) : 0);
-	REQUIRE_EQ(n, (err == RR_XPRT_ERR_VERS ? 28 : 20));
+	REQUIRE_EQ(n, (err == RR_HDR_ERR_VERS ? 28 : 20));
 	CHECK_EQ(rr_get_be32(r), xid);
 	CHECK_EQ(rr_get_be32(r + 4), vers);      /* echoes the failing message */
 	CHECK(rr_get_be32(r + 8) >= 1);          /* never a grant of 0 */
-	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_ERROR);
+	CHECK_EQ(rr_get_be32(r + 12), RR_HDR_ERROR);
 	CHECK_EQ(rr_get_be32(r + 16), err);
-	if (err == RR_XPRT_ERR_VERS) {
+	if (err == RR_HDR_ERR_VERS) {
 		CHECK_EQ(rr_get_be32(r + 20), 1);
 		CHECK_EQ(rr_get_be32(r + 24), 1);
 	}
@@ -768,38 +768,38 @@ TEST(xprt_e2e_rogue_requester)
 	port = srv_and_rogue(&s, &sc, &g);
 
 	/* A valid Call first: answered inline, grant >= 1. */
-	l = rogue_call(m, 0x100, 1, RR_XPRT_MSG, 0x100);
+	l = rogue_call(m, 0x100, 1, RR_HDR_MSG, 0x100);
 	n = rr_th_rogue_xchg(&g, m, l, r, 3000);
 	REQUIRE(n >= 28 + 20);
 	CHECK_EQ(rr_get_be32(r), 0x100);
-	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
+	CHECK_EQ(rr_get_be32(r + 12), RR_HDR_MSG);
 	CHECK_EQ(rr_get_be32(r + 28), 0x100);
 	/* Version 2 and version 0: ERR_VERS 1..1. */
-	l = rogue_call(m, 0x101, 2, RR_XPRT_MSG, 0x101);
-	expect_error_v(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x101, RR_XPRT_ERR_VERS, 2);
-	l = rogue_call(m, 0x102, 0, RR_XPRT_MSG, 0x102);
-	expect_error_v(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x102, RR_XPRT_ERR_VERS, 0);
+	l = rogue_call(m, 0x101, 2, RR_HDR_MSG, 0x101);
+	expect_error_v(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x101, RR_HDR_ERR_VERS, 2);
+	l = rogue_call(m, 0x102, 0, RR_HDR_MSG, 0x102);
+	expect_error_v(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x102, RR_HDR_ERR_VERS, 0);
 	/* RDMA_MSGP, unknown procedure: ERR_CHUNK. */
-	l = rogue_call(m, 0x103, 1, RR_XPRT_MSGP, 0x103);
-	expect_error(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x103, RR_XPRT_ERR_CHUNK);
+	l = rogue_call(m, 0x103, 1, RR_HDR_MSGP, 0x103);
+	expect_error(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x103, RR_HDR_ERR_CHUNK);
 	l = rogue_call(m, 0x104, 1, 99, 0x104);
-	expect_error(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x104, RR_XPRT_ERR_CHUNK);
+	expect_error(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x104, RR_HDR_ERR_CHUNK);
 	/* Truncated chunk lists: a Read list entry cut short. */
-	l = rogue_call(m, 0x105, 1, RR_XPRT_MSG, 0x105);
+	l = rogue_call(m, 0x105, 1, RR_HDR_MSG, 0x105);
 	rr_put_be32(m + 16, 1);
-	expect_error(r, rr_th_rogue_xchg(&g, m, 28, r, 3000), 0x105, RR_XPRT_ERR_CHUNK);
+	expect_error(r, rr_th_rogue_xchg(&g, m, 28, r, 3000), 0x105, RR_HDR_ERR_CHUNK);
 	/* Bad discriminator. */
-	l = rogue_call(m, 0x106, 1, RR_XPRT_MSG, 0x106);
+	l = rogue_call(m, 0x106, 1, RR_HDR_MSG, 0x106);
 	rr_put_be32(m + 20, 7);
-	expect_error(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x106, RR_XPRT_ERR_CHUNK);
+	expect_error(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x106, RR_HDR_ERR_CHUNK);
 	/* RDMA_NOMSG without any chunk. */
-	l = rogue_call(m, 0x107, 1, RR_XPRT_NOMSG, 0x107);
-	expect_error(r, rr_th_rogue_xchg(&g, m, 28, r, 3000), 0x107, RR_XPRT_ERR_CHUNK);
+	l = rogue_call(m, 0x107, 1, RR_HDR_NOMSG, 0x107);
+	expect_error(r, rr_th_rogue_xchg(&g, m, 28, r, 3000), 0x107, RR_HDR_ERR_CHUNK);
 	/* Unaligned Read position. */
 	rr_put_be32(m, 0x108);
 	rr_put_be32(m + 4, 1);
 	rr_put_be32(m + 8, 8);
-	rr_put_be32(m + 12, RR_XPRT_MSG);
+	rr_put_be32(m + 12, RR_HDR_MSG);
 	rr_put_be32(m + 16, 1);
 	rr_put_be32(m + 20, 6);          /* position */
 	rr_put_be32(m + 24, 0x1234);     /* handle */
@@ -812,39 +812,39 @@ TEST(xprt_e2e_rogue_requester)
 	rr_put_be32(m, 0x108);
 	rr_put_be32(m + 4, 1);
 	rr_put_be32(m + 8, 8);
-	rr_put_be32(m + 12, RR_XPRT_MSG);
-	expect_error(r, rr_th_rogue_xchg(&g, m, 52 + 28, r, 3000), 0x108, RR_XPRT_ERR_CHUNK);
+	rr_put_be32(m + 12, RR_HDR_MSG);
+	expect_error(r, rr_th_rogue_xchg(&g, m, 52 + 28, r, 3000), 0x108, RR_HDR_ERR_CHUNK);
 	/* rdma_xid differs from the RPC XID. */
-	l = rogue_call(m, 0x109, 1, RR_XPRT_MSG, 0x999);
-	expect_error(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x109, RR_XPRT_ERR_CHUNK);
+	l = rogue_call(m, 0x109, 1, RR_HDR_MSG, 0x999);
+	expect_error(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x109, RR_HDR_ERR_CHUNK);
 	/* Truncated inside the fixed header (an XID is there): ERR_CHUNK. */
-	l = rogue_call(m, 0x110, 1, RR_XPRT_MSG, 0x110);
-	expect_error(r, rr_th_rogue_xchg(&g, m, 12, r, 3000), 0x110, RR_XPRT_ERR_CHUNK);
+	l = rogue_call(m, 0x110, 1, RR_HDR_MSG, 0x110);
+	expect_error(r, rr_th_rogue_xchg(&g, m, 12, r, 3000), 0x110, RR_HDR_ERR_CHUNK);
 	/* Silently discarded: RDMA_DONE, RDMA_ERROR, no XID, an RPC Reply.
 	 * Sent without waiting; the Reply to the valid Call after them is
 	 * the next message (no answer to any of them came first). */
-	l = rogue_call(m, 0x10a, 1, RR_XPRT_DONE, 0x10a);
+	l = rogue_call(m, 0x10a, 1, RR_HDR_DONE, 0x10a);
 	CHECK_EQ(rr_th_rogue_send(&g, m, 16, 0, NULL, 3000), 0);
-	n = rr_xprt_encode_error(0x10b, 1, 1, RR_XPRT_ERR_CHUNK, m, sizeof(m));
+	n = rr_hdr_encode_error_buf(0x10b, 1, 1, RR_HDR_ERR_CHUNK, m, sizeof(m));
 	CHECK_EQ(rr_th_rogue_send(&g, m, (size_t)n, 0, NULL, 3000), 0);
-	l = rogue_call(m, 0x10c, 1, RR_XPRT_MSG, 0x10c);
+	l = rogue_call(m, 0x10c, 1, RR_HDR_MSG, 0x10c);
 	CHECK_EQ(rr_th_rogue_send(&g, m, 3, 0, NULL, 3000), 0);
-	l = rogue_call(m, 0x10d, 1, RR_XPRT_MSG, 0x10d);
+	l = rogue_call(m, 0x10d, 1, RR_HDR_MSG, 0x10d);
 	rr_put_be32(m + 32, 1);   /* msg_type REPLY */
 	CHECK_EQ(rr_th_rogue_send(&g, m, l, 0, NULL, 3000), 0);
 	/* The connection survived all of that. */
-	l = rogue_call(m, 0x10e, 1, RR_XPRT_MSG, 0x10e);
+	l = rogue_call(m, 0x10e, 1, RR_HDR_MSG, 0x10e);
 	n = rr_th_rogue_xchg(&g, m, l, r, 3000);
 	REQUIRE(n >= 48);
 	CHECK_EQ(rr_get_be32(r), 0x10e);
-	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
+	CHECK_EQ(rr_get_be32(r + 12), RR_HDR_MSG);
 	/* A Read chunk naming an STag that does not exist: the RDMA Read
 	 * fails, which is fatal to the connection (RFC 8166 section 4.5.1? it
 	 * is an operational error): no answer, the connection ends. */
 	rr_put_be32(m, 0x10f);
 	rr_put_be32(m + 4, 1);
 	rr_put_be32(m + 8, 8);
-	rr_put_be32(m + 12, RR_XPRT_MSG);
+	rr_put_be32(m + 12, RR_HDR_MSG);
 	rr_put_be32(m + 16, 1);
 	rr_put_be32(m + 20, 24);          /* position: after nitems */
 	rr_put_be32(m + 24, 0xdead0001);  /* handle */
@@ -868,8 +868,8 @@ TEST(xprt_e2e_rogue_requester)
 	/* The same peer retransmits that XID on a new connection: ERR_CHUNK,
 	 * not another failing Read; the connection stays up. */
 	REQUIRE_EQ(rogue_open(&g, port), 0);
-	expect_error(r, rr_th_rogue_xchg(&g, m, 84, r, 3000), 0x10f, RR_XPRT_ERR_CHUNK);
-	l = rogue_call(m, 0x111, 1, RR_XPRT_MSG, 0x111);
+	expect_error(r, rr_th_rogue_xchg(&g, m, 84, r, 3000), 0x10f, RR_HDR_ERR_CHUNK);
+	l = rogue_call(m, 0x111, 1, RR_HDR_MSG, 0x111);
 	n = rr_th_rogue_xchg(&g, m, l, r, 3000);
 	REQUIRE(n >= 48);
 	CHECK_EQ(rr_get_be32(r), 0x111);
@@ -1008,23 +1008,23 @@ TEST(xprt_e2e_call_rules_end_to_end)
 			REQUIRE_EQ(rr_th_rogue_send(&g, m, l, 0, NULL, 3000), 0);
 		} else {
 			n = rr_th_rogue_xchg(&g, m, l, r, 3000);
-			if (n < 16 || rr_get_be32(r + 12) != RR_XPRT_ERROR)
+			if (n < 16 || rr_get_be32(r + 12) != RR_HDR_ERROR)
 				printf("  rule \"%s\": got %d bytes, proc %u\n", c->name, n,
 				       n >= 16 ? rr_get_be32(r + 12) : 0);
-			expect_error_v(r, n, RX, c->want == W_ERR_VERS ? RR_XPRT_ERR_VERS
-								       : RR_XPRT_ERR_CHUNK,
+			expect_error_v(r, n, RX, c->want == W_ERR_VERS ? RR_HDR_ERR_VERS
+								       : RR_HDR_ERR_CHUNK,
 				       c->nw > 1 ? c->w[1] : 1);
 			CHECK(n <= 0 || rr_get_be32(r + 8) <= 8);   /* grant within ours */
 		}
 		/* the next message is the Reply to the next Call */
-		l = rogue_call(m, ping, 1, RR_XPRT_MSG, ping);
+		l = rogue_call(m, ping, 1, RR_HDR_MSG, ping);
 		n = rr_th_rogue_xchg(&g, m, l, r, 3000);
-		if (n < 48 || rr_get_be32(r) != ping || rr_get_be32(r + 12) != RR_XPRT_MSG)
+		if (n < 48 || rr_get_be32(r) != ping || rr_get_be32(r + 12) != RR_HDR_MSG)
 			printf("  rule \"%s\": after it, got %d bytes for xid %#x proc %u\n", c->name,
 			       n, n >= 4 ? rr_get_be32(r) : 0, n >= 16 ? rr_get_be32(r + 12) : 0);
 		REQUIRE(n >= 48);
 		CHECK_EQ(rr_get_be32(r), ping);
-		CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
+		CHECK_EQ(rr_get_be32(r + 12), RR_HDR_MSG);
 		CHECK(rr_get_be32(r + 8) >= 1);
 	}
 	CHECK_EQ(srv_served(&s, RR_ARRAY_SIZE(rules)), RR_ARRAY_SIZE(rules));
@@ -1116,7 +1116,7 @@ TEST(xprt_e2e_grants_randomized)
 			for (unsigned i = 0; i < n; i++) {
 				uint32_t kind = xs32(&rng) % 8, x = ++xid;
 
-				len[i] = rogue_call(msg[i], x, 1, RR_XPRT_MSG, x);
+				len[i] = rogue_call(msg[i], x, 1, RR_HDR_MSG, x);
 				switch (kind) {
 				case 0: case 1: case 2:   /* small Reply */
 					rr_put_be32(msg[i] + 40, xs32(&rng) % 1000);
@@ -1144,8 +1144,8 @@ TEST(xprt_e2e_grants_randomized)
 					break;
 				}
 				case 5:                   /* RDMA_DONE owed to nobody */
-					len[i] = (size_t)rr_xprt_encode_error(x, 1, 1, 2, msg[i], 512);
-					rr_put_be32(msg[i] + 12, RR_XPRT_DONE);
+					len[i] = (size_t)rr_hdr_encode_error_buf(x, 1, 1, 2, msg[i], 512);
+					rr_put_be32(msg[i] + 12, RR_HDR_DONE);
 					len[i] = 16;
 					break;
 				default:                  /* an empty Reply */
@@ -1175,7 +1175,7 @@ TEST(xprt_e2e_grants_randomized)
 				CHECK(rr_get_be32(r + 8) <= max_grant);
 				checked++;
 				/* a Read-chunk Reply: the RDMA_DONE it is owed */
-				if (rr_get_be32(r + 12) == RR_XPRT_NOMSG && rr_get_be32(r + 16) == 1) {
+				if (rr_get_be32(r + 12) == RR_HDR_NOMSG && rr_get_be32(r + 16) == 1) {
 					size_t dl = 16;
 
 					CHECK(rrep);
@@ -1208,7 +1208,7 @@ TEST(xprt_e2e_grants_randomized)
  * @max_reply; the rogue takes it (decoded into @h) and RDMA-Writes the
  * item's data into the Write chunk, as a responder does. */
 static struct rpc *written_call(struct rr_th_rresp *g, struct rr_th_cl *c, uint32_t max_reply,
-				struct rr_xprt_hdr *h)
+				struct rr_hdr *h)
 {
 	uint32_t lens[1] = {40}, vend;
 	uint8_t m[4096];
@@ -1218,14 +1218,18 @@ static struct rpc *written_call(struct rr_th_rresp *g, struct rr_th_cl *c, uint3
 	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
 	n = rr_th_rresp_recv(g, m, 5000);
 	REQUIRE(n > 28);
-	REQUIRE_EQ(rr_xprt_hdr_decode(m, (size_t)n, true, 0, 0, h), RR_XPRT_V_OK);
-	REQUIRE_EQ(h->nwrites, 1);
+	REQUIRE_EQ(rr_th_hdr_call(h, m, n, 0), 0);
+	REQUIRE_EQ(h->nwrite, 1);
+	REQUIRE_EQ(h->write[0].nsegs, 1);
 	memcpy(g->data, p->data[0], 40);
-	CHECK_EQ(rr_th_rresp_rdma(g, true, h->writes[0].segs[0].handle,
-				  h->writes[0].segs[0].offset, 40, 0, &vend, 5000),
+	CHECK_EQ(rr_th_rresp_rdma(g, true, h->segs[h->write[0].first].handle,
+				  h->segs[h->write[0].first].offset, 40, 0, &vend, 5000),
 		 RPCRDMA_WC_SUCCESS);
 	return p;
 }
+
+/* The first segment of chunk @c of header @h. */
+#define SEG0(h, c) ((h).segs[(h).c.first])
 
 /* Malformed Replies are silently discarded: after nine of them (each with
  * its own marker in the RPC body) the valid Reply completes the Call, with
@@ -1242,7 +1246,7 @@ TEST(xprt_e2e_rogue_responder)
 	static struct rr_th_rresp g;
 	struct rr_tp_conf sc, cc;
 	struct rr_th_cl c;
-	static struct rr_xprt_hdr h, rh;
+	static struct rr_hdr h, rh;
 	uint8_t call[4096], m[4096];
 	uint32_t xid, wstag, vend;
 	uint64_t woff;
@@ -1260,46 +1264,45 @@ TEST(xprt_e2e_rogue_responder)
 	/* One Call with a Write chunk; the Reply will echo it. */
 	p = written_call(&g, &c, 256, &h);
 	xid = h.xid;
-	wstag = h.writes[0].segs[0].handle;
-	woff = h.writes[0].segs[0].offset;
+	wstag = SEG0(h, write[0]).handle;
+	woff = SEG0(h, write[0]).offset;
 
 #define RBASE()                                                                \
 	do {                                                                   \
-		memset(&rh, 0, sizeof(rh));                                    \
-		rh.xid = xid; rh.vers = 1; rh.credit = 16; rh.proc = RR_XPRT_MSG; \
-		rh.nwrites = 1; rh.writes[0].nsegs = 1;                        \
-		rh.writes[0].segs[0] = h.writes[0].segs[0];                    \
-		rh.writes[0].segs[0].length = 40;                              \
+		struct rr_hdr_seg w_ = SEG0(h, write[0]);                      \
+		w_.length = 40;                                                \
+		rr_hdr_init(&rh, xid, 16, RR_HDR_MSG);                          \
+		REQUIRE_EQ(rr_hdr_add_write(&rh, &w_, 1), 0);                   \
 	} while (0)
 	/* the valid Reply has mark 0, the bad ones 1..9 */
 #define RBODY RBODY_MARK
 	/* 1. wrong RPC XID */
-	RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid + 1, 1);
+	RBASE(); hl = rr_th_hdr_raw(&rh, m, sizeof(m)); RBODY(m, hl, xid + 1, 1);
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 24, 0, 5000), 0);
 	/* 2. version 2 */
-	RBASE(); rh.vers = 2; hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid, 2);
+	RBASE(); rh.vers = 2; hl = rr_th_hdr_raw(&rh, m, sizeof(m)); RBODY(m, hl, xid, 2);
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 24, 0, 5000), 0);
 	/* 3. truncated inside the Write list */
-	RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+	RBASE(); hl = rr_th_hdr_raw(&rh, m, sizeof(m));
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, 30, 0, 5000), 0);
 	/* 4. a Read list in a Reply (no reliable reply here) */
-	RBASE(); rh.nreads = 1; rh.reads[0].position = 8; rh.reads[0].seg = h.writes[0].segs[0];
-	hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid, 4);
+	RBASE(); REQUIRE_EQ(rr_hdr_add_read(&rh, 8, &SEG0(h, write[0])), 0);
+	hl = rr_th_hdr_raw(&rh, m, sizeof(m)); RBODY(m, hl, xid, 4);
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 24, 0, 5000), 0);
 	/* 5., 6. a Write chunk longer than provided; a foreign handle */
-	RBASE(); rh.writes[0].segs[0].length = h.writes[0].segs[0].length + 1;
-	hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid, 5);
+	RBASE(); SEG0(rh, write[0]).length = SEG0(h, write[0]).length + 1;
+	hl = rr_th_hdr_raw(&rh, m, sizeof(m)); RBODY(m, hl, xid, 5);
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 24, 0, 5000), 0);
-	RBASE(); rh.writes[0].segs[0].handle ^= 0x100;
-	hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid, 6);
+	RBASE(); SEG0(rh, write[0]).handle ^= 0x100;
+	hl = rr_th_hdr_raw(&rh, m, sizeof(m)); RBODY(m, hl, xid, 6);
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 24, 0, 5000), 0);
 	/* 7., 8., 9. RDMA_DONE, RDMA_MSGP, an RDMA_ERROR with an unknown code */
-	RBASE(); rh.proc = RR_XPRT_DONE; hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+	RBASE(); rh.proc = RR_HDR_DONE; hl = rr_th_hdr_raw(&rh, m, sizeof(m));
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl, 0, 5000), 0);
-	RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid, 8);
-	rr_put_be32(m + 12, RR_XPRT_MSGP);
+	RBASE(); hl = rr_th_hdr_raw(&rh, m, sizeof(m)); RBODY(m, hl, xid, 8);
+	rr_put_be32(m + 12, RR_HDR_MSGP);
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 24, 0, 5000), 0);
-	rr_put_be32(m + 12, RR_XPRT_ERROR);
+	rr_put_be32(m + 12, RR_HDR_ERROR);
 	rr_put_be32(m + 16, 9);
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, 20, 0, 5000), 0);
 
@@ -1307,7 +1310,7 @@ TEST(xprt_e2e_rogue_responder)
 	 * although this responder advertised R = 0. */
 	li0 = atomic_load(&soft_counters.local_invs);
 	ri0 = atomic_load(&soft_counters.remote_invs);
-	RBASE(); hl = rr_xprt_hdr_encode(&rh, m, sizeof(m)); RBODY(m, hl, xid, 0);
+	RBASE(); hl = rr_th_hdr_raw(&rh, m, sizeof(m)); RBODY(m, hl, xid, 0);
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 24, wstag, 5000), 0);
 	REQUIRE(rr_th_cl_wait(&c, 1, 5000));
 	CHECK_EQ(p->completions, 1);
@@ -1329,10 +1332,9 @@ TEST(xprt_e2e_rogue_responder)
 	REQUIRE_EQ(rr_tp_client_submit(c.tp, &q->r), 0);
 	n = rr_th_rresp_recv(&g, call, 5000);
 	REQUIRE(n > 28);
-	REQUIRE_EQ(rr_xprt_hdr_decode(call, (size_t)n, true, 0, 0, &h), RR_XPRT_V_OK);
-	memset(&rh, 0, sizeof(rh));
-	rh.xid = h.xid; rh.vers = 1; rh.credit = 16; rh.proc = RR_XPRT_MSG;
-	hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+	REQUIRE_EQ(rr_th_hdr_call(&h, call, n, 0), 0);
+	rr_hdr_init(&rh, h.xid, 16, RR_HDR_MSG);
+	hl = rr_hdr_encode_buf(&rh, m, sizeof(m));
 	rr_put_be32(m + hl, h.xid); rr_put_be32(m + hl + 4, 1); rr_put_be32(m + hl + 8, 0);
 	rr_put_be32(m + hl + 12, 0); rr_put_be32(m + hl + 16, MAGIC);
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 20, 0, 5000), 0);
@@ -1361,7 +1363,7 @@ TEST(xprt_e2e_requester_keeps_to_grant)
 {
 	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
 	static struct rr_th_rresp g;
-	static struct rr_xprt_hdr h, rh;
+	static struct rr_hdr h, rh;
 	struct rr_tp_conf sc, cc;
 	struct rr_th_cl c;
 	struct rpc *p[12];
@@ -1384,7 +1386,7 @@ TEST(xprt_e2e_requester_keeps_to_grant)
 
 		/* take every Call there is before answering the oldest */
 		while (got < 12 && (n = rr_th_rresp_recv(&g, m, got == replied ? 5000 : 50)) > 0) {
-			REQUIRE_EQ(rr_xprt_hdr_decode(m, (size_t)n, true, 0, 0, &h), RR_XPRT_V_OK);
+			REQUIRE_EQ(rr_th_hdr_call(&h, m, n, 0), 0);
 			xids[got++] = h.xid;
 			if (got - replied > grant)
 				printf("  %u Calls outstanding with a grant of %u\n", got - replied,
@@ -1393,9 +1395,8 @@ TEST(xprt_e2e_requester_keeps_to_grant)
 		}
 		REQUIRE(got > replied);
 		grant = replied % 2 ? 1 : 2;
-		memset(&rh, 0, sizeof(rh));
-		rh.xid = xids[replied]; rh.vers = 1; rh.credit = grant; rh.proc = RR_XPRT_MSG;
-		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+		rr_hdr_init(&rh, xids[replied], grant, RR_HDR_MSG);
+		hl = rr_hdr_encode_buf(&rh, m, sizeof(m));
 		rr_put_be32(m + hl, xids[replied]); rr_put_be32(m + hl + 4, 1);
 		rr_put_be32(m + hl + 8, 0); rr_put_be32(m + hl + 12, 0);
 		rr_put_be32(m + hl + 16, MAGIC);
@@ -1427,7 +1428,7 @@ TEST(xprt_e2e_reply_rules_end_to_end)
 {
 	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
 	static struct rr_th_rresp g;
-	static struct rr_xprt_hdr h, rh;
+	static struct rr_hdr h, rh;
 	struct rr_tp_conf sc, cc;
 	struct rr_th_cl c;
 	uint8_t m[4096];
@@ -1446,48 +1447,38 @@ TEST(xprt_e2e_reply_rules_end_to_end)
 	REQUIRE(h.has_reply);
 	for (int rule = 0; rule <= NRULES; rule++) {
 		uint32_t body_xid = h.xid;
+		struct rr_hdr_seg w = SEG0(h, write[0]), r = SEG0(h, reply);
 		size_t len;
 
-		memset(&rh, 0, sizeof(rh));
-		rh.xid = h.xid; rh.vers = 1; rh.credit = 16; rh.proc = RR_XPRT_MSG;
-		rh.nwrites = 1; rh.writes[0].nsegs = 1;
-		rh.writes[0].segs[0] = h.writes[0].segs[0];
-		rh.writes[0].segs[0].length = 40;
+		w.length = 40;
+		rr_hdr_init(&rh, h.xid, 16, RR_HDR_MSG);
+		if (rule != READ_IN_REPLY)
+			REQUIRE_EQ(rr_hdr_add_write(&rh, &w, 1), 0);
 		switch (rule) {
 		case NOMSG_NO_REPLY:
-			rh.proc = RR_XPRT_NOMSG;
+			rh.proc = RR_HDR_NOMSG;
 			break;
 		case REPLY_TOO_LONG:
-			rh.proc = RR_XPRT_NOMSG;
-			rh.has_reply = true;
-			rh.reply.nsegs = 1;
-			rh.reply.segs[0] = h.reply.segs[0];
-			rh.reply.segs[0].length = h.reply.segs[0].length + 4;
+			rh.proc = RR_HDR_NOMSG;
+			r.length += 4;
+			REQUIRE_EQ(rr_hdr_add_reply(&rh, &r, 1), 0);
 			break;
 		case REPLY_ALL_EMPTY:
-			rh.proc = RR_XPRT_NOMSG;
-			rh.has_reply = true;
-			rh.reply.nsegs = 1;
-			rh.reply.segs[0] = h.reply.segs[0];
-			rh.reply.segs[0].length = 0;
+			rh.proc = RR_HDR_NOMSG;
+			r.length = 0;
+			REQUIRE_EQ(rr_hdr_add_reply(&rh, &r, 1), 0);
 			break;
 		case MSG_REPLY_USED:
-			rh.has_reply = true;
-			rh.reply.nsegs = 1;
-			rh.reply.segs[0] = h.reply.segs[0];
-			rh.reply.segs[0].length = 24;
+			r.length = 24;
+			REQUIRE_EQ(rr_hdr_add_reply(&rh, &r, 1), 0);
 			break;
 		case WRITE_EXTRA:
-			rh.nwrites = 2;
-			rh.writes[1] = rh.writes[0];
+			REQUIRE_EQ(rr_hdr_add_write(&rh, &w, 1), 0);
 			break;
 		case READ_IN_REPLY:
-			rh.proc = RR_XPRT_NOMSG;
-			rh.nwrites = 0;
-			rh.nreads = 1;
-			rh.reads[0].position = 0;
-			rh.reads[0].seg = (struct rr_xprt_seg){g.data_stag, 24,
-							       (uint64_t)(uintptr_t)g.data};
+			rh.proc = RR_HDR_NOMSG;
+			REQUIRE_EQ(rr_hdr_add_read(&rh, 0, &(struct rr_hdr_seg){g.data_stag, 24,
+						   (uint64_t)(uintptr_t)g.data}), 0);
 			break;
 		case OTHER_XID:
 			rh.xid = body_xid = h.xid + 0x100;
@@ -1495,13 +1486,13 @@ TEST(xprt_e2e_reply_rules_end_to_end)
 		default:
 			break;
 		}
-		hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+		hl = rr_th_hdr_raw(&rh, m, sizeof(m));
 		REQUIRE(hl > 0);
 		RBODY_MARK(m, hl, body_xid, rule == NRULES ? 0 : 1 + (uint32_t)rule);
-		len = rh.proc == RR_XPRT_NOMSG ? (size_t)hl : (size_t)hl + 24;
+		len = rh.proc == RR_HDR_NOMSG ? (size_t)hl : (size_t)hl + 24;
 		if (rule == ERR_CUT) {
 			/* ERR_VERS without its high version */
-			len = (size_t)rr_xprt_encode_error(h.xid, 1, 16, RR_XPRT_ERR_VERS, m, sizeof(m));
+			len = (size_t)rr_hdr_encode_error_buf(h.xid, 1, 16, RR_HDR_ERR_VERS, m, sizeof(m));
 			REQUIRE(len == 28);
 			len = 24;
 		}
@@ -1529,7 +1520,8 @@ TEST(xprt_e2e_long_reply_xid_checked)
 {
 	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
 	static struct rr_th_rresp g;
-	static struct rr_xprt_hdr h, rh;
+	static struct rr_hdr h, rh;
+	struct rr_hdr_seg r;
 	struct rr_tp_conf sc, cc;
 	struct rr_th_cl c;
 	uint8_t m[4096];
@@ -1546,29 +1538,26 @@ TEST(xprt_e2e_long_reply_xid_checked)
 	REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
 	n = rr_th_rresp_recv(&g, m, 5000);
 	REQUIRE(n > 28);
-	REQUIRE_EQ(rr_xprt_hdr_decode(m, (size_t)n, true, 0, 0, &h), RR_XPRT_V_OK);
+	REQUIRE_EQ(rr_th_hdr_call(&h, m, n, 0), 0);
 	REQUIRE(h.has_reply);
+	r = SEG0(h, reply);
 	/* 1. the Reply of another XID, through the Reply chunk */
 	rr_put_be32(g.data, p->xid + 1);
 	rr_put_be32(g.data + 4, 1);
 	rr_put_be32(g.data + 8, 0);
 	rr_put_be32(g.data + 12, 0);
 	rr_put_be32(g.data + 16, MAGIC);
-	CHECK_EQ(rr_th_rresp_rdma(&g, true, h.reply.segs[0].handle, h.reply.segs[0].offset, 20, 0,
-				  &vend, 5000), RPCRDMA_WC_SUCCESS);
-	memset(&rh, 0, sizeof(rh));
-	rh.xid = h.xid; rh.vers = 1; rh.credit = 8; rh.proc = RR_XPRT_NOMSG;
-	rh.has_reply = true;
-	rh.reply.nsegs = 1;
-	rh.reply.segs[0] = h.reply.segs[0];
-	rh.reply.segs[0].length = 20;
-	hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+	CHECK_EQ(rr_th_rresp_rdma(&g, true, r.handle, r.offset, 20, 0, &vend, 5000),
+		 RPCRDMA_WC_SUCCESS);
+	rr_hdr_init(&rh, h.xid, 8, RR_HDR_NOMSG);
+	r.length = 20;
+	REQUIRE_EQ(rr_hdr_add_reply(&rh, &r, 1), 0);
+	hl = rr_hdr_encode_buf(&rh, m, sizeof(m));
 	REQUIRE(hl > 0);
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl, 0, 5000), 0);
 	/* 2. the right one, inline */
-	memset(&rh, 0, sizeof(rh));
-	rh.xid = h.xid; rh.vers = 1; rh.credit = 8; rh.proc = RR_XPRT_MSG;
-	hl = rr_xprt_hdr_encode(&rh, m, sizeof(m));
+	rr_hdr_init(&rh, h.xid, 8, RR_HDR_MSG);
+	hl = rr_hdr_encode_buf(&rh, m, sizeof(m));
 	rr_put_be32(m + hl, p->xid); rr_put_be32(m + hl + 4, 1); rr_put_be32(m + hl + 8, 0);
 	rr_put_be32(m + hl + 12, 0); rr_put_be32(m + hl + 16, MAGIC);
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 20, 0, 5000), 0);
@@ -1745,9 +1734,9 @@ TEST(xprt_e2e_no_private_data_defaults)
 	port = srv_start(&s, &sc);
 	REQUIRE(port > 0);
 	REQUIRE_EQ(rr_th_rogue_open(&g, port, NULL, 0, false), 0);
-	l = rogue_call(m, 0x200, 1, RR_XPRT_MSG, 0x200);
+	l = rogue_call(m, 0x200, 1, RR_HDR_MSG, 0x200);
 	rr_put_be32(m + 40, 1500);   /* reply_n: a 1520-byte Reply */
-	expect_error(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x200, RR_XPRT_ERR_CHUNK);
+	expect_error(r, rr_th_rogue_xchg(&g, m, l, r, 3000), 0x200, RR_HDR_ERR_CHUNK);
 	rr_put_be32(m + 40, 900);    /* 28 + 920 fits 1024 */
 	rr_put_be32(m, 0x201);
 	rr_put_be32(m + 28, 0x201);
@@ -1760,7 +1749,7 @@ TEST(xprt_e2e_no_private_data_defaults)
 	rr_put_be32(m + 40, 1500);
 	n = rr_th_rogue_xchg(&g, m, l, r, 3000);
 	CHECK_EQ(n, 28 + 20 + 1500);
-	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_MSG);
+	CHECK_EQ(rr_get_be32(r + 12), RR_HDR_MSG);
 	rr_th_rogue_close(&g);
 	srv_stop(&s);
 }

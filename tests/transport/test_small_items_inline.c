@@ -104,20 +104,15 @@ TEST(xprt_inline_results_plan_threshold)
  * segment each and an RPC Reply payload of @plen bytes. */
 static size_t mk_reply(uint8_t *buf, size_t cap, uint32_t nwrites, uint32_t plen)
 {
-	static struct rr_xprt_hdr h;
+	static struct rr_hdr h;
+	const struct rr_hdr_seg w = {0x77, 8, 0x1000};
 	int n;
 
-	memset(&h, 0, sizeof(h));
-	h.xid = 0x1234;
-	h.vers = 1;
-	h.credit = 1;
-	h.proc = RR_XPRT_MSG;
-	h.nwrites = nwrites;
-	for (uint32_t i = 0; i < nwrites; i++) {
-		h.writes[i].nsegs = 1;
-		h.writes[i].segs[0] = (struct rr_xprt_seg){0x77, 8, 0x1000};
-	}
-	n = rr_xprt_hdr_encode(&h, buf, cap);
+	rr_hdr_init(&h, 0x1234, 1, RR_HDR_MSG);
+	for (uint32_t i = 0; i < nwrites; i++)
+		if (rr_hdr_add_write(&h, &w, 1))
+			return 0;
+	n = rr_hdr_encode_buf(&h, buf, cap);
 	if (n < 0 || (size_t)n + plen > cap)
 		return 0;
 	memset(buf + n, 0, plen);
@@ -133,7 +128,8 @@ static size_t mk_reply(uint8_t *buf, size_t cap, uint32_t nwrites, uint32_t plen
 TEST(xprt_inline_results_wire_and_rogue_write_chunk)
 {
 	static uint8_t sinkbuf[64], sendbuf[1024], rbuf[1024];
-	static struct rr_xprt_hdr h;
+	static struct rr_hdr h;
+	struct rr_hdr_limits lim;
 	struct rr_test_env te;
 	struct rr_xprt_params p;
 	struct rr_xprt_stats st;
@@ -155,10 +151,11 @@ TEST(xprt_inline_results_wire_and_rogue_write_chunk)
 	REQUIRE(c->results_inline);
 	len = rr_xprt_rqst_marshal(&r, c, 8, sendbuf, sizeof(sendbuf));
 	REQUIRE(len > 0);
-	REQUIRE_EQ(rr_xprt_hdr_decode(sendbuf, (size_t)len, true, 1024, 0, &h), RR_XPRT_V_OK);
-	CHECK_EQ(h.nwrites, 0u);
+	rr_xprt_hdr_limits(&lim, 1024, 0, false);
+	REQUIRE_EQ(rr_hdr_decode(&h, sendbuf, (size_t)len, RR_HDR_DIR_CALL, &lim), 0);
+	CHECK_EQ(h.nwrite, 0u);
 	CHECK(!h.has_reply);
-	CHECK_EQ(h.nreads, 0u);
+	CHECK_EQ(h.nread, 0u);
 	CHECK_EQ((uint32_t)len, 28u + 40u);
 	CHECK_EQ(st.short_msgs, 1);
 	CHECK_EQ(st.write_chunks, 0);

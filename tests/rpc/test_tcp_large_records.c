@@ -157,7 +157,12 @@ TEST(rpc_tcp_8mib_records_reuse_buffers)
 	}
 	fprintf(stderr, "next 4 WRITE + READ: server %lu large allocations, client %lu\n",
 		atomic_load(&ks.large), atomic_load(&kc.large));
-	CHECK_EQ(atomic_load(&ks.large), 0);
+	/* The server's second slot (RR_TCP_CACHE_SLOTS) is filled the first
+	 * time a WRITE arrives while the previous record's buffer is still
+	 * held (its Reply being sent): that may happen in the warm-up or in
+	 * these rounds, once. A server that did not reuse its buffers would
+	 * allocate for every one of the 4 WRITEs. */
+	CHECK(atomic_load(&ks.large) <= 1);
 	CHECK_EQ(atomic_load(&kc.large), 0);
 
 	rpcrdma_client_destroy(c);

@@ -495,7 +495,7 @@ static size_t rogue_call(uint8_t *b, uint32_t xid, uint32_t reply_n)
 	rr_put_be32(b, xid);
 	rr_put_be32(b + 4, 1);
 	rr_put_be32(b + 8, 8);
-	rr_put_be32(b + 12, RR_XPRT_MSG);
+	rr_put_be32(b + 12, RR_HDR_MSG);
 	rr_put_be32(b + 16, 0);
 	rr_put_be32(b + 20, 0);
 	rr_put_be32(b + 24, 0);
@@ -521,7 +521,7 @@ static int rogue_round_trip(struct rr_th_rogue *g, uint32_t xid)
 	size_t l = rogue_call(m, xid, 8);
 	int n = rr_th_rogue_send(g, m, l, 0, r, 5000);
 
-	return n >= 28 && rr_get_be32(r) == xid && rr_get_be32(r + 12) == RR_XPRT_MSG ? 0 : -1;
+	return n >= 28 && rr_get_be32(r) == xid && rr_get_be32(r + 12) == RR_HDR_MSG ? 0 : -1;
 }
 
 /* Gets the Read-chunk Reply to a Call for @xid: its STag and length. */
@@ -532,7 +532,7 @@ static bool rogue_exposed(struct rr_th_rogue *g, uint32_t xid, uint32_t *stag, u
 	size_t l = rogue_call(m, xid, 20000);
 	int n = rr_th_rogue_send(g, m, l, 0, r, 3000);
 
-	if (n < 44 || rr_get_be32(r) != xid || rr_get_be32(r + 12) != RR_XPRT_NOMSG ||
+	if (n < 44 || rr_get_be32(r) != xid || rr_get_be32(r + 12) != RR_HDR_NOMSG ||
 	    rr_get_be32(r + 16) != 1 || rr_get_be32(r + 20) != 0)
 		return false;
 	*stag = rr_get_be32(r + 24);
@@ -916,8 +916,8 @@ TEST(rrep_e2e_reservation_cap)
 	n = rr_th_rogue_recv(&g, r, 3000);
 	CHECK_EQ(n, 20);
 	CHECK_EQ(rr_get_be32(r), 0x801);
-	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_ERROR);
-	CHECK_EQ(rr_get_be32(r + 16), RR_XPRT_ERR_CHUNK);
+	CHECK_EQ(rr_get_be32(r + 12), RR_HDR_ERROR);
+	CHECK_EQ(rr_get_be32(r + 16), RR_HDR_ERR_CHUNK);
 	CHECK(srv_quiet(&s));
 	/* the reservation is still held: the next one is parked again */
 	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_call(m, 0x802, 20000), 0, r, 300), 0);
@@ -925,7 +925,7 @@ TEST(rrep_e2e_reservation_cap)
 	n = rr_th_rogue_send(&g, m, rogue_done(m, 0x800), 0, r, 3000);
 	REQUIRE(n >= 44);
 	CHECK_EQ(rr_get_be32(r), 0x802);
-	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_NOMSG);
+	CHECK_EQ(rr_get_be32(r + 12), RR_HDR_NOMSG);
 	stag = rr_get_be32(r + 24);
 	CHECK_EQ(rr_th_rogue_send(&g, m, rogue_done(m, 0x802), stag, NULL, 500), 0);
 	CHECK(srv_quiet(&s));
@@ -960,8 +960,8 @@ TEST(rrep_e2e_memory_budget)
 	n = rr_th_rogue_send(&g, m, rogue_call(m, 0x901, 20000), 0, r, 3000);
 	CHECK_EQ(n, 20);
 	CHECK_EQ(rr_get_be32(r), 0x901);
-	CHECK_EQ(rr_get_be32(r + 12), RR_XPRT_ERROR);
-	CHECK_EQ(rr_get_be32(r + 16), RR_XPRT_ERR_CHUNK);
+	CHECK_EQ(rr_get_be32(r + 12), RR_HDR_ERROR);
+	CHECK_EQ(rr_get_be32(r + 16), RR_HDR_ERR_CHUNK);
 	rr_tp_server_stats(s.tp, &st);
 	CHECK_EQ(st.rrep_over_budget, 1);
 	CHECK_EQ(st.rrep_parked, 0);

@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* rpcrdma-bench inside: the benchmark service's numbers, the transports and
+ * workloads, the run's state (set from the options in rpcrdma-bench.c), a
+ * record per measured point, a connection of any transport, and the
+ * functions the parts of the program call across files (driver.c,
+ * transports.c, backend_*.c, sock.c, measure.c, report.c). A tool's private
+ * header: librpcrdma's public API only. */
+#ifndef RPCRDMA_TOOLS_BENCH_H
+#define RPCRDMA_TOOLS_BENCH_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fileservice.h"
+#include "rpcrdma/rpc.h"
+#include "rpcrdma/stats.h"
+#include "rpcrdma/xdr.h"
+
+/* libtirpc where its header is found (backend_tirpc.c; "not available"
+ * otherwise) */
+#if defined(__has_include)
+#if __has_include(<rpc/rpc.h>)
+#include <rpc/rpc.h>
+#define BENCH_HAVE_TIRPC 1
+#endif
+#endif
+#ifndef BENCH_HAVE_TIRPC
+#define BENCH_HAVE_TIRPC 0
+#endif
+
+#define BENCH_PROG 0x2f5a0002u
+#define BENCH_VERS 1u
+#define BENCH_READ 1u
+#define BENCH_WRITE 2u
+#define BENCH_PUSH_OPEN 3u   /* -> i32 rc; region (rpcrdma/push.h) */
+#define BENCH_WRITE_SYNC 4u  /* data (DDP-eligible) -> count; written to a file and
+                                fdatasync'd before the reply (durable, like Commit) */
+#define BENCH_PUSH_OPEN_MEM 5u   /* BENCH_PUSH_OPEN, region file on tmpfs */
+#define BENCH_WRITE_SYNC_MEM 6u  /* BENCH_WRITE_SYNC, file on tmpfs */
+#define MAXIO (8u * 1024 * 1024)
+
+enum tp { TP_RDMA, TP_TCP, TP_TIRPC, TP_RAW, TP_N };
+enum wl { WL_NULL, WL_READ, WL_WRITE, WL_OUTST, WL_CONNS, WL_PUSH, WL_N };
+#define OUT_SIZE 4096u    /* READ size of the outstanding-calls workload */
+#define CONN_SIZE 65536u  /* READ size of the connections workload */
+
+/* Spin-then-sleep budget in microseconds (--spin-us, else
+ * RPCRDMA_SOFT_SPIN_US, else 20): exported as RPCRDMA_SOFT_SPIN_US to the
+ * library in both processes and used by the raw "pingspin" floor. */
+#ifdef RPCRDMA_SPIN_US_MAX
+#define BENCH_SPIN_MAX RPCRDMA_SPIN_US_MAX
+#else
+#define BENCH_SPIN_MAX 1000u
+#endif
+#define BENCH_SPIN_DEFAULT 20u
+
+/* ---- the run's state (rpcrdma-bench.c) ---- */
+extern const char *const tp_name[TP_N];
+extern bool tp_want[TP_N];        /* --transports */
+extern bool wl_want[WL_N];        /* --workloads */
+extern bool tp_ok[TP_N];          /* the server started (and connections open) */
+extern char tp_why[TP_N][160];    /* why not */
+extern int tp_port[TP_N];         /* the server's loopback port */
+extern pid_t tp_pid[TP_N];        /* the server's process */
+extern double dur;                /* seconds per point */
+extern bool quick;
+extern unsigned spin_us;
+extern uint8_t *srcbuf;  /* MAXIO bytes of pattern (client WRITE data, server READ data) */
+
+/* ---- records (measure.c) ---- */
+struct rec {
+	char workload[24];   /* null, read, write, read_outstanding, read_conns, write_4k_pull, ... */
+	enum tp tp;
+	char variant[12];    /* raw: "pingpong" or "stream"; "" otherwise */
+	uint32_t size;
+	unsigned outstanding, conns;
+	uint64_t ops;
+	double secs, p50_us, p99_us, mbps, ops_s;
+	double ratio_raw, ratio_tirpc;  /* NaN-free: < 0 when not applicable */
+	double rtrips;       /* rdma: network round trips per operation, from the
+				client's counters; < 0 when not counted */
+	double ratio_spin;   /* latency records: p50 / raw "pingspin" p50; < 0: n/a */
+	double cpu_c, cpu_s; /* CPU us per operation of the client (this process)
+				and of the server child; < 0 when not measured */
+	int64_t cpu_c0, cpu_s0;  /* CPU ns at the start of the measured interval */
+	char na[160];        /* non-empty: not available, why */
+};
+
+extern struct rec *recs;
+extern unsigned nrecs;
+
+/* Latency samples of one measured interval (any thread may add). */
+struct lat {
+	uint64_t *v;
+	size_t n, cap;
+	pthread_mutex_t lock;
+};
+
+/* A new record, not measured yet (ratios, CPU: -1). Exits when out of memory. */
+struct rec *rec_new(const char *wl, enum tp tp, const char *variant, uint32_t size,
+		    unsigned outst, unsigned conns);
+void lat_init(struct lat *l);
+void lat_add(struct lat *l, uint64_t ns);
+/* Fills the record's statistics from the latencies and the totals. */
+void lat_finish(struct lat *l, struct rec *r, uint64_t ops, uint64_t bytes, double secs);
+/* Right before the measured interval of @r. */
+void cpu_begin(struct rec *r);
+/* Right after it, over @ops operations. */
+void cpu_end(struct rec *r, uint64_t ops);
+
+/* ---- connections of any transport (transports.c) ---- */
+/* How a raw connection's receiver waits ("pingspin": spin, then sleep). */
+struct spinner {
+	unsigned us;      /* 0: never spin */
+	unsigned miss, skip;
+};
+
+/* One synchronous operation on a connection of any transport. */
+struct conn {
+	enum tp tp;
+	struct rpcrdma_client *rc;
+	int fd;                 /* raw */
+	struct spinner spin;    /* raw: how it waits ("pingspin": both ends spin) */
+#if BENCH_HAVE_TIRPC
+	CLIENT *tc;
+#endif
+	uint8_t *sink;          /* MAXIO */
+};
+
+/* RPC message sizes on TCP (record mark + RFC 5531 headers, AUTH_NONE) */
+#define CALL_HDR (4u + 40u)
+#define REPLY_HDR (4u + 24u)
+#define XDR_ALIGN(n) (((n) + 3u) & ~3u)
+
+/* Forks the server of @tp; the child reports "port" or "error errno".
+ * Sets tp_ok, tp_port, tp_pid or tp_why. */
+void start_server(enum tp tp);
+int conn_open(struct conn *c, enum tp tp);
+void conn_close(struct conn *c);
+int conn_op(struct conn *c, int op, uint32_t size);
+
+/* ---- loopback sockets (sock.c) ---- */
+int listen_loopback(int *port);
+int connect_loopback(int port);
+/* Reads exactly @n bytes: 0, or -1 on EOF or error (@sp: spin first). */
+int spin_read_full(int fd, void *buf, size_t n, struct spinner *sp);
+int read_full(int fd, void *buf, size_t n);
+int write_full(int fd, const void *buf, size_t n);
+
+/* ---- backends: librpcrdma rdma:// and tcp:// (backend_rpcrdma.c) ---- */
+extern uint32_t conn_inline;   /* inline size of the next connections; 0: default */
+int rr_server(const char *scheme, int *port);
+int rr_open(struct conn *c);
+int rr_op(struct conn *c, int op, uint32_t size);
+void count_rtrips(struct conn *c, const struct rpcrdma_xprt_stats *a, uint64_t ops,
+		  struct rec *r);
+int run_push(struct conn *c, uint32_t size, bool mem, struct rec *r);
+int run_outstanding_rr(enum tp tp, unsigned window, uint32_t size, struct rec *r);
+
+/* ---- libtirpc (backend_tirpc.c, when BENCH_HAVE_TIRPC) ---- */
+int tirpc_server(int lfd);
+int tirpc_open(struct conn *c);
+int tirpc_op(struct conn *c, int op, uint32_t size);
+
+/* ---- raw TCP (backend_raw.c) ---- */
+void raw_server(int lfd);
+int raw_open(struct conn *c);
+int conn_set_spin(struct conn *c, unsigned us);
+int raw_op(struct conn *c, int op, uint32_t size);
+int raw_stream(int port, uint32_t size, struct rec *r);
+int run_outstanding_raw(unsigned window, uint32_t size, struct rec *r);
+
+/* ---- the driver (driver.c) ---- */
+int run_sync(struct conn *c, int op, uint32_t size, struct rec *r);
+int run_conns(enum tp tp, unsigned nconn, int op, uint32_t size, bool spin, struct rec *r);
+void run_all(void);
+
+/* ---- the report (report.c) ---- */
+void fmt_size(char *b, size_t cap, uint32_t s);
+void compute_ratios(void);
+void print_table(void);
+int write_json(const char *path);
+int write_svg(const char *path);
+
+#endif

@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* rpcrdma-bench's records and what goes into them: one record per workload,
+ * transport and point (rec_new), the latency samples of a measured interval
+ * and their percentiles, and the CPU time per operation of this process
+ * (the client) and of the transport's server child. */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+#define MAX_SAMPLES (1u << 20)
+
+struct rec *recs;
+unsigned nrecs;
+static unsigned caprecs;
+
+struct rec *rec_new(const char *wl, enum tp tp, const char *variant, uint32_t size,
+		    unsigned outst, unsigned conns)
+{
+	struct rec *r;
+
+	if (nrecs == caprecs) {
+		unsigned ncap = caprecs ? caprecs * 2 : 64;
+		struct rec *n = realloc(recs, ncap * sizeof(*n));
+
+		if (!n) {
+			fprintf(stderr, "rpcrdma-bench: out of memory\n");
+			exit(1);
+		}
+		recs = n;
+		caprecs = ncap;
+	}
+	r = &recs[nrecs++];
+	memset(r, 0, sizeof(*r));
+	snprintf(r->workload, sizeof(r->workload), "%s", wl);
+	snprintf(r->variant, sizeof(r->variant), "%s", variant ? variant : "");
+	r->tp = tp;
+	r->size = size;
+	r->outstanding = outst;
+	r->conns = conns;
+	r->ratio_raw = r->ratio_tirpc = r->rtrips = r->ratio_spin = -1;
+	r->cpu_c = r->cpu_s = -1;
+	r->cpu_c0 = r->cpu_s0 = -1;
+	return r;
+}
+
+void lat_init(struct lat *l)
+{
+	l->cap = MAX_SAMPLES;
+	l->v = malloc(l->cap * sizeof(*l->v));
+	l->n = 0;
+	pthread_mutex_init(&l->lock, NULL);
+}
+
+void lat_add(struct lat *l, uint64_t ns)
+{
+	pthread_mutex_lock(&l->lock);
+	if (l->v && l->n < l->cap)
+		l->v[l->n++] = ns;
+	pthread_mutex_unlock(&l->lock);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Fills the record's statistics from the latencies and the totals. */
+void lat_finish(struct lat *l, struct rec *r, uint64_t ops, uint64_t bytes, double secs)
+{
+	if (l->n) {
+		qsort(l->v, l->n, sizeof(*l->v), cmp_u64);
+		r->p50_us = (double)l->v[(l->n - 1) / 2] / 1e3;
+		r->p99_us = (double)l->v[(l->n * 99 + 99) / 100 - 1] / 1e3;
+	}
+	r->ops = ops;
+	r->secs = secs;
+	r->ops_s = secs > 0 ? (double)ops / secs : 0;
+	r->mbps = secs > 0 ? (double)bytes / secs / 1e6 : 0;
+	free(l->v);
+	l->v = NULL;
+	pthread_mutex_destroy(&l->lock);
+}
+
+/* ======================================================================
+ * CPU time per operation
+ *
+ * Nanoseconds on CPU of a whole process, every thread, including threads
+ * that exited during the interval (run_conns' client threads start and end
+ * inside it): the kernel's process CPU clock, which is the sum of the
+ * threads' sum_exec_runtime, the first field of /proc/PID/task/TID/schedstat.
+ * When that clock cannot be read, the schedstat sum over the live threads.
+ * Both fail (-1) without /proc and without the clock, or when the process
+ * is gone.
+ * ====================================================================== */
+
+static int64_t schedstat_sum(const char *taskdir)
+{
+	DIR *d = opendir(taskdir);
+	struct dirent *e;
+	int64_t sum = 0;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		char path[300];
+		unsigned long long v;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/schedstat", taskdir, e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;   /* the thread just exited */
+		if (fscanf(f, "%llu", &v) == 1) {
+			sum += (int64_t)v;
+			n++;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return n ? sum : -1;
+}
+
+static int64_t ts_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000ll + t->tv_nsec;
+}
+
+/* CPU ns of this process (@pid 0) or of the child @pid; -1: unknown. */
+static int64_t cpu_ns(pid_t pid)
+{
+	struct timespec t;
+	clockid_t cid = CLOCK_PROCESS_CPUTIME_ID;
+	char dir[48];
+
+	if (pid < 0)
+		return -1;
+	if ((pid == 0 || clock_getcpuclockid(pid, &cid) == 0) && clock_gettime(cid, &t) == 0)
+		return ts_ns(&t);
+	if (pid == 0)
+		return schedstat_sum("/proc/self/task");
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	return schedstat_sum(dir);
+}
+
+/* The server process of @tp's records: the forked child; -1 when there is
+ * none (every server here is a child of its own, one per transport, so no
+ * server's CPU is shared with another transport's records). */
+static pid_t server_pid(enum tp tp)
+{
+	return tp_pid[tp] > 0 ? tp_pid[tp] : -1;
+}
+
+/* Right before the measured interval of @r. */
+void cpu_begin(struct rec *r)
+{
+	r->cpu_s0 = cpu_ns(server_pid(r->tp));
+	r->cpu_c0 = cpu_ns(0);
+}
+
+/* Right after it, over @ops operations. */
+void cpu_end(struct rec *r, uint64_t ops)
+{
+	int64_t c = cpu_ns(0), s = cpu_ns(server_pid(r->tp));
+
+	if (!ops)
+		return;
+	if (c >= 0 && r->cpu_c0 >= 0 && c >= r->cpu_c0)
+		r->cpu_c = (double)(c - r->cpu_c0) / 1e3 / (double)ops;
+	if (s >= 0 && r->cpu_s0 >= 0 && s >= r->cpu_s0)
+		r->cpu_s = (double)(s - r->cpu_s0) / 1e3 / (double)ops;
+}
