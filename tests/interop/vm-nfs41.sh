@@ -20,7 +20,10 @@ if lab_section nfs41; then
 	for p in siw rxe; do
 		lab_pair $p
 		lab_say "=== nfs41: backchannel unit tests on verbs:// over $p ($C -> $S)"
-		lab_cap_start bc-verbs-$p $IF - - "rpcordma,rpc.program==1073742871" \
+		# (tshark dissects the Calls of a program it does not know only
+		# when asked: rpc.dissect_unknown_programs)
+		lab_cap_start bc-verbs-$p $IF pref:rpc.dissect_unknown_programs:TRUE - \
+			"rpcordma,rpc.program==1073742871" \
 			"backchannel tests, verbs:// both ends on $p (callback program 0x40000417)"
 		RR_VERBS_SERVER_ADDR=$S RR_VERBS_CLIENT_ADDR=$C timeout 240 /share/rr-tests \
 			bc_verbs_both_roles bc_verbs_not_offered bc_verbs_credits_exhausted \
