@@ -45,9 +45,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <stdarg.h>
-
 #include "rpcrdma/rpc.h"
+#include "lab_check.h"
 
 #define NFS_PROG 100003u
 #define NFS_V4 4u
@@ -74,27 +73,6 @@ enum { NFS4_OK = 0, NFS4ERR_DELAY = 10008, NFS4ERR_GRACE = 10013, NFS4ERR_NOTSUP
 #define CDFS4_BOTH 3u
 #define CB_SLOTS 4u            /* back channel slots = our callback_slots */
 #define REPLY_HINT 4000u       /* our COMPOUND replies: inline */
-
-static int failures;
-
-static void result(bool ok, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void result(bool ok, const char *name, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!ok)
-		failures++;
-	printf("%s %s", ok ? "ok" : "not ok", name);
-	if (fmt && *fmt) {
-		printf(": ");
-		va_start(ap, fmt);
-		vprintf(fmt, ap);
-		va_end(ap);
-	}
-	printf("\n");
-	fflush(stdout);
-}
 
 struct stateid {
 	uint32_t seqid;

@@ -761,13 +761,7 @@ static int bc_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 		return -ENOMEM;
 	cp->bc = bc;
 	atomic_init(&cp->cancel, false);
-	for (unsigned i = 0; i < RR_RPC_MAX_DDP; i++)
-		call->placed[i] = RR_RPC_NOT_PLACED;
-	call->reply = NULL;
-	call->reply_len = 0;
-	call->reply_buf = NULL;
-	call->status = 0;
-	call->xp_status = 0;
+	rr_tcp_call_reset(call);
 	pthread_mutex_lock(&cn->bc_lock);
 	if (cn->bc_dead) {
 		pthread_mutex_unlock(&cn->bc_lock);
