@@ -23,6 +23,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -58,6 +59,7 @@ struct bcw {
 	bool hold;
 	uint32_t inline_size;         /* the client's (0: the transport's) */
 	uint32_t idle_ms;             /* the server's idle timeout (0: default) */
+	const struct rpcrdma_env *env;   /* the client's (NULL: default) */
 };
 
 static void bcw_init(struct bcw *w, const char *scheme)
@@ -205,8 +207,9 @@ static void bcw_server(struct bcw *w)
 static void bcw_client(struct bcw *w, unsigned slots, bool start, unsigned threads)
 {
 	struct rpcrdma_client_opts co = {.timeout_ms = 15000, .connect_timeout_ms = 5000,
-					 .callback_slots = slots, .inline_size = w->inline_size};
-	struct rpcrdma_server_opts so = {.threads = threads};
+					 .callback_slots = slots, .inline_size = w->inline_size,
+					 .env = w->env};
+	struct rpcrdma_server_opts so = {.threads = threads, .env = w->env};
 
 	REQUIRE_EQ(rpcrdma_client_create(w->url, SPROG, 1, &co, &w->cl), 0);
 	if (!slots)
@@ -735,6 +738,64 @@ TEST(bc_tcp_over_slots_dropped)
 	CHECK_EQ(async_count(&a, true), 2u);
 	async_free(&a);
 	bcw_fini(&w);
+}
+
+/* A slot is given back with its Reply, not after: a server may send the
+ * next Call on that slot as soon as it has the Reply (NFSv4.1 does). The
+ * client's frees are slowed down while @slow_free is set (its callback
+ * server frees a request after the Reply is sent), so that a slot given
+ * back only then would drop the next Call of the one slot offered. */
+static atomic_bool slow_free;
+
+static void *sf_alloc(void *ctx, size_t n)
+{
+	(void)ctx;
+	return malloc(n);
+}
+
+static void sf_free(void *ctx, void *p)
+{
+	(void)ctx;
+	if (p && atomic_load(&slow_free))
+		rr_th_sleep_ms(20);
+	free(p);
+}
+
+static void scenario_slot_with_reply(const char *scheme)
+{
+	struct rpcrdma_env env = *rpcrdma_env_default();
+	struct rpcrdma_client *cb;
+	struct bcw w;
+	uint32_t y = 0;
+
+	if (!bc_available(scheme))
+		return;
+	env.alloc = sf_alloc;
+	env.free = sf_free;
+	bcw_init(&w, scheme);
+	w.env = &env;
+	bcw_server(&w);
+	bcw_client(&w, 1, true, 1);
+	REQUIRE_EQ(fwd(&w, S_BIND, 0, NULL), 0);
+	cb = bound(&w, 1);
+	REQUIRE(cb != NULL);
+	atomic_store(&slow_free, true);
+	for (uint32_t i = 0; i < 10; i++) {
+		CHECK_EQ(back(cb, CB_ECHO, i, 3000, &y, NULL), 0);
+		CHECK_EQ(y, i + 1);
+	}
+	atomic_store(&slow_free, false);
+	bcw_fini(&w);
+}
+
+TEST(bc_tcp_slot_free_with_reply)
+{
+	scenario_slot_with_reply("tcp");
+}
+
+TEST(bc_rdma_slot_free_with_reply)
+{
+	scenario_slot_with_reply("rdma");
 }
 
 TEST(bc_rdma_both_roles)

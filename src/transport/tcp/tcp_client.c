@@ -102,6 +102,7 @@ struct tcp_bc_req {
 	uint8_t *buf;
 	size_t cap;
 	uint64_t gen;
+	bool counted;               /* holds one of bc->inflight (c->lock) */
 };
 
 /* Per-call transport state, kept in xp_priv: the cancel flag for
@@ -377,6 +378,7 @@ static void clnt_on_call(struct tcp_clnt *c, uint8_t *buf, size_t len, size_t ca
 		r = rr_zalloc(c->p.env, sizeof(*r));
 		if (r) {
 			bc->inflight++;
+			r->counted = true;
 			r->bc = bc;
 			r->gen = c->gen;
 		}
@@ -841,8 +843,24 @@ static int bc_start(struct rr_xprt_server *x)
 	return 0;
 }
 
+/* The slot of @r is free again (its Reply is about to go, or it is done
+ * without one). */
+static void bc_uncount(struct tcp_clnt *c, struct tcp_bc_req *r)
+{
+	pthread_mutex_lock(&c->lock);
+	if (r->counted) {
+		r->counted = false;
+		r->bc->inflight--;
+		pthread_cond_broadcast(&c->cv);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
 /* The Reply goes on the connection its Call came on; once that one is gone
- * it is lost (-ENOTCONN), as a server's Reply on a closed connection. */
+ * it is lost (-ENOTCONN), as a server's Reply on a closed connection. The
+ * slot is given back before the Reply is sent: a server may send the next
+ * Call on that slot as soon as it has the Reply (NFSv4.1 does), before
+ * req_done runs. */
 static int bc_send_reply(struct rr_xprt_server *x, struct rr_xprt_req *req,
 			 const struct rr_xprt_msg *msg)
 {
@@ -853,6 +871,7 @@ static int bc_send_reply(struct rr_xprt_server *x, struct rr_xprt_req *req,
 
 	if (msg->xdr_len > c->p.max_msg || msg->xdr_len > RR_RM_MAX_FRAG)
 		return -EMSGSIZE;
+	bc_uncount(c, r);
 	pthread_mutex_lock(&c->send_lock);   /* c->gen and c->fd change under it */
 	if (c->fd >= 0 && c->gen == r->gen) {
 		rc = rr_tcp_send_record(c->fd, msg, NULL, 30000);
@@ -869,12 +888,9 @@ static void bc_req_done(struct rr_xprt_server *x, struct rr_xprt_req *req)
 	struct tcp_bc_req *r = req->xp_priv;
 	struct tcp_clnt *c = bc->c;
 
+	bc_uncount(c, r);
 	rr_tcp_reader_recycle(&c->rd, r->buf, r->cap);
 	rr_free(c->p.env, r);
-	pthread_mutex_lock(&c->lock);
-	bc->inflight--;
-	pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->lock);
 }
 
 static void bc_stop(struct rr_xprt_server *x)
