@@ -298,6 +298,11 @@ static struct rr_rrep_entry *find_stag(struct rr_rrep_table *t, uint32_t stag)
 	return NULL;
 }
 
+struct rr_rrep_entry *rr_rrep_find_stag(struct rr_rrep_table *t, uint32_t stag)
+{
+	return find_stag(t, stag);
+}
+
 void rr_rrep_on_done(struct rr_rrep_table *t, uint32_t xid, bool has_inv, uint32_t inv_stag,
 		     struct rr_rrep_done *out)
 {

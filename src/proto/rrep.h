@@ -149,6 +149,10 @@ struct rr_rrep_done {
 void rr_rrep_on_done(struct rr_rrep_table *t, uint32_t xid, bool has_inv, uint32_t inv_stag,
 		     struct rr_rrep_done *out);
 
+/* The entry exposed under @stag and not yet invalidated, or NULL (it stays
+ * in the table). */
+struct rr_rrep_entry *rr_rrep_find_stag(struct rr_rrep_table *t, uint32_t stag);
+
 /* The next entry whose timeout passed at @now (removed from the table), or
  * NULL. Fence it (if stag_valid) and free it. */
 struct rr_rrep_entry *rr_rrep_expire(struct rr_rrep_table *t, uint64_t now);

@@ -3,7 +3,8 @@
  * docs/security.md "Lifetime rule"): a requester that sends RDMA_DONE for a
  * Reply exposed as a responder-provided Read chunk before, during and after
  * its RDMA Read Responses, as a plain Send or as Send With Invalidate of
- * the chunk's STag, twice, for XIDs that were never exposed, and in floods.
+ * the chunk's STag, twice, for XIDs that were never exposed, and in floods;
+ * and one that invalidates the chunk's STag with a Call instead.
  * The answers: once RDMA_DONE is processed the chunk's STag is invalid (a
  * Read Request for it draws the Terminate "RDMAP, Remote Protection Error,
  * Invalid STag", RFC 5040 section 7.2); during the Read Responses the rogue
@@ -240,6 +241,43 @@ TEST(rogue_done_twice_plain)
 TEST(rogue_done_twice_inv)
 {
 	done_twice(true);
+}
+
+/* A Call (here NULL) sent as Send With Invalidate of the Read chunk's STag,
+ * before the chunk's RDMA_DONE: the provider invalidates the STag all the
+ * same, and the server counts it as the peer's invalidation (remote_inv);
+ * the Reply is stolen, so its plain RDMA_DONE afterwards posts no Local
+ * Invalidate of an STag already invalid (local_inv unchanged). Found by
+ * fuzz_rrep_rsp: the session attributed Send With Invalidate only to an
+ * RDMA_DONE and kept counting that STag valid. */
+TEST(rogue_call_with_invalidate_steals_the_chunk)
+{
+	struct rt_rrep x;
+	struct rpcrdma_xprt_stats st0, st1, st2;
+	struct rr_rogue_reply rep;
+	struct rr_hdr h;
+	uint8_t rpc[64];
+	int n;
+
+	if (!rr_th_soft_ok())
+		return;
+	rt_rrep_setup(&x, 100000, false);
+	REQUIRE_EQ(rr_fx_srv_stats(&x.f, &st0), 0);
+	n = rr_rogue_rpc_call(rpc, sizeof(rpc), 0x6b000011, FS_PROG, FS_VERS, FS_NULL, NULL, 0);
+	REQUIRE(n > 0);
+	rr_hdr_init(&h, 0x6b000011, 32, RR_HDR_MSG);
+	REQUIRE_EQ(rr_rogue_send_rpcrdma(x.g, &h, rpc, (size_t)n, true, x.stag), 0);
+	rt_reply(x.g, RT_MS, &rep);
+	CHECK_EQ(rep.hdr.xid, 0x6b000011);
+	REQUIRE_EQ(rr_fx_srv_stats(&x.f, &st1), 0);
+	CHECK_EQ(st1.remote_inv - st0.remote_inv, 1);
+	REQUIRE_EQ(rr_rogue_send_done(x.g, RT_XID, false, 0), 0);
+	rt_expect_null_ok(x.g, 0x6b000012);
+	REQUIRE_EQ(rr_fx_srv_stats(&x.f, &st2), 0);
+	CHECK_EQ(st2.local_inv - st1.local_inv, 0);
+	CHECK_EQ(st2.done_recv - st1.done_recv, 1);
+	rt_probe_ok(x.f.port);
+	rt_rrep_teardown(&x);
 }
 
 /* RDMA_DONE for XIDs that were never exposed, while a real Read chunk

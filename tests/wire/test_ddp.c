@@ -121,7 +121,9 @@ static void st_msg(struct stream *s, struct rr_ddp_txmsg *m, bool crc, size_t fp
 	while (rr_ddp_tx_next(m, crc, fpdu_max, &f) == 1) {
 		size_t tot = 0;
 
-		REQUIRE(f.len <= fpdu_max || fpdu_max < RR_FPDU_MIN);
+		/* an RDMAP body on QN 1-3 is one segment, whatever fpdu_max */
+		REQUIRE(f.len <= fpdu_max || fpdu_max < RR_FPDU_MIN ||
+			(!m->tagged && m->qn != RR_QN_SEND));
 		if (s->len + f.len > s->cap) {
 			s->cap = (s->len + f.len) * 2;
 			s->b = realloc(s->b, s->cap);
@@ -308,6 +310,43 @@ TEST(ddp_small_fpdu_max_and_msn_wrap)
 	CHECK_EQ(nev, 50);
 	CHECK_EQ(rx.msn_expect[0], 1);
 	CHECK_MEM(f->recvbuf[1], src, 999);
+	free(s.b);
+	free(f);
+}
+
+/* A Commit Request of 32 regions (516 bytes) with a small fpdu_max (a
+ * path MSS of 536 bytes holds less): one segment, which the receiver takes
+ * whole. Found by fuzz_soft_rx: it was split, and the peer terminated the
+ * connection (DDP, untagged, message too long). */
+TEST(ddp_commit_request_is_one_segment)
+{
+	struct fake *f = fake_new();
+	struct stream s = {0};
+	struct rr_ddp_txmsg m;
+	struct rr_ddp_rx rx;
+	struct rr_ddp_event ev[4];
+	struct rr_commit_req cr = {.id = 5, .nregions = RR_COMMIT_MAX_REGIONS};
+	uint8_t body[RR_RX_BODY_MAX];
+	struct iovec v = {body, 0};
+	unsigned nev;
+	int n;
+
+	for (unsigned i = 0; i < cr.nregions; i++)
+		cr.region[i] = (struct rr_commit_region){0x100 + i, 4096, 4096ull * i};
+	n = rr_rdmap_commit_req_encode(&cr, body, sizeof(body));
+	REQUIRE_EQ(n, 4 + 32 * 16);
+	v.iov_len = (size_t)n;
+	rr_ddp_txmsg_untagged(&m, RR_OP_COMMIT_REQ, RR_QN_READ, 1, 0, &v, 1);
+	st_msg(&s, &m, true, 536);
+	rr_ddp_txmsg_untagged(&m, RR_OP_COMMIT_REQ, RR_QN_READ, 2, 0, &v, 1);
+	st_msg(&s, &m, true, RR_FPDU_MIN);
+	CHECK_EQ(s.fpdus, 2);
+	rr_ddp_rx_init(&rx, &fake_ops, f, true, true);
+	REQUIRE_EQ(st_feed(&rx, &s, 0, 7, ev, 4, &nev), 0);
+	REQUIRE_EQ(nev, 2);
+	CHECK_EQ(ev[1].type, RR_EV_COMMIT_REQ);
+	CHECK_EQ(ev[1].u.creq.nregions, 32);
+	CHECK(ev[1].u.creq.region[31].to == 4096ull * 31);
 	free(s.b);
 	free(f);
 }

@@ -13,6 +13,20 @@
 #include "fileservice.h"
 #include "rpcrdma/push.h"
 
+/* Runs @call when @rc (the result of building its arguments) is 0, then reads
+ * the fs_status that starts every result of the service into *@st and hands
+ * out the results' cursor in *@d. */
+static int fs_run(struct rpcrdma_call *call, int rc, struct rpcrdma_xdr_dec **d,
+		  uint32_t *st)
+{
+	if (!rc)
+		rc = rpcrdma_call_run(call);
+	if (rc)
+		return rc;
+	*d = rpcrdma_call_results(call);
+	return rpcrdma_xdr_get_u32(*d, st);
+}
+
 /* READ @count bytes at @off into @buf (the DDP sink): *@got bytes, *@eof. */
 int fs_read(struct rpcrdma_client *c, const char *path, uint64_t off, void *buf,
 	    uint32_t count, uint32_t *got, bool *eof)
@@ -41,12 +55,9 @@ int fs_read(struct rpcrdma_client *c, const char *path, uint64_t off, void *buf,
 	 * chunk to register and invalidate) */
 	if (count)
 		rpcrdma_call_set_reply_hint(call, 64);
-	if (!rc)
-		rc = rpcrdma_call_run(call);
+	rc = fs_run(call, rc, &d, &st);
 	if (!rc) {
-		d = rpcrdma_call_results(call);
-		rc = rpcrdma_xdr_get_u32(d, &st);
-		if (!rc && st == FS_OK) {
+		if (st == FS_OK) {
 			rc = rpcrdma_xdr_get_bool(d, &b);
 			if (!rc)
 				rc = rpcrdma_xdr_get_ddp(d, &p, &len);
@@ -85,12 +96,9 @@ int fs_write(struct rpcrdma_client *c, const char *path, uint64_t off,
 	rpcrdma_xdr_put_u32(e, flags);
 	rpcrdma_xdr_put_ddp(e, data, len);
 	rc = rpcrdma_xdr_enc_error(e);
-	if (!rc)
-		rc = rpcrdma_call_run(call);
+	rc = fs_run(call, rc, &d, &st);
 	if (!rc) {
-		d = rpcrdma_call_results(call);
-		rc = rpcrdma_xdr_get_u32(d, &st);
-		if (!rc && st == FS_OK)
+		if (st == FS_OK)
 			rc = rpcrdma_xdr_get_u32(d, &n);
 		if (!rc)
 			rc = (int)st;
@@ -105,17 +113,14 @@ int fs_write(struct rpcrdma_client *c, const char *path, uint64_t off,
 int fs_commit(struct rpcrdma_client *c, const char *path)
 {
 	struct rpcrdma_call *call;
+	struct rpcrdma_xdr_dec *d;
 	uint32_t st = 0;
 	int rc;
 
 	rc = rpcrdma_call_create(c, FS_COMMIT, &call);
 	if (rc)
 		return rc;
-	rc = rpcrdma_xdr_put_string(rpcrdma_call_args(call), path);
-	if (!rc)
-		rc = rpcrdma_call_run(call);
-	if (!rc)
-		rc = rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &st);
+	rc = fs_run(call, rpcrdma_xdr_put_string(rpcrdma_call_args(call), path), &d, &st);
 	if (!rc)
 		rc = (int)st;
 	rpcrdma_call_destroy(call);
@@ -142,16 +147,11 @@ int fs_push_open(struct rpcrdma_client *c, const char *path, uint64_t size,
 	rpcrdma_xdr_put_u64(e, size);
 	rc = rpcrdma_xdr_enc_error(e);
 	rpcrdma_call_set_reply_hint(call, 64);
-	if (!rc)
-		rc = rpcrdma_call_run(call);
-	if (!rc) {
-		d = rpcrdma_call_results(call);
-		rc = rpcrdma_xdr_get_u32(d, &st);
-		if (!rc && st == FS_OK) {
-			rc = rpcrdma_xdr_get_push_region(d, reg);
-			if (!rc)
-				rc = rpcrdma_xdr_get_u64(d, file_off);
-		}
+	rc = fs_run(call, rc, &d, &st);
+	if (!rc && st == FS_OK) {
+		rc = rpcrdma_xdr_get_push_region(d, reg);
+		if (!rc)
+			rc = rpcrdma_xdr_get_u64(d, file_off);
 	}
 	if (!rc)
 		rc = (int)st;
@@ -193,12 +193,9 @@ int fs_list_range(struct rpcrdma_client *c, const char *path, uint32_t cookie,
 		rpcrdma_call_set_reply_range(call, min_reply < hint ? min_reply : hint, hint);
 	else
 		rpcrdma_call_set_reply_hint(call, hint);
-	if (!rc)
-		rc = rpcrdma_call_run(call);
+	rc = fs_run(call, rc, &d, &st);
 	if (!rc) {
-		d = rpcrdma_call_results(call);
-		rc = rpcrdma_xdr_get_u32(d, &st);
-		if (!rc && st == FS_OK) {
+		if (st == FS_OK) {
 			rc = rpcrdma_xdr_get_u32(d, &cnt);
 			for (i = 0; !rc && i < cnt; i++) {
 				struct fs_dirent de;

@@ -63,6 +63,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rpcrdma/env.h"
 #include "rpcrdma/push.h"
 #include "rpcrdma/rpc.h"
 #include "rpcrdma/xdr.h"
@@ -131,6 +132,9 @@ uint64_t fs_now_ns(void);
 
 struct fs_service {
 	int rootfd;                 /* the export directory (O_DIRECTORY) */
+	/* READ's data buffers come from here (fs_service_init: the process
+	 * defaults; a test may set its own before registering) */
+	const struct rpcrdma_env *env;
 	atomic_int openat2_state;   /* 0 unknown, 1 works, -1 unavailable */
 	atomic_ulong calls[7];      /* per procedure, for the server's summary */
 };

@@ -17,7 +17,18 @@
 #include "fileservice.h"
 #include "service_int.h"
 
-static void fs_free_release(void *p) { free(p); }
+/* A READ's data, held until its Reply is gone; from the service's env. */
+struct fs_rbuf {
+	const struct rpcrdma_env *env;
+	uint8_t data[];
+};
+
+static void fs_rbuf_release(void *p)
+{
+	struct fs_rbuf *rb = p;
+
+	rb->env->free(rb->env->alloc_ctx, rb);
+}
 
 int fs_h_read(struct rpcrdma_req *req, void *ctx)
 {
@@ -28,6 +39,7 @@ int fs_h_read(struct rpcrdma_req *req, void *ctx)
 	uint64_t off;
 	uint32_t count, st;
 	int rc, fd;
+	struct fs_rbuf *rb = NULL;
 	uint8_t *buf = NULL;
 	ssize_t got = 0;
 	struct stat sb;
@@ -55,12 +67,20 @@ int fs_h_read(struct rpcrdma_req *req, void *ctx)
 		st = FS_EISDIR;
 	else if (!S_ISREG(sb.st_mode))
 		st = FS_EINVAL;   /* no FIFOs or devices: they could block */
+	/* never more than the file holds past @off: a peer asking 8 MiB of a
+	 * small file makes the server hold what it reads, not what it asks */
+	if (st == FS_OK && off >= (uint64_t)sb.st_size)
+		count = 0;
+	else if (st == FS_OK && count > (uint64_t)sb.st_size - off)
+		count = (uint32_t)((uint64_t)sb.st_size - off);
 	if (st == FS_OK && count) {
-		buf = malloc(count);
-		if (!buf) {
+		rb = svc->env->alloc(svc->env->alloc_ctx, sizeof(*rb) + count);
+		if (!rb) {
 			close(fd);
 			return RPCRDMA_SVC_SYSTEM_ERR;
 		}
+		rb->env = svc->env;
+		buf = rb->data;
 		while ((uint32_t)got < count) {
 			ssize_t n = pread(fd, buf + got, count - (size_t)got, (off_t)(off + (uint64_t)got));
 
@@ -83,10 +103,10 @@ int fs_h_read(struct rpcrdma_req *req, void *ctx)
 		rpcrdma_xdr_put_bool(e, eof);
 		/* the buffer is referenced: free it once the reply is gone */
 		rpcrdma_xdr_put_ddp(e, buf ? buf : (const void *)"", (uint32_t)got);
-		if (buf)
-			rpcrdma_req_set_release(req, fs_free_release, buf);
-	} else {
-		free(buf);
+		if (rb)
+			rpcrdma_req_set_release(req, fs_rbuf_release, rb);
+	} else if (rb) {
+		fs_rbuf_release(rb);
 	}
 	return rpcrdma_xdr_enc_error(e) ? RPCRDMA_SVC_SYSTEM_ERR : RPCRDMA_SVC_OK;
 }

@@ -17,6 +17,7 @@
 int fs_service_init(struct fs_service *svc, const char *dir)
 {
 	memset(svc, 0, sizeof(*svc));
+	svc->env = rpcrdma_env_default();
 	svc->rootfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (svc->rootfd < 0)
 		return -errno;

@@ -150,6 +150,8 @@ void rr_conn_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32
 			rs_park_resume(c, rr_conn_now(c));   /* a reservation may be free */
 			return;
 		}
+		if (has_inv)
+			rs_rrep_on_stray_inv(c, inv_stag);
 		rs_on_recv(c, idx, buf, len);
 		return;
 	}

@@ -272,6 +272,10 @@ void rs_rrep_account(struct rr_conn *c, int64_t delta);
 void rs_rrep_on_done(struct rr_conn *c, uint32_t idx, uint32_t xid, bool has_inv,
 		     uint32_t inv_stag);
 void rs_rrep_on_inv(struct rr_conn *c, struct rs_exp *x, int status);
+/* A message other than RDMA_DONE came as Send With Invalidate of
+ * @inv_stag (a requester has no reason to: the provider invalidated one of
+ * our STags all the same): the Reply it exposed is treated as stolen. */
+void rs_rrep_on_stray_inv(struct rr_conn *c, uint32_t inv_stag);
 void rs_rrep_to_err_chunk(struct rr_conn *c, struct rs_req *r, struct rr_xprt_reply_plan *plan,
 			  uint8_t *buf, uint32_t *grant);
 int rs_rrep_expose(struct rr_conn *c, struct rs_req *r, struct rr_xprt_reply_plan *plan,

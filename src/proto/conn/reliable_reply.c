@@ -126,6 +126,46 @@ void rs_rrep_on_inv(struct rr_conn *c, struct rs_exp *x, int status)
 		rr_conn_fail(c);
 }
 
+/* The peer invalidated @x's STag before @x's own RDMA_DONE came (with
+ * another XID's RDMA_DONE, or with any other message): that Reply can no
+ * longer be pulled; it waits for its own RDMA_DONE (or the timeout) only to
+ * release its memory. */
+static void steal(struct rr_conn *c, struct rs_exp *x)
+{
+	x->stolen = true;
+	if (++c->rrep_forged > c->cfg.rrep_max)
+		rr_conn_fail(c);   /* bound what forgeries make us hold */
+	if (x->valid) {
+		exp_invalid(c, x);
+		c->st->remote_inv++;
+	}
+}
+
+/* Send With Invalidate of @inv_stag, an STag of ours the table no longer
+ * holds: a Reply being fenced (its Local Invalidate in flight) is invalid
+ * now, not when that completes. */
+static void fencing_inv(struct rr_conn *c, uint32_t inv_stag)
+{
+	for (struct rs_exp *x = c->rrep_fencing; x; x = x->next)   /* at most rrep_max */
+		if (x->valid && x->mem.stag == inv_stag) {
+			exp_invalid(c, x);
+			c->st->remote_inv++;
+			return;
+		}
+}
+
+void rs_rrep_on_stray_inv(struct rr_conn *c, uint32_t inv_stag)
+{
+	struct rr_rrep_entry *e = rr_rrep_find_stag(&c->rrep, inv_stag);
+
+	if (!e) {
+		fencing_inv(c, inv_stag);
+		return;
+	}
+	e->stag_valid = false;   /* the provider invalidated it */
+	steal(c, e->user);
+}
+
 void rs_rrep_on_done(struct rr_conn *c, uint32_t idx, uint32_t xid, bool has_inv,
 		     uint32_t inv_stag)
 {
@@ -138,20 +178,10 @@ void rs_rrep_on_done(struct rr_conn *c, uint32_t idx, uint32_t xid, bool has_inv
 		rr_cred_rsp_posted(&c->scred, 1);
 	c->st->recvs++;
 	rr_rrep_on_done(&c->rrep, xid, has_inv, inv_stag, &d);
-	if (d.stolen) {
-		/* Another XID's STag was invalidated by the peer: that Reply
-		 * can no longer be pulled; it waits for its own RDMA_DONE (or
-		 * the timeout) only to release its memory. */
-		struct rs_exp *x = d.stolen->user;
-
-		x->stolen = true;
-		if (++c->rrep_forged > c->cfg.rrep_max)
-			rr_conn_fail(c);   /* bound what forgeries make us hold */
-		if (x->valid) {
-			exp_invalid(c, x);
-			c->st->remote_inv++;
-		}
-	}
+	if (d.stolen)
+		steal(c, d.stolen->user);   /* another XID's STag */
+	else if (has_inv && !(d.release && d.release->stag == inv_stag))
+		fencing_inv(c, inv_stag);
 	if (d.release) {
 		struct rs_exp *x = d.release->user;
 

@@ -98,6 +98,12 @@ int rr_ddp_tx_next(struct rr_ddp_txmsg *m, bool crc, size_t fpdu_max, struct rr_
 	if (m->started && m->done >= m->total)
 		return 0;
 	n = RR_MIN(m->total - m->done, rr_ddp_seg_payload(hdr, fpdu_max));
+	/* QN 1-3 carry an RDMAP body (Read Request, Commit Request and
+	 * Response, Terminate) that the receiver takes in one segment only
+	 * (rx_hdr): never split, whatever fpdu_max (a Commit Request of 32
+	 * regions is 516 bytes, more than a 536-byte MSS holds) */
+	if (!m->tagged && m->qn != RR_QN_SEND)
+		n = m->total - m->done;
 	f->last = m->done + n == m->total;
 	ulpdu = hdr - RR_MPA_LEN_FIELD + n;
 	rr_put_be16(f->hdr, (uint16_t)ulpdu);

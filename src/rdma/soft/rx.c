@@ -416,14 +416,12 @@ static void rx_terminate(struct soft_qp *qp)
 {
 	if (qp->rx.term_valid) {
 		pthread_mutex_lock(&qp->tx_lock);
-		qp->term_len = rr_ddp_build_terminate(&qp->rx.term, qp->tx_msn[RR_QN_TERM]++, qp->crc,
-						      qp->term_fpdu);
-		if (qp->bpos == 0 || qp->bpos == qp->bcnt) {
-			/* at an FPDU boundary: a partially written batch
-			 * cannot be interrupted (best effort, as siw) */
-			qp->bcnt = qp->bpos = qp->bnf = 0;
+		rr_soft_term_set(qp, &qp->rx.term);
+		/* after the FPDU half on the wire, if the socket takes it
+		 * now: a Terminate never cuts into an FPDU (best effort, as
+		 * siw: none when the socket is full) */
+		if (rr_soft_tx_end_batch(qp)) {
 			qp->term_pending = true;
-			qp->msg_active = false;
 			rr_soft_qp_tx_locked(qp);
 			qp->term_pending = false;
 		}

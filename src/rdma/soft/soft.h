@@ -278,6 +278,10 @@ struct soft_irqe {
 	uint32_t src_stag;
 	uint64_t src_to;
 	uint8_t *src;                /* resolved when the response starts */
+	bool durable;                /* @src is durable memory: file @dfd at
+					offset @doff (tx_irq_src_ok) */
+	int dfd;
+	uint64_t doff;
 	uint32_t len;
 	uint32_t commit_id;
 	unsigned nregions;

@@ -10,6 +10,8 @@
  * (rr_soft_tx_revoke). Bytes go out through sock.c. */
 #include "rdma/soft/tx.h"
 
+#include <sys/stat.h>
+
 #include "rdma/soft/cq.h"
 #include "rdma/soft/rdmap.h"
 #include "rdma/soft/sock.h"
@@ -316,22 +318,52 @@ int rr_soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct rpc
 
 /* -------------------------------------------------------- transmit -- */
 
-/* The Terminate for a Read or Commit Request whose memory was deregistered
- * after it arrived (RDMAP, Remote Protection Error, Invalid STag: what an
- * unknown STag draws on arrival): sent after what is already batched, then
- * the QP ends (tx_lock held). */
-static void tx_fail_invalid_stag(struct soft_qp *qp)
+/* Builds the QP's Terminate from @t (tx_lock held), unless one is pending
+ * already: the QP ends with the first error it found. Each Terminate built
+ * takes the next MSN of queue 2, so a second one sent in place of the
+ * first would arrive with a gap the peer takes for an MSN error (RFC 5041
+ * 5.1; fuzz_soft_rx found a pending Invalid STag Terminate overwritten by
+ * a receive error's). */
+void rr_soft_term_set(struct soft_qp *qp, const struct rr_term *t)
+{
+	if (qp->term_pending)
+		return;
+	qp->term_len = rr_ddp_build_terminate(t, qp->tx_msn[RR_QN_TERM]++, qp->crc, qp->term_fpdu);
+}
+
+/* The Terminate for a Read or Commit Request whose memory went away after
+ * it arrived (RDMAP, Remote Protection Error, @ecode): Invalid STag when it
+ * was deregistered (what an unknown STag draws on arrival), Base or bounds
+ * when the file of durable memory no longer holds it. Sent after what is
+ * already batched, then the QP ends (tx_lock held). */
+static void tx_fail_term(struct soft_qp *qp, uint8_t ecode)
 {
 	struct rr_term term;
 
 	memset(&term, 0, sizeof(term));
 	term.layer = RR_TL_RDMAP;
 	term.etype = RR_RDMAP_ET_PROTECTION;
-	term.ecode = RR_RDMAP_EC_INVALID_STAG;
-	qp->term_len = rr_ddp_build_terminate(&term, qp->tx_msn[RR_QN_TERM]++, qp->crc,
-					      qp->term_fpdu);
+	term.ecode = ecode;
+	rr_soft_term_set(qp, &term);
 	qp->term_pending = true;
 	qp->term_fatal = true;
+}
+
+/* Whether the file of a Read Response's durable source still holds the
+ * bytes from @done on: they are read from its mapping (the MPA CRC is
+ * computed in this process), and a mapping past the end of its file faults
+ * (SIGBUS). Checked when the response starts and before each batch of its
+ * FPDUs is built; the file shrinking under a registration that a peer may
+ * read costs that peer a Terminate (Base or bounds), never a signal
+ * (docs/security.md "Durable regions"). */
+static bool tx_irq_src_ok(const struct soft_irqe *e, uint32_t done)
+{
+	struct stat st;
+	uint64_t end = e->doff + e->len;
+
+	if (!e->durable || e->commit || done >= e->len)
+		return true;
+	return fstat(e->dfd, &st) == 0 && st.st_size >= 0 && (uint64_t)st.st_size >= end;
 }
 
 /* Starts the Commit Response to the peer's Commit Request @e (draft 3.2.3:
@@ -350,7 +382,7 @@ static bool tx_start_commit_resp(struct soft_qp *qp, struct soft_irqe *e)
 		/* still registered? (checked on arrival too) */
 		if (rr_mrt_check(t, e->creg[i].stag, e->creg[i].to, e->creg[i].len,
 				 RPCRDMA_ACCESS_REMOTE_WRITE, &qp->pd->base, &qp->base, &e->ref[i])) {
-			tx_fail_invalid_stag(qp);
+			tx_fail_term(qp, RR_RDMAP_EC_INVALID_STAG);
 			return false;
 		}
 		if (!e->ref[i].durable) {
@@ -384,10 +416,17 @@ static bool tx_start_read_resp(struct soft_qp *qp, struct soft_irqe *e)
 		/* the memory is read now, so it must still be registered */
 		if (rr_mrt_check(t, e->src_stag, e->src_to, e->len, RPCRDMA_ACCESS_REMOTE_READ,
 				 &qp->pd->base, &qp->base, &ref)) {
-			tx_fail_invalid_stag(qp);
+			tx_fail_term(qp, RR_RDMAP_EC_INVALID_STAG);
 			return false;
 		}
 		e->src = ref.ptr;
+		e->durable = ref.durable;
+		e->dfd = ref.durable_fd;
+		e->doff = ref.durable_offset;
+		if (!tx_irq_src_ok(e, 0)) {
+			tx_fail_term(qp, RR_RDMAP_EC_BOUNDS);
+			return false;
+		}
 	}
 	e->iov0 = (struct iovec){e->src, e->len};
 	qp->msg_is_irq = true;
@@ -579,6 +618,14 @@ void rr_soft_qp_tx_locked(struct soft_qp *qp)
 				rr_soft_qp_error_tx_locked(qp, NULL);
 			return;
 		}
+		if (qp->msg_active && qp->msg_is_irq &&
+		    !tx_irq_src_ok(&qp->irq[ring_idx(qp->irq_head, qp->irq_sent, qp->irq_cap)],
+				   (uint32_t)qp->msg.done)) {
+			/* its file shrank since the last batch: the rest is
+			 * not sent (what is batched may fail with EFAULT) */
+			qp->msg_active = false;
+			tx_fail_term(qp, RR_RDMAP_EC_BOUNDS);
+		}
 		while (nf < SOFT_BATCH_FPDUS && qp->bcnt + RR_FPDU_MAX_IOV <= SOFT_BATCH_IOV) {
 			struct rr_fpdu *f = &qp->fpdu[nf];
 			int r;
@@ -677,14 +724,14 @@ static bool tx_write_now(struct soft_qp *qp, struct iovec *v, unsigned cnt)
 	return true;
 }
 
-/* Transmit needs memory that is being deregistered (tx_lock held, QP in
- * RTS): the FPDU half on the wire is finished from that memory now (it is
- * still valid: the deregistration waits for this), then the Terminate
- * (Invalid STag), both as far as the socket takes them without waiting;
- * the rest is never sent and the QP ends. */
-void rr_soft_tx_revoke(struct soft_qp *qp)
+/* Ends the batch being sent (tx_lock held): the FPDU half on the wire is
+ * finished now, as far as the socket takes it without waiting, the rest of
+ * the batch is never sent. True when the stream is then at an FPDU
+ * boundary, so that a Terminate may follow (RFC 5044 7: an FPDU is never
+ * interleaved with another). The batch's memory must still be valid. */
+bool rr_soft_tx_end_batch(struct soft_qp *qp)
 {
-	bool framed = true;   /* the stream is at an FPDU boundary */
+	bool framed = true;
 
 	if (qp->bpos < qp->bcnt) {
 		unsigned k = 0, start;
@@ -698,10 +745,20 @@ void rr_soft_tx_revoke(struct soft_qp *qp)
 	qp->bcnt = qp->bpos = qp->bnf = 0;
 	qp->bpart = false;
 	qp->msg_active = false;
-	if (framed) {
+	return framed;
+}
+
+/* Transmit needs memory that is being deregistered (tx_lock held, QP in
+ * RTS): the FPDU half on the wire is finished from that memory now (it is
+ * still valid: the deregistration waits for this), then the Terminate
+ * (Invalid STag), both as far as the socket takes them without waiting;
+ * the rest is never sent and the QP ends. */
+void rr_soft_tx_revoke(struct soft_qp *qp)
+{
+	if (rr_soft_tx_end_batch(qp)) {
 		struct iovec v;
 
-		tx_fail_invalid_stag(qp);
+		tx_fail_term(qp, RR_RDMAP_EC_INVALID_STAG);
 		v = (struct iovec){qp->term_fpdu, qp->term_len};
 		(void)tx_write_now(qp, &v, 1);
 		qp->term_pending = false;

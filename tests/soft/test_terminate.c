@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* The Terminate the soft provider sends when a peer's request cannot be
+ * served, in the cases fuzz_soft_rx found wrong (docs/fuzzing.md), each
+ * driven the way the fuzz target drives the provider: a QP connected over a
+ * socketpair (rr_soft_qp_connected), received with rr_soft_qp_rx and
+ * transmitted with rr_soft_qp_tx_locked in this thread, the peer's FPDUs
+ * built with the DDP codec and what the QP sends parsed back with it.
+ *   - A Read Request for durable memory whose file shrank before the
+ *     response started, with MPA CRC on: the response's CRC read the file
+ *     mapping past the end of its file (SIGBUS, the process died); now a
+ *     Terminate (RDMAP, Remote Protection Error, Base or bounds) on that
+ *     connection.
+ *   - A Terminate pending (a queued Read whose memory was deregistered)
+ *     when a receive error comes: one Terminate leaves, the first one,
+ *     numbered MSN 1 of queue 2 (a second one built over it took MSN 2: the
+ *     peer saw an MSN gap).
+ *   - A receive error while the first piece of the batch being sent is
+ *     partly written: the Terminate followed the part of an FPDU the socket
+ *     had taken (the stream was no longer framed); now the FPDU is finished
+ *     first, or no Terminate is sent. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rdma/soft/rx.h"
+#include "rdma/soft/soft.h"
+#include "rdma/soft/tx.h"
+#include "test.h"
+
+struct fz_pair {
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_qp *qp;
+	struct soft_qp *sq;
+	int peer;
+	uint32_t msn[RR_QN_COUNT];
+	struct rr_ddp_rx rx;       /* what the QP sends */
+	bool term;
+	struct rr_term t;
+	uint64_t resp_bytes;
+};
+
+static uint8_t fz_sink[1u << 16];
+
+static enum rr_rx_code fz_tagged(void *ctx, uint8_t op, uint32_t stag, uint64_t to, uint32_t len,
+				 bool last, uint8_t **dst)
+{
+	(void)ctx, (void)op, (void)stag, (void)to, (void)last;
+	if (len > sizeof(fz_sink))
+		return RR_RXC_BOUNDS;
+	*dst = fz_sink;
+	return RR_RXC_OK;
+}
+
+static enum rr_rx_code fz_untagged(void *ctx, uint32_t msn, uint32_t mo, uint32_t len, bool last,
+				   const struct iovec **iov, unsigned *iovcnt)
+{
+	(void)ctx, (void)msn, (void)mo, (void)len, (void)last, (void)iov, (void)iovcnt;
+	return RR_RXC_NO_RECV;
+}
+
+static const struct rr_ddp_rx_ops fz_ops = {.tagged = fz_tagged, .untagged = fz_untagged};
+
+/* A soft QP connected to @p->peer (MPA CRC @crc), no progress thread on it. */
+static void fz_pair_up(struct fz_pair *p, bool crc)
+{
+	struct rpcrdma_cq_attr ca = {.cqe = 64};
+	struct rpcrdma_qp_attr qa = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1,
+				     .max_recv_sge = 1};
+	struct rr_mpa_conn conn = {.rev = 2, .enhanced = true, .crc = crc, .ird = 8, .ord = 8};
+	int sv[2];
+
+	memset(p, 0, sizeof(*p));
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p->ctx), 0);
+	REQUIRE_EQ(rpcrdma_pd_alloc(p->ctx, &p->pd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(p->ctx, &ca, &p->cq), 0);
+	qa.send_cq = qa.recv_cq = p->cq;
+	REQUIRE_EQ(rpcrdma_qp_create(p->pd, &qa, &p->qp), 0);
+	p->sq = RR_CONTAINER_OF(RR_BASE(qp, p->qp), struct soft_qp, base);
+	REQUIRE_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	p->peer = sv[1];
+	p->sq->fpdu_max = RR_FPDU_DEFAULT;
+	REQUIRE_EQ(rr_soft_qp_connected(p->sq, sv[0], &conn, false, false), 0);
+	for (int q = 0; q < RR_QN_COUNT; q++)
+		p->msn[q] = 1;
+	rr_ddp_rx_init(&p->rx, &fz_ops, p, crc, true);
+}
+
+static void fz_pair_down(struct fz_pair *p)
+{
+	rpcrdma_qp_destroy(p->qp);
+	rpcrdma_cq_destroy(p->cq);
+	rpcrdma_pd_free(p->pd);
+	rpcrdma_close(p->ctx);
+	close(p->peer);
+}
+
+/* The peer sends @m (one FPDU); the QP receives it. */
+static void fz_put(struct fz_pair *p, struct rr_ddp_txmsg *m)
+{
+	struct rr_fpdu f;
+
+	REQUIRE_EQ(rr_ddp_tx_next(m, p->rx.crc, RR_FPDU_DEFAULT, &f), 1);
+	for (unsigned i = 0; i < f.iovcnt; i++)
+		REQUIRE_EQ(write(p->peer, f.iov[i].iov_base, f.iov[i].iov_len),
+			   (ssize_t)f.iov[i].iov_len);
+	pthread_mutex_lock(&p->sq->rx_lock);
+	(void)rr_soft_qp_rx(p->sq);
+	pthread_mutex_unlock(&p->sq->rx_lock);
+}
+
+/* The peer sends a Read Request; the QP receives it (and answers). */
+static void fz_read_req(struct fz_pair *p, uint32_t stag, uint64_t to, uint32_t size)
+{
+	struct rr_rreq q = {.sink_stag = 9, .sink_to = 0, .size = size, .src_stag = stag,
+			    .src_to = to};
+	uint8_t body[RR_RREQ_BODY];
+	struct iovec v = {body, sizeof(body)};
+	struct rr_ddp_txmsg m;
+
+	rr_rdmap_rreq_encode(&q, body);
+	REQUIRE_EQ(rr_ddp_txmsg_untagged(&m, RR_OP_READ_REQ, RR_QN_READ, p->msn[RR_QN_READ]++, 0,
+					 &v, 1), 0);
+	fz_put(p, &m);
+}
+
+/* Parses what the QP sent (it must be a well-formed stream). */
+static void fz_drain(struct fz_pair *p)
+{
+	static uint8_t buf[65536];
+	ssize_t n;
+
+	while (!p->term && (n = recv(p->peer, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+		size_t off = 0;
+
+		while (off < (size_t)n && !p->term) {
+			struct rr_ddp_event ev;
+			size_t used;
+			int rc = rr_ddp_rx_feed(&p->rx, buf + off, (size_t)n - off, &used, &ev);
+
+			off += used;
+			REQUIRE(rc >= 0);
+			if (rc == 1 && ev.type == RR_EV_TAGGED)
+				p->resp_bytes += ev.len;
+			if (rc == 1 && ev.type == RR_EV_TERMINATE) {
+				p->term = true;
+				p->t = ev.u.term;
+			}
+		}
+	}
+}
+
+/* fuzz_soft_rx crash-26a2896d: a Read Request for durable memory whose file
+ * was truncated, MPA CRC on. Without the check the response's CRC reads the
+ * mapping past the end of the file: SIGBUS kills the test. */
+TEST(soft_durable_read_past_eof_terminates)
+{
+	struct fz_pair p;
+	char path[] = "/tmp/rr-fuzzfound-XXXXXX";
+	int fd = mkstemp(path);
+	struct rpcrdma_durable_map map;
+	struct rpcrdma_mr_attr a;
+	struct rpcrdma_mr *mr;
+
+	REQUIRE(fd >= 0);
+	close(fd);
+	REQUIRE_EQ(rpcrdma_durable_map(path, 65536, &map), 0);
+	memset(map.addr, 'D', 65536);
+	fz_pair_up(&p, true);
+	REQUIRE_EQ(rpcrdma_durable_mr_attr(&map, map.addr, 65536, RPCRDMA_ACCESS_LOCAL_WRITE |
+					   RPCRDMA_ACCESS_REMOTE_READ, &a), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr(p.pd, &a, &mr), 0);
+	/* within the file: answered */
+	fz_read_req(&p, rpcrdma_mr_rkey(mr), rpcrdma_mr_remote_offset(mr), 8192);
+	fz_drain(&p);
+	CHECK_EQ(p.resp_bytes, 8192);
+	CHECK(!p.term);
+	/* the file shrinks under the registration: the next Read past its end
+	 * is a Terminate, and the process lives */
+	REQUIRE_EQ(truncate(path, 4096), 0);
+	fz_read_req(&p, rpcrdma_mr_rkey(mr), rpcrdma_mr_remote_offset(mr), 8192);
+	fz_drain(&p);
+	CHECK_EQ(p.resp_bytes, 8192);
+	REQUIRE(p.term);
+	CHECK_EQ(p.t.layer, RR_TL_RDMAP);
+	CHECK_EQ(p.t.etype, RR_RDMAP_ET_PROTECTION);
+	CHECK_EQ(p.t.ecode, RR_RDMAP_EC_BOUNDS);
+	CHECK_EQ(p.sq->state, QPS_ERROR);
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	rpcrdma_durable_unmap(&map);
+	unlink(path);
+	fz_pair_down(&p);
+}
+
+/* Reads and drops @n bytes at the peer (junk written to the QP's socket). */
+static size_t fz_skip(struct fz_pair *p, size_t n)
+{
+	static uint8_t buf[4096];
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = recv(p->peer, buf, RR_MIN(sizeof(buf), n - done), MSG_DONTWAIT);
+
+		if (r <= 0)
+			break;
+		done += (size_t)r;
+	}
+	return done;
+}
+
+/* The peer sends a Send of @len bytes (the QP has no Receive posted). */
+static void fz_send(struct fz_pair *p, uint32_t len)
+{
+	static uint8_t data[256];
+	struct iovec v = {data, len};
+	struct rr_ddp_txmsg m;
+
+	REQUIRE_EQ(rr_ddp_txmsg_untagged(&m, RR_OP_SEND, RR_QN_SEND, p->msn[RR_QN_SEND]++, 0, &v, 1),
+		   0);
+	fz_put(p, &m);
+}
+
+/* One attempt at: a Terminate pending behind a batch that the socket took
+ * nothing of (a queued Read whose memory was deregistered), then a receive
+ * error. @drain: junk buffers the peer reads before the batch is sent.
+ * Returns false when this socket's accounting did not give that state. */
+static bool terminate_once_attempt(unsigned drain)
+{
+	struct fz_pair p;
+	static uint8_t cmem[3000], dmem[100], bmem[100], junk[1000];
+	struct rpcrdma_mr *mc, *md, *mb;
+	int small = 4096;
+	size_t filled = 0, skipped;
+	bool reached;
+
+	fz_pair_up(&p, false);
+	REQUIRE_EQ(setsockopt(p.sq->obj.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.pd, cmem, sizeof(cmem), RPCRDMA_ACCESS_REMOTE_READ, &mc), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.pd, dmem, sizeof(dmem), RPCRDMA_ACCESS_REMOTE_READ, &md), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.pd, bmem, sizeof(bmem), RPCRDMA_ACCESS_REMOTE_READ, &mb), 0);
+	/* the QP's socket full of junk the peer has not read */
+	for (;;) {
+		ssize_t w = send(p.sq->obj.fd, junk, sizeof(junk), MSG_DONTWAIT);
+
+		if (w <= 0)
+			break;
+		filled += (size_t)w;
+	}
+	/* two Reads queue behind the full socket, then a third whose memory
+	 * goes before its response starts */
+	fz_read_req(&p, rpcrdma_mr_rkey(mc), rpcrdma_mr_remote_offset(mc), sizeof(cmem));
+	fz_read_req(&p, rpcrdma_mr_rkey(md), rpcrdma_mr_remote_offset(md), sizeof(dmem));
+	fz_read_req(&p, rpcrdma_mr_rkey(mb), rpcrdma_mr_remote_offset(mb), sizeof(bmem));
+	REQUIRE_EQ(rpcrdma_dereg_mr(mb), 0);
+	skipped = fz_skip(&p, (size_t)drain * sizeof(junk));
+	pthread_mutex_lock(&p.sq->tx_lock);
+	rr_soft_qp_tx_locked(p.sq);
+	reached = p.sq->term_pending && p.sq->bcnt > 0 && p.sq->bpos == 0 && !p.sq->bpart;
+	pthread_mutex_unlock(&p.sq->tx_lock);
+	if (reached) {
+		/* the peer reads the junk (room for a Terminate), then a
+		 * receive error: the QP sends one Terminate, the first one
+		 * (Invalid STag), numbered MSN 1 */
+		REQUIRE_EQ(fz_skip(&p, filled - skipped), filled - skipped);
+		fz_send(&p, 16);
+		fz_drain(&p);
+		REQUIRE(p.term);
+		CHECK_EQ(p.t.layer, RR_TL_RDMAP);
+		CHECK_EQ(p.t.etype, RR_RDMAP_ET_PROTECTION);
+		CHECK_EQ(p.t.ecode, RR_RDMAP_EC_INVALID_STAG);
+	}
+	REQUIRE_EQ(rpcrdma_dereg_mr(mc), 0);
+	REQUIRE_EQ(rpcrdma_dereg_mr(md), 0);
+	fz_pair_down(&p);
+	return reached;
+}
+
+/* fuzz_soft_rx crash-453323bd: a Terminate was pending (a queued Read
+ * whose memory was deregistered) behind a batch the socket had taken
+ * nothing of, when a receive error built a second Terminate in its place:
+ * the one sent carried MSN 2 of queue 2 and the peer took it for an MSN
+ * error (fz_drain: parse error). The state needs the socket full exactly
+ * after one batch, which depends on the kernel's socket accounting: a few
+ * amounts of buffer freed are tried; when none gives it, the test says so
+ * and checks nothing. */
+TEST(soft_one_terminate_per_connection)
+{
+	bool reached = false;
+
+	for (unsigned drain = 0; drain <= 12 && !reached; drain++)
+		reached = terminate_once_attempt(drain);
+	if (!reached)
+		rr_test_mark_skipped("this kernel's socket accounting never gave the state");
+}
+
+/* Code reading of fuzz_soft_rx's author (docs/fuzzing.md): the QP took
+ * "nothing of the batch written" (bpos 0) for an FPDU boundary even when
+ * the first piece was partly written (bpart). The state is made exactly:
+ * a Read Response batched behind a socket full of junk, the junk read, the
+ * first 3 bytes of the batch written as a short write leaves them; then the
+ * peer's Send finds no Receive (a receive error, a Terminate). Without the
+ * fix the Terminate follows those 3 bytes and the peer cannot parse the
+ * stream; with it the rest of the FPDU comes first. */
+TEST(soft_terminate_never_cuts_a_partly_written_fpdu)
+{
+	struct fz_pair p;
+	static uint8_t mem[3000], junk[1000];
+	struct rpcrdma_mr *mr;
+	int small = 4096;
+	size_t filled = 0;
+	struct iovec *v;
+
+	fz_pair_up(&p, false);
+	REQUIRE_EQ(setsockopt(p.sq->obj.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.pd, mem, sizeof(mem), RPCRDMA_ACCESS_REMOTE_READ, &mr), 0);
+	for (;;) {
+		ssize_t w = send(p.sq->obj.fd, junk, sizeof(junk), MSG_DONTWAIT);
+
+		if (w <= 0)
+			break;
+		filled += (size_t)w;
+	}
+	fz_read_req(&p, rpcrdma_mr_rkey(mr), rpcrdma_mr_remote_offset(mr), sizeof(mem));
+	pthread_mutex_lock(&p.sq->tx_lock);
+	rr_soft_qp_tx_locked(p.sq);
+	REQUIRE(p.sq->bcnt > 0 && p.sq->bpos == 0 && !p.sq->bpart);
+	REQUIRE_EQ(fz_skip(&p, filled), filled);
+	v = &p.sq->biov[0];
+	REQUIRE(v->iov_len > 3);
+	REQUIRE_EQ(write(p.sq->obj.fd, v->iov_base, 3), 3);
+	v->iov_base = (uint8_t *)v->iov_base + 3;
+	v->iov_len -= 3;
+	p.sq->bpart = true;
+	pthread_mutex_unlock(&p.sq->tx_lock);
+	fz_send(&p, 16);
+	fz_drain(&p);   /* REQUIREs a well-formed stream */
+	CHECK(p.term);
+	CHECK_EQ(p.sq->state, QPS_ERROR);
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	fz_pair_down(&p);
+}
