@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 bool rr_th_soft_ok(void)
 {
@@ -65,6 +67,54 @@ static int each_task(const char *file, void (*fn)(void *arg, const char *name, F
 	return 0;
 }
 
+/* @name matches @pattern, or its start when @pattern ends with '*'. */
+static bool name_match(const char *name, const char *pattern)
+{
+	size_t n = strlen(pattern);
+
+	if (n && pattern[n - 1] == '*')
+		return strncmp(name, pattern, n - 1) == 0;
+	return strcmp(name, pattern) == 0;
+}
+
+struct count_arg {
+	const char *pattern;
+	unsigned n;
+};
+
+static void count_one(void *arg, const char *name, FILE *f)
+{
+	struct count_arg *c = arg;
+
+	(void)f;
+	if (name_match(name, c->pattern))
+		c->n++;
+}
+
+int rr_th_in_child(int (*fn)(void))
+{
+	pid_t pid;
+	int st = 0;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0)
+		_exit(fn());
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+unsigned rr_th_threads_named(const char *pattern)
+{
+	struct count_arg c = {pattern, 0};
+
+	(void)each_task("comm", count_one, &c);
+	return c.n;
+}
+
 struct task_q {
 	const char *name;
 	long long sum;      /* wake-ups */
@@ -76,7 +126,7 @@ static void task_wakeups(void *arg, const char *name, FILE *f)
 	struct task_q *q = arg;
 	char line[128];
 
-	if (strcmp(name, q->name))
+	if (!name_match(name, q->name))
 		return;
 	while (fgets(line, sizeof(line), f))
 		if (!strncmp(line, "voluntary_ctxt_switches:", 24))
@@ -96,7 +146,7 @@ static void task_state(void *arg, const char *name, FILE *f)
 	struct task_q *q = arg;
 	char line[512], *rp;
 
-	if (strcmp(name, q->name))
+	if (!name_match(name, q->name))
 		return;
 	if (fgets(line, sizeof(line), f) && (rp = strrchr(line, ')')) != NULL) {
 		q->found++;

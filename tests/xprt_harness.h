@@ -30,9 +30,17 @@ void rr_th_sleep_ms(unsigned ms);
 
 /* Voluntary context switches so far of this process's threads named @name
  * (/proc/self/task/N/status; the library names its threads: rr-soft, the
- * soft provider's progress thread; rr-rdma-srv, the rdma:// server loop);
- * -1 without /proc. */
+ * soft provider's progress thread; rr-progress-N, the engine's progress
+ * threads); @name ending with '*': every thread whose name starts with the
+ * rest (as for the functions below). -1 without /proc. */
 long long rr_th_thread_wakeups(const char *name);
+/* How many threads of this process are named @pattern (a trailing '*':
+ * whose name starts with the rest); 0 without /proc. */
+unsigned rr_th_threads_named(const char *pattern);
+/* Runs @fn in a forked child (a process of its own: its own engine and
+ * threads) and returns its result as the child's exit status; -1 when the
+ * fork failed or the child did not exit (a crash). */
+int rr_th_in_child(int (*fn)(void));
 
 /* True when every thread of this process named @name is asleep (state S in
  * /proc/self/task/N/stat) and there is at least one; false otherwise or

@@ -3,13 +3,15 @@
  * (src/transport/xprt.h): Call headers (RFC 5531 section 9) with a random first
  * XID incremented per call, AUTH_NONE and AUTH_SYS credentials (section 10.1,
  * appendix A), synchronous and asynchronous calls, timeouts enforced by a
- * per-client timer thread, cancellation, Reply header decoding into a status
+ * timer of the client's progress loop (src/engine: no thread of its own),
+ * cancellation, Reply header decoding into a status
  * (accepted/denied states) and a results decoder that yields DDP-eligible
  * items through the caller's result sinks. */
 #include "rpc/rpcmsg.h"
 #include "transport/xprt.h"
 #include "rpc/bc.h"
 #include "rpc/ctl.h"
+#include "engine/engine.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -58,16 +60,20 @@ struct rpcrdma_client {
 	size_t max_msg;
 	pthread_mutex_t lock;
 	pthread_cond_t cv;        /* call state changes */
-	pthread_cond_t timer_cv;
-	uint64_t timer_wake;      /* when the timer thread looks next */
-	pthread_t timer;
+	/* The client's progress loop (shared with its connection): its timer
+	 * looks for expired calls, its task runs deferred callbacks. */
+	struct rr_loop *loop;
+	struct rr_loop_timer timer;
+	uint64_t timer_at;        /* deadline (env clock) the timer is set
+				     for; UINT64_MAX: not set */
+	struct rr_loop_task cb_task;
 	bool stopping;
 	uint32_t next_xid;
 	struct rr_rpc_auth cred;
 	uint8_t cred_body[RR_RPC_AUTH_MAXBODY];
 	struct rpcrdma_call *pending;
 	unsigned cb_active;       /* completion callbacks running or queued */
-	struct rpcrdma_call *deferred;  /* callbacks for the timer thread */
+	struct rpcrdma_call *deferred;  /* callbacks for the loop (cb_task) */
 };
 
 static void call_free(struct rpcrdma_call *call)
@@ -93,7 +99,7 @@ static void run_callback(struct rpcrdma_client *c, struct rpcrdma_call *call)
 	call->cb_running = false;
 	free_it = call->destroy_in_cb;
 	while (free_it && (call->refs || call->in_submit))
-		pthread_cond_wait(&c->cv, &c->lock);
+		(void)rr_engine_wait(&c->cv, &c->lock, NULL);
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->lock);
 	if (free_it)
@@ -157,14 +163,14 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 		     pthread_equal(call->abort_thread, pthread_self()))) {
 			/* Completed inside submit (the Reply overtook the end of
 			 * the send): the callback must not run inside
-			 * rpcrdma_call_start, so the timer thread runs it.
+			 * rpcrdma_call_start, so the client's loop runs it.
 			 * Likewise inside abort (a timeout, a cancel, a client
 			 * destroy): this thread holds a reference on the call
 			 * until abort returns, and a callback that destroys the
 			 * call waits for every reference to drop. */
 			call->next = c->deferred;
 			c->deferred = call;
-			pthread_cond_broadcast(&c->timer_cv);
+			rr_loop_post(c->loop, &c->cb_task);
 			done = NULL;
 		} else {
 			call->cb_thread = pthread_self();
@@ -192,17 +198,33 @@ static void abort_call(struct rpcrdma_client *c, struct rpcrdma_call *call, int 
 	pthread_cond_broadcast(&c->cv);
 }
 
-static void *timer_main(void *arg)
+/* Sets the loop's timer for @deadline (c->env's clock; lock held). An
+ * injected clock may be virtual: the timer then looks at least every
+ * 200 ms of real time. */
+static void timer_arm(struct rpcrdma_client *c, uint64_t deadline)
 {
-	pthread_setname_np(pthread_self(), "rr-clnt-timer");   /* for top -H, gdb */
-	struct rpcrdma_client *c = arg;
+	uint64_t now = rr_now_ns(c->env), real = rr_now_ns(NULL), d;
+
+	c->timer_at = deadline;
+	if (rr_env(c->env) == rpcrdma_env_default()) {
+		rr_loop_timer_set(c->loop, &c->timer, deadline);
+		return;
+	}
+	d = deadline > now ? deadline - now : 0;
+	rr_loop_timer_set(c->loop, &c->timer, real + RR_MIN(d, 200000000ull));
+}
+
+/* The client's timer (on its loop): aborts the calls whose deadline
+ * passed, then waits for the earliest of the others. A call completing
+ * does not move the timer: at most one look per deadline that was set. */
+static void timer_fire(struct rr_loop_timer *t)
+{
+	struct rpcrdma_client *c = RR_CONTAINER_OF(t, struct rpcrdma_client, timer);
 
 	pthread_mutex_lock(&c->lock);
-	while (!c->stopping || c->deferred) {
+	for (;;) {
 		uint64_t now = rr_now_ns(c->env), next = UINT64_MAX;
 		struct rpcrdma_call *expired = NULL;
-		struct timespec ts;
-		uint64_t wait_ns;
 
 		for (struct rpcrdma_call *p = c->pending; p; p = p->next) {
 			if (p->aborting)
@@ -214,34 +236,46 @@ static void *timer_main(void *arg)
 			if (p->deadline < next)
 				next = p->deadline;
 		}
-		if (c->deferred) {
-			struct rpcrdma_call *call = c->deferred;
-
-			c->deferred = call->next;
-			call->next = NULL;
-			call->cb_thread = pthread_self();
-			call->cb_thread_set = true;
-			pthread_mutex_unlock(&c->lock);
-			run_callback(c, call);
-			pthread_mutex_lock(&c->lock);
-			continue;
-		}
 		if (expired) {
 			abort_call(c, expired, -ETIMEDOUT);
 			continue;
 		}
-		/* Sleep until the next deadline on the injected clock, in
-		 * slices of real time so a virtual clock is noticed too. */
-		wait_ns = next == UINT64_MAX ? 200000000ull : RR_MIN(next - now, 200000000ull);
-		c->timer_wake = now + wait_ns;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += (long)(wait_ns % 1000000000ull);
-		ts.tv_sec += (time_t)(wait_ns / 1000000000ull) + ts.tv_nsec / 1000000000L;
-		ts.tv_nsec %= 1000000000L;
-		pthread_cond_timedwait(&c->timer_cv, &c->lock, &ts);
+		c->timer_at = UINT64_MAX;
+		if (next != UINT64_MAX && !c->stopping)
+			timer_arm(c, next);
+		break;
 	}
 	pthread_mutex_unlock(&c->lock);
-	return NULL;
+}
+
+/* Callbacks of calls that completed inside submit or abort (on_complete),
+ * run by the client's loop. */
+static void deferred_run(struct rr_loop_task *t)
+{
+	struct rpcrdma_client *c = RR_CONTAINER_OF(t, struct rpcrdma_client, cb_task);
+
+	pthread_mutex_lock(&c->lock);
+	while (c->deferred) {
+		struct rpcrdma_call *call = c->deferred;
+
+		c->deferred = call->next;
+		call->next = NULL;
+		call->cb_thread = pthread_self();
+		call->cb_thread_set = true;
+		pthread_mutex_unlock(&c->lock);
+		run_callback(c, call);
+		pthread_mutex_lock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* On the loop: nothing of the client runs there after this. */
+static void client_detach(void *arg)
+{
+	struct rpcrdma_client *c = arg;
+
+	rr_loop_timer_fini(c->loop, &c->timer);
+	rr_loop_task_cancel(c->loop, &c->cb_task);
 }
 
 int rr_rpc_client_create_with(uint32_t prog, uint32_t vers,
@@ -267,11 +301,20 @@ int rr_rpc_client_create_with(uint32_t prog, uint32_t vers,
 		c->max_msg = 0x7fffffffu;
 	rr_random(env, &c->next_xid, sizeof(c->next_xid));
 	c->cred.flavor = RR_RPC_AUTH_NONE;
+	c->timer_at = UINT64_MAX;
+	c->cb_task.fn = deferred_run;
+	rc = rr_engine_pick(&c->loop);
+	if (!rc)
+		rc = rr_loop_timer_init(c->loop, &c->timer, timer_fire);
+	if (rc) {
+		rr_free(env, c);
+		return rc;
+	}
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cv, NULL);
-	pthread_cond_init(&c->timer_cv, NULL);
 
 	xp.env = env;
+	xp.loop = c->loop;
 	xp.max_msg = c->max_msg;
 	xp.connect_timeout_ms = opts && opts->connect_timeout_ms ? opts->connect_timeout_ms
 							       : DEFAULT_CONNECT_MS;
@@ -283,21 +326,15 @@ int rr_rpc_client_create_with(uint32_t prog, uint32_t vers,
 	xp.complete = on_complete;
 	xp.ctx = c;
 	rc = open(arg, &xp, &c->ops, &c->xp);
-	if (rc)
-		goto fail;
-	rc = -pthread_create(&c->timer, NULL, timer_main, c);
 	if (rc) {
-		c->ops->destroy(c->xp);
-		goto fail;
+		rr_engine_call(c->loop, client_detach, c);
+		pthread_mutex_destroy(&c->lock);
+		pthread_cond_destroy(&c->cv);
+		rr_free(env, c);
+		return rc;
 	}
 	*out = c;
 	return 0;
-fail:
-	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->cv);
-	pthread_cond_destroy(&c->timer_cv);
-	rr_free(env, c);
-	return rc;
 }
 
 /* Opens the transport of a URL (rr_rpc_client_open_fn). */
@@ -354,15 +391,13 @@ RPCRDMA_API void rpcrdma_client_destroy(struct rpcrdma_client *c)
 		abort_call(c, p, -ECANCELED);
 	}
 	while (c->pending || c->cb_active)
-		pthread_cond_wait(&c->cv, &c->lock);
+		(void)rr_engine_wait(&c->cv, &c->lock, NULL);
 	c->stopping = true;
-	pthread_cond_broadcast(&c->timer_cv);
 	pthread_mutex_unlock(&c->lock);
-	pthread_join(c->timer, NULL);
+	rr_engine_call(c->loop, client_detach, c);
 	c->ops->destroy(c->xp);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cv);
-	pthread_cond_destroy(&c->timer_cv);
 	rr_free(c->env, c);
 }
 
@@ -577,8 +612,8 @@ RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_
 		c->pending->prev = call;
 	c->pending = call;
 	call->in_submit = true;
-	if (call->deadline < c->timer_wake)
-		pthread_cond_broadcast(&c->timer_cv); /* earlier than planned */
+	if (call->deadline < c->timer_at)
+		timer_arm(c, call->deadline);   /* earlier than planned */
 	pthread_mutex_unlock(&c->lock);
 
 	rc = c->ops->submit(c->xp, &call->xc);
@@ -615,17 +650,12 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 		pthread_mutex_unlock(&c->lock);
 		return -EINVAL;
 	}
-	if (timeout_ms >= 0) {
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += timeout_ms / 1000;
-		ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-		ts.tv_sec += ts.tv_nsec / 1000000000L;
-		ts.tv_nsec %= 1000000000L;
-	}
+	if (timeout_ms >= 0)
+		rr_engine_deadline(&ts, (uint32_t)timeout_ms);
 	while (call->state != CALL_DONE || call->cb_running) {
 		if (timeout_ms < 0) {
-			pthread_cond_wait(&c->cv, &c->lock);
-		} else if (pthread_cond_timedwait(&c->cv, &c->lock, &ts)) {
+			(void)rr_engine_wait(&c->cv, &c->lock, NULL);
+		} else if (rr_engine_wait(&c->cv, &c->lock, &ts) == ETIMEDOUT) {
 			if (call->state != CALL_DONE) {
 				pthread_mutex_unlock(&c->lock);
 				return -EAGAIN;
@@ -655,7 +685,7 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 		return rc;
 	if (c->ops->wait) {
 		/* Let the transport receive on this thread (no handoff); the
-		 * timer thread still enforces the deadline. */
+		 * client's timer still enforces the deadline. */
 		/* The whole timeout (no second clock read: the deadline was
 		 * set a few microseconds ago and the timer enforces it). */
 		left_ms = (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) + 1;
@@ -712,7 +742,7 @@ RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call)
 		abort_call(c, call, -ECANCELED);
 	while (call->state == CALL_PENDING || call->cb_running || call->refs ||
 	       call->in_submit)
-		pthread_cond_wait(&c->cv, &c->lock);
+		(void)rr_engine_wait(&c->cv, &c->lock, NULL);
 	pthread_mutex_unlock(&c->lock);
 	call_free(call);
 }

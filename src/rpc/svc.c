@@ -20,6 +20,7 @@
 #include "rpc/svcint.h"
 #include "transport/xprt.h"
 #include "rpc/ctl.h"
+#include "engine/engine.h"
 
 #include <netinet/in.h>
 #include <limits.h>
@@ -73,6 +74,8 @@ struct rpcrdma_server {
 	struct rr_xprt_server *xs;
 	size_t max_msg;
 	unsigned nthreads;
+	unsigned nworkers;       /* started: nthreads, or 0 when handlers run
+				    inline */
 	bool inline_handlers;    /* RPCRDMA_SERVER_INLINE */
 	pthread_t *threads;
 	bool started;
@@ -814,8 +817,10 @@ RPCRDMA_API int rpcrdma_server_start(struct rpcrdma_server *s)
 	s->threads = rr_zalloc(s->env, s->nthreads * sizeof(pthread_t));
 	if (!s->threads)
 		return -ENOMEM;
-	/* Inline transports run requests on their own threads. */
-	for (unsigned i = 0; !s->ops->inline_recv && i < s->nthreads; i++) {
+	/* Inline transports run requests on their own threads, inline
+	 * handlers run on the transport's progress loops: no workers. */
+	s->nworkers = s->ops->inline_recv || s->inline_handlers ? 0 : s->nthreads;
+	for (unsigned i = 0; i < s->nworkers; i++) {
 		rc = pthread_create(&s->threads[i], NULL, worker_main, s);
 		if (rc) {
 			pthread_mutex_lock(&s->lock);
@@ -859,12 +864,12 @@ RPCRDMA_API void rpcrdma_server_shutdown(struct rpcrdma_server *s)
 	/* Finish what was delivered (queued, running and deferred). */
 	pthread_mutex_lock(&s->lock);
 	while (s->inflight)
-		pthread_cond_wait(&s->idle_cv, &s->lock);
+		(void)rr_engine_wait(&s->idle_cv, &s->lock, NULL);
 	s->shut = true;
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->lock);
 	if (s->threads) {
-		for (unsigned i = 0; !s->ops->inline_recv && i < s->nthreads; i++)
+		for (unsigned i = 0; i < s->nworkers; i++)
 			pthread_join(s->threads[i], NULL);
 		rr_free(s->env, s->threads);
 		s->threads = NULL;

@@ -226,12 +226,16 @@ struct rr_xprt_call {
 };
 
 struct rr_xprt_client;
+struct rr_loop;
 struct rr_xprt_server;
 struct rr_xprt_server_params;
 struct rr_xprt_server_ops;
 
 struct rr_xprt_client_params {
 	const struct rpcrdma_env *env;
+	struct rr_loop *loop;         /* the client's progress loop (src/engine),
+					 which serves its connection too;
+					 NULL: the transport picks one */
 	size_t max_msg;
 	uint32_t connect_timeout_ms;
 	bool no_reconnect;

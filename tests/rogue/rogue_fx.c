@@ -255,7 +255,7 @@ int rr_fx_child_run(struct rr_fx_child *c, unsigned long nofile, unsigned thread
 	argv[a++] = (char *)"--listen";
 	argv[a++] = (char *)"127.0.0.1:0";
 	argv[a++] = (char *)"--transport";
-	argv[a++] = (char *)"rdma";
+	argv[a++] = (char *)(c->transport ? c->transport : "rdma");
 	argv[a++] = (char *)"--threads";
 	argv[a++] = th;
 	argv[a++] = (char *)"--quiet";
@@ -305,9 +305,11 @@ int rr_fx_child_run(struct rr_fx_child *c, unsigned long nofile, unsigned thread
 		line[have] = 0;
 	}
 	close(p[0]);   /* later output: the child gets EPIPE, which it ignores */
-	s = strstr(line, "listening on rdma://");
+	s = strstr(line, "listening on ");
 	if (s)
-		s = strchr(s + 20, ':');
+		s = strstr(s, "://");
+	if (s)
+		s = strchr(s + 3, ':');
 	c->port = s ? atoi(s + 1) : 0;
 	if (c->port <= 0) {
 		rr_fx_child_stop(c, 1000);

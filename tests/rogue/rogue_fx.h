@@ -81,6 +81,7 @@ bool rr_fx_srv_wait_conns(struct rr_fx_srv *f, uint32_t n, unsigned ms);
 /* ---- child process: build/rpcrdma-server ---- */
 struct rr_fx_child {
 	struct rr_fx_dir d;
+	const char *transport;   /* "rdma" (NULL) or "tcp": set before run */
 	pid_t pid;
 	int port;
 	int status;       /* wait status once reaped */

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "rpcrdma/rdma.h"
+#include "rpcrdma/engine.h"
 #include "rpcrdma/rpc.h"
 #include "xprt_harness.h"
 
@@ -224,8 +225,9 @@ TEST(xprt_rpc_rdma_async_timeout_cancel)
 	rpcrdma_server_destroy(s);
 }
 
-/* RPCRDMA_SERVER_INLINE: handlers run on the transport's receiving thread
- * (one for every connection of an rdma:// server), not on workers; replies
+/* RPCRDMA_SERVER_INLINE: handlers run on the progress thread of their
+ * connection (connections are spread over the engine's threads
+ * round-robin, and each stays on its own), not on workers; replies
  * with Write chunks (the thread waits for its own Writes), Read-chunk
  * arguments, Long Replies and a deferred request completed from another
  * thread all work there. */
@@ -304,13 +306,16 @@ TEST(xprt_rpc_rdma_inline_handlers)
 		CHECK_EQ(tail, 0x7a11);
 		rpcrdma_call_destroy(call);
 	}
-	/* every handler ran on one thread, the same for both connections, and
-	 * not on this one */
+	/* every handler of a connection ran on one thread, its own, not on
+	 * this one; the two connections were given different progress threads
+	 * (round-robin) when there are several */
 	REQUIRE_EQ(ntids, 2 * RR_ARRAY_SIZE(sizes));
 	for (unsigned i = 0; i < ntids; i++) {
-		CHECK(pthread_equal(tids[i], tids[0]));
+		CHECK(pthread_equal(tids[i], tids[i & 1]));
 		CHECK(!pthread_equal(tids[i], pthread_self()));
 	}
+	if (rpcrdma_progress_threads() >= 2)
+		CHECK(!pthread_equal(tids[0], tids[1]));
 	/* A deferred request is completed from this thread. */
 	REQUIRE_EQ(rpcrdma_call_create(c[0], T_HOLD, &call), 0);
 	REQUIRE_EQ(pthread_create(&th, NULL, run_deferred, call), 0);

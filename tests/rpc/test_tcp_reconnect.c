@@ -589,13 +589,14 @@ TEST(rpc_tcp_cancel_and_destroy_while_reconnecting)
 	REQUIRE_EQ(rpcrdma_call_start(call, on_done, &d), 0);
 	CHECK(fk_wait_seen(&f, 1, 3000));
 	fk_unlisten(&f);
-	w0 = rr_th_thread_wakeups("rr-tcp-clnt");
+	w0 = rr_th_thread_wakeups("rr-progress-*");
 	fk_cut(&f, 0);
-	/* a few refused reconnects: the receive thread, woken by the cut,
-	 * then sleeps out each backoff (50, 100, ... ms) between attempts */
-	for (int t = 0; t < 500 && rr_th_thread_wakeups("rr-tcp-clnt") - w0 < 3; t++)
+	/* a few refused reconnects: the client's progress loop, woken by the
+	 * cut, then sleeps out each backoff (50, 100, ... ms) between
+	 * attempts */
+	for (int t = 0; t < 500 && rr_th_thread_wakeups("rr-progress-*") - w0 < 3; t++)
 		usleep(10000);
-	CHECK(rr_th_thread_wakeups("rr-tcp-clnt") - w0 >= 3);
+	CHECK(rr_th_thread_wakeups("rr-progress-*") - w0 >= 3);
 	rpcrdma_call_cancel(call);
 	CHECK(done_wait(&d));
 	CHECK_EQ(d.status, -ECANCELED);

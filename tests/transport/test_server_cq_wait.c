@@ -70,7 +70,7 @@ TEST(server_cq_wait_second_client)
 	for (uint32_t v = 0; v < 50; v++)
 		echo(a, v);
 	/* the loop is asleep in a's CQ now */
-	REQUIRE(rr_th_until_thread_asleep("rr-rdma-srv", 5000));
+	REQUIRE(rr_th_until_thread_asleep("rr-progress-*", 5000));
 	/* served while the loop sleeps, not at some timeout of it */
 	t0 = rr_now_ns(NULL);
 	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &b), 0);
@@ -157,10 +157,10 @@ TEST(server_cq_wait_idle_sleeps)
 	/* past the idle threshold: a 300 ms window with at most 4 wake-ups
 	 * (poll(2) with 100 ms: 3; 5 ms slices: 60, and still well above 4
 	 * when a loaded machine keeps the loop off the CPU) */
-	REQUIRE(rr_th_until_thread_idle("rr-rdma-srv", 4, 300, 10000));
-	w0 = rr_th_thread_wakeups("rr-rdma-srv");
+	REQUIRE(rr_th_until_thread_idle("rr-progress-*", 4, 300, 10000));
+	w0 = rr_th_thread_wakeups("rr-progress-*");
 	rr_th_sleep_ms(1000);   /* the window measured, not a synchronisation */
-	w1 = rr_th_thread_wakeups("rr-rdma-srv");
+	w1 = rr_th_thread_wakeups("rr-progress-*");
 	REQUIRE(w0 > 0 && w1 > 0);   /* the thread is there, by that name */
 	/* 5 ms slices: ~80 wake-ups in that second here; poll(2) with its
 	 * 100 ms timeout: ~20 */

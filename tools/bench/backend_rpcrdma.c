@@ -7,6 +7,7 @@
  * the client's transport counters. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,7 +146,9 @@ static int h_push_open(struct rpcrdma_req *req, void *ctx)
 	return rpcrdma_xdr_enc_error(e) ? RPCRDMA_SVC_SYSTEM_ERR : RPCRDMA_SVC_OK;
 }
 
-int rr_server(const char *scheme, int *port)
+/* @scale: connection limits out of the way (every client comes from
+ * 127.0.0.1). */
+int rr_server(const char *scheme, int *port, bool scale)
 {
 	struct rpcrdma_server *srv;
 	/* Memory-only handlers (the durable WRITE's fdatasync aside): run on
@@ -154,6 +157,11 @@ int rr_server(const char *scheme, int *port)
 	char url[64];
 	int rc;
 
+	if (scale) {
+		so.max_conns = 1000000;
+		so.max_conns_per_host = UINT_MAX;
+		so.max_handshakes = 100000;
+	}
 	snprintf(url, sizeof(url), "%s://127.0.0.1:0", scheme);
 	rc = rpcrdma_server_create(url, &so, &srv);
 	if (!rc)
@@ -303,24 +311,22 @@ int run_push(struct conn *c, uint32_t size, bool mem, struct rec *r)
 	return rc;
 }
 
-/* -- outstanding calls on one connection -- */
-struct aslot {
-	struct actx *a;
-	uint8_t *sink;
-	uint64_t t0;
-};
+/* -- asynchronous calls: one in flight per slot for the duration -- */
+void actx_init(struct actx *a, int op, uint32_t size)
+{
+	memset(a, 0, sizeof(*a));
+	a->op = op;
+	a->size = op ? size : 0;
+	lat_init(&a->l);
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_cond_init(&a->cv, NULL);
+}
 
-struct actx {
-	struct rpcrdma_client *clnt;
-	uint32_t size;
-	uint64_t end;
-	struct lat l;
-	pthread_mutex_t lock;
-	pthread_cond_t cv;
-	unsigned inflight;
-	uint64_t ops;
-	int err;
-};
+void actx_fini(struct actx *a)
+{
+	pthread_mutex_destroy(&a->lock);
+	pthread_cond_destroy(&a->cv);
+}
 
 static void async_done(struct rpcrdma_call *call, int status, void *arg);
 
@@ -328,12 +334,14 @@ static int async_start(struct aslot *s)
 {
 	struct rpcrdma_call *call;
 	struct rpcrdma_ddp_sink sk = {s->sink, s->a->size};
-	int rc = rpcrdma_call_create(s->a->clnt, BENCH_READ, &call);
+	int rc = rpcrdma_call_create(s->clnt, s->a->op ? BENCH_READ : 0, &call);
 
 	if (rc)
 		return rc;
-	rpcrdma_xdr_put_u32(rpcrdma_call_args(call), s->a->size);
-	rc = rpcrdma_call_set_sinks(call, &sk, 1);
+	if (s->a->op) {
+		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), s->a->size);
+		rc = rpcrdma_call_set_sinks(call, &sk, 1);
+	}
 	s->t0 = fs_now_ns();
 	if (!rc)
 		rc = rpcrdma_call_start(call, async_done, s);
@@ -349,7 +357,7 @@ static void async_done(struct rpcrdma_call *call, int status, void *arg)
 	uint64_t now = fs_now_ns();
 	int rc = status;
 
-	if (!rc) {
+	if (!rc && a->op) {
 		const void *p;
 		uint32_t len = 0;
 
@@ -379,6 +387,29 @@ static void async_done(struct rpcrdma_call *call, int status, void *arg)
 	}
 }
 
+int async_run(struct aslot *slots, unsigned n, struct actx *a)
+{
+	for (unsigned i = 0; i < n; i++) {
+		slots[i].a = a;
+		pthread_mutex_lock(&a->lock);
+		a->inflight++;
+		pthread_mutex_unlock(&a->lock);
+		if ((a->op && !slots[i].sink) || async_start(&slots[i])) {
+			pthread_mutex_lock(&a->lock);
+			a->inflight--;
+			a->err = a->err ? a->err : -EIO;
+			pthread_mutex_unlock(&a->lock);
+			break;
+		}
+	}
+	pthread_mutex_lock(&a->lock);
+	while (a->inflight)
+		pthread_cond_wait(&a->cv, &a->lock);
+	pthread_mutex_unlock(&a->lock);
+	return a->err;
+}
+
+/* -- outstanding calls on one connection -- */
 int run_outstanding_rr(enum tp tp, unsigned window, uint32_t size, struct rec *r)
 {
 	struct conn c;
@@ -396,41 +427,21 @@ int run_outstanding_rr(enum tp tp, unsigned window, uint32_t size, struct rec *r
 		conn_close(&c);
 		return rc ? rc : -ENOMEM;
 	}
-	memset(&a, 0, sizeof(a));
-	a.clnt = c.rc;
-	a.size = size;
-	lat_init(&a.l);
-	pthread_mutex_init(&a.lock, NULL);
-	pthread_cond_init(&a.cv, NULL);
+	for (unsigned i = 0; i < window; i++) {
+		slots[i].clnt = c.rc;
+		slots[i].sink = malloc(size ? size : 1);   /* NULL: async_run fails */
+	}
+	actx_init(&a, 1, size);
 	cpu_begin(r);
 	t0 = fs_now_ns();
 	a.end = t0 + (uint64_t)(dur * 1e9);
-	for (unsigned i = 0; i < window; i++) {
-		slots[i].a = &a;
-		slots[i].sink = malloc(size ? size : 1);
-		pthread_mutex_lock(&a.lock);
-		a.inflight++;
-		pthread_mutex_unlock(&a.lock);
-		if (!slots[i].sink || async_start(&slots[i])) {
-			pthread_mutex_lock(&a.lock);
-			a.inflight--;
-			a.err = a.err ? a.err : -EIO;
-			pthread_mutex_unlock(&a.lock);
-			break;
-		}
-	}
-	pthread_mutex_lock(&a.lock);
-	while (a.inflight)
-		pthread_cond_wait(&a.cv, &a.lock);
-	pthread_mutex_unlock(&a.lock);
+	rc = async_run(slots, window, &a);
 	cpu_end(r, a.ops);
 	lat_finish(&a.l, r, a.ops, a.ops * (uint64_t)size, (double)(fs_now_ns() - t0) / 1e9);
-	rc = a.err;
 	for (unsigned i = 0; i < window; i++)
 		free(slots[i].sink);
 	free(slots);
-	pthread_mutex_destroy(&a.lock);
-	pthread_cond_destroy(&a.cv);
+	actx_fini(&a);
 	conn_close(&c);
 	return rc;
 }

@@ -43,7 +43,7 @@
 #define MAXIO (8u * 1024 * 1024)
 
 enum tp { TP_RDMA, TP_TCP, TP_TIRPC, TP_RAW, TP_N };
-enum wl { WL_NULL, WL_READ, WL_WRITE, WL_OUTST, WL_CONNS, WL_PUSH, WL_N };
+enum wl { WL_NULL, WL_READ, WL_WRITE, WL_OUTST, WL_CONNS, WL_PUSH, WL_SCALE, WL_N };
 #define OUT_SIZE 4096u    /* READ size of the outstanding-calls workload */
 #define CONN_SIZE 65536u  /* READ size of the connections workload */
 
@@ -86,6 +86,12 @@ struct rec {
 	double cpu_c, cpu_s; /* CPU us per operation of the client (this process)
 				and of the server child; < 0 when not measured */
 	int64_t cpu_c0, cpu_s0;  /* CPU ns at the start of the measured interval */
+	/* scale: idle cost of each connection (client: this process; server:
+	 * its process), the threads of each process with the connections
+	 * open, and the p50 of connect + first NULL call; < 0: n/a */
+	double client_rss_per_conn, server_rss_per_conn, fds_per_conn, server_fds_per_conn;
+	double connect_p50_us;
+	long client_threads, server_threads;
 	char na[160];        /* non-empty: not available, why */
 };
 
@@ -110,6 +116,8 @@ void lat_finish(struct lat *l, struct rec *r, uint64_t ops, uint64_t bytes, doub
 void cpu_begin(struct rec *r);
 /* Right after it, over @ops operations. */
 void cpu_end(struct rec *r, uint64_t ops);
+/* CPU ns of this process (@pid 0) or of the child @pid; -1: unknown. */
+int64_t cpu_ns(pid_t pid);
 
 /* ---- connections of any transport (transports.c) ---- */
 /* How a raw connection's receiver waits ("pingspin": spin, then sleep). */
@@ -127,8 +135,11 @@ struct conn {
 #if BENCH_HAVE_TIRPC
 	CLIENT *tc;
 #endif
-	uint8_t *sink;          /* MAXIO */
+	uint8_t *sink;          /* conn_sink bytes (raw: at least a NULL's) */
 };
+/* Bytes of the result sink of the next connections (MAXIO + 64); 0: none
+ * (scale: allocated later, so that the idle cost measured is the library's). */
+extern size_t conn_sink;
 
 /* RPC message sizes on TCP (record mark + RFC 5531 headers, AUTH_NONE) */
 #define CALL_HDR (4u + 40u)
@@ -138,6 +149,12 @@ struct conn {
 /* Forks the server of @tp; the child reports "port" or "error errno".
  * Sets tp_ok, tp_port, tp_pid or tp_why. */
 void start_server(enum tp tp);
+/* In a forked child: starts the server of @tp (@scale: connection limits out
+ * of the way, every client comes from 127.0.0.1), writes "port" or "error
+ * errno" to @wfd and serves until killed. Never returns. */
+void serve_child(enum tp tp, int wfd, bool scale) __attribute__((noreturn));
+/* A forked child dies with the benchmark. */
+void prctl_parent_death(void);
 int conn_open(struct conn *c, enum tp tp);
 void conn_close(struct conn *c);
 int conn_op(struct conn *c, int op, uint32_t size);
@@ -152,13 +169,38 @@ int write_full(int fd, const void *buf, size_t n);
 
 /* ---- backends: librpcrdma rdma:// and tcp:// (backend_rpcrdma.c) ---- */
 extern uint32_t conn_inline;   /* inline size of the next connections; 0: default */
-int rr_server(const char *scheme, int *port);
+int rr_server(const char *scheme, int *port, bool scale);
 int rr_open(struct conn *c);
 int rr_op(struct conn *c, int op, uint32_t size);
 void count_rtrips(struct conn *c, const struct rpcrdma_xprt_stats *a, uint64_t ops,
 		  struct rec *r);
 int run_push(struct conn *c, uint32_t size, bool mem, struct rec *r);
 int run_outstanding_rr(enum tp tp, unsigned window, uint32_t size, struct rec *r);
+/* Asynchronous calls for the duration (until @end), one in flight per slot:
+ * @op 0 NULL, 1 READ of @size into the slot's sink. Any thread may add to
+ * @l, @ops, @err under @lock. */
+struct actx {
+	int op;
+	uint32_t size;
+	uint64_t end;
+	struct lat l;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	unsigned inflight;
+	uint64_t ops;
+	int err;
+};
+struct aslot {
+	struct actx *a;                /* set by async_run */
+	struct rpcrdma_client *clnt;
+	uint8_t *sink;                 /* READ: @size bytes */
+	uint64_t t0;
+};
+void actx_init(struct actx *a, int op, uint32_t size);
+void actx_fini(struct actx *a);
+/* Starts a call on each of the @n slots and waits until every slot has
+ * stopped (duration over, or an error): 0 or the first error. */
+int async_run(struct aslot *slots, unsigned n, struct actx *a);
 
 /* ---- libtirpc (backend_tirpc.c, when BENCH_HAVE_TIRPC) ---- */
 int tirpc_server(int lfd);
@@ -174,14 +216,29 @@ int raw_stream(int port, uint32_t size, struct rec *r);
 int run_outstanding_raw(unsigned window, uint32_t size, struct rec *r);
 
 /* ---- the driver (driver.c) ---- */
+/* One line of progress on stderr, "[i/n] ..." */
+void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void na(struct rec *r, const char *why);
+/* @rc != 0: the record says "failed: ..." */
+void record_err(struct rec *r, int rc);
 int run_sync(struct conn *c, int op, uint32_t size, struct rec *r);
 int run_conns(enum tp tp, unsigned nconn, int op, uint32_t size, bool spin, struct rec *r);
 void run_all(void);
+
+/* ---- the scale workload (scale.c) ---- */
+extern bool big;   /* --big: 10,000 connections too */
+/* Before any thread: the descriptor limit raised, the server factory forked. */
+void scale_setup(void);
+/* How many points run_scale measures per transport. */
+unsigned scale_points(void);
+void run_scale(void);
 
 /* ---- the report (report.c) ---- */
 void fmt_size(char *b, size_t cap, uint32_t s);
 void compute_ratios(void);
 void print_table(void);
+/* The scale records' idle costs (after the table). */
+void print_scale(void);
 int write_json(const char *path);
 int write_svg(const char *path);
 

@@ -15,7 +15,7 @@
 
 static unsigned progress_i, progress_n;
 
-static void progress(const char *fmt, ...)
+void progress(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -133,7 +133,7 @@ int run_conns(enum tp tp, unsigned nconn, int op, uint32_t size, bool spin, stru
 	return rc;
 }
 
-static void na(struct rec *r, const char *why)
+void na(struct rec *r, const char *why)
 {
 	size_t n = strnlen(why, sizeof(r->na) - 1);
 
@@ -141,7 +141,7 @@ static void na(struct rec *r, const char *why)
 	r->na[n] = '\0';
 }
 
-static void record_err(struct rec *r, int rc)
+void record_err(struct rec *r, int rc)
 {
 	if (rc)
 		snprintf(r->na, sizeof(r->na), "failed: %s", rpcrdma_strerror(rc));
@@ -181,6 +181,8 @@ static void plan_progress(size_t nsizes, size_t nwins, size_t ncons)
 		progress_n += tp_want[TP_RDMA] && tp_ok[TP_RDMA] ? 5 : 0;
 		progress_n += tp_want[TP_TCP] && tp_ok[TP_TCP] ? 3 : 0;
 	}
+	if (wl_want[WL_SCALE])
+		progress_n += scale_points() * nt;
 }
 
 /* NULL latency and READ/WRITE by size, 1 outstanding: one connection per
@@ -440,4 +442,6 @@ void run_all(void)
 	run_outstanding_all(wins, nwins);
 	run_conns_all(cons, ncons);
 	run_push_all();
+	if (wl_want[WL_SCALE])
+		run_scale();
 }

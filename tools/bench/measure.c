@@ -45,6 +45,9 @@ struct rec *rec_new(const char *wl, enum tp tp, const char *variant, uint32_t si
 	r->ratio_raw = r->ratio_tirpc = r->rtrips = r->ratio_spin = -1;
 	r->cpu_c = r->cpu_s = -1;
 	r->cpu_c0 = r->cpu_s0 = -1;
+	r->client_rss_per_conn = r->server_rss_per_conn = r->fds_per_conn = -1;
+	r->server_fds_per_conn = r->connect_p50_us = -1;
+	r->client_threads = r->server_threads = -1;
 	return r;
 }
 
@@ -135,8 +138,7 @@ static int64_t ts_ns(const struct timespec *t)
 	return (int64_t)t->tv_sec * 1000000000ll + t->tv_nsec;
 }
 
-/* CPU ns of this process (@pid 0) or of the child @pid; -1: unknown. */
-static int64_t cpu_ns(pid_t pid)
+int64_t cpu_ns(pid_t pid)
 {
 	struct timespec t;
 	clockid_t cid = CLOCK_PROCESS_CPUTIME_ID;

@@ -51,6 +51,16 @@ void compute_ratios(void)
 
 		if (r->na[0] || r->tp == TP_RAW)
 			continue;
+		if (!strcmp(r->workload, "scale")) {
+			/* throughput with every connection active, same shape */
+			raw = find("scale", TP_RAW, r->variant, r->size, 1, r->conns);
+			ti = find("scale", TP_TIRPC, r->variant, r->size, 1, r->conns);
+			if (raw && raw->ops_s > 0)
+				r->ratio_raw = r->ops_s / raw->ops_s;
+			if (ti && ti->ops_s > 0 && r->tp != TP_TIRPC)
+				r->ratio_tirpc = r->ops_s / ti->ops_s;
+			continue;
+		}
 		if (is_latency(r)) {
 			struct rec *spin = !strcmp(r->workload, "null")
 						   ? find("null", TP_RAW, "pingspin", 0, 1, 1)
@@ -83,6 +93,37 @@ void compute_ratios(void)
 	}
 }
 
+/* The scale workload's idle costs and its ratios to tcp:// (rdma only). */
+void print_scale(void)
+{
+	bool head = false;
+
+	for (unsigned i = 0; i < nrecs; i++) {
+		struct rec *r = &recs[i], *t;
+
+		if (strcmp(r->workload, "scale") || strcmp(r->variant, "null") || r->na[0] ||
+		    r->client_rss_per_conn < -0.5)
+			continue;
+		if (!head) {
+			printf("\n-- scale, idle cost per connection (client: this process, server: "
+			       "its own) and connect + first NULL call\n%-5s %6s %12s %12s %9s "
+			       "%9s %8s %8s %11s\n", "xprt", "conns", "cli KiB/conn",
+			       "srv KiB/conn", "cli fd/c", "srv fd/c", "cli thr", "srv thr",
+			       "connect p50");
+			head = true;
+		}
+		t = find("scale", TP_TCP, "null", 0, 1, r->conns);
+		printf("%-5s %6u %12.1f %12.1f %9.2f %9.2f %8ld %8ld %9.0fus\n", tp_name[r->tp],
+		       r->conns, r->client_rss_per_conn, r->server_rss_per_conn, r->fds_per_conn,
+		       r->server_fds_per_conn, r->client_threads, r->server_threads,
+		       r->connect_p50_us);
+		if (r->tp == TP_RDMA && t && t->connect_p50_us > 0)
+			printf("%61s connect %.2fx tcp://; NULL ops/s %.2fx tcp://\n", "",
+			       r->connect_p50_us / t->connect_p50_us,
+			       t->ops_s > 0 ? r->ops_s / t->ops_s : -1.0);
+	}
+}
+
 void print_table(void)
 {
 	const char *last = "";
@@ -109,6 +150,10 @@ void print_table(void)
 			else if (!strcmp(r->workload, "read_conns"))
 				printf("-- READ 64K, N connections, one call each (ratio: / raw "
 				       "ping-pong on N connections)\n");
+			else if (!strcmp(r->workload, "scale"))
+				printf("-- scale: N connections in one process, every one active "
+				       "(ratios: ops/s / raw and / libtirpc), then the idle cost "
+				       "per connection below\n");
 			else if (!strncmp(r->workload, "write_4k", 8) && strncmp(last, "write_4k", 8))
 				printf("-- 4K write: pull-mode WRITE RPC (2 network round trips: "
 				       "Call, RDMA Read request/response, Reply; data kept in server "
@@ -134,6 +179,7 @@ void print_table(void)
 		       r->workload, tp_name[r->tp], r->variant, sz, r->outstanding, r->conns,
 		       r->p50_us, r->p99_us, r->mbps, r->ops_s, a, b, cpu);
 	}
+	print_scale();
 	/* against the floor that waits the same way: spin, then sleep */
 	for (int tp = 0; tp < TP_N; tp++) {
 		struct rec *n = find("null", (enum tp)tp, NULL, 0, 1, 1);
@@ -217,6 +263,14 @@ int write_json(const char *path)
 			r->ratio_spin >= 0 ? r->ratio_spin : -1.0, spin_us);
 		fprintf(f, ", \"cpu_client_us_per_op\": %.3f, \"cpu_server_us_per_op\": %.3f",
 			r->cpu_c >= 0 ? r->cpu_c : -1.0, r->cpu_s >= 0 ? r->cpu_s : -1.0);
+		if (!strcmp(r->workload, "scale"))
+			fprintf(f, ", \"conns\": %u, \"op\": \"%s\", \"server_rss_kib_per_conn\": %.2f, "
+				"\"client_rss_kib_per_conn\": %.2f, \"client_threads\": %ld, "
+				"\"server_threads\": %ld, \"fds_per_conn\": %.3f, "
+				"\"server_fds_per_conn\": %.3f, \"connect_p50_us\": %.1f", r->conns,
+				r->variant, r->server_rss_per_conn, r->client_rss_per_conn,
+				r->client_threads, r->server_threads, r->fds_per_conn,
+				r->server_fds_per_conn, r->connect_p50_us);
 		fprintf(f, ", \"ratio_kind\": \"%s\"}%s\n",
 			is_latency(r) ? "p50_latency" : "throughput", i + 1 < nrecs ? "," : "");
 	}

@@ -41,7 +41,8 @@
 #include "bench.h"
 
 const char *const tp_name[TP_N] = {"rdma", "tcp", "tirpc", "raw"};
-static const char *const wl_name[WL_N] = {"null", "read", "write", "outstanding", "conns", "push"};
+static const char *const wl_name[WL_N] = {"null", "read", "write", "outstanding", "conns", "push",
+					  "scale"};
 bool tp_want[TP_N];
 bool wl_want[WL_N];
 bool tp_ok[TP_N];
@@ -69,7 +70,9 @@ static void usage(FILE *f)
 		"  --duration SECS    seconds per measurement point (default 1.0)\n"
 		"  --transports LIST  comma-separated subset of rdma,tcp,tirpc,raw (default all)\n"
 		"  --workloads LIST   comma-separated subset of null,read,write,outstanding,\n"
-		"                     conns,push (default all)\n"
+		"                     conns,push,scale (default all but scale)\n"
+		"  --big              scale: 10,000 connections too (the file descriptor limit\n"
+		"                     is raised as far as the hard limit, or beyond as root)\n"
 		"  --spin-us N        spin-then-sleep budget, 0..%u microseconds: exported as\n"
 		"                     RPCRDMA_SOFT_SPIN_US to the library (client and servers)\n"
 		"                     and used by the raw \"pingspin\" floor, whose both ends\n"
@@ -182,6 +185,7 @@ int main(int argc, char **argv)
 		{"json", required_argument, NULL, 'j'},
 		{"svg", required_argument, NULL, 's'},
 		{"spin-us", required_argument, NULL, 'S'},
+		{"big", no_argument, NULL, 'B'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -192,9 +196,10 @@ int main(int argc, char **argv)
 	uint64_t t0 = fs_now_ns();
 
 	spin_from_env();
-	while ((c = getopt_long(argc, argv, "qd:t:w:j:s:S:h", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "qd:t:w:j:s:S:Bh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'q': quick = true; break;
+		case 'B': big = true; break;
 		case 'd': {
 			char *end;
 
@@ -257,6 +262,8 @@ int main(int argc, char **argv)
 	}
 	for (uint32_t i = 0; i < MAXIO + 64; i++)
 		srcbuf[i] = (uint8_t)(i * 2654435761u >> 24);
+	if (wl_want[WL_SCALE])
+		scale_setup();   /* forks too: before any thread */
 	/* servers first: fork before this process has any thread */
 	for (int tp = 0; tp < TP_N; tp++) {
 		if (!tp_want[tp])

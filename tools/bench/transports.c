@@ -16,10 +16,47 @@
 
 #include "bench.h"
 
-/* A server child dies with the benchmark. */
-static void prctl_parent_death(void)
+size_t conn_sink = MAXIO + 64;
+
+void prctl_parent_death(void)
 {
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+void serve_child(enum tp tp, int wfd, bool scale)
+{
+	int lfd = -1, port = 0, rc;
+
+	signal(SIGPIPE, SIG_IGN);
+	prctl_parent_death();
+	switch (tp) {
+	case TP_RDMA: rc = rr_server("rdma", &port, scale); break;
+	case TP_TCP: rc = rr_server("tcp", &port, scale); break;
+	case TP_RAW:
+	case TP_TIRPC:
+		lfd = listen_loopback(&port);
+		rc = lfd < 0 ? lfd : 0;
+#if BENCH_HAVE_TIRPC
+		if (!rc && tp == TP_TIRPC)
+			rc = tirpc_server(lfd);
+#endif
+		break;
+	default: rc = -EINVAL;
+	}
+	if (rc) {
+		dprintf(wfd, "error %d\n", -rc);
+		_exit(1);
+	}
+	dprintf(wfd, "%d\n", port);
+	close(wfd);
+	if (tp == TP_RAW)
+		raw_server(lfd);
+#if BENCH_HAVE_TIRPC
+	if (tp == TP_TIRPC)
+		svc_run();
+#endif
+	for (;;)
+		pause();
 }
 
 /* Forks the server of @tp; the child reports "port" or "error errno". */
@@ -40,39 +77,8 @@ void start_server(enum tp tp)
 		return;
 	}
 	if (tp_pid[tp] == 0) {
-		int lfd = -1;
-
 		close(p[0]);
-		signal(SIGPIPE, SIG_IGN);
-		prctl_parent_death();
-		switch (tp) {
-		case TP_RDMA: rc = rr_server("rdma", &port); break;
-		case TP_TCP: rc = rr_server("tcp", &port); break;
-		case TP_RAW:
-		case TP_TIRPC:
-			lfd = listen_loopback(&port);
-			rc = lfd < 0 ? lfd : 0;
-#if BENCH_HAVE_TIRPC
-			if (!rc && tp == TP_TIRPC)
-				rc = tirpc_server(lfd);
-#endif
-			break;
-		default: rc = -EINVAL;
-		}
-		if (rc) {
-			dprintf(p[1], "error %d\n", -rc);
-			_exit(1);
-		}
-		dprintf(p[1], "%d\n", port);
-		close(p[1]);
-		if (tp == TP_RAW)
-			raw_server(lfd);
-#if BENCH_HAVE_TIRPC
-		if (tp == TP_TIRPC)
-			svc_run();
-#endif
-		for (;;)
-			pause();
+		serve_child(tp, p[1], false);
 	}
 	close(p[1]);
 	n = read(p[0], line, sizeof(line) - 1);
@@ -101,9 +107,12 @@ int conn_open(struct conn *c, enum tp tp)
 	memset(c, 0, sizeof(*c));
 	c->tp = tp;
 	c->fd = -1;
-	c->sink = malloc(MAXIO + 64);
-	if (!c->sink)
-		return -ENOMEM;
+	/* raw reads its responses there: a NULL's at least */
+	if (conn_sink || tp == TP_RAW) {
+		c->sink = malloc(conn_sink ? conn_sink : 256);
+		if (!c->sink)
+			return -ENOMEM;
+	}
 	if (tp == TP_RDMA || tp == TP_TCP)
 		return rr_open(c);
 	if (tp == TP_RAW)

@@ -12,6 +12,8 @@
  * XID on the next connection (section 4.5). */
 #include "proto/conn/conn_int.h"
 
+#include <stddef.h>
+
 bool rr_conn_busy(const struct rr_conn *c)
 {
 	return c->calls || c->pulls || c->pullq || c->doneq || c->stray;
@@ -277,9 +279,10 @@ int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc)
 
 	if (rpc->nsinks > RR_XPRT_MAX_ITEMS || (rpc->nparts && !rpc->parts))
 		return -EINVAL;
-	k = rr_zalloc(c->env, sizeof(*k));
+	k = rr_alloc(c->env, sizeof(*k));
 	if (!k)
 		return -ENOMEM;
+	memset(k, 0, offsetof(struct rq_call, mem));
 	k->rpc = rpc;
 	rpc->status = 0;
 	rpc->reply = NULL;

@@ -5,8 +5,11 @@
  * the established connection to its session (proto/conn), reconnects after
  * a loss when Calls wait to be retransmitted (or when the next one comes),
  * and offers the Call API: submit, abort, wait (the calling thread receives
- * for itself when it is the only one waiting), release. Every protocol
- * decision is the session's. */
+ * for itself when it is the only one waiting), release. It has no thread:
+ * its CM events and completions are served by its progress loop (the
+ * port's channel and CQ, port.c and progress.c), which runs its turn
+ * (reconnection, upcalls) when kicked. Every protocol decision is the
+ * session's. */
 #include "transport/rdma/tp_int.h"
 
 /* Work only a drain of the CQ moves on: the progress thread watches the CQ
@@ -29,10 +32,24 @@ bool tp_cl_needs_progress(const struct rr_tp_client *c, const struct tp_conn *cn
 	       c->reconnect_at || c->destroying;
 }
 
+/* The loop's timer for the reconnection (real time; a virtual clock is
+ * looked at again at least every 100 ms). */
+static void reconnect_timer(struct rr_tp_client *c)
+{
+	uint64_t now = tp_now_ns(&c->ep), d;
+
+	if (!c->reconnect_at || !c->ep.timer_ok)
+		return;
+	d = c->reconnect_at > now ? c->reconnect_at - now : 0;
+	if (c->ep.env != rpcrdma_env_default())
+		d = RR_MIN(d, 100000000ull);
+	rr_loop_timer_set(c->ep.loop, &c->ep.timer, rr_now_ns(NULL) + d);
+}
+
 void tp_cl_schedule_reconnect(struct rr_tp_client *c, uint32_t delay_ms)
 {
 	c->reconnect_at = tp_now_ns(&c->ep) + (uint64_t)delay_ms * 1000000u;
-	tp_wake(&c->ep);
+	reconnect_timer(c);
 }
 
 /* Completed Calls and reverse Calls to the upper layer, without the
@@ -90,6 +107,7 @@ int tp_cl_connect(struct rr_tp_client *c)
 		return -ENOMEM;
 	}
 	cn->sess = c->sess;
+	cn->chport = c->ep.port;
 	rc = tp_post_all_recvs(cn);
 	if (rc) {
 		tp_conn_free(cn);
@@ -110,8 +128,8 @@ int tp_cl_connect(struct rr_tp_client *c)
 	if (c->ep.conf.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT)
 		prm.flags |= RPCRDMA_CONN_COMMIT;
 	c->conn = cn;
-	rc = rpcrdma_connect(c->ep.ch, cn->qp, (const struct sockaddr *)&c->addr, c->addrlen, &prm,
-			     cn, &cn->id);
+	rc = rpcrdma_connect(c->ep.port->ch, cn->qp, (const struct sockaddr *)&c->addr, c->addrlen,
+			     &prm, cn, &cn->id);
 	if (rc) {
 		c->conn = NULL;
 		tp_conn_free(cn);
@@ -132,6 +150,7 @@ void tp_cl_conn_lost(struct rr_tp_client *c, struct tp_conn *cn)
 	cn->dead = true;
 	rr_conn_down(c->sess);
 	c->conn = NULL;
+	tp_cq_want(cn, false);
 	if (cn->id)
 		(void)rpcrdma_disconnect(cn->id);
 	tp_conn_bury(cn);
@@ -150,8 +169,9 @@ void tp_cl_conn_lost(struct rr_tp_client *c, struct tp_conn *cn)
 	tp_cl_schedule_reconnect(c, c->ep.conf.reconnect_delay_ms);
 }
 
-void tp_cl_on_cm(struct rr_tp_client *c, const struct rpcrdma_cm_event *ev)
+static void cl_on_cm(struct tp_ep *ep, const struct rpcrdma_cm_event *ev)
 {
+	struct rr_tp_client *c = RR_CONTAINER_OF(ep, struct rr_tp_client, ep);
 	struct tp_conn *cn = ev->user_ctx;
 
 	if (!cn || cn != c->conn)
@@ -192,87 +212,103 @@ void tp_cl_on_cm(struct rr_tp_client *c, const struct rpcrdma_cm_event *ev)
 	}
 }
 
-static void serve_client(struct rr_tp_client *c)
+/* The session asked to end the connection while the caller held it. */
+static void cl_settle(struct rr_tp_client *c)
 {
-	struct tp_ep *ep = &c->ep;
-	struct tp_conn *cn = c->waiter ? NULL : c->conn;
-
-	if (cn && !tp_cl_busy(c) && !cn->dead) {
-		/* Idle: the CQ's fd is not watched, so that the next
-		 * synchronous caller's Reply wakes that caller alone; a look
-		 * without blocking on each wake-up (at least every 100 ms)
-		 * still notices what arrives unasked (a disconnection). */
-		tp_drain_cq(ep, cn);
-	} else if (cn) {
-		(void)rpcrdma_cq_get_event(cn->cq);
-		(void)tp_arm_drain(ep, cn);
-	}
-	if (cn && c->conn == cn && cn->closing && cn->established)
-		tp_cl_conn_lost(c, cn);   /* a fatal completion: tear down now */
-	if (c->reconnect_at && tp_now_ns(ep) >= c->reconnect_at && !c->conn && !c->destroying) {
-		c->reconnect_at = 0;
-		if (tp_cl_connect(c))
-			tp_cl_schedule_reconnect(c, c->ep.conf.reconnect_delay_ms * 4);
-	}
+	if (c->conn && ((c->conn->closing && !c->conn->dead) ||
+			(c->conn->cm_lost && !c->conn->dead)))
+		tp_cl_conn_lost(c, c->conn);
 }
 
-/* The client's progress thread: it sleeps in poll(2) over the wake-up
- * eventfd, the CM channel and, while work only a drain moves on is pending
- * and no caller thread receives for itself, the connection's CQ; it feeds
- * CM events and completions to the session, reconnects when due, and runs
- * the completion upcalls. */
-static void *cl_progress(void *arg)
+/* Whether the loop drains the connection's CQ for it: asynchronous work
+ * and no caller thread receiving for itself. Idle, the CQ's fd is not
+ * watched for it, so that the next synchronous caller's Reply wakes that
+ * caller alone. */
+static void cl_want(struct rr_tp_client *c)
 {
-	struct rr_tp_client *c = arg;
-	struct tp_ep *ep = &c->ep;
+	struct tp_conn *cn = c->conn;
 
-	pthread_setname_np(pthread_self(), "rr-rdma-clnt");   /* top -H, gdb, perf */
-	pthread_mutex_lock(&ep->lock);
-	while (!ep->stop) {
-		struct pollfd pfd[3];
-		struct rpcrdma_cm_event ev;
-		unsigned n = 2;
-		int timeout = 100;
+	if (cn)
+		tp_cq_want(cn, !cn->dead && !c->waiter && tp_cl_busy(c));
+}
 
-		pfd[0] = (struct pollfd){ep->evfd, POLLIN, 0};
-		pfd[1] = (struct pollfd){rpcrdma_cm_channel_fd(ep->ch), POLLIN, 0};
-		/* While a caller thread receives, it alone drains the CQ (one
-		 * consumer: no lost notification). */
-		if (c->conn && !c->waiter && tp_cl_busy(c))
-			pfd[n++] = (struct pollfd){rpcrdma_cq_fd(c->conn->cq), POLLIN, 0};
-		if (c->reconnect_at) {
-			uint64_t t = tp_now_ns(ep);
+/* After completions of its connection were fed in (lock held). */
+static void cl_after(struct tp_ep *ep)
+{
+	struct rr_tp_client *c = RR_CONTAINER_OF(ep, struct rr_tp_client, ep);
 
-			timeout = c->reconnect_at > t ?
-				(int)((c->reconnect_at - t) / 1000000u) + 1 : 0;
+	cl_settle(c);
+	cl_deliver(c);
+	cl_want(c);
+}
+
+/* The client's turn on its loop (kicked, or its timer): CM events, an end
+ * asked for, a reconnection that is due, the upcalls, the CQ watched or
+ * not, dead connections freed. */
+static void cl_turn(struct tp_ep *ep)
+{
+	struct rr_tp_client *c = RR_CONTAINER_OF(ep, struct rr_tp_client, ep);
+
+	tp_ep_handle_events(ep);
+	cl_settle(c);
+	if (c->reconnect_at && !c->conn && !c->destroying) {
+		if (tp_now_ns(ep) >= c->reconnect_at) {
+			c->reconnect_at = 0;
+			if (tp_cl_connect(c))
+				tp_cl_schedule_reconnect(c, c->ep.conf.reconnect_delay_ms * 4);
+		} else {
+			reconnect_timer(c);
 		}
-		tp_poll(ep, pfd, n, timeout);
-		/* The channel's fd is readable while events are queued. */
-		while ((pfd[1].revents & POLLIN) && rpcrdma_cm_get_event(ep->ch, &ev) == 0)
-			tp_cl_on_cm(c, &ev);
-		serve_client(c);
-		cl_deliver(c);
-		tp_grave_sweep(ep);
 	}
-	pthread_mutex_unlock(&ep->lock);
-	return NULL;
+	cl_deliver(c);
+	cl_want(c);
+	tp_grave_sweep(ep);
 }
 
-/* Frees what create made (the progress thread is stopped; c->sess may be
- * NULL, destroyed already). */
+static const struct tp_ep_ops cl_ops = {.on_cm = cl_on_cm, .after = cl_after, .turn = cl_turn};
+
+/* Frees the client's connections (lock held, dropped meanwhile), waits
+ * until no drain holds the client, and takes it off its loop. */
+static void cl_release_all(struct rr_tp_client *c)
+{
+	struct tp_conn *cn = c->conn;
+
+	c->conn = NULL;
+	c->ep.stop = true;
+	pthread_mutex_unlock(&c->ep.lock);
+	if (cn) {
+		cn->dead = true;
+		if (cn->id)
+			(void)rpcrdma_disconnect(cn->id);
+		tp_conn_release(cn);
+	}
+	pthread_mutex_lock(&c->ep.lock);
+	while (c->ep.grave) {
+		cn = c->ep.grave;
+		c->ep.grave = cn->next;
+		pthread_mutex_unlock(&c->ep.lock);
+		tp_conn_release(cn);
+		pthread_mutex_lock(&c->ep.lock);
+	}
+	while (c->ep.pins)
+		(void)rr_engine_wait(&c->ep.cond, &c->ep.lock, NULL);
+	pthread_mutex_unlock(&c->ep.lock);
+	tp_ep_detach(&c->ep);
+	pthread_mutex_lock(&c->ep.lock);
+}
+
+/* Frees what create made (its turns are over; c->sess may be NULL,
+ * destroyed already). */
 static void cl_free(struct rr_tp_client *c)
 {
 	const struct rpcrdma_env *env = c->ep.env;
 
-	if (c->conn) {
-		if (c->conn->id)
-			(void)rpcrdma_disconnect(c->conn->id);
-		tp_conn_free(c->conn);
-		c->conn = NULL;
-	}
-	tp_grave_sweep(&c->ep);
-	tp_ep_fini(&c->ep);
+	pthread_mutex_lock(&c->ep.lock);
+	cl_release_all(c);
+	pthread_mutex_unlock(&c->ep.lock);
 	rr_conn_destroy(c->sess);
+	c->sess = NULL;
+	tp_ep_fini(&c->ep);
 	rr_free(env, c);
 }
 
@@ -294,7 +330,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 		return -ENOMEM;
 	c->done_tail = &c->done;
 	c->bc_in_tail = &c->bc_in;
-	rc = tp_ep_init(&c->ep, conf, false, addr);
+	rc = tp_ep_init(&c->ep, conf, false, addr, conf->loop, &cl_ops);
 	if (!rc) {
 		c->io = tp_client_io;
 		c->io.ctx = c;
@@ -302,6 +338,8 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 		rc = rr_conn_create(&cfg, &c->io, &c->sess);
 	}
 	if (rc) {
+		if (c->ep.loop)
+			tp_ep_detach(&c->ep);
 		tp_ep_fini(&c->ep);
 		rr_free(env, c);
 		return rc;
@@ -314,8 +352,6 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	c->connect_status = 1;
 	rc = tp_cl_connect(c);
 	pthread_mutex_unlock(&c->ep.lock);
-	if (rc == 0)
-		rc = tp_ep_start(&c->ep, cl_progress);
 	if (rc) {
 		cl_free(c);
 		return rc;
@@ -323,28 +359,21 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	tp_abs_deadline(&ts, c->ep.conf.connect_timeout_ms + 1000);
 	pthread_mutex_lock(&c->ep.lock);
 	while (c->connect_status == 1) {
-		if (pthread_cond_timedwait(&c->ep.cond, &c->ep.lock, &ts)) {
+		if (rr_engine_wait(&c->ep.cond, &c->ep.lock, &ts) == ETIMEDOUT) {
 			c->connect_status = -ETIMEDOUT;
 			break;
 		}
 	}
 	rc = c->connect_status;
+	if (rc)
+		c->destroying = true;
 	pthread_mutex_unlock(&c->ep.lock);
 	if (rc) {
-		c->destroying = true;
-		tp_ep_stop(&c->ep);
 		cl_free(c);
 		return rc;
 	}
 	*out = c;
 	return 0;
-}
-
-/* The session asked to end the connection while the caller held it. */
-static void cl_settle(struct rr_tp_client *c)
-{
-	if (c->conn && c->conn->closing && !c->conn->dead)
-		tp_cl_conn_lost(c, c->conn);
 }
 
 int rr_tp_client_submit(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
@@ -370,18 +399,22 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
 	if (!c->conn && !c->reconnect_at && c->connect_status != 1)
 		tp_cl_schedule_reconnect(c, 0);   /* lost while idle: connect now */
 	up = c->conn && c->conn->established && !c->conn->dead;
-	if (rpc->caller_waits && !c->waiter && up) {
+	if (rpc->caller_waits && !c->waiter && up && !rr_engine_app_driven()) {
 		/* This thread will receive the Reply itself: no hop through
-		 * the progress thread, which is not woken. */
+		 * the progress loop, which is not woken. (When the application
+		 * drives progress, the caller's wait drives the loop, which
+		 * receives: a thread asleep in the CQ would not run the loop
+		 * that the other end may be served by.) */
 		c->waiter = true;
 		c->wait_for = rpc;
 		wake = false;
 	} else if (tp_on_progress_thread(&c->ep)) {
-		wake = false;   /* it recomputes its wait set next */
+		cl_want(c);     /* its loop: the CQ watched from now on */
+		wake = false;
 	}
-	pthread_mutex_unlock(&c->ep.lock);
 	if (wake)
-		tp_wake(&c->ep);
+		tp_ep_kick(&c->ep);
+	pthread_mutex_unlock(&c->ep.lock);
 	return 0;
 }
 
@@ -390,29 +423,22 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_conn_rpc *rpc, int sta
 	pthread_mutex_lock(&c->ep.lock);
 	rr_conn_abort(c->sess, rpc, status);
 	cl_settle(c);
+	tp_ep_kick(&c->ep);
 	pthread_mutex_unlock(&c->ep.lock);
-	tp_wake(&c->ep);
 }
 
 /* One wait of the thread that holds the receiving role (c->waiter) for at
- * most @left_ns (and 20 ms): sleeps on the connection's socket and receives
- * on this thread (rpcrdma_cq_wait), then handles what came. Bounded so that
- * state changes made by the progress thread (connection loss) are seen; the
+ * most @left_ns (and 20 ms): sleeps on the connection's CQ and receives on
+ * this thread (rpcrdma_cq_wait, through progress.c: completions of other
+ * connections sharing the CQ go to them), then handles what came. When
+ * another thread consumes the CQ now, waits for it to bring ours. Bounded
+ * so that state changes made by the loop (connection loss) are seen; the
  * connection is not freed meanwhile (in_wait). Called and returns with the
  * lock held; returns rpcrdma_cq_wait's result. */
 int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns)
 {
-	struct rpcrdma_wc wc[32];
-	int n;
+	int n = tp_cq_wait_once(&c->ep, cn, (int)RR_MIN(left_ns / 1000000u + 1, 20u));
 
-	cn->in_wait = true;
-	pthread_mutex_unlock(&c->ep.lock);
-	n = rpcrdma_cq_wait(cn->cq, (int)RR_ARRAY_SIZE(wc), wc,
-			    (int)RR_MIN(left_ns / 1000000u + 1, 20u));
-	pthread_mutex_lock(&c->ep.lock);
-	cn->in_wait = false;
-	for (int i = 0; i < n; i++)
-		tp_on_wc(cn, &wc[i]);
 	if (c->conn == cn && cn->closing && cn->established)
 		tp_cl_conn_lost(c, cn);
 	cl_deliver(c);
@@ -425,6 +451,8 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t
 	struct tp_conn *cn0 = NULL;
 	bool wake;
 
+	if (rr_engine_app_driven())
+		return;   /* the caller's wait drives the loop (submit) */
 	pthread_mutex_lock(&c->ep.lock);
 	if (c->waiter && c->wait_for != rpc) {
 		pthread_mutex_unlock(&c->ep.lock);
@@ -450,9 +478,9 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t
 	}
 	c->waiter = false;
 	wake = tp_cl_needs_progress(c, cn0);
-	pthread_mutex_unlock(&c->ep.lock);
 	if (wake)
-		tp_wake(&c->ep);
+		tp_ep_kick(&c->ep);
+	pthread_mutex_unlock(&c->ep.lock);
 }
 
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
@@ -475,13 +503,10 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 	/* Wait (bounded) for local invalidations and upcalls. */
 	tp_abs_deadline(&ts, 2000);
 	while (rr_conn_has_calls(c->sess) || c->done) {
-		tp_wake(&c->ep);
-		if (pthread_cond_timedwait(&c->ep.cond, &c->ep.lock, &ts))
+		tp_ep_kick(&c->ep);
+		if (rr_engine_wait(&c->ep.cond, &c->ep.lock, &ts) == ETIMEDOUT)
 			break;
 	}
-	pthread_mutex_unlock(&c->ep.lock);
-	tp_ep_stop(&c->ep);
-	pthread_mutex_lock(&c->ep.lock);
 	/* Whatever is left (connection stuck): the session deregisters it
 	 * and completes it; then the upcalls. */
 	if (c->conn) {
@@ -490,17 +515,14 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 	}
 	c->bc_recv = NULL;   /* reverse Calls not delivered yet: dropped */
 	cl_deliver(c);
-	rr_conn_destroy(c->sess);
-	c->sess = NULL;
-	if (c->conn)
-		c->conn->sess = NULL;
-	cl_deliver(c);
 	/* Replies must be released before destroy (tp.h); any still lent no
 	 * longer keeps its connection. */
+	if (c->conn)
+		c->conn->lent = 0;
 	for (struct tp_conn *cn = c->ep.grave; cn; cn = cn->next)
 		cn->lent = 0;
 	pthread_mutex_unlock(&c->ep.lock);
-	cl_free(c);   /* its session is gone already */
+	cl_free(c);
 }
 
 /* ---- backchannel (RFC 8167) ---- */
@@ -512,7 +534,7 @@ void rr_tp_client_bc_set(struct rr_tp_client *c, rr_tp_bc_recv_fn recv, void *ct
 	c->bc_ctx = ctx;
 	/* once it returns no upcall runs the one it replaced */
 	while (c->bc_running)
-		pthread_cond_wait(&c->ep.cond, &c->ep.lock);
+		(void)rr_engine_wait(&c->ep.cond, &c->ep.lock, NULL);
 	pthread_mutex_unlock(&c->ep.lock);
 }
 
@@ -521,8 +543,9 @@ void rr_tp_client_bc_enable(struct rr_tp_client *c, bool on)
 	pthread_mutex_lock(&c->ep.lock);
 	c->bc_on = on && c->ep.conf.bc_slots;
 	rr_conn_bc_enable(c->sess, c->bc_on);
+	cl_want(c);   /* its loop watches the CQ from now on */
 	pthread_mutex_unlock(&c->ep.lock);
-	tp_wake(&c->ep);   /* the progress thread watches the CQ from now on */
+	tp_ep_kick(&c->ep);
 }
 
 int rr_tp_client_bc_reply(struct rr_tp_client *c, struct rr_conn_sreq *req,

@@ -2,7 +2,8 @@
 /* Copyright (c) The librpcrdma authors */
 /* One connection's provider resources and the session's actions on them
  * (struct rr_conn_io of proto/conn/conn.h): the PD (one per connection,
- * RFC 8166 section 8.2), CQ and QP, Receive buffers and send slots
+ * RFC 8166 section 8.2), its share of a port's CQ (port.c) and its QP,
+ * Receive buffers and send slots
  * registered once, registrations for the session (a memory window bound on
  * the QP where the provider has them, an MR otherwise), Local Invalidate,
  * RDMA Read, RDMA Writes chained before a Send (Send With Invalidate when
@@ -51,28 +52,26 @@ static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend)
 {
 	struct tp_conn *cn = rr_zalloc(ep->env, sizeof(*cn));
-	struct rpcrdma_cq_attr ca = {0};
 	struct rpcrdma_qp_attr qa = {0};
-	struct rpcrdma_caps caps;
+	const struct rpcrdma_caps *c = &ep->tc->caps;
 	int rc;
 
 	if (!cn)
 		return NULL;
 	cn->ep = ep;
 	cn->refs = 1;
-	rc = rpcrdma_query(ep->ctx, &caps);
-	if (rc)
-		goto fail;
 	rc = rpcrdma_pd_alloc(ep->ctx, &cn->pd);
 	if (rc)
 		goto fail;
-	qa.max_send_wr = RR_MIN(nsend * (2 * RR_XPRT_MAX_REGS + 4) + 64, caps.max_qp_wr);
-	qa.max_recv_wr = RR_MIN(nrecv, caps.max_qp_wr);
-	ca.cqe = RR_MIN(qa.max_send_wr + qa.max_recv_wr + 64, caps.max_cqe);
-	ca.user_ctx = cn;
-	rc = rpcrdma_cq_create(ep->ctx, &ca, &cn->cq);
+	qa.max_send_wr = RR_MIN(nsend * (2 * RR_XPRT_MAX_REGS + 4) + 64, c->max_qp_wr);
+	qa.max_recv_wr = RR_MIN(nrecv, c->max_qp_wr);
+	/* as many completions as its work queues can hold, reserved in a CQ
+	 * it shares with others of the port: never an overrun */
+	cn->cqe = RR_MIN(qa.max_send_wr + qa.max_recv_wr + 64, c->max_cqe);
+	rc = tp_cq_reserve(ep->port, cn->cqe, &cn->tcq);
 	if (rc)
 		goto fail;
+	cn->cq = cn->tcq->cq;
 	qa.send_cq = cn->cq;
 	qa.recv_cq = cn->cq;
 	qa.max_send_sge = 1;
@@ -84,16 +83,15 @@ struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend)
 	rc = conn_alloc_bufs(cn, nrecv, ep->conf.inline_recv, nsend, ep->conf.inline_send);
 	if (rc)
 		goto fail;
-	cn->use_mw = ep->conf.use_windows && (caps.flags & RPCRDMA_CAP_INVALIDATABLE);
+	cn->use_mw = ep->conf.use_windows && (c->flags & RPCRDMA_CAP_INVALIDATABLE);
 	/* Linux siw (6.1) transmits an unsignaled work request of a page or
 	 * more straight from the user pages (zero-copy sendpage): its data is
 	 * read when TCP sends, after later completions, so a Reply's source
 	 * memory may already be reused by then (seen in the lab: corrupted
 	 * Write-chunk data). A signaled one is copied before it completes.
 	 * The completions are ignored. */
-	cn->signal_writes = caps.transport == RPCRDMA_TRANSPORT_IWARP &&
+	cn->signal_writes = c->transport == RPCRDMA_TRANSPORT_IWARP &&
 			    strcmp(rpcrdma_context_provider(ep->ctx), RPCRDMA_PROVIDER_VERBS) == 0;
-	(void)rpcrdma_cq_arm(cn->cq, false);
 	return cn;
 fail:
 	cn->err = rc;
@@ -106,7 +104,9 @@ bool tp_conn_ok(const struct tp_conn *cn)
 }
 
 /* After the QP is destroyed nothing can touch the session's buffers any
- * more: a server connection's session goes with it. */
+ * more: a server connection's session goes with it. A connection that was
+ * established goes through progress.c (tp_grave_sweep), which destroys
+ * its id and QP and drains what they left in the shared CQ first. */
 void tp_conn_free(struct tp_conn *cn)
 {
 	const struct rpcrdma_env *env;
@@ -114,12 +114,13 @@ void tp_conn_free(struct tp_conn *cn)
 	if (!cn)
 		return;
 	env = cn->ep->env;
-	if (cn->id) {
-		(void)rpcrdma_cm_id_destroy(cn->id);
-		cn->id = NULL;
-	}
+	tp_port_id_destroy(cn);
 	if (cn->qp)
 		(void)rpcrdma_qp_destroy(cn->qp);
+	/* (a connection that wanted its CQ drained went through
+	 * tp_conn_release, which took that back) */
+	if (cn->tcq)
+		tp_cq_unreserve(cn->tcq, cn->cqe);
 	tp_expo_release_all(cn);
 	if (cn->ep->is_server && cn->sess)
 		rr_conn_destroy(cn->sess);
@@ -127,8 +128,6 @@ void tp_conn_free(struct tp_conn *cn)
 		(void)rpcrdma_dereg_mr(cn->rmr);
 	if (cn->smr)
 		(void)rpcrdma_dereg_mr(cn->smr);
-	if (cn->cq)
-		(void)rpcrdma_cq_destroy(cn->cq);
 	if (cn->pd)
 		(void)rpcrdma_pd_free(cn->pd);
 	rr_free_pages(env, cn->rbuf, (size_t)cn->nrecv * cn->rsize);
@@ -152,29 +151,6 @@ void tp_conn_bury(struct tp_conn *cn)
 	cn->established = false;
 	cn->next = ep->grave;
 	ep->grave = cn;
-}
-
-void tp_grave_sweep(struct tp_ep *ep)
-{
-	struct tp_conn **pp = &ep->grave;
-
-	while (*pp) {
-		struct tp_conn *cn = *pp;
-
-		if (cn->in_wait || cn->lent ||
-		    (ep->is_server && cn->sess && rr_conn_in_progress(cn->sess))) {
-			/* a caller thread sleeps on its CQ (rr_tp_client_wait),
-			 * a Reply still points into a Receive buffer, or the
-			 * upper layer still holds requests of it: freed on a
-			 * later sweep */
-			pp = &cn->next;
-			continue;
-		}
-		*pp = cn->next;
-		tp_conn_free(cn);
-		if (ep->is_server)
-			rr_mem_trim_due(ep->env);   /* the loop gives it back */
-	}
 }
 
 int tp_post_recv(struct tp_conn *cn, uint32_t idx)
@@ -377,7 +353,7 @@ void tp_post_deferred(struct tp_conn *cn)
 
 	if (!n)
 		return;
-	cn->ndefer = 0;
+	cn->ndefer = 0;   /* (its ep->deferred link goes with the next walk) */
 	for (uint32_t i = 0; i < n; i++) {
 		struct rpcrdma_send_wr *w = &cn->dwr[(size_t)cn->dslot[i] * SV_DEFER_WR];
 
@@ -392,9 +368,22 @@ void tp_post_deferred(struct tp_conn *cn)
 	if (cn->dead || rpcrdma_post_send(cn->qp, head, &bad)) {
 		/* the connection ends: the Replies with Writes are told then
 		 * (rr_conn_down) */
+		if (!cn->closing)
+			cn->ep->closing_asked++;
 		cn->closing = true;
 		if (cn->id && !cn->dead)
 			(void)rpcrdma_disconnect(cn->id);
+	}
+}
+
+void tp_post_all_deferred(struct tp_ep *ep)
+{
+	while (ep->deferred) {
+		struct tp_conn *cn = ep->deferred;
+
+		ep->deferred = cn->dnext;
+		cn->dnext = NULL;
+		tp_post_deferred(cn);
 	}
 }
 
@@ -415,8 +404,18 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 	if (cn->ep->defer && s->nwrites < SV_DEFER_WR && defer_ready(cn)) {
 		build_wrs(cn, s, &cn->dwr[(size_t)s->slot * SV_DEFER_WR],
 			  &cn->dsge[(size_t)s->slot * SV_DEFER_WR]);
-		if (!cn->ndefer)
+		if (!cn->ndefer) {
+			struct tp_conn **pp = &cn->ep->deferred;
+
 			cn->defer_t0 = tp_now_ns(cn->ep);
+			/* listed once (it may be there from a post since) */
+			while (*pp && *pp != cn)
+				pp = &(*pp)->dnext;
+			if (!*pp) {
+				cn->dnext = cn->ep->deferred;
+				cn->ep->deferred = cn;
+			}
+		}
 		cn->dslot[cn->ndefer++] = s->slot;
 		return 0;
 	}
@@ -474,6 +473,7 @@ static void conn_close(struct tp_conn *cn)
 	if (!cn || cn->closing || cn->dead)
 		return;
 	cn->closing = true;
+	cn->ep->closing_asked++;
 	if (cn->id)
 		(void)rpcrdma_disconnect(cn->id);
 }
@@ -526,7 +526,7 @@ static int s_post_recv(void *ctx, uint32_t idx)
 static void s_deliver(void *ctx, struct rr_conn_sreq *r)
 {
 	struct tp_conn *cn = ctx;
-	struct rr_tp_server *s = (struct rr_tp_server *)cn->ep;
+	struct tp_shard *s = tp_shard_of(cn->ep);
 
 	r->xconn = cn;
 	r->xnext = NULL;
@@ -540,7 +540,7 @@ static void s_deliver(void *ctx, struct rr_conn_sreq *r)
 static void s_sent(void *ctx, struct rr_conn_sreq *r, int status)
 {
 	struct tp_conn *cn = ctx;
-	struct rr_tp_server *s = (struct rr_tp_server *)cn->ep;
+	struct tp_shard *s = tp_shard_of(cn->ep);
 
 	r->xsent_done = true;
 	r->xsent_status = status;
@@ -562,13 +562,13 @@ static void s_close(void *ctx)
 static void s_complete(void *ctx, struct rr_conn_rpc *rpc)
 {
 	struct tp_conn *cn = ctx;
-	struct rr_tp_server *s = (struct rr_tp_server *)cn->ep;
+	struct tp_shard *s = tp_shard_of(cn->ep);
 
 	rpc->xnext = NULL;
 	*s->bc_done_tail = rpc;
 	s->bc_done_tail = &rpc->xnext;
 	if (!tp_on_progress_thread(cn->ep))
-		tp_wake(cn->ep);   /* its turn runs the upcall */
+		tp_ep_kick(cn->ep);   /* its turn runs the upcall */
 }
 
 const struct rr_conn_io tp_server_io = {

@@ -1,16 +1,15 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Copyright (c) The librpcrdma authors */
-/* The RDMA transport's endpoint (transport/rdma/tp.h), what a client and a
- * server share: the configuration and its inline-threshold policy, the
- * provider context and CM channel, what we advertise in the private data
- * (RFC 8797 and the extension block, proto/conn/privdata.h), the session
- * configuration derived from it, the progress thread's start, stop and
- * wake-up. */
+/* The RDMA transport's endpoint (transport/rdma/tp.h), what a client, a
+ * server's listener and a server's shard share: the configuration and its
+ * inline-threshold policy, the shared provider context (ctx.c) and the
+ * port of the endpoint's progress loop (port.c), what we advertise in the
+ * private data (RFC 8797 and the extension block, proto/conn/privdata.h),
+ * the session configuration derived from it, and the endpoint's turn on
+ * its loop (its kick task and timer). */
 #include "transport/rdma/tp_int.h"
 
-#include <sys/eventfd.h>
 #include <time.h>
-#include <unistd.h>
 
 void rr_tp_conf_default(struct rr_tp_conf *c)
 {
@@ -92,22 +91,169 @@ uint64_t tp_now_ns(const struct tp_ep *ep)
 	return rr_now_ns(ep->env);
 }
 
-void tp_wake(struct tp_ep *ep)
+void tp_ep_kick(struct tp_ep *ep)
 {
-	uint64_t one = 1;
-
-	if (write(ep->evfd, &one, sizeof(one)) < 0) {
-		/* eventfd saturated: the thread is awake anyway */
-	}
-	/* A server's progress thread may sleep in its one connection's CQ
-	 * (tp_progress): the interrupt latch ends that wait, or the next. */
-	if (ep->is_server && ep->ctx)
-		(void)rr_context_interrupt(ep->ctx);
+	pthread_mutex_lock(&ep->evq_lock);
+	if (!ep->detached)
+		rr_loop_post(ep->loop, &ep->kick);
+	pthread_mutex_unlock(&ep->evq_lock);
 }
 
 bool tp_on_progress_thread(const struct tp_ep *ep)
 {
-	return ep->thread_started && pthread_equal(pthread_self(), ep->thread);
+	return ep->loop && rr_loop_on_runner(ep->loop);
+}
+
+/* The endpoint's turn on its loop: posted (tp_ep_kick), or its timer. */
+static void ep_turn(struct tp_ep *ep)
+{
+	pthread_mutex_lock(&ep->lock);
+	if (!ep->stop && ep->ops->turn)
+		ep->ops->turn(ep);
+	pthread_mutex_unlock(&ep->lock);
+}
+
+static void ep_kick_run(struct rr_loop_task *t)
+{
+	ep_turn(RR_CONTAINER_OF(t, struct tp_ep, kick));
+}
+
+static void ep_timer_run(struct rr_loop_timer *t)
+{
+	ep_turn(RR_CONTAINER_OF(t, struct tp_ep, timer));
+}
+
+/* What every endpoint sets up on loop @l with port @p's context. */
+static int ep_attach(struct tp_ep *ep, struct rr_loop *l, const struct tp_ep_ops *ops)
+{
+	int rc;
+
+	if (!l) {
+		rc = rr_engine_pick(&l);
+		if (rc)
+			return rc;
+	}
+	ep->loop = l;
+	ep->ops = ops;
+	ep->kick.fn = ep_kick_run;
+	ep->evq_tail = &ep->evq;
+	pthread_mutex_init(&ep->lock, NULL);
+	pthread_cond_init(&ep->cond, NULL);
+	pthread_mutex_init(&ep->evq_lock, NULL);
+	ep->timer_ok = rr_loop_timer_init(l, &ep->timer, ep_timer_run) == 0;
+	if (!ep->timer_ok)
+		return -ENOMEM;
+	return tp_port_get(ep->tc, l, &ep->port);
+}
+
+int tp_ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server,
+	       const struct sockaddr *addr, struct rr_loop *l, const struct tp_ep_ops *ops)
+{
+	struct rpcrdma_caps *caps;
+	int rc;
+
+	ep->conf = *conf;
+	ep->env = rr_env(conf->env);
+	ep->is_server = server;
+	if (ep->conf.credits == 0)
+		ep->conf.credits = 1;
+	rr_tp_conf_inline(&ep->conf, conf->provider ? conf->provider : RPCRDMA_PROVIDER_SOFT,
+			  server);
+	if (ep->conf.inline_send < 1024 || ep->conf.inline_recv < 1024)
+		return -EINVAL;
+	rc = tp_ctx_get(conf, addr, server, &ep->tc);
+	if (rc)
+		return rc;
+	ep->ctx = ep->tc->ctx;
+	caps = &ep->tc->caps;
+	/* R tells the peer it may invalidate our STags: a requester can
+	 * honour it only with invalidatable registrations. */
+	ep->adv_r = ep->conf.remote_inv;
+	if (!server && (!ep->conf.use_windows || !(caps->flags & RPCRDMA_CAP_INVALIDATABLE)))
+		ep->adv_r = false;
+	/* Never advertise RDMA Commit the provider cannot carry (verbs
+	 * without FLUSH): persistence (Commit + durable registrations) or
+	 * global visibility (FLUSH global). */
+	if (!((caps->flags & RPCRDMA_CAP_COMMIT && caps->flags & RPCRDMA_CAP_DURABLE) ||
+	      caps->flags & RPCRDMA_CAP_COMMIT_VISIBLE))
+		ep->conf.ext_caps &= ~RR_PD_EXT_CAP_RDMA_COMMIT;
+	/* A responder exposing Read chunks (reliable reply) can honour R
+	 * only with invalidatable registrations too. */
+	if (server && (ep->conf.ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY) &&
+	    (!ep->conf.use_windows || !(caps->flags & RPCRDMA_CAP_INVALIDATABLE)))
+		ep->adv_r = false;
+	return ep_attach(ep, l, ops);
+}
+
+int tp_ep_init_like(struct tp_ep *ep, const struct tp_ep *like, struct rr_loop *l,
+		    const struct tp_ep_ops *ops)
+{
+	ep->conf = like->conf;
+	ep->env = like->env;
+	ep->is_server = like->is_server;
+	ep->adv_r = like->adv_r;
+	ep->tc = tp_ctx_ref(like->tc);   /* one more endpoint on it */
+	ep->ctx = like->ctx;
+	return ep_attach(ep, l, ops);
+}
+
+static void ep_detach_here(void *arg)
+{
+	struct tp_ep *ep = arg;
+
+	pthread_mutex_lock(&ep->evq_lock);
+	ep->detached = true;
+	rr_loop_task_cancel(ep->loop, &ep->kick);
+	pthread_mutex_unlock(&ep->evq_lock);
+	if (ep->timer_ok)
+		rr_loop_timer_fini(ep->loop, &ep->timer);
+	ep->timer_ok = false;
+}
+
+void tp_ep_detach(struct tp_ep *ep)
+{
+	if (!ep->loop)
+		return;
+	pthread_mutex_lock(&ep->lock);
+	ep->stop = true;
+	pthread_mutex_unlock(&ep->lock);
+	rr_engine_call(ep->loop, ep_detach_here, ep);
+}
+
+void tp_ep_fini(struct tp_ep *ep)
+{
+	struct tp_ev *e;
+
+	if (ep->loop) {
+		/* events handed and never taken */
+		while ((e = tp_ep_take_events(ep))) {
+			while (e) {
+				struct tp_ev *nx = e->next;
+
+				if (e->ev.type == RPCRDMA_CM_CONNECT_REQUEST && e->ev.id) {
+					(void)rpcrdma_reject(e->ev.id, NULL, 0);
+					(void)rpcrdma_cm_id_destroy(e->ev.id);
+				}
+				tp_ev_free(ep, e);
+				e = nx;
+			}
+		}
+		if (ep->timer_ok)
+			rr_loop_timer_fini(ep->loop, &ep->timer);
+		pthread_mutex_destroy(&ep->lock);
+		pthread_cond_destroy(&ep->cond);
+		pthread_mutex_destroy(&ep->evq_lock);
+	}
+	tp_port_put(ep->port);
+	ep->port = NULL;
+	tp_ctx_put(ep->tc);
+	ep->tc = NULL;
+	ep->ctx = NULL;
+}
+
+void tp_abs_deadline(struct timespec *ts, uint32_t ms)
+{
+	rr_engine_deadline(ts, ms);
 }
 
 struct rr_pd_local tp_local_pd(const struct tp_ep *ep)
@@ -150,117 +296,11 @@ void tp_sess_config(const struct tp_ep *ep, struct rr_conn_config *cfg)
 	cfg->send_timeout_ns = (uint64_t)cf->send_timeout_ms * 1000000u;
 	cfg->bc_slots = cf->bc_slots;
 	if (ep->is_server) {
-		struct rr_tp_server *s = (struct rr_tp_server *)(uintptr_t)ep;
+		/* shared by the server's shards (atomics in the session) */
+		struct rr_tp_server *s = tp_shard_of((struct tp_ep *)(uintptr_t)ep)->srv;
 
 		cfg->reply_mem_total_used = &s->rrep_bytes;
 		cfg->failed = &s->failed;
-	}
-}
-
-int tp_ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server,
-		   const struct sockaddr *addr)
-{
-	struct rpcrdma_open_attr oa = {0};
-	int rc;
-
-	ep->conf = *conf;
-	ep->env = rr_env(conf->env);
-	ep->is_server = server;
-	ep->evfd = -1;
-	if (ep->conf.credits == 0)
-		ep->conf.credits = 1;
-	rr_tp_conf_inline(&ep->conf, conf->provider ? conf->provider : RPCRDMA_PROVIDER_SOFT,
-			  server);
-	if (ep->conf.inline_send < 1024 || ep->conf.inline_recv < 1024)
-		return -EINVAL;
-	oa.env = conf->env;
-	oa.device = conf->device;
-	oa.addr = addr;
-	oa.passive = server;
-	oa.spin_us = conf->spin_us;
-	rc = rpcrdma_open(conf->provider ? conf->provider : RPCRDMA_PROVIDER_SOFT, &oa, &ep->ctx);
-	if (rc)
-		return rc;
-	/* The server loop handles waits that end early (ep_wake): using the
-	 * interrupt once (no CQ yet: nothing latched) lets the provider end
-	 * them on CM events too (soft: a second client's request). */
-	if (server)
-		(void)rr_context_interrupt(ep->ctx);
-	rc = rpcrdma_cm_channel_create(ep->ctx, &ep->ch);
-	if (rc)
-		return rc;
-	{
-		struct rpcrdma_caps caps;
-
-		/* R tells the peer it may invalidate our STags: a requester can
-		 * honour it only with invalidatable registrations. */
-		ep->adv_r = ep->conf.remote_inv;
-		if (!server && (!ep->conf.use_windows || rpcrdma_query(ep->ctx, &caps) ||
-				!(caps.flags & RPCRDMA_CAP_INVALIDATABLE)))
-			ep->adv_r = false;
-		/* Never advertise RDMA Commit the provider cannot carry (verbs
-		 * without FLUSH): persistence (Commit + durable registrations)
-		 * or global visibility (FLUSH global). */
-		if (rpcrdma_query(ep->ctx, &caps) ||
-		    !((caps.flags & RPCRDMA_CAP_COMMIT && caps.flags & RPCRDMA_CAP_DURABLE) ||
-		      caps.flags & RPCRDMA_CAP_COMMIT_VISIBLE))
-			ep->conf.ext_caps &= ~RR_PD_EXT_CAP_RDMA_COMMIT;
-		/* A responder exposing Read chunks (reliable reply) can honour
-		 * R only with invalidatable registrations too. */
-		if (server && (ep->conf.ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY) &&
-		    (!ep->conf.use_windows || rpcrdma_query(ep->ctx, &caps) ||
-		     !(caps.flags & RPCRDMA_CAP_INVALIDATABLE)))
-			ep->adv_r = false;
-	}
-	ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (ep->evfd < 0)
-		return -errno;
-	pthread_mutex_init(&ep->lock, NULL);
-	pthread_cond_init(&ep->cond, NULL);
-	return 0;
-}
-
-int tp_ep_start(struct tp_ep *ep, void *(*loop)(void *))
-{
-	if (pthread_create(&ep->thread, NULL, loop, ep))
-		return -EAGAIN;
-	ep->thread_started = true;
-	return 0;
-}
-
-void tp_ep_stop(struct tp_ep *ep)
-{
-	if (ep->thread_started) {
-		pthread_mutex_lock(&ep->lock);
-		ep->stop = true;
-		pthread_mutex_unlock(&ep->lock);
-		tp_wake(ep);
-		pthread_join(ep->thread, NULL);
-		ep->thread_started = false;
-	}
-}
-
-void tp_ep_fini(struct tp_ep *ep)
-{
-	if (ep->ch)
-		(void)rpcrdma_cm_channel_destroy(ep->ch);
-	if (ep->ctx)
-		(void)rpcrdma_close(ep->ctx);
-	if (ep->evfd >= 0) {
-		close(ep->evfd);
-		pthread_mutex_destroy(&ep->lock);
-		pthread_cond_destroy(&ep->cond);
-	}
-}
-
-void tp_abs_deadline(struct timespec *ts, uint32_t ms)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
 	}
 }
 

@@ -1,64 +1,386 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Copyright (c) The librpcrdma authors */
-/* What the progress threads of both roles (one per endpoint: the client's
- * in client.c, the server's in server.c) share: draining a connection's CQ
- * into its session a bounded batch at a time (a busy connection does not
- * keep the thread from the others), arming it without losing a
- * notification, and the poll(2) over the wake-up eventfd, the CM channel and
- * the CQs, without the endpoint's lock. */
+/* How completions reach the sessions: a port's CQ (port.c), shared by
+ * connections of several endpoints, is polled by whoever holds its
+ * consumer role -- its loop when the CQ's fd woke it, a caller thread
+ * receiving for itself (a synchronous call), a server handler waiting for
+ * its Reply's Send -- and each completion goes to its connection (the QP's
+ * user context) under the connection's endpoint's lock, one endpoint lock
+ * at a time (never two: no lock order to keep). The endpoints fed then run
+ * their after-work (upcalls, deferred Replies) on their own loop: inline
+ * when that is the draining thread's, else through their turn. The CQ's fd
+ * is watched by its loop while some connection wants it (tp_cq_want);
+ * found held by a caller, the loop stops watching and the caller hands the
+ * drain back when it lets go (no busy wake-ups). Dead connections are
+ * freed here too: their id destroyed (the provider flushes their work),
+ * their completions drained out of the shared CQ, their QP destroyed and
+ * the CQ drained of what it left, before any of their memory goes. */
 #include "transport/rdma/tp_int.h"
 
-#include <unistd.h>
+#include <sys/epoll.h>
 
-/* Polls @cn's CQ until a short batch (or 8 full ones: a busy peer's
- * completions wait for the next turn); the number of completions. */
-int tp_drain_cq(struct tp_ep *ep, struct tp_conn *cn)
+#define WC_BATCH 32
+
+/* Links @ep into *@touched (its lock held). */
+static void touch(struct tp_ep *ep, struct tp_ep **touched)
 {
-	struct rpcrdma_wc wc[32];
+	if (ep->touched)
+		return;
+	ep->touched = true;
+	ep->pins++;   /* not freed until its after-work ran (tp_ep_unpinned) */
+	ep->touched_next = *touched;
+	*touched = ep;
+}
+
+/* Feeds @n completions of @wc, skipping those of QP @drop (destroyed: its
+ * pointer only compared); each under its endpoint's lock. */
+static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched)
+{
+	struct tp_ep *cur = NULL;
+
+	for (int i = 0; i < n; i++) {
+		struct tp_conn *cn;
+
+		if (drop && wc[i].qp == drop)
+			continue;
+		cn = wc[i].qp ? rpcrdma_qp_user_ctx(wc[i].qp) : NULL;
+		if (!cn)
+			continue;
+		if (cn->ep != cur) {
+			if (cur)
+				pthread_mutex_unlock(&cur->lock);
+			cur = cn->ep;
+			pthread_mutex_lock(&cur->lock);
+			cur->stats.cq_polls++;   /* polls that found its work */
+		}
+		tp_on_wc(cn, &wc[i]);
+		touch(cur, touched);
+	}
+	if (cur)
+		pthread_mutex_unlock(&cur->lock);
+}
+
+static void cq_watch_locked(struct tp_cq *q, bool on);
+
+/* @n completions were taken from @q: any arm of the loop's was used up
+ * (the loop's arms are followed by a poll that found nothing, so whatever
+ * comes later was pushed after them); unwanted, the CQ is left alone. */
+static void cq_got(struct tp_cq *q, int n)
+{
+	if (n <= 0)
+		return;
+	pthread_mutex_lock(&q->lock);
+	if (q->armed) {
+		q->armed = false;
+		if (!q->want)
+			cq_watch_locked(q, false);
+	}
+	pthread_mutex_unlock(&q->lock);
+}
+
+int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max)
+{
+	struct rpcrdma_wc wc[WC_BATCH];
 	int n, total = 0, batches = 0;
 
 	/* A short batch emptied the queue: stop there rather than poll once
 	 * more (on soft, a poll of an empty queue is a system call: it looks
 	 * at the sockets). What arrives later makes the CQ's fd readable. */
 	do {
-		n = rpcrdma_cq_poll(cn->cq, (int)RR_ARRAY_SIZE(wc), wc);
-		ep->stats.cq_polls++;
-		for (int i = 0; i < n; i++)
-			tp_on_wc(cn, &wc[i]);
-		if (n > 0)
+		n = rpcrdma_cq_poll(q->cq, WC_BATCH, wc);
+		if (n > 0) {
+			feed(wc, n, NULL, touched);
 			total += n;
-	} while (n == (int)RR_ARRAY_SIZE(wc) && ++batches < 8);
+		}
+	} while (n == WC_BATCH && ++batches < max);
+	cq_got(q, total);
 	return total;
 }
 
-/* Arms @cn's CQ and polls it, again until a poll after the arm finds
- * nothing: a completion that the poll's own receive pushes uses the arm up
- * without a notification (soft: rr_cq_ring_push_ex quiet), and a CQ left
- * disarmed stops counting as attended, so the provider could then receive
- * for it with no notification at all (a lost wake-up). Whether it is armed. */
-bool tp_arm_drain(struct tp_ep *ep, struct tp_conn *cn)
+bool tp_cq_arm_drain(struct tp_cq *q, struct tp_ep **touched)
 {
+	/* a completion that the poll's own receive pushes uses the arm up
+	 * without a notification (soft: rr_cq_ring_push_ex quiet): poll again
+	 * until one after the arm finds nothing */
 	for (int i = 0; i < 64; i++) {
-		if (rpcrdma_cq_arm(cn->cq, false) != 0)
+		if (rpcrdma_cq_arm(q->cq, false) != 0)
 			return false;
-		if (tp_drain_cq(ep, cn) == 0)
+		/* armed: the loop must come when it fires */
+		pthread_mutex_lock(&q->lock);
+		q->armed = true;
+		cq_watch_locked(q, true);
+		pthread_mutex_unlock(&q->lock);
+		if (tp_cq_drain(q, touched, 8) == 0)
 			return true;
-		if (cn->dead)
-			break;
 	}
-	return false; /* still busy: the caller serves it on its next turn */
+	return false; /* still busy: served again on the next turn */
 }
 
-void tp_poll(struct tp_ep *ep, struct pollfd *pfd, unsigned n, int timeout)
+void tp_touched_after(struct tp_ep *touched, struct tp_ep *self)
 {
-	pthread_mutex_unlock(&ep->lock);
-	(void)poll(pfd, n, timeout);
-	pthread_mutex_lock(&ep->lock);
-	if (pfd[0].revents & POLLIN) {
-		uint64_t v;
+	struct rr_loop *here = rr_loop_current();
 
-		if (read(ep->evfd, &v, sizeof(v)) < 0) {
-			/* nothing pending */
-		}
+	while (touched) {
+		struct tp_ep *ep = touched;
+		bool inline_here = ep != self && ep->loop == here;
+
+		pthread_mutex_lock(&ep->lock);
+		touched = ep->touched_next;
+		ep->touched = false;
+		ep->touched_next = NULL;
+		if (inline_here && ep->ops->after && !ep->stop)
+			ep->ops->after(ep);
+		if (!inline_here && ep != self && !ep->stop)
+			tp_ep_kick(ep);
+		if (--ep->pins == 0)
+			pthread_cond_broadcast(&ep->cond);
+		pthread_mutex_unlock(&ep->lock);
 	}
+}
+
+/* ---------------------------------------------------- the loop's CQs -- */
+
+/* Serves @q on its loop, the role held: its notification, what is there,
+ * the after-work of the endpoints fed (their Replies posted), then, while
+ * it is wanted, arm and look again so that the completions of what was
+ * just posted need no notification. No longer wanted and its arm used up,
+ * it is no longer watched: a synchronous caller's Reply wakes that caller
+ * alone, and the provider serves what comes unasked (soft: its thread,
+ * once the CQ's lease ended). */
+static void cq_serve(struct tp_cq *q)
+{
+	struct tp_ep *t = NULL;
+	bool want, fired = rpcrdma_cq_get_event(q->cq) == 1;
+
+	(void)tp_cq_drain(q, &t, 8);
+	pthread_mutex_lock(&q->lock);
+	if (fired)
+		q->armed = false;
+	want = q->want > 0;
+	if (!want && !q->armed)
+		cq_watch_locked(q, false);
+	pthread_mutex_unlock(&q->lock);
+	tp_cq_release(q);
+	tp_touched_after(t, NULL);
+	if (!want || !tp_cq_claim(q, TP_CQ_LOOP))
+		return;
+	t = NULL;
+	if (!tp_cq_arm_drain(q, &t))
+		rr_loop_post(q->port->loop, &q->task);   /* still busy: again */
+	tp_cq_release(q);
+	tp_touched_after(t, NULL);
+}
+
+/* The loop finds @q held by a caller: it stops watching its fd (which
+ * would stay readable) until the caller lets go and posts q->task. */
+static bool loop_claim(struct tp_cq *q)
+{
+	if (tp_cq_claim(q, TP_CQ_LOOP))
+		return true;
+	atomic_store(&q->missed, true);
+	pthread_mutex_lock(&q->lock);
+	cq_watch_locked(q, false);
+	pthread_mutex_unlock(&q->lock);
+	/* let go meanwhile: then it is ours */
+	return tp_cq_claim(q, TP_CQ_LOOP);
+}
+
+static void cq_ready(struct rr_loop_src *src, uint32_t events)
+{
+	struct tp_cq *q = RR_CONTAINER_OF(src, struct tp_cq, src);
+
+	(void)events;
+	if (loop_claim(q))
+		cq_serve(q);
+}
+
+/* Posted when a connection came to want the CQ (arm it, look) or a
+ * caller let it go after the loop found it held. */
+static void cq_task(struct rr_loop_task *t)
+{
+	struct tp_cq *q = RR_CONTAINER_OF(t, struct tp_cq, task);
+
+	pthread_mutex_lock(&q->lock);
+	cq_watch_locked(q, q->want > 0 || q->armed);
+	pthread_mutex_unlock(&q->lock);
+	if (loop_claim(q))
+		cq_serve(q);
+}
+
+/* q->lock held. */
+static void cq_watch_locked(struct tp_cq *q, bool on)
+{
+	struct rr_loop *l = q->port->loop;
+
+	if (on == q->watched)
+		return;
+	if (!q->added) {
+		if (!on)
+			return;
+		q->task.fn = cq_task;
+		if (rr_loop_add(l, &q->src, rpcrdma_cq_fd(q->cq), EPOLLIN, cq_ready) == 0) {
+			q->added = true;
+			q->watched = true;
+		}
+		return;
+	}
+	if (rr_loop_mod(l, &q->src, on ? EPOLLIN : 0) == 0)
+		q->watched = on;
+}
+
+void tp_cq_want(struct tp_conn *cn, bool want)
+{
+	struct tp_cq *q = cn->tcq;
+	bool post;
+
+	if (!q || cn->wants == want)
+		return;
+	cn->wants = want;
+	pthread_mutex_lock(&q->lock);
+	q->task.fn = cq_task;
+	if (want)
+		q->want++;
+	else
+		q->want--;
+	/* newly wanted: armed and looked at by its loop; no longer wanted:
+	 * a synchronous caller's Reply wakes that caller alone */
+	post = want && q->want == 1;
+	if (!q->want && !q->armed)
+		cq_watch_locked(q, false);
+	pthread_mutex_unlock(&q->lock);
+	if (post)
+		rr_loop_post(q->port->loop, &q->task);
+}
+
+/* ------------------------------------------------------ caller waits -- */
+
+int tp_cq_wait_once(struct tp_ep *ep, struct tp_conn *cn, int ms)
+{
+	struct tp_cq *q = cn->tcq;
+	struct rpcrdma_wc wc[WC_BATCH];
+	struct tp_ep *t = NULL;
+	int n;
+
+	if (!tp_cq_claim(q, TP_CQ_CALLER)) {
+		/* another thread consumes it: our completions come to us
+		 * through it (cond broadcast by their after-work) */
+		struct timespec ts;
+
+		tp_abs_deadline(&ts, (uint32_t)ms);
+		(void)rr_engine_wait(&ep->cond, &ep->lock, &ts);
+		return 0;
+	}
+	cn->in_wait = true;
+	pthread_mutex_unlock(&ep->lock);
+	n = rpcrdma_cq_wait(q->cq, WC_BATCH, wc, ms);
+	if (n > 0)
+		feed(wc, n, NULL, &t);
+	cq_got(q, n);
+	tp_cq_release(q);
+	tp_touched_after(t, ep);
+	pthread_mutex_lock(&ep->lock);
+	cn->in_wait = false;
+	return n;
+}
+
+/* --------------------------------------------- freeing connections -- */
+
+/* @cn is dead and unreachable: its id, its completions and its QP go
+ * (the role of its CQ held, no endpoint lock), then the rest (conn.c). */
+static void conn_release(struct tp_conn *cn)
+{
+	struct tp_cq *q = cn->tcq;
+	struct tp_ep *t = NULL;
+	struct rpcrdma_qp *qp = cn->qp;
+
+	tp_port_id_destroy(cn);        /* the provider flushes its work */
+	if (q) {
+		(void)tp_cq_drain(q, &t, 1 << 20);
+		if (qp) {
+			uint32_t seen = 0;
+			struct rpcrdma_wc wc[WC_BATCH];
+			int n;
+
+			(void)rpcrdma_qp_destroy(qp);
+			cn->qp = NULL;
+			/* what it pushed before it went: at most a ring's
+			 * worth, in order, before anything pushed after */
+			do {
+				n = rpcrdma_cq_poll(q->cq, WC_BATCH, wc);
+				if (n > 0) {
+					feed(wc, n, qp, &t);
+					seen += (uint32_t)n;
+				}
+			} while (n > 0 && seen < q->cap);
+		}
+		tp_cq_want(cn, false);
+		tp_cq_unreserve(q, cn->cqe);
+		cn->tcq = NULL;
+		tp_cq_release(q);
+	}
+	tp_touched_after(t, NULL);
+	tp_conn_free(cn);
+}
+
+void tp_grave_sweep(struct tp_ep *ep)
+{
+	struct tp_conn **pp = &ep->grave, *ready = NULL;
+	bool later = false;
+
+	while (*pp) {
+		struct tp_conn *cn = *pp;
+		bool role;
+
+		if (cn->in_wait || cn->lent ||
+		    (ep->is_server && cn->sess && rr_conn_in_progress(cn->sess))) {
+			/* a caller thread sleeps on its CQ (rr_tp_client_wait),
+			 * a Reply still points into a Receive buffer, or the
+			 * upper layer still holds requests of it: freed on a
+			 * later sweep */
+			pp = &cn->next;
+			continue;
+		}
+		role = !cn->tcq || tp_cq_claim(cn->tcq, rr_loop_on_runner(ep->loop) ?
+						    TP_CQ_LOOP : TP_CQ_CALLER);
+		if (!role) {
+			later = true;   /* a caller receives on its CQ now */
+			pp = &cn->next;
+			continue;
+		}
+		*pp = cn->next;
+		cn->next = ready;
+		ready = cn;
+		for (struct tp_conn **dp = &ep->deferred; *dp; dp = &(*dp)->dnext)
+			if (*dp == cn) {
+				*dp = cn->dnext;
+				break;
+			}
+	}
+	if (!ready) {
+		if (later && ep->timer_ok)
+			rr_loop_timer_set(ep->loop, &ep->timer, rr_now_ns(NULL) + 1000000u);
+		return;
+	}
+	pthread_mutex_unlock(&ep->lock);
+	while (ready) {
+		struct tp_conn *cn = ready;
+
+		ready = cn->next;
+		conn_release(cn);
+		if (ep->is_server)
+			rr_mem_trim_due(ep->env);   /* the loop gives it back */
+	}
+	pthread_mutex_lock(&ep->lock);
+	if (later && ep->timer_ok)
+		rr_loop_timer_set(ep->loop, &ep->timer, rr_now_ns(NULL) + 1000000u);
+}
+
+void tp_conn_release(struct tp_conn *cn)
+{
+	bool here = rr_loop_on_runner(cn->ep->loop);
+
+	/* a caller holds it for at most one wait slice */
+	while (cn->tcq && !tp_cq_claim(cn->tcq, here ? TP_CQ_LOOP : TP_CQ_CALLER))
+		rr_engine_nap();
+	conn_release(cn);
 }

@@ -121,7 +121,7 @@ static int push_wait(struct rr_tp_client *c, struct tp_conn *cn, struct tp_push_
 				(void)rpcrdma_disconnect(cn->id);
 			return -ETIMEDOUT;
 		}
-		if (!c->waiter || *waiter) {
+		if ((!c->waiter || *waiter) && !rr_engine_app_driven()) {
 			/* the Commit Response costs one recvmsg, not arm +
 			 * poll + epoll_wait + recvmsg */
 			c->waiter = *waiter = true;
@@ -129,9 +129,10 @@ static int push_wait(struct rr_tp_client *c, struct tp_conn *cn, struct tp_push_
 				continue;
 			tp_abs_deadline(&ts, 1);   /* no busy loop on a failing wait */
 		} else {
+			tp_ep_kick(&c->ep);   /* its loop serves the push */
 			tp_abs_deadline(&ts, 20);
 		}
-		(void)pthread_cond_timedwait(&c->ep.cond, &c->ep.lock, &ts);
+		(void)rr_engine_wait(&c->ep.cond, &c->ep.lock, &ts);
 	}
 	return 0;
 }
@@ -182,7 +183,7 @@ int rr_tp_client_push(struct rr_tp_client *c, struct rr_tp_push *p)
 		/* a wake-up per push costs a thread switch and, with spinning
 		 * waiters on two CPUs, the CPU it runs on */
 		if (tp_cl_needs_progress(c, cn))
-			tp_wake(&c->ep);
+			tp_ep_kick(&c->ep);
 	}
 out:
 	if (mr)

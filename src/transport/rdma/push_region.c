@@ -43,9 +43,7 @@ static int expo_register(struct tp_conn *cn, const struct rpcrdma_mr_attr *attr,
 	bool vis_cap;
 	int rc;
 
-	rc = rpcrdma_query(cn->ep->ctx, &caps);
-	if (rc)
-		return rc;
+	caps = cn->ep->tc->caps;
 	vis_cap = (caps.flags & RPCRDMA_CAP_COMMIT_VISIBLE) != 0;
 	a.access = RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_WRITE;
 	a.flags = want;
@@ -88,7 +86,7 @@ int rr_tp_server_expose(struct rr_tp_server *s, struct rr_conn_sreq *req,
 	x = rr_zalloc(s->ep.env, sizeof(*x));
 	if (!x)
 		return -ENOMEM;
-	pthread_mutex_lock(&s->ep.lock);
+	pthread_mutex_lock(&cn->ep->lock);
 	for (struct tp_expo *e = cn->expo; e; e = e->next)
 		n++;
 	if (cn->dead)
@@ -100,29 +98,27 @@ int rr_tp_server_expose(struct rr_tp_server *s, struct rr_conn_sreq *req,
 	else
 		rc = expo_register(cn, attr, &x->mr, levels);
 	if (rc) {
-		pthread_mutex_unlock(&s->ep.lock);
+		pthread_mutex_unlock(&cn->ep->lock);
 		rr_free(s->ep.env, x);
 		return rc;
 	}
-	x->id = ++s->expo_seq;
+	x->id = atomic_fetch_add(&s->expo_seq, 1) + 1;
 	x->released = released;
 	x->arg = arg;
 	x->next = cn->expo;
 	cn->expo = x;
-	s->ep.stats.regions_exposed++;
+	cn->ep->stats.regions_exposed++;
 	*stag = rpcrdma_mr_rkey(x->mr);
 	*to = rpcrdma_mr_remote_offset(x->mr);
 	*id = x->id;
-	pthread_mutex_unlock(&s->ep.lock);
+	pthread_mutex_unlock(&cn->ep->lock);
 	return 0;
 }
 
-int rr_tp_server_revoke(struct rr_tp_server *s, uint64_t id)
+/* Region @id among the connections of shard @sh (lock held): revoked. */
+static int revoke_in(struct tp_shard *sh, uint64_t id)
 {
-	int rc = -ENOENT;
-
-	pthread_mutex_lock(&s->ep.lock);
-	for (struct tp_conn *cn = s->conns; cn && rc; cn = cn->next) {
+	for (struct tp_conn *cn = sh->conns; cn; cn = cn->next) {
 		for (struct tp_expo **pp = &cn->expo; *pp; pp = &(*pp)->next) {
 			struct tp_expo *x = *pp;
 
@@ -130,15 +126,25 @@ int rr_tp_server_revoke(struct rr_tp_server *s, uint64_t id)
 				continue;
 			*pp = x->next;
 			(void)rpcrdma_dereg_mr(x->mr);
-			s->ep.stats.regions_released++;
+			sh->ep.stats.regions_released++;
 			if (x->released)
 				x->released(x->arg);
-			rr_free(s->ep.env, x);
-			rc = 0;
-			break;
+			rr_free(sh->ep.env, x);
+			return 0;
 		}
 	}
-	pthread_mutex_unlock(&s->ep.lock);
+	return -ENOENT;
+}
+
+int rr_tp_server_revoke(struct rr_tp_server *s, uint64_t id)
+{
+	int rc = -ENOENT;
+
+	for (unsigned i = 0; i < s->nshards && rc; i++) {
+		pthread_mutex_lock(&s->shards[i]->ep.lock);
+		rc = revoke_in(s->shards[i], id);
+		pthread_mutex_unlock(&s->shards[i]->ep.lock);
+	}
 	return rc;
 }
 

@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "engine/engine.h"
 #include "proto/conn/credits.h"
 #include "proto/conn/privdata.h"
 #include "transport/rdma/ext.h"
@@ -129,6 +130,7 @@ static int cl_create_on(const char *provider, const struct rr_xprt_target *t,
 	x->p = *p;
 	rr_tp_conf_default(&conf);
 	conf.env = p->env;
+	conf.loop = p->loop;   /* the RPC client's: one loop serves both */
 	conf.provider = provider;
 	if (p->connect_timeout_ms)
 		conf.connect_timeout_ms = p->connect_timeout_ms;
@@ -542,7 +544,7 @@ static void bc_destroy(struct rr_xprt_server *s)
 	rr_tp_client_bc_set(bc->x->tp, NULL, NULL);   /* nothing more comes */
 	pthread_mutex_lock(&bc->lock);
 	while (bc->inflight)
-		pthread_cond_wait(&bc->cond, &bc->lock);
+		(void)rr_engine_wait(&bc->cond, &bc->lock, NULL);
 	pthread_mutex_unlock(&bc->lock);
 	bc->x->bc = NULL;
 	pthread_mutex_destroy(&bc->lock);

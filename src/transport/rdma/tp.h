@@ -22,9 +22,13 @@
  * Reply chunk, ERR_CHUNK when nothing fits; Send With Invalidate when both
  * peers set R). A failed RDMA Read/Write or Send is fatal to the connection.
  *
- * Threads: each endpoint runs one progress thread that polls the CM channel
- * and the completion queues; upcalls (completion, incoming Call) run on it
- * and must not block. Submit, abort and reply may be called from any thread.
+ * Threads: none of its own. A client lives on one progress loop of the
+ * process's engine (src/engine), a server's connections are spread over
+ * all of them round-robin (one shard per loop), and each loop polls the CM
+ * channels and the completion queues of what lives on it; upcalls
+ * (completion, incoming Call) run on the connection's loop (or on a
+ * synchronous caller's thread, see rr_tp_client_wait) and must not block.
+ * Submit, abort and reply may be called from any thread.
  * rr_tp_server_reply() is synchronous (on the progress thread it drains the
  * CQ itself while it waits); rr_tp_server_reply_async() posts and returns,
  * the Reply's memory being released by an upcall once its Send completed. */
@@ -37,8 +41,14 @@
 #include "proto/xprt.h"
 #include "rpcrdma/rdma.h"
 
+struct rr_loop;
+
 struct rr_tp_conf {
 	const struct rpcrdma_env *env;  /* NULL: defaults */
+	struct rr_loop *loop;           /* client: its progress loop (src/engine;
+					   the RPC client's); NULL: one picked
+					   round-robin. A server uses every loop
+					   of the engine. */
 	const char *provider;           /* "soft" unless set; "verbs": rdma-core */
 	const char *device;             /* provider's device name; NULL: the
 					   one owning the listen address /

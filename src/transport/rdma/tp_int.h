@@ -1,21 +1,28 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Copyright (c) The librpcrdma authors */
 /* Internals of the RDMA transport's executor (transport/rdma/tp.h), shared
- * by its files: the endpoint both roles share (provider context, CM channel,
- * progress thread), one connection's provider resources (PD, CQ, QP,
- * Receive buffers, send slots) and the session that makes its protocol
- * decisions (proto/conn/conn.h), the client and the server objects, and the
- * work request ids. The executor turns the session's actions into provider
- * work requests and the provider's completions into session inputs; it
- * makes no protocol decision. Lock: one mutex per endpoint (ep->lock) held
- * around every session call. */
+ * by its files: provider contexts shared by the process (ctx.c), what one
+ * progress loop of the engine (src/engine) has for one context -- a CM
+ * channel and completion queues shared by its connections (port.c) -- the
+ * endpoint (a client, a server's listener, a server's shard: the
+ * connections of one server on one loop), one connection's provider
+ * resources (PD, QP, Receive buffers, send slots) and the session that
+ * makes its protocol decisions (proto/conn/conn.h), and the work request
+ * ids. The executor turns the session's actions into provider work
+ * requests and the provider's completions into session inputs; it makes no
+ * protocol decision. Lock: one mutex per endpoint (ep->lock) held around
+ * every session call; an endpoint lives on one loop, so its lock is taken
+ * by other threads only when they call the API (or receive for themselves
+ * as a synchronous caller). */
 #ifndef RR_TRANSPORT_RDMA_TP_INT_H
 #define RR_TRANSPORT_RDMA_TP_INT_H
 
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "common/listen.h"
+#include "engine/engine.h"
 #include "proto/conn/conn.h"
 #include "rdma/provider.h"
 #include "transport/rdma/tp.h"
@@ -38,6 +45,91 @@ enum { WR_RECV = 1, WR_SEND = 2, WR_TOKEN = 3, WR_BIND = 4, WR_WRITE = 5, WR_PUS
 
 struct tp_ep;
 struct tp_expo;
+struct tp_conn;
+struct tp_port;
+
+/* A provider context shared by the endpoints of one provider, device,
+ * environment, spin budget and role (ctx.c): one soft "NIC" thread per
+ * context, not per connection. */
+struct tp_ctx {
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_caps caps;    /* queried once */
+	char provider[16];
+	char device[64];             /* as asked ("" : by address) */
+	const struct rpcrdma_env *env;
+	uint32_t spin_us;
+	bool passive;
+	unsigned refs;               /* endpoints (ctx.c lock) */
+	struct tp_port *ports;       /* one per loop, made on demand */
+	struct tp_ctx *next;
+};
+
+/* A completion queue shared by connections of one port, up to its
+ * capacity (soft: many per CQ, a CQ costs three fds; verbs: one). One
+ * consumer at a time polls it: the loop, or a caller thread receiving for
+ * itself (owner). Its fd is watched by the loop while some connection on
+ * it wants the loop to drain it (want: every server connection, a client
+ * with asynchronous work) and no caller holds it. */
+enum { TP_CQ_FREE = 0, TP_CQ_LOOP = 1, TP_CQ_CALLER = 2 };
+struct tp_cq {
+	struct tp_port *port;
+	struct rpcrdma_cq *cq;
+	struct rr_loop_src src;
+	uint32_t cap, used;          /* cqe reserved by its QPs (port lock) */
+	unsigned nconn;              /* port lock */
+	pthread_mutex_t lock;        /* want, watched, armed */
+	unsigned want;
+	bool armed;                  /* the loop armed it and no notification
+					was consumed since: the provider counts
+					on the loop to come (soft: nobody else
+					serves its sockets), so it is watched */
+	bool watched;                /* its fd is in the loop's set */
+	bool added;                  /* ever added to the loop's set */
+	atomic_int owner;
+	atomic_bool missed;          /* the loop found it held */
+	struct rr_loop_task task;    /* a drain, after a caller let go */
+	struct tp_cq *next;
+};
+
+/* What one loop has for one context (port.c): a CM channel (connection
+ * requests of listeners made here, events of connections made here) and
+ * CQs. cm_lock orders reading the channel against destroying ids: an
+ * event taken from the channel is handed to its endpoint under it, and an
+ * id destroyed under it has no event in flight any more. */
+struct tp_port {
+	struct tp_ctx *tc;
+	struct rr_loop *loop;
+	struct rpcrdma_cm_channel *ch;
+	struct rr_loop_src ch_src;
+	pthread_mutex_t cm_lock;
+	pthread_mutex_t lock;        /* cqs, refs */
+	struct tp_cq *cqs;
+	unsigned refs;
+	struct rr_loop_task gc;      /* frees the CQs left without connection */
+	struct tp_port *next;
+};
+
+/* A CM event handed to its endpoint's loop (its connection's slots, or
+ * allocated: connection requests). */
+struct tp_ev {
+	struct rpcrdma_cm_event ev;
+	struct tp_conn *cn;
+	bool heap, used;
+	struct tp_ev *next;
+};
+#define TP_CONN_EVS 2
+
+/* What an endpoint kind does with what its loop brings (function
+ * pointers: port.c and progress.c name no endpoint kind). */
+struct tp_ep_ops {
+	/* a CM event of one of its connections (lock held) */
+	void (*on_cm)(struct tp_ep *ep, const struct rpcrdma_cm_event *ev);
+	/* after completions of its connections were fed in (lock held; may
+	 * drop and take it again): ends asked for, upcalls, deferred posts */
+	void (*after)(struct tp_ep *ep);
+	/* its turn on its loop (lock held): posted by tp_ep_kick */
+	void (*turn)(struct tp_ep *ep);
+};
 
 /* One connection (either role). */
 struct tp_conn {
@@ -45,9 +137,13 @@ struct tp_conn {
 	struct rr_conn *sess;        /* its session (client: the client's) */
 	struct rr_conn_io io;        /* server: its session's actions (ctx: it) */
 	struct rpcrdma_pd *pd;
-	struct rpcrdma_cq *cq;
+	struct tp_cq *tcq;           /* its share of a port's CQ */
+	struct rpcrdma_cq *cq;       /* tcq->cq */
+	uint32_t cqe;                /* reserved in it */
+	bool wants;                  /* counted in tcq->want */
 	struct rpcrdma_qp *qp;
 	struct rpcrdma_cm_id *id;
+	struct tp_port *chport;      /* whose channel has its id (NULL: ep's) */
 	uint8_t *rbuf;
 	struct rpcrdma_mr *rmr;
 	uint32_t nrecv, rsize;
@@ -64,16 +160,12 @@ struct tp_conn {
 	struct rpcrdma_sge *dsge;
 	uint32_t *dslot;             /* slots waiting, in answer order */
 	uint32_t ndefer;
+	struct tp_conn *dnext;       /* ep->deferred: connections with some */
 	uint64_t defer_t0;           /* ns: when the first of them was deferred */
 	uint16_t ord;
 	bool established, dead, use_mw;
 	bool closing;                /* the session asked to end it (io close) */
 	bool closing_idle;           /* closed for idleness: not a fatal error */
-	bool serve;                  /* server loop: its CQ is served this turn */
-	bool in_set;                 /* server loop: its CQ fd is in this turn's
-					poll set */
-	bool armed;                  /* server loop: armed by it since it last
-					served the CQ (a notification wakes it) */
 	bool signal_writes;          /* RDMA Writes signaled: see conn_new */
 	int err;                     /* conn_new: what failed (conn_ok false) */
 	bool in_wait;                /* a caller thread waits on cq unlocked: not freed */
@@ -85,28 +177,42 @@ struct tp_conn {
 	uint64_t last_rx_ns;         /* responder: its last Receive (idle) */
 	bool commit;                 /* RDMA Commit negotiated and enabled */
 	struct tp_expo *expo;        /* responder: exposed push-mode regions */
+	struct tp_ev evs[TP_CONN_EVS];   /* its CM events on their way */
+	bool cm_lost;                /* an event could not be handed: it ends */
 	struct rr_tp_bc *bcs;        /* responder: opened for backward Calls */
 };
 
 /* A server connection opened for backward Calls (tp.h). */
 struct rr_tp_bc {
+	struct tp_shard *sh;         /* the connection's (its lock) */
 	struct tp_conn *cn;          /* NULL once the connection is gone */
 	rr_tp_complete_fn complete;
 	void *ctx;
 	struct rr_tp_bc *next;       /* the connection's */
 };
 
-/* What both endpoint kinds share. */
+/* What every endpoint has: a client, a server's listener, a server's
+ * shard (its connections on one loop). */
 struct tp_ep {
 	struct rr_tp_conf conf;
 	const struct rpcrdma_env *env;
-	struct rpcrdma_context *ctx;
-	struct rpcrdma_cm_channel *ch;
+	struct tp_ctx *tc;               /* shared context */
+	struct rpcrdma_context *ctx;     /* tc->ctx */
+	struct tp_port *port;            /* on its loop */
+	struct rr_loop *loop;
+	const struct tp_ep_ops *ops;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	pthread_t thread;
-	bool thread_started;
-	int evfd;
+	struct rr_loop_task kick;        /* its turn (ops->turn) */
+	bool detached;                   /* under evq_lock: off its loop, the
+					    kick is never posted again (a
+					    queued task of freed memory would
+					    cut the loop's task list) */
+	struct rr_loop_timer timer;      /* client: reconnect; shard: ticks;
+					    both: a sweep put off */
+	bool timer_ok;
+	pthread_mutex_t evq_lock;        /* a leaf: its CM events */
+	struct tp_ev *evq, **evq_tail;
 	bool stop;
 	bool defer;              /* server: Sends posted now may wait for the
 				    end of the batch (sv_post_deferred) */
@@ -114,6 +220,14 @@ struct tp_ep {
 	bool is_server;
 	bool adv_r;              /* the R bit we advertise */
 	struct tp_conn *grave;   /* dead connections, freed by grave_sweep */
+	/* server: connections with deferred Replies (linked by dnext), and
+	 * how many asked to be closed since the last look: the work after a
+	 * batch does not walk every connection */
+	struct tp_conn *deferred;
+	unsigned closing_asked;
+	struct tp_ep *touched_next;      /* a drain's list (its consumer's) */
+	bool touched;
+	unsigned pins;           /* in a drain's list: not freed before 0 */
 };
 
 /* A push-mode operation of the client, waited for by its caller (push.c). */
@@ -153,46 +267,105 @@ struct rr_tp_client {
 	struct rr_conn_sreq *bc_in, **bc_in_tail;
 };
 
-struct rr_tp_server {
+/* A server's connections on one progress loop: they are served there,
+ * under the shard's lock, independently of the other shards. */
+struct tp_shard {
 	struct tp_ep ep;
-	struct rpcrdma_cm_id *listen_id;
-	int port;                /* listening port */
-	bool stopping;           /* rr_tp_server_stop: refuse new connections */
-	rr_tp_recv_fn recv;
-	void *rctx;
-	struct rr_conn_io io;
+	struct rr_tp_server *srv;
 	struct tp_conn *conns;
 	unsigned nconns;
 	struct rr_conn_sreq *deliver, **deliver_tail;   /* upcall outside the lock */
-	struct rr_conn_failed failed;   /* XIDs whose RDMA Read failed */
-	uint64_t expo_seq;         /* ids of exposed push-mode regions */
 	/* Replies of rr_tp_server_reply_async whose Send completed (or
 	 * failed): their sent upcalls run without the lock (sv_sent_upcalls). */
 	struct rr_conn_sreq *sent_head, **sent_tail;
-	uint64_t rrep_bytes;       /* Read-chunk Reply bytes held, all
-				      connections (reply_mem_total) */
-	unsigned idle_waits;       /* progress: CQ waits in a row that got nothing */
-	/* progress: poll(2) set, 2 + one fd per connection, grown with the
-	 * connections (the loop's own; freed at destroy) */
-	struct pollfd *pfd;
-	struct tp_conn **pcns;
-	unsigned pcap;             /* connections they hold */
-	uint64_t idle_look_ns;     /* next idle sweep (sv_idle_sweep) */
-	struct rr_listen_stats lstats_gone;   /* of the listener stop destroyed */
 	/* backward Calls completed: their upcalls run without the lock
 	 * (tp_sv_bc_upcalls) */
 	struct rr_conn_rpc *bc_done, **bc_done_tail;
+	uint64_t idle_look_ns;     /* next idle sweep (sv_idle_sweep) */
 };
+
+struct rr_tp_server {
+	/* the listener: its loop reads the listener's CM channel and sets
+	 * connections up (admission, resources), each on a shard chosen
+	 * round-robin */
+	struct tp_ep ep;
+	struct tp_conn lconn;      /* user context of the listening id */
+	struct rpcrdma_cm_id *listen_id;
+	int port;                  /* listening port */
+	atomic_bool stopping;      /* rr_tp_server_stop: refuse new connections */
+	rr_tp_recv_fn recv;
+	void *rctx;
+	struct rr_conn_io io;
+	struct tp_shard **shards;  /* one per engine loop */
+	unsigned nshards, next_shard;
+	atomic_uint nconns;        /* every shard's (limits) */
+	/* shared by every shard's sessions (atomics there) */
+	struct rr_conn_failed failed;   /* XIDs whose RDMA Read failed */
+	uint64_t rrep_bytes;       /* Read-chunk Reply bytes held, all
+				      connections (reply_mem_total) */
+	atomic_uint_fast64_t expo_seq;  /* ids of exposed push-mode regions */
+	struct rr_listen_stats lstats_gone;   /* of the listener stop destroyed */
+};
+
+static inline struct tp_shard *tp_shard_of(struct tp_ep *ep)
+{
+	return RR_CONTAINER_OF(ep, struct tp_shard, ep);
+}
+
+/* ctx.c */
+/* The shared context for @conf's provider, device, environment and spin
+ * budget in role @passive (opened on first use; verbs with no device named:
+ * the one @addr routes to, shared with others on that device): 0 or the
+ * provider's error. tp_ctx_put: an endpoint is done with it (closed with
+ * the last one unless it uses the default environment, which keeps it). */
+int tp_ctx_get(const struct rr_tp_conf *conf, const struct sockaddr *addr, bool passive,
+	       struct tp_ctx **out);
+void tp_ctx_put(struct tp_ctx *tc);
+struct tp_ctx *tp_ctx_ref(struct tp_ctx *tc);
+
+/* port.c */
+/* @tc's port on @l (made on first use): 0 or -errno. tp_port_put: done. */
+int tp_port_get(struct tp_ctx *tc, struct rr_loop *l, struct tp_port **out);
+void tp_port_put(struct tp_port *p);
+/* Reserves @cqe entries of a CQ of @p for one connection (a new CQ when
+ * none has room): 0 or -errno. */
+int tp_cq_reserve(struct tp_port *p, uint32_t cqe, struct tp_cq **out);
+void tp_cq_unreserve(struct tp_cq *q, uint32_t cqe);
+/* The consumer role of @q (one thread polls it at a time): claim as the
+ * loop or as a caller thread; the loop, finding it held, has the holder
+ * drain for it when it lets go (tp_cq_release). */
+bool tp_cq_claim(struct tp_cq *q, int who);
+void tp_cq_release(struct tp_cq *q);
+/* Connection @cn wants (or no longer wants) the loop to drain its CQ. */
+void tp_cq_want(struct tp_conn *cn, bool want);
+/* Destroys @cn's id with no CM event of it on its way (none handed to
+ * its endpoint after; those handed and not yet taken are dropped). */
+void tp_port_id_destroy(struct tp_conn *cn);
+/* The CM events handed to @ep, oldest first (the caller frees them with
+ * tp_ev_free after handling). */
+struct tp_ev *tp_ep_take_events(struct tp_ep *ep);
+/* Takes the CM events handed to @ep and gives each to ops->on_cm (lock
+ * held), oldest first. */
+void tp_ep_handle_events(struct tp_ep *ep);
+void tp_ev_free(struct tp_ep *ep, struct tp_ev *e);
+/* Hands @ev (taken from a port's channel) to its endpoint's loop. */
+bool tp_ev_hand(struct tp_port *p, const struct rpcrdma_cm_event *ev);
 
 /* ep.c */
 uint64_t tp_now_ns(const struct tp_ep *ep);
-void tp_wake(struct tp_ep *ep);
+/* Posts @ep's turn on its loop. */
+void tp_ep_kick(struct tp_ep *ep);
 bool tp_on_progress_thread(const struct tp_ep *ep);
+/* Takes the shared context and the port of @l (NULL: one picked) and
+ * prepares @ep: 0 or -errno. */
 int tp_ep_init(struct tp_ep *ep, const struct rr_tp_conf *conf, bool server,
-	       const struct sockaddr *addr);
-/* Starts @loop (the role's progress thread) with @ep as its argument. */
-int tp_ep_start(struct tp_ep *ep, void *(*loop)(void *));
-void tp_ep_stop(struct tp_ep *ep);
+	       const struct sockaddr *addr, struct rr_loop *l, const struct tp_ep_ops *ops);
+/* A second endpoint on the same context, on loop @l (a server's shard). */
+int tp_ep_init_like(struct tp_ep *ep, const struct tp_ep *like, struct rr_loop *l,
+		    const struct tp_ep_ops *ops);
+/* Runs on @ep's loop: nothing of @ep runs there after (its kick and timer
+ * off). */
+void tp_ep_detach(struct tp_ep *ep);
 void tp_ep_fini(struct tp_ep *ep);
 void tp_abs_deadline(struct timespec *ts, uint32_t ms);
 /* What we advertise (RFC 8797 block + extension block). */
@@ -204,9 +377,10 @@ void tp_sess_config(const struct tp_ep *ep, struct rr_conn_config *cfg);
 /* conn.c */
 struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend);
 bool tp_conn_ok(const struct tp_conn *cn);
+/* Frees @cn; its QP must never have been connected, or be destroyed
+ * already (tp_conn_release). */
 void tp_conn_free(struct tp_conn *cn);
 void tp_conn_bury(struct tp_conn *cn);
-void tp_grave_sweep(struct tp_ep *ep);
 int tp_post_recv(struct tp_conn *cn, uint32_t idx);
 int tp_post_all_recvs(struct tp_conn *cn);
 /* The session's io for connection @cn (server) or for whatever connection
@@ -217,16 +391,37 @@ extern const struct rr_conn_io tp_client_io;
 void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc);
 /* Posts the deferred Replies of @cn as one chain. */
 void tp_post_deferred(struct tp_conn *cn);
+/* Posts those of every connection of @ep that has some (lock held). */
+void tp_post_all_deferred(struct tp_ep *ep);
 
 /* progress.c */
-int tp_drain_cq(struct tp_ep *ep, struct tp_conn *cn);
-bool tp_arm_drain(struct tp_ep *ep, struct tp_conn *cn);
-/* Unlocks, polls @pfd (pfd[0]: the eventfd, pfd[1]: the CM channel),
- * locks, and consumes the eventfd's wake-ups. */
-void tp_poll(struct tp_ep *ep, struct pollfd *pfd, unsigned n, int timeout);
+/* Polls @q (its consumer: the caller, holding no endpoint lock) until a
+ * short batch or @max batches, feeding each completion to its connection
+ * under its endpoint's lock; the endpoints fed are linked from *@touched.
+ * The number of completions. */
+int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max);
+/* Arms @q and drains it until a poll after the arm finds nothing (no lost
+ * notification): whether it is armed. */
+bool tp_cq_arm_drain(struct tp_cq *q, struct tp_ep **touched);
+/* Runs ops->after of each endpoint of @touched (under its lock) when it
+ * lives on the caller's loop, else posts its turn; @self's is left to the
+ * caller. */
+void tp_touched_after(struct tp_ep *touched, struct tp_ep *self);
+/* A caller holding @ep's lock receives on @cn's CQ for up to @ms
+ * (rpcrdma_cq_wait; the lock dropped meanwhile) when no other thread
+ * consumes it, else waits for @ep's cond as long: returns rpcrdma_cq_wait's
+ * result or 0. Completions of other endpoints go to them. */
+int tp_cq_wait_once(struct tp_ep *ep, struct tp_conn *cn, int ms);
+/* Frees the dead connections of @ep that nothing holds any more (lock
+ * held; dropped while their ids and QPs are destroyed and their CQ drained
+ * of what they left): a connection whose CQ a caller holds is tried again
+ * on a later turn. */
+void tp_grave_sweep(struct tp_ep *ep);
+/* Frees @cn now (no endpoint lock held): its id and QP destroyed and what
+ * they left in its CQ drained (waiting for a caller that holds the CQ). */
+void tp_conn_release(struct tp_conn *cn);
 
 /* client.c */
-void tp_cl_on_cm(struct rr_tp_client *c, const struct rpcrdma_cm_event *ev);
 void tp_cl_conn_lost(struct rr_tp_client *c, struct tp_conn *cn);
 int tp_cl_connect(struct rr_tp_client *c);
 void tp_cl_schedule_reconnect(struct rr_tp_client *c, uint32_t delay_ms);
@@ -235,20 +430,18 @@ bool tp_cl_needs_progress(const struct rr_tp_client *c, const struct tp_conn *cn
 int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns);
 
 /* server_conns.c */
-void tp_sv_on_cm(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev);
-/* Handles a few queued CM events (lock held): a storm of connection
- * requests does not keep the loop from the established connections. */
-void tp_sv_cm_turn(struct rr_tp_server *s);
-void tp_sv_conn_lost(struct rr_tp_server *s, struct tp_conn *cn);
-void tp_sv_conn_put(struct rr_tp_server *s, struct tp_conn *cn);
-void tp_sv_after_upcalls(struct rr_tp_server *s);
-void tp_sv_timers(struct rr_tp_server *s, struct tp_conn *cn);
-void tp_sv_idle_sweep(struct rr_tp_server *s);
-void tp_sv_poll_grow(struct rr_tp_server *s);
-void tp_sv_sent_upcalls(struct rr_tp_server *s);
+extern const struct tp_ep_ops tp_listener_ops;
+void tp_sv_conn_lost(struct tp_shard *sh, struct tp_conn *cn);
+void tp_sv_conn_put(struct tp_shard *sh, struct tp_conn *cn);
+void tp_sv_after_upcalls(struct tp_shard *sh);
+void tp_sv_timers(struct tp_shard *sh, struct tp_conn *cn);
+void tp_sv_idle_sweep(struct tp_shard *sh);
+void tp_sv_sent_upcalls(struct tp_shard *sh);
 /* Backward Calls' completion upcalls, without the lock (lock held on entry
  * and return). */
-void tp_sv_bc_upcalls(struct rr_tp_server *s);
+void tp_sv_bc_upcalls(struct tp_shard *sh);
+/* A CM event of a shard's connection (lock held). */
+void tp_sv_on_cm(struct tp_ep *ep, const struct rpcrdma_cm_event *ev);
 
 /* push_wc.c */
 void tp_push_wc(struct rr_tp_client *c, struct tp_conn *cn, const struct rpcrdma_wc *wc);

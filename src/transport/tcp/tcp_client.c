@@ -2,24 +2,28 @@
 /* The client role of tcp:// (transport/xprt.h section 2): ONC RPC over TCP
  * with record marking (RFC 5531 section 11). Calls are written as one
  * record each (tcp_io.c) and Replies matched to them by XID (RFC 5531
- * section 9); one thread at a time holds the "reader role" (the receive
- * thread, or a synchronous caller reading its own Reply). A lost connection
- * is re-established with back-off and every pending Call is retransmitted
- * with its XID; a Reply above the maximum message fails its Call only; a
- * server that answers in MPA (it speaks rdma://) fails every Call with
- * -EPROTOTYPE instead of a reconnect loop. Backchannel (transport/xprt.h
- * section 4, as NFSv4.1 over TCP: RFC 8881 section 2.10.3.1): records whose
- * RFC 5531 msg_type is CALL are reverse Calls, delivered to the client's
- * callback server (bc_serve) within its slots and answered on the
- * connection they came on. */
+ * section 9); one thread at a time holds the "reader role" (the client's
+ * progress loop, src/engine, or a synchronous caller reading its own
+ * Reply): a client costs no thread and one file descriptor. A lost
+ * connection is re-established by the loop (a non-blocking connect, with
+ * back-off) and every pending Call is retransmitted with its XID; a Reply
+ * above the maximum message fails its Call only; a server that answers in
+ * MPA (it speaks rdma://) fails every Call with -EPROTOTYPE instead of a
+ * reconnect loop. Backchannel (transport/xprt.h section 4, as NFSv4.1 over
+ * TCP: RFC 8881 section 2.10.3.1): records whose RFC 5531 msg_type is CALL
+ * are reverse Calls, delivered to the client's callback server (bc_serve)
+ * within its slots and answered on the connection they came on; the loop
+ * reads for them while that server runs. */
 #include "transport/tcp/tcp_client.h"
 #include "transport/tcp/tcp_io.h"
 #include "rpc/rpcmsg.h"
+#include "engine/engine.h"
 
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,11 +44,12 @@ static void test_hook(enum rr_tcp_test_point pt, uint32_t xid, uint64_t gen)
 }
 
 /* Reception follows a "reader role": one thread at a time reads the socket
- * and completes whatever Replies it finds. The receive thread takes the role
- * while calls are pending that no caller serves itself; a synchronous caller
- * (RPC layer's wait op) takes it to read its own Reply without a thread
- * handoff. Connection loss and reconnection are handled by the receive
- * thread.
+ * and completes whatever Replies it finds. The client's loop takes the role
+ * while calls are pending that no caller serves itself (the socket is
+ * armed in the loop's epoll set, EPOLLONESHOT, only then: a synchronous
+ * caller's Reply wakes that caller alone); a synchronous caller (RPC
+ * layer's wait op) takes it to read its own Reply without a thread
+ * handoff. Connection loss and reconnection are handled by the loop.
  *
  * Retransmission: each connection has a generation (c->gen, changed only
  * with both locks held), and each call remembers the generation it was last
@@ -61,6 +66,7 @@ static void test_hook(enum rr_tcp_test_point pt, uint32_t xid, uint64_t gen)
 #define CF_SELF 8u       /* the caller will read for this call itself */
 #define NBUCKET 256u
 #define STAGE_BYTES 65536u
+#define MAX_ADDRS 8u
 
 struct tcp_clnt {
 	struct rr_xprt_client_params p;
@@ -69,6 +75,21 @@ struct tcp_clnt {
 	pthread_mutex_t send_lock;  /* one record at a time on fd */
 	pthread_cond_t cv;          /* role and state changes */
 	int fd;                     /* -1 while disconnected */
+	/* the progress loop: the connection's socket (EPOLLONESHOT, armed
+	 * while the loop holds the reading of some call), a connecting
+	 * socket, the back-off and connect timer, the task that handles a
+	 * broken connection */
+	struct rr_loop *loop;
+	struct rr_loop_src rx_src;
+	bool rx_added, rx_armed;
+	struct rr_loop_src conn_src;   /* a reconnect in progress (fd >= 0) */
+	struct rr_loop_timer timer;
+	struct rr_loop_task work;
+	unsigned backoff_ms;
+	unsigned next_addr;
+	struct sockaddr_storage addrs[MAX_ADDRS];
+	socklen_t addrlens[MAX_ADDRS];
+	unsigned naddrs;
 	uint64_t gen;               /* connection generation */
 	bool connected;
 	bool broken;                /* a reader saw the connection fail */
@@ -79,7 +100,6 @@ struct tcp_clnt {
 	bool reader_busy;           /* someone holds the reader role */
 	unsigned n_pending;         /* calls in the table */
 	unsigned n_self;            /* of those, flagged CF_SELF */
-	pthread_t rx;
 	struct rr_xprt_call *bucket[NBUCKET];
 	struct rr_tcp_reader rd;    /* used only by the reader-role holder */
 	struct tcp_bc_srv *bc;      /* the callback server (c->lock) */
@@ -147,38 +167,96 @@ static void table_remove(struct tcp_clnt *c, struct rr_xprt_call *call)
 	}
 }
 
-/* The caller no longer reads for @call: the receive thread will (c->lock). */
+static void rx_ready(struct rr_loop_src *src, uint32_t ev);
+static bool bc_listening(const struct tcp_clnt *c);
+
+/* The loop reads for the calls no caller reads for, and for reverse Calls
+ * while the callback server runs: the socket is armed in its epoll set
+ * while there are some and no reader holds the role (c->lock; one
+ * epoll_ctl, and only when that changes). */
+static void arm_rx(struct tcp_clnt *c)
+{
+	if (!c->rx_added || c->rx_armed || c->reader_busy || !c->connected || c->broken ||
+	    c->closing || (c->n_pending <= c->n_self && !bc_listening(c)))
+		return;
+	if (rr_loop_mod(c->loop, &c->rx_src, EPOLLIN | EPOLLONESHOT) == 0)
+		c->rx_armed = true;
+}
+
+/* The connection broke (c->lock): the loop tears it down and reconnects. */
+static void post_work(struct tcp_clnt *c)
+{
+	rr_loop_post(c->loop, &c->work);
+}
+
+/* The caller no longer reads for @call: the loop will (c->lock). */
 static void unflag_self(struct tcp_clnt *c, struct rr_xprt_call *call)
 {
 	if ((call->xp_flags & CF_SELF) && find_slot(c, call)) {
 		call->xp_flags &= ~CF_SELF;
 		c->n_self--;
-		pthread_cond_broadcast(&c->cv);
+		arm_rx(c);
 	}
 }
 
-static int tcp_connect(const struct rr_xprt_target *t, uint32_t timeout_ms, int *out)
+/* Resolves @t once, at create: reconnections use these addresses (no name
+ * lookup on the loop). */
+static int tcp_resolve(struct tcp_clnt *c, const struct rr_xprt_target *t)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
 	struct addrinfo *ai, *a;
-	int rc, err = -ECONNREFUSED;
 
-	rc = getaddrinfo(t->host, t->port, &hints, &ai);
-	if (rc)
+	if (getaddrinfo(t->host, t->port, &hints, &ai))
 		return -EHOSTUNREACH;
-	for (a = ai; a; a = a->ai_next) {
-		int fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	for (a = ai; a && c->naddrs < MAX_ADDRS; a = a->ai_next) {
+		if (a->ai_addrlen > sizeof(c->addrs[0]))
+			continue;
+		memcpy(&c->addrs[c->naddrs], a->ai_addr, a->ai_addrlen);
+		c->addrlens[c->naddrs++] = a->ai_addrlen;
+	}
+	freeaddrinfo(ai);
+	return c->naddrs ? 0 : -EHOSTUNREACH;
+}
+
+/* Starts a non-blocking connect to address @i: the socket, or -errno. */
+static int connect_start(const struct tcp_clnt *c, unsigned i)
+{
+	int fd = socket(c->addrs[i].ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (const struct sockaddr *)&c->addrs[i], c->addrlens[i]) < 0 &&
+	    errno != EINPROGRESS) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
+/* The outcome of a connect started on @fd: 0 or -errno. */
+static int connect_result(int fd)
+{
+	int soerr = 0;
+	socklen_t sl = sizeof(soerr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+		return -errno;
+	return -soerr;
+}
+
+/* The first connection, in the creating thread: every address in turn. */
+static int tcp_connect(const struct tcp_clnt *c, uint32_t timeout_ms, int *out)
+{
+	int err = -ECONNREFUSED;
+
+	for (unsigned i = 0; i < c->naddrs; i++) {
 		struct pollfd pfd;
-		int soerr = 0;
-		socklen_t sl = sizeof(soerr);
+		int fd = connect_start(c, i), rc;
 
 		if (fd < 0) {
-			err = -errno;
-			continue;
-		}
-		if (connect(fd, a->ai_addr, a->ai_addrlen) < 0 && errno != EINPROGRESS) {
-			err = -errno;
-			close(fd);
+			err = fd;
 			continue;
 		}
 		pfd.fd = fd;
@@ -189,19 +267,17 @@ static int tcp_connect(const struct rr_xprt_target *t, uint32_t timeout_ms, int 
 			close(fd);
 			continue;
 		}
-		getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-		if (soerr) {
-			err = -soerr;
+		rc = connect_result(fd);
+		if (rc) {
+			err = rc;
 			close(fd);
 			continue;
 		}
 		/* The socket stays non-blocking: readers poll, senders poll. */
 		rr_tcp_sock_opts(fd);
 		*out = fd;
-		freeaddrinfo(ai);
 		return 0;
 	}
-	freeaddrinfo(ai);
 	return err;
 }
 
@@ -255,7 +331,8 @@ static void clnt_send_one(struct tcp_clnt *c, struct rr_xprt_call *call)
 			/* Make sure someone handles the failed connection. */
 			c->broken = c->connected && c->gen == gen ? true : c->broken;
 			unflag_self(c, call);
-			pthread_cond_broadcast(&c->cv);
+			if (c->broken)
+				post_work(c);
 		}
 		call->xp_flags &= ~CF_SENDING;
 		if (call->xp_flags & (CF_REPLIED | CF_ABORTED)) {
@@ -307,7 +384,7 @@ static int tcp_clnt_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 		call->xp_flags |= CF_SELF;
 		c->n_self++;
 	} else {
-		pthread_cond_broadcast(&c->cv); /* the receive thread serves it */
+		arm_rx(c);   /* the loop serves it */
 	}
 	send_now = c->connected;
 	if (send_now)
@@ -466,17 +543,18 @@ static void clnt_on_oversize(struct tcp_clnt *c, const uint8_t head8[8])
 		clnt_complete(c, call);
 }
 
-/* With the reader role: waits up to @timeout_ms for bytes, then handles
- * every complete record available without blocking, or, with @mine, stops
- * once @mine completed and no received byte is left staged (the rest stays
- * in the socket for the next reader: no recv that would only say EAGAIN).
+/* With the reader role: waits up to @timeout_ms for bytes (< 0: the
+ * socket is known to be readable, no wait), then handles every complete
+ * record available without blocking, or, with @mine, stops once @mine
+ * completed and no received byte is left staged (the rest stays in the
+ * socket for the next reader: no recv that would only say EAGAIN).
  * Returns 0, or a negative errno when the connection failed. */
 static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms,
 			  const struct rr_xprt_call *mine)
 {
 	int rc;
 
-	if (!rr_tcp_reader_buffered(&c->rd)) {
+	if (timeout_ms >= 0 && !rr_tcp_reader_buffered(&c->rd)) {
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 
 		rc = poll(&pfd, 1, timeout_ms);
@@ -513,20 +591,36 @@ static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms,
 	}
 }
 
+/* The reader role is given back (c->lock): a broken connection goes to
+ * the loop, calls nobody reads for re-arm the socket. */
+static void role_release(struct tcp_clnt *c, int rc)
+{
+	c->reader_busy = false;
+	pthread_cond_broadcast(&c->cv);   /* destroy waits for the reader */
+	if (rc < 0)
+		c->broken = true;
+	if (c->broken || c->closing)
+		post_work(c);
+	else
+		arm_rx(c);
+}
+
 /* RPC layer's wait op: the caller reads for its own call (taking the reader
  * role) until the call left the table or @timeout_ms passed; if the role is
- * taken, the receive thread or the role holder serves it instead. */
+ * taken, the loop or the role holder serves it instead. */
 static void tcp_clnt_wait(struct rr_xprt_client *x, struct rr_xprt_call *call,
 			  uint32_t timeout_ms)
 {
 	struct tcp_clnt *c = (struct tcp_clnt *)x;
-	uint64_t end_ms;
-	struct timespec ts;
+	uint64_t end_ns;
 	int rc = 0, fd;
 
 	pthread_mutex_lock(&c->lock);
+	/* When the application drives progress, the caller's wait drives the
+	 * loop, which reads (a thread asleep on the socket would not run the
+	 * loop that the server may be served by). */
 	if (!find_slot(c, call) || !c->connected || c->broken || c->closing ||
-	    c->reader_busy) {
+	    c->reader_busy || rr_engine_app_driven()) {
 		unflag_self(c, call);
 		pthread_mutex_unlock(&c->lock);
 		return;
@@ -535,19 +629,16 @@ static void tcp_clnt_wait(struct rr_xprt_client *x, struct rr_xprt_call *call,
 	fd = c->fd;
 	pthread_mutex_unlock(&c->lock);
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	end_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + timeout_ms;
+	end_ns = rr_coarse_now_ns(NULL) + (uint64_t)timeout_ms * 1000000u;
 	for (;;) {
-		uint64_t now_ms;
+		uint64_t now = rr_coarse_now_ns(NULL);
 		bool pending;
 
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		now_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-		if (now_ms >= end_ms)
+		if (now >= end_ns)
 			break;
 		/* Slices of 50 ms: an abort (timeout, cancel) from another
 		 * thread removes the call from the table meanwhile. */
-		rc = clnt_read_some(c, fd, (int)RR_MIN(end_ms - now_ms, (uint64_t)50), call);
+		rc = clnt_read_some(c, fd, (int)RR_MIN((end_ns - now) / 1000000u + 1, 50u), call);
 		pthread_mutex_lock(&c->lock);
 		pending = find_slot(c, call) != NULL && !c->closing;
 		pthread_mutex_unlock(&c->lock);
@@ -555,16 +646,12 @@ static void tcp_clnt_wait(struct rr_xprt_client *x, struct rr_xprt_call *call,
 			break;
 	}
 	pthread_mutex_lock(&c->lock);
-	c->reader_busy = false;
-	if (rc < 0)
-		c->broken = true;
 	unflag_self(c, call);
-	/* The receive thread (the only waiter on c->cv) has something to do
-	 * only if the connection failed or calls remain that no caller reads
-	 * for; waking it after every synchronous call cost a context switch
+	/* The loop has something to do only if the connection failed or
+	 * calls remain that no caller reads for (or reverse Calls may come):
+	 * waking it after every synchronous call would cost a context switch
 	 * per call. */
-	if (c->broken || c->closing || c->n_pending > c->n_self || bc_listening(c))
-		pthread_cond_broadcast(&c->cv);
+	role_release(c, rc);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -591,9 +678,9 @@ static struct rr_xprt_call *take_unsent(struct tcp_clnt *c)
 	return list;
 }
 
-/* The connection failed (reader role held by the caller): close it; with
- * no_reconnect, fail what is pending. Returns false when the receive thread
- * should end. */
+/* The connection failed (reader role held by the caller, on the loop):
+ * close it; with no_reconnect, fail what is pending. Returns whether to
+ * reconnect. */
 static bool clnt_lost(struct tcp_clnt *c)
 {
 	struct rr_xprt_call *list = NULL;
@@ -607,6 +694,10 @@ static bool clnt_lost(struct tcp_clnt *c)
 	rr_tcp_reader_reset(&c->rd);
 	pthread_mutex_lock(&c->send_lock);
 	pthread_mutex_lock(&c->lock);
+	if (c->rx_added) {
+		rr_loop_del(c->loop, &c->rx_src);
+		c->rx_added = c->rx_armed = false;
+	}
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
@@ -616,7 +707,7 @@ static bool clnt_lost(struct tcp_clnt *c)
 		c->dead = true;
 		why = c->dead_status ? c->dead_status : why;
 		list = take_unsent(c);
-		keep_going = !c->p.no_reconnect;
+		keep_going = false;
 	}
 	c->reader_busy = false;
 	pthread_cond_broadcast(&c->cv);
@@ -632,11 +723,12 @@ static bool clnt_lost(struct tcp_clnt *c)
 	return keep_going;
 }
 
-/* Reconnected on @fd: publish it and retransmit, with its XID, every
- * pending call that has no Reply and was not written on this connection
- * yet. A call a sender is writing now (CF_SENDING) is skipped: that sender
- * retransmits it itself if it wrote it on an older connection (see
- * clnt_send_one). */
+/* Reconnected on @fd (on the loop): publish it and retransmit, with its
+ * XID, every pending call that has no Reply and was not written on this
+ * connection yet. A call a sender is writing now (CF_SENDING) is skipped:
+ * that sender retransmits it itself if it wrote it on an older connection
+ * (see clnt_send_one). The retransmissions are written by the loop: a
+ * peer that does not read stalls it up to the send timeout. */
 static void clnt_reconnected(struct tcp_clnt *c, int fd)
 {
 	struct rr_xprt_call *resend[64];
@@ -644,12 +736,18 @@ static void clnt_reconnected(struct tcp_clnt *c, int fd)
 	unsigned n;
 	bool more;
 
+	rr_tcp_sock_opts(fd);
 	pthread_mutex_lock(&c->send_lock);
 	pthread_mutex_lock(&c->lock);
 	c->fd = fd;
 	gen = ++c->gen;
 	c->connected = true;
 	c->broken = false;
+	c->backoff_ms = 50;
+	c->rx_added = rr_loop_add(c->loop, &c->rx_src, fd, EPOLLONESHOT, rx_ready) == 0;
+	if (!c->rx_added)
+		c->broken = true;
+	arm_rx(c);   /* reverse Calls may come before any Reply */
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->send_lock);
@@ -685,77 +783,129 @@ static void clnt_reconnected(struct tcp_clnt *c, int fd)
 			clnt_send_one(c, resend[i]);
 	} while (more);
 	test_hook(RR_TCP_TEST_RESENT, 0, gen);
+	pthread_mutex_lock(&c->lock);
+	if (c->broken)
+		post_work(c);
+	else
+		arm_rx(c);
+	pthread_mutex_unlock(&c->lock);
 }
 
-static void *clnt_rx_main(void *arg)
+/* ---- the loop's side ---- */
+
+/* The socket is readable and the loop reads for calls nobody else reads
+ * for (EPOLLONESHOT: disarmed until arm_rx). */
+static void rx_ready(struct rr_loop_src *src, uint32_t ev)
 {
-	pthread_setname_np(pthread_self(), "rr-tcp-clnt");   /* for top -H, gdb */
-	struct tcp_clnt *c = arg;
-	unsigned backoff_ms = 50;
+	struct tcp_clnt *c = RR_CONTAINER_OF(src, struct tcp_clnt, rx_src);
+	int rc, fd;
+
+	(void)ev;
+	pthread_mutex_lock(&c->lock);
+	c->rx_armed = false;
+	if (c->reader_busy || !c->connected || c->broken || c->closing) {
+		/* the reader re-arms when it gives the role back */
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	c->reader_busy = true;
+	fd = c->fd;
+	pthread_mutex_unlock(&c->lock);
+	rc = clnt_read_some(c, fd, -1, NULL);
+	pthread_mutex_lock(&c->lock);
+	role_release(c, rc);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void reconnect_later(struct tcp_clnt *c)
+{
+	rr_loop_timer_set(c->loop, &c->timer, rr_now_ns(NULL) + (uint64_t)c->backoff_ms * 1000000u);
+	c->backoff_ms = RR_MIN(c->backoff_ms * 2, 2000u);
+}
+
+static void conn_ready(struct rr_loop_src *src, uint32_t ev);
+
+/* Starts connecting to the next address (on the loop): a connect in
+ * progress watched for EPOLLOUT with a timeout, or the back-off. */
+static void reconnect_start(struct tcp_clnt *c)
+{
+	for (unsigned tries = 0; tries < c->naddrs; tries++) {
+		int fd = connect_start(c, c->next_addr++ % c->naddrs);
+
+		if (fd < 0)
+			continue;
+		if (rr_loop_add(c->loop, &c->conn_src, fd, EPOLLOUT, conn_ready)) {
+			close(fd);
+			continue;
+		}
+		rr_loop_timer_set(c->loop, &c->timer,
+				  rr_now_ns(NULL) + (uint64_t)c->p.connect_timeout_ms * 1000000u);
+		return;
+	}
+	c->conn_src.fd = -1;
+	reconnect_later(c);
+}
+
+/* The connect in progress ended (@ok false: it timed out). */
+static void conn_end(struct tcp_clnt *c, bool ok)
+{
+	int fd = c->conn_src.fd;
+	bool closing;
+
+	rr_loop_del(c->loop, &c->conn_src);
+	c->conn_src.fd = -1;
+	rr_loop_timer_cancel(c->loop, &c->timer);
+	pthread_mutex_lock(&c->lock);
+	closing = c->closing;
+	pthread_mutex_unlock(&c->lock);
+	if (ok && !closing && connect_result(fd) == 0) {
+		clnt_reconnected(c, fd);
+		return;
+	}
+	close(fd);
+	if (!closing)
+		reconnect_later(c);
+}
+
+static void conn_ready(struct rr_loop_src *src, uint32_t ev)
+{
+	(void)ev;
+	conn_end(RR_CONTAINER_OF(src, struct tcp_clnt, conn_src), true);
+}
+
+/* The back-off ended, or a connect timed out. */
+static void timer_fire(struct rr_loop_timer *t)
+{
+	struct tcp_clnt *c = RR_CONTAINER_OF(t, struct tcp_clnt, timer);
+	bool go;
+
+	if (c->conn_src.fd >= 0) {
+		conn_end(c, false);
+		return;
+	}
+	pthread_mutex_lock(&c->lock);
+	go = !c->connected && !c->dead && !c->closing;
+	pthread_mutex_unlock(&c->lock);
+	if (go)
+		reconnect_start(c);
+}
+
+/* A broken connection (posted by whoever saw it fail): taken down when no
+ * reader holds the role (the holder posts this again when it gives it
+ * back), then a reconnection. */
+static void work_run(struct rr_loop_task *t)
+{
+	struct tcp_clnt *c = RR_CONTAINER_OF(t, struct tcp_clnt, work);
 
 	pthread_mutex_lock(&c->lock);
-	for (;;) {
-		int fd, rc;
-
-		if (c->closing)
-			break;
-		if (c->connected && c->broken) {
-			/* Take the role to tear down the connection. */
-			if (c->reader_busy) {
-				pthread_cond_wait(&c->cv, &c->lock);
-				continue;
-			}
-			c->reader_busy = true;
-			pthread_mutex_unlock(&c->lock);
-			if (!clnt_lost(c))
-				return NULL;
-			pthread_mutex_lock(&c->lock);
-			continue;
-		}
-		if (c->connected) {
-			/* Serve the calls no caller reads for, and the
-			 * reverse Calls that may come at any time. */
-			if (c->reader_busy || (c->n_pending <= c->n_self && !bc_listening(c))) {
-				pthread_cond_wait(&c->cv, &c->lock);
-				continue;
-			}
-			c->reader_busy = true;
-			fd = c->fd;
-			pthread_mutex_unlock(&c->lock);
-			rc = clnt_read_some(c, fd, 100, NULL);
-			pthread_mutex_lock(&c->lock);
-			c->reader_busy = false;
-			if (rc < 0)
-				c->broken = true;
-			pthread_cond_broadcast(&c->cv);
-			backoff_ms = 50;
-			continue;
-		}
-		if (c->dead) {
-			pthread_cond_wait(&c->cv, &c->lock);
-			continue;
-		}
-		/* Disconnected: reconnect with backoff. */
+	if (!c->connected || !c->broken || c->reader_busy || c->closing) {
 		pthread_mutex_unlock(&c->lock);
-		rc = tcp_connect(&c->t, c->p.connect_timeout_ms, &fd);
-		if (rc) {
-			struct timespec ts;
-
-			pthread_mutex_lock(&c->lock);
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += (long)backoff_ms * 1000000L;
-			ts.tv_sec += ts.tv_nsec / 1000000000L;
-			ts.tv_nsec %= 1000000000L;
-			if (!c->closing)
-				pthread_cond_timedwait(&c->cv, &c->lock, &ts);
-			backoff_ms = RR_MIN(backoff_ms * 2, 2000u);
-			continue;
-		}
-		clnt_reconnected(c, fd);
-		pthread_mutex_lock(&c->lock);
+		return;
 	}
+	c->reader_busy = true;
 	pthread_mutex_unlock(&c->lock);
-	return NULL;
+	if (clnt_lost(c))
+		reconnect_start(c);
 }
 
 static int tcp_clnt_create(const struct rr_xprt_target *t, const struct rr_xprt_client_params *p,
@@ -764,43 +914,69 @@ static int tcp_clnt_create(const struct rr_xprt_target *t, const struct rr_xprt_
 	struct tcp_clnt *c;
 	int rc, fd;
 
-	rc = tcp_connect(t, p->connect_timeout_ms, &fd);
-	if (rc)
-		return rc;
 	c = rr_zalloc(p->env, sizeof(*c));
-	if (!c) {
-		close(fd);
+	if (!c)
 		return -ENOMEM;
-	}
 	c->p = *p;
 	c->t = *t;
+	c->fd = -1;
+	c->conn_src.fd = -1;
+	c->backoff_ms = 50;
+	c->work.fn = work_run;
+	c->loop = p->loop;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->send_lock, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	rc = tcp_resolve(c, t);
+	if (!rc && !c->loop)
+		rc = rr_engine_pick(&c->loop);
+	if (!rc)
+		rc = rr_loop_timer_init(c->loop, &c->timer, timer_fire);
+	if (!rc)
+		rc = tcp_connect(c, p->connect_timeout_ms, &fd);
+	if (rc)
+		goto fail;
 	c->fd = fd;
 	c->gen = 1; /* 0 in call_priv.gen: never written */
 	c->connected = true;
 	/* One connection: its spare may be as large as its largest Reply. */
 	rr_tcp_reader_init(&c->rd, p->env, p->max_msg, p->max_msg, NULL, true, true);
 	rc = rr_tcp_reader_stage(&c->rd, STAGE_BYTES);
+	if (!rc)
+		rc = rr_loop_add(c->loop, &c->rx_src, fd, EPOLLONESHOT, rx_ready);
 	if (rc) {
 		close(fd);
 		rr_tcp_reader_fini(&c->rd);
-		rr_free(p->env, c);
-		return rc;
+		goto fail;
 	}
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_mutex_init(&c->send_lock, NULL);
-	pthread_cond_init(&c->cv, NULL);
-	rc = pthread_create(&c->rx, NULL, clnt_rx_main, c);
-	if (rc) {
-		close(fd);
-		rr_tcp_reader_fini(&c->rd);
-		pthread_mutex_destroy(&c->lock);
-		pthread_mutex_destroy(&c->send_lock);
-		pthread_cond_destroy(&c->cv);
-		rr_free(p->env, c);
-		return -rc;
-	}
+	c->rx_added = true;
 	*out = (struct rr_xprt_client *)c;
 	return 0;
+fail:
+	if (c->loop)
+		rr_loop_timer_fini(c->loop, &c->timer);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->send_lock);
+	pthread_cond_destroy(&c->cv);
+	rr_free(p->env, c);
+	return rc;
+}
+
+/* On the loop: nothing of the client is watched or runs there after. */
+static void clnt_detach(void *arg)
+{
+	struct tcp_clnt *c = arg;
+
+	if (c->rx_added)
+		rr_loop_del(c->loop, &c->rx_src);
+	c->rx_added = false;
+	if (c->conn_src.fd >= 0) {
+		rr_loop_del(c->loop, &c->conn_src);
+		close(c->conn_src.fd);
+		c->conn_src.fd = -1;
+	}
+	rr_loop_timer_fini(c->loop, &c->timer);
+	rr_loop_task_cancel(c->loop, &c->work);
 }
 
 static void tcp_clnt_destroy(struct rr_xprt_client *x)
@@ -811,9 +987,11 @@ static void tcp_clnt_destroy(struct rr_xprt_client *x)
 	c->closing = true;
 	if (c->fd >= 0)
 		shutdown(c->fd, SHUT_RDWR);
-	pthread_cond_broadcast(&c->cv);
+	/* a reader (the loop, a caller) finishes its read first */
+	while (c->reader_busy)
+		(void)rr_engine_wait(&c->cv, &c->lock, NULL);
 	pthread_mutex_unlock(&c->lock);
-	pthread_join(c->rx, NULL);
+	rr_engine_call(c->loop, clnt_detach, c);
 	if (c->fd >= 0)
 		close(c->fd);
 	rr_tcp_reader_fini(&c->rd);
@@ -838,7 +1016,7 @@ static int bc_start(struct rr_xprt_server *x)
 
 	pthread_mutex_lock(&c->lock);
 	bc->started = true;
-	pthread_cond_broadcast(&c->cv);   /* the receive thread reads from now on */
+	arm_rx(c);   /* the loop reads for reverse Calls from now on */
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
@@ -912,7 +1090,7 @@ static void bc_destroy(struct rr_xprt_server *x)
 	pthread_mutex_lock(&c->lock);
 	bc->stopped = true;
 	while (bc->inflight)
-		pthread_cond_wait(&c->cv, &c->lock);
+		(void)rr_engine_wait(&c->cv, &c->lock, NULL);
 	c->bc = NULL;
 	pthread_mutex_unlock(&c->lock);
 	rr_free(c->p.env, bc);

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The server role of tcp:// (transport/xprt.h section 3): ONC RPC over TCP
- * with record marking (RFC 5531 section 11). A pool of io threads shares
- * one epoll set: they accept connections (within max_conns and
- * max_conns_per_host; out of descriptors or memory, the listener pauses
- * with a back-off), read records (EPOLLONESHOT: one reader per connection,
- * re-armed before the Call runs so the next record is read meanwhile), run
- * each Call inline through the RPC layer's recv upcall, and close
- * connections silent for idle_timeout_ms (docs/security.md "Limits").
+ * with record marking (RFC 5531 section 11), on the process's progress
+ * loops (src/engine): the listener's loop accepts connections (within
+ * max_conns and max_conns_per_host; out of descriptors or memory, the
+ * listener pauses with a back-off) and gives each to a loop, round-robin,
+ * which reads its records (one per turn: the others of the loop are served
+ * between two) and hands each Call to the RPC layer's recv upcall (queued
+ * to its workers, or run there under RPCRDMA_SERVER_INLINE); the
+ * listener's loop also closes connections silent for idle_timeout_ms
+ * (docs/security.md "Limits").
  * Replies are written by whoever answers (tcp_io.c). A record above the
  * maximum message, bytes that are not record marking, or a peer closing
  * mid-record close that connection only; a connection that opens with an
@@ -20,6 +22,7 @@
 #include "transport/tcp/tcp_io.h"
 #include "transport/xprt_ctl.h"
 #include "common/listen.h"
+#include "engine/engine.h"
 
 #include "rpc/rpcmsg.h"
 
@@ -29,7 +32,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -38,11 +40,11 @@ struct tcp_srv;
 struct tcp_conn {
 	struct tcp_srv *srv;
 	int fd;
+	struct rr_loop *loop;      /* its progress loop: the only reader */
+	struct rr_loop_src src;
 	struct rr_tcp_reader rd;
-	pthread_mutex_t rd_lock;   /* EPOLLONESHOT already serialises readers;
-				      this makes it explicit (and TSan-visible) */
 	pthread_mutex_t send_lock;
-	int refs;                  /* io thread + one per delivered req */
+	int refs;                  /* its loop + one per delivered req */
 	bool closed;
 	bool idle_shut;            /* shut down by the idle sweep (lock) */
 	_Atomic uint64_t last_rx_ns;    /* its last read (idle timeout) */
@@ -71,9 +73,6 @@ struct bc_call_priv {
 	size_t reply_cap;
 };
 
-/* The server whose io thread this is (a callback client refuses to be
- * waited for on the only one). */
-static _Thread_local const struct tcp_srv *tls_io_srv;
 
 #define BC_SENDING 1u
 #define BC_REPLIED 2u
@@ -89,19 +88,19 @@ struct tcp_req {
 struct tcp_srv {
 	struct rr_xprt_server_params p;
 	int lfd;
-	int epfd;
-	int evfd;
 	int port;
-	pthread_t *io;              /* io threads: accept, read, run requests */
-	unsigned nio;
-	bool io_started;
+	struct rr_loop *lloop;      /* the listener's loop: accept, timers */
+	struct rr_loop_src lsrc;
+	bool lsrc_added;
+	struct rr_loop_timer tick;
+	unsigned next_loop;         /* the next connection's loop */
+	bool started;
 	pthread_mutex_t lock;
 	bool stopping;
-	bool quit;
 	struct tcp_conn *conns;
 	unsigned nconns;
 	/* limits (docs/security.md "Limits"), under lock */
-	uint32_t tick_ms;           /* io threads' longest sleep */
+	uint32_t tick_ms;           /* the listener loop's timer period */
 	uint64_t idle_look_ns;      /* next idle sweep */
 	struct rr_backoff backoff;  /* accept back-off */
 	uint64_t resume_ns;         /* listener out of epoll until; 0: not */
@@ -128,10 +127,9 @@ static void conn_free(struct tcp_srv *s, struct tcp_conn *cn)
 	close(cn->fd);
 	rr_tcp_reader_fini(&cn->rd);
 	pthread_mutex_destroy(&cn->send_lock);
-	pthread_mutex_destroy(&cn->rd_lock);
 	pthread_mutex_destroy(&cn->bc_lock);
 	rr_free(s->p.env, cn);
-	rr_mem_trim_due(s->p.env);   /* the io threads give it back */
+	rr_mem_trim_due(s->p.env);   /* the listener's timer gives it back */
 }
 
 static void conn_put(struct tcp_srv *s, struct tcp_conn *cn)
@@ -190,10 +188,11 @@ static void bc_conn_closed(struct tcp_conn *cn)
 	}
 }
 
-/* The io thread gives up its reference: no more reads on this connection. */
+/* Its loop gives up its reference (on the loop): no more reads on this
+ * connection. */
 static void conn_close(struct tcp_srv *s, struct tcp_conn *cn)
 {
-	epoll_ctl(s->epfd, EPOLL_CTL_DEL, cn->fd, NULL);
+	rr_loop_del(cn->loop, &cn->src);
 	pthread_mutex_lock(&s->lock);
 	cn->closed = true;
 	pthread_mutex_unlock(&s->lock);
@@ -239,7 +238,9 @@ static void bc_on_reply(struct tcp_conn *cn, uint32_t xid, uint8_t *buf, size_t 
 static void srv_backoff_locked(struct tcp_srv *s, int err)
 {
 	s->resume_ns = rr_backoff_begin(&s->backoff, s->p.env, "tcp server", err);
-	epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->lfd, NULL);
+	if (s->lsrc_added)
+		rr_loop_del(s->lloop, &s->lsrc);
+	s->lsrc_added = false;
 }
 
 /* Whether a connection from @peer would exceed max_conns or
@@ -258,11 +259,15 @@ static bool srv_over_limits(struct tcp_srv *s, const struct sockaddr_storage *pe
 	return false;
 }
 
-static void srv_accept(struct tcp_srv *s)
+static void srv_read(struct rr_loop_src *src, uint32_t ev);
+
+static void srv_accept(struct rr_loop_src *lsrc, uint32_t events)
 {
+	struct tcp_srv *s = RR_CONTAINER_OF(lsrc, struct tcp_srv, lsrc);
+
+	(void)events;
 	for (;;) {
 		struct tcp_conn *cn;
-		struct epoll_event ev;
 		struct sockaddr_storage peer;
 		socklen_t plen = sizeof(peer);
 		int fd = -1, e;
@@ -294,10 +299,13 @@ static void srv_accept(struct tcp_srv *s)
 		}
 		pthread_mutex_unlock(&s->lock);
 		cn = rr_zalloc(s->p.env, sizeof(*cn));
-		if (!cn) {
+		if (cn)   /* round-robin over the loops, the server's own turn */
+			cn->loop = rr_engine_loop(s->next_loop++ % RR_MAX(rr_engine_nloops(), 1u));
+		if (!cn || !cn->loop) {
 			pthread_mutex_lock(&s->lock);
 			s->refused++;
 			pthread_mutex_unlock(&s->lock);
+			rr_free(s->p.env, cn);
 			close(fd);
 			continue;
 		}
@@ -310,7 +318,6 @@ static void srv_accept(struct tcp_srv *s)
 		rr_tcp_reader_init(&cn->rd, s->p.env, s->p.max_msg, RR_TCP_SPARE_MAX, &s->pool, false,
 				   false);
 		pthread_mutex_init(&cn->send_lock, NULL);
-		pthread_mutex_init(&cn->rd_lock, NULL);
 		pthread_mutex_init(&cn->bc_lock, NULL);
 		pthread_mutex_lock(&s->lock);
 		cn->next = s->conns;
@@ -319,30 +326,33 @@ static void srv_accept(struct tcp_srv *s)
 		s->conns = cn;
 		s->nconns++;
 		pthread_mutex_unlock(&s->lock);
-		ev.events = EPOLLIN | EPOLLONESHOT;
-		ev.data.ptr = cn;
-		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
-			conn_close(s, cn);
+		/* from here on its loop reads it (maybe at once) */
+		if (rr_loop_add(cn->loop, &cn->src, fd, EPOLLIN, srv_read) < 0) {
+			pthread_mutex_lock(&s->lock);
+			cn->closed = true;
+			pthread_mutex_unlock(&s->lock);
+			conn_put(s, cn);
+		}
 	}
 }
 
-/* Timers of the io threads (any of them, lock taken here): the end of an
- * accept back-off, and the idle timeout: a connection that has read nothing
- * for idle_timeout_ms and has no request in progress (each holds a
- * reference) is shut down; its io thread then reads EOF and closes it.
- * Returns how long the caller may sleep, in ms. */
-static int srv_tick(struct tcp_srv *s)
+/* The listener loop's timer (lock taken here): the end of an accept
+ * back-off, and the idle timeout: a connection that has read nothing for
+ * idle_timeout_ms and has no request in progress (each holds a reference)
+ * is shut down; its loop then reads EOF and closes it. Set again for the
+ * next look. */
+static void srv_tick(struct rr_loop_timer *t)
 {
+	struct tcp_srv *s = RR_CONTAINER_OF(t, struct tcp_srv, tick);
 	uint64_t now = rr_now_ns(s->p.env), to = (uint64_t)s->p.idle_timeout_ms * 1000000u;
 	uint64_t sleep_ns = (uint64_t)s->tick_ms * 1000000u;
 
 	pthread_mutex_lock(&s->lock);
 	if (s->resume_ns && !s->stopping && s->lfd >= 0) {
 		if (now >= s->resume_ns) {
-			struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->lfd};
-
 			s->resume_ns = 0;
-			epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev);
+			s->lsrc_added = rr_loop_add(s->lloop, &s->lsrc, s->lfd, EPOLLIN,
+						    srv_accept) == 0;
 		} else {
 			sleep_ns = RR_MIN(sleep_ns, s->resume_ns - now);
 		}
@@ -361,18 +371,10 @@ static int srv_tick(struct tcp_srv *s)
 			shutdown(cn->fd, SHUT_RDWR);
 		}
 	}
+	if (!s->stopping)
+		rr_loop_timer_set(s->lloop, &s->tick, rr_now_ns(NULL) + RR_MAX(sleep_ns, 1000000u));
 	pthread_mutex_unlock(&s->lock);
 	rr_mem_trim_tick();
-	return (int)((sleep_ns + 999999u) / 1000000u);
-}
-
-/* Lets the next ready event of @cn reach a thread (EPOLLONESHOT). */
-static void conn_rearm(struct tcp_srv *s, struct tcp_conn *cn)
-{
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = cn};
-
-	if (epoll_ctl(s->epfd, EPOLL_CTL_MOD, cn->fd, &ev) < 0)
-		conn_close(s, cn);
 }
 
 /* The connection started with an MPA Request (an rdma:// client: RFC 5044
@@ -395,29 +397,27 @@ static void srv_answer_mpa(int fd)
 	(void)send(fd, rec, sizeof(rec), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-/* Reads up to one complete record from @cn (only this thread reads it until
- * it is re-armed), re-arms, then delivers the record: another io thread may
- * read the connection's next record while this one runs the request. */
-static void srv_read(struct tcp_srv *s, struct tcp_conn *cn)
+/* Reads up to one complete record from @cn (on its loop, the only reader),
+ * then delivers it; what is left in the socket keeps it readable for the
+ * next turn (level-triggered), after the loop's other connections. */
+static void srv_read(struct rr_loop_src *src, uint32_t events)
 {
+	struct tcp_conn *cn = RR_CONTAINER_OF(src, struct tcp_conn, src);
+	struct tcp_srv *s = cn->srv;
 	struct tcp_req *r;
 	bool stopping;
 	uint8_t *buf = NULL;
 	size_t len = 0, cap = 0;
 	int rc;
 
+	(void)events;
 	if (s->p.idle_timeout_ms)
 		atomic_store(&cn->last_rx_ns, rr_now_ns(s->p.env));
-	pthread_mutex_lock(&cn->rd_lock);
 	rc = rr_tcp_read(&cn->rd, cn->fd);
 	if (rc == RR_RM_RECORD)
 		buf = rr_rm_dec_take(&cn->rd.dec, &len, &cap);
-	pthread_mutex_unlock(&cn->rd_lock);
-
-	if (rc == 0) {
-		conn_rearm(s, cn);
+	if (rc == 0)
 		return;
-	}
 	if (rc == -EPROTOTYPE)
 		srv_answer_mpa(cn->fd);
 	if (rc < 0) {
@@ -429,7 +429,6 @@ static void srv_read(struct tcp_srv *s, struct tcp_conn *cn)
 
 		if (rr_rpcmsg_peek(buf, len, &xid, &mt) == 0 && mt == RR_RPC_REPLY) {
 			/* to one of our callbacks, not a Call */
-			conn_rearm(s, cn);
 			bc_on_reply(cn, xid, buf, len, cap);
 			return;
 		}
@@ -456,39 +455,9 @@ static void srv_read(struct tcp_srv *s, struct tcp_conn *cn)
 		 * destroy so replies in flight still go out. */
 		rr_tcp_reader_recycle(&cn->rd, r->buf, r->cap);
 		rr_free(s->p.env, r);
-		conn_rearm(s, cn);
 		return;
 	}
-	conn_rearm(s, cn);
 	s->p.recv(s->p.ctx, &r->req);
-}
-
-static void *srv_io_main(void *arg)
-{
-	pthread_setname_np(pthread_self(), "rr-tcp-srv");   /* for top -H, gdb */
-	struct tcp_srv *s = arg;
-
-	tls_io_srv = s;
-
-	int timeout = (int)s->tick_ms;
-
-	for (;;) {
-		struct epoll_event ev;
-		int n = epoll_wait(s->epfd, &ev, 1, timeout);
-		bool quit;
-
-		pthread_mutex_lock(&s->lock);
-		quit = s->quit;
-		pthread_mutex_unlock(&s->lock);
-		if (quit)
-			break;
-		if (n == 1 && ev.data.ptr == &s->lfd)
-			srv_accept(s);
-		else if (n == 1 && ev.data.ptr != &s->evfd)
-			srv_read(s, ev.data.ptr);
-		timeout = srv_tick(s);   /* after: a back-off it began counts */
-	}
-	return NULL;
 }
 
 static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_server_params *p,
@@ -501,7 +470,6 @@ static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_s
 	socklen_t sl = sizeof(ss);
 	struct tcp_srv *s;
 	int fd, one = 1, rc;
-	struct epoll_event ev;
 
 	rc = getaddrinfo(t->host, t->port, &hints, &ai);
 	if (rc)
@@ -534,32 +502,20 @@ static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_s
 	getsockname(fd, (struct sockaddr *)&ss, &sl);
 	s->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
 					   : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	s->epfd = epoll_create1(EPOLL_CLOEXEC);
-	s->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	pthread_mutex_init(&s->lock, NULL);
 	rr_tcp_cache_init(&s->pool);
-	if (s->epfd < 0 || s->evfd < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	ev.events = EPOLLIN;
-	ev.data.ptr = &s->evfd;
-	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &ev) < 0) {
-		rc = -errno;
-		goto fail;
+	rc = rr_engine_pick(&s->lloop);
+	if (!rc)
+		rc = rr_loop_timer_init(s->lloop, &s->tick, srv_tick);
+	if (rc) {
+		close(fd);
+		rr_tcp_cache_fini(&s->pool, s->p.env);
+		pthread_mutex_destroy(&s->lock);
+		rr_free(p->env, s);
+		return rc;
 	}
 	*out = (struct rr_xprt_server *)s;
 	return 0;
-fail:
-	if (s->epfd >= 0)
-		close(s->epfd);
-	if (s->evfd >= 0)
-		close(s->evfd);
-	close(fd);
-	rr_tcp_cache_fini(&s->pool, s->p.env);
-	pthread_mutex_destroy(&s->lock);
-	rr_free(p->env, s);
-	return rc;
 }
 
 static int tcp_srv_port(const struct rr_xprt_server *x)
@@ -570,27 +526,22 @@ static int tcp_srv_port(const struct rr_xprt_server *x)
 static int tcp_srv_start(struct rr_xprt_server *x)
 {
 	struct tcp_srv *s = (struct tcp_srv *)x;
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->lfd};
 	int rc;
 
-	if (s->io_started)
+	pthread_mutex_lock(&s->lock);
+	if (s->started) {
+		pthread_mutex_unlock(&s->lock);
 		return -EBUSY;
-	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev) < 0)
-		return -errno;
-	s->nio = s->p.threads ? s->p.threads : 1;
-	s->io = rr_zalloc(s->p.env, s->nio * sizeof(pthread_t));
-	if (!s->io)
-		return -ENOMEM;
-	for (unsigned i = 0; i < s->nio; i++) {
-		rc = pthread_create(&s->io[i], NULL, srv_io_main, s);
-		if (rc) {
-			s->nio = i;
-			s->io_started = true; /* destroy joins those started */
-			return -rc;
-		}
 	}
-	s->io_started = true;
-	return 0;
+	rc = rr_loop_add(s->lloop, &s->lsrc, s->lfd, EPOLLIN, srv_accept);
+	if (!rc) {
+		s->lsrc_added = true;
+		s->started = true;
+		rr_loop_timer_set(s->lloop, &s->tick,
+				  rr_now_ns(NULL) + (uint64_t)s->tick_ms * 1000000u);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
 }
 
 static int tcp_srv_send_reply(struct rr_xprt_server *x, struct rr_xprt_req *req,
@@ -630,48 +581,62 @@ static void tcp_srv_req_done(struct rr_xprt_server *x, struct rr_xprt_req *req)
 	conn_put(s, cn);
 }
 
+/* On the listener's loop: it accepts no more and its timer is off. */
+static void srv_unlisten(void *arg)
+{
+	struct tcp_srv *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->lsrc_added)
+		rr_loop_del(s->lloop, &s->lsrc);
+	s->lsrc_added = false;
+	if (s->lfd >= 0)
+		close(s->lfd);
+	s->lfd = -1;
+	rr_loop_timer_cancel(s->lloop, &s->tick);
+	pthread_mutex_unlock(&s->lock);
+}
+
 static void tcp_srv_stop(struct rr_xprt_server *x)
 {
 	struct tcp_srv *s = (struct tcp_srv *)x;
 
 	pthread_mutex_lock(&s->lock);
 	s->stopping = true;
-	if (s->lfd >= 0) {
-		if (s->io_started)
-			epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->lfd, NULL);
-		close(s->lfd);
-		s->lfd = -1;
-	}
+	pthread_mutex_unlock(&s->lock);
+	rr_engine_call(s->lloop, srv_unlisten, s);
+}
+
+/* On one loop: its connections of @arg are no longer read. */
+static void srv_detach_loop(void *arg)
+{
+	struct tcp_srv *s = arg;
+	struct rr_loop *l = rr_loop_current();
+
+	pthread_mutex_lock(&s->lock);
+	for (struct tcp_conn *cn = s->conns; cn; cn = cn->next)
+		if (cn->loop == l && !cn->closed)
+			rr_loop_del(l, &cn->src);
 	pthread_mutex_unlock(&s->lock);
 }
 
 static void tcp_srv_destroy(struct rr_xprt_server *x)
 {
 	struct tcp_srv *s = (struct tcp_srv *)x;
-	uint64_t one = 1;
+	unsigned n = rr_engine_nloops();
 
 	tcp_srv_stop(x);
-	pthread_mutex_lock(&s->lock);
-	s->quit = true;
-	pthread_mutex_unlock(&s->lock);
-	/* Never consumed: wakes every io thread (they also wake each second). */
-	if (write(s->evfd, &one, sizeof(one)) < 0) {
-		/* nothing else to do */
-	}
-	if (s->io_started) {
-		for (unsigned i = 0; i < s->nio; i++)
-			pthread_join(s->io[i], NULL);
-	}
-	rr_free(s->p.env, s->io);
-	/* Only io-thread references remain (every req is done). */
+	for (unsigned i = 0; i < n; i++)
+		rr_engine_call(rr_engine_loop(i), srv_detach_loop, s);
+	rr_engine_call(s->lloop, srv_unlisten, s);
+	rr_loop_timer_fini(s->lloop, &s->tick);
+	/* Only the loops' references remain (every req is done). */
 	while (s->conns) {
 		struct tcp_conn *cn = s->conns;
 
 		s->conns = cn->next;
 		conn_free(s, cn);
 	}
-	close(s->epfd);
-	close(s->evfd);
 	rr_tcp_cache_fini(&s->pool, s->p.env);
 	pthread_mutex_destroy(&s->lock);
 	rr_free(s->p.env, s);
@@ -721,7 +686,7 @@ static void bc_send(struct tcp_bc_clnt *bc, struct rr_xprt_call *call)
 	pthread_mutex_lock(&cn->send_lock);
 	rc = rr_tcp_send_record(cn->fd, &call->msg, &cp->cancel, 30000);
 	if (rc && rc != -ECANCELED)
-		shutdown(cn->fd, SHUT_RDWR);   /* the io thread closes it */
+		shutdown(cn->fd, SHUT_RDWR);   /* its loop closes it */
 	pthread_mutex_unlock(&cn->send_lock);
 	pthread_mutex_lock(&cn->bc_lock);
 	call->xp_flags &= ~BC_SENDING;
@@ -752,9 +717,9 @@ static int bc_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 
 	if (call->msg.xdr_len > bc->p.max_msg || call->msg.xdr_len > RR_RM_MAX_FRAG)
 		return -EMSGSIZE;
-	/* Its Reply is read by an io thread: waiting for it on the only one
-	 * would never end. */
-	if (call->caller_waits && tls_io_srv == bc->s && bc->s->nio < 2)
+	/* Its Reply is read by the connection's loop: waiting for it on that
+	 * loop would never end. */
+	if (call->caller_waits && rr_loop_current() == cn->loop)
 		return -EDEADLK;
 	cp = rr_zalloc(bc->p.env, sizeof(*cp));
 	if (!cp)
@@ -872,9 +837,12 @@ static int tcp_srv_bc_client(struct rr_xprt_server *x, struct rr_xprt_req *req,
 	return 0;
 }
 
+/* inline_recv false: the RPC layer queues Calls to its workers, except
+ * those it answers itself and all of them under RPCRDMA_SERVER_INLINE,
+ * which run on the connection's progress loop. */
 const struct rr_xprt_server_ops rr_tcp_server_ops = {
 	.ctl = tcp_srv_ctl,
-	.inline_recv = true,
+	.inline_recv = false,
 	.create = tcp_srv_create,
 	.port = tcp_srv_port,
 	.start = tcp_srv_start,

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* The two ends of the per-call cost measurement (bench/callgrind-null.sh):
+ * a server of program BENCH_PROG (NULL procedure only, answered on the
+ * receiving thread) and a client that makes N synchronous NULL calls and
+ * exits, over librpcrdma (rdma://, tcp://) or libtirpc (clnttcp_create,
+ * svc_vc_create; when built with it). The script runs the client under
+ * valgrind --tool=callgrind twice (N = 1000 and 3000) and divides the
+ * difference of the instruction counts by 2000: the client's user-space
+ * instructions per NULL call, setup and teardown cancelled out. Only the
+ * public API; timing is never asserted.
+ *   bench_nullcall server rdma|tcp|tirpc      prints "port P", serves
+ *   bench_nullcall client URL N               (tirpc://127.0.0.1:P: libtirpc) */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rpcrdma/rpc.h"
+
+#if defined(__has_include)
+#if __has_include(<rpc/rpc.h>)
+#include <rpc/rpc.h>
+#define HAVE_TIRPC 1
+#endif
+#endif
+#ifndef HAVE_TIRPC
+#define HAVE_TIRPC 0
+#endif
+
+#define BENCH_PROG 0x2f5a0006u
+#define BENCH_VERS 1u
+
+#if HAVE_TIRPC
+static bool_t xdr_nothing(XDR *x, void *p)
+{
+	(void)x;
+	(void)p;
+	return TRUE;
+}
+
+static void dispatch(struct svc_req *rq, SVCXPRT *xp)
+{
+	if (rq->rq_proc == 0)
+		svc_sendreply(xp, (xdrproc_t)xdr_nothing, NULL);
+	else
+		svcerr_noproc(xp);
+}
+
+static int tirpc_serve(void)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	SVCXPRT *xp;
+
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) || listen(fd, 16) ||
+	    getsockname(fd, (struct sockaddr *)&sin, &sl))
+		return 1;
+	xp = svc_vc_create(fd, 0, 0);
+	if (!xp || !svc_register(xp, BENCH_PROG, BENCH_VERS, dispatch, 0))
+		return 1;
+	printf("port %d\n", ntohs(sin.sin_port));
+	fflush(stdout);
+	svc_run();
+	return 1;
+}
+
+static int tirpc_calls(int port, long n)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	int fd = RPC_ANYSOCK;
+	struct timeval tv = {30, 0};
+	CLIENT *c;
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sin.sin_port = htons((uint16_t)port);
+	c = clnttcp_create(&sin, BENCH_PROG, BENCH_VERS, &fd, 0, 0);
+	if (!c)
+		return 1;
+	for (long i = 0; i < n; i++)
+		if (clnt_call(c, 0, (xdrproc_t)xdr_nothing, NULL, (xdrproc_t)xdr_nothing, NULL, tv) !=
+		    RPC_SUCCESS)
+			return 1;
+	clnt_destroy(c);
+	return 0;
+}
+#endif
+
+static int h_none(struct rpcrdma_req *r, void *ctx)
+{
+	(void)r;
+	(void)ctx;
+	return RPCRDMA_SVC_OK;
+}
+
+static int rr_serve(const char *scheme)
+{
+	/* every client comes from 127.0.0.1: no per-host limit */
+	struct rpcrdma_server_opts so = {.flags = RPCRDMA_SERVER_INLINE, .max_conns = 100000,
+					 .max_conns_per_host = UINT_MAX, .max_handshakes = 10000};
+	struct rpcrdma_server *s;
+	char url[64];
+	int rc;
+
+	snprintf(url, sizeof(url), "%s://127.0.0.1:0", scheme);
+	rc = rpcrdma_server_create(url, &so, &s);
+	/* NULL (procedure 0) is answered for every registered (prog, vers) */
+	if (!rc)
+		rc = rpcrdma_server_register(s, BENCH_PROG, BENCH_VERS, 1, h_none, NULL);
+	if (!rc)
+		rc = rpcrdma_server_start(s);
+	if (rc) {
+		fprintf(stderr, "bench_nullcall: server: %s\n", rpcrdma_strerror(rc));
+		return 1;
+	}
+	printf("port %d\n", rpcrdma_server_port(s));
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
+static int rr_calls(const char *url, long n)
+{
+	struct rpcrdma_client *c;
+	int rc = rpcrdma_client_create(url, BENCH_PROG, BENCH_VERS, NULL, &c);
+
+	if (rc) {
+		fprintf(stderr, "bench_nullcall: %s: %s\n", url, rpcrdma_strerror(rc));
+		return 1;
+	}
+	for (long i = 0; i < n && !rc; i++) {
+		struct rpcrdma_call *call;
+
+		rc = rpcrdma_call_create(c, 0, &call);
+		if (!rc) {
+			rc = rpcrdma_call_run(call);
+			rpcrdma_call_destroy(call);
+		}
+	}
+	rpcrdma_client_destroy(c);
+	if (rc)
+		fprintf(stderr, "bench_nullcall: call: %s\n", rpcrdma_strerror(rc));
+	return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "server")) {
+		if (!strcmp(argv[2], "tirpc")) {
+#if HAVE_TIRPC
+			return tirpc_serve();
+#else
+			fprintf(stderr, "bench_nullcall: built without libtirpc\n");
+			return 77;
+#endif
+		}
+		return rr_serve(argv[2]);
+	}
+	if (argc == 4 && !strcmp(argv[1], "client")) {
+		long n = strtol(argv[3], NULL, 10);
+
+		if (!strncmp(argv[2], "tirpc://", 8)) {
+#if HAVE_TIRPC
+			const char *colon = strrchr(argv[2], ':');
+
+			return tirpc_calls(colon ? atoi(colon + 1) : 0, n);
+#else
+			fprintf(stderr, "bench_nullcall: built without libtirpc\n");
+			return 77;
+#endif
+		}
+		return rr_calls(argv[2], n);
+	}
+	fprintf(stderr, "usage: bench_nullcall server rdma|tcp|tirpc\n"
+			"       bench_nullcall client URL N   (URL tirpc://127.0.0.1:P for libtirpc)\n");
+	return 2;
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Copyright (c) The librpcrdma authors */
+/* The process's progress engine (engine.c, public face in
+ * include/rpcrdma/engine.h): a fixed set of loops (loop.h), one per
+ * progress thread (default: the number of online CPUs; configurable; 0:
+ * one loop and no thread, the application drives it with
+ * rpcrdma_progress). Every transport endpoint and connection of the
+ * process, both roles, lives on one of these loops, chosen round-robin:
+ * the number of threads never depends on the number of connections.
+ * Started on first use; the threads live as long as the process (a forked
+ * child starts its own). */
+#ifndef RR_ENGINE_ENGINE_H
+#define RR_ENGINE_ENGINE_H
+
+#include <pthread.h>
+#include <time.h>
+
+#include "engine/loop.h"
+
+/* The next loop, round-robin (starts the engine): 0 or -errno. */
+int rr_engine_pick(struct rr_loop **out);
+/* Loops of the started engine (0 before the start) and the i-th. */
+unsigned rr_engine_nloops(void);
+struct rr_loop *rr_engine_loop(unsigned i);
+/* True when the application drives progress (0 threads). */
+bool rr_engine_app_driven(void);
+
+/* Waits on @cv (@m held, as pthread_cond_timedwait; @abs on
+ * CLOCK_REALTIME, NULL: no limit) for something a loop does. When the
+ * application drives progress, nobody else may be running the loop: the
+ * waiter runs it for a slice instead (or, while another thread runs it,
+ * waits for the end of that thread's turn). Returns 0 (look again) or
+ * ETIMEDOUT once @abs passed. Spurious returns are normal. */
+int rr_engine_wait(pthread_cond_t *cv, pthread_mutex_t *m, const struct timespec *abs);
+/* Runs @fn(@arg) on @l's runner (at once when the caller is it) and
+ * returns once it ran. */
+void rr_engine_call(struct rr_loop *l, void (*fn)(void *), void *arg);
+/* A short pause (about a millisecond) of a thread waiting for another to
+ * let go of something; in the application-driven mode, a turn of the loop
+ * instead. */
+void rr_engine_nap(void);
+/* An absolute CLOCK_REALTIME deadline @ms from now. */
+void rr_engine_deadline(struct timespec *ts, uint32_t ms);
+
+#endif

@@ -1,0 +1,511 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Copyright (c) The librpcrdma authors */
+/* One progress loop (loop.h): epoll over the sources' file descriptors and
+ * a wake-up eventfd, a binary min-heap of timers whose slots are reserved
+ * when a timer is initialised (setting one never allocates), and a FIFO of
+ * tasks posted by other threads. A turn sleeps in epoll_wait until the next
+ * timer at most (not at all when tasks wait), dispatches the ready sources,
+ * then the due timers, then the tasks, each without the loop's lock. The
+ * eventfd is written only when the runner may be asleep (wake_pending
+ * tells a second poster it is already on its way). */
+#include "engine/loop.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "common/common.h"
+
+#define LOOP_EVENTS 64
+
+struct rr_loop {
+	int epfd;
+	struct rr_loop_src wake;       /* eventfd */
+	struct rr_loop_src tfd;        /* timerfd (fd -1 without) */
+	pthread_mutex_t lock;          /* timers, tasks */
+	struct rr_loop_timer **heap;
+	uint32_t nheap, cap, reserved;
+	uint64_t tfd_at;               /* what the timerfd is armed for (0: off) */
+	struct rr_loop_task *tasks, **tasks_tail;
+	uint32_t ntasks;
+	atomic_bool wake_pending;
+	atomic_bool sleeping;
+	/* sources deleted during the current turn: their events are skipped
+	 * (grown as needed; when that fails, the rest of the turn's events
+	 * are dropped: level-triggered, they come again) */
+	struct rr_loop_src **dead;
+	unsigned ndead, dead_cap;
+	bool dead_overflow;
+};
+
+static __thread struct rr_loop *tls_loop;
+
+/* ------------------------------------------------------------- heap -- */
+
+static bool before(const struct rr_loop_timer *a, const struct rr_loop_timer *b)
+{
+	return a->at < b->at;
+}
+
+static void heap_place(struct rr_loop *l, uint32_t i, struct rr_loop_timer *t)
+{
+	l->heap[i] = t;
+	t->pos = i + 1;
+}
+
+static void heap_up(struct rr_loop *l, uint32_t i)
+{
+	struct rr_loop_timer *t = l->heap[i];
+
+	while (i > 0) {
+		uint32_t p = (i - 1) / 2;
+
+		if (!before(t, l->heap[p]))
+			break;
+		heap_place(l, i, l->heap[p]);
+		i = p;
+	}
+	heap_place(l, i, t);
+}
+
+static void heap_down(struct rr_loop *l, uint32_t i)
+{
+	struct rr_loop_timer *t = l->heap[i];
+
+	for (;;) {
+		uint32_t c = 2 * i + 1;
+
+		if (c >= l->nheap)
+			break;
+		if (c + 1 < l->nheap && before(l->heap[c + 1], l->heap[c]))
+			c++;
+		if (!before(l->heap[c], t))
+			break;
+		heap_place(l, i, l->heap[c]);
+		i = c;
+	}
+	heap_place(l, i, t);
+}
+
+static void heap_remove(struct rr_loop *l, struct rr_loop_timer *t)
+{
+	uint32_t i = t->pos - 1;
+	struct rr_loop_timer *last = l->heap[--l->nheap];
+
+	t->pos = 0;
+	if (last == t)
+		return;
+	heap_place(l, i, last);
+	heap_up(l, i);
+	heap_down(l, last->pos - 1);
+}
+
+/* --------------------------------------------------------- wake-ups -- */
+
+static void wake_read(struct rr_loop_src *src, uint32_t ev)
+{
+	uint64_t v;
+
+	(void)ev;
+	if (read(src->fd, &v, sizeof(v)) < 0) {
+		/* nothing pending */
+	}
+}
+
+static void tfd_read(struct rr_loop_src *src, uint32_t ev)
+{
+	uint64_t v;
+
+	(void)ev;
+	if (read(src->fd, &v, sizeof(v)) < 0) {
+		/* disarmed meanwhile */
+	}
+}
+
+void rr_loop_wake(struct rr_loop *l)
+{
+	uint64_t one = 1;
+
+	if (atomic_exchange(&l->wake_pending, true))
+		return;   /* a wake-up is on its way */
+	if (write(l->wake.fd, &one, sizeof(one)) < 0) {
+		/* saturated: readable anyway */
+	}
+}
+
+/* The timerfd follows the earliest timer (lock held). */
+static void tfd_follow(struct rr_loop *l)
+{
+	uint64_t at = l->nheap ? l->heap[0]->at : 0;
+	struct itimerspec its = {{0, 0}, {0, 0}};
+
+	if (l->tfd.fd < 0 || at == l->tfd_at)
+		return;
+	l->tfd_at = at;
+	if (at) {
+		uint64_t now = rr_now_ns(NULL), d = at > now ? at - now : 1;
+
+		its.it_value.tv_sec = (time_t)(d / 1000000000u);
+		its.it_value.tv_nsec = (long)(d % 1000000000u);
+	}
+	(void)timerfd_settime(l->tfd.fd, 0, &its, NULL);
+}
+
+/* ------------------------------------------------------------ object -- */
+
+int rr_loop_create(bool with_timerfd, struct rr_loop **out)
+{
+	struct rr_loop *l = rr_zalloc(NULL, sizeof(*l));
+	int rc;
+
+	if (!l)
+		return -ENOMEM;
+	l->wake.fd = l->tfd.fd = -1;
+	l->tasks_tail = &l->tasks;
+	pthread_mutex_init(&l->lock, NULL);
+	l->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (l->epfd < 0)
+		goto fail;
+	l->wake.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (l->wake.fd < 0)
+		goto fail;
+	rc = rr_loop_add(l, &l->wake, l->wake.fd, EPOLLIN, wake_read);
+	if (rc) {
+		errno = -rc;
+		goto fail;
+	}
+	if (with_timerfd) {
+		l->tfd.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		if (l->tfd.fd < 0)
+			goto fail;
+		rc = rr_loop_add(l, &l->tfd, l->tfd.fd, EPOLLIN, tfd_read);
+		if (rc) {
+			errno = -rc;
+			goto fail;
+		}
+	}
+	*out = l;
+	return 0;
+fail:
+	rc = -errno;
+	rr_loop_destroy(l);
+	return rc;
+}
+
+void rr_loop_destroy(struct rr_loop *l)
+{
+	if (!l)
+		return;
+	if (l->epfd >= 0)
+		close(l->epfd);
+	if (l->wake.fd >= 0)
+		close(l->wake.fd);
+	if (l->tfd.fd >= 0)
+		close(l->tfd.fd);
+	pthread_mutex_destroy(&l->lock);
+	rr_free(NULL, l->heap);
+	rr_free(NULL, l->dead);
+	rr_free(NULL, l);
+}
+
+int rr_loop_fd(const struct rr_loop *l)
+{
+	return l->epfd;
+}
+
+/* ---------------------------------------------------------- sources -- */
+
+int rr_loop_add(struct rr_loop *l, struct rr_loop_src *src, int fd, uint32_t events,
+		void (*fn)(struct rr_loop_src *, uint32_t))
+{
+	struct epoll_event ev = {.events = events, .data.ptr = src};
+
+	src->fd = fd;
+	src->events = events;
+	src->fn = fn;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+int rr_loop_mod(struct rr_loop *l, struct rr_loop_src *src, uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.ptr = src};
+
+	src->events = events;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, src->fd, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+void rr_loop_del(struct rr_loop *l, struct rr_loop_src *src)
+{
+	if (src->fd >= 0)
+		(void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, src->fd, NULL);
+	if (l->ndead == l->dead_cap) {
+		unsigned ncap = l->dead_cap ? l->dead_cap * 2 : 16;
+		struct rr_loop_src **nd = rr_alloc(NULL, sizeof(*nd) * ncap);
+
+		if (!nd) {
+			l->dead_overflow = true;
+			return;
+		}
+		if (l->ndead)
+			memcpy(nd, l->dead, sizeof(*nd) * l->ndead);
+		rr_free(NULL, l->dead);
+		l->dead = nd;
+		l->dead_cap = ncap;
+	}
+	l->dead[l->ndead++] = src;
+}
+
+/* ----------------------------------------------------------- timers -- */
+
+int rr_loop_timer_init(struct rr_loop *l, struct rr_loop_timer *t,
+		       void (*fn)(struct rr_loop_timer *))
+{
+	int rc = 0;
+
+	t->fn = fn;
+	t->pos = 0;
+	t->at = 0;
+	pthread_mutex_lock(&l->lock);
+	if (l->reserved == l->cap) {
+		uint32_t ncap = l->cap ? l->cap * 2 : 16;
+		struct rr_loop_timer **nh = rr_alloc(NULL, sizeof(*nh) * ncap);
+
+		if (!nh) {
+			rc = -ENOMEM;
+		} else {
+			if (l->nheap)
+				memcpy(nh, l->heap, sizeof(*nh) * l->nheap);
+			rr_free(NULL, l->heap);
+			l->heap = nh;
+			l->cap = ncap;
+		}
+	}
+	if (!rc) {
+		l->reserved++;
+		t->reserved = true;
+	}
+	pthread_mutex_unlock(&l->lock);
+	return rc;
+}
+
+void rr_loop_timer_fini(struct rr_loop *l, struct rr_loop_timer *t)
+{
+	if (!t->reserved)
+		return;
+	pthread_mutex_lock(&l->lock);
+	if (t->pos)
+		heap_remove(l, t);
+	l->reserved--;
+	t->reserved = false;
+	tfd_follow(l);
+	pthread_mutex_unlock(&l->lock);
+}
+
+void rr_loop_timer_set(struct rr_loop *l, struct rr_loop_timer *t, uint64_t at)
+{
+	bool first;
+
+	if (!t->reserved)
+		return;
+	pthread_mutex_lock(&l->lock);
+	if (t->pos && t->at == at) {
+		pthread_mutex_unlock(&l->lock);
+		return;
+	}
+	if (t->pos)
+		heap_remove(l, t);
+	t->at = at;
+	heap_place(l, l->nheap++, t);
+	heap_up(l, l->nheap - 1);
+	first = l->heap[0] == t;
+	tfd_follow(l);
+	pthread_mutex_unlock(&l->lock);
+	/* an earlier deadline than the one the runner sleeps for */
+	if (first && atomic_load(&l->sleeping) && !rr_loop_on_runner(l))
+		rr_loop_wake(l);
+}
+
+void rr_loop_timer_cancel(struct rr_loop *l, struct rr_loop_timer *t)
+{
+	pthread_mutex_lock(&l->lock);
+	if (t->pos)
+		heap_remove(l, t);
+	tfd_follow(l);
+	pthread_mutex_unlock(&l->lock);
+}
+
+/* ------------------------------------------------------------ tasks -- */
+
+void rr_loop_post(struct rr_loop *l, struct rr_loop_task *t)
+{
+	bool wake;
+
+	pthread_mutex_lock(&l->lock);
+	if (t->queued) {
+		pthread_mutex_unlock(&l->lock);
+		return;
+	}
+	t->queued = true;
+	t->next = NULL;
+	*l->tasks_tail = t;
+	l->tasks_tail = &t->next;
+	l->ntasks++;
+	wake = !rr_loop_on_runner(l);
+	pthread_mutex_unlock(&l->lock);
+	if (wake)
+		rr_loop_wake(l);
+}
+
+void rr_loop_task_cancel(struct rr_loop *l, struct rr_loop_task *t)
+{
+	pthread_mutex_lock(&l->lock);
+	if (t->queued) {
+		struct rr_loop_task **pp = &l->tasks;
+
+		while (*pp && *pp != t)
+			pp = &(*pp)->next;
+		if (*pp) {
+			*pp = t->next;
+			if (l->tasks_tail == &t->next)
+				l->tasks_tail = pp;
+			l->ntasks--;
+		}
+		t->queued = false;
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
+/* ------------------------------------------------------------- turns -- */
+
+bool rr_loop_on_runner(const struct rr_loop *l)
+{
+	return tls_loop == l;
+}
+
+struct rr_loop *rr_loop_current(void)
+{
+	return tls_loop;
+}
+
+static bool is_dead(const struct rr_loop *l, const struct rr_loop_src *src)
+{
+	if (l->dead_overflow)
+		return true;
+	for (unsigned i = 0; i < l->ndead; i++)
+		if (l->dead[i] == src)
+			return true;
+	return false;
+}
+
+/* How long the turn may sleep (lock held). */
+static int sleep_ms(struct rr_loop *l, int timeout_ms)
+{
+	uint64_t now, d;
+
+	if (l->tasks)
+		return 0;
+	if (!l->nheap)
+		return timeout_ms;
+	now = rr_now_ns(NULL);
+	if (l->heap[0]->at <= now)
+		return 0;
+	d = (l->heap[0]->at - now + 999999u) / 1000000u;
+	if (timeout_ms >= 0 && d > (uint64_t)timeout_ms)
+		return timeout_ms;
+	return d > INT32_MAX ? INT32_MAX : (int)d;
+}
+
+static int run_timers(struct rr_loop *l)
+{
+	int n = 0;
+	uint64_t now = rr_now_ns(NULL);
+
+	pthread_mutex_lock(&l->lock);
+	while (l->nheap && l->heap[0]->at <= now) {
+		struct rr_loop_timer *t = l->heap[0];
+
+		heap_remove(l, t);
+		pthread_mutex_unlock(&l->lock);
+		t->fn(t);
+		n++;
+		pthread_mutex_lock(&l->lock);
+	}
+	tfd_follow(l);
+	pthread_mutex_unlock(&l->lock);
+	return n;
+}
+
+static int run_tasks(struct rr_loop *l)
+{
+	uint32_t left;
+	int n = 0;
+
+	/* Only the tasks queued now (one posted by a task waits for the next
+	 * turn, which then does not sleep), taken one at a time: a task
+	 * cancelled by an earlier one is no longer there. */
+	pthread_mutex_lock(&l->lock);
+	left = l->ntasks;
+	while (left-- && l->tasks) {
+		struct rr_loop_task *t = l->tasks;
+
+		l->tasks = t->next;
+		if (!l->tasks)
+			l->tasks_tail = &l->tasks;
+		l->ntasks--;
+		t->queued = false;
+		t->next = NULL;
+		pthread_mutex_unlock(&l->lock);
+		t->fn(t);
+		n++;
+		pthread_mutex_lock(&l->lock);
+	}
+	pthread_mutex_unlock(&l->lock);
+	return n;
+}
+
+int rr_loop_run_once(struct rr_loop *l, int timeout_ms)
+{
+	struct epoll_event evs[LOOP_EVENTS];
+	struct rr_loop *outer = tls_loop;
+	int n, ran = 0;
+
+	tls_loop = l;
+	pthread_mutex_lock(&l->lock);
+	timeout_ms = sleep_ms(l, timeout_ms);
+	pthread_mutex_unlock(&l->lock);
+	if (timeout_ms != 0)
+		atomic_store(&l->sleeping, true);
+	n = epoll_wait(l->epfd, evs, LOOP_EVENTS, timeout_ms);
+	atomic_store(&l->sleeping, false);
+	l->ndead = 0;
+	l->dead_overflow = false;
+	for (int i = 0; i < n; i++) {
+		struct rr_loop_src *src = evs[i].data.ptr;
+
+		if (src == &l->wake) {
+			/* read, then cleared: cleared first, a wake-up
+			 * written in between was read here with the flag
+			 * left set, and every later post then skipped its
+			 * write while the loop slept (its tasks, posted
+			 * before the tasks below run, are run this turn) */
+			wake_read(src, evs[i].events);
+			atomic_store(&l->wake_pending, false);
+			continue;
+		}
+		if (is_dead(l, src))
+			continue;
+		src->fn(src, evs[i].events);
+		ran++;
+	}
+	l->ndead = 0;
+	l->dead_overflow = false;
+	ran += run_timers(l);
+	ran += run_tasks(l);
+	tls_loop = outer;
+	return ran;
+}
