@@ -137,11 +137,22 @@ static uint64_t rq_stat_dropped(struct rq_fx *f)
 }
 
 /* Waits until the requester counted @n reverse Calls dropped. */
+/* Bounded waits (10 s: the lab runs this under TCG) for @n reverse Calls
+ * dropped, and for @n delivered: the delivery upcall runs after the
+ * executor's lock is released, so it may come after a later Call's drop
+ * was counted. */
 static bool rq_wait_dropped(struct rq_fx *f, uint64_t n)
 {
-	for (int i = 0; i < 400 && rq_stat_dropped(f) < n; i++)
+	for (int i = 0; i < 2000 && rq_stat_dropped(f) < n; i++)
 		rr_th_sleep_ms(5);
 	return rq_stat_dropped(f) >= n;
+}
+
+static bool rq_wait_got(struct rq_fx *f, unsigned n)
+{
+	for (int i = 0; i < 2000 && rq_ngot(f) < n; i++)
+		rr_th_sleep_ms(5);
+	return rq_ngot(f) >= n;
 }
 
 /* A forward Call of the requester answered by the rogue: the connection
@@ -214,6 +225,7 @@ TEST(bc_rdma_rogue_reverse_calls_over_grant)
 		REQUIRE_EQ(rr_th_rresp_send(&f.g, m, mk_msg(m, 0xb0000 + i, 1, 0, false, 2), 0,
 					    5000), 0);
 	CHECK(rq_wait_dropped(&f, 2));
+	CHECK(rq_wait_got(&f, 2));
 	CHECK_EQ(rq_ngot(&f), 2u);
 	/* what a requester cannot tell from a Reply: with a Write list,
 	 * truncated before msg_type; neither is delivered */
@@ -258,8 +270,7 @@ TEST(bc_rdma_rogue_reverse_calls_over_grant)
 	for (uint32_t i = 4; i <= 5; i++)
 		REQUIRE_EQ(rr_th_rresp_send(&f.g, m, mk_msg(m, 0xb0000 + i, 1, 0, false, 2), 0,
 					    5000), 0);
-	for (int i = 0; i < 400 && rq_ngot(&f) < 2; i++)
-		rr_th_sleep_ms(5);
+	CHECK(rq_wait_got(&f, 2));
 	CHECK_EQ(rq_ngot(&f), 2u);
 	rr_tp_client_stats(f.c.tp, &st);
 	CHECK_EQ(st.bc_calls_recv, 4u);
@@ -372,7 +383,7 @@ TEST(bc_rdma_rogue_backward_calls)
 	REQUIRE_EQ(rr_th_rogue_open(&f.g, port, rogue_pd, sizeof(rogue_pd), false), 0);
 	/* a forward Call: its request opens the backward direction */
 	REQUIRE_EQ(rr_th_rogue_send(&f.g, m, mk_msg(m, 0xa1, 8, 0, false, 4), 0, NULL, 5000), 0);
-	for (int i = 0; i < 400 && !f.req; i++)
+	for (int i = 0; i < 2000 && !f.req; i++)
 		rr_th_sleep_ms(5);
 	REQUIRE(f.req != NULL);
 	REQUIRE_EQ(rr_tp_server_bc_open(f.s, f.req, rs_complete, &f, &f.bc), 0);
