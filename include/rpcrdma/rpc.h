@@ -137,7 +137,21 @@ struct rpcrdma_client_opts {
 					   default, 20 us or
 					   RPCRDMA_SOFT_SPIN_US;
 					   RPCRDMA_SPIN_OFF never) */
+	unsigned callback_slots;        /* backchannel (RFC 8167; see
+					   rpcrdma_client_callbacks): Calls
+					   the server may send back on this
+					   client's connection and have served
+					   at once. RDMA: the backward credits
+					   granted, with as many Receives
+					   posted for them (inline Calls only,
+					   each at most the inline threshold).
+					   At most RPCRDMA_CALLBACK_SLOTS_MAX.
+					   0: no backchannel; reverse Calls
+					   are dropped */
 };
+
+/* Largest rpcrdma_client_opts.callback_slots (Linux offers 16). */
+#define RPCRDMA_CALLBACK_SLOTS_MAX 64u
 
 /* Connects to @url ("tcp://host:port"; "rdma://host:port" on the software
  * iWARP provider; "verbs://host:port" on rdma-core, through the RDMA device
@@ -418,6 +432,48 @@ RPCRDMA_API void rpcrdma_req_set_auth_error(struct rpcrdma_req *r, uint32_t auth
 RPCRDMA_API void rpcrdma_req_set_release(struct rpcrdma_req *r, void (*fn)(void *), void *arg);
 /* Finishes a deferred request with @stat (enum rpcrdma_svc_stat, not DEFER). */
 RPCRDMA_API void rpcrdma_req_complete(struct rpcrdma_req *r, int stat);
+
+/* ---- backchannel: Calls from the server to the client on the client's
+ * connection (RFC 8167 on rdma:// and verbs://; on tcp:// the record-marked
+ * stream carries Calls both ways as NFSv4.1 does, RFC 5531 msg_type telling
+ * them apart). See docs/api.md "Backchannel". ---- */
+
+/* Server side: a client for Calls of (@prog, @vers) to the peer that sent
+ * @req, on @req's connection. Call it from a handler (or before
+ * rpcrdma_req_complete of a deferred request); the client stays usable
+ * after the request is done, until rpcrdma_client_destroy, which must come
+ * before rpcrdma_server_destroy. It never connects: once that connection is
+ * gone its pending calls complete with -ECONNRESET and new ones fail with
+ * -ENOTCONN (a client that reconnects brings a new connection: call back
+ * on a request that came on it). Messages are inline only: a Call or Reply
+ * above the connection's inline threshold is -EMSGSIZE (RDMA). A handler
+ * must not wait for a callback's Reply on the thread that receives it:
+ * rpcrdma_call_run returns -EDEADLK on the rdma:// progress thread
+ * (RPCRDMA_SERVER_INLINE) or on the only io thread of a tcp:// server;
+ * use rpcrdma_call_start there. From @opts only env, timeout_ms and
+ * max_msg apply (NULL: defaults). 0, -EINVAL, -ENOMEM, -EOPNOTSUPP
+ * (transport without a backchannel), -ENOTCONN. */
+RPCRDMA_API int rpcrdma_server_callback(struct rpcrdma_req *req, uint32_t prog, uint32_t vers,
+					const struct rpcrdma_client_opts *opts,
+					struct rpcrdma_client **out);
+
+/* Client side: a server for the Calls its server sends back on this
+ * client's connection -- and on the connections it reconnects on -- (the
+ * client must have been created with opts.callback_slots > 0). Register
+ * handlers on it with rpcrdma_server_register / rpcrdma_server_register_svc,
+ * then rpcrdma_server_start: before that, reverse Calls are dropped (so are
+ * those beyond callback_slots at once); afterwards they are answered as on
+ * any server (PROG_UNAVAIL, AUTH_ERROR, ... included). Handlers run on the
+ * callback server's threads (@opts->threads, 0: 1), so one may make a
+ * synchronous call on the same client. rpcrdma_server_port answers
+ * -EOPNOTSUPP; rpcrdma_server_destroy must come before
+ * rpcrdma_client_destroy. From @opts: env, threads, flags, max_msg and the
+ * duplicate request cache (NULL: defaults). 0, -EINVAL (no callback_slots),
+ * -EBUSY (the client has one), -EOPNOTSUPP (transport without a
+ * backchannel), -ENOMEM. */
+RPCRDMA_API int rpcrdma_client_callbacks(struct rpcrdma_client *c,
+					 const struct rpcrdma_server_opts *opts,
+					 struct rpcrdma_server **out);
 
 #ifdef __cplusplus
 }

@@ -35,7 +35,7 @@ extern "C" {
  * for each, in the order of the struct's fields. The library generates its
  * own counters, their export and the printer from it; a program may use it
  * too (to print or compare every counter by name). Groups: xprt, chunks,
- * rdma, calls, sent, recv, errors, inv, flow, push, progress, rrep, limits,
+ * rdma, calls, sent, recv, errors, inv, flow, push, progress, rrep, bc, limits,
  * pool. */
 #define RPCRDMA_XPRT_STATS(X) \
 	/* Linux "xprt: rdma" equivalents (client: requester; server: responder) */ \
@@ -104,6 +104,17 @@ extern "C" {
 			     "reservation (rrep_max)") \
 	X(rrep, rrep_over_budget, "server: answered ERR_CHUNK, reply_mem_per_conn or " \
 				  "reply_mem_total being used up") \
+	/* backchannel (RFC 8167; rpcrdma_server_callback, rpcrdma_client_callbacks) */ \
+	X(bc, bc_calls_sent, "server: Calls sent to the client (backward direction)") \
+	X(bc, bc_replies_recv, "server: their Replies received") \
+	X(bc, bc_replies_dropped, "server: Replies matching no Call of ours (late, unknown)") \
+	X(bc, bc_credits_exhausted, "server: Calls that waited for a backward credit") \
+	X(bc, bc_calls_recv, "client: Calls from the server delivered to its callback " \
+			     "server") \
+	X(bc, bc_replies_sent, "client: Replies to them sent") \
+	X(bc, bc_calls_dropped, "client: Calls from the server dropped: no callback " \
+				"server started, more than callback_slots at once, or " \
+				"too long") \
 	/* server limits (docs/security.md "Limits"; the connection ones also \
 	 * on tcp://) */ \
 	X(limits, calls_refused, "Calls answered ERR_CHUNK for lack of memory (never " \

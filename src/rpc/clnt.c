@@ -9,6 +9,7 @@
  * items through the caller's result sinks. */
 #include "rpc/rpcmsg.h"
 #include "transport/xprt.h"
+#include "rpc/bc.h"
 #include "rpc/ctl.h"
 #include "engine/engine.h"
 
@@ -52,7 +53,7 @@ struct rpcrdma_call {
 
 struct rpcrdma_client {
 	const struct rpcrdma_env *env;
-	const struct rr_xprt_class *cls;
+	const struct rr_xprt_client_ops *ops;   /* its transport's */
 	struct rr_xprt_client *xp;
 	uint32_t prog, vers;
 	uint32_t timeout_ms;
@@ -80,7 +81,7 @@ static void call_free(struct rpcrdma_call *call)
 	struct rpcrdma_client *c = call->clnt;
 
 	if (call->xc.reply_buf || call->xc.xp_priv)
-		c->cls->client->release_reply(c->xp, &call->xc);
+		c->ops->release_reply(c->xp, &call->xc);
 	rr_xbuf_enc_free(&call->enc);
 	rr_free(c->env, call);
 }
@@ -191,7 +192,7 @@ static void abort_call(struct rpcrdma_client *c, struct rpcrdma_call *call, int 
 	call->refs++;
 	call->abort_thread = pthread_self();
 	pthread_mutex_unlock(&c->lock);
-	c->cls->client->abort(c->xp, &call->xc, status);
+	c->ops->abort(c->xp, &call->xc, status);
 	pthread_mutex_lock(&c->lock);
 	call->refs--;
 	pthread_cond_broadcast(&c->cv);
@@ -277,27 +278,21 @@ static void client_detach(void *arg)
 	rr_loop_task_cancel(c->loop, &c->cb_task);
 }
 
-RPCRDMA_API int rpcrdma_client_create(const char *url, uint32_t prog, uint32_t vers,
-				      const struct rpcrdma_client_opts *opts,
-				      struct rpcrdma_client **out)
+int rr_rpc_client_create_with(uint32_t prog, uint32_t vers,
+			      const struct rpcrdma_client_opts *opts, rr_rpc_client_open_fn open,
+			      void *arg, struct rpcrdma_client **out)
 {
 	struct rr_xprt_client_params xp = {0};
-	struct rr_xprt_target t;
-	const struct rr_xprt_class *cls;
 	const struct rpcrdma_env *env = opts ? opts->env : NULL;
 	struct rpcrdma_client *c;
 	int rc;
 
 	if (!out)
 		return -EINVAL;
-	rc = rr_xprt_resolve(url, false, &t, &cls);
-	if (rc)
-		return rc;
 	c = rr_zalloc(env, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->env = env;
-	c->cls = cls;
 	c->prog = prog;
 	c->vers = vers;
 	c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
@@ -327,9 +322,10 @@ RPCRDMA_API int rpcrdma_client_create(const char *url, uint32_t prog, uint32_t v
 	xp.no_inline_ddp = opts && opts->no_inline_ddp;
 	xp.inline_size = opts ? opts->inline_size : 0;
 	xp.spin_us = opts ? opts->spin_us : 0;
+	xp.bc_slots = opts ? RR_MIN(opts->callback_slots, RPCRDMA_CALLBACK_SLOTS_MAX) : 0;
 	xp.complete = on_complete;
 	xp.ctx = c;
-	rc = cls->client->create(&t, &xp, &c->xp);
+	rc = open(arg, &xp, &c->ops, &c->xp);
 	if (rc) {
 		rr_engine_call(c->loop, client_detach, c);
 		pthread_mutex_destroy(&c->lock);
@@ -339,6 +335,44 @@ RPCRDMA_API int rpcrdma_client_create(const char *url, uint32_t prog, uint32_t v
 	}
 	*out = c;
 	return 0;
+}
+
+/* Opens the transport of a URL (rr_rpc_client_open_fn). */
+static int open_url(void *arg, const struct rr_xprt_client_params *p,
+		    const struct rr_xprt_client_ops **ops, struct rr_xprt_client **x)
+{
+	struct rr_xprt_target t;
+	const struct rr_xprt_class *cls;
+	int rc = rr_xprt_resolve(arg, false, &t, &cls);
+
+	if (rc)
+		return rc;
+	*ops = cls->client;
+	return cls->client->create(&t, p, x);
+}
+
+RPCRDMA_API int rpcrdma_client_create(const char *url, uint32_t prog, uint32_t vers,
+				      const struct rpcrdma_client_opts *opts,
+				      struct rpcrdma_client **out)
+{
+	struct rr_xprt_target t;
+	const struct rr_xprt_class *cls;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	rc = rr_xprt_resolve(url, false, &t, &cls);   /* before any allocation */
+	if (rc)
+		return rc;
+	return rr_rpc_client_create_with(prog, vers, opts, open_url, (void *)(uintptr_t)url, out);
+}
+
+int rr_rpc_client_bc_serve(struct rpcrdma_client *c, const struct rr_xprt_server_params *p,
+			   const struct rr_xprt_server_ops **ops, struct rr_xprt_server **xs)
+{
+	if (!c->ops->bc_serve)
+		return -EOPNOTSUPP;
+	return c->ops->bc_serve(c->xp, p, ops, xs);
 }
 
 RPCRDMA_API void rpcrdma_client_destroy(struct rpcrdma_client *c)
@@ -361,7 +395,7 @@ RPCRDMA_API void rpcrdma_client_destroy(struct rpcrdma_client *c)
 	c->stopping = true;
 	pthread_mutex_unlock(&c->lock);
 	rr_engine_call(c->loop, client_detach, c);
-	c->cls->client->destroy(c->xp);
+	c->ops->destroy(c->xp);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cv);
 	rr_free(c->env, c);
@@ -520,9 +554,9 @@ RPCRDMA_API int rpcrdma_call_reply_via_read(const struct rpcrdma_call *call)
 
 RPCRDMA_API int rpcrdma_client_reliable_reply(const struct rpcrdma_client *c)
 {
-	if (!c->cls->client->reliable_reply)
+	if (!c->ops->reliable_reply)
 		return -EOPNOTSUPP;
-	return c->cls->client->reliable_reply(c->xp);
+	return c->ops->reliable_reply(c->xp);
 }
 
 RPCRDMA_API void rpcrdma_call_set_timeout(struct rpcrdma_call *call, uint32_t ms)
@@ -582,7 +616,7 @@ RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_
 		timer_arm(c, call->deadline);   /* earlier than planned */
 	pthread_mutex_unlock(&c->lock);
 
-	rc = c->cls->client->submit(c->xp, &call->xc);
+	rc = c->ops->submit(c->xp, &call->xc);
 
 	/* From here on the call may have completed and (for a callback call)
 	 * been destroyed by its callback once the lock is released: do not
@@ -644,18 +678,18 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 	if (!call)
 		return -EINVAL;
 	c = call->clnt;
-	call->xc.caller_waits = c->cls->client->wait != NULL;
+	call->xc.caller_waits = c->ops->wait != NULL;
 	rc = rpcrdma_call_start(call, NULL, NULL);
 	call->xc.caller_waits = false;
 	if (rc)
 		return rc;
-	if (c->cls->client->wait) {
+	if (c->ops->wait) {
 		/* Let the transport receive on this thread (no handoff); the
 		 * client's timer still enforces the deadline. */
 		/* The whole timeout (no second clock read: the deadline was
 		 * set a few microseconds ago and the timer enforces it). */
 		left_ms = (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) + 1;
-		c->cls->client->wait(c->xp, &call->xc, (uint32_t)RR_MIN(left_ms, (uint64_t)UINT32_MAX));
+		c->ops->wait(c->xp, &call->xc, (uint32_t)RR_MIN(left_ms, (uint64_t)UINT32_MAX));
 	}
 	return rpcrdma_call_wait(call, -1);
 }
@@ -718,7 +752,7 @@ int rr_rpc_client_ctl(struct rpcrdma_client *c, unsigned op, void *arg)
 {
 	if (!c)
 		return -EINVAL;
-	if (!c->cls->client->ctl)
+	if (!c->ops->ctl)
 		return -EOPNOTSUPP;
-	return c->cls->client->ctl(c->xp, op, arg);
+	return c->ops->ctl(c->xp, op, arg);
 }

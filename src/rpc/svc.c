@@ -14,6 +14,7 @@
  * and client host) of a cached procedure does not run its handler again:
  * it gets the first Call's reply, re-sent from the cache or, while the
  * first still runs, once it completes. */
+#include "rpc/bc.h"
 #include "rpc/drc.h"
 #include "rpc/rpcmsg.h"
 #include "rpc/svcint.h"
@@ -69,7 +70,7 @@ struct svc_idem {
 
 struct rpcrdma_server {
 	const struct rpcrdma_env *env;
-	const struct rr_xprt_class *cls;
+	const struct rr_xprt_server_ops *ops;   /* its transport's */
 	struct rr_xprt_server *xs;
 	size_t max_msg;
 	unsigned nthreads;
@@ -127,8 +128,8 @@ static void svc_refuse(struct rpcrdma_server *s, struct rr_xprt_req *xreq)
 	struct rr_rpc_reply rep = {.stat = RR_RPC_MSG_ACCEPTED, .accept_stat = RR_RPC_SYSTEM_ERR};
 	struct rr_xprt_msg m;
 
-	if (s->cls->server->req_refuse) {
-		s->cls->server->req_refuse(s->xs, xreq);
+	if (s->ops->req_refuse) {
+		s->ops->req_refuse(s->xs, xreq);
 		return;
 	}
 	if (xreq->len < 4)
@@ -141,7 +142,7 @@ static void svc_refuse(struct rpcrdma_server *s, struct rr_xprt_req *xreq)
 	m.head = buf;
 	m.head_len = rr_xdr_enc_len(&e);
 	m.xdr_len = m.head_len;
-	(void)s->cls->server->send_reply(s->xs, xreq, &m);
+	(void)s->ops->send_reply(s->xs, xreq, &m);
 }
 
 static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
@@ -156,13 +157,13 @@ static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
 		if (!r)
 			svc_refuse(s, xreq);
 		rr_free(s->env, r);
-		s->cls->server->req_done(s->xs, xreq);
+		s->ops->req_done(s->xs, xreq);
 		return;
 	}
 	r->srv = s;
 	r->xreq = xreq;
 	s->inflight++;
-	if (s->cls->server->inline_recv || s->inline_handlers || svc_answers_itself(s, xreq)) {
+	if (s->ops->inline_recv || s->inline_handlers || svc_answers_itself(s, xreq)) {
 		/* Run it here: no handoff (see xprt.h). */
 		pthread_mutex_unlock(&s->lock);
 		dispatch(s, r);
@@ -206,12 +207,12 @@ static void req_send(struct rpcrdma_req *r, const struct rr_xprt_msg *m)
 	if (m) {
 		int rc;
 
-		if (s->cls->server->send_reply_async) {
-			rc = s->cls->server->send_reply_async(s->xs, r->xreq, m, req_sent, r);
+		if (s->ops->send_reply_async) {
+			rc = s->ops->send_reply_async(s->xs, r->xreq, m, req_sent, r);
 			if (rc == 1)
 				return;
 		} else {
-			rc = s->cls->server->send_reply(s->xs, r->xreq, m);
+			rc = s->ops->send_reply(s->xs, r->xreq, m);
 		}
 		if (rc < 0 && rc != -ENOTCONN)
 			svc_refuse(s, r->xreq);   /* not built or not posted */
@@ -253,7 +254,7 @@ static void req_release(struct rpcrdma_req *r)
 		r->release(r->release_arg);
 	if (r->drc_rep)
 		rr_drc_reply_put(s->drc, r->drc_rep);
-	s->cls->server->req_done(s->xs, r->xreq);
+	s->ops->req_done(s->xs, r->xreq);
 	rr_xbuf_enc_free(&r->res);
 	rr_free(s->env, r);
 	pthread_mutex_lock(&s->lock);
@@ -602,27 +603,21 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_server_opts *opts,
-				      struct rpcrdma_server **out)
+int rr_svc_create_with(const struct rpcrdma_server_opts *opts, unsigned default_threads,
+		       rr_svc_open_fn open, void *arg, struct rpcrdma_server **out)
 {
 	struct rr_xprt_server_params xp = {0};
-	struct rr_xprt_target t;
-	const struct rr_xprt_class *cls;
 	const struct rpcrdma_env *env = opts ? opts->env : NULL;
 	struct rpcrdma_server *s;
 	int rc;
 
 	if (!out)
 		return -EINVAL;
-	rc = rr_xprt_resolve(url, true, &t, &cls);
-	if (rc)
-		return rc;
 	s = rr_zalloc(env, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->env = env;
-	s->cls = cls;
-	s->nthreads = opts && opts->threads ? opts->threads : DEFAULT_THREADS;
+	s->nthreads = opts && opts->threads ? opts->threads : default_threads;
 	s->inline_handlers = opts && (opts->flags & RPCRDMA_SERVER_INLINE);
 	s->max_msg = opts && opts->max_msg ? opts->max_msg : DEFAULT_MAX_MSG;
 	if (s->max_msg > 0x7fffffffu)
@@ -668,7 +663,7 @@ RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_serv
 	xp.credits = opts ? opts->credits : 0;
 	xp.recv = svc_recv;
 	xp.ctx = s;
-	rc = cls->server->create(&t, &xp, &s->xs);
+	rc = open(arg, &xp, &s->ops, &s->xs);
 	if (rc) {
 		pthread_mutex_destroy(&s->lock);
 		pthread_cond_destroy(&s->cv);
@@ -679,6 +674,45 @@ RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_serv
 	}
 	*out = s;
 	return 0;
+}
+
+/* Listens on a URL (rr_svc_open_fn). */
+static int open_url(void *arg, const struct rr_xprt_server_params *p,
+		    const struct rr_xprt_server_ops **ops, struct rr_xprt_server **xs)
+{
+	struct rr_xprt_target t;
+	const struct rr_xprt_class *cls;
+	int rc = rr_xprt_resolve(arg, true, &t, &cls);
+
+	if (rc)
+		return rc;
+	*ops = cls->server;
+	return cls->server->create(&t, p, xs);
+}
+
+RPCRDMA_API int rpcrdma_server_create(const char *url, const struct rpcrdma_server_opts *opts,
+				      struct rpcrdma_server **out)
+{
+	struct rr_xprt_target t;
+	const struct rr_xprt_class *cls;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	rc = rr_xprt_resolve(url, true, &t, &cls);   /* before any allocation */
+	if (rc)
+		return rc;
+	return rr_svc_create_with(opts, DEFAULT_THREADS, open_url, (void *)(uintptr_t)url, out);
+}
+
+int rr_svc_req_bc_client(struct rpcrdma_req *r, const struct rr_xprt_client_params *p,
+			 const struct rr_xprt_client_ops **ops, struct rr_xprt_client **x)
+{
+	if (!r || !r->xreq)
+		return -EINVAL;
+	if (!r->srv->ops->bc_client)
+		return -EOPNOTSUPP;
+	return r->srv->ops->bc_client(r->srv->xs, r->xreq, p, ops, x);
 }
 
 static int add_proc(struct rpcrdma_server *s, const struct svc_proc *p)
@@ -786,7 +820,7 @@ RPCRDMA_API int rpcrdma_server_start(struct rpcrdma_server *s)
 		return -ENOMEM;
 	/* Inline transports run requests on their own threads, inline
 	 * handlers run on the transport's progress loops: no workers. */
-	s->nworkers = s->cls->server->inline_recv || s->inline_handlers ? 0 : s->nthreads;
+	s->nworkers = s->ops->inline_recv || s->inline_handlers ? 0 : s->nthreads;
 	for (unsigned i = 0; i < s->nworkers; i++) {
 		rc = pthread_create(&s->threads[i], NULL, worker_main, s);
 		if (rc) {
@@ -803,7 +837,7 @@ RPCRDMA_API int rpcrdma_server_start(struct rpcrdma_server *s)
 		}
 	}
 	s->started = true;
-	rc = s->cls->server->start(s->xs);
+	rc = s->ops->start(s->xs);
 	if (rc) {
 		rpcrdma_server_shutdown(s);
 		return rc;
@@ -813,7 +847,7 @@ RPCRDMA_API int rpcrdma_server_start(struct rpcrdma_server *s)
 
 RPCRDMA_API int rpcrdma_server_port(const struct rpcrdma_server *s)
 {
-	return s->cls->server->port(s->xs);
+	return s->ops->port(s->xs);
 }
 
 RPCRDMA_API void rpcrdma_server_shutdown(struct rpcrdma_server *s)
@@ -827,7 +861,7 @@ RPCRDMA_API void rpcrdma_server_shutdown(struct rpcrdma_server *s)
 	}
 	s->stopping = true;
 	pthread_mutex_unlock(&s->lock);
-	s->cls->server->stop(s->xs);
+	s->ops->stop(s->xs);
 	/* Finish what was delivered (queued, running and deferred). */
 	pthread_mutex_lock(&s->lock);
 	while (s->inflight)
@@ -848,7 +882,7 @@ RPCRDMA_API void rpcrdma_server_destroy(struct rpcrdma_server *s)
 	if (!s)
 		return;
 	rpcrdma_server_shutdown(s);
-	s->cls->server->destroy(s->xs);
+	s->ops->destroy(s->xs);
 	rr_drc_destroy(s->drc);
 	rr_free(s->env, s->idem);
 	rr_free(s->env, s->procs);
@@ -928,16 +962,16 @@ int rr_rpc_server_ctl(struct rpcrdma_server *s, unsigned op, void *arg)
 {
 	if (!s)
 		return -EINVAL;
-	if (!s->cls->server->ctl)
+	if (!s->ops->ctl)
 		return -EOPNOTSUPP;
-	return s->cls->server->ctl(s->xs, NULL, op, arg);
+	return s->ops->ctl(s->xs, NULL, op, arg);
 }
 
 int rr_rpc_req_ctl(struct rpcrdma_req *r, unsigned op, void *arg)
 {
 	if (!r || !r->xreq)
 		return -EINVAL;
-	if (!r->srv->cls->server->ctl)
+	if (!r->srv->ops->ctl)
 		return -EOPNOTSUPP;
-	return r->srv->cls->server->ctl(r->srv->xs, r->xreq, op, arg);
+	return r->srv->ops->ctl(r->srv->xs, r->xreq, op, arg);
 }

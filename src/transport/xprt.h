@@ -139,7 +139,39 @@
  *  destroy(s): every delivered req is done; close all connections, free.
  *
  * ---------------------------------------------------------------------------
- * 4. Registration
+ * 4. Backchannel (RFC 8167 on rdma:// and verbs://; on tcp:// as NFSv4.1
+ *    does it over TCP, RFC 8881 section 2.10.3.1: one record-marked stream
+ *    carries Calls both ways and the RFC 5531 msg_type tells them apart)
+ *
+ * Both ends of a connection may send Calls on it. The RPC layer reuses its
+ * two roles for the reverse direction, through two optional ops:
+ *
+ *  client ops bc_serve(x, params, &ops, &xs): the server role of the client's
+ *      connection -- and of the connections it reconnects on -- for Calls
+ *      the peer sends (reverse Calls). Returns a server object with its own
+ *      ops (start, send_reply, req_done, stop, destroy, port; create is
+ *      NULL) that behaves as section 3 says: params->recv(ctx, req) for each
+ *      reverse Call, never before start; no connection is accepted. At most
+ *      one per client (-EBUSY); -EINVAL when the client was created without
+ *      bc_slots. Reverse Calls beyond bc_slots at once
+ *      (delivered and not done), or that arrive while none is started, are
+ *      dropped and counted. A Reply to a reverse Call goes on the connection
+ *      the Call came on, or nowhere (-ENOTCONN) once that one is gone.
+ *      Destroyed before its client.
+ *
+ *  server ops bc_client(s, req, params, &ops, &x): a client for Calls to the
+ *      peer that sent @req, on @req's connection (section 2 applies, except:
+ *      no reconnection -- only the peer can connect --, so Calls fail with
+ *      -ENOTCONN once that connection is gone and the pending ones complete
+ *      with -ECONNRESET; create is NULL). It stays valid after @req is done,
+ *      until destroyed, and is destroyed before its server.
+ *
+ * Reverse messages are inline only (an RDMA transport never offers or
+ * accepts chunks in them): a reverse Call or Reply that does not fit the
+ * inline threshold of its direction is -EMSGSIZE at submit / send_reply.
+ *
+ * ---------------------------------------------------------------------------
+ * 5. Registration
  *
  * rr_xprt_register(cls) adds or replaces the transport of cls->scheme.
  * "tcp", "rdma" and "verbs" are built in (rr_xprt_builtin_init() in
@@ -195,6 +227,9 @@ struct rr_xprt_call {
 
 struct rr_xprt_client;
 struct rr_loop;
+struct rr_xprt_server;
+struct rr_xprt_server_params;
+struct rr_xprt_server_ops;
 
 struct rr_xprt_client_params {
 	const struct rpcrdma_env *env;
@@ -207,6 +242,10 @@ struct rr_xprt_client_params {
 	bool no_inline_ddp;           /* RDMA: Write chunks for every sink */
 	uint32_t inline_size;         /* RDMA: advertised inline sizes; 0: default */
 	uint32_t spin_us;             /* soft provider spin budget; 0: default */
+	unsigned bc_slots;            /* reverse Calls served at once (section
+					 4; RDMA: the backward credits and
+					 the Receives posted for them); 0: no
+					 backchannel */
 	void (*complete)(void *ctx, struct rr_xprt_call *call);
 	void *ctx;
 };
@@ -232,6 +271,10 @@ struct rr_xprt_client_ops {
 	/* Optional: 1/0 whether the current connection negotiated reliable
 	 * reply, -ENOTCONN (absent: -EOPNOTSUPP). */
 	int (*reliable_reply)(struct rr_xprt_client *x);
+	/* Optional: the server role of this client's connections (section 4;
+	 * absent: -EOPNOTSUPP). */
+	int (*bc_serve)(struct rr_xprt_client *x, const struct rr_xprt_server_params *p,
+			const struct rr_xprt_server_ops **ops, struct rr_xprt_server **out);
 };
 
 struct rr_xprt_req {
@@ -241,8 +284,6 @@ struct rr_xprt_req {
 	unsigned n_ext;
 	void *xp_priv;                /* transport-private */
 };
-
-struct rr_xprt_server;
 
 struct rr_xprt_server_params {
 	const struct rpcrdma_env *env;
@@ -299,6 +340,11 @@ struct rr_xprt_server_ops {
 	 * connection; @req is then finished with req_done. Without it the RPC
 	 * layer answers SYSTEM_ERR through send_reply. Never a silent drop. */
 	void (*req_refuse)(struct rr_xprt_server *s, struct rr_xprt_req *req);
+	/* Optional: a client for Calls to the peer of @req's connection
+	 * (section 4; absent: -EOPNOTSUPP). */
+	int (*bc_client)(struct rr_xprt_server *s, struct rr_xprt_req *req,
+			 const struct rr_xprt_client_params *p,
+			 const struct rr_xprt_client_ops **ops, struct rr_xprt_client **out);
 };
 
 struct rr_xprt_class {

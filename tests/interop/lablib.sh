@@ -91,7 +91,9 @@ lab_pair() {
 # baseline capture of kernel peers only. DECODE is a tshark -d "decode as"
 # rule (e.g. tcp.port==7401,rpc), "disable:PROTO" (tshark
 # --disable-protocol, e.g. for test payloads that are not RPC but follow
-# RFC 8797 private data, which the rpcordma heuristic would try), or "-".
+# RFC 8797 private data, which the rpcordma heuristic would try),
+# "pref:NAME:VALUE" (tshark -o, e.g. rpc.dissect_unknown_programs:TRUE for
+# the Calls of a program tshark does not know), or "-".
 # lab_cap_stop ends it.
 lab_cap_start() {
 	_cn=$1 _ci=$2 _cd=$3 _co=$4 _cf=$5 _cw=$6; shift 6

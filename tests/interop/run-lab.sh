@@ -428,6 +428,7 @@ cmd_check() {
 			case $decode in
 			-) ;;
 			disable:*) dopt=(--disable-protocol "${decode#disable:}") ;;
+			pref:*) dopt=(-o "${decode#pref:}") ;;
 			*) dopt=(-d "$decode") ;;
 			esac
 			IFS=, read -r -a flts <<< "$filter"

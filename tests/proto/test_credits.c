@@ -474,6 +474,55 @@ TEST(cred_pool_done_room_follows_free_receives)
 	CHECK_EQ(rr_cred_rsp_reply(&r, true, &g), -ENOSPC);
 }
 
+/* Backchannel (RFC 8167) in a shared pool: a backward Call reserves the
+ * Receive of its Reply (it waits while the pool has none free), the peer may
+ * then send it (sendable + 1, in the receive quota's increase); its Reply
+ * consumes it; a Reply that was not owed counts as a Call (an overrun when
+ * the peer has no permission left). */
+TEST(cred_pool_backward_replies_reserved)
+{
+	struct rr_cred_pool pool;
+	struct rr_cred_rsp r;
+	uint64_t before;
+	uint32_t g;
+
+	rr_cred_pool_init(&pool, 100, 0, true);
+	rr_cred_rsp_init(&r, 8, 0, 0);
+	REQUIRE_EQ(rr_cred_rsp_join(&r, &pool), 0);
+	rr_cred_pool_posted(&pool, rr_cred_pool_want(&pool));
+	(void)rr_cred_rsp_take_added(&r);
+	CHECK_EQ(rr_cred_pool_free(&pool), 0);
+	CHECK(!rr_cred_rsp_bc_room(&r));     /* nothing free for its Reply */
+	rr_cred_rsp_want_one(&r);
+	CHECK_EQ(rr_cred_pool_want(&pool), 1u);   /* the executor is asked */
+	rr_cred_pool_posted(&pool, 1);
+	CHECK(rr_cred_rsp_bc_room(&r));
+	before = rr_cred_rsp_sendable(&r);
+	rr_cred_rsp_bc_sent(&r);
+	CHECK_EQ(rr_cred_rsp_sendable(&r), before + 1);
+	CHECK_EQ(rr_cred_rsp_take_added(&r), 1u);
+	CHECK(rr_cred_rsp_safe(&r));
+	CHECK(!rr_cred_rsp_bc_room(&r));     /* the free one is its */
+	/* a forward Call and its Reply: the grant leaves the backward
+	 * Reply's Receive alone */
+	REQUIRE_EQ(rr_cred_rsp_on_call(&r), 0);
+	rr_cred_pool_posted(&pool, 1);
+	REQUIRE_EQ(rr_cred_rsp_reply(&r, false, &g), 0);
+	CHECK(rr_cred_rsp_safe(&r));
+	/* its Reply: owed */
+	CHECK_EQ(rr_cred_rsp_on_bc_reply(&r), 0);
+	CHECK_EQ(r.bc_owed, 0u);
+	rr_cred_pool_posted(&pool, 1);
+	CHECK(rr_cred_rsp_safe(&r));
+	/* one more, not owed: a Call of the peer's permission (g), settled */
+	CHECK_EQ(rr_cred_rsp_on_bc_reply(&r), 1);
+	REQUIRE_EQ(rr_cred_rsp_settle(&r), 0);
+	/* beyond the permission: an overrun */
+	for (uint32_t i = 0; i < g; i++)
+		(void)rr_cred_rsp_on_call(&r);
+	CHECK_EQ(rr_cred_rsp_on_bc_reply(&r), -EPROTO);
+}
+
 /* A shared pool: admission within its cap, grants following demand
  * (doubling while the peer is limited, shrinking to what it used), clipped
  * by the free Receives (the deficit asks the executor for more), reposting

@@ -40,6 +40,7 @@ void rr_conn_destroy(struct rr_conn *c)
 {
 	if (!c)
 		return;
+	bc_destroy(c);
 	if (c->cfg.role == RR_CONN_REQUESTER) {
 		rq_destroy(c);
 		rr_xprt_req_fini(&c->req);
@@ -83,6 +84,7 @@ void rr_conn_up(struct rr_conn *c, const void *peer_pd, size_t pd_len, uint32_t 
 	c->reads_inflight = 0;
 	c->sends_inflight = 0;
 	c->up = true;
+	bc_up(c);
 	if (c->cfg.role == RR_CONN_REQUESTER) {
 		rr_xprt_req_set_params(&c->req, &c->params);
 		rq_up(c);
@@ -92,6 +94,7 @@ void rr_conn_up(struct rr_conn *c, const void *peer_pd, size_t pd_len, uint32_t 
 	rr_xprt_rsp_keep_spares(&c->rsp, RR_XPRT_RSP_SPARES);
 	rr_cred_rsp_init(&c->scred, c->cfg.credits,
 			 c->params.reliable_reply ? c->cfg.rrep_max : 0, nrecv);
+	/* all of them: a backward Call reserves its Reply's (bc_sent) */
 	rr_cred_rsp_posted(&c->scred, nrecv);
 	rr_rrep_table_init(&c->rrep, c->clock, c->cfg.rrep_timeout_ns, c->st);
 	if (rr_cred_rsp_join(&c->scred, c->cfg.pool)) {
@@ -111,6 +114,7 @@ void rr_conn_down(struct rr_conn *c)
 	if (!c->up)
 		return;
 	c->up = false;
+	bc_down(c);
 	if (c->cfg.role == RR_CONN_REQUESTER)
 		rq_down(c);
 	else
@@ -141,6 +145,8 @@ void rr_conn_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32
 		     bool has_inv, uint32_t inv_stag)
 {
 	rr_conn_count_form(c, buf, len, false);
+	if (bc_on_recv(c, idx, buf, len))
+		return;   /* the reverse direction's (RFC 8167) */
 	if (c->cfg.role == RR_CONN_RESPONDER) {
 		uint32_t xid;
 
@@ -171,14 +177,17 @@ void rr_conn_on_send(struct rr_conn *c, uint64_t token, int status)
 	rr_conn_on_slot(c);
 }
 
-/* A send slot is free: RDMA_DONEs first (they need no credit), then Calls
- * that found no slot when their credit came (they wait at the head of the
- * queue, and nothing else may come to send them: every Reply may be in). */
+/* A send slot is free. A requester: RDMA_DONEs first (they need no credit),
+ * then Calls that found no slot when their credit came (they wait at the head
+ * of the queue, and nothing else may come to send them: every Reply may be
+ * in). A responder: backward Calls waiting for a send slot. */
 void rr_conn_on_slot(struct rr_conn *c)
 {
 	if (c->cfg.role == RR_CONN_REQUESTER) {
 		rq_done_flush(c);
 		rq_pump(c);
+	} else {
+		bc_pump(c);
 	}
 }
 
@@ -221,13 +230,17 @@ void rr_conn_tick(struct rr_conn *c, uint64_t now)
 
 bool rr_conn_parked(const struct rr_conn *c)
 {
-	return c->parkq != NULL;
+	return c->parkq != NULL || c->bc_wait_room;
 }
 
 void rr_conn_resume(struct rr_conn *c)
 {
 	if (c->parkq && c->cfg.role == RR_CONN_RESPONDER && c->up)
 		rs_park_resume(c, rr_conn_now(c));
+	if (c->bc_wait_room && c->up) {
+		c->bc_wait_room = false;
+		bc_pump(c);   /* may wait again */
+	}
 }
 
 uint64_t rr_conn_next_timeout(const struct rr_conn *c, uint64_t now)

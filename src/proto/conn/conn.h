@@ -31,6 +31,11 @@
  *     delivered; Replies go inline, by RDMA Write into Write chunks, through
  *     the Reply chunk, or as a responder Read chunk (parked while rrep_max of
  *     them await their RDMA_DONE), with a grant never 0.
+ *   backchannel (RFC 8167), both roles: the requester also receives Calls
+ *     (delivered within the bc_slots it grants, answered inline) and the
+ *     responder also sends them (inline, under the backward credits the
+ *     requester grants); backward credits and Receives are accounted apart
+ *     from the forward ones (backchannel.c).
  *
  * Files by job (src/proto/conn/, bottom up: conn_int.h): io.c (the io
  * callbacks, message-form counters), credits.c (the credit rules, both
@@ -40,7 +45,8 @@
  * requester.c (Calls out, Replies in), request.c (a received Call's life,
  * RDMA_ERROR), reliable_reply.c (exposing a Read-chunk Reply, RDMA_DONE
  * received), reply.c (Replies out, parked Replies), responder.c (Calls in,
- * RDMA Reads), conn.c (life, negotiation, dispatch, timers).
+ * RDMA Reads), backchannel.c (RFC 8167: reverse Calls and Replies in both
+ * roles), conn.c (life, negotiation, dispatch, timers).
  *
  * Threads: none; the executor serializes every call into a session and
  * receives the io callbacks synchronously, from inside those calls. */
@@ -147,8 +153,12 @@ struct rr_conn_io {
 	 * still the one up. */
 	void (*unlend)(void *ctx, void *handle, uint32_t idx);
 	/* Upcalls (the executor may queue them to run without its lock). */
-	void (*deliver)(void *ctx, struct rr_conn_sreq *r);        /* a Call */
-	void (*complete)(void *ctx, struct rr_conn_rpc *rpc);      /* a Call done */
+	void (*deliver)(void *ctx, struct rr_conn_sreq *r);        /* a Call (the
+							  requester: a reverse
+							  Call) */
+	void (*complete)(void *ctx, struct rr_conn_rpc *rpc);      /* a Call done
+							  (the responder: a
+							  backward Call) */
 	void (*sent)(void *ctx, struct rr_conn_sreq *r, int status); /* a Reply's
 							  memory is free */
 	/* Ends the connection (disconnect); rr_conn_down follows. */
@@ -181,6 +191,12 @@ struct rr_conn_config {
 	uint64_t reply_mem_total;
 	uint64_t send_timeout_ns;          /* 0: never */
 	struct rr_conn_failed *failed;     /* shared: XIDs whose Read failed */
+	/* backchannel (RFC 8167): requester: reverse Calls it serves at once,
+	 * the backward credits it grants; responder: backward Calls it may
+	 * have outstanding (its credit request). Either way as many of the
+	 * Receives posted (rr_conn_up's @nrecv) are for the backward
+	 * direction and not counted in the forward credits. 0: none. */
+	uint32_t bc_slots;
 };
 
 /* ---- requester ---- */
@@ -214,6 +230,7 @@ struct rr_conn_rpc {
 	uint32_t lent_idx;
 	struct rr_conn_rpc *xnext;   /* executor-private (its upcall queue) */
 	bool xdone;                  /* executor-private */
+	void *xbc;                   /* executor-private (a backward Call's) */
 };
 
 /* ---- responder ---- */
@@ -361,5 +378,45 @@ uint32_t rr_conn_rrep_live(const struct rr_conn *c);
 uint32_t rr_conn_rrep_waiting(const struct rr_conn *c);
 /* Reply bytes held for the peer (exposed, parked, fenced not yet freed). */
 uint64_t rr_conn_rrep_bytes(const struct rr_conn *c);
+
+/* ---- backchannel (RFC 8167; backchannel.c) ----
+ * Reverse messages are inline only: RDMA_MSG with three empty lists, the
+ * RPC message's msg_type telling a Call from a Reply (RFC 8167 section 4;
+ * Linux tells them apart the same way). */
+
+/* Requester: reverse Calls are delivered (io->deliver, an rr_conn_sreq
+ * whose @msg the session owns until rr_conn_bc_done) while @on, at most
+ * cfg.bc_slots at once on a connection; others are dropped and counted
+ * (bc_calls_dropped). */
+void rr_conn_bc_enable(struct rr_conn *c, bool on);
+/* Requester: answers reverse Call @r with @parts (DDP-eligible items
+ * inline, padded), with the backward credit grant. 0: sent from a send
+ * slot (@parts free at once); -ENOTCONN: @r's connection is gone (the Reply
+ * is lost); -EMSGSIZE: above the inline threshold; -ENOBUFS: no send slot.
+ * Borrows @parts for the call. */
+int rr_conn_bc_reply(struct rr_conn *c, struct rr_conn_sreq *r, const struct rr_xprt_part *parts,
+		     unsigned nparts);
+/* Requester: the upper layer is done with @r (answered or not): freed. */
+void rr_conn_bc_done(struct rr_conn *c, struct rr_conn_sreq *r);
+
+/* Responder: sends backward Call @rpc (its XDR stream in @parts, inline)
+ * under the backward credits the requester grants (1 before its first
+ * backward Reply; queued beyond). Takes @rpc: io->complete(@rpc) follows
+ * exactly once -- its Reply (status 0, @reply/@reply_len the RPC Reply, a
+ * copy allocated from cfg.env that the executor frees with rr_free when
+ * the upper layer is done; it outlives the connection and the session),
+ * -EREMOTEIO (RDMA_ERROR for it),
+ * -ECONNRESET (the connection went: never retransmitted, only the
+ * requester can connect), or rr_conn_bc_abort's status. Synchronous errors
+ * (nothing follows): -ENOTCONN, -EOPNOTSUPP (cfg.bc_slots 0), -EMSGSIZE
+ * (above the inline threshold), -EINVAL, -ENOMEM. */
+int rr_conn_bc_submit(struct rr_conn *c, struct rr_conn_rpc *rpc);
+/* Responder: ends backward Call @rpc with @status (a timeout, a cancel);
+ * its credit comes back (a Reply that comes later matches nothing). No
+ * effect once it completed. */
+void rr_conn_bc_abort(struct rr_conn *c, struct rr_conn_rpc *rpc, int status);
+/* Responder: backward Calls not completed (keeps the connection from
+ * being idle). */
+bool rr_conn_bc_busy(const struct rr_conn *c);
 
 #endif

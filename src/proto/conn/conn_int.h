@@ -119,6 +119,28 @@ struct rs_park {
 	struct rs_park *next;
 };
 
+/* ---- backchannel (RFC 8167) ---- */
+
+/* A backward Call of the responder: queued under the backward credits,
+ * or sent and awaiting its Reply. */
+struct bc_call {
+	struct rr_conn_rpc *rpc;
+	uint32_t xid;
+	struct rr_cred_node node;
+	bool sent;
+	bool has_credit;
+	struct bc_call *next;
+} __attribute__((aligned(16)));
+
+/* A reverse Call the requester delivered: its own copy of the message. */
+struct bc_req {
+	struct rr_conn_sreq pub;
+	uint8_t *buf;
+	uint32_t gen;                 /* the connection it came on */
+	bool counted;                 /* holds one of the slots granted */
+	struct bc_req *next;
+} __attribute__((aligned(16)));
+
 /* ---- the session ---- */
 
 struct rr_conn {
@@ -165,6 +187,19 @@ struct rr_conn {
 	struct rs_park *parkq, **park_tail;
 	uint64_t rrep_bytes;
 	struct rr_xprt_reply_plan *plan_cache;
+	/* backchannel (backchannel.c) */
+	uint32_t gen;                     /* connections so far (rr_conn_up) */
+	bool bc_on;                       /* requester: reverse Calls delivered */
+	uint32_t bc_held;                 /* requester: slots taken on this connection */
+	struct bc_req *breqs;             /* requester: delivered, not done */
+	struct rr_cred_req bcred;         /* responder: backward credits */
+	struct bc_call *bcalls;           /* responder: backward Calls */
+	uint32_t bc_orphans;              /* responder: sent backward Calls
+					     aborted: a late Reply of one
+					     is owed its Receive */
+	bool bc_wait_room;                /* responder: a backward Call waits
+					     for a free Receive for its Reply
+					     (rr_conn_parked, rr_conn_resume) */
 };
 
 /* The session's files, bottom up: each calls only the ones above it in
@@ -282,5 +317,17 @@ void rs_down(struct rr_conn *c);
 void rs_destroy(struct rr_conn *c);
 /* The failed-Read table (struct rr_conn_failed). */
 void rs_failed_note(struct rr_conn *c, uint32_t xid);
+
+/* backchannel.c */
+/* A received message of the reverse direction (requester: a Call;
+ * responder: a Reply, or an RDMA_ERROR for a backward Call) is taken here
+ * (true: its Receive reposted); false: not one, the role's own path takes
+ * it. */
+bool bc_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len);
+void bc_up(struct rr_conn *c);
+void bc_down(struct rr_conn *c);
+/* Responder: sends queued backward Calls while credits and slots allow. */
+void bc_pump(struct rr_conn *c);
+void bc_destroy(struct rr_conn *c);
 
 #endif

@@ -222,14 +222,14 @@ static uint64_t call_perm(const struct rr_cred_rsp *c)
 
 uint64_t rr_cred_rsp_sendable(const struct rr_cred_rsp *c)
 {
-	return call_perm(c) + c->done_owed;
+	return call_perm(c) + c->done_owed + c->bc_owed;
 }
 
 /* The Receives the connection must hold now: what its peer may send, and at
  * least one for Calls, so that its next grant of 1 costs nothing. */
 static uint32_t need_res(const struct rr_cred_rsp *c)
 {
-	return sat32(RR_MAX(call_perm(c), 1) + c->done_owed);
+	return sat32(RR_MAX(call_perm(c), 1) + (uint64_t)c->done_owed + c->bc_owed);
 }
 
 /* Brings the connection's reservation, and its pool's sum, in line with its
@@ -394,10 +394,10 @@ int rr_cred_rsp_reply(struct rr_cred_rsp *c, bool read_chunk, uint32_t *grant)
 	 * the pool's free ones. Its peer may then send max(L - C, g - k) Calls
 	 * and d2 RDMA_DONEs, and it reserves one Call at least. */
 	room = (uint64_t)c->res + (fr > 0 ? (uint64_t)fr : 0);
-	if (RR_MAX(call_perm(c), 1) + d2 > room)
+	if (RR_MAX(call_perm(c), 1) + d2 + c->bc_owed > room)
 		return -ENOBUFS; /* only an RDMA_DONE reservation can fail */
 	want = demand(c, k);
-	g = RR_MIN(want, k + (room - d2));
+	g = RR_MIN(want, k + (room - d2 - c->bc_owed));
 	if (g < want) {
 		p->clipped++;
 		p->deficit = sat32((uint64_t)p->deficit + (want - g));
@@ -424,7 +424,41 @@ bool rr_cred_rsp_done_room(const struct rr_cred_rsp *c)
 	uint64_t room = (uint64_t)c->res + (fr > 0 ? (uint64_t)fr : 0);
 
 	/* as rr_cred_rsp_reply checks it, with one more RDMA_DONE owed */
-	return c->done_owed < c->done_max && RR_MAX(call_perm(c), 1) + c->done_owed + 1 <= room;
+	return c->done_owed < c->done_max &&
+	       RR_MAX(call_perm(c), 1) + c->done_owed + c->bc_owed + 1 <= room;
+}
+
+bool rr_cred_rsp_bc_room(const struct rr_cred_rsp *c)
+{
+	int64_t fr = rr_cred_pool_free(c->pool);
+	uint64_t room = (uint64_t)c->res + (fr > 0 ? (uint64_t)fr : 0);
+
+	return RR_MAX(call_perm(c), 1) + c->done_owed + c->bc_owed + 1 <= room;
+}
+
+void rr_cred_rsp_want_one(struct rr_cred_rsp *c)
+{
+	c->pool->deficit = sat32((uint64_t)c->pool->deficit + 1);
+}
+
+void rr_cred_rsp_bc_sent(struct rr_cred_rsp *c)
+{
+	uint64_t before = rr_cred_rsp_sendable(c);
+
+	c->bc_owed++;
+	settle_res(c, before);
+}
+
+int rr_cred_rsp_on_bc_reply(struct rr_cred_rsp *c)
+{
+	uint64_t before = rr_cred_rsp_sendable(c);
+
+	if (c->bc_owed == 0)
+		return rr_cred_rsp_on_call(c) < 0 ? -EPROTO : 1;
+	consumed(c);
+	c->bc_owed--;
+	settle_res(c, before);
+	return 0;
 }
 
 int rr_cred_rsp_settle(struct rr_cred_rsp *c)

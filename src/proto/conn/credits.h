@@ -189,6 +189,7 @@ struct rr_cred_rsp {
 	uint64_t calls;       /* C: Calls (any message but an owed RDMA_DONE) received */
 	uint64_t replies;     /* Replies accounted (sent, or settled without one) */
 	uint32_t done_owed;   /* D: Read-chunk Replies sent, RDMA_DONE not yet received */
+	uint32_t bc_owed;     /* B: backward Calls (RFC 8167) sent, Reply not yet received */
 	uint32_t res;         /* this connection's part of pool->reserved */
 	uint32_t target;      /* the grant demand asks for (shared pool) */
 	uint32_t peak;        /* most Calls in progress in the demand window */
@@ -254,7 +255,23 @@ int rr_cred_rsp_settle(struct rr_cred_rsp *c);
  * cap: docs/protocol.md "Credits"). */
 bool rr_cred_rsp_done_room(const struct rr_cred_rsp *c);
 
-/* What the peer may still send: L - C (0 past it) + D. */
+/* Backchannel (RFC 8167): whether a backward Call could be sent now, the
+ * Receive of its Reply reserved (a free one in the pool, as for an
+ * RDMA_DONE); when not, it waits for the executor to post more. */
+bool rr_cred_rsp_bc_room(const struct rr_cred_rsp *c);
+/* No free Receive for a backward Call's Reply: the executor is asked for
+ * one more (the pool's deficit). */
+void rr_cred_rsp_want_one(struct rr_cred_rsp *c);
+/* A backward Call is about to be sent: the Receive of its Reply is
+ * reserved (B + 1). Call it after rr_cred_rsp_bc_room said yes. */
+void rr_cred_rsp_bc_sent(struct rr_cred_rsp *c);
+/* A backward Reply (or an RDMA_ERROR naming a backward Call) consumed a
+ * Receive. 0 when one was owed; when none was it counts as a Call: 1, and
+ * the caller settles it with rr_cred_rsp_settle, or -EPROTO when that was an
+ * overrun. */
+int rr_cred_rsp_on_bc_reply(struct rr_cred_rsp *c);
+
+/* What the peer may still send: L - C (0 past it) + D + B. */
 uint64_t rr_cred_rsp_sendable(const struct rr_cred_rsp *c);
 /* Calls received and not yet answered. */
 static inline uint64_t rr_cred_rsp_in_progress(const struct rr_cred_rsp *c)

@@ -209,7 +209,7 @@ void rs_down(struct rr_conn *c)
 
 bool rr_conn_in_progress(const struct rr_conn *c)
 {
-	return c->nreqs || c->rrep.count;
+	return c->nreqs || c->rrep.count || c->bcalls;   /* backward Calls too */
 }
 
 bool rr_conn_done(struct rr_conn *c, struct rr_conn_sreq *pub)

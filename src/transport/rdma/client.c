@@ -17,7 +17,9 @@
  * caller's Reply wakes that caller alone. */
 bool tp_cl_busy(const struct rr_tp_client *c)
 {
-	return rr_conn_busy(c->sess) || c->done || c->pushes;
+	/* reverse Calls (RFC 8167) come unasked: a client serving them is
+	 * never idle */
+	return rr_conn_busy(c->sess) || c->done || c->pushes || c->bc_on || c->bc_in;
 }
 
 /* After a caller thread received for itself (a synchronous call, a push)
@@ -50,9 +52,30 @@ void tp_cl_schedule_reconnect(struct rr_tp_client *c, uint32_t delay_ms)
 	reconnect_timer(c);
 }
 
-/* Completed Calls to the upper layer, without the endpoint's lock. */
+/* Completed Calls and reverse Calls to the upper layer, without the
+ * endpoint's lock. */
 static void cl_deliver(struct rr_tp_client *c)
 {
+	while (c->bc_in) {
+		struct rr_conn_sreq *r = c->bc_in;
+		rr_tp_bc_recv_fn fn = c->bc_recv;
+		void *ctx = c->bc_ctx;
+
+		c->bc_in = r->xnext;
+		if (!c->bc_in)
+			c->bc_in_tail = &c->bc_in;
+		r->xnext = NULL;
+		if (!fn) {
+			rr_conn_bc_done(c->sess, r);   /* nobody serves it any more */
+			continue;
+		}
+		c->bc_running++;
+		pthread_mutex_unlock(&c->ep.lock);
+		fn(ctx, r);
+		pthread_mutex_lock(&c->ep.lock);
+		c->bc_running--;
+		pthread_cond_broadcast(&c->ep.cond);
+	}
 	while (c->done) {
 		struct rr_conn_rpc *rpc = c->done;
 
@@ -75,7 +98,10 @@ int tp_cl_connect(struct rr_tp_client *c)
 	struct tp_conn *cn;
 	int n, rc;
 
-	cn = tp_conn_new(&c->ep, c->ep.conf.credits + 8, c->ep.conf.credits + 8);
+	/* Receives: a Reply per credit requested, 8 spare, one per reverse
+	 * Call granted (RFC 8167); as many send slots */
+	cn = tp_conn_new(&c->ep, c->ep.conf.credits + 8 + c->ep.conf.bc_slots,
+			 c->ep.conf.credits + 8 + c->ep.conf.bc_slots);
 	if (!tp_conn_ok(cn)) {
 		tp_conn_free(cn);
 		return -ENOMEM;
@@ -303,6 +329,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	if (!c)
 		return -ENOMEM;
 	c->done_tail = &c->done;
+	c->bc_in_tail = &c->bc_in;
 	rc = tp_ep_init(&c->ep, conf, false, addr, conf->loop, &cl_ops);
 	if (!rc) {
 		c->io = tp_client_io;
@@ -486,6 +513,7 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 		c->conn->dead = true;
 		rr_conn_down(c->sess);
 	}
+	c->bc_recv = NULL;   /* reverse Calls not delivered yet: dropped */
 	cl_deliver(c);
 	/* Replies must be released before destroy (tp.h); any still lent no
 	 * longer keeps its connection. */
@@ -495,6 +523,48 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 		cn->lent = 0;
 	pthread_mutex_unlock(&c->ep.lock);
 	cl_free(c);
+}
+
+/* ---- backchannel (RFC 8167) ---- */
+
+void rr_tp_client_bc_set(struct rr_tp_client *c, rr_tp_bc_recv_fn recv, void *ctx)
+{
+	pthread_mutex_lock(&c->ep.lock);
+	c->bc_recv = recv;
+	c->bc_ctx = ctx;
+	/* once it returns no upcall runs the one it replaced */
+	while (c->bc_running)
+		(void)rr_engine_wait(&c->ep.cond, &c->ep.lock, NULL);
+	pthread_mutex_unlock(&c->ep.lock);
+}
+
+void rr_tp_client_bc_enable(struct rr_tp_client *c, bool on)
+{
+	pthread_mutex_lock(&c->ep.lock);
+	c->bc_on = on && c->ep.conf.bc_slots;
+	rr_conn_bc_enable(c->sess, c->bc_on);
+	cl_want(c);   /* its loop watches the CQ from now on */
+	pthread_mutex_unlock(&c->ep.lock);
+	tp_ep_kick(&c->ep);
+}
+
+int rr_tp_client_bc_reply(struct rr_tp_client *c, struct rr_conn_sreq *req,
+			  const struct rr_xprt_part *parts, unsigned nparts)
+{
+	int rc;
+
+	pthread_mutex_lock(&c->ep.lock);
+	rc = rr_conn_bc_reply(c->sess, req, parts, nparts);
+	cl_settle(c);
+	pthread_mutex_unlock(&c->ep.lock);
+	return rc;
+}
+
+void rr_tp_client_bc_done(struct rr_tp_client *c, struct rr_conn_sreq *req)
+{
+	pthread_mutex_lock(&c->ep.lock);
+	rr_conn_bc_done(c->sess, req);
+	pthread_mutex_unlock(&c->ep.lock);
 }
 
 void rr_tp_client_stats(struct rr_tp_client *c, struct rr_xprt_stats *out)

@@ -652,10 +652,25 @@ static void s_close(void *ctx)
 	conn_close(ctx);
 }
 
+/* A backward Call completed: queued for its upcall (tp_sv_bc_upcalls,
+ * without the lock). */
+static void s_complete(void *ctx, struct rr_conn_rpc *rpc)
+{
+	struct tp_conn *cn = ctx;
+	struct tp_shard *s = tp_shard_of(cn->ep);
+
+	rpc->xnext = NULL;
+	*s->bc_done_tail = rpc;
+	s->bc_done_tail = &rpc->xnext;
+	if (!tp_on_progress_thread(cn->ep))
+		tp_ep_kick(cn->ep);   /* its turn runs the upcall */
+}
+
 const struct rr_conn_io tp_server_io = {
 	.reg = s_reg, .unreg = s_unreg, .inv = s_inv, .slot_get = s_slot_get,
 	.slot_put = s_slot_put, .send = s_send, .read = s_read, .post_recv = s_post_recv,
 	.recv_quota = s_recv_quota, .deliver = s_deliver, .sent = s_sent, .close = s_close,
+	.complete = s_complete,
 };
 
 /* ---- client: ctx is the client, the connection its current one ---- */
@@ -734,10 +749,22 @@ static void c_close(void *ctx)
 	conn_close(cur(ctx));
 }
 
+/* A reverse Call (RFC 8167): queued for its upcall (cl_deliver, without
+ * the lock). */
+static void c_deliver(void *ctx, struct rr_conn_sreq *r)
+{
+	struct rr_tp_client *c = ctx;
+
+	r->xnext = NULL;
+	*c->bc_in_tail = r;
+	c->bc_in_tail = &r->xnext;
+}
+
 const struct rr_conn_io tp_client_io = {
 	.reg = c_reg, .unreg = s_unreg, .inv = c_inv, .slot_get = c_slot_get,
 	.slot_put = c_slot_put, .send = c_send, .read = c_read, .post_recv = c_post_recv,
 	.lend = c_lend, .unlend = c_unlend, .complete = c_complete, .close = c_close,
+	.deliver = c_deliver,
 };
 
 /* ---- completions ---- */

@@ -60,16 +60,19 @@ void rr_tp_conf_inline(struct rr_tp_conf *cf, const char *provider, bool server)
 		return;
 	per = (uint64_t)cf->inline_send + cf->inline_recv;
 	if (!server) {
+		uint64_t fixed = 8ull + cf->bc_slots;   /* + the backchannel's */
+
 		room = cf->inline_mem / per;
-		if ((uint64_t)cf->credits + 8 > room)
+		if ((uint64_t)cf->credits + fixed > room)
 			cf->credits = (uint32_t)RR_MIN(cf->credits,
-						       RR_MAX(room > 8 ? room - 8 : 0,
+						       RR_MAX(room > fixed ? room - fixed : 0,
 							      RR_TP_MIN_CREDITS));
 	} else {
 		uint32_t rrep = (cf->ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY) ? cf->rrep_max : 0;
 		uint64_t slack = 8ull * cf->inline_send;
 		uint64_t n = cf->inline_mem > slack ? (cf->inline_mem - slack) / per : 0;
-		uint64_t avail = n > 4 ? n - 4 : 0;
+		uint64_t fixed = 4ull + cf->bc_slots;   /* + the backchannel's */
+		uint64_t avail = n > fixed ? n - fixed : 0;
 
 		if ((uint64_t)cf->credits + rrep > avail) {
 			if (rrep) {
@@ -291,6 +294,7 @@ void tp_sess_config(const struct tp_ep *ep, struct rr_conn_config *cfg)
 	cfg->reply_mem_per_conn = cf->reply_mem_per_conn;
 	cfg->reply_mem_total = cf->reply_mem_total;
 	cfg->send_timeout_ns = (uint64_t)cf->send_timeout_ms * 1000000u;
+	cfg->bc_slots = cf->bc_slots;
 	if (ep->is_server) {
 		/* shared by the server's shards (atomics in the session) */
 		struct rr_tp_server *s = tp_shard_of((struct tp_ep *)(uintptr_t)ep)->srv;

@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "engine/engine.h"
 #include "proto/conn/credits.h"
 #include "proto/conn/privdata.h"
 #include "transport/rdma/ext.h"
@@ -29,6 +30,10 @@
 struct rr_xprt_client {
 	struct rr_tp_client *tp;
 	struct rr_xprt_client_params p;
+	struct rdma_bc_srv *bc;       /* its callback server (bc_serve) */
+	/* a callback client (bc_client) instead: on @srv's connection @bc_tp */
+	struct rr_tp_server *srv;
+	struct rr_tp_bc *bc_tp;
 };
 
 struct rpc_wrap {
@@ -37,6 +42,11 @@ struct rpc_wrap {
 	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
 	struct rr_xprt_sink sinks[RR_XPRT_MAX_ITEMS];
 };
+
+/* The backchannel (transport/xprt.h section 4, RFC 8167): the callback
+ * server of a client (bc_serve) and the callback clients of a server
+ * (bc_client), below. */
+struct rdma_bc_srv;
 
 static int resolve(const struct rr_xprt_target *t, bool passive,
 		   struct sockaddr_storage *ss, socklen_t *len)
@@ -130,6 +140,7 @@ static int cl_create_on(const char *provider, const struct rr_xprt_target *t,
 	conf.inline_send = conf.inline_recv = p->inline_size;
 	conf.spin_us = p->spin_us;
 	conf.ext_caps |= RR_PD_EXT_CAP_RDMA_COMMIT;   /* push mode (masked if unsupported) */
+	conf.bc_slots = p->bc_slots;                  /* backward credits granted */
 	rc = rr_tp_client_create(&conf, (struct sockaddr *)&ss, len, cl_complete, x, &x->tp);
 	if (rc) {
 		rr_free(env, x);
@@ -318,6 +329,7 @@ static int sv_create_on(const char *provider, const struct rr_xprt_target *t,
 	conf.inline_send = conf.inline_recv = p->inline_size;
 	conf.spin_us = p->spin_us;
 	conf.ext_caps |= RR_PD_EXT_CAP_RDMA_COMMIT;   /* push mode (masked if unsupported) */
+	conf.bc_slots = RR_TP_BC_SLOTS;               /* callbacks (bc_client) */
 	rc = rr_tp_server_create(&conf, (struct sockaddr *)&ss, len, sv_recv, s, &s->tp);
 	if (rc) {
 		pthread_mutex_destroy(&s->lock);
@@ -432,6 +444,254 @@ static void sv_destroy(struct rr_xprt_server *s)
 	rr_free(env, s);
 }
 
+/* ---- the callback server of a client (transport/xprt.h section 4) ---- */
+
+struct rdma_bc_srv {
+	struct rr_xprt_client *x;
+	struct rr_xprt_server_params p;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool started, stopped;
+	unsigned inflight;           /* delivered to the RPC layer, not done */
+};
+
+struct bc_req_wrap {
+	struct rr_xprt_req xr;
+	struct rr_conn_sreq *sreq;
+};
+
+/* A reverse Call, from the transport (no lock held): to the RPC layer,
+ * or back at once once stopped. */
+static void bc_recv(void *ctx, struct rr_conn_sreq *sreq)
+{
+	struct rdma_bc_srv *bc = ctx;
+	struct bc_req_wrap *w = rr_zalloc(rr_env(bc->p.env), sizeof(*w));
+	bool deliver;
+
+	pthread_mutex_lock(&bc->lock);
+	deliver = w && bc->started && !bc->stopped;
+	if (deliver)
+		bc->inflight++;
+	pthread_mutex_unlock(&bc->lock);
+	if (!deliver) {
+		rr_free(rr_env(bc->p.env), w);
+		rr_tp_client_bc_done(bc->x->tp, sreq);
+		return;
+	}
+	w->sreq = sreq;
+	w->xr.msg = sreq->msg;
+	w->xr.len = sreq->len;
+	w->xr.xp_priv = w;
+	bc->p.recv(bc->p.ctx, &w->xr);
+}
+
+static int bc_port(const struct rr_xprt_server *s)
+{
+	(void)s;
+	return -EOPNOTSUPP;   /* it listens on nothing */
+}
+
+static int bc_start(struct rr_xprt_server *s)
+{
+	struct rdma_bc_srv *bc = (struct rdma_bc_srv *)s;
+
+	pthread_mutex_lock(&bc->lock);
+	bc->started = true;
+	pthread_mutex_unlock(&bc->lock);
+	rr_tp_client_bc_enable(bc->x->tp, true);
+	return 0;
+}
+
+/* Inline only: the Reply is copied into a send slot, so it is sent (or
+ * refused) when this returns. */
+static int bc_send_reply(struct rr_xprt_server *s, struct rr_xprt_req *req,
+			 const struct rr_xprt_msg *msg)
+{
+	struct rdma_bc_srv *bc = (struct rdma_bc_srv *)s;
+	struct bc_req_wrap *w = req->xp_priv;
+	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
+
+	if (msg->nddp > RR_RPC_MAX_DDP)
+		return -EINVAL;
+	return rr_tp_client_bc_reply(bc->x->tp, w->sreq, parts, msg_parts(msg, parts));
+}
+
+static void bc_req_done(struct rr_xprt_server *s, struct rr_xprt_req *req)
+{
+	struct rdma_bc_srv *bc = (struct rdma_bc_srv *)s;
+	struct bc_req_wrap *w = req->xp_priv;
+
+	rr_tp_client_bc_done(bc->x->tp, w->sreq);
+	rr_free(rr_env(bc->p.env), w);
+	pthread_mutex_lock(&bc->lock);
+	bc->inflight--;
+	pthread_cond_broadcast(&bc->cond);
+	pthread_mutex_unlock(&bc->lock);
+}
+
+static void bc_stop(struct rr_xprt_server *s)
+{
+	struct rdma_bc_srv *bc = (struct rdma_bc_srv *)s;
+
+	rr_tp_client_bc_enable(bc->x->tp, false);
+	pthread_mutex_lock(&bc->lock);
+	bc->stopped = true;
+	pthread_mutex_unlock(&bc->lock);
+}
+
+/* Every request delivered is done (the RPC layer waited); one being
+ * delivered as it stopped is waited for. */
+static void bc_destroy(struct rr_xprt_server *s)
+{
+	struct rdma_bc_srv *bc = (struct rdma_bc_srv *)s;
+
+	bc_stop(s);
+	rr_tp_client_bc_set(bc->x->tp, NULL, NULL);   /* nothing more comes */
+	pthread_mutex_lock(&bc->lock);
+	while (bc->inflight)
+		(void)rr_engine_wait(&bc->cond, &bc->lock, NULL);
+	pthread_mutex_unlock(&bc->lock);
+	bc->x->bc = NULL;
+	pthread_mutex_destroy(&bc->lock);
+	pthread_cond_destroy(&bc->cond);
+	rr_free(rr_env(bc->p.env), bc);
+}
+
+static const struct rr_xprt_server_ops bc_server_ops = {
+	.port = bc_port,
+	.start = bc_start,
+	.send_reply = bc_send_reply,
+	.req_done = bc_req_done,
+	.stop = bc_stop,
+	.destroy = bc_destroy,
+	.inline_recv = false,   /* the progress thread must not run handlers */
+};
+
+static int cl_bc_serve(struct rr_xprt_client *x, const struct rr_xprt_server_params *p,
+		       const struct rr_xprt_server_ops **ops, struct rr_xprt_server **out)
+{
+	struct rdma_bc_srv *bc;
+
+	if (!x->p.bc_slots)
+		return -EINVAL;
+	if (x->bc)
+		return -EBUSY;
+	bc = rr_zalloc(rr_env(p->env), sizeof(*bc));
+	if (!bc)
+		return -ENOMEM;
+	bc->x = x;
+	bc->p = *p;
+	pthread_mutex_init(&bc->lock, NULL);
+	pthread_cond_init(&bc->cond, NULL);
+	x->bc = bc;
+	rr_tp_client_bc_set(x->tp, bc_recv, bc);
+	*ops = &bc_server_ops;
+	*out = (struct rr_xprt_server *)bc;
+	return 0;
+}
+
+/* ---- callback clients of a server (transport/xprt.h section 4) ---- */
+
+static void bc_complete(void *ctx, struct rr_conn_rpc *rpc)
+{
+	(void)ctx;
+	cl_complete(rpc->user, rpc);   /* @user: its rr_xprt_client */
+}
+
+static int bc_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	const struct rpcrdma_env *env = rr_env(x->p.env);
+	struct rpc_wrap *w;
+	int rc;
+
+	if (call->msg.nddp > RR_RPC_MAX_DDP)
+		return -EINVAL;
+	w = rr_zalloc(env, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->call = call;
+	w->rpc.xid = call->xid;
+	w->rpc.nparts = msg_parts(&call->msg, w->parts);
+	w->rpc.parts = w->parts;
+	w->rpc.caller_waits = call->caller_waits;
+	w->rpc.user = x;
+	/* results come inline (no Write chunks backwards): sinks not placed */
+	call->xp_priv = w;
+	rc = rr_tp_server_bc_submit(x->srv, x->bc_tp, &w->rpc);
+	if (rc) {
+		call->xp_priv = NULL;
+		rr_free(env, w);
+	}
+	return rc;
+}
+
+static void bc_abort(struct rr_xprt_client *x, struct rr_xprt_call *call, int status)
+{
+	struct rpc_wrap *w = call->xp_priv;
+
+	if (w)
+		rr_tp_server_bc_abort(x->srv, x->bc_tp, &w->rpc, status);
+}
+
+static void bc_release(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	struct rpc_wrap *w = call->xp_priv;
+
+	if (!w)
+		return;
+	rr_tp_server_bc_release(x->srv, &w->rpc);
+	call->reply = NULL;
+	call->reply_buf = NULL;
+	call->reply_len = 0;
+	call->xp_priv = NULL;
+	rr_free(rr_env(x->p.env), w);
+}
+
+/* Waiting is the RPC layer's; the op only lets submit see a caller that
+ * would wait on the progress thread (caller_waits: -EDEADLK there). */
+static void bc_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms)
+{
+	(void)x;
+	(void)call;
+	(void)timeout_ms;
+}
+
+static void bc_client_destroy(struct rr_xprt_client *x)
+{
+	rr_tp_server_bc_close(x->srv, x->bc_tp);
+	rr_free(rr_env(x->p.env), x);
+}
+
+static const struct rr_xprt_client_ops bc_client_ops = {
+	.submit = bc_submit,
+	.abort = bc_abort,
+	.release_reply = bc_release,
+	.destroy = bc_client_destroy,
+	.wait = bc_wait,
+};
+
+static int sv_bc_client(struct rr_xprt_server *s, struct rr_xprt_req *req,
+			const struct rr_xprt_client_params *p,
+			const struct rr_xprt_client_ops **ops, struct rr_xprt_client **out)
+{
+	struct sreq_wrap *sw = req->xp_priv;
+	struct rr_xprt_client *x = rr_zalloc(rr_env(p->env), sizeof(*x));
+	int rc;
+
+	if (!x)
+		return -ENOMEM;
+	x->p = *p;
+	x->srv = s->tp;
+	rc = rr_tp_server_bc_open(s->tp, sw->sreq, bc_complete, NULL, &x->bc_tp);
+	if (rc) {
+		rr_free(rr_env(p->env), x);
+		return rc;
+	}
+	*ops = &bc_client_ops;
+	*out = x;
+	return 0;
+}
+
 static int cl_ctl(struct rr_xprt_client *x, unsigned op, void *arg)
 {
 	return rr_rdma_client_ctl(x->tp, op, arg);
@@ -450,7 +710,7 @@ static int sv_ctl(struct rr_xprt_server *s, struct rr_xprt_req *req, unsigned op
 		.create = create_fn, .submit = cl_submit, .abort = cl_abort,   \
 		.release_reply = cl_release, .destroy = cl_destroy,            \
 		.wait = cl_wait, .ctl = cl_ctl,                                \
-		.reliable_reply = cl_reliable_reply,                           \
+		.reliable_reply = cl_reliable_reply, .bc_serve = cl_bc_serve,  \
 	}
 
 /* inline_recv false: the RPC layer queues Calls to its workers, except those
@@ -465,6 +725,7 @@ static int sv_ctl(struct rr_xprt_server *s, struct rr_xprt_req *req, unsigned op
 		.send_reply_async = sv_send_reply_async,                       \
 		.stop = sv_stop, .destroy = sv_destroy, .inline_recv = false,  \
 		.ctl = sv_ctl, .req_refuse = sv_req_refuse,                    \
+		.bc_client = sv_bc_client,                                     \
 	}
 
 static const struct rr_xprt_client_ops rdma_client_ops = RDMA_CLIENT_OPS(cl_create);

@@ -105,6 +105,7 @@ static int make_shards(struct rr_tp_server *s)
 		sh->srv = s;
 		sh->deliver_tail = &sh->deliver;
 		sh->sent_tail = &sh->sent_head;
+		sh->bc_done_tail = &sh->bc_done;
 		s->shards[s->nshards++] = sh;
 		rc = tp_ep_init_like(&sh->ep, &s->ep, rr_engine_loop(i), &sv_shard_ops);
 		if (rc)
@@ -132,6 +133,7 @@ static void shard_free(struct tp_shard *sh)
 			tp_cq_want(cn, false);
 		}
 		tp_sv_sent_upcalls(sh);
+		tp_sv_bc_upcalls(sh);
 		while (sh->conns || sh->ep.grave) {
 			struct tp_conn *cn = sh->conns ? sh->conns : sh->ep.grave;
 
@@ -533,4 +535,97 @@ int rr_tp_server_peer_addr(struct rr_tp_server *s, struct rr_conn_sreq *req,
 		rc = -ENOTCONN;
 	pthread_mutex_unlock(&sh->ep.lock);
 	return rc;
+}
+
+/* ---- backchannel (RFC 8167): backward Calls on a request's connection ---- */
+
+int rr_tp_server_bc_open(struct rr_tp_server *s, struct rr_conn_sreq *req,
+			 rr_tp_complete_fn complete, void *ctx, struct rr_tp_bc **out)
+{
+	struct tp_conn *cn = conn_of(req);
+	struct rr_tp_bc *b;
+
+	if (!complete)
+		return -EINVAL;
+	if (!s->ep.conf.bc_slots)
+		return -EOPNOTSUPP;
+	b = rr_zalloc(s->ep.env, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->complete = complete;
+	b->ctx = ctx;
+	b->sh = shard_of(cn);
+	pthread_mutex_lock(&b->sh->ep.lock);
+	if (cn->dead || cn->closing) {
+		pthread_mutex_unlock(&b->sh->ep.lock);
+		rr_free(s->ep.env, b);
+		return -ENOTCONN;
+	}
+	b->cn = cn;
+	b->next = cn->bcs;
+	cn->bcs = b;
+	pthread_mutex_unlock(&b->sh->ep.lock);
+	*out = b;
+	return 0;
+}
+
+int rr_tp_server_bc_submit(struct rr_tp_server *s, struct rr_tp_bc *b, struct rr_conn_rpc *rpc)
+{
+	int rc;
+
+	RR_UNUSED(s);
+	if (!rpc)
+		return -EINVAL;
+	/* its Reply comes in on the connection's loop */
+	if (rpc->caller_waits && tp_on_progress_thread(&b->sh->ep))
+		return -EDEADLK;
+	rpc->xbc = b;
+	rpc->xdone = false;
+	rpc->xnext = NULL;
+	pthread_mutex_lock(&b->sh->ep.lock);
+	rc = b->cn && !b->cn->dead ? rr_conn_bc_submit(b->cn->sess, rpc) : -ENOTCONN;
+	if (b->cn && b->cn->pool && rr_conn_parked(b->cn->sess)) {
+		/* it waits for a free Receive of the pool for its Reply: the
+		 * end of the loop's turn refills and resumes it */
+		b->sh->parked = true;
+		tp_ep_kick(&b->sh->ep);
+	}
+	if (b->cn)
+		settle(b->sh, b->cn);
+	pthread_mutex_unlock(&b->sh->ep.lock);
+	return rc;
+}
+
+void rr_tp_server_bc_abort(struct rr_tp_server *s, struct rr_tp_bc *b, struct rr_conn_rpc *rpc,
+			   int status)
+{
+	RR_UNUSED(s);
+	pthread_mutex_lock(&b->sh->ep.lock);
+	if (b->cn && !b->cn->dead)
+		rr_conn_bc_abort(b->cn->sess, rpc, status);
+	pthread_mutex_unlock(&b->sh->ep.lock);
+}
+
+void rr_tp_server_bc_release(struct rr_tp_server *s, struct rr_conn_rpc *rpc)
+{
+	/* a copy from the endpoint's allocator (rr_conn_bc_submit): it
+	 * outlives its connection, no lock needed */
+	rr_free(s->ep.env, rpc->reply);
+	rpc->reply = NULL;
+	rpc->reply_len = 0;
+}
+
+void rr_tp_server_bc_close(struct rr_tp_server *s, struct rr_tp_bc *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&b->sh->ep.lock);
+	if (b->cn)
+		for (struct rr_tp_bc **pp = &b->cn->bcs; *pp; pp = &(*pp)->next)
+			if (*pp == b) {
+				*pp = b->next;
+				break;
+			}
+	pthread_mutex_unlock(&b->sh->ep.lock);
+	rr_free(s->ep.env, b);
 }

@@ -50,7 +50,10 @@ void tp_sv_conn_lost(struct tp_shard *sh, struct tp_conn *cn)
 		sh->ep.stats.fatal_errors++;
 	cn->dead = true;
 	cn->established = false;
-	rr_conn_down(cn->sess);
+	rr_conn_down(cn->sess);   /* backward Calls complete: -ECONNRESET */
+	for (struct rr_tp_bc *b = cn->bcs; b; b = b->next)
+		b->cn = NULL;     /* their submits: -ENOTCONN from now on */
+	cn->bcs = NULL;
 	tp_cq_want(cn, false);
 	if (cn->id)
 		(void)rpcrdma_disconnect(cn->id);
@@ -299,6 +302,9 @@ static struct tp_conn *accept_new(struct rr_tp_server *s, struct tp_shard *sh,
 	pool = pool_enter(s, sh, &refused);
 	if (refused)
 		return NULL;
+	/* Backchannel: its send slots (n + 8 below); the Receives of backward
+	 * Replies are reserved in the pool as backward Calls go out */
+	n += s->ep.conf.bc_slots;
 	cn = conn_new_unlocked(s, sh, pool, n);
 	if (cn && !tp_conn_ok(cn) && (cn->err == -EMFILE || cn->err == -ENFILE) &&
 	    s->listen_id && rr_cm_listen_shed(s->listen_id, SV_SHED_HANDSHAKES) > 0) {
@@ -525,8 +531,28 @@ void tp_sv_after_upcalls(struct tp_shard *s)
 					tp_sv_conn_lost(s, cn);
 			}
 		}
-		if (!s->sent_head)
+		if (!s->sent_head && !s->bc_done)
 			break;
 		tp_sv_sent_upcalls(s);
+		tp_sv_bc_upcalls(s);
+	}
+}
+
+/* Runs the completion upcalls of backward Calls, in completion order,
+ * without the endpoint's lock (lock held on entry and return). */
+void tp_sv_bc_upcalls(struct tp_shard *s)
+{
+	while (s->bc_done) {
+		struct rr_conn_rpc *rpc = s->bc_done;
+		struct rr_tp_bc *b = rpc->xbc;
+
+		s->bc_done = rpc->xnext;
+		if (!s->bc_done)
+			s->bc_done_tail = &s->bc_done;
+		rpc->xnext = NULL;
+		rpc->xdone = true;
+		pthread_mutex_unlock(&s->ep.lock);
+		b->complete(b->ctx, rpc);
+		pthread_mutex_lock(&s->ep.lock);
 	}
 }

@@ -141,7 +141,18 @@ struct rr_tp_conf {
 					   (0: RR_TP_POOL_RECVS, at most the
 					   provider's max_srq_wr): a connection
 					   needs one at least (admission) */
+	/* Backchannel (RFC 8167, proto/conn/backchannel.c): requester:
+	 * reverse Calls served at once (the backward credits granted);
+	 * responder: backward Calls outstanding per connection (its credit
+	 * request). As many Receives and send slots are added for them
+	 * (counted in inline_mem). 0 (the default here; the RPC layer sets
+	 * RR_TP_BC_SLOTS on a server): none. */
+	uint32_t bc_slots;
 };
+
+/* Backward Calls a server connection may have outstanding (Linux svcrdma
+ * keeps 2; NFSv4.1 callbacks are few: probes and recalls). */
+#define RR_TP_BC_SLOTS 4u
 
 /* Inline threshold policy (docs/transport.md "Inline thresholds"). On the
  * software (TCP-carried) provider an RDMA Read or Write of a chunk costs a
@@ -215,6 +226,26 @@ int rr_tp_client_cut(struct rr_tp_client *c);
 /* Negotiated parameters of the current connection (-ENOTCONN if none). */
 int rr_tp_client_params(struct rr_tp_client *c, struct rr_xprt_params *out,
 			uint32_t *grant);
+
+/* ---- backchannel, client (RFC 8167: Calls the server sends back) ---- */
+
+typedef void (*rr_tp_bc_recv_fn)(void *ctx, struct rr_conn_sreq *req);
+/* Reverse Calls go to @recv(@ctx, req) -- on the progress thread or a
+ * waiting caller's, without the endpoint's lock; it must not block -- from
+ * rr_tp_client_bc_enable(true) on, within conf.bc_slots at once on a
+ * connection (the others are dropped and counted). @req->msg/len is the
+ * RPC Call, valid until rr_tp_client_bc_done. @recv NULL: none delivered.
+ * Once it returns, no upcall of the previous @recv is running (never call
+ * it from one). */
+void rr_tp_client_bc_set(struct rr_tp_client *c, rr_tp_bc_recv_fn recv, void *ctx);
+void rr_tp_client_bc_enable(struct rr_tp_client *c, bool on);
+/* Answers reverse Call @req inline (rr_conn_bc_reply): 0, or -ENOTCONN
+ * (its connection is gone), -EMSGSIZE, -ENOBUFS. @parts are free when it
+ * returns. */
+int rr_tp_client_bc_reply(struct rr_tp_client *c, struct rr_conn_sreq *req,
+			  const struct rr_xprt_part *parts, unsigned nparts);
+/* Done with @req (after its Reply, or instead of one). */
+void rr_tp_client_bc_done(struct rr_tp_client *c, struct rr_conn_sreq *req);
 
 /* ---- push mode (draft-talpey-rdma-commit section 2) ----
  * RDMA Commit is used only when both peers advertised
@@ -346,5 +377,30 @@ int rr_tp_server_expose(struct rr_tp_server *s, struct rr_conn_sreq *req,
 /* Deregisters region @id at once (later Writes/Commits naming it draw a
  * protection error, fatal to that connection). 0 or -ENOENT (already gone). */
 int rr_tp_server_revoke(struct rr_tp_server *s, uint64_t id);
+
+/* ---- backchannel, server (RFC 8167: Calls to the client of a
+ * connection) ---- */
+
+/* A server connection held for backward Calls; it does not keep the
+ * connection: once that is gone, submits answer -ENOTCONN. */
+struct rr_tp_bc;
+
+/* Opens the backward direction of @req's connection (a delivered request,
+ * not yet done): @complete(@ctx, rpc) is the completion upcall of its
+ * backward Calls (from the progress thread, without the lock). 0,
+ * -ENOTCONN, -EOPNOTSUPP (conf.bc_slots 0), -ENOMEM. */
+int rr_tp_server_bc_open(struct rr_tp_server *s, struct rr_conn_sreq *req,
+			 rr_tp_complete_fn complete, void *ctx, struct rr_tp_bc **out);
+/* Sends backward Call @rpc (inline: rr_conn_bc_submit); @complete follows
+ * exactly once unless this returns an error (-ENOTCONN, -EMSGSIZE,
+ * -EINVAL, -ENOMEM, and -EDEADLK for a Call whose caller would wait for it
+ * on the progress thread, which receives its Reply). */
+int rr_tp_server_bc_submit(struct rr_tp_server *s, struct rr_tp_bc *b, struct rr_conn_rpc *rpc);
+void rr_tp_server_bc_abort(struct rr_tp_server *s, struct rr_tp_bc *b, struct rr_conn_rpc *rpc,
+			   int status);
+/* Frees @rpc's Reply. */
+void rr_tp_server_bc_release(struct rr_tp_server *s, struct rr_conn_rpc *rpc);
+/* Closes @b; every backward Call of it has completed. */
+void rr_tp_server_bc_close(struct rr_tp_server *s, struct rr_tp_bc *b);
 
 #endif

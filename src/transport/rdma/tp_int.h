@@ -192,6 +192,16 @@ struct tp_conn {
 	struct tp_expo *expo;        /* responder: exposed push-mode regions */
 	struct tp_ev evs[TP_CONN_EVS];   /* its CM events on their way */
 	bool cm_lost;                /* an event could not be handed: it ends */
+	struct rr_tp_bc *bcs;        /* responder: opened for backward Calls */
+};
+
+/* A server connection opened for backward Calls (tp.h). */
+struct rr_tp_bc {
+	struct tp_shard *sh;         /* the connection's (its lock) */
+	struct tp_conn *cn;          /* NULL once the connection is gone */
+	rr_tp_complete_fn complete;
+	void *ctx;
+	struct rr_tp_bc *next;       /* the connection's */
 };
 
 /* What every endpoint has: a client, a server's listener, a server's
@@ -262,6 +272,12 @@ struct rr_tp_client {
 	struct rr_conn_rpc *wait_for; /* submit reserved the waiter role for it */
 	struct tp_push_op *pushes;  /* push-mode operations in flight */
 	uint32_t push_seq;
+	/* backchannel: reverse Calls to the upper layer, without the lock */
+	rr_tp_bc_recv_fn bc_recv;
+	void *bc_ctx;
+	bool bc_on;
+	unsigned bc_running;        /* bc_recv upcalls running (unlocked) */
+	struct rr_conn_sreq *bc_in, **bc_in_tail;
 };
 
 /* A shared receive pool (pool.c). */
@@ -310,6 +326,9 @@ struct tp_shard {
 	/* Replies of rr_tp_server_reply_async whose Send completed (or
 	 * failed): their sent upcalls run without the lock (sv_sent_upcalls). */
 	struct rr_conn_sreq *sent_head, **sent_tail;
+	/* backward Calls completed: their upcalls run without the lock
+	 * (tp_sv_bc_upcalls) */
+	struct rr_conn_rpc *bc_done, **bc_done_tail;
 	uint64_t idle_look_ns;     /* next idle sweep (sv_idle_sweep) */
 };
 
@@ -487,6 +506,9 @@ void tp_sv_after_upcalls(struct tp_shard *sh);
 void tp_sv_timers(struct tp_shard *sh, struct tp_conn *cn);
 void tp_sv_idle_sweep(struct tp_shard *sh);
 void tp_sv_sent_upcalls(struct tp_shard *sh);
+/* Backward Calls' completion upcalls, without the lock (lock held on entry
+ * and return). */
+void tp_sv_bc_upcalls(struct tp_shard *sh);
 /* A CM event of a shard's connection (lock held). */
 void tp_sv_on_cm(struct tp_ep *ep, const struct rpcrdma_cm_event *ev);
 /* Shard @sh's shared receive pool, made with its first connection (its

@@ -9,7 +9,11 @@
  * back-off) and every pending Call is retransmitted with its XID; a Reply
  * above the maximum message fails its Call only; a server that answers in
  * MPA (it speaks rdma://) fails every Call with -EPROTOTYPE instead of a
- * reconnect loop. */
+ * reconnect loop. Backchannel (transport/xprt.h section 4, as NFSv4.1 over
+ * TCP: RFC 8881 section 2.10.3.1): records whose RFC 5531 msg_type is CALL
+ * are reverse Calls, delivered to the client's callback server (bc_serve)
+ * within its slots and answered on the connection they came on; the loop
+ * reads for them while that server runs. */
 #include "transport/tcp/tcp_client.h"
 #include "transport/tcp/tcp_io.h"
 #include "rpc/rpcmsg.h"
@@ -98,6 +102,27 @@ struct tcp_clnt {
 	unsigned n_self;            /* of those, flagged CF_SELF */
 	struct rr_xprt_call *bucket[NBUCKET];
 	struct rr_tcp_reader rd;    /* used only by the reader-role holder */
+	struct tcp_bc_srv *bc;      /* the callback server (c->lock) */
+};
+
+/* The server role of the client's connections (bc_serve): reverse Calls
+ * are delivered while started, at most the client's bc_slots at once. */
+struct tcp_bc_srv {
+	struct tcp_clnt *c;
+	struct rr_xprt_server_params p;
+	bool started, stopped;      /* c->lock */
+	unsigned inflight;          /* delivered, not done (c->lock) */
+};
+
+/* A reverse Call delivered: its record buffer, and the connection it came
+ * on (the Reply goes there or nowhere). */
+struct tcp_bc_req {
+	struct rr_xprt_req req;
+	struct tcp_bc_srv *bc;
+	uint8_t *buf;
+	size_t cap;
+	uint64_t gen;
+	bool counted;               /* holds one of bc->inflight (c->lock) */
 };
 
 /* Per-call transport state, kept in xp_priv: the cancel flag for
@@ -143,14 +168,16 @@ static void table_remove(struct tcp_clnt *c, struct rr_xprt_call *call)
 }
 
 static void rx_ready(struct rr_loop_src *src, uint32_t ev);
+static bool bc_listening(const struct tcp_clnt *c);
 
-/* The loop reads for the calls no caller reads for: the socket is armed
- * in its epoll set while there are some and no reader holds the role
- * (c->lock; one epoll_ctl, and only when that changes). */
+/* The loop reads for the calls no caller reads for, and for reverse Calls
+ * while the callback server runs: the socket is armed in its epoll set
+ * while there are some and no reader holds the role (c->lock; one
+ * epoll_ctl, and only when that changes). */
 static void arm_rx(struct tcp_clnt *c)
 {
 	if (!c->rx_added || c->rx_armed || c->reader_busy || !c->connected || c->broken ||
-	    c->closing || c->n_pending <= c->n_self)
+	    c->closing || (c->n_pending <= c->n_self && !bc_listening(c)))
 		return;
 	if (rr_loop_mod(c->loop, &c->rx_src, EPOLLIN | EPOLLONESHOT) == 0)
 		c->rx_armed = true;
@@ -340,13 +367,7 @@ static int tcp_clnt_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	if (!cp)
 		return -ENOMEM;
 	atomic_init(&cp->cancel, false);
-	for (unsigned i = 0; i < RR_RPC_MAX_DDP; i++)
-		call->placed[i] = RR_RPC_NOT_PLACED;
-	call->reply = NULL;
-	call->reply_len = 0;
-	call->reply_buf = NULL;
-	call->status = 0;
-	call->xp_status = 0;
+	rr_tcp_call_reset(call);
 
 	pthread_mutex_lock(&c->lock);
 	if (c->dead || c->closing) {
@@ -413,9 +434,49 @@ static void tcp_clnt_release_reply(struct rr_xprt_client *x, struct rr_xprt_call
 	call->xp_priv = NULL;
 }
 
-/* A record arrived: match it to a pending Call by XID (RFC 5531 section 9);
- * anything else is discarded. Returns the call it completed (only to be
- * compared: it may be gone), or NULL. */
+/* Whether reverse Calls are served now (c->lock): the receive thread then
+ * reads even with no Call of ours pending. */
+static bool bc_listening(const struct tcp_clnt *c)
+{
+	return c->bc && c->bc->started && !c->bc->stopped;
+}
+
+/* A reverse Call arrived (a record whose msg_type is CALL): delivered to
+ * the callback server within its slots, else dropped (nobody offered to
+ * serve it, or the peer exceeded what it was offered). */
+static void clnt_on_call(struct tcp_clnt *c, uint8_t *buf, size_t len, size_t cap)
+{
+	struct tcp_bc_req *r = NULL;
+	struct tcp_bc_srv *bc;
+
+	pthread_mutex_lock(&c->lock);
+	bc = c->bc;
+	if (bc_listening(c) && bc->inflight < c->p.bc_slots) {
+		r = rr_zalloc(c->p.env, sizeof(*r));
+		if (r) {
+			bc->inflight++;
+			r->counted = true;
+			r->bc = bc;
+			r->gen = c->gen;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!r) {
+		rr_tcp_reader_recycle(&c->rd, buf, cap);
+		return;
+	}
+	r->buf = buf;
+	r->cap = cap;
+	r->req.msg = buf;
+	r->req.len = len;
+	r->req.xp_priv = r;
+	bc->p.recv(bc->p.ctx, &r->req);
+}
+
+/* A record arrived: a Reply is matched to a pending Call by XID (RFC 5531
+ * section 9), a Call goes to the callback server; anything else is
+ * discarded. Returns the call it completed (only to be compared: it may be
+ * gone), or NULL. */
 static struct rr_xprt_call *clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len,
 					   size_t cap)
 {
@@ -423,6 +484,10 @@ static struct rr_xprt_call *clnt_on_record(struct tcp_clnt *c, uint8_t *buf, siz
 	uint32_t xid, mt;
 	bool done = false;
 
+	if (rr_rpcmsg_peek(buf, len, &xid, &mt) == 0 && mt == RR_RPC_CALL) {
+		clnt_on_call(c, buf, len, cap);
+		return NULL;
+	}
 	if (rr_rpcmsg_peek(buf, len, &xid, &mt) || mt != RR_RPC_REPLY) {
 		rr_tcp_reader_recycle(&c->rd, buf, cap);
 		return NULL;
@@ -583,8 +648,9 @@ static void tcp_clnt_wait(struct rr_xprt_client *x, struct rr_xprt_call *call,
 	pthread_mutex_lock(&c->lock);
 	unflag_self(c, call);
 	/* The loop has something to do only if the connection failed or
-	 * calls remain that no caller reads for: waking it after every
-	 * synchronous call would cost a context switch per call. */
+	 * calls remain that no caller reads for (or reverse Calls may come):
+	 * waking it after every synchronous call would cost a context switch
+	 * per call. */
 	role_release(c, rc);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -681,6 +747,7 @@ static void clnt_reconnected(struct tcp_clnt *c, int fd)
 	c->rx_added = rr_loop_add(c->loop, &c->rx_src, fd, EPOLLONESHOT, rx_ready) == 0;
 	if (!c->rx_added)
 		c->broken = true;
+	arm_rx(c);   /* reverse Calls may come before any Reply */
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->send_lock);
@@ -934,6 +1001,137 @@ static void tcp_clnt_destroy(struct rr_xprt_client *x)
 	rr_free(c->p.env, c);
 }
 
+/* ---- the callback server (transport/xprt.h section 4) ---- */
+
+static int bc_port(const struct rr_xprt_server *x)
+{
+	(void)x;
+	return -EOPNOTSUPP;   /* it listens on nothing */
+}
+
+static int bc_start(struct rr_xprt_server *x)
+{
+	struct tcp_bc_srv *bc = (struct tcp_bc_srv *)x;
+	struct tcp_clnt *c = bc->c;
+
+	pthread_mutex_lock(&c->lock);
+	bc->started = true;
+	arm_rx(c);   /* the loop reads for reverse Calls from now on */
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* The slot of @r is free again (its Reply is about to go, or it is done
+ * without one). */
+static void bc_uncount(struct tcp_clnt *c, struct tcp_bc_req *r)
+{
+	pthread_mutex_lock(&c->lock);
+	if (r->counted) {
+		r->counted = false;
+		r->bc->inflight--;
+		pthread_cond_broadcast(&c->cv);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* The Reply goes on the connection its Call came on; once that one is gone
+ * it is lost (-ENOTCONN), as a server's Reply on a closed connection. The
+ * slot is given back before the Reply is sent: a server may send the next
+ * Call on that slot as soon as it has the Reply (NFSv4.1 does), before
+ * req_done runs. */
+static int bc_send_reply(struct rr_xprt_server *x, struct rr_xprt_req *req,
+			 const struct rr_xprt_msg *msg)
+{
+	struct tcp_bc_srv *bc = (struct tcp_bc_srv *)x;
+	struct tcp_bc_req *r = req->xp_priv;
+	struct tcp_clnt *c = bc->c;
+	int rc = -ENOTCONN;
+
+	if (msg->xdr_len > c->p.max_msg || msg->xdr_len > RR_RM_MAX_FRAG)
+		return -EMSGSIZE;
+	bc_uncount(c, r);
+	pthread_mutex_lock(&c->send_lock);   /* c->gen and c->fd change under it */
+	if (c->fd >= 0 && c->gen == r->gen) {
+		rc = rr_tcp_send_record(c->fd, msg, NULL, 30000);
+		if (rc)
+			shutdown(c->fd, SHUT_RDWR);   /* the reader notices */
+	}
+	pthread_mutex_unlock(&c->send_lock);
+	return rc;
+}
+
+static void bc_req_done(struct rr_xprt_server *x, struct rr_xprt_req *req)
+{
+	struct tcp_bc_srv *bc = (struct tcp_bc_srv *)x;
+	struct tcp_bc_req *r = req->xp_priv;
+	struct tcp_clnt *c = bc->c;
+
+	bc_uncount(c, r);
+	rr_tcp_reader_recycle(&c->rd, r->buf, r->cap);
+	rr_free(c->p.env, r);
+}
+
+static void bc_stop(struct rr_xprt_server *x)
+{
+	struct tcp_bc_srv *bc = (struct tcp_bc_srv *)x;
+
+	pthread_mutex_lock(&bc->c->lock);
+	bc->stopped = true;
+	pthread_mutex_unlock(&bc->c->lock);
+}
+
+/* Every request delivered is done (the RPC layer waited); a delivery the
+ * reader decided on just before stop is waited for too. */
+static void bc_destroy(struct rr_xprt_server *x)
+{
+	struct tcp_bc_srv *bc = (struct tcp_bc_srv *)x;
+	struct tcp_clnt *c = bc->c;
+
+	pthread_mutex_lock(&c->lock);
+	bc->stopped = true;
+	while (bc->inflight)
+		(void)rr_engine_wait(&c->cv, &c->lock, NULL);
+	c->bc = NULL;
+	pthread_mutex_unlock(&c->lock);
+	rr_free(c->p.env, bc);
+}
+
+static const struct rr_xprt_server_ops bc_server_ops = {
+	.port = bc_port,
+	.start = bc_start,
+	.send_reply = bc_send_reply,
+	.req_done = bc_req_done,
+	.stop = bc_stop,
+	.destroy = bc_destroy,
+	.inline_recv = false,   /* the reader must not run handlers */
+};
+
+static int tcp_clnt_bc_serve(struct rr_xprt_client *x, const struct rr_xprt_server_params *p,
+			     const struct rr_xprt_server_ops **ops, struct rr_xprt_server **out)
+{
+	struct tcp_clnt *c = (struct tcp_clnt *)x;
+	struct tcp_bc_srv *bc;
+
+	if (!c->p.bc_slots)
+		return -EINVAL;
+	bc = rr_zalloc(c->p.env, sizeof(*bc));
+	if (!bc)
+		return -ENOMEM;
+	bc->c = c;
+	bc->p = *p;
+	pthread_mutex_lock(&c->lock);
+	if (c->bc) {
+		pthread_mutex_unlock(&c->lock);
+		rr_free(c->p.env, bc);
+		return -EBUSY;
+	}
+	c->bc = bc;
+	pthread_mutex_unlock(&c->lock);
+	*ops = &bc_server_ops;
+	*out = (struct rr_xprt_server *)bc;
+	return 0;
+}
+
 const struct rr_xprt_client_ops rr_tcp_client_ops = {
 	.create = tcp_clnt_create,
 	.submit = tcp_clnt_submit,
@@ -941,4 +1139,5 @@ const struct rr_xprt_client_ops rr_tcp_client_ops = {
 	.release_reply = tcp_clnt_release_reply,
 	.destroy = tcp_clnt_destroy,
 	.wait = tcp_clnt_wait,
+	.bc_serve = tcp_clnt_bc_serve,
 };

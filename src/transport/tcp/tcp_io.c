@@ -222,3 +222,14 @@ void rr_tcp_sock_opts(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+
+void rr_tcp_call_reset(struct rr_xprt_call *call)
+{
+	for (unsigned i = 0; i < RR_RPC_MAX_DDP; i++)
+		call->placed[i] = RR_RPC_NOT_PLACED;
+	call->reply = NULL;
+	call->reply_len = 0;
+	call->reply_buf = NULL;
+	call->status = 0;
+	call->xp_status = 0;
+}

@@ -54,5 +54,8 @@ void rr_tcp_reader_recycle(struct rr_tcp_reader *r, uint8_t *buf, size_t cap);
 int rr_tcp_send_record(int fd, const struct rr_xprt_msg *m, atomic_bool *cancel, int timeout_ms);
 /* The socket options of every tcp:// connection (TCP_NODELAY). */
 void rr_tcp_sock_opts(int fd);
+/* Clears @call's results before it is sent, forward or backward (no Reply
+ * yet, status 0, every DDP item unplaced: tcp:// places none). */
+void rr_tcp_call_reset(struct rr_xprt_call *call);
 
 #endif

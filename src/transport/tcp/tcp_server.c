@@ -12,12 +12,19 @@
  * Replies are written by whoever answers (tcp_io.c). A record above the
  * maximum message, bytes that are not record marking, or a peer closing
  * mid-record close that connection only; a connection that opens with an
- * MPA frame (an rdma:// client) is answered RPC_MISMATCH first. */
+ * MPA frame (an rdma:// client) is answered RPC_MISMATCH first.
+ * Backchannel (transport/xprt.h section 4, as NFSv4.1 over TCP: RFC 8881
+ * section 2.10.3.1): a callback client (bc_client) writes Calls on a
+ * client's connection; records whose RFC 5531 msg_type is REPLY are matched
+ * by XID to those Calls instead of being delivered, and when the connection
+ * closes its pending callbacks fail. */
 #include "transport/tcp/tcp_server.h"
 #include "transport/tcp/tcp_io.h"
 #include "transport/xprt_ctl.h"
 #include "common/listen.h"
 #include "engine/engine.h"
+
+#include "rpc/rpcmsg.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -43,7 +50,33 @@ struct tcp_conn {
 	_Atomic uint64_t last_rx_ns;    /* its last read (idle timeout) */
 	struct sockaddr_storage peer;   /* from accept (RR_CTL_PEER_ADDR) */
 	struct tcp_conn *next, *prev;
+	/* backchannel: Calls of its callback clients awaiting a Reply */
+	pthread_mutex_t bc_lock;
+	struct rr_xprt_call *bc_calls;  /* bc_lock */
+	bool bc_dead;                   /* closed: no more callbacks (bc_lock) */
+	unsigned bc_refs;               /* of refs, held by callback clients (lock) */
+	_Atomic unsigned bc_npending;   /* Calls in bc_calls (idle timeout) */
 };
+
+/* A callback client (bc_client) on one connection. */
+struct tcp_bc_clnt {
+	struct rr_xprt_client_params p;
+	struct tcp_srv *s;
+	struct tcp_conn *cn;
+};
+
+/* Per callback Call (xp_priv): its client, the cancel flag of its write,
+ * its Reply's record buffer capacity. */
+struct bc_call_priv {
+	struct tcp_bc_clnt *bc;
+	atomic_bool cancel;
+	size_t reply_cap;
+};
+
+
+#define BC_SENDING 1u
+#define BC_REPLIED 2u
+#define BC_ABORTED 4u
 
 struct tcp_req {
 	struct rr_xprt_req req;
@@ -94,6 +127,7 @@ static void conn_free(struct tcp_srv *s, struct tcp_conn *cn)
 	close(cn->fd);
 	rr_tcp_reader_fini(&cn->rd);
 	pthread_mutex_destroy(&cn->send_lock);
+	pthread_mutex_destroy(&cn->bc_lock);
 	rr_free(s->p.env, cn);
 	rr_mem_trim_due(s->p.env);   /* the listener's timer gives it back */
 }
@@ -109,6 +143,51 @@ static void conn_put(struct tcp_srv *s, struct tcp_conn *cn)
 		conn_free(s, cn);
 }
 
+/* Removes @call from @cn's callbacks awaiting a Reply (bc_lock held). */
+static void bc_unlink(struct tcp_conn *cn, struct rr_xprt_call *call)
+{
+	for (struct rr_xprt_call **pp = &cn->bc_calls; *pp; pp = &(*pp)->xp_next)
+		if (*pp == call) {
+			*pp = call->xp_next;
+			call->xp_next = NULL;
+			atomic_fetch_sub(&cn->bc_npending, 1);
+			return;
+		}
+}
+
+/* Completes a callback Call (no lock held). */
+static void bc_complete(struct rr_xprt_call *call, int status)
+{
+	struct tcp_bc_clnt *bc = ((struct bc_call_priv *)call->xp_priv)->bc;
+
+	call->status = status;
+	bc->p.complete(bc->p.ctx, call);
+}
+
+/* The connection closed: no more callbacks on it, and those awaiting a
+ * Reply fail (-ECONNRESET; one being written fails when its write does). */
+static void bc_conn_closed(struct tcp_conn *cn)
+{
+	struct rr_xprt_call *fail = NULL, *call, *nx;
+
+	pthread_mutex_lock(&cn->bc_lock);
+	cn->bc_dead = true;
+	for (call = cn->bc_calls; call; call = nx) {
+		nx = call->xp_next;
+		if (call->xp_flags & BC_SENDING)
+			continue;
+		bc_unlink(cn, call);
+		call->xp_next = fail;
+		fail = call;
+	}
+	pthread_mutex_unlock(&cn->bc_lock);
+	for (call = fail; call; call = nx) {
+		nx = call->xp_next;
+		call->xp_next = NULL;
+		bc_complete(call, -ECONNRESET);
+	}
+}
+
 /* Its loop gives up its reference (on the loop): no more reads on this
  * connection. */
 static void conn_close(struct tcp_srv *s, struct tcp_conn *cn)
@@ -118,7 +197,38 @@ static void conn_close(struct tcp_srv *s, struct tcp_conn *cn)
 	cn->closed = true;
 	pthread_mutex_unlock(&s->lock);
 	shutdown(cn->fd, SHUT_RDWR);
+	bc_conn_closed(cn);
 	conn_put(s, cn);
+}
+
+/* A Reply arrived on @cn (msg_type REPLY): it completes the callback Call
+ * of its XID, or is discarded (RFC 5531 section 9; a Reply to a Call
+ * aborted meanwhile too). Takes ownership of @buf. */
+static void bc_on_reply(struct tcp_conn *cn, uint32_t xid, uint8_t *buf, size_t len, size_t cap)
+{
+	struct rr_xprt_call *call;
+	bool done = false;
+
+	pthread_mutex_lock(&cn->bc_lock);
+	for (call = cn->bc_calls; call && call->xid != xid; call = call->xp_next)
+		;
+	if (call && !(call->xp_flags & (BC_REPLIED | BC_ABORTED))) {
+		((struct bc_call_priv *)call->xp_priv)->reply_cap = cap;
+		call->reply = buf;
+		call->reply_buf = buf;
+		call->reply_len = len;
+		call->xp_flags |= BC_REPLIED;
+		if (!(call->xp_flags & BC_SENDING)) {
+			bc_unlink(cn, call);
+			done = true;
+		}
+		buf = NULL;
+	}
+	pthread_mutex_unlock(&cn->bc_lock);
+	if (buf)
+		rr_tcp_reader_recycle(&cn->rd, buf, cap);
+	if (done)
+		bc_complete(call, 0);
 }
 
 /* accept4 failed for want of file descriptors or memory (@err; lock held):
@@ -208,6 +318,7 @@ static void srv_accept(struct rr_loop_src *lsrc, uint32_t events)
 		rr_tcp_reader_init(&cn->rd, s->p.env, s->p.max_msg, RR_TCP_SPARE_MAX, &s->pool, false,
 				   false);
 		pthread_mutex_init(&cn->send_lock, NULL);
+		pthread_mutex_init(&cn->bc_lock, NULL);
 		pthread_mutex_lock(&s->lock);
 		cn->next = s->conns;
 		if (s->conns)
@@ -249,7 +360,10 @@ static void srv_tick(struct rr_loop_timer *t)
 	if (to && now >= s->idle_look_ns) {
 		s->idle_look_ns = now + RR_MIN(to / 10, 100000000ull);
 		for (struct tcp_conn *cn = s->conns; cn; cn = cn->next) {
-			if (cn->closed || cn->idle_shut || cn->refs > 1 ||
+			/* callback clients do not keep it open; a callback
+			 * awaiting its Reply does */
+			if (cn->closed || cn->idle_shut || cn->refs - cn->bc_refs > 1 ||
+			    atomic_load(&cn->bc_npending) ||
 			    now - atomic_load(&cn->last_rx_ns) < to)
 				continue;
 			cn->idle_shut = true;
@@ -309,6 +423,15 @@ static void srv_read(struct rr_loop_src *src, uint32_t events)
 	if (rc < 0) {
 		conn_close(s, cn);
 		return;
+	}
+	{
+		uint32_t xid, mt;
+
+		if (rr_rpcmsg_peek(buf, len, &xid, &mt) == 0 && mt == RR_RPC_REPLY) {
+			/* to one of our callbacks, not a Call */
+			bc_on_reply(cn, xid, buf, len, cap);
+			return;
+		}
 	}
 	r = rr_zalloc(s->p.env, sizeof(*r));
 	if (!r) {
@@ -549,6 +672,171 @@ static int tcp_srv_ctl(struct rr_xprt_server *x, struct rr_xprt_req *req, unsign
 	return 0;
 }
 
+/* ---- callback clients (transport/xprt.h section 4) ---- */
+
+/* Writes @call's record (flagged BC_SENDING), then completes it if a Reply,
+ * an abort or a failed write came meanwhile. */
+static void bc_send(struct tcp_bc_clnt *bc, struct rr_xprt_call *call)
+{
+	struct bc_call_priv *cp = call->xp_priv;
+	struct tcp_conn *cn = bc->cn;
+	int rc, status = 0;
+	bool done = false;
+
+	pthread_mutex_lock(&cn->send_lock);
+	rc = rr_tcp_send_record(cn->fd, &call->msg, &cp->cancel, 30000);
+	if (rc && rc != -ECANCELED)
+		shutdown(cn->fd, SHUT_RDWR);   /* its loop closes it */
+	pthread_mutex_unlock(&cn->send_lock);
+	pthread_mutex_lock(&cn->bc_lock);
+	call->xp_flags &= ~BC_SENDING;
+	if (call->xp_flags & BC_REPLIED) {
+		done = true;
+	} else if (call->xp_flags & BC_ABORTED) {
+		status = call->xp_status;
+		done = true;
+	} else if (rc) {
+		status = rc == -EMSGSIZE ? rc : -ECONNRESET;
+		done = true;
+	} else if (cn->bc_dead) {
+		status = -ECONNRESET;   /* closed while it was written */
+		done = true;
+	}
+	if (done)
+		bc_unlink(cn, call);
+	pthread_mutex_unlock(&cn->bc_lock);
+	if (done)
+		bc_complete(call, status);
+}
+
+static int bc_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	struct tcp_bc_clnt *bc = (struct tcp_bc_clnt *)x;
+	struct tcp_conn *cn = bc->cn;
+	struct bc_call_priv *cp;
+
+	if (call->msg.xdr_len > bc->p.max_msg || call->msg.xdr_len > RR_RM_MAX_FRAG)
+		return -EMSGSIZE;
+	/* Its Reply is read by the connection's loop: waiting for it on that
+	 * loop would never end. */
+	if (call->caller_waits && rr_loop_current() == cn->loop)
+		return -EDEADLK;
+	cp = rr_zalloc(bc->p.env, sizeof(*cp));
+	if (!cp)
+		return -ENOMEM;
+	cp->bc = bc;
+	atomic_init(&cp->cancel, false);
+	rr_tcp_call_reset(call);
+	pthread_mutex_lock(&cn->bc_lock);
+	if (cn->bc_dead) {
+		pthread_mutex_unlock(&cn->bc_lock);
+		rr_free(bc->p.env, cp);
+		return -ENOTCONN;
+	}
+	call->xp_priv = cp;
+	call->xp_flags = BC_SENDING;
+	call->xp_next = cn->bc_calls;
+	cn->bc_calls = call;
+	atomic_fetch_add(&cn->bc_npending, 1);
+	pthread_mutex_unlock(&cn->bc_lock);
+	bc_send(bc, call);
+	return 0;
+}
+
+static void bc_abort(struct rr_xprt_client *x, struct rr_xprt_call *call, int status)
+{
+	struct tcp_bc_clnt *bc = (struct tcp_bc_clnt *)x;
+	struct tcp_conn *cn = bc->cn;
+	struct rr_xprt_call *p;
+
+	pthread_mutex_lock(&cn->bc_lock);
+	for (p = cn->bc_calls; p && p != call; p = p->xp_next)
+		;
+	if (!p || (call->xp_flags & (BC_REPLIED | BC_ABORTED))) {
+		pthread_mutex_unlock(&cn->bc_lock);
+		return;
+	}
+	if (call->xp_flags & BC_SENDING) {
+		call->xp_flags |= BC_ABORTED;
+		call->xp_status = status;
+		atomic_store(&((struct bc_call_priv *)call->xp_priv)->cancel, true);
+		pthread_mutex_unlock(&cn->bc_lock);
+		return;   /* bc_send completes it */
+	}
+	bc_unlink(cn, call);
+	pthread_mutex_unlock(&cn->bc_lock);
+	bc_complete(call, status);
+}
+
+static void bc_release_reply(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	struct tcp_bc_clnt *bc = (struct tcp_bc_clnt *)x;
+	struct bc_call_priv *cp = call->xp_priv;
+
+	if (call->reply_buf)
+		rr_tcp_reader_recycle(&bc->cn->rd, call->reply_buf, cp ? cp->reply_cap : 0);
+	call->reply_buf = NULL;
+	call->reply = NULL;
+	rr_free(bc->p.env, cp);
+	call->xp_priv = NULL;
+}
+
+/* Waiting is the RPC layer's; the op only lets submit see a synchronous
+ * caller (caller_waits) that would wait on the thread reading its Reply. */
+static void bc_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms)
+{
+	(void)x;
+	(void)call;
+	(void)timeout_ms;
+}
+
+static void bc_clnt_destroy(struct rr_xprt_client *x)
+{
+	struct tcp_bc_clnt *bc = (struct tcp_bc_clnt *)x;
+	struct tcp_srv *s = bc->s;
+
+	pthread_mutex_lock(&s->lock);
+	bc->cn->bc_refs--;
+	pthread_mutex_unlock(&s->lock);
+	conn_put(s, bc->cn);
+	rr_free(bc->p.env, bc);
+}
+
+static const struct rr_xprt_client_ops bc_client_ops = {
+	.submit = bc_submit,
+	.abort = bc_abort,
+	.release_reply = bc_release_reply,
+	.destroy = bc_clnt_destroy,
+	.wait = bc_wait,
+};
+
+static int tcp_srv_bc_client(struct rr_xprt_server *x, struct rr_xprt_req *req,
+			     const struct rr_xprt_client_params *p,
+			     const struct rr_xprt_client_ops **ops, struct rr_xprt_client **out)
+{
+	struct tcp_srv *s = (struct tcp_srv *)x;
+	struct tcp_conn *cn = ((struct tcp_req *)req->xp_priv)->conn;
+	struct tcp_bc_clnt *bc = rr_zalloc(p->env, sizeof(*bc));
+
+	if (!bc)
+		return -ENOMEM;
+	bc->p = *p;
+	bc->s = s;
+	bc->cn = cn;
+	pthread_mutex_lock(&s->lock);
+	if (cn->closed) {
+		pthread_mutex_unlock(&s->lock);
+		rr_free(p->env, bc);
+		return -ENOTCONN;
+	}
+	cn->refs++;      /* the connection outlives the request */
+	cn->bc_refs++;
+	pthread_mutex_unlock(&s->lock);
+	*ops = &bc_client_ops;
+	*out = (struct rr_xprt_client *)bc;
+	return 0;
+}
+
 /* inline_recv false: the RPC layer queues Calls to its workers, except
  * those it answers itself and all of them under RPCRDMA_SERVER_INLINE,
  * which run on the connection's progress loop. */
@@ -562,4 +850,5 @@ const struct rr_xprt_server_ops rr_tcp_server_ops = {
 	.req_done = tcp_srv_req_done,
 	.stop = tcp_srv_stop,
 	.destroy = tcp_srv_destroy,
+	.bc_client = tcp_srv_bc_client,
 };
