@@ -465,7 +465,7 @@ static int get_attrs(struct rpcrdma_xdr_dec *d, uint32_t *v6)
 static int create_session(void)
 {
 	struct compound k;
-	uint32_t st, seq, flags, fore[6], back[6];
+	uint32_t st, seq, flags = 0, fore[6] = {0}, back[6] = {0};
 	int rc;
 
 	if ((rc = cpd_begin(&k, 1)))
