@@ -232,6 +232,15 @@ static uint32_t need_res(const struct rr_cred_rsp *c)
 	return sat32(RR_MAX(call_perm(c), 1) + (uint64_t)c->done_owed + c->bc_owed);
 }
 
+/* The Receives the connection may count on: its reservation and its pool's
+ * free ones. */
+static uint64_t room_of(const struct rr_cred_rsp *c)
+{
+	int64_t fr = rr_cred_pool_free(c->pool);
+
+	return (uint64_t)c->res + (fr > 0 ? (uint64_t)fr : 0);
+}
+
 /* Brings the connection's reservation, and its pool's sum, in line with its
  * state; records by how much what the peer may send grew since @before. */
 static void settle_res(struct rr_cred_rsp *c, uint64_t before)
@@ -381,7 +390,6 @@ int rr_cred_rsp_reply(struct rr_cred_rsp *c, bool read_chunk, uint32_t *grant)
 {
 	struct rr_cred_pool *p = c->pool;
 	uint64_t in = rr_cred_rsp_in_progress(c), k, room, want, g, before;
-	int64_t fr = rr_cred_pool_free(p);
 	uint32_t d2;
 
 	if (in == 0)
@@ -393,7 +401,7 @@ int rr_cred_rsp_reply(struct rr_cred_rsp *c, bool read_chunk, uint32_t *grant)
 	/* The Receives this connection may hold after the Reply: its own and
 	 * the pool's free ones. Its peer may then send max(L - C, g - k) Calls
 	 * and d2 RDMA_DONEs, and it reserves one Call at least. */
-	room = (uint64_t)c->res + (fr > 0 ? (uint64_t)fr : 0);
+	room = room_of(c);
 	if (RR_MAX(call_perm(c), 1) + d2 + c->bc_owed > room)
 		return -ENOBUFS; /* only an RDMA_DONE reservation can fail */
 	want = demand(c, k);
@@ -418,22 +426,21 @@ int rr_cred_rsp_reply(struct rr_cred_rsp *c, bool read_chunk, uint32_t *grant)
 	return 0;
 }
 
+/* Whether one more Receive could be reserved (an RDMA_DONE or a backward
+ * Reply owed), as rr_cred_rsp_reply checks it. */
+static bool one_more_fits(const struct rr_cred_rsp *c)
+{
+	return (uint64_t)need_res(c) + 1 <= room_of(c);
+}
+
 bool rr_cred_rsp_done_room(const struct rr_cred_rsp *c)
 {
-	int64_t fr = rr_cred_pool_free(c->pool);
-	uint64_t room = (uint64_t)c->res + (fr > 0 ? (uint64_t)fr : 0);
-
-	/* as rr_cred_rsp_reply checks it, with one more RDMA_DONE owed */
-	return c->done_owed < c->done_max &&
-	       RR_MAX(call_perm(c), 1) + c->done_owed + c->bc_owed + 1 <= room;
+	return c->done_owed < c->done_max && one_more_fits(c);
 }
 
 bool rr_cred_rsp_bc_room(const struct rr_cred_rsp *c)
 {
-	int64_t fr = rr_cred_pool_free(c->pool);
-	uint64_t room = (uint64_t)c->res + (fr > 0 ? (uint64_t)fr : 0);
-
-	return RR_MAX(call_perm(c), 1) + c->done_owed + c->bc_owed + 1 <= room;
+	return one_more_fits(c);
 }
 
 void rr_cred_rsp_want_one(struct rr_cred_rsp *c)
