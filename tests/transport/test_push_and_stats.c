@@ -755,6 +755,56 @@ TEST(push_peer_without_commit)
 	unlink(path);
 }
 
+/* A server whose shared receive queue needs its connections in one PD
+ * (verbs; forced here over the soft provider) cannot isolate a push region
+ * of one peer from the STags of another in that PD: a peer that asks for
+ * RDMA Commit gets a PD and Receives of its own and keeps Commit, while a
+ * peer that does not ask joins the pool. (Before: the first pooled
+ * connection turned Commit off for the whole server, so push over
+ * verbs:// on rxe was no longer negotiated.) */
+TEST(push_pool_shared_pd_keeps_commit)
+{
+	struct rr_tp_conf conf;
+	struct rr_tp_server *ts = NULL;
+	struct rr_tp_client *a, *b, *a2;
+	struct raw_client ra, rb, ra2;
+	struct rr_cred_pool cp, sum = {0};
+	struct sockaddr_in sin;
+
+	if (!rr_th_soft_ok())
+		return;
+	rr_tp_conf_default(&conf);
+	conf.ext_caps |= RR_PD_EXT_CAP_RDMA_COMMIT;
+	conf.pool_share_pd = true;
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(0x7f000001);
+	REQUIRE_EQ(rr_tp_server_create(&conf, (struct sockaddr *)&sin, sizeof(sin), no_calls,
+				       NULL, &ts),
+		   0);
+	b = raw_connect(rr_tp_server_port(ts), 0, &rb);
+	a = raw_connect(rr_tp_server_port(ts), RR_PD_EXT_CAP_RDMA_COMMIT, &ra);
+	a2 = raw_connect(rr_tp_server_port(ts), RR_PD_EXT_CAP_RDMA_COMMIT, &ra2);
+	CHECK_EQ(rr_tp_client_commit_ok(b), -EOPNOTSUPP);
+	CHECK_EQ(rr_tp_client_commit_ok(a), 0);
+	CHECK_EQ(rr_tp_client_commit_ok(a2), 0);
+	/* one pooled connection (b): a and a2 have their own Receives */
+	for (unsigned key = 0; key < 256; key++)
+		if (rr_tp_server_pool(ts, key, &cp) == 0)
+			sum.members += cp.members;
+	CHECK_EQ(sum.members, 1);
+	rr_tp_client_destroy(a2);
+	rr_tp_client_destroy(a);
+	rr_tp_client_destroy(b);
+	rr_tp_server_destroy(ts);
+	pthread_mutex_destroy(&ra.lock);
+	pthread_cond_destroy(&ra.cv);
+	pthread_mutex_destroy(&ra2.lock);
+	pthread_cond_destroy(&ra2.cv);
+	pthread_mutex_destroy(&rb.lock);
+	pthread_cond_destroy(&rb.cv);
+}
+
 TEST(push_commit_beyond_region)
 {
 	struct rpcrdma_server *s;

@@ -113,7 +113,7 @@ int tp_cl_connect(struct rr_tp_client *c)
 		tp_conn_free(cn);
 		return rc;
 	}
-	n = tp_encode_pd(&c->ep, pd, sizeof(pd));
+	n = tp_encode_pd(&c->ep, 0, pd, sizeof(pd));
 	if (n < 0) {
 		tp_conn_free(cn);
 		return n;

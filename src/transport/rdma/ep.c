@@ -264,10 +264,11 @@ struct rr_pd_local tp_local_pd(const struct tp_ep *ep)
 	return l;
 }
 
-int tp_encode_pd(const struct tp_ep *ep, uint8_t *buf, size_t cap)
+int tp_encode_pd(const struct tp_ep *ep, uint32_t drop, uint8_t *buf, size_t cap)
 {
 	struct rr_pd_local l = tp_local_pd(ep);
 
+	l.ext_caps &= ~drop;
 	return rr_pd_encode(&l, buf, cap);
 }
 

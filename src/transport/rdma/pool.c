@@ -39,7 +39,7 @@ int tp_pool_create(struct tp_ep *ep, unsigned key, struct tp_pool **out)
 	p->key = key;
 	p->empty_since = tp_now_ns(ep);
 	p->rsize = ep->conf.inline_recv;
-	p->share_pd = !(caps.flags & RPCRDMA_CAP_SRQ_ANY_PD);
+	p->share_pd = ep->conf.pool_share_pd || !(caps.flags & RPCRDMA_CAP_SRQ_ANY_PD);
 	p->quota = (caps.flags & RPCRDMA_CAP_RECV_QUOTA) != 0;
 	p->nchunks = (cap + TP_POOL_CHUNK - 1) / TP_POOL_CHUNK;
 	p->chunks = rr_zalloc(ep->env, sizeof(*p->chunks) * p->nchunks);

@@ -131,7 +131,6 @@ struct tp_pool *tp_sv_pool_of(struct tp_shard *sh)
 {
 	struct rr_tp_server *s = sh->srv;
 	struct tp_ep *ep = &sh->ep;
-	uint32_t drop = 0;
 
 	if (sh->no_pool || ep->conf.no_srq)
 		return NULL;
@@ -143,14 +142,6 @@ struct tp_pool *tp_sv_pool_of(struct tp_shard *sh)
 		if (tp_pool_create(ep, key, &sh->pool)) {
 			sh->no_pool = true;
 			return NULL;
-		}
-		if (sh->pool->share_pd) {
-			drop = RR_PD_EXT_CAP_RDMA_COMMIT;
-			if (!ep->conf.use_windows ||
-			    !(ep->tc->caps.flags & RPCRDMA_CAP_INVALIDATABLE))
-				drop |= RR_PD_EXT_CAP_RELIABLE_REPLY;
-			ep->conf.ext_caps &= ~drop;
-			s->ep.conf.ext_caps &= ~drop;   /* listener's lock held */
 		}
 	}
 	return sh->pool;
@@ -261,24 +252,49 @@ void tp_sv_idle_sweep(struct tp_shard *sh)
 	}
 }
 
-/* A new connection's resources and session on shard @sh; NULL when they
- * cannot be had (the request is refused). Listener's lock held. */
-/* Shard @sh's pool, if it has room for one more connection (the
- * Receive of its first Call): counted in it (pool->conns) so that it is
- * not retired while the connection is set up; *@refused: it has none. */
-static struct tp_pool *pool_enter(struct rr_tp_server *s, struct tp_shard *sh, bool *refused)
+/* Capabilities a connection of @pool cannot have. A provider whose shared
+ * receive queue takes QPs of its own PD only (verbs) puts every pooled
+ * connection in that one PD, where a push region (RDMA Commit) or a Read
+ * chunk exposed through a memory region (reliable reply without memory
+ * windows) registered for one peer would answer another peer's STag. */
+static uint32_t pool_caps_drop(const struct tp_ep *ep, const struct tp_pool *pool)
+{
+	uint32_t drop;
+
+	if (!pool || !pool->share_pd)
+		return 0;
+	drop = RR_PD_EXT_CAP_RDMA_COMMIT;
+	if (!ep->conf.use_windows || !(ep->tc->caps.flags & RPCRDMA_CAP_INVALIDATABLE))
+		drop |= RR_PD_EXT_CAP_RELIABLE_REPLY;
+	return drop;
+}
+
+/* Shard @sh's pool for a new connection whose peer advertised @peer_caps,
+ * if it has room for one more connection (the Receive of its first Call):
+ * counted in it (pool->conns) so that it is not retired while the
+ * connection is set up; *@refused: it has none. NULL: no pool, or the peer
+ * asks for a capability that the pool's shared PD cannot isolate
+ * (pool_caps_drop), which the connection gets on a PD and Receives of its
+ * own (as with a fixed grant) rather than going without. *@drop: the
+ * capabilities the connection goes without. */
+static struct tp_pool *pool_enter(struct tp_shard *sh, uint32_t peer_caps, bool *refused,
+				  uint32_t *drop)
 {
 	struct tp_pool *pool;
 
 	pthread_mutex_lock(&sh->ep.lock);
 	pool = tp_sv_pool_of(sh);
+	*drop = pool_caps_drop(&sh->ep, pool);
+	if (*drop & peer_caps & sh->ep.conf.ext_caps) {
+		pool = NULL;
+		*drop = 0;
+	}
 	*refused = pool && !rr_cred_pool_room(&pool->cred);
 	if (*refused)
 		pool->cred.refused++;
 	else if (pool)
 		pool->conns++;   /* tp_conn_free counts it out */
 	pthread_mutex_unlock(&sh->ep.lock);
-	(void)s;
 	return pool;
 }
 
@@ -292,6 +308,8 @@ static struct tp_conn *accept_new(struct rr_tp_server *s, struct tp_shard *sh,
 	uint32_t n = s->ep.conf.credits + 4;
 	struct tp_conn *cn;
 	struct tp_pool *pool;
+	struct rr_pd_info peer;
+	uint32_t drop;
 	bool refused, ok;
 
 	/* Reliable reply: one more Receive per Read-chunk Reply that may
@@ -299,7 +317,9 @@ static struct tp_conn *accept_new(struct rr_tp_server *s, struct tp_shard *sh,
 	if (s->ep.conf.ext_caps & RR_PD_EXT_CAP_RELIABLE_REPLY)
 		n += s->ep.conf.rrep_max;
 	/* admission: the pool must hold the Receive of its first Call */
-	pool = pool_enter(s, sh, &refused);
+	if (rr_pd_parse(ev->private_data, ev->private_data_len, &peer))
+		rr_pd_info_defaults(&peer);
+	pool = pool_enter(sh, peer.ext_caps, &refused, &drop);
 	if (refused)
 		return NULL;
 	/* Backchannel: its send slots (n + 8 below); the Receives of backward
@@ -334,6 +354,8 @@ static struct tp_conn *accept_new(struct rr_tp_server *s, struct tp_shard *sh,
 	cn->io.ctx = cn;
 	tp_sess_config(&sh->ep, &cfg);
 	cfg.pool = pool ? &pool->cred : NULL;
+	cfg.local.ext_caps &= ~drop;
+	cn->caps_drop = drop;
 	if (rr_conn_create(&cfg, &cn->io, &cn->sess)) {
 		tp_conn_free(cn);
 		return NULL;
@@ -393,7 +415,7 @@ static void on_connect_request(struct rr_tp_server *s, const struct rpcrdma_cm_e
 	cn->id = ev->id;
 	cn->chport = s->ep.port;   /* its events come on the listener's channel */
 	cn->last_rx_ns = tp_now_ns(&s->ep);
-	len = tp_encode_pd(&s->ep, pd, sizeof(pd));
+	len = tp_encode_pd(&s->ep, cn->caps_drop, pd, sizeof(pd));
 	prm.private_data = pd;
 	prm.private_data_len = len > 0 ? (uint16_t)len : 0;
 	prm.responder_resources = s->ep.conf.ird;

@@ -137,6 +137,10 @@ struct rr_tp_conf {
 	 * following its demand; without, or with @no_srq, each connection has
 	 * its own credits + 4 (+ rrep_max) Receives. */
 	bool no_srq;
+	/* Tests: the shared receive queue takes QPs of its own PD only, as
+	 * with verbs (the pool's connections share one PD), whatever the
+	 * provider allows. */
+	bool pool_share_pd;
 	uint32_t pool_recvs;            /* Receives one shared queue may hold
 					   (0: RR_TP_POOL_RECVS, at most the
 					   provider's max_srq_wr): a connection

@@ -156,6 +156,8 @@ struct tp_conn {
 	struct rpcrdma_cm_id *id;
 	struct tp_port *chport;      /* whose channel has its id (NULL: ep's) */
 	bool own_pd;                 /* @pd is the connection's (else its pool's) */
+	uint32_t caps_drop;          /* RR_PD_EXT_CAP_* it goes without (its
+					pool's shared PD: pool_caps_drop) */
 	struct tp_pool *pool;        /* responder: Receives of a shared queue */
 	uint8_t *rbuf;               /* its own Receives (no pool) */
 	struct rpcrdma_mr *rmr;
@@ -418,7 +420,8 @@ void tp_ep_fini(struct tp_ep *ep);
 void tp_abs_deadline(struct timespec *ts, uint32_t ms);
 /* What we advertise (RFC 8797 block + extension block). */
 struct rr_pd_local tp_local_pd(const struct tp_ep *ep);
-int tp_encode_pd(const struct tp_ep *ep, uint8_t *buf, size_t cap);
+/* ... without the capabilities in @drop (RR_PD_EXT_CAP_*). */
+int tp_encode_pd(const struct tp_ep *ep, uint32_t drop, uint8_t *buf, size_t cap);
 /* A session configuration for a connection of @ep. */
 void tp_sess_config(const struct tp_ep *ep, struct rr_conn_config *cfg);
 
