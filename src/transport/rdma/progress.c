@@ -64,18 +64,24 @@ static void cq_watch_locked(struct tp_cq *q, bool on);
 
 /* @n completions were taken from @q: any arm of the loop's was used up
  * (the loop's arms are followed by a poll that found nothing, so whatever
- * comes later was pushed after them); unwanted, the CQ is left alone. */
-static void cq_got(struct tp_cq *q, int n)
+ * comes later was pushed after them); unwanted, the CQ is left alone.
+ * Returns whether a connection wants the loop to watch it (then the loop
+ * must arm it again: nothing else will). */
+static bool cq_got(struct tp_cq *q, int n)
 {
+	bool want;
+
 	if (n <= 0)
-		return;
+		return false;
 	pthread_mutex_lock(&q->lock);
 	if (q->armed) {
 		q->armed = false;
 		if (!q->want)
 			cq_watch_locked(q, false);
 	}
+	want = q->want > 0;
 	pthread_mutex_unlock(&q->lock);
+	return want;
 }
 
 int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max)
@@ -275,7 +281,14 @@ int tp_cq_wait_once(struct tp_ep *ep, struct tp_conn *cn, int ms)
 	n = rpcrdma_cq_wait(q->cq, WC_BATCH, wc, ms);
 	if (n > 0)
 		feed(wc, n, NULL, &t);
-	cq_got(q, n);
+	/* The wait armed the CQ and took its notification (verbs:
+	 * ibv_get_cq_event) or used up the loop's arm: while a connection
+	 * wants the loop to watch the CQ (a client serving backward Calls,
+	 * another's asynchronous calls), the loop arms it again once we let
+	 * go. Else a message that comes unasked after this one (nfsd's
+	 * CB_RECALL right after the OPEN Reply) waits for the next caller. */
+	if (cq_got(q, n))
+		atomic_store(&q->missed, true);
 	tp_cq_release(q);
 	tp_touched_after(t, ep);
 	pthread_mutex_lock(&ep->lock);
