@@ -96,6 +96,8 @@ static ssize_t rm_recv(struct rr_tcp_reader *r, int fd, void *dst, size_t want)
 
 int rr_tcp_read(struct rr_tcp_reader *r, int fd)
 {
+	size_t turn = 0;   /* bytes this call took from the socket */
+
 	for (;;) {
 		uint8_t scratch[4096], *dst;
 		size_t want;
@@ -108,6 +110,11 @@ int rr_tcp_read(struct rr_tcp_reader *r, int fd)
 			dst = scratch;
 			want = RR_MIN(want, sizeof(scratch));
 		}
+		if (r->turn_max) {
+			if (turn >= r->turn_max)
+				return 0;   /* the loop's others first */
+			want = RR_MIN(want, r->turn_max - turn);
+		}
 		n = rm_recv(r, fd, dst, want);
 		if (n == 0)
 			return -ECONNRESET;
@@ -118,6 +125,7 @@ int rr_tcp_read(struct rr_tcp_reader *r, int fd)
 				return 0;
 			return -ECONNRESET;
 		}
+		turn += (size_t)n;
 		rc = rr_rm_dec_commit(&r->dec, (size_t)n);
 		if (rc)
 			return rc;

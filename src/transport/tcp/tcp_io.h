@@ -21,7 +21,17 @@ struct rr_tcp_reader {
 	 * relies on unread bytes staying in the socket. */
 	uint8_t *stage;
 	size_t stage_cap, stage_off, stage_len;
+	/* Most bytes one rr_tcp_read takes from the socket before it returns
+	 * (0: no bound): a connection on a shared progress loop that streams a
+	 * large record yields to the loop's others between two reads. */
+	size_t turn_max;
 };
+
+/* The bound of a server connection's turn (rr_tcp_reader.turn_max): large
+ * enough that a record of up to 1 MiB is read in one turn when its bytes
+ * are there, small enough that a turn copies for well under a millisecond
+ * before the loop's other connections are served. */
+#define RR_TCP_TURN_BYTES ((size_t)1024 * 1024)
 
 /* Records of up to @max bytes (@trust_len, @skip_oversize: rm.h); buffers
  * up to @spare_max kept by the reader, larger ones given to @pool (may be
@@ -36,8 +46,12 @@ int rr_tcp_reader_stage(struct rr_tcp_reader *r, size_t cap);
 void rr_tcp_reader_reset(struct rr_tcp_reader *r);
 /* True when read-ahead bytes wait in the stage. */
 bool rr_tcp_reader_buffered(const struct rr_tcp_reader *r);
-/* Reads from @fd. Returns RR_RM_RECORD when a record is complete
- * (rr_rm_dec_take on r->dec), 0 when the socket has no more bytes now,
+/* Reads from @fd as far as the socket has bytes, straight into the
+ * record's buffer, until a record is complete, the socket is empty or
+ * r->turn_max bytes were read by this call. Returns RR_RM_RECORD when a
+ * record is complete (rr_rm_dec_take on r->dec), 0 when the socket has no
+ * more bytes now or the turn's bound was reached (the caller's
+ * level-triggered watch of @fd brings it back),
  * RR_RM_SKIPPED when an oversized record was discarded (rr_rm_dec_skipped),
  * -ECONNRESET on EOF or error, or the decoder's errors: -EMSGSIZE,
  * -EBADMSG, -ENOMEM, -EPROTOTYPE (the connection starts with an MPA

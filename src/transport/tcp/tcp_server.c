@@ -4,8 +4,8 @@
  * loops (src/engine): the listener's loop accepts connections (within
  * max_conns and max_conns_per_host; out of descriptors or memory, the
  * listener pauses with a back-off) and gives each to a loop, round-robin,
- * which reads its records (one per turn: the others of the loop are served
- * between two) and hands each Call to the RPC layer's recv upcall (queued
+ * which reads its records (at most one, and at most RR_TCP_TURN_BYTES, per
+ * turn: the others of the loop are served between two) and hands each Call to the RPC layer's recv upcall (queued
  * to its workers, or run there under RPCRDMA_SERVER_INLINE); the
  * listener's loop also closes connections silent for idle_timeout_ms
  * (docs/security.md "Limits").
@@ -317,6 +317,7 @@ static void srv_accept(struct rr_loop_src *lsrc, uint32_t events)
 		atomic_store(&cn->last_rx_ns, rr_now_ns(s->p.env));
 		rr_tcp_reader_init(&cn->rd, s->p.env, s->p.max_msg, RR_TCP_SPARE_MAX, &s->pool, false,
 				   false);
+		cn->rd.turn_max = RR_TCP_TURN_BYTES;
 		pthread_mutex_init(&cn->send_lock, NULL);
 		pthread_mutex_init(&cn->bc_lock, NULL);
 		pthread_mutex_lock(&s->lock);
@@ -398,8 +399,10 @@ static void srv_answer_mpa(int fd)
 }
 
 /* Reads up to one complete record from @cn (on its loop, the only reader),
- * then delivers it; what is left in the socket keeps it readable for the
- * next turn (level-triggered), after the loop's other connections. */
+ * as far as the socket has bytes but at most RR_TCP_TURN_BYTES, then
+ * delivers it; what is left in the socket keeps it readable for the next
+ * turn (level-triggered), after the loop's other connections: a peer
+ * streaming a huge record never holds the loop for longer than one bound. */
 static void srv_read(struct rr_loop_src *src, uint32_t events)
 {
 	struct tcp_conn *cn = RR_CONTAINER_OF(src, struct tcp_conn, src);
