@@ -28,10 +28,11 @@ struct rr_tcp_reader {
 };
 
 /* The bound of a server connection's turn (rr_tcp_reader.turn_max): large
- * enough that a record of up to 1 MiB is read in one turn when its bytes
- * are there, small enough that a turn copies for well under a millisecond
- * before the loop's other connections are served. */
-#define RR_TCP_TURN_BYTES ((size_t)1024 * 1024)
+ * enough that a record of 1 MiB of data with its RPC headers is read in
+ * one turn when its bytes are there, small enough that a turn copies for
+ * well under a millisecond before the loop's other connections are
+ * served. */
+#define RR_TCP_TURN_BYTES ((size_t)1024 * 1024 + 65536)
 
 /* Records of up to @max bytes (@trust_len, @skip_oversize: rm.h); buffers
  * up to @spare_max kept by the reader, larger ones given to @pool (may be
