@@ -4,9 +4,9 @@
  * RPC_MISMATCH for rpcvers != 2, AUTH_ERROR for unsupported flavors and bad
  * verifiers, hostile bytes (garbage record, giant length, truncated record,
  * close mid-record) that must not disturb the server or its other clients,
- * the exact bytes a client sends for DDP-eligible items (XDR pad), and
- * reconnection with retransmission under the same XID. Every socket read
- * has a timeout. */
+ * the exact bytes a client sends for DDP-eligible items (XDR pad),
+ * reconnection with retransmission under the same XID, and pipelined Calls
+ * the server read ahead of the socket. Every socket read has a timeout. */
 #include "test.h"
 
 #include <arpa/inet.h>
@@ -230,6 +230,56 @@ TEST(rpc_wire_fragments_and_denials)
 		expect_reply(fd, 0x4003, &r, &res); /* the next answer is this one */
 		CHECK_EQ(res, 10);
 	}
+	close(fd);
+	rpcrdma_server_destroy(s);
+}
+
+/* Calls a client pipelines into one send: the server reads ahead (a
+ * small Call costs one recv with its header). First a Call larger than
+ * the stage (its first bytes through the stage, the rest straight into its
+ * buffer, the read stopping at its end), then nine small ones that one
+ * recv puts in the stage together, leaving the socket empty: every one is
+ * answered all the same (in any order), though no byte is left to wake
+ * the loop. */
+TEST(rpc_wire_pipelined_calls_in_one_send_all_answered)
+{
+	enum { NCALLS = 10, BIG = 0, BIG_ARGS = 5000 };
+	int port, fd;
+	struct rpcrdma_server *s = server(&port);
+	size_t cap = NCALLS * 64 + 4 * BIG_ARGS + 64, off = 0;
+	uint8_t *wire = calloc(1, cap);
+	bool seen[NCALLS] = {false};
+
+	REQUIRE(wire != NULL);
+	for (uint32_t i = 0; i < NCALLS; i++) {
+		size_t n = build_call(wire + off + 4, 0x3000 + i, 2, 1, 0, NULL, 0, 0, 100 + i);
+
+		if (i == BIG)   /* trailing words the echo handler ignores */
+			n += 4 * BIG_ARGS;
+		rr_put_be32(wire + off, 0x80000000u | (uint32_t)n);
+		off += 4 + n;
+	}
+	fd = rpc_raw_connect(port);
+	rpc_raw_send_all(fd, wire, off);
+	for (int k = 0; k < NCALLS; k++) {
+		struct rr_rpc_reply r;
+		uint8_t buf[512];
+		long n = rpc_raw_recv_record(fd, buf, sizeof(buf), 5000);
+		struct rr_xdr_dec d;
+		uint32_t res = 0, i;
+
+		REQUIRE(n > 0);   /* a Call left in the stage: never answered */
+		rr_xdr_dec_init(&d, buf, (size_t)n);
+		REQUIRE_EQ(rr_rpcmsg_decode_reply(&d, &r), 0);
+		i = r.xid - 0x3000;
+		REQUIRE(i < NCALLS);
+		CHECK(!seen[i]);
+		seen[i] = true;
+		CHECK_EQ(r.accept_stat, RR_RPC_SUCCESS);
+		REQUIRE_EQ(rr_xdr_get_u32(&d, &res), 0);
+		CHECK_EQ(res, 101 + i);
+	}
+	free(wire);
 	close(fd);
 	rpcrdma_server_destroy(s);
 }

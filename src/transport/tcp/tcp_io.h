@@ -16,9 +16,10 @@
 struct rr_tcp_reader {
 	struct rr_rm_dec dec;
 	struct rr_tcp_bufs bufs;
-	/* Optional read-ahead (client): bytes received beyond what the decoder
-	 * asked for. Never used by the server, whose EPOLLONESHOT re-arm
-	 * relies on unread bytes staying in the socket. */
+	/* Optional read-ahead: bytes received beyond what the decoder asked
+	 * for, so that a small record (header and body) costs one recv. Its
+	 * user must come back for staged bytes without waiting for the socket
+	 * (rr_tcp_reader_buffered): they may be all there is. */
 	uint8_t *stage;
 	size_t stage_cap, stage_off, stage_len;
 	/* Most bytes one rr_tcp_read takes from the socket before it returns
@@ -33,6 +34,11 @@ struct rr_tcp_reader {
  * well under a millisecond before the loop's other connections are
  * served. */
 #define RR_TCP_TURN_BYTES ((size_t)1024 * 1024 + 65536)
+/* A server connection's read-ahead stage: a Call of up to 2 KiB (NULL,
+ * a READ's or a GETATTR's arguments, a 1 KiB WRITE) is read with its
+ * fragment header in one recv; a larger one copies at most this much
+ * through the stage, the rest lands in the record's buffer directly. */
+#define RR_TCP_SRV_STAGE ((size_t)2048)
 
 /* Records of up to @max bytes (@trust_len, @skip_oversize: rm.h); buffers
  * up to @spare_max kept by the reader, larger ones given to @pool (may be

@@ -5,8 +5,10 @@
  * max_conns and max_conns_per_host; out of descriptors or memory, the
  * listener pauses with a back-off) and gives each to a loop, round-robin,
  * which reads its records (at most one, and at most RR_TCP_TURN_BYTES, per
- * turn: the others of the loop are served between two) and hands each Call to the RPC layer's recv upcall (queued
- * to its workers, or run there under RPCRDMA_SERVER_INLINE); the
+ * turn: the others of the loop are served between two; a small Call with
+ * its header in one recv, through a read-ahead stage) and hands each Call
+ * to the RPC layer's recv upcall (queued to its workers, or run there
+ * under RPCRDMA_SERVER_INLINE); the
  * listener's loop also closes connections silent for idle_timeout_ms
  * (docs/security.md "Limits").
  * Replies are written by whoever answers (tcp_io.c). A record above the
@@ -42,7 +44,8 @@ struct tcp_conn {
 	int fd;
 	struct rr_loop *loop;      /* its progress loop: the only reader */
 	struct rr_loop_src src;
-	struct rr_tcp_reader rd;
+	struct rr_tcp_reader rd;        /* with a read-ahead stage */
+	struct rr_loop_task more;       /* staged bytes left: read next turn */
 	pthread_mutex_t send_lock;
 	int refs;                  /* its loop + one per delivered req */
 	bool closed;
@@ -193,6 +196,7 @@ static void bc_conn_closed(struct tcp_conn *cn)
 static void conn_close(struct tcp_srv *s, struct tcp_conn *cn)
 {
 	rr_loop_del(cn->loop, &cn->src);
+	rr_loop_task_cancel(cn->loop, &cn->more);
 	pthread_mutex_lock(&s->lock);
 	cn->closed = true;
 	pthread_mutex_unlock(&s->lock);
@@ -260,6 +264,32 @@ static bool srv_over_limits(struct tcp_srv *s, const struct sockaddr_storage *pe
 }
 
 static void srv_read(struct rr_loop_src *src, uint32_t ev);
+static void srv_more(struct rr_loop_task *t);
+
+/* A connection's state before its socket is known: its loop (round-robin
+ * over the loops, the server's own turn), its reader with the read-ahead
+ * stage. NULL without memory or loop. */
+static struct tcp_conn *srv_conn_new(struct tcp_srv *s)
+{
+	struct tcp_conn *cn = rr_zalloc(s->p.env, sizeof(*cn));
+
+	if (!cn)
+		return NULL;
+	cn->loop = rr_engine_loop(s->next_loop++ % RR_MAX(rr_engine_nloops(), 1u));
+	rr_tcp_reader_init(&cn->rd, s->p.env, s->p.max_msg, RR_TCP_SPARE_MAX, &s->pool, false,
+			   false);
+	cn->rd.turn_max = RR_TCP_TURN_BYTES;
+	if (!cn->loop || rr_tcp_reader_stage(&cn->rd, RR_TCP_SRV_STAGE) < 0) {
+		rr_tcp_reader_fini(&cn->rd);
+		rr_free(s->p.env, cn);
+		return NULL;
+	}
+	cn->more.fn = srv_more;
+	cn->srv = s;
+	cn->refs = 1;
+	atomic_store(&cn->last_rx_ns, rr_now_ns(s->p.env));
+	return cn;
+}
 
 static void srv_accept(struct rr_loop_src *lsrc, uint32_t events)
 {
@@ -298,26 +328,17 @@ static void srv_accept(struct rr_loop_src *lsrc, uint32_t events)
 			continue;
 		}
 		pthread_mutex_unlock(&s->lock);
-		cn = rr_zalloc(s->p.env, sizeof(*cn));
-		if (cn)   /* round-robin over the loops, the server's own turn */
-			cn->loop = rr_engine_loop(s->next_loop++ % RR_MAX(rr_engine_nloops(), 1u));
-		if (!cn || !cn->loop) {
+		cn = srv_conn_new(s);
+		if (!cn) {
 			pthread_mutex_lock(&s->lock);
 			s->refused++;
 			pthread_mutex_unlock(&s->lock);
-			rr_free(s->p.env, cn);
 			close(fd);
 			continue;
 		}
 		rr_tcp_sock_opts(fd);
-		cn->srv = s;
 		cn->fd = fd;
-		cn->refs = 1;
 		cn->peer = peer;
-		atomic_store(&cn->last_rx_ns, rr_now_ns(s->p.env));
-		rr_tcp_reader_init(&cn->rd, s->p.env, s->p.max_msg, RR_TCP_SPARE_MAX, &s->pool, false,
-				   false);
-		cn->rd.turn_max = RR_TCP_TURN_BYTES;
 		pthread_mutex_init(&cn->send_lock, NULL);
 		pthread_mutex_init(&cn->bc_lock, NULL);
 		pthread_mutex_lock(&s->lock);
@@ -400,12 +421,9 @@ static void srv_answer_mpa(int fd)
 
 /* Reads up to one complete record from @cn (on its loop, the only reader),
  * as far as the socket has bytes but at most RR_TCP_TURN_BYTES, then
- * delivers it; what is left in the socket keeps it readable for the next
- * turn (level-triggered), after the loop's other connections: a peer
- * streaming a huge record never holds the loop for longer than one bound. */
-static void srv_read(struct rr_loop_src *src, uint32_t events)
+ * delivers it. False when the connection was closed. */
+static bool srv_take_record(struct tcp_conn *cn)
 {
-	struct tcp_conn *cn = RR_CONTAINER_OF(src, struct tcp_conn, src);
 	struct tcp_srv *s = cn->srv;
 	struct tcp_req *r;
 	bool stopping;
@@ -413,19 +431,18 @@ static void srv_read(struct rr_loop_src *src, uint32_t events)
 	size_t len = 0, cap = 0;
 	int rc;
 
-	(void)events;
 	if (s->p.idle_timeout_ms)
 		atomic_store(&cn->last_rx_ns, rr_now_ns(s->p.env));
 	rc = rr_tcp_read(&cn->rd, cn->fd);
 	if (rc == RR_RM_RECORD)
 		buf = rr_rm_dec_take(&cn->rd.dec, &len, &cap);
 	if (rc == 0)
-		return;
+		return true;
 	if (rc == -EPROTOTYPE)
 		srv_answer_mpa(cn->fd);
 	if (rc < 0) {
 		conn_close(s, cn);
-		return;
+		return false;
 	}
 	{
 		uint32_t xid, mt;
@@ -433,14 +450,14 @@ static void srv_read(struct rr_loop_src *src, uint32_t events)
 		if (rr_rpcmsg_peek(buf, len, &xid, &mt) == 0 && mt == RR_RPC_REPLY) {
 			/* to one of our callbacks, not a Call */
 			bc_on_reply(cn, xid, buf, len, cap);
-			return;
+			return true;
 		}
 	}
 	r = rr_zalloc(s->p.env, sizeof(*r));
 	if (!r) {
 		rr_tcp_reader_recycle(&cn->rd, buf, cap);
 		conn_close(s, cn);
-		return;
+		return false;
 	}
 	r->buf = buf;
 	r->cap = cap;
@@ -458,9 +475,32 @@ static void srv_read(struct rr_loop_src *src, uint32_t events)
 		 * destroy so replies in flight still go out. */
 		rr_tcp_reader_recycle(&cn->rd, r->buf, r->cap);
 		rr_free(s->p.env, r);
-		return;
+		return true;
 	}
 	s->p.recv(s->p.ctx, &r->req);
+	return true;
+}
+
+/* @cn is readable (level-triggered), or bytes wait in its stage: one
+ * record (srv_take_record). What is left in the socket keeps it readable
+ * for the next turn, after the loop's other connections; what was read
+ * ahead into the stage (a pipelining client's next records) is read on
+ * the next turn through its task, the socket may be empty by then. A peer
+ * streaming a huge record never holds the loop for longer than one bound. */
+static void srv_read(struct rr_loop_src *src, uint32_t events)
+{
+	struct tcp_conn *cn = RR_CONTAINER_OF(src, struct tcp_conn, src);
+
+	(void)events;
+	if (srv_take_record(cn) && rr_tcp_reader_buffered(&cn->rd))
+		rr_loop_post(cn->loop, &cn->more);
+}
+
+static void srv_more(struct rr_loop_task *t)
+{
+	struct tcp_conn *cn = RR_CONTAINER_OF(t, struct tcp_conn, more);
+
+	srv_read(&cn->src, 0);
 }
 
 static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_server_params *p,
@@ -618,8 +658,10 @@ static void srv_detach_loop(void *arg)
 
 	pthread_mutex_lock(&s->lock);
 	for (struct tcp_conn *cn = s->conns; cn; cn = cn->next)
-		if (cn->loop == l && !cn->closed)
+		if (cn->loop == l && !cn->closed) {
 			rr_loop_del(l, &cn->src);
+			rr_loop_task_cancel(l, &cn->more);
+		}
 	pthread_mutex_unlock(&s->lock);
 }
 
