@@ -7,8 +7,10 @@
  * (turn_max) a call takes at most that many bytes from the socket, so a
  * peer streaming a large record on a shared progress loop yields to the
  * loop's other connections between two reads, and the record still
- * completes, byte for byte, over several turns. The bytes left in the
- * socket are counted with FIONREAD: no timing involved. */
+ * completes, byte for byte, over several turns; through a bounce buffer
+ * (a server loop's) the record arrives intact and the read still stops at
+ * its end. The bytes left in the socket are counted with FIONREAD: no
+ * timing involved. */
 #include "test.h"
 
 #include <stdlib.h>
@@ -131,5 +133,33 @@ TEST(tcp_read_turn_bound_yields_and_record_completes)
 	REQUIRE_EQ(rr_tcp_read(&r, sv[0]), RR_RM_RECORD);
 	take_rec(&r, REC2, 9);
 	CHECK_EQ(rr_tcp_read(&r, sv[0]), 0);
+	teardown(&te, &pool, &r, sv);
+}
+
+/* Through a bounce buffer of 4096 bytes: the record's bulk passes through
+ * it (it holds record bytes afterwards: the pattern repeats every 256
+ * bytes and the pieces start at multiples of 4096), the rest goes straight
+ * to the record, nothing beyond the record is taken from the socket, and
+ * the record arrives intact. */
+TEST(tcp_read_through_bounce_buffer_stops_at_record_end)
+{
+	struct rr_test_env te;
+	struct rr_tcp_cache pool;
+	struct rr_tcp_reader r;
+	uint8_t bounce[4096], want[4096];
+	int sv[2];
+
+	setup(&te, &pool, &r, sv, 0);
+	memset(bounce, 0xee, sizeof(bounce));
+	r.bounce = bounce;
+	r.bounce_cap = sizeof(bounce);
+	REQUIRE_EQ(rr_tcp_read(&r, sv[0]), RR_RM_RECORD);
+	CHECK_EQ(queued(sv[0]), (int)(4 + REC2));
+	for (uint32_t i = 0; i < sizeof(want); i++)
+		want[i] = (uint8_t)(3 + i * 7u);
+	CHECK_MEM(bounce, want, sizeof(want));
+	take_rec(&r, REC1, 3);
+	REQUIRE_EQ(rr_tcp_read(&r, sv[0]), RR_RM_RECORD);
+	take_rec(&r, REC2, 9);
 	teardown(&te, &pool, &r, sv);
 }

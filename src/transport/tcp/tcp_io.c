@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Socket I/O of tcp:// (tcp_io.h). Reading: the record marking decoder
  * (rm.h) says where the next bytes go (the 4-byte fragment header, or
- * straight into the record buffer) and recv puts them there, through a
- * read-ahead stage on the client so that a small record costs one system
- * call; EAGAIN ends a read, EOF or an error is -ECONNRESET. Writing: an RPC
+ * the record buffer) and recv puts them there, through a read-ahead stage
+ * so that a small record costs one system call, and on a server through
+ * its loop's bounce buffer for the bulk of a large record; EAGAIN ends a read, EOF or an error is -ECONNRESET. Writing: an RPC
  * message (its inline bytes, referenced DDP-eligible data and XDR pad,
  * transport/xprt.h section 1) is framed by the encoder as one fragment and
  * sent with sendmsg, polling when the socket buffer is full. */
@@ -70,7 +70,8 @@ bool rr_tcp_reader_buffered(const struct rr_tcp_reader *r)
 }
 
 /* recv() through the staging buffer: small reads fill the stage (one
- * syscall for header and body), large ones go straight to @dst. */
+ * syscall for header and body), large ones go to @dst, through the bounce
+ * buffer while more than it holds is wanted. */
 static ssize_t rm_recv(struct rr_tcp_reader *r, int fd, void *dst, size_t want)
 {
 	ssize_t n;
@@ -82,8 +83,14 @@ static ssize_t rm_recv(struct rr_tcp_reader *r, int fd, void *dst, size_t want)
 		r->stage_off += k;
 		return (ssize_t)k;
 	}
-	if (!r->stage || want >= r->stage_cap / 2)
-		return recv(fd, dst, want, 0);
+	if (!r->stage || want >= r->stage_cap / 2) {
+		if (!r->bounce || want <= r->bounce_cap)
+			return recv(fd, dst, want, 0);
+		n = recv(fd, r->bounce, r->bounce_cap, 0);
+		if (n > 0)
+			memcpy(dst, r->bounce, (size_t)n);
+		return n;
+	}
 	n = recv(fd, r->stage, r->stage_cap, 0);
 	if (n <= 0)
 		return n;

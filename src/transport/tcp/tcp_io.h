@@ -26,6 +26,14 @@ struct rr_tcp_reader {
 	 * (0: no bound): a connection on a shared progress loop that streams a
 	 * large record yields to the loop's others between two reads. */
 	size_t turn_max;
+	/* Optional bounce buffer (a server connection: its loop's, borrowed):
+	 * a record's data beyond bounce_cap bytes is received into it, a
+	 * piece of at most bounce_cap bytes at a time, and copied to the
+	 * record's buffer; the last bounce_cap bytes go there directly. It
+	 * never keeps bytes between calls (a piece is at most what the record
+	 * still owes), so the connections of one loop share one. */
+	uint8_t *bounce;
+	size_t bounce_cap;
 };
 
 /* The bound of a server connection's turn (rr_tcp_reader.turn_max): large
@@ -39,6 +47,13 @@ struct rr_tcp_reader {
  * fragment header in one recv; a larger one copies at most this much
  * through the stage, the rest lands in the record's buffer directly. */
 #define RR_TCP_SRV_STAGE ((size_t)2048)
+/* The bounce buffer of a server's loop. Measured on the development
+ * machine (docs/PERFORMANCE.md, issue 13): the server's CPU per WRITE
+ * record of 256 KiB - 8 MiB halves when the kernel copies into 64 KiB that
+ * stay in cache and user space copies on, against receiving straight
+ * into the large record buffer; libtirpc reads through a 64 KiB buffer
+ * too. */
+#define RR_TCP_BOUNCE ((size_t)65536)
 
 /* Records of up to @max bytes (@trust_len, @skip_oversize: rm.h); buffers
  * up to @spare_max kept by the reader, larger ones given to @pool (may be

@@ -109,6 +109,8 @@ struct tcp_srv {
 	uint64_t resume_ns;         /* listener out of epoll until; 0: not */
 	uint64_t refused, idle_closed;
 	struct rr_tcp_cache pool;   /* large record buffers, all connections */
+	uint8_t *bounce;            /* RR_TCP_BOUNCE bytes per loop (nbounce) */
+	unsigned nbounce;
 };
 
 static void conn_put_locked(struct tcp_srv *s, struct tcp_conn *cn, bool *free_it)
@@ -272,13 +274,16 @@ static void srv_more(struct rr_loop_task *t);
 static struct tcp_conn *srv_conn_new(struct tcp_srv *s)
 {
 	struct tcp_conn *cn = rr_zalloc(s->p.env, sizeof(*cn));
+	unsigned i = s->next_loop++ % s->nbounce;
 
 	if (!cn)
 		return NULL;
-	cn->loop = rr_engine_loop(s->next_loop++ % RR_MAX(rr_engine_nloops(), 1u));
+	cn->loop = rr_engine_loop(i);
 	rr_tcp_reader_init(&cn->rd, s->p.env, s->p.max_msg, RR_TCP_SPARE_MAX, &s->pool, false,
 			   false);
 	cn->rd.turn_max = RR_TCP_TURN_BYTES;
+	cn->rd.bounce = s->bounce + (size_t)i * RR_TCP_BOUNCE;
+	cn->rd.bounce_cap = RR_TCP_BOUNCE;
 	if (!cn->loop || rr_tcp_reader_stage(&cn->rd, RR_TCP_SRV_STAGE) < 0) {
 		rr_tcp_reader_fini(&cn->rd);
 		rr_free(s->p.env, cn);
@@ -548,10 +553,17 @@ static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_s
 	pthread_mutex_init(&s->lock, NULL);
 	rr_tcp_cache_init(&s->pool);
 	rc = rr_engine_pick(&s->lloop);
+	if (!rc) {
+		/* the engine is started: its loops are fixed */
+		s->nbounce = RR_MAX(rr_engine_nloops(), 1u);
+		s->bounce = rr_alloc(p->env, (size_t)s->nbounce * RR_TCP_BOUNCE);
+		rc = s->bounce ? 0 : -ENOMEM;
+	}
 	if (!rc)
 		rc = rr_loop_timer_init(s->lloop, &s->tick, srv_tick);
 	if (rc) {
 		close(fd);
+		rr_free(p->env, s->bounce);
 		rr_tcp_cache_fini(&s->pool, s->p.env);
 		pthread_mutex_destroy(&s->lock);
 		rr_free(p->env, s);
@@ -683,6 +695,7 @@ static void tcp_srv_destroy(struct rr_xprt_server *x)
 		conn_free(s, cn);
 	}
 	rr_tcp_cache_fini(&s->pool, s->p.env);
+	rr_free(s->p.env, s->bounce);
 	pthread_mutex_destroy(&s->lock);
 	rr_free(s->p.env, s);
 }
