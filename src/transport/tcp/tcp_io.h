@@ -42,11 +42,12 @@ struct rr_tcp_reader {
  * well under a millisecond before the loop's other connections are
  * served. */
 #define RR_TCP_TURN_BYTES ((size_t)1024 * 1024 + 65536)
-/* A server connection's read-ahead stage: a Call of up to 2 KiB (NULL,
- * a READ's or a GETATTR's arguments, a 1 KiB WRITE) is read with its
- * fragment header in one recv; a larger one copies at most this much
- * through the stage, the rest lands in the record's buffer directly. */
-#define RR_TCP_SRV_STAGE ((size_t)2048)
+/* A server connection's read-ahead stage: a Call of up to 4.5 KiB (NULL,
+ * a READ's or a GETATTR's arguments, a 4 KiB WRITE with its RPC and NFS
+ * headers) is read with its fragment header in one recv; a larger one
+ * copies at most this much through the stage, the rest lands in the
+ * record's buffer (or comes through the bounce buffer). */
+#define RR_TCP_SRV_STAGE ((size_t)4608)
 /* The bounce buffer of a server's loop. Measured on the development
  * machine (docs/PERFORMANCE.md, issue 13): the server's CPU per WRITE
  * record of 256 KiB - 8 MiB halves when the kernel copies into 64 KiB that
