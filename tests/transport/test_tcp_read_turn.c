@@ -163,3 +163,37 @@ TEST(tcp_read_through_bounce_buffer_stops_at_record_end)
 	take_rec(&r, REC2, 9);
 	teardown(&te, &pool, &r, sv);
 }
+
+/* A stage shared by the readers of one loop: one recv stages both records;
+ * after the first is taken, rr_tcp_reader_park moves the second's bytes
+ * to the reader's own memory, so another reader may overwrite the shared
+ * stage (here: filled with 0xee) and the second record still arrives
+ * intact, without a byte left in the socket; then the reader is back on
+ * the shared stage and owns nothing (the env counts what is live). */
+TEST(tcp_read_shared_stage_parks_staged_bytes)
+{
+	struct rr_test_env te;
+	struct rr_tcp_cache pool;
+	struct rr_tcp_reader r;
+	uint8_t *shared = calloc(1, 32768);
+	int sv[2];
+
+	REQUIRE(shared != NULL);
+	setup(&te, &pool, &r, sv, 0);
+	rr_tcp_reader_share_stage(&r, shared, 32768);
+	REQUIRE_EQ(rr_tcp_read(&r, sv[0]), RR_RM_RECORD);
+	CHECK_EQ(queued(sv[0]), 0);   /* both records were staged */
+	take_rec(&r, REC1, 3);
+	REQUIRE(rr_tcp_reader_buffered(&r));
+	REQUIRE_EQ(rr_tcp_reader_park(&r), 0);
+	CHECK(r.stage != shared);
+	memset(shared, 0xee, 32768);   /* another reader's turn */
+	REQUIRE_EQ(rr_tcp_read(&r, sv[0]), RR_RM_RECORD);
+	take_rec(&r, REC2, 9);
+	CHECK(!rr_tcp_reader_buffered(&r));
+	CHECK_EQ(rr_tcp_read(&r, sv[0]), 0);
+	REQUIRE_EQ(rr_tcp_reader_park(&r), 0);
+	CHECK(r.stage == shared);
+	teardown(&te, &pool, &r, sv);
+	free(shared);
+}

@@ -43,8 +43,9 @@ void rr_tcp_reader_recycle(struct rr_tcp_reader *r, uint8_t *buf, size_t cap)
 void rr_tcp_reader_fini(struct rr_tcp_reader *r)
 {
 	rr_rm_dec_fini(&r->dec);
-	rr_free(r->bufs.env, r->stage);
-	r->stage = NULL;
+	if (r->stage != r->shared)
+		rr_free(r->bufs.env, r->stage);
+	r->stage = r->shared = NULL;
 	r->stage_cap = r->stage_off = r->stage_len = 0;
 	rr_tcp_bufs_fini(&r->bufs);
 }
@@ -58,10 +59,55 @@ int rr_tcp_reader_stage(struct rr_tcp_reader *r, size_t cap)
 	return 0;
 }
 
+void rr_tcp_reader_share_stage(struct rr_tcp_reader *r, uint8_t *buf, size_t cap)
+{
+	r->stage = r->shared = buf;
+	r->stage_cap = r->shared_cap = cap;
+	r->stage_off = r->stage_len = 0;
+}
+
+/* Back to the shared stage once the bytes parked in the reader's own
+ * memory are read. */
+static void stage_unpark(struct rr_tcp_reader *r)
+{
+	if (!r->shared || r->stage == r->shared || r->stage_off < r->stage_len)
+		return;
+	rr_free(r->bufs.env, r->stage);
+	r->stage = r->shared;
+	r->stage_cap = r->shared_cap;
+	r->stage_off = r->stage_len = 0;
+}
+
+int rr_tcp_reader_park(struct rr_tcp_reader *r)
+{
+	size_t k = r->stage_len - r->stage_off;
+	uint8_t *own;
+
+	stage_unpark(r);
+	if (!r->shared || r->stage != r->shared)
+		return 0;   /* not shared, or parked already */
+	if (!k) {
+		r->stage_off = r->stage_len = 0;
+		return 0;
+	}
+	own = rr_alloc(r->bufs.env, k);
+	if (!own) {
+		r->stage_off = r->stage_len = 0;
+		return -ENOMEM;
+	}
+	memcpy(own, r->stage + r->stage_off, k);
+	r->stage = own;
+	r->stage_cap = k;
+	r->stage_off = 0;
+	r->stage_len = k;
+	return 0;
+}
+
 void rr_tcp_reader_reset(struct rr_tcp_reader *r)
 {
 	rr_rm_dec_reset(&r->dec);
 	r->stage_off = r->stage_len = 0;
+	stage_unpark(r);
 }
 
 bool rr_tcp_reader_buffered(const struct rr_tcp_reader *r)
@@ -83,6 +129,7 @@ static ssize_t rm_recv(struct rr_tcp_reader *r, int fd, void *dst, size_t want)
 		r->stage_off += k;
 		return (ssize_t)k;
 	}
+	stage_unpark(r);   /* read empty: its own memory goes */
 	if (!r->stage || want >= r->stage_cap / 2) {
 		if (!r->bounce || want <= r->bounce_cap)
 			return recv(fd, dst, want, 0);

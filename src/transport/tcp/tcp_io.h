@@ -22,6 +22,10 @@ struct rr_tcp_reader {
 	 * (rr_tcp_reader_buffered): they may be all there is. */
 	uint8_t *stage;
 	size_t stage_cap, stage_off, stage_len;
+	/* A stage borrowed from the reader's loop (shared by its readers;
+	 * rr_tcp_reader_park), or NULL: the stage is the reader's own. */
+	uint8_t *shared;
+	size_t shared_cap;
 	/* Most bytes one rr_tcp_read takes from the socket before it returns
 	 * (0: no bound): a connection on a shared progress loop that streams a
 	 * large record yields to the loop's others between two reads. */
@@ -65,6 +69,15 @@ void rr_tcp_reader_init(struct rr_tcp_reader *r, const struct rpcrdma_env *env, 
 void rr_tcp_reader_fini(struct rr_tcp_reader *r);
 /* Enables read-ahead with a @cap-byte staging buffer: 0 or -ENOMEM. */
 int rr_tcp_reader_stage(struct rr_tcp_reader *r, size_t cap);
+/* Enables read-ahead through @buf (@cap bytes), shared by the readers that
+ * one thread runs: after each rr_tcp_read, before another of them may
+ * read, rr_tcp_reader_park. Borrows @buf for the life of @r. */
+void rr_tcp_reader_share_stage(struct rr_tcp_reader *r, uint8_t *buf, size_t cap);
+/* Bytes still staged in the shared stage move to memory of the reader's
+ * own, exactly their size (given back once they are read), so that the
+ * stage is free for the next reader: 0, or -ENOMEM (the bytes are lost:
+ * the stream is out of step). */
+int rr_tcp_reader_park(struct rr_tcp_reader *r);
 /* Forgets a partial record and staged bytes (new connection). */
 void rr_tcp_reader_reset(struct rr_tcp_reader *r);
 /* True when read-ahead bytes wait in the stage. */

@@ -6,7 +6,8 @@
  * listener pauses with a back-off) and gives each to a loop, round-robin,
  * which reads its records (at most one, and at most RR_TCP_TURN_BYTES, per
  * turn: the others of the loop are served between two; a small Call with
- * its header in one recv, through a read-ahead stage) and hands each Call
+ * its header in one recv, through the loop's read-ahead stage, a large
+ * record's bulk through its bounce buffer) and hands each Call
  * to the RPC layer's recv upcall (queued to its workers, or run there
  * under RPCRDMA_SERVER_INLINE); the
  * listener's loop also closes connections silent for idle_timeout_ms
@@ -38,6 +39,9 @@
 #include <unistd.h>
 
 struct tcp_srv;
+
+/* What a server keeps per progress loop for the connections it reads. */
+#define SRV_LOOP_BYTES (RR_TCP_BOUNCE + RR_TCP_SRV_STAGE)
 
 struct tcp_conn {
 	struct tcp_srv *srv;
@@ -109,7 +113,9 @@ struct tcp_srv {
 	uint64_t resume_ns;         /* listener out of epoll until; 0: not */
 	uint64_t refused, idle_closed;
 	struct rr_tcp_cache pool;   /* large record buffers, all connections */
-	uint8_t *bounce;            /* RR_TCP_BOUNCE bytes per loop (nbounce) */
+	/* per loop (nbounce), for its connections: RR_TCP_BOUNCE bytes of
+	 * bounce buffer, then RR_TCP_SRV_STAGE bytes of shared stage */
+	uint8_t *bounce;
 	unsigned nbounce;
 };
 
@@ -269,8 +275,8 @@ static void srv_read(struct rr_loop_src *src, uint32_t ev);
 static void srv_more(struct rr_loop_task *t);
 
 /* A connection's state before its socket is known: its loop (round-robin
- * over the loops, the server's own turn), its reader with the read-ahead
- * stage. NULL without memory or loop. */
+ * over the loops, the server's own turn), its reader on that loop's
+ * shared stage and bounce buffer. NULL without memory or loop. */
 static struct tcp_conn *srv_conn_new(struct tcp_srv *s)
 {
 	struct tcp_conn *cn = rr_zalloc(s->p.env, sizeof(*cn));
@@ -282,9 +288,10 @@ static struct tcp_conn *srv_conn_new(struct tcp_srv *s)
 	rr_tcp_reader_init(&cn->rd, s->p.env, s->p.max_msg, RR_TCP_SPARE_MAX, &s->pool, false,
 			   false);
 	cn->rd.turn_max = RR_TCP_TURN_BYTES;
-	cn->rd.bounce = s->bounce + (size_t)i * RR_TCP_BOUNCE;
+	cn->rd.bounce = s->bounce + (size_t)i * SRV_LOOP_BYTES;
 	cn->rd.bounce_cap = RR_TCP_BOUNCE;
-	if (!cn->loop || rr_tcp_reader_stage(&cn->rd, RR_TCP_SRV_STAGE) < 0) {
+	rr_tcp_reader_share_stage(&cn->rd, cn->rd.bounce + RR_TCP_BOUNCE, RR_TCP_SRV_STAGE);
+	if (!cn->loop) {
 		rr_tcp_reader_fini(&cn->rd);
 		rr_free(s->p.env, cn);
 		return NULL;
@@ -441,6 +448,11 @@ static bool srv_take_record(struct tcp_conn *cn)
 	rc = rr_tcp_read(&cn->rd, cn->fd);
 	if (rc == RR_RM_RECORD)
 		buf = rr_rm_dec_take(&cn->rd.dec, &len, &cap);
+	/* the loop's stage is free for its others before anything runs */
+	if (rc >= 0 && rr_tcp_reader_park(&cn->rd) < 0) {
+		rr_tcp_reader_recycle(&cn->rd, buf, cap);
+		rc = -ENOMEM;
+	}
 	if (rc == 0)
 		return true;
 	if (rc == -EPROTOTYPE)
@@ -556,7 +568,7 @@ static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_s
 	if (!rc) {
 		/* the engine is started: its loops are fixed */
 		s->nbounce = RR_MAX(rr_engine_nloops(), 1u);
-		s->bounce = rr_alloc(p->env, (size_t)s->nbounce * RR_TCP_BOUNCE);
+		s->bounce = rr_alloc(p->env, (size_t)s->nbounce * SRV_LOOP_BYTES);
 		rc = s->bounce ? 0 : -ENOMEM;
 	}
 	if (!rc)
