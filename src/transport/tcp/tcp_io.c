@@ -2,11 +2,14 @@
 /* Socket I/O of tcp:// (tcp_io.h). Reading: the record marking decoder
  * (rm.h) says where the next bytes go (the 4-byte fragment header, or
  * the record buffer) and recv puts them there, through a read-ahead stage
- * so that a small record costs one system call, and on a server through
- * its loop's bounce buffer for the bulk of a large record; EAGAIN ends a read, EOF or an error is -ECONNRESET. Writing: an RPC
- * message (its inline bytes, referenced DDP-eligible data and XDR pad,
- * transport/xprt.h section 1) is framed by the encoder as one fragment and
- * sent with sendmsg, polling when the socket buffer is full. */
+ * so that a small record costs one system call (a server loop's stage is
+ * shared: what one connection read ahead is parked in its own memory),
+ * and on a server through its loop's bounce buffer for the bulk of a
+ * large record, within a bound per call; EAGAIN ends a read, EOF or an
+ * error is -ECONNRESET. Writing: an RPC message (its inline bytes,
+ * referenced DDP-eligible data and XDR pad, transport/xprt.h section 1) is
+ * framed by the encoder as one fragment and sent with sendmsg, polling
+ * when the socket buffer is full. */
 #include "transport/tcp/tcp_io.h"
 
 #include <netinet/in.h>
