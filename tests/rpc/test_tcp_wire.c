@@ -4,9 +4,9 @@
  * RPC_MISMATCH for rpcvers != 2, AUTH_ERROR for unsupported flavors and bad
  * verifiers, hostile bytes (garbage record, giant length, truncated record,
  * close mid-record) that must not disturb the server or its other clients,
- * the exact bytes a client sends for DDP-eligible items (XDR pad), and
- * reconnection with retransmission under the same XID. Every socket read
- * has a timeout. */
+ * the exact bytes a client sends for DDP-eligible items (XDR pad),
+ * reconnection with retransmission under the same XID, and pipelined Calls
+ * the server read ahead of the socket. Every socket read has a timeout. */
 #include "test.h"
 
 #include <arpa/inet.h>
@@ -231,6 +231,71 @@ TEST(rpc_wire_fragments_and_denials)
 		CHECK_EQ(res, 10);
 	}
 	close(fd);
+	rpcrdma_server_destroy(s);
+}
+
+/* Reads @n replies to Calls 0x3000 + i (argument 100 + i) from @fd, in
+ * any order: each one once, each one right. */
+static void expect_echo_replies(int fd, unsigned n)
+{
+	bool seen[16] = {false};
+
+	REQUIRE(n <= 16);
+	for (unsigned k = 0; k < n; k++) {
+		struct rr_rpc_reply r;
+		uint8_t buf[512];
+		long len = rpc_raw_recv_record(fd, buf, sizeof(buf), 5000);
+		struct rr_xdr_dec d;
+		uint32_t res = 0, i;
+
+		REQUIRE(len > 0);   /* a Call left in a stage: never answered */
+		rr_xdr_dec_init(&d, buf, (size_t)len);
+		REQUIRE_EQ(rr_rpcmsg_decode_reply(&d, &r), 0);
+		i = r.xid - 0x3000;
+		REQUIRE(i < n);
+		CHECK(!seen[i]);
+		seen[i] = true;
+		CHECK_EQ(r.accept_stat, RR_RPC_SUCCESS);
+		REQUIRE_EQ(rr_xdr_get_u32(&d, &res), 0);
+		CHECK_EQ(res, 101 + i);
+	}
+}
+
+/* Calls a client pipelines into one send: the server reads ahead (a
+ * small Call costs one recv with its header). First a Call larger than
+ * the stage (its first bytes through the stage, the rest straight into its
+ * buffer, the read stopping at its end), then nine small ones that one
+ * recv puts in the stage together, leaving the socket empty: every one is
+ * answered all the same (in any order), though no byte is left to wake
+ * the loop. Four connections at once, so that some share a progress loop
+ * and its stage: what one connection read ahead is kept apart (parked)
+ * before another reads. */
+TEST(rpc_wire_pipelined_calls_in_one_send_all_answered)
+{
+	enum { NCALLS = 10, BIG = 0, BIG_ARGS = 5000, NCONN = 4 };
+	int port, fd[NCONN];
+	struct rpcrdma_server *s = server(&port);
+	size_t cap = NCALLS * 64 + 4 * BIG_ARGS + 64, off = 0;
+	uint8_t *wire = calloc(1, cap);
+
+	REQUIRE(wire != NULL);
+	for (uint32_t i = 0; i < NCALLS; i++) {
+		size_t n = build_call(wire + off + 4, 0x3000 + i, 2, 1, 0, NULL, 0, 0, 100 + i);
+
+		if (i == BIG)   /* trailing words the echo handler ignores */
+			n += 4 * BIG_ARGS;
+		rr_put_be32(wire + off, 0x80000000u | (uint32_t)n);
+		off += 4 + n;
+	}
+	for (int c = 0; c < NCONN; c++)
+		fd[c] = rpc_raw_connect(port);
+	for (int c = 0; c < NCONN; c++)
+		rpc_raw_send_all(fd[c], wire, off);
+	for (int c = 0; c < NCONN; c++) {
+		expect_echo_replies(fd[c], NCALLS);
+		close(fd[c]);
+	}
+	free(wire);
 	rpcrdma_server_destroy(s);
 }
 

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Socket I/O of tcp:// (tcp_io.h). Reading: the record marking decoder
  * (rm.h) says where the next bytes go (the 4-byte fragment header, or
- * straight into the record buffer) and recv puts them there, through a
- * read-ahead stage on the client so that a small record costs one system
- * call; EAGAIN ends a read, EOF or an error is -ECONNRESET. Writing: an RPC
- * message (its inline bytes, referenced DDP-eligible data and XDR pad,
- * transport/xprt.h section 1) is framed by the encoder as one fragment and
- * sent with sendmsg, polling when the socket buffer is full. */
+ * the record buffer) and recv puts them there, through a read-ahead stage
+ * so that a small record costs one system call (a server loop's stage is
+ * shared: what one connection read ahead is parked in its own memory),
+ * and on a server through its loop's bounce buffer for the bulk of a
+ * large record, within a bound per call; EAGAIN ends a read, EOF or an
+ * error is -ECONNRESET. Writing: an RPC message (its inline bytes,
+ * referenced DDP-eligible data and XDR pad, transport/xprt.h section 1) is
+ * framed by the encoder as one fragment and sent with sendmsg, polling
+ * when the socket buffer is full. */
 #include "transport/tcp/tcp_io.h"
 
 #include <netinet/in.h>
@@ -43,8 +46,9 @@ void rr_tcp_reader_recycle(struct rr_tcp_reader *r, uint8_t *buf, size_t cap)
 void rr_tcp_reader_fini(struct rr_tcp_reader *r)
 {
 	rr_rm_dec_fini(&r->dec);
-	rr_free(r->bufs.env, r->stage);
-	r->stage = NULL;
+	if (r->stage != r->shared)
+		rr_free(r->bufs.env, r->stage);
+	r->stage = r->shared = NULL;
 	r->stage_cap = r->stage_off = r->stage_len = 0;
 	rr_tcp_bufs_fini(&r->bufs);
 }
@@ -58,10 +62,55 @@ int rr_tcp_reader_stage(struct rr_tcp_reader *r, size_t cap)
 	return 0;
 }
 
+void rr_tcp_reader_share_stage(struct rr_tcp_reader *r, uint8_t *buf, size_t cap)
+{
+	r->stage = r->shared = buf;
+	r->stage_cap = r->shared_cap = cap;
+	r->stage_off = r->stage_len = 0;
+}
+
+/* Back to the shared stage once the bytes parked in the reader's own
+ * memory are read. */
+static void stage_unpark(struct rr_tcp_reader *r)
+{
+	if (!r->shared || r->stage == r->shared || r->stage_off < r->stage_len)
+		return;
+	rr_free(r->bufs.env, r->stage);
+	r->stage = r->shared;
+	r->stage_cap = r->shared_cap;
+	r->stage_off = r->stage_len = 0;
+}
+
+int rr_tcp_reader_park(struct rr_tcp_reader *r)
+{
+	size_t k = r->stage_len - r->stage_off;
+	uint8_t *own;
+
+	stage_unpark(r);
+	if (!r->shared || r->stage != r->shared)
+		return 0;   /* not shared, or parked already */
+	if (!k) {
+		r->stage_off = r->stage_len = 0;
+		return 0;
+	}
+	own = rr_alloc(r->bufs.env, k);
+	if (!own) {
+		r->stage_off = r->stage_len = 0;
+		return -ENOMEM;
+	}
+	memcpy(own, r->stage + r->stage_off, k);
+	r->stage = own;
+	r->stage_cap = k;
+	r->stage_off = 0;
+	r->stage_len = k;
+	return 0;
+}
+
 void rr_tcp_reader_reset(struct rr_tcp_reader *r)
 {
 	rr_rm_dec_reset(&r->dec);
 	r->stage_off = r->stage_len = 0;
+	stage_unpark(r);
 }
 
 bool rr_tcp_reader_buffered(const struct rr_tcp_reader *r)
@@ -70,7 +119,8 @@ bool rr_tcp_reader_buffered(const struct rr_tcp_reader *r)
 }
 
 /* recv() through the staging buffer: small reads fill the stage (one
- * syscall for header and body), large ones go straight to @dst. */
+ * syscall for header and body), large ones go to @dst, through the bounce
+ * buffer while more than it holds is wanted. */
 static ssize_t rm_recv(struct rr_tcp_reader *r, int fd, void *dst, size_t want)
 {
 	ssize_t n;
@@ -82,8 +132,15 @@ static ssize_t rm_recv(struct rr_tcp_reader *r, int fd, void *dst, size_t want)
 		r->stage_off += k;
 		return (ssize_t)k;
 	}
-	if (!r->stage || want >= r->stage_cap / 2)
-		return recv(fd, dst, want, 0);
+	stage_unpark(r);   /* read empty: its own memory goes */
+	if (!r->stage || want >= r->stage_cap / 2) {
+		if (!r->bounce || want <= r->bounce_cap)
+			return recv(fd, dst, want, 0);
+		n = recv(fd, r->bounce, r->bounce_cap, 0);
+		if (n > 0)
+			memcpy(dst, r->bounce, (size_t)n);
+		return n;
+	}
 	n = recv(fd, r->stage, r->stage_cap, 0);
 	if (n <= 0)
 		return n;
@@ -96,6 +153,8 @@ static ssize_t rm_recv(struct rr_tcp_reader *r, int fd, void *dst, size_t want)
 
 int rr_tcp_read(struct rr_tcp_reader *r, int fd)
 {
+	size_t turn = 0;   /* bytes this call took from the socket */
+
 	for (;;) {
 		uint8_t scratch[4096], *dst;
 		size_t want;
@@ -108,6 +167,11 @@ int rr_tcp_read(struct rr_tcp_reader *r, int fd)
 			dst = scratch;
 			want = RR_MIN(want, sizeof(scratch));
 		}
+		if (r->turn_max) {
+			if (turn >= r->turn_max)
+				return 0;   /* the loop's others first */
+			want = RR_MIN(want, r->turn_max - turn);
+		}
 		n = rm_recv(r, fd, dst, want);
 		if (n == 0)
 			return -ECONNRESET;
@@ -118,6 +182,7 @@ int rr_tcp_read(struct rr_tcp_reader *r, int fd)
 				return 0;
 			return -ECONNRESET;
 		}
+		turn += (size_t)n;
 		rc = rr_rm_dec_commit(&r->dec, (size_t)n);
 		if (rc)
 			return rc;

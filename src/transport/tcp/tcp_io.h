@@ -16,12 +16,49 @@
 struct rr_tcp_reader {
 	struct rr_rm_dec dec;
 	struct rr_tcp_bufs bufs;
-	/* Optional read-ahead (client): bytes received beyond what the decoder
-	 * asked for. Never used by the server, whose EPOLLONESHOT re-arm
-	 * relies on unread bytes staying in the socket. */
+	/* Optional read-ahead: bytes received beyond what the decoder asked
+	 * for, so that a small record (header and body) costs one recv. Its
+	 * user must come back for staged bytes without waiting for the socket
+	 * (rr_tcp_reader_buffered): they may be all there is. */
 	uint8_t *stage;
 	size_t stage_cap, stage_off, stage_len;
+	/* A stage borrowed from the reader's loop (shared by its readers;
+	 * rr_tcp_reader_park), or NULL: the stage is the reader's own. */
+	uint8_t *shared;
+	size_t shared_cap;
+	/* Most bytes one rr_tcp_read takes from the socket before it returns
+	 * (0: no bound): a connection on a shared progress loop that streams a
+	 * large record yields to the loop's others between two reads. */
+	size_t turn_max;
+	/* Optional bounce buffer (a server connection: its loop's, borrowed):
+	 * a record's data beyond bounce_cap bytes is received into it, a
+	 * piece of at most bounce_cap bytes at a time, and copied to the
+	 * record's buffer; the last bounce_cap bytes go there directly. It
+	 * never keeps bytes between calls (a piece is at most what the record
+	 * still owes), so the connections of one loop share one. */
+	uint8_t *bounce;
+	size_t bounce_cap;
 };
+
+/* The bound of a server connection's turn (rr_tcp_reader.turn_max): large
+ * enough that a record of 1 MiB of data with its RPC headers is read in
+ * one turn when its bytes are there, small enough that a turn copies for
+ * well under a millisecond before the loop's other connections are
+ * served. */
+#define RR_TCP_TURN_BYTES ((size_t)1024 * 1024 + 65536)
+/* A server connection's read-ahead stage: a Call of up to 4.5 KiB (NULL,
+ * a READ's or a GETATTR's arguments, a 4 KiB WRITE with its RPC and NFS
+ * headers) is read with its fragment header in one recv; a larger one
+ * copies at most this much through the stage, the rest lands in the
+ * record's buffer (or comes through the bounce buffer). */
+#define RR_TCP_SRV_STAGE ((size_t)4608)
+/* The bounce buffer of a server's loop. Measured on the development
+ * machine (docs/PERFORMANCE.md, issue 13): the server's CPU per WRITE
+ * record of 256 KiB - 8 MiB halves when the kernel copies into 64 KiB that
+ * stay in cache and user space copies on, against receiving straight
+ * into the large record buffer; libtirpc reads through a 64 KiB buffer
+ * too. */
+#define RR_TCP_BOUNCE ((size_t)65536)
 
 /* Records of up to @max bytes (@trust_len, @skip_oversize: rm.h); buffers
  * up to @spare_max kept by the reader, larger ones given to @pool (may be
@@ -32,12 +69,25 @@ void rr_tcp_reader_init(struct rr_tcp_reader *r, const struct rpcrdma_env *env, 
 void rr_tcp_reader_fini(struct rr_tcp_reader *r);
 /* Enables read-ahead with a @cap-byte staging buffer: 0 or -ENOMEM. */
 int rr_tcp_reader_stage(struct rr_tcp_reader *r, size_t cap);
+/* Enables read-ahead through @buf (@cap bytes), shared by the readers that
+ * one thread runs: after each rr_tcp_read, before another of them may
+ * read, rr_tcp_reader_park. Borrows @buf for the life of @r. */
+void rr_tcp_reader_share_stage(struct rr_tcp_reader *r, uint8_t *buf, size_t cap);
+/* Bytes still staged in the shared stage move to memory of the reader's
+ * own, exactly their size (given back once they are read), so that the
+ * stage is free for the next reader: 0, or -ENOMEM (the bytes are lost:
+ * the stream is out of step). */
+int rr_tcp_reader_park(struct rr_tcp_reader *r);
 /* Forgets a partial record and staged bytes (new connection). */
 void rr_tcp_reader_reset(struct rr_tcp_reader *r);
 /* True when read-ahead bytes wait in the stage. */
 bool rr_tcp_reader_buffered(const struct rr_tcp_reader *r);
-/* Reads from @fd. Returns RR_RM_RECORD when a record is complete
- * (rr_rm_dec_take on r->dec), 0 when the socket has no more bytes now,
+/* Reads from @fd as far as the socket has bytes, straight into the
+ * record's buffer, until a record is complete, the socket is empty or
+ * r->turn_max bytes were read by this call. Returns RR_RM_RECORD when a
+ * record is complete (rr_rm_dec_take on r->dec), 0 when the socket has no
+ * more bytes now or the turn's bound was reached (the caller's
+ * level-triggered watch of @fd brings it back),
  * RR_RM_SKIPPED when an oversized record was discarded (rr_rm_dec_skipped),
  * -ECONNRESET on EOF or error, or the decoder's errors: -EMSGSIZE,
  * -EBADMSG, -ENOMEM, -EPROTOTYPE (the connection starts with an MPA

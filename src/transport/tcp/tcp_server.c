@@ -4,9 +4,12 @@
  * loops (src/engine): the listener's loop accepts connections (within
  * max_conns and max_conns_per_host; out of descriptors or memory, the
  * listener pauses with a back-off) and gives each to a loop, round-robin,
- * which reads its records (one per turn: the others of the loop are served
- * between two) and hands each Call to the RPC layer's recv upcall (queued
- * to its workers, or run there under RPCRDMA_SERVER_INLINE); the
+ * which reads its records (at most one, and at most RR_TCP_TURN_BYTES, per
+ * turn: the others of the loop are served between two; a small Call with
+ * its header in one recv, through the loop's read-ahead stage, a large
+ * record's bulk through its bounce buffer) and hands each Call
+ * to the RPC layer's recv upcall (queued to its workers, or run there
+ * under RPCRDMA_SERVER_INLINE); the
  * listener's loop also closes connections silent for idle_timeout_ms
  * (docs/security.md "Limits").
  * Replies are written by whoever answers (tcp_io.c). A record above the
@@ -37,12 +40,16 @@
 
 struct tcp_srv;
 
+/* What a server keeps per progress loop for the connections it reads. */
+#define SRV_LOOP_BYTES (RR_TCP_BOUNCE + RR_TCP_SRV_STAGE)
+
 struct tcp_conn {
 	struct tcp_srv *srv;
 	int fd;
 	struct rr_loop *loop;      /* its progress loop: the only reader */
 	struct rr_loop_src src;
-	struct rr_tcp_reader rd;
+	struct rr_tcp_reader rd;        /* with a read-ahead stage */
+	struct rr_loop_task more;       /* staged bytes left: read next turn */
 	pthread_mutex_t send_lock;
 	int refs;                  /* its loop + one per delivered req */
 	bool closed;
@@ -106,6 +113,10 @@ struct tcp_srv {
 	uint64_t resume_ns;         /* listener out of epoll until; 0: not */
 	uint64_t refused, idle_closed;
 	struct rr_tcp_cache pool;   /* large record buffers, all connections */
+	/* per loop (nbounce), for its connections: RR_TCP_BOUNCE bytes of
+	 * bounce buffer, then RR_TCP_SRV_STAGE bytes of shared stage */
+	uint8_t *bounce;
+	unsigned nbounce;
 };
 
 static void conn_put_locked(struct tcp_srv *s, struct tcp_conn *cn, bool *free_it)
@@ -193,6 +204,7 @@ static void bc_conn_closed(struct tcp_conn *cn)
 static void conn_close(struct tcp_srv *s, struct tcp_conn *cn)
 {
 	rr_loop_del(cn->loop, &cn->src);
+	rr_loop_task_cancel(cn->loop, &cn->more);
 	pthread_mutex_lock(&s->lock);
 	cn->closed = true;
 	pthread_mutex_unlock(&s->lock);
@@ -260,6 +272,36 @@ static bool srv_over_limits(struct tcp_srv *s, const struct sockaddr_storage *pe
 }
 
 static void srv_read(struct rr_loop_src *src, uint32_t ev);
+static void srv_more(struct rr_loop_task *t);
+
+/* A connection's state before its socket is known: its loop (round-robin
+ * over the loops, the server's own turn), its reader on that loop's
+ * shared stage and bounce buffer. NULL without memory or loop. */
+static struct tcp_conn *srv_conn_new(struct tcp_srv *s)
+{
+	struct tcp_conn *cn = rr_zalloc(s->p.env, sizeof(*cn));
+	unsigned i = s->next_loop++ % s->nbounce;
+
+	if (!cn)
+		return NULL;
+	cn->loop = rr_engine_loop(i);
+	rr_tcp_reader_init(&cn->rd, s->p.env, s->p.max_msg, RR_TCP_SPARE_MAX, &s->pool, false,
+			   false);
+	cn->rd.turn_max = RR_TCP_TURN_BYTES;
+	cn->rd.bounce = s->bounce + (size_t)i * SRV_LOOP_BYTES;
+	cn->rd.bounce_cap = RR_TCP_BOUNCE;
+	rr_tcp_reader_share_stage(&cn->rd, cn->rd.bounce + RR_TCP_BOUNCE, RR_TCP_SRV_STAGE);
+	if (!cn->loop) {
+		rr_tcp_reader_fini(&cn->rd);
+		rr_free(s->p.env, cn);
+		return NULL;
+	}
+	cn->more.fn = srv_more;
+	cn->srv = s;
+	cn->refs = 1;
+	atomic_store(&cn->last_rx_ns, rr_now_ns(s->p.env));
+	return cn;
+}
 
 static void srv_accept(struct rr_loop_src *lsrc, uint32_t events)
 {
@@ -298,25 +340,17 @@ static void srv_accept(struct rr_loop_src *lsrc, uint32_t events)
 			continue;
 		}
 		pthread_mutex_unlock(&s->lock);
-		cn = rr_zalloc(s->p.env, sizeof(*cn));
-		if (cn)   /* round-robin over the loops, the server's own turn */
-			cn->loop = rr_engine_loop(s->next_loop++ % RR_MAX(rr_engine_nloops(), 1u));
-		if (!cn || !cn->loop) {
+		cn = srv_conn_new(s);
+		if (!cn) {
 			pthread_mutex_lock(&s->lock);
 			s->refused++;
 			pthread_mutex_unlock(&s->lock);
-			rr_free(s->p.env, cn);
 			close(fd);
 			continue;
 		}
 		rr_tcp_sock_opts(fd);
-		cn->srv = s;
 		cn->fd = fd;
-		cn->refs = 1;
 		cn->peer = peer;
-		atomic_store(&cn->last_rx_ns, rr_now_ns(s->p.env));
-		rr_tcp_reader_init(&cn->rd, s->p.env, s->p.max_msg, RR_TCP_SPARE_MAX, &s->pool, false,
-				   false);
 		pthread_mutex_init(&cn->send_lock, NULL);
 		pthread_mutex_init(&cn->bc_lock, NULL);
 		pthread_mutex_lock(&s->lock);
@@ -398,11 +432,10 @@ static void srv_answer_mpa(int fd)
 }
 
 /* Reads up to one complete record from @cn (on its loop, the only reader),
- * then delivers it; what is left in the socket keeps it readable for the
- * next turn (level-triggered), after the loop's other connections. */
-static void srv_read(struct rr_loop_src *src, uint32_t events)
+ * as far as the socket has bytes but at most RR_TCP_TURN_BYTES, then
+ * delivers it. False when the connection was closed. */
+static bool srv_take_record(struct tcp_conn *cn)
 {
-	struct tcp_conn *cn = RR_CONTAINER_OF(src, struct tcp_conn, src);
 	struct tcp_srv *s = cn->srv;
 	struct tcp_req *r;
 	bool stopping;
@@ -410,19 +443,23 @@ static void srv_read(struct rr_loop_src *src, uint32_t events)
 	size_t len = 0, cap = 0;
 	int rc;
 
-	(void)events;
 	if (s->p.idle_timeout_ms)
 		atomic_store(&cn->last_rx_ns, rr_now_ns(s->p.env));
 	rc = rr_tcp_read(&cn->rd, cn->fd);
 	if (rc == RR_RM_RECORD)
 		buf = rr_rm_dec_take(&cn->rd.dec, &len, &cap);
+	/* the loop's stage is free for its others before anything runs */
+	if (rc >= 0 && rr_tcp_reader_park(&cn->rd) < 0) {
+		rr_tcp_reader_recycle(&cn->rd, buf, cap);
+		rc = -ENOMEM;
+	}
 	if (rc == 0)
-		return;
+		return true;
 	if (rc == -EPROTOTYPE)
 		srv_answer_mpa(cn->fd);
 	if (rc < 0) {
 		conn_close(s, cn);
-		return;
+		return false;
 	}
 	{
 		uint32_t xid, mt;
@@ -430,14 +467,14 @@ static void srv_read(struct rr_loop_src *src, uint32_t events)
 		if (rr_rpcmsg_peek(buf, len, &xid, &mt) == 0 && mt == RR_RPC_REPLY) {
 			/* to one of our callbacks, not a Call */
 			bc_on_reply(cn, xid, buf, len, cap);
-			return;
+			return true;
 		}
 	}
 	r = rr_zalloc(s->p.env, sizeof(*r));
 	if (!r) {
 		rr_tcp_reader_recycle(&cn->rd, buf, cap);
 		conn_close(s, cn);
-		return;
+		return false;
 	}
 	r->buf = buf;
 	r->cap = cap;
@@ -455,9 +492,32 @@ static void srv_read(struct rr_loop_src *src, uint32_t events)
 		 * destroy so replies in flight still go out. */
 		rr_tcp_reader_recycle(&cn->rd, r->buf, r->cap);
 		rr_free(s->p.env, r);
-		return;
+		return true;
 	}
 	s->p.recv(s->p.ctx, &r->req);
+	return true;
+}
+
+/* @cn is readable (level-triggered), or bytes wait in its stage: one
+ * record (srv_take_record). What is left in the socket keeps it readable
+ * for the next turn, after the loop's other connections; what was read
+ * ahead into the stage (a pipelining client's next records) is read on
+ * the next turn through its task, the socket may be empty by then. A peer
+ * streaming a huge record never holds the loop for longer than one bound. */
+static void srv_read(struct rr_loop_src *src, uint32_t events)
+{
+	struct tcp_conn *cn = RR_CONTAINER_OF(src, struct tcp_conn, src);
+
+	(void)events;
+	if (srv_take_record(cn) && rr_tcp_reader_buffered(&cn->rd))
+		rr_loop_post(cn->loop, &cn->more);
+}
+
+static void srv_more(struct rr_loop_task *t)
+{
+	struct tcp_conn *cn = RR_CONTAINER_OF(t, struct tcp_conn, more);
+
+	srv_read(&cn->src, 0);
 }
 
 static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_server_params *p,
@@ -505,10 +565,17 @@ static int tcp_srv_create(const struct rr_xprt_target *t, const struct rr_xprt_s
 	pthread_mutex_init(&s->lock, NULL);
 	rr_tcp_cache_init(&s->pool);
 	rc = rr_engine_pick(&s->lloop);
+	if (!rc) {
+		/* the engine is started: its loops are fixed */
+		s->nbounce = RR_MAX(rr_engine_nloops(), 1u);
+		s->bounce = rr_alloc(p->env, (size_t)s->nbounce * SRV_LOOP_BYTES);
+		rc = s->bounce ? 0 : -ENOMEM;
+	}
 	if (!rc)
 		rc = rr_loop_timer_init(s->lloop, &s->tick, srv_tick);
 	if (rc) {
 		close(fd);
+		rr_free(p->env, s->bounce);
 		rr_tcp_cache_fini(&s->pool, s->p.env);
 		pthread_mutex_destroy(&s->lock);
 		rr_free(p->env, s);
@@ -615,8 +682,10 @@ static void srv_detach_loop(void *arg)
 
 	pthread_mutex_lock(&s->lock);
 	for (struct tcp_conn *cn = s->conns; cn; cn = cn->next)
-		if (cn->loop == l && !cn->closed)
+		if (cn->loop == l && !cn->closed) {
 			rr_loop_del(l, &cn->src);
+			rr_loop_task_cancel(l, &cn->more);
+		}
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -638,6 +707,7 @@ static void tcp_srv_destroy(struct rr_xprt_server *x)
 		conn_free(s, cn);
 	}
 	rr_tcp_cache_fini(&s->pool, s->p.env);
+	rr_free(s->p.env, s->bounce);
 	pthread_mutex_destroy(&s->lock);
 	rr_free(s->p.env, s);
 }
