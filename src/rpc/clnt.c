@@ -12,6 +12,7 @@
 #include "rpc/bc.h"
 #include "rpc/ctl.h"
 #include "engine/engine.h"
+#include "common/spare.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -21,6 +22,9 @@
 #define DEFAULT_TIMEOUT_MS 30000u
 #define DEFAULT_CONNECT_MS 10000u
 #define DEFAULT_MAX_MSG ((size_t)8 * 1024 * 1024 + 65536)
+/* A spare call keeps its argument buffer up to this capacity (a larger
+ * one, grown for a big Call, is freed). */
+#define SPARE_ENC_CAP 4096u
 
 enum call_state { CALL_NEW, CALL_PENDING, CALL_DONE };
 
@@ -74,7 +78,38 @@ struct rpcrdma_client {
 	struct rpcrdma_call *pending;
 	unsigned cb_active;       /* completion callbacks running or queued */
 	struct rpcrdma_call *deferred;  /* callbacks for the loop (cb_task) */
+	struct rr_spare spare;    /* destroyed calls kept for reuse */
 };
+
+/* A call object for @c: a spare one (every field but the argument buffer
+ * cleared, that buffer emptied) or a new one; NULL: no memory. */
+static struct rpcrdma_call *call_new(struct rpcrdma_client *c)
+{
+	struct rpcrdma_call *call = rr_spare_take(&c->spare);
+
+	if (call) {
+		memset(call, 0, offsetof(struct rpcrdma_call, enc));
+		memset(&call->dec, 0, sizeof(*call) - offsetof(struct rpcrdma_call, dec));
+		rr_xbuf_enc_reset(&call->enc);
+	} else {
+		call = rr_zalloc(c->env, sizeof(*call));
+		if (!call)
+			return NULL;
+		rr_xbuf_enc_init(&call->enc, c->env, c->max_msg);
+	}
+	call->clnt = c;
+	return call;
+}
+
+/* @call, done with (no transport state left), kept as a spare of @c or
+ * freed. */
+static void call_drop(struct rpcrdma_client *c, struct rpcrdma_call *call)
+{
+	if (call->enc.cap > SPARE_ENC_CAP || !rr_spare_put(&c->spare, call)) {
+		rr_xbuf_enc_free(&call->enc);
+		rr_free(c->env, call);
+	}
+}
 
 static void call_free(struct rpcrdma_call *call)
 {
@@ -82,8 +117,7 @@ static void call_free(struct rpcrdma_call *call)
 
 	if (call->xc.reply_buf || call->xc.xp_priv)
 		c->ops->release_reply(c->xp, &call->xc);
-	rr_xbuf_enc_free(&call->enc);
-	rr_free(c->env, call);
+	call_drop(c, call);
 }
 
 /* Runs the completion callback of @call (cb_running and cb_active set by
@@ -396,6 +430,10 @@ RPCRDMA_API void rpcrdma_client_destroy(struct rpcrdma_client *c)
 	pthread_mutex_unlock(&c->lock);
 	rr_engine_call(c->loop, client_detach, c);
 	c->ops->destroy(c->xp);
+	for (struct rpcrdma_call *call; (call = rr_spare_take(&c->spare));) {
+		rr_xbuf_enc_free(&call->enc);
+		rr_free(c->env, call);
+	}
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cv);
 	rr_free(c->env, c);
@@ -485,11 +523,9 @@ RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 
 	if (!c || !out)
 		return -EINVAL;
-	call = rr_zalloc(c->env, sizeof(*call));
+	call = call_new(c);
 	if (!call)
 		return -ENOMEM;
-	call->clnt = c;
-	rr_xbuf_enc_init(&call->enc, c->env, c->max_msg);
 	pthread_mutex_lock(&c->lock);
 	h.xid = c->next_xid++;
 	h.prog = c->prog;
@@ -508,8 +544,7 @@ RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (rc) {
-		rr_xbuf_enc_free(&call->enc);
-		rr_free(c->env, call);
+		call_drop(c, call);
 		return rc;
 	}
 	call->xc.xid = h.xid;

@@ -50,7 +50,8 @@ void rq_finish(struct rr_conn *c, struct rq_call *k)
 	rpc->status = k->result;
 	rpc->priv = NULL;
 	list_del(c, k);
-	rr_free(c->env, k);
+	if (!rr_spare_put(&c->spare_calls, k))
+		rr_free(c->env, k);
 	c->io.complete(c->io.ctx, rpc);
 }
 

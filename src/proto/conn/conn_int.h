@@ -7,6 +7,7 @@
 #ifndef RR_PROTO_CONN_INT_H
 #define RR_PROTO_CONN_INT_H
 
+#include "common/spare.h"
 #include "proto/conn/conn.h"
 
 /* Completion tokens: an object pointer (16-byte aligned allocations) with
@@ -163,6 +164,7 @@ struct rr_conn {
 	struct rr_xprt_requester req;
 	struct rr_cred_req rcred;
 	struct rq_call *calls;            /* every Call not completed, newest first */
+	struct rr_spare spare_calls;      /* completed Calls kept for reuse */
 	uint32_t live_stags;
 	uint32_t stray_credits;           /* credits of Calls aborted after their
 					     Send, taken until their Replies come

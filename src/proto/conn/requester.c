@@ -279,9 +279,12 @@ int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc)
 
 	if (rpc->nsinks > RR_XPRT_MAX_ITEMS || (rpc->nparts && !rpc->parts))
 		return -EINVAL;
-	k = rr_alloc(c->env, sizeof(*k));
-	if (!k)
-		return -ENOMEM;
+	k = rr_spare_take(&c->spare_calls);
+	if (!k) {
+		k = rr_alloc(c->env, sizeof(*k));
+		if (!k)
+			return -ENOMEM;
+	}
 	memset(k, 0, offsetof(struct rq_call, mem));
 	k->rpc = rpc;
 	rpc->status = 0;
@@ -296,7 +299,8 @@ int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc)
 	/* Validate the description once, now, so that errors are synchronous. */
 	rc = rr_xprt_rqst_prepare(&c->req, &d, &k->rq);
 	if (rc) {
-		rr_free(c->env, k);
+		if (!rr_spare_put(&c->spare_calls, k))
+			rr_free(c->env, k);
 		return rc;
 	}
 	k->rq->user = k;
@@ -392,4 +396,6 @@ void rq_destroy(struct rr_conn *c)
 		k->inv_pending = 0;
 		rq_finish(c, k);
 	}
+	for (void *k; (k = rr_spare_take(&c->spare_calls));)
+		rr_free(c->env, k);
 }
