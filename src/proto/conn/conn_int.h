@@ -88,12 +88,14 @@ struct rs_req {
 	bool send_done;
 	bool orphan;                  /* done before its Reply's Send completed */
 	int send_status;
-	struct rr_conn_mem wmem[RR_XPRT_MAX_ITEMS * 2 + 2];   /* Write sources */
-	unsigned nwmem;
+	unsigned nwmem;               /* registered entries of @wmem */
 	bool reading;                 /* in @reading of the session */
 	struct rs_req *next;          /* read queue */
 	struct rs_req *rnext;         /* every request reading */
 	struct rs_req *snext;         /* every Reply with Writes on its way */
+	/* last: not cleared when the request is made (2.4 KiB; an entry is
+	 * cleared and written before it counts in @nwmem) */
+	struct rr_conn_mem wmem[RR_XPRT_MAX_ITEMS * 2 + 2];   /* Write sources */
 } __attribute__((aligned(16)));
 
 /* One exposed Read-chunk Reply (draft 4.1.1). */
