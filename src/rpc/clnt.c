@@ -22,9 +22,6 @@
 #define DEFAULT_TIMEOUT_MS 30000u
 #define DEFAULT_CONNECT_MS 10000u
 #define DEFAULT_MAX_MSG ((size_t)8 * 1024 * 1024 + 65536)
-/* A spare call keeps its argument buffer up to this capacity (a larger
- * one, grown for a big Call, is freed). */
-#define SPARE_ENC_CAP 4096u
 
 enum call_state { CALL_NEW, CALL_PENDING, CALL_DONE };
 
@@ -126,7 +123,7 @@ static struct rpcrdma_call *call_new(struct rpcrdma_client *c)
  * freed. */
 static void call_drop(struct rpcrdma_client *c, struct rpcrdma_call *call)
 {
-	if (call->enc.cap > SPARE_ENC_CAP || !rr_spare_put(&c->spare, call)) {
+	if (call->enc.cap > RR_XBUF_SPARE_CAP || !rr_spare_put(&c->spare, call)) {
 		rr_xbuf_enc_free(&call->enc);
 		rr_free(c->env, call);
 	}

@@ -265,19 +265,30 @@ struct rr_xprt_server {
 	pthread_mutex_t lock;
 	bool started, stopped;
 	struct sreq_wrap *held;   /* received before start */
+	struct rr_spare spare;    /* done sreq_wraps kept for reuse */
 };
+
+/* @w, no request's any more: kept as a spare of @s or freed. */
+static void sreq_wrap_put(struct rr_xprt_server *s, struct sreq_wrap *w)
+{
+	if (!rr_spare_put(&s->spare, w))
+		rr_free(rr_env(s->p.env), w);
+}
 
 static void sv_recv(void *ctx, struct rr_conn_sreq *sreq)
 {
 	struct rr_xprt_server *s = ctx;
-	struct sreq_wrap *w = rr_zalloc(rr_env(s->p.env), sizeof(*w));
+	struct sreq_wrap *w = rr_spare_take(&s->spare);
 	bool deliver;
 
+	if (!w)
+		w = rr_alloc(rr_env(s->p.env), sizeof(*w));
 	if (!w) {
 		rr_tp_server_refuse(s->tp, sreq);   /* answered, not dropped */
 		rr_tp_server_done(s->tp, sreq);
 		return;
 	}
+	memset(w, 0, sizeof(*w));
 	w->sreq = sreq;
 	w->xr.msg = sreq->msg;
 	w->xr.len = sreq->len;
@@ -286,7 +297,7 @@ static void sv_recv(void *ctx, struct rr_conn_sreq *sreq)
 	if (s->stopped) {
 		pthread_mutex_unlock(&s->lock);
 		rr_tp_server_done(s->tp, sreq);
-		rr_free(rr_env(s->p.env), w);
+		sreq_wrap_put(s, w);
 		return;
 	}
 	deliver = s->started;
@@ -422,7 +433,7 @@ static void sv_req_done(struct rr_xprt_server *s, struct rr_xprt_req *req)
 	struct sreq_wrap *w = req->xp_priv;
 
 	rr_tp_server_done(s->tp, w->sreq);
-	rr_free(rr_env(s->p.env), w);
+	sreq_wrap_put(s, w);
 }
 
 static void sv_req_refuse(struct rr_xprt_server *s, struct rr_xprt_req *req)
@@ -452,6 +463,8 @@ static void sv_destroy(struct rr_xprt_server *s)
 		s->held = w->next;
 		rr_free(env, w);
 	}
+	for (void *w; (w = rr_spare_take(&s->spare));)
+		rr_free(env, w);
 	pthread_mutex_destroy(&s->lock);
 	rr_free(env, s);
 }
