@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/common.h"
+
 /* Enough for a synchronous caller (1) and a few asynchronous ones; more
  * calls in flight than this allocate and free as before. */
 #define RR_SPARE_SLOTS 4
@@ -57,6 +59,24 @@ static inline bool rr_spare_put(struct rr_spare *s, void *p)
 			return true;
 	}
 	return false;
+}
+
+/* A zero-filled object of @size bytes, from @s or else from rr_zalloc on
+ * @env, except that in a spare one the @keep_len bytes at @keep_off keep
+ * what they held (a buffer its owner reuses); NULL: no memory. *@fresh
+ * tells which. */
+static inline void *rr_spare_take_zeroed(struct rr_spare *s, const struct rpcrdma_env *env,
+					 size_t size, size_t keep_off, size_t keep_len,
+					 bool *fresh)
+{
+	unsigned char *p = rr_spare_take(s);
+
+	*fresh = p == NULL;
+	if (!p)
+		return rr_zalloc(env, size);
+	memset(p, 0, keep_off);
+	memset(p + keep_off + keep_len, 0, size - keep_off - keep_len);
+	return p;
 }
 
 #endif

@@ -103,18 +103,17 @@ static void clnt_wake(struct rpcrdma_client *c)
  * cleared, that buffer emptied) or a new one; NULL: no memory. */
 static struct rpcrdma_call *call_new(struct rpcrdma_client *c)
 {
-	struct rpcrdma_call *call = rr_spare_take(&c->spare);
+	bool fresh;
+	struct rpcrdma_call *call = rr_spare_take_zeroed(&c->spare, c->env, sizeof(*call),
+							 offsetof(struct rpcrdma_call, enc),
+							 sizeof(call->enc), &fresh);
 
-	if (call) {
-		memset(call, 0, offsetof(struct rpcrdma_call, enc));
-		memset(&call->dec, 0, sizeof(*call) - offsetof(struct rpcrdma_call, dec));
-		rr_xbuf_enc_reset(&call->enc);
-	} else {
-		call = rr_zalloc(c->env, sizeof(*call));
-		if (!call)
-			return NULL;
+	if (!call)
+		return NULL;
+	if (fresh)
 		rr_xbuf_enc_init(&call->enc, c->env, c->max_msg);
-	}
+	else
+		rr_xbuf_enc_reset(&call->enc);
 	call->clnt = c;
 	return call;
 }

@@ -151,18 +151,17 @@ static void svc_refuse(struct rpcrdma_server *s, struct rr_xprt_req *xreq)
  * buffer cleared, that buffer emptied) or a new one; NULL: no memory. */
 static struct rpcrdma_req *req_new(struct rpcrdma_server *s)
 {
-	struct rpcrdma_req *r = rr_spare_take(&s->spare);
+	bool fresh;
+	struct rpcrdma_req *r = rr_spare_take_zeroed(&s->spare, s->env, sizeof(*r),
+						     offsetof(struct rpcrdma_req, res),
+						     sizeof(r->res), &fresh);
 
-	if (r) {
-		memset(r, 0, offsetof(struct rpcrdma_req, res));
-		memset(&r->have_sys, 0, sizeof(*r) - offsetof(struct rpcrdma_req, have_sys));
-		rr_xbuf_enc_reset(&r->res);
-	} else {
-		r = rr_zalloc(s->env, sizeof(*r));
-		if (!r)
-			return NULL;
+	if (!r)
+		return NULL;
+	if (fresh)
 		rr_xbuf_enc_init(&r->res, s->env, s->max_msg);
-	}
+	else
+		rr_xbuf_enc_reset(&r->res);
 	return r;
 }
 

@@ -64,6 +64,18 @@ static bool bc_classify(const uint8_t *buf, uint32_t len, enum rr_hdr_dir dir, u
 
 #define BC_HDR RR_HDR_MIN_MSG_SIZE   /* the header above, without the RPC message */
 
+/* The first @n words of @buf into @w: false when it is shorter. */
+static bool bc_words(const uint8_t *buf, uint32_t len, uint32_t *w, unsigned n)
+{
+	struct rr_xdr_dec d;
+
+	rr_xdr_dec_init(&d, buf, len);
+	for (unsigned i = 0; i < n; i++)
+		if (rr_xdr_get_u32(&d, &w[i]))
+			return false;
+	return true;
+}
+
 /* Whether @buf may be a reverse message whose msg_type is @mtype: its
  * words 3 to 6 (RDMA_MSG, three empty chunk lists) and 8 (msg_type) are
  * those of the layout above. False: bc_classify would say false too, so
@@ -72,14 +84,10 @@ static bool bc_classify(const uint8_t *buf, uint32_t len, enum rr_hdr_dir dir, u
  * decode; true: bc_classify decides. */
 static bool bc_maybe(const uint8_t *buf, uint32_t len, uint32_t mtype)
 {
-	struct rr_xdr_dec d;
 	uint32_t w[9];
 
-	rr_xdr_dec_init(&d, buf, len);
-	for (unsigned i = 0; i < RR_ARRAY_SIZE(w); i++)
-		if (rr_xdr_get_u32(&d, &w[i]))
-			return false;
-	return w[3] == RR_HDR_MSG && !w[4] && !w[5] && !w[6] && w[8] == mtype;
+	return bc_words(buf, len, w, 9) && w[3] == RR_HDR_MSG && !w[4] && !w[5] && !w[6] &&
+	       w[8] == mtype;
 }
 
 /* Whether @buf names RDMA_ERROR in its procedure word (RFC 8166 section
@@ -87,14 +95,9 @@ static bool bc_maybe(const uint8_t *buf, uint32_t len, uint32_t mtype)
  * responder. */
 static bool bc_maybe_error(const uint8_t *buf, uint32_t len)
 {
-	struct rr_xdr_dec d;
 	uint32_t w[4];
 
-	rr_xdr_dec_init(&d, buf, len);
-	for (unsigned i = 0; i < RR_ARRAY_SIZE(w); i++)
-		if (rr_xdr_get_u32(&d, &w[i]))
-			return false;
-	return w[3] == RR_HDR_ERROR;
+	return bc_words(buf, len, w, 4) && w[3] == RR_HDR_ERROR;
 }
 
 /* The header of a reverse message (built in struct rr_hdr), then @parts
