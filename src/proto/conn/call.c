@@ -40,6 +40,8 @@ void rq_finish(struct rr_conn *c, struct rq_call *k)
 {
 	struct rr_conn_rpc *rpc = k->rpc;
 
+	if (c->fresh == k)
+		c->fresh = NULL;
 	rq_pull_detach(k);
 	rq_free_mem(c, k);
 	if (k->rq) {

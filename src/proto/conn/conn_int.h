@@ -167,6 +167,8 @@ struct rr_conn {
 	struct rr_cred_req rcred;
 	struct rq_call *calls;            /* every Call not completed, newest first */
 	struct rr_spare spare_calls;      /* completed Calls kept for reuse */
+	struct rq_call *fresh;            /* the Call rr_conn_submit planned, during
+					     its own pump: sent without a replan */
 	uint32_t live_stags;
 	uint32_t stray_credits;           /* credits of Calls aborted after their
 					     Send, taken until their Replies come

@@ -54,6 +54,8 @@ static int rq_send(struct rr_conn *c, struct rq_call *k)
 		if (rc)
 			return rc;
 		k->rq->user = k;
+	} else if (c->fresh == k) {
+		c->fresh = NULL;   /* planned a moment ago, same parameters */
 	} else {
 		rc = rr_xprt_rqst_replan(&c->req, k->rq);
 		if (rc)
@@ -304,8 +306,6 @@ int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc)
 		return rc;
 	}
 	k->rq->user = k;
-	/* Buffers are made when it is sent (re-planned then). */
-	rr_xprt_rqst_drop_bufs(&c->req, k->rq);
 	rpc->priv = k;
 	k->state = RQ_QUEUED;
 	rq_list_add(c, k);
@@ -318,7 +318,16 @@ int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc)
 	} else {
 		c->st->credits_exhausted++;
 	}
+	/* Sent by this pump, it goes with the plan just made; left queued,
+	 * its buffers go until it is sent (re-planned then: the connection
+	 * and its parameters may change meanwhile). A Call finished in the
+	 * pump is no longer @c->fresh (rq_finish). */
+	c->fresh = k;
 	rq_pump(c);
+	if (c->fresh == k) {
+		rr_xprt_rqst_drop_bufs(&c->req, k->rq);
+		c->fresh = NULL;
+	}
 	return 0;
 }
 
