@@ -9,14 +9,27 @@
 # connection's setup and teardown cancelled out. Instructions are counted,
 # not timed: the figures do not depend on the machine's load.
 #
-#   sh bench/callgrind-null.sh BUILD_DIR [N1 N2]
+#   sh bench/callgrind-null.sh [--server] BUILD_DIR [N1 N2]
 #
 # Prints one line per transport (instructions per call, and the ratio to
 # libtirpc's). RPCRDMA_SOFT_SPIN_US=off: a spinning wait's instruction
 # count depends on timing (the figure would not be reproducible).
 # Needs valgrind; tirpc needs a build with libtirpc (else reported n/a).
+#
+# --server counts the server's instructions instead: the server runs under
+# callgrind, a native client makes N1 then N2 calls, and callgrind_control
+# dumps the server's counts before and after each client run; the
+# difference of the two runs' counts over N2 - N1 is again one call (each
+# run has one connection's accept and teardown). The server's idle work
+# while the clients run (its loops' periodic wake-ups) is counted too: a
+# few instructions per call at most at these lengths.
 set -u
-B=${1:?usage: callgrind-null.sh BUILD_DIR [N1 N2]}
+SIDE=client
+if [ "${1:-}" = --server ]; then
+	SIDE=server
+	shift
+fi
+B=${1:?usage: callgrind-null.sh [--server] BUILD_DIR [N1 N2]}
 N1=${2:-1000}
 N2=${3:-3000}
 BIN="$B/bench_nullcall"
@@ -33,21 +46,51 @@ ir() {
 	sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$TMP/cg.out" | head -1
 }
 
+# the server's instructions (pid $1, callgrind output $2) during one native
+# client run of $4 calls to $3: the dump after it (the counts since the
+# previous dump)
+srv_ir() {
+	n=$(ls "$2".* 2>/dev/null | wc -l)
+	"$BIN" client "$3" "$4" >/dev/null 2>&1 || { echo fail; return; }
+	callgrind_control -d "$1" >/dev/null 2>&1 || { echo fail; return; }
+	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+		[ -f "$2.$((n + 1))" ] && break
+		sleep 0.3
+	done
+	sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$2.$((n + 1))" 2>/dev/null | head -1
+}
+
 TIRPC_PER=
 for t in tirpc rdma tcp; do
-	"$BIN" server "$t" >"$TMP/$t.port" 2>"$TMP/$t.err" &
+	if [ "$SIDE" = server ]; then
+		valgrind --tool=callgrind --callgrind-out-file="$TMP/srv.$t" "$BIN" server "$t" \
+			>"$TMP/$t.port" 2>"$TMP/$t.err" &
+	else
+		"$BIN" server "$t" >"$TMP/$t.port" 2>"$TMP/$t.err" &
+	fi
 	echo $! >"$TMP/$t.pid"
-	for i in 1 2 3 4 5 6 7 8 9 10; do
+	for i in $(seq 1 60); do
 		grep -q port "$TMP/$t.port" 2>/dev/null && break
 		sleep 0.3
 	done
 	PORT=$(sed -n 's/^port //p' "$TMP/$t.port")
 	if [ -z "$PORT" ]; then
-		printf '%-6s n/a (%s)\n' "$t" "$(head -1 "$TMP/$t.err")"
+		printf '%-6s n/a (%s)\n' "$t" "$(grep -v '^==' "$TMP/$t.err" | head -1)"
 		continue
 	fi
-	a=$(ir "$t://127.0.0.1:$PORT" "$N1")
-	b=$(ir "$t://127.0.0.1:$PORT" "$N2")
+	if [ "$SIDE" = server ]; then
+		SP=$(cat "$TMP/$t.pid")
+		callgrind_control -d "$SP" >/dev/null 2>&1   # start and setup apart
+		for i in $(seq 1 20); do
+			[ -f "$TMP/srv.$t.1" ] && break
+			sleep 0.3
+		done
+		a=$(srv_ir "$SP" "$TMP/srv.$t" "$t://127.0.0.1:$PORT" "$N1")
+		b=$(srv_ir "$SP" "$TMP/srv.$t" "$t://127.0.0.1:$PORT" "$N2")
+	else
+		a=$(ir "$t://127.0.0.1:$PORT" "$N1")
+		b=$(ir "$t://127.0.0.1:$PORT" "$N2")
+	fi
 	kill "$(cat "$TMP/$t.pid")" 2>/dev/null
 	if [ "$a" = fail ] || [ "$b" = fail ] || [ -z "$a" ] || [ -z "$b" ]; then
 		printf '%-6s n/a (client failed)\n' "$t"

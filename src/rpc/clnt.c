@@ -12,6 +12,7 @@
 #include "rpc/bc.h"
 #include "rpc/ctl.h"
 #include "engine/engine.h"
+#include "common/spare.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -60,6 +61,7 @@ struct rpcrdma_client {
 	size_t max_msg;
 	pthread_mutex_t lock;
 	pthread_cond_t cv;        /* call state changes */
+	unsigned cv_waiters;      /* threads in clnt_wait (lock held) */
 	/* The client's progress loop (shared with its connection): its timer
 	 * looks for expired calls, its task runs deferred callbacks. */
 	struct rr_loop *loop;
@@ -74,7 +76,57 @@ struct rpcrdma_client {
 	struct rpcrdma_call *pending;
 	unsigned cb_active;       /* completion callbacks running or queued */
 	struct rpcrdma_call *deferred;  /* callbacks for the loop (cb_task) */
+	struct rr_spare spare;    /* destroyed calls kept for reuse */
 };
+
+/* Waits on c->cv (c->lock held) until a clnt_wake, or until @abs
+ * (rr_engine_wait's result). */
+static int clnt_wait(struct rpcrdma_client *c, const struct timespec *abs)
+{
+	int rc;
+
+	c->cv_waiters++;
+	rc = rr_engine_wait(&c->cv, &c->lock, abs);
+	c->cv_waiters--;
+	return rc;
+}
+
+/* Wakes the waiters of c->cv (c->lock held); none, no broadcast (a call
+ * with nobody waiting on it pays no condition variable). */
+static void clnt_wake(struct rpcrdma_client *c)
+{
+	if (c->cv_waiters)
+		pthread_cond_broadcast(&c->cv);
+}
+
+/* A call object for @c: a spare one (every field but the argument buffer
+ * cleared, that buffer emptied) or a new one; NULL: no memory. */
+static struct rpcrdma_call *call_new(struct rpcrdma_client *c)
+{
+	bool fresh;
+	struct rpcrdma_call *call = rr_spare_take_zeroed(&c->spare, c->env, sizeof(*call),
+							 offsetof(struct rpcrdma_call, enc),
+							 sizeof(call->enc), &fresh);
+
+	if (!call)
+		return NULL;
+	if (fresh)
+		rr_xbuf_enc_init(&call->enc, c->env, c->max_msg);
+	else
+		rr_xbuf_enc_reset(&call->enc);
+	call->clnt = c;
+	return call;
+}
+
+/* @call, done with (no transport state left), kept as a spare of @c or
+ * freed. */
+static void call_drop(struct rpcrdma_client *c, struct rpcrdma_call *call)
+{
+	if (call->enc.cap > RR_XBUF_SPARE_CAP || !rr_spare_put(&c->spare, call)) {
+		rr_xbuf_enc_free(&call->enc);
+		rr_free(c->env, call);
+	}
+}
 
 static void call_free(struct rpcrdma_call *call)
 {
@@ -82,8 +134,7 @@ static void call_free(struct rpcrdma_call *call)
 
 	if (call->xc.reply_buf || call->xc.xp_priv)
 		c->ops->release_reply(c->xp, &call->xc);
-	rr_xbuf_enc_free(&call->enc);
-	rr_free(c->env, call);
+	call_drop(c, call);
 }
 
 /* Runs the completion callback of @call (cb_running and cb_active set by
@@ -99,14 +150,14 @@ static void run_callback(struct rpcrdma_client *c, struct rpcrdma_call *call)
 	call->cb_running = false;
 	free_it = call->destroy_in_cb;
 	while (free_it && (call->refs || call->in_submit))
-		(void)rr_engine_wait(&c->cv, &c->lock, NULL);
-	pthread_cond_broadcast(&c->cv);
+		(void)clnt_wait(c, NULL);
+	clnt_wake(c);
 	pthread_mutex_unlock(&c->lock);
 	if (free_it)
 		call_free(call);
 	pthread_mutex_lock(&c->lock);
 	c->cb_active--;
-	pthread_cond_broadcast(&c->cv);
+	clnt_wake(c);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -177,7 +228,7 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 			call->cb_thread_set = true;
 		}
 	}
-	pthread_cond_broadcast(&c->cv);
+	clnt_wake(c);
 	pthread_mutex_unlock(&c->lock);
 	if (done)
 		run_callback(c, call);
@@ -195,7 +246,7 @@ static void abort_call(struct rpcrdma_client *c, struct rpcrdma_call *call, int 
 	c->ops->abort(c->xp, &call->xc, status);
 	pthread_mutex_lock(&c->lock);
 	call->refs--;
-	pthread_cond_broadcast(&c->cv);
+	clnt_wake(c);
 }
 
 /* Sets the loop's timer for @deadline (c->env's clock; lock held). An
@@ -391,11 +442,15 @@ RPCRDMA_API void rpcrdma_client_destroy(struct rpcrdma_client *c)
 		abort_call(c, p, -ECANCELED);
 	}
 	while (c->pending || c->cb_active)
-		(void)rr_engine_wait(&c->cv, &c->lock, NULL);
+		(void)clnt_wait(c, NULL);
 	c->stopping = true;
 	pthread_mutex_unlock(&c->lock);
 	rr_engine_call(c->loop, client_detach, c);
 	c->ops->destroy(c->xp);
+	for (struct rpcrdma_call *call; (call = rr_spare_take(&c->spare));) {
+		rr_xbuf_enc_free(&call->enc);
+		rr_free(c->env, call);
+	}
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cv);
 	rr_free(c->env, c);
@@ -485,11 +540,9 @@ RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 
 	if (!c || !out)
 		return -EINVAL;
-	call = rr_zalloc(c->env, sizeof(*call));
+	call = call_new(c);
 	if (!call)
 		return -ENOMEM;
-	call->clnt = c;
-	rr_xbuf_enc_init(&call->enc, c->env, c->max_msg);
 	pthread_mutex_lock(&c->lock);
 	h.xid = c->next_xid++;
 	h.prog = c->prog;
@@ -508,8 +561,7 @@ RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (rc) {
-		rr_xbuf_enc_free(&call->enc);
-		rr_free(c->env, call);
+		call_drop(c, call);
 		return rc;
 	}
 	call->xc.xid = h.xid;
@@ -634,7 +686,7 @@ RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_
 		call->next = call->prev = NULL;
 		call->state = CALL_NEW;
 	}
-	pthread_cond_broadcast(&c->cv);
+	clnt_wake(c);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -654,8 +706,8 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 		rr_engine_deadline(&ts, (uint32_t)timeout_ms);
 	while (call->state != CALL_DONE || call->cb_running) {
 		if (timeout_ms < 0) {
-			(void)rr_engine_wait(&c->cv, &c->lock, NULL);
-		} else if (rr_engine_wait(&c->cv, &c->lock, &ts) == ETIMEDOUT) {
+			(void)clnt_wait(c, NULL);
+		} else if (clnt_wait(c, &ts) == ETIMEDOUT) {
 			if (call->state != CALL_DONE) {
 				pthread_mutex_unlock(&c->lock);
 				return -EAGAIN;
@@ -742,7 +794,7 @@ RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call)
 		abort_call(c, call, -ECANCELED);
 	while (call->state == CALL_PENDING || call->cb_running || call->refs ||
 	       call->in_submit)
-		(void)rr_engine_wait(&c->cv, &c->lock, NULL);
+		(void)clnt_wait(c, NULL);
 	pthread_mutex_unlock(&c->lock);
 	call_free(call);
 }

@@ -21,6 +21,7 @@
 #include "transport/xprt.h"
 #include "rpc/ctl.h"
 #include "engine/engine.h"
+#include "common/spare.h"
 
 #include <netinet/in.h>
 #include <limits.h>
@@ -91,6 +92,7 @@ struct rpcrdma_server {
 	struct rr_drc *drc;            /* NULL: no duplicate request cache */
 	struct svc_idem *idem;         /* procedures marked idempotent */
 	unsigned nidem, idem_cap;
+	struct rr_spare spare;         /* finished requests kept for reuse */
 };
 
 
@@ -145,18 +147,46 @@ static void svc_refuse(struct rpcrdma_server *s, struct rr_xprt_req *xreq)
 	(void)s->ops->send_reply(s->xs, xreq, &m);
 }
 
+/* A request object for @s: a spare one (every field but the results
+ * buffer cleared, that buffer emptied) or a new one; NULL: no memory. */
+static struct rpcrdma_req *req_new(struct rpcrdma_server *s)
+{
+	bool fresh;
+	struct rpcrdma_req *r = rr_spare_take_zeroed(&s->spare, s->env, sizeof(*r),
+						     offsetof(struct rpcrdma_req, res),
+						     sizeof(r->res), &fresh);
+
+	if (!r)
+		return NULL;
+	if (fresh)
+		rr_xbuf_enc_init(&r->res, s->env, s->max_msg);
+	else
+		rr_xbuf_enc_reset(&r->res);
+	return r;
+}
+
+/* @r, done with, kept as a spare of @s or freed. */
+static void req_drop(struct rpcrdma_server *s, struct rpcrdma_req *r)
+{
+	if (r->res.cap > RR_XBUF_SPARE_CAP || !rr_spare_put(&s->spare, r)) {
+		rr_xbuf_enc_free(&r->res);
+		rr_free(s->env, r);
+	}
+}
+
 static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
 {
 	struct rpcrdma_server *s = ctx;
 	struct rpcrdma_req *r;
 
-	r = rr_zalloc(s->env, sizeof(*r));
+	r = req_new(s);
 	pthread_mutex_lock(&s->lock);
 	if (!r || s->stopping) {
 		pthread_mutex_unlock(&s->lock);
 		if (!r)
 			svc_refuse(s, xreq);
-		rr_free(s->env, r);
+		else
+			req_drop(s, r);
 		s->ops->req_done(s->xs, xreq);
 		return;
 	}
@@ -255,8 +285,7 @@ static void req_release(struct rpcrdma_req *r)
 	if (r->drc_rep)
 		rr_drc_reply_put(s->drc, r->drc_rep);
 	s->ops->req_done(s->xs, r->xreq);
-	rr_xbuf_enc_free(&r->res);
-	rr_free(s->env, r);
+	req_drop(s, r);
 	pthread_mutex_lock(&s->lock);
 	s->inflight--;
 	pthread_cond_broadcast(&s->idle_cv);
@@ -484,7 +513,6 @@ static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r)
 	uint32_t low = UINT32_MAX, high = 0;
 	int rc;
 
-	rr_xbuf_enc_init(&r->res, s->env, s->max_msg);
 	rr_xdr_dec_init(&d, x->msg, x->len);
 	rc = rr_rpcmsg_decode_call(&d, &r->call);
 	if (rc == -EPROTONOSUPPORT) {
@@ -883,6 +911,10 @@ RPCRDMA_API void rpcrdma_server_destroy(struct rpcrdma_server *s)
 		return;
 	rpcrdma_server_shutdown(s);
 	s->ops->destroy(s->xs);
+	for (struct rpcrdma_req *r; (r = rr_spare_take(&s->spare));) {
+		rr_xbuf_enc_free(&r->res);
+		rr_free(s->env, r);
+	}
 	rr_drc_destroy(s->drc);
 	rr_free(s->env, s->idem);
 	rr_free(s->env, s->procs);

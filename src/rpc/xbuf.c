@@ -18,6 +18,13 @@ void rr_xbuf_enc_init(struct rpcrdma_xdr_enc *e, const struct rpcrdma_env *env, 
 	e->max = max;
 }
 
+void rr_xbuf_enc_reset(struct rpcrdma_xdr_enc *e)
+{
+	e->len = e->xdr_len = 0;
+	e->nddp = 0;
+	e->error = 0;
+}
+
 void rr_xbuf_enc_free(struct rpcrdma_xdr_enc *e)
 {
 	rr_free(e->env, e->buf);

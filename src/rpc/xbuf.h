@@ -77,6 +77,11 @@ struct rpcrdma_xdr_dec {
 
 /* Encoder over an owned, growable buffer limited to @max bytes of XDR. */
 void rr_xbuf_enc_init(struct rpcrdma_xdr_enc *e, const struct rpcrdma_env *env, size_t max);
+/* The largest buffer a spare call or request keeps for its next message
+ * (common/spare.h; a larger one, grown for a big message, is freed). */
+#define RR_XBUF_SPARE_CAP 4096u
+/* Empties @e for a new message; its buffer (and capacity) is kept. */
+void rr_xbuf_enc_reset(struct rpcrdma_xdr_enc *e);
 void rr_xbuf_enc_free(struct rpcrdma_xdr_enc *e);
 /* Drops everything encoded after inline length @len, DDP items included,
  * and clears the sticky error. */

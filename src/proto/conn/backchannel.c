@@ -64,6 +64,42 @@ static bool bc_classify(const uint8_t *buf, uint32_t len, enum rr_hdr_dir dir, u
 
 #define BC_HDR RR_HDR_MIN_MSG_SIZE   /* the header above, without the RPC message */
 
+/* The first @n words of @buf into @w: false when it is shorter. */
+static bool bc_words(const uint8_t *buf, uint32_t len, uint32_t *w, unsigned n)
+{
+	struct rr_xdr_dec d;
+
+	rr_xdr_dec_init(&d, buf, len);
+	for (unsigned i = 0; i < n; i++)
+		if (rr_xdr_get_u32(&d, &w[i]))
+			return false;
+	return true;
+}
+
+/* Whether @buf may be a reverse message whose msg_type is @mtype: its
+ * words 3 to 6 (RDMA_MSG, three empty chunk lists) and 8 (msg_type) are
+ * those of the layout above. False: bc_classify would say false too, so
+ * every forward message (a Reply at the requester, a Call at the
+ * responder: msg_type differs) is told apart without a full header
+ * decode; true: bc_classify decides. */
+static bool bc_maybe(const uint8_t *buf, uint32_t len, uint32_t mtype)
+{
+	uint32_t w[9];
+
+	return bc_words(buf, len, w, 9) && w[3] == RR_HDR_MSG && !w[4] && !w[5] && !w[6] &&
+	       w[8] == mtype;
+}
+
+/* Whether @buf names RDMA_ERROR in its procedure word (RFC 8166 section
+ * 4.2.1: word 3), the only other message bc_on_recv takes at a
+ * responder. */
+static bool bc_maybe_error(const uint8_t *buf, uint32_t len)
+{
+	uint32_t w[4];
+
+	return bc_words(buf, len, w, 4) && w[3] == RR_HDR_ERROR;
+}
+
 /* The header of a reverse message (built in struct rr_hdr), then @parts
  * (items inline, with their XDR pads) into @buf of @cap bytes: its length,
  * or -EMSGSIZE. */
@@ -422,9 +458,12 @@ bool bc_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 	struct bc_call *k;
 
 	if (c->cfg.role == RR_CONN_REQUESTER) {
-		if (!bc_classify(buf, len, RR_HDR_DIR_CALL, 0 /* CALL */, &h))
+		if (!bc_maybe(buf, len, 0 /* CALL */) ||
+		    !bc_classify(buf, len, RR_HDR_DIR_CALL, 0 /* CALL */, &h))
 			return false;
 		bc_call_in(c, buf + h.payload_off, h.payload_len, h.xid);
+	} else if (!bc_maybe(buf, len, 1 /* REPLY */) && !bc_maybe_error(buf, len)) {
+		return false;
 	} else if (bc_classify(buf, len, RR_HDR_DIR_REPLY, 1 /* REPLY */, &h)) {
 		k = bc_find_xid(c, h.xid);
 		if (!bc_account_reply(c, k != NULL))

@@ -40,6 +40,8 @@ void rq_finish(struct rr_conn *c, struct rq_call *k)
 {
 	struct rr_conn_rpc *rpc = k->rpc;
 
+	if (c->fresh == k)
+		c->fresh = NULL;
 	rq_pull_detach(k);
 	rq_free_mem(c, k);
 	if (k->rq) {
@@ -50,7 +52,8 @@ void rq_finish(struct rr_conn *c, struct rq_call *k)
 	rpc->status = k->result;
 	rpc->priv = NULL;
 	list_del(c, k);
-	rr_free(c->env, k);
+	if (!rr_spare_put(&c->spare_calls, k))
+		rr_free(c->env, k);
 	c->io.complete(c->io.ctx, rpc);
 }
 

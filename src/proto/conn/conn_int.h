@@ -7,6 +7,7 @@
 #ifndef RR_PROTO_CONN_INT_H
 #define RR_PROTO_CONN_INT_H
 
+#include "common/spare.h"
 #include "proto/conn/conn.h"
 
 /* Completion tokens: an object pointer (16-byte aligned allocations) with
@@ -87,12 +88,14 @@ struct rs_req {
 	bool send_done;
 	bool orphan;                  /* done before its Reply's Send completed */
 	int send_status;
-	struct rr_conn_mem wmem[RR_XPRT_MAX_ITEMS * 2 + 2];   /* Write sources */
-	unsigned nwmem;
+	unsigned nwmem;               /* registered entries of @wmem */
 	bool reading;                 /* in @reading of the session */
 	struct rs_req *next;          /* read queue */
 	struct rs_req *rnext;         /* every request reading */
 	struct rs_req *snext;         /* every Reply with Writes on its way */
+	/* last: not cleared when the request is made (2.4 KiB; an entry is
+	 * cleared and written before it counts in @nwmem) */
+	struct rr_conn_mem wmem[RR_XPRT_MAX_ITEMS * 2 + 2];   /* Write sources */
 } __attribute__((aligned(16)));
 
 /* One exposed Read-chunk Reply (draft 4.1.1). */
@@ -163,6 +166,9 @@ struct rr_conn {
 	struct rr_xprt_requester req;
 	struct rr_cred_req rcred;
 	struct rq_call *calls;            /* every Call not completed, newest first */
+	struct rr_spare spare_calls;      /* completed Calls kept for reuse */
+	struct rq_call *fresh;            /* the Call rr_conn_submit planned, during
+					     its own pump: sent without a replan */
 	uint32_t live_stags;
 	uint32_t stray_credits;           /* credits of Calls aborted after their
 					     Send, taken until their Replies come

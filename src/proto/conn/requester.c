@@ -54,6 +54,8 @@ static int rq_send(struct rr_conn *c, struct rq_call *k)
 		if (rc)
 			return rc;
 		k->rq->user = k;
+	} else if (c->fresh == k) {
+		c->fresh = NULL;   /* planned a moment ago, same parameters */
 	} else {
 		rc = rr_xprt_rqst_replan(&c->req, k->rq);
 		if (rc)
@@ -279,9 +281,12 @@ int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc)
 
 	if (rpc->nsinks > RR_XPRT_MAX_ITEMS || (rpc->nparts && !rpc->parts))
 		return -EINVAL;
-	k = rr_alloc(c->env, sizeof(*k));
-	if (!k)
-		return -ENOMEM;
+	k = rr_spare_take(&c->spare_calls);
+	if (!k) {
+		k = rr_alloc(c->env, sizeof(*k));
+		if (!k)
+			return -ENOMEM;
+	}
 	memset(k, 0, offsetof(struct rq_call, mem));
 	k->rpc = rpc;
 	rpc->status = 0;
@@ -296,12 +301,11 @@ int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc)
 	/* Validate the description once, now, so that errors are synchronous. */
 	rc = rr_xprt_rqst_prepare(&c->req, &d, &k->rq);
 	if (rc) {
-		rr_free(c->env, k);
+		if (!rr_spare_put(&c->spare_calls, k))
+			rr_free(c->env, k);
 		return rc;
 	}
 	k->rq->user = k;
-	/* Buffers are made when it is sent (re-planned then). */
-	rr_xprt_rqst_drop_bufs(&c->req, k->rq);
 	rpc->priv = k;
 	k->state = RQ_QUEUED;
 	rq_list_add(c, k);
@@ -314,7 +318,16 @@ int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc)
 	} else {
 		c->st->credits_exhausted++;
 	}
+	/* Sent by this pump, it goes with the plan just made; left queued,
+	 * its buffers go until it is sent (re-planned then: the connection
+	 * and its parameters may change meanwhile). A Call finished in the
+	 * pump is no longer @c->fresh (rq_finish). */
+	c->fresh = k;
 	rq_pump(c);
+	if (c->fresh == k) {
+		rr_xprt_rqst_drop_bufs(&c->req, k->rq);
+		c->fresh = NULL;
+	}
 	return 0;
 }
 
@@ -392,4 +405,6 @@ void rq_destroy(struct rr_conn *c)
 		k->inv_pending = 0;
 		rq_finish(c, k);
 	}
+	for (void *k; (k = rr_spare_take(&c->spare_calls));)
+		rr_free(c->env, k);
 }

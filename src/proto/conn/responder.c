@@ -123,7 +123,7 @@ void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 	default:
 		break;
 	}
-	r = rr_zalloc(c->env, sizeof(*r));
+	r = rr_alloc(c->env, sizeof(*r));
 	if (!r) {
 		uint32_t xid = rc->xid;
 
@@ -131,6 +131,7 @@ void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 		rs_refuse_xid(c, NULL, xid);
 		return;
 	}
+	memset(r, 0, offsetof(struct rs_req, wmem));
 	c->nreqs++;
 	r->rc = rc;
 	if (a == RR_XPRT_A_DELIVER) {

@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "common/spare.h"
 #include "engine/engine.h"
 #include "proto/conn/credits.h"
 #include "proto/conn/privdata.h"
@@ -34,6 +35,7 @@ struct rr_xprt_client {
 	/* a callback client (bc_client) instead: on @srv's connection @bc_tp */
 	struct rr_tp_server *srv;
 	struct rr_tp_bc *bc_tp;
+	struct rr_spare spare;        /* released rpc_wraps kept for reuse */
 };
 
 struct rpc_wrap {
@@ -170,9 +172,15 @@ static int cl_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 
 	if (call->msg.nddp > RR_RPC_MAX_DDP || call->nsinks > RR_XPRT_MAX_ITEMS)
 		return -EINVAL;
-	w = rr_zalloc(env, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
+	/* A spare wrapper holds its last call's parts and sinks: only the
+	 * first nparts and nsinks are read, and they are written here. */
+	w = rr_spare_take(&x->spare);
+	if (!w) {
+		w = rr_alloc(env, sizeof(*w));
+		if (!w)
+			return -ENOMEM;
+	}
+	w->rpc = (struct rr_conn_rpc){0};
 	w->call = call;
 	w->rpc.xid = call->xid;
 	w->rpc.nparts = msg_parts(&call->msg, w->parts);
@@ -193,7 +201,8 @@ static int cl_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	rc = rr_tp_client_submit(x->tp, &w->rpc);
 	if (rc) {
 		call->xp_priv = NULL;
-		rr_free(env, w);
+		if (!rr_spare_put(&x->spare, w))
+			rr_free(env, w);
 	}
 	return rc;
 }
@@ -225,7 +234,8 @@ static void cl_release(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	call->reply_buf = NULL;
 	call->reply_len = 0;
 	call->xp_priv = NULL;
-	rr_free(rr_env(x->p.env), w);
+	if (!rr_spare_put(&x->spare, w))
+		rr_free(rr_env(x->p.env), w);
 }
 
 static int cl_reliable_reply(struct rr_xprt_client *x)
@@ -236,6 +246,8 @@ static int cl_reliable_reply(struct rr_xprt_client *x)
 static void cl_destroy(struct rr_xprt_client *x)
 {
 	rr_tp_client_destroy(x->tp);
+	for (void *w; (w = rr_spare_take(&x->spare));)
+		rr_free(rr_env(x->p.env), w);
 	rr_free(rr_env(x->p.env), x);
 }
 
@@ -253,19 +265,30 @@ struct rr_xprt_server {
 	pthread_mutex_t lock;
 	bool started, stopped;
 	struct sreq_wrap *held;   /* received before start */
+	struct rr_spare spare;    /* done sreq_wraps kept for reuse */
 };
+
+/* @w, no request's any more: kept as a spare of @s or freed. */
+static void sreq_wrap_put(struct rr_xprt_server *s, struct sreq_wrap *w)
+{
+	if (!rr_spare_put(&s->spare, w))
+		rr_free(rr_env(s->p.env), w);
+}
 
 static void sv_recv(void *ctx, struct rr_conn_sreq *sreq)
 {
 	struct rr_xprt_server *s = ctx;
-	struct sreq_wrap *w = rr_zalloc(rr_env(s->p.env), sizeof(*w));
+	struct sreq_wrap *w = rr_spare_take(&s->spare);
 	bool deliver;
 
+	if (!w)
+		w = rr_alloc(rr_env(s->p.env), sizeof(*w));
 	if (!w) {
 		rr_tp_server_refuse(s->tp, sreq);   /* answered, not dropped */
 		rr_tp_server_done(s->tp, sreq);
 		return;
 	}
+	memset(w, 0, sizeof(*w));
 	w->sreq = sreq;
 	w->xr.msg = sreq->msg;
 	w->xr.len = sreq->len;
@@ -274,7 +297,7 @@ static void sv_recv(void *ctx, struct rr_conn_sreq *sreq)
 	if (s->stopped) {
 		pthread_mutex_unlock(&s->lock);
 		rr_tp_server_done(s->tp, sreq);
-		rr_free(rr_env(s->p.env), w);
+		sreq_wrap_put(s, w);
 		return;
 	}
 	deliver = s->started;
@@ -410,7 +433,7 @@ static void sv_req_done(struct rr_xprt_server *s, struct rr_xprt_req *req)
 	struct sreq_wrap *w = req->xp_priv;
 
 	rr_tp_server_done(s->tp, w->sreq);
-	rr_free(rr_env(s->p.env), w);
+	sreq_wrap_put(s, w);
 }
 
 static void sv_req_refuse(struct rr_xprt_server *s, struct rr_xprt_req *req)
@@ -440,6 +463,8 @@ static void sv_destroy(struct rr_xprt_server *s)
 		s->held = w->next;
 		rr_free(env, w);
 	}
+	for (void *w; (w = rr_spare_take(&s->spare));)
+		rr_free(env, w);
 	pthread_mutex_destroy(&s->lock);
 	rr_free(env, s);
 }

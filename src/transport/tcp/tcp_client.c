@@ -18,6 +18,7 @@
 #include "transport/tcp/tcp_io.h"
 #include "rpc/rpcmsg.h"
 #include "engine/engine.h"
+#include "common/spare.h"
 
 #include <netdb.h>
 #include <poll.h>
@@ -103,6 +104,7 @@ struct tcp_clnt {
 	struct rr_xprt_call *bucket[NBUCKET];
 	struct rr_tcp_reader rd;    /* used only by the reader-role holder */
 	struct tcp_bc_srv *bc;      /* the callback server (c->lock) */
+	struct rr_spare spare;      /* released call_privs kept for reuse */
 };
 
 /* The server role of the client's connections (bc_serve): reverse Calls
@@ -355,6 +357,13 @@ static void clnt_send_one(struct tcp_clnt *c, struct rr_xprt_call *call)
 		clnt_complete(c, call);
 }
 
+/* @cp, no call's any more: kept as a spare of @c or freed. */
+static void call_priv_put(struct tcp_clnt *c, struct call_priv *cp)
+{
+	if (!rr_spare_put(&c->spare, cp))
+		rr_free(c->p.env, cp);
+}
+
 static int tcp_clnt_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 {
 	struct tcp_clnt *c = (struct tcp_clnt *)x;
@@ -363,16 +372,20 @@ static int tcp_clnt_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 
 	if (call->msg.xdr_len > c->p.max_msg || call->msg.xdr_len > RR_RM_MAX_FRAG)
 		return -EMSGSIZE;
-	cp = rr_zalloc(c->p.env, sizeof(*cp));
-	if (!cp)
-		return -ENOMEM;
+	cp = rr_spare_take(&c->spare);
+	if (!cp) {
+		cp = rr_alloc(c->p.env, sizeof(*cp));
+		if (!cp)
+			return -ENOMEM;
+	}
+	memset(cp, 0, sizeof(*cp));
 	atomic_init(&cp->cancel, false);
 	rr_tcp_call_reset(call);
 
 	pthread_mutex_lock(&c->lock);
 	if (c->dead || c->closing) {
 		pthread_mutex_unlock(&c->lock);
-		rr_free(c->p.env, cp);
+		call_priv_put(c, cp);
 		return c->closing ? -ESHUTDOWN : c->dead_status ? c->dead_status : -ENOTCONN;
 	}
 	call->xp_priv = cp;
@@ -430,7 +443,8 @@ static void tcp_clnt_release_reply(struct rr_xprt_client *x, struct rr_xprt_call
 		rr_tcp_reader_recycle(&c->rd, call->reply_buf, cp ? cp->reply_cap : 0);
 	call->reply_buf = NULL;
 	call->reply = NULL;
-	rr_free(c->p.env, call->xp_priv);
+	if (cp)
+		call_priv_put(c, cp);
 	call->xp_priv = NULL;
 }
 
@@ -995,6 +1009,8 @@ static void tcp_clnt_destroy(struct rr_xprt_client *x)
 	if (c->fd >= 0)
 		close(c->fd);
 	rr_tcp_reader_fini(&c->rd);
+	for (void *cp; (cp = rr_spare_take(&c->spare));)
+		rr_free(c->p.env, cp);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->send_lock);
 	pthread_cond_destroy(&c->cv);
