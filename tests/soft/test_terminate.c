@@ -17,7 +17,10 @@
  *   - A receive error while the first piece of the batch being sent is
  *     partly written: the Terminate followed the part of an FPDU the socket
  *     had taken (the stream was no longer framed); now the FPDU is finished
- *     first, or no Terminate is sent. */
+ *     first, or no Terminate is sent.
+ *   - The rest of a tagged segment whose header came before a Local
+ *     Invalidate of its window (issue 12): it landed after the invalidation
+ *     completed; now it is refused (DDP, tagged buffer, Invalid STag). */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -340,4 +343,102 @@ TEST(soft_terminate_never_cuts_a_partly_written_fpdu)
 	CHECK_EQ(p.sq->state, QPS_ERROR);
 	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
 	fz_pair_down(&p);
+}
+
+/* ------------------------------------ invalidation cuts a placement -- */
+
+/* Issue 12 (docs/fuzzing.md "Findings"): a tagged segment's STag was
+ * checked once, at its header; the rest of a segment whose header came
+ * before a Local Invalidate of the window still landed after that Local
+ * Invalidate had completed. Now the STag is checked again for every piece
+ * (as siw, siw_check_mem), and the invalidation waits for a piece in
+ * progress: the peer writes the header and the first half of a Write into
+ * the window, the window is invalidated (completed), then the peer sends
+ * the rest: not one byte of it lands and the Terminate is the one an
+ * invalid STag draws at header time (DDP, tagged buffer, Invalid STag).
+ * @crc: MPA CRC on the connection. */
+static void cut_after_local_invalidate(bool crc)
+{
+	enum { WIN = 1024, HALF = 512 };
+	static uint8_t mem[3 * WIN];
+	uint8_t data[WIN], wire[RR_FPDU_DEFAULT];
+	struct rpcrdma_send_wr b = {.wr_id = 1, .opcode = RPCRDMA_WR_BIND_MW,
+				    .flags = RPCRDMA_SEND_SIGNALED};
+	struct rpcrdma_send_wr li = {.wr_id = 2, .opcode = RPCRDMA_WR_LOCAL_INV,
+				     .flags = RPCRDMA_SEND_SIGNALED};
+	struct iovec v = {data, sizeof(data)};
+	struct rr_ddp_txmsg m;
+	struct rr_fpdu f;
+	struct rpcrdma_mr *mr;
+	struct rpcrdma_mw *mw;
+	struct rpcrdma_wc wc;
+	struct fz_pair p;
+	size_t len = 0, first;
+	unsigned late = 0;
+
+	fz_pair_up(&p, crc);
+	memset(mem, 0x5a, sizeof(mem));
+	for (unsigned i = 0; i < WIN; i++)
+		data[i] = (uint8_t)(i * 7 + 1);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.pd, mem, sizeof(mem),
+					 RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_MW_BIND, &mr), 0);
+	REQUIRE_EQ(rpcrdma_mw_alloc(p.pd, &mw), 0);
+	b.u.bind.mw = mw;
+	b.u.bind.mr = mr;
+	b.u.bind.addr = (uintptr_t)mem + WIN;
+	b.u.bind.length = WIN;
+	b.u.bind.access = RPCRDMA_ACCESS_REMOTE_WRITE;
+	REQUIRE_EQ(rpcrdma_post_send(p.qp, &b, NULL), 0);   /* transmits in this thread */
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 1);
+	REQUIRE_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	/* the peer's Write of the whole window, one FPDU */
+	REQUIRE_EQ(rr_ddp_txmsg_tagged(&m, RR_OP_WRITE, rpcrdma_mw_rkey(mw),
+				       rpcrdma_mw_remote_offset(mw), &v, 1), 0);
+	REQUIRE_EQ(rr_ddp_tx_next(&m, crc, RR_FPDU_DEFAULT, &f), 1);
+	REQUIRE(f.last);
+	for (unsigned i = 0; i < f.iovcnt; i++) {
+		memcpy(wire + len, f.iov[i].iov_base, f.iov[i].iov_len);
+		len += f.iov[i].iov_len;
+	}
+	/* its header and first half: placed */
+	first = RR_HDR_TAGGED + HALF;
+	REQUIRE_EQ(write(p.peer, wire, first), (ssize_t)first);
+	pthread_mutex_lock(&p.sq->rx_lock);
+	(void)rr_soft_qp_rx(p.sq);
+	pthread_mutex_unlock(&p.sq->rx_lock);
+	CHECK(!memcmp(mem + WIN, data, HALF));
+	/* the window is invalidated, and that is complete */
+	li.u.local_inv.stag = rpcrdma_mw_rkey(mw);
+	REQUIRE_EQ(rpcrdma_post_send(p.qp, &li, NULL), 0);
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 1);
+	REQUIRE_EQ(wc.wr_id, 2);
+	REQUIRE_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	/* the rest of the segment arrives: refused, not placed */
+	REQUIRE_EQ(write(p.peer, wire + first, len - first), (ssize_t)(len - first));
+	pthread_mutex_lock(&p.sq->rx_lock);
+	(void)rr_soft_qp_rx(p.sq);
+	pthread_mutex_unlock(&p.sq->rx_lock);
+	for (unsigned i = WIN + HALF; i < sizeof(mem); i++)
+		late += mem[i] != 0x5a;
+	CHECK_EQ(late, 0);
+	CHECK_EQ(mem[0], 0x5a);
+	fz_drain(&p);
+	REQUIRE(p.term);
+	CHECK_EQ(p.t.layer, RR_TL_DDP);
+	CHECK_EQ(p.t.etype, RR_DDP_ET_TAGGED);
+	CHECK_EQ(p.t.ecode, RR_DDP_EC_T_INVALID_STAG);
+	CHECK_EQ(p.sq->state, QPS_ERROR);
+	rpcrdma_mw_free(mw);
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	fz_pair_down(&p);
+}
+
+TEST(soft_local_invalidate_cuts_a_segment_being_placed)
+{
+	cut_after_local_invalidate(false);
+}
+
+TEST(soft_local_invalidate_cuts_a_segment_being_placed_crc)
+{
+	cut_after_local_invalidate(true);
 }

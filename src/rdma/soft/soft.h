@@ -181,6 +181,15 @@ struct soft_ctx {
 	/* rr_context_interrupt was used: the owner's CQ waits may end early,
 	 * so CM events pushed to the context's channels interrupt them too */
 	atomic_bool cm_intr;
+	/* The placement fence (tx.c rr_soft_place_*): the QPs writing a piece
+	 * of a tagged payload into registered memory right now (each under
+	 * its STag, qp->place_stag), so that an invalidation can wait for the
+	 * pieces through its STag that passed their check before it.
+	 * place_lock is a leaf (the STag table's lock is taken under it). */
+	pthread_mutex_t place_lock;
+	pthread_cond_t place_cv;     /* a piece ended and a fence waits */
+	unsigned place_waiters;
+	struct soft_qp *placing;     /* qp->place_next, qp->place_prev */
 	/* CLOCK_MONOTONIC_COARSE resolution when the default environment's
 	 * clock is in use (leases and wait deadlines read the cheap coarse
 	 * clock then); 0: always the environment's clock */
@@ -364,6 +373,10 @@ struct soft_qp {
 		uint8_t *va;             /* where it is mapped */
 		uint32_t len;
 	} rxd;
+	/* a piece of a tagged payload being written now (ctx->place_lock):
+	 * the STag it passed the check through, 0: none */
+	uint32_t place_stag;
+	struct soft_qp *place_next, *place_prev; /* ctx->placing */
 	struct soft_rqe *rq;
 	uint32_t rq_cap, rq_head, rq_count;
 	/* a shared receive queue instead (rx_lock): the Receive taken for the

@@ -6,8 +6,10 @@
  * the send queue, ORD-limited and fenced), segmenting it into FPDUs with the
  * sans-I/O DDP segmenter, writing batches of them (a small untagged FPDU in
  * one copy), completing and flushing the send queue, sending a Terminate,
- * and what transmitting does when memory it still needs is deregistered
- * (rr_soft_tx_revoke). Bytes go out through sock.c. */
+ * what transmitting does when memory it still needs is deregistered
+ * (rr_soft_tx_revoke), and the placement fence that lets an invalidation
+ * wait for the receive side's pieces through its STag (rr_soft_place_*).
+ * Bytes go out through sock.c. */
 #include "rdma/soft/tx.h"
 
 #include <sys/stat.h>
@@ -463,6 +465,8 @@ static bool tx_pick(struct soft_qp *qp)
 		switch (w->op) {
 		case RPCRDMA_WR_LOCAL_INV:
 			r = rr_mrt_invalidate(&qp->ctx->mrt, w->stag, &qp->pd->base, NULL);
+			if (!r) /* a segment being placed through it is cut */
+				rr_soft_place_fence(qp->ctx, w->stag);
 			w->status = r ? RPCRDMA_WC_LOC_PROT_ERR : RPCRDMA_WC_SUCCESS;
 			if (!r)
 				atomic_fetch_add_explicit(&soft_counters.local_invs, 1,
@@ -764,4 +768,71 @@ void rr_soft_tx_revoke(struct soft_qp *qp)
 		qp->term_pending = false;
 	}
 	rr_soft_qp_error_tx_locked(qp, NULL);
+}
+
+/* --------------------------------------------- the placement fence -- */
+
+int rr_soft_place_begin(struct soft_qp *qp, uint8_t op, uint32_t stag, uint64_t to,
+			const uint8_t *dst, size_t n)
+{
+	struct soft_ctx *c = qp->ctx;
+	bool write = op == RR_OP_WRITE;
+	struct rr_mrt_ref ref;
+	int r;
+
+	pthread_mutex_lock(&c->place_lock);
+	/* checked under place_lock: a fence that takes it after the
+	 * invalidation either finds this piece listed, or this check saw the
+	 * STag invalid */
+	r = rr_mrt_check(&c->mrt, stag, to, n,
+			 write ? RPCRDMA_ACCESS_REMOTE_WRITE : RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE,
+			 &qp->pd->base, write ? &qp->base : NULL, &ref);
+	if (!r && dst && !ref.durable && ref.ptr != dst)
+		r = -EFAULT;
+	if (!r) {
+		qp->place_stag = stag;
+		qp->place_prev = NULL;
+		qp->place_next = c->placing;
+		if (c->placing)
+			c->placing->place_prev = qp;
+		c->placing = qp;
+	}
+	pthread_mutex_unlock(&c->place_lock);
+	return r;
+}
+
+void rr_soft_place_end(struct soft_qp *qp)
+{
+	struct soft_ctx *c = qp->ctx;
+
+	pthread_mutex_lock(&c->place_lock);
+	if (qp->place_prev)
+		qp->place_prev->place_next = qp->place_next;
+	else
+		c->placing = qp->place_next;
+	if (qp->place_next)
+		qp->place_next->place_prev = qp->place_prev;
+	qp->place_next = qp->place_prev = NULL;
+	qp->place_stag = 0;
+	if (c->place_waiters)
+		pthread_cond_broadcast(&c->place_cv);
+	pthread_mutex_unlock(&c->place_lock);
+}
+
+void rr_soft_place_fence(struct soft_ctx *c, uint32_t stag)
+{
+	pthread_mutex_lock(&c->place_lock);
+	for (;;) {
+		struct soft_qp *q = c->placing;
+
+		while (q && q->place_stag != stag)
+			q = q->place_next;
+		if (!q)
+			break;
+		/* a read or a copy in progress, holding no lock: it ends */
+		c->place_waiters++;
+		pthread_cond_wait(&c->place_cv, &c->place_lock);
+		c->place_waiters--;
+	}
+	pthread_mutex_unlock(&c->place_lock);
 }
