@@ -20,10 +20,15 @@
  *     first, or no Terminate is sent.
  *   - The rest of a tagged segment whose header came before a Local
  *     Invalidate of its window (issue 12): it landed after the invalidation
- *     completed; now it is refused (DDP, tagged buffer, Invalid STag). */
+ *     completed; now it is refused (DDP, tagged buffer, Invalid STag).
+ *   - A durable file truncated between the check before a batch of a Read
+ *     Response and the CRC over it (issue 12): SIGBUS; now the batch is
+ *     copied from the file (pread) and a short copy is the Terminate. */
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "rdma/soft/rx.h"
@@ -45,15 +50,17 @@ struct fz_pair {
 	uint64_t resp_bytes;
 };
 
-static uint8_t fz_sink[1u << 16];
+/* Read Responses land at their Tagged Offset (the Read Requests name sink
+ * offset 0) */
+static uint8_t fz_sink[1u << 20];
 
 static enum rr_rx_code fz_tagged(void *ctx, uint8_t op, uint32_t stag, uint64_t to, uint32_t len,
 				 bool last, uint8_t **dst)
 {
-	(void)ctx, (void)op, (void)stag, (void)to, (void)last;
-	if (len > sizeof(fz_sink))
+	(void)ctx, (void)op, (void)stag, (void)last;
+	if (to > sizeof(fz_sink) || len > sizeof(fz_sink) - to)
 		return RR_RXC_BOUNDS;
-	*dst = fz_sink;
+	*dst = fz_sink + to;
 	return RR_RXC_OK;
 }
 
@@ -441,4 +448,86 @@ TEST(soft_local_invalidate_cuts_a_segment_being_placed)
 TEST(soft_local_invalidate_cuts_a_segment_being_placed_crc)
 {
 	cut_after_local_invalidate(true);
+}
+
+/* ------------------------------- a durable file shrinks under a batch -- */
+
+static const char *shrink_path;
+static unsigned shrink_calls;
+
+/* rr_soft_test_set_durable_hook: before the second batch of the response
+ * is read from the file, another "thread" truncates it to one page. */
+static void shrink_on_second_batch(struct soft_qp *qp)
+{
+	(void)qp;
+	if (++shrink_calls == 2 && truncate(shrink_path, 4096) != 0)
+		_exit(3);
+}
+
+/* The child's part: a Read Request of @len bytes of durable memory (MPA
+ * CRC on); the file shrinks between the first and the second batch of the
+ * response, after every check made before the batch. Exit 0: the response
+ * carried the file's own bytes and stopped after the first batch with the Terminate (RDMAP, Remote
+ * Protection Error, Base or bounds); a fault ends the child by SIGBUS. */
+static int shrink_child(const char *path, uint32_t len)
+{
+	struct rpcrdma_durable_map map;
+	struct rpcrdma_mr_attr a;
+	struct rpcrdma_mr *mr;
+	struct fz_pair p;
+	bool ok;
+
+	REQUIRE_EQ(rpcrdma_durable_map(path, len, &map), 0);
+	for (uint32_t i = 0; i < len; i++)
+		((uint8_t *)map.addr)[i] = (uint8_t)(i * 13 + i / 251);
+	fz_pair_up(&p, true);
+	REQUIRE_EQ(rpcrdma_durable_mr_attr(&map, map.addr, len, RPCRDMA_ACCESS_LOCAL_WRITE |
+					   RPCRDMA_ACCESS_REMOTE_READ, &a), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr(p.pd, &a, &mr), 0);
+	shrink_path = path;
+	rr_soft_test_set_durable_hook(shrink_on_second_batch);
+	fz_read_req(&p, rpcrdma_mr_rkey(mr), rpcrdma_mr_remote_offset(mr), len);
+	rr_soft_test_set_durable_hook(NULL);
+	fz_drain(&p);
+	ok = shrink_calls >= 2 && p.term && p.t.layer == RR_TL_RDMAP &&
+	     p.t.etype == RR_RDMAP_ET_PROTECTION && p.t.ecode == RR_RDMAP_EC_BOUNDS &&
+	     p.resp_bytes > 0 && p.resp_bytes < len && p.sq->state == QPS_ERROR;
+	for (uint64_t i = 0; ok && i < p.resp_bytes; i++)
+		ok = fz_sink[i] == (uint8_t)(i * 13 + i / 251); /* the file's bytes */
+	if (!ok)
+		fprintf(stderr, "hook calls %u, Terminate %d (%u/%u/%u), %llu of %u bytes sent\n",
+			shrink_calls, p.term, p.t.layer, p.t.etype, p.t.ecode,
+			(unsigned long long)p.resp_bytes, len);
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	rpcrdma_durable_unmap(&map);
+	fz_pair_down(&p);
+	return ok ? 0 : 1;
+}
+
+/* Issue 12 (docs/fuzzing.md "Findings"): a durable Read Response was
+ * checked (fstat) before each batch and then read through the file
+ * mapping for its CRC and its send: a truncation in between faulted
+ * (SIGBUS, the whole process). Now each batch's bytes are copied from the
+ * file with pread into a bounce buffer, and a short copy is the Terminate.
+ * The truncation is made at that exact point by the test hook; the child
+ * process takes the signal if there is one. */
+TEST(soft_durable_read_truncated_between_batches_terminates)
+{
+	char path[] = "/tmp/rr-shrink-XXXXXX";
+	int fd = mkstemp(path), st = 0;
+	pid_t pid;
+
+	REQUIRE(fd >= 0);
+	close(fd);
+	fflush(NULL);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0)
+		_exit(shrink_child(path, 1u << 20));
+	REQUIRE_EQ(waitpid(pid, &st, 0), pid);
+	unlink(path);
+	CHECK(!WIFSIGNALED(st));
+	if (WIFSIGNALED(st))
+		fprintf(stderr, "child killed by signal %d\n", WTERMSIG(st));
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }

@@ -308,6 +308,7 @@ static void soft_destroy_qp_mem(struct soft_qp *qp)
 	rr_free_pages(env, qp->rq, sizeof(*qp->rq) * qp->rq_cap);
 	rr_free(env, qp->stage);
 	rr_free(env, qp->place_buf);
+	rr_free(env, qp->bnc);
 	rr_free(env, qp->fpdu);
 	rr_free(env, qp->biov);
 	rr_free_pages(env, qp->irq, sizeof(*qp->irq) * qp->irq_cap);

@@ -65,6 +65,9 @@
 #define SOFT_ACCEPT_BATCH 32
 #define SOFT_BATCH_FPDUS 64
 #define SOFT_BATCH_IOV 1024
+/* The bounce buffer of durable Read Responses (qp->bnc): at most this many
+ * payload bytes of them per batch. */
+#define SOFT_BOUNCE (256u * 1024u)
 /* A batch that is one untagged FPDU of at most this many bytes on the wire
  * is copied into one buffer and sent with send(2) (RPCRDMA_SOFT_TXCOPY
  * overrides, 0 = never): cheaper than the kernel importing a 3-entry iovec
@@ -417,6 +420,17 @@ struct soft_qp {
 	uint8_t term_fpdu[RR_TERM_FPDU_MAX];
 	size_t term_len;
 	uint8_t txcopy[SOFT_TX_COPY_MAX]; /* a small untagged FPDU, whole */
+	/* The payload of a Read Response from durable (file-backed) memory
+	 * is copied from the file with pread into this bounce buffer
+	 * (SOFT_BOUNCE bytes, on first use), a batch at a time, and sent and
+	 * CRC'd from there: never read through the mapping (a file that
+	 * shrank would fault). bnc_used: bytes of it the batch being built
+	 * holds; bnc_end: the message offset up to which the current
+	 * message's payload is in it (valid while bnc_ok). */
+	uint8_t *bnc;
+	size_t bnc_used;
+	size_t bnc_end;
+	bool bnc_ok;
 	uint64_t last_inline_ns;
 	/* fast wait (rx_lock): fast_ok: the socket blocks (O_NONBLOCK off,
 	 * SO_RCVTIMEO set; every other call passes MSG_DONTWAIT); fast_rd: a

@@ -9,10 +9,13 @@
  * what transmitting does when memory it still needs is deregistered
  * (rr_soft_tx_revoke), and the placement fence that lets an invalidation
  * wait for the receive side's pieces through its STag (rr_soft_place_*).
+ * Read Responses from durable (file-backed) memory are copied from the
+ * file with pread into a bounce buffer, never read through the mapping.
  * Bytes go out through sock.c. */
 #include "rdma/soft/tx.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "rdma/soft/cq.h"
 #include "rdma/soft/rdmap.h"
@@ -351,21 +354,77 @@ static void tx_fail_term(struct soft_qp *qp, uint8_t ecode)
 	qp->term_fatal = true;
 }
 
-/* Whether the file of a Read Response's durable source still holds the
- * bytes from @done on: they are read from its mapping (the MPA CRC is
- * computed in this process), and a mapping past the end of its file faults
- * (SIGBUS). Checked when the response starts and before each batch of its
- * FPDUs is built; the file shrinking under a registration that a peer may
- * read costs that peer a Terminate (Base or bounds), never a signal
- * (docs/security.md "Durable regions"). */
-static bool tx_irq_src_ok(const struct soft_irqe *e, uint32_t done)
+/* Whether the file of a Read Response's durable source holds the bytes
+ * asked for when the response starts (the peer gets a Terminate, Base or
+ * bounds, before any byte when not). The bytes are then copied from the
+ * file batch by batch (tx_bounce), never read through the mapping, which
+ * faults (SIGBUS) past the end of a file that shrank (docs/security.md
+ * "Durable regions"). */
+static bool tx_irq_src_ok(const struct soft_irqe *e)
 {
 	struct stat st;
 	uint64_t end = e->doff + e->len;
 
-	if (!e->durable || e->commit || done >= e->len)
+	if (!e->durable || e->commit)
 		return true;
 	return fstat(e->dfd, &st) == 0 && st.st_size >= 0 && (uint64_t)st.st_size >= end;
+}
+
+static _Atomic(rr_soft_durable_hook_fn) durable_hook;
+
+void rr_soft_test_set_durable_hook(rr_soft_durable_hook_fn fn)
+{
+	atomic_store(&durable_hook, fn);
+}
+
+/* Before the next FPDU of the durable Read Response @e (the active
+ * message) is built: its payload from qp->msg.done on must be in the bounce
+ * buffer. When it is not, as much of it as this batch's share of the
+ * bounce holds (whole FPDUs) is copied from the file now with pread, and
+ * the message is pointed at the copy: the CRC is computed over, and the
+ * socket sent from, the same bytes, which no truncation can take away. 1:
+ * build the FPDU; 0: no room left in this batch (send it first); -1: the
+ * file no longer holds the bytes (it shrank): the Terminate (RDMAP, Remote
+ * Protection Error, Base or bounds) follows what is batched and the message
+ * ends (tx_lock held). */
+_Static_assert(SOFT_BOUNCE >= RR_ULPDU_MAX, "the bounce holds an FPDU's payload");
+
+static int tx_bounce(struct soft_qp *qp, struct soft_irqe *e)
+{
+	size_t done = qp->msg.done, left = qp->msg.total - done;
+	size_t pay = rr_ddp_seg_payload(RR_HDR_TAGGED, qp->fpdu_max);
+	size_t next = RR_MIN(left, pay), room = SOFT_BOUNCE - qp->bnc_used, n, got = 0;
+	rr_soft_durable_hook_fn hook;
+
+	if (!left || (qp->bnc_ok && done + next <= qp->bnc_end))
+		return 1;
+	n = left <= room ? left : room - room % pay;
+	if (n < next)
+		return 0;   /* never with an empty batch: SOFT_BOUNCE >= pay */
+	hook = atomic_load(&durable_hook);
+	if (hook)
+		hook(qp);
+	while (got < n) {
+		ssize_t k = pread(e->dfd, qp->bnc + qp->bnc_used + got, n - got,
+				  (off_t)(e->doff + done + got));
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	if (got < n) {
+		qp->msg_active = false;
+		tx_fail_term(qp, RR_RDMAP_EC_BOUNDS);
+		return -1;
+	}
+	e->iov0 = (struct iovec){qp->bnc + qp->bnc_used, n};
+	rr_ddp_txmsg_rebase(&qp->msg, &e->iov0, 1);
+	qp->bnc_used += n;
+	qp->bnc_end = done + n;
+	qp->bnc_ok = true;
+	return 1;
 }
 
 /* Starts the Commit Response to the peer's Commit Request @e (draft 3.2.3:
@@ -425,11 +484,20 @@ static bool tx_start_read_resp(struct soft_qp *qp, struct soft_irqe *e)
 		e->durable = ref.durable;
 		e->dfd = ref.durable_fd;
 		e->doff = ref.durable_offset;
-		if (!tx_irq_src_ok(e, 0)) {
+		if (!tx_irq_src_ok(e)) {
 			tx_fail_term(qp, RR_RDMAP_EC_BOUNDS);
 			return false;
 		}
+		if (e->durable && !qp->bnc) {
+			qp->bnc = rr_alloc(qp->ctx->env, SOFT_BOUNCE);
+			if (!qp->bnc) {
+				/* no memory to copy it through: not served */
+				tx_fail_term(qp, RR_RDMAP_EC_UNSPECIFIED);
+				return false;
+			}
+		}
 	}
+	qp->bnc_ok = false;
 	e->iov0 = (struct iovec){e->src, e->len};
 	qp->msg_is_irq = true;
 	qp->msg_active = true;
@@ -572,9 +640,7 @@ void rr_soft_qp_tx_locked(struct soft_qp *qp)
 				return;
 			}
 			if (n < 0) {
-				/* reset, or EFAULT: memory that can no longer be
-				 * read (a durable region's file shrank): never
-				 * retried, the QP ends */
+				/* reset: never retried, the QP ends */
 				qp->last_err = (int)n;
 				rr_soft_qp_error_tx_locked(qp, NULL);
 				return;
@@ -622,20 +688,24 @@ void rr_soft_qp_tx_locked(struct soft_qp *qp)
 				rr_soft_qp_error_tx_locked(qp, NULL);
 			return;
 		}
-		if (qp->msg_active && qp->msg_is_irq &&
-		    !tx_irq_src_ok(&qp->irq[ring_idx(qp->irq_head, qp->irq_sent, qp->irq_cap)],
-				   (uint32_t)qp->msg.done)) {
-			/* its file shrank since the last batch: the rest is
-			 * not sent (what is batched may fail with EFAULT) */
-			qp->msg_active = false;
-			tx_fail_term(qp, RR_RDMAP_EC_BOUNDS);
-		}
+		qp->bnc_used = 0;   /* a new batch: the bounce is free */
+		qp->bnc_ok = false;
 		while (nf < SOFT_BATCH_FPDUS && qp->bcnt + RR_FPDU_MAX_IOV <= SOFT_BATCH_IOV) {
 			struct rr_fpdu *f = &qp->fpdu[nf];
 			int r;
 
 			if (!qp->msg_active && !tx_pick(qp))
 				break;
+			if (qp->msg_is_irq) {
+				struct soft_irqe *e =
+					&qp->irq[ring_idx(qp->irq_head, qp->irq_sent, qp->irq_cap)];
+
+				r = e->durable && !e->commit ? tx_bounce(qp, e) : 1;
+				if (r == 0)
+					break;
+				if (r < 0)
+					continue; /* the Terminate: nothing more is picked */
+			}
 			r = rr_ddp_tx_next(&qp->msg, qp->crc, qp->fpdu_max, f);
 			if (r == 1) {
 				memcpy(qp->biov + qp->bcnt, f->iov, sizeof(*f->iov) * f->iovcnt);
@@ -696,6 +766,15 @@ bool rr_soft_tx_needs(struct soft_qp *qp, uintptr_t lo, uintptr_t hi)
 	    iov_hits(qp->msg.iov + qp->msg.iov_idx, qp->msg.iovcnt - qp->msg.iov_idx,
 		     qp->msg.iov_off, lo, hi))
 		return true;
+	if (qp->msg_active && qp->msg_is_irq) {
+		/* a durable Read Response is sent from the bounce buffer, its
+		 * rest still read from the registration's file */
+		const struct soft_irqe *e = &qp->irq[ring_idx(qp->irq_head, qp->irq_sent, qp->irq_cap)];
+
+		if (e->durable && !e->commit && qp->msg.done < e->len &&
+		    range_hits(e->src + qp->msg.done, e->len - qp->msg.done, lo, hi))
+			return true;
+	}
 	for (uint32_t i = qp->sq_next; i < qp->sq_count; i++) {
 		struct soft_wqe *w = sq_at(qp, i);
 

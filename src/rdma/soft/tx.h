@@ -50,4 +50,12 @@ int rr_soft_place_begin(struct soft_qp *qp, uint8_t op, uint32_t stag, uint64_t 
 void rr_soft_place_end(struct soft_qp *qp);
 void rr_soft_place_fence(struct soft_ctx *c, uint32_t stag);
 
+/* Test hook: run with tx_lock held just before the payload of a durable
+ * Read Response is copied from its file for the batch being built (the
+ * point where a file shrinking under the response must cost a Terminate,
+ * never a signal). Not used by the library; NULL: none (one atomic load per
+ * copy). Process-wide. */
+typedef void (*rr_soft_durable_hook_fn)(struct soft_qp *qp);
+void rr_soft_test_set_durable_hook(rr_soft_durable_hook_fn fn);
+
 #endif
