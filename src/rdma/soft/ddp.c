@@ -351,7 +351,6 @@ static int rx_header(struct rr_ddp_rx *rx)
 	enum rr_rx_code c;
 
 	rx->placed = 0;
-	rx->drop = false;
 	if (rx->tagged) {
 		rx->stag = rr_get_be32(rx->hdr + 4);
 		rx->to = rr_get_be64(rx->hdr + 8);
@@ -523,10 +522,7 @@ size_t rr_ddp_rx_want(struct rr_ddp_rx *rx, uint8_t **dst)
 		n = rx->body_need - rx->body_have;
 		break;
 	case RR_RX_PAYLOAD:
-		if (rx->tagged && rx->drop) {
-			*dst = rx->scratch;
-			n = RR_MIN(sizeof(rx->scratch), (size_t)(rx->seg_len - rx->placed));
-		} else if (rx->tagged) {
+		if (rx->tagged) {
 			*dst = rx->tdst + rx->placed;
 			n = rx->seg_len - rx->placed;
 		} else {
@@ -550,21 +546,6 @@ size_t rr_ddp_rx_want(struct rr_ddp_rx *rx, uint8_t **dst)
 	}
 	rx->want_ptr = *dst;
 	return n;
-}
-
-bool rr_ddp_rx_placing(const struct rr_ddp_rx *rx, uint8_t **dst, size_t *left)
-{
-	if (rx->state != RR_RX_PAYLOAD || !rx->tagged || rx->drop)
-		return false;
-	*dst = rx->tdst + rx->placed;
-	*left = rx->seg_len - rx->placed;
-	return true;
-}
-
-void rr_ddp_rx_drop_placement(struct rr_ddp_rx *rx)
-{
-	if (rx->state == RR_RX_PAYLOAD && rx->tagged)
-		rx->drop = true;
 }
 
 int rr_ddp_rx_advance(struct rr_ddp_rx *rx, size_t n, struct rr_ddp_event *ev)
@@ -715,7 +696,7 @@ int rr_ddp_rx_feed(struct rr_ddp_rx *rx, const uint8_t *data, size_t len, size_t
 		if (!w)
 			return rx->err ? rx->err : -EPROTO;
 		c = RR_MIN(w, len - *used);
-		if (rx->state == RR_RX_PAYLOAD && rx->tagged && !rx->drop) {
+		if (rx->state == RR_RX_PAYLOAD && rx->tagged) {
 			r = rx_place(rx, dst, data + *used, c);
 			if (r)
 				return r;

@@ -180,9 +180,6 @@ struct rr_ddp_rx {
 	uint32_t seg_len;  /* payload bytes in this segment */
 	uint32_t placed;
 	uint8_t *tdst;
-	bool drop;         /* the rest of this tagged payload is not placed
-			      (rr_ddp_rx_drop_placement): read into scratch */
-	uint8_t scratch[512];
 	const struct iovec *uiov;
 	unsigned uiovcnt, uidx;
 	size_t uoff;
@@ -212,14 +209,6 @@ int rr_ddp_rx_advance(struct rr_ddp_rx *rx, size_t n, struct rr_ddp_event *ev);
  * end; *@used tells how much. Same returns as rr_ddp_rx_advance. */
 int rr_ddp_rx_feed(struct rr_ddp_rx *rx, const uint8_t *data, size_t len, size_t *used,
 		   struct rr_ddp_event *ev);
-/* Where the current tagged segment's payload still goes: true with
- * [*@dst, *@dst + *@left) while a tagged payload is being placed. */
-bool rr_ddp_rx_placing(const struct rr_ddp_rx *rx, uint8_t **dst, size_t *left);
-/* The memory the current tagged segment is placed into went away (it was
- * deregistered while the payload arrived): the rest of that payload is
- * read into a scratch buffer and dropped; the segment is otherwise parsed,
- * checked and reported as usual. No effect outside a tagged payload. */
-void rr_ddp_rx_drop_placement(struct rr_ddp_rx *rx);
 /* The upper layer rejects the segment just reported (e.g. a Read Request's
  * source STag, an IRD overflow, an Invalidate STag): builds the Terminate for
  * it and stops the parser. Returns the negative errno now in rx->err. */

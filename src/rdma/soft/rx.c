@@ -604,7 +604,7 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			v[0] = (struct iovec){dst, w};
 			v[1] = (struct iovec){qp->stage, SOFT_STAGE_TAIL};
 			cnt = 2;
-			if (qp->rx.tagged && !qp->rx.drop) {
+			if (qp->rx.tagged) {
 				/* registered memory: its STag checked again for
 				 * this piece (an invalidation since the header
 				 * cuts the rest of the segment) */
@@ -754,8 +754,6 @@ int rr_soft_set_commit(struct rr_qp *base, bool enable)
 /* rx.h. Caller holds no lock of @qp. */
 void rr_soft_qp_revoke(struct soft_qp *qp, uintptr_t lo, uintptr_t hi)
 {
-	uint8_t *d;
-	size_t left;
 	bool killed = false;
 
 	pthread_mutex_lock(&qp->rx_lock);
@@ -767,14 +765,10 @@ void rr_soft_qp_revoke(struct soft_qp *qp, uintptr_t lo, uintptr_t hi)
 		pthread_cond_wait(&qp->fast_cv, &qp->rx_lock);
 		qp->revoke_waiters--;
 	}
-	if (!qp->fast_rd) {
-		/* the parser is ours: the rest of a segment bound for the
-		 * range is dropped (it was valid when it began) */
-		if (rr_ddp_rx_placing(&qp->rx, &d, &left) && range_hits(d, left, lo, hi))
-			rr_ddp_rx_drop_placement(&qp->rx);
-		if (qp->rxd.on && range_hits(qp->rxd.va, qp->rxd.len, lo, hi))
-			qp->rxd.on = false;
-	}
+	/* The rest of a tagged segment bound for the range (its STag is gone
+	 * from the table already): its next piece, or the pwrite of a durable
+	 * one, finds the STag invalid (rr_soft_place_begin) and the peer gets
+	 * the Terminate an invalid STag gets at header time, as from siw. */
 	pthread_mutex_lock(&qp->tx_lock);
 	if (qp->state == QPS_RTS && rr_soft_tx_needs(qp, lo, hi)) {
 		rr_soft_tx_revoke(qp);
