@@ -3,8 +3,10 @@
  * draft-talpey-rdma-commit-00 sections 3.2 and 5): the receive queue, the
  * parse loop that reads the socket into place or into the stage and feeds
  * the sans-I/O DDP parser (ddp.c), the placement callbacks that check every
- * tagged access against the STag table before a byte lands (durable memory
- * through pwrite, never the mapping), one handler per message (Send, Send
+ * tagged access against the STag table before a byte lands, at its header
+ * and again for every piece of its payload (the placement fence of tx.c:
+ * an invalidation cuts a segment being placed; durable memory through
+ * pwrite, never the mapping), one handler per message (Send, Send
  * With Invalidate, Read Response, Read Request, Commit Request, Commit
  * Response, the peer's Terminate), our Terminate when the stream fails, the
  * QP's connection and error states, and what receiving does when memory a
@@ -504,9 +506,9 @@ enum rx_fast {
 /* The fast waiter's read of @v (rx_lock held, released while it sleeps):
  * @dst/@len is where a payload lands directly (a revoke of that memory
  * waits for the read); @piece: it is a piece of a tagged payload that
- * passed rr_soft_place_begin, ended here as soon as the read returns. Nobody else reads the socket or touches the stage
- * and the parser while fast_rd (qp_rx skips); a close waits for it
- * (rr_soft_fast_quiesce). */
+ * passed rr_soft_place_begin, ended here as soon as the read returns.
+ * Nobody else reads the socket or touches the stage and the parser while
+ * fast_rd (qp_rx skips); a close waits for it (rr_soft_fast_quiesce). */
 static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned cnt, uint8_t *dst,
 				 size_t len, bool piece, ssize_t *n)
 {
