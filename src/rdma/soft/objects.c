@@ -249,6 +249,7 @@ int rr_soft_rereg_mr(struct rr_mr *mr, const struct rpcrdma_mr_attr *attr)
 	mr_region(c, attr, &reg);
 	r = rr_mrt_rereg(&c->mrt, &stag, &reg);
 	if (!r) {
+		rr_soft_place_fence(c, mr->lkey);   /* the old STag's pieces end */
 		mr->lkey = mr->rkey = stag;
 		mr->to = reg.base_to;
 		mr_revoke(mr);   /* still the old attributes (rdma.c copies after) */
@@ -263,6 +264,7 @@ int rr_soft_dereg_mr(struct rr_mr *mr)
 
 	if (r)
 		return r;
+	rr_soft_place_fence(c, mr->lkey);   /* its pieces end, none skips a check */
 	mr_revoke(mr);
 	rr_free(c->env, RR_CONTAINER_OF(mr, struct soft_mr, base));
 	return 0;

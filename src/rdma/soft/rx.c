@@ -203,6 +203,7 @@ static enum rr_rx_code rx_tagged(void *ctx, uint8_t op, uint32_t stag, uint64_t 
 
 	RR_UNUSED(last);
 	qp->rxd.on = false;
+	qp->place_gen = rr_soft_place_gen(qp->ctx); /* before the check */
 	if (op == RR_OP_WRITE) {
 		if (len == 0)
 			return RR_RXC_OK; /* zero-length Write: nothing to place (as siw) */

@@ -188,11 +188,15 @@ struct soft_ctx {
 	 * of a tagged payload into registered memory right now (each under
 	 * its STag, qp->place_stag), so that an invalidation can wait for the
 	 * pieces through its STag that passed their check before it.
-	 * place_lock is a leaf (the STag table's lock is taken under it). */
+	 * place_lock is a leaf (the STag table's lock is taken under it).
+	 * place_gen counts the STags invalidated or freed (every fence adds
+	 * one, under place_lock): a segment whose STag was checked at a
+	 * generation still current needs no new check for its next piece. */
 	pthread_mutex_t place_lock;
 	pthread_cond_t place_cv;     /* a piece ended and a fence waits */
 	unsigned place_waiters;
 	struct soft_qp *placing;     /* qp->place_next, qp->place_prev */
+	_Atomic uint64_t place_gen;
 	/* CLOCK_MONOTONIC_COARSE resolution when the default environment's
 	 * clock is in use (leases and wait deadlines read the cheap coarse
 	 * clock then); 0: always the environment's clock */
@@ -380,6 +384,9 @@ struct soft_qp {
 	 * the STag it passed the check through, 0: none */
 	uint32_t place_stag;
 	struct soft_qp *place_next, *place_prev; /* ctx->placing */
+	/* ctx->place_gen read before the current tagged segment's STag was
+	 * last checked (rx_lock; compared under ctx->place_lock) */
+	uint64_t place_gen;
 	struct soft_rqe *rq;
 	uint32_t rq_cap, rq_head, rq_count;
 	/* a shared receive queue instead (rx_lock): the Receive taken for the

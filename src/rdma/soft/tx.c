@@ -860,14 +860,23 @@ int rr_soft_place_begin(struct soft_qp *qp, uint8_t op, uint32_t stag, uint64_t 
 	int r;
 
 	pthread_mutex_lock(&c->place_lock);
-	/* checked under place_lock: a fence that takes it after the
-	 * invalidation either finds this piece listed, or this check saw the
-	 * STag invalid */
-	r = rr_mrt_check(&c->mrt, stag, to, n,
-			 write ? RPCRDMA_ACCESS_REMOTE_WRITE : RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE,
-			 &qp->pd->base, write ? &qp->base : NULL, &ref);
-	if (!r && dst && !ref.durable && ref.ptr != dst)
-		r = -EFAULT;
+	/* No fence since the segment's STag was last checked (the generation
+	 * was read before that check): an invalidation not fenced yet will
+	 * wait for this piece, listed below; the segment's range holds the
+	 * piece's. Else checked now, under place_lock: a fence that takes it
+	 * after the invalidation either finds this piece listed, or this check
+	 * saw the STag invalid. */
+	r = 0;
+	if (qp->place_gen != atomic_load(&c->place_gen)) {
+		r = rr_mrt_check(&c->mrt, stag, to, n,
+				 write ? RPCRDMA_ACCESS_REMOTE_WRITE
+				       : RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE,
+				 &qp->pd->base, write ? &qp->base : NULL, &ref);
+		if (!r && dst && !ref.durable && ref.ptr != dst)
+			r = -EFAULT;
+		if (!r)
+			qp->place_gen = atomic_load(&c->place_gen);
+	}
 	if (!r) {
 		qp->place_stag = stag;
 		qp->place_prev = NULL;
@@ -898,9 +907,15 @@ void rr_soft_place_end(struct soft_qp *qp)
 	pthread_mutex_unlock(&c->place_lock);
 }
 
+uint64_t rr_soft_place_gen(struct soft_ctx *c)
+{
+	return atomic_load(&c->place_gen);
+}
+
 void rr_soft_place_fence(struct soft_ctx *c, uint32_t stag)
 {
 	pthread_mutex_lock(&c->place_lock);
+	atomic_fetch_add(&c->place_gen, 1); /* every segment checks again */
 	for (;;) {
 		struct soft_qp *q = c->placing;
 

@@ -49,6 +49,12 @@ int rr_soft_place_begin(struct soft_qp *qp, uint8_t op, uint32_t stag, uint64_t 
 			const uint8_t *dst, size_t n);
 void rr_soft_place_end(struct soft_qp *qp);
 void rr_soft_place_fence(struct soft_ctx *c, uint32_t stag);
+/* The fence generation, read (into qp->place_gen) just before a segment's
+ * STag is checked at its header: its pieces need no check of their own
+ * until a fence (any STag) comes after that read. Every path that makes an
+ * STag invalid (invalidation, deregistration, re-registration, a window
+ * freed) calls rr_soft_place_fence afterwards. */
+uint64_t rr_soft_place_gen(struct soft_ctx *c);
 
 /* Test hook: run with tx_lock held just before the payload of a durable
  * Read Response is copied from its file for the batch being built (the
