@@ -20,7 +20,8 @@
  *     first, or no Terminate is sent.
  *   - The rest of a tagged segment whose header came before a Local
  *     Invalidate of its window (issue 12): it landed after the invalidation
- *     completed; now it is refused (DDP, tagged buffer, Invalid STag).
+ *     completed; now it is refused (DDP, tagged buffer, Invalid STag), and
+ *     a Local Invalidate waits for a piece already being written.
  *   - A durable file truncated between the check before a batch of a Read
  *     Response and the CRC over it (issue 12): SIGBUS; now the batch is
  *     copied from the file (pread) and a short copy is the Terminate. */
@@ -530,4 +531,94 @@ TEST(soft_durable_read_truncated_between_batches_terminates)
 	if (WIFSIGNALED(st))
 		fprintf(stderr, "child killed by signal %d\n", WTERMSIG(st));
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* --------------------------------------- a fence waits for a piece -- */
+
+struct li_thread {
+	struct fz_pair *p;
+	uint32_t stag;
+	int rc;
+};
+
+static void *li_post(void *arg)
+{
+	struct li_thread *t = arg;
+	struct rpcrdma_send_wr li = {.wr_id = 9, .opcode = RPCRDMA_WR_LOCAL_INV,
+				     .flags = RPCRDMA_SEND_SIGNALED};
+
+	li.u.local_inv.stag = t->stag;
+	t->rc = rpcrdma_post_send(t->p->qp, &li, NULL); /* executes it in this thread */
+	return NULL;
+}
+
+static bool fence_waits(void *arg)
+{
+	struct soft_ctx *c = arg;
+	unsigned w;
+
+	pthread_mutex_lock(&c->place_lock);
+	w = c->place_waiters;
+	pthread_mutex_unlock(&c->place_lock);
+	return w > 0;
+}
+
+/* The placement fence itself (issue 12): a piece through a window that
+ * passed its check is in progress (the receive side is writing it, e.g. a
+ * fast reader asleep in recvmsg); a Local Invalidate of the window posted
+ * by another thread does not complete until that piece has ended, and the
+ * next piece through the window is refused. */
+TEST(soft_local_invalidate_waits_for_a_piece_in_progress)
+{
+	enum { WIN = 1024 };
+	static uint8_t mem[WIN];
+	struct rpcrdma_send_wr b = {.wr_id = 1, .opcode = RPCRDMA_WR_BIND_MW,
+				    .flags = RPCRDMA_SEND_SIGNALED};
+	struct li_thread t;
+	struct rpcrdma_mr *mr;
+	struct rpcrdma_mw *mw;
+	struct rpcrdma_wc wc;
+	struct fz_pair p;
+	pthread_t th;
+	uint32_t stag;
+	uint64_t to;
+
+	fz_pair_up(&p, false);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.pd, mem, sizeof(mem),
+					 RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_MW_BIND, &mr), 0);
+	REQUIRE_EQ(rpcrdma_mw_alloc(p.pd, &mw), 0);
+	b.u.bind.mw = mw;
+	b.u.bind.mr = mr;
+	b.u.bind.addr = (uintptr_t)mem;
+	b.u.bind.length = WIN;
+	b.u.bind.access = RPCRDMA_ACCESS_REMOTE_WRITE;
+	REQUIRE_EQ(rpcrdma_post_send(p.qp, &b, NULL), 0);
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 1);
+	REQUIRE_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	stag = rpcrdma_mw_rkey(mw);
+	to = rpcrdma_mw_remote_offset(mw);
+	/* a piece in progress, as the receive side begins one (its segment's
+	 * STag checked at an older generation: it is looked up now) */
+	p.sq->place_gen = rr_soft_place_gen(p.sq->ctx) - 1;
+	REQUIRE_EQ(rr_soft_place_begin(p.sq, RR_OP_WRITE, stag, to, mem, 512), 0);
+	t = (struct li_thread){.p = &p, .stag = stag, .rc = 1};
+	REQUIRE_EQ(pthread_create(&th, NULL, li_post, &t), 0);
+	/* the Local Invalidate waits in the fence (with the QP's tx_lock: the
+	 * completion ring is looked at directly, a public poll would want to
+	 * transmit): not complete */
+	REQUIRE(rr_test_until(fence_waits, p.sq->ctx, RR_TEST_WAIT_MS));
+	CHECK_EQ(rr_cq_ring_poll(&RR_CONTAINER_OF(RR_BASE(cq, p.cq), struct soft_cq, base)->ring,
+				 1, &wc), 0);
+	/* the piece ends: the Local Invalidate completes */
+	rr_soft_place_end(p.sq);
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	REQUIRE_EQ(t.rc, 0);
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 1);
+	CHECK_EQ(wc.wr_id, 9);
+	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	/* the next piece through the window is refused */
+	CHECK_EQ(rr_soft_place_begin(p.sq, RR_OP_WRITE, stag, to + 512, mem + 512, 512), -ENOENT);
+	rpcrdma_mw_free(mw);
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	fz_pair_down(&p);
 }
