@@ -10,7 +10,7 @@
  *   - a queued Read Request whose memory is deregistered before its response
  *     starts: Terminate (RDMAP, Remote Protection Error, Invalid STag);
  *   - an RDMA Write whose target is deregistered halfway through a segment:
- *     the rest is dropped, the connection goes on;
+ *     the rest is not placed, it draws the Terminate of an invalid STag;
  *   - durable (file-backed) memory whose file shrank: a Write past the end is
  *     a Terminate (bounds), never a SIGBUS; Commit answers not durable. */
 #include <arpa/inet.h>
@@ -491,9 +491,12 @@ TEST(soft_revoke_queued_read_request)
 }
 
 /* An RDMA Write segment arrives in two parts; between them its target is
- * deregistered and reused: the second part is not placed there, and the
- * connection goes on (a later Send is received). */
-TEST(soft_revoke_write_in_progress_dropped)
+ * deregistered and reused: the second part is not placed there, and it is
+ * refused as siw refuses it (its STag is checked for every piece): the
+ * Terminate of an invalid STag (DDP, tagged buffer, Invalid STag) and the
+ * connection ends (its Receive flushed). (Until issue 12 the rest was
+ * dropped silently and the connection went on.) */
+TEST(soft_revoke_write_in_progress_refused)
 {
 	struct srv s;
 	struct raw r;
@@ -526,20 +529,16 @@ TEST(soft_revoke_write_in_progress_dropped)
 	REQUIRE_EQ(rpcrdma_dereg_mr(mt), 0);
 	memset(tgt, 'M', sizeof(tgt));   /* the memory has a new owner */
 	REQUIRE_EQ(raw_write_rest(&r, &f), 0);
-	{
-		static const uint8_t hi[] = "still here";
-		struct iovec v = {(void *)hi, sizeof(hi)};
-		struct rr_ddp_txmsg m;
-
-		REQUIRE_EQ(rr_ddp_txmsg_untagged(&m, RR_OP_SEND, RR_QN_SEND, r.msn[RR_QN_SEND]++, 0,
-						 &v, 1), 0);
-		REQUIRE_EQ(raw_send_msg(&r, &m), 0);
-	}
+	raw_drain(&r, 5000);
+	REQUIRE(r.term);
+	CHECK_EQ(r.t.layer, RR_TL_DDP);
+	CHECK_EQ(r.t.etype, RR_DDP_ET_TAGGED);
+	CHECK_EQ(r.t.ecode, RR_DDP_EC_T_INVALID_STAG);
 	REQUIRE_EQ(rpcrdma_cq_wait(s.cq, 1, &wc, 5000), 1);
-	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	CHECK_EQ(wc.status, RPCRDMA_WC_WR_FLUSH_ERR);   /* the Receive: flushed */
 	CHECK_EQ(wc.wr_id, 7);
 	CHECK(all_bytes(tgt, sizeof(tgt), 'M'));
-	CHECK_EQ(sqp(&s)->state, QPS_RTS);
+	CHECK_EQ(sqp(&s)->state, QPS_ERROR);
 	REQUIRE_EQ(rpcrdma_dereg_mr(mrecv), 0);
 	close(r.fd);
 	srv_down(&s);

@@ -17,10 +17,19 @@
  *   - A receive error while the first piece of the batch being sent is
  *     partly written: the Terminate followed the part of an FPDU the socket
  *     had taken (the stream was no longer framed); now the FPDU is finished
- *     first, or no Terminate is sent. */
+ *     first, or no Terminate is sent.
+ *   - The rest of a tagged segment whose header came before a Local
+ *     Invalidate of its window (issue 12): it landed after the invalidation
+ *     completed; now it is refused (DDP, tagged buffer, Invalid STag), and
+ *     a Local Invalidate waits for a piece already being written.
+ *   - A durable file truncated between the check before a batch of a Read
+ *     Response and the CRC over it (issue 12): SIGBUS; now the batch is
+ *     copied from the file (pread) and a short copy is the Terminate. */
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "rdma/soft/rx.h"
@@ -42,15 +51,17 @@ struct fz_pair {
 	uint64_t resp_bytes;
 };
 
-static uint8_t fz_sink[1u << 16];
+/* Read Responses land at their Tagged Offset (the Read Requests name sink
+ * offset 0) */
+static uint8_t fz_sink[1u << 20];
 
 static enum rr_rx_code fz_tagged(void *ctx, uint8_t op, uint32_t stag, uint64_t to, uint32_t len,
 				 bool last, uint8_t **dst)
 {
-	(void)ctx, (void)op, (void)stag, (void)to, (void)last;
-	if (len > sizeof(fz_sink))
+	(void)ctx, (void)op, (void)stag, (void)last;
+	if (to > sizeof(fz_sink) || len > sizeof(fz_sink) - to)
 		return RR_RXC_BOUNDS;
-	*dst = fz_sink;
+	*dst = fz_sink + to;
 	return RR_RXC_OK;
 }
 
@@ -338,6 +349,276 @@ TEST(soft_terminate_never_cuts_a_partly_written_fpdu)
 	fz_drain(&p);   /* REQUIREs a well-formed stream */
 	CHECK(p.term);
 	CHECK_EQ(p.sq->state, QPS_ERROR);
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	fz_pair_down(&p);
+}
+
+/* ------------------------------------ invalidation cuts a placement -- */
+
+/* Issue 12 (docs/fuzzing.md "Findings"): a tagged segment's STag was
+ * checked once, at its header; the rest of a segment whose header came
+ * before a Local Invalidate of the window still landed after that Local
+ * Invalidate had completed. Now the STag is checked again for every piece
+ * (as siw, siw_check_mem), and the invalidation waits for a piece in
+ * progress: the peer writes the header and the first half of a Write into
+ * the window, the window is invalidated (completed), then the peer sends
+ * the rest: not one byte of it lands and the Terminate is the one an
+ * invalid STag draws at header time (DDP, tagged buffer, Invalid STag).
+ * @crc: MPA CRC on the connection. */
+static void cut_after_local_invalidate(bool crc)
+{
+	enum { WIN = 1024, HALF = 512 };
+	static uint8_t mem[3 * WIN];
+	uint8_t data[WIN], wire[RR_FPDU_DEFAULT];
+	struct rpcrdma_send_wr b = {.wr_id = 1, .opcode = RPCRDMA_WR_BIND_MW,
+				    .flags = RPCRDMA_SEND_SIGNALED};
+	struct rpcrdma_send_wr li = {.wr_id = 2, .opcode = RPCRDMA_WR_LOCAL_INV,
+				     .flags = RPCRDMA_SEND_SIGNALED};
+	struct iovec v = {data, sizeof(data)};
+	struct rr_ddp_txmsg m;
+	struct rr_fpdu f;
+	struct rpcrdma_mr *mr;
+	struct rpcrdma_mw *mw;
+	struct rpcrdma_wc wc;
+	struct fz_pair p;
+	size_t len = 0, first;
+	unsigned late = 0;
+
+	fz_pair_up(&p, crc);
+	memset(mem, 0x5a, sizeof(mem));
+	for (unsigned i = 0; i < WIN; i++)
+		data[i] = (uint8_t)(i * 7 + 1);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.pd, mem, sizeof(mem),
+					 RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_MW_BIND, &mr), 0);
+	REQUIRE_EQ(rpcrdma_mw_alloc(p.pd, &mw), 0);
+	b.u.bind.mw = mw;
+	b.u.bind.mr = mr;
+	b.u.bind.addr = (uintptr_t)mem + WIN;
+	b.u.bind.length = WIN;
+	b.u.bind.access = RPCRDMA_ACCESS_REMOTE_WRITE;
+	REQUIRE_EQ(rpcrdma_post_send(p.qp, &b, NULL), 0);   /* transmits in this thread */
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 1);
+	REQUIRE_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	/* the peer's Write of the whole window, one FPDU */
+	REQUIRE_EQ(rr_ddp_txmsg_tagged(&m, RR_OP_WRITE, rpcrdma_mw_rkey(mw),
+				       rpcrdma_mw_remote_offset(mw), &v, 1), 0);
+	REQUIRE_EQ(rr_ddp_tx_next(&m, crc, RR_FPDU_DEFAULT, &f), 1);
+	REQUIRE(f.last);
+	for (unsigned i = 0; i < f.iovcnt; i++) {
+		memcpy(wire + len, f.iov[i].iov_base, f.iov[i].iov_len);
+		len += f.iov[i].iov_len;
+	}
+	/* its header and first half: placed */
+	first = RR_HDR_TAGGED + HALF;
+	REQUIRE_EQ(write(p.peer, wire, first), (ssize_t)first);
+	pthread_mutex_lock(&p.sq->rx_lock);
+	(void)rr_soft_qp_rx(p.sq);
+	pthread_mutex_unlock(&p.sq->rx_lock);
+	CHECK(!memcmp(mem + WIN, data, HALF));
+	/* the window is invalidated, and that is complete */
+	li.u.local_inv.stag = rpcrdma_mw_rkey(mw);
+	REQUIRE_EQ(rpcrdma_post_send(p.qp, &li, NULL), 0);
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 1);
+	REQUIRE_EQ(wc.wr_id, 2);
+	REQUIRE_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	/* the rest of the segment arrives: refused, not placed */
+	REQUIRE_EQ(write(p.peer, wire + first, len - first), (ssize_t)(len - first));
+	pthread_mutex_lock(&p.sq->rx_lock);
+	(void)rr_soft_qp_rx(p.sq);
+	pthread_mutex_unlock(&p.sq->rx_lock);
+	for (unsigned i = WIN + HALF; i < sizeof(mem); i++)
+		late += mem[i] != 0x5a;
+	CHECK_EQ(late, 0);
+	CHECK_EQ(mem[0], 0x5a);
+	fz_drain(&p);
+	REQUIRE(p.term);
+	CHECK_EQ(p.t.layer, RR_TL_DDP);
+	CHECK_EQ(p.t.etype, RR_DDP_ET_TAGGED);
+	CHECK_EQ(p.t.ecode, RR_DDP_EC_T_INVALID_STAG);
+	CHECK_EQ(p.sq->state, QPS_ERROR);
+	rpcrdma_mw_free(mw);
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	fz_pair_down(&p);
+}
+
+TEST(soft_local_invalidate_cuts_a_segment_being_placed)
+{
+	cut_after_local_invalidate(false);
+}
+
+TEST(soft_local_invalidate_cuts_a_segment_being_placed_crc)
+{
+	cut_after_local_invalidate(true);
+}
+
+/* ------------------------------- a durable file shrinks under a batch -- */
+
+static const char *shrink_path;
+static unsigned shrink_calls;
+
+/* rr_soft_test_set_durable_hook: before the second batch of the response
+ * is read from the file, another "thread" truncates it to one page. */
+static void shrink_on_second_batch(struct soft_qp *qp)
+{
+	(void)qp;
+	if (++shrink_calls == 2 && truncate(shrink_path, 4096) != 0)
+		_exit(3);
+}
+
+/* The child's part: a Read Request of @len bytes of durable memory (MPA
+ * CRC on); the file shrinks between the first and the second batch of the
+ * response, after every check made before the batch. Exit 0: the response
+ * carried the file's own bytes and stopped after the first batch with the Terminate (RDMAP, Remote
+ * Protection Error, Base or bounds); a fault ends the child by SIGBUS. */
+static int shrink_child(const char *path, uint32_t len)
+{
+	struct rpcrdma_durable_map map;
+	struct rpcrdma_mr_attr a;
+	struct rpcrdma_mr *mr;
+	struct fz_pair p;
+	bool ok;
+
+	REQUIRE_EQ(rpcrdma_durable_map(path, len, &map), 0);
+	for (uint32_t i = 0; i < len; i++)
+		((uint8_t *)map.addr)[i] = (uint8_t)(i * 13 + i / 251);
+	fz_pair_up(&p, true);
+	REQUIRE_EQ(rpcrdma_durable_mr_attr(&map, map.addr, len, RPCRDMA_ACCESS_LOCAL_WRITE |
+					   RPCRDMA_ACCESS_REMOTE_READ, &a), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr(p.pd, &a, &mr), 0);
+	shrink_path = path;
+	rr_soft_test_set_durable_hook(shrink_on_second_batch);
+	fz_read_req(&p, rpcrdma_mr_rkey(mr), rpcrdma_mr_remote_offset(mr), len);
+	rr_soft_test_set_durable_hook(NULL);
+	fz_drain(&p);
+	ok = shrink_calls >= 2 && p.term && p.t.layer == RR_TL_RDMAP &&
+	     p.t.etype == RR_RDMAP_ET_PROTECTION && p.t.ecode == RR_RDMAP_EC_BOUNDS &&
+	     p.resp_bytes > 0 && p.resp_bytes < len && p.sq->state == QPS_ERROR;
+	for (uint64_t i = 0; ok && i < p.resp_bytes; i++)
+		ok = fz_sink[i] == (uint8_t)(i * 13 + i / 251); /* the file's bytes */
+	if (!ok)
+		fprintf(stderr, "hook calls %u, Terminate %d (%u/%u/%u), %llu of %u bytes sent\n",
+			shrink_calls, p.term, p.t.layer, p.t.etype, p.t.ecode,
+			(unsigned long long)p.resp_bytes, len);
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	rpcrdma_durable_unmap(&map);
+	fz_pair_down(&p);
+	return ok ? 0 : 1;
+}
+
+/* Issue 12 (docs/fuzzing.md "Findings"): a durable Read Response was
+ * checked (fstat) before each batch and then read through the file
+ * mapping for its CRC and its send: a truncation in between faulted
+ * (SIGBUS, the whole process). Now each batch's bytes are copied from the
+ * file with pread into a bounce buffer, and a short copy is the Terminate.
+ * The truncation is made at that exact point by the test hook; the child
+ * process takes the signal if there is one. */
+TEST(soft_durable_read_truncated_between_batches_terminates)
+{
+	char path[] = "/tmp/rr-shrink-XXXXXX";
+	int fd = mkstemp(path), st = 0;
+	pid_t pid;
+
+	REQUIRE(fd >= 0);
+	close(fd);
+	fflush(NULL);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0)
+		_exit(shrink_child(path, 1u << 20));
+	REQUIRE_EQ(waitpid(pid, &st, 0), pid);
+	unlink(path);
+	CHECK(!WIFSIGNALED(st));
+	if (WIFSIGNALED(st))
+		fprintf(stderr, "child killed by signal %d\n", WTERMSIG(st));
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* --------------------------------------- a fence waits for a piece -- */
+
+struct li_thread {
+	struct fz_pair *p;
+	uint32_t stag;
+	int rc;
+};
+
+static void *li_post(void *arg)
+{
+	struct li_thread *t = arg;
+	struct rpcrdma_send_wr li = {.wr_id = 9, .opcode = RPCRDMA_WR_LOCAL_INV,
+				     .flags = RPCRDMA_SEND_SIGNALED};
+
+	li.u.local_inv.stag = t->stag;
+	t->rc = rpcrdma_post_send(t->p->qp, &li, NULL); /* executes it in this thread */
+	return NULL;
+}
+
+static bool fence_waits(void *arg)
+{
+	struct soft_ctx *c = arg;
+	unsigned w;
+
+	pthread_mutex_lock(&c->place_lock);
+	w = c->place_waiters;
+	pthread_mutex_unlock(&c->place_lock);
+	return w > 0;
+}
+
+/* The placement fence itself (issue 12): a piece through a window that
+ * passed its check is in progress (the receive side is writing it, e.g. a
+ * fast reader asleep in recvmsg); a Local Invalidate of the window posted
+ * by another thread does not complete until that piece has ended, and the
+ * next piece through the window is refused. */
+TEST(soft_local_invalidate_waits_for_a_piece_in_progress)
+{
+	enum { WIN = 1024 };
+	static uint8_t mem[WIN];
+	struct rpcrdma_send_wr b = {.wr_id = 1, .opcode = RPCRDMA_WR_BIND_MW,
+				    .flags = RPCRDMA_SEND_SIGNALED};
+	struct li_thread t;
+	struct rpcrdma_mr *mr;
+	struct rpcrdma_mw *mw;
+	struct rpcrdma_wc wc;
+	struct fz_pair p;
+	pthread_t th;
+	uint32_t stag;
+	uint64_t to;
+
+	fz_pair_up(&p, false);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.pd, mem, sizeof(mem),
+					 RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_MW_BIND, &mr), 0);
+	REQUIRE_EQ(rpcrdma_mw_alloc(p.pd, &mw), 0);
+	b.u.bind.mw = mw;
+	b.u.bind.mr = mr;
+	b.u.bind.addr = (uintptr_t)mem;
+	b.u.bind.length = WIN;
+	b.u.bind.access = RPCRDMA_ACCESS_REMOTE_WRITE;
+	REQUIRE_EQ(rpcrdma_post_send(p.qp, &b, NULL), 0);
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 1);
+	REQUIRE_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	stag = rpcrdma_mw_rkey(mw);
+	to = rpcrdma_mw_remote_offset(mw);
+	/* a piece in progress, as the receive side begins one (its segment's
+	 * STag checked at an older generation: it is looked up now) */
+	p.sq->place_gen = rr_soft_place_gen(p.sq->ctx) - 1;
+	REQUIRE_EQ(rr_soft_place_begin(p.sq, RR_OP_WRITE, stag, to, mem, 512), 0);
+	t = (struct li_thread){.p = &p, .stag = stag, .rc = 1};
+	REQUIRE_EQ(pthread_create(&th, NULL, li_post, &t), 0);
+	/* the Local Invalidate waits in the fence (with the QP's tx_lock: the
+	 * completion ring is looked at directly, a public poll would want to
+	 * transmit): not complete */
+	REQUIRE(rr_test_until(fence_waits, p.sq->ctx, RR_TEST_WAIT_MS));
+	CHECK_EQ(rr_cq_ring_poll(&RR_CONTAINER_OF(RR_BASE(cq, p.cq), struct soft_cq, base)->ring,
+				 1, &wc), 0);
+	/* the piece ends: the Local Invalidate completes */
+	rr_soft_place_end(p.sq);
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	REQUIRE_EQ(t.rc, 0);
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 1);
+	CHECK_EQ(wc.wr_id, 9);
+	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	/* the next piece through the window is refused */
+	CHECK_EQ(rr_soft_place_begin(p.sq, RR_OP_WRITE, stag, to + 512, mem + 512, 512), -ENOENT);
+	rpcrdma_mw_free(mw);
 	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
 	fz_pair_down(&p);
 }

@@ -81,6 +81,14 @@ int rr_ddp_txmsg_untagged(struct rr_ddp_txmsg *m, uint8_t op, uint32_t qn, uint3
 	return txmsg_init(m, iov, iovcnt);
 }
 
+void rr_ddp_txmsg_rebase(struct rr_ddp_txmsg *m, const struct iovec *iov, unsigned iovcnt)
+{
+	m->iov = iov;
+	m->iovcnt = iovcnt;
+	m->iov_idx = 0;
+	m->iov_off = 0;
+}
+
 static uint16_t ddp_ctrl(bool tagged, bool last, uint8_t op)
 {
 	return (uint16_t)((tagged ? RR_DDP_T : 0) | (last ? RR_DDP_L : 0) |
@@ -343,7 +351,6 @@ static int rx_header(struct rr_ddp_rx *rx)
 	enum rr_rx_code c;
 
 	rx->placed = 0;
-	rx->drop = false;
 	if (rx->tagged) {
 		rx->stag = rr_get_be32(rx->hdr + 4);
 		rx->to = rr_get_be64(rx->hdr + 8);
@@ -515,10 +522,7 @@ size_t rr_ddp_rx_want(struct rr_ddp_rx *rx, uint8_t **dst)
 		n = rx->body_need - rx->body_have;
 		break;
 	case RR_RX_PAYLOAD:
-		if (rx->tagged && rx->drop) {
-			*dst = rx->scratch;
-			n = RR_MIN(sizeof(rx->scratch), (size_t)(rx->seg_len - rx->placed));
-		} else if (rx->tagged) {
+		if (rx->tagged) {
 			*dst = rx->tdst + rx->placed;
 			n = rx->seg_len - rx->placed;
 		} else {
@@ -542,21 +546,6 @@ size_t rr_ddp_rx_want(struct rr_ddp_rx *rx, uint8_t **dst)
 	}
 	rx->want_ptr = *dst;
 	return n;
-}
-
-bool rr_ddp_rx_placing(const struct rr_ddp_rx *rx, uint8_t **dst, size_t *left)
-{
-	if (rx->state != RR_RX_PAYLOAD || !rx->tagged || rx->drop)
-		return false;
-	*dst = rx->tdst + rx->placed;
-	*left = rx->seg_len - rx->placed;
-	return true;
-}
-
-void rr_ddp_rx_drop_placement(struct rr_ddp_rx *rx)
-{
-	if (rx->state == RR_RX_PAYLOAD && rx->tagged)
-		rx->drop = true;
 }
 
 int rr_ddp_rx_advance(struct rr_ddp_rx *rx, size_t n, struct rr_ddp_event *ev)
@@ -613,6 +602,22 @@ int rr_ddp_rx_advance(struct rr_ddp_rx *rx, size_t n, struct rr_ddp_event *ev)
 	return 0;
 }
 
+/* A copy of tagged payload at the current position (rx->placed) made by
+ * the parser itself: through ops->place when there is one (it may refuse:
+ * the memory was invalidated since the header was checked). 0 or the
+ * negative errno of the Terminate. */
+static int rx_place(struct rr_ddp_rx *rx, uint8_t *dst, const uint8_t *src, size_t n)
+{
+	enum rr_rx_code c;
+
+	if (!rx->ops->place) {
+		memcpy(dst, src, n);
+		return 0;
+	}
+	c = rx->ops->place(rx->ctx, rx->op, rx->stag, rx->to + rx->placed, dst, src, n);
+	return c == RR_RXC_OK ? 0 : rx_die_code(rx, c);
+}
+
 /* Bulk path of rr_ddp_rx_feed: a whole DDP header is in @p (@avail bytes,
  * at least RR_HDR_UNTAGGED) at the start of a segment. The header is taken
  * in one copy and checked by the same rx_ctrl / rx_header as byte-wise
@@ -648,13 +653,16 @@ static int rx_bulk(struct rr_ddp_rx *rx, const uint8_t *p, size_t avail, size_t 
 		return 0;
 	if (rx->tagged) {
 		dst = rx->tdst;
+		r = rx_place(rx, dst, p + hl, rx->seg_len);
+		if (r < 0)
+			return r;
 	} else {
 		if (rx->uidx >= rx->uiovcnt ||
 		    rx->uiov[rx->uidx].iov_len - rx->uoff < rx->seg_len)
 			return 0; /* spans receive SGEs: the general path */
 		dst = (uint8_t *)rx->uiov[rx->uidx].iov_base + rx->uoff;
+		memcpy(dst, p + hl, rx->seg_len);
 	}
-	memcpy(dst, p + hl, rx->seg_len);
 	memcpy(rx->trailer, p + hl + rx->seg_len, tl);
 	if (rx->crc) {
 		rx->crc_state = rr_crc32c_update(rx->crc_state, dst, rx->seg_len);
@@ -688,7 +696,13 @@ int rr_ddp_rx_feed(struct rr_ddp_rx *rx, const uint8_t *data, size_t len, size_t
 		if (!w)
 			return rx->err ? rx->err : -EPROTO;
 		c = RR_MIN(w, len - *used);
-		memcpy(dst, data + *used, c);
+		if (rx->state == RR_RX_PAYLOAD && rx->tagged) {
+			r = rx_place(rx, dst, data + *used, c);
+			if (r)
+				return r;
+		} else {
+			memcpy(dst, data + *used, c);
+		}
 		*used += c;
 		r = rr_ddp_rx_advance(rx, c, ev);
 		if (r)

@@ -69,6 +69,11 @@ int rr_ddp_txmsg_tagged(struct rr_ddp_txmsg *m, uint8_t op, uint32_t stag, uint6
 			const struct iovec *iov, unsigned iovcnt);
 int rr_ddp_txmsg_untagged(struct rr_ddp_txmsg *m, uint8_t op, uint32_t qn, uint32_t msn,
 			  uint32_t inv_stag, const struct iovec *iov, unsigned iovcnt);
+/* The rest of @m's payload, from byte m->done on, is now at @iov
+ * (@iovcnt entries, at least total - done bytes; borrowed as in
+ * rr_ddp_txmsg_tagged): a sender that copies a payload piecewise into a
+ * bounce buffer points the message at each copy. */
+void rr_ddp_txmsg_rebase(struct rr_ddp_txmsg *m, const struct iovec *iov, unsigned iovcnt);
 /* Builds the next FPDU of @m into @f (which must stay in place while its iov
  * is in use). Returns 1 when an FPDU was built, 0 when the message is done
  * (a zero-length message yields one FPDU). */
@@ -110,6 +115,16 @@ struct rr_ddp_rx_ops {
 	 * at @mo and checks the length). */
 	enum rr_rx_code (*untagged)(void *ctx, uint32_t msn, uint32_t mo, uint32_t len,
 				    bool last, const struct iovec **iov, unsigned *iovcnt);
+	/* Optional (NULL: memcpy). Every copy the parser makes itself of
+	 * tagged payload (input given to rr_ddp_rx_feed) goes through it: @n
+	 * bytes from @src to @dst, which is where the payload at Tagged Offset
+	 * @to of @stag lands (segment opcode @op). The callee checks that the
+	 * memory may still be written (an STag can be invalidated while its
+	 * segment arrives) and copies, or returns why not: the parser then
+	 * terminates as for that verdict at header time. Bytes the caller
+	 * reads in place itself (rr_ddp_rx_want) it checks itself. */
+	enum rr_rx_code (*place)(void *ctx, uint8_t op, uint32_t stag, uint64_t to, uint8_t *dst,
+				 const uint8_t *src, size_t n);
 };
 
 enum rr_ddp_ev_type {
@@ -165,9 +180,6 @@ struct rr_ddp_rx {
 	uint32_t seg_len;  /* payload bytes in this segment */
 	uint32_t placed;
 	uint8_t *tdst;
-	bool drop;         /* the rest of this tagged payload is not placed
-			      (rr_ddp_rx_drop_placement): read into scratch */
-	uint8_t scratch[512];
 	const struct iovec *uiov;
 	unsigned uiovcnt, uidx;
 	size_t uoff;
@@ -197,14 +209,6 @@ int rr_ddp_rx_advance(struct rr_ddp_rx *rx, size_t n, struct rr_ddp_event *ev);
  * end; *@used tells how much. Same returns as rr_ddp_rx_advance. */
 int rr_ddp_rx_feed(struct rr_ddp_rx *rx, const uint8_t *data, size_t len, size_t *used,
 		   struct rr_ddp_event *ev);
-/* Where the current tagged segment's payload still goes: true with
- * [*@dst, *@dst + *@left) while a tagged payload is being placed. */
-bool rr_ddp_rx_placing(const struct rr_ddp_rx *rx, uint8_t **dst, size_t *left);
-/* The memory the current tagged segment is placed into went away (it was
- * deregistered while the payload arrived): the rest of that payload is
- * read into a scratch buffer and dropped; the segment is otherwise parsed,
- * checked and reported as usual. No effect outside a tagged payload. */
-void rr_ddp_rx_drop_placement(struct rr_ddp_rx *rx);
 /* The upper layer rejects the segment just reported (e.g. a Read Request's
  * source STag, an IRD overflow, an Invalidate STag): builds the Terminate for
  * it and stops the parser. Returns the negative errno now in rx->err. */

@@ -17,6 +17,7 @@
 #include "rdma/soft/rx.h"
 #include "rdma/soft/sock.h"
 #include "rdma/soft/srq.h"
+#include "rdma/soft/tx.h"
 
 /* --------------------------------------------------------- context -- */
 
@@ -54,6 +55,8 @@ int rr_soft_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_env 
 	}
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->cq_lock, NULL);
+	pthread_mutex_init(&c->place_lock, NULL);
+	pthread_cond_init(&c->place_cv, NULL);
 	r = rr_mrt_init(&c->mrt, env, 16);
 	if (r) {
 		rr_free(env, c);
@@ -77,6 +80,8 @@ void rr_soft_close(struct rr_context *base)
 	rr_mrt_fini(&c->mrt);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->cq_lock);
+	pthread_mutex_destroy(&c->place_lock);
+	pthread_cond_destroy(&c->place_cv);
 	rr_free(c->env, c);
 }
 
@@ -244,6 +249,7 @@ int rr_soft_rereg_mr(struct rr_mr *mr, const struct rpcrdma_mr_attr *attr)
 	mr_region(c, attr, &reg);
 	r = rr_mrt_rereg(&c->mrt, &stag, &reg);
 	if (!r) {
+		rr_soft_place_fence(c, mr->lkey);   /* the old STag's pieces end */
 		mr->lkey = mr->rkey = stag;
 		mr->to = reg.base_to;
 		mr_revoke(mr);   /* still the old attributes (rdma.c copies after) */
@@ -258,6 +264,7 @@ int rr_soft_dereg_mr(struct rr_mr *mr)
 
 	if (r)
 		return r;
+	rr_soft_place_fence(c, mr->lkey);   /* its pieces end, none skips a check */
 	mr_revoke(mr);
 	rr_free(c->env, RR_CONTAINER_OF(mr, struct soft_mr, base));
 	return 0;
@@ -285,6 +292,7 @@ int rr_soft_dealloc_mw(struct rr_mw *mw)
 	struct soft_ctx *c = sctx(mw->pd->ctx);
 
 	rr_mrt_mw_free(&c->mrt, mw->rkey);
+	rr_soft_place_fence(c, mw->rkey); /* a bound window's pieces end */
 	rr_free(c->env, RR_CONTAINER_OF(mw, struct soft_mw, base));
 	return 0;
 }
@@ -302,6 +310,7 @@ static void soft_destroy_qp_mem(struct soft_qp *qp)
 	rr_free_pages(env, qp->rq, sizeof(*qp->rq) * qp->rq_cap);
 	rr_free(env, qp->stage);
 	rr_free(env, qp->place_buf);
+	rr_free(env, qp->bnc);
 	rr_free(env, qp->fpdu);
 	rr_free(env, qp->biov);
 	rr_free_pages(env, qp->irq, sizeof(*qp->irq) * qp->irq_cap);

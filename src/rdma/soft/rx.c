@@ -3,8 +3,10 @@
  * draft-talpey-rdma-commit-00 sections 3.2 and 5): the receive queue, the
  * parse loop that reads the socket into place or into the stage and feeds
  * the sans-I/O DDP parser (ddp.c), the placement callbacks that check every
- * tagged access against the STag table before a byte lands (durable memory
- * through pwrite, never the mapping), one handler per message (Send, Send
+ * tagged access against the STag table before a byte lands, at its header
+ * and again for every piece of its payload (the placement fence of tx.c:
+ * an invalidation cuts a segment being placed; durable memory through
+ * pwrite, never the mapping), one handler per message (Send, Send
  * With Invalidate, Read Response, Read Request, Commit Request, Commit
  * Response, the peer's Terminate), our Terminate when the stream fails, the
  * QP's connection and error states, and what receiving does when memory a
@@ -142,25 +144,49 @@ static enum rr_rx_code rx_dst(struct soft_qp *qp, const struct rr_mrt_ref *ref, 
  * its registration costs a Terminate on this connection (bounds), not a
  * SIGBUS in the process (draft-talpey-rdma-commit section 4; docs/security.md
  * "Durable regions"). */
-static enum rr_rx_code rx_place_durable(struct soft_qp *qp)
+static enum rr_rx_code rx_place_durable(struct soft_qp *qp, const struct rr_ddp_event *ev)
 {
 	struct stat st;
 	uint64_t end = qp->rxd.off + qp->rxd.len;
+	enum rr_rx_code code = RR_RXC_OK;
 	size_t done = 0;
+	int r;
 
 	qp->rxd.on = false;
+	/* the file is written now: the STag must still be valid now (a
+	 * fence of an invalidation waits for this write) */
+	r = rr_soft_place_begin(qp, ev->op, ev->stag, ev->to, NULL, qp->rxd.len);
+	if (r)
+		return mrt_code(r);
 	if (fstat(qp->rxd.fd, &st) < 0 || st.st_size < 0 || (uint64_t)st.st_size < end)
-		return RR_RXC_BOUNDS;   /* past the end of the file */
-	while (done < qp->rxd.len) {
+		code = RR_RXC_BOUNDS;   /* past the end of the file */
+	while (code == RR_RXC_OK && done < qp->rxd.len) {
 		ssize_t n = pwrite(qp->rxd.fd, qp->place_buf + done, qp->rxd.len - done,
 				   (off_t)(qp->rxd.off + done));
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return RR_RXC_CATASTROPHIC;
-		done += (size_t)n;
+			code = RR_RXC_CATASTROPHIC;
+		else
+			done += (size_t)n;
 	}
+	rr_soft_place_end(qp);
+	return code;
+}
+
+/* A piece of tagged payload the parser copies from the stage
+ * (rr_ddp_rx_ops.place): checked and copied under the placement fence. */
+static enum rr_rx_code rx_place(void *ctx, uint8_t op, uint32_t stag, uint64_t to, uint8_t *dst,
+				const uint8_t *src, size_t n)
+{
+	struct soft_qp *qp = ctx;
+	int r = rr_soft_place_begin(qp, op, stag, to, qp->rxd.on ? NULL : dst, n);
+
+	if (r)
+		return mrt_code(r);
+	memcpy(dst, src, n);
+	rr_soft_place_end(qp);
 	return RR_RXC_OK;
 }
 
@@ -177,6 +203,7 @@ static enum rr_rx_code rx_tagged(void *ctx, uint8_t op, uint32_t stag, uint64_t 
 
 	RR_UNUSED(last);
 	qp->rxd.on = false;
+	qp->place_gen = rr_soft_place_gen(qp->ctx); /* before the check */
 	if (op == RR_OP_WRITE) {
 		if (len == 0)
 			return RR_RXC_OK; /* zero-length Write: nothing to place (as siw) */
@@ -239,7 +266,8 @@ static enum rr_rx_code rx_untagged(void *ctx, uint32_t msn, uint32_t mo, uint32_
 	return RR_RXC_OK;
 }
 
-static const struct rr_ddp_rx_ops soft_rx_ops = {.tagged = rx_tagged, .untagged = rx_untagged};
+static const struct rr_ddp_rx_ops soft_rx_ops = {.tagged = rx_tagged, .untagged = rx_untagged,
+						 .place = rx_place};
 
 /* -------------------------------------------------------- messages -- */
 
@@ -279,6 +307,9 @@ static enum rr_rx_code rx_send_inv(struct soft_qp *qp, const struct rr_ddp_event
 
 	if (r)
 		return r == -EPERM ? RR_RXC_PD : mrt_code(r);
+	/* (a window is bound to this QP, whose segments are ordered before
+	 * this Send: none is being placed; the fence keeps the rule local) */
+	rr_soft_place_fence(qp->ctx, ev->inv_stag);
 	atomic_fetch_add_explicit(&soft_counters.remote_invs, 1, memory_order_relaxed);
 	wc->flags |= RPCRDMA_WC_WITH_INV;
 	wc->invalidated_stag = ev->inv_stag;
@@ -412,7 +443,7 @@ static int rx_event(struct soft_qp *qp, struct rr_ddp_event *ev)
 	switch (ev->type) {
 	case RR_EV_TAGGED:
 		if (qp->rxd.on)
-			code = rx_place_durable(qp);
+			code = rx_place_durable(qp, ev);
 		if (code == RR_RXC_OK && ev->op == RR_OP_READ_RESP)
 			code = rx_read_resp(qp, ev);
 		break;
@@ -475,11 +506,12 @@ enum rx_fast {
 
 /* The fast waiter's read of @v (rx_lock held, released while it sleeps):
  * @dst/@len is where a payload lands directly (a revoke of that memory
- * waits for the read). Nobody else reads the socket or touches the stage
- * and the parser while fast_rd (qp_rx skips); a close waits for it
- * (rr_soft_fast_quiesce). */
+ * waits for the read); @piece: it is a piece of a tagged payload that
+ * passed rr_soft_place_begin, ended here as soon as the read returns.
+ * Nobody else reads the socket or touches the stage and the parser while
+ * fast_rd (qp_rx skips); a close waits for it (rr_soft_fast_quiesce). */
 static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned cnt, uint8_t *dst,
-				 size_t len, ssize_t *n)
+				 size_t len, bool piece, ssize_t *n)
 {
 	int mode;
 
@@ -498,10 +530,14 @@ static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned c
 	    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST)) {
 		atomic_store(&qp->rcq->fast_blocked, 0);
 		qp->fast_rd = false;
+		if (piece)
+			rr_soft_place_end(qp);
 		return RX_FAST_LEAVE;
 	}
 	pthread_mutex_unlock(&qp->rx_lock);
 	*n = rr_soft_sock_readv_fast(qp, v, cnt, mode);
+	if (piece)
+		rr_soft_place_end(qp); /* before any lock: a fence may wait */
 	pthread_mutex_lock(&qp->rx_lock);
 	atomic_store(&qp->rcq->fast_blocked, 0);
 	qp->fast_rd = false;
@@ -531,6 +567,7 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 		size_t w;
 		struct iovec v[2];
 		unsigned cnt;
+		bool piece = false;
 		ssize_t n;
 		int r;
 
@@ -570,6 +607,19 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			v[0] = (struct iovec){dst, w};
 			v[1] = (struct iovec){qp->stage, SOFT_STAGE_TAIL};
 			cnt = 2;
+			if (qp->rx.tagged) {
+				/* registered memory: its STag checked again for
+				 * this piece (an invalidation since the header
+				 * cuts the rest of the segment) */
+				r = rr_soft_place_begin(qp, qp->rx.op, qp->rx.stag,
+							qp->rx.to + qp->rx.placed,
+							qp->rxd.on ? NULL : dst, w);
+				if (r) {
+					rr_ddp_rx_fail(&qp->rx, mrt_code(r));
+					goto failed;
+				}
+				piece = true;
+			}
 		} else {
 			/* headers: a bounded look-ahead, so that a large payload
 			 * behind them is read in place, not copied from here */
@@ -580,7 +630,8 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			enum rx_fast f;
 
 			fast = false;
-			f = rx_read_fast(qp, v, cnt, cnt == 2 ? dst : NULL, cnt == 2 ? w : 0, &n);
+			f = rx_read_fast(qp, v, cnt, cnt == 2 ? dst : NULL, cnt == 2 ? w : 0, piece,
+					 &n);
 			if (f == RX_FAST_LEAVE)
 				return 0;
 			if (f == RX_FAST_KILLED)
@@ -589,6 +640,8 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 				continue; /* failed meanwhile: the bytes are void */
 		} else {
 			n = rr_soft_sock_readv(qp->obj.fd, v, cnt);
+			if (piece)
+				rr_soft_place_end(qp);
 		}
 		if (n == -EAGAIN)
 			return 0;
@@ -704,8 +757,6 @@ int rr_soft_set_commit(struct rr_qp *base, bool enable)
 /* rx.h. Caller holds no lock of @qp. */
 void rr_soft_qp_revoke(struct soft_qp *qp, uintptr_t lo, uintptr_t hi)
 {
-	uint8_t *d;
-	size_t left;
 	bool killed = false;
 
 	pthread_mutex_lock(&qp->rx_lock);
@@ -717,14 +768,10 @@ void rr_soft_qp_revoke(struct soft_qp *qp, uintptr_t lo, uintptr_t hi)
 		pthread_cond_wait(&qp->fast_cv, &qp->rx_lock);
 		qp->revoke_waiters--;
 	}
-	if (!qp->fast_rd) {
-		/* the parser is ours: the rest of a segment bound for the
-		 * range is dropped (it was valid when it began) */
-		if (rr_ddp_rx_placing(&qp->rx, &d, &left) && range_hits(d, left, lo, hi))
-			rr_ddp_rx_drop_placement(&qp->rx);
-		if (qp->rxd.on && range_hits(qp->rxd.va, qp->rxd.len, lo, hi))
-			qp->rxd.on = false;
-	}
+	/* The rest of a tagged segment bound for the range (its STag is gone
+	 * from the table already): its next piece, or the pwrite of a durable
+	 * one, finds the STag invalid (rr_soft_place_begin) and the peer gets
+	 * the Terminate an invalid STag gets at header time, as from siw. */
 	pthread_mutex_lock(&qp->tx_lock);
 	if (qp->state == QPS_RTS && rr_soft_tx_needs(qp, lo, hi)) {
 		rr_soft_tx_revoke(qp);

@@ -65,6 +65,9 @@
 #define SOFT_ACCEPT_BATCH 32
 #define SOFT_BATCH_FPDUS 64
 #define SOFT_BATCH_IOV 1024
+/* The bounce buffer of durable Read Responses (qp->bnc): at most this many
+ * payload bytes of them per batch. */
+#define SOFT_BOUNCE (256u * 1024u)
 /* A batch that is one untagged FPDU of at most this many bytes on the wire
  * is copied into one buffer and sent with send(2) (RPCRDMA_SOFT_TXCOPY
  * overrides, 0 = never): cheaper than the kernel importing a 3-entry iovec
@@ -181,6 +184,19 @@ struct soft_ctx {
 	/* rr_context_interrupt was used: the owner's CQ waits may end early,
 	 * so CM events pushed to the context's channels interrupt them too */
 	atomic_bool cm_intr;
+	/* The placement fence (tx.c rr_soft_place_*): the QPs writing a piece
+	 * of a tagged payload into registered memory right now (each under
+	 * its STag, qp->place_stag), so that an invalidation can wait for the
+	 * pieces through its STag that passed their check before it.
+	 * place_lock is a leaf (the STag table's lock is taken under it).
+	 * place_gen counts the STags invalidated or freed (every fence adds
+	 * one, under place_lock): a segment whose STag was checked at a
+	 * generation still current needs no new check for its next piece. */
+	pthread_mutex_t place_lock;
+	pthread_cond_t place_cv;     /* a piece ended and a fence waits */
+	unsigned place_waiters;
+	struct soft_qp *placing;     /* qp->place_next, qp->place_prev */
+	_Atomic uint64_t place_gen;
 	/* CLOCK_MONOTONIC_COARSE resolution when the default environment's
 	 * clock is in use (leases and wait deadlines read the cheap coarse
 	 * clock then); 0: always the environment's clock */
@@ -364,6 +380,13 @@ struct soft_qp {
 		uint8_t *va;             /* where it is mapped */
 		uint32_t len;
 	} rxd;
+	/* a piece of a tagged payload being written now (ctx->place_lock):
+	 * the STag it passed the check through, 0: none */
+	uint32_t place_stag;
+	struct soft_qp *place_next, *place_prev; /* ctx->placing */
+	/* ctx->place_gen read before the current tagged segment's STag was
+	 * last checked (rx_lock; compared under ctx->place_lock) */
+	uint64_t place_gen;
 	struct soft_rqe *rq;
 	uint32_t rq_cap, rq_head, rq_count;
 	/* a shared receive queue instead (rx_lock): the Receive taken for the
@@ -404,6 +427,17 @@ struct soft_qp {
 	uint8_t term_fpdu[RR_TERM_FPDU_MAX];
 	size_t term_len;
 	uint8_t txcopy[SOFT_TX_COPY_MAX]; /* a small untagged FPDU, whole */
+	/* The payload of a Read Response from durable (file-backed) memory
+	 * is copied from the file with pread into this bounce buffer
+	 * (SOFT_BOUNCE bytes, on first use), a batch at a time, and sent and
+	 * CRC'd from there: never read through the mapping (a file that
+	 * shrank would fault). bnc_used: bytes of it the batch being built
+	 * holds; bnc_end: the message offset up to which the current
+	 * message's payload is in it (valid while bnc_ok). */
+	uint8_t *bnc;
+	size_t bnc_used;
+	size_t bnc_end;
+	bool bnc_ok;
 	uint64_t last_inline_ns;
 	/* fast wait (rx_lock): fast_ok: the socket blocks (O_NONBLOCK off,
 	 * SO_RCVTIMEO set; every other call passes MSG_DONTWAIT); fast_rd: a

@@ -6,11 +6,16 @@
  * the send queue, ORD-limited and fenced), segmenting it into FPDUs with the
  * sans-I/O DDP segmenter, writing batches of them (a small untagged FPDU in
  * one copy), completing and flushing the send queue, sending a Terminate,
- * and what transmitting does when memory it still needs is deregistered
- * (rr_soft_tx_revoke). Bytes go out through sock.c. */
+ * what transmitting does when memory it still needs is deregistered
+ * (rr_soft_tx_revoke), and the placement fence that lets an invalidation
+ * wait for the receive side's pieces through its STag (rr_soft_place_*).
+ * Read Responses from durable (file-backed) memory are copied from the
+ * file with pread into a bounce buffer, never read through the mapping.
+ * Bytes go out through sock.c. */
 #include "rdma/soft/tx.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "rdma/soft/cq.h"
 #include "rdma/soft/rdmap.h"
@@ -349,21 +354,77 @@ static void tx_fail_term(struct soft_qp *qp, uint8_t ecode)
 	qp->term_fatal = true;
 }
 
-/* Whether the file of a Read Response's durable source still holds the
- * bytes from @done on: they are read from its mapping (the MPA CRC is
- * computed in this process), and a mapping past the end of its file faults
- * (SIGBUS). Checked when the response starts and before each batch of its
- * FPDUs is built; the file shrinking under a registration that a peer may
- * read costs that peer a Terminate (Base or bounds), never a signal
- * (docs/security.md "Durable regions"). */
-static bool tx_irq_src_ok(const struct soft_irqe *e, uint32_t done)
+/* Whether the file of a Read Response's durable source holds the bytes
+ * asked for when the response starts (the peer gets a Terminate, Base or
+ * bounds, before any byte when not). The bytes are then copied from the
+ * file batch by batch (tx_bounce), never read through the mapping, which
+ * faults (SIGBUS) past the end of a file that shrank (docs/security.md
+ * "Durable regions"). */
+static bool tx_irq_src_ok(const struct soft_irqe *e)
 {
 	struct stat st;
 	uint64_t end = e->doff + e->len;
 
-	if (!e->durable || e->commit || done >= e->len)
+	if (!e->durable || e->commit)
 		return true;
 	return fstat(e->dfd, &st) == 0 && st.st_size >= 0 && (uint64_t)st.st_size >= end;
+}
+
+static _Atomic(rr_soft_durable_hook_fn) durable_hook;
+
+void rr_soft_test_set_durable_hook(rr_soft_durable_hook_fn fn)
+{
+	atomic_store(&durable_hook, fn);
+}
+
+/* Before the next FPDU of the durable Read Response @e (the active
+ * message) is built: its payload from qp->msg.done on must be in the bounce
+ * buffer. When it is not, as much of it as this batch's share of the
+ * bounce holds (whole FPDUs) is copied from the file now with pread, and
+ * the message is pointed at the copy: the CRC is computed over, and the
+ * socket sent from, the same bytes, which no truncation can take away. 1:
+ * build the FPDU; 0: no room left in this batch (send it first); -1: the
+ * file no longer holds the bytes (it shrank): the Terminate (RDMAP, Remote
+ * Protection Error, Base or bounds) follows what is batched and the message
+ * ends (tx_lock held). */
+_Static_assert(SOFT_BOUNCE >= RR_ULPDU_MAX, "the bounce holds an FPDU's payload");
+
+static int tx_bounce(struct soft_qp *qp, struct soft_irqe *e)
+{
+	size_t done = qp->msg.done, left = qp->msg.total - done;
+	size_t pay = rr_ddp_seg_payload(RR_HDR_TAGGED, qp->fpdu_max);
+	size_t next = RR_MIN(left, pay), room = SOFT_BOUNCE - qp->bnc_used, n, got = 0;
+	rr_soft_durable_hook_fn hook;
+
+	if (!left || (qp->bnc_ok && done + next <= qp->bnc_end))
+		return 1;
+	n = left <= room ? left : room - room % pay;
+	if (n < next)
+		return 0;   /* never with an empty batch: SOFT_BOUNCE >= pay */
+	hook = atomic_load(&durable_hook);
+	if (hook)
+		hook(qp);
+	while (got < n) {
+		ssize_t k = pread(e->dfd, qp->bnc + qp->bnc_used + got, n - got,
+				  (off_t)(e->doff + done + got));
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	if (got < n) {
+		qp->msg_active = false;
+		tx_fail_term(qp, RR_RDMAP_EC_BOUNDS);
+		return -1;
+	}
+	e->iov0 = (struct iovec){qp->bnc + qp->bnc_used, n};
+	rr_ddp_txmsg_rebase(&qp->msg, &e->iov0, 1);
+	qp->bnc_used += n;
+	qp->bnc_end = done + n;
+	qp->bnc_ok = true;
+	return 1;
 }
 
 /* Starts the Commit Response to the peer's Commit Request @e (draft 3.2.3:
@@ -423,11 +484,20 @@ static bool tx_start_read_resp(struct soft_qp *qp, struct soft_irqe *e)
 		e->durable = ref.durable;
 		e->dfd = ref.durable_fd;
 		e->doff = ref.durable_offset;
-		if (!tx_irq_src_ok(e, 0)) {
+		if (!tx_irq_src_ok(e)) {
 			tx_fail_term(qp, RR_RDMAP_EC_BOUNDS);
 			return false;
 		}
+		if (e->durable && !qp->bnc) {
+			qp->bnc = rr_alloc(qp->ctx->env, SOFT_BOUNCE);
+			if (!qp->bnc) {
+				/* no memory to copy it through: not served */
+				tx_fail_term(qp, RR_RDMAP_EC_UNSPECIFIED);
+				return false;
+			}
+		}
 	}
+	qp->bnc_ok = false;
 	e->iov0 = (struct iovec){e->src, e->len};
 	qp->msg_is_irq = true;
 	qp->msg_active = true;
@@ -463,6 +533,8 @@ static bool tx_pick(struct soft_qp *qp)
 		switch (w->op) {
 		case RPCRDMA_WR_LOCAL_INV:
 			r = rr_mrt_invalidate(&qp->ctx->mrt, w->stag, &qp->pd->base, NULL);
+			if (!r) /* a segment being placed through it is cut */
+				rr_soft_place_fence(qp->ctx, w->stag);
 			w->status = r ? RPCRDMA_WC_LOC_PROT_ERR : RPCRDMA_WC_SUCCESS;
 			if (!r)
 				atomic_fetch_add_explicit(&soft_counters.local_invs, 1,
@@ -568,9 +640,7 @@ void rr_soft_qp_tx_locked(struct soft_qp *qp)
 				return;
 			}
 			if (n < 0) {
-				/* reset, or EFAULT: memory that can no longer be
-				 * read (a durable region's file shrank): never
-				 * retried, the QP ends */
+				/* reset: never retried, the QP ends */
 				qp->last_err = (int)n;
 				rr_soft_qp_error_tx_locked(qp, NULL);
 				return;
@@ -618,20 +688,24 @@ void rr_soft_qp_tx_locked(struct soft_qp *qp)
 				rr_soft_qp_error_tx_locked(qp, NULL);
 			return;
 		}
-		if (qp->msg_active && qp->msg_is_irq &&
-		    !tx_irq_src_ok(&qp->irq[ring_idx(qp->irq_head, qp->irq_sent, qp->irq_cap)],
-				   (uint32_t)qp->msg.done)) {
-			/* its file shrank since the last batch: the rest is
-			 * not sent (what is batched may fail with EFAULT) */
-			qp->msg_active = false;
-			tx_fail_term(qp, RR_RDMAP_EC_BOUNDS);
-		}
+		qp->bnc_used = 0;   /* a new batch: the bounce is free */
+		qp->bnc_ok = false;
 		while (nf < SOFT_BATCH_FPDUS && qp->bcnt + RR_FPDU_MAX_IOV <= SOFT_BATCH_IOV) {
 			struct rr_fpdu *f = &qp->fpdu[nf];
 			int r;
 
 			if (!qp->msg_active && !tx_pick(qp))
 				break;
+			if (qp->msg_is_irq) {
+				struct soft_irqe *e =
+					&qp->irq[ring_idx(qp->irq_head, qp->irq_sent, qp->irq_cap)];
+
+				r = e->durable && !e->commit ? tx_bounce(qp, e) : 1;
+				if (r == 0)
+					break;
+				if (r < 0)
+					continue; /* the Terminate: nothing more is picked */
+			}
 			r = rr_ddp_tx_next(&qp->msg, qp->crc, qp->fpdu_max, f);
 			if (r == 1) {
 				memcpy(qp->biov + qp->bcnt, f->iov, sizeof(*f->iov) * f->iovcnt);
@@ -692,6 +766,15 @@ bool rr_soft_tx_needs(struct soft_qp *qp, uintptr_t lo, uintptr_t hi)
 	    iov_hits(qp->msg.iov + qp->msg.iov_idx, qp->msg.iovcnt - qp->msg.iov_idx,
 		     qp->msg.iov_off, lo, hi))
 		return true;
+	if (qp->msg_active && qp->msg_is_irq) {
+		/* a durable Read Response is sent from the bounce buffer, its
+		 * rest still read from the registration's file */
+		const struct soft_irqe *e = &qp->irq[ring_idx(qp->irq_head, qp->irq_sent, qp->irq_cap)];
+
+		if (e->durable && !e->commit && qp->msg.done < e->len &&
+		    range_hits(e->src + qp->msg.done, e->len - qp->msg.done, lo, hi))
+			return true;
+	}
 	for (uint32_t i = qp->sq_next; i < qp->sq_count; i++) {
 		struct soft_wqe *w = sq_at(qp, i);
 
@@ -764,4 +847,86 @@ void rr_soft_tx_revoke(struct soft_qp *qp)
 		qp->term_pending = false;
 	}
 	rr_soft_qp_error_tx_locked(qp, NULL);
+}
+
+/* --------------------------------------------- the placement fence -- */
+
+int rr_soft_place_begin(struct soft_qp *qp, uint8_t op, uint32_t stag, uint64_t to,
+			const uint8_t *dst, size_t n)
+{
+	struct soft_ctx *c = qp->ctx;
+	bool write = op == RR_OP_WRITE;
+	struct rr_mrt_ref ref;
+	int r;
+
+	pthread_mutex_lock(&c->place_lock);
+	/* No fence since the segment's STag was last checked (the generation
+	 * was read before that check): an invalidation not fenced yet will
+	 * wait for this piece, listed below; the segment's range holds the
+	 * piece's. Else checked now, under place_lock: a fence that takes it
+	 * after the invalidation either finds this piece listed, or this check
+	 * saw the STag invalid. */
+	r = 0;
+	if (qp->place_gen != atomic_load(&c->place_gen)) {
+		r = rr_mrt_check(&c->mrt, stag, to, n,
+				 write ? RPCRDMA_ACCESS_REMOTE_WRITE
+				       : RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE,
+				 &qp->pd->base, write ? &qp->base : NULL, &ref);
+		if (!r && dst && !ref.durable && ref.ptr != dst)
+			r = -EFAULT;
+		if (!r)
+			qp->place_gen = atomic_load(&c->place_gen);
+	}
+	if (!r) {
+		qp->place_stag = stag;
+		qp->place_prev = NULL;
+		qp->place_next = c->placing;
+		if (c->placing)
+			c->placing->place_prev = qp;
+		c->placing = qp;
+	}
+	pthread_mutex_unlock(&c->place_lock);
+	return r;
+}
+
+void rr_soft_place_end(struct soft_qp *qp)
+{
+	struct soft_ctx *c = qp->ctx;
+
+	pthread_mutex_lock(&c->place_lock);
+	if (qp->place_prev)
+		qp->place_prev->place_next = qp->place_next;
+	else
+		c->placing = qp->place_next;
+	if (qp->place_next)
+		qp->place_next->place_prev = qp->place_prev;
+	qp->place_next = qp->place_prev = NULL;
+	qp->place_stag = 0;
+	if (c->place_waiters)
+		pthread_cond_broadcast(&c->place_cv);
+	pthread_mutex_unlock(&c->place_lock);
+}
+
+uint64_t rr_soft_place_gen(struct soft_ctx *c)
+{
+	return atomic_load(&c->place_gen);
+}
+
+void rr_soft_place_fence(struct soft_ctx *c, uint32_t stag)
+{
+	pthread_mutex_lock(&c->place_lock);
+	atomic_fetch_add(&c->place_gen, 1); /* every segment checks again */
+	for (;;) {
+		struct soft_qp *q = c->placing;
+
+		while (q && q->place_stag != stag)
+			q = q->place_next;
+		if (!q)
+			break;
+		/* a read or a copy in progress, holding no lock: it ends */
+		c->place_waiters++;
+		pthread_cond_wait(&c->place_cv, &c->place_lock);
+		c->place_waiters--;
+	}
+	pthread_mutex_unlock(&c->place_lock);
 }

@@ -29,4 +29,39 @@ bool rr_soft_tx_end_batch(struct soft_qp *qp);
  * far as the socket takes it now, and the QP ends. */
 void rr_soft_tx_revoke(struct soft_qp *qp);
 
+/* The placement fence (docs/security.md "The lifetime rule"; as siw, which
+ * checks the STag for every piece it places, siw_check_mem). A piece is
+ * what one read or one copy writes of a tagged payload (RDMA Write, Read
+ * Response) into registered memory. rr_soft_place_begin checks [@to, @to +
+ * @n) of @stag (opcode @op: a Write through the remote-write right on @qp,
+ * a Read Response into a local sink) just before the piece is written to
+ * @dst (NULL for durable memory, which is written with pwrite) and returns
+ * 0 or the STag table's negative errno (-EFAULT: the STag names other
+ * memory than @dst): on 0 the piece is in progress until
+ * rr_soft_place_end, and the caller writes it, holding no lock and taking
+ * none until it calls rr_soft_place_end. rr_soft_place_fence is called
+ * after an STag was invalidated or freed (Local Invalidate, Send With
+ * Invalidate, a window freed) and before that is reported complete: it
+ * waits until no piece through @stag that passed its check is in progress,
+ * so that afterwards not one more byte lands through it. ctx->place_lock
+ * is a leaf: any lock may be held by the caller of any of the three. */
+int rr_soft_place_begin(struct soft_qp *qp, uint8_t op, uint32_t stag, uint64_t to,
+			const uint8_t *dst, size_t n);
+void rr_soft_place_end(struct soft_qp *qp);
+void rr_soft_place_fence(struct soft_ctx *c, uint32_t stag);
+/* The fence generation, read (into qp->place_gen) just before a segment's
+ * STag is checked at its header: its pieces need no check of their own
+ * until a fence (any STag) comes after that read. Every path that makes an
+ * STag invalid (invalidation, deregistration, re-registration, a window
+ * freed) calls rr_soft_place_fence afterwards. */
+uint64_t rr_soft_place_gen(struct soft_ctx *c);
+
+/* Test hook: run with tx_lock held just before the payload of a durable
+ * Read Response is copied from its file for the batch being built (the
+ * point where a file shrinking under the response must cost a Terminate,
+ * never a signal). Not used by the library; NULL: none (one atomic load per
+ * copy). Process-wide. */
+typedef void (*rr_soft_durable_hook_fn)(struct soft_qp *qp);
+void rr_soft_test_set_durable_hook(rr_soft_durable_hook_fn fn);
+
 #endif
