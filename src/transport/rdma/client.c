@@ -267,14 +267,16 @@ static void cl_turn(struct tp_ep *ep)
 
 static const struct tp_ep_ops cl_ops = {.on_cm = cl_on_cm, .after = cl_after, .turn = cl_turn};
 
-/* Frees the client's connections (lock held, dropped meanwhile), waits
- * until no drain holds the client, and takes it off its loop. */
+/* Frees the client's connections (lock held, dropped meanwhile) once no
+ * upcall of its loop runs any more (one may still read a Reply in a
+ * Receive buffer of the connection), waits until no drain holds the
+ * client, and takes it off its loop. */
 static void cl_release_all(struct rr_tp_client *c)
 {
 	struct tp_conn *cn = c->conn;
 
 	c->conn = NULL;
-	c->ep.stop = true;
+	tp_ep_quiesce(&c->ep);
 	pthread_mutex_unlock(&c->ep.lock);
 	if (cn) {
 		cn->dead = true;

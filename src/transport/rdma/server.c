@@ -114,6 +114,22 @@ static int make_shards(struct rr_tp_server *s)
 	return 0;
 }
 
+/* The test hook of destroy (tp.h), called with the shard's lock held: it
+ * runs without it. */
+static void destroy_hook(struct tp_shard *sh, int phase)
+{
+	struct rr_tp_server *s = sh->srv;
+	unsigned i = 0;
+
+	if (!s->destroy_hook)
+		return;
+	while (i < s->nshards && s->shards[i] != sh)
+		i++;
+	pthread_mutex_unlock(&sh->ep.lock);
+	s->destroy_hook(s->destroy_hook_arg, phase, i);
+	pthread_mutex_lock(&sh->ep.lock);
+}
+
 /* Takes the shard's connections down and frees it (no API call comes any
  * more; the listener is gone). */
 static void shard_free(struct tp_shard *sh)
@@ -132,6 +148,11 @@ static void shard_free(struct tp_shard *sh)
 			rr_conn_down(cn->sess);
 			tp_cq_want(cn, false);
 		}
+		/* An upcall the loop runs now (a sent upcall calling
+		 * rr_tp_server_done, a handler answering) still uses its
+		 * request and connection: it returns before they go. */
+		destroy_hook(sh, RR_TP_DESTROY_WAIT_LOOP);
+		tp_ep_quiesce(&sh->ep);
 		tp_sv_sent_upcalls(sh);
 		tp_sv_bc_upcalls(sh);
 		while (sh->conns || sh->ep.grave) {
@@ -148,6 +169,7 @@ static void shard_free(struct tp_shard *sh)
 			tp_conn_release(cn);
 			pthread_mutex_lock(&sh->ep.lock);
 		}
+		destroy_hook(sh, RR_TP_DESTROY_RELEASED);
 		while (sh->ep.pins)
 			(void)rr_engine_wait(&sh->ep.cond, &sh->ep.lock, NULL);
 		pthread_mutex_unlock(&sh->ep.lock);
@@ -489,6 +511,21 @@ uint32_t rr_tp_server_rrep_waiting(struct rr_tp_server *s)
 		pthread_mutex_unlock(&sh->ep.lock);
 	}
 	return n;
+}
+
+void rr_tp_server_destroy_hook(struct rr_tp_server *s, rr_tp_destroy_hook_fn fn, void *arg)
+{
+	s->destroy_hook = fn;
+	s->destroy_hook_arg = arg;
+}
+
+unsigned rr_tp_server_listen_loop(struct rr_tp_server *s)
+{
+	unsigned i = 0;
+
+	while (i < rr_engine_nloops() && rr_engine_loop(i) != s->ep.loop)
+		i++;
+	return i;
 }
 
 void rr_tp_server_cut(struct rr_tp_server *s)

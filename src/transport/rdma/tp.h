@@ -351,6 +351,19 @@ uint32_t rr_tp_server_rrep_live(struct rr_tp_server *s);
 uint32_t rr_tp_server_rrep_waiting(struct rr_tp_server *s);
 /* Tests: cut every connection (as a network failure would). */
 void rr_tp_server_cut(struct rr_tp_server *s);
+/* Tests: @fn(@arg, phase, loop) is called by rr_tp_server_destroy, on its
+ * thread and with no lock of the server held, when the shard of engine
+ * loop @loop (rr_engine_loop), its connections marked dead, starts waiting
+ * for the upcalls that loop is running (RR_TP_DESTROY_WAIT_LOOP), and when
+ * it has freed its connections (RR_TP_DESTROY_RELEASED): a test holding an
+ * upcall on that loop lets it go at either and so meets destroy at a known
+ * step. Set before destroy. */
+enum { RR_TP_DESTROY_WAIT_LOOP = 1, RR_TP_DESTROY_RELEASED = 2 };
+typedef void (*rr_tp_destroy_hook_fn)(void *arg, int phase, unsigned loop);
+void rr_tp_server_destroy_hook(struct rr_tp_server *s, rr_tp_destroy_hook_fn fn, void *arg);
+/* Tests: the engine loop the listener is on (destroy needs it to run
+ * before any shard is taken down; a test holding a loop holds another). */
+unsigned rr_tp_server_listen_loop(struct rr_tp_server *s);
 
 /* Push mode, responder. 0 when @req's connection negotiated RDMA Commit,
  * -EOPNOTSUPP when not, -ENOTCONN when it is gone. */

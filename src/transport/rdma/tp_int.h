@@ -240,7 +240,8 @@ struct tp_ep {
 	unsigned closing_asked;
 	struct tp_ep *touched_next;      /* a drain's list (its consumer's) */
 	bool touched;
-	unsigned pins;           /* in a drain's list: not freed before 0 */
+	unsigned pins;           /* in a drain's list, or in its turn: not
+				    freed before 0 (tp_ep_quiesce) */
 };
 
 /* A push-mode operation of the client, waited for by its caller (push.c). */
@@ -353,6 +354,8 @@ struct rr_tp_server {
 				      connections (reply_mem_total) */
 	atomic_uint_fast64_t expo_seq;  /* ids of exposed push-mode regions */
 	struct rr_listen_stats lstats_gone;   /* of the listener stop destroyed */
+	rr_tp_destroy_hook_fn destroy_hook;   /* tests (rr_tp_server_destroy_hook) */
+	void *destroy_hook_arg;
 };
 
 static inline struct tp_shard *tp_shard_of(struct tp_ep *ep)
@@ -414,6 +417,12 @@ int tp_ep_init_like(struct tp_ep *ep, const struct tp_ep *like, struct rr_loop *
 /* Runs on @ep's loop: nothing of @ep runs there after (its kick and timer
  * off). */
 void tp_ep_detach(struct tp_ep *ep);
+/* Destroy's first wait (lock held, dropped meanwhile): no after-work and
+ * no turn of @ep starts any more, and those running on a loop (their
+ * upcalls, which run without the lock and may still use a connection and
+ * its requests) have returned. Its connections are freed only after. Not
+ * on a thread inside @ep's own after-work or turn. */
+void tp_ep_quiesce(struct tp_ep *ep);
 void tp_ep_fini(struct tp_ep *ep);
 void tp_abs_deadline(struct timespec *ts, uint32_t ms);
 /* What we advertise (RFC 8797 block + extension block). */
