@@ -570,6 +570,99 @@ TEST(xprt_pipe_destroy_waits_for_running_sent_upcall)
 	psrv_fini(&s);
 }
 
+/* The same on the requester's side: a completion upcall held on the
+ * client's loop (it reads the Reply, which lies in a Receive buffer of the
+ * connection) while rr_tp_client_destroy runs; destroy must wait for it
+ * before it frees the connection. */
+struct hcl {
+	struct rr_th_cl c;   /* first: the upcall's ctx */
+	pthread_t destroyer;
+	bool hold;
+	int held_loop;       /* -1: none held yet */
+	unsigned phase;      /* the hook's first word for that loop */
+	bool reply_ok;       /* the held upcall read its Reply whole */
+};
+
+static void hcl_complete(void *ctx, struct rr_conn_rpc *r)
+{
+	struct hcl *h = ctx;
+	struct pcall *p = RR_CONTAINER_OF(r, struct pcall, r);
+
+	pthread_mutex_lock(&h->c.lock);
+	if (h->hold && !pthread_equal(pthread_self(), h->destroyer) && this_loop() >= 0) {
+		h->hold = false;
+		h->held_loop = this_loop();
+		pthread_cond_broadcast(&h->c.cond);
+		while (!h->phase)
+			pthread_cond_wait(&h->c.cond, &h->c.lock);
+		/* freed memory once the connection went: not read then */
+		CHECK(h->phase != RR_TP_DESTROY_RELEASED);
+		if (h->phase != RR_TP_DESTROY_RELEASED)
+			h->reply_ok = !r->status && r->reply && r->reply_len >= 12 &&
+				      rr_get_be32(r->reply) == r->xid &&
+				      rr_get_be32(r->reply + 4) == 1;
+	}
+	p->completions++;
+	h->c.done++;
+	pthread_cond_broadcast(&h->c.cond);
+	pthread_mutex_unlock(&h->c.lock);
+}
+
+static void hcl_destroy_hook(void *arg, int phase, unsigned loop)
+{
+	struct hcl *h = arg;
+
+	pthread_mutex_lock(&h->c.lock);
+	if ((int)loop == h->held_loop && !h->phase) {
+		h->phase = (unsigned)phase;
+		pthread_cond_broadcast(&h->c.cond);
+	}
+	pthread_mutex_unlock(&h->c.lock);
+}
+
+TEST(xprt_pipe_client_destroy_waits_for_running_complete_upcall)
+{
+	struct psrv s;
+	struct hcl h;
+	struct rr_tp_conf cc;
+	struct pcall *p;
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	port = psrv_start(&s, 16);
+	REQUIRE(port > 0);
+	rr_tp_conf_default(&cc);
+	cc.ext_caps = 0;
+	cc.connect_timeout_ms = 3000;
+	cc.no_reconnect = true;
+	REQUIRE_EQ(rr_th_cl_start(&h.c, &cc, port, hcl_complete), 0);  /* zeroes h.c */
+	h.destroyer = pthread_self();
+	h.held_loop = -1;
+	h.phase = 0;
+	h.reply_ok = false;
+	pthread_mutex_lock(&h.c.lock);
+	h.hold = true;
+	pthread_mutex_unlock(&h.c.lock);
+	rr_tp_client_destroy_hook(h.c.tp, hcl_destroy_hook, &h);
+	/* an inline Reply (in the Receive buffer) for a loop-run upcall */
+	p = pcall_new(0xc000, 100, 8);
+	REQUIRE_EQ(rr_tp_client_submit(h.c.tp, &p->r), 0);
+	pthread_mutex_lock(&h.c.lock);
+	while (h.held_loop < 0)
+		pthread_cond_wait(&h.c.cond, &h.c.lock);
+	pthread_mutex_unlock(&h.c.lock);
+	/* the Reply stays lent to the upcall: destroy takes it back */
+	rr_th_cl_stop(&h.c);
+	CHECK_EQ(h.phase, RR_TP_DESTROY_WAIT_LOOP);
+	CHECK(h.reply_ok);
+	CHECK_EQ(p->completions, 1);
+	free(p->sinkbuf);
+	free(p);
+	rr_tp_server_destroy(s.tp);
+	psrv_fini(&s);
+}
+
 /* ---- the public RPC API with inline handlers ---- */
 #define PIPE_PROG 0x20000377u
 

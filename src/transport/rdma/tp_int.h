@@ -274,6 +274,8 @@ struct rr_tp_client {
 	struct rr_conn_rpc *done, **done_tail;   /* completed, upcall pending */
 	bool destroying;
 	bool waiter;            /* a caller thread is receiving (rr_tp_client_wait) */
+	rr_tp_destroy_hook_fn destroy_hook;   /* tests (rr_tp_client_destroy_hook) */
+	void *destroy_hook_arg;
 	struct rr_conn_rpc *wait_for; /* submit reserved the waiter role for it */
 	struct tp_push_op *pushes;  /* push-mode operations in flight */
 	uint32_t push_seq;
