@@ -186,22 +186,7 @@ int rr_soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct 
 	id->deadline_ns = deadline(c, id->timeout_ms);
 	rr_mpa_parser_init(&id->parser, true);
 	rr_cm_id_init(base, &id->base, user_ctx, qpb, false); /* before events */
-	/* The TCP handshake is often over when connect returns (loopback):
-	 * the MPA Request goes now, not after a wake-up of the progress
-	 * thread (one thread hand-off less on the way to the first Call);
-	 * else (or if none of it went) the thread sends it. A failure after
-	 * a part went shows as the socket's error in the wait for the Reply. */
-	if (rr_soft_sock_connected_now(fd)) {
-		struct iovec v = {id->out, id->out_len};
-		ssize_t w = rr_soft_sock_writev(fd, &v, 1);
-
-		if (w > 0) {
-			if ((size_t)w < id->out_len)
-				(void)rr_soft_sock_write_all(fd, id->out + w, id->out_len - (size_t)w);
-			id->state = IDS_AWAIT_REP;
-		}
-	}
-	rr_soft_obj_add(c, &id->obj, id->state == IDS_AWAIT_REP ? EPOLLIN : EPOLLOUT | EPOLLIN);
+	rr_soft_obj_add(c, &id->obj, EPOLLOUT | EPOLLIN);
 	pthread_mutex_unlock(&c->lock);
 	rr_soft_wake(c);
 	*out = &id->base;

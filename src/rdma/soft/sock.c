@@ -294,13 +294,6 @@ int rr_soft_sock_error(int fd)
 	return -err;
 }
 
-bool rr_soft_sock_connected_now(int fd)
-{
-	struct pollfd p = {fd, POLLOUT, 0};
-
-	return poll(&p, 1, 0) == 1 && p.revents == POLLOUT && rr_soft_sock_error(fd) == 0;
-}
-
 int rr_soft_sock_name(int fd, struct sockaddr_storage *ss, bool peer)
 {
 	socklen_t l = sizeof(*ss);

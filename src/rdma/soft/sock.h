@@ -52,9 +52,6 @@ int rr_soft_sock_open(struct soft_ctx *c, int family);
 int rr_soft_sock_connect(int fd, const struct sockaddr *dst, socklen_t dstlen);
 /* The error a connect in progress ended with: 0 or -errno (SO_ERROR). */
 int rr_soft_sock_error(int fd);
-/* Whether a non-blocking connect on @fd has already completed without
- * error (loopback: often by the time connect returns); never waits. */
-bool rr_soft_sock_connected_now(int fd);
 /* The local (or with @peer the remote) address of @fd: 0 or -errno. */
 int rr_soft_sock_name(int fd, struct sockaddr_storage *ss, bool peer);
 

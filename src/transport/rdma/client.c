@@ -336,50 +336,6 @@ static void cl_free(struct rr_tp_client *c)
 	rr_free(env, c);
 }
 
-/* The first connection of a new client is up or failed (lock held,
- * dropped meanwhile), within connect_timeout_ms + 1 s. A thread of its
- * own reads the port's CM channel itself and handles the client's events
- * here: the establishment costs no hand-off to the loop and back (two
- * thread wake-ups of the connect + first call). The channel is shared by
- * the port's endpoints: while this thread reads it the loop does not, and
- * this thread hands the others' events as the loop would; read by the
- * loop (or another creator) now, this thread waits for the client's turn
- * (its cond). Slices of 1 ms doubling to 64 bound each wait. On the loop's
- * own thread, or when the application drives progress, the loop brings
- * them. */
-static void cl_wait_connected(struct rr_tp_client *c)
-{
-	uint64_t end = rr_now_ns(NULL) + ((uint64_t)c->ep.conf.connect_timeout_ms + 1000) * 1000000u;
-	bool self = !rr_engine_app_driven() && !tp_on_progress_thread(&c->ep);
-	struct timespec ts;
-	int slice = 1;
-
-	tp_abs_deadline(&ts, c->ep.conf.connect_timeout_ms + 1000);
-	while (c->connect_status == 1) {
-		if (self) {
-			bool polled;
-
-			pthread_mutex_unlock(&c->ep.lock);
-			polled = tp_port_poll_events(c->ep.port, slice, &c->ep);
-			pthread_mutex_lock(&c->ep.lock);
-			tp_ep_handle_events(&c->ep);
-			if (!polled && c->connect_status == 1) {
-				/* the loop (or another) reads it: it hands ours */
-				struct timespec t;
-
-				tp_abs_deadline(&t, (uint32_t)slice);
-				(void)rr_engine_wait(&c->ep.cond, &c->ep.lock, &t);
-			}
-			slice = RR_MIN(slice * 2, 64);
-			if (c->connect_status == 1 && rr_now_ns(NULL) >= end)
-				c->connect_status = -ETIMEDOUT;
-			continue;
-		}
-		if (rr_engine_wait(&c->ep.cond, &c->ep.lock, &ts) == ETIMEDOUT)
-			c->connect_status = -ETIMEDOUT;
-	}
-}
-
 int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *addr,
 			socklen_t addrlen, rr_tp_complete_fn complete, void *ctx,
 			struct rr_tp_client **out)
@@ -387,6 +343,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	const struct rpcrdma_env *env = rr_env(conf->env);
 	struct rr_conn_config cfg;
 	struct rr_tp_client *c;
+	struct timespec ts;
 	int rc;
 
 	*out = NULL;
@@ -423,8 +380,14 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 		cl_free(c);
 		return rc;
 	}
+	tp_abs_deadline(&ts, c->ep.conf.connect_timeout_ms + 1000);
 	pthread_mutex_lock(&c->ep.lock);
-	cl_wait_connected(c);
+	while (c->connect_status == 1) {
+		if (rr_engine_wait(&c->ep.cond, &c->ep.lock, &ts) == ETIMEDOUT) {
+			c->connect_status = -ETIMEDOUT;
+			break;
+		}
+	}
 	rc = c->connect_status;
 	if (rc)
 		c->destroying = true;

@@ -38,14 +38,13 @@ static void ev_refuse(const struct rpcrdma_cm_event *ev)
 	}
 }
 
-/* tp_ev_hand; with no turn posted when the endpoint is @self (its own
- * thread handles it next, tp_port_poll_events). */
-static bool ev_hand(const struct rpcrdma_cm_event *ev, const struct tp_ep *self)
+bool tp_ev_hand(struct tp_port *p, const struct rpcrdma_cm_event *ev)
 {
 	struct tp_conn *cn = ev->user_ctx;
 	struct tp_ev *e = NULL;
 	struct tp_ep *ep;
 
+	(void)p;
 	if (!cn) {
 		ev_refuse(ev);   /* nobody's: a listener going away */
 		return false;
@@ -79,16 +78,10 @@ static bool ev_hand(const struct rpcrdma_cm_event *ev, const struct tp_ep *self)
 	}
 	/* posted under evq_lock: never after the endpoint left its loop
 	 * (its events are then dropped by tp_ep_fini) */
-	if (!ep->detached && ep != self)
+	if (!ep->detached)
 		rr_loop_post(ep->loop, &ep->kick);
 	pthread_mutex_unlock(&ep->evq_lock);
 	return e != NULL;
-}
-
-bool tp_ev_hand(struct tp_port *p, const struct rpcrdma_cm_event *ev)
-{
-	(void)p;
-	return ev_hand(ev, NULL);
 }
 
 struct tp_ev *tp_ep_take_events(struct tp_ep *ep)
@@ -127,9 +120,12 @@ void tp_ev_free(struct tp_ep *ep, struct tp_ev *e)
 	pthread_mutex_unlock(&ep->evq_lock);
 }
 
-/* Hands what @p's channel has, up to a batch (@self: ev_hand). */
-static void ch_take(struct tp_port *p, const struct tp_ep *self)
+/* The channel is readable (on the port's loop). */
+static void ch_ready(struct rr_loop_src *src, uint32_t events)
 {
+	struct tp_port *p = RR_CONTAINER_OF(src, struct tp_port, ch_src);
+
+	(void)events;
 	for (int i = 0; i < PORT_CM_BATCH; i++) {
 		struct rpcrdma_cm_event ev;
 		int rc;
@@ -137,57 +133,11 @@ static void ch_take(struct tp_port *p, const struct tp_ep *self)
 		pthread_mutex_lock(&p->cm_lock);
 		rc = rpcrdma_cm_get_event(p->ch, &ev);
 		if (rc == 0)
-			(void)ev_hand(&ev, self);
+			(void)tp_ev_hand(p, &ev);
 		pthread_mutex_unlock(&p->cm_lock);
 		if (rc)
 			break;
 	}
-}
-
-/* The channel is readable (on the port's loop). Held by a caller, it is
- * not watched until the caller lets go (its events are handed by it). */
-static void ch_ready(struct rr_loop_src *src, uint32_t events)
-{
-	struct tp_port *p = RR_CONTAINER_OF(src, struct tp_port, ch_src);
-
-	(void)events;
-	pthread_mutex_lock(&p->lock);
-	if (p->ch_caller) {
-		p->ch_missed = true;
-		(void)rr_loop_mod(p->loop, &p->ch_src, 0);
-		pthread_mutex_unlock(&p->lock);
-		return;
-	}
-	p->ch_busy = true;
-	pthread_mutex_unlock(&p->lock);
-	ch_take(p, NULL);
-	pthread_mutex_lock(&p->lock);
-	p->ch_busy = false;
-	pthread_mutex_unlock(&p->lock);
-}
-
-bool tp_port_poll_events(struct tp_port *p, int ms, const struct tp_ep *self)
-{
-	struct pollfd pfd = {rpcrdma_cm_channel_fd(p->ch), POLLIN, 0};
-
-	pthread_mutex_lock(&p->lock);
-	if (p->ch_caller || p->ch_busy) {
-		pthread_mutex_unlock(&p->lock);
-		return false;
-	}
-	p->ch_caller = true;
-	pthread_mutex_unlock(&p->lock);
-	if (poll(&pfd, 1, ms) > 0)
-		ch_take(p, self);
-	pthread_mutex_lock(&p->lock);
-	p->ch_caller = false;
-	if (p->ch_missed) {
-		/* level-triggered: what came meanwhile is seen at once */
-		p->ch_missed = false;
-		(void)rr_loop_mod(p->loop, &p->ch_src, EPOLLIN);
-	}
-	pthread_mutex_unlock(&p->lock);
-	return true;
 }
 
 void tp_port_id_destroy(struct tp_conn *cn)

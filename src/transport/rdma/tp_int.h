@@ -118,10 +118,6 @@ struct tp_port {
 	unsigned refs;
 	struct rr_loop_task gc;      /* frees the CQs left without connection */
 	struct tp_port *next;
-	/* the channel's reader, one at a time (lock): its loop, or a thread
-	 * waiting for its own connection (tp_port_poll_events), while which
-	 * the loop, finding it held, stops watching it (missed) */
-	bool ch_caller, ch_busy, ch_missed;
 };
 
 /* A CM event handed to its endpoint's loop (its connection's slots, or
@@ -407,13 +403,6 @@ void tp_ep_handle_events(struct tp_ep *ep);
 void tp_ev_free(struct tp_ep *ep, struct tp_ev *e);
 /* Hands @ev (taken from a port's channel) to its endpoint's loop. */
 bool tp_ev_hand(struct tp_port *p, const struct rpcrdma_cm_event *ev);
-/* A thread other than @p's loop waits for a CM event: it takes the
- * channel's reader role, waits up to @ms for it to be readable, hands
- * what is there (tp_ev_hand) as the loop would, except that the events of
- * @self, whose thread handles them itself next, post no turn; and lets go.
- * False (at once) when the loop or another thread reads it now: they hand
- * it. */
-bool tp_port_poll_events(struct tp_port *p, int ms, const struct tp_ep *self);
 
 /* ep.c */
 uint64_t tp_now_ns(const struct tp_ep *ep);
