@@ -17,6 +17,11 @@
 /* A shard's ticks: session timers (stalled Sends, reliable-reply expiry),
  * the idle sweep, memory trimming, while it has connections. */
 #define SV_TICK_NS 100000000ull
+/* Turns come with every kick (a CM event, a request done on a dead
+ * connection...): the walk over every connection's timers runs at most
+ * this often, not once per kick (with 1,000 connections each new one's
+ * events cost 1,000 session ticks otherwise). */
+#define SV_TIMERS_NS 10000000ull
 
 /* Received Calls to the upper layer, without the shard's lock. */
 static void sv_deliver(struct tp_shard *sh)
@@ -56,12 +61,22 @@ static void sv_turn(struct tp_ep *ep)
 {
 	struct tp_shard *sh = tp_shard_of(ep);
 
+	uint64_t now = rr_now_ns(NULL);
+	bool lost;
+
 	tp_ep_handle_events(ep);
-	for (struct tp_conn *cn = sh->conns, *nx; cn; cn = nx) {
-		nx = cn->next;
-		cn->refs++;
-		tp_sv_timers(sh, cn);
-		tp_sv_conn_put(sh, cn);
+	pthread_mutex_lock(&ep->evq_lock);
+	lost = ep->cm_lost;   /* its connection ends now, not at the next walk */
+	ep->cm_lost = false;
+	pthread_mutex_unlock(&ep->evq_lock);
+	if (now >= sh->timers_ns || lost) {
+		sh->timers_ns = now + SV_TIMERS_NS;
+		for (struct tp_conn *cn = sh->conns, *nx; cn; cn = nx) {
+			nx = cn->next;
+			cn->refs++;
+			tp_sv_timers(sh, cn);
+			tp_sv_conn_put(sh, cn);
+		}
 	}
 	sv_deliver(sh);
 	tp_sv_after_upcalls(sh);

@@ -226,6 +226,8 @@ struct tp_ep {
 	bool timer_ok;
 	pthread_mutex_t evq_lock;        /* a leaf: its CM events */
 	struct tp_ev *evq, **evq_tail;
+	bool cm_lost;                    /* (evq_lock) an event of one of its
+					    connections was lost (cn->cm_lost) */
 	bool stop;
 	bool defer;              /* server: Sends posted now may wait for the
 				    end of the batch (sv_post_deferred) */
@@ -333,6 +335,8 @@ struct tp_shard {
 	 * (tp_sv_bc_upcalls) */
 	struct rr_conn_rpc *bc_done, **bc_done_tail;
 	uint64_t idle_look_ns;     /* next idle sweep (sv_idle_sweep) */
+	uint64_t timers_ns;        /* next walk of its connections' timers
+				      (sv_turn; real time) */
 };
 
 struct rr_tp_server {
