@@ -18,6 +18,7 @@
  * memory registration otherwise, e.g. on siw). */
 #include <netdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "engine/engine.h"
@@ -27,9 +28,14 @@
 #include "transport/rdma/tp.h"
 #include "transport/xprt.h"
 
+struct rpc_wrap;
+
 struct rr_xprt_client {
 	struct rr_tp_client *tp;
 	struct rr_xprt_client_params p;
+	/* the wrapper of the last call released, kept for the next: no
+	 * allocation per call (one suffices for a synchronous caller) */
+	_Atomic(struct rpc_wrap *) spare;
 	struct rdma_bc_srv *bc;       /* its callback server (bc_serve) */
 	/* a callback client (bc_client) instead: on @srv's connection @bc_tp */
 	struct rr_tp_server *srv;
@@ -162,15 +168,36 @@ static int cl_create_verbs(const struct rr_xprt_target *t,
 	return cl_create_on(RPCRDMA_PROVIDER_VERBS, t, p, out);
 }
 
+/* A call's wrapper: the spare one, or a new one; its transport state
+ * zeroed (parts and sinks are written up to their counts). */
+static struct rpc_wrap *wrap_get(struct rr_xprt_client *x)
+{
+	struct rpc_wrap *w = atomic_exchange(&x->spare, NULL);
+
+	if (!w)
+		w = rr_alloc(rr_env(x->p.env), sizeof(*w));
+	if (w)
+		memset(&w->rpc, 0, sizeof(w->rpc));
+	return w;
+}
+
+/* @w is no longer used: kept as the spare, or freed when there is one. */
+static void wrap_put(struct rr_xprt_client *x, struct rpc_wrap *w)
+{
+	struct rpc_wrap *none = NULL;
+
+	if (!atomic_compare_exchange_strong(&x->spare, &none, w))
+		rr_free(rr_env(x->p.env), w);
+}
+
 static int cl_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 {
-	const struct rpcrdma_env *env = rr_env(x->p.env);
 	struct rpc_wrap *w;
 	int rc;
 
 	if (call->msg.nddp > RR_RPC_MAX_DDP || call->nsinks > RR_XPRT_MAX_ITEMS)
 		return -EINVAL;
-	w = rr_zalloc(env, sizeof(*w));
+	w = wrap_get(x);
 	if (!w)
 		return -ENOMEM;
 	w->call = call;
@@ -193,7 +220,7 @@ static int cl_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	rc = rr_tp_client_submit(x->tp, &w->rpc);
 	if (rc) {
 		call->xp_priv = NULL;
-		rr_free(env, w);
+		wrap_put(x, w);
 	}
 	return rc;
 }
@@ -225,7 +252,7 @@ static void cl_release(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	call->reply_buf = NULL;
 	call->reply_len = 0;
 	call->xp_priv = NULL;
-	rr_free(rr_env(x->p.env), w);
+	wrap_put(x, w);
 }
 
 static int cl_reliable_reply(struct rr_xprt_client *x)
@@ -236,6 +263,7 @@ static int cl_reliable_reply(struct rr_xprt_client *x)
 static void cl_destroy(struct rr_xprt_client *x)
 {
 	rr_tp_client_destroy(x->tp);
+	rr_free(rr_env(x->p.env), atomic_load(&x->spare));
 	rr_free(rr_env(x->p.env), x);
 }
 
