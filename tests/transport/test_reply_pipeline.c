@@ -21,6 +21,8 @@
 #include "test.h"
 
 #include <unistd.h>
+#include "engine/engine.h"
+#include "engine/loop.h"
 #include "transport/rdma/tp.h"
 #include "xprt_harness.h"
 
@@ -41,6 +43,13 @@ struct psrv {
 	unsigned fail;       /* returned < 0 */
 	bool cut_after;      /* cut the connections after this many posts */
 	unsigned cut_at;
+	/* destroy meeting a sent upcall that runs on a loop: the next one
+	 * (off the destroying thread) waits there until the destroy hook
+	 * tells the step of its loop's shard */
+	bool hold;
+	pthread_t destroyer;
+	int held_loop;       /* -1: none held yet */
+	unsigned phase;      /* the hook's first word for that loop */
 };
 
 struct pans {
@@ -59,12 +68,60 @@ static void pans_free(struct pans *a)
 	free(a);
 }
 
+/* The loop index the calling thread runs, or -1. */
+static int this_loop(void)
+{
+	struct rr_loop *l = rr_loop_current();
+
+	for (unsigned i = 0; l && i < rr_engine_nloops(); i++)
+		if (rr_engine_loop(i) == l)
+			return (int)i;
+	return -1;
+}
+
+/* s->lock held. Whether destroy had freed the connection of this upcall's
+ * request when the held upcall was let go (it must never have). */
+static bool psrv_hold(struct psrv *s)
+{
+	if (!s->hold || pthread_equal(pthread_self(), s->destroyer) || this_loop() < 0 ||
+	    (unsigned)this_loop() == rr_tp_server_listen_loop(s->tp))
+		return false;
+	s->hold = false;
+	s->held_loop = this_loop();
+	pthread_cond_broadcast(&s->cond);
+	while (!s->phase)
+		pthread_cond_wait(&s->cond, &s->lock);
+	return s->phase == RR_TP_DESTROY_RELEASED;
+}
+
+static void psrv_destroy_hook(void *arg, int phase, unsigned loop)
+{
+	struct psrv *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	if ((int)loop == s->held_loop && !s->phase) {
+		s->phase = (unsigned)phase;
+		pthread_cond_broadcast(&s->cond);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
 static void psrv_sent(void *arg, int status)
 {
 	struct pans *a = arg;
 	struct psrv *s = a->s;
 
 	pthread_mutex_lock(&s->lock);
+	if (psrv_hold(s)) {
+		/* its request and connection are freed memory now */
+		CHECK(!"destroy freed the connection under a running sent upcall");
+		s->sent_calls++;
+		pthread_mutex_unlock(&s->lock);
+		free(a->data);
+		free(a->filler);
+		free(a);
+		return;
+	}
 	a->calls++;
 	s->sent_calls++;
 	if (a->calls > 1)
@@ -146,6 +203,7 @@ static int psrv_start(struct psrv *s, unsigned credits)
 	int rc;
 
 	memset(s, 0, sizeof(*s));
+	s->held_loop = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	rr_tp_conf_default(&sc);
@@ -445,6 +503,163 @@ TEST(xprt_pipe_destroy_with_replies_in_flight)
 	}
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
 	rr_th_cl_stop(&c);
+	psrv_fini(&s);
+}
+
+/* A server destroyed while one of its loops runs a sent upcall (which
+ * calls rr_tp_server_done: the request and its connection are still in
+ * use): the upcall is held on its loop until the destroy hook tells how
+ * far destroy got on that loop's shard. Destroy must wait for the upcall
+ * before it frees the connections (RR_TP_DESTROY_WAIT_LOOP first); freeing
+ * them under it was the crash 1 run in 40-120 of the test above. */
+TEST(xprt_pipe_destroy_waits_for_running_sent_upcall)
+{
+	enum { NC = 2, N = 3 };
+	struct psrv s;
+	struct rr_th_cl c[NC];
+	struct rr_tp_conf cc;
+	struct pcall *p[NC][N];
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	port = psrv_start(&s, 16);
+	REQUIRE(port > 0);
+	if (rr_engine_nloops() < 2) {
+		/* the listener's loop must run while another is held */
+		printf("  (skipped: one progress loop; RPCRDMA_PROGRESS_THREADS=2 runs it)\n");
+		rr_tp_server_destroy(s.tp);
+		psrv_fini(&s);
+		return;
+	}
+	s.destroyer = pthread_self();
+	pthread_mutex_lock(&s.lock);
+	s.hold = true;
+	pthread_mutex_unlock(&s.lock);
+	rr_tp_server_destroy_hook(s.tp, psrv_destroy_hook, &s);
+	rr_tp_conf_default(&cc);
+	cc.ext_caps = 0;
+	cc.connect_timeout_ms = 3000;
+	cc.no_reconnect = true;
+	/* connections given round-robin: one on each of two shards */
+	for (unsigned k = 0; k < NC; k++) {
+		REQUIRE_EQ(rr_th_cl_start(&c[k], &cc, port, pcl_complete), 0);
+		for (unsigned i = 0; i < N; i++) {
+			p[k][i] = pcall_new(0xb000 + k * N + i, 20000, 8);
+			REQUIRE_EQ(rr_tp_client_submit(c[k].tp, &p[k][i]->r), 0);
+		}
+	}
+	/* untimed: a Reply's Send completes on the loop of no listener */
+	pthread_mutex_lock(&s.lock);
+	while (s.held_loop < 0)
+		pthread_cond_wait(&s.cond, &s.lock);
+	pthread_mutex_unlock(&s.lock);
+	rr_tp_server_destroy(s.tp);
+	CHECK_EQ(psrv_get(&s, &s.phase), RR_TP_DESTROY_WAIT_LOOP);
+	CHECK_EQ(psrv_get(&s, &s.sent_calls), psrv_get(&s, &s.pending));
+	CHECK_EQ(psrv_get(&s, &s.fail), 0);
+	for (unsigned k = 0; k < NC; k++) {
+		REQUIRE(rr_th_cl_wait(&c[k], N, 10000));
+		for (unsigned i = 0; i < N; i++) {
+			CHECK_EQ(p[k][i]->completions, 1);
+			pcall_free(&c[k], p[k][i]);
+		}
+		CHECK_EQ(rr_tp_client_live_stags(c[k].tp), 0);
+		rr_th_cl_stop(&c[k]);
+	}
+	psrv_fini(&s);
+}
+
+/* The same on the requester's side: a completion upcall held on the
+ * client's loop (it reads the Reply, which lies in a Receive buffer of the
+ * connection) while rr_tp_client_destroy runs; destroy must wait for it
+ * before it frees the connection. */
+struct hcl {
+	struct rr_th_cl c;   /* first: the upcall's ctx */
+	pthread_t destroyer;
+	bool hold;
+	int held_loop;       /* -1: none held yet */
+	unsigned phase;      /* the hook's first word for that loop */
+	bool reply_ok;       /* the held upcall read its Reply whole */
+};
+
+static void hcl_complete(void *ctx, struct rr_conn_rpc *r)
+{
+	struct hcl *h = ctx;
+	struct pcall *p = RR_CONTAINER_OF(r, struct pcall, r);
+
+	pthread_mutex_lock(&h->c.lock);
+	if (h->hold && !pthread_equal(pthread_self(), h->destroyer) && this_loop() >= 0) {
+		h->hold = false;
+		h->held_loop = this_loop();
+		pthread_cond_broadcast(&h->c.cond);
+		while (!h->phase)
+			pthread_cond_wait(&h->c.cond, &h->c.lock);
+		/* freed memory once the connection went: not read then */
+		CHECK(h->phase != RR_TP_DESTROY_RELEASED);
+		if (h->phase != RR_TP_DESTROY_RELEASED)
+			h->reply_ok = !r->status && r->reply && r->reply_len >= 12 &&
+				      rr_get_be32(r->reply) == r->xid &&
+				      rr_get_be32(r->reply + 4) == 1;
+	}
+	p->completions++;
+	h->c.done++;
+	pthread_cond_broadcast(&h->c.cond);
+	pthread_mutex_unlock(&h->c.lock);
+}
+
+static void hcl_destroy_hook(void *arg, int phase, unsigned loop)
+{
+	struct hcl *h = arg;
+
+	pthread_mutex_lock(&h->c.lock);
+	if ((int)loop == h->held_loop && !h->phase) {
+		h->phase = (unsigned)phase;
+		pthread_cond_broadcast(&h->c.cond);
+	}
+	pthread_mutex_unlock(&h->c.lock);
+}
+
+TEST(xprt_pipe_client_destroy_waits_for_running_complete_upcall)
+{
+	struct psrv s;
+	struct hcl h;
+	struct rr_tp_conf cc;
+	struct pcall *p;
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	port = psrv_start(&s, 16);
+	REQUIRE(port > 0);
+	rr_tp_conf_default(&cc);
+	cc.ext_caps = 0;
+	cc.connect_timeout_ms = 3000;
+	cc.no_reconnect = true;
+	REQUIRE_EQ(rr_th_cl_start(&h.c, &cc, port, hcl_complete), 0);  /* zeroes h.c */
+	h.destroyer = pthread_self();
+	h.held_loop = -1;
+	h.phase = 0;
+	h.reply_ok = false;
+	pthread_mutex_lock(&h.c.lock);
+	h.hold = true;
+	pthread_mutex_unlock(&h.c.lock);
+	rr_tp_client_destroy_hook(h.c.tp, hcl_destroy_hook, &h);
+	/* an inline Reply (in the Receive buffer) for a loop-run upcall */
+	p = pcall_new(0xc000, 100, 8);
+	REQUIRE_EQ(rr_tp_client_submit(h.c.tp, &p->r), 0);
+	pthread_mutex_lock(&h.c.lock);
+	while (h.held_loop < 0)
+		pthread_cond_wait(&h.c.cond, &h.c.lock);
+	pthread_mutex_unlock(&h.c.lock);
+	/* the Reply stays lent to the upcall: destroy takes it back */
+	rr_th_cl_stop(&h.c);
+	CHECK_EQ(h.phase, RR_TP_DESTROY_WAIT_LOOP);
+	CHECK(h.reply_ok);
+	CHECK_EQ(p->completions, 1);
+	free(p->sinkbuf);
+	free(p);
+	rr_tp_server_destroy(s.tp);
 	psrv_fini(&s);
 }
 

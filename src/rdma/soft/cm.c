@@ -208,8 +208,10 @@ static void go_rdma(struct soft_id *id, bool active)
 	qp->fast_ok = id->ctx->fast_wait && rr_soft_sock_fast_setup(fd) == 0;
 	rr_soft_qp_connected(qp, fd, &id->conn, id->commit, id->commit && !active);
 	id->state = IDS_CONNECTED;
-	/* the progress thread serves it until its consumer shows up */
+	/* the progress thread serves it until its consumer shows up; one
+	 * already attending takes it now */
 	rr_soft_qp_hand(qp, true);
+	rr_soft_balance_one(id->ctx, qp, rr_now_ns(id->ctx->env));
 }
 
 int rr_soft_accept(struct rr_cm_id *base, struct rr_qp *qpb, const struct rpcrdma_conn_param *param)

@@ -138,36 +138,43 @@ static uint64_t qp_attended_until(struct soft_qp *qp, uint64_t now)
 	return until;
 }
 
-/* Hands QPs nobody attends to the progress thread and takes attended ones
- * back from it (ctx->lock held). Returns the earliest moment a QP left
- * with its consumer could stop being attended (UINT64_MAX: none). */
+/* One connected QP of rr_soft_balance: when it must be looked at again
+ * (UINT64_MAX: not before something wakes the thread). */
+static uint64_t balance_qp(struct soft_qp *qp, uint64_t now)
+{
+	uint64_t until = qp_attended_until(qp, now);
+
+	if ((until != 0) == qp->obj.in_epoll)
+		rr_soft_qp_hand(qp, until == 0);
+	if (until == 0 && qp->obj.in_epoll) {
+		/* Handed (handed++), then look again: a waiter that entered
+		 * meanwhile (waiting++, then it looks at handed) is seen
+		 * here, or it sees handed and takes the QP back itself. No
+		 * waiter is left in epoll with its QP here and no deadline to
+		 * fix that. */
+		atomic_thread_fence(memory_order_seq_cst);
+		until = qp_attended_until(qp, now);
+		if (until != 0)
+			rr_soft_qp_hand(qp, false);
+	}
+	return until != 0 && __atomic_load_n(&qp->state, __ATOMIC_RELAXED) == QPS_RTS ? until
+										     : UINT64_MAX;
+}
+
+void rr_soft_balance_one(struct soft_ctx *c, struct soft_qp *qp, uint64_t now)
+{
+	c->bal_next = RR_MIN(c->bal_next, balance_qp(qp, now));
+}
+
 uint64_t rr_soft_balance(struct soft_ctx *c, uint64_t now)
 {
 	uint64_t next = UINT64_MAX;
 
 	for (struct soft_id *id = c->ids; id; id = id->next_all) {
-		struct soft_qp *qp = id->qp;
-		uint64_t until;
-
-		if (!qp || id->state != IDS_CONNECTED)
+		if (!id->qp || id->state != IDS_CONNECTED)
 			continue; /* rr_soft_qp_hand checks the QP state under tx_lock */
-		until = qp_attended_until(qp, now);
-		if ((until != 0) == qp->obj.in_epoll)
-			rr_soft_qp_hand(qp, until == 0);
-		if (until == 0 && qp->obj.in_epoll) {
-			/* Handed (handed++), then look again: a waiter that
-			 * entered meanwhile (waiting++, then it looks at
-			 * handed) is seen here, or it sees handed and takes
-			 * the QP back itself. No waiter is left in epoll with
-			 * its QP here and no deadline to fix that. */
-			atomic_thread_fence(memory_order_seq_cst);
-			until = qp_attended_until(qp, now);
-			if (until != 0)
-				rr_soft_qp_hand(qp, false);
-		}
-		if (until != 0 && until < next &&
-		    __atomic_load_n(&qp->state, __ATOMIC_RELAXED) == QPS_RTS)
-			next = until;
+		next = RR_MIN(next, balance_qp(id->qp, now));
 	}
+	c->bal_next = next;
 	return next;
 }

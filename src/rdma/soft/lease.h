@@ -29,5 +29,9 @@ void rr_soft_lease_check(struct soft_cq *q);
  * back from it (ctx->lock held). Returns the earliest moment a QP left
  * with its consumer could stop being attended (UINT64_MAX: none). */
 uint64_t rr_soft_balance(struct soft_ctx *c, uint64_t now);
+/* The same for one QP just connected (ctx->lock held): a consumer already
+ * attending its CQ takes it at once, without a walk over every QP. Both
+ * keep ctx->bal_next, the earliest moment a walk is due. */
+void rr_soft_balance_one(struct soft_ctx *c, struct soft_qp *qp, uint64_t now);
 
 #endif

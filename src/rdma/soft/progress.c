@@ -47,7 +47,7 @@ static void *progress_main(void *arg)
 	 * wake-up, a handshake step or a due deadline makes it look. */
 	for (;;) {
 		int n = epoll_wait(c->epfd, evs, 64, timeout);
-		bool look = false;
+		bool look = false, look_bal = false;
 		uint64_t now;
 
 		pthread_mutex_lock(&c->lock);
@@ -65,6 +65,7 @@ static void *progress_main(void *arg)
 					/* spurious */
 				}
 				look = true;
+				look_bal = true;   /* (a consumer may have left) */
 				continue;
 			}
 			if (!rr_soft_obj_live(c, o))
@@ -76,7 +77,7 @@ static void *progress_main(void *arg)
 				break;
 			case SOFT_OBJ_HANDSHAKE:
 				rr_soft_cm_handshake_ready(RR_CONTAINER_OF(o, struct soft_id, obj), evs[i].events);
-				look = true; /* maybe connected: a QP to balance */
+				look = true; /* (a QP connected: balanced there) */
 				break;
 			case SOFT_OBJ_QP: {
 				struct soft_qp *qp = RR_CONTAINER_OF(o, struct soft_qp, obj);
@@ -107,8 +108,9 @@ static void *progress_main(void *arg)
 			 * a consumer leaving meanwhile wakes the thread */
 			atomic_store(&c->sleep_until, UINT64_MAX);
 			atomic_thread_fence(memory_order_seq_cst);
-			next = rr_soft_cm_timeouts(c, now);
-			next = RR_MIN(next, rr_soft_balance(c, now));
+			if (look_bal || now >= c->bal_next)
+				(void)rr_soft_balance(c, now);
+			next = RR_MIN(rr_soft_cm_timeouts(c, now), c->bal_next);
 		}
 		timeout = sleep_ms(c, next, now);
 		atomic_store(&c->sleep_until, next);

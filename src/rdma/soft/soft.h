@@ -181,6 +181,11 @@ struct soft_ctx {
 	 * waiter, a consumed arm, a reclaim) wakes it when that is too late
 	 * for the CQ's lease (rr_soft_lease_check). */
 	_Atomic uint64_t sleep_until;
+	/* (lock) When a QP's lease must be looked at next (rr_soft_balance;
+	 * a wake-up of the thread looks at once): a handshake step is not a
+	 * walk over every connected QP (the one it connected is balanced
+	 * alone, rr_soft_balance_one). */
+	uint64_t bal_next;
 	/* rr_context_interrupt was used: the owner's CQ waits may end early,
 	 * so CM events pushed to the context's channels interrupt them too */
 	atomic_bool cm_intr;

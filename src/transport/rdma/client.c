@@ -267,14 +267,37 @@ static void cl_turn(struct tp_ep *ep)
 
 static const struct tp_ep_ops cl_ops = {.on_cm = cl_on_cm, .after = cl_after, .turn = cl_turn};
 
-/* Frees the client's connections (lock held, dropped meanwhile), waits
- * until no drain holds the client, and takes it off its loop. */
+/* The test hook of destroy (tp.h), lock held: it runs without it. */
+static void cl_destroy_hook(struct rr_tp_client *c, int phase)
+{
+	unsigned i = 0;
+
+	if (!c->destroy_hook)
+		return;
+	while (i < rr_engine_nloops() && rr_engine_loop(i) != c->ep.loop)
+		i++;
+	pthread_mutex_unlock(&c->ep.lock);
+	c->destroy_hook(c->destroy_hook_arg, phase, i);
+	pthread_mutex_lock(&c->ep.lock);
+}
+
+void rr_tp_client_destroy_hook(struct rr_tp_client *c, rr_tp_destroy_hook_fn fn, void *arg)
+{
+	c->destroy_hook = fn;
+	c->destroy_hook_arg = arg;
+}
+
+/* Frees the client's connections (lock held, dropped meanwhile) once no
+ * upcall of its loop runs any more (one may still read a Reply in a
+ * Receive buffer of the connection), waits until no drain holds the
+ * client, and takes it off its loop. */
 static void cl_release_all(struct rr_tp_client *c)
 {
 	struct tp_conn *cn = c->conn;
 
 	c->conn = NULL;
-	c->ep.stop = true;
+	cl_destroy_hook(c, RR_TP_DESTROY_WAIT_LOOP);
+	tp_ep_quiesce(&c->ep);
 	pthread_mutex_unlock(&c->ep.lock);
 	if (cn) {
 		cn->dead = true;
@@ -290,6 +313,7 @@ static void cl_release_all(struct rr_tp_client *c)
 		tp_conn_release(cn);
 		pthread_mutex_lock(&c->ep.lock);
 	}
+	cl_destroy_hook(c, RR_TP_DESTROY_RELEASED);
 	while (c->ep.pins)
 		(void)rr_engine_wait(&c->ep.cond, &c->ep.lock, NULL);
 	pthread_mutex_unlock(&c->ep.lock);

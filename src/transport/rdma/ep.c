@@ -104,13 +104,33 @@ bool tp_on_progress_thread(const struct tp_ep *ep)
 	return ep->loop && rr_loop_on_runner(ep->loop);
 }
 
-/* The endpoint's turn on its loop: posted (tp_ep_kick), or its timer. */
+/* Lock held: a pin of @ep goes (tp_ep_quiesce waits for the last). */
+static void ep_unpin(struct tp_ep *ep)
+{
+	if (--ep->pins == 0)
+		pthread_cond_broadcast(&ep->cond);
+}
+
+/* The endpoint's turn on its loop: posted (tp_ep_kick), or its timer.
+ * Pinned: its upcalls run without the lock, and destroy must not free the
+ * connections they use meanwhile. */
 static void ep_turn(struct tp_ep *ep)
 {
 	pthread_mutex_lock(&ep->lock);
-	if (!ep->stop && ep->ops->turn)
+	if (!ep->stop && ep->ops->turn) {
+		ep->pins++;
 		ep->ops->turn(ep);
+		ep_unpin(ep);
+	}
 	pthread_mutex_unlock(&ep->lock);
+}
+
+void tp_ep_quiesce(struct tp_ep *ep)
+{
+	ep->stop = true;   /* tp_touched_after and ep_turn start nothing */
+	pthread_cond_broadcast(&ep->cond);   /* callers waiting on it look */
+	while (ep->pins)
+		(void)rr_engine_wait(&ep->cond, &ep->lock, NULL);
 }
 
 static void ep_kick_run(struct rr_loop_task *t)

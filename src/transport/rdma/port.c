@@ -67,7 +67,7 @@ bool tp_ev_hand(struct tp_port *p, const struct rpcrdma_cm_event *ev)
 		if (ev->type == RPCRDMA_CM_CONNECT_REQUEST)
 			ev_refuse(ev);
 		else
-			cn->cm_lost = true;
+			cn->cm_lost = ep->cm_lost = true;
 	} else {
 		e->ev = *ev;
 		e->cn = cn;

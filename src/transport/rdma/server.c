@@ -17,6 +17,11 @@
 /* A shard's ticks: session timers (stalled Sends, reliable-reply expiry),
  * the idle sweep, memory trimming, while it has connections. */
 #define SV_TICK_NS 100000000ull
+/* Turns come with every kick (a CM event, a request done on a dead
+ * connection...): the walk over every connection's timers runs at most
+ * this often, not once per kick (with 1,000 connections each new one's
+ * events cost 1,000 session ticks otherwise). */
+#define SV_TIMERS_NS 10000000ull
 
 /* Received Calls to the upper layer, without the shard's lock. */
 static void sv_deliver(struct tp_shard *sh)
@@ -56,12 +61,22 @@ static void sv_turn(struct tp_ep *ep)
 {
 	struct tp_shard *sh = tp_shard_of(ep);
 
+	uint64_t now = rr_now_ns(NULL);
+	bool lost;
+
 	tp_ep_handle_events(ep);
-	for (struct tp_conn *cn = sh->conns, *nx; cn; cn = nx) {
-		nx = cn->next;
-		cn->refs++;
-		tp_sv_timers(sh, cn);
-		tp_sv_conn_put(sh, cn);
+	pthread_mutex_lock(&ep->evq_lock);
+	lost = ep->cm_lost;   /* its connection ends now, not at the next walk */
+	ep->cm_lost = false;
+	pthread_mutex_unlock(&ep->evq_lock);
+	if (now >= sh->timers_ns || lost) {
+		sh->timers_ns = now + SV_TIMERS_NS;
+		for (struct tp_conn *cn = sh->conns, *nx; cn; cn = nx) {
+			nx = cn->next;
+			cn->refs++;
+			tp_sv_timers(sh, cn);
+			tp_sv_conn_put(sh, cn);
+		}
 	}
 	sv_deliver(sh);
 	tp_sv_after_upcalls(sh);
@@ -114,6 +129,22 @@ static int make_shards(struct rr_tp_server *s)
 	return 0;
 }
 
+/* The test hook of destroy (tp.h), called with the shard's lock held: it
+ * runs without it. */
+static void destroy_hook(struct tp_shard *sh, int phase)
+{
+	struct rr_tp_server *s = sh->srv;
+	unsigned i = 0;
+
+	if (!s->destroy_hook)
+		return;
+	while (i < s->nshards && s->shards[i] != sh)
+		i++;
+	pthread_mutex_unlock(&sh->ep.lock);
+	s->destroy_hook(s->destroy_hook_arg, phase, i);
+	pthread_mutex_lock(&sh->ep.lock);
+}
+
 /* Takes the shard's connections down and frees it (no API call comes any
  * more; the listener is gone). */
 static void shard_free(struct tp_shard *sh)
@@ -132,6 +163,11 @@ static void shard_free(struct tp_shard *sh)
 			rr_conn_down(cn->sess);
 			tp_cq_want(cn, false);
 		}
+		/* An upcall the loop runs now (a sent upcall calling
+		 * rr_tp_server_done, a handler answering) still uses its
+		 * request and connection: it returns before they go. */
+		destroy_hook(sh, RR_TP_DESTROY_WAIT_LOOP);
+		tp_ep_quiesce(&sh->ep);
 		tp_sv_sent_upcalls(sh);
 		tp_sv_bc_upcalls(sh);
 		while (sh->conns || sh->ep.grave) {
@@ -148,6 +184,7 @@ static void shard_free(struct tp_shard *sh)
 			tp_conn_release(cn);
 			pthread_mutex_lock(&sh->ep.lock);
 		}
+		destroy_hook(sh, RR_TP_DESTROY_RELEASED);
 		while (sh->ep.pins)
 			(void)rr_engine_wait(&sh->ep.cond, &sh->ep.lock, NULL);
 		pthread_mutex_unlock(&sh->ep.lock);
@@ -489,6 +526,21 @@ uint32_t rr_tp_server_rrep_waiting(struct rr_tp_server *s)
 		pthread_mutex_unlock(&sh->ep.lock);
 	}
 	return n;
+}
+
+void rr_tp_server_destroy_hook(struct rr_tp_server *s, rr_tp_destroy_hook_fn fn, void *arg)
+{
+	s->destroy_hook = fn;
+	s->destroy_hook_arg = arg;
+}
+
+unsigned rr_tp_server_listen_loop(struct rr_tp_server *s)
+{
+	unsigned i = 0;
+
+	while (i < rr_engine_nloops() && rr_engine_loop(i) != s->ep.loop)
+		i++;
+	return i;
 }
 
 void rr_tp_server_cut(struct rr_tp_server *s)

@@ -87,11 +87,17 @@ static bool over_limits(struct rr_tp_server *s, const struct sockaddr_storage *p
 		return true;
 	if (!cf->max_conns_per_host || !peer)
 		return false;
+	/* fewer connections in all than one host may have (nconns counts
+	 * what the shards' lists hold): no walk over every connection of
+	 * every shard, under their locks, per connection request */
+	if (atomic_load(&s->nconns) < cf->max_conns_per_host)
+		return false;
 	for (unsigned i = 0; i < s->nshards; i++) {
 		struct tp_shard *sh = s->shards[i];
 
 		pthread_mutex_lock(&sh->ep.lock);
-		for (struct tp_conn *cn = sh->conns; cn; cn = cn->next)
+		for (struct tp_conn *cn = sh->conns; cn && same < cf->max_conns_per_host;
+		     cn = cn->next)
 			if (cn->has_peer && rr_addr_same_host(&cn->peer, peer))
 				same++;
 		pthread_mutex_unlock(&sh->ep.lock);

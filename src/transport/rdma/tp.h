@@ -219,6 +219,16 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_conn_rpc *rpc);
 /* Aborts what remains (-ECANCELED), disconnects, frees. */
 void rr_tp_client_destroy(struct rr_tp_client *c);
+/* Tests: destroy's steps, told to @fn (called on destroy's thread with no
+ * lock of the endpoint held): RR_TP_DESTROY_WAIT_LOOP when the endpoint
+ * on engine loop @loop (rr_engine_loop), its connections marked dead,
+ * starts waiting for the upcalls that loop is running, and
+ * RR_TP_DESTROY_RELEASED when it has freed its connections. A test holding
+ * an upcall on that loop lets it go at either and so meets destroy at a
+ * known step. Set before destroy. */
+enum { RR_TP_DESTROY_WAIT_LOOP = 1, RR_TP_DESTROY_RELEASED = 2 };
+typedef void (*rr_tp_destroy_hook_fn)(void *arg, int phase, unsigned loop);
+void rr_tp_client_destroy_hook(struct rr_tp_client *c, rr_tp_destroy_hook_fn fn, void *arg);
 /* Counters (a snapshot). */
 void rr_tp_client_stats(struct rr_tp_client *c, struct rr_xprt_stats *out);
 /* STags exposed for RPCs and not yet invalidated (0 when idle). */
@@ -355,6 +365,12 @@ uint32_t rr_tp_server_rrep_live(struct rr_tp_server *s);
 uint32_t rr_tp_server_rrep_waiting(struct rr_tp_server *s);
 /* Tests: cut every connection (as a network failure would). */
 void rr_tp_server_cut(struct rr_tp_server *s);
+/* Tests: rr_tp_client_destroy_hook's steps, for each shard of the server
+ * (the endpoint on @loop). */
+void rr_tp_server_destroy_hook(struct rr_tp_server *s, rr_tp_destroy_hook_fn fn, void *arg);
+/* Tests: the engine loop the listener is on (destroy needs it to run
+ * before any shard is taken down; a test holding a loop holds another). */
+unsigned rr_tp_server_listen_loop(struct rr_tp_server *s);
 
 /* Push mode, responder. 0 when @req's connection negotiated RDMA Commit,
  * -EOPNOTSUPP when not, -ENOTCONN when it is gone. */

@@ -228,6 +228,8 @@ struct tp_ep {
 	bool timer_ok;
 	pthread_mutex_t evq_lock;        /* a leaf: its CM events */
 	struct tp_ev *evq, **evq_tail;
+	bool cm_lost;                    /* (evq_lock) an event of one of its
+					    connections was lost (cn->cm_lost) */
 	bool stop;
 	bool defer;              /* server: Sends posted now may wait for the
 				    end of the batch (sv_post_deferred) */
@@ -242,7 +244,8 @@ struct tp_ep {
 	unsigned closing_asked;
 	struct tp_ep *touched_next;      /* a drain's list (its consumer's) */
 	bool touched;
-	unsigned pins;           /* in a drain's list: not freed before 0 */
+	unsigned pins;           /* in a drain's list, or in its turn: not
+				    freed before 0 (tp_ep_quiesce) */
 };
 
 /* A push-mode operation of the client, waited for by its caller (push.c). */
@@ -271,6 +274,8 @@ struct rr_tp_client {
 	struct rr_conn_rpc *done, **done_tail;   /* completed, upcall pending */
 	bool destroying;
 	bool waiter;            /* a caller thread is receiving (rr_tp_client_wait) */
+	rr_tp_destroy_hook_fn destroy_hook;   /* tests (rr_tp_client_destroy_hook) */
+	void *destroy_hook_arg;
 	struct rr_conn_rpc *wait_for; /* submit reserved the waiter role for it */
 	struct tp_push_op *pushes;  /* push-mode operations in flight */
 	uint32_t push_seq;
@@ -332,6 +337,8 @@ struct tp_shard {
 	 * (tp_sv_bc_upcalls) */
 	struct rr_conn_rpc *bc_done, **bc_done_tail;
 	uint64_t idle_look_ns;     /* next idle sweep (sv_idle_sweep) */
+	uint64_t timers_ns;        /* next walk of its connections' timers
+				      (sv_turn; real time) */
 };
 
 struct rr_tp_server {
@@ -355,6 +362,8 @@ struct rr_tp_server {
 				      connections (reply_mem_total) */
 	atomic_uint_fast64_t expo_seq;  /* ids of exposed push-mode regions */
 	struct rr_listen_stats lstats_gone;   /* of the listener stop destroyed */
+	rr_tp_destroy_hook_fn destroy_hook;   /* tests (rr_tp_server_destroy_hook) */
+	void *destroy_hook_arg;
 };
 
 static inline struct tp_shard *tp_shard_of(struct tp_ep *ep)
@@ -416,6 +425,12 @@ int tp_ep_init_like(struct tp_ep *ep, const struct tp_ep *like, struct rr_loop *
 /* Runs on @ep's loop: nothing of @ep runs there after (its kick and timer
  * off). */
 void tp_ep_detach(struct tp_ep *ep);
+/* Destroy's first wait (lock held, dropped meanwhile): no after-work and
+ * no turn of @ep starts any more, and those running on a loop (their
+ * upcalls, which run without the lock and may still use a connection and
+ * its requests) have returned. Its connections are freed only after. Not
+ * on a thread inside @ep's own after-work or turn. */
+void tp_ep_quiesce(struct tp_ep *ep);
 void tp_ep_fini(struct tp_ep *ep);
 void tp_abs_deadline(struct timespec *ts, uint32_t ms);
 /* What we advertise (RFC 8797 block + extension block). */
