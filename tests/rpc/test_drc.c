@@ -1033,6 +1033,22 @@ static uint32_t rq_xchg(struct rq *q, const uint8_t *m, size_t len, uint32_t xid
 	return reply_u32(r + at, (size_t)n - at, xid, ri);
 }
 
+/* The next message on @q, the Reply to a Call sent before (at most
+ * RR_TEST_WAIT_MS): its RPC Reply into @out (@cap bytes); its length. */
+static size_t rq_recv(struct rq *q, uint8_t *out, size_t cap)
+{
+	uint8_t r[4096];
+	uint32_t wl;
+	int n = rr_th_rogue_recv(&q->g, r, RR_TEST_WAIT_MS);
+	size_t at;
+
+	REQUIRE(n > 0);
+	at = rq_parse(r, (size_t)n, &wl);
+	REQUIRE(at > 0 && (size_t)n - at <= cap);
+	memcpy(out, r + at, (size_t)n - at);
+	return (size_t)n - at;
+}
+
 TEST(drc_rdma_retransmit_runs_once)
 {
 	static struct rq q;
@@ -1120,10 +1136,9 @@ TEST(drc_rdma_duplicate_in_progress)
 {
 	static struct rq q, q2;
 	struct rpcrdma_server *s;
-	uint8_t m[512], r[4096], r1[256], r2[256], r3[256];
-	uint32_t wl;
-	size_t l, at, n1, n2, n3;
-	int n, port;
+	uint8_t m[512], r1[256], r2[256], r3[256];
+	size_t l, n1, n2, n3;
+	int port;
 
 	if (!rr_th_soft_ok())
 		return;
@@ -1138,21 +1153,9 @@ TEST(drc_rdma_duplicate_in_progress)
 	CHECK_EQ(q2.g.npend, 0);
 	gate_open();
 	/* q2's Reply (the replay) comes now; q's own Reply as well */
-	n = rr_th_rogue_recv(&q2.g, r, RR_TEST_WAIT_MS);
-	REQUIRE(n > 0);
-	at = rq_parse(r, (size_t)n, &wl);
-	REQUIRE(at > 0);
-	n2 = (size_t)n - at;
-	REQUIRE(n2 <= sizeof(r2));
-	memcpy(r2, r + at, n2);
+	n2 = rq_recv(&q2, r2, sizeof(r2));
 	CHECK_EQ(reply_u32(r2, n2, 0x7201, 1), 1);
-	n = rr_th_rogue_recv(&q.g, r, RR_TEST_WAIT_MS);
-	REQUIRE(n > 0);
-	at = rq_parse(r, (size_t)n, &wl);
-	REQUIRE(at > 0);
-	n1 = (size_t)n - at;
-	REQUIRE(n1 <= sizeof(r1));
-	memcpy(r1, r + at, n1);
+	n1 = rq_recv(&q, r1, sizeof(r1));
 	REQUIRE_EQ(n1, n2);
 	CHECK_MEM(r1, r2, n1);
 	/* q, its Call answered, retransmits: from the cache */
