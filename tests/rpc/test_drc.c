@@ -1033,6 +1033,22 @@ static uint32_t rq_xchg(struct rq *q, const uint8_t *m, size_t len, uint32_t xid
 	return reply_u32(r + at, (size_t)n - at, xid, ri);
 }
 
+/* The next message on @q, the Reply to a Call sent before (at most
+ * RR_TEST_WAIT_MS): its RPC Reply into @out (@cap bytes); its length. */
+static size_t rq_recv(struct rq *q, uint8_t *out, size_t cap)
+{
+	uint8_t r[4096];
+	uint32_t wl;
+	int n = rr_th_rogue_recv(&q->g, r, RR_TEST_WAIT_MS);
+	size_t at;
+
+	REQUIRE(n > 0);
+	at = rq_parse(r, (size_t)n, &wl);
+	REQUIRE(at > 0 && (size_t)n - at <= cap);
+	memcpy(out, r + at, (size_t)n - at);
+	return (size_t)n - at;
+}
+
 TEST(drc_rdma_retransmit_runs_once)
 {
 	static struct rq q;
@@ -1109,13 +1125,19 @@ TEST(drc_rdma_write_chunk_reply_replayed)
 	rpcrdma_server_destroy(s);
 }
 
-/* A duplicate while the first runs, over rdma://: parked, then answered. */
+/* A duplicate while the first runs, over rdma://: parked, then answered.
+ * Credits (RFC 8166 section 3.3.1): before its first Reply a requester may
+ * have one Call outstanding. q's retransmission therefore waits for q's own
+ * Reply; sent before it (the server answers the parked duplicate on q2
+ * before it posts q's Reply, svc.c req_verdict), it would be a second Call
+ * beyond the grant of 1, and the server ends q's connection
+ * (drc_rdma_retransmit_beyond_first_credit_ends_connection). */
 TEST(drc_rdma_duplicate_in_progress)
 {
 	static struct rq q, q2;
 	struct rpcrdma_server *s;
-	uint8_t m[512], r1[256], r2[256];
-	size_t l, n1, n2;
+	uint8_t m[512], r1[256], r2[256], r3[256];
+	size_t l, n1, n2, n3;
 	int port;
 
 	if (!rr_th_soft_ok())
@@ -1130,38 +1152,57 @@ TEST(drc_rdma_duplicate_in_progress)
 	REQUIRE(wait_in_progress(s, 1));   /* parked (no answer while the gate is shut) */
 	CHECK_EQ(q2.g.npend, 0);
 	gate_open();
-	/* q2's Reply (the replay) comes now; q's own Reply as well. */
-	{
-		uint8_t r[4096];
-		uint32_t wl;
-		int n = 0;
-		size_t at;
-
-		for (unsigned t = 0; t < 100 && n == 0; t++) {
-			struct rpcrdma_wc wc[4];
-			int k = rpcrdma_cq_poll(q2.g.cq, 4, wc);
-
-			for (int i = 0; i < k; i++)
-				if (wc[i].status == RPCRDMA_WC_SUCCESS &&
-				    wc[i].opcode == RPCRDMA_WC_RECV) {
-					n = (int)wc[i].byte_len;
-					memcpy(r, q2.g.rbuf[wc[i].wr_id], (size_t)n);
-				}
-			if (!n)
-				rr_th_sleep_ms(20);
-		}
-		REQUIRE(n > 0);
-		at = rq_parse(r, (size_t)n, &wl);
-		REQUIRE(at > 0);
-		n2 = (size_t)n - at;
-		memcpy(r2, r + at, n2);
-		CHECK_EQ(reply_u32(r2, n2, 0x7201, 1), 1);
-	}
-	CHECK_EQ(rq_xchg(&q, m, l, 0x7201, 1, r1, &n1, NULL), 1);   /* from the cache */
+	/* q2's Reply (the replay) comes now; q's own Reply as well */
+	n2 = rq_recv(&q2, r2, sizeof(r2));
+	CHECK_EQ(reply_u32(r2, n2, 0x7201, 1), 1);
+	n1 = rq_recv(&q, r1, sizeof(r1));
 	REQUIRE_EQ(n1, n2);
 	CHECK_MEM(r1, r2, n1);
+	/* q, its Call answered, retransmits: from the cache */
+	CHECK_EQ(rq_xchg(&q, m, l, 0x7201, 1, r3, &n3, NULL), 1);
+	REQUIRE_EQ(n3, n1);
+	CHECK_MEM(r3, r1, n1);
 	CHECK_EQ(atomic_load(&H.runs), 1);
 	CHECK_EQ(drc_stats(s).drops_in_progress, 1);
+	CHECK_EQ(drc_stats(s).hits, 1);
+	rq_close(&q);
+	rq_close(&q2);
+	rpcrdma_server_destroy(s);
+}
+
+/* What drc_rdma_duplicate_in_progress used to do when the server was slow
+ * to post q's Reply, made certain: q retransmits while its first Call is
+ * still running (the gate shut), a second Call before any Reply, beyond the
+ * credit of 1 a requester has until its first Reply (RFC 8166 section
+ * 3.3.1). The server ends that connection (the soft provider's receive
+ * quota: DDP "no buffer for MSN", docs/protocol.md "Receive quotas"),
+ * without a cache lookup and without running the handler again; the Call
+ * that was running finishes, and other connections are served. */
+TEST(drc_rdma_retransmit_beyond_first_credit_ends_connection)
+{
+	static struct rq q, q2;
+	struct rpcrdma_server *s;
+	uint8_t m[512], r[4096];
+	size_t l;
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	s = drc_server("rdma://127.0.0.1:0", 64, &port);
+	rq_open(&q, port);
+	l = rq_msg(&q, m, 0x7301, P_BLOCK, 12, 0);
+	CHECK_EQ(rr_th_rogue_xchg(&q.g, m, l, r, 0), 0);   /* send only */
+	REQUIRE(wait_entered(1, 5000));
+	/* q's first Call cannot have been answered: the gate is shut */
+	CHECK_EQ(rr_th_rogue_xchg(&q.g, m, l, r, RR_TEST_WAIT_MS), -1);
+	gate_open();
+	CHECK_EQ(drc_stats(s).drops_in_progress, 0);
+	CHECK_EQ(drc_stats(s).hits, 0);
+	/* the server still serves others; the handler ran once for 0x7301 */
+	rq_open(&q2, port);
+	l = rq_msg(&q2, m, 0x7302, P_COUNT, 13, 0);
+	CHECK_EQ(rq_xchg(&q2, m, l, 0x7302, 1, NULL, NULL, NULL), 2);
+	CHECK_EQ(atomic_load(&H.runs), 2);
 	rq_close(&q);
 	rq_close(&q2);
 	rpcrdma_server_destroy(s);

@@ -126,12 +126,18 @@ TEST(soft_idle_progress_thread_sleeps)
 	soft_net_post_recv(&n, c, 1, 0, 64);
 	soft_net_post_recv(&n, s, 2, 64, 64);
 	soft_net_wait_start(&w, n.ccq, 20000);
+	/* the waiter inside (a thread started late may find c with the
+	 * progress thread, after c's lease: it takes c back as it enters,
+	 * soft_idle_late_waiter_takes_its_qp_back) */
+	REQUIRE(soft_net_until_waiting(n.ccq, 1));
 	arm_empty(n.scq);
 	/* the leases of the last touches over: the thread has no deadline
-	 * left, and has not taken either QP */
+	 * left, and either QP is with its consumer (a hand-over that
+	 * crossed the waiter's arrival or the arm is undone by one of the
+	 * two: lease.c balance_qp) */
 	REQUIRE(soft_net_until_thread_asleep(n.ctx));
-	CHECK(!soft_net_handed(c));
-	CHECK(!soft_net_handed(s));
+	CHECK(rr_test_until(not_handed, c, RR_TEST_WAIT_MS));
+	CHECK(rr_test_until(not_handed, s, RR_TEST_WAIT_MS));
 	w0 = rr_th_thread_wakeups("rr-soft");
 	usleep(500 * 1000); /* the window measured, not a synchronisation */
 	w1 = rr_th_thread_wakeups("rr-soft");
@@ -155,6 +161,38 @@ TEST(soft_idle_progress_thread_sleeps)
 		usleep(1000);
 	CHECK_EQ(wc.wr_id, 2);
 	CHECK_EQ(wc.opcode, RPCRDMA_WC_RECV);
+	soft_net_unpair(c, s, cid, sid);
+	soft_net_down(&n);
+}
+
+/* A waiter that comes after its CQ's lease ran out, the progress thread
+ * serving the QP meanwhile (the hand-over at the end of the lease), takes
+ * the QP back as it enters and then gets what comes, while the thread
+ * sleeps without a deadline. */
+TEST(soft_idle_late_waiter_takes_its_qp_back)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct soft_net_waiter w;
+
+	soft_net_up_buf(&n, 64, 16, NET_BUF);
+	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
+	soft_net_post_recv(&n, c, 60, 0, 64);
+	/* nobody attends c's CQ: the thread takes c after the lease */
+	REQUIRE(until_handed(c));
+	soft_net_wait_start(&w, n.ccq, RR_TEST_WAIT_MS);
+	REQUIRE(soft_net_until_waiting(n.ccq, 1));
+	/* back with its waiter; nothing left to the thread but s (no
+	 * deadline) */
+	CHECK(rr_test_until(not_handed, c, RR_TEST_WAIT_MS));
+	REQUIRE(soft_net_until_thread_asleep(n.ctx));
+	CHECK(!soft_net_handed(c));
+	soft_net_post_send(&n, s, 61, RPCRDMA_WR_SEND, 128, 8, 0, false);
+	soft_net_wait_join(&w);
+	CHECK_EQ(w.rc, 1);
+	CHECK_EQ(w.wc.wr_id, 60);
+	CHECK_EQ(w.wc.byte_len, 8);
 	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
