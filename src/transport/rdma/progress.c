@@ -202,7 +202,12 @@ static void cq_serve(struct tp_cq *q)
 		settled = round > 0 && n == 0;
 		tp_cq_release(q);
 		tp_touched_after(t, NULL);
-		if (!want || settled)
+		/* once armed, rounds go on until a look after the arm finds
+		 * nothing, wanted or not: an arm followed by a look that took
+		 * only what was there before it is not used up (soft: an
+		 * armed CQ is its consumer's, the provider's thread leaves
+		 * its QPs alone), and the CQ must stay watched until it is */
+		if ((!want && round == 0) || settled)
 			return;
 		if (round + 1 >= SERVE_ROUNDS) {
 			rr_loop_post(q->port->loop, &q->task);   /* still busy: again */
