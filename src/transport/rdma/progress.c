@@ -195,6 +195,16 @@ static void cq_serve(struct tp_cq *q)
 			q->armed = false;
 			fired = false;
 		}
+		if (round > 0 && n > 0) {
+			/* the look after the arm may have taken only what
+			 * came before it: the arm may still be set (soft: an
+			 * armed CQ is its consumer's, the provider's thread
+			 * leaves its QPs alone). Counted as armed, the CQ
+			 * stays watched whatever happens before the next
+			 * round (no longer wanted, a caller holding it). */
+			q->armed = true;
+			cq_watch_locked(q, true);
+		}
 		want = q->want > 0;
 		if (!want && !q->armed)
 			cq_watch_locked(q, false);
@@ -203,10 +213,7 @@ static void cq_serve(struct tp_cq *q)
 		tp_cq_release(q);
 		tp_touched_after(t, NULL);
 		/* once armed, rounds go on until a look after the arm finds
-		 * nothing, wanted or not: an arm followed by a look that took
-		 * only what was there before it is not used up (soft: an
-		 * armed CQ is its consumer's, the provider's thread leaves
-		 * its QPs alone), and the CQ must stay watched until it is */
+		 * nothing, wanted or not, as tp_cq_arm_drain */
 		if ((!want && round == 0) || settled)
 			return;
 		if (round + 1 >= SERVE_ROUNDS) {
