@@ -6,6 +6,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+_Atomic uint64_t rr_cq_ring_signals;
+
 int rr_cq_ring_init(struct rr_cq_ring *r, const struct rpcrdma_env *env, uint32_t cap)
 {
 	if (!r || cap == 0 || cap > (1u << 24))
@@ -52,6 +54,7 @@ static void signal_fd(struct rr_cq_ring *r)
 	while (write(r->efd, &one, sizeof(one)) < 0 && errno == EINTR)
 		;
 	r->signaled = true;
+	atomic_fetch_add_explicit(&rr_cq_ring_signals, 1, memory_order_relaxed);
 }
 
 /* Written under r->lock, read without it by rr_cq_ring_armed(). */

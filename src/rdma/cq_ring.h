@@ -16,6 +16,7 @@
 #define RR_RDMA_CQ_RING_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "common/common.h"
 #include "rpcrdma/rdma.h"
@@ -35,6 +36,10 @@ struct rr_cq_ring {
 	bool signaled;      /* efd written since the last get_event (lock) */
 	uint64_t pushed;    /* statistics */
 };
+
+/* Notifications written (eventfd writes) by every ring of the process:
+ * statistics, read by tests and benchmarks. */
+extern _Atomic uint64_t rr_cq_ring_signals;
 
 /* @cap completions (>= 1). -ENOMEM, or a negative errno from eventfd. */
 int rr_cq_ring_init(struct rr_cq_ring *r, const struct rpcrdma_env *env, uint32_t cap);

@@ -103,20 +103,31 @@ int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max)
 	return total;
 }
 
+/* Arms @q, then drains it once: the number of completions taken after the
+ * arm, or -1 when it could not be armed. */
+static int cq_arm_once(struct tp_cq *q, struct tp_ep **touched)
+{
+	if (rpcrdma_cq_arm(q->cq, false) != 0)
+		return -1;
+	/* armed: the loop must come when it fires */
+	pthread_mutex_lock(&q->lock);
+	q->armed = true;
+	cq_watch_locked(q, true);
+	pthread_mutex_unlock(&q->lock);
+	return tp_cq_drain(q, touched, 8);
+}
+
 bool tp_cq_arm_drain(struct tp_cq *q, struct tp_ep **touched)
 {
 	/* a completion that the poll's own receive pushes uses the arm up
 	 * without a notification (soft: rr_cq_ring_push_ex quiet): poll again
 	 * until one after the arm finds nothing */
 	for (int i = 0; i < 64; i++) {
-		if (rpcrdma_cq_arm(q->cq, false) != 0)
+		int n = cq_arm_once(q, touched);
+
+		if (n < 0)
 			return false;
-		/* armed: the loop must come when it fires */
-		pthread_mutex_lock(&q->lock);
-		q->armed = true;
-		cq_watch_locked(q, true);
-		pthread_mutex_unlock(&q->lock);
-		if (tp_cq_drain(q, touched, 8) == 0)
+		if (n == 0)
 			return true;
 	}
 	return false; /* still busy: served again on the next turn */
@@ -146,35 +157,72 @@ void tp_touched_after(struct tp_ep *touched, struct tp_ep *self)
 
 /* ---------------------------------------------------- the loop's CQs -- */
 
-/* Serves @q on its loop, the role held: its notification, what is there,
- * the after-work of the endpoints fed (their Replies posted), then, while
- * it is wanted, arm and look again so that the completions of what was
- * just posted need no notification. No longer wanted and its arm used up,
- * it is no longer watched: a synchronous caller's Reply wakes that caller
- * alone, and the provider serves what comes unasked (soft: its thread,
- * once the CQ's lease ended). */
+/* Rounds of one cq_serve before the loop's other sources get their turn
+ * (each drains at most 8 batches): a busy CQ is served again by its task. */
+#define SERVE_ROUNDS 16
+
+/* Serves @q on its loop, the role held: its notification, then rounds of
+ * drain and after-work (the endpoints fed run their upcalls and post their
+ * Replies) until, while the CQ is wanted, an arm is followed by a look that
+ * finds nothing. The arm comes after the after-work of what was drained:
+ * the Send completions of the Replies the handlers just posted land in an
+ * unarmed ring and are taken by the next round's poll, so they cost no
+ * notification (on soft: an eventfd write, a wake-up of this same loop and
+ * an eventfd read per Reply; docs/PERFORMANCE.md "Issue 16 part F"). No
+ * longer wanted and its arm used up, it is no longer watched: a synchronous
+ * caller's Reply wakes that caller alone, and the provider serves what
+ * comes unasked (soft: its thread, once the CQ's lease ended). */
 static void cq_serve(struct tp_cq *q)
 {
-	struct tp_ep *t = NULL;
-	bool want, fired = rpcrdma_cq_get_event(q->cq) == 1;
+	bool fired = rpcrdma_cq_get_event(q->cq) == 1;
 
-	(void)tp_cq_drain(q, &t, 8);
-	pthread_mutex_lock(&q->lock);
-	if (fired)
-		q->armed = false;
-	want = q->want > 0;
-	if (!want && !q->armed)
-		cq_watch_locked(q, false);
-	pthread_mutex_unlock(&q->lock);
-	tp_cq_release(q);
-	tp_touched_after(t, NULL);
-	if (!want || !tp_cq_claim(q, TP_CQ_LOOP))
-		return;
-	t = NULL;
-	if (!tp_cq_arm_drain(q, &t))
-		rr_loop_post(q->port->loop, &q->task);   /* still busy: again */
-	tp_cq_release(q);
-	tp_touched_after(t, NULL);
+	for (int round = 0;; round++) {
+		struct tp_ep *t = NULL;
+		bool want, settled;
+		int n;
+
+		/* the first round takes what is there; later ones arm first
+		 * (the previous round's after-work is done) */
+		n = round == 0 ? tp_cq_drain(q, &t, 8) : cq_arm_once(q, &t);
+		if (n < 0) {
+			tp_cq_release(q);
+			tp_touched_after(t, NULL);
+			rr_loop_post(q->port->loop, &q->task);   /* again */
+			return;
+		}
+		pthread_mutex_lock(&q->lock);
+		if (fired) {
+			q->armed = false;
+			fired = false;
+		}
+		if (round > 0 && n > 0) {
+			/* the look after the arm may have taken only what
+			 * came before it: the arm may still be set (soft: an
+			 * armed CQ is its consumer's, the provider's thread
+			 * leaves its QPs alone). Counted as armed, the CQ
+			 * stays watched whatever happens before the next
+			 * round (no longer wanted, a caller holding it). */
+			q->armed = true;
+			cq_watch_locked(q, true);
+		}
+		want = q->want > 0;
+		if (!want && !q->armed)
+			cq_watch_locked(q, false);
+		pthread_mutex_unlock(&q->lock);
+		settled = round > 0 && n == 0;
+		tp_cq_release(q);
+		tp_touched_after(t, NULL);
+		/* once armed, rounds go on until a look after the arm finds
+		 * nothing, wanted or not, as tp_cq_arm_drain */
+		if ((!want && round == 0) || settled)
+			return;
+		if (round + 1 >= SERVE_ROUNDS) {
+			rr_loop_post(q->port->loop, &q->task);   /* still busy: again */
+			return;
+		}
+		if (!tp_cq_claim(q, TP_CQ_LOOP))
+			return;   /* a caller holds it: it hands the drain back */
+	}
 }
 
 /* The loop finds @q held by a caller: it stops watching its fd (which
