@@ -284,9 +284,12 @@ struct rpcrdma_server_opts {
 	unsigned flags;                 /* RPCRDMA_SERVER_* */
 	uint32_t inline_size;           /* RDMA: advertised Send and Receive
 					   sizes, as rpcrdma_client_opts */
-	uint32_t spin_us;               /* rdma://: the server loop's spin
-					   before it sleeps, as
-					   rpcrdma_client_opts */
+	uint32_t spin_us;               /* rdma://: the soft provider's spin
+					   budget (rpcrdma_open_attr.spin_us,
+					   values as rpcrdma_client_opts) where
+					   a server thread waits on one CQ
+					   itself; the progress loops never
+					   spin (docs/transport.md) */
 	unsigned drc_entries;           /* duplicate request cache (docs/api.md
 					   "Duplicate request cache"): most
 					   requests remembered; 0: no cache */
