@@ -79,6 +79,16 @@ static int this_loop(void)
 	return -1;
 }
 
+/* The client configuration of these tests: no extension capabilities, a
+ * 3 s connect, and with @no_reconnect none after a loss. */
+static void pcl_conf(struct rr_tp_conf *cc, bool no_reconnect)
+{
+	rr_tp_conf_default(cc);
+	cc->ext_caps = 0;
+	cc->connect_timeout_ms = 3000;
+	cc->no_reconnect = no_reconnect;
+}
+
 /* s->lock held. Whether destroy had freed the connection of this upcall's
  * request when the held upcall was let go (it must never have). */
 static bool psrv_hold(struct psrv *s)
@@ -325,9 +335,7 @@ TEST(xprt_pipe_inline_async_replies)
 		return;
 	port = psrv_start(&s, N);
 	REQUIRE(port > 0);
-	rr_tp_conf_default(&cc);
-	cc.ext_caps = 0;
-	cc.connect_timeout_ms = 3000;
+	pcl_conf(&cc, false);
 	cc.inline_ddp = false;   /* a Write chunk for every item, even small */
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, pcl_complete), 0);
 	for (unsigned round = 0; round < 2; round++) {
@@ -388,10 +396,7 @@ TEST(xprt_pipe_cut_before_post)
 	REQUIRE(port > 0);
 	s.cut_after = true;
 	s.cut_at = N;
-	rr_tp_conf_default(&cc);
-	cc.ext_caps = 0;
-	cc.connect_timeout_ms = 3000;
-	cc.no_reconnect = true;
+	pcl_conf(&cc, true);
 	cc.inline_ddp = false;
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, pcl_complete), 0);
 	for (unsigned i = 0; i < N; i++) {
@@ -440,10 +445,7 @@ TEST(xprt_pipe_cut_with_replies_in_flight)
 	REQUIRE(port > 0);
 	s.cut_after = true;
 	s.cut_at = N;
-	rr_tp_conf_default(&cc);
-	cc.ext_caps = 0;
-	cc.connect_timeout_ms = 3000;
-	cc.no_reconnect = true;
+	pcl_conf(&cc, true);
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, pcl_complete), 0);
 	for (unsigned i = 0; i < N; i++) {
 		p[i] = pcall_new(0x9100 + i, SZ, 8);
@@ -482,10 +484,7 @@ TEST(xprt_pipe_destroy_with_replies_in_flight)
 		return;
 	port = psrv_start(&s, 16);
 	REQUIRE(port > 0);
-	rr_tp_conf_default(&cc);
-	cc.ext_caps = 0;
-	cc.connect_timeout_ms = 3000;
-	cc.no_reconnect = true;
+	pcl_conf(&cc, true);
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, pcl_complete), 0);
 	for (unsigned i = 0; i < N; i++) {
 		p[i] = pcall_new(0xa000 + i, SZ, 8);
@@ -537,10 +536,7 @@ TEST(xprt_pipe_destroy_waits_for_running_sent_upcall)
 	s.hold = true;
 	pthread_mutex_unlock(&s.lock);
 	rr_tp_server_destroy_hook(s.tp, psrv_destroy_hook, &s);
-	rr_tp_conf_default(&cc);
-	cc.ext_caps = 0;
-	cc.connect_timeout_ms = 3000;
-	cc.no_reconnect = true;
+	pcl_conf(&cc, true);
 	/* connections given round-robin: one on each of two shards */
 	for (unsigned k = 0; k < NC; k++) {
 		REQUIRE_EQ(rr_th_cl_start(&c[k], &cc, port, pcl_complete), 0);
@@ -632,10 +628,7 @@ TEST(xprt_pipe_client_destroy_waits_for_running_complete_upcall)
 		return;
 	port = psrv_start(&s, 16);
 	REQUIRE(port > 0);
-	rr_tp_conf_default(&cc);
-	cc.ext_caps = 0;
-	cc.connect_timeout_ms = 3000;
-	cc.no_reconnect = true;
+	pcl_conf(&cc, true);
 	REQUIRE_EQ(rr_th_cl_start(&h.c, &cc, port, hcl_complete), 0);  /* zeroes h.c */
 	h.destroyer = pthread_self();
 	h.held_loop = -1;
