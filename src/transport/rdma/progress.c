@@ -33,8 +33,13 @@ static void touch(struct tp_ep *ep, struct tp_ep **touched)
 }
 
 /* Feeds @n completions of @wc, skipping those of QP @drop (destroyed: its
- * pointer only compared); each under its endpoint's lock. */
-static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched)
+ * pointer only compared); each under its endpoint's lock. Endpoints fed
+ * are linked into *@touched (pinned for their after-work), except @self
+ * (may be NULL): the caller's own endpoint, which the caller keeps alive
+ * and whose after-work it does itself (tp_touched_after would skip it and
+ * only unpin it: one lock and a broadcast per wait saved). */
+static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
+		 struct tp_ep *self)
 {
 	struct tp_ep *cur = NULL;
 
@@ -54,7 +59,8 @@ static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct t
 			cur->stats.cq_polls++;   /* polls that found its work */
 		}
 		tp_on_wc(cn, &wc[i]);
-		touch(cur, touched);
+		if (cur != self)
+			touch(cur, touched);
 	}
 	if (cur)
 		pthread_mutex_unlock(&cur->lock);
@@ -95,7 +101,7 @@ int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max)
 	do {
 		n = rpcrdma_cq_poll(q->cq, WC_BATCH, wc);
 		if (n > 0) {
-			feed(wc, n, NULL, touched);
+			feed(wc, n, NULL, touched, NULL);
 			total += n;
 		}
 	} while (n == WC_BATCH && ++batches < max);
@@ -327,8 +333,10 @@ int tp_cq_wait_once(struct tp_ep *ep, struct tp_conn *cn, int ms)
 	cn->in_wait = true;
 	pthread_mutex_unlock(&ep->lock);
 	n = rpcrdma_cq_wait(q->cq, WC_BATCH, wc, ms);
+	/* its own endpoint is not pinned: this thread holds it (its lock
+	 * taken again below), and its after-work is this caller's */
 	if (n > 0)
-		feed(wc, n, NULL, &t);
+		feed(wc, n, NULL, &t, ep);
 	/* The wait armed the CQ and took its notification (verbs:
 	 * ibv_get_cq_event) or used up the loop's arm: while a connection
 	 * wants the loop to watch the CQ (a client serving backward Calls,
@@ -369,7 +377,7 @@ static void conn_release(struct tp_conn *cn)
 			do {
 				n = rpcrdma_cq_poll(q->cq, WC_BATCH, wc);
 				if (n > 0) {
-					feed(wc, n, qp, &t);
+					feed(wc, n, qp, &t, NULL);
 					seen += (uint32_t)n;
 				}
 			} while (n > 0 && seen < q->cap);
