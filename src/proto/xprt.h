@@ -216,13 +216,15 @@ struct rr_xprt_reply {
 	/* R_PULL: */
 	uint32_t xid;                 /* rdma_xid (for the RDMA_DONE) */
 	uint32_t pull_nsegs;          /* 0: nothing to read (unknown XID / too big) */
-	struct rr_hdr_seg pull_segs[RR_XPRT_MAX_READS];
 	uint32_t pull_len;            /* sum of the segment lengths */
 	bool pull_inv;                /* one STag for every segment: may be named
 					 by Send With Invalidate */
 	uint32_t pull_stag;
 	struct rr_xprt_rqst *inv_other;   /* another Call whose STag the peer
 					     invalidated (peer error) */
+	/* last: rr_xprt_req_recv clears what comes before it, not these 1 KiB
+	 * (read only up to pull_nsegs) */
+	struct rr_hdr_seg pull_segs[RR_XPRT_MAX_READS];
 };
 
 struct rr_xprt_requester {

@@ -598,6 +598,14 @@ static int check_writes(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 	return 0;
 }
 
+/* @out says R_DROP and nothing else: every field before pull_segs cleared
+ * (the segments are read only up to pull_nsegs, 0 now). */
+static void reply_reset(struct rr_xprt_reply *out)
+{
+	memset(out, 0, offsetof(struct rr_xprt_reply, pull_segs));
+	out->kind = RR_XPRT_R_DROP;
+}
+
 void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t len,
 		      bool has_inv, uint32_t inv_stag, struct rr_xprt_reply *out)
 {
@@ -608,8 +616,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	struct rr_xprt_rqst *other = NULL;
 	bool ok;
 
-	memset(out, 0, sizeof(*out));
-	out->kind = RR_XPRT_R_DROP;
+	reply_reset(out);
 	if (s)
 		s->recvs++;
 	/* RFC 8166 5.5: a bad Reply header is discarded (never answered). */
@@ -700,8 +707,7 @@ drop:
 	if (s)
 		s->dropped++;
 drop_quiet:
-	memset(out, 0, sizeof(*out));
-	out->kind = RR_XPRT_R_DROP;
+	reply_reset(out);
 	out->inv_other = other;
 }
 
