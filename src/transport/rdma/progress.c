@@ -79,6 +79,10 @@ static bool cq_got(struct tp_cq *q, int n)
 
 	if (n <= 0)
 		return false;
+	/* the role's holder reads armed without the lock (only holders
+	 * write it); not armed and not wanted: nothing to do, no lock */
+	if (!q->armed && !atomic_load_explicit(&q->wanted, memory_order_relaxed))
+		return false;
 	pthread_mutex_lock(&q->lock);
 	if (q->armed) {
 		q->armed = false;
@@ -302,6 +306,7 @@ void tp_cq_want(struct tp_conn *cn, bool want)
 		q->want++;
 	else
 		q->want--;
+	atomic_store_explicit(&q->wanted, q->want > 0, memory_order_relaxed);
 	/* newly wanted: armed and looked at by its loop; no longer wanted:
 	 * a synchronous caller's Reply wakes that caller alone */
 	post = want && q->want == 1;

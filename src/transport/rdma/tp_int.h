@@ -90,10 +90,13 @@ struct tp_cq {
 	unsigned nconn;              /* port lock */
 	pthread_mutex_t lock;        /* want, watched, armed */
 	unsigned want;
+	atomic_bool wanted;          /* want > 0, for a look without the lock */
 	bool armed;                  /* the loop armed it and no notification
 					was consumed since: the provider counts
 					on the loop to come (soft: nobody else
-					serves its sockets), so it is watched */
+					serves its sockets), so it is watched.
+					Written only by the holder of the role
+					(owner), under the lock */
 	bool watched;                /* its fd is in the loop's set */
 	bool added;                  /* ever added to the loop's set */
 	atomic_int owner;
