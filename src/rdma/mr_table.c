@@ -14,6 +14,10 @@
 
 enum { ST_FREE = 0, ST_VALID, ST_INVALID, ST_RETIRED };
 
+/* The access rights a check may ask for (with RR_MRT_LOCAL). */
+#define MRT_RIGHTS (RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_READ | \
+		    RPCRDMA_ACCESS_REMOTE_WRITE)
+
 struct rr_mrt_entry {
 	uint32_t stag;          /* last STag issued (0 before the first) */
 	uint8_t state;
@@ -464,11 +468,9 @@ int rr_mrt_invalidate(struct rr_mrt *t, uint32_t stag, const void *pd, const voi
 static int region_check(const struct rr_mrt_region *r, bool local, uint64_t to, uint64_t len,
 			uint32_t need, void *owner, enum rr_mrt_kind kind, struct rr_mrt_ref *ref)
 {
-	const uint32_t rights = RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_READ |
-				RPCRDMA_ACCESS_REMOTE_WRITE;
 	uint64_t off, base;
 
-	if ((need & rights) & ~r->access)
+	if ((need & MRT_RIGHTS) & ~r->access)
 		return -EACCES;
 	if (len > UINT64_MAX - to)
 		return -EOVERFLOW;
@@ -518,10 +520,7 @@ static int check_locked(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t l
 
 static int need_ok(uint32_t need)
 {
-	const uint32_t rights = RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_READ |
-				RPCRDMA_ACCESS_REMOTE_WRITE;
-
-	return need & ~(rights | RR_MRT_LOCAL) ? -EINVAL : 0;
+	return need & ~(MRT_RIGHTS | RR_MRT_LOCAL) ? -EINVAL : 0;
 }
 
 int rr_mrt_check(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t len, uint32_t need,

@@ -39,8 +39,10 @@
  * [base, base + length] (one past the end is allowed). The provider may skip
  * the lookup for zero-length DDP segments if its protocol says so.
  *
- * Thread safety: every function takes the table mutex; lookups return a copy
- * (struct rr_mrt_ref), so the caller never holds a pointer into the table. */
+ * Thread safety: every function takes the table mutex, except the hit of
+ * rr_mrt_check_local (a caller-owned copy checked against the table's
+ * generation, an atomic); lookups return a copy (struct rr_mrt_ref), so the
+ * caller never holds a pointer into the table. */
 #ifndef RR_RDMA_MR_TABLE_H
 #define RR_RDMA_MR_TABLE_H
 
