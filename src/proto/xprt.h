@@ -172,12 +172,9 @@ struct rr_xprt_rqst {
 	struct rr_xprt_rqst_desc desc;   /* borrowed until the Call completes */
 	uint32_t xdr_len;                /* full (unreduced) XDR length */
 	uint32_t reduced_len;            /* inline parts only */
-	uint32_t item_pos[RR_XPRT_MAX_ITEMS];
-	int item_reg[RR_XPRT_MAX_ITEMS]; /* -1 when sent inline */
 	unsigned nitems;
 	int pullup_reg;                  /* Long Call buffer, -1 if none */
 	uint8_t *pullup;
-	int sink_reg[RR_XPRT_MAX_ITEMS]; /* -1 when results come inline */
 	bool results_inline;             /* no Write chunks: sinks' data inline */
 	int reply_reg;                   /* Reply chunk, -1 if none */
 	uint8_t *reply_buf;
@@ -186,8 +183,13 @@ struct rr_xprt_rqst {
 	bool outstanding;                /* in the XID table awaiting a Reply */
 	struct rr_xprt_rqst *next;       /* XID table chain */
 	void *user;                      /* driver's cookie */
-	/* Last: a call is zeroed up to here when prepared; regs[i] is set for
-	 * every i < nregs (add_reg). */
+	/* Last: a call is zeroed up to here when prepared. What follows is
+	 * written before it is read: item_pos[k] for k < nitems (prepare),
+	 * item_reg[k] and sink_reg[i] for k < nitems and i < desc.nsinks
+	 * (plan), regs[i] for i < nregs (add_reg). */
+	uint32_t item_pos[RR_XPRT_MAX_ITEMS];
+	int item_reg[RR_XPRT_MAX_ITEMS]; /* -1 when sent inline */
+	int sink_reg[RR_XPRT_MAX_ITEMS]; /* -1 when results come inline */
 	struct rr_xprt_reg regs[RR_XPRT_MAX_REGS];
 };
 
@@ -216,13 +218,15 @@ struct rr_xprt_reply {
 	/* R_PULL: */
 	uint32_t xid;                 /* rdma_xid (for the RDMA_DONE) */
 	uint32_t pull_nsegs;          /* 0: nothing to read (unknown XID / too big) */
-	struct rr_hdr_seg pull_segs[RR_XPRT_MAX_READS];
 	uint32_t pull_len;            /* sum of the segment lengths */
 	bool pull_inv;                /* one STag for every segment: may be named
 					 by Send With Invalidate */
 	uint32_t pull_stag;
 	struct rr_xprt_rqst *inv_other;   /* another Call whose STag the peer
 					     invalidated (peer error) */
+	/* last: rr_xprt_req_recv clears what comes before it, not these 1 KiB
+	 * (read only up to pull_nsegs) */
+	struct rr_hdr_seg pull_segs[RR_XPRT_MAX_READS];
 };
 
 struct rr_xprt_requester {

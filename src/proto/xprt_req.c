@@ -114,7 +114,8 @@ void rr_xprt_req_fini(struct rr_xprt_requester *r)
 	r->spare = NULL;
 }
 
-/* A call zeroed up to its registrations: the kept one, or a new one. */
+/* A call zeroed up to its per-item arrays and registrations (written
+ * before they are read: struct rr_xprt_rqst): the kept one, or a new one. */
 static struct rr_xprt_rqst *rqst_get(struct rr_xprt_requester *r)
 {
 	struct rr_xprt_rqst *c = r->spare;
@@ -124,7 +125,7 @@ static struct rr_xprt_rqst *rqst_get(struct rr_xprt_requester *r)
 	else
 		c = rr_alloc(r->env, sizeof(*c));
 	if (c)
-		memset(c, 0, offsetof(struct rr_xprt_rqst, regs));
+		memset(c, 0, offsetof(struct rr_xprt_rqst, item_pos));
 	return c;
 }
 
@@ -218,8 +219,10 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 	c->pullup_reg = -1;
 	c->reply_reg = -1;
 	c->reply_len = 0;
-	for (unsigned i = 0; i < RR_XPRT_MAX_ITEMS; i++)
-		c->item_reg[i] = c->sink_reg[i] = -1;
+	for (unsigned i = 0; i < c->nitems; i++)
+		c->item_reg[i] = -1;
+	for (unsigned i = 0; i < d->nsinks; i++)
+		c->sink_reg[i] = -1;
 	c->results_inline = results_fit_inline(p, d);
 	wl = write_list_size(p, c);
 
@@ -598,6 +601,14 @@ static int check_writes(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 	return 0;
 }
 
+/* @out says R_DROP and nothing else: every field before pull_segs cleared
+ * (the segments are read only up to pull_nsegs, 0 now). */
+static void reply_reset(struct rr_xprt_reply *out)
+{
+	memset(out, 0, offsetof(struct rr_xprt_reply, pull_segs));
+	out->kind = RR_XPRT_R_DROP;
+}
+
 void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t len,
 		      bool has_inv, uint32_t inv_stag, struct rr_xprt_reply *out)
 {
@@ -608,8 +619,7 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 	struct rr_xprt_rqst *other = NULL;
 	bool ok;
 
-	memset(out, 0, sizeof(*out));
-	out->kind = RR_XPRT_R_DROP;
+	reply_reset(out);
 	if (s)
 		s->recvs++;
 	/* RFC 8166 5.5: a bad Reply header is discarded (never answered). */
@@ -700,8 +710,7 @@ drop:
 	if (s)
 		s->dropped++;
 drop_quiet:
-	memset(out, 0, sizeof(*out));
-	out->kind = RR_XPRT_R_DROP;
+	reply_reset(out);
 	out->inv_other = other;
 }
 

@@ -14,6 +14,10 @@
 
 enum { ST_FREE = 0, ST_VALID, ST_INVALID, ST_RETIRED };
 
+/* The access rights a check may ask for (with RR_MRT_LOCAL). */
+#define MRT_RIGHTS (RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_READ | \
+		    RPCRDMA_ACCESS_REMOTE_WRITE)
+
 struct rr_mrt_entry {
 	uint32_t stag;          /* last STag issued (0 before the first) */
 	uint8_t state;
@@ -56,6 +60,7 @@ int rr_mrt_init(struct rr_mrt *t, const struct rpcrdma_env *env, unsigned slot_b
 	if (!t->chunks)
 		return -ENOMEM;
 	t->next_unused = 1; /* slot 0 is never used: STag 0 is never issued */
+	atomic_init(&t->mr_gen, 1);
 	if (pthread_mutex_init(&t->lock, NULL) != 0) {
 		rr_free(t->env, t->chunks);
 		t->chunks = NULL;
@@ -270,6 +275,7 @@ int rr_mrt_rereg(struct rr_mrt *t, uint32_t *stag, const struct rr_mrt_region *r
 		if (rc == 0) {
 			e->r = *r;
 			*stag = e->stag;
+			atomic_fetch_add(&t->mr_gen, 1);   /* cached checks die */
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -293,6 +299,7 @@ int rr_mrt_dereg(struct rr_mrt *t, uint32_t stag)
 	} else {
 		slot_put(t, slot, e);
 		t->live--;
+		atomic_fetch_add(&t->mr_gen, 1);   /* cached checks die */
 	}
 	pthread_mutex_unlock(&t->lock);
 	return rc;
@@ -456,58 +463,96 @@ int rr_mrt_invalidate(struct rr_mrt *t, uint32_t stag, const void *pd, const voi
 	return rc;
 }
 
+/* Rights, wrap and bounds of an access to region @r (@local: by virtual
+ * address, else by Tagged Offset); on success fills @ref (may be NULL). */
+static int region_check(const struct rr_mrt_region *r, bool local, uint64_t to, uint64_t len,
+			uint32_t need, void *owner, enum rr_mrt_kind kind, struct rr_mrt_ref *ref)
+{
+	uint64_t off, base;
+
+	if ((need & MRT_RIGHTS) & ~r->access)
+		return -EACCES;
+	if (len > UINT64_MAX - to)
+		return -EOVERFLOW;
+	base = local ? (uint64_t)(uintptr_t)r->addr : r->base_to;
+	if (to < base)
+		return -ERANGE;
+	off = to - base;
+	if (off > r->length || len > r->length - off)
+		return -ERANGE;
+	if (ref) {
+		ref->ptr = r->addr + off;
+		ref->durable = r->durable;
+		ref->durable_fd = r->durable ? r->durable_fd : -1;
+		ref->durable_offset = r->durable ? r->durable_offset + off : 0;
+		ref->owner = owner;
+		ref->kind = kind;
+	}
+	return 0;
+}
+
+/* rr_mrt_check with the lock held; a passed local check fills @fill (may
+ * be NULL) with the MR's copy. */
+static int check_locked(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t len, uint32_t need,
+			const void *pd, const void *qp, struct rr_mrt_ref *ref,
+			struct rr_mrt_lcache *fill)
+{
+	bool local = need & RR_MRT_LOCAL;
+	struct rr_mrt_entry *e;
+	int rc;
+
+	e = lookup(t, stag, NULL);
+	if (!e || e->state != ST_VALID || (local && e->kind != RR_MRT_MR))
+		return -ENOENT;
+	if (e->pd != pd || (e->kind == RR_MRT_MW && !local && e->qp != qp))
+		/* remotely, an STag the peer may not use looks unknown */
+		return local ? -EPERM : -ENOENT;
+	rc = region_check(&e->r, local, to, len, need, e->owner, (enum rr_mrt_kind)e->kind, ref);
+	if (rc == 0 && fill && local) {
+		fill->gen = atomic_load_explicit(&t->mr_gen, memory_order_relaxed);
+		fill->stag = stag;
+		fill->pd = pd;
+		fill->owner = e->owner;
+		fill->r = e->r;
+	}
+	return rc;
+}
+
+static int need_ok(uint32_t need)
+{
+	return need & ~(MRT_RIGHTS | RR_MRT_LOCAL) ? -EINVAL : 0;
+}
+
 int rr_mrt_check(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t len, uint32_t need,
 		 const void *pd, const void *qp, struct rr_mrt_ref *ref)
 {
-	const uint32_t rights = RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_READ |
-				RPCRDMA_ACCESS_REMOTE_WRITE;
-	struct rr_mrt_entry *e;
-	bool local = need & RR_MRT_LOCAL;
-	uint64_t off, base;
-	int rc = 0;
+	int rc;
 
 	if (!t)
 		return -EINVAL;
-	if (need & ~(rights | RR_MRT_LOCAL))
+	if (need_ok(need))
 		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
-	e = lookup(t, stag, NULL);
-	if (!e || e->state != ST_VALID || (local && e->kind != RR_MRT_MR)) {
-		rc = -ENOENT;
-		goto out;
-	}
-	if (e->pd != pd || (e->kind == RR_MRT_MW && !local && e->qp != qp)) {
-		/* remotely, an STag the peer may not use looks unknown */
-		rc = local ? -EPERM : -ENOENT;
-		goto out;
-	}
-	if ((need & rights) & ~e->r.access) {
-		rc = -EACCES;
-		goto out;
-	}
-	if (len > UINT64_MAX - to) {
-		rc = -EOVERFLOW;
-		goto out;
-	}
-	base = local ? (uint64_t)(uintptr_t)e->r.addr : e->r.base_to;
-	if (to < base) {
-		rc = -ERANGE;
-		goto out;
-	}
-	off = to - base;
-	if (off > e->r.length || len > e->r.length - off) {
-		rc = -ERANGE;
-		goto out;
-	}
-	if (ref) {
-		ref->ptr = e->r.addr + off;
-		ref->durable = e->r.durable;
-		ref->durable_fd = e->r.durable ? e->r.durable_fd : -1;
-		ref->durable_offset = e->r.durable ? e->r.durable_offset + off : 0;
-		ref->owner = e->owner;
-		ref->kind = (enum rr_mrt_kind)e->kind;
-	}
-out:
+	rc = check_locked(t, stag, to, len, need, pd, qp, ref, NULL);
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int rr_mrt_check_local(struct rr_mrt *t, struct rr_mrt_lcache *c, uint32_t stag, uint64_t addr,
+		       uint64_t len, uint32_t need, const void *pd, struct rr_mrt_ref *ref)
+{
+	int rc;
+
+	if (!t || !c || !(need & RR_MRT_LOCAL) || need_ok(need))
+		return -EINVAL;
+	/* acquire: pairs with the rereg / dereg that moved it, so a hit
+	 * means no change to any MR since the copy was made */
+	if (c->gen && c->stag == stag && c->pd == pd &&
+	    c->gen == atomic_load_explicit(&t->mr_gen, memory_order_acquire) &&
+	    region_check(&c->r, true, addr, len, need, c->owner, RR_MRT_MR, ref) == 0)
+		return 0;
+	pthread_mutex_lock(&t->lock);
+	rc = check_locked(t, stag, addr, len, need, pd, NULL, ref, c);
 	pthread_mutex_unlock(&t->lock);
 	return rc;
 }

@@ -39,12 +39,15 @@
  * [base, base + length] (one past the end is allowed). The provider may skip
  * the lookup for zero-length DDP segments if its protocol says so.
  *
- * Thread safety: every function takes the table mutex; lookups return a copy
- * (struct rr_mrt_ref), so the caller never holds a pointer into the table. */
+ * Thread safety: every function takes the table mutex, except the hit of
+ * rr_mrt_check_local (a caller-owned copy checked against the table's
+ * generation, an atomic); lookups return a copy (struct rr_mrt_ref), so the
+ * caller never holds a pointer into the table. */
 #ifndef RR_RDMA_MR_TABLE_H
 #define RR_RDMA_MR_TABLE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "common/common.h"
 
@@ -86,6 +89,20 @@ struct rr_mrt_ref {
 
 struct rr_mrt_entry;
 
+/* A one-entry cache of a successful local check (the lkey a QP posts again
+ * and again: its connection's send or receive buffers), so that the next
+ * check of that lkey takes no lock (rr_mrt_check_local). Owned by its
+ * caller, who serializes its use (a QP's transmit lock, its receive lock);
+ * zero-initialized = empty. It holds a copy of the MR's region, valid while
+ * the table's mr_gen has not moved: every rereg and dereg moves it. */
+struct rr_mrt_lcache {
+	uint64_t gen;         /* mr_gen when filled; 0: empty */
+	uint32_t stag;
+	const void *pd;
+	void *owner;
+	struct rr_mrt_region r;
+};
+
 #define RR_MRT_RND_POOL 256u
 
 struct rr_mrt {
@@ -105,6 +122,10 @@ struct rr_mrt {
 	 * is used once and wiped when used. */
 	uint8_t rnd[RR_MRT_RND_POOL];
 	uint32_t rnd_left;        /* unused bytes at the end of rnd[] */
+	/* Moved (under lock) by every rereg and dereg: the only changes that
+	 * can make a passed local check fail (a local check accepts MRs
+	 * alone; windows never pass one). Starts at 1 (0: empty cache). */
+	_Atomic uint64_t mr_gen;
 };
 
 /* Initializes @t with 2^@slot_bits slots (RR_MRT_SLOT_BITS_MIN..MAX). */
@@ -152,6 +173,15 @@ int rr_mrt_invalidate(struct rr_mrt *t, uint32_t stag, const void *pd, const voi
  * fills @ref (may be NULL). */
 int rr_mrt_check(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t len, uint32_t need,
 		 const void *pd, const void *qp, struct rr_mrt_ref *ref);
+
+/* rr_mrt_check of a local access (@need includes RR_MRT_LOCAL, @qp NULL)
+ * through the one-entry cache @c: a hit (same STag and PD, no rereg or
+ * dereg since it was filled) checks rights and bounds against the cached
+ * copy without the table's lock; anything else (a miss, a failure) is
+ * rr_mrt_check's answer, and a success refills @c. Same results as
+ * rr_mrt_check. @c is used under the caller's own serialization. */
+int rr_mrt_check_local(struct rr_mrt *t, struct rr_mrt_lcache *c, uint32_t stag, uint64_t addr,
+		       uint64_t len, uint32_t need, const void *pd, struct rr_mrt_ref *ref);
 
 /* An unpredictable Tagged Offset base for a region at virtual address @va
  * of @length bytes: random bits above the page offset (which is kept), and

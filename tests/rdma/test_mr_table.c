@@ -594,3 +594,69 @@ TEST(rdma_mrt_multithread_bind_invalidate)
 	CHECK_EQ(rr_mrt_dereg(&t, other), 0);
 	rr_mrt_fini(&t);
 }
+
+/* rr_mrt_check_local and its one-entry cache: the same answers as
+ * rr_mrt_check, a filled cache after a success (and only then), and a
+ * cached copy that dies with every rereg and dereg (a stale copy would pass
+ * the old STag or the old region). */
+TEST(rdma_mrt_local_cache)
+{
+	struct rr_mrt t;
+	struct rr_mrt_lcache c = {0};
+	struct rr_mrt_ref ref;
+	uint8_t buf[64], buf2[32];
+	uint32_t stag = 0, old, mw = 0;
+	struct rr_mrt_region r = region(buf, sizeof(buf), RPCRDMA_ACCESS_LOCAL_WRITE |
+						      RPCRDMA_ACCESS_MW_BIND);
+	struct rr_mrt_region r2 = region(buf2, sizeof(buf2), RPCRDMA_ACCESS_LOCAL_WRITE);
+	const uint32_t lw = RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE;
+	uint64_t base = (uint64_t)(uintptr_t)buf;
+
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 8), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, buf, &stag), 0);
+	/* not a local access, no cache: refused */
+	CHECK_EQ(rr_mrt_check_local(&t, &c, stag, base, 1, RPCRDMA_ACCESS_LOCAL_WRITE, PD_A, &ref),
+		 -EINVAL);
+	CHECK_EQ(rr_mrt_check_local(&t, NULL, stag, base, 1, lw, PD_A, &ref), -EINVAL);
+	CHECK_EQ(c.gen, 0);
+	/* a miss fills it; a hit answers as the table */
+	REQUIRE_EQ(rr_mrt_check_local(&t, &c, stag, base + 8, 16, lw, PD_A, &ref), 0);
+	CHECK(ref.ptr == buf + 8);
+	CHECK(c.gen != 0);
+	CHECK_EQ(c.stag, stag);
+	memset(&ref, 0, sizeof(ref));
+	REQUIRE_EQ(rr_mrt_check_local(&t, &c, stag, base, 64, lw, PD_A, &ref), 0);
+	CHECK(ref.ptr == buf);
+	CHECK(ref.owner == buf);
+	CHECK_EQ(ref.kind, RR_MRT_MR);
+	CHECK(!ref.durable);
+	CHECK_EQ(ref.durable_fd, -1);
+	/* what the cached copy must still refuse */
+	CHECK_EQ(rr_mrt_check_local(&t, &c, stag, base + 60, 5, lw, PD_A, &ref), -ERANGE);
+	CHECK_EQ(rr_mrt_check_local(&t, &c, stag, base - 1, 1, lw, PD_A, &ref), -ERANGE);
+	CHECK_EQ(rr_mrt_check_local(&t, &c, stag, base, UINT64_MAX, lw, PD_A, &ref), -EOVERFLOW);
+	CHECK_EQ(rr_mrt_check_local(&t, &c, stag, base, 1, lw, PD_B, &ref), -EPERM);
+	CHECK_EQ(rr_mrt_check_local(&t, &c, stag ^ 1, base, 1, lw, PD_A, &ref), -ENOENT);
+	/* a window never passes a local check */
+	REQUIRE_EQ(rr_mrt_mw_alloc(&t, PD_A, NULL, &mw), 0);
+	REQUIRE_EQ(rr_mrt_mw_bind(&t, &mw, stag, base, 8, RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A,
+				  base), 0);
+	CHECK_EQ(rr_mrt_check_local(&t, &c, mw, base, 1, lw, PD_A, &ref), -ENOENT);
+	REQUIRE_EQ(rr_mrt_check_local(&t, &c, stag, base, 1, lw, PD_A, &ref), 0);
+	REQUIRE_EQ(rr_mrt_mw_free(&t, mw), 0);
+	/* rereg: the old STag dies, the new one names the new region */
+	REQUIRE_EQ(rr_mrt_check_local(&t, &c, stag, base, 1, lw, PD_A, &ref), 0);
+	old = stag;
+	REQUIRE_EQ(rr_mrt_rereg(&t, &stag, &r2), 0);
+	CHECK_EQ(rr_mrt_check_local(&t, &c, old, base, 1, lw, PD_A, &ref), -ENOENT);
+	CHECK_EQ(rr_mrt_check_local(&t, &c, stag, base, 1, lw, PD_A, &ref), -ERANGE);
+	REQUIRE_EQ(rr_mrt_check_local(&t, &c, stag, (uint64_t)(uintptr_t)buf2, 32, lw, PD_A, &ref),
+		   0);
+	CHECK(ref.ptr == buf2);
+	/* dereg: the cached STag dies */
+	REQUIRE_EQ(rr_mrt_check_local(&t, &c, stag, (uint64_t)(uintptr_t)buf2, 1, lw, PD_A, &ref), 0);
+	REQUIRE_EQ(rr_mrt_dereg(&t, stag), 0);
+	CHECK_EQ(rr_mrt_check_local(&t, &c, stag, (uint64_t)(uintptr_t)buf2, 1, lw, PD_A, &ref),
+		 -ENOENT);
+	rr_mrt_fini(&t);
+}

@@ -301,6 +301,76 @@ TEST(soft_ops_crc_off_rev1)
 	one_config(RPCRDMA_CONN_SOFT_MPA_REV1);
 }
 
+/* ---- the lkey cache (rr_mrt_check_local) ---- */
+
+/* A QP checks the lkey it posts again without the table's lock (one-entry
+ * cache per queue): a deregistered MR's lkey, accepted a moment before,
+ * must be refused all the same, on the receive queue (post_recv fails) and
+ * the send queue (the Send completes with a protection error). Without the
+ * table's generation moving at dereg, the cached copy would pass both. */
+TEST(soft_lkey_cache_follows_dereg)
+{
+	struct pair p;
+	uint8_t *a = malloc(256), *b = malloc(256);
+	struct rpcrdma_mr *ma, *mb, *mr = NULL;
+	struct rpcrdma_recv_wr rw = {0}, *bad = NULL;
+	struct rpcrdma_send_wr sw = {0}, *sbad = NULL;
+	struct rpcrdma_sge sg;
+	struct rpcrdma_wc wc;
+
+	REQUIRE(a && b);
+	memset(a, 'a', 256);
+	pair_up(&p, 0, 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, a, 256, RPCRDMA_ACCESS_LOCAL_WRITE, &ma), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.c.pd, b, 256, RPCRDMA_ACCESS_LOCAL_WRITE, &mb), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, b, 256, RPCRDMA_ACCESS_LOCAL_WRITE, &mr), 0);
+	/* receive queue: twice through the cache, then after the dereg */
+	sg = sge_of(ma, a, 128);
+	rw.sg_list = &sg;
+	rw.num_sge = 1;
+	rw.wr_id = 100;
+	REQUIRE_EQ(rpcrdma_post_recv(p.s.qp, &rw, &bad), 0);
+	REQUIRE_EQ(rpcrdma_post_recv(p.s.qp, &rw, &bad), 0);
+	REQUIRE_EQ(rpcrdma_dereg_mr(ma), 0);
+	ma = NULL;
+	CHECK_EQ(rpcrdma_post_recv(p.s.qp, &rw, &bad), -EINVAL);
+	/* send queue: one Send through the cache, delivered (the peer has a
+	 * Receive for it) ... */
+	sg = sge_of(mb, b, 128);
+	rw.wr_id = 200;
+	REQUIRE_EQ(rpcrdma_post_recv(p.c.qp, &rw, &bad), 0);
+	sg = sge_of(mr, b, 64);
+	sw.sg_list = &sg;
+	sw.num_sge = 1;
+	sw.opcode = RPCRDMA_WR_SEND;
+	sw.flags = RPCRDMA_SEND_SIGNALED;
+	sw.wr_id = 1;
+	REQUIRE_EQ(rpcrdma_post_send(p.s.qp, &sw, &sbad), 0);
+	REQUIRE_EQ(wait_wc(p.s.cq, &wc, 5000), 1);
+	CHECK_EQ(wc.wr_id, 1);
+	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	/* ... then the same lkey once its MR is gone: a protection error */
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	mr = NULL;
+	sw.wr_id = 2;
+	(void)rpcrdma_post_send(p.s.qp, &sw, &sbad);
+	/* (the QP then ends: its two Receives come back flushed, wr_id 100) */
+	for (int i = 0; i < 3; i++) {
+		REQUIRE_EQ(wait_wc(p.s.cq, &wc, 5000), 1);
+		if (wc.wr_id != 100)
+			break;
+	}
+	CHECK_EQ(wc.wr_id, 2);
+	CHECK_EQ(wc.status, RPCRDMA_WC_LOC_PROT_ERR);
+	{
+		struct rpcrdma_mr *mrs[] = {mb};
+
+		pair_down(&p, mrs, 1);
+	}
+	free(a);
+	free(b);
+}
+
 /* ---- protection violations ---- */
 
 enum viol { V_BAD_STAG, V_BOUNDS, V_NO_WRITE, V_OTHER_PD, V_INVALIDATED, V_NO_READ, V_EXCESS_READS,

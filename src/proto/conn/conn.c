@@ -167,7 +167,8 @@ void rr_conn_on_send(struct rr_conn *c, uint64_t token, int status)
 {
 	if (c->sends_inflight)
 		c->sends_inflight--;
-	c->tx_progress = rr_conn_now(c);
+	if (rr_conn_tx_watched(c))
+		c->tx_progress = rr_conn_now(c);
 	if (TOK_KIND(token) == TOK_REPLY)
 		rs_reply_sent(c, TOK_PTR(token), status ? -EIO : 0);
 	if (status) {

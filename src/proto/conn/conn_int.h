@@ -161,7 +161,9 @@ struct rr_conn {
 	uint32_t reads_inflight;
 	uint32_t sends_inflight;          /* Sends posted, not completed */
 	uint64_t tx_progress;             /* clock: a Send completed or the
-					     first of those in flight went */
+					     first of those in flight went;
+					     kept only when watched
+					     (rr_conn_tx_watched) */
 	/* requester */
 	struct rr_xprt_requester req;
 	struct rr_cred_req rcred;
@@ -312,6 +314,13 @@ int rs_reply_finish(struct rr_conn *c, struct rs_req *r, const struct rr_xprt_pa
 		    unsigned nparts, struct rr_xprt_reply_plan *plan, uint32_t slot, uint8_t *buf,
 		    bool settled, bool *err_chunk);
 void rs_tick_stall(struct rr_conn *c, uint64_t now);
+/* Whether the Sends' progress is watched (rs_tick_stall: a responder with
+ * a send timeout); else tx_progress is not kept (no clock read per Send
+ * and per Send completion on a requester). */
+static inline bool rr_conn_tx_watched(const struct rr_conn *c)
+{
+	return c->cfg.role == RR_CONN_RESPONDER && c->cfg.send_timeout_ns;
+}
 void rs_park_resume(struct rr_conn *c, uint64_t now);
 void rs_park_fail_all(struct rr_conn *c);
 uint64_t rs_park_next(const struct rr_conn *c);

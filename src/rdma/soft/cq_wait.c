@@ -19,9 +19,15 @@
 
 /* The lease clock: the injected one, or with the default environment the
  * coarse monotonic clock (a few ns where CLOCK_MONOTONIC costs ~100 ns on a
- * VM; it lags by at most a tick, well inside SOFT_LEASE_NS). */
+ * VM; it lags by at most a tick, well inside SOFT_LEASE_NS). The context's
+ * coarse_res_ns (rr_coarse_res_ns, read once at open) says which: read
+ * directly, without rr_coarse_now_ns's look at the environment. */
 static uint64_t lease_now(const struct soft_ctx *c)
 {
+	struct timespec ts;
+
+	if (c->coarse_res_ns && clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0)
+		return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	return rr_coarse_now_ns(c->env);
 }
 
@@ -52,11 +58,18 @@ static void cq_reclaim(struct soft_cq *q)
 	rr_soft_lease_check(q);
 }
 
-static void cq_touch(struct soft_cq *q)
+/* The consumer used @q at @now (lease_now): its lease renewed, its QPs
+ * taken back from the progress thread. */
+static void cq_touch_at(struct soft_cq *q, uint64_t now)
 {
-	atomic_store_explicit(&q->last_use_ns, lease_now(q->ctx), memory_order_relaxed);
+	atomic_store_explicit(&q->last_use_ns, now, memory_order_relaxed);
 	if (atomic_load(&q->handed) > 0)
 		cq_reclaim(q);
+}
+
+static void cq_touch(struct soft_cq *q)
+{
+	cq_touch_at(q, lease_now(q->ctx));
 }
 
 /* ------------------------------------------------- inline progress -- */
@@ -244,15 +257,15 @@ int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_
 {
 	struct soft_cq *q = scq_of(cq);
 	struct soft_direct d = {.q = q, .wc = wc, .n = n > 0 && wc ? n : 0};
-	uint64_t end = 0, now = 0;
+	uint64_t t0 = wait_now(q->ctx), end = 0, now = t0;
+	bool slept = false;
 	int got;
 
-	cq_touch(q);
-	/* one clock read per turn at most, none without a deadline */
-	if (timeout_ms > 0) {
-		now = wait_now(q->ctx);
-		end = now + q->ctx->coarse_res_ns + (uint64_t)timeout_ms * 1000000u;
-	}
+	/* one clock read serves the lease and the deadline; then one per
+	 * turn at most, and one as it leaves if it slept */
+	cq_touch_at(q, t0);
+	if (timeout_ms > 0)
+		end = t0 + q->ctx->coarse_res_ns + (uint64_t)timeout_ms * 1000000u;
 	atomic_fetch_add(&q->waiting, 1);
 	for (;;) {
 		int ms = -1, r;
@@ -280,6 +293,7 @@ int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_
 			ms = (int)((end - now + 999999u) / 1000000u);
 			now = 0;
 		}
+		slept = true; /* (or looked at the sockets: time may pass) */
 		if ((ms < 0 || ms >= SOFT_FAST_BLOCK_MS) && cq_fast_wait(q, &d)) {
 			if (d.got) {
 				/* its own completions, handed over directly; what
@@ -299,8 +313,10 @@ int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_
 	 * then last_use_ns), then waiting. The last waiter of an unarmed CQ
 	 * with QPs ends the CQ's hold: from now on only its lease keeps the
 	 * QPs here, and the progress thread may be asleep without a deadline
-	 * for this CQ (it counted on the waiter). */
-	atomic_store_explicit(&q->last_use_ns, lease_now(q->ctx), memory_order_relaxed);
+	 * for this CQ (it counted on the waiter). What was in the ring on
+	 * the first look took no time: the entry's clock read serves. */
+	atomic_store_explicit(&q->last_use_ns, slept ? lease_now(q->ctx) : t0,
+			      memory_order_relaxed);
 	if (atomic_fetch_sub(&q->waiting, 1) == 1 &&
 	    __atomic_load_n(&q->nlive, __ATOMIC_RELAXED) > 0) {
 		atomic_thread_fence(memory_order_seq_cst);

@@ -48,8 +48,8 @@ int rr_soft_post_recv(struct rr_qp *base, struct rpcrdma_recv_wr *wr, struct rpc
 			break;
 		}
 		e = &qp->rq[ring_idx(qp->rq_head, qp->rq_count, qp->rq_cap)];
-		r = sge_resolve(qp, wr->sg_list, wr->num_sge, RPCRDMA_ACCESS_LOCAL_WRITE, e->iov,
-				&e->iovcnt, &tot);
+		r = sge_resolve(qp, &qp->rq_lc, wr->sg_list, wr->num_sge,
+				RPCRDMA_ACCESS_LOCAL_WRITE, e->iov, &e->iovcnt, &tot);
 		if (r) {
 			ret = -EINVAL;
 			break;

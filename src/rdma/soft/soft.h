@@ -341,6 +341,7 @@ struct soft_srq {
 	uint32_t cap, head, count;
 	uint32_t limit;              /* armed limit; 0: none */
 	atomic_int event;            /* the limit fired, not consumed */
+	struct rr_mrt_lcache lc;     /* its Receives' lkey checked last (lock) */
 };
 
 enum soft_qp_state { QPS_IDLE = 0, QPS_RTS, QPS_ERROR };
@@ -394,6 +395,7 @@ struct soft_qp {
 	uint64_t place_gen;
 	struct soft_rqe *rq;
 	uint32_t rq_cap, rq_head, rq_count;
+	struct rr_mrt_lcache rq_lc;  /* the Receives' lkey checked last (rx_lock) */
 	/* a shared receive queue instead (rx_lock): the Receive taken for the
 	 * message being placed, and the receive quota (rpcrdma_qp_recv_quota) */
 	struct soft_srq *srq;
@@ -404,6 +406,7 @@ struct soft_qp {
 	uint32_t quota;
 	/* send side (tx_lock) */
 	pthread_mutex_t tx_lock;
+	struct rr_mrt_lcache sq_lc;  /* the Sends' lkey checked last */
 	struct soft_wqe *sq;
 	uint32_t sq_cap, sq_head, sq_count, sq_next; /* next = index (from head) to transmit */
 	uint32_t sq_touched;         /* slots [0, sq_touched) ever posted into (the
@@ -572,10 +575,13 @@ static inline struct soft_wqe *orq_head(struct soft_qp *qp)
 }
 
 /* Resolves @n local SGEs (access RR_MRT_LOCAL | @need) to addresses through
- * the STag table: @iov/@cnt, *@total bytes. 0 or the table's -errno. Inline:
- * post_send (tx.c) and post_recv (rx.c) run it per work request. */
-static inline int sge_resolve(struct soft_qp *qp, const struct rpcrdma_sge *sg, uint32_t n,
-			      uint32_t need, struct iovec *iov, unsigned *cnt, uint32_t *total)
+ * the STag table and the one-entry cache @lc (rr_mrt_check_local; the
+ * caller's lock guards it): @iov/@cnt, *@total bytes. 0 or the table's
+ * -errno. Inline: post_send (tx.c) and post_recv (rx.c) run it per work
+ * request. */
+static inline int sge_resolve(struct soft_qp *qp, struct rr_mrt_lcache *lc,
+			      const struct rpcrdma_sge *sg, uint32_t n, uint32_t need,
+			      struct iovec *iov, unsigned *cnt, uint32_t *total)
 {
 	uint64_t t = 0;
 
@@ -586,8 +592,8 @@ static inline int sge_resolve(struct soft_qp *qp, const struct rpcrdma_sge *sg, 
 
 		if (!sg[i].length)
 			continue;
-		r = rr_mrt_check(&qp->ctx->mrt, sg[i].lkey, sg[i].addr, sg[i].length,
-				 RR_MRT_LOCAL | need, &qp->pd->base, NULL, &ref);
+		r = rr_mrt_check_local(&qp->ctx->mrt, lc, sg[i].lkey, sg[i].addr, sg[i].length,
+				       RR_MRT_LOCAL | need, &qp->pd->base, &ref);
 		if (r)
 			return r;
 		iov[*cnt].iov_base = ref.ptr;

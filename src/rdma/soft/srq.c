@@ -94,8 +94,8 @@ static int resolve(struct soft_srq *s, const struct rpcrdma_recv_wr *wr, struct 
 
 		if (!sg->length)
 			continue;
-		if (rr_mrt_check(&s->ctx->mrt, sg->lkey, sg->addr, sg->length,
-				 RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE, &s->pd->base, NULL, &ref))
+		if (rr_mrt_check_local(&s->ctx->mrt, &s->lc, sg->lkey, sg->addr, sg->length,
+				       RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE, &s->pd->base, &ref))
 			return -EINVAL;
 		e->iov[e->iovcnt].iov_base = ref.ptr;
 		e->iov[e->iovcnt++].iov_len = sg->length;

@@ -158,7 +158,8 @@ static int wqe_send_write(struct soft_qp *qp, struct soft_wqe *w, const struct r
 		w->iovcnt = tot ? 1 : 0;
 		w->len = (uint32_t)tot;
 	} else {
-		r = sge_resolve(qp, wr->sg_list, wr->num_sge, 0, w->iov, &w->iovcnt, &w->len);
+		r = sge_resolve(qp, &qp->sq_lc, wr->sg_list, wr->num_sge, 0, w->iov, &w->iovcnt,
+				&w->len);
 		if (r) {
 			w->status = mrt_wc(r);
 			w->state = WQE_DONE;

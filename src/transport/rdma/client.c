@@ -451,17 +451,34 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_conn_rpc *rpc, int sta
 	pthread_mutex_unlock(&c->ep.lock);
 }
 
+/* tp_cq_wait_once's question (lock held), for a caller waiting for a
+ * Reply on @cn: whether it may wait again at once. Not when there is work
+ * for the caller's loop in rr_tp_client_wait: a completed Call or a reverse
+ * Call to deliver (cl_deliver), a connection lost, closing or replaced, a
+ * destroy. */
+static bool cl_wait_again(struct tp_ep *ep, struct tp_conn *cn)
+{
+	struct rr_tp_client *c = RR_CONTAINER_OF(ep, struct rr_tp_client, ep);
+
+	return !c->done && !c->bc_in && !c->destroying && c->conn == cn && cn->established &&
+	       !cn->dead && !cn->closing;
+}
+
 /* One wait of the thread that holds the receiving role (c->waiter) for at
  * most @left_ns (and 20 ms): sleeps on the connection's CQ and receives on
  * this thread (rpcrdma_cq_wait, through progress.c: completions of other
  * connections sharing the CQ go to them), then handles what came. When
  * another thread consumes the CQ now, waits for it to bring ours. Bounded
  * so that state changes made by the loop (connection loss) are seen; the
- * connection is not freed meanwhile (in_wait). Called and returns with the
- * lock held; returns rpcrdma_cq_wait's result. */
-int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns)
+ * connection is not freed meanwhile (in_wait). @for_reply: the caller
+ * waits for a Call's Reply (rr_tp_client_wait), and a wait that brought
+ * nothing to deliver is followed by a second one at once (cl_wait_again).
+ * Called and returns with the lock held; returns rpcrdma_cq_wait's
+ * result. */
+int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns, bool for_reply)
 {
-	int n = tp_cq_wait_once(&c->ep, cn, (int)RR_MIN(left_ns / 1000000u + 1, 20u));
+	int n = tp_cq_wait_once(&c->ep, cn, (int)RR_MIN(left_ns / 1000000u + 1, 20u),
+				for_reply ? cl_wait_again : NULL);
 
 	if (c->conn == cn && cn->closing && cn->established)
 		tp_cl_conn_lost(c, cn);
@@ -497,7 +514,7 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t
 		t0 = 0;
 		if (t >= end)
 			break;
-		if (tp_cl_wait_once(c, cn, end - t) < 0)
+		if (tp_cl_wait_once(c, cn, end - t, true) < 0)
 			break;
 	}
 	c->waiter = false;

@@ -33,8 +33,16 @@ static void touch(struct tp_ep *ep, struct tp_ep **touched)
 }
 
 /* Feeds @n completions of @wc, skipping those of QP @drop (destroyed: its
- * pointer only compared); each under its endpoint's lock. */
-static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched)
+ * pointer only compared); each under its endpoint's lock. Endpoints fed
+ * are linked into *@touched (pinned for their after-work), except @self
+ * (may be NULL): the caller's own endpoint, which the caller keeps alive
+ * and whose after-work it does itself (tp_touched_after would skip it and
+ * only unpin it: one lock and a broadcast per wait saved). With @held
+ * (may be NULL): when the last completion was @self's and no endpoint is
+ * in *@touched, @self's lock is kept for the caller (*@held true), who
+ * takes it next anyway. */
+static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
+		 struct tp_ep *self, bool *held)
 {
 	struct tp_ep *cur = NULL;
 
@@ -54,9 +62,12 @@ static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct t
 			cur->stats.cq_polls++;   /* polls that found its work */
 		}
 		tp_on_wc(cn, &wc[i]);
-		touch(cur, touched);
+		if (cur != self)
+			touch(cur, touched);
 	}
-	if (cur)
+	if (held && cur && cur == self && !*touched)
+		*held = true;
+	else if (cur)
 		pthread_mutex_unlock(&cur->lock);
 }
 
@@ -72,6 +83,10 @@ static bool cq_got(struct tp_cq *q, int n)
 	bool want;
 
 	if (n <= 0)
+		return false;
+	/* the role's holder reads armed without the lock (only holders
+	 * write it); not armed and not wanted: nothing to do, no lock */
+	if (!q->armed && !atomic_load_explicit(&q->wanted, memory_order_relaxed))
 		return false;
 	pthread_mutex_lock(&q->lock);
 	if (q->armed) {
@@ -95,7 +110,7 @@ int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max)
 	do {
 		n = rpcrdma_cq_poll(q->cq, WC_BATCH, wc);
 		if (n > 0) {
-			feed(wc, n, NULL, touched);
+			feed(wc, n, NULL, touched, NULL, NULL);
 			total += n;
 		}
 	} while (n == WC_BATCH && ++batches < max);
@@ -296,6 +311,7 @@ void tp_cq_want(struct tp_conn *cn, bool want)
 		q->want++;
 	else
 		q->want--;
+	atomic_store_explicit(&q->wanted, q->want > 0, memory_order_relaxed);
 	/* newly wanted: armed and looked at by its loop; no longer wanted:
 	 * a synchronous caller's Reply wakes that caller alone */
 	post = want && q->want == 1;
@@ -308,11 +324,13 @@ void tp_cq_want(struct tp_conn *cn, bool want)
 
 /* ------------------------------------------------------ caller waits -- */
 
-int tp_cq_wait_once(struct tp_ep *ep, struct tp_conn *cn, int ms)
+int tp_cq_wait_once(struct tp_ep *ep, struct tp_conn *cn, int ms,
+		    bool (*again)(struct tp_ep *ep, struct tp_conn *cn))
 {
 	struct tp_cq *q = cn->tcq;
 	struct rpcrdma_wc wc[WC_BATCH];
 	struct tp_ep *t = NULL;
+	bool locked = false;
 	int n;
 
 	if (!tp_cq_claim(q, TP_CQ_CALLER)) {
@@ -326,20 +344,44 @@ int tp_cq_wait_once(struct tp_ep *ep, struct tp_conn *cn, int ms)
 	}
 	cn->in_wait = true;
 	pthread_mutex_unlock(&ep->lock);
-	n = rpcrdma_cq_wait(q->cq, WC_BATCH, wc, ms);
-	if (n > 0)
-		feed(wc, n, NULL, &t);
-	/* The wait armed the CQ and took its notification (verbs:
-	 * ibv_get_cq_event) or used up the loop's arm: while a connection
-	 * wants the loop to watch the CQ (a client serving backward Calls,
-	 * another's asynchronous calls), the loop arms it again once we let
-	 * go. Else a message that comes unasked after this one (nfsd's
-	 * CB_RECALL right after the OPEN Reply) waits for the next caller. */
-	if (cq_got(q, n))
-		atomic_store(&q->missed, true);
+	for (int round = 0;; round++) {
+		bool held = false;
+
+		n = rpcrdma_cq_wait(q->cq, WC_BATCH, wc, ms);
+		/* its own endpoint is not pinned: this thread holds it (its
+		 * lock taken again below, or kept by feed: held), and its
+		 * after-work is this caller's */
+		if (n > 0)
+			feed(wc, n, NULL, &t, ep, &held);
+		/* The wait armed the CQ and took its notification (verbs:
+		 * ibv_get_cq_event) or used up the loop's arm: while a
+		 * connection wants the loop to watch the CQ (a client serving
+		 * backward Calls, another's asynchronous calls), the loop arms
+		 * it again once we let go. Else a message that comes unasked
+		 * after this one (nfsd's CB_RECALL right after the OPEN Reply)
+		 * waits for the next caller. */
+		if (cq_got(q, n))
+			atomic_store(&q->missed, true);
+		/* One more wait at most, holding the CQ, when only this
+		 * endpoint was fed (no other's after-work waits) and the
+		 * caller says what it waits for has not come: a synchronous
+		 * Call's Send completion, then its Reply, in one hold. */
+		if (round > 0 || n <= 0 || n == WC_BATCH || t || !again) {
+			locked = held;   /* (then t is NULL) */
+			break;
+		}
+		if (!held)
+			pthread_mutex_lock(&ep->lock);
+		if (!again(ep, cn)) {
+			locked = true;
+			break;
+		}
+		pthread_mutex_unlock(&ep->lock);
+	}
 	tp_cq_release(q);
-	tp_touched_after(t, ep);
-	pthread_mutex_lock(&ep->lock);
+	tp_touched_after(t, ep);   /* t is NULL when locked */
+	if (!locked)
+		pthread_mutex_lock(&ep->lock);
 	cn->in_wait = false;
 	return n;
 }
@@ -369,7 +411,7 @@ static void conn_release(struct tp_conn *cn)
 			do {
 				n = rpcrdma_cq_poll(q->cq, WC_BATCH, wc);
 				if (n > 0) {
-					feed(wc, n, qp, &t);
+					feed(wc, n, qp, &t, NULL, NULL);
 					seen += (uint32_t)n;
 				}
 			} while (n > 0 && seen < q->cap);

@@ -90,10 +90,13 @@ struct tp_cq {
 	unsigned nconn;              /* port lock */
 	pthread_mutex_t lock;        /* want, watched, armed */
 	unsigned want;
+	atomic_bool wanted;          /* want > 0, for a look without the lock */
 	bool armed;                  /* the loop armed it and no notification
 					was consumed since: the provider counts
 					on the loop to come (soft: nobody else
-					serves its sockets), so it is watched */
+					serves its sockets), so it is watched.
+					Written only by the holder of the role
+					(owner), under the lock */
 	bool watched;                /* its fd is in the loop's set */
 	bool added;                  /* ever added to the loop's set */
 	atomic_int owner;
@@ -497,8 +500,13 @@ void tp_touched_after(struct tp_ep *touched, struct tp_ep *self);
 /* A caller holding @ep's lock receives on @cn's CQ for up to @ms
  * (rpcrdma_cq_wait; the lock dropped meanwhile) when no other thread
  * consumes it, else waits for @ep's cond as long: returns rpcrdma_cq_wait's
- * result or 0. Completions of other endpoints go to them. */
-int tp_cq_wait_once(struct tp_ep *ep, struct tp_conn *cn, int ms);
+ * result or 0. Completions of other endpoints go to them. @again (may be
+ * NULL), asked with the lock held after a wait that brought completions of
+ * @ep alone: true to wait once more at once, holding the CQ (what the
+ * caller waits for has not come: a Call's Send completion before its
+ * Reply), instead of returning to the caller's loop for it. */
+int tp_cq_wait_once(struct tp_ep *ep, struct tp_conn *cn, int ms,
+		    bool (*again)(struct tp_ep *ep, struct tp_conn *cn));
 /* Frees the dead connections of @ep that nothing holds any more (lock
  * held; dropped while their ids and QPs are destroyed and their CQ drained
  * of what they left): a connection whose CQ a caller holds is tried again
@@ -514,7 +522,7 @@ int tp_cl_connect(struct rr_tp_client *c);
 void tp_cl_schedule_reconnect(struct rr_tp_client *c, uint32_t delay_ms);
 bool tp_cl_busy(const struct rr_tp_client *c);
 bool tp_cl_needs_progress(const struct rr_tp_client *c, const struct tp_conn *cn);
-int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns);
+int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns, bool for_reply);
 
 /* server_conns.c */
 extern const struct tp_ep_ops tp_listener_ops;
