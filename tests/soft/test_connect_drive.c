@@ -147,8 +147,9 @@ TEST(soft_connect_drive_established_in_caller)
 	REQUIRE_EQ(rr_cm_connect_driven(cch, c.qp, (struct sockaddr *)&a, sizeof(a), &cp, &tag,
 					&c.id, &driven), 0);
 	CHECK(driven);
-	/* one handshake running: on the timed list */
-	CHECK_EQ(timed_count(ctx), 1u);
+	/* its handshake running: on the timed list (with, once the
+	 * listener accepted the TCP connection, the server's half-open id) */
+	CHECK(timed_count(ctx) >= 1u);
 	REQUIRE_EQ(rr_cm_connect_drive(c.id, 5000, &ev), 0);
 	/* a second drive of the same id is refused */
 	{

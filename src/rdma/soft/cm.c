@@ -246,6 +246,18 @@ int rr_soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct 
  * that offered it serves the peer's Commit Requests from now on (before any
  * FPDU of the peer is read: race-free) and posts Commits once the upper
  * layer has seen the peer agree; a responder that agreed does both. */
+/* Wakes the progress thread when c->bal_next (go_rdma lowered it) comes
+ * before the time it sleeps until (read under c->lock, which the thread
+ * holds from its wake-up to its next sleep; the lock is dropped here). */
+static void wake_for_deadline(struct soft_ctx *c)
+{
+	bool wake = c->bal_next < atomic_load(&c->sleep_until);
+
+	pthread_mutex_unlock(&c->lock);
+	if (wake)
+		rr_soft_wake(c);
+}
+
 static void go_rdma(struct soft_id *id, bool active)
 {
 	struct soft_qp *qp = id->qp;
@@ -294,10 +306,10 @@ int rr_soft_accept(struct rr_cm_id *base, struct rr_qp *qpb, const struct rpcrdm
 	qp->id = id;
 	go_rdma(id, false);
 	rr_soft_id_event(id, RPCRDMA_CM_ESTABLISHED, 0, NULL);
-	pthread_mutex_unlock(&c->lock);
-	/* the progress thread serves the new QP: it gives it back at its next
-	 * look if the CQ is attended, and times that CQ's lease */
-	rr_soft_wake(c);
+	/* the progress thread serves the new QP (go_rdma balanced it: given
+	 * back at once if its CQ is attended); it is woken when that made a
+	 * deadline earlier than the one it sleeps until (the CQ's lease) */
+	wake_for_deadline(c);
 	return 0;
 }
 
@@ -875,14 +887,7 @@ int rr_soft_connect_drive(struct rr_cm_id *base, int timeout_ms, struct rpcrdma_
 	}
 	id->drive_ev = NULL;
 	/* established: the progress thread serves the QP until its consumer
-	 * waits; when go_rdma made a deadline earlier than the one the
-	 * thread sleeps until (a lease), it is told */
-	if (id->drive_done && id->state == IDS_CONNECTED &&
-	    c->bal_next < atomic_load(&c->sleep_until)) {
-		pthread_mutex_unlock(&c->lock);
-		rr_soft_wake(c);
-		return r;
-	}
-	pthread_mutex_unlock(&c->lock);
+	 * waits, and is told of a deadline go_rdma made */
+	wake_for_deadline(c);
 	return r;
 }

@@ -189,6 +189,10 @@ struct soft_ctx {
 	 * walk over every connected QP (the one it connected is balanced
 	 * alone, rr_soft_balance_one). */
 	uint64_t bal_next;
+	/* a consumer left a CQ (rr_soft_lease_check): the wake-up that
+	 * follows balances every connected QP; the other wake-ups (a new
+	 * handshake's or QP's deadline) only look at the deadlines */
+	atomic_bool bal_wanted;
 	/* rr_context_interrupt was used: the owner's CQ waits may end early,
 	 * so CM events pushed to the context's channels interrupt them too */
 	atomic_bool cm_intr;
