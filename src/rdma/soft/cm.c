@@ -803,6 +803,8 @@ uint64_t rr_soft_cm_timeouts(struct soft_ctx *c, uint64_t now)
 			}
 			continue;
 		}
+		if (id->drive_ev)
+			continue; /* its driver times it (and polls its socket) */
 		if (now < id->deadline_ns) {
 			first = RR_MIN(first, id->deadline_ns);
 			continue;
