@@ -229,6 +229,17 @@ struct rr_provider_ops {
 	int (*connect)(struct rr_cm_channel *ch, struct rr_qp *qp, const struct sockaddr *dst,
 		       socklen_t dstlen, const struct rpcrdma_conn_param *param,
 		       void *user_ctx, struct rr_cm_id **out);
+	/* Optional (rr_cm_connect_driven / rr_cm_connect_drive): an id that
+	 * connect made with RR_CONN_DRIVEN in param->flags is stepped by no
+	 * thread of the provider; the thread that calls connect_drive runs its
+	 * handshake (socket, MPA exchange, the handshake's deadline) until it
+	 * ends, and receives its last event (ESTABLISHED, REJECTED,
+	 * UNREACHABLE, ERROR) in @ev instead of the channel: 0. -ETIMEDOUT
+	 * when @timeout_ms (real time) passed first, -ECONNABORTED when @id
+	 * was disconnected meanwhile, -EINVAL when @id is not a driven
+	 * connect in its handshake or is being driven. The caller destroys @id after
+	 * connect_drive returns, never during it. */
+	int (*connect_drive)(struct rr_cm_id *id, int timeout_ms, struct rpcrdma_cm_event *ev);
 	int (*accept)(struct rr_cm_id *id, struct rr_qp *qp, const struct rpcrdma_conn_param *param);
 	int (*reject)(struct rr_cm_id *id, const void *data, uint16_t len);
 	int (*disconnect)(struct rr_cm_id *id);
@@ -254,6 +265,25 @@ struct rr_provider_ops {
 	 * lost between a waiter's last look at its own state and its wait. */
 	int (*interrupt)(struct rr_context *ctx);
 };
+
+/* Internal flag of rpcrdma_conn_param (never accepted from an application:
+ * rpcrdma_connect refuses it): the connecting thread drives the handshake
+ * itself (the connect_drive op). */
+#define RR_CONN_DRIVEN (1u << 31)
+
+/* rpcrdma_connect for a caller that then drives the handshake in its own
+ * thread with rr_cm_connect_drive (no hand-off to the provider's thread
+ * and back through the channel). *@driven tells whether the provider
+ * supports it; when false, the id was made by a plain connect and its
+ * events come through the channel. Returns as rpcrdma_connect. */
+int rr_cm_connect_driven(struct rpcrdma_cm_channel *ch, struct rpcrdma_qp *qp,
+			 const struct sockaddr *dst, socklen_t dstlen,
+			 const struct rpcrdma_conn_param *param, void *user_ctx,
+			 struct rpcrdma_cm_id **out, bool *driven);
+/* Runs the handshake of @id, made by rr_cm_connect_driven with *driven
+ * true, in the calling thread until it ends or @timeout_ms passes; the
+ * last event (ev->user_ctx filled) in @ev. As the connect_drive op. */
+int rr_cm_connect_drive(struct rpcrdma_cm_id *id, int timeout_ms, struct rpcrdma_cm_event *ev);
 
 /* Sets @lim on listener @id (the soft provider; rdma_cm leaves half-open
  * connections to the kernel's CM: -EOPNOTSUPP). 0, -EINVAL (not a

@@ -850,10 +850,10 @@ int rr_cm_listen_shed(struct rpcrdma_cm_id *pid, unsigned n)
 	return id->ch->ctx->ops->listen_shed(id, n);
 }
 
-RPCRDMA_API int rpcrdma_connect(struct rpcrdma_cm_channel *pch, struct rpcrdma_qp *pqp,
-				const struct sockaddr *dst, socklen_t dstlen,
-				const struct rpcrdma_conn_param *param, void *user_ctx,
-				struct rpcrdma_cm_id **out)
+static int cm_connect(struct rpcrdma_cm_channel *pch, struct rpcrdma_qp *pqp,
+		      const struct sockaddr *dst, socklen_t dstlen,
+		      const struct rpcrdma_conn_param *param, void *user_ctx,
+		      struct rpcrdma_cm_id **out, bool *driven)
 {
 	struct rr_cm_channel *ch = RR_BASE(cm_channel, pch);
 	struct rr_qp *qp = RR_BASE(qp, pqp);
@@ -877,11 +877,56 @@ RPCRDMA_API int rpcrdma_connect(struct rpcrdma_cm_channel *pch, struct rpcrdma_q
 		return rc;
 	if (!ch->ctx->ops->connect || !ch->ctx->ops->destroy_id)
 		return -EOPNOTSUPP;
-	rc = ch->ctx->ops->connect(ch, qp, dst, dstlen, param, user_ctx, &id);
+	if (param->flags & RR_CONN_DRIVEN)
+		return -EINVAL; /* internal: only through rr_cm_connect_driven */
+	if (driven && ch->ctx->ops->connect_drive) {
+		struct rpcrdma_conn_param p = *param;
+
+		p.flags |= RR_CONN_DRIVEN;
+		*driven = true;
+		rc = ch->ctx->ops->connect(ch, qp, dst, dstlen, &p, user_ctx, &id);
+	} else {
+		rc = ch->ctx->ops->connect(ch, qp, dst, dstlen, param, user_ctx, &id);
+	}
 	if (rc < 0)
 		return rc;
 	*out = RR_PUB(cm_id, id);
 	return 0;
+}
+
+RPCRDMA_API int rpcrdma_connect(struct rpcrdma_cm_channel *pch, struct rpcrdma_qp *pqp,
+				const struct sockaddr *dst, socklen_t dstlen,
+				const struct rpcrdma_conn_param *param, void *user_ctx,
+				struct rpcrdma_cm_id **out)
+{
+	return cm_connect(pch, pqp, dst, dstlen, param, user_ctx, out, NULL);
+}
+
+int rr_cm_connect_driven(struct rpcrdma_cm_channel *pch, struct rpcrdma_qp *pqp,
+			 const struct sockaddr *dst, socklen_t dstlen,
+			 const struct rpcrdma_conn_param *param, void *user_ctx,
+			 struct rpcrdma_cm_id **out, bool *driven)
+{
+	*driven = false;
+	return cm_connect(pch, pqp, dst, dstlen, param, user_ctx, out, driven);
+}
+
+int rr_cm_connect_drive(struct rpcrdma_cm_id *pid, int timeout_ms, struct rpcrdma_cm_event *ev)
+{
+	struct rr_cm_id *id = RR_BASE(cm_id, pid);
+	int rc;
+
+	if (!id || !ev || id->listener || timeout_ms < 0)
+		return -EINVAL;
+	if (!id->ch->ctx->ops->connect_drive)
+		return -EOPNOTSUPP;
+	rc = id->ch->ctx->ops->connect_drive(id, timeout_ms, ev);
+	if (rc == 0) {
+		if (ev->private_data_len > RPCRDMA_PRIVATE_DATA_MAX)
+			ev->private_data_len = RPCRDMA_PRIVATE_DATA_MAX;
+		ev->user_ctx = id->user_ctx;
+	}
+	return rc;
 }
 
 RPCRDMA_API int rpcrdma_accept(struct rpcrdma_cm_id *pid, struct rpcrdma_qp *pqp,

@@ -114,6 +114,13 @@ void rr_soft_id_event(struct soft_id *id, enum rpcrdma_cm_event_type type, int s
 		ev.private_data_len = f->pd_len;
 		memcpy(ev.private_data, f->pd, f->pd_len);
 	}
+	if (id->drive_ev) {
+		/* the end of a driven handshake: to its driver, not the
+		 * channel (rr_soft_connect_drive) */
+		*id->drive_ev = ev;
+		id->drive_done = true;
+		return;
+	}
 	rr_soft_chan_push(id->ch, &ev);
 }
 

@@ -6,9 +6,13 @@
  * accept back-off (struct rr_listen_limits, docs/security.md "Limits"), and
  * the hand-over of an established socket to its QP (go_rdma). The progress
  * thread (progress.c) calls the handshake steps when a listener or a
- * handshake socket is ready; socket calls go through sock.c. */
+ * handshake socket is ready, except for a driven connect, whose creating
+ * thread runs the same steps itself (rr_soft_connect_drive); socket calls
+ * go through sock.c. The ids with a deadline are on a list of their own
+ * (timed_add), so that the timeouts' walk costs the handshakes running. */
 #include "rdma/soft/cm.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -67,8 +71,47 @@ static struct soft_id *id_new(struct soft_chan *ch, int fd)
 	return id;
 }
 
+/* The timed list (c->lock held): the ids rr_soft_cm_timeouts looks at, so
+ * that a handshake step costs the handshakes running, not every id of the
+ * context. An id is put on it when it gets a deadline and taken off when
+ * freed, or by the walk once it has none any more. */
+static void timed_add(struct soft_id *id)
+{
+	struct soft_ctx *c = id->ctx;
+
+	if (id->timed)
+		return;
+	id->timed = true;
+	id->tm_prev = NULL;
+	id->tm_next = c->timed;
+	if (c->timed)
+		c->timed->tm_prev = id;
+	c->timed = id;
+}
+
+static void timed_del(struct soft_id *id)
+{
+	if (!id->timed)
+		return;
+	id->timed = false;
+	if (id->tm_prev)
+		id->tm_prev->tm_next = id->tm_next;
+	else
+		id->ctx->timed = id->tm_next;
+	if (id->tm_next)
+		id->tm_next->tm_prev = id->tm_prev;
+	id->tm_next = id->tm_prev = NULL;
+}
+
+static bool in_handshake(const struct soft_id *id)
+{
+	return id->state == IDS_CONNECTING || id->state == IDS_AWAIT_REP ||
+	       id->state == IDS_AWAIT_REQ;
+}
+
 static void id_unlink(struct soft_id *id)
 {
+	timed_del(id);
 	for (struct soft_id **p = &id->ctx->ids; *p; p = &(*p)->next_all)
 		if (*p == id) {
 			*p = id->next_all;
@@ -184,11 +227,17 @@ int rr_soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct 
 	id->state = IDS_CONNECTING;
 	id->timeout_ms = param ? param->timeout_ms : 0;
 	id->deadline_ns = deadline(c, id->timeout_ms);
+	id->driven = param && (param->flags & RR_CONN_DRIVEN);
+	timed_add(id);
 	rr_mpa_parser_init(&id->parser, true);
 	rr_cm_id_init(base, &id->base, user_ctx, qpb, false); /* before events */
-	rr_soft_obj_add(c, &id->obj, EPOLLOUT | EPOLLIN);
+	if (!id->driven)
+		rr_soft_obj_add(c, &id->obj, EPOLLOUT | EPOLLIN);
 	pthread_mutex_unlock(&c->lock);
-	rr_soft_wake(c);
+	/* the progress thread learns the new deadline; a driven handshake is
+	 * timed by its driver (and by the thread's next look) */
+	if (!id->driven)
+		rr_soft_wake(c);
 	*out = &id->base;
 	return 0;
 }
@@ -197,6 +246,18 @@ int rr_soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct 
  * that offered it serves the peer's Commit Requests from now on (before any
  * FPDU of the peer is read: race-free) and posts Commits once the upper
  * layer has seen the peer agree; a responder that agreed does both. */
+/* Wakes the progress thread when c->bal_next (go_rdma lowered it) comes
+ * before the time it sleeps until (read under c->lock, which the thread
+ * holds from its wake-up to its next sleep; the lock is dropped here). */
+static void wake_for_deadline(struct soft_ctx *c)
+{
+	bool wake = c->bal_next < atomic_load(&c->sleep_until);
+
+	pthread_mutex_unlock(&c->lock);
+	if (wake)
+		rr_soft_wake(c);
+}
+
 static void go_rdma(struct soft_id *id, bool active)
 {
 	struct soft_qp *qp = id->qp;
@@ -245,10 +306,10 @@ int rr_soft_accept(struct rr_cm_id *base, struct rr_qp *qpb, const struct rpcrdm
 	qp->id = id;
 	go_rdma(id, false);
 	rr_soft_id_event(id, RPCRDMA_CM_ESTABLISHED, 0, NULL);
-	pthread_mutex_unlock(&c->lock);
-	/* the progress thread serves the new QP: it gives it back at its next
-	 * look if the CQ is attended, and times that CQ's lease */
-	rr_soft_wake(c);
+	/* the progress thread serves the new QP (go_rdma balanced it: given
+	 * back at once if its CQ is attended); it is woken when that made a
+	 * deadline earlier than the one it sleeps until (the CQ's lease) */
+	wake_for_deadline(c);
 	return 0;
 }
 
@@ -571,7 +632,7 @@ static struct soft_id *hs_oldest(struct soft_id *l)
 {
 	struct soft_id *old = NULL;
 
-	for (struct soft_id *id = l->ctx->ids; id; id = id->next_all)
+	for (struct soft_id *id = l->ctx->timed; id; id = id->tm_next)
 		if (id->listen == l && id->state == IDS_AWAIT_REQ &&
 		    (!old || id->hs_seq < old->hs_seq))
 			old = id;
@@ -598,6 +659,7 @@ static void listen_backoff(struct soft_id *l, int err)
 {
 	l->resume_ns = rr_backoff_begin(&l->backoff, l->ctx->env, "soft provider", err);
 	rr_soft_obj_del(l->ctx, &l->obj);
+	timed_add(l);
 }
 
 void rr_soft_cm_listen_ready(struct soft_id *l)
@@ -641,8 +703,14 @@ void rr_soft_cm_listen_ready(struct soft_id *l)
 		id->hs_seq = l->hs_next++;
 		l->nhs++;
 		id->deadline_ns = deadline(l->ctx, l->hs_timeout_ms);
+		timed_add(id);
 		rr_mpa_parser_init(&id->parser, false);
 		rr_soft_obj_add(l->ctx, &id->obj, EPOLLIN);
+		/* a peer that connects and sends its Request at once (ours
+		 * drive their handshake in the connecting thread) has it here
+		 * already: read now, not after another turn of this thread
+		 * (EAGAIN otherwise: one recvfrom) */
+		handshake_read(id);
 	}
 }
 
@@ -715,12 +783,16 @@ void rr_soft_cm_handshake_ready(struct soft_id *id, uint32_t events)
  * handshakes still running and the pauses (UINT64_MAX: none). */
 uint64_t rr_soft_cm_timeouts(struct soft_ctx *c, uint64_t now)
 {
-	struct soft_id *id = c->ids, *next;
+	struct soft_id *id = c->timed, *next;
 	uint64_t first = UINT64_MAX;
 
 	for (; id; id = next) {
-		next = id->next_all;
-		if (id->state == IDS_LISTEN && id->resume_ns) {
+		next = id->tm_next;
+		if (!in_handshake(id) && !(id->state == IDS_LISTEN && id->resume_ns)) {
+			timed_del(id); /* deadline gone: off the list */
+			continue;
+		}
+		if (id->state == IDS_LISTEN) {
 			/* accept back-off over: watched again (level-triggered:
 			 * what waits in its queue wakes the thread at once) */
 			if (now < id->resume_ns) {
@@ -731,9 +803,8 @@ uint64_t rr_soft_cm_timeouts(struct soft_ctx *c, uint64_t now)
 			}
 			continue;
 		}
-		if (id->state != IDS_CONNECTING && id->state != IDS_AWAIT_REP &&
-		    id->state != IDS_AWAIT_REQ)
-			continue;
+		if (id->drive_ev)
+			continue; /* its driver times it (and polls its socket) */
 		if (now < id->deadline_ns) {
 			first = RR_MIN(first, id->deadline_ns);
 			continue;
@@ -747,4 +818,78 @@ uint64_t rr_soft_cm_timeouts(struct soft_ctx *c, uint64_t now)
 		}
 	}
 	return first;
+}
+
+/* poll(2)'s timeout until @end_ns on clock @env (UINT64_MAX: none) and
+ * @real_end (real time), at least 1 ms when not due; an injected clock may
+ * jump: then at most SOFT_TICK_MS. */
+static int drive_sleep_ms(const struct soft_ctx *c, uint64_t end_ns, uint64_t real_end)
+{
+	uint64_t now = rr_now_ns(c->env), rnow = rr_now_ns(NULL), ms = UINT64_MAX;
+
+	if (end_ns != UINT64_MAX)
+		ms = end_ns > now ? (end_ns - now + 999999u) / 1000000u : 0;
+	ms = RR_MIN(ms, real_end > rnow ? (real_end - rnow + 999999u) / 1000000u : 0);
+	if (!c->coarse_res_ns)
+		ms = RR_MIN(ms, (uint64_t)SOFT_TICK_MS);
+	return ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
+int rr_soft_connect_drive(struct rr_cm_id *base, int timeout_ms, struct rpcrdma_cm_event *ev)
+{
+	struct soft_id *id = id_of(base);
+	struct soft_ctx *c = id->ctx;
+	uint64_t real_end = rr_now_ns(NULL) + (uint64_t)timeout_ms * 1000000u;
+	int r = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (!id->driven || id->drive_ev || !in_handshake(id)) {
+		pthread_mutex_unlock(&c->lock);
+		return -EINVAL;
+	}
+	id->drive_ev = ev;
+	id->drive_done = false;
+	while (!id->drive_done) {
+		struct pollfd pfd;
+		int n;
+
+		if (!in_handshake(id) || id->obj.fd < 0) {
+			r = -ECONNABORTED; /* disconnected meanwhile */
+			break;
+		}
+		if (rr_now_ns(c->env) >= id->deadline_ns) {
+			id_fail(id, RPCRDMA_CM_UNREACHABLE, -ETIMEDOUT, NULL);
+			continue;
+		}
+		if (rr_now_ns(NULL) >= real_end) {
+			r = -ETIMEDOUT;
+			break;
+		}
+		pfd.fd = id->obj.fd;
+		pfd.events = id->state == IDS_CONNECTING ? POLLOUT : POLLIN;
+		pfd.revents = 0;
+		n = drive_sleep_ms(c, id->deadline_ns, real_end);
+		pthread_mutex_unlock(&c->lock);
+		n = poll(&pfd, 1, n);
+		if (n < 0)
+			n = errno == EINTR ? 0 : -errno;
+		pthread_mutex_lock(&c->lock);
+		if (n < 0) {
+			r = n;
+			break;
+		}
+		if (n > 0) {
+			uint32_t e = ((pfd.revents & POLLIN) ? EPOLLIN : 0) |
+				     ((pfd.revents & POLLOUT) ? EPOLLOUT : 0) |
+				     ((pfd.revents & POLLERR) ? EPOLLERR : 0) |
+				     ((pfd.revents & POLLHUP) ? EPOLLHUP : 0);
+
+			rr_soft_cm_handshake_ready(id, e);
+		}
+	}
+	id->drive_ev = NULL;
+	/* established: the progress thread serves the QP until its consumer
+	 * waits, and is told of a deadline go_rdma made */
+	wake_for_deadline(c);
+	return r;
 }

@@ -12,6 +12,9 @@ int rr_soft_listen(struct rr_cm_channel *ch, const struct sockaddr *addr, sockle
 int rr_soft_connect(struct rr_cm_channel *ch, struct rr_qp *qp, const struct sockaddr *dst,
 		    socklen_t dstlen, const struct rpcrdma_conn_param *param, void *user_ctx,
 		    struct rr_cm_id **out);
+/* The connect_drive op (provider.h): the creating thread runs the
+ * handshake of a connect made with RR_CONN_DRIVEN. */
+int rr_soft_connect_drive(struct rr_cm_id *id, int timeout_ms, struct rpcrdma_cm_event *ev);
 int rr_soft_accept(struct rr_cm_id *id, struct rr_qp *qp, const struct rpcrdma_conn_param *param);
 int rr_soft_reject(struct rr_cm_id *id, const void *data, uint16_t len);
 int rr_soft_disconnect(struct rr_cm_id *id);

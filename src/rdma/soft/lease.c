@@ -108,8 +108,10 @@ void rr_soft_lease_check(struct soft_cq *q)
 	      (uint64_t)SOFT_TICK_MS * 1000000u;
 	if (su <= end)
 		return; /* it looks in time (or a wake-up is on its way: 0) */
-	if (atomic_compare_exchange_strong(&c->sleep_until, &su, 0))
+	if (atomic_compare_exchange_strong(&c->sleep_until, &su, 0)) {
+		atomic_store(&c->bal_wanted, true);
 		rr_soft_wake(c);
+	}
 }
 
 /* Until when @q is attended, as of @now: the end of its lease (a time

@@ -48,6 +48,7 @@ const struct rr_provider_ops rr_soft_ops = {
 	.get_event = rr_soft_get_event,
 	.listen = rr_soft_listen,
 	.connect = rr_soft_connect,
+	.connect_drive = rr_soft_connect_drive,
 	.accept = rr_soft_accept,
 	.reject = rr_soft_reject,
 	.disconnect = rr_soft_disconnect,

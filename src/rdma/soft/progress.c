@@ -65,7 +65,9 @@ static void *progress_main(void *arg)
 					/* spurious */
 				}
 				look = true;
-				look_bal = true;   /* (a consumer may have left) */
+				/* a consumer left (rr_soft_lease_check) */
+				if (atomic_exchange(&c->bal_wanted, false))
+					look_bal = true;
 				continue;
 			}
 			if (!rr_soft_obj_live(c, o))

@@ -166,7 +166,10 @@ struct soft_ctx {
 	bool thread_started, stop;
 	int epfd;
 	struct soft_obj wake;        /* eventfd */
-	struct soft_id *ids;         /* every id, for timeouts */
+	struct soft_id *ids;         /* every id */
+	struct soft_id *timed;       /* the ids with a deadline: handshakes,
+					listeners in back-off (and, until the
+					next walk, ids that just left that) */
 	struct soft_obj live;        /* list head */
 	uint32_t next_qpn;
 	bool fast_wait;              /* fast waits allowed (RPCRDMA_SOFT_WAIT) */
@@ -186,6 +189,10 @@ struct soft_ctx {
 	 * walk over every connected QP (the one it connected is balanced
 	 * alone, rr_soft_balance_one). */
 	uint64_t bal_next;
+	/* a consumer left a CQ (rr_soft_lease_check): the wake-up that
+	 * follows balances every connected QP; the other wake-ups (a new
+	 * handshake's or QP's deadline) only look at the deadlines */
+	atomic_bool bal_wanted;
 	/* rr_context_interrupt was used: the owner's CQ waits may end early,
 	 * so CM events pushed to the context's channels interrupt them too */
 	atomic_bool cm_intr;
@@ -494,6 +501,12 @@ struct soft_id {
 	struct soft_ctx *ctx;
 	struct soft_chan *ch;
 	struct soft_id *next_all;
+	struct soft_id *tm_next, *tm_prev; /* ctx->timed, when on it */
+	bool timed;
+	/* the creating thread drives the handshake (RR_CONN_DRIVEN, no
+	 * epoll registration); its end goes to *drive_ev while it does */
+	bool driven, drive_done;
+	struct rpcrdma_cm_event *drive_ev;
 	struct soft_id *listen;      /* passive: the listener it came from */
 	enum soft_id_state state;
 	struct soft_qp *qp;

@@ -91,7 +91,7 @@ static void cl_deliver(struct rr_tp_client *c)
 	pthread_cond_broadcast(&c->ep.cond);
 }
 
-int tp_cl_connect(struct rr_tp_client *c)
+int tp_cl_connect(struct rr_tp_client *c, bool *driven)
 {
 	uint8_t pd[RR_PD_MAX_LEN];
 	struct rpcrdma_conn_param prm = {0};
@@ -128,8 +128,12 @@ int tp_cl_connect(struct rr_tp_client *c)
 	if (c->ep.conf.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT)
 		prm.flags |= RPCRDMA_CONN_COMMIT;
 	c->conn = cn;
-	rc = rpcrdma_connect(c->ep.port->ch, cn->qp, (const struct sockaddr *)&c->addr, c->addrlen,
-			     &prm, cn, &cn->id);
+	if (driven)
+		rc = rr_cm_connect_driven(c->ep.port->ch, cn->qp, (const struct sockaddr *)&c->addr,
+					  c->addrlen, &prm, cn, &cn->id, driven);
+	else
+		rc = rpcrdma_connect(c->ep.port->ch, cn->qp, (const struct sockaddr *)&c->addr,
+				     c->addrlen, &prm, cn, &cn->id);
 	if (rc) {
 		c->conn = NULL;
 		tp_conn_free(cn);
@@ -254,7 +258,7 @@ static void cl_turn(struct tp_ep *ep)
 	if (c->reconnect_at && !c->conn && !c->destroying) {
 		if (tp_now_ns(ep) >= c->reconnect_at) {
 			c->reconnect_at = 0;
-			if (tp_cl_connect(c))
+			if (tp_cl_connect(c, NULL))
 				tp_cl_schedule_reconnect(c, c->ep.conf.reconnect_delay_ms * 4);
 		} else {
 			reconnect_timer(c);
@@ -343,7 +347,9 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	const struct rpcrdma_env *env = rr_env(conf->env);
 	struct rr_conn_config cfg;
 	struct rr_tp_client *c;
+	struct tp_conn *cn;
 	struct timespec ts;
+	bool driven = false;
 	int rc;
 
 	*out = NULL;
@@ -374,11 +380,33 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	c->cctx = ctx;
 	pthread_mutex_lock(&c->ep.lock);
 	c->connect_status = 1;
-	rc = tp_cl_connect(c);
+	/* The creating thread drives the handshake, unless the application
+	 * drives progress (then the wait below runs the loops, which a
+	 * server of this process may need to answer) or this is a loop's
+	 * thread (whose other work must not wait a round trip). */
+	rc = tp_cl_connect(c, rr_engine_app_driven() || rr_loop_current() ? NULL : &driven);
+	cn = c->conn;
 	pthread_mutex_unlock(&c->ep.lock);
 	if (rc) {
 		cl_free(c);
 		return rc;
+	}
+	if (driven) {
+		/* This thread runs the handshake (no hand-off to the
+		 * provider's thread, to the loop and back: issue 16 part G);
+		 * nothing else touches the connection before create returns. */
+		struct rpcrdma_cm_event ev;
+
+		rc = rr_cm_connect_drive(cn->id, (int)RR_MIN(c->ep.conf.connect_timeout_ms + 1000u,
+							     (uint32_t)INT32_MAX), &ev);
+		pthread_mutex_lock(&c->ep.lock);
+		if (rc == 0)
+			cl_on_cm(&c->ep, &ev);
+		else if (c->connect_status == 1)
+			c->connect_status = rc;
+		cl_settle(c);
+		cl_want(c);
+		pthread_mutex_unlock(&c->ep.lock);
 	}
 	tp_abs_deadline(&ts, c->ep.conf.connect_timeout_ms + 1000);
 	pthread_mutex_lock(&c->ep.lock);

@@ -518,7 +518,9 @@ void tp_conn_release(struct tp_conn *cn);
 
 /* client.c */
 void tp_cl_conn_lost(struct rr_tp_client *c, struct tp_conn *cn);
-int tp_cl_connect(struct rr_tp_client *c);
+/* Connects c->conn anew. @driven non-NULL: the caller drives the handshake
+ * itself when the provider can (*@driven true; rr_cm_connect_drive). */
+int tp_cl_connect(struct rr_tp_client *c, bool *driven);
 void tp_cl_schedule_reconnect(struct rr_tp_client *c, uint32_t delay_ms);
 bool tp_cl_busy(const struct rr_tp_client *c);
 bool tp_cl_needs_progress(const struct rr_tp_client *c, const struct tp_conn *cn);

@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* A connect whose creating thread drives its own handshake (issue 16 part
+ * G; src/rdma/provider.h connect_drive, src/rdma/soft/cm.c): the MPA
+ * exchange runs in the caller's thread and its end comes back to it, not
+ * through the channel; a silent peer still meets the handshake deadline;
+ * an application cannot ask for it through rpcrdma_connect. And the soft
+ * provider's list of the ids with a deadline (the timeouts' walk) holds
+ * the handshakes running, not the connections already established. */
+#include "test.h"
+
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "rdma/soft/soft.h"
+#include "rpcrdma/rdma.h"
+
+struct dep {
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_qp *qp;
+	struct rpcrdma_cm_id *id;
+};
+
+static void dep_make(struct rpcrdma_context *ctx, struct dep *e)
+{
+	struct rpcrdma_cq_attr ca = {.cqe = 64};
+	struct rpcrdma_qp_attr qa;
+
+	REQUIRE_EQ(rpcrdma_pd_alloc(ctx, &e->pd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(ctx, &ca, &e->cq), 0);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = e->cq;
+	qa.max_send_wr = qa.max_recv_wr = 16;
+	qa.max_send_sge = qa.max_recv_sge = 2;
+	REQUIRE_EQ(rpcrdma_qp_create(e->pd, &qa, &e->qp), 0);
+}
+
+static void dep_free(struct dep *e)
+{
+	if (e->id)
+		CHECK_EQ(rpcrdma_cm_id_destroy(e->id), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(e->qp), 0);
+	CHECK_EQ(rpcrdma_cq_destroy(e->cq), 0);
+	CHECK_EQ(rpcrdma_pd_free(e->pd), 0);
+}
+
+static int wait_ev(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev, int ms)
+{
+	for (int i = 0; i < ms; i++) {
+		if (rpcrdma_cm_get_event(ch, ev) == 0)
+			return 0;
+		usleep(1000);
+	}
+	return -ETIMEDOUT;
+}
+
+/* The ids on the soft context's timed list (under its lock). */
+static unsigned timed_count(struct rpcrdma_context *pctx)
+{
+	struct soft_ctx *c = RR_CONTAINER_OF(RR_BASE(context, pctx), struct soft_ctx, base);
+	unsigned n = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (struct soft_id *id = c->timed; id; id = id->tm_next)
+		n++;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
+/* The server side, in its own thread while the client's drives: takes the
+ * CONNECT_REQUEST and accepts with private data. */
+struct acceptor {
+	struct rpcrdma_cm_channel *ch;
+	struct dep *s;
+	int rc;
+	uint16_t req_pd_len;
+};
+
+static void *acceptor_main(void *arg)
+{
+	struct acceptor *a = arg;
+	struct rpcrdma_conn_param sp = {.private_data = "world!", .private_data_len = 6,
+					.responder_resources = 4, .initiator_depth = 4};
+	struct rpcrdma_cm_event ev;
+
+	a->rc = wait_ev(a->ch, &ev, 5000);
+	if (a->rc)
+		return NULL;
+	if (ev.type != RPCRDMA_CM_CONNECT_REQUEST) {
+		a->rc = -EPROTO;
+		return NULL;
+	}
+	a->req_pd_len = ev.private_data_len;
+	a->s->id = ev.id;
+	a->rc = rpcrdma_accept(ev.id, a->s->qp, &sp);
+	return NULL;
+}
+
+static struct sockaddr_in listen_addr(struct rpcrdma_cm_id *l)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in a;
+
+	REQUIRE_EQ(rpcrdma_cm_local_addr(l, &ss), 0);
+	memcpy(&a, &ss, sizeof(a));
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return a;
+}
+
+TEST(soft_connect_drive_established_in_caller)
+{
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *cch, *sch;
+	struct rpcrdma_cm_id *l;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct rpcrdma_conn_param cp = {.private_data = "hello", .private_data_len = 5,
+					.responder_resources = 4, .initiator_depth = 4};
+	struct dep c = {0}, s = {0};
+	struct acceptor acc = {0};
+	struct rpcrdma_cm_event ev;
+	pthread_t t;
+	bool driven = false;
+	int tag = 7;
+
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
+	dep_make(ctx, &c);
+	dep_make(ctx, &s);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &cch), 0);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &sch), 0);
+	REQUIRE_EQ(rpcrdma_listen(sch, (struct sockaddr *)&a, sizeof(a), 8, NULL, &l), 0);
+	a = listen_addr(l);
+
+	/* an application cannot set the internal flag */
+	{
+		struct rpcrdma_conn_param bad = cp;
+		struct rpcrdma_cm_id *x = NULL;
+
+		bad.flags = RR_CONN_DRIVEN;
+		CHECK_EQ(rpcrdma_connect(cch, c.qp, (struct sockaddr *)&a, sizeof(a), &bad, NULL, &x),
+			 -EINVAL);
+		CHECK(x == NULL);
+	}
+	acc.ch = sch;
+	acc.s = &s;
+	REQUIRE_EQ(pthread_create(&t, NULL, acceptor_main, &acc), 0);
+	REQUIRE_EQ(rr_cm_connect_driven(cch, c.qp, (struct sockaddr *)&a, sizeof(a), &cp, &tag,
+					&c.id, &driven), 0);
+	CHECK(driven);
+	/* its handshake running: on the timed list (with, once the
+	 * listener accepted the TCP connection, the server's half-open id) */
+	CHECK(timed_count(ctx) >= 1u);
+	REQUIRE_EQ(rr_cm_connect_drive(c.id, 5000, &ev), 0);
+	/* a second drive of the same id is refused */
+	{
+		struct rpcrdma_cm_event ev2;
+
+		CHECK_EQ(rr_cm_connect_drive(c.id, 10, &ev2), -EINVAL);
+	}
+	pthread_join(t, NULL);
+	REQUIRE_EQ(acc.rc, 0);
+	CHECK_EQ(acc.req_pd_len, 5);
+	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+	CHECK_EQ(ev.status, 0);
+	CHECK(ev.id == c.id);
+	CHECK(ev.user_ctx == &tag);
+	CHECK_EQ(ev.private_data_len, 6);
+	CHECK_MEM(ev.private_data, "world!", 6);
+	/* the end went to the driver, not to the client's channel */
+	CHECK_EQ(rpcrdma_cm_get_event(cch, &ev), -EAGAIN);
+	/* the server's ESTABLISHED still comes through its channel */
+	REQUIRE_EQ(wait_ev(sch, &ev, 5000), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+	CHECK(ev.id == s.id);
+
+	/* data flows on the driven connection: a Send from the client */
+	{
+		static char rbuf[64], sbuf[16] = "ping";
+		struct rpcrdma_mr *rmr, *smr;
+		struct rpcrdma_sge rs, ss;
+		struct rpcrdma_recv_wr rw = {.wr_id = 1, .sg_list = &rs, .num_sge = 1};
+		struct rpcrdma_send_wr sw = {.wr_id = 2, .opcode = RPCRDMA_WR_SEND,
+					     .flags = RPCRDMA_SEND_SIGNALED, .sg_list = &ss, .num_sge = 1};
+		struct rpcrdma_wc wc;
+		int got = 0;
+
+		REQUIRE_EQ(rpcrdma_reg_mr_simple(s.pd, rbuf, sizeof(rbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &rmr), 0);
+		REQUIRE_EQ(rpcrdma_reg_mr_simple(c.pd, sbuf, sizeof(sbuf), 0, &smr), 0);
+		rs = (struct rpcrdma_sge){(uint64_t)(uintptr_t)rbuf, sizeof(rbuf), rpcrdma_mr_lkey(rmr)};
+		ss = (struct rpcrdma_sge){(uint64_t)(uintptr_t)sbuf, 4, rpcrdma_mr_lkey(smr)};
+		REQUIRE_EQ(rpcrdma_post_recv(s.qp, &rw, NULL), 0);
+		REQUIRE_EQ(rpcrdma_post_send(c.qp, &sw, NULL), 0);
+		for (int i = 0; i < 500000 && !got; i++) {
+			if (rpcrdma_cq_poll(s.cq, 1, &wc) == 1)
+				got = 1;
+			else
+				usleep(10);
+		}
+		CHECK(got);
+		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+		CHECK_EQ(wc.byte_len, 4u);
+		CHECK_MEM(rbuf, "ping", 4);
+		for (int i = 0; i < 500000; i++) {
+			if (rpcrdma_cq_poll(c.cq, 1, &wc) == 1)
+				break;
+			usleep(10);
+		}
+		CHECK_EQ(rpcrdma_dereg_mr(rmr), 0);
+		CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
+	}
+	/* established connections are off the timed list after a walk (the
+	 * progress thread walks when woken) */
+	{
+		struct rpcrdma_cm_id *l2;
+		struct sockaddr_in b = {.sin_family = AF_INET,
+					.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		unsigned n = 99;
+
+		/* a listen wakes nobody; a connect to a closed port does and
+		 * fails at once, which makes the thread walk the list */
+		for (int i = 0; i < 200 && n; i++) {
+			struct dep x = {0};
+			struct rpcrdma_cm_event e2;
+
+			REQUIRE_EQ(rpcrdma_listen(sch, (struct sockaddr *)&b, sizeof(b), 1, NULL, &l2), 0);
+			b = listen_addr(l2);
+			CHECK_EQ(rpcrdma_cm_id_destroy(l2), 0);
+			dep_make(ctx, &x);
+			REQUIRE_EQ(rpcrdma_connect(cch, x.qp, (struct sockaddr *)&b, sizeof(b), NULL, NULL,
+						   &x.id), 0);
+			REQUIRE_EQ(wait_ev(cch, &e2, 5000), 0);
+			CHECK_EQ(e2.type, RPCRDMA_CM_UNREACHABLE);
+			dep_free(&x);
+			usleep(2000);
+			n = timed_count(ctx);
+		}
+		CHECK_EQ(n, 0u);
+	}
+	dep_free(&c);
+	dep_free(&s);
+	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(cch), 0);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(sch), 0);
+	CHECK_EQ(rpcrdma_close(ctx), 0);
+}
+
+/* A driven connect to a peer that accepts TCP and never answers the MPA
+ * Request ends at the handshake's deadline with the event a plain connect
+ * gets, in the caller; one whose caller's own limit comes first gets
+ * -ETIMEDOUT and can be destroyed. */
+TEST(soft_connect_drive_silent_peer_times_out)
+{
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	struct rpcrdma_conn_param cp = {.timeout_ms = 200};
+	struct rpcrdma_cm_event ev;
+	struct dep c = {0};
+	bool driven = false;
+
+	REQUIRE(lfd >= 0);
+	REQUIRE_EQ(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	REQUIRE_EQ(listen(lfd, 4), 0);
+	REQUIRE_EQ(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
+	dep_make(ctx, &c);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &ch), 0);
+	REQUIRE_EQ(rr_cm_connect_driven(ch, c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &c.id,
+					&driven), 0);
+	REQUIRE(driven);
+	REQUIRE_EQ(rr_cm_connect_drive(c.id, 10000, &ev), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_UNREACHABLE);
+	CHECK_EQ(ev.status, -ETIMEDOUT);
+	CHECK_EQ(rpcrdma_cm_get_event(ch, &ev), -EAGAIN);
+	CHECK_EQ(rpcrdma_cm_id_destroy(c.id), 0);
+	c.id = NULL;
+
+	/* the caller's limit first (the handshake's is 10 s) */
+	cp.timeout_ms = 10000;
+	REQUIRE_EQ(rr_cm_connect_driven(ch, c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &c.id,
+					&driven), 0);
+	CHECK_EQ(rr_cm_connect_drive(c.id, 100, &ev), -ETIMEDOUT);
+	CHECK_EQ(rpcrdma_cm_id_destroy(c.id), 0);
+	c.id = NULL;
+	dep_free(&c);   /* (its QP went to error with the id) */
+	/* a plain connect's id cannot be driven */
+	memset(&c, 0, sizeof(c));
+	dep_make(ctx, &c);
+	REQUIRE_EQ(rpcrdma_connect(ch, c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &c.id), 0);
+	CHECK_EQ(rr_cm_connect_drive(c.id, 10, &ev), -EINVAL);
+	dep_free(&c);
+	close(lfd);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(ch), 0);
+	CHECK_EQ(rpcrdma_close(ctx), 0);
+}
