@@ -686,7 +686,7 @@ static void conn_down(struct fz *z, bool reconnect)
 
 /* ---- invariants ---- */
 
-static void check(struct fz *z)
+FZ_MODEL static void check(struct fz *z)
 {
 	uint32_t live = 0;
 
@@ -728,7 +728,7 @@ static void refuse(struct fz *z, struct ureq *u);
  * refused (a hostile peer may keep more Calls in progress than credits
  * allow: each Receive is posted again at once); a connection that ended is
  * replaced. */
-static void settle(struct fz *z)
+FZ_MODEL static void settle(struct fz *z)
 {
 	for (int i = MAXREQS; i < NUREQ && z->c && !z->closing; i++)
 		if (z->ureqs[i].used)
@@ -1133,7 +1133,7 @@ static void run_op(struct fz *z, uint8_t op)
 
 /* At the end of the input, all completions in: every well-formed Call
  * received on this connection was delivered or answered. */
-static void check_answered(struct fz *z)
+FZ_MODEL static void check_answered(struct fz *z)
 {
 	unsigned guard = 0;
 

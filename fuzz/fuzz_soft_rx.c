@@ -255,7 +255,7 @@ static void fill_slow(uint8_t *p, size_t n, uint8_t seed)
 static uint8_t ring7[256 + FILE_LEN];
 static uint8_t guard_bytes[GUARD];
 
-static bool same_fill(const uint8_t *p, size_t n, uint8_t seed)
+FZ_MODEL static bool same_fill(const uint8_t *p, size_t n, uint8_t seed)
 {
 	return n <= FILE_LEN && memcmp(p, ring7 + (183u * seed & 255u), n) == 0;
 }
@@ -266,7 +266,7 @@ static void fill(uint8_t *p, size_t n, uint8_t seed)
 	memcpy(p, ring7 + (183u * seed & 255u), n);
 }
 
-static bool guards_ok(const struct region *r)
+FZ_MODEL static bool guards_ok(const struct region *r)
 {
 	return !memcmp(r->alloc, guard_bytes, GUARD) && !memcmp(r->p + r->len, guard_bytes, GUARD);
 }
@@ -654,7 +654,7 @@ static void par_freeze(struct fz *z, const struct region *r)
 	z->par_frozen = true;
 }
 
-static void check(struct fz *z)
+FZ_MODEL static void check(struct fz *z)
 {
 	struct soft_qp *qp = z->qp;
 	struct region *r;
