@@ -28,9 +28,11 @@ enum call_state { CALL_NEW, CALL_PENDING, CALL_DONE };
 struct rpcrdma_call {
 	struct rpcrdma_client *clnt;
 	struct rr_xprt_call xc;
+	/* kept as they are in a spare call (call_new): the argument buffer,
+	 * and the sinks, of which only the first nsinks are ever read */
 	struct rpcrdma_xdr_enc enc;
-	struct rpcrdma_xdr_dec dec;
 	struct rpcrdma_ddp_sink sinks[RR_RPC_MAX_DDP];
+	struct rpcrdma_xdr_dec dec;
 	unsigned nsinks;
 	uint32_t timeout_ms;
 	uint64_t deadline;
@@ -106,13 +108,14 @@ static void clnt_wake(struct rpcrdma_client *c)
 }
 
 /* A call object for @c: a spare one (every field but the argument buffer
- * cleared, that buffer emptied) or a new one; NULL: no memory. */
+ * and the sinks cleared, that buffer emptied) or a new one; NULL: no
+ * memory. */
 static struct rpcrdma_call *call_new(struct rpcrdma_client *c)
 {
 	bool fresh;
-	struct rpcrdma_call *call = rr_spare_take_zeroed(&c->spare, c->env, sizeof(*call),
-							 offsetof(struct rpcrdma_call, enc),
-							 sizeof(call->enc), &fresh);
+	struct rpcrdma_call *call = rr_spare_take_zeroed(
+		&c->spare, c->env, sizeof(*call), offsetof(struct rpcrdma_call, enc),
+		offsetof(struct rpcrdma_call, dec) - offsetof(struct rpcrdma_call, enc), &fresh);
 
 	if (!call)
 		return NULL;

@@ -75,6 +75,7 @@ struct tcp_clnt {
 	pthread_mutex_t lock;       /* table, flags, counters, role, fd swap */
 	pthread_mutex_t send_lock;  /* one record at a time on fd */
 	pthread_cond_t cv;          /* role and state changes */
+	unsigned cv_waiters;        /* threads waiting on cv (cv_wait) */
 	int fd;                     /* -1 while disconnected */
 	/* the progress loop: the connection's socket (EPOLLONESHOT, armed
 	 * while the loop holds the reading of some call), a connecting
@@ -157,6 +158,22 @@ static struct rr_xprt_call *find_xid(struct tcp_clnt *c, uint32_t xid)
 	while (p && p->xid != xid)
 		p = p->xp_next;
 	return p;
+}
+
+/* Waits on c->cv (c->lock held) until a cv_wake. */
+static void cv_wait(struct tcp_clnt *c)
+{
+	c->cv_waiters++;
+	(void)rr_engine_wait(&c->cv, &c->lock, NULL);
+	c->cv_waiters--;
+}
+
+/* Wakes the waiters of c->cv (c->lock held); none, no broadcast (the
+ * reader role given back after every synchronous call pays none). */
+static void cv_wake(struct tcp_clnt *c)
+{
+	if (c->cv_waiters)
+		pthread_cond_broadcast(&c->cv);
 }
 
 /* Removes @call from the table (c->lock held). */
@@ -696,7 +713,7 @@ static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms,
 static void role_release(struct tcp_clnt *c, int rc)
 {
 	c->reader_busy = false;
-	pthread_cond_broadcast(&c->cv);   /* destroy waits for the reader */
+	cv_wake(c);   /* destroy waits for the reader */
 	if (rc < 0)
 		c->broken = true;
 	if (c->broken || c->closing)
@@ -818,7 +835,7 @@ static bool clnt_lost(struct tcp_clnt *c)
 		keep_going = false;
 	}
 	c->reader_busy = false;
-	pthread_cond_broadcast(&c->cv);
+	cv_wake(c);
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->send_lock);
 	while (list) {
@@ -856,7 +873,7 @@ static void clnt_reconnected(struct tcp_clnt *c, int fd)
 	if (!c->rx_added)
 		c->broken = true;
 	arm_rx(c);   /* reverse Calls may come before any Reply */
-	pthread_cond_broadcast(&c->cv);
+	cv_wake(c);
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->send_lock);
 	/* In batches; calls submitted from now on are sent by submitters.
@@ -1097,7 +1114,7 @@ static void tcp_clnt_destroy(struct rr_xprt_client *x)
 		shutdown(c->fd, SHUT_RDWR);
 	/* a reader (the loop, a caller) finishes its read first */
 	while (c->reader_busy)
-		(void)rr_engine_wait(&c->cv, &c->lock, NULL);
+		cv_wait(c);
 	pthread_mutex_unlock(&c->lock);
 	rr_engine_call(c->loop, clnt_detach, c);
 	if (c->fd >= 0)
@@ -1139,7 +1156,7 @@ static void bc_uncount(struct tcp_clnt *c, struct tcp_bc_req *r)
 	if (r->counted) {
 		r->counted = false;
 		r->bc->inflight--;
-		pthread_cond_broadcast(&c->cv);
+		cv_wake(c);
 	}
 	pthread_mutex_unlock(&c->lock);
 }
@@ -1200,7 +1217,7 @@ static void bc_destroy(struct rr_xprt_server *x)
 	pthread_mutex_lock(&c->lock);
 	bc->stopped = true;
 	while (bc->inflight)
-		(void)rr_engine_wait(&c->cv, &c->lock, NULL);
+		cv_wait(c);
 	c->bc = NULL;
 	pthread_mutex_unlock(&c->lock);
 	rr_free(c->p.env, bc);
