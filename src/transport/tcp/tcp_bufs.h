@@ -22,7 +22,8 @@
 
 /* Two slots: with a synchronous peer the next record often arrives while
  * the previous one's buffer is still in use (its Reply is being sent), and
- * one slot would then be empty every time. */
+ * one slot would then be empty every time. With the hot slot a reader
+ * keeps at most three buffers of up to spare_max bytes. */
 #define RR_TCP_CACHE_SLOTS 2
 /* What a server connection keeps for itself. */
 #define RR_TCP_SPARE_MAX ((size_t)256 * 1024 + 4096)
