@@ -435,16 +435,18 @@ static void table_enter(struct tcp_clnt *c, struct rr_xprt_call *call, bool may_
  * synchronous caller takes the reader role in the same critical section
  * (its wait then takes no lock to start reading). A record the socket
  * does not take whole goes on with send_lock alone, CF_SENDING set and the
- * role given back, as clnt_send_one. With a test hook set (it waits for
- * the loop in the window after a write), every send is clnt_send_one's. */
+ * role given back, as clnt_send_one. send_lock is only tried: a caller
+ * never waits for it before its call is in the table (an abort, a timeout,
+ * must find the call while another sender holds the socket), so when
+ * another sender has it, and with a test hook set (the hook waits for the
+ * loop in the window after a write), the send is clnt_send_one's. */
 static int tcp_clnt_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 {
 	struct tcp_clnt *c = (struct tcp_clnt *)x;
-	bool hooked = atomic_load_explicit(&g_test_hook, memory_order_relaxed) != NULL;
 	struct rr_tcp_send s;
 	struct call_priv *cp;
 	uint64_t gen = 0;
-	bool send_now;
+	bool send_now, fast;
 	int rc = 0;
 
 	if (call->msg.xdr_len > c->p.max_msg || call->msg.xdr_len > RR_RM_MAX_FRAG)
@@ -459,21 +461,21 @@ static int tcp_clnt_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	atomic_init(&cp->cancel, false);
 	rr_tcp_call_reset(call);
 
-	if (!hooked)
-		pthread_mutex_lock(&c->send_lock);
+	fast = !atomic_load_explicit(&g_test_hook, memory_order_relaxed) &&
+	       pthread_mutex_trylock(&c->send_lock) == 0;
 	pthread_mutex_lock(&c->lock);
 	if (c->dead || c->closing) {
 		rc = c->closing ? -ESHUTDOWN : c->dead_status ? c->dead_status : -ENOTCONN;
 		pthread_mutex_unlock(&c->lock);
-		if (!hooked)
+		if (fast)
 			pthread_mutex_unlock(&c->send_lock);
 		call_priv_put(c, cp);
 		return rc;
 	}
 	call->xp_priv = cp;
-	table_enter(c, call, !hooked);
+	table_enter(c, call, fast);
 	send_now = c->connected;
-	if (send_now && !hooked) {
+	if (send_now && fast) {
 		gen = c->gen;
 		rc = rr_tcp_send_init(&s, &call->msg);
 		if (!rc)
@@ -489,7 +491,7 @@ static int tcp_clnt_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	if (send_now)
 		call->xp_flags |= CF_SENDING;
 	pthread_mutex_unlock(&c->lock);
-	if (hooked) {
+	if (!fast) {
 		if (send_now)
 			clnt_send_one(c, call);
 		return 0;
