@@ -600,11 +600,15 @@ static bool clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len, size_t 
 	uint32_t xid, mt;
 	bool done = false, released = false;
 
-	if (rr_rpcmsg_peek(buf, len, &xid, &mt) == 0 && mt == RR_RPC_CALL) {
+	if (rr_rpcmsg_peek(buf, len, &xid, &mt)) {
+		rr_tcp_reader_recycle(&c->rd, buf, cap);
+		return false;
+	}
+	if (mt == RR_RPC_CALL) {
 		clnt_on_call(c, buf, len, cap);
 		return false;
 	}
-	if (rr_rpcmsg_peek(buf, len, &xid, &mt) || mt != RR_RPC_REPLY) {
+	if (mt != RR_RPC_REPLY) {
 		rr_tcp_reader_recycle(&c->rd, buf, cap);
 		return false;
 	}

@@ -230,6 +230,20 @@ int rr_tcp_send_init(struct rr_tcp_send *s, const struct rr_xprt_msg *m)
 	struct iovec piece[RR_TCP_SEND_PIECES];
 	int niov;
 
+	if (!m->nddp && m->head_len <= RR_RM_MAX_FRAG) {
+		/* inline bytes only (a NULL Call, a small Reply): the header
+		 * and one piece, as rr_rm_enc_iov would frame them */
+		rr_rm_put_header(s->marker[0], (uint32_t)m->head_len, true);
+		s->iov[0].iov_base = s->marker[0];
+		s->iov[0].iov_len = RR_RM_HDR_LEN;
+		s->iov[1].iov_base = (void *)m->head;
+		s->iov[1].iov_len = m->head_len;
+		s->v = s->iov;
+		s->niov = m->head_len ? 2 : 1;
+		s->sent = 0;
+		s->total = RR_RM_HDR_LEN + m->head_len;
+		return 0;
+	}
 	/* one fragment: -EMSGSIZE above RR_RM_MAX_FRAG */
 	niov = rr_rm_enc_iov(piece, (unsigned)build_iov(m, piece), RR_RM_MAX_FRAG, s->marker, 1,
 			     s->iov, RR_TCP_SEND_IOV);
