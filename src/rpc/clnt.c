@@ -28,9 +28,11 @@ enum call_state { CALL_NEW, CALL_PENDING, CALL_DONE };
 struct rpcrdma_call {
 	struct rpcrdma_client *clnt;
 	struct rr_xprt_call xc;
+	/* kept as they are in a spare call (call_new): the argument buffer,
+	 * and the sinks, of which only the first nsinks are ever read */
 	struct rpcrdma_xdr_enc enc;
-	struct rpcrdma_xdr_dec dec;
 	struct rpcrdma_ddp_sink sinks[RR_RPC_MAX_DDP];
+	struct rpcrdma_xdr_dec dec;
 	unsigned nsinks;
 	uint32_t timeout_ms;
 	uint64_t deadline;
@@ -41,7 +43,12 @@ struct rpcrdma_call {
 	bool cb_running;
 	bool destroy_in_cb;       /* destroyed from its own callback */
 	bool cb_thread_set;
-	bool in_submit;           /* inside the transport's submit() */
+	bool in_submit;           /* inside the transport's submit(); for a
+				     call run synchronously, until its
+				     completion is seen (run_settle) */
+	bool sync_run;            /* rpcrdma_call_run's, by run_thread */
+	bool settled;             /* done, and nothing but its owner holds it
+				     any more: the owner's thread only */
 	int refs;                 /* timer/canceller holds while unlocked */
 	pthread_t abort_thread;   /* the thread inside the transport's abort()
 				     while aborting && refs */
@@ -49,6 +56,7 @@ struct rpcrdma_call {
 	rpcrdma_call_done_fn done;
 	void *done_arg;
 	pthread_t cb_thread;
+	pthread_t run_thread;
 	struct rpcrdma_call *next, *prev;  /* client's pending list */
 };
 
@@ -100,13 +108,14 @@ static void clnt_wake(struct rpcrdma_client *c)
 }
 
 /* A call object for @c: a spare one (every field but the argument buffer
- * cleared, that buffer emptied) or a new one; NULL: no memory. */
+ * and the sinks cleared, that buffer emptied) or a new one; NULL: no
+ * memory. */
 static struct rpcrdma_call *call_new(struct rpcrdma_client *c)
 {
 	bool fresh;
-	struct rpcrdma_call *call = rr_spare_take_zeroed(&c->spare, c->env, sizeof(*call),
-							 offsetof(struct rpcrdma_call, enc),
-							 sizeof(call->enc), &fresh);
+	struct rpcrdma_call *call = rr_spare_take_zeroed(
+		&c->spare, c->env, sizeof(*call), offsetof(struct rpcrdma_call, enc),
+		offsetof(struct rpcrdma_call, dec) - offsetof(struct rpcrdma_call, enc), &fresh);
 
 	if (!call)
 		return NULL;
@@ -206,6 +215,16 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 		call->next->prev = call->prev;
 	call->next = call->prev = NULL;
 	done = call->done;
+	if (!done && call->sync_run && !call->refs &&
+	    pthread_equal(call->run_thread, pthread_self())) {
+		/* The thread that runs the call saw it complete (it read its
+		 * own Reply): nothing else holds the call now (it left the
+		 * pending list, no timer or canceller holds it), so its
+		 * rpcrdma_call_run returns without another critical section,
+		 * and its destroy takes none. */
+		call->in_submit = false;
+		call->settled = true;
+	}
 	if (done) {
 		call->cb_running = true;
 		c->cb_active++;
@@ -621,15 +640,16 @@ RPCRDMA_API uint32_t rpcrdma_call_xid(const struct rpcrdma_call *call)
 	return call->xc.xid;
 }
 
-RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done,
-				   void *arg)
+/* rpcrdma_call_start; with @sync (rpcrdma_call_run: no callback, the
+ * caller waits next on this thread) in_submit stays set after a successful
+ * submit, and is cleared where the completion is seen (on_complete on this
+ * thread, or run_settle): one critical section fewer per call. */
+static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void *arg,
+		      bool sync)
 {
-	struct rpcrdma_client *c;
+	struct rpcrdma_client *c = call->clnt;
 	int rc;
 
-	if (!call)
-		return -EINVAL;
-	c = call->clnt;
 	if (call->state != CALL_NEW)
 		return -EBUSY;
 	if (call->enc.error)
@@ -664,11 +684,16 @@ RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_
 		c->pending->prev = call;
 	c->pending = call;
 	call->in_submit = true;
+	call->sync_run = sync;
+	if (sync)
+		call->run_thread = pthread_self();
 	if (call->deadline < c->timer_at)
 		timer_arm(c, call->deadline);   /* earlier than planned */
 	pthread_mutex_unlock(&c->lock);
 
 	rc = c->ops->submit(c->xp, &call->xc);
+	if (!rc && sync)
+		return 0;
 
 	/* From here on the call may have completed and (for a callback call)
 	 * been destroyed by its callback once the lock is released: do not
@@ -685,10 +710,19 @@ RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_
 			call->next->prev = call->prev;
 		call->next = call->prev = NULL;
 		call->state = CALL_NEW;
+		call->sync_run = false;
 	}
 	clnt_wake(c);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
+}
+
+RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done,
+				   void *arg)
+{
+	if (!call)
+		return -EINVAL;
+	return call_start(call, done, arg, false);
 }
 
 RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
@@ -705,6 +739,9 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 	if (timeout_ms >= 0)
 		rr_engine_deadline(&ts, (uint32_t)timeout_ms);
 	while (call->state != CALL_DONE || call->cb_running) {
+		if (call->in_submit && call->sync_run &&
+		    pthread_equal(call->run_thread, pthread_self()))
+			call->in_submit = false;   /* submit returned (call_start) */
 		if (timeout_ms < 0) {
 			(void)clnt_wait(c, NULL);
 		} else if (clnt_wait(c, &ts) == ETIMEDOUT) {
@@ -715,6 +752,10 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 			/* Done but callback still running: keep waiting. */
 			timeout_ms = -1;
 		}
+	}
+	if (call->sync_run && pthread_equal(call->run_thread, pthread_self())) {
+		call->in_submit = false;
+		call->settled = !call->refs;
 	}
 	rc = call->status;
 	pthread_mutex_unlock(&c->lock);
@@ -730,8 +771,10 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 	if (!call)
 		return -EINVAL;
 	c = call->clnt;
+	if (call->state != CALL_NEW)
+		return -EBUSY;
 	call->xc.caller_waits = c->ops->wait != NULL;
-	rc = rpcrdma_call_start(call, NULL, NULL);
+	rc = call_start(call, NULL, NULL, true);
 	call->xc.caller_waits = false;
 	if (rc)
 		return rc;
@@ -743,6 +786,8 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 		left_ms = (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) + 1;
 		c->ops->wait(c->xp, &call->xc, (uint32_t)RR_MIN(left_ms, (uint64_t)UINT32_MAX));
 	}
+	if (call->settled)
+		return call->status;   /* seen complete on this thread */
 	return rpcrdma_call_wait(call, -1);
 }
 
@@ -782,6 +827,10 @@ RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call)
 	if (!call)
 		return;
 	c = call->clnt;
+	if (call->settled) {
+		call_free(call);   /* nothing else holds it */
+		return;
+	}
 	pthread_mutex_lock(&c->lock);
 	if (call->cb_running && call->cb_thread_set &&
 	    pthread_equal(call->cb_thread, pthread_self())) {

@@ -83,9 +83,13 @@ struct rpcrdma_server {
 	bool shut;
 	pthread_mutex_t lock;
 	pthread_cond_t cv;       /* queue non-empty or stopping */
-	pthread_cond_t idle_cv;  /* inflight dropped */
-	bool stopping;
-	unsigned inflight;       /* delivered and not yet done */
+	pthread_cond_t idle_cv;  /* inflight dropped (while stopping) */
+	/* A request is counted in inflight before stopping is looked at, and
+	 * shutdown sets stopping before it looks at inflight (both seq_cst):
+	 * a request either sees stopping or is waited for. Neither takes
+	 * the lock on a request's way while the server runs (inflight_put). */
+	atomic_bool stopping;    /* set under lock */
+	_Atomic unsigned inflight;   /* delivered and not yet done */
 	struct rpcrdma_req *qhead, *qtail;
 	struct svc_proc *procs;
 	unsigned nprocs, procs_cap;
@@ -174,29 +178,51 @@ static void req_drop(struct rpcrdma_server *s, struct rpcrdma_req *r)
 	}
 }
 
+/* One request less in flight. While the server runs this is the
+ * request's last access to @s (shutdown, which looks at inflight at least
+ * every 10 ms, may free @s right after); once stopping, under the lock
+ * with a wake-up of shutdown. */
+static void inflight_put(struct rpcrdma_server *s)
+{
+	if (atomic_load(&s->stopping)) {
+		pthread_mutex_lock(&s->lock);
+		atomic_fetch_sub(&s->inflight, 1);
+		pthread_cond_broadcast(&s->idle_cv);
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	atomic_fetch_sub(&s->inflight, 1);
+}
+
 static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
 {
 	struct rpcrdma_server *s = ctx;
 	struct rpcrdma_req *r;
+	bool here;
 
 	r = req_new(s);
-	pthread_mutex_lock(&s->lock);
-	if (!r || s->stopping) {
-		pthread_mutex_unlock(&s->lock);
-		if (!r)
-			svc_refuse(s, xreq);
-		else
-			req_drop(s, r);
+	if (!r) {
+		svc_refuse(s, xreq);
 		s->ops->req_done(s->xs, xreq);
 		return;
 	}
 	r->srv = s;
 	r->xreq = xreq;
-	s->inflight++;
-	if (s->ops->inline_recv || s->inline_handlers || svc_answers_itself(s, xreq)) {
-		/* Run it here: no handoff (see xprt.h). */
-		pthread_mutex_unlock(&s->lock);
+	atomic_fetch_add(&s->inflight, 1);
+	here = s->ops->inline_recv || s->inline_handlers || svc_answers_itself(s, xreq);
+	if (here && !atomic_load(&s->stopping)) {
+		/* Run it here: no handoff (see xprt.h), no lock. */
 		dispatch(s, r);
+		return;
+	}
+	if (!here)
+		pthread_mutex_lock(&s->lock);
+	if (here || s->stopping) {
+		if (!here)
+			pthread_mutex_unlock(&s->lock);
+		req_drop(s, r);
+		s->ops->req_done(s->xs, xreq);
+		inflight_put(s);
 		return;
 	}
 	if (s->qtail)
@@ -286,10 +312,7 @@ static void req_release(struct rpcrdma_req *r)
 		rr_drc_reply_put(s->drc, r->drc_rep);
 	s->ops->req_done(s->xs, r->xreq);
 	req_drop(s, r);
-	pthread_mutex_lock(&s->lock);
-	s->inflight--;
-	pthread_cond_broadcast(&s->idle_cv);
-	pthread_mutex_unlock(&s->lock);
+	inflight_put(s);
 }
 
 /* Replaces whatever was encoded with a header-only Reply. */
@@ -890,10 +913,16 @@ RPCRDMA_API void rpcrdma_server_shutdown(struct rpcrdma_server *s)
 	s->stopping = true;
 	pthread_mutex_unlock(&s->lock);
 	s->ops->stop(s->xs);
-	/* Finish what was delivered (queued, running and deferred). */
+	/* Finish what was delivered (queued, running and deferred). A
+	 * request that ended without seeing stopping gave no wake-up: look
+	 * again every 10 ms. */
 	pthread_mutex_lock(&s->lock);
-	while (s->inflight)
-		(void)rr_engine_wait(&s->idle_cv, &s->lock, NULL);
+	while (atomic_load(&s->inflight)) {
+		struct timespec ts;
+
+		rr_engine_deadline(&ts, 10);
+		(void)rr_engine_wait(&s->idle_cv, &s->lock, &ts);
+	}
 	s->shut = true;
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->lock);

@@ -33,6 +33,7 @@
 
 /* Requests held by T_HOLD (deferred, never answered unless released). */
 static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;   /* one more held */
 static struct rpcrdma_req *held[128];
 static unsigned nheld;
 
@@ -58,8 +59,28 @@ static int h_hold(struct rpcrdma_req *r, void *ctx)
 		return RPCRDMA_SVC_SYSTEM_ERR;
 	}
 	held[nheld++] = r;
+	pthread_cond_broadcast(&hold_cv);
 	pthread_mutex_unlock(&hold_lock);
 	return RPCRDMA_SVC_DEFER;
+}
+
+/* Waits until @n requests are held (at most 10 s): a Call whose client
+ * gave up on it (timeout, cancel, destroy) may reach its handler only
+ * after the test went on, and a release before it would leave it held
+ * (and the server's shutdown waiting for it). True when they are. */
+static bool wait_held(unsigned n)
+{
+	struct timespec ts;
+	bool ok;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	pthread_mutex_lock(&hold_lock);
+	while (nheld < n && !pthread_cond_timedwait(&hold_cv, &hold_lock, &ts))
+		;
+	ok = nheld >= n;
+	pthread_mutex_unlock(&hold_lock);
+	return ok;
 }
 
 static unsigned release_held(int stat)
@@ -344,14 +365,7 @@ static void async_64_in_flight_body(void)
 		rpcrdma_call_set_timeout(calls[i], 10000);
 		REQUIRE_EQ(rpcrdma_call_start(calls[i], NULL, NULL), 0);
 	}
-	for (int t = 0; t < 500; t++) {
-		pthread_mutex_lock(&hold_lock);
-		unsigned n = nheld;
-		pthread_mutex_unlock(&hold_lock);
-		if (n == 64)
-			break;
-		usleep(10000);
-	}
+	CHECK(wait_held(64));
 	pthread_mutex_lock(&hold_lock);
 	CHECK_EQ(nheld, 64);
 	pthread_mutex_unlock(&hold_lock);
@@ -534,6 +548,7 @@ static void timeout_and_cancel_body(void)
 	rpcrdma_call_destroy(call);
 
 	/* A late reply to a timed-out/cancelled XID is discarded. */
+	CHECK(wait_held(2));
 	CHECK_EQ(release_held(RPCRDMA_SVC_OK), 2);
 	CHECK_EQ(echo(c, 2, 1), 0);
 
@@ -543,6 +558,7 @@ static void timeout_and_cancel_body(void)
 	rpcrdma_call_destroy(call);
 	CHECK_EQ(echo(c, 3, 1), 0);
 	rpcrdma_client_destroy(c);
+	CHECK(wait_held(1));
 	release_held(RPCRDMA_SVC_DROP);
 	rpcrdma_server_destroy(s);
 }
@@ -887,14 +903,7 @@ static void graceful_shutdown_body(void)
 
 	REQUIRE_EQ(rpcrdma_call_create(c, T_HOLD, &call), 0);
 	REQUIRE_EQ(rpcrdma_call_start(call, NULL, NULL), 0);
-	for (int t = 0; t < 500; t++) {
-		pthread_mutex_lock(&hold_lock);
-		unsigned n = nheld;
-		pthread_mutex_unlock(&hold_lock);
-		if (n == 1)
-			break;
-		usleep(10000);
-	}
+	CHECK(wait_held(1));
 	atomic_init(&a.done, 0);
 	REQUIRE_EQ(pthread_create(&th, NULL, shut_main, &a), 0);
 	/* Shutdown no longer accepts connections (once it began: until then

@@ -565,7 +565,7 @@ TEST(tcp_bufs_reuse_and_pool)
 	z = pa.get(pa.arg, 300, 800, 500, &cap);   /* above 500: not x */
 	CHECK(z != x);
 	rr_tcp_bufs_put(&a, y, 600);
-	rr_tcp_bufs_put(&a, z, 300);   /* two slots: 500 and 600 kept, 300 freed */
+	rr_tcp_bufs_put(&a, z, 300);   /* 300 in the hot slot, 500 and 600 cached */
 	/* A large buffer goes to the pool, and another reader takes it whole
 	 * for a large record. */
 	x = rr_alloc(&te.env, 5000);
@@ -576,5 +576,51 @@ TEST(tcp_bufs_reuse_and_pool)
 	rr_tcp_bufs_fini(&a);
 	rr_tcp_bufs_fini(&b);
 	rr_tcp_cache_fini(&pool, &te.env);
+	CHECK_EQ(te.live, 0);
+}
+
+/* The last buffer put back waits in the lock-free hot slot (the caches
+ * stay empty) and is the next one handed out; one too small for the next
+ * record moves to the cache, and a buffer the hot slot displaces goes
+ * there too. A buffer smaller than the capacity it would carry skips the
+ * hot slot. Every block comes back at fini. */
+TEST(tcp_bufs_last_buffer_in_hot_slot)
+{
+	struct rr_test_env te;
+	struct rr_tcp_bufs a;
+	struct rr_rm_bufs pa;
+	uint8_t *x, *y, *t;
+	size_t cap;
+
+	rr_test_env_init(&te, 12);
+	rr_tcp_bufs_init(&a, &te.env, 1000, NULL);
+	pa = rr_tcp_bufs_provider(&a);
+	x = pa.get(pa.arg, 500, 500, 0, &cap);
+	REQUIRE(x != NULL);
+	pa.put(pa.arg, x, cap);
+	CHECK(a.hot == x);
+	CHECK(a.spare.buf[0] == NULL && a.spare.buf[1] == NULL);
+	CHECK(pa.get(pa.arg, 400, 500, 0, &cap) == x);
+	CHECK_EQ(cap, 500);
+	CHECK(a.hot == NULL);
+	/* displaced: x to the cache */
+	y = pa.get(pa.arg, 200, 200, 0, &cap);
+	REQUIRE(y != NULL && y != x);
+	pa.put(pa.arg, x, 500);
+	pa.put(pa.arg, y, 200);
+	CHECK(a.hot == y);
+	CHECK(a.spare.buf[0] == x || a.spare.buf[1] == x);
+	/* too small for a 300-byte record: y goes to the cache, and the
+	 * cached x (500) serves */
+	CHECK(pa.get(pa.arg, 300, 300, 0, &cap) == x);
+	CHECK(a.hot == NULL);
+	CHECK(a.spare.buf[0] == y || a.spare.buf[1] == y);
+	pa.put(pa.arg, x, 500);
+	/* a 4-byte buffer cannot carry its capacity: cached, not hot */
+	t = rr_alloc(&te.env, 4);
+	REQUIRE(t != NULL);
+	pa.put(pa.arg, t, 4);
+	CHECK(a.hot == x);
+	rr_tcp_bufs_fini(&a);
 	CHECK_EQ(te.live, 0);
 }

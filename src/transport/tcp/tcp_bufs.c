@@ -3,7 +3,8 @@
  * buffers under a lock, and the policy the record marking decoder's
  * buffer provider follows: a recycled buffer when one is large enough (its
  * memory is already ours, so using it whole costs nothing), else a new one
- * of the size the decoder asked for. */
+ * of the size the decoder asked for. The last buffer put back waits in a
+ * lock-free slot first (tcp_bufs.h). */
 #include "transport/tcp/tcp_bufs.h"
 
 void rr_tcp_cache_init(struct rr_tcp_cache *k)
@@ -69,18 +70,37 @@ void rr_tcp_bufs_init(struct rr_tcp_bufs *b, const struct rpcrdma_env *env, size
 	b->env = env;
 	b->spare_max = spare_max;
 	b->pool = pool;
+	atomic_init(&b->hot, NULL);
 	rr_tcp_cache_init(&b->spare);
 }
 
 void rr_tcp_bufs_fini(struct rr_tcp_bufs *b)
 {
+	rr_free(b->env, atomic_exchange(&b->hot, NULL));
 	rr_tcp_cache_fini(&b->spare, b->env);
+}
+
+/* The capacity a buffer of the hot slot carries in its first bytes. */
+static size_t hot_cap(const uint8_t *buf)
+{
+	size_t cap;
+
+	memcpy(&cap, buf, sizeof(cap));
+	return cap;
 }
 
 void rr_tcp_bufs_put(struct rr_tcp_bufs *b, uint8_t *buf, size_t cap)
 {
 	if (!buf)
 		return;
+	if (cap <= b->spare_max && cap >= sizeof(size_t)) {
+		/* into the hot slot; what was there goes to the cache */
+		memcpy(buf, &cap, sizeof(cap));
+		buf = atomic_exchange_explicit(&b->hot, buf, memory_order_acq_rel);
+		if (!buf)
+			return;
+		cap = hot_cap(buf);
+	}
 	if (cap <= b->spare_max)
 		cache_put(&b->spare, b->env, buf, cap);
 	else if (b->pool)
@@ -97,6 +117,19 @@ static uint8_t *bufs_get(void *arg, size_t min, size_t need, size_t above, size_
 	struct rr_tcp_bufs *b = arg;
 	uint8_t *nb = NULL;
 
+	if (atomic_load_explicit(&b->hot, memory_order_relaxed)) {
+		nb = atomic_exchange_explicit(&b->hot, NULL, memory_order_acquire);
+		if (nb) {
+			size_t hc = hot_cap(nb);
+
+			if (hc >= need && hc > above) {
+				*cap = hc;
+				return nb;
+			}
+			cache_put(&b->spare, b->env, nb, hc);   /* too small here */
+			nb = NULL;
+		}
+	}
 	if (need > b->spare_max && b->pool)
 		nb = cache_take(b->pool, need, above, cap);
 	if (!nb)

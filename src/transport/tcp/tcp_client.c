@@ -75,6 +75,7 @@ struct tcp_clnt {
 	pthread_mutex_t lock;       /* table, flags, counters, role, fd swap */
 	pthread_mutex_t send_lock;  /* one record at a time on fd */
 	pthread_cond_t cv;          /* role and state changes */
+	unsigned cv_waiters;        /* threads waiting on cv (cv_wait) */
 	int fd;                     /* -1 while disconnected */
 	/* the progress loop: the connection's socket (EPOLLONESHOT, armed
 	 * while the loop holds the reading of some call), a connecting
@@ -134,6 +135,11 @@ struct call_priv {
 	atomic_bool cancel;
 	size_t reply_cap;           /* capacity of reply_buf (recycled) */
 	uint64_t gen;
+	/* The caller took the reader role for this call in submit (a
+	 * synchronous call: its wait follows on the same thread) and reads
+	 * @fd: set and read by that thread only. */
+	bool role;
+	int fd;
 };
 
 static struct rr_xprt_call **find_slot(struct tcp_clnt *c, struct rr_xprt_call *call)
@@ -152,6 +158,22 @@ static struct rr_xprt_call *find_xid(struct tcp_clnt *c, uint32_t xid)
 	while (p && p->xid != xid)
 		p = p->xp_next;
 	return p;
+}
+
+/* Waits on c->cv (c->lock held) until a cv_wake. */
+static void cv_wait(struct tcp_clnt *c)
+{
+	c->cv_waiters++;
+	(void)rr_engine_wait(&c->cv, &c->lock, NULL);
+	c->cv_waiters--;
+}
+
+/* Wakes the waiters of c->cv (c->lock held); none, no broadcast (the
+ * reader role given back after every synchronous call pays none). */
+static void cv_wake(struct tcp_clnt *c)
+{
+	if (c->cv_waiters)
+		pthread_cond_broadcast(&c->cv);
 }
 
 /* Removes @call from the table (c->lock held). */
@@ -289,12 +311,70 @@ static void clnt_complete(struct tcp_clnt *c, struct rr_xprt_call *call)
 	c->p.complete(c->p.ctx, call);
 }
 
+/* A send of @call (marked CF_SENDING) on connection generation @gen ended
+ * with @rc (@wrote: the record went, or some of it): completes the call if
+ * a reply or an abort arrived meanwhile. Returns true when it must be
+ * written again (the connection was replaced meanwhile). */
+static bool send_ended(struct tcp_clnt *c, struct rr_xprt_call *call, uint64_t gen, int rc,
+		       bool wrote)
+{
+	struct call_priv *cp = call->xp_priv;
+	bool done = false;
+
+	if (wrote)
+		test_hook(RR_TCP_TEST_SENT, call->xid, gen);
+	pthread_mutex_lock(&c->lock);
+	if (wrote)
+		cp->gen = gen;
+	if (rc != -ECANCELED && rc != -EMSGSIZE && !c->dead && !c->closing && c->connected &&
+	    !c->broken && c->gen != gen && !(call->xp_flags & (CF_REPLIED | CF_ABORTED))) {
+		/* The connection was replaced after this call was written to
+		 * the old one (or failed to be): the reconnect's retransmit
+		 * scan skipped it while it was CF_SENDING, so retransmit it on
+		 * the new connection here (same XID). Without a live
+		 * connection it stays pending with an old generation, and the
+		 * next reconnect's scan retransmits it. */
+		pthread_mutex_unlock(&c->lock);
+		return true;
+	}
+	if (rc && rc != -ECANCELED && rc != -EMSGSIZE) {
+		/* Make sure someone handles the failed connection. */
+		c->broken = c->connected && c->gen == gen ? true : c->broken;
+		unflag_self(c, call);
+		if (c->broken)
+			post_work(c);
+	}
+	call->xp_flags &= ~CF_SENDING;
+	if (call->xp_flags & (CF_REPLIED | CF_ABORTED)) {
+		if (!(call->xp_flags & CF_REPLIED))
+			call->status = call->xp_status;
+		done = true;
+	} else if (rc == -EMSGSIZE) {
+		call->status = rc;
+		done = true;
+	} else if (c->dead) {
+		call->status = c->dead_status ? c->dead_status : -ECONNRESET;
+		done = true;
+	}
+	if (done)
+		table_remove(c, call);
+	pthread_mutex_unlock(&c->lock);
+	if (done)
+		clnt_complete(c, call);
+	return false;
+}
+
+/* Whether a send of @rc left bytes of the record on the stream. */
+static bool send_wrote(int rc)
+{
+	return rc != -ECANCELED && rc != -EMSGSIZE;
+}
+
 /* Sends @call (marked CF_SENDING by the caller) and then completes it if a
  * reply or an abort arrived meanwhile. */
 static void clnt_send_one(struct tcp_clnt *c, struct rr_xprt_call *call)
 {
 	struct call_priv *cp = call->xp_priv;
-	bool done = false;
 
 	for (;;) {
 		uint64_t gen;
@@ -305,56 +385,14 @@ static void clnt_send_one(struct tcp_clnt *c, struct rr_xprt_call *call)
 		gen = c->gen;
 		if (c->fd >= 0) {
 			rc = rr_tcp_send_record(c->fd, &call->msg, &cp->cancel, 30000);
-			wrote = rc != -ECANCELED && rc != -EMSGSIZE;
+			wrote = send_wrote(rc);
 			if (rc && rc != -ECANCELED)
 				shutdown(c->fd, SHUT_RDWR); /* the reader notices */
 		}
 		pthread_mutex_unlock(&c->send_lock);
-		if (wrote)
-			test_hook(RR_TCP_TEST_SENT, call->xid, gen);
-
-		pthread_mutex_lock(&c->lock);
-		if (wrote)
-			cp->gen = gen;
-		if (rc != -ECANCELED && rc != -EMSGSIZE && !c->dead && !c->closing &&
-		    c->connected && !c->broken && c->gen != gen &&
-		    !(call->xp_flags & (CF_REPLIED | CF_ABORTED))) {
-			/* The connection was replaced after this call was
-			 * written to the old one (or failed to be): the
-			 * reconnect's retransmit scan skipped it while it was
-			 * CF_SENDING, so retransmit it on the new connection
-			 * here (same XID). Without a live connection it stays
-			 * pending with an old generation, and the next
-			 * reconnect's scan retransmits it. */
-			pthread_mutex_unlock(&c->lock);
-			continue;
-		}
-		if (rc && rc != -ECANCELED && rc != -EMSGSIZE) {
-			/* Make sure someone handles the failed connection. */
-			c->broken = c->connected && c->gen == gen ? true : c->broken;
-			unflag_self(c, call);
-			if (c->broken)
-				post_work(c);
-		}
-		call->xp_flags &= ~CF_SENDING;
-		if (call->xp_flags & (CF_REPLIED | CF_ABORTED)) {
-			if (!(call->xp_flags & CF_REPLIED))
-				call->status = call->xp_status;
-			done = true;
-		} else if (rc == -EMSGSIZE) {
-			call->status = rc;
-			done = true;
-		} else if (c->dead) {
-			call->status = c->dead_status ? c->dead_status : -ECONNRESET;
-			done = true;
-		}
-		if (done)
-			table_remove(c, call);
-		pthread_mutex_unlock(&c->lock);
-		break;
+		if (!send_ended(c, call, gen, rc, wrote))
+			break;
 	}
-	if (done)
-		clnt_complete(c, call);
 }
 
 /* @cp, no call's any more: kept as a spare of @c or freed. */
@@ -364,11 +402,52 @@ static void call_priv_put(struct tcp_clnt *c, struct call_priv *cp)
 		rr_free(c->p.env, cp);
 }
 
+static void role_release(struct tcp_clnt *c, int rc);
+
+/* Enters @call in the table and takes the reader role for it when its
+ * caller will wait for it and the role is free (c->lock). */
+static void table_enter(struct tcp_clnt *c, struct rr_xprt_call *call, bool may_take_role)
+{
+	struct call_priv *cp = call->xp_priv;
+
+	call->xp_flags = 0;
+	call->xp_next = c->bucket[call->xid % NBUCKET];
+	c->bucket[call->xid % NBUCKET] = call;
+	c->n_pending++;
+	if (!call->caller_waits) {
+		arm_rx(c);   /* the loop serves it */
+		return;
+	}
+	call->xp_flags |= CF_SELF;
+	c->n_self++;
+	if (may_take_role && c->connected && !c->broken && !c->reader_busy &&
+	    !rr_engine_app_driven()) {
+		c->reader_busy = true;
+		cp->role = true;
+		cp->fd = c->fd;
+	}
+}
+
+/* Submit: the Call enters the table and, while the connection is up, is
+ * written at once. Normally the record goes whole in one non-blocking
+ * sendmsg with both locks held (send_lock, then c->lock: nobody sees the
+ * call half-sent, so no CF_SENDING and no second critical section), and a
+ * synchronous caller takes the reader role in the same critical section
+ * (its wait then takes no lock to start reading). A record the socket
+ * does not take whole goes on with send_lock alone, CF_SENDING set and the
+ * role given back, as clnt_send_one. send_lock is only tried: a caller
+ * never waits for it before its call is in the table (an abort, a timeout,
+ * must find the call while another sender holds the socket), so when
+ * another sender has it, and with a test hook set (the hook waits for the
+ * loop in the window after a write), the send is clnt_send_one's. */
 static int tcp_clnt_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 {
 	struct tcp_clnt *c = (struct tcp_clnt *)x;
+	struct rr_tcp_send s;
 	struct call_priv *cp;
-	bool send_now;
+	uint64_t gen = 0;
+	bool send_now, fast;
+	int rc = 0;
 
 	if (call->msg.xdr_len > c->p.max_msg || call->msg.xdr_len > RR_RM_MAX_FRAG)
 		return -EMSGSIZE;
@@ -382,29 +461,50 @@ static int tcp_clnt_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	atomic_init(&cp->cancel, false);
 	rr_tcp_call_reset(call);
 
+	fast = !atomic_load_explicit(&g_test_hook, memory_order_relaxed) &&
+	       pthread_mutex_trylock(&c->send_lock) == 0;
 	pthread_mutex_lock(&c->lock);
 	if (c->dead || c->closing) {
+		rc = c->closing ? -ESHUTDOWN : c->dead_status ? c->dead_status : -ENOTCONN;
 		pthread_mutex_unlock(&c->lock);
+		if (fast)
+			pthread_mutex_unlock(&c->send_lock);
 		call_priv_put(c, cp);
-		return c->closing ? -ESHUTDOWN : c->dead_status ? c->dead_status : -ENOTCONN;
+		return rc;
 	}
 	call->xp_priv = cp;
-	call->xp_flags = 0;
-	call->xp_next = c->bucket[call->xid % NBUCKET];
-	c->bucket[call->xid % NBUCKET] = call;
-	c->n_pending++;
-	if (call->caller_waits) {
-		call->xp_flags |= CF_SELF;
-		c->n_self++;
-	} else {
-		arm_rx(c);   /* the loop serves it */
-	}
+	table_enter(c, call, fast);
 	send_now = c->connected;
+	if (send_now && fast) {
+		gen = c->gen;
+		rc = rr_tcp_send_init(&s, &call->msg);
+		if (!rc)
+			rc = rr_tcp_send_more(c->fd, &s, NULL, 0);
+		if (!rc) {
+			cp->gen = gen;   /* sent whole */
+			send_now = false;
+		} else if (cp->role) {
+			cp->role = false;   /* not while a send may block */
+			role_release(c, 0);
+		}
+	}
 	if (send_now)
 		call->xp_flags |= CF_SENDING;
 	pthread_mutex_unlock(&c->lock);
-
-	if (send_now)
+	if (!fast) {
+		if (send_now)
+			clnt_send_one(c, call);
+		return 0;
+	}
+	if (send_now) {
+		/* c->fd is stable under send_lock */
+		if (rc == -EAGAIN)
+			rc = rr_tcp_send_more(c->fd, &s, &cp->cancel, 30000);
+		if (rc && rc != -ECANCELED)
+			shutdown(c->fd, SHUT_RDWR); /* the reader notices */
+	}
+	pthread_mutex_unlock(&c->send_lock);
+	if (send_now && send_ended(c, call, gen, rc, send_wrote(rc)))
 		clnt_send_one(c, call);
 	return 0;
 }
@@ -489,29 +589,35 @@ static void clnt_on_call(struct tcp_clnt *c, uint8_t *buf, size_t len, size_t ca
 
 /* A record arrived: a Reply is matched to a pending Call by XID (RFC 5531
  * section 9), a Call goes to the callback server; anything else is
- * discarded. Returns the call it completed (only to be compared: it may be
- * gone), or NULL. */
-static struct rr_xprt_call *clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len,
-					   size_t cap)
+ * discarded. When the Reply is that of @mine (the call the role holder
+ * reads for) and no received byte is left staged, the reader role is given
+ * back in the same critical section: returns true then (@mine may be
+ * gone by the return). */
+static bool clnt_on_record(struct tcp_clnt *c, uint8_t *buf, size_t len, size_t cap,
+			   const struct rr_xprt_call *mine)
 {
 	struct rr_xprt_call *call;
 	uint32_t xid, mt;
-	bool done = false;
+	bool done = false, released = false;
 
-	if (rr_rpcmsg_peek(buf, len, &xid, &mt) == 0 && mt == RR_RPC_CALL) {
-		clnt_on_call(c, buf, len, cap);
-		return NULL;
-	}
-	if (rr_rpcmsg_peek(buf, len, &xid, &mt) || mt != RR_RPC_REPLY) {
+	if (rr_rpcmsg_peek(buf, len, &xid, &mt)) {
 		rr_tcp_reader_recycle(&c->rd, buf, cap);
-		return NULL;
+		return false;
+	}
+	if (mt == RR_RPC_CALL) {
+		clnt_on_call(c, buf, len, cap);
+		return false;
+	}
+	if (mt != RR_RPC_REPLY) {
+		rr_tcp_reader_recycle(&c->rd, buf, cap);
+		return false;
 	}
 	pthread_mutex_lock(&c->lock);
 	call = find_xid(c, xid);
 	if (!call || (call->xp_flags & (CF_REPLIED | CF_ABORTED))) {
 		pthread_mutex_unlock(&c->lock);
 		rr_tcp_reader_recycle(&c->rd, buf, cap);
-		return NULL;
+		return false;
 	}
 	((struct call_priv *)call->xp_priv)->reply_cap = cap;
 	call->reply_buf = buf;
@@ -522,12 +628,15 @@ static struct rr_xprt_call *clnt_on_record(struct tcp_clnt *c, uint8_t *buf, siz
 	if (!(call->xp_flags & CF_SENDING)) {
 		table_remove(c, call);
 		done = true;
+		if (call == mine && !rr_tcp_reader_buffered(&c->rd)) {
+			role_release(c, 0);
+			released = true;
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (!done)
-		return NULL;
-	clnt_complete(c, call);
-	return call;
+	if (done)
+		clnt_complete(c, call);
+	return released;
 }
 
 /* A Reply too large for max_msg was discarded: its call fails with
@@ -561,8 +670,9 @@ static void clnt_on_oversize(struct tcp_clnt *c, const uint8_t head8[8])
  * socket is known to be readable, no wait), then handles every complete
  * record available without blocking, or, with @mine, stops once @mine
  * completed and no received byte is left staged (the rest stays in the
- * socket for the next reader: no recv that would only say EAGAIN).
- * Returns 0, or a negative errno when the connection failed. */
+ * socket for the next reader: no recv that would only say EAGAIN) and
+ * then returns 1, the role given back (clnt_on_record). Else returns 0,
+ * or a negative errno when the connection failed. */
 static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms,
 			  const struct rr_xprt_call *mine)
 {
@@ -581,9 +691,8 @@ static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms,
 			size_t len, cap;
 			uint8_t *buf = rr_rm_dec_take(&c->rd.dec, &len, &cap);
 
-			if (clnt_on_record(c, buf, len, cap) == mine && mine &&
-			    !rr_tcp_reader_buffered(&c->rd))
-				return 0;
+			if (clnt_on_record(c, buf, len, cap, mine))
+				return 1;
 			continue;
 		}
 		if (rc == RR_RM_SKIPPED) {
@@ -610,7 +719,7 @@ static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms,
 static void role_release(struct tcp_clnt *c, int rc)
 {
 	c->reader_busy = false;
-	pthread_cond_broadcast(&c->cv);   /* destroy waits for the reader */
+	cv_wake(c);   /* destroy waits for the reader */
 	if (rc < 0)
 		c->broken = true;
 	if (c->broken || c->closing)
@@ -619,16 +728,24 @@ static void role_release(struct tcp_clnt *c, int rc)
 		arm_rx(c);
 }
 
-/* RPC layer's wait op: the caller reads for its own call (taking the reader
- * role) until the call left the table or @timeout_ms passed; if the role is
- * taken, the loop or the role holder serves it instead. */
+/* RPC layer's wait op: the caller reads for its own call (with the reader
+ * role its submit took, or taking it now) until the call left the table or
+ * @timeout_ms passed; if the role is taken, the loop or the role holder
+ * serves it instead. When its own Reply ends the read, the role was given
+ * back with it (clnt_on_record): no lock here. */
 static void tcp_clnt_wait(struct rr_xprt_client *x, struct rr_xprt_call *call,
 			  uint32_t timeout_ms)
 {
 	struct tcp_clnt *c = (struct tcp_clnt *)x;
-	uint64_t end_ns;
+	struct call_priv *cp = call->xp_priv;
+	uint64_t now = rr_coarse_now_ns(NULL), end_ns;
 	int rc = 0, fd;
 
+	if (cp && cp->role) {
+		cp->role = false;
+		fd = cp->fd;
+		goto read;
+	}
 	pthread_mutex_lock(&c->lock);
 	/* When the application drives progress, the caller's wait drives the
 	 * loop, which reads (a thread asleep on the socket would not run the
@@ -642,22 +759,22 @@ static void tcp_clnt_wait(struct rr_xprt_client *x, struct rr_xprt_call *call,
 	c->reader_busy = true;
 	fd = c->fd;
 	pthread_mutex_unlock(&c->lock);
-
-	end_ns = rr_coarse_now_ns(NULL) + (uint64_t)timeout_ms * 1000000u;
-	for (;;) {
-		uint64_t now = rr_coarse_now_ns(NULL);
+read:
+	end_ns = now + (uint64_t)timeout_ms * 1000000u;
+	while (now < end_ns) {
 		bool pending;
 
-		if (now >= end_ns)
-			break;
 		/* Slices of 50 ms: an abort (timeout, cancel) from another
 		 * thread removes the call from the table meanwhile. */
 		rc = clnt_read_some(c, fd, (int)RR_MIN((end_ns - now) / 1000000u + 1, 50u), call);
+		if (rc == 1)
+			return;   /* done, the role given back */
 		pthread_mutex_lock(&c->lock);
 		pending = find_slot(c, call) != NULL && !c->closing;
 		pthread_mutex_unlock(&c->lock);
 		if (rc < 0 || !pending)
 			break;
+		now = rr_coarse_now_ns(NULL);
 	}
 	pthread_mutex_lock(&c->lock);
 	unflag_self(c, call);
@@ -724,7 +841,7 @@ static bool clnt_lost(struct tcp_clnt *c)
 		keep_going = false;
 	}
 	c->reader_busy = false;
-	pthread_cond_broadcast(&c->cv);
+	cv_wake(c);
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->send_lock);
 	while (list) {
@@ -762,7 +879,7 @@ static void clnt_reconnected(struct tcp_clnt *c, int fd)
 	if (!c->rx_added)
 		c->broken = true;
 	arm_rx(c);   /* reverse Calls may come before any Reply */
-	pthread_cond_broadcast(&c->cv);
+	cv_wake(c);
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->send_lock);
 	/* In batches; calls submitted from now on are sent by submitters.
@@ -1003,7 +1120,7 @@ static void tcp_clnt_destroy(struct rr_xprt_client *x)
 		shutdown(c->fd, SHUT_RDWR);
 	/* a reader (the loop, a caller) finishes its read first */
 	while (c->reader_busy)
-		(void)rr_engine_wait(&c->cv, &c->lock, NULL);
+		cv_wait(c);
 	pthread_mutex_unlock(&c->lock);
 	rr_engine_call(c->loop, clnt_detach, c);
 	if (c->fd >= 0)
@@ -1045,7 +1162,7 @@ static void bc_uncount(struct tcp_clnt *c, struct tcp_bc_req *r)
 	if (r->counted) {
 		r->counted = false;
 		r->bc->inflight--;
-		pthread_cond_broadcast(&c->cv);
+		cv_wake(c);
 	}
 	pthread_mutex_unlock(&c->lock);
 }
@@ -1106,7 +1223,7 @@ static void bc_destroy(struct rr_xprt_server *x)
 	pthread_mutex_lock(&c->lock);
 	bc->stopped = true;
 	while (bc->inflight)
-		(void)rr_engine_wait(&c->cv, &c->lock, NULL);
+		cv_wait(c);
 	c->bc = NULL;
 	pthread_mutex_unlock(&c->lock);
 	rr_free(c->p.env, bc);

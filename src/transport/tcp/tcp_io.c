@@ -9,7 +9,8 @@
  * error is -ECONNRESET. Writing: an RPC message (its inline bytes,
  * referenced DDP-eligible data and XDR pad, transport/xprt.h section 1) is
  * framed by the encoder as one fragment and sent with sendmsg, polling
- * when the socket buffer is full. */
+ * when the socket buffer is full, or, for a caller that must not block,
+ * resumed later from where it stopped (struct rr_tcp_send). */
 #include "transport/tcp/tcp_io.h"
 
 #include <netinet/in.h>
@@ -191,9 +192,6 @@ int rr_tcp_read(struct rr_tcp_reader *r, int fd)
 
 /* ---- record writer ---- */
 
-#define MAX_PIECES (1 + 3 * RR_RPC_MAX_DDP + 1)
-#define MAX_IOV (1 + MAX_PIECES)
-
 /* Builds the pieces of the complete XDR message @m, in order: inline bytes,
  * each referenced item's data and its pad (transport/xprt.h section 1). */
 static int build_iov(const struct rr_xprt_msg *m, struct iovec *iov)
@@ -227,28 +225,49 @@ static int build_iov(const struct rr_xprt_msg *m, struct iovec *iov)
 	return n;
 }
 
-/* Polls in slices of 100 ms while the socket buffer is full. */
-int rr_tcp_send_record(int fd, const struct rr_xprt_msg *m, atomic_bool *cancel, int timeout_ms)
+int rr_tcp_send_init(struct rr_tcp_send *s, const struct rr_xprt_msg *m)
 {
-	struct iovec piece[MAX_PIECES], iov[MAX_IOV];
-	uint8_t marker[1][RR_RM_HDR_LEN];
-	int niov, idle_ms = 0;
-	size_t total = 0, sent = 0;
-	struct iovec *v = iov;
+	struct iovec piece[RR_TCP_SEND_PIECES];
+	int niov;
 
+	if (!m->nddp && m->head_len <= RR_RM_MAX_FRAG) {
+		/* inline bytes only (a NULL Call, a small Reply): the header
+		 * and one piece, as rr_rm_enc_iov would frame them */
+		rr_rm_put_header(s->marker[0], (uint32_t)m->head_len, true);
+		s->iov[0].iov_base = s->marker[0];
+		s->iov[0].iov_len = RR_RM_HDR_LEN;
+		s->iov[1].iov_base = (void *)m->head;
+		s->iov[1].iov_len = m->head_len;
+		s->v = s->iov;
+		s->niov = m->head_len ? 2 : 1;
+		s->sent = 0;
+		s->total = RR_RM_HDR_LEN + m->head_len;
+		return 0;
+	}
 	/* one fragment: -EMSGSIZE above RR_RM_MAX_FRAG */
-	niov = rr_rm_enc_iov(piece, (unsigned)build_iov(m, piece), RR_RM_MAX_FRAG, marker, 1, iov,
-			     MAX_IOV);
+	niov = rr_rm_enc_iov(piece, (unsigned)build_iov(m, piece), RR_RM_MAX_FRAG, s->marker, 1,
+			     s->iov, RR_TCP_SEND_IOV);
 	if (niov < 0)
 		return niov;
+	s->v = s->iov;
+	s->niov = niov;
+	s->total = s->sent = 0;
 	for (int i = 0; i < niov; i++)
-		total += iov[i].iov_len;
-	while (sent < total) {
-		struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)niov};
+		s->total += s->iov[i].iov_len;
+	return 0;
+}
+
+/* Polls in slices of 100 ms while the socket buffer is full. */
+int rr_tcp_send_more(int fd, struct rr_tcp_send *s, atomic_bool *cancel, int timeout_ms)
+{
+	int idle_ms = 0;
+
+	while (s->sent < s->total) {
+		struct msghdr mh = {.msg_iov = s->v, .msg_iovlen = (size_t)s->niov};
 		ssize_t n;
 
 		if (cancel && atomic_load(cancel))
-			return sent ? -ECONNABORTED : -ECANCELED;
+			return s->sent ? -ECONNABORTED : -ECANCELED;
 		n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
@@ -257,6 +276,8 @@ int rr_tcp_send_record(int fd, const struct rr_xprt_msg *m, atomic_bool *cancel,
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				return -ECONNRESET;
+			if (!timeout_ms)
+				return -EAGAIN;
 			if (idle_ms >= timeout_ms)
 				return -ETIMEDOUT;
 			if (poll(&pfd, 1, 100) == 0)
@@ -264,20 +285,28 @@ int rr_tcp_send_record(int fd, const struct rr_xprt_msg *m, atomic_bool *cancel,
 			continue;
 		}
 		idle_ms = 0;
-		sent += (size_t)n;
-		while (n > 0 && niov > 0) {
-			if ((size_t)n >= v->iov_len) {
-				n -= (ssize_t)v->iov_len;
-				v++;
-				niov--;
+		s->sent += (size_t)n;
+		while (n > 0 && s->niov > 0) {
+			if ((size_t)n >= s->v->iov_len) {
+				n -= (ssize_t)s->v->iov_len;
+				s->v++;
+				s->niov--;
 			} else {
-				v->iov_base = (uint8_t *)v->iov_base + n;
-				v->iov_len -= (size_t)n;
+				s->v->iov_base = (uint8_t *)s->v->iov_base + n;
+				s->v->iov_len -= (size_t)n;
 				n = 0;
 			}
 		}
 	}
 	return 0;
+}
+
+int rr_tcp_send_record(int fd, const struct rr_xprt_msg *m, atomic_bool *cancel, int timeout_ms)
+{
+	struct rr_tcp_send s;
+	int rc = rr_tcp_send_init(&s, m);
+
+	return rc ? rc : rr_tcp_send_more(fd, &s, cancel, timeout_ms);
 }
 
 void rr_tcp_sock_opts(int fd)

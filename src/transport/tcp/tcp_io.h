@@ -7,6 +7,7 @@
 #define RR_TRANSPORT_TCP_IO_H
 
 #include <stdatomic.h>
+#include <sys/uio.h>
 
 #include "transport/tcp/rm.h"
 #include "transport/tcp/tcp_bufs.h"
@@ -102,6 +103,29 @@ void rr_tcp_reader_recycle(struct rr_tcp_reader *r, uint8_t *buf, size_t cap);
  * (-ETIMEDOUT); -EMSGSIZE above one fragment, -ECONNRESET when the
  * connection failed. Borrows @m for the duration of the call. */
 int rr_tcp_send_record(int fd, const struct rr_xprt_msg *m, atomic_bool *cancel, int timeout_ms);
+
+#define RR_TCP_SEND_PIECES (1 + 3 * RR_RPC_MAX_DDP + 1)
+#define RR_TCP_SEND_IOV (1 + RR_TCP_SEND_PIECES)
+
+/* A record being sent in steps (rr_tcp_send_record in two halves): where
+ * the next byte comes from. Refers to itself (@v, the marker): it stays
+ * where it was initialised until the send ends. */
+struct rr_tcp_send {
+	struct iovec iov[RR_TCP_SEND_IOV];
+	struct iovec *v;
+	int niov;
+	size_t total, sent;
+	uint8_t marker[1][RR_RM_HDR_LEN];
+};
+
+/* Frames @m as one record into @s: 0, or -EMSGSIZE above one fragment.
+ * Borrows @m until the send ends. */
+int rr_tcp_send_init(struct rr_tcp_send *s, const struct rr_xprt_msg *m);
+/* Sends what is left of @s, as rr_tcp_send_record; @timeout_ms 0: one
+ * non-blocking try, -EAGAIN when bytes are left (the stream then holds
+ * @s->sent bytes of the record, and the next rr_tcp_send_more goes on from
+ * there). */
+int rr_tcp_send_more(int fd, struct rr_tcp_send *s, atomic_bool *cancel, int timeout_ms);
 /* The socket options of every tcp:// connection (TCP_NODELAY). */
 void rr_tcp_sock_opts(int fd);
 /* Clears @call's results before it is sent, forward or backward (no Reply

@@ -26,6 +26,7 @@
 #include "transport/xprt_ctl.h"
 #include "common/listen.h"
 #include "engine/engine.h"
+#include "common/spare.h"
 
 #include "rpc/rpcmsg.h"
 
@@ -51,8 +52,11 @@ struct tcp_conn {
 	struct rr_tcp_reader rd;        /* with a read-ahead stage */
 	struct rr_loop_task more;       /* staged bytes left: read next turn */
 	pthread_mutex_t send_lock;
-	int refs;                  /* its loop + one per delivered req */
-	bool closed;
+	/* its loop + one per delivered req + one per callback client: taken
+	 * and dropped without the server's lock (the last one unlinks the
+	 * connection under it, conn_put) */
+	_Atomic int refs;
+	atomic_bool closed;        /* set under lock; read without by a Reply */
 	bool idle_shut;            /* shut down by the idle sweep (lock) */
 	_Atomic uint64_t last_rx_ns;    /* its last read (idle timeout) */
 	struct sockaddr_storage peer;   /* from accept (RR_CTL_PEER_ADDR) */
@@ -103,7 +107,7 @@ struct tcp_srv {
 	unsigned next_loop;         /* the next connection's loop */
 	bool started;
 	pthread_mutex_t lock;
-	bool stopping;
+	atomic_bool stopping;       /* set under lock; read without by a read */
 	struct tcp_conn *conns;
 	unsigned nconns;
 	/* limits (docs/security.md "Limits"), under lock */
@@ -113,24 +117,23 @@ struct tcp_srv {
 	uint64_t resume_ns;         /* listener out of epoll until; 0: not */
 	uint64_t refused, idle_closed;
 	struct rr_tcp_cache pool;   /* large record buffers, all connections */
+	struct rr_spare req_spare;  /* finished tcp_reqs kept for reuse */
 	/* per loop (nbounce), for its connections: RR_TCP_BOUNCE bytes of
 	 * bounce buffer, then RR_TCP_SRV_STAGE bytes of shared stage */
 	uint8_t *bounce;
 	unsigned nbounce;
 };
 
-static void conn_put_locked(struct tcp_srv *s, struct tcp_conn *cn, bool *free_it)
+/* @cn, its last reference dropped, leaves the server's list (lock). */
+static void conn_unlink_locked(struct tcp_srv *s, struct tcp_conn *cn)
 {
-	*free_it = --cn->refs == 0;
-	if (*free_it) {
-		if (cn->prev)
-			cn->prev->next = cn->next;
-		else
-			s->conns = cn->next;
-		if (cn->next)
-			cn->next->prev = cn->prev;
-		s->nconns--;
-	}
+	if (cn->prev)
+		cn->prev->next = cn->next;
+	else
+		s->conns = cn->next;
+	if (cn->next)
+		cn->next->prev = cn->prev;
+	s->nconns--;
 }
 
 static void conn_free(struct tcp_srv *s, struct tcp_conn *cn)
@@ -143,15 +146,15 @@ static void conn_free(struct tcp_srv *s, struct tcp_conn *cn)
 	rr_mem_trim_due(s->p.env);   /* the listener's timer gives it back */
 }
 
+/* Drops a reference on @cn: the last one unlinks and frees it. */
 static void conn_put(struct tcp_srv *s, struct tcp_conn *cn)
 {
-	bool f;
-
+	if (atomic_fetch_sub(&cn->refs, 1) != 1)
+		return;
 	pthread_mutex_lock(&s->lock);
-	conn_put_locked(s, cn, &f);
+	conn_unlink_locked(s, cn);
 	pthread_mutex_unlock(&s->lock);
-	if (f)
-		conn_free(s, cn);
+	conn_free(s, cn);
 }
 
 /* Removes @call from @cn's callbacks awaiting a Reply (bc_lock held). */
@@ -298,7 +301,7 @@ static struct tcp_conn *srv_conn_new(struct tcp_srv *s)
 	}
 	cn->more.fn = srv_more;
 	cn->srv = s;
-	cn->refs = 1;
+	atomic_init(&cn->refs, 1);
 	atomic_store(&cn->last_rx_ns, rr_now_ns(s->p.env));
 	return cn;
 }
@@ -470,30 +473,30 @@ static bool srv_take_record(struct tcp_conn *cn)
 			return true;
 		}
 	}
-	r = rr_zalloc(s->p.env, sizeof(*r));
+	stopping = atomic_load(&s->stopping);
+	if (stopping) {
+		/* Shutting down: no new Calls; the connection is kept until
+		 * destroy so replies in flight still go out. (A Call read as
+		 * stop begins still goes: the RPC layer refuses it, svc_recv.) */
+		rr_tcp_reader_recycle(&cn->rd, buf, cap);
+		return true;
+	}
+	r = rr_spare_take(&s->req_spare);
+	if (!r)
+		r = rr_alloc(s->p.env, sizeof(*r));
 	if (!r) {
 		rr_tcp_reader_recycle(&cn->rd, buf, cap);
 		conn_close(s, cn);
 		return false;
 	}
+	memset(r, 0, sizeof(*r));
 	r->buf = buf;
 	r->cap = cap;
 	r->req.len = len;
 	r->req.msg = r->buf;
 	r->req.xp_priv = r;
 	r->conn = cn;
-	pthread_mutex_lock(&s->lock);
-	stopping = s->stopping;
-	if (!stopping)
-		cn->refs++;
-	pthread_mutex_unlock(&s->lock);
-	if (stopping) {
-		/* Shutting down: no new Calls; the connection is kept until
-		 * destroy so replies in flight still go out. */
-		rr_tcp_reader_recycle(&cn->rd, r->buf, r->cap);
-		rr_free(s->p.env, r);
-		return true;
-	}
+	atomic_fetch_add(&cn->refs, 1);   /* its loop holds one: cn lives */
 	s->p.recv(s->p.ctx, &r->req);
 	return true;
 }
@@ -623,9 +626,7 @@ static int tcp_srv_send_reply(struct rr_xprt_server *x, struct rr_xprt_req *req,
 	if (msg->xdr_len > s->p.max_msg)
 		return -EMSGSIZE;
 	pthread_mutex_lock(&cn->send_lock);
-	pthread_mutex_lock(&s->lock);
-	closed = cn->closed;
-	pthread_mutex_unlock(&s->lock);
+	closed = atomic_load(&cn->closed);   /* the req's reference keeps cn->fd */
 	if (closed) {
 		pthread_mutex_unlock(&cn->send_lock);
 		return -ENOTCONN;
@@ -644,7 +645,8 @@ static void tcp_srv_req_done(struct rr_xprt_server *x, struct rr_xprt_req *req)
 	struct tcp_conn *cn = r->conn;
 
 	rr_tcp_reader_recycle(&cn->rd, r->buf, r->cap);
-	rr_free(s->p.env, r);
+	if (!rr_spare_put(&s->req_spare, r))
+		rr_free(s->p.env, r);
 	conn_put(s, cn);
 }
 
@@ -707,6 +709,8 @@ static void tcp_srv_destroy(struct rr_xprt_server *x)
 		conn_free(s, cn);
 	}
 	rr_tcp_cache_fini(&s->pool, s->p.env);
+	for (void *r; (r = rr_spare_take(&s->req_spare));)
+		rr_free(s->p.env, r);
 	rr_free(s->p.env, s->bounce);
 	pthread_mutex_destroy(&s->lock);
 	rr_free(s->p.env, s);
@@ -899,7 +903,7 @@ static int tcp_srv_bc_client(struct rr_xprt_server *x, struct rr_xprt_req *req,
 		rr_free(p->env, bc);
 		return -ENOTCONN;
 	}
-	cn->refs++;      /* the connection outlives the request */
+	atomic_fetch_add(&cn->refs, 1);   /* the connection outlives the request */
 	cn->bc_refs++;
 	pthread_mutex_unlock(&s->lock);
 	*ops = &bc_client_ops;
