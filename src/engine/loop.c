@@ -7,7 +7,11 @@
  * timer at most (not at all when tasks wait), dispatches the ready sources,
  * then the due timers, then the tasks, each without the loop's lock. The
  * eventfd is written only when the runner may be asleep (wake_pending
- * tells a second poster it is already on its way). */
+ * tells a second poster it is already on its way). A turn with no timer
+ * due and no task queued takes no lock: the earliest deadline (next_at)
+ * and the number of tasks are also kept as atomics, written under the
+ * lock, read without it; a task or timer that a look misses has woken
+ * the loop (see rr_loop_run_once). */
 #include "engine/loop.h"
 
 #include <sys/epoll.h>
@@ -27,8 +31,9 @@ struct rr_loop {
 	struct rr_loop_timer **heap;
 	uint32_t nheap, cap, reserved;
 	uint64_t tfd_at;               /* what the timerfd is armed for (0: off) */
+	_Atomic uint64_t next_at;      /* earliest timer (UINT64_MAX: none) */
 	struct rr_loop_task *tasks, **tasks_tail;
-	uint32_t ntasks;
+	atomic_uint ntasks;
 	atomic_bool wake_pending;
 	atomic_bool sleeping;
 	/* sources deleted during the current turn: their events are skipped
@@ -134,12 +139,15 @@ void rr_loop_wake(struct rr_loop *l)
 	}
 }
 
-/* The timerfd follows the earliest timer (lock held). */
+/* next_at and the timerfd follow the earliest timer (lock held; after
+ * every change of the heap's top, at the latest before the lock is let go:
+ * between, next_at may only be early, never late). */
 static void tfd_follow(struct rr_loop *l)
 {
 	uint64_t at = l->nheap ? l->heap[0]->at : 0;
 	struct itimerspec its = {{0, 0}, {0, 0}};
 
+	atomic_store(&l->next_at, l->nheap ? at : UINT64_MAX);
 	if (l->tfd.fd < 0 || at == l->tfd_at)
 		return;
 	l->tfd_at = at;
@@ -163,6 +171,8 @@ int rr_loop_create(bool with_timerfd, struct rr_loop **out)
 		return -ENOMEM;
 	l->wake.fd = l->tfd.fd = -1;
 	l->tasks_tail = &l->tasks;
+	atomic_init(&l->next_at, UINT64_MAX);
+	atomic_init(&l->ntasks, 0);
 	pthread_mutex_init(&l->lock, NULL);
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (l->epfd < 0)
@@ -402,19 +412,20 @@ static bool is_dead(const struct rr_loop *l, const struct rr_loop_src *src)
 	return false;
 }
 
-/* How long the turn may sleep (lock held). */
+/* How long the turn may sleep (no lock: the atomics). */
 static int sleep_ms(struct rr_loop *l, int timeout_ms)
 {
-	uint64_t now, d;
+	uint64_t now, d, at;
 
-	if (l->tasks)
+	if (atomic_load(&l->ntasks))
 		return 0;
-	if (!l->nheap)
+	at = atomic_load(&l->next_at);
+	if (at == UINT64_MAX)
 		return timeout_ms;
 	now = rr_now_ns(NULL);
-	if (l->heap[0]->at <= now)
+	if (at <= now)
 		return 0;
-	d = (l->heap[0]->at - now + 999999u) / 1000000u;
+	d = (at - now + 999999u) / 1000000u;
 	if (timeout_ms >= 0 && d > (uint64_t)timeout_ms)
 		return timeout_ms;
 	return d > INT32_MAX ? INT32_MAX : (int)d;
@@ -423,8 +434,13 @@ static int sleep_ms(struct rr_loop *l, int timeout_ms)
 static int run_timers(struct rr_loop *l)
 {
 	int n = 0;
-	uint64_t now = rr_now_ns(NULL);
+	uint64_t now;
 
+	if (atomic_load(&l->next_at) == UINT64_MAX)
+		return 0;
+	now = rr_now_ns(NULL);
+	if (atomic_load(&l->next_at) > now)
+		return 0;   /* none due (one set meanwhile: next turn) */
 	pthread_mutex_lock(&l->lock);
 	while (l->nheap && l->heap[0]->at <= now) {
 		struct rr_loop_timer *t = l->heap[0];
@@ -447,7 +463,10 @@ static int run_tasks(struct rr_loop *l)
 
 	/* Only the tasks queued now (one posted by a task waits for the next
 	 * turn, which then does not sleep), taken one at a time: a task
-	 * cancelled by an earlier one is no longer there. */
+	 * cancelled by an earlier one is no longer there. None: no lock (a
+	 * task posted meanwhile by another thread woke the loop). */
+	if (!atomic_load(&l->ntasks))
+		return 0;
 	pthread_mutex_lock(&l->lock);
 	left = l->ntasks;
 	while (left-- && l->tasks) {
@@ -475,11 +494,14 @@ int rr_loop_run_once(struct rr_loop *l, int timeout_ms)
 	int n, ran = 0;
 
 	tls_loop = l;
-	pthread_mutex_lock(&l->lock);
+	/* "sleeping" before the look at the deadline: a timer set earlier by
+	 * another thread meanwhile is either seen by the look or sees the
+	 * flag and wakes the loop (both sequentially consistent). Tasks
+	 * posted by other threads always wake it. */
+	atomic_store(&l->sleeping, true);
 	timeout_ms = sleep_ms(l, timeout_ms);
-	pthread_mutex_unlock(&l->lock);
-	if (timeout_ms != 0)
-		atomic_store(&l->sleeping, true);
+	if (timeout_ms == 0)
+		atomic_store(&l->sleeping, false);
 	n = epoll_wait(l->epfd, evs, LOOP_EVENTS, timeout_ms);
 	atomic_store(&l->sleeping, false);
 	l->ndead = 0;
