@@ -458,7 +458,20 @@ static void violation(enum viol v, uint8_t layer, uint8_t etype, uint8_t ecode,
 	w.opcode = RPCRDMA_WR_RDMA_WRITE;
 	w.flags = RPCRDMA_SEND_SIGNALED;
 	switch (v) {
-	case V_BAD_STAG: stag ^= 0x00000100; break;
+	case V_BAD_STAG: {
+		/* another index with the same key byte: one the victim's
+		 * table does not hold for its PD and QP (keys are random: a
+		 * neighbour, e.g. ro_mr, may have drawn the same byte, and
+		 * would draw an access error instead) */
+		struct soft_qp *vq = RR_CONTAINER_OF(RR_BASE(qp, p.s.qp), struct soft_qp, base);
+		uint32_t k = 1;
+
+		while (rr_mrt_check(&vq->ctx->mrt, stag ^ k << 8, to, 0, RPCRDMA_ACCESS_REMOTE_WRITE,
+				    &vq->pd->base, &vq->base, NULL) != -ENOENT)
+			k++;
+		stag ^= k << 8;
+		break;
+	}
 	case V_BOUNDS: to += 2000; break;
 	case V_NO_WRITE: stag = rpcrdma_mr_rkey(ro_mr); to = rpcrdma_mr_remote_offset(ro_mr); break;
 	case V_OTHER_PD: stag = rpcrdma_mr_rkey(omr); to = rpcrdma_mr_remote_offset(omr); break;
