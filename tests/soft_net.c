@@ -77,6 +77,27 @@ struct rpcrdma_qp *soft_net_qp(struct net *n, struct rpcrdma_cq *cq, uint32_t de
 	return qp;
 }
 
+void soft_ep_make(struct rpcrdma_context *ctx, struct soft_ep *e, uint32_t depth, uint32_t sge)
+{
+	struct rpcrdma_cq_attr ca = {.cqe = 64};
+	struct rpcrdma_qp_attr qa;
+
+	REQUIRE_EQ(rpcrdma_pd_alloc(ctx, &e->pd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(ctx, &ca, &e->cq), 0);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = e->cq;
+	qa.max_send_wr = qa.max_recv_wr = depth;
+	qa.max_send_sge = qa.max_recv_sge = sge;
+	REQUIRE_EQ(rpcrdma_qp_create(e->pd, &qa, &e->qp), 0);
+}
+
+void soft_ep_free(struct soft_ep *e)
+{
+	CHECK_EQ(rpcrdma_qp_destroy(e->qp), 0);
+	CHECK_EQ(rpcrdma_cq_destroy(e->cq), 0);
+	CHECK_EQ(rpcrdma_pd_free(e->pd), 0);
+}
+
 void soft_net_connect(struct net *n, struct rpcrdma_qp *cqp, struct rpcrdma_cm_id **cid)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),

@@ -36,6 +36,16 @@ void soft_net_up(struct net *n, int cqe, int backlog);
 /* soft_net_up plus @len zeroed bytes registered local + remote write. */
 void soft_net_up_buf(struct net *n, int cqe, int backlog, uint32_t len);
 void soft_net_down(struct net *n);
+/* One endpoint of its own on @ctx: a PD, a CQ of 64 entries and a QP on
+ * it with @depth work requests and @sge entries each way (the CM tests'
+ * sides, which do not share struct net's PD). */
+struct soft_ep {
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_qp *qp;
+};
+void soft_ep_make(struct rpcrdma_context *ctx, struct soft_ep *e, uint32_t depth, uint32_t sge);
+void soft_ep_free(struct soft_ep *e);
 /* A QP whose send and receive CQ is @cq, @depth work requests each way. */
 struct rpcrdma_qp *soft_net_qp(struct net *n, struct rpcrdma_cq *cq, uint32_t depth);
 /* Starts connecting @cqp to the listener (rpcrdma_connect, no private

@@ -18,6 +18,7 @@
 
 #include "rpcrdma/env.h"
 #include "rpcrdma/rdma.h"
+#include "soft_net.h"
 
 struct cm_env {
 	struct rpcrdma_env env;
@@ -39,33 +40,6 @@ static void ce_free(void *ctx, void *ptr)
 	if (ptr)
 		atomic_fetch_sub(&e->live, 1);
 	free(ptr);
-}
-
-struct cm_side {
-	struct rpcrdma_pd *pd;
-	struct rpcrdma_cq *cq;
-	struct rpcrdma_qp *qp;
-};
-
-static void side_make(struct rpcrdma_context *ctx, struct cm_side *s)
-{
-	struct rpcrdma_cq_attr ca = {.cqe = 64};
-	struct rpcrdma_qp_attr qa;
-
-	REQUIRE_EQ(rpcrdma_pd_alloc(ctx, &s->pd), 0);
-	REQUIRE_EQ(rpcrdma_cq_create(ctx, &ca, &s->cq), 0);
-	memset(&qa, 0, sizeof(qa));
-	qa.send_cq = qa.recv_cq = s->cq;
-	qa.max_send_wr = qa.max_recv_wr = 8;
-	qa.max_send_sge = qa.max_recv_sge = 1;
-	REQUIRE_EQ(rpcrdma_qp_create(s->pd, &qa, &s->qp), 0);
-}
-
-static void side_free(struct cm_side *s)
-{
-	CHECK_EQ(rpcrdma_qp_destroy(s->qp), 0);
-	CHECK_EQ(rpcrdma_cq_destroy(s->cq), 0);
-	CHECK_EQ(rpcrdma_pd_free(s->pd), 0);
 }
 
 /* Waits until the channel has an event queued, without consuming it. */
@@ -111,14 +85,14 @@ TEST(soft_cm_destroy_id_drops_queued_events)
 	struct rpcrdma_context *ctx;
 	struct rpcrdma_cm_channel *sch, *cch;
 	struct rpcrdma_cm_id *l, *cid, *sid;
-	struct cm_side c, s;
+	struct soft_ep c, s;
 	struct rpcrdma_cm_event ev;
 	int lmark, cmark;
 	struct sockaddr_in a;
 
 	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
-	side_make(ctx, &c);
-	side_make(ctx, &s);
+	soft_ep_make(ctx, &c, 8, 1);
+	soft_ep_make(ctx, &s, 8, 1);
 	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &sch), 0);
 	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &cch), 0);
 	a = loop_addr(listen_port(sch, &lmark, &l));
@@ -139,8 +113,8 @@ TEST(soft_cm_destroy_id_drops_queued_events)
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_cm_get_event(sch, &ev), -EAGAIN);
 	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
-	side_free(&c);
-	side_free(&s);
+	soft_ep_free(&c);
+	soft_ep_free(&s);
 	CHECK_EQ(rpcrdma_cm_channel_destroy(cch), 0);
 	CHECK_EQ(rpcrdma_cm_channel_destroy(sch), 0);
 	CHECK_EQ(rpcrdma_close(ctx), 0);
@@ -152,15 +126,15 @@ TEST(soft_cm_connect_user_ctx_on_first_event)
 	struct rpcrdma_context *ctx;
 	struct rpcrdma_cm_channel *ch;
 	struct rpcrdma_cm_id *l, *cid, *sid = NULL;
-	struct cm_side c, s;
+	struct soft_ep c, s;
 	struct rpcrdma_cm_event ev;
 	int cmark;
 	struct sockaddr_in a;
 	bool cest = false;
 
 	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
-	side_make(ctx, &c);
-	side_make(ctx, &s);
+	soft_ep_make(ctx, &c, 8, 1);
+	soft_ep_make(ctx, &s, 8, 1);
 	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &ch), 0);
 	a = loop_addr(listen_port(ch, NULL, &l));
 	REQUIRE_EQ(rpcrdma_connect(ch, c.qp, (struct sockaddr *)&a, sizeof(a), NULL, &cmark, &cid), 0);
@@ -179,8 +153,8 @@ TEST(soft_cm_connect_user_ctx_on_first_event)
 	if (sid)
 		CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
-	side_free(&c);
-	side_free(&s);
+	soft_ep_free(&c);
+	soft_ep_free(&s);
 	CHECK_EQ(rpcrdma_cm_channel_destroy(ch), 0);
 	CHECK_EQ(rpcrdma_close(ctx), 0);
 }
@@ -196,7 +170,7 @@ TEST(soft_cm_listener_destroy_frees_pending)
 	struct rpcrdma_context *ctx;
 	struct rpcrdma_cm_channel *sch, *cch;
 	struct rpcrdma_cm_id *l, *cid;
-	struct cm_side c;
+	struct soft_ep c;
 	struct rpcrdma_cm_event ev;
 	struct sockaddr_in a;
 	int raw;
@@ -208,7 +182,7 @@ TEST(soft_cm_listener_destroy_frees_pending)
 	ce.env.alloc_ctx = &ce;
 	oa.env = &ce.env;
 	REQUIRE_EQ(rpcrdma_open("soft", &oa, &ctx), 0);
-	side_make(ctx, &c);
+	soft_ep_make(ctx, &c, 8, 1);
 	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &sch), 0);
 	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &cch), 0);
 	a = loop_addr(listen_port(sch, NULL, &l));
@@ -238,7 +212,7 @@ TEST(soft_cm_listener_destroy_frees_pending)
 	REQUIRE_EQ(next_event(cch, &ev, 5000), 0);
 	CHECK(ev.type != RPCRDMA_CM_ESTABLISHED);
 	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
-	side_free(&c);
+	soft_ep_free(&c);
 	CHECK_EQ(rpcrdma_cm_channel_destroy(cch), 0);
 	CHECK_EQ(rpcrdma_close(ctx), 0);
 	CHECK_EQ(atomic_load(&ce.live), 0);

@@ -14,35 +14,23 @@
 
 #include "rdma/soft/soft.h"
 #include "rpcrdma/rdma.h"
+#include "soft_net.h"
 
 struct dep {
-	struct rpcrdma_pd *pd;
-	struct rpcrdma_cq *cq;
-	struct rpcrdma_qp *qp;
+	struct soft_ep e;
 	struct rpcrdma_cm_id *id;
 };
 
-static void dep_make(struct rpcrdma_context *ctx, struct dep *e)
+static void dep_make(struct rpcrdma_context *ctx, struct dep *d)
 {
-	struct rpcrdma_cq_attr ca = {.cqe = 64};
-	struct rpcrdma_qp_attr qa;
-
-	REQUIRE_EQ(rpcrdma_pd_alloc(ctx, &e->pd), 0);
-	REQUIRE_EQ(rpcrdma_cq_create(ctx, &ca, &e->cq), 0);
-	memset(&qa, 0, sizeof(qa));
-	qa.send_cq = qa.recv_cq = e->cq;
-	qa.max_send_wr = qa.max_recv_wr = 16;
-	qa.max_send_sge = qa.max_recv_sge = 2;
-	REQUIRE_EQ(rpcrdma_qp_create(e->pd, &qa, &e->qp), 0);
+	soft_ep_make(ctx, &d->e, 16, 2);
 }
 
-static void dep_free(struct dep *e)
+static void dep_free(struct dep *d)
 {
-	if (e->id)
-		CHECK_EQ(rpcrdma_cm_id_destroy(e->id), 0);
-	CHECK_EQ(rpcrdma_qp_destroy(e->qp), 0);
-	CHECK_EQ(rpcrdma_cq_destroy(e->cq), 0);
-	CHECK_EQ(rpcrdma_pd_free(e->pd), 0);
+	if (d->id)
+		CHECK_EQ(rpcrdma_cm_id_destroy(d->id), 0);
+	soft_ep_free(&d->e);
 }
 
 static int wait_ev(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev, int ms)
@@ -93,7 +81,7 @@ static void *acceptor_main(void *arg)
 	}
 	a->req_pd_len = ev.private_data_len;
 	a->s->id = ev.id;
-	a->rc = rpcrdma_accept(ev.id, a->s->qp, &sp);
+	a->rc = rpcrdma_accept(ev.id, a->s->e.qp, &sp);
 	return NULL;
 }
 
@@ -137,14 +125,14 @@ TEST(soft_connect_drive_established_in_caller)
 		struct rpcrdma_cm_id *x = NULL;
 
 		bad.flags = RR_CONN_DRIVEN;
-		CHECK_EQ(rpcrdma_connect(cch, c.qp, (struct sockaddr *)&a, sizeof(a), &bad, NULL, &x),
+		CHECK_EQ(rpcrdma_connect(cch, c.e.qp, (struct sockaddr *)&a, sizeof(a), &bad, NULL, &x),
 			 -EINVAL);
 		CHECK(x == NULL);
 	}
 	acc.ch = sch;
 	acc.s = &s;
 	REQUIRE_EQ(pthread_create(&t, NULL, acceptor_main, &acc), 0);
-	REQUIRE_EQ(rr_cm_connect_driven(cch, c.qp, (struct sockaddr *)&a, sizeof(a), &cp, &tag,
+	REQUIRE_EQ(rr_cm_connect_driven(cch, c.e.qp, (struct sockaddr *)&a, sizeof(a), &cp, &tag,
 					&c.id, &driven), 0);
 	CHECK(driven);
 	/* its handshake running: on the timed list (with, once the
@@ -184,14 +172,14 @@ TEST(soft_connect_drive_established_in_caller)
 		struct rpcrdma_wc wc;
 		int got = 0;
 
-		REQUIRE_EQ(rpcrdma_reg_mr_simple(s.pd, rbuf, sizeof(rbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &rmr), 0);
-		REQUIRE_EQ(rpcrdma_reg_mr_simple(c.pd, sbuf, sizeof(sbuf), 0, &smr), 0);
+		REQUIRE_EQ(rpcrdma_reg_mr_simple(s.e.pd, rbuf, sizeof(rbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &rmr), 0);
+		REQUIRE_EQ(rpcrdma_reg_mr_simple(c.e.pd, sbuf, sizeof(sbuf), 0, &smr), 0);
 		rs = (struct rpcrdma_sge){(uint64_t)(uintptr_t)rbuf, sizeof(rbuf), rpcrdma_mr_lkey(rmr)};
 		ss = (struct rpcrdma_sge){(uint64_t)(uintptr_t)sbuf, 4, rpcrdma_mr_lkey(smr)};
-		REQUIRE_EQ(rpcrdma_post_recv(s.qp, &rw, NULL), 0);
-		REQUIRE_EQ(rpcrdma_post_send(c.qp, &sw, NULL), 0);
+		REQUIRE_EQ(rpcrdma_post_recv(s.e.qp, &rw, NULL), 0);
+		REQUIRE_EQ(rpcrdma_post_send(c.e.qp, &sw, NULL), 0);
 		for (int i = 0; i < 500000 && !got; i++) {
-			if (rpcrdma_cq_poll(s.cq, 1, &wc) == 1)
+			if (rpcrdma_cq_poll(s.e.cq, 1, &wc) == 1)
 				got = 1;
 			else
 				usleep(10);
@@ -201,7 +189,7 @@ TEST(soft_connect_drive_established_in_caller)
 		CHECK_EQ(wc.byte_len, 4u);
 		CHECK_MEM(rbuf, "ping", 4);
 		for (int i = 0; i < 500000; i++) {
-			if (rpcrdma_cq_poll(c.cq, 1, &wc) == 1)
+			if (rpcrdma_cq_poll(c.e.cq, 1, &wc) == 1)
 				break;
 			usleep(10);
 		}
@@ -226,7 +214,7 @@ TEST(soft_connect_drive_established_in_caller)
 			b = listen_addr(l2);
 			CHECK_EQ(rpcrdma_cm_id_destroy(l2), 0);
 			dep_make(ctx, &x);
-			REQUIRE_EQ(rpcrdma_connect(cch, x.qp, (struct sockaddr *)&b, sizeof(b), NULL, NULL,
+			REQUIRE_EQ(rpcrdma_connect(cch, x.e.qp, (struct sockaddr *)&b, sizeof(b), NULL, NULL,
 						   &x.id), 0);
 			REQUIRE_EQ(wait_ev(cch, &e2, 5000), 0);
 			CHECK_EQ(e2.type, RPCRDMA_CM_UNREACHABLE);
@@ -267,7 +255,7 @@ TEST(soft_connect_drive_silent_peer_times_out)
 	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
 	dep_make(ctx, &c);
 	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &ch), 0);
-	REQUIRE_EQ(rr_cm_connect_driven(ch, c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &c.id,
+	REQUIRE_EQ(rr_cm_connect_driven(ch, c.e.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &c.id,
 					&driven), 0);
 	REQUIRE(driven);
 	REQUIRE_EQ(rr_cm_connect_drive(c.id, 10000, &ev), 0);
@@ -279,7 +267,7 @@ TEST(soft_connect_drive_silent_peer_times_out)
 
 	/* the caller's limit first (the handshake's is 10 s) */
 	cp.timeout_ms = 10000;
-	REQUIRE_EQ(rr_cm_connect_driven(ch, c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &c.id,
+	REQUIRE_EQ(rr_cm_connect_driven(ch, c.e.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &c.id,
 					&driven), 0);
 	CHECK_EQ(rr_cm_connect_drive(c.id, 100, &ev), -ETIMEDOUT);
 	CHECK_EQ(rpcrdma_cm_id_destroy(c.id), 0);
@@ -288,7 +276,7 @@ TEST(soft_connect_drive_silent_peer_times_out)
 	/* a plain connect's id cannot be driven */
 	memset(&c, 0, sizeof(c));
 	dep_make(ctx, &c);
-	REQUIRE_EQ(rpcrdma_connect(ch, c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &c.id), 0);
+	REQUIRE_EQ(rpcrdma_connect(ch, c.e.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &c.id), 0);
 	CHECK_EQ(rr_cm_connect_drive(c.id, 10, &ev), -EINVAL);
 	dep_free(&c);
 	close(lfd);
