@@ -31,6 +31,18 @@ struct blocked {
 	bool big_done, small_done;
 };
 
+/* A caller thread's end: its call's result and "done", under the lock,
+ * told to the test's waiter. */
+static void *finished(struct blocked *b, int *rcp, bool *donep, int rc)
+{
+	pthread_mutex_lock(&b->lock);
+	*rcp = rc;
+	*donep = true;
+	pthread_cond_broadcast(&b->cv);
+	pthread_mutex_unlock(&b->lock);
+	return NULL;
+}
+
 static void *big_main(void *arg)
 {
 	struct blocked *b = arg;
@@ -45,12 +57,7 @@ static void *big_main(void *arg)
 		rpcrdma_call_destroy(call);
 	}
 	free(data);
-	pthread_mutex_lock(&b->lock);
-	b->big_rc = rc;
-	b->big_done = true;
-	pthread_cond_broadcast(&b->cv);
-	pthread_mutex_unlock(&b->lock);
-	return NULL;
+	return finished(b, &b->big_rc, &b->big_done, rc);
 }
 
 static void *small_main(void *arg)
@@ -64,12 +71,7 @@ static void *small_main(void *arg)
 		rc = rpcrdma_call_run(call);
 		rpcrdma_call_destroy(call);
 	}
-	pthread_mutex_lock(&b->lock);
-	b->small_rc = rc;
-	b->small_done = true;
-	pthread_cond_broadcast(&b->cv);
-	pthread_mutex_unlock(&b->lock);
-	return NULL;
+	return finished(b, &b->small_rc, &b->small_done, rc);
 }
 
 /* Waits up to @s seconds for *@flag (b->lock held). */
