@@ -241,15 +241,13 @@ int rr_op(struct conn *c, int op, uint32_t size)
  * operations: one per Call sent (Call, Reply), one per Read chunk it offered
  * (the server's RDMA Read request and response), one per Commit (request,
  * response). RDMA Writes, Write chunks and Reply chunks travel one way. */
-void count_rtrips(struct conn *c, const struct rpcrdma_xprt_stats *a, uint64_t ops,
-		  struct rec *r)
+uint64_t rtrips_now(struct conn *c)
 {
-	struct rpcrdma_xprt_stats b, d;
+	struct rpcrdma_xprt_stats s;
 
-	if (c->tp != TP_RDMA || !ops || rpcrdma_client_stats(c->rc, &b))
-		return;
-	rpcrdma_xprt_stats_diff(&b, a, &d);
-	r->rtrips = (double)(d.msg_sent + d.nomsg_sent + d.read_chunks + d.commits) / (double)ops;
+	if (c->tp != TP_RDMA || rpcrdma_client_stats(c->rc, &s))
+		return 0;
+	return s.msg_sent + s.nomsg_sent + s.read_chunks + s.commits;
 }
 
 /* Push mode: PUSH_OPEN (@mem: the tmpfs-backed region) once, then RDMA Write
@@ -257,12 +255,11 @@ void count_rtrips(struct conn *c, const struct rpcrdma_xprt_stats *a, uint64_t o
  * durable: msync). */
 int run_push(struct conn *c, uint32_t size, bool mem, struct rec *r)
 {
-	struct rpcrdma_xprt_stats st0;
 	struct rpcrdma_call *call;
 	struct rpcrdma_push_region reg;
 	struct rpcrdma_xdr_dec *d;
 	struct lat l;
-	uint64_t t0, end, ops = 0;
+	uint64_t t0, end, trips0, ops = 0;
 	int32_t st = 0;
 	int rc;
 
@@ -288,10 +285,9 @@ int run_push(struct conn *c, uint32_t size, bool mem, struct rec *r)
 		return -EMSGSIZE;
 	for (int i = 0; i < 2 && !rc; i++)   /* warm up */
 		rc = rpcrdma_push_write(c->rc, &reg, 0, srcbuf, size, RPCRDMA_PUSH_COMMIT, NULL);
-	if (!rc)
-		rc = rpcrdma_client_stats(c->rc, &st0);
 	if (rc)
 		return rc;
+	trips0 = rtrips_now(c);
 	lat_init(&l);
 	cpu_begin(r);
 	t0 = fs_now_ns();
@@ -307,7 +303,8 @@ int run_push(struct conn *c, uint32_t size, bool mem, struct rec *r)
 	} while (fs_now_ns() < end || ops < 3);
 	cpu_end(r, ops);
 	lat_finish(&l, r, ops, ops * (uint64_t)size, (double)(fs_now_ns() - t0) / 1e9);
-	count_rtrips(c, &st0, ops, r);
+	if (ops)
+		r->rtrips = (double)(rtrips_now(c) - trips0) / (double)ops;
 	return rc;
 }
 

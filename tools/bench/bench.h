@@ -85,7 +85,8 @@ struct rec {
 	double ratio_spin;   /* latency records: p50 / raw "pingspin" p50; < 0: n/a */
 	double cpu_c, cpu_s; /* CPU us per operation of the client (this process)
 				and of the server child; < 0 when not measured */
-	int64_t cpu_c0, cpu_s0;  /* CPU ns at the start of the measured interval */
+	int64_t cpu_c0, cpu_s0;  /* CPU ns at the start of the measured part */
+	int64_t cpu_c_ns, cpu_s_ns;  /* CPU ns of the parts measured so far; < 0: unknown */
 	/* scale: idle cost of each connection (client: this process; server:
 	 * its process), the threads of each process with the connections
 	 * open, and the p50 of connect + first NULL call; < 0: n/a */
@@ -112,9 +113,13 @@ void lat_init(struct lat *l);
 void lat_add(struct lat *l, uint64_t ns);
 /* Fills the record's statistics from the latencies and the totals. */
 void lat_finish(struct lat *l, struct rec *r, uint64_t ops, uint64_t bytes, double secs);
-/* Right before the measured interval of @r. */
+/* Right before a measured part of @r's interval. */
 void cpu_begin(struct rec *r);
-/* Right after it, over @ops operations. */
+/* Right after a part: adds its CPU time to @r's. */
+void cpu_pause(struct rec *r);
+/* After the last part's cpu_pause: CPU per operation over @ops operations. */
+void cpu_per_op(struct rec *r, uint64_t ops);
+/* Right after a single measured interval (cpu_pause + cpu_per_op). */
 void cpu_end(struct rec *r, uint64_t ops);
 /* CPU ns of this process (@pid 0) or of the child @pid; -1: unknown. */
 int64_t cpu_ns(pid_t pid);
@@ -172,8 +177,9 @@ extern uint32_t conn_inline;   /* inline size of the next connections; 0: defaul
 int rr_server(const char *scheme, int *port, bool scale);
 int rr_open(struct conn *c);
 int rr_op(struct conn *c, int op, uint32_t size);
-void count_rtrips(struct conn *c, const struct rpcrdma_xprt_stats *a, uint64_t ops,
-		  struct rec *r);
+/* rdma://: the client's network round trips so far (messages sent, Read
+ * chunks pulled, Commits); 0 for other transports or when unknown. */
+uint64_t rtrips_now(struct conn *c);
 int run_push(struct conn *c, uint32_t size, bool mem, struct rec *r);
 int run_outstanding_rr(enum tp tp, unsigned window, uint32_t size, struct rec *r);
 /* Asynchronous calls for the duration (until @end), one in flight per slot:

@@ -26,45 +26,89 @@ void progress(const char *fmt, ...)
 	fprintf(stderr, "\n");
 }
 
-/* Sequential ops on one connection for the duration (at least 3 ops). */
-int run_sync(struct conn *c, int op, uint32_t size, struct rec *r)
-{
-	struct rpcrdma_xprt_stats st0 = {0};
+/* One point of sequential operations on one connection, measured in one or
+ * more parts: the latencies, operations, wall and CPU time and round trips of
+ * the parts add up into the point's record. */
+struct sync_pt {
+	struct conn *c;
+	unsigned ri;      /* recs[ri]: an index, as rec_new may move the records */
+	char what[96];    /* progress line */
+	int op;
+	uint32_t size;
 	struct lat l;
-	uint64_t t0, end, ops = 0;
+	uint64_t ops, ns, trips;
+	int rc;
+};
+
+static void sync_begin(struct sync_pt *p, struct conn *c, int op, uint32_t size, struct rec *r)
+{
+	memset(p, 0, sizeof(*p));
+	p->c = c;
+	p->ri = (unsigned)(r - recs);
+	p->op = op;
+	p->size = size;
+	lat_init(&p->l);
+}
+
+/* A part of @secs (at least 3 operations) after a warm-up of a tenth of
+ * that (at least 2): without it the first point of a run (READ 1K over the
+ * first transport) pays for the forked servers' and this process's first
+ * touches and the CPUs' wake-up alone, and its throughput ratio with them. */
+static void sync_part(struct sync_pt *p, double secs)
+{
+	struct rec *r = &recs[p->ri];
+	uint64_t t0, end, trips0, ops = 0;
 	int rc = 0;
 
-	/* Warm up for a tenth of the point's duration (at least 2 ops): the
-	 * first point of a run (READ 1K over the first transport) otherwise
-	 * pays for the forked servers' and this process's first touches and
-	 * the CPUs' wake-up alone, and its throughput ratio with them */
-	t0 = fs_now_ns();
-	end = t0 + (uint64_t)(dur * 1e8);
+	if (p->rc)
+		return;
+	end = fs_now_ns() + (uint64_t)(secs * 1e8);
 	for (int i = 0; !rc && (i < 2 || fs_now_ns() < end); i++)
-		rc = conn_op(c, op, size);
-	if (rc)
-		return rc;
-	if (c->tp == TP_RDMA)
-		rc = rpcrdma_client_stats(c->rc, &st0);
-	if (rc)
-		return rc;
-	lat_init(&l);
+		rc = conn_op(p->c, p->op, p->size);
+	if (rc) {
+		p->rc = rc;
+		return;
+	}
+	trips0 = rtrips_now(p->c);
 	cpu_begin(r);
 	t0 = fs_now_ns();
-	end = t0 + (uint64_t)(dur * 1e9);
+	end = t0 + (uint64_t)(secs * 1e9);
 	do {
 		uint64_t a = fs_now_ns();
 
-		rc = conn_op(c, op, size);
+		rc = conn_op(p->c, p->op, p->size);
 		if (rc)
 			break;
-		lat_add(&l, fs_now_ns() - a);
+		lat_add(&p->l, fs_now_ns() - a);
 		ops++;
 	} while (fs_now_ns() < end || ops < 3);
-	cpu_end(r, ops);
-	lat_finish(&l, r, ops, ops * (uint64_t)size, (double)(fs_now_ns() - t0) / 1e9);
-	count_rtrips(c, &st0, ops, r);
-	return rc;
+	cpu_pause(r);
+	p->ns += fs_now_ns() - t0;
+	p->ops += ops;
+	p->trips += rtrips_now(p->c) - trips0;
+	p->rc = rc;
+}
+
+/* Fills the record from the parts; returns the first error of a part. */
+static int sync_end(struct sync_pt *p)
+{
+	struct rec *r = &recs[p->ri];
+
+	cpu_per_op(r, p->ops);
+	lat_finish(&p->l, r, p->ops, p->ops * (uint64_t)p->size, (double)p->ns / 1e9);
+	if (p->c->tp == TP_RDMA && p->ops)
+		r->rtrips = (double)p->trips / (double)p->ops;
+	return p->rc;
+}
+
+/* Sequential ops on one connection for the duration (at least 3 ops). */
+int run_sync(struct conn *c, int op, uint32_t size, struct rec *r)
+{
+	struct sync_pt p;
+
+	sync_begin(&p, c, op, size, r);
+	sync_part(&p, dur);
+	return sync_end(&p);
 }
 
 /* -- many connections: a thread each -- */
@@ -191,11 +235,32 @@ static void plan_progress(size_t nsizes, size_t nwins, size_t ncons)
 		progress_n += scale_points() * nt;
 }
 
+/* The points of one size, one per transport (and the raw "pingspin" one),
+ * measured in two halves: in transport order, then in reverse order, so
+ * that no transport is always measured first or right after a given one
+ * (A B B A). The order otherwise moved the ratios at 1 KiB by a few per
+ * cent (docs/PERFORMANCE.md). */
+static void sync_points(struct sync_pt *pts, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		progress("%s", pts[i].what);
+		sync_part(&pts[i], dur / 2);
+	}
+	for (i = n; i-- > 0;)
+		sync_part(&pts[i], dur / 2);
+	for (i = 0; i < n; i++)
+		record_err(&recs[pts[i].ri], sync_end(&pts[i]));
+}
+
 /* NULL latency and READ/WRITE by size, 1 outstanding: one connection per
- * transport for all of them, and the raw "pingspin" one. */
+ * transport for all of them, and the raw "pingspin" one; each size's
+ * synchronous points in both orders (sync_points), then the raw stream. */
 static void run_sizes(const uint32_t *sizes, size_t nsizes)
 {
 	struct conn conn[TP_N], spinc;   /* spinc: the raw "pingspin" connection */
+	struct sync_pt pts[TP_N + 1];
 	bool open_ok[TP_N], spin_ok = false;
 	char sz[16], spin_why[160] = "";
 	int tp, rc;
@@ -228,64 +293,49 @@ static void run_sizes(const uint32_t *sizes, size_t nsizes)
 	} else {
 		snprintf(spin_why, sizeof(spin_why), "%s", tp_why[TP_RAW]);
 	}
-	/* NULL latency */
-	for (tp = 0; tp < TP_N && wl_want[WL_NULL]; tp++) {
-		struct rec *r;
+	/* op 0: NULL latency; 1, 2: READ, WRITE by size */
+	for (int op = 0; op <= 2; op++) {
+		if (!wl_want[op == 0 ? WL_NULL : op == 1 ? WL_READ : WL_WRITE])
+			continue;
+		for (size_t i = 0; i < (op ? nsizes : 1); i++) {
+			const char *wl = op == 0 ? "null" : op == 1 ? "read" : "write";
+			const char *opn = op == 0 ? "null latency" : op == 1 ? "READ" : "WRITE";
+			uint32_t size = op ? sizes[i] : 0;
+			size_t n = 0;
 
-		if (!tp_want[tp])
-			continue;
-		r = rec_new("null", (enum tp)tp, tp == TP_RAW ? "pingpong" : NULL, 0, 1, 1);
-		if (!open_ok[tp]) {
-			na(r, tp_why[tp]);
-			continue;
-		}
-		progress("null latency over %s", tp_name[tp]);
-		record_err(r, run_sync(&conn[tp], 0, 0, r));
-		if (tp != TP_RAW)
-			continue;
-		r = rec_new("null", TP_RAW, "pingspin", 0, 1, 1);
-		if (!spin_ok) {
-			na(r, spin_why);
-			continue;
-		}
-		progress("null latency over raw, spin then sleep (%u us)", spin_us);
-		record_err(r, run_sync(&spinc, 0, 0, r));
-	}
-	/* READ / WRITE sizes */
-	for (int op = 1; op <= 2; op++) {
-		if (!wl_want[op == 1 ? WL_READ : WL_WRITE])
-			continue;
-		for (size_t i = 0; i < nsizes; i++) {
-			fmt_size(sz, sizeof(sz), sizes[i]);
+			fmt_size(sz, sizeof(sz), size);
 			for (tp = 0; tp < TP_N; tp++) {
 				struct rec *r;
 
 				if (!tp_want[tp])
 					continue;
-				r = rec_new(op == 1 ? "read" : "write", (enum tp)tp,
-					    tp == TP_RAW ? "pingpong" : NULL, sizes[i], 1, 1);
+				r = rec_new(wl, (enum tp)tp, tp == TP_RAW ? "pingpong" : NULL, size,
+					    1, 1);
 				if (!open_ok[tp]) {
 					na(r, tp_why[tp]);
 					continue;
 				}
-				progress("%s %s over %s", op == 1 ? "READ" : "WRITE", sz,
-					 tp_name[tp]);
-				record_err(r, run_sync(&conn[tp], op, sizes[i], r));
-				if (tp == TP_RAW) {
-					r = rec_new(op == 1 ? "read" : "write", TP_RAW, "pingspin",
-						    sizes[i], 1, 1);
-					if (!spin_ok) {
-						na(r, spin_why);
-					} else {
-						progress("%s %s over raw, spin then sleep (%u us)",
-							 op == 1 ? "READ" : "WRITE", sz, spin_us);
-						record_err(r, run_sync(&spinc, op, sizes[i], r));
-					}
-					r = rec_new(op == 1 ? "read" : "write", TP_RAW, "stream",
-						    sizes[i], 1, 1);
-					progress("raw stream of %s messages", sz);
-					record_err(r, raw_stream(tp_port[TP_RAW], sizes[i], r));
+				sync_begin(&pts[n], &conn[tp], op, size, r);
+				snprintf(pts[n++].what, sizeof(pts[0].what), "%s%s%s over %s", opn,
+					 op ? " " : "", op ? sz : "", tp_name[tp]);
+				if (tp != TP_RAW)
+					continue;
+				r = rec_new(wl, TP_RAW, "pingspin", size, 1, 1);
+				if (!spin_ok) {
+					na(r, spin_why);
+					continue;
 				}
+				sync_begin(&pts[n], &spinc, op, size, r);
+				snprintf(pts[n++].what, sizeof(pts[0].what),
+					 "%s%s%s over raw, spin then sleep (%u us)", opn, op ? " " : "",
+					 op ? sz : "", spin_us);
+			}
+			sync_points(pts, n);
+			if (op && tp_want[TP_RAW] && open_ok[TP_RAW]) {
+				struct rec *r = rec_new(wl, TP_RAW, "stream", size, 1, 1);
+
+				progress("raw stream of %s messages", sz);
+				record_err(r, raw_stream(tp_port[TP_RAW], size, r));
 			}
 		}
 	}

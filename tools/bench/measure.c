@@ -162,22 +162,45 @@ static pid_t server_pid(enum tp tp)
 	return tp_pid[tp] > 0 ? tp_pid[tp] : -1;
 }
 
-/* Right before the measured interval of @r. */
+/* Right before a measured part of @r's interval. */
 void cpu_begin(struct rec *r)
 {
 	r->cpu_s0 = cpu_ns(server_pid(r->tp));
 	r->cpu_c0 = cpu_ns(0);
 }
 
-/* Right after it, over @ops operations. */
-void cpu_end(struct rec *r, uint64_t ops)
+/* Adds now - @t0 to *@acc; an unknown end, start or sum stays unknown (-1). */
+static void cpu_add(int64_t *acc, int64_t t0, int64_t t)
+{
+	if (*acc < 0 || t0 < 0 || t < t0)
+		*acc = -1;
+	else
+		*acc += t - t0;
+}
+
+/* Right after a part: adds its CPU time to @r's. */
+void cpu_pause(struct rec *r)
 {
 	int64_t c = cpu_ns(0), s = cpu_ns(server_pid(r->tp));
 
+	cpu_add(&r->cpu_c_ns, r->cpu_c0, c);
+	cpu_add(&r->cpu_s_ns, r->cpu_s0, s);
+}
+
+/* After the last part's cpu_pause: CPU per operation over @ops operations. */
+void cpu_per_op(struct rec *r, uint64_t ops)
+{
 	if (!ops)
 		return;
-	if (c >= 0 && r->cpu_c0 >= 0 && c >= r->cpu_c0)
-		r->cpu_c = (double)(c - r->cpu_c0) / 1e3 / (double)ops;
-	if (s >= 0 && r->cpu_s0 >= 0 && s >= r->cpu_s0)
-		r->cpu_s = (double)(s - r->cpu_s0) / 1e3 / (double)ops;
+	if (r->cpu_c_ns >= 0)
+		r->cpu_c = (double)r->cpu_c_ns / 1e3 / (double)ops;
+	if (r->cpu_s_ns >= 0)
+		r->cpu_s = (double)r->cpu_s_ns / 1e3 / (double)ops;
+}
+
+/* Right after a single measured interval, over @ops operations. */
+void cpu_end(struct rec *r, uint64_t ops)
+{
+	cpu_pause(r);
+	cpu_per_op(r, ops);
 }
