@@ -113,8 +113,9 @@ struct rpcrdma_client_opts {
 	bool no_inline_ddp;             /* RDMA: a Write chunk for every result
 					   sink, even when the largest possible
 					   Reply fits the reply inline threshold
-					   (default: such results come inline,
-					   no registration, as with Linux
+					   (default: such results, up to 16 KiB
+					   of sinks, come inline, no
+					   registration, as with Linux
 					   xprtrdma) */
 	uint32_t inline_size;           /* RDMA: the Send and Receive sizes this
 					   end advertises in its RFC 8797
@@ -124,9 +125,11 @@ struct rpcrdma_client_opts {
 					   sizes, so a Linux peer (4096) keeps
 					   4096. 0: the transport's choice:
 					   132 KiB on rdma:// (TCP-carried: an
-					   argument or result up to 128 KiB
-					   travels in the Call/Reply instead of
-					   an RDMA Read/Write round trip), 4096
+					   argument up to 128 KiB travels in
+					   the Call instead of an RDMA Read
+					   round trip; results larger than 16
+					   KiB still get Write chunks, which
+					   save two copies), 4096
 					   on verbs://. Ignored by tcp://.
 					   Memory and credits: docs/transport.md
 					   "Inline thresholds" */

@@ -98,10 +98,25 @@ struct rr_xprt_params {
 	 * always. Default true. (Argument items are inline whenever the whole
 	 * Call fits call_inline, with either setting.) */
 	bool inline_ddp;
+	/* Requester, with inline_ddp: the most sink bytes (every sink's length
+	 * padded, summed) that may come inline; larger results get Write
+	 * chunks even when the Reply would fit reply_inline. A result
+	 * conveyed inline is copied twice (the responder's Send buffer, then
+	 * the caller's sink); RDMA Written, it is placed in the sink and costs
+	 * no round trip more (the Write precedes the Reply's Send). Matters
+	 * where the inline threshold is large (rdma://: 132 KiB): a 64 KiB
+	 * READ took ~40 us inline, ~34 us through a Write chunk
+	 * (docs/PERFORMANCE.md "Issue 16 part I"). Default
+	 * RR_XPRT_INLINE_DDP_MAX; 0: no bound but reply_inline. */
+	uint32_t inline_ddp_max;
 };
 
+/* The default inline_ddp_max: at 16 KiB both forms measured alike on
+ * rdma://, at 1-4 KiB inline is ~1 us faster, at 64 KiB ~6 us slower. */
+#define RR_XPRT_INLINE_DDP_MAX 16384u
+
 /* Defaults: RFC 8166 1024/1024 inline (RR_HDR_DEFAULT_INLINE), no R, 1 MiB
- * segments, 16 per chunk, inline_ddp on. */
+ * segments, 16 per chunk, inline_ddp on up to RR_XPRT_INLINE_DDP_MAX. */
 void rr_xprt_params_default(struct rr_xprt_params *p);
 
 /* ---- statistics ----

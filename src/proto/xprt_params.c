@@ -16,6 +16,7 @@ void rr_xprt_params_default(struct rr_xprt_params *p)
 	p->max_call = 1u << 24;
 	p->max_pull = 1u << 28;
 	p->inline_ddp = true;
+	p->inline_ddp_max = RR_XPRT_INLINE_DDP_MAX;
 }
 
 void rr_xprt_hdr_limits(struct rr_hdr_limits *lim, uint32_t inline_max, uint32_t max_chunk,

@@ -167,18 +167,21 @@ static size_t write_list_size(const struct rr_xprt_params *p, const struct rr_xp
  * option of the requester): true when the largest possible Reply -- a
  * header with empty lists and no Reply chunk, the reduced Reply bound
  * @max_reply, and every sink's maximum length with its XDR pad -- fits the
- * reply inline threshold. The responder then returns the items inline and
- * the RPC layer copies them into the sinks (RR_RPC_NOT_PLACED). */
+ * reply inline threshold, and the sinks' padded lengths add up to at most
+ * inline_ddp_max (0: no such bound). The responder then returns the items
+ * inline and the RPC layer copies them into the sinks (RR_RPC_NOT_PLACED). */
 static bool results_fit_inline(const struct rr_xprt_params *p,
 			       const struct rr_xprt_rqst_desc *d)
 {
-	uint64_t need = RR_HDR_MIN_MSG_SIZE + (uint64_t)d->max_reply;
+	uint64_t sinks = 0;
 
 	if (!p->inline_ddp || d->nsinks == 0)
 		return false;
 	for (unsigned i = 0; i < d->nsinks; i++)
-		need += RR_ALIGN4((uint64_t)d->sinks[i].len);
-	return need <= p->reply_inline;
+		sinks += RR_ALIGN4((uint64_t)d->sinks[i].len);
+	if (p->inline_ddp_max && sinks > p->inline_ddp_max)
+		return false;
+	return RR_HDR_MIN_MSG_SIZE + (uint64_t)d->max_reply + sinks <= p->reply_inline;
 }
 
 /* The Call's header fits the header model (proto/hdr.h): at most

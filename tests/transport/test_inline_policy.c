@@ -2,9 +2,11 @@
 /* The inline threshold policy (transport/rdma/tp.h rr_tp_conf_inline,
  * docs/transport.md "Inline thresholds"): on the software (TCP-carried)
  * provider both ends advertise RR_TP_INLINE_SOFT by default (RFC 8797 section
- * 4.2 allows up to 262144), so a 64 KiB DDP-eligible argument or result
- * travels inline (RFC 8166 section 3.4.2: a DDP-eligible item may be sent
- * inline); a peer advertising 4096 (Linux) brings both directions back to
+ * 4.2 allows up to 262144), so a 64 KiB DDP-eligible argument travels
+ * inline (RFC 8166 section 3.4.2: a DDP-eligible item may be sent inline),
+ * and so does a result of up to RR_XPRT_INLINE_DDP_MAX (16 KiB; a larger
+ * one is RDMA Written into its sink: no copy, no round trip more); a peer
+ * advertising 4096 (Linux) brings both directions back to
  * 4096 and the same item becomes a Read / Write chunk again; items larger
  * than the threshold keep their chunks; the per-connection buffer memory is
  * bounded by lowering credits; a peer that sends more than it negotiated gets
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "proto/conn/privdata.h"
+#include "proto/xprt.h"
 #include "rpcrdma/rpc.h"
 #include "rpcrdma/stats.h"
 #include "rpcrdma/xdr.h"
@@ -313,9 +316,11 @@ static void fill_gen(void)
 		gen_buf[i] = (uint8_t)(i * 13u + 5u);
 }
 
-/* Between two of our peers (defaults), 64 KiB goes inline both ways: a
- * Short Call, results in the Reply; nothing registered, nothing invalidated.
- * 256 KiB exceeds the threshold: a Read chunk / Write chunk. */
+/* Between two of our peers (defaults), a 64 KiB argument goes inline: a
+ * Short Call, nothing registered, nothing invalidated. A result comes in
+ * the Reply up to RR_XPRT_INLINE_DDP_MAX (16 KiB); 64 KiB gets its Write
+ * chunk although the Reply would fit the threshold. 256 KiB exceeds the
+ * threshold: a Read chunk / Write chunk. */
 TEST(inline_policy_rpc_forms_default)
 {
 	struct rpcrdma_xprt_stats dc, ss;
@@ -335,11 +340,15 @@ TEST(inline_policy_rpc_forms_default)
 	CHECK_EQ(dc.total_rdma_req, 0);
 	CHECK_EQ(dc.remote_inv + dc.local_inv, 0);
 	CHECK(dc.inline_sent_bytes > 65536);
-	do_gen(c, 65536, &dc);
+	do_gen(c, RR_XPRT_INLINE_DDP_MAX, &dc);
 	CHECK_EQ(dc.write_chunks, 0);
 	CHECK_EQ(dc.total_rdma_rep, 0);
 	CHECK_EQ(dc.remote_inv + dc.local_inv, 0);
-	CHECK(dc.inline_recv_bytes > 65536);
+	CHECK(dc.inline_recv_bytes > RR_XPRT_INLINE_DDP_MAX);
+	do_gen(c, 65536, &dc);
+	CHECK_EQ(dc.write_chunks, 1);
+	CHECK_EQ(dc.total_rdma_rep, 65536);
+	CHECK(dc.inline_recv_bytes < 400);
 	/* the largest argument that fits: header 28 + RPC Call + 4 + item */
 	do_sum(c, 128u * 1024u, &dc);
 	CHECK_EQ(dc.short_msgs, 1);

@@ -100,6 +100,64 @@ TEST(xprt_inline_results_plan_threshold)
 	CHECK_EQ(te.live, 0);   /* no leak */
 }
 
+/* With a large reply threshold (rdma://'s 132 KiB) results larger than
+ * inline_ddp_max (16 KiB by default) get a Write chunk although the Reply
+ * would fit inline: copied twice inline, placed once by RDMA Write (issue 16
+ * part I). inline_ddp_max 0 lifts the bound; two sinks count together. */
+TEST(xprt_inline_results_plan_ddp_max)
+{
+	static uint8_t sinkbuf[65536];
+	struct rr_test_env te;
+	struct rr_xprt_params p;
+	struct rr_xprt_stats st;
+	struct rr_xprt_requester r;
+	struct rr_xprt_rqst_desc d;
+	struct rr_xprt_part parts[1];
+	struct rr_xprt_sink sk = {sinkbuf, 0}, two[2];
+	struct rr_xprt_rqst *c;
+	uint8_t head[40];
+	const uint32_t max = RR_XPRT_INLINE_DDP_MAX;
+	struct {
+		uint32_t len;
+		bool inl;
+	} cases[] = {{1, true}, {max - 4, true}, {max - 3, true}, {max, true},
+		     {max + 1, false}, {max + 4, false}, {65536, false}};
+
+	rr_test_env_init(&te, 7);
+	rr_xprt_params_default(&p);
+	CHECK_EQ(p.inline_ddp_max, max);
+	p.reply_inline = 132 * 1024;
+	memset(&st, 0, sizeof(st));
+	rr_xprt_req_init(&r, &te.env, &p, &st);
+	for (unsigned i = 0; i < RR_ARRAY_SIZE(cases); i++) {
+		REQUIRE_EQ(prep(&r, &d, parts, head, &sk, cases[i].len, 64, &c), 0);
+		CHECK_EQ(c->results_inline, cases[i].inl);
+		CHECK_EQ(c->nregs, cases[i].inl ? 0u : 1u);
+		CHECK_EQ(c->sink_reg[0], cases[i].inl ? -1 : 0);
+		rr_xprt_rqst_release(&r, c);
+	}
+	/* two sinks of 8 KiB + 1 (padded 8196 each): 16392 > 16384 */
+	two[0] = (struct rr_xprt_sink){sinkbuf, 8193};
+	two[1] = (struct rr_xprt_sink){sinkbuf + 16384, 8193};
+	REQUIRE_EQ(prep(&r, &d, parts, head, &sk, 1, 64, &c), 0);
+	rr_xprt_rqst_release(&r, c);
+	d.sinks = two;
+	d.nsinks = 2;
+	REQUIRE_EQ(rr_xprt_rqst_prepare(&r, &d, &c), 0);
+	CHECK(!c->results_inline);
+	CHECK_EQ(c->nregs, 2u);
+	rr_xprt_rqst_release(&r, c);
+	/* no bound: only the reply threshold decides */
+	p.inline_ddp_max = 0;
+	rr_xprt_req_set_params(&r, &p);
+	REQUIRE_EQ(prep(&r, &d, parts, head, &sk, 65536, 64, &c), 0);
+	CHECK(c->results_inline);
+	CHECK_EQ(c->nregs, 0u);
+	rr_xprt_rqst_release(&r, c);
+	rr_xprt_req_fini(&r);
+	CHECK_EQ(te.live, 0);   /* no leak */
+}
+
 /* Builds a Reply (RDMA_MSG) for XID 0x1234 with @nwrites Write chunks of one
  * segment each and an RPC Reply payload of @plen bytes. */
 static size_t mk_reply(uint8_t *buf, size_t cap, uint32_t nwrites, uint32_t plen)
@@ -249,12 +307,13 @@ struct env2 {
 	struct rpcrdma_client *c;
 };
 
-static void e2e_start(struct env2 *e, bool no_inline_ddp)
+/* @inline_size 0: the transport's choice (rdma://: 132 KiB). */
+static void e2e_start_sized(struct env2 *e, bool no_inline_ddp, uint32_t inline_size)
 {
 	struct rpcrdma_server_opts so = {.threads = 2};
 	struct rpcrdma_client_opts co = {.timeout_ms = 10000, .connect_timeout_ms = 5000,
 					 .no_inline_ddp = no_inline_ddp,
-					 .inline_size = 4096};   /* Linux's thresholds */
+					 .inline_size = inline_size};
 	char url[64];
 
 	for (uint32_t i = 0; i < sizeof(gen_buf); i++)
@@ -265,6 +324,11 @@ static void e2e_start(struct env2 *e, bool no_inline_ddp)
 	REQUIRE_EQ(rpcrdma_server_start(e->s), 0);
 	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", rpcrdma_server_port(e->s));
 	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &co, &e->c), 0);
+}
+
+static void e2e_start(struct env2 *e, bool no_inline_ddp)
+{
+	e2e_start_sized(e, no_inline_ddp, 4096);   /* Linux's thresholds */
 }
 
 static void e2e_stop(struct env2 *e)
@@ -419,6 +483,33 @@ TEST(xprt_inline_knob_off_restores_write_chunks)
 	CHECK_EQ(dc.write_chunks, 1);
 	CHECK_EQ(dc.total_rdma_rep, 1024);
 	CHECK_EQ(dc.remote_inv + dc.local_inv, 1);
+	CHECK(dc.inline_recv_bytes < 200);
+	e2e_stop(&e);
+}
+
+/* rdma://'s own thresholds (132 KiB): a 16 KiB result still comes inline,
+ * one byte more and a 64 KiB one are RDMA Written into the sink (the bound
+ * RR_XPRT_INLINE_DDP_MAX, not the 132 KiB threshold, decides). */
+TEST(xprt_inline_results_e2e_ddp_max)
+{
+	struct rpcrdma_xprt_stats dc;
+	struct env2 e;
+
+	if (!soft_ok())
+		return;
+	e2e_start_sized(&e, false, 0);
+	do_gen(&e, 4096, &dc);
+	check_no_chunks(&dc);
+	do_gen(&e, RR_XPRT_INLINE_DDP_MAX, &dc);
+	check_no_chunks(&dc);
+	CHECK(dc.inline_recv_bytes >= RR_XPRT_INLINE_DDP_MAX);
+	do_gen(&e, RR_XPRT_INLINE_DDP_MAX + 1, &dc);
+	CHECK_EQ(dc.write_chunks, 1);
+	CHECK_EQ(dc.total_rdma_rep, RR_XPRT_INLINE_DDP_MAX + 1);
+	CHECK(dc.inline_recv_bytes < 200);
+	do_gen(&e, 65536, &dc);
+	CHECK_EQ(dc.write_chunks, 1);
+	CHECK_EQ(dc.total_rdma_rep, 65536);
 	CHECK(dc.inline_recv_bytes < 200);
 	e2e_stop(&e);
 }
