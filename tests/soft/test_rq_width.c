@@ -41,7 +41,7 @@ TEST(soft_rq_width_follows_max_recv_sge)
 		struct rpcrdma_qp_attr a;
 
 		REQUIRE_EQ(rpcrdma_qp_query(c, &a), 0);
-		CHECK_EQ(a.max_recv_sge, 1u);   /* SOFT_MAX_SGE before: 14 */
+		CHECK_EQ(a.max_recv_sge, 1u);   /* SOFT_MAX_SGE (16) before */
 		REQUIRE_EQ(rpcrdma_qp_query(s, &a), 0);
 		CHECK_EQ(a.max_recv_sge, 3u);
 	}

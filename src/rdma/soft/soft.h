@@ -338,9 +338,9 @@ struct soft_rqe {
 /* One Receive posted to a QP's own queue: @iovcnt of the QP's max_recv_sge
  * iovecs. The ring's entries are as wide as the SGEs the QP was created
  * for (soft_rq_at), not SOFT_MAX_SGE: a one-SGE Receive is 32 bytes, so
- * posting a connection's 140 Receives touches 2 pages of the lazily
- * mapped ring instead of 9 (a page fault costs microseconds: issue 16
- * part J, docs/PERFORMANCE.md). */
+ * posting an rdma:// client's 124 Receives touches 1 page of the lazily
+ * mapped ring instead of 9 (272-byte entries; a page fault costs
+ * microseconds: issue 16 part J, docs/PERFORMANCE.md). */
 struct soft_qrqe {
 	uint64_t wr_id;
 	unsigned iovcnt;
