@@ -45,9 +45,9 @@ void rr_free(const struct rpcrdma_env *env, void *ptr);
  * straight from the kernel (mmap), so its pages become resident only when
  * touched and go back to the system when freed, whatever the allocator's
  * arenas and mmap threshold did meanwhile (docs/PERFORMANCE.md "Memory
- * after connection churn"); with an injected allocator (tests) or under
- * AddressSanitizer it is rr_zalloc. Free with rr_free_pages and the same
- * @size. */
+ * after connection churn"); below a page, with an injected allocator
+ * (tests) or under AddressSanitizer it is rr_zalloc. Free with
+ * rr_free_pages and the same @size. */
 void *rr_alloc_pages(const struct rpcrdma_env *env, size_t size);
 void rr_free_pages(const struct rpcrdma_env *env, void *ptr, size_t size);
 /* Memory given back after connection churn. A server that freed a

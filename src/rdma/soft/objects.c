@@ -307,7 +307,7 @@ static void soft_destroy_qp_mem(struct soft_qp *qp)
 		for (uint32_t i = 0; i < qp->sq_touched; i++)
 			rr_free(env, qp->sq[i].inline_buf);
 	rr_free_pages(env, qp->sq, sizeof(*qp->sq) * qp->sq_cap);
-	rr_free_pages(env, qp->rq, sizeof(*qp->rq) * qp->rq_cap);
+	rr_free_pages(env, qp->rq, soft_rq_esize(qp) * qp->rq_cap);
 	rr_free(env, qp->stage);
 	rr_free(env, qp->place_buf);
 	rr_free(env, qp->bnc);
@@ -345,12 +345,13 @@ int rr_soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, stru
 	qp->srq = attr->srq ? RR_CONTAINER_OF(RR_BASE(srq, attr->srq), struct soft_srq, base)
 			    : NULL;
 	qp->rq_cap = qp->srq ? 1u : RR_MAX(attr->max_recv_wr, 1u);
+	qp->rq_sge = qp->srq ? 1u : RR_MAX(attr->max_recv_sge, 1u);
 	/* The work queues (a 4096-entry send queue is 3.6 MiB) are mapped
 	 * zero-filled and become resident only as far as they are used: an
 	 * idle or short-lived connection costs a few pages, and all of it goes
 	 * back to the system when the QP is destroyed (rr_alloc_pages). */
 	qp->sq = rr_alloc_pages(env, sizeof(*qp->sq) * qp->sq_cap);
-	qp->rq = rr_alloc_pages(env, sizeof(*qp->rq) * qp->rq_cap);
+	qp->rq = rr_alloc_pages(env, soft_rq_esize(qp) * qp->rq_cap);
 	qp->stage = rr_alloc(env, SOFT_STAGE);
 	qp->fpdu = rr_alloc(env, sizeof(*qp->fpdu) * SOFT_BATCH_FPDUS);
 	qp->biov = rr_alloc(env, sizeof(*qp->biov) * SOFT_BATCH_IOV);
@@ -367,7 +368,7 @@ int rr_soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, stru
 	qp->base.attr.max_send_wr = qp->sq_cap;
 	qp->base.attr.max_recv_wr = qp->rq_cap;
 	qp->base.attr.max_send_sge = SOFT_MAX_SGE;
-	qp->base.attr.max_recv_sge = SOFT_MAX_SGE;
+	qp->base.attr.max_recv_sge = qp->rq_sge;   /* the ring's width */
 	qp->base.attr.max_inline = SOFT_MAX_INLINE;
 	pthread_mutex_lock(&c->lock);
 	qp->base.qp_num = ++c->next_qpn;

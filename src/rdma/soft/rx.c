@@ -35,7 +35,7 @@ int rr_soft_post_recv(struct rr_qp *base, struct rpcrdma_recv_wr *wr, struct rpc
 
 	pthread_mutex_lock(&qp->rx_lock);
 	for (; wr; wr = wr->next) {
-		struct soft_rqe *e;
+		struct soft_qrqe *e;
 		uint32_t tot;
 		int r;
 
@@ -47,7 +47,11 @@ int rr_soft_post_recv(struct rr_qp *base, struct rpcrdma_recv_wr *wr, struct rpc
 			ret = -ENOMEM;
 			break;
 		}
-		e = &qp->rq[ring_idx(qp->rq_head, qp->rq_count, qp->rq_cap)];
+		if (wr->num_sge > qp->rq_sge) {   /* wider than the ring's entries */
+			ret = -EINVAL;
+			break;
+		}
+		e = soft_rq_at(qp, ring_idx(qp->rq_head, qp->rq_count, qp->rq_cap));
 		r = sge_resolve(qp, &qp->rq_lc, wr->sg_list, wr->num_sge,
 				RPCRDMA_ACCESS_LOCAL_WRITE, e->iov, &e->iovcnt, &tot);
 		if (r) {
@@ -75,7 +79,7 @@ static void rq_flush_locked(struct soft_qp *qp)
 		qp->srq_have = false;
 	}
 	while (qp->rq_count) {
-		struct soft_rqe *e = &qp->rq[qp->rq_head];
+		struct soft_qrqe *e = soft_rq_at(qp, qp->rq_head);
 		struct rpcrdma_wc wc = {.wr_id = e->wr_id, .status = RPCRDMA_WC_WR_FLUSH_ERR,
 					.opcode = RPCRDMA_WC_RECV, .qp = RR_PUB(qp, &qp->base)};
 
@@ -241,7 +245,7 @@ static enum rr_rx_code rx_untagged(void *ctx, uint32_t msn, uint32_t mo, uint32_
 				   const struct iovec **iov, unsigned *iovcnt)
 {
 	struct soft_qp *qp = ctx;
-	struct soft_rqe *e;
+	struct soft_qrqe *e;
 
 	RR_UNUSED(msn), RR_UNUSED(mo), RR_UNUSED(len), RR_UNUSED(last);
 	if (qp->srq) {
@@ -260,7 +264,7 @@ static enum rr_rx_code rx_untagged(void *ctx, uint32_t msn, uint32_t mo, uint32_
 	}
 	if (!qp->rq_count)
 		return RR_RXC_NO_RECV;
-	e = &qp->rq[qp->rq_head];
+	e = soft_rq_at(qp, qp->rq_head);
 	*iov = e->iov;
 	*iovcnt = e->iovcnt;
 	return RR_RXC_OK;
@@ -320,8 +324,8 @@ static enum rr_rx_code rx_send_inv(struct soft_qp *qp, const struct rr_ddp_event
  * into the oldest receive: it completes. */
 static enum rr_rx_code rx_send(struct soft_qp *qp, const struct rr_ddp_event *ev)
 {
-	struct soft_rqe *e = qp->srq ? &qp->srq_cur : &qp->rq[qp->rq_head];
-	struct rpcrdma_wc wc = {.wr_id = e->wr_id, .status = RPCRDMA_WC_SUCCESS,
+	uint64_t wr_id = qp->srq ? qp->srq_cur.wr_id : soft_rq_at(qp, qp->rq_head)->wr_id;
+	struct rpcrdma_wc wc = {.wr_id = wr_id, .status = RPCRDMA_WC_SUCCESS,
 				.opcode = RPCRDMA_WC_RECV, .byte_len = ev->msg_len,
 				.qp = RR_PUB(qp, &qp->base)};
 

@@ -335,6 +335,18 @@ struct soft_rqe {
 	unsigned iovcnt;
 };
 
+/* One Receive posted to a QP's own queue: @iovcnt of the QP's max_recv_sge
+ * iovecs. The ring's entries are as wide as the SGEs the QP was created
+ * for (soft_rq_at), not SOFT_MAX_SGE: a one-SGE Receive is 32 bytes, so
+ * posting an rdma:// client's 124 Receives touches 1 page of the lazily
+ * mapped ring instead of 9 (272-byte entries; a page fault costs
+ * microseconds: issue 16 part J, docs/PERFORMANCE.md). */
+struct soft_qrqe {
+	uint64_t wr_id;
+	unsigned iovcnt;
+	struct iovec iov[];
+};
+
 /* A shared receive queue: a ring of Receives (their SGEs resolved against
  * the SRQ's PD when posted), taken by its QPs as messages begin. */
 struct soft_srq {
@@ -400,8 +412,9 @@ struct soft_qp {
 	/* ctx->place_gen read before the current tagged segment's STag was
 	 * last checked (rx_lock; compared under ctx->place_lock) */
 	uint64_t place_gen;
-	struct soft_rqe *rq;
+	void *rq;                    /* rq_cap entries of soft_rq_esize() bytes */
 	uint32_t rq_cap, rq_head, rq_count;
+	uint32_t rq_sge;             /* iovecs per entry: max_recv_sge, >= 1 */
 	struct rr_mrt_lcache rq_lc;  /* the Receives' lkey checked last (rx_lock) */
 	/* a shared receive queue instead (rx_lock): the Receive taken for the
 	 * message being placed, and the receive quota (rpcrdma_qp_recv_quota) */
@@ -573,6 +586,17 @@ static inline uint32_t ring_idx(uint32_t a, uint32_t b, uint32_t cap)
 static inline struct soft_wqe *sq_at(struct soft_qp *qp, uint32_t i)
 {
 	return &qp->sq[ring_idx(qp->sq_head, i, qp->sq_cap)];
+}
+
+static inline size_t soft_rq_esize(const struct soft_qp *qp)
+{
+	return sizeof(struct soft_qrqe) + sizeof(struct iovec) * qp->rq_sge;
+}
+
+/* Entry @i (0 .. rq_cap - 1) of the QP's own receive ring. */
+static inline struct soft_qrqe *soft_rq_at(const struct soft_qp *qp, uint32_t i)
+{
+	return (struct soft_qrqe *)(void *)((uint8_t *)qp->rq + soft_rq_esize(qp) * i);
 }
 
 /* The oldest WQE waiting for a Read or Commit Response (tx_lock held). */

@@ -278,9 +278,14 @@ int rr_soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct rpc
 			break;
 		}
 		w = sq_at(qp, qp->sq_count);
+		/* A slot never posted into is still the mapping's zero fill
+		 * (no inline buffer): not read before it is written, which
+		 * would cost a second page fault, the zero page's, on a
+		 * connection's first Send (issue 16 part J). */
 		if ((uint32_t)(w - qp->sq) >= qp->sq_touched)
 			qp->sq_touched = (uint32_t)(w - qp->sq) + 1;
-		rr_free(qp->ctx->env, w->inline_buf);
+		else
+			rr_free(qp->ctx->env, w->inline_buf);
 		/* everything up to body but the iovec array (iovcnt rules it) */
 		memset(w, 0, offsetof(struct soft_wqe, iov));
 		memset(&w->iovcnt, 0, offsetof(struct soft_wqe, body) - offsetof(struct soft_wqe, iovcnt));

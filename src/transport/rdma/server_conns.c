@@ -386,15 +386,23 @@ static struct tp_conn *accept_new(struct rr_tp_server *s, struct tp_shard *sh,
 }
 
 /* Links @cn into its shard (shard's lock held): its loop serves it from
- * now on (its CQ watched, its ticks). */
+ * now on (its CQ watched, its ticks). The shard's tick is armed here only
+ * when the shard had no connection: otherwise its last turn armed it
+ * (sv_turn, while it has connections), and setting it again pushed it
+ * later, the loop's head timer, which woke the shard's thread for nothing
+ * at every connection (one context switch per connect on the path of the
+ * first Call: issue 16 part J). */
 static void shard_link(struct tp_shard *sh, struct tp_conn *cn)
 {
+	bool first = !sh->conns;
+
 	cn->next = sh->conns;
 	sh->conns = cn;
 	sh->nconns++;
 	atomic_fetch_add(&sh->srv->nconns, 1);
 	tp_cq_want(cn, true);
-	rr_loop_timer_set(sh->ep.loop, &sh->ep.timer, rr_now_ns(NULL) + 100000000u);
+	if (first)
+		rr_loop_timer_set(sh->ep.loop, &sh->ep.timer, rr_now_ns(NULL) + 100000000u);
 }
 
 static void on_connect_request(struct rr_tp_server *s, const struct rpcrdma_cm_event *ev)
