@@ -15,6 +15,7 @@
 #include "common/spare.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,7 +79,11 @@ struct rpcrdma_client {
 				     for; UINT64_MAX: not set */
 	struct rr_loop_task cb_task;
 	bool stopping;
-	uint32_t next_xid;
+	_Atomic uint32_t next_xid;   /* taken without the lock */
+	/* the credential: read and written under the lock, except that
+	 * cred_none (written under the lock too) says it is AUTH_NONE, which
+	 * a call's creation encodes without the lock */
+	atomic_bool cred_none;
 	struct rr_rpc_auth cred;
 	uint8_t cred_body[RR_RPC_AUTH_MAXBODY];
 	struct rpcrdma_call *pending;
@@ -369,8 +374,14 @@ int rr_rpc_client_create_with(uint32_t prog, uint32_t vers,
 	c->max_msg = opts && opts->max_msg ? opts->max_msg : DEFAULT_MAX_MSG;
 	if (c->max_msg > 0x7fffffffu)
 		c->max_msg = 0x7fffffffu;
-	rr_random(env, &c->next_xid, sizeof(c->next_xid));
+	{
+		uint32_t xid0;
+
+		rr_random(env, &xid0, sizeof(xid0));
+		atomic_init(&c->next_xid, xid0);
+	}
 	c->cred.flavor = RR_RPC_AUTH_NONE;
+	atomic_init(&c->cred_none, true);
 	c->timer_at = UINT64_MAX;
 	c->cb_task.fn = deferred_run;
 	rc = rr_engine_pick(&c->loop);
@@ -481,6 +492,7 @@ RPCRDMA_API int rpcrdma_client_set_auth_none(struct rpcrdma_client *c)
 	c->cred.flavor = RR_RPC_AUTH_NONE;
 	c->cred.len = 0;
 	c->cred.body = NULL;
+	atomic_store_explicit(&c->cred_none, true, memory_order_release);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
@@ -522,6 +534,7 @@ RPCRDMA_API int rpcrdma_client_set_auth_sys(struct rpcrdma_client *c,
 	c->cred.flavor = RR_RPC_AUTH_SYS;
 	c->cred.len = a.len;
 	c->cred.body = c->cred_body;
+	atomic_store_explicit(&c->cred_none, false, memory_order_release);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
@@ -553,8 +566,9 @@ RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 				    struct rpcrdma_call **out)
 {
 	struct rpcrdma_call *call;
-	struct rr_rpc_call h = {0};
+	struct rr_rpc_call h = {0};   /* cred and verifier: AUTH_NONE */
 	uint8_t *p;
+	bool locked;
 	int rc;
 
 	if (!c || !out)
@@ -562,12 +576,17 @@ RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 	call = call_new(c);
 	if (!call)
 		return -ENOMEM;
-	pthread_mutex_lock(&c->lock);
-	h.xid = c->next_xid++;
+	/* AUTH_NONE (h.cred as initialised) takes no lock: the XID is an
+	 * atomic counter and nothing else of the client is read */
+	locked = !atomic_load_explicit(&c->cred_none, memory_order_acquire);
+	if (locked) {
+		pthread_mutex_lock(&c->lock);
+		h.cred = c->cred;
+	}
+	h.xid = atomic_fetch_add_explicit(&c->next_xid, 1, memory_order_relaxed);
 	h.prog = c->prog;
 	h.vers = c->vers;
 	h.proc = proc;
-	h.cred = c->cred;
 	/* Encode the header into place (the credential is copied). */
 	p = rr_xbuf_enc_room(&call->enc, 24 + 8 + RR_ALIGN4((size_t)h.cred.len) + 8);
 	if (p) {
@@ -578,7 +597,8 @@ RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 	} else {
 		rc = call->enc.error;
 	}
-	pthread_mutex_unlock(&c->lock);
+	if (locked)
+		pthread_mutex_unlock(&c->lock);
 	if (rc) {
 		call_drop(c, call);
 		return rc;
