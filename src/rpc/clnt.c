@@ -663,9 +663,11 @@ RPCRDMA_API uint32_t rpcrdma_call_xid(const struct rpcrdma_call *call)
 /* rpcrdma_call_start; with @sync (rpcrdma_call_run: no callback, the
  * caller waits next on this thread) in_submit stays set after a successful
  * submit, and is cleared where the completion is seen (on_complete on this
- * thread, or run_settle): one critical section fewer per call. */
+ * thread, or run_settle): one critical section fewer per call. @wait_ms
+ * (sync only; 0: none): the transport's submit_wait instead of submit, its
+ * wait over when this returns 0. */
 static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void *arg,
-		      bool sync)
+		      bool sync, uint32_t wait_ms)
 {
 	struct rpcrdma_client *c = call->clnt;
 	int rc;
@@ -711,7 +713,8 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 		timer_arm(c, call->deadline);   /* earlier than planned */
 	pthread_mutex_unlock(&c->lock);
 
-	rc = c->ops->submit(c->xp, &call->xc);
+	rc = wait_ms ? c->ops->submit_wait(c->xp, &call->xc, wait_ms)
+		     : c->ops->submit(c->xp, &call->xc);
 	if (!rc && sync)
 		return 0;
 
@@ -742,7 +745,7 @@ RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_
 {
 	if (!call)
 		return -EINVAL;
-	return call_start(call, done, arg, false);
+	return call_start(call, done, arg, false, 0);
 }
 
 RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
@@ -793,19 +796,24 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 	c = call->clnt;
 	if (call->state != CALL_NEW)
 		return -EBUSY;
-	call->xc.caller_waits = c->ops->wait != NULL;
-	rc = call_start(call, NULL, NULL, true);
+	/* Let the transport receive on this thread (no handoff); the
+	 * client's timer still enforces the deadline. The whole timeout (no
+	 * second clock read: the deadline is set a few microseconds before
+	 * and the timer enforces it). */
+	left_ms = 0;
+	if (c->ops->wait) {
+		left_ms = (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) + 1;
+		left_ms = RR_MIN(left_ms, (uint64_t)UINT32_MAX);
+	}
+	call->xc.caller_waits = left_ms != 0;
+	/* submit and wait in one entry when the transport has it */
+	rc = call_start(call, NULL, NULL, true,
+			left_ms && c->ops->submit_wait ? (uint32_t)left_ms : 0);
 	call->xc.caller_waits = false;
 	if (rc)
 		return rc;
-	if (c->ops->wait) {
-		/* Let the transport receive on this thread (no handoff); the
-		 * client's timer still enforces the deadline. */
-		/* The whole timeout (no second clock read: the deadline was
-		 * set a few microseconds ago and the timer enforces it). */
-		left_ms = (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) + 1;
-		c->ops->wait(c->xp, &call->xc, (uint32_t)RR_MIN(left_ms, (uint64_t)UINT32_MAX));
-	}
+	if (left_ms && !c->ops->submit_wait)
+		c->ops->wait(c->xp, &call->xc, (uint32_t)left_ms);
 	if (call->settled)
 		return call->status;   /* seen complete on this thread */
 	return rpcrdma_call_wait(call, -1);
