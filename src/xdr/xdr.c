@@ -101,14 +101,7 @@ int rr_xdr_put_fixed(struct rr_xdr_enc *e, const void *data, size_t n)
 		return -EMSGSIZE;
 	if (n)
 		memcpy(e->buf + e->pos, data, n);
-	/* at most 3 zero bytes of padding: stored one by one (a memset call
-	 * costs more than the bytes, twice per Call header) */
-	if (pn - n > 0)
-		e->buf[e->pos + n] = 0;
-	if (pn - n > 1)
-		e->buf[e->pos + n + 1] = 0;
-	if (pn - n > 2)
-		e->buf[e->pos + n + 2] = 0;
+	rr_xdr_zero_pad(e->buf + e->pos + n, pn - n);
 	e->pos += pn;
 	return 0;
 }
