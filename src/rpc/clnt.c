@@ -670,6 +670,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 		      bool sync, uint32_t wait_ms)
 {
 	struct rpcrdma_client *c = call->clnt;
+	uint64_t now;
 	int rc;
 
 	if (call->state != CALL_NEW)
@@ -688,8 +689,9 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	call->status = 0;
 	/* the precise clock: a deadline on the coarse one could be early
 	 * (common.h) */
-	call->deadline = rr_now_ns(c->env) +
-			 (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) * 1000000ull;
+	now = rr_now_ns(c->env);
+	call->deadline = now + (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) *
+				       1000000ull;
 
 	pthread_mutex_lock(&c->lock);
 	if (c->stopping) {
@@ -713,7 +715,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 		timer_arm(c, call->deadline);   /* earlier than planned */
 	pthread_mutex_unlock(&c->lock);
 
-	rc = wait_ms ? c->ops->submit_wait(c->xp, &call->xc, wait_ms)
+	rc = wait_ms ? c->ops->submit_wait(c->xp, &call->xc, now, wait_ms)
 		     : c->ops->submit(c->xp, &call->xc);
 	if (!rc && sync)
 		return 0;
@@ -798,8 +800,9 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 		return -EBUSY;
 	/* Let the transport receive on this thread (no handoff); the
 	 * client's timer still enforces the deadline. The whole timeout (no
-	 * second clock read: the deadline is set a few microseconds before
-	 * and the timer enforces it). */
+	 * second clock read: submit_wait counts from call_start's, wait from
+	 * its own a few microseconds later; the timer enforces the
+	 * deadline). */
 	left_ms = 0;
 	if (c->ops->wait) {
 		left_ms = (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) + 1;

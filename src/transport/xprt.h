@@ -267,9 +267,11 @@ struct rr_xprt_client_ops {
 	void (*wait)(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms);
 	/* Optional, with wait: submit() then, when it returned 0 and the call
 	 * has caller_waits set, wait(), in one step (the transport saves what
-	 * separate entries would repeat: rdma:// a hold of its lock). Returns
+	 * separate entries would repeat: rdma:// a hold of its lock and a
+	 * clock read). @now_ns: the params' env clock (rr_now_ns) read by the
+	 * caller just before; the wait ends @timeout_ms after it. Returns
 	 * submit's result; 0: the wait is over too. */
-	int (*submit_wait)(struct rr_xprt_client *x, struct rr_xprt_call *call,
+	int (*submit_wait)(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_t now_ns,
 			   uint32_t timeout_ms);
 	/* Optional: transport controls (counters, push mode), see
 	 * transport/xprt_ctl.h; NULL or an unknown @op: -EOPNOTSUPP. */

@@ -330,9 +330,13 @@ static void sw_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_
 	sw_wait_ms = timeout_ms;
 }
 
-static int sw_submit_wait(struct rr_xprt_client *x, struct rr_xprt_call *call,
+static int sw_submit_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_t now_ns,
 			  uint32_t timeout_ms)
 {
+	uint64_t t = rr_now_ns(NULL);
+
+	/* the caller's clock reading, taken just before */
+	CHECK(now_ns <= t && t - now_ns < 60ull * 1000000000u);
 	sw_submit_waits++;
 	sw_wait_ms = timeout_ms;
 	if (sw_rc)

@@ -607,10 +607,9 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t
 	cl_wait_locked(c, rpc, t0, t0 + (uint64_t)timeout_ms * 1000000u);
 }
 
-int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc,
+int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t now_ns,
 			     uint32_t timeout_ms)
 {
-	uint64_t t0;
 	int rc;
 
 	if (!rpc)
@@ -619,14 +618,13 @@ int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc,
 		return rr_tp_client_submit(c, rpc);
 	rpc->xdone = false;
 	rpc->xnext = NULL;
-	t0 = rr_now_ns(c->ep.env);
 	pthread_mutex_lock(&c->ep.lock);
 	rc = cl_submit_locked(c, rpc);
 	if (rc) {
 		pthread_mutex_unlock(&c->ep.lock);
 		return rc;
 	}
-	cl_wait_locked(c, rpc, t0, t0 + (uint64_t)timeout_ms * 1000000u);
+	cl_wait_locked(c, rpc, now_ns, now_ns + (uint64_t)timeout_ms * 1000000u);
 	return 0;
 }
 

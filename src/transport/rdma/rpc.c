@@ -198,8 +198,9 @@ static struct rpc_wrap *cl_wrap(struct rr_xprt_client *x, struct rr_xprt_call *c
 	return w;
 }
 
-/* cl_submit (@wait_ms < 0) or cl_submit_wait. */
-static int cl_start(struct rr_xprt_client *x, struct rr_xprt_call *call, int64_t wait_ms)
+/* cl_submit (@wait_ms < 0) or cl_submit_wait (from @now_ns). */
+static int cl_start(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_t now_ns,
+		    int64_t wait_ms)
 {
 	struct rpc_wrap *w;
 	int rc;
@@ -210,7 +211,7 @@ static int cl_start(struct rr_xprt_client *x, struct rr_xprt_call *call, int64_t
 	if (!w)
 		return -ENOMEM;
 	rc = wait_ms < 0 ? rr_tp_client_submit(x->tp, &w->rpc)
-			 : rr_tp_client_submit_wait(x->tp, &w->rpc, (uint32_t)wait_ms);
+			 : rr_tp_client_submit_wait(x->tp, &w->rpc, now_ns, (uint32_t)wait_ms);
 	if (rc) {
 		call->xp_priv = NULL;
 		if (!rr_spare_put(&x->spare, w))
@@ -221,13 +222,13 @@ static int cl_start(struct rr_xprt_client *x, struct rr_xprt_call *call, int64_t
 
 static int cl_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 {
-	return cl_start(x, call, -1);
+	return cl_start(x, call, 0, -1);
 }
 
-static int cl_submit_wait(struct rr_xprt_client *x, struct rr_xprt_call *call,
+static int cl_submit_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_t now_ns,
 			  uint32_t timeout_ms)
 {
-	return cl_start(x, call, timeout_ms);
+	return cl_start(x, call, now_ns, timeout_ms);
 }
 
 static void cl_abort(struct rr_xprt_client *x, struct rr_xprt_call *call, int status)
