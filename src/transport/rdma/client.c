@@ -525,7 +525,7 @@ int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns
 	return n;
 }
 
-/* rr_tp_client_wait from the lock held (c->lock, released on return);
+/* rr_tp_client_wait from the lock held (c->ep.lock, released on return);
  * @t0: the clock when the wait began, @end its deadline. The completed
  * Calls found at the end are delivered after the unlock (their xdone set
  * before it): the caller's own Reply costs no second hold of the lock. */
