@@ -302,6 +302,12 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
  * or the call's Reply chunk buffer. */
 void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t len,
 		      bool has_inv, uint32_t inv_stag, struct rr_xprt_reply *out);
+/* rr_xprt_req_recv for a caller that looked the XID up already: @c is
+ * rr_xprt_req_find's answer for the XID in @buf's first four bytes (NULL
+ * when @len < 4 or none), so the table is searched once per message. */
+void rr_xprt_req_recv_found(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+			    const uint8_t *buf, size_t len, bool has_inv, uint32_t inv_stag,
+			    struct rr_xprt_reply *out);
 
 /* Reliable reply: the @len bytes pulled for an R_PULL of @c are in @buf
  * (the Reply's Payload stream). Checks it is the RPC Reply of @c and fills

@@ -615,10 +615,17 @@ static void reply_reset(struct rr_xprt_reply *out)
 void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t len,
 		      bool has_inv, uint32_t inv_stag, struct rr_xprt_reply *out)
 {
+	rr_xprt_req_recv_found(r, len >= 4 ? rr_xprt_req_find(r, rr_get_be32(buf)) : NULL, buf,
+			       len, has_inv, inv_stag, out);
+}
+
+void rr_xprt_req_recv_found(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+			    const uint8_t *buf, size_t len, bool has_inv, uint32_t inv_stag,
+			    struct rr_xprt_reply *out)
+{
 	const struct rr_xprt_params *p = &r->params;
 	struct rr_xprt_stats *s = r->stats;
 	struct rr_hdr *h = &r->hdr;
-	struct rr_xprt_rqst *c;
 	struct rr_xprt_rqst *other = NULL;
 	bool ok;
 
@@ -627,7 +634,6 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 		s->recvs++;
 	/* RFC 8166 5.5: a bad Reply header is discarded (never answered). */
 	ok = rr_hdr_decode(h, buf, len, RR_HDR_DIR_REPLY, &r->lim) == 0;
-	c = len >= 4 ? rr_xprt_req_find(r, rr_get_be32(buf)) : NULL;
 	/* The peer already invalidated the STag, whatever else is wrong. */
 	if (has_inv)
 		other = note_inv(r, c, inv_stag);

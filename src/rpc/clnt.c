@@ -15,6 +15,7 @@
 #include "common/spare.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,7 +79,11 @@ struct rpcrdma_client {
 				     for; UINT64_MAX: not set */
 	struct rr_loop_task cb_task;
 	bool stopping;
-	uint32_t next_xid;
+	_Atomic uint32_t next_xid;   /* taken without the lock */
+	/* the credential: read and written under the lock, except that
+	 * cred_none (written under the lock too) says it is AUTH_NONE, which
+	 * a call's creation encodes without the lock */
+	atomic_bool cred_none;
 	struct rr_rpc_auth cred;
 	uint8_t cred_body[RR_RPC_AUTH_MAXBODY];
 	struct rpcrdma_call *pending;
@@ -369,8 +374,14 @@ int rr_rpc_client_create_with(uint32_t prog, uint32_t vers,
 	c->max_msg = opts && opts->max_msg ? opts->max_msg : DEFAULT_MAX_MSG;
 	if (c->max_msg > 0x7fffffffu)
 		c->max_msg = 0x7fffffffu;
-	rr_random(env, &c->next_xid, sizeof(c->next_xid));
+	{
+		uint32_t xid0;
+
+		rr_random(env, &xid0, sizeof(xid0));
+		atomic_init(&c->next_xid, xid0);
+	}
 	c->cred.flavor = RR_RPC_AUTH_NONE;
+	atomic_init(&c->cred_none, true);
 	c->timer_at = UINT64_MAX;
 	c->cb_task.fn = deferred_run;
 	rc = rr_engine_pick(&c->loop);
@@ -481,6 +492,7 @@ RPCRDMA_API int rpcrdma_client_set_auth_none(struct rpcrdma_client *c)
 	c->cred.flavor = RR_RPC_AUTH_NONE;
 	c->cred.len = 0;
 	c->cred.body = NULL;
+	atomic_store_explicit(&c->cred_none, true, memory_order_release);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
@@ -522,6 +534,7 @@ RPCRDMA_API int rpcrdma_client_set_auth_sys(struct rpcrdma_client *c,
 	c->cred.flavor = RR_RPC_AUTH_SYS;
 	c->cred.len = a.len;
 	c->cred.body = c->cred_body;
+	atomic_store_explicit(&c->cred_none, false, memory_order_release);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
@@ -553,8 +566,9 @@ RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 				    struct rpcrdma_call **out)
 {
 	struct rpcrdma_call *call;
-	struct rr_rpc_call h = {0};
+	struct rr_rpc_call h = {0};   /* cred and verifier: AUTH_NONE */
 	uint8_t *p;
+	bool locked;
 	int rc;
 
 	if (!c || !out)
@@ -562,12 +576,17 @@ RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 	call = call_new(c);
 	if (!call)
 		return -ENOMEM;
-	pthread_mutex_lock(&c->lock);
-	h.xid = c->next_xid++;
+	/* AUTH_NONE (h.cred as initialised) takes no lock: the XID is an
+	 * atomic counter and nothing else of the client is read */
+	locked = !atomic_load_explicit(&c->cred_none, memory_order_acquire);
+	if (locked) {
+		pthread_mutex_lock(&c->lock);
+		h.cred = c->cred;
+	}
+	h.xid = atomic_fetch_add_explicit(&c->next_xid, 1, memory_order_relaxed);
 	h.prog = c->prog;
 	h.vers = c->vers;
 	h.proc = proc;
-	h.cred = c->cred;
 	/* Encode the header into place (the credential is copied). */
 	p = rr_xbuf_enc_room(&call->enc, 24 + 8 + RR_ALIGN4((size_t)h.cred.len) + 8);
 	if (p) {
@@ -578,7 +597,8 @@ RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 	} else {
 		rc = call->enc.error;
 	}
-	pthread_mutex_unlock(&c->lock);
+	if (locked)
+		pthread_mutex_unlock(&c->lock);
 	if (rc) {
 		call_drop(c, call);
 		return rc;
@@ -643,11 +663,14 @@ RPCRDMA_API uint32_t rpcrdma_call_xid(const struct rpcrdma_call *call)
 /* rpcrdma_call_start; with @sync (rpcrdma_call_run: no callback, the
  * caller waits next on this thread) in_submit stays set after a successful
  * submit, and is cleared where the completion is seen (on_complete on this
- * thread, or run_settle): one critical section fewer per call. */
+ * thread, or run_settle): one critical section fewer per call. @wait_ms
+ * (sync only; 0: none): the transport's submit_wait instead of submit, its
+ * wait over when this returns 0. */
 static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void *arg,
-		      bool sync)
+		      bool sync, uint32_t wait_ms)
 {
 	struct rpcrdma_client *c = call->clnt;
+	uint64_t now;
 	int rc;
 
 	if (call->state != CALL_NEW)
@@ -666,8 +689,9 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	call->status = 0;
 	/* the precise clock: a deadline on the coarse one could be early
 	 * (common.h) */
-	call->deadline = rr_now_ns(c->env) +
-			 (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) * 1000000ull;
+	now = rr_now_ns(c->env);
+	call->deadline = now + (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) *
+				       1000000ull;
 
 	pthread_mutex_lock(&c->lock);
 	if (c->stopping) {
@@ -691,7 +715,8 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 		timer_arm(c, call->deadline);   /* earlier than planned */
 	pthread_mutex_unlock(&c->lock);
 
-	rc = c->ops->submit(c->xp, &call->xc);
+	rc = wait_ms ? c->ops->submit_wait(c->xp, &call->xc, now, wait_ms)
+		     : c->ops->submit(c->xp, &call->xc);
 	if (!rc && sync)
 		return 0;
 
@@ -722,7 +747,7 @@ RPCRDMA_API int rpcrdma_call_start(struct rpcrdma_call *call, rpcrdma_call_done_
 {
 	if (!call)
 		return -EINVAL;
-	return call_start(call, done, arg, false);
+	return call_start(call, done, arg, false, 0);
 }
 
 RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
@@ -773,19 +798,25 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 	c = call->clnt;
 	if (call->state != CALL_NEW)
 		return -EBUSY;
-	call->xc.caller_waits = c->ops->wait != NULL;
-	rc = call_start(call, NULL, NULL, true);
+	/* Let the transport receive on this thread (no handoff); the
+	 * client's timer still enforces the deadline. The whole timeout (no
+	 * second clock read: submit_wait counts from call_start's, wait from
+	 * its own a few microseconds later; the timer enforces the
+	 * deadline). */
+	left_ms = 0;
+	if (c->ops->wait) {
+		left_ms = (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) + 1;
+		left_ms = RR_MIN(left_ms, (uint64_t)UINT32_MAX);
+	}
+	call->xc.caller_waits = left_ms != 0;
+	/* submit and wait in one entry when the transport has it */
+	rc = call_start(call, NULL, NULL, true,
+			left_ms && c->ops->submit_wait ? (uint32_t)left_ms : 0);
 	call->xc.caller_waits = false;
 	if (rc)
 		return rc;
-	if (c->ops->wait) {
-		/* Let the transport receive on this thread (no handoff); the
-		 * client's timer still enforces the deadline. */
-		/* The whole timeout (no second clock read: the deadline was
-		 * set a few microseconds ago and the timer enforces it). */
-		left_ms = (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) + 1;
-		c->ops->wait(c->xp, &call->xc, (uint32_t)RR_MIN(left_ms, (uint64_t)UINT32_MAX));
-	}
+	if (left_ms && !c->ops->submit_wait)
+		c->ops->wait(c->xp, &call->xc, (uint32_t)left_ms);
 	if (call->settled)
 		return call->status;   /* seen complete on this thread */
 	return rpcrdma_call_wait(call, -1);

@@ -56,29 +56,44 @@ int rr_rpcmsg_decode_auth(struct rr_xdr_dec *d, struct rr_rpc_auth *a)
 
 /* Call (RFC 5531 section 9, call_body):
  *   xid - 0 (CALL) - rpcvers (2) - prog - vers - proc - cred - verf - args */
+/* opaque_auth @a at @p (room checked by the caller); returns the end. */
+static uint8_t *put_auth(uint8_t *p, const struct rr_rpc_auth *a)
+{
+	size_t pn = RR_ALIGN4((size_t)a->len);
+
+	rr_put_be32(p, a->flavor);
+	rr_put_be32(p + 4, a->len);
+	if (a->len)
+		memcpy(p + 8, a->body, a->len);
+	rr_xdr_zero_pad(p + 8 + a->len, pn - a->len);
+	return p + 8 + pn;
+}
+
 int rr_rpcmsg_encode_call(struct rr_xdr_enc *e, const struct rr_rpc_call *c)
 {
-	size_t start = e->pos;
-	int rc;
+	size_t need;
+	uint8_t *p;
 
-	rc = rr_xdr_put_u32(e, c->xid);
-	if (!rc)
-		rc = rr_xdr_put_u32(e, RR_RPC_CALL);
-	if (!rc)
-		rc = rr_xdr_put_u32(e, RR_RPC_VERSION);
-	if (!rc)
-		rc = rr_xdr_put_u32(e, c->prog);
-	if (!rc)
-		rc = rr_xdr_put_u32(e, c->vers);
-	if (!rc)
-		rc = rr_xdr_put_u32(e, c->proc);
-	if (!rc)
-		rc = rr_rpcmsg_encode_auth(e, &c->cred);
-	if (!rc)
-		rc = rr_rpcmsg_encode_auth(e, &c->verf);
-	if (rc)
-		e->pos = start;
-	return rc;
+	/* validate, then one room check for the whole header (the XDR
+	 * encoder's per-item checks cost more than the 40 bytes of an
+	 * AUTH_NONE header) */
+	if (c->cred.len > RR_RPC_AUTH_MAXBODY || (c->cred.len && !c->cred.body) ||
+	    c->verf.len > RR_RPC_AUTH_MAXBODY || (c->verf.len && !c->verf.body))
+		return -EINVAL;
+	need = 24 + 8 + (size_t)RR_ALIGN4(c->cred.len) + 8 + (size_t)RR_ALIGN4(c->verf.len);
+	if (e->pos > e->cap || e->cap - e->pos < need)
+		return -EMSGSIZE;
+	p = e->buf + e->pos;
+	rr_put_be32(p, c->xid);
+	rr_put_be32(p + 4, RR_RPC_CALL);
+	rr_put_be32(p + 8, RR_RPC_VERSION);
+	rr_put_be32(p + 12, c->prog);
+	rr_put_be32(p + 16, c->vers);
+	rr_put_be32(p + 20, c->proc);
+	p = put_auth(p + 24, &c->cred);
+	(void)put_auth(p, &c->verf);
+	e->pos += need;
+	return 0;
 }
 
 int rr_rpcmsg_decode_call(struct rr_xdr_dec *d, struct rr_rpc_call *c)

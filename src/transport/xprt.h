@@ -265,6 +265,14 @@ struct rr_xprt_client_ops {
 	 * is receiving. The RPC layer then waits for the completion as usual,
 	 * so returning early is always correct. */
 	void (*wait)(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms);
+	/* Optional, with wait: submit() then, when it returned 0 and the call
+	 * has caller_waits set, wait(), in one step (the transport saves what
+	 * separate entries would repeat: rdma:// a hold of its lock and a
+	 * clock read). @now_ns: the params' env clock (rr_now_ns) read by the
+	 * caller just before; the wait ends @timeout_ms after it. Returns
+	 * submit's result; 0: the wait is over too. */
+	int (*submit_wait)(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_t now_ns,
+			   uint32_t timeout_ms);
 	/* Optional: transport controls (counters, push mode), see
 	 * transport/xprt_ctl.h; NULL or an unknown @op: -EOPNOTSUPP. */
 	int (*ctl)(struct rr_xprt_client *x, unsigned op, void *arg);

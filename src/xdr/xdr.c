@@ -101,7 +101,7 @@ int rr_xdr_put_fixed(struct rr_xdr_enc *e, const void *data, size_t n)
 		return -EMSGSIZE;
 	if (n)
 		memcpy(e->buf + e->pos, data, n);
-	memset(e->buf + e->pos + n, 0, pn - n);
+	rr_xdr_zero_pad(e->buf + e->pos + n, pn - n);
 	e->pos += pn;
 	return 0;
 }

@@ -143,6 +143,18 @@ static inline int rr_xdr_put_bool(struct rr_xdr_enc *e, bool v)
 	return rr_xdr_put_u32(e, v ? 1 : 0);
 }
 
+/* Zeroes the @n (0 to 3) padding bytes at @p, without a memset call (which
+ * costs more than the bytes). */
+static inline void rr_xdr_zero_pad(uint8_t *p, size_t n)
+{
+	if (n > 0)
+		p[0] = 0;
+	if (n > 1)
+		p[1] = 0;
+	if (n > 2)
+		p[2] = 0;
+}
+
 /* Fixed-length opaque[n]: @n bytes of @data then zero padding to four. */
 int rr_xdr_put_fixed(struct rr_xdr_enc *e, const void *data, size_t n);
 

@@ -311,6 +311,136 @@ TEST(rpc_xprt_contract_client)
 	rpcrdma_client_destroy(c);
 }
 
+/* ---- fake client transports with wait, with and without submit_wait ---- */
+
+static int sw_submits, sw_waits, sw_submit_waits, sw_rc;
+static uint32_t sw_wait_ms;
+
+static int sw_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	sw_submits++;
+	return loop_submit(x, call);
+}
+
+static void sw_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms)
+{
+	(void)x;
+	(void)call;
+	sw_waits++;
+	sw_wait_ms = timeout_ms;
+}
+
+static int sw_submit_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_t now_ns,
+			  uint32_t timeout_ms)
+{
+	uint64_t t = rr_now_ns(NULL);
+
+	/* the caller's clock reading, taken just before */
+	CHECK(now_ns <= t && t - now_ns < 60ull * 1000000000u);
+	sw_submit_waits++;
+	sw_wait_ms = timeout_ms;
+	if (sw_rc)
+		return sw_rc;   /* not taken: no completion */
+	return loop_submit(x, call);
+}
+
+static const struct rr_xprt_client_ops sw_client_ops = {
+	.create = loop_create,
+	.submit = sw_submit,
+	.abort = loop_abort,
+	.release_reply = loop_release,
+	.destroy = loop_destroy,
+	.wait = sw_wait,
+	.submit_wait = sw_submit_wait,
+};
+static const struct rr_xprt_client_ops sv_wait_only_ops = {
+	.create = loop_create,
+	.submit = sw_submit,
+	.abort = loop_abort,
+	.release_reply = loop_release,
+	.destroy = loop_destroy,
+	.wait = sw_wait,
+};
+static const struct rr_xprt_class sw_class = {"loopsw", &sw_client_ops, NULL};
+static const struct rr_xprt_class sv_wait_class = {"loopwait", &sv_wait_only_ops, NULL};
+
+/* rpcrdma_call_run enters a transport that offers submit_wait once, through
+ * it (the whole timeout + 1 ms), and neither submit nor wait; one without it
+ * gets submit then wait; rpcrdma_call_start gets submit alone. A refused
+ * submit_wait leaves the call new (it can be run again). The Call header
+ * follows the credential set last (AUTH_NONE is encoded without the
+ * client's lock) with consecutive XIDs. */
+TEST(rpc_xprt_contract_submit_wait)
+{
+	struct rpcrdma_client *c = NULL;
+	struct rpcrdma_call *call;
+	struct rpcrdma_auth_sys sys = {.uid = 5};
+	struct cb_ctx cc;
+	uint32_t xid;
+
+	REQUIRE_EQ(rr_xprt_register(&sw_class), 0);
+	REQUIRE_EQ(rr_xprt_register(&sv_wait_class), 0);
+	REQUIRE_EQ(rpcrdma_client_create("loopsw://x:1", 7, 1, NULL, &c), 0);
+	sw_submits = sw_waits = sw_submit_waits = 0;
+	REQUIRE_EQ(rpcrdma_call_create(c, 0, &call), 0);
+	rpcrdma_call_set_timeout(call, 1234);
+	REQUIRE_EQ(rpcrdma_call_run(call), 0);
+	CHECK_EQ(sw_submit_waits, 1);
+	CHECK_EQ(sw_submits, 0);
+	CHECK_EQ(sw_waits, 0);
+	CHECK_EQ(sw_wait_ms, 1235);
+	CHECK_EQ(loop_positions_ok, 1);
+	CHECK_EQ(rr_get_be32(loop_full + 24), RPCRDMA_AUTH_NONE);
+	xid = rpcrdma_call_xid(call);
+	rpcrdma_call_destroy(call);
+
+	/* refused: the error, and the call is new again */
+	sw_rc = -ENOMEM;
+	REQUIRE_EQ(rpcrdma_call_create(c, 0, &call), 0);
+	CHECK_EQ(rpcrdma_call_xid(call), xid + 1);
+	CHECK_EQ(rpcrdma_call_run(call), -ENOMEM);
+	sw_rc = 0;
+	CHECK_EQ(rpcrdma_call_run(call), 0);
+	CHECK_EQ(sw_submit_waits, 3);
+	rpcrdma_call_destroy(call);
+
+	/* AUTH_SYS then AUTH_NONE again, as the headers say */
+	REQUIRE_EQ(rpcrdma_client_set_auth_sys(c, &sys), 0);
+	REQUIRE_EQ(rpcrdma_call_create(c, 0, &call), 0);
+	REQUIRE_EQ(rpcrdma_call_run(call), 0);
+	CHECK_EQ(rr_get_be32(loop_full + 24), RPCRDMA_AUTH_SYS);
+	rpcrdma_call_destroy(call);
+	REQUIRE_EQ(rpcrdma_client_set_auth_none(c), 0);
+	REQUIRE_EQ(rpcrdma_call_create(c, 0, &call), 0);
+	REQUIRE_EQ(rpcrdma_call_run(call), 0);
+	CHECK_EQ(rr_get_be32(loop_full + 24), RPCRDMA_AUTH_NONE);
+	CHECK_EQ(rr_get_be32(loop_full + 28), 0);   /* empty body */
+	rpcrdma_call_destroy(call);
+
+	/* an asynchronous start: submit alone */
+	atomic_init(&cc.calls, 0);
+	cc.starter = pthread_self();
+	sw_submits = sw_submit_waits = 0;
+	REQUIRE_EQ(rpcrdma_call_create(c, 0, &call), 0);
+	REQUIRE_EQ(rpcrdma_call_start(call, cb, &cc), 0);
+	CHECK_EQ(rpcrdma_call_wait(call, 5000), 0);
+	CHECK_EQ(sw_submits, 1);
+	CHECK_EQ(sw_submit_waits, 0);
+	rpcrdma_call_destroy(call);
+	rpcrdma_client_destroy(c);
+
+	/* wait without submit_wait: submit, then wait */
+	REQUIRE_EQ(rpcrdma_client_create("loopwait://x:1", 7, 1, NULL, &c), 0);
+	sw_submits = sw_waits = sw_submit_waits = 0;
+	REQUIRE_EQ(rpcrdma_call_create(c, 0, &call), 0);
+	REQUIRE_EQ(rpcrdma_call_run(call), 0);
+	CHECK_EQ(sw_submits, 1);
+	CHECK_EQ(sw_waits, 1);
+	CHECK_EQ(sw_submit_waits, 0);
+	rpcrdma_call_destroy(call);
+	rpcrdma_client_destroy(c);
+}
+
 static int h_ddp_arg(struct rpcrdma_req *r, void *ctx)
 {
 	struct rpcrdma_xdr_dec *d = rpcrdma_req_args(r);

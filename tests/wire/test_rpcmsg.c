@@ -96,6 +96,44 @@ TEST(rpcmsg_call_auth_sys_vector)
 	CHECK_MEM(out, buf, n);
 }
 
+/* An opaque_auth body whose length is not a multiple of four is followed
+ * by zero padding, whatever the output buffer held before (the Call header
+ * encoder stores the padding itself). Also rr_xdr_put_fixed's. */
+TEST(rpcmsg_call_pads_with_zeros)
+{
+	static const uint8_t body5[5] = {1, 2, 3, 4, 5}, body2[2] = {9, 9};
+	static const uint8_t want[] = {
+		0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5,
+		0, 0, 0, 1, 0, 0, 0, 5, 1, 2, 3, 4, 5, 0, 0, 0,   /* cred, pad 3 */
+		0, 0, 0, 6, 0, 0, 0, 2, 9, 9, 0, 0,               /* verf, pad 2 */
+	};
+	struct rr_rpc_call c = {.xid = 7, .prog = 3, .vers = 4, .proc = 5};
+	struct rr_xdr_enc e;
+	uint8_t out[80];
+
+	c.cred = (struct rr_rpc_auth){.flavor = 1, .body = body5, .len = 5};
+	c.verf = (struct rr_rpc_auth){.flavor = 6, .body = body2, .len = 2};
+	memset(out, 0xee, sizeof(out));
+	rr_xdr_enc_init(&e, out, sizeof(out));
+	REQUIRE_EQ(rr_rpcmsg_encode_call(&e, &c), 0);
+	REQUIRE_EQ(rr_xdr_enc_len(&e), sizeof(want));
+	CHECK_MEM(out, want, sizeof(want));
+	CHECK_EQ(out[sizeof(want)], 0xee);   /* nothing written past it */
+
+	memset(out, 0xee, sizeof(out));
+	rr_xdr_enc_init(&e, out, sizeof(out));
+	REQUIRE_EQ(rr_xdr_put_fixed(&e, body5, 5), 0);
+	REQUIRE_EQ(rr_xdr_enc_len(&e), 8);
+	CHECK_MEM(out, want + 32, 8);
+	CHECK_EQ(out[8], 0xee);
+	/* a header that does not fit writes nothing */
+	memset(out, 0xee, sizeof(out));
+	rr_xdr_enc_init(&e, out, sizeof(want) - 1);
+	CHECK_EQ(rr_rpcmsg_encode_call(&e, &c), -EMSGSIZE);
+	CHECK_EQ(rr_xdr_enc_len(&e), 0);
+	CHECK_EQ(out[0], 0xee);
+}
+
 TEST(rpcmsg_authsys_limits)
 {
 	uint8_t body[400], name[256];

@@ -240,7 +240,7 @@ void rq_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 		c->stray_credits--;
 		(void)rr_cred_req_on_reply(&c->rcred, rr_get_be32(buf + 8));
 	}
-	rr_xprt_req_recv(&c->req, buf, len, has_inv, inv_stag, &res);
+	rr_xprt_req_recv_found(&c->req, rq, buf, len, has_inv, inv_stag, &res);   /* looked up once */
 	if (res.inv_other && c->live_stags)
 		c->live_stags--;   /* another Call's STag, invalidated by the peer */
 	rq_remote_inv(c, rq, valid_before);

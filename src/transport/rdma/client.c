@@ -52,6 +52,15 @@ void tp_cl_schedule_reconnect(struct rr_tp_client *c, uint32_t delay_ms)
 	reconnect_timer(c);
 }
 
+/* Whether @rpc is on the completed list @done. */
+static bool done_has(const struct rr_conn_rpc *done, const struct rr_conn_rpc *rpc)
+{
+	for (; done; done = done->xnext)
+		if (done == rpc)
+			return true;
+	return false;
+}
+
 /* Completed Calls and reverse Calls to the upper layer, without the
  * endpoint's lock. */
 static void cl_deliver(struct rr_tp_client *c)
@@ -428,25 +437,17 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	return 0;
 }
 
-int rr_tp_client_submit(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
+/* rr_tp_client_submit with the lock held (kept). */
+static int cl_submit_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
 {
 	bool up, wake = true;
 	int rc;
 
-	if (!rpc)
-		return -EINVAL;
-	rpc->xdone = false;
-	rpc->xnext = NULL;
-	pthread_mutex_lock(&c->ep.lock);
-	if (c->destroying) {
-		pthread_mutex_unlock(&c->ep.lock);
+	if (c->destroying)
 		return -ESHUTDOWN;
-	}
 	rc = rr_conn_submit(c->sess, rpc);
-	if (rc) {
-		pthread_mutex_unlock(&c->ep.lock);
+	if (rc)
 		return rc;
-	}
 	cl_settle(c);
 	if (!c->conn && !c->reconnect_at && c->connect_status != 1)
 		tp_cl_schedule_reconnect(c, 0);   /* lost while idle: connect now */
@@ -466,8 +467,21 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
 	}
 	if (wake)
 		tp_ep_kick(&c->ep);
-	pthread_mutex_unlock(&c->ep.lock);
 	return 0;
+}
+
+int rr_tp_client_submit(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
+{
+	int rc;
+
+	if (!rpc)
+		return -EINVAL;
+	rpc->xdone = false;
+	rpc->xnext = NULL;
+	pthread_mutex_lock(&c->ep.lock);
+	rc = cl_submit_locked(c, rpc);
+	pthread_mutex_unlock(&c->ep.lock);
+	return rc;
 }
 
 void rr_tp_client_abort(struct rr_tp_client *c, struct rr_conn_rpc *rpc, int status)
@@ -498,15 +512,12 @@ static bool cl_wait_again(struct tp_ep *ep, struct tp_conn *cn)
  * connections sharing the CQ go to them), then handles what came. When
  * another thread consumes the CQ now, waits for it to bring ours. Bounded
  * so that state changes made by the loop (connection loss) are seen; the
- * connection is not freed meanwhile (in_wait). @for_reply: the caller
- * waits for a Call's Reply (rr_tp_client_wait), and a wait that brought
- * nothing to deliver is followed by a second one at once (cl_wait_again).
- * Called and returns with the lock held; returns rpcrdma_cq_wait's
- * result. */
-int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns, bool for_reply)
+ * connection is not freed meanwhile (in_wait). A push's wait (push.c); a
+ * Call's is cl_wait_locked. Called and returns with the lock held; returns
+ * rpcrdma_cq_wait's result. */
+int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns)
 {
-	int n = tp_cq_wait_once(&c->ep, cn, (int)RR_MIN(left_ns / 1000000u + 1, 20u),
-				for_reply ? cl_wait_again : NULL);
+	int n = tp_cq_wait_once(&c->ep, cn, (int)RR_MIN(left_ns / 1000000u + 1, 20u), NULL);
 
 	if (c->conn == cn && cn->closing && cn->established)
 		tp_cl_conn_lost(c, cn);
@@ -514,15 +525,19 @@ int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns
 	return n;
 }
 
-void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t timeout_ms)
+/* rr_tp_client_wait from the lock held (c->ep.lock, released on return);
+ * @t0: the clock when the wait began, @end its deadline. The completed
+ * Calls found at the end are delivered after the unlock (their xdone set
+ * before it): the caller's own Reply costs no second hold of the lock. */
+static void cl_wait_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t t0,
+			   uint64_t end)
 {
-	uint64_t t0 = rr_now_ns(c->ep.env), end = t0 + (uint64_t)timeout_ms * 1000000u;
 	struct tp_conn *cn0 = NULL;
+	struct rr_conn_rpc *done;
+	rr_tp_complete_fn complete = c->complete;
+	void *cctx = c->cctx;
 	bool wake;
 
-	if (rr_engine_app_driven())
-		return;   /* the caller's wait drives the loop (submit) */
-	pthread_mutex_lock(&c->ep.lock);
 	if (c->waiter && c->wait_for != rpc) {
 		pthread_mutex_unlock(&c->ep.lock);
 		return;
@@ -530,9 +545,13 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t
 	c->waiter = true;
 	c->wait_for = NULL;
 	cn0 = c->conn;
+	/* as tp_cl_wait_once, and a wait that brought nothing to deliver is
+	 * followed by a second one at once (cl_wait_again): a synchronous
+	 * Call's Send completion, then its Reply */
 	while (!rpc->xdone && !c->destroying) {
 		struct tp_conn *cn = c->conn;
 		uint64_t t;
+		int n;
 
 		if (!cn || !cn->established || cn->dead)
 			break;
@@ -542,14 +561,71 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t
 		t0 = 0;
 		if (t >= end)
 			break;
-		if (tp_cl_wait_once(c, cn, end - t, true) < 0)
+		n = tp_cq_wait_once(&c->ep, cn, (int)RR_MIN((end - t) / 1000000u + 1, 20u),
+				    cl_wait_again);
+		if (c->conn == cn && cn->closing && cn->established)
+			tp_cl_conn_lost(c, cn);
+		if (n < 0)
 			break;
+		if (c->bc_in)
+			cl_deliver(c);   /* reverse Calls: on this thread, as before */
+		else if (c->done && done_has(c->done, rpc))
+			break;           /* ours came: delivered below */
+		else if (c->done)
+			cl_deliver(c);
 	}
 	c->waiter = false;
+	/* Take what completed; the caller of rr_tp_client_destroy has no Call
+	 * in flight (tp.h), so none waits for this list to empty. */
+	done = c->done;
+	c->done = NULL;
+	c->done_tail = &c->done;
+	for (struct rr_conn_rpc *r = done; r; r = r->xnext)
+		r->xdone = true;
+	if (done)
+		pthread_cond_broadcast(&c->ep.cond);   /* other callers' xdone */
 	wake = tp_cl_needs_progress(c, cn0);
 	if (wake)
 		tp_ep_kick(&c->ep);
 	pthread_mutex_unlock(&c->ep.lock);
+	while (done) {
+		struct rr_conn_rpc *r = done;
+
+		done = r->xnext;
+		r->xnext = NULL;
+		complete(cctx, r);
+	}
+}
+
+void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t timeout_ms)
+{
+	uint64_t t0 = rr_now_ns(c->ep.env);
+
+	if (rr_engine_app_driven())
+		return;   /* the caller's wait drives the loop (submit) */
+	pthread_mutex_lock(&c->ep.lock);
+	cl_wait_locked(c, rpc, t0, t0 + (uint64_t)timeout_ms * 1000000u);
+}
+
+int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t now_ns,
+			     uint32_t timeout_ms)
+{
+	int rc;
+
+	if (!rpc)
+		return -EINVAL;
+	if (!rpc->caller_waits || rr_engine_app_driven())
+		return rr_tp_client_submit(c, rpc);
+	rpc->xdone = false;
+	rpc->xnext = NULL;
+	pthread_mutex_lock(&c->ep.lock);
+	rc = cl_submit_locked(c, rpc);
+	if (rc) {
+		pthread_mutex_unlock(&c->ep.lock);
+		return rc;
+	}
+	cl_wait_locked(c, rpc, now_ns, now_ns + (uint64_t)timeout_ms * 1000000u);
+	return 0;
 }
 
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_conn_rpc *rpc)

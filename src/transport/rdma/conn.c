@@ -391,7 +391,8 @@ static void build_wrs(struct tp_conn *cn, const struct rr_conn_send *s,
 {
 	unsigned n = s->nwrites;
 
-	memset(wr, 0, sizeof(*wr) * (n + 1));
+	/* each work request written whole (a fixed-size store, no memset
+	 * call of a variable length) */
 	for (unsigned i = 0; i < n; i++) {
 		const struct rr_conn_write *w = &s->writes[i];
 
@@ -404,10 +405,10 @@ static void build_wrs(struct tp_conn *cn, const struct rr_conn_send *s,
 				(uint64_t)(uintptr_t)(cn->sch[0].mem + (size_t)cn->sch[0].n * cn->ssize),
 				w->len, rpcrdma_mr_lkey(cn->sch[0].mr)};
 		}
-		wr[i].wr_id = WRID(WR_WRITE, 0);
-		wr[i].sg_list = &sge[i];
-		wr[i].num_sge = 1;
-		wr[i].opcode = RPCRDMA_WR_RDMA_WRITE;
+		wr[i] = (struct rpcrdma_send_wr){.wr_id = WRID(WR_WRITE, 0),
+						 .sg_list = &sge[i],
+						 .num_sge = 1,
+						 .opcode = RPCRDMA_WR_RDMA_WRITE};
 		if (cn->signal_writes)
 			wr[i].flags = RPCRDMA_SEND_SIGNALED;
 		wr[i].u.rdma.stag = w->stag;
@@ -416,11 +417,11 @@ static void build_wrs(struct tp_conn *cn, const struct rr_conn_send *s,
 	}
 	sge[n] = (struct rpcrdma_sge){(uint64_t)(uintptr_t)slot_buf(cn, s->slot), s->len,
 				      slot_lkey(cn, s->slot)};
-	wr[n].wr_id = WRID(WR_SEND, s->slot);
-	wr[n].sg_list = &sge[n];
-	wr[n].num_sge = 1;
-	wr[n].opcode = s->inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
-	wr[n].flags = RPCRDMA_SEND_SIGNALED;
+	wr[n] = (struct rpcrdma_send_wr){.wr_id = WRID(WR_SEND, s->slot),
+					 .sg_list = &sge[n],
+					 .num_sge = 1,
+					 .opcode = s->inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND,
+					 .flags = RPCRDMA_SEND_SIGNALED};
 	if (s->inv)
 		wr[n].u.send.invalidate_stag = s->inv_stag;
 	wr[n].next = NULL;

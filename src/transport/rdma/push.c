@@ -125,7 +125,7 @@ static int push_wait(struct rr_tp_client *c, struct tp_conn *cn, struct tp_push_
 			/* the Commit Response costs one recvmsg, not arm +
 			 * poll + epoll_wait + recvmsg */
 			c->waiter = *waiter = true;
-			if (tp_cl_wait_once(c, cn, end - t, false) >= 0 || op->done)
+			if (tp_cl_wait_once(c, cn, end - t) >= 0 || op->done)
 				continue;
 			tp_abs_deadline(&ts, 1);   /* no busy loop on a failing wait */
 		} else {

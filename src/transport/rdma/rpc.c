@@ -164,21 +164,18 @@ static int cl_create_verbs(const struct rr_xprt_target *t,
 	return cl_create_on(RPCRDMA_PROVIDER_VERBS, t, p, out);
 }
 
-static int cl_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
+/* The wrapper of @call, filled for the transport (NULL: no memory). */
+static struct rpc_wrap *cl_wrap(struct rr_xprt_client *x, struct rr_xprt_call *call)
 {
-	const struct rpcrdma_env *env = rr_env(x->p.env);
 	struct rpc_wrap *w;
-	int rc;
 
-	if (call->msg.nddp > RR_RPC_MAX_DDP || call->nsinks > RR_XPRT_MAX_ITEMS)
-		return -EINVAL;
 	/* A spare wrapper holds its last call's parts and sinks: only the
 	 * first nparts and nsinks are read, and they are written here. */
 	w = rr_spare_take(&x->spare);
 	if (!w) {
-		w = rr_alloc(env, sizeof(*w));
+		w = rr_alloc(rr_env(x->p.env), sizeof(*w));
 		if (!w)
-			return -ENOMEM;
+			return NULL;
 	}
 	w->rpc = (struct rr_conn_rpc){0};
 	w->call = call;
@@ -198,13 +195,40 @@ static int cl_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	w->rpc.max_unknown = call->reply_hint == 0;
 	w->rpc.min_reply = (uint32_t)RR_MIN(call->reply_min, (size_t)UINT32_MAX / 2);
 	call->xp_priv = w;
-	rc = rr_tp_client_submit(x->tp, &w->rpc);
+	return w;
+}
+
+/* cl_submit (@wait_ms < 0) or cl_submit_wait (from @now_ns). */
+static int cl_start(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_t now_ns,
+		    int64_t wait_ms)
+{
+	struct rpc_wrap *w;
+	int rc;
+
+	if (call->msg.nddp > RR_RPC_MAX_DDP || call->nsinks > RR_XPRT_MAX_ITEMS)
+		return -EINVAL;
+	w = cl_wrap(x, call);
+	if (!w)
+		return -ENOMEM;
+	rc = wait_ms < 0 ? rr_tp_client_submit(x->tp, &w->rpc)
+			 : rr_tp_client_submit_wait(x->tp, &w->rpc, now_ns, (uint32_t)wait_ms);
 	if (rc) {
 		call->xp_priv = NULL;
 		if (!rr_spare_put(&x->spare, w))
-			rr_free(env, w);
+			rr_free(rr_env(x->p.env), w);
 	}
 	return rc;
+}
+
+static int cl_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	return cl_start(x, call, 0, -1);
+}
+
+static int cl_submit_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_t now_ns,
+			  uint32_t timeout_ms)
+{
+	return cl_start(x, call, now_ns, timeout_ms);
 }
 
 static void cl_abort(struct rr_xprt_client *x, struct rr_xprt_call *call, int status)
@@ -734,7 +758,7 @@ static int sv_ctl(struct rr_xprt_server *s, struct rr_xprt_req *req, unsigned op
 	{                                                                      \
 		.create = create_fn, .submit = cl_submit, .abort = cl_abort,   \
 		.release_reply = cl_release, .destroy = cl_destroy,            \
-		.wait = cl_wait, .ctl = cl_ctl,                                \
+		.wait = cl_wait, .submit_wait = cl_submit_wait, .ctl = cl_ctl, \
 		.reliable_reply = cl_reliable_reply, .bc_serve = cl_bc_serve,  \
 	}
 

@@ -214,6 +214,14 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_conn_rpc *rpc, int sta
  * the submitting thread when it is free (the progress thread is then not
  * woken at all); that thread must call rr_tp_client_wait for @rpc next. */
 void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t timeout_ms);
+/* rr_tp_client_submit then, when it succeeded and @rpc has caller_waits,
+ * rr_tp_client_wait until @timeout_ms after @now_ns (the conf's env clock,
+ * read by the caller), in one hold of the endpoint's lock (a synchronous
+ * Call: one lock pair and one clock read fewer). Returns submit's result;
+ * with 0 the wait is over (@rpc completed or not, as after
+ * rr_tp_client_wait). */
+int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t now_ns,
+			     uint32_t timeout_ms);
 /* Frees rpc->reply (or reposts the Receive it lives in). Every reply must
  * be released before rr_tp_client_destroy. */
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_conn_rpc *rpc);

@@ -524,7 +524,7 @@ int tp_cl_connect(struct rr_tp_client *c, bool *driven);
 void tp_cl_schedule_reconnect(struct rr_tp_client *c, uint32_t delay_ms);
 bool tp_cl_busy(const struct rr_tp_client *c);
 bool tp_cl_needs_progress(const struct rr_tp_client *c, const struct tp_conn *cn);
-int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns, bool for_reply);
+int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns);
 
 /* server_conns.c */
 extern const struct tp_ep_ops tp_listener_ops;
