@@ -10,12 +10,14 @@
  * completes, byte for byte, over several turns; through a bounce buffer
  * (a server loop's) the record arrives intact and the read still stops at
  * its end. The bytes left in the socket are counted with FIONREAD: no
- * timing involved. */
+ * timing involved. A blocking socket: only rr_tcp_read_wait waits. */
 #include "test.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "transport/tcp/rm.h"
@@ -196,4 +198,46 @@ TEST(tcp_read_shared_stage_parks_staged_bytes)
 	CHECK(r.stage == shared);
 	teardown(&te, &pool, &r, sv);
 	free(shared);
+}
+
+/* A tcp:// client's socket is blocking (tcp_client.c clnt_sock_setup): a
+ * caller waiting for its Reply sleeps in recv itself. rr_tcp_read must
+ * still never wait on it (the loop's thread reads with it): on a blocking
+ * socket holding half a record it returns 0 at once (a recv without
+ * MSG_DONTWAIT would hang here). rr_tcp_read_wait waits in its first recv
+ * only: it reads a complete record, and on an empty socket returns 0 when
+ * SO_RCVTIMEO ends the wait. */
+TEST(tcp_read_never_waits_on_a_blocking_socket_read_wait_once)
+{
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 10000};
+	struct rr_test_env te;
+	struct rr_tcp_cache pool;
+	struct rr_tcp_reader r;
+	uint8_t half[4 + 50];
+	int sv[2];
+
+	rr_test_env_init(&te, 13);
+	rr_tcp_cache_init(&pool);
+	rr_tcp_reader_init(&r, &te.env, 1u << 20, RR_TCP_SPARE_MAX, &pool, false, false);
+	REQUIRE_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	rr_rm_put_header(half, REC2, true);
+	memset(half + 4, 9, sizeof(half) - 4);
+	REQUIRE_EQ(write(sv[1], half, sizeof(half)), (ssize_t)sizeof(half));
+	CHECK_EQ(rr_tcp_read(&r, sv[0]), 0);        /* half a record: no wait */
+	CHECK_EQ(queued(sv[0]), 0);
+	CHECK_EQ(rr_tcp_read(&r, sv[0]), 0);        /* nothing at all: no wait */
+	rr_tcp_reader_reset(&r);
+	send_rec(sv[1], REC1, 3);
+	REQUIRE_EQ(rr_tcp_read_wait(&r, sv[0]), RR_RM_RECORD);
+	take_rec(&r, REC1, 3);
+	REQUIRE_EQ(setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	CHECK_EQ(rr_tcp_read_wait(&r, sv[0]), 0);   /* the timeout ends the wait */
+	send_rec(sv[1], REC2, 9);
+	REQUIRE_EQ(rr_tcp_read_wait(&r, sv[0]), RR_RM_RECORD);
+	take_rec(&r, REC2, 9);
+	rr_tcp_reader_fini(&r);
+	rr_tcp_cache_fini(&pool, &te.env);
+	close(sv[0]);
+	close(sv[1]);
+	CHECK_EQ(te.live, 0);
 }

@@ -20,12 +20,14 @@
 #include "engine/engine.h"
 #include "common/spare.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -270,6 +272,27 @@ static int connect_result(int fd)
 	return -soerr;
 }
 
+/* A synchronous caller waits for its Reply in slices of this many ms (an
+ * abort from another thread is seen between two). */
+#define READ_SLICE_MS 50
+
+/* A connected socket made ready for use: no Nagle; blocking, with receives
+ * that wait at most one slice (SO_RCVTIMEO), so that a caller waiting for
+ * its Reply sleeps in recv itself (rr_tcp_read_wait: one system call where
+ * poll + recv took two). Every other recv and send on it passes
+ * MSG_DONTWAIT, so the loop's thread never blocks on it. 0 or -errno. */
+static int clnt_sock_setup(int fd)
+{
+	struct timeval tv = {.tv_sec = 0, .tv_usec = READ_SLICE_MS * 1000};
+	int fl = fcntl(fd, F_GETFL);
+
+	rr_tcp_sock_opts(fd);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0)
+		return -errno;
+	return 0;
+}
+
 /* The first connection, in the creating thread: every address in turn. */
 static int tcp_connect(const struct tcp_clnt *c, uint32_t timeout_ms, int *out)
 {
@@ -297,8 +320,12 @@ static int tcp_connect(const struct tcp_clnt *c, uint32_t timeout_ms, int *out)
 			close(fd);
 			continue;
 		}
-		/* The socket stays non-blocking: readers poll, senders poll. */
-		rr_tcp_sock_opts(fd);
+		rc = clnt_sock_setup(fd);
+		if (rc) {
+			err = rc;
+			close(fd);
+			continue;
+		}
 		*out = fd;
 		return 0;
 	}
@@ -667,7 +694,8 @@ static void clnt_on_oversize(struct tcp_clnt *c, const uint8_t head8[8])
 }
 
 /* With the reader role: waits up to @timeout_ms for bytes (< 0: the
- * socket is known to be readable, no wait), then handles every complete
+ * socket is known to be readable, no wait; READ_SLICE_MS: in recv itself,
+ * clnt_sock_setup), then handles every complete
  * record available without blocking, or, with @mine, stops once @mine
  * completed and no received byte is left staged (the rest stays in the
  * socket for the next reader: no recv that would only say EAGAIN) and
@@ -676,17 +704,19 @@ static void clnt_on_oversize(struct tcp_clnt *c, const uint8_t head8[8])
 static int clnt_read_some(struct tcp_clnt *c, int fd, int timeout_ms,
 			  const struct rr_xprt_call *mine)
 {
+	bool wait = false;
 	int rc;
 
 	if (timeout_ms >= 0 && !rr_tcp_reader_buffered(&c->rd)) {
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 
-		rc = poll(&pfd, 1, timeout_ms);
-		if (rc <= 0)
+		wait = timeout_ms == READ_SLICE_MS;
+		if (!wait && poll(&pfd, 1, timeout_ms) <= 0)
 			return 0;
 	}
 	for (;;) {
-		rc = rr_tcp_read(&c->rd, fd);
+		rc = wait ? rr_tcp_read_wait(&c->rd, fd) : rr_tcp_read(&c->rd, fd);
+		wait = false;
 		if (rc == RR_RM_RECORD) {
 			size_t len, cap;
 			uint8_t *buf = rr_rm_dec_take(&c->rd.dec, &len, &cap);
@@ -766,7 +796,8 @@ read:
 
 		/* Slices of 50 ms: an abort (timeout, cancel) from another
 		 * thread removes the call from the table meanwhile. */
-		rc = clnt_read_some(c, fd, (int)RR_MIN((end_ns - now) / 1000000u + 1, 50u), call);
+		rc = clnt_read_some(c, fd,
+				    (int)RR_MIN((end_ns - now) / 1000000u + 1, READ_SLICE_MS), call);
 		if (rc == 1)
 			return;   /* done, the role given back */
 		pthread_mutex_lock(&c->lock);
@@ -867,7 +898,6 @@ static void clnt_reconnected(struct tcp_clnt *c, int fd)
 	unsigned n;
 	bool more;
 
-	rr_tcp_sock_opts(fd);
 	pthread_mutex_lock(&c->send_lock);
 	pthread_mutex_lock(&c->lock);
 	c->fd = fd;
@@ -989,7 +1019,7 @@ static void conn_end(struct tcp_clnt *c, bool ok)
 	pthread_mutex_lock(&c->lock);
 	closing = c->closing;
 	pthread_mutex_unlock(&c->lock);
-	if (ok && !closing && connect_result(fd) == 0) {
+	if (ok && !closing && connect_result(fd) == 0 && clnt_sock_setup(fd) == 0) {
 		clnt_reconnected(c, fd);
 		return;
 	}

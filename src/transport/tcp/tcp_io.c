@@ -5,7 +5,9 @@
  * so that a small record costs one system call (a server loop's stage is
  * shared: what one connection read ahead is parked in its own memory),
  * and on a server through its loop's bounce buffer for the bulk of a
- * large record, within a bound per call; EAGAIN ends a read, EOF or an
+ * large record, within a bound per call; every recv passes MSG_DONTWAIT
+ * but the first of rr_tcp_read_wait (a tcp:// client caller asleep in recv
+ * on its blocking socket); EAGAIN ends a read, EOF or an
  * error is -ECONNRESET. Writing: an RPC message (its inline bytes,
  * referenced DDP-eligible data and XDR pad, transport/xprt.h section 1) is
  * framed by the encoder as one fragment and sent with sendmsg, polling
@@ -121,8 +123,9 @@ bool rr_tcp_reader_buffered(const struct rr_tcp_reader *r)
 
 /* recv() through the staging buffer: small reads fill the stage (one
  * syscall for header and body), large ones go to @dst, through the bounce
- * buffer while more than it holds is wanted. */
-static ssize_t rm_recv(struct rr_tcp_reader *r, int fd, void *dst, size_t want)
+ * buffer while more than it holds is wanted. @flags: MSG_DONTWAIT, or 0 to
+ * wait on a blocking socket (rr_tcp_read_wait). */
+static ssize_t rm_recv(struct rr_tcp_reader *r, int fd, void *dst, size_t want, int flags)
 {
 	ssize_t n;
 	size_t k;
@@ -136,13 +139,13 @@ static ssize_t rm_recv(struct rr_tcp_reader *r, int fd, void *dst, size_t want)
 	stage_unpark(r);   /* read empty: its own memory goes */
 	if (!r->stage || want >= r->stage_cap / 2) {
 		if (!r->bounce || want <= r->bounce_cap)
-			return recv(fd, dst, want, 0);
-		n = recv(fd, r->bounce, r->bounce_cap, 0);
+			return recv(fd, dst, want, flags);
+		n = recv(fd, r->bounce, r->bounce_cap, flags);
 		if (n > 0)
 			memcpy(dst, r->bounce, (size_t)n);
 		return n;
 	}
-	n = recv(fd, r->stage, r->stage_cap, 0);
+	n = recv(fd, r->stage, r->stage_cap, flags);
 	if (n <= 0)
 		return n;
 	k = RR_MIN(want, (size_t)n);
@@ -152,9 +155,12 @@ static ssize_t rm_recv(struct rr_tcp_reader *r, int fd, void *dst, size_t want)
 	return (ssize_t)k;
 }
 
-int rr_tcp_read(struct rr_tcp_reader *r, int fd)
+/* rr_tcp_read; with @wait, the first recv waits (a blocking socket's
+ * SO_RCVTIMEO bounds it), every later one does not. */
+static int tcp_read(struct rr_tcp_reader *r, int fd, bool wait)
 {
 	size_t turn = 0;   /* bytes this call took from the socket */
+	int flags = wait ? 0 : MSG_DONTWAIT;
 
 	for (;;) {
 		uint8_t scratch[4096], *dst;
@@ -173,7 +179,7 @@ int rr_tcp_read(struct rr_tcp_reader *r, int fd)
 				return 0;   /* the loop's others first */
 			want = RR_MIN(want, r->turn_max - turn);
 		}
-		n = rm_recv(r, fd, dst, want);
+		n = rm_recv(r, fd, dst, want, flags);
 		if (n == 0)
 			return -ECONNRESET;
 		if (n < 0) {
@@ -183,11 +189,22 @@ int rr_tcp_read(struct rr_tcp_reader *r, int fd)
 				return 0;
 			return -ECONNRESET;
 		}
+		flags = MSG_DONTWAIT;
 		turn += (size_t)n;
 		rc = rr_rm_dec_commit(&r->dec, (size_t)n);
 		if (rc)
 			return rc;
 	}
+}
+
+int rr_tcp_read(struct rr_tcp_reader *r, int fd)
+{
+	return tcp_read(r, fd, false);
+}
+
+int rr_tcp_read_wait(struct rr_tcp_reader *r, int fd)
+{
+	return tcp_read(r, fd, true);
 }
 
 /* ---- record writer ---- */

@@ -94,6 +94,11 @@ bool rr_tcp_reader_buffered(const struct rr_tcp_reader *r);
  * -EBADMSG, -ENOMEM, -EPROTOTYPE (the connection starts with an MPA
  * frame). */
 int rr_tcp_read(struct rr_tcp_reader *r, int fd);
+/* rr_tcp_read on a blocking socket (no O_NONBLOCK): the first recv waits
+ * for bytes, up to the socket's SO_RCVTIMEO (then returns 0, as for an
+ * empty socket); the rest never wait. One system call where poll + recv
+ * took two. */
+int rr_tcp_read_wait(struct rr_tcp_reader *r, int fd);
 /* Gives a taken record buffer back (any thread). */
 void rr_tcp_reader_recycle(struct rr_tcp_reader *r, uint8_t *buf, size_t cap);
 
