@@ -99,7 +99,9 @@ static bool cq_got(struct tp_cq *q, int n)
 	return want;
 }
 
-int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max)
+/* Drains @q (at most @max batches); with @got, what was taken uses up
+ * the loop's arm (cq_got). Returns the completions taken. */
+static int cq_drain(struct tp_cq *q, struct tp_ep **touched, int max, bool got)
 {
 	struct rpcrdma_wc wc[WC_BATCH];
 	int n, total = 0, batches = 0;
@@ -114,22 +116,38 @@ int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max)
 			total += n;
 		}
 	} while (n == WC_BATCH && ++batches < max);
-	cq_got(q, total);
+	if (got)
+		cq_got(q, total);
 	return total;
 }
 
+int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max)
+{
+	return cq_drain(q, touched, max, true);
+}
+
 /* Arms @q, then drains it once: the number of completions taken after the
- * arm, or -1 when it could not be armed. */
-static int cq_arm_once(struct tp_cq *q, struct tp_ep **touched)
+ * arm, or -1 when it could not be armed. With @keep (cq_serve, which
+ * counts the CQ as armed again whatever the look took), what the look
+ * takes leaves q->armed as it is rather than clearing it under the lock
+ * for cq_serve to set it again under the lock. */
+static int cq_arm_once(struct tp_cq *q, struct tp_ep **touched, bool keep)
 {
 	if (rpcrdma_cq_arm(q->cq, false) != 0)
 		return -1;
-	/* armed: the loop must come when it fires */
-	pthread_mutex_lock(&q->lock);
-	q->armed = true;
-	cq_watch_locked(q, true);
-	pthread_mutex_unlock(&q->lock);
-	return tp_cq_drain(q, touched, 8);
+	/* armed: the loop must come when it fires. For cq_serve, counted
+	 * armed and watched already (the previous round's): nothing to
+	 * write. The loop's thread holding the role reads both without the
+	 * lock: armed is written by holders only, and watched, while armed,
+	 * by holders and the loop's own thread only (tp_cq_want unwatches
+	 * an unarmed CQ alone). */
+	if (!keep || !q->armed || !q->watched) {
+		pthread_mutex_lock(&q->lock);
+		q->armed = true;
+		cq_watch_locked(q, true);
+		pthread_mutex_unlock(&q->lock);
+	}
+	return cq_drain(q, touched, 8, !keep);
 }
 
 bool tp_cq_arm_drain(struct tp_cq *q, struct tp_ep **touched)
@@ -138,7 +156,7 @@ bool tp_cq_arm_drain(struct tp_cq *q, struct tp_ep **touched)
 	 * without a notification (soft: rr_cq_ring_push_ex quiet): poll again
 	 * until one after the arm finds nothing */
 	for (int i = 0; i < 64; i++) {
-		int n = cq_arm_once(q, touched);
+		int n = cq_arm_once(q, touched, false);
 
 		if (n < 0)
 			return false;
@@ -198,18 +216,28 @@ static void cq_serve(struct tp_cq *q)
 
 		/* the first round takes what is there; later ones arm first
 		 * (the previous round's after-work is done) */
-		n = round == 0 ? tp_cq_drain(q, &t, 8) : cq_arm_once(q, &t);
+		n = round == 0 ? tp_cq_drain(q, &t, 8) : cq_arm_once(q, &t, true);
 		if (n < 0) {
 			tp_cq_release(q);
 			tp_touched_after(t, NULL);
 			rr_loop_post(q->port->loop, &q->task);   /* again */
 			return;
 		}
-		pthread_mutex_lock(&q->lock);
-		if (fired) {
-			q->armed = false;
-			fired = false;
+		/* nothing to change: wanted (then the CQ's watch stays as it
+		 * is), no arm to count as used up, none to count again that
+		 * is not counted and watched already; the holder reads armed
+		 * and watched without the lock (cq_arm_once), wanted is the
+		 * atomic copy of want. The busy path's rounds (arm, a look
+		 * that finds the next Call, its after-work) take no lock of
+		 * the CQ: three pairs per round before. */
+		if (!(fired && q->armed) && !(round > 0 && n > 0 && !(q->armed && q->watched)) &&
+		    atomic_load_explicit(&q->wanted, memory_order_relaxed)) {
+			want = true;
+			goto unlocked;
 		}
+		pthread_mutex_lock(&q->lock);
+		if (fired)
+			q->armed = false;
 		if (round > 0 && n > 0) {
 			/* the look after the arm may have taken only what
 			 * came before it: the arm may still be set (soft: an
@@ -224,6 +252,8 @@ static void cq_serve(struct tp_cq *q)
 		if (!want && !q->armed)
 			cq_watch_locked(q, false);
 		pthread_mutex_unlock(&q->lock);
+unlocked:
+		fired = false;
 		settled = round > 0 && n == 0;
 		tp_cq_release(q);
 		tp_touched_after(t, NULL);
