@@ -374,6 +374,11 @@ struct rr_xprt_rcall {
 };
 
 #define RR_XPRT_RSP_SPARES 16u
+/* Rebuilt-Call buffers of small Calls (up to RFC 8166's default inline
+ * size): all of one capacity, so that any kept one serves any small
+ * Call; at most RR_XPRT_RSP_SMALL_BUFS kept besides spare_buf. */
+#define RR_XPRT_RSP_SMALL_BUF 1024u
+#define RR_XPRT_RSP_SMALL_BUFS 4u
 
 struct rr_xprt_responder {
 	const struct rpcrdma_env *env;
@@ -391,10 +396,15 @@ struct rr_xprt_responder {
 	/* With spares kept: one released rebuilt-Call buffer (capacity at
 	 * most RR_XPRT_RSP_BUF_KEEP) is reused by the next Call that fits
 	 * (a malloc/free of 96 KiB .. 1 MiB per Call makes glibc trim and
-	 * regrow the heap, or mmap/munmap, around it). */
+	 * regrow the heap, or mmap/munmap, around it); and up to
+	 * RR_XPRT_RSP_SMALL_BUFS more of RR_XPRT_RSP_SMALL_BUF bytes (the
+	 * size every Call up to it gets), for Calls in flight at once. */
 	uint8_t *spare_buf;
 	uint32_t spare_buf_cap;
+	unsigned nsmall;
+	uint8_t *small[RR_XPRT_RSP_SMALL_BUFS];
 };
+
 
 #define RR_XPRT_RSP_BUF_KEEP ((1u << 20) + 65536u)
 

@@ -43,6 +43,8 @@ void rr_xprt_rsp_fini(struct rr_xprt_responder *s)
 	rr_free(s->env, s->spare_buf);
 	s->spare_buf = NULL;
 	s->spare_buf_cap = 0;
+	while (s->nsmall)
+		rr_free(s->env, s->small[--s->nsmall]);
 	s->max_spares = 0;
 }
 
@@ -77,21 +79,46 @@ static uint8_t *cbuf_get(struct rr_xprt_responder *s, uint32_t len, uint32_t *ca
 		s->spare_buf_cap = 0;
 		return b;
 	}
+	if (len <= RR_XPRT_RSP_SMALL_BUF && s->nsmall) {
+		*cap = RR_XPRT_RSP_SMALL_BUF;
+		return s->small[--s->nsmall];
+	}
+	if (len <= RR_XPRT_RSP_SMALL_BUF && s->max_spares)
+		len = RR_XPRT_RSP_SMALL_BUF;   /* interchangeable once kept */
 	b = rr_alloc(s->env, len);
 	*cap = b ? len : 0;
 	return b;
+}
+
+/* A small buffer goes to the small slots (or is freed): true when @b was
+ * of the small size. */
+static bool small_put(struct rr_xprt_responder *s, uint8_t *b, uint32_t cap)
+{
+	if (cap != RR_XPRT_RSP_SMALL_BUF)
+		return false;
+	if (s->nsmall < RR_XPRT_RSP_SMALL_BUFS)
+		s->small[s->nsmall++] = b;
+	else
+		rr_free(s->env, b);
+	return true;
 }
 
 static void cbuf_put(struct rr_xprt_responder *s, uint8_t *b, uint32_t cap)
 {
 	if (!b)
 		return;
-	if (!s->max_spares || cap > RR_XPRT_RSP_BUF_KEEP || cap <= s->spare_buf_cap) {
+	if (!s->max_spares || cap > RR_XPRT_RSP_BUF_KEEP) {
 		rr_free(s->env, b);
 		return;
 	}
-	/* Keep the larger of the two. */
-	rr_free(s->env, s->spare_buf);
+	if (cap <= s->spare_buf_cap) {
+		if (!small_put(s, b, cap))
+			rr_free(s->env, b);
+		return;
+	}
+	/* Keep the larger of the two; the other as a small one if it is. */
+	if (s->spare_buf && !small_put(s, s->spare_buf, s->spare_buf_cap))
+		rr_free(s->env, s->spare_buf);
 	s->spare_buf = b;
 	s->spare_buf_cap = cap;
 }

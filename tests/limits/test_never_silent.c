@@ -108,7 +108,7 @@ TEST(server_refuse_never_silent)
 	static const uint8_t pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
 	unsigned counts[A_OTHER + 1] = {0};
 	uint8_t m[256], r[4096];
-	int port;
+	int port, n0;
 
 	if (!rr_th_soft_ok())
 		return;
@@ -125,13 +125,19 @@ TEST(server_refuse_never_silent)
 
 		REQUIRE_EQ(classify(r, n, 0x100 + i, i), A_REPLY);
 	}
+	/* Each k on a connection of its own, opened before the countdown
+	 * starts: a session keeps its freed requests for its next Calls
+	 * (proto/conn spare_reqs), so only a session's first Calls allocate
+	 * on the Call's own way once the server-wide spares are warm. */
 	for (long k = 1; k <= 12; k++) {
 		uint32_t xid = 0x1000 + (uint32_t)k;
+		struct rr_th_rogue g2;
 		int n;
 		enum answer a;
 
+		REQUIRE_EQ(rr_th_rogue_open(&g2, port, pd, 8, false), 0);
 		atomic_store(&fe.countdown, k);
-		n = rr_th_rogue_xchg(&g, m, call_msg(m, xid, (uint32_t)k), r, 5000);
+		n = rr_th_rogue_xchg(&g2, m, call_msg(m, xid, (uint32_t)k), r, 5000);
 		a = n > 0 ? classify(r, n, xid, (uint32_t)k) : A_NONE;
 		if (a == A_NONE || a == A_OTHER)
 			printf("  allocation %ld failed: answer %d (length %d)\n", k, (int)a, n);
@@ -139,9 +145,13 @@ TEST(server_refuse_never_silent)
 		counts[a]++;
 		atomic_store(&fe.countdown, 0);
 		/* the next Call is served as usual */
-		n = rr_th_rogue_xchg(&g, m, call_msg(m, xid + 0x10000, 7), r, 5000);
+		n = rr_th_rogue_xchg(&g2, m, call_msg(m, xid + 0x10000, 7), r, 5000);
 		REQUIRE_EQ(classify(r, n, xid + 0x10000, 7), A_REPLY);
+		rr_th_rogue_close(&g2);
 	}
+	/* and the first connection is still served */
+	n0 = rr_th_rogue_xchg(&g, m, call_msg(m, 0x200, 9), r, 5000);
+	REQUIRE_EQ(classify(r, n0, 0x200, 9), A_REPLY);
 	printf("  answers: reply %u, SYSTEM_ERR %u, ERR_CHUNK %u; allocations failed %ld\n",
 	       counts[A_REPLY], counts[A_SYSTEM_ERR], counts[A_ERR_CHUNK],
 	       (long)atomic_load(&fe.failed));

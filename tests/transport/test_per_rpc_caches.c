@@ -224,6 +224,66 @@ TEST(cache_rsp_buffer_bounded)
 	}
 }
 
+/* Two small Calls of different sizes in flight at once, again and again
+ * (a server whose next Call arrives before the previous Reply's Send
+ * completed): once warm, their rebuilt-Call buffers come from the kept
+ * ones, never from the allocator (with the single kept buffer alone, the
+ * second of each pair allocated and freed its own). The small slots are
+ * bounded and freed by fini. */
+TEST(cache_rsp_small_buffers_overlap_no_alloc)
+{
+	static struct lean t;
+	struct rr_test_env rte;   /* the responder's own: its allocations alone */
+	unsigned long allocs = 0;
+
+	lean_init(&t, true);
+	rr_xprt_rsp_fini(&t.rsp);
+	rr_test_env_init(&rte, 4);
+	rr_xprt_rsp_init(&t.rsp, &rte.env, &t.p, &t.sst);
+	rr_xprt_rsp_keep_spares(&t.rsp, RR_XPRT_RSP_SPARES);
+	for (int round = 0; round < 12; round++) {
+		struct rr_xprt_rqst *c1, *c2;
+		struct rr_xprt_rcall *r1, *r2;
+		static uint8_t h1[64], h2[96];
+
+		if (round == 2)
+			allocs = rte.allocs;   /* warm */
+		lean_call_hdr(h1, 100 + (uint32_t)round, 40 + (size_t)(round % 3) * 4, 5);
+		lean_call_hdr(h2, 200 + (uint32_t)round, 56 + (size_t)(round % 2) * 8, 6);
+		{
+			struct rr_xprt_part p1[1] = {{h1, 40 + (uint32_t)(round % 3) * 4, false}};
+			struct rr_xprt_part p2[1] = {{h2, 56 + (uint32_t)(round % 2) * 8, false}};
+			struct rr_xprt_rqst_desc d1 = {.xid = 100 + (uint32_t)round, .parts = p1,
+						       .nparts = 1, .max_reply = 64};
+			struct rr_xprt_rqst_desc d2 = {.xid = 200 + (uint32_t)round, .parts = p2,
+						       .nparts = 1, .max_reply = 64};
+
+			r1 = lean_call(&t, &d1, &c1);
+			r2 = lean_call(&t, &d2, &c2);
+			CHECK(r1->buf != r2->buf);
+			CHECK_MEM(r1->msg, h1, p1[0].len);
+			CHECK_MEM(r2->msg, h2, p2[0].len);
+		}
+		/* released in the other order every second round */
+		if (round & 1) {
+			rr_xprt_rcall_release(&t.rsp, r2);
+			rr_xprt_rcall_release(&t.rsp, r1);
+		} else {
+			rr_xprt_rcall_release(&t.rsp, r1);
+			rr_xprt_rcall_release(&t.rsp, r2);
+		}
+		rr_xprt_rqst_release(&t.req, c1);
+		rr_xprt_rqst_release(&t.req, c2);
+	}
+	CHECK_EQ(rte.allocs - allocs, 0);
+	CHECK(t.rsp.nsmall <= RR_XPRT_RSP_SMALL_BUFS);
+	rr_xprt_req_fini(&t.req);
+	rr_xprt_rsp_fini(&t.rsp);
+	CHECK_EQ(t.rsp.nsmall, 0);
+	CHECK_EQ(t.te.live, 0);
+	CHECK_EQ(rte.live, 0);
+}
+
 /* A reused Call context starts with its scalars zeroed: a chunked Call then
  * a Short one through the same spare context; the second has no reads, no
  * items and its own XID, and its header's lists are its own. */

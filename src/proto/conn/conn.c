@@ -167,7 +167,10 @@ void rr_conn_on_send(struct rr_conn *c, uint64_t token, int status)
 {
 	if (c->sends_inflight)
 		c->sends_inflight--;
-	if (rr_conn_tx_watched(c))
+	/* progress matters while Sends are left in flight; none left, the
+	 * next post takes the clock (the first in flight): no clock read
+	 * per call on a connection with one Reply at a time */
+	if (c->sends_inflight && rr_conn_tx_watched(c))
 		c->tx_progress = rr_conn_now(c);
 	if (TOK_KIND(token) == TOK_REPLY)
 		rs_reply_sent(c, TOK_PTR(token), status ? -EIO : 0);

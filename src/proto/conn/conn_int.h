@@ -187,6 +187,8 @@ struct rr_conn {
 	struct rs_req *reading;           /* every request whose Reads are not over */
 	struct rs_req *replying;          /* Replies with RDMA Writes, Send pending */
 	unsigned nreqs;                   /* requests not done */
+	struct rr_spare spare_reqs;       /* freed requests kept for reuse (2.5 KiB
+					     each: no allocation per Call) */
 	struct rr_rrep_table rrep;
 	struct rs_exp *rrep_fencing;      /* Local Invalidate in flight */
 	struct rs_exp *rrep_dead;

@@ -6,7 +6,9 @@
  * proto/conn/credits.h); the answers that need no Reply built -- RDMA_ERROR
  * messages, ERR_CHUNK for a Call refused; a Reply's Send completed (the
  * memory its Writes read deregistered, the upper layer told); and freeing
- * the request. Replies themselves are reply.c. */
+ * the request (into the session's spare slots, common/spare.h: the next
+ * Call takes it back instead of allocating 2.5 KiB). Replies themselves
+ * are reply.c. */
 #include "proto/conn/conn_int.h"
 
 void rs_reading_del(struct rr_conn *c, struct rs_req *r)
@@ -27,7 +29,8 @@ void rs_req_free(struct rr_conn *c, struct rs_req *r)
 	}
 	rr_conn_unreg(c, &r->read_mem);
 	rr_xprt_rcall_release(&c->rsp, r->rc);
-	rr_free(c->env, r);
+	if (!rr_spare_put(&c->spare_reqs, r))
+		rr_free(c->env, r);
 	if (c->nreqs)
 		c->nreqs--;
 }

@@ -123,7 +123,9 @@ void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 	default:
 		break;
 	}
-	r = rr_alloc(c->env, sizeof(*r));
+	r = rr_spare_take(&c->spare_reqs);
+	if (!r)
+		r = rr_alloc(c->env, sizeof(*r));
 	if (!r) {
 		uint32_t xid = rc->xid;
 
@@ -238,4 +240,6 @@ void rs_destroy(struct rr_conn *c)
 	rs_rrep_free_all(c);
 	if (c->up || c->rsp.env)
 		rr_xprt_rsp_fini(&c->rsp);
+	for (void *r; (r = rr_spare_take(&c->spare_reqs));)
+		rr_free(c->env, r);
 }

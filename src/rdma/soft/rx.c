@@ -252,11 +252,14 @@ static enum rr_rx_code rx_untagged(void *ctx, uint32_t msn, uint32_t mo, uint32_
 		if (!qp->srq_have) {
 			/* a message begins: one Receive of the shared queue,
 			 * within the quota */
-			if ((qp->quota_on && !qp->quota) || rr_soft_srq_take(qp->srq, &qp->srq_cur))
+			bool quota_on = atomic_load_explicit(&qp->quota_on, memory_order_acquire);
+
+			if ((quota_on && !atomic_load_explicit(&qp->quota, memory_order_acquire)) ||
+			    rr_soft_srq_take(qp->srq, &qp->srq_cur))
 				return RR_RXC_NO_RECV;
 			qp->srq_have = true;
-			if (qp->quota_on)
-				qp->quota--;
+			if (quota_on)   /* above 0: only this thread takes */
+				atomic_fetch_sub_explicit(&qp->quota, 1, memory_order_relaxed);
 		}
 		*iov = qp->srq_cur.iov;
 		*iovcnt = qp->srq_cur.iovcnt;
@@ -708,13 +711,17 @@ int rr_soft_qp_recv_quota(struct rr_qp *base, uint32_t add)
 {
 	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
 
-	pthread_mutex_lock(&qp->rx_lock);
-	if (!qp->quota_on) {
-		qp->quota_on = true;
-		qp->quota = 0;
-	}
-	qp->quota = (uint64_t)qp->quota + add > UINT32_MAX ? UINT32_MAX : qp->quota + add;
-	pthread_mutex_unlock(&qp->rx_lock);
+	uint32_t q = atomic_load_explicit(&qp->quota, memory_order_relaxed), n;
+
+	/* no lock: the receive path takes one at a time under rx_lock and
+	 * never below 0, this only adds (saturated); quota is 0 until the
+	 * first add, which turns the quota on after it is counted */
+	do
+		n = (uint64_t)q + add > UINT32_MAX ? UINT32_MAX : q + add;
+	while (!atomic_compare_exchange_weak_explicit(&qp->quota, &q, n, memory_order_release,
+						      memory_order_relaxed));
+	if (!atomic_load_explicit(&qp->quota_on, memory_order_relaxed))
+		atomic_store_explicit(&qp->quota_on, true, memory_order_release);
 	return 0;
 }
 

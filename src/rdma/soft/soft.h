@@ -422,8 +422,10 @@ struct soft_qp {
 	struct soft_qp *srq_next;    /* srq->qps (the SRQ's pd->lock) */
 	struct soft_rqe srq_cur;
 	bool srq_have;
-	bool quota_on;
-	uint32_t quota;
+	/* the quota: taken from under rx_lock (its only decrement), added to
+	 * without it (rr_soft_qp_recv_quota, once per Reply) */
+	atomic_bool quota_on;
+	_Atomic uint32_t quota;
 	/* send side (tx_lock) */
 	pthread_mutex_t tx_lock;
 	struct rr_mrt_lcache sq_lc;  /* the Sends' lkey checked last */

@@ -165,8 +165,10 @@ void tp_pool_fill(struct tp_pool *p)
 		}
 		done++;
 	}
-	rr_cred_pool_posted(&p->cred, done);
-	p->ep->stats.pool_grown += done;
+	if (done) {
+		rr_cred_pool_posted(&p->cred, done);
+		p->ep->stats.pool_grown += done;
+	}
 	/* the low-water mark: half the spare above what is reserved (the
 	 * limit fires once; armed again on every fill) */
 	{
@@ -174,9 +176,13 @@ void tp_pool_fill(struct tp_pool *p)
 		struct rpcrdma_srq_attr a;
 
 		/* (not while the queue sits below it: at its cap, where
-		 * refilling cannot help, it would fire on every turn) */
-		if (rpcrdma_srq_query(p->srq, &a) == 0 && lim < a.max_wr && lim != p->limit &&
-		    p->cred.posted > lim && rpcrdma_srq_arm_limit(p->srq, lim) == 0)
+		 * refilling cannot help, it would fire on every turn). The
+		 * queue's size is asked only when the mark is to move: a
+		 * fill of every server turn, twice per call, posts nothing
+		 * and moves nothing most of the time. */
+		if (lim != p->limit && p->cred.posted > lim &&
+		    rpcrdma_srq_query(p->srq, &a) == 0 && lim < a.max_wr &&
+		    rpcrdma_srq_arm_limit(p->srq, lim) == 0)
 			p->limit = lim;
 	}
 }

@@ -40,9 +40,12 @@ static void touch(struct tp_ep *ep, struct tp_ep **touched)
  * only unpin it: one lock and a broadcast per wait saved). With @held
  * (may be NULL): when the last completion was @self's and no endpoint is
  * in *@touched, @self's lock is kept for the caller (*@held true), who
- * takes it next anyway. */
+ * takes it next anyway. With @kept (may be NULL): when the endpoint fed
+ * last is the only one in *@touched, its lock is kept (*@kept set) for
+ * the caller's tp_touched_after, which runs its after-work next (one
+ * endpoint lock at a time still: no other is in *@touched). */
 static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
-		 struct tp_ep *self, bool *held)
+		 struct tp_ep *self, bool *held, struct tp_ep **kept)
 {
 	struct tp_ep *cur = NULL;
 
@@ -67,6 +70,8 @@ static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct t
 	}
 	if (held && cur && cur == self && !*touched)
 		*held = true;
+	else if (kept && cur && cur != self && *touched == cur && !cur->touched_next)
+		*kept = cur;
 	else if (cur)
 		pthread_mutex_unlock(&cur->lock);
 }
@@ -99,7 +104,12 @@ static bool cq_got(struct tp_cq *q, int n)
 	return want;
 }
 
-int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max)
+/* Drains @q (at most @max batches); with @got, what was taken uses up
+ * the loop's arm (cq_got); with @kept (may be NULL), the last batch's
+ * feed may keep its endpoint's lock (feed). Returns the completions
+ * taken. */
+static int cq_drain(struct tp_cq *q, struct tp_ep **touched, int max, bool got,
+		    struct tp_ep **kept)
 {
 	struct rpcrdma_wc wc[WC_BATCH];
 	int n, total = 0, batches = 0;
@@ -110,26 +120,44 @@ int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max)
 	do {
 		n = rpcrdma_cq_poll(q->cq, WC_BATCH, wc);
 		if (n > 0) {
-			feed(wc, n, NULL, touched, NULL, NULL);
+			bool last = n < WC_BATCH || batches + 1 >= max;
+
+			feed(wc, n, NULL, touched, NULL, NULL, last ? kept : NULL);
 			total += n;
 		}
 	} while (n == WC_BATCH && ++batches < max);
-	cq_got(q, total);
+	if (got)
+		cq_got(q, total);
 	return total;
 }
 
+int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max)
+{
+	return cq_drain(q, touched, max, true, NULL);
+}
+
 /* Arms @q, then drains it once: the number of completions taken after the
- * arm, or -1 when it could not be armed. */
-static int cq_arm_once(struct tp_cq *q, struct tp_ep **touched)
+ * arm, or -1 when it could not be armed. With @keep (cq_serve, which
+ * counts the CQ as armed again whatever the look took), what the look
+ * takes leaves q->armed as it is rather than clearing it under the lock
+ * for cq_serve to set it again under the lock. */
+static int cq_arm_once(struct tp_cq *q, struct tp_ep **touched, bool keep, struct tp_ep **kept)
 {
 	if (rpcrdma_cq_arm(q->cq, false) != 0)
 		return -1;
-	/* armed: the loop must come when it fires */
-	pthread_mutex_lock(&q->lock);
-	q->armed = true;
-	cq_watch_locked(q, true);
-	pthread_mutex_unlock(&q->lock);
-	return tp_cq_drain(q, touched, 8);
+	/* armed: the loop must come when it fires. For cq_serve, counted
+	 * armed and watched already (the previous round's): nothing to
+	 * write. The loop's thread holding the role reads both without the
+	 * lock: armed is written by holders only, and watched, while armed,
+	 * by holders and the loop's own thread only (tp_cq_want unwatches
+	 * an unarmed CQ alone). */
+	if (!keep || !q->armed || !q->watched) {
+		pthread_mutex_lock(&q->lock);
+		q->armed = true;
+		cq_watch_locked(q, true);
+		pthread_mutex_unlock(&q->lock);
+	}
+	return cq_drain(q, touched, 8, !keep, kept);
 }
 
 bool tp_cq_arm_drain(struct tp_cq *q, struct tp_ep **touched)
@@ -138,7 +166,7 @@ bool tp_cq_arm_drain(struct tp_cq *q, struct tp_ep **touched)
 	 * without a notification (soft: rr_cq_ring_push_ex quiet): poll again
 	 * until one after the arm finds nothing */
 	for (int i = 0; i < 64; i++) {
-		int n = cq_arm_once(q, touched);
+		int n = cq_arm_once(q, touched, false, NULL);
 
 		if (n < 0)
 			return false;
@@ -148,7 +176,9 @@ bool tp_cq_arm_drain(struct tp_cq *q, struct tp_ep **touched)
 	return false; /* still busy: served again on the next turn */
 }
 
-void tp_touched_after(struct tp_ep *touched, struct tp_ep *self)
+/* tp_touched_after, with @kept's lock (may be NULL; in @touched) held by
+ * the caller (feed kept it). */
+static void touched_after(struct tp_ep *touched, struct tp_ep *self, struct tp_ep *kept)
 {
 	struct rr_loop *here = rr_loop_current();
 
@@ -156,7 +186,8 @@ void tp_touched_after(struct tp_ep *touched, struct tp_ep *self)
 		struct tp_ep *ep = touched;
 		bool inline_here = ep != self && ep->loop == here;
 
-		pthread_mutex_lock(&ep->lock);
+		if (ep != kept)
+			pthread_mutex_lock(&ep->lock);
 		touched = ep->touched_next;
 		ep->touched = false;
 		ep->touched_next = NULL;
@@ -168,6 +199,11 @@ void tp_touched_after(struct tp_ep *touched, struct tp_ep *self)
 			pthread_cond_broadcast(&ep->cond);
 		pthread_mutex_unlock(&ep->lock);
 	}
+}
+
+void tp_touched_after(struct tp_ep *touched, struct tp_ep *self)
+{
+	touched_after(touched, self, NULL);
 }
 
 /* ---------------------------------------------------- the loop's CQs -- */
@@ -192,24 +228,38 @@ static void cq_serve(struct tp_cq *q)
 	bool fired = rpcrdma_cq_get_event(q->cq) == 1;
 
 	for (int round = 0;; round++) {
-		struct tp_ep *t = NULL;
+		struct tp_ep *t = NULL, *kept = NULL;
 		bool want, settled;
 		int n;
 
 		/* the first round takes what is there; later ones arm first
-		 * (the previous round's after-work is done) */
-		n = round == 0 ? tp_cq_drain(q, &t, 8) : cq_arm_once(q, &t);
+		 * (the previous round's after-work is done). One endpoint fed
+		 * (a connection's Call, its Reply's Send): its lock is kept
+		 * from the feed to its after-work (one pair per round less);
+		 * the CQ's lock below is taken inside it, as elsewhere (an
+		 * endpoint's lock, then its CQ's: tp_cq_want, tp_cq_wait_once) */
+		n = round == 0 ? cq_drain(q, &t, 8, true, &kept) : cq_arm_once(q, &t, true, &kept);
 		if (n < 0) {
 			tp_cq_release(q);
-			tp_touched_after(t, NULL);
+			touched_after(t, NULL, kept);
 			rr_loop_post(q->port->loop, &q->task);   /* again */
 			return;
 		}
-		pthread_mutex_lock(&q->lock);
-		if (fired) {
-			q->armed = false;
-			fired = false;
+		/* nothing to change: wanted (then the CQ's watch stays as it
+		 * is), no arm to count as used up, none to count again that
+		 * is not counted and watched already; the holder reads armed
+		 * and watched without the lock (cq_arm_once), wanted is the
+		 * atomic copy of want. The busy path's rounds (arm, a look
+		 * that finds the next Call, its after-work) take no lock of
+		 * the CQ: three pairs per round before. */
+		if (!(fired && q->armed) && !(round > 0 && n > 0 && !(q->armed && q->watched)) &&
+		    atomic_load_explicit(&q->wanted, memory_order_relaxed)) {
+			want = true;
+			goto unlocked;
 		}
+		pthread_mutex_lock(&q->lock);
+		if (fired)
+			q->armed = false;
 		if (round > 0 && n > 0) {
 			/* the look after the arm may have taken only what
 			 * came before it: the arm may still be set (soft: an
@@ -224,9 +274,11 @@ static void cq_serve(struct tp_cq *q)
 		if (!want && !q->armed)
 			cq_watch_locked(q, false);
 		pthread_mutex_unlock(&q->lock);
+unlocked:
+		fired = false;
 		settled = round > 0 && n == 0;
 		tp_cq_release(q);
-		tp_touched_after(t, NULL);
+		touched_after(t, NULL, kept);
 		/* once armed, rounds go on until a look after the arm finds
 		 * nothing, wanted or not, as tp_cq_arm_drain */
 		if ((!want && round == 0) || settled)
@@ -352,7 +404,7 @@ int tp_cq_wait_once(struct tp_ep *ep, struct tp_conn *cn, int ms,
 		 * lock taken again below, or kept by feed: held), and its
 		 * after-work is this caller's */
 		if (n > 0)
-			feed(wc, n, NULL, &t, ep, &held);
+			feed(wc, n, NULL, &t, ep, &held, NULL);
 		/* The wait armed the CQ and took its notification (verbs:
 		 * ibv_get_cq_event) or used up the loop's arm: while a
 		 * connection wants the loop to watch the CQ (a client serving
@@ -411,7 +463,7 @@ static void conn_release(struct tp_conn *cn)
 			do {
 				n = rpcrdma_cq_poll(q->cq, WC_BATCH, wc);
 				if (n > 0) {
-					feed(wc, n, qp, &t, NULL, NULL);
+					feed(wc, n, qp, &t, NULL, NULL, NULL);
 					seen += (uint32_t)n;
 				}
 			} while (n > 0 && seen < q->cap);

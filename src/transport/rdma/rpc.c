@@ -286,8 +286,8 @@ struct sreq_wrap {
 struct rr_xprt_server {
 	struct rr_tp_server *tp;
 	struct rr_xprt_server_params p;
-	pthread_mutex_t lock;
-	bool started, stopped;
+	pthread_mutex_t lock;     /* held; started and stopped written */
+	atomic_bool started, stopped;   /* read without the lock once started */
 	struct sreq_wrap *held;   /* received before start */
 	struct rr_spare spare;    /* done sreq_wraps kept for reuse */
 };
@@ -317,6 +317,14 @@ static void sv_recv(void *ctx, struct rr_conn_sreq *sreq)
 	w->xr.msg = sreq->msg;
 	w->xr.len = sreq->len;
 	w->xr.xp_priv = w;
+	/* started (never undone) and not stopped: delivered without the
+	 * lock, which orders nothing more here (a stop right after the look
+	 * is the same race as one right after the unlock) */
+	if (atomic_load_explicit(&s->started, memory_order_acquire) &&
+	    !atomic_load_explicit(&s->stopped, memory_order_relaxed)) {
+		s->p.recv(s->p.ctx, &w->xr);
+		return;
+	}
 	pthread_mutex_lock(&s->lock);
 	if (s->stopped) {
 		pthread_mutex_unlock(&s->lock);
