@@ -355,12 +355,14 @@ int rr_soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, stru
 	qp->stage = rr_alloc(env, SOFT_STAGE);
 	qp->fpdu = rr_alloc(env, sizeof(*qp->fpdu) * SOFT_BATCH_FPDUS);
 	qp->biov = rr_alloc(env, sizeof(*qp->biov) * SOFT_BATCH_IOV);
+	/* The inbound Read/Commit queue (252 KiB) is mapped when the first
+	 * request arrives (rx_request): a QP the peer never reads from spares
+	 * an mmap + munmap and a mapping (issue 16 part L). */
 	qp->irq_cap = SOFT_MAX_IRD;
-	qp->irq = rr_alloc_pages(env, sizeof(*qp->irq) * qp->irq_cap);
 	pthread_mutex_init(&qp->rx_lock, NULL);
 	pthread_mutex_init(&qp->tx_lock, NULL);
 	pthread_cond_init(&qp->fast_cv, NULL);
-	if (!qp->sq || !qp->rq || !qp->stage || !qp->fpdu || !qp->biov || !qp->irq) {
+	if (!qp->sq || !qp->rq || !qp->stage || !qp->fpdu || !qp->biov) {
 		soft_destroy_qp_mem(qp);
 		return -ENOMEM;
 	}

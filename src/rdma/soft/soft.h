@@ -431,7 +431,7 @@ struct soft_qp {
 	uint32_t sq_cap, sq_head, sq_count, sq_next; /* next = index (from head) to transmit */
 	uint32_t sq_touched;         /* slots [0, sq_touched) ever posted into (the
 					ring's pages beyond were never written) */
-	struct soft_irqe *irq;
+	struct soft_irqe *irq;       /* irq_cap entries, mapped on the first request (rx_request) */
 	uint32_t irq_cap, irq_head, irq_count, irq_sent;
 	uint32_t orq_out;            /* our Reads/Commits awaiting responses */
 	uint32_t tx_msn[RR_QN_COUNT];
