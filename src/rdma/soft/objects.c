@@ -319,15 +319,14 @@ static void soft_destroy_qp_mem(struct soft_qp *qp)
 
 /* One block holds the QP and its three working arrays, in this order: the
  * stage, the batch's iovecs, the batch's FPDUs (each at a 64-byte
- * boundary). One allocation instead of four (a thread's malloc arena grows
- * by one mprotect per allocation that does not fit: issue 16 part L), and
- * the bytes a connection touches first -- the QP, the stage's first read,
- * the first iovecs and the first FPDU -- lie on 2-3 pages instead of 4-5.
- * Only the QP is cleared: qp_rx reads the stage only as far as a read put
- * bytes there, the transmit side the batch's entries only as far as it
- * wrote them (tx.c), so nothing in the arrays is read before it is
- * written, whatever the block held before (they were malloc'd uncleared
- * before too): no QP sees bytes of another. */
+ * boundary). One allocation instead of four: a thread's malloc arena grows
+ * by one mprotect per allocation that does not fit (issue 16 part L; the
+ * pages faulted are as many as before, malloc's chunk headers touched the
+ * arrays' neighbours anyway). Only the QP is cleared: qp_rx reads the
+ * stage only as far as a read put bytes there, the transmit side the
+ * batch's entries only as far as it wrote them (tx.c), so nothing in the
+ * arrays is read before it is written, whatever the block held before
+ * (they were malloc'd uncleared before too): no QP sees bytes of another. */
 #define QP_AL(x) (((x) + 63u) & ~(size_t)63u)
 #define QP_STAGE_OFF QP_AL(sizeof(struct soft_qp))
 #define QP_BIOV_OFF (QP_STAGE_OFF + QP_AL(SOFT_STAGE))
