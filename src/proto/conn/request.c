@@ -124,8 +124,8 @@ void rs_refuse_xid(struct rr_conn *c, struct rs_req *r, uint32_t xid)
  * freed when the thread exits (plan_key's destructor). With an injected
  * allocator the connection keeps its own (c->plan_cache), so that every
  * block is the allocator's to see and is freed with the connection. */
-static __thread struct rr_xprt_reply_plan *tls_plan
-	__attribute__((tls_model("initial-exec")));
+static __thread struct rr_xprt_reply_plan *tls_plan;
+static __thread bool tls_plan_keyed;
 static pthread_key_t plan_key;
 static pthread_once_t plan_once = PTHREAD_ONCE_INIT;
 static bool plan_key_ok;
@@ -140,6 +140,14 @@ static void plan_thread_exit(void *unused)
 static void plan_key_make(void)
 {
 	plan_key_ok = pthread_key_create(&plan_key, plan_thread_exit) == 0;
+}
+
+/* The library unloaded (dlclose): no thread's exit may call into it any
+ * more (the plans then kept are left to the process). */
+__attribute__((destructor)) static void plan_key_drop(void)
+{
+	if (plan_key_ok)
+		(void)pthread_key_delete(plan_key);
 }
 
 struct rr_xprt_reply_plan *rs_plan_get(struct rr_conn *c)
@@ -161,12 +169,15 @@ void rs_plan_put(struct rr_conn *c, struct rr_xprt_reply_plan *plan)
 			rr_free(c->env, plan);
 			return;
 		}
-		/* kept by this thread: its destructor frees it at exit (the
-		 * key's value only makes the destructor run) */
-		pthread_once(&plan_once, plan_key_make);
-		if (!plan_key_ok || pthread_setspecific(plan_key, &tls_plan) != 0) {
-			rr_free(c->env, plan);
-			return;
+		/* kept by this thread: the key's destructor frees it at exit
+		 * (the key's value, set once per thread, only makes it run) */
+		if (!tls_plan_keyed) {
+			pthread_once(&plan_once, plan_key_make);
+			if (!plan_key_ok || pthread_setspecific(plan_key, &tls_plan) != 0) {
+				rr_free(c->env, plan);
+				return;
+			}
+			tls_plan_keyed = true;
 		}
 		tls_plan = plan;
 		return;
