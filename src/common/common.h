@@ -40,6 +40,10 @@ static inline const struct rpcrdma_env *rr_env(const struct rpcrdma_env *env)
 void *rr_alloc(const struct rpcrdma_env *env, size_t size);
 void *rr_zalloc(const struct rpcrdma_env *env, size_t size);
 void rr_free(const struct rpcrdma_env *env, void *ptr);
+/* Whether @env allocates with the library's default allocator (malloc):
+ * memory it gives may be kept past the objects of @env (a thread's cache
+ * freed when the thread exits); an injected allocator sees every block. */
+bool rr_env_default_alloc(const struct rpcrdma_env *env);
 /* Zero-filled memory for a connection's large rings and buffers (work
  * queues, Receive and send slots): with the default allocator it is mapped
  * straight from the kernel (mmap), so its pages become resident only when

@@ -98,6 +98,11 @@ void *rr_zalloc(const struct rpcrdma_env *env, size_t size)
 	return p;
 }
 
+bool rr_env_default_alloc(const struct rpcrdma_env *env)
+{
+	return rr_env(env)->alloc == default_alloc;
+}
+
 void rr_free(const struct rpcrdma_env *env, void *ptr)
 {
 	if (!ptr)

@@ -22,6 +22,7 @@ int rr_conn_create(const struct rr_conn_config *cfg, const struct rr_conn_io *io
 	c->cfg = *cfg;
 	c->io = *io;
 	c->env = env;
+	c->plan_tls = rr_env_default_alloc(env);
 	c->clock = cfg->clock ? cfg->clock : env;
 	c->st = cfg->stats ? cfg->stats : &c->own_stats;
 	if (!c->cfg.credits)

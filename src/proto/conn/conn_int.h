@@ -196,6 +196,9 @@ struct rr_conn {
 	uint32_t rrep_live;
 	struct rs_park *parkq, **park_tail;
 	uint64_t rrep_bytes;
+	/* the plan of the next Reply (request.c rs_plan_get): the thread's
+	 * when plan_tls (default allocator), else the connection's own */
+	bool plan_tls;
 	struct rr_xprt_reply_plan *plan_cache;
 	/* backchannel (backchannel.c) */
 	uint32_t gen;                     /* connections so far (rr_conn_up) */

@@ -11,6 +11,8 @@
  * are reply.c. */
 #include "proto/conn/conn_int.h"
 
+#include <pthread.h>
+
 void rs_reading_del(struct rr_conn *c, struct rs_req *r)
 {
 	for (struct rs_req **pp = &c->reading; *pp; pp = &(*pp)->rnext)
@@ -116,12 +118,48 @@ void rs_refuse_xid(struct rr_conn *c, struct rs_req *r, uint32_t xid)
 	rs_send_error(c, r, err, (size_t)n);
 }
 
+/* The plan a Reply is built in (struct rr_xprt_reply_plan, 28 KiB) is
+ * needed only while rr_conn_reply builds and posts the Reply (or while a
+ * Read-chunk Reply is parked). With the default allocator one plan per
+ * thread, kept between Replies, serves every connection the thread answers:
+ * one kept per connection faulted fresh pages on each connection's first
+ * Reply and stayed with it while idle (issue 16 part L). A thread's plan is
+ * freed when the thread exits (plan_key's destructor). With an injected
+ * allocator the connection keeps its own (c->plan_cache), so that every
+ * block is the allocator's to see and is freed with the connection. */
+static __thread struct rr_xprt_reply_plan *tls_plan;
+static __thread bool tls_plan_keyed;
+static pthread_key_t plan_key;
+static pthread_once_t plan_once = PTHREAD_ONCE_INIT;
+static bool plan_key_ok;
+
+static void plan_thread_exit(void *unused)
+{
+	RR_UNUSED(unused);
+	rr_free(rpcrdma_env_default(), tls_plan); /* plan_tls: the default allocator's */
+	tls_plan = NULL;
+}
+
+static void plan_key_make(void)
+{
+	plan_key_ok = pthread_key_create(&plan_key, plan_thread_exit) == 0;
+}
+
+/* The library unloaded (dlclose): no thread's exit may call into it any
+ * more (the plans then kept are left to the process). */
+__attribute__((destructor)) static void plan_key_drop(void)
+{
+	if (plan_key_ok)
+		(void)pthread_key_delete(plan_key);
+}
+
 struct rr_xprt_reply_plan *rs_plan_get(struct rr_conn *c)
 {
-	struct rr_xprt_reply_plan *plan = c->plan_cache;
+	struct rr_xprt_reply_plan **slot = c->plan_tls ? &tls_plan : &c->plan_cache;
+	struct rr_xprt_reply_plan *plan = *slot;
 
 	if (plan) {
-		c->plan_cache = NULL;
+		*slot = NULL;
 		return plan;
 	}
 	return rr_alloc(c->env, sizeof(*plan));
@@ -129,6 +167,24 @@ struct rr_xprt_reply_plan *rs_plan_get(struct rr_conn *c)
 
 void rs_plan_put(struct rr_conn *c, struct rr_xprt_reply_plan *plan)
 {
+	if (c->plan_tls) {
+		if (tls_plan) {
+			rr_free(c->env, plan);
+			return;
+		}
+		/* kept by this thread: the key's destructor frees it at exit
+		 * (the key's value, set once per thread, only makes it run) */
+		if (!tls_plan_keyed) {
+			pthread_once(&plan_once, plan_key_make);
+			if (!plan_key_ok || pthread_setspecific(plan_key, &tls_plan) != 0) {
+				rr_free(c->env, plan);
+				return;
+			}
+			tls_plan_keyed = true;
+		}
+		tls_plan = plan;
+		return;
+	}
 	if (!c->plan_cache)
 		c->plan_cache = plan;
 	else

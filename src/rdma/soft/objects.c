@@ -308,11 +308,8 @@ static void soft_destroy_qp_mem(struct soft_qp *qp)
 			rr_free(env, qp->sq[i].inline_buf);
 	rr_free_pages(env, qp->sq, sizeof(*qp->sq) * qp->sq_cap);
 	rr_free_pages(env, qp->rq, soft_rq_esize(qp) * qp->rq_cap);
-	rr_free(env, qp->stage);
 	rr_free(env, qp->place_buf);
 	rr_free(env, qp->bnc);
-	rr_free(env, qp->fpdu);
-	rr_free(env, qp->biov);
 	rr_free_pages(env, qp->irq, sizeof(*qp->irq) * qp->irq_cap);
 	pthread_mutex_destroy(&qp->rx_lock);
 	pthread_mutex_destroy(&qp->tx_lock);
@@ -320,14 +317,35 @@ static void soft_destroy_qp_mem(struct soft_qp *qp)
 	rr_free(env, qp);
 }
 
+/* One block holds the QP and its three working arrays, in this order: the
+ * stage, the batch's iovecs, the batch's FPDUs (each at a 64-byte
+ * boundary). One allocation instead of four: a thread's malloc arena grows
+ * by one mprotect per allocation that does not fit (issue 16 part L; the
+ * pages faulted are as many as before, malloc's chunk headers touched the
+ * arrays' neighbours anyway). Only the QP is cleared: qp_rx reads the
+ * stage only as far as a read put bytes there, the transmit side the
+ * batch's entries only as far as it wrote them (tx.c), so nothing in the
+ * arrays is read before it is written, whatever the block held before
+ * (they were malloc'd uncleared before too): no QP sees bytes of another. */
+#define QP_AL(x) (((x) + 63u) & ~(size_t)63u)
+#define QP_STAGE_OFF QP_AL(sizeof(struct soft_qp))
+#define QP_BIOV_OFF (QP_STAGE_OFF + QP_AL(SOFT_STAGE))
+#define QP_FPDU_OFF (QP_BIOV_OFF + QP_AL(sizeof(struct iovec) * SOFT_BATCH_IOV))
+#define QP_BLOCK (QP_FPDU_OFF + sizeof(struct rr_fpdu) * SOFT_BATCH_FPDUS)
+
 int rr_soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, struct rr_qp **out)
 {
 	struct soft_ctx *c = sctx(pd->ctx);
 	const struct rpcrdma_env *env = c->env;
-	struct soft_qp *qp = rr_zalloc(env, sizeof(*qp));
+	uint8_t *blk = rr_alloc(env, QP_BLOCK);
+	struct soft_qp *qp = (struct soft_qp *)blk;
 
 	if (!qp)
 		return -ENOMEM;
+	memset(qp, 0, sizeof(*qp));
+	qp->stage = blk + QP_STAGE_OFF;
+	qp->biov = (struct iovec *)(blk + QP_BIOV_OFF);
+	qp->fpdu = (struct rr_fpdu *)(blk + QP_FPDU_OFF);
 	if (attr->max_send_wr > SOFT_MAX_WR || attr->max_recv_wr > SOFT_MAX_WR ||
 	    attr->max_send_sge > SOFT_MAX_SGE || attr->max_recv_sge > SOFT_MAX_SGE ||
 	    attr->max_inline > SOFT_MAX_INLINE) {
@@ -352,15 +370,14 @@ int rr_soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, stru
 	 * back to the system when the QP is destroyed (rr_alloc_pages). */
 	qp->sq = rr_alloc_pages(env, sizeof(*qp->sq) * qp->sq_cap);
 	qp->rq = rr_alloc_pages(env, soft_rq_esize(qp) * qp->rq_cap);
-	qp->stage = rr_alloc(env, SOFT_STAGE);
-	qp->fpdu = rr_alloc(env, sizeof(*qp->fpdu) * SOFT_BATCH_FPDUS);
-	qp->biov = rr_alloc(env, sizeof(*qp->biov) * SOFT_BATCH_IOV);
+	/* The inbound Read/Commit queue (252 KiB) is mapped when the first
+	 * request arrives (rx_request): a QP the peer never reads from spares
+	 * an mmap + munmap and a mapping (issue 16 part L). */
 	qp->irq_cap = SOFT_MAX_IRD;
-	qp->irq = rr_alloc_pages(env, sizeof(*qp->irq) * qp->irq_cap);
 	pthread_mutex_init(&qp->rx_lock, NULL);
 	pthread_mutex_init(&qp->tx_lock, NULL);
 	pthread_cond_init(&qp->fast_cv, NULL);
-	if (!qp->sq || !qp->rq || !qp->stage || !qp->fpdu || !qp->biov || !qp->irq) {
+	if (!qp->sq || !qp->rq) {
 		soft_destroy_qp_mem(qp);
 		return -ENOMEM;
 	}

@@ -388,7 +388,9 @@ static int rx_commit_req(struct soft_qp *qp, struct soft_irqe *e, const struct r
 }
 
 /* A Read or Commit Request: queued for its response, within IRD (RFC 5040
- * 6.4), and the transmit side started. */
+ * 6.4), and the transmit side started. The queue is mapped on the first
+ * request (tx_lock; a QP nobody reads from never maps it): out of memory
+ * then is the same local catastrophic error as for place_buf. */
 static enum rr_rx_code rx_request(struct soft_qp *qp, const struct rr_ddp_event *ev)
 {
 	enum rr_rx_code code = RR_RXC_OK;
@@ -396,6 +398,9 @@ static enum rr_rx_code rx_request(struct soft_qp *qp, const struct rr_ddp_event 
 	pthread_mutex_lock(&qp->tx_lock);
 	if (qp->irq_count >= qp->ird || qp->irq_count >= qp->irq_cap) {
 		code = RR_RXC_IRD;
+	} else if (!qp->irq &&
+		   !(qp->irq = rr_alloc_pages(qp->ctx->env, sizeof(*qp->irq) * qp->irq_cap))) {
+		code = RR_RXC_CATASTROPHIC;
 	} else {
 		struct soft_irqe *e = &qp->irq[ring_idx(qp->irq_head, qp->irq_count, qp->irq_cap)];
 		int r;

@@ -73,7 +73,6 @@
  * overrides, 0 = never): cheaper than the kernel importing a 3-entry iovec
  * for a small Send. Tagged payloads are never copied. */
 #define SOFT_TX_COPY_MAX 256
-#define SOFT_STAGE 65536
 /* Reads one receive pass makes on a socket at most (qp_rx): what is left is
  * read on the next readiness, after the other sockets of the thread. */
 #define SOFT_RX_READS 64
@@ -81,6 +80,11 @@
 #define SOFT_STAGE_TAIL 64
 /* bytes read when the parser wants a header: small FPDUs come whole */
 #define SOFT_STAGE_LOOK 4096
+/* The stage (qp->stage): what one read into it brings at most (qp_rx reads
+ * SOFT_STAGE_LOOK or SOFT_STAGE_TAIL bytes into it, and only when the
+ * parser took all it held before). It was 64 KiB, 60 of them never used. */
+#define SOFT_STAGE SOFT_STAGE_LOOK
+_Static_assert(SOFT_STAGE_TAIL <= SOFT_STAGE, "the tail read fits the stage");
 /* A CQ polled, armed or waited on within this time is attended: its
  * consumer receives for its QPs; otherwise the progress thread does. */
 #define SOFT_LEASE_NS 20000000ull
@@ -433,7 +437,7 @@ struct soft_qp {
 	uint32_t sq_cap, sq_head, sq_count, sq_next; /* next = index (from head) to transmit */
 	uint32_t sq_touched;         /* slots [0, sq_touched) ever posted into (the
 					ring's pages beyond were never written) */
-	struct soft_irqe *irq;
+	struct soft_irqe *irq;       /* irq_cap entries, mapped on the first request (rx_request) */
 	uint32_t irq_cap, irq_head, irq_count, irq_sent;
 	uint32_t orq_out;            /* our Reads/Commits awaiting responses */
 	uint32_t tx_msn[RR_QN_COUNT];
