@@ -486,10 +486,11 @@ void tp_grave_sweep(struct tp_ep *ep)
 		struct tp_conn *cn = *pp;
 		bool role;
 
-		if (cn->in_wait || cn->lent ||
+		if (cn->in_wait || cn->lent || cn->pushing ||
 		    (ep->is_server && cn->sess && rr_conn_in_progress(cn->sess))) {
 			/* a caller thread sleeps on its CQ (rr_tp_client_wait),
-			 * a Reply still points into a Receive buffer, or the
+			 * a Reply still points into a Receive buffer, a push
+			 * still has its source registered in the PD, or the
 			 * upper layer still holds requests of it: freed on a
 			 * later sweep */
 			pp = &cn->next;

@@ -166,6 +166,11 @@ int rr_tp_client_push(struct rr_tp_client *c, struct rr_tp_push *p)
 		goto out;
 	}
 	rc = push_post(c, cn, p, &op, &mr);
+	/* Its source's MR is in cn's PD until the end: cn is not freed
+	 * before (tp_grave_sweep), even when the connection dies while this
+	 * thread waits with the lock released. */
+	if (mr)
+		cn->pushing++;
 	if (rc == 0)
 		rc = push_wait(c, cn, &op, end, &waiter);
 	if (rc == 0) {
@@ -186,8 +191,13 @@ int rr_tp_client_push(struct rr_tp_client *c, struct rr_tp_push *p)
 			tp_ep_kick(&c->ep);
 	}
 out:
-	if (mr)
+	if (mr) {
 		(void)rpcrdma_dereg_mr(mr);
+		/* a dead connection the sweeps skipped for this push: its
+		 * loop frees it now */
+		if (!--cn->pushing && cn->dead)
+			tp_ep_kick(&c->ep);
+	}
 	pthread_mutex_unlock(&c->ep.lock);
 	return rc;
 }

@@ -188,6 +188,7 @@ struct tp_conn {
 	int err;                     /* conn_new: what failed (conn_ok false) */
 	bool in_wait;                /* a caller thread waits on cq unlocked: not freed */
 	uint32_t lent;               /* Receives lent as rpc->reply */
+	uint32_t pushing;            /* client: pushes with an MR in pd: not freed */
 	unsigned refs;               /* server: its own + iteration guards */
 	struct tp_conn *next;
 	struct sockaddr_storage peer; /* responder: the requester's address */
