@@ -487,20 +487,29 @@ int rr_fx_probe(int port, unsigned ms)
 	uint8_t data[1000];
 	void *back = NULL;
 	uint32_t blen = 0;
+	uint64_t t0 = rr_fx_ms();
+	const char *step = "connect";
 	int rc;
 
 	rc = client_new(port, ms, &c);
-	if (rc)
-		return rc;
-	rc = fs_null(c, NULL, 0);
 	if (!rc) {
-		rr_fx_pattern(data, sizeof(data), 77, 0);
-		rc = fs_echo(c, data, sizeof(data), &back, &blen);
-		if (!rc && (blen != sizeof(data) || memcmp(back, data, sizeof(data))))
-			rc = -EBADMSG;
-		free(back);
+		step = "NULL";
+		rc = fs_null(c, NULL, 0);
+		if (!rc) {
+			step = "ECHO";
+			rr_fx_pattern(data, sizeof(data), 77, 0);
+			rc = fs_echo(c, data, sizeof(data), &back, &blen);
+			if (!rc && (blen != sizeof(data) || memcmp(back, data, sizeof(data))))
+				rc = -EBADMSG;
+			free(back);
+		}
+		rpcrdma_client_destroy(c);
 	}
-	rpcrdma_client_destroy(c);
+	/* which step failed and when: a lab VM's rare probe timeouts
+	 * (docs/interop.md) need it */
+	if (rc)
+		fprintf(stderr, "  probe: %s failed after %llu ms: %s\n", step,
+			(unsigned long long)(rr_fx_ms() - t0), strerror(rc < 0 ? -rc : rc));
 	return rc;
 }
 
