@@ -6,6 +6,7 @@
 #include "test.h"
 
 #include <arpa/inet.h>
+#include <string.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <stdlib.h>
@@ -173,6 +174,34 @@ void soft_net_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
 			enum rpcrdma_wr_opcode op, size_t off, uint32_t len, size_t roff, bool sig)
 {
 	REQUIRE_EQ(soft_net_try_post_send(n, qp, id, op, off, len, roff, sig), 0);
+}
+
+void soft_net_read_check(struct net *n, struct rpcrdma_qp *c, uint64_t id, uint32_t len)
+{
+	struct rpcrdma_wc wc;
+	struct rpcrdma_mr *src;
+
+	for (uint32_t i = 0; i < len; i++)
+		n->buf[i] = (uint8_t)(i * 7 + id);
+	memset(n->buf + 4096, 0, len);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(n->pd, n->buf, len, RPCRDMA_ACCESS_LOCAL_WRITE |
+					 RPCRDMA_ACCESS_REMOTE_READ, &src), 0);
+	{
+		struct rpcrdma_sge sg = {(uintptr_t)n->buf + 4096, len, rpcrdma_mr_lkey(n->mr)};
+		struct rpcrdma_send_wr wr = {.wr_id = id, .sg_list = &sg, .num_sge = 1,
+					     .opcode = RPCRDMA_WR_RDMA_READ,
+					     .flags = RPCRDMA_SEND_SIGNALED,
+					     .u.rdma = {.remote_offset = rpcrdma_mr_remote_offset(src),
+							.stag = rpcrdma_mr_rkey(src)}};
+
+		REQUIRE_EQ(rpcrdma_post_send(c, &wr, NULL), 0);
+	}
+	REQUIRE_EQ(rpcrdma_cq_wait(n->ccq, 1, &wc, 5000), 1);
+	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, id);
+	CHECK_EQ(wc.byte_len, len);
+	CHECK_MEM(n->buf + 4096, n->buf, len);
+	CHECK_EQ(rpcrdma_dereg_mr(src), 0);
 }
 
 static void *wait_thread(void *arg)

@@ -71,6 +71,11 @@ void soft_net_post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_
  * Sends). REQUIREd to post: the test's thread only. */
 void soft_net_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
 			enum rpcrdma_wr_opcode op, size_t off, uint32_t len, size_t roff, bool sig);
+/* The client's RDMA Read of @len bytes (at most 4096) of n->buf at 0,
+ * filled with a pattern of @id and registered for remote reads, into n->buf
+ * at 4096, wr_id @id, completes on n->ccq within 5 s with those bytes:
+ * someone serves the server's socket. The test's thread only. */
+void soft_net_read_check(struct net *n, struct rpcrdma_qp *c, uint64_t id, uint32_t len);
 /* The same for any thread: rpcrdma_post_recv's / rpcrdma_post_send's
  * result. */
 int soft_net_try_post_recv(struct net *n, struct rpcrdma_qp *qp, uint64_t id, size_t off,

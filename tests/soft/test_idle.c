@@ -77,35 +77,6 @@ static void reject_request(struct net *n, struct rpcrdma_cm_id *id)
 	CHECK_EQ(ev.type, RPCRDMA_CM_REJECTED);
 }
 
-/* The client's RDMA Read of the server's buffer (bytes 0..255 into 4096..)
- * completes: someone serves the server's socket. */
-static void read_served(struct net *n, struct rpcrdma_qp *c, uint64_t id)
-{
-	struct rpcrdma_wc wc;
-	struct rpcrdma_mr *src;
-
-	for (uint32_t i = 0; i < 256; i++)
-		n->buf[i] = (uint8_t)(i ^ id);
-	memset(n->buf + 4096, 0, 256);
-	REQUIRE_EQ(rpcrdma_reg_mr_simple(n->pd, n->buf, 256, RPCRDMA_ACCESS_LOCAL_WRITE |
-					 RPCRDMA_ACCESS_REMOTE_READ, &src), 0);
-	{
-		struct rpcrdma_sge sg = {(uintptr_t)n->buf + 4096, 256, rpcrdma_mr_lkey(n->mr)};
-		struct rpcrdma_send_wr wr = {.wr_id = id, .sg_list = &sg, .num_sge = 1,
-					     .opcode = RPCRDMA_WR_RDMA_READ,
-					     .flags = RPCRDMA_SEND_SIGNALED,
-					     .u.rdma = {.remote_offset = rpcrdma_mr_remote_offset(src),
-							.stag = rpcrdma_mr_rkey(src)}};
-
-		REQUIRE_EQ(rpcrdma_post_send(c, &wr, NULL), 0);
-	}
-	REQUIRE_EQ(rpcrdma_cq_wait(n->ccq, 1, &wc, 5000), 1);
-	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
-	CHECK_EQ(wc.wr_id, id);
-	CHECK_MEM(n->buf + 4096, n->buf, 256);
-	CHECK_EQ(rpcrdma_dereg_mr(src), 0);
-}
-
 /* An idle context whose connected QPs' CQs are attended for good -- the
  * client's by a thread asleep in rpcrdma_cq_wait, the server's armed --
  * leaves its progress thread asleep: no 10 ms tick (~50 wake-ups in 500 ms
@@ -214,7 +185,7 @@ TEST(soft_idle_takeover_after_wait_leaves)
 	CHECK_EQ(w.rc, 0);
 	/* lease (20 ms) + a look of the thread; a lost wake-up: never */
 	REQUIRE(until_handed(s));
-	read_served(&n, c, 10);
+	soft_net_read_check(&n, c, 10, 256);
 	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
@@ -239,7 +210,7 @@ TEST(soft_idle_takeover_after_arm_consumed)
 	CHECK(!soft_net_handed(s));
 	soft_net_post_send(&n, s, 20, RPCRDMA_WR_RDMA_WRITE, 0, 64, 8192, true);
 	REQUIRE(until_handed(s));
-	read_served(&n, c, 21);
+	soft_net_read_check(&n, c, 21, 256);
 	CHECK_EQ(rpcrdma_cq_get_event(n.scq), 1);
 	REQUIRE_EQ(rpcrdma_cq_poll(n.scq, 1, &wc), 1);
 	CHECK_EQ(wc.wr_id, 20);

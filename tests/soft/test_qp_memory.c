@@ -15,36 +15,6 @@
 
 #define NET_BUF 65536u
 
-/* The client's RDMA Read of @len bytes of the server's buffer at 0 into
- * 4096.. completes with the server's bytes. */
-static void read_back(struct net *n, struct rpcrdma_qp *c, uint64_t id, uint32_t len)
-{
-	struct rpcrdma_wc wc;
-	struct rpcrdma_mr *src;
-
-	for (uint32_t i = 0; i < len; i++)
-		n->buf[i] = (uint8_t)(i * 7 + id);
-	memset(n->buf + 4096, 0, len);
-	REQUIRE_EQ(rpcrdma_reg_mr_simple(n->pd, n->buf, len, RPCRDMA_ACCESS_LOCAL_WRITE |
-					 RPCRDMA_ACCESS_REMOTE_READ, &src), 0);
-	{
-		struct rpcrdma_sge sg = {(uintptr_t)n->buf + 4096, len, rpcrdma_mr_lkey(n->mr)};
-		struct rpcrdma_send_wr wr = {.wr_id = id, .sg_list = &sg, .num_sge = 1,
-					     .opcode = RPCRDMA_WR_RDMA_READ,
-					     .flags = RPCRDMA_SEND_SIGNALED,
-					     .u.rdma = {.remote_offset = rpcrdma_mr_remote_offset(src),
-							.stag = rpcrdma_mr_rkey(src)}};
-
-		REQUIRE_EQ(rpcrdma_post_send(c, &wr, NULL), 0);
-	}
-	REQUIRE_EQ(rpcrdma_cq_wait(n->ccq, 1, &wc, 5000), 1);
-	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
-	CHECK_EQ(wc.wr_id, id);
-	CHECK_EQ(wc.byte_len, len);
-	CHECK_MEM(n->buf + 4096, n->buf, len);
-	CHECK_EQ(rpcrdma_dereg_mr(src), 0);
-}
-
 /* Connected and exchanging Sends, neither side has an inbound Read queue;
  * the first Read Request maps the responder's (only), and Reads go on being
  * answered from it. */
@@ -69,12 +39,12 @@ TEST(soft_qp_read_queue_mapped_on_first_request)
 	CHECK(soft_net_qp_of(c)->irq == NULL);
 	CHECK(soft_net_qp_of(s)->irq == NULL);
 	/* the first Read: the responder's queue appears, the requester's not */
-	read_back(&n, c, 3, 256);
+	soft_net_read_check(&n, c, 3, 256);
 	CHECK(soft_net_qp_of(s)->irq != NULL);
 	CHECK(soft_net_qp_of(c)->irq == NULL);
 	/* more Reads than IRD entries in all, each answered */
 	for (uint64_t i = 0; i < 2u * SOFT_MAX_IRD; i += 16)
-		read_back(&n, c, 4 + i, 512);
+		soft_net_read_check(&n, c, 4 + i, 512);
 	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
