@@ -443,6 +443,8 @@ static int cl_submit_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
 	bool up, wake = true;
 	int rc;
 
+	rpc->xdone = false;
+	rpc->xnext = NULL;
 	if (c->destroying)
 		return -ESHUTDOWN;
 	rc = rr_conn_submit(c->sess, rpc);
@@ -476,8 +478,6 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
 
 	if (!rpc)
 		return -EINVAL;
-	rpc->xdone = false;
-	rpc->xnext = NULL;
 	pthread_mutex_lock(&c->ep.lock);
 	rc = cl_submit_locked(c, rpc);
 	pthread_mutex_unlock(&c->ep.lock);
@@ -515,12 +515,22 @@ static bool cl_wait_again(struct tp_ep *ep, struct tp_conn *cn)
  * connection is not freed meanwhile (in_wait). A push's wait (push.c); a
  * Call's is cl_wait_locked. Called and returns with the lock held; returns
  * rpcrdma_cq_wait's result. */
-int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns)
+/* The wait on @cn's CQ of tp_cl_wait_once and cl_wait_locked (@again:
+ * tp_cq_wait_once's), then a connection the session asked to end is lost. */
+static int cl_cq_wait(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns,
+		      bool (*again)(struct tp_ep *, struct tp_conn *))
 {
-	int n = tp_cq_wait_once(&c->ep, cn, (int)RR_MIN(left_ns / 1000000u + 1, 20u), NULL);
+	int n = tp_cq_wait_once(&c->ep, cn, (int)RR_MIN(left_ns / 1000000u + 1, 20u), again);
 
 	if (c->conn == cn && cn->closing && cn->established)
 		tp_cl_conn_lost(c, cn);
+	return n;
+}
+
+int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns)
+{
+	int n = cl_cq_wait(c, cn, left_ns, NULL);
+
 	cl_deliver(c);
 	return n;
 }
@@ -561,10 +571,7 @@ static void cl_wait_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint
 		t0 = 0;
 		if (t >= end)
 			break;
-		n = tp_cq_wait_once(&c->ep, cn, (int)RR_MIN((end - t) / 1000000u + 1, 20u),
-				    cl_wait_again);
-		if (c->conn == cn && cn->closing && cn->established)
-			tp_cl_conn_lost(c, cn);
+		n = cl_cq_wait(c, cn, end - t, cl_wait_again);
 		if (n < 0)
 			break;
 		if (c->bc_in)
@@ -616,8 +623,6 @@ int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, ui
 		return -EINVAL;
 	if (!rpc->caller_waits || rr_engine_app_driven())
 		return rr_tp_client_submit(c, rpc);
-	rpc->xdone = false;
-	rpc->xnext = NULL;
 	pthread_mutex_lock(&c->ep.lock);
 	rc = cl_submit_locked(c, rpc);
 	if (rc) {
