@@ -187,3 +187,76 @@ uint32_t rr_cq_ring_count(struct rr_cq_ring *r)
 	pthread_mutex_unlock(&r->lock);
 	return n;
 }
+
+/* A receive completion (of a QP's receive queue), or another. */
+static bool is_rq(const struct rpcrdma_wc *wc)
+{
+	return wc->opcode == RPCRDMA_WC_RECV;
+}
+
+/* The completions of one QP taken out of a ring that others' completions
+ * share (cq_ring.h). Counts first, then takes, in one hold of the lock;
+ * the rest keep their order (compacted towards the head). O(count). */
+int rr_cq_ring_take_qp(struct rr_cq_ring *r, struct rr_cq_ring_take *t, int n,
+		       struct rpcrdma_wc *out)
+{
+	uint32_t kept = 0, count;
+	bool take_rq, take_sq;
+	int got = 0;
+
+	if (!r || !t || !t->qp || n < 0 || (n && !out))
+		return -EINVAL;
+	t->held_rq = t->held_sq = t->took_rq = t->took_sq = 0;
+	if (!rr_cq_ring_pending(r))
+		return 0;   /* no lock for an empty ring */
+	pthread_mutex_lock(&r->lock);
+	count = r->count;
+	for (uint32_t i = 0; i < count; i++) {
+		const struct rpcrdma_wc *wc = &r->slots[(r->head + i) % r->cap];
+
+		if (wc->qp == t->qp) {
+			if (is_rq(wc))
+				t->held_rq++;
+			else
+				t->held_sq++;
+		}
+	}
+	take_rq = t->held_rq && t->held_rq == t->want_rq;
+	take_sq = t->held_sq && t->held_sq == t->want_sq;
+	if (!take_rq && !take_sq) {
+		pthread_mutex_unlock(&r->lock);
+		return 0;
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		const struct rpcrdma_wc *wc = &r->slots[(r->head + i) % r->cap];
+		bool rq = is_rq(wc);
+
+		if (wc->qp == t->qp && (rq ? take_rq : take_sq) && got < n) {
+			out[got++] = *wc;
+			if (rq)
+				t->took_rq++;
+			else
+				t->took_sq++;
+		} else if (kept++ != i) {
+			r->slots[(r->head + kept - 1) % r->cap] = *wc;
+		}
+	}
+	__atomic_store_n(&r->count, kept, __ATOMIC_SEQ_CST);
+	if (!kept)
+		r->head = 0;
+	pthread_mutex_unlock(&r->lock);
+	return got;
+}
+
+bool rr_cq_ring_holds_qp(struct rr_cq_ring *r, const struct rpcrdma_qp *qp)
+{
+	bool found = false;
+
+	if (!rr_cq_ring_pending(r))
+		return false;
+	pthread_mutex_lock(&r->lock);
+	for (uint32_t i = 0; i < r->count && !found; i++)
+		found = r->slots[(r->head + i) % r->cap].qp == qp;
+	pthread_mutex_unlock(&r->lock);
+	return found;
+}

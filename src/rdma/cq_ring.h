@@ -70,5 +70,24 @@ uint32_t rr_cq_ring_count(struct rr_cq_ring *r);
  * a wake-up of their own, see soft/rx.c rx_read_fast). Sequentially
  * consistent with respect to the caller's atomics. */
 bool rr_cq_ring_pending(const struct rr_cq_ring *r);
+/* Taking one QP's completions out of a ring that other QPs' completions
+ * share (a consumer of that QP alone, while another consumes the ring):
+ * @qp's receive completions (opcode RPCRDMA_WC_RECV) are taken only when
+ * the ring holds exactly @want_rq of them, its others only when it holds
+ * exactly @want_sq (the caller's count of those not consumed by anyone
+ * else: so that none of a queue's completions overtakes an older one
+ * another consumer holds). */
+struct rr_cq_ring_take {
+	const struct rpcrdma_qp *qp;
+	uint32_t want_rq, want_sq;
+	uint32_t held_rq, held_sq;   /* out: how many the ring held */
+	uint32_t took_rq, took_sq;   /* out: how many were taken */
+};
+/* Moves up to @n completions (@t says which) to @out, oldest first,
+ * leaving the others in their order: the number moved, or -EINVAL. */
+int rr_cq_ring_take_qp(struct rr_cq_ring *r, struct rr_cq_ring_take *t, int n,
+		       struct rpcrdma_wc *out);
+/* Whether the ring holds a completion of @qp now. */
+bool rr_cq_ring_holds_qp(struct rr_cq_ring *r, const struct rpcrdma_qp *qp);
 
 #endif

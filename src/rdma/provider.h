@@ -104,6 +104,12 @@ struct rr_qp {
 	uint32_t qp_num;                   /* provider sets (for logs) */
 };
 
+/* wait_qp: a QP's completions its caller had from the CQ (receive ones:
+ * opcode RPCRDMA_WC_RECV). */
+struct rr_qp_seen {
+	uint64_t rq, sq;
+};
+
 struct rr_cm_channel {
 	struct rr_context *ctx;
 	atomic_int nids;
@@ -264,6 +270,18 @@ struct rr_provider_ops {
 	 * soon -- 0 when no completion came. A latch per CQ: no wake-up is
 	 * lost between a waiter's last look at its own state and its wait. */
 	int (*interrupt)(struct rr_context *ctx);
+	/* Optional (rr_qp_wait): waits up to @timeout_ms for completions of
+	 * @qp alone, on a CQ that other QPs share, while another thread may
+	 * consume that CQ: the caller receives for @qp in its own thread.
+	 * @seen: the completions of @qp the caller has had from the CQ so far
+	 * (its polls and waits, whoever made them), receive ones and others.
+	 * Returns completions of @qp (>= 1) in their order, 0 (none came in
+	 * time), or -EAGAIN when it cannot serve @qp now (another thread
+	 * serves it, something to transmit, not connected, or a receive
+	 * completion of @qp went to the CQ and its consumer has it): then
+	 * the caller waits through the CQ. */
+	int (*wait_qp)(struct rr_qp *qp, int n, struct rpcrdma_wc *wc, int timeout_ms,
+		       const struct rr_qp_seen *seen);
 };
 
 /* Internal flag of rpcrdma_conn_param (never accepted from an application:
@@ -316,6 +334,13 @@ void rr_cm_id_dropped(struct rr_cm_channel *ch, struct rr_cm_id *id);
  * CQ's fd and an eventfd instead). */
 int rr_context_interrupt(struct rpcrdma_context *ctx);
 bool rr_context_can_interrupt(const struct rpcrdma_context *ctx);
+
+/* Internal (a synchronous RPC caller whose connection shares its CQ with
+ * others): the wait_qp op. -EOPNOTSUPP without it (verbs), then the caller
+ * waits through the CQ as before. */
+int rr_qp_wait(struct rpcrdma_qp *qp, int n, struct rpcrdma_wc *wc, int timeout_ms,
+	       const struct rr_qp_seen *seen);
+bool rr_qp_can_wait(const struct rpcrdma_qp *qp);
 
 /* ---- registry ---- */
 

@@ -424,6 +424,25 @@ bool rr_context_can_interrupt(const struct rpcrdma_context *pctx)
 	return ctx && ctx->ops->interrupt && ctx->ops->wait_cq;
 }
 
+int rr_qp_wait(struct rpcrdma_qp *pqp, int n, struct rpcrdma_wc *wc, int timeout_ms,
+	       const struct rr_qp_seen *seen)
+{
+	struct rr_qp *qp = RR_BASE(qp, pqp);
+
+	if (!qp || n < 1 || !wc || !seen)
+		return -EINVAL;
+	if (!qp->pd->ctx->ops->wait_qp)
+		return -EOPNOTSUPP;
+	return qp->pd->ctx->ops->wait_qp(qp, n, wc, timeout_ms, seen);
+}
+
+bool rr_qp_can_wait(const struct rpcrdma_qp *pqp)
+{
+	const struct rr_qp *qp = RR_BASE(qp, (struct rpcrdma_qp *)pqp);
+
+	return qp && qp->pd->ctx->ops->wait_qp;
+}
+
 RPCRDMA_API int rpcrdma_cq_wait(struct rpcrdma_cq *pcq, int n, struct rpcrdma_wc *wc,
 				int timeout_ms)
 {

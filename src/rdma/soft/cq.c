@@ -133,6 +133,26 @@ void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 	struct soft_direct *d = rr_soft_tls_direct;
 	bool armed;
 
+	/* A caller waiting for its own QP (rr_soft_wait_qp): that QP's
+	 * completion goes to its array unless the ring holds an older one of
+	 * the QP (a flush pushed by a closer, or the array was full): then
+	 * this one follows it through the ring. */
+	if (d && d->qp && d->q == q && wc->qp == d->qp && d->got < d->n &&
+	    !rr_cq_ring_holds_qp(&q->ring, d->qp)) {
+		d->wc[d->got++] = *wc;
+		atomic_fetch_add_explicit(&q->qp_direct, 1, memory_order_relaxed);
+		return;
+	}
+	/* through the CQ (its ring, or its fast waiter's array): counted
+	 * first, so that a one-QP waiter never counts it as its own */
+	if (wc->qp) {
+		struct soft_qp *wq = RR_CONTAINER_OF((struct rr_qp *)(void *)wc->qp,
+						     struct soft_qp, base);
+
+		atomic_fetch_add_explicit(wc->opcode == RPCRDMA_WC_RECV ? &wq->cq_rq : &wq->cq_sq, 1,
+					  memory_order_seq_cst);
+	}
+
 	/* The fast waiter's own completion, nothing older in the ring: hand
 	 * it over directly. Per work queue order holds: pushes of one queue
 	 * are serialized by its lock (rx_lock / tx_lock), so a completion

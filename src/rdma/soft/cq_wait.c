@@ -232,6 +232,111 @@ static bool cq_fast_wait(struct soft_cq *q, struct soft_direct *d)
 	return true;
 }
 
+/* ------------------------------------------------ one QP's waiter -- */
+
+/* rx_lock held, own_wait set: whether the caller may receive for @qp
+ * itself now. Connected, both its CQs the same, nobody else reading it
+ * (fast_rd), nothing staged, nothing to transmit or Terminate, and not
+ * served by the progress thread (own_wait was set first: the thread's
+ * balance, which hands it over and then looks at own_wait, sees it, or
+ * this look sees in_epoll). */
+static bool qp_own_ok(struct soft_qp *qp)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	return qp->fast_ok && qp->state == QPS_RTS && qp->rcq == qp->scq && qp->cq_watched &&
+	       !qp->fast_rd && qp->stage_off == qp->stage_len &&
+	       !__atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST) &&
+	       !__atomic_load_n(&qp->obj.in_epoll, __ATOMIC_SEQ_CST) &&
+	       !__atomic_load_n(&qp->term_pending, __ATOMIC_RELAXED);
+}
+
+/* rx_lock held, own_wait set: what the ring holds of @qp's completions is
+ * taken into @wc (older than anything the read makes), queue by queue when
+ * nobody else holds some of that queue (@seen: what the caller had from
+ * the CQ). Returns the number taken, or -EAGAIN when a receive completion
+ * of @qp is with another consumer of the CQ (or being pushed): the caller
+ * gets it through the CQ, and must not sleep on the socket meanwhile. */
+static int qp_take(struct soft_qp *qp, int n, struct rpcrdma_wc *wc, const struct rr_qp_seen *seen)
+{
+	struct rr_cq_ring_take t = {.qp = RR_PUB(qp, &qp->base)};
+	uint64_t rq = atomic_load(&qp->cq_rq), sq = atomic_load(&qp->cq_sq);
+	int got;
+
+	/* handed out through the CQ, less what the caller had, less what
+	 * this op took: what must still be in the ring */
+	t.want_rq = (uint32_t)(rq - seen->rq - qp->took_rq);
+	t.want_sq = (uint32_t)(sq - seen->sq - qp->took_sq);
+	got = rr_cq_ring_take_qp(&qp->rcq->ring, &t, n, wc);
+	if (got < 0)
+		return got;
+	qp->took_rq += t.took_rq;
+	qp->took_sq += t.took_sq;
+	if (t.held_rq != t.want_rq && got == 0)
+		return -EAGAIN;
+	return got;
+}
+
+/* The wait_qp op (provider.h): a caller waits for @base's completions on a
+ * CQ that other QPs share and another thread may consume. What the ring
+ * holds of the QP is taken first (qp_take: older); else the caller takes
+ * the QP's socket out of the CQ's epoll set (the CQ's waiter is not woken
+ * by it, and never waits for this thread's rx_lock), reads it in a
+ * blocking read (spin, then sleep, as a fast wait: at most
+ * SOFT_FAST_BLOCK_MS), and the QP's completions that reading makes go
+ * straight to @wc (soft_direct with its qp: others' go to the ring,
+ * notified as from any thread); then the socket goes back into the set
+ * (level-triggered: what came meanwhile is seen at once). -EAGAIN when it
+ * cannot (qp_own_ok, another thread in the QP's receive path, a receive
+ * completion of the QP with the CQ's consumer). */
+int rr_soft_wait_qp(struct rr_qp *base, int n, struct rpcrdma_wc *wc, int timeout_ms,
+		    const struct rr_qp_seen *seen)
+{
+	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
+	struct soft_cq *q = qp->rcq;
+	struct soft_direct d = {.q = q, .wc = wc, .n = n, .qp = RR_PUB(qp, &qp->base)};
+	int got;
+
+	if (!q->ctx->fast_wait || (timeout_ms >= 0 && timeout_ms < SOFT_FAST_BLOCK_MS))
+		return -EAGAIN;
+	cq_touch(q);
+	if (pthread_mutex_trylock(&qp->rx_lock) != 0)
+		return -EAGAIN;   /* the CQ's consumer receives for it now */
+	__atomic_store_n(&qp->own_wait, true, __ATOMIC_SEQ_CST);
+	if (!qp_own_ok(qp)) {
+		__atomic_store_n(&qp->own_wait, false, __ATOMIC_SEQ_CST);
+		pthread_mutex_unlock(&qp->rx_lock);
+		return -EAGAIN;
+	}
+	/* rx_lock held: no other thread receives for it until the read */
+	got = qp_take(qp, n, wc, seen);
+	if (got == 0) {
+		pthread_mutex_lock(&qp->tx_lock);
+		rr_soft_unwatch(qp);
+		pthread_mutex_unlock(&qp->tx_lock);
+		rr_soft_tls_direct = &d;
+		(void)rr_soft_qp_rx_own(qp);
+		rr_soft_tls_direct = NULL;
+		got = d.got;
+		/* A closer waits on fast_cv holding tx_lock (rr_soft_qp_closed):
+		 * it took the socket out of the sets already, and must get
+		 * rx_lock back before it frees the QP. A QP that failed stays
+		 * out of them (rr_soft_qp_fatal). */
+		if (!qp->fast_kill && qp->state == QPS_RTS) {
+			pthread_mutex_lock(&qp->tx_lock);
+			rr_soft_watch(qp);
+			pthread_mutex_unlock(&qp->tx_lock);
+		}
+		atomic_fetch_add_explicit(&q->qp_waits, 1, memory_order_relaxed);
+	}
+	__atomic_store_n(&qp->own_wait, false, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&qp->rx_lock);
+	/* its lease from now, and the progress thread told in time if it
+	 * left the QP alone for this wait */
+	cq_touch(q);
+	rr_soft_lease_check(q);
+	return got;
+}
+
 /* --------------------------------------------------------- the ops -- */
 
 /* Inline progress: the polling thread receives what its QPs' sockets hold

@@ -135,6 +135,11 @@ static uint64_t qp_attended_until(struct soft_qp *qp, uint64_t now)
 {
 	uint64_t until = cq_attended_until(qp->rcq, now);
 
+	/* a caller receives for it (rr_soft_wait_qp): until it leaves, which
+	 * renews the CQ's lease and looks (rr_soft_lease_check) */
+	if (__atomic_load_n(&qp->own_wait, __ATOMIC_SEQ_CST))
+		return UINT64_MAX;
+
 	if (qp->scq != qp->rcq)
 		until = RR_MAX(until, cq_attended_until(qp->scq, now));
 	return until;

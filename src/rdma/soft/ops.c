@@ -61,4 +61,5 @@ const struct rr_provider_ops rr_soft_ops = {
 	.listen_shed = rr_soft_listen_shed,
 	.set_commit = rr_soft_set_commit,
 	.interrupt = rr_soft_interrupt,
+	.wait_qp = rr_soft_wait_qp,
 };

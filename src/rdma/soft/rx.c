@@ -525,22 +525,34 @@ enum rx_fast {
 static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned cnt, uint8_t *dst,
 				 size_t len, bool piece, ssize_t *n)
 {
+	bool leave;
 	int mode;
 
 	qp->fast_rd = true;
 	qp->fast_dst = dst;
 	qp->fast_len = len;
-	mode = rr_soft_sock_fast_mode(qp);
-	atomic_store(&qp->rcq->fast_blocked, mode);
-	/* Set, then look: a completion pushed or an interrupt latched by
-	 * another thread before this point is seen here; one after it sees
-	 * fast_blocked (rr_soft_cq_push, rr_soft_interrupt, rr_soft_want_out)
-	 * and either writes the CQ's wake eventfd (SOFT_FAST_POLL: the poll
-	 * ends) or turns the fast wait off (SOFT_FAST_RECV: the read ends by
-	 * its timeout). */
-	if (rr_cq_ring_pending(&qp->rcq->ring) || atomic_load(&qp->rcq->intr) ||
-	    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST)) {
-		atomic_store(&qp->rcq->fast_blocked, 0);
+	if (qp->own_wait) {
+		/* a waiter for this QP alone (rr_soft_wait_qp) on a CQ others
+		 * share and consume: the CQ's ring, latch and fast_blocked are
+		 * theirs; it waits for its socket only, in a blocking read
+		 * that its timeout, data, a shutdown or a close ends */
+		mode = SOFT_FAST_RECV;
+		leave = __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST);
+	} else {
+		mode = rr_soft_sock_fast_mode(qp);
+		atomic_store(&qp->rcq->fast_blocked, mode);
+		/* Set, then look: a completion pushed or an interrupt latched
+		 * by another thread before this point is seen here; one after
+		 * it sees fast_blocked (rr_soft_cq_push, rr_soft_interrupt,
+		 * rr_soft_want_out) and either writes the CQ's wake eventfd
+		 * (SOFT_FAST_POLL: the poll ends) or turns the fast wait off
+		 * (SOFT_FAST_RECV: the read ends by its timeout). */
+		leave = rr_cq_ring_pending(&qp->rcq->ring) || atomic_load(&qp->rcq->intr) ||
+			__atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST);
+		if (leave)
+			atomic_store(&qp->rcq->fast_blocked, 0);
+	}
+	if (leave) {
 		qp->fast_rd = false;
 		if (piece)
 			rr_soft_place_end(qp);
@@ -551,12 +563,14 @@ static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned c
 	if (piece)
 		rr_soft_place_end(qp); /* before any lock: a fence may wait */
 	pthread_mutex_lock(&qp->rx_lock);
-	atomic_store(&qp->rcq->fast_blocked, 0);
+	if (!qp->own_wait)
+		atomic_store(&qp->rcq->fast_blocked, 0);
 	qp->fast_rd = false;
 	qp->fast_len = 0;
 	if (qp->revoke_waiters)
 		pthread_cond_broadcast(&qp->fast_cv);
-	atomic_fetch_add(&qp->rcq->fast_reads, 1);
+	if (!qp->own_wait)
+		atomic_fetch_add(&qp->rcq->fast_reads, 1);
 	if (qp->fast_kill) {
 		pthread_cond_broadcast(&qp->fast_cv);
 		return RX_FAST_KILLED;
@@ -698,6 +712,11 @@ int rr_soft_qp_rx_fast(struct soft_qp *qp)
 	/* fast_kill: a closer waits for rx_lock, then frees the QP */
 	pthread_mutex_unlock(&qp->rx_lock);
 	return r;
+}
+
+int rr_soft_qp_rx_own(struct soft_qp *qp)
+{
+	return qp_rx(qp, true);
 }
 
 /* rx_lock held (and possibly ctx->lock, tx_lock: the reader then needs only

@@ -14,6 +14,10 @@ int rr_soft_qp_rx(struct soft_qp *qp);
 /* The same for a fast wait: the first read sleeps (rx_lock is released
  * during it); returns with rx_lock RELEASED, and the QP may be gone then. */
 int rr_soft_qp_rx_fast(struct soft_qp *qp);
+/* The same for rr_soft_wait_qp (qp->own_wait set): rx_lock held on return
+ * too (released while it sleeps); the first read sleeps only on the
+ * socket. */
+int rr_soft_qp_rx_own(struct soft_qp *qp);
 /* QP to error (rx_lock held): the send queue flushed (the first unfinished
  * WQE with the peer's Terminate @peer_term, if any), the receive queue
  * flushed, DISCONNECTED reported with @err unless an error came first. */

@@ -120,7 +120,10 @@ ssize_t rr_soft_sock_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned 
 							  memory_order_relaxed);
 				return n;
 			}
-			if (rr_cq_ring_pending(&q->ring) || atomic_load(&q->intr) ||
+			/* (a waiter for this QP alone: the ring and the latch
+			 * are the CQ's consumer's) */
+			if ((!qp->own_wait &&
+			     (rr_cq_ring_pending(&q->ring) || atomic_load(&q->intr))) ||
 			    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST))
 				return -EAGAIN;
 			if (rr_now_ns(NULL) - t0 >= budget)

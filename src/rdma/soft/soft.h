@@ -274,6 +274,9 @@ struct soft_cq {
 					* ended by the wake eventfd */
 	uint64_t fast_direct;          /* statistics: completions handed over
 					* directly (written by the fast waiter) */
+	_Atomic uint64_t qp_waits;     /* statistics: rr_soft_wait_qp calls
+					* that served their QP */
+	_Atomic uint64_t qp_direct;    /* ... completions they handed over */
 	atomic_int intr;             /* rr_context_interrupt latch */
 	struct soft_cq *next_cq;     /* ctx->cqs (ctx->lock) */
 };
@@ -480,6 +483,18 @@ struct soft_qp {
 	 * QP is closing, the reader leaves without parsing; fast_cv signals
 	 * fast_rd cleared (with rx_lock). */
 	bool fast_ok, fast_rd, fast_kill;
+	/* own_wait (set under rx_lock, read atomically by the progress
+	 * thread's balance): a caller of rr_soft_wait_qp receives for this QP
+	 * on a CQ that other QPs share; its socket is out of the CQs' epoll
+	 * sets meanwhile and the progress thread does not take it. */
+	bool own_wait;
+	/* Completions of this QP handed out through its CQ (ring pushes and
+	 * a CQ fast waiter's direct ones; counted before they are pushed),
+	 * receive ones and others, and what rr_soft_wait_qp took from the
+	 * ring (own_wait's, rx_lock): with the caller's count of what it had
+	 * from the CQ, how many its CQ's other consumers hold now. */
+	_Atomic uint64_t cq_rq, cq_sq;
+	uint64_t took_rq, took_sq;
 	/* what the fast reader reads into while fast_rd (a revoke waits when
 	 * that is the memory going away) and how many revokes wait */
 	uint8_t *fast_dst;
@@ -558,6 +573,10 @@ struct soft_direct {
 	struct soft_cq *q;
 	struct rpcrdma_wc *wc;
 	int n, got;
+	/* non-NULL (rr_soft_wait_qp): the array takes this QP's completions
+	 * alone, while the ring holds none of them; the rest go to the ring
+	 * as from any other thread (the CQ's consumer is someone else) */
+	const struct rpcrdma_qp *qp;
 };
 
 static inline struct soft_ctx *sctx(struct rr_context *c)

@@ -43,9 +43,11 @@ static void touch(struct tp_ep *ep, struct tp_ep **touched)
  * takes it next anyway. With @kept (may be NULL): when the endpoint fed
  * last is the only one in *@touched, its lock is kept (*@kept set) for
  * the caller's tp_touched_after, which runs its after-work next (one
- * endpoint lock at a time still: no other is in *@touched). */
-static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
-		 struct tp_ep *self, bool *held, struct tp_ep **kept)
+ * endpoint lock at a time still: no other is in *@touched). @via_cq: the
+ * completions came from the CQ, counted in their connection's seen (what
+ * rr_qp_wait is told); false: from rr_qp_wait. */
+static void feed_ex(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
+		    struct tp_ep *self, bool *held, struct tp_ep **kept, bool via_cq)
 {
 	struct tp_ep *cur = NULL;
 
@@ -64,6 +66,12 @@ static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct t
 			pthread_mutex_lock(&cur->lock);
 			cur->stats.cq_polls++;   /* polls that found its work */
 		}
+		if (via_cq) {
+			if (wc[i].opcode == RPCRDMA_WC_RECV)
+				cn->seen.rq++;
+			else
+				cn->seen.sq++;
+		}
 		tp_on_wc(cn, &wc[i]);
 		if (cur != self)
 			touch(cur, touched);
@@ -74,6 +82,12 @@ static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct t
 		*kept = cur;
 	else if (cur)
 		pthread_mutex_unlock(&cur->lock);
+}
+
+static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
+		 struct tp_ep *self, bool *held, struct tp_ep **kept)
+{
+	feed_ex(wc, n, drop, touched, self, held, kept, true);
 }
 
 static void cq_watch_locked(struct tp_cq *q, bool on);
@@ -376,6 +390,57 @@ void tp_cq_want(struct tp_conn *cn, bool want)
 
 /* ------------------------------------------------------ caller waits -- */
 
+/* How callers waited (rr_tp_wait_counts): process-wide statistics. */
+static struct {
+	_Atomic uint64_t cq, qp, qp_refused, cond;
+} g_waits;
+
+void rr_tp_wait_counts(struct rr_tp_wait_counts *out)
+{
+	out->cq = atomic_load(&g_waits.cq);
+	out->qp = atomic_load(&g_waits.qp);
+	out->qp_refused = atomic_load(&g_waits.qp_refused);
+	out->cond = atomic_load(&g_waits.cond);
+}
+
+/* Another thread consumes @cn's CQ: the caller waits for its own QP's
+ * completions alone, receiving them in this thread (rr_qp_wait: soft), so
+ * that the callers of connections sharing one CQ receive in parallel and
+ * none waits for another to hand it its Reply. The completions are this
+ * endpoint's (fed as tp_cq_wait_once's, its after-work the caller's); the
+ * CQ's consumer goes on serving the other connections. Called with the
+ * lock held, returns with it held: the completions fed (>= 0), or -EAGAIN
+ * when the provider cannot wait for the QP now (verbs has no such op; soft
+ * when another thread is in the QP's receive path, or it has something to
+ * transmit): then the caller waits as before, on the endpoint's condition
+ * variable, unless a completion was fed to it meanwhile (*@fed). */
+static int qp_wait(struct tp_ep *ep, struct tp_conn *cn, int ms, bool *fed)
+{
+	struct rpcrdma_wc wc[WC_BATCH];
+	struct tp_ep *t = NULL;
+	uint64_t polls = ep->stats.cq_polls;
+	struct rr_qp_seen seen = cn->seen;   /* (under the lock) */
+	bool held = false;
+	int n;
+
+	if (!cn->qp || atomic_load_explicit(&cn->tcq->no_qp_wait, memory_order_relaxed))
+		return -EAGAIN;
+	cn->in_wait = true;   /* cn->qp stays (conn_release waits) */
+	pthread_mutex_unlock(&ep->lock);
+	n = rr_qp_wait(cn->qp, WC_BATCH, wc, ms, &seen);
+	if (n > 0)   /* all ep's: t stays NULL */
+		feed_ex(wc, n, NULL, &t, ep, &held, NULL, false);
+	if (!held)
+		pthread_mutex_lock(&ep->lock);
+	cn->in_wait = false;
+	if (n == -EOPNOTSUPP)
+		atomic_store_explicit(&cn->tcq->no_qp_wait, true, memory_order_relaxed);
+	*fed = ep->stats.cq_polls != polls;
+	atomic_fetch_add_explicit(n >= 0 ? &g_waits.qp : &g_waits.qp_refused, 1,
+				  memory_order_relaxed);
+	return n < 0 ? -EAGAIN : n;
+}
+
 int tp_cq_wait_once(struct tp_ep *ep, struct tp_conn *cn, int ms,
 		    bool (*again)(struct tp_ep *ep, struct tp_conn *cn))
 {
@@ -386,14 +451,25 @@ int tp_cq_wait_once(struct tp_ep *ep, struct tp_conn *cn, int ms,
 	int n;
 
 	if (!tp_cq_claim(q, TP_CQ_CALLER)) {
-		/* another thread consumes it: our completions come to us
-		 * through it (cond broadcast by their after-work) */
+		/* another thread consumes it: we receive for our QP, or our
+		 * completions come to us through it (cond broadcast by their
+		 * after-work) */
 		struct timespec ts;
+		bool fed = false;
 
+		n = qp_wait(ep, cn, ms, &fed);
+		if (n >= 0 || fed)
+			return n < 0 ? 0 : n;
+		/* let go meanwhile: then it is ours */
+		if (tp_cq_claim(q, TP_CQ_CALLER))
+			goto claimed;
+		atomic_fetch_add_explicit(&g_waits.cond, 1, memory_order_relaxed);
 		tp_abs_deadline(&ts, (uint32_t)ms);
 		(void)rr_engine_wait(&ep->cond, &ep->lock, &ts);
 		return 0;
 	}
+claimed:
+	atomic_fetch_add_explicit(&g_waits.cq, 1, memory_order_relaxed);
 	cn->in_wait = true;
 	pthread_mutex_unlock(&ep->lock);
 	for (int round = 0;; round++) {

@@ -373,6 +373,17 @@ uint32_t rr_tp_server_rrep_live(struct rr_tp_server *s);
 uint32_t rr_tp_server_rrep_waiting(struct rr_tp_server *s);
 /* Tests: cut every connection (as a network failure would). */
 void rr_tp_server_cut(struct rr_tp_server *s);
+/* Tests and benchmarks: how synchronous callers of rdma:// clients waited,
+ * process-wide, since it started: holding their connection's CQ (@cq),
+ * waiting for their own QP while another thread held the CQ (@qp: the
+ * provider's wait_qp; @qp_refused: the provider could not then), or asleep
+ * on their endpoint's condition variable until the CQ's holder fed them
+ * (@cond). */
+struct rr_tp_wait_counts {
+	uint64_t cq, qp, qp_refused, cond;
+};
+void rr_tp_wait_counts(struct rr_tp_wait_counts *out);
+
 /* Tests: rr_tp_client_destroy_hook's steps, for each shard of the server
  * (the endpoint on @loop). */
 void rr_tp_server_destroy_hook(struct rr_tp_server *s, rr_tp_destroy_hook_fn fn, void *arg);

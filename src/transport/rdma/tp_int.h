@@ -101,6 +101,8 @@ struct tp_cq {
 	bool added;                  /* ever added to the loop's set */
 	atomic_int owner;
 	atomic_bool missed;          /* the loop found it held */
+	atomic_bool no_qp_wait;      /* the provider has no wait_qp (a hint,
+					written once, read without a lock) */
 	struct rr_loop_task task;    /* a drain, after a caller let go */
 	struct tp_cq *next;
 };
@@ -155,6 +157,8 @@ struct tp_conn {
 	struct rpcrdma_cq *cq;       /* tcq->cq */
 	uint32_t cqe;                /* reserved in it */
 	bool wants;                  /* counted in tcq->want */
+	struct rr_qp_seen seen;      /* its completions fed from the CQ
+					(progress.c feed_ex, lock held) */
 	struct rpcrdma_qp *qp;
 	struct rpcrdma_cm_id *id;
 	struct tp_port *chport;      /* whose channel has its id (NULL: ep's) */
