@@ -281,3 +281,72 @@ TEST(rdma_cq_quiet_push_consumes_arm)
 	CHECK_EQ(rr_cq_ring_poll(&r, 4, out), 3);
 	rr_cq_ring_fini(&r);
 }
+
+/* One QP's completions taken out of a ring that others share
+ * (rr_cq_ring_take_qp, the soft provider's wait_qp): its own, oldest first,
+ * and only from a queue of which the ring holds as many as the caller says
+ * nobody else took; the others keep their order. */
+TEST(rdma_cq_take_qp_keeps_order_and_others)
+{
+	struct rr_cq_ring r;
+	struct rpcrdma_wc out[8];
+	struct rpcrdma_qp *a = (void *)0x1000, *b = (void *)0x2000;
+	struct rr_cq_ring_take t = {.qp = a};
+	/* pushed: a.recv 1, b.recv 2, a.send 3, b.send 4, a.recv 5, a.send 6 */
+	static const struct {
+		int qp; /* 0: a */
+		enum rpcrdma_wc_opcode op;
+	} seq[] = {{0, RPCRDMA_WC_RECV}, {1, RPCRDMA_WC_RECV}, {0, RPCRDMA_WC_SEND},
+		   {1, RPCRDMA_WC_SEND}, {0, RPCRDMA_WC_RECV}, {0, RPCRDMA_WC_SEND}};
+
+	REQUIRE_EQ(rr_cq_ring_init(&r, NULL, 8), 0);
+	/* an empty ring: nothing */
+	CHECK_EQ(rr_cq_ring_take_qp(&r, &t, 8, out), 0);
+	CHECK_EQ(t.held_rq + t.held_sq, 0u);
+	/* the head moved on first, so that the compaction crosses the end */
+	for (int i = 0; i < 5; i++) {
+		struct rpcrdma_wc w = wc_of(90, RPCRDMA_WC_SEND, 0, 0);
+
+		w.qp = b;
+		REQUIRE_EQ(rr_cq_ring_push(&r, &w), 0);
+	}
+	CHECK_EQ(rr_cq_ring_poll(&r, 4, out), 4); /* one b.send 90 left at 4 */
+	for (size_t i = 0; i < RR_ARRAY_SIZE(seq); i++) {
+		struct rpcrdma_wc w = wc_of(1 + i, seq[i].op, 0, 0);
+
+		w.qp = seq[i].qp ? b : a;
+		REQUIRE_EQ(rr_cq_ring_push(&r, &w), 0); /* 4 wraps past the end */
+	}
+	CHECK(rr_cq_ring_holds_qp(&r, a));
+	/* the caller counts 1 receive of a's nobody else has: the ring holds
+	 * 2, so another consumer has one of them: no receive is taken; of the
+	 * sends, 2 expected and held: taken, in order */
+	t = (struct rr_cq_ring_take){.qp = a, .want_rq = 1, .want_sq = 2};
+	CHECK_EQ(rr_cq_ring_take_qp(&r, &t, 8, out), 2);
+	CHECK_EQ(t.held_rq, 2u);
+	CHECK_EQ(t.held_sq, 2u);
+	CHECK_EQ(t.took_rq, 0u);
+	CHECK_EQ(t.took_sq, 2u);
+	CHECK_EQ(out[0].wr_id, 3u);
+	CHECK_EQ(out[1].wr_id, 6u);
+	CHECK_EQ(rr_cq_ring_count(&r), 5u);
+	/* now as many as expected, one at most per call: oldest first */
+	t = (struct rr_cq_ring_take){.qp = a, .want_rq = 2};
+	CHECK_EQ(rr_cq_ring_take_qp(&r, &t, 1, out), 1);
+	CHECK_EQ(out[0].wr_id, 1u);
+	CHECK_EQ(out[0].qp, a);
+	CHECK_EQ(t.took_rq, 1u);
+	t = (struct rr_cq_ring_take){.qp = a, .want_rq = 1};
+	CHECK_EQ(rr_cq_ring_take_qp(&r, &t, 8, out), 1);
+	CHECK_EQ(out[0].wr_id, 5u);
+	CHECK(!rr_cq_ring_holds_qp(&r, a));
+	/* b's are all there, in their order */
+	CHECK_EQ(rr_cq_ring_poll(&r, 8, out), 3);
+	CHECK_EQ(out[0].wr_id, 90u);
+	CHECK_EQ(out[1].wr_id, 2u);
+	CHECK_EQ(out[2].wr_id, 4u);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(out[i].qp, b);
+	CHECK_EQ(rr_cq_ring_take_qp(&r, NULL, 8, out), -EINVAL);
+	rr_cq_ring_fini(&r);
+}

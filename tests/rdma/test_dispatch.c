@@ -397,6 +397,14 @@ TEST(rdma_dispatch_partial_provider)
 	CHECK(sbad == &swr);
 	CHECK_EQ(rpcrdma_post_recv(w.qp, &rwr, &rbad), -EOPNOTSUPP);
 	CHECK(rbad == &rwr);
+	/* no wait_qp (as verbs): its callers wait through the CQ */
+	{
+		struct rr_qp_seen seen = {0, 0};
+
+		CHECK(!rr_qp_can_wait(w.qp));
+		CHECK_EQ(rr_qp_wait(w.qp, 2, wc, 10, &seen), -EOPNOTSUPP);
+		CHECK_EQ(rr_qp_wait(w.qp, 2, wc, 10, NULL), -EINVAL);
+	}
 	REQUIRE_EQ(rpcrdma_qp_query(w.qp, &qa), 0);
 	CHECK_EQ(qa.max_send_wr, 8);
 	CHECK_EQ(qa.max_send_sge, 2);
