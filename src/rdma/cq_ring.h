@@ -11,7 +11,9 @@
  *
  * Thread safety: push may run concurrently with everything (mutex); poll,
  * arm and get_event are for one consumer at a time (they also take the
- * mutex, so concurrent consumers are safe but get no ordering guarantee). */
+ * mutex, so concurrent consumers are safe but get no ordering guarantee);
+ * rr_cq_ring_take_qp lets a consumer of one QP's completions take them out
+ * beside the ring's consumer without overtaking what that one took. */
 #ifndef RR_RDMA_CQ_RING_H
 #define RR_RDMA_CQ_RING_H
 

@@ -3,9 +3,10 @@
  * inline progress it makes: the consumer's thread receives and transmits
  * for the CQ's QPs itself, through one epoll_wait over their sockets, or on
  * a CQ with one connected QP through a single recvmsg (fast poll) or a
- * blocking one (fast wait: docs/soft-iwarp.md "Fast wait"). Every call
- * renews the CQ's lease and takes its QPs back from the progress thread
- * (lease.c) when it had them. */
+ * blocking one (fast wait: docs/soft-iwarp.md "Fast wait"); and the wait of
+ * one QP's caller on a CQ that others share and consume (wait_qp: that QP's
+ * socket read in the caller's thread). Every call renews the CQ's lease and
+ * takes its QPs back from the progress thread (lease.c) when it had them. */
 #include "rdma/soft/cq_wait.h"
 
 #include <sys/epoll.h>

@@ -4,7 +4,8 @@
  * connections of several endpoints, is polled by whoever holds its
  * consumer role -- its loop when the CQ's fd woke it, a caller thread
  * receiving for itself (a synchronous call), a server handler waiting for
- * its Reply's Send -- and each completion goes to its connection (the QP's
+ * its Reply's Send -- while a caller that finds it held waits for its own
+ * QP alone (the provider's wait_qp), and each completion goes to its connection (the QP's
  * user context) under the connection's endpoint's lock, one endpoint lock
  * at a time (never two: no lock order to keep). The endpoints fed then run
  * their after-work (upcalls, deferred Replies) on their own loop: inline
