@@ -413,8 +413,9 @@ void rr_tp_wait_counts(struct rr_tp_wait_counts *out)
  * lock held, returns with it held: the completions fed (>= 0), or -EAGAIN
  * when the provider cannot wait for the QP now (verbs has no such op; soft
  * when another thread is in the QP's receive path, or it has something to
- * transmit): then the caller waits as before, on the endpoint's condition
- * variable, unless a completion was fed to it meanwhile (*@fed). */
+ * transmit; and whenever the application drives progress): then the
+ * caller waits as before, on the endpoint's condition variable, unless a
+ * completion was fed to it meanwhile (*@fed). */
 static int qp_wait(struct tp_ep *ep, struct tp_conn *cn, int ms, bool *fed)
 {
 	struct rpcrdma_wc wc[WC_BATCH];
@@ -424,7 +425,10 @@ static int qp_wait(struct tp_ep *ep, struct tp_conn *cn, int ms, bool *fed)
 	bool held = false;
 	int n;
 
-	if (!cn->qp || atomic_load_explicit(&cn->tcq->no_qp_wait, memory_order_relaxed))
+	/* (when the application drives progress, a waiter runs the loop,
+	 * which may serve the other end: rr_engine_wait, as before) */
+	if (!cn->qp || atomic_load_explicit(&cn->tcq->no_qp_wait, memory_order_relaxed) ||
+	    rr_engine_app_driven())
 		return -EAGAIN;
 	cn->in_wait = true;   /* cn->qp stays (conn_release waits) */
 	pthread_mutex_unlock(&ep->lock);
