@@ -225,16 +225,49 @@ void tp_conn_bury(struct tp_conn *cn)
 	ep->grave = cn;
 }
 
+/* The Receive work request of the connection's own buffer @idx into
+ * @wr / @sge (@wr->next NULL). */
+static void recv_wr(const struct tp_conn *cn, uint32_t idx, struct rpcrdma_recv_wr *wr,
+		    struct rpcrdma_sge *sge)
+{
+	*sge = (struct rpcrdma_sge){(uint64_t)(uintptr_t)(cn->rbuf + (size_t)idx * cn->rsize),
+				    cn->rsize, rpcrdma_mr_lkey(cn->rmr)};
+	*wr = (struct rpcrdma_recv_wr){WRID(WR_RECV, idx), NULL, sge, 1};
+}
+
 int tp_post_recv(struct tp_conn *cn, uint32_t idx)
 {
 	struct rpcrdma_sge sge;
-	struct rpcrdma_recv_wr wr = {WRID(WR_RECV, idx), NULL, &sge, 1};
+	struct rpcrdma_recv_wr wr;
 
 	if (cn->pool)
 		return tp_pool_repost(cn->pool, idx);
-	sge = (struct rpcrdma_sge){(uint64_t)(uintptr_t)(cn->rbuf + (size_t)idx * cn->rsize),
-				   cn->rsize, rpcrdma_mr_lkey(cn->rmr)};
+	recv_wr(cn, idx, &wr, &sge);
 	return rpcrdma_post_recv(cn->qp, &wr, NULL);
+}
+
+/* A client's Receives given back by released Replies (c_unlend), posted
+ * again together: one post per TP_LEND_MAX Replies rather than one each.
+ * Receives not posted are the lent ones and these, never more than
+ * TP_LEND_MAX together (conn_lend posts these first when a lend would
+ * pass it): as many as were ever lent out before, of the credits + 8
+ * posted, so a Reply the peer may send still finds one. A failure is the
+ * connection's (its QP in error), told by its completions. */
+static void recv_flush(struct tp_conn *cn)
+{
+	struct rpcrdma_recv_wr wr[TP_LEND_MAX];
+	struct rpcrdma_sge sge[TP_LEND_MAX];
+	uint32_t n = cn->nrback;
+
+	if (!n)
+		return;
+	cn->nrback = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		recv_wr(cn, cn->rback[i], &wr[i], &sge[i]);
+		if (i)
+			wr[i - 1].next = &wr[i];
+	}
+	(void)rpcrdma_post_recv(cn->qp, wr, NULL);
 }
 
 int tp_post_all_recvs(struct tp_conn *cn)
@@ -630,7 +663,11 @@ static int conn_read(struct tp_conn *cn, const struct rr_conn_read *r)
 
 static int conn_lend(struct tp_conn *cn, void **handle)
 {
-	if (!cn || cn->lent >= TP_LEND_MAX)
+	if (!cn)
+		return -ENOBUFS;
+	if (cn->lent + cn->nrback >= TP_LEND_MAX && !cn->dead)
+		recv_flush(cn);   /* never more than TP_LEND_MAX not posted */
+	if (cn->lent >= TP_LEND_MAX)
 		return -ENOBUFS;
 	cn->lent++;
 	*handle = cn;
@@ -815,15 +852,21 @@ static int c_lend(void *ctx, uint32_t idx, void **handle)
 	return conn_lend(cur(ctx), handle);
 }
 
-/* The Reply was the Receive buffer itself: repost it (the connection is not
- * freed while lent: tp_grave_sweep). */
+/* The Reply was the Receive buffer itself: repost it, with the next ones
+ * given back (recv_flush; the connection is not freed while lent:
+ * tp_grave_sweep). */
 static void c_unlend(void *ctx, void *handle, uint32_t idx)
 {
 	struct tp_conn *cn = handle;
 
 	cn->lent--;
-	if (!cn->dead && cur(ctx) == cn)
-		(void)tp_post_recv(cn, idx);
+	if (cn->dead || cur(ctx) != cn)
+		return;
+	if (cn->nrback == TP_LEND_MAX)
+		recv_flush(cn);   /* (not reached: conn_lend bounds them) */
+	cn->rback[cn->nrback++] = idx;
+	if (cn->nrback == TP_LEND_MAX)
+		recv_flush(cn);
 }
 
 static void c_complete(void *ctx, struct rr_conn_rpc *rpc)

@@ -205,6 +205,9 @@ struct tp_conn {
 	int err;                     /* conn_new: what failed (conn_ok false) */
 	bool in_wait;                /* a caller thread waits on cq unlocked: not freed */
 	uint32_t lent;               /* Receives lent as rpc->reply */
+	uint32_t rback[TP_LEND_MAX]; /* client: Receives given back by their
+					Replies, not posted yet (recv_flush) */
+	uint32_t nrback;
 	uint32_t pushing;            /* client: pushes with an MR in pd: not freed */
 	unsigned refs;               /* server: its own + iteration guards */
 	struct tp_conn *next;
