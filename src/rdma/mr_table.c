@@ -15,8 +15,7 @@
 enum { ST_FREE = 0, ST_VALID, ST_INVALID, ST_RETIRED };
 
 /* The access rights a check may ask for (with RR_MRT_LOCAL). */
-#define MRT_RIGHTS (RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_READ | \
-		    RPCRDMA_ACCESS_REMOTE_WRITE)
+#define MRT_RIGHTS RR_MRT_RIGHTS
 
 struct rr_mrt_entry {
 	uint32_t stag;          /* last STag issued (0 before the first) */
@@ -554,6 +553,17 @@ int rr_mrt_check_local(struct rr_mrt *t, struct rr_mrt_lcache *c, uint32_t stag,
 	pthread_mutex_lock(&t->lock);
 	rc = check_locked(t, stag, addr, len, need, pd, NULL, ref, c);
 	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int rr_mrt_local_ptr_miss(struct rr_mrt *t, struct rr_mrt_lcache *c, uint32_t stag,
+			  uint64_t addr, uint64_t len, uint32_t need, const void *pd, uint8_t **ptr)
+{
+	struct rr_mrt_ref ref;
+	int rc = rr_mrt_check_local(t, c, stag, addr, len, need, pd, &ref);
+
+	if (!rc)
+		*ptr = ref.ptr;
 	return rc;
 }
 

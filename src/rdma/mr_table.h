@@ -50,6 +50,7 @@
 #include <stdatomic.h>
 
 #include "common/common.h"
+#include "rpcrdma/rdma.h"
 
 #define RR_MRT_SLOT_BITS_MIN 2
 #define RR_MRT_SLOT_BITS_MAX 20
@@ -182,6 +183,38 @@ int rr_mrt_check(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t len, uin
  * rr_mrt_check. @c is used under the caller's own serialization. */
 int rr_mrt_check_local(struct rr_mrt *t, struct rr_mrt_lcache *c, uint32_t stag, uint64_t addr,
 		       uint64_t len, uint32_t need, const void *pd, struct rr_mrt_ref *ref);
+
+/* The access rights a check may ask for (with RR_MRT_LOCAL). */
+#define RR_MRT_RIGHTS (RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_READ | \
+		       RPCRDMA_ACCESS_REMOTE_WRITE)
+
+/* rr_mrt_local_ptr past a cache hit: rr_mrt_check_local's answer. */
+int rr_mrt_local_ptr_miss(struct rr_mrt *t, struct rr_mrt_lcache *c, uint32_t stag,
+			  uint64_t addr, uint64_t len, uint32_t need, const void *pd, uint8_t **ptr);
+
+/* rr_mrt_check_local when only the address is wanted (a work request's
+ * local SGE; @t and @c not NULL): on success *@ptr is where @addr lands.
+ * A cache hit is checked inline (the same checks as rr_mrt_check_local's
+ * hit, in its order) and builds no rr_mrt_ref; anything else goes the long
+ * way, which gives the errno. Same results as rr_mrt_check_local. */
+static inline int rr_mrt_local_ptr(struct rr_mrt *t, struct rr_mrt_lcache *c, uint32_t stag,
+				   uint64_t addr, uint64_t len, uint32_t need, const void *pd,
+				   uint8_t **ptr)
+{
+	if ((need & RR_MRT_LOCAL) && !(need & ~(RR_MRT_RIGHTS | RR_MRT_LOCAL)) && c->gen &&
+	    c->stag == stag && c->pd == pd &&
+	    c->gen == atomic_load_explicit(&t->mr_gen, memory_order_acquire) &&
+	    !((need & RR_MRT_RIGHTS) & ~c->r.access)) {
+		uint64_t base = (uint64_t)(uintptr_t)c->r.addr;
+
+		if (addr >= base && addr - base <= c->r.length &&
+		    len <= c->r.length - (addr - base)) {
+			*ptr = c->r.addr + (addr - base);
+			return 0;
+		}
+	}
+	return rr_mrt_local_ptr_miss(t, c, stag, addr, len, need, pd, ptr);
+}
 
 /* An unpredictable Tagged Offset base for a region at virtual address @va
  * of @length bytes: random bits above the page offset (which is kept), and

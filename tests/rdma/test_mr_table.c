@@ -660,3 +660,62 @@ TEST(rdma_mrt_local_cache)
 		 -ENOENT);
 	rr_mrt_fini(&t);
 }
+
+/* rr_mrt_local_ptr (a work request's SGE, its cache hit checked inline)
+ * answers as rr_mrt_check_local: on a hit, on what the cached copy must
+ * refuse, after a rereg and a dereg. */
+TEST(rdma_mrt_local_ptr_as_check_local)
+{
+	struct rr_mrt t;
+	struct rr_mrt_lcache c = {0};
+	uint8_t buf[64], buf2[32], ro[16], *p = NULL;
+	uint32_t stag = 0, rstag = 0, old;
+	struct rr_mrt_region r = region(buf, sizeof(buf), RPCRDMA_ACCESS_LOCAL_WRITE);
+	struct rr_mrt_region r2 = region(buf2, sizeof(buf2), RPCRDMA_ACCESS_LOCAL_WRITE);
+	struct rr_mrt_region rr = region(ro, sizeof(ro), 0);
+	const uint32_t lw = RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE;
+	uint64_t base = (uint64_t)(uintptr_t)buf;
+
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 8), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &r, PD_A, buf, &stag), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &rr, PD_A, ro, &rstag), 0);
+	CHECK_EQ(rr_mrt_local_ptr(&t, &c, stag, base, 1, RPCRDMA_ACCESS_LOCAL_WRITE, PD_A, &p),
+		 -EINVAL);
+	/* a miss fills the cache, then hits */
+	REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, stag, base + 8, 16, lw, PD_A, &p), 0);
+	CHECK(p == buf + 8);
+	CHECK_EQ(c.stag, stag);
+	REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, stag, base, 64, lw, PD_A, &p), 0);
+	CHECK(p == buf);
+	REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, stag, base + 64, 0, lw, PD_A, &p), 0);
+	CHECK(p == buf + 64);
+	/* refused on a hit as by the table */
+	p = NULL;
+	CHECK_EQ(rr_mrt_local_ptr(&t, &c, stag, base + 60, 5, lw, PD_A, &p), -ERANGE);
+	CHECK_EQ(rr_mrt_local_ptr(&t, &c, stag, base + 65, 0, lw, PD_A, &p), -ERANGE);
+	CHECK_EQ(rr_mrt_local_ptr(&t, &c, stag, base - 1, 1, lw, PD_A, &p), -ERANGE);
+	CHECK_EQ(rr_mrt_local_ptr(&t, &c, stag, base, UINT64_MAX, lw, PD_A, &p), -EOVERFLOW);
+	CHECK_EQ(rr_mrt_local_ptr(&t, &c, stag, base, 1, lw, PD_B, &p), -EPERM);
+	CHECK_EQ(rr_mrt_local_ptr(&t, &c, stag ^ 1, base, 1, lw, PD_A, &p), -ENOENT);
+	CHECK_EQ(rr_mrt_local_ptr(&t, &c, stag, base, 1, lw | (1u << 20), PD_A, &p), -EINVAL);
+	CHECK(p == NULL);
+	/* rights: a read-only MR cached, then asked to be written */
+	REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, rstag, (uint64_t)(uintptr_t)ro, 4, RR_MRT_LOCAL, PD_A,
+				    &p), 0);
+	CHECK(p == ro);
+	CHECK_EQ(c.stag, rstag);
+	CHECK_EQ(rr_mrt_local_ptr(&t, &c, rstag, (uint64_t)(uintptr_t)ro, 4, lw, PD_A, &p),
+		 -EACCES);
+	/* rereg and dereg move the table's generation: the copy is not used */
+	REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, stag, base, 1, lw, PD_A, &p), 0);
+	old = stag;
+	REQUIRE_EQ(rr_mrt_rereg(&t, &stag, &r2), 0);
+	CHECK_EQ(rr_mrt_local_ptr(&t, &c, old, base, 1, lw, PD_A, &p), -ENOENT);
+	CHECK_EQ(rr_mrt_local_ptr(&t, &c, stag, base, 1, lw, PD_A, &p), -ERANGE);
+	REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, stag, (uint64_t)(uintptr_t)buf2, 32, lw, PD_A, &p), 0);
+	CHECK(p == buf2);
+	REQUIRE_EQ(rr_mrt_dereg(&t, stag), 0);
+	CHECK_EQ(rr_mrt_local_ptr(&t, &c, stag, (uint64_t)(uintptr_t)buf2, 1, lw, PD_A, &p),
+		 -ENOENT);
+	rr_mrt_fini(&t);
+}

@@ -637,7 +637,7 @@ static inline struct soft_wqe *orq_head(struct soft_qp *qp)
 }
 
 /* Resolves @n local SGEs (access RR_MRT_LOCAL | @need) to addresses through
- * the STag table and the one-entry cache @lc (rr_mrt_check_local; the
+ * the STag table and the one-entry cache @lc (rr_mrt_local_ptr; the
  * caller's lock guards it): @iov/@cnt, *@total bytes. 0 or the table's
  * -errno. Inline: post_send (tx.c) and post_recv (rx.c) run it per work
  * request. */
@@ -649,16 +649,16 @@ static inline int sge_resolve(struct soft_qp *qp, struct rr_mrt_lcache *lc,
 
 	*cnt = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		struct rr_mrt_ref ref;
+		uint8_t *p;
 		int r;
 
 		if (!sg[i].length)
 			continue;
-		r = rr_mrt_check_local(&qp->ctx->mrt, lc, sg[i].lkey, sg[i].addr, sg[i].length,
-				       RR_MRT_LOCAL | need, &qp->pd->base, &ref);
+		r = rr_mrt_local_ptr(&qp->ctx->mrt, lc, sg[i].lkey, sg[i].addr, sg[i].length,
+				     RR_MRT_LOCAL | need, &qp->pd->base, &p);
 		if (r)
 			return r;
-		iov[*cnt].iov_base = ref.ptr;
+		iov[*cnt].iov_base = p;
 		iov[(*cnt)++].iov_len = sg[i].length;
 		t += sg[i].length;
 	}

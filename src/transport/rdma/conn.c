@@ -225,16 +225,49 @@ void tp_conn_bury(struct tp_conn *cn)
 	ep->grave = cn;
 }
 
+/* The Receive work request of the connection's own buffer @idx into
+ * @wr / @sge (@wr->next NULL). */
+static void recv_wr(const struct tp_conn *cn, uint32_t idx, struct rpcrdma_recv_wr *wr,
+		    struct rpcrdma_sge *sge)
+{
+	*sge = (struct rpcrdma_sge){(uint64_t)(uintptr_t)(cn->rbuf + (size_t)idx * cn->rsize),
+				    cn->rsize, rpcrdma_mr_lkey(cn->rmr)};
+	*wr = (struct rpcrdma_recv_wr){WRID(WR_RECV, idx), NULL, sge, 1};
+}
+
 int tp_post_recv(struct tp_conn *cn, uint32_t idx)
 {
 	struct rpcrdma_sge sge;
-	struct rpcrdma_recv_wr wr = {WRID(WR_RECV, idx), NULL, &sge, 1};
+	struct rpcrdma_recv_wr wr;
 
 	if (cn->pool)
 		return tp_pool_repost(cn->pool, idx);
-	sge = (struct rpcrdma_sge){(uint64_t)(uintptr_t)(cn->rbuf + (size_t)idx * cn->rsize),
-				   cn->rsize, rpcrdma_mr_lkey(cn->rmr)};
+	recv_wr(cn, idx, &wr, &sge);
 	return rpcrdma_post_recv(cn->qp, &wr, NULL);
+}
+
+/* A client's Receives given back by released Replies (c_unlend), posted
+ * again together: one post per TP_LEND_MAX Replies rather than one each.
+ * Receives not posted are the lent ones and these, never more than
+ * TP_LEND_MAX together (conn_lend posts these first when a lend would
+ * pass it): as many as were ever lent out before, of the credits + 8
+ * posted, so a Reply the peer may send still finds one. A failure is the
+ * connection's (its QP in error), told by its completions. */
+static void recv_flush(struct tp_conn *cn)
+{
+	struct rpcrdma_recv_wr wr[TP_LEND_MAX];
+	struct rpcrdma_sge sge[TP_LEND_MAX];
+	uint32_t n = cn->nrback;
+
+	if (!n)
+		return;
+	cn->nrback = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		recv_wr(cn, cn->rback[i], &wr[i], &sge[i]);
+		if (i)
+			wr[i - 1].next = &wr[i];
+	}
+	(void)rpcrdma_post_recv(cn->qp, wr, NULL);
 }
 
 int tp_post_all_recvs(struct tp_conn *cn)
@@ -468,10 +501,97 @@ void tp_post_all_deferred(struct tp_ep *ep)
 	}
 }
 
+/* ---- a client's unsignaled Sends ----
+ * A synchronous client's Call costs its Send's completion: one more CQ
+ * entry pushed, polled and fed, a second wait per call. Its Reply tells
+ * the caller what it waits for; the Send's slot only needs to come back.
+ * So a client's Sends go unsignaled, at most TP_UNSIG_RUN in a row, and
+ * the next one is signaled: its completion tells that those before it are
+ * done (a send queue completes its work requests in order, and a failed
+ * or flushed one completes signaled or not), and their slots come back
+ * then, each with the session's rr_conn_on_send. A Send is signaled when
+ * no free slot would be left beside it (whoever takes the last one sends
+ * signaled, and its completion brings back those held here), when
+ * TP_UNSIG_MAX wait already, with RDMA Writes before it, and on Linux siw
+ * through verbs (signal_writes: an unsignaled work request of a page or
+ * more is read from memory after later completions, see conn_new). The
+ * server's Sends are all signaled (its Replies' completions are counted,
+ * rs_reply_sent). */
+
+/* Whether @a was posted before mark @m (sequence numbers modulo
+ * TP_UNSIG_MASK + 1). */
+static bool unsig_before(uint32_t a, uint32_t m)
+{
+	uint32_t d = (m - a) & TP_UNSIG_MASK;
+
+	return d && d <= TP_UNSIG_MASK / 2;
+}
+
+/* The Send @w of @s (built signaled): unsignaled when it may be; its
+ * wr_id carries the mark that its completion (signaled, or an error)
+ * releases up to. Returns whether it goes unsignaled. */
+static bool unsig_choose(struct tp_conn *cn, const struct rr_conn_send *s,
+			 struct rpcrdma_send_wr *w)
+{
+	bool unsig = !cn->ep->is_server && !s->nwrites && !s->inv && !cn->signal_writes &&
+		     cn->urun < TP_UNSIG_RUN && cn->ucount < TP_UNSIG_MAX && cn->nsfree;
+
+	if (unsig)
+		w->flags = 0;
+	/* an unsignaled Send's own failure completion releases it too */
+	w->wr_id = WRID_SEND(s->slot, cn->uposted + (unsig ? 1u : 0u));
+	return unsig;
+}
+
+/* The Send in @slot was posted (@unsig: unsignaled). */
+static void unsig_posted(struct tp_conn *cn, uint32_t slot, bool unsig)
+{
+	uint32_t i;
+
+	if (!unsig) {
+		cn->urun = 0;
+		return;
+	}
+	i = (cn->uhead + cn->ucount) % TP_UNSIG_MAX;
+	cn->uslot[i] = slot;
+	cn->useq[i] = cn->uposted & TP_UNSIG_MASK;
+	cn->ucount++;
+	cn->uposted++;
+	cn->urun++;
+}
+
+/* A Send's completion (@wc, of the Send in @self) came: the unsignaled
+ * Sends posted before its mark are done. Their slots are put back and,
+ * when it succeeded on a live connection, the session told of each.
+ * Returns whether @self was one of them (its slot put back here). */
+static bool unsig_release(struct tp_conn *cn, const struct rpcrdma_wc *wc, uint32_t self)
+{
+	uint32_t mark = WRMARK(wc->wr_id);
+	bool had_self = false;
+
+	while (cn->ucount && unsig_before(cn->useq[cn->uhead], mark)) {
+		uint32_t slot = cn->uslot[cn->uhead];
+
+		cn->uhead = (cn->uhead + 1) % TP_UNSIG_MAX;
+		cn->ucount--;
+		slot_put(cn, slot);
+		if (slot == self) {
+			had_self = true;
+			continue;
+		}
+		/* the session may post more (rq_pump): after the mark, so
+		 * not taken by this loop */
+		if (wc->status == RPCRDMA_WC_SUCCESS && !cn->dead && !cn->closing)
+			rr_conn_on_send(cn->sess, cn->stoken[slot], 0);
+	}
+	return had_self;
+}
+
 static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 {
 	struct rpcrdma_send_wr wstack[9], *wr = wstack;
 	struct rpcrdma_sge sstack[9], *sge = sstack;
+	bool unsig;
 	int rc;
 
 	if (!cn || cn->dead)
@@ -512,7 +632,10 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 		}
 	}
 	build_wrs(cn, s, wr, sge);
+	unsig = unsig_choose(cn, s, &wr[s->nwrites]);
 	rc = rpcrdma_post_send(cn->qp, wr, NULL);
+	if (!rc)
+		unsig_posted(cn, s->slot, unsig);
 	if (wr != wstack)
 		rr_free(cn->ep->env, wr);
 	if (sge != sstack)
@@ -540,7 +663,11 @@ static int conn_read(struct tp_conn *cn, const struct rr_conn_read *r)
 
 static int conn_lend(struct tp_conn *cn, void **handle)
 {
-	if (!cn || cn->lent >= TP_LEND_MAX)
+	if (!cn)
+		return -ENOBUFS;
+	if (cn->lent + cn->nrback >= TP_LEND_MAX && !cn->dead)
+		recv_flush(cn);   /* never more than TP_LEND_MAX not posted */
+	if (cn->lent >= TP_LEND_MAX)
 		return -ENOBUFS;
 	cn->lent++;
 	*handle = cn;
@@ -725,15 +852,21 @@ static int c_lend(void *ctx, uint32_t idx, void **handle)
 	return conn_lend(cur(ctx), handle);
 }
 
-/* The Reply was the Receive buffer itself: repost it (the connection is not
- * freed while lent: tp_grave_sweep). */
+/* The Reply was the Receive buffer itself: repost it, with the next ones
+ * given back (recv_flush; the connection is not freed while lent:
+ * tp_grave_sweep). */
 static void c_unlend(void *ctx, void *handle, uint32_t idx)
 {
 	struct tp_conn *cn = handle;
 
 	cn->lent--;
-	if (!cn->dead && cur(ctx) == cn)
-		(void)tp_post_recv(cn, idx);
+	if (cn->dead || cur(ctx) != cn)
+		return;
+	if (cn->nrback == TP_LEND_MAX)
+		recv_flush(cn);   /* (not reached: conn_lend bounds them) */
+	cn->rback[cn->nrback++] = idx;
+	if (cn->nrback == TP_LEND_MAX)
+		recv_flush(cn);
 }
 
 static void c_complete(void *ctx, struct rr_conn_rpc *rpc)
@@ -778,7 +911,7 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 		tp_push_wc((struct rr_tp_client *)cn->ep, cn, wc);
 		return;
 	}
-	if (t == WR_SEND)
+	if (t == WR_SEND && !unsig_release(cn, wc, (uint32_t)WRVAL(wc->wr_id)))
 		slot_put(cn, (uint32_t)WRVAL(wc->wr_id));
 	if (t == WR_RECV && cn->pool &&
 	    (cn->dead || cn->closing || wc->status != RPCRDMA_WC_SUCCESS)) {
@@ -814,7 +947,7 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 		break;
 	}
 	case WR_SEND:
-		rr_conn_on_send(cn->sess, cn->stoken[WRVAL(wc->wr_id)], 0);
+		rr_conn_on_send(cn->sess, cn->stoken[(uint32_t)WRVAL(wc->wr_id)], 0);
 		break;
 	case WR_TOKEN:
 		rr_conn_on_work(cn->sess, WRVAL(wc->wr_id), 0);

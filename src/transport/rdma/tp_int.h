@@ -51,6 +51,18 @@ struct tp_pool;
  * up to the connection's nsend, each mapped and registered once. */
 #define TP_SLOTS_FIRST 4u
 #define TP_SLOT_CHUNKS 24
+
+/* A client's Sends go unsignaled, at most TP_UNSIG_RUN in a row, then one
+ * signaled, whose completion tells that those before it are done too (a
+ * send queue completes in order): unsig_* in conn.c. At most TP_UNSIG_MAX
+ * wait for that completion; their sequence numbers ride, TP_UNSIG_MASK
+ * wide, in the signaled Send's wr_id (above its slot). */
+#define TP_UNSIG_RUN 3u
+#define TP_UNSIG_MAX 8u
+#define TP_UNSIG_MASK 0x0fffffffu
+#define WRID_SEND(slot, mark) \
+	(((((uint64_t)(mark) & TP_UNSIG_MASK) << 32 | (uint32_t)(slot)) << 4) | (uint64_t)WR_SEND)
+#define WRMARK(id) ((uint32_t)(WRVAL(id) >> 32) & TP_UNSIG_MASK)
 struct tp_slots {
 	uint8_t *mem;
 	struct rpcrdma_mr *mr;
@@ -176,6 +188,11 @@ struct tp_conn {
 	uint32_t *sfree;
 	uint32_t nsfree;
 	uint64_t *stoken;            /* per slot: the session's token of its Send */
+	/* client: its unsignaled Sends not known done, oldest first (slot and
+	 * sequence number; a ring at uhead), how many were posted (the next
+	 * one's sequence number), how many since the last signaled one */
+	uint32_t uslot[TP_UNSIG_MAX], useq[TP_UNSIG_MAX];
+	uint32_t uhead, ucount, uposted, urun;
 	/* responder, Replies answered on the progress thread: their work
 	 * requests (SV_DEFER_WR each, in answer order), chained and posted at
 	 * once after the batch of upcalls (tp_post_deferred). */
@@ -192,6 +209,9 @@ struct tp_conn {
 	int err;                     /* conn_new: what failed (conn_ok false) */
 	bool in_wait;                /* a caller thread waits on cq unlocked: not freed */
 	uint32_t lent;               /* Receives lent as rpc->reply */
+	uint32_t rback[TP_LEND_MAX]; /* client: Receives given back by their
+					Replies, not posted yet (recv_flush) */
+	uint32_t nrback;
 	uint32_t pushing;            /* client: pushes with an MR in pd: not freed */
 	unsigned refs;               /* server: its own + iteration guards */
 	struct tp_conn *next;

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* A client's Sends go mostly unsignaled (transport/rdma/conn.c "a client's
+ * unsignaled Sends"): a synchronous Call costs one completion, its Reply's
+ * Receive, and every fourth one its Send's too, whose completion brings
+ * back the slots of the unsignaled Sends before it. Counted through the
+ * client's rpcrdma_xprt_stats.cq_polls (a batch of completions fed to the
+ * client: one per wait that found some), not timed. Over the software
+ * iWARP provider (RFC 8166 transport, RFC 5531 RPC); not run without it. */
+#include "test.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpcrdma/rdma.h"
+#include "rpcrdma/rpc.h"
+#include "rpcrdma/stats.h"
+#include "xprt_harness.h"
+
+#define PROG 0x2000029au
+#define T_ECHO 1u
+
+static struct rpcrdma_server *start(char *url, size_t n)
+{
+	struct rpcrdma_server_opts o = {.threads = 1, .flags = RPCRDMA_SERVER_INLINE};
+	struct rpcrdma_server *s = NULL;
+
+	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", &o, &s), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_ECHO, rr_th_h_echo, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_start(s), 0);
+	snprintf(url, n, "rdma://127.0.0.1:%d", rpcrdma_server_port(s));
+	return s;
+}
+
+static struct rpcrdma_call *echo_call(struct rpcrdma_client *c, uint32_t v)
+{
+	struct rpcrdma_call *call;
+
+	REQUIRE_EQ(rpcrdma_call_create(c, T_ECHO, &call), 0);
+	rpcrdma_xdr_put_u32(rpcrdma_call_args(call), v);
+	return call;
+}
+
+static void echo_check(struct rpcrdma_call *call, uint32_t v)
+{
+	uint32_t r = 0;
+
+	CHECK_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &r), 0);
+	CHECK_EQ(r, v + 1);
+	rpcrdma_call_destroy(call);
+}
+
+/* 400 synchronous Calls: the client's waits find ~1.25 batches of
+ * completions per Call (the Reply; a Send's completion every fourth),
+ * not 2 (every Send signaled: its completion, then the Reply). */
+TEST(send_completions_client_sends_unsignaled)
+{
+	enum { CALLS = 400 };
+	struct rpcrdma_client_opts o = {.timeout_ms = RR_TEST_WAIT_MS};
+	struct rpcrdma_xprt_stats a, b;
+	struct rpcrdma_client *c;
+	struct rpcrdma_server *s;
+	char url[64];
+
+	if (!rr_th_soft_ok())
+		return;
+	s = start(url, sizeof(url));
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
+	for (uint32_t v = 0; v < 8; v++) {
+		struct rpcrdma_call *call = echo_call(c, v);
+
+		REQUIRE_EQ(rpcrdma_call_run(call), 0);
+		echo_check(call, v);
+	}
+	REQUIRE_EQ(rpcrdma_client_stats(c, &a), 0);
+	for (uint32_t v = 0; v < CALLS; v++) {
+		struct rpcrdma_call *call = echo_call(c, v);
+
+		REQUIRE_EQ(rpcrdma_call_run(call), 0);
+		echo_check(call, v);
+	}
+	REQUIRE_EQ(rpcrdma_client_stats(c, &b), 0);
+	rpcrdma_xprt_stats_diff(&b, &a, &b);
+	printf("  %llu completion batches for %d Calls\n", (unsigned long long)b.cq_polls, CALLS);
+	CHECK(b.cq_polls >= (uint64_t)CALLS);
+	CHECK(b.cq_polls <= (uint64_t)CALLS * 3 / 2);
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+}
+
+/* Calls in flight together, started in bursts longer than a run of
+ * unsignaled Sends and than the slots they may hold: each signaled Send's
+ * completion gives back only the slots posted before it, the Calls after
+ * it keep theirs; every Reply right, nothing left waiting. Then the same
+ * connection still serves synchronous Calls. */
+TEST(send_completions_bursts_in_flight)
+{
+	enum { BURST = 23, ROUNDS = 20 };
+	struct rpcrdma_client_opts o = {.timeout_ms = RR_TEST_WAIT_MS};
+	struct rpcrdma_call *calls[BURST];
+	struct rpcrdma_client *c;
+	struct rpcrdma_server *s;
+	char url[64];
+
+	if (!rr_th_soft_ok())
+		return;
+	s = start(url, sizeof(url));
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
+	for (uint32_t r = 0; r < ROUNDS; r++) {
+		uint32_t n = 1 + (r * 7) % BURST;   /* 1..23, not a multiple of 4 */
+
+		for (uint32_t i = 0; i < n; i++) {
+			calls[i] = echo_call(c, r * 100 + i);
+			REQUIRE_EQ(rpcrdma_call_start(calls[i], NULL, NULL), 0);
+		}
+		for (uint32_t i = 0; i < n; i++) {
+			CHECK_EQ(rpcrdma_call_wait(calls[i], RR_TEST_WAIT_MS), 0);
+			echo_check(calls[i], r * 100 + i);
+		}
+	}
+	for (uint32_t v = 0; v < 9; v++) {
+		struct rpcrdma_call *call = echo_call(c, v);
+
+		REQUIRE_EQ(rpcrdma_call_run(call), 0);
+		echo_check(call, v);
+	}
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+}
