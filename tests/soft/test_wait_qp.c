@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
 
 #include "rdma/provider.h"
 #include "rdma/soft/soft.h"
@@ -89,7 +90,9 @@ static void *sender_main(void *arg)
 }
 
 /* The caller's own Receive completion comes to it through rr_qp_wait while
- * another thread waits on the CQ, which gets the other QP's. */
+ * another thread waits on the CQ, which gets the other QP's. The caller
+ * sleeps in its read at once, without the fast wait's spin (on a context
+ * that spins 200 us): its CQ counts no spin. */
 TEST(soft_wait_qp_own_completions_while_cq_waited)
 {
 	struct two t;
@@ -100,7 +103,9 @@ TEST(soft_wait_qp_own_completions_while_cq_waited)
 	struct soft_cq *q;
 	int r = 0;
 
+	setenv("RPCRDMA_SOFT_SPIN_US", "200", 1);
 	two_up(&t);
+	unsetenv("RPCRDMA_SOFT_SPIN_US");
 	q = soft_net_cq_of(t.n.ccq);
 	CHECK(rr_qp_can_wait(t.c[0]));
 	attend(&t);
@@ -125,6 +130,7 @@ TEST(soft_wait_qp_own_completions_while_cq_waited)
 	CHECK_EQ(t.n.buf[4096 + 99], 0x5a);
 	CHECK(atomic_load(&q->qp_waits) >= 1);
 	CHECK(atomic_load(&q->qp_direct) >= 1);
+	CHECK_EQ(atomic_load(&q->spin_hits) + atomic_load(&q->spin_misses), 0u);
 	/* the CQ's waiter was not given it: it gets the other QP's */
 	soft_net_post_send(&t.n, t.s[1], 8, RPCRDMA_WR_SEND, 0, 40, 0, false);
 	soft_net_wait_join(&w);

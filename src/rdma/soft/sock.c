@@ -102,6 +102,13 @@ ssize_t rr_soft_sock_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned 
 	int fd = qp->obj.fd;
 	ssize_t got;
 
+	/* A waiter for one QP of a shared CQ (rr_soft_wait_qp) sleeps at
+	 * once: it is one of several callers waiting at the same time, and
+	 * their spins took the CPU from the peers that answer them
+	 * (docs/PERFORMANCE.md "Issue 16 part R": p99 of a 64 KiB READ on 8
+	 * connections ~4x). */
+	if (qp->own_wait)
+		budget = 0;
 	if (budget && qp->spin_skip) {
 		qp->spin_skip--;
 	} else if (budget) {
@@ -120,10 +127,7 @@ ssize_t rr_soft_sock_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned 
 							  memory_order_relaxed);
 				return n;
 			}
-			/* (a waiter for this QP alone: the ring and the latch
-			 * are the CQ's consumer's) */
-			if ((!qp->own_wait &&
-			     (rr_cq_ring_pending(&q->ring) || atomic_load(&q->intr))) ||
+			if (rr_cq_ring_pending(&q->ring) || atomic_load(&q->intr) ||
 			    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST))
 				return -EAGAIN;
 			if (rr_now_ns(NULL) - t0 >= budget)
