@@ -662,6 +662,9 @@ static void listen_backoff(struct soft_id *l, int err)
 {
 	l->resume_ns = rr_backoff_begin(&l->backoff, l->ctx->env, "soft provider", err);
 	rr_soft_obj_del(l->ctx, &l->obj);
+	/* a driven listener goes back to the progress thread, which ends
+	 * the pause (rr_soft_listen_drive tells its driver to stop watching) */
+	l->ldriven = false;
 	timed_add(l);
 }
 
@@ -717,6 +720,64 @@ void rr_soft_cm_listen_ready(struct soft_id *l)
 		if (handshake_read(id))
 			rr_soft_obj_add(l->ctx, &id->obj, EPOLLIN);
 	}
+}
+
+int rr_soft_listen_driven(struct rr_cm_id *base, bool on)
+{
+	struct soft_id *l = id_of(base);
+	struct soft_ctx *c = l->ctx;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	if (l->state != IDS_LISTEN) {
+		r = -EINVAL;
+	} else if (!on) {
+		if (l->ldriven && !l->resume_ns)
+			rr_soft_obj_add(c, &l->obj, EPOLLIN);
+		l->ldriven = false;
+		r = 0;
+	} else if (l->resume_ns) {
+		r = -EBUSY;              /* paused: the progress thread's */
+	} else {
+		rr_soft_obj_del(c, &l->obj);
+		l->ldriven = true;
+		r = l->obj.fd;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int rr_soft_listen_drive(struct rr_cm_id *base)
+{
+	struct soft_id *l = id_of(base);
+	struct soft_ctx *c = l->ctx;
+	uint64_t due = UINT64_MAX;
+	bool wake;
+	int r = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (l->state != IDS_LISTEN || !l->ldriven) {
+		pthread_mutex_unlock(&c->lock);
+		return 1;
+	}
+	rr_soft_cm_listen_ready(l);
+	if (!l->ldriven) {
+		r = 1;   /* paused: given back to the progress thread */
+		due = l->resume_ns;
+	} else if (l->nhs) {
+		/* the newest half-open connection's deadline (the older
+		 * ones' come first: a thread sleeping until one of those
+		 * looks in time) */
+		due = deadline(c, l->hs_timeout_ms);
+	}
+	/* the progress thread times the half-open connections left waiting
+	 * for their Request (in its epoll set now) and ends the pause: it
+	 * looks before the deadline it sleeps until would have it */
+	wake = due < atomic_load(&c->sleep_until);
+	pthread_mutex_unlock(&c->lock);
+	if (wake)
+		rr_soft_wake(c);
+	return r;
 }
 
 int rr_soft_listen_limits(struct rr_cm_id *base, const struct rr_listen_limits *lim)

@@ -549,6 +549,10 @@ struct soft_id {
 	struct rr_backoff backoff;   /* accept back-off */
 	uint64_t resume_ns;          /* paused (out of epoll) until; 0: not */
 	struct rr_listen_stats lstats;
+	/* listener: its consumer's thread accepts and reads the Requests
+	 * (rr_soft_listen_driven, rr_soft_listen_drive), the progress
+	 * thread does not watch it */
+	bool ldriven;
 };
 
 /* Completions a fast waiter receives for itself go straight into its

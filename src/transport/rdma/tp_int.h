@@ -366,6 +366,11 @@ struct rr_tp_server {
 				      connections (reply_mem_total) */
 	atomic_uint_fast64_t expo_seq;  /* ids of exposed push-mode regions */
 	struct rr_listen_stats lstats_gone;   /* of the listener stop destroyed */
+	/* the listening socket watched by the listener's loop, which accepts
+	 * and reads the MPA Requests itself (rr_cm_listen_drive; the soft
+	 * provider): ldriven under ep.lock */
+	struct rr_loop_src lsrc;
+	bool ldriven;
 	rr_tp_destroy_hook_fn destroy_hook;   /* tests (rr_tp_server_destroy_hook) */
 	void *destroy_hook_arg;
 };
@@ -390,6 +395,9 @@ struct tp_ctx *tp_ctx_ref(struct tp_ctx *tc);
 /* @tc's port on @l (made on first use): 0 or -errno. tp_port_put: done. */
 int tp_port_get(struct tp_ctx *tc, struct rr_loop *l, struct tp_port **out);
 void tp_port_put(struct tp_port *p);
+/* Reads @p's CM channel and hands what is there to the endpoints (on the
+ * port's loop: what the channel's readiness does). */
+void tp_port_read_events(struct tp_port *p);
 /* Reserves @cqe entries of a CQ of @p for one connection (a new CQ when
  * none has room): 0 or -errno. */
 int tp_cq_reserve(struct tp_port *p, uint32_t cqe, struct tp_cq **out);
