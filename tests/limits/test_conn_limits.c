@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "rdma/provider.h"
+#include "rdma/soft/mpa.h"
 #include "rpcrdma/rpc.h"
 #include "rpcrdma/stats.h"
 
@@ -557,6 +558,38 @@ TEST(limits_soft_listener_driven_timeout)
 	/* nothing waiting: drive accepts nothing */
 	CHECK_EQ(rr_cm_listen_drive(l), 0);
 	CHECK_EQ(lstats(l).handshakes, 0u);
+
+	/* a peer whose Request comes after its accept: the handshake waits
+	 * in the driver's set (lfd readable when the Request is there), not
+	 * the provider's thread's, and drive reads it */
+	{
+		struct rr_mpa_cfg cfg = {.rev = 2, .ird = 1, .ord = 1};
+		struct rpcrdma_cm_event ev;
+		struct rr_mpa_frame f;
+		uint8_t out[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
+		int n;
+
+		fds[0] = raw_connect(port);
+		REQUIRE(fds[0] >= 0);
+		p = (struct pollfd){.fd = lfd, .events = POLLIN};
+		REQUIRE_EQ(poll(&p, 1, WAIT_MS), 1);
+		CHECK_EQ(rr_cm_listen_drive(l), 0);
+		CHECK_EQ(lstats(l).handshakes, 1u);
+		CHECK_EQ(rpcrdma_cm_get_event(ch, &ev), -EAGAIN);
+		REQUIRE_EQ(rr_mpa_make_request(&cfg, NULL, 0, &f), 0);
+		n = rr_mpa_encode(&f, out, sizeof(out));
+		REQUIRE(n > 0);
+		REQUIRE_EQ(write(fds[0], out, (size_t)n), n);
+		p = (struct pollfd){.fd = lfd, .events = POLLIN};
+		REQUIRE_EQ(poll(&p, 1, WAIT_MS), 1);
+		CHECK_EQ(rr_cm_listen_drive(l), 0);
+		CHECK_EQ(lstats(l).handshakes, 0u);
+		REQUIRE_EQ(rpcrdma_cm_get_event(ch, &ev), 0);
+		CHECK_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+		CHECK_EQ(rpcrdma_reject(ev.id, NULL, 0), 0);
+		CHECK_EQ(rpcrdma_cm_id_destroy(ev.id), 0);
+		close(fds[0]);
+	}
 
 	/* given back: the provider's thread accepts (and times out) again */
 	CHECK_EQ(rr_cm_listen_driven(l, false), 0);

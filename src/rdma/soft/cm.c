@@ -119,8 +119,23 @@ static void id_unlink(struct soft_id *id)
 		}
 }
 
+/* Handshake @id leaves its driven listener's set (c->lock held). */
+static void lep_unwatch(struct soft_id *id)
+{
+	if (!id->in_lep)
+		return;
+	if (id->listen && id->listen->lep_ok)
+		(void)epoll_ctl(id->listen->lep, EPOLL_CTL_DEL, id->obj.fd, NULL);
+	id->in_lep = false;
+}
+
 static void id_close_fd(struct soft_id *id)
 {
+	lep_unwatch(id);
+	if (id->lep_ok) {
+		close(id->lep);
+		id->lep_ok = false;
+	}
 	rr_soft_obj_del(id->ctx, &id->obj);
 	if (id->obj.fd >= 0 && !(id->qp && id->qp->obj.fd == id->obj.fd))
 		close(id->obj.fd);
@@ -614,6 +629,7 @@ static bool handshake_read(struct soft_id *id)
 		if (id->listen)
 			id->listen->nhs--;
 		id->state = IDS_REQ_RCVD;
+		lep_unwatch(id);
 		rr_soft_obj_del(id->ctx, &id->obj);
 		rr_cm_id_created(&id->ch->base, &id->base);
 		memset(&ev, 0, offsetof(struct rpcrdma_cm_event, private_data));
@@ -658,13 +674,41 @@ static bool hs_drop_oldest(struct soft_id *l)
  * listener leaves the epoll set for a while (rr_backoff_begin;
  * rr_soft_cm_timeouts puts it back); the connections it did not take wait in the
  * kernel's queue, and established ones keep being served. */
+/* Driven listener @l goes back to the progress thread with the handshakes
+ * waiting in its set (c->lock held); the listening socket itself joins the
+ * thread's set only when accepting is not paused. */
+static void lep_release(struct soft_id *l)
+{
+	l->ldriven = false;
+	for (struct soft_id *id = l->ctx->ids; id; id = id->next_all)
+		if (id->listen == l && id->in_lep) {
+			lep_unwatch(id);
+			rr_soft_obj_add(l->ctx, &id->obj, EPOLLIN);
+		}
+	if (!l->resume_ns)
+		rr_soft_obj_add(l->ctx, &l->obj, EPOLLIN);
+}
+
+/* A handshake of listener @l waits for its Request (c->lock held): in the
+ * set of @l's driver when it is driven, else the progress thread's. */
+static void hs_watch(struct soft_id *l, struct soft_id *id)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &id->obj};
+
+	if (l->ldriven && epoll_ctl(l->lep, EPOLL_CTL_ADD, id->obj.fd, &ev) == 0)
+		id->in_lep = true;
+	else
+		rr_soft_obj_add(l->ctx, &id->obj, EPOLLIN);
+}
+
 static void listen_backoff(struct soft_id *l, int err)
 {
 	l->resume_ns = rr_backoff_begin(&l->backoff, l->ctx->env, "soft provider", err);
 	rr_soft_obj_del(l->ctx, &l->obj);
 	/* a driven listener goes back to the progress thread, which ends
 	 * the pause (rr_soft_listen_drive tells its driver to stop watching) */
-	l->ldriven = false;
+	if (l->ldriven)
+		lep_release(l);
 	timed_add(l);
 }
 
@@ -718,7 +762,7 @@ void rr_soft_cm_listen_ready(struct soft_id *l)
 		 * epoll set only when the Request is not all here (two
 		 * epoll_ctl calls fewer per connection otherwise) */
 		if (handshake_read(id))
-			rr_soft_obj_add(l->ctx, &id->obj, EPOLLIN);
+			hs_watch(l, id);
 	}
 }
 
@@ -732,16 +776,33 @@ int rr_soft_listen_driven(struct rr_cm_id *base, bool on)
 	if (l->state != IDS_LISTEN) {
 		r = -EINVAL;
 	} else if (!on) {
-		if (l->ldriven && !l->resume_ns)
-			rr_soft_obj_add(c, &l->obj, EPOLLIN);
-		l->ldriven = false;
+		if (l->ldriven)
+			lep_release(l);
 		r = 0;
 	} else if (l->resume_ns) {
 		r = -EBUSY;              /* paused: the progress thread's */
+	} else if (l->ldriven) {
+		r = l->lep;
 	} else {
-		rr_soft_obj_del(c, &l->obj);
-		l->ldriven = true;
-		r = l->obj.fd;
+		r = 0;
+		if (!l->lep_ok) {
+			struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->obj};
+
+			l->lep = epoll_create1(EPOLL_CLOEXEC);
+			if (l->lep < 0) {
+				r = -errno;
+			} else if (epoll_ctl(l->lep, EPOLL_CTL_ADD, l->obj.fd, &ev) != 0) {
+				r = -errno;
+				close(l->lep);
+			} else {
+				l->lep_ok = true;
+			}
+		}
+		if (!r) {
+			rr_soft_obj_del(c, &l->obj);
+			l->ldriven = true;
+			r = l->lep;
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
 	return r;
@@ -751,16 +812,27 @@ int rr_soft_listen_drive(struct rr_cm_id *base)
 {
 	struct soft_id *l = id_of(base);
 	struct soft_ctx *c = l->ctx;
+	struct epoll_event evs[SOFT_ACCEPT_BATCH];
 	uint64_t due = UINT64_MAX;
 	bool wake;
-	int r = 0;
+	int r = 0, n;
 
 	pthread_mutex_lock(&c->lock);
 	if (l->state != IDS_LISTEN || !l->ldriven) {
 		pthread_mutex_unlock(&c->lock);
 		return 1;
 	}
-	rr_soft_cm_listen_ready(l);
+	n = epoll_wait(l->lep, evs, SOFT_ACCEPT_BATCH, 0);
+	/* the handshakes first: accepting may close one (the oldest at the
+	 * half-open limit) whose readiness is further on in @evs; nothing
+	 * else closes one meanwhile (c->lock) */
+	for (int i = 0; i < n; i++)
+		if (evs[i].data.ptr != &l->obj)
+			rr_soft_cm_handshake_ready(RR_CONTAINER_OF(evs[i].data.ptr, struct soft_id, obj),
+						   evs[i].events);
+	for (int i = 0; i < n; i++)
+		if (evs[i].data.ptr == &l->obj)
+			rr_soft_cm_listen_ready(l);
 	if (!l->ldriven) {
 		r = 1;   /* paused: given back to the progress thread */
 		due = l->resume_ns;
