@@ -296,6 +296,9 @@ int rr_cm_connect_driven(struct rpcrdma_cm_channel *ch, struct rpcrdma_qp *qp,
 			 const struct sockaddr *dst, socklen_t dstlen,
 			 const struct rpcrdma_conn_param *param, void *user_ctx,
 			 struct rpcrdma_cm_id **out, bool *driven);
+/* Whether connects on @ch can be driven (rr_cm_connect_driven gives
+ * *driven true): the provider has the connect_drive op. */
+bool rr_cm_can_drive(struct rpcrdma_cm_channel *ch);
 /* Runs the handshake of @id, made by rr_cm_connect_driven with *driven
  * true, in the calling thread until it ends or @timeout_ms passes; the
  * last event (ev->user_ctx filled) in @ev. As the connect_drive op. */

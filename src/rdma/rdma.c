@@ -933,6 +933,13 @@ int rr_cm_connect_driven(struct rpcrdma_cm_channel *pch, struct rpcrdma_qp *pqp,
 	return cm_connect(pch, pqp, dst, dstlen, param, user_ctx, out, driven);
 }
 
+bool rr_cm_can_drive(struct rpcrdma_cm_channel *pch)
+{
+	struct rr_cm_channel *ch = RR_BASE(cm_channel, pch);
+
+	return ch && ch->ctx->ops->connect && ch->ctx->ops->connect_drive;
+}
+
 int rr_cm_connect_drive(struct rpcrdma_cm_id *pid, int timeout_ms, struct rpcrdma_cm_event *ev)
 {
 	struct rr_cm_id *id = RR_BASE(cm_id, pid);

@@ -197,6 +197,21 @@ int rr_soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, sock
 	return 0;
 }
 
+/* A driven connect whose socket connected at once (a peer on this host,
+ * nearly always) sends its Request now (c->lock held): its caller sets up
+ * its buffers while the peer reads it and sets up its side, and the drive
+ * then waits for the Reply (issue 16 part Q). Otherwise, or when the
+ * write fails, the drive finds the socket as it is (a broken one fails
+ * the handshake there, with the driver's event). */
+static void connect_early(struct soft_id *id)
+{
+	struct pollfd p = {.fd = id->obj.fd, .events = POLLOUT};
+
+	if (poll(&p, 1, 0) == 1 && p.revents == POLLOUT && rr_soft_sock_error(id->obj.fd) == 0 &&
+	    rr_soft_sock_write_all(id->obj.fd, id->out, id->out_len) == 0)
+		id->state = IDS_AWAIT_REP;
+}
+
 int rr_soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct sockaddr *dst,
 		    socklen_t dstlen, const struct rpcrdma_conn_param *param, void *user_ctx,
 		    struct rr_cm_id **out)
@@ -248,6 +263,8 @@ int rr_soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct 
 	rr_cm_id_init(base, &id->base, user_ctx, qpb, false); /* before events */
 	if (!id->driven)
 		rr_soft_obj_add(c, &id->obj, EPOLLOUT | EPOLLIN);
+	else
+		connect_early(id);
 	pthread_mutex_unlock(&c->lock);
 	/* the progress thread learns the new deadline; a driven handshake is
 	 * timed by its driver (and by the thread's next look) */

@@ -472,7 +472,12 @@ void tp_pool_consumed(struct tp_pool *p, uint32_t id);
 void tp_pool_tick(struct tp_pool *p);
 
 /* conn.c */
-struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend);
+/* A connection with its own Receives; without @bufs, its buffers come
+ * from tp_conn_bufs (after the MPA Request went out: client.c). */
+struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend, bool bufs);
+/* The buffers of a connection made without them (receive buffer, send
+ * slots): 0 or -ENOMEM. */
+int tp_conn_bufs(struct tp_conn *cn);
 /* A responder connection whose Receives come from @pool. */
 struct tp_conn *tp_conn_new_pooled(struct tp_ep *ep, struct tp_pool *pool, uint32_t nsend);
 bool tp_conn_ok(const struct tp_conn *cn);
