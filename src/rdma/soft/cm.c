@@ -7,7 +7,10 @@
  * the hand-over of an established socket to its QP (go_rdma). The progress
  * thread (progress.c) calls the handshake steps when a listener or a
  * handshake socket is ready, except for a driven connect, whose creating
- * thread runs the same steps itself (rr_soft_connect_drive); socket calls
+ * thread runs the same steps itself (rr_soft_connect_drive; its Request
+ * sent at connect when the socket connected at once), and a driven
+ * listener, whose consumer's thread accepts and reads the Requests
+ * (rr_soft_listen_drive, on an epoll set of the listener's own); socket calls
  * go through sock.c. The ids with a deadline are on a list of their own
  * (timed_add), so that the timeouts' walk costs the handshakes running. */
 #include "rdma/soft/cm.h"
@@ -687,10 +690,6 @@ static bool hs_drop_oldest(struct soft_id *l)
 	return true;
 }
 
-/* accept4 failed for want of file descriptors or memory (@err): the
- * listener leaves the epoll set for a while (rr_backoff_begin;
- * rr_soft_cm_timeouts puts it back); the connections it did not take wait in the
- * kernel's queue, and established ones keep being served. */
 /* Driven listener @l goes back to the progress thread with the handshakes
  * waiting in its set (c->lock held); the listening socket itself joins the
  * thread's set only when accepting is not paused. */
@@ -718,6 +717,10 @@ static void hs_watch(struct soft_id *l, struct soft_id *id)
 		rr_soft_obj_add(l->ctx, &id->obj, EPOLLIN);
 }
 
+/* accept4 failed for want of file descriptors or memory (@err): the
+ * listener leaves the epoll set for a while (rr_backoff_begin;
+ * rr_soft_cm_timeouts puts it back); the connections it did not take wait in the
+ * kernel's queue, and established ones keep being served. */
 static void listen_backoff(struct soft_id *l, int err)
 {
 	l->resume_ns = rr_backoff_begin(&l->backoff, l->ctx->env, "soft provider", err);
@@ -860,7 +863,7 @@ int rr_soft_listen_drive(struct rr_cm_id *base)
 		due = deadline(c, l->hs_timeout_ms);
 	}
 	/* the progress thread times the half-open connections left waiting
-	 * for their Request (in its epoll set now) and ends the pause: it
+	 * for their Request (in the driver's set) and ends the pause: it
 	 * looks before the deadline it sleeps until would have it */
 	wake = due < atomic_load(&c->sleep_until);
 	pthread_mutex_unlock(&c->lock);
