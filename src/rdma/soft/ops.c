@@ -59,6 +59,8 @@ const struct rr_provider_ops rr_soft_ops = {
 	.listen_limits = rr_soft_listen_limits,
 	.listen_stats = rr_soft_listen_stats,
 	.listen_shed = rr_soft_listen_shed,
+	.listen_driven = rr_soft_listen_driven,
+	.listen_drive = rr_soft_listen_drive,
 	.set_commit = rr_soft_set_commit,
 	.interrupt = rr_soft_interrupt,
 };

@@ -549,6 +549,14 @@ struct soft_id {
 	struct rr_backoff backoff;   /* accept back-off */
 	uint64_t resume_ns;          /* paused (out of epoll) until; 0: not */
 	struct rr_listen_stats lstats;
+	/* listener: its consumer's thread accepts and reads the Requests
+	 * (rr_soft_listen_driven, rr_soft_listen_drive), the progress
+	 * thread does not watch it; lep: the epoll set that thread watches
+	 * (the listening socket and the handshakes waiting for their
+	 * Request, valid while lep_ok). Handshake: in_lep, in its
+	 * listener's lep instead of the progress thread's set. */
+	bool ldriven, lep_ok, in_lep;
+	int lep;
 };
 
 /* Completions a fast waiter receives for itself go straight into its
