@@ -508,6 +508,7 @@ void tp_post_all_deferred(struct tp_ep *ep)
 
 		ep->deferred = cn->dnext;
 		cn->dnext = NULL;
+		cn->dlisted = false;
 		tp_post_deferred(cn);
 	}
 }
@@ -617,15 +618,15 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 		build_wrs(cn, s, &cn->dwr[(size_t)cn->ndefer * SV_DEFER_WR],
 			  &cn->dsge[(size_t)cn->ndefer * SV_DEFER_WR]);
 		if (!cn->ndefer) {
-			struct tp_conn **pp = &cn->ep->deferred;
-
 			cn->defer_t0 = tp_now_ns(cn->ep);
-			/* listed once (it may be there from a post since) */
-			while (*pp && *pp != cn)
-				pp = &(*pp)->dnext;
-			if (!*pp) {
+			/* listed once (it may be there from a post since):
+			 * a flag, not a walk of the list (a batch of B
+			 * connections walked B * B / 2 links, each another
+			 * connection's, out of cache at 1,000 connections) */
+			if (!cn->dlisted) {
 				cn->dnext = cn->ep->deferred;
 				cn->ep->deferred = cn;
+				cn->dlisted = true;
 			}
 		}
 		cn->ndefer++;

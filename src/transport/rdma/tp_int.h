@@ -196,6 +196,7 @@ struct tp_conn {
 	struct rpcrdma_sge *dsge;
 	uint32_t ndefer;
 	struct tp_conn *dnext;       /* ep->deferred: connections with some */
+	bool dlisted;                /* in ep->deferred (a look, not a walk) */
 	uint64_t defer_t0;           /* ns: when the first of them was deferred */
 	uint16_t ord;
 	bool established, dead, use_mw;
