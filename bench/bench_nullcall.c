@@ -9,7 +9,16 @@
  * instructions per NULL call, setup and teardown cancelled out. Only the
  * public API; timing is never asserted.
  *   bench_nullcall server rdma|tcp|tirpc      prints "port P", serves
- *   bench_nullcall client URL N               (tirpc://127.0.0.1:P: libtirpc) */
+ *   bench_nullcall client URL N               (tirpc://127.0.0.1:P: libtirpc)
+ * The "clients" mode drives C connections at once, as rpcrdma-bench's scale
+ * workload does (one asynchronous NULL call in flight on each, K calls
+ * each), so that a profiler attached to the server (perf stat -p,
+ * callgrind_control -z / -d) counts per call with many connections active
+ * (docs/PERFORMANCE.md "Issue 16 part P"); with --pause it connects
+ * (one synchronous call each), prints "connected" on stderr and waits
+ * for a line on stdin before the calls. It prints the calls made, their
+ * rate and this process's CPU time per call.
+ *   bench_nullcall clients URL C K [--pause]  (rdma:// or tcp://) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
@@ -17,7 +26,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rpcrdma/rpc.h"
@@ -150,6 +162,125 @@ static int rr_calls(const char *url, long n)
 	return rc ? 1 : 0;
 }
 
+/* -- clients: C connections, one asynchronous call in flight on each -- */
+
+struct cslot {
+	struct rpcrdma_client *c;
+	long left;                  /* calls still to make */
+};
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned active;            /* connections still calling */
+	long calls;
+	int err;
+} cs = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+
+static void cs_done(struct rpcrdma_call *call, int status, void *arg);
+
+static int cs_start(struct cslot *sl)
+{
+	struct rpcrdma_call *call;
+	int rc = rpcrdma_call_create(sl->c, 0, &call);
+
+	if (rc)
+		return rc;
+	rc = rpcrdma_call_start(call, cs_done, sl);
+	if (rc)
+		rpcrdma_call_destroy(call);
+	return rc;
+}
+
+static void cs_done(struct rpcrdma_call *call, int status, void *arg)
+{
+	struct cslot *sl = arg;
+	int rc = status;
+
+	rpcrdma_call_destroy(call);
+	pthread_mutex_lock(&cs.mu);
+	if (!rc)
+		cs.calls++;
+	pthread_mutex_unlock(&cs.mu);
+	if (!rc && --sl->left > 0 && (rc = cs_start(sl)) == 0)
+		return;
+	pthread_mutex_lock(&cs.mu);
+	if (rc && !cs.err)
+		cs.err = rc;
+	cs.active--;
+	pthread_cond_signal(&cs.cv);
+	pthread_mutex_unlock(&cs.mu);
+}
+
+static double tv_us(struct timeval a, struct timeval b)
+{
+	return (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_usec - a.tv_usec);
+}
+
+static int rr_clients(const char *url, long nconn, long k, bool pause_first)
+{
+	struct cslot *sl = calloc((size_t)nconn, sizeof(*sl));
+	struct timespec t0, t1;
+	struct rusage r0, r1;
+	long made = 0;
+	int rc = sl ? 0 : -ENOMEM;
+
+	for (long i = 0; i < nconn && !rc; i++, made++) {
+		struct rpcrdma_call *call;
+
+		rc = rpcrdma_client_create(url, BENCH_PROG, BENCH_VERS, NULL, &sl[i].c);
+		if (rc)
+			break;
+		rc = rpcrdma_call_create(sl[i].c, 0, &call);   /* connected, answered */
+		if (!rc) {
+			rc = rpcrdma_call_run(call);
+			rpcrdma_call_destroy(call);
+		}
+		sl[i].left = k;
+	}
+	if (!rc && pause_first) {
+		char line[16];
+
+		fprintf(stderr, "connected\n");
+		if (!fgets(line, sizeof(line), stdin))
+			line[0] = 0;
+	}
+	getrusage(RUSAGE_SELF, &r0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (long i = 0; i < nconn && !rc; i++) {
+		pthread_mutex_lock(&cs.mu);
+		cs.active++;
+		pthread_mutex_unlock(&cs.mu);
+		rc = cs_start(&sl[i]);
+		if (rc) {
+			pthread_mutex_lock(&cs.mu);
+			cs.active--;
+			pthread_mutex_unlock(&cs.mu);
+		}
+	}
+	pthread_mutex_lock(&cs.mu);
+	while (cs.active)
+		pthread_cond_wait(&cs.cv, &cs.mu);
+	rc = rc ? rc : cs.err;
+	pthread_mutex_unlock(&cs.mu);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	getrusage(RUSAGE_SELF, &r1);
+	if (cs.calls) {
+		double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+
+		printf("calls %ld connections %ld seconds %.3f calls/s %.0f client_cpu_us/call "
+		       "user %.2f sys %.2f\n", cs.calls, nconn, secs, (double)cs.calls / secs,
+		       tv_us(r0.ru_utime, r1.ru_utime) / (double)cs.calls,
+		       tv_us(r0.ru_stime, r1.ru_stime) / (double)cs.calls);
+	}
+	for (long i = 0; i < made; i++)
+		rpcrdma_client_destroy(sl[i].c);
+	free(sl);
+	if (rc)
+		fprintf(stderr, "bench_nullcall: clients: %s\n", rpcrdma_strerror(rc));
+	return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "server")) {
@@ -178,7 +309,16 @@ int main(int argc, char **argv)
 		}
 		return rr_calls(argv[2], n);
 	}
+	if ((argc == 5 || (argc == 6 && !strcmp(argv[5], "--pause"))) &&
+	    !strcmp(argv[1], "clients")) {
+		long nconn = strtol(argv[3], NULL, 10), k = strtol(argv[4], NULL, 10);
+
+		if (nconn > 0 && k > 0 && strncmp(argv[2], "tirpc://", 8))
+			return rr_clients(argv[2], nconn, k, argc == 6);
+	}
 	fprintf(stderr, "usage: bench_nullcall server rdma|tcp|tirpc\n"
-			"       bench_nullcall client URL N   (URL tirpc://127.0.0.1:P for libtirpc)\n");
+			"       bench_nullcall client URL N   (URL tirpc://127.0.0.1:P for libtirpc)\n"
+			"       bench_nullcall clients URL C K [--pause]   (rdma:// or tcp://: C\n"
+			"         connections, one NULL call in flight on each, K calls each)\n");
 	return 2;
 }

@@ -89,6 +89,9 @@ extern "C" {
 	X(progress, cq_polls, "CQ polls by the transport's progress loop (on soft each " \
 			      "looks at the connection): per RPC, what an idle " \
 			      "connection costs a busy one") \
+	X(progress, deliver_batches, "server: batches of received Calls handed to the " \
+				     "RPC layer, one release of the shard's lock each " \
+				     "(Calls delivered / this: Calls per batch)") \
 	/* reliable reply (responder-provided Read chunks and RDMA_DONE) */ \
 	X(rrep, rrep_exposed, "server: Replies sent as a Read chunk") \
 	X(rrep, rrep_pulled, "client: Replies pulled by RDMA Read") \

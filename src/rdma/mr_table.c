@@ -60,6 +60,7 @@ int rr_mrt_init(struct rr_mrt *t, const struct rpcrdma_env *env, unsigned slot_b
 		return -ENOMEM;
 	t->next_unused = 1; /* slot 0 is never used: STag 0 is never issued */
 	atomic_init(&t->mr_gen, 1);
+	atomic_init(&t->local_misses, 0);
 	if (pthread_mutex_init(&t->lock, NULL) != 0) {
 		rr_free(t->env, t->chunks);
 		t->chunks = NULL;
@@ -550,6 +551,7 @@ int rr_mrt_check_local(struct rr_mrt *t, struct rr_mrt_lcache *c, uint32_t stag,
 	    c->gen == atomic_load_explicit(&t->mr_gen, memory_order_acquire) &&
 	    region_check(&c->r, true, addr, len, need, c->owner, RR_MRT_MR, ref) == 0)
 		return 0;
+	atomic_fetch_add_explicit(&t->local_misses, 1, memory_order_relaxed);
 	pthread_mutex_lock(&t->lock);
 	rc = check_locked(t, stag, addr, len, need, pd, NULL, ref, c);
 	pthread_mutex_unlock(&t->lock);
@@ -591,6 +593,11 @@ uint32_t rr_mrt_live(struct rr_mrt *t)
 	n = t->live;
 	pthread_mutex_unlock(&t->lock);
 	return n;
+}
+
+uint64_t rr_mrt_local_misses(struct rr_mrt *t)
+{
+	return atomic_load_explicit(&t->local_misses, memory_order_relaxed);
 }
 
 uint32_t rr_mrt_retired(struct rr_mrt *t)

@@ -127,6 +127,9 @@ struct rr_mrt {
 	 * can make a passed local check fail (a local check accepts MRs
 	 * alone; windows never pass one). Starts at 1 (0: empty cache). */
 	_Atomic uint64_t mr_gen;
+	/* Local checks that a caller's cache did not answer (taken the
+	 * table's lock): for tests and statistics (rr_mrt_local_misses). */
+	_Atomic uint64_t local_misses;
 };
 
 /* Initializes @t with 2^@slot_bits slots (RR_MRT_SLOT_BITS_MIN..MAX). */
@@ -224,6 +227,8 @@ uint64_t rr_mrt_random_to(struct rr_mrt *t, uint64_t va, uint64_t length);
 /* Introspection for tests and statistics. */
 uint32_t rr_mrt_live(struct rr_mrt *t);
 uint32_t rr_mrt_retired(struct rr_mrt *t);
+/* How many rr_mrt_check_local calls the caller's cache did not answer. */
+uint64_t rr_mrt_local_misses(struct rr_mrt *t);
 
 /* Makes [ptr, ptr + len) of a durable region durable (msync MS_SYNC over the
  * covering pages). 0 or negative errno: -ERANGE when the range reaches past

@@ -258,6 +258,22 @@ struct rr_provider_ops {
 	int (*listen_limits)(struct rr_cm_id *id, const struct rr_listen_limits *lim);
 	int (*listen_stats)(struct rr_cm_id *id, struct rr_listen_stats *out);
 	int (*listen_shed)(struct rr_cm_id *id, unsigned n);
+	/* Optional (rr_cm_listen_driven / rr_cm_listen_drive): the
+	 * consumer's thread accepts listener @id's connections and reads
+	 * their MPA Requests itself, where it reads the channel (no hand-off
+	 * from the provider's thread). listen_driven(on): the provider's
+	 * thread stops watching the listener; returns the descriptor to
+	 * watch for readability (>= 0), -EBUSY while accepting is paused
+	 * (the provider's thread resumes it), -EINVAL (not a listener);
+	 * listen_driven(off): the provider's thread watches it again (0).
+	 * listen_drive: accepts what is waiting and reads the Requests that
+	 * are there (CONNECT_REQUEST events go to the channel, the others'
+	 * handshakes to the provider's thread, every limit of
+	 * rr_listen_limits applied as there); 0, or 1 when the listener was
+	 * given back to the provider's thread (accept paused for want of
+	 * descriptors or memory: the caller stops watching). */
+	int (*listen_driven)(struct rr_cm_id *id, bool on);
+	int (*listen_drive)(struct rr_cm_id *id);
 
 	/* RDMA Commit on one QP, both directions (rpcrdma_qp_set_commit). */
 	int (*set_commit)(struct rr_qp *qp, bool enable);
@@ -298,6 +314,9 @@ int rr_cm_connect_driven(struct rpcrdma_cm_channel *ch, struct rpcrdma_qp *qp,
 			 const struct sockaddr *dst, socklen_t dstlen,
 			 const struct rpcrdma_conn_param *param, void *user_ctx,
 			 struct rpcrdma_cm_id **out, bool *driven);
+/* Whether connects on @ch can be driven (rr_cm_connect_driven gives
+ * *driven true): the provider has the connect_drive op. */
+bool rr_cm_can_drive(struct rpcrdma_cm_channel *ch);
 /* Runs the handshake of @id, made by rr_cm_connect_driven with *driven
  * true, in the calling thread until it ends or @timeout_ms passes; the
  * last event (ev->user_ctx filled) in @ev. As the connect_drive op. */
@@ -315,6 +334,10 @@ int rr_cm_listen_stats(struct rpcrdma_cm_id *id, struct rr_listen_stats *out);
  * file descriptors (EMFILE), then tries again. How many were closed, or
  * -EINVAL / -EOPNOTSUPP. */
 int rr_cm_listen_shed(struct rpcrdma_cm_id *id, unsigned n);
+/* The listen_driven and listen_drive ops on listener @id (-EINVAL: not a
+ * listener; -EOPNOTSUPP: the provider has none, its thread accepts). */
+int rr_cm_listen_driven(struct rpcrdma_cm_id *id, bool on);
+int rr_cm_listen_drive(struct rpcrdma_cm_id *id);
 
 /* Providers call this when they create an id for an incoming request (the
  * channel's id count guards rpcrdma_cm_channel_destroy). provider.c, as

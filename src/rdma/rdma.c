@@ -869,6 +869,28 @@ int rr_cm_listen_shed(struct rpcrdma_cm_id *pid, unsigned n)
 	return id->ch->ctx->ops->listen_shed(id, n);
 }
 
+int rr_cm_listen_driven(struct rpcrdma_cm_id *pid, bool on)
+{
+	struct rr_cm_id *id = RR_BASE(cm_id, pid);
+
+	if (!id || !id->listener)
+		return -EINVAL;
+	if (!id->ch->ctx->ops->listen_driven || !id->ch->ctx->ops->listen_drive)
+		return -EOPNOTSUPP;
+	return id->ch->ctx->ops->listen_driven(id, on);
+}
+
+int rr_cm_listen_drive(struct rpcrdma_cm_id *pid)
+{
+	struct rr_cm_id *id = RR_BASE(cm_id, pid);
+
+	if (!id || !id->listener)
+		return -EINVAL;
+	if (!id->ch->ctx->ops->listen_drive)
+		return -EOPNOTSUPP;
+	return id->ch->ctx->ops->listen_drive(id);
+}
+
 static int cm_connect(struct rpcrdma_cm_channel *pch, struct rpcrdma_qp *pqp,
 		      const struct sockaddr *dst, socklen_t dstlen,
 		      const struct rpcrdma_conn_param *param, void *user_ctx,
@@ -928,6 +950,13 @@ int rr_cm_connect_driven(struct rpcrdma_cm_channel *pch, struct rpcrdma_qp *pqp,
 {
 	*driven = false;
 	return cm_connect(pch, pqp, dst, dstlen, param, user_ctx, out, driven);
+}
+
+bool rr_cm_can_drive(struct rpcrdma_cm_channel *pch)
+{
+	struct rr_cm_channel *ch = RR_BASE(cm_channel, pch);
+
+	return ch && ch->ctx->ops->connect && ch->ctx->ops->connect_drive;
 }
 
 int rr_cm_connect_drive(struct rpcrdma_cm_id *pid, int timeout_ms, struct rpcrdma_cm_event *ev)

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "rdma/provider.h"
+#include "rdma/soft/mpa.h"
 #include "rpcrdma/rpc.h"
 #include "rpcrdma/stats.h"
 
@@ -500,6 +501,105 @@ TEST(limits_soft_listener_timeout_and_vanished_peers)
 	}
 	CHECK_EQ(atomic_load(&live_blocks), base);
 	CHECK_EQ(lstats(l).handshakes_dropped, 1);   /* gone by themselves */
+
+	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(ch), 0);
+	CHECK_EQ(rpcrdma_close(ctx), 0);
+}
+
+/* A driven soft listener (rr_cm_listen_driven: its consumer's thread
+ * accepts, as the rdma:// server's listener loop does): a silent peer it
+ * accepted still times out after the listener's 100 ms, although the
+ * provider's thread had no deadline to sleep until when it was accepted
+ * (rr_soft_listen_drive wakes it); the half-open limit holds there too;
+ * given back (driven off), the provider's thread accepts again. */
+TEST(limits_soft_listener_driven_timeout)
+{
+	struct rpcrdma_env env = {.alloc = cnt_alloc, .free = cnt_free, .now_ns = real_now,
+				  .random = rpcrdma_env_default()->random};
+	struct rpcrdma_open_attr oa = {.env = &env};
+	struct rr_listen_limits lim = {.max_handshakes = 2, .timeout_ms = 100};
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	struct sockaddr_storage ss;
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	struct rpcrdma_cm_id *l;
+	struct pollfd p;
+	int port, lfd, fds[3];
+
+	if (!rr_th_soft_ok())
+		return;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, &oa, &ctx), 0);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &ch), 0);
+	REQUIRE_EQ(rpcrdma_listen(ch, (struct sockaddr *)&a, sizeof(a), 16, NULL, &l), 0);
+	REQUIRE_EQ(rr_cm_listen_limits(l, &lim), 0);
+	REQUIRE_EQ(rpcrdma_cm_local_addr(l, &ss), 0);
+	port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	lfd = rr_cm_listen_driven(l, true);
+	REQUIRE(lfd >= 0);
+
+	/* three silent peers, each accepted by this thread: the oldest is
+	 * pushed out by the third (limit 2), the other two time out */
+	for (int i = 0; i < 3; i++) {
+		fds[i] = raw_connect(port);
+		REQUIRE(fds[i] >= 0);
+		p = (struct pollfd){.fd = lfd, .events = POLLIN};
+		REQUIRE_EQ(poll(&p, 1, WAIT_MS), 1);
+		CHECK_EQ(rr_cm_listen_drive(l), 0);
+		CHECK_EQ(lstats(l).handshakes, (uint32_t)(i < 2 ? i + 1 : 2));
+	}
+	CHECK_EQ(lstats(l).handshakes_dropped, 1);
+	for (int i = 0; i < 3; i++) {
+		CHECK(raw_closed(fds[i], 5000));   /* 100 ms, not the 10 s default */
+		close(fds[i]);
+	}
+	CHECK(WAIT_FOR(lstats(l).handshakes_dropped == 3 && lstats(l).handshakes == 0, WAIT_MS));
+	/* nothing waiting: drive accepts nothing */
+	CHECK_EQ(rr_cm_listen_drive(l), 0);
+	CHECK_EQ(lstats(l).handshakes, 0u);
+
+	/* a peer whose Request comes after its accept: the handshake waits
+	 * in the driver's set (lfd readable when the Request is there), not
+	 * the provider's thread's, and drive reads it */
+	{
+		struct rr_mpa_cfg cfg = {.rev = 2, .ird = 1, .ord = 1};
+		struct rpcrdma_cm_event ev;
+		struct rr_mpa_frame f;
+		uint8_t out[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
+		int n;
+
+		fds[0] = raw_connect(port);
+		REQUIRE(fds[0] >= 0);
+		p = (struct pollfd){.fd = lfd, .events = POLLIN};
+		REQUIRE_EQ(poll(&p, 1, WAIT_MS), 1);
+		CHECK_EQ(rr_cm_listen_drive(l), 0);
+		CHECK_EQ(lstats(l).handshakes, 1u);
+		CHECK_EQ(rpcrdma_cm_get_event(ch, &ev), -EAGAIN);
+		REQUIRE_EQ(rr_mpa_make_request(&cfg, NULL, 0, &f), 0);
+		n = rr_mpa_encode(&f, out, sizeof(out));
+		REQUIRE(n > 0);
+		REQUIRE_EQ(write(fds[0], out, (size_t)n), n);
+		p = (struct pollfd){.fd = lfd, .events = POLLIN};
+		REQUIRE_EQ(poll(&p, 1, WAIT_MS), 1);
+		CHECK_EQ(rr_cm_listen_drive(l), 0);
+		CHECK_EQ(lstats(l).handshakes, 0u);
+		REQUIRE_EQ(rpcrdma_cm_get_event(ch, &ev), 0);
+		CHECK_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+		CHECK_EQ(rpcrdma_reject(ev.id, NULL, 0), 0);
+		CHECK_EQ(rpcrdma_cm_id_destroy(ev.id), 0);
+		close(fds[0]);
+	}
+
+	/* given back: the provider's thread accepts (and times out) again */
+	CHECK_EQ(rr_cm_listen_driven(l, false), 0);
+	CHECK_EQ(rr_cm_listen_drive(l), 1);   /* not driven any more */
+	fds[0] = raw_connect(port);
+	REQUIRE(fds[0] >= 0);
+	CHECK(WAIT_FOR(lstats(l).handshakes == 1 || lstats(l).handshakes_dropped == 4, WAIT_MS));
+	CHECK(raw_closed(fds[0], 5000));
+	close(fds[0]);
+	CHECK(WAIT_FOR(lstats(l).handshakes_dropped == 4, WAIT_MS));
 
 	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
 	CHECK_EQ(rpcrdma_cm_channel_destroy(ch), 0);

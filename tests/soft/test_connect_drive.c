@@ -283,3 +283,75 @@ TEST(soft_connect_drive_silent_peer_times_out)
 	CHECK_EQ(rpcrdma_cm_channel_destroy(ch), 0);
 	CHECK_EQ(rpcrdma_close(ctx), 0);
 }
+
+/* A driven connect whose socket connected at once sends its MPA Request
+ * before rr_cm_connect_driven returns, before any drive (the client sets
+ * its buffers up while the server reads it: issue 16 part Q); the drive
+ * then waits for the Reply, and its end is the same (here a Reject from a
+ * raw peer that read the whole Request). */
+TEST(soft_connect_drive_request_sent_at_connect)
+{
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), sfd;
+	struct rpcrdma_conn_param cp = {.timeout_ms = 5000};
+	struct rpcrdma_cm_event ev;
+	struct rr_mpa_parser mp;
+	struct rr_mpa_frame f;
+	struct dep c = {0};
+	bool driven = false;
+	uint8_t rej[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
+	int n, r = 0;
+
+	REQUIRE(lfd >= 0);
+	REQUIRE_EQ(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	REQUIRE_EQ(listen(lfd, 4), 0);
+	REQUIRE_EQ(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
+	dep_make(ctx, &c);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &ch), 0);
+	REQUIRE_EQ(rr_cm_connect_driven(ch, c.e.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &c.id,
+					&driven), 0);
+	REQUIRE(driven);
+	sfd = accept(lfd, NULL, NULL);
+	REQUIRE(sfd >= 0);
+	/* the whole Request is there, nobody having driven the handshake */
+	rr_mpa_parser_init(&mp, false);
+	for (;;) {
+		uint8_t *dst;
+		size_t w = rr_mpa_want(&mp, &dst);
+		ssize_t got;
+
+		if (!w)
+			break;
+		got = recv(sfd, dst, w, MSG_DONTWAIT);
+		REQUIRE(got > 0);
+		r = rr_mpa_advance(&mp, (size_t)got);
+		REQUIRE(r >= 0);
+		if (r == 1)
+			break;
+	}
+	REQUIRE_EQ(rr_mpa_parser_frame(&mp, &f), 0);
+	CHECK(!f.reply);
+	/* the peer refuses it: the drive ends with REJECTED */
+	{
+		struct rr_mpa_conn conn = {.rev = 1};
+		struct rr_mpa_frame rf;
+
+		REQUIRE_EQ(rr_mpa_make_reply(&conn, true, NULL, 0, &rf), 0);
+		n = rr_mpa_encode(&rf, rej, sizeof(rej));
+		REQUIRE(n > 0);
+		REQUIRE_EQ(send(sfd, rej, (size_t)n, 0), n);
+	}
+	REQUIRE_EQ(rr_cm_connect_drive(c.id, 5000, &ev), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_REJECTED);
+	CHECK_EQ(rpcrdma_cm_id_destroy(c.id), 0);
+	c.id = NULL;
+	close(sfd);
+	close(lfd);
+	dep_free(&c);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(ch), 0);
+	CHECK_EQ(rpcrdma_close(ctx), 0);
+}

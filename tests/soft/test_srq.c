@@ -382,3 +382,46 @@ TEST(srq_soft_life_and_arguments)
 	CHECK_EQ(rpcrdma_pd_free(pd), 0);
 	CHECK_EQ(rpcrdma_close(ctx), 0);
 }
+
+/* A responder's pool registers its Receive buffers in chunks, each an MR
+ * of its own, and reposts them in the order their messages came: across
+ * the chunks. The SRQ checks each Receive's lkey against the STag table
+ * through a cache of the MRs it checked last; one entry per STag index
+ * (SOFT_SRQ_LC), so reposts alternating over a few MRs take the table's
+ * lock only the first time each MR is met (with one entry, every repost
+ * alternating between two MRs missed: 60 misses in 60 posts). */
+TEST(srq_soft_reposts_across_mrs_hit_the_lkey_cache)
+{
+	enum { NMR = 4, POSTS = 60 };
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_srq *srq = NULL;
+	struct rpcrdma_srq_attr sa = {.max_wr = POSTS, .max_sge = 1};
+	struct rpcrdma_mr *mr[NMR];
+	static uint8_t buf[NMR][512];
+	struct rr_mrt *t;
+	uint64_t m0;
+
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
+	t = &sctx(RR_BASE(context, ctx))->mrt;
+	REQUIRE_EQ(rpcrdma_pd_alloc(ctx, &pd), 0);
+	REQUIRE_EQ(rpcrdma_srq_create(pd, &sa, &srq), 0);
+	for (unsigned i = 0; i < NMR; i++)
+		REQUIRE_EQ(rpcrdma_reg_mr_simple(pd, buf[i], sizeof(buf[i]),
+						 RPCRDMA_ACCESS_LOCAL_WRITE, &mr[i]), 0);
+	m0 = rr_mrt_local_misses(t);
+	for (unsigned i = 0; i < POSTS; i++) {
+		struct rpcrdma_sge sg = {(uintptr_t)buf[i % NMR] + 64, 128,
+					 rpcrdma_mr_lkey(mr[i % NMR])};
+		struct rpcrdma_recv_wr rw = {.wr_id = i, .sg_list = &sg, .num_sge = 1};
+
+		REQUIRE_EQ(rpcrdma_post_srq_recv(srq, &rw, NULL), 0);
+	}
+	/* the first post with each MR fills its entry; every later one hits */
+	CHECK_EQ(rr_mrt_local_misses(t) - m0, (uint64_t)NMR);
+	CHECK_EQ(rpcrdma_srq_destroy(srq), 0);
+	for (unsigned i = 0; i < NMR; i++)
+		CHECK_EQ(rpcrdma_dereg_mr(mr[i]), 0);
+	CHECK_EQ(rpcrdma_pd_free(pd), 0);
+	CHECK_EQ(rpcrdma_close(ctx), 0);
+}

@@ -9,6 +9,8 @@
  * provider (RFC 8166 transport, RFC 5531 RPC); not run without it. */
 #include "test.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,6 +250,102 @@ TEST(server_cq_wait_reply_send_not_notified)
 		fprintf(stderr, "  %llu ring notifications for %d Calls\n",
 			(unsigned long long)(n1 - n0), CALLS);
 	CHECK(n1 - n0 < CALLS / 10);
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+}
+
+/* The gate of server_delivers_calls_in_batches: the Call of value 0 waits
+ * in its (inline) handler until the test opens the gate. */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static bool gate_in, gate_open;
+
+static int h_gate(struct rpcrdma_req *r, void *ctx)
+{
+	uint32_t v;
+
+	(void)ctx;
+	if (rpcrdma_xdr_get_u32(rpcrdma_req_args(r), &v))
+		return RPCRDMA_SVC_GARBAGE_ARGS;
+	if (v == 0) {
+		pthread_mutex_lock(&gate_mu);
+		gate_in = true;
+		pthread_cond_broadcast(&gate_cv);
+		while (!gate_open)
+			pthread_cond_wait(&gate_cv, &gate_mu);
+		pthread_mutex_unlock(&gate_mu);
+	}
+	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), v + 1);
+	return RPCRDMA_SVC_OK;
+}
+
+/* Calls that one drain of the shard's CQ brought are handed to the RPC
+ * layer in one release of the shard's lock (server.c sv_deliver), not one
+ * each. The loop is held in the first Call's inline handler while 8 more
+ * reach the server's socket; the next drain takes them together: 2
+ * batches for 9 Calls (9, one per Call, before). Counted, not timed. */
+TEST(server_delivers_calls_in_batches)
+{
+	enum { K = 8 };
+	/* a fixed grant of 16 from the first Reply on: the K + 1 Calls all
+	 * go out at once (an adaptive grant follows the demand) */
+	struct rpcrdma_server_opts so = {.threads = 1, .flags = RPCRDMA_SERVER_INLINE,
+					 .credits = 16};
+	struct rpcrdma_client_opts o = {.timeout_ms = RR_TEST_WAIT_MS,
+					.connect_timeout_ms = RR_TEST_WAIT_MS};
+	struct rpcrdma_server *s = NULL;
+	struct rpcrdma_client *c = NULL;
+	struct rpcrdma_call *call[K + 1];
+	struct rpcrdma_xprt_stats a, b, c0, ca;
+	char url[64];
+	bool in;
+
+	if (!rr_th_soft_ok())
+		return;
+	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", &so, &s), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_ECHO, h_gate, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_start(s), 0);
+	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", rpcrdma_server_port(s));
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
+	echo(c, 1);   /* connected, 16 credits granted */
+	REQUIRE_EQ(rpcrdma_server_stats(s, &a), 0);
+	REQUIRE_EQ(rpcrdma_client_stats(c, &c0), 0);
+	for (uint32_t i = 0; i <= K; i++) {
+		REQUIRE_EQ(rpcrdma_call_create(c, T_ECHO, &call[i]), 0);
+		rpcrdma_xdr_put_u32(rpcrdma_call_args(call[i]), i);
+		REQUIRE_EQ(rpcrdma_call_start(call[i], NULL, NULL), 0);
+		if (i == 0) {
+			/* the loop is in the handler of Call 0 */
+			pthread_mutex_lock(&gate_mu);
+			while (!gate_in)
+				pthread_cond_wait(&gate_cv, &gate_mu);
+			pthread_mutex_unlock(&gate_mu);
+		}
+	}
+	/* all sent: in the server's socket (loopback) */
+	in = false;
+	for (int w = 0; w < RR_TEST_WAIT_MS && !in; w++) {
+		REQUIRE_EQ(rpcrdma_client_stats(c, &ca), 0);
+		in = ca.msg_sent + ca.nomsg_sent - c0.msg_sent - c0.nomsg_sent >= K + 1;
+		if (!in)
+			rr_th_sleep_ms(1);
+	}
+	CHECK(in);
+	pthread_mutex_lock(&gate_mu);
+	gate_open = true;
+	pthread_cond_broadcast(&gate_cv);
+	pthread_mutex_unlock(&gate_mu);
+	for (uint32_t i = 0; i <= K; i++) {
+		uint32_t r = 0;
+
+		CHECK_EQ(rpcrdma_call_wait(call[i], RR_TEST_WAIT_MS), 0);
+		CHECK_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call[i]), &r), 0);
+		CHECK_EQ(r, i + 1);
+		rpcrdma_call_destroy(call[i]);
+	}
+	REQUIRE_EQ(rpcrdma_server_stats(s, &b), 0);
+	/* Call 0 alone, then the 8 together */
+	CHECK_EQ(b.deliver_batches - a.deliver_batches, 2u);
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
 }

@@ -7,7 +7,10 @@
  * the hand-over of an established socket to its QP (go_rdma). The progress
  * thread (progress.c) calls the handshake steps when a listener or a
  * handshake socket is ready, except for a driven connect, whose creating
- * thread runs the same steps itself (rr_soft_connect_drive); socket calls
+ * thread runs the same steps itself (rr_soft_connect_drive; its Request
+ * sent at connect when the socket connected at once), and a driven
+ * listener, whose consumer's thread accepts and reads the Requests
+ * (rr_soft_listen_drive, on an epoll set of the listener's own); socket calls
  * go through sock.c. The ids with a deadline are on a list of their own
  * (timed_add), so that the timeouts' walk costs the handshakes running. */
 #include "rdma/soft/cm.h"
@@ -119,8 +122,23 @@ static void id_unlink(struct soft_id *id)
 		}
 }
 
+/* Handshake @id leaves its driven listener's set (c->lock held). */
+static void lep_unwatch(struct soft_id *id)
+{
+	if (!id->in_lep)
+		return;
+	if (id->listen && id->listen->lep_ok)
+		(void)epoll_ctl(id->listen->lep, EPOLL_CTL_DEL, id->obj.fd, NULL);
+	id->in_lep = false;
+}
+
 static void id_close_fd(struct soft_id *id)
 {
+	lep_unwatch(id);
+	if (id->lep_ok) {
+		close(id->lep);
+		id->lep_ok = false;
+	}
 	rr_soft_obj_del(id->ctx, &id->obj);
 	if (id->obj.fd >= 0 && !(id->qp && id->qp->obj.fd == id->obj.fd))
 		close(id->obj.fd);
@@ -182,6 +200,21 @@ int rr_soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, sock
 	return 0;
 }
 
+/* A driven connect whose socket connected at once (a peer on this host,
+ * nearly always) sends its Request now (c->lock held): its caller sets up
+ * its buffers while the peer reads it and sets up its side, and the drive
+ * then waits for the Reply (issue 16 part Q). Otherwise, or when the
+ * write fails, the drive finds the socket as it is (a broken one fails
+ * the handshake there, with the driver's event). */
+static void connect_early(struct soft_id *id)
+{
+	struct pollfd p = {.fd = id->obj.fd, .events = POLLOUT};
+
+	if (poll(&p, 1, 0) == 1 && p.revents == POLLOUT && rr_soft_sock_error(id->obj.fd) == 0 &&
+	    rr_soft_sock_write_all(id->obj.fd, id->out, id->out_len) == 0)
+		id->state = IDS_AWAIT_REP;
+}
+
 int rr_soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct sockaddr *dst,
 		    socklen_t dstlen, const struct rpcrdma_conn_param *param, void *user_ctx,
 		    struct rr_cm_id **out)
@@ -233,6 +266,8 @@ int rr_soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct 
 	rr_cm_id_init(base, &id->base, user_ctx, qpb, false); /* before events */
 	if (!id->driven)
 		rr_soft_obj_add(c, &id->obj, EPOLLOUT | EPOLLIN);
+	else
+		connect_early(id);
 	pthread_mutex_unlock(&c->lock);
 	/* the progress thread learns the new deadline; a driven handshake is
 	 * timed by its driver (and by the thread's next look) */
@@ -614,6 +649,7 @@ static bool handshake_read(struct soft_id *id)
 		if (id->listen)
 			id->listen->nhs--;
 		id->state = IDS_REQ_RCVD;
+		lep_unwatch(id);
 		rr_soft_obj_del(id->ctx, &id->obj);
 		rr_cm_id_created(&id->ch->base, &id->base);
 		memset(&ev, 0, offsetof(struct rpcrdma_cm_event, private_data));
@@ -654,6 +690,33 @@ static bool hs_drop_oldest(struct soft_id *l)
 	return true;
 }
 
+/* Driven listener @l goes back to the progress thread with the handshakes
+ * waiting in its set (c->lock held); the listening socket itself joins the
+ * thread's set only when accepting is not paused. */
+static void lep_release(struct soft_id *l)
+{
+	l->ldriven = false;
+	for (struct soft_id *id = l->ctx->ids; id; id = id->next_all)
+		if (id->listen == l && id->in_lep) {
+			lep_unwatch(id);
+			rr_soft_obj_add(l->ctx, &id->obj, EPOLLIN);
+		}
+	if (!l->resume_ns)
+		rr_soft_obj_add(l->ctx, &l->obj, EPOLLIN);
+}
+
+/* A handshake of listener @l waits for its Request (c->lock held): in the
+ * set of @l's driver when it is driven, else the progress thread's. */
+static void hs_watch(struct soft_id *l, struct soft_id *id)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &id->obj};
+
+	if (l->ldriven && epoll_ctl(l->lep, EPOLL_CTL_ADD, id->obj.fd, &ev) == 0)
+		id->in_lep = true;
+	else
+		rr_soft_obj_add(l->ctx, &id->obj, EPOLLIN);
+}
+
 /* accept4 failed for want of file descriptors or memory (@err): the
  * listener leaves the epoll set for a while (rr_backoff_begin;
  * rr_soft_cm_timeouts puts it back); the connections it did not take wait in the
@@ -662,6 +725,10 @@ static void listen_backoff(struct soft_id *l, int err)
 {
 	l->resume_ns = rr_backoff_begin(&l->backoff, l->ctx->env, "soft provider", err);
 	rr_soft_obj_del(l->ctx, &l->obj);
+	/* a driven listener goes back to the progress thread, which ends
+	 * the pause (rr_soft_listen_drive tells its driver to stop watching) */
+	if (l->ldriven)
+		lep_release(l);
 	timed_add(l);
 }
 
@@ -715,8 +782,94 @@ void rr_soft_cm_listen_ready(struct soft_id *l)
 		 * epoll set only when the Request is not all here (two
 		 * epoll_ctl calls fewer per connection otherwise) */
 		if (handshake_read(id))
-			rr_soft_obj_add(l->ctx, &id->obj, EPOLLIN);
+			hs_watch(l, id);
 	}
+}
+
+int rr_soft_listen_driven(struct rr_cm_id *base, bool on)
+{
+	struct soft_id *l = id_of(base);
+	struct soft_ctx *c = l->ctx;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	if (l->state != IDS_LISTEN) {
+		r = -EINVAL;
+	} else if (!on) {
+		if (l->ldriven)
+			lep_release(l);
+		r = 0;
+	} else if (l->resume_ns) {
+		r = -EBUSY;              /* paused: the progress thread's */
+	} else if (l->ldriven) {
+		r = l->lep;
+	} else {
+		r = 0;
+		if (!l->lep_ok) {
+			struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->obj};
+
+			l->lep = epoll_create1(EPOLL_CLOEXEC);
+			if (l->lep < 0) {
+				r = -errno;
+			} else if (epoll_ctl(l->lep, EPOLL_CTL_ADD, l->obj.fd, &ev) != 0) {
+				r = -errno;
+				close(l->lep);
+			} else {
+				l->lep_ok = true;
+			}
+		}
+		if (!r) {
+			rr_soft_obj_del(c, &l->obj);
+			l->ldriven = true;
+			r = l->lep;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int rr_soft_listen_drive(struct rr_cm_id *base)
+{
+	struct soft_id *l = id_of(base);
+	struct soft_ctx *c = l->ctx;
+	struct epoll_event evs[SOFT_ACCEPT_BATCH];
+	uint64_t due = UINT64_MAX;
+	bool wake;
+	int r = 0, n;
+
+	pthread_mutex_lock(&c->lock);
+	if (l->state != IDS_LISTEN || !l->ldriven) {
+		pthread_mutex_unlock(&c->lock);
+		return 1;
+	}
+	n = epoll_wait(l->lep, evs, SOFT_ACCEPT_BATCH, 0);
+	/* the handshakes first: accepting may close one (the oldest at the
+	 * half-open limit) whose readiness is further on in @evs; nothing
+	 * else closes one meanwhile (c->lock) */
+	for (int i = 0; i < n; i++)
+		if (evs[i].data.ptr != &l->obj)
+			rr_soft_cm_handshake_ready(RR_CONTAINER_OF(evs[i].data.ptr, struct soft_id, obj),
+						   evs[i].events);
+	for (int i = 0; i < n; i++)
+		if (evs[i].data.ptr == &l->obj)
+			rr_soft_cm_listen_ready(l);
+	if (!l->ldriven) {
+		r = 1;   /* paused: given back to the progress thread */
+		due = l->resume_ns;
+	} else if (l->nhs) {
+		/* the newest half-open connection's deadline (the older
+		 * ones' come first: a thread sleeping until one of those
+		 * looks in time) */
+		due = deadline(c, l->hs_timeout_ms);
+	}
+	/* the progress thread times the half-open connections left waiting
+	 * for their Request (in the driver's set) and ends the pause: it
+	 * looks before the deadline it sleeps until would have it */
+	wake = due < atomic_load(&c->sleep_until);
+	pthread_mutex_unlock(&c->lock);
+	if (wake)
+		rr_soft_wake(c);
+	return r;
 }
 
 int rr_soft_listen_limits(struct rr_cm_id *base, const struct rr_listen_limits *lim)

@@ -24,9 +24,14 @@ int rr_soft_peer_addr(struct rr_cm_id *id, struct sockaddr_storage *ss);
 int rr_soft_listen_limits(struct rr_cm_id *id, const struct rr_listen_limits *lim);
 int rr_soft_listen_stats(struct rr_cm_id *id, struct rr_listen_stats *out);
 int rr_soft_listen_shed(struct rr_cm_id *id, unsigned n);
+/* The listen_driven and listen_drive ops (provider.h): the consumer's
+ * thread accepts a listener's connections and reads their MPA Requests. */
+int rr_soft_listen_driven(struct rr_cm_id *id, bool on);
+int rr_soft_listen_drive(struct rr_cm_id *id);
 
 /* The progress thread's steps (ctx->lock held): listener @l has connections
- * to accept; handshake socket of @id is ready (@events). */
+ * to accept (a driven listener's: its driver's step, rr_soft_listen_drive);
+ * handshake socket of @id is ready (@events). */
 void rr_soft_cm_listen_ready(struct soft_id *l);
 void rr_soft_cm_handshake_ready(struct soft_id *id, uint32_t events);
 /* MPA timeouts on a silent peer and the end of accept back-offs, as of @now

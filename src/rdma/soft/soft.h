@@ -356,6 +356,9 @@ struct soft_qrqe {
 
 /* A shared receive queue: a ring of Receives (their SGEs resolved against
  * the SRQ's PD when posted), taken by its QPs as messages begin. */
+/* Entries of an SRQ's cache of checked lkeys (a power of two). */
+#define SOFT_SRQ_LC 16u
+
 struct soft_srq {
 	struct rr_srq base;
 	struct soft_ctx *ctx;
@@ -367,7 +370,12 @@ struct soft_srq {
 	uint32_t cap, head, count;
 	uint32_t limit;              /* armed limit; 0: none */
 	atomic_int event;            /* the limit fired, not consumed */
-	struct rr_mrt_lcache lc;     /* its Receives' lkey checked last (lock) */
+	/* Its Receives' lkeys checked last (lock), one entry per STag index
+	 * modulo SOFT_SRQ_LC: a responder's pool registers its buffers in
+	 * chunks, each an MR of its own, and reposts them in the order their
+	 * messages came, across the chunks (one entry would miss about every
+	 * other repost with 100 connections, and take the table's lock). */
+	struct rr_mrt_lcache lc[SOFT_SRQ_LC];
 };
 
 enum soft_qp_state { QPS_IDLE = 0, QPS_RTS, QPS_ERROR };
@@ -564,6 +572,14 @@ struct soft_id {
 	struct rr_backoff backoff;   /* accept back-off */
 	uint64_t resume_ns;          /* paused (out of epoll) until; 0: not */
 	struct rr_listen_stats lstats;
+	/* listener: its consumer's thread accepts and reads the Requests
+	 * (rr_soft_listen_driven, rr_soft_listen_drive), the progress
+	 * thread does not watch it; lep: the epoll set that thread watches
+	 * (the listening socket and the handshakes waiting for their
+	 * Request, valid while lep_ok). Handshake: in_lep, in its
+	 * listener's lep instead of the progress thread's set. */
+	bool ldriven, lep_ok, in_lep;
+	int lep;
 };
 
 /* Completions a fast waiter receives for itself go straight into its

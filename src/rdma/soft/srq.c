@@ -90,11 +90,14 @@ static int resolve(struct soft_srq *s, const struct rpcrdma_recv_wr *wr, struct 
 	e->iovcnt = 0;
 	for (uint32_t i = 0; i < wr->num_sge; i++) {
 		const struct rpcrdma_sge *sg = &wr->sg_list[i];
+		/* the STag's index (above its 8-bit key) picks the cache's
+		 * entry: MRs registered one after another use different ones */
+		struct rr_mrt_lcache *lc = &s->lc[(sg->lkey >> 8) & (SOFT_SRQ_LC - 1)];
 		struct rr_mrt_ref ref;
 
 		if (!sg->length)
 			continue;
-		if (rr_mrt_check_local(&s->ctx->mrt, &s->lc, sg->lkey, sg->addr, sg->length,
+		if (rr_mrt_check_local(&s->ctx->mrt, lc, sg->lkey, sg->addr, sg->length,
 				       RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE, &s->pd->base, &ref))
 			return -EINVAL;
 		e->iov[e->iovcnt].iov_base = ref.ptr;

@@ -100,24 +100,40 @@ static void cl_deliver(struct rr_tp_client *c)
 	pthread_cond_broadcast(&c->ep.cond);
 }
 
+/* The connection's buffers and Receives (before any byte of the peer
+ * can be read): 0 or -errno. */
+static int cl_conn_bufs(struct tp_conn *cn)
+{
+	int rc = tp_conn_bufs(cn);
+
+	if (rc == 0 && !tp_conn_ok(cn))
+		rc = -ENOMEM;
+	return rc ? rc : tp_post_all_recvs(cn);
+}
+
 int tp_cl_connect(struct rr_tp_client *c, bool *driven)
 {
 	uint8_t pd[RR_PD_MAX_LEN];
 	struct rpcrdma_conn_param prm = {0};
 	struct tp_conn *cn;
+	/* A driven handshake's Request goes out at connect (the soft
+	 * provider, when the socket connected at once) and its Reply is
+	 * read only by the drive: the buffers are made meanwhile, while the
+	 * server sets its side up, not before the Request (issue 16 part Q) */
+	bool late = driven && rr_cm_can_drive(c->ep.port->ch);
 	int n, rc;
 
 	/* Receives: a Reply per credit requested, 8 spare, one per reverse
 	 * Call granted (RFC 8167); as many send slots */
 	cn = tp_conn_new(&c->ep, c->ep.conf.credits + 8 + c->ep.conf.bc_slots,
-			 c->ep.conf.credits + 8 + c->ep.conf.bc_slots);
-	if (!tp_conn_ok(cn)) {
+			 c->ep.conf.credits + 8 + c->ep.conf.bc_slots, false);
+	if (!cn || !cn->qp) {
 		tp_conn_free(cn);
 		return -ENOMEM;
 	}
 	cn->sess = c->sess;
 	cn->chport = c->ep.port;
-	rc = tp_post_all_recvs(cn);
+	rc = late ? 0 : cl_conn_bufs(cn);
 	if (rc) {
 		tp_conn_free(cn);
 		return rc;
@@ -143,6 +159,8 @@ int tp_cl_connect(struct rr_tp_client *c, bool *driven)
 	else
 		rc = rpcrdma_connect(c->ep.port->ch, cn->qp, (const struct sockaddr *)&c->addr,
 				     c->addrlen, &prm, cn, &cn->id);
+	if (rc == 0 && late)
+		rc = cl_conn_bufs(cn);
 	if (rc) {
 		c->conn = NULL;
 		tp_conn_free(cn);

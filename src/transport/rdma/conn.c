@@ -85,9 +85,10 @@ static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 }
 
 /* A connection's PD, CQ, QP (its Receives its own, @nrecv, or those of
- * @pool) and buffers; errors in cn->err (tp_conn_ok). */
+ * @pool) and, with @bufs, its buffers (tp_conn_bufs later otherwise);
+ * errors in cn->err (tp_conn_ok). */
 static struct tp_conn *conn_new(struct tp_ep *ep, struct tp_pool *pool, uint32_t nrecv,
-				uint32_t nsend)
+				uint32_t nsend, bool bufs)
 {
 	struct tp_conn *cn = rr_zalloc(ep->env, sizeof(*cn));
 	struct rpcrdma_qp_attr qa = {0};
@@ -129,9 +130,13 @@ static struct tp_conn *conn_new(struct tp_ep *ep, struct tp_pool *pool, uint32_t
 	rc = rpcrdma_qp_create(cn->pd, &qa, &cn->qp);
 	if (rc)
 		goto fail;
-	rc = conn_alloc_bufs(cn, nrecv, ep->conf.inline_recv, nsend, ep->conf.inline_send);
-	if (rc)
-		goto fail;
+	cn->nrecv = nrecv;
+	cn->nsend = nsend;
+	if (bufs) {
+		rc = tp_conn_bufs(cn);
+		if (rc)
+			goto fail;
+	}
 	cn->use_mw = ep->conf.use_windows && (c->flags & RPCRDMA_CAP_INVALIDATABLE);
 	/* Linux siw (6.1) transmits an unsignaled work request of a page or
 	 * more straight from the user pages (zero-copy sendpage): its data is
@@ -147,14 +152,20 @@ fail:
 	return cn; /* caller checks cn->qp / buffers via tp_conn_ok */
 }
 
-struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend)
+struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend, bool bufs)
 {
-	return conn_new(ep, NULL, nrecv, nsend);
+	return conn_new(ep, NULL, nrecv, nsend, bufs);
 }
 
 struct tp_conn *tp_conn_new_pooled(struct tp_ep *ep, struct tp_pool *pool, uint32_t nsend)
 {
-	return conn_new(ep, pool, 0, nsend);
+	return conn_new(ep, pool, 0, nsend, true);
+}
+
+int tp_conn_bufs(struct tp_conn *cn)
+{
+	return conn_alloc_bufs(cn, cn->nrecv, cn->ep->conf.inline_recv, cn->nsend,
+			       cn->ep->conf.inline_send);
 }
 
 bool tp_conn_ok(const struct tp_conn *cn)
@@ -497,6 +508,7 @@ void tp_post_all_deferred(struct tp_ep *ep)
 
 		ep->deferred = cn->dnext;
 		cn->dnext = NULL;
+		cn->dlisted = false;
 		tp_post_deferred(cn);
 	}
 }
@@ -606,15 +618,15 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 		build_wrs(cn, s, &cn->dwr[(size_t)cn->ndefer * SV_DEFER_WR],
 			  &cn->dsge[(size_t)cn->ndefer * SV_DEFER_WR]);
 		if (!cn->ndefer) {
-			struct tp_conn **pp = &cn->ep->deferred;
-
 			cn->defer_t0 = tp_now_ns(cn->ep);
-			/* listed once (it may be there from a post since) */
-			while (*pp && *pp != cn)
-				pp = &(*pp)->dnext;
-			if (!*pp) {
+			/* listed once (it may be there from a post since):
+			 * a flag, not a walk of the list (a batch of B
+			 * connections walked B * B / 2 links, each another
+			 * connection's, out of cache at 1,000 connections) */
+			if (!cn->dlisted) {
 				cn->dnext = cn->ep->deferred;
 				cn->ep->deferred = cn;
+				cn->dlisted = true;
 			}
 		}
 		cn->ndefer++;

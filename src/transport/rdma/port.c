@@ -120,12 +120,8 @@ void tp_ev_free(struct tp_ep *ep, struct tp_ev *e)
 	pthread_mutex_unlock(&ep->evq_lock);
 }
 
-/* The channel is readable (on the port's loop). */
-static void ch_ready(struct rr_loop_src *src, uint32_t events)
+void tp_port_read_events(struct tp_port *p)
 {
-	struct tp_port *p = RR_CONTAINER_OF(src, struct tp_port, ch_src);
-
-	(void)events;
 	for (int i = 0; i < PORT_CM_BATCH; i++) {
 		struct rpcrdma_cm_event ev;
 		int rc;
@@ -138,6 +134,13 @@ static void ch_ready(struct rr_loop_src *src, uint32_t events)
 		if (rc)
 			break;
 	}
+}
+
+/* The channel is readable (on the port's loop). */
+static void ch_ready(struct rr_loop_src *src, uint32_t events)
+{
+	(void)events;
+	tp_port_read_events(RR_CONTAINER_OF(src, struct tp_port, ch_src));
 }
 
 void tp_port_id_destroy(struct tp_conn *cn)

@@ -587,9 +587,11 @@ void tp_grave_sweep(struct tp_ep *ep)
 		*pp = cn->next;
 		cn->next = ready;
 		ready = cn;
-		for (struct tp_conn **dp = &ep->deferred; *dp; dp = &(*dp)->dnext)
+		for (struct tp_conn **dp = &ep->deferred; cn->dlisted && *dp; dp = &(*dp)->dnext)
 			if (*dp == cn) {
 				*dp = cn->dnext;
+				cn->dnext = NULL;
+				cn->dlisted = false;
 				break;
 			}
 	}

@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/epoll.h>
 
 /* A shard's ticks: session timers (stalled Sends, reliable-reply expiry),
  * the idle sweep, memory trimming, while it has connections. */
@@ -23,7 +24,11 @@
  * events cost 1,000 session ticks otherwise). */
 #define SV_TIMERS_NS 10000000ull
 
-/* Received Calls to the upper layer, without the shard's lock. */
+/* Received Calls to the upper layer, without the shard's lock: the queue
+ * is taken whole and delivered in one release of the lock (one lock pair
+ * per batch of Calls, not per Call: a drain at 100 active connections
+ * brings about five), in the order received; Calls queued meanwhile make
+ * another batch. Nothing else looks at the queue (s_deliver appends). */
 static void sv_deliver(struct tp_shard *sh)
 {
 	struct rr_tp_server *s = sh->srv;
@@ -31,12 +36,17 @@ static void sv_deliver(struct tp_shard *sh)
 	while (sh->deliver) {
 		struct rr_conn_sreq *r = sh->deliver;
 
-		sh->deliver = r->xnext;
-		if (!sh->deliver)
-			sh->deliver_tail = &sh->deliver;
-		r->xnext = NULL;
+		sh->deliver = NULL;
+		sh->deliver_tail = &sh->deliver;
+		sh->ep.stats.deliver_batches++;
 		pthread_mutex_unlock(&sh->ep.lock);
-		s->recv(s->rctx, r);
+		while (r) {
+			struct rr_conn_sreq *nx = r->xnext;
+
+			r->xnext = NULL;
+			s->recv(s->rctx, r);
+			r = nx;
+		}
 		pthread_mutex_lock(&sh->ep.lock);
 	}
 }
@@ -209,6 +219,71 @@ static void server_free(struct rr_tp_server *s)
 	rr_free(env, s);
 }
 
+/* The listening socket is readable (on the listener's loop): the
+ * connections are accepted and their MPA Requests read here, and the
+ * CONNECT_REQUESTs that makes are handled in this same turn of the loop
+ * (tp_ev_hand posts the listener's turn on its own runner: no wake-up),
+ * where the soft provider's thread used to accept and wake this loop
+ * through the channel. */
+static void listen_ready(struct rr_loop_src *src, uint32_t events)
+{
+	struct rr_tp_server *s = RR_CONTAINER_OF(src, struct rr_tp_server, lsrc);
+
+	(void)events;
+	pthread_mutex_lock(&s->ep.lock);
+	if (!s->ldriven || !s->listen_id) {
+		pthread_mutex_unlock(&s->ep.lock);
+		return;
+	}
+	if (rr_cm_listen_drive(s->listen_id) != 0) {
+		/* accepting paused: the provider's thread has it now */
+		rr_loop_del(s->ep.loop, &s->lsrc);
+		s->ldriven = false;
+	}
+	pthread_mutex_unlock(&s->ep.lock);
+	tp_port_read_events(s->ep.port);
+}
+
+/* The listener's loop watches the listening socket itself when the
+ * provider lets it (rr_cm_listen_driven; not verbs://). */
+static void listen_drive_start(struct rr_tp_server *s)
+{
+	int fd = rr_cm_listen_driven(s->listen_id, true);
+
+	if (fd < 0)
+		return;
+	pthread_mutex_lock(&s->ep.lock);
+	s->ldriven = rr_loop_add(s->ep.loop, &s->lsrc, fd, EPOLLIN, listen_ready) == 0;
+	pthread_mutex_unlock(&s->ep.lock);
+	if (!s->ldriven)
+		(void)rr_cm_listen_driven(s->listen_id, false);
+}
+
+/* On the listener's loop: it stops watching the listening socket (before
+ * the socket is closed: no readiness of it reaches a freed server). */
+static void listen_drive_stop_here(void *arg)
+{
+	struct rr_tp_server *s = arg;
+
+	pthread_mutex_lock(&s->ep.lock);
+	if (s->ldriven) {
+		rr_loop_del(s->ep.loop, &s->lsrc);
+		s->ldriven = false;
+	}
+	pthread_mutex_unlock(&s->ep.lock);
+}
+
+static void listen_drive_stop(struct rr_tp_server *s)
+{
+	bool on;
+
+	pthread_mutex_lock(&s->ep.lock);
+	on = s->ldriven;
+	pthread_mutex_unlock(&s->ep.lock);
+	if (on)
+		rr_engine_call(s->ep.loop, listen_drive_stop_here, s);
+}
+
 int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *addr,
 			socklen_t addrlen, rr_tp_recv_fn recv, void *ctx,
 			struct rr_tp_server **out)
@@ -258,6 +333,7 @@ int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 		server_free(s);
 		return rc;
 	}
+	listen_drive_start(s);
 	*out = s;
 	return 0;
 }
@@ -282,6 +358,7 @@ static void unlisten(struct rr_tp_server *s)
 
 void rr_tp_server_stop(struct rr_tp_server *s)
 {
+	listen_drive_stop(s);
 	pthread_mutex_lock(&s->ep.lock);
 	atomic_store(&s->stopping, true);
 	unlisten(s);
@@ -452,6 +529,7 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 {
 	if (!s)
 		return;
+	listen_drive_stop(s);
 	pthread_mutex_lock(&s->ep.lock);
 	atomic_store(&s->stopping, true);
 	unlisten(s);

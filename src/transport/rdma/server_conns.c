@@ -120,7 +120,7 @@ static struct tp_conn *conn_new_unlocked(struct rr_tp_server *s, struct tp_shard
 	struct tp_conn *cn;
 
 	pthread_mutex_unlock(&s->ep.lock);
-	cn = pool ? tp_conn_new_pooled(&sh->ep, pool, n + 8) : tp_conn_new(&sh->ep, n, n + 8);
+	cn = pool ? tp_conn_new_pooled(&sh->ep, pool, n + 8) : tp_conn_new(&sh->ep, n, n + 8, true);
 	pthread_mutex_lock(&s->ep.lock);
 	return cn;
 }

@@ -200,6 +200,7 @@ struct tp_conn {
 	struct rpcrdma_sge *dsge;
 	uint32_t ndefer;
 	struct tp_conn *dnext;       /* ep->deferred: connections with some */
+	bool dlisted;                /* in ep->deferred (a look, not a walk) */
 	uint64_t defer_t0;           /* ns: when the first of them was deferred */
 	uint16_t ord;
 	bool established, dead, use_mw;
@@ -390,6 +391,11 @@ struct rr_tp_server {
 				      connections (reply_mem_total) */
 	atomic_uint_fast64_t expo_seq;  /* ids of exposed push-mode regions */
 	struct rr_listen_stats lstats_gone;   /* of the listener stop destroyed */
+	/* the listening socket watched by the listener's loop, which accepts
+	 * and reads the MPA Requests itself (rr_cm_listen_drive; the soft
+	 * provider): ldriven under ep.lock */
+	struct rr_loop_src lsrc;
+	bool ldriven;
 	rr_tp_destroy_hook_fn destroy_hook;   /* tests (rr_tp_server_destroy_hook) */
 	void *destroy_hook_arg;
 };
@@ -414,6 +420,9 @@ struct tp_ctx *tp_ctx_ref(struct tp_ctx *tc);
 /* @tc's port on @l (made on first use): 0 or -errno. tp_port_put: done. */
 int tp_port_get(struct tp_ctx *tc, struct rr_loop *l, struct tp_port **out);
 void tp_port_put(struct tp_port *p);
+/* Reads @p's CM channel and hands what is there to the endpoints (on the
+ * port's loop: what the channel's readiness does). */
+void tp_port_read_events(struct tp_port *p);
 /* Reserves @cqe entries of a CQ of @p for one connection (a new CQ when
  * none has room): 0 or -errno. */
 int tp_cq_reserve(struct tp_port *p, uint32_t cqe, struct tp_cq **out);
@@ -488,7 +497,12 @@ void tp_pool_consumed(struct tp_pool *p, uint32_t id);
 void tp_pool_tick(struct tp_pool *p);
 
 /* conn.c */
-struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend);
+/* A connection with its own Receives; without @bufs, its buffers come
+ * from tp_conn_bufs (after the MPA Request went out: client.c). */
+struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend, bool bufs);
+/* The buffers of a connection made without them (receive buffer, send
+ * slots): 0 or -ENOMEM. */
+int tp_conn_bufs(struct tp_conn *cn);
 /* A responder connection whose Receives come from @pool. */
 struct tp_conn *tp_conn_new_pooled(struct tp_ep *ep, struct tp_pool *pool, uint32_t nsend);
 bool tp_conn_ok(const struct tp_conn *cn);
