@@ -283,6 +283,8 @@ struct rr_tp_client {
 	struct rr_conn_rpc *wait_for; /* submit reserved the waiter role for it */
 	struct tp_push_op *pushes;  /* push-mode operations in flight */
 	uint32_t push_seq;
+	rr_tp_push_hook_fn push_hook;   /* tests (rr_tp_client_push_hook) */
+	void *push_hook_arg;
 	/* backchannel: reverse Calls to the upper layer, without the lock */
 	rr_tp_bc_recv_fn bc_recv;
 	void *bc_ctx;
@@ -418,6 +420,9 @@ bool tp_ev_hand(struct tp_port *p, const struct rpcrdma_cm_event *ev);
 uint64_t tp_now_ns(const struct tp_ep *ep);
 /* Posts @ep's turn on its loop. */
 void tp_ep_kick(struct tp_ep *ep);
+/* Runs @ep's turn on its loop now and returns once it ran (tests; no lock
+ * of @ep held). */
+void tp_ep_turn_now(struct tp_ep *ep);
 bool tp_on_progress_thread(const struct tp_ep *ep);
 /* Takes the shared context and the port of @l (NULL: one picked) and
  * prepares @ep: 0 or -errno. */
