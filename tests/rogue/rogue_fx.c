@@ -3,6 +3,7 @@
  * file service of tools/fileservice/fileservice.h in process or as the rpcrdma-server
  * child process, probes, and a client that keeps calling in a thread. */
 #include "rogue_fx.h"
+#include "probe_diag.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -159,13 +160,16 @@ int rr_fx_srv_start(struct rr_fx_srv *f, const struct rpcrdma_server_opts *o)
 	}
 	f->port = rpcrdma_server_port(f->srv);
 	snprintf(f->url, sizeof(f->url), "rdma://127.0.0.1:%d", f->port);
+	rr_diag_server_set(f->port, f->srv);   /* for a failed probe's dump */
 	return 0;
 }
 
 void rr_fx_srv_stop(struct rr_fx_srv *f)
 {
-	if (f->srv)
+	if (f->srv) {
+		rr_diag_server_set(f->port, NULL);
 		rpcrdma_server_destroy(f->srv);
+	}
 	f->srv = NULL;
 	fs_service_fini(&f->svc);
 	rr_fx_dir_remove(&f->d);
@@ -503,13 +507,28 @@ int rr_fx_probe(int port, unsigned ms)
 				rc = -EBADMSG;
 			free(back);
 		}
+		if (rc) {
+			/* what its connection carried: the Call sent, a
+			 * Reply received, credits waited for, lost */
+			struct rpcrdma_xprt_stats st;
+
+			if (rpcrdma_client_stats(c, &st) == 0)
+				fprintf(stderr, "  probe: client connections %u sends %llu recvs %llu "
+						"credits_exhausted %llu fatal_errors %llu\n",
+					st.connections, (unsigned long long)st.sends,
+					(unsigned long long)st.recvs,
+					(unsigned long long)st.credits_exhausted,
+					(unsigned long long)st.fatal_errors);
+		}
 		rpcrdma_client_destroy(c);
 	}
-	/* which step failed and when: a lab VM's rare probe timeouts
-	 * (docs/interop.md) need it */
-	if (rc)
+	/* which step failed and when, then the server's and the process's
+	 * state: a lab VM's rare probe timeouts (docs/interop.md) need it */
+	if (rc) {
 		fprintf(stderr, "  probe: %s failed after %llu ms: %s\n", step,
 			(unsigned long long)(rr_fx_ms() - t0), strerror(rc < 0 ? -rc : rc));
+		rr_diag_dump(port, stderr);
+	}
 	return rc;
 }
 
