@@ -195,6 +195,58 @@ static void dump_threads(FILE *f)
 	closedir(d);
 }
 
+/* The TCP sockets of the probed port, both ends (/proc/net/tcp, IPv4:
+ * the rogue suite runs on 127.0.0.1): the listener's accept queue (a
+ * LISTEN socket's rx_queue), each connection's state and the bytes no one
+ * has read yet on either side (an MPA Request or a Call waiting for the
+ * server, a Reply for the client). */
+static void dump_sockets(int port, FILE *f)
+{
+	static const char *const st_name[] = {"?", "ESTABLISHED", "SYN_SENT", "SYN_RECV",
+					      "FIN_WAIT1", "FIN_WAIT2", "TIME_WAIT", "CLOSE",
+					      "CLOSE_WAIT", "LAST_ACK", "LISTEN", "CLOSING"};
+	FILE *p = fopen("/proc/net/tcp", "r");
+	char line[256];
+	unsigned n = 0;
+
+	if (!p) {
+		fprintf(f, "  diag: no /proc/net/tcp\n");
+		return;
+	}
+	while (fgets(line, sizeof(line), p)) {
+		unsigned lport, rport, st;
+		unsigned long tx, rx;
+
+		if (sscanf(line, " %*u: %*x:%x %*x:%x %x %lx:%lx", &lport, &rport, &st, &tx, &rx) != 5 ||
+		    (lport != (unsigned)port && rport != (unsigned)port))
+			continue;
+		if (++n > 64) {
+			fprintf(f, "  diag: ... more sockets\n");
+			break;
+		}
+		fprintf(f, "  diag: tcp :%u -> :%u %s unsent %lu unread %lu\n", lport, rport,
+			st < RR_ARRAY_SIZE(st_name) ? st_name[st] : "?", tx, rx);
+	}
+	if (!n)
+		fprintf(f, "  diag: tcp: no socket on port %d\n", port);
+	fclose(p);
+}
+
+/* The allocator's trims (common.h): they run on a progress loop. */
+static void dump_trims(FILE *f)
+{
+	struct rr_mem_trim_stats t;
+
+	rr_mem_trim_stats(&t);
+	fprintf(f, "  diag: malloc_trim: %llu runs, longest %llu ms, ", (unsigned long long)t.runs,
+		(unsigned long long)(t.longest_ns / 1000000u));
+	if (t.running_since_ns)
+		fprintf(f, "one running for %llu ms\n",
+			(unsigned long long)((rr_now_ns(NULL) - t.running_since_ns) / 1000000u));
+	else
+		fprintf(f, "none running\n");
+}
+
 void rr_diag_dump(int port, FILE *f)
 {
 	struct timespec now;
@@ -203,6 +255,8 @@ void rr_diag_dump(int port, FILE *f)
 	fprintf(f, "  diag: state at %lld.%03ld (CLOCK_REALTIME)\n", (long long)now.tv_sec,
 		now.tv_nsec / 1000000L);
 	dump_server(port, f);
+	dump_sockets(port, f);
+	dump_trims(f);
 	dump_loops(f);
 	dump_threads(f);
 	fflush(f);

@@ -485,9 +485,30 @@ static int client_new(int port, unsigned ms, struct rpcrdma_client **out)
 	return rpcrdma_client_create(url, FS_PROG, FS_VERS, &o, out);
 }
 
+/* A failed probe's report (@c: its client, NULL when the connect failed):
+ * which step failed and when, what its connection carried (the Call sent,
+ * a Reply received, credits waited for, lost), then the server's and the
+ * process's state while both ends still stand (probe_diag.h). A lab VM's
+ * rare probe timeouts (docs/interop.md) need it. */
+static void probe_report(int port, struct rpcrdma_client *c, const char *step, uint64_t t0,
+			 int rc)
+{
+	struct rpcrdma_xprt_stats st;
+
+	fprintf(stderr, "  probe: %s failed after %llu ms: %s\n", step,
+		(unsigned long long)(rr_fx_ms() - t0), strerror(rc < 0 ? -rc : rc));
+	if (c && rpcrdma_client_stats(c, &st) == 0)
+		fprintf(stderr, "  probe: client connections %u sends %llu recvs %llu "
+				"credits_exhausted %llu fatal_errors %llu\n",
+			st.connections, (unsigned long long)st.sends, (unsigned long long)st.recvs,
+			(unsigned long long)st.credits_exhausted,
+			(unsigned long long)st.fatal_errors);
+	rr_diag_dump(port, stderr);
+}
+
 int rr_fx_probe(int port, unsigned ms)
 {
-	struct rpcrdma_client *c;
+	struct rpcrdma_client *c = NULL;
 	uint8_t data[1000];
 	void *back = NULL;
 	uint32_t blen = 0;
@@ -496,7 +517,9 @@ int rr_fx_probe(int port, unsigned ms)
 	int rc;
 
 	rc = client_new(port, ms, &c);
-	if (!rc) {
+	if (rc) {
+		c = NULL;
+	} else {
 		step = "NULL";
 		rc = fs_null(c, NULL, 0);
 		if (!rc) {
@@ -507,28 +530,11 @@ int rr_fx_probe(int port, unsigned ms)
 				rc = -EBADMSG;
 			free(back);
 		}
-		if (rc) {
-			/* what its connection carried: the Call sent, a
-			 * Reply received, credits waited for, lost */
-			struct rpcrdma_xprt_stats st;
-
-			if (rpcrdma_client_stats(c, &st) == 0)
-				fprintf(stderr, "  probe: client connections %u sends %llu recvs %llu "
-						"credits_exhausted %llu fatal_errors %llu\n",
-					st.connections, (unsigned long long)st.sends,
-					(unsigned long long)st.recvs,
-					(unsigned long long)st.credits_exhausted,
-					(unsigned long long)st.fatal_errors);
-		}
+	}
+	if (rc)
+		probe_report(port, c, step, t0, rc);
+	if (c)
 		rpcrdma_client_destroy(c);
-	}
-	/* which step failed and when, then the server's and the process's
-	 * state: a lab VM's rare probe timeouts (docs/interop.md) need it */
-	if (rc) {
-		fprintf(stderr, "  probe: %s failed after %llu ms: %s\n", step,
-			(unsigned long long)(rr_fx_ms() - t0), strerror(rc < 0 ? -rc : rc));
-		rr_diag_dump(port, stderr);
-	}
 	return rc;
 }
 

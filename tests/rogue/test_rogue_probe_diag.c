@@ -79,6 +79,7 @@ TEST(rogue_probe_failure_dumps_state)
 	CHECK(strstr(out, "probe: connect failed after") != NULL);
 	snprintf(want, sizeof(want), "diag: server :%d: not a server of this process", p.port);
 	CHECK(strstr(out, want) != NULL);
+	CHECK(strstr(out, "diag: malloc_trim: ") != NULL);
 	CHECK(strstr(out, "diag: loop 0: ran a task in") != NULL);
 	CHECK(strstr(out, "diag: thread ") != NULL);
 	CHECK(strstr(out, "rr-progress") != NULL);
@@ -136,6 +137,8 @@ TEST(rogue_probe_dump_names_a_blocked_loop)
 	REQUIRE(out);
 	CHECK(strstr(out, "diag: loop 0: no answer within") != NULL);
 	snprintf(want, sizeof(want), "diag: server :%d: connections ", f.port);
+	CHECK(strstr(out, want) != NULL);
+	snprintf(want, sizeof(want), "diag: tcp :%d -> :0 LISTEN unsent 0 unread 0", f.port);
 	CHECK(strstr(out, want) != NULL);
 	free(out);
 	pthread_mutex_lock(&g_hold.lock);
