@@ -259,5 +259,8 @@ void rr_diag_dump(int port, FILE *f)
 	dump_trims(f);
 	dump_loops(f);
 	dump_threads(f);
+	/* again, after the loops' check (up to 2 s): a handshake the server
+	 * was still timing out (10 s, as the probe's connect) shows here */
+	dump_server(port, f);
 	fflush(f);
 }
