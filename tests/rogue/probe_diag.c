@@ -224,8 +224,11 @@ static void dump_sockets(int port, FILE *f)
 			fprintf(f, "  diag: ... more sockets\n");
 			break;
 		}
-		fprintf(f, "  diag: tcp :%u -> :%u %s unsent %lu unread %lu\n", lport, rport,
-			st < RR_ARRAY_SIZE(st_name) ? st_name[st] : "?", tx, rx);
+		if (st == 10)   /* LISTEN: rx_queue is the accept queue */
+			fprintf(f, "  diag: tcp :%u LISTEN accept queue %lu\n", lport, rx);
+		else
+			fprintf(f, "  diag: tcp :%u -> :%u %s unsent %lu unread %lu\n", lport, rport,
+				st < RR_ARRAY_SIZE(st_name) ? st_name[st] : "?", tx, rx);
 	}
 	if (!n)
 		fprintf(f, "  diag: tcp: no socket on port %d\n", port);
