@@ -69,8 +69,10 @@ TEST(push_keeps_dead_connection_until_deregistered)
 
 	if (!rr_th_soft_ok())
 		return;
-	/* a passive responder: nothing of its own ends the connection */
+	/* a passive responder: nothing of its own ends the connection; no
+	 * reconnection to it (nobody accepts there) */
 	rr_tp_conf_default(&conf);
+	conf.no_reconnect = true;
 	REQUIRE_EQ(rr_th_rresp_open(&g), 0);
 	REQUIRE_EQ(rr_th_rresp_connect(&g, &cl, &conf, rr_th_cl_count, pd, sizeof(pd)), 0);
 	memset(&k, 0, sizeof(k));
