@@ -15,6 +15,7 @@
 #include "common/common.h"
 #include "engine/engine.h"
 #include "rpcrdma/stats.h"
+#include "transport/rdma/tp.h"
 
 #define DIAG_SERVERS 8
 #define DIAG_LOOPS 64
@@ -260,6 +261,7 @@ void rr_diag_dump(int port, FILE *f)
 	dump_server(port, f);
 	dump_sockets(port, f);
 	dump_trims(f);
+	rr_tp_debug_cqs(f);   /* who watches each CQ, who holds it */
 	dump_loops(f);
 	dump_threads(f);
 	/* again, after the loops' check (up to 2 s): a handshake the server

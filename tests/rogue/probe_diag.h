@@ -6,13 +6,14 @@
  * connections, refused requests, half-open connections dropped, fatal
  * errors, Sends and Receives), the TCP sockets of its port (the accept
  * queue, each connection's state and bytes left unread on either side:
- * who is not reading), what the allocator's trims cost (they run on a
- * progress loop, common.h rr_mem_trim_tick), whether each progress loop
- * of the engine still runs its tasks (a blocked loop serves no listener
- * and no shard), and every thread of the process with its state, CPU
- * time and kernel wait channel (a thread of an earlier test still
- * running, a provider thread asleep where it should not be). Test code;
- * no REQUIRE. */
+ * who is not reading), the transport's CQs (wanted, armed, watched by
+ * their loop, who holds their consumer role: a completion nobody will
+ * take), what the allocator's trims cost (they run on a progress loop,
+ * common.h rr_mem_trim_tick), whether each progress loop of the engine
+ * still runs its tasks (a blocked loop serves no listener and no shard),
+ * and every thread of the process with its state, CPU time and kernel
+ * wait channel (a thread of an earlier test still running, a provider
+ * thread asleep where it should not be). Test code; no REQUIRE. */
 #ifndef RR_TESTS_PROBE_DIAG_H
 #define RR_TESTS_PROBE_DIAG_H
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "rpcrdma/rpc.h"
 #include "probe_diag.h"
 #include "rogue_fx.h"
 #include "test.h"
@@ -113,15 +114,20 @@ static void run_dump(void *arg)
 
 TEST(rogue_probe_dump_names_a_blocked_loop)
 {
+	struct rpcrdma_client_opts co = {.timeout_ms = 10000, .connect_timeout_ms = 10000};
+	struct rpcrdma_client *c = NULL;
 	struct rr_fx_srv f;
 	long ms[64];
 	unsigned n;
-	char *out, want[64];
+	char *out, want[64], url[64];
 
 	if (!rr_th_soft_ok())
 		return;
 	REQUIRE_EQ(rr_fx_srv_start(&f, NULL), 0);   /* the engine runs */
 	REQUIRE(rr_engine_nloops() >= 1);
+	/* a connection: the transport has CQs to show */
+	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", f.port);
+	REQUIRE_EQ(rpcrdma_client_create(url, FS_PROG, FS_VERS, &co, &c), 0);
 	g_hold.started = g_hold.release = false;
 	g_hold.t.fn = hold_run;
 	rr_loop_post(rr_engine_loop(0), &g_hold.t);
@@ -140,6 +146,7 @@ TEST(rogue_probe_dump_names_a_blocked_loop)
 	CHECK(strstr(out, want) != NULL);
 	snprintf(want, sizeof(want), "diag: tcp :%d LISTEN accept queue 0", f.port);
 	CHECK(strstr(out, want) != NULL);
+	CHECK(strstr(out, "diag: cq soft loop ") != NULL);   /* the server's CQs */
 	free(out);
 	pthread_mutex_lock(&g_hold.lock);
 	g_hold.release = true;
@@ -149,5 +156,6 @@ TEST(rogue_probe_dump_names_a_blocked_loop)
 	n = rr_diag_loops(30000, ms, 64);
 	for (unsigned i = 0; i < n; i++)
 		CHECK(ms[i] >= 0);
+	rpcrdma_client_destroy(c);
 	rr_fx_srv_stop(&f);
 }

@@ -35,6 +35,7 @@
 #ifndef RR_TRANSPORT_RDMA_TP_H
 #define RR_TRANSPORT_RDMA_TP_H
 
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "proto/conn/conn.h"
@@ -250,6 +251,11 @@ int rr_tp_client_cut(struct rr_tp_client *c);
  * returns once it ran; then the connections that died and are not freed. */
 void rr_tp_client_turn(struct rr_tp_client *c);
 unsigned rr_tp_client_dead_conns(struct rr_tp_client *c);
+/* Tests' diagnostics: one line per CQ of the process's transport
+ * contexts (its loop, connections, wanted, armed, watched by the loop, the
+ * consumer role's holder: 0 free, 1 loop, 2 caller; the loop found it
+ * held). Reads without stopping anything. */
+void rr_tp_debug_cqs(FILE *f);
 /* Negotiated parameters of the current connection (-ENOTCONN if none). */
 int rr_tp_client_params(struct rr_tp_client *c, struct rr_xprt_params *out,
 			uint32_t *grant);

@@ -387,6 +387,9 @@ int tp_ctx_get(const struct rr_tp_conf *conf, const struct sockaddr *addr, bool 
 	       struct tp_ctx **out);
 void tp_ctx_put(struct tp_ctx *tc);
 struct tp_ctx *tp_ctx_ref(struct tp_ctx *tc);
+/* Runs @fn(tc, @arg) for each open context, the contexts' lock held
+ * (rr_tp_debug_cqs). */
+void tp_ctx_each(void (*fn)(struct tp_ctx *tc, void *arg), void *arg);
 
 /* port.c */
 /* @tc's port on @l (made on first use): 0 or -errno. tp_port_put: done. */
