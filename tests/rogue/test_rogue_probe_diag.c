@@ -81,7 +81,7 @@ TEST(rogue_probe_failure_dumps_state)
 	snprintf(want, sizeof(want), "diag: server :%d: not a server of this process", p.port);
 	CHECK(strstr(out, want) != NULL);
 	CHECK(strstr(out, "diag: malloc_trim: ") != NULL);
-	CHECK(strstr(out, "diag: loop 0: ran a task in") != NULL);
+	CHECK(strstr(out, "diag: loop 0: ") != NULL);   /* (its answer: load-dependent) */
 	CHECK(strstr(out, "diag: thread ") != NULL);
 	CHECK(strstr(out, "rr-progress") != NULL);
 	free(out);
