@@ -67,6 +67,13 @@ void rr_free_pages(const struct rpcrdma_env *env, void *ptr, size_t size);
 #define RR_MEM_TRIM_NS 1000000000ull
 void rr_mem_trim_due(const struct rpcrdma_env *env);
 void rr_mem_trim_tick(void);
+/* What the trims cost so far (tests' diagnostics: a trim runs on a
+ * progress loop, which serves nothing else meanwhile): trims run, the
+ * longest (ns), and the start of the one running now (rr_now_ns; 0: none). */
+struct rr_mem_trim_stats {
+	uint64_t runs, longest_ns, running_since_ns;
+};
+void rr_mem_trim_stats(struct rr_mem_trim_stats *out);
 uint64_t rr_now_ns(const struct rpcrdma_env *env);
 /* A cheap clock for leases and waits that may end a little late or early.
  * With the default environment: CLOCK_MONOTONIC_COARSE (a few ns where

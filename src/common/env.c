@@ -168,6 +168,8 @@ void rr_free_pages(const struct rpcrdma_env *env, void *ptr, size_t size)
 
 static atomic_bool trim_due;
 static _Atomic uint64_t trim_last;   /* default clock, ns */
+/* rr_mem_trim_stats: trims run, the longest, the one running (its start) */
+static _Atomic uint64_t trim_runs, trim_longest_ns, trim_running_since;
 
 void rr_mem_trim_due(const struct rpcrdma_env *env)
 {
@@ -190,8 +192,21 @@ void rr_mem_trim_tick(void)
 		return;
 	atomic_store_explicit(&trim_due, false, memory_order_relaxed);
 #if defined(__GLIBC__) && !defined(RR_ASAN)
+	atomic_store(&trim_running_since, now);
 	(void)malloc_trim(0);
+	now = rr_now_ns(NULL) - now;
+	atomic_store(&trim_running_since, 0);
+	atomic_fetch_add(&trim_runs, 1);
+	if (now > atomic_load(&trim_longest_ns))
+		atomic_store(&trim_longest_ns, now);   /* one trimmer at a time */
 #endif
+}
+
+void rr_mem_trim_stats(struct rr_mem_trim_stats *out)
+{
+	out->runs = atomic_load(&trim_runs);
+	out->longest_ns = atomic_load(&trim_longest_ns);
+	out->running_since_ns = atomic_load(&trim_running_since);
 }
 
 uint64_t rr_now_ns(const struct rpcrdma_env *env)

@@ -3,6 +3,7 @@
  * file service of tools/fileservice/fileservice.h in process or as the rpcrdma-server
  * child process, probes, and a client that keeps calling in a thread. */
 #include "rogue_fx.h"
+#include "probe_diag.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -159,13 +160,16 @@ int rr_fx_srv_start(struct rr_fx_srv *f, const struct rpcrdma_server_opts *o)
 	}
 	f->port = rpcrdma_server_port(f->srv);
 	snprintf(f->url, sizeof(f->url), "rdma://127.0.0.1:%d", f->port);
+	rr_diag_server_set(f->port, f->srv);   /* for a failed probe's dump */
 	return 0;
 }
 
 void rr_fx_srv_stop(struct rr_fx_srv *f)
 {
-	if (f->srv)
+	if (f->srv) {
+		rr_diag_server_set(f->port, NULL);
 		rpcrdma_server_destroy(f->srv);
+	}
 	f->srv = NULL;
 	fs_service_fini(&f->svc);
 	rr_fx_dir_remove(&f->d);
@@ -481,9 +485,30 @@ static int client_new(int port, unsigned ms, struct rpcrdma_client **out)
 	return rpcrdma_client_create(url, FS_PROG, FS_VERS, &o, out);
 }
 
+/* A failed probe's report (@c: its client, NULL when the connect failed):
+ * which step failed and when, what its connection carried (the Call sent,
+ * a Reply received, credits waited for, lost), then the server's and the
+ * process's state while both ends still stand (probe_diag.h). A lab VM's
+ * rare probe timeouts (docs/interop.md) need it. */
+static void probe_report(int port, struct rpcrdma_client *c, const char *step, uint64_t t0,
+			 int rc)
+{
+	struct rpcrdma_xprt_stats st;
+
+	fprintf(stderr, "  probe: %s failed after %llu ms: %s\n", step,
+		(unsigned long long)(rr_fx_ms() - t0), strerror(rc < 0 ? -rc : rc));
+	if (c && rpcrdma_client_stats(c, &st) == 0)
+		fprintf(stderr, "  probe: client connections %u sends %llu recvs %llu "
+				"credits_exhausted %llu fatal_errors %llu\n",
+			st.connections, (unsigned long long)st.sends, (unsigned long long)st.recvs,
+			(unsigned long long)st.credits_exhausted,
+			(unsigned long long)st.fatal_errors);
+	rr_diag_dump(port, stderr);
+}
+
 int rr_fx_probe(int port, unsigned ms)
 {
-	struct rpcrdma_client *c;
+	struct rpcrdma_client *c = NULL;
 	uint8_t data[1000];
 	void *back = NULL;
 	uint32_t blen = 0;
@@ -492,7 +517,9 @@ int rr_fx_probe(int port, unsigned ms)
 	int rc;
 
 	rc = client_new(port, ms, &c);
-	if (!rc) {
+	if (rc) {
+		c = NULL;
+	} else {
 		step = "NULL";
 		rc = fs_null(c, NULL, 0);
 		if (!rc) {
@@ -503,13 +530,11 @@ int rr_fx_probe(int port, unsigned ms)
 				rc = -EBADMSG;
 			free(back);
 		}
-		rpcrdma_client_destroy(c);
 	}
-	/* which step failed and when: a lab VM's rare probe timeouts
-	 * (docs/interop.md) need it */
 	if (rc)
-		fprintf(stderr, "  probe: %s failed after %llu ms: %s\n", step,
-			(unsigned long long)(rr_fx_ms() - t0), strerror(rc < 0 ? -rc : rc));
+		probe_report(port, c, step, t0, rc);
+	if (c)
+		rpcrdma_client_destroy(c);
 	return rc;
 }
 

@@ -763,6 +763,22 @@ int rr_tp_client_cut(struct rr_tp_client *c)
 	return rc;
 }
 
+void rr_tp_client_turn(struct rr_tp_client *c)
+{
+	tp_ep_turn_now(&c->ep);
+}
+
+unsigned rr_tp_client_dead_conns(struct rr_tp_client *c)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&c->ep.lock);
+	for (const struct tp_conn *cn = c->ep.grave; cn; cn = cn->next)
+		n++;
+	pthread_mutex_unlock(&c->ep.lock);
+	return n;
+}
+
 int rr_tp_client_params(struct rr_tp_client *c, struct rr_xprt_params *out, uint32_t *grant)
 {
 	int rc = -ENOTCONN;

@@ -118,6 +118,14 @@ int tp_ctx_get(const struct rr_tp_conf *conf, const struct sockaddr *addr, bool 
 	return 0;
 }
 
+void tp_ctx_each(void (*fn)(struct tp_ctx *tc, void *arg), void *arg)
+{
+	pthread_mutex_lock(&g_lock);
+	for (struct tp_ctx *tc = g_ctxs; tc; tc = tc->next)
+		fn(tc, arg);
+	pthread_mutex_unlock(&g_lock);
+}
+
 struct tp_ctx *tp_ctx_ref(struct tp_ctx *tc)
 {
 	pthread_mutex_lock(&g_lock);

@@ -143,6 +143,16 @@ static void ep_timer_run(struct rr_loop_timer *t)
 	ep_turn(RR_CONTAINER_OF(t, struct tp_ep, timer));
 }
 
+static void ep_turn_call(void *arg)
+{
+	ep_turn(arg);
+}
+
+void tp_ep_turn_now(struct tp_ep *ep)
+{
+	rr_engine_call(ep->loop, ep_turn_call, ep);
+}
+
 /* What every endpoint sets up on loop @l with port @p's context. */
 static int ep_attach(struct tp_ep *ep, struct rr_loop *l, const struct tp_ep_ops *ops)
 {

@@ -384,3 +384,34 @@ void tp_port_put(struct tp_port *p)
 	pthread_mutex_destroy(&p->lock);
 	rr_free(tc->env, p);
 }
+
+/* ------------------------------------------------------ diagnostics -- */
+
+static void ctx_cqs(struct tp_ctx *tc, void *arg)
+{
+	FILE *f = arg;
+
+	pthread_mutex_lock(&g_lock);
+	for (struct tp_port *p = tc->ports; p; p = p->next) {
+		unsigned li = 0;
+
+		while (li < rr_engine_nloops() && rr_engine_loop(li) != p->loop)
+			li++;
+		pthread_mutex_lock(&p->lock);
+		for (struct tp_cq *q = p->cqs; q; q = q->next) {
+			pthread_mutex_lock(&q->lock);
+			fprintf(f, "  diag: cq %s loop %u: conns %u want %u armed %d watched %d "
+				   "owner %d missed %d\n",
+				tc->provider, li, q->nconn, q->want, q->armed, q->watched,
+				atomic_load(&q->owner), atomic_load(&q->missed));
+			pthread_mutex_unlock(&q->lock);
+		}
+		pthread_mutex_unlock(&p->lock);
+	}
+	pthread_mutex_unlock(&g_lock);
+}
+
+void rr_tp_debug_cqs(FILE *f)
+{
+	tp_ctx_each(ctx_cqs, f);
+}

@@ -101,12 +101,28 @@ static int push_post(struct rr_tp_client *c, struct tp_conn *cn, const struct rr
 	return rc;
 }
 
+void rr_tp_client_push_hook(struct rr_tp_client *c, rr_tp_push_hook_fn fn, void *arg)
+{
+	pthread_mutex_lock(&c->ep.lock);
+	c->push_hook = fn;
+	c->push_hook_arg = arg;
+	pthread_mutex_unlock(&c->ep.lock);
+}
+
 /* Waits until @op's last work request completed, the connection went, or
  * @end (ns): receiving on this thread when nobody else does (as
- * rr_tp_client_wait; *@waiter: this thread took that role). Lock held. */
+ * rr_tp_client_wait; *@waiter: this thread took that role). Lock held
+ * (released meanwhile: first for the test hook, when one is set). */
 static int push_wait(struct rr_tp_client *c, struct tp_conn *cn, struct tp_push_op *op,
 		     uint64_t end, bool *waiter)
 {
+	if (c->push_hook) {
+		rr_tp_push_hook_fn fn = c->push_hook;
+
+		pthread_mutex_unlock(&c->ep.lock);
+		fn(c->push_hook_arg);
+		pthread_mutex_lock(&c->ep.lock);
+	}
 	while (!op->done) {
 		uint64_t t = tp_now_ns(&c->ep);
 		struct timespec ts;

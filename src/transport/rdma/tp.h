@@ -35,6 +35,7 @@
 #ifndef RR_TRANSPORT_RDMA_TP_H
 #define RR_TRANSPORT_RDMA_TP_H
 
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "proto/conn/conn.h"
@@ -245,6 +246,16 @@ uint32_t rr_tp_client_live_stags(struct rr_tp_client *c);
 int rr_tp_client_reliable_reply(struct rr_tp_client *c);
 /* Tests: cut the current connection (as a network failure would). */
 int rr_tp_client_cut(struct rr_tp_client *c);
+/* Tests: runs a turn of @c on its loop now (its CM events, a lost
+ * connection settled, dead connections freed when nothing holds them) and
+ * returns once it ran; then the connections that died and are not freed. */
+void rr_tp_client_turn(struct rr_tp_client *c);
+unsigned rr_tp_client_dead_conns(struct rr_tp_client *c);
+/* Tests' diagnostics: one line per CQ of the process's transport
+ * contexts (its loop, connections, wanted, armed, watched by the loop, the
+ * consumer role's holder: 0 free, 1 loop, 2 caller; the loop found it
+ * held). Reads without stopping anything. */
+void rr_tp_debug_cqs(FILE *f);
 /* Negotiated parameters of the current connection (-ENOTCONN if none). */
 int rr_tp_client_params(struct rr_tp_client *c, struct rr_xprt_params *out,
 			uint32_t *grant);
@@ -306,6 +317,12 @@ struct rr_tp_push {
  * -EOPNOTSUPP: Commit not negotiated here. -ECONNRESET/-ETIMEDOUT/-ENOTCONN.
  * @buf is registered on the connection's PD for the duration of the call. */
 int rr_tp_client_push(struct rr_tp_client *c, struct rr_tp_push *p);
+/* Tests: @fn(@arg) runs on the thread of each push of @c once its work
+ * requests are posted and before it waits for them, with no lock of @c
+ * held (the window in which a wait releases the lock: the connection may
+ * die and the loop run meanwhile). Set before pushing. */
+typedef void (*rr_tp_push_hook_fn)(void *arg);
+void rr_tp_client_push_hook(struct rr_tp_client *c, rr_tp_push_hook_fn fn, void *arg);
 
 /* ---- server ---- */
 

@@ -308,6 +308,8 @@ struct rr_tp_client {
 	struct rr_conn_rpc *wait_for; /* submit reserved the waiter role for it */
 	struct tp_push_op *pushes;  /* push-mode operations in flight */
 	uint32_t push_seq;
+	rr_tp_push_hook_fn push_hook;   /* tests (rr_tp_client_push_hook) */
+	void *push_hook_arg;
 	/* backchannel: reverse Calls to the upper layer, without the lock */
 	rr_tp_bc_recv_fn bc_recv;
 	void *bc_ctx;
@@ -415,6 +417,9 @@ int tp_ctx_get(const struct rr_tp_conf *conf, const struct sockaddr *addr, bool 
 	       struct tp_ctx **out);
 void tp_ctx_put(struct tp_ctx *tc);
 struct tp_ctx *tp_ctx_ref(struct tp_ctx *tc);
+/* Runs @fn(tc, @arg) for each open context, the contexts' lock held
+ * (rr_tp_debug_cqs). */
+void tp_ctx_each(void (*fn)(struct tp_ctx *tc, void *arg), void *arg);
 
 /* port.c */
 /* @tc's port on @l (made on first use): 0 or -errno. tp_port_put: done. */
@@ -451,6 +456,9 @@ bool tp_ev_hand(struct tp_port *p, const struct rpcrdma_cm_event *ev);
 uint64_t tp_now_ns(const struct tp_ep *ep);
 /* Posts @ep's turn on its loop. */
 void tp_ep_kick(struct tp_ep *ep);
+/* Runs @ep's turn on its loop now and returns once it ran (tests; no lock
+ * of @ep held). */
+void tp_ep_turn_now(struct tp_ep *ep);
 bool tp_on_progress_thread(const struct tp_ep *ep);
 /* Takes the shared context and the port of @l (NULL: one picked) and
  * prepares @ep: 0 or -errno. */
