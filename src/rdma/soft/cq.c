@@ -126,7 +126,6 @@ void rr_soft_unwatch(struct soft_qp *qp)
 __thread struct soft_cq *rr_soft_tls_cq RR_SOFT_TLS;
 __thread bool rr_soft_tls_waiter RR_SOFT_TLS;
 __thread struct soft_direct *rr_soft_tls_direct RR_SOFT_TLS;
-__thread const struct rpcrdma_qp *rr_soft_tls_own_qp RR_SOFT_TLS;
 
 void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 {
@@ -180,15 +179,8 @@ void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 	 * on the arm, must look by then (the consumer may not come back). */
 	if (armed && !rr_cq_ring_armed(&q->ring) && atomic_load(&q->waiting) == 0)
 		rr_soft_lease_check(q);
-	/* Other waiters (in epoll) are woken; not for a send-side completion
-	 * this thread made for the QP it last waited for itself
-	 * (rr_soft_wait_qp: the Send of a synchronous caller's next Call), on
-	 * a ring nobody armed: it takes the completion out of the ring on its
-	 * next wait, and the CQ's waiter would only hand it over (a wake-up
-	 * of that thread, and the caller's loop's in the RPC transport). */
-	if (atomic_load(&q->waiting) > (own && rr_soft_tls_waiter ? 1 : 0) &&
-	    (own || !wc->qp || wc->qp != rr_soft_tls_own_qp || armed ||
-	     wc->opcode == RPCRDMA_WC_RECV || wc->status != RPCRDMA_WC_SUCCESS))
+	/* Other waiters (in epoll) are woken. */
+	if (atomic_load(&q->waiting) > (own && rr_soft_tls_waiter ? 1 : 0))
 		cq_wake(q);
 }
 

@@ -18,10 +18,6 @@
 extern __thread struct soft_cq *rr_soft_tls_cq RR_SOFT_TLS;
 extern __thread bool rr_soft_tls_waiter RR_SOFT_TLS;
 extern __thread struct soft_direct *rr_soft_tls_direct RR_SOFT_TLS;
-/* The QP this thread last waited for itself (rr_soft_wait_qp), or NULL:
- * its send-side completions this thread pushes wake no CQ waiter (cq.c). A
- * pointer only compared. */
-extern __thread const struct rpcrdma_qp *rr_soft_tls_own_qp RR_SOFT_TLS;
 
 int rr_soft_create_cq(struct rr_context *ctx, const struct rpcrdma_cq_attr *attr,
 		      struct rr_cq **out);

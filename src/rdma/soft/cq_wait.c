@@ -299,7 +299,6 @@ int rr_soft_wait_qp(struct rr_qp *base, int n, struct rpcrdma_wc *wc, int timeou
 
 	if (!q->ctx->fast_wait || (timeout_ms >= 0 && timeout_ms < SOFT_FAST_BLOCK_MS))
 		return -EAGAIN;
-	rr_soft_tls_own_qp = NULL;
 	cq_touch(q);
 	if (pthread_mutex_trylock(&qp->rx_lock) != 0)
 		return -EAGAIN;   /* the CQ's consumer receives for it now */
@@ -311,8 +310,6 @@ int rr_soft_wait_qp(struct rr_qp *base, int n, struct rpcrdma_wc *wc, int timeou
 	}
 	/* rx_lock held: no other thread receives for it until the read */
 	got = qp_take(qp, n, wc, seen);
-	if (got >= 0)
-		rr_soft_tls_own_qp = d.qp;
 	if (got == 0) {
 		pthread_mutex_lock(&qp->tx_lock);
 		rr_soft_unwatch(qp);
