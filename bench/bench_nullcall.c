@@ -18,7 +18,13 @@
  * (one synchronous call each), prints "connected" on stderr and waits
  * for a line on stdin before the calls. It prints the calls made, their
  * rate and this process's CPU time per call.
- *   bench_nullcall clients URL C K [--pause]  (rdma:// or tcp://) */
+ *   bench_nullcall clients URL C K [--pause]  (rdma:// or tcp://)
+ * The "read" mode makes N synchronous READ calls (procedure 1: the server
+ * answers SIZE bytes, through a Write chunk into the client's sink where
+ * the transport offers one, as rpcrdma-bench's READ does), so that the
+ * same counts (callgrind, strace -c, perf stat) can be taken per 64 KiB
+ * READ (docs/PERFORMANCE.md "Issue 16 part T").
+ *   bench_nullcall read URL N SIZE             (SIZE <= 1 MiB) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
@@ -46,6 +52,11 @@
 
 #define BENCH_PROG 0x2f5a0006u
 #define BENCH_VERS 1u
+#define BENCH_READ 1u
+#define READ_MAX (1u << 20)
+
+/* what the READ procedure answers (zeroes; its content does not matter) */
+static char read_src[READ_MAX];
 
 #if HAVE_TIRPC
 static bool_t xdr_nothing(XDR *x, void *p)
@@ -55,12 +66,37 @@ static bool_t xdr_nothing(XDR *x, void *p)
 	return TRUE;
 }
 
+/* READ's result: an opaque of @len bytes from read_src (encode), or into
+ * the caller's buffer (decode: @p points to a struct tread) */
+struct tread {
+	char *buf;
+	u_int len;
+};
+
+static bool_t xdr_tread(XDR *x, void *p)
+{
+	struct tread *t = p;
+
+	return xdr_bytes(x, &t->buf, &t->len, READ_MAX);
+}
+
 static void dispatch(struct svc_req *rq, SVCXPRT *xp)
 {
-	if (rq->rq_proc == 0)
+	u_int count = 0;
+	struct tread t = {read_src, 0};
+
+	if (rq->rq_proc == 0) {
 		svc_sendreply(xp, (xdrproc_t)xdr_nothing, NULL);
-	else
+	} else if (rq->rq_proc == BENCH_READ) {
+		if (!svc_getargs(xp, (xdrproc_t)xdr_u_int, (char *)&count)) {
+			svcerr_decode(xp);
+			return;
+		}
+		t.len = count > READ_MAX ? READ_MAX : count;
+		svc_sendreply(xp, (xdrproc_t)xdr_tread, (char *)&t);
+	} else {
 		svcerr_noproc(xp);
+	}
 }
 
 static int tirpc_serve(void)
@@ -103,13 +139,44 @@ static int tirpc_calls(int port, long n)
 	clnt_destroy(c);
 	return 0;
 }
+
+static int tirpc_reads(int port, long n, u_int size, char *sink)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	int fd = RPC_ANYSOCK;
+	struct timeval tv = {30, 0};
+	CLIENT *c;
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sin.sin_port = htons((uint16_t)port);
+	c = clnttcp_create(&sin, BENCH_PROG, BENCH_VERS, &fd, 0, 0);
+	if (!c)
+		return 1;
+	for (long i = 0; i < n; i++) {
+		u_int count = size;
+		struct tread t = {sink, 0};
+
+		if (clnt_call(c, BENCH_READ, (xdrproc_t)xdr_u_int, (char *)&count,
+			      (xdrproc_t)xdr_tread, (char *)&t, tv) != RPC_SUCCESS || t.len != size)
+			return 1;
+	}
+	clnt_destroy(c);
+	return 0;
+}
 #endif
 
-static int h_none(struct rpcrdma_req *r, void *ctx)
+static int h_read(struct rpcrdma_req *r, void *ctx)
 {
-	(void)r;
+	uint32_t count;
+
 	(void)ctx;
-	return RPCRDMA_SVC_OK;
+	if (rpcrdma_xdr_get_u32(rpcrdma_req_args(r), &count) ||
+	    rpcrdma_xdr_dec_remaining(rpcrdma_req_args(r)))
+		return RPCRDMA_SVC_GARBAGE_ARGS;
+	if (count > READ_MAX)
+		count = READ_MAX;
+	return rpcrdma_xdr_put_ddp(rpcrdma_req_results(r), read_src, count) ? RPCRDMA_SVC_SYSTEM_ERR
+									   : RPCRDMA_SVC_OK;
 }
 
 static int rr_serve(const char *scheme)
@@ -125,7 +192,7 @@ static int rr_serve(const char *scheme)
 	rc = rpcrdma_server_create(url, &so, &s);
 	/* NULL (procedure 0) is answered for every registered (prog, vers) */
 	if (!rc)
-		rc = rpcrdma_server_register(s, BENCH_PROG, BENCH_VERS, 1, h_none, NULL);
+		rc = rpcrdma_server_register(s, BENCH_PROG, BENCH_VERS, BENCH_READ, h_read, NULL);
 	if (!rc)
 		rc = rpcrdma_server_start(s);
 	if (rc) {
@@ -159,6 +226,44 @@ static int rr_calls(const char *url, long n)
 	rpcrdma_client_destroy(c);
 	if (rc)
 		fprintf(stderr, "bench_nullcall: call: %s\n", rpcrdma_strerror(rc));
+	return rc ? 1 : 0;
+}
+
+/* N synchronous READs of @size bytes into @sink, as rpcrdma-bench's READ
+ * (the sink offered for the result, a 64-byte bound on the rest) */
+static int rr_reads(const char *url, long n, uint32_t size, char *sink)
+{
+	struct rpcrdma_client *c;
+	int rc = rpcrdma_client_create(url, BENCH_PROG, BENCH_VERS, NULL, &c);
+
+	if (rc) {
+		fprintf(stderr, "bench_nullcall: %s: %s\n", url, rpcrdma_strerror(rc));
+		return 1;
+	}
+	for (long i = 0; i < n && !rc; i++) {
+		struct rpcrdma_ddp_sink sk = {sink, size};
+		struct rpcrdma_call *call;
+		const void *p;
+		uint32_t len = 0;
+
+		rc = rpcrdma_call_create(c, BENCH_READ, &call);
+		if (rc)
+			break;
+		rc = rpcrdma_xdr_put_u32(rpcrdma_call_args(call), size);
+		if (!rc)
+			rc = rpcrdma_call_set_sinks(call, &sk, 1);
+		rpcrdma_call_set_reply_hint(call, 64);
+		if (!rc)
+			rc = rpcrdma_call_run(call);
+		if (!rc)
+			rc = rpcrdma_xdr_get_ddp(rpcrdma_call_results(call), &p, &len);
+		if (!rc && len != size)
+			rc = -EBADMSG;
+		rpcrdma_call_destroy(call);
+	}
+	rpcrdma_client_destroy(c);
+	if (rc)
+		fprintf(stderr, "bench_nullcall: read: %s\n", rpcrdma_strerror(rc));
 	return rc ? 1 : 0;
 }
 
@@ -309,6 +414,24 @@ int main(int argc, char **argv)
 		}
 		return rr_calls(argv[2], n);
 	}
+	if (argc == 5 && !strcmp(argv[1], "read")) {
+		long n = strtol(argv[3], NULL, 10), size = strtol(argv[4], NULL, 10);
+		static char sink[READ_MAX];
+
+		if (size <= 0 || size > (long)READ_MAX)
+			goto usage;
+		if (!strncmp(argv[2], "tirpc://", 8)) {
+#if HAVE_TIRPC
+			const char *colon = strrchr(argv[2], ':');
+
+			return tirpc_reads(colon ? atoi(colon + 1) : 0, n, (u_int)size, sink);
+#else
+			fprintf(stderr, "bench_nullcall: built without libtirpc\n");
+			return 77;
+#endif
+		}
+		return rr_reads(argv[2], n, (uint32_t)size, sink);
+	}
 	if ((argc == 5 || (argc == 6 && !strcmp(argv[5], "--pause"))) &&
 	    !strcmp(argv[1], "clients")) {
 		long nconn = strtol(argv[3], NULL, 10), k = strtol(argv[4], NULL, 10);
@@ -316,9 +439,12 @@ int main(int argc, char **argv)
 		if (nconn > 0 && k > 0 && strncmp(argv[2], "tirpc://", 8))
 			return rr_clients(argv[2], nconn, k, argc == 6);
 	}
+usage:
 	fprintf(stderr, "usage: bench_nullcall server rdma|tcp|tirpc\n"
 			"       bench_nullcall client URL N   (URL tirpc://127.0.0.1:P for libtirpc)\n"
 			"       bench_nullcall clients URL C K [--pause]   (rdma:// or tcp://: C\n"
-			"         connections, one NULL call in flight on each, K calls each)\n");
+			"         connections, one NULL call in flight on each, K calls each)\n"
+			"       bench_nullcall read URL N SIZE   (N synchronous READs of SIZE <= 1 MiB\n"
+			"         bytes; URL as for client)\n");
 	return 2;
 }

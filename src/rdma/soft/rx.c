@@ -626,10 +626,13 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 		if (drained || ++reads > SOFT_RX_READS)
 			return 0;
 		w = rr_ddp_rx_want(&qp->rx, &dst);
-		if (qp->rx.state == RR_RX_PAYLOAD && w > 0) {
+		if (qp->rx.state == RR_RX_PAYLOAD && w >= SOFT_PLACE_MIN) {
 			/* payload straight into place; behind it only the
 			 * trailer and the next header (a few bytes), so the next
-			 * payload is not read into the stage and copied again */
+			 * payload is not read into the stage and copied again.
+			 * A short remainder comes with the look-ahead below and
+			 * is placed from the stage by the parser (ops->place:
+			 * the same checks), with what follows it. */
 			v[0] = (struct iovec){dst, w};
 			v[1] = (struct iovec){qp->stage, SOFT_STAGE_TAIL};
 			cnt = 2;
@@ -669,6 +672,7 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			if (piece)
 				rr_soft_place_end(qp);
 		}
+		qp->rx_reads++;
 		if (n == -EAGAIN)
 			return 0;
 		if (n <= 0) {

@@ -80,6 +80,14 @@
 #define SOFT_STAGE_TAIL 64
 /* bytes read when the parser wants a header: small FPDUs come whole */
 #define SOFT_STAGE_LOOK 4096
+/* A payload remainder shorter than this is not read straight into place
+ * but with the look-ahead, and copied from the stage: the short last FPDU
+ * of an RDMA Write (a 64 KiB Write is 65,463 + 73 bytes of payload on
+ * loopback) then comes in one read with its trailer and the Send behind
+ * it, where the 64-byte tail left the Send for one read more (a copy of a
+ * few hundred bytes costs less than a system call). */
+#define SOFT_PLACE_MIN 512
+_Static_assert(SOFT_PLACE_MIN < SOFT_STAGE_LOOK, "a short remainder fits the look-ahead");
 /* The stage (qp->stage): what one read into it brings at most (qp_rx reads
  * SOFT_STAGE_LOOK or SOFT_STAGE_TAIL bytes into it, and only when the
  * parser took all it held before). It was 64 KiB, 60 of them never used. */
@@ -406,6 +414,7 @@ struct soft_qp {
 	/* receive side (rx_lock) */
 	pthread_mutex_t rx_lock;
 	struct rr_ddp_rx rx;
+	uint64_t rx_reads;           /* socket reads qp_rx made (tests count them) */
 	uint8_t *stage;
 	size_t stage_off, stage_len;
 	/* a tagged segment for durable (file-backed) memory is received into
