@@ -11,6 +11,7 @@
 #include "test.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,33 @@
 #include "soft_net.h"
 
 #define NET_BUF 131072u
+
+/* RPCRDMA_SOFT_PERTURB and the race hook as they were before a test
+ * changed them (a run under RPCRDMA_SOFT_PERTURB keeps its perturbation
+ * for the tests after these). */
+static struct {
+	char env[64];
+	bool had_env;
+	rr_soft_race_fn hook;
+} saved;
+
+static void perturb_save(void)
+{
+	const char *e = getenv("RPCRDMA_SOFT_PERTURB");
+
+	saved.had_env = e != NULL;
+	snprintf(saved.env, sizeof(saved.env), "%s", e ? e : "");
+	saved.hook = atomic_load(&rr_soft_race_hook);
+}
+
+static void perturb_restore(void)
+{
+	if (saved.had_env)
+		setenv("RPCRDMA_SOFT_PERTURB", saved.env, 1);
+	else
+		unsetenv("RPCRDMA_SOFT_PERTURB");
+	rr_soft_test_set_race_hook(saved.hook);
+}
 
 TEST(soft_perturb_setting_parsed)
 {
@@ -45,9 +73,10 @@ TEST(soft_perturb_setting_parsed)
 		/* a context is not opened with a malformed setting */
 		struct rpcrdma_context *ctx = NULL;
 
+		perturb_save();
 		REQUIRE_EQ(setenv("RPCRDMA_SOFT_PERTURB", "1,x", 1), 0);
 		CHECK_EQ(rpcrdma_open("soft", NULL, &ctx), -EINVAL);
-		unsetenv("RPCRDMA_SOFT_PERTURB");
+		perturb_restore();
 		if (ctx)
 			rpcrdma_close(ctx);
 	}
@@ -95,9 +124,10 @@ TEST(soft_budget_one_read_per_turn_delivers_every_send)
 	struct rpcrdma_cm_id *cid, *sid;
 	struct rpcrdma_wc wc;
 
+	perturb_save();
 	REQUIRE_EQ(setenv("RPCRDMA_SOFT_PERTURB", "0,1", 1), 0);
 	soft_net_up_buf(&n, 64, 4, NET_BUF);
-	unsetenv("RPCRDMA_SOFT_PERTURB");
+	perturb_restore();
 	CHECK_EQ(RR_CONTAINER_OF(RR_BASE(context, n.ctx), struct soft_ctx, base)->rx_reads, 1);
 	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
 	for (uint32_t i = 0; i < NS * LEN; i++)
@@ -118,7 +148,7 @@ TEST(soft_budget_one_read_per_turn_delivers_every_send)
 	/* 48,000 bytes in look-aheads of 4,096 and payloads read in place:
 	 * a dozen reads, so a dozen turns of one read each */
 	CHECK(rr_soft_race_count(SOFT_RACE_RX_READ) >= NS);
-	rr_soft_test_set_race_hook(NULL);
+	perturb_restore();
 	for (int i = 0; i < NS; i++) {
 		REQUIRE_EQ(serve_one(n.ccq, &wc), 1);
 		CHECK_EQ(wc.wr_id, 200 + (uint64_t)i);
@@ -165,9 +195,10 @@ TEST(soft_bytes_before_arm_make_armed_fd_readable)
 	arm_race.s = s;
 	arm_race.q = soft_net_cq_of(n.scq);
 	arm_race.done = false;
+	perturb_save();
 	rr_soft_test_set_race_hook(send_before_arm);
 	REQUIRE_EQ(rpcrdma_cq_arm(n.scq, false), 0);
-	rr_soft_test_set_race_hook(NULL);
+	perturb_restore();
 	CHECK(arm_race.done);
 	/* no look after the arm: the fd alone must say it */
 	p = (struct pollfd){.fd = rpcrdma_cq_fd(n.scq), .events = POLLIN};
