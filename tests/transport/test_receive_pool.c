@@ -16,6 +16,7 @@
 
 #include "proto/conn/credits.h"
 #include "rpcrdma/engine.h"
+#include "rdma/soft/race.h"
 #include "rdma/soft/soft.h"
 #include "test.h"
 #include "transport/rdma/tp_int.h"
@@ -478,5 +479,65 @@ TEST(xprt_client_receives_reposted_in_batches)
 	}
 	p_release(&c, p, 12);
 	rr_th_cl_stop(&c);
+	p_stop(&sq);
+}
+
+/* A connection's QP is destroyed and what it left in its CQ polled, those
+ * completions told apart by the freed QP's pointer (progress.c
+ * conn_release). A QP created on that CQ meanwhile could get the same
+ * address and see its first messages dropped there (on soft, even
+ * received there: a poll of an empty ring reads the CQ's sockets): in the
+ * Debian 13 VM a fresh connection's Call never answered. So while it is
+ * polled, the CQ is given to no new connection: at the soft poll point of
+ * that poll (the CQ has no QP left, its ring is empty), a reservation made
+ * then gets another CQ. */
+static struct {
+	bool fired, same;
+} rel;
+
+static void reserve_during_release(enum soft_race pt, void *obj)
+{
+	struct soft_cq *sc = obj;
+	struct tp_cq *q, *got = NULL;
+
+	if (pt != SOFT_RACE_POLL || rel.fired || __atomic_load_n(&sc->nlive, __ATOMIC_RELAXED) != 0)
+		return;
+	q = sc->base.user_ctx;
+	if (!q || tp_cq_reserve(q->port, 1, &got) != 0)
+		return;
+	rel.fired = true;
+	rel.same = got == q;
+	tp_cq_created(got);
+	tp_cq_unreserve(got, 1);
+}
+
+TEST(xprt_released_qp_cq_takes_no_new_qp_while_polled)
+{
+	struct rr_tp_conf cc;
+	struct rr_th_sq sq;
+	struct rr_th_cl c;
+	struct rr_th_small p[1];
+	struct rr_cred_pool cp;
+	rr_soft_race_fn prev = atomic_load(&rr_soft_race_hook);
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	rr_tp_conf_default(&cc);
+	port = p_start(&sq, 0, false);
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
+	rr_th_small_submit(&c, &p[0], 0x4000);
+	CHECK(rr_th_cl_wait(&c, 1, 10000));
+	p_release(&c, p, 1);
+	memset(&rel, 0, sizeof(rel));
+	rr_soft_test_set_race_hook(reserve_during_release);
+	rr_th_cl_stop(&c);
+	/* the server frees the connection on its own loop */
+	for (int t = 0; t < 1000 && !__atomic_load_n(&rel.fired, __ATOMIC_SEQ_CST); t++)
+		rr_th_sleep_ms(10);
+	wait_no_member(&cp);
+	rr_soft_test_set_race_hook(prev);
+	CHECK(rel.fired);
+	CHECK(!rel.same);
 	p_stop(&sq);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "rdma/soft/lease.h"
+#include "rdma/soft/race.h"
 
 /* Process-wide counts of soft QPs (soft.h); here because every file that
  * counts calls this one or a file below it. */
@@ -169,6 +170,7 @@ void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 	 * next (poll, wait, get_event then poll), so no fd notification. */
 	armed = rr_cq_ring_armed(&q->ring);
 	rr_cq_ring_push_ex(&q->ring, wc, own);
+	soft_race(SOFT_RACE_PUSH, q);
 	/* A fast waiter asleep in recvmsg sees this only when its read
 	 * returns (<= SOFT_FAST_BLOCK_MS): no more fast waits for a while. */
 	atomic_thread_fence(memory_order_seq_cst); /* push, then look (qp_rx) */

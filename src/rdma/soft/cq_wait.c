@@ -13,6 +13,7 @@
 
 #include "rdma/soft/cq.h"
 #include "rdma/soft/lease.h"
+#include "rdma/soft/race.h"
 #include "rdma/soft/rx.h"
 #include "rdma/soft/tx.h"
 
@@ -99,6 +100,7 @@ static int cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block
 	while (n < 0 && errno == EINTR && timeout_ms == 0);
 	if (n <= 0)
 		return n < 0 && errno != EINTR ? -errno : 0;
+	soft_race(SOFT_RACE_CQ_EPOLL, q);
 	rr_soft_tls_cq = q;
 	rr_soft_tls_waiter = drain; /* drain: called by rpcrdma_cq_wait */
 	pthread_mutex_lock(&q->qlock);
@@ -351,6 +353,7 @@ int rr_soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 	got = rr_cq_ring_poll(&q->ring, n, wc);
 	if (got != 0)
 		return got;
+	soft_race(SOFT_RACE_POLL, q);
 	if (!cq_fast_poll(q))
 		cq_progress(q, 0, false, false);
 	return rr_cq_ring_poll(&q->ring, n, wc);
@@ -439,6 +442,7 @@ int rr_soft_arm_cq(struct rr_cq *cq, bool solicited_only)
 	struct soft_cq *q = scq_of(cq);
 
 	cq_touch(q);
+	soft_race(SOFT_RACE_ARM, q);
 	return rr_cq_ring_arm(&q->ring, solicited_only);
 }
 

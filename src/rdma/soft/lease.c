@@ -13,6 +13,8 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "rdma/soft/race.h"
+
 /* --------------------------------- the progress thread's epoll set -- */
 
 void rr_soft_obj_add(struct soft_ctx *c, struct soft_obj *o, uint32_t events)
@@ -159,6 +161,7 @@ static uint64_t balance_qp(struct soft_qp *qp, uint64_t now)
 		 * here, or it sees handed and takes the QP back itself. No
 		 * waiter is left in epoll with its QP here and no deadline to
 		 * fix that. */
+		soft_race(SOFT_RACE_HAND, qp);
 		atomic_thread_fence(memory_order_seq_cst);
 		until = qp_attended_until(qp, now);
 		if (until != 0)

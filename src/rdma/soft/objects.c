@@ -14,6 +14,7 @@
 #include "rdma/soft/cm.h"
 #include "rdma/soft/cq.h"
 #include "rdma/soft/progress.h"
+#include "rdma/soft/race.h"
 #include "rdma/soft/rx.h"
 #include "rdma/soft/sock.h"
 #include "rdma/soft/srq.h"
@@ -45,6 +46,19 @@ int rr_soft_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_env 
 			c->tx_copy_max = (uint32_t)RR_MIN(v, (unsigned long)SOFT_TX_COPY_MAX);
 		}
 		c->spin_ns = (uint64_t)rr_spin_us(attr ? attr->spin_us : 0) * 1000u;
+	}
+	/* RPCRDMA_SOFT_PERTURB=US[,READS]: yield or sleep at the race points,
+	 * READS reads per receive turn (debugging: race.h) */
+	{
+		uint32_t us;
+
+		r = rr_soft_perturb_parse(getenv("RPCRDMA_SOFT_PERTURB"), &us, &c->rx_reads);
+		if (r) {
+			rr_free(env, c);
+			return r;
+		}
+		if (us)
+			rr_soft_perturb_start(us);
 	}
 	c->coarse_res_ns = rr_coarse_res_ns(env);
 	/* RPCRDMA_SOFT_TCP_CC=cubic: that congestion control on every socket */

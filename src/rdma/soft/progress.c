@@ -14,6 +14,7 @@
 
 #include "rdma/soft/cm.h"
 #include "rdma/soft/lease.h"
+#include "rdma/soft/race.h"
 #include "rdma/soft/rx.h"
 #include "rdma/soft/tx.h"
 
@@ -50,6 +51,7 @@ static void *progress_main(void *arg)
 		bool look = false, look_bal = false;
 		uint64_t now;
 
+		soft_race(SOFT_RACE_THREAD, c);
 		pthread_mutex_lock(&c->lock);
 		if (c->stop) {
 			pthread_mutex_unlock(&c->lock);

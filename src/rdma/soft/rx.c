@@ -22,6 +22,7 @@
 
 #include "rdma/soft/chan.h"
 #include "rdma/soft/cq.h"
+#include "rdma/soft/race.h"
 #include "rdma/soft/sock.h"
 #include "rdma/soft/srq.h"
 #include "rdma/soft/tx.h"
@@ -623,7 +624,7 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 		 * SOFT_RX_READS reads, leave the rest for the next turn too: a
 		 * peer that sends without pause does not keep this thread from
 		 * the other connections it serves. */
-		if (drained || ++reads > SOFT_RX_READS)
+		if (drained || ++reads > qp->ctx->rx_reads)
 			return 0;
 		w = rr_ddp_rx_want(&qp->rx, &dst);
 		if (qp->rx.state == RR_RX_PAYLOAD && w >= SOFT_PLACE_MIN) {
@@ -679,6 +680,7 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			rr_soft_qp_fatal(qp, n == 0 ? -ECONNRESET : (int)n, NULL);
 			return -ENOTCONN;
 		}
+		soft_race(SOFT_RACE_RX_READ, qp);
 		drained = (size_t)n < (cnt == 2 ? w + SOFT_STAGE_TAIL : SOFT_STAGE_LOOK);
 		if (cnt == 2) {
 			size_t a = RR_MIN((size_t)n, w);

@@ -188,6 +188,7 @@ struct soft_ctx {
 	uint64_t spin_ns;            /* a fast waiter's spin budget; 0: none */
 	char tcp_cc[16];             /* RPCRDMA_SOFT_TCP_CC, or "": the system's */
 	uint32_t tx_copy_max;        /* SOFT_TX_COPY_MAX or RPCRDMA_SOFT_TXCOPY */
+	uint32_t rx_reads;           /* SOFT_RX_READS or RPCRDMA_SOFT_PERTURB's */
 	pthread_mutex_t cq_lock;     /* cqs (a leaf lock: rr_soft_chan_push) */
 	struct soft_cq *cqs;         /* every CQ (cq_lock), for interrupts */
 	/* The progress thread looks at its deadlines again by this time (the

@@ -128,6 +128,7 @@ static struct tp_conn *conn_new(struct tp_ep *ep, struct tp_pool *pool, uint32_t
 	qa.user_ctx = cn;
 	qa.srq = pool ? pool->srq : NULL;
 	rc = rpcrdma_qp_create(cn->pd, &qa, &cn->qp);
+	tp_cq_created(cn->tcq);
 	if (rc)
 		goto fail;
 	cn->nrecv = nrecv;

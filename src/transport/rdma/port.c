@@ -188,9 +188,10 @@ int tp_cq_reserve(struct tp_port *p, uint32_t cqe, struct tp_cq **out)
 
 	pthread_mutex_lock(&p->lock);
 	for (q = p->cqs; q; q = q->next) {
-		if ((share || q->nconn == 0) && q->cap - q->used >= cqe) {
+		if ((share || q->nconn == 0) && q->cap - q->used >= cqe && !q->releasing) {
 			q->used += cqe;
 			q->nconn++;
+			q->creating++;
 			pthread_mutex_unlock(&p->lock);
 			*out = q;
 			return 0;
@@ -216,6 +217,7 @@ int tp_cq_reserve(struct tp_port *p, uint32_t cqe, struct tp_cq **out)
 	q->cap = ca.cqe;
 	q->used = cqe;
 	q->nconn = 1;
+	q->creating = 1;
 	q->src.fd = -1;
 	pthread_mutex_init(&q->lock, NULL);
 	atomic_init(&q->owner, TP_CQ_FREE);
@@ -265,6 +267,36 @@ static void port_gc(struct rr_loop_task *t)
 		dead = q->next;
 		cq_free(p, q);
 	}
+}
+
+void tp_cq_created(struct tp_cq *q)
+{
+	pthread_mutex_lock(&q->port->lock);
+	q->creating--;
+	pthread_mutex_unlock(&q->port->lock);
+}
+
+void tp_cq_quiet_begin(struct tp_cq *q)
+{
+	struct tp_port *p = q->port;
+
+	pthread_mutex_lock(&p->lock);
+	q->releasing++;
+	/* a QP being created on it now comes first (a creation holds none
+	 * of the releaser's locks: it ends) */
+	while (q->creating) {
+		pthread_mutex_unlock(&p->lock);
+		rr_engine_nap();
+		pthread_mutex_lock(&p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+void tp_cq_quiet_end(struct tp_cq *q)
+{
+	pthread_mutex_lock(&q->port->lock);
+	q->releasing--;
+	pthread_mutex_unlock(&q->port->lock);
 }
 
 void tp_cq_unreserve(struct tp_cq *q, uint32_t cqe)

@@ -537,6 +537,14 @@ static void conn_release(struct tp_conn *cn)
 			struct rpcrdma_wc wc[WC_BATCH];
 			int n;
 
+			/* Its completions are told apart by its pointer only
+			 * (the QP is freed): no QP is created on this CQ until
+			 * they are polled, which could get the same address and
+			 * have its first messages dropped here (on soft even
+			 * received here: a poll of an empty ring reads the
+			 * CQ's sockets; docs/transport.md "A released QP's last
+			 * completions"). */
+			tp_cq_quiet_begin(q);
 			(void)rpcrdma_qp_destroy(qp);
 			cn->qp = NULL;
 			/* what it pushed before it went: at most a ring's
@@ -548,6 +556,7 @@ static void conn_release(struct tp_conn *cn)
 					seen += (uint32_t)n;
 				}
 			} while (n > 0 && seen < q->cap);
+			tp_cq_quiet_end(q);
 		}
 		tp_cq_want(cn, false);
 		tp_cq_unreserve(q, cn->cqe);

@@ -100,6 +100,11 @@ struct tp_cq {
 	struct rr_loop_src src;
 	uint32_t cap, used;          /* cqe reserved by its QPs (port lock) */
 	unsigned nconn;              /* port lock */
+	unsigned creating;           /* reserved, their QP not created yet (port lock) */
+	unsigned releasing;          /* a destroyed QP's last completions are
+					being polled, dropped by its pointer:
+					no QP is created on it meanwhile, which
+					could reuse that address (port lock) */
 	pthread_mutex_t lock;        /* want, watched, armed */
 	unsigned want;
 	atomic_bool wanted;          /* want > 0, for a look without the lock */
@@ -429,9 +434,17 @@ void tp_port_put(struct tp_port *p);
  * port's loop: what the channel's readiness does). */
 void tp_port_read_events(struct tp_port *p);
 /* Reserves @cqe entries of a CQ of @p for one connection (a new CQ when
- * none has room): 0 or -errno. */
+ * none has room, or only CQs between tp_cq_quiet_begin and _end): 0 or
+ * -errno; the caller then creates its QP on it and says tp_cq_created
+ * (whether or not that worked). */
 int tp_cq_reserve(struct tp_port *p, uint32_t cqe, struct tp_cq **out);
+void tp_cq_created(struct tp_cq *q);
 void tp_cq_unreserve(struct tp_cq *q, uint32_t cqe);
+/* Around destroying a QP of @q and polling what it left there (dropped by
+ * its freed pointer): no QP is created on @q in between (waits for one
+ * being created; new reservations go to other CQs). */
+void tp_cq_quiet_begin(struct tp_cq *q);
+void tp_cq_quiet_end(struct tp_cq *q);
 /* The consumer role of @q (one thread polls it at a time): claim as the
  * loop or as a caller thread; the loop, finding it held, has the holder
  * drain for it when it lets go (tp_cq_release). */
