@@ -120,16 +120,22 @@ static int tirpc_serve(void)
 	return 1;
 }
 
-static int tirpc_calls(int port, long n)
+/* A libtirpc TCP client of the bench program on 127.0.0.1:@port, or NULL. */
+static CLIENT *tirpc_client(int port)
 {
 	struct sockaddr_in sin = {.sin_family = AF_INET};
 	int fd = RPC_ANYSOCK;
-	struct timeval tv = {30, 0};
-	CLIENT *c;
 
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	sin.sin_port = htons((uint16_t)port);
-	c = clnttcp_create(&sin, BENCH_PROG, BENCH_VERS, &fd, 0, 0);
+	return clnttcp_create(&sin, BENCH_PROG, BENCH_VERS, &fd, 0, 0);
+}
+
+static int tirpc_calls(int port, long n)
+{
+	struct timeval tv = {30, 0};
+	CLIENT *c = tirpc_client(port);
+
 	if (!c)
 		return 1;
 	for (long i = 0; i < n; i++)
@@ -142,14 +148,9 @@ static int tirpc_calls(int port, long n)
 
 static int tirpc_reads(int port, long n, u_int size, char *sink)
 {
-	struct sockaddr_in sin = {.sin_family = AF_INET};
-	int fd = RPC_ANYSOCK;
 	struct timeval tv = {30, 0};
-	CLIENT *c;
+	CLIENT *c = tirpc_client(port);
 
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	sin.sin_port = htons((uint16_t)port);
-	c = clnttcp_create(&sin, BENCH_PROG, BENCH_VERS, &fd, 0, 0);
 	if (!c)
 		return 1;
 	for (long i = 0; i < n; i++) {
