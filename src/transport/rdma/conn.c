@@ -147,11 +147,6 @@ static struct tp_conn *conn_new(struct tp_ep *ep, struct tp_pool *pool, uint32_t
 	 * The completions are ignored. */
 	cn->signal_writes = c->transport == RPCRDMA_TRANSPORT_IWARP &&
 			    strcmp(rpcrdma_context_provider(ep->ctx), RPCRDMA_PROVIDER_VERBS) == 0;
-	/* A client's unsignaled Sends (unsig_choose) on the soft provider
-	 * only: through verbs every Send stays signaled until the lab has
-	 * exercised them there (its first run with them, on rxe, showed one
-	 * frame Wireshark called malformed, not yet explained). */
-	cn->unsig_ok = strcmp(rpcrdma_context_provider(ep->ctx), RPCRDMA_PROVIDER_VERBS) != 0;
 	return cn;
 fail:
 	cn->err = rc;
@@ -530,9 +525,9 @@ void tp_post_all_deferred(struct tp_ep *ep)
  * then, each with the session's rr_conn_on_send. A Send is signaled when
  * no free slot would be left beside it (whoever takes the last one sends
  * signaled, and its completion brings back those held here), when
- * TP_UNSIG_MAX wait already, with RDMA Writes before it, and through
- * verbs (unsig_ok, see conn_new; on Linux siw an unsignaled work request
- * of a page or more is even read from memory after later completions). The
+ * TP_UNSIG_MAX wait already, with RDMA Writes before it, and on Linux siw
+ * through verbs (signal_writes: an unsignaled work request of a page or
+ * more is read from memory after later completions, see conn_new). The
  * server's Sends are all signaled (its Replies' completions are counted,
  * rs_reply_sent). */
 
@@ -551,7 +546,7 @@ static bool unsig_before(uint32_t a, uint32_t m)
 static bool unsig_choose(struct tp_conn *cn, const struct rr_conn_send *s,
 			 struct rpcrdma_send_wr *w)
 {
-	bool unsig = !cn->ep->is_server && !s->nwrites && !s->inv && cn->unsig_ok &&
+	bool unsig = !cn->ep->is_server && !s->nwrites && !s->inv && !cn->signal_writes &&
 		     cn->urun < TP_UNSIG_RUN && cn->ucount < TP_UNSIG_MAX && cn->nsfree;
 
 	if (unsig)

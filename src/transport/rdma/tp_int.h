@@ -212,7 +212,6 @@ struct tp_conn {
 	bool closing;                /* the session asked to end it (io close) */
 	bool closing_idle;           /* closed for idleness: not a fatal error */
 	bool signal_writes;          /* RDMA Writes signaled: see conn_new */
-	bool unsig_ok;               /* client Sends may go unsignaled: see conn_new */
 	int err;                     /* conn_new: what failed (conn_ok false) */
 	bool in_wait;                /* a caller thread waits on cq unlocked: not freed */
 	uint32_t lent;               /* Receives lent as rpc->reply */
