@@ -232,6 +232,17 @@ TEST(soft_connect_drive_established_in_caller)
 	CHECK_EQ(rpcrdma_close(ctx), 0);
 }
 
+/* A plain TCP listener on loopback (a peer that never speaks MPA unless
+ * the test does): *@fd listens at *@a. Returns false on any failure. */
+static bool raw_listen(struct sockaddr_in *a, int *fd)
+{
+	socklen_t al = sizeof(*a);
+
+	*fd = socket(AF_INET, SOCK_STREAM, 0);
+	return *fd >= 0 && bind(*fd, (struct sockaddr *)a, sizeof(*a)) == 0 &&
+	       listen(*fd, 4) == 0 && getsockname(*fd, (struct sockaddr *)a, &al) == 0;
+}
+
 /* A driven connect to a peer that accepts TCP and never answers the MPA
  * Request ends at the handshake's deadline with the event a plain connect
  * gets, in the caller; one whose caller's own limit comes first gets
@@ -241,17 +252,13 @@ TEST(soft_connect_drive_silent_peer_times_out)
 	struct rpcrdma_context *ctx;
 	struct rpcrdma_cm_channel *ch;
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t al = sizeof(a);
-	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	int lfd;
 	struct rpcrdma_conn_param cp = {.timeout_ms = 200};
 	struct rpcrdma_cm_event ev;
 	struct dep c = {0};
 	bool driven = false;
 
-	REQUIRE(lfd >= 0);
-	REQUIRE_EQ(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-	REQUIRE_EQ(listen(lfd, 4), 0);
-	REQUIRE_EQ(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+	REQUIRE(raw_listen(&a, &lfd));
 	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
 	dep_make(ctx, &c);
 	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &ch), 0);
@@ -294,8 +301,7 @@ TEST(soft_connect_drive_request_sent_at_connect)
 	struct rpcrdma_context *ctx;
 	struct rpcrdma_cm_channel *ch;
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t al = sizeof(a);
-	int lfd = socket(AF_INET, SOCK_STREAM, 0), sfd;
+	int lfd, sfd;
 	struct rpcrdma_conn_param cp = {.timeout_ms = 5000};
 	struct rpcrdma_cm_event ev;
 	struct rr_mpa_parser mp;
@@ -305,10 +311,7 @@ TEST(soft_connect_drive_request_sent_at_connect)
 	uint8_t rej[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
 	int n, r = 0;
 
-	REQUIRE(lfd >= 0);
-	REQUIRE_EQ(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-	REQUIRE_EQ(listen(lfd, 4), 0);
-	REQUIRE_EQ(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+	REQUIRE(raw_listen(&a, &lfd));
 	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
 	dep_make(ctx, &c);
 	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &ch), 0);
