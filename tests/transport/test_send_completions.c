@@ -51,6 +51,17 @@ static void echo_check(struct rpcrdma_call *call, uint32_t v)
 	rpcrdma_call_destroy(call);
 }
 
+/* @n synchronous ECHO Calls of 0..@n-1, each answered right. */
+static void echo_sync(struct rpcrdma_client *c, uint32_t n)
+{
+	for (uint32_t v = 0; v < n; v++) {
+		struct rpcrdma_call *call = echo_call(c, v);
+
+		REQUIRE_EQ(rpcrdma_call_run(call), 0);
+		echo_check(call, v);
+	}
+}
+
 /* 400 synchronous Calls: the client's waits find ~1.25 batches of
  * completions per Call (the Reply; a Send's completion every fourth),
  * not 2 (every Send signaled: its completion, then the Reply). */
@@ -67,19 +78,9 @@ TEST(send_completions_client_sends_unsignaled)
 		return;
 	s = start(url, sizeof(url));
 	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
-	for (uint32_t v = 0; v < 8; v++) {
-		struct rpcrdma_call *call = echo_call(c, v);
-
-		REQUIRE_EQ(rpcrdma_call_run(call), 0);
-		echo_check(call, v);
-	}
+	echo_sync(c, 8);
 	REQUIRE_EQ(rpcrdma_client_stats(c, &a), 0);
-	for (uint32_t v = 0; v < CALLS; v++) {
-		struct rpcrdma_call *call = echo_call(c, v);
-
-		REQUIRE_EQ(rpcrdma_call_run(call), 0);
-		echo_check(call, v);
-	}
+	echo_sync(c, CALLS);
 	REQUIRE_EQ(rpcrdma_client_stats(c, &b), 0);
 	rpcrdma_xprt_stats_diff(&b, &a, &b);
 	printf("  %llu completion batches for %d Calls\n", (unsigned long long)b.cq_polls, CALLS);
@@ -119,12 +120,7 @@ TEST(send_completions_bursts_in_flight)
 			echo_check(calls[i], r * 100 + i);
 		}
 	}
-	for (uint32_t v = 0; v < 9; v++) {
-		struct rpcrdma_call *call = echo_call(c, v);
-
-		REQUIRE_EQ(rpcrdma_call_run(call), 0);
-		echo_check(call, v);
-	}
+	echo_sync(c, 9);
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
 }
