@@ -457,6 +457,24 @@ static struct rr_listen_stats lstats(struct rpcrdma_cm_id *l)
 	return st;
 }
 
+/* A soft provider's listener on a loopback port with @lim, opened with
+ * @oa: *@ctx, *@ch, *@l made; returns the port. */
+static int soft_listener_up(const struct rpcrdma_open_attr *oa, const struct rr_listen_limits *lim,
+			    struct rpcrdma_context **ctx, struct rpcrdma_cm_channel **ch,
+			    struct rpcrdma_cm_id **l)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	struct sockaddr_storage ss;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, oa, ctx), 0);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(*ctx, ch), 0);
+	REQUIRE_EQ(rpcrdma_listen(*ch, (struct sockaddr *)&a, sizeof(a), 16, NULL, l), 0);
+	REQUIRE_EQ(rr_cm_listen_limits(*l, lim), 0);
+	REQUIRE_EQ(rpcrdma_cm_local_addr(*l, &ss), 0);
+	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
 /* Soft provider listener: a half-open connection times out after the
  * listener's timeout (100 ms here) and is counted; 20 peers that connect
  * and go away before their MPA Request leave nothing allocated behind (each
@@ -467,8 +485,6 @@ TEST(limits_soft_listener_timeout_and_vanished_peers)
 				  .random = rpcrdma_env_default()->random};
 	struct rpcrdma_open_attr oa = {.env = &env};
 	struct rr_listen_limits lim = {.max_handshakes = 8, .timeout_ms = 100};
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	struct sockaddr_storage ss;
 	struct rpcrdma_context *ctx;
 	struct rpcrdma_cm_channel *ch;
 	struct rpcrdma_cm_id *l;
@@ -477,13 +493,7 @@ TEST(limits_soft_listener_timeout_and_vanished_peers)
 
 	if (!rr_th_soft_ok())
 		return;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, &oa, &ctx), 0);
-	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &ch), 0);
-	REQUIRE_EQ(rpcrdma_listen(ch, (struct sockaddr *)&a, sizeof(a), 16, NULL, &l), 0);
-	REQUIRE_EQ(rr_cm_listen_limits(l, &lim), 0);
-	REQUIRE_EQ(rpcrdma_cm_local_addr(l, &ss), 0);
-	port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	port = soft_listener_up(&oa, &lim, &ctx, &ch, &l);
 
 	fd = raw_connect(port);
 	REQUIRE(fd >= 0);
@@ -519,8 +529,6 @@ TEST(limits_soft_listener_driven_timeout)
 				  .random = rpcrdma_env_default()->random};
 	struct rpcrdma_open_attr oa = {.env = &env};
 	struct rr_listen_limits lim = {.max_handshakes = 2, .timeout_ms = 100};
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	struct sockaddr_storage ss;
 	struct rpcrdma_context *ctx;
 	struct rpcrdma_cm_channel *ch;
 	struct rpcrdma_cm_id *l;
@@ -529,13 +537,7 @@ TEST(limits_soft_listener_driven_timeout)
 
 	if (!rr_th_soft_ok())
 		return;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	REQUIRE_EQ(rpcrdma_open(RPCRDMA_PROVIDER_SOFT, &oa, &ctx), 0);
-	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &ch), 0);
-	REQUIRE_EQ(rpcrdma_listen(ch, (struct sockaddr *)&a, sizeof(a), 16, NULL, &l), 0);
-	REQUIRE_EQ(rr_cm_listen_limits(l, &lim), 0);
-	REQUIRE_EQ(rpcrdma_cm_local_addr(l, &ss), 0);
-	port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	port = soft_listener_up(&oa, &lim, &ctx, &ch, &l);
 	lfd = rr_cm_listen_driven(l, true);
 	REQUIRE(lfd >= 0);
 
