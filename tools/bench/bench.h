@@ -102,9 +102,14 @@ extern unsigned nrecs;
 /* Latency samples of one measured interval (any thread may add). */
 struct lat {
 	uint64_t *v;
+	uint64_t *at;      /* with --ops: when each sample's operation ended */
+	uint32_t *tid;     /* with --ops: the thread that made it */
 	size_t n, cap;
 	pthread_mutex_t lock;
 };
+
+/* --ops FILE: every operation of every measured point (NULL: not asked) */
+extern FILE *ops_file;
 
 /* A new record, not measured yet (ratios, CPU: -1). Exits when out of memory. */
 struct rec *rec_new(const char *wl, enum tp tp, const char *variant, uint32_t size,

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -51,20 +53,58 @@ struct rec *rec_new(const char *wl, enum tp tp, const char *variant, uint32_t si
 	return r;
 }
 
+FILE *ops_file;
+
 void lat_init(struct lat *l)
 {
 	l->cap = MAX_SAMPLES;
 	l->v = malloc(l->cap * sizeof(*l->v));
+	l->at = ops_file ? malloc(l->cap * sizeof(*l->at)) : NULL;
+	l->tid = ops_file ? malloc(l->cap * sizeof(*l->tid)) : NULL;
 	l->n = 0;
 	pthread_mutex_init(&l->lock, NULL);
 }
 
 void lat_add(struct lat *l, uint64_t ns)
 {
+	/* the end of the operation: taken before the lock, so that waiting
+	 * for it is not counted */
+	uint64_t end = l->at ? fs_now_ns() : 0;
+	uint32_t tid = l->tid ? (uint32_t)syscall(SYS_gettid) : 0;
+
 	pthread_mutex_lock(&l->lock);
-	if (l->v && l->n < l->cap)
+	if (l->v && l->n < l->cap) {
+		if (l->at && l->tid) {
+			l->at[l->n] = end;
+			l->tid[l->n] = tid;
+		}
 		l->v[l->n++] = ns;
+	}
 	pthread_mutex_unlock(&l->lock);
+}
+
+/* --ops: one line per operation of the point, in the order they ended:
+ * the point, the thread, when the operation started (ns since the first
+ * one started, at t0 on CLOCK_MONOTONIC, in the point's heading line) and
+ * how long it took (ns); for histograms and for finding
+ * what else ran while the slow ones waited (perf sched, strace -tt). */
+static void lat_dump(const struct lat *l, const struct rec *r)
+{
+	uint64_t t0 = UINT64_MAX;
+
+	if (!ops_file || !l->at || !l->tid)
+		return;
+	for (size_t i = 0; i < l->n; i++)
+		if (l->at[i] - l->v[i] < t0)
+			t0 = l->at[i] - l->v[i];
+	fprintf(ops_file, "# %s %s %s size %u outstanding %u conns %u ops %zu t0 %llu\n",
+		r->workload, tp_name[r->tp], r->variant[0] ? r->variant : "-", r->size,
+		r->outstanding, r->conns, l->n, (unsigned long long)t0);
+	for (size_t i = 0; i < l->n; i++)
+		fprintf(ops_file, "%s %s %u %u %llu %llu\n", r->workload, tp_name[r->tp], r->conns,
+			l->tid[i], (unsigned long long)(l->at[i] - l->v[i] - t0),
+			(unsigned long long)l->v[i]);
+	fflush(ops_file);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -77,6 +117,7 @@ static int cmp_u64(const void *a, const void *b)
 /* Fills the record's statistics from the latencies and the totals. */
 void lat_finish(struct lat *l, struct rec *r, uint64_t ops, uint64_t bytes, double secs)
 {
+	lat_dump(l, r);
 	if (l->n) {
 		qsort(l->v, l->n, sizeof(*l->v), cmp_u64);
 		r->p50_us = (double)l->v[(l->n - 1) / 2] / 1e3;
@@ -87,7 +128,10 @@ void lat_finish(struct lat *l, struct rec *r, uint64_t ops, uint64_t bytes, doub
 	r->ops_s = secs > 0 ? (double)ops / secs : 0;
 	r->mbps = secs > 0 ? (double)bytes / secs / 1e6 : 0;
 	free(l->v);
-	l->v = NULL;
+	free(l->at);
+	free(l->tid);
+	l->v = l->at = NULL;
+	l->tid = NULL;
 	pthread_mutex_destroy(&l->lock);
 }
 

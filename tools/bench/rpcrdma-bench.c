@@ -60,7 +60,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: rpcrdma-bench [--quick] [--duration SECS] [--transports LIST]\n"
 		"                     [--workloads LIST] [--spin-us N] [--json FILE] [--svg FILE]\n"
-		"                     [--help]\n"
+		"                     [--ops FILE] [--help]\n"
 		"\n"
 		"Runs the same workloads over librpcrdma rdma:// and tcp://, libtirpc over TCP\n"
 		"and raw TCP (the floor), servers in forked children on loopback, and prints a\n"
@@ -81,6 +81,9 @@ static void usage(FILE *f)
 		"                     if set, else %u)\n"
 		"  --json FILE        one JSON record per workload and transport\n"
 		"  --svg FILE         plot of READ/WRITE throughput by size\n"
+		"  --ops FILE         every measured operation, one line each: workload,\n"
+		"                     transport, connections, thread id, start (ns since the\n"
+		"                     point's first operation started) and latency (ns)\n"
 		"Progress goes to stderr. Transports that are not available are reported as\n"
 		"such (rdma:// until the RDMA transport is built in; tirpc without libtirpc).\n",
 		BENCH_SPIN_MAX, BENCH_SPIN_DEFAULT);
@@ -184,6 +187,7 @@ int main(int argc, char **argv)
 		{"workloads", required_argument, NULL, 'w'},
 		{"json", required_argument, NULL, 'j'},
 		{"svg", required_argument, NULL, 's'},
+		{"ops", required_argument, NULL, 'o'},
 		{"spin-us", required_argument, NULL, 'S'},
 		{"big", no_argument, NULL, 'B'},
 		{"help", no_argument, NULL, 'h'},
@@ -196,7 +200,7 @@ int main(int argc, char **argv)
 	uint64_t t0 = fs_now_ns();
 
 	spin_from_env();
-	while ((c = getopt_long(argc, argv, "qd:t:w:j:s:S:Bh", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "qd:t:w:j:s:o:S:Bh", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'q': quick = true; break;
 		case 'B': big = true; break;
@@ -215,6 +219,15 @@ int main(int argc, char **argv)
 		case 'w': wlist = optarg; break;
 		case 'j': json = optarg; break;
 		case 's': svg = optarg; break;
+		case 'o':
+			if (ops_file)
+				fclose(ops_file);
+			ops_file = fopen(optarg, "w");
+			if (!ops_file) {
+				fprintf(stderr, "rpcrdma-bench: %s: %s\n", optarg, strerror(errno));
+				return 2;
+			}
+			break;
 		case 'S': {
 			char *end;
 			unsigned long v;
