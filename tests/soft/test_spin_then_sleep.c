@@ -8,9 +8,11 @@
  * again after SOFT_SPIN_SKIP waits; that a completion another thread pushes
  * while the waiter spins or sleeps reaches it; that RPCRDMA_SOFT_TCP_CC puts the named
  * congestion control on both ends' sockets or makes the open fail clearly;
- * that the RPC client's spin_us option reaches the provider; and that a
- * wake count left for a waiter that has gone does not keep the CQ's fd
- * readable.
+ * that the RPC client's spin_us option reaches the provider; that a wake
+ * count left for a waiter that has gone does not keep the CQ's fd
+ * readable; and that only a spin that found data after an empty look (a
+ * hit) counts as one and resets the back-off, not a read that finds data
+ * at its first look (docs/PERFORMANCE.md "Issue 16 part AA").
  * Two endpoints over loopback TCP through the public API (RFC 5040 Send). */
 #include "test.h"
 
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "rdma/provider.h"
+#include "rdma/soft/race.h"
 #include "rdma/soft/soft.h"
 #include "rpcrdma/rdma.h"
 #include "rpcrdma/rpc.h"
@@ -110,10 +113,12 @@ static bool answer_waiting(struct rpcrdma_qp *c)
  * armed between its waits, so it stays attended and no other thread reads
  * its QP's socket (rpcrdma_cq_fd: an armed soft CQ is served by its
  * consumer); the client looks at the socket itself until the answer is
- * there, then waits: a wait with a spin budget reads the answer in its
- * first spin (a hit, whatever the machine's load), one with spinning off
- * reads it without spinning (neither hit nor miss). Returns the hits. */
-static uint64_t ping_pong(const char *spin, uint64_t *misses, uint64_t *fast_reads)
+ * there, then waits: a wait with a spin budget reads the answer at its
+ * first look (ready: neither hit nor miss, whatever the machine's load),
+ * one with spinning off reads it without spinning (not counted at all).
+ * Returns the hits. */
+static uint64_t ping_pong(const char *spin, uint64_t *misses, uint64_t *fast_reads,
+			  uint64_t *ready)
 {
 	struct net n;
 	struct rpcrdma_qp *c, *s;
@@ -143,6 +148,7 @@ static uint64_t ping_pong(const char *spin, uint64_t *misses, uint64_t *fast_rea
 	hits = atomic_load(&soft_net_cq_of(n.ccq)->spin_hits);
 	*misses = atomic_load(&soft_net_cq_of(n.ccq)->spin_misses);
 	*fast_reads = atomic_load(&soft_net_cq_of(n.ccq)->fast_reads);
+	*ready = atomic_load(&soft_net_cq_of(n.ccq)->spin_ready);
 	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 	return hits;
@@ -150,19 +156,111 @@ static uint64_t ping_pong(const char *spin, uint64_t *misses, uint64_t *fast_rea
 
 /* Deterministic (was timing-dependent: it failed ~1 run in 100 when the
  * answer was expected within the budget): every answer is in the socket
- * when the wait starts, so every wait of a spinning waiter is a hit and
- * none of a non-spinning one. */
+ * when the wait starts, so a spinning waiter finds each at its first look
+ * (ready, not a hit: nothing was spun) and a non-spinning one reads it
+ * without a look of the spin. */
 TEST(soft_spin_finds_prompt_answers)
 {
-	uint64_t misses = 0, reads = 0, hits = ping_pong("1000", &misses, &reads);
+	uint64_t misses = 0, reads = 0, ready = 0, hits = ping_pong("1000", &misses, &reads, &ready);
 
-	CHECK_EQ(hits, 100);
-	CHECK_EQ(misses, 0);
-	CHECK(reads >= 100);
-	hits = ping_pong("off", &misses, &reads);
 	CHECK_EQ(hits, 0);
 	CHECK_EQ(misses, 0);
+	CHECK_EQ(ready, 100);
+	CHECK(reads >= 100);
+	hits = ping_pong("off", &misses, &reads, &ready);
+	CHECK_EQ(hits, 0);
+	CHECK_EQ(misses, 0);
+	CHECK_EQ(ready, 0);
 	CHECK(reads >= 100);   /* the same fast reads, without a spin */
+}
+
+/* The race hook of soft_spin_hit_after_empty_look: at the spin's first
+ * empty look, the server sends and the hook returns once the answer is in
+ * the client's socket, so the spin's next look finds it. */
+struct spin_race {
+	struct net *n;
+	struct rpcrdma_qp *c, *s;
+	int sent;
+};
+static struct spin_race spin_race;
+
+static void send_in_spin(enum soft_race pt, void *obj)
+{
+	(void)obj;
+	if (pt != SOFT_RACE_SPIN || spin_race.sent++)
+		return;
+	CHECK_EQ(soft_net_try_post_send(spin_race.n, spin_race.s, 2, RPCRDMA_WR_SEND, 4096, 32, 0,
+					false),
+		 0);
+	CHECK(answer_waiting(spin_race.c));
+}
+
+/* A message that arrives while the waiter spins (after a look that found
+ * nothing) is a hit; the same wait with the message there before it is
+ * not (soft_spin_finds_prompt_answers). Fails without SOFT_RACE_SPIN (the
+ * wait would time out) and with a first-look read counted as a hit. */
+TEST(soft_spin_hit_after_empty_look)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_wc wc;
+	struct soft_cq *q;
+	rr_soft_race_fn old = atomic_load(&rr_soft_race_hook);
+
+	pair_with_spin(&n, "1000", &c, &s, &cid, &sid);
+	soft_net_post_recv(&n, c, 200, 8192, 256);
+	q = soft_net_cq_of(n.ccq);
+	spin_race = (struct spin_race){&n, c, s, 0};
+	rr_soft_test_set_race_hook(send_in_spin);
+	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, RR_TEST_WAIT_MS), 1);
+	rr_soft_test_set_race_hook(old);
+	CHECK_EQ(wc.wr_id, 200);
+	CHECK(spin_race.sent >= 1);
+	CHECK_EQ(atomic_load(&q->spin_hits), 1);
+	CHECK_EQ(atomic_load(&q->spin_misses), 0);
+	CHECK_EQ(atomic_load(&q->spin_ready), 0);
+	soft_net_unpair(c, s, cid, sid);
+	soft_net_down(&n);
+}
+
+/* The waits of a 64 KiB READ's caller whose Reply comes after the budget
+ * (docs/PERFORMANCE.md "Issue 16 part AA"): a wait that spins its budget
+ * out with nothing there, then one that finds the message at its first
+ * look (as the rest of a Reply read in two waits). That first look is not
+ * a hit, so the misses add up and the waiter stops spinning after
+ * SOFT_SPIN_MISSES of them; when it reset the count (before), every round
+ * spun its budget out (12 misses, not 4). */
+TEST(soft_spin_backs_off_for_late_answers)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_wc wc;
+	struct soft_cq *q;
+	uint64_t reads, misses;
+	const int rounds = 12;
+
+	pair_with_spin(&n, "200", &c, &s, &cid, &sid);
+	q = soft_net_cq_of(n.ccq);
+	for (int i = 0; i < rounds; i++) {
+		soft_net_post_recv(&n, c, 200 + (uint64_t)i, 8192, 256);
+		/* nothing there: the fast read spins, then sleeps until its
+		 * timeout */
+		CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 1), 0);
+		soft_net_post_send(&n, s, 1, RPCRDMA_WR_SEND, 0, 16, 0, false);
+		REQUIRE(answer_waiting(c));
+		REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, RR_TEST_WAIT_MS), 1);
+		CHECK_EQ(wc.wr_id, 200 + (uint64_t)i);
+	}
+	reads = atomic_load(&q->fast_reads);
+	misses = atomic_load(&q->spin_misses);
+	CHECK(reads >= (uint64_t)rounds);
+	CHECK(misses >= SOFT_SPIN_MISSES);
+	CHECK(misses <= SOFT_SPIN_MISSES * (1 + reads / SOFT_SPIN_SKIP));
+	CHECK_EQ(atomic_load(&q->spin_hits), 0);
+	soft_net_unpair(c, s, cid, sid);
+	soft_net_down(&n);
 }
 
 /* Nothing arrives for ~250 ms: the waiter's blocking reads end every

@@ -21,10 +21,13 @@ enum soft_race {
 	SOFT_RACE_CQ_EPOLL,    /* cq_wait.c cq_progress: sockets ready, before reading them */
 	SOFT_RACE_HAND,        /* lease.c balance_qp: handed to the thread, before the re-look */
 	SOFT_RACE_THREAD,      /* progress.c: the progress thread woke, before ctx->lock */
+	SOFT_RACE_SPIN,        /* sock.c rr_soft_sock_readv_fast: a spin's look found
+				  nothing and its budget is not spent: the next
+				  look follows */
 	SOFT_RACE_COUNT
 };
 
-/* @obj: the QP (RX_READ, HAND), the CQ (PUSH, ARM, POLL, CQ_EPOLL) or the
+/* @obj: the QP (RX_READ, HAND, SPIN), the CQ (PUSH, ARM, POLL, CQ_EPOLL) or the
  * context (THREAD), as struct soft_qp / soft_cq / soft_ctx. */
 typedef void (*rr_soft_race_fn)(enum soft_race pt, void *obj);
 

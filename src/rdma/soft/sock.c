@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "rdma/soft/cq.h"
+#include "rdma/soft/race.h"
 
 /* ------------------------------------------------------- data path -- */
 
@@ -116,10 +117,19 @@ ssize_t rr_soft_sock_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned 
 		 * context's: a budget of CPU spent spinning, which must end
 		 * also under a test's frozen virtual clock */
 		uint64_t t0 = rr_now_ns(NULL);
+		bool empty = false;   /* a look found nothing */
 
 		for (;;) {
 			ssize_t n = readv_flags(fd, iov, cnt, MSG_DONTWAIT);
 
+			if (n != -EAGAIN && !empty) {
+				/* there at the first look (the rest of a
+				 * message): no spin, neither hit nor miss */
+				atomic_fetch_add_explicit(&q->spin_ready, 1, memory_order_relaxed);
+				atomic_fetch_add_explicit(&soft_counters.spin_ready, 1,
+							  memory_order_relaxed);
+				return n;
+			}
 			if (n != -EAGAIN) {
 				qp->spin_miss = 0;
 				atomic_fetch_add_explicit(&q->spin_hits, 1, memory_order_relaxed);
@@ -127,11 +137,13 @@ ssize_t rr_soft_sock_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned 
 							  memory_order_relaxed);
 				return n;
 			}
+			empty = true;
 			if (rr_cq_ring_pending(&q->ring) || atomic_load(&q->intr) ||
 			    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST))
 				return -EAGAIN;
 			if (rr_now_ns(NULL) - t0 >= budget)
 				break;
+			soft_race(SOFT_RACE_SPIN, qp);   /* another look follows */
 		}
 		atomic_fetch_add_explicit(&q->spin_misses, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&soft_counters.spin_misses, 1, memory_order_relaxed);

@@ -125,7 +125,12 @@ _Static_assert(SOFT_STAGE_TAIL <= SOFT_STAGE, "the tail read fits the stage");
  * default RPCRDMA_SPIN_US_DEFAULT). It adapts: after SOFT_SPIN_MISSES
  * budgets in a row that ran out with nothing read, the next SOFT_SPIN_SKIP
  * waits sleep at once, so an idle or oversubscribed waiter stops burning CPU
- * and tries again later. */
+ * and tries again later. Only a spin that found data after an empty look
+ * (a hit) resets that count: a read that finds data at its first look (the
+ * rest of a message already in the socket) says nothing about whether
+ * spinning pays, and reset it after every 64 KiB Reply, so a waiter whose
+ * Replies always came after the budget spun it out on every call
+ * (docs/PERFORMANCE.md "Issue 16 part AA"). */
 #define SOFT_SPIN_MISSES 4
 #define SOFT_SPIN_SKIP 64
 /* epoll tokens of a CQ's own eventfds (QP tokens are slot << 32 | gen) */
@@ -153,6 +158,7 @@ struct soft_counters {
 	_Atomic uint64_t remote_invs;
 	_Atomic uint64_t spin_hits;
 	_Atomic uint64_t spin_misses;
+	_Atomic uint64_t spin_ready;
 };
 extern struct soft_counters soft_counters;
 
@@ -275,9 +281,11 @@ struct soft_cq {
 	atomic_int fast_blocked;
 	_Atomic uint64_t fast_off_until;
 	_Atomic uint64_t fast_reads;   /* statistics: blocking reads done */
-	_Atomic uint64_t spin_hits;    /* statistics: fast reads that found
-					* data while spinning */
+	_Atomic uint64_t spin_hits;    /* statistics: fast reads whose spin
+					* found data after an empty look */
 	_Atomic uint64_t spin_misses;  /* ... whose budget ran out */
+	_Atomic uint64_t spin_ready;   /* ... that found data at the first
+					* look (no spin: neither) */
 	_Atomic uint64_t fast_foreign; /* events from other threads meanwhile */
 	_Atomic uint64_t fast_wakes;   /* statistics: SOFT_FAST_POLL sleeps
 					* ended by the wake eventfd */
