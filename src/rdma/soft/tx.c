@@ -223,6 +223,74 @@ static int wqe_commit(struct soft_qp *qp, struct soft_wqe *w, const struct rpcrd
 	return 0;
 }
 
+/* The RDMAP opcode of Send WQE @w (Send or Send With Invalidate). */
+static uint8_t send_op(const struct soft_wqe *w)
+{
+	if (w->op == RPCRDMA_WR_SEND_WITH_INV)
+		return (w->flags & RPCRDMA_SEND_SOLICITED) ? RR_OP_SEND_SE_INV : RR_OP_SEND_INV;
+	return (w->flags & RPCRDMA_SEND_SOLICITED) ? RR_OP_SEND_SE : RR_OP_SEND;
+}
+
+/* tx_lock held, QP in RTS: the last WQE posted, when the transmit side is
+ * idle otherwise (nothing batched or being segmented, no response or
+ * Terminate waiting, every earlier WQE sent) and it is a Send or Send
+ * With Invalidate whose one FPDU fits txcopy (tx_copy_max): built in one
+ * pass into txcopy (rr_ddp_tx_one: the bytes the batch loop would write,
+ * one small untagged FPDU copied whole) and written with one send(2).
+ * Written whole, the WQE is done and completed here; in part or not at
+ * all, it is left as the batch loop's one-buffer batch, which that loop
+ * finishes (or fails) as it would its own. false: the batch loop's turn,
+ * nothing changed. */
+static bool tx_one_fast(struct soft_qp *qp)
+{
+	struct soft_wqe *w;
+	ssize_t n;
+	size_t len;
+
+	if (qp->bcnt || qp->msg_active || qp->term_pending || qp->want_out ||
+	    qp->irq_sent < qp->irq_count ||
+	    qp->sq_next + 1 != qp->sq_count)
+		return false;
+	w = sq_at(qp, qp->sq_next);
+	if (w->state != WQE_QUEUED || (w->op != RPCRDMA_WR_SEND && w->op != RPCRDMA_WR_SEND_WITH_INV) ||
+	    ((w->flags & RPCRDMA_SEND_FENCE) && qp->orq_out))
+		return false;
+	len = rr_ddp_tx_one(send_op(w), RR_QN_SEND, qp->tx_msn[RR_QN_SEND],
+			    w->op == RPCRDMA_WR_SEND_WITH_INV ? w->stag : 0, w->iov, w->iovcnt, qp->crc,
+			    qp->fpdu_max, qp->txcopy, qp->ctx->tx_copy_max);
+	if (!len)
+		return false;
+	qp->tx_msn[RR_QN_SEND]++;
+	qp->sq_next++;
+	n = rr_soft_sock_writev(qp->obj.fd, &(struct iovec){qp->txcopy, len}, 1);
+	if (n == (ssize_t)len) {
+		w->state = WQE_DONE;
+		w->byte_len = w->len;
+		rr_soft_sq_complete_locked(qp);
+		return true;
+	}
+	w->state = WQE_INFLIGHT;
+	if (n < 0 && n != -EAGAIN) {
+		/* reset: never retried, the QP ends (as in the batch loop) */
+		qp->last_err = (int)n;
+		rr_soft_qp_error_tx_locked(qp, NULL);
+		return true;
+	}
+	/* the batch the loop would have built, less what went */
+	if (n < 0)
+		n = 0;
+	qp->biov[0] = (struct iovec){qp->txcopy + n, len - (size_t)n};
+	qp->bcnt = 1;
+	qp->bpos = 0;
+	qp->bnf = 1;
+	qp->bend[0] = 1;
+	qp->bpart = n > 0;
+	qp->bnc_used = 0;
+	qp->bnc_ok = false;
+	rr_soft_qp_tx_locked(qp);
+	return true;
+}
+
 /* A memory window bind into WQE @w: executed at post time, so that the new
  * STag is known when post_send returns (rdma.h); the WQE is finished (with
  * RPCRDMA_WC_MW_BIND_ERR when the bind failed). */
@@ -322,7 +390,8 @@ int rr_soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct rpc
 	}
 	if (ret && bad)
 		*bad = wr;
-	rr_soft_qp_tx_locked(qp);
+	if (qp->state != QPS_RTS || !tx_one_fast(qp))
+		rr_soft_qp_tx_locked(qp);
 	pthread_mutex_unlock(&qp->tx_lock);
 	return ret;
 }
@@ -525,7 +594,6 @@ static bool tx_pick(struct soft_qp *qp)
 	}
 	while (qp->sq_next < qp->sq_count) {
 		struct soft_wqe *w = sq_at(qp, qp->sq_next);
-		uint8_t op;
 		int r;
 
 		if (w->state == WQE_DONE) { /* failed at post, or bind */
@@ -552,11 +620,7 @@ static bool tx_pick(struct soft_qp *qp)
 			continue;
 		case RPCRDMA_WR_SEND:
 		case RPCRDMA_WR_SEND_WITH_INV:
-			if (w->op == RPCRDMA_WR_SEND_WITH_INV)
-				op = (w->flags & RPCRDMA_SEND_SOLICITED) ? RR_OP_SEND_SE_INV : RR_OP_SEND_INV;
-			else
-				op = (w->flags & RPCRDMA_SEND_SOLICITED) ? RR_OP_SEND_SE : RR_OP_SEND;
-			r = rr_ddp_txmsg_untagged(&qp->msg, op, RR_QN_SEND, qp->tx_msn[RR_QN_SEND]++,
+			r = rr_ddp_txmsg_untagged(&qp->msg, send_op(w), RR_QN_SEND, qp->tx_msn[RR_QN_SEND]++,
 						  w->op == RPCRDMA_WR_SEND_WITH_INV ? w->stag : 0,
 						  w->iov, w->iovcnt);
 			break;
