@@ -262,6 +262,7 @@ static bool tx_one_fast(struct soft_qp *qp)
 		return false;
 	qp->tx_msn[RR_QN_SEND]++;
 	qp->sq_next++;
+	qp->tx_one++;
 	n = rr_soft_sock_writev(qp->obj.fd, &(struct iovec){qp->txcopy, len}, 1);
 	if (n == (ssize_t)len) {
 		w->state = WQE_DONE;
@@ -270,6 +271,7 @@ static bool tx_one_fast(struct soft_qp *qp)
 		return true;
 	}
 	w->state = WQE_INFLIGHT;
+	qp->tx_one_left++;
 	if (n < 0 && n != -EAGAIN) {
 		/* reset: never retried, the QP ends (as in the batch loop) */
 		qp->last_err = (int)n;
