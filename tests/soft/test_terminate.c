@@ -641,8 +641,8 @@ TEST(soft_local_invalidate_waits_for_a_piece_in_progress)
 }
 
 /* Small Sends through both of the soft provider's transmit paths (issue 16
- * part W, docs/rdma-provider.md "Small Sends"): post_send's one-pass Send
- * (tx_one_fast) while the socket takes them, then one that finds the socket
+ * part W, docs/soft-iwarp.md "A lone small Send in one pass"): post_send's
+ * one-pass Send (tx_send_bare: unsignaled, no WQE) while the socket takes them, then one that finds the socket
  * full (left, unwritten or in part, to the batch loop) and the Sends posted
  * behind it, which wait in the send queue. The peer then reads on while
  * the QP transmits: every Send arrives whole, in order (the parser checks
@@ -657,7 +657,7 @@ static void small_sends(bool crc, bool one_pass)
 	struct rpcrdma_mr *mr;
 	struct rpcrdma_wc wc;
 	uint32_t posted = 0, behind = 0;
-	uint64_t one = 0, left = 0;
+	uint64_t one = 0, left = 0, bare = 0;
 	int small = 4096, r = 0;
 
 	for (size_t i = 0; i < sizeof(src); i++)
@@ -696,9 +696,12 @@ static void small_sends(bool crc, bool one_pass)
 	pthread_mutex_lock(&p.sq->tx_lock);
 	one = p.sq->tx_one;
 	left = p.sq->tx_one_left;
+	bare = p.sq->tx_bare;
 	pthread_mutex_unlock(&p.sq->tx_lock);
-	printf("  crc %d: %u Sends, %llu in one pass, %llu of them left to the batch loop\n", crc,
-	       posted, (unsigned long long)one, (unsigned long long)left);
+	printf("  crc %d: %u Sends, %llu in one pass (%llu without a WQE), %llu of them left to the "
+	       "batch loop\n",
+	       crc, posted, (unsigned long long)one, (unsigned long long)bare,
+	       (unsigned long long)left);
 	if (one_pass) {
 		/* the first ones in one pass, at least one of them left to
 		 * the batch loop, those posted behind it (at least 3) not */
@@ -706,9 +709,14 @@ static void small_sends(bool crc, bool one_pass)
 		CHECK(left > 0);
 		CHECK(left <= one);
 		CHECK(one <= posted - 3);
+		/* unsignaled on an empty queue, taken whole: no WQE; the one
+		 * left became one */
+		CHECK(bare > 0);
+		CHECK_EQ(bare + left, one);
 	} else {
 		CHECK_EQ(one, 0);
 		CHECK_EQ(left, 0);
+		CHECK_EQ(bare, 0);
 	}
 	/* the peer reads, the QP transmits what waits */
 	for (int i = 0; i < 100000 && p.nsends < posted && !p.term; i++) {
@@ -739,4 +747,44 @@ TEST(soft_small_sends_batch_loop)
 {
 	small_sends(false, false);
 	small_sends(true, false);
+}
+
+/* An unsignaled Send whose lkey is no longer valid (its MR deregistered
+ * after a Send through it filled the queue's lkey cache) is refused by the
+ * same check with or without a WQE: it completes in error though
+ * unsignaled (a failed work request always completes) and nothing reaches
+ * the peer. */
+TEST(soft_unsignaled_send_bad_lkey_completes)
+{
+	static uint8_t src[64], dst[64];
+	struct fz_pair p;
+	struct rpcrdma_mr *mr;
+	struct rpcrdma_wc wc;
+	struct rpcrdma_sge sge = {.addr = (uintptr_t)src, .length = sizeof(src)};
+	struct rpcrdma_send_wr wr = {.wr_id = 7, .sg_list = &sge, .num_sge = 1,
+				     .opcode = RPCRDMA_WR_SEND};
+
+	fz_pair_up(&p, false);
+	p.sends = dst;
+	p.send_len = sizeof(dst);
+	p.send_max = 1;
+	memset(src, 's', sizeof(src));
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.pd, src, sizeof(src), RPCRDMA_ACCESS_LOCAL_WRITE, &mr), 0);
+	sge.lkey = rpcrdma_mr_lkey(mr);
+	REQUIRE_EQ(rpcrdma_post_send(p.qp, &wr, NULL), 0);
+	fz_drain(&p);
+	CHECK_EQ(p.nsends, 1);
+	CHECK_MEM(dst, src, sizeof(src));
+	CHECK_EQ(p.sq->tx_bare, 1);
+	CHECK_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 0);
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	wr.wr_id = 8;
+	(void)rpcrdma_post_send(p.qp, &wr, NULL);
+	CHECK_EQ(p.sq->tx_bare, 1);
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 1);
+	CHECK_EQ(wc.wr_id, 8);
+	CHECK_EQ(wc.status, RPCRDMA_WC_LOC_PROT_ERR);
+	fz_drain(&p);
+	CHECK_EQ(p.nsends, 1);
+	fz_pair_down(&p);
 }
