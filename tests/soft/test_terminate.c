@@ -752,8 +752,10 @@ TEST(soft_small_sends_batch_loop)
 /* An unsignaled Send whose lkey is no longer valid (its MR deregistered
  * after a Send through it filled the queue's lkey cache) is refused by the
  * same check with or without a WQE: it completes in error though
- * unsignaled (a failed work request always completes) and nothing reaches
- * the peer. */
+ * unsignaled (a failed work request always completes), nothing reaches
+ * the peer, and the QP goes to the error state (a work request that
+ * completes in error ends its QP). It stayed in RTS: the transmit loop
+ * looked for a failed WQE after the completions had popped it. */
 TEST(soft_unsignaled_send_bad_lkey_completes)
 {
 	static uint8_t src[64], dst[64];
@@ -786,5 +788,6 @@ TEST(soft_unsignaled_send_bad_lkey_completes)
 	CHECK_EQ(wc.status, RPCRDMA_WC_LOC_PROT_ERR);
 	fz_drain(&p);
 	CHECK_EQ(p.nsends, 1);
+	CHECK_EQ(p.sq->state, QPS_ERROR);
 	fz_pair_down(&p);
 }

@@ -870,12 +870,16 @@ void rr_soft_qp_tx_locked(struct soft_qp *qp)
 			qp->bend[0] = 1;
 		}
 		if (!qp->bcnt) {
+			bool failed;
+
 			if (qp->term_pending)
 				continue;   /* nothing batched before it: send it now */
+			/* looked at before the completions pop the failed WQE */
+			failed = sq_failed(qp);
 			rr_soft_sq_complete_locked(qp);
 			if (qp->want_out)
 				rr_soft_want_out(qp, false);
-			if (sq_failed(qp))
+			if (failed)
 				rr_soft_qp_error_tx_locked(qp, NULL);
 			return;
 		}
