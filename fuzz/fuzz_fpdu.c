@@ -6,7 +6,10 @@
  * Placement never writes outside the fake buffers (ASan checks), the parser
  * never asks for more than the segment holds, and every Terminate it builds
  * encodes and decodes back. The input is parsed twice, in pieces of the
- * chosen size and one byte at a time: outcomes must be identical. */
+ * chosen size and one byte at a time: outcomes must be identical. And the
+ * input's first bytes as an untagged message (opcode, queue, MSN, the rest
+ * its payload in up to three pieces): the one-pass FPDU builder
+ * (rr_ddp_tx_one) writes what rr_ddp_tx_next writes, or declines. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,12 +106,55 @@ static bool ev_same(const struct rr_ddp_event *a, const struct rr_ddp_event *b)
 	       a->inv_stag == b->inv_stag && a->msg_len == b->msg_len;
 }
 
+/* rr_ddp_tx_one against rr_ddp_txmsg_untagged + rr_ddp_tx_next. */
+static void tx_one_same(const uint8_t *data, size_t size)
+{
+	static uint8_t one[600], next[600];
+	size_t plen = size > 8 ? RR_MIN(size - 8, (size_t)300) : 0;
+	const uint8_t *pl = data + (size > 8 ? 8 : size);
+	struct iovec v[3] = {{(void *)(uintptr_t)pl, RR_MIN(plen, (size_t)data[1] % 64)}};
+	uint8_t op = data[2] & 0xf;
+	uint32_t qn = data[3] % 5, msn = rr_get_be32(data + 4);
+	size_t fpdu_max = 64 + (size_t)data[0] * 4, cap = 64 + (size_t)data[1] * 2, len, n = 0;
+	bool crc = data[2] & 0x10;
+	struct rr_ddp_txmsg m;
+	struct rr_fpdu f;
+
+	v[1] = (struct iovec){(void *)(uintptr_t)(pl + v[0].iov_len), (plen - v[0].iov_len) / 2};
+	v[2] = (struct iovec){(void *)(uintptr_t)(pl + v[0].iov_len + v[1].iov_len),
+			      plen - v[0].iov_len - v[1].iov_len};
+	len = rr_ddp_tx_one(op, qn, msn, msn ^ 0x5a5a5a5au, v, 3, crc, fpdu_max, one, cap);
+	if (rr_ddp_txmsg_untagged(&m, op, qn, msn, msn ^ 0x5a5a5a5au, v, 3) != 0) {
+		if (len)
+			abort(); /* built what the general path refuses */
+		return;
+	}
+	if (rr_ddp_tx_next(&m, crc, fpdu_max, &f) != 1)
+		abort();
+	for (unsigned i = 0; i < f.iovcnt; i++) {
+		if (n + f.iov[i].iov_len > sizeof(next))
+			abort();
+		memcpy(next + n, f.iov[i].iov_base, f.iov[i].iov_len);
+		n += f.iov[i].iov_len;
+	}
+	if (len == 0) {
+		/* declined: more than one FPDU, or more than the buffer */
+		if (f.last && f.len <= cap)
+			abort();
+		return;
+	}
+	if (!f.last || len != f.len || len > cap || memcmp(one, next, len))
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct run a, b;
 
 	if (size < 2)
 		return 0;
+	if (size >= 8)
+		tx_one_same(data, size);
 	run(data, size, 1 + (data[0] >> 2), &a);
 	/* The same stream one byte at a time (never the bulk path): the
 	 * same events, placement, verdict and Terminate (ddp.c rx_bulk). */

@@ -24,7 +24,10 @@
  *     a Local Invalidate waits for a piece already being written.
  *   - A durable file truncated between the check before a batch of a Read
  *     Response and the CRC over it (issue 12): SIGBUS; now the batch is
- *     copied from the file (pread) and a short copy is the Terminate. */
+ *     copied from the file (pread) and a short copy is the Terminate.
+ * And small Sends through post_send's one-pass path and the batch loop
+ * (issue 16 part W), the socket full between them: every Send whole and in
+ * order at the peer (the same FPDU parser). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +52,10 @@ struct fz_pair {
 	bool term;
 	struct rr_term t;
 	uint64_t resp_bytes;
+	/* Sends the peer takes (else each is refused, "no Receive"): the
+	 * message of MSN m lands at sends + (m - 1) * send_len */
+	uint8_t *sends;
+	uint32_t send_len, send_max, nsends;
 };
 
 /* Read Responses land at their Tagged Offset (the Read Requests name sink
@@ -68,8 +75,18 @@ static enum rr_rx_code fz_tagged(void *ctx, uint8_t op, uint32_t stag, uint64_t 
 static enum rr_rx_code fz_untagged(void *ctx, uint32_t msn, uint32_t mo, uint32_t len, bool last,
 				   const struct iovec **iov, unsigned *iovcnt)
 {
-	(void)ctx, (void)msn, (void)mo, (void)len, (void)last, (void)iov, (void)iovcnt;
-	return RR_RXC_NO_RECV;
+	static struct iovec v;
+	struct fz_pair *p = ctx;
+
+	(void)mo, (void)len;
+	if (!p->sends || msn == 0 || msn > p->send_max)
+		return RR_RXC_NO_RECV;
+	v = (struct iovec){p->sends + (size_t)(msn - 1) * p->send_len, p->send_len};
+	*iov = &v;
+	*iovcnt = 1;
+	if (last)
+		p->nsends++;
+	return RR_RXC_OK;
 }
 
 static const struct rr_ddp_rx_ops fz_ops = {.tagged = fz_tagged, .untagged = fz_untagged};
@@ -620,5 +637,157 @@ TEST(soft_local_invalidate_waits_for_a_piece_in_progress)
 	CHECK_EQ(rr_soft_place_begin(p.sq, RR_OP_WRITE, stag, to + 512, mem + 512, 512), -ENOENT);
 	rpcrdma_mw_free(mw);
 	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	fz_pair_down(&p);
+}
+
+/* Small Sends through both of the soft provider's transmit paths (issue 16
+ * part W, docs/soft-iwarp.md "A lone small Send in one pass"): post_send's
+ * one-pass Send (tx_send_bare: unsignaled, no WQE) while the socket takes them, then one that finds the socket
+ * full (left, unwritten or in part, to the batch loop) and the Sends posted
+ * behind it, which wait in the send queue. The peer then reads on while
+ * the QP transmits: every Send arrives whole, in order (the parser checks
+ * the MSNs), with its own bytes, and the last (signaled) completes with
+ * success. With RPCRDMA_SOFT_TXCOPY=0 no Send takes the one-pass path and
+ * the same holds. */
+static void small_sends(bool crc, bool one_pass)
+{
+	enum { PAY = 200, MAX = 4096 };
+	static uint8_t src[PAY * MAX], dst[PAY * MAX];
+	struct fz_pair p;
+	struct rpcrdma_mr *mr;
+	struct rpcrdma_wc wc;
+	uint32_t posted = 0, behind = 0;
+	uint64_t one = 0, left = 0, bare = 0;
+	int small = 4096, r = 0;
+
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (uint8_t)(i * 7 + i / PAY);
+	memset(dst, 0, sizeof(dst));
+	if (!one_pass)
+		REQUIRE_EQ(setenv("RPCRDMA_SOFT_TXCOPY", "0", 1), 0);
+	fz_pair_up(&p, crc);
+	unsetenv("RPCRDMA_SOFT_TXCOPY");
+	p.sends = dst;
+	p.send_len = PAY;
+	p.send_max = MAX;
+	REQUIRE_EQ(setsockopt(p.sq->obj.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.pd, src, sizeof(src), RPCRDMA_ACCESS_LOCAL_WRITE, &mr), 0);
+	/* unsignaled Sends until the socket is full, then the send queue */
+	while (posted < MAX && r == 0) {
+		struct rpcrdma_sge sge = {.addr = (uintptr_t)(src + (size_t)posted * PAY),
+					  .length = PAY, .lkey = rpcrdma_mr_lkey(mr)};
+		struct rpcrdma_send_wr wr = {.wr_id = posted, .sg_list = &sge, .num_sge = 1,
+					     .opcode = RPCRDMA_WR_SEND};
+		bool full;
+
+		pthread_mutex_lock(&p.sq->tx_lock);
+		full = p.sq->bcnt > 0;
+		pthread_mutex_unlock(&p.sq->tx_lock);
+		if (full && ++behind == 3)
+			wr.flags = RPCRDMA_SEND_SIGNALED;
+		r = rpcrdma_post_send(p.qp, &wr, NULL);
+		if (r == 0)
+			posted++;
+		if (wr.flags & RPCRDMA_SEND_SIGNALED)
+			break;
+	}
+	REQUIRE_EQ(r, 0);
+	REQUIRE_EQ(behind, 3);     /* the socket filled before MAX Sends */
+	pthread_mutex_lock(&p.sq->tx_lock);
+	one = p.sq->tx_one;
+	left = p.sq->tx_one_left;
+	bare = p.sq->tx_bare;
+	pthread_mutex_unlock(&p.sq->tx_lock);
+	printf("  crc %d: %u Sends, %llu in one pass (%llu without a WQE), %llu of them left to the "
+	       "batch loop\n",
+	       crc, posted, (unsigned long long)one, (unsigned long long)bare,
+	       (unsigned long long)left);
+	if (one_pass) {
+		/* the first ones in one pass, at least one of them left to
+		 * the batch loop, those posted behind it (at least 3) not */
+		CHECK(one > 0);
+		CHECK(left > 0);
+		CHECK(left <= one);
+		CHECK(one <= posted - 3);
+		/* unsignaled on an empty queue, taken whole: no WQE; the one
+		 * left became one */
+		CHECK(bare > 0);
+		CHECK_EQ(bare + left, one);
+	} else {
+		CHECK_EQ(one, 0);
+		CHECK_EQ(left, 0);
+		CHECK_EQ(bare, 0);
+	}
+	/* the peer reads, the QP transmits what waits */
+	for (int i = 0; i < 100000 && p.nsends < posted && !p.term; i++) {
+		fz_drain(&p);
+		pthread_mutex_lock(&p.sq->tx_lock);
+		rr_soft_qp_tx_locked(p.sq);
+		pthread_mutex_unlock(&p.sq->tx_lock);
+	}
+	CHECK(!p.term);
+	REQUIRE_EQ(p.nsends, posted);
+	CHECK_MEM(dst, src, (size_t)posted * PAY);
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 1);
+	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, posted - 1);
+	CHECK_EQ(wc.opcode, RPCRDMA_WC_SEND);
+	CHECK_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 0);
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	fz_pair_down(&p);
+}
+
+TEST(soft_small_sends_one_pass)
+{
+	small_sends(false, true);
+	small_sends(true, true);
+}
+
+TEST(soft_small_sends_batch_loop)
+{
+	small_sends(false, false);
+	small_sends(true, false);
+}
+
+/* An unsignaled Send whose lkey is no longer valid (its MR deregistered
+ * after a Send through it filled the queue's lkey cache) is refused by the
+ * same check with or without a WQE: it completes in error though
+ * unsignaled (a failed work request always completes), nothing reaches
+ * the peer, and the QP goes to the error state (a work request that
+ * completes in error ends its QP). It stayed in RTS: the transmit loop
+ * looked for a failed WQE after the completions had popped it. */
+TEST(soft_unsignaled_send_bad_lkey_completes)
+{
+	static uint8_t src[64], dst[64];
+	struct fz_pair p;
+	struct rpcrdma_mr *mr;
+	struct rpcrdma_wc wc;
+	struct rpcrdma_sge sge = {.addr = (uintptr_t)src, .length = sizeof(src)};
+	struct rpcrdma_send_wr wr = {.wr_id = 7, .sg_list = &sge, .num_sge = 1,
+				     .opcode = RPCRDMA_WR_SEND};
+
+	fz_pair_up(&p, false);
+	p.sends = dst;
+	p.send_len = sizeof(dst);
+	p.send_max = 1;
+	memset(src, 's', sizeof(src));
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.pd, src, sizeof(src), RPCRDMA_ACCESS_LOCAL_WRITE, &mr), 0);
+	sge.lkey = rpcrdma_mr_lkey(mr);
+	REQUIRE_EQ(rpcrdma_post_send(p.qp, &wr, NULL), 0);
+	fz_drain(&p);
+	CHECK_EQ(p.nsends, 1);
+	CHECK_MEM(dst, src, sizeof(src));
+	CHECK_EQ(p.sq->tx_bare, 1);
+	CHECK_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 0);
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	wr.wr_id = 8;
+	(void)rpcrdma_post_send(p.qp, &wr, NULL);
+	CHECK_EQ(p.sq->tx_bare, 1);
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 1);
+	CHECK_EQ(wc.wr_id, 8);
+	CHECK_EQ(wc.status, RPCRDMA_WC_LOC_PROT_ERR);
+	fz_drain(&p);
+	CHECK_EQ(p.nsends, 1);
+	CHECK_EQ(p.sq->state, QPS_ERROR);
 	fz_pair_down(&p);
 }

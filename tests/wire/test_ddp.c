@@ -733,3 +733,74 @@ TEST(rdmap_commit_codec)
 	c.nregions = RR_COMMIT_MAX_REGIONS + 1;
 	CHECK_EQ(rr_rdmap_commit_req_encode(&c, b, sizeof(b)), -EINVAL);
 }
+
+/* rr_ddp_tx_one (the soft provider's one-pass small Send, issue 16 part W)
+ * writes the bytes of rr_ddp_txmsg_untagged + rr_ddp_tx_next: every
+ * payload length from 0 to 300 bytes in one, two and three pieces (an
+ * empty piece among them), each Send opcode, CRC on and off, an MSN and
+ * an invalidate STag that show in the header; and it declines (0) what
+ * does not fit its buffer or one FPDU, or is not an untagged op, where
+ * the caller must segment the general way. */
+TEST(ddp_tx_one_as_tx_next)
+{
+	static const uint8_t ops[] = {RR_OP_SEND, RR_OP_SEND_INV, RR_OP_SEND_SE,
+				      RR_OP_SEND_SE_INV};
+	static uint8_t src[300], one[512];
+	unsigned checked = 0;
+
+	fill(src, sizeof(src), 7);
+	for (size_t n = 0; n <= sizeof(src); n++)
+		for (unsigned pieces = 1; pieces <= 3; pieces++)
+			for (unsigned k = 0; k < 8; k++) {
+				size_t a = pieces > 1 ? n / 3 : n, b = pieces > 2 ? 0 : n - a;
+				struct iovec v[3] = {{src, a}, {src + a, b}, {src + a + b, n - a - b}};
+				uint8_t op = ops[k % 4];
+				bool crc = k >= 4;
+				uint32_t msn = 0x01020304u + (uint32_t)n, inv = 0xa0b0c0d0u ^ k;
+				struct rr_ddp_txmsg m;
+				struct stream s = {0};
+				size_t len;
+
+				REQUIRE_EQ(rr_ddp_txmsg_untagged(&m, op, RR_QN_SEND, msn, inv, v, 3), 0);
+				st_msg(&s, &m, crc, 4096);
+				REQUIRE_EQ(s.fpdus, 1);
+				len = rr_ddp_tx_one(op, RR_QN_SEND, msn, inv, v, 3, crc, 4096, one,
+						    sizeof(one));
+				REQUIRE_EQ(len, s.len);
+				CHECK_MEM(one, s.b, len);
+				free(s.b);
+				checked++;
+			}
+	CHECK_EQ(checked, 301u * 3 * 8);
+	{
+		struct iovec v = {src, 200};
+		struct rr_ddp_txmsg m;
+		struct stream s = {0};
+
+		/* the buffer: 200 + 18 header + 2 pad + 4 CRC = 224 bytes */
+		CHECK_EQ(rr_ddp_tx_one(RR_OP_SEND, RR_QN_SEND, 1, 0, &v, 1, true, 4096, one, 223), 0);
+		CHECK_EQ(rr_ddp_tx_one(RR_OP_SEND, RR_QN_SEND, 1, 0, &v, 1, true, 4096, one, 224),
+			 224);
+		/* two FPDUs of fpdu_max 128: declined, tx_next segments it */
+		CHECK_EQ(rr_ddp_tx_one(RR_OP_SEND, RR_QN_SEND, 1, 0, &v, 1, false, 128, one,
+				       sizeof(one)),
+			 0);
+		REQUIRE_EQ(rr_ddp_txmsg_untagged(&m, RR_OP_SEND, RR_QN_SEND, 1, 0, &v, 1), 0);
+		st_msg(&s, &m, false, 128);
+		CHECK_EQ(s.fpdus, 2);
+		free(s.b);
+		/* tagged ops, an unknown queue, a missing iovec array */
+		CHECK_EQ(rr_ddp_tx_one(RR_OP_WRITE, RR_QN_SEND, 1, 0, &v, 1, false, 4096, one,
+				       sizeof(one)),
+			 0);
+		CHECK_EQ(rr_ddp_tx_one(RR_OP_READ_RESP, RR_QN_SEND, 1, 0, &v, 1, false, 4096, one,
+				       sizeof(one)),
+			 0);
+		CHECK_EQ(rr_ddp_tx_one(RR_OP_SEND, RR_QN_COUNT, 1, 0, &v, 1, false, 4096, one,
+				       sizeof(one)),
+			 0);
+		CHECK_EQ(rr_ddp_tx_one(RR_OP_SEND, RR_QN_SEND, 1, 0, NULL, 1, false, 4096, one,
+				       sizeof(one)),
+			 0);
+	}
+}

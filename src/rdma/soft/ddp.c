@@ -163,6 +163,49 @@ int rr_ddp_tx_next(struct rr_ddp_txmsg *m, bool crc, size_t fpdu_max, struct rr_
 	return 1;
 }
 
+/* FPDU (RFC 5044 4.1) of a whole untagged message, contiguous: the bytes
+ * rr_ddp_tx_next writes for it (Last set, MO 0), built in one pass. */
+size_t rr_ddp_tx_one(uint8_t op, uint32_t qn, uint32_t msn, uint32_t inv_stag,
+		     const struct iovec *iov, unsigned iovcnt, bool crc, size_t fpdu_max,
+		     uint8_t *out, size_t cap)
+{
+	size_t n = 0, ulpdu, pad, len;
+	uint8_t *p;
+
+	if (rr_rdmap_op_tagged(op) || op > 0xf || qn >= RR_QN_COUNT ||
+	    iovcnt > RR_DDP_MAX_SGE || (iovcnt && !iov))
+		return 0;
+	for (unsigned i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > cap)
+			return 0;
+		n += iov[i].iov_len;
+	}
+	/* one segment: what rr_ddp_tx_next would not split (QN 1-3 never) */
+	if (qn == RR_QN_SEND && n > rr_ddp_seg_payload(RR_HDR_UNTAGGED, fpdu_max))
+		return 0;
+	ulpdu = RR_HDR_UNTAGGED - RR_MPA_LEN_FIELD + n;
+	pad = (4 - ((RR_MPA_LEN_FIELD + ulpdu) & 3)) & 3;
+	len = RR_HDR_UNTAGGED + n + pad + RR_CRC_LEN;
+	if (len > cap || ulpdu > RR_ULPDU_MAX)
+		return 0;
+	rr_put_be16(out, (uint16_t)ulpdu);
+	rr_put_be16(out + 2, ddp_ctrl(false, true, op));
+	rr_put_be32(out + 4, inv_stag);
+	rr_put_be32(out + 8, qn);
+	rr_put_be32(out + 12, msn);
+	rr_put_be32(out + 16, 0);
+	p = out + RR_HDR_UNTAGGED;
+	for (unsigned i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len)
+			memcpy(p, iov[i].iov_base, iov[i].iov_len);
+		p += iov[i].iov_len;
+	}
+	memset(p, 0, pad + RR_CRC_LEN);
+	if (crc)
+		rr_crc32c_put(p + pad, rr_crc32c(out, (size_t)(p + pad - out)));
+	return len;
+}
+
 size_t rr_ddp_build_terminate(const struct rr_term *t, uint32_t msn, bool crc,
 			      uint8_t out[RR_TERM_FPDU_MAX])
 {

@@ -78,6 +78,15 @@ void rr_ddp_txmsg_rebase(struct rr_ddp_txmsg *m, const struct iovec *iov, unsign
  * is in use). Returns 1 when an FPDU was built, 0 when the message is done
  * (a zero-length message yields one FPDU). */
 int rr_ddp_tx_next(struct rr_ddp_txmsg *m, bool crc, size_t fpdu_max, struct rr_fpdu *f);
+/* Builds a whole untagged message (@op on queue @qn, @msn, @inv_stag,
+ * payload @iov of @iovcnt entries) as one FPDU into @out (@cap bytes), in
+ * one pass: the same bytes as rr_ddp_txmsg_untagged + rr_ddp_tx_next.
+ * Returns the FPDU's length, or 0 when the message needs more than one
+ * FPDU of @fpdu_max, does not fit @cap, or its op / queue is not an
+ * untagged one (the caller then segments it with rr_ddp_tx_next). */
+size_t rr_ddp_tx_one(uint8_t op, uint32_t qn, uint32_t msn, uint32_t inv_stag,
+		     const struct iovec *iov, unsigned iovcnt, bool crc, size_t fpdu_max,
+		     uint8_t *out, size_t cap);
 /* Payload bytes per FPDU for a header size and fpdu_max (multiple of 4). */
 size_t rr_ddp_seg_payload(size_t hdr, size_t fpdu_max);
 /* Builds a complete Terminate FPDU (QN 2, @msn) into @out; returns its length. */

@@ -490,6 +490,10 @@ struct soft_qp {
 	uint8_t term_fpdu[RR_TERM_FPDU_MAX];
 	size_t term_len;
 	uint8_t txcopy[SOFT_TX_COPY_MAX]; /* a small untagged FPDU, whole */
+	/* Sends built in one pass by post_send (tx_one_fast, tx_send_bare), of
+	 * those the ones the socket did not take whole (left to the batch
+	 * loop), and the unsignaled ones sent without a WQE: for tests */
+	uint64_t tx_one, tx_one_left, tx_bare;
 	/* The payload of a Read Response from durable (file-backed) memory
 	 * is copied from the file with pread into this bounce buffer
 	 * (SOFT_BOUNCE bytes, on first use), a batch at a time, and sent and

@@ -223,6 +223,154 @@ static int wqe_commit(struct soft_qp *qp, struct soft_wqe *w, const struct rpcrd
 	return 0;
 }
 
+/* The RDMAP opcode of a Send or Send With Invalidate (@op) with @flags. */
+static uint8_t send_op(enum rpcrdma_wr_opcode op, uint32_t flags)
+{
+	if (op == RPCRDMA_WR_SEND_WITH_INV)
+		return (flags & RPCRDMA_SEND_SOLICITED) ? RR_OP_SEND_SE_INV : RR_OP_SEND_INV;
+	return (flags & RPCRDMA_SEND_SOLICITED) ? RR_OP_SEND_SE : RR_OP_SEND;
+}
+
+/* The next free slot of the send queue, taken for @wr (tx_lock held, room
+ * checked): cleared up to its body, its id, opcode and flags set. */
+static struct soft_wqe *wqe_take(struct soft_qp *qp, const struct rpcrdma_send_wr *wr)
+{
+	struct soft_wqe *w = sq_at(qp, qp->sq_count);
+
+	/* A slot never posted into is still the mapping's zero fill (no
+	 * inline buffer): not read before it is written, which would cost a
+	 * second page fault, the zero page's, on a connection's first Send
+	 * (issue 16 part J). */
+	if ((uint32_t)(w - qp->sq) >= qp->sq_touched)
+		qp->sq_touched = (uint32_t)(w - qp->sq) + 1;
+	else
+		rr_free(qp->ctx->env, w->inline_buf);
+	/* everything up to body but the iovec array (iovcnt rules it) */
+	memset(w, 0, offsetof(struct soft_wqe, iov));
+	memset(&w->iovcnt, 0, offsetof(struct soft_wqe, body) - offsetof(struct soft_wqe, iovcnt));
+	w->wr_id = wr->wr_id;
+	w->op = wr->opcode;
+	w->flags = wr->flags;
+	w->signaled = (wr->flags & RPCRDMA_SEND_SIGNALED) || qp->base.attr.sq_sig_all;
+	return w;
+}
+
+/* tx_lock held: WQE @w, the next to send, whose one FPDU (@len bytes) is in
+ * txcopy and of which the socket took @n bytes (or -errno): taken whole,
+ * it is done and completed here; a reset ends the QP (as in the batch
+ * loop); otherwise it is left as the batch loop's one-buffer batch, less
+ * what went, which that loop finishes (or fails) as it would its own. */
+static void tx_one_end(struct soft_qp *qp, struct soft_wqe *w, size_t len, ssize_t n)
+{
+	qp->tx_msn[RR_QN_SEND]++;
+	qp->sq_next++;
+	qp->tx_one++;
+	if (n == (ssize_t)len) {
+		w->state = WQE_DONE;
+		w->byte_len = w->len;
+		rr_soft_sq_complete_locked(qp);
+		return;
+	}
+	w->state = WQE_INFLIGHT;
+	qp->tx_one_left++;
+	if (n < 0 && n != -EAGAIN) {
+		/* reset: never retried, the QP ends (as in the batch loop) */
+		qp->last_err = (int)n;
+		rr_soft_qp_error_tx_locked(qp, NULL);
+		return;
+	}
+	if (n < 0)
+		n = 0;
+	qp->biov[0] = (struct iovec){qp->txcopy + n, len - (size_t)n};
+	qp->bcnt = 1;
+	qp->bpos = 0;
+	qp->bnf = 1;
+	qp->bend[0] = 1;
+	qp->bpart = n > 0;
+	qp->bnc_used = 0;
+	qp->bnc_ok = false;
+	rr_soft_qp_tx_locked(qp);
+}
+
+/* tx_lock held: whether the transmit side is idle (nothing batched or
+ * being segmented, no Read/Commit response or Terminate waiting). */
+static bool tx_idle(const struct soft_qp *qp)
+{
+	return !qp->bcnt && !qp->msg_active && !qp->term_pending && !qp->want_out &&
+	       qp->irq_sent == qp->irq_count;
+}
+
+/* tx_lock held, QP in RTS: the last WQE posted, when the transmit side is
+ * idle and every earlier WQE sent, and it is a Send or Send With
+ * Invalidate whose one FPDU fits txcopy (tx_copy_max): built in one pass
+ * into txcopy (rr_ddp_tx_one: the bytes the batch loop would write, one
+ * small untagged FPDU copied whole) and written with one send(2), then
+ * tx_one_end. false: the batch loop's turn, nothing changed. */
+static bool tx_one_fast(struct soft_qp *qp)
+{
+	struct soft_wqe *w;
+	size_t len;
+
+	if (!tx_idle(qp) || qp->sq_next + 1 != qp->sq_count)
+		return false;
+	w = sq_at(qp, qp->sq_next);
+	if (w->state != WQE_QUEUED || (w->op != RPCRDMA_WR_SEND && w->op != RPCRDMA_WR_SEND_WITH_INV) ||
+	    ((w->flags & RPCRDMA_SEND_FENCE) && qp->orq_out))
+		return false;
+	len = rr_ddp_tx_one(send_op(w->op, w->flags), RR_QN_SEND, qp->tx_msn[RR_QN_SEND],
+			    w->op == RPCRDMA_WR_SEND_WITH_INV ? w->stag : 0, w->iov, w->iovcnt, qp->crc,
+			    qp->fpdu_max, qp->txcopy, qp->ctx->tx_copy_max);
+	if (!len)
+		return false;
+	tx_one_end(qp, w, len, rr_soft_sock_writev(qp->obj.fd, &(struct iovec){qp->txcopy, len}, 1));
+	return true;
+}
+
+/* tx_lock held, QP in RTS: @wr, posted alone, an unsignaled Send or Send
+ * With Invalidate, on an empty send queue with the transmit side idle,
+ * whose one FPDU fits txcopy: its SGEs checked as a WQE's are
+ * (sge_resolve), the FPDU built in one pass and written with one send(2).
+ * Taken whole by the socket, the Send is done, and unsignaled it has no
+ * completion to make: it takes no WQE. Otherwise it becomes the WQE it
+ * would have been, ended by tx_one_end. false: nothing done, the WQE
+ * path's turn (an SGE that fails its check completes in error there). */
+static bool tx_send_bare(struct soft_qp *qp, const struct rpcrdma_send_wr *wr)
+{
+	struct iovec iov[SOFT_MAX_SGE];
+	struct soft_wqe *w;
+	unsigned cnt;
+	uint32_t tot, inv = wr->opcode == RPCRDMA_WR_SEND_WITH_INV ? wr->u.send.invalidate_stag : 0;
+	size_t len;
+	ssize_t n;
+
+	if ((wr->opcode != RPCRDMA_WR_SEND && wr->opcode != RPCRDMA_WR_SEND_WITH_INV) ||
+	    (wr->flags & (RPCRDMA_SEND_SIGNALED | RPCRDMA_SEND_INLINE)) ||
+	    qp->base.attr.sq_sig_all || wr->num_sge > SOFT_MAX_SGE || qp->sq_count ||
+	    !qp->sq_cap || !tx_idle(qp))
+		return false;
+	if (sge_resolve(qp, &qp->sq_lc, wr->sg_list, wr->num_sge, 0, iov, &cnt, &tot))
+		return false;
+	len = rr_ddp_tx_one(send_op(wr->opcode, wr->flags), RR_QN_SEND, qp->tx_msn[RR_QN_SEND], inv,
+			    iov, cnt, qp->crc, qp->fpdu_max, qp->txcopy, qp->ctx->tx_copy_max);
+	if (!len)
+		return false;
+	n = rr_soft_sock_writev(qp->obj.fd, &(struct iovec){qp->txcopy, len}, 1);
+	if (n == (ssize_t)len) {
+		qp->tx_msn[RR_QN_SEND]++;
+		qp->tx_one++;
+		qp->tx_bare++;
+		return true;
+	}
+	w = wqe_take(qp, wr);
+	memcpy(w->iov, iov, sizeof(iov[0]) * cnt);
+	w->iovcnt = cnt;
+	w->len = tot;
+	w->stag = inv;
+	qp->sq_count++;
+	tx_one_end(qp, w, len, n);
+	return true;
+}
+
 /* A memory window bind into WQE @w: executed at post time, so that the new
  * STag is known when post_send returns (rdma.h); the WQE is finished (with
  * RPCRDMA_WC_MW_BIND_ERR when the bind failed). */
@@ -257,6 +405,10 @@ int rr_soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct rpc
 	int ret = 0;
 
 	pthread_mutex_lock(&qp->tx_lock);
+	if (!wr->next && qp->state == QPS_RTS && tx_send_bare(qp, wr)) {
+		pthread_mutex_unlock(&qp->tx_lock);
+		return 0;
+	}
 	for (; wr; wr = wr->next) {
 		struct soft_wqe *w;
 		int r = 0;
@@ -277,22 +429,7 @@ int rr_soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct rpc
 			ret = -EINVAL;
 			break;
 		}
-		w = sq_at(qp, qp->sq_count);
-		/* A slot never posted into is still the mapping's zero fill
-		 * (no inline buffer): not read before it is written, which
-		 * would cost a second page fault, the zero page's, on a
-		 * connection's first Send (issue 16 part J). */
-		if ((uint32_t)(w - qp->sq) >= qp->sq_touched)
-			qp->sq_touched = (uint32_t)(w - qp->sq) + 1;
-		else
-			rr_free(qp->ctx->env, w->inline_buf);
-		/* everything up to body but the iovec array (iovcnt rules it) */
-		memset(w, 0, offsetof(struct soft_wqe, iov));
-		memset(&w->iovcnt, 0, offsetof(struct soft_wqe, body) - offsetof(struct soft_wqe, iovcnt));
-		w->wr_id = wr->wr_id;
-		w->op = wr->opcode;
-		w->flags = wr->flags;
-		w->signaled = (wr->flags & RPCRDMA_SEND_SIGNALED) || qp->base.attr.sq_sig_all;
+		w = wqe_take(qp, wr);
 		switch (wr->opcode) {
 		case RPCRDMA_WR_SEND:
 		case RPCRDMA_WR_SEND_WITH_INV:
@@ -322,7 +459,8 @@ int rr_soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct rpc
 	}
 	if (ret && bad)
 		*bad = wr;
-	rr_soft_qp_tx_locked(qp);
+	if (qp->state != QPS_RTS || !tx_one_fast(qp))
+		rr_soft_qp_tx_locked(qp);
 	pthread_mutex_unlock(&qp->tx_lock);
 	return ret;
 }
@@ -525,7 +663,6 @@ static bool tx_pick(struct soft_qp *qp)
 	}
 	while (qp->sq_next < qp->sq_count) {
 		struct soft_wqe *w = sq_at(qp, qp->sq_next);
-		uint8_t op;
 		int r;
 
 		if (w->state == WQE_DONE) { /* failed at post, or bind */
@@ -552,11 +689,7 @@ static bool tx_pick(struct soft_qp *qp)
 			continue;
 		case RPCRDMA_WR_SEND:
 		case RPCRDMA_WR_SEND_WITH_INV:
-			if (w->op == RPCRDMA_WR_SEND_WITH_INV)
-				op = (w->flags & RPCRDMA_SEND_SOLICITED) ? RR_OP_SEND_SE_INV : RR_OP_SEND_INV;
-			else
-				op = (w->flags & RPCRDMA_SEND_SOLICITED) ? RR_OP_SEND_SE : RR_OP_SEND;
-			r = rr_ddp_txmsg_untagged(&qp->msg, op, RR_QN_SEND, qp->tx_msn[RR_QN_SEND]++,
+			r = rr_ddp_txmsg_untagged(&qp->msg, send_op(w->op, w->flags), RR_QN_SEND, qp->tx_msn[RR_QN_SEND]++,
 						  w->op == RPCRDMA_WR_SEND_WITH_INV ? w->stag : 0,
 						  w->iov, w->iovcnt);
 			break;
@@ -737,12 +870,16 @@ void rr_soft_qp_tx_locked(struct soft_qp *qp)
 			qp->bend[0] = 1;
 		}
 		if (!qp->bcnt) {
+			bool failed;
+
 			if (qp->term_pending)
 				continue;   /* nothing batched before it: send it now */
+			/* looked at before the completions pop the failed WQE */
+			failed = sq_failed(qp);
 			rr_soft_sq_complete_locked(qp);
 			if (qp->want_out)
 				rr_soft_want_out(qp, false);
-			if (sq_failed(qp))
+			if (failed)
 				rr_soft_qp_error_tx_locked(qp, NULL);
 			return;
 		}
