@@ -174,7 +174,7 @@ struct rr_hdr_chunk {
 /* Every scalar comes first, the arrays last: decoding or building a
  * header resets the scalars only (memset up to @read), and a message
  * without chunks (a NULL Call, a small Reply) touches the first two cache
- * lines and nothing else of the ~2.7 KiB (Issue 16 part X: the scalars
+ * lines and nothing else of the ~2.6 KiB (Issue 16 part X: the scalars
  * were spread over four lines, each cold again after 99 other
  * connections' calls). */
 struct rr_hdr {

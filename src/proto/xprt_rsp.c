@@ -611,11 +611,11 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		      struct rr_xprt_reply_plan *plan)
 {
 	const struct rr_hdr *ch = &rc->hdr;
-	/* The Reply's header is built on the stack (~2.7 KiB, as the
+	/* The Reply's header is built on the stack (~2.6 KiB, as the
 	 * backchannel's): its scalars, all that a Reply without chunks
 	 * touches, are in the stack's warm lines, where a header kept per
 	 * connection was cold again after the other connections' calls
-	 * (and held 2.7 KiB per connection that had replied once). */
+	 * (and held 2.6 KiB per connection that had replied once). */
 	struct rr_hdr hb;
 	struct rr_hdr *h = &hb;
 	struct fill f;

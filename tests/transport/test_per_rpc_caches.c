@@ -336,7 +336,7 @@ TEST(cache_rsp_context_reuse_fresh_scalars)
 
 /* Building a Reply allocates nothing and leaves nothing held, with or
  * without spares (its header is on the stack: a responder that answered
- * once held a 2.7 KiB header per connection before, and one without
+ * once held a 2.6 KiB header per connection before, and one without
  * spares allocated and freed it per Reply); with every allocation failing
  * the Reply is still built, byte for byte the same. */
 TEST(cache_rsp_reply_header_not_held)
