@@ -388,14 +388,10 @@ int rr_hdr_decode(struct rr_hdr *h, const void *buf, size_t len,
 		rr_hdr_limits_init(&defaults);
 		lim = &defaults;
 	}
-	/* Only the scalar fields are reset; the arrays are written before
-	 * they are read (bounded by nread, nwrite, nsegs). */
+	/* Only the scalar fields (all before @read) are reset; the arrays
+	 * are written before they are read (bounded by nread, nwrite,
+	 * nsegs). */
 	memset(h, 0, offsetof(struct rr_hdr, read));
-	h->reply.nsegs = 0;
-	h->reply.length = 0;
-	h->nsegs = 0;
-	h->err = h->vers_low = h->vers_high = 0;
-	h->hdr_len = h->payload_off = h->payload_len = h->trailing = 0;
 	h->vers = RR_HDR_VERSION;
 
 	rr_xdr_dec_init(&x.d, buf, len);
@@ -526,15 +522,14 @@ int rr_hdr_consume_chunk(const struct rr_hdr *call, const struct rr_hdr_chunk *c
 
 /* ---- building ---- */
 
+/* The scalars reset per message fit two cache lines (struct rr_hdr). */
+_Static_assert(offsetof(struct rr_hdr, read) <= 128, "rr_hdr: scalars beyond two cache lines");
+
 void rr_hdr_init(struct rr_hdr *h, uint32_t xid, uint32_t credit, uint32_t proc)
 {
 	/* As rr_hdr_decode(): the scalars only; the arrays are written
 	 * before they are read. */
 	memset(h, 0, offsetof(struct rr_hdr, read));
-	h->reply = (struct rr_hdr_chunk){0, 0, 0, 0};
-	h->nsegs = 0;
-	h->err = h->vers_low = h->vers_high = 0;
-	h->hdr_len = h->payload_off = h->payload_len = h->trailing = 0;
 	h->xid = xid;
 	h->vers = RR_HDR_VERSION;
 	h->credit = credit;

@@ -384,14 +384,14 @@ struct rr_xprt_responder {
 	const struct rpcrdma_env *env;
 	struct rr_xprt_params params;
 	struct rr_xprt_stats *stats;
-	/* rr_xprt_rsp_keep_spares: released Call contexts (~4.6 KiB each) and
-	 * the Reply-building header (~2.6 KiB) are kept for reuse instead of
-	 * freed: an allocation per RPC is avoidable work, and a larger one
-	 * can make the allocator give pages back and fault them in again. */
+	/* rr_xprt_rsp_keep_spares: released Call contexts (~4.6 KiB each)
+	 * are kept for reuse instead of freed (the Reply-building header is
+	 * on the stack, rr_xprt_rsp_reply): an allocation per RPC is
+	 * avoidable work, and a larger one can make the allocator give pages
+	 * back and fault them in again. */
 	unsigned max_spares;
 	unsigned nspares;
 	struct rr_xprt_rcall *spares[RR_XPRT_RSP_SPARES];
-	struct rr_hdr *scratch;
 	struct rr_hdr_limits lim;        /* decoding Calls (from params) */
 	/* With spares kept: one released rebuilt-Call buffer (capacity at
 	 * most RR_XPRT_RSP_BUF_KEEP) is reused by the next Call that fits

@@ -38,8 +38,6 @@ void rr_xprt_rsp_fini(struct rr_xprt_responder *s)
 {
 	while (s->nspares)
 		rr_free(s->env, s->spares[--s->nspares]);
-	rr_free(s->env, s->scratch);
-	s->scratch = NULL;
 	rr_free(s->env, s->spare_buf);
 	s->spare_buf = NULL;
 	s->spare_buf_cap = 0;
@@ -121,22 +119,6 @@ static void cbuf_put(struct rr_xprt_responder *s, uint8_t *b, uint32_t cap)
 		rr_free(s->env, s->spare_buf);
 	s->spare_buf = b;
 	s->spare_buf_cap = cap;
-}
-
-/* The Reply-building header: the kept one (reused), or a new one. */
-static struct rr_hdr *hdr_get(struct rr_xprt_responder *s)
-{
-	if (!s->max_spares)
-		return rr_alloc(s->env, sizeof(struct rr_hdr));
-	if (!s->scratch)
-		s->scratch = rr_alloc(s->env, sizeof(struct rr_hdr));
-	return s->scratch;
-}
-
-static void hdr_put(struct rr_xprt_responder *s, struct rr_hdr *h)
-{
-	if (h != s->scratch)
-		rr_free(s->env, h);
 }
 
 static enum rr_xprt_rsp_action answer(struct rr_xprt_responder *s, uint32_t xid,
@@ -629,7 +611,13 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		      struct rr_xprt_reply_plan *plan)
 {
 	const struct rr_hdr *ch = &rc->hdr;
-	struct rr_hdr *h;
+	/* The Reply's header is built on the stack (~2.6 KiB, as the
+	 * backchannel's): its scalars, all that a Reply without chunks
+	 * touches, are in the stack's warm lines, where a header kept per
+	 * connection was cold again after the other connections' calls
+	 * (and held 2.6 KiB per connection that had replied once). */
+	struct rr_hdr hb;
+	struct rr_hdr *h = &hb;
 	struct fill f;
 	uint64_t reduced = 0;
 	unsigned k = 0;
@@ -646,9 +634,6 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 	plan->rr_len = plan->rr_nsegs = plan->rr_seg_len = 0;
 	if (grant == 0)
 		grant = 1;   /* never grant zero */
-	h = hdr_get(s);
-	if (!h)
-		return -ENOMEM;
 	rr_hdr_init(h, rc->xid, grant, RR_HDR_MSG);
 	for (uint32_t i = 0; i < ch->nwrite; i++)
 		(void)rr_hdr_add_write(h, NULL, 0);   /* unused chunks: count 0 */
@@ -657,10 +642,8 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 	for (unsigned i = 0; i < nparts; i++) {
 		const struct rr_xprt_part *pt = &parts[i];
 
-		if (pt->len && !pt->base) {
-			hdr_put(s, h);
+		if (pt->len && !pt->base)
 			return -EINVAL;
-		}
 		if (!pt->ddp) {
 			reduced += pt->len;
 			continue;
@@ -668,10 +651,8 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		if (k < ch->nwrite) {
 			fill_init(&f, ch, &ch->write[k], plan);
 			if (pt->len > f.cap || fill_bytes(&f, pt->base, pt->len) ||
-			    fill_result(&f, h, &h->write[k])) {
-				hdr_put(s, h);
+			    fill_result(&f, h, &h->write[k]))
 				return rsp_reply_fallback(s, rc, grant, buf, cap, plan);
-			}
 		} else {
 			reduced += RR_ALIGN4((uint64_t)pt->len);
 		}
@@ -681,19 +662,16 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 	if (hlen + reduced <= s->params.reply_inline) {
 		rc_ = reply_inline(ch, h, parts, nparts, reduced, buf, cap, plan);
 		if (rc_)
-			goto out;
+			return rc_;
 	} else if (ch->has_reply && reduced <= ch->reply.length) {
 		rc_ = reply_long(s, ch, h, parts, nparts, buf, cap, plan);
-		if (rc_ == 1) {
-			hdr_put(s, h);
+		if (rc_ == 1)
 			return rsp_reply_fallback(s, rc, grant, buf, cap, plan);
-		}
 		if (rc_)
-			goto out;
+			return rc_;
 	} else {
-		rc_ = rsp_reply_oversize(s, rc, h, parts, nparts, reduced, grant, buf, cap, plan);
-		hdr_put(s, h);
-		return rc_;
+		return rsp_reply_oversize(s, rc, h, parts, nparts, reduced, grant, buf, cap,
+					  plan);
 	}
 	if (s->params.local_r && s->params.peer_r)
 		plan->send_inv = pick_inv(ch, &plan->inv_stag);
@@ -708,7 +686,5 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		st->total_rdma_rep += plan->write_bytes;
 		st->pullup_bytes += plan->send_len;
 	}
-out:
-	hdr_put(s, h);
-	return rc_;
+	return 0;
 }

@@ -235,6 +235,7 @@ static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
 }
 
 static void req_release(struct rpcrdma_req *r);
+static void req_release_after(struct rpcrdma_req *r);
 
 /* send_reply_async: the transport no longer references the Reply. */
 static void req_sent(void *arg, int status)
@@ -263,7 +264,18 @@ static void req_send(struct rpcrdma_req *r, const struct rr_xprt_msg *m)
 	if (m) {
 		int rc;
 
-		if (s->ops->send_reply_async) {
+		if (s->ops->send_reply_done && !r->release) {
+			/* nothing to release before the transport's done:
+			 * a Reply that left nothing referenced finishes the
+			 * request at the transport in the same step */
+			rc = s->ops->send_reply_done(s->xs, r->xreq, m, req_sent, r);
+			if (rc == 1)
+				return;
+			if (rc == 0) {
+				req_release_after(r);
+				return;
+			}
+		} else if (s->ops->send_reply_async) {
 			rc = s->ops->send_reply_async(s->xs, r->xreq, m, req_sent, r);
 			if (rc == 1)
 				return;
@@ -301,6 +313,17 @@ static void req_replay(struct rpcrdma_req *r, struct rr_drc_reply *rep)
 	req_send(r, &m);
 }
 
+/* The rest of req_release once the transport is done with @r->xreq. */
+static void req_release_after(struct rpcrdma_req *r)
+{
+	struct rpcrdma_server *s = r->srv;
+
+	if (r->drc_rep)
+		rr_drc_reply_put(s->drc, r->drc_rep);
+	req_drop(s, r);
+	inflight_put(s);
+}
+
 /* The Reply's memory is free: release the results and the request. */
 static void req_release(struct rpcrdma_req *r)
 {
@@ -308,11 +331,8 @@ static void req_release(struct rpcrdma_req *r)
 
 	if (r->release)
 		r->release(r->release_arg);
-	if (r->drc_rep)
-		rr_drc_reply_put(s->drc, r->drc_rep);
 	s->ops->req_done(s->xs, r->xreq);
-	req_drop(s, r);
-	inflight_put(s);
+	req_release_after(r);
 }
 
 /* Replaces whatever was encoded with a header-only Reply. */

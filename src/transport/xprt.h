@@ -130,6 +130,12 @@
  *      completed or failed), and only then does the RPC layer release the
  *      results and call req_done. rdma:// uses it so that one thread
  *      answers many Calls without waiting for each Send.
+ *  send_reply_done(s, req, msg, sent, arg) (optional): send_reply_async,
+ *      and when that returns 0 (nothing of @msg referenced any more) also
+ *      req_done(@req) in the same step: @req is then finished (one hold
+ *      of the transport's lock instead of two per call). The RPC layer
+ *      uses it only when nothing is left to release before req_done (no
+ *      results release hook: the Call's buffers may go at once).
  *  req_done(s, req): the RPC layer is done with @req (after send_reply, or
  *      without any reply for a dropped Call). Frees its receive buffers.
  *      Called exactly once per delivered req.
@@ -331,6 +337,12 @@ struct rr_xprt_server_ops {
 	int (*send_reply_async)(struct rr_xprt_server *s, struct rr_xprt_req *req,
 				const struct rr_xprt_msg *msg,
 				void (*sent)(void *arg, int status), void *arg);
+	/* Optional: send_reply_async, and on 0 req_done(@req) as well (@req
+	 * finished: req_done is not called for it). 1 or a negative errno:
+	 * as send_reply_async, req_done still owed. */
+	int (*send_reply_done)(struct rr_xprt_server *s, struct rr_xprt_req *req,
+			       const struct rr_xprt_msg *msg,
+			       void (*sent)(void *arg, int status), void *arg);
 	void (*stop)(struct rr_xprt_server *s);
 	void (*destroy)(struct rr_xprt_server *s);
 	/* true: the transport calls recv() from params->threads threads of its

@@ -521,6 +521,129 @@ TEST(rpc_xprt_contract_server_ext_items)
 	rpcrdma_server_destroy(s);
 }
 
+/* ---- send_reply_done: the reply and the transport's done in one step ---- */
+
+static int rd_reply_dones, rd_order;   /* rd_order: 1 release hook, 2 req_done */
+static int rd_release_seen_done;
+
+static int lsrv_send_reply_done(struct rr_xprt_server *s, struct rr_xprt_req *req,
+				const struct rr_xprt_msg *m, void (*sent)(void *arg, int status),
+				void *arg)
+{
+	int rc;
+
+	(void)sent;
+	(void)arg;
+	rc = lsrv_send_reply(s, req, m);
+	if (rc == 0) {
+		pthread_mutex_lock(&s->lock);
+		rd_reply_dones++;
+		s->dones++;   /* finished here: req_done must not follow */
+		pthread_cond_broadcast(&s->cv);
+		pthread_mutex_unlock(&s->lock);
+	}
+	return rc;
+}
+
+static void rd_req_done(struct rr_xprt_server *s, struct rr_xprt_req *req)
+{
+	rd_order = rd_order * 10 + 2;
+	lsrv_req_done(s, req);
+}
+
+static const struct rr_xprt_server_ops rd_server_ops = {
+	.create = lsrv_create,
+	.port = lsrv_port,
+	.start = lsrv_start,
+	.send_reply = lsrv_send_reply,
+	.send_reply_done = lsrv_send_reply_done,
+	.req_done = rd_req_done,
+	.stop = lsrv_stop,
+	.destroy = lsrv_destroy,
+};
+
+static const struct rr_xprt_class rd_class = {"loopdone", &loop_client_ops, &rd_server_ops};
+
+static void rd_release(void *arg)
+{
+	(void)arg;
+	rd_release_seen_done = loop_srv->dones;
+	rd_order = rd_order * 10 + 1;
+}
+
+/* proc 1: no release hook; proc 2: a results release hook */
+static int h_rd(struct rpcrdma_req *r, void *ctx)
+{
+	(void)ctx;
+	if (rpcrdma_req_proc(r) == 2)
+		rpcrdma_req_set_release(r, rd_release, NULL);
+	rpcrdma_xdr_put_u32(rpcrdma_req_results(r), 0x77);
+	return RPCRDMA_SVC_OK;
+}
+
+/* Injects a Call of (7, 1, @proc) with XID @xid and waits for its done. */
+static void rd_call(uint32_t xid, uint32_t proc, int dones)
+{
+	uint8_t msg[64];
+	size_t n = 0;
+	struct rr_xprt_req req;
+
+	rr_put_be32(msg + n, xid), n += 4;
+	rr_put_be32(msg + n, 0), n += 4;
+	rr_put_be32(msg + n, 2), n += 4;
+	rr_put_be32(msg + n, 7), n += 4;
+	rr_put_be32(msg + n, 1), n += 4;
+	rr_put_be32(msg + n, proc), n += 4;
+	memset(msg + n, 0, 16), n += 16;
+	memset(&req, 0, sizeof(req));
+	req.msg = msg;
+	req.len = n;
+	loop_srv->p.recv(loop_srv->p.ctx, &req);
+	pthread_mutex_lock(&loop_srv->lock);
+	for (int t = 0; t < 500 && loop_srv->dones < dones; t++) {
+		pthread_mutex_unlock(&loop_srv->lock);
+		usleep(10000);
+		pthread_mutex_lock(&loop_srv->lock);
+	}
+	pthread_mutex_unlock(&loop_srv->lock);
+}
+
+/* A transport offering send_reply_done: a Reply with nothing to release
+ * finishes the request there (no req_done after it: one step, one hold of
+ * the transport's lock per call on rdma://); a request whose results have
+ * a release hook still goes reply, hook, req_done, in that order. */
+TEST(rpc_xprt_contract_server_reply_done)
+{
+	struct rpcrdma_server *s = NULL;
+
+	rd_reply_dones = rd_order = 0;
+	rd_release_seen_done = -1;
+	REQUIRE_EQ(rr_xprt_register(&rd_class), 0);
+	REQUIRE_EQ(rpcrdma_server_create("loopdone://x:1", NULL, &s), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, 7, 1, 1, h_rd, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, 7, 1, 2, h_rd, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_start(s), 0);
+	REQUIRE(loop_srv != NULL);
+
+	rd_call(0x100, 1, 1);
+	pthread_mutex_lock(&loop_srv->lock);
+	CHECK_EQ(loop_srv->replies, 1);
+	CHECK_EQ(loop_srv->dones, 1);
+	pthread_mutex_unlock(&loop_srv->lock);
+	CHECK_EQ(rd_reply_dones, 1);
+	CHECK_EQ(rd_order, 0);   /* req_done not called again */
+
+	rd_call(0x101, 2, 2);
+	pthread_mutex_lock(&loop_srv->lock);
+	CHECK_EQ(loop_srv->replies, 2);
+	CHECK_EQ(loop_srv->dones, 2);
+	pthread_mutex_unlock(&loop_srv->lock);
+	CHECK_EQ(rd_reply_dones, 1);         /* not used: a hook to run first */
+	CHECK_EQ(rd_order, 12);              /* the hook, then req_done */
+	CHECK_EQ(rd_release_seen_done, 1);   /* before this request's done */
+	rpcrdma_server_destroy(s);
+}
+
 TEST(rpc_xprt_registry)
 {
 	const struct rr_xprt_class *cls;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Shared receive queues of the soft provider (include/rpcrdma/rdma.h
  * "shared receive queues", src/rdma/soft/srq.c): several QPs, each of its
- * own PD, take Receives of one SRQ of another PD in the order posted, the
+ * own PD, take Receives of one SRQ of another PD, the newest first, the
  * completions going to each QP's CQ with that QP named; the one-shot limit
  * event; a message that finds the queue empty, or its QP's receive quota
  * spent, is that connection's overrun alone (Terminate, "no buffer for
@@ -128,12 +128,13 @@ TEST(srq_soft_shared_by_qps_of_other_pds)
 	for (uint64_t id = 0; id < 9; id++)
 		sq_post(&s, id);
 	CHECK_EQ(sq_count(&s), 9);
-	/* three messages on each QP, interleaved: Receives taken in the
-	 * order posted, whichever QP the message came on */
+	/* three messages on each QP, interleaved: Receives taken the most
+	 * recently posted first (LIFO: its entry and buffer are the ones
+	 * last touched), whichever QP the message came on */
 	for (unsigned r = 0; r < 3; r++) {
 		for (unsigned i = 0; i < 3; i++) {
 			struct rpcrdma_wc wc;
-			uint64_t want = r * 3 + i;
+			uint64_t want = 8 - (r * 3 + i);
 
 			sq_send(&s, i, (uint8_t)(0x10 * (i + 1) + r), 100 + r + i);
 			REQUIRE_EQ(sq_wait(s.n.scq, &wc), 1);
@@ -268,9 +269,9 @@ TEST(srq_soft_quota_bounds_one_connection)
 	sq_down(&s);
 }
 
-/* A message too long for the Receive it took: the connection ends and
- * that Receive is flushed to its QP (wr_id and QP named), the others stay
- * in the queue. */
+/* A message too long for the Receive it took (the newest): the
+ * connection ends and that Receive is flushed to its QP (wr_id and QP
+ * named), the others stay in the queue. */
 TEST(srq_soft_failed_message_flushes_its_receive)
 {
 	struct rpcrdma_wc wc;
@@ -285,7 +286,7 @@ TEST(srq_soft_failed_message_flushes_its_receive)
 		if (rpcrdma_cq_wait(s.n.scq, 1, &wc, 50) != 1)
 			continue;
 		CHECK_EQ(wc.status, RPCRDMA_WC_WR_FLUSH_ERR);
-		CHECK_EQ(wc.wr_id, 0);
+		CHECK_EQ(wc.wr_id, 3);
 		CHECK(wc.qp == s.sqp[0]);
 		flushed = true;
 	}
@@ -324,7 +325,7 @@ TEST(srq_soft_receive_of_a_partial_message_is_not_lost)
 	CHECK_EQ(rpcrdma_disconnect(s.sid[0]), 0);
 	REQUIRE_EQ(sq_wait(s.n.scq, &wc), 1);
 	CHECK_EQ(wc.status, RPCRDMA_WC_WR_FLUSH_ERR);
-	CHECK_EQ(wc.wr_id, 0);
+	CHECK_EQ(wc.wr_id, 2);   /* the newest of 0, 1, 2 */
 	CHECK(wc.qp == s.sqp[0]);
 	CHECK_EQ(sq_count(&s), 2);
 	/* never connected, destroyed in the middle of "a message" */

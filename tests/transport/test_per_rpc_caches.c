@@ -334,6 +334,54 @@ TEST(cache_rsp_context_reuse_fresh_scalars)
 	CHECK_EQ(t.te.live, 0);
 }
 
+/* Building a Reply allocates nothing and leaves nothing held, with or
+ * without spares (its header is on the stack: a responder that answered
+ * once held a 2.6 KiB header per connection before, and one without
+ * spares allocated and freed it per Reply); with every allocation failing
+ * the Reply is still built, byte for byte the same. */
+TEST(cache_rsp_reply_header_not_held)
+{
+	static struct lean t;
+	static uint8_t out[2][1024];
+	struct rr_xprt_rqst *c;
+	struct rr_xprt_rcall *rc;
+	struct rr_xprt_reply_plan plan;
+	int len[2];
+
+	for (int keep = 0; keep < 2; keep++) {
+		struct rr_xprt_part rp[1] = {{head, 40, false}};
+		struct rr_xprt_part cp[1] = {{head, 60, false}};
+		struct rr_xprt_rqst_desc d = {.xid = 41, .parts = cp, .nparts = 1,
+					      .max_reply = 64};
+		unsigned long allocs;
+		long live;
+
+		lean_init(&t, keep != 0);
+		lean_call_hdr(head, 41, 60, 9);
+		rc = lean_call(&t, &d, &c);
+		allocs = t.te.allocs;
+		live = t.te.live;
+		t.te.fail_at = t.te.allocs + 1;   /* every allocation from now on fails */
+		t.te.fail_all_after = true;
+		REQUIRE_EQ(rr_xprt_rsp_reply(&t.rsp, rc, rp, 1, 5, out[keep], sizeof(out[keep]),
+					     &plan), 0);
+		t.te.fail_at = 0;
+		t.te.fail_all_after = false;
+		CHECK_EQ(t.te.allocs, allocs);
+		CHECK_EQ(t.te.live, live);
+		CHECK_EQ(plan.nwrites, 0);
+		len[keep] = (int)plan.send_len;
+		CHECK(len[keep] > 40);
+		rr_xprt_rcall_release(&t.rsp, rc);
+		rr_xprt_rqst_release(&t.req, c);
+		rr_xprt_req_fini(&t.req);
+		rr_xprt_rsp_fini(&t.rsp);
+		CHECK_EQ(t.te.live, 0);
+	}
+	CHECK_EQ(len[0], len[1]);
+	CHECK_MEM(out[0], out[1], (size_t)len[0]);
+}
+
 /* The requester's kept header: a Call with Write and Reply chunks, then a
  * Short Call; the Short Call's transport header is byte-identical to the one
  * a fresh requester marshals (nothing of the earlier chunks is sent), and

@@ -383,8 +383,8 @@ struct soft_srq {
 	struct soft_srq *pd_next;    /* pd->srqs (pd->lock) */
 	struct soft_qp *qps;         /* attached QPs, qp->srq_next (pd->lock) */
 	pthread_mutex_t lock;        /* the ring and the limit (a leaf) */
-	struct soft_rqe *rq;         /* mapped lazily (rr_alloc_pages) */
-	uint32_t cap, head, count;
+	struct soft_rqe *rq;         /* a stack, mapped lazily (rr_alloc_pages) */
+	uint32_t cap, count;         /* rq[count - 1]: the newest, taken first */
 	uint32_t limit;              /* armed limit; 0: none */
 	atomic_int event;            /* the limit fired, not consumed */
 	/* Its Receives' lkeys checked last (lock), one entry per STag index

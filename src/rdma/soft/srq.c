@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The soft provider's shared receive queues (include/rpcrdma/rdma.h "shared
- * receive queues"): a ring of Receives, each resolved against the SRQ's PD
+ * receive queues"): a stack of Receives, each resolved against the SRQ's PD
  * when posted (the memory is local to us: a QP of another PD of the
  * context may use it, RPCRDMA_CAP_SRQ_ANY_PD), taken by a QP when a
  * message begins on it (rx.c), and the limit event, one-shot as verbs'
- * IBV_EVENT_SRQ_LIMIT_REACHED. The ring's entries are as wide as the
+ * IBV_EVENT_SRQ_LIMIT_REACHED. A message takes the newest Receive (LIFO,
+ * docs/rdma-provider.md): under load the same few entries and buffers are
+ * reused while warm, where a FIFO walked the whole ring and every posted
+ * buffer between two uses. The queue is a stack of entries as wide as the
  * SGEs asked for: a queue of tens of thousands of one-SGE Receives is a
  * few pages per thousand, and it is mapped lazily (as the QPs' queues). */
 #include "rdma/soft/srq.h"
 
-/* One posted Receive in the ring: @iovcnt of the SRQ's max_sge iovecs. */
+/* One posted Receive on the stack: @iovcnt of the SRQ's max_sge iovecs. */
 struct srq_ent {
 	uint64_t wr_id;
 	uint32_t iovcnt;
@@ -120,7 +123,7 @@ int rr_soft_post_srq_recv(struct rr_srq *b, struct rpcrdma_recv_wr *wr, struct r
 			ret = -ENOMEM;
 			break;
 		}
-		e = ent_at(s, ring_idx(s->head, s->count, s->cap));
+		e = ent_at(s, s->count);
 		if (resolve(s, wr, e)) {
 			ret = -EINVAL;
 			break;
@@ -168,14 +171,11 @@ int rr_soft_srq_take(struct soft_srq *s, struct soft_rqe *out)
 		pthread_mutex_unlock(&s->lock);
 		return -ENOBUFS;
 	}
-	e = ent_at(s, s->head);
+	/* the newest: its entry and its buffer were touched last */
+	e = ent_at(s, --s->count);
 	out->wr_id = e->wr_id;
 	out->iovcnt = e->iovcnt;
 	memcpy(out->iov, e->iov, sizeof(e->iov[0]) * e->iovcnt);
-	s->head = ring_idx(s->head, 1, s->cap);
-	s->count--;
-	if (!s->count)
-		s->head = 0;   /* an empty ring restarts: few pages touched */
 	limit_check(s);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
@@ -187,8 +187,7 @@ void rr_soft_srq_untake(struct soft_srq *s, const struct soft_rqe *e)
 
 	pthread_mutex_lock(&s->lock);
 	if (s->count < s->cap) {
-		s->head = s->head ? s->head - 1 : s->cap - 1;
-		d = ent_at(s, s->head);
+		d = ent_at(s, s->count);
 		d->wr_id = e->wr_id;
 		d->iovcnt = e->iovcnt;
 		memcpy(d->iov, e->iov, sizeof(e->iov[0]) * e->iovcnt);

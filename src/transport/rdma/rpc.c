@@ -431,33 +431,49 @@ static int sv_start(struct rr_xprt_server *s)
 }
 
 /* Replies through the transport: synchronous without @sent, else posted
- * and finished by @sent(@arg, status) on the Send's completion. */
+ * and finished by @sent(@arg, status) on the Send's completion; with
+ * @finish, a Reply that left nothing referenced (0) finishes @req too
+ * (sv_send_reply_done). */
 static int sv_reply(struct rr_xprt_server *s, struct rr_xprt_req *req,
-		    const struct rr_xprt_msg *msg, void (*sent)(void *arg, int status), void *arg)
+		    const struct rr_xprt_msg *msg, void (*sent)(void *arg, int status), void *arg,
+		    bool finish)
 {
 	struct sreq_wrap *w = req->xp_priv;
 	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
 	unsigned n;
+	int rc;
 
 	if (msg->nddp > RR_RPC_MAX_DDP)
 		return -EINVAL;
 	n = msg_parts(msg, parts);
 	if (!sent)
 		return rr_tp_server_reply(s->tp, w->sreq, parts, n, NULL);
-	return rr_tp_server_reply_async(s->tp, w->sreq, parts, n, NULL, sent, arg);
+	if (!finish)
+		return rr_tp_server_reply_async(s->tp, w->sreq, parts, n, NULL, sent, arg);
+	rc = rr_tp_server_reply_done(s->tp, w->sreq, parts, n, sent, arg);
+	if (rc == 0)
+		sreq_wrap_put(s, w);   /* as sv_req_done */
+	return rc;
 }
 
 static int sv_send_reply(struct rr_xprt_server *s, struct rr_xprt_req *req,
 			 const struct rr_xprt_msg *msg)
 {
-	return sv_reply(s, req, msg, NULL, NULL);
+	return sv_reply(s, req, msg, NULL, NULL, false);
 }
 
 static int sv_send_reply_async(struct rr_xprt_server *s, struct rr_xprt_req *req,
 			       const struct rr_xprt_msg *msg, void (*sent)(void *arg, int status),
 			       void *arg)
 {
-	return sent ? sv_reply(s, req, msg, sent, arg) : -EINVAL;
+	return sent ? sv_reply(s, req, msg, sent, arg, false) : -EINVAL;
+}
+
+static int sv_send_reply_done(struct rr_xprt_server *s, struct rr_xprt_req *req,
+			      const struct rr_xprt_msg *msg, void (*sent)(void *arg, int status),
+			      void *arg)
+{
+	return sent ? sv_reply(s, req, msg, sent, arg, true) : -EINVAL;
 }
 
 static void sv_req_done(struct rr_xprt_server *s, struct rr_xprt_req *req)
@@ -780,6 +796,7 @@ static int sv_ctl(struct rr_xprt_server *s, struct rr_xprt_req *req, unsigned op
 		.create = create_fn, .port = sv_port, .start = sv_start,       \
 		.send_reply = sv_send_reply, .req_done = sv_req_done,          \
 		.send_reply_async = sv_send_reply_async,                       \
+		.send_reply_done = sv_send_reply_done,                         \
 		.stop = sv_stop, .destroy = sv_destroy, .inline_recv = false,  \
 		.ctl = sv_ctl, .req_refuse = sv_req_refuse,                    \
 		.bc_client = sv_bc_client,                                     \

@@ -468,15 +468,26 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_conn_sreq *r,
 	return rc;
 }
 
-int rr_tp_server_reply_async(struct rr_tp_server *s, struct rr_conn_sreq *r,
-			     const struct rr_xprt_part *parts, unsigned nparts, bool *err_chunk,
-			     rr_tp_sent_fn sent, void *arg)
+/* rr_tp_server_done's work (the endpoint's lock held). */
+static void done_locked(struct tp_shard *sh, struct tp_conn *cn, struct rr_conn_sreq *r)
+{
+	r->xsent = NULL;
+	(void)rr_conn_done(cn->sess, r);
+	/* a dead connection waits for its last request: its loop frees it */
+	if (cn->dead && !rr_conn_in_progress(cn->sess) && !tp_on_progress_thread(&sh->ep))
+		tp_ep_kick(&sh->ep);
+}
+
+/* rr_tp_server_reply_async, and with @finish rr_tp_server_done too when
+ * the Reply left nothing referenced (0): one hold of the lock. */
+static int reply_async(struct rr_conn_sreq *r, const struct rr_xprt_part *parts,
+		       unsigned nparts, bool *err_chunk, rr_tp_sent_fn sent, void *arg,
+		       bool finish)
 {
 	struct tp_conn *cn = conn_of(r);
 	struct tp_shard *sh = shard_of(cn);
 	int rc;
 
-	(void)s;
 	if (!sent)
 		return -EINVAL;
 	pthread_mutex_lock(&sh->ep.lock);
@@ -493,8 +504,26 @@ int rr_tp_server_reply_async(struct rr_tp_server *s, struct rr_conn_sreq *r,
 	else if (note_parked(sh, cn, rc) && !tp_on_progress_thread(&sh->ep))
 		tp_ep_kick(&sh->ep);   /* parked: its loop posts Receives, resumes it */
 	settle(sh, cn);
+	if (rc == 0 && finish)
+		done_locked(sh, cn, r);
 	pthread_mutex_unlock(&sh->ep.lock);
 	return rc;
+}
+
+int rr_tp_server_reply_async(struct rr_tp_server *s, struct rr_conn_sreq *r,
+			     const struct rr_xprt_part *parts, unsigned nparts, bool *err_chunk,
+			     rr_tp_sent_fn sent, void *arg)
+{
+	(void)s;
+	return reply_async(r, parts, nparts, err_chunk, sent, arg, false);
+}
+
+int rr_tp_server_reply_done(struct rr_tp_server *s, struct rr_conn_sreq *r,
+			    const struct rr_xprt_part *parts, unsigned nparts,
+			    rr_tp_sent_fn sent, void *arg)
+{
+	(void)s;
+	return reply_async(r, parts, nparts, NULL, sent, arg, true);
 }
 
 void rr_tp_server_refuse(struct rr_tp_server *s, struct rr_conn_sreq *r)
@@ -517,11 +546,7 @@ void rr_tp_server_done(struct rr_tp_server *s, struct rr_conn_sreq *r)
 
 	(void)s;
 	pthread_mutex_lock(&sh->ep.lock);
-	r->xsent = NULL;
-	(void)rr_conn_done(cn->sess, r);
-	/* a dead connection waits for its last request: its loop frees it */
-	if (cn->dead && !rr_conn_in_progress(cn->sess) && !tp_on_progress_thread(&sh->ep))
-		tp_ep_kick(&sh->ep);
+	done_locked(sh, cn, r);
 	pthread_mutex_unlock(&sh->ep.lock);
 }
 

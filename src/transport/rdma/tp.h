@@ -369,6 +369,14 @@ typedef void (*rr_tp_sent_fn)(void *arg, int status);
 int rr_tp_server_reply_async(struct rr_tp_server *s, struct rr_conn_sreq *req,
 			     const struct rr_xprt_part *parts, unsigned nparts,
 			     bool *err_chunk, rr_tp_sent_fn sent, void *arg);
+/* As rr_tp_server_reply_async, and when that would return 0 (the Reply
+ * posted from the send slot: nothing of @parts referenced any more) also
+ * rr_tp_server_done(@req) under the same hold of the endpoint's lock: @req
+ * is then finished and must not be used again. 1 or a negative errno: as
+ * rr_tp_server_reply_async, @req not done. */
+int rr_tp_server_reply_done(struct rr_tp_server *s, struct rr_conn_sreq *req,
+			    const struct rr_xprt_part *parts, unsigned nparts,
+			    rr_tp_sent_fn sent, void *arg);
 /* Done with @req (after the reply, or instead of one). */
 void rr_tp_server_done(struct rr_tp_server *s, struct rr_conn_sreq *req);
 /* Graceful shutdown, first step: stops listening (new connections are
