@@ -361,6 +361,19 @@ void rr_th_sq_destroy(struct rr_th_sq *sq)
 	pthread_cond_destroy(&sq->cond);
 }
 
+void rr_th_answer16(struct rr_tp_server *s, struct rr_conn_sreq *r)
+{
+	uint8_t hdr[16];
+	struct rr_xprt_part part = {hdr, sizeof(hdr), false};
+
+	rr_put_be32(hdr, r->xid);
+	rr_put_be32(hdr + 4, 1);
+	rr_put_be32(hdr + 8, 0);
+	rr_put_be32(hdr + 12, 0x600d);
+	(void)rr_tp_server_reply(s, r, &part, 1, NULL);
+	rr_tp_server_done(s, r);
+}
+
 void rr_th_rogue_post_recv(struct rr_th_rogue *g, unsigned i)
 {
 	struct rpcrdma_sge sge = {(uint64_t)(uintptr_t)g->rbuf[i], 4096, rpcrdma_mr_lkey(g->rmr)};
