@@ -390,7 +390,9 @@ RPCRDMA_API int rpcrdma_cq_create(struct rpcrdma_context *ctx, const struct rpcr
 RPCRDMA_API int rpcrdma_cq_destroy(struct rpcrdma_cq *cq);
 /* Moves up to @n completions to @wc; returns the count (0 = empty).
  * -EOVERFLOW once completions were lost to an overrun (after the ones still
- * held were returned): the CQ is then unusable, destroy it. */
+ * held were returned): the CQ is then unusable, destroy it. Soft: its QPs
+ * are then in the error state, their ids told RPCRDMA_CM_DISCONNECTED with
+ * -EOVERFLOW (verbs: IBV_EVENT_CQ_ERR). */
 RPCRDMA_API int rpcrdma_cq_poll(struct rpcrdma_cq *cq, int n, struct rpcrdma_wc *wc);
 /* Requests one notification on the fd for the next completion (any, or only
  * solicited receives and errors when @solicited_only). Completions already
@@ -438,6 +440,11 @@ struct rpcrdma_qp_attr {
 	struct rpcrdma_srq *srq;
 };
 
+/* Soft: -ENOSPC when the depths of the QP's work queues that complete on a
+ * CQ (send queue on send_cq, its own receive queue on recv_cq; an SRQ's
+ * Receives are bounded by the receive quota instead), with those of the
+ * CQ's other QPs, exceed the CQ's cqe (an overrun would be possible);
+ * -EIO on a CQ that overran. */
 RPCRDMA_API int rpcrdma_qp_create(struct rpcrdma_pd *pd, const struct rpcrdma_qp_attr *attr,
 				  struct rpcrdma_qp **out);
 /* The QP must not be bound to a live cm id (disconnect + destroy the id

@@ -482,7 +482,7 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 	if (r->stats) {
 		struct rr_xprt_stats *s = r->stats;
 
-		s->sends++;
+		/* sends: counted by the caller once the Send is posted */
 		s->pullup_bytes += off - (size_t)len;
 		if (c->form == RR_XPRT_FORM_SHORT && !h_nwrites && c->reply_reg < 0)
 			s->short_msgs++;

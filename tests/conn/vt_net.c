@@ -459,6 +459,7 @@ static int do_send(struct vt_net *n, struct vt_qp *q, const struct rr_conn_send 
 	parse_sent(n, q, buf, s->len);
 	q->sstate[s->slot] = VT_S_POSTED;
 	n->sends++;
+	n->side_sends[q->side]++;
 	TRACE(n, "%s send slot %u len %u xid %#x proc %u writes %u%s", side_name(q->side),
 	      s->slot, s->len, s->len >= 4 ? rr_get_be32(buf) : 0,
 	      s->len >= 16 ? rr_get_be32(buf + 12) : 99, s->nwrites, s->inv ? " SWI" : "");

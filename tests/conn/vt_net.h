@@ -245,6 +245,7 @@ struct vt_net {
 	void (*trace)(void *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 	/* counters */
 	unsigned long sends, writes, reads, recvs, legit_fatal, swi, linv;
+	unsigned long side_sends[2];   /* Sends posted by each side (VT_REQ, VT_RSP) */
 };
 
 void vt_net_init(struct vt_net *n, struct vt_mem *mem);

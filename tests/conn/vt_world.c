@@ -975,6 +975,11 @@ static void check_step(struct vt_world *w)
 	if (live < wire)
 		FAIL(w, "rr_conn_live_stags says %u STags of Calls are valid, the wire %u", live,
 		     wire);
+	/* what a failed probe's dump reads (rpcrdma_client_stats): Sends
+	 * the requester posted, not ones it tried to */
+	if (w->st[VT_REQ].sends != w->net.side_sends[VT_REQ])
+		FAIL(w, "the requester counts %llu Sends, it posted %lu",
+		     (unsigned long long)w->st[VT_REQ].sends, w->net.side_sends[VT_REQ]);
 }
 
 /* One step; false when nothing is left to do. */

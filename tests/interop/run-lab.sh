@@ -405,6 +405,24 @@ frame_counts() {
 		awk -F'|' -v n="$n" '/<>/ { for (i = 1; i <= n; i++) { v = $(3 + 2 * (i - 1)); gsub(/ /, "", v); printf "%s ", v } print ""; exit }'
 }
 
+# RoCE RDMA WRITE packets (InfiniBand BTH opcodes of the RC transport: 6
+# First, 7 Middle, 8 Last, 10 Only; not 9 and 11, with Immediate, which our
+# code never posts): their payload is the data of a Write chunk or a Reply
+# chunk, never an RPC-over-RDMA message (ours travel in Sends, opcodes 0-5
+# and 22-23, which stay counted). Wireshark 4.0 dissects a short payload of
+# such a packet heuristically as an ethertype frame, e.g. the last byte of
+# a 65,537-byte READ result with its 3 pad bytes (0x90 0x00: "LOOP"), and
+# marks it malformed (docs/interop.md, 2026-11-26 09:05): a dissector
+# artefact, not a malformed frame of ours, so it is not counted as ours.
+# The check's tshark-check.sh test shows both sides of it.
+TS_WRITE_DATA='infiniband.bth.opcode==6||infiniband.bth.opcode==7||infiniband.bth.opcode==8||infiniband.bth.opcode==10'
+# ours_malformed OURS: the display filter of our malformed frames (OURS as
+# in out/pcaps.txt, not "none").
+ours_malformed() {
+	if [ "$1" = - ]; then echo "_ws.malformed && !($TS_WRITE_DATA)"
+	else echo "_ws.malformed && ($1) && !($TS_WRITE_DATA)"; fi
+}
+
 # Every out/*.pcap listed in out/pcaps.txt ("NAME DECODE OURS FILTER WHAT") must
 # contain frames matching each filter of FILTER (comma separated), and no frame
 # matching OURS (the frames our code sent; "-" all, "none" a baseline of
@@ -433,14 +451,12 @@ cmd_check() {
 			esac
 			IFS=, read -r -a flts <<< "$filter"
 			case $ours in
-			-) counts=$(frame_counts "$f" frame _ws.malformed "${flts[@]}" -- "${dopt[@]}") ;;
 			none) counts=$(frame_counts "$f" frame _ws.malformed "${flts[@]}" -- "${dopt[@]}") ;;
-			*) counts=$(frame_counts "$f" frame _ws.malformed "_ws.malformed && ($ours)" "${flts[@]}" -- "${dopt[@]}") ;;
+			*) counts=$(frame_counts "$f" frame _ws.malformed "$(ours_malformed "$ours")" "${flts[@]}" -- "${dopt[@]}") ;;
 			esac
 			read -r -a counts <<< "$counts"
 			total=${counts[0]:-0}; all_bad=${counts[1]:-0}; i=2
 			case $ours in
-			-) bad=$all_bad ;;
 			none) bad=0 ;;
 			*) bad=${counts[2]:-0}; i=3 ;;
 			esac
@@ -459,6 +475,10 @@ cmd_check() {
 					sed -E 's/(:iwarp_ddp_rdmap(:data)?){2,}/:iwarp_ddp_rdmap...(several FPDUs)/' |
 					sort | uniq -c | sort -rn | head -n 6 || true
 				[ "$all_bad" = 0 ] || ts -r "$f" "${dopt[@]}" -Y '_ws.malformed' 2>/dev/null | head -n 5 | sed 's/^/  MALFORMED /' || true
+				# what ours_malformed leaves out, said
+				[ "$ours" = none ] || [ "$all_bad" = 0 ] || ts -r "$f" "${dopt[@]}" \
+					-Y "_ws.malformed && ($TS_WRITE_DATA)$([ "$ours" = - ] || echo " && ($ours)")" \
+					2>/dev/null | head -n 5 | sed 's/^/  NOT COUNTED (RDMA WRITE data) /' || true
 			} >> "$run/out/tshark.txt"
 			if [ "$min" -gt 0 ] && [ "$bad" = 0 ]; then
 				echo "PASS tshark $name: $min frames match each of '$filter', none of ours malformed ($all_bad in all)" >> "$hr"

@@ -164,7 +164,8 @@ TEST(soft_many_qps_on_one_cq)
 	struct rpcrdma_mr *rmr, *smr;
 	int seen[NQ] = {0}, got = 0;
 
-	soft_net_up(&n, 1024, 256);
+	/* each CQ holds what its QPs' queues may complete: 8 + 8 each */
+	soft_net_up(&n, NQ * 16, 256);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(n.pd, rbuf, sizeof(rbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &rmr), 0);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(n.pd, sbuf, sizeof(sbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &smr), 0);
 	for (int i = 0; i < NQ; i++) {

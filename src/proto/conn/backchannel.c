@@ -146,12 +146,12 @@ static int bc_post(struct rr_conn *c, uint32_t slot, uint8_t *buf, uint32_t len)
 	s.slot = slot;
 	s.len = len;
 	s.token = TOK(TOK_SEND, NULL);
-	c->st->sends++;
 	if (rr_conn_post_send(c, &s, buf)) {
 		c->io.slot_put(c->io.ctx, slot);
 		rr_conn_fail(c);
 		return -ENOTCONN;
 	}
+	c->st->sends++;   /* once posted */
 	return 0;
 }
 

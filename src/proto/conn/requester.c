@@ -104,6 +104,7 @@ static int rq_send(struct rr_conn *c, struct rq_call *k)
 		rr_conn_fail(c);   /* the QP refuses work: wait for reconnection */
 		return -EAGAIN;
 	}
+	c->st->sends++;   /* posted: a Call that failed to post is not counted */
 	if (k->sent_once)
 		c->st->retransmits++;
 	k->sent_once = true;

@@ -9,6 +9,7 @@
  * consumer's thread, are cq_wait.c. */
 #include "rdma/soft/cq.h"
 
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -128,6 +129,23 @@ __thread struct soft_cq *rr_soft_tls_cq RR_SOFT_TLS;
 __thread bool rr_soft_tls_waiter RR_SOFT_TLS;
 __thread struct soft_direct *rr_soft_tls_direct RR_SOFT_TLS;
 
+/* The ring was full (or overrun before): @wc is lost. Counted, said once
+ * per CQ, and left for the CQ's consumer, who is woken (the ring signals
+ * its fd on an overrun) and on its next poll, wait or get_event moves the
+ * CQ's QPs to the error state (cq_wait.c cq_check_lost): the pusher holds
+ * its QP's rx_lock or tx_lock and may take no other QP's. */
+static void cq_lost(struct soft_cq *q, const struct rpcrdma_wc *wc)
+{
+	atomic_fetch_add_explicit(&soft_counters.cq_overflows, 1, memory_order_relaxed);
+	if (atomic_fetch_add(&q->lost, 1) == 0)
+		fprintf(stderr,
+			"librpcrdma: soft: CQ of %u entries overran (a completion of wr_id "
+			"%llu lost, status %d): its QPs go to the error state and their "
+			"connections are torn down (counted as cq_overflows)\n",
+			q->base.cqe, (unsigned long long)wc->wr_id, (int)wc->status);
+	cq_wake(q);
+}
+
 void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 {
 	bool own = rr_soft_tls_cq == q;
@@ -169,7 +187,8 @@ void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 	/* Pushed by the consumer's own inline progress: it polls the ring
 	 * next (poll, wait, get_event then poll), so no fd notification. */
 	armed = rr_cq_ring_armed(&q->ring);
-	rr_cq_ring_push_ex(&q->ring, wc, own);
+	if (rr_cq_ring_push_ex(&q->ring, wc, own) == -EOVERFLOW)
+		cq_lost(q, wc);
 	soft_race(SOFT_RACE_PUSH, q);
 	/* A fast waiter asleep in recvmsg sees this only when its read
 	 * returns (<= SOFT_FAST_BLOCK_MS): no more fast waits for a while. */
@@ -305,12 +324,36 @@ int rr_soft_cq_fd(struct rr_cq *cq)
 	return scq_of(cq)->epfd;
 }
 
+/* Completions @qp may have outstanding on @q at once: its send queue's
+ * depth when @q is its send CQ, its receive queue's when @q is its receive
+ * CQ. A flush completes these same work requests, nothing more; what the
+ * consumer has not polled yet is the consumer's to bound (it posts again
+ * only after polling, as on verbs). A shared receive queue's Receives are
+ * not counted: its depth is shared by its QPs on any number of CQs (the
+ * transport's pool sizes it to the whole CQ), and a QP's share of it is
+ * bounded by its receive quota (rpcrdma_qp_recv_quota: the transport grants
+ * a pooled connection its credits, and reserves that many entries), which
+ * is set after the QP is made. An overrun through them is still caught
+ * (cq_lost). */
+static uint32_t cq_need(const struct soft_cq *q, const struct soft_qp *qp)
+{
+	return (qp->scq == q ? qp->sq_cap : 0) + (qp->rcq == q && !qp->srq ? qp->rq_cap : 0);
+}
+
 int rr_soft_cq_add_qp(struct soft_cq *q, struct soft_qp *qp, uint64_t *tok)
 {
-	uint32_t i;
+	uint32_t i, need = cq_need(q, qp);
 	int r = 0;
 
 	pthread_mutex_lock(&q->qlock);
+	if (atomic_load(&q->lost)) {
+		r = -EIO; /* overran: unusable (rpcrdma_cq_poll) */
+		goto out;
+	}
+	if (q->reserved + need > q->base.cqe) {
+		r = -ENOSPC;
+		goto out;
+	}
 	for (i = 0; i < q->nslots; i++)
 		if (!q->slots[i].qp)
 			break;
@@ -333,6 +376,8 @@ int rr_soft_cq_add_qp(struct soft_cq *q, struct soft_qp *qp, uint64_t *tok)
 	}
 	q->slots[i].qp = qp;
 	q->slots[i].gen = ++q->gen;
+	q->slots[i].need = need;
+	q->reserved += need;
 	__atomic_store_n(&q->nlive, q->nlive + 1, __ATOMIC_RELAXED); /* read unlocked */
 	*tok = (uint64_t)i << 32 | q->slots[i].gen;
 out:
@@ -346,6 +391,7 @@ void rr_soft_cq_del_qp(struct soft_cq *q, struct soft_qp *qp)
 	for (uint32_t i = 0; i < q->nslots; i++)
 		if (q->slots[i].qp == qp) {
 			q->slots[i].qp = NULL;
+			q->reserved -= q->slots[i].need;
 			__atomic_store_n(&q->nlive, q->nlive - 1, __ATOMIC_RELAXED);
 		}
 	pthread_mutex_unlock(&q->qlock);

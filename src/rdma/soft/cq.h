@@ -24,7 +24,11 @@ int rr_soft_create_cq(struct rr_context *ctx, const struct rpcrdma_cq_attr *attr
 int rr_soft_destroy_cq(struct rr_cq *cq);
 int rr_soft_cq_fd(struct rr_cq *cq);
 /* @qp uses @q (a slot; *@tok: its epoll token, slot << 32 | generation):
- * 0 or -ENOMEM. */
+ * 0, -ENOSPC when the completions it may have outstanding on @q (its work
+ * queues' depths; an SRQ's Receives are bounded by the QP's receive quota
+ * instead, cq.c cq_need) with those of @q's other QPs
+ * exceed @q's entries (an overrun would be possible), -EIO when @q overran
+ * already, or -ENOMEM. */
 int rr_soft_cq_add_qp(struct soft_cq *q, struct soft_qp *qp, uint64_t *tok);
 void rr_soft_cq_del_qp(struct soft_cq *q, struct soft_qp *qp);
 /* Calls @fn for every QP of @q; the caller holds q->qlock. */

@@ -60,13 +60,45 @@ static void cq_reclaim(struct soft_cq *q)
 	rr_soft_lease_check(q);
 }
 
+/* One QP of an overrun CQ to the error state (qlock held): a fast reader
+ * of it is sent away, its work flushed (into the overrun ring: lost too, the
+ * CQ is unusable) and its id told RPCRDMA_CM_DISCONNECTED with -EOVERFLOW. */
+static void lost_fail_one(struct soft_qp *qp, void *arg)
+{
+	RR_UNUSED(arg);
+	pthread_mutex_lock(&qp->rx_lock);
+	if (qp->state == QPS_RTS || (qp->state == QPS_ERROR && !qp->rq_flushed)) {
+		rr_soft_fast_quiesce(qp);
+		rr_soft_qp_fatal(qp, -EOVERFLOW, NULL);
+	}
+	pthread_mutex_unlock(&qp->rx_lock);
+}
+
+/* Completions were lost to an overrun of @q since its consumer last looked
+ * (cq.c cq_lost): every QP of @q goes to the error state, as a verbs CQ
+ * error (IBV_EVENT_CQ_ERR) takes its QPs there; rpcrdma_cq_poll answers
+ * -EOVERFLOW once the completions still held are taken. No lock held. */
+static void cq_check_lost(struct soft_cq *q)
+{
+	uint64_t lost = atomic_load(&q->lost), seen = atomic_load(&q->lost_seen);
+
+	if (lost == seen || !atomic_compare_exchange_strong(&q->lost_seen, &seen, lost))
+		return;
+	pthread_mutex_lock(&q->qlock);
+	rr_soft_cq_for_each_qp(q, lost_fail_one, NULL);
+	pthread_mutex_unlock(&q->qlock);
+}
+
 /* The consumer used @q at @now (lease_now): its lease renewed, its QPs
- * taken back from the progress thread. */
+ * taken back from the progress thread, and after an overrun its QPs to the
+ * error state. */
 static void cq_touch_at(struct soft_cq *q, uint64_t now)
 {
 	atomic_store_explicit(&q->last_use_ns, now, memory_order_relaxed);
 	if (atomic_load(&q->handed) > 0)
 		cq_reclaim(q);
+	if (atomic_load_explicit(&q->lost, memory_order_relaxed))
+		cq_check_lost(q);
 }
 
 static void cq_touch(struct soft_cq *q)

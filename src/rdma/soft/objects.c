@@ -353,6 +353,7 @@ int rr_soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, stru
 	const struct rpcrdma_env *env = c->env;
 	uint8_t *blk = rr_alloc(env, QP_BLOCK);
 	struct soft_qp *qp = (struct soft_qp *)blk;
+	int r;
 
 	if (!qp)
 		return -ENOMEM;
@@ -404,14 +405,15 @@ int rr_soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, stru
 	pthread_mutex_lock(&c->lock);
 	qp->base.qp_num = ++c->next_qpn;
 	pthread_mutex_unlock(&c->lock);
-	if (rr_soft_cq_add_qp(qp->rcq, qp, &qp->rtok) != 0) {
-		soft_destroy_qp_mem(qp);
-		return -ENOMEM;
+	r = rr_soft_cq_add_qp(qp->rcq, qp, &qp->rtok);
+	if (!r && qp->scq != qp->rcq) {
+		r = rr_soft_cq_add_qp(qp->scq, qp, &qp->stok);
+		if (r)
+			rr_soft_cq_del_qp(qp->rcq, qp);
 	}
-	if (qp->scq != qp->rcq && rr_soft_cq_add_qp(qp->scq, qp, &qp->stok) != 0) {
-		rr_soft_cq_del_qp(qp->rcq, qp);
+	if (r) {
 		soft_destroy_qp_mem(qp);
-		return -ENOMEM;
+		return r;
 	}
 	pthread_mutex_lock(&qp->pd->lock);
 	qp->pd_next = qp->pd->qps;

@@ -159,6 +159,8 @@ struct soft_counters {
 	_Atomic uint64_t spin_hits;
 	_Atomic uint64_t spin_misses;
 	_Atomic uint64_t spin_ready;
+	_Atomic uint64_t cq_overflows; /* completions lost to a full CQ ring
+					  (cq.c rr_soft_cq_push) */
 };
 extern struct soft_counters soft_counters;
 
@@ -258,6 +260,8 @@ struct soft_mw {
 struct soft_cq_slot {
 	struct soft_qp *qp;          /* NULL: free */
 	uint32_t gen;
+	uint32_t need;               /* completions it may have outstanding on
+					the CQ (cq.c cq_need), in reserved */
 };
 
 struct soft_cq {
@@ -275,6 +279,12 @@ struct soft_cq {
 	atomic_int waiting;          /* threads inside rpcrdma_cq_wait */
 	atomic_int handed;           /* its QPs served by the progress thread */
 	uint32_t nlive;              /* QPs in slots (qlock) */
+	uint64_t reserved;           /* sum of the slots' need (qlock) */
+	/* completions lost to an overrun of the ring (the pushers' count) and
+	 * the count its consumer last acted on (cq_wait.c cq_check_lost: its
+	 * QPs to the error state) */
+	_Atomic uint64_t lost;
+	_Atomic uint64_t lost_seen;
 	/* fast wait: a waiter sleeps in recvmsg on a QP's socket (or polls
 	 * it with wake_efd: SOFT_FAST_POLL); another thread's completion
 	 * meanwhile turns it off until fast_off_until (SOFT_FAST_RECV only) */

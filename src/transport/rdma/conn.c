@@ -117,18 +117,30 @@ static struct tp_conn *conn_new(struct tp_ep *ep, struct tp_pool *pool, uint32_t
 	cn->cqe = RR_MIN(qa.max_send_wr + (pool ? ep->conf.credits + ep->conf.rrep_max + 4
 						: qa.max_recv_wr) + 64,
 			 c->max_cqe);
-	rc = tp_cq_reserve(ep->port, cn->cqe, &cn->tcq);
-	if (rc)
-		goto fail;
-	cn->cq = cn->tcq->cq;
-	qa.send_cq = cn->cq;
-	qa.recv_cq = cn->cq;
 	qa.max_send_sge = 1;
 	qa.max_recv_sge = 1;
 	qa.user_ctx = cn;
 	qa.srq = pool ? pool->srq : NULL;
-	rc = rpcrdma_qp_create(cn->pd, &qa, &cn->qp);
-	tp_cq_created(cn->tcq);
+	/* A CQ the provider refuses the QP on (it overran: its QPs are in
+	 * the error state; or its own count of its QPs' queues leaves no
+	 * room) takes no more connections: this one tries another, once. */
+	for (int tries = 0;; tries++) {
+		rc = tp_cq_reserve(ep->port, cn->cqe, &cn->tcq);
+		if (rc)
+			goto fail;
+		cn->cq = cn->tcq->cq;
+		qa.send_cq = cn->cq;
+		qa.recv_cq = cn->cq;
+		rc = rpcrdma_qp_create(cn->pd, &qa, &cn->qp);
+		if (!rc || (rc != -ENOSPC && rc != -EIO) || tries == 1) {
+			tp_cq_created(cn->tcq);
+			break;
+		}
+		tp_cq_refused(cn->tcq);
+		tp_cq_unreserve(cn->tcq, cn->cqe);
+		cn->tcq = NULL;
+		cn->cq = NULL;
+	}
 	if (rc)
 		goto fail;
 	cn->nrecv = nrecv;

@@ -188,7 +188,8 @@ int tp_cq_reserve(struct tp_port *p, uint32_t cqe, struct tp_cq **out)
 
 	pthread_mutex_lock(&p->lock);
 	for (q = p->cqs; q; q = q->next) {
-		if ((share || q->nconn == 0) && q->cap - q->used >= cqe && !q->releasing) {
+		if ((share || q->nconn == 0) && q->cap - q->used >= cqe && !q->releasing &&
+		    !q->closed) {
 			q->used += cqe;
 			q->nconn++;
 			q->creating++;
@@ -267,6 +268,14 @@ static void port_gc(struct rr_loop_task *t)
 		dead = q->next;
 		cq_free(p, q);
 	}
+}
+
+void tp_cq_refused(struct tp_cq *q)
+{
+	pthread_mutex_lock(&q->port->lock);
+	q->closed = true;
+	q->creating--;
+	pthread_mutex_unlock(&q->port->lock);
 }
 
 void tp_cq_created(struct tp_cq *q)

@@ -105,6 +105,10 @@ struct tp_cq {
 					being polled, dropped by its pointer:
 					no QP is created on it meanwhile, which
 					could reuse that address (port lock) */
+	bool closed;                 /* the provider refused a QP on it (it
+					overran, or its entries are taken by
+					its QPs' queues): no new connection
+					is placed on it (port lock) */
 	pthread_mutex_t lock;        /* want, watched, armed */
 	unsigned want;
 	atomic_bool wanted;          /* want > 0, for a look without the lock */
@@ -438,6 +442,9 @@ void tp_port_read_events(struct tp_port *p);
  * -errno; the caller then creates its QP on it and says tp_cq_created
  * (whether or not that worked). */
 int tp_cq_reserve(struct tp_port *p, uint32_t cqe, struct tp_cq **out);
+/* As tp_cq_created, for a QP the provider refused on @q with -ENOSPC or
+ * -EIO (an overrun CQ): @q takes no new connection from now on. */
+void tp_cq_refused(struct tp_cq *q);
 void tp_cq_created(struct tp_cq *q);
 void tp_cq_unreserve(struct tp_cq *q, uint32_t cqe);
 /* Around destroying a QP of @q and polling what it left there (dropped by
