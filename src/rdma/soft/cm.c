@@ -305,8 +305,11 @@ static void go_rdma(struct soft_id *id, bool active)
 	rr_soft_qp_connected(qp, fd, &id->conn, id->commit, id->commit && !active);
 	id->state = IDS_CONNECTED;
 	/* the progress thread serves it until its consumer shows up; one
-	 * already attending takes it now */
-	rr_soft_qp_hand(qp, true);
+	 * already attending takes it now. The balance decides (it hands the
+	 * QP over when its CQ is not attended, then looks again): handing it
+	 * first and taking it back cost two epoll_ctl calls per connect on
+	 * each side, and the add woke the progress thread for nothing (issue
+	 * 16 part Y) */
 	rr_soft_balance_one(id->ctx, qp, rr_now_ns(id->ctx->env));
 }
 

@@ -143,7 +143,8 @@ _Static_assert(SOFT_STAGE_TAIL <= SOFT_STAGE, "the tail read fits the stage");
  * (memory windows): binds executed, Local Invalidates executed, and Send
  * With Invalidate of a peer accepted (the window invalidated); and of the
  * spins of fast waiters (as soft_cq.spin_hits/_misses, for waits whose CQ
- * a test cannot reach, inside the RPC client). A Local Invalidate leaves no
+ * a test cannot reach, inside the RPC client); and of the QPs handed to
+ * the progress thread's epoll set (rr_soft_qp_hand). A Local Invalidate leaves no
  * trace on the wire; tests observe through these how a transport fenced
  * its windows (docs/testing.md). Relaxed atomics, never reset: a test
  * reads differences. */
@@ -153,6 +154,7 @@ struct soft_counters {
 	_Atomic uint64_t remote_invs;
 	_Atomic uint64_t spin_hits;
 	_Atomic uint64_t spin_misses;
+	_Atomic uint64_t qp_hands;      /* QPs handed to the progress thread */
 };
 extern struct soft_counters soft_counters;
 
