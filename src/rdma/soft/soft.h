@@ -580,6 +580,7 @@ struct soft_id {
 	uint32_t timeout_ms;
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
+	bool peer_known;             /* passive: peer is accept's (id_addr) */
 	uint64_t hs_seq;             /* passive, IDS_AWAIT_REQ: accept order */
 	/* listener (IDS_LISTEN): its half-open connections (IDS_AWAIT_REQ,
 	 * struct rr_listen_limits) and accept back-off, under ctx->lock */
