@@ -143,8 +143,7 @@ _Static_assert(SOFT_STAGE_TAIL <= SOFT_STAGE, "the tail read fits the stage");
  * (memory windows): binds executed, Local Invalidates executed, and Send
  * With Invalidate of a peer accepted (the window invalidated); and of the
  * spins of fast waiters (as soft_cq.spin_hits/_misses, for waits whose CQ
- * a test cannot reach, inside the RPC client); and of the QPs handed to
- * the progress thread's epoll set (rr_soft_qp_hand). A Local Invalidate leaves no
+ * a test cannot reach, inside the RPC client). A Local Invalidate leaves no
  * trace on the wire; tests observe through these how a transport fenced
  * its windows (docs/testing.md). Relaxed atomics, never reset: a test
  * reads differences. */
@@ -154,7 +153,6 @@ struct soft_counters {
 	_Atomic uint64_t remote_invs;
 	_Atomic uint64_t spin_hits;
 	_Atomic uint64_t spin_misses;
-	_Atomic uint64_t qp_hands;      /* QPs handed to the progress thread */
 };
 extern struct soft_counters soft_counters;
 
@@ -179,6 +177,8 @@ struct soft_ctx {
 	pthread_t thread;
 	bool thread_started, stop;
 	int epfd;
+	_Atomic uint64_t qp_hands;   /* QPs handed to the thread's epoll set
+					(rr_soft_qp_hand): tests read it */
 	struct soft_obj wake;        /* eventfd */
 	struct soft_id *ids;         /* every id */
 	struct soft_id *timed;       /* the ids with a deadline: handshakes,
