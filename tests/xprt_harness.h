@@ -127,6 +127,9 @@ void rr_th_sq_release_held(struct rr_th_sq *sq);
 void rr_th_sq_stop(struct rr_th_sq *sq);
 /* Destroys the lock and condition (after the rr_tp server is gone). */
 void rr_th_sq_destroy(struct rr_th_sq *sq);
+/* Answers @r on server @s with 16 bytes (its XID, 1, 0, 0x600d), then
+ * done with it. */
+void rr_th_answer16(struct rr_tp_server *s, struct rr_conn_sreq *r);
 
 /* A scripted rogue peer: a raw soft-provider QP connected to a responder,
  * 8 posted 4 KiB receive buffers (wr_id = index), one 4 KiB send buffer and,

@@ -1107,6 +1107,19 @@ TEST(soft_commit_initiator_disabled_terminates)
 	commit_one_side(false);
 }
 
+/* Writes an MPA Request of @cfg on raw TCP socket @fd. */
+static void raw_request(int fd, const struct rr_mpa_cfg *cfg)
+{
+	struct rr_mpa_frame f;
+	uint8_t out[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
+	int n;
+
+	REQUIRE_EQ(rr_mpa_make_request(cfg, NULL, 0, &f), 0);
+	n = rr_mpa_encode(&f, out, sizeof(out));
+	REQUIRE(n > 0);
+	REQUIRE_EQ(write(fd, out, (size_t)n), n);
+}
+
 /* The MPA Request and Reply of a Commit-offering connection keep the
  * reserved flag bits zero (RFC 5044 section 7.1). */
 TEST(soft_commit_mpa_reserved_bits_zero)
@@ -1119,10 +1132,7 @@ TEST(soft_commit_mpa_reserved_bits_zero)
 					.timeout_ms = 2000};
 	struct rpcrdma_cm_event ev;
 	uint8_t req[RR_MPA_HDR_LEN + 4];
-	struct rr_mpa_frame f;
 	struct rr_mpa_cfg cfg = {.rev = 2, .ird = 4, .ord = 4};
-	uint8_t out[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
-	int n;
 
 	/* our Request, read by a raw TCP listener */
 	REQUIRE(lfd >= 0);
@@ -1150,10 +1160,7 @@ TEST(soft_commit_mpa_reserved_bits_zero)
 	cfd = socket(AF_INET, SOCK_STREAM, 0);
 	a.sin_port = htons(p.port);
 	REQUIRE_EQ(connect(cfd, (struct sockaddr *)&a, sizeof(a)), 0);
-	REQUIRE_EQ(rr_mpa_make_request(&cfg, NULL, 0, &f), 0);
-	n = rr_mpa_encode(&f, out, sizeof(out));
-	REQUIRE(n > 0);
-	REQUIRE_EQ(write(cfd, out, (size_t)n), n);
+	raw_request(cfd, &cfg);
 	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
 	p.s.id = ev.id;
@@ -1179,10 +1186,8 @@ TEST(soft_passive_peer_address_from_accept)
 	struct sockaddr_storage ss;
 	struct linger lg = {.l_onoff = 1, .l_linger = 0};
 	struct rpcrdma_cm_event ev;
-	struct rr_mpa_frame f;
 	struct rr_mpa_cfg cfg = {.rev = 1, .ird = 4, .ord = 4};
-	uint8_t out[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
-	int cfd, n;
+	int cfd;
 
 	memset(&p, 0, sizeof(p));
 	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p.ctx), 0);
@@ -1194,10 +1199,7 @@ TEST(soft_passive_peer_address_from_accept)
 	a.sin_port = htons(p.port);
 	REQUIRE_EQ(connect(cfd, (struct sockaddr *)&a, sizeof(a)), 0);
 	REQUIRE_EQ(getsockname(cfd, (struct sockaddr *)&me, &ml), 0);
-	REQUIRE_EQ(rr_mpa_make_request(&cfg, NULL, 0, &f), 0);
-	n = rr_mpa_encode(&f, out, sizeof(out));
-	REQUIRE(n > 0);
-	REQUIRE_EQ(write(cfd, out, (size_t)n), n);
+	raw_request(cfd, &cfg);
 	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
 	REQUIRE_EQ(rpcrdma_cm_peer_addr(ev.id, &ss), 0);

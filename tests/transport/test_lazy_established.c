@@ -98,16 +98,8 @@ static struct rr_tp_server *le_srv;
 
 static void le_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 {
-	uint8_t hdr[16];
-	struct rr_xprt_part part = {hdr, sizeof(hdr), false};
-
 	(void)sq;
-	rr_put_be32(hdr, r->xid);
-	rr_put_be32(hdr + 4, 1);
-	rr_put_be32(hdr + 8, 0);
-	rr_put_be32(hdr + 12, 0x600d);
-	(void)rr_tp_server_reply(le_srv, r, &part, 1, NULL);
-	rr_tp_server_done(le_srv, r);
+	rr_th_answer16(le_srv, r);
 }
 
 /* The server's connections, and those of them established (each shard's

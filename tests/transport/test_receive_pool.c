@@ -27,16 +27,8 @@ static struct rr_tp_server *p_srv;
 
 static void p_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 {
-	uint8_t hdr[16];
-	struct rr_xprt_part part = {hdr, sizeof(hdr), false};
-
 	(void)sq;
-	rr_put_be32(hdr, r->xid);
-	rr_put_be32(hdr + 4, 1);
-	rr_put_be32(hdr + 8, 0);
-	rr_put_be32(hdr + 12, 0x600d);
-	(void)rr_tp_server_reply(p_srv, r, &part, 1, NULL);
-	rr_tp_server_done(p_srv, r);
+	rr_th_answer16(p_srv, r);
 }
 
 static void p_release(struct rr_th_cl *c, struct rr_th_small *p, unsigned n)
