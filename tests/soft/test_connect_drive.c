@@ -9,7 +9,6 @@
 #include "test.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -325,20 +324,6 @@ TEST(soft_connect_drive_request_sent_at_connect)
 	REQUIRE_EQ(rr_cm_connect_driven(ch, c.e.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &c.id,
 					&driven), 0);
 	REQUIRE(driven);
-	/* and the socket made ready for its QP meanwhile (issue 16 part Y):
-	 * its FPDU size known, blocking for fast waits when those are on
-	 * (the handshake's reads pass MSG_DONTWAIT: the REJECTED below
-	 * still comes) */
-	{
-		struct soft_id *sid = RR_CONTAINER_OF(RR_BASE(cm_id, c.id), struct soft_id, base);
-		struct soft_ctx *sc = RR_CONTAINER_OF(RR_BASE(context, ctx), struct soft_ctx, base);
-		int fl = fcntl(sid->obj.fd, F_GETFL);
-
-		CHECK(sid->pre_fpdu_max >= RR_FPDU_MIN);
-		CHECK_EQ(sid->pre_fast_ok, sc->fast_wait);
-		CHECK(fl >= 0);
-		CHECK_EQ(!(fl & O_NONBLOCK), sc->fast_wait);
-	}
 	sfd = accept(lfd, NULL, NULL);
 	REQUIRE(sfd >= 0);
 	/* the whole Request is there, nobody having driven the handshake */

@@ -211,16 +211,8 @@ static void connect_early(struct soft_id *id)
 	struct pollfd p = {.fd = id->obj.fd, .events = POLLOUT};
 
 	if (poll(&p, 1, 0) == 1 && p.revents == POLLOUT && rr_soft_sock_error(id->obj.fd) == 0 &&
-	    rr_soft_sock_write_all(id->obj.fd, id->out, id->out_len) == 0) {
+	    rr_soft_sock_write_all(id->obj.fd, id->out, id->out_len) == 0)
 		id->state = IDS_AWAIT_REP;
-		/* what go_rdma asks of the socket (six system calls), done
-		 * now, in the shadow of the peer's setup, not between the
-		 * Reply and the first message (issue 16 part Y). The
-		 * handshake's reads and writes pass MSG_DONTWAIT: a socket
-		 * made blocking here changes nothing for them */
-		id->pre_fpdu_max = rr_soft_sock_fpdu_max(id->obj.fd);
-		id->pre_fast_ok = id->ctx->fast_wait && rr_soft_sock_fast_setup(id->obj.fd) == 0;
-	}
 }
 
 int rr_soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct sockaddr *dst,
@@ -307,10 +299,9 @@ static void go_rdma(struct soft_id *id, bool active)
 	int fd = id->obj.fd;
 
 	rr_soft_obj_del(id->ctx, &id->obj);
-	qp->fpdu_max = id->pre_fpdu_max ? id->pre_fpdu_max : rr_soft_sock_fpdu_max(fd);
+	qp->fpdu_max = rr_soft_sock_fpdu_max(fd);
 	/* before the QP is shared (rr_soft_qp_connected publishes it) */
-	qp->fast_ok = id->pre_fpdu_max ? id->pre_fast_ok
-				       : id->ctx->fast_wait && rr_soft_sock_fast_setup(fd) == 0;
+	qp->fast_ok = id->ctx->fast_wait && rr_soft_sock_fast_setup(fd) == 0;
 	rr_soft_qp_connected(qp, fd, &id->conn, id->commit, id->commit && !active);
 	id->state = IDS_CONNECTED;
 	/* the progress thread serves it until its consumer shows up; one

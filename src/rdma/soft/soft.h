@@ -569,11 +569,6 @@ struct soft_id {
 	struct rr_mpa_conn conn;
 	struct rr_mpa_frame frame;   /* the peer's frame */
 	bool commit;                 /* RPCRDMA_CONN_COMMIT on connect/accept */
-	/* a driven connect's socket made ready for its QP while the peer
-	 * answers its Request (connect_early): its FPDU size (0: not yet)
-	 * and whether the blocking receive of fast waits is set up */
-	size_t pre_fpdu_max;
-	bool pre_fast_ok;
 	uint8_t out[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
 	size_t out_len, out_off;
 	uint64_t deadline_ns;
