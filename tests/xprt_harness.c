@@ -329,6 +329,19 @@ void rr_th_sq_recv(void *ctx, struct rr_conn_sreq *r)
 	pthread_mutex_unlock(&sq->lock);
 }
 
+void rr_th_answer16(struct rr_tp_server *s, struct rr_conn_sreq *r)
+{
+	uint8_t hdr[16];
+	struct rr_xprt_part part = {hdr, sizeof(hdr), false};
+
+	rr_put_be32(hdr, r->xid);
+	rr_put_be32(hdr + 4, 1);
+	rr_put_be32(hdr + 8, 0);
+	rr_put_be32(hdr + 12, 0x600d);
+	(void)rr_tp_server_reply(s, r, &part, 1, NULL);
+	rr_tp_server_done(s, r);
+}
+
 unsigned rr_th_sq_nheld(struct rr_th_sq *sq)
 {
 	unsigned n;
@@ -359,19 +372,6 @@ void rr_th_sq_destroy(struct rr_th_sq *sq)
 {
 	pthread_mutex_destroy(&sq->lock);
 	pthread_cond_destroy(&sq->cond);
-}
-
-void rr_th_answer16(struct rr_tp_server *s, struct rr_conn_sreq *r)
-{
-	uint8_t hdr[16];
-	struct rr_xprt_part part = {hdr, sizeof(hdr), false};
-
-	rr_put_be32(hdr, r->xid);
-	rr_put_be32(hdr + 4, 1);
-	rr_put_be32(hdr + 8, 0);
-	rr_put_be32(hdr + 12, 0x600d);
-	(void)rr_tp_server_reply(s, r, &part, 1, NULL);
-	rr_tp_server_done(s, r);
 }
 
 void rr_th_rogue_post_recv(struct rr_th_rogue *g, unsigned i)

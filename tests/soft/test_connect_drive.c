@@ -96,6 +96,45 @@ static struct sockaddr_in listen_addr(struct rpcrdma_cm_id *l)
 	return a;
 }
 
+/* A Send of "ping" from @c reaches a Receive posted on @s (both CQs
+ * polled by this thread). */
+static void ping_flows(struct dep *c, struct dep *s)
+{
+	static char rbuf[64], sbuf[16] = "ping";
+	struct rpcrdma_mr *rmr, *smr;
+	struct rpcrdma_sge rs, ss;
+	struct rpcrdma_recv_wr rw = {.wr_id = 1, .sg_list = &rs, .num_sge = 1};
+	struct rpcrdma_send_wr sw = {.wr_id = 2, .opcode = RPCRDMA_WR_SEND,
+				     .flags = RPCRDMA_SEND_SIGNALED, .sg_list = &ss, .num_sge = 1};
+	struct rpcrdma_wc wc;
+	int got = 0;
+
+	memset(rbuf, 0, sizeof(rbuf));
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(s->e.pd, rbuf, sizeof(rbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &rmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(c->e.pd, sbuf, sizeof(sbuf), 0, &smr), 0);
+	rs = (struct rpcrdma_sge){(uint64_t)(uintptr_t)rbuf, sizeof(rbuf), rpcrdma_mr_lkey(rmr)};
+	ss = (struct rpcrdma_sge){(uint64_t)(uintptr_t)sbuf, 4, rpcrdma_mr_lkey(smr)};
+	REQUIRE_EQ(rpcrdma_post_recv(s->e.qp, &rw, NULL), 0);
+	REQUIRE_EQ(rpcrdma_post_send(c->e.qp, &sw, NULL), 0);
+	for (int i = 0; i < 500000 && !got; i++) {
+		if (rpcrdma_cq_poll(s->e.cq, 1, &wc) == 1)
+			got = 1;
+		else
+			usleep(10);
+	}
+	CHECK(got);
+	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	CHECK_EQ(wc.byte_len, 4u);
+	CHECK_MEM(rbuf, "ping", 4);
+	for (int i = 0; i < 500000; i++) {
+		if (rpcrdma_cq_poll(c->e.cq, 1, &wc) == 1)
+			break;
+		usleep(10);
+	}
+	CHECK_EQ(rpcrdma_dereg_mr(rmr), 0);
+	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
+}
+
 TEST(soft_connect_drive_established_in_caller)
 {
 	struct rpcrdma_context *ctx;
@@ -162,40 +201,7 @@ TEST(soft_connect_drive_established_in_caller)
 	CHECK(ev.id == s.id);
 
 	/* data flows on the driven connection: a Send from the client */
-	{
-		static char rbuf[64], sbuf[16] = "ping";
-		struct rpcrdma_mr *rmr, *smr;
-		struct rpcrdma_sge rs, ss;
-		struct rpcrdma_recv_wr rw = {.wr_id = 1, .sg_list = &rs, .num_sge = 1};
-		struct rpcrdma_send_wr sw = {.wr_id = 2, .opcode = RPCRDMA_WR_SEND,
-					     .flags = RPCRDMA_SEND_SIGNALED, .sg_list = &ss, .num_sge = 1};
-		struct rpcrdma_wc wc;
-		int got = 0;
-
-		REQUIRE_EQ(rpcrdma_reg_mr_simple(s.e.pd, rbuf, sizeof(rbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &rmr), 0);
-		REQUIRE_EQ(rpcrdma_reg_mr_simple(c.e.pd, sbuf, sizeof(sbuf), 0, &smr), 0);
-		rs = (struct rpcrdma_sge){(uint64_t)(uintptr_t)rbuf, sizeof(rbuf), rpcrdma_mr_lkey(rmr)};
-		ss = (struct rpcrdma_sge){(uint64_t)(uintptr_t)sbuf, 4, rpcrdma_mr_lkey(smr)};
-		REQUIRE_EQ(rpcrdma_post_recv(s.e.qp, &rw, NULL), 0);
-		REQUIRE_EQ(rpcrdma_post_send(c.e.qp, &sw, NULL), 0);
-		for (int i = 0; i < 500000 && !got; i++) {
-			if (rpcrdma_cq_poll(s.e.cq, 1, &wc) == 1)
-				got = 1;
-			else
-				usleep(10);
-		}
-		CHECK(got);
-		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
-		CHECK_EQ(wc.byte_len, 4u);
-		CHECK_MEM(rbuf, "ping", 4);
-		for (int i = 0; i < 500000; i++) {
-			if (rpcrdma_cq_poll(c.e.cq, 1, &wc) == 1)
-				break;
-			usleep(10);
-		}
-		CHECK_EQ(rpcrdma_dereg_mr(rmr), 0);
-		CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
-	}
+	ping_flows(&c, &s);
 	/* established connections are off the timed list after a walk (the
 	 * progress thread walks when woken) */
 	{
@@ -356,5 +362,56 @@ TEST(soft_connect_drive_request_sent_at_connect)
 	close(lfd);
 	dep_free(&c);
 	CHECK_EQ(rpcrdma_cm_channel_destroy(ch), 0);
+	CHECK_EQ(rpcrdma_close(ctx), 0);
+}
+
+/* A QP whose CQ is attended when its connection comes up (armed: its
+ * consumer waits for its notification) stays with that consumer: it is
+ * never handed to the provider's thread and taken back, on either side
+ * (issue 16 part Y: two epoll_ctl calls per connect on each side, and the
+ * add woke the thread). Data still flows, read by the consumer's polls. */
+TEST(soft_connect_attended_cq_keeps_its_qp)
+{
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *cch, *sch;
+	struct rpcrdma_cm_id *l;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct rpcrdma_conn_param cp = {.responder_resources = 4, .initiator_depth = 4};
+	struct dep c = {0}, s = {0};
+	struct acceptor acc = {0};
+	struct rpcrdma_cm_event ev;
+	struct soft_ctx *sc;
+	uint64_t h0;
+	pthread_t t;
+	bool driven = false;
+
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
+	sc = RR_CONTAINER_OF(RR_BASE(context, ctx), struct soft_ctx, base);
+	dep_make(ctx, &c);
+	dep_make(ctx, &s);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &cch), 0);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &sch), 0);
+	REQUIRE_EQ(rpcrdma_listen(sch, (struct sockaddr *)&a, sizeof(a), 8, NULL, &l), 0);
+	a = listen_addr(l);
+	REQUIRE_EQ(rpcrdma_cq_arm(c.e.cq, false), 0);
+	REQUIRE_EQ(rpcrdma_cq_arm(s.e.cq, false), 0);
+	h0 = atomic_load(&sc->qp_hands);
+	acc.ch = sch;
+	acc.s = &s;
+	REQUIRE_EQ(pthread_create(&t, NULL, acceptor_main, &acc), 0);
+	REQUIRE_EQ(rr_cm_connect_driven(cch, c.e.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL,
+					&c.id, &driven), 0);
+	REQUIRE_EQ(rr_cm_connect_drive(c.id, 5000, &ev), 0);
+	pthread_join(t, NULL);
+	REQUIRE_EQ(acc.rc, 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+	CHECK_EQ(atomic_load(&sc->qp_hands) - h0, 0);
+
+	ping_flows(&c, &s);
+	dep_free(&c);
+	dep_free(&s);
+	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(cch), 0);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(sch), 0);
 	CHECK_EQ(rpcrdma_close(ctx), 0);
 }

@@ -1107,6 +1107,19 @@ TEST(soft_commit_initiator_disabled_terminates)
 	commit_one_side(false);
 }
 
+/* Writes an MPA Request of @cfg on raw TCP socket @fd. */
+static void raw_request(int fd, const struct rr_mpa_cfg *cfg)
+{
+	struct rr_mpa_frame f;
+	uint8_t out[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
+	int n;
+
+	REQUIRE_EQ(rr_mpa_make_request(cfg, NULL, 0, &f), 0);
+	n = rr_mpa_encode(&f, out, sizeof(out));
+	REQUIRE(n > 0);
+	REQUIRE_EQ(write(fd, out, (size_t)n), n);
+}
+
 /* The MPA Request and Reply of a Commit-offering connection keep the
  * reserved flag bits zero (RFC 5044 section 7.1). */
 TEST(soft_commit_mpa_reserved_bits_zero)
@@ -1119,10 +1132,7 @@ TEST(soft_commit_mpa_reserved_bits_zero)
 					.timeout_ms = 2000};
 	struct rpcrdma_cm_event ev;
 	uint8_t req[RR_MPA_HDR_LEN + 4];
-	struct rr_mpa_frame f;
 	struct rr_mpa_cfg cfg = {.rev = 2, .ird = 4, .ord = 4};
-	uint8_t out[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
-	int n;
 
 	/* our Request, read by a raw TCP listener */
 	REQUIRE(lfd >= 0);
@@ -1150,10 +1160,7 @@ TEST(soft_commit_mpa_reserved_bits_zero)
 	cfd = socket(AF_INET, SOCK_STREAM, 0);
 	a.sin_port = htons(p.port);
 	REQUIRE_EQ(connect(cfd, (struct sockaddr *)&a, sizeof(a)), 0);
-	REQUIRE_EQ(rr_mpa_make_request(&cfg, NULL, 0, &f), 0);
-	n = rr_mpa_encode(&f, out, sizeof(out));
-	REQUIRE(n > 0);
-	REQUIRE_EQ(write(cfd, out, (size_t)n), n);
+	raw_request(cfd, &cfg);
 	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
 	p.s.id = ev.id;
@@ -1163,6 +1170,50 @@ TEST(soft_commit_mpa_reserved_bits_zero)
 	CHECK_EQ(req[16] & 0x0f, 0);
 	CHECK(conn_has_commit(p.s.id));
 	close(cfd);
+	pair_down(&p, NULL, 0);
+}
+
+/* A passive connection's peer is the address accept gave (issue 16 part
+ * Y: no getpeername per question on the listener's path to its Reply):
+ * still known once the peer reset the connection, which getpeername
+ * refuses (ENOTCONN). */
+TEST(soft_passive_peer_address_from_accept)
+{
+	struct pair p;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in me;
+	socklen_t ml = sizeof(me);
+	struct sockaddr_storage ss;
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+	struct rpcrdma_cm_event ev;
+	struct rr_mpa_cfg cfg = {.rev = 1, .ird = 4, .ord = 4};
+	int cfd;
+
+	memset(&p, 0, sizeof(p));
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p.ctx), 0);
+	ep_make(&p, &p.c);
+	ep_make(&p, &p.s);
+	listen_on(&p);
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	REQUIRE(cfd >= 0);
+	a.sin_port = htons(p.port);
+	REQUIRE_EQ(connect(cfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	REQUIRE_EQ(getsockname(cfd, (struct sockaddr *)&me, &ml), 0);
+	raw_request(cfd, &cfg);
+	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+	REQUIRE_EQ(rpcrdma_cm_peer_addr(ev.id, &ss), 0);
+	CHECK_EQ(ss.ss_family, AF_INET);
+	CHECK_MEM(&((struct sockaddr_in *)&ss)->sin_addr, &me.sin_addr, sizeof(me.sin_addr));
+	CHECK_EQ(((struct sockaddr_in *)&ss)->sin_port, me.sin_port);
+	/* reset by the peer: the address is still the one accept gave */
+	REQUIRE_EQ(setsockopt(cfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+	close(cfd);
+	memset(&ss, 0, sizeof(ss));
+	REQUIRE_EQ(rpcrdma_cm_peer_addr(ev.id, &ss), 0);
+	CHECK_EQ(((struct sockaddr_in *)&ss)->sin_port, me.sin_port);
+	(void)rpcrdma_reject(ev.id, NULL, 0);
+	rpcrdma_cm_id_destroy(ev.id);
 	pair_down(&p, NULL, 0);
 }
 

@@ -305,8 +305,11 @@ static void go_rdma(struct soft_id *id, bool active)
 	rr_soft_qp_connected(qp, fd, &id->conn, id->commit, id->commit && !active);
 	id->state = IDS_CONNECTED;
 	/* the progress thread serves it until its consumer shows up; one
-	 * already attending takes it now */
-	rr_soft_qp_hand(qp, true);
+	 * already attending takes it now. The balance decides (it hands the
+	 * QP over when its CQ is not attended, then looks again): handing it
+	 * first and taking it back cost two epoll_ctl calls per connect on
+	 * each side, and the add woke the progress thread for nothing (issue
+	 * 16 part Y) */
 	rr_soft_balance_one(id->ctx, qp, rr_now_ns(id->ctx->env));
 }
 
@@ -525,6 +528,13 @@ int rr_soft_local_addr(struct rr_cm_id *base, struct sockaddr_storage *ss)
 
 int rr_soft_peer_addr(struct rr_cm_id *base, struct sockaddr_storage *ss)
 {
+	struct soft_id *id = id_of(base);
+
+	if (id->peer_known) {
+		memset(ss, 0, sizeof(*ss));
+		memcpy(ss, &id->peer, id->peerlen);
+		return 0;
+	}
 	return id_addr(base, ss, true);
 }
 
@@ -735,7 +745,9 @@ static void listen_backoff(struct soft_id *l, int err)
 void rr_soft_cm_listen_ready(struct soft_id *l)
 {
 	for (int n = 0; n < SOFT_ACCEPT_BATCH; n++) {
-		int fd = rr_soft_sock_accept(l->obj.fd);
+		struct sockaddr_storage peer;
+		socklen_t peerlen;
+		int fd = rr_soft_sock_accept(l->obj.fd, &peer, &peerlen);
 		struct soft_id *id;
 
 		if (fd < 0) {
@@ -769,6 +781,14 @@ void rr_soft_cm_listen_ready(struct soft_id *l)
 			continue;
 		}
 		id->listen = l;
+		/* the peer's address as accept gave it: the consumer asks for
+		 * it (limits per host, the connection's peer) without a
+		 * getpeername each time (issue 16 part Y) */
+		if (peerlen > 0 && peerlen <= sizeof(peer)) {
+			id->peer = peer;
+			id->peerlen = peerlen;
+			id->peer_known = true;
+		}
 		id->state = IDS_AWAIT_REQ;
 		id->hs_seq = l->hs_next++;
 		l->nhs++;

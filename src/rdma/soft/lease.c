@@ -83,6 +83,7 @@ void rr_soft_qp_hand(struct soft_qp *qp, bool on)
 	if (on && !qp->obj.in_epoll && qp->obj.fd >= 0 && qp->state == QPS_RTS) {
 		rr_soft_obj_add(c, &qp->obj, EPOLLIN | (qp->want_out ? EPOLLOUT : 0));
 		if (qp->obj.in_epoll) {
+			atomic_fetch_add_explicit(&c->qp_hands, 1, memory_order_relaxed);
 			atomic_fetch_add(&qp->rcq->handed, 1);
 			if (qp->scq != qp->rcq)
 				atomic_fetch_add(&qp->scq->handed, 1);

@@ -280,10 +280,12 @@ int rr_soft_sock_listen(const struct sockaddr *addr, socklen_t addrlen, int back
 	return fd;
 }
 
-int rr_soft_sock_accept(int lfd)
+int rr_soft_sock_accept(int lfd, struct sockaddr_storage *peer, socklen_t *peerlen)
 {
-	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	int fd;
 
+	*peerlen = sizeof(*peer);
+	fd = accept4(lfd, (struct sockaddr *)peer, peerlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	return fd < 0 ? -errno : fd;
 }
 

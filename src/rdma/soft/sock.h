@@ -44,8 +44,8 @@ void rr_soft_sock_shutdown(struct soft_qp *qp);
 /* A non-blocking listening socket bound to @addr: its fd, or -errno. */
 int rr_soft_sock_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog);
 /* The next connection waiting on listening socket @lfd (non-blocking): its
- * fd, or -errno (-EAGAIN: none). */
-int rr_soft_sock_accept(int lfd);
+ * fd, or -errno (-EAGAIN: none); its peer's address in *@peer, *@peerlen. */
+int rr_soft_sock_accept(int lfd, struct sockaddr_storage *peer, socklen_t *peerlen);
 /* A non-blocking TCP socket of @family with rr_soft_sock_opts: fd or -errno. */
 int rr_soft_sock_open(struct soft_ctx *c, int family);
 /* Starts connecting @fd to @dst: 0 (connected or in progress) or -errno. */

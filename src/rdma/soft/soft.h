@@ -185,6 +185,8 @@ struct soft_ctx {
 	pthread_t thread;
 	bool thread_started, stop;
 	int epfd;
+	_Atomic uint64_t qp_hands;   /* QPs handed to the thread's epoll set
+					(rr_soft_qp_hand): tests read it */
 	struct soft_obj wake;        /* eventfd */
 	struct soft_id *ids;         /* every id */
 	struct soft_id *timed;       /* the ids with a deadline: handshakes,
@@ -595,6 +597,7 @@ struct soft_id {
 	uint32_t timeout_ms;
 	struct sockaddr_storage peer;
 	socklen_t peerlen;
+	bool peer_known;             /* passive: peer is accept's (id_addr) */
 	uint64_t hs_seq;             /* passive, IDS_AWAIT_REQ: accept order */
 	/* listener (IDS_LISTEN): its half-open connections (IDS_AWAIT_REQ,
 	 * struct rr_listen_limits) and accept back-off, under ctx->lock */

@@ -38,6 +38,12 @@ static void ev_refuse(const struct rpcrdma_cm_event *ev)
 	}
 }
 
+bool tp_ev_lazy(const struct tp_ep *ep, const struct tp_ev *e)
+{
+	return e && e->ev.type == RPCRDMA_CM_ESTABLISHED && ep->ops->lazy_established &&
+	       ep->timer_ok;
+}
+
 bool tp_ev_hand(struct tp_port *p, const struct rpcrdma_cm_event *ev)
 {
 	struct tp_conn *cn = ev->user_ctx;
@@ -77,8 +83,10 @@ bool tp_ev_hand(struct tp_port *p, const struct rpcrdma_cm_event *ev)
 		ep->evq_tail = &e->next;
 	}
 	/* posted under evq_lock: never after the endpoint left its loop
-	 * (its events are then dropped by tp_ep_fini) */
-	if (!ep->detached)
+	 * (its events are then dropped by tp_ep_fini). An ESTABLISHED that
+	 * its endpoint takes lazily (a server's shard) waits for the next
+	 * turn, its tick at the latest: it wakes no loop (issue 16 part Y) */
+	if (!ep->detached && !tp_ev_lazy(ep, e))
 		rr_loop_post(ep->loop, &ep->kick);
 	pthread_mutex_unlock(&ep->evq_lock);
 	return e != NULL;

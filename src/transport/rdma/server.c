@@ -97,8 +97,12 @@ static void sv_turn(struct tp_ep *ep)
 		rr_loop_timer_set(ep->loop, &ep->timer, rr_now_ns(NULL) + SV_TICK_NS);
 }
 
+/* A connection's ESTABLISHED waits for the shard's next turn (its tick
+ * at the latest, armed while it has connections): the kick woke the
+ * shard's thread between the MPA Reply and the first Call, for nothing
+ * the Call needs (issue 16 part Y). */
 static const struct tp_ep_ops sv_shard_ops = {.on_cm = tp_sv_on_cm, .after = sv_after,
-					       .turn = sv_turn};
+					       .turn = sv_turn, .lazy_established = true};
 
 static int listen_port(struct rpcrdma_cm_id *id)
 {

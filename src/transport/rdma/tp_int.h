@@ -166,6 +166,13 @@ struct tp_ep_ops {
 	void (*after)(struct tp_ep *ep);
 	/* its turn on its loop (lock held): posted by tp_ep_kick */
 	void (*turn)(struct tp_ep *ep);
+	/* a connection's ESTABLISHED waits for the endpoint's next turn
+	 * (kicked by something else, or its timer, which must then be
+	 * armed while it has connections): no kick, no wake-up of its own.
+	 * For an endpoint whose on_cm does nothing with it that the first
+	 * messages need (a server's shard: the ORD, 1 until then, and the
+	 * idle sweep's eligibility) */
+	bool lazy_established;
 };
 
 /* One connection (either role). */
@@ -471,6 +478,9 @@ void tp_ep_handle_events(struct tp_ep *ep);
 void tp_ev_free(struct tp_ep *ep, struct tp_ev *e);
 /* Hands @ev (taken from a port's channel) to its endpoint's loop. */
 bool tp_ev_hand(struct tp_port *p, const struct rpcrdma_cm_event *ev);
+/* Whether queued event @e (NULL: none, for want of memory) waits for
+ * @ep's next turn without a kick (tp_ep_ops.lazy_established). */
+bool tp_ev_lazy(const struct tp_ep *ep, const struct tp_ev *e);
 
 /* ep.c */
 uint64_t tp_now_ns(const struct tp_ep *ep);
