@@ -11,11 +11,15 @@
  * and once every connection left, the pool is given back (the next
  * connection makes a new one). A requester's own Receives, lent out as
  * Replies, are posted again in batches, never more than TP_LEND_MAX of
- * them off the queue (transport/rdma/conn.c recv_flush). */
+ * them off the queue (transport/rdma/conn.c recv_flush). A freed
+ * connection's last polls on the CQ its pool's connections share take no
+ * new QP meanwhile and leave the CQ armed for the others (progress.c
+ * conn_release). */
 #include <stdlib.h>
 
 #include "proto/conn/credits.h"
 #include "rpcrdma/engine.h"
+#include "rdma/soft/cq.h"
 #include "rdma/soft/race.h"
 #include "rdma/soft/soft.h"
 #include "test.h"
@@ -540,4 +544,147 @@ TEST(xprt_released_qp_cq_takes_no_new_qp_while_polled)
 	CHECK(rel.fired);
 	CHECK(!rel.same);
 	p_stop(&sq);
+}
+
+/* The loop keeps a CQ that a connection wants armed (progress.c): the
+ * provider counts on that arm to tell the loop of what comes; unarmed and
+ * held by nobody, a completion pushed by another thread (soft: its
+ * progress thread, once the CQ's lease ended) waits in the ring with no
+ * notification, and the message is lost (the Debian 12 VM's dump: a CQ
+ * wanted, watched, not armed, no owner). A freed connection's polls
+ * (conn_release: the drain after its id went, then the poll of what its
+ * destroyed QP left) may use that arm up without a notification: on soft
+ * a poll of an empty ring receives for the CQ's other QPs, and its own
+ * pushes are quiet. At the soft poll point of one of those two polls
+ * (@phase 1: a QP of a dead connection whose id is gone on the CQ; 2: a
+ * released QP's last completions polled), with another QP on the CQ, the
+ * CQ wanted by a connection and armed, a quiet push of a completion of no
+ * QP stands for the other connection's message that poll receives (the
+ * arm used up the same way; the transport drops a completion of no QP):
+ * once the release ends, the loop must arm the CQ again. Without the loop
+ * told (the release's polls ignored the arm), the ring stays unarmed. */
+static struct {
+	int phase;
+	struct soft_cq *sc;
+	bool fired;
+} rearm;
+
+/* qlock held: a QP of @sc belongs to a dead connection whose id is gone */
+static bool cq_has_released_conn(struct soft_cq *sc)
+{
+	for (uint32_t i = 0; i < sc->nslots; i++) {
+		struct tp_conn *cn = sc->slots[i].qp ? sc->slots[i].qp->base.user_ctx : NULL;
+
+		if (cn && cn->dead && !cn->id)
+			return true;
+	}
+	return false;
+}
+
+static void use_arm_during_release(enum soft_race pt, void *obj)
+{
+	struct soft_cq *sc = obj;
+	struct rpcrdma_wc wc;
+	struct soft_cq *prev_cq = rr_soft_tls_cq;
+	struct tp_cq *q;
+	bool in_phase;
+	unsigned want;
+
+	if (pt != SOFT_RACE_POLL || rearm.fired || __atomic_load_n(&sc->nlive, __ATOMIC_RELAXED) == 0)
+		return;
+	q = sc->base.user_ctx;
+	if (!q || !rr_cq_ring_armed(&sc->ring))
+		return;
+	if (rearm.phase == 2) {
+		in_phase = __atomic_load_n(&q->releasing, __ATOMIC_SEQ_CST) > 0;
+	} else {
+		pthread_mutex_lock(&sc->qlock);
+		in_phase = sc->nlive >= 2 && cq_has_released_conn(sc);
+		pthread_mutex_unlock(&sc->qlock);
+	}
+	if (!in_phase)
+		return;
+	pthread_mutex_lock(&q->lock);
+	want = q->want;   /* (a dead server connection wants it no more) */
+	pthread_mutex_unlock(&q->lock);
+	if (want == 0)
+		return;
+	memset(&wc, 0, sizeof(wc));
+	rr_soft_tls_cq = sc;   /* pushed by the poll's own receive: quiet */
+	rr_soft_cq_push(sc, &wc);
+	rr_soft_tls_cq = prev_cq;
+	rearm.sc = sc;
+	__atomic_store_n(&rearm.fired, true, __ATOMIC_SEQ_CST);
+}
+
+/* The test for @phase: N connections over the engine's loops (two share a
+ * loop's CQ when there are fewer loops than N, as on the test machines),
+ * freed one after the other until one that shares its CQ with a
+ * connection still up is freed (on the server's loop) with the hook. */
+static void released_conn_polls(int phase)
+{
+	enum { N = 4 };
+	struct rr_tp_conf cc;
+	struct rr_th_sq sq;
+	static struct rr_th_cl c[N];
+	struct rr_th_small p[1];
+	rr_soft_race_fn prev = atomic_load(&rr_soft_race_hook);
+	bool armed = false;
+	unsigned stopped = 0, want;
+	struct tp_cq *q;
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	rr_tp_conf_default(&cc);
+	port = p_start(&sq, 0, false);
+	for (unsigned i = 0; i < N; i++) {
+		REQUIRE_EQ(rr_th_cl_start(&c[i], &cc, port, rr_th_cl_count), 0);
+		rr_th_small_submit(&c[i], &p[0], 0x5000 + i);
+		REQUIRE(rr_th_cl_wait(&c[i], 1, 10000));
+		p_release(&c[i], p, 1);
+	}
+	if (rr_engine_nloops() >= N)
+		rr_test_skip("as many engine loops as connections: no CQ shared");
+	memset(&rearm, 0, sizeof(rearm));
+	rearm.phase = phase;
+	rr_soft_test_set_race_hook(use_arm_during_release);
+	while (stopped < N - 1 && !__atomic_load_n(&rearm.fired, __ATOMIC_SEQ_CST)) {
+		rr_th_cl_stop(&c[stopped++]);
+		for (int t = 0; t < 200 && !__atomic_load_n(&rearm.fired, __ATOMIC_SEQ_CST); t++)
+			rr_th_sleep_ms(10);
+	}
+	REQUIRE(__atomic_load_n(&rearm.fired, __ATOMIC_SEQ_CST));
+	rr_soft_test_set_race_hook(prev);
+	q = rearm.sc->base.user_ctx;
+	pthread_mutex_lock(&q->lock);
+	want = q->want;
+	pthread_mutex_unlock(&q->lock);
+	REQUIRE(want > 0);   /* a connection still up wants the CQ watched */
+	/* the loop arms it again (a bounded wait for a state, no time
+	 * asserted) */
+	for (int t = 0; t < 500 && !armed; t++) {
+		armed = rr_cq_ring_armed(&rearm.sc->ring);
+		if (!armed)
+			rr_th_sleep_ms(10);
+	}
+	CHECK(armed);
+	/* and a Call on each connection still up is answered */
+	for (unsigned i = stopped; i < N; i++) {
+		rr_th_small_submit(&c[i], &p[0], 0x6000 + i);
+		CHECK(rr_th_cl_wait(&c[i], 2, 10000));
+		p_release(&c[i], p, 1);
+		rr_th_cl_stop(&c[i]);
+	}
+	p_stop(&sq);
+}
+
+TEST(xprt_released_conn_drain_leaves_wanted_cq_armed)
+{
+	released_conn_polls(1);
+}
+
+TEST(xprt_released_qp_poll_leaves_wanted_cq_armed)
+{
+	released_conn_polls(2);
 }

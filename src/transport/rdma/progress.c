@@ -146,11 +146,6 @@ static int cq_drain(struct tp_cq *q, struct tp_ep **touched, int max, bool got,
 	return total;
 }
 
-int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max)
-{
-	return cq_drain(q, touched, max, true, NULL);
-}
-
 /* Arms @q, then drains it once: the number of completions taken after the
  * arm, or -1 when it could not be armed. With @keep (cq_serve, which
  * counts the CQ as armed again whatever the look took), what the look
@@ -531,9 +526,10 @@ static void conn_release(struct tp_conn *cn)
 
 	tp_port_id_destroy(cn);        /* the provider flushes its work */
 	if (q) {
-		(void)tp_cq_drain(q, &t, 1 << 20);
+		uint32_t seen = (uint32_t)cq_drain(q, &t, 1 << 20, false, NULL);
+
 		if (qp) {
-			uint32_t seen = 0;
+			uint32_t last = 0;
 			struct rpcrdma_wc wc[WC_BATCH];
 			int n;
 
@@ -553,12 +549,22 @@ static void conn_release(struct tp_conn *cn)
 				n = rpcrdma_cq_poll(q->cq, WC_BATCH, wc);
 				if (n > 0) {
 					feed(wc, n, qp, &t, NULL, NULL, NULL);
-					seen += (uint32_t)n;
+					last += (uint32_t)n;
 				}
-			} while (n > 0 && seen < q->cap);
+			} while (n > 0 && last < q->cap);
 			tp_cq_quiet_end(q);
+			seen += last;
 		}
 		tp_cq_want(cn, false);
+		/* What these polls took may have used up the loop's arm, and
+		 * without a notification (soft: a poll of an empty ring
+		 * receives, and its own pushes are quiet): while another
+		 * connection wants the CQ watched, the loop arms it again
+		 * once we let go (the VM's lost message: a CQ wanted, watched,
+		 * unarmed and held by nobody; docs/transport.md "Who re-arms
+		 * a wanted CQ"). */
+		if (cq_got(q, (int)RR_MIN(seen, (uint32_t)INT32_MAX)))
+			atomic_store(&q->missed, true);
 		tp_cq_unreserve(q, cn->cqe);
 		cn->tcq = NULL;
 		tp_cq_release(q);

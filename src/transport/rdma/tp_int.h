@@ -545,11 +545,6 @@ void tp_post_deferred(struct tp_conn *cn);
 void tp_post_all_deferred(struct tp_ep *ep);
 
 /* progress.c */
-/* Polls @q (its consumer: the caller, holding no endpoint lock) until a
- * short batch or @max batches, feeding each completion to its connection
- * under its endpoint's lock; the endpoints fed are linked from *@touched.
- * The number of completions. */
-int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max);
 /* Arms @q and drains it until a poll after the arm finds nothing (no lost
  * notification): whether it is armed. */
 bool tp_cq_arm_drain(struct tp_cq *q, struct tp_ep **touched);
