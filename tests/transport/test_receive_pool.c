@@ -55,7 +55,7 @@ static void p_release(struct rr_th_cl *c, struct rr_th_small *p, unsigned n)
 /* The server of these tests, answering with p_answer on @sq's thread:
  * @credits (0: the default) and @no_srq as in struct rr_tp_conf. Returns
  * its port. */
-static int p_start(struct rr_th_sq *sq, uint32_t credits, bool no_srq)
+static int p_start_recv(struct rr_th_sq *sq, uint32_t credits, bool no_srq, rr_tp_recv_fn recv)
 {
 	struct rr_tp_conf sc;
 
@@ -65,9 +65,14 @@ static int p_start(struct rr_th_sq *sq, uint32_t credits, bool no_srq)
 	if (credits)
 		sc.credits = credits;
 	sc.no_srq = no_srq;
-	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, sq, &p_srv), 0);
+	REQUIRE_EQ(rr_th_tp_server(&sc, recv, sq, &p_srv), 0);
 	rr_th_sq_start(sq);
 	return rr_tp_server_port(p_srv);
+}
+
+static int p_start(struct rr_th_sq *sq, uint32_t credits, bool no_srq)
+{
+	return p_start_recv(sq, credits, no_srq, rr_th_sq_recv);
 }
 
 static void p_stop(struct rr_th_sq *sq)
@@ -687,4 +692,90 @@ TEST(xprt_released_conn_drain_leaves_wanted_cq_armed)
 TEST(xprt_released_qp_poll_leaves_wanted_cq_armed)
 {
 	released_conn_polls(2);
+}
+
+/* The loop serves a CQ in rounds (progress.c cq_serve): a drain, the
+ * after-work of what it fed (the server's Calls delivered), then an arm
+ * and a look, the role let go in between. A caller that takes the CQ in
+ * that gap (a synchronous client's wait, a connection freed by another
+ * thread) and lets go having taken nothing must find the loop told to
+ * come back: the round's drain used up the arm, and a CQ wanted, watched,
+ * unarmed and held by nobody waits for nothing (the Debian 12 VM's dump).
+ * The server's upcall of a Call runs in that gap, on the loop: there this
+ * test takes the role as a caller would; once the loop's round is over,
+ * it lets go, as a caller whose wait took nothing. The CQ must be armed
+ * again (it stayed unarmed before the fix), then the Call is answered. */
+static struct {
+	bool active, claimed;
+	struct tp_cq *q;
+} gap;
+
+static void claim_in_gap(void *ctx, struct rr_conn_sreq *r)
+{
+	struct tp_conn *cn = r->xconn;
+	struct tp_cq *q = cn ? cn->tcq : NULL;
+
+	/* (in the gap the transport may count the CQ as armed or not: a
+	 * look after an arm that took something leaves it counted armed;
+	 * what matters is the provider's arm, used up) */
+	if (gap.active && !gap.claimed && q && rr_loop_on_runner(cn->ep->loop) &&
+	    atomic_load(&q->owner) == TP_CQ_FREE && atomic_load(&q->wanted) &&
+	    !rr_cq_ring_armed(&scq_of(RR_BASE(cq, q->cq))->ring) && tp_cq_claim(q, TP_CQ_CALLER)) {
+		gap.q = q;
+		__atomic_store_n(&gap.claimed, true, __ATOMIC_SEQ_CST);
+	}
+	rr_th_sq_recv(ctx, r);
+}
+
+static void loop_noop(void *arg)
+{
+	(void)arg;
+}
+
+TEST(xprt_cq_taken_between_serve_rounds_is_armed_again)
+{
+	struct rr_tp_conf cc;
+	struct rr_th_sq sq;
+	struct rr_th_cl c;
+	struct rr_th_small p[1];
+	struct soft_cq *sc;
+	bool armed = false;
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	memset(&gap, 0, sizeof(gap));
+	rr_tp_conf_default(&cc);
+	port = p_start_recv(&sq, 0, false, claim_in_gap);
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
+	rr_th_small_submit(&c, &p[0], 0x7000);
+	REQUIRE(rr_th_cl_wait(&c, 1, 10000));
+	p_release(&c, p, 1);
+	/* the next Call is held (no Reply traffic meanwhile) and its
+	 * upcall takes the CQ */
+	pthread_mutex_lock(&sq.lock);
+	sq.hold = true;
+	pthread_mutex_unlock(&sq.lock);
+	__atomic_store_n(&gap.active, true, __ATOMIC_SEQ_CST);
+	rr_th_small_submit(&c, &p[0], 0x7001);
+	for (int t = 0; t < 1000 && !__atomic_load_n(&gap.claimed, __ATOMIC_SEQ_CST); t++)
+		rr_th_sleep_ms(10);
+	REQUIRE(__atomic_load_n(&gap.claimed, __ATOMIC_SEQ_CST));
+	sc = scq_of(RR_BASE(cq, gap.q->cq));
+	/* the loop's round is over (a task of that loop ran after it);
+	 * meanwhile nobody could arm the CQ */
+	rr_engine_call(gap.q->port->loop, loop_noop, NULL);
+	CHECK(!rr_cq_ring_armed(&sc->ring));
+	tp_cq_release(gap.q);   /* a caller that took nothing lets go */
+	for (int t = 0; t < 500 && !armed; t++) {
+		armed = rr_cq_ring_armed(&sc->ring);
+		if (!armed)
+			rr_th_sleep_ms(10);
+	}
+	CHECK(armed);
+	rr_th_sq_release_held(&sq);
+	CHECK(rr_th_cl_wait(&c, 2, 10000));
+	p_release(&c, p, 1);
+	rr_th_cl_stop(&c);
+	p_stop(&sq);
 }

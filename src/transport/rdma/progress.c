@@ -233,6 +233,8 @@ void tp_touched_after(struct tp_ep *touched, struct tp_ep *self)
  * longer wanted and its arm used up, it is no longer watched: a synchronous
  * caller's Reply wakes that caller alone, and the provider serves what
  * comes unasked (soft: its thread, once the CQ's lease ended). */
+static bool loop_claim(struct tp_cq *q);
+
 static void cq_serve(struct tp_cq *q)
 {
 	bool fired = rpcrdma_cq_get_event(q->cq) == 1;
@@ -297,8 +299,14 @@ unlocked:
 			rr_loop_post(q->port->loop, &q->task);   /* still busy: again */
 			return;
 		}
-		if (!tp_cq_claim(q, TP_CQ_LOOP))
-			return;   /* a caller holds it: it hands the drain back */
+		/* A caller holds it: it hands the drain back when it lets go,
+		 * told so (missed), as when the loop finds it held on a
+		 * wake-up. Not left to the holder's own look: a wait that
+		 * took nothing (a slice that ended, a freed connection with
+		 * nothing left) would let go of a CQ that a connection wants,
+		 * unarmed since this round's drain, that nobody arms again. */
+		if (!loop_claim(q))
+			return;
 	}
 }
 
