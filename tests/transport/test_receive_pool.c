@@ -779,3 +779,125 @@ TEST(xprt_cq_taken_between_serve_rounds_is_armed_again)
 	rr_th_cl_stop(&c);
 	p_stop(&sq);
 }
+
+/* A synchronous caller holding a CQ (progress.c tp_cq_wait_once) may
+ * consume the loop's notification and take nothing: on soft its wait
+ * reads the ring's notification while the completion behind it was taken
+ * by another QP's own waiter (rr_soft_wait_qp takes its QP's completions
+ * out of the ring). The loop counted on that notification: once the
+ * caller lets go, a CQ that a connection wants must be armed again. The
+ * loop is held by a task meanwhile (so that only the caller sees the
+ * notification); the push and the take of a completion of no QP, in the
+ * test's thread, stand for the other QP's message and its own waiter. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool started, release;
+	struct rr_loop_task t;
+} hold_loop = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, {0}};
+
+static void hold_loop_run(struct rr_loop_task *t)
+{
+	(void)t;
+	pthread_mutex_lock(&hold_loop.lock);
+	hold_loop.started = true;
+	pthread_cond_broadcast(&hold_loop.cond);
+	while (!hold_loop.release)
+		pthread_cond_wait(&hold_loop.cond, &hold_loop.lock);
+	pthread_mutex_unlock(&hold_loop.lock);
+}
+
+TEST(xprt_caller_wait_taking_nothing_leaves_wanted_cq_armed)
+{
+	enum { N = 4 };
+	struct rr_tp_conf cc;
+	struct rr_th_sq sq;
+	static struct rr_th_cl c[N];
+	static struct rr_th_small p[N];
+	struct rr_th_cl *use = NULL;
+	struct rpcrdma_wc wc;
+	struct soft_cq *sc;
+	struct tp_cq *q = NULL;
+	bool armed = false;
+	int port, n;
+
+	if (!rr_th_soft_ok())
+		return;
+	rr_tp_conf_default(&cc);
+	port = p_start(&sq, 0, false);
+	for (unsigned i = 0; i < N; i++) {
+		REQUIRE_EQ(rr_th_cl_start(&c[i], &cc, port, rr_th_cl_count), 0);
+		rr_th_small_submit(&c[i], &p[0], 0x8000 + i);
+		REQUIRE(rr_th_cl_wait(&c[i], 1, 10000));
+		p_release(&c[i], p, 1);
+	}
+	/* Calls held by the server: every client has asynchronous work, so
+	 * wants its CQ watched. Two client connections on one CQ (a loop's
+	 * clients share it), armed by the loop, held by nobody: the second
+	 * one's caller waits there. */
+	pthread_mutex_lock(&sq.lock);
+	sq.hold = true;
+	pthread_mutex_unlock(&sq.lock);
+	for (unsigned i = 0; i < N; i++)
+		rr_th_small_submit(&c[i], &p[i], 0x8100 + i);
+	for (int t = 0; t < 500 && rr_th_sq_nheld(&sq) < N; t++)
+		rr_th_sleep_ms(10);
+	REQUIRE_EQ(rr_th_sq_nheld(&sq), N);
+	for (int t = 0; t < 500 && !use; t++) {
+		for (unsigned i = 0; i < N && !use; i++)
+			for (unsigned j = i + 1; j < N && !use; j++) {
+				struct tp_cq *cq = c[j].tp->conn ? c[j].tp->conn->tcq : NULL;
+
+				if (cq && c[i].tp->conn && c[i].tp->conn->tcq == cq &&
+				    atomic_load(&cq->wanted) &&
+				    atomic_load(&cq->owner) == TP_CQ_FREE &&
+				    rr_cq_ring_armed(&scq_of(RR_BASE(cq, cq->cq))->ring)) {
+					use = &c[j];
+					q = cq;
+				}
+			}
+		if (!use)
+			rr_th_sleep_ms(10);
+	}
+	if (!use) {
+		rr_th_sq_release_held(&sq);
+		rr_test_skip("no two client connections share a CQ (one loop per connection)");
+	}
+	sc = scq_of(RR_BASE(cq, q->cq));
+	hold_loop.started = hold_loop.release = false;
+	hold_loop.t.fn = hold_loop_run;
+	rr_loop_post(q->port->loop, &hold_loop.t);
+	pthread_mutex_lock(&hold_loop.lock);
+	while (!hold_loop.started)
+		pthread_cond_wait(&hold_loop.cond, &hold_loop.lock);
+	pthread_mutex_unlock(&hold_loop.lock);
+	/* a completion pushed (the arm used up, the notification written),
+	 * then taken by its QP's own waiter */
+	memset(&wc, 0, sizeof(wc));
+	rr_soft_cq_push(sc, &wc);
+	CHECK(!rr_cq_ring_armed(&sc->ring));
+	CHECK_EQ(rr_cq_ring_poll(&sc->ring, 1, &wc), 1);
+	/* the caller's wait: the notification consumed, nothing taken */
+	pthread_mutex_lock(&use->tp->ep.lock);
+	n = tp_cq_wait_once(&use->tp->ep, use->tp->conn, 50, NULL);
+	pthread_mutex_unlock(&use->tp->ep.lock);
+	CHECK_EQ(n, 0);
+	pthread_mutex_lock(&hold_loop.lock);
+	hold_loop.release = true;
+	pthread_cond_broadcast(&hold_loop.cond);
+	pthread_mutex_unlock(&hold_loop.lock);
+	for (int t = 0; t < 500 && !armed; t++) {
+		armed = rr_cq_ring_armed(&sc->ring);
+		if (!armed)
+			rr_th_sleep_ms(10);
+	}
+	CHECK(armed);
+	/* the held Calls answered */
+	rr_th_sq_release_held(&sq);
+	for (unsigned i = 0; i < N; i++) {
+		CHECK(rr_th_cl_wait(&c[i], 2, 10000));
+		p_release(&c[i], &p[i], 1);
+		rr_th_cl_stop(&c[i]);
+	}
+	p_stop(&sq);
+}

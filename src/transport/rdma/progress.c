@@ -495,8 +495,13 @@ claimed:
 		 * backward Calls, another's asynchronous calls), the loop arms
 		 * it again once we let go. Else a message that comes unasked
 		 * after this one (nfsd's CB_RECALL right after the OPEN Reply)
-		 * waits for the next caller. */
-		if (cq_got(q, n))
+		 * waits for the next caller. A wait that took nothing (or
+		 * failed) may have used the arm up as well: its notification
+		 * consumed, the completion behind it taken by another QP's own
+		 * waiter (qp_wait). Counted as a use: one more serve by the
+		 * loop after a slice that ended empty, never an arm that
+		 * nobody renews. */
+		if (cq_got(q, n > 0 ? n : 1))
 			atomic_store(&q->missed, true);
 		/* One more wait at most, holding the CQ, when only this
 		 * endpoint was fed (no other's after-work waits) and the
