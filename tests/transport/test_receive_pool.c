@@ -807,6 +807,26 @@ static void hold_loop_run(struct rr_loop_task *t)
 	pthread_mutex_unlock(&hold_loop.lock);
 }
 
+/* Posts a task to @l that holds it until hold_loop_end. */
+static void hold_loop_start(struct rr_loop *l)
+{
+	hold_loop.started = hold_loop.release = false;
+	hold_loop.t.fn = hold_loop_run;
+	rr_loop_post(l, &hold_loop.t);
+	pthread_mutex_lock(&hold_loop.lock);
+	while (!hold_loop.started)
+		pthread_cond_wait(&hold_loop.cond, &hold_loop.lock);
+	pthread_mutex_unlock(&hold_loop.lock);
+}
+
+static void hold_loop_end(void)
+{
+	pthread_mutex_lock(&hold_loop.lock);
+	hold_loop.release = true;
+	pthread_cond_broadcast(&hold_loop.cond);
+	pthread_mutex_unlock(&hold_loop.lock);
+}
+
 TEST(xprt_caller_wait_taking_nothing_leaves_wanted_cq_armed)
 {
 	enum { N = 4 };
@@ -864,13 +884,7 @@ TEST(xprt_caller_wait_taking_nothing_leaves_wanted_cq_armed)
 		rr_test_skip("no two client connections share a CQ (one loop per connection)");
 	}
 	sc = scq_of(RR_BASE(cq, q->cq));
-	hold_loop.started = hold_loop.release = false;
-	hold_loop.t.fn = hold_loop_run;
-	rr_loop_post(q->port->loop, &hold_loop.t);
-	pthread_mutex_lock(&hold_loop.lock);
-	while (!hold_loop.started)
-		pthread_cond_wait(&hold_loop.cond, &hold_loop.lock);
-	pthread_mutex_unlock(&hold_loop.lock);
+	hold_loop_start(q->port->loop);
 	/* a completion pushed (the arm used up, the notification written),
 	 * then taken by its QP's own waiter */
 	memset(&wc, 0, sizeof(wc));
@@ -882,10 +896,7 @@ TEST(xprt_caller_wait_taking_nothing_leaves_wanted_cq_armed)
 	n = tp_cq_wait_once(&use->tp->ep, use->tp->conn, 50, NULL);
 	pthread_mutex_unlock(&use->tp->ep.lock);
 	CHECK_EQ(n, 0);
-	pthread_mutex_lock(&hold_loop.lock);
-	hold_loop.release = true;
-	pthread_cond_broadcast(&hold_loop.cond);
-	pthread_mutex_unlock(&hold_loop.lock);
+	hold_loop_end();
 	for (int t = 0; t < 500 && !armed; t++) {
 		armed = rr_cq_ring_armed(&sc->ring);
 		if (!armed)
@@ -899,5 +910,89 @@ TEST(xprt_caller_wait_taking_nothing_leaves_wanted_cq_armed)
 		p_release(&c[i], &p[i], 1);
 		rr_th_cl_stop(&c[i]);
 	}
+	p_stop(&sq);
+}
+
+/* A thread that arms and drains a CQ while it holds it (progress.c
+ * tp_cq_arm_drain: a server handler on the loop waiting for its Reply's
+ * Send, server.c) gives up after 64 looks that each found something: the
+ * last one used the arm up. Once it lets go, a CQ that a connection wants
+ * must be armed again by the loop. At the soft poll point of each look of
+ * this thread a quiet push of a completion of no QP keeps the CQ busy (as
+ * the look's own receive would; the transport drops it). */
+static __thread bool busy_looks;
+
+static void keep_busy(enum soft_race pt, void *obj)
+{
+	struct soft_cq *sc = obj;
+	struct rpcrdma_wc wc;
+	struct soft_cq *prev_cq = rr_soft_tls_cq;
+
+	if (pt != SOFT_RACE_POLL || !busy_looks)
+		return;
+	memset(&wc, 0, sizeof(wc));
+	rr_soft_tls_cq = sc;   /* the look's own receive: quiet */
+	rr_soft_cq_push(sc, &wc);
+	rr_soft_tls_cq = prev_cq;
+}
+
+TEST(xprt_arm_drain_given_up_leaves_wanted_cq_armed)
+{
+	struct rr_tp_conf cc;
+	struct rr_th_sq sq;
+	struct rr_th_cl c;
+	struct rr_th_small p[1];
+	rr_soft_race_fn prev = atomic_load(&rr_soft_race_hook);
+	struct tp_cq *q = NULL;
+	struct tp_ep *t = NULL;
+	struct soft_cq *sc;
+	bool armed = false, settled;
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	rr_tp_conf_default(&cc);
+	port = p_start(&sq, 0, false);
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
+	rr_th_small_submit(&c, &p[0], 0xa000);
+	REQUIRE(rr_th_cl_wait(&c, 1, 10000));
+	p_release(&c, p, 1);
+	/* the server connection's CQ (it wants it), taken when the loop
+	 * let it go */
+	for (unsigned k = 0; k < p_srv->nshards && !q; k++) {
+		struct tp_shard *sh = p_srv->shards[k];
+
+		pthread_mutex_lock(&sh->ep.lock);
+		if (sh->conns && sh->conns->tcq)
+			q = sh->conns->tcq;
+		pthread_mutex_unlock(&sh->ep.lock);
+	}
+	REQUIRE(q != NULL);
+	REQUIRE(atomic_load(&q->wanted));
+	sc = scq_of(RR_BASE(cq, q->cq));
+	/* the loop held by a task meanwhile: it neither serves the CQ nor
+	 * finds it held (only the release tells it) */
+	hold_loop_start(q->port->loop);
+	REQUIRE(tp_cq_claim(q, TP_CQ_CALLER));
+	rr_soft_test_set_race_hook(keep_busy);
+	busy_looks = true;
+	settled = tp_cq_arm_drain(q, &t);
+	busy_looks = false;
+	rr_soft_test_set_race_hook(prev);
+	CHECK(!settled);   /* it gave up */
+	CHECK(!rr_cq_ring_armed(&sc->ring));
+	tp_cq_release(q);
+	tp_touched_after(t, NULL);
+	hold_loop_end();
+	for (int i = 0; i < 500 && !armed; i++) {
+		armed = rr_cq_ring_armed(&sc->ring);
+		if (!armed)
+			rr_th_sleep_ms(10);
+	}
+	CHECK(armed);
+	rr_th_small_submit(&c, &p[0], 0xa001);
+	CHECK(rr_th_cl_wait(&c, 2, 10000));
+	p_release(&c, p, 1);
+	rr_th_cl_stop(&c);
 	p_stop(&sq);
 }

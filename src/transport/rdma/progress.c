@@ -183,7 +183,12 @@ bool tp_cq_arm_drain(struct tp_cq *q, struct tp_ep **touched)
 		if (n == 0)
 			return true;
 	}
-	return false; /* still busy: served again on the next turn */
+	/* still busy, or not armed: served again by the loop once the caller
+	 * lets go (what the last look took used the arm up; a connection
+	 * that wants the CQ would otherwise find it unarmed, with nobody to
+	 * arm it again) */
+	atomic_store(&q->missed, true);
+	return false;
 }
 
 /* tp_touched_after, with @kept's lock (may be NULL; in @touched) held by
