@@ -503,10 +503,11 @@ claimed:
 		 * waits for the next caller. A wait that took nothing (or
 		 * failed) may have used the arm up as well: its notification
 		 * consumed, the completion behind it taken by another QP's own
-		 * waiter (qp_wait). Counted as a use: one more serve by the
-		 * loop after a slice that ended empty, never an arm that
-		 * nobody renews. */
-		if (cq_got(q, n > 0 ? n : 1))
+		 * waiter (qp_wait). Counted as a use while the CQ is wanted:
+		 * one more serve by the loop after a slice that ended empty,
+		 * never an arm that nobody renews (unwanted, the arm is left
+		 * as it was: no connection waits for the loop). */
+		if (cq_got(q, n > 0 ? n : atomic_load_explicit(&q->wanted, memory_order_relaxed)))
 			atomic_store(&q->missed, true);
 		/* One more wait at most, holding the CQ, when only this
 		 * endpoint was fed (no other's after-work waits) and the
