@@ -12,7 +12,11 @@
  * when that is the draining thread's, else through their turn. The CQ's fd
  * is watched by its loop while some connection wants it (tp_cq_want);
  * found held by a caller, the loop stops watching and the caller hands the
- * drain back when it lets go (no busy wake-ups). Dead connections are
+ * drain back when it lets go (no busy wake-ups); so does any holder that
+ * may have used the loop's arm up while a connection wants the CQ (a
+ * wanted CQ is never left unarmed with nobody to arm it: soft then serves
+ * its sockets from its own thread, into the ring, with no notification;
+ * docs/transport.md "Who re-arms a wanted CQ"). Dead connections are
  * freed here too: their id destroyed (the provider flushes their work),
  * their completions drained out of the shared CQ, their QP destroyed and
  * the CQ drained of what it left, before any of their memory goes. */
