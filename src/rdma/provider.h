@@ -31,6 +31,7 @@
 #define RR_RDMA_PROVIDER_H
 
 #include <stdatomic.h>
+#include <stdio.h>
 
 #include "common/common.h"
 #include "rpcrdma/rdma.h"
@@ -298,6 +299,12 @@ struct rr_provider_ops {
 	 * the caller waits through the CQ. */
 	int (*wait_qp)(struct rr_qp *qp, int n, struct rpcrdma_wc *wc, int timeout_ms,
 		       const struct rr_qp_seen *seen);
+	/* Optional (rr_cq_describe, diagnostics): writes the state of @cq
+	 * and of each QP on it to @f, a line each, indented as the caller's
+	 * dump; @name (may be NULL) writes who uses a QP, from its user
+	 * context. Takes no lock that a completion path holds long (a QP
+	 * whose receive side is busy is said so, not waited for). */
+	void (*cq_describe)(struct rr_cq *cq, FILE *f, void (*name)(FILE *f, void *user_ctx));
 };
 
 /* Internal flag of rpcrdma_conn_param (never accepted from an application:
@@ -364,6 +371,9 @@ bool rr_context_can_interrupt(const struct rpcrdma_context *ctx);
 int rr_qp_wait(struct rpcrdma_qp *qp, int n, struct rpcrdma_wc *wc, int timeout_ms,
 	       const struct rr_qp_seen *seen);
 bool rr_qp_can_wait(const struct rpcrdma_qp *qp);
+
+/* Internal (a failure's dump): the cq_describe op; nothing without it. */
+void rr_cq_describe(struct rpcrdma_cq *cq, FILE *f, void (*name)(FILE *f, void *user_ctx));
 
 /* ---- registry ---- */
 

@@ -1135,3 +1135,11 @@ RPCRDMA_API const char *rpcrdma_cm_event_str(enum rpcrdma_cm_event_type t)
 	}
 	return "unknown event";
 }
+
+void rr_cq_describe(struct rpcrdma_cq *pcq, FILE *f, void (*name)(FILE *f, void *user_ctx))
+{
+	struct rr_cq *cq = RR_BASE(cq, pcq);
+
+	if (cq && f && cq->ctx->ops->cq_describe)
+		cq->ctx->ops->cq_describe(cq, f, name);
+}

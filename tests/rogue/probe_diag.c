@@ -261,7 +261,7 @@ void rr_diag_dump(int port, FILE *f)
 	dump_server(port, f);
 	dump_sockets(port, f);
 	dump_trims(f);
-	rr_tp_debug_cqs(f);   /* who watches each CQ, who holds it */
+	rr_tp_debug_cqs(f);   /* who watches each CQ, who holds it, its ring, its QPs */
 	dump_loops(f);
 	dump_threads(f);
 	/* again, after the loops' check (up to 2 s): a handshake the server

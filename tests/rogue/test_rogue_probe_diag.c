@@ -147,6 +147,14 @@ TEST(rogue_probe_dump_names_a_blocked_loop)
 	snprintf(want, sizeof(want), "diag: tcp :%d LISTEN accept queue 0", f.port);
 	CHECK(strstr(out, want) != NULL);
 	CHECK(strstr(out, "diag: cq soft loop ") != NULL);   /* the server's CQs */
+	/* under each CQ its ring, and each QP with the connection using it:
+	 * the client's and the server's of that connection */
+	CHECK(strstr(out, "diag:   ring pending ") != NULL);
+	CHECK(strstr(out, " (client connection, wants the loop ") != NULL);
+	CHECK(strstr(out, " (server connection, wants the loop 1") != NULL);
+	CHECK(strstr(out, ", receives posted ") != NULL || strstr(out, ", srq posted ") != NULL);
+	if (strstr(out, " (server connection, wants the loop 1") == NULL)
+		fputs(out, stderr);   /* what it showed instead */
 	free(out);
 	pthread_mutex_lock(&g_hold.lock);
 	g_hold.release = true;

@@ -11,11 +11,15 @@
  * and once every connection left, the pool is given back (the next
  * connection makes a new one). A requester's own Receives, lent out as
  * Replies, are posted again in batches, never more than TP_LEND_MAX of
- * them off the queue (transport/rdma/conn.c recv_flush). */
+ * them off the queue (transport/rdma/conn.c recv_flush). A freed
+ * connection's last polls on the CQ its pool's connections share take no
+ * new QP meanwhile and leave the CQ armed for the others (progress.c
+ * conn_release). */
 #include <stdlib.h>
 
 #include "proto/conn/credits.h"
 #include "rpcrdma/engine.h"
+#include "rdma/soft/cq.h"
 #include "rdma/soft/race.h"
 #include "rdma/soft/soft.h"
 #include "test.h"
@@ -43,7 +47,7 @@ static void p_release(struct rr_th_cl *c, struct rr_th_small *p, unsigned n)
 /* The server of these tests, answering with p_answer on @sq's thread:
  * @credits (0: the default) and @no_srq as in struct rr_tp_conf. Returns
  * its port. */
-static int p_start(struct rr_th_sq *sq, uint32_t credits, bool no_srq)
+static int p_start_recv(struct rr_th_sq *sq, uint32_t credits, bool no_srq, rr_tp_recv_fn recv)
 {
 	struct rr_tp_conf sc;
 
@@ -53,9 +57,14 @@ static int p_start(struct rr_th_sq *sq, uint32_t credits, bool no_srq)
 	if (credits)
 		sc.credits = credits;
 	sc.no_srq = no_srq;
-	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, sq, &p_srv), 0);
+	REQUIRE_EQ(rr_th_tp_server(&sc, recv, sq, &p_srv), 0);
 	rr_th_sq_start(sq);
 	return rr_tp_server_port(p_srv);
+}
+
+static int p_start(struct rr_th_sq *sq, uint32_t credits, bool no_srq)
+{
+	return p_start_recv(sq, credits, no_srq, rr_th_sq_recv);
 }
 
 static void p_stop(struct rr_th_sq *sq)
@@ -531,5 +540,451 @@ TEST(xprt_released_qp_cq_takes_no_new_qp_while_polled)
 	rr_soft_test_set_race_hook(prev);
 	CHECK(rel.fired);
 	CHECK(!rel.same);
+	p_stop(&sq);
+}
+
+/* The loop keeps a CQ that a connection wants armed (progress.c): the
+ * provider counts on that arm to tell the loop of what comes; unarmed and
+ * held by nobody, a completion pushed by another thread (soft: its
+ * progress thread, once the CQ's lease ended) waits in the ring with no
+ * notification, and the message is lost (the Debian 12 VM's dump: a CQ
+ * wanted, watched, not armed, no owner). A freed connection's polls
+ * (conn_release: the drain after its id went, then the poll of what its
+ * destroyed QP left) may use that arm up without a notification: on soft
+ * a poll of an empty ring receives for the CQ's other QPs, and its own
+ * pushes are quiet. At the soft poll point of one of those two polls
+ * (@phase 1: a QP of a dead connection whose id is gone on the CQ; 2: a
+ * released QP's last completions polled), with another QP on the CQ, the
+ * CQ wanted by a connection and armed, a quiet push of a completion of no
+ * QP stands for the other connection's message that poll receives (the
+ * arm used up the same way; the transport drops a completion of no QP):
+ * once the release ends, the loop must arm the CQ again. Without the loop
+ * told (the release's polls ignored the arm), the ring stays unarmed. */
+static struct {
+	int phase;
+	struct soft_cq *sc;
+	bool fired;
+} rearm;
+
+/* qlock held: a QP of @sc belongs to a dead connection whose id is gone */
+static bool cq_has_released_conn(struct soft_cq *sc)
+{
+	for (uint32_t i = 0; i < sc->nslots; i++) {
+		struct tp_conn *cn = sc->slots[i].qp ? sc->slots[i].qp->base.user_ctx : NULL;
+
+		if (cn && cn->dead && !cn->id)
+			return true;
+	}
+	return false;
+}
+
+static void use_arm_during_release(enum soft_race pt, void *obj)
+{
+	struct soft_cq *sc = obj;
+	struct rpcrdma_wc wc;
+	struct soft_cq *prev_cq = rr_soft_tls_cq;
+	struct tp_cq *q;
+	bool in_phase;
+	unsigned want;
+
+	if (pt != SOFT_RACE_POLL || rearm.fired || __atomic_load_n(&sc->nlive, __ATOMIC_RELAXED) == 0)
+		return;
+	q = sc->base.user_ctx;
+	if (!q || !rr_cq_ring_armed(&sc->ring))
+		return;
+	if (rearm.phase == 2) {
+		in_phase = __atomic_load_n(&q->releasing, __ATOMIC_SEQ_CST) > 0;
+	} else {
+		pthread_mutex_lock(&sc->qlock);
+		in_phase = sc->nlive >= 2 && cq_has_released_conn(sc);
+		pthread_mutex_unlock(&sc->qlock);
+	}
+	if (!in_phase)
+		return;
+	pthread_mutex_lock(&q->lock);
+	want = q->want;   /* (a dead server connection wants it no more) */
+	pthread_mutex_unlock(&q->lock);
+	if (want == 0)
+		return;
+	memset(&wc, 0, sizeof(wc));
+	rr_soft_tls_cq = sc;   /* pushed by the poll's own receive: quiet */
+	rr_soft_cq_push(sc, &wc);
+	rr_soft_tls_cq = prev_cq;
+	rearm.sc = sc;
+	__atomic_store_n(&rearm.fired, true, __ATOMIC_SEQ_CST);
+}
+
+/* The test for @phase: N connections over the engine's loops (two share a
+ * loop's CQ when there are fewer loops than N, as on the test machines),
+ * freed one after the other until one that shares its CQ with a
+ * connection still up is freed (on the server's loop) with the hook. */
+static void released_conn_polls(int phase)
+{
+	enum { N = 4 };
+	struct rr_tp_conf cc;
+	struct rr_th_sq sq;
+	static struct rr_th_cl c[N];
+	struct rr_th_small p[1];
+	rr_soft_race_fn prev = atomic_load(&rr_soft_race_hook);
+	bool armed = false;
+	unsigned stopped = 0, want;
+	struct tp_cq *q;
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	rr_tp_conf_default(&cc);
+	port = p_start(&sq, 0, false);
+	for (unsigned i = 0; i < N; i++) {
+		REQUIRE_EQ(rr_th_cl_start(&c[i], &cc, port, rr_th_cl_count), 0);
+		rr_th_small_submit(&c[i], &p[0], 0x5000 + i);
+		REQUIRE(rr_th_cl_wait(&c[i], 1, 10000));
+		p_release(&c[i], p, 1);
+	}
+	if (rr_engine_nloops() >= N)
+		rr_test_skip("as many engine loops as connections: no CQ shared");
+	memset(&rearm, 0, sizeof(rearm));
+	rearm.phase = phase;
+	rr_soft_test_set_race_hook(use_arm_during_release);
+	while (stopped < N - 1 && !__atomic_load_n(&rearm.fired, __ATOMIC_SEQ_CST)) {
+		rr_th_cl_stop(&c[stopped++]);
+		for (int t = 0; t < 200 && !__atomic_load_n(&rearm.fired, __ATOMIC_SEQ_CST); t++)
+			rr_th_sleep_ms(10);
+	}
+	REQUIRE(__atomic_load_n(&rearm.fired, __ATOMIC_SEQ_CST));
+	rr_soft_test_set_race_hook(prev);
+	q = rearm.sc->base.user_ctx;
+	pthread_mutex_lock(&q->lock);
+	want = q->want;
+	pthread_mutex_unlock(&q->lock);
+	REQUIRE(want > 0);   /* a connection still up wants the CQ watched */
+	/* the loop arms it again (a bounded wait for a state, no time
+	 * asserted) */
+	for (int t = 0; t < 500 && !armed; t++) {
+		armed = rr_cq_ring_armed(&rearm.sc->ring);
+		if (!armed)
+			rr_th_sleep_ms(10);
+	}
+	CHECK(armed);
+	/* and a Call on each connection still up is answered */
+	for (unsigned i = stopped; i < N; i++) {
+		rr_th_small_submit(&c[i], &p[0], 0x6000 + i);
+		CHECK(rr_th_cl_wait(&c[i], 2, 10000));
+		p_release(&c[i], p, 1);
+		rr_th_cl_stop(&c[i]);
+	}
+	p_stop(&sq);
+}
+
+TEST(xprt_released_conn_drain_leaves_wanted_cq_armed)
+{
+	released_conn_polls(1);
+}
+
+TEST(xprt_released_qp_poll_leaves_wanted_cq_armed)
+{
+	released_conn_polls(2);
+}
+
+/* The loop serves a CQ in rounds (progress.c cq_serve): a drain, the
+ * after-work of what it fed (the server's Calls delivered), then an arm
+ * and a look, the role let go in between. A caller that takes the CQ in
+ * that gap (a synchronous client's wait, a connection freed by another
+ * thread) and lets go having taken nothing must find the loop told to
+ * come back: the round's drain used up the arm, and a CQ wanted, watched,
+ * unarmed and held by nobody waits for nothing (the Debian 12 VM's dump).
+ * The server's upcall of a Call runs in that gap, on the loop: there this
+ * test takes the role as a caller would; once the loop's round is over,
+ * it lets go, as a caller whose wait took nothing. The CQ must be armed
+ * again (it stayed unarmed before the fix), then the Call is answered. */
+static struct {
+	bool active, claimed;
+	struct tp_cq *q;
+} gap;
+
+static void claim_in_gap(void *ctx, struct rr_conn_sreq *r)
+{
+	struct tp_conn *cn = r->xconn;
+	struct tp_cq *q = cn ? cn->tcq : NULL;
+
+	/* (in the gap the transport may count the CQ as armed or not: a
+	 * look after an arm that took something leaves it counted armed;
+	 * what matters is the provider's arm, used up) */
+	if (gap.active && !gap.claimed && q && rr_loop_on_runner(cn->ep->loop) &&
+	    atomic_load(&q->owner) == TP_CQ_FREE && atomic_load(&q->wanted) &&
+	    !rr_cq_ring_armed(&scq_of(RR_BASE(cq, q->cq))->ring) && tp_cq_claim(q, TP_CQ_CALLER)) {
+		gap.q = q;
+		__atomic_store_n(&gap.claimed, true, __ATOMIC_SEQ_CST);
+	}
+	rr_th_sq_recv(ctx, r);
+}
+
+static void loop_noop(void *arg)
+{
+	(void)arg;
+}
+
+TEST(xprt_cq_taken_between_serve_rounds_is_armed_again)
+{
+	struct rr_tp_conf cc;
+	struct rr_th_sq sq;
+	struct rr_th_cl c;
+	struct rr_th_small p[1];
+	struct soft_cq *sc;
+	bool armed = false;
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	memset(&gap, 0, sizeof(gap));
+	rr_tp_conf_default(&cc);
+	port = p_start_recv(&sq, 0, false, claim_in_gap);
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
+	rr_th_small_submit(&c, &p[0], 0x7000);
+	REQUIRE(rr_th_cl_wait(&c, 1, 10000));
+	p_release(&c, p, 1);
+	/* the next Call is held (no Reply traffic meanwhile) and its
+	 * upcall takes the CQ */
+	pthread_mutex_lock(&sq.lock);
+	sq.hold = true;
+	pthread_mutex_unlock(&sq.lock);
+	__atomic_store_n(&gap.active, true, __ATOMIC_SEQ_CST);
+	rr_th_small_submit(&c, &p[0], 0x7001);
+	for (int t = 0; t < 1000 && !__atomic_load_n(&gap.claimed, __ATOMIC_SEQ_CST); t++)
+		rr_th_sleep_ms(10);
+	REQUIRE(__atomic_load_n(&gap.claimed, __ATOMIC_SEQ_CST));
+	sc = scq_of(RR_BASE(cq, gap.q->cq));
+	/* the loop's round is over (a task of that loop ran after it);
+	 * meanwhile nobody could arm the CQ */
+	rr_engine_call(gap.q->port->loop, loop_noop, NULL);
+	CHECK(!rr_cq_ring_armed(&sc->ring));
+	tp_cq_release(gap.q);   /* a caller that took nothing lets go */
+	for (int t = 0; t < 500 && !armed; t++) {
+		armed = rr_cq_ring_armed(&sc->ring);
+		if (!armed)
+			rr_th_sleep_ms(10);
+	}
+	CHECK(armed);
+	rr_th_sq_release_held(&sq);
+	CHECK(rr_th_cl_wait(&c, 2, 10000));
+	p_release(&c, p, 1);
+	rr_th_cl_stop(&c);
+	p_stop(&sq);
+}
+
+/* A synchronous caller holding a CQ (progress.c tp_cq_wait_once) may
+ * consume the loop's notification and take nothing: on soft its wait
+ * reads the ring's notification while the completion behind it was taken
+ * by another QP's own waiter (rr_soft_wait_qp takes its QP's completions
+ * out of the ring). The loop counted on that notification: once the
+ * caller lets go, a CQ that a connection wants must be armed again. The
+ * loop is held by a task meanwhile (so that only the caller sees the
+ * notification); the push and the take of a completion of no QP, in the
+ * test's thread, stand for the other QP's message and its own waiter. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool started, release;
+	struct rr_loop_task t;
+} hold_loop = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, {0}};
+
+static void hold_loop_run(struct rr_loop_task *t)
+{
+	(void)t;
+	pthread_mutex_lock(&hold_loop.lock);
+	hold_loop.started = true;
+	pthread_cond_broadcast(&hold_loop.cond);
+	while (!hold_loop.release)
+		pthread_cond_wait(&hold_loop.cond, &hold_loop.lock);
+	pthread_mutex_unlock(&hold_loop.lock);
+}
+
+/* Posts a task to @l that holds it until hold_loop_end. */
+static void hold_loop_start(struct rr_loop *l)
+{
+	hold_loop.started = hold_loop.release = false;
+	hold_loop.t.fn = hold_loop_run;
+	rr_loop_post(l, &hold_loop.t);
+	pthread_mutex_lock(&hold_loop.lock);
+	while (!hold_loop.started)
+		pthread_cond_wait(&hold_loop.cond, &hold_loop.lock);
+	pthread_mutex_unlock(&hold_loop.lock);
+}
+
+static void hold_loop_end(void)
+{
+	pthread_mutex_lock(&hold_loop.lock);
+	hold_loop.release = true;
+	pthread_cond_broadcast(&hold_loop.cond);
+	pthread_mutex_unlock(&hold_loop.lock);
+}
+
+TEST(xprt_caller_wait_taking_nothing_leaves_wanted_cq_armed)
+{
+	enum { N = 4 };
+	struct rr_tp_conf cc;
+	struct rr_th_sq sq;
+	static struct rr_th_cl c[N];
+	static struct rr_th_small p[N];
+	struct rr_th_cl *use = NULL;
+	struct rpcrdma_wc wc;
+	struct soft_cq *sc;
+	struct tp_cq *q = NULL;
+	bool armed = false;
+	int port, n;
+
+	if (!rr_th_soft_ok())
+		return;
+	rr_tp_conf_default(&cc);
+	port = p_start(&sq, 0, false);
+	for (unsigned i = 0; i < N; i++) {
+		REQUIRE_EQ(rr_th_cl_start(&c[i], &cc, port, rr_th_cl_count), 0);
+		rr_th_small_submit(&c[i], &p[0], 0x8000 + i);
+		REQUIRE(rr_th_cl_wait(&c[i], 1, 10000));
+		p_release(&c[i], p, 1);
+	}
+	/* Calls held by the server: every client has asynchronous work, so
+	 * wants its CQ watched. Two client connections on one CQ (a loop's
+	 * clients share it), armed by the loop, held by nobody: the second
+	 * one's caller waits there. */
+	pthread_mutex_lock(&sq.lock);
+	sq.hold = true;
+	pthread_mutex_unlock(&sq.lock);
+	for (unsigned i = 0; i < N; i++)
+		rr_th_small_submit(&c[i], &p[i], 0x8100 + i);
+	for (int t = 0; t < 500 && rr_th_sq_nheld(&sq) < N; t++)
+		rr_th_sleep_ms(10);
+	REQUIRE_EQ(rr_th_sq_nheld(&sq), N);
+	for (int t = 0; t < 500 && !use; t++) {
+		for (unsigned i = 0; i < N && !use; i++)
+			for (unsigned j = i + 1; j < N && !use; j++) {
+				struct tp_cq *cq = c[j].tp->conn ? c[j].tp->conn->tcq : NULL;
+
+				if (cq && c[i].tp->conn && c[i].tp->conn->tcq == cq &&
+				    atomic_load(&cq->wanted) &&
+				    atomic_load(&cq->owner) == TP_CQ_FREE &&
+				    rr_cq_ring_armed(&scq_of(RR_BASE(cq, cq->cq))->ring)) {
+					use = &c[j];
+					q = cq;
+				}
+			}
+		if (!use)
+			rr_th_sleep_ms(10);
+	}
+	if (!use) {
+		rr_th_sq_release_held(&sq);
+		rr_test_skip("no two client connections share a CQ (one loop per connection)");
+	}
+	sc = scq_of(RR_BASE(cq, q->cq));
+	hold_loop_start(q->port->loop);
+	/* a completion pushed (the arm used up, the notification written),
+	 * then taken by its QP's own waiter */
+	memset(&wc, 0, sizeof(wc));
+	rr_soft_cq_push(sc, &wc);
+	CHECK(!rr_cq_ring_armed(&sc->ring));
+	CHECK_EQ(rr_cq_ring_poll(&sc->ring, 1, &wc), 1);
+	/* the caller's wait: the notification consumed, nothing taken */
+	pthread_mutex_lock(&use->tp->ep.lock);
+	n = tp_cq_wait_once(&use->tp->ep, use->tp->conn, 50, NULL);
+	pthread_mutex_unlock(&use->tp->ep.lock);
+	CHECK_EQ(n, 0);
+	hold_loop_end();
+	for (int t = 0; t < 500 && !armed; t++) {
+		armed = rr_cq_ring_armed(&sc->ring);
+		if (!armed)
+			rr_th_sleep_ms(10);
+	}
+	CHECK(armed);
+	/* the held Calls answered */
+	rr_th_sq_release_held(&sq);
+	for (unsigned i = 0; i < N; i++) {
+		CHECK(rr_th_cl_wait(&c[i], 2, 10000));
+		p_release(&c[i], &p[i], 1);
+		rr_th_cl_stop(&c[i]);
+	}
+	p_stop(&sq);
+}
+
+/* A thread that arms and drains a CQ while it holds it (progress.c
+ * tp_cq_arm_drain: a server handler on the loop waiting for its Reply's
+ * Send, server.c) gives up after 64 looks that each found something: the
+ * last one used the arm up. Once it lets go, a CQ that a connection wants
+ * must be armed again by the loop. At the soft poll point of each look of
+ * this thread a quiet push of a completion of no QP keeps the CQ busy (as
+ * the look's own receive would; the transport drops it). */
+static __thread bool busy_looks;
+
+static void keep_busy(enum soft_race pt, void *obj)
+{
+	struct soft_cq *sc = obj;
+	struct rpcrdma_wc wc;
+	struct soft_cq *prev_cq = rr_soft_tls_cq;
+
+	if (pt != SOFT_RACE_POLL || !busy_looks)
+		return;
+	memset(&wc, 0, sizeof(wc));
+	rr_soft_tls_cq = sc;   /* the look's own receive: quiet */
+	rr_soft_cq_push(sc, &wc);
+	rr_soft_tls_cq = prev_cq;
+}
+
+TEST(xprt_arm_drain_given_up_leaves_wanted_cq_armed)
+{
+	struct rr_tp_conf cc;
+	struct rr_th_sq sq;
+	struct rr_th_cl c;
+	struct rr_th_small p[1];
+	rr_soft_race_fn prev = atomic_load(&rr_soft_race_hook);
+	struct tp_cq *q = NULL;
+	struct tp_ep *t = NULL;
+	struct soft_cq *sc;
+	bool armed = false, settled;
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	rr_tp_conf_default(&cc);
+	port = p_start(&sq, 0, false);
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
+	rr_th_small_submit(&c, &p[0], 0xa000);
+	REQUIRE(rr_th_cl_wait(&c, 1, 10000));
+	p_release(&c, p, 1);
+	/* the server connection's CQ (it wants it), taken when the loop
+	 * let it go */
+	for (unsigned k = 0; k < p_srv->nshards && !q; k++) {
+		struct tp_shard *sh = p_srv->shards[k];
+
+		pthread_mutex_lock(&sh->ep.lock);
+		if (sh->conns && sh->conns->tcq)
+			q = sh->conns->tcq;
+		pthread_mutex_unlock(&sh->ep.lock);
+	}
+	REQUIRE(q != NULL);
+	REQUIRE(atomic_load(&q->wanted));
+	sc = scq_of(RR_BASE(cq, q->cq));
+	/* the loop held by a task meanwhile: it neither serves the CQ nor
+	 * finds it held (only the release tells it) */
+	hold_loop_start(q->port->loop);
+	REQUIRE(tp_cq_claim(q, TP_CQ_CALLER));
+	rr_soft_test_set_race_hook(keep_busy);
+	busy_looks = true;
+	settled = tp_cq_arm_drain(q, &t);
+	busy_looks = false;
+	rr_soft_test_set_race_hook(prev);
+	CHECK(!settled);   /* it gave up */
+	CHECK(!rr_cq_ring_armed(&sc->ring));
+	tp_cq_release(q);
+	tp_touched_after(t, NULL);
+	hold_loop_end();
+	for (int i = 0; i < 500 && !armed; i++) {
+		armed = rr_cq_ring_armed(&sc->ring);
+		if (!armed)
+			rr_th_sleep_ms(10);
+	}
+	CHECK(armed);
+	rr_th_small_submit(&c, &p[0], 0xa001);
+	CHECK(rr_th_cl_wait(&c, 2, 10000));
+	p_release(&c, p, 1);
+	rr_th_cl_stop(&c);
 	p_stop(&sq);
 }

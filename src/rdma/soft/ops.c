@@ -8,6 +8,7 @@
 #include "rdma/soft/cm.h"
 #include "rdma/soft/cq.h"
 #include "rdma/soft/cq_wait.h"
+#include "rdma/soft/describe.h"
 #include "rdma/soft/objects.h"
 #include "rdma/soft/rx.h"
 #include "rdma/soft/srq.h"
@@ -64,4 +65,5 @@ const struct rr_provider_ops rr_soft_ops = {
 	.set_commit = rr_soft_set_commit,
 	.interrupt = rr_soft_interrupt,
 	.wait_qp = rr_soft_wait_qp,
+	.cq_describe = rr_soft_cq_describe,
 };

@@ -436,6 +436,22 @@ void tp_port_put(struct tp_port *p)
 
 /* ------------------------------------------------------ diagnostics -- */
 
+/* Who uses a QP of a CQ (rr_cq_describe's @name): its connection, read
+ * without the endpoint's lock (a dump). */
+static void conn_name(FILE *f, void *user_ctx)
+{
+	const struct tp_conn *cn = user_ctx;
+
+	if (!cn) {
+		fprintf(f, " (no connection)");
+		return;
+	}
+	fprintf(f, " (%s connection, wants the loop %d, fed from the CQ rq %llu sq %llu%s)",
+		cn->ep->is_server ? "server" : "client", cn->wants,
+		(unsigned long long)cn->seen.rq, (unsigned long long)cn->seen.sq,
+		cn->dead ? ", dead" : "");
+}
+
 static void ctx_cqs(struct tp_ctx *tc, void *arg)
 {
 	FILE *f = arg;
@@ -454,6 +470,8 @@ static void ctx_cqs(struct tp_ctx *tc, void *arg)
 				tc->provider, li, q->nconn, q->want, q->armed, q->watched,
 				atomic_load(&q->owner), atomic_load(&q->missed));
 			pthread_mutex_unlock(&q->lock);
+			/* the provider's side: its ring, each QP and its user */
+			rr_cq_describe(q->cq, f, conn_name);
 		}
 		pthread_mutex_unlock(&p->lock);
 	}

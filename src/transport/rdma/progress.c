@@ -12,7 +12,11 @@
  * when that is the draining thread's, else through their turn. The CQ's fd
  * is watched by its loop while some connection wants it (tp_cq_want);
  * found held by a caller, the loop stops watching and the caller hands the
- * drain back when it lets go (no busy wake-ups). Dead connections are
+ * drain back when it lets go (no busy wake-ups); so does any holder that
+ * may have used the loop's arm up while a connection wants the CQ (a
+ * wanted CQ is never left unarmed with nobody to arm it: soft then serves
+ * its sockets from its own thread, into the ring, with no notification;
+ * docs/transport.md "Who re-arms a wanted CQ"). Dead connections are
  * freed here too: their id destroyed (the provider flushes their work),
  * their completions drained out of the shared CQ, their QP destroyed and
  * the CQ drained of what it left, before any of their memory goes. */
@@ -146,11 +150,6 @@ static int cq_drain(struct tp_cq *q, struct tp_ep **touched, int max, bool got,
 	return total;
 }
 
-int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max)
-{
-	return cq_drain(q, touched, max, true, NULL);
-}
-
 /* Arms @q, then drains it once: the number of completions taken after the
  * arm, or -1 when it could not be armed. With @keep (cq_serve, which
  * counts the CQ as armed again whatever the look took), what the look
@@ -188,7 +187,12 @@ bool tp_cq_arm_drain(struct tp_cq *q, struct tp_ep **touched)
 		if (n == 0)
 			return true;
 	}
-	return false; /* still busy: served again on the next turn */
+	/* still busy, or not armed: served again by the loop once the caller
+	 * lets go (what the last look took used the arm up; a connection
+	 * that wants the CQ would otherwise find it unarmed, with nobody to
+	 * arm it again) */
+	atomic_store(&q->missed, true);
+	return false;
 }
 
 /* tp_touched_after, with @kept's lock (may be NULL; in @touched) held by
@@ -238,6 +242,8 @@ void tp_touched_after(struct tp_ep *touched, struct tp_ep *self)
  * longer wanted and its arm used up, it is no longer watched: a synchronous
  * caller's Reply wakes that caller alone, and the provider serves what
  * comes unasked (soft: its thread, once the CQ's lease ended). */
+static bool loop_claim(struct tp_cq *q);
+
 static void cq_serve(struct tp_cq *q)
 {
 	bool fired = rpcrdma_cq_get_event(q->cq) == 1;
@@ -302,8 +308,14 @@ unlocked:
 			rr_loop_post(q->port->loop, &q->task);   /* still busy: again */
 			return;
 		}
-		if (!tp_cq_claim(q, TP_CQ_LOOP))
-			return;   /* a caller holds it: it hands the drain back */
+		/* A caller holds it: it hands the drain back when it lets go,
+		 * told so (missed), as when the loop finds it held on a
+		 * wake-up. Not left to the holder's own look: a wait that
+		 * took nothing (a slice that ended, a freed connection with
+		 * nothing left) would let go of a CQ that a connection wants,
+		 * unarmed since this round's drain, that nobody arms again. */
+		if (!loop_claim(q))
+			return;
 	}
 }
 
@@ -492,8 +504,14 @@ claimed:
 		 * backward Calls, another's asynchronous calls), the loop arms
 		 * it again once we let go. Else a message that comes unasked
 		 * after this one (nfsd's CB_RECALL right after the OPEN Reply)
-		 * waits for the next caller. */
-		if (cq_got(q, n))
+		 * waits for the next caller. A wait that took nothing (or
+		 * failed) may have used the arm up as well: its notification
+		 * consumed, the completion behind it taken by another QP's own
+		 * waiter (qp_wait). Counted as a use while the CQ is wanted:
+		 * one more serve by the loop after a slice that ended empty,
+		 * never an arm that nobody renews (unwanted, the arm is left
+		 * as it was: no connection waits for the loop). */
+		if (cq_got(q, n > 0 ? n : atomic_load_explicit(&q->wanted, memory_order_relaxed)))
 			atomic_store(&q->missed, true);
 		/* One more wait at most, holding the CQ, when only this
 		 * endpoint was fed (no other's after-work waits) and the
@@ -531,9 +549,10 @@ static void conn_release(struct tp_conn *cn)
 
 	tp_port_id_destroy(cn);        /* the provider flushes its work */
 	if (q) {
-		(void)tp_cq_drain(q, &t, 1 << 20);
+		uint32_t seen = (uint32_t)cq_drain(q, &t, 1 << 20, false, NULL);
+
 		if (qp) {
-			uint32_t seen = 0;
+			uint32_t last = 0;
 			struct rpcrdma_wc wc[WC_BATCH];
 			int n;
 
@@ -553,12 +572,22 @@ static void conn_release(struct tp_conn *cn)
 				n = rpcrdma_cq_poll(q->cq, WC_BATCH, wc);
 				if (n > 0) {
 					feed(wc, n, qp, &t, NULL, NULL, NULL);
-					seen += (uint32_t)n;
+					last += (uint32_t)n;
 				}
-			} while (n > 0 && seen < q->cap);
+			} while (n > 0 && last < q->cap);
 			tp_cq_quiet_end(q);
+			seen += last;
 		}
 		tp_cq_want(cn, false);
+		/* What these polls took may have used up the loop's arm, and
+		 * without a notification (soft: a poll of an empty ring
+		 * receives, and its own pushes are quiet): while another
+		 * connection wants the CQ watched, the loop arms it again
+		 * once we let go (the VM's lost message: a CQ wanted, watched,
+		 * unarmed and held by nobody; docs/transport.md "Who re-arms
+		 * a wanted CQ"). */
+		if (cq_got(q, (int)RR_MIN(seen, (uint32_t)INT32_MAX)))
+			atomic_store(&q->missed, true);
 		tp_cq_unreserve(q, cn->cqe);
 		cn->tcq = NULL;
 		tp_cq_release(q);

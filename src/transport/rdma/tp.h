@@ -253,8 +253,10 @@ void rr_tp_client_turn(struct rr_tp_client *c);
 unsigned rr_tp_client_dead_conns(struct rr_tp_client *c);
 /* Tests' diagnostics: one line per CQ of the process's transport
  * contexts (its loop, connections, wanted, armed, watched by the loop, the
- * consumer role's holder: 0 free, 1 loop, 2 caller; the loop found it
- * held). Reads without stopping anything. */
+ * consumer role's holder: 0 free, 1 loop, 2 caller; the loop must serve it
+ * again: missed), then the provider's lines for it (rr_cq_describe: its
+ * ring, each QP with its connection, client or server). Reads without
+ * stopping anything. */
 void rr_tp_debug_cqs(FILE *f);
 /* Negotiated parameters of the current connection (-ENOTCONN if none). */
 int rr_tp_client_params(struct rr_tp_client *c, struct rr_xprt_params *out,

@@ -121,7 +121,10 @@ struct tp_cq {
 	bool watched;                /* its fd is in the loop's set */
 	bool added;                  /* ever added to the loop's set */
 	atomic_int owner;
-	atomic_bool missed;          /* the loop found it held */
+	atomic_bool missed;          /* the loop must serve it once its holder
+					lets go (tp_cq_release posts the task):
+					the loop found it held, or the holder
+					may have used up the loop's arm */
 	atomic_bool no_qp_wait;      /* the provider has no wait_qp (a hint,
 					written once, read without a lock) */
 	struct rr_loop_task task;    /* a drain, after a caller let go */
@@ -562,13 +565,9 @@ void tp_post_deferred(struct tp_conn *cn);
 void tp_post_all_deferred(struct tp_ep *ep);
 
 /* progress.c */
-/* Polls @q (its consumer: the caller, holding no endpoint lock) until a
- * short batch or @max batches, feeding each completion to its connection
- * under its endpoint's lock; the endpoints fed are linked from *@touched.
- * The number of completions. */
-int tp_cq_drain(struct tp_cq *q, struct tp_ep **touched, int max);
 /* Arms @q and drains it until a poll after the arm finds nothing (no lost
- * notification): whether it is armed. */
+ * notification): whether it is armed. false: the loop serves it once the
+ * caller lets go (missed). */
 bool tp_cq_arm_drain(struct tp_cq *q, struct tp_ep **touched);
 /* Runs ops->after of each endpoint of @touched (under its lock) when it
  * lives on the caller's loop, else posts its turn; @self's is left to the
