@@ -11,7 +11,7 @@
  * other QPs, fit the CQ's cqe (-ENOSPC otherwise; -EIO on a failed CQ); an
  * SRQ's depth counts once per CQ its QPs complete on (verbs has no
  * per-QP receive quota to bound it); what the device grants beyond the
- * request at creation is counted then. */
+ * request at creation is counted then, and reported only if it fits. */
 #include "rdma/verbs/verbs.h"
 
 #include <stdlib.h>
@@ -251,15 +251,16 @@ int rr_verbs_qp_attach(struct vb_qp *q, struct rdma_cm_id *cm)
 		return rc;
 	}
 	iq = cm->qp;
-	/* the device may grant deeper queues than asked: they count too */
-	rc = vb_qp_charge(q, ia.cap.max_send_wr > q->charged_send ?
-			  ia.cap.max_send_wr - q->charged_send : 0,
-			  !q->base.srq && ia.cap.max_recv_wr > q->charged_recv ?
-			  ia.cap.max_recv_wr - q->charged_recv : 0);
-	if (rc < 0) {
-		pthread_mutex_unlock(&q->lock);
-		rdma_destroy_qp(cm);
-		return rc;
+	/* the device may grant deeper queues than asked (rxe rounds up):
+	 * reported (qp->attr) only when the CQs have room for them too,
+	 * else the QP says what was asked and counted */
+	if (vb_qp_charge(q, ia.cap.max_send_wr > q->charged_send ?
+			 ia.cap.max_send_wr - q->charged_send : 0,
+			 !q->base.srq && ia.cap.max_recv_wr > q->charged_recv ?
+			 ia.cap.max_recv_wr - q->charged_recv : 0) < 0) {
+		ia.cap.max_send_wr = q->charged_send;
+		if (!q->base.srq)
+			ia.cap.max_recv_wr = q->charged_recv;
 	}
 	/* held receives, in order */
 	while (q->held) {
