@@ -30,7 +30,7 @@ enum rr_async_scope {
 				every QP completing there to the error state */
 	RR_ASYNC_FAIL_QP,    /* that QP to the error state */
 	RR_ASYNC_FAIL_SRQ,   /* every QP taking Receives from that SRQ */
-	RR_ASYNC_FAIL_ALL,   /* every CQ and QP of the context */
+	RR_ASYNC_FAIL_ALL,   /* every QP of the context, and the CQs they complete on */
 };
 
 struct rr_async_action {
