@@ -8,7 +8,9 @@
  * was waiting for a Reply there completes rather than hangs, and the client
  * reconnects on another CQ. Once through the progress loop (the Reply
  * comes while the loop watches the CQ), once through a caller thread
- * receiving for itself (rr_tp_client_wait). */
+ * receiving for itself (rr_tp_client_wait). And a server connection's CQ
+ * that fails as a Call is answered: the server's loop ends that connection
+ * (it spun re-serving the CQ before, and the client's next Call hung). */
 #include <stdlib.h>
 
 #include "rdma/provider.h"
@@ -136,6 +138,105 @@ TEST(xprt_cq_error_ends_connection_no_spin)
 
 	rr_tp_client_release_reply(c.tp, &p[0].r);
 	rr_tp_client_release_reply(c.tp, &p[2].r);
+	rr_th_cl_stop(&c);
+	rr_th_sq_stop(&sq);
+	rr_tp_server_destroy(ce_srv);
+	rr_th_sq_destroy(&sq);
+	free(p);
+}
+
+static atomic_uint sv_fail_xid;
+static atomic_int sv_reply_rc, sv_cq_err;
+
+static bool sv_cq_failed(void *arg)
+{
+	return atomic_load(&((struct tp_cq *)arg)->err) != 0;
+}
+
+static bool sv_err_noted(void *arg)
+{
+	(void)arg;
+	return atomic_load(&sv_cq_err) != 0;
+}
+
+/* Answers each Call with 16 bytes; the Call of sv_fail_xid first makes its
+ * connection's CQ fail, then answers and notes what the reply and the CQ
+ * said (the request pins its connection, and the CQ, until done). */
+static void sv_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
+{
+	struct tp_conn *cn = r->xconn;
+	uint8_t hdr[16];
+	struct rr_xprt_part part = {hdr, sizeof(hdr), false};
+
+	(void)sq;
+	if (r->xid != atomic_load(&sv_fail_xid) || !cn || !cn->tcq) {
+		rr_th_answer16(ce_srv, r);
+		return;
+	}
+	rr_cq_test_fail(cn->tcq->cq, -EACCES);
+	rr_put_be32(hdr, r->xid);
+	rr_put_be32(hdr + 4, 1);
+	rr_put_be32(hdr + 8, 0);
+	rr_put_be32(hdr + 12, 0x600d);
+	/* its Send's completion is never polled now: the loop's poll fails
+	 * the CQ (and ends the connection) rather than take it as empty */
+	atomic_store(&sv_reply_rc, rr_tp_server_reply(ce_srv, r, &part, 1, NULL));
+	(void)rr_test_until(sv_cq_failed, cn->tcq, RR_TEST_WAIT_MS);
+	atomic_store(&sv_cq_err, atomic_load(&cn->tcq->err) ? atomic_load(&cn->tcq->err) : 1);
+	rr_tp_server_done(ce_srv, r);
+}
+
+TEST(xprt_server_cq_error_ends_connection)
+{
+	struct rr_tp_conf sc, cc;
+	struct rr_th_sq sq;
+	struct rr_th_cl c;
+	struct rr_th_small *p = calloc(4, sizeof(*p));
+	struct rr_xprt_stats st;
+	unsigned done = 0;
+
+	if (!rr_th_soft_ok()) {
+		free(p);
+		return;
+	}
+	REQUIRE(p != NULL);
+	atomic_store(&sv_fail_xid, 0x201);
+	atomic_store(&sv_reply_rc, 1);
+	atomic_store(&sv_cq_err, 0);
+	rr_tp_conf_default(&sc);
+	rr_tp_conf_default(&cc);
+	memset(&sq, 0, sizeof(sq));
+	rr_th_sq_init(&sq, sv_answer);
+	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &ce_srv), 0);
+	rr_th_sq_start(&sq);
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(ce_srv), rr_th_cl_count), 0);
+	rr_th_small_submit(&c, &p[0], 0x200);
+	REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
+	CHECK_EQ(p[0].r.status, 0);
+	if (p[0].r.status == 0)
+		rr_tp_client_release_reply(c.tp, &p[0].r);
+	/* the server's CQ fails as this Call is answered: the Reply is
+	 * posted, the failure seen at the loop's next poll of the CQ, which
+	 * the next Call's arrival brings */
+	rr_th_small_submit(&c, &p[1], 0x201);
+	REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
+	if (p[1].r.status == 0)
+		rr_tp_client_release_reply(c.tp, &p[1].r);
+	rr_th_small_submit(&c, &p[2], 0x202);
+	REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
+	if (p[2].r.status == 0)
+		rr_tp_client_release_reply(c.tp, &p[2].r);
+	REQUIRE(rr_test_until(sv_err_noted, NULL, RR_TEST_WAIT_MS));
+	CHECK_EQ(atomic_load(&sv_cq_err), -EACCES);
+	CHECK(atomic_load(&sv_reply_rc) <= 0);   /* posted (0), or -ENOTCONN */
+	/* and the next Call is answered, over a new connection */
+	rr_th_small_submit(&c, &p[3], 0x203);
+	REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
+	CHECK_EQ(p[3].r.status, 0);
+	if (p[3].r.status == 0)
+		rr_tp_client_release_reply(c.tp, &p[3].r);
+	rr_tp_client_stats(c.tp, &st);
+	CHECK(st.reconnects >= 1);   /* the server ended the connection */
 	rr_th_cl_stop(&c);
 	rr_th_sq_stop(&sq);
 	rr_tp_server_destroy(ce_srv);
