@@ -27,6 +27,29 @@ static void ce_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 	rr_th_answer16(ce_srv, r);
 }
 
+/* A server whose worker answers with @answer, and a client of it. */
+static void ce_up(struct rr_th_sq *sq, void (*answer)(struct rr_th_sq *, struct rr_conn_sreq *),
+		  struct rr_th_cl *c)
+{
+	struct rr_tp_conf sc, cc;
+
+	rr_tp_conf_default(&sc);
+	rr_tp_conf_default(&cc);
+	memset(sq, 0, sizeof(*sq));
+	rr_th_sq_init(sq, answer);
+	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, sq, &ce_srv), 0);
+	rr_th_sq_start(sq);
+	REQUIRE_EQ(rr_th_cl_start(c, &cc, rr_tp_server_port(ce_srv), rr_th_cl_count), 0);
+}
+
+static void ce_down(struct rr_th_sq *sq, struct rr_th_cl *c)
+{
+	rr_th_cl_stop(c);
+	rr_th_sq_stop(sq);
+	rr_tp_server_destroy(ce_srv);
+	rr_th_sq_destroy(sq);
+}
+
 /* The client's CQ now (a Reply of its connection, lent to the test, keeps
  * that connection and its CQ until released). */
 static struct tp_cq *ce_cq(struct rr_th_cl *c)
@@ -66,7 +89,6 @@ static void ce_fail_during_call(struct rr_th_cl *c, struct rr_th_sq *sq, struct 
 
 TEST(xprt_cq_error_ends_connection_no_spin)
 {
-	struct rr_tp_conf sc, cc;
 	struct rr_th_sq sq;
 	struct rr_th_cl c;
 	struct rr_th_small *p = calloc(8, sizeof(*p));
@@ -80,17 +102,11 @@ TEST(xprt_cq_error_ends_connection_no_spin)
 		return;
 	}
 	REQUIRE(p != NULL);
-	rr_tp_conf_default(&sc);
-	rr_tp_conf_default(&cc);
-	memset(&sq, 0, sizeof(sq));
-	rr_th_sq_init(&sq, ce_answer);
-	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &ce_srv), 0);
-	rr_th_sq_start(&sq);
-	REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(ce_srv), rr_th_cl_count), 0);
+	ce_up(&sq, ce_answer, &c);
 
 	/* the first connection: its Reply kept, so is its CQ */
 	rr_th_small_submit(&c, &p[0], 0x100);
-	REQUIRE(rr_th_cl_wait(&c, ++done, 10000));
+	REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
 	REQUIRE_EQ(p[0].r.status, 0);
 	REQUIRE(p[0].r.lent != NULL);
 	q1 = ce_cq(&c);
@@ -138,10 +154,7 @@ TEST(xprt_cq_error_ends_connection_no_spin)
 
 	rr_tp_client_release_reply(c.tp, &p[0].r);
 	rr_tp_client_release_reply(c.tp, &p[2].r);
-	rr_th_cl_stop(&c);
-	rr_th_sq_stop(&sq);
-	rr_tp_server_destroy(ce_srv);
-	rr_th_sq_destroy(&sq);
+	ce_down(&sq, &c);
 	free(p);
 }
 
@@ -188,7 +201,6 @@ static void sv_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 
 TEST(xprt_server_cq_error_ends_connection)
 {
-	struct rr_tp_conf sc, cc;
 	struct rr_th_sq sq;
 	struct rr_th_cl c;
 	struct rr_th_small *p = calloc(4, sizeof(*p));
@@ -203,13 +215,7 @@ TEST(xprt_server_cq_error_ends_connection)
 	atomic_store(&sv_fail_xid, 0x201);
 	atomic_store(&sv_reply_rc, 1);
 	atomic_store(&sv_cq_err, 0);
-	rr_tp_conf_default(&sc);
-	rr_tp_conf_default(&cc);
-	memset(&sq, 0, sizeof(sq));
-	rr_th_sq_init(&sq, sv_answer);
-	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &ce_srv), 0);
-	rr_th_sq_start(&sq);
-	REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(ce_srv), rr_th_cl_count), 0);
+	ce_up(&sq, sv_answer, &c);
 	rr_th_small_submit(&c, &p[0], 0x200);
 	REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
 	CHECK_EQ(p[0].r.status, 0);
@@ -237,9 +243,6 @@ TEST(xprt_server_cq_error_ends_connection)
 		rr_tp_client_release_reply(c.tp, &p[3].r);
 	rr_tp_client_stats(c.tp, &st);
 	CHECK(st.reconnects >= 1);   /* the server ended the connection */
-	rr_th_cl_stop(&c);
-	rr_th_sq_stop(&sq);
-	rr_tp_server_destroy(ce_srv);
-	rr_th_sq_destroy(&sq);
+	ce_down(&sq, &c);
 	free(p);
 }

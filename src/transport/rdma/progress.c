@@ -238,17 +238,6 @@ void tp_touched_after(struct tp_ep *touched, struct tp_ep *self)
  * (each drains at most 8 batches): a busy CQ is served again by its task. */
 #define SERVE_ROUNDS 16
 
-/* Serves @q on its loop, the role held: its notification, then rounds of
- * drain and after-work (the endpoints fed run their upcalls and post their
- * Replies) until, while the CQ is wanted, an arm is followed by a look that
- * finds nothing. The arm comes after the after-work of what was drained:
- * the Send completions of the Replies the handlers just posted land in an
- * unarmed ring and are taken by the next round's poll, so they cost no
- * notification (on soft: an eventfd write, a wake-up of this same loop and
- * an eventfd read per Reply; docs/PERFORMANCE.md "Issue 16 part F"). No
- * longer wanted and its arm used up, it is no longer watched: a synchronous
- * caller's Reply wakes that caller alone, and the provider serves what
- * comes unasked (soft: its thread, once the CQ's lease ended). */
 /* @q failed (tp_cq_failed; its role held): it is no longer armed or
  * watched (a failed CQ's fd may stay readable: watched, the loop would
  * spin on it), and no round of cq_serve comes again. */
@@ -263,6 +252,17 @@ static bool cq_failed_stop(struct tp_cq *q)
 	return true;
 }
 
+/* Serves @q on its loop, the role held: its notification, then rounds of
+ * drain and after-work (the endpoints fed run their upcalls and post their
+ * Replies) until, while the CQ is wanted, an arm is followed by a look that
+ * finds nothing. The arm comes after the after-work of what was drained:
+ * the Send completions of the Replies the handlers just posted land in an
+ * unarmed ring and are taken by the next round's poll, so they cost no
+ * notification (on soft: an eventfd write, a wake-up of this same loop and
+ * an eventfd read per Reply; docs/PERFORMANCE.md "Issue 16 part F"). No
+ * longer wanted and its arm used up, it is no longer watched: a synchronous
+ * caller's Reply wakes that caller alone, and the provider serves what
+ * comes unasked (soft: its thread, once the CQ's lease ended). */
 static void cq_serve(struct tp_cq *q)
 {
 	bool fired;
