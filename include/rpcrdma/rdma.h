@@ -440,11 +440,12 @@ struct rpcrdma_qp_attr {
 	struct rpcrdma_srq *srq;
 };
 
-/* Soft: -ENOSPC when the depths of the QP's work queues that complete on a
- * CQ (send queue on send_cq, its own receive queue on recv_cq; an SRQ's
- * Receives are bounded by the receive quota instead), with those of the
- * CQ's other QPs, exceed the CQ's cqe (an overrun would be possible);
- * -EIO on a CQ that overran. */
+/* -ENOSPC when the depths of the QP's work queues that complete on a CQ
+ * (send queue on send_cq, its own receive queue on recv_cq; an SRQ's
+ * Receives: soft, bounded by the receive quota instead; verbs, the SRQ's
+ * depth once per CQ), with those of the CQ's other QPs, exceed the CQ's
+ * cqe (an overrun would be possible); -EIO on a CQ that overran or failed.
+ * Both providers (docs/rdma-provider.md "CQ sizing"). */
 RPCRDMA_API int rpcrdma_qp_create(struct rpcrdma_pd *pd, const struct rpcrdma_qp_attr *attr,
 				  struct rpcrdma_qp **out);
 /* The QP must not be bound to a live cm id (disconnect + destroy the id

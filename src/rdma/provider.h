@@ -83,6 +83,8 @@ struct rr_cq {
 	uint32_t cqe;                      /* provider sets (granted capacity) */
 	void *user_ctx;
 	atomic_int nqps;
+	atomic_int test_err;               /* rr_cq_test_fail */
+	_Atomic uint64_t test_hits;
 };
 
 struct rr_srq {
@@ -374,6 +376,14 @@ bool rr_qp_can_wait(const struct rpcrdma_qp *qp);
 
 /* Internal (a failure's dump): the cq_describe op; nothing without it. */
 void rr_cq_describe(struct rpcrdma_cq *cq, FILE *f, void (*name)(FILE *f, void *user_ctx));
+
+/* Test hook (a race point of the dispatch layer): from now on every
+ * rpcrdma_cq_poll, rpcrdma_cq_arm, rpcrdma_cq_wait and rpcrdma_cq_get_event
+ * on @cq, and rr_qp_wait on a QP completing there, answers @err (a negative
+ * errno; 0 ends it) without calling the provider, as a CQ that failed
+ * would. rr_cq_test_hits: how many calls it answered so. */
+void rr_cq_test_fail(struct rpcrdma_cq *cq, int err);
+uint64_t rr_cq_test_hits(const struct rpcrdma_cq *cq);
 
 /* ---- registry ---- */
 

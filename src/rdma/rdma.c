@@ -364,25 +364,52 @@ RPCRDMA_API int rpcrdma_cq_destroy(struct rpcrdma_cq *pcq)
 	return 0;
 }
 
+/* rr_cq_test_fail's error on @cq (counted), or 0: one relaxed load. */
+static int cq_injected(struct rr_cq *cq)
+{
+	int err = atomic_load_explicit(&cq->test_err, memory_order_relaxed);
+
+	if (err)
+		atomic_fetch_add_explicit(&cq->test_hits, 1, memory_order_relaxed);
+	return err;
+}
+
+void rr_cq_test_fail(struct rpcrdma_cq *pcq, int err)
+{
+	atomic_store(&RR_BASE(cq, pcq)->test_err, err);
+}
+
+uint64_t rr_cq_test_hits(const struct rpcrdma_cq *pcq)
+{
+	return atomic_load(&((const struct rr_cq *)(const void *)pcq)->test_hits);
+}
+
 RPCRDMA_API int rpcrdma_cq_poll(struct rpcrdma_cq *pcq, int n, struct rpcrdma_wc *wc)
 {
 	struct rr_cq *cq = RR_BASE(cq, pcq);
+	int err;
 
 	if (!cq || n < 0 || (n > 0 && !wc))
 		return -EINVAL;
 	if (!cq->ctx->ops->poll_cq)
 		return -EOPNOTSUPP;
+	err = cq_injected(cq);
+	if (err)
+		return err;
 	return cq->ctx->ops->poll_cq(cq, n, wc);
 }
 
 RPCRDMA_API int rpcrdma_cq_arm(struct rpcrdma_cq *pcq, bool solicited_only)
 {
 	struct rr_cq *cq = RR_BASE(cq, pcq);
+	int err;
 
 	if (!cq)
 		return -EINVAL;
 	if (!cq->ctx->ops->arm_cq)
 		return -EOPNOTSUPP;
+	if ((err = cq_injected(cq)) != 0)
+		return err;
 	return cq->ctx->ops->arm_cq(cq, solicited_only);
 }
 
@@ -400,11 +427,14 @@ RPCRDMA_API int rpcrdma_cq_fd(struct rpcrdma_cq *pcq)
 RPCRDMA_API int rpcrdma_cq_get_event(struct rpcrdma_cq *pcq)
 {
 	struct rr_cq *cq = RR_BASE(cq, pcq);
+	int err;
 
 	if (!cq)
 		return -EINVAL;
 	if (!cq->ctx->ops->cq_get_event)
 		return -EOPNOTSUPP;
+	if ((err = cq_injected(cq)) != 0)
+		return err;
 	return cq->ctx->ops->cq_get_event(cq);
 }
 
@@ -428,11 +458,14 @@ int rr_qp_wait(struct rpcrdma_qp *pqp, int n, struct rpcrdma_wc *wc, int timeout
 	       const struct rr_qp_seen *seen)
 {
 	struct rr_qp *qp = RR_BASE(qp, pqp);
+	int err;
 
 	if (!qp || n < 1 || !wc || !seen)
 		return -EINVAL;
 	if (!qp->pd->ctx->ops->wait_qp)
 		return -EOPNOTSUPP;
+	if ((err = cq_injected(qp->recv_cq)) != 0 || (err = cq_injected(qp->send_cq)) != 0)
+		return err;
 	return qp->pd->ctx->ops->wait_qp(qp, n, wc, timeout_ms, seen);
 }
 
@@ -448,11 +481,14 @@ RPCRDMA_API int rpcrdma_cq_wait(struct rpcrdma_cq *pcq, int n, struct rpcrdma_wc
 {
 	struct rr_cq *cq = RR_BASE(cq, pcq);
 	const struct rr_provider_ops *ops;
+	int err;
 	uint64_t end;
 
 	if (!cq || n < 1 || !wc)
 		return -EINVAL;
 	ops = cq->ctx->ops;
+	if ((err = cq_injected(cq)) != 0)
+		return err;
 	if (ops->wait_cq)
 		return ops->wait_cq(cq, n, wc, timeout_ms);
 	if (!ops->poll_cq || !ops->arm_cq || !ops->cq_fd || !ops->cq_get_event)

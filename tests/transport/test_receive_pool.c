@@ -508,7 +508,7 @@ static void reserve_during_release(enum soft_race pt, void *obj)
 		return;
 	rel.fired = true;
 	rel.same = got == q;
-	tp_cq_created(got);
+	tp_cq_created(got, NULL);
 	tp_cq_unreserve(got, 1);
 }
 

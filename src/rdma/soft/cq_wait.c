@@ -11,6 +11,7 @@
 
 #include <sys/epoll.h>
 
+#include "rdma/async_event.h"
 #include "rdma/soft/cq.h"
 #include "rdma/soft/lease.h"
 #include "rdma/soft/race.h"
@@ -62,14 +63,16 @@ static void cq_reclaim(struct soft_cq *q)
 
 /* One QP of an overrun CQ to the error state (qlock held): a fast reader
  * of it is sent away, its work flushed (into the overrun ring: lost too, the
- * CQ is unusable) and its id told RPCRDMA_CM_DISCONNECTED with -EOVERFLOW. */
+ * CQ is unusable) and its id told RPCRDMA_CM_DISCONNECTED with -EOVERFLOW
+ * (the CQ error's errno of src/rdma/async_event.h, as the verbs provider's
+ * IBV_EVENT_CQ_ERR). */
 static void lost_fail_one(struct soft_qp *qp, void *arg)
 {
 	RR_UNUSED(arg);
 	pthread_mutex_lock(&qp->rx_lock);
 	if (qp->state == QPS_RTS || (qp->state == QPS_ERROR && !qp->rq_flushed)) {
 		rr_soft_fast_quiesce(qp);
-		rr_soft_qp_fatal(qp, -EOVERFLOW, NULL);
+		rr_soft_qp_fatal(qp, rr_async_action(RR_ASYNC_CQ_ERR).err, NULL);
 	}
 	pthread_mutex_unlock(&qp->rx_lock);
 }

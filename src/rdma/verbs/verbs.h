@@ -2,10 +2,11 @@
 /* Internal objects of the rdma-core provider ("verbs"), shared by its files,
  * split by job: verbs_device.c (device choice, caps, PD, MR, MW, CQ, the ops
  * table; the mapping onto libibverbs/librdmacm is described there),
- * verbs_qp.c (QPs and posting), verbs_srq.c (shared receive queues and the
- * context's asynchronous events) and verbs_cm.c (rdma_cm ids and events).
- * verbs_cm calls verbs_qp, verbs_device names them all in its table, none
- * calls verbs_device: no loop. */
+ * verbs_qp.c (QPs and posting, the CQ admission rule), verbs_srq.c (shared
+ * receive queues), verbs_async.c (the context's asynchronous events: their
+ * thread, and what each does to CQs and QPs) and verbs_cm.c (rdma_cm ids
+ * and events). verbs_cm calls verbs_qp, verbs_device names them all in its
+ * table, none calls verbs_device: no loop. */
 #ifndef RR_VERBS_H
 #define RR_VERBS_H
 
@@ -16,6 +17,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "rdma/async_event.h"
 #include "rdma/provider.h"
 
 _Static_assert(sizeof(struct rpcrdma_sge) == sizeof(struct ibv_sge), "sge layout");
@@ -49,7 +51,18 @@ struct vb_ctx {
 	struct vb_qp *qps;
 	pthread_mutex_t alock;       /* reading the asynchronous events */
 	bool async_nb;               /* their fd made non-blocking */
+	pthread_t async_thr;         /* reads them as they come (verbs_async.c) */
+	int async_stop;              /* eventfd: ends that thread */
+	bool async_on;               /* the thread runs */
 };
+
+/* What the asynchronous events did, process-wide (verbs_async.c). */
+struct rr_verbs_counters {
+	_Atomic uint64_t cq_errors;    /* CQs failed (IBV_EVENT_CQ_ERR, device fatal) */
+	_Atomic uint64_t qp_errors;    /* QPs moved to the error state by an event */
+	_Atomic uint64_t device_fatal; /* IBV_EVENT_DEVICE_FATAL */
+};
+extern struct rr_verbs_counters verbs_counters;
 
 struct vb_srq {
 	struct rr_srq base;
@@ -72,10 +85,23 @@ struct vb_mw {
 	struct ibv_mw *mw;
 };
 
+/* An SRQ whose QPs complete their Receives on a CQ: its depth is counted
+ * once on that CQ (vb_cq.used), whatever the number of its QPs there. */
+struct vb_cq_srq {
+	struct vb_srq *srq;
+	uint32_t nqps;
+	struct vb_cq_srq *next;
+};
+
 struct vb_cq {
 	struct rr_cq base;
 	struct ibv_comp_channel *ch;
 	struct ibv_cq *cq;
+	atomic_int err;                   /* failed for good (IBV_EVENT_CQ_ERR):
+					     poll and arm answer it */
+	pthread_mutex_t lock;             /* used, srqs */
+	uint32_t used;                    /* entries its QPs' queues may fill */
+	struct vb_cq_srq *srqs;
 };
 
 struct vb_precv {
@@ -97,6 +123,11 @@ struct vb_qp {
 	struct vb_precv *held, **held_tail;
 	uint32_t nheld;
 	struct vb_qp *next;               /* in vb_ctx.qps while ibv != NULL */
+	struct rdma_cm_id *cm;            /* its id while in vb_ctx.qps */
+	atomic_int fatal;                 /* failed by an asynchronous event: the
+					     errno of its DISCONNECTED */
+	uint32_t charged_send, charged_recv; /* CQ entries taken (vb_cq.used) */
+	bool charged_srq;                 /* its SRQ counted on its recv CQ */
 };
 
 struct vb_ch {
@@ -173,6 +204,10 @@ static inline int vb_access(uint32_t a)
 }
 
 /* verbs_qp.c */
+/* The admission rule (docs/rdma-provider.md "CQ sizing"): @need more
+ * entries on @cq, or -ENOSPC (they would not fit its cqe), -EIO (failed). */
+int vb_cq_charge(struct vb_cq *cq, uint32_t need);
+void vb_cq_uncharge(struct vb_cq *cq, uint32_t n);
 int rr_verbs_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *a, struct rr_qp **out);
 int rr_verbs_destroy_qp(struct rr_qp *qp);
 /* Creates the verbs QP on @cm, posts the held receives, and publishes it:
@@ -199,6 +234,16 @@ int rr_verbs_post_srq_recv(struct rr_srq *srq, struct rpcrdma_recv_wr *wr,
 			   struct rpcrdma_recv_wr **bad);
 int rr_verbs_arm_srq_limit(struct rr_srq *srq, uint32_t limit);
 int rr_verbs_srq_get_event(struct rr_srq *srq);
+
+/* verbs_async.c */
+/* The library's name of a verbs asynchronous event (pure). */
+enum rr_async_event vb_async_event(enum ibv_event_type t);
+/* Starts / stops the thread that reads the context's asynchronous events
+ * (vb_open / vb_close): 0 or -errno. */
+int vb_async_start(struct vb_ctx *c);
+void vb_async_stop(struct vb_ctx *c);
+/* Reads and acts on every event queued now, without blocking. */
+void vb_async_drain(struct vb_ctx *c);
 
 /* verbs_cm.c */
 int rr_verbs_create_channel(struct rr_context *ctx, struct rr_cm_channel **out);

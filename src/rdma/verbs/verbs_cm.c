@@ -4,7 +4,8 @@
  * resolution, QP creation and rdma_connect driven inside
  * rpcrdma_cm_get_event; each rdma_cm event translated to the library's
  * (vb_handle), with the IRD/ORD each side may use and the peer's private
- * data. */
+ * data; a DISCONNECTED of a QP that an asynchronous error failed carries
+ * its errno (verbs_async.c). */
 #include "rdma/verbs/verbs.h"
 
 #include <netinet/in.h>
@@ -355,6 +356,10 @@ static int vb_handle(struct vb_ch *ch, struct rdma_cm_event *e, struct rpcrdma_c
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		ev->type = RPCRDMA_CM_DISCONNECTED;
+		/* a QP an asynchronous error failed (verbs_async.c, which
+		 * disconnected it): its errno, as the soft provider's */
+		if (id && id->qp)
+			ev->status = atomic_load(&id->qp->fatal);
 		/* complete the handshake (IB CM: answer the DREQ with a DREP;
 		 * otherwise the peer waits for its DREQ timeout); an error
 		 * just means we had started the disconnect ourselves */

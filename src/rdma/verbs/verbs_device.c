@@ -101,7 +101,7 @@ static int vb_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_en
 {
 	struct ibv_context **devs;
 	struct vb_ctx *c;
-	int n = 0, pick = -1;
+	int n = 0, pick = -1, rc;
 
 	/* No devices, no kernel support (ENOSYS on this kind of host) or no
 	 * matching name: all mean "no usable device". */
@@ -178,6 +178,14 @@ static int vb_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_en
 		rr_free(env, c);
 		return -ENOMEM;
 	}
+	rc = vb_async_start(c);
+	if (rc < 0) {
+		pthread_mutex_destroy(&c->alock);
+		pthread_mutex_destroy(&c->qlock);
+		rdma_free_devices(devs);
+		rr_free(env, c);
+		return rc;
+	}
 	*out = &c->base;
 	return 0;
 }
@@ -186,6 +194,7 @@ static void vb_close(struct rr_context *ctx)
 {
 	struct vb_ctx *c = VB_CTX(ctx);
 
+	vb_async_stop(c);
 	pthread_mutex_destroy(&c->qlock);
 	pthread_mutex_destroy(&c->alock);
 	rdma_free_devices(c->devs);
@@ -430,6 +439,11 @@ static int vb_create_cq(struct rr_context *ctx, const struct rpcrdma_cq_attr *a,
 	q = rr_zalloc(ctx->env, sizeof(*q));
 	if (!q)
 		return -ENOMEM;
+	atomic_init(&q->err, 0);
+	if (pthread_mutex_init(&q->lock, NULL) != 0) {
+		rr_free(ctx->env, q);
+		return -ENOMEM;
+	}
 	q->ch = ibv_create_comp_channel(c->verbs);
 	if (!q->ch) {
 		rc = cm_err();
@@ -449,6 +463,7 @@ static int vb_create_cq(struct rr_context *ctx, const struct rpcrdma_cq_attr *a,
 fail_ch:
 	ibv_destroy_comp_channel(q->ch);
 fail:
+	pthread_mutex_destroy(&q->lock);
 	rr_free(ctx->env, q);
 	return rc;
 }
@@ -461,6 +476,7 @@ static int vb_destroy_cq(struct rr_cq *cq)
 	if (rc < 0)
 		return rc;
 	ibv_destroy_comp_channel(q->ch);
+	pthread_mutex_destroy(&q->lock);
 	rr_free(cq->ctx->env, q);
 	return 0;
 }
@@ -526,10 +542,15 @@ static int vb_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *out)
 	while (got < n) {
 		int k = ibv_poll_cq(VB_CQ(cq)->cq, RR_MIN(n - got, 32), w);
 
-		if (k < 0)
-			return got ? got : -EIO;
-		if (k == 0)
-			break;
+		if (k <= 0) {
+			/* a failed CQ (IBV_EVENT_CQ_ERR, verbs_async.c):
+			 * its errno once what it held is taken */
+			int err = atomic_load(&VB_CQ(cq)->err);
+
+			if (got)
+				return got;
+			return k < 0 ? (err ? err : -EIO) : err;
+		}
 		pthread_mutex_lock(&c->qlock);
 		for (int i = 0; i < k; i++) {
 
@@ -558,6 +579,10 @@ static int vb_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *out)
 
 static int vb_arm_cq(struct rr_cq *cq, bool solicited_only)
 {
+	int err = atomic_load(&VB_CQ(cq)->err);
+
+	if (err)
+		return err;
 	return vb_err(ibv_req_notify_cq(VB_CQ(cq)->cq, solicited_only ? 1 : 0));
 }
 

@@ -5,15 +5,118 @@
  * posted before that held and posted then;
  * posting send work requests in batches (type 2 window binds with a fresh
  * key byte, Send With Invalidate as libsiw reads it) and RDMA Commit as one
- * IBV_WR_FLUSH through the extended QP. */
+ * IBV_WR_FLUSH through the extended QP. The CQ admission rule of both
+ * providers (docs/rdma-provider.md "CQ sizing"): a QP is created only while
+ * the depths of its queues that complete on a CQ, with those of the CQ's
+ * other QPs, fit the CQ's cqe (-ENOSPC otherwise; -EIO on a failed CQ); an
+ * SRQ's depth counts once per CQ its QPs complete on (verbs has no
+ * per-QP receive quota to bound it); what the device grants beyond the
+ * request at creation is counted then, and reported only if it fits. */
 #include "rdma/verbs/verbs.h"
 
 #include <stdlib.h>
+
+int vb_cq_charge(struct vb_cq *cq, uint32_t need)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&cq->lock);
+	if (atomic_load(&cq->err))
+		rc = -EIO; /* failed for good: takes no QP */
+	else if (need > cq->base.cqe || cq->used > cq->base.cqe - need)
+		rc = -ENOSPC;
+	else
+		cq->used += need;
+	pthread_mutex_unlock(&cq->lock);
+	return rc;
+}
+
+void vb_cq_uncharge(struct vb_cq *cq, uint32_t n)
+{
+	pthread_mutex_lock(&cq->lock);
+	cq->used -= RR_MIN(n, cq->used);
+	pthread_mutex_unlock(&cq->lock);
+}
+
+/* @q's SRQ counted on its receive CQ (once per SRQ and CQ), or undone
+ * (@add false). */
+static int vb_cq_srq(struct vb_qp *q, bool add)
+{
+	struct vb_cq *cq = VB_CQ(q->base.recv_cq);
+	struct vb_srq *srq = VB_SRQ(q->base.srq);
+	const struct rpcrdma_env *env = q->base.pd->ctx->env;
+	struct vb_cq_srq **pp, *e;
+	int rc = 0;
+
+	pthread_mutex_lock(&cq->lock);
+	for (pp = &cq->srqs; *pp && (*pp)->srq != srq; pp = &(*pp)->next)
+		;
+	e = *pp;
+	if (!add) {
+		if (e && --e->nqps == 0) {
+			*pp = e->next;
+			cq->used -= RR_MIN(srq->base.attr.max_wr, cq->used);
+			rr_free(env, e);
+		}
+	} else if (e) {
+		e->nqps++;
+	} else if (atomic_load(&cq->err)) {
+		rc = -EIO;
+	} else if (srq->base.attr.max_wr > cq->base.cqe ||
+		   cq->used > cq->base.cqe - srq->base.attr.max_wr) {
+		rc = -ENOSPC;
+	} else if (!(e = rr_zalloc(env, sizeof(*e)))) {
+		rc = -ENOMEM;
+	} else {
+		e->srq = srq;
+		e->nqps = 1;
+		e->next = cq->srqs;
+		cq->srqs = e;
+		cq->used += srq->base.attr.max_wr;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return rc;
+}
+
+/* Gives back what @q took of its CQs. */
+static void vb_qp_uncharge(struct vb_qp *q)
+{
+	if (q->charged_send)
+		vb_cq_uncharge(VB_CQ(q->base.send_cq), q->charged_send);
+	if (q->charged_recv)
+		vb_cq_uncharge(VB_CQ(q->base.recv_cq), q->charged_recv);
+	if (q->charged_srq)
+		(void)vb_cq_srq(q, false);
+	q->charged_send = q->charged_recv = 0;
+	q->charged_srq = false;
+}
+
+/* Takes @send more entries of @q's send CQ and @recv of its receive CQ
+ * (its own Receives), all or none. */
+static int vb_qp_charge(struct vb_qp *q, uint32_t send, uint32_t recv)
+{
+	int rc = send ? vb_cq_charge(VB_CQ(q->base.send_cq), send) : 0;
+
+	if (rc < 0)
+		return rc;
+	if (recv) {
+		rc = vb_cq_charge(VB_CQ(q->base.recv_cq), recv);
+		if (rc < 0) {
+			if (send)
+				vb_cq_uncharge(VB_CQ(q->base.send_cq), send);
+			return rc;
+		}
+	}
+	q->charged_send += send;
+	q->charged_recv += recv;
+	return 0;
+}
 
 int rr_verbs_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *a, struct rr_qp **out)
 {
 	struct vb_ctx *c = VB_CTX(pd->ctx);
 	struct vb_qp *q;
+	int rc;
 
 	if (a->max_send_wr > (uint32_t)c->attr.max_qp_wr ||
 	    a->max_recv_wr > (uint32_t)c->attr.max_qp_wr ||
@@ -34,9 +137,26 @@ int rr_verbs_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *a, struct
 	}
 	atomic_init(&q->ibv, NULL);
 	atomic_init(&q->commit_tx, false);
+	atomic_init(&q->fatal, 0);
 	q->held_tail = &q->held;
 	q->base.attr = *a;
 	q->base.qp_num = 0;
+	/* the dispatch layer sets these after create; the rule needs them now */
+	q->base.send_cq = RR_BASE(cq, a->send_cq);
+	q->base.recv_cq = RR_BASE(cq, a->recv_cq);
+	q->base.srq = a->srq ? RR_BASE(srq, a->srq) : NULL;
+	rc = vb_qp_charge(q, a->max_send_wr, q->base.srq ? 0 : a->max_recv_wr);
+	if (rc == 0 && q->base.srq) {
+		rc = vb_cq_srq(q, true);
+		q->charged_srq = rc == 0;
+	}
+	if (rc < 0) {
+		vb_qp_uncharge(q);
+		pthread_mutex_destroy(&q->post_lock);
+		pthread_mutex_destroy(&q->lock);
+		rr_free(pd->ctx->env, q);
+		return rc;
+	}
 	*out = &q->base;
 	return 0;
 }
@@ -61,6 +181,7 @@ int rr_verbs_destroy_qp(struct rr_qp *qp)
 	/* the ibv QP went with its cm id (the dispatch layer made sure the
 	 * id is gone) */
 	vb_drop_held(q, env);
+	vb_qp_uncharge(q);
 	pthread_mutex_destroy(&q->post_lock);
 	pthread_mutex_destroy(&q->lock);
 	rr_free(env, q);
@@ -77,6 +198,8 @@ int rr_verbs_qp_attach(struct vb_qp *q, struct rdma_cm_id *cm)
 
 	if (cm->verbs != c->verbs)
 		return -ENODEV; /* the route leads to another device */
+	if (atomic_load(&VB_CQ(q->base.send_cq)->err) || atomic_load(&VB_CQ(q->base.recv_cq)->err))
+		return -EIO; /* a CQ of it failed meanwhile (verbs_async.c) */
 	memset(&ia, 0, sizeof(ia));
 	ia.qp_context = q;
 	ia.send_cq = VB_CQ(q->base.send_cq)->cq;
@@ -128,6 +251,17 @@ int rr_verbs_qp_attach(struct vb_qp *q, struct rdma_cm_id *cm)
 		return rc;
 	}
 	iq = cm->qp;
+	/* the device may grant deeper queues than asked (rxe rounds up):
+	 * reported (qp->attr) only when the CQs have room for them too,
+	 * else the QP says what was asked and counted */
+	if (vb_qp_charge(q, ia.cap.max_send_wr > q->charged_send ?
+			 ia.cap.max_send_wr - q->charged_send : 0,
+			 !q->base.srq && ia.cap.max_recv_wr > q->charged_recv ?
+			 ia.cap.max_recv_wr - q->charged_recv : 0) < 0) {
+		ia.cap.max_send_wr = q->charged_send;
+		if (!q->base.srq)
+			ia.cap.max_recv_wr = q->charged_recv;
+	}
 	/* held receives, in order */
 	while (q->held) {
 		struct vb_precv *p = q->held;
@@ -152,6 +286,7 @@ int rr_verbs_qp_attach(struct vb_qp *q, struct rdma_cm_id *cm)
 	atomic_store(&q->ibv, iq);
 	pthread_mutex_unlock(&q->lock);
 	pthread_mutex_lock(&c->qlock);
+	q->cm = cm;
 	q->next = c->qps;
 	c->qps = q;
 	pthread_mutex_unlock(&c->qlock);
@@ -172,6 +307,7 @@ void rr_verbs_qp_detach(struct vb_qp *q, struct rdma_cm_id *cm)
 			break;
 		}
 	}
+	q->cm = NULL;
 	pthread_mutex_unlock(&c->qlock);
 	pthread_mutex_lock(&q->lock);
 	atomic_store(&q->ibv, NULL);

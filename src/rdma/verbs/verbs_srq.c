@@ -2,9 +2,8 @@
 /* The rdma-core provider's shared receive queues: ibv_create_srq on the
  * PD, ibv_post_srq_recv, the limit armed with ibv_modify_srq
  * (IBV_SRQ_LIMIT), and its event, IBV_EVENT_SRQ_LIMIT_REACHED, read from
- * the device context's asynchronous events without blocking (the fd is made
- * non-blocking on the first SRQ; every other event read there is
- * acknowledged and left alone: nothing else of the provider uses them).
+ * the device context's asynchronous events (verbs_async.c: their thread
+ * notes it on the SRQ; rpcrdma_srq_get_event also reads what is queued).
  * QPs take an SRQ at creation (verbs_qp.c); rxe and siw check a Receive's
  * lkey against the QP's PD, so this provider does not report
  * RPCRDMA_CAP_SRQ_ANY_PD, and it has no per-QP receive quota. */
@@ -20,16 +19,6 @@ int rr_verbs_create_srq(struct rr_pd *pd, const struct rpcrdma_srq_attr *a, stru
 	if (c->attr.max_srq <= 0 || a->max_wr > (uint32_t)c->attr.max_srq_wr ||
 	    a->max_sge > (uint32_t)c->attr.max_srq_sge)
 		return c->attr.max_srq <= 0 ? -EOPNOTSUPP : -EINVAL;
-	pthread_mutex_lock(&c->alock);
-	if (!c->async_nb) {
-		rc = set_nonblock(c->verbs->async_fd);
-		c->async_nb = rc == 0;
-	} else {
-		rc = 0;
-	}
-	pthread_mutex_unlock(&c->alock);
-	if (rc)
-		return rc;
 	s = rr_zalloc(pd->ctx->env, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -91,24 +80,8 @@ int rr_verbs_arm_srq_limit(struct rr_srq *srq, uint32_t limit)
 	return vb_err(ibv_modify_srq(VB_SRQ(srq)->srq, &a, IBV_SRQ_LIMIT));
 }
 
-/* Reads every asynchronous event the device context has queued, without
- * blocking: an SRQ's limit event is noted on that SRQ, all are
- * acknowledged. */
-static void drain_async(struct vb_ctx *c)
-{
-	struct ibv_async_event ev;
-
-	pthread_mutex_lock(&c->alock);
-	while (c->async_nb && ibv_get_async_event(c->verbs, &ev) == 0) {
-		if (ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq)
-			atomic_store(&((struct vb_srq *)ev.element.srq->srq_context)->fired, 1);
-		ibv_ack_async_event(&ev);
-	}
-	pthread_mutex_unlock(&c->alock);
-}
-
 int rr_verbs_srq_get_event(struct rr_srq *srq)
 {
-	drain_async(VB_CTX(srq->pd->ctx));
+	vb_async_drain(VB_CTX(srq->pd->ctx));
 	return atomic_exchange(&VB_SRQ(srq)->fired, 0) ? 1 : 0;
 }

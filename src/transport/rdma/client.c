@@ -534,13 +534,18 @@ static bool cl_wait_again(struct tp_ep *ep, struct tp_conn *cn)
  * Call's is cl_wait_locked. Called and returns with the lock held; returns
  * rpcrdma_cq_wait's result. */
 /* The wait on @cn's CQ of tp_cl_wait_once and cl_wait_locked (@again:
- * tp_cq_wait_once's), then a connection the session asked to end is lost. */
+ * tp_cq_wait_once's), then a connection the session asked to end, or
+ * whose CQ failed, is lost. */
 static int cl_cq_wait(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns,
 		      bool (*again)(struct tp_ep *, struct tp_conn *))
 {
 	int n = tp_cq_wait_once(&c->ep, cn, (int)RR_MIN(left_ns / 1000000u + 1, 20u), again);
 
 	if (c->conn == cn && cn->closing && cn->established)
+		tp_cl_conn_lost(c, cn);
+	/* its CQ failed (tp_cq_failed): the connection ends here, not after
+	 * waits that would answer the same error at once */
+	if (n < 0 && c->conn == cn && cn->tcq && atomic_load(&cn->tcq->err))
 		tp_cl_conn_lost(c, cn);
 	return n;
 }

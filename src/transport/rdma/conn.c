@@ -133,7 +133,7 @@ static struct tp_conn *conn_new(struct tp_ep *ep, struct tp_pool *pool, uint32_t
 		qa.recv_cq = cn->cq;
 		rc = rpcrdma_qp_create(cn->pd, &qa, &cn->qp);
 		if (!rc || (rc != -ENOSPC && rc != -EIO) || tries == 1) {
-			tp_cq_created(cn->tcq);
+			tp_cq_created(cn->tcq, cn);
 			break;
 		}
 		tp_cq_refused(cn->tcq);
@@ -197,6 +197,7 @@ void tp_conn_free(struct tp_conn *cn)
 	if (!cn)
 		return;
 	env = cn->ep->env;
+	tp_cq_unlink(cn);   /* before its id goes (tp_cq_failed) */
 	tp_port_id_destroy(cn);
 	if (cn->qp)
 		(void)rpcrdma_qp_destroy(cn->qp);

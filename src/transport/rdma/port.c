@@ -286,11 +286,56 @@ void tp_cq_refused(struct tp_cq *q)
 	pthread_mutex_unlock(&q->port->lock);
 }
 
-void tp_cq_created(struct tp_cq *q)
+void tp_cq_created(struct tp_cq *q, struct tp_conn *cn)
 {
 	pthread_mutex_lock(&q->port->lock);
 	q->creating--;
+	if (cn && cn->qp) {
+		cn->qnext = q->conns;
+		q->conns = cn;
+	}
 	pthread_mutex_unlock(&q->port->lock);
+}
+
+void tp_cq_unlink(struct tp_conn *cn)
+{
+	struct tp_cq *q = cn->tcq;
+
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->port->lock);
+	for (struct tp_conn **pp = &q->conns; *pp; pp = &(*pp)->qnext)
+		if (*pp == cn) {
+			*pp = cn->qnext;
+			break;
+		}
+	cn->qnext = NULL;
+	pthread_mutex_unlock(&q->port->lock);
+}
+
+bool tp_cq_failed(struct tp_cq *q, int rc)
+{
+	int none = 0;
+
+	if (rc >= 0 || rc == -EAGAIN || rc == -EINTR || rc == -ETIMEDOUT)
+		return atomic_load(&q->err) != 0;
+	if (!atomic_compare_exchange_strong(&q->err, &none, rc))
+		return true;   /* failed before */
+	pthread_mutex_lock(&q->port->lock);
+	q->closed = true;
+	/* each linked connection's id is not destroyed yet (tp_cq_unlink
+	 * comes first): its endpoint gets the event on its loop */
+	for (struct tp_conn *cn = q->conns; cn; cn = cn->qnext) {
+		struct rpcrdma_cm_event ev;
+
+		memset(&ev, 0, sizeof(ev));
+		ev.type = RPCRDMA_CM_DISCONNECTED;
+		ev.status = rc;
+		ev.user_ctx = cn;
+		(void)tp_ev_hand(q->port, &ev);
+	}
+	pthread_mutex_unlock(&q->port->lock);
+	return true;
 }
 
 void tp_cq_quiet_begin(struct tp_cq *q)

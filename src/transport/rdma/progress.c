@@ -133,6 +133,8 @@ static int cq_drain(struct tp_cq *q, struct tp_ep **touched, int max, bool got,
 	struct rpcrdma_wc wc[WC_BATCH];
 	int n, total = 0, batches = 0;
 
+	if (atomic_load_explicit(&q->err, memory_order_relaxed))
+		return 0;   /* failed: never polled again (tp_cq_failed) */
 	/* A short batch emptied the queue: stop there rather than poll once
 	 * more (on soft, a poll of an empty queue is a system call: it looks
 	 * at the sockets). What arrives later makes the CQ's fd readable. */
@@ -145,6 +147,8 @@ static int cq_drain(struct tp_cq *q, struct tp_ep **touched, int max, bool got,
 			total += n;
 		}
 	} while (n == WC_BATCH && ++batches < max);
+	if (n < 0)   /* an error, not "empty": its connections end */
+		(void)tp_cq_failed(q, n);
 	if (got)
 		cq_got(q, total);
 	return total;
@@ -157,8 +161,15 @@ static int cq_drain(struct tp_cq *q, struct tp_ep **touched, int max, bool got,
  * for cq_serve to set it again under the lock. */
 static int cq_arm_once(struct tp_cq *q, struct tp_ep **touched, bool keep, struct tp_ep **kept)
 {
-	if (rpcrdma_cq_arm(q->cq, false) != 0)
+	int rc;
+
+	if (atomic_load_explicit(&q->err, memory_order_relaxed))
+		return -1;   /* failed: never armed again */
+	rc = rpcrdma_cq_arm(q->cq, false);
+	if (rc != 0) {
+		(void)tp_cq_failed(q, rc);
 		return -1;
+	}
 	/* armed: the loop must come when it fires. For cq_serve, counted
 	 * armed and watched already (the previous round's): nothing to
 	 * write. The loop's thread holding the role reads both without the
@@ -231,6 +242,20 @@ void tp_touched_after(struct tp_ep *touched, struct tp_ep *self)
  * (each drains at most 8 batches): a busy CQ is served again by its task. */
 #define SERVE_ROUNDS 16
 
+/* @q failed (tp_cq_failed; its role held): it is no longer armed or
+ * watched (a failed CQ's fd may stay readable: watched, the loop would
+ * spin on it), and no round of cq_serve comes again. */
+static bool cq_failed_stop(struct tp_cq *q)
+{
+	if (!atomic_load_explicit(&q->err, memory_order_relaxed))
+		return false;
+	pthread_mutex_lock(&q->lock);
+	q->armed = false;
+	cq_watch_locked(q, false);
+	pthread_mutex_unlock(&q->lock);
+	return true;
+}
+
 /* Serves @q on its loop, the role held: its notification, then rounds of
  * drain and after-work (the endpoints fed run their upcalls and post their
  * Replies) until, while the CQ is wanted, an arm is followed by a look that
@@ -246,8 +271,13 @@ static bool loop_claim(struct tp_cq *q);
 
 static void cq_serve(struct tp_cq *q)
 {
-	bool fired = rpcrdma_cq_get_event(q->cq) == 1;
+	bool fired;
 
+	if (cq_failed_stop(q)) {
+		tp_cq_release(q);
+		return;
+	}
+	fired = rpcrdma_cq_get_event(q->cq) == 1;
 	for (int round = 0;; round++) {
 		struct tp_ep *t = NULL, *kept = NULL;
 		bool want, settled;
@@ -261,9 +291,12 @@ static void cq_serve(struct tp_cq *q)
 		 * endpoint's lock, then its CQ's: tp_cq_want, tp_cq_wait_once) */
 		n = round == 0 ? cq_drain(q, &t, 8, true, &kept) : cq_arm_once(q, &t, true, &kept);
 		if (n < 0) {
+			bool stop = cq_failed_stop(q);
+
 			tp_cq_release(q);
 			touched_after(t, NULL, kept);
-			rr_loop_post(q->port->loop, &q->task);   /* again */
+			if (!stop)
+				rr_loop_post(q->port->loop, &q->task);   /* again */
 			return;
 		}
 		/* nothing to change: wanted (then the CQ's watch stays as it
@@ -445,6 +478,8 @@ static int qp_wait(struct tp_ep *ep, struct tp_conn *cn, int ms, bool *fed)
 	cn->in_wait = true;   /* cn->qp stays (conn_release waits) */
 	pthread_mutex_unlock(&ep->lock);
 	n = rr_qp_wait(cn->qp, WC_BATCH, wc, ms, &seen);
+	if (n < 0 && n != -EOPNOTSUPP)   /* a failed CQ's connections end */
+		(void)tp_cq_failed(cn->tcq, n);
 	if (n > 0)   /* all ep's: t stays NULL */
 		feed_ex(wc, n, NULL, &t, ep, &held, NULL, false);
 	if (!held)
@@ -486,6 +521,11 @@ int tp_cq_wait_once(struct tp_ep *ep, struct tp_conn *cn, int ms,
 		return 0;
 	}
 claimed:
+	n = atomic_load_explicit(&q->err, memory_order_relaxed);
+	if (n) {   /* failed: its error at once, no wait on it */
+		tp_cq_release(q);
+		return n;
+	}
 	atomic_fetch_add_explicit(&g_waits.cq, 1, memory_order_relaxed);
 	cn->in_wait = true;
 	pthread_mutex_unlock(&ep->lock);
@@ -493,6 +533,8 @@ claimed:
 		bool held = false;
 
 		n = rpcrdma_cq_wait(q->cq, WC_BATCH, wc, ms);
+		if (n < 0)
+			(void)tp_cq_failed(q, n);
 		/* its own endpoint is not pinned: this thread holds it (its
 		 * lock taken again below, or kept by feed: held), and its
 		 * after-work is this caller's */
@@ -547,6 +589,7 @@ static void conn_release(struct tp_conn *cn)
 	struct tp_ep *t = NULL;
 	struct rpcrdma_qp *qp = cn->qp;
 
+	tp_cq_unlink(cn);              /* before its id goes (tp_cq_failed) */
 	tp_port_id_destroy(cn);        /* the provider flushes its work */
 	if (q) {
 		uint32_t seen = (uint32_t)cq_drain(q, &t, 1 << 20, false, NULL);

@@ -424,6 +424,12 @@ static void wait_sent_here(struct tp_shard *sh, struct tp_conn *cn, struct rr_co
 		settle(sh, cn);
 		if (r->xsent_done || cn->dead)
 			break;
+		if (atomic_load(&q->err)) {
+			/* its CQ failed (tp_cq_failed): the DISCONNECTED handed
+			 * to this loop would come after this wait, never */
+			tp_sv_conn_lost(sh, cn);
+			break;
+		}
 		if (cn->pool && sh->parked) {
 			/* a Read-chunk Reply waits for a free Receive: the
 			 * loop that would post more is this one */

@@ -107,8 +107,14 @@ struct tp_cq {
 					could reuse that address (port lock) */
 	bool closed;                 /* the provider refused a QP on it (it
 					overran, or its entries are taken by
-					its QPs' queues): no new connection
-					is placed on it (port lock) */
+					its QPs' queues), or it failed: no new
+					connection is placed on it (port lock) */
+	atomic_int err;              /* failed for good (a poll, an arm or a
+					wait answered this errno: tp_cq_failed):
+					never polled, armed or watched again */
+	struct tp_conn *conns;       /* its connections whose QP was created
+					and whose id is not destroyed yet
+					(linked by qnext, port lock) */
 	pthread_mutex_t lock;        /* want, watched, armed */
 	unsigned want;
 	atomic_bool wanted;          /* want > 0, for a look without the lock */
@@ -185,6 +191,7 @@ struct tp_conn {
 	struct rr_conn_io io;        /* server: its session's actions (ctx: it) */
 	struct rpcrdma_pd *pd;
 	struct tp_cq *tcq;           /* its share of a port's CQ */
+	struct tp_conn *qnext;       /* tcq->conns (port lock) */
 	struct rpcrdma_cq *cq;       /* tcq->cq */
 	uint32_t cqe;                /* reserved in it */
 	bool wants;                  /* counted in tcq->want */
@@ -455,7 +462,19 @@ int tp_cq_reserve(struct tp_port *p, uint32_t cqe, struct tp_cq **out);
 /* As tp_cq_created, for a QP the provider refused on @q with -ENOSPC or
  * -EIO (an overrun CQ): @q takes no new connection from now on. */
 void tp_cq_refused(struct tp_cq *q);
-void tp_cq_created(struct tp_cq *q);
+/* @cn's QP was created on @q, or not (@cn or cn->qp NULL): when it was, @cn is
+ * linked into q->conns until tp_cq_unlink, which its release calls before
+ * its id is destroyed (so that tp_cq_failed can end it). */
+void tp_cq_created(struct tp_cq *q, struct tp_conn *cn);
+void tp_cq_unlink(struct tp_conn *cn);
+/* A poll, arm or wait of @q answered @rc (< 0): when that is an error of
+ * the CQ (not -EAGAIN, -EINTR, -ETIMEDOUT), @q fails for good (q->err,
+ * once): it takes no new connection, its loop no longer watches, arms or
+ * polls it, and each of its connections is handed an
+ * RPCRDMA_CM_DISCONNECTED with @rc as its status (as a provider's overrun
+ * would: docs/transport.md "A CQ that fails"). Returns whether @q has
+ * failed. Any thread, no lock held but the CQ's role. */
+bool tp_cq_failed(struct tp_cq *q, int rc);
 void tp_cq_unreserve(struct tp_cq *q, uint32_t cqe);
 /* Around destroying a QP of @q and polling what it left there (dropped by
  * its freed pointer): no QP is created on @q in between (waits for one
