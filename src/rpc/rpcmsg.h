@@ -139,6 +139,11 @@ int rr_rpcmsg_decode_call(struct rr_xdr_dec *d, struct rr_rpc_call *c);
  * results (other replies carry no body; trailing bytes are left unread). */
 int rr_rpcmsg_encode_reply(struct rr_xdr_enc *e, const struct rr_rpc_reply *r);
 int rr_rpcmsg_decode_reply(struct rr_xdr_dec *d, struct rr_rpc_reply *r);
+/* rr_rpcmsg_decode_reply() without its one-pass decoding of the short form
+ * (accepted, empty verifier, no more words): every Reply through the general
+ * decoder. The same results on every input; for the tests and fuzz_rpcmsg
+ * that prove it. */
+int rr_rpcmsg_decode_reply_general(struct rr_xdr_dec *d, struct rr_rpc_reply *r);
 
 /* AUTH_SYS body: stamp - machinename<255> - uid - gid - gids<16>.
  * rr_rpcmsg_decode_authsys parses a whole credential body (@body, @len as in

@@ -419,3 +419,62 @@ TEST(rpcmsg_encode_rejects)
 	REQUIRE_EQ(rr_rpcmsg_encode_reply(&e, &r), 0);
 	CHECK_EQ(rr_xdr_enc_len(&e), RR_RPC_REPLY_HDR_MAX);
 }
+
+/* rr_rpcmsg_decode_reply(@msg[0..@n) from @off) and
+ * rr_rpcmsg_decode_reply_general() return the same, leave the same struct
+ * (both started from the same bytes) and the cursor at the same place. */
+static void check_reply_short_as_general(const uint8_t *msg, size_t n, size_t off)
+{
+	struct rr_xdr_dec a, b;
+	struct rr_rpc_reply ra, rb;
+
+	memset(&ra, 0x5a, sizeof(ra));
+	memset(&rb, 0x5a, sizeof(rb));
+	rr_xdr_dec_init(&a, msg, n);
+	rr_xdr_dec_init(&b, msg, n);
+	a.pos = b.pos = off;
+	CHECK_EQ(rr_rpcmsg_decode_reply(&a, &ra), rr_rpcmsg_decode_reply_general(&b, &rb));
+	CHECK(memcmp(&ra, &rb, sizeof(ra)) == 0);
+	CHECK_EQ(a.pos, b.pos);
+}
+
+/* The short form's one-pass decoding (accepted, empty verifier, an
+ * accept_stat with no more words: rr_rpcmsg_decode_reply) gives the
+ * general decoder's result: for every accept_stat 0..7 and verifier
+ * flavor, on every truncation, on every byte of the first 28 changed to
+ * each of a few values (a Call, a denied Reply, a verifier with a body,
+ * PROG_MISMATCH with or without its range, ...), from offsets 0 and 4. */
+TEST(rpcmsg_reply_short_as_general)
+{
+	static const uint8_t vals[] = {0x00, 0x01, 0x02, 0x03, 0x05, 0x06, 0x80, 0xff};
+	uint8_t msg[40], m[40];
+	struct rr_xdr_dec d;
+	struct rr_rpc_reply r;
+	size_t n = rr_test_hex("00000000 12345678 00000001 00000000 00000000 00000000"
+			       "00000000 cafef00d 00000001 00000002", msg, sizeof(msg));
+
+	REQUIRE_EQ(n, 40);
+	rr_xdr_dec_init(&d, msg, n);
+	d.pos = 4;
+	REQUIRE_EQ(rr_rpcmsg_decode_reply(&d, &r), 0);
+	CHECK_EQ(r.xid, 0x12345678);
+	CHECK_EQ(rr_xdr_dec_pos(&d), 28);
+	for (uint32_t as = 0; as < 8; as++)
+		for (uint32_t fl = 0; fl < 3; fl++) {
+			memcpy(m, msg, sizeof(m));
+			rr_put_be32(m + 16, fl);
+			rr_put_be32(m + 24, as);
+			for (size_t k = 0; k <= sizeof(m); k++) {
+				check_reply_short_as_general(m, k, 4);
+				if (k >= 4)
+					check_reply_short_as_general(m + 4, k - 4, 0);
+			}
+		}
+	for (size_t i = 4; i < 32; i++)
+		for (size_t v = 0; v < sizeof(vals); v++) {
+			memcpy(m, msg, sizeof(m));
+			m[i] = vals[v];
+			check_reply_short_as_general(m, n, 4);
+			check_reply_short_as_general(m, n, 0);
+		}
+}
