@@ -709,6 +709,25 @@ static int put_fixed(struct rr_xdr_enc *e, uint32_t xid, uint32_t vers,
 	return 0;
 }
 
+/* The three empty lists of a chunkless header: 0 - 0 - 0 */
+static void put_empty_lists(uint8_t *p)
+{
+	memset(p, 0, RR_HDR_MIN_MSG_SIZE - RR_HDR_FIXED_SIZE);
+}
+
+/* xid - 1 - credit - RDMA_MSG - 0 - 0 - 0 (RFC 8166 4.2) */
+int rr_hdr_encode_short(uint8_t *buf, size_t cap, uint32_t xid, uint32_t credit)
+{
+	if (cap < RR_HDR_MIN_MSG_SIZE)
+		return -EMSGSIZE;
+	rr_put_be32(buf, xid);
+	rr_put_be32(buf + 4, RR_HDR_VERSION);
+	rr_put_be32(buf + 8, credit);
+	rr_put_be32(buf + 12, RR_HDR_MSG);
+	put_empty_lists(buf + RR_HDR_FIXED_SIZE);
+	return (int)RR_HDR_MIN_MSG_SIZE;
+}
+
 static bool chunk_in_range(const struct rr_hdr *h, const struct rr_hdr_chunk *c)
 {
 	return (uint32_t)c->first + c->nsegs <= h->nsegs;
@@ -772,7 +791,7 @@ int rr_hdr_encode_raw(struct rr_xdr_enc *e, const struct rr_hdr *h)
 		/* no chunk (every inline Call and Reply): the three empty
 		 * lists in one pass, the bytes of the general path below */
 		(void)put_fixed(e, h->xid, h->vers, h->credit, h->proc);
-		memset(e->buf + e->pos, 0, RR_HDR_MIN_MSG_SIZE - RR_HDR_FIXED_SIZE);
+		put_empty_lists(e->buf + e->pos);
 		e->pos += RR_HDR_MIN_MSG_SIZE - RR_HDR_FIXED_SIZE;
 		return 0;
 	}
