@@ -96,6 +96,20 @@ int rr_rpcmsg_encode_call(struct rr_xdr_enc *e, const struct rr_rpc_call *c)
 	return 0;
 }
 
+/* The AUTH_NONE Call header (cred and verf both AUTH_NONE, empty):
+ *   xid - 0 (CALL) - 2 - prog - vers - proc - 0 - 0 - 0 - 0 */
+void rr_rpcmsg_encode_call_none(uint8_t p[RR_RPC_CALL_NONE_SIZE], uint32_t xid, uint32_t prog,
+				uint32_t vers, uint32_t proc)
+{
+	rr_put_be32(p, xid);
+	rr_put_be32(p + 4, RR_RPC_CALL);
+	rr_put_be32(p + 8, RR_RPC_VERSION);
+	rr_put_be32(p + 12, prog);
+	rr_put_be32(p + 16, vers);
+	rr_put_be32(p + 20, proc);
+	memset(p + 24, 0, 16);
+}
+
 int rr_rpcmsg_decode_call(struct rr_xdr_dec *d, struct rr_rpc_call *c)
 {
 	size_t start = d->pos;

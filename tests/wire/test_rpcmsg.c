@@ -478,3 +478,30 @@ TEST(rpcmsg_reply_short_as_general)
 			check_reply_short_as_general(m, n, 0);
 		}
 }
+
+/* rr_rpcmsg_encode_call_none writes the bytes rr_rpcmsg_encode_call
+ * writes for an AUTH_NONE Call (the client's header of every call without
+ * a credential), for fields of every byte pattern; and the vector. */
+TEST(rpcmsg_call_none_as_general)
+{
+	static const uint32_t vals[] = {0, 1, 3, 100003, 0x80, 0xffff, 0x80000000u, 0xffffffffu};
+	uint8_t a[RR_RPC_CALL_NONE_SIZE], b[RR_RPC_CALL_NONE_SIZE + 4], v[64];
+	size_t nv = rr_test_hex(call_none_hex, v, sizeof(v));
+
+	for (size_t i = 0; i < 8; i++)
+		for (size_t j = 0; j < 8; j++) {
+			struct rr_rpc_call c = {.xid = vals[i], .prog = vals[j], .vers = vals[7 - j],
+						.proc = vals[(i + j) % 8]};
+			struct rr_xdr_enc e;
+
+			rr_xdr_enc_init(&e, b, sizeof(b));
+			REQUIRE_EQ(rr_rpcmsg_encode_call(&e, &c), 0);
+			REQUIRE_EQ(rr_xdr_enc_len(&e), RR_RPC_CALL_NONE_SIZE);
+			memset(a, 0xa5, sizeof(a));
+			rr_rpcmsg_encode_call_none(a, c.xid, c.prog, c.vers, c.proc);
+			CHECK_MEM(a, b, sizeof(a));
+		}
+	REQUIRE(nv >= sizeof(a));
+	rr_rpcmsg_encode_call_none(a, 0x12345678, 100003, 3, 0);
+	CHECK_MEM(a, v, sizeof(a));
+}
