@@ -10,7 +10,8 @@
  * or crash. rr_rpcmsg_decode_reply (with its one-pass decoding of the short
  * form) and rr_rpcmsg_decode_reply_general must return the same, leave the
  * same struct (both started from the same bytes) and the cursor at the same
- * place, at every offset of the input. */
+ * place, at offsets 0, 4 and 8 of the input; so must rr_rpcmsg_decode_call
+ * and rr_rpcmsg_decode_call_general. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,6 +144,21 @@ static void reply_short_as_general(const uint8_t *data, size_t size, size_t off)
 	check(memcmp(&r, &r2, sizeof(r)) == 0 && d.pos == d2.pos);
 }
 
+/* The same for a Call header. */
+static void call_short_as_general(const uint8_t *data, size_t size, size_t off)
+{
+	struct rr_xdr_dec d, d2;
+	struct rr_rpc_call c, c2;
+
+	memset(&c, 0x5a, sizeof(c));
+	memset(&c2, 0x5a, sizeof(c2));
+	rr_xdr_dec_init(&d, data, size);
+	rr_xdr_dec_init(&d2, data, size);
+	d.pos = d2.pos = off;
+	check(rr_rpcmsg_decode_call(&d, &c) == rr_rpcmsg_decode_call_general(&d2, &c2));
+	check(memcmp(&c, &c2, sizeof(c)) == 0 && d.pos == d2.pos);
+}
+
 static void fuzz_reply(const uint8_t *data, size_t size)
 {
 	struct rr_xdr_dec d, d2;
@@ -151,8 +167,10 @@ static void fuzz_reply(const uint8_t *data, size_t size)
 	uint8_t out[RR_RPC_REPLY_HDR_MAX];
 	int rc;
 
-	for (size_t off = 0; off <= size && off <= 8; off += 4)
+	for (size_t off = 0; off <= size && off <= 8; off += 4) {
 		reply_short_as_general(data, size, off);
+		call_short_as_general(data, size, off);
+	}
 	rr_xdr_dec_init(&d, data, size);
 	rc = rr_rpcmsg_decode_reply(&d, &r);
 	check(rc == 0 || rc == -EBADMSG);

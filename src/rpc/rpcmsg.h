@@ -141,6 +141,11 @@ int rr_rpcmsg_encode_call(struct rr_xdr_enc *e, const struct rr_rpc_call *c);
 void rr_rpcmsg_encode_call_none(uint8_t p[RR_RPC_CALL_NONE_SIZE], uint32_t xid, uint32_t prog,
 				uint32_t vers, uint32_t proc);
 int rr_rpcmsg_decode_call(struct rr_xdr_dec *d, struct rr_rpc_call *c);
+/* rr_rpcmsg_decode_call() without its one-pass decoding of the short form
+ * (RPC version 2, empty credential and verifier): every Call through the
+ * general decoder. The same results on every input; for the tests and
+ * fuzz_rpcmsg that prove it. */
+int rr_rpcmsg_decode_call_general(struct rr_xdr_dec *d, struct rr_rpc_call *c);
 
 /* Reply header; after an accepted SUCCESS the decoder is positioned at the
  * results (other replies carry no body; trailing bytes are left unread). */

@@ -505,3 +505,62 @@ TEST(rpcmsg_call_none_as_general)
 	rr_rpcmsg_encode_call_none(a, 0x12345678, 100003, 3, 0);
 	CHECK_MEM(a, v, sizeof(a));
 }
+
+/* rr_rpcmsg_decode_call(@msg[0..@n) from @off) and
+ * rr_rpcmsg_decode_call_general() return the same, leave the same struct
+ * (both started from the same bytes) and the cursor at the same place. */
+static void check_call_short_as_general(const uint8_t *msg, size_t n, size_t off)
+{
+	struct rr_xdr_dec a, b;
+	struct rr_rpc_call ca, cb;
+
+	memset(&ca, 0x5a, sizeof(ca));
+	memset(&cb, 0x5a, sizeof(cb));
+	rr_xdr_dec_init(&a, msg, n);
+	rr_xdr_dec_init(&b, msg, n);
+	a.pos = b.pos = off;
+	CHECK_EQ(rr_rpcmsg_decode_call(&a, &ca), rr_rpcmsg_decode_call_general(&b, &cb));
+	CHECK(memcmp(&ca, &cb, sizeof(ca)) == 0);
+	CHECK_EQ(a.pos, b.pos);
+}
+
+/* The short form's one-pass decoding of a Call header (version 2, empty
+ * credential and verifier: rr_rpcmsg_decode_call) gives the general
+ * decoder's result: for 3 credential and verifier flavors each at every
+ * truncation, on every byte of the header changed to each of a few values
+ * (a Reply, another RPC version, a credential or verifier with a body, ...),
+ * from offsets 0 and 4. */
+TEST(rpcmsg_call_short_as_general)
+{
+	static const uint8_t vals[] = {0x00, 0x01, 0x02, 0x03, 0x04, 0x80, 0xff};
+	uint8_t msg[48], m[48];
+	struct rr_xdr_dec d;
+	struct rr_rpc_call c;
+	size_t n = rr_test_hex("00000000 12345678 00000000 00000002 000186a3 00000003 00000000"
+			       "00000000 00000000 00000000 00000000 cafef00d", msg, sizeof(msg));
+
+	REQUIRE_EQ(n, 48);
+	rr_xdr_dec_init(&d, msg, n);
+	d.pos = 4;
+	REQUIRE_EQ(rr_rpcmsg_decode_call(&d, &c), 0);
+	CHECK_EQ(c.prog, 100003);
+	CHECK_EQ(rr_xdr_dec_pos(&d), 44);
+	for (uint32_t cf = 0; cf < 3; cf++)
+		for (uint32_t vf = 0; vf < 3; vf++) {
+			memcpy(m, msg, sizeof(m));
+			rr_put_be32(m + 28, cf);
+			rr_put_be32(m + 36, vf);
+			for (size_t k = 0; k <= sizeof(m); k++) {
+				check_call_short_as_general(m, k, 4);
+				if (k >= 4)
+					check_call_short_as_general(m + 4, k - 4, 0);
+			}
+		}
+	for (size_t i = 4; i < 44; i++)
+		for (size_t v = 0; v < sizeof(vals); v++) {
+			memcpy(m, msg, sizeof(m));
+			m[i] = vals[v];
+			check_call_short_as_general(m, n, 4);
+			check_call_short_as_general(m, n, 0);
+		}
+}
