@@ -14,9 +14,13 @@
  *    of filling encodes in wire order) encodes to the same bytes;
  *  - an accepted Reply checked against a fixed Call header by
  *    rr_hdr_check_reply() is either kept or discarded with a mismatch
- *    reason. */
+ *    reason;
+ *  - rr_hdr_decode() (with its one-pass decoding of the short form) and
+ *    rr_hdr_decode_general() return the same and leave the same bytes in
+ *    the whole struct rr_hdr, both started from the same contents. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "proto/hdr.h"
 
@@ -124,7 +128,12 @@ static void one(const uint8_t *data, size_t size, enum rr_hdr_dir dir,
 	struct rr_xdr_enc e;
 	int rc;
 
+	memset(&h, 0x5a, sizeof(h));
+	memset(&h2, 0x5a, sizeof(h2));
 	rc = rr_hdr_decode(&h, data, size, dir, lim);
+	if (rr_hdr_decode_general(&h2, data, size, dir, lim) != rc ||
+	    memcmp(&h, &h2, sizeof(h)) != 0)
+		FAIL("the short form's decoding differs from the general decoder's");
 	if ((rc == 0) != (h.verdict == RR_HDR_OK) || (rc && rc != -EPROTO))
 		FAIL("return value does not match the verdict");
 	if (h.verdict != rr_hdr_verdict_for(dir, h.reason))

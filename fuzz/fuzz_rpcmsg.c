@@ -7,8 +7,13 @@
  * XDR cursor (rpcrdma_xdr_get_*), including DDP-eligible items into result
  * sinks, as "placed" items and as transport-delivered items, driven by the
  * input's own bytes. Decoders must never read or write out of bounds (ASan)
- * or crash. */
+ * or crash. rr_rpcmsg_decode_reply (with its one-pass decoding of the short
+ * form) and rr_rpcmsg_decode_reply_general must return the same, leave the
+ * same struct (both started from the same bytes) and the cursor at the same
+ * place, at offsets 0, 4 and 8 of the input; so must rr_rpcmsg_decode_call
+ * and rr_rpcmsg_decode_call_general. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "rpc/rpcmsg.h"
 #include "rpc/xbuf.h"
@@ -123,6 +128,37 @@ static void fuzz_results(const uint8_t *data, size_t size, size_t off)
 	check(rpcrdma_xdr_dec_remaining(&d) <= size);
 }
 
+/* The short form's decoding against the general decoder's, the cursor
+ * starting at @off of the input. */
+static void reply_short_as_general(const uint8_t *data, size_t size, size_t off)
+{
+	struct rr_xdr_dec d, d2;
+	struct rr_rpc_reply r, r2;
+
+	memset(&r, 0x5a, sizeof(r));
+	memset(&r2, 0x5a, sizeof(r2));
+	rr_xdr_dec_init(&d, data, size);
+	rr_xdr_dec_init(&d2, data, size);
+	d.pos = d2.pos = off;
+	check(rr_rpcmsg_decode_reply(&d, &r) == rr_rpcmsg_decode_reply_general(&d2, &r2));
+	check(memcmp(&r, &r2, sizeof(r)) == 0 && d.pos == d2.pos);
+}
+
+/* The same for a Call header. */
+static void call_short_as_general(const uint8_t *data, size_t size, size_t off)
+{
+	struct rr_xdr_dec d, d2;
+	struct rr_rpc_call c, c2;
+
+	memset(&c, 0x5a, sizeof(c));
+	memset(&c2, 0x5a, sizeof(c2));
+	rr_xdr_dec_init(&d, data, size);
+	rr_xdr_dec_init(&d2, data, size);
+	d.pos = d2.pos = off;
+	check(rr_rpcmsg_decode_call(&d, &c) == rr_rpcmsg_decode_call_general(&d2, &c2));
+	check(memcmp(&c, &c2, sizeof(c)) == 0 && d.pos == d2.pos);
+}
+
 static void fuzz_reply(const uint8_t *data, size_t size)
 {
 	struct rr_xdr_dec d, d2;
@@ -131,6 +167,10 @@ static void fuzz_reply(const uint8_t *data, size_t size)
 	uint8_t out[RR_RPC_REPLY_HDR_MAX];
 	int rc;
 
+	for (size_t off = 0; off <= size && off <= 8; off += 4) {
+		reply_short_as_general(data, size, off);
+		call_short_as_general(data, size, off);
+	}
 	rr_xdr_dec_init(&d, data, size);
 	rc = rr_rpcmsg_decode_reply(&d, &r);
 	check(rc == 0 || rc == -EBADMSG);

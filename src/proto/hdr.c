@@ -374,9 +374,73 @@ static int finish(struct rr_hdr *h, enum rr_hdr_dir dir, enum rr_hdr_reason r)
 	return h->verdict == RR_HDR_OK ? 0 : -EPROTO;
 }
 
-/* Fixed fields (RFC 8166 4.2): xid - vers - credit - proc - body */
+/* The short form, decoded in one pass: the header of every inline Call
+ * and Reply without chunks (RFC 8166 4.2 with three empty lists; 4.1: the
+ * Payload stream follows and starts with the RPC XID):
+ *   xid - 1 - credit - RDMA_MSG - 0 - 0 - 0 | xid ...
+ * Returns true when @buf[0..@len) has exactly that form and the general
+ * decoder would accept it (within the inline threshold, the Payload's XID
+ * equal): @h then holds what the general decoder leaves in it (the same
+ * scalars; no chunk). False: @h untouched, the general decoder decides
+ * (every other message, and every one it rejects). The direction does not
+ * matter: such a header is valid both ways. Proven equal to the general
+ * decoder by test hdr_decode_short_as_general and by fuzz_hdr, which
+ * decodes every input both ways (rr_hdr_decode_general). */
+static bool decode_short(struct rr_hdr *h, const void *buf, size_t len,
+			 const struct rr_hdr_limits *lim)
+{
+	struct rr_xdr_dec d;
+	const uint8_t *p;
+	uint32_t xid;
+
+	if (len > lim->inline_threshold)
+		return false;
+	rr_xdr_dec_init(&d, buf, len);
+	if (rr_xdr_get_fixed_ref(&d, RR_HDR_MIN_MSG_SIZE + 4, &p))
+		return false;
+	xid = rr_get_be32(p);
+	if (rr_get_be32(p + 4) != RR_HDR_VERSION || rr_get_be32(p + 12) != RR_HDR_MSG ||
+	    (rr_get_be32(p + 16) | rr_get_be32(p + 20) | rr_get_be32(p + 24)) != 0 ||
+	    rr_get_be32(p + RR_HDR_MIN_MSG_SIZE) != xid)
+		return false;
+	memset(h, 0, offsetof(struct rr_hdr, read));
+	h->xid = xid;
+	h->vers = RR_HDR_VERSION;
+	h->credit = rr_get_be32(p + 8);
+	h->proc = RR_HDR_MSG;
+	h->hdr_len = RR_HDR_MIN_MSG_SIZE;
+	h->payload_off = RR_HDR_MIN_MSG_SIZE;
+	h->payload_len = (uint32_t)(len - RR_HDR_MIN_MSG_SIZE);
+	h->reason = RR_HDR_R_NONE;
+	h->verdict = RR_HDR_OK;
+	return true;
+}
+
+static const struct rr_hdr_limits *limits_or(const struct rr_hdr_limits *lim,
+					     struct rr_hdr_limits *defaults)
+{
+	if (lim)
+		return lim;
+	rr_hdr_limits_init(defaults);
+	return defaults;
+}
+
 int rr_hdr_decode(struct rr_hdr *h, const void *buf, size_t len,
 		  enum rr_hdr_dir dir, const struct rr_hdr_limits *lim)
+{
+	struct rr_hdr_limits defaults;
+
+	if (!h || (!buf && len))
+		return -EINVAL;
+	lim = limits_or(lim, &defaults);
+	if (decode_short(h, buf, len, lim))
+		return 0;
+	return rr_hdr_decode_general(h, buf, len, dir, lim);
+}
+
+/* Fixed fields (RFC 8166 4.2): xid - vers - credit - proc - body */
+int rr_hdr_decode_general(struct rr_hdr *h, const void *buf, size_t len,
+			  enum rr_hdr_dir dir, const struct rr_hdr_limits *lim)
 {
 	struct rr_hdr_limits defaults;
 	struct dec_ctx x;
@@ -384,10 +448,7 @@ int rr_hdr_decode(struct rr_hdr *h, const void *buf, size_t len,
 
 	if (!h || (!buf && len))
 		return -EINVAL;
-	if (!lim) {
-		rr_hdr_limits_init(&defaults);
-		lim = &defaults;
-	}
+	lim = limits_or(lim, &defaults);
 	/* Only the scalar fields (all before @read) are reset; the arrays
 	 * are written before they are read (bounded by nread, nwrite,
 	 * nsegs). */
@@ -648,6 +709,25 @@ static int put_fixed(struct rr_xdr_enc *e, uint32_t xid, uint32_t vers,
 	return 0;
 }
 
+/* The three empty lists of a chunkless header: 0 - 0 - 0 */
+static void put_empty_lists(uint8_t *p)
+{
+	memset(p, 0, RR_HDR_MIN_MSG_SIZE - RR_HDR_FIXED_SIZE);
+}
+
+/* xid - 1 - credit - RDMA_MSG - 0 - 0 - 0 (RFC 8166 4.2) */
+int rr_hdr_encode_short(uint8_t *buf, size_t cap, uint32_t xid, uint32_t credit)
+{
+	if (cap < RR_HDR_MIN_MSG_SIZE)
+		return -EMSGSIZE;
+	rr_put_be32(buf, xid);
+	rr_put_be32(buf + 4, RR_HDR_VERSION);
+	rr_put_be32(buf + 8, credit);
+	rr_put_be32(buf + 12, RR_HDR_MSG);
+	put_empty_lists(buf + RR_HDR_FIXED_SIZE);
+	return (int)RR_HDR_MIN_MSG_SIZE;
+}
+
 static bool chunk_in_range(const struct rr_hdr *h, const struct rr_hdr_chunk *c)
 {
 	return (uint32_t)c->first + c->nsegs <= h->nsegs;
@@ -706,6 +786,15 @@ int rr_hdr_encode_raw(struct rr_xdr_enc *e, const struct rr_hdr *h)
 			return -EINVAL;
 	if (h->has_reply && !chunk_in_range(h, &h->reply))
 		return -EINVAL;
+	if (!h->nread && !h->nwrite && !h->has_reply &&
+	    e->cap - e->pos >= RR_HDR_MIN_MSG_SIZE) {
+		/* no chunk (every inline Call and Reply): the three empty
+		 * lists in one pass, the bytes of the general path below */
+		(void)put_fixed(e, h->xid, h->vers, h->credit, h->proc);
+		put_empty_lists(e->buf + e->pos);
+		e->pos += RR_HDR_MIN_MSG_SIZE - RR_HDR_FIXED_SIZE;
+		return 0;
+	}
 
 	rc = put_fixed(e, h->xid, h->vers, h->credit, h->proc);
 	for (uint32_t i = 0; rc == 0 && i < h->nread; i++) {

@@ -226,6 +226,13 @@ struct rr_hdr {
 int rr_hdr_decode(struct rr_hdr *h, const void *buf, size_t len,
 		  enum rr_hdr_dir dir, const struct rr_hdr_limits *lim);
 
+/* rr_hdr_decode() without its one-pass decoding of the short form (an
+ * RDMA_MSG with three empty lists): every message through the general
+ * decoder. The same results on every input; for the tests and fuzz_hdr that
+ * prove it. */
+int rr_hdr_decode_general(struct rr_hdr *h, const void *buf, size_t len,
+			  enum rr_hdr_dir dir, const struct rr_hdr_limits *lim);
+
 /* The verdict RFC 8166 5.5 mandates for @reason in direction @dir. */
 enum rr_hdr_verdict rr_hdr_verdict_for(enum rr_hdr_dir dir,
 				       enum rr_hdr_reason reason);
@@ -317,6 +324,13 @@ int rr_hdr_encode_raw(struct rr_xdr_enc *e, const struct rr_hdr *h);
 /* rr_hdr_encode() into @buf (@cap bytes): returns the encoded length, or
  * -EMSGSIZE / -EINVAL. */
 int rr_hdr_encode_buf(const struct rr_hdr *h, uint8_t *buf, size_t cap);
+
+/* The short form (RDMA_MSG, three empty lists; RFC 8166 4.2) into @buf
+ * (@cap bytes): xid - 1 - credit - RDMA_MSG - 0 - 0 - 0. The bytes
+ * rr_hdr_encode_buf() writes for rr_hdr_init(h, xid, credit, RR_HDR_MSG)
+ * (test hdr_encode_short_as_general), without the struct. Returns
+ * RR_HDR_MIN_MSG_SIZE or -EMSGSIZE (nothing written). */
+int rr_hdr_encode_short(uint8_t *buf, size_t cap, uint32_t xid, uint32_t credit);
 
 /* Encoded size of @h (as rr_hdr_encode() would write it). */
 size_t rr_hdr_encoded_size(const struct rr_hdr *h);

@@ -434,6 +434,13 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 	for (unsigned i = 0; i < c->nregs; i++)
 		if (!c->regs[i].valid)
 			return -EINVAL;
+	if (c->form == RR_XPRT_FORM_SHORT && c->nregs == 0) {
+		/* no chunk (no registration): the short form's header, the
+		 * bytes the builder below would encode (@h, scratch, is not
+		 * filled: nothing reads it before the next decode into it) */
+		len = rr_hdr_encode_short(buf, cap, c->xid, credit);
+		goto payload;
+	}
 	rr_hdr_init(h, c->xid, credit, c->form == RR_XPRT_FORM_LONG ? RR_HDR_NOMSG : RR_HDR_MSG);
 	if (c->pullup_reg >= 0)
 		len = segs_of(p, &c->regs[c->pullup_reg], c->reduced_len, h, NULL, 0);
@@ -457,6 +464,7 @@ int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 	}
 	if (len == 0)
 		len = rr_hdr_encode_buf(h, buf, cap);
+payload:
 	if (len < 0)
 		return len;
 	off = (size_t)len;

@@ -589,7 +589,10 @@ RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 	h.proc = proc;
 	/* Encode the header into place (the credential is copied). */
 	p = rr_xbuf_enc_room(&call->enc, 24 + 8 + RR_ALIGN4((size_t)h.cred.len) + 8);
-	if (p) {
+	if (p && !locked) {
+		rr_rpcmsg_encode_call_none(p, h.xid, h.prog, h.vers, h.proc);
+		rc = 0;
+	} else if (p) {
 		struct rr_xdr_enc e;
 
 		rr_xdr_enc_init(&e, p, 24 + 8 + RR_ALIGN4((size_t)h.cred.len) + 8);

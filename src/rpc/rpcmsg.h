@@ -133,12 +133,29 @@ int rr_rpcmsg_decode_auth(struct rr_xdr_dec *d, struct rr_rpc_auth *a);
 /* Call header; on success the decoder is positioned at the procedure
  * arguments. @c->rpcvers is ignored when encoding (always 2). */
 int rr_rpcmsg_encode_call(struct rr_xdr_enc *e, const struct rr_rpc_call *c);
+/* The Call header with AUTH_NONE credential and verifier into @p: the
+ * bytes rr_rpcmsg_encode_call writes for them (test
+ * rpcmsg_call_none_as_general), without its checks (there is nothing of
+ * the caller's to check). */
+#define RR_RPC_CALL_NONE_SIZE 40u
+void rr_rpcmsg_encode_call_none(uint8_t p[RR_RPC_CALL_NONE_SIZE], uint32_t xid, uint32_t prog,
+				uint32_t vers, uint32_t proc);
 int rr_rpcmsg_decode_call(struct rr_xdr_dec *d, struct rr_rpc_call *c);
+/* rr_rpcmsg_decode_call() without its one-pass decoding of the short form
+ * (RPC version 2, empty credential and verifier): every Call through the
+ * general decoder. The same results on every input; for the tests and
+ * fuzz_rpcmsg that prove it. */
+int rr_rpcmsg_decode_call_general(struct rr_xdr_dec *d, struct rr_rpc_call *c);
 
 /* Reply header; after an accepted SUCCESS the decoder is positioned at the
  * results (other replies carry no body; trailing bytes are left unread). */
 int rr_rpcmsg_encode_reply(struct rr_xdr_enc *e, const struct rr_rpc_reply *r);
 int rr_rpcmsg_decode_reply(struct rr_xdr_dec *d, struct rr_rpc_reply *r);
+/* rr_rpcmsg_decode_reply() without its one-pass decoding of the short form
+ * (accepted, empty verifier, no more words): every Reply through the general
+ * decoder. The same results on every input; for the tests and fuzz_rpcmsg
+ * that prove it. */
+int rr_rpcmsg_decode_reply_general(struct rr_xdr_dec *d, struct rr_rpc_reply *r);
 
 /* AUTH_SYS body: stamp - machinename<255> - uid - gid - gids<16>.
  * rr_rpcmsg_decode_authsys parses a whole credential body (@body, @len as in

@@ -26,18 +26,6 @@ int rr_xdr_skip(struct rr_xdr_dec *d, size_t n)
 	return 0;
 }
 
-int rr_xdr_get_fixed_ref(struct rr_xdr_dec *d, size_t n, const uint8_t **p)
-{
-	bool ok;
-	size_t pn = padded(n, &ok);
-
-	if (!ok || d->len - d->pos < pn)
-		return -EBADMSG;
-	*p = d->buf + d->pos;
-	d->pos += pn;
-	return 0;
-}
-
 int rr_xdr_get_fixed(struct rr_xdr_dec *d, void *out, size_t n)
 {
 	const uint8_t *p;

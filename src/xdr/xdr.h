@@ -93,8 +93,17 @@ int rr_xdr_skip(struct rr_xdr_dec *d, size_t n);
 /* Fixed-length opaque[n] (section 4.9), copied into @out (n bytes). */
 int rr_xdr_get_fixed(struct rr_xdr_dec *d, void *out, size_t n);
 
-/* Fixed-length opaque[n] returned in place: *@p points into the input. */
-int rr_xdr_get_fixed_ref(struct rr_xdr_dec *d, size_t n, const uint8_t **p);
+/* Fixed-length opaque[n] returned in place: *@p points into the input.
+ * Inline: the one-pass decoders of the common headers (proto/hdr.c,
+ * rpc/rpcmsg.c) take their fixed words through it on every message. */
+static inline int rr_xdr_get_fixed_ref(struct rr_xdr_dec *d, size_t n, const uint8_t **p)
+{
+	if (RR_UNLIKELY(n > SIZE_MAX - 3 || d->len - d->pos < RR_ALIGN4(n)))
+		return -EBADMSG;
+	*p = d->buf + d->pos;
+	d->pos += RR_ALIGN4(n);
+	return 0;
+}
 
 /* Variable-length opaque<maxlen> (section 4.10) returned in place. A length
  * above @maxlen, or beyond the input, is -EBADMSG. */

@@ -10,6 +10,7 @@
 #include "test.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define X 0x11223344u /* the xid of every vector */
 #define FIX(proc) X, 1, 32, (proc)
@@ -64,6 +65,98 @@ TEST(hdr_vec_short_msg)
 	CHECK_MEM(out, msg, 28);
 	CHECK_EQ(rr_hdr_encoded_size(&d), 28);
 	CHECK_EQ(rr_hdr_size(0, 0, 0, false, 0), RR_HDR_MIN_MSG_SIZE);
+}
+
+/* rr_hdr_decode(@msg[0..@n)) and rr_hdr_decode_general() return the same
+ * and leave the same bytes in the whole struct rr_hdr (both started from
+ * the same contents), in both directions, under @lim and the defaults. */
+static void check_short_as_general(const uint8_t *msg, size_t n, const struct rr_hdr_limits *lim)
+{
+	static struct rr_hdr a, b;
+
+	for (int dir = 0; dir < 2; dir++) {
+		enum rr_hdr_dir d = dir ? RR_HDR_DIR_REPLY : RR_HDR_DIR_CALL;
+
+		for (int l = 0; l < 2; l++) {
+			const struct rr_hdr_limits *ll = l ? lim : NULL;
+
+			memset(&a, 0x5a, sizeof(a));
+			memset(&b, 0x5a, sizeof(b));
+			CHECK_EQ(rr_hdr_decode(&a, msg, n, d, ll),
+				 rr_hdr_decode_general(&b, msg, n, d, ll));
+			CHECK(memcmp(&a, &b, sizeof(a)) == 0);
+		}
+	}
+}
+
+/* The short form's one-pass decoding (an RDMA_MSG with three empty lists,
+ * rr_hdr_decode) gives the general decoder's result: on the form itself,
+ * on every truncation and extension of it, on every byte of its first 36
+ * changed to each of a few values (another version, procedure, list
+ * discriminator, a Payload XID that differs, ...), and beyond the inline
+ * threshold. */
+TEST(hdr_decode_short_as_general)
+{
+	static const uint8_t vals[] = {0x00, 0x01, 0x02, 0x04, 0x11, 0x80, 0xff};
+	uint8_t msg[64], m[64];
+	size_t n = rr_test_hex("11223344 00000001 00000020 00000000"
+			       "00000000 00000000 00000000"
+			       "11223344 00000000 00000002", msg, sizeof(msg));
+	struct rr_hdr_limits lim;
+	struct rr_hdr h;
+
+	test_limits(&lim);
+	/* the form itself is accepted, as the general decoder accepts it */
+	REQUIRE_EQ(rr_hdr_decode(&h, msg, n, RR_HDR_DIR_REPLY, &lim), 0);
+	CHECK_EQ(h.payload_len, 12);
+	check_short_as_general(msg, n, &lim);
+	for (size_t k = 0; k <= sizeof(msg); k++)
+		check_short_as_general(msg, k, &lim);   /* truncated, extended by zeros */
+	for (size_t i = 0; i < 36; i++)
+		for (size_t v = 0; v < sizeof(vals); v++) {
+			memcpy(m, msg, sizeof(m));
+			m[i] = vals[v];
+			check_short_as_general(m, n, &lim);
+		}
+	/* beyond the inline threshold: the general decoder's MSG_TOO_LONG */
+	lim.inline_threshold = (uint32_t)n - 1;
+	check_short_as_general(msg, n, &lim);
+	REQUIRE(rr_hdr_decode(&h, msg, n, RR_HDR_DIR_CALL, &lim) != 0);
+	CHECK_EQ(h.reason, RR_HDR_R_MSG_TOO_LONG);
+	/* a Payload XID that differs: discarded as the general decoder does */
+	test_limits(&lim);
+	msg[31] ^= 1;
+	REQUIRE(rr_hdr_decode(&h, msg, n, RR_HDR_DIR_REPLY, &lim) != 0);
+	CHECK_EQ(h.reason, RR_HDR_R_XID_MISMATCH);
+}
+
+/* rr_hdr_encode_short writes the bytes the builder and rr_hdr_encode_buf
+ * write for a chunkless RDMA_MSG, for XIDs and credits of every byte
+ * pattern, at every capacity around the header's 28 bytes (too small:
+ * -EMSGSIZE from both; rr_hdr_encode_short writes nothing). */
+TEST(hdr_encode_short_as_general)
+{
+	static const uint32_t vals[] = {0, 1, 32, 0x80, 0xffff, 0x11223344, 0x80000000u,
+					0xffffffffu};
+	uint8_t a[40], b[40];
+	struct rr_hdr h;
+
+	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
+		for (size_t j = 0; j < sizeof(vals) / sizeof(vals[0]); j++)
+			for (size_t cap = 0; cap <= sizeof(a); cap++) {
+				memset(a, 0xa5, sizeof(a));
+				memset(b, 0xa5, sizeof(b));
+				rr_hdr_init(&h, vals[i], vals[j], RR_HDR_MSG);
+				int n = rr_hdr_encode_short(a, cap, vals[i], vals[j]);
+
+				CHECK_EQ(n, rr_hdr_encode_buf(&h, b, cap));
+				if (n > 0)
+					CHECK_MEM(a, b, sizeof(a));
+				else   /* the builder may leave a partial header */
+					CHECK_EQ(a[0], 0xa5);
+			}
+	REQUIRE_EQ(rr_hdr_encode_short(a, sizeof(a), X, 32), 28);
+	CHECK_EQ(rr_get_be32(a + 12), RR_HDR_MSG);
 }
 
 /* RFC 8166 5.7: Read list 1 - PHLOO - 1 - PHLOO - 1 - PHLOO - 0 (two

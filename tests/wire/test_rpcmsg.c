@@ -419,3 +419,148 @@ TEST(rpcmsg_encode_rejects)
 	REQUIRE_EQ(rr_rpcmsg_encode_reply(&e, &r), 0);
 	CHECK_EQ(rr_xdr_enc_len(&e), RR_RPC_REPLY_HDR_MAX);
 }
+
+/* rr_rpcmsg_decode_reply(@msg[0..@n) from @off) and
+ * rr_rpcmsg_decode_reply_general() return the same, leave the same struct
+ * (both started from the same bytes) and the cursor at the same place. */
+static void check_reply_short_as_general(const uint8_t *msg, size_t n, size_t off)
+{
+	struct rr_xdr_dec a, b;
+	struct rr_rpc_reply ra, rb;
+
+	memset(&ra, 0x5a, sizeof(ra));
+	memset(&rb, 0x5a, sizeof(rb));
+	rr_xdr_dec_init(&a, msg, n);
+	rr_xdr_dec_init(&b, msg, n);
+	a.pos = b.pos = off;
+	CHECK_EQ(rr_rpcmsg_decode_reply(&a, &ra), rr_rpcmsg_decode_reply_general(&b, &rb));
+	CHECK(memcmp(&ra, &rb, sizeof(ra)) == 0);
+	CHECK_EQ(a.pos, b.pos);
+}
+
+/* The short form's one-pass decoding (accepted, empty verifier, an
+ * accept_stat with no more words: rr_rpcmsg_decode_reply) gives the
+ * general decoder's result: for every accept_stat 0..7 and verifier
+ * flavor, on every truncation, on every byte of the first 28 changed to
+ * each of a few values (a Call, a denied Reply, a verifier with a body,
+ * PROG_MISMATCH with or without its range, ...), from offsets 0 and 4. */
+TEST(rpcmsg_reply_short_as_general)
+{
+	static const uint8_t vals[] = {0x00, 0x01, 0x02, 0x03, 0x05, 0x06, 0x80, 0xff};
+	uint8_t msg[40], m[40];
+	struct rr_xdr_dec d;
+	struct rr_rpc_reply r;
+	size_t n = rr_test_hex("00000000 12345678 00000001 00000000 00000000 00000000"
+			       "00000000 cafef00d 00000001 00000002", msg, sizeof(msg));
+
+	REQUIRE_EQ(n, 40);
+	rr_xdr_dec_init(&d, msg, n);
+	d.pos = 4;
+	REQUIRE_EQ(rr_rpcmsg_decode_reply(&d, &r), 0);
+	CHECK_EQ(r.xid, 0x12345678);
+	CHECK_EQ(rr_xdr_dec_pos(&d), 28);
+	for (uint32_t as = 0; as < 8; as++)
+		for (uint32_t fl = 0; fl < 3; fl++) {
+			memcpy(m, msg, sizeof(m));
+			rr_put_be32(m + 16, fl);
+			rr_put_be32(m + 24, as);
+			for (size_t k = 0; k <= sizeof(m); k++) {
+				check_reply_short_as_general(m, k, 4);
+				if (k >= 4)
+					check_reply_short_as_general(m + 4, k - 4, 0);
+			}
+		}
+	for (size_t i = 4; i < 32; i++)
+		for (size_t v = 0; v < sizeof(vals); v++) {
+			memcpy(m, msg, sizeof(m));
+			m[i] = vals[v];
+			check_reply_short_as_general(m, n, 4);
+			check_reply_short_as_general(m, n, 0);
+		}
+}
+
+/* rr_rpcmsg_encode_call_none writes the bytes rr_rpcmsg_encode_call
+ * writes for an AUTH_NONE Call (the client's header of every call without
+ * a credential), for fields of every byte pattern; and the vector. */
+TEST(rpcmsg_call_none_as_general)
+{
+	static const uint32_t vals[] = {0, 1, 3, 100003, 0x80, 0xffff, 0x80000000u, 0xffffffffu};
+	uint8_t a[RR_RPC_CALL_NONE_SIZE], b[RR_RPC_CALL_NONE_SIZE + 4], v[64];
+	size_t nv = rr_test_hex(call_none_hex, v, sizeof(v));
+
+	for (size_t i = 0; i < 8; i++)
+		for (size_t j = 0; j < 8; j++) {
+			struct rr_rpc_call c = {.xid = vals[i], .prog = vals[j], .vers = vals[7 - j],
+						.proc = vals[(i + j) % 8]};
+			struct rr_xdr_enc e;
+
+			rr_xdr_enc_init(&e, b, sizeof(b));
+			REQUIRE_EQ(rr_rpcmsg_encode_call(&e, &c), 0);
+			REQUIRE_EQ(rr_xdr_enc_len(&e), RR_RPC_CALL_NONE_SIZE);
+			memset(a, 0xa5, sizeof(a));
+			rr_rpcmsg_encode_call_none(a, c.xid, c.prog, c.vers, c.proc);
+			CHECK_MEM(a, b, sizeof(a));
+		}
+	REQUIRE(nv >= sizeof(a));
+	rr_rpcmsg_encode_call_none(a, 0x12345678, 100003, 3, 0);
+	CHECK_MEM(a, v, sizeof(a));
+}
+
+/* rr_rpcmsg_decode_call(@msg[0..@n) from @off) and
+ * rr_rpcmsg_decode_call_general() return the same, leave the same struct
+ * (both started from the same bytes) and the cursor at the same place. */
+static void check_call_short_as_general(const uint8_t *msg, size_t n, size_t off)
+{
+	struct rr_xdr_dec a, b;
+	struct rr_rpc_call ca, cb;
+
+	memset(&ca, 0x5a, sizeof(ca));
+	memset(&cb, 0x5a, sizeof(cb));
+	rr_xdr_dec_init(&a, msg, n);
+	rr_xdr_dec_init(&b, msg, n);
+	a.pos = b.pos = off;
+	CHECK_EQ(rr_rpcmsg_decode_call(&a, &ca), rr_rpcmsg_decode_call_general(&b, &cb));
+	CHECK(memcmp(&ca, &cb, sizeof(ca)) == 0);
+	CHECK_EQ(a.pos, b.pos);
+}
+
+/* The short form's one-pass decoding of a Call header (version 2, empty
+ * credential and verifier: rr_rpcmsg_decode_call) gives the general
+ * decoder's result: for 3 credential and verifier flavors each at every
+ * truncation, on every byte of the header changed to each of a few values
+ * (a Reply, another RPC version, a credential or verifier with a body, ...),
+ * from offsets 0 and 4. */
+TEST(rpcmsg_call_short_as_general)
+{
+	static const uint8_t vals[] = {0x00, 0x01, 0x02, 0x03, 0x04, 0x80, 0xff};
+	uint8_t msg[48], m[48];
+	struct rr_xdr_dec d;
+	struct rr_rpc_call c;
+	size_t n = rr_test_hex("00000000 12345678 00000000 00000002 000186a3 00000003 00000000"
+			       "00000000 00000000 00000000 00000000 cafef00d", msg, sizeof(msg));
+
+	REQUIRE_EQ(n, 48);
+	rr_xdr_dec_init(&d, msg, n);
+	d.pos = 4;
+	REQUIRE_EQ(rr_rpcmsg_decode_call(&d, &c), 0);
+	CHECK_EQ(c.prog, 100003);
+	CHECK_EQ(rr_xdr_dec_pos(&d), 44);
+	for (uint32_t cf = 0; cf < 3; cf++)
+		for (uint32_t vf = 0; vf < 3; vf++) {
+			memcpy(m, msg, sizeof(m));
+			rr_put_be32(m + 28, cf);
+			rr_put_be32(m + 36, vf);
+			for (size_t k = 0; k <= sizeof(m); k++) {
+				check_call_short_as_general(m, k, 4);
+				if (k >= 4)
+					check_call_short_as_general(m + 4, k - 4, 0);
+			}
+		}
+	for (size_t i = 4; i < 44; i++)
+		for (size_t v = 0; v < sizeof(vals); v++) {
+			memcpy(m, msg, sizeof(m));
+			m[i] = vals[v];
+			check_call_short_as_general(m, n, 4);
+			check_call_short_as_general(m, n, 0);
+		}
+}
