@@ -84,6 +84,10 @@ static void usage(FILE *f)
 		"  --ops FILE         every measured operation, one line each: workload,\n"
 		"                     transport, connections, thread id, start (ns since the\n"
 		"                     point's first operation started) and latency (ns)\n"
+		"Environment: RPCRDMA_PROGRESS_THREADS sets the progress loops of this\n"
+		"process and, unless RPCRDMA_BENCH_SERVER_PROGRESS_THREADS is set, of the\n"
+		"servers too; RPCRDMA_BENCH_SERVER_PROGRESS_THREADS=N sets the servers' alone\n"
+		"(empty: their default).\n"
 		"Progress goes to stderr. Transports that are not available are reported as\n"
 		"such (rdma:// until the RDMA transport is built in; tirpc without libtirpc).\n",
 		BENCH_SPIN_MAX, BENCH_SPIN_DEFAULT);

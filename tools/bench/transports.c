@@ -23,12 +23,28 @@ void prctl_parent_death(void)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 }
 
+/* RPCRDMA_BENCH_SERVER_PROGRESS_THREADS, when set, is the servers' own
+ * RPCRDMA_PROGRESS_THREADS (empty: the default, whatever this process has), so
+ * one side's loops can be set apart from the other's (issue 16 part AD). */
+static void server_progress_threads(void)
+{
+	const char *v = getenv("RPCRDMA_BENCH_SERVER_PROGRESS_THREADS");
+
+	if (!v)
+		return;
+	if (*v)
+		(void)setenv("RPCRDMA_PROGRESS_THREADS", v, 1);
+	else
+		(void)unsetenv("RPCRDMA_PROGRESS_THREADS");
+}
+
 void serve_child(enum tp tp, int wfd, bool scale)
 {
 	int lfd = -1, port = 0, rc;
 
 	signal(SIGPIPE, SIG_IGN);
 	prctl_parent_death();
+	server_progress_threads();
 	switch (tp) {
 	case TP_RDMA: rc = rr_server("rdma", &port, scale); break;
 	case TP_TCP: rc = rr_server("tcp", &port, scale); break;
