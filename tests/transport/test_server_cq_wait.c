@@ -283,7 +283,8 @@ static int h_gate(struct rpcrdma_req *r, void *ctx)
  * layer in one release of the shard's lock (server.c sv_deliver), not one
  * each. The loop is held in the first Call's inline handler while 8 more
  * reach the server's socket; the next drain takes them together: 2
- * batches for 9 Calls (9, one per Call, before). Counted, not timed. */
+ * batches for 9 Calls (at most 3, see the end; 9, one per Call, before).
+ * Counted, not timed. */
 TEST(server_delivers_calls_in_batches)
 {
 	enum { K = 8 };
@@ -344,8 +345,13 @@ TEST(server_delivers_calls_in_batches)
 		rpcrdma_call_destroy(call[i]);
 	}
 	REQUIRE_EQ(rpcrdma_server_stats(s, &b), 0);
-	/* Call 0 alone, then the 8 together */
-	CHECK_EQ(b.deliver_batches - a.deliver_batches, 2u);
+	/* Call 0 alone, then the 8 together: 2 batches; 3 when the 8 came in
+	 * two drains (a Call counted as sent is posted, not yet necessarily
+	 * written to the server's socket: on a slow machine, the Debian 13
+	 * lab VM, the client's transmit may still be writing the last ones
+	 * when the first drain runs). One batch per Call would be 9. */
+	CHECK(b.deliver_batches - a.deliver_batches >= 2u);
+	CHECK(b.deliver_batches - a.deliver_batches <= 3u);
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
 }
