@@ -346,24 +346,25 @@ enum rr_xprt_rsp_action {
 
 /* A received Call in progress (responder receive context). */
 struct rr_xprt_rcall {
-	/* Scalars first: a context is zeroed up to @hdr when (re)used; the
-	 * header and the arrays after it are read only below the counts the
-	 * decoder and rr_xprt_rsp_recv set. */
+	/* Scalars first: a context is zeroed up to @hdr when (re)used (64
+	 * bytes, a static assertion in xprt_rsp.c keeps them so: Issue 16
+	 * part AF); the header and the arrays after it are read only below
+	 * the counts the decoder and rr_xprt_rsp_recv set. The Read sink's
+	 * registration is the session's (struct rs_req's read_mem). */
+	uint8_t *buf;                /* rebuilt stream (+ staging for Long Call) */
+	uint8_t *msg;                /* the Call message */
+	void *user;
 	uint32_t xid;
 	uint32_t credit;             /* requested credits */
 	uint32_t proc;
-	uint8_t *buf;                /* rebuilt stream (+ staging for Long Call) */
 	uint32_t buf_len;
 	uint32_t buf_cap;            /* bytes allocated at @buf (>= buf_len) */
-	uint8_t *msg;                /* the Call message */
 	uint32_t msg_len;
 	uint32_t nreads;
 	uint32_t read_bytes;
 	/* Layout plan, used by assemble: inline pieces to copy. */
 	uint32_t ncopies;
 	uint32_t nitems;            /* Read chunks other than position zero */
-	struct rr_xprt_reg reg;     /* read sink registration (driver fills) */
-	void *user;
 	struct rr_hdr hdr;           /* the Call's header (chunks) */
 	struct rr_xprt_read_op reads[RR_XPRT_MAX_READS];
 	struct {

@@ -10,6 +10,8 @@
 #include "proto/rrep.h"
 #include "proto/xprt.h"
 
+_Static_assert(offsetof(struct rr_xprt_rcall, hdr) <= 64,
+	       "rr_xprt_rcall: the scalars reset per Call beyond one cache line");
 /* A Call's Read chunks are its inline pieces' separators: one rebuilt item
  * each (item_pos[], item_len[]), one copy between two of them (copies[]). */
 _Static_assert(RR_HDR_MAX_READ_CHUNKS <= RR_XPRT_MAX_ITEMS,
@@ -336,9 +338,6 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 		rc->read_bytes += rc->reads[i].len;
 	rc->msg = rc->buf;
 	rc->msg_len = (uint32_t)total;
-	rc->reg.base = rc->buf;
-	rc->reg.len = rc->buf_len;
-	rc->reg.access = RR_XPRT_ACC_LOCAL_WRITE;
 	if (st)
 		count_call(st, rc, h);
 	if (rc->nreads == 0) {

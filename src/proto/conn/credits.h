@@ -181,8 +181,9 @@ bool rr_cred_pool_room(const struct rr_cred_pool *p);
 bool rr_cred_pool_safe(const struct rr_cred_pool *p);
 
 struct rr_cred_rsp {
+	/* the fields every Call and Reply touches first, together (Issue 16
+	 * part AF: @own between @pool and them cost a line per call) */
 	struct rr_cred_pool *pool;  /* &own, or a shared pool once joined */
-	struct rr_cred_pool own;
 	uint32_t max_credits; /* configured grant ceiling, >= 1 */
 	uint32_t done_max;    /* cap on RDMA_DONEs owed; 0: reliable reply off */
 	uint64_t limit;       /* L: Calls the peer may have sent in all (1 at start) */
@@ -201,6 +202,7 @@ struct rr_cred_rsp {
 	uint32_t last_grant;  /* grant of the last Reply (0 before the first) */
 	uint32_t added;       /* increase of what the peer may send, not yet
 				 taken (rr_cred_rsp_take_added) */
+	struct rr_cred_pool own;    /* the private pool, until joined */
 };
 
 /* A connection with a private pool of @nrecv Receives (posted by the

@@ -29,7 +29,8 @@ void rs_req_free(struct rr_conn *c, struct rs_req *r)
 		rs_reading_del(c, r);
 		r->reading = false;
 	}
-	rr_conn_unreg(c, &r->read_mem);
+	if (r->read_reg)
+		rr_conn_unreg(c, &r->read_mem);
 	rr_xprt_rcall_release(&c->rsp, r->rc);
 	if (!rr_spare_put(&c->spare_reqs, r))
 		rr_free(c->env, r);

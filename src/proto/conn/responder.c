@@ -77,6 +77,8 @@ static void start_reads(struct rr_conn *c, struct rs_req *r)
 {
 	struct rs_req **pp = &c->readq;
 
+	memset(&r->read_mem, 0, sizeof(r->read_mem));
+	r->read_reg = true;
 	r->read_mem.base = r->rc->buf;
 	r->read_mem.len = r->rc->buf_len;
 	r->read_mem.access = RR_XPRT_ACC_LOCAL_WRITE;
@@ -94,6 +96,10 @@ static void start_reads(struct rr_conn *c, struct rs_req *r)
 	c->reading = r;
 	pump_reads(c);
 }
+
+/* The reset of a request (rs_on_recv) stays within two cache lines. */
+_Static_assert(offsetof(struct rs_req, read_mem) <= 128,
+	       "rs_req: the per-call fields beyond two cache lines");
 
 void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len)
 {
@@ -133,7 +139,7 @@ void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 		rs_refuse_xid(c, NULL, xid);
 		return;
 	}
-	memset(r, 0, offsetof(struct rs_req, wmem));
+	memset(r, 0, offsetof(struct rs_req, read_mem));
 	c->nreqs++;
 	r->rc = rc;
 	if (a == RR_XPRT_A_DELIVER) {
@@ -174,7 +180,7 @@ void rs_on_read(struct rr_conn *c, struct rs_req *r, int status)
 		pump_reads(c);
 		return;
 	}
-	rr_conn_unreg(c, &r->read_mem);
+	rr_conn_unreg(c, &r->read_mem);   /* read_reg: start_reads */
 	rs_reading_del(c, r);
 	r->reading = false;
 	a = rr_xprt_rsp_assemble(&c->rsp, r->rc, rs_last_grant(c),

@@ -188,7 +188,6 @@ struct tp_ep_ops {
 struct tp_conn {
 	struct tp_ep *ep;
 	struct rr_conn *sess;        /* its session (client: the client's) */
-	struct rr_conn_io io;        /* server: its session's actions (ctx: it) */
 	struct rpcrdma_pd *pd;
 	struct tp_cq *tcq;           /* its share of a port's CQ */
 	struct tp_conn *qnext;       /* tcq->conns (port lock) */
@@ -250,6 +249,10 @@ struct tp_conn {
 	struct tp_ev evs[TP_CONN_EVS];   /* its CM events on their way */
 	bool cm_lost;                /* an event could not be handed: it ends */
 	struct rr_tp_bc *bcs;        /* responder: opened for backward Calls */
+	/* server: its session's actions (ctx: it), copied by the session
+	 * when made: cold, last (Issue 16 part AF: between @sess and @tcq it
+	 * put @ep and @seen in different lines, both read per completion) */
+	struct rr_conn_io io;
 };
 
 /* A server connection opened for backward Calls (tp.h). */
