@@ -9,6 +9,7 @@
 
 #include "common/spare.h"
 #include "proto/conn/conn.h"
+#include "xdr/xdr.h"
 
 /* Completion tokens: an object pointer (16-byte aligned allocations) with
  * the kind of work in the low 4 bits. */
@@ -350,6 +351,21 @@ void rs_failed_note(struct rr_conn *c, uint32_t xid);
  * (true: its Receive reposted); false: not one, the role's own path takes
  * it. */
 bool bc_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len);
+/* Requester: whether @buf may be a reverse Call, the one word that tells
+ * (RFC 8167 section 4.2: a reverse message has three empty chunk lists, so
+ * its RPC msg_type is word 8, CALL = 0). False exactly where bc_on_recv
+ * would say false at a requester (its first test, bc_maybe, needs that word
+ * to be CALL): a forward Reply skips the call and its nine-word decode. */
+static inline bool bc_may_be_call(const uint8_t *buf, uint32_t len)
+{
+	struct rr_xdr_dec d;
+	const uint8_t *hdr;
+	uint32_t mtype;
+
+	rr_xdr_dec_init(&d, buf, len);
+	return !rr_xdr_get_fixed_ref(&d, 8 * 4, &hdr) && !rr_xdr_get_u32(&d, &mtype) &&
+	       mtype == 0 /* CALL */;
+}
 void bc_up(struct rr_conn *c);
 void bc_down(struct rr_conn *c);
 /* Responder: sends queued backward Calls while credits and slots allow. */

@@ -117,7 +117,9 @@ void rq_pump(struct rr_conn *c)
 {
 	struct rr_cred_node *n;
 
-	if (!c->up)
+	/* nothing queued (a synchronous caller's Reply): nothing to send, and
+	 * the check at the end needs a queued Call */
+	if (!c->up || !c->rcred.queued)
 		return;
 	while ((n = rr_cred_req_next(&c->rcred)) != NULL) {
 		struct rq_call *k = RR_CONTAINER_OF(n, struct rq_call, node);
