@@ -141,7 +141,9 @@ int rr_verbs_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *a, struct
 	q->held_tail = &q->held;
 	q->base.attr = *a;
 	q->base.qp_num = 0;
-	/* the dispatch layer sets these after create; the rule needs them now */
+	/* the dispatch layer sets these after create; the rule needs them now
+	 * (vb_cq_srq allocates through the PD's context) */
+	q->base.pd = pd;
 	q->base.send_cq = RR_BASE(cq, a->send_cq);
 	q->base.recv_cq = RR_BASE(cq, a->recv_cq);
 	q->base.srq = a->srq ? RR_BASE(srq, a->srq) : NULL;
