@@ -92,14 +92,14 @@ if lab_section unit; then
 		lab_pair $p
 		lab_cap_start unit-verbs-$p $IF disable:rpcordma - $( [ $p = siw ] && echo iwarp_ddp_rdmap || echo infiniband ) "verbs provider loopback test over $p"
 		RR_VERBS_SERVER_DEV=$DS RR_VERBS_SERVER_ADDR=$S RR_VERBS_CLIENT_DEV=$DC RR_VERBS_CLIENT_ADDR=$C \
-			timeout 120 /share/rr-tests rdma_verbs_loopback rdma_verbs_srq > $LAB_OUT/rr-tests-verbs-$p.log 2>&1; rc=$?
+			timeout 180 /share/rr-tests rdma_verbs_loopback rdma_verbs_srq rdma_verbs_async_errors > $LAB_OUT/rr-tests-verbs-$p.log 2>&1; rc=$?
 		tail -n 15 $LAB_OUT/rr-tests-verbs-$p.log
 		if grep -q 'nothing run' $LAB_OUT/rr-tests-verbs-$p.log; then
-			lab_skip "unit: rdma_verbs_loopback, rdma_verbs_srq on $p: $(grep 'nothing run' $LAB_OUT/rr-tests-verbs-$p.log | head -n 1)"
+			lab_skip "unit: rdma_verbs_loopback, rdma_verbs_srq, rdma_verbs_async_errors on $p: $(grep 'nothing run' $LAB_OUT/rr-tests-verbs-$p.log | head -n 1)"
 		elif [ $rc = 0 ]; then
-			lab_pass "unit: rdma_verbs_loopback, rdma_verbs_srq on $DS/$DC ($p): $(tail -n 1 $LAB_OUT/rr-tests-verbs-$p.log)"
+			lab_pass "unit: rdma_verbs_loopback, rdma_verbs_srq, rdma_verbs_async_errors on $DS/$DC ($p): $(tail -n 1 $LAB_OUT/rr-tests-verbs-$p.log)"
 		else
-			lab_fail "unit: rdma_verbs_loopback, rdma_verbs_srq on $DS/$DC ($p) rc=$rc"
+			lab_fail "unit: rdma_verbs_loopback, rdma_verbs_srq, rdma_verbs_async_errors on $DS/$DC ($p) rc=$rc"
 		fi
 		lab_cap_stop
 	done

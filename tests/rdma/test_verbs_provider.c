@@ -18,6 +18,9 @@
  *  - the same, shared receive queues (rdma_verbs_srq). */
 #include "test.h"
 #include "rpcrdma/rdma.h"
+#ifdef RPCRDMA_HAVE_VERBS
+#include "rdma/verbs/verbs.h" /* verbs_counters, the granted CQ size */
+#endif
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -630,4 +633,207 @@ TEST(rdma_verbs_srq)
 	CHECK_EQ(rpcrdma_srq_destroy(srq), 0);
 	side_down(&c);
 	side_down(&s);
+}
+
+/* Connects @cqp of @c to @sqp of @s through the listener @lid (its address
+ * in @sin), with the RFC 8797 blocks both ways; the ids in @cid and @sid. */
+static void pair_connect(struct side *s, struct side *c, const struct sockaddr_in *sin,
+			 const char *caddr, struct rpcrdma_qp *sqp, struct rpcrdma_qp *cqp,
+			 struct rpcrdma_cm_id **sid, struct rpcrdma_cm_id **cid)
+{
+	struct rpcrdma_conn_param cp = {.private_data = cli_pd, .private_data_len = 8,
+					.responder_resources = 4, .initiator_depth = 4};
+	struct rpcrdma_cm_event ev;
+	struct sockaddr_in csin;
+
+	fill_sin(&csin, caddr, 0);
+	cp.src_addr = (struct sockaddr *)&csin;
+	cp.src_addrlen = sizeof(csin);
+	REQUIRE_EQ(rpcrdma_connect(c->ch, cqp, (const struct sockaddr *)sin, sizeof(*sin), &cp,
+				   NULL, cid), 0);
+	REQUIRE_EQ(wait_cm(s, c, &ev), 0);
+	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+	*sid = ev.id;
+	cp.private_data = srv_pd;
+	cp.src_addr = NULL;
+	REQUIRE_EQ(rpcrdma_accept(*sid, sqp, &cp), 0);
+	REQUIRE_EQ(wait_cm(c, s, &ev), 0);
+	REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+	REQUIRE_EQ(wait_cm(s, c, &ev), 0);
+	REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+}
+
+#ifdef RPCRDMA_HAVE_VERBS
+/* The CQ admission rule on a device (docs/rdma-provider.md "CQ sizing"):
+ * against the capacity the device granted (siw rounds a CQ up to a power
+ * of two, rxe to one less than a power of two), a QP whose queues fill
+ * the CQ is taken, one more entry is refused -ENOSPC until the first QP is
+ * destroyed; an SRQ's Receives are not counted (the consumer bounds them,
+ * as on soft). */
+static void cq_sizing_on_device(struct side *s)
+{
+	struct rpcrdma_cq_attr ca = {.cqe = 16};
+	struct rpcrdma_qp *a, *b, *d;
+	struct rpcrdma_srq *srq;
+	struct rpcrdma_cq *cq;
+	uint32_t g;
+
+	REQUIRE_EQ(rpcrdma_cq_create(s->ctx, &ca, &cq), 0);
+	g = RR_BASE(cq, cq)->cqe;
+	fprintf(stderr, "  %s: a CQ of 16 is granted %u entries\n", s->caps.device, g);
+	REQUIRE(g >= 16);
+	{
+		struct rpcrdma_qp_attr qa = {.send_cq = cq, .recv_cq = cq, .max_send_wr = g / 2,
+					     .max_recv_wr = g - g / 2, .max_send_sge = 1,
+					     .max_recv_sge = 1};
+		struct rpcrdma_qp_attr qb = qa;
+
+		qb.max_send_wr = 1;
+		qb.max_recv_wr = 1;
+		REQUIRE_EQ(rpcrdma_qp_create(s->pd, &qa, &a), 0);
+		CHECK_EQ(rpcrdma_qp_create(s->pd, &qb, &b), -ENOSPC);
+		CHECK_EQ(rpcrdma_qp_destroy(a), 0);
+		REQUIRE_EQ(rpcrdma_qp_create(s->pd, &qb, &b), 0);
+		CHECK_EQ(rpcrdma_qp_destroy(b), 0);
+	}
+	if (s->caps.flags & RPCRDMA_CAP_SRQ) {
+		/* an SRQ's Receives are not counted (the consumer bounds them:
+		 * an SRQ deeper than the CQ is fine); two QPs of it sending
+		 * g / 2 each fill the CQ, one more send entry does not fit */
+		struct rpcrdma_srq_attr sa = {.max_wr = 4 * g, .max_sge = 1};
+		struct rpcrdma_qp_attr qa = {.send_cq = cq, .recv_cq = cq,
+					     .max_send_wr = g / 2, .max_send_sge = 1};
+		struct rpcrdma_qp_attr qd = {.send_cq = cq, .recv_cq = cq, .max_send_wr = 1,
+					     .max_send_sge = 1};
+
+		REQUIRE_EQ(rpcrdma_srq_create(s->pd, &sa, &srq), 0);
+		qa.srq = qd.srq = srq;
+		REQUIRE_EQ(rpcrdma_qp_create(s->pd, &qa, &a), 0);
+		qa.max_send_wr = g - g / 2;
+		REQUIRE_EQ(rpcrdma_qp_create(s->pd, &qa, &b), 0);
+		CHECK_EQ(rpcrdma_qp_create(s->pd, &qd, &d), -ENOSPC);
+		CHECK_EQ(rpcrdma_qp_destroy(b), 0);
+		REQUIRE_EQ(rpcrdma_qp_create(s->pd, &qd, &d), 0);
+		CHECK_EQ(rpcrdma_qp_destroy(d), 0);
+		CHECK_EQ(rpcrdma_qp_destroy(a), 0);
+		CHECK_EQ(rpcrdma_srq_destroy(srq), 0);
+	}
+	CHECK_EQ(rpcrdma_cq_destroy(cq), 0);
+}
+#endif
+
+/* Asynchronous errors on real devices (docs/interop.md "Asynchronous
+ * errors on verbs://"): the CQ admission rule, then a QP access error: the
+ * client RDMA-Writes to a registration the server has deregistered (an
+ * invalidated rkey). Where the device raises a QP event the server's
+ * connection ends with that event's errno and qp_errors moves; siw raises
+ * none but terminates the connection (DISCONNECTED, status 0, both ends);
+ * rxe (Linux 6.1) raises none and keeps the connection: the requester's
+ * Write completes REM_ACCESS_ERR and its disconnect ends it. What each
+ * device does is printed (the findings of docs/interop.md). Same
+ * environment variables as rdma_verbs_loopback. */
+TEST(rdma_verbs_async_errors)
+{
+#ifdef RPCRDMA_HAVE_VERBS
+	const char *saddr, *caddr;
+	struct rpcrdma_cm_id *lid, *sid, *cid;
+	struct rpcrdma_cm_event ev;
+	struct sockaddr_in sin;
+	struct sockaddr_storage ss;
+	struct rpcrdma_mr *gone;
+	struct rpcrdma_wc wc;
+	struct side s, c;
+	uint64_t qp0 = atomic_load(&verbs_counters.qp_errors);
+	uint64_t cq0 = atomic_load(&verbs_counters.cq_errors);
+	uint64_t qpe;
+	uint32_t stag;
+	int st[2];
+	bool iwarp;
+
+	sides_up(&s, &c, &saddr, &caddr);
+	iwarp = c.caps.transport == RPCRDMA_TRANSPORT_IWARP;
+	cq_sizing_on_device(&s);
+	fill_sin(&sin, saddr, 0);
+	REQUIRE_EQ(rpcrdma_listen(s.ch, (struct sockaddr *)&sin, sizeof(sin), 4, &s, &lid), 0);
+	REQUIRE_EQ(rpcrdma_cm_local_addr(lid, &ss), 0);
+	sin.sin_port = ((struct sockaddr_in *)&ss)->sin_port;
+	pair_connect(&s, &c, &sin, caddr, s.qp, c.qp, &sid, &cid);
+	s.id = sid;
+	c.id = cid;
+	/* an rkey the server had and gave up */
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(s.pd, s.buf + 32768, 4096,
+					 RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_WRITE,
+					 &gone), 0);
+	stag = rpcrdma_mr_rkey(gone);
+	{
+		struct rpcrdma_sge sge = {(uintptr_t)c.buf, 64, rpcrdma_mr_lkey(c.mr)};
+		struct rpcrdma_send_wr w = {.wr_id = 41, .sg_list = &sge, .num_sge = 1,
+					    .opcode = RPCRDMA_WR_RDMA_WRITE,
+					    .flags = RPCRDMA_SEND_SIGNALED};
+
+		w.u.rdma.remote_offset = rpcrdma_mr_remote_offset(gone);
+		w.u.rdma.stag = stag;
+		CHECK_EQ(rpcrdma_dereg_mr(gone), 0);
+		REQUIRE_EQ(rpcrdma_post_send(c.qp, &w, NULL), 0);
+	}
+	REQUIRE_EQ(wait_wc(c.cq, &wc), 1);
+	fprintf(stderr, "  %s -> %s: RDMA Write to deregistered stag 0x%08x completes %s "
+		"(vendor_err 0x%x)\n", c.caps.device, s.caps.device, stag,
+		rpcrdma_wc_status_str(wc.status), wc.vendor_err);
+	CHECK_EQ(wc.wr_id, 41);
+	if (iwarp) {
+		/* an iWARP Write completes once sent; the responder (siw)
+		 * answers with a Terminate (DDP, tagged buffer, invalid STag)
+		 * and closes: both ends see DISCONNECTED */
+		CHECK(wc.status == RPCRDMA_WC_SUCCESS || wc.status == RPCRDMA_WC_REM_ACCESS_ERR);
+	} else {
+		/* IB: the responder's NAK completes the Write in error, the
+		 * requester's QP is in the error state */
+		CHECK_EQ(wc.status, RPCRDMA_WC_REM_ACCESS_ERR);
+	}
+	for (int i = 0; i < 2; i++) {
+		bool srv = i == 0;
+
+		st[i] = wait_cm(srv ? &s : &c, srv ? &c : &s, &ev);
+		if (st[i] == 0) {
+			fprintf(stderr, "  %s (%s): %s status %d\n", srv ? "server" : "client",
+				srv ? s.caps.device : c.caps.device,
+				rpcrdma_cm_event_str(ev.type), ev.status);
+			CHECK_EQ(ev.type, RPCRDMA_CM_DISCONNECTED);
+			st[i] = ev.status;
+		} else {
+			fprintf(stderr, "  %s: no CM event in 10 s (%d)\n", srv ? "server" : "client",
+				st[i]);
+			st[i] = 1;
+		}
+	}
+	qpe = atomic_load(&verbs_counters.qp_errors) - qp0;
+	fprintf(stderr, "  counters: qp_errors +%llu, cq_errors +%llu\n", (unsigned long long)qpe,
+		(unsigned long long)(atomic_load(&verbs_counters.cq_errors) - cq0));
+	CHECK_EQ(atomic_load(&verbs_counters.cq_errors), cq0);
+	if (qpe) {
+		/* the device raised a QP event: the server's connection ended
+		 * with its errno (docs/rdma-provider.md "Asynchronous errors") */
+		CHECK(st[0] == -EACCES || st[0] == -EIO || st[0] == -EPROTO);
+	} else if (iwarp) {
+		/* siw raises none: the Terminate ends the connection */
+		CHECK_EQ(st[0], 0);
+		CHECK_EQ(st[1], 0);
+	} else {
+		/* rxe (6.1) raises none and nothing disconnects: the
+		 * requester, whose Write failed, ends it; both ends hear */
+		CHECK_EQ(st[0], 1);
+		CHECK_EQ(st[1], 1);
+		REQUIRE_EQ(rpcrdma_disconnect(c.id), 0);
+		REQUIRE_EQ(wait_cm(&c, &s, &ev), 0);
+		CHECK_EQ(ev.type, RPCRDMA_CM_DISCONNECTED);
+		REQUIRE_EQ(wait_cm(&s, &c, &ev), 0);
+		CHECK_EQ(ev.type, RPCRDMA_CM_DISCONNECTED);
+	}
+	CHECK_EQ(rpcrdma_cm_id_destroy(lid), 0);
+	side_down(&c);
+	side_down(&s);
+#else
+	rr_test_skip("built without the rdma-core provider");
+#endif
 }

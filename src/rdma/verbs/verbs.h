@@ -85,23 +85,14 @@ struct vb_mw {
 	struct ibv_mw *mw;
 };
 
-/* An SRQ whose QPs complete their Receives on a CQ: its depth is counted
- * once on that CQ (vb_cq.used), whatever the number of its QPs there. */
-struct vb_cq_srq {
-	struct vb_srq *srq;
-	uint32_t nqps;
-	struct vb_cq_srq *next;
-};
-
 struct vb_cq {
 	struct rr_cq base;
 	struct ibv_comp_channel *ch;
 	struct ibv_cq *cq;
 	atomic_int err;                   /* failed for good (IBV_EVENT_CQ_ERR):
 					     poll and arm answer it */
-	pthread_mutex_t lock;             /* used, srqs */
+	pthread_mutex_t lock;             /* used */
 	uint32_t used;                    /* entries its QPs' queues may fill */
-	struct vb_cq_srq *srqs;
 };
 
 struct vb_precv {
@@ -127,7 +118,6 @@ struct vb_qp {
 	atomic_int fatal;                 /* failed by an asynchronous event: the
 					     errno of its DISCONNECTED */
 	uint32_t charged_send, charged_recv; /* CQ entries taken (vb_cq.used) */
-	bool charged_srq;                 /* its SRQ counted on its recv CQ */
 };
 
 struct vb_ch {

@@ -9,8 +9,9 @@
  * providers (docs/rdma-provider.md "CQ sizing"): a QP is created only while
  * the depths of its queues that complete on a CQ, with those of the CQ's
  * other QPs, fit the CQ's cqe (-ENOSPC otherwise; -EIO on a failed CQ); an
- * SRQ's depth counts once per CQ its QPs complete on (verbs has no
- * per-QP receive quota to bound it); what the device grants beyond the
+ * SRQ's Receives are not counted (as on soft: the consumer bounds what its
+ * peers may send, the RPC transport by its credits; a peer sending beyond
+ * overruns the CQ, a CQ error); what the device grants beyond the
  * request at creation is counted then, and reported only if it fits. */
 #include "rdma/verbs/verbs.h"
 
@@ -38,46 +39,6 @@ void vb_cq_uncharge(struct vb_cq *cq, uint32_t n)
 	pthread_mutex_unlock(&cq->lock);
 }
 
-/* @q's SRQ counted on its receive CQ (once per SRQ and CQ), or undone
- * (@add false). */
-static int vb_cq_srq(struct vb_qp *q, bool add)
-{
-	struct vb_cq *cq = VB_CQ(q->base.recv_cq);
-	struct vb_srq *srq = VB_SRQ(q->base.srq);
-	const struct rpcrdma_env *env = q->base.pd->ctx->env;
-	struct vb_cq_srq **pp, *e;
-	int rc = 0;
-
-	pthread_mutex_lock(&cq->lock);
-	for (pp = &cq->srqs; *pp && (*pp)->srq != srq; pp = &(*pp)->next)
-		;
-	e = *pp;
-	if (!add) {
-		if (e && --e->nqps == 0) {
-			*pp = e->next;
-			cq->used -= RR_MIN(srq->base.attr.max_wr, cq->used);
-			rr_free(env, e);
-		}
-	} else if (e) {
-		e->nqps++;
-	} else if (atomic_load(&cq->err)) {
-		rc = -EIO;
-	} else if (srq->base.attr.max_wr > cq->base.cqe ||
-		   cq->used > cq->base.cqe - srq->base.attr.max_wr) {
-		rc = -ENOSPC;
-	} else if (!(e = rr_zalloc(env, sizeof(*e)))) {
-		rc = -ENOMEM;
-	} else {
-		e->srq = srq;
-		e->nqps = 1;
-		e->next = cq->srqs;
-		cq->srqs = e;
-		cq->used += srq->base.attr.max_wr;
-	}
-	pthread_mutex_unlock(&cq->lock);
-	return rc;
-}
-
 /* Gives back what @q took of its CQs. */
 static void vb_qp_uncharge(struct vb_qp *q)
 {
@@ -85,10 +46,7 @@ static void vb_qp_uncharge(struct vb_qp *q)
 		vb_cq_uncharge(VB_CQ(q->base.send_cq), q->charged_send);
 	if (q->charged_recv)
 		vb_cq_uncharge(VB_CQ(q->base.recv_cq), q->charged_recv);
-	if (q->charged_srq)
-		(void)vb_cq_srq(q, false);
 	q->charged_send = q->charged_recv = 0;
-	q->charged_srq = false;
 }
 
 /* Takes @send more entries of @q's send CQ and @recv of its receive CQ
@@ -141,15 +99,13 @@ int rr_verbs_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *a, struct
 	q->held_tail = &q->held;
 	q->base.attr = *a;
 	q->base.qp_num = 0;
-	/* the dispatch layer sets these after create; the rule needs them now */
+	/* the dispatch layer sets these after create; the rule needs them now
+	 * (the PD too: the teardown of a failed create uses its context) */
+	q->base.pd = pd;
 	q->base.send_cq = RR_BASE(cq, a->send_cq);
 	q->base.recv_cq = RR_BASE(cq, a->recv_cq);
 	q->base.srq = a->srq ? RR_BASE(srq, a->srq) : NULL;
 	rc = vb_qp_charge(q, a->max_send_wr, q->base.srq ? 0 : a->max_recv_wr);
-	if (rc == 0 && q->base.srq) {
-		rc = vb_cq_srq(q, true);
-		q->charged_srq = rc == 0;
-	}
 	if (rc < 0) {
 		vb_qp_uncharge(q);
 		pthread_mutex_destroy(&q->post_lock);
