@@ -31,25 +31,15 @@ import collections
 import re
 import sys
 
-LINE = re.compile(r'^\s*(.+?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+(\S+):\s+(.*)$')
+from ops_point import LINE, read_point
 
 
 def main(a):
     sched, opsf, tp, conns, pids = a[0], a[1], a[2], int(a[3]), set(a[4].split(','))
     min_ns = float(a[5]) * 1e3 if len(a) > 5 else 1e6
     srv = a[6].split(',') if len(a) > 6 else None
-    t0, ops = None, []
-    with open(opsf) as f:
-        for line in f:
-            w = line.split()
-            if line.startswith('#'):
-                if w[2] == tp and int(w[9]) == conns:
-                    t0 = int(w[13])
-            elif w[1] == tp and int(w[2]) == conns:
-                ops.append((int(w[4]), int(w[5]), w[3]))
-    if t0 is None:
-        sys.exit("no point %s with %d connections in %s" % (tp, conns, opsf))
-    slow = sorted((s + t0, s + t0 + d, tid) for s, d, tid in ops if d > min_ns)
+    _t0, ops = read_point(opsf, tp, conns)
+    slow = sorted((s, e, tid) for s, e, tid in ops if e - s > min_ns)
     tgid, events = {}, []
     with open(sched) as f:
         for line in f:

@@ -29,22 +29,14 @@ import collections
 import re
 import sys
 
-LINE = re.compile(r'^\s*(.+?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+(\S+):\s+(.*)$')
+from ops_point import LINE, read_point
 
 
 def point(opsf, tp, conns):
-    t0, ops = None, []
-    with open(opsf) as f:
-        for line in f:
-            w = line.split()
-            if line.startswith('#'):
-                if w[2] == tp and int(w[9]) == conns:
-                    t0 = int(w[13])
-            elif w[1] == tp and int(w[2]) == conns:
-                ops.append((int(w[4]), int(w[5])))
-    if t0 is None or not ops:
+    t0, ops = read_point(opsf, tp, conns)
+    if not ops:
         sys.exit("no point %s with %d connections in %s" % (tp, conns, opsf))
-    return t0, [(s + t0, s + t0 + d) for s, d in ops]
+    return t0, [(s, e) for s, e, _tid in ops]
 
 
 def main(a):
