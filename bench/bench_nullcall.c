@@ -206,15 +206,32 @@ static int rr_serve(const char *scheme)
 		pause();
 }
 
+/* The synchronous loops' client: made, or the reason said. */
+static int client_open(const char *url, struct rpcrdma_client **c)
+{
+	int rc = rpcrdma_client_create(url, BENCH_PROG, BENCH_VERS, NULL, c);
+
+	if (rc)
+		fprintf(stderr, "bench_nullcall: %s: %s\n", url, rpcrdma_strerror(rc));
+	return rc;
+}
+
+/* Destroys @c; the exit status of a loop that ended with @rc (said, as @what's). */
+static int client_close(struct rpcrdma_client *c, const char *what, int rc)
+{
+	rpcrdma_client_destroy(c);
+	if (rc)
+		fprintf(stderr, "bench_nullcall: %s: %s\n", what, rpcrdma_strerror(rc));
+	return rc ? 1 : 0;
+}
+
 static int rr_calls(const char *url, long n)
 {
 	struct rpcrdma_client *c;
-	int rc = rpcrdma_client_create(url, BENCH_PROG, BENCH_VERS, NULL, &c);
+	int rc = client_open(url, &c);
 
-	if (rc) {
-		fprintf(stderr, "bench_nullcall: %s: %s\n", url, rpcrdma_strerror(rc));
+	if (rc)
 		return 1;
-	}
 	for (long i = 0; i < n && !rc; i++) {
 		struct rpcrdma_call *call;
 
@@ -224,10 +241,7 @@ static int rr_calls(const char *url, long n)
 			rpcrdma_call_destroy(call);
 		}
 	}
-	rpcrdma_client_destroy(c);
-	if (rc)
-		fprintf(stderr, "bench_nullcall: call: %s\n", rpcrdma_strerror(rc));
-	return rc ? 1 : 0;
+	return client_close(c, "call", rc);
 }
 
 /* N synchronous READs of @size bytes into @sink, as rpcrdma-bench's READ
@@ -235,12 +249,10 @@ static int rr_calls(const char *url, long n)
 static int rr_reads(const char *url, long n, uint32_t size, char *sink)
 {
 	struct rpcrdma_client *c;
-	int rc = rpcrdma_client_create(url, BENCH_PROG, BENCH_VERS, NULL, &c);
+	int rc = client_open(url, &c);
 
-	if (rc) {
-		fprintf(stderr, "bench_nullcall: %s: %s\n", url, rpcrdma_strerror(rc));
+	if (rc)
 		return 1;
-	}
 	for (long i = 0; i < n && !rc; i++) {
 		struct rpcrdma_ddp_sink sk = {sink, size};
 		struct rpcrdma_call *call;
@@ -262,10 +274,7 @@ static int rr_reads(const char *url, long n, uint32_t size, char *sink)
 			rc = -EBADMSG;
 		rpcrdma_call_destroy(call);
 	}
-	rpcrdma_client_destroy(c);
-	if (rc)
-		fprintf(stderr, "bench_nullcall: read: %s\n", rpcrdma_strerror(rc));
-	return rc ? 1 : 0;
+	return client_close(c, "read", rc);
 }
 
 /* -- clients: C connections, one asynchronous call in flight on each -- */
