@@ -224,6 +224,20 @@ TEST(soft_spin_hit_after_empty_look)
 	soft_net_down(&n);
 }
 
+/* The waiter on @q stopped spinning: at least @min_reads fast reads, whose
+ * misses came SOFT_SPIN_MISSES at a time with SOFT_SPIN_SKIP sleeps at once
+ * between, and no hit. */
+static void check_backed_off(struct soft_cq *q, uint64_t min_reads)
+{
+	uint64_t reads = atomic_load(&q->fast_reads);
+	uint64_t misses = atomic_load(&q->spin_misses);
+
+	CHECK(reads >= min_reads);
+	CHECK(misses >= SOFT_SPIN_MISSES);
+	CHECK(misses <= SOFT_SPIN_MISSES * (1 + reads / SOFT_SPIN_SKIP));
+	CHECK_EQ(atomic_load(&q->spin_hits), 0);
+}
+
 /* The waits of a 64 KiB READ's caller whose Reply comes after the budget
  * (docs/PERFORMANCE.md "Issue 16 part AA"): a wait that spins its budget
  * out with nothing there, then one that finds the message at its first
@@ -238,7 +252,6 @@ TEST(soft_spin_backs_off_for_late_answers)
 	struct rpcrdma_cm_id *cid, *sid;
 	struct rpcrdma_wc wc;
 	struct soft_cq *q;
-	uint64_t reads, misses;
 	const int rounds = 12;
 
 	pair_with_spin(&n, "200", &c, &s, &cid, &sid);
@@ -253,12 +266,7 @@ TEST(soft_spin_backs_off_for_late_answers)
 		REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, RR_TEST_WAIT_MS), 1);
 		CHECK_EQ(wc.wr_id, 200 + (uint64_t)i);
 	}
-	reads = atomic_load(&q->fast_reads);
-	misses = atomic_load(&q->spin_misses);
-	CHECK(reads >= (uint64_t)rounds);
-	CHECK(misses >= SOFT_SPIN_MISSES);
-	CHECK(misses <= SOFT_SPIN_MISSES * (1 + reads / SOFT_SPIN_SKIP));
-	CHECK_EQ(atomic_load(&q->spin_hits), 0);
+	check_backed_off(q, (uint64_t)rounds);
 	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
@@ -274,18 +282,12 @@ TEST(soft_spin_backs_off_when_idle)
 	struct rpcrdma_cm_id *cid, *sid;
 	struct rpcrdma_wc wc;
 	struct soft_cq *q;
-	uint64_t reads, misses;
 
 	pair_with_spin(&n, "200", &c, &s, &cid, &sid);
 	soft_net_post_recv(&n, c, 200, 8192, 256);
 	q = soft_net_cq_of(n.ccq);
 	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 250), 0);
-	reads = atomic_load(&q->fast_reads);
-	misses = atomic_load(&q->spin_misses);
-	CHECK(reads >= 8);
-	CHECK(misses >= SOFT_SPIN_MISSES);
-	CHECK(misses <= SOFT_SPIN_MISSES * (1 + reads / SOFT_SPIN_SKIP));
-	CHECK_EQ(atomic_load(&q->spin_hits), 0);
+	check_backed_off(q, 8);
 	/* still works: an answer after the idle time arrives */
 	soft_net_post_send(&n, s, 1, RPCRDMA_WR_SEND, 0, 16, 0, false);
 	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 5000), 1);
