@@ -36,7 +36,8 @@ extern "C" {
  * own counters, their export and the printer from it; a program may use it
  * too (to print or compare every counter by name). Groups: xprt, chunks,
  * rdma, calls, sent, recv, errors, inv, flow, push, progress, rrep, bc, limits,
- * pool. */
+ * pool, faults. New counters are added at the end of the table: the struct
+ * grows (docs/api.md "ABI"), the fields before them keep their offsets. */
 #define RPCRDMA_XPRT_STATS(X) \
 	/* Linux "xprt: rdma" equivalents (client: requester; server: responder) */ \
 	X(xprt, sends, "Sends posted (Calls, Replies, RDMA_ERRORs, RDMA_DONEs)") \
@@ -141,7 +142,29 @@ extern "C" {
 	X(pool, pool_grown, "server: Receives added to shared receive queues") \
 	X(pool, pool_released, "server: consumed Receives not posted again (a pool " \
 			       "shrinking to its demand)") \
-	X(pool, srq_limit_events, "server: shared receive queue low-water events")
+	X(pool, srq_limit_events, "server: shared receive queue low-water events") \
+	/* faults of the RDMA provider (docs/rdma-provider.md "Asynchronous \
+	 * errors", "CQ sizing"): each connection ended by one is counted once, \
+	 * under its cause, besides fatal_errors */ \
+	X(faults, cq_overruns, "connections ended by an overrun of their CQ (soft: a " \
+			       "full ring; verbs: IBV_EVENT_CQ_ERR): -EOVERFLOW") \
+	X(faults, cq_failures, "connections ended because a poll, arm or wait of " \
+			       "their CQ answered an error (that errno)") \
+	X(faults, cq_refused, "QPs a CQ refused (no room for their queues: -ENOSPC; " \
+			      "overran: -EIO), then made on another CQ") \
+	X(faults, wr_errors, "our send-queue work requests that completed in error, " \
+			     "not flushed (a bad local key, a failed Read, the " \
+			     "peer's Terminate): the QP to error, the connection ended") \
+	X(faults, qp_fatal, "verbs: connections ended by IBV_EVENT_QP_FATAL (-EIO); " \
+			    "not on the soft provider") \
+	X(faults, qp_req_errors, "verbs: ... by IBV_EVENT_QP_REQ_ERR (-EPROTO); not " \
+				 "on the soft provider") \
+	X(faults, qp_access_errors, "verbs: ... by IBV_EVENT_QP_ACCESS_ERR (-EACCES); " \
+				    "not on the soft provider") \
+	X(faults, srq_errors, "verbs: ... by IBV_EVENT_SRQ_ERR of their shared " \
+			      "receive queue (-EIO); not on the soft provider") \
+	X(faults, device_fatal, "verbs: ... by IBV_EVENT_DEVICE_FATAL (-ENODEV); not " \
+				"on the soft provider")
 
 #define RPCRDMA_XPRT_STAT_FIELD_(group, name, what) uint64_t name;
 

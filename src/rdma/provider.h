@@ -34,6 +34,7 @@
 #include <stdio.h>
 
 #include "common/common.h"
+#include "rdma/async_event.h"
 #include "rpcrdma/rdma.h"
 
 struct rr_provider_ops;
@@ -105,6 +106,8 @@ struct rr_qp {
 	struct rr_cm_id *id;               /* bound connection, set by the
 					      dispatch layer on connect/accept */
 	uint32_t qp_num;                   /* provider sets (for logs) */
+	atomic_int async_ev;               /* enum rr_async_event that failed it
+					      (rr_qp_set_async_event), 0: none */
 };
 
 /* wait_qp: a QP's completions its caller had from the CQ (receive ones:
@@ -376,6 +379,26 @@ bool rr_qp_can_wait(const struct rpcrdma_qp *qp);
 
 /* Internal (a failure's dump): the cq_describe op; nothing without it. */
 void rr_cq_describe(struct rpcrdma_cq *cq, FILE *f, void (*name)(FILE *f, void *user_ctx));
+
+/* Internal (a provider failing @qp for an asynchronous error of its device,
+ * src/rdma/async_event.h; soft: its CQ's overrun): records @ev as the cause,
+ * before the QP goes to the error state (its flushed completions and its
+ * DISCONNECTED come after). The first cause stays. rr_qp_async_event: that
+ * cause, or RR_ASYNC_OTHER when no asynchronous error failed @qp; the
+ * transport counts its connection's end under it (rpcrdma/stats.h group
+ * faults). Any thread, no lock; inline: the providers, below the dispatch
+ * layer, set it. */
+static inline void rr_qp_set_async_event(struct rr_qp *qp, enum rr_async_event ev)
+{
+	int none = RR_ASYNC_OTHER;
+
+	(void)atomic_compare_exchange_strong(&qp->async_ev, &none, (int)ev);
+}
+
+static inline enum rr_async_event rr_qp_async_event(const struct rpcrdma_qp *qp)
+{
+	return (enum rr_async_event)atomic_load(&((const struct rr_qp *)(const void *)qp)->async_ev);
+}
 
 /* Test hook (a race point of the dispatch layer): from now on every
  * rpcrdma_cq_poll, rpcrdma_cq_arm, rpcrdma_cq_wait and rpcrdma_cq_get_event

@@ -1320,6 +1320,8 @@ TEST(xprt_stats_print)
 	CHECK(strstr(out, "\tinv: remote_inv ") != NULL);
 	CHECK(strstr(out, "\trrep: rrep_exposed ") != NULL);
 	CHECK(strstr(out, " handshakes_dropped ") != NULL);
+	CHECK(strstr(out, "\tfaults: cq_overruns ") != NULL);
+	CHECK(strstr(out, " device_fatal ") != NULL);
 	memset(&z, 0, sizeof(z));
 	rpcrdma_xprt_stats_diff(&o, &o, &d);
 	z.connections = o.connections;

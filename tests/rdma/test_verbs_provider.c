@@ -813,8 +813,14 @@ TEST(rdma_verbs_async_errors)
 	CHECK_EQ(atomic_load(&verbs_counters.cq_errors), cq0);
 	if (qpe) {
 		/* the device raised a QP event: the server's connection ended
-		 * with its errno (docs/rdma-provider.md "Asynchronous errors") */
+		 * with its errno (docs/rdma-provider.md "Asynchronous errors"),
+		 * and its QP keeps the event as the cause the transport counts
+		 * (rpcrdma/stats.h faults: qp_access_errors, ...) */
+		enum rr_async_event cause = rr_qp_async_event(s.qp);
+
+		fprintf(stderr, "  server QP's recorded cause: %s\n", rr_async_name(cause));
 		CHECK(st[0] == -EACCES || st[0] == -EIO || st[0] == -EPROTO);
+		CHECK_EQ(rr_async_action(cause).err, st[0]);
 	} else if (iwarp) {
 		/* siw raises none: the Terminate ends the connection */
 		CHECK_EQ(st[0], 0);

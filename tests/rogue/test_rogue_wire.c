@@ -200,13 +200,17 @@ TEST(rogue_read_requests_never_answered)
 /* A Terminate from the rogue while the server is pulling its Read chunks
  * (held Read Requests) and has a Reply exposed as a Read chunk: the server
  * ends the connection, never answers a Terminate with one (RFC 5040 7.1),
- * forgets everything and serves others. */
+ * forgets everything and serves others. Its first RDMA Read completes with
+ * the Terminate's error (the rest are flushed): one work request in error
+ * in the server's counters (rpcrdma_server_stats wr_errors), and no CQ or
+ * QP fault. */
 TEST(rogue_terminate_mid_operations)
 {
 	struct rr_fx_srv f;
 	struct rr_rogue *g;
 	struct rr_rogue_reply rep;
 	struct rr_term t;
+	struct rpcrdma_xprt_stats st;
 	uint8_t *data = calloc(1, 200000);
 	int r;
 
@@ -228,6 +232,11 @@ TEST(rogue_terminate_mid_operations)
 	r = rr_rogue_wait_end(g, RT_MS);
 	CHECK_EQ(r, 0);   /* closed, and no Terminate back */
 	CHECK(rr_fx_srv_wait_conns(&f, 0, RT_MS));
+	CHECK(rr_fx_srv_wait_stat(&f, offsetof(struct rpcrdma_xprt_stats, wr_errors), 1, RT_MS));
+	REQUIRE_EQ(rr_fx_srv_stats(&f, &st), 0);
+	CHECK_EQ(st.wr_errors, 1);
+	CHECK_EQ(st.cq_overruns + st.cq_failures + st.qp_fatal + st.qp_req_errors +
+			 st.qp_access_errors, 0);
 	rr_rogue_free(g);
 	rt_probe_ok(f.port);
 	rr_fx_srv_stop(&f);

@@ -10,7 +10,9 @@
  * comes while the loop watches the CQ), once through a caller thread
  * receiving for itself (rr_tp_client_wait). And a server connection's CQ
  * that fails as a Call is answered: the server's loop ends that connection
- * (it spun re-serving the CQ before, and the client's next Call hung). */
+ * (it spun re-serving the CQ before, and the client's next Call hung).
+ * Each end is counted under its cause (rpcrdma/stats.h faults: cq_failures)
+ * on the side whose CQ failed, not on the other. */
 #include <stdlib.h>
 
 #include "rdma/provider.h"
@@ -151,6 +153,9 @@ TEST(xprt_cq_error_ends_connection_no_spin)
 	rr_tp_client_stats(c.tp, &st);
 	CHECK(st.reconnects >= 2);
 	CHECK(st.fatal_errors >= 2);
+	/* counted under their cause (group faults): two CQs failed */
+	CHECK_EQ(st.cq_failures, 2);
+	CHECK_EQ(st.cq_overruns, 0);
 
 	rr_tp_client_release_reply(c.tp, &p[0].r);
 	rr_tp_client_release_reply(c.tp, &p[2].r);
@@ -170,6 +175,15 @@ static bool sv_err_noted(void *arg)
 {
 	(void)arg;
 	return atomic_load(&sv_cq_err) != 0;
+}
+
+static bool sv_cq_counted(void *arg)
+{
+	struct rr_xprt_stats st;
+
+	(void)arg;
+	rr_tp_server_stats(ce_srv, &st);
+	return st.cq_failures != 0;
 }
 
 /* Answers each Call with 16 bytes; the Call of sv_fail_xid first makes its
@@ -243,6 +257,12 @@ TEST(xprt_server_cq_error_ends_connection)
 		rr_tp_client_release_reply(c.tp, &p[3].r);
 	rr_tp_client_stats(c.tp, &st);
 	CHECK(st.reconnects >= 1);   /* the server ended the connection */
+	CHECK_EQ(st.cq_failures, 0);  /* the client's CQ did not fail */
+	/* the server counts its connection's end under its CQ's failure */
+	REQUIRE(rr_test_until(sv_cq_counted, NULL, RR_TEST_WAIT_MS));
+	rr_tp_server_stats(ce_srv, &st);
+	CHECK_EQ(st.cq_failures, 1);
+	CHECK_EQ(st.cq_overruns, 0);
 	ce_down(&sq, &c);
 	free(p);
 }

@@ -7,7 +7,9 @@
  * test), so the new one is offered the same CQ first: the provider refuses
  * a QP there (-EIO) and the connection goes to another CQ (conn.c conn_new,
  * port.c tp_cq_refused) rather than failing for good. Every Call
- * completes, the last ones with their Replies. */
+ * completes, the last ones with their Replies. The client's counters say so
+ * (group faults: one connection ended by an overrun); the server's
+ * connection, ended by the client, counts no fault. */
 #include <stdlib.h>
 
 #include "rdma/soft/race.h"
@@ -92,6 +94,10 @@ TEST(xprt_cq_overrun_ends_connection_not_calls)
 	CHECK(atomic_load(&soft_counters.cq_overflows) > lost0);
 	rr_tp_client_stats(c.tp, &st);
 	CHECK(st.reconnects >= 1);
+	CHECK_EQ(st.cq_overruns, 1);
+	CHECK_EQ(st.cq_failures + st.wr_errors + st.qp_fatal, 0);
+	rr_tp_server_stats(ov_srv, &st);
+	CHECK_EQ(st.cq_overruns + st.cq_failures + st.cq_refused, 0);
 	/* the last Calls went over a connection on another CQ */
 	CHECK_EQ(p[7].r.status, 0);
 	CHECK(ok >= 1);

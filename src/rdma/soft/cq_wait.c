@@ -72,6 +72,7 @@ static void lost_fail_one(struct soft_qp *qp, void *arg)
 	pthread_mutex_lock(&qp->rx_lock);
 	if (qp->state == QPS_RTS || (qp->state == QPS_ERROR && !qp->rq_flushed)) {
 		rr_soft_fast_quiesce(qp);
+		rr_qp_set_async_event(&qp->base, RR_ASYNC_CQ_ERR); /* stats: cq_overruns */
 		rr_soft_qp_fatal(qp, rr_async_action(RR_ASYNC_CQ_ERR).err, NULL);
 	}
 	pthread_mutex_unlock(&qp->rx_lock);

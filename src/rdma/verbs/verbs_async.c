@@ -11,7 +11,9 @@
  * failed QP is moved to the error state (its work flushed) and its
  * connection disconnected (rdma_disconnect): rdma_cm then reports
  * DISCONNECTED, which verbs_cm.c hands on with the QP's errno as its
- * status. Counted in verbs_counters and said once per event on stderr.
+ * status. Counted in verbs_counters and said once per event on stderr;
+ * each failed QP keeps the event as its cause (rr_qp_set_async_event), under
+ * which the transport counts its connection's end (rpcrdma/stats.h faults).
  * An SRQ's limit event is noted on the SRQ (rpcrdma_srq_get_event). */
 #include "rdma/verbs/verbs.h"
 
@@ -36,9 +38,10 @@ enum rr_async_event vb_async_event(enum ibv_event_type t)
 	}
 }
 
-/* @q to the error state with @err (c->qlock held: @q is in c->qps, its
- * cm id alive). */
-static void qp_fail_locked(struct vb_qp *q, int err)
+/* @q to the error state with @err for event @ev, recorded as its cause
+ * (rr_qp_set_async_event: the transport's fault counters) (c->qlock held:
+ * @q is in c->qps, its cm id alive). */
+static void qp_fail_locked(struct vb_qp *q, enum rr_async_event ev, int err)
 {
 	struct ibv_qp_attr qa = {.qp_state = IBV_QPS_ERR};
 	struct ibv_qp *iq = atomic_load(&q->ibv);
@@ -46,6 +49,7 @@ static void qp_fail_locked(struct vb_qp *q, int err)
 
 	if (!atomic_compare_exchange_strong(&q->fatal, &none, err))
 		return;
+	rr_qp_set_async_event(&q->base, ev);
 	atomic_fetch_add(&verbs_counters.qp_errors, 1);
 	if (iq)
 		(void)ibv_modify_qp(iq, &qa, IBV_QP_STATE); /* flushes its work */
@@ -119,7 +123,7 @@ static void vb_async_act(struct vb_ctx *c, const struct ibv_async_event *ev)
 			break;
 		}
 		if (hit)
-			qp_fail_locked(q, a.err);
+			qp_fail_locked(q, e, a.err);
 	}
 	pthread_mutex_unlock(&c->qlock);
 }

@@ -178,6 +178,8 @@ void tp_cl_conn_lost(struct rr_tp_client *c, struct tp_conn *cn)
 		return;
 	if (cn->established && !cn->dead)
 		c->ep.stats.fatal_errors++;
+	if (!cn->dead)
+		tp_fault_conn_lost(cn, &c->ep.stats);
 	cn->dead = true;
 	rr_conn_down(c->sess);
 	c->conn = NULL;
@@ -745,6 +747,7 @@ void rr_tp_client_stats(struct rr_tp_client *c, struct rr_xprt_stats *out)
 	pthread_mutex_lock(&c->ep.lock);
 	*out = c->ep.stats;
 	pthread_mutex_unlock(&c->ep.lock);
+	tp_fault_fold(&c->ep, out);
 }
 
 uint32_t rr_tp_client_live_stags(struct rr_tp_client *c)

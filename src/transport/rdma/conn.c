@@ -137,6 +137,7 @@ static struct tp_conn *conn_new(struct tp_ep *ep, struct tp_pool *pool, uint32_t
 			break;
 		}
 		tp_cq_refused(cn->tcq);
+		tp_fault_cq_refused(ep);
 		tp_cq_unreserve(cn->tcq, cn->cqe);
 		cn->tcq = NULL;
 		cn->cq = NULL;
@@ -949,11 +950,15 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 	}
 	/* A dead connection's completions (flushed) tell the session
 	 * nothing: rr_conn_down settled everything it had in flight. */
-	if (cn->dead || cn->closing)
+	if (cn->dead || cn->closing) {
+		if (wc->status != RPCRDMA_WC_SUCCESS)
+			tp_fault_wc(cn, wc);
 		return;
+	}
 	if (wc->status != RPCRDMA_WC_SUCCESS) {
 		/* a failed work request is fatal; a failed Read is told to
 		 * the session first, which remembers its XID */
+		tp_fault_wc(cn, wc);
 		if (t == WR_TOKEN && wc->status != RPCRDMA_WC_WR_FLUSH_ERR)
 			rr_conn_on_work(cn->sess, WRVAL(wc->wr_id), -EIO);
 		conn_close(cn);

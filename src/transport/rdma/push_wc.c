@@ -35,6 +35,8 @@ void tp_push_wc(struct rr_tp_client *c, struct tp_conn *cn, const struct rpcrdma
 		}
 		pthread_cond_broadcast(&c->ep.cond);
 	}
+	if (wc->status != RPCRDMA_WC_SUCCESS)
+		tp_fault_wc(cn, wc);
 	if (wc->status != RPCRDMA_WC_SUCCESS && wc->status != RPCRDMA_WC_COMMIT_ERR &&
 	    !cn->dead && !cn->closing) {
 		cn->closing = true;   /* the caller (client loop) ends it */

@@ -598,7 +598,9 @@ void rr_tp_server_stats(struct rr_tp_server *s, struct rr_xprt_stats *out)
 		pthread_mutex_lock(&sh->ep.lock);
 		stats_add(out, &sh->ep.stats);
 		pthread_mutex_unlock(&sh->ep.lock);
+		tp_fault_fold(&sh->ep, out);
 	}
+	tp_fault_fold(&s->ep, out);
 	out->accept_backoffs = ls.accept_backoffs;
 	out->handshakes_dropped = ls.handshakes_dropped;
 }

@@ -48,6 +48,7 @@ void tp_sv_conn_lost(struct tp_shard *sh, struct tp_conn *cn)
 		return;
 	if (cn->established && !cn->closing_idle)
 		sh->ep.stats.fatal_errors++;
+	tp_fault_conn_lost(cn, &sh->ep.stats);
 	cn->dead = true;
 	cn->established = false;
 	rr_conn_down(cn->sess);   /* backward Calls complete: -ECONNRESET */

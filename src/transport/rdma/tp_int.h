@@ -292,6 +292,9 @@ struct tp_ep {
 	bool defer;              /* server: Sends posted now may wait for the
 				    end of the batch (sv_post_deferred) */
 	struct rr_xprt_stats stats;
+	_Atomic uint64_t cq_refused;     /* stats.cq_refused, counted where
+					    the lock may not be held
+					    (faults.c tp_fault_fold) */
 	bool is_server;
 	bool adv_r;              /* the R bit we advertise */
 	struct tp_conn *grave;   /* dead connections, freed by grave_sweep */
@@ -585,6 +588,20 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc);
 void tp_post_deferred(struct tp_conn *cn);
 /* Posts those of every connection of @ep that has some (lock held). */
 void tp_post_all_deferred(struct tp_ep *ep);
+
+/* faults.c (the counters of group faults, rpcrdma/stats.h) */
+/* @cn ends (the endpoint's lock held, once per connection): counted under
+ * its cause when a fault ended it -- the asynchronous error recorded on its
+ * QP, else its CQ's failure -- and not at all otherwise. */
+void tp_fault_conn_lost(const struct tp_conn *cn, struct rr_xprt_stats *st);
+/* A completion of @cn that did not succeed (lock held): counted in
+ * wr_errors when it is a send-queue work request's own failure (not a
+ * flush, not a Commit Status, not a Receive). */
+void tp_fault_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc);
+/* A CQ refused a QP of @ep (no lock needed). tp_fault_fold: adds those to
+ * @st, a snapshot of @ep's counters. */
+void tp_fault_cq_refused(struct tp_ep *ep);
+void tp_fault_fold(struct tp_ep *ep, struct rr_xprt_stats *st);
 
 /* progress.c */
 /* Arms @q and drains it until a poll after the arm finds nothing (no lost
