@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "fileservice.h"
+#include "faults.h"
 #include "hint.h"
 #include "rpcrdma/stats.h"
 
@@ -248,6 +249,10 @@ static void step_end(const char *step, const char *mech, const char *scheme, dou
 				    (unsigned long long)d->push_write_bytes,
 				    (unsigned long long)d->commits,
 				    (unsigned long long)d->commit_errors);
+			if (tool_faults_sum(d)) {
+				printf("  %-16s", "faults");
+				tool_faults_print(stdout, "", d);
+			}
 		} else {
 			row("form/bytes/inv", "%s", counters_unavailable(scheme));
 		}

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "fileservice.h"
+#include "faults.h"
 #include "hint.h"
 
 static volatile sig_atomic_t stop;
@@ -254,6 +255,14 @@ int main(int argc, char **argv)
 		       (double)rtt[0] / 1e6, sum / recvd / 1e6, (double)rtt[(recvd - 1) / 2] / 1e6,
 		       (double)rtt[((size_t)recvd * 99 + 99) / 100 - 1] / 1e6,
 		       (double)rtt[recvd - 1] / 1e6);
+	}
+	{
+		/* rdma://: why connections ended, when a fault ended one
+		 * (tcp:// has no such counters: -EOPNOTSUPP) */
+		struct rpcrdma_xprt_stats xs;
+
+		if (rpcrdma_client_stats(clnt, &xs) == 0 && tool_faults_sum(&xs))
+			tool_faults_print(stdout, "transport faults:", &xs);
 	}
 	free(rtt);
 	free(pad);

@@ -17,6 +17,7 @@
 
 #include "fileservice.h"
 #include "rpcrdma/stats.h"
+#include "faults.h"
 #include "hint.h"
 
 static void usage(FILE *f)
@@ -41,7 +42,8 @@ static void usage(FILE *f)
 		"                      Request; one more closes the oldest (default 128)\n"
 		"  --idle-timeout SEC  close a connection that sent nothing for SEC seconds\n"
 		"                      with nothing in progress (default 360; 0: never)\n"
-		"  --quiet             no shutdown summary (calls served, connection counters)\n"
+		"  --quiet             no shutdown summary (calls served, connection counters,\n"
+		"                      and over rdma:// the fault counters)\n"
 		"The first line on stdout is \"listening on URL\" once the server is ready.\n",
 		FS_PROG, FS_VERS, FS_DEFAULT_PORT);
 }
@@ -217,7 +219,7 @@ int main(int argc, char **argv)
 	if (!quiet) {
 		struct rpcrdma_xprt_stats st;
 
-		if (rpcrdma_server_stats(srv, &st) == 0)
+		if (rpcrdma_server_stats(srv, &st) == 0) {
 			fprintf(stderr,
 				"rpcrdma-server: connections refused %llu, closed idle %llu, "
 				"accept back-offs %llu, half-open dropped %llu\n",
@@ -225,6 +227,10 @@ int main(int argc, char **argv)
 				(unsigned long long)st.idle_closed,
 				(unsigned long long)st.accept_backoffs,
 				(unsigned long long)st.handshakes_dropped);
+			/* rdma:// only (tcp:// has no CQs or QPs) */
+			if (strcmp(st.transport, "tcp") != 0)
+				tool_faults_print(stderr, "rpcrdma-server: faults:", &st);
+		}
 	}
 	rpcrdma_server_destroy(srv);
 	if (!quiet)

@@ -751,7 +751,7 @@ TEST(tools_server_and_ping)
 				(char *)"127.0.0.1:0", (char *)"--threads", (char *)"2", NULL};
 		char *p;
 
-		pid = spawn(argv, &fd, false);
+		pid = spawn(argv, &fd, true);   /* and its shutdown summary */
 		read_for(fd, out, sizeof(out), 0, 30, true);
 		p = strstr(out, "listening on ");
 		REQUIRE(p != NULL);
@@ -801,10 +801,16 @@ TEST(tools_server_and_ping)
 		CHECK_EQ(run_tool(argv, out, sizeof(out), 30), 0);
 		CHECK(strstr(out, "2 calls, 2 replies") != NULL);
 	}
-	/* SIGTERM: graceful exit 0 */
+	/* SIGTERM: graceful exit 0; over rdma:// the summary has the fault
+	 * counters, none moved */
 	kill(pid, SIGTERM);
+	read_for(fd, out, sizeof(out), 0, 20, false);
 	CHECK_EQ(wait_for(pid, 20), 0);
 	close(fd);
+	if (strncmp(url, "rdma://", 7) == 0)
+		CHECK(strstr(out, "rpcrdma-server: faults: cq_overruns 0 cq_failures 0 ") != NULL);
+	else
+		CHECK(strstr(out, "faults:") == NULL);
 	/* nobody listens any more: ping fails with exit 1 */
 	{
 		char *argv[] = {ping, (char *)"-c", (char *)"1", (char *)"-t", (char *)"2", url, NULL};

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../faults.h"
 #include "nfsd.h"
 
 static const nfs3_proc_fn procs[NFS3_NPROC] = {
@@ -229,6 +230,7 @@ void nfsd_destroy(struct nfsd *s)
 void nfsd_print_summary(struct nfsd *s, FILE *f)
 {
 	struct rpcrdma_drc_stats d;
+	struct rpcrdma_xprt_stats xs;
 	unsigned long total = 0;
 
 	fprintf(f, "rpcrdma-nfsd: NFSv3 procedures served (calls, of which not NFS3_OK):\n");
@@ -246,6 +248,11 @@ void nfsd_print_summary(struct nfsd *s, FILE *f)
 	for (uint32_t p = 0; p < MNT3_NPROC; p++)
 		fprintf(f, " %s %lu", mnt3_proc_name(p), atomic_load(&s->mnt_calls[p]));
 	fprintf(f, "\n");
+	/* rdma://: the connections a fault of the RDMA provider ended, by
+	 * cause (tcp:// has none) */
+	if (s->nfs_srv && rpcrdma_server_stats(s->nfs_srv, &xs) == 0 &&
+	    strcmp(xs.transport, "tcp") != 0)
+		tool_faults_print(f, "rpcrdma-nfsd: transport faults:", &xs);
 	if (s->nfs_srv && rpcrdma_server_drc_stats(s->nfs_srv, &d) == 0)
 		fprintf(f,
 			"rpcrdma-nfsd: duplicate request cache: %llu hits, %llu in progress, "
