@@ -118,12 +118,17 @@ static void vb_async_act(struct vb_ctx *c, const struct ibv_async_event *ev)
 			break;
 		default: /* RR_ASYNC_FAIL_ALL */
 			hit = true;
-			cq_fail(VB_CQ(q->base.send_cq), a.err);
-			cq_fail(VB_CQ(q->base.recv_cq), a.err);
 			break;
 		}
 		if (hit)
 			qp_fail_locked(q, e, a.err);
+		if (a.scope == RR_ASYNC_FAIL_ALL) {
+			/* after the QP: its cause is recorded before a poll
+			 * of its CQ can fail (the transport counts the
+			 * connection under the first it sees) */
+			cq_fail(VB_CQ(q->base.send_cq), a.err);
+			cq_fail(VB_CQ(q->base.recv_cq), a.err);
+		}
 	}
 	pthread_mutex_unlock(&c->qlock);
 }
