@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common/spare.h"
 #include "rpcrdma/rpc.h"
@@ -44,11 +45,12 @@ static int h_fail(struct rpcrdma_req *r, void *ctx)
 
 TEST(spare_slots_bounded_each_object_once)
 {
-	struct rr_spare s = {0};
+	struct rr_spare s;
 	int obj[RR_SPARE_SLOTS + 1];
 	bool seen[RR_SPARE_SLOTS + 1] = {false};
 	void *p;
 
+	memset(&s, 0, sizeof(s));   /* clang refuses {0} for an _Atomic pointer */
 	CHECK(rr_spare_take(&s) == NULL);
 	for (unsigned i = 0; i < RR_SPARE_SLOTS; i++)
 		CHECK(rr_spare_put(&s, &obj[i]));
