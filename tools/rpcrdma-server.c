@@ -25,7 +25,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: rpcrdma-server --export DIR [--listen ADDR:PORT] [--transport auto|rdma|tcp]\n"
 		"                      [--threads N] [--max-conns N] [--max-conns-per-host N]\n"
-		"                      [--max-handshakes N] [--idle-timeout SEC] [--quiet] [--help]\n"
+		"                      [--max-handshakes N] [--no-defer-accept] [--idle-timeout SEC]\n"
+		"                      [--quiet] [--help]\n"
 		"\n"
 		"Serves the example file service (program 0x%08x, version %u) over DIR.\n"
 		"  --export DIR        directory to export (required); paths never escape it\n"
@@ -40,6 +41,9 @@ static void usage(FILE *f)
 		"                      connections from one IP address (default 64)\n"
 		"  --max-handshakes N  rdma: TCP connections still waiting for their MPA\n"
 		"                      Request; one more closes the oldest (default 128)\n"
+		"  --no-defer-accept   rdma: accept a TCP connection at once, not when its\n"
+		"                      MPA Request comes (by default the kernel holds a\n"
+		"                      peer that sends nothing for 15 s first: TCP_DEFER_ACCEPT)\n"
 		"  --idle-timeout SEC  close a connection that sent nothing for SEC seconds\n"
 		"                      with nothing in progress (default 360; 0: never)\n"
 		"  --quiet             no shutdown summary (calls served, connection counters,\n"
@@ -74,6 +78,7 @@ int main(int argc, char **argv)
 		{"max-conns-per-host", required_argument, NULL, 'H'},
 		{"max-handshakes", required_argument, NULL, 'S'},
 		{"idle-timeout", required_argument, NULL, 'I'},
+		{"no-defer-accept", no_argument, NULL, 'D'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -85,7 +90,7 @@ int main(int argc, char **argv)
 	struct fs_service svc;
 	sigset_t sigs;
 	unsigned long threads = 4, max_conns = 0, per_host = 0, handshakes = 0, idle_s = 360;
-	bool quiet = false;
+	bool quiet = false, no_defer = false;
 	int c, rc, sig;
 	char *end;
 
@@ -136,6 +141,7 @@ int main(int argc, char **argv)
 			if (parse_count("--idle-timeout", optarg, 0, 4000000, &idle_s))
 				return 2;
 			break;
+		case 'D': no_defer = true; break;
 		case 'q': quiet = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -170,6 +176,7 @@ int main(int argc, char **argv)
 	so.max_conns = (unsigned)max_conns;            /* 0: the library's defaults */
 	so.max_conns_per_host = (unsigned)per_host;
 	so.max_handshakes = (unsigned)handshakes;
+	so.flags = no_defer ? RPCRDMA_SERVER_NO_DEFER_ACCEPT : 0;
 	so.idle_timeout_ms = idle_s ? (uint32_t)(idle_s * 1000u) : UINT32_MAX;
 	rc = -EPROTONOSUPPORT;
 	if (!strcmp(transport, "rdma") || !strcmp(transport, "auto")) {

@@ -327,7 +327,10 @@ struct rpcrdma_server_opts {
 	unsigned max_handshakes;        /* rdma://: TCP connections accepted
 					   whose MPA Request has not come yet;
 					   one more closes the oldest; 0: 128
-					   (each also times out after 10 s).
+					   (each also times out after 10 s;
+					   one that has sent nothing waits in
+					   the kernel first, uncounted, see
+					   RPCRDMA_SERVER_NO_DEFER_ACCEPT).
 					   tcp:// has no such phase; verbs://
 					   leaves it to the kernel's CM */
 	uint32_t credits;               /* rdma://, verbs:// (docs/protocol.md
@@ -353,6 +356,17 @@ struct rpcrdma_server_opts {
  * the transport's receiving thread serves nothing else (on rdma:// that is
  * every connection of the server). A handler may still DEFER. */
 #define RPCRDMA_SERVER_INLINE 1u
+/* rdma://: the listening socket without TCP_DEFER_ACCEPT. By default the
+ * kernel hands the server a TCP connection only once its first bytes (the
+ * MPA Request) have come, or when the deferral ends (the 10 s handshake
+ * timeout rounded up by the kernel to 15 s): the listener wakes once per
+ * connect instead of twice, and a peer that connects and stays silent
+ * holds no descriptor and no max_handshakes slot meanwhile, only an entry
+ * of the kernel's SYN queue (docs/security.md "Half-open connections and
+ * TCP_DEFER_ACCEPT"). With this flag every TCP connection is accepted at
+ * once and counts against max_handshakes from then. tcp:// and verbs://
+ * ignore it. */
+#define RPCRDMA_SERVER_NO_DEFER_ACCEPT 2u
 
 /* Handler results. A handler returns RPCRDMA_SVC_OK after encoding its
  * results; GARBAGE_ARGS when its arguments did not decode; SYSTEM_ERR on an

@@ -138,10 +138,15 @@ struct rr_cm_id {
  * (a peer that completes its handshake does so within a round trip, so
  * the oldest is the likeliest to be a peer that will never send). Each
  * is closed when its MPA Request has not come within @timeout_ms. 0: the
- * provider's default (soft: RR_LISTEN_MAX_HANDSHAKES, 10 s as siw). */
+ * provider's default (soft: RR_LISTEN_MAX_HANDSHAKES, 10 s as siw).
+ * Soft: the listening socket has TCP_DEFER_ACCEPT for @timeout_ms rounded
+ * up to seconds (the kernel holds a connection that has sent nothing yet,
+ * at no cost to the listener; docs/security.md "Half-open connections and
+ * TCP_DEFER_ACCEPT"), unless @no_defer_accept. */
 struct rr_listen_limits {
 	unsigned max_handshakes;
 	uint32_t timeout_ms;
+	bool no_defer_accept;
 };
 
 #define RR_LISTEN_MAX_HANDSHAKES 128u
@@ -155,6 +160,9 @@ struct rr_listen_stats {
 					at the limit, timed out, or one that
 					gave way to accept at EMFILE */
 	uint32_t handshakes;         /* half-open now */
+	uint32_t defer_accept_s;     /* soft: the listening socket's
+					TCP_DEFER_ACCEPT as the kernel holds
+					it (seconds); 0: off */
 };
 
 /* One per provider; all pointers optional except name and open/close. */

@@ -721,6 +721,7 @@ int rr_svc_create_with(const struct rpcrdma_server_opts *opts, unsigned default_
 		xp.max_conns_per_host = 0;   /* no limit */
 	xp.max_handshakes = opts && opts->max_handshakes ? opts->max_handshakes
 							 : DEFAULT_MAX_HANDSHAKES;
+	xp.no_defer_accept = opts && (opts->flags & RPCRDMA_SERVER_NO_DEFER_ACCEPT);
 	xp.idle_timeout_ms = opts && opts->idle_timeout_ms ? opts->idle_timeout_ms
 							   : DEFAULT_IDLE_TIMEOUT_MS;
 	if (xp.idle_timeout_ms == UINT32_MAX)

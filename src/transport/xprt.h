@@ -306,6 +306,8 @@ struct rr_xprt_server_params {
 	unsigned max_conns_per_host;  /* from one source address; 0: no limit */
 	unsigned max_handshakes;      /* RDMA: half-open connections; 0: the
 					 provider's default */
+	bool no_defer_accept;         /* rdma://: the listener without
+					 TCP_DEFER_ACCEPT */
 	uint32_t idle_timeout_ms;     /* close a silent connection with nothing
 					 in progress after this; 0: never */
 	unsigned threads;             /* threads for inline_recv transports */

@@ -18,6 +18,7 @@
 #include "xprt_harness.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -129,6 +130,21 @@ static int raw_connect_from(int port, unsigned src)
 static int raw_connect(int port)
 {
 	return raw_connect_from(port, 1);
+}
+
+/* A TCP connection to 127.0.0.1:@port that sends the first byte of an MPA
+ * Request and no more (a half-open connection: with TCP_DEFER_ACCEPT on
+ * the listener, a peer that sends nothing stays in the kernel until the
+ * deferral ends; one byte has it accepted at once), or -1. */
+static int raw_connect_partial(int port)
+{
+	int fd = raw_connect(port);
+
+	if (fd >= 0 && send(fd, "M", 1, MSG_NOSIGNAL) != 1) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 /* Whether the peer closed @fd (EOF or reset) within @ms. */
@@ -391,10 +407,10 @@ TEST(limits_idle_client_reconnects_lazily_rdma)
 
 /* ------------------------------------------------ half-open connections -- */
 
-/* max_handshakes = 4: of 10 TCP connections that never send their MPA
- * Request, the 6 oldest are closed by the server (before the 10 s MPA
- * timeout) and the 4 newest stay; the server still serves a real client,
- * and counts what it dropped. */
+/* max_handshakes = 4: of 10 TCP connections that send one byte of their
+ * MPA Request and never the rest, the 6 oldest are closed by the server
+ * (before the 10 s MPA timeout) and the 4 newest stay; the server still
+ * serves a real client, and counts what it dropped. */
 TEST(limits_half_open_oldest_closed)
 {
 	struct rpcrdma_server_opts o = {.threads = 2, .max_handshakes = 4};
@@ -407,7 +423,7 @@ TEST(limits_half_open_oldest_closed)
 		return;
 	s = start_server("rdma", &o, url, sizeof(url));
 	for (int i = 0; i < 10; i++) {
-		fds[i] = raw_connect(port_of(s));
+		fds[i] = raw_connect_partial(port_of(s));
 		REQUIRE(fds[i] >= 0);
 		/* one at a time, so the server's accept order is ours */
 		REQUIRE(WAIT_FOR(srv_stats(s).handshakes_dropped == (uint64_t)(i < 4 ? 0 : i - 3),
@@ -475,10 +491,11 @@ static int soft_listener_up(const struct rpcrdma_open_attr *oa, const struct rr_
 	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
 
-/* Soft provider listener: a half-open connection times out after the
- * listener's timeout (100 ms here) and is counted; 20 peers that connect
- * and go away before their MPA Request leave nothing allocated behind (each
- * used to leave its id in the context until the channel was destroyed). */
+/* Soft provider listener: a half-open connection (one byte of its Request
+ * sent) times out after the listener's timeout (100 ms here) and is
+ * counted; 20 peers that connect, send a byte and go away before the rest
+ * of their MPA Request leave nothing allocated behind (each used to leave
+ * its id in the context until the channel was destroyed). */
 TEST(limits_soft_listener_timeout_and_vanished_peers)
 {
 	struct rpcrdma_env env = {.alloc = cnt_alloc, .free = cnt_free, .now_ns = real_now,
@@ -495,7 +512,7 @@ TEST(limits_soft_listener_timeout_and_vanished_peers)
 		return;
 	port = soft_listener_up(&oa, &lim, &ctx, &ch, &l);
 
-	fd = raw_connect(port);
+	fd = raw_connect_partial(port);
 	REQUIRE(fd >= 0);
 	CHECK(raw_closed(fd, 5000));   /* 100 ms, not the 10 s default */
 	close(fd);
@@ -503,7 +520,7 @@ TEST(limits_soft_listener_timeout_and_vanished_peers)
 
 	base = atomic_load(&live_blocks);
 	for (int i = 0; i < 20; i++) {
-		fd = raw_connect(port);
+		fd = raw_connect_partial(port);
 		REQUIRE(fd >= 0);
 		REQUIRE(WAIT_FOR(lstats(l).handshakes == 1, WAIT_MS));
 		close(fd);
@@ -541,10 +558,11 @@ TEST(limits_soft_listener_driven_timeout)
 	lfd = rr_cm_listen_driven(l, true);
 	REQUIRE(lfd >= 0);
 
-	/* three silent peers, each accepted by this thread: the oldest is
-	 * pushed out by the third (limit 2), the other two time out */
+	/* three peers that send one byte of their Request, each accepted by
+	 * this thread: the oldest is pushed out by the third (limit 2), the
+	 * other two time out */
 	for (int i = 0; i < 3; i++) {
-		fds[i] = raw_connect(port);
+		fds[i] = raw_connect_partial(port);
 		REQUIRE(fds[i] >= 0);
 		p = (struct pollfd){.fd = lfd, .events = POLLIN};
 		REQUIRE_EQ(poll(&p, 1, WAIT_MS), 1);
@@ -571,7 +589,7 @@ TEST(limits_soft_listener_driven_timeout)
 		uint8_t out[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
 		int n;
 
-		fds[0] = raw_connect(port);
+		fds[0] = raw_connect_partial(port);   /* its first byte */
 		REQUIRE(fds[0] >= 0);
 		p = (struct pollfd){.fd = lfd, .events = POLLIN};
 		REQUIRE_EQ(poll(&p, 1, WAIT_MS), 1);
@@ -580,8 +598,9 @@ TEST(limits_soft_listener_driven_timeout)
 		CHECK_EQ(rpcrdma_cm_get_event(ch, &ev), -EAGAIN);
 		REQUIRE_EQ(rr_mpa_make_request(&cfg, NULL, 0, &f), 0);
 		n = rr_mpa_encode(&f, out, sizeof(out));
-		REQUIRE(n > 0);
-		REQUIRE_EQ(write(fds[0], out, (size_t)n), n);
+		REQUIRE(n > 1);
+		REQUIRE_EQ(out[0], 'M');
+		REQUIRE_EQ(write(fds[0], out + 1, (size_t)n - 1), n - 1);
 		p = (struct pollfd){.fd = lfd, .events = POLLIN};
 		REQUIRE_EQ(poll(&p, 1, WAIT_MS), 1);
 		CHECK_EQ(rr_cm_listen_drive(l), 0);
@@ -596,7 +615,7 @@ TEST(limits_soft_listener_driven_timeout)
 	/* given back: the provider's thread accepts (and times out) again */
 	CHECK_EQ(rr_cm_listen_driven(l, false), 0);
 	CHECK_EQ(rr_cm_listen_drive(l), 1);   /* not driven any more */
-	fds[0] = raw_connect(port);
+	fds[0] = raw_connect_partial(port);
 	REQUIRE(fds[0] >= 0);
 	CHECK(WAIT_FOR(lstats(l).handshakes == 1 || lstats(l).handshakes_dropped == 4, WAIT_MS));
 	CHECK(raw_closed(fds[0], 5000));
@@ -617,6 +636,7 @@ struct cs_report {
 	long rss_kb;
 	uint64_t cpu_us;     /* user + system time of the whole process */
 	int nfill;           /* descriptors held by CS_FILL */
+	int nfd;             /* descriptors open in the child */
 };
 
 struct child {
@@ -637,6 +657,33 @@ static long self_rss_kb(void)
 		rss = -1;
 	fclose(f);
 	return rss < 0 ? -1 : rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* An integer sysctl's value from @path, or -1. */
+static int sysctl_int(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	int v = -1;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static int self_nfd(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 3;   /* ".", ".." and the directory's own descriptor */
 }
 
 static _Noreturn void child_main(int ctl, const char *scheme,
@@ -686,6 +733,7 @@ static _Noreturn void child_main(int ctl, const char *scheme,
 		rep.cpu_us = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
 			     (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 		rep.nfill = nfill;
+		rep.nfd = self_nfd();
 		if (write(ctl, &rep, sizeof(rep)) != sizeof(rep))
 			break;
 	}
@@ -786,7 +834,7 @@ static void fd_exhaustion_case(const char *scheme)
 	REQUIRE_EQ(null_call(c1), 0);
 	r0 = child_ask(&ch, CS_FILL);
 	CHECK(r0.nfill > 0);
-	fd = raw_connect(ch.port);   /* the kernel completes it; accept4 cannot */
+	fd = raw_connect_partial(ch.port);   /* the kernel completes it; accept4 cannot */
 	REQUIRE(fd >= 0);
 	REQUIRE(WAIT_FOR(child_ask(&ch, CS_STATS).st.accept_backoffs >= 1, WAIT_MS));
 	r0 = child_ask(&ch, CS_STATS);
@@ -826,18 +874,20 @@ TEST(limits_fd_exhaustion_backoff_tcp)
 /* ------------------------------------------------------------ storm -- */
 
 /* 500 connect-and-vanish attempts at once from 127.0.0.2 (half send their
- * MPA Request and close, half stay silent), then a new client from
- * 127.0.0.1 (another host for the per-host limit, which refuses the
- * storm's connections beyond 64 at no cost): none of the 501 TCP
- * handshakes needed a SYN retransmission (a full listen queue drops SYNs:
- * the client then waits 1 s, 3 s...; the 64-entry queue did that several
- * times per 500), and the new client is served. */
+ * MPA Request and close; a quarter send its first byte and stay, counted
+ * as half-open against max_handshakes, 64 here; a quarter stay silent, held
+ * by the kernel under TCP_DEFER_ACCEPT), then a new client from 127.0.0.1
+ * (another host for the per-host limit, which refuses the storm's
+ * connections beyond 64 at no cost): none of the 501 TCP handshakes needed
+ * a SYN retransmission (a full listen queue drops SYNs: the client then
+ * waits 1 s, 3 s...; the 64-entry queue did that several times per 500),
+ * and the new client is served. */
 TEST(limits_connect_storm)
 {
 	static const uint8_t mpa_req[] = {'M', 'P', 'A', ' ', 'I', 'D', ' ', 'R', 'e', 'q',
 					  ' ', 'F', 'r', 'a', 'm', 'e', 0x10, 2, 0, 4,
 					  0, 16, 0, 16};
-	struct rpcrdma_server_opts o = {.threads = 2};
+	struct rpcrdma_server_opts o = {.threads = 2, .max_handshakes = 64};
 	struct rpcrdma_client *c;
 	static int silent[250];
 	unsigned retrans = 0, nsilent = 0;
@@ -848,16 +898,12 @@ TEST(limits_connect_storm)
 		return;
 	{
 		/* the kernel caps the listen queue at this */
-		FILE *f = fopen("/proc/sys/net/core/somaxconn", "r");
-		int max = 0;
+		int max = sysctl_int("/proc/sys/net/core/somaxconn");
 
-		if (f && fscanf(f, "%d", &max) == 1 && max < 600) {
+		if (max >= 0 && max < 600) {
 			printf("  not run: net.core.somaxconn is %d (< 600)\n", max);
-			fclose(f);
 			return;
 		}
-		if (f)
-			fclose(f);
 	}
 	raise_nofile();
 	child_start(&ch, "rdma", &o, 0);
@@ -871,6 +917,8 @@ TEST(limits_connect_storm)
 		if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0)
 			retrans += ti.tcpi_total_retrans;
 		if (i % 2) {
+			if (i % 4 == 1)
+				(void)!send(fd, mpa_req, 1, MSG_NOSIGNAL);
 			silent[nsilent++] = fd;
 			continue;
 		}
@@ -890,11 +938,187 @@ TEST(limits_connect_storm)
 	CHECK_EQ(retrans, 0);
 	REQUIRE_EQ(connect_client(url, &c), 0);
 	CHECK_EQ(null_call(c), 0);
-	CHECK(child_ask(&ch, CS_STATS).st.handshakes_dropped > 0);   /* silent ones */
+	/* the one-byte ones, over max_handshakes */
+	CHECK(WAIT_FOR(child_ask(&ch, CS_STATS).st.handshakes_dropped >= 125 - 64, WAIT_MS));
 	rpcrdma_client_destroy(c);
 	for (unsigned i = 0; i < nsilent; i++)
 		close(silent[i]);
 	child_stop(&ch, NULL);
+}
+
+/* ------------------------------------------------- TCP_DEFER_ACCEPT -- */
+
+/* The rdma:// server's listener has TCP_DEFER_ACCEPT by default (15 s:
+ * the 10 s handshake timeout rounded up by the kernel; docs/security.md
+ * "Half-open connections and TCP_DEFER_ACCEPT"). The server runs in a
+ * child with max_handshakes 4. 20 peers connect and send nothing: while
+ * the deferral lasts they cost it no file descriptor and no half-open slot
+ * (nothing dropped), and a real client connects and is served meanwhile
+ * (the listener accepts in arrival order, so had the silent ones been
+ * handed over, they would have been accepted before it). Then 6 peers that
+ * send the first byte of their Request are accepted at once (well within
+ * the deferral) and count: 2 pushed out by the limit, 4 descriptors held.
+ * With RPCRDMA_SERVER_NO_DEFER_ACCEPT the silent ones are accepted at once
+ * and count, as before the option existed. Everything here happens in the
+ * first seconds of the 15 s deferral; no duration is asserted. */
+static void silent_peers_case(bool defer)
+{
+	struct rpcrdma_server_opts o = {.threads = 2, .max_handshakes = 4,
+					.flags = defer ? 0 : RPCRDMA_SERVER_NO_DEFER_ACCEPT};
+	struct rpcrdma_client *c;
+	struct cs_report r0, r1;
+	int silent[20], part[6];
+	struct child ch;
+	char url[64];
+
+	child_start(&ch, "rdma", &o, 0);
+	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", ch.port);
+	/* a first client comes and goes: what the server keeps after one
+	 * connection is the baseline */
+	REQUIRE_EQ(connect_client(url, &c), 0);
+	REQUIRE_EQ(null_call(c), 0);
+	rpcrdma_client_destroy(c);
+	REQUIRE(WAIT_FOR(child_ask(&ch, CS_STATS).st.connections == 0, WAIT_MS));
+	r0 = child_ask(&ch, CS_STATS);
+	REQUIRE(r0.nfd > 0);
+
+	for (int i = 0; i < 20; i++) {
+		silent[i] = raw_connect(ch.port);
+		REQUIRE(silent[i] >= 0);
+	}
+	REQUIRE_EQ(connect_client(url, &c), 0);
+	CHECK_EQ(null_call(c), 0);
+	rpcrdma_client_destroy(c);
+	REQUIRE(WAIT_FOR(child_ask(&ch, CS_STATS).st.connections == 0, WAIT_MS));
+	r1 = child_ask(&ch, CS_STATS);
+	if (defer) {
+		CHECK_EQ(r1.st.handshakes_dropped, 0);
+		CHECK_EQ(r1.nfd, r0.nfd);
+	} else {
+		/* 20 accepted, the 16 oldest pushed out, and one more by the
+		 * client's own connection */
+		CHECK_EQ(r1.st.handshakes_dropped, 17);
+		CHECK_EQ(r1.nfd, r0.nfd + 3);
+	}
+
+	if (defer) {
+		for (int i = 0; i < 6; i++) {
+			part[i] = raw_connect_partial(ch.port);
+			REQUIRE(part[i] >= 0);
+			REQUIRE(WAIT_FOR(child_ask(&ch, CS_STATS).nfd == r0.nfd + RR_MIN(i + 1, 4),
+					 WAIT_MS));
+		}
+		CHECK(WAIT_FOR(child_ask(&ch, CS_STATS).st.handshakes_dropped == 2, WAIT_MS));
+		CHECK(raw_closed(part[0], WAIT_MS));
+		CHECK(raw_closed(part[1], WAIT_MS));
+		for (int i = 0; i < 6; i++)
+			close(part[i]);
+	}
+	for (int i = 0; i < 20; i++)
+		close(silent[i]);
+	child_stop(&ch, NULL);
+}
+
+TEST(limits_silent_peer_held_by_kernel_rdma)
+{
+	if (!rr_th_soft_ok())
+		return;
+	silent_peers_case(true);
+}
+
+TEST(limits_silent_peer_no_defer_accept_rdma)
+{
+	if (!rr_th_soft_ok())
+		return;
+	silent_peers_case(false);
+}
+
+/* What Linux does with a soft listener's TCP_DEFER_ACCEPT (docs/security.md
+ * "Half-open connections and TCP_DEFER_ACCEPT"), at the provider's level:
+ * the deferral is the handshake timeout rounded up to seconds, then by the
+ * kernel to SYN-ACK retransmissions (the value read back: 100 ms -> 1 s,
+ * 2.5 s -> 3 s, the 10 s default -> 15 s; off -> 0); a peer that sends
+ * nothing under a 1 s deferral is accepted when it ends (the kernel sends
+ * its SYN-ACK again and takes the peer's ACK this time) and then counts and
+ * times out as any half-open connection; a peer that closes without
+ * sending is handed over at once with its FIN and leaves nothing. What the
+ * kernel holds is bounded by the listen backlog (16 here): with SYN
+ * cookies on (net.ipv4.tcp_syncookies, default 1), silent peers beyond it
+ * get a cookie and are accepted at once, counted against max_handshakes as
+ * without the deferral. */
+TEST(limits_soft_listener_defer_accept)
+{
+	static const struct {
+		struct rr_listen_limits lim;
+		uint32_t kernel_s;
+	} rounding[] = {
+		{{.timeout_ms = 100}, 1},
+		{{.timeout_ms = 2500}, 3},
+		{{.timeout_ms = 0}, 15},
+		{{.timeout_ms = 10000, .no_defer_accept = true}, 0},
+	};
+	struct rpcrdma_env env = {.alloc = cnt_alloc, .free = cnt_free, .now_ns = real_now,
+				  .random = rpcrdma_env_default()->random};
+	struct rpcrdma_open_attr oa = {.env = &env};
+	struct rr_listen_limits lim = {.max_handshakes = 8, .timeout_ms = 1000};
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	struct rpcrdma_cm_id *l;
+	uint64_t t0;
+	int port, fd;
+
+	if (!rr_th_soft_ok())
+		return;
+	port = soft_listener_up(&oa, &lim, &ctx, &ch, &l);
+	CHECK_EQ(lstats(l).defer_accept_s, 1u);
+	for (size_t i = 0; i < RR_ARRAY_SIZE(rounding); i++) {
+		CHECK_EQ(rr_cm_listen_limits(l, &rounding[i].lim), 0);
+		CHECK_EQ(lstats(l).defer_accept_s, rounding[i].kernel_s);
+	}
+	CHECK_EQ(rr_cm_listen_limits(l, &lim), 0);
+
+	/* silent: accepted when the 1 s deferral ends, then timed out */
+	t0 = mono_ms();
+	fd = raw_connect(port);
+	REQUIRE(fd >= 0);
+	CHECK(WAIT_FOR(lstats(l).handshakes == 1 || lstats(l).handshakes_dropped == 1, WAIT_MS));
+	printf("  silent peer accepted %llu ms after its connect (deferral 1 s)\n",
+	       (unsigned long long)(mono_ms() - t0));
+	CHECK(raw_closed(fd, WAIT_MS));
+	close(fd);
+	CHECK(WAIT_FOR(lstats(l).handshakes_dropped == 1 && lstats(l).handshakes == 0, WAIT_MS));
+
+	/* connects and closes without a byte: its FIN hands it over */
+	fd = raw_connect(port);
+	REQUIRE(fd >= 0);
+	close(fd);
+	CHECK(WAIT_FOR(lstats(l).handshakes == 0, WAIT_MS));
+	CHECK_EQ(lstats(l).handshakes_dropped, 1);
+
+	/* 24 silent peers under a 15 s deferral, backlog 16: the kernel
+	 * holds about 16, the rest come with a cookie and count */
+	if (sysctl_int("/proc/sys/net/ipv4/tcp_syncookies") == 1) {
+		struct rr_listen_limits lim15 = {.max_handshakes = 24, .timeout_ms = 10000};
+		int fds[24];
+
+		CHECK_EQ(rr_cm_listen_limits(l, &lim15), 0);
+		for (int i = 0; i < 24; i++) {
+			fds[i] = raw_connect(port);
+			REQUIRE(fds[i] >= 0);
+		}
+		CHECK(WAIT_FOR(lstats(l).handshakes >= 1, WAIT_MS));
+		rr_th_sleep_ms(100);   /* any other cookie's accept */
+		printf("  24 silent peers, backlog 16: %u accepted at once\n",
+		       lstats(l).handshakes);
+		CHECK(lstats(l).handshakes <= 24 - 16);
+		CHECK_EQ(lstats(l).handshakes_dropped, 1);
+		for (int i = 0; i < 24; i++)
+			close(fds[i]);
+	}
+
+	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(ch), 0);
+	CHECK_EQ(rpcrdma_close(ctx), 0);
 }
 
 /* ------------------------------------------------------------ churn -- */

@@ -160,7 +160,9 @@ TEST(soft_cm_connect_user_ctx_on_first_event)
 }
 
 /* A listener destroyed while one connection waits for its MPA Request (a
- * raw TCP peer that says nothing) and another's CONNECT_REQUEST sits
+ * raw TCP peer that sends its first byte and no more: one that sends
+ * nothing would wait in the kernel, under the listener's TCP_DEFER_ACCEPT,
+ * never accepted) and another's CONNECT_REQUEST sits
  * unconsumed: both are freed then, the channel can be destroyed and every
  * allocation of the context is returned. */
 TEST(soft_cm_listener_destroy_frees_pending)
@@ -194,6 +196,7 @@ TEST(soft_cm_listener_destroy_frees_pending)
 		setsockopt(raw, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
 	REQUIRE_EQ(connect(raw, (struct sockaddr *)&a, sizeof(a)), 0);
+	REQUIRE_EQ(send(raw, "M", 1, MSG_NOSIGNAL), 1);
 	REQUIRE_EQ(rpcrdma_connect(cch, c.qp, (struct sockaddr *)&a, sizeof(a), NULL, NULL, &cid), 0);
 	/* CONNECT_REQUEST queued: the listener took the connections in
 	 * order, so the raw peer's (connected first) was accepted before it

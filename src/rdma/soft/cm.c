@@ -171,6 +171,22 @@ static int encode_out(struct soft_id *id, struct rr_mpa_frame *f)
 	return 0;
 }
 
+/* A listener's TCP_DEFER_ACCEPT (docs/security.md "Half-open connections
+ * and TCP_DEFER_ACCEPT"): on unless @off, for its handshake timeout
+ * @hs_timeout_ms (0: the default) rounded up to whole seconds, so that a
+ * peer whose Request never comes costs no descriptor and no half-open slot
+ * for at least as long as it would have held one; the kernel rounds that up
+ * again to SYN-ACK retransmissions (10 s: 15 s). A failure leaves the
+ * socket as it was (accepted at once, as without it). Returns the deferral
+ * the kernel holds, seconds; 0: off. */
+static uint32_t defer_accept(int lfd, uint32_t hs_timeout_ms, bool off)
+{
+	uint32_t ms = hs_timeout_ms ? hs_timeout_ms : SOFT_DEFAULT_TIMEOUT_MS;
+	int r = rr_soft_sock_defer_accept(lfd, off ? 0 : ms / 1000u + (ms % 1000u != 0));
+
+	return r > 0 ? (uint32_t)r : 0;
+}
+
 /* --------------------------------------------------------- the ops -- */
 
 int rr_soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, socklen_t addrlen,
@@ -180,9 +196,11 @@ int rr_soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, sock
 	struct soft_ctx *c = ch->ctx;
 	struct soft_id *id;
 	int fd = rr_soft_sock_listen(addr, addrlen, backlog);
+	uint32_t defer_s;
 
 	if (fd < 0)
 		return fd;
+	defer_s = defer_accept(fd, 0, false);
 	pthread_mutex_lock(&c->lock);
 	id = id_new(ch, fd);
 	if (!id) {
@@ -193,6 +211,7 @@ int rr_soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, sock
 	id->obj.type = SOFT_OBJ_LISTEN;
 	id->state = IDS_LISTEN;
 	id->max_hs = RR_LISTEN_MAX_HANDSHAKES;
+	id->defer_s = defer_s;
 	rr_cm_id_init(base, &id->base, user_ctx, NULL, true); /* before events */
 	rr_soft_obj_add(c, &id->obj, EPOLLIN);
 	pthread_mutex_unlock(&c->lock);
@@ -900,6 +919,7 @@ int rr_soft_listen_limits(struct rr_cm_id *base, const struct rr_listen_limits *
 	pthread_mutex_lock(&c->lock);
 	l->max_hs = lim->max_handshakes ? lim->max_handshakes : RR_LISTEN_MAX_HANDSHAKES;
 	l->hs_timeout_ms = lim->timeout_ms;
+	l->defer_s = defer_accept(l->obj.fd, lim->timeout_ms, lim->no_defer_accept);
 	while (l->nhs > l->max_hs && hs_drop_oldest(l)) {
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -928,6 +948,7 @@ int rr_soft_listen_stats(struct rr_cm_id *base, struct rr_listen_stats *out)
 	*out = l->lstats;
 	out->accept_backoffs = l->backoff.count;
 	out->handshakes = l->nhs;
+	out->defer_accept_s = l->defer_s;
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }

@@ -43,6 +43,13 @@ int rr_soft_sock_write_all(int fd, const uint8_t *b, size_t n);
 void rr_soft_sock_shutdown(struct soft_qp *qp);
 /* A non-blocking listening socket bound to @addr: its fd, or -errno. */
 int rr_soft_sock_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog);
+/* TCP_DEFER_ACCEPT on listening socket @lfd for @secs seconds (0: off): a
+ * connection is handed to accept only once its first data has come, or
+ * when the deferral ends (the kernel rounds @secs up to a number of SYN-ACK
+ * retransmissions: 1, 3, 7, 15, 31 s...; docs/security.md "Half-open
+ * connections and TCP_DEFER_ACCEPT"). Returns the deferral the kernel
+ * then holds, seconds (0: off), or -errno. */
+int rr_soft_sock_defer_accept(int lfd, unsigned secs);
 /* The next connection waiting on listening socket @lfd (non-blocking): its
  * fd, or -errno (-EAGAIN: none); its peer's address in *@peer, *@peerlen. */
 int rr_soft_sock_accept(int lfd, struct sockaddr_storage *peer, socklen_t *peerlen);

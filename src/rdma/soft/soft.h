@@ -603,6 +603,7 @@ struct soft_id {
 	 * struct rr_listen_limits) and accept back-off, under ctx->lock */
 	unsigned max_hs, nhs;
 	uint32_t hs_timeout_ms;      /* 0: SOFT_DEFAULT_TIMEOUT_MS */
+	uint32_t defer_s;            /* TCP_DEFER_ACCEPT held, s; 0: off */
 	uint64_t hs_next;
 	struct rr_backoff backoff;   /* accept back-off */
 	uint64_t resume_ns;          /* paused (out of epoll) until; 0: not */

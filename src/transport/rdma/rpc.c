@@ -380,6 +380,7 @@ static int sv_create_on(const char *provider, const struct rr_xprt_target *t,
 		conf.rrep_timeout_ms = p->rrep_timeout_ms;
 	conf.max_conns_per_host = p->max_conns_per_host;
 	conf.max_handshakes = p->max_handshakes;
+	conf.no_defer_accept = p->no_defer_accept;
 	conf.idle_timeout_ms = p->idle_timeout_ms;
 	conf.inline_send = conf.inline_recv = p->inline_size;
 	conf.spin_us = p->spin_us;

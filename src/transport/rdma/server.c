@@ -318,7 +318,8 @@ int rr_tp_server_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	if (rc == 0) {
 		/* half-open connections: the provider's (rdma_cm leaves them
 		 * to the kernel: -EOPNOTSUPP) */
-		struct rr_listen_limits lim = {.max_handshakes = conf->max_handshakes};
+		struct rr_listen_limits lim = {.max_handshakes = conf->max_handshakes,
+					       .no_defer_accept = conf->no_defer_accept};
 
 		rc = rr_cm_listen_limits(s->listen_id, &lim);
 		if (rc == -EOPNOTSUPP)

@@ -101,6 +101,8 @@ struct rr_tp_conf {
 					   listener (struct rr_listen_limits;
 					   the soft provider only); 0 = the
 					   provider's default */
+	bool no_defer_accept;           /* soft listener: no TCP_DEFER_ACCEPT
+					   (struct rr_listen_limits) */
 	uint32_t idle_timeout_ms;       /* an established connection with no
 					   Receive, no Call in progress and no
 					   Reply awaiting RDMA_DONE for this long
