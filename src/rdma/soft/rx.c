@@ -604,10 +604,14 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			return -ENOTCONN;
 		}
 		if (qp->stage_off < qp->stage_len) {
-			size_t used;
+			const uint8_t *p = qp->stage + qp->stage_off;
+			size_t used, avail = qp->stage_len - qp->stage_off;
 
-			r = rr_ddp_rx_feed(&qp->rx, qp->stage + qp->stage_off,
-					   qp->stage_len - qp->stage_off, &used, &ev);
+			/* a lone small Send (a Call, a Reply) in one pass;
+			 * anything else the general parser's */
+			r = rr_ddp_rx_send_one(&qp->rx, p, avail, &used, &ev);
+			if (r == 0)
+				r = rr_ddp_rx_feed(&qp->rx, p, avail, &used, &ev);
 			qp->stage_off += used;
 			if (r == 1) {
 				if (rx_event(qp, &ev) < 0)
