@@ -19,7 +19,9 @@
  * soon as the header is complete (before any payload byte is placed),
  * checks the CRC at the end and reports one event per segment. Any violation
  * fills rx->term with the Terminate to send (RFC 5040 7, RFC 5041 8) and
- * the parser stops for good. Input may arrive in any split. */
+ * the parser stops for good. Input may arrive in any split.
+ * rr_ddp_rx_send_one() takes a lone Send whole in a buffer in one pass,
+ * with the same checks and outcome, and declines anything else untouched. */
 #ifndef RR_SOFT_DDP_H
 #define RR_SOFT_DDP_H
 
