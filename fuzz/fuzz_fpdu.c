@@ -9,7 +9,11 @@
  * chosen size and one byte at a time: outcomes must be identical. And the
  * input's first bytes as an untagged message (opcode, queue, MSN, the rest
  * its payload in up to three pieces): the one-pass FPDU builder
- * (rr_ddp_tx_one) writes what rr_ddp_tx_next writes, or declines. */
+ * (rr_ddp_tx_one) writes what rr_ddp_tx_next writes, or declines. A third
+ * parse gives each piece first to the one-pass receive of a lone Send
+ * (rr_ddp_rx_send_one, as the soft QP reads its stage), the rest to the
+ * general parser: the same outcomes again, and a declined piece leaves
+ * the parser untouched. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,8 +64,9 @@ struct run {
 	uint8_t mr[2][256], recv[3][64];
 };
 
-/* Feeds data[2..] in pieces of @chunk bytes; records the outcome. */
-static void run(const uint8_t *data, size_t size, size_t chunk, struct run *o)
+/* Feeds data[2..] in pieces of @chunk bytes (@one: each first to
+ * rr_ddp_rx_send_one); records the outcome. */
+static void run(const uint8_t *data, size_t size, size_t chunk, bool one, struct run *o)
 {
 	struct rr_ddp_rx *rx = &o->rx;
 	struct rr_ddp_event ev;
@@ -78,9 +83,20 @@ static void run(const uint8_t *data, size_t size, size_t chunk, struct run *o)
 	o->nev = 0;
 	rr_ddp_rx_init(rx, &ops, NULL, data[0] & 1, data[0] & 2);
 	while (off < size) {
-		size_t used;
+		size_t used, n = RR_MIN(chunk, size - off);
 
-		r = rr_ddp_rx_feed(rx, data + off, RR_MIN(chunk, size - off), &used, &ev);
+		r = 0;
+		if (one) {
+			static struct rr_ddp_rx before;
+			unsigned head = recv_head;
+
+			before = *rx;
+			r = rr_ddp_rx_send_one(rx, data + off, n, &used, &ev);
+			if (r == 0 && (used || recv_head != head || memcmp(&before, rx, sizeof(before))))
+				abort(); /* declined, yet consumed or changed something */
+		}
+		if (r == 0)
+			r = rr_ddp_rx_feed(rx, data + off, n, &used, &ev);
 		off += used;
 		if (r < 0)
 			break;
@@ -104,6 +120,23 @@ static bool ev_same(const struct rr_ddp_event *a, const struct rr_ddp_event *b)
 	return a->type == b->type && a->op == b->op && a->last == b->last && a->len == b->len &&
 	       a->stag == b->stag && a->to == b->to && a->msn == b->msn && a->mo == b->mo &&
 	       a->inv_stag == b->inv_stag && a->msg_len == b->msg_len;
+}
+
+/* Two parses of one input agree: verdict, events, placement, Terminate. */
+static void same(const struct run *a, const struct run *b)
+{
+	if (a->r != b->r || a->nev != b->nev || a->rx.term_valid != b->rx.term_valid ||
+	    memcmp(a->mr, b->mr, sizeof(a->mr)) || memcmp(a->recv, b->recv, sizeof(a->recv)))
+		abort();
+	for (unsigned i = 0; i < a->nev; i++)
+		if (!ev_same(&a->ev[i], &b->ev[i]))
+			abort();
+	if (a->rx.term_valid &&
+	    (a->rx.term.layer != b->rx.term.layer || a->rx.term.etype != b->rx.term.etype ||
+	     a->rx.term.ecode != b->rx.term.ecode ||
+	     a->rx.term.ddp_hdr_len != b->rx.term.ddp_hdr_len ||
+	     memcmp(a->rx.term.ddp_hdr, b->rx.term.ddp_hdr, a->rx.term.ddp_hdr_len)))
+		abort();
 }
 
 /* rr_ddp_tx_one against rr_ddp_txmsg_untagged + rr_ddp_tx_next. */
@@ -149,26 +182,23 @@ static void tx_one_same(const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static struct run a, b;
+	static struct run a, b, c;
 
 	if (size < 2)
 		return 0;
 	if (size >= 8)
 		tx_one_same(data, size);
-	run(data, size, 1 + (data[0] >> 2), &a);
+	run(data, size, 1 + (data[0] >> 2), false, &a);
 	/* The same stream one byte at a time (never the bulk path): the
 	 * same events, placement, verdict and Terminate (ddp.c rx_bulk). */
-	run(data, size, 1, &b);
-	if (a.r != b.r || a.nev != b.nev || a.rx.term_valid != b.rx.term_valid ||
-	    memcmp(a.mr, b.mr, sizeof(a.mr)) || memcmp(a.recv, b.recv, sizeof(a.recv)))
-		abort();
-	for (unsigned i = 0; i < a.nev; i++)
-		if (!ev_same(&a.ev[i], &b.ev[i]))
-			abort();
-	if (a.rx.term_valid &&
-	    (a.rx.term.layer != b.rx.term.layer || a.rx.term.etype != b.rx.term.etype ||
-	     a.rx.term.ecode != b.rx.term.ecode || a.rx.term.ddp_hdr_len != b.rx.term.ddp_hdr_len ||
-	     memcmp(a.rx.term.ddp_hdr, b.rx.term.ddp_hdr, a.rx.term.ddp_hdr_len)))
+	run(data, size, 1, false, &b);
+	same(&a, &b);
+	/* Pieces of the chosen size, each offered to the one-pass receive
+	 * of a lone Send first (ddp.c rr_ddp_rx_send_one) */
+	run(data, size, 1 + (data[0] >> 2), true, &c);
+	same(&c, &b);
+	if (c.rx.msn_expect[RR_QN_SEND] != b.rx.msn_expect[RR_QN_SEND] ||
+	    c.rx.segments != b.rx.segments || c.rx.bytes != b.rx.bytes)
 		abort();
 	if (a.r < 0 && a.rx.term_valid) {
 		uint8_t fpdu[RR_TERM_FPDU_MAX];

@@ -791,3 +791,60 @@ TEST(soft_unsignaled_send_bad_lkey_completes)
 	CHECK_EQ(p.sq->state, QPS_ERROR);
 	fz_pair_down(&p);
 }
+
+/* Signaled small Sends posted alone on an idle QP (issue 16 part AH,
+ * docs/soft-iwarp.md "A lone small Send in one pass"): each takes no WQE
+ * (the send queue's slots are never touched) and completes at once, with
+ * the completion its WQE would have made (wr_id, success, SEND, its byte
+ * count), in posting order, the unsignaled one between them without one;
+ * the peer gets every Send whole, with its own bytes. */
+TEST(soft_signaled_small_sends_take_no_wqe)
+{
+	static uint8_t src[4][64], dst[4][64];
+	static const enum rpcrdma_wr_opcode ops[4] = {RPCRDMA_WR_SEND, RPCRDMA_WR_SEND,
+						      RPCRDMA_WR_SEND_WITH_INV, RPCRDMA_WR_SEND};
+	static const uint32_t flags[4] = {RPCRDMA_SEND_SIGNALED, 0,
+					  RPCRDMA_SEND_SIGNALED | RPCRDMA_SEND_SOLICITED,
+					  RPCRDMA_SEND_SIGNALED};
+	struct fz_pair p;
+	struct rpcrdma_mr *mr;
+	struct rpcrdma_wc wc[4];
+
+	fz_pair_up(&p, true);
+	p.sends = &dst[0][0];
+	p.send_len = sizeof(dst[0]);
+	p.send_max = 4;
+	for (int i = 0; i < 4; i++)
+		memset(src[i], 'a' + i, sizeof(src[i]));
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.pd, src, sizeof(src), RPCRDMA_ACCESS_LOCAL_WRITE, &mr), 0);
+	for (int i = 0; i < 4; i++) {
+		struct rpcrdma_sge sge = {.addr = (uintptr_t)src[i], .length = sizeof(src[i]),
+					  .lkey = rpcrdma_mr_lkey(mr)};
+		struct rpcrdma_send_wr wr = {.wr_id = 100 + (uint64_t)i, .sg_list = &sge,
+					     .num_sge = 1, .opcode = ops[i], .flags = flags[i]};
+
+		if (ops[i] == RPCRDMA_WR_SEND_WITH_INV)
+			wr.u.send.invalidate_stag = 0x12345678u;
+		REQUIRE_EQ(rpcrdma_post_send(p.qp, &wr, NULL), 0);
+		CHECK_EQ(p.sq->tx_bare, (uint64_t)i + 1);
+		CHECK_EQ(p.sq->sq_count, 0);
+		CHECK_EQ(p.sq->sq_touched, 0); /* no slot ever taken */
+	}
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 4, wc), 3);
+	for (int k = 0; k < 3; k++) {
+		static const uint64_t ids[3] = {100, 102, 103};
+
+		CHECK_EQ(wc[k].wr_id, ids[k]);
+		CHECK_EQ(wc[k].status, RPCRDMA_WC_SUCCESS);
+		CHECK_EQ(wc[k].opcode, RPCRDMA_WC_SEND);
+		CHECK_EQ(wc[k].byte_len, sizeof(src[0]));
+		CHECK(wc[k].qp == p.qp);
+	}
+	CHECK_EQ(rpcrdma_cq_poll(p.cq, 4, wc), 0);
+	fz_drain(&p);
+	CHECK(!p.term);
+	CHECK_EQ(p.nsends, 4);
+	CHECK_MEM(dst, src, sizeof(src));
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	fz_pair_down(&p);
+}

@@ -804,3 +804,196 @@ TEST(ddp_tx_one_as_tx_next)
 			 0);
 	}
 }
+
+/* ---- a lone Send in one pass (rr_ddp_rx_send_one) against the general parser ---- */
+
+struct one_out {
+	int r;
+	unsigned nev, fast; /* events; of them taken by rr_ddp_rx_send_one */
+	struct rr_ddp_event ev[4];
+	struct rr_ddp_rx rx;
+	struct fake *f;
+};
+
+/* Parses @b (@n bytes) with @nrecv Receives of @rlen bytes (two SGEs cut
+ * at @cut): @fast as the soft QP reads its stage (rr_ddp_rx_send_one, then
+ * rr_ddp_rx_feed for what it declines), else one byte at a time (the
+ * general parser's byte-wise path, never its bulk path). */
+static void one_parse(const uint8_t *b, size_t n, bool crc, bool fast, unsigned nrecv, size_t rlen,
+		      size_t cut, struct one_out *o)
+{
+	size_t off = 0;
+	int r = 0;
+
+	memset(o, 0, sizeof(*o));
+	o->f = fake_new();
+	for (unsigned i = 0; i < nrecv; i++)
+		fake_post_recv(o->f, rlen, cut);
+	rr_ddp_rx_init(&o->rx, &fake_ops, o->f, crc, false);
+	while (off < n) {
+		struct rr_ddp_event ev;
+		size_t used = 0;
+
+		r = 0;
+		if (fast) {
+			struct rr_ddp_rx before = o->rx;
+			unsigned head = o->f->recv_head;
+
+			r = rr_ddp_rx_send_one(&o->rx, b + off, n - off, &used, &ev);
+			if (r == 0) {
+				/* declined: nothing consumed, nothing changed,
+				 * no Receive looked up */
+				CHECK_EQ(used, 0);
+				CHECK(memcmp(&before, &o->rx, sizeof(before)) == 0);
+				CHECK_EQ(o->f->recv_head, head);
+				r = rr_ddp_rx_feed(&o->rx, b + off, n - off, &used, &ev);
+			} else if (r == 1) {
+				o->fast++;
+			}
+		} else {
+			r = rr_ddp_rx_feed(&o->rx, b + off, 1, &used, &ev);
+		}
+		off += used;
+		if (r < 0)
+			break;
+		if (r == 1 && o->nev < RR_ARRAY_SIZE(o->ev))
+			o->ev[o->nev++] = ev;
+		REQUIRE(used > 0 || r == 1);
+	}
+	o->r = r;
+}
+
+/* What the two parses must agree on: the outcome, every event, the
+ * parser's lasting state (per-queue MSN and MO, counters, the next header,
+ * the Terminate) and the segment fields a later Terminate copies, the
+ * Receive buffers and which Receives were consumed. */
+static void one_same(const struct one_out *a, const struct one_out *b)
+{
+	CHECK_EQ(a->r, b->r);
+	REQUIRE_EQ(a->nev, b->nev);
+	for (unsigned i = 0; i < a->nev; i++) {
+		const struct rr_ddp_event *x = &a->ev[i], *y = &b->ev[i];
+
+		CHECK(x->type == y->type && x->op == y->op && x->last == y->last &&
+		      x->len == y->len && x->msn == y->msn && x->mo == y->mo &&
+		      x->inv_stag == y->inv_stag && x->msg_len == y->msg_len && x->stag == y->stag &&
+		      x->to == y->to);
+	}
+	CHECK_EQ(a->rx.state, b->rx.state);
+	CHECK_EQ(a->rx.err, b->rx.err);
+	CHECK_EQ(a->rx.term_valid, b->rx.term_valid);
+	if (a->rx.term_valid && b->rx.term_valid)
+		CHECK(memcmp(&a->rx.term, &b->rx.term, sizeof(a->rx.term)) == 0);
+	CHECK(memcmp(a->rx.msn_expect, b->rx.msn_expect, sizeof(a->rx.msn_expect)) == 0);
+	CHECK(memcmp(a->rx.mo_expect, b->rx.mo_expect, sizeof(a->rx.mo_expect)) == 0);
+	CHECK_EQ(a->rx.segments, b->rx.segments);
+	CHECK_EQ(a->rx.bytes, b->rx.bytes);
+	if (a->rx.state != RR_RX_DEAD) {
+		CHECK_EQ(a->rx.hdr_have, b->rx.hdr_have);
+		CHECK_EQ(a->rx.hdr_need, b->rx.hdr_need);
+		CHECK_EQ(a->rx.crc_state, b->rx.crc_state);
+	}
+	if (a->nev && a->r >= 0) {
+		/* what a later rr_ddp_rx_fail copies into its Terminate (a
+		 * stream that died has its Terminate compared above) */
+		CHECK(memcmp(a->rx.hdr, b->rx.hdr, RR_HDR_UNTAGGED) == 0);
+		CHECK_EQ(a->rx.ulpdu_len, b->rx.ulpdu_len);
+		CHECK_EQ(a->rx.op, b->rx.op);
+		CHECK_EQ(a->rx.tagged, b->rx.tagged);
+		CHECK_EQ(a->rx.seg_len, b->rx.seg_len);
+		CHECK_EQ(a->rx.inv_stag, b->rx.inv_stag);
+	}
+	CHECK_EQ(a->f->recv_head, b->f->recv_head);
+	CHECK(memcmp(a->f->recvbuf[0], b->f->recvbuf[0], 512) == 0);
+	CHECK(memcmp(a->f->recvbuf[1], b->f->recvbuf[1], 512) == 0);
+}
+
+TEST(ddp_rx_send_one_as_general_parser)
+{
+	static const uint8_t ops[] = {RR_OP_SEND, RR_OP_SEND_INV, RR_OP_SEND_SE,
+				      RR_OP_SEND_SE_INV};
+	static const size_t lens[] = {0, 1, 3, 4, 52, 200};
+	static const uint8_t flips[] = {0x01, 0x40, 0xff};
+	static uint8_t src[256];
+	unsigned runs = 0, fast = 0;
+
+	fill(src, sizeof(src), 11);
+	for (size_t li = 0; li < RR_ARRAY_SIZE(lens); li++)
+		for (unsigned k = 0; k < 8; k++) {
+			size_t len = lens[li];
+			uint8_t op = ops[k % 4];
+			bool crc = k >= 4;
+			struct iovec v = {src, len};
+			struct rr_ddp_txmsg m;
+			struct stream s = {0};
+			size_t one;
+
+			/* two lone Sends back to back (MSN 1 and 2) */
+			REQUIRE_EQ(rr_ddp_txmsg_untagged(&m, op, RR_QN_SEND, 1, 0xa1b2c3d4u, &v, 1), 0);
+			st_msg(&s, &m, crc, 4096);
+			one = s.len;
+			REQUIRE_EQ(rr_ddp_txmsg_untagged(&m, op, RR_QN_SEND, 2, 0x01020304u, &v, 1), 0);
+			st_msg(&s, &m, crc, 4096);
+			/* mutation -1: none; then each header byte, the first
+			 * payload byte and the CRC's last byte, with each flip */
+			for (int at = -1; at < (int)one; at++)
+				for (size_t fi = 0; fi < RR_ARRAY_SIZE(flips); fi++) {
+					static const size_t rl[][2] = {{256, 256}, {256, 0}, {256, 1},
+								       {2, 2}};
+					uint8_t *b;
+
+					if (at >= RR_HDR_UNTAGGED && at != RR_HDR_UNTAGGED &&
+					    at != (int)one - 1)
+						continue;
+					if (at < 0 && fi)
+						continue;
+					b = malloc(s.len);
+					REQUIRE(b);
+					memcpy(b, s.b, s.len);
+					if (at >= 0)
+						b[at] ^= flips[fi];
+					for (size_t ri = 0; ri <= RR_ARRAY_SIZE(rl); ri++) {
+						/* the last: no Receive posted */
+						unsigned nrecv = ri < RR_ARRAY_SIZE(rl) ? 2 : 0;
+						size_t rlen = ri < RR_ARRAY_SIZE(rl) ? rl[ri][0] : 0;
+						size_t cut = ri < RR_ARRAY_SIZE(rl) ? rl[ri][1] : 0;
+						struct one_out x, y;
+
+						one_parse(b, s.len, crc, true, nrecv, rlen, cut, &x);
+						one_parse(b, s.len, crc, false, nrecv, rlen, cut, &y);
+						one_same(&x, &y);
+						if (at < 0 && nrecv && rlen >= len && cut == rlen)
+							CHECK_EQ(x.fast, 2u); /* both taken in one pass */
+						fast += x.fast;
+						runs++;
+						free(x.f);
+						free(y.f);
+					}
+					free(b);
+				}
+			free(s.b);
+		}
+	CHECK_EQ(runs, 16080u); /* 6 lengths x 8 x 67 mutations x 5 Receive shapes */
+	CHECK(fast > 1000);
+	{
+		/* a Send in two segments (Last clear on the first): declined,
+		 * both go to the general parser */
+		struct iovec v = {src, 200};
+		struct rr_ddp_txmsg m;
+		struct stream s = {0};
+		struct one_out x, y;
+
+		REQUIRE_EQ(rr_ddp_txmsg_untagged(&m, RR_OP_SEND, RR_QN_SEND, 1, 0, &v, 1), 0);
+		st_msg(&s, &m, true, 128);
+		REQUIRE_EQ(s.fpdus, 2);
+		one_parse(s.b, s.len, true, true, 1, 256, 256, &x);
+		one_parse(s.b, s.len, true, false, 1, 256, 256, &y);
+		one_same(&x, &y);
+		CHECK_EQ(x.fast, 0u);
+		CHECK_EQ(x.nev, 2u);
+		CHECK_MEM(x.f->recvbuf[0], src, 200);
+		free(x.f);
+		free(y.f);
+		free(s.b);
+	}
+}

@@ -378,6 +378,18 @@ int rr_soft_wait_qp(struct rr_qp *base, int n, struct rpcrdma_wc *wc, int timeou
 
 /* --------------------------------------------------------- the ops -- */
 
+/* The ring's completions into @wc, or 0 without its lock when it is
+ * empty (rr_cq_ring_pending, a sequentially consistent look): a push that
+ * ended before this look began, in this thread or in another that this
+ * one synchronized with since (an arm takes the ring's lock: the poll
+ * after an arm sees every push before it), is seen; one that ends after
+ * it is the next poll's, as it would be after a locked poll that found
+ * the ring empty. An overrun is pending too (-EOVERFLOW). */
+static int cq_ring_take(struct soft_cq *q, int n, struct rpcrdma_wc *wc)
+{
+	return rr_cq_ring_pending(&q->ring) ? rr_cq_ring_poll(&q->ring, n, wc) : 0;
+}
+
 /* Inline progress: the polling thread receives what its QPs' sockets hold
  * (one epoll_wait for any number of QPs), no thread hop. */
 int rr_soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
@@ -386,13 +398,13 @@ int rr_soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 	int got;
 
 	cq_touch(q);
-	got = rr_cq_ring_poll(&q->ring, n, wc);
+	got = cq_ring_take(q, n, wc);
 	if (got != 0)
 		return got;
 	soft_race(SOFT_RACE_POLL, q);
 	if (!cq_fast_poll(q))
 		cq_progress(q, 0, false, false);
-	return rr_cq_ring_poll(&q->ring, n, wc);
+	return cq_ring_take(q, n, wc);
 }
 
 /* Blocking poll: sleeps in epoll on the sockets and receives itself; a
@@ -423,7 +435,7 @@ int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_
 		 * back here, one load per turn. */
 		if (atomic_load(&q->handed) > 0)
 			cq_reclaim(q);
-		got = rr_cq_ring_pending(&q->ring) ? rr_cq_ring_poll(&q->ring, n, wc) : 0;
+		got = cq_ring_take(q, n, wc);
 		if (got != 0 || (atomic_load(&q->intr) && atomic_exchange(&q->intr, 0)))
 			break;
 		if (timeout_ms >= 0) {

@@ -719,6 +719,114 @@ static int rx_bulk(struct rr_ddp_rx *rx, const uint8_t *p, size_t avail, size_t 
 	return rx_finish(rx, ev);
 }
 
+/* A lone Send in one pass (ddp.h): Send, Send with Invalidate, with
+ * Solicited Event, Last set, on QN 0 with the next MSN at MO 0, whole in
+ * @p (untagged header, RFC 5041 4.4 | payload | pad | CRC, RFC 5044 4.1).
+ * The header's fields are checked as rx_ctrl and rx_header check them, in
+ * the same order; any field they would reject, a message that is not
+ * alone (MO, Last) or not whole in @p declines (0) before anything is
+ * touched, and the general parser gives that input its Terminate. From the
+ * Receive's look-up on (ops->untagged: it may take a shared Receive) this
+ * function answers alone, as the general path would at the same step: a
+ * refused Receive, a Send longer than it (rx_header), the payload placed
+ * across its SGEs, then the CRC (rx_finish). The fields the parser keeps
+ * of the segment (its header for a later Terminate, the per-queue MSN
+ * and MO, the counters) end as the general path leaves them. */
+int rr_ddp_rx_send_one(struct rr_ddp_rx *rx, const uint8_t *p, size_t avail, size_t *adv,
+		       struct rr_ddp_event *ev)
+{
+	const unsigned hdr_bits = RR_DDP_L | RR_DDP_VERSION << RR_DDP_DV_SHIFT |
+				  RR_RDMAP_VERSION << RR_RDMAP_RV_SHIFT;
+	uint16_t ulpdu, ctrl;
+	uint32_t seg, pad, need, left;
+	const struct iovec *iov = NULL;
+	unsigned iovcnt = 0;
+	uint64_t total = 0;
+	const uint8_t *src;
+	enum rr_rx_code c;
+	uint8_t op;
+
+	*adv = 0;
+	if (rx->state != RR_RX_HDR || rx->hdr_have != 0 || avail < RR_HDR_UNTAGGED)
+		return 0;
+	ulpdu = rr_get_be16(p);
+	ctrl = rr_get_be16(p + 2);
+	op = (uint8_t)(ctrl & RR_RDMAP_OP_MASK);
+	/* untagged, Last, DDP and RDMAP version 1, a Send opcode */
+	if ((ctrl & ~RR_RDMAP_OP_MASK) != hdr_bits || !rr_rdmap_op_is_send(op) ||
+	    ulpdu < RR_HDR_UNTAGGED - RR_MPA_LEN_FIELD)
+		return 0;
+	seg = ulpdu - (uint32_t)(RR_HDR_UNTAGGED - RR_MPA_LEN_FIELD);
+	pad = (4 - ((RR_MPA_LEN_FIELD + ulpdu) & 3)) & 3;
+	need = RR_HDR_UNTAGGED + seg + pad + RR_CRC_LEN;
+	if (avail < need || rr_get_be32(p + 8) != RR_QN_SEND ||
+	    rr_get_be32(p + 12) != rx->msn_expect[RR_QN_SEND] || rr_get_be32(p + 16) != 0 ||
+	    rx->mo_expect[RR_QN_SEND] != 0)
+		return 0;
+	/* the segment's fields, as rx_ctrl and rx_header leave them */
+	memcpy(rx->hdr, p, RR_HDR_UNTAGGED);
+	rx->ulpdu_len = ulpdu;
+	rx->ctrl = ctrl;
+	rx->tagged = false;
+	rx->last = true;
+	rx->op = op;
+	rx->hdr_need = RR_HDR_UNTAGGED;
+	rx->seg_len = seg;
+	rx->placed = 0;
+	rx->inv_stag = rr_get_be32(p + 4);
+	rx->qn = RR_QN_SEND;
+	rx->msn = rx->msn_expect[RR_QN_SEND];
+	rx->mo = 0;
+	rx->hdr_have = RR_HDR_UNTAGGED;
+	*adv = RR_HDR_UNTAGGED; /* what the general path has taken if it fails here */
+	c = rx->ops->untagged(rx->ctx, rx->msn, 0, seg, true, &iov, &iovcnt);
+	if (c != RR_RXC_OK)
+		return rx_die_code(rx, c);
+	rx->uiov = iov;
+	rx->uiovcnt = iovcnt;
+	src = p + RR_HDR_UNTAGGED;
+	if (iovcnt && seg <= iov[0].iov_len) {
+		/* the usual Receive: one SGE (or the first one holds it) */
+		if (seg)
+			memcpy(iov[0].iov_base, src, seg);
+	} else {
+		for (unsigned i = 0; i < iovcnt; i++)
+			total += iov[i].iov_len;
+		if (seg > total)
+			return rx_die_code(rx, RR_RXC_TOO_LONG);
+		left = seg;
+		for (unsigned i = 0; left; i++) {
+			size_t n = RR_MIN((size_t)left, iov[i].iov_len);
+
+			if (n)
+				memcpy(iov[i].iov_base, src, n);
+			src += n;
+			left -= (uint32_t)n;
+		}
+	}
+	*adv = need;
+	if (rx->crc &&
+	    rr_crc32c_get(p + need - RR_CRC_LEN) != rr_crc32c(p, need - RR_CRC_LEN))
+		return rx_die(rx, RR_TL_LLP, 0, RR_LLP_EC_CRC, false, false);
+	/* rx_finish: the event, the queue's next MSN, the next header */
+	memset(ev, 0, offsetof(struct rr_ddp_event, u));
+	ev->type = RR_EV_SEND;
+	ev->op = op;
+	ev->last = true;
+	ev->len = seg;
+	ev->msn = rx->msn;
+	if (op == RR_OP_SEND_INV || op == RR_OP_SEND_SE_INV)
+		ev->inv_stag = rx->inv_stag;
+	ev->msg_len = seg;
+	rx->msn_expect[RR_QN_SEND]++;
+	rx->placed = seg;
+	rx->segments++;
+	rx->bytes += seg;
+	rx->hdr_have = 0;
+	rx->hdr_need = 4;
+	return 1;
+}
+
 int rr_ddp_rx_feed(struct rr_ddp_rx *rx, const uint8_t *data, size_t len, size_t *used,
 		   struct rr_ddp_event *ev)
 {

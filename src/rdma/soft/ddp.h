@@ -19,7 +19,9 @@
  * soon as the header is complete (before any payload byte is placed),
  * checks the CRC at the end and reports one event per segment. Any violation
  * fills rx->term with the Terminate to send (RFC 5040 7, RFC 5041 8) and
- * the parser stops for good. Input may arrive in any split. */
+ * the parser stops for good. Input may arrive in any split.
+ * rr_ddp_rx_send_one() takes a lone Send whole in a buffer in one pass,
+ * with the same checks and outcome, and declines anything else untouched. */
 #ifndef RR_SOFT_DDP_H
 #define RR_SOFT_DDP_H
 
@@ -218,6 +220,18 @@ int rr_ddp_rx_advance(struct rr_ddp_rx *rx, size_t n, struct rr_ddp_event *ev);
  * end; *@used tells how much. Same returns as rr_ddp_rx_advance. */
 int rr_ddp_rx_feed(struct rr_ddp_rx *rx, const uint8_t *data, size_t len, size_t *used,
 		   struct rr_ddp_event *ev);
+/* A lone Send whole in @data (@len bytes), at a segment's start: one
+ * FPDU of Send / Send with Invalidate / with Solicited Event, Last set, on
+ * QN 0 with the next MSN at MO 0, its payload, pad and CRC all in @data.
+ * Parsed, checked and placed into the posted Receive in one pass, with the
+ * general parser's checks (version, opcode, length, QN, MSN, MO, the
+ * Receive's length, the CRC when negotiated) and its outcome: returns 1
+ * with @ev filled, or the negative errno with the same Terminate, or 0
+ * (nothing consumed, nothing changed, ops->untagged not called) for
+ * anything else, which the caller gives to rr_ddp_rx_feed. *@used: bytes
+ * consumed. */
+int rr_ddp_rx_send_one(struct rr_ddp_rx *rx, const uint8_t *data, size_t len, size_t *used,
+		       struct rr_ddp_event *ev);
 /* The upper layer rejects the segment just reported (e.g. a Read Request's
  * source STag, an IRD overflow, an Invalidate STag): builds the Terminate for
  * it and stops the parser. Returns the negative errno now in rx->err. */

@@ -581,6 +581,22 @@ static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned c
 	return RX_FAST_READ;
 }
 
+/* Parses what the stage holds from stage_off on: a lone small Send (a
+ * Call, a Reply) in one pass (rr_ddp_rx_send_one), anything else by the
+ * general parser; what was consumed leaves the stage. The returns of
+ * rr_ddp_rx_feed. */
+static int rx_stage_parse(struct soft_qp *qp, struct rr_ddp_event *ev)
+{
+	const uint8_t *p = qp->stage + qp->stage_off;
+	size_t used, avail = qp->stage_len - qp->stage_off;
+	int r = rr_ddp_rx_send_one(&qp->rx, p, avail, &used, ev);
+
+	if (r == 0)
+		r = rr_ddp_rx_feed(&qp->rx, p, avail, &used, ev);
+	qp->stage_off += used;
+	return r;
+}
+
 /* Receives what the socket holds (rx_lock held). @fast: the first read
  * sleeps with rx_lock released (fast wait); see rr_soft_qp_rx_fast. */
 static int qp_rx(struct soft_qp *qp, bool fast)
@@ -604,11 +620,7 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			return -ENOTCONN;
 		}
 		if (qp->stage_off < qp->stage_len) {
-			size_t used;
-
-			r = rr_ddp_rx_feed(&qp->rx, qp->stage + qp->stage_off,
-					   qp->stage_len - qp->stage_off, &used, &ev);
-			qp->stage_off += used;
+			r = rx_stage_parse(qp, &ev);
 			if (r == 1) {
 				if (rx_event(qp, &ev) < 0)
 					goto failed;

@@ -96,14 +96,16 @@ static int resolve(struct soft_srq *s, const struct rpcrdma_recv_wr *wr, struct 
 		/* the STag's index (above its 8-bit key) picks the cache's
 		 * entry: MRs registered one after another use different ones */
 		struct rr_mrt_lcache *lc = &s->lc[(sg->lkey >> 8) & (SOFT_SRQ_LC - 1)];
-		struct rr_mrt_ref ref;
+		uint8_t *p;
 
 		if (!sg->length)
 			continue;
-		if (rr_mrt_check_local(&s->ctx->mrt, lc, sg->lkey, sg->addr, sg->length,
-				       RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE, &s->pd->base, &ref))
+		/* a cache hit checked inline, no rr_mrt_ref built (the same
+		 * checks and results as rr_mrt_check_local) */
+		if (rr_mrt_local_ptr(&s->ctx->mrt, lc, sg->lkey, sg->addr, sg->length,
+				     RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE, &s->pd->base, &p))
 			return -EINVAL;
-		e->iov[e->iovcnt].iov_base = ref.ptr;
+		e->iov[e->iovcnt].iov_base = p;
 		e->iov[e->iovcnt++].iov_len = sg->length;
 		t += sg->length;
 	}

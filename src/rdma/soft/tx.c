@@ -326,14 +326,18 @@ static bool tx_one_fast(struct soft_qp *qp)
 	return true;
 }
 
-/* tx_lock held, QP in RTS: @wr, posted alone, an unsignaled Send or Send
- * With Invalidate, on an empty send queue with the transmit side idle,
- * whose one FPDU fits txcopy: its SGEs checked as a WQE's are
+/* tx_lock held, QP in RTS: @wr, posted alone, a Send or Send With
+ * Invalidate (not inline), on an empty send queue with the transmit side
+ * idle, whose one FPDU fits txcopy: its SGEs checked as a WQE's are
  * (sge_resolve), the FPDU built in one pass and written with one send(2).
- * Taken whole by the socket, the Send is done, and unsignaled it has no
- * completion to make: it takes no WQE. Otherwise it becomes the WQE it
- * would have been, ended by tx_one_end. false: nothing done, the WQE
- * path's turn (an SGE that fails its check completes in error there). */
+ * Taken whole by the socket, the Send is done and takes no WQE:
+ * unsignaled it has no completion to make; signaled (or on a QP that
+ * signals all) its completion is pushed now, the one
+ * rr_soft_sq_complete_locked would push for its WQE at this point (the
+ * queue was empty: nothing of this QP's send queue is older). Otherwise it
+ * becomes the WQE it would have been, ended by tx_one_end. false: nothing
+ * done, the WQE path's turn (an SGE that fails its check completes in
+ * error there). */
 static bool tx_send_bare(struct soft_qp *qp, const struct rpcrdma_send_wr *wr)
 {
 	struct iovec iov[SOFT_MAX_SGE];
@@ -344,8 +348,7 @@ static bool tx_send_bare(struct soft_qp *qp, const struct rpcrdma_send_wr *wr)
 	ssize_t n;
 
 	if ((wr->opcode != RPCRDMA_WR_SEND && wr->opcode != RPCRDMA_WR_SEND_WITH_INV) ||
-	    (wr->flags & (RPCRDMA_SEND_SIGNALED | RPCRDMA_SEND_INLINE)) ||
-	    qp->base.attr.sq_sig_all || wr->num_sge > SOFT_MAX_SGE || qp->sq_count ||
+	    (wr->flags & RPCRDMA_SEND_INLINE) || wr->num_sge > SOFT_MAX_SGE || qp->sq_count ||
 	    !qp->sq_cap || !tx_idle(qp))
 		return false;
 	if (sge_resolve(qp, &qp->sq_lc, wr->sg_list, wr->num_sge, 0, iov, &cnt, &tot))
@@ -359,6 +362,15 @@ static bool tx_send_bare(struct soft_qp *qp, const struct rpcrdma_send_wr *wr)
 		qp->tx_msn[RR_QN_SEND]++;
 		qp->tx_one++;
 		qp->tx_bare++;
+		if ((wr->flags & RPCRDMA_SEND_SIGNALED) || qp->base.attr.sq_sig_all) {
+			struct rpcrdma_wc wc = {.wr_id = wr->wr_id,
+						.status = RPCRDMA_WC_SUCCESS,
+						.opcode = RPCRDMA_WC_SEND,
+						.byte_len = tot,
+						.qp = RR_PUB(qp, &qp->base)};
+
+			rr_soft_cq_push(qp->scq, &wc);
+		}
 		return true;
 	}
 	w = wqe_take(qp, wr);
