@@ -190,6 +190,31 @@ static void run_callback(struct rpcrdma_client *c, struct rpcrdma_call *call)
 
 static void timer_arm(struct rpcrdma_client *c, uint64_t deadline);
 
+/* Puts @call in c->pending, the timer set for its deadline if earlier
+ * than planned (lock held). */
+static void pending_link(struct rpcrdma_client *c, struct rpcrdma_call *call)
+{
+	call->next = c->pending;
+	call->prev = NULL;
+	if (c->pending)
+		c->pending->prev = call;
+	c->pending = call;
+	if (call->deadline < c->timer_at)
+		timer_arm(c, call->deadline);
+}
+
+/* Takes @call out of c->pending if it is there (lock held). */
+static void pending_unlink(struct rpcrdma_client *c, struct rpcrdma_call *call)
+{
+	if (call->prev)
+		call->prev->next = call->next;
+	else if (c->pending == call)
+		c->pending = call->next;
+	if (call->next)
+		call->next->prev = call->prev;
+	call->next = call->prev = NULL;
+}
+
 /* Clears c->sync_call if it is @call: true when this thread did (then
  * nobody else will: the call is this thread's to complete or to list). */
 static bool sync_clear(struct rpcrdma_client *c, struct rpcrdma_call *call)
@@ -210,13 +235,7 @@ static void sync_take(struct rpcrdma_client *c, struct rpcrdma_call *call, bool 
 	if (!call->fast || !sync_clear(c, call))
 		return;
 	call->taken = other;
-	call->next = c->pending;
-	call->prev = NULL;
-	if (c->pending)
-		c->pending->prev = call;
-	c->pending = call;
-	if (call->deadline < c->timer_at)
-		timer_arm(c, call->deadline);
+	pending_link(c, call);
 }
 
 /* Upcall from the transport: the call completed (exactly once). */
@@ -270,13 +289,7 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 		(void)sync_clear(c, call);   /* completed here: never listed */
 	call->status = status;
 	call->state = CALL_DONE;
-	if (call->prev)
-		call->prev->next = call->next;
-	else if (c->pending == call)
-		c->pending = call->next;
-	if (call->next)
-		call->next->prev = call->prev;
-	call->next = call->prev = NULL;
+	pending_unlink(c, call);
 	done = call->done;
 	if (!done && call->sync_run && !call->refs &&
 	    pthread_equal(call->run_thread, pthread_self())) {
@@ -722,6 +735,30 @@ RPCRDMA_API uint32_t rpcrdma_call_xid(const struct rpcrdma_call *call)
 	return call->xc.xid;
 }
 
+/* The transport's view of @call's message, its callback @done(@arg),
+ * its deadline; returns the clock read for it (the precise clock: a
+ * deadline on the coarse one could be early, common.h). */
+static uint64_t call_fill(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void *arg)
+{
+	struct rpcrdma_client *c = call->clnt;
+	uint64_t now;
+
+	call->xc.msg.head = call->enc.buf;
+	call->xc.msg.head_len = call->enc.len;
+	call->xc.msg.ddp = call->enc.ddp;
+	call->xc.msg.nddp = call->enc.nddp;
+	call->xc.msg.xdr_len = call->enc.xdr_len;
+	call->xc.sinks = call->sinks;
+	call->xc.nsinks = call->nsinks;
+	call->done = done;
+	call->done_arg = arg;
+	call->status = 0;
+	now = rr_now_ns(c->env);
+	call->deadline = now + (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) *
+				       1000000ull;
+	return now;
+}
+
 /* rpcrdma_call_start; with @sync (rpcrdma_call_run: no callback, the
  * caller waits next on this thread) in_submit stays set after a successful
  * submit, and is cleared where the completion is seen (on_complete on this
@@ -739,21 +776,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 		return -EBUSY;
 	if (call->enc.error)
 		return call->enc.error;
-	call->xc.msg.head = call->enc.buf;
-	call->xc.msg.head_len = call->enc.len;
-	call->xc.msg.ddp = call->enc.ddp;
-	call->xc.msg.nddp = call->enc.nddp;
-	call->xc.msg.xdr_len = call->enc.xdr_len;
-	call->xc.sinks = call->sinks;
-	call->xc.nsinks = call->nsinks;
-	call->done = done;
-	call->done_arg = arg;
-	call->status = 0;
-	/* the precise clock: a deadline on the coarse one could be early
-	 * (common.h) */
-	now = rr_now_ns(c->env);
-	call->deadline = now + (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) *
-				       1000000ull;
+	now = call_fill(call, done, arg);
 
 	pthread_mutex_lock(&c->lock);
 	if (c->stopping) {
@@ -764,17 +787,11 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	/* The message now belongs to the transport: no more encoding (a
 	 * growing buffer would move under it). */
 	call->enc.error = -EBUSY;
-	call->next = c->pending;
-	call->prev = NULL;
-	if (c->pending)
-		c->pending->prev = call;
-	c->pending = call;
 	call->in_submit = true;
 	call->sync_run = sync;
 	if (sync)
 		call->run_thread = pthread_self();
-	if (call->deadline < c->timer_at)
-		timer_arm(c, call->deadline);   /* earlier than planned */
+	pending_link(c, call);
 	pthread_mutex_unlock(&c->lock);
 
 	rc = wait_ms ? c->ops->submit_wait(c->xp, &call->xc, now, wait_ms)
@@ -789,13 +806,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	call->in_submit = false;
 	if (rc) {
 		call->enc.error = 0;
-		if (call->prev)
-			call->prev->next = call->next;
-		else if (c->pending == call)
-			c->pending = call->next;
-		if (call->next)
-			call->next->prev = call->prev;
-		call->next = call->prev = NULL;
+		pending_unlink(c, call);
 		call->state = CALL_NEW;
 		call->sync_run = false;
 	}
@@ -868,19 +879,7 @@ static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
 
 	if (call->enc.error || atomic_load_explicit(&c->sync_call, memory_order_relaxed))
 		return 1;
-	call->xc.msg.head = call->enc.buf;
-	call->xc.msg.head_len = call->enc.len;
-	call->xc.msg.ddp = call->enc.ddp;
-	call->xc.msg.nddp = call->enc.nddp;
-	call->xc.msg.xdr_len = call->enc.xdr_len;
-	call->xc.sinks = call->sinks;
-	call->xc.nsinks = call->nsinks;
-	call->done = NULL;
-	call->done_arg = NULL;
-	call->status = 0;
-	now = rr_now_ns(c->env);
-	call->deadline = now + (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) *
-				       1000000ull;
+	now = call_fill(call, NULL, NULL);
 	call->state = CALL_PENDING;
 	call->enc.error = -EBUSY;   /* the message is the transport's now */
 	call->in_submit = true;
@@ -901,16 +900,8 @@ static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
 		return 0;
 	/* not taken by the transport (no completion comes): back to new */
 	pthread_mutex_lock(&c->lock);
-	if (!sync_clear(c, call) && (call->prev || c->pending == call)) {
-		/* listed by a cancel meanwhile */
-		if (call->prev)
-			call->prev->next = call->next;
-		else
-			c->pending = call->next;
-		if (call->next)
-			call->next->prev = call->prev;
-		call->next = call->prev = NULL;
-	}
+	if (!sync_clear(c, call))
+		pending_unlink(c, call);   /* listed by a cancel meanwhile */
 	call->fast = false;
 	call->taken = false;
 	call->aborting = false;
