@@ -10,6 +10,7 @@
 #include "rpc/rpcmsg.h"
 #include "transport/xprt.h"
 #include "rpc/bc.h"
+#include "rpc/clnt_int.h"
 #include "rpc/ctl.h"
 #include "engine/engine.h"
 #include "common/spare.h"
@@ -50,6 +51,12 @@ struct rpcrdma_call {
 	bool sync_run;            /* rpcrdma_call_run's, by run_thread */
 	bool settled;             /* done, and nothing but its owner holds it
 				     any more: the owner's thread only */
+	bool fast;                /* run without the lock: registered in
+				     clnt->sync_call by its run_thread
+				     (run_fast), written before that */
+	bool taken;               /* fast, and taken into the pending list by
+				     another thread (sync_take; lock held) */
+	int abort_status;         /* abort_call's, while aborting */
 	int refs;                 /* timer/canceller holds while unlocked */
 	pthread_t abort_thread;   /* the thread inside the transport's abort()
 				     while aborting && refs */
@@ -89,6 +96,12 @@ struct rpcrdma_client {
 	struct rpcrdma_call *pending;
 	unsigned cb_active;       /* completion callbacks running or queued */
 	struct rpcrdma_call *deferred;  /* callbacks for the loop (cb_task) */
+	/* The one synchronous call run without the lock (run_fast), NULL
+	 * when none: set by its run thread, and cleared exactly once, by the
+	 * thread that wins the exchange: that thread when it sees its own
+	 * Reply (on_complete, no lock), or a thread holding the lock that
+	 * takes the call into the pending list (sync_take) or completes it. */
+	_Atomic(struct rpcrdma_call *) sync_call;
 	struct rr_spare spare;    /* destroyed calls kept for reuse */
 };
 
@@ -175,6 +188,56 @@ static void run_callback(struct rpcrdma_client *c, struct rpcrdma_call *call)
 	pthread_mutex_unlock(&c->lock);
 }
 
+static void timer_arm(struct rpcrdma_client *c, uint64_t deadline);
+
+/* Puts @call in c->pending, the timer set for its deadline if earlier
+ * than planned (lock held). */
+static void pending_link(struct rpcrdma_client *c, struct rpcrdma_call *call)
+{
+	call->next = c->pending;
+	call->prev = NULL;
+	if (c->pending)
+		c->pending->prev = call;
+	c->pending = call;
+	if (call->deadline < c->timer_at)
+		timer_arm(c, call->deadline);
+}
+
+/* Takes @call out of c->pending if it is there (lock held). */
+static void pending_unlink(struct rpcrdma_client *c, struct rpcrdma_call *call)
+{
+	if (call->prev)
+		call->prev->next = call->next;
+	else if (c->pending == call)
+		c->pending = call->next;
+	if (call->next)
+		call->next->prev = call->prev;
+	call->next = call->prev = NULL;
+}
+
+/* Clears c->sync_call if it is @call: true when this thread did (then
+ * nobody else will: the call is this thread's to complete or to list). */
+static bool sync_clear(struct rpcrdma_client *c, struct rpcrdma_call *call)
+{
+	struct rpcrdma_call *expect = call;
+
+	return atomic_compare_exchange_strong_explicit(&c->sync_call, &expect, NULL,
+						       memory_order_acq_rel, memory_order_acquire);
+}
+
+/* With c->lock held: @call, if it is still the client's lock-free
+ * synchronous call, goes into the pending list as call_start would have
+ * put it there (its timer armed), so that the timer, a cancel or a
+ * destroy finds it; its own Reply then takes the lock (on_complete).
+ * @other: taken by a thread that is not its run thread (a cancel). */
+static void sync_take(struct rpcrdma_client *c, struct rpcrdma_call *call, bool other)
+{
+	if (!call->fast || !sync_clear(c, call))
+		return;
+	call->taken = other;
+	pending_link(c, call);
+}
+
 /* Upcall from the transport: the call completed (exactly once). */
 static void on_complete(void *ctx, struct rr_xprt_call *xc)
 {
@@ -209,16 +272,24 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 			}
 		}
 	}
+	if (call->fast && !call->done && pthread_equal(call->run_thread, pthread_self()) &&
+	    sync_clear(c, call)) {
+		/* Its own Reply, on the thread that runs it, and no other
+		 * thread took it (it was never listed; a timer, a cancel or a
+		 * destroy only reach a call through the list): nothing else
+		 * holds it, no lock (run_fast). */
+		call->status = status;
+		call->state = CALL_DONE;
+		call->in_submit = false;
+		call->settled = true;
+		return;
+	}
 	pthread_mutex_lock(&c->lock);
+	if (call->fast)
+		(void)sync_clear(c, call);   /* completed here: never listed */
 	call->status = status;
 	call->state = CALL_DONE;
-	if (call->prev)
-		call->prev->next = call->next;
-	else if (c->pending == call)
-		c->pending = call->next;
-	if (call->next)
-		call->next->prev = call->prev;
-	call->next = call->prev = NULL;
+	pending_unlink(c, call);
 	done = call->done;
 	if (!done && call->sync_run && !call->refs &&
 	    pthread_equal(call->run_thread, pthread_self())) {
@@ -264,6 +335,7 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 static void abort_call(struct rpcrdma_client *c, struct rpcrdma_call *call, int status)
 {
 	call->aborting = true;
+	call->abort_status = status;
 	call->refs++;
 	call->abort_thread = pthread_self();
 	pthread_mutex_unlock(&c->lock);
@@ -663,6 +735,30 @@ RPCRDMA_API uint32_t rpcrdma_call_xid(const struct rpcrdma_call *call)
 	return call->xc.xid;
 }
 
+/* The transport's view of @call's message, its callback @done(@arg),
+ * its deadline; returns the clock read for it (the precise clock: a
+ * deadline on the coarse one could be early, common.h). */
+static uint64_t call_fill(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void *arg)
+{
+	struct rpcrdma_client *c = call->clnt;
+	uint64_t now;
+
+	call->xc.msg.head = call->enc.buf;
+	call->xc.msg.head_len = call->enc.len;
+	call->xc.msg.ddp = call->enc.ddp;
+	call->xc.msg.nddp = call->enc.nddp;
+	call->xc.msg.xdr_len = call->enc.xdr_len;
+	call->xc.sinks = call->sinks;
+	call->xc.nsinks = call->nsinks;
+	call->done = done;
+	call->done_arg = arg;
+	call->status = 0;
+	now = rr_now_ns(c->env);
+	call->deadline = now + (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) *
+				       1000000ull;
+	return now;
+}
+
 /* rpcrdma_call_start; with @sync (rpcrdma_call_run: no callback, the
  * caller waits next on this thread) in_submit stays set after a successful
  * submit, and is cleared where the completion is seen (on_complete on this
@@ -680,21 +776,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 		return -EBUSY;
 	if (call->enc.error)
 		return call->enc.error;
-	call->xc.msg.head = call->enc.buf;
-	call->xc.msg.head_len = call->enc.len;
-	call->xc.msg.ddp = call->enc.ddp;
-	call->xc.msg.nddp = call->enc.nddp;
-	call->xc.msg.xdr_len = call->enc.xdr_len;
-	call->xc.sinks = call->sinks;
-	call->xc.nsinks = call->nsinks;
-	call->done = done;
-	call->done_arg = arg;
-	call->status = 0;
-	/* the precise clock: a deadline on the coarse one could be early
-	 * (common.h) */
-	now = rr_now_ns(c->env);
-	call->deadline = now + (uint64_t)(call->timeout_ms ? call->timeout_ms : c->timeout_ms) *
-				       1000000ull;
+	now = call_fill(call, done, arg);
 
 	pthread_mutex_lock(&c->lock);
 	if (c->stopping) {
@@ -705,17 +787,11 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	/* The message now belongs to the transport: no more encoding (a
 	 * growing buffer would move under it). */
 	call->enc.error = -EBUSY;
-	call->next = c->pending;
-	call->prev = NULL;
-	if (c->pending)
-		c->pending->prev = call;
-	c->pending = call;
 	call->in_submit = true;
 	call->sync_run = sync;
 	if (sync)
 		call->run_thread = pthread_self();
-	if (call->deadline < c->timer_at)
-		timer_arm(c, call->deadline);   /* earlier than planned */
+	pending_link(c, call);
 	pthread_mutex_unlock(&c->lock);
 
 	rc = wait_ms ? c->ops->submit_wait(c->xp, &call->xc, now, wait_ms)
@@ -730,13 +806,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	call->in_submit = false;
 	if (rc) {
 		call->enc.error = 0;
-		if (call->prev)
-			call->prev->next = call->next;
-		else if (c->pending == call)
-			c->pending = call->next;
-		if (call->next)
-			call->next->prev = call->prev;
-		call->next = call->prev = NULL;
+		pending_unlink(c, call);
 		call->state = CALL_NEW;
 		call->sync_run = false;
 	}
@@ -790,6 +860,83 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 	return rc;
 }
 
+/* rpcrdma_call_run through the transport's submit_wait (@wait_ms) without
+ * the client's lock, when no other synchronous call of the client runs
+ * so: the call is registered in c->sync_call instead of the pending list
+ * (no timer armed: the wait ends by the deadline), and its own Reply seen
+ * on this thread settles it without the lock (on_complete). Any other
+ * thread that must reach it does so under the lock through c->sync_call
+ * (sync_take: a cancel lists it; another thread that delivers its Reply
+ * completes it there); so does this thread once the wait ended without
+ * it (run_slow). Returns 1 when not run so (the caller runs it through
+ * call_start), else call_start's result. */
+static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
+{
+	struct rpcrdma_client *c = call->clnt;
+	struct rpcrdma_call *none = NULL;
+	uint64_t now;
+	int rc;
+
+	if (call->enc.error || atomic_load_explicit(&c->sync_call, memory_order_relaxed))
+		return 1;
+	now = call_fill(call, NULL, NULL);
+	call->state = CALL_PENDING;
+	call->enc.error = -EBUSY;   /* the message is the transport's now */
+	call->in_submit = true;
+	call->sync_run = true;
+	call->run_thread = pthread_self();
+	call->fast = true;
+	if (!atomic_compare_exchange_strong_explicit(&c->sync_call, &none, call,
+						     memory_order_acq_rel, memory_order_relaxed)) {
+		call->fast = false;   /* another thread's: the general way */
+		call->sync_run = false;
+		call->in_submit = false;
+		call->enc.error = 0;
+		call->state = CALL_NEW;
+		return 1;
+	}
+	rc = c->ops->submit_wait(c->xp, &call->xc, now, wait_ms);
+	if (!rc)
+		return 0;
+	/* not taken by the transport (no completion comes): back to new */
+	pthread_mutex_lock(&c->lock);
+	if (!sync_clear(c, call))
+		pending_unlink(c, call);   /* listed by a cancel meanwhile */
+	call->fast = false;
+	call->taken = false;
+	call->aborting = false;
+	call->in_submit = false;
+	call->sync_run = false;
+	call->enc.error = 0;
+	call->state = CALL_NEW;
+	clnt_wake(c);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* A fast call (run_fast) not seen complete on its thread when the
+ * transport's wait ended: listed now if still unlisted (the timer then
+ * aborts it at its deadline). A cancel that took it before the transport
+ * had it found nothing to abort (xprt.h: abort of a call the transport
+ * does not hold): its abort is made again, now that the transport holds
+ * the call (a no-op for a call completed or completing). Then waits for
+ * the completion as rpcrdma_call_wait. */
+static int run_slow(struct rpcrdma_call *call)
+{
+	struct rpcrdma_client *c = call->clnt;
+
+	pthread_mutex_lock(&c->lock);
+	sync_take(c, call, false);
+	if (call->taken && call->state != CALL_DONE) {
+		while (call->refs && call->state != CALL_DONE)
+			(void)clnt_wait(c, NULL);   /* its abort returns first */
+		if (call->state != CALL_DONE)
+			abort_call(c, call, call->abort_status);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rpcrdma_call_wait(call, -1);
+}
+
 RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 {
 	struct rpcrdma_client *c;
@@ -812,9 +959,18 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 		left_ms = RR_MIN(left_ms, (uint64_t)UINT32_MAX);
 	}
 	call->xc.caller_waits = left_ms != 0;
-	/* submit and wait in one entry when the transport has it */
-	rc = call_start(call, NULL, NULL, true,
-			left_ms && c->ops->submit_wait ? (uint32_t)left_ms : 0);
+	/* submit and wait in one entry when the transport has it, without
+	 * the lock when it may */
+	rc = 1;
+	if (left_ms && c->ops->submit_wait)
+		rc = run_fast(call, (uint32_t)left_ms);
+	if (rc == 0 && !call->settled) {
+		call->xc.caller_waits = false;
+		return run_slow(call);
+	}
+	if (rc == 1)
+		rc = call_start(call, NULL, NULL, true,
+				left_ms && c->ops->submit_wait ? (uint32_t)left_ms : 0);
 	call->xc.caller_waits = false;
 	if (rc)
 		return rc;
@@ -830,7 +986,12 @@ RPCRDMA_API void rpcrdma_call_cancel(struct rpcrdma_call *call)
 	struct rpcrdma_client *c = call->clnt;
 
 	pthread_mutex_lock(&c->lock);
-	if (call->state != CALL_PENDING || call->aborting) {
+	if (atomic_load_explicit(&c->sync_call, memory_order_acquire) == call)
+		sync_take(c, call, true);   /* run without the lock: listed now */
+	/* Pending calls are listed (a fast call not listed completed, or
+	 * completes now on its run thread: its state is not read here) */
+	if ((!call->prev && c->pending != call) || call->state != CALL_PENDING ||
+	    call->aborting) {
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
@@ -880,6 +1041,14 @@ RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call)
 		(void)clnt_wait(c, NULL);
 	pthread_mutex_unlock(&c->lock);
 	call_free(call);
+}
+
+bool rr_rpc_client_runs_unlocked(const void *ctx, const struct rr_xprt_call *xc)
+{
+	struct rpcrdma_client *c = (struct rpcrdma_client *)(uintptr_t)ctx;
+	struct rpcrdma_call *cur = atomic_load_explicit(&c->sync_call, memory_order_acquire);
+
+	return cur && &cur->xc == xc;
 }
 
 /* Transport controls (transport/xprt_ctl.h): counters and push mode. */

@@ -416,11 +416,13 @@ static uint32_t cl_posted(struct rr_th_cl *c)
 	return n;
 }
 
-/* A requester's Replies lent from their Receives: released one at a time,
- * the Receives go back to the queue in batches (a release that leaves
- * some off it, then one that posts them all); with Replies held, lent and
- * given back together never keep more than TP_LEND_MAX off the queue, so
- * what the peer may send still finds a Receive. */
+/* A requester's Replies lent from their Receives: released one at a time
+ * (without the client's lock: noted in the connection, taken by the next
+ * Reply kept in a Receive or the client's next turn), the Receives go back
+ * to the queue in batches (a turn that leaves some off it, then one that
+ * posts them all); with Replies held, lent and given back together never
+ * keep more than TP_LEND_MAX off the queue, so what the peer may send
+ * still finds a Receive. */
 TEST(xprt_client_receives_reposted_in_batches)
 {
 	struct rr_tp_conf cc;
@@ -451,6 +453,8 @@ TEST(xprt_client_receives_reposted_in_batches)
 		rr_th_small_submit(&c, &p[0], xid++);
 		REQUIRE(rr_th_cl_wait(&c, ++done, 10000));
 		p_release(&c, p, 1);
+		CHECK(cl_posted(&c) + TP_LEND_MAX >= nrecv);   /* noted, not yet taken */
+		rr_tp_client_turn(c.tp);
 		n = cl_posted(&c);
 		CHECK(n + TP_LEND_MAX >= nrecv);
 		CHECK(n <= nrecv);
@@ -479,6 +483,52 @@ TEST(xprt_client_receives_reposted_in_batches)
 		REQUIRE(rr_th_cl_wait(&c, ++done, 10000));
 	}
 	p_release(&c, p, 12);
+	rr_th_cl_stop(&c);
+	p_stop(&sq);
+}
+
+/* A Reply released without the client's lock after its connection died
+ * (noted in that connection, tp_conn_unlend_later): the dead connection is
+ * kept while the Reply is held (it points into its Receive buffer), and
+ * the next turn's sweep takes the note and frees it. A sweep that did not
+ * take the notes would keep the connection for ever. */
+TEST(xprt_client_reply_released_after_loss_frees_connection)
+{
+	struct rr_tp_conf cc;
+	struct rr_th_sq sq;
+	struct rr_th_cl c;
+	struct rr_xprt_stats st;
+	static struct rr_th_small p[1];
+	uint64_t fatal0;
+	bool lost = false;
+
+	if (!rr_th_soft_ok())
+		return;
+	rr_tp_conf_default(&cc);
+	cc.no_reconnect = true;
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, p_start(&sq, 0, false), rr_th_cl_count), 0);
+	rr_th_small_submit(&c, &p[0], 0x5000);
+	REQUIRE(rr_th_cl_wait(&c, 1, 10000));
+	CHECK_EQ(p[0].r.status, 0);
+	REQUIRE(p[0].r.lent != NULL);   /* the Reply is its Receive */
+	rr_tp_client_stats(c.tp, &st);
+	fatal0 = st.fatal_errors;
+	REQUIRE_EQ(rr_tp_client_cut(c.tp), 0);
+	/* untimed: the provider hands the disconnect to the loop */
+	for (unsigned i = 0; i < 10000 && !lost; i++) {
+		rr_tp_client_turn(c.tp);
+		rr_tp_client_stats(c.tp, &st);
+		lost = st.fatal_errors > fatal0;
+		if (!lost)
+			rr_th_sleep_ms(1);
+	}
+	REQUIRE(lost);
+	rr_tp_client_turn(c.tp);
+	CHECK_EQ(rr_tp_client_dead_conns(c.tp), 1);   /* the Reply holds it */
+	p_release(&c, p, 1);
+	CHECK(p[0].r.reply == NULL);
+	rr_tp_client_turn(c.tp);
+	CHECK_EQ(rr_tp_client_dead_conns(c.tp), 0);
 	rr_th_cl_stop(&c);
 	p_stop(&sq);
 }

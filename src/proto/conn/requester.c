@@ -112,6 +112,41 @@ static int rq_send(struct rr_conn *c, struct rq_call *k)
 	return 0;
 }
 
+/* Sends @k, which holds a credit taken for it (out of the FIFO: by
+ * rr_cred_req_next or rr_cred_req_submit), on a connection that is up.
+ * Returns false when the connection refused it (-EAGAIN from rq_send): its
+ * credit is given back and it goes back to the head of the FIFO, to be
+ * sent after reconnection; a Call that cannot be sent at all is completed
+ * with its error. */
+static bool rq_send_credited(struct rr_conn *c, struct rq_call *k)
+{
+	int rc;
+
+	k->has_credit = true;
+	rc = rq_send(c, k);
+	if (rc == 0)
+		return true;
+	(void)rr_cred_req_complete(&c->rcred);
+	k->has_credit = false;
+	if (rc == -EAGAIN) {
+		(void)rr_cred_req_requeue(&c->rcred, &k->node);
+		return false;
+	}
+	rq_set_result(k, rc);
+	rq_finish(c, k);
+	return true;
+}
+
+/* The end of a pump: every credit is held by Calls the upper layer
+ * abandoned, whose Replies may never come (a responder that dropped them):
+ * only a new connection gives the credits back (as Linux, which reconnects
+ * on an RPC timeout); the waiting Calls go on it. */
+static void rq_stray_check(struct rr_conn *c)
+{
+	if (c->rcred.queued && c->stray_credits >= c->rcred.grant)
+		rr_conn_fail(c);
+}
+
 /* Sends queued Calls while credits allow. */
 void rq_pump(struct rr_conn *c)
 {
@@ -121,29 +156,10 @@ void rq_pump(struct rr_conn *c)
 	 * the check at the end needs a queued Call */
 	if (!c->up || !c->rcred.queued)
 		return;
-	while ((n = rr_cred_req_next(&c->rcred)) != NULL) {
-		struct rq_call *k = RR_CONTAINER_OF(n, struct rq_call, node);
-		int rc;
-
-		k->has_credit = true;
-		rc = rq_send(c, k);
-		if (rc == 0)
-			continue;
-		(void)rr_cred_req_complete(&c->rcred);
-		k->has_credit = false;
-		if (rc == -EAGAIN) {
-			(void)rr_cred_req_requeue(&c->rcred, n);
+	while ((n = rr_cred_req_next(&c->rcred)) != NULL)
+		if (!rq_send_credited(c, RR_CONTAINER_OF(n, struct rq_call, node)))
 			break;
-		}
-		rq_set_result(k, rc);
-		rq_finish(c, k);
-	}
-	/* Every credit is held by Calls the upper layer abandoned, whose
-	 * Replies may never come (a responder that dropped them): only a new
-	 * connection gives the credits back (as Linux, which reconnects on an
-	 * RPC timeout); the waiting Calls go on it. */
-	if (c->rcred.queued && c->stray_credits >= c->rcred.grant)
-		rr_conn_fail(c);
+	rq_stray_check(c);
 }
 
 void rq_up(struct rr_conn *c)
@@ -312,21 +328,31 @@ int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc)
 	rpc->priv = k;
 	k->state = RQ_QUEUED;
 	rq_list_add(c, k);
-	rc = rr_cred_req_submit(&c->rcred, &k->node);
-	if (rc == 1) {
-		/* A credit is free: give it back and let the pump take it
-		 * (it also handles "not connected"). */
-		(void)rr_cred_req_complete(&c->rcred);
-		(void)rr_cred_req_requeue(&c->rcred, &k->node);
-	} else {
-		c->st->credits_exhausted++;
-	}
-	/* Sent by this pump, it goes with the plan just made; left queued,
-	 * its buffers go until it is sent (re-planned then: the connection
-	 * and its parameters may change meanwhile). A Call finished in the
-	 * pump is no longer @c->fresh (rq_finish). */
+	/* Sent now, it goes with the plan just made; left queued, its
+	 * buffers go until it is sent (re-planned then: the connection and
+	 * its parameters may change meanwhile). A Call finished on the way is
+	 * no longer @c->fresh (rq_finish). */
 	c->fresh = k;
-	rq_pump(c);
+	rc = rr_cred_req_submit(&c->rcred, &k->node);
+	if (rc == 1 && c->up) {
+		/* A credit is free, so nothing was queued
+		 * (rr_cred_req_can_send): sent at once with the credit submit
+		 * took, as the pump would send the head of the FIFO (credits
+		 * counted once, not taken, given back and taken again). Sent,
+		 * nothing is queued still: the pump would do nothing; refused,
+		 * it is queued again and the pump would stop there. */
+		if (!rq_send_credited(c, k))
+			rq_stray_check(c);
+	} else {
+		if (rc == 1) {
+			/* not connected: queued for the pump of rq_up */
+			(void)rr_cred_req_complete(&c->rcred);
+			(void)rr_cred_req_requeue(&c->rcred, &k->node);
+		} else {
+			c->st->credits_exhausted++;
+		}
+		rq_pump(c);
+	}
 	if (c->fresh == k) {
 		rr_xprt_rqst_drop_bufs(&c->req, k->rq);
 		c->fresh = NULL;

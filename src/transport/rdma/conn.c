@@ -692,6 +692,7 @@ static int conn_lend(struct tp_conn *cn, void **handle)
 {
 	if (!cn)
 		return -ENOBUFS;
+	tp_conn_unlend_drain(cn, cn);
 	if (cn->lent + cn->nrback >= TP_LEND_MAX && !cn->dead)
 		recv_flush(cn);   /* never more than TP_LEND_MAX not posted */
 	if (cn->lent >= TP_LEND_MAX)
@@ -879,21 +880,66 @@ static int c_lend(void *ctx, uint32_t idx, void **handle)
 	return conn_lend(cur(ctx), handle);
 }
 
-/* The Reply was the Receive buffer itself: repost it, with the next ones
- * given back (recv_flush; the connection is not freed while lent:
- * tp_grave_sweep). */
-static void c_unlend(void *ctx, void *handle, uint32_t idx)
+/* Receive @idx of @cn, lent to a Reply, is given back: reposted with the
+ * next ones given back (recv_flush) when @cn is @current and alive (the
+ * connection is not freed while lent: tp_grave_sweep). */
+static void unlend(struct tp_conn *cn, struct tp_conn *current, uint32_t idx)
 {
-	struct tp_conn *cn = handle;
-
 	cn->lent--;
-	if (cn->dead || cur(ctx) != cn)
+	if (cn->dead || current != cn)
 		return;
 	if (cn->nrback == TP_LEND_MAX)
 		recv_flush(cn);   /* (not reached: conn_lend bounds them) */
 	cn->rback[cn->nrback++] = idx;
 	if (cn->nrback == TP_LEND_MAX)
 		recv_flush(cn);
+}
+
+/* The Reply was the Receive buffer itself (the session's release). */
+static void c_unlend(void *ctx, void *handle, uint32_t idx)
+{
+	unlend(handle, cur(ctx), idx);
+}
+
+/* cn->rel: 4 lanes of 16 bits (TP_LEND_MAX of them). Every Reply noted
+ * there is lent (counted in cn->lent, which never passes TP_LEND_MAX:
+ * conn_lend), and the caller's own is not noted yet: at most
+ * TP_LEND_MAX - 1 lanes are taken in any value the word has, so each
+ * attempt finds a free one, and one fails only when another thread
+ * changed the word meanwhile. The release orders the caller's reads of
+ * the Reply before the repost that lets the provider write it again. */
+_Static_assert(TP_LEND_MAX == 4, "cn->rel has 4 lanes of 16 bits");
+
+bool tp_conn_unlend_later(struct tp_conn *cn, uint32_t idx)
+{
+	uint64_t v = atomic_load_explicit(&cn->rel, memory_order_relaxed);
+
+	if (idx >= 0xffffu)
+		return false;   /* (no such queue: the lock's way) */
+	for (;;) {
+		unsigned lane = 0;
+
+		while (lane < TP_LEND_MAX && ((v >> (16 * lane)) & 0xffffu))
+			lane++;
+		if (lane == TP_LEND_MAX)
+			return false;   /* (not reached: see above) */
+		if (atomic_compare_exchange_weak_explicit(
+			    &cn->rel, &v, v | (uint64_t)(idx + 1) << (16 * lane),
+			    memory_order_release, memory_order_relaxed))
+			return true;
+	}
+}
+
+void tp_conn_unlend_drain(struct tp_conn *cn, struct tp_conn *current)
+{
+	uint64_t v;
+
+	if (!atomic_load_explicit(&cn->rel, memory_order_relaxed))
+		return;
+	v = atomic_exchange_explicit(&cn->rel, 0, memory_order_acquire);
+	for (; v; v >>= 16)
+		if (v & 0xffffu)
+			unlend(cn, current, (uint32_t)(v & 0xffffu) - 1);
 }
 
 static void c_complete(void *ctx, struct rr_conn_rpc *rpc)

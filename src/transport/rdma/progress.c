@@ -648,6 +648,7 @@ void tp_grave_sweep(struct tp_ep *ep)
 		struct tp_conn *cn = *pp;
 		bool role;
 
+		tp_conn_unlend_drain(cn, NULL);   /* Replies released since */
 		if (cn->in_wait || cn->lent || cn->pushing ||
 		    (ep->is_server && cn->sess && rr_conn_in_progress(cn->sess))) {
 			/* a caller thread sleeps on its CQ (rr_tp_client_wait),

@@ -225,8 +225,11 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t
  * rr_tp_client_wait). */
 int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t now_ns,
 			     uint32_t timeout_ms);
-/* Frees rpc->reply (or reposts the Receive it lives in). Every reply must
- * be released before rr_tp_client_destroy. */
+/* Frees rpc->reply (or gives back the Receive it lives in: without the
+ * endpoint's lock, reposted by the next Reply kept in a Receive of that
+ * connection or the client's next turn, never more than TP_LEND_MAX off
+ * the queue). Any thread; every reply must be released before
+ * rr_tp_client_destroy. */
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_conn_rpc *rpc);
 /* Aborts what remains (-ECANCELED), disconnects, frees. */
 void rr_tp_client_destroy(struct rr_tp_client *c);

@@ -238,6 +238,11 @@ struct tp_conn {
 	uint32_t rback[TP_LEND_MAX]; /* client: Receives given back by their
 					Replies, not posted yet (recv_flush) */
 	uint32_t nrback;
+	/* client: Receives given back by released Replies without the
+	 * endpoint's lock (tp_conn_unlend_later), TP_LEND_MAX lanes of 16
+	 * bits, each a Receive's index + 1 (0: empty); still counted in @lent
+	 * until taken under the lock (tp_conn_unlend_drain) */
+	_Atomic uint64_t rel;
 	uint32_t pushing;            /* client: pushes with an MR in pd: not freed */
 	unsigned refs;               /* server: its own + iteration guards */
 	struct tp_conn *next;
@@ -566,6 +571,16 @@ void tp_pool_tick(struct tp_pool *p);
 /* A connection with its own Receives; without @bufs, its buffers come
  * from tp_conn_bufs (after the MPA Request went out: client.c). */
 struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend, bool bufs);
+/* A client's Reply that was Receive @idx of @cn (lent), released without
+ * the endpoint's lock: noted in @cn, given back by the next holder of the
+ * lock (tp_conn_unlend_drain). Returns false when no place was found (the
+ * caller gives it back under the lock). Reads nothing of @cn but its
+ * slots: @cn stays allocated while it is counted lent. */
+bool tp_conn_unlend_later(struct tp_conn *cn, uint32_t idx);
+/* Under the endpoint's lock: the Receives noted by tp_conn_unlend_later
+ * are no longer lent, and reposted (with recv_flush's batching) when @cn
+ * is @current and alive. */
+void tp_conn_unlend_drain(struct tp_conn *cn, struct tp_conn *current);
 /* The buffers of a connection made without them (receive buffer, send
  * slots): 0 or -ENOMEM. */
 int tp_conn_bufs(struct tp_conn *cn);

@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* A synchronous call (rpcrdma_call_run) through a transport's submit_wait
+ * runs without the client's lock when no other synchronous call of the
+ * client does: registered in the client instead of its pending list, and
+ * settled without the lock when its own thread sees its Reply (rpc/clnt.c
+ * run_fast). Every other thread that may complete it or must reach it is
+ * tried here with a scripted transport: the Reply delivered by another
+ * thread (one that holds the transport's receiving role, a shared CQ's
+ * progress loop, a reconnection's retransmission), the deadline (the
+ * client's timer), a cancel from another thread while the transport waits,
+ * a cancel that comes before the transport holds the call (its abort finds
+ * nothing: made again once the transport has it), an asynchronous call of
+ * the same client completed by the synchronous caller's wait, and several
+ * threads running calls at once (one runs unlocked, the others the locked
+ * way). Each checks the call's status and results, and that the call ran
+ * unlocked (or not) as it should. */
+#include "test.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "rpc/clnt_int.h"
+#include "rpcrdma/rpc.h"
+#include "transport/xprt.h"
+
+enum own_mode { OWN_SELF, OWN_OTHER, OWN_NEVER, OWN_CANCEL, OWN_CANCEL_EARLY };
+
+struct rr_xprt_client {
+	struct rr_xprt_client_params p;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	struct rr_xprt_call *held[8];   /* taken, not completed */
+	unsigned nheld;
+	uint8_t other_reply[64];        /* OWN_OTHER's (one call at a time) */
+};
+
+static enum own_mode own_mode;
+static _Atomic unsigned own_unlocked, own_locked, own_aborts;
+static struct rpcrdma_call *own_cancel_call;   /* OWN_CANCEL, OWN_CANCEL_EARLY */
+static _Thread_local uint8_t own_reply[2][64];  /* a caller's and an async one's */
+
+static int own_create(const struct rr_xprt_target *t, const struct rr_xprt_client_params *p,
+		      struct rr_xprt_client **out)
+{
+	struct rr_xprt_client *x = calloc(1, sizeof(*x));
+
+	(void)t;
+	if (!x)
+		return -ENOMEM;
+	x->p = *p;
+	pthread_mutex_init(&x->lock, NULL);
+	pthread_cond_init(&x->cv, NULL);
+	*out = x;
+	return 0;
+}
+
+static void own_destroy(struct rr_xprt_client *x)
+{
+	CHECK_EQ(x->nheld, 0);
+	pthread_mutex_destroy(&x->lock);
+	pthread_cond_destroy(&x->cv);
+	free(x);
+}
+
+/* The Reply to @call (SUCCESS, one word: the XID + 1), written in @r. */
+static void own_answer(struct rr_xprt_call *call, uint8_t *r)
+{
+
+	rr_put_be32(r, call->xid);
+	rr_put_be32(r + 4, 1);
+	memset(r + 8, 0, 16);   /* accepted, empty verifier, SUCCESS */
+	rr_put_be32(r + 24, call->xid + 1);
+	call->reply = r;
+	call->reply_len = 28;
+	call->reply_buf = NULL;
+	for (unsigned k = 0; k < RR_RPC_MAX_DDP; k++)
+		call->placed[k] = RR_RPC_NOT_PLACED;
+	call->status = 0;
+}
+
+/* Takes @call (held until completed or aborted). */
+static void own_hold(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	pthread_mutex_lock(&x->lock);
+	x->held[x->nheld++] = call;
+	pthread_cond_broadcast(&x->cv);
+	pthread_mutex_unlock(&x->lock);
+}
+
+/* Removes @call from the held ones: false if it was not held. */
+static bool own_unhold(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&x->lock);
+	for (unsigned i = 0; i < x->nheld; i++)
+		if (x->held[i] == call) {
+			x->held[i] = x->held[--x->nheld];
+			found = true;
+			break;
+		}
+	pthread_cond_broadcast(&x->cv);
+	pthread_mutex_unlock(&x->lock);
+	return found;
+}
+
+static int own_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	own_hold(x, call);   /* an asynchronous call: answered by a later wait */
+	return 0;
+}
+
+/* OWN_OTHER's thread: the Reply delivered by another thread. */
+static void *own_other(void *arg)
+{
+	struct rr_xprt_call *call = arg;
+	struct rr_xprt_client *x = call->xp_priv;
+
+	if (own_unhold(x, call)) {
+		own_answer(call, x->other_reply);
+		x->p.complete(x->p.ctx, call);
+	}
+	return NULL;
+}
+
+/* OWN_CANCEL's thread: a cancel while the transport waits. */
+static void *own_canceller(void *arg)
+{
+	rpcrdma_call_cancel(arg);
+	return NULL;
+}
+
+static int own_submit_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_t now_ns,
+			   uint32_t timeout_ms)
+{
+	pthread_t t;
+
+	(void)now_ns;
+	(void)timeout_ms;
+	if (rr_rpc_client_runs_unlocked(x->p.ctx, call))
+		own_unlocked++;
+	else
+		own_locked++;
+	call->xp_priv = x;
+	switch (own_mode) {
+	case OWN_SELF:
+		/* first the asynchronous calls this wait receives too */
+		for (;;) {
+			struct rr_xprt_call *a = NULL;
+
+			pthread_mutex_lock(&x->lock);
+			if (x->nheld)
+				a = x->held[--x->nheld];
+			pthread_mutex_unlock(&x->lock);
+			if (!a)
+				break;
+			own_answer(a, own_reply[1]);
+			x->p.complete(x->p.ctx, a);
+		}
+		own_answer(call, own_reply[0]);
+		x->p.complete(x->p.ctx, call);   /* its own Reply, on its thread */
+		return 0;
+	case OWN_OTHER:
+		own_hold(x, call);
+		REQUIRE_EQ(pthread_create(&t, NULL, own_other, call), 0);
+		REQUIRE_EQ(pthread_detach(t), 0);
+		return 0;   /* another thread receives: this one returns */
+	case OWN_NEVER:
+		own_hold(x, call);
+		return 0;   /* the wait ended without the Reply */
+	case OWN_CANCEL:
+		own_hold(x, call);
+		REQUIRE_EQ(pthread_create(&t, NULL, own_canceller, own_cancel_call), 0);
+		/* until the abort took it (untimed: the canceller runs) */
+		pthread_mutex_lock(&x->lock);
+		for (;;) {
+			bool held = false;
+
+			for (unsigned i = 0; i < x->nheld; i++)
+				held |= x->held[i] == call;
+			if (!held)
+				break;
+			pthread_cond_wait(&x->cv, &x->lock);
+		}
+		pthread_mutex_unlock(&x->lock);
+		REQUIRE_EQ(pthread_join(t, NULL), 0);
+		return 0;
+	case OWN_CANCEL_EARLY:
+		/* a cancel before the transport holds the call: its abort
+		 * finds nothing to abort */
+		rpcrdma_call_cancel(own_cancel_call);
+		own_hold(x, call);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static void own_abort(struct rr_xprt_client *x, struct rr_xprt_call *call, int status)
+{
+	own_aborts++;
+	if (!own_unhold(x, call))
+		return;   /* not held (not yet, or completed): nothing */
+	call->status = status;
+	call->reply = NULL;
+	call->reply_len = 0;
+	x->p.complete(x->p.ctx, call);   /* from inside abort */
+}
+
+static void own_release(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	(void)x;
+	call->reply = NULL;
+}
+
+/* (rpcrdma_call_run enters submit_wait only with a wait op present) */
+static void own_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms)
+{
+	(void)x;
+	(void)call;
+	(void)timeout_ms;
+}
+
+static const struct rr_xprt_client_ops own_ops = {
+	.create = own_create,
+	.submit = own_submit,
+	.abort = own_abort,
+	.release_reply = own_release,
+	.destroy = own_destroy,
+	.wait = own_wait,
+	.submit_wait = own_submit_wait,
+};
+static const struct rr_xprt_class own_class = {"syncown", &own_ops, NULL};
+
+static struct rpcrdma_client *own_client(void)
+{
+	struct rpcrdma_client *c = NULL;
+
+	REQUIRE_EQ(rr_xprt_register(&own_class), 0);
+	REQUIRE_EQ(rpcrdma_client_create("syncown://x:1", 7, 1, NULL, &c), 0);
+	own_unlocked = own_locked = own_aborts = 0;
+	return c;
+}
+
+/* Runs one call of @c in @mode (@timeout_ms, 0: the default); returns its
+ * status and checks a SUCCESS's result word. */
+static int own_run(struct rpcrdma_client *c, enum own_mode mode, uint32_t timeout_ms)
+{
+	struct rpcrdma_call *call;
+	uint32_t v = 0;
+	int rc;
+
+	own_mode = mode;
+	rc = rpcrdma_call_create(c, 1, &call);
+	CHECK_EQ(rc, 0);   /* (may run on another thread: no REQUIRE) */
+	if (rc)
+		return rc;
+	if (timeout_ms)
+		rpcrdma_call_set_timeout(call, timeout_ms);
+	if (mode == OWN_CANCEL || mode == OWN_CANCEL_EARLY)
+		own_cancel_call = call;
+	rc = rpcrdma_call_run(call);
+	if (rc == 0) {
+		CHECK_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &v), 0);
+		CHECK_EQ(v, rpcrdma_call_xid(call) + 1);
+	} else {
+		CHECK(rpcrdma_call_results(call) == NULL);
+	}
+	rpcrdma_call_destroy(call);
+	return rc;
+}
+
+/* Its own Reply on its own thread: unlocked, settled there; a second
+ * call runs unlocked again (the registration was given back). */
+TEST(rpc_sync_call_unlocked_own_reply)
+{
+	struct rpcrdma_client *c = own_client();
+
+	CHECK_EQ(own_run(c, OWN_SELF, 0), 0);
+	CHECK_EQ(own_run(c, OWN_SELF, 0), 0);
+	CHECK_EQ(own_unlocked, 2);
+	CHECK_EQ(own_locked, 0);
+	rpcrdma_client_destroy(c);
+}
+
+/* The Reply delivered by another thread (the transport's receiving role
+ * held elsewhere, a shared CQ's loop, a reconnection's retransmission
+ * answered there) while the caller's wait already returned: completed
+ * under the lock there, the caller waits for it. Then the next call runs
+ * unlocked again. */
+TEST(rpc_sync_call_unlocked_reply_on_other_thread)
+{
+	struct rpcrdma_client *c = own_client();
+
+	for (unsigned i = 0; i < 20; i++)
+		CHECK_EQ(own_run(c, OWN_OTHER, 0), 0);
+	CHECK_EQ(own_unlocked, 20);
+	CHECK_EQ(own_run(c, OWN_SELF, 0), 0);
+	CHECK_EQ(own_unlocked, 21);
+	rpcrdma_client_destroy(c);
+}
+
+/* No Reply: the wait ends, the call is listed, the client's timer aborts
+ * it at its deadline (-ETIMEDOUT); the next call runs unlocked. */
+TEST(rpc_sync_call_unlocked_timeout)
+{
+	struct rpcrdma_client *c = own_client();
+
+	CHECK_EQ(own_run(c, OWN_NEVER, 50), -ETIMEDOUT);
+	CHECK_EQ(own_aborts, 1);
+	CHECK_EQ(own_run(c, OWN_SELF, 0), 0);
+	CHECK_EQ(own_unlocked, 2);
+	rpcrdma_client_destroy(c);
+}
+
+/* A cancel from another thread while the transport waits: the call is
+ * taken into the list and aborted there (-ECANCELED). */
+TEST(rpc_sync_call_unlocked_cancelled_by_other_thread)
+{
+	struct rpcrdma_client *c = own_client();
+
+	CHECK_EQ(own_run(c, OWN_CANCEL, 0), -ECANCELED);
+	CHECK_EQ(own_aborts, 1);
+	CHECK_EQ(own_run(c, OWN_SELF, 0), 0);
+	CHECK_EQ(own_unlocked, 2);
+	rpcrdma_client_destroy(c);
+}
+
+/* A cancel whose abort comes before the transport holds the call (found
+ * nothing): aborted again once the wait returned, so the call completes
+ * (-ECANCELED) instead of waiting for a Reply that may never come (a
+ * call marked aborting is skipped by the timer). Without the second
+ * abort, this test does not return. */
+TEST(rpc_sync_call_unlocked_cancel_before_transport_holds_it)
+{
+	struct rpcrdma_client *c = own_client();
+
+	CHECK_EQ(own_run(c, OWN_CANCEL_EARLY, 0), -ECANCELED);
+	CHECK_EQ(own_aborts, 2);
+	rpcrdma_client_destroy(c);
+}
+
+static void own_cb(struct rpcrdma_call *call, int status, void *arg)
+{
+	uint32_t v = 0;
+
+	if (status == 0 && rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &v) == 0 &&
+	    v == rpcrdma_call_xid(call) + 1)
+		atomic_store((_Atomic int *)arg, 1);
+	else
+		atomic_store((_Atomic int *)arg, -1);
+}
+
+/* An asynchronous call of the same client, completed by the synchronous
+ * caller's wait (its callback on that thread): both right, the
+ * synchronous one unlocked. */
+TEST(rpc_sync_call_unlocked_completes_async_call)
+{
+	struct rpcrdma_client *c = own_client();
+	struct rpcrdma_call *a;
+	_Atomic int got = 0;
+
+	REQUIRE_EQ(rpcrdma_call_create(c, 1, &a), 0);
+	REQUIRE_EQ(rpcrdma_call_start(a, own_cb, (void *)&got), 0);
+	CHECK_EQ(own_run(c, OWN_SELF, 0), 0);
+	CHECK_EQ(rpcrdma_call_wait(a, 10000), 0);
+	CHECK_EQ(atomic_load(&got), 1);
+	rpcrdma_call_destroy(a);
+	CHECK_EQ(own_unlocked, 1);
+	rpcrdma_client_destroy(c);
+}
+
+static void *own_runner(void *arg)
+{
+	for (unsigned i = 0; i < 200; i++)
+		CHECK_EQ(own_run(arg, OWN_SELF, 0), 0);
+	return NULL;
+}
+
+/* Four threads running calls on one client at once: each call completes
+ * right, whichever way it ran (one at a time unlocked, the others the
+ * locked way). */
+TEST(rpc_sync_call_unlocked_many_threads)
+{
+	struct rpcrdma_client *c = own_client();
+	pthread_t t[4];
+
+	own_mode = OWN_SELF;
+	for (unsigned i = 0; i < 4; i++)
+		REQUIRE_EQ(pthread_create(&t[i], NULL, own_runner, c), 0);
+	for (unsigned i = 0; i < 4; i++)
+		REQUIRE_EQ(pthread_join(t[i], NULL), 0);
+	CHECK_EQ(own_unlocked + own_locked, 800);
+	CHECK(own_unlocked > 0);
+	rpcrdma_client_destroy(c);
+}
