@@ -19,6 +19,11 @@ Several files: one value per file in a cell, in the order given,
 separated by ", ". "n/a": not measured in that file (a transport not run,
 a point not available). A line under the table gives each file's load
 average (1 minute) at the start and the end of its run, where recorded.
+
+With --spread, the same rows and columns give instead how far apart the
+files are: per cell, the largest of the files' figures (the median of a
+file with rounds, the single ratio otherwise) over the smallest; 1.00:
+every run agrees (docs/PERFORMANCE.md, "Issue 16 part AM: the method").
 """
 import argparse
 import json
@@ -69,18 +74,44 @@ def single(rec, peer, base, connect):
     return a / b
 
 
-def cell_one(recs, tp, op, base, connect, n):
-    """One file's value for one cell: "m [lo-hi]", "r", or "n/a"."""
+def value(recs, tp, op, base, connect, n):
+    """One file's figure for one cell: (median, min, max) of the rounds, (r, None, None) for a
+    single ratio, or None."""
     rec = recs.get((tp, op, n))
     peer = recs.get((base, op, n))
     if rec is None or peer is None:
-        return "n/a"
+        return None
     per_round = rounds_of(rec, base, "connect_ratio" if connect else "ratio")
     if per_round:
-        return "%.2f [%.2f-%.2f]" % (statistics.median(per_round), min(per_round),
-                                     max(per_round))
+        return statistics.median(per_round), min(per_round), max(per_round)
     r = single(rec, peer, base, connect)
-    return "n/a" if r is None else "%.2f" % r
+    return None if r is None else (r, None, None)
+
+
+def cell_one(recs, tp, op, base, connect, n):
+    """One file's value for one cell: "m [lo-hi]", "r", or "n/a"."""
+    v = value(recs, tp, op, base, connect, n)
+    if v is None:
+        return "n/a"
+    if v[1] is None:
+        return "%.2f" % v[0]
+    return "%.2f [%.2f-%.2f]" % v
+
+
+def spread_table(files, tp="rdma"):
+    """How far apart the files' figures (medians, or single ratios) are in each cell: the
+    largest over the smallest, "n/a" with fewer than two files measuring it."""
+    ns = sorted({k[2] for recs, _ in files for k in recs if k[0] == tp})
+    lines = ["| N | " + " | ".join(c[0] for c in COLUMNS) + " |",
+             "|---:|" + "---|" * len(COLUMNS)]
+    for n in ns:
+        cells = []
+        for _, op, base, connect in COLUMNS:
+            vs = [v[0] for v in (value(recs, tp, op, base, connect, n) for recs, _ in files)
+                  if v is not None and v[0] > 0]
+            cells.append("%.2f" % (max(vs) / min(vs)) if len(vs) > 1 else "n/a")
+        lines.append("| %s | " % format(n, ",") + " | ".join(cells) + " |")
+    return lines
 
 
 def table(files, tp="rdma"):
@@ -105,6 +136,9 @@ def main(argv):
     ap.add_argument("files", nargs="+", metavar="FILE.json")
     ap.add_argument("--transport", default="rdma",
                     help="the transport over the baselines (default rdma)")
+    ap.add_argument("--spread", action="store_true",
+                    help="instead: per cell, the largest of the files' figures (medians, or "
+                    "single ratios) over the smallest: how much they move between runs")
     args = ap.parse_args(argv)
     try:
         files = [load(p) for p in args.files]
@@ -115,7 +149,7 @@ def main(argv):
         print(f"scale_table.py: no scale record of {args.transport} in the files",
               file=sys.stderr)
         return 1
-    print("\n".join(table(files, args.transport)))
+    print("\n".join((spread_table if args.spread else table)(files, args.transport)))
     return 0
 
 

@@ -8,8 +8,8 @@ Two files: one as a run with rounds writes it (per-round ratios, of which
 the table gives median [min-max]: odd and even counts, a READ point not
 available, a baseline not run) and one as a run without rounds (the single
 ratios, computed from ops/s and the connect p50s). The table printed for
-both together is compared line by line with the one worked out by hand;
-then the errors: a file that is not a list of records, no record of the
+both together is compared line by line with the one worked out by hand,
+and so is their --spread (how far apart the two files are); then the errors: a file that is not a list of records, no record of the
 transport asked for. Exits 0 when every check passes, 1 otherwise.
 """
 import json
@@ -111,6 +111,15 @@ def main():
                 e = EXPECTED[i] if i < len(EXPECTED) else "<none>"
                 if g != e:
                     print("  line %d\n    got:      %s\n    expected: %s" % (i + 1, g, e))
+
+        # --spread: per cell, largest over smallest of the two files' figures (the first
+        # file's median, the second's single ratio); one file alone: n/a
+        rc, out, err = run("--spread", a, b)
+        want = "| 1 | 2.00 | 1.60 | 1.50 | 2.00 | 1.00 |"
+        if rc != 0 or want not in out.split("\n") or "| 1,000 | 1.80 | n/a | 10.00 | n/a | 1.33 |" \
+                not in out.split("\n"):
+            fails += 1
+            print("FAIL: --spread: rc %d, out %r" % (rc, out))
 
         rc, out, err = run(bad)
         if rc != 1 or "not an rpcrdma-bench --json file" not in err:
