@@ -127,8 +127,13 @@ struct rec *rec_new(const char *wl, enum tp tp, const char *variant, uint32_t si
 		    unsigned outst, unsigned conns);
 void lat_init(struct lat *l);
 void lat_add(struct lat *l, uint64_t ns);
-/* Fills the record's statistics from the latencies and the totals. */
+/* Fills the record's statistics from the latencies and the totals, and
+ * frees the samples. */
 void lat_finish(struct lat *l, struct rec *r, uint64_t ops, uint64_t bytes, double secs);
+/* Frees the samples of a lat that lat_finish will not take (none: nothing). */
+void lat_free(struct lat *l);
+/* Appends the samples of @src to @dst (as many as fit) and frees @src's. */
+void lat_move(struct lat *dst, struct lat *src);
 /* Right before a measured part of @r's interval. */
 void cpu_begin(struct rec *r);
 /* Right after a part: adds its CPU time to @r's. */

@@ -454,35 +454,6 @@ static void connect_round(struct spt *p, enum tp tp, unsigned n, unsigned r, uns
 	}
 }
 
-/* Frees @l's samples (a lat that lat_finish did not take). */
-static void lat_drop(struct lat *l)
-{
-	if (!l->v)
-		return;
-	free(l->v);
-	free(l->at);
-	free(l->tid);
-	l->v = l->at = NULL;
-	l->tid = NULL;
-	pthread_mutex_destroy(&l->lock);
-}
-
-/* Appends the samples of @src to @dst (as many as fit) and frees @src's. */
-static void lat_move(struct lat *dst, struct lat *src)
-{
-	size_t k = src->n < dst->cap - dst->n ? src->n : dst->cap - dst->n;
-
-	if (dst->v && src->v)
-		memcpy(dst->v + dst->n, src->v, k * sizeof(*dst->v));
-	if (dst->at && src->at)
-		memcpy(dst->at + dst->n, src->at, k * sizeof(*dst->at));
-	if (dst->tid && src->tid)
-		memcpy(dst->tid + dst->n, src->tid, k * sizeof(*dst->tid));
-	if (dst->v)
-		dst->n += k;
-	lat_drop(src);
-}
-
 /* Adds @b - @a to *@acc; an unknown value makes the sum unknown (-1). */
 static void ns_add(int64_t *acc, int64_t a, int64_t b)
 {
@@ -657,7 +628,7 @@ static void scale_n(unsigned n)
 		else
 			na(rec_new("scale", (enum tp)tp, "null", 0, 1, n), tp_why[tp]);
 		for (int op = 0; op < 2; op++)
-			lat_drop(&p->m[op].l);
+			lat_free(&p->m[op].l);
 		spt_drop(p);
 		free(p->cs);
 		free(p->ct);
