@@ -563,7 +563,7 @@ static void scale_records(struct spt *p, enum tp tp, unsigned n, const struct ps
 static void scale_n(unsigned n)
 {
 	struct spt *pt = calloc(TP_N, sizeof(*pt));
-	struct timespec settle = {0, 300000000};
+	struct timespec settle = {0, 300000000}, reround = {0, 100000000};
 	double slice = dur / bench_rounds;
 	struct pstat c1;
 
@@ -594,9 +594,19 @@ static void scale_n(unsigned n)
 		}
 	}
 	conn_sink = 0;   /* the sinks come after the idle measurement */
-	for (unsigned r = 0; r < bench_rounds; r++)
+	for (unsigned r = 0; r < bench_rounds; r++) {
+		if (r && n < bench_rounds) {
+			/* fresh servers again: every transport's previous
+			 * round closed first, and a pause for the closes to
+			 * finish (no round's connects overlap another
+			 * connection's teardown, as no point's did) */
+			for (int tp = 0; tp < TP_N; tp++)
+				spt_drop(&pt[tp]);
+			nanosleep(&reround, NULL);
+		}
 		for (unsigned i = 0; i < TP_N; i++)
 			connect_round(&pt[round_tp(r, i)], round_tp(r, i), n, r, bench_rounds);
+	}
 	conn_sink = MAXIO + 64;
 	/* the counts settle (the servers free half-open state, the first
 	 * calls' buffers are back) */
