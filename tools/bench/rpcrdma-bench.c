@@ -334,8 +334,12 @@ int main(int argc, char **argv)
 	       rpcrdma_version(), quick ? " --quick" : "", dur, spin_us, spin_from, spin_us,
 	       load_start[0]);
 	if (wl_want[WL_SCALE])
-		printf("scale: %u rounds per point, slices of %.3f s\n", bench_rounds,
-		       dur / bench_rounds);
+		printf("scale: %u rounds per point, slices of %.3f s%s\n", bench_rounds,
+		       dur / bench_rounds,
+		       bench_rounds > 1 && dur / bench_rounds < 0.2
+			       ? " (under 0.2 s, libtirpc and raw at one connection lose whole "
+				 "slices to slow wake-ups on a loaded machine: docs/PERFORMANCE.md)"
+			       : "");
 	for (int tp = 0; tp < TP_N; tp++)
 		if (tp_want[tp])
 			printf("  %-6s %s\n", tp_name[tp], tp_ok[tp] ? "available" : tp_why[tp]);

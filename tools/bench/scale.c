@@ -12,8 +12,8 @@
  * connect is timed with its first NULL call. With N >= K the N connections
  * are opened in K batches, one batch per transport per round; with N < K
  * each round gives each transport a fresh server and all N connections
- * (the last round's are kept). A round's connect p50 is its batch's;
- * connect_p50_us is over all the connects. Then, idle, what each
+ * (the last round's are kept). A round's connect p50 is its batch's
+ * median; connect_p50_us is over all the connects. Then, idle, what each
  * connection costs on each side: the client's growth in RSS and file
  * descriptors across the transport's batches (the first round's when N <
  * K), the server's growth after a settle; the threads of each process.
@@ -335,6 +335,14 @@ static double p50_of(double *v, unsigned n)
 	return n ? v[n / 2] : 0;
 }
 
+/* The median of @n > 0 values, sorted in place (of an even count: the
+ * mean of the middle two; a round's batch of two is not its slower one). */
+static double median_of(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 /* One transport at one N, through every round: its server, its
  * connections, the idle costs, and per operation (0 NULL, 1 READ 64K) the
  * slices measured so far. */
@@ -448,7 +456,7 @@ static void connect_round(struct spt *p, enum tp tp, unsigned n, unsigned r, uns
 
 		if (v) {
 			memcpy(v, t, sizeof(*v) * (hi - lo));
-			p->round_connect[p->connect_rounds++] = p50_of(v, hi - lo);
+			p->round_connect[p->connect_rounds++] = median_of(v, hi - lo);
 			free(v);
 		}
 	}
