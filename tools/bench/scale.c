@@ -432,10 +432,9 @@ static void connect_round(struct spt *p, enum tp tp, unsigned n, unsigned r, uns
 		uint64_t a = fs_now_ns();
 
 		rc = conn_open(&p->cs[i].c, tp);
-		if (!rc) {
-			p->open = i + 1;
+		p->open = i + 1;   /* closed with conn_close even when it failed */
+		if (!rc)
 			rc = conn_op(&p->cs[i].c, 0, 0);
-		}
 		p->ct[p->nct++] = (double)(fs_now_ns() - a) / 1e3;
 	}
 	tp_port[tp] = saved_port;
