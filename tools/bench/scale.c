@@ -348,9 +348,7 @@ static double median_of(double *v, unsigned n)
  * slices measured so far. */
 struct spt {
 	bool on;                 /* still measured at this N */
-	int err;                 /* why not any more (0: failed server/connection
-				    recorded in @why) */
-	char why[160];
+	char why[160];           /* why not any more (a server or a connection failed) */
 	struct sconn *cs;
 	unsigned open;           /* connections open */
 	pid_t spid;
