@@ -68,6 +68,14 @@ extern pid_t tp_pid[TP_N];        /* the server's process */
 extern double dur;                /* seconds per point */
 extern bool quick;
 extern unsigned spin_us;
+/* scale: the rounds each point is measured in (--rounds) */
+#define BENCH_ROUNDS_MAX 32u
+#define BENCH_ROUNDS_DEFAULT 5u
+#define BENCH_SLICE_MIN 0.02   /* seconds: the shortest scale slice allowed */
+extern unsigned bench_rounds;
+/* the load average (1, 5, 15 minutes) when the run started and when it
+ * ended; < 0: unknown */
+extern double load_start[3], load_end[3];
 extern uint8_t *srcbuf;  /* MAXIO bytes of pattern (client WRITE data, server READ data) */
 
 /* ---- records (measure.c) ---- */
@@ -93,6 +101,9 @@ struct rec {
 	double client_rss_per_conn, server_rss_per_conn, fds_per_conn, server_fds_per_conn;
 	double connect_p50_us;
 	long client_threads, server_threads;
+	/* scale: ops/s of each round's slice, and each connect round's p50 */
+	unsigned rounds, connect_rounds;
+	double round_ops_s[BENCH_ROUNDS_MAX], round_connect_us[BENCH_ROUNDS_MAX];
 	char na[160];        /* non-empty: not available, why */
 };
 
@@ -116,8 +127,13 @@ struct rec *rec_new(const char *wl, enum tp tp, const char *variant, uint32_t si
 		    unsigned outst, unsigned conns);
 void lat_init(struct lat *l);
 void lat_add(struct lat *l, uint64_t ns);
-/* Fills the record's statistics from the latencies and the totals. */
+/* Fills the record's statistics from the latencies and the totals, and
+ * frees the samples. */
 void lat_finish(struct lat *l, struct rec *r, uint64_t ops, uint64_t bytes, double secs);
+/* Frees the samples of a lat that lat_finish will not take (none: nothing). */
+void lat_free(struct lat *l);
+/* Appends the samples of @src to @dst (as many as fit) and frees @src's. */
+void lat_move(struct lat *dst, struct lat *src);
 /* Right before a measured part of @r's interval. */
 void cpu_begin(struct rec *r);
 /* Right after a part: adds its CPU time to @r's. */
@@ -245,6 +261,8 @@ unsigned scale_points(void);
 void run_scale(void);
 
 /* ---- the report (report.c) ---- */
+/* The load average now into @l (1, 5, 15 minutes; -1 each when unknown). */
+void loadavg_read(double l[3]);
 void fmt_size(char *b, size_t cap, uint32_t s);
 void compute_ratios(void);
 void print_table(void);

@@ -127,12 +127,34 @@ void lat_finish(struct lat *l, struct rec *r, uint64_t ops, uint64_t bytes, doub
 	r->secs = secs;
 	r->ops_s = secs > 0 ? (double)ops / secs : 0;
 	r->mbps = secs > 0 ? (double)bytes / secs / 1e6 : 0;
+	lat_free(l);
+}
+
+void lat_free(struct lat *l)
+{
+	if (!l->v)
+		return;
 	free(l->v);
 	free(l->at);
 	free(l->tid);
 	l->v = l->at = NULL;
 	l->tid = NULL;
 	pthread_mutex_destroy(&l->lock);
+}
+
+void lat_move(struct lat *dst, struct lat *src)
+{
+	size_t k = src->n < dst->cap - dst->n ? src->n : dst->cap - dst->n;
+
+	if (dst->v && src->v)
+		memcpy(dst->v + dst->n, src->v, k * sizeof(*dst->v));
+	if (dst->at && src->at)
+		memcpy(dst->at + dst->n, src->at, k * sizeof(*dst->at));
+	if (dst->tid && src->tid)
+		memcpy(dst->tid + dst->n, src->tid, k * sizeof(*dst->tid));
+	if (dst->v)
+		dst->n += k;
+	lat_free(src);
 }
 
 /* ======================================================================

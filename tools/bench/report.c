@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* rpcrdma-bench's report: the ratios of each record to the raw TCP floor
- * and to libtirpc measured in the same run, the table on stdout with its
- * summary lines, one JSON record per point (--json), and an SVG plot of
- * READ and WRITE throughput by message size (--svg). */
+ * and to libtirpc measured in the same run (scale: also round by round,
+ * with their median, min and max), the table on stdout with its summary
+ * lines, one JSON record per point (--json) with the run's load average,
+ * and an SVG plot of READ and WRITE throughput by message size (--svg). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
@@ -31,6 +33,71 @@ static struct rec *find(const char *wl, enum tp tp, const char *variant, uint32_
 			return r;
 	}
 	return NULL;
+}
+
+void loadavg_read(double l[3])
+{
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	l[0] = l[1] = l[2] = -1;
+	if (!f)
+		return;
+	if (fscanf(f, "%lf %lf %lf", &l[0], &l[1], &l[2]) != 3)
+		l[0] = l[1] = l[2] = -1;
+	fclose(f);
+}
+
+/* scale: the baselines a record's rounds are compared with, in the order
+ * of the JSON fields and of the summary lines */
+enum { BASE_TCP, BASE_TIRPC, BASE_RAW, BASE_N };
+static const char *const base_name[BASE_N] = {"tcp", "tirpc", "raw"};
+static const enum tp base_tp[BASE_N] = {TP_TCP, TP_TIRPC, TP_RAW};
+
+/* Round by round, @r over @base (@connect: the connect p50s, else ops/s)
+ * into @out: how many, 0 when there is no such baseline, it is @r's own
+ * transport or the two were not measured in the same number of rounds. */
+static unsigned round_ratios(const struct rec *r, const struct rec *base, bool connect,
+			     double out[BENCH_ROUNDS_MAX])
+{
+	unsigned k = connect ? r->connect_rounds : r->rounds;
+
+	if (!base || base->tp == r->tp || k != (connect ? base->connect_rounds : base->rounds))
+		return 0;
+	for (unsigned i = 0; i < k; i++) {
+		double a = connect ? r->round_connect_us[i] : r->round_ops_s[i];
+		double b = connect ? base->round_connect_us[i] : base->round_ops_s[i];
+
+		if (b <= 0 || a < 0)
+			return 0;
+		out[i] = a / b;
+	}
+	return k;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Median (of an even count: the mean of the middle two), min and max of
+ * @n > 0 values. */
+static void spread(const double *v, unsigned n, double *med, double *min, double *max)
+{
+	double s[BENCH_ROUNDS_MAX];
+
+	memcpy(s, v, n * sizeof(*s));
+	qsort(s, n, sizeof(*s), cmp_dbl);
+	*med = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	*min = s[0];
+	*max = s[n - 1];
+}
+
+/* The scale record of @tp like @r (same operation and N); NULL: none. */
+static struct rec *scale_peer(const struct rec *r, enum tp tp)
+{
+	return find("scale", tp, r->variant, r->size, 1, r->conns);
 }
 
 /* latency workloads (null, write_4k_*): p50 ratio (lower is better), to the
@@ -93,6 +160,38 @@ void compute_ratios(void)
 	}
 }
 
+/* "median [min-max]" of @r over @base round by round, or "-". */
+static void fmt_spread(char *b, size_t cap, const struct rec *r, const struct rec *base,
+		       bool connect)
+{
+	double v[BENCH_ROUNDS_MAX], med, min, max;
+	unsigned k = r ? round_ratios(r, base, connect, v) : 0;
+
+	if (!k) {
+		snprintf(b, cap, "-");
+		return;
+	}
+	spread(v, k, &med, &min, &max);
+	snprintf(b, cap, "%.2f [%.2f-%.2f]", med, min, max);
+}
+
+/* rdma's NULL record @r at one N: its ratios round by round, median
+ * [min-max], to each baseline, with READ 64K's and connect's. */
+static void print_rounds(const struct rec *r)
+{
+	const struct rec *rd = find("scale", TP_RDMA, "read64k", CONN_SIZE, 1, r->conns);
+	char a[48], b[48], c[48], d[48], e[48];
+
+	fmt_spread(a, sizeof(a), r, scale_peer(r, TP_TCP), false);
+	fmt_spread(b, sizeof(b), r, scale_peer(r, TP_TIRPC), false);
+	fmt_spread(c, sizeof(c), r, scale_peer(r, TP_RAW), false);
+	fmt_spread(d, sizeof(d), rd, rd ? scale_peer(rd, TP_TIRPC) : NULL, false);
+	fmt_spread(e, sizeof(e), r, scale_peer(r, TP_TCP), true);
+	printf("%14s %u rounds, rdma over each, median [min-max]: NULL / tcp:// %s, / libtirpc "
+	       "%s, / raw %s; READ 64K / libtirpc %s; connect / tcp:// %s\n", "", r->rounds, a,
+	       b, c, d, e);
+}
+
 /* The scale workload's idle costs and its ratios to tcp:// (rdma only). */
 void print_scale(void)
 {
@@ -121,6 +220,8 @@ void print_scale(void)
 			printf("%61s connect %.2fx tcp://; NULL ops/s %.2fx tcp://\n", "",
 			       r->connect_p50_us / t->connect_p50_us,
 			       t->ops_s > 0 ? r->ops_s / t->ops_s : -1.0);
+		if (r->tp == TP_RDMA && r->rounds > 1)
+			print_rounds(r);
 	}
 }
 
@@ -222,6 +323,60 @@ void print_table(void)
 	}
 }
 
+/* ", "NAME": [v, ...]" with @n values */
+static void json_list(FILE *f, const char *name, const double *v, unsigned n)
+{
+	fprintf(f, ", \"%s\": [", name);
+	for (unsigned i = 0; i < n; i++)
+		fprintf(f, "%s%.4f", i ? ", " : "", v[i]);
+	fprintf(f, "]");
+}
+
+/* ", "PREFIX_rounds": [...], "PREFIX_median": m, "PREFIX_min": ...,
+ * "PREFIX_max": ..." of @r over @base (all null when not comparable). */
+static void json_ratio_rounds(FILE *f, const char *prefix, const struct rec *r,
+			      const struct rec *base, bool connect)
+{
+	double v[BENCH_ROUNDS_MAX], med, min, max;
+	unsigned k = round_ratios(r, base, connect, v);
+	char name[48];
+
+	snprintf(name, sizeof(name), "%s_rounds", prefix);
+	if (!k) {
+		fprintf(f, ", \"%s\": null, \"%s_median\": null, \"%s_min\": null, "
+			"\"%s_max\": null", name, prefix, prefix, prefix);
+		return;
+	}
+	spread(v, k, &med, &min, &max);
+	json_list(f, name, v, k);
+	fprintf(f, ", \"%s_median\": %.4f, \"%s_min\": %.4f, \"%s_max\": %.4f", prefix, med,
+		prefix, min, prefix, max);
+}
+
+/* A scale record's rounds: the per-round figures, and each per-round
+ * ratio to each baseline with their median, min and max. */
+static void json_rounds(FILE *f, const struct rec *r)
+{
+	fprintf(f, ", \"rounds\": %u", r->rounds);
+	json_list(f, "round_ops_per_s", r->round_ops_s, r->rounds);
+	fprintf(f, ", \"connect_rounds\": %u", r->connect_rounds);
+	json_list(f, "round_connect_p50_us", r->round_connect_us, r->connect_rounds);
+	for (int b = 0; b < BASE_N; b++) {
+		char prefix[32];
+
+		snprintf(prefix, sizeof(prefix), "ratio_%s", base_name[b]);
+		json_ratio_rounds(f, prefix, r, scale_peer(r, base_tp[b]), false);
+	}
+	json_ratio_rounds(f, "connect_ratio_tcp", r, scale_peer(r, TP_TCP), true);
+}
+
+/* The run's load average, start and end, in every record. */
+static void json_load(FILE *f)
+{
+	fprintf(f, ", \"loadavg_start\": [%.2f, %.2f, %.2f], \"loadavg_end\": [%.2f, %.2f, %.2f]",
+		load_start[0], load_start[1], load_start[2], load_end[0], load_end[1], load_end[2]);
+}
+
 int write_json(const char *path)
 {
 	FILE *f = fopen(path, "w");
@@ -271,6 +426,9 @@ int write_json(const char *path)
 				r->variant, r->server_rss_per_conn, r->client_rss_per_conn,
 				r->client_threads, r->server_threads, r->fds_per_conn,
 				r->server_fds_per_conn, r->connect_p50_us);
+		if (!strcmp(r->workload, "scale"))
+			json_rounds(f, r);
+		json_load(f);
 		fprintf(f, ", \"ratio_kind\": \"%s\"}%s\n",
 			is_latency(r) ? "p50_latency" : "throughput", i + 1 < nrecs ? "," : "");
 	}

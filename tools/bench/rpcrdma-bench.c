@@ -52,6 +52,8 @@ pid_t tp_pid[TP_N];
 double dur = 1.0;
 bool quick;
 unsigned spin_us = BENCH_SPIN_DEFAULT;
+unsigned bench_rounds = BENCH_ROUNDS_DEFAULT;
+double load_start[3] = {-1, -1, -1}, load_end[3] = {-1, -1, -1};
 static const char *spin_from = "default";
 uint8_t *srcbuf;
 
@@ -60,7 +62,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: rpcrdma-bench [--quick] [--duration SECS] [--transports LIST]\n"
 		"                     [--workloads LIST] [--spin-us N] [--json FILE] [--svg FILE]\n"
-		"                     [--ops FILE] [--help]\n"
+		"                     [--ops FILE] [--rounds K] [--help]\n"
 		"\n"
 		"Runs the same workloads over librpcrdma rdma:// and tcp://, libtirpc over TCP\n"
 		"and raw TCP (the floor), servers in forked children on loopback, and prints a\n"
@@ -73,6 +75,12 @@ static void usage(FILE *f)
 		"                     conns,push,scale (default all but scale)\n"
 		"  --big              scale: 10,000 connections too (the file descriptor limit\n"
 		"                     is raised as far as the hard limit, or beyond as root)\n"
+		"  --rounds K         scale: measure each point in K rounds, 1..%u (default\n"
+		"                     %u): the connects in K batches and the NULL and READ\n"
+		"                     points in K slices of SECS/K each, alternating the\n"
+		"                     transports (order rotated each round); reports the\n"
+		"                     ratios of every round and their median, min and max\n"
+		"                     (the total measured time per point stays SECS)\n"
 		"  --spin-us N        spin-then-sleep budget, 0..%u microseconds: exported as\n"
 		"                     RPCRDMA_SOFT_SPIN_US to the library (client and servers)\n"
 		"                     and used by the raw \"pingspin\" floor, whose both ends\n"
@@ -88,9 +96,10 @@ static void usage(FILE *f)
 		"process and, unless RPCRDMA_BENCH_SERVER_PROGRESS_THREADS is set, of the\n"
 		"servers too; RPCRDMA_BENCH_SERVER_PROGRESS_THREADS=N sets the servers' alone\n"
 		"(empty: their default).\n"
+		"The JSON records carry the load average at the start and the end of the run.\n"
 		"Progress goes to stderr. Transports that are not available are reported as\n"
 		"such (rdma:// until the RDMA transport is built in; tirpc without libtirpc).\n",
-		BENCH_SPIN_MAX, BENCH_SPIN_DEFAULT);
+		BENCH_ROUNDS_MAX, BENCH_ROUNDS_DEFAULT, BENCH_SPIN_MAX, BENCH_SPIN_DEFAULT);
 }
 
 /* Sets want[i] for every comma-separated name of @list found in
@@ -174,8 +183,9 @@ static int write_outputs(const char *json, const char *svg, uint64_t t0)
 			else if (!recs[i].na[0])
 				measured++;
 		}
-		printf("\n%u measurements, %u failed, %.1f s\n", measured, failed,
-		       (double)(fs_now_ns() - t0) / 1e9);
+		printf("\n%u measurements, %u failed, %.1f s; load average %.2f at the start, "
+		       "%.2f at the end\n", measured, failed, (double)(fs_now_ns() - t0) / 1e9,
+		       load_start[0], load_end[0]);
 		if (failed || !measured)
 			rc = 1;
 	}
@@ -194,6 +204,7 @@ int main(int argc, char **argv)
 		{"ops", required_argument, NULL, 'o'},
 		{"spin-us", required_argument, NULL, 'S'},
 		{"big", no_argument, NULL, 'B'},
+		{"rounds", required_argument, NULL, 'R'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -204,7 +215,7 @@ int main(int argc, char **argv)
 	uint64_t t0 = fs_now_ns();
 
 	spin_from_env();
-	while ((c = getopt_long(argc, argv, "qd:t:w:j:s:o:S:Bh", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "qd:t:w:j:s:o:S:BR:h", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'q': quick = true; break;
 		case 'B': big = true; break;
@@ -247,6 +258,21 @@ int main(int argc, char **argv)
 			spin_from = "--spin-us";
 			break;
 		}
+		case 'R': {
+			char *end;
+			unsigned long v;
+
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || *end || !*optarg || optarg[0] == '-' || v < 1 ||
+			    v > BENCH_ROUNDS_MAX) {
+				fprintf(stderr, "rpcrdma-bench: --rounds wants 1..%u\n",
+					BENCH_ROUNDS_MAX);
+				return 2;
+			}
+			bench_rounds = (unsigned)v;
+			break;
+		}
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -260,6 +286,13 @@ int main(int argc, char **argv)
 	if (pick(list, tp_name, TP_N, tp_want, "transport") ||
 	    pick(wlist, wl_name, WL_N, wl_want, "workload"))
 		return 2;
+	if (wl_want[WL_SCALE] && dur / bench_rounds < BENCH_SLICE_MIN) {
+		fprintf(stderr, "rpcrdma-bench: a scale slice (--duration / --rounds = %.4f s) "
+			"under %.2f s measures little but its start and end: fewer rounds or a "
+			"longer --duration\n", dur / bench_rounds, BENCH_SLICE_MIN);
+		return 2;
+	}
+	loadavg_read(load_start);
 	{
 		/* the same budget for the library in this process and in the
 		 * servers forked below */
@@ -297,12 +330,21 @@ int main(int argc, char **argv)
 				tp_why[tp]);
 	}
 	printf("rpcrdma-bench (librpcrdma %s)%s: %.2f s per point, loopback, spin budget %u us "
-	       "(from %s; exported RPCRDMA_SOFT_SPIN_US=%u)\n", rpcrdma_version(),
-	       quick ? " --quick" : "", dur, spin_us, spin_from, spin_us);
+	       "(from %s; exported RPCRDMA_SOFT_SPIN_US=%u); load average %.2f\n",
+	       rpcrdma_version(), quick ? " --quick" : "", dur, spin_us, spin_from, spin_us,
+	       load_start[0]);
+	if (wl_want[WL_SCALE])
+		printf("scale: %u rounds per point, slices of %.3f s%s\n", bench_rounds,
+		       dur / bench_rounds,
+		       bench_rounds > 1 && dur / bench_rounds < 0.2
+			       ? " (under 0.2 s, libtirpc and raw at one connection lose whole "
+				 "slices to slow wake-ups on a loaded machine: docs/PERFORMANCE.md)"
+			       : "");
 	for (int tp = 0; tp < TP_N; tp++)
 		if (tp_want[tp])
 			printf("  %-6s %s\n", tp_name[tp], tp_ok[tp] ? "available" : tp_why[tp]);
 	run_all();
+	loadavg_read(load_end);
 	compute_ratios();
 	print_table();
 	for (int tp = 0; tp < TP_N; tp++)

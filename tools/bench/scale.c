@@ -1,17 +1,34 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* rpcrdma-bench's scale workload (issue 16): many connections at once.
  *
- * For each transport and N in 1, 10, 100, 1000 (10,000 with --big): a
- * fresh server (forked by the server factory, itself forked before this
- * process had any thread), then N clients in this process, each connected
- * and making one NULL call (connect + first call timed: connect_p50_us);
- * then, idle, what each connection costs on each side (RSS, file
- * descriptors; the threads of each process); then NULL and 64 KiB READ
- * calls with every connection active for the duration: rdma:// and tcp://
- * keep one asynchronous call in flight on each connection, raw TCP one
- * request per socket from one epoll loop, libtirpc (synchronous only)
- * min(N, 256) threads each calling on its connections in turn. READ 64K is
- * not run at 10,000 connections (one 64 KiB sink per connection). */
+ * For each N in 1, 10, 100, 1000 (10,000 with --big), every transport at
+ * once, in K rounds (--rounds, default 5) so that a burst of load from
+ * another process lands on every transport alike rather than on one: the
+ * transports alternate within a round and their order is rotated each
+ * round (rdma tcp tirpc raw, then tcp tirpc raw rdma, ...).
+ *
+ * Connects: each transport's server is fresh (forked by the server
+ * factory, itself forked before this process had any thread) and each
+ * connect is timed with its first NULL call. With N >= K the N connections
+ * are opened in K batches, one batch per transport per round; with N < K
+ * each round gives each transport a fresh server and all N connections
+ * (the last round's are kept). A round's connect p50 is its batch's
+ * median; connect_p50_us is over all the connects. Then, idle, what each
+ * connection costs on each side: the client's growth in RSS and file
+ * descriptors across the transport's batches (the first round's when N <
+ * K), the server's growth after a settle; the threads of each process.
+ *
+ * Throughput: K rounds of slices of --duration / K seconds each, NULL on
+ * every transport, then 64 KiB READ on every transport, with every
+ * connection active: rdma:// and tcp:// keep one asynchronous call in
+ * flight on each connection, raw TCP one request per socket from one epoll
+ * loop, libtirpc (synchronous only) min(N, 256) threads each calling on
+ * its connections in turn. A slice is exactly one whole measurement of
+ * before, shortened (connections open and warm before it; the threads and
+ * calls started inside it, as they always were); a point's ops/s, latency
+ * and CPU are over all its slices, and each slice's ops/s is kept for the
+ * per-round ratios (report.c). READ 64K is not run at 10,000 connections
+ * (one 64 KiB sink per connection). */
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
@@ -310,151 +327,335 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Connects @n clients of @tp to @port, each making one NULL call: the
- * p50 of those in microseconds in *@p50. */
-static int scale_connect(struct sconn *cs, unsigned n, enum tp tp, double *p50)
+/* The median of @n values (sorted in place; the upper one of an even
+ * count, as the connect p50 always was); 0 for none. */
+static double p50_of(double *v, unsigned n)
 {
-	double *t = malloc(sizeof(*t) * n);
-	int rc = 0;
-	unsigned i;
-
-	if (!t)
-		return -ENOMEM;
-	for (i = 0; i < n && !rc; i++) {
-		uint64_t a = fs_now_ns();
-
-		rc = conn_open(&cs[i].c, tp);
-		if (!rc)
-			rc = conn_op(&cs[i].c, 0, 0);
-		t[i] = (double)(fs_now_ns() - a) / 1e3;
-	}
-	qsort(t, i, sizeof(*t), cmp_double);
-	*p50 = i ? t[i / 2] : 0;
-	free(t);
-	return rc;
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n ? v[n / 2] : 0;
 }
 
-/* Every connection active for the duration: @op 0 NULL, 1 READ 64K, into
- * @r (server @spid's CPU too). */
-static int scale_measure(enum tp tp, struct sconn *cs, unsigned n, pid_t spid, int op,
-			 struct rec *r)
+/* The median of @n > 0 values, sorted in place (of an even count: the
+ * mean of the middle two; a round's batch of two is not its slower one). */
+static double median_of(double *v, unsigned n)
 {
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* One transport at one N, through every round: its server, its
+ * connections, the idle costs, and per operation (0 NULL, 1 READ 64K) the
+ * slices measured so far. */
+struct spt {
+	bool on;                 /* still measured at this N */
+	char why[160];           /* why not any more (a server or a connection failed) */
+	struct sconn *cs;
+	unsigned open;           /* connections open */
+	pid_t spid;
+	int port;
+	struct pstat s0, s1;     /* the server before its first connection, and idle
+				    with all of them open */
+	long c_rss, c_fds;       /* the client's growth across this transport's connects */
+	double *ct;              /* connect + first call of every connection, us */
+	unsigned nct;
+	double round_connect[BENCH_ROUNDS_MAX];
+	unsigned connect_rounds;
+	struct sop {
+		struct lat l;
+		uint64_t ops, bytes;
+		double secs;
+		int64_t cc, sc;      /* CPU ns of client and server in the slices; < 0: unknown */
+		double round_ops_s[BENCH_ROUNDS_MAX];
+		unsigned rounds;
+		int rc;
+	} m[2];
+};
+
+/* The transport order of round @r: the wanted order rotated by @r. */
+static enum tp round_tp(unsigned r, unsigned i)
+{
+	return (enum tp)((r + i) % TP_N);
+}
+
+/* Closes @p's connections and kills its server. */
+static void spt_drop(struct spt *p)
+{
+	for (unsigned i = 0; i < p->open; i++)
+		conn_close(&p->cs[i].c);
+	p->open = 0;
+	if (p->spid > 0)
+		kill(p->spid, SIGKILL);
+	p->spid = 0;
+}
+
+static void spt_fail(struct spt *p, int rc)
+{
+	p->on = false;
+	snprintf(p->why, sizeof(p->why), "failed: connection %s (%s)",
+		 rc == -EMFILE || rc == -ENFILE ? "refused for want of file descriptors" : "failed",
+		 rpcrdma_strerror(rc));
+}
+
+/* Round @r of the connects of @tp (@n connections, @rounds rounds): with
+ * @n >= @rounds the connections [n*r/rounds, n*(r+1)/rounds) to the
+ * point's one fresh server; with fewer connections than rounds every
+ * round a fresh server and all @n connections (the last round's are kept).
+ * Either way each connect is today's: connect + first NULL call to a
+ * server that has had no connection but this round's and earlier rounds'
+ * still open. */
+static void connect_round(struct spt *p, enum tp tp, unsigned n, unsigned r, unsigned rounds)
+{
+	bool fresh = n < rounds;
+	unsigned lo = fresh ? 0 : n * r / rounds, hi = fresh ? n : n * (r + 1) / rounds;
+	int saved_port = tp_port[tp], rc = 0;
+	struct pstat c0, c1;
+	double *t;
+
+	if (!p->on || lo == hi)
+		return;
+	if (fresh || r == 0) {
+		spt_drop(p);
+		rc = factory_server(tp, &p->spid, &p->port);
+		if (rc) {
+			p->on = false;
+			snprintf(p->why, sizeof(p->why), "server failed: %s", strerror(-rc));
+			return;
+		}
+		pstat_read(p->spid, &p->s0);
+	}
+	t = p->ct + p->nct;
+	pstat_read(0, &c0);
+	tp_port[tp] = p->port;   /* conn_open connects there */
+	for (unsigned i = lo; i < hi && !rc; i++) {
+		uint64_t a = fs_now_ns();
+
+		rc = conn_open(&p->cs[i].c, tp);
+		p->open = i + 1;   /* closed with conn_close even when it failed */
+		if (!rc)
+			rc = conn_op(&p->cs[i].c, 0, 0);
+		p->ct[p->nct++] = (double)(fs_now_ns() - a) / 1e3;
+	}
+	tp_port[tp] = saved_port;
+	pstat_read(0, &c1);
+	/* the client's growth: with a fresh server each round, the first
+	 * round's (as the first connects of a transport always were; the
+	 * later ones follow a close of the same number of connections) */
+	if (!fresh || r == 0) {
+		p->c_rss += c1.rss_kib - c0.rss_kib;
+		p->c_fds += c1.fds - c0.fds;
+	}
+	if (rc) {
+		spt_fail(p, rc);
+		return;
+	}
+	{
+		double *v = malloc(sizeof(*v) * (hi - lo));
+
+		if (v) {
+			memcpy(v, t, sizeof(*v) * (hi - lo));
+			p->round_connect[p->connect_rounds++] = median_of(v, hi - lo);
+			free(v);
+		}
+	}
+}
+
+/* Adds @b - @a to *@acc; an unknown value makes the sum unknown (-1). */
+static void ns_add(int64_t *acc, int64_t a, int64_t b)
+{
+	*acc = *acc < 0 || a < 0 || b < a ? -1 : *acc + (b - a);
+}
+
+/* One slice: every connection of @p active for @secs seconds, @op 0
+ * NULL, 1 READ 64K (the same work as one whole measurement, shorter):
+ * its operations, time, CPU and latencies added to @p's. */
+static int scale_slice(struct spt *p, enum tp tp, int op, double secs)
+{
+	struct sop *m = &p->m[op];
 	struct actx s;
 	int64_t cc0, sc0, cc1, sc1;
 	uint64_t t0;
-	int rc = 0;
+	double t;
+	int rc;
 
-	for (unsigned i = 0; op && i < n && !rc; i++) {
-		if (!cs[i].c.sink)
-			cs[i].c.sink = malloc(CONN_SIZE + 64);
-		if (!cs[i].c.sink)
-			rc = -ENOMEM;
-	}
-	if (rc)
-		return rc;
 	actx_init(&s, op, CONN_SIZE);
 	cc0 = cpu_ns(0);
-	sc0 = cpu_ns(spid);
+	sc0 = cpu_ns(p->spid);
 	t0 = fs_now_ns();
-	s.end = t0 + (uint64_t)(dur * 1e9);
-	rc = tp == TP_RAW ? scale_raw(cs, n, &s)
-	     : tp == TP_TIRPC ? scale_tirpc(cs, n, &s) : scale_async(cs, n, &s);
+	s.end = t0 + (uint64_t)(secs * 1e9);
+	rc = tp == TP_RAW ? scale_raw(p->cs, p->open, &s)
+	     : tp == TP_TIRPC ? scale_tirpc(p->cs, p->open, &s) : scale_async(p->cs, p->open, &s);
 	cc1 = cpu_ns(0);
-	sc1 = cpu_ns(spid);
-	lat_finish(&s.l, r, s.ops, s.ops * (uint64_t)s.size, (double)(fs_now_ns() - t0) / 1e9);
-	if (s.ops && cc0 >= 0 && cc1 >= cc0)
-		r->cpu_c = (double)(cc1 - cc0) / 1e3 / (double)s.ops;
-	if (s.ops && sc0 >= 0 && sc1 >= sc0)
-		r->cpu_s = (double)(sc1 - sc0) / 1e3 / (double)s.ops;
+	sc1 = cpu_ns(p->spid);
+	t = (double)(fs_now_ns() - t0) / 1e9;
+	ns_add(&m->cc, cc0, cc1);
+	ns_add(&m->sc, sc0, sc1);
+	lat_move(&m->l, &s.l);
+	m->ops += s.ops;
+	m->bytes += s.ops * (uint64_t)s.size;
+	m->secs += t;
+	if (m->rounds < BENCH_ROUNDS_MAX)
+		m->round_ops_s[m->rounds++] = t > 0 ? (double)s.ops / t : 0;
 	actx_fini(&s);
 	return rc;
 }
 
-/* The idle costs of the @n connections open since @c0 (client) and @s0
- * (server @spid) into @r. */
-static void scale_idle(struct rec *r, unsigned n, pid_t spid, const struct pstat *c0,
-		       const struct pstat *s0)
+/* The READ slices' result buffers (after the idle costs were read). */
+static int scale_sinks(struct spt *p)
 {
-	/* the counts settle (the server frees half-open state, the first
-	 * calls' buffers are back) */
-	struct timespec ts = {0, 300000000};
-	struct pstat c1, s1;
+	for (unsigned i = 0; i < p->open; i++) {
+		if (!p->cs[i].c.sink)
+			p->cs[i].c.sink = malloc(CONN_SIZE + 64);
+		if (!p->cs[i].c.sink)
+			return -ENOMEM;
+	}
+	return 0;
+}
 
-	nanosleep(&ts, NULL);
-	pstat_read(spid, &s1);
-	pstat_read(0, &c1);
-	r->client_rss_per_conn = (double)(c1.rss_kib - c0->rss_kib) / n;
-	r->server_rss_per_conn = (double)(s1.rss_kib - s0->rss_kib) / n;
-	r->fds_per_conn = (double)(c1.fds - c0->fds) / n;
-	r->server_fds_per_conn = (double)(s1.fds - s0->fds) / n;
-	r->client_threads = c1.threads;
+/* The idle costs of @p's @n connections (client: its connects' growth;
+ * server: its own process since before its first connection) into @r. */
+static void scale_idle(struct rec *r, const struct spt *p, unsigned n, const struct pstat *c1)
+{
+	const struct pstat s1 = p->s1;
+
+	r->client_rss_per_conn = (double)p->c_rss / n;
+	r->server_rss_per_conn = (double)(s1.rss_kib - p->s0.rss_kib) / n;
+	r->fds_per_conn = (double)p->c_fds / n;
+	r->server_fds_per_conn = (double)(s1.fds - p->s0.fds) / n;
+	r->client_threads = c1->threads;
 	r->server_threads = s1.threads;
 }
 
-static void scale_point(enum tp tp, unsigned n)
+/* @p's two records (NULL, READ 64K) at @n connections. */
+static void scale_records(struct spt *p, enum tp tp, unsigned n, const struct pstat *c1)
 {
-	struct sconn *cs = calloc(n, sizeof(*cs));
-	struct pstat c0, s0;
-	pid_t spid = 0;
-	int port = 0, rc, saved_port = tp_port[tp];
-	double p50 = 0;
-	struct rec *idle, *r;
+	struct rec *r[2];
 
-	idle = rec_new("scale", tp, "null", 0, 1, n);
-	if (!cs) {
-		na(idle, "out of memory");
+	r[0] = rec_new("scale", tp, "null", 0, 1, n);
+	if (p->why[0] && !p->m[0].ops) {
+		na(r[0], p->why);
 		return;
 	}
-	rc = factory_server(tp, &spid, &port);
-	if (rc) {
-		snprintf(idle->na, sizeof(idle->na), "server failed: %s", strerror(-rc));
-		free(cs);
+	r[1] = rec_new("scale", tp, "read64k", CONN_SIZE, 1, n);
+	r[0] = r[1] - 1;   /* (rec_new may move the records) */
+	for (int op = 0; op < 2; op++) {
+		struct sop *m = &p->m[op];
+
+		scale_idle(r[op], p, n, c1);
+		r[op]->connect_p50_us = p50_of(p->ct, p->nct);
+		r[op]->connect_rounds = p->connect_rounds;
+		memcpy(r[op]->round_connect_us, p->round_connect, sizeof(p->round_connect));
+		if (op && p->m[0].rc) {
+			na(r[op], "not run (NULL failed)");
+		} else if (op && n > 1000) {
+			na(r[op], "not run beyond 1000 connections (a 64 KiB sink each)");
+		} else {
+			lat_finish(&m->l, r[op], m->ops, m->bytes, m->secs);
+			if (m->ops && m->cc >= 0)
+				r[op]->cpu_c = (double)m->cc / 1e3 / (double)m->ops;
+			if (m->ops && m->sc >= 0)
+				r[op]->cpu_s = (double)m->sc / 1e3 / (double)m->ops;
+			r[op]->rounds = m->rounds;
+			memcpy(r[op]->round_ops_s, m->round_ops_s, sizeof(m->round_ops_s));
+			record_err(r[op], m->rc);
+		}
+	}
+}
+
+/* Every wanted transport at @n connections, in rounds: the connects in
+ * @rounds rounds, then, after the idle costs, @rounds rounds of slices of
+ * dur / @rounds seconds, NULL on every transport then READ 64K on every
+ * transport, the order of the transports rotated each round. */
+static void scale_n(unsigned n)
+{
+	struct spt *pt = calloc(TP_N, sizeof(*pt));
+	struct timespec settle = {0, 300000000}, reround = {0, 100000000};
+	double slice = dur / bench_rounds;
+	struct pstat c1;
+
+	if (!pt) {
+		for (int tp = 0; tp < TP_N; tp++)
+			if (tp_want[tp])
+				na(rec_new("scale", (enum tp)tp, "null", 0, 1, n), "out of memory");
 		return;
 	}
-	progress("scale: %u connections over %s", n, tp_name[tp]);
-	pstat_read(spid, &s0);
-	pstat_read(0, &c0);
-	tp_port[tp] = port;   /* conn_open connects there */
-	conn_sink = 0;        /* the sinks come after the idle measurement */
-	rc = scale_connect(cs, n, tp, &p50);
+	for (int tp = 0; tp < TP_N; tp++) {
+		struct spt *p = &pt[tp];
+
+		if (!tp_want[tp])
+			continue;
+		p->on = tp_ok[tp];   /* (not available: tp_why, below) */
+		if (!p->on)
+			continue;
+		progress("scale: %u connections over %s, %u rounds", n, tp_name[tp], bench_rounds);
+		p->cs = calloc(n, sizeof(*p->cs));
+		p->ct = malloc(sizeof(*p->ct) * n * (n < bench_rounds ? bench_rounds : 1));
+		for (int op = 0; op < 2; op++) {
+			lat_init(&p->m[op].l);
+			p->m[op].cc = p->m[op].sc = 0;
+		}
+		if (!p->cs || !p->ct) {
+			p->on = false;
+			snprintf(p->why, sizeof(p->why), "out of memory");
+		}
+	}
+	conn_sink = 0;   /* the sinks come after the idle measurement */
+	for (unsigned r = 0; r < bench_rounds; r++) {
+		if (r && n < bench_rounds) {
+			/* fresh servers again: every transport's previous
+			 * round closed first, and a pause for the closes to
+			 * finish (no round's connects overlap another
+			 * connection's teardown, as no point's did) */
+			for (int tp = 0; tp < TP_N; tp++)
+				spt_drop(&pt[tp]);
+			nanosleep(&reround, NULL);
+		}
+		for (unsigned i = 0; i < TP_N; i++)
+			connect_round(&pt[round_tp(r, i)], round_tp(r, i), n, r, bench_rounds);
+	}
 	conn_sink = MAXIO + 64;
-	tp_port[tp] = saved_port;
-	if (rc) {
-		snprintf(idle->na, sizeof(idle->na), "failed: connection %s (%s)",
-			 rc == -EMFILE || rc == -ENFILE ? "refused for want of file descriptors"
-							: "failed", rpcrdma_strerror(rc));
-	} else {
-		scale_idle(idle, n, spid, &c0, &s0);
-		idle->connect_p50_us = p50;
-		rc = scale_measure(tp, cs, n, spid, 0, idle);
-		record_err(idle, rc);
-		r = rec_new("scale", tp, "read64k", CONN_SIZE, 1, n);
-		idle = &recs[nrecs - 2];   /* (rec_new may move the records) */
-		r->connect_p50_us = idle->connect_p50_us;
-		r->client_rss_per_conn = idle->client_rss_per_conn;
-		r->server_rss_per_conn = idle->server_rss_per_conn;
-		r->fds_per_conn = idle->fds_per_conn;
-		r->server_fds_per_conn = idle->server_fds_per_conn;
-		r->client_threads = idle->client_threads;
-		r->server_threads = idle->server_threads;
-		if (rc)
-			na(r, "not run (NULL failed)");
-		else if (n > 1000)
-			na(r, "not run beyond 1000 connections (a 64 KiB sink each)");
+	/* the counts settle (the servers free half-open state, the first
+	 * calls' buffers are back) */
+	nanosleep(&settle, NULL);
+	pstat_read(0, &c1);
+	for (int tp = 0; tp < TP_N; tp++)
+		if (pt[tp].on)
+			pstat_read(pt[tp].spid, &pt[tp].s1);
+	for (int tp = 0; tp < TP_N; tp++)
+		if (pt[tp].on && n <= 1000)
+			pt[tp].m[1].rc = scale_sinks(&pt[tp]);
+	for (unsigned r = 0; r < bench_rounds; r++)
+		for (int op = 0; op < 2; op++)
+			for (unsigned i = 0; i < TP_N; i++) {
+				enum tp tp = round_tp(r, i);
+				struct spt *p = &pt[tp];
+
+				if (!p->on || p->m[op].rc || (op && (p->m[0].rc || n > 1000)))
+					continue;
+				p->m[op].rc = scale_slice(p, tp, op, slice);
+			}
+	for (int tp = 0; tp < TP_N; tp++) {
+		struct spt *p = &pt[tp];
+
+		if (!tp_want[tp])
+			continue;
+		if (tp_ok[tp])
+			scale_records(p, (enum tp)tp, n, &c1);
 		else
-			record_err(r, scale_measure(tp, cs, n, spid, 1, r));
+			na(rec_new("scale", (enum tp)tp, "null", 0, 1, n), tp_why[tp]);
+		for (int op = 0; op < 2; op++)
+			lat_free(&p->m[op].l);
+		spt_drop(p);
+		free(p->cs);
+		free(p->ct);
 	}
-	for (unsigned i = 0; i < n; i++)
-		conn_close(&cs[i].c);
-	free(cs);
-	kill(spid, SIGKILL);
+	free(pt);
 }
 
 /* As many descriptors as the hard limit allows (root: raised). */
 static void raise_nofile(unsigned conns)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)conns * 2 + 1024;
+	rlim_t want = (rlim_t)conns * 8 + 1024;   /* every transport's at once */
 
 	if (getrlimit(RLIMIT_NOFILE, &rl))
 		return;
@@ -484,14 +685,5 @@ void run_scale(void)
 	unsigned npts = scale_points();
 
 	for (unsigned i = 0; i < npts; i++)
-		for (int tp = 0; tp < TP_N; tp++) {
-			if (!tp_want[tp])
-				continue;
-			if (!tp_ok[tp]) {
-				na(rec_new("scale", (enum tp)tp, "null", 0, 1, scale_ns[i]), tp_why[tp]);
-				continue;
-			}
-			scale_point((enum tp)tp, scale_ns[i]);
-		}
+		scale_n(scale_ns[i]);
 }
-
