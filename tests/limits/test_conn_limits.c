@@ -478,7 +478,12 @@ static int soft_listener_up(const struct rpcrdma_open_attr *oa, const struct rr_
 /* Soft provider listener: a half-open connection times out after the
  * listener's timeout (100 ms here) and is counted; 20 peers that connect
  * and go away before their MPA Request leave nothing allocated behind (each
- * used to leave its id in the context until the channel was destroyed). */
+ * used to leave its id in the context until the channel was destroyed).
+ * The vanishing peers run under a timeout longer than any wait of the test
+ * (60 s), so that each goes by its own close and never by the timeout:
+ * under the 100 ms one, a loaded machine that kept this thread off the CPU
+ * for 100 ms between the accept and its look saw the handshake already
+ * timed out (handshakes never 1: 1 run in 30 beside two busy loops). */
 TEST(limits_soft_listener_timeout_and_vanished_peers)
 {
 	struct rpcrdma_env env = {.alloc = cnt_alloc, .free = cnt_free, .now_ns = real_now,
@@ -501,6 +506,8 @@ TEST(limits_soft_listener_timeout_and_vanished_peers)
 	close(fd);
 	CHECK(WAIT_FOR(lstats(l).handshakes_dropped == 1 && lstats(l).handshakes == 0, WAIT_MS));
 
+	lim.timeout_ms = 60000;
+	REQUIRE_EQ(rr_cm_listen_limits(l, &lim), 0);
 	base = atomic_load(&live_blocks);
 	for (int i = 0; i < 20; i++) {
 		fd = raw_connect(port);
