@@ -23,8 +23,9 @@
  * available (-ENOENT / -ENODEV / -EOPNOTSUPP): "not yet available".
  *
  * Usage: rr_lab_iwarp server|client -p soft|verbs [-d DEV] -a ADDR -P PORT [-c]
- *   server: listens on ADDR:PORT; client: connects to ADDR:PORT. -c asks for
- *   MPA CRC (soft provider only; siw honours a peer's request).
+ *   server: listens on ADDR:PORT (PORT 0: a port the system picks, printed
+ *   in its "# listening on ADDR:PORT" line); client: connects to ADDR:PORT.
+ *   -c asks for MPA CRC (soft provider only; siw honours a peer's request).
  *
  * rping mode: "rping-server" / "rping-client" [-C COUNT] [-S SIZE] speak the
  * wire protocol of rdma-core's rping (librdmacm/examples/rping.c, written
@@ -790,7 +791,8 @@ int main(int argc, char **argv)
 	}
 	if (count < 0 || size < 32 || size > BUF_LEN / 2)
 		goto usage;
-	if (!addr || !port || parse_addr(addr, port, &sin))
+	if (!addr || port < 0 || port > 65535 || (!port && !p.server) ||
+	    parse_addr(addr, port, &sin))
 		goto usage;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	p.seed = p.server ? 0x5e77e7 : 0xc11e47;
@@ -802,6 +804,14 @@ int main(int argc, char **argv)
 		rc = rpcrdma_listen(p.ch, (struct sockaddr *)&sin, sizeof(sin), 4, NULL, &p.lid);
 		if (rc)
 			die("listen", rc);
+		if (!port) {
+			struct sockaddr_storage ss;
+
+			rc = rpcrdma_cm_local_addr(p.lid, &ss);
+			if (rc)
+				die("local address of the listener", rc);
+			port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		}
 		printf("# listening on %s:%d (%s)\n", addr, port, prov);
 		rc = wait_cm(&p, RPCRDMA_CM_CONNECT_REQUEST, &ev, 60000);
 		if (rc)
