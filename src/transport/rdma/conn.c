@@ -32,14 +32,16 @@ static uint8_t *map_reg(struct tp_conn *cn, size_t len, struct rpcrdma_mr **mr)
 	return p;
 }
 
-/* One more chunk of send slots (TP_SLOTS_FIRST, then as many as there are,
- * up to nsend), their numbers onto the free stack: a connection costs the
- * slots its Sends in flight need, not credits x the inline size up front
- * (the first chunk carries the pad's zero bytes). 0 or -ENOMEM. */
+/* One more chunk of send slots (TP_SLOTS_FIRST, a client's
+ * TP_CL_SLOTS_FIRST, then as many as there are, up to nsend), their
+ * numbers onto the free stack: a connection costs the slots its Sends in
+ * flight need, not credits x the inline size up front (the first chunk
+ * carries the pad's zero bytes). 0 or -ENOMEM. */
 static int slots_grow(struct tp_conn *cn)
 {
 	struct tp_slots *k = &cn->sch[cn->nsch];
-	uint32_t n = RR_MIN(RR_MAX(cn->nslots, TP_SLOTS_FIRST), cn->nsend - cn->nslots);
+	uint32_t first = cn->ep->is_server ? TP_SLOTS_FIRST : TP_CL_SLOTS_FIRST;
+	uint32_t n = RR_MIN(RR_MAX(cn->nslots, first), cn->nsend - cn->nslots);
 
 	if (!n || cn->nsch == TP_SLOT_CHUNKS)
 		return -ENOMEM;
@@ -544,6 +546,8 @@ void tp_post_all_deferred(struct tp_ep *ep)
  * more is read from memory after later completions, see conn_new). The
  * server's Sends are all signaled (its Replies' completions are counted,
  * rs_reply_sent). */
+_Static_assert(TP_UNSIG_RUN < TP_UNSIG_MAX && TP_CL_SLOTS_FIRST > TP_UNSIG_RUN,
+	       "a run of unsignaled Sends and its signaled one fit the first slots");
 
 /* Whether @a was posted before mark @m (sequence numbers modulo
  * TP_UNSIG_MASK + 1). */
