@@ -316,11 +316,6 @@ static uint8_t *slot_buf(const struct tp_conn *cn, uint32_t slot)
 	return k->mem + (size_t)(slot - k->first) * cn->ssize;
 }
 
-static uint32_t slot_lkey(const struct tp_conn *cn, uint32_t slot)
-{
-	return rpcrdma_mr_lkey(slots_of(cn, slot)->mr);
-}
-
 static void slot_put(struct tp_conn *cn, uint32_t slot)
 {
 	if (slot < cn->nslots && cn->nsfree < cn->nslots)
@@ -446,6 +441,25 @@ static bool defer_ready(struct tp_conn *cn)
 	return false;
 }
 
+/* The Send of @s into @wr (signaled, the last of its chain) and its one
+ * SGE @sge: its slot's memory and key found with one look at the chunks. */
+static void send_wr_fill(const struct tp_conn *cn, const struct rr_conn_send *s,
+			 struct rpcrdma_send_wr *wr, struct rpcrdma_sge *sge)
+{
+	const struct tp_slots *k = slots_of(cn, s->slot);
+
+	*sge = (struct rpcrdma_sge){
+		(uint64_t)(uintptr_t)(k->mem + (size_t)(s->slot - k->first) * cn->ssize), s->len,
+		rpcrdma_mr_lkey(k->mr)};
+	*wr = (struct rpcrdma_send_wr){.wr_id = WRID(WR_SEND, s->slot),
+				       .sg_list = sge,
+				       .num_sge = 1,
+				       .opcode = s->inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND,
+				       .flags = RPCRDMA_SEND_SIGNALED};
+	if (s->inv)
+		wr->u.send.invalidate_stag = s->inv_stag;
+}
+
 /* Builds the Writes of @s and its Send into @wr/@sge (nwrites + 1 each). */
 static void build_wrs(struct tp_conn *cn, const struct rr_conn_send *s,
 		      struct rpcrdma_send_wr *wr, struct rpcrdma_sge *sge)
@@ -476,16 +490,7 @@ static void build_wrs(struct tp_conn *cn, const struct rr_conn_send *s,
 		wr[i].u.rdma.remote_offset = w->to;
 		wr[i].next = &wr[i + 1];
 	}
-	sge[n] = (struct rpcrdma_sge){(uint64_t)(uintptr_t)slot_buf(cn, s->slot), s->len,
-				      slot_lkey(cn, s->slot)};
-	wr[n] = (struct rpcrdma_send_wr){.wr_id = WRID(WR_SEND, s->slot),
-					 .sg_list = &sge[n],
-					 .num_sge = 1,
-					 .opcode = s->inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND,
-					 .flags = RPCRDMA_SEND_SIGNALED};
-	if (s->inv)
-		wr[n].u.send.invalidate_stag = s->inv_stag;
-	wr[n].next = NULL;
+	send_wr_fill(cn, s, &wr[n], &sge[n]);
 }
 
 void tp_post_deferred(struct tp_conn *cn)
@@ -633,6 +638,19 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 	if (cn->ndefer && (cn->ndefer >= SV_DEFER_MAX ||
 			   tp_now_ns(cn->ep) - cn->defer_t0 > SV_DEFER_NS))
 		tp_post_deferred(cn);
+	if (!s->nwrites && !cn->ep->defer) {
+		/* a lone Send (every inline Call; a Reply without Writes when
+		 * not deferred): built in place, no arrays */
+		struct rpcrdma_send_wr w;
+		struct rpcrdma_sge g;
+
+		send_wr_fill(cn, s, &w, &g);
+		unsig = unsig_choose(cn, s, &w);
+		rc = rpcrdma_post_send(cn->qp, &w, NULL);
+		if (!rc)
+			unsig_posted(cn, s->slot, unsig);
+		return rc;
+	}
 	if (cn->ep->defer && s->nwrites < SV_DEFER_WR && defer_ready(cn)) {
 		build_wrs(cn, s, &cn->dwr[(size_t)cn->ndefer * SV_DEFER_WR],
 			  &cn->dsge[(size_t)cn->ndefer * SV_DEFER_WR]);
