@@ -543,7 +543,7 @@ void tp_post_all_deferred(struct tp_ep *ep)
  * the next one is signaled: its completion tells that those before it are
  * done (a send queue completes its work requests in order, and a failed
  * or flushed one completes signaled or not), and their slots come back
- * then, each with the session's rr_conn_on_send. A Send is signaled when
+ * then, told to the session together (rr_conn_on_sends). A Send is signaled when
  * no free slot would be left beside it (whoever takes the last one sends
  * signaled, and its completion brings back those held here), when
  * TP_UNSIG_MAX wait already, with RDMA Writes before it, and on Linux siw
@@ -598,11 +598,15 @@ static void unsig_posted(struct tp_conn *cn, uint32_t slot, bool unsig)
 
 /* A Send's completion (@wc, of the Send in @self) came: the unsignaled
  * Sends posted before its mark are done. Their slots are put back and,
- * when it succeeded on a live connection, the session told of each.
+ * when it succeeded on a live connection, the session told of them all at
+ * once (rr_conn_on_sends: one turn of its pump, not one per Send; their
+ * tokens read before it, which may post more into the slots put back).
  * Returns whether @self was one of them (its slot put back here). */
 static bool unsig_release(struct tp_conn *cn, const struct rpcrdma_wc *wc, uint32_t self)
 {
 	uint32_t mark = WRMARK(wc->wr_id);
+	uint64_t tok[TP_UNSIG_MAX];
+	unsigned ntok = 0;
 	bool had_self = false;
 
 	while (cn->ucount && unsig_before(cn->useq[cn->uhead], mark)) {
@@ -611,15 +615,13 @@ static bool unsig_release(struct tp_conn *cn, const struct rpcrdma_wc *wc, uint3
 		cn->uhead = (cn->uhead + 1) % TP_UNSIG_MAX;
 		cn->ucount--;
 		slot_put(cn, slot);
-		if (slot == self) {
+		if (slot == self)
 			had_self = true;
-			continue;
-		}
-		/* the session may post more (rq_pump): after the mark, so
-		 * not taken by this loop */
-		if (wc->status == RPCRDMA_WC_SUCCESS && !cn->dead && !cn->closing)
-			rr_conn_on_send(cn->sess, cn->stoken[slot], 0);
+		else
+			tok[ntok++] = cn->stoken[slot];
 	}
+	if (ntok && wc->status == RPCRDMA_WC_SUCCESS && !cn->dead && !cn->closing)
+		rr_conn_on_sends(cn->sess, tok, ntok);
 	return had_self;
 }
 
