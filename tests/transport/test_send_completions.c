@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* A client's Sends go mostly unsignaled (transport/rdma/conn.c "a client's
  * unsignaled Sends"): a synchronous Call costs one completion, its Reply's
- * Receive, and every fourth one its Send's too, whose completion brings
+ * Receive, and every eighth one its Send's too, whose completion brings
  * back the slots of the unsignaled Sends before it. Counted through the
  * client's rpcrdma_xprt_stats.cq_polls (a batch of completions fed to the
  * client: one per wait that found some), not timed. Over the software
@@ -62,9 +62,10 @@ static void echo_sync(struct rpcrdma_client *c, uint32_t n)
 	}
 }
 
-/* 400 synchronous Calls: the client's waits find ~1.25 batches of
- * completions per Call (the Reply; a Send's completion every fourth),
- * not 2 (every Send signaled: its completion, then the Reply). */
+/* 400 synchronous Calls: the client's waits find ~1.125 batches of
+ * completions per Call (the Reply; a Send's completion every eighth:
+ * 450), not 1.25 (every fourth signaled: 500, before issue 16 part AN),
+ * nor 2 (every Send signaled: its completion, then the Reply). */
 TEST(send_completions_client_sends_unsignaled)
 {
 	enum { CALLS = 400 };
@@ -85,7 +86,7 @@ TEST(send_completions_client_sends_unsignaled)
 	rpcrdma_xprt_stats_diff(&b, &a, &b);
 	printf("  %llu completion batches for %d Calls\n", (unsigned long long)b.cq_polls, CALLS);
 	CHECK(b.cq_polls >= (uint64_t)CALLS);
-	CHECK(b.cq_polls <= (uint64_t)CALLS * 3 / 2);
+	CHECK(b.cq_polls <= (uint64_t)CALLS * 6 / 5);
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
 }
@@ -109,7 +110,7 @@ TEST(send_completions_bursts_in_flight)
 	s = start(url, sizeof(url));
 	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
 	for (uint32_t r = 0; r < ROUNDS; r++) {
-		uint32_t n = 1 + (r * 7) % BURST;   /* 1..23, not a multiple of 4 */
+		uint32_t n = 1 + (r * 7) % BURST;   /* 1..23, not a multiple of 8 */
 
 		for (uint32_t i = 0; i < n; i++) {
 			calls[i] = echo_call(c, r * 100 + i);

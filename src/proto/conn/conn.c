@@ -183,6 +183,21 @@ void rr_conn_on_send(struct rr_conn *c, uint64_t token, int status)
 	rr_conn_on_slot(c);
 }
 
+void rr_conn_on_sends(struct rr_conn *c, const uint64_t *tokens, unsigned n)
+{
+	if (!n)
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		if (c->sends_inflight)
+			c->sends_inflight--;
+		if (TOK_KIND(tokens[i]) == TOK_REPLY)
+			rs_reply_sent(c, TOK_PTR(tokens[i]), 0);
+	}
+	if (c->sends_inflight && rr_conn_tx_watched(c))
+		c->tx_progress = rr_conn_now(c);
+	rr_conn_on_slot(c);
+}
+
 /* A send slot is free. A requester: RDMA_DONEs first (they need no credit),
  * then Calls that found no slot when their credit came (they wait at the head
  * of the queue, and nothing else may come to send them: every Reply may be

@@ -311,6 +311,10 @@ void rr_conn_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32
 /* Completions of what the session posted (@status 0 or a negative errno;
  * a failure also ends the connection: rr_conn_down follows). */
 void rr_conn_on_send(struct rr_conn *c, uint64_t token, int status);
+/* @n Sends (@tokens) completed successfully together (the unsignaled
+ * Sends a later completion tells of): as rr_conn_on_send for each, with
+ * one turn of what waits for a free slot (rr_conn_on_slot) after all. */
+void rr_conn_on_sends(struct rr_conn *c, const uint64_t *tokens, unsigned n);
 /* A Read or Local Invalidate (io->read, io->inv) completed: the token
  * says which, so an executor whose failed completions carry no reliable
  * opcode passes it on as it is -- before it closes the connection, so a

@@ -32,14 +32,16 @@ static uint8_t *map_reg(struct tp_conn *cn, size_t len, struct rpcrdma_mr **mr)
 	return p;
 }
 
-/* One more chunk of send slots (TP_SLOTS_FIRST, then as many as there are,
- * up to nsend), their numbers onto the free stack: a connection costs the
- * slots its Sends in flight need, not credits x the inline size up front
- * (the first chunk carries the pad's zero bytes). 0 or -ENOMEM. */
+/* One more chunk of send slots (TP_SLOTS_FIRST, a client's
+ * TP_CL_SLOTS_FIRST, then as many as there are, up to nsend), their
+ * numbers onto the free stack: a connection costs the slots its Sends in
+ * flight need, not credits x the inline size up front (the first chunk
+ * carries the pad's zero bytes). 0 or -ENOMEM. */
 static int slots_grow(struct tp_conn *cn)
 {
 	struct tp_slots *k = &cn->sch[cn->nsch];
-	uint32_t n = RR_MIN(RR_MAX(cn->nslots, TP_SLOTS_FIRST), cn->nsend - cn->nslots);
+	uint32_t first = cn->ep->is_server ? TP_SLOTS_FIRST : TP_CL_SLOTS_FIRST;
+	uint32_t n = RR_MIN(RR_MAX(cn->nslots, first), cn->nsend - cn->nslots);
 
 	if (!n || cn->nsch == TP_SLOT_CHUNKS)
 		return -ENOMEM;
@@ -314,11 +316,6 @@ static uint8_t *slot_buf(const struct tp_conn *cn, uint32_t slot)
 	return k->mem + (size_t)(slot - k->first) * cn->ssize;
 }
 
-static uint32_t slot_lkey(const struct tp_conn *cn, uint32_t slot)
-{
-	return rpcrdma_mr_lkey(slots_of(cn, slot)->mr);
-}
-
 static void slot_put(struct tp_conn *cn, uint32_t slot)
 {
 	if (slot < cn->nslots && cn->nsfree < cn->nslots)
@@ -444,6 +441,25 @@ static bool defer_ready(struct tp_conn *cn)
 	return false;
 }
 
+/* The Send of @s into @wr (signaled, the last of its chain) and its one
+ * SGE @sge: its slot's memory and key found with one look at the chunks. */
+static void send_wr_fill(const struct tp_conn *cn, const struct rr_conn_send *s,
+			 struct rpcrdma_send_wr *wr, struct rpcrdma_sge *sge)
+{
+	const struct tp_slots *k = slots_of(cn, s->slot);
+
+	*sge = (struct rpcrdma_sge){
+		(uint64_t)(uintptr_t)(k->mem + (size_t)(s->slot - k->first) * cn->ssize), s->len,
+		rpcrdma_mr_lkey(k->mr)};
+	*wr = (struct rpcrdma_send_wr){.wr_id = WRID(WR_SEND, s->slot),
+				       .sg_list = sge,
+				       .num_sge = 1,
+				       .opcode = s->inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND,
+				       .flags = RPCRDMA_SEND_SIGNALED};
+	if (s->inv)
+		wr->u.send.invalidate_stag = s->inv_stag;
+}
+
 /* Builds the Writes of @s and its Send into @wr/@sge (nwrites + 1 each). */
 static void build_wrs(struct tp_conn *cn, const struct rr_conn_send *s,
 		      struct rpcrdma_send_wr *wr, struct rpcrdma_sge *sge)
@@ -474,16 +490,7 @@ static void build_wrs(struct tp_conn *cn, const struct rr_conn_send *s,
 		wr[i].u.rdma.remote_offset = w->to;
 		wr[i].next = &wr[i + 1];
 	}
-	sge[n] = (struct rpcrdma_sge){(uint64_t)(uintptr_t)slot_buf(cn, s->slot), s->len,
-				      slot_lkey(cn, s->slot)};
-	wr[n] = (struct rpcrdma_send_wr){.wr_id = WRID(WR_SEND, s->slot),
-					 .sg_list = &sge[n],
-					 .num_sge = 1,
-					 .opcode = s->inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND,
-					 .flags = RPCRDMA_SEND_SIGNALED};
-	if (s->inv)
-		wr[n].u.send.invalidate_stag = s->inv_stag;
-	wr[n].next = NULL;
+	send_wr_fill(cn, s, &wr[n], &sge[n]);
 }
 
 void tp_post_deferred(struct tp_conn *cn)
@@ -536,7 +543,7 @@ void tp_post_all_deferred(struct tp_ep *ep)
  * the next one is signaled: its completion tells that those before it are
  * done (a send queue completes its work requests in order, and a failed
  * or flushed one completes signaled or not), and their slots come back
- * then, each with the session's rr_conn_on_send. A Send is signaled when
+ * then, told to the session together (rr_conn_on_sends). A Send is signaled when
  * no free slot would be left beside it (whoever takes the last one sends
  * signaled, and its completion brings back those held here), when
  * TP_UNSIG_MAX wait already, with RDMA Writes before it, and on Linux siw
@@ -544,6 +551,8 @@ void tp_post_all_deferred(struct tp_ep *ep)
  * more is read from memory after later completions, see conn_new). The
  * server's Sends are all signaled (its Replies' completions are counted,
  * rs_reply_sent). */
+_Static_assert(TP_UNSIG_RUN < TP_UNSIG_MAX && TP_CL_SLOTS_FIRST > TP_UNSIG_RUN,
+	       "a run of unsignaled Sends and its signaled one fit the first slots");
 
 /* Whether @a was posted before mark @m (sequence numbers modulo
  * TP_UNSIG_MASK + 1). */
@@ -589,11 +598,15 @@ static void unsig_posted(struct tp_conn *cn, uint32_t slot, bool unsig)
 
 /* A Send's completion (@wc, of the Send in @self) came: the unsignaled
  * Sends posted before its mark are done. Their slots are put back and,
- * when it succeeded on a live connection, the session told of each.
+ * when it succeeded on a live connection, the session told of them all at
+ * once (rr_conn_on_sends: one turn of its pump, not one per Send; their
+ * tokens read before it, which may post more into the slots put back).
  * Returns whether @self was one of them (its slot put back here). */
 static bool unsig_release(struct tp_conn *cn, const struct rpcrdma_wc *wc, uint32_t self)
 {
 	uint32_t mark = WRMARK(wc->wr_id);
+	uint64_t tok[TP_UNSIG_MAX];
+	unsigned ntok = 0;
 	bool had_self = false;
 
 	while (cn->ucount && unsig_before(cn->useq[cn->uhead], mark)) {
@@ -602,15 +615,13 @@ static bool unsig_release(struct tp_conn *cn, const struct rpcrdma_wc *wc, uint3
 		cn->uhead = (cn->uhead + 1) % TP_UNSIG_MAX;
 		cn->ucount--;
 		slot_put(cn, slot);
-		if (slot == self) {
+		if (slot == self)
 			had_self = true;
-			continue;
-		}
-		/* the session may post more (rq_pump): after the mark, so
-		 * not taken by this loop */
-		if (wc->status == RPCRDMA_WC_SUCCESS && !cn->dead && !cn->closing)
-			rr_conn_on_send(cn->sess, cn->stoken[slot], 0);
+		else
+			tok[ntok++] = cn->stoken[slot];
 	}
+	if (ntok && wc->status == RPCRDMA_WC_SUCCESS && !cn->dead && !cn->closing)
+		rr_conn_on_sends(cn->sess, tok, ntok);
 	return had_self;
 }
 
@@ -629,6 +640,19 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 	if (cn->ndefer && (cn->ndefer >= SV_DEFER_MAX ||
 			   tp_now_ns(cn->ep) - cn->defer_t0 > SV_DEFER_NS))
 		tp_post_deferred(cn);
+	if (!s->nwrites && !cn->ep->defer) {
+		/* a lone Send (every inline Call; a Reply without Writes when
+		 * not deferred): built in place, no arrays */
+		struct rpcrdma_send_wr w;
+		struct rpcrdma_sge g;
+
+		send_wr_fill(cn, s, &w, &g);
+		unsig = unsig_choose(cn, s, &w);
+		rc = rpcrdma_post_send(cn->qp, &w, NULL);
+		if (!rc)
+			unsig_posted(cn, s->slot, unsig);
+		return rc;
+	}
 	if (cn->ep->defer && s->nwrites < SV_DEFER_WR && defer_ready(cn)) {
 		build_wrs(cn, s, &cn->dwr[(size_t)cn->ndefer * SV_DEFER_WR],
 			  &cn->dsge[(size_t)cn->ndefer * SV_DEFER_WR]);

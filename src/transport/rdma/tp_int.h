@@ -56,8 +56,15 @@ struct tp_pool;
  * signaled, whose completion tells that those before it are done too (a
  * send queue completes in order): unsig_* in conn.c. At most TP_UNSIG_MAX
  * wait for that completion; their sequence numbers ride, TP_UNSIG_MASK
- * wide, in the signaled Send's wr_id (above its slot). */
-#define TP_UNSIG_RUN 3u
+ * wide, in the signaled Send's wr_id (above its slot). A synchronous
+ * client's signaled Send costs one more turn of its wait (its completion
+ * pushed, polled and fed before the Reply's): ~720 instructions on soft,
+ * paid once per TP_UNSIG_RUN + 1 Calls. A run holds its slots until that
+ * completion, so a client's first chunk of slots (TP_CL_SLOTS_FIRST) holds
+ * a whole run and its signaled Send: fewer, and the run would end when
+ * the slots do (the last free one is sent signaled). */
+#define TP_UNSIG_RUN 7u
+#define TP_CL_SLOTS_FIRST (TP_UNSIG_RUN + 1u)
 #define TP_UNSIG_MAX 8u
 #define TP_UNSIG_MASK 0x0fffffffu
 #define WRID_SEND(slot, mark) \
