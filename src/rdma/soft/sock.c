@@ -6,8 +6,8 @@
  * options (TCP_NODELAY, congestion control, the fast wait's receive
  * timeout), the FPDU size from the path MTU, and for the connection manager
  * (cm.c) socket/bind/listen/accept4/connect, the listener's
- * TCP_DEFER_ACCEPT, SO_ERROR, addresses and shutdown. Other files hold socket fds only to register them with epoll and
- * to close them. Nothing here parses or decides anything of a protocol. */
+ * TCP_DEFER_ACCEPT, SO_ERROR, addresses and shutdown. Other files hold
+ * socket fds only to register them with epoll and to close them. Nothing here parses or decides anything of a protocol. */
 #include "rdma/soft/sock.h"
 
 #include <fcntl.h>
@@ -284,7 +284,6 @@ int rr_soft_sock_listen(const struct sockaddr *addr, socklen_t addrlen, int back
 int rr_soft_sock_defer_accept(int lfd, unsigned secs)
 {
 	int v = (int)RR_MIN(secs, (unsigned)INT_MAX);
-
 	socklen_t len = sizeof(v);
 
 	if (setsockopt(lfd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof(v)) != 0 ||
