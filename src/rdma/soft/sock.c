@@ -7,7 +7,8 @@
  * timeout), the FPDU size from the path MTU, and for the connection manager
  * (cm.c) socket/bind/listen/accept4/connect, the listener's
  * TCP_DEFER_ACCEPT, SO_ERROR, addresses and shutdown. Other files hold
- * socket fds only to register them with epoll and to close them. Nothing here parses or decides anything of a protocol. */
+ * socket fds only to register them with epoll and to close them. Nothing
+ * here parses or decides anything of a protocol. */
 #include "rdma/soft/sock.h"
 
 #include <fcntl.h>
