@@ -113,6 +113,22 @@ static void ae_call(struct rr_th_cl *c, struct rr_th_small *p, uint32_t xid, uns
 		rr_tp_client_release_reply(c->tp, &p->r);
 }
 
+/* A server answering through ae_answer (no Call failed yet) in ae_srv, and
+ * a client @c connected to it; both with the default configuration. */
+static void ae_start(struct rr_th_sq *sq, struct rr_th_cl *c)
+{
+	struct rr_tp_conf sc, cc;
+
+	rr_tp_conf_default(&sc);
+	rr_tp_conf_default(&cc);
+	memset(sq, 0, sizeof(*sq));
+	rr_th_sq_init(sq, ae_answer);
+	atomic_store(&ae_fail_xid, 0);
+	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, sq, &ae_srv), 0);
+	rr_th_sq_start(sq);
+	REQUIRE_EQ(rr_th_cl_start(c, &cc, rr_tp_server_port(ae_srv), rr_th_cl_count), 0);
+}
+
 static void ae_stop(struct rr_th_sq *sq, struct rr_th_cl *c)
 {
 	rr_th_cl_stop(c);
@@ -126,7 +142,6 @@ TEST(xprt_async_errors_counted_by_cause)
 	static const enum rr_async_event evs[] = {RR_ASYNC_QP_FATAL, RR_ASYNC_QP_REQ_ERR,
 						  RR_ASYNC_QP_ACCESS_ERR, RR_ASYNC_SRQ_ERR,
 						  RR_ASYNC_DEVICE_FATAL, RR_ASYNC_CQ_ERR};
-	struct rr_tp_conf sc, cc;
 	struct rr_th_sq sq;
 	struct rr_th_cl c;
 	struct rr_th_small p;
@@ -137,14 +152,7 @@ TEST(xprt_async_errors_counted_by_cause)
 
 	if (!rr_th_soft_ok())
 		return;
-	rr_tp_conf_default(&sc);
-	rr_tp_conf_default(&cc);
-	memset(&sq, 0, sizeof(sq));
-	rr_th_sq_init(&sq, ae_answer);
-	atomic_store(&ae_fail_xid, 0);
-	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &ae_srv), 0);
-	rr_th_sq_start(&sq);
-	REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(ae_srv), rr_th_cl_count), 0);
+	ae_start(&sq, &c);
 	for (size_t i = 0; i < RR_ARRAY_SIZE(evs); i++) {
 		struct ae_wait cw = {&c, evs[i]}, sw = {NULL, evs[i]};
 
@@ -179,7 +187,6 @@ TEST(xprt_async_errors_counted_by_cause)
 
 TEST(xprt_cq_refusal_counted)
 {
-	struct rr_tp_conf sc, cc;
 	struct rr_th_sq sq;
 	struct rr_th_cl c;
 	struct rr_th_small p, keep;
@@ -192,14 +199,7 @@ TEST(xprt_cq_refusal_counted)
 
 	if (!rr_th_soft_ok())
 		return;
-	rr_tp_conf_default(&sc);
-	rr_tp_conf_default(&cc);
-	memset(&sq, 0, sizeof(sq));
-	rr_th_sq_init(&sq, ae_answer);
-	atomic_store(&ae_fail_xid, 0);
-	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &ae_srv), 0);
-	rr_th_sq_start(&sq);
-	REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(ae_srv), rr_th_cl_count), 0);
+	ae_start(&sq, &c);
 	cw.c = &c;
 	/* its Reply kept: the connection, and its share of the CQ, stay
 	 * until it is given back */
