@@ -7,7 +7,9 @@
  * chunk. Checked: no crash or leak; every Read lands inside the receive
  * context; a Reply never writes more into a Write or Reply chunk than the
  * chunk's segments hold; an RDMA_ERROR answer is 20 or 28 bytes; a completed
- * requester Reply's payload lies inside the Receive or the Reply chunk. */
+ * requester Reply's payload lies inside the Receive or the Reply chunk; the
+ * Reply built by rr_xprt_rsp_reply equals the general builder's
+ * (rr_xprt_rsp_reply_general: its one-pass form). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -38,8 +40,8 @@ static void responder(const uint8_t *data, size_t size)
 	struct rr_xprt_params p;
 	struct rr_xprt_responder s;
 	struct rr_xprt_rcall *rc = NULL;
-	static struct rr_xprt_reply_plan plan;
-	static uint8_t sendbuf[8192], item[3000];
+	static struct rr_xprt_reply_plan plan, plan2;
+	static uint8_t sendbuf[8192], sendbuf2[8192], item[3000];
 	uint8_t err[32];
 	size_t elen = 0;
 	enum rr_xprt_rsp_action a;
@@ -69,7 +71,21 @@ static void responder(const uint8_t *data, size_t size)
 			{head, 12, false}, {item, (uint32_t)(size % sizeof(item)), true},
 			{item, (uint32_t)(size * 7 % 5000 > 3000 ? 3000 : size * 7 % 5000), false}};
 
-		if (rr_xprt_rsp_reply(&s, rc, parts, 3, 3, sendbuf, sizeof(sendbuf), &plan) == 0) {
+		int r1, r2;
+
+		/* the one-pass Reply and the general builder agree (issue 16
+		 * part AO): result, plan, bytes */
+		memset(&plan, 0xa5, sizeof(plan));
+		memset(&plan2, 0xa5, sizeof(plan2));
+		memset(sendbuf, 0xa5, sizeof(sendbuf));
+		memset(sendbuf2, 0xa5, sizeof(sendbuf2));
+		r2 = rr_xprt_rsp_reply_general(&s, rc, parts, 3, (uint32_t)(size % 5), sendbuf2, sizeof(sendbuf2),
+					       &plan2);
+		r1 = rr_xprt_rsp_reply(&s, rc, parts, 3, (uint32_t)(size % 5), sendbuf, sizeof(sendbuf), &plan);
+		if (r1 != r2 || memcmp(&plan, &plan2, sizeof(plan)) != 0 ||
+		    memcmp(sendbuf, sendbuf2, sizeof(sendbuf)) != 0)
+			FAIL("one-pass Reply differs from the general builder");
+		if (r1 == 0) {
 			/* every write inside one of the requester's chunks */
 			for (uint32_t i = 0; i < plan.nwrites; i++) {
 				const struct rr_xprt_write_op *w = &plan.writes[i];

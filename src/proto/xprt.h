@@ -478,6 +478,16 @@ int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *r
 		      const struct rr_xprt_part *parts, unsigned nparts,
 		      uint32_t grant, uint8_t *buf, size_t cap,
 		      struct rr_xprt_reply_plan *plan);
+/* rr_xprt_rsp_reply without its one-pass form (a Call without Write list
+ * and Reply chunk answered inline, RR_XPRT_SHORT_HDR bytes of header):
+ * every Reply through the general builder. The same results; for the tests
+ * and fuzz_xprt, which build Replies both ways. */
+int rr_xprt_rsp_reply_general(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
+			      const struct rr_xprt_part *parts, unsigned nparts,
+			      uint32_t grant, uint8_t *buf, size_t cap,
+			      struct rr_xprt_reply_plan *plan);
+/* An RDMA_MSG header with three empty lists: 7 XDR words. */
+#define RR_XPRT_SHORT_HDR 28u
 
 void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc);
 

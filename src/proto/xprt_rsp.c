@@ -604,10 +604,88 @@ static int reply_long(struct rr_xprt_responder *s, const struct rr_hdr *ch,
 	return 0;
 }
 
+/* The common Reply in one pass: a Call without Write list and Reply chunk
+ * (its Read list does not matter) answered inline, every part in the Send.
+ * Wire layout (RFC 8166 section 4.2: xid, vers, credits, RDMA_MSG, and the
+ * three lists empty, then the RPC Reply):
+ *
+ *   rdma_xid | 1 | grant | RDMA_MSG (0) | 0 (Read list) | 0 (Write list) |
+ *   0 (Reply chunk) | parts, a DDP-eligible one padded to 4 bytes
+ *
+ * Returns what rr_xprt_rsp_reply_general returns (0), with the same @buf
+ * bytes, @plan and counters, or 1 without touching anything when the Reply
+ * is not of that form, does not fit inline or in @cap, or a part is bad:
+ * the general path decides those. Proven equal to the general path by test
+ * xprt_rsp_reply_short_as_general and by fuzz_xprt, which builds every
+ * Reply both ways. Issue 16 part AO: the header was built in a struct on
+ * the stack, sized and encoded by the general encoder (~150 instructions
+ * per NULL call). */
+static int reply_short(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
+		       const struct rr_xprt_part *parts, unsigned nparts, uint32_t grant,
+		       uint8_t *buf, size_t cap, struct rr_xprt_reply_plan *plan)
+{
+	const struct rr_hdr *ch = &rc->hdr;
+	uint64_t need = RR_XPRT_SHORT_HDR;
+	uint32_t len;
+
+	if (ch->nwrite || ch->has_reply)
+		return 1;
+	for (unsigned i = 0; i < nparts; i++) {
+		if (parts[i].len && !parts[i].base)
+			return 1;
+		need += parts[i].ddp ? RR_ALIGN4((uint64_t)parts[i].len) : parts[i].len;
+	}
+	if (need > s->params.reply_inline || need > cap)
+		return 1;
+	rr_put_be32(buf, rc->xid);
+	rr_put_be32(buf + 4, RR_HDR_VERSION);
+	rr_put_be32(buf + 8, grant ? grant : 1);   /* never grant zero */
+	rr_put_be32(buf + 12, RR_HDR_MSG);
+	memset(buf + 16, 0, 12);
+	len = RR_XPRT_SHORT_HDR;
+	for (unsigned i = 0; i < nparts; i++) {
+		const struct rr_xprt_part *pt = &parts[i];
+
+		if (pt->len)
+			memcpy(buf + len, pt->base, pt->len);
+		len += pt->len;
+		if (pt->ddp && (pt->len & 3)) {
+			memset(buf + len, 0, 4 - (pt->len & 3));
+			len += 4 - (pt->len & 3);
+		}
+	}
+	plan->nwrites = 0;
+	plan->write_bytes = 0;
+	plan->send_len = len;
+	plan->send_inv = false;
+	plan->is_error = false;
+	plan->read_chunk = false;
+	plan->rr_buf = NULL;
+	plan->rr_len = plan->rr_nsegs = plan->rr_seg_len = 0;
+	plan->proc = RR_HDR_MSG;
+	if (s->params.local_r && s->params.peer_r)
+		plan->send_inv = pick_inv(ch, &plan->inv_stag);
+	if (s->stats) {
+		s->stats->sends++;
+		s->stats->pullup_bytes += len;
+	}
+	return 0;
+}
+
 int rr_xprt_rsp_reply(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
 		      const struct rr_xprt_part *parts, unsigned nparts,
 		      uint32_t grant, uint8_t *buf, size_t cap,
 		      struct rr_xprt_reply_plan *plan)
+{
+	if (reply_short(s, rc, parts, nparts, grant, buf, cap, plan) == 0)
+		return 0;
+	return rr_xprt_rsp_reply_general(s, rc, parts, nparts, grant, buf, cap, plan);
+}
+
+int rr_xprt_rsp_reply_general(struct rr_xprt_responder *s, const struct rr_xprt_rcall *rc,
+			      const struct rr_xprt_part *parts, unsigned nparts,
+			      uint32_t grant, uint8_t *buf, size_t cap,
+			      struct rr_xprt_reply_plan *plan)
 {
 	const struct rr_hdr *ch = &rc->hdr;
 	/* The Reply's header is built on the stack (~2.6 KiB, as the

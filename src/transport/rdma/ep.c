@@ -104,13 +104,6 @@ bool tp_on_progress_thread(const struct tp_ep *ep)
 	return ep->loop && rr_loop_on_runner(ep->loop);
 }
 
-/* Lock held: a pin of @ep goes (tp_ep_quiesce waits for the last). */
-static void ep_unpin(struct tp_ep *ep)
-{
-	if (--ep->pins == 0)
-		pthread_cond_broadcast(&ep->cond);
-}
-
 /* The endpoint's turn on its loop: posted (tp_ep_kick), or its timer.
  * Pinned: its upcalls run without the lock, and destroy must not free the
  * connections they use meanwhile. */
@@ -120,7 +113,7 @@ static void ep_turn(struct tp_ep *ep)
 	if (!ep->stop && ep->ops->turn) {
 		ep->pins++;
 		ep->ops->turn(ep);
-		ep_unpin(ep);
+		tp_ep_unpin(ep);
 	}
 	pthread_mutex_unlock(&ep->lock);
 }

@@ -32,7 +32,7 @@ static void touch(struct tp_ep *ep, struct tp_ep **touched)
 	if (ep->touched)
 		return;
 	ep->touched = true;
-	ep->pins++;   /* not freed until its after-work ran (tp_ep_unpinned) */
+	ep->pins++;   /* not freed until its after-work ran (tp_ep_unpin) */
 	ep->touched_next = *touched;
 	*touched = ep;
 }
@@ -225,8 +225,7 @@ static void touched_after(struct tp_ep *touched, struct tp_ep *self, struct tp_e
 			ep->ops->after(ep);
 		if (!inline_here && ep != self && !ep->stop)
 			tp_ep_kick(ep);
-		if (--ep->pins == 0)
-			pthread_cond_broadcast(&ep->cond);
+		tp_ep_unpin(ep);
 		pthread_mutex_unlock(&ep->lock);
 	}
 }

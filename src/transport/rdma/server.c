@@ -24,6 +24,20 @@
  * events cost 1,000 session ticks otherwise). */
 #define SV_TIMERS_NS 10000000ull
 
+/* Waits on the shard's cond (lock held; @ts NULL: no deadline), counted
+ * (tp_ep.cond_waits): every wait on a shard's cond goes through here, so
+ * that the last unpin of a busy shard skips the wake-up when nobody
+ * waits (tp_ep_unpin). */
+static int sv_wait(struct tp_shard *sh, const struct timespec *ts)
+{
+	int rc;
+
+	sh->ep.cond_waits++;
+	rc = rr_engine_wait(&sh->ep.cond, &sh->ep.lock, ts);
+	sh->ep.cond_waits--;
+	return rc;
+}
+
 /* Received Calls to the upper layer, without the shard's lock: the queue
  * is taken whole and delivered in one release of the lock (one lock pair
  * per batch of Calls, not per Call: a drain at 100 active connections
@@ -132,6 +146,7 @@ static int make_shards(struct rr_tp_server *s)
 		if (!sh)
 			return -ENOMEM;
 		sh->srv = s;
+		sh->ep.waits_counted = true;   /* sv_wait */
 		sh->deliver_tail = &sh->deliver;
 		sh->sent_tail = &sh->sent_head;
 		sh->bc_done_tail = &sh->bc_done;
@@ -200,7 +215,7 @@ static void shard_free(struct tp_shard *sh)
 		}
 		destroy_hook(sh, RR_TP_DESTROY_RELEASED);
 		while (sh->ep.pins)
-			(void)rr_engine_wait(&sh->ep.cond, &sh->ep.lock, NULL);
+			(void)sv_wait(sh, NULL);
 		pthread_mutex_unlock(&sh->ep.lock);
 		tp_ep_detach(&sh->ep);
 	}
@@ -413,7 +428,7 @@ static void wait_sent_here(struct tp_shard *sh, struct tp_conn *cn, struct rr_co
 			struct timespec ts;
 
 			tp_abs_deadline(&ts, 10);
-			(void)rr_engine_wait(&sh->ep.cond, &sh->ep.lock, &ts);
+			(void)sv_wait(sh, &ts);
 			continue;
 		}
 		pthread_mutex_unlock(&sh->ep.lock);
@@ -472,7 +487,7 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_conn_sreq *r,
 		if (sh->parked)
 			tp_ep_kick(&sh->ep);
 		while (!r->xsent_done && !cn->dead)
-			(void)rr_engine_wait(&sh->ep.cond, &sh->ep.lock, NULL);
+			(void)sv_wait(sh, NULL);
 	}
 	rc = r->xsent_done ? r->xsent_status : -ENOTCONN;
 	pthread_mutex_unlock(&sh->ep.lock);

@@ -319,7 +319,26 @@ struct tp_ep {
 	bool touched;
 	unsigned pins;           /* in a drain's list, or in its turn: not
 				    freed before 0 (tp_ep_quiesce) */
+	/* A shard's waits on @cond are all counted in cond_waits (server.c
+	 * sv_wait, under the lock): its last pin going wakes @cond only when
+	 * a thread waits there, or once stopping (tp_ep_unpin). A client's
+	 * and a listener's are not counted: theirs always wake it (a
+	 * synchronous caller waits for its completions fed by another
+	 * thread's drain through that wake-up, tp_cq_wait_once). */
+	bool waits_counted;
+	unsigned cond_waits;
 };
+
+/* Lock held: a pin of @ep goes (tp_ep_quiesce waits for the last; so do
+ * the waiters of a drain's after-work, woken by it). A shard's last pin
+ * wakes nobody when nobody waits: the loop's drain unpins its shard twice
+ * per call (the Call's round, its Reply's Send's round), a broadcast each
+ * with nobody to wake (issue 16 part AO). */
+static inline void tp_ep_unpin(struct tp_ep *ep)
+{
+	if (--ep->pins == 0 && (!ep->waits_counted || ep->cond_waits || ep->stop))
+		pthread_cond_broadcast(&ep->cond);
+}
 
 /* A push-mode operation of the client, waited for by its caller (push.c). */
 struct tp_push_op {
