@@ -87,7 +87,48 @@ uint64_t rr_coarse_now_ns(const struct rpcrdma_env *env);
 uint64_t rr_coarse_res_ns(const struct rpcrdma_env *env);
 void rr_random(const struct rpcrdma_env *env, void *buf, size_t len);
 
-/* Big-endian loads and stores (wire order for XDR, MPA, DDP, RDMAP). */
+/* Big-endian loads and stores (wire order for XDR, MPA, DDP, RDMAP).
+ * With GCC or Clang each is one load or store of the whole word (memcpy:
+ * no alignment assumed) and a byte swap on a little-endian host; written
+ * byte by byte, GCC 12 merged neighbouring stores into a wide word built
+ * with shifts (rr_rpcmsg_encode_call_none: 48 instructions, issue 16 part
+ * AP). The bytes in memory are the same either way. */
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && \
+	(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ || __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define RR_BE16(v) __builtin_bswap16(v)
+#define RR_BE32(v) __builtin_bswap32(v)
+#else
+#define RR_BE16(v) (v)
+#define RR_BE32(v) (v)
+#endif
+static inline uint16_t rr_get_be16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return (uint16_t)RR_BE16(v);
+}
+static inline uint32_t rr_get_be32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return (uint32_t)RR_BE32(v);
+}
+static inline void rr_put_be16(uint8_t *p, uint16_t v)
+{
+	v = (uint16_t)RR_BE16(v);
+	memcpy(p, &v, sizeof(v));
+}
+static inline void rr_put_be32(uint8_t *p, uint32_t v)
+{
+	v = (uint32_t)RR_BE32(v);
+	memcpy(p, &v, sizeof(v));
+}
+#undef RR_BE16
+#undef RR_BE32
+#else
 static inline uint16_t rr_get_be16(const uint8_t *p)
 {
 	return (uint16_t)((uint16_t)p[0] << 8 | p[1]);
@@ -95,10 +136,6 @@ static inline uint16_t rr_get_be16(const uint8_t *p)
 static inline uint32_t rr_get_be32(const uint8_t *p)
 {
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-static inline uint64_t rr_get_be64(const uint8_t *p)
-{
-	return (uint64_t)rr_get_be32(p) << 32 | rr_get_be32(p + 4);
 }
 static inline void rr_put_be16(uint8_t *p, uint16_t v)
 {
@@ -111,6 +148,11 @@ static inline void rr_put_be32(uint8_t *p, uint32_t v)
 	p[1] = (uint8_t)(v >> 16);
 	p[2] = (uint8_t)(v >> 8);
 	p[3] = (uint8_t)v;
+}
+#endif
+static inline uint64_t rr_get_be64(const uint8_t *p)
+{
+	return (uint64_t)rr_get_be32(p) << 32 | rr_get_be32(p + 4);
 }
 static inline void rr_put_be64(uint8_t *p, uint64_t v)
 {

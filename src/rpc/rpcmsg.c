@@ -144,7 +144,9 @@ static bool decode_call_short(struct rr_xdr_dec *d, struct rr_rpc_call *c)
 
 int rr_rpcmsg_decode_call(struct rr_xdr_dec *d, struct rr_rpc_call *c)
 {
-	if (decode_call_short(d, c))
+	/* RR_LIKELY: the general decoder stays a tail call (inlined here, its
+	 * register saves cost the short form ~9 instructions, part AP) */
+	if (RR_LIKELY(decode_call_short(d, c)))
 		return 0;
 	return rr_rpcmsg_decode_call_general(d, c);
 }
@@ -276,7 +278,8 @@ static bool decode_reply_short(struct rr_xdr_dec *d, struct rr_rpc_reply *r)
 
 int rr_rpcmsg_decode_reply(struct rr_xdr_dec *d, struct rr_rpc_reply *r)
 {
-	if (decode_reply_short(d, r))
+	/* RR_LIKELY: as rr_rpcmsg_decode_call's */
+	if (RR_LIKELY(decode_reply_short(d, r)))
 		return 0;
 	return rr_rpcmsg_decode_reply_general(d, r);
 }
