@@ -66,7 +66,6 @@ static void own_destroy(struct rr_xprt_client *x)
 /* The Reply to @call (SUCCESS, one word: the XID + 1), written in @r. */
 static void own_answer(struct rr_xprt_call *call, uint8_t *r)
 {
-
 	rr_put_be32(r, call->xid);
 	rr_put_be32(r + 4, 1);
 	memset(r + 8, 0, 16);   /* accepted, empty verifier, SUCCESS */
