@@ -63,11 +63,6 @@ static void set_armed(struct rr_cq_ring *r, int v)
 	__atomic_store_n(&r->armed, v, __ATOMIC_RELAXED);
 }
 
-bool rr_cq_ring_armed(const struct rr_cq_ring *r)
-{
-	return __atomic_load_n(&r->armed, __ATOMIC_RELAXED) != RR_CQ_DISARMED;
-}
-
 int rr_cq_ring_push(struct rr_cq_ring *r, const struct rpcrdma_wc *wc)
 {
 	return rr_cq_ring_push_ex(r, wc, false);
@@ -170,12 +165,6 @@ int rr_cq_ring_get_event(struct rr_cq_ring *r)
 	if (n < 0 && errno != EAGAIN)
 		return -errno;
 	return 0;
-}
-
-bool rr_cq_ring_pending(const struct rr_cq_ring *r)
-{
-	return __atomic_load_n(&r->count, __ATOMIC_SEQ_CST) != 0 ||
-	       __atomic_load_n(&r->overflow, __ATOMIC_SEQ_CST);
 }
 
 uint32_t rr_cq_ring_count(struct rr_cq_ring *r)

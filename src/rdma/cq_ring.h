@@ -60,8 +60,12 @@ int rr_cq_ring_push_ex(struct rr_cq_ring *r, const struct rpcrdma_wc *wc, bool q
  * an overrun once empty. */
 int rr_cq_ring_poll(struct rr_cq_ring *r, int n, struct rpcrdma_wc *out);
 int rr_cq_ring_arm(struct rr_cq_ring *r, bool solicited_only);
-/* Armed now (a lock-free hint for other threads: may change at once). */
-bool rr_cq_ring_armed(const struct rr_cq_ring *r);
+/* Armed now (a lock-free hint for other threads: may change at once).
+ * Inline: the soft provider looks at it at every completion it pushes. */
+static inline bool rr_cq_ring_armed(const struct rr_cq_ring *r)
+{
+	return __atomic_load_n(&r->armed, __ATOMIC_RELAXED) != RR_CQ_DISARMED;
+}
 int rr_cq_ring_fd(const struct rr_cq_ring *r);
 /* Consumes pending notifications: 1 if any, 0 if none. */
 int rr_cq_ring_get_event(struct rr_cq_ring *r);
@@ -70,8 +74,13 @@ uint32_t rr_cq_ring_count(struct rr_cq_ring *r);
 /* Whether poll would return something now, without the lock (a hint: a
  * push may land right after; callers that sleep on the answer pair it with
  * a wake-up of their own, see soft/rx.c rx_read_fast). Sequentially
- * consistent with respect to the caller's atomics. */
-bool rr_cq_ring_pending(const struct rr_cq_ring *r);
+ * consistent with respect to the caller's atomics. Inline: looked at
+ * about three times per completion a fast waiter takes. */
+static inline bool rr_cq_ring_pending(const struct rr_cq_ring *r)
+{
+	return __atomic_load_n(&r->count, __ATOMIC_SEQ_CST) != 0 ||
+	       __atomic_load_n(&r->overflow, __ATOMIC_SEQ_CST);
+}
 /* Taking one QP's completions out of a ring that other QPs' completions
  * share (a consumer of that QP alone, while another consumes the ring):
  * @qp's receive completions (opcode RPCRDMA_WC_RECV) are taken only when
