@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "rdma/provider.h"
+#include "rdma/soft/race.h"
 #include "rdma/soft/soft.h"
 #include "rpcrdma/rdma.h"
 #include "soft_net.h"
@@ -243,6 +244,78 @@ TEST(soft_fast_wait_destroy_while_blocked)
 	CHECK(w.ns < PROMPT_NS);
 	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
+	soft_net_down(&n);
+}
+
+/* The fast wait finds the CQ's one QP without the CQ's lock (cq_wait.c
+ * cq_one_hold): it counts itself in fast_hold, reads one_qp, then locks the
+ * QP's rx_lock. A destroy of that QP between the read and the lock must
+ * wait for it (rr_soft_cq_del_qp), or the waiter locks freed memory. The
+ * hook stops the waiter at SOFT_RACE_ONE_QP (read, not locked) while this
+ * thread destroys the id and the QP: it waits there until the destroy has
+ * taken the QP out of the CQ (one_qp cleared), then gives the destroy up
+ * to 300 ms to return. It must not return while the waiter is held (fails,
+ * and under ASan reports the use after free, with the wait in
+ * rr_soft_cq_del_qp removed); the waiter then finds the QP closed and
+ * waits on in epoll until its timeout. */
+static struct {
+	struct soft_cq *q;
+	atomic_int armed;       /* act at the next SOFT_RACE_ONE_QP of q */
+	atomic_int reached;     /* the waiter is held at the point */
+	atomic_int destroyed;   /* rpcrdma_qp_destroy returned */
+	atomic_int early;       /* ... while the waiter was held */
+} one_race;
+
+static bool one_qp_gone(void *arg)
+{
+	return atomic_load(&((struct soft_cq *)arg)->one_qp) == NULL;
+}
+
+static bool one_reached(void *arg)
+{
+	RR_UNUSED(arg);
+	return atomic_load(&one_race.reached) != 0;
+}
+
+static void hold_one_qp(enum soft_race pt, void *obj)
+{
+	if (pt != SOFT_RACE_ONE_QP || obj != one_race.q || !atomic_exchange(&one_race.armed, 0))
+		return;
+	atomic_store(&one_race.reached, 1);
+	(void)rr_test_until(one_qp_gone, one_race.q, 5000);
+	for (int i = 0; i < 300 && !atomic_load(&one_race.destroyed); i++)
+		usleep(1000);
+	atomic_store(&one_race.early, atomic_load(&one_race.destroyed));
+}
+
+TEST(soft_fast_wait_destroy_waits_for_one_qp_reader)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct soft_net_waiter w;
+	rr_soft_race_fn old = atomic_load(&rr_soft_race_hook);
+
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
+	one_race.q = soft_net_cq_of(n.ccq);
+	CHECK(atomic_load(&one_race.q->one_qp) == soft_net_qp_of(c));
+	atomic_store(&one_race.reached, 0);
+	atomic_store(&one_race.destroyed, 0);
+	atomic_store(&one_race.early, 0);
+	atomic_store(&one_race.armed, 1);
+	rr_soft_test_set_race_hook(hold_one_qp);
+	soft_net_wait_start(&w, n.ccq, 1000);
+	REQUIRE(rr_test_until(one_reached, NULL, 5000));
+	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
+	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
+	atomic_store(&one_race.destroyed, 1);
+	soft_net_wait_join(&w);
+	rr_soft_test_set_race_hook(old);
+	CHECK_EQ(atomic_load(&one_race.early), 0);
+	CHECK_EQ(w.rc, 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(s), 0);
 	soft_net_down(&n);
 }

@@ -9,6 +9,7 @@
  * consumer's thread, are cq_wait.c. */
 #include "rdma/soft/cq.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -340,6 +341,22 @@ static uint32_t cq_need(const struct soft_cq *q, const struct soft_qp *qp)
 	return (qp->scq == q ? qp->sq_cap : 0) + (qp->rcq == q && !qp->srq ? qp->rq_cap : 0);
 }
 
+/* qlock held: one_qp follows the slots (soft.h). Sequentially consistent:
+ * a fast waiter counts itself in fast_hold, then reads one_qp;
+ * rr_soft_cq_del_qp writes it, then reads fast_hold: one of the two sees
+ * the other. */
+static void cq_one_set(struct soft_cq *q)
+{
+	struct soft_qp *qp = NULL;
+
+	if (q->nlive == 1)
+		for (uint32_t i = 0; i < q->nslots && !qp; i++)
+			qp = q->slots[i].qp;
+	if (qp && (qp->rcq != q || qp->scq != q))
+		qp = NULL;
+	atomic_store(&q->one_qp, qp);
+}
+
 int rr_soft_cq_add_qp(struct soft_cq *q, struct soft_qp *qp, uint64_t *tok)
 {
 	uint32_t i, need = cq_need(q, qp);
@@ -380,6 +397,7 @@ int rr_soft_cq_add_qp(struct soft_cq *q, struct soft_qp *qp, uint64_t *tok)
 	q->reserved += need;
 	__atomic_store_n(&q->nlive, q->nlive + 1, __ATOMIC_RELAXED); /* read unlocked */
 	*tok = (uint64_t)i << 32 | q->slots[i].gen;
+	cq_one_set(q);
 out:
 	pthread_mutex_unlock(&q->qlock);
 	return r;
@@ -394,7 +412,14 @@ void rr_soft_cq_del_qp(struct soft_cq *q, struct soft_qp *qp)
 			q->reserved -= q->slots[i].need;
 			__atomic_store_n(&q->nlive, q->nlive - 1, __ATOMIC_RELAXED);
 		}
+	cq_one_set(q);
 	pthread_mutex_unlock(&q->qlock);
+	/* A fast waiter that read one_qp before this write may be about to
+	 * lock @qp's rx_lock: it is counted in fast_hold until it has it
+	 * (then this QP's destroy waits for rx_lock as before). No lock is
+	 * held here, and a holder waits for nothing but rx_lock. */
+	while (atomic_load(&q->fast_hold) != 0)
+		sched_yield();
 }
 
 /* The QPs of @q (qlock held by the caller): for cq_reclaim. */

@@ -30,6 +30,9 @@ int rr_soft_cq_fd(struct rr_cq *cq);
  * exceed @q's entries (an overrun would be possible), -EIO when @q overran
  * already, or -ENOMEM. */
 int rr_soft_cq_add_qp(struct soft_cq *q, struct soft_qp *qp, uint64_t *tok);
+/* @qp leaves @q's slots; returns once no fast waiter of @q that read it
+ * without qlock is still on its way to @qp's rx_lock (soft.h one_qp).
+ * Called with no lock held. */
 void rr_soft_cq_del_qp(struct soft_cq *q, struct soft_qp *qp);
 /* Calls @fn for every QP of @q; the caller holds q->qlock. */
 void rr_soft_cq_for_each_qp(struct soft_cq *q, void (*fn)(struct soft_qp *qp, void *arg),

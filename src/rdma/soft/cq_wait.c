@@ -176,15 +176,34 @@ static int cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block
 	return n;
 }
 
-/* qlock held: the CQ's only QP when it serves both directions of it. */
-static struct soft_qp *cq_single_qp(struct soft_cq *q)
+/* The CQ's only QP when it serves both directions of it, with its
+ * rx_lock held, or NULL; without qlock: one_qp is read under a count in
+ * fast_hold, which rr_soft_cq_del_qp waits out, so the QP is not freed
+ * before this thread has its rx_lock (and once it has it, a destroy waits
+ * for rx_lock). @busy non-NULL: only if its rx_lock is free now (else NULL
+ * and *@busy set: another thread receives for it). */
+static struct soft_qp *cq_one_hold(struct soft_cq *q, bool *busy)
 {
-	struct soft_qp *qp = NULL;
+	struct soft_qp *qp;
+	bool held;
 
-	if (q->nlive == 1)
-		for (uint32_t i = 0; i < q->nslots && !qp; i++)
-			qp = q->slots[i].qp;
-	return qp && qp->rcq == q && qp->scq == q ? qp : NULL;
+	if (!atomic_load_explicit(&q->one_qp, memory_order_relaxed))
+		return NULL; /* a hint only: nothing is read through it */
+	atomic_fetch_add(&q->fast_hold, 1);
+	/* read after the count: a delete that did not see the count wrote
+	 * one_qp before this read */
+	qp = atomic_load(&q->one_qp);
+	if (!qp) {
+		atomic_fetch_sub(&q->fast_hold, 1);
+		return NULL;
+	}
+	soft_race(SOFT_RACE_ONE_QP, q);
+	held = busy ? pthread_mutex_trylock(&qp->rx_lock) == 0
+		    : pthread_mutex_lock(&qp->rx_lock) == 0;
+	atomic_fetch_sub(&q->fast_hold, 1);
+	if (!held && busy)
+		*busy = true;
+	return held ? qp : NULL;
 }
 
 /* The non-blocking counterpart of cq_fast_wait for poll_cq / get_event: on
@@ -193,30 +212,29 @@ static struct soft_qp *cq_single_qp(struct soft_cq *q)
 static bool cq_fast_poll(struct soft_cq *q)
 {
 	struct soft_qp *qp;
+	bool busy = false;
 
 	if (!q->ctx->fast_wait)
 		return false;
-	pthread_mutex_lock(&q->qlock);
-	qp = cq_single_qp(q);
+	/* its rx_lock busy (another thread receives for it): the general
+	 * way, which transmits too if the QP wants to */
+	qp = cq_one_hold(q, &busy);
+	if (!qp)
+		return false;
 	/* the receive side alone: what wants EPOLLOUT goes the general way */
-	if (!qp || qp->state != QPS_RTS || !qp->cq_watched ||
+	if (qp->state != QPS_RTS || !qp->cq_watched ||
 	    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST) ||
 	    __atomic_load_n(&qp->obj.in_epoll, __ATOMIC_RELAXED)) {
-		pthread_mutex_unlock(&q->qlock);
+		pthread_mutex_unlock(&qp->rx_lock);
 		return false;
 	}
 	if (atomic_load_explicit(&q->wake_pending, memory_order_relaxed))
 		rr_soft_cq_wake_drain(q); /* nobody waits now: a count left behind */
-	if (pthread_mutex_trylock(&qp->rx_lock) == 0) {
-		pthread_mutex_unlock(&q->qlock);
-		rr_soft_tls_cq = q;
-		rr_soft_tls_waiter = false;
-		rr_soft_qp_rx(qp);
-		rr_soft_tls_cq = NULL;
-		pthread_mutex_unlock(&qp->rx_lock);
-	} else {
-		pthread_mutex_unlock(&q->qlock); /* someone receives for it now */
-	}
+	rr_soft_tls_cq = q;
+	rr_soft_tls_waiter = false;
+	rr_soft_qp_rx(qp);
+	rr_soft_tls_cq = NULL;
+	pthread_mutex_unlock(&qp->rx_lock);
 	return true;
 }
 
@@ -239,16 +257,12 @@ static bool cq_fast_wait(struct soft_cq *q, struct soft_direct *d)
 			return false;
 		atomic_compare_exchange_strong(&q->fast_off_until, &off, 0);
 	}
-	pthread_mutex_lock(&q->qlock);
-	qp = cq_single_qp(q);
-	if (!qp) {
-		pthread_mutex_unlock(&q->qlock);
+	/* a destroy takes the QP out of the slots and waits for fast_hold
+	 * (cq_one_hold), then waits for this reader under rx_lock
+	 * (rr_soft_fast_quiesce) */
+	qp = cq_one_hold(q, NULL);
+	if (!qp)
 		return false;
-	}
-	/* qlock -> rx_lock; a destroy takes the QP out of the slots (qlock),
-	 * then waits for this reader under rx_lock (rr_soft_fast_quiesce). */
-	pthread_mutex_lock(&qp->rx_lock);
-	pthread_mutex_unlock(&q->qlock);
 	/* The transmit side's flags are read without tx_lock: one set by
 	 * another thread just after this look finds fast_blocked set (it is
 	 * set before the read sleeps) and turns the fast wait off; the read

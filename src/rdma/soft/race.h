@@ -24,10 +24,12 @@ enum soft_race {
 	SOFT_RACE_SPIN,        /* sock.c rr_soft_sock_readv_fast: a spin's look found
 				  nothing and its budget is not spent: the next
 				  look follows */
+	SOFT_RACE_ONE_QP,      /* cq_wait.c cq_one_hold: the CQ's one QP read without
+				  qlock and held (fast_hold), before its rx_lock */
 	SOFT_RACE_COUNT
 };
 
-/* @obj: the QP (RX_READ, HAND, SPIN), the CQ (PUSH, ARM, POLL, CQ_EPOLL) or the
+/* @obj: the QP (RX_READ, HAND, SPIN), the CQ (PUSH, ARM, POLL, CQ_EPOLL, ONE_QP) or the
  * context (THREAD), as struct soft_qp / soft_cq / soft_ctx. */
 typedef void (*rr_soft_race_fn)(enum soft_race pt, void *obj);
 

@@ -281,6 +281,14 @@ struct soft_cq {
 	atomic_int waiting;          /* threads inside rpcrdma_cq_wait */
 	atomic_int handed;           /* its QPs served by the progress thread */
 	uint32_t nlive;              /* QPs in slots (qlock) */
+	/* The CQ's only QP when it serves both directions of it, else NULL:
+	 * written under qlock (cq.c cq_one_set), read without it by a fast
+	 * wait or fast poll, which counts itself in fast_hold from before
+	 * that read until it holds the QP's rx_lock (cq_wait.c cq_one_hold);
+	 * rr_soft_cq_del_qp waits for fast_hold to be 0 after its write, so
+	 * that no such reader locks a QP being freed. */
+	_Atomic(struct soft_qp *) one_qp;
+	atomic_int fast_hold;
 	uint64_t reserved;           /* sum of the slots' need (qlock) */
 	/* completions lost to an overrun of the ring (the pushers' count) and
 	 * the count its consumer last acted on (cq_wait.c cq_check_lost: its
