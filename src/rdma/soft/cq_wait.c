@@ -96,12 +96,12 @@ static void cq_check_lost(struct soft_cq *q)
 /* The consumer used @q at @now (lease_now): its lease renewed, its QPs
  * taken back from the progress thread, and after an overrun its QPs to the
  * error state. */
-static void cq_touch_at(struct soft_cq *q, uint64_t now)
+static inline void cq_touch_at(struct soft_cq *q, uint64_t now)
 {
 	atomic_store_explicit(&q->last_use_ns, now, memory_order_relaxed);
-	if (atomic_load(&q->handed) > 0)
+	if (RR_UNLIKELY(atomic_load(&q->handed) > 0))
 		cq_reclaim(q);
-	if (atomic_load_explicit(&q->lost, memory_order_relaxed))
+	if (RR_UNLIKELY(atomic_load_explicit(&q->lost, memory_order_relaxed)))
 		cq_check_lost(q);
 }
 
