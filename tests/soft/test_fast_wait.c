@@ -138,6 +138,85 @@ TEST(soft_fast_wait_direct_in_order)
 	soft_net_down(&n);
 }
 
+/* A completion another thread pushes into the ring while the fast waiter
+ * has read a message but not parsed it (SOFT_RACE_RX_READ, the waiter
+ * holding its QP's rx_lock): the client's signaled Send, posted by this
+ * thread, completes into the ring at once. The message's receive
+ * completion must then follow it through the ring, not overtake it into
+ * the waiter's array (the CQ's order): the wait returns the Send's
+ * completion first, the receive's next. Fails with the ring's look
+ * (rr_cq_ring_pending) taken out of rr_soft_cq_direct (cq.h). */
+static struct {
+	struct soft_qp *qp;
+	atomic_int armed, reached, posted;
+} ring_race;
+
+static bool ring_reached(void *arg)
+{
+	RR_UNUSED(arg);
+	return atomic_load(&ring_race.reached) != 0;
+}
+
+static bool ring_posted(void *arg)
+{
+	RR_UNUSED(arg);
+	return atomic_load(&ring_race.posted) != 0;
+}
+
+static void push_while_parsing(enum soft_race pt, void *obj)
+{
+	if (pt != SOFT_RACE_RX_READ || obj != ring_race.qp || !atomic_exchange(&ring_race.armed, 0))
+		return;
+	atomic_store(&ring_race.reached, 1);
+	(void)rr_test_until(ring_posted, NULL, 5000);
+}
+
+TEST(soft_fast_wait_direct_behind_a_ring_push)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_wc wc;
+	struct soft_net_waiter w;
+	rr_soft_race_fn old = atomic_load(&rr_soft_race_hook);
+
+	soft_net_up_buf(&n, 256, 16, NET_BUF);
+	soft_net_pair(&n, 16, &c, &s, &cid, &sid);
+	soft_net_post_recv(&n, c, 200, 8192, 256);
+	soft_net_post_recv(&n, s, 100, 4096, 256);
+	/* the client CQ's consumer attends it (the progress thread may have
+	 * the new QP: its completions would go through the ring anyway) */
+	for (int i = 0; i < 5000; i++) {
+		CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 1), 0);
+		if (!soft_net_handed(c))
+			break;
+	}
+	REQUIRE(!soft_net_handed(c));
+	ring_race.qp = soft_net_qp_of(c);
+	atomic_store(&ring_race.reached, 0);
+	atomic_store(&ring_race.posted, 0);
+	atomic_store(&ring_race.armed, 1);
+	rr_soft_test_set_race_hook(push_while_parsing);
+	soft_net_wait_start(&w, n.ccq, WAIT_MS);
+	REQUIRE(soft_net_until_fast_blocked(n.ccq));
+	soft_net_post_send(&n, s, 2, RPCRDMA_WR_SEND, 4096, 32, 0, false);
+	REQUIRE(rr_test_until(ring_reached, NULL, 5000));
+	soft_net_post_send(&n, c, 7, RPCRDMA_WR_SEND, 0, 16, 0, true);
+	CHECK(rr_cq_ring_pending(&soft_net_cq_of(n.ccq)->ring));
+	atomic_store(&ring_race.posted, 1);
+	soft_net_wait_join(&w);
+	rr_soft_test_set_race_hook(old);
+	CHECK_EQ(w.rc, 1);
+	CHECK_EQ(w.wc.wr_id, 7);
+	CHECK_EQ(w.wc.opcode, RPCRDMA_WC_SEND);
+	REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 5000), 1);
+	CHECK_EQ(wc.wr_id, 200);
+	CHECK_EQ(wc.opcode, RPCRDMA_WC_RECV);
+	CHECK_EQ(wc.byte_len, 32);
+	soft_net_unpair(c, s, cid, sid);
+	soft_net_down(&n);
+}
+
 /* A waiter asleep in a fast read does not see a completion another thread
  * makes (a signaled Write: nothing comes back on the socket), so that
  * completion is delivered when the read's timeout ends it, promptly; the

@@ -153,6 +153,11 @@ void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 	struct soft_direct *d = rr_soft_tls_direct;
 	bool armed;
 
+	/* The fast waiter's own completion, nothing older in the ring: hand
+	 * it over directly (cq.h). */
+	if (rr_soft_cq_direct(q, wc))
+		return;
+
 	/* A caller waiting for its own QP (rr_soft_wait_qp): that QP's
 	 * completion goes to its array unless the ring holds an older one of
 	 * the QP (a flush pushed by a closer, or the array was full): then
@@ -163,8 +168,8 @@ void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 		atomic_fetch_add_explicit(&q->qp_direct, 1, memory_order_relaxed);
 		return;
 	}
-	/* through the CQ (its ring, or its fast waiter's array): counted
-	 * first, so that a one-QP waiter never counts it as its own */
+	/* through the CQ's ring: counted first, so that a one-QP waiter
+	 * never counts it as its own */
 	if (wc->qp) {
 		struct soft_qp *wq = RR_CONTAINER_OF((struct rr_qp *)(void *)wc->qp,
 						     struct soft_qp, base);
@@ -173,18 +178,6 @@ void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 					  memory_order_seq_cst);
 	}
 
-	/* The fast waiter's own completion, nothing older in the ring: hand
-	 * it over directly. Per work queue order holds: pushes of one queue
-	 * are serialized by its lock (rx_lock / tx_lock), so a completion
-	 * another thread pushed earlier is seen here as a pending ring and
-	 * everything after it goes to the ring too. An armed ring takes the
-	 * push (its notification semantics stay the ring's). */
-	if (d && d->q == q && own && d->got < d->n && !rr_cq_ring_pending(&q->ring) &&
-	    !rr_cq_ring_armed(&q->ring)) {
-		d->wc[d->got++] = *wc;
-		q->fast_direct++;
-		return;
-	}
 	/* Pushed by the consumer's own inline progress: it polls the ring
 	 * next (poll, wait, get_event then poll), so no fd notification. */
 	armed = rr_cq_ring_armed(&q->ring);

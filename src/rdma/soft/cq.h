@@ -39,6 +39,35 @@ void rr_soft_cq_for_each_qp(struct soft_cq *q, void (*fn)(struct soft_qp *qp, vo
 			    void *arg);
 /* Appends a completion; wakes a consumer waiting in another thread. */
 void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc);
+
+/* The fast waiter's own completion (this thread progresses @q inline for
+ * its rpcrdma_cq_wait, whose array has room), nothing older in the ring
+ * and the ring not armed: counted as the QP's, and handed over into the
+ * array (true); false: nothing done, rr_soft_cq_push decides. Per work
+ * queue order holds: pushes of one queue are serialized by its lock
+ * (rx_lock / tx_lock), so a completion another thread pushed earlier is
+ * seen here as a pending ring and everything after it goes to the ring
+ * too. An armed ring takes the push (its notification semantics stay the
+ * ring's). Inline: the receive path of every Reply and Call calls it. */
+static inline bool rr_soft_cq_direct(struct soft_cq *q, const struct rpcrdma_wc *wc)
+{
+	struct soft_direct *d = rr_soft_tls_direct;
+
+	if (!d || d->qp || d->q != q || rr_soft_tls_cq != q || d->got >= d->n ||
+	    rr_cq_ring_pending(&q->ring) || rr_cq_ring_armed(&q->ring))
+		return false;
+	/* counted first, as every completion through the CQ */
+	if (wc->qp) {
+		struct soft_qp *wq = RR_CONTAINER_OF((struct rr_qp *)(void *)wc->qp,
+						     struct soft_qp, base);
+
+		atomic_fetch_add_explicit(wc->opcode == RPCRDMA_WC_RECV ? &wq->cq_rq : &wq->cq_sq, 1,
+					  memory_order_seq_cst);
+	}
+	d->wc[d->got++] = *wc;
+	q->fast_direct++;
+	return true;
+}
 /* Consumes what the CQ's wake eventfd holds. */
 void rr_soft_cq_wake_drain(struct soft_cq *q);
 /* tx_lock held (and rx_lock for watch/unwatch): the QP wants EPOLLOUT (@on:

@@ -347,7 +347,8 @@ static enum rr_rx_code rx_send(struct soft_qp *qp, const struct rr_ddp_event *ev
 		qp->rq_head = ring_idx(qp->rq_head, 1, qp->rq_cap);
 		qp->rq_count--;
 	}
-	rr_soft_cq_push(qp->rcq, &wc);
+	if (!rr_soft_cq_direct(qp->rcq, &wc))
+		rr_soft_cq_push(qp->rcq, &wc);
 	return RR_RXC_OK;
 }
 
@@ -480,6 +481,22 @@ static int rx_event(struct soft_qp *qp, struct rr_ddp_event *ev)
 	default:
 		break;
 	}
+	if (code != RR_RXC_OK) {
+		rr_ddp_rx_fail(&qp->rx, code);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* rx_event, with the last segment of a Send (every Call and Reply) handed
+ * to rx_send without the dispatch: the same outcome for every event. */
+static inline int rx_event_send(struct soft_qp *qp, struct rr_ddp_event *ev)
+{
+	enum rr_rx_code code;
+
+	if (ev->type != RR_EV_SEND || !ev->last)
+		return rx_event(qp, ev);
+	code = rx_send(qp, ev);
 	if (code != RR_RXC_OK) {
 		rr_ddp_rx_fail(&qp->rx, code);
 		return -EPROTO;
@@ -622,7 +639,7 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 		if (qp->stage_off < qp->stage_len) {
 			r = rx_stage_parse(qp, &ev);
 			if (r == 1) {
-				if (rx_event(qp, &ev) < 0)
+				if (rx_event_send(qp, &ev) < 0)
 					goto failed;
 				continue;
 			}
