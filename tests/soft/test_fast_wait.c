@@ -334,10 +334,12 @@ TEST(soft_fast_wait_destroy_while_blocked)
  * hook stops the waiter at SOFT_RACE_ONE_QP (read, not locked) while this
  * thread destroys the id and the QP: it waits there until the destroy has
  * taken the QP out of the CQ (one_qp cleared), then gives the destroy up
- * to 300 ms to return. It must not return while the waiter is held (fails,
- * and under ASan reports the use after free, with the wait in
- * rr_soft_cq_del_qp removed); the waiter then finds the QP closed and
- * waits on in epoll until its timeout. */
+ * to 300 ms to return. It must not return while the waiter is held: with
+ * the wait in rr_soft_cq_del_qp removed it does, and this check fails (in
+ * Release and ASan builds alike; the waiter then locks the freed QP's
+ * rx_lock, which ASan does not see: glibc's lock is not instrumented).
+ * With the wait, the waiter finds the QP closed and waits on in epoll
+ * until its timeout. */
 static struct {
 	struct soft_cq *q;
 	atomic_int armed;       /* act at the next SOFT_RACE_ONE_QP of q */
