@@ -182,7 +182,7 @@ static int cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block
  * before this thread has its rx_lock (and once it has it, a destroy waits
  * for rx_lock). @busy non-NULL: only if its rx_lock is free now (else NULL
  * and *@busy set: another thread receives for it). */
-static struct soft_qp *cq_one_hold(struct soft_cq *q, bool *busy)
+static inline struct soft_qp *cq_one_hold(struct soft_cq *q, bool *busy)
 {
 	struct soft_qp *qp;
 	bool held;

@@ -83,12 +83,6 @@ static ssize_t readv_wait(int fd, struct iovec *iov, unsigned cnt)
 
 /* ------------------------------------------------------- fast wait -- */
 
-int rr_soft_sock_fast_mode(const struct soft_qp *qp)
-{
-	return qp->fast_quiet && atomic_load_explicit(&qp->ctx->cm_intr, memory_order_relaxed) ?
-		       SOFT_FAST_POLL : SOFT_FAST_RECV;
-}
-
 /* SOFT_FAST_POLL: sleeps in poll(2) over the socket and the CQ's wake
  * eventfd (precise timer, unlike SO_RCVTIMEO's jiffies), then reads without
  * blocking. One system call more than a blocking recv, paid only by the

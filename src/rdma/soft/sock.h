@@ -22,8 +22,12 @@ ssize_t rr_soft_sock_readv(int fd, struct iovec *iov, unsigned cnt);
 ssize_t rr_soft_sock_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt, int mode);
 /* How the fast reader of @qp sleeps next: SOFT_FAST_POLL when its
  * connection is quiet and the context's owner uses interrupts, else
- * SOFT_FAST_RECV. */
-int rr_soft_sock_fast_mode(const struct soft_qp *qp);
+ * SOFT_FAST_RECV. Inline: asked before every fast read. */
+static inline int rr_soft_sock_fast_mode(const struct soft_qp *qp)
+{
+	return qp->fast_quiet && atomic_load_explicit(&qp->ctx->cm_intr, memory_order_relaxed) ?
+		       SOFT_FAST_POLL : SOFT_FAST_RECV;
+}
 /* A connected socket made blocking with the fast wait's receive timeout:
  * 0, or -errno (then the QP never waits on it directly). */
 int rr_soft_sock_fast_setup(int fd);
