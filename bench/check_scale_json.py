@@ -7,8 +7,8 @@
 What is checked is the bookkeeping, never a timing: every measured scale
 record keeps the fields it always had and has K rounds (each slice's ops/s
 and each connect round's p50, K of each); each per-round ratio to tcp://,
-libtirpc and raw equals the two records' figures of that round divided,
-and its median, min and max are those of the list; a record's ratio to its
+libtirpc and raw equals the two records' figures of that round divided
+(null when a round of either has no figure: a slice with no call), and its median, min and max are those of the list; a record's ratio to its
 own transport is null; every record carries the run's load average.
 Exits 0 when all holds, 1 with the first few faults otherwise.
 """
@@ -56,6 +56,13 @@ def check(recs, k):
                     faults.append("%s: %s_rounds should be null" % (where, prefix))
                 continue
             key = "round_connect_p50_us" if connect else "round_ops_per_s"
+            if any(b <= 0 or a < 0 for a, b in zip(r[key], peer[key])):
+                # a round with no figure (a loaded machine can finish a
+                # baseline's short slice with no call): no ratio at all
+                if got is not None:
+                    faults.append("%s: %s_rounds %r, want null (a round with no figure)" %
+                                  (where, prefix, got))
+                continue
             want = [a / b for a, b in zip(r[key], peer[key])]
             if not isinstance(got, list) or len(got) != k or \
                     not all(close(x, y) for x, y in zip(got, want)):

@@ -10,7 +10,10 @@ available, a baseline not run) and one as a run without rounds (the single
 ratios, computed from ops/s and the connect p50s). The table printed for
 both together is compared line by line with the one worked out by hand,
 and so is their --spread (how far apart the two files are); then the errors: a file that is not a list of records, no record of the
-transport asked for. Exits 0 when every check passes, 1 otherwise.
+transport asked for. Last, bench/check_scale_json.py (CTest
+bench_scale_rounds' checker) on a run whose libtirpc round made no call:
+the bench writes that ratio null, and the checker must take it (it divided
+by zero once) and refuse a ratio there. Exits 0 when every check passes, 1 otherwise.
 """
 import json
 import os
@@ -20,6 +23,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "scale_table.py")
+CHECK = os.path.join(HERE, "check_scale_json.py")
 
 
 def rec(tp, op, n, **kw):
@@ -85,6 +89,35 @@ EXPECTED = [
 ]
 
 
+def zero_round(tirpc_ratio):
+    """Two rounds at N = 1; libtirpc's first slice made no call (a loaded
+    machine); rdma's ratio to libtirpc is @tirpc_ratio (the bench: null)."""
+    import check_scale_json
+    recs = []
+    ops = {"rdma": [100.0, 200.0], "tcp": [50.0, 100.0], "tirpc": [0.0, 100.0],
+           "raw": [100.0, 100.0]}
+    for tp, v in ops.items():
+        r = {f: 0 for f in check_scale_json.KEEP}
+        r.update(rec(tp, "null", 1, rounds=2, round_ops_per_s=v, connect_rounds=2,
+                     round_connect_p50_us=[100.0, 100.0]))
+        for base in ("tcp", "tirpc", "raw"):
+            if base == tp:
+                want = None
+            elif 0 in ops[base]:
+                want = tirpc_ratio if tp == "rdma" else None
+            else:
+                want = [x / y for x, y in zip(v, ops[base])]
+            r["ratio_%s_rounds" % base] = want
+            for stat, fn in (("median", lambda w: sum(w) / len(w)), ("min", min), ("max", max)):
+                r["ratio_%s_%s" % (base, stat)] = fn(want) if want else None
+        c = None if tp == "tcp" else [1.0, 1.0]
+        r["connect_ratio_tcp_rounds"] = c
+        for stat in ("median", "min", "max"):
+            r["connect_ratio_tcp_" + stat] = 1.0 if c else None
+        recs.append(r)
+    return recs
+
+
 def run(*args):
     p = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
     return p.returncode, p.stdout, p.stderr
@@ -135,6 +168,17 @@ def main():
         if rc != 1 or "no scale record of nosuch" not in err:
             fails += 1
             print("FAIL: unknown transport: rc %d, stderr %r" % (rc, err))
+    sys.path.insert(0, HERE)
+    with tempfile.TemporaryDirectory() as d:
+        for ratio, rc_want in ((None, 0), ([1.0, 2.0], 1)):
+            f = os.path.join(d, "zero.json")
+            with open(f, "w") as fh:
+                json.dump(zero_round(ratio), fh)
+            p = subprocess.run([sys.executable, CHECK, f, "2"], capture_output=True, text=True)
+            if p.returncode != rc_want or (rc_want and "want null" not in p.stdout):
+                fails += 1
+                print("FAIL: check_scale_json, libtirpc round of 0 calls, rdma ratio %r: "
+                      "rc %d, out %r, err %r" % (ratio, p.returncode, p.stdout, p.stderr))
     print("scale_table: %s" % ("FAILED" if fails else "all checks passed"))
     return 1 if fails else 0
 
