@@ -433,6 +433,7 @@ static void parse_sent(struct vt_net *n, struct vt_qp *q, const uint8_t *buf, ui
 static int do_send(struct vt_net *n, struct vt_qp *q, const struct rr_conn_send *s)
 {
 	const uint8_t *buf;
+	bool quiet;
 	int peer;
 
 	if (!q || q->down)
@@ -457,7 +458,10 @@ static int do_send(struct vt_net *n, struct vt_qp *q, const struct rr_conn_send 
 		return -EIO;
 	buf = q->sbuf + (size_t)s->slot * q->ssize;
 	parse_sent(n, q, buf, s->len);
-	q->sstate[s->slot] = VT_S_POSTED;
+	/* a quiet Send taken quiet three times in four, as the transport's
+	 * runs of unsignaled Sends end (the session must take both) */
+	quiet = s->quiet && n->sends % 4 != 3;
+	q->sstate[s->slot] = quiet ? VT_S_QUIET : VT_S_POSTED;
 	n->sends++;
 	n->side_sends[q->side]++;
 	TRACE(n, "%s send slot %u len %u xid %#x proc %u writes %u%s", side_name(q->side),
@@ -465,7 +469,7 @@ static int do_send(struct vt_net *n, struct vt_qp *q, const struct rr_conn_send 
 	      s->len >= 16 ? rr_get_be32(buf + 12) : 99, s->nwrites, s->inv ? " SWI" : "");
 	if (q->conn->broken) {
 		cq_push(q, VT_CQ_SEND, s->token, s->slot, 0, VT_FLUSH);
-		return 0;
+		return quiet ? 1 : 0;
 	}
 	peer = !q->side;
 	for (unsigned i = 0; i < s->nwrites; i++) {
@@ -490,7 +494,7 @@ static int do_send(struct vt_net *n, struct vt_qp *q, const struct rr_conn_send 
 		op->sum = checksum(buf, s->len);
 		fifo_push(&q->conn->ops[peer], op);
 	}
-	return 0;
+	return quiet ? 1 : 0;
 }
 
 static int do_read(struct vt_net *n, struct vt_qp *q, const struct rr_conn_read *rd)
@@ -1047,7 +1051,8 @@ static void deliver_send(struct vt_net *n, struct vt_conn *c, int t, struct vt_o
 	uint32_t idx;
 	uint8_t *rb;
 
-	if (from->sstate[op->slot] != VT_S_POSTED || checksum(sb, op->len) != op->sum)
+	if ((from->sstate[op->slot] != VT_S_POSTED && from->sstate[op->slot] != VT_S_QUIET) ||
+	    checksum(sb, op->len) != op->sum)
 		FAIL(n, "%s send slot %u changed before its Send went", side_name(!t), op->slot);
 	if (op->len > q->rsize)
 		FAIL(n, "%s sends %u bytes to Receives of %u", side_name(!t), op->len, q->rsize);
@@ -1155,6 +1160,7 @@ static void complete_inv(struct vt_net *n, struct vt_qp *q, struct vt_cqe *e)
 void vt_net_complete(struct vt_net *n, struct vt_qp *q, int cl)
 {
 	struct vt_cqe *e = cq_pop(q, cl);
+	bool quiet = false;
 
 	if (!e || q->down)
 		FAIL(n, "completion from an empty queue or a connection that is down");
@@ -1166,8 +1172,9 @@ void vt_net_complete(struct vt_net *n, struct vt_qp *q, int cl)
 		return;
 	}
 	if (cl == VT_CQ_SEND) {
-		if (q->sstate[e->slot] != VT_S_POSTED)
+		if (q->sstate[e->slot] != VT_S_POSTED && q->sstate[e->slot] != VT_S_QUIET)
 			FAIL(n, "completion of slot %u not posted", e->slot);
+		quiet = q->sstate[e->slot] == VT_S_QUIET;
 		slot_free(q, e->slot);
 	} else if (cl == VT_CQ_READ && q->reads_out) {
 		q->reads_out--;
@@ -1177,7 +1184,8 @@ void vt_net_complete(struct vt_net *n, struct vt_qp *q, int cl)
 		q->closing = true;
 	} else if (!q->closing && q->up) {
 		if (cl == VT_CQ_SEND) {
-			rr_conn_on_send(q->sess, e->token, 0);
+			if (!quiet)   /* a quiet Send is never told */
+				rr_conn_on_send(q->sess, e->token, 0);
 		} else if (cl == VT_CQ_READ) {
 			rr_conn_on_work(q->sess, e->token, e->status);
 			if (e->status)

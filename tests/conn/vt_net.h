@@ -164,7 +164,10 @@ struct vt_cq {
 /* A Receive: idle, posted, consumed by a Send (its completion not yet run),
  * held by the session during rr_conn_on_recv, lent as a Reply. */
 enum { VT_R_IDLE, VT_R_POSTED, VT_R_ARRIVED, VT_R_HELD, VT_R_LENT };
-enum { VT_S_FREE, VT_S_HELD, VT_S_POSTED };
+/* A send slot: free, held by the session, posted (its completion told),
+ * posted quiet (struct rr_conn_send quiet, taken by the executor: its
+ * completion only frees the slot, as the transport's unsignaled Sends). */
+enum { VT_S_FREE, VT_S_HELD, VT_S_POSTED, VT_S_QUIET };
 
 struct vt_conn;
 

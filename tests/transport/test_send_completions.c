@@ -2,10 +2,14 @@
 /* A client's Sends go mostly unsignaled (transport/rdma/conn.c "a client's
  * unsignaled Sends"): a synchronous Call costs one completion, its Reply's
  * Receive, and every eighth one its Send's too, whose completion brings
- * back the slots of the unsignaled Sends before it. Counted through the
- * client's rpcrdma_xprt_stats.cq_polls (a batch of completions fed to the
- * client: one per wait that found some), not timed. Over the software
- * iWARP provider (RFC 8166 transport, RFC 5531 RPC); not run without it. */
+ * back the slots of the unsignaled Sends before it. So do a server's quiet
+ * Sends (Replies without Writes): a synchronous Call costs the server its
+ * Call's Receive and one Reply's Send completion in four; the session does
+ * not count a quiet Send in flight, so Replies nobody will complete soon
+ * do not look like a peer that stopped reading (send_timeout_ms). Counted
+ * through rpcrdma_xprt_stats.cq_polls (a batch of completions fed: one per
+ * wait or loop round that found some), not timed. Over the software iWARP
+ * provider (RFC 8166 transport, RFC 5531 RPC); not run without it. */
 #include "test.h"
 
 #include <stdbool.h>
@@ -16,6 +20,7 @@
 #include "rpcrdma/rdma.h"
 #include "rpcrdma/rpc.h"
 #include "rpcrdma/stats.h"
+#include "transport/rdma/tp.h"
 #include "xprt_harness.h"
 
 #define PROG 0x2000029au
@@ -124,4 +129,111 @@ TEST(send_completions_bursts_in_flight)
 	echo_sync(c, 9);
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
+}
+
+/* 400 synchronous Calls to a server answering on its progress thread (its
+ * Replies deferred to the end of each batch, then posted): its loop finds
+ * ~1.25 batches of completions per Call (the Call; one Reply's Send
+ * completion in four, its first chunk of four send slots ending each run
+ * of quiet Sends), not 2 (every Reply's Send signaled: a second round of
+ * the loop per Call, before issue 16 part AV). */
+TEST(send_completions_server_replies_unsignaled)
+{
+	enum { CALLS = 400 };
+	struct rpcrdma_client_opts o = {.timeout_ms = RR_TEST_WAIT_MS};
+	struct rpcrdma_xprt_stats a, b;
+	struct rpcrdma_client *c;
+	struct rpcrdma_server *s;
+	char url[64];
+
+	if (!rr_th_soft_ok())
+		return;
+	s = start(url, sizeof(url));
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
+	echo_sync(c, 8);
+	REQUIRE_EQ(rpcrdma_server_stats(s, &a), 0);
+	echo_sync(c, CALLS);
+	REQUIRE_EQ(rpcrdma_server_stats(s, &b), 0);
+	rpcrdma_xprt_stats_diff(&b, &a, &b);
+	printf("  server: %llu completion batches for %d Calls\n", (unsigned long long)b.cq_polls,
+	       CALLS);
+	CHECK(b.cq_polls >= (uint64_t)CALLS);
+	CHECK(b.cq_polls <= (uint64_t)CALLS * 3 / 2);
+	/* and the connection goes on: bursts of Calls in flight together */
+	for (uint32_t r = 0; r < 8; r++) {
+		struct rpcrdma_call *calls[11];
+		uint32_t n = 1 + (r * 5) % 11;
+
+		for (uint32_t i = 0; i < n; i++) {
+			calls[i] = echo_call(c, r * 100 + i);
+			REQUIRE_EQ(rpcrdma_call_start(calls[i], NULL, NULL), 0);
+		}
+		for (uint32_t i = 0; i < n; i++) {
+			CHECK_EQ(rpcrdma_call_wait(calls[i], RR_TEST_WAIT_MS), 0);
+			echo_check(calls[i], r * 100 + i);
+		}
+	}
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+}
+
+static struct rr_tp_server *qs_srv;
+
+static void qs_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
+{
+	(void)sq;
+	rr_th_answer16(qs_srv, r);
+}
+
+static bool qs_ended(void *arg)
+{
+	struct rr_xprt_stats st;
+
+	(void)arg;
+	rr_tp_server_stats(qs_srv, &st);
+	return st.idle_closed + st.send_stalls > 0;
+}
+
+/* A server with a send timeout of 20 ms answers 3 Calls from a worker
+ * thread (each Reply posted at once, alone): all three go quiet (a free
+ * slot is left beside each), and nothing will complete them until a later
+ * Reply's signaled Send. The client then stays silent: the connection ends
+ * by its idle timeout (300 ms), not as a peer whose Sends stalled (which
+ * it would, after 20 ms, if quiet Sends were counted in flight: the stall
+ * watch would wait for completions that never come). Waits for the end,
+ * whichever it is, then checks which. */
+TEST(send_completions_server_quiet_sends_not_stalled)
+{
+	struct rr_th_small p[3];
+	struct rr_tp_conf sc, cc;
+	struct rr_xprt_stats st;
+	struct rr_th_sq sq;
+	struct rr_th_cl c;
+
+	if (!rr_th_soft_ok())
+		return;
+	rr_tp_conf_default(&sc);
+	rr_tp_conf_default(&cc);
+	sc.send_timeout_ms = 20;
+	sc.idle_timeout_ms = 300;
+	memset(&sq, 0, sizeof(sq));
+	rr_th_sq_init(&sq, qs_answer);
+	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &qs_srv), 0);
+	rr_th_sq_start(&sq);
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(qs_srv), rr_th_cl_count), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		rr_th_small_submit(&c, &p[i], 0x500 + i);
+		REQUIRE(rr_th_cl_wait(&c, i + 1, RR_TEST_WAIT_MS));
+		CHECK_EQ(p[i].r.status, 0);
+		if (p[i].r.status == 0 && p[i].r.lent)
+			rr_tp_client_release_reply(c.tp, &p[i].r);
+	}
+	REQUIRE(rr_test_until(qs_ended, NULL, RR_TEST_WAIT_MS));
+	rr_tp_server_stats(qs_srv, &st);
+	CHECK_EQ(st.send_stalls, 0);
+	CHECK_EQ(st.idle_closed, 1);
+	rr_th_cl_stop(&c);
+	rr_th_sq_stop(&sq);
+	rr_tp_server_destroy(qs_srv);
+	rr_th_sq_destroy(&sq);
 }

@@ -90,11 +90,15 @@ struct rr_conn_write {
 
 /* A Send of @len bytes from send slot @slot, after @nwrites RDMA Writes,
  * with Send With Invalidate of @inv_stag when @inv. @token (0: none) comes
- * back in rr_conn_on_send once the Send completed or failed. */
+ * back in rr_conn_on_send once the Send completed or failed. @quiet: nothing
+ * of the session rides on its completion (a Reply copied whole into its
+ * slot, no Writes): the executor may post it without one and then tells
+ * nothing of it (rr_conn_io.send returns 1). */
 struct rr_conn_send {
 	uint32_t slot;
 	uint32_t len;
 	bool inv;
+	bool quiet;
 	uint32_t inv_stag;
 	const struct rr_conn_write *writes;
 	unsigned nwrites;
@@ -132,7 +136,10 @@ struct rr_conn_io {
 	uint8_t *(*slot_get)(void *ctx, uint32_t *slot, uint32_t *cap);
 	void (*slot_put)(void *ctx, uint32_t slot);
 	/* Posts the Writes and the Send of @s; takes the slot back itself once
-	 * the Send completed. */
+	 * the Send completed. 0: its completion is told (rr_conn_on_send,
+	 * rr_conn_on_sends); 1 (only when @s->quiet): posted, and never told
+	 * (its slot comes back once a later completion proves it sent, or
+	 * with the connection); negative errno: not posted. */
 	int (*send)(void *ctx, const struct rr_conn_send *s);
 	int (*read)(void *ctx, const struct rr_conn_read *r);
 	/* Posts Receive @idx again: 0; 1 when the executor released it

@@ -166,7 +166,8 @@ struct rr_conn {
 	uint16_t ord;
 	uint64_t peer_host;
 	uint32_t reads_inflight;
-	uint32_t sends_inflight;          /* Sends posted, not completed */
+	uint32_t sends_inflight;          /* Sends posted, not completed (a quiet
+					     one never told: not counted) */
 	uint64_t tx_progress;             /* clock: a Send completed or the
 					     first of those in flight went;
 					     kept only when watched

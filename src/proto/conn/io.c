@@ -51,12 +51,12 @@ int rr_conn_post_send(struct rr_conn *c, const struct rr_conn_send *s, const uin
 {
 	int rc;
 
-	if (!c->sends_inflight && rr_conn_tx_watched(c))
-		c->tx_progress = rr_conn_now(c);   /* the first in flight */
 	rr_conn_count_form(c, slot_buf, s->len, true);
 	rc = c->io.send(c->io.ctx, s);
 	if (rc)
-		return rc;
+		return rc < 0 ? rc : 0;   /* 1: quiet, never told: not in flight */
+	if (!c->sends_inflight && rr_conn_tx_watched(c))
+		c->tx_progress = rr_conn_now(c);   /* the first in flight */
 	c->sends_inflight++;
 	return 0;
 }

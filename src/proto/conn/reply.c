@@ -167,6 +167,7 @@ int rs_reply_finish(struct rr_conn *c, struct rs_req *r, const struct rr_xprt_pa
 	s.writes = w;
 	s.nwrites = plan->nwrites;
 	s.token = plan->nwrites ? TOK(TOK_REPLY, r) : TOK(TOK_SEND, NULL);
+	s.quiet = !plan->nwrites;   /* nothing of the request rides on it */
 	r->send_done = false;
 	r->send_pending = plan->nwrites != 0;
 	if (r->send_pending) {

@@ -548,9 +548,13 @@ void tp_post_all_deferred(struct tp_ep *ep)
  * signaled, and its completion brings back those held here), when
  * TP_UNSIG_MAX wait already, with RDMA Writes before it, and on Linux siw
  * through verbs (signal_writes: an unsignaled work request of a page or
- * more is read from memory after later completions, see conn_new). The
- * server's Sends are all signaled (its Replies' completions are counted,
- * rs_reply_sent). */
+ * more is read from memory after later completions, see conn_new). A
+ * server's Send goes unsignaled only when the session marked it quiet (a
+ * Reply copied whole into its slot: no request, no Writes ride on it, and
+ * the session does not count it, rr_conn_post_send): its completion is not
+ * told to the session at all, its slot only comes back here. A server's
+ * other Sends are signaled (a Reply with Writes is finished by its
+ * completion, rs_reply_sent). */
 _Static_assert(TP_UNSIG_RUN < TP_UNSIG_MAX && TP_CL_SLOTS_FIRST > TP_UNSIG_RUN,
 	       "a run of unsignaled Sends and its signaled one fit the first slots");
 
@@ -569,8 +573,9 @@ static bool unsig_before(uint32_t a, uint32_t m)
 static bool unsig_choose(struct tp_conn *cn, const struct rr_conn_send *s,
 			 struct rpcrdma_send_wr *w)
 {
-	bool unsig = !cn->ep->is_server && !s->nwrites && !s->inv && !cn->signal_writes &&
-		     cn->urun < TP_UNSIG_RUN && cn->ucount < TP_UNSIG_MAX && cn->nsfree;
+	bool unsig = (!cn->ep->is_server || s->quiet) && !s->nwrites && !s->inv &&
+		     !cn->signal_writes && cn->urun < TP_UNSIG_RUN && cn->ucount < TP_UNSIG_MAX &&
+		     cn->nsfree;
 
 	if (unsig)
 		w->flags = 0;
@@ -598,10 +603,11 @@ static void unsig_posted(struct tp_conn *cn, uint32_t slot, bool unsig)
 
 /* A Send's completion (@wc, of the Send in @self) came: the unsignaled
  * Sends posted before its mark are done. Their slots are put back and,
- * when it succeeded on a live connection, the session told of them all at
- * once (rr_conn_on_sends: one turn of its pump, not one per Send; their
- * tokens read before it, which may post more into the slots put back).
- * Returns whether @self was one of them (its slot put back here). */
+ * when it succeeded on a live connection, a client's session told of them
+ * all at once (rr_conn_on_sends: one turn of its pump, not one per Send;
+ * their tokens read before it, which may post more into the slots put
+ * back); a server's were quiet, told nothing. Returns whether @self was
+ * one of them (its slot put back here). */
 static bool unsig_release(struct tp_conn *cn, const struct rpcrdma_wc *wc, uint32_t self)
 {
 	uint32_t mark = WRMARK(wc->wr_id);
@@ -617,7 +623,7 @@ static bool unsig_release(struct tp_conn *cn, const struct rpcrdma_wc *wc, uint3
 		slot_put(cn, slot);
 		if (slot == self)
 			had_self = true;
-		else
+		else if (!cn->ep->is_server)
 			tok[ntok++] = cn->stoken[slot];
 	}
 	if (ntok && wc->status == RPCRDMA_WC_SUCCESS && !cn->dead && !cn->closing)
@@ -636,8 +642,12 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 		return -ENOTCONN;
 	cn->stoken[s->slot] = s->token;
 	/* Deferred Replies wait for the end of the batch, but not for long:
-	 * a batch of many, or one behind a slow handler, is posted now. */
-	if (cn->ndefer && (cn->ndefer >= SV_DEFER_MAX ||
+	 * a batch of many, or one behind a slow handler, is posted now; and
+	 * before any Send that is not deferred (the send queue takes them in
+	 * the order unsig_posted counted them: a signaled Send's completion
+	 * must not vouch for an unsignaled one not yet posted). */
+	if (cn->ndefer && (!cn->ep->defer || s->nwrites >= SV_DEFER_WR ||
+			   cn->ndefer >= SV_DEFER_MAX ||
 			   tp_now_ns(cn->ep) - cn->defer_t0 > SV_DEFER_NS))
 		tp_post_deferred(cn);
 	if (!s->nwrites && !cn->ep->defer) {
@@ -649,13 +659,20 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 		send_wr_fill(cn, s, &w, &g);
 		unsig = unsig_choose(cn, s, &w);
 		rc = rpcrdma_post_send(cn->qp, &w, NULL);
-		if (!rc)
-			unsig_posted(cn, s->slot, unsig);
-		return rc;
+		if (rc)
+			return rc;
+		unsig_posted(cn, s->slot, unsig);
+		return unsig && s->quiet ? 1 : 0;
 	}
 	if (cn->ep->defer && s->nwrites < SV_DEFER_WR && defer_ready(cn)) {
-		build_wrs(cn, s, &cn->dwr[(size_t)cn->ndefer * SV_DEFER_WR],
-			  &cn->dsge[(size_t)cn->ndefer * SV_DEFER_WR]);
+		struct rpcrdma_send_wr *dw = &cn->dwr[(size_t)cn->ndefer * SV_DEFER_WR];
+
+		build_wrs(cn, s, dw, &cn->dsge[(size_t)cn->ndefer * SV_DEFER_WR]);
+		/* counted as posted now, in the order the chain posts them: a
+		 * chain that fails to post ends the connection, whose slots go
+		 * with it (tp_post_deferred) */
+		unsig = unsig_choose(cn, s, &dw[s->nwrites]);
+		unsig_posted(cn, s->slot, unsig);
 		if (!cn->ndefer) {
 			cn->defer_t0 = tp_now_ns(cn->ep);
 			/* listed once (it may be there from a post since):
@@ -669,7 +686,7 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 			}
 		}
 		cn->ndefer++;
-		return 0;
+		return unsig && s->quiet ? 1 : 0;
 	}
 	if (s->nwrites + 1 > RR_ARRAY_SIZE(wstack)) {
 		wr = rr_alloc(cn->ep->env, sizeof(*wr) * (s->nwrites + 1));
@@ -685,8 +702,10 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 	build_wrs(cn, s, wr, sge);
 	unsig = unsig_choose(cn, s, &wr[s->nwrites]);
 	rc = rpcrdma_post_send(cn->qp, wr, NULL);
-	if (!rc)
+	if (!rc) {
 		unsig_posted(cn, s->slot, unsig);
+		rc = unsig && s->quiet ? 1 : 0;
+	}
 	if (wr != wstack)
 		rr_free(cn->ep->env, wr);
 	if (sge != sstack)

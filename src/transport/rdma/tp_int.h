@@ -52,9 +52,10 @@ struct tp_pool;
 #define TP_SLOTS_FIRST 4u
 #define TP_SLOT_CHUNKS 24
 
-/* A client's Sends go unsignaled, at most TP_UNSIG_RUN in a row, then one
- * signaled, whose completion tells that those before it are done too (a
- * send queue completes in order): unsig_* in conn.c. At most TP_UNSIG_MAX
+/* A client's Sends, and a server's quiet ones (Replies without Writes), go
+ * unsignaled, at most TP_UNSIG_RUN in a row, then one signaled, whose
+ * completion tells that those before it are done too (a send queue
+ * completes in order): unsig_* in conn.c. At most TP_UNSIG_MAX
  * wait for that completion; their sequence numbers ride, TP_UNSIG_MASK
  * wide, in the signaled Send's wr_id (above its slot). A synchronous
  * client's signaled Send costs one more turn of its wait (its completion
@@ -62,7 +63,9 @@ struct tp_pool;
  * paid once per TP_UNSIG_RUN + 1 Calls. A run holds its slots until that
  * completion, so a client's first chunk of slots (TP_CL_SLOTS_FIRST) holds
  * a whole run and its signaled Send: fewer, and the run would end when
- * the slots do (the last free one is sent signaled). */
+ * the slots do (the last free one is sent signaled). A server's first
+ * chunk (TP_SLOTS_FIRST) ends its run at three: one Reply in four signaled
+ * at one Call at a time, its loop's turn for that completion saved. */
 #define TP_UNSIG_RUN 7u
 #define TP_CL_SLOTS_FIRST (TP_UNSIG_RUN + 1u)
 #define TP_UNSIG_MAX 8u
@@ -220,7 +223,7 @@ struct tp_conn {
 	uint32_t *sfree;
 	uint32_t nsfree;
 	uint64_t *stoken;            /* per slot: the session's token of its Send */
-	/* client: its unsignaled Sends not known done, oldest first (slot and
+	/* its unsignaled Sends not known done, oldest first (slot and
 	 * sequence number; a ring at uhead), how many were posted (the next
 	 * one's sequence number), how many since the last signaled one */
 	uint32_t uslot[TP_UNSIG_MAX], useq[TP_UNSIG_MAX];
