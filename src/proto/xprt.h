@@ -182,6 +182,17 @@ enum rr_xprt_form {
 };
 
 struct rr_xprt_rqst {
+	/* First: zeroed when the call is prepared (rqst_get; within 64
+	 * bytes, a few stores). What follows is written before it is read:
+	 * xid, desc, xdr_len, reduced_len, nitems and item_pos[k] for k <
+	 * nitems by prepare; form, results_inline, the *_reg fields, reply_len
+	 * and nregs by plan, item_reg[k] and sink_reg[i] for k < nitems and i
+	 * < desc.nsinks, regs[i] for i < nregs (add_reg). */
+	struct rr_xprt_rqst *next;       /* XID table chain */
+	void *user;                      /* driver's cookie */
+	uint8_t *pullup;
+	uint8_t *reply_buf;
+	bool outstanding;                /* in the XID table awaiting a Reply */
 	uint32_t xid;
 	enum rr_xprt_form form;
 	struct rr_xprt_rqst_desc desc;   /* borrowed until the Call completes */
@@ -189,24 +200,16 @@ struct rr_xprt_rqst {
 	uint32_t reduced_len;            /* inline parts only */
 	unsigned nitems;
 	int pullup_reg;                  /* Long Call buffer, -1 if none */
-	uint8_t *pullup;
 	bool results_inline;             /* no Write chunks: sinks' data inline */
 	int reply_reg;                   /* Reply chunk, -1 if none */
-	uint8_t *reply_buf;
 	uint32_t reply_len;
 	unsigned nregs;
-	bool outstanding;                /* in the XID table awaiting a Reply */
-	struct rr_xprt_rqst *next;       /* XID table chain */
-	void *user;                      /* driver's cookie */
-	/* Last: a call is zeroed up to here when prepared. What follows is
-	 * written before it is read: item_pos[k] for k < nitems (prepare),
-	 * item_reg[k] and sink_reg[i] for k < nitems and i < desc.nsinks
-	 * (plan), regs[i] for i < nregs (add_reg). */
 	uint32_t item_pos[RR_XPRT_MAX_ITEMS];
 	int item_reg[RR_XPRT_MAX_ITEMS]; /* -1 when sent inline */
 	int sink_reg[RR_XPRT_MAX_ITEMS]; /* -1 when results come inline */
 	struct rr_xprt_reg regs[RR_XPRT_MAX_REGS];
 };
+
 
 /* The result of a received Reply. */
 enum rr_xprt_rkind {

@@ -10,6 +10,8 @@
 
 static const uint8_t rr_xprt_zero_pad[4];
 
+_Static_assert(offsetof(struct rr_xprt_rqst, xid) <= 64, "a call's zeroed fields within 64 bytes");
+
 void rr_xprt_req_init(struct rr_xprt_requester *r, const struct rpcrdma_env *env,
 		      const struct rr_xprt_params *p, struct rr_xprt_stats *stats)
 {
@@ -114,8 +116,8 @@ void rr_xprt_req_fini(struct rr_xprt_requester *r)
 	r->spare = NULL;
 }
 
-/* A call zeroed up to its per-item arrays and registrations (written
- * before they are read: struct rr_xprt_rqst): the kept one, or a new one. */
+/* A call with its first fields zeroed (the rest is written before it is
+ * read: struct rr_xprt_rqst): the kept one, or a new one. */
 static struct rr_xprt_rqst *rqst_get(struct rr_xprt_requester *r)
 {
 	struct rr_xprt_rqst *c = r->spare;
@@ -125,7 +127,7 @@ static struct rr_xprt_rqst *rqst_get(struct rr_xprt_requester *r)
 	else
 		c = rr_alloc(r->env, sizeof(*c));
 	if (c)
-		memset(c, 0, offsetof(struct rr_xprt_rqst, item_pos));
+		memset(c, 0, offsetof(struct rr_xprt_rqst, xid));
 	return c;
 }
 
