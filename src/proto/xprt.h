@@ -223,29 +223,32 @@ enum rr_xprt_rkind {
 };
 
 struct rr_xprt_reply {
+	/* First, cleared by rr_xprt_req_recv (64 bytes: a few stores). */
 	enum rr_xprt_rkind kind;
-	struct rr_xprt_rqst *call;
 	uint32_t credit;              /* the grant (0 treated as 1) */
-	int err;                      /* R_ERROR: -EPROTONOSUPPORT / -EREMOTEIO */
+	struct rr_xprt_rqst *call;
 	const uint8_t *payload;       /* rebuilt Payload stream (reduced) */
+	struct rr_xprt_rqst *inv_other;   /* another Call whose STag the peer
+					     invalidated (peer error) */
+	int err;                      /* R_ERROR: -EPROTONOSUPPORT / -EREMOTEIO */
 	uint32_t payload_len;         /* points into the Receive or Reply chunk */
 	uint32_t nsinks;
-	uint32_t sink_len[RR_XPRT_MAX_ITEMS]; /* bytes written per result sink */
-	bool sink_placed[RR_XPRT_MAX_ITEMS];  /* its Write chunk came back used */
-	bool long_reply;
 	/* R_PULL: */
 	uint32_t xid;                 /* rdma_xid (for the RDMA_DONE) */
 	uint32_t pull_nsegs;          /* 0: nothing to read (unknown XID / too big) */
 	uint32_t pull_len;            /* sum of the segment lengths */
+	uint32_t pull_stag;
 	bool pull_inv;                /* one STag for every segment: may be named
 					 by Send With Invalidate */
-	uint32_t pull_stag;
-	struct rr_xprt_rqst *inv_other;   /* another Call whose STag the peer
-					     invalidated (peer error) */
-	/* last: rr_xprt_req_recv clears what comes before it, not these 1 KiB
-	 * (read only up to pull_nsegs) */
+	bool long_reply;
+	/* Per result sink: cleared for the first nsinks where nsinks is set
+	 * (read only up to nsinks). */
+	uint32_t sink_len[RR_XPRT_MAX_ITEMS]; /* bytes written per result sink */
+	bool sink_placed[RR_XPRT_MAX_ITEMS];  /* its Write chunk came back used */
+	/* last: read only up to pull_nsegs (not cleared, 1 KiB) */
 	struct rr_hdr_seg pull_segs[RR_XPRT_MAX_READS];
 };
+
 
 struct rr_xprt_requester {
 	const struct rpcrdma_env *env;

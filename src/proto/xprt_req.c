@@ -141,7 +141,8 @@ static void rqst_put(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 
 static void free_bufs(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 {
-	rr_free(r->env, c->pullup);
+	if (c->pullup)   /* a Long Call's only: no call for the others */
+		rr_free(r->env, c->pullup);
 	rbuf_put(r, c->reply_buf, c->reply_len);
 	c->pullup = NULL;
 	c->reply_buf = NULL;
@@ -614,13 +615,17 @@ static int check_writes(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 	return 0;
 }
 
-/* @out says R_DROP and nothing else: every field before pull_segs cleared
- * (the segments are read only up to pull_nsegs, 0 now). */
+/* @out says R_DROP and nothing else: every field before sink_len cleared
+ * (the per-sink ones are read only up to nsinks, 0 now; the segments only
+ * up to pull_nsegs, 0 now). */
 static void reply_reset(struct rr_xprt_reply *out)
 {
-	memset(out, 0, offsetof(struct rr_xprt_reply, pull_segs));
+	memset(out, 0, offsetof(struct rr_xprt_reply, sink_len));
 	out->kind = RR_XPRT_R_DROP;
 }
+
+_Static_assert(offsetof(struct rr_xprt_reply, sink_len) <= 64,
+	       "a Reply's cleared fields within 64 bytes");
 
 void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t len,
 		      bool has_inv, uint32_t inv_stag, struct rr_xprt_reply *out)
@@ -668,6 +673,10 @@ void rr_xprt_req_recv_found(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 	out->call = c;
 	out->credit = h->credit ? h->credit : 1;
 	out->nsinks = c->desc.nsinks;
+	if (out->nsinks) {
+		memset(out->sink_len, 0, out->nsinks * sizeof(out->sink_len[0]));
+		memset(out->sink_placed, 0, out->nsinks * sizeof(out->sink_placed[0]));
+	}
 	if (h->proc == RR_HDR_ERROR) {
 		out->kind = RR_XPRT_R_ERROR;
 		out->err = h->err == RR_HDR_ERR_VERS ? -EPROTONOSUPPORT : -EREMOTEIO;
