@@ -301,6 +301,16 @@ void rr_xprt_rqst_drop_bufs(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 			 uint32_t credit, uint8_t *buf, size_t cap);
 
+/* rr_xprt_rqst_prepare and rr_xprt_rqst_marshal without their one-pass
+ * form for the Short Call without chunks (one inline part, no result
+ * sink, no Reply chunk): every Call through the general planner and
+ * builder. The same contracts; for the tests and fuzz_xprt that prove the
+ * one-pass form equal to them. */
+int rr_xprt_rqst_prepare_general(struct rr_xprt_requester *r, const struct rr_xprt_rqst_desc *d,
+				 struct rr_xprt_rqst **out);
+int rr_xprt_rqst_marshal_general(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+				 uint32_t credit, uint8_t *buf, size_t cap);
+
 /* Processes a received message. @inv_stag is the STag the peer invalidated
  * (Send With Invalidate) when @has_inv. Fills @out; for R_REPLY/R_ERROR the
  * call is removed from the XID table and the caller must invalidate every
