@@ -12,7 +12,9 @@
  * (rr_xprt_rsp_reply_general: its one-pass form); a Call planned and
  * written by rr_xprt_rqst_prepare and rr_xprt_rqst_marshal equals the
  * general planner's and builder's (their one-pass Short Call), the
- * thresholds and the Call's shape taken from the input's first bytes. */
+ * thresholds and the Call's shape taken from the input's first bytes, and
+ * the rest of the input received as its Reply both ways (the one-pass
+ * short Reply of rr_xprt_req_recv_found against the general checks). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -154,6 +156,43 @@ static void requester(const uint8_t *data, size_t size)
 	rr_xprt_req_fini(&r);
 }
 
+/* The rest of the input (after its first 12 bytes) received as a Reply
+ * by requesters @ra and @rb, each with its Call (@ca, @cb) outstanding:
+ * through rr_xprt_req_recv (its one-pass short Reply) and through
+ * rr_xprt_req_recv_found_general; both must say the same and count the
+ * same. @k: 1, the XID of the Call put at offsets 0 and 28 (the header's
+ * and the Payload's); 2, the Reply's msg_type (1) at offset 32. */
+static void short_reply(struct rr_xprt_requester *ra, struct rr_xprt_requester *rb,
+			struct rr_xprt_rqst *ca, struct rr_xprt_rqst *cb, const uint8_t *data,
+			size_t size, uint8_t k, const struct rr_xprt_stats *sa,
+			const struct rr_xprt_stats *sb)
+{
+	static uint8_t ma[512], mb[512];
+	struct rr_xprt_reply oa, ob;
+	size_t n = size > 12 ? size - 12 : 0;
+
+	n = n < sizeof(ma) ? n : sizeof(ma);
+	memcpy(ma, data + (size > 12 ? 12 : size), n);
+	if ((k & 1) && n >= 32) {
+		rr_put_be32(ma, ca->xid);
+		rr_put_be32(ma + 28, ca->xid);
+	}
+	if ((k & 2) && n >= 36)
+		rr_put_be32(ma + 32, 1);
+	memcpy(mb, ma, n);
+	rr_xprt_req_recv(ra, ma, n, k & 4, 0x100, &oa);
+	rr_xprt_req_recv_found_general(rb, n >= 4 ? rr_xprt_req_find(rb, rr_get_be32(mb)) : NULL,
+				       mb, n, k & 4, 0x100, &ob);
+	if (oa.kind != ob.kind || (oa.call == ca) != (ob.call == cb) ||
+	    memcmp(sa, sb, sizeof(*sa)) || ra->outstanding != rb->outstanding)
+		FAIL("one-pass short Reply taken unlike the general checks");
+	if (oa.kind == RR_XPRT_R_REPLY &&
+	    (oa.credit != ob.credit || oa.payload_len != ob.payload_len ||
+	     oa.nsinks != ob.nsinks || oa.long_reply != ob.long_reply ||
+	     (!oa.long_reply && oa.payload - ma != ob.payload - mb)))
+		FAIL("one-pass short Reply's result differs");
+}
+
 /* The requester's one-pass Short Call without chunks against the general
  * planner and builder (rr_xprt_rqst_prepare_general,
  * rr_xprt_rqst_marshal_general): the input's first bytes choose the
@@ -224,6 +263,8 @@ static void short_call(const uint8_t *data, size_t size)
 		if (la != lb || memcmp(bufa, bufb, sizeof(bufa)) || memcmp(&sa, &sb, sizeof(sa)) ||
 		    ra.outstanding != rb.outstanding)
 			FAIL("one-pass Short Call written unlike the general builder");
+		if (la >= 0)
+			short_reply(&ra, &rb, ca, cb, data, size, b[10], &sa, &sb);
 		rr_xprt_rqst_release(&ra, ca);
 		rr_xprt_rqst_release(&rb, cb);
 	}

@@ -324,6 +324,15 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 void rr_xprt_req_recv_found(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 			    const uint8_t *buf, size_t len, bool has_inv, uint32_t inv_stag,
 			    struct rr_xprt_reply *out);
+/* rr_xprt_req_recv_found without its one-pass form for the common short
+ * Reply (the short header of RFC 8166 4.2 with three empty lists, for a
+ * Call found, no invalidation): every message through the codec and the
+ * general checks. The same contract; for the tests and fuzz_xprt that
+ * prove the one-pass form equal to it. (The header scratch, r->hdr, is
+ * not filled by the one-pass form: nothing reads it after a receive.) */
+void rr_xprt_req_recv_found_general(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+				    const uint8_t *buf, size_t len, bool has_inv,
+				    uint32_t inv_stag, struct rr_xprt_reply *out);
 
 /* Reliable reply: the @len bytes pulled for an R_PULL of @c are in @buf
  * (the Reply's Payload stream). Checks it is the RPC Reply of @c and fills

@@ -732,9 +732,59 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 			       len, has_inv, inv_stag, out);
 }
 
+/* The common Reply checked in one pass: its header the short form
+ *   xid - 1 - credit - RDMA_MSG - 0 - 0 - 0 | xid - REPLY ...
+ * (RFC 8166 4.2, three empty lists; the Payload an RPC Reply, RFC 5531,
+ * of at least its XID and msg_type) within the receive inline threshold,
+ * for Call @c found by that XID, without invalidation (@has_inv false).
+ * Whatever @c provisioned, such a Reply is accepted by the general checks
+ * (no chunk comes back: a Write chunk left unused, a Reply chunk unused):
+ * @out is filled as rr_xprt_req_recv_found_general fills it, the same
+ * counters are counted and @c leaves the XID table. False: nothing
+ * touched, the general way decides. Proven equal to it by test
+ * xprt_reply_short_as_general and by fuzz_xprt. */
+static bool recv_short(struct rr_xprt_requester *r, struct rr_xprt_rqst *c, const uint8_t *buf,
+		       size_t len, bool has_inv, struct rr_xprt_reply *out)
+{
+	uint32_t credit;
+
+	if (!c || has_inv || len < RR_HDR_MIN_MSG_SIZE + 8 || len > r->lim.inline_threshold ||
+	    rr_get_be32(buf) != c->xid || rr_get_be32(buf + 4) != RR_HDR_VERSION ||
+	    rr_get_be32(buf + 12) != RR_HDR_MSG ||
+	    (rr_get_be32(buf + 16) | rr_get_be32(buf + 20) | rr_get_be32(buf + 24)) != 0 ||
+	    rr_get_be32(buf + RR_HDR_MIN_MSG_SIZE) != c->xid ||
+	    rr_get_be32(buf + RR_HDR_MIN_MSG_SIZE + 4) != 1u)
+		return false;
+	credit = rr_get_be32(buf + 8);
+	reply_reset(out);
+	out->kind = RR_XPRT_R_REPLY;
+	out->call = c;
+	out->credit = credit ? credit : 1;
+	out->payload = buf + RR_HDR_MIN_MSG_SIZE;
+	out->payload_len = (uint32_t)(len - RR_HDR_MIN_MSG_SIZE);
+	out->nsinks = c->desc.nsinks;
+	if (out->nsinks) {
+		memset(out->sink_len, 0, out->nsinks * sizeof(out->sink_len[0]));
+		memset(out->sink_placed, 0, out->nsinks * sizeof(out->sink_placed[0]));
+	}
+	if (r->stats)
+		r->stats->recvs++;
+	rr_xprt_rqst_forget(r, c);
+	return true;
+}
+
 void rr_xprt_req_recv_found(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 			    const uint8_t *buf, size_t len, bool has_inv, uint32_t inv_stag,
 			    struct rr_xprt_reply *out)
+{
+	if (RR_LIKELY(recv_short(r, c, buf, len, has_inv, out)))
+		return;
+	rr_xprt_req_recv_found_general(r, c, buf, len, has_inv, inv_stag, out);
+}
+
+void rr_xprt_req_recv_found_general(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+				    const uint8_t *buf, size_t len, bool has_inv,
+				    uint32_t inv_stag, struct rr_xprt_reply *out)
 {
 	const struct rr_xprt_params *p = &r->params;
 	struct rr_xprt_stats *s = r->stats;

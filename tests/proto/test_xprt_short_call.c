@@ -168,3 +168,125 @@ TEST(xprt_short_call_as_general)
 	CHECK(one_pass > 1000);
 	CHECK(general > 1000);
 }
+
+/* @a (from requester A, its call @ca, its message @ba) says what @b (B,
+ * @cb, @bb) says. */
+static void same_reply(const struct rr_xprt_reply *a, const struct rr_xprt_reply *b,
+		       const struct rr_xprt_rqst *ca, const struct rr_xprt_rqst *cb,
+		       const uint8_t *ba, const uint8_t *bb)
+{
+	REQUIRE_EQ(a->kind, b->kind);
+	REQUIRE_EQ(a->call == ca, b->call == cb);
+	REQUIRE_EQ(a->call == NULL, b->call == NULL);
+	REQUIRE_EQ(a->inv_other == NULL, b->inv_other == NULL);
+	if (a->kind == RR_XPRT_R_DROP)
+		return;
+	REQUIRE_EQ(a->credit, b->credit);
+	REQUIRE_EQ(a->err, b->err);
+	REQUIRE_EQ(a->nsinks, b->nsinks);
+	for (unsigned i = 0; i < a->nsinks; i++) {
+		REQUIRE_EQ(a->sink_len[i], b->sink_len[i]);
+		REQUIRE_EQ(a->sink_placed[i], b->sink_placed[i]);
+	}
+	REQUIRE_EQ(a->long_reply, b->long_reply);
+	if (a->kind == RR_XPRT_R_REPLY) {
+		REQUIRE_EQ(a->payload_len, b->payload_len);
+		if (a->long_reply)
+			REQUIRE(a->payload == ca->reply_buf && b->payload == cb->reply_buf);
+		else
+			REQUIRE_EQ(a->payload - ba, b->payload - bb);
+	}
+	if (a->kind == RR_XPRT_R_PULL) {
+		REQUIRE_EQ(a->xid, b->xid);
+		REQUIRE_EQ(a->pull_nsegs, b->pull_nsegs);
+		REQUIRE_EQ(a->pull_len, b->pull_len);
+		REQUIRE_EQ(a->pull_inv, b->pull_inv);
+		REQUIRE_EQ(a->pull_stag, b->pull_stag);
+	}
+}
+
+TEST(xprt_reply_short_as_general)
+{
+	static const uint32_t reply_inl[] = {0, 35, 36, 40, 64, 1024, 4096};
+	static const uint32_t lens[] = {0, 3, 4, 27, 28, 31, 32, 35, 36, 37, 40, 44, 64, 200};
+	static const uint8_t vals[] = {0, 1, 2, 3, 4, 0x7f, 0x80, 0xff};
+	static uint8_t arg[64], sinkb[64], bufa[300], bufb[300], snd[4096];
+	unsigned one_pass = 0, other = 0;
+
+	for (unsigned it = 0; it < 40000; it++) {
+		struct rr_xprt_params p;
+		struct rr_xprt_requester ra, rb;
+		struct rr_xprt_stats sa, sb;
+		struct rr_xprt_part part = {arg, sizeof(arg), false};
+		struct rr_xprt_sink sk = {sinkb, sizeof(sinkb)};
+		struct rr_xprt_rqst_desc d;
+		struct rr_xprt_rqst *ca, *cb;
+		struct rr_xprt_reply oa, ob;
+		uint32_t xid = rnd(), mxid, stag = 0;
+		size_t len = PICK(lens);
+		bool has_inv = rnd() % 8 == 0;
+
+		rr_xprt_params_default(&p);
+		p.call_inline = 4096;
+		p.reply_inline = rnd() % 4 ? 4096 : PICK(reply_inl);
+		p.reliable_reply = rnd() % 4 == 0;
+		p.inline_ddp = rnd() & 1;
+		memset(&sa, 0, sizeof(sa));
+		memset(&sb, 0, sizeof(sb));
+		rr_xprt_req_init(&ra, NULL, &p, &sa);
+		rr_xprt_req_init(&rb, NULL, &p, &sb);
+		memset(&d, 0, sizeof(d));
+		d.xid = xid;
+		d.parts = &part;
+		d.nparts = 1;
+		d.sinks = &sk;
+		d.nsinks = rnd() % 3 == 0;
+		d.max_reply = rnd() % 3 ? 100 : 1u << 20;   /* the latter: a Reply chunk */
+		REQUIRE_EQ(rr_xprt_rqst_prepare_general(&ra, &d, &ca), 0);
+		REQUIRE_EQ(rr_xprt_rqst_prepare_general(&rb, &d, &cb), 0);
+		reg_all(ca);
+		reg_all(cb);
+		REQUIRE(rr_xprt_rqst_marshal_general(&ra, ca, 8, snd, sizeof(snd)) > 0);
+		REQUIRE(rr_xprt_rqst_marshal_general(&rb, cb, 8, snd, sizeof(snd)) > 0);
+		if (has_inv)
+			stag = rnd() % 2 && ca->nregs ? ca->regs[0].stag : rnd();
+
+		/* the common short Reply, then one of its near misses */
+		mxid = rnd() % 8 ? xid : rnd();
+		memset(bufa, 0, sizeof(bufa));
+		rr_put_be32(bufa, mxid);
+		rr_put_be32(bufa + 4, 1);
+		rr_put_be32(bufa + 8, rnd() % 4 ? rnd() % 130 : rnd());
+		rr_put_be32(bufa + 12, RR_HDR_MSG);
+		rr_put_be32(bufa + 28, mxid);
+		rr_put_be32(bufa + 32, 1);
+		for (unsigned i = 36; i < sizeof(bufa); i++)
+			bufa[i] = (uint8_t)rnd();
+		if (rnd() % 2)
+			bufa[rnd() % 40] = PICK(vals);
+		if (rnd() % 4 == 0)
+			len = 36 + rnd() % (sizeof(bufa) - 36);
+		memcpy(bufb, bufa, sizeof(bufa));
+		memset(&oa, 0xff, sizeof(oa));
+		memset(&ob, 0xff, sizeof(ob));
+		rr_xprt_req_recv(&ra, bufa, len, has_inv, stag, &oa);
+		rr_xprt_req_recv_found_general(&rb, len >= 4 ? rr_xprt_req_find(&rb, rr_get_be32(bufb)) : NULL,
+					       bufb, len, has_inv, stag, &ob);
+		same_reply(&oa, &ob, ca, cb, bufa, bufb);
+		REQUIRE(memcmp(&sa, &sb, sizeof(sa)) == 0);
+		REQUIRE_EQ(ra.outstanding, rb.outstanding);
+		REQUIRE_EQ(ca->outstanding, cb->outstanding);
+		for (unsigned i = 0; i < ca->nregs; i++)
+			REQUIRE_EQ(ca->regs[i].valid, cb->regs[i].valid);
+		if (oa.kind == RR_XPRT_R_REPLY && !has_inv && !oa.long_reply && len <= p.reply_inline)
+			one_pass++;
+		else
+			other++;
+		rr_xprt_rqst_release(&ra, ca);
+		rr_xprt_rqst_release(&rb, cb);
+		rr_xprt_req_fini(&ra);
+		rr_xprt_req_fini(&rb);
+	}
+	CHECK(one_pass > 1000);
+	CHECK(other > 1000);
+}
