@@ -182,6 +182,17 @@ enum rr_xprt_form {
 };
 
 struct rr_xprt_rqst {
+	/* First: zeroed when the call is prepared (rqst_get; within 64
+	 * bytes, a few stores). What follows is written before it is read:
+	 * xid, desc, xdr_len, reduced_len, nitems and item_pos[k] for k <
+	 * nitems by prepare; form, results_inline, the *_reg fields, reply_len
+	 * and nregs by plan, item_reg[k] and sink_reg[i] for k < nitems and i
+	 * < desc.nsinks, regs[i] for i < nregs (add_reg). */
+	struct rr_xprt_rqst *next;       /* XID table chain */
+	void *user;                      /* driver's cookie */
+	uint8_t *pullup;
+	uint8_t *reply_buf;
+	bool outstanding;                /* in the XID table awaiting a Reply */
 	uint32_t xid;
 	enum rr_xprt_form form;
 	struct rr_xprt_rqst_desc desc;   /* borrowed until the Call completes */
@@ -189,24 +200,16 @@ struct rr_xprt_rqst {
 	uint32_t reduced_len;            /* inline parts only */
 	unsigned nitems;
 	int pullup_reg;                  /* Long Call buffer, -1 if none */
-	uint8_t *pullup;
 	bool results_inline;             /* no Write chunks: sinks' data inline */
 	int reply_reg;                   /* Reply chunk, -1 if none */
-	uint8_t *reply_buf;
 	uint32_t reply_len;
 	unsigned nregs;
-	bool outstanding;                /* in the XID table awaiting a Reply */
-	struct rr_xprt_rqst *next;       /* XID table chain */
-	void *user;                      /* driver's cookie */
-	/* Last: a call is zeroed up to here when prepared. What follows is
-	 * written before it is read: item_pos[k] for k < nitems (prepare),
-	 * item_reg[k] and sink_reg[i] for k < nitems and i < desc.nsinks
-	 * (plan), regs[i] for i < nregs (add_reg). */
 	uint32_t item_pos[RR_XPRT_MAX_ITEMS];
 	int item_reg[RR_XPRT_MAX_ITEMS]; /* -1 when sent inline */
 	int sink_reg[RR_XPRT_MAX_ITEMS]; /* -1 when results come inline */
 	struct rr_xprt_reg regs[RR_XPRT_MAX_REGS];
 };
+
 
 /* The result of a received Reply. */
 enum rr_xprt_rkind {
@@ -220,29 +223,32 @@ enum rr_xprt_rkind {
 };
 
 struct rr_xprt_reply {
+	/* First, cleared by rr_xprt_req_recv (64 bytes: a few stores). */
 	enum rr_xprt_rkind kind;
-	struct rr_xprt_rqst *call;
 	uint32_t credit;              /* the grant (0 treated as 1) */
-	int err;                      /* R_ERROR: -EPROTONOSUPPORT / -EREMOTEIO */
+	struct rr_xprt_rqst *call;
 	const uint8_t *payload;       /* rebuilt Payload stream (reduced) */
+	struct rr_xprt_rqst *inv_other;   /* another Call whose STag the peer
+					     invalidated (peer error) */
+	int err;                      /* R_ERROR: -EPROTONOSUPPORT / -EREMOTEIO */
 	uint32_t payload_len;         /* points into the Receive or Reply chunk */
 	uint32_t nsinks;
-	uint32_t sink_len[RR_XPRT_MAX_ITEMS]; /* bytes written per result sink */
-	bool sink_placed[RR_XPRT_MAX_ITEMS];  /* its Write chunk came back used */
-	bool long_reply;
 	/* R_PULL: */
 	uint32_t xid;                 /* rdma_xid (for the RDMA_DONE) */
 	uint32_t pull_nsegs;          /* 0: nothing to read (unknown XID / too big) */
 	uint32_t pull_len;            /* sum of the segment lengths */
+	uint32_t pull_stag;
 	bool pull_inv;                /* one STag for every segment: may be named
 					 by Send With Invalidate */
-	uint32_t pull_stag;
-	struct rr_xprt_rqst *inv_other;   /* another Call whose STag the peer
-					     invalidated (peer error) */
-	/* last: rr_xprt_req_recv clears what comes before it, not these 1 KiB
-	 * (read only up to pull_nsegs) */
+	bool long_reply;
+	/* Per result sink: cleared for the first nsinks where nsinks is set
+	 * (read only up to nsinks). */
+	uint32_t sink_len[RR_XPRT_MAX_ITEMS]; /* bytes written per result sink */
+	bool sink_placed[RR_XPRT_MAX_ITEMS];  /* its Write chunk came back used */
+	/* last: read only up to pull_nsegs (not cleared, 1 KiB) */
 	struct rr_hdr_seg pull_segs[RR_XPRT_MAX_READS];
 };
+
 
 struct rr_xprt_requester {
 	const struct rpcrdma_env *env;
@@ -295,6 +301,16 @@ void rr_xprt_rqst_drop_bufs(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 			 uint32_t credit, uint8_t *buf, size_t cap);
 
+/* rr_xprt_rqst_prepare and rr_xprt_rqst_marshal without their one-pass
+ * form for the Short Call without chunks (one inline part, no result
+ * sink, no Reply chunk): every Call through the general planner and
+ * builder. The same contracts; for the tests and fuzz_xprt that prove the
+ * one-pass form equal to them. */
+int rr_xprt_rqst_prepare_general(struct rr_xprt_requester *r, const struct rr_xprt_rqst_desc *d,
+				 struct rr_xprt_rqst **out);
+int rr_xprt_rqst_marshal_general(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+				 uint32_t credit, uint8_t *buf, size_t cap);
+
 /* Processes a received message. @inv_stag is the STag the peer invalidated
  * (Send With Invalidate) when @has_inv. Fills @out; for R_REPLY/R_ERROR the
  * call is removed from the XID table and the caller must invalidate every
@@ -308,6 +324,15 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 void rr_xprt_req_recv_found(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 			    const uint8_t *buf, size_t len, bool has_inv, uint32_t inv_stag,
 			    struct rr_xprt_reply *out);
+/* rr_xprt_req_recv_found without its one-pass form for the common short
+ * Reply (the short header of RFC 8166 4.2 with three empty lists, for a
+ * Call found, no invalidation): every message through the codec and the
+ * general checks. The same contract; for the tests and fuzz_xprt that
+ * prove the one-pass form equal to it. (The header scratch, r->hdr, is
+ * not filled by the one-pass form: nothing reads it after a receive.) */
+void rr_xprt_req_recv_found_general(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+				    const uint8_t *buf, size_t len, bool has_inv,
+				    uint32_t inv_stag, struct rr_xprt_reply *out);
 
 /* Reliable reply: the @len bytes pulled for an R_PULL of @c are in @buf
  * (the Reply's Payload stream). Checks it is the RPC Reply of @c and fills

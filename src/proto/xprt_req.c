@@ -10,6 +10,8 @@
 
 static const uint8_t rr_xprt_zero_pad[4];
 
+_Static_assert(offsetof(struct rr_xprt_rqst, xid) <= 64, "a call's zeroed fields within 64 bytes");
+
 void rr_xprt_req_init(struct rr_xprt_requester *r, const struct rpcrdma_env *env,
 		      const struct rr_xprt_params *p, struct rr_xprt_stats *stats)
 {
@@ -114,8 +116,8 @@ void rr_xprt_req_fini(struct rr_xprt_requester *r)
 	r->spare = NULL;
 }
 
-/* A call zeroed up to its per-item arrays and registrations (written
- * before they are read: struct rr_xprt_rqst): the kept one, or a new one. */
+/* A call with its first fields zeroed (the rest is written before it is
+ * read: struct rr_xprt_rqst): the kept one, or a new one. */
 static struct rr_xprt_rqst *rqst_get(struct rr_xprt_requester *r)
 {
 	struct rr_xprt_rqst *c = r->spare;
@@ -125,7 +127,7 @@ static struct rr_xprt_rqst *rqst_get(struct rr_xprt_requester *r)
 	else
 		c = rr_alloc(r->env, sizeof(*c));
 	if (c)
-		memset(c, 0, offsetof(struct rr_xprt_rqst, item_pos));
+		memset(c, 0, offsetof(struct rr_xprt_rqst, xid));
 	return c;
 }
 
@@ -139,7 +141,8 @@ static void rqst_put(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 
 static void free_bufs(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 {
-	rr_free(r->env, c->pullup);
+	if (c->pullup)   /* a Long Call's only: no call for the others */
+		rr_free(r->env, c->pullup);
 	rbuf_put(r, c->reply_buf, c->reply_len);
 	c->pullup = NULL;
 	c->reply_buf = NULL;
@@ -334,8 +337,59 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 	return 0;
 }
 
+/* The Short Call without chunks, planned in one pass: one inline part
+ * (no DDP-eligible item) of 8 or more bytes, a multiple of 4, no result
+ * sink, the whole Call within the call inline threshold behind a header
+ * with three empty lists, and no Reply chunk wanted (rr_rrep's rule, as
+ * plan applies it). Every synchronous NULL-like Call is one. The call is
+ * left as plan leaves it for such a Call (form Short, no registration, no
+ * buffer). Returns 1 when @d is not of that form (nothing touched: the
+ * general planner decides, and rejects what it rejects), else
+ * rr_xprt_rqst_prepare's result. Proven equal to the general planner by
+ * test xprt_short_call_as_general and by fuzz_xprt, which plans every
+ * input both ways. */
+static int prepare_short(struct rr_xprt_requester *r, const struct rr_xprt_rqst_desc *d,
+			 struct rr_xprt_rqst **out)
+{
+	const struct rr_xprt_params *p = &r->params;
+	const struct rr_xprt_part *pt = d->parts;
+	struct rr_xprt_rqst *c;
+
+	if (d->nsinks || d->nparts != 1 || !pt || pt->ddp || !pt->base || pt->len < 8 ||
+	    (pt->len & 3) || pt->len > UINT32_MAX / 2 || !p->max_seg_len || !p->max_segs ||
+	    RR_HDR_FIXED_SIZE + 12 + (uint64_t)pt->len > p->call_inline ||
+	    rr_rrep_want_reply_chunk(p, RR_HDR_FIXED_SIZE + 12, d))
+		return 1;
+	c = rqst_get(r);
+	if (!c)
+		return -ENOMEM;
+	c->xid = d->xid;
+	c->form = RR_XPRT_FORM_SHORT;
+	c->desc = *d;
+	c->xdr_len = pt->len;
+	c->reduced_len = pt->len;
+	c->nitems = 0;
+	c->pullup_reg = -1;
+	c->results_inline = false;
+	c->reply_reg = -1;
+	c->reply_len = 0;
+	c->nregs = 0;
+	*out = c;
+	return 0;
+}
+
 int rr_xprt_rqst_prepare(struct rr_xprt_requester *r, const struct rr_xprt_rqst_desc *d,
 			 struct rr_xprt_rqst **out)
+{
+	int rc = prepare_short(r, d, out);
+
+	if (RR_LIKELY(rc != 1))
+		return rc;
+	return rr_xprt_rqst_prepare_general(r, d, out);
+}
+
+int rr_xprt_rqst_prepare_general(struct rr_xprt_requester *r, const struct rr_xprt_rqst_desc *d,
+				 struct rr_xprt_rqst **out)
 {
 	struct rr_xprt_rqst *c;
 	uint64_t pos = 0, reduced = 0;
@@ -421,8 +475,62 @@ static int segs_of(const struct rr_xprt_params *p, const struct rr_xprt_reg *g, 
 	return rc;
 }
 
+/* Puts @c in the XID table (once). */
+static void table_add(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+{
+	if (!c->outstanding) {
+		unsigned b = bucket(c->xid);
+
+		c->next = r->table[b];
+		r->table[b] = c;
+		c->outstanding = true;
+		r->outstanding++;
+	}
+}
+
+/* The Send of a Short Call without chunks (prepare_short's form, however
+ * planned: Short, no registration, no sink, one inline part) written in
+ * one pass: the header's 28 bytes, then the part. Returns 1 when @c is not
+ * of that form (nothing touched: the general builder writes it), else
+ * rr_xprt_rqst_marshal's result, with the same bytes, statistics and XID
+ * table. Proven equal to the general builder by test
+ * xprt_short_call_as_general and by fuzz_xprt. */
+static int marshal_short(struct rr_xprt_requester *r, struct rr_xprt_rqst *c, uint32_t credit,
+			 uint8_t *buf, size_t cap)
+{
+	const struct rr_xprt_part *pt = c->desc.parts;
+	int len;
+
+	if (c->form != RR_XPRT_FORM_SHORT || c->nregs || c->desc.nsinks || c->desc.nparts != 1 ||
+	    pt->ddp || pt->len != c->xdr_len)
+		return 1;
+	len = rr_hdr_encode_short(buf, cap, c->xid, credit);
+	if (len < 0)
+		return len;
+	if (cap - (size_t)len < c->xdr_len || (size_t)len + c->xdr_len > r->params.call_inline)
+		return -EMSGSIZE;
+	if (pt->len)
+		memcpy(buf + len, pt->base, pt->len);
+	if (r->stats) {
+		r->stats->pullup_bytes += pt->len;
+		r->stats->short_msgs++;
+	}
+	table_add(r, c);
+	return len + (int)pt->len;
+}
+
 int rr_xprt_rqst_marshal(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 			 uint32_t credit, uint8_t *buf, size_t cap)
+{
+	int rc = marshal_short(r, c, credit, buf, cap);
+
+	if (RR_LIKELY(rc != 1))
+		return rc;
+	return rr_xprt_rqst_marshal_general(r, c, credit, buf, cap);
+}
+
+int rr_xprt_rqst_marshal_general(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+				 uint32_t credit, uint8_t *buf, size_t cap)
 {
 	const struct rr_xprt_params *p = &r->params;
 	const struct rr_xprt_rqst_desc *d = &c->desc;
@@ -511,14 +619,7 @@ payload:
 		if (c->reply_reg >= 0)
 			s->reply_chunks++;
 	}
-	if (!c->outstanding) {
-		unsigned b = bucket(c->xid);
-
-		c->next = r->table[b];
-		r->table[b] = c;
-		c->outstanding = true;
-		r->outstanding++;
-	}
+	table_add(r, c);
 	return (int)off;
 }
 
@@ -612,13 +713,17 @@ static int check_writes(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 	return 0;
 }
 
-/* @out says R_DROP and nothing else: every field before pull_segs cleared
- * (the segments are read only up to pull_nsegs, 0 now). */
+/* @out says R_DROP and nothing else: every field before sink_len cleared
+ * (the per-sink ones are read only up to nsinks, 0 now; the segments only
+ * up to pull_nsegs, 0 now). */
 static void reply_reset(struct rr_xprt_reply *out)
 {
-	memset(out, 0, offsetof(struct rr_xprt_reply, pull_segs));
+	memset(out, 0, offsetof(struct rr_xprt_reply, sink_len));
 	out->kind = RR_XPRT_R_DROP;
 }
+
+_Static_assert(offsetof(struct rr_xprt_reply, sink_len) <= 64,
+	       "a Reply's cleared fields within 64 bytes");
 
 void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t len,
 		      bool has_inv, uint32_t inv_stag, struct rr_xprt_reply *out)
@@ -627,9 +732,59 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
 			       len, has_inv, inv_stag, out);
 }
 
+/* The common Reply checked in one pass: its header the short form
+ *   xid - 1 - credit - RDMA_MSG - 0 - 0 - 0 | xid - REPLY ...
+ * (RFC 8166 4.2, three empty lists; the Payload an RPC Reply, RFC 5531,
+ * of at least its XID and msg_type) within the receive inline threshold,
+ * for Call @c found by that XID, without invalidation (@has_inv false).
+ * Whatever @c provisioned, such a Reply is accepted by the general checks
+ * (no chunk comes back: a Write chunk left unused, a Reply chunk unused):
+ * @out is filled as rr_xprt_req_recv_found_general fills it, the same
+ * counters are counted and @c leaves the XID table. False: nothing
+ * touched, the general way decides. Proven equal to it by test
+ * xprt_reply_short_as_general and by fuzz_xprt. */
+static bool recv_short(struct rr_xprt_requester *r, struct rr_xprt_rqst *c, const uint8_t *buf,
+		       size_t len, bool has_inv, struct rr_xprt_reply *out)
+{
+	uint32_t credit;
+
+	if (!c || has_inv || len < RR_HDR_MIN_MSG_SIZE + 8 || len > r->lim.inline_threshold ||
+	    rr_get_be32(buf) != c->xid || rr_get_be32(buf + 4) != RR_HDR_VERSION ||
+	    rr_get_be32(buf + 12) != RR_HDR_MSG ||
+	    (rr_get_be32(buf + 16) | rr_get_be32(buf + 20) | rr_get_be32(buf + 24)) != 0 ||
+	    rr_get_be32(buf + RR_HDR_MIN_MSG_SIZE) != c->xid ||
+	    rr_get_be32(buf + RR_HDR_MIN_MSG_SIZE + 4) != 1u)
+		return false;
+	credit = rr_get_be32(buf + 8);
+	reply_reset(out);
+	out->kind = RR_XPRT_R_REPLY;
+	out->call = c;
+	out->credit = credit ? credit : 1;
+	out->payload = buf + RR_HDR_MIN_MSG_SIZE;
+	out->payload_len = (uint32_t)(len - RR_HDR_MIN_MSG_SIZE);
+	out->nsinks = c->desc.nsinks;
+	if (out->nsinks) {
+		memset(out->sink_len, 0, out->nsinks * sizeof(out->sink_len[0]));
+		memset(out->sink_placed, 0, out->nsinks * sizeof(out->sink_placed[0]));
+	}
+	if (r->stats)
+		r->stats->recvs++;
+	rr_xprt_rqst_forget(r, c);
+	return true;
+}
+
 void rr_xprt_req_recv_found(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 			    const uint8_t *buf, size_t len, bool has_inv, uint32_t inv_stag,
 			    struct rr_xprt_reply *out)
+{
+	if (RR_LIKELY(recv_short(r, c, buf, len, has_inv, out)))
+		return;
+	rr_xprt_req_recv_found_general(r, c, buf, len, has_inv, inv_stag, out);
+}
+
+void rr_xprt_req_recv_found_general(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+				    const uint8_t *buf, size_t len, bool has_inv,
+				    uint32_t inv_stag, struct rr_xprt_reply *out)
 {
 	const struct rr_xprt_params *p = &r->params;
 	struct rr_xprt_stats *s = r->stats;
@@ -666,6 +821,10 @@ void rr_xprt_req_recv_found(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 	out->call = c;
 	out->credit = h->credit ? h->credit : 1;
 	out->nsinks = c->desc.nsinks;
+	if (out->nsinks) {
+		memset(out->sink_len, 0, out->nsinks * sizeof(out->sink_len[0]));
+		memset(out->sink_placed, 0, out->nsinks * sizeof(out->sink_placed[0]));
+	}
 	if (h->proc == RR_HDR_ERROR) {
 		out->kind = RR_XPRT_R_ERROR;
 		out->err = h->err == RR_HDR_ERR_VERS ? -EPROTONOSUPPORT : -EREMOTEIO;

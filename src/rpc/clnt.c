@@ -28,16 +28,11 @@
 enum call_state { CALL_NEW, CALL_PENDING, CALL_DONE };
 
 struct rpcrdma_call {
-	struct rpcrdma_client *clnt;
-	struct rr_xprt_call xc;
-	/* kept as they are in a spare call (call_new): the argument buffer,
-	 * and the sinks, of which only the first nsinks are ever read */
-	struct rpcrdma_xdr_enc enc;
-	struct rpcrdma_ddp_sink sinks[RR_RPC_MAX_DDP];
-	struct rpcrdma_xdr_dec dec;
+	/* Cleared for every call (call_new), with the first
+	 * RR_XPRT_CALL_CLEAR bytes of xc: within 64 bytes each. */
+	struct rpcrdma_call *next, *prev;  /* client's pending list */
 	unsigned nsinks;
 	uint32_t timeout_ms;
-	uint64_t deadline;
 	enum call_state state;
 	int status;
 	bool have_reply;
@@ -56,17 +51,31 @@ struct rpcrdma_call {
 				     (run_fast), written before that */
 	bool taken;               /* fast, and taken into the pending list by
 				     another thread (sync_take; lock held) */
-	int abort_status;         /* abort_call's, while aborting */
 	int refs;                 /* timer/canceller holds while unlocked */
-	pthread_t abort_thread;   /* the thread inside the transport's abort()
-				     while aborting && refs */
+	struct rr_xprt_call xc;
+	/* Not cleared: each written before it is read. The argument buffer
+	 * and the sinks keep what a spare call held (the buffer is emptied;
+	 * only the first nsinks sinks are read); clnt in call_new; dec and
+	 * rst with have_reply (on_complete; dec read only when the call
+	 * succeeded); deadline, done and done_arg in call_fill; abort_status
+	 * and abort_thread with aborting; cb_thread with cb_thread_set;
+	 * run_thread with sync_run. */
+	struct rpcrdma_client *clnt;
+	struct rpcrdma_xdr_enc enc;
+	struct rpcrdma_ddp_sink sinks[RR_RPC_MAX_DDP];
+	struct rpcrdma_xdr_dec dec;
 	struct rpcrdma_rpc_status rst;
+	uint64_t deadline;
 	rpcrdma_call_done_fn done;
 	void *done_arg;
+	int abort_status;         /* abort_call's, while aborting */
+	pthread_t abort_thread;   /* the thread inside the transport's abort()
+				     while aborting && refs */
 	pthread_t cb_thread;
 	pthread_t run_thread;
-	struct rpcrdma_call *next, *prev;  /* client's pending list */
 };
+
+_Static_assert(offsetof(struct rpcrdma_call, xc) <= 64, "a call's cleared fields within 64 bytes");
 
 struct rpcrdma_client {
 	const struct rpcrdma_env *env;
@@ -125,22 +134,23 @@ static void clnt_wake(struct rpcrdma_client *c)
 		pthread_cond_broadcast(&c->cv);
 }
 
-/* A call object for @c: a spare one (every field but the argument buffer
- * and the sinks cleared, that buffer emptied) or a new one; NULL: no
- * memory. */
+/* A call object for @c: a spare one (the fields listed first in struct
+ * rpcrdma_call cleared, its argument buffer emptied) or a new one; NULL:
+ * no memory. */
 static struct rpcrdma_call *call_new(struct rpcrdma_client *c)
 {
-	bool fresh;
-	struct rpcrdma_call *call = rr_spare_take_zeroed(
-		&c->spare, c->env, sizeof(*call), offsetof(struct rpcrdma_call, enc),
-		offsetof(struct rpcrdma_call, dec) - offsetof(struct rpcrdma_call, enc), &fresh);
+	struct rpcrdma_call *call = rr_spare_take(&c->spare);
 
-	if (!call)
-		return NULL;
-	if (fresh)
-		rr_xbuf_enc_init(&call->enc, c->env, c->max_msg);
-	else
+	if (call) {
+		memset(call, 0, offsetof(struct rpcrdma_call, xc));
+		memset(&call->xc, 0, RR_XPRT_CALL_CLEAR);
 		rr_xbuf_enc_reset(&call->enc);
+	} else {
+		call = rr_zalloc(c->env, sizeof(*call));
+		if (!call)
+			return NULL;
+		rr_xbuf_enc_init(&call->enc, c->env, c->max_msg);
+	}
 	call->clnt = c;
 	return call;
 }

@@ -46,7 +46,7 @@ void rr_xbuf_enc_truncate(struct rpcrdma_xdr_enc *e, size_t len)
 	e->error = 0;
 }
 
-uint8_t *rr_xbuf_enc_room(struct rpcrdma_xdr_enc *e, size_t n)
+uint8_t *rr_xbuf_enc_grow(struct rpcrdma_xdr_enc *e, size_t n)
 {
 	uint8_t *p;
 

@@ -86,9 +86,25 @@ void rr_xbuf_enc_free(struct rpcrdma_xdr_enc *e);
 /* Drops everything encoded after inline length @len, DDP items included,
  * and clears the sticky error. */
 void rr_xbuf_enc_truncate(struct rpcrdma_xdr_enc *e, size_t len);
+/* rr_xbuf_enc_room's every case (the buffer grown when it must). */
+uint8_t *rr_xbuf_enc_grow(struct rpcrdma_xdr_enc *e, size_t n);
+
 /* Appends @n inline bytes (uninitialised) and returns them, or NULL with
- * the sticky error set (-EMSGSIZE above the limit, -ENOMEM). */
-uint8_t *rr_xbuf_enc_room(struct rpcrdma_xdr_enc *e, size_t n);
+ * the sticky error set (-EMSGSIZE above the limit, -ENOMEM). Inline when
+ * they fit the buffer as it is (the same checks, in the same order as
+ * rr_xbuf_enc_grow's); anything else is rr_xbuf_enc_grow's. */
+static inline uint8_t *rr_xbuf_enc_room(struct rpcrdma_xdr_enc *e, size_t n)
+{
+	uint8_t *p;
+
+	if (RR_UNLIKELY(e->error || n > e->max || e->xdr_len > e->max - n ||
+			e->cap - e->len < n))
+		return rr_xbuf_enc_grow(e, n);
+	p = e->buf + e->len;
+	e->len += n;
+	e->xdr_len += n;
+	return p;
+}
 
 /* Four zero bytes (XDR pad source for transports that send pads). */
 const uint8_t *rr_xbuf_zero_pad(void);

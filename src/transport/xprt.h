@@ -208,28 +208,38 @@ struct rr_xprt_msg {
 };
 
 struct rr_xprt_call {
-	/* Set by the RPC layer before submit, read-only for the transport. */
-	uint32_t xid;
-	struct rr_xprt_msg msg;
-	const struct rpcrdma_ddp_sink *sinks;
-	unsigned nsinks;
-	size_t reply_hint;            /* 0: unknown */
+	/* Cleared when the RPC layer makes the call (these first
+	 * RR_XPRT_CALL_CLEAR bytes, kept within 64: a few stores, not a
+	 * string instruction per word); every field after them is written
+	 * before it is read. */
+	size_t reply_hint;            /* 0: unknown (RPC layer) */
 	size_t reply_min;             /* smallest Reply expected (0: none known) */
-	bool caller_waits;            /* wait() follows submit() (sync call) */
-	/* Set by the transport before the complete upcall. */
-	int status;
-	const uint8_t *reply;
-	size_t reply_len;
-	uint32_t placed[RR_RPC_MAX_DDP];
 	void *reply_buf;              /* transport's handle for release_reply */
-	bool reply_via_read;          /* RDMA: pulled from a responder-provided
-					 Read chunk (reliable reply) */
 	/* Transport-private. */
 	void *xp_priv;
 	struct rr_xprt_call *xp_next;
 	uint32_t xp_flags;
 	int xp_status;
+	bool caller_waits;            /* wait() follows submit() (sync call;
+					 RPC layer) */
+	bool reply_via_read;          /* RDMA: pulled from a responder-provided
+					 Read chunk (reliable reply); set by the
+					 transport before the complete upcall */
+	/* Set by the RPC layer before submit, read-only for the transport. */
+	uint32_t xid;
+	struct rr_xprt_msg msg;
+	const struct rpcrdma_ddp_sink *sinks;
+	unsigned nsinks;
+	/* Set by the transport before the complete upcall (placed: for each
+	 * of the first nsinks). */
+	int status;
+	const uint8_t *reply;
+	size_t reply_len;
+	uint32_t placed[RR_RPC_MAX_DDP];
 };
+
+#define RR_XPRT_CALL_CLEAR offsetof(struct rr_xprt_call, xid)
+_Static_assert(RR_XPRT_CALL_CLEAR <= 64, "a call's cleared fields within 64 bytes");
 
 struct rr_xprt_client;
 struct rr_loop;

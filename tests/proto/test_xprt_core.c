@@ -830,6 +830,36 @@ TEST(xprt_requester_discards_malformed)
 #undef W0
 }
 
+/* A Reply that returns fewer Write chunks than the Call provisioned (here
+ * none of one): the sinks it did not fill read as 0 bytes, not placed,
+ * whatever the caller's result struct held before (rr_xprt_req_recv
+ * clears the per-sink fields only for the Call's sinks). */
+TEST(xprt_reply_unreturned_sinks_read_zero)
+{
+	static struct reqfix f;
+	static struct rr_hdr h;
+	struct rr_xprt_reply res;
+	uint8_t buf[4096];
+	size_t n;
+
+	reqfix_init(&f, 100);
+	REQUIRE_EQ(f.c->desc.nsinks, 1u);
+	REQUIRE(!f.c->results_inline);   /* a Write chunk was provisioned */
+	rr_hdr_init(&h, 0x55, 10, RR_HDR_MSG);   /* empty Write list */
+	n = mk_reply_msg(buf, &h, 0x55, 16);
+	memset(&res, 0xff, sizeof(res));
+	rr_xprt_req_recv(&f.req, buf, n, false, 0, &res);
+	REQUIRE_EQ(res.kind, RR_XPRT_R_REPLY);
+	CHECK_EQ(res.nsinks, 1u);
+	CHECK_EQ(res.sink_len[0], 0u);
+	CHECK(!res.sink_placed[0]);
+	CHECK(res.inv_other == NULL);
+	CHECK_EQ(res.payload_len, 16u);
+	rr_xprt_rqst_release(&f.req, f.c);
+	rr_xprt_req_fini(&f.req);
+	CHECK_EQ(f.te.live, 0);
+}
+
 TEST(xprt_requester_rdma_error_completes)
 {
 	static struct reqfix f;

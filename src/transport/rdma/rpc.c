@@ -177,7 +177,13 @@ static struct rpc_wrap *cl_wrap(struct rr_xprt_client *x, struct rr_xprt_call *c
 		if (!w)
 			return NULL;
 	}
-	w->rpc = (struct rr_conn_rpc){0};
+	/* Not cleared whole (~190 bytes, a string store per word): the
+	 * inputs are written here, the outputs and `lent` by rr_conn_submit
+	 * before the session reads them, xdone and xnext by the submit; the
+	 * rest (xbc, a server's) is never read for a Call. */
+	w->rpc.user = NULL;
+	w->rpc.priv = NULL;
+	w->rpc.lent = NULL;
 	w->call = call;
 	w->rpc.xid = call->xid;
 	w->rpc.nparts = msg_parts(&call->msg, w->parts);
