@@ -38,6 +38,16 @@ static uint32_t chunk_size(const struct rr_mrt *t)
 	return RR_MIN(RR_MRT_CHUNK, t->nslots);
 }
 
+/* A chunk's bytes. Its memory comes mapped zero-filled (rr_alloc_pages):
+ * resident only as far as slots are used. From the allocator, calloc on a
+ * progress thread cleared the chunk: 7 page faults in that memset at the
+ * first registration of a fresh server, on the path to its first MPA
+ * Reply (issue 16 part AT). */
+static size_t chunk_bytes(const struct rr_mrt *t)
+{
+	return (size_t)chunk_size(t) * sizeof(struct rr_mrt_entry);
+}
+
 static struct rr_mrt_entry *slot_entry(struct rr_mrt *t, uint32_t slot)
 {
 	uint32_t cs = chunk_size(t);
@@ -74,7 +84,7 @@ void rr_mrt_fini(struct rr_mrt *t)
 	if (!t || !t->chunks)
 		return;
 	for (uint32_t i = 0; i < t->nchunks; i++)
-		rr_free(t->env, t->chunks[i]);
+		rr_free_pages(t->env, t->chunks[i], chunk_bytes(t));
 	rr_free(t->env, t->chunks);
 	t->chunks = NULL;
 	memset(t->rnd, 0, sizeof(t->rnd));
@@ -148,7 +158,7 @@ static int slot_get(struct rr_mrt *t, uint32_t *slotp, struct rr_mrt_entry **ep)
 
 			slot = t->next_unused;
 			if (!t->chunks[slot / cs]) {
-				t->chunks[slot / cs] = rr_zalloc(t->env, cs * sizeof(struct rr_mrt_entry));
+				t->chunks[slot / cs] = rr_alloc_pages(t->env, chunk_bytes(t));
 				if (!t->chunks[slot / cs])
 					return -ENOMEM;
 			}

@@ -318,7 +318,9 @@ static void go_rdma(struct soft_id *id, bool active)
 	int fd = id->obj.fd;
 
 	rr_soft_obj_del(id->ctx, &id->obj);
-	qp->fpdu_max = rr_soft_sock_fpdu_max(fd);
+	/* the family from the peer's address (connect's, or accept's): no
+	 * getsockname on the path to the first Call (issue 16 part AT) */
+	qp->fpdu_max = rr_soft_sock_fpdu_max(fd, id->peerlen ? id->peer.ss_family : AF_UNSPEC);
 	/* before the QP is shared (rr_soft_qp_connected publishes it) */
 	qp->fast_ok = id->ctx->fast_wait && rr_soft_sock_fast_setup(fd) == 0;
 	rr_soft_qp_connected(qp, fd, &id->conn, id->commit, id->commit && !active);

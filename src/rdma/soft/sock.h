@@ -37,9 +37,10 @@ int rr_soft_sock_fast_setup(int fd);
 int rr_soft_sock_check_cc(struct soft_ctx *c, const char *name);
 /* TCP_NODELAY and the context's congestion control on a new socket. */
 void rr_soft_sock_opts(struct soft_ctx *c, int fd);
-/* The FPDU size for a connected socket: the path's MSS (one FPDU per TCP
+/* The FPDU size for a connected socket of address family @family
+ * (AF_UNSPEC: asked of the socket): the path's MSS (one FPDU per TCP
  * segment, as siw). */
-size_t rr_soft_sock_fpdu_max(int fd);
+size_t rr_soft_sock_fpdu_max(int fd, int family);
 /* Writes a small frame (an MPA Request, Reply or Reject) completely: 0 or
  * -errno. */
 int rr_soft_sock_write_all(int fd, const uint8_t *b, size_t n);

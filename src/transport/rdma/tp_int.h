@@ -405,6 +405,7 @@ struct tp_pool {
 	uint32_t rsize;
 	struct tp_chunk *chunks;
 	uint32_t nchunks;
+	uint32_t hi;                 /* chunks [hi, nchunks) are not mapped */
 	uint32_t limit;              /* low-water mark armed (0: none) */
 	uint32_t conns;              /* connections made on it, not yet freed */
 	uint64_t empty_since;        /* ns: when its last connection was freed */
