@@ -177,14 +177,56 @@ void rr_soft_balance_one(struct soft_ctx *c, struct soft_qp *qp, uint64_t now)
 	c->bal_next = RR_MIN(c->bal_next, balance_qp(qp, now));
 }
 
-uint64_t rr_soft_balance(struct soft_ctx *c, uint64_t now)
+/* The general walk: every connected QP, through the list of ids. */
+uint64_t rr_soft_balance_all(struct soft_ctx *c, uint64_t now)
 {
 	uint64_t next = UINT64_MAX;
 
 	for (struct soft_id *id = c->ids; id; id = id->next_all) {
 		if (!id->qp || id->state != IDS_CONNECTED)
 			continue; /* rr_soft_qp_hand checks the QP state under tx_lock */
+		c->bal_visits++;
 		next = RR_MIN(next, balance_qp(id->qp, now));
+	}
+	c->bal_next = next;
+	return next;
+}
+
+/* The walk by CQ. A CQ that is attended (until @u != 0) and serves none
+ * of its QPs from the progress thread (handed == 0) needs no look at its
+ * QPs: each is attended at least until @u (qp_attended_until takes the
+ * later of its two CQs, or UINT64_MAX while a caller receives for it) and
+ * none is in the thread's set, so balance_qp would hand nothing; @u goes
+ * into the deadline for them (no later than any of theirs: the thread
+ * may look earlier than the general walk would, never later). Every other
+ * CQ's connected QPs get balance_qp, as in the general walk (a QP of two
+ * such CQs twice: the second finds nothing to change). handed only
+ * changes under ctx->lock, held here. Equal in what it hands to
+ * rr_soft_balance_all (tests/soft/test_lease_walk.c). */
+uint64_t rr_soft_balance(struct soft_ctx *c, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+
+	for (struct soft_cq *q = c->cqs; q; q = q->next_cq) {
+		uint64_t u;
+
+		if (!__atomic_load_n(&q->nlive, __ATOMIC_RELAXED))
+			continue; /* no QP: nothing to hand, no deadline */
+		u = cq_attended_until(q, now);
+		if (u != 0 && atomic_load(&q->handed) == 0) {
+			next = RR_MIN(next, u);
+			continue;
+		}
+		pthread_mutex_lock(&q->qlock);
+		for (uint32_t i = 0; i < q->nslots; i++) {
+			struct soft_qp *qp = q->slots[i].qp;
+
+			if (!qp || !qp->id || qp->id->state != IDS_CONNECTED)
+				continue;
+			c->bal_visits++;
+			next = RR_MIN(next, balance_qp(qp, now));
+		}
+		pthread_mutex_unlock(&q->qlock);
 	}
 	c->bal_next = next;
 	return next;

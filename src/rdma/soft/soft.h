@@ -200,7 +200,9 @@ struct soft_ctx {
 	uint32_t tx_copy_max;        /* SOFT_TX_COPY_MAX or RPCRDMA_SOFT_TXCOPY */
 	uint32_t rx_reads;           /* SOFT_RX_READS or RPCRDMA_SOFT_PERTURB's */
 	pthread_mutex_t cq_lock;     /* cqs (a leaf lock: rr_soft_chan_push) */
-	struct soft_cq *cqs;         /* every CQ (cq_lock), for interrupts */
+	struct soft_cq *cqs;         /* every CQ, for interrupts and the lease
+					walk: changed with lock and cq_lock
+					held, read with either */
 	/* The progress thread looks at its deadlines again by this time (the
 	 * environment's clock), UINT64_MAX: not before something wakes it; 0:
 	 * a wake-up is on its way. A consumer that leaves a CQ (its last
@@ -212,6 +214,9 @@ struct soft_ctx {
 	 * walk over every connected QP (the one it connected is balanced
 	 * alone, rr_soft_balance_one). */
 	uint64_t bal_next;
+	/* (lock) connected QPs the walks looked at (rr_soft_balance, _all):
+	 * tests read it */
+	uint64_t bal_visits;
 	/* a consumer left a CQ (rr_soft_lease_check): the wake-up that
 	 * follows balances every connected QP; the other wake-ups (a new
 	 * handshake's or QP's deadline) only look at the deadlines */
