@@ -24,6 +24,11 @@ void rr_soft_obj_add(struct soft_ctx *c, struct soft_obj *o, uint32_t events)
 	if (o->in_epoll || o->fd < 0)
 		return;
 	if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, o->fd, &ev) == 0) {
+		for (uint32_t i = 0; i < c->ngone; i++)
+			if (c->gone[i] == o) { /* back: its events count again */
+				c->gone[i] = c->gone[--c->ngone];
+				break;
+			}
 		o->in_epoll = true;
 		o->events = events;
 		o->next = c->live.next;
@@ -52,6 +57,10 @@ void rr_soft_obj_del(struct soft_ctx *c, struct soft_obj *o)
 	o->prev->next = o->next;
 	o->next->prev = o->prev;
 	o->prev = o->next = NULL;
+	if (c->ngone < SOFT_GONE_MAX)
+		c->gone[c->ngone++] = o;
+	else
+		c->gone_over = true;
 }
 
 bool rr_soft_obj_live(struct soft_ctx *c, struct soft_obj *o)
@@ -60,6 +69,27 @@ bool rr_soft_obj_live(struct soft_ctx *c, struct soft_obj *o)
 		if (p == o)
 			return true;
 	return false;
+}
+
+/* An event names an object that was in the set while the thread waited
+ * (every removal is made under ctx->lock, which the thread held when it
+ * forgot the departures before its wait): it is in the set still unless
+ * it left since and did not come back, which c->gone says without a walk
+ * over the set (one look per departure of this turn). */
+bool rr_soft_obj_live_since(struct soft_ctx *c, struct soft_obj *o)
+{
+	if (c->gone_over)
+		return rr_soft_obj_live(c, o);
+	for (uint32_t i = 0; i < c->ngone; i++)
+		if (c->gone[i] == o)
+			return false;
+	return true;
+}
+
+void rr_soft_gone_forget(struct soft_ctx *c)
+{
+	c->ngone = 0;
+	c->gone_over = false;
 }
 
 void rr_soft_wake(struct soft_ctx *ctx)

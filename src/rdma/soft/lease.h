@@ -15,6 +15,13 @@ void rr_soft_obj_del(struct soft_ctx *c, struct soft_obj *o);
 /* Whether @o is still in the set (ctx->lock held): an event read before it
  * left is dropped. */
 bool rr_soft_obj_live(struct soft_ctx *c, struct soft_obj *o);
+/* The same for an object an event of the progress thread's latest wait
+ * names, without a walk over the set (ctx->lock held; equal to
+ * rr_soft_obj_live for such an object: tests/soft/test_epoll_set.c);
+ * rr_soft_gone_forget, called by the thread before each wait with the
+ * lock held, starts the count of departures it looks at. */
+bool rr_soft_obj_live_since(struct soft_ctx *c, struct soft_obj *o);
+void rr_soft_gone_forget(struct soft_ctx *c);
 /* Wakes the progress thread: it looks at its deadlines. */
 void rr_soft_wake(struct soft_ctx *ctx);
 /* The progress thread serves (@on) or leaves the QP's socket; ctx->lock

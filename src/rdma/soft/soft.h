@@ -169,6 +169,10 @@ struct soft_qp;
 
 enum soft_obj_type { SOFT_OBJ_WAKE = 1, SOFT_OBJ_LISTEN, SOFT_OBJ_HANDSHAKE, SOFT_OBJ_QP };
 
+/* Objects that may leave the progress thread's epoll set during one turn
+ * of it before its liveness check falls back to a walk over the set. */
+#define SOFT_GONE_MAX 16
+
 struct soft_obj {
 	enum soft_obj_type type;
 	int fd;
@@ -217,6 +221,15 @@ struct soft_ctx {
 	/* (lock) connected QPs the walks looked at (rr_soft_balance, _all):
 	 * tests read it */
 	uint64_t bal_visits;
+	/* (lock) the objects that left the epoll set since the progress
+	 * thread last went to wait (rr_soft_obj_del; one that comes back,
+	 * rr_soft_obj_add, is taken off), compared by address, never read:
+	 * an event of one of them is dropped (rr_soft_obj_live_since).
+	 * gone_over: more than SOFT_GONE_MAX left, the walk over live
+	 * decides until the next wait. */
+	struct soft_obj *gone[SOFT_GONE_MAX];
+	uint32_t ngone;
+	bool gone_over;
 	/* a consumer left a CQ (rr_soft_lease_check): the wake-up that
 	 * follows balances every connected QP; the other wake-ups (a new
 	 * handshake's or QP's deadline) only look at the deadlines */
