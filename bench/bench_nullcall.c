@@ -16,7 +16,10 @@
  * callgrind_control -z / -d) counts per call with many connections active
  * (docs/PERFORMANCE.md "Issue 16 part P"); with --pause it connects
  * (one synchronous call each), prints "connected" on stderr and waits
- * for a line on stdin before the calls. It prints the calls made, their
+ * for a line on stdin before the calls, and after them prints "called"
+ * and waits for another line before it tears the connections down (the
+ * calls counted apart from connect and teardown, as issue 16 part AQ
+ * did). It prints the calls made, their
  * rate and this process's CPU time per call.
  *   bench_nullcall clients URL C K [--pause]  (rdma:// or tcp://)
  * The "read" mode makes N synchronous READ calls (procedure 1: the server
@@ -387,6 +390,16 @@ static int rr_clients(const char *url, long nconn, long k, bool pause_first)
 		       "user %.2f sys %.2f\n", cs.calls, nconn, secs, (double)cs.calls / secs,
 		       tv_us(r0.ru_utime, r1.ru_utime) / (double)cs.calls,
 		       tv_us(r0.ru_stime, r1.ru_stime) / (double)cs.calls);
+	}
+	if (pause_first) {
+		char line[16];
+
+		/* the calls' counts apart from the teardown (a profiler
+		 * attached to the server dumps now) */
+		fflush(stdout);
+		fprintf(stderr, "called\n");
+		if (!fgets(line, sizeof(line), stdin))
+			line[0] = 0;
 	}
 	for (long i = 0; i < made; i++)
 		rpcrdma_client_destroy(sl[i].c);

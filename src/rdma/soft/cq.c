@@ -286,10 +286,12 @@ int rr_soft_create_cq(struct rr_context *ctx, const struct rpcrdma_cq_attr *attr
 	pthread_mutex_init(&q->qlock, NULL);
 	q->ctx = sctx(ctx);
 	q->base.cqe = attr->cqe ? attr->cqe : 1;
+	pthread_mutex_lock(&q->ctx->lock);   /* the lease walk reads cqs */
 	pthread_mutex_lock(&q->ctx->cq_lock);
 	q->next_cq = q->ctx->cqs;
 	q->ctx->cqs = q;
 	pthread_mutex_unlock(&q->ctx->cq_lock);
+	pthread_mutex_unlock(&q->ctx->lock);
 	*out = &q->base;
 	return 0;
 }
@@ -298,6 +300,7 @@ int rr_soft_destroy_cq(struct rr_cq *cq)
 {
 	struct soft_cq *q = scq_of(cq);
 
+	pthread_mutex_lock(&q->ctx->lock);   /* the lease walk reads cqs */
 	pthread_mutex_lock(&q->ctx->cq_lock);
 	for (struct soft_cq **p = &q->ctx->cqs; *p; p = &(*p)->next_cq)
 		if (*p == q) {
@@ -305,6 +308,7 @@ int rr_soft_destroy_cq(struct rr_cq *cq)
 			break;
 		}
 	pthread_mutex_unlock(&q->ctx->cq_lock);
+	pthread_mutex_unlock(&q->ctx->lock);
 	cq_fds_fini(q);
 	rr_cq_ring_fini(&q->ring);
 	pthread_mutex_destroy(&q->qlock);

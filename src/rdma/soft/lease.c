@@ -24,6 +24,11 @@ void rr_soft_obj_add(struct soft_ctx *c, struct soft_obj *o, uint32_t events)
 	if (o->in_epoll || o->fd < 0)
 		return;
 	if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, o->fd, &ev) == 0) {
+		for (uint32_t i = 0; i < c->ngone; i++)
+			if (c->gone[i] == o) { /* back: its events count again */
+				c->gone[i] = c->gone[--c->ngone];
+				break;
+			}
 		o->in_epoll = true;
 		o->events = events;
 		o->next = c->live.next;
@@ -52,6 +57,10 @@ void rr_soft_obj_del(struct soft_ctx *c, struct soft_obj *o)
 	o->prev->next = o->next;
 	o->next->prev = o->prev;
 	o->prev = o->next = NULL;
+	if (c->ngone < SOFT_GONE_MAX)
+		c->gone[c->ngone++] = o;
+	else
+		c->gone_over = true;
 }
 
 bool rr_soft_obj_live(struct soft_ctx *c, struct soft_obj *o)
@@ -60,6 +69,27 @@ bool rr_soft_obj_live(struct soft_ctx *c, struct soft_obj *o)
 		if (p == o)
 			return true;
 	return false;
+}
+
+/* An event names an object that was in the set while the thread waited
+ * (every removal is made under ctx->lock, which the thread held when it
+ * forgot the departures before its wait): it is in the set still unless
+ * it left since and did not come back, which c->gone says without a walk
+ * over the set (one look per departure of this turn). */
+bool rr_soft_obj_live_since(struct soft_ctx *c, struct soft_obj *o)
+{
+	if (c->gone_over)
+		return rr_soft_obj_live(c, o);
+	for (uint32_t i = 0; i < c->ngone; i++)
+		if (c->gone[i] == o)
+			return false;
+	return true;
+}
+
+void rr_soft_gone_forget(struct soft_ctx *c)
+{
+	c->ngone = 0;
+	c->gone_over = false;
 }
 
 void rr_soft_wake(struct soft_ctx *ctx)
@@ -177,14 +207,56 @@ void rr_soft_balance_one(struct soft_ctx *c, struct soft_qp *qp, uint64_t now)
 	c->bal_next = RR_MIN(c->bal_next, balance_qp(qp, now));
 }
 
-uint64_t rr_soft_balance(struct soft_ctx *c, uint64_t now)
+/* The general walk: every connected QP, through the list of ids. */
+uint64_t rr_soft_balance_all(struct soft_ctx *c, uint64_t now)
 {
 	uint64_t next = UINT64_MAX;
 
 	for (struct soft_id *id = c->ids; id; id = id->next_all) {
 		if (!id->qp || id->state != IDS_CONNECTED)
 			continue; /* rr_soft_qp_hand checks the QP state under tx_lock */
+		c->bal_visits++;
 		next = RR_MIN(next, balance_qp(id->qp, now));
+	}
+	c->bal_next = next;
+	return next;
+}
+
+/* The walk by CQ. A CQ that is attended (until @u != 0) and serves none
+ * of its QPs from the progress thread (handed == 0) needs no look at its
+ * QPs: each is attended at least until @u (qp_attended_until takes the
+ * later of its two CQs, or UINT64_MAX while a caller receives for it) and
+ * none is in the thread's set, so balance_qp would hand nothing; @u goes
+ * into the deadline for them (no later than any of theirs: the thread
+ * may look earlier than the general walk would, never later). Every other
+ * CQ's connected QPs get balance_qp, as in the general walk (a QP of two
+ * such CQs twice: the second finds nothing to change). handed only
+ * changes under ctx->lock, held here. Equal in what it hands to
+ * rr_soft_balance_all (tests/soft/test_lease_walk.c). */
+uint64_t rr_soft_balance(struct soft_ctx *c, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+
+	for (struct soft_cq *q = c->cqs; q; q = q->next_cq) {
+		uint64_t u;
+
+		if (!__atomic_load_n(&q->nlive, __ATOMIC_RELAXED))
+			continue; /* no QP: nothing to hand, no deadline */
+		u = cq_attended_until(q, now);
+		if (u != 0 && atomic_load(&q->handed) == 0) {
+			next = RR_MIN(next, u);
+			continue;
+		}
+		pthread_mutex_lock(&q->qlock);
+		for (uint32_t i = 0; i < q->nslots; i++) {
+			struct soft_qp *qp = q->slots[i].qp;
+
+			if (!qp || !qp->id || qp->id->state != IDS_CONNECTED)
+				continue;
+			c->bal_visits++;
+			next = RR_MIN(next, balance_qp(qp, now));
+		}
+		pthread_mutex_unlock(&q->qlock);
 	}
 	c->bal_next = next;
 	return next;

@@ -15,6 +15,13 @@ void rr_soft_obj_del(struct soft_ctx *c, struct soft_obj *o);
 /* Whether @o is still in the set (ctx->lock held): an event read before it
  * left is dropped. */
 bool rr_soft_obj_live(struct soft_ctx *c, struct soft_obj *o);
+/* The same for an object an event of the progress thread's latest wait
+ * names, without a walk over the set (ctx->lock held; equal to
+ * rr_soft_obj_live for such an object: tests/soft/test_epoll_set.c);
+ * rr_soft_gone_forget, called by the thread before each wait with the
+ * lock held, starts the count of departures it looks at. */
+bool rr_soft_obj_live_since(struct soft_ctx *c, struct soft_obj *o);
+void rr_soft_gone_forget(struct soft_ctx *c);
 /* Wakes the progress thread: it looks at its deadlines. */
 void rr_soft_wake(struct soft_ctx *ctx);
 /* The progress thread serves (@on) or leaves the QP's socket; ctx->lock
@@ -27,8 +34,14 @@ void rr_soft_qp_hand(struct soft_qp *qp, bool on);
 void rr_soft_lease_check(struct soft_cq *q);
 /* Hands QPs nobody attends to the progress thread and takes attended ones
  * back from it (ctx->lock held). Returns the earliest moment a QP left
- * with its consumer could stop being attended (UINT64_MAX: none). */
+ * with its consumer could stop being attended (UINT64_MAX: none), or an
+ * earlier one. rr_soft_balance walks by CQ and skips the QPs of a CQ that
+ * is attended and serves none of them from the thread (the common case:
+ * no look at each connection every lease); rr_soft_balance_all is the
+ * general walk over every connected QP, which it must equal in what it
+ * hands over (tests/soft/test_lease_walk.c). */
 uint64_t rr_soft_balance(struct soft_ctx *c, uint64_t now);
+uint64_t rr_soft_balance_all(struct soft_ctx *c, uint64_t now);
 /* The same for one QP just connected (ctx->lock held): a consumer already
  * attending its CQ takes it at once, without a walk over every QP. Both
  * keep ctx->bal_next, the earliest moment a walk is due. */

@@ -72,7 +72,7 @@ static void *progress_main(void *arg)
 					look_bal = true;
 				continue;
 			}
-			if (!rr_soft_obj_live(c, o))
+			if (!rr_soft_obj_live_since(c, o))
 				continue;
 			switch (o->type) {
 			case SOFT_OBJ_LISTEN:
@@ -118,6 +118,9 @@ static void *progress_main(void *arg)
 		}
 		timeout = sleep_ms(c, next, now);
 		atomic_store(&c->sleep_until, next);
+		/* what leaves the set from now on may still have an event in
+		 * the coming wait */
+		rr_soft_gone_forget(c);
 		pthread_mutex_unlock(&c->lock);
 	}
 	return NULL;

@@ -169,6 +169,10 @@ struct soft_qp;
 
 enum soft_obj_type { SOFT_OBJ_WAKE = 1, SOFT_OBJ_LISTEN, SOFT_OBJ_HANDSHAKE, SOFT_OBJ_QP };
 
+/* Objects that may leave the progress thread's epoll set during one turn
+ * of it before its liveness check falls back to a walk over the set. */
+#define SOFT_GONE_MAX 16
+
 struct soft_obj {
 	enum soft_obj_type type;
 	int fd;
@@ -200,7 +204,9 @@ struct soft_ctx {
 	uint32_t tx_copy_max;        /* SOFT_TX_COPY_MAX or RPCRDMA_SOFT_TXCOPY */
 	uint32_t rx_reads;           /* SOFT_RX_READS or RPCRDMA_SOFT_PERTURB's */
 	pthread_mutex_t cq_lock;     /* cqs (a leaf lock: rr_soft_chan_push) */
-	struct soft_cq *cqs;         /* every CQ (cq_lock), for interrupts */
+	struct soft_cq *cqs;         /* every CQ, for interrupts and the lease
+					walk: changed with lock and cq_lock
+					held, read with either */
 	/* The progress thread looks at its deadlines again by this time (the
 	 * environment's clock), UINT64_MAX: not before something wakes it; 0:
 	 * a wake-up is on its way. A consumer that leaves a CQ (its last
@@ -212,6 +218,18 @@ struct soft_ctx {
 	 * walk over every connected QP (the one it connected is balanced
 	 * alone, rr_soft_balance_one). */
 	uint64_t bal_next;
+	/* (lock) connected QPs the walks looked at (rr_soft_balance, _all):
+	 * tests read it */
+	uint64_t bal_visits;
+	/* (lock) the objects that left the epoll set since the progress
+	 * thread last went to wait (rr_soft_obj_del; one that comes back,
+	 * rr_soft_obj_add, is taken off), compared by address, never read:
+	 * an event of one of them is dropped (rr_soft_obj_live_since).
+	 * gone_over: more than SOFT_GONE_MAX left, the walk over live
+	 * decides until the next wait. */
+	struct soft_obj *gone[SOFT_GONE_MAX];
+	uint32_t ngone;
+	bool gone_over;
 	/* a consumer left a CQ (rr_soft_lease_check): the wake-up that
 	 * follows balances every connected QP; the other wake-ups (a new
 	 * handshake's or QP's deadline) only look at the deadlines */
