@@ -27,7 +27,14 @@
  * the transport offers one, as rpcrdma-bench's READ does), so that the
  * same counts (callgrind, strace -c, perf stat) can be taken per 64 KiB
  * READ (docs/PERFORMANCE.md "Issue 16 part T").
- *   bench_nullcall read URL N SIZE             (SIZE <= 1 MiB) */
+ *   bench_nullcall read URL N SIZE             (SIZE <= 1 MiB)
+ * The "areads" mode is the "clients" mode with READs of SIZE bytes in
+ * place of the NULL calls (a sink per connection), as rpcrdma-bench's scale
+ * workload makes its 64 KiB READs: at C = 1 the per-READ counts of its N = 1
+ * point, where the Reply is taken and the next Call made by the client's
+ * progress loop (the completion callback), not by a synchronous caller
+ * (docs/PERFORMANCE.md "Issue 16 part AU").
+ *   bench_nullcall areads URL C K SIZE         (rdma:// or tcp://) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
@@ -285,6 +292,8 @@ static int rr_reads(const char *url, long n, uint32_t size, char *sink)
 struct cslot {
 	struct rpcrdma_client *c;
 	long left;                  /* calls still to make */
+	char *sink;                 /* READ's result (areads), else NULL */
+	uint32_t size;              /* READ's size (areads) */
 };
 
 static struct {
@@ -300,11 +309,20 @@ static void cs_done(struct rpcrdma_call *call, int status, void *arg);
 static int cs_start(struct cslot *sl)
 {
 	struct rpcrdma_call *call;
-	int rc = rpcrdma_call_create(sl->c, 0, &call);
+	int rc = rpcrdma_call_create(sl->c, sl->sink ? BENCH_READ : 0, &call);
 
 	if (rc)
 		return rc;
-	rc = rpcrdma_call_start(call, cs_done, sl);
+	if (sl->sink) {
+		struct rpcrdma_ddp_sink sk = {sl->sink, sl->size};
+
+		rc = rpcrdma_xdr_put_u32(rpcrdma_call_args(call), sl->size);
+		if (!rc)
+			rc = rpcrdma_call_set_sinks(call, &sk, 1);
+		rpcrdma_call_set_reply_hint(call, 64);
+	}
+	if (!rc)
+		rc = rpcrdma_call_start(call, cs_done, sl);
 	if (rc)
 		rpcrdma_call_destroy(call);
 	return rc;
@@ -315,6 +333,14 @@ static void cs_done(struct rpcrdma_call *call, int status, void *arg)
 	struct cslot *sl = arg;
 	int rc = status;
 
+	if (!rc && sl->sink) {
+		const void *p;
+		uint32_t len = 0;
+
+		rc = rpcrdma_xdr_get_ddp(rpcrdma_call_results(call), &p, &len);
+		if (!rc && len != sl->size)
+			rc = -EBADMSG;
+	}
 	rpcrdma_call_destroy(call);
 	pthread_mutex_lock(&cs.mu);
 	if (!rc)
@@ -335,7 +361,7 @@ static double tv_us(struct timeval a, struct timeval b)
 	return (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_usec - a.tv_usec);
 }
 
-static int rr_clients(const char *url, long nconn, long k, bool pause_first)
+static int rr_clients(const char *url, long nconn, long k, bool pause_first, uint32_t size)
 {
 	struct cslot *sl = calloc((size_t)nconn, sizeof(*sl));
 	struct timespec t0, t1;
@@ -355,6 +381,12 @@ static int rr_clients(const char *url, long nconn, long k, bool pause_first)
 			rpcrdma_call_destroy(call);
 		}
 		sl[i].left = k;
+		sl[i].size = size;
+		if (size && !(sl[i].sink = malloc(size))) {
+			rc = -ENOMEM;
+			made++;
+			break;
+		}
 	}
 	if (!rc && pause_first) {
 		char line[16];
@@ -401,8 +433,10 @@ static int rr_clients(const char *url, long nconn, long k, bool pause_first)
 		if (!fgets(line, sizeof(line), stdin))
 			line[0] = 0;
 	}
-	for (long i = 0; i < made; i++)
+	for (long i = 0; i < made; i++) {
 		rpcrdma_client_destroy(sl[i].c);
+		free(sl[i].sink);
+	}
 	free(sl);
 	if (rc)
 		fprintf(stderr, "bench_nullcall: clients: %s\n", rpcrdma_strerror(rc));
@@ -460,7 +494,15 @@ int main(int argc, char **argv)
 		long nconn = strtol(argv[3], NULL, 10), k = strtol(argv[4], NULL, 10);
 
 		if (nconn > 0 && k > 0 && strncmp(argv[2], "tirpc://", 8))
-			return rr_clients(argv[2], nconn, k, argc == 6);
+			return rr_clients(argv[2], nconn, k, argc == 6, 0);
+	}
+	if (argc == 6 && !strcmp(argv[1], "areads")) {
+		long nconn = strtol(argv[3], NULL, 10), k = strtol(argv[4], NULL, 10);
+		long size = strtol(argv[5], NULL, 10);
+
+		if (nconn > 0 && k > 0 && size > 0 && size <= (long)READ_MAX &&
+		    strncmp(argv[2], "tirpc://", 8))
+			return rr_clients(argv[2], nconn, k, false, (uint32_t)size);
 	}
 usage:
 	fprintf(stderr, "usage: bench_nullcall server rdma|tcp|tirpc\n"
@@ -468,6 +510,7 @@ usage:
 			"       bench_nullcall clients URL C K [--pause]   (rdma:// or tcp://: C\n"
 			"         connections, one NULL call in flight on each, K calls each)\n"
 			"       bench_nullcall read URL N SIZE   (N synchronous READs of SIZE <= 1 MiB\n"
-			"         bytes; URL as for client)\n");
+			"         bytes; URL as for client)\n"
+			"       bench_nullcall areads URL C K SIZE   (as clients, READs of SIZE bytes)\n");
 	return 2;
 }

@@ -16,6 +16,19 @@
 # count depends on timing (the figure would not be reproducible).
 # Needs valgrind; tirpc needs a build with libtirpc (else reported n/a).
 #
+# --read SIZE counts a synchronous READ of SIZE bytes instead of a NULL call
+# (bench_nullcall read: the result placed through a Write chunk into the
+# client's sink on rdma://, inline on tcp:// and libtirpc), on either side
+# (docs/PERFORMANCE.md "Issue 16 part AU"):
+#
+#   sh bench/callgrind-null.sh [--server] --read 65536 BUILD_DIR [N1 N2]
+#
+# --async (with --read, rdma:// and tcp:// only) makes the READs as
+# rpcrdma-bench's scale workload does at N = 1: one asynchronous READ in
+# flight, the next one started from the completion callback on the client's
+# progress loop (bench_nullcall areads URL 1 N SIZE; its first synchronous
+# NULL call, the connect's, is counted once in each run and cancels out).
+#
 # --server counts the server's instructions instead: the server runs under
 # callgrind, a native client makes N1 then N2 calls, and callgrind_control
 # dumps the server's counts before and after each client run; the
@@ -25,11 +38,17 @@
 # few instructions per call at most at these lengths.
 set -u
 SIDE=client
-if [ "${1:-}" = --server ]; then
-	SIDE=server
-	shift
-fi
-B=${1:?usage: callgrind-null.sh [--server] BUILD_DIR [N1 N2]}
+SIZE=
+ASYNC=
+while :; do
+	case "${1:-}" in
+	--server) SIDE=server; shift ;;
+	--read) SIZE=${2:?--read SIZE}; shift 2 ;;
+	--async) ASYNC=1; shift ;;
+	*) break ;;
+	esac
+done
+B=${1:?usage: callgrind-null.sh [--server] [--read SIZE] BUILD_DIR [N1 N2]}
 N1=${2:-1000}
 N2=${3:-3000}
 BIN="$B/bench_nullcall"
@@ -38,10 +57,24 @@ command -v valgrind >/dev/null || { echo "callgrind-null.sh: valgrind not instal
 TMP=$(mktemp -d)
 trap 'kill $(cat "$TMP"/*.pid 2>/dev/null) 2>/dev/null; rm -rf "$TMP"' EXIT
 export RPCRDMA_SOFT_SPIN_US=off
+UNIT=call
+[ -n "$SIZE" ] && UNIT=read
+[ -n "$ASYNC" ] && [ -z "$SIZE" ] && { echo "callgrind-null.sh: --async needs --read SIZE" >&2; exit 2; }
+
+# the client's command line for $2 operations against $1
+client_args() {
+	if [ -n "$ASYNC" ]; then
+		echo areads "$1" 1 "$2" "$SIZE"
+	elif [ -n "$SIZE" ]; then
+		echo read "$1" "$2" "$SIZE"
+	else
+		echo client "$1" "$2"
+	fi
+}
 
 # instructions (Ir) of one client run of $2 calls to $1
 ir() {
-	valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.out" "$BIN" client "$1" "$2" \
+	valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.out" "$BIN" $(client_args "$1" "$2") \
 		>"$TMP/cg.log" 2>&1 || { echo fail; return; }
 	sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$TMP/cg.out" | head -1
 }
@@ -51,7 +84,7 @@ ir() {
 # previous dump)
 srv_ir() {
 	n=$(ls "$2".* 2>/dev/null | wc -l)
-	"$BIN" client "$3" "$4" >/dev/null 2>&1 || { echo fail; return; }
+	"$BIN" $(client_args "$3" "$4") >/dev/null 2>&1 || { echo fail; return; }
 	callgrind_control -d "$1" >/dev/null 2>&1 || { echo fail; return; }
 	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
 		[ -f "$2.$((n + 1))" ] && break
@@ -61,7 +94,9 @@ srv_ir() {
 }
 
 TIRPC_PER=
-for t in tirpc rdma tcp; do
+TRANSPORTS="tirpc rdma tcp"
+[ -n "$ASYNC" ] && TRANSPORTS="rdma tcp"   # libtirpc has no asynchronous calls
+for t in $TRANSPORTS; do
 	if [ "$SIDE" = server ]; then
 		valgrind --tool=callgrind --callgrind-out-file="$TMP/srv.$t" "$BIN" server "$t" \
 			>"$TMP/$t.port" 2>"$TMP/$t.err" &
@@ -99,11 +134,11 @@ for t in tirpc rdma tcp; do
 	per=$(( (b - a) / (N2 - N1) ))
 	if [ "$t" = tirpc ]; then
 		TIRPC_PER=$per
-		printf '%-6s %6d instructions/call\n' "$t" "$per"
+		printf '%-6s %6d instructions/%s\n' "$t" "$per" "$UNIT"
 	elif [ -n "$TIRPC_PER" ]; then
-		printf '%-6s %6d instructions/call  %s x libtirpc\n' "$t" "$per" \
+		printf '%-6s %6d instructions/%s  %s x libtirpc\n' "$t" "$per" "$UNIT" \
 			"$(awk "BEGIN{printf \"%.2f\", $per/$TIRPC_PER}")"
 	else
-		printf '%-6s %6d instructions/call\n' "$t" "$per"
+		printf '%-6s %6d instructions/%s\n' "$t" "$per" "$UNIT"
 	fi
 done

@@ -624,7 +624,7 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 
 	for (;;) {
 		uint8_t *dst;
-		size_t w;
+		size_t w, tail = 0;
 		struct iovec v[2];
 		unsigned cnt;
 		bool piece = false;
@@ -659,12 +659,15 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 		if (qp->rx.state == RR_RX_PAYLOAD && w >= SOFT_PLACE_MIN) {
 			/* payload straight into place; behind it only the
 			 * trailer and the next header (a few bytes), so the next
-			 * payload is not read into the stage and copied again.
-			 * A short remainder comes with the look-ahead below and
-			 * is placed from the stage by the parser (ops->place:
-			 * the same checks), with what follows it. */
+			 * payload is not read into the stage and copied again;
+			 * behind a long one, room for a short last FPDU and a
+			 * small Send too (SOFT_STAGE_TAIL_LONG). A short
+			 * remainder comes with the look-ahead below and is
+			 * placed from the stage by the parser (ops->place: the
+			 * same checks), with what follows it. */
+			tail = w >= SOFT_TAIL_LONG_MIN ? SOFT_STAGE_TAIL_LONG : SOFT_STAGE_TAIL;
 			v[0] = (struct iovec){dst, w};
-			v[1] = (struct iovec){qp->stage, SOFT_STAGE_TAIL};
+			v[1] = (struct iovec){qp->stage, tail};
 			cnt = 2;
 			if (qp->rx.tagged) {
 				/* registered memory: its STag checked again for
@@ -710,7 +713,7 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			return -ENOTCONN;
 		}
 		soft_race(SOFT_RACE_RX_READ, qp);
-		drained = (size_t)n < (cnt == 2 ? w + SOFT_STAGE_TAIL : SOFT_STAGE_LOOK);
+		drained = (size_t)n < (cnt == 2 ? w + tail : SOFT_STAGE_LOOK);
 		if (cnt == 2) {
 			size_t a = RR_MIN((size_t)n, w);
 

@@ -78,6 +78,17 @@
 #define SOFT_RX_READS 64
 /* bytes read behind a direct payload: pad + CRC + the next FPDU's header */
 #define SOFT_STAGE_TAIL 64
+/* Behind a payload of at least SOFT_TAIL_LONG_MIN bytes placed in one read,
+ * the tail is SOFT_STAGE_TAIL_LONG: room for the trailer, a short last FPDU
+ * of the same Write (under SOFT_PLACE_MIN: a 64 KiB Write is 65,463 + 73
+ * bytes of payload on loopback) and a small Send behind it (the Reply), so
+ * that they come with the payload's read and not in one read more. What it
+ * brings of a long next payload is copied from the stage: at most
+ * SOFT_STAGE_TAIL_LONG bytes per SOFT_TAIL_LONG_MIN placed (3 %); behind
+ * shorter payloads (a link's small FPDUs) the short tail keeps that copy
+ * small. */
+#define SOFT_STAGE_TAIL_LONG 1024
+#define SOFT_TAIL_LONG_MIN (32u * 1024u)
 /* bytes read when the parser wants a header: small FPDUs come whole */
 #define SOFT_STAGE_LOOK 4096
 /* A payload remainder shorter than this is not read straight into place
@@ -89,10 +100,13 @@
 #define SOFT_PLACE_MIN 512
 _Static_assert(SOFT_PLACE_MIN < SOFT_STAGE_LOOK, "a short remainder fits the look-ahead");
 /* The stage (qp->stage): what one read into it brings at most (qp_rx reads
- * SOFT_STAGE_LOOK or SOFT_STAGE_TAIL bytes into it, and only when the
+ * SOFT_STAGE_LOOK, SOFT_STAGE_TAIL or SOFT_STAGE_TAIL_LONG bytes into it,
+ * and only when the
  * parser took all it held before). It was 64 KiB, 60 of them never used. */
 #define SOFT_STAGE SOFT_STAGE_LOOK
 _Static_assert(SOFT_STAGE_TAIL <= SOFT_STAGE, "the tail read fits the stage");
+_Static_assert(SOFT_STAGE_TAIL_LONG <= SOFT_STAGE, "the long tail read fits the stage");
+_Static_assert(SOFT_STAGE_TAIL_LONG > SOFT_PLACE_MIN + 64, "a short remainder fits the long tail");
 /* A CQ polled, armed or waited on within this time is attended: its
  * consumer receives for its QPs; otherwise the progress thread does. */
 #define SOFT_LEASE_NS 20000000ull
