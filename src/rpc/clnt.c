@@ -54,8 +54,6 @@ struct rpcrdma_call {
 	bool fast;                /* run without the lock: registered in
 				     clnt->sync_call by its run_thread
 				     (run_fast), written before that */
-	bool taken;               /* fast, and taken into the pending list by
-				     another thread (sync_take; lock held) */
 	int abort_status;         /* abort_call's, while aborting */
 	int refs;                 /* timer/canceller holds while unlocked */
 	pthread_t abort_thread;   /* the thread inside the transport's abort()
@@ -228,13 +226,11 @@ static bool sync_clear(struct rpcrdma_client *c, struct rpcrdma_call *call)
 /* With c->lock held: @call, if it is still the client's lock-free
  * synchronous call, goes into the pending list as call_start would have
  * put it there (its timer armed), so that the timer, a cancel or a
- * destroy finds it; its own Reply then takes the lock (on_complete).
- * @other: taken by a thread that is not its run thread (a cancel). */
-static void sync_take(struct rpcrdma_client *c, struct rpcrdma_call *call, bool other)
+ * destroy finds it; its own Reply then takes the lock (on_complete). */
+static void sync_take(struct rpcrdma_client *c, struct rpcrdma_call *call)
 {
 	if (!call->fast || !sync_clear(c, call))
 		return;
-	call->taken = other;
 	pending_link(c, call);
 }
 
@@ -343,6 +339,27 @@ static void abort_call(struct rpcrdma_client *c, struct rpcrdma_call *call, int 
 	pthread_mutex_lock(&c->lock);
 	call->refs--;
 	clnt_wake(c);
+}
+
+/* After @call's submit returned 0, by the thread that submitted it, with
+ * c->lock held and in_submit still set (the call stays allocated): an
+ * abort made between the call's listing and the transport's hold of it
+ * (a cancel, the timer at its deadline, a call or client destroy) found
+ * nothing to abort (xprt.h: a call the transport does not hold), and the
+ * call, marked aborting, is skipped by the timer and by later cancels: it
+ * would wait for a Reply that may never come. Such an abort is made again
+ * now that the transport holds the call, with its status, once the first
+ * one returned (one thread inside the transport's abort per call): a
+ * no-op for a call completed or completing (an abort that did reach the
+ * transport). Drops the lock around the abort, as abort_call. */
+static void abort_again(struct rpcrdma_client *c, struct rpcrdma_call *call)
+{
+	if (!call->aborting)
+		return;
+	while (call->refs && call->state != CALL_DONE)
+		(void)clnt_wait(c, NULL);   /* the first abort returns */
+	if (call->state != CALL_DONE)
+		abort_call(c, call, call->abort_status);
 }
 
 /* Sets the loop's timer for @deadline (c->env's clock; lock held). An
@@ -803,13 +820,20 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	 * been destroyed by its callback once the lock is released: do not
 	 * touch it after the unlock below. */
 	pthread_mutex_lock(&c->lock);
-	call->in_submit = false;
-	if (rc) {
+	if (!rc) {
+		abort_again(c, call);   /* an abort that came before the hold */
+	} else {
+		/* not taken: an abort of the window found nothing and no
+		 * completion comes; the call is new again, unmarked */
+		while (call->refs)
+			(void)clnt_wait(c, NULL);
+		call->aborting = false;
 		call->enc.error = 0;
 		pending_unlink(c, call);
 		call->state = CALL_NEW;
 		call->sync_run = false;
 	}
+	call->in_submit = false;
 	clnt_wake(c);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
@@ -834,12 +858,14 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 		pthread_mutex_unlock(&c->lock);
 		return -EINVAL;
 	}
+	if (call->in_submit && call->sync_run && pthread_equal(call->run_thread, pthread_self())) {
+		/* its run thread, its submit returned (call_start, run_fast) */
+		abort_again(c, call);
+		call->in_submit = false;
+	}
 	if (timeout_ms >= 0)
 		rr_engine_deadline(&ts, (uint32_t)timeout_ms);
 	while (call->state != CALL_DONE || call->cb_running) {
-		if (call->in_submit && call->sync_run &&
-		    pthread_equal(call->run_thread, pthread_self()))
-			call->in_submit = false;   /* submit returned (call_start) */
 		if (timeout_ms < 0) {
 			(void)clnt_wait(c, NULL);
 		} else if (clnt_wait(c, &ts) == ETIMEDOUT) {
@@ -902,8 +928,9 @@ static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
 	pthread_mutex_lock(&c->lock);
 	if (!sync_clear(c, call))
 		pending_unlink(c, call);   /* listed by a cancel meanwhile */
+	while (call->refs)
+		(void)clnt_wait(c, NULL);   /* a cancel's abort returns first */
 	call->fast = false;
-	call->taken = false;
 	call->aborting = false;
 	call->in_submit = false;
 	call->sync_run = false;
@@ -916,23 +943,15 @@ static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
 
 /* A fast call (run_fast) not seen complete on its thread when the
  * transport's wait ended: listed now if still unlisted (the timer then
- * aborts it at its deadline). A cancel that took it before the transport
- * had it found nothing to abort (xprt.h: abort of a call the transport
- * does not hold): its abort is made again, now that the transport holds
- * the call (a no-op for a call completed or completing). Then waits for
- * the completion as rpcrdma_call_wait. */
+ * aborts it at its deadline). Then waits for the completion as
+ * rpcrdma_call_wait, which first makes again a cancel that took the call
+ * before the transport held it (abort_again). */
 static int run_slow(struct rpcrdma_call *call)
 {
 	struct rpcrdma_client *c = call->clnt;
 
 	pthread_mutex_lock(&c->lock);
-	sync_take(c, call, false);
-	if (call->taken && call->state != CALL_DONE) {
-		while (call->refs && call->state != CALL_DONE)
-			(void)clnt_wait(c, NULL);   /* its abort returns first */
-		if (call->state != CALL_DONE)
-			abort_call(c, call, call->abort_status);
-	}
+	sync_take(c, call);
 	pthread_mutex_unlock(&c->lock);
 	return rpcrdma_call_wait(call, -1);
 }
@@ -987,7 +1006,7 @@ RPCRDMA_API void rpcrdma_call_cancel(struct rpcrdma_call *call)
 
 	pthread_mutex_lock(&c->lock);
 	if (atomic_load_explicit(&c->sync_call, memory_order_acquire) == call)
-		sync_take(c, call, true);   /* run without the lock: listed now */
+		sync_take(c, call);   /* run without the lock: listed now */
 	/* Pending calls are listed (a fast call not listed completed, or
 	 * completes now on its run thread: its state is not read here) */
 	if ((!call->prev && c->pending != call) || call->state != CALL_PENDING ||
