@@ -55,6 +55,11 @@ struct rpcrdma_call {
 				     clnt->sync_call by its run_thread
 				     (run_fast), written before that */
 	int abort_status;         /* abort_call's, while aborting */
+	atomic_bool abort_early;  /* an abort came while in_submit (it may
+				     have found nothing in the transport):
+				     read without the lock by the run thread
+				     between its submit and the transport's
+				     wait (rpcrdma_call_run) */
 	int refs;                 /* timer/canceller holds while unlocked */
 	pthread_t abort_thread;   /* the thread inside the transport's abort()
 				     while aborting && refs */
@@ -332,6 +337,8 @@ static void abort_call(struct rpcrdma_client *c, struct rpcrdma_call *call, int 
 {
 	call->aborting = true;
 	call->abort_status = status;
+	if (call->in_submit)
+		atomic_store_explicit(&call->abort_early, true, memory_order_relaxed);
 	call->refs++;
 	call->abort_thread = pthread_self();
 	pthread_mutex_unlock(&c->lock);
@@ -828,6 +835,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 		while (call->refs)
 			(void)clnt_wait(c, NULL);
 		call->aborting = false;
+		atomic_store_explicit(&call->abort_early, false, memory_order_relaxed);
 		call->enc.error = 0;
 		pending_unlink(c, call);
 		call->state = CALL_NEW;
@@ -932,6 +940,7 @@ static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
 		(void)clnt_wait(c, NULL);   /* a cancel's abort returns first */
 	call->fast = false;
 	call->aborting = false;
+	atomic_store_explicit(&call->abort_early, false, memory_order_relaxed);
 	call->in_submit = false;
 	call->sync_run = false;
 	call->enc.error = 0;
@@ -993,7 +1002,14 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 	call->xc.caller_waits = false;
 	if (rc)
 		return rc;
-	if (left_ms && !c->ops->submit_wait)
+	/* (not when an abort came before the transport held the call: the
+	 * wait would last until the Reply or the deadline, and the abort is
+	 * made again by rpcrdma_call_wait. The flag, stored before that
+	 * abort reached the transport and found nothing there, is seen here:
+	 * the transport's hold of the call, which submit made after that,
+	 * orders them.) */
+	if (left_ms && !c->ops->submit_wait &&
+	    RR_LIKELY(!atomic_load_explicit(&call->abort_early, memory_order_relaxed)))
 		c->ops->wait(c->xp, &call->xc, (uint32_t)left_ms);
 	if (call->settled)
 		return call->status;   /* seen complete on this thread */

@@ -307,6 +307,26 @@ static const struct rr_xprt_client_ops own_ops = {
 	.submit_wait = own_submit_wait,
 };
 static const struct rr_xprt_class own_class = {"syncown", &own_ops, NULL};
+/* tcp://'s wait (the reader role): until the call completes (the
+ * transport no longer holds it) or its time is up; here the server never
+ * answers and the time is never up (untimed). */
+static void own_wait_held(struct rr_xprt_client *x, struct rr_xprt_call *call,
+			  uint32_t timeout_ms)
+{
+	(void)timeout_ms;
+	pthread_mutex_lock(&x->lock);
+	for (;;) {
+		bool held = false;
+
+		for (unsigned i = 0; i < x->nheld; i++)
+			held |= x->held[i] == call;
+		if (!held)
+			break;
+		pthread_cond_wait(&x->cv, &x->lock);
+	}
+	pthread_mutex_unlock(&x->lock);
+}
+
 /* The same without submit_wait: every synchronous call goes the locked
  * way, submit then wait (as on tcp://). */
 static const struct rr_xprt_client_ops own_ops_nosw = {
@@ -315,7 +335,7 @@ static const struct rr_xprt_client_ops own_ops_nosw = {
 	.abort = own_abort,
 	.release_reply = own_release,
 	.destroy = own_destroy,
-	.wait = own_wait,
+	.wait = own_wait_held,
 };
 static const struct rr_xprt_class own_class_nosw = {"syncownw", &own_ops_nosw, NULL};
 
@@ -627,7 +647,10 @@ TEST(rpc_sync_call_locked_cancel_before_transport_holds_it)
 /* The same on a transport without submit_wait (every synchronous call the
  * locked way, submit then wait, as tcp://): a cancel (-ECANCELED) or the
  * client's timer at the call's deadline (-ETIMEDOUT: a 1 ms timeout, the
- * submit waits until the timer's abort found nothing) in the window. */
+ * submit waits until the timer's abort found nothing) in the window. The
+ * transport's wait lasts until the call completes (as tcp://'s, up to the
+ * deadline): the call must not enter it (abort_early), the abort is made
+ * at once. */
 static void own_sync_window(enum own_early e, uint32_t timeout_ms, int want)
 {
 	struct rpcrdma_client *c = own_client_of(&own_class_nosw);
