@@ -49,8 +49,11 @@ struct rpcrdma_call {
 	bool fast;                /* run without the lock: registered in
 				     clnt->sync_call by its run_thread
 				     (run_fast), written before that */
-	bool taken;               /* fast, and taken into the pending list by
-				     another thread (sync_take; lock held) */
+	atomic_bool abort_early;  /* an abort came while in_submit (it may
+				     have found nothing in the transport):
+				     read without the lock by the run thread
+				     between its submit and the transport's
+				     wait (rpcrdma_call_run) */
 	int refs;                 /* timer/canceller holds while unlocked */
 	struct rr_xprt_call xc;
 	/* Not cleared: each written before it is read. The argument buffer
@@ -238,13 +241,11 @@ static bool sync_clear(struct rpcrdma_client *c, struct rpcrdma_call *call)
 /* With c->lock held: @call, if it is still the client's lock-free
  * synchronous call, goes into the pending list as call_start would have
  * put it there (its timer armed), so that the timer, a cancel or a
- * destroy finds it; its own Reply then takes the lock (on_complete).
- * @other: taken by a thread that is not its run thread (a cancel). */
-static void sync_take(struct rpcrdma_client *c, struct rpcrdma_call *call, bool other)
+ * destroy finds it; its own Reply then takes the lock (on_complete). */
+static void sync_take(struct rpcrdma_client *c, struct rpcrdma_call *call)
 {
 	if (!call->fast || !sync_clear(c, call))
 		return;
-	call->taken = other;
 	pending_link(c, call);
 }
 
@@ -346,6 +347,8 @@ static void abort_call(struct rpcrdma_client *c, struct rpcrdma_call *call, int 
 {
 	call->aborting = true;
 	call->abort_status = status;
+	if (call->in_submit)
+		atomic_store_explicit(&call->abort_early, true, memory_order_relaxed);
 	call->refs++;
 	call->abort_thread = pthread_self();
 	pthread_mutex_unlock(&c->lock);
@@ -353,6 +356,27 @@ static void abort_call(struct rpcrdma_client *c, struct rpcrdma_call *call, int 
 	pthread_mutex_lock(&c->lock);
 	call->refs--;
 	clnt_wake(c);
+}
+
+/* After @call's submit returned 0, by the thread that submitted it, with
+ * c->lock held and in_submit still set (the call stays allocated): an
+ * abort made between the call's listing and the transport's hold of it
+ * (a cancel, the timer at its deadline, a call or client destroy) found
+ * nothing to abort (xprt.h: a call the transport does not hold), and the
+ * call, marked aborting, is skipped by the timer and by later cancels: it
+ * would wait for a Reply that may never come. Such an abort is made again
+ * now that the transport holds the call, with its status, once the first
+ * one returned (one thread inside the transport's abort per call): a
+ * no-op for a call completed or completing (an abort that did reach the
+ * transport). Drops the lock around the abort, as abort_call. */
+static void abort_again(struct rpcrdma_client *c, struct rpcrdma_call *call)
+{
+	if (!call->aborting)
+		return;
+	while (call->refs && call->state != CALL_DONE)
+		(void)clnt_wait(c, NULL);   /* the first abort returns */
+	if (call->state != CALL_DONE)
+		abort_call(c, call, call->abort_status);
 }
 
 /* Sets the loop's timer for @deadline (c->env's clock; lock held). An
@@ -813,13 +837,21 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	 * been destroyed by its callback once the lock is released: do not
 	 * touch it after the unlock below. */
 	pthread_mutex_lock(&c->lock);
-	call->in_submit = false;
-	if (rc) {
+	if (!rc) {
+		abort_again(c, call);   /* an abort that came before the hold */
+	} else {
+		/* not taken: an abort of the window found nothing and no
+		 * completion comes; the call is new again, unmarked */
+		while (call->refs)
+			(void)clnt_wait(c, NULL);
+		call->aborting = false;
+		atomic_store_explicit(&call->abort_early, false, memory_order_relaxed);
 		call->enc.error = 0;
 		pending_unlink(c, call);
 		call->state = CALL_NEW;
 		call->sync_run = false;
 	}
+	call->in_submit = false;
 	clnt_wake(c);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
@@ -844,12 +876,14 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 		pthread_mutex_unlock(&c->lock);
 		return -EINVAL;
 	}
+	if (call->in_submit && call->sync_run && pthread_equal(call->run_thread, pthread_self())) {
+		/* its run thread, its submit returned (call_start, run_fast) */
+		abort_again(c, call);
+		call->in_submit = false;
+	}
 	if (timeout_ms >= 0)
 		rr_engine_deadline(&ts, (uint32_t)timeout_ms);
 	while (call->state != CALL_DONE || call->cb_running) {
-		if (call->in_submit && call->sync_run &&
-		    pthread_equal(call->run_thread, pthread_self()))
-			call->in_submit = false;   /* submit returned (call_start) */
 		if (timeout_ms < 0) {
 			(void)clnt_wait(c, NULL);
 		} else if (clnt_wait(c, &ts) == ETIMEDOUT) {
@@ -912,9 +946,11 @@ static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
 	pthread_mutex_lock(&c->lock);
 	if (!sync_clear(c, call))
 		pending_unlink(c, call);   /* listed by a cancel meanwhile */
+	while (call->refs)
+		(void)clnt_wait(c, NULL);   /* a cancel's abort returns first */
 	call->fast = false;
-	call->taken = false;
 	call->aborting = false;
+	atomic_store_explicit(&call->abort_early, false, memory_order_relaxed);
 	call->in_submit = false;
 	call->sync_run = false;
 	call->enc.error = 0;
@@ -926,23 +962,15 @@ static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
 
 /* A fast call (run_fast) not seen complete on its thread when the
  * transport's wait ended: listed now if still unlisted (the timer then
- * aborts it at its deadline). A cancel that took it before the transport
- * had it found nothing to abort (xprt.h: abort of a call the transport
- * does not hold): its abort is made again, now that the transport holds
- * the call (a no-op for a call completed or completing). Then waits for
- * the completion as rpcrdma_call_wait. */
+ * aborts it at its deadline). Then waits for the completion as
+ * rpcrdma_call_wait, which first makes again a cancel that took the call
+ * before the transport held it (abort_again). */
 static int run_slow(struct rpcrdma_call *call)
 {
 	struct rpcrdma_client *c = call->clnt;
 
 	pthread_mutex_lock(&c->lock);
-	sync_take(c, call, false);
-	if (call->taken && call->state != CALL_DONE) {
-		while (call->refs && call->state != CALL_DONE)
-			(void)clnt_wait(c, NULL);   /* its abort returns first */
-		if (call->state != CALL_DONE)
-			abort_call(c, call, call->abort_status);
-	}
+	sync_take(c, call);
 	pthread_mutex_unlock(&c->lock);
 	return rpcrdma_call_wait(call, -1);
 }
@@ -984,7 +1012,14 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 	call->xc.caller_waits = false;
 	if (rc)
 		return rc;
-	if (left_ms && !c->ops->submit_wait)
+	/* (not when an abort came before the transport held the call: the
+	 * wait would last until the Reply or the deadline, and the abort is
+	 * made again by rpcrdma_call_wait. The flag, stored before that
+	 * abort reached the transport and found nothing there, is seen here:
+	 * the transport's hold of the call, which submit made after that,
+	 * orders them.) */
+	if (left_ms && !c->ops->submit_wait &&
+	    RR_LIKELY(!atomic_load_explicit(&call->abort_early, memory_order_relaxed)))
 		c->ops->wait(c->xp, &call->xc, (uint32_t)left_ms);
 	if (call->settled)
 		return call->status;   /* seen complete on this thread */
@@ -997,7 +1032,7 @@ RPCRDMA_API void rpcrdma_call_cancel(struct rpcrdma_call *call)
 
 	pthread_mutex_lock(&c->lock);
 	if (atomic_load_explicit(&c->sync_call, memory_order_acquire) == call)
-		sync_take(c, call, true);   /* run without the lock: listed now */
+		sync_take(c, call);   /* run without the lock: listed now */
 	/* Pending calls are listed (a fast call not listed completed, or
 	 * completes now on its run thread: its state is not read here) */
 	if ((!call->prev && c->pending != call) || call->state != CALL_PENDING ||

@@ -81,7 +81,11 @@
  *      STag of that call is invalidated (RFC 8166 "Memory"); for TCP, after
  *      any writev in progress for it has returned. complete() may be called
  *      from inside abort(); the RPC layer calls abort without its own locks.
- *      A call that already completed (or is completing) is a no-op.
+ *      A call that already completed (or is completing) is a no-op, and
+ *      so is one the transport does not hold yet (its submit has not
+ *      taken it): the RPC layer then aborts it again once submit returned
+ *      0 (src/rpc/clnt.c abort_again), so an abort may come twice for one
+ *      call.
  *  release_reply(x, call): the RPC layer is done with call->reply (its
  *      bytes are freed or its receive buffer reposted).
  *  destroy(x): every submitted call has completed (the RPC layer aborts

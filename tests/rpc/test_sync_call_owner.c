@@ -13,12 +13,22 @@
  * the same client completed by the synchronous caller's wait, and several
  * threads running calls at once (one runs unlocked, the others the locked
  * way). Each checks the call's status and results, and that the call ran
- * unlocked (or not) as it should. */
+ * unlocked (or not) as it should.
+ *
+ * The same transport, with and without submit_wait (as tcp://, which has
+ * none), also tries the locked way's window between a call's listing and
+ * the transport's hold of it (own_window): a cancel, the client's timer at
+ * the call's deadline, or a client destroy whose abort lands there finds
+ * nothing to abort; the call must still complete with that abort's status
+ * (made again once the transport holds it), for a synchronous call run the
+ * locked way and for an asynchronous one, against a transport that never
+ * answers. */
 #include "test.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "rpc/clnt_int.h"
 #include "rpcrdma/rpc.h"
@@ -38,6 +48,23 @@ struct rr_xprt_client {
 static enum own_mode own_mode;
 static _Atomic unsigned own_unlocked, own_locked, own_aborts;
 static struct rpcrdma_call *own_cancel_call;   /* OWN_CANCEL, OWN_CANCEL_EARLY */
+static struct rr_xprt_client *own_x;            /* the last one created */
+
+/* What lands in the window before the transport holds the call of XID
+ * own_early_xid (own_window). */
+enum own_early { EARLY_NONE, EARLY_CANCEL, EARLY_TIMER, EARLY_DESTROY };
+static enum own_early own_early;
+static uint32_t own_early_xid;
+static _Atomic unsigned own_early_aborts;       /* the transport's aborts of it */
+static struct rpcrdma_call *own_early_call;     /* EARLY_CANCEL's */
+static struct rpcrdma_client *own_early_clnt;   /* EARLY_DESTROY's */
+static pthread_t own_destroyer;                 /* EARLY_DESTROY's thread */
+/* An unlocked call that waits in submit_wait while own_block (so that
+ * the client's other synchronous calls go the locked way). */
+static bool own_block, own_blocked;
+/* own_destroy leaves the transport to the test (EARLY_DESTROY: the test
+ * still reads it while another thread destroys the client). */
+static bool own_keep;
 static _Thread_local uint8_t own_reply[2][64];  /* a caller's and an async one's */
 
 static int own_create(const struct rr_xprt_target *t, const struct rr_xprt_client_params *p,
@@ -51,6 +78,7 @@ static int own_create(const struct rr_xprt_target *t, const struct rr_xprt_clien
 	x->p = *p;
 	pthread_mutex_init(&x->lock, NULL);
 	pthread_cond_init(&x->cv, NULL);
+	own_x = x;
 	*out = x;
 	return 0;
 }
@@ -58,6 +86,8 @@ static int own_create(const struct rr_xprt_target *t, const struct rr_xprt_clien
 static void own_destroy(struct rr_xprt_client *x)
 {
 	CHECK_EQ(x->nheld, 0);
+	if (own_keep)
+		return;   /* the test frees it (own_free) */
 	pthread_mutex_destroy(&x->lock);
 	pthread_cond_destroy(&x->cv);
 	free(x);
@@ -104,8 +134,39 @@ static bool own_unhold(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	return found;
 }
 
+static void *own_destroy_client(void *arg)
+{
+	rpcrdma_client_destroy(arg);
+	return NULL;
+}
+
+/* Called by submit before the transport holds @call: when it is the call
+ * of own_early_xid, what own_early says lands there, and its abort has
+ * returned (cancel) or has at least reached the transport (found nothing:
+ * the timer's, the destroy's; waited for untimed: the timer fires at the
+ * call's deadline, the destroy aborts every listed call). */
+static void own_window(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	if (own_early == EARLY_NONE || call->xid != own_early_xid)
+		return;
+	if (own_early == EARLY_CANCEL)
+		rpcrdma_call_cancel(own_early_call);
+	if (own_early == EARLY_DESTROY)
+		REQUIRE_EQ(pthread_create(&own_destroyer, NULL, own_destroy_client, own_early_clnt),
+			   0);
+	if (own_early != EARLY_CANCEL) {
+		pthread_mutex_lock(&x->lock);
+		while (!own_early_aborts)
+			pthread_cond_wait(&x->cv, &x->lock);
+		pthread_mutex_unlock(&x->lock);
+	}
+	CHECK_EQ(own_early_aborts, 1);   /* made, and found nothing */
+	own_early = EARLY_NONE;
+}
+
 static int own_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 {
+	own_window(x, call);
 	own_hold(x, call);   /* an asynchronous call: answered by a later wait */
 	return 0;
 }
@@ -142,6 +203,19 @@ static int own_submit_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, 
 	else
 		own_locked++;
 	call->xp_priv = x;
+	if (own_block && rr_rpc_client_runs_unlocked(x->p.ctx, call)) {
+		/* holds the client's unlocked registration until released,
+		 * then answers itself */
+		pthread_mutex_lock(&x->lock);
+		own_blocked = true;
+		pthread_cond_broadcast(&x->cv);
+		while (own_block)
+			pthread_cond_wait(&x->cv, &x->lock);
+		pthread_mutex_unlock(&x->lock);
+		own_answer(call, own_reply[0]);
+		x->p.complete(x->p.ctx, call);
+		return 0;
+	}
 	switch (own_mode) {
 	case OWN_SELF:
 		/* first the asynchronous calls this wait receives too */
@@ -166,6 +240,7 @@ static int own_submit_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, 
 		REQUIRE_EQ(pthread_detach(t), 0);
 		return 0;   /* another thread receives: this one returns */
 	case OWN_NEVER:
+		own_window(x, call);
 		own_hold(x, call);
 		return 0;   /* the wait ended without the Reply */
 	case OWN_CANCEL:
@@ -198,6 +273,8 @@ static int own_submit_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, 
 static void own_abort(struct rr_xprt_client *x, struct rr_xprt_call *call, int status)
 {
 	own_aborts++;
+	if (call->xid == own_early_xid)
+		own_early_aborts++;
 	if (!own_unhold(x, call))
 		return;   /* not held (not yet, or completed): nothing */
 	call->status = status;
@@ -230,6 +307,37 @@ static const struct rr_xprt_client_ops own_ops = {
 	.submit_wait = own_submit_wait,
 };
 static const struct rr_xprt_class own_class = {"syncown", &own_ops, NULL};
+/* tcp://'s wait (the reader role): until the call completes (the
+ * transport no longer holds it) or its time is up; here the server never
+ * answers and the time is never up (untimed). */
+static void own_wait_held(struct rr_xprt_client *x, struct rr_xprt_call *call,
+			  uint32_t timeout_ms)
+{
+	(void)timeout_ms;
+	pthread_mutex_lock(&x->lock);
+	for (;;) {
+		bool held = false;
+
+		for (unsigned i = 0; i < x->nheld; i++)
+			held |= x->held[i] == call;
+		if (!held)
+			break;
+		pthread_cond_wait(&x->cv, &x->lock);
+	}
+	pthread_mutex_unlock(&x->lock);
+}
+
+/* The same without submit_wait: every synchronous call goes the locked
+ * way, submit then wait (as on tcp://). */
+static const struct rr_xprt_client_ops own_ops_nosw = {
+	.create = own_create,
+	.submit = own_submit,
+	.abort = own_abort,
+	.release_reply = own_release,
+	.destroy = own_destroy,
+	.wait = own_wait_held,
+};
+static const struct rr_xprt_class own_class_nosw = {"syncownw", &own_ops_nosw, NULL};
 
 static struct rpcrdma_client *own_client(void)
 {
@@ -392,4 +500,251 @@ TEST(rpc_sync_call_unlocked_many_threads)
 	CHECK_EQ(own_unlocked + own_locked, 800);
 	CHECK(own_unlocked > 0);
 	rpcrdma_client_destroy(c);
+}
+
+/* ---- the locked way's window between listing and submit ---- */
+
+static void own_free(struct rr_xprt_client *x)
+{
+	pthread_mutex_destroy(&x->lock);
+	pthread_cond_destroy(&x->cv);
+	free(x);
+}
+
+/* Only when the abort was lost: how long the test waits for a call that
+ * would otherwise wait for ever, before it fails and completes the call
+ * itself (never reached when the abort is made again: the call then
+ * completes at once). */
+#define OWN_RESCUE_MS 20000
+
+/* Completes every call the transport holds with -ETIME (a status no abort
+ * gives: the test then fails on it too). */
+static void own_rescue(struct rr_xprt_client *x)
+{
+	for (;;) {
+		struct rr_xprt_call *a = NULL;
+
+		pthread_mutex_lock(&x->lock);
+		if (x->nheld)
+			a = x->held[--x->nheld];
+		pthread_cond_broadcast(&x->cv);
+		pthread_mutex_unlock(&x->lock);
+		if (!a)
+			break;
+		a->status = -ETIME;
+		a->reply = NULL;
+		a->reply_len = 0;
+		x->p.complete(x->p.ctx, a);
+	}
+}
+
+static pthread_mutex_t own_watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t own_watch_cv = PTHREAD_COND_INITIALIZER;
+static bool own_watch_done;
+
+/* The test's own bound on a synchronous call (OWN_RESCUE_MS): a call
+ * still running then lost its abort (it waits for a Reply that never
+ * comes): recorded as a failure, and the call completed with -ETIME. */
+static void *own_watchdog(void *arg)
+{
+	struct timespec ts;
+	bool done;
+
+	(void)arg;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += OWN_RESCUE_MS / 1000;
+	pthread_mutex_lock(&own_watch_lock);
+	while (!own_watch_done && pthread_cond_timedwait(&own_watch_cv, &own_watch_lock, &ts) == 0)
+		;
+	done = own_watch_done;
+	pthread_mutex_unlock(&own_watch_lock);
+	CHECK(done);   /* else: the abort was lost, the call waits for ever */
+	if (!done)
+		own_rescue(own_x);
+	return NULL;
+}
+
+/* rpcrdma_call_run(@call) under the watchdog; its status. */
+static int own_run_watched(struct rpcrdma_call *call)
+{
+	pthread_t w;
+	int rc;
+
+	own_watch_done = false;
+	REQUIRE_EQ(pthread_create(&w, NULL, own_watchdog, NULL), 0);
+	rc = rpcrdma_call_run(call);
+	pthread_mutex_lock(&own_watch_lock);
+	own_watch_done = true;
+	pthread_cond_broadcast(&own_watch_cv);
+	pthread_mutex_unlock(&own_watch_lock);
+	REQUIRE_EQ(pthread_join(w, NULL), 0);
+	return rc;
+}
+
+/* @call (of @c) is the one whose window gets @e. */
+static void own_arm(struct rpcrdma_client *c, struct rpcrdma_call *call, enum own_early e)
+{
+	own_early_xid = rpcrdma_call_xid(call);
+	own_early_call = call;
+	own_early_clnt = c;
+	own_early_aborts = 0;
+	own_early = e;
+}
+
+static struct rpcrdma_client *own_client_of(const struct rr_xprt_class *cls)
+{
+	struct rpcrdma_client *c = NULL;
+	char url[32];
+
+	snprintf(url, sizeof(url), "%s://x:1", cls->scheme);
+	REQUIRE_EQ(rr_xprt_register(cls), 0);
+	REQUIRE_EQ(rpcrdma_client_create(url, 7, 1, NULL, &c), 0);
+	own_unlocked = own_locked = own_aborts = 0;
+	return c;
+}
+
+static void *own_blocker(void *arg)
+{
+	CHECK_EQ(own_run(arg, OWN_SELF, 0), 0);
+	return NULL;
+}
+
+/* A synchronous call run the locked way through submit_wait (another
+ * thread's call holds the unlocked registration), a transport that never
+ * answers, and a cancel from inside submit_wait before the transport holds
+ * the call: its abort finds nothing; the call must end with -ECANCELED
+ * (the abort made again once submit_wait returned) instead of waiting for
+ * ever (on main: the watchdog's failure and -ETIME). */
+TEST(rpc_sync_call_locked_cancel_before_transport_holds_it)
+{
+	struct rpcrdma_client *c = own_client();
+	struct rpcrdma_call *call;
+	pthread_t b;
+
+	own_block = true;
+	own_blocked = false;
+	REQUIRE_EQ(pthread_create(&b, NULL, own_blocker, c), 0);
+	pthread_mutex_lock(&own_x->lock);
+	while (!own_blocked)
+		pthread_cond_wait(&own_x->cv, &own_x->lock);
+	pthread_mutex_unlock(&own_x->lock);
+	own_mode = OWN_NEVER;
+	REQUIRE_EQ(rpcrdma_call_create(c, 1, &call), 0);
+	own_arm(c, call, EARLY_CANCEL);
+	CHECK_EQ(own_run_watched(call), -ECANCELED);
+	CHECK_EQ(own_early_aborts, 2);   /* the lost one, then the one made again */
+	CHECK_EQ(own_locked, 1);         /* it did go the locked way */
+	rpcrdma_call_destroy(call);
+	pthread_mutex_lock(&own_x->lock);
+	own_block = false;
+	pthread_cond_broadcast(&own_x->cv);
+	pthread_mutex_unlock(&own_x->lock);
+	REQUIRE_EQ(pthread_join(b, NULL), 0);
+	CHECK_EQ(own_unlocked, 1);
+	rpcrdma_client_destroy(c);
+}
+
+/* The same on a transport without submit_wait (every synchronous call the
+ * locked way, submit then wait, as tcp://): a cancel (-ECANCELED) or the
+ * client's timer at the call's deadline (-ETIMEDOUT: a 1 ms timeout, the
+ * submit waits until the timer's abort found nothing) in the window. The
+ * transport's wait lasts until the call completes (as tcp://'s, up to the
+ * deadline): the call must not enter it (abort_early), the abort is made
+ * at once. */
+static void own_sync_window(enum own_early e, uint32_t timeout_ms, int want)
+{
+	struct rpcrdma_client *c = own_client_of(&own_class_nosw);
+	struct rpcrdma_call *call;
+
+	own_mode = OWN_NEVER;
+	REQUIRE_EQ(rpcrdma_call_create(c, 1, &call), 0);
+	if (timeout_ms)
+		rpcrdma_call_set_timeout(call, timeout_ms);
+	own_arm(c, call, e);
+	CHECK_EQ(own_run_watched(call), want);
+	CHECK_EQ(own_early_aborts, 2);
+	rpcrdma_call_destroy(call);
+	rpcrdma_client_destroy(c);
+}
+
+TEST(rpc_sync_call_locked_no_submit_wait_cancel_in_window)
+{
+	own_sync_window(EARLY_CANCEL, 0, -ECANCELED);
+}
+
+TEST(rpc_sync_call_locked_no_submit_wait_deadline_in_window)
+{
+	own_sync_window(EARLY_TIMER, 1, -ETIMEDOUT);
+}
+
+struct own_async {
+	_Atomic unsigned calls;
+	_Atomic int status;
+	bool destroy;   /* the callback destroys the call */
+};
+
+static void own_async_cb(struct rpcrdma_call *call, int status, void *arg)
+{
+	struct own_async *a = arg;
+
+	a->calls++;
+	a->status = status;
+	if (a->destroy)
+		rpcrdma_call_destroy(call);
+}
+
+/* An asynchronous call, a transport that never answers, and @e in the
+ * window of its submit: once rpcrdma_call_start returned, the transport
+ * must no longer hold the call (its abort made again there; on main it
+ * still holds it: the call would wait for ever, so the test completes it
+ * with -ETIME), and the callback runs exactly once, with @want. With
+ * EARLY_DESTROY another thread destroys the client (its destroy waits for
+ * the call; the callback destroys the call). */
+static void own_async_window(enum own_early e, uint32_t timeout_ms, int want)
+{
+	struct rpcrdma_client *c = own_client_of(&own_class_nosw);
+	struct own_async a = {.destroy = e == EARLY_DESTROY};
+	struct rpcrdma_call *call;
+	struct rr_xprt_client *x = own_x;
+	unsigned held;
+
+	own_keep = e == EARLY_DESTROY;
+	REQUIRE_EQ(rpcrdma_call_create(c, 1, &call), 0);
+	if (timeout_ms)
+		rpcrdma_call_set_timeout(call, timeout_ms);
+	own_arm(c, call, e);
+	REQUIRE_EQ(rpcrdma_call_start(call, own_async_cb, &a), 0);
+	pthread_mutex_lock(&x->lock);
+	held = x->nheld;
+	pthread_mutex_unlock(&x->lock);
+	CHECK_EQ(held, 0);
+	CHECK_EQ(own_early_aborts, 2);
+	if (held)
+		own_rescue(x);
+	if (e == EARLY_DESTROY) {
+		REQUIRE_EQ(pthread_join(own_destroyer, NULL), 0);   /* the callback ran */
+		own_keep = false;
+		own_free(x);
+	} else {
+		CHECK_EQ(rpcrdma_call_wait(call, -1), want);
+		rpcrdma_call_destroy(call);
+		rpcrdma_client_destroy(c);
+	}
+	CHECK_EQ(a.calls, 1);
+	CHECK_EQ(a.status, want);
+}
+
+TEST(rpc_async_call_cancel_before_transport_holds_it)
+{
+	own_async_window(EARLY_CANCEL, 0, -ECANCELED);
+}
+
+TEST(rpc_async_call_deadline_before_transport_holds_it)
+{
+	own_async_window(EARLY_TIMER, 1, -ETIMEDOUT);
+}
+
+TEST(rpc_async_call_client_destroy_before_transport_holds_it)
+{
+	own_async_window(EARLY_DESTROY, 0, -ECANCELED);
 }
