@@ -47,6 +47,11 @@ static struct engine g = {
 };
 static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
 
+/* g.started && g.conf == 0, kept as one word for rr_engine_app_driven
+ * (engine.h, inline: asked twice or more per call on the callers' paths);
+ * written where g.started is. */
+bool rr_engine_app_mode;
+
 static void after_fork_child(void)
 {
 	/* The parent's threads are gone: a fresh engine on first use (the
@@ -55,6 +60,7 @@ static void after_fork_child(void)
 	pthread_mutex_init(&g.run_lock, NULL);
 	pthread_cond_init(&g.run_cv, NULL);
 	g.started = false;
+	rr_engine_app_mode = false;
 	g.n = 0;
 	g.loops = NULL;
 	g.threads = NULL;
@@ -139,6 +145,7 @@ static int start(void)
 		}
 	}
 	g.started = true;
+	rr_engine_app_mode = want == 0;
 	return 0;
 }
 
@@ -182,12 +189,6 @@ struct rr_loop *rr_engine_loop(unsigned i)
 		l = g.loops[i];
 	pthread_mutex_unlock(&g.lock);
 	return l;
-}
-
-bool rr_engine_app_driven(void)
-{
-	/* read after a start (the endpoints that ask exist): no lock */
-	return g.started && g.conf == 0;
 }
 
 /* Application-driven mode: one turn of the loop by this thread, or the end

@@ -22,8 +22,13 @@ int rr_engine_pick(struct rr_loop **out);
 /* Loops of the started engine (0 before the start) and the i-th. */
 unsigned rr_engine_nloops(void);
 struct rr_loop *rr_engine_loop(unsigned i);
-/* True when the application drives progress (0 threads). */
-bool rr_engine_app_driven(void);
+/* True when the application drives progress (0 threads). Read after a
+ * start (the endpoints that ask exist): no lock. */
+extern bool rr_engine_app_mode;
+static inline bool rr_engine_app_driven(void)
+{
+	return rr_engine_app_mode;
+}
 
 /* Waits on @cv (@m held, as pthread_cond_timedwait; @abs on
  * CLOCK_REALTIME, NULL: no limit) for something a loop does. When the

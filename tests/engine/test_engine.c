@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
@@ -293,7 +294,23 @@ static int app_driven_child(void)
 	if (b.done != 3)
 		return 20;
 	rr_loop_timer_fini(l, &b.timer);
-	return rr_th_threads_named("rr-progress-*") == 0 ? 0 : 21;
+	if (rr_th_threads_named("rr-progress-*") != 0)
+		return 21;
+	/* a child forked from it starts from a fresh engine: not driven by
+	 * the application until its own start says so (rr_engine_app_driven
+	 * reads one word, which the fork handler clears) */
+	{
+		pid_t pid = fork();
+		int st = 0;
+
+		if (pid < 0)
+			return 22;
+		if (pid == 0)
+			_exit(rr_engine_app_driven() ? 1 : 0);
+		if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			return 23;
+	}
+	return rr_engine_app_driven() ? 0 : 24;
 }
 
 TEST(engine_app_driven_progress)

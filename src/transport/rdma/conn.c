@@ -48,6 +48,7 @@ static int slots_grow(struct tp_conn *cn)
 	k->mem = map_reg(cn, (size_t)n * cn->ssize + (cn->nsch ? 0 : 4), &k->mr);
 	if (!k->mem)
 		return -ENOMEM;
+	k->lkey = rpcrdma_mr_lkey(k->mr);
 	k->first = cn->nslots;
 	k->n = n;
 	for (uint32_t i = 0; i < n; i++)
@@ -82,6 +83,7 @@ static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 		cn->rbuf = map_reg(cn, (size_t)nrecv * rsize, &cn->rmr);
 		if (!cn->rbuf)
 			return -ENOMEM;
+		cn->rlkey = rpcrdma_mr_lkey(cn->rmr);
 	}
 	return slots_grow(cn);
 }
@@ -259,7 +261,7 @@ static void recv_wr(const struct tp_conn *cn, uint32_t idx, struct rpcrdma_recv_
 		    struct rpcrdma_sge *sge)
 {
 	*sge = (struct rpcrdma_sge){(uint64_t)(uintptr_t)(cn->rbuf + (size_t)idx * cn->rsize),
-				    cn->rsize, rpcrdma_mr_lkey(cn->rmr)};
+				    cn->rsize, cn->rlkey};
 	*wr = (struct rpcrdma_recv_wr){WRID(WR_RECV, idx), NULL, sge, 1};
 }
 
@@ -450,7 +452,7 @@ static void send_wr_fill(const struct tp_conn *cn, const struct rr_conn_send *s,
 
 	*sge = (struct rpcrdma_sge){
 		(uint64_t)(uintptr_t)(k->mem + (size_t)(s->slot - k->first) * cn->ssize), s->len,
-		rpcrdma_mr_lkey(k->mr)};
+		k->lkey};
 	*wr = (struct rpcrdma_send_wr){.wr_id = WRID(WR_SEND, s->slot),
 				       .sg_list = sge,
 				       .num_sge = 1,
@@ -478,7 +480,7 @@ static void build_wrs(struct tp_conn *cn, const struct rr_conn_send *s,
 			/* XDR pad: from the zero bytes after the first slots */
 			sge[i] = (struct rpcrdma_sge){
 				(uint64_t)(uintptr_t)(cn->sch[0].mem + (size_t)cn->sch[0].n * cn->ssize),
-				w->len, rpcrdma_mr_lkey(cn->sch[0].mr)};
+				w->len, cn->sch[0].lkey};
 		}
 		wr[i] = (struct rpcrdma_send_wr){.wr_id = WRID(WR_WRITE, 0),
 						 .sg_list = &sge[i],

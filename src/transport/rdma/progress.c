@@ -210,7 +210,9 @@ bool tp_cq_arm_drain(struct tp_cq *q, struct tp_ep **touched)
  * the caller (feed kept it). */
 static void touched_after(struct tp_ep *touched, struct tp_ep *self, struct tp_ep *kept)
 {
-	struct rr_loop *here = rr_loop_current();
+	/* (nobody touched, the caller's own wait's usual case: no look at
+	 * the thread's loop) */
+	struct rr_loop *here = touched ? rr_loop_current() : NULL;
 
 	while (touched) {
 		struct tp_ep *ep = touched;
@@ -571,7 +573,8 @@ claimed:
 		pthread_mutex_unlock(&ep->lock);
 	}
 	tp_cq_release(q);
-	tp_touched_after(t, ep);   /* t is NULL when locked */
+	if (t)   /* t is NULL when locked */
+		tp_touched_after(t, ep);
 	if (!locked)
 		pthread_mutex_lock(&ep->lock);
 	cn->in_wait = false;

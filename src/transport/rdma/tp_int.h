@@ -77,6 +77,7 @@ struct tp_slots {
 	uint8_t *mem;
 	struct rpcrdma_mr *mr;
 	uint32_t first, n;           /* slots [first, first + n) */
+	uint32_t lkey;               /* @mr's, read once (each Send's SGE) */
 };
 struct tp_conn;
 struct tp_port;
@@ -215,6 +216,7 @@ struct tp_conn {
 	struct tp_pool *pool;        /* responder: Receives of a shared queue */
 	uint8_t *rbuf;               /* its own Receives (no pool) */
 	struct rpcrdma_mr *rmr;
+	uint32_t rlkey;              /* @rmr's, read once (each Receive's SGE) */
 	uint32_t nrecv, rsize;
 	struct tp_slots sch[TP_SLOT_CHUNKS]; /* send slots; after the first
 					chunk's, 4 zero bytes (pad source) */
