@@ -577,6 +577,8 @@ struct soft_chan {
 	struct rpcrdma_cm_event *evs;
 	unsigned ev_cap, ev_head, ev_count;
 	bool signaled;               /* efd written and not read back (lock) */
+	bool quiet;                  /* quiet_tid's pushes leave efd alone */
+	pthread_t quiet_tid;         /* (lock; rr_soft_channel_quiet) */
 };
 
 struct soft_id {
