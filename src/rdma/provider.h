@@ -244,6 +244,13 @@ struct rr_provider_ops {
 	int (*destroy_channel)(struct rr_cm_channel *ch);
 	int (*channel_fd)(struct rr_cm_channel *ch);
 	int (*get_event)(struct rr_cm_channel *ch, struct rpcrdma_cm_event *ev);
+	/* Optional (rr_cm_channel_quiet): on, the events the calling thread
+	 * queues on @ch do not make its descriptor readable (the caller
+	 * reads the channel itself before it turns this off); off, the
+	 * descriptor is readable if events wait. One thread at a time:
+	 * -EBUSY (on: another thread has it), -EINVAL (off: not this
+	 * thread's). */
+	int (*channel_quiet)(struct rr_cm_channel *ch, bool on);
 	int (*listen)(struct rr_cm_channel *ch, const struct sockaddr *addr, socklen_t addrlen,
 		      int backlog, void *user_ctx, struct rr_cm_id **out);
 	int (*connect)(struct rr_cm_channel *ch, struct rr_qp *qp, const struct sockaddr *dst,
@@ -358,6 +365,9 @@ int rr_cm_listen_shed(struct rpcrdma_cm_id *id, unsigned n);
  * listener; -EOPNOTSUPP: the provider has none, its thread accepts). */
 int rr_cm_listen_driven(struct rpcrdma_cm_id *id, bool on);
 int rr_cm_listen_drive(struct rpcrdma_cm_id *id);
+/* The channel_quiet op on @ch: 0, -EBUSY, -EINVAL, -EOPNOTSUPP (the
+ * provider's events always make the descriptor readable). */
+int rr_cm_channel_quiet(struct rpcrdma_cm_channel *ch, bool on);
 
 /* Providers call this when they create an id for an incoming request (the
  * channel's id count guards rpcrdma_cm_channel_destroy). provider.c, as

@@ -927,6 +927,17 @@ int rr_cm_listen_drive(struct rpcrdma_cm_id *pid)
 	return id->ch->ctx->ops->listen_drive(id);
 }
 
+int rr_cm_channel_quiet(struct rpcrdma_cm_channel *pch, bool on)
+{
+	struct rr_cm_channel *ch = RR_BASE(cm_channel, pch);
+
+	if (!ch)
+		return -EINVAL;
+	if (!ch->ctx->ops->channel_quiet)
+		return -EOPNOTSUPP;
+	return ch->ctx->ops->channel_quiet(ch, on);
+}
+
 static int cm_connect(struct rpcrdma_cm_channel *pch, struct rpcrdma_qp *pqp,
 		      const struct sockaddr *dst, socklen_t dstlen,
 		      const struct rpcrdma_conn_param *param, void *user_ctx,

@@ -656,6 +656,72 @@ TEST(limits_soft_listener_driven_timeout)
 	CHECK_EQ(rpcrdma_close(ctx), 0);
 }
 
+/* A driven soft listener asks its own epoll set which member is ready only
+ * when a handshake waits there (issue 16 part AZ: with the listening
+ * socket alone in it, the drive accepts at once). A peer that sent one
+ * byte of its Request waits in that set; the rest of its Request must be
+ * read by the next drive (a CONNECT_REQUEST; fails when the drive takes the
+ * set for the listening socket alone), and once it left the set a peer
+ * that sends its whole Request at connect is accepted and read by one
+ * drive. */
+TEST(limits_soft_listener_driven_late_request)
+{
+	static const uint8_t mpa_req[] = {'M', 'P', 'A', ' ', 'I', 'D', ' ', 'R', 'e', 'q',
+					  ' ', 'F', 'r', 'a', 'm', 'e', 0x10, 2, 0, 4,
+					  0, 16, 0, 16};
+	struct rr_listen_limits lim = {.max_handshakes = 8, .timeout_ms = 60000};
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	struct rpcrdma_cm_event ev;
+	struct rpcrdma_cm_id *l;
+	struct pollfd p;
+	int port, lfd, fds[2];
+
+	if (!rr_th_soft_ok())
+		return;
+	port = soft_listener_up(NULL, &lim, &ctx, &ch, &l);
+	lfd = rr_cm_listen_driven(l, true);
+	REQUIRE(lfd >= 0);
+	p = (struct pollfd){.fd = lfd, .events = POLLIN};
+
+	fds[0] = raw_connect_partial(port);   /* "M" */
+	REQUIRE(fds[0] >= 0);
+	REQUIRE_EQ(poll(&p, 1, WAIT_MS), 1);
+	CHECK_EQ(rr_cm_listen_drive(l), 0);
+	CHECK_EQ(lstats(l).handshakes, 1u);
+	CHECK_EQ(rpcrdma_cm_get_event(ch, &ev), -EAGAIN);
+	/* the rest of its Request: the set is readable for it, the drive
+	 * reads it */
+	REQUIRE_EQ(send(fds[0], mpa_req + 1, sizeof(mpa_req) - 1, MSG_NOSIGNAL),
+		   (ssize_t)sizeof(mpa_req) - 1);
+	for (int i = 0; i < 50 && rpcrdma_cm_get_event(ch, &ev) != 0; i++) {
+		ev.type = RPCRDMA_CM_ERROR;
+		if (poll(&p, 1, 200) == 1)
+			CHECK_EQ(rr_cm_listen_drive(l), 0);
+	}
+	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+	CHECK_EQ(lstats(l).handshakes, 0u);
+	CHECK_EQ(rpcrdma_reject(ev.id, NULL, 0), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(ev.id), 0);
+
+	/* a whole Request at connect: one drive accepts and reads it */
+	fds[1] = raw_connect(port);
+	REQUIRE(fds[1] >= 0);
+	REQUIRE_EQ(send(fds[1], mpa_req, sizeof(mpa_req), MSG_NOSIGNAL), (ssize_t)sizeof(mpa_req));
+	REQUIRE_EQ(poll(&p, 1, WAIT_MS), 1);
+	CHECK_EQ(rr_cm_listen_drive(l), 0);
+	REQUIRE_EQ(rpcrdma_cm_get_event(ch, &ev), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+	CHECK_EQ(rpcrdma_reject(ev.id, NULL, 0), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(ev.id), 0);
+
+	close(fds[0]);
+	close(fds[1]);
+	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(ch), 0);
+	CHECK_EQ(rpcrdma_close(ctx), 0);
+}
+
 /* --------------------------------------- the server in a child process -- */
 
 enum { CS_STATS = 's', CS_FILL = 'f', CS_RELEASE = 'r', CS_QUIT = 'q' };

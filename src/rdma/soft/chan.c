@@ -2,7 +2,9 @@
 /* The soft provider's CM event channels: a queue of struct rpcrdma_cm_event
  * behind an eventfd that is readable exactly while events wait, the events
  * the connection manager and the data path push (rr_soft_id_event,
- * rr_soft_report_disconnect), and the consumer's rpcrdma_cm_get_event. A
+ * rr_soft_report_disconnect), the consumer's rpcrdma_cm_get_event, and its
+ * quiet (rr_soft_channel_quiet: a thread that reads the channel after
+ * making events on it writes no eventfd for them). A
  * context whose owner uses interrupts has its CQ waits ended by every event
  * (docs/soft-iwarp.md "CM events end CQ waits"). Destroying a channel and
  * dropping an id's queued events free ids, so they are in cm.c. */
@@ -58,8 +60,11 @@ void rr_soft_chan_push(struct soft_chan *ch, const struct rpcrdma_cm_event *ev)
 		ch->ev_head = 0;
 	}
 	ch->evs[(ch->ev_head + ch->ev_count++) % ch->ev_cap] = *ev;
-	/* under the lock: the fd is readable exactly while signaled */
-	if (!ch->signaled && write(ch->efd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+	/* under the lock: the fd is readable exactly while signaled; not
+	 * written for the thread that keeps the channel quiet (it reads the
+	 * channel before it ends the quiet, which signals what it left) */
+	if (!ch->signaled && !(ch->quiet && pthread_equal(ch->quiet_tid, pthread_self())) &&
+	    write(ch->efd, &one, sizeof(one)) == (ssize_t)sizeof(one))
 		ch->signaled = true;
 	pthread_mutex_unlock(&ch->lock);
 	/* A context whose owner uses interrupts (the RPC responder sleeps in
@@ -91,6 +96,38 @@ int rr_soft_get_event(struct rr_cm_channel *base, struct rpcrdma_cm_event *ev)
 			/* nothing pending */
 		}
 		ch->signaled = false;
+	}
+	pthread_mutex_unlock(&ch->lock);
+	return r;
+}
+
+/* A consumer that reads the channel in the thread that makes its events
+ * (the server's listener: the CONNECT_REQUESTs its drive reads, the
+ * ESTABLISHEDs its accepts make) writes and reads the eventfd for nothing
+ * (two system calls per event, and a turn of its loop for the
+ * readiness): quiet, its own pushes are queued only. */
+int rr_soft_channel_quiet(struct rr_cm_channel *base, bool on)
+{
+	struct soft_chan *ch = chan_of(base);
+	uint64_t one = 1;
+	int r = 0;
+
+	pthread_mutex_lock(&ch->lock);
+	if (on) {
+		if (ch->quiet) {
+			r = -EBUSY;
+		} else {
+			ch->quiet = true;
+			ch->quiet_tid = pthread_self();
+		}
+	} else if (!ch->quiet || !pthread_equal(ch->quiet_tid, pthread_self())) {
+		r = -EINVAL;
+	} else {
+		ch->quiet = false;
+		/* what the quiet thread left unread is signaled now */
+		if (ch->ev_count && !ch->signaled &&
+		    write(ch->efd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+			ch->signaled = true;
 	}
 	pthread_mutex_unlock(&ch->lock);
 	return r;

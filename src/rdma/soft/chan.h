@@ -8,6 +8,8 @@
 int rr_soft_create_channel(struct rr_context *ctx, struct rr_cm_channel **out);
 int rr_soft_channel_fd(struct rr_cm_channel *ch);
 int rr_soft_get_event(struct rr_cm_channel *ch, struct rpcrdma_cm_event *ev);
+/* The channel_quiet op (provider.h). */
+int rr_soft_channel_quiet(struct rr_cm_channel *ch, bool on);
 /* Queues @ev on @ch (dropped when out of memory); ends the context's CQ
  * waits when its owner uses interrupts. */
 void rr_soft_chan_push(struct soft_chan *ch, const struct rpcrdma_cm_event *ev);

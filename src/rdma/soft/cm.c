@@ -129,6 +129,8 @@ static void lep_unwatch(struct soft_id *id)
 		return;
 	if (id->listen && id->listen->lep_ok)
 		(void)epoll_ctl(id->listen->lep, EPOLL_CTL_DEL, id->obj.fd, NULL);
+	if (id->listen)
+		id->listen->lep_hs--;
 	id->in_lep = false;
 }
 
@@ -742,9 +744,10 @@ static void hs_watch(struct soft_id *l, struct soft_id *id)
 {
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &id->obj};
 
-	if (l->ldriven && epoll_ctl(l->lep, EPOLL_CTL_ADD, id->obj.fd, &ev) == 0)
+	if (l->ldriven && epoll_ctl(l->lep, EPOLL_CTL_ADD, id->obj.fd, &ev) == 0) {
 		id->in_lep = true;
-	else
+		l->lep_hs++;
+	} else
 		rr_soft_obj_add(l->ctx, &id->obj, EPOLLIN);
 }
 
@@ -883,7 +886,16 @@ int rr_soft_listen_drive(struct rr_cm_id *base)
 		pthread_mutex_unlock(&c->lock);
 		return 1;
 	}
-	n = epoll_wait(l->lep, evs, SOFT_ACCEPT_BATCH, 0);
+	/* no handshake in the set: the listening socket is all it holds,
+	 * and its readiness is what the driver was woken for; accepted at
+	 * once, without asking the set (an epoll_wait per connect; at worst
+	 * one accept4 finds nothing) */
+	if (!l->lep_hs) {
+		evs[0].data.ptr = &l->obj;
+		n = 1;
+	} else {
+		n = epoll_wait(l->lep, evs, SOFT_ACCEPT_BATCH, 0);
+	}
 	/* the handshakes first: accepting may close one (the oldest at the
 	 * half-open limit) whose readiness is further on in @evs; nothing
 	 * else closes one meanwhile (c->lock) */

@@ -47,6 +47,7 @@ const struct rr_provider_ops rr_soft_ops = {
 	.destroy_channel = rr_soft_destroy_channel,
 	.channel_fd = rr_soft_channel_fd,
 	.get_event = rr_soft_get_event,
+	.channel_quiet = rr_soft_channel_quiet,
 	.listen = rr_soft_listen,
 	.connect = rr_soft_connect,
 	.connect_drive = rr_soft_connect_drive,

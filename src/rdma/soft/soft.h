@@ -609,6 +609,8 @@ struct soft_chan {
 	struct rpcrdma_cm_event *evs;
 	unsigned ev_cap, ev_head, ev_count;
 	bool signaled;               /* efd written and not read back (lock) */
+	bool quiet;                  /* quiet_tid's pushes leave efd alone */
+	pthread_t quiet_tid;         /* (lock; rr_soft_channel_quiet) */
 };
 
 struct soft_id {
@@ -653,9 +655,11 @@ struct soft_id {
 	 * thread does not watch it; lep: the epoll set that thread watches
 	 * (the listening socket and the handshakes waiting for their
 	 * Request, valid while lep_ok). Handshake: in_lep, in its
-	 * listener's lep instead of the progress thread's set. */
+	 * listener's lep instead of the progress thread's set; lep_hs: how
+	 * many handshakes the listener's lep holds (c->lock). */
 	bool ldriven, lep_ok, in_lep;
 	int lep;
+	unsigned lep_hs;
 };
 
 /* Completions a fast waiter receives for itself go straight into its

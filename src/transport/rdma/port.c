@@ -144,6 +144,18 @@ void tp_port_read_events(struct tp_port *p)
 	}
 }
 
+bool tp_port_quiet_begin(struct tp_port *p)
+{
+	return rr_cm_channel_quiet(p->ch, true) == 0;
+}
+
+void tp_port_quiet_end(struct tp_port *p, bool quiet)
+{
+	tp_port_read_events(p);
+	if (quiet)
+		(void)rr_cm_channel_quiet(p->ch, false);
+}
+
 /* The channel is readable (on the port's loop). */
 static void ch_ready(struct rr_loop_src *src, uint32_t events)
 {

@@ -243,10 +243,13 @@ static void server_free(struct rr_tp_server *s)
  * CONNECT_REQUESTs that makes are handled in this same turn of the loop
  * (tp_ev_hand posts the listener's turn on its own runner: no wake-up),
  * where the soft provider's thread used to accept and wake this loop
- * through the channel. */
+ * through the channel. The channel is kept quiet meanwhile: the
+ * CONNECT_REQUESTs are read right after (no eventfd written and read back
+ * per request: issue 16 part AZ). */
 static void listen_ready(struct rr_loop_src *src, uint32_t events)
 {
 	struct rr_tp_server *s = RR_CONTAINER_OF(src, struct rr_tp_server, lsrc);
+	bool quiet;
 
 	(void)events;
 	pthread_mutex_lock(&s->ep.lock);
@@ -254,13 +257,14 @@ static void listen_ready(struct rr_loop_src *src, uint32_t events)
 		pthread_mutex_unlock(&s->ep.lock);
 		return;
 	}
+	quiet = tp_port_quiet_begin(s->ep.port);
 	if (rr_cm_listen_drive(s->listen_id) != 0) {
 		/* accepting paused: the provider's thread has it now */
 		rr_loop_del(s->ep.loop, &s->lsrc);
 		s->ldriven = false;
 	}
 	pthread_mutex_unlock(&s->ep.lock);
-	tp_port_read_events(s->ep.port);
+	tp_port_quiet_end(s->ep.port, quiet);
 }
 
 /* The listener's loop watches the listening socket itself when the

@@ -501,8 +501,15 @@ static void listener_turn(struct tp_ep *ep)
 {
 	struct rr_tp_server *s = RR_CONTAINER_OF(ep, struct rr_tp_server, ep);
 	struct tp_ev *e = tp_ep_take_events(ep);
+	bool quiet = false;
 	int n = 0;
 
+	/* The accepts' ESTABLISHEDs are read from the channel at the end of
+	 * the turn, not signaled to this same thread through its eventfd
+	 * (issue 16 part AZ); the lock order is the listener's, then the
+	 * port's cm_lock, as in unlisten. */
+	if (e)
+		quiet = tp_port_quiet_begin(s->ep.port);
 	while (e && n < SV_CM_PER_TURN) {
 		struct tp_ev *nx = e->next;
 
@@ -526,6 +533,8 @@ static void listener_turn(struct tp_ep *ep)
 		pthread_mutex_unlock(&ep->evq_lock);
 		tp_ep_kick(ep);
 	}
+	if (quiet)
+		tp_port_quiet_end(s->ep.port, true);
 }
 
 const struct tp_ep_ops tp_listener_ops = {.turn = listener_turn};

@@ -497,6 +497,13 @@ void tp_port_put(struct tp_port *p);
 /* Reads @p's CM channel and hands what is there to the endpoints (on the
  * port's loop: what the channel's readiness does). */
 void tp_port_read_events(struct tp_port *p);
+/* On @p's loop, around work that makes events on its channel in this
+ * thread (the listener's drive and accepts): begin keeps the channel's
+ * descriptor quiet for them (rr_cm_channel_quiet; false when the provider
+ * cannot); end (@quiet: what begin returned) reads the channel, then ends
+ * the quiet, the descriptor readable if events are left. */
+bool tp_port_quiet_begin(struct tp_port *p);
+void tp_port_quiet_end(struct tp_port *p, bool quiet);
 /* Reserves @cqe entries of a CQ of @p for one connection (a new CQ when
  * none has room, or only CQs between tp_cq_quiet_begin and _end): 0 or
  * -errno; the caller then creates its QP on it and says tp_cq_created
