@@ -67,6 +67,43 @@ static void echo_sync(struct rpcrdma_client *c, uint32_t n)
 	}
 }
 
+/* After 8 synchronous Calls to settle, the completion batches that @calls
+ * more cost the client @c or, when @s is given, the server @s. */
+static uint64_t batches_for(struct rpcrdma_client *c, struct rpcrdma_server *s, uint32_t calls)
+{
+	struct rpcrdma_xprt_stats a, b;
+
+	echo_sync(c, 8);
+	REQUIRE_EQ(s ? rpcrdma_server_stats(s, &a) : rpcrdma_client_stats(c, &a), 0);
+	echo_sync(c, calls);
+	REQUIRE_EQ(s ? rpcrdma_server_stats(s, &b) : rpcrdma_client_stats(c, &b), 0);
+	rpcrdma_xprt_stats_diff(&b, &a, &b);
+	printf("  %s: %llu completion batches for %u Calls\n", s ? "server" : "client",
+	       (unsigned long long)b.cq_polls, calls);
+	return b.cq_polls;
+}
+
+/* @rounds bursts of Calls in flight together on @c, round r's of
+ * 1 + (r * @step) % @max Calls (at most 23), each checked. */
+static void echo_bursts(struct rpcrdma_client *c, uint32_t rounds, uint32_t step, uint32_t max)
+{
+	struct rpcrdma_call *calls[23];
+
+	REQUIRE(max <= 23);
+	for (uint32_t r = 0; r < rounds; r++) {
+		uint32_t n = 1 + (r * step) % max;
+
+		for (uint32_t i = 0; i < n; i++) {
+			calls[i] = echo_call(c, r * 100 + i);
+			REQUIRE_EQ(rpcrdma_call_start(calls[i], NULL, NULL), 0);
+		}
+		for (uint32_t i = 0; i < n; i++) {
+			CHECK_EQ(rpcrdma_call_wait(calls[i], RR_TEST_WAIT_MS), 0);
+			echo_check(calls[i], r * 100 + i);
+		}
+	}
+}
+
 /* 400 synchronous Calls: the client's waits find ~1.125 batches of
  * completions per Call (the Reply; a Send's completion every eighth:
  * 450), not 1.25 (every fourth signaled: 500, before issue 16 part AN),
@@ -75,23 +112,18 @@ TEST(send_completions_client_sends_unsignaled)
 {
 	enum { CALLS = 400 };
 	struct rpcrdma_client_opts o = {.timeout_ms = RR_TEST_WAIT_MS};
-	struct rpcrdma_xprt_stats a, b;
 	struct rpcrdma_client *c;
 	struct rpcrdma_server *s;
+	uint64_t batches;
 	char url[64];
 
 	if (!rr_th_soft_ok())
 		return;
 	s = start(url, sizeof(url));
 	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
-	echo_sync(c, 8);
-	REQUIRE_EQ(rpcrdma_client_stats(c, &a), 0);
-	echo_sync(c, CALLS);
-	REQUIRE_EQ(rpcrdma_client_stats(c, &b), 0);
-	rpcrdma_xprt_stats_diff(&b, &a, &b);
-	printf("  %llu completion batches for %d Calls\n", (unsigned long long)b.cq_polls, CALLS);
-	CHECK(b.cq_polls >= (uint64_t)CALLS);
-	CHECK(b.cq_polls <= (uint64_t)CALLS * 6 / 5);
+	batches = batches_for(c, NULL, CALLS);
+	CHECK(batches >= (uint64_t)CALLS);
+	CHECK(batches <= (uint64_t)CALLS * 6 / 5);
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
 }
@@ -105,7 +137,6 @@ TEST(send_completions_bursts_in_flight)
 {
 	enum { BURST = 23, ROUNDS = 20 };
 	struct rpcrdma_client_opts o = {.timeout_ms = RR_TEST_WAIT_MS};
-	struct rpcrdma_call *calls[BURST];
 	struct rpcrdma_client *c;
 	struct rpcrdma_server *s;
 	char url[64];
@@ -114,18 +145,7 @@ TEST(send_completions_bursts_in_flight)
 		return;
 	s = start(url, sizeof(url));
 	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
-	for (uint32_t r = 0; r < ROUNDS; r++) {
-		uint32_t n = 1 + (r * 7) % BURST;   /* 1..23, not a multiple of 8 */
-
-		for (uint32_t i = 0; i < n; i++) {
-			calls[i] = echo_call(c, r * 100 + i);
-			REQUIRE_EQ(rpcrdma_call_start(calls[i], NULL, NULL), 0);
-		}
-		for (uint32_t i = 0; i < n; i++) {
-			CHECK_EQ(rpcrdma_call_wait(calls[i], RR_TEST_WAIT_MS), 0);
-			echo_check(calls[i], r * 100 + i);
-		}
-	}
+	echo_bursts(c, ROUNDS, 7, BURST);   /* 1..23, not a multiple of 8 */
 	echo_sync(c, 9);
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
@@ -141,38 +161,20 @@ TEST(send_completions_server_replies_unsignaled)
 {
 	enum { CALLS = 400 };
 	struct rpcrdma_client_opts o = {.timeout_ms = RR_TEST_WAIT_MS};
-	struct rpcrdma_xprt_stats a, b;
 	struct rpcrdma_client *c;
 	struct rpcrdma_server *s;
+	uint64_t batches;
 	char url[64];
 
 	if (!rr_th_soft_ok())
 		return;
 	s = start(url, sizeof(url));
 	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
-	echo_sync(c, 8);
-	REQUIRE_EQ(rpcrdma_server_stats(s, &a), 0);
-	echo_sync(c, CALLS);
-	REQUIRE_EQ(rpcrdma_server_stats(s, &b), 0);
-	rpcrdma_xprt_stats_diff(&b, &a, &b);
-	printf("  server: %llu completion batches for %d Calls\n", (unsigned long long)b.cq_polls,
-	       CALLS);
-	CHECK(b.cq_polls >= (uint64_t)CALLS);
-	CHECK(b.cq_polls <= (uint64_t)CALLS * 3 / 2);
+	batches = batches_for(c, s, CALLS);
+	CHECK(batches >= (uint64_t)CALLS);
+	CHECK(batches <= (uint64_t)CALLS * 3 / 2);
 	/* and the connection goes on: bursts of Calls in flight together */
-	for (uint32_t r = 0; r < 8; r++) {
-		struct rpcrdma_call *calls[11];
-		uint32_t n = 1 + (r * 5) % 11;
-
-		for (uint32_t i = 0; i < n; i++) {
-			calls[i] = echo_call(c, r * 100 + i);
-			REQUIRE_EQ(rpcrdma_call_start(calls[i], NULL, NULL), 0);
-		}
-		for (uint32_t i = 0; i < n; i++) {
-			CHECK_EQ(rpcrdma_call_wait(calls[i], RR_TEST_WAIT_MS), 0);
-			echo_check(calls[i], r * 100 + i);
-		}
-	}
+	echo_bursts(c, 8, 5, 11);
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
 }
