@@ -27,6 +27,13 @@ int soft_net_get_cm(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev)
 	return -ETIMEDOUT;
 }
 
+bool soft_net_cm_readable(struct rpcrdma_cm_channel *ch, int ms)
+{
+	struct pollfd p = {.fd = rpcrdma_cm_channel_fd(ch), .events = POLLIN};
+
+	return poll(&p, 1, ms) == 1;
+}
+
 void soft_net_up(struct net *n, int cqe, int backlog)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

@@ -31,6 +31,8 @@ struct net {
 
 /* The next CM event of @ch within ~5 s: 0, or -ETIMEDOUT. */
 int soft_net_get_cm(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev);
+/* Whether @ch's descriptor signals an event within @ms (none consumed). */
+bool soft_net_cm_readable(struct rpcrdma_cm_channel *ch, int ms);
 /* Everything but buffers; CQs of @cqe entries, a listen backlog of @backlog. */
 void soft_net_up(struct net *n, int cqe, int backlog);
 /* soft_net_up plus @len zeroed bytes registered local + remote write. */

@@ -18,23 +18,6 @@
 #include "rpcrdma/rdma.h"
 #include "soft_net.h"
 
-static bool readable(struct rpcrdma_cm_channel *ch, int ms)
-{
-	struct pollfd pfd = {rpcrdma_cm_channel_fd(ch), POLLIN, 0};
-
-	return poll(&pfd, 1, ms) == 1;
-}
-
-static int next_event(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev, int ms)
-{
-	for (int i = 0; i < ms; i++) {
-		if (rpcrdma_cm_get_event(ch, ev) == 0)
-			return 0;
-		usleep(1000);
-	}
-	return -ETIMEDOUT;
-}
-
 struct other {
 	struct rpcrdma_cm_channel *ch;
 	int on, off;
@@ -84,30 +67,30 @@ TEST(soft_chan_quiet_own_events_only)
 		   0);
 	/* the provider thread accepts and reads the Request: its event makes
 	 * the quiet channel readable */
-	CHECK(readable(sch, 5000));
-	REQUIRE_EQ(next_event(sch, &ev, 5000), 0);
+	CHECK(soft_net_cm_readable(sch, 5000));
+	REQUIRE_EQ(soft_net_get_cm(sch, &ev), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
 	sid = ev.id;
-	CHECK(!readable(sch, 0));
+	CHECK(!soft_net_cm_readable(sch, 0));
 	REQUIRE_EQ(rpcrdma_accept(sid, s.qp, NULL), 0);
 	/* the server's ESTABLISHED, queued by this thread's accept: queued,
 	 * the descriptor left alone */
-	CHECK(!readable(sch, 0));
+	CHECK(!soft_net_cm_readable(sch, 0));
 	/* the client's, queued by the provider thread when it reads the
 	 * Reply: readable although this thread keeps the channel quiet */
-	CHECK(readable(cch, 5000));
-	REQUIRE_EQ(next_event(cch, &ev, 5000), 0);
+	CHECK(soft_net_cm_readable(cch, 5000));
+	REQUIRE_EQ(soft_net_get_cm(cch, &ev), 0);
 	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
 	CHECK_EQ(rr_cm_channel_quiet(cch, false), 0);
-	CHECK(!readable(cch, 0)); /* nothing left: nothing signaled */
+	CHECK(!soft_net_cm_readable(cch, 0)); /* nothing left: nothing signaled */
 	/* the end of the quiet signals the event left on the server's */
-	CHECK(!readable(sch, 0));
+	CHECK(!soft_net_cm_readable(sch, 0));
 	CHECK_EQ(rr_cm_channel_quiet(sch, false), 0);
-	CHECK(readable(sch, 0));
+	CHECK(soft_net_cm_readable(sch, 0));
 	REQUIRE_EQ(rpcrdma_cm_get_event(sch, &ev), 0);
 	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
 	CHECK(ev.id == sid);
-	CHECK(!readable(sch, 0));
+	CHECK(!soft_net_cm_readable(sch, 0));
 	CHECK_EQ(rr_cm_channel_quiet(sch, false), -EINVAL); /* not quiet now */
 
 	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);

@@ -42,24 +42,6 @@ static void ce_free(void *ctx, void *ptr)
 	free(ptr);
 }
 
-/* Waits until the channel has an event queued, without consuming it. */
-static bool chan_readable(struct rpcrdma_cm_channel *ch, int ms)
-{
-	struct pollfd pfd = {rpcrdma_cm_channel_fd(ch), POLLIN, 0};
-
-	return poll(&pfd, 1, ms) == 1;
-}
-
-static int next_event(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev, int ms)
-{
-	for (int i = 0; i < ms; i++) {
-		if (rpcrdma_cm_get_event(ch, ev) == 0)
-			return 0;
-		usleep(1000);
-	}
-	return -ETIMEDOUT;
-}
-
 static uint16_t listen_port(struct rpcrdma_cm_channel *ch, void *uctx, struct rpcrdma_cm_id **l)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -97,19 +79,19 @@ TEST(soft_cm_destroy_id_drops_queued_events)
 	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &cch), 0);
 	a = loop_addr(listen_port(sch, &lmark, &l));
 	REQUIRE_EQ(rpcrdma_connect(cch, c.qp, (struct sockaddr *)&a, sizeof(a), NULL, &cmark, &cid), 0);
-	REQUIRE_EQ(next_event(sch, &ev, 5000), 0);
+	REQUIRE_EQ(soft_net_get_cm(sch, &ev), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
 	CHECK(ev.user_ctx == &lmark); /* the listener's, set before any event */
 	sid = ev.id;
 	REQUIRE_EQ(rpcrdma_accept(sid, s.qp, NULL), 0);
 	/* the client's ESTABLISHED is queued: destroy its id unconsumed */
-	REQUIRE(chan_readable(cch, 5000));
+	REQUIRE(soft_net_cm_readable(cch, 5000));
 	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
 	CHECK_EQ(rpcrdma_cm_get_event(cch, &ev), -EAGAIN);
 	/* the server's ESTABLISHED (queued by accept: the channel is
 	 * readable) and the DISCONNECTED that may follow: dropped with the id
 	 * too */
-	REQUIRE(chan_readable(sch, 5000));
+	REQUIRE(soft_net_cm_readable(sch, 5000));
 	CHECK_EQ(rpcrdma_cm_id_destroy(sid), 0);
 	CHECK_EQ(rpcrdma_cm_get_event(sch, &ev), -EAGAIN);
 	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
@@ -139,7 +121,7 @@ TEST(soft_cm_connect_user_ctx_on_first_event)
 	a = loop_addr(listen_port(ch, NULL, &l));
 	REQUIRE_EQ(rpcrdma_connect(ch, c.qp, (struct sockaddr *)&a, sizeof(a), NULL, &cmark, &cid), 0);
 	while (!cest) {
-		REQUIRE_EQ(next_event(ch, &ev, 5000), 0);
+		REQUIRE_EQ(soft_net_get_cm(ch, &ev), 0);
 		if (ev.type == RPCRDMA_CM_CONNECT_REQUEST) {
 			sid = ev.id;
 			REQUIRE_EQ(rpcrdma_accept(sid, s.qp, NULL), 0);
@@ -201,7 +183,7 @@ TEST(soft_cm_listener_destroy_frees_pending)
 	/* CONNECT_REQUEST queued: the listener took the connections in
 	 * order, so the raw peer's (connected first) was accepted before it
 	 * and waits in its MPA exchange */
-	REQUIRE(chan_readable(sch, 5000));
+	REQUIRE(soft_net_cm_readable(sch, 5000));
 	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
 	CHECK_EQ(rpcrdma_cm_get_event(sch, &ev), -EAGAIN);
 	CHECK_EQ(rpcrdma_cm_channel_destroy(sch), 0);
@@ -212,7 +194,7 @@ TEST(soft_cm_listener_destroy_frees_pending)
 	CHECK(errno != EAGAIN && errno != EWOULDBLOCK);
 	close(raw);
 	/* the client's connection attempt ends */
-	REQUIRE_EQ(next_event(cch, &ev, 5000), 0);
+	REQUIRE_EQ(soft_net_get_cm(cch, &ev), 0);
 	CHECK(ev.type != RPCRDMA_CM_ESTABLISHED);
 	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
 	soft_ep_free(&c);
