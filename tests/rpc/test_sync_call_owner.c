@@ -134,6 +134,22 @@ static bool own_unhold(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	return found;
 }
 
+/* Until @call is no longer held (completed or aborted; untimed). */
+static void own_wait_unheld(struct rr_xprt_client *x, struct rr_xprt_call *call)
+{
+	pthread_mutex_lock(&x->lock);
+	for (;;) {
+		bool held = false;
+
+		for (unsigned i = 0; i < x->nheld; i++)
+			held |= x->held[i] == call;
+		if (!held)
+			break;
+		pthread_cond_wait(&x->cv, &x->lock);
+	}
+	pthread_mutex_unlock(&x->lock);
+}
+
 static void *own_destroy_client(void *arg)
 {
 	rpcrdma_client_destroy(arg);
@@ -247,17 +263,7 @@ static int own_submit_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, 
 		own_hold(x, call);
 		REQUIRE_EQ(pthread_create(&t, NULL, own_canceller, own_cancel_call), 0);
 		/* until the abort took it (untimed: the canceller runs) */
-		pthread_mutex_lock(&x->lock);
-		for (;;) {
-			bool held = false;
-
-			for (unsigned i = 0; i < x->nheld; i++)
-				held |= x->held[i] == call;
-			if (!held)
-				break;
-			pthread_cond_wait(&x->cv, &x->lock);
-		}
-		pthread_mutex_unlock(&x->lock);
+		own_wait_unheld(x, call);
 		REQUIRE_EQ(pthread_join(t, NULL), 0);
 		return 0;
 	case OWN_CANCEL_EARLY:
@@ -314,17 +320,7 @@ static void own_wait_held(struct rr_xprt_client *x, struct rr_xprt_call *call,
 			  uint32_t timeout_ms)
 {
 	(void)timeout_ms;
-	pthread_mutex_lock(&x->lock);
-	for (;;) {
-		bool held = false;
-
-		for (unsigned i = 0; i < x->nheld; i++)
-			held |= x->held[i] == call;
-		if (!held)
-			break;
-		pthread_cond_wait(&x->cv, &x->lock);
-	}
-	pthread_mutex_unlock(&x->lock);
+	own_wait_unheld(x, call);
 }
 
 /* The same without submit_wait: every synchronous call goes the locked
