@@ -372,6 +372,57 @@ TEST(limits_idle_timeout_tcp)
 	idle_case("tcp");
 }
 
+/* idle_timeout_ms = 400: a connection that makes a NULL call every 150 ms
+ * for five timeouts is never idle; once silent, it is closed. rdma://: its
+ * Receives are only counted, and the sweep (at most every 100 ms, the
+ * shard's tick) stamps the connection when it sees the count move; calls
+ * 150 ms apart leave some looks with no move, where a connection never
+ * stamped since its accept would be closed. */
+static void idle_active_case(const char *scheme)
+{
+	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = 400};
+	struct rpcrdma_client_opts co = {.timeout_ms = 30000, .connect_timeout_ms = 10000,
+					 .no_reconnect = true};
+	struct rpcrdma_client *c;
+	struct rpcrdma_server *s;
+	int calls = 0, bad = 0;
+	uint64_t t0;
+	char url[64];
+
+	s = start_server(scheme, &o, url, sizeof(url));
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &co, &c), 0);
+	/* (waiting for time to pass to show that nothing happens: not a
+	 * synchronisation) */
+	t0 = mono_ms();
+	while (mono_ms() - t0 < 2000) {
+		if (null_call(c) != 0)
+			bad++;
+		calls++;
+		rr_th_sleep_ms(150);
+	}
+	CHECK_EQ(bad, 0);
+	CHECK(calls >= 5);
+	CHECK_EQ(srv_stats(s).idle_closed, 0);
+	CHECK_EQ(srv_stats(s).connections, 1);
+	/* now silent: closed */
+	CHECK(WAIT_FOR(srv_stats(s).idle_closed == 1, WAIT_MS));
+	CHECK(WAIT_FOR(srv_stats(s).connections == 0, WAIT_MS));
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+}
+
+TEST(limits_idle_timeout_active_not_closed_rdma)
+{
+	if (!rr_th_soft_ok())
+		return;
+	idle_active_case("rdma");
+}
+
+TEST(limits_idle_timeout_active_not_closed_tcp)
+{
+	idle_active_case("tcp");
+}
+
 /* A client whose idle connection the server closed connects again when
  * it has a Call to make, not at once: otherwise it would come back once per
  * idle timeout for nothing. The quiet period is proven by a second client's

@@ -235,7 +235,11 @@ static uint64_t host_key(const struct sockaddr_storage *a)
  * last Receive is that old, with nothing in progress (requests held by the
  * upper layer, Replies waiting for their RDMA_DONE), is disconnected and
  * counted. Looked at no more often than every tenth of the timeout (at
- * least every 100 ms); lock held. */
+ * least every 100 ms); lock held. A Receive only counts itself (cn->nrx,
+ * no clock read per Call); the sweep that sees the count moved stamps the
+ * connection with its own time, which is never before the last Receive:
+ * a connection is never closed sooner than its timeout, and at most one
+ * look later than by the Receive's own time. */
 void tp_sv_idle_sweep(struct tp_shard *sh)
 {
 	uint64_t to = (uint64_t)sh->ep.conf.idle_timeout_ms * 1000000u;
@@ -250,6 +254,11 @@ void tp_sv_idle_sweep(struct tp_shard *sh)
 	sh->idle_look_ns = now + RR_MIN(to / 10, 100000000ull);
 	for (cn = sh->conns; cn; cn = nx) {
 		nx = cn->next;
+		if (cn->nrx != cn->idle_nrx) {   /* received since the last look */
+			cn->idle_nrx = cn->nrx;
+			cn->last_rx_ns = now;
+			continue;
+		}
 		if (cn->dead || !cn->established || rr_conn_in_progress(cn->sess) || cn->ndefer ||
 		    now - cn->last_rx_ns < to)
 			continue;
