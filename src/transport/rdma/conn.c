@@ -1057,9 +1057,11 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 	case WR_RECV: {
 		uint32_t idx = (uint32_t)WRVAL(wc->wr_id);
 
-		/* its idle timeout: counted, the sweep stamps it (no clock
-		 * read per Receive; server_conns.c tp_sv_idle_sweep) */
-		cn->nrx++;
+		/* its idle timeout: the first Receive since the sweep's last
+		 * look reads the clock, the others are counted
+		 * (server_conns.c tp_sv_idle_sweep) */
+		if (cn->nrx++ == cn->idle_nrx && cn->ep->is_server)
+			cn->last_rx_ns = tp_now_ns(cn->ep);
 		rr_conn_on_recv(cn->sess, idx,
 				cn->pool ? tp_pool_buf(cn->pool, idx)
 					 : cn->rbuf + (size_t)idx * cn->rsize,
