@@ -372,6 +372,110 @@ TEST(limits_idle_timeout_tcp)
 	idle_case("tcp");
 }
 
+/* A connection that makes a NULL call every @gap_ms for about five
+ * timeouts of @to_ms is never idle; once silent, it is closed. rdma://:
+ * only the first Receive since the idle sweep's last look reads the clock,
+ * the others are counted. (400, 150): looks at most every 100 ms (the
+ * shard's tick), some with no Receive since the previous one: a connection
+ * never stamped since its accept would be closed. */
+static void idle_active_case(const char *scheme, uint32_t to_ms, unsigned gap_ms)
+{
+	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = to_ms};
+	struct rpcrdma_client_opts co = {.timeout_ms = 30000, .connect_timeout_ms = 10000,
+					 .no_reconnect = true};
+	struct rpcrdma_client *c;
+	struct rpcrdma_server *s;
+	int calls = 0, bad = 0;
+	uint64_t t0;
+	char url[64];
+
+	s = start_server(scheme, &o, url, sizeof(url));
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &co, &c), 0);
+	/* (waiting for time to pass to show that nothing happens: not a
+	 * synchronisation) */
+	t0 = mono_ms();
+	while (mono_ms() - t0 < 5u * (to_ms > 200 ? to_ms : 200)) {
+		if (null_call(c) != 0)
+			bad++;
+		calls++;
+		rr_th_sleep_ms(gap_ms);
+	}
+	CHECK_EQ(bad, 0);
+	CHECK(calls >= 5);
+	CHECK_EQ(srv_stats(s).idle_closed, 0);
+	CHECK_EQ(srv_stats(s).connections, 1);
+	/* now silent: closed */
+	CHECK(WAIT_FOR(srv_stats(s).idle_closed == 1, WAIT_MS));
+	CHECK(WAIT_FOR(srv_stats(s).connections == 0, WAIT_MS));
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+}
+
+TEST(limits_idle_timeout_active_not_closed_rdma)
+{
+	if (!rr_th_soft_ok())
+		return;
+	idle_active_case("rdma", 400, 150);
+}
+
+TEST(limits_idle_timeout_active_not_closed_tcp)
+{
+	idle_active_case("tcp", 400, 150);
+}
+
+/* A virtual clock for the server (struct rpcrdma_env.now_ns). */
+static _Atomic uint64_t idle_vclock_ns = 1000000000ull;
+
+static uint64_t idle_vclock(void *ctx)
+{
+	(void)ctx;
+	return atomic_load(&idle_vclock_ns);
+}
+
+/* rdma://, the server on a virtual clock, idle_timeout_ms = 10 s: two
+ * Receives between two looks of the idle sweep (a Call at 5 s, the first
+ * since the look, whose time is read; one at 9 s, only counted). At 15.5 s
+ * the connection is not idle (its last Receive 6.5 s ago): the look that
+ * finds more than one Receive since the previous look stamps its own time
+ * (with the first one's time, 5 s, it would be closed); at 26 s it is. (A
+ * look of the sweep between the two Calls, a window of a few microseconds
+ * against the shard's 100 ms tick, would read the second one's time: the
+ * test then passes without showing the stamp.) */
+TEST(limits_idle_timeout_several_receives_per_look_rdma)
+{
+	struct rpcrdma_env env = *rpcrdma_env_default();
+	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = 10000};
+	struct rpcrdma_client_opts co = {.timeout_ms = 30000, .connect_timeout_ms = 10000,
+					 .no_reconnect = true};
+	struct rpcrdma_client *c;
+	struct rpcrdma_server *s;
+	char url[64];
+
+	if (!rr_th_soft_ok())
+		return;
+	env.now_ns = idle_vclock;
+	env.clock_ctx = NULL;
+	o.env = &env;
+	atomic_store(&idle_vclock_ns, 1000000000ull);
+	s = start_server("rdma", &o, url, sizeof(url));
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &co, &c), 0);
+	REQUIRE_EQ(null_call(c), 0);
+	rr_th_sleep_ms(300);   /* looks at 1 s (time passing: not a synchronisation) */
+	atomic_store(&idle_vclock_ns, 5000000000ull);
+	CHECK_EQ(null_call(c), 0);
+	atomic_store(&idle_vclock_ns, 9000000000ull);
+	CHECK_EQ(null_call(c), 0);
+	atomic_store(&idle_vclock_ns, 15500000000ull);
+	rr_th_sleep_ms(500);   /* several looks at 15.5 s */
+	CHECK_EQ(srv_stats(s).idle_closed, 0);
+	CHECK_EQ(srv_stats(s).connections, 1);
+	atomic_store(&idle_vclock_ns, 26000000000ull);
+	CHECK(WAIT_FOR(srv_stats(s).idle_closed == 1, WAIT_MS));
+	CHECK(WAIT_FOR(srv_stats(s).connections == 0, WAIT_MS));
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+}
+
 /* A client whose idle connection the server closed connects again when
  * it has a Call to make, not at once: otherwise it would come back once per
  * idle timeout for nothing. The quiet period is proven by a second client's

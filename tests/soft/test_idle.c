@@ -190,6 +190,43 @@ TEST(soft_idle_takeover_after_wait_leaves)
 	soft_net_down(&n);
 }
 
+/* A consumer that comes back to its CQ only to arm it (no poll, no wait)
+ * takes its QP back from the progress thread at the arm, and keeps it: the
+ * arm renews the lease when it takes QPs back (else the reclaim's lease
+ * check finds it over and the thread takes the QP again before the ring is
+ * armed; an arm with nothing to take back reads no clock: issue 16 part
+ * AY); the armed CQ is notified of what comes. */
+TEST(soft_idle_arm_takes_its_qp_back)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_wc wc;
+	struct pollfd p;
+
+	soft_net_up_buf(&n, 64, 16, NET_BUF);
+	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
+	soft_net_post_recv(&n, s, 30, 64, 64);
+	/* nobody attends s's CQ: the thread takes s after the lease */
+	REQUIRE(until_handed(s));
+	REQUIRE_EQ(rpcrdma_cq_arm(n.scq, false), 0);
+	CHECK(!soft_net_handed(s));
+	/* armed: attended, no deadline, s stays */
+	REQUIRE(soft_net_until_thread_asleep(n.ctx));
+	CHECK(!soft_net_handed(s));
+	soft_net_post_send(&n, c, 31, RPCRDMA_WR_SEND, 128, 8, 0, false);
+	p = (struct pollfd){.fd = rpcrdma_cq_fd(n.scq), .events = POLLIN};
+	CHECK_EQ(poll(&p, 1, 5000), 1);
+	CHECK(rpcrdma_cq_get_event(n.scq) >= 0);
+	wc.wr_id = 0;
+	for (int i = 0; i < 500 && rpcrdma_cq_poll(n.scq, 1, &wc) == 0; i++)
+		usleep(1000);
+	CHECK_EQ(wc.wr_id, 30);
+	CHECK_EQ(wc.opcode, RPCRDMA_WC_RECV);
+	soft_net_unpair(c, s, cid, sid);
+	soft_net_down(&n);
+}
+
 /* An armed CQ (no deadline: attended until a completion consumes the arm)
  * whose arm is consumed by a completion made in another thread -- a
  * signaled RDMA Write finishing inside post_send -- and whose consumer
@@ -204,7 +241,7 @@ TEST(soft_idle_takeover_after_arm_consumed)
 	soft_net_up_buf(&n, 64, 16, NET_BUF);
 	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
 	arm_empty(n.scq);
-	/* the lease of the arm's touch is over: the thread sleeps with no
+	/* the lease of the poll after the arm is over: the thread sleeps with no
 	 * deadline, the QP stays with its (armed) consumer */
 	REQUIRE(soft_net_until_thread_asleep(n.ctx));
 	CHECK(!soft_net_handed(s));

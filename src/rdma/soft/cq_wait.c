@@ -93,16 +93,22 @@ static void cq_check_lost(struct soft_cq *q)
 	pthread_mutex_unlock(&q->qlock);
 }
 
-/* The consumer used @q at @now (lease_now): its lease renewed, its QPs
- * taken back from the progress thread, and after an overrun its QPs to the
- * error state. */
-static inline void cq_touch_at(struct soft_cq *q, uint64_t now)
+/* The consumer came back to @q: its QPs taken back from the progress
+ * thread, and after an overrun to the error state. */
+static inline void cq_back(struct soft_cq *q)
 {
-	atomic_store_explicit(&q->last_use_ns, now, memory_order_relaxed);
 	if (RR_UNLIKELY(atomic_load(&q->handed) > 0))
 		cq_reclaim(q);
 	if (RR_UNLIKELY(atomic_load_explicit(&q->lost, memory_order_relaxed)))
 		cq_check_lost(q);
+}
+
+/* The consumer used @q at @now (lease_now): its lease renewed, then
+ * cq_back. */
+static inline void cq_touch_at(struct soft_cq *q, uint64_t now)
+{
+	atomic_store_explicit(&q->last_use_ns, now, memory_order_relaxed);
+	cq_back(q);
 }
 
 static void cq_touch(struct soft_cq *q)
@@ -503,7 +509,15 @@ int rr_soft_arm_cq(struct rr_cq *cq, bool solicited_only)
 {
 	struct soft_cq *q = scq_of(cq);
 
-	cq_touch(q);
+	/* The lease renewed (a clock read) only when QPs are taken back:
+	 * the reclaim's lease check must find it live, or the thread takes
+	 * them again before the ring is armed. Otherwise none: an armed CQ
+	 * is attended by its arm, and an arm is followed by a poll (verbs'
+	 * arm-then-poll, the transport's cq_arm_once) that renews it. */
+	if (RR_UNLIKELY(atomic_load(&q->handed) > 0))
+		cq_touch(q);
+	else
+		cq_back(q);
 	soft_race(SOFT_RACE_ARM, q);
 	return rr_cq_ring_arm(&q->ring, solicited_only);
 }

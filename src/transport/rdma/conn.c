@@ -1059,7 +1059,10 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 	case WR_RECV: {
 		uint32_t idx = (uint32_t)WRVAL(wc->wr_id);
 
-		if (cn->ep->is_server)   /* its idle timeout (server_conns.c) */
+		/* its idle timeout: the first Receive since the sweep's last
+		 * look reads the clock, the others are counted
+		 * (server_conns.c tp_sv_idle_sweep) */
+		if (cn->nrx++ == cn->idle_nrx && cn->ep->is_server)
 			cn->last_rx_ns = tp_now_ns(cn->ep);
 		rr_conn_on_recv(cn->sess, idx,
 				cn->pool ? tp_pool_buf(cn->pool, idx)

@@ -235,7 +235,13 @@ static uint64_t host_key(const struct sockaddr_storage *a)
  * last Receive is that old, with nothing in progress (requests held by the
  * upper layer, Replies waiting for their RDMA_DONE), is disconnected and
  * counted. Looked at no more often than every tenth of the timeout (at
- * least every 100 ms); lock held. */
+ * least every 100 ms); lock held. Only the first Receive since the last
+ * look reads the clock (cn->last_rx_ns), the others are counted (cn->nrx):
+ * one clock read per connection and look, not per Call. A look that finds
+ * one Receive since the previous look has its time; more than one, a
+ * later one of unknown time: stamped with the look's time (never sooner
+ * than its timeout; at most one look later than by the last Receive's
+ * own time). */
 void tp_sv_idle_sweep(struct tp_shard *sh)
 {
 	uint64_t to = (uint64_t)sh->ep.conf.idle_timeout_ms * 1000000u;
@@ -250,6 +256,9 @@ void tp_sv_idle_sweep(struct tp_shard *sh)
 	sh->idle_look_ns = now + RR_MIN(to / 10, 100000000ull);
 	for (cn = sh->conns; cn; cn = nx) {
 		nx = cn->next;
+		if (cn->nrx - cn->idle_nrx > 1)   /* several since the last look */
+			cn->last_rx_ns = now;
+		cn->idle_nrx = cn->nrx;
 		if (cn->dead || !cn->established || rr_conn_in_progress(cn->sess) || cn->ndefer ||
 		    now - cn->last_rx_ns < to)
 			continue;

@@ -260,7 +260,9 @@ struct tp_conn {
 	struct tp_conn *next;
 	struct sockaddr_storage peer; /* responder: the requester's address */
 	bool has_peer;
-	uint64_t last_rx_ns;         /* responder: its last Receive (idle) */
+	uint64_t last_rx_ns;         /* responder: its last Receive, or a time
+				      * after it (idle: tp_sv_idle_sweep) */
+	uint32_t nrx, idle_nrx;      /* its Receives; responder: as the last idle sweep saw them */
 	bool commit;                 /* RDMA Commit negotiated and enabled */
 	struct tp_expo *expo;        /* responder: exposed push-mode regions */
 	struct tp_ev evs[TP_CONN_EVS];   /* its CM events on their way */
