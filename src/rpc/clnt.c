@@ -347,8 +347,12 @@ static void abort_call(struct rpcrdma_client *c, struct rpcrdma_call *call, int 
 {
 	call->aborting = true;
 	call->abort_status = status;
-	if (call->in_submit)
+	if (call->in_submit) {
 		atomic_store_explicit(&call->abort_early, true, memory_order_relaxed);
+		/* for the transport's wait, which ends the call itself if
+		 * this abort finds nothing (xprt.h abort_req) */
+		atomic_store_explicit(&call->xc.abort_req, status, memory_order_release);
+	}
 	call->refs++;
 	call->abort_thread = pthread_self();
 	pthread_mutex_unlock(&c->lock);
@@ -846,6 +850,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 			(void)clnt_wait(c, NULL);
 		call->aborting = false;
 		atomic_store_explicit(&call->abort_early, false, memory_order_relaxed);
+		atomic_store_explicit(&call->xc.abort_req, 0, memory_order_relaxed);
 		call->enc.error = 0;
 		pending_unlink(c, call);
 		call->state = CALL_NEW;
@@ -951,6 +956,7 @@ static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
 	call->fast = false;
 	call->aborting = false;
 	atomic_store_explicit(&call->abort_early, false, memory_order_relaxed);
+	atomic_store_explicit(&call->xc.abort_req, 0, memory_order_relaxed);
 	call->in_submit = false;
 	call->sync_run = false;
 	call->enc.error = 0;

@@ -191,6 +191,8 @@
 #ifndef RR_TRANSPORT_XPRT_H
 #define RR_TRANSPORT_XPRT_H
 
+#include <stdatomic.h>
+
 #include "common/common.h"
 #include "rpc/xbuf.h"
 
@@ -229,6 +231,15 @@ struct rr_xprt_call {
 	bool reply_via_read;          /* RDMA: pulled from a responder-provided
 					 Read chunk (reliable reply); set by the
 					 transport before the complete upcall */
+	_Atomic int abort_req;        /* an abort's status when it came while
+					 the call was in submit (0: none):
+					 stored by the RPC layer before that
+					 abort, from any thread; a transport
+					 whose submit_wait waits reads it after
+					 a wait that brought nothing and aborts
+					 the call itself (the first abort may
+					 have come before its hold: found
+					 nothing) */
 	/* Set by the RPC layer before submit, read-only for the transport. */
 	uint32_t xid;
 	struct rr_xprt_msg msg;

@@ -562,6 +562,30 @@ int tp_cl_wait_once(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns
 	return n;
 }
 
+void rr_tp_client_abort_asked(struct rr_tp_client *c, rr_tp_abort_asked_fn fn)
+{
+	c->abort_asked = fn;
+}
+
+/* After a wait of @rpc's caller that brought nothing, lock held: an abort
+ * its caller asked for (c->abort_asked, a status) may have come before
+ * this client held the Call, and found nothing (xprt.h abort): made here,
+ * so that the Call completes now with that status (at once, or once its
+ * STags are invalid) and the wait ends with it, not at its deadline. A
+ * Call an abort already reached is left as it is (rr_conn_abort: a
+ * no-op), so this may run after every such wait. Not inlined: the
+ * caller's loop stays as it was without it (instructions per call). */
+__attribute__((noinline)) static void cl_abort_asked(struct rr_tp_client *c,
+						  struct rr_conn_rpc *rpc)
+{
+	int status = c->abort_asked ? c->abort_asked(rpc) : 0;
+
+	if (!status)
+		return;
+	rr_conn_abort(c->sess, rpc, status);
+	cl_settle(c);
+}
+
 /* rr_tp_client_wait from the lock held (c->ep.lock, released on return);
  * @t0: the clock when the wait began, @end its deadline. The completed
  * Calls found at the end are delivered after the unlock (their xdone set
@@ -607,6 +631,8 @@ static void cl_wait_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint
 			break;           /* ours came: delivered below */
 		else if (c->done)
 			cl_deliver(c);
+		else if (!n)
+			cl_abort_asked(c, rpc);   /* a cancel's, a deadline's */
 	}
 	c->waiter = false;
 	/* Take what completed; the caller of rr_tp_client_destroy has no Call

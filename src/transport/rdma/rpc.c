@@ -89,6 +89,15 @@ static unsigned msg_parts(const struct rr_xprt_msg *m, struct rr_xprt_part *part
 	return n;
 }
 
+/* rr_tp_client_abort_asked's: the RPC layer's abort request of the
+ * Call (xprt.h abort_req). */
+static int cl_abort_req(struct rr_conn_rpc *rpc)
+{
+	struct rpc_wrap *w = RR_CONTAINER_OF(rpc, struct rpc_wrap, rpc);
+
+	return atomic_load_explicit(&w->call->abort_req, memory_order_acquire);
+}
+
 static void cl_complete(void *ctx, struct rr_conn_rpc *rpc)
 {
 	struct rr_xprt_client *x = ctx;
@@ -148,6 +157,7 @@ static int cl_create_on(const char *provider, const struct rr_xprt_target *t,
 		rr_free(env, x);
 		return provider_rc(rc);
 	}
+	rr_tp_client_abort_asked(x->tp, cl_abort_req);
 	*out = x;
 	return 0;
 }

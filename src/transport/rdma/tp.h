@@ -225,6 +225,15 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t
  * rr_tp_client_wait). */
 int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t now_ns,
 			     uint32_t timeout_ms);
+/* The status of an abort @rpc's caller asked for while the Call was in its
+ * submit (0: none), read without the endpoint's lock: such an abort may
+ * have come before the client held the Call and found nothing (the RPC
+ * layer's rr_xprt_call abort_req). A caller's wait (rr_tp_client_wait,
+ * rr_tp_client_submit_wait) reads it after a wait that brought nothing and
+ * then aborts the Call itself with that status, so that it ends now, not
+ * at the end of the wait. Set once, before the first Call (NULL: never). */
+typedef int (*rr_tp_abort_asked_fn)(struct rr_conn_rpc *rpc);
+void rr_tp_client_abort_asked(struct rr_tp_client *c, rr_tp_abort_asked_fn fn);
 /* Frees rpc->reply (or gives back the Receive it lives in: without the
  * endpoint's lock, reposted by the next Reply kept in a Receive of that
  * connection or the client's next turn, never more than TP_LEND_MAX off

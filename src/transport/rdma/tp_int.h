@@ -386,6 +386,7 @@ struct rr_tp_client {
 	bool bc_on;
 	unsigned bc_running;        /* bc_recv upcalls running (unlocked) */
 	struct rr_conn_sreq *bc_in, **bc_in_tail;
+	rr_tp_abort_asked_fn abort_asked;   /* rr_tp_client_abort_asked */
 };
 
 /* A shared receive pool (pool.c). */
