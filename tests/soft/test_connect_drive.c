@@ -9,7 +9,9 @@
 #include "test.h"
 
 #include <arpa/inet.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "rdma/soft/soft.h"
@@ -291,6 +293,58 @@ TEST(soft_connect_drive_silent_peer_times_out)
 	dep_make(ctx, &c);
 	REQUIRE_EQ(rpcrdma_connect(ch, c.e.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &c.id), 0);
 	CHECK_EQ(rr_cm_connect_drive(c.id, 10, &ev), -EINVAL);
+	dep_free(&c);
+	close(lfd);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(ch), 0);
+	CHECK_EQ(rpcrdma_close(ctx), 0);
+}
+
+/* A plain connect destroyed during its handshake (the peer accepted the
+ * TCP connection and never answers the MPA Request) closes its socket: the
+ * peer reads the end of the stream. The destroy used to drop the id's
+ * descriptor without closing it when the id had a QP (as if the QP owned
+ * it, which is so only once connected), so the socket leaked and stayed in
+ * the progress thread's epoll set naming the freed id (an ASan
+ * use-after-free in soft_connect_drive_silent_peer_times_out once the
+ * thread stopped walking its set per event). */
+TEST(soft_connect_destroyed_in_handshake_closes_its_socket)
+{
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct rpcrdma_conn_param cp = {.timeout_ms = 10000};
+	struct pollfd p;
+	struct dep c = {0};
+	bool eof = false;
+	char buf[256];
+	int lfd, afd;
+
+	REQUIRE(raw_listen(&a, &lfd));
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
+	dep_make(ctx, &c);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &ch), 0);
+	REQUIRE_EQ(rpcrdma_connect(ch, c.e.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &c.id), 0);
+	p = (struct pollfd){lfd, POLLIN, 0};
+	REQUIRE_EQ(poll(&p, 1, RR_TEST_WAIT_MS), 1);
+	afd = accept(lfd, NULL, NULL);
+	REQUIRE(afd >= 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(c.id), 0);
+	c.id = NULL;
+	/* the MPA Request (if it was sent), then the end of the stream */
+	for (;;) {
+		ssize_t n;
+
+		p = (struct pollfd){afd, POLLIN, 0};
+		if (poll(&p, 1, RR_TEST_WAIT_MS) != 1)
+			break;
+		n = recv(afd, buf, sizeof(buf), 0);
+		if (n <= 0) {
+			eof = n == 0 || errno == ECONNRESET;
+			break;
+		}
+	}
+	CHECK(eof);
+	close(afd);
 	dep_free(&c);
 	close(lfd);
 	CHECK_EQ(rpcrdma_cm_channel_destroy(ch), 0);

@@ -511,6 +511,18 @@ int rr_soft_destroy_id(struct rr_cm_id *base)
 	pthread_mutex_lock(&c->lock);
 	qp = id->qp;
 	if (qp) {
+		/* The id's socket is its QP's once connected: the QP closes
+		 * it, so the id's registrations go first, while the
+		 * descriptor is open (a DEL of a closed one fails and can
+		 * leave the progress thread's registration behind, naming
+		 * this id after it is freed). A handshake's socket is the
+		 * id's alone: id_close_fd closes it below. */
+		bool shared = id->obj.fd >= 0 && qp->obj.fd == id->obj.fd;
+
+		if (shared) {
+			lep_unwatch(id);
+			rr_soft_obj_del(c, &id->obj);
+		}
 		pthread_mutex_lock(&qp->rx_lock);
 		if (qp->state == QPS_RTS) {
 			qp->disconnect_reported = true; /* the id is going away */
@@ -520,7 +532,8 @@ int rr_soft_destroy_id(struct rr_cm_id *base)
 		rr_soft_qp_closed(qp);
 		pthread_mutex_unlock(&qp->tx_lock);
 		pthread_mutex_unlock(&qp->rx_lock);
-		id->obj.fd = -1;
+		if (shared)
+			id->obj.fd = -1;
 	}
 	if (id->state == IDS_LISTEN)
 		listener_gone(id);
