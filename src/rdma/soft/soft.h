@@ -306,6 +306,9 @@ struct soft_cq {
 	int wake_efd;                /* completions pushed by other threads
 					while a consumer waits */
 	atomic_int wake_pending;     /* a count may be left in wake_efd */
+	/* Armed and not polled, waited on or got_event since (the consumer's:
+	 * one at a time): the next poll takes the ring only (cq_wait.c) */
+	bool arm_fresh;
 	pthread_mutex_t qlock;       /* slots */
 	struct soft_cq_slot *slots;  /* QPs using this CQ (any number) */
 	uint32_t nslots, slot_cap, gen;
