@@ -420,6 +420,61 @@ TEST(soft_connect_drive_request_sent_at_connect)
 	CHECK_EQ(rpcrdma_close(ctx), 0);
 }
 
+/* Two endpoints on one soft context, connected by a driven connect with
+ * both CQs armed from the start (attended: their QPs stay with this
+ * thread), the server's side accepted by acceptor_main. */
+struct apair {
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *cch, *sch;
+	struct rpcrdma_cm_id *l;
+	struct dep c, s;
+};
+
+/* Sets @p up; *@hands (when given): the context's hand-over count once
+ * both CQs are armed, before the connect. */
+static void apair_up(struct apair *p, uint64_t *hands)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct rpcrdma_conn_param cp = {.responder_resources = 4, .initiator_depth = 4};
+	struct acceptor acc = {0};
+	struct rpcrdma_cm_event ev;
+	bool driven = false;
+	pthread_t t;
+
+	memset(p, 0, sizeof(*p));
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p->ctx), 0);
+	dep_make(p->ctx, &p->c);
+	dep_make(p->ctx, &p->s);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(p->ctx, &p->cch), 0);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(p->ctx, &p->sch), 0);
+	REQUIRE_EQ(rpcrdma_listen(p->sch, (struct sockaddr *)&a, sizeof(a), 8, NULL, &p->l), 0);
+	a = listen_addr(p->l);
+	REQUIRE_EQ(rpcrdma_cq_arm(p->c.e.cq, false), 0);
+	REQUIRE_EQ(rpcrdma_cq_arm(p->s.e.cq, false), 0);
+	if (hands)
+		*hands = atomic_load(&RR_CONTAINER_OF(RR_BASE(context, p->ctx), struct soft_ctx,
+						      base)->qp_hands);
+	acc.ch = p->sch;
+	acc.s = &p->s;
+	REQUIRE_EQ(pthread_create(&t, NULL, acceptor_main, &acc), 0);
+	REQUIRE_EQ(rr_cm_connect_driven(p->cch, p->c.e.qp, (struct sockaddr *)&a, sizeof(a), &cp,
+					NULL, &p->c.id, &driven), 0);
+	REQUIRE_EQ(rr_cm_connect_drive(p->c.id, 5000, &ev), 0);
+	pthread_join(t, NULL);
+	REQUIRE_EQ(acc.rc, 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+}
+
+static void apair_down(struct apair *p)
+{
+	dep_free(&p->c);
+	dep_free(&p->s);
+	CHECK_EQ(rpcrdma_cm_id_destroy(p->l), 0);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(p->cch), 0);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(p->sch), 0);
+	CHECK_EQ(rpcrdma_close(p->ctx), 0);
+}
+
 /* A QP whose CQ is attended when its connection comes up (armed: its
  * consumer waits for its notification) stays with that consumer: it is
  * never handed to the provider's thread and taken back, on either side
@@ -427,48 +482,15 @@ TEST(soft_connect_drive_request_sent_at_connect)
  * add woke the thread). Data still flows, read by the consumer's polls. */
 TEST(soft_connect_attended_cq_keeps_its_qp)
 {
-	struct rpcrdma_context *ctx;
-	struct rpcrdma_cm_channel *cch, *sch;
-	struct rpcrdma_cm_id *l;
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	struct rpcrdma_conn_param cp = {.responder_resources = 4, .initiator_depth = 4};
-	struct dep c = {0}, s = {0};
-	struct acceptor acc = {0};
-	struct rpcrdma_cm_event ev;
+	struct apair p;
 	struct soft_ctx *sc;
 	uint64_t h0;
-	pthread_t t;
-	bool driven = false;
 
-	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
-	sc = RR_CONTAINER_OF(RR_BASE(context, ctx), struct soft_ctx, base);
-	dep_make(ctx, &c);
-	dep_make(ctx, &s);
-	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &cch), 0);
-	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &sch), 0);
-	REQUIRE_EQ(rpcrdma_listen(sch, (struct sockaddr *)&a, sizeof(a), 8, NULL, &l), 0);
-	a = listen_addr(l);
-	REQUIRE_EQ(rpcrdma_cq_arm(c.e.cq, false), 0);
-	REQUIRE_EQ(rpcrdma_cq_arm(s.e.cq, false), 0);
-	h0 = atomic_load(&sc->qp_hands);
-	acc.ch = sch;
-	acc.s = &s;
-	REQUIRE_EQ(pthread_create(&t, NULL, acceptor_main, &acc), 0);
-	REQUIRE_EQ(rr_cm_connect_driven(cch, c.e.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL,
-					&c.id, &driven), 0);
-	REQUIRE_EQ(rr_cm_connect_drive(c.id, 5000, &ev), 0);
-	pthread_join(t, NULL);
-	REQUIRE_EQ(acc.rc, 0);
-	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+	apair_up(&p, &h0);
+	sc = RR_CONTAINER_OF(RR_BASE(context, p.ctx), struct soft_ctx, base);
 	CHECK_EQ(atomic_load(&sc->qp_hands) - h0, 0);
-
-	ping_flows(&c, &s);
-	dep_free(&c);
-	dep_free(&s);
-	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
-	CHECK_EQ(rpcrdma_cm_channel_destroy(cch), 0);
-	CHECK_EQ(rpcrdma_cm_channel_destroy(sch), 0);
-	CHECK_EQ(rpcrdma_close(ctx), 0);
+	ping_flows(&p.c, &p.s);
+	apair_down(&p);
 }
 
 /* Posts a Receive on @s and a Send of "ping" from @c, then waits (no time
@@ -496,70 +518,40 @@ static void ping_in_socket(struct dep *c, struct dep *s, char *rbuf, struct rpcr
  * get_event receives it; and a consumer that polls again is served. */
 TEST(soft_poll_after_arm_takes_the_ring_only)
 {
-	struct rpcrdma_context *ctx;
-	struct rpcrdma_cm_channel *cch, *sch;
-	struct rpcrdma_cm_id *l;
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	struct rpcrdma_conn_param cp = {.responder_resources = 4, .initiator_depth = 4};
-	struct dep c = {0}, s = {0};
-	struct acceptor acc = {0};
-	struct rpcrdma_cm_event ev;
+	struct apair p;
 	struct rpcrdma_mr *rmr, *smr;
 	static char rbuf[2][64], sbuf[16] = "ping";
 	struct rpcrdma_wc wc;
 	struct pollfd pf;
-	pthread_t t;
-	bool driven = false;
 
-	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
-	dep_make(ctx, &c);
-	dep_make(ctx, &s);
-	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &cch), 0);
-	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &sch), 0);
-	REQUIRE_EQ(rpcrdma_listen(sch, (struct sockaddr *)&a, sizeof(a), 8, NULL, &l), 0);
-	a = listen_addr(l);
-	/* both CQs attended from the start: their QPs stay with this thread */
-	REQUIRE_EQ(rpcrdma_cq_arm(c.e.cq, false), 0);
-	REQUIRE_EQ(rpcrdma_cq_arm(s.e.cq, false), 0);
-	acc.ch = sch;
-	acc.s = &s;
-	REQUIRE_EQ(pthread_create(&t, NULL, acceptor_main, &acc), 0);
-	REQUIRE_EQ(rr_cm_connect_driven(cch, c.e.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL,
-					&c.id, &driven), 0);
-	REQUIRE_EQ(rr_cm_connect_drive(c.id, 5000, &ev), 0);
-	pthread_join(t, NULL);
-	REQUIRE_EQ(acc.rc, 0);
-	REQUIRE_EQ(rpcrdma_reg_mr_simple(s.e.pd, rbuf, sizeof(rbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &rmr), 0);
-	REQUIRE_EQ(rpcrdma_reg_mr_simple(c.e.pd, sbuf, sizeof(sbuf), 0, &smr), 0);
+	apair_up(&p, NULL);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.e.pd, rbuf, sizeof(rbuf), RPCRDMA_ACCESS_LOCAL_WRITE,
+					 &rmr), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.c.e.pd, sbuf, sizeof(sbuf), 0, &smr), 0);
 
 	/* a waiting consumer: arm, poll (nothing), the fd readable, get_event
 	 * receives, the poll takes it */
-	ping_in_socket(&c, &s, rbuf[1], rmr, smr, sbuf, 2);
-	REQUIRE_EQ(rpcrdma_cq_arm(s.e.cq, false), 0);
-	CHECK_EQ(rpcrdma_cq_poll(s.e.cq, 1, &wc), 0); /* the property */
-	pf = (struct pollfd){.fd = rpcrdma_cq_fd(s.e.cq), .events = POLLIN};
+	ping_in_socket(&p.c, &p.s, rbuf[1], rmr, smr, sbuf, 2);
+	REQUIRE_EQ(rpcrdma_cq_arm(p.s.e.cq, false), 0);
+	CHECK_EQ(rpcrdma_cq_poll(p.s.e.cq, 1, &wc), 0); /* the property */
+	pf = (struct pollfd){.fd = rpcrdma_cq_fd(p.s.e.cq), .events = POLLIN};
 	CHECK_EQ(poll(&pf, 1, 0), 1);
-	CHECK(rpcrdma_cq_get_event(s.e.cq) >= 0);
-	REQUIRE_EQ(rpcrdma_cq_poll(s.e.cq, 1, &wc), 1);
+	CHECK(rpcrdma_cq_get_event(p.s.e.cq) >= 0);
+	REQUIRE_EQ(rpcrdma_cq_poll(p.s.e.cq, 1, &wc), 1);
 	CHECK_EQ(wc.wr_id, 2u);
 	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 	CHECK_EQ(wc.byte_len, 4u);
 	CHECK_MEM(rbuf[1], "ping", 4);
 
 	/* a polling consumer: arm, poll (nothing), poll again takes it */
-	ping_in_socket(&c, &s, rbuf[0], rmr, smr, sbuf, 3);
-	REQUIRE_EQ(rpcrdma_cq_arm(s.e.cq, false), 0);
-	CHECK_EQ(rpcrdma_cq_poll(s.e.cq, 1, &wc), 0); /* the property */
-	REQUIRE_EQ(rpcrdma_cq_poll(s.e.cq, 1, &wc), 1);
+	ping_in_socket(&p.c, &p.s, rbuf[0], rmr, smr, sbuf, 3);
+	REQUIRE_EQ(rpcrdma_cq_arm(p.s.e.cq, false), 0);
+	CHECK_EQ(rpcrdma_cq_poll(p.s.e.cq, 1, &wc), 0); /* the property */
+	REQUIRE_EQ(rpcrdma_cq_poll(p.s.e.cq, 1, &wc), 1);
 	CHECK_EQ(wc.wr_id, 3u);
 	CHECK_EQ(wc.byte_len, 4u);
 
 	CHECK_EQ(rpcrdma_dereg_mr(rmr), 0);
 	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
-	dep_free(&c);
-	dep_free(&s);
-	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
-	CHECK_EQ(rpcrdma_cm_channel_destroy(cch), 0);
-	CHECK_EQ(rpcrdma_cm_channel_destroy(sch), 0);
-	CHECK_EQ(rpcrdma_close(ctx), 0);
+	apair_down(&p);
 }
