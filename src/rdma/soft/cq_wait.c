@@ -415,10 +415,10 @@ static int cq_ring_take(struct soft_cq *q, int n, struct rpcrdma_wc *wc)
 int rr_soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 {
 	struct soft_cq *q = scq_of(cq);
-	bool fresh = q->arm_fresh;
+	bool fresh = atomic_load_explicit(&q->arm_fresh, memory_order_relaxed);
 	int got;
 
-	q->arm_fresh = false;
+	atomic_store_explicit(&q->arm_fresh, false, memory_order_relaxed);
 	cq_touch(q);
 	got = cq_ring_take(q, n, wc);
 	if (got != 0)
@@ -451,7 +451,7 @@ int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_
 	bool slept = false;
 	int got;
 
-	q->arm_fresh = false;
+	atomic_store_explicit(&q->arm_fresh, false, memory_order_relaxed);
 	/* one clock read serves the lease and the deadline; then one per
 	 * turn at most, and one as it leaves if it slept */
 	cq_touch_at(q, t0);
@@ -535,7 +535,7 @@ int rr_soft_arm_cq(struct rr_cq *cq, bool solicited_only)
 		cq_back(q);
 	soft_race(SOFT_RACE_ARM, q);
 	rc = rr_cq_ring_arm(&q->ring, solicited_only);
-	q->arm_fresh = rc == 0;
+	atomic_store_explicit(&q->arm_fresh, rc == 0, memory_order_relaxed);
 	return rc;
 }
 
@@ -544,7 +544,7 @@ int rr_soft_cq_get_event(struct rr_cq *cq)
 {
 	struct soft_cq *q = scq_of(cq);
 
-	q->arm_fresh = false;
+	atomic_store_explicit(&q->arm_fresh, false, memory_order_relaxed);
 	cq_touch(q);
 	if (!cq_fast_poll(q))
 		cq_progress(q, 0, false, false);

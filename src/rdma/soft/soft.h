@@ -306,9 +306,11 @@ struct soft_cq {
 	int wake_efd;                /* completions pushed by other threads
 					while a consumer waits */
 	atomic_int wake_pending;     /* a count may be left in wake_efd */
-	/* Armed and not polled, waited on or got_event since (the consumer's:
-	 * one at a time): the next poll takes the ring only (cq_wait.c) */
-	bool arm_fresh;
+	/* Armed and not polled, waited on or got_event since: the next poll
+	 * takes the ring only (cq_wait.c). Relaxed: several threads may poll
+	 * and wait on one CQ, and a stale read costs one look at the sockets
+	 * or one poll that finds the ring only */
+	atomic_bool arm_fresh;
 	pthread_mutex_t qlock;       /* slots */
 	struct soft_cq_slot *slots;  /* QPs using this CQ (any number) */
 	uint32_t nslots, slot_cap, gen;
