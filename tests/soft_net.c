@@ -261,9 +261,9 @@ bool soft_net_handed(struct rpcrdma_qp *qp)
 	struct soft_qp *q = soft_net_qp_of(qp);
 	bool on;
 
-	soft_lock(&q->tx_lock);
+	rr_lock(&q->tx_lock);
 	on = q->obj.in_epoll;
-	soft_unlock(&q->tx_lock);
+	rr_unlock(&q->tx_lock);
 	return on;
 }
 

@@ -151,11 +151,11 @@ static enum soft_qp_state qp_state(struct soft_qp *q)
 {
 	enum soft_qp_state st;
 
-	soft_lock(&q->rx_lock);
-	soft_lock(&q->tx_lock);
+	rr_lock(&q->rx_lock);
+	rr_lock(&q->tx_lock);
 	st = q->state;
-	soft_unlock(&q->tx_lock);
-	soft_unlock(&q->rx_lock);
+	rr_unlock(&q->tx_lock);
+	rr_unlock(&q->rx_lock);
 	return st;
 }
 

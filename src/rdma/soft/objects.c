@@ -134,10 +134,10 @@ int rr_soft_conn_query(struct rr_cm_id *base, struct rpcrdma_conn_info *info)
 	memset(info, 0, sizeof(*info));
 	rr_soft_query(&id->ctx->base, &info->caps);
 	if (id->state == IDS_CONNECTED && id->qp) {
-		soft_lock(&id->qp->tx_lock);
+		rr_lock(&id->qp->tx_lock);
 		if (!id->qp->commit_tx)
 			info->caps.flags &= ~RPCRDMA_CAP_COMMIT;
-		soft_unlock(&id->qp->tx_lock);
+		rr_unlock(&id->qp->tx_lock);
 		info->ird = id->qp->ird;
 		info->ord = id->qp->ord;
 	} else if (id->state == IDS_REQ_RCVD) {
@@ -451,8 +451,8 @@ int rr_soft_destroy_qp(struct rr_qp *base)
 	if (qp->scq != qp->rcq)
 		rr_soft_cq_del_qp(qp->scq, qp);
 	pthread_mutex_lock(&qp->ctx->lock);
-	soft_lock(&qp->rx_lock);
-	soft_lock(&qp->tx_lock);
+	rr_lock(&qp->rx_lock);
+	rr_lock(&qp->tx_lock);
 	rr_soft_qp_closed(qp);
 	if (qp->srq_have) {
 		/* a message was being placed: its Receive was never completed,
@@ -461,8 +461,8 @@ int rr_soft_destroy_qp(struct rr_qp *base)
 		rr_soft_srq_untake(qp->srq, &qp->srq_cur);
 		qp->srq_have = false;
 	}
-	soft_unlock(&qp->tx_lock);
-	soft_unlock(&qp->rx_lock);
+	rr_unlock(&qp->tx_lock);
+	rr_unlock(&qp->rx_lock);
 	pthread_mutex_unlock(&qp->ctx->lock);
 	RR_UNUSED(env);
 	soft_destroy_qp_mem(qp);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* The contended halves of the soft provider's per-QP lock and condition
- * (lock.h): sleeping in and waking from futex(2) on the lock's word (mutex3
- * of Drepper's "Futexes Are Tricky": a waiter marks the word 2, so that the
- * unlock that finds 2 wakes one) and on the condition's sequence word. */
-#include "rdma/soft/lock.h"
+/* The contended halves of the futex lock and condition (lock.h): sleeping
+ * in and waking from futex(2) on the lock's word (mutex3 of Drepper's
+ * "Futexes Are Tricky": a waiter marks the word 2, so that the unlock that
+ * finds 2 wakes one) and on the condition's sequence word. */
+#include "common/lock.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -24,7 +24,7 @@ static void futex_wake(void *addr, int n)
 }
 
 /* @c: what the failed fast take found (1 or 2). */
-void soft_lock_wait(struct soft_lock *l, int c)
+void rr_lock_wait(struct rr_lock *l, int c)
 {
 	if (c != 2)
 		c = atomic_exchange_explicit(&l->v, 2, memory_order_acquire);
@@ -34,25 +34,25 @@ void soft_lock_wait(struct soft_lock *l, int c)
 	}
 }
 
-void soft_lock_wake(struct soft_lock *l)
+void rr_lock_wake(struct rr_lock *l)
 {
 	futex_wake(&l->v, 1);
 }
 
-void soft_cond_wait(struct soft_cond *cv, struct soft_lock *l)
+void rr_cond_wait(struct rr_cond *cv, struct rr_lock *l)
 {
 	/* read with @l held: a broadcast made under @l after the caller's
 	 * look changes seq after this read, and the futex's compare sees it */
 	unsigned s = atomic_load_explicit(&cv->seq, memory_order_relaxed);
 
-	soft_unlock(l);
+	rr_unlock(l);
 	futex_wait(&cv->seq, (int)s);
 	/* taken as contended (the word set to 2): others woken with this one
 	 * may wait for it */
-	soft_lock_wait(l, 1);
+	rr_lock_wait(l, 1);
 }
 
-void soft_cond_broadcast(struct soft_cond *cv)
+void rr_cond_broadcast(struct rr_cond *cv)
 {
 	atomic_fetch_add_explicit(&cv->seq, 1, memory_order_release);
 	futex_wake(&cv->seq, INT_MAX);

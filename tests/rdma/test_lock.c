@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* The soft provider's per-QP lock and condition (src/rdma/soft/lock.h):
+/* The futex lock and condition of src/common/lock.h (the soft provider's
+ * per-QP locks, the CQ ring's lock):
  * the lock excludes (threads that update a counter in two steps under it,
  * with a yield in between, lose no update), trylock fails while it is
  * held, an unlock wakes a thread asleep on it, and a broadcast wakes a
@@ -10,14 +11,14 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include "rdma/soft/lock.h"
+#include "common/lock.h"
 
 #define LOCK_THREADS 4
 #define LOCK_ROUNDS 20000
 
 static struct {
-	struct soft_lock l;
-	struct soft_cond cv;
+	struct rr_lock l;
+	struct rr_cond cv;
 	volatile long count;   /* updated in two steps, under l */
 	atomic_int started, done;
 	bool flag;             /* under l */
@@ -30,17 +31,17 @@ static void *lock_adder(void *arg)
 	for (int i = 0; i < LOCK_ROUNDS; i++) {
 		long v;
 
-		soft_lock(&lk.l);
+		rr_lock(&lk.l);
 		v = lk.count;
 		if ((i & 63) == 0)
 			sched_yield(); /* another thread runs inside, unless excluded */
 		lk.count = v + 1;
-		soft_unlock(&lk.l);
+		rr_unlock(&lk.l);
 	}
 	return NULL;
 }
 
-TEST(soft_lock_excludes)
+TEST(rr_lock_excludes)
 {
 	pthread_t t[LOCK_THREADS];
 
@@ -58,8 +59,8 @@ static void *lock_sleeper(void *arg)
 {
 	RR_UNUSED(arg);
 	atomic_store(&lk.started, 1);
-	soft_lock(&lk.l);   /* held by the test: sleeps */
-	soft_unlock(&lk.l);
+	rr_lock(&lk.l);   /* held by the test: sleeps */
+	rr_unlock(&lk.l);
 	atomic_store(&lk.done, 1);
 	return NULL;
 }
@@ -76,38 +77,38 @@ static bool flag_done(void *arg)
 	return atomic_load(&lk.done) != 0;
 }
 
-TEST(soft_lock_unlock_wakes_a_sleeper)
+TEST(rr_lock_unlock_wakes_a_sleeper)
 {
 	pthread_t t;
 
 	atomic_init(&lk.l.v, 0);
 	atomic_store(&lk.started, 0);
 	atomic_store(&lk.done, 0);
-	soft_lock(&lk.l);
-	CHECK(!soft_trylock(&lk.l));
+	rr_lock(&lk.l);
+	CHECK(!rr_trylock(&lk.l));
 	REQUIRE(pthread_create(&t, NULL, lock_sleeper, NULL) == 0);
 	/* the sleeper marked the word (2: waited for) before it sleeps */
 	REQUIRE(rr_test_until(lock_marked, NULL, RR_TEST_WAIT_MS));
 	CHECK(!atomic_load(&lk.done));
-	soft_unlock(&lk.l);
+	rr_unlock(&lk.l);
 	/* only the unlock's wake ends its sleep */
 	REQUIRE(rr_test_until(flag_done, NULL, RR_TEST_WAIT_MS));
 	pthread_join(t, NULL);
 	CHECK_EQ(atomic_load(&lk.l.v), 0);
-	CHECK(soft_trylock(&lk.l));
-	soft_unlock(&lk.l);
+	CHECK(rr_trylock(&lk.l));
+	rr_unlock(&lk.l);
 }
 
 static void *cond_waiter(void *arg)
 {
 	RR_UNUSED(arg);
-	soft_lock(&lk.l);
+	rr_lock(&lk.l);
 	atomic_store(&lk.started, 1);
 	while (!lk.flag)
-		soft_cond_wait(&lk.cv, &lk.l);
+		rr_cond_wait(&lk.cv, &lk.l);
 	/* held again: a trylock of this thread must fail */
-	lk.held_after = !soft_trylock(&lk.l);
-	soft_unlock(&lk.l);
+	lk.held_after = !rr_trylock(&lk.l);
+	rr_unlock(&lk.l);
 	atomic_store(&lk.done, 1);
 	return NULL;
 }
@@ -118,7 +119,7 @@ static bool waiter_started(void *arg)
 	return atomic_load(&lk.started) != 0;
 }
 
-TEST(soft_cond_broadcast_wakes_a_waiter)
+TEST(rr_cond_broadcast_wakes_a_waiter)
 {
 	pthread_t t;
 
@@ -132,10 +133,10 @@ TEST(soft_cond_broadcast_wakes_a_waiter)
 	REQUIRE(rr_test_until(waiter_started, NULL, RR_TEST_WAIT_MS));
 	/* the waiter set started under the lock, then waits: this take
 	 * succeeds only once its wait released the lock */
-	soft_lock(&lk.l);
+	rr_lock(&lk.l);
 	lk.flag = true;
-	soft_cond_broadcast(&lk.cv);
-	soft_unlock(&lk.l);
+	rr_cond_broadcast(&lk.cv);
+	rr_unlock(&lk.l);
 	REQUIRE(rr_test_until(flag_done, NULL, RR_TEST_WAIT_MS));
 	pthread_join(t, NULL);
 	CHECK(lk.held_after);
