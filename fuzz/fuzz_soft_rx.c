@@ -429,16 +429,16 @@ static void expect_add(struct fz *z, const struct expect *e)
 
 static void qp_rx(struct fz *z)
 {
-	pthread_mutex_lock(&z->qp->rx_lock);
+	rr_lock(&z->qp->rx_lock);
 	rr_soft_qp_rx(z->qp);
-	pthread_mutex_unlock(&z->qp->rx_lock);
+	rr_unlock(&z->qp->rx_lock);
 }
 
 static void qp_tx(struct fz *z)
 {
-	pthread_mutex_lock(&z->qp->tx_lock);
+	rr_lock(&z->qp->tx_lock);
 	rr_soft_qp_tx_locked(z->qp);
-	pthread_mutex_unlock(&z->qp->tx_lock);
+	rr_unlock(&z->qp->tx_lock);
 }
 
 /* Writes up to @n bytes (0: all) of what the peer built, then lets the QP

@@ -261,9 +261,9 @@ bool soft_net_handed(struct rpcrdma_qp *qp)
 	struct soft_qp *q = soft_net_qp_of(qp);
 	bool on;
 
-	pthread_mutex_lock(&q->tx_lock);
+	rr_lock(&q->tx_lock);
 	on = q->obj.in_epoll;
-	pthread_mutex_unlock(&q->tx_lock);
+	rr_unlock(&q->tx_lock);
 	return on;
 }
 

@@ -26,12 +26,7 @@ int rr_cq_ring_init(struct rr_cq_ring *r, const struct rpcrdma_env *env, uint32_
 		r->slots = NULL;
 		return err;
 	}
-	if (pthread_mutex_init(&r->lock, NULL) != 0) {
-		close(r->efd);
-		rr_free_pages(r->env, r->slots, (size_t)r->cap * sizeof(*r->slots));
-		r->slots = NULL;
-		return -ENOMEM;
-	}
+	atomic_init(&r->lock.v, 0);
 	return 0;
 }
 
@@ -42,7 +37,6 @@ void rr_cq_ring_fini(struct rr_cq_ring *r)
 	close(r->efd);
 	rr_free_pages(r->env, r->slots, (size_t)r->cap * sizeof(*r->slots));
 	r->slots = NULL;
-	pthread_mutex_destroy(&r->lock);
 }
 
 static void signal_fd(struct rr_cq_ring *r)
@@ -77,7 +71,7 @@ int rr_cq_ring_push_ex(struct rr_cq_ring *r, const struct rpcrdma_wc *wc, bool q
 		return -EINVAL;
 	solicited = wc->status != RPCRDMA_WC_SUCCESS ||
 		    (wc->opcode == RPCRDMA_WC_RECV && (wc->flags & RPCRDMA_WC_SOLICITED));
-	pthread_mutex_lock(&r->lock);
+	rr_lock(&r->lock);
 	if (r->overflow || r->count == r->cap) {
 		/* Overrun: the completion is lost; wake the consumer whether
 		 * armed or not so that it sees the error state. */
@@ -98,7 +92,7 @@ int rr_cq_ring_push_ex(struct rr_cq_ring *r, const struct rpcrdma_wc *wc, bool q
 	 * reordered against it. */
 	if (notify)
 		signal_fd(r);
-	pthread_mutex_unlock(&r->lock);
+	rr_unlock(&r->lock);
 	return rc;
 }
 
@@ -108,7 +102,7 @@ int rr_cq_ring_poll(struct rr_cq_ring *r, int n, struct rpcrdma_wc *out)
 
 	if (!r || n < 0 || (n && !out))
 		return -EINVAL;
-	pthread_mutex_lock(&r->lock);
+	rr_lock(&r->lock);
 	while (got < n && r->count) {
 		out[got++] = r->slots[r->head];
 		r->head = (r->head + 1) % r->cap;
@@ -118,7 +112,7 @@ int rr_cq_ring_poll(struct rr_cq_ring *r, int n, struct rpcrdma_wc *out)
 		r->head = 0;   /* empty: the slots in use stay the first ones */
 	if (got == 0 && r->overflow)
 		got = -EOVERFLOW;
-	pthread_mutex_unlock(&r->lock);
+	rr_unlock(&r->lock);
 	return got;
 }
 
@@ -126,14 +120,14 @@ int rr_cq_ring_arm(struct rr_cq_ring *r, bool solicited_only)
 {
 	if (!r)
 		return -EINVAL;
-	pthread_mutex_lock(&r->lock);
+	rr_lock(&r->lock);
 	/* ARMED_ALL is not narrowed by a later solicited-only request (verbs:
 	 * the broader request wins until it fires). */
 	if (!solicited_only)
 		set_armed(r, RR_CQ_ARMED_ALL);
 	else if (r->armed == RR_CQ_DISARMED)
 		set_armed(r, RR_CQ_ARMED_SOLICITED);
-	pthread_mutex_unlock(&r->lock);
+	rr_unlock(&r->lock);
 	return 0;
 }
 
@@ -150,16 +144,16 @@ int rr_cq_ring_get_event(struct rr_cq_ring *r)
 	if (!r)
 		return -EINVAL;
 	/* Nothing written since the last look: no system call. */
-	pthread_mutex_lock(&r->lock);
+	rr_lock(&r->lock);
 	if (!r->signaled) {
-		pthread_mutex_unlock(&r->lock);
+		rr_unlock(&r->lock);
 		return 0;
 	}
 	r->signaled = false;
 	do
 		n = read(r->efd, &v, sizeof(v));
 	while (n < 0 && errno == EINTR);
-	pthread_mutex_unlock(&r->lock);
+	rr_unlock(&r->lock);
 	if (n == (ssize_t)sizeof(v))
 		return 1;
 	if (n < 0 && errno != EAGAIN)
@@ -171,9 +165,9 @@ uint32_t rr_cq_ring_count(struct rr_cq_ring *r)
 {
 	uint32_t n;
 
-	pthread_mutex_lock(&r->lock);
+	rr_lock(&r->lock);
 	n = r->count;
-	pthread_mutex_unlock(&r->lock);
+	rr_unlock(&r->lock);
 	return n;
 }
 
@@ -198,7 +192,7 @@ int rr_cq_ring_take_qp(struct rr_cq_ring *r, struct rr_cq_ring_take *t, int n,
 	t->held_rq = t->held_sq = t->took_rq = t->took_sq = 0;
 	if (!rr_cq_ring_pending(r))
 		return 0;   /* no lock for an empty ring */
-	pthread_mutex_lock(&r->lock);
+	rr_lock(&r->lock);
 	count = r->count;
 	for (uint32_t i = 0; i < count; i++) {
 		const struct rpcrdma_wc *wc = &r->slots[(r->head + i) % r->cap];
@@ -213,7 +207,7 @@ int rr_cq_ring_take_qp(struct rr_cq_ring *r, struct rr_cq_ring_take *t, int n,
 	take_rq = t->held_rq && t->held_rq == t->want_rq;
 	take_sq = t->held_sq && t->held_sq == t->want_sq;
 	if (!take_rq && !take_sq) {
-		pthread_mutex_unlock(&r->lock);
+		rr_unlock(&r->lock);
 		return 0;
 	}
 	for (uint32_t i = 0; i < count; i++) {
@@ -233,7 +227,7 @@ int rr_cq_ring_take_qp(struct rr_cq_ring *r, struct rr_cq_ring_take *t, int n,
 	__atomic_store_n(&r->count, kept, __ATOMIC_SEQ_CST);
 	if (!kept)
 		r->head = 0;
-	pthread_mutex_unlock(&r->lock);
+	rr_unlock(&r->lock);
 	return got;
 }
 
@@ -243,9 +237,9 @@ bool rr_cq_ring_holds_qp(struct rr_cq_ring *r, const struct rpcrdma_qp *qp)
 
 	if (!rr_cq_ring_pending(r))
 		return false;
-	pthread_mutex_lock(&r->lock);
+	rr_lock(&r->lock);
 	for (uint32_t i = 0; i < r->count && !found; i++)
 		found = r->slots[(r->head + i) % r->cap].qp == qp;
-	pthread_mutex_unlock(&r->lock);
+	rr_unlock(&r->lock);
 	return found;
 }

@@ -17,16 +17,16 @@
 #ifndef RR_RDMA_CQ_RING_H
 #define RR_RDMA_CQ_RING_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 
 #include "common/common.h"
+#include "common/lock.h"
 #include "rpcrdma/rdma.h"
 
 enum { RR_CQ_DISARMED = 0, RR_CQ_ARMED_ALL, RR_CQ_ARMED_SOLICITED };
 
 struct rr_cq_ring {
-	pthread_mutex_t lock;
+	struct rr_lock lock;   /* common/lock.h */
 	const struct rpcrdma_env *env;
 	struct rpcrdma_wc *slots;
 	uint32_t cap;

@@ -334,9 +334,9 @@ static bool srv_tx_stalled(struct srv *s)
 	for (int i = 0; i < 5000; i++) {
 		bool st;
 
-		pthread_mutex_lock(&q->tx_lock);
+		rr_lock(&q->tx_lock);
 		st = q->want_out;
-		pthread_mutex_unlock(&q->tx_lock);
+		rr_unlock(&q->tx_lock);
 		if (st)
 			return true;
 		usleep(1000);
@@ -352,9 +352,9 @@ static bool srv_irq_count(struct srv *s, uint32_t n)
 	for (int i = 0; i < 5000; i++) {
 		uint32_t c;
 
-		pthread_mutex_lock(&q->tx_lock);
+		rr_lock(&q->tx_lock);
 		c = q->irq_count;
-		pthread_mutex_unlock(&q->tx_lock);
+		rr_unlock(&q->tx_lock);
 		if (c >= n)
 			return true;
 		usleep(1000);

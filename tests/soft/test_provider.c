@@ -151,11 +151,11 @@ static enum soft_qp_state qp_state(struct soft_qp *q)
 {
 	enum soft_qp_state st;
 
-	pthread_mutex_lock(&q->rx_lock);
-	pthread_mutex_lock(&q->tx_lock);
+	rr_lock(&q->rx_lock);
+	rr_lock(&q->tx_lock);
 	st = q->state;
-	pthread_mutex_unlock(&q->tx_lock);
-	pthread_mutex_unlock(&q->rx_lock);
+	rr_unlock(&q->tx_lock);
+	rr_unlock(&q->rx_lock);
 	return st;
 }
 

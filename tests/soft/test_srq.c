@@ -317,10 +317,10 @@ TEST(srq_soft_receive_of_a_partial_message_is_not_lost)
 		sq_post(&s, id);
 	q = soft_net_qp_of(s.sqp[0]);
 	sr = RR_CONTAINER_OF(RR_BASE(srq, s.srq), struct soft_srq, base);
-	pthread_mutex_lock(&q->rx_lock);
+	rr_lock(&q->rx_lock);
 	REQUIRE_EQ(rr_soft_srq_take(sr, &q->srq_cur), 0);
 	q->srq_have = true;
-	pthread_mutex_unlock(&q->rx_lock);
+	rr_unlock(&q->rx_lock);
 	CHECK_EQ(sq_count(&s), 2);
 	CHECK_EQ(rpcrdma_disconnect(s.sid[0]), 0);
 	REQUIRE_EQ(sq_wait(s.n.scq, &wc), 1);
@@ -333,10 +333,10 @@ TEST(srq_soft_receive_of_a_partial_message_is_not_lost)
 				      .max_send_sge = 1, .srq = s.srq};
 	REQUIRE_EQ(rpcrdma_qp_create(s.n.pd, &qa, &lone), 0);
 	q = soft_net_qp_of(lone);
-	pthread_mutex_lock(&q->rx_lock);
+	rr_lock(&q->rx_lock);
 	REQUIRE_EQ(rr_soft_srq_take(sr, &q->srq_cur), 0);
 	q->srq_have = true;
-	pthread_mutex_unlock(&q->rx_lock);
+	rr_unlock(&q->rx_lock);
 	CHECK_EQ(sq_count(&s), 1);
 	CHECK_EQ(rpcrdma_qp_destroy(lone), 0);
 	CHECK_EQ(sq_count(&s), 2);

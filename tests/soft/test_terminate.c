@@ -134,9 +134,9 @@ static void fz_put(struct fz_pair *p, struct rr_ddp_txmsg *m)
 	for (unsigned i = 0; i < f.iovcnt; i++)
 		REQUIRE_EQ(write(p->peer, f.iov[i].iov_base, f.iov[i].iov_len),
 			   (ssize_t)f.iov[i].iov_len);
-	pthread_mutex_lock(&p->sq->rx_lock);
+	rr_lock(&p->sq->rx_lock);
 	(void)rr_soft_qp_rx(p->sq);
-	pthread_mutex_unlock(&p->sq->rx_lock);
+	rr_unlock(&p->sq->rx_lock);
 }
 
 /* The peer sends a Read Request; the QP receives it (and answers). */
@@ -283,10 +283,10 @@ static bool terminate_once_attempt(unsigned drain)
 	fz_read_req(&p, rpcrdma_mr_rkey(mb), rpcrdma_mr_remote_offset(mb), sizeof(bmem));
 	REQUIRE_EQ(rpcrdma_dereg_mr(mb), 0);
 	skipped = fz_skip(&p, (size_t)drain * sizeof(junk));
-	pthread_mutex_lock(&p.sq->tx_lock);
+	rr_lock(&p.sq->tx_lock);
 	rr_soft_qp_tx_locked(p.sq);
 	reached = p.sq->term_pending && p.sq->bcnt > 0 && p.sq->bpos == 0 && !p.sq->bpart;
-	pthread_mutex_unlock(&p.sq->tx_lock);
+	rr_unlock(&p.sq->tx_lock);
 	if (reached) {
 		/* the peer reads the junk (room for a Terminate), then a
 		 * receive error: the QP sends one Terminate, the first one
@@ -351,7 +351,7 @@ TEST(soft_terminate_never_cuts_a_partly_written_fpdu)
 		filled += (size_t)w;
 	}
 	fz_read_req(&p, rpcrdma_mr_rkey(mr), rpcrdma_mr_remote_offset(mr), sizeof(mem));
-	pthread_mutex_lock(&p.sq->tx_lock);
+	rr_lock(&p.sq->tx_lock);
 	rr_soft_qp_tx_locked(p.sq);
 	REQUIRE(p.sq->bcnt > 0 && p.sq->bpos == 0 && !p.sq->bpart);
 	REQUIRE_EQ(fz_skip(&p, filled), filled);
@@ -361,7 +361,7 @@ TEST(soft_terminate_never_cuts_a_partly_written_fpdu)
 	v->iov_base = (uint8_t *)v->iov_base + 3;
 	v->iov_len -= 3;
 	p.sq->bpart = true;
-	pthread_mutex_unlock(&p.sq->tx_lock);
+	rr_unlock(&p.sq->tx_lock);
 	fz_send(&p, 16);
 	fz_drain(&p);   /* REQUIREs a well-formed stream */
 	CHECK(p.term);
@@ -428,9 +428,9 @@ static void cut_after_local_invalidate(bool crc)
 	/* its header and first half: placed */
 	first = RR_HDR_TAGGED + HALF;
 	REQUIRE_EQ(write(p.peer, wire, first), (ssize_t)first);
-	pthread_mutex_lock(&p.sq->rx_lock);
+	rr_lock(&p.sq->rx_lock);
 	(void)rr_soft_qp_rx(p.sq);
-	pthread_mutex_unlock(&p.sq->rx_lock);
+	rr_unlock(&p.sq->rx_lock);
 	CHECK(!memcmp(mem + WIN, data, HALF));
 	/* the window is invalidated, and that is complete */
 	li.u.local_inv.stag = rpcrdma_mw_rkey(mw);
@@ -440,9 +440,9 @@ static void cut_after_local_invalidate(bool crc)
 	REQUIRE_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 	/* the rest of the segment arrives: refused, not placed */
 	REQUIRE_EQ(write(p.peer, wire + first, len - first), (ssize_t)(len - first));
-	pthread_mutex_lock(&p.sq->rx_lock);
+	rr_lock(&p.sq->rx_lock);
 	(void)rr_soft_qp_rx(p.sq);
-	pthread_mutex_unlock(&p.sq->rx_lock);
+	rr_unlock(&p.sq->rx_lock);
 	for (unsigned i = WIN + HALF; i < sizeof(mem); i++)
 		late += mem[i] != 0x5a;
 	CHECK_EQ(late, 0);
@@ -680,9 +680,9 @@ static void small_sends(bool crc, bool one_pass)
 					     .opcode = RPCRDMA_WR_SEND};
 		bool full;
 
-		pthread_mutex_lock(&p.sq->tx_lock);
+		rr_lock(&p.sq->tx_lock);
 		full = p.sq->bcnt > 0;
-		pthread_mutex_unlock(&p.sq->tx_lock);
+		rr_unlock(&p.sq->tx_lock);
 		if (full && ++behind == 3)
 			wr.flags = RPCRDMA_SEND_SIGNALED;
 		r = rpcrdma_post_send(p.qp, &wr, NULL);
@@ -693,11 +693,11 @@ static void small_sends(bool crc, bool one_pass)
 	}
 	REQUIRE_EQ(r, 0);
 	REQUIRE_EQ(behind, 3);     /* the socket filled before MAX Sends */
-	pthread_mutex_lock(&p.sq->tx_lock);
+	rr_lock(&p.sq->tx_lock);
 	one = p.sq->tx_one;
 	left = p.sq->tx_one_left;
 	bare = p.sq->tx_bare;
-	pthread_mutex_unlock(&p.sq->tx_lock);
+	rr_unlock(&p.sq->tx_lock);
 	printf("  crc %d: %u Sends, %llu in one pass (%llu without a WQE), %llu of them left to the "
 	       "batch loop\n",
 	       crc, posted, (unsigned long long)one, (unsigned long long)bare,
@@ -721,9 +721,9 @@ static void small_sends(bool crc, bool one_pass)
 	/* the peer reads, the QP transmits what waits */
 	for (int i = 0; i < 100000 && p.nsends < posted && !p.term; i++) {
 		fz_drain(&p);
-		pthread_mutex_lock(&p.sq->tx_lock);
+		rr_lock(&p.sq->tx_lock);
 		rr_soft_qp_tx_locked(p.sq);
-		pthread_mutex_unlock(&p.sq->tx_lock);
+		rr_unlock(&p.sq->tx_lock);
 	}
 	CHECK(!p.term);
 	REQUIRE_EQ(p.nsends, posted);

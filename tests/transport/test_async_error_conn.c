@@ -35,11 +35,11 @@ static void ae_raise(struct rpcrdma_qp *pqp, enum rr_async_event ev)
 {
 	struct soft_qp *qp = RR_CONTAINER_OF((struct rr_qp *)(void *)pqp, struct soft_qp, base);
 
-	pthread_mutex_lock(&qp->rx_lock);
+	rr_lock(&qp->rx_lock);
 	rr_soft_fast_quiesce(qp);
 	rr_qp_set_async_event(&qp->base, ev);
 	rr_soft_qp_fatal(qp, rr_async_action(ev).err, NULL);
-	pthread_mutex_unlock(&qp->rx_lock);
+	rr_unlock(&qp->rx_lock);
 }
 
 /* Answers each Call with 16 bytes; the Call of ae_fail_xid (once: the

@@ -39,9 +39,9 @@ static void overrun_next(enum soft_race pt, void *obj)
 	if (pt != SOFT_RACE_PUSH || sc->base.user_ctx != ov_target ||
 	    !atomic_exchange(&ov_armed, false))
 		return;
-	pthread_mutex_lock(&sc->ring.lock);
+	rr_lock(&sc->ring.lock);
 	__atomic_store_n(&sc->ring.overflow, true, __ATOMIC_SEQ_CST);
-	pthread_mutex_unlock(&sc->ring.lock);
+	rr_unlock(&sc->ring.lock);
 	atomic_store(&ov_fired, true);
 }
 

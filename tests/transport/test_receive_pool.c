@@ -410,9 +410,9 @@ static uint32_t cl_posted(struct rr_th_cl *c)
 		RR_CONTAINER_OF(RR_BASE(qp, c->tp->conn->qp), struct soft_qp, base);
 	uint32_t n;
 
-	pthread_mutex_lock(&qp->rx_lock);
+	rr_lock(&qp->rx_lock);
 	n = qp->rq_count;
-	pthread_mutex_unlock(&qp->rx_lock);
+	rr_unlock(&qp->rx_lock);
 	return n;
 }
 

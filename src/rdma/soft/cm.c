@@ -406,9 +406,9 @@ int rr_soft_disconnect(struct rr_cm_id *base)
 	pthread_mutex_lock(&c->lock);
 	qp = id->qp;
 	if (qp && id->state == IDS_CONNECTED) {
-		pthread_mutex_lock(&qp->rx_lock);
+		rr_lock(&qp->rx_lock);
 		rr_soft_qp_fatal(qp, 0, NULL);
-		pthread_mutex_unlock(&qp->rx_lock);
+		rr_unlock(&qp->rx_lock);
 	} else if (id->state != IDS_LISTEN && id->state != IDS_CLOSED) {
 		id_close_fd(id);
 		id->state = IDS_CLOSED;
@@ -523,15 +523,15 @@ int rr_soft_destroy_id(struct rr_cm_id *base)
 			lep_unwatch(id);
 			rr_soft_obj_del(c, &id->obj);
 		}
-		pthread_mutex_lock(&qp->rx_lock);
+		rr_lock(&qp->rx_lock);
 		if (qp->state == QPS_RTS) {
 			qp->disconnect_reported = true; /* the id is going away */
 			rr_soft_qp_fatal(qp, -ECONNABORTED, NULL);
 		}
-		pthread_mutex_lock(&qp->tx_lock);
+		rr_lock(&qp->tx_lock);
 		rr_soft_qp_closed(qp);
-		pthread_mutex_unlock(&qp->tx_lock);
-		pthread_mutex_unlock(&qp->rx_lock);
+		rr_unlock(&qp->tx_lock);
+		rr_unlock(&qp->rx_lock);
 		if (shared)
 			id->obj.fd = -1;
 	}

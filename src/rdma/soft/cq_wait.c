@@ -69,13 +69,13 @@ static void cq_reclaim(struct soft_cq *q)
 static void lost_fail_one(struct soft_qp *qp, void *arg)
 {
 	RR_UNUSED(arg);
-	pthread_mutex_lock(&qp->rx_lock);
+	rr_lock(&qp->rx_lock);
 	if (qp->state == QPS_RTS || (qp->state == QPS_ERROR && !qp->rq_flushed)) {
 		rr_soft_fast_quiesce(qp);
 		rr_qp_set_async_event(&qp->base, RR_ASYNC_CQ_ERR); /* stats: cq_overruns */
 		rr_soft_qp_fatal(qp, rr_async_action(RR_ASYNC_CQ_ERR).err, NULL);
 	}
-	pthread_mutex_unlock(&qp->rx_lock);
+	rr_unlock(&qp->rx_lock);
 }
 
 /* Completions were lost to an overrun of @q since its consumer last looked
@@ -163,17 +163,15 @@ static int cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block
 		if (!qp)
 			continue;
 		if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
-			if (block ? pthread_mutex_lock(&qp->rx_lock) == 0
-				  : pthread_mutex_trylock(&qp->rx_lock) == 0) {
+			if (block ? (rr_lock(&qp->rx_lock), true) : rr_trylock(&qp->rx_lock)) {
 				rr_soft_qp_rx(qp);
-				pthread_mutex_unlock(&qp->rx_lock);
+				rr_unlock(&qp->rx_lock);
 			}
 		}
 		if (evs[i].events & EPOLLOUT) {
-			if (block ? pthread_mutex_lock(&qp->tx_lock) == 0
-				  : pthread_mutex_trylock(&qp->tx_lock) == 0) {
+			if (block ? (rr_lock(&qp->tx_lock), true) : rr_trylock(&qp->tx_lock)) {
 				rr_soft_qp_tx_locked(qp);
-				pthread_mutex_unlock(&qp->tx_lock);
+				rr_unlock(&qp->tx_lock);
 			}
 		}
 	}
@@ -204,8 +202,8 @@ static inline struct soft_qp *cq_one_hold(struct soft_cq *q, bool *busy)
 		return NULL;
 	}
 	soft_race(SOFT_RACE_ONE_QP, q);
-	held = busy ? pthread_mutex_trylock(&qp->rx_lock) == 0
-		    : pthread_mutex_lock(&qp->rx_lock) == 0;
+	held = busy ? rr_trylock(&qp->rx_lock)
+		    : (rr_lock(&qp->rx_lock), true);
 	atomic_fetch_sub(&q->fast_hold, 1);
 	if (!held && busy)
 		*busy = true;
@@ -231,7 +229,7 @@ static bool cq_fast_poll(struct soft_cq *q)
 	if (qp->state != QPS_RTS || !qp->cq_watched ||
 	    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST) ||
 	    __atomic_load_n(&qp->obj.in_epoll, __ATOMIC_RELAXED)) {
-		pthread_mutex_unlock(&qp->rx_lock);
+		rr_unlock(&qp->rx_lock);
 		return false;
 	}
 	if (atomic_load_explicit(&q->wake_pending, memory_order_relaxed))
@@ -240,7 +238,7 @@ static bool cq_fast_poll(struct soft_cq *q)
 	rr_soft_tls_waiter = false;
 	rr_soft_qp_rx(qp);
 	rr_soft_tls_cq = NULL;
-	pthread_mutex_unlock(&qp->rx_lock);
+	rr_unlock(&qp->rx_lock);
 	return true;
 }
 
@@ -279,7 +277,7 @@ static bool cq_fast_wait(struct soft_cq *q, struct soft_direct *d)
 	     !__atomic_load_n(&qp->obj.in_epoll, __ATOMIC_RELAXED) &&
 	     !__atomic_load_n(&qp->term_pending, __ATOMIC_RELAXED);
 	if (!ok) {
-		pthread_mutex_unlock(&qp->rx_lock);
+		rr_unlock(&qp->rx_lock);
 		return false;
 	}
 	rr_soft_tls_cq = q;
@@ -358,20 +356,20 @@ int rr_soft_wait_qp(struct rr_qp *base, int n, struct rpcrdma_wc *wc, int timeou
 	if (!q->ctx->fast_wait || (timeout_ms >= 0 && timeout_ms < SOFT_FAST_BLOCK_MS))
 		return -EAGAIN;
 	cq_touch(q);
-	if (pthread_mutex_trylock(&qp->rx_lock) != 0)
+	if (!rr_trylock(&qp->rx_lock))
 		return -EAGAIN;   /* the CQ's consumer receives for it now */
 	__atomic_store_n(&qp->own_wait, true, __ATOMIC_SEQ_CST);
 	if (!qp_own_ok(qp)) {
 		__atomic_store_n(&qp->own_wait, false, __ATOMIC_SEQ_CST);
-		pthread_mutex_unlock(&qp->rx_lock);
+		rr_unlock(&qp->rx_lock);
 		return -EAGAIN;
 	}
 	/* rx_lock held: no other thread receives for it until the read */
 	got = qp_take(qp, n, wc, seen);
 	if (got == 0) {
-		pthread_mutex_lock(&qp->tx_lock);
+		rr_lock(&qp->tx_lock);
 		rr_soft_unwatch(qp);
-		pthread_mutex_unlock(&qp->tx_lock);
+		rr_unlock(&qp->tx_lock);
 		rr_soft_tls_direct = &d;
 		(void)rr_soft_qp_rx_own(qp);
 		rr_soft_tls_direct = NULL;
@@ -381,14 +379,14 @@ int rr_soft_wait_qp(struct rr_qp *base, int n, struct rpcrdma_wc *wc, int timeou
 		 * rx_lock back before it frees the QP. A QP that failed stays
 		 * out of them (rr_soft_qp_fatal). */
 		if (!qp->fast_kill && qp->state == QPS_RTS) {
-			pthread_mutex_lock(&qp->tx_lock);
+			rr_lock(&qp->tx_lock);
 			rr_soft_watch(qp);
-			pthread_mutex_unlock(&qp->tx_lock);
+			rr_unlock(&qp->tx_lock);
 		}
 		atomic_fetch_add_explicit(&q->qp_waits, 1, memory_order_relaxed);
 	}
 	__atomic_store_n(&qp->own_wait, false, __ATOMIC_SEQ_CST);
-	pthread_mutex_unlock(&qp->rx_lock);
+	rr_unlock(&qp->rx_lock);
 	/* its lease from now, and the progress thread told in time if it
 	 * left the QP alone for this wait */
 	cq_touch(q);

@@ -31,7 +31,7 @@ static const char *qp_state_name(enum soft_qp_state s)
 /* One line for @qp (qlock of its CQ held, so it stays). */
 static void qp_line(struct soft_qp *qp, FILE *f, void (*name)(FILE *f, void *user_ctx))
 {
-	bool rx = pthread_mutex_trylock(&qp->rx_lock) == 0;
+	bool rx = rr_trylock(&qp->rx_lock);
 
 	fprintf(f, "  diag:   qp %u", qp->base.qp_num);
 	if (name)
@@ -61,7 +61,7 @@ static void qp_line(struct soft_qp *qp, FILE *f, void (*name)(FILE *f, void *use
 	} else {
 		fprintf(f, ", receives posted %u\n", qp->rq_count);
 	}
-	pthread_mutex_unlock(&qp->rx_lock);
+	rr_unlock(&qp->rx_lock);
 }
 
 void rr_soft_cq_describe(struct rr_cq *cq, FILE *f, void (*name)(FILE *f, void *user_ctx))

@@ -109,7 +109,7 @@ void rr_soft_qp_hand(struct soft_qp *qp, bool on)
 {
 	struct soft_ctx *c = qp->ctx;
 
-	pthread_mutex_lock(&qp->tx_lock);
+	rr_lock(&qp->tx_lock);
 	if (on && !qp->obj.in_epoll && qp->obj.fd >= 0 && qp->state == QPS_RTS) {
 		rr_soft_obj_add(c, &qp->obj, EPOLLIN | (qp->want_out ? EPOLLOUT : 0));
 		if (qp->obj.in_epoll) {
@@ -124,7 +124,7 @@ void rr_soft_qp_hand(struct soft_qp *qp, bool on)
 		if (qp->scq != qp->rcq)
 			atomic_fetch_sub(&qp->scq->handed, 1);
 	}
-	pthread_mutex_unlock(&qp->tx_lock);
+	rr_unlock(&qp->tx_lock);
 }
 
 void rr_soft_lease_check(struct soft_cq *q)

@@ -134,10 +134,10 @@ int rr_soft_conn_query(struct rr_cm_id *base, struct rpcrdma_conn_info *info)
 	memset(info, 0, sizeof(*info));
 	rr_soft_query(&id->ctx->base, &info->caps);
 	if (id->state == IDS_CONNECTED && id->qp) {
-		pthread_mutex_lock(&id->qp->tx_lock);
+		rr_lock(&id->qp->tx_lock);
 		if (!id->qp->commit_tx)
 			info->caps.flags &= ~RPCRDMA_CAP_COMMIT;
-		pthread_mutex_unlock(&id->qp->tx_lock);
+		rr_unlock(&id->qp->tx_lock);
 		info->ird = id->qp->ird;
 		info->ord = id->qp->ord;
 	} else if (id->state == IDS_REQ_RCVD) {
@@ -325,9 +325,6 @@ static void soft_destroy_qp_mem(struct soft_qp *qp)
 	rr_free(env, qp->place_buf);
 	rr_free(env, qp->bnc);
 	rr_free_pages(env, qp->irq, sizeof(*qp->irq) * qp->irq_cap);
-	pthread_mutex_destroy(&qp->rx_lock);
-	pthread_mutex_destroy(&qp->tx_lock);
-	pthread_cond_destroy(&qp->fast_cv);
 	rr_free(env, qp);
 }
 
@@ -389,9 +386,9 @@ int rr_soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, stru
 	 * request arrives (rx_request): a QP the peer never reads from spares
 	 * an mmap + munmap and a mapping (issue 16 part L). */
 	qp->irq_cap = SOFT_MAX_IRD;
-	pthread_mutex_init(&qp->rx_lock, NULL);
-	pthread_mutex_init(&qp->tx_lock, NULL);
-	pthread_cond_init(&qp->fast_cv, NULL);
+	atomic_init(&qp->rx_lock.v, 0);
+	atomic_init(&qp->tx_lock.v, 0);
+	atomic_init(&qp->fast_cv.seq, 0u);
 	if (!qp->sq || !qp->rq) {
 		soft_destroy_qp_mem(qp);
 		return -ENOMEM;
@@ -454,8 +451,8 @@ int rr_soft_destroy_qp(struct rr_qp *base)
 	if (qp->scq != qp->rcq)
 		rr_soft_cq_del_qp(qp->scq, qp);
 	pthread_mutex_lock(&qp->ctx->lock);
-	pthread_mutex_lock(&qp->rx_lock);
-	pthread_mutex_lock(&qp->tx_lock);
+	rr_lock(&qp->rx_lock);
+	rr_lock(&qp->tx_lock);
 	rr_soft_qp_closed(qp);
 	if (qp->srq_have) {
 		/* a message was being placed: its Receive was never completed,
@@ -464,8 +461,8 @@ int rr_soft_destroy_qp(struct rr_qp *base)
 		rr_soft_srq_untake(qp->srq, &qp->srq_cur);
 		qp->srq_have = false;
 	}
-	pthread_mutex_unlock(&qp->tx_lock);
-	pthread_mutex_unlock(&qp->rx_lock);
+	rr_unlock(&qp->tx_lock);
+	rr_unlock(&qp->rx_lock);
 	pthread_mutex_unlock(&qp->ctx->lock);
 	RR_UNUSED(env);
 	soft_destroy_qp_mem(qp);

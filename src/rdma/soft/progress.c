@@ -89,16 +89,16 @@ static void *progress_main(void *arg)
 				if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
 					int r;
 
-					pthread_mutex_lock(&qp->rx_lock);
+					rr_lock(&qp->rx_lock);
 					r = rr_soft_qp_rx(qp);
-					pthread_mutex_unlock(&qp->rx_lock);
+					rr_unlock(&qp->rx_lock);
 					if (r < 0)
 						rr_soft_qp_hand(qp, false);
 				}
 				if ((evs[i].events & EPOLLOUT) && qp->obj.in_epoll) {
-					pthread_mutex_lock(&qp->tx_lock);
+					rr_lock(&qp->tx_lock);
 					rr_soft_qp_tx_locked(qp);
-					pthread_mutex_unlock(&qp->tx_lock);
+					rr_unlock(&qp->tx_lock);
 				}
 				break;
 			}

@@ -34,7 +34,7 @@ int rr_soft_post_recv(struct rr_qp *base, struct rpcrdma_recv_wr *wr, struct rpc
 	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
 	int ret = 0;
 
-	pthread_mutex_lock(&qp->rx_lock);
+	rr_lock(&qp->rx_lock);
 	for (; wr; wr = wr->next) {
 		struct soft_qrqe *e;
 		uint32_t tot;
@@ -64,7 +64,7 @@ int rr_soft_post_recv(struct rr_qp *base, struct rpcrdma_recv_wr *wr, struct rpc
 	}
 	if (ret && bad)
 		*bad = wr;
-	pthread_mutex_unlock(&qp->rx_lock);
+	rr_unlock(&qp->rx_lock);
 	return ret;
 }
 
@@ -94,11 +94,11 @@ static void rq_flush_locked(struct soft_qp *qp)
 /* Caller holds rx_lock. */
 void rr_soft_qp_fatal(struct soft_qp *qp, int err, const struct rr_term *peer_term)
 {
-	pthread_mutex_lock(&qp->tx_lock);
+	rr_lock(&qp->tx_lock);
 	if (qp->state == QPS_RTS)
 		rr_soft_qp_error_tx_locked(qp, peer_term);
 	rr_soft_unwatch(qp); /* a dead socket must not wake the CQ's waiters */
-	pthread_mutex_unlock(&qp->tx_lock);
+	rr_unlock(&qp->tx_lock);
 	if (!qp->last_err)
 		qp->last_err = err;
 	rq_flush_locked(qp);
@@ -218,7 +218,7 @@ static enum rr_rx_code rx_tagged(void *ctx, uint8_t op, uint32_t stag, uint64_t 
 			return mrt_code(r);
 		return rx_dst(qp, &ref, len, dst);
 	}
-	pthread_mutex_lock(&qp->tx_lock);
+	rr_lock(&qp->tx_lock);
 	{
 		struct soft_wqe *w = orq_head(qp);
 
@@ -238,7 +238,7 @@ static enum rr_rx_code rx_tagged(void *ctx, uint8_t op, uint32_t stag, uint64_t 
 				code = rx_dst(qp, &ref, len, dst);
 		}
 	}
-	pthread_mutex_unlock(&qp->tx_lock);
+	rr_unlock(&qp->tx_lock);
 	return code;
 }
 
@@ -286,7 +286,7 @@ static enum rr_rx_code rx_read_resp(struct soft_qp *qp, const struct rr_ddp_even
 	enum rr_rx_code code = RR_RXC_OK;
 	struct soft_wqe *w;
 
-	pthread_mutex_lock(&qp->tx_lock);
+	rr_lock(&qp->tx_lock);
 	w = orq_head(qp);
 	if (w) {
 		w->rresp_done += ev->len;
@@ -302,7 +302,7 @@ static enum rr_rx_code rx_read_resp(struct soft_qp *qp, const struct rr_ddp_even
 			}
 		}
 	}
-	pthread_mutex_unlock(&qp->tx_lock);
+	rr_unlock(&qp->tx_lock);
 	return code;
 }
 
@@ -397,7 +397,7 @@ static enum rr_rx_code rx_request(struct soft_qp *qp, const struct rr_ddp_event 
 {
 	enum rr_rx_code code = RR_RXC_OK;
 
-	pthread_mutex_lock(&qp->tx_lock);
+	rr_lock(&qp->tx_lock);
 	if (qp->irq_count >= qp->ird || qp->irq_count >= qp->irq_cap) {
 		code = RR_RXC_IRD;
 	} else if (!qp->irq &&
@@ -419,7 +419,7 @@ static enum rr_rx_code rx_request(struct soft_qp *qp, const struct rr_ddp_event 
 			rr_soft_qp_tx_locked(qp);
 		}
 	}
-	pthread_mutex_unlock(&qp->tx_lock);
+	rr_unlock(&qp->tx_lock);
 	return code;
 }
 
@@ -431,7 +431,7 @@ static enum rr_rx_code rx_commit_resp(struct soft_qp *qp, const struct rr_ddp_ev
 	enum rr_rx_code code = RR_RXC_OK;
 	struct soft_wqe *w;
 
-	pthread_mutex_lock(&qp->tx_lock);
+	rr_lock(&qp->tx_lock);
 	w = orq_head(qp);
 	if (!w || w->op != RPCRDMA_WR_RDMA_COMMIT || w->commit_id != ev->u.cresp.id) {
 		code = RR_RXC_UNEXPECTED;
@@ -444,7 +444,7 @@ static enum rr_rx_code rx_commit_resp(struct soft_qp *qp, const struct rr_ddp_ev
 		rr_soft_sq_complete_locked(qp);
 		rr_soft_qp_tx_locked(qp);
 	}
-	pthread_mutex_unlock(&qp->tx_lock);
+	rr_unlock(&qp->tx_lock);
 	return code;
 }
 
@@ -508,7 +508,7 @@ static inline int rx_event_send(struct soft_qp *qp, struct rr_ddp_event *ev)
 static void rx_terminate(struct soft_qp *qp)
 {
 	if (qp->rx.term_valid) {
-		pthread_mutex_lock(&qp->tx_lock);
+		rr_lock(&qp->tx_lock);
 		rr_soft_term_set(qp, &qp->rx.term);
 		/* after the FPDU half on the wire, if the socket takes it
 		 * now: a Terminate never cuts into an FPDU (best effort, as
@@ -518,7 +518,7 @@ static void rx_terminate(struct soft_qp *qp)
 			rr_soft_qp_tx_locked(qp);
 			qp->term_pending = false;
 		}
-		pthread_mutex_unlock(&qp->tx_lock);
+		rr_unlock(&qp->tx_lock);
 	}
 	rr_soft_qp_fatal(qp, -EPROTO, NULL);
 }
@@ -576,21 +576,21 @@ static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned c
 			rr_soft_place_end(qp);
 		return RX_FAST_LEAVE;
 	}
-	pthread_mutex_unlock(&qp->rx_lock);
+	rr_unlock(&qp->rx_lock);
 	*n = rr_soft_sock_readv_fast(qp, v, cnt, mode);
 	if (piece)
 		rr_soft_place_end(qp); /* before any lock: a fence may wait */
-	pthread_mutex_lock(&qp->rx_lock);
+	rr_lock(&qp->rx_lock);
 	if (!qp->own_wait)
 		atomic_store(&qp->rcq->fast_blocked, 0);
 	qp->fast_rd = false;
 	qp->fast_len = 0;
 	if (qp->revoke_waiters)
-		pthread_cond_broadcast(&qp->fast_cv);
+		rr_cond_broadcast(&qp->fast_cv);
 	if (!qp->own_wait)
 		atomic_fetch_add(&qp->rcq->fast_reads, 1);
 	if (qp->fast_kill) {
-		pthread_cond_broadcast(&qp->fast_cv);
+		rr_cond_broadcast(&qp->fast_cv);
 		return RX_FAST_KILLED;
 	}
 	if (qp->state != QPS_RTS)
@@ -748,7 +748,7 @@ int rr_soft_qp_rx_fast(struct soft_qp *qp)
 	int r = qp_rx(qp, true);
 
 	/* fast_kill: a closer waits for rx_lock, then frees the QP */
-	pthread_mutex_unlock(&qp->rx_lock);
+	rr_unlock(&qp->rx_lock);
 	return r;
 }
 
@@ -766,7 +766,7 @@ void rr_soft_fast_quiesce(struct soft_qp *qp)
 	qp->fast_kill = true;
 	rr_soft_sock_shutdown(qp); /* ends its recvmsg now */
 	while (qp->fast_rd)
-		pthread_cond_wait(&qp->fast_cv, &qp->rx_lock);
+		rr_cond_wait(&qp->fast_cv, &qp->rx_lock);
 }
 
 int rr_soft_qp_recv_quota(struct rr_qp *base, uint32_t add)
@@ -792,8 +792,8 @@ int rr_soft_qp_recv_quota(struct rr_qp *base, uint32_t add)
 int rr_soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *conn, bool commit_rx,
 			 bool commit_tx)
 {
-	pthread_mutex_lock(&qp->rx_lock);
-	pthread_mutex_lock(&qp->tx_lock);
+	rr_lock(&qp->rx_lock);
+	rr_lock(&qp->tx_lock);
 	qp->obj.fd = fd;
 	qp->crc = conn->crc;
 	qp->commit_rx |= commit_rx;
@@ -805,8 +805,8 @@ int rr_soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *c
 	rr_ddp_rx_init(&qp->rx, &soft_rx_ops, qp, qp->crc, qp->commit_rx);
 	qp->state = QPS_RTS;
 	rr_soft_watch(qp);
-	pthread_mutex_unlock(&qp->tx_lock);
-	pthread_mutex_unlock(&qp->rx_lock);
+	rr_unlock(&qp->tx_lock);
+	rr_unlock(&qp->rx_lock);
 	return 0;
 }
 
@@ -816,12 +816,12 @@ int rr_soft_set_commit(struct rr_qp *base, bool enable)
 {
 	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
 
-	pthread_mutex_lock(&qp->rx_lock);
-	pthread_mutex_lock(&qp->tx_lock);
+	rr_lock(&qp->rx_lock);
+	rr_lock(&qp->tx_lock);
 	qp->commit_rx = qp->commit_tx = enable;
 	qp->rx.commit = enable;
-	pthread_mutex_unlock(&qp->tx_lock);
-	pthread_mutex_unlock(&qp->rx_lock);
+	rr_unlock(&qp->tx_lock);
+	rr_unlock(&qp->rx_lock);
 	return 0;
 }
 
@@ -832,26 +832,26 @@ void rr_soft_qp_revoke(struct soft_qp *qp, uintptr_t lo, uintptr_t hi)
 {
 	bool killed = false;
 
-	pthread_mutex_lock(&qp->rx_lock);
+	rr_lock(&qp->rx_lock);
 	/* a fast reader (no rx_lock) writing into the range, or receiving a
 	 * segment bound for it: its read ends within SOFT_FAST_BLOCK_MS */
 	while (qp->fast_rd && (range_hits(qp->fast_dst, qp->fast_len, lo, hi) ||
 			       (qp->rxd.on && range_hits(qp->rxd.va, qp->rxd.len, lo, hi)))) {
 		qp->revoke_waiters++;
-		pthread_cond_wait(&qp->fast_cv, &qp->rx_lock);
+		rr_cond_wait(&qp->fast_cv, &qp->rx_lock);
 		qp->revoke_waiters--;
 	}
 	/* The rest of a tagged segment bound for the range (its STag is gone
 	 * from the table already): its next piece, or the pwrite of a durable
 	 * one, finds the STag invalid (rr_soft_place_begin) and the peer gets
 	 * the Terminate an invalid STag gets at header time, as from siw. */
-	pthread_mutex_lock(&qp->tx_lock);
+	rr_lock(&qp->tx_lock);
 	if (qp->state == QPS_RTS && rr_soft_tx_needs(qp, lo, hi)) {
 		rr_soft_tx_revoke(qp);
 		killed = true;
 	}
-	pthread_mutex_unlock(&qp->tx_lock);
+	rr_unlock(&qp->tx_lock);
 	if (killed)
 		rr_soft_qp_fatal(qp, -EPROTO, NULL);
-	pthread_mutex_unlock(&qp->rx_lock);
+	rr_unlock(&qp->rx_lock);
 }

@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "rdma/soft/cq.h"
@@ -42,12 +43,41 @@ static ssize_t sock_recvmsg(int fd, struct iovec *iov, unsigned cnt, int flags)
 	return recvmsg(fd, &m, flags);
 }
 
+/* The one-buffer send and recv as the bare system calls (sendto and
+ * recvfrom without an address, which is what libc's send and recv make):
+ * libc's wrappers are cancellation points, and entering and leaving one
+ * (__pthread_enable_asynccancel, _disable) cost more than the call's own
+ * user-space work, twice per Call or Reply (docs/PERFORMANCE.md "Issue 16
+ * part BC"). Nothing of the library is cancellable (no thread of it is
+ * cancelled, and a caller's thread cancelled inside a call would leave the
+ * QP's locks and flags behind at any of its points anyway), so they are
+ * not cancellation points here. Where the system has no sendto/recvfrom
+ * number (socketcall systems), libc's. -1 and errno as libc's. */
+static inline ssize_t sock_send1(int fd, const void *buf, size_t len, int flags)
+{
+#if defined(SYS_sendto)
+	return (ssize_t)syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
+#else
+	return send(fd, buf, len, flags);
+#endif
+}
+
+static inline ssize_t sock_recv1(int fd, void *buf, size_t len, int flags)
+{
+#if defined(SYS_recvfrom)
+	return (ssize_t)syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL);
+#else
+	return recv(fd, buf, len, flags);
+#endif
+}
+
 ssize_t rr_soft_sock_writev(int fd, const struct iovec *iov, unsigned cnt)
 {
 	ssize_t n;
 
 	do
-		n = cnt == 1 ? send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL | MSG_DONTWAIT)
+		n = cnt == 1 ? sock_send1(fd, iov[0].iov_base, iov[0].iov_len,
+					  MSG_NOSIGNAL | MSG_DONTWAIT)
 			     : sock_sendmsg(fd, iov, cnt);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
@@ -60,7 +90,7 @@ static ssize_t readv_flags(int fd, struct iovec *iov, unsigned cnt, int flags)
 	ssize_t n;
 
 	do
-		n = cnt == 1 ? recv(fd, iov[0].iov_base, iov[0].iov_len, flags)
+		n = cnt == 1 ? sock_recv1(fd, iov[0].iov_base, iov[0].iov_len, flags)
 			     : sock_recvmsg(fd, iov, cnt, flags);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)

@@ -49,6 +49,7 @@
 #include "rdma/mr_table.h"
 #include "rdma/provider.h"
 #include "rdma/soft/ddp.h"
+#include "common/lock.h"
 #include "rdma/soft/mpa.h"
 
 #define SOFT_MAX_WR 4096
@@ -478,7 +479,7 @@ struct soft_qp {
 	bool peer_term_valid;        /* the Terminate the peer sent us */
 	struct rr_term peer_term;
 	/* receive side (rx_lock) */
-	pthread_mutex_t rx_lock;
+	struct rr_lock rx_lock;
 	struct rr_ddp_rx rx;
 	uint64_t rx_reads;           /* socket reads qp_rx made (tests count them) */
 	uint8_t *stage;
@@ -517,7 +518,7 @@ struct soft_qp {
 	atomic_bool quota_on;
 	_Atomic uint32_t quota;
 	/* send side (tx_lock) */
-	pthread_mutex_t tx_lock;
+	struct rr_lock tx_lock;
 	struct rr_mrt_lcache sq_lc;  /* the Sends' lkey checked last */
 	struct soft_wqe *sq;
 	uint32_t sq_cap, sq_head, sq_count, sq_next; /* next = index (from head) to transmit */
@@ -592,7 +593,7 @@ struct soft_qp {
 	/* the fast reader's last sleep ended by its timeout with nothing
 	 * read (the fast reader's own): the next one may be SOFT_FAST_POLL */
 	bool fast_quiet;
-	pthread_cond_t fast_cv;
+	struct rr_cond fast_cv;
 };
 
 enum soft_id_state {

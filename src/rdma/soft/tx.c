@@ -416,9 +416,9 @@ int rr_soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct rpc
 	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
 	int ret = 0;
 
-	pthread_mutex_lock(&qp->tx_lock);
+	rr_lock(&qp->tx_lock);
 	if (!wr->next && qp->state == QPS_RTS && tx_send_bare(qp, wr)) {
-		pthread_mutex_unlock(&qp->tx_lock);
+		rr_unlock(&qp->tx_lock);
 		return 0;
 	}
 	for (; wr; wr = wr->next) {
@@ -473,7 +473,7 @@ int rr_soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct rpc
 		*bad = wr;
 	if (qp->state != QPS_RTS || !tx_one_fast(qp))
 		rr_soft_qp_tx_locked(qp);
-	pthread_mutex_unlock(&qp->tx_lock);
+	rr_unlock(&qp->tx_lock);
 	return ret;
 }
 
