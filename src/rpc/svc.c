@@ -64,7 +64,7 @@ struct rpcrdma_req {
 	/* Not cleared when a spare request is reused (req_new): the results
 	 * buffer is emptied instead, and @sys, read only with @have_sys, is
 	 * written whole when an AUTH_SYS credential is decoded (req_auth):
-	 * its ~350 bytes zeroed per Call were ~50 of a NULL Call's
+	 * its 336 bytes zeroed per Call were ~50 of a NULL Call's
 	 * instructions (docs/PERFORMANCE.md "Issue 16 part BE"). */
 	struct rpcrdma_xdr_enc res;
 	struct rpcrdma_auth_sys sys;
