@@ -14,11 +14,15 @@
  * threshold; a delivered reverse Call's bytes lie in the message that
  * brought it; every backward Call completes exactly once (by a Reply, an
  * RDMA_ERROR, the connection's loss or the session's end) and a completed
- * one's Reply is the RPC message of a Reply to its XID. */
+ * one's Reply is the RPC message of a Reply to its XID; at the responder,
+ * the two-word filter before bc_on_recv (bc_may_be_reply) passes every
+ * message that bc_on_recv's first tests (bc_maybe, bc_maybe_error) would
+ * look at further. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "proto/conn/conn.h"
+#include "proto/conn/conn_int.h"
 
 #define FAIL(msg)                                                              \
 	do {                                                                   \
@@ -192,6 +196,18 @@ static void serve(struct fake *f, const uint8_t *msg, size_t len, unsigned k)
 	f->ngot = 0;
 }
 
+/* backchannel.c's first tests at a responder: a reverse Reply (RDMA_MSG,
+ * three empty chunk lists, msg_type REPLY) or an RDMA_ERROR. */
+static bool bc_looks_reply(const uint8_t *buf, size_t len)
+{
+	uint32_t w[9];
+
+	for (unsigned i = 0; i < 9; i++)
+		w[i] = 4 * i + 4 <= len ? rr_get_be32(buf + 4 * i) : 0xdeadbeefu;
+	return (len >= 36 && w[3] == RR_HDR_MSG && !w[4] && !w[5] && !w[6] && w[8] == 1) ||
+	       (len >= 16 && w[3] == RR_HDR_ERROR);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -238,6 +254,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				rr_conn_down(c);
 				rr_conn_up(c, pd, sizeof(pd), 16, 4, 1);
 			}
+			if (role == 1 && bc_looks_reply(data + off, len) &&
+			    !bc_may_be_reply(data + off, (uint32_t)len))
+				FAIL("bc_may_be_reply drops what bc_on_recv takes");
 			rr_conn_on_recv(c, k++ % 16, data + off, (uint32_t)len, false, 0);
 			if (role == 0) {
 				serve(&f, data + off, len, k);

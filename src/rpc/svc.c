@@ -53,9 +53,7 @@ struct rpcrdma_req {
 	struct rr_xprt_req *xreq;
 	struct rr_rpc_call call;
 	struct rpcrdma_xdr_dec args;
-	struct rpcrdma_xdr_enc res;
 	bool have_sys;
-	struct rpcrdma_auth_sys sys;
 	uint32_t auth_stat;
 	void (*release)(void *);
 	void *release_arg;
@@ -63,6 +61,13 @@ struct rpcrdma_req {
 	void *tirpc_priv;
 	struct rr_drc_entry *drc_ent;   /* IN PROGRESS entry of this Call */
 	struct rr_drc_reply *drc_rep;   /* a cached reply being re-sent */
+	/* Not cleared when a spare request is reused (req_new): the results
+	 * buffer is emptied instead, and @sys, read only with @have_sys, is
+	 * written whole when an AUTH_SYS credential is decoded (req_auth):
+	 * its 336 bytes zeroed per Call were ~50 of a NULL Call's
+	 * instructions (docs/PERFORMANCE.md "Issue 16 part BE"). */
+	struct rpcrdma_xdr_enc res;
+	struct rpcrdma_auth_sys sys;
 };
 
 struct svc_idem {
@@ -151,14 +156,16 @@ static void svc_refuse(struct rpcrdma_server *s, struct rr_xprt_req *xreq)
 	(void)s->ops->send_reply(s->xs, xreq, &m);
 }
 
-/* A request object for @s: a spare one (every field but the results
- * buffer cleared, that buffer emptied) or a new one; NULL: no memory. */
+/* A request object for @s: a spare one (every field before the results
+ * buffer cleared, that buffer emptied, @sys left as it was: see the
+ * struct) or a new one; NULL: no memory. */
 static struct rpcrdma_req *req_new(struct rpcrdma_server *s)
 {
 	bool fresh;
 	struct rpcrdma_req *r = rr_spare_take_zeroed(&s->spare, s->env, sizeof(*r),
 						     offsetof(struct rpcrdma_req, res),
-						     sizeof(r->res), &fresh);
+						     sizeof(*r) - offsetof(struct rpcrdma_req, res),
+						     &fresh);
 
 	if (!r)
 		return NULL;
@@ -526,6 +533,9 @@ static bool req_auth(struct rpcrdma_req *r)
 			rr_svc_reply_denied(r, RR_RPC_AUTH_ERROR, RR_RPC_AUTH_BADCRED);
 			return false;
 		}
+		/* whole: a reused request holds the last one's bytes beyond
+		 * the name's NUL and the groups counted (another client's) */
+		memset(&r->sys, 0, sizeof(r->sys));
 		r->have_sys = true;
 		r->sys.stamp = w.stamp;
 		memcpy(r->sys.machinename, w.machinename, w.machinename_len);

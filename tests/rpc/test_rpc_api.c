@@ -30,6 +30,7 @@
 #define T_AUTHERR 7u
 #define T_DROP 8u
 #define T_BARRIER 9u
+#define T_SYSTAIL 10u
 
 /* Requests held by T_HOLD (deferred, never answered unless released). */
 static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -128,6 +129,30 @@ static int h_whoami(struct rpcrdma_req *r, void *ctx)
 	return RPCRDMA_SVC_OK;
 }
 
+/* SYSTAIL: u32 ngids, then u32 1 when every byte of the AUTH_SYS
+ * parameters beyond the name's NUL and beyond the groups counted is zero
+ * (nothing left of another Call's credential in a reused request), else 0;
+ * AUTH_NONE: u32 0xffffffff (no parameters). */
+static int h_systail(struct rpcrdma_req *r, void *ctx)
+{
+	struct rpcrdma_xdr_enc *e = rpcrdma_req_results(r);
+	const struct rpcrdma_auth_sys *s = rpcrdma_req_auth_sys(r);
+	bool clean = true;
+
+	(void)ctx;
+	if (!s) {
+		rpcrdma_xdr_put_u32(e, 0xffffffffu);
+		return RPCRDMA_SVC_OK;
+	}
+	for (size_t i = strlen(s->machinename); i < sizeof(s->machinename); i++)
+		clean = clean && s->machinename[i] == 0;
+	for (uint32_t i = s->ngids; i < RPCRDMA_AUTHSYS_MAXGIDS; i++)
+		clean = clean && s->gids[i] == 0;
+	rpcrdma_xdr_put_u32(e, s->ngids);
+	rpcrdma_xdr_put_u32(e, clean);
+	return RPCRDMA_SVC_OK;
+}
+
 static atomic_int releases;
 
 static void count_release(void *arg)
@@ -223,6 +248,7 @@ static struct rpcrdma_server *start_server(unsigned threads, size_t max_msg, cha
 		REQUIRE_EQ(rpcrdma_server_register(s, PROG, v, T_AUTHERR, h_autherr, NULL), 0);
 		REQUIRE_EQ(rpcrdma_server_register(s, PROG, v, T_DROP, h_drop, NULL), 0);
 		REQUIRE_EQ(rpcrdma_server_register(s, PROG, v, T_BARRIER, h_barrier, NULL), 0);
+		REQUIRE_EQ(rpcrdma_server_register(s, PROG, v, T_SYSTAIL, h_systail, NULL), 0);
 	}
 	CHECK_EQ(rpcrdma_server_register(s, PROG, 1, T_ECHO, h_echo, NULL), -EEXIST);
 	REQUIRE_EQ(rpcrdma_server_start(s), 0);
@@ -625,6 +651,70 @@ static void auth_sys_body(void)
 	CHECK_EQ(rpcrdma_client_set_auth_sys(c, &sys), 0);
 	sys.ngids = 17;
 	CHECK_EQ(rpcrdma_client_set_auth_sys(c, &sys), -EINVAL);
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+}
+
+static void auth_sys_reused_body(void);
+
+TEST(rpc_tcp_auth_sys_reused_request_clean)
+{
+	g_scheme = "tcp";
+	auth_sys_reused_body();
+}
+
+TEST(rpc_rdma_auth_sys_reused_request_clean)
+{
+	g_scheme = "rdma";
+	auth_sys_reused_body();
+	g_scheme = "tcp";
+}
+
+/* One synchronous Call at a time, so that the server reuses its request
+ * objects: a long machine name and 16 groups, then shorter names and fewer
+ * groups, then AUTH_NONE, then a short one again; the handler sees nothing
+ * of the earlier credentials. */
+static void auth_sys_reused_body(void)
+{
+	char url[64];
+	struct rpcrdma_server *s = start_server(1, 0, url, sizeof(url));
+	struct rpcrdma_client *c = connect_client(url, PROG, 1);
+	static const uint32_t ngids[] = {16, 1, 0, 5, 2, 0};
+	static const size_t namelen[] = {255, 3, 40, 1, 200, 0};
+
+	for (unsigned round = 0; round < 3; round++) {
+		for (unsigned i = 0; i < RR_ARRAY_SIZE(ngids); i++) {
+			struct rpcrdma_auth_sys sys = {.stamp = i, .uid = 1000 + i, .gid = 7,
+						       .ngids = ngids[i]};
+			struct rpcrdma_call *call;
+			struct rpcrdma_xdr_dec *d;
+			uint32_t n = 0, clean = 0;
+
+			for (uint32_t g = 0; g < ngids[i]; g++)
+				sys.gids[g] = 0xabc00000u + g;
+			memset(sys.machinename, 'a' + (int)i, namelen[i]);
+			REQUIRE_EQ(rpcrdma_client_set_auth_sys(c, &sys), 0);
+			REQUIRE_EQ(rpcrdma_call_create(c, T_SYSTAIL, &call), 0);
+			REQUIRE_EQ(rpcrdma_call_run(call), 0);
+			d = rpcrdma_call_results(call);
+			REQUIRE_EQ(rpcrdma_xdr_get_u32(d, &n), 0);
+			REQUIRE_EQ(rpcrdma_xdr_get_u32(d, &clean), 0);
+			CHECK_EQ(n, ngids[i]);
+			CHECK_EQ(clean, 1);
+			rpcrdma_call_destroy(call);
+		}
+		REQUIRE_EQ(rpcrdma_client_set_auth_none(c), 0);
+		{
+			struct rpcrdma_call *call;
+			uint32_t v = 0;
+
+			REQUIRE_EQ(rpcrdma_call_create(c, T_SYSTAIL, &call), 0);
+			REQUIRE_EQ(rpcrdma_call_run(call), 0);
+			REQUIRE_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &v), 0);
+			CHECK_EQ(v, 0xffffffffu);
+			rpcrdma_call_destroy(call);
+		}
+	}
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
 }

@@ -146,7 +146,8 @@ void rr_conn_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32
 		     bool has_inv, uint32_t inv_stag)
 {
 	rr_conn_count_form(c, buf, len, false);
-	if ((c->cfg.role == RR_CONN_RESPONDER || bc_may_be_call(buf, len)) &&
+	if ((c->cfg.role == RR_CONN_RESPONDER ? bc_may_be_reply(buf, len)
+					      : bc_may_be_call(buf, len)) &&
 	    bc_on_recv(c, idx, buf, len))
 		return;   /* the reverse direction's (RFC 8167) */
 	if (c->cfg.role == RR_CONN_RESPONDER) {

@@ -367,6 +367,27 @@ static inline bool bc_may_be_call(const uint8_t *buf, uint32_t len)
 	return !rr_xdr_get_fixed_ref(&d, 8 * 4, &hdr) && !rr_xdr_get_u32(&d, &mtype) &&
 	       mtype == 0 /* CALL */;
 }
+/* Responder: whether @buf may be a reverse Reply or an RDMA_ERROR, the two
+ * words that tell: word 8 (the RPC msg_type of a message with three empty
+ * chunk lists) is REPLY = 1, or word 3 (rdma_proc, RFC 8166 section 4.2.1)
+ * is RDMA_ERROR. False exactly where bc_on_recv would say false at a
+ * responder (its first tests, bc_maybe and bc_maybe_error, need one of the
+ * two): a forward Call skips the call and its nine-word and four-word
+ * decodes (issue 16 part BE). */
+static inline bool bc_may_be_reply(const uint8_t *buf, uint32_t len)
+{
+	struct rr_xdr_dec d;
+	const uint8_t *skip;
+	uint32_t w;
+
+	rr_xdr_dec_init(&d, buf, len);
+	if (rr_xdr_get_fixed_ref(&d, 3 * 4, &skip) || rr_xdr_get_u32(&d, &w))
+		return false;
+	if (w == RR_HDR_ERROR)
+		return true;
+	return !rr_xdr_get_fixed_ref(&d, 4 * 4, &skip) && !rr_xdr_get_u32(&d, &w) &&
+	       w == 1 /* REPLY */;
+}
 void bc_up(struct rr_conn *c);
 void bc_down(struct rr_conn *c);
 /* Responder: sends queued backward Calls while credits and slots allow. */

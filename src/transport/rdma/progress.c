@@ -290,7 +290,18 @@ static void cq_serve(struct tp_cq *q)
 		 * from the feed to its after-work (one pair per round less);
 		 * the CQ's lock below is taken inside it, as elsewhere (an
 		 * endpoint's lock, then its CQ's: tp_cq_want, tp_cq_wait_once) */
-		n = round == 0 ? cq_drain(q, &t, 8, true, &kept) : cq_arm_once(q, &t, true, &kept);
+		/* What round 0 takes (or its notification) used the loop's
+		 * arm up. While the CQ is wanted, the round leaves it counted
+		 * armed all the same: the next round arms it again, and a
+		 * holder that takes the role in the gap finds the loop told
+		 * to come back (loop_claim), its own cq_got clearing the
+		 * count as before. So neither this drain (cq_got) nor the
+		 * next round's arm takes the CQ's lock: two pairs per Call
+		 * on a busy server (docs/PERFORMANCE.md "Issue 16 part BE").
+		 * Unwanted (by the look below), the count is cleared under
+		 * the lock, as cq_got did. */
+		n = round == 0 ? cq_drain(q, &t, 8, false, &kept)
+			       : cq_arm_once(q, &t, true, &kept);
 		if (n < 0) {
 			bool stop = cq_failed_stop(q);
 
@@ -307,13 +318,13 @@ static void cq_serve(struct tp_cq *q)
 		 * atomic copy of want. The busy path's rounds (arm, a look
 		 * that finds the next Call, its after-work) take no lock of
 		 * the CQ: three pairs per round before. */
-		if (!(fired && q->armed) && !(round > 0 && n > 0 && !(q->armed && q->watched)) &&
+		if (!(round > 0 && n > 0 && !(q->armed && q->watched)) &&
 		    atomic_load_explicit(&q->wanted, memory_order_relaxed)) {
 			want = true;
 			goto unlocked;
 		}
 		pthread_mutex_lock(&q->lock);
-		if (fired)
+		if (fired || (round == 0 && n > 0))
 			q->armed = false;
 		if (round > 0 && n > 0) {
 			/* the look after the arm may have taken only what
