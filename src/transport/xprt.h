@@ -236,7 +236,8 @@ struct rr_xprt_call {
 					 stored by the RPC layer before that
 					 abort, from any thread; a transport
 					 whose submit_wait waits reads it after
-					 a wait that brought nothing and aborts
+					 every turn of that wait that did not
+					 complete the call, and aborts
 					 the call itself (the first abort may
 					 have come before its hold: found
 					 nothing) */

@@ -37,6 +37,9 @@
 #include "rdma/soft/mpa.h"
 #include "rpcrdma/rpc.h"
 #include "rpcrdma/stats.h"
+#include "rpc_raw.h"
+#include "engine/engine.h"
+#include "rpcrdma/engine.h"
 
 #define PROG 0x2f5a0777u
 #define P_ECHO 1u
@@ -473,6 +476,128 @@ TEST(limits_idle_timeout_several_receives_per_look_rdma)
 	CHECK(WAIT_FOR(srv_stats(s).idle_closed == 1, WAIT_MS));
 	CHECK(WAIT_FOR(srv_stats(s).connections == 0, WAIT_MS));
 	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+}
+
+/* A virtual clock that also notes the progress loop of its callers
+ * (tcp://: the idle sweep reads it on the listener's loop). */
+static _Atomic(struct rr_loop *) vclock_loop;
+
+static uint64_t idle_vclock_noting(void *ctx)
+{
+	struct rr_loop *l = rr_loop_current();
+
+	(void)ctx;
+	if (l)
+		atomic_store(&vclock_loop, l);
+	return atomic_load(&idle_vclock_ns);
+}
+
+/* A task that holds a progress loop until released. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	bool started, release;
+	struct rr_loop_task t;
+} held_loop = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, {0}};
+
+static void held_loop_run(struct rr_loop_task *t)
+{
+	(void)t;
+	pthread_mutex_lock(&held_loop.lock);
+	held_loop.started = true;
+	pthread_cond_broadcast(&held_loop.cv);
+	while (!held_loop.release)
+		pthread_cond_wait(&held_loop.cv, &held_loop.lock);
+	pthread_mutex_unlock(&held_loop.lock);
+}
+
+static void held_loop_set(bool *flag)
+{
+	pthread_mutex_lock(&held_loop.lock);
+	*flag = true;
+	pthread_cond_broadcast(&held_loop.cv);
+	pthread_mutex_unlock(&held_loop.lock);
+}
+
+/* tcp://, the server on a virtual clock, idle_timeout_ms = 1 s: a Call
+ * that waits unread in a connection's socket while the connection's loop
+ * is held up (here by a task) past the timeout is not idleness. The loop
+ * of the connection under test is one the listener's loop (which runs the
+ * sweep, found through the clock's callers) is not: connections go to
+ * the loops round-robin in accept order, so silent ones are accepted
+ * first as needed, and one more after it. The sweep's look after the
+ * clock moved 5 s closes every silent one (awaited: that look has seen
+ * the connection under test too) and not the one with its Call waiting,
+ * whose Call is answered once its loop is let go. On main the sweep
+ * closed it as well (idle_closed one more than the silent ones, no
+ * Reply). */
+TEST(limits_idle_timeout_call_waiting_unread_not_closed_tcp)
+{
+	struct rpcrdma_env env = *rpcrdma_env_default();
+	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = 1000};
+	struct rpcrdma_server *s;
+	struct rr_loop *ll;
+	int fds[RPCRDMA_PROGRESS_THREADS_MAX + 2], nfds = 0, test_fd = -1;
+	unsigned n, li = 0, t;
+	uint8_t rec[256];
+	long len;
+	char url[64];
+
+	(void)rpcrdma_progress_threads_set(2);   /* (before the engine starts) */
+	env.now_ns = idle_vclock_noting;
+	env.clock_ctx = NULL;
+	o.env = &env;
+	atomic_store(&idle_vclock_ns, 1000000000ull);
+	atomic_store(&vclock_loop, NULL);
+	s = start_server("tcp", &o, url, sizeof(url));
+	n = rr_engine_nloops();
+	if (n < 2) {
+		printf("  one progress loop: the listener's is every connection's\n");
+		rpcrdma_server_destroy(s);
+		return;
+	}
+	/* nothing but the sweep reads the server's clock yet */
+	REQUIRE(WAIT_FOR(atomic_load(&vclock_loop) != NULL, WAIT_MS));
+	ll = atomic_load(&vclock_loop);
+	while (li < n && rr_engine_loop(li) != ll)
+		li++;
+	REQUIRE(li < n);
+	t = (li + 1) % n;   /* the connection under test: the t-th accepted */
+	for (unsigned k = 0; k <= t + 1; k++) {
+		int fd = raw_connect(port_of(s));
+
+		REQUIRE(fd >= 0);
+		REQUIRE(WAIT_FOR(srv_stats(s).connections == k + 1, WAIT_MS));
+		if (k == t)
+			test_fd = fd;
+		else
+			fds[nfds++] = fd;
+	}
+	/* its loop held; its Call then waits unread in the socket */
+	held_loop.started = held_loop.release = false;
+	held_loop.t.fn = held_loop_run;
+	rr_loop_post(rr_engine_loop(t), &held_loop.t);
+	pthread_mutex_lock(&held_loop.lock);
+	while (!held_loop.started)
+		pthread_cond_wait(&held_loop.cv, &held_loop.lock);
+	pthread_mutex_unlock(&held_loop.lock);
+	rpc_raw_send_call(test_fd, 0x1d1e, PROG, 1, P_ECHO, (const uint32_t[]){41}, 1);
+	atomic_store(&idle_vclock_ns, 6000000000ull);
+	/* the look that closes the silent ones */
+	CHECK(WAIT_FOR(srv_stats(s).idle_closed >= (uint64_t)nfds, WAIT_MS));
+	CHECK_EQ(srv_stats(s).idle_closed, (uint64_t)nfds);
+	held_loop_set(&held_loop.release);
+	len = rpc_raw_recv_record(test_fd, rec, sizeof(rec), WAIT_MS);
+	CHECK(len >= 28);
+	if (len >= 28) {
+		CHECK_EQ(rr_get_be32(rec), 0x1d1eu);             /* its XID */
+		CHECK_EQ(rr_get_be32(rec + len - 4), 42u);       /* answered */
+	}
+	CHECK_EQ(srv_stats(s).idle_closed, (uint64_t)nfds);
+	for (int i = 0; i < nfds; i++)
+		close(fds[i]);
+	close(test_fd);
 	rpcrdma_server_destroy(s);
 }
 

@@ -13,8 +13,14 @@
  * call there from a thread of its own and waits for that cancel to return.
  * The test waits for the call's return with the suite's bound
  * (RR_TEST_WAIT_MS, under the deadline): "before the deadline" against
- * "at the deadline" is the property, not a speed. Runs over the software
- * iWARP provider; not run when it is not built in. */
+ * "at the deadline" is the property, not a speed. The same with a steady
+ * stream of other traffic on the connection (a chain of asynchronous NULL
+ * calls, each started from the previous one's callback, whose Replies the
+ * waiting call's thread receives): no wait of the call then comes back
+ * empty, and the abort request is still seen (after every turn of the wait
+ * that did not complete the call, not at the first empty one: counted in
+ * the other calls' callbacks the call's thread ran). Runs over the
+ * software iWARP provider; not run when it is not built in. */
 #include "test.h"
 
 #include <pthread.h>
@@ -42,6 +48,8 @@ static int h_drop(struct rpcrdma_req *r, void *ctx)
 static _Thread_local bool cw_armed;        /* the run thread's next allocation */
 static struct rpcrdma_call *cw_call;
 static _Atomic unsigned cw_cancels;        /* made from the allocator */
+static void *(*cw_then)(void *);           /* then, from a thread of its own */
+static void *cw_then_rc;
 
 static void *cw_canceller(void *arg)
 {
@@ -52,7 +60,7 @@ static void *cw_canceller(void *arg)
 static void *cw_alloc(void *ctx, size_t size)
 {
 	const struct rpcrdma_env *d = ctx;
-	pthread_t t;
+	pthread_t t, self;
 
 	if (cw_armed) {
 		cw_armed = false;
@@ -60,6 +68,9 @@ static void *cw_alloc(void *ctx, size_t size)
 		if (pthread_create(&t, NULL, cw_canceller, cw_call) == 0 &&
 		    pthread_join(t, NULL) == 0)
 			cw_cancels++;   /* (on the run thread: checked by the test) */
+		self = pthread_self();
+		if (cw_then && pthread_create(&t, NULL, cw_then, &self) == 0)
+			(void)pthread_join(t, &cw_then_rc);
 	}
 	return d->alloc(d->alloc_ctx, size);
 }
@@ -139,6 +150,148 @@ TEST(rpc_rdma_sync_cancel_before_transport_holds_it_ends_at_once)
 	CHECK_EQ(cw_cancels, 1);   /* the cancel came in the window */
 	CHECK(rpcrdma_call_results(cw_call) == NULL);
 	rpcrdma_call_destroy(cw_call);
+	pthread_mutex_destroy(&r.lock);
+	pthread_cond_destroy(&r.cv);
+	rpcrdma_client_destroy(c);
+	rpcrdma_server_destroy(s);
+}
+
+/* Other traffic on the same connection: a chain of CHAIN_DEPTH
+ * asynchronous NULL calls, each callback (on whichever library thread
+ * delivers it, the waiting call's included) starting the next one until
+ * told to stop; the in-flight count falls to 0 then. */
+#define CHAIN_DEPTH 4
+static struct {
+	struct rpcrdma_client *c;
+	atomic_bool stop;
+	_Atomic unsigned inflight, done, failed;
+	pthread_t runner;           /* the cancelled call's thread */
+	_Atomic unsigned on_runner; /* callbacks run there, while it waits */
+} chain;
+
+static void chain_done(struct rpcrdma_call *call, int status, void *arg);
+
+static int chain_start_one(void)
+{
+	struct rpcrdma_call *call;
+	int rc = rpcrdma_call_create(chain.c, 0, &call);
+
+	if (rc)
+		return rc;
+	chain.inflight++;
+	rc = rpcrdma_call_start(call, chain_done, NULL);
+	if (rc) {
+		chain.inflight--;
+		rpcrdma_call_destroy(call);
+	}
+	return rc;
+}
+
+static void chain_done(struct rpcrdma_call *call, int status, void *arg)
+{
+	(void)arg;
+	rpcrdma_call_destroy(call);
+	if (pthread_equal(pthread_self(), chain.runner))
+		chain.on_runner++;
+	if (status)
+		chain.failed++;
+	else
+		chain.done++;
+	if (!atomic_load(&chain.stop) && chain_start_one() != 0)
+		chain.failed++;
+	chain.inflight--;
+}
+
+/* cw_then's: the chain's first calls, made from the cancelled call's
+ * window (after the cancel, before the transport holds the call): no other
+ * call of the client takes the run thread's allocation meanwhile (a spare
+ * wrapper of theirs would leave the call's first allocation to a moment
+ * under the transport's lock, where the cancel would wait for it). */
+static void *chain_begin(void *arg)
+{
+	chain.runner = *(pthread_t *)arg;
+	for (int i = 0; i < CHAIN_DEPTH; i++)
+		if (chain_start_one() != 0)
+			return NULL;
+	return (void *)1;
+}
+
+/* As above, the connection meanwhile carrying CHAIN_DEPTH asynchronous
+ * NULL calls at all times, whose Replies the waiting call's thread
+ * receives (and runs their callbacks, counted): a Reply about every round
+ * trip, far more often than the transport's 20 ms bound per wait, so its
+ * waits seldom come back empty. On main the call ended only at such an
+ * empty wait: after 0.2 to 6.5 s and 18,000 to 640,000 other calls'
+ * callbacks on its thread in 11 runs of 12 (9 in the twelfth, an empty
+ * wait early), where this test allows 128; the "before the deadline" check
+ * passed there (an empty wait always came within the suite's bound on
+ * this 2-CPU machine). */
+TEST(rpc_rdma_sync_cancel_before_hold_under_steady_traffic_ends_at_once)
+{
+	const struct rpcrdma_env *d = rpcrdma_env_default();
+	struct rpcrdma_env env = *d;
+	struct rpcrdma_server_opts so = {.threads = 1};
+	struct rpcrdma_client_opts o = {.timeout_ms = CW_DEADLINE_MS, .connect_timeout_ms = 5000,
+					.env = &env};
+	struct cw_run r = {.rc = 1};
+	struct rpcrdma_server *s = NULL;
+	struct rpcrdma_client *c = NULL;
+	struct timespec ts;
+	pthread_t t;
+	char url[64];
+	bool done;
+
+	if (!rr_th_soft_ok())
+		return;
+	env.alloc = cw_alloc;
+	env.free = cw_free;
+	env.alloc_ctx = (void *)(uintptr_t)d;
+	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", &so, &s), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_DROP, h_drop, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_start(s), 0);
+	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", rpcrdma_server_port(s));
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
+	REQUIRE_EQ(rpcrdma_call_create(c, T_DROP, &cw_call), 0);
+	chain.c = c;
+	atomic_store(&chain.stop, false);
+	cw_then = chain_begin;
+	cw_then_rc = NULL;
+	cw_cancels = 0;
+	pthread_mutex_init(&r.lock, NULL);
+	pthread_cond_init(&r.cv, NULL);
+	REQUIRE_EQ(pthread_create(&t, NULL, cw_runner, &r), 0);
+	/* the call's return, waited for with the suite's bound: before the
+	 * deadline */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += RR_TEST_WAIT_MS / 1000;
+	pthread_mutex_lock(&r.lock);
+	while (!r.done && pthread_cond_timedwait(&r.cv, &r.lock, &ts) == 0)
+		;
+	done = r.done;
+	pthread_mutex_unlock(&r.lock);
+	CHECK(done);   /* else it waits for its deadline */
+	CHECK(cw_then_rc == (void *)1);   /* the chain began in the window */
+	printf("  other calls meanwhile: %u, of them delivered by the waiting call's thread: %u\n",
+	       chain.done, chain.on_runner);
+	/* ended after the turn of its wait that followed the cancel, or the
+	 * next one (the abort's completion): a turn takes two batches of 32
+	 * completions at most (progress.c WC_BATCH, one more round), so at
+	 * most 128 other calls' callbacks ran there; on main, until a turn
+	 * came back empty, tens of thousands */
+	CHECK(chain.on_runner <= 128);
+	atomic_store(&chain.stop, true);
+	REQUIRE_EQ(pthread_join(t, NULL), 0);
+	CHECK_EQ(r.rc, -ECANCELED);
+	CHECK_EQ(cw_cancels, 1);   /* the cancel came in the window */
+	CHECK(rpcrdma_call_results(cw_call) == NULL);
+	rpcrdma_call_destroy(cw_call);
+	/* the chain ends (its last callbacks, on the client's threads) */
+	for (int i = 0; i < RR_TEST_WAIT_MS / 5 && chain.inflight; i++)
+		rr_th_sleep_ms(5);
+	CHECK_EQ(chain.inflight, 0);
+	CHECK_EQ(chain.failed, 0);
+	CHECK(chain.done >= CHAIN_DEPTH);   /* the traffic was there */
+	cw_then = NULL;
 	pthread_mutex_destroy(&r.lock);
 	pthread_cond_destroy(&r.cv);
 	rpcrdma_client_destroy(c);

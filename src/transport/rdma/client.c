@@ -567,14 +567,17 @@ void rr_tp_client_abort_asked(struct rr_tp_client *c, rr_tp_abort_asked_fn fn)
 	c->abort_asked = fn;
 }
 
-/* After a wait of @rpc's caller that brought nothing, lock held: an abort
- * its caller asked for (c->abort_asked, a status) may have come before
- * this client held the Call, and found nothing (xprt.h abort): made here,
- * so that the Call completes now with that status (at once, or once its
- * STags are invalid) and the wait ends with it, not at its deadline. A
- * Call an abort already reached is left as it is (rr_conn_abort: a
- * no-op), so this may run after every such wait. Not inlined: the
- * caller's loop stays as it was without it (instructions per call). */
+/* After a turn of @rpc's caller's wait that did not complete it (one that
+ * brought nothing, or other traffic: reverse Calls, other callers'
+ * Replies), lock held: an abort its caller asked for (c->abort_asked, a
+ * status) may have come before this client held the Call, and found
+ * nothing (xprt.h abort): made here, so that the Call completes now with
+ * that status (at once, or once its STags are invalid) and the wait ends
+ * with it, not at its deadline nor at the first quiet wait (a connection
+ * with a steady stream of other traffic may have none). A Call an abort
+ * already reached is left as it is (rr_conn_abort: a no-op), so this may
+ * run after every such turn. Not inlined: the caller's loop stays as it
+ * was without it (instructions per call). */
 __attribute__((noinline)) static void cl_abort_asked(struct rr_tp_client *c,
 						  struct rr_conn_rpc *rpc)
 {
@@ -631,8 +634,11 @@ static void cl_wait_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint
 			break;           /* ours came: delivered below */
 		else if (c->done)
 			cl_deliver(c);
-		else if (!n)
-			cl_abort_asked(c, rpc);   /* a cancel's, a deadline's */
+		/* a cancel's, a deadline's: after every turn that did not
+		 * complete the Call (other traffic, a steady stream of it
+		 * included, does not hold it back) */
+		if (!rpc->xdone)
+			cl_abort_asked(c, rpc);
 	}
 	c->waiter = false;
 	/* Take what completed; the caller of rr_tp_client_destroy has no Call

@@ -229,9 +229,10 @@ int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, ui
  * submit (0: none), read without the endpoint's lock: such an abort may
  * have come before the client held the Call and found nothing (the RPC
  * layer's rr_xprt_call abort_req). A caller's wait (rr_tp_client_wait,
- * rr_tp_client_submit_wait) reads it after a wait that brought nothing and
- * then aborts the Call itself with that status, so that it ends now, not
- * at the end of the wait. Set once, before the first Call (NULL: never). */
+ * rr_tp_client_submit_wait) reads it after every turn of its wait that did
+ * not complete the Call (nothing came, or other traffic) and then aborts
+ * the Call itself with that status, so that it ends now, not at the end of
+ * the wait. Set once, before the first Call (NULL: never). */
 typedef int (*rr_tp_abort_asked_fn)(struct rr_conn_rpc *rpc);
 void rr_tp_client_abort_asked(struct rr_tp_client *c, rr_tp_abort_asked_fn fn);
 /* Frees rpc->reply (or gives back the Receive it lives in: without the

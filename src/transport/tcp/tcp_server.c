@@ -36,6 +36,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -373,11 +374,22 @@ static void srv_accept(struct rr_loop_src *lsrc, uint32_t events)
 	}
 }
 
+/* Whether bytes wait unread in @fd's socket (FIONREAD: on TCP, Linux's
+ * SIOCINQ): a Call that came while its loop was held up (by the other
+ * connections of that loop, say) and not read yet. */
+static bool srv_bytes_wait(int fd)
+{
+	int n = 0;
+
+	return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 /* The listener loop's timer (lock taken here): the end of an accept
  * back-off, and the idle timeout: a connection that has read nothing for
- * idle_timeout_ms and has no request in progress (each holds a reference)
- * is shut down; its loop then reads EOF and closes it. Set again for the
- * next look. */
+ * idle_timeout_ms, has no request in progress (each holds a reference) and
+ * no bytes waiting unread in its socket (its loop held up longer than the
+ * timeout: not idle) is shut down; its loop then reads EOF and closes it.
+ * Set again for the next look. */
 static void srv_tick(struct rr_loop_timer *t)
 {
 	struct tcp_srv *s = RR_CONTAINER_OF(t, struct tcp_srv, tick);
@@ -401,7 +413,7 @@ static void srv_tick(struct rr_loop_timer *t)
 			 * awaiting its Reply does */
 			if (cn->closed || cn->idle_shut || cn->refs - cn->bc_refs > 1 ||
 			    atomic_load(&cn->bc_npending) ||
-			    now - atomic_load(&cn->last_rx_ns) < to)
+			    now - atomic_load(&cn->last_rx_ns) < to || srv_bytes_wait(cn->fd))
 				continue;
 			cn->idle_shut = true;
 			s->idle_closed++;
