@@ -6,6 +6,9 @@
  * they waited half the send timeout proves them done and gives their slots
  * back when the peer reads; a peer whose path takes no more bytes loses
  * the connection by the send timeout (send_stalls), its slots with it.
+ * And what proves a quiet Send done must come after it on the wire: quiet
+ * Replies deferred in a batch go before a later Send of the general path
+ * whose completion vouches for them (conn.c conn_send).
  * The server runs the send timeout on a virtual clock (rr_tp_conf
  * rrep_clock); the tests wait for events, never for time. Over the
  * software iWARP provider (RFC 5040 RDMA Write, RFC 8166 transport, RFC
