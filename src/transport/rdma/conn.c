@@ -679,7 +679,7 @@ void tp_quiet_watch(struct tp_conn *cn, uint64_t now)
 	cn->qprobe = true;
 	cn->qw_on = false;
 	/* a walk late on a coarse tick: the probe still has half the time */
-	rr_conn_send_watch(cn->sess, RR_MAX(cn->qw_t0, now - tmo / 2));
+	rr_conn_send_watch(cn->sess, now > tmo / 2 ? RR_MAX(cn->qw_t0, now - tmo / 2) : cn->qw_t0);
 }
 
 static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
