@@ -329,6 +329,12 @@ void rr_conn_on_sends(struct rr_conn *c, const uint64_t *tokens, unsigned n);
 void rr_conn_on_work(struct rr_conn *c, uint64_t token, int status);
 /* A send slot was freed (more RDMA_DONEs may go). */
 void rr_conn_on_slot(struct rr_conn *c);
+/* The executor posted a signaled work request of its own whose
+ * completion it tells as a Send's (rr_conn_on_send, token 0): counted in
+ * flight, so the send-stall watch covers it; when it is the only one, the
+ * watch counts from @since (the clock's ns: the quiet Sends it vouches
+ * for were seen waiting then). */
+void rr_conn_send_watch(struct rr_conn *c, uint64_t since);
 
 /* Time: runs what is due at @now (the clock's ns): Read-chunk Reply
  * expiry, parked Replies, stalled Sends. */

@@ -61,6 +61,13 @@ int rr_conn_post_send(struct rr_conn *c, const struct rr_conn_send *s, const uin
 	return 0;
 }
 
+void rr_conn_send_watch(struct rr_conn *c, uint64_t since)
+{
+	if (!c->sends_inflight && rr_conn_tx_watched(c))
+		c->tx_progress = since;
+	c->sends_inflight++;
+}
+
 int rr_conn_reg(struct rr_conn *c, struct rr_conn_mem *m)
 {
 	return c->io.reg(c->io.ctx, m);

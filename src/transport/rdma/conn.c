@@ -633,6 +633,55 @@ static bool unsig_release(struct tp_conn *cn, const struct rpcrdma_wc *wc, uint3
 	return had_self;
 }
 
+/* A server's quiet Sends are told to nobody, so the send-stall watch
+ * (the session's send_timeout_ms) does not see them: on a connection that
+ * goes silent after them, nothing proves them done, and a peer that stops
+ * reading would hold their slots until the idle timeout. The timer walk
+ * (every 10-100 ms, no work per call) notes the oldest one waiting and
+ * since when; still the same after half the send timeout, it posts a
+ * probe: a signaled zero-length RDMA Write (nothing is placed and no STag
+ * is checked for it: InfiniBand's rule for zero-length RDMA operations,
+ * Linux siw, the soft provider's rx_tagged), whose completion proves
+ * every Send before it done and puts back their slots (unsig_release: its
+ * mark covers all of them; none is still deferred). It is counted in
+ * flight for the stall watch from when they were first seen waiting (the
+ * probe given half the send timeout at least). A peer that reads gets its
+ * slots back without a Send of ours to its Receives; one whose path takes
+ * no more bytes loses the connection by the send timeout (send_stalls),
+ * its slots freed with it. */
+static void conn_close(struct tp_conn *cn);
+
+void tp_quiet_watch(struct tp_conn *cn, uint64_t now)
+{
+	uint64_t tmo = (uint64_t)cn->ep->conf.send_timeout_ms * 1000000u;
+	struct rpcrdma_send_wr w;
+
+	if (!cn->ucount || cn->qprobe || cn->dead || cn->closing || !tmo) {
+		cn->qw_on = false;
+		return;
+	}
+	if (!cn->qw_on || cn->qw_seq != cn->useq[cn->uhead]) {
+		cn->qw_on = true;
+		cn->qw_seq = cn->useq[cn->uhead];
+		cn->qw_t0 = now;
+		return;
+	}
+	if (now - cn->qw_t0 < tmo / 2 || cn->ndefer)
+		return;
+	w = (struct rpcrdma_send_wr){.wr_id = WRID_SEND(TP_PROBE_SLOT, cn->uposted),
+				     .opcode = RPCRDMA_WR_RDMA_WRITE,
+				     .flags = RPCRDMA_SEND_SIGNALED};
+	if (rpcrdma_post_send(cn->qp, &w, NULL)) {
+		conn_close(cn);
+		return;
+	}
+	unsig_posted(cn, TP_PROBE_SLOT, false);
+	cn->qprobe = true;
+	cn->qw_on = false;
+	/* a walk late on a coarse tick: the probe still has half the time */
+	rr_conn_send_watch(cn->sess, now > tmo / 2 ? RR_MAX(cn->qw_t0, now - tmo / 2) : cn->qw_t0);
+}
+
 static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 {
 	struct rpcrdma_send_wr wstack[9], *wr = wstack;
@@ -1029,8 +1078,12 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 		tp_push_wc((struct rr_tp_client *)cn->ep, cn, wc);
 		return;
 	}
-	if (t == WR_SEND && !unsig_release(cn, wc, (uint32_t)WRVAL(wc->wr_id)))
-		slot_put(cn, (uint32_t)WRVAL(wc->wr_id));
+	if (t == WR_SEND && !unsig_release(cn, wc, (uint32_t)WRVAL(wc->wr_id))) {
+		if ((uint32_t)WRVAL(wc->wr_id) == TP_PROBE_SLOT)
+			cn->qprobe = false;   /* no slot: told with token 0 */
+		else
+			slot_put(cn, (uint32_t)WRVAL(wc->wr_id));
+	}
 	if (t == WR_RECV && cn->pool &&
 	    (cn->dead || cn->closing || wc->status != RPCRDMA_WC_SUCCESS)) {
 		/* a Receive of the shared queue no session takes: back to it */
@@ -1072,7 +1125,11 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 		break;
 	}
 	case WR_SEND:
-		rr_conn_on_send(cn->sess, cn->stoken[(uint32_t)WRVAL(wc->wr_id)], 0);
+		rr_conn_on_send(cn->sess,
+				(uint32_t)WRVAL(wc->wr_id) == TP_PROBE_SLOT
+					? 0
+					: cn->stoken[(uint32_t)WRVAL(wc->wr_id)],
+				0);
 		break;
 	case WR_TOKEN:
 		rr_conn_on_work(cn->sess, WRVAL(wc->wr_id), 0);

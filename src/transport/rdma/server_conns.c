@@ -67,8 +67,11 @@ void tp_sv_conn_lost(struct tp_shard *sh, struct tp_conn *cn)
 void tp_sv_timers(struct tp_shard *sh, struct tp_conn *cn)
 {
 	if (!cn->dead) {
-		rr_conn_tick(cn->sess, rr_now_ns(sh->ep.conf.rrep_clock ? sh->ep.conf.rrep_clock
-									: sh->ep.env));
+		uint64_t now = rr_now_ns(sh->ep.conf.rrep_clock ? sh->ep.conf.rrep_clock
+								: sh->ep.env);
+
+		tp_quiet_watch(cn, now);
+		rr_conn_tick(cn->sess, now);
 		pthread_cond_broadcast(&sh->ep.cond);
 	}
 	if ((cn->closing || cn->cm_lost) && !cn->dead)

@@ -73,6 +73,8 @@ struct tp_pool;
 #define WRID_SEND(slot, mark) \
 	(((((uint64_t)(mark) & TP_UNSIG_MASK) << 32 | (uint32_t)(slot)) << 4) | (uint64_t)WR_SEND)
 #define WRMARK(id) ((uint32_t)(WRVAL(id) >> 32) & TP_UNSIG_MASK)
+/* The slot number of a quiet Sends' probe (tp_quiet_watch): none. */
+#define TP_PROBE_SLOT 0xffffffffu
 struct tp_slots {
 	uint8_t *mem;
 	struct rpcrdma_mr *mr;
@@ -230,6 +232,12 @@ struct tp_conn {
 	 * one's sequence number), how many since the last signaled one */
 	uint32_t uslot[TP_UNSIG_MAX], useq[TP_UNSIG_MAX];
 	uint32_t uhead, ucount, uposted, urun;
+	/* server: the quiet Sends' watch (tp_quiet_watch): the oldest one's
+	 * sequence number as its walk last saw it, and since when (the
+	 * session's clock); a probe posted, its completion not yet come */
+	uint32_t qw_seq;
+	bool qw_on, qprobe;
+	uint64_t qw_t0;
 	/* responder, Replies answered on the progress thread: their work
 	 * requests (SV_DEFER_WR each, in answer order), chained and posted at
 	 * once after the batch of upcalls (tp_post_deferred). */
@@ -643,6 +651,10 @@ extern const struct rr_conn_io tp_client_io;
 void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc);
 /* Posts the deferred Replies of @cn as one chain. */
 void tp_post_deferred(struct tp_conn *cn);
+/* Server, its timer walk (lock held), @now on the session's clock: quiet
+ * Sends left waiting for half the send timeout get a probe whose
+ * completion proves them done, watched by the send-stall timer. */
+void tp_quiet_watch(struct tp_conn *cn, uint64_t now);
 /* Posts those of every connection of @ep that has some (lock held). */
 void tp_post_all_deferred(struct tp_ep *ep);
 
