@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 
 #include "common/listen.h"
 #include "engine/engine.h"
@@ -197,90 +198,103 @@ struct tp_ep_ops {
 	bool lazy_established;
 };
 
-/* One connection (either role). */
+/* One connection (either role). Issue 16 part BJ: the fields a call
+ * touches (either side: its completions, its slot, its Send, its Receive)
+ * come first, packed into ~4 lines of 64 bytes, then the first chunk of
+ * slots (read by every Send), then the cold ones; a call at 100
+ * connections finds every line of its connection evicted since its last
+ * call, so each line spread out costs a miss per call. Keep new per-call
+ * fields in the hot part and the rest below @sch. */
 struct tp_conn {
+	/* ---- hot: every call ---- */
 	struct tp_ep *ep;
 	struct rr_conn *sess;        /* its session (client: the client's) */
-	struct rpcrdma_pd *pd;
-	struct tp_cq *tcq;           /* its share of a port's CQ */
-	struct tp_conn *qnext;       /* tcq->conns (port lock) */
-	struct rpcrdma_cq *cq;       /* tcq->cq */
-	uint32_t cqe;                /* reserved in it */
-	bool wants;                  /* counted in tcq->want */
 	struct rr_qp_seen seen;      /* its completions fed from the CQ
 					(progress.c feed_ex, lock held) */
 	struct rpcrdma_qp *qp;
-	struct rpcrdma_cm_id *id;
-	struct tp_port *chport;      /* whose channel has its id (NULL: ep's) */
-	bool own_pd;                 /* @pd is the connection's (else its pool's) */
-	uint32_t caps_drop;          /* RR_PD_EXT_CAP_* it goes without (its
-					pool's shared PD: pool_caps_drop) */
+	struct rpcrdma_cq *cq;       /* tcq->cq */
+	struct tp_cq *tcq;           /* its share of a port's CQ */
 	struct tp_pool *pool;        /* responder: Receives of a shared queue */
 	uint8_t *rbuf;               /* its own Receives (no pool) */
-	struct rpcrdma_mr *rmr;
-	uint32_t rlkey;              /* @rmr's, read once (each Receive's SGE) */
-	uint32_t nrecv, rsize;
-	struct tp_slots sch[TP_SLOT_CHUNKS]; /* send slots; after the first
-					chunk's, 4 zero bytes (pad source) */
-	uint32_t nsch, nslots;       /* chunks and slots allocated */
-	uint32_t nsend, ssize;       /* slots at most, bytes each */
+	uint64_t *stoken;            /* per slot: the session's token of its Send */
 	uint32_t *sfree;
 	uint32_t nsfree;
-	uint64_t *stoken;            /* per slot: the session's token of its Send */
+	uint32_t nsch, nslots;       /* chunks and slots allocated */
+	uint32_t ssize, rsize;       /* bytes of a slot, of a Receive */
 	/* its unsignaled Sends not known done, oldest first (slot and
 	 * sequence number; a ring at uhead), how many were posted (the next
 	 * one's sequence number), how many since the last signaled one */
-	uint32_t uslot[TP_UNSIG_MAX], useq[TP_UNSIG_MAX];
 	uint32_t uhead, ucount, uposted, urun;
+	uint32_t ndefer;
+	bool established, dead;
+	bool closing;                /* the session asked to end it (io close) */
+	bool signal_writes;          /* RDMA Writes signaled: see conn_new */
+	bool in_wait;                /* a caller thread waits on cq unlocked: not freed */
+	bool dlisted;                /* in ep->deferred (a look, not a walk) */
+	uint32_t nrx, idle_nrx;      /* its Receives; responder: as the last idle sweep saw them */
+	uint64_t last_rx_ns;         /* responder: its last Receive, or a time
+				      * after it (idle: tp_sv_idle_sweep) */
+	uint32_t lent;               /* Receives lent as rpc->reply */
+	uint32_t nrback;
+	uint32_t rback[TP_LEND_MAX]; /* client: Receives given back by their
+					Replies, not posted yet (recv_flush) */
+	/* client: Receives given back by released Replies without the
+	 * endpoint's lock (tp_conn_unlend_later), TP_LEND_MAX lanes of 16
+	 * bits, each a Receive's index + 1 (0: empty); still counted in @lent
+	 * until taken under the lock (tp_conn_unlend_drain) */
+	_Atomic uint64_t rel;
+	uint32_t uslot[TP_UNSIG_MAX], useq[TP_UNSIG_MAX];
+	/* responder, Replies answered on the progress thread: their work
+	 * requests (SV_DEFER_WR each, in answer order), chained and posted at
+	 * once after the batch of upcalls (tp_post_deferred). */
+	struct rpcrdma_send_wr *dwr;
+	struct rpcrdma_sge *dsge;
+	struct tp_conn *dnext;       /* ep->deferred: connections with some */
+	uint64_t defer_t0;           /* ns: when the first of them was deferred */
+	struct tp_slots sch[TP_SLOT_CHUNKS]; /* send slots; after the first
+					chunk's, 4 zero bytes (pad source) */
 	/* server: the quiet Sends' watch (tp_quiet_watch): the oldest one's
 	 * sequence number as its walk last saw it, and since when (the
 	 * session's clock); a probe posted, its completion not yet come */
 	uint32_t qw_seq;
 	bool qw_on, qprobe;
 	uint64_t qw_t0;
-	/* responder, Replies answered on the progress thread: their work
-	 * requests (SV_DEFER_WR each, in answer order), chained and posted at
-	 * once after the batch of upcalls (tp_post_deferred). */
-	struct rpcrdma_send_wr *dwr;
-	struct rpcrdma_sge *dsge;
-	uint32_t ndefer;
-	struct tp_conn *dnext;       /* ep->deferred: connections with some */
-	bool dlisted;                /* in ep->deferred (a look, not a walk) */
-	uint64_t defer_t0;           /* ns: when the first of them was deferred */
+	/* ---- cold: set up, torn down, rare paths ---- */
+	struct rpcrdma_pd *pd;
+	struct tp_conn *qnext;       /* tcq->conns (port lock) */
+	uint32_t cqe;                /* reserved in it */
+	bool wants;                  /* counted in tcq->want */
+	struct rpcrdma_cm_id *id;
+	struct tp_port *chport;      /* whose channel has its id (NULL: ep's) */
+	bool own_pd;                 /* @pd is the connection's (else its pool's) */
+	uint32_t caps_drop;          /* RR_PD_EXT_CAP_* it goes without (its
+					pool's shared PD: pool_caps_drop) */
+	struct rpcrdma_mr *rmr;
+	uint32_t rlkey;              /* @rmr's, read once (each Receive's SGE) */
+	uint32_t nrecv;
+	uint32_t nsend;              /* slots at most */
 	uint16_t ord;
-	bool established, dead, use_mw;
-	bool closing;                /* the session asked to end it (io close) */
+	bool use_mw;
 	bool closing_idle;           /* closed for idleness: not a fatal error */
-	bool signal_writes;          /* RDMA Writes signaled: see conn_new */
 	int err;                     /* conn_new: what failed (conn_ok false) */
-	bool in_wait;                /* a caller thread waits on cq unlocked: not freed */
-	uint32_t lent;               /* Receives lent as rpc->reply */
-	uint32_t rback[TP_LEND_MAX]; /* client: Receives given back by their
-					Replies, not posted yet (recv_flush) */
-	uint32_t nrback;
-	/* client: Receives given back by released Replies without the
-	 * endpoint's lock (tp_conn_unlend_later), TP_LEND_MAX lanes of 16
-	 * bits, each a Receive's index + 1 (0: empty); still counted in @lent
-	 * until taken under the lock (tp_conn_unlend_drain) */
-	_Atomic uint64_t rel;
 	uint32_t pushing;            /* client: pushes with an MR in pd: not freed */
 	unsigned refs;               /* server: its own + iteration guards */
 	struct tp_conn *next;
 	struct sockaddr_storage peer; /* responder: the requester's address */
 	bool has_peer;
-	uint64_t last_rx_ns;         /* responder: its last Receive, or a time
-				      * after it (idle: tp_sv_idle_sweep) */
-	uint32_t nrx, idle_nrx;      /* its Receives; responder: as the last idle sweep saw them */
 	bool commit;                 /* RDMA Commit negotiated and enabled */
 	struct tp_expo *expo;        /* responder: exposed push-mode regions */
 	struct tp_ev evs[TP_CONN_EVS];   /* its CM events on their way */
 	bool cm_lost;                /* an event could not be handed: it ends */
 	struct rr_tp_bc *bcs;        /* responder: opened for backward Calls */
 	/* server: its session's actions (ctx: it), copied by the session
-	 * when made: cold, last (Issue 16 part AF: between @sess and @tcq it
-	 * put @ep and @seen in different lines, both read per completion) */
+	 * when made */
 	struct rr_conn_io io;
 };
+/* The hot part (everything before @sch) stays within 5 lines of 64 bytes
+ * (280 bytes now): a field added there that does not fit belongs below. */
+_Static_assert(offsetof(struct tp_conn, sch) <= 5 * 64,
+	       "struct tp_conn's per-call fields fit 5 cache lines");
 
 /* A server connection opened for backward Calls (tp.h). */
 struct rr_tp_bc {
