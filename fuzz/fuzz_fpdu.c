@@ -9,7 +9,10 @@
  * chosen size and one byte at a time: outcomes must be identical. And the
  * input's first bytes as an untagged message (opcode, queue, MSN, the rest
  * its payload in up to three pieces): the one-pass FPDU builder
- * (rr_ddp_tx_one) writes what rr_ddp_tx_next writes, or declines. A third
+ * (rr_ddp_tx_one) writes what rr_ddp_tx_next writes, or declines; and
+ * for a Send in one piece the builder without checks (rr_ddp_tx_send1)
+ * writes what rr_ddp_tx_one writes, up to the limit (rr_ddp_tx_send_max)
+ * past which rr_ddp_tx_one declines. A third
  * parse gives each piece first to the one-pass receive of a lone Send
  * (rr_ddp_rx_send_one, as the soft QP reads its stage), the rest to the
  * general parser: the same outcomes again, and a declined piece leaves
@@ -180,14 +183,50 @@ static void tx_one_same(const uint8_t *data, size_t size)
 		abort();
 }
 
+/* rr_ddp_tx_send1 against rr_ddp_tx_one: a Send in one piece up to
+ * rr_ddp_tx_send_max is the same bytes, and no byte past them is written;
+ * past the limit rr_ddp_tx_one declines it. */
+static void tx_send1_same(const uint8_t *data, size_t size)
+{
+	static const uint8_t sends[] = {RR_OP_SEND, RR_OP_SEND_INV, RR_OP_SEND_SE,
+					RR_OP_SEND_SE_INV};
+	static uint8_t one[600], fast[600];
+	size_t plen = size > 8 ? RR_MIN(size - 8, (size_t)300) : 0;
+	const uint8_t *pl = data + (size > 8 ? 8 : size);
+	struct iovec v = {(void *)(uintptr_t)pl, plen};
+	uint8_t op = sends[data[2] & 3];
+	uint32_t msn = rr_get_be32(data + 4);
+	size_t fpdu_max = (size_t)data[0] * 5, cap = (size_t)data[1] * 2 + (data[3] & 1);
+	size_t max = rr_ddp_tx_send_max(fpdu_max, cap), len, got;
+	bool crc = data[2] & 0x10;
+
+	len = rr_ddp_tx_one(op, RR_QN_SEND, msn, ~msn, &v, 1, crc, fpdu_max, one, cap);
+	if (plen > max || (!max && !len)) {
+		if (len && plen > max)
+			abort(); /* the limit is below what the general builder takes */
+		return;
+	}
+	if (!len)
+		abort(); /* the limit is above it */
+	memset(fast, 0xa5, sizeof(fast));
+	got = rr_ddp_tx_send1(op, msn, ~msn, plen ? pl : NULL, plen, crc, fast);
+	if (got != len || memcmp(fast, one, len))
+		abort();
+	for (size_t i = got; i < sizeof(fast); i++)
+		if (fast[i] != 0xa5)
+			abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct run a, b, c;
 
 	if (size < 2)
 		return 0;
-	if (size >= 8)
+	if (size >= 8) {
 		tx_one_same(data, size);
+		tx_send1_same(data, size);
+	}
 	run(data, size, 1 + (data[0] >> 2), false, &a);
 	/* The same stream one byte at a time (never the bulk path): the
 	 * same events, placement, verdict and Terminate (ddp.c rx_bulk). */

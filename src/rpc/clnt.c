@@ -75,8 +75,9 @@ struct rpcrdma_call {
 	pthread_t abort_thread;   /* the thread inside the transport's abort()
 				     while aborting && refs */
 	pthread_t cb_thread;
-	pthread_t run_thread;
+	uintptr_t run_thread;     /* its thread's rr_clnt_self() */
 };
+
 
 _Static_assert(offsetof(struct rpcrdma_call, xc) <= 64, "a call's cleared fields within 64 bytes");
 
@@ -283,7 +284,7 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 			}
 		}
 	}
-	if (call->fast && !call->done && pthread_equal(call->run_thread, pthread_self()) &&
+	if (call->fast && !call->done && call->run_thread == rr_clnt_self() &&
 	    sync_clear(c, call)) {
 		/* Its own Reply, on the thread that runs it, and no other
 		 * thread took it (it was never listed; a timer, a cancel or a
@@ -303,7 +304,7 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 	pending_unlink(c, call);
 	done = call->done;
 	if (!done && call->sync_run && !call->refs &&
-	    pthread_equal(call->run_thread, pthread_self())) {
+	    call->run_thread == rr_clnt_self()) {
 		/* The thread that runs the call saw it complete (it read its
 		 * own Reply): nothing else holds the call now (it left the
 		 * pending list, no timer or canceller holds it), so its
@@ -828,7 +829,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	call->in_submit = true;
 	call->sync_run = sync;
 	if (sync)
-		call->run_thread = pthread_self();
+		call->run_thread = rr_clnt_self();
 	pending_link(c, call);
 	pthread_mutex_unlock(&c->lock);
 
@@ -881,7 +882,7 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 		pthread_mutex_unlock(&c->lock);
 		return -EINVAL;
 	}
-	if (call->in_submit && call->sync_run && pthread_equal(call->run_thread, pthread_self())) {
+	if (call->in_submit && call->sync_run && call->run_thread == rr_clnt_self()) {
 		/* its run thread, its submit returned (call_start, run_fast) */
 		abort_again(c, call);
 		call->in_submit = false;
@@ -900,7 +901,7 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 			timeout_ms = -1;
 		}
 	}
-	if (call->sync_run && pthread_equal(call->run_thread, pthread_self())) {
+	if (call->sync_run && call->run_thread == rr_clnt_self()) {
 		call->in_submit = false;
 		call->settled = !call->refs;
 	}
@@ -933,7 +934,7 @@ static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
 	call->enc.error = -EBUSY;   /* the message is the transport's now */
 	call->in_submit = true;
 	call->sync_run = true;
-	call->run_thread = pthread_self();
+	call->run_thread = rr_clnt_self();
 	call->fast = true;
 	if (!atomic_compare_exchange_strong_explicit(&c->sync_call, &none, call,
 						     memory_order_acq_rel, memory_order_relaxed)) {

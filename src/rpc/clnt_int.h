@@ -2,11 +2,13 @@
 /* What the tests may ask of the RPC client (clnt.c) beyond its public API:
  * whether a synchronous call runs without the client's lock (the one call
  * registered in the client instead of its pending list, rpcrdma_call_run's
- * fast way). */
+ * fast way), and the identity of the thread that runs one (rr_clnt_self). */
 #ifndef RR_RPC_CLNT_INT_H
 #define RR_RPC_CLNT_INT_H
 
+#include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "rpcrdma/rpc.h"
 #include "transport/xprt.h"
@@ -15,5 +17,26 @@
  * completion by its own thread will take no lock); @c is the ctx the
  * transport was given (struct rr_xprt_client_params). */
 bool rr_rpc_client_runs_unlocked(const void *c, const struct rr_xprt_call *xc);
+
+/* The calling thread, as a synchronous call's run_thread (clnt.c): the
+ * thread pointer (its TCB's address, distinct among live threads as
+ * pthread_self is; one instruction, where pthread_self is a call into libc,
+ * twice per synchronous call: issue 16 part BM), or pthread_self where the
+ * compiler has no such builtin. Every run_thread is written and compared
+ * through this one function, so the two are never mixed (test
+ * rpc_clnt_self_tells_threads_apart). */
+static inline uintptr_t rr_clnt_self(void)
+{
+#if defined(__has_builtin) && (defined(__x86_64__) || defined(__aarch64__))
+#if __has_builtin(__builtin_thread_pointer)
+#define RR_CLNT_SELF_TP 1
+#endif
+#endif
+#ifdef RR_CLNT_SELF_TP
+	return (uintptr_t)__builtin_thread_pointer();
+#else
+	return (uintptr_t)pthread_self();
+#endif
+}
 
 #endif

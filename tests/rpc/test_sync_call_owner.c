@@ -744,3 +744,48 @@ TEST(rpc_async_call_client_destroy_before_transport_holds_it)
 {
 	own_async_window(EARLY_DESTROY, 0, -ECANCELED);
 }
+
+/* rr_clnt_self, the identity rpcrdma_call_run records as its run_thread
+ * and on_complete compares with (a Reply settled without the lock only on
+ * that thread): the same value each time on one thread, and a different
+ * one on each of several threads alive at once (issue 16 part BM: the
+ * thread pointer instead of pthread_self). */
+struct self_seen {
+	pthread_barrier_t *all_alive;
+	uintptr_t first, second;
+};
+
+static void *self_thread(void *arg)
+{
+	struct self_seen *s = arg;
+
+	s->first = rr_clnt_self();
+	(void)pthread_barrier_wait(s->all_alive);   /* every thread alive */
+	s->second = rr_clnt_self();
+	return NULL;
+}
+
+TEST(rpc_clnt_self_tells_threads_apart)
+{
+	enum { N = 4 };
+	pthread_barrier_t b;
+	pthread_t t[N];
+	struct self_seen s[N];
+	uintptr_t me = rr_clnt_self();
+
+	CHECK_EQ(me, rr_clnt_self());
+	REQUIRE_EQ(pthread_barrier_init(&b, NULL, N), 0);
+	for (int i = 0; i < N; i++) {
+		s[i] = (struct self_seen){.all_alive = &b};
+		REQUIRE_EQ(pthread_create(&t[i], NULL, self_thread, &s[i]), 0);
+	}
+	for (int i = 0; i < N; i++)
+		REQUIRE_EQ(pthread_join(t[i], NULL), 0);
+	pthread_barrier_destroy(&b);
+	for (int i = 0; i < N; i++) {
+		CHECK_EQ(s[i].first, s[i].second);
+		CHECK(s[i].first != me);
+		for (int j = 0; j < i; j++)
+			CHECK(s[i].first != s[j].first);
+	}
+}

@@ -805,6 +805,69 @@ TEST(ddp_tx_one_as_tx_next)
 	}
 }
 
+/* rr_ddp_tx_send1 (tx_send_bare's Send without rr_ddp_tx_one's checks,
+ * issue 16 part BM) writes the bytes of rr_ddp_tx_one for the same Send in
+ * one piece, for every payload length up to rr_ddp_tx_send_max and eight
+ * past it, under FPDU sizes and buffer sizes around every rounding edge
+ * (below RR_FPDU_MIN, not multiples of 4, smaller than an empty Send),
+ * each Send opcode, CRC on and off; it writes nothing past the FPDU; and
+ * rr_ddp_tx_send_max is exact: rr_ddp_tx_one takes every length up to it
+ * and declines the first one past it. */
+TEST(ddp_tx_send1_as_tx_one)
+{
+	static const uint8_t ops[] = {RR_OP_SEND, RR_OP_SEND_INV, RR_OP_SEND_SE,
+				      RR_OP_SEND_SE_INV};
+	static const size_t fpdus[] = {0, 63, 64, 65, 66, 67, 68, 71, 100, 127, 128, 129,
+				       130, 131, 1460, 9000, 70000};
+	static const size_t caps[] = {0, 23, 24, 25, 26, 27, 28, 29, 31, 32, 64, 97, 98, 99,
+				      100, 223, 224, 225, 256};
+	static uint8_t src[300], one[300], fast[300 + 8];
+	unsigned checked = 0, edges = 0;
+
+	fill(src, sizeof(src), 3);
+	for (size_t fi = 0; fi < sizeof(fpdus) / sizeof(fpdus[0]); fi++)
+		for (size_t ci = 0; ci < sizeof(caps) / sizeof(caps[0]); ci++) {
+			size_t max = rr_ddp_tx_send_max(fpdus[fi], caps[ci]);
+			bool none = rr_ddp_tx_one(RR_OP_SEND, RR_QN_SEND, 1, 0,
+						  &(struct iovec){src, 0}, 1, false, fpdus[fi],
+						  one, caps[ci]) == 0;
+
+			/* 0: not even an empty Send fits (or only an empty one) */
+			if (none)
+				CHECK_EQ(max, 0u);
+			for (size_t n = 0; n <= max + 8 && n <= 256; n++)
+				for (unsigned k = 0; k < 8; k++) {
+					struct iovec v = {src + k, n};
+					uint8_t op = ops[k % 4];
+					bool crc = k >= 4;
+					uint32_t msn = 0x11223344u * (uint32_t)(n + 1),
+						 inv = 0xa1b2c3d4u ^ (uint32_t)(k * 77 + n);
+					size_t want = rr_ddp_tx_one(op, RR_QN_SEND, msn, inv, &v, 1, crc,
+								    fpdus[fi], one, caps[ci]),
+					       got;
+
+					if (none || n > max) {
+						/* past the limit the general builder declines */
+						CHECK_EQ(want, 0u);
+						edges += n == max + 1;
+						continue;
+					}
+					REQUIRE(want != 0);
+					memset(fast, 0xa5, sizeof(fast));
+					got = rr_ddp_tx_send1(op, msn, inv, n ? src + k : NULL, n, crc,
+							      fast);
+					REQUIRE_EQ(got, want);
+					CHECK_MEM(fast, one, got);
+					for (size_t i = got; i < sizeof(fast); i++)
+						CHECK_EQ(fast[i], 0xa5);
+					checked++;
+				}
+		}
+	/* every combination with room for a Send reached its limit and past it */
+	CHECK(checked > 20000);
+	CHECK(edges > 500);
+}
+
 /* ---- a lone Send in one pass (rr_ddp_rx_send_one) against the general parser ---- */
 
 struct one_out {

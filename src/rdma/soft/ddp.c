@@ -206,6 +206,52 @@ size_t rr_ddp_tx_one(uint8_t op, uint32_t qn, uint32_t msn, uint32_t inv_stag,
 	return len;
 }
 
+/* The largest payload rr_ddp_tx_one takes as one FPDU on queue 0 (a
+ * Send) with @fpdu_max and a buffer of @cap bytes: one segment
+ * (rr_ddp_seg_payload, a multiple of 4 below the ULPDU limit), and the
+ * header, the payload rounded up to 4 and the CRC field within @cap.
+ * 0 with a buffer too small for even an empty Send (none fits then,
+ * rr_ddp_tx_send1 is not to be used). */
+size_t rr_ddp_tx_send_max(size_t fpdu_max, size_t cap)
+{
+	size_t seg = rr_ddp_seg_payload(RR_HDR_UNTAGGED, fpdu_max);
+
+	if (cap < RR_HDR_UNTAGGED + RR_CRC_LEN)
+		return 0;
+	return RR_MIN(seg, (cap - RR_HDR_UNTAGGED - RR_CRC_LEN) & ~(size_t)3);
+}
+
+/* FPDU of a whole Send on queue 0 (RFC 5044 4.1, RFC 5041 4.3, RFC 5040
+ * 4.1): ULPDU_Length BE16 (18 + @n) | ctrl BE16 (L, DV 1, RV 1, @op) |
+ * Inv STag BE32 | QN BE32 0 | MSN BE32 | MO BE32 0 | @n payload bytes |
+ * pad to 4 (zero) | CRC32c BE32 (zero without CRC). The bytes
+ * rr_ddp_tx_one writes for the same Send from one piece, without its
+ * checks: the caller guarantees @op a Send opcode (RR_OP_SEND,
+ * RR_OP_SEND_INV, RR_OP_SEND_SE, RR_OP_SEND_SE_INV), @n at most
+ * rr_ddp_tx_send_max of the FPDU size and of @out's size. Returns the
+ * FPDU's length. */
+size_t rr_ddp_tx_send1(uint8_t op, uint32_t msn, uint32_t inv_stag, const void *src, size_t n,
+		       bool crc, uint8_t *out)
+{
+	size_t pad = (0u - n) & 3;
+	uint8_t *p = out + RR_HDR_UNTAGGED + n;
+
+	rr_put_be16(out, (uint16_t)(RR_HDR_UNTAGGED - RR_MPA_LEN_FIELD + n));
+	rr_put_be16(out + 2, ddp_ctrl(false, true, op));
+	rr_put_be32(out + 4, inv_stag);
+	rr_put_be32(out + 8, RR_QN_SEND);
+	rr_put_be32(out + 12, msn);
+	rr_put_be32(out + 16, 0);
+	if (n)
+		memcpy(out + RR_HDR_UNTAGGED, src, n);
+	/* the pad (up to 3 bytes), then the CRC field over its last byte(s) */
+	rr_put_be32(p, 0);
+	rr_put_be32(p + pad, 0);
+	if (crc)
+		rr_crc32c_put(p + pad, rr_crc32c(out, (size_t)(p + pad - out)));
+	return RR_HDR_UNTAGGED + n + pad + RR_CRC_LEN;
+}
+
 size_t rr_ddp_build_terminate(const struct rr_term *t, uint32_t msn, bool crc,
 			      uint8_t out[RR_TERM_FPDU_MAX])
 {

@@ -89,6 +89,15 @@ int rr_ddp_tx_next(struct rr_ddp_txmsg *m, bool crc, size_t fpdu_max, struct rr_
 size_t rr_ddp_tx_one(uint8_t op, uint32_t qn, uint32_t msn, uint32_t inv_stag,
 		     const struct iovec *iov, unsigned iovcnt, bool crc, size_t fpdu_max,
 		     uint8_t *out, size_t cap);
+/* The Send of tx_send_bare in one pass (issue 16 part BM): the same bytes
+ * as rr_ddp_tx_one(@op, RR_QN_SEND, @msn, @inv_stag, one piece @src of @n
+ * bytes, @crc, fpdu_max, @out, cap) without its checks. The caller
+ * guarantees @op one of the four Send opcodes and @n <=
+ * rr_ddp_tx_send_max(fpdu_max, cap) (@out holds cap bytes); beyond that
+ * limit rr_ddp_tx_one declines the same Send. Returns the FPDU's length. */
+size_t rr_ddp_tx_send_max(size_t fpdu_max, size_t cap);
+size_t rr_ddp_tx_send1(uint8_t op, uint32_t msn, uint32_t inv_stag, const void *src, size_t n,
+		       bool crc, uint8_t *out);
 /* Payload bytes per FPDU for a header size and fpdu_max (multiple of 4). */
 size_t rr_ddp_seg_payload(size_t hdr, size_t fpdu_max);
 /* Builds a complete Terminate FPDU (QN 2, @msn) into @out; returns its length. */

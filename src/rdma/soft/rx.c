@@ -796,6 +796,7 @@ int rr_soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *c
 	rr_lock(&qp->tx_lock);
 	qp->obj.fd = fd;
 	qp->crc = conn->crc;
+	qp->tx_send_max = (uint32_t)rr_ddp_tx_send_max(qp->fpdu_max, qp->ctx->tx_copy_max);
 	qp->commit_rx |= commit_rx;
 	qp->commit_tx |= commit_tx;
 	qp->ird = RR_MIN(conn->ird, (uint16_t)SOFT_MAX_IRD);

@@ -473,6 +473,9 @@ struct soft_qp {
 	bool commit_rx, commit_tx;
 	uint16_t ird, ord;
 	size_t fpdu_max;
+	/* rr_ddp_tx_send_max(fpdu_max, ctx->tx_copy_max), set with them by
+	 * rr_soft_qp_connected: tx_send_bare's one-pass Send up to it */
+	uint32_t tx_send_max;
 	int last_err;
 	bool disconnect_reported;
 	bool rq_flushed;

@@ -353,8 +353,16 @@ static bool tx_send_bare(struct soft_qp *qp, const struct rpcrdma_send_wr *wr)
 		return false;
 	if (sge_resolve(qp, &qp->sq_lc, wr->sg_list, wr->num_sge, 0, iov, &cnt, &tot))
 		return false;
-	len = rr_ddp_tx_one(send_op(wr->opcode, wr->flags), RR_QN_SEND, qp->tx_msn[RR_QN_SEND], inv,
-			    iov, cnt, qp->crc, qp->fpdu_max, qp->txcopy, qp->ctx->tx_copy_max);
+	/* one piece (the transport's every Send) that fits one FPDU and
+	 * txcopy: built without rr_ddp_tx_one's checks, which the op and the
+	 * limit stand for (the same bytes: test ddp_tx_send1_as_tx_one) */
+	if (cnt <= 1 && tot <= qp->tx_send_max)
+		len = rr_ddp_tx_send1(send_op(wr->opcode, wr->flags), qp->tx_msn[RR_QN_SEND], inv,
+				      cnt ? iov[0].iov_base : NULL, tot, qp->crc, qp->txcopy);
+	else
+		len = rr_ddp_tx_one(send_op(wr->opcode, wr->flags), RR_QN_SEND,
+				    qp->tx_msn[RR_QN_SEND], inv, iov, cnt, qp->crc, qp->fpdu_max,
+				    qp->txcopy, qp->ctx->tx_copy_max);
 	if (!len)
 		return false;
 	n = rr_soft_sock_writev(qp->obj.fd, &(struct iovec){qp->txcopy, len}, 1);

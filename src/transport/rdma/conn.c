@@ -444,22 +444,26 @@ static bool defer_ready(struct tp_conn *cn)
 }
 
 /* The Send of @s into @wr (signaled, the last of its chain) and its one
- * SGE @sge: its slot's memory and key found with one look at the chunks. */
-static void send_wr_fill(const struct tp_conn *cn, const struct rr_conn_send *s,
-			 struct rpcrdma_send_wr *wr, struct rpcrdma_sge *sge)
+ * SGE @sge: its slot's memory and key found with one look at the chunks.
+ * Field by field, not the whole struct cleared (issue 16 part BM): every
+ * field a Send's work request has (rdma.h; what rpcrdma_post_send checks
+ * and the providers read for RPCRDMA_WR_SEND and _WITH_INV) is set, the
+ * union's other members are not a Send's (test tp_send_wr_fill_sets_a_sends_fields). */
+void tp_send_wr_fill(const struct tp_conn *cn, const struct rr_conn_send *s,
+		     struct rpcrdma_send_wr *wr, struct rpcrdma_sge *sge)
 {
 	const struct tp_slots *k = slots_of(cn, s->slot);
 
-	*sge = (struct rpcrdma_sge){
-		(uint64_t)(uintptr_t)(k->mem + (size_t)(s->slot - k->first) * cn->ssize), s->len,
-		k->lkey};
-	*wr = (struct rpcrdma_send_wr){.wr_id = WRID(WR_SEND, s->slot),
-				       .sg_list = sge,
-				       .num_sge = 1,
-				       .opcode = s->inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND,
-				       .flags = RPCRDMA_SEND_SIGNALED};
-	if (s->inv)
-		wr->u.send.invalidate_stag = s->inv_stag;
+	sge->addr = (uint64_t)(uintptr_t)(k->mem + (size_t)(s->slot - k->first) * cn->ssize);
+	sge->length = s->len;
+	sge->lkey = k->lkey;
+	wr->wr_id = WRID(WR_SEND, s->slot);
+	wr->next = NULL;
+	wr->sg_list = sge;
+	wr->num_sge = 1;
+	wr->opcode = s->inv ? RPCRDMA_WR_SEND_WITH_INV : RPCRDMA_WR_SEND;
+	wr->flags = RPCRDMA_SEND_SIGNALED;
+	wr->u.send.invalidate_stag = s->inv ? s->inv_stag : 0;
 }
 
 /* Builds the Writes of @s and its Send into @wr/@sge (nwrites + 1 each). */
@@ -492,7 +496,7 @@ static void build_wrs(struct tp_conn *cn, const struct rr_conn_send *s,
 		wr[i].u.rdma.remote_offset = w->to;
 		wr[i].next = &wr[i + 1];
 	}
-	send_wr_fill(cn, s, &wr[n], &sge[n]);
+	tp_send_wr_fill(cn, s, &wr[n], &sge[n]);
 }
 
 void tp_post_deferred(struct tp_conn *cn)
@@ -707,7 +711,7 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 		struct rpcrdma_send_wr w;
 		struct rpcrdma_sge g;
 
-		send_wr_fill(cn, s, &w, &g);
+		tp_send_wr_fill(cn, s, &w, &g);
 		unsig = unsig_choose(cn, s, &w);
 		rc = rpcrdma_post_send(cn->qp, &w, NULL);
 		if (rc)

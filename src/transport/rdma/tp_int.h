@@ -665,6 +665,11 @@ extern const struct rr_conn_io tp_client_io;
 void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc);
 /* Posts the deferred Replies of @cn as one chain. */
 void tp_post_deferred(struct tp_conn *cn);
+/* The signaled Send of @s (one SGE @sge, its slot of @cn's send slots)
+ * into @wr, the last of its chain: every field of a Send's work request
+ * set, none read (conn.c; @wr and @sge may hold anything before). */
+void tp_send_wr_fill(const struct tp_conn *cn, const struct rr_conn_send *s,
+		     struct rpcrdma_send_wr *wr, struct rpcrdma_sge *sge);
 /* Server, its timer walk (lock held), @now on the session's clock: quiet
  * Sends left waiting for half the send timeout get a probe whose
  * completion proves them done, watched by the send-stall timer. */
