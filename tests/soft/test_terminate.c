@@ -640,6 +640,156 @@ TEST(soft_local_invalidate_waits_for_a_piece_in_progress)
 	fz_pair_down(&p);
 }
 
+/* A window bound on @p's QP for the peer's Writes into @mem (@len bytes):
+ * its STag and Tagged Offset. */
+static void bind_window(struct fz_pair *p, uint8_t *mem, uint32_t len, struct rpcrdma_mr **mr,
+			struct rpcrdma_mw **mw)
+{
+	struct rpcrdma_send_wr b = {.wr_id = 1, .opcode = RPCRDMA_WR_BIND_MW,
+				    .flags = RPCRDMA_SEND_SIGNALED};
+	struct rpcrdma_wc wc;
+
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p->pd, mem, len,
+					 RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_MW_BIND, mr), 0);
+	REQUIRE_EQ(rpcrdma_mw_alloc(p->pd, mw), 0);
+	b.u.bind.mw = *mw;
+	b.u.bind.mr = *mr;
+	b.u.bind.addr = (uintptr_t)mem;
+	b.u.bind.length = len;
+	b.u.bind.access = RPCRDMA_ACCESS_REMOTE_WRITE;
+	REQUIRE_EQ(rpcrdma_post_send(p->qp, &b, NULL), 0);
+	REQUIRE_EQ(rpcrdma_cq_poll(p->cq, 1, &wc), 1);
+	REQUIRE_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+}
+
+/* The peer's Write of @len bytes of @data through @stag at @to as one
+ * FPDU into @wire; returns its length. */
+static size_t write_fpdu(uint32_t stag, uint64_t to, uint8_t *data, size_t len, uint8_t *wire)
+{
+	struct iovec v = {data, len};
+	struct rr_ddp_txmsg m;
+	struct rr_fpdu f;
+	size_t n = 0;
+
+	REQUIRE_EQ(rr_ddp_txmsg_tagged(&m, RR_OP_WRITE, stag, to, &v, 1), 0);
+	REQUIRE_EQ(rr_ddp_tx_next(&m, false, RR_FPDU_DEFAULT, &f), 1);
+	REQUIRE(f.last);
+	for (unsigned i = 0; i < f.iovcnt; i++) {
+		memcpy(wire + n, f.iov[i].iov_base, f.iov[i].iov_len);
+		n += f.iov[i].iov_len;
+	}
+	return n;
+}
+
+static void qp_rx_once(struct fz_pair *p)
+{
+	rr_lock(&p->sq->rx_lock);
+	(void)rr_soft_qp_rx(p->sq);
+	rr_unlock(&p->sq->rx_lock);
+}
+
+/* Issue 16 part BL: a piece whose segment's STag was checked at the
+ * current fence generation takes no lock (rr_soft_place_begin's fast path:
+ * its STag published, the generation read). A Write's header and first
+ * half arrive (the QP is linked in the fence's list from its header on);
+ * the next piece begins through that fast path; a Local Invalidate of the
+ * window from another thread still waits for it, completes once it ends,
+ * and the piece after it is refused. Fails with the fast path not
+ * publishing its STag: the fence never waits (the Local Invalidate
+ * completes while the piece is written). */
+TEST(soft_local_invalidate_waits_for_a_lock_free_piece)
+{
+	enum { WIN = 1024, HALF = 512 };
+	static uint8_t mem[WIN];
+	uint8_t data[WIN], wire[RR_FPDU_DEFAULT];
+	struct li_thread t;
+	struct rpcrdma_mr *mr;
+	struct rpcrdma_mw *mw;
+	struct rpcrdma_wc wc;
+	struct fz_pair p;
+	pthread_t th;
+	size_t len, first = RR_HDR_TAGGED + HALF;
+	uint32_t stag;
+	uint64_t to;
+
+	fz_pair_up(&p, false);
+	bind_window(&p, mem, WIN, &mr, &mw);
+	stag = rpcrdma_mw_rkey(mw);
+	to = rpcrdma_mw_remote_offset(mw);
+	for (unsigned i = 0; i < WIN; i++)
+		data[i] = (uint8_t)(i * 5 + 3);
+	len = write_fpdu(stag, to, data, WIN, wire);
+	REQUIRE_EQ(write(p.peer, wire, first), (ssize_t)first);
+	qp_rx_once(&p);
+	CHECK(!memcmp(mem, data, HALF));
+	/* mid-segment: linked, checked at the current generation */
+	CHECK(p.sq->place_linked);
+	CHECK(p.sq->ctx->placing == p.sq);
+	REQUIRE_EQ(p.sq->place_gen, rr_soft_place_gen(p.sq->ctx));
+	/* the next piece, as qp_rx begins it before its read: no lock, no
+	 * lookup (the window is still valid) */
+	REQUIRE_EQ(rr_soft_place_begin(p.sq, RR_OP_WRITE, stag, to + HALF, mem + HALF, HALF), 0);
+	CHECK_EQ(p.sq->place_gen, rr_soft_place_gen(p.sq->ctx)); /* no fence meanwhile */
+	t = (struct li_thread){.p = &p, .stag = stag, .rc = 1};
+	REQUIRE_EQ(pthread_create(&th, NULL, li_post, &t), 0);
+	REQUIRE(rr_test_until(fence_waits, p.sq->ctx, RR_TEST_WAIT_MS));
+	CHECK_EQ(rr_cq_ring_poll(&RR_CONTAINER_OF(RR_BASE(cq, p.cq), struct soft_cq, base)->ring,
+				 1, &wc), 0);
+	rr_soft_place_end(p.sq);
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	REQUIRE_EQ(t.rc, 0);
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 1);
+	CHECK_EQ(wc.wr_id, 9);
+	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	CHECK_EQ(rr_soft_place_begin(p.sq, RR_OP_WRITE, stag, to + HALF, mem + HALF, HALF),
+		 -ENOENT);
+	CHECK_EQ(atomic_load(&p.sq->place_stag), 0u); /* a refused piece is not in progress */
+	(void)len;
+	rpcrdma_mw_free(mw);
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	fz_pair_down(&p);
+}
+
+/* Issue 16 part BL: the fence's list holds only QPs in a tagged message
+ * (a fence looks at each of them): a QP is linked from a Write's header
+ * and unlinked once its last segment is placed, and the next Write links
+ * it again. Fails with the unlink after the last segment taken out (the
+ * QP stays in the list). */
+TEST(soft_place_list_holds_only_qps_in_a_tagged_message)
+{
+	enum { WIN = 1024, HALF = 512 };
+	static uint8_t mem[WIN];
+	uint8_t data[WIN], wire[RR_FPDU_DEFAULT];
+	struct rpcrdma_mr *mr;
+	struct rpcrdma_mw *mw;
+	struct fz_pair p;
+	size_t len, first = RR_HDR_TAGGED + HALF;
+
+	fz_pair_up(&p, false);
+	bind_window(&p, mem, WIN, &mr, &mw);
+	CHECK(!p.sq->place_linked);
+	CHECK(p.sq->ctx->placing == NULL);
+	for (unsigned round = 0; round < 2; round++) {
+		for (unsigned i = 0; i < WIN; i++)
+			data[i] = (uint8_t)(i * 3 + round + 1);
+		len = write_fpdu(rpcrdma_mw_rkey(mw), rpcrdma_mw_remote_offset(mw), data, WIN, wire);
+		REQUIRE_EQ(write(p.peer, wire, first), (ssize_t)first);
+		qp_rx_once(&p);
+		CHECK(p.sq->place_linked);      /* in the message */
+		CHECK(p.sq->ctx->placing == p.sq);
+		REQUIRE_EQ(write(p.peer, wire + first, len - first), (ssize_t)(len - first));
+		qp_rx_once(&p);
+		CHECK(!memcmp(mem, data, WIN));
+		CHECK(!p.sq->place_linked);     /* placed whole: out of the list */
+		CHECK(p.sq->ctx->placing == NULL);
+		CHECK_EQ(atomic_load(&p.sq->place_stag), 0u);
+	}
+	CHECK_EQ(p.sq->state, QPS_RTS);
+	rpcrdma_mw_free(mw);
+	REQUIRE_EQ(rpcrdma_dereg_mr(mr), 0);
+	fz_pair_down(&p);
+}
+
 /* Small Sends through both of the soft provider's transmit paths (issue 16
  * part W, docs/soft-iwarp.md "A lone small Send in one pass"): post_send's
  * one-pass Send (tx_send_bare: unsignaled, no WQE) while the socket takes them, then one that finds the socket

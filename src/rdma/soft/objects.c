@@ -454,6 +454,7 @@ int rr_soft_destroy_qp(struct rr_qp *base)
 	rr_lock(&qp->rx_lock);
 	rr_lock(&qp->tx_lock);
 	rr_soft_qp_closed(qp);
+	rr_soft_place_unlink(qp); /* no piece in progress: rx_lock, no fast reader */
 	if (qp->srq_have) {
 		/* a message was being placed: its Receive was never completed,
 		 * it goes back to the shared queue (nothing is flushed on

@@ -208,6 +208,7 @@ static enum rr_rx_code rx_tagged(void *ctx, uint8_t op, uint32_t stag, uint64_t 
 
 	RR_UNUSED(last);
 	qp->rxd.on = false;
+	rr_soft_place_link(qp); /* a fence from now on looks at this QP */
 	qp->place_gen = rr_soft_place_gen(qp->ctx); /* before the check */
 	if (op == RR_OP_WRITE) {
 		if (len == 0)
@@ -460,6 +461,8 @@ static int rx_event(struct soft_qp *qp, struct rr_ddp_event *ev)
 			code = rx_place_durable(qp, ev);
 		if (code == RR_RXC_OK && ev->op == RR_OP_READ_RESP)
 			code = rx_read_resp(qp, ev);
+		if (ev->last) /* the message is placed: no piece until the next */
+			rr_soft_place_unlink(qp);
 		break;
 	case RR_EV_SEND:
 		if (ev->last)

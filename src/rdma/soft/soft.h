@@ -262,8 +262,8 @@ struct soft_ctx {
 	 * generation still current needs no new check for its next piece. */
 	pthread_mutex_t place_lock;
 	pthread_cond_t place_cv;     /* a piece ended and a fence waits */
-	unsigned place_waiters;
-	struct soft_qp *placing;     /* qp->place_next, qp->place_prev */
+	atomic_uint place_waiters;   /* changed under place_lock */
+	struct soft_qp *placing;     /* QPs in a tagged message: qp->place_next */
 	_Atomic uint64_t place_gen;
 	/* CLOCK_MONOTONIC_COARSE resolution when the default environment's
 	 * clock is in use (leases and wait deadlines read the cheap coarse
@@ -499,9 +499,12 @@ struct soft_qp {
 		uint8_t *va;             /* where it is mapped */
 		uint32_t len;
 	} rxd;
-	/* a piece of a tagged payload being written now (ctx->place_lock):
-	 * the STag it passed the check through, 0: none */
-	uint32_t place_stag;
+	/* a piece of a tagged payload being written now (no lock: stored by
+	 * the receive side, read by a fence; tx.c rr_soft_place_begin): the
+	 * STag it passed the check through, 0: none */
+	_Atomic uint32_t place_stag;
+	/* in ctx->placing (changed by the receive side under place_lock) */
+	bool place_linked;
 	struct soft_qp *place_next, *place_prev; /* ctx->placing */
 	/* ctx->place_gen read before the current tagged segment's STag was
 	 * last checked (rx_lock; compared under ctx->place_lock) */

@@ -1014,48 +1014,34 @@ void rr_soft_tx_revoke(struct soft_qp *qp)
 
 /* --------------------------------------------- the placement fence -- */
 
-int rr_soft_place_begin(struct soft_qp *qp, uint8_t op, uint32_t stag, uint64_t to,
-			const uint8_t *dst, size_t n)
+/* The fence's list holds the QPs in a tagged message (linked at its first
+ * header, unlinked after its last segment or when the QP is destroyed), so
+ * that a fence looks at those only, not at every QP of the context. Only
+ * the receive side of @qp links or unlinks it (rx_lock or fast_rd), so
+ * place_linked is read there without place_lock; a fence never changes
+ * it. */
+void rr_soft_place_link(struct soft_qp *qp)
 {
 	struct soft_ctx *c = qp->ctx;
-	bool write = op == RR_OP_WRITE;
-	struct rr_mrt_ref ref;
-	int r;
 
+	if (qp->place_linked)
+		return;
 	pthread_mutex_lock(&c->place_lock);
-	/* No fence since the segment's STag was last checked (the generation
-	 * was read before that check): an invalidation not fenced yet will
-	 * wait for this piece, listed below; the segment's range holds the
-	 * piece's. Else checked now, under place_lock: a fence that takes it
-	 * after the invalidation either finds this piece listed, or this check
-	 * saw the STag invalid. */
-	r = 0;
-	if (qp->place_gen != atomic_load(&c->place_gen)) {
-		r = rr_mrt_check(&c->mrt, stag, to, n,
-				 write ? RPCRDMA_ACCESS_REMOTE_WRITE
-				       : RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE,
-				 &qp->pd->base, write ? &qp->base : NULL, &ref);
-		if (!r && dst && !ref.durable && ref.ptr != dst)
-			r = -EFAULT;
-		if (!r)
-			qp->place_gen = atomic_load(&c->place_gen);
-	}
-	if (!r) {
-		qp->place_stag = stag;
-		qp->place_prev = NULL;
-		qp->place_next = c->placing;
-		if (c->placing)
-			c->placing->place_prev = qp;
-		c->placing = qp;
-	}
+	qp->place_prev = NULL;
+	qp->place_next = c->placing;
+	if (c->placing)
+		c->placing->place_prev = qp;
+	c->placing = qp;
+	qp->place_linked = true;
 	pthread_mutex_unlock(&c->place_lock);
-	return r;
 }
 
-void rr_soft_place_end(struct soft_qp *qp)
+void rr_soft_place_unlink(struct soft_qp *qp)
 {
 	struct soft_ctx *c = qp->ctx;
 
+	if (!qp->place_linked)
+		return;
 	pthread_mutex_lock(&c->place_lock);
 	if (qp->place_prev)
 		qp->place_prev->place_next = qp->place_next;
@@ -1064,10 +1050,71 @@ void rr_soft_place_end(struct soft_qp *qp)
 	if (qp->place_next)
 		qp->place_next->place_prev = qp->place_prev;
 	qp->place_next = qp->place_prev = NULL;
-	qp->place_stag = 0;
-	if (c->place_waiters)
-		pthread_cond_broadcast(&c->place_cv);
+	qp->place_linked = false;
 	pthread_mutex_unlock(&c->place_lock);
+}
+
+/* rr_soft_place_begin's piece that finds a fence came since its segment's
+ * check (or its QP not linked): linked first, then the generation read,
+ * then the STag looked up. A fence whose place_lock section came before
+ * the link made its generation and its invalidation visible to the read
+ * and the lookup; one after it finds the QP listed with @stag published. */
+static int place_begin_slow(struct soft_qp *qp, uint8_t op, uint32_t stag, uint64_t to,
+			    const uint8_t *dst, size_t n)
+{
+	struct soft_ctx *c = qp->ctx;
+	bool write = op == RR_OP_WRITE;
+	struct rr_mrt_ref ref;
+	uint64_t g;
+	int r;
+
+	rr_soft_place_link(qp);
+	g = atomic_load(&c->place_gen);
+	r = rr_mrt_check(&c->mrt, stag, to, n,
+			 write ? RPCRDMA_ACCESS_REMOTE_WRITE : RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE,
+			 &qp->pd->base, write ? &qp->base : NULL, &ref);
+	if (!r && dst && !ref.durable && ref.ptr != dst)
+		r = -EFAULT;
+	if (r) {
+		rr_soft_place_end(qp); /* a fence may be waiting for it */
+		return r;
+	}
+	qp->place_gen = g;
+	return 0;
+}
+
+/* No lock per piece: the piece publishes its STag (a sequentially
+ * consistent store), then reads the fence generation (a sequentially
+ * consistent load); a fence adds to the generation, then reads the STag
+ * of every linked QP. Of the two, one sees the other's write first (the
+ * single total order of sequentially consistent operations): either the
+ * piece sees a new generation and looks its STag up again (finding it
+ * invalid), or the fence sees the piece's STag and waits for it. The QP
+ * was linked before its segment's generation was read (rx_tagged), so a
+ * fence that came after that read looks at it. */
+int rr_soft_place_begin(struct soft_qp *qp, uint8_t op, uint32_t stag, uint64_t to,
+			const uint8_t *dst, size_t n)
+{
+	atomic_store(&qp->place_stag, stag);
+	if (RR_LIKELY(qp->place_linked && atomic_load(&qp->ctx->place_gen) == qp->place_gen))
+		return 0; /* the segment's check holds: no fence since */
+	return place_begin_slow(qp, op, stag, to, dst, n);
+}
+
+/* The piece's end published (sequentially consistent), then the waiters
+ * read: a fence counts itself a waiter before it reads the STag a last
+ * time and sleeps, so either it sees the piece ended or the piece sees it
+ * and wakes it (under place_lock, which the fence holds until it sleeps). */
+void rr_soft_place_end(struct soft_qp *qp)
+{
+	struct soft_ctx *c = qp->ctx;
+
+	atomic_store(&qp->place_stag, 0);
+	if (RR_UNLIKELY(atomic_load(&c->place_waiters) != 0)) {
+		pthread_mutex_lock(&c->place_lock);
+		pthread_cond_broadcast(&c->place_cv);
+		pthread_mutex_unlock(&c->place_lock);
+	}
 }
 
 uint64_t rr_soft_place_gen(struct soft_ctx *c)
@@ -1082,14 +1129,15 @@ void rr_soft_place_fence(struct soft_ctx *c, uint32_t stag)
 	for (;;) {
 		struct soft_qp *q = c->placing;
 
-		while (q && q->place_stag != stag)
+		while (q && atomic_load(&q->place_stag) != stag)
 			q = q->place_next;
 		if (!q)
 			break;
 		/* a read or a copy in progress, holding no lock: it ends */
-		c->place_waiters++;
-		pthread_cond_wait(&c->place_cv, &c->place_lock);
-		c->place_waiters--;
+		atomic_fetch_add(&c->place_waiters, 1);
+		if (atomic_load(&q->place_stag) == stag)
+			pthread_cond_wait(&c->place_cv, &c->place_lock);
+		atomic_fetch_sub(&c->place_waiters, 1);
 	}
 	pthread_mutex_unlock(&c->place_lock);
 }

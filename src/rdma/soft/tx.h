@@ -43,12 +43,22 @@ void rr_soft_tx_revoke(struct soft_qp *qp);
  * after an STag was invalidated or freed (Local Invalidate, Send With
  * Invalidate, a window freed) and before that is reported complete: it
  * waits until no piece through @stag that passed its check is in progress,
- * so that afterwards not one more byte lands through it. ctx->place_lock
- * is a leaf: any lock may be held by the caller of any of the three. */
+ * so that afterwards not one more byte lands through it. A piece takes no
+ * lock while no fence came since its segment's check (a store and a load
+ * each in begin and end); a fence looks at the QPs linked by
+ * rr_soft_place_link. ctx->place_lock is a leaf: any lock may be held by
+ * the caller of any of these. */
 int rr_soft_place_begin(struct soft_qp *qp, uint8_t op, uint32_t stag, uint64_t to,
 			const uint8_t *dst, size_t n);
 void rr_soft_place_end(struct soft_qp *qp);
 void rr_soft_place_fence(struct soft_ctx *c, uint32_t stag);
+/* The receive side of @qp (rx_lock, or fast_rd) links it into the fence's
+ * list before a tagged segment's STag is checked at its header (before
+ * rr_soft_place_gen is read for it), and unlinks it after the last segment
+ * of a tagged message was placed, or when the QP is destroyed: never with a
+ * piece in progress. A fence looks at linked QPs only. */
+void rr_soft_place_link(struct soft_qp *qp);
+void rr_soft_place_unlink(struct soft_qp *qp);
 /* The fence generation, read (into qp->place_gen) just before a segment's
  * STag is checked at its header: its pieces need no check of their own
  * until a fence (any STag) comes after that read. Every path that makes an
