@@ -105,46 +105,74 @@ static void *cw_runner(void *arg)
 	return NULL;
 }
 
-TEST(rpc_rdma_sync_cancel_before_transport_holds_it_ends_at_once)
+/* Both tests' pair: a server whose T_DROP never answers and a client
+ * whose allocations go through cw_alloc (the window's hook), with the
+ * call to cancel in cw_call. */
+struct cw_pair {
+	struct rpcrdma_env env;
+	struct rpcrdma_server *s;
+	struct rpcrdma_client *c;
+};
+
+static void cw_open(struct cw_pair *p)
 {
 	const struct rpcrdma_env *d = rpcrdma_env_default();
-	struct rpcrdma_env env = *d;
 	struct rpcrdma_server_opts so = {.threads = 1};
 	struct rpcrdma_client_opts o = {.timeout_ms = CW_DEADLINE_MS, .connect_timeout_ms = 5000,
-					.env = &env};
-	struct cw_run r = {.rc = 1};
-	struct rpcrdma_server *s = NULL;
-	struct rpcrdma_client *c = NULL;
-	struct timespec ts;
-	pthread_t t;
+					.env = &p->env};
 	char url[64];
+
+	*p = (struct cw_pair){.env = *d};
+	p->env.alloc = cw_alloc;
+	p->env.free = cw_free;
+	p->env.alloc_ctx = (void *)(uintptr_t)d;
+	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", &so, &p->s), 0);
+	REQUIRE_EQ(rpcrdma_server_register(p->s, PROG, 1, T_DROP, h_drop, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_start(p->s), 0);
+	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", rpcrdma_server_port(p->s));
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &p->c), 0);
+	REQUIRE_EQ(rpcrdma_call_create(p->c, T_DROP, &cw_call), 0);
+}
+
+static void cw_close(struct cw_pair *p)
+{
+	rpcrdma_client_destroy(p->c);
+	rpcrdma_server_destroy(p->s);
+}
+
+/* The call's return, waited for with the suite's bound (the deadline is
+ * CW_DEADLINE_MS, far beyond it): true when it came. */
+static bool cw_returned(struct cw_run *r)
+{
+	struct timespec ts;
 	bool done;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += RR_TEST_WAIT_MS / 1000;
+	pthread_mutex_lock(&r->lock);
+	while (!r->done && pthread_cond_timedwait(&r->cv, &r->lock, &ts) == 0)
+		;
+	done = r->done;
+	pthread_mutex_unlock(&r->lock);
+	return done;
+}
+
+TEST(rpc_rdma_sync_cancel_before_transport_holds_it_ends_at_once)
+{
+	struct cw_pair p;
+	struct cw_run r = {.rc = 1};
+	pthread_t t;
 
 	if (!rr_th_soft_ok())
 		return;
-	env.alloc = cw_alloc;
-	env.free = cw_free;
-	env.alloc_ctx = (void *)(uintptr_t)d;
-	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", &so, &s), 0);
-	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_DROP, h_drop, NULL), 0);
-	REQUIRE_EQ(rpcrdma_server_start(s), 0);
-	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", rpcrdma_server_port(s));
-	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
-	REQUIRE_EQ(rpcrdma_call_create(c, T_DROP, &cw_call), 0);
+	cw_open(&p);
 	cw_cancels = 0;
 	pthread_mutex_init(&r.lock, NULL);
 	pthread_cond_init(&r.cv, NULL);
 	REQUIRE_EQ(pthread_create(&t, NULL, cw_runner, &r), 0);
 	/* the call's return, waited for with the suite's bound: before the
 	 * deadline (on main it came at the deadline, 30 s) */
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += RR_TEST_WAIT_MS / 1000;
-	pthread_mutex_lock(&r.lock);
-	while (!r.done && pthread_cond_timedwait(&r.cv, &r.lock, &ts) == 0)
-		;
-	done = r.done;
-	pthread_mutex_unlock(&r.lock);
-	CHECK(done);   /* else it waits for its deadline */
+	CHECK(cw_returned(&r));   /* else it waits for its deadline */
 	REQUIRE_EQ(pthread_join(t, NULL), 0);
 	CHECK_EQ(r.rc, -ECANCELED);
 	CHECK_EQ(cw_cancels, 1);   /* the cancel came in the window */
@@ -152,8 +180,7 @@ TEST(rpc_rdma_sync_cancel_before_transport_holds_it_ends_at_once)
 	rpcrdma_call_destroy(cw_call);
 	pthread_mutex_destroy(&r.lock);
 	pthread_cond_destroy(&r.cv);
-	rpcrdma_client_destroy(c);
-	rpcrdma_server_destroy(s);
+	cw_close(&p);
 }
 
 /* Other traffic on the same connection: a chain of CHAIN_DEPTH
@@ -228,31 +255,14 @@ static void *chain_begin(void *arg)
  * this 2-CPU machine). */
 TEST(rpc_rdma_sync_cancel_before_hold_under_steady_traffic_ends_at_once)
 {
-	const struct rpcrdma_env *d = rpcrdma_env_default();
-	struct rpcrdma_env env = *d;
-	struct rpcrdma_server_opts so = {.threads = 1};
-	struct rpcrdma_client_opts o = {.timeout_ms = CW_DEADLINE_MS, .connect_timeout_ms = 5000,
-					.env = &env};
+	struct cw_pair p;
 	struct cw_run r = {.rc = 1};
-	struct rpcrdma_server *s = NULL;
-	struct rpcrdma_client *c = NULL;
-	struct timespec ts;
 	pthread_t t;
-	char url[64];
-	bool done;
 
 	if (!rr_th_soft_ok())
 		return;
-	env.alloc = cw_alloc;
-	env.free = cw_free;
-	env.alloc_ctx = (void *)(uintptr_t)d;
-	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", &so, &s), 0);
-	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, T_DROP, h_drop, NULL), 0);
-	REQUIRE_EQ(rpcrdma_server_start(s), 0);
-	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", rpcrdma_server_port(s));
-	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &c), 0);
-	REQUIRE_EQ(rpcrdma_call_create(c, T_DROP, &cw_call), 0);
-	chain.c = c;
+	cw_open(&p);
+	chain.c = p.c;
 	atomic_store(&chain.stop, false);
 	cw_then = chain_begin;
 	cw_then_rc = NULL;
@@ -262,14 +272,7 @@ TEST(rpc_rdma_sync_cancel_before_hold_under_steady_traffic_ends_at_once)
 	REQUIRE_EQ(pthread_create(&t, NULL, cw_runner, &r), 0);
 	/* the call's return, waited for with the suite's bound: before the
 	 * deadline */
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += RR_TEST_WAIT_MS / 1000;
-	pthread_mutex_lock(&r.lock);
-	while (!r.done && pthread_cond_timedwait(&r.cv, &r.lock, &ts) == 0)
-		;
-	done = r.done;
-	pthread_mutex_unlock(&r.lock);
-	CHECK(done);   /* else it waits for its deadline */
+	CHECK(cw_returned(&r));   /* else it waits for its deadline */
 	CHECK(cw_then_rc == (void *)1);   /* the chain began in the window */
 	printf("  other calls meanwhile: %u, of them delivered by the waiting call's thread: %u\n",
 	       chain.done, chain.on_runner);
@@ -294,6 +297,5 @@ TEST(rpc_rdma_sync_cancel_before_hold_under_steady_traffic_ends_at_once)
 	cw_then = NULL;
 	pthread_mutex_destroy(&r.lock);
 	pthread_cond_destroy(&r.cv);
-	rpcrdma_client_destroy(c);
-	rpcrdma_server_destroy(s);
+	cw_close(&p);
 }
