@@ -580,6 +580,29 @@ static bool fence_waits(void *arg)
 	return w > 0;
 }
 
+/* With a piece in progress on @p's QP: a Local Invalidate of @stag posted
+ * by another thread waits in the fence (the completion ring is looked at
+ * directly, with no transmit: a public poll would want the QP's tx_lock)
+ * and completes only once the piece has ended. */
+static void li_waits_for_the_piece(struct fz_pair *p, uint32_t stag)
+{
+	struct li_thread t = {.p = p, .stag = stag, .rc = 1};
+	struct rpcrdma_wc wc;
+	pthread_t th;
+
+	REQUIRE_EQ(pthread_create(&th, NULL, li_post, &t), 0);
+	REQUIRE(rr_test_until(fence_waits, p->sq->ctx, RR_TEST_WAIT_MS));
+	CHECK_EQ(rr_cq_ring_poll(&RR_CONTAINER_OF(RR_BASE(cq, p->cq), struct soft_cq, base)->ring,
+				 1, &wc), 0);
+	/* the piece ends: the Local Invalidate completes */
+	rr_soft_place_end(p->sq);
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	REQUIRE_EQ(t.rc, 0);
+	REQUIRE_EQ(rpcrdma_cq_poll(p->cq, 1, &wc), 1);
+	CHECK_EQ(wc.wr_id, 9);
+	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+}
+
 /* The placement fence itself (issue 12): a piece through a window that
  * passed its check is in progress (the receive side is writing it, e.g. a
  * fast reader asleep in recvmsg); a Local Invalidate of the window posted
@@ -591,12 +614,10 @@ TEST(soft_local_invalidate_waits_for_a_piece_in_progress)
 	static uint8_t mem[WIN];
 	struct rpcrdma_send_wr b = {.wr_id = 1, .opcode = RPCRDMA_WR_BIND_MW,
 				    .flags = RPCRDMA_SEND_SIGNALED};
-	struct li_thread t;
 	struct rpcrdma_mr *mr;
 	struct rpcrdma_mw *mw;
 	struct rpcrdma_wc wc;
 	struct fz_pair p;
-	pthread_t th;
 	uint32_t stag;
 	uint64_t to;
 
@@ -618,21 +639,7 @@ TEST(soft_local_invalidate_waits_for_a_piece_in_progress)
 	 * STag checked at an older generation: it is looked up now) */
 	p.sq->place_gen = rr_soft_place_gen(p.sq->ctx) - 1;
 	REQUIRE_EQ(rr_soft_place_begin(p.sq, RR_OP_WRITE, stag, to, mem, 512), 0);
-	t = (struct li_thread){.p = &p, .stag = stag, .rc = 1};
-	REQUIRE_EQ(pthread_create(&th, NULL, li_post, &t), 0);
-	/* the Local Invalidate waits in the fence (with the QP's tx_lock: the
-	 * completion ring is looked at directly, a public poll would want to
-	 * transmit): not complete */
-	REQUIRE(rr_test_until(fence_waits, p.sq->ctx, RR_TEST_WAIT_MS));
-	CHECK_EQ(rr_cq_ring_poll(&RR_CONTAINER_OF(RR_BASE(cq, p.cq), struct soft_cq, base)->ring,
-				 1, &wc), 0);
-	/* the piece ends: the Local Invalidate completes */
-	rr_soft_place_end(p.sq);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
-	REQUIRE_EQ(t.rc, 0);
-	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 1);
-	CHECK_EQ(wc.wr_id, 9);
-	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	li_waits_for_the_piece(&p, stag);
 	/* the next piece through the window is refused */
 	CHECK_EQ(rr_soft_place_begin(p.sq, RR_OP_WRITE, stag, to + 512, mem + 512, 512), -ENOENT);
 	rpcrdma_mw_free(mw);
@@ -702,12 +709,9 @@ TEST(soft_local_invalidate_waits_for_a_lock_free_piece)
 	enum { WIN = 1024, HALF = 512 };
 	static uint8_t mem[WIN];
 	uint8_t data[WIN], wire[RR_FPDU_DEFAULT];
-	struct li_thread t;
 	struct rpcrdma_mr *mr;
 	struct rpcrdma_mw *mw;
-	struct rpcrdma_wc wc;
 	struct fz_pair p;
-	pthread_t th;
 	size_t len, first = RR_HDR_TAGGED + HALF;
 	uint32_t stag;
 	uint64_t to;
@@ -730,17 +734,7 @@ TEST(soft_local_invalidate_waits_for_a_lock_free_piece)
 	 * lookup (the window is still valid) */
 	REQUIRE_EQ(rr_soft_place_begin(p.sq, RR_OP_WRITE, stag, to + HALF, mem + HALF, HALF), 0);
 	CHECK_EQ(p.sq->place_gen, rr_soft_place_gen(p.sq->ctx)); /* no fence meanwhile */
-	t = (struct li_thread){.p = &p, .stag = stag, .rc = 1};
-	REQUIRE_EQ(pthread_create(&th, NULL, li_post, &t), 0);
-	REQUIRE(rr_test_until(fence_waits, p.sq->ctx, RR_TEST_WAIT_MS));
-	CHECK_EQ(rr_cq_ring_poll(&RR_CONTAINER_OF(RR_BASE(cq, p.cq), struct soft_cq, base)->ring,
-				 1, &wc), 0);
-	rr_soft_place_end(p.sq);
-	REQUIRE_EQ(pthread_join(th, NULL), 0);
-	REQUIRE_EQ(t.rc, 0);
-	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 1, &wc), 1);
-	CHECK_EQ(wc.wr_id, 9);
-	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	li_waits_for_the_piece(&p, stag);
 	CHECK_EQ(rr_soft_place_begin(p.sq, RR_OP_WRITE, stag, to + HALF, mem + HALF, HALF),
 		 -ENOENT);
 	CHECK_EQ(atomic_load(&p.sq->place_stag), 0u); /* a refused piece is not in progress */
