@@ -89,12 +89,11 @@ _Noreturn void rr_test_skip(const char *why)
 static void *te_alloc(void *ctx, size_t size)
 {
 	struct rr_test_env *te = ctx;
+	unsigned long n = atomic_fetch_add(&te->allocs, 1) + 1;
 
-	te->allocs++;
-	if (te->fail_at && (te->allocs == te->fail_at ||
-			    (te->fail_all_after && te->allocs > te->fail_at)))
+	if (te->fail_at && (n == te->fail_at || (te->fail_all_after && n > te->fail_at)))
 		return NULL;
-	te->live++;
+	atomic_fetch_add(&te->live, 1);
 	return malloc(size);
 }
 
@@ -102,7 +101,7 @@ static void te_free(void *ctx, void *ptr)
 {
 	struct rr_test_env *te = ctx;
 
-	te->live--;
+	atomic_fetch_sub(&te->live, 1);
 	free(ptr);
 }
 

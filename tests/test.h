@@ -120,13 +120,16 @@ bool rr_test_until(bool (*cond)(void *arg), void *arg, unsigned ms);
 
 /* A failing allocator: allocation number @fail_at (1-based) and every later
  * one fails when @fail_all_after, only that one otherwise; 0 never fails.
- * Counts allocations and live blocks (for leak checks). */
+ * Counts allocations and live blocks (for leak checks). The library calls
+ * the allocator from several threads at once (a transport's poller, its
+ * accept path, the application's), so both counts are atomic: a plain
+ * ++/-- lost an update under load and read as a leak (issue 16 part BN). */
 struct rr_test_env {
 	struct rpcrdma_env env;
 	unsigned long fail_at;
 	bool fail_all_after;
-	unsigned long allocs;
-	long live;
+	_Atomic unsigned long allocs;
+	_Atomic long live;
 	uint64_t now_ns;   /* virtual clock, advanced by tests */
 	uint64_t rng;      /* xorshift state */
 };
