@@ -2,11 +2,13 @@
 /* A mutex of one atomic word and a broadcast-only condition of one sequence
  * word, both sleeping in futex(2) (lock.c) when contended: the soft
  * provider's per-QP locks (rx_lock, tx_lock) and the condition a fast
- * reader's closer waits on (fast_cv), and the CQ ring's lock. Uncontended,
- * a lock and an unlock are one atomic instruction each, inline; glibc's
- * pthread_mutex_lock and _unlock cost ~55 instructions together, taken
- * three times per Call or Reply by the soft provider and about six times
- * per call by a server's CQ ring (docs/PERFORMANCE.md "Issue 16 part BC").
+ * reader's closer waits on (fast_cv), the CQ ring's lock, and a shared
+ * receive queue's lock. Uncontended, a lock and an unlock are one atomic
+ * instruction each, inline; glibc's pthread_mutex_lock and _unlock cost ~55
+ * instructions together, taken three times per Call or Reply by the soft
+ * provider, about six times per call by a server's CQ ring
+ * (docs/PERFORMANCE.md "Issue 16 part BC") and twice per Call by an SRQ
+ * (a Receive taken, one posted again: part BP).
  * The mutex is the three-state one of Drepper's "Futexes Are Tricky"
  * (mutex3): 0 free, 1 held, 2 held and maybe waited for; acquire on taking,
  * release on leaving, as a pthread mutex orders memory. Not recursive, no

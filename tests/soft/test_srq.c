@@ -9,6 +9,7 @@
  * that fails is flushed to that QP, one taken by a QP destroyed in the
  * middle of a message goes back; the life rules (busy while QPs use it). */
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "rdma/soft/soft.h"
@@ -98,15 +99,19 @@ static int sq_wait(struct rpcrdma_cq *cq, struct rpcrdma_wc *wc)
 	return 0;
 }
 
-static unsigned sq_count(struct sq *s)
+static unsigned sq_count_of(struct soft_srq *q)
 {
-	struct soft_srq *q = RR_CONTAINER_OF(RR_BASE(srq, s->srq), struct soft_srq, base);
 	unsigned n;
 
-	pthread_mutex_lock(&q->lock);
+	rr_lock(&q->lock);
 	n = q->count;
-	pthread_mutex_unlock(&q->lock);
+	rr_unlock(&q->lock);
 	return n;
+}
+
+static unsigned sq_count(struct sq *s)
+{
+	return sq_count_of(RR_CONTAINER_OF(RR_BASE(srq, s->srq), struct soft_srq, base));
 }
 
 TEST(srq_soft_shared_by_qps_of_other_pds)
@@ -425,4 +430,90 @@ TEST(srq_soft_reposts_across_mrs_hit_the_lkey_cache)
 		CHECK_EQ(rpcrdma_dereg_mr(mr[i]), 0);
 	CHECK_EQ(rpcrdma_pd_free(pd), 0);
 	CHECK_EQ(rpcrdma_close(ctx), 0);
+}
+
+/* The SRQ's lock (an rr_lock since part BP): a thread posting Receives one
+ * at a time and another taking them as messages would (rr_soft_srq_take)
+ * race on the stack; every Receive posted is taken exactly once, with its
+ * own buffer, and none is left. Without the lock the two threads' count
+ * updates interleave and Receives are lost or taken twice. */
+enum { RACE_N = 200000, RACE_CAP = 64 };
+
+struct srq_race {
+	struct rpcrdma_srq *srq;
+	struct rpcrdma_mr *mr;
+	uint8_t *buf;
+	atomic_bool posted_all;
+	atomic_bool stop;   /* the taker saw the stack broken: give up */
+};
+
+static void *srq_race_poster(void *arg)
+{
+	struct srq_race *r = arg;
+
+	for (uint32_t i = 0; i < RACE_N;) {
+		struct rpcrdma_sge sg = {(uintptr_t)r->buf + i % RACE_CAP, 1, rpcrdma_mr_lkey(r->mr)};
+		struct rpcrdma_recv_wr rw = {.wr_id = i, .sg_list = &sg, .num_sge = 1};
+		int rc = rpcrdma_post_srq_recv(r->srq, &rw, NULL);
+
+		if (rc == 0)
+			i++;
+		else if (rc != -ENOMEM || atomic_load(&r->stop))
+			break;   /* the taker finds Receives missing */
+	}
+	atomic_store(&r->posted_all, true);
+	return NULL;
+}
+
+TEST(srq_soft_post_and_take_race_loses_none)
+{
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_srq_attr sa = {.max_wr = RACE_CAP, .max_sge = 1};
+	struct srq_race r = {0};
+	struct soft_srq *q;
+	uint8_t *seen = calloc(RACE_N, 1);
+	uint32_t taken = 0, twice = 0, wrong_buf = 0;
+	pthread_t th;
+
+	REQUIRE(seen);
+	r.buf = calloc(RACE_CAP, 1);
+	REQUIRE(r.buf);
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
+	REQUIRE_EQ(rpcrdma_pd_alloc(ctx, &pd), 0);
+	REQUIRE_EQ(rpcrdma_srq_create(pd, &sa, &r.srq), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(pd, r.buf, RACE_CAP, RPCRDMA_ACCESS_LOCAL_WRITE, &r.mr), 0);
+	q = RR_CONTAINER_OF(RR_BASE(srq, r.srq), struct soft_srq, base);
+	REQUIRE_EQ(pthread_create(&th, NULL, srq_race_poster, &r), 0);
+	for (;;) {
+		struct soft_rqe e;
+		bool done = atomic_load(&r.posted_all);
+
+		if (rr_soft_srq_take(q, &e) == 0) {
+			if (e.wr_id >= RACE_N || seen[e.wr_id]++) {
+				if (++twice == 1000)
+					atomic_store(&r.stop, true);
+				if (twice > 1000 && atomic_load(&r.posted_all))
+					break;
+			} else {
+				taken++;
+				if (e.iovcnt != 1 || e.iov[0].iov_base != r.buf + e.wr_id % RACE_CAP)
+					wrong_buf++;
+			}
+			continue;
+		}
+		if (done)
+			break;   /* posted all and the stack was empty after that */
+	}
+	pthread_join(th, NULL);
+	CHECK_EQ(taken, (uint32_t)RACE_N);
+	CHECK_EQ(twice, 0u);
+	CHECK_EQ(wrong_buf, 0u);
+	CHECK_EQ(sq_count_of(q), 0u);
+	CHECK_EQ(rpcrdma_dereg_mr(r.mr), 0);
+	CHECK_EQ(rpcrdma_srq_destroy(r.srq), 0);
+	CHECK_EQ(rpcrdma_pd_free(pd), 0);
+	CHECK_EQ(rpcrdma_close(ctx), 0);
+	free(r.buf);
+	free(seen);
 }

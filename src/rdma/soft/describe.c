@@ -52,9 +52,9 @@ static void qp_line(struct soft_qp *qp, FILE *f, void (*name)(FILE *f, void *use
 	if (qp->srq) {
 		uint32_t posted = 0;
 
-		if (pthread_mutex_trylock(&qp->srq->lock) == 0) {
+		if (rr_trylock(&qp->srq->lock)) {
 			posted = qp->srq->count;
-			pthread_mutex_unlock(&qp->srq->lock);
+			rr_unlock(&qp->srq->lock);
 		}
 		fprintf(f, ", srq posted %u, holds one %d, quota %s%u\n", posted, qp->srq_have,
 			atomic_load(&qp->quota_on) ? "" : "off ", atomic_load(&qp->quota));

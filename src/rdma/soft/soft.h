@@ -440,7 +440,7 @@ struct soft_srq {
 	struct soft_pd *pd;
 	struct soft_srq *pd_next;    /* pd->srqs (pd->lock) */
 	struct soft_qp *qps;         /* attached QPs, qp->srq_next (pd->lock) */
-	pthread_mutex_t lock;        /* the ring and the limit (a leaf) */
+	struct rr_lock lock;         /* the ring and the limit (a leaf; common/lock.h) */
 	struct soft_rqe *rq;         /* a stack, mapped lazily (rr_alloc_pages) */
 	uint32_t cap, count;         /* rq[count - 1]: the newest, taken first */
 	uint32_t limit;              /* armed limit; 0: none */

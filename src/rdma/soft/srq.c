@@ -55,7 +55,6 @@ int rr_soft_create_srq(struct rr_pd *pd, const struct rpcrdma_srq_attr *attr, st
 		rr_free(c->env, s);
 		return -ENOMEM;
 	}
-	pthread_mutex_init(&s->lock, NULL);
 	atomic_init(&s->event, 0);
 	s->limit = attr->srq_limit;
 	s->base.attr.srq_limit = attr->srq_limit;
@@ -80,7 +79,6 @@ int rr_soft_destroy_srq(struct rr_srq *b)
 		}
 	pthread_mutex_unlock(&s->pd->lock);
 	rr_free_pages(env, s->rq, ent_size(s) * s->cap);
-	pthread_mutex_destroy(&s->lock);
 	rr_free(env, s);
 	return 0;
 }
@@ -117,7 +115,7 @@ int rr_soft_post_srq_recv(struct rr_srq *b, struct rpcrdma_recv_wr *wr, struct r
 	struct soft_srq *s = srq_of(b);
 	int ret = 0;
 
-	pthread_mutex_lock(&s->lock);
+	rr_lock(&s->lock);
 	for (; wr; wr = wr->next) {
 		struct srq_ent *e;
 
@@ -135,7 +133,7 @@ int rr_soft_post_srq_recv(struct rr_srq *b, struct rpcrdma_recv_wr *wr, struct r
 	}
 	if (ret && bad)
 		*bad = wr;
-	pthread_mutex_unlock(&s->lock);
+	rr_unlock(&s->lock);
 	return ret;
 }
 
@@ -152,10 +150,10 @@ int rr_soft_arm_srq_limit(struct rr_srq *b, uint32_t limit)
 {
 	struct soft_srq *s = srq_of(b);
 
-	pthread_mutex_lock(&s->lock);
+	rr_lock(&s->lock);
 	s->limit = limit;
 	limit_check(s);   /* already below it: at once */
-	pthread_mutex_unlock(&s->lock);
+	rr_unlock(&s->lock);
 	return 0;
 }
 
@@ -168,9 +166,9 @@ int rr_soft_srq_take(struct soft_srq *s, struct soft_rqe *out)
 {
 	struct srq_ent *e;
 
-	pthread_mutex_lock(&s->lock);
+	rr_lock(&s->lock);
 	if (!s->count) {
-		pthread_mutex_unlock(&s->lock);
+		rr_unlock(&s->lock);
 		return -ENOBUFS;
 	}
 	/* the newest: its entry and its buffer were touched last */
@@ -179,7 +177,7 @@ int rr_soft_srq_take(struct soft_srq *s, struct soft_rqe *out)
 	out->iovcnt = e->iovcnt;
 	memcpy(out->iov, e->iov, sizeof(e->iov[0]) * e->iovcnt);
 	limit_check(s);
-	pthread_mutex_unlock(&s->lock);
+	rr_unlock(&s->lock);
 	return 0;
 }
 
@@ -187,7 +185,7 @@ void rr_soft_srq_untake(struct soft_srq *s, const struct soft_rqe *e)
 {
 	struct srq_ent *d;
 
-	pthread_mutex_lock(&s->lock);
+	rr_lock(&s->lock);
 	if (s->count < s->cap) {
 		d = ent_at(s, s->count);
 		d->wr_id = e->wr_id;
@@ -195,5 +193,5 @@ void rr_soft_srq_untake(struct soft_srq *s, const struct soft_rqe *e)
 		memcpy(d->iov, e->iov, sizeof(e->iov[0]) * e->iovcnt);
 		s->count++;
 	}
-	pthread_mutex_unlock(&s->lock);
+	rr_unlock(&s->lock);
 }
