@@ -48,12 +48,20 @@ void rr_cond_wait(struct rr_cond *cv, struct rr_lock *l)
 	rr_unlock(l);
 	futex_wait(&cv->seq, (int)s);
 	/* taken as contended (the word set to 2): others woken with this one
-	 * may wait for it */
+	 * may wait for it. For the race detectors a lock as rr_lock's (what
+	 * the waiter reads after its wait is ordered by @l, not by seq) */
+	RR_VG_PRE_LOCK(l, 0);
+	RR_TSAN_PRE_LOCK(l, 0);
 	rr_lock_wait(l, 1);
+	RR_TSAN_POST_LOCK(l, 0);
+	RR_VG_POST_LOCK(l);
 }
 
 void rr_cond_broadcast(struct rr_cond *cv)
 {
+	/* (TSan: no accesses of the lock's own to check in here) */
+	RR_TSAN_PRE_SIGNAL(cv);
 	atomic_fetch_add_explicit(&cv->seq, 1, memory_order_release);
 	futex_wake(&cv->seq, INT_MAX);
+	RR_TSAN_POST_SIGNAL(cv);
 }

@@ -601,6 +601,192 @@ TEST(limits_idle_timeout_call_waiting_unread_not_closed_tcp)
 	rpcrdma_server_destroy(s);
 }
 
+/* The clock of the next test: as idle_vclock_noting, and the first read
+ * of the clock on loop hold_on_read (armed once) posts held_loop's task to
+ * that loop: a connection's read notes its time first (tcp_server.c
+ * srv_take_record), so the loop is held before the task that handles what
+ * that read staged (srv_read posts it after the read). */
+static _Atomic(struct rr_loop *) hold_on_read;
+
+static uint64_t idle_vclock_holding(void *ctx)
+{
+	struct rr_loop *l = rr_loop_current();
+	struct rr_loop *want = atomic_load(&hold_on_read);
+
+	if (l && want == l && atomic_compare_exchange_strong(&hold_on_read, &want, NULL))
+		rr_loop_post(l, &held_loop.t);
+	return idle_vclock_noting(ctx);
+}
+
+/* tcp://: a pipelining client's second Call, read with its first in one
+ * read into the connection's stage (read ahead) but not handled yet
+ * (its task waits behind a task that holds the loop, as a loop held up
+ * by its other connections), is neither in the socket (FIONREAD 0) nor a
+ * request in progress: the idle sweep must see it all the same
+ * (tcp_server.c srv_conn_idle, the staged flag). The first Call is
+ * answered meanwhile (by a worker thread), so its request holds nothing
+ * when the sweep looks. Fails with the sweep blind to the stage: the
+ * connection is shut down and the second Call never answered. */
+TEST(limits_idle_timeout_call_read_ahead_not_closed_tcp)
+{
+	struct rpcrdma_env env = *rpcrdma_env_default();
+	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = 1000};
+	struct rpcrdma_server *s;
+	struct rr_loop *ll;
+	int fds[RPCRDMA_PROGRESS_THREADS_MAX + 2], nfds = 0, test_fd = -1;
+	unsigned n, li = 0, t;
+	uint8_t two[2 * (4 + 44)], rec[256];
+	size_t l1, l2;
+	long len;
+	char url[64];
+
+	(void)rpcrdma_progress_threads_set(2);   /* (before the engine starts) */
+	env.now_ns = idle_vclock_holding;
+	env.clock_ctx = NULL;
+	o.env = &env;
+	atomic_store(&idle_vclock_ns, 1000000000ull);
+	atomic_store(&vclock_loop, NULL);
+	atomic_store(&hold_on_read, NULL);
+	s = start_server("tcp", &o, url, sizeof(url));
+	n = rr_engine_nloops();
+	if (n < 2) {
+		printf("  one progress loop: the listener's is every connection's\n");
+		rpcrdma_server_destroy(s);
+		return;
+	}
+	REQUIRE(WAIT_FOR(atomic_load(&vclock_loop) != NULL, WAIT_MS));
+	ll = atomic_load(&vclock_loop);
+	while (li < n && rr_engine_loop(li) != ll)
+		li++;
+	REQUIRE(li < n);
+	t = (li + 1) % n;   /* the connection under test: the t-th accepted */
+	for (unsigned k = 0; k <= t + 1; k++) {
+		int fd = raw_connect(port_of(s));
+
+		REQUIRE(fd >= 0);
+		REQUIRE(WAIT_FOR(srv_stats(s).connections == k + 1, WAIT_MS));
+		if (k == t)
+			test_fd = fd;
+		else
+			fds[nfds++] = fd;
+	}
+	/* two Calls in one send: one read takes both */
+	l1 = rpc_raw_call(two + 4, 0x2d1e, PROG, 1, P_ECHO, (const uint32_t[]){10}, 1);
+	rr_put_be32(two, 0x80000000u | (uint32_t)l1);
+	l2 = rpc_raw_call(two + 8 + l1, 0x2d1f, PROG, 1, P_ECHO, (const uint32_t[]){20}, 1);
+	rr_put_be32(two + 4 + l1, 0x80000000u | (uint32_t)l2);
+	held_loop.started = held_loop.release = false;
+	held_loop.t.fn = held_loop_run;
+	atomic_store(&hold_on_read, rr_engine_loop(t));
+	rpc_raw_send_all(test_fd, two, 8 + l1 + l2);
+	pthread_mutex_lock(&held_loop.lock);
+	while (!held_loop.started)
+		pthread_cond_wait(&held_loop.cv, &held_loop.lock);
+	pthread_mutex_unlock(&held_loop.lock);
+	/* the first answered; the second staged, its task behind the hold */
+	len = rpc_raw_recv_record(test_fd, rec, sizeof(rec), WAIT_MS);
+	REQUIRE(len >= 28);
+	REQUIRE_EQ(rr_get_be32(rec), 0x2d1eu);
+	CHECK_EQ(rr_get_be32(rec + len - 4), 11u);
+	atomic_store(&idle_vclock_ns, 6000000000ull);
+	/* the look that closes the silent ones */
+	CHECK(WAIT_FOR(srv_stats(s).idle_closed >= (uint64_t)nfds, WAIT_MS));
+	CHECK_EQ(srv_stats(s).idle_closed, (uint64_t)nfds);
+	held_loop_set(&held_loop.release);
+	len = rpc_raw_recv_record(test_fd, rec, sizeof(rec), WAIT_MS);
+	CHECK(len >= 28);
+	if (len >= 28) {
+		CHECK_EQ(rr_get_be32(rec), 0x2d1fu);
+		CHECK_EQ(rr_get_be32(rec + len - 4), 21u);
+	}
+	CHECK_EQ(srv_stats(s).idle_closed, (uint64_t)nfds);
+	for (int i = 0; i < nfds; i++)
+		close(fds[i]);
+	close(test_fd);
+	rpcrdma_server_destroy(s);
+}
+
+/* tcp://: a connection's read noted at a later time than the sweep's
+ * look took (the sweep reads the clock once, then walks the connections:
+ * a loop may read meanwhile) is recent, not idle. Before, the unsigned
+ * difference wrapped to a huge age and the connection, its Call read and
+ * not yet delivered, was shut down. The virtual clock stands for that
+ * order: the listener's loop (the sweep's) is held while the connection
+ * reads at 5 s, then the clock is set to 2 s for the look. Fails with
+ * the difference taken as it comes (srv_conn_idle without the
+ * last >= now guard): the connection is closed. */
+TEST(limits_idle_timeout_read_after_sweep_time_not_closed_tcp)
+{
+	struct rpcrdma_env env = *rpcrdma_env_default();
+	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = 1000};
+	struct rpcrdma_server *s;
+	struct rr_loop *ll;
+	int fds[RPCRDMA_PROGRESS_THREADS_MAX + 2], nfds = 0, test_fd = -1;
+	unsigned n, li = 0, t;
+	uint8_t rec[256];
+	long len;
+	char url[64];
+
+	(void)rpcrdma_progress_threads_set(2);   /* (before the engine starts) */
+	env.now_ns = idle_vclock_noting;
+	env.clock_ctx = NULL;
+	o.env = &env;
+	atomic_store(&idle_vclock_ns, 1000000000ull);
+	atomic_store(&vclock_loop, NULL);
+	s = start_server("tcp", &o, url, sizeof(url));
+	n = rr_engine_nloops();
+	if (n < 2) {
+		printf("  one progress loop: the listener's is every connection's\n");
+		rpcrdma_server_destroy(s);
+		return;
+	}
+	/* the sweep's first look, at 1 s (the next one at 1.1 s) */
+	REQUIRE(WAIT_FOR(atomic_load(&vclock_loop) != NULL, WAIT_MS));
+	ll = atomic_load(&vclock_loop);
+	while (li < n && rr_engine_loop(li) != ll)
+		li++;
+	REQUIRE(li < n);
+	t = (li + 1) % n;   /* the connection under test: the t-th accepted */
+	for (unsigned k = 0; k <= t + 1; k++) {
+		int fd = raw_connect(port_of(s));
+
+		REQUIRE(fd >= 0);
+		REQUIRE(WAIT_FOR(srv_stats(s).connections == k + 1, WAIT_MS));
+		if (k == t)
+			test_fd = fd;
+		else
+			fds[nfds++] = fd;
+	}
+	/* the sweep's loop held; the connection reads at 5 s */
+	held_loop.started = held_loop.release = false;
+	held_loop.t.fn = held_loop_run;
+	rr_loop_post(ll, &held_loop.t);
+	pthread_mutex_lock(&held_loop.lock);
+	while (!held_loop.started)
+		pthread_cond_wait(&held_loop.cv, &held_loop.lock);
+	pthread_mutex_unlock(&held_loop.lock);
+	atomic_store(&idle_vclock_ns, 5000000000ull);
+	rpc_raw_send_call(test_fd, 0x3d1e, PROG, 1, P_ECHO, (const uint32_t[]){30}, 1);
+	len = rpc_raw_recv_record(test_fd, rec, sizeof(rec), WAIT_MS);
+	REQUIRE(len >= 28);
+	CHECK_EQ(rr_get_be32(rec + len - 4), 31u);
+	/* the look's time before that read: the silent ones are 1 s old */
+	atomic_store(&idle_vclock_ns, 2000000000ull);
+	held_loop_set(&held_loop.release);
+	CHECK(WAIT_FOR(srv_stats(s).idle_closed >= (uint64_t)nfds, WAIT_MS));
+	CHECK_EQ(srv_stats(s).idle_closed, (uint64_t)nfds);
+	rpc_raw_send_call(test_fd, 0x3d1f, PROG, 1, P_ECHO, (const uint32_t[]){40}, 1);
+	len = rpc_raw_recv_record(test_fd, rec, sizeof(rec), WAIT_MS);
+	CHECK(len >= 28);
+	if (len >= 28)
+		CHECK_EQ(rr_get_be32(rec + len - 4), 41u);
+	CHECK_EQ(srv_stats(s).idle_closed, (uint64_t)nfds);
+	for (int i = 0; i < nfds; i++)
+		close(fds[i]);
+	close(test_fd);
+	rpcrdma_server_destroy(s);
+}
+
 /* A client whose idle connection the server closed connects again when
  * it has a Call to make, not at once: otherwise it would come back once per
  * idle timeout for nothing. The quiet period is proven by a second client's

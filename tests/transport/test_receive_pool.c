@@ -822,6 +822,82 @@ TEST(xprt_cq_taken_between_serve_rounds_is_armed_again)
 	p_stop(&sq);
 }
 
+/* A CQ that no connection wants any more (a client's, once its
+ * asynchronous Call was answered) stays counted armed and watched after
+ * the loop's last round (its arm is the provider's). When the loop serves
+ * it again and round 0's drain takes something (on soft: what the
+ * notification's own poll received, so no notification is counted as
+ * fired), that arm is used up: the round clears the count under the CQ's
+ * lock and, unwanted, stops watching its fd (progress.c cq_serve; part BE
+ * kept this branch when it took the lock out of a wanted CQ's rounds).
+ * Left counted armed, the CQ would stay watched for nothing: the next
+ * synchronous caller's Reply would wake the loop too. A quiet push of a
+ * completion of no QP (as the poll's own receive pushes) stands for what
+ * that poll took; the loop is sent to the CQ by its task. */
+static void loop_noop_sync(struct rr_loop *l)
+{
+	rr_engine_call(l, loop_noop, NULL);
+}
+
+TEST(xprt_unwanted_cq_drained_at_round0_is_unwatched)
+{
+	struct rr_tp_conf cc;
+	struct rr_th_sq sq;
+	struct rr_th_cl c;
+	struct rr_th_small p[1];
+	struct rpcrdma_wc wc;
+	struct soft_cq *sc, *prev_cq;
+	struct tp_cq *q;
+	bool idle = false, armed, watched;
+	unsigned want;
+	int port;
+
+	if (!rr_th_soft_ok())
+		return;
+	rr_tp_conf_default(&cc);
+	port = p_start(&sq, 0, false);
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
+	rr_th_small_submit(&c, &p[0], 0x7100);
+	REQUIRE(rr_th_cl_wait(&c, 1, 10000));
+	p_release(&c, p, 1);
+	q = c.tp->conn->tcq;
+	REQUIRE(q != NULL);
+	sc = scq_of(RR_BASE(cq, q->cq));
+	/* the loop's rounds for that Reply are over: unwanted, counted
+	 * armed, watched (a bounded wait for a state, no time asserted) */
+	for (int t = 0; t < 500 && !idle; t++) {
+		loop_noop_sync(q->port->loop);
+		pthread_mutex_lock(&q->lock);
+		idle = q->want == 0 && q->armed && q->watched &&
+		       atomic_load(&q->owner) == TP_CQ_FREE;
+		pthread_mutex_unlock(&q->lock);
+		if (!idle)
+			rr_th_sleep_ms(10);
+	}
+	REQUIRE(idle);
+	memset(&wc, 0, sizeof(wc));
+	prev_cq = rr_soft_tls_cq;
+	rr_soft_tls_cq = sc;   /* pushed as by a poll's own receive: quiet */
+	rr_soft_cq_push(sc, &wc);
+	rr_soft_tls_cq = prev_cq;
+	rr_loop_post(q->port->loop, &q->task);
+	loop_noop_sync(q->port->loop);   /* (after the task's cq_serve) */
+	pthread_mutex_lock(&q->lock);
+	want = q->want;
+	armed = q->armed;
+	watched = q->watched;
+	pthread_mutex_unlock(&q->lock);
+	CHECK_EQ(want, 0u);
+	CHECK(!armed);
+	CHECK(!watched);
+	/* and the connection still works */
+	rr_th_small_submit(&c, &p[0], 0x7101);
+	CHECK(rr_th_cl_wait(&c, 2, 10000));
+	p_release(&c, p, 1);
+	rr_th_cl_stop(&c);
+	p_stop(&sq);
+}
+
 /* A synchronous caller holding a CQ (progress.c tp_cq_wait_once) may
  * consume the loop's notification and take nothing: on soft its wait
  * reads the ring's notification while the completion behind it was taken

@@ -29,7 +29,9 @@ void rr_soft_obj_add(struct soft_ctx *c, struct soft_obj *o, uint32_t events)
 				c->gone[i] = c->gone[--c->ngone];
 				break;
 			}
-		o->in_epoll = true;
+		/* atomic: the fast waiters read it without the lock
+		 * (cq_wait.c; the fences here and there order it) */
+		__atomic_store_n(&o->in_epoll, true, __ATOMIC_RELAXED);
 		o->events = events;
 		o->next = c->live.next;
 		o->prev = &c->live;
@@ -53,7 +55,7 @@ void rr_soft_obj_del(struct soft_ctx *c, struct soft_obj *o)
 	if (!o->in_epoll)
 		return;
 	epoll_ctl(c->epfd, EPOLL_CTL_DEL, o->fd, NULL);
-	o->in_epoll = false;
+	__atomic_store_n(&o->in_epoll, false, __ATOMIC_RELAXED);
 	o->prev->next = o->next;
 	o->next->prev = o->prev;
 	o->prev = o->next = NULL;

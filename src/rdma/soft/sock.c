@@ -19,6 +19,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/lock.h"
 #include "rdma/soft/cq.h"
 #include "rdma/soft/race.h"
 
@@ -51,11 +52,15 @@ static ssize_t sock_recvmsg(int fd, struct iovec *iov, unsigned cnt, int flags)
  * part BC"). Nothing of the library is cancellable (no thread of it is
  * cancelled, and a caller's thread cancelled inside a call would leave the
  * QP's locks and flags behind at any of its points anyway), so they are
- * not cancellation points here. Where the system has no sendto/recvfrom
+ * not cancellation points here. Under ThreadSanitizer libc's (TSan
+ * intercepts them and orders a send before the receive of its bytes: with
+ * a client and a server in one process, as the tests run, what one side
+ * did before its message is seen to come before what the other does after
+ * it; docs/testing.md "Race detectors"). Where the system has no sendto/recvfrom
  * number (socketcall systems), libc's. -1 and errno as libc's. */
 static inline ssize_t sock_send1(int fd, const void *buf, size_t len, int flags)
 {
-#if defined(SYS_sendto)
+#if defined(SYS_sendto) && !defined(RR_TSAN)
 	return (ssize_t)syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
 #else
 	return send(fd, buf, len, flags);
@@ -64,7 +69,7 @@ static inline ssize_t sock_send1(int fd, const void *buf, size_t len, int flags)
 
 static inline ssize_t sock_recv1(int fd, void *buf, size_t len, int flags)
 {
-#if defined(SYS_recvfrom)
+#if defined(SYS_recvfrom) && !defined(RR_TSAN)
 	return (ssize_t)syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL);
 #else
 	return recv(fd, buf, len, flags);

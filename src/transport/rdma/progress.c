@@ -644,9 +644,13 @@ static void conn_release(struct tp_conn *cn)
 		 * a wanted CQ"). */
 		if (cq_got(q, (int)RR_MIN(seen, (uint32_t)INT32_MAX)))
 			atomic_store(&q->missed, true);
-		tp_cq_unreserve(q, cn->cqe);
 		cn->tcq = NULL;
+		/* let go while reserved: the last unreserve lets the port's
+		 * loop free the CQ (port_gc) as soon as it is let go, and
+		 * tp_cq_release reads it after its store (ThreadSanitizer,
+		 * docs/testing.md "Race detectors") */
 		tp_cq_release(q);
+		tp_cq_unreserve(q, cn->cqe);
 	}
 	tp_touched_after(t, NULL);
 	tp_conn_free(cn);

@@ -60,6 +60,9 @@ struct tcp_conn {
 	atomic_bool closed;        /* set under lock; read without by a Reply */
 	bool idle_shut;            /* shut down by the idle sweep (lock) */
 	_Atomic uint64_t last_rx_ns;    /* its last read (idle timeout) */
+	/* Records read ahead into its stage wait for its `more` task (its
+	 * loop writes it, the idle sweep reads it) */
+	atomic_bool staged;
 	struct sockaddr_storage peer;   /* from accept (RR_CTL_PEER_ADDR) */
 	struct tcp_conn *next, *prev;
 	/* backchannel: Calls of its callback clients awaiting a Reply */
@@ -384,11 +387,32 @@ static bool srv_bytes_wait(int fd)
 	return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
 }
 
+/* Whether @cn is idle at @now (the sweep's look, lock held): it has read
+ * nothing for @to, has no request in progress (each holds a reference),
+ * no Reply of a callback pending, no bytes waiting unread in its socket
+ * and none read ahead into its stage and not yet handled (its loop held
+ * up longer than the timeout: not idle). Its last read is read again
+ * after the socket and the stage: a read by its loop in between (it
+ * notes the time before it reads the socket, and the stage after) is
+ * seen. A read after @now was taken counts as recent. */
+static bool srv_conn_idle(struct tcp_conn *cn, uint64_t now, uint64_t to)
+{
+	uint64_t last;
+
+	if (cn->closed || cn->idle_shut || cn->refs - cn->bc_refs > 1 ||
+	    atomic_load(&cn->bc_npending))
+		return false;
+	last = atomic_load(&cn->last_rx_ns);
+	if (last >= now || now - last < to)
+		return false;
+	if (srv_bytes_wait(cn->fd) || atomic_load(&cn->staged))
+		return false;
+	return atomic_load(&cn->last_rx_ns) == last;
+}
+
 /* The listener loop's timer (lock taken here): the end of an accept
- * back-off, and the idle timeout: a connection that has read nothing for
- * idle_timeout_ms, has no request in progress (each holds a reference) and
- * no bytes waiting unread in its socket (its loop held up longer than the
- * timeout: not idle) is shut down; its loop then reads EOF and closes it.
+ * back-off, and the idle timeout: a connection idle (srv_conn_idle) for
+ * idle_timeout_ms is shut down; its loop then reads EOF and closes it.
  * Set again for the next look. */
 static void srv_tick(struct rr_loop_timer *t)
 {
@@ -411,9 +435,7 @@ static void srv_tick(struct rr_loop_timer *t)
 		for (struct tcp_conn *cn = s->conns; cn; cn = cn->next) {
 			/* callback clients do not keep it open; a callback
 			 * awaiting its Reply does */
-			if (cn->closed || cn->idle_shut || cn->refs - cn->bc_refs > 1 ||
-			    atomic_load(&cn->bc_npending) ||
-			    now - atomic_load(&cn->last_rx_ns) < to || srv_bytes_wait(cn->fd))
+			if (!srv_conn_idle(cn, now, to))
 				continue;
 			cn->idle_shut = true;
 			s->idle_closed++;
@@ -523,9 +545,18 @@ static void srv_read(struct rr_loop_src *src, uint32_t events)
 {
 	struct tcp_conn *cn = RR_CONTAINER_OF(src, struct tcp_conn, src);
 
+	bool more;
+
 	(void)events;
-	if (srv_take_record(cn) && rr_tcp_reader_buffered(&cn->rd))
+	if (!srv_take_record(cn))
+		return;   /* closed (and maybe freed) */
+	more = rr_tcp_reader_buffered(&cn->rd);
+	if (more)
 		rr_loop_post(cn->loop, &cn->more);
+	/* for the idle sweep, after the read's time (srv_conn_idle); its
+	 * loop is the only writer */
+	if (more != atomic_load_explicit(&cn->staged, memory_order_relaxed))
+		atomic_store(&cn->staged, more);
 }
 
 static void srv_more(struct rr_loop_task *t)
