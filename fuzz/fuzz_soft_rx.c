@@ -654,6 +654,40 @@ static void par_freeze(struct fz *z, const struct region *r)
 	z->par_frozen = true;
 }
 
+/* The QP's Write cache (rx_tagged's rr_mrt_check_remote) answers as the
+ * table (rr_mrt_check) in the state the input reached: for the STag it
+ * holds, the window's and a dead one, at its region's edges and beyond,
+ * both asked (through a copy: the QP's own cache is left as it is). */
+FZ_MODEL static void check_wr_cache(struct fz *z)
+{
+	struct soft_qp *qp = z->qp;
+	const uint32_t stags[] = {qp->wr_rc.stag, z->win_stag, z->dead_stag};
+	const uint32_t needs[] = {RPCRDMA_ACCESS_REMOTE_WRITE, RPCRDMA_ACCESS_REMOTE_READ};
+
+	if (!qp->wr_rc.gen)
+		return;
+	for (unsigned s = 0; s < 3; s++) {
+		for (unsigned k = 0; k < 6; k++) {
+			const uint64_t l = qp->wr_rc.r.length;
+			const uint64_t tos[] = {0, 1, l / 2, l, l + 1, (uint64_t)0 - 1};
+			uint64_t to = qp->wr_rc.r.base_to + tos[k];
+			struct rr_mrt_rcache c = qp->wr_rc;
+			struct rr_mrt_ref a, b;
+			uint32_t need = needs[k & 1];
+			uint64_t len = k < 3 ? l - tos[k] : 1;
+			int ra = rr_mrt_check_remote(&qp->ctx->mrt, &c, stags[s], to, len, need,
+						     &qp->pd->base, &qp->base, &a);
+			int rb = rr_mrt_check(&qp->ctx->mrt, stags[s], to, len, need,
+					      &qp->pd->base, &qp->base, &b);
+
+			if (ra != rb || (!ra && (a.ptr != b.ptr || a.owner != b.owner ||
+						 a.kind != b.kind || a.durable != b.durable ||
+						 a.durable_offset != b.durable_offset)))
+				FAIL("Write cache: %d, table: %d (STag %08x)", ra, rb, stags[s]);
+		}
+	}
+}
+
 FZ_MODEL static void check(struct fz *z)
 {
 	struct soft_qp *qp = z->qp;
@@ -703,6 +737,7 @@ FZ_MODEL static void check(struct fz *z)
 			FAIL("placed through an invalidated window");
 		}
 	}
+	check_wr_cache(z);
 	r = &z->reg[R_SINK];
 	if (r->mr && (!same_fill(r->p, z->sink_lo, (uint8_t)(R_SINK * 31)) ||
 		      !same_fill(r->p + z->sink_hi, r->len - z->sink_hi,

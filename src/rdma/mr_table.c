@@ -70,6 +70,7 @@ int rr_mrt_init(struct rr_mrt *t, const struct rpcrdma_env *env, unsigned slot_b
 		return -ENOMEM;
 	t->next_unused = 1; /* slot 0 is never used: STag 0 is never issued */
 	atomic_init(&t->mr_gen, 1);
+	atomic_init(&t->rm_gen, 1);
 	atomic_init(&t->local_misses, 0);
 	if (pthread_mutex_init(&t->lock, NULL) != 0) {
 		rr_free(t->env, t->chunks);
@@ -181,6 +182,7 @@ static int slot_get(struct rr_mrt *t, uint32_t *slotp, struct rr_mrt_entry **ep)
 
 static void slot_put(struct rr_mrt *t, uint32_t slot, struct rr_mrt_entry *e)
 {
+	atomic_fetch_add(&t->rm_gen, 1);   /* cached remote checks die */
 	e->state = ST_FREE;
 	e->owner = NULL;
 	e->pd = NULL;
@@ -214,6 +216,7 @@ static int entry_rekey(struct rr_mrt *t, uint32_t *slotp, struct rr_mrt_entry **
 	uint32_t nslot;
 	int rc;
 
+	atomic_fetch_add(&t->rm_gen, 1);   /* cached remote checks die */
 	rc = slot_rekey(t, *slotp, e);
 	if (rc == 0)
 		return 0;
@@ -346,6 +349,7 @@ static void unbind(struct rr_mrt *t, struct rr_mrt_entry *e)
 
 	if (e->state != ST_VALID)
 		return;
+	atomic_fetch_add(&t->rm_gen, 1);   /* cached remote checks die */
 	e->state = ST_INVALID;
 	e->qp = NULL;
 	p = slot_entry(t, e->parent_slot);
@@ -502,10 +506,11 @@ static int region_check(const struct rr_mrt_region *r, bool local, uint64_t to, 
 }
 
 /* rr_mrt_check with the lock held; a passed local check fills @fill (may
- * be NULL) with the MR's copy. */
+ * be NULL) with the MR's copy, a passed remote one @rfill (may be NULL)
+ * with the MR's or window's. */
 static int check_locked(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t len, uint32_t need,
 			const void *pd, const void *qp, struct rr_mrt_ref *ref,
-			struct rr_mrt_lcache *fill)
+			struct rr_mrt_lcache *fill, struct rr_mrt_rcache *rfill)
 {
 	bool local = need & RR_MRT_LOCAL;
 	struct rr_mrt_entry *e;
@@ -525,6 +530,15 @@ static int check_locked(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t l
 		fill->owner = e->owner;
 		fill->r = e->r;
 	}
+	if (rc == 0 && rfill && !local) {
+		rfill->gen = atomic_load_explicit(&t->rm_gen, memory_order_relaxed);
+		rfill->stag = stag;
+		rfill->pd = pd;
+		rfill->qp = qp;
+		rfill->owner = e->owner;
+		rfill->kind = (enum rr_mrt_kind)e->kind;
+		rfill->r = e->r;
+	}
 	return rc;
 }
 
@@ -543,7 +557,7 @@ int rr_mrt_check(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t len, uin
 	if (need_ok(need))
 		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
-	rc = check_locked(t, stag, to, len, need, pd, qp, ref, NULL);
+	rc = check_locked(t, stag, to, len, need, pd, qp, ref, NULL, NULL);
 	pthread_mutex_unlock(&t->lock);
 	return rc;
 }
@@ -563,7 +577,28 @@ int rr_mrt_check_local(struct rr_mrt *t, struct rr_mrt_lcache *c, uint32_t stag,
 		return 0;
 	atomic_fetch_add_explicit(&t->local_misses, 1, memory_order_relaxed);
 	pthread_mutex_lock(&t->lock);
-	rc = check_locked(t, stag, addr, len, need, pd, NULL, ref, c);
+	rc = check_locked(t, stag, addr, len, need, pd, NULL, ref, c, NULL);
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int rr_mrt_check_remote(struct rr_mrt *t, struct rr_mrt_rcache *c, uint32_t stag, uint64_t to,
+			uint64_t len, uint32_t need, const void *pd, const void *qp,
+			struct rr_mrt_ref *ref)
+{
+	int rc;
+
+	if (!t || !c || (need & RR_MRT_LOCAL) || need_ok(need))
+		return -EINVAL;
+	/* acquire: pairs with the change that moved it (every one that can
+	 * make a passed remote check fail: slot_put, unbind, entry_rekey) */
+	if (c->gen && c->stag == stag && c->pd == pd && c->qp == qp &&
+	    c->gen == atomic_load_explicit(&t->rm_gen, memory_order_acquire) &&
+	    region_check(&c->r, false, to, len, need, c->owner, c->kind, ref) == 0)
+		return 0;
+	atomic_fetch_add_explicit(&t->remote_misses, 1, memory_order_relaxed);
+	pthread_mutex_lock(&t->lock);
+	rc = check_locked(t, stag, to, len, need, pd, qp, ref, NULL, c);
 	pthread_mutex_unlock(&t->lock);
 	return rc;
 }
@@ -608,6 +643,11 @@ uint32_t rr_mrt_live(struct rr_mrt *t)
 uint64_t rr_mrt_local_misses(struct rr_mrt *t)
 {
 	return atomic_load_explicit(&t->local_misses, memory_order_relaxed);
+}
+
+uint64_t rr_mrt_remote_misses(struct rr_mrt *t)
+{
+	return atomic_load_explicit(&t->remote_misses, memory_order_relaxed);
 }
 
 uint32_t rr_mrt_retired(struct rr_mrt *t)

@@ -130,6 +130,13 @@ struct rr_mrt {
 	/* Local checks that a caller's cache did not answer (taken the
 	 * table's lock): for tests and statistics (rr_mrt_local_misses). */
 	_Atomic uint64_t local_misses;
+	/* Moved (under lock) by every change that can make a passed remote
+	 * check fail: an entry freed (slot_put: dereg, a window freed), a
+	 * window invalidated (unbind), an entry re-keyed (entry_rekey: rereg,
+	 * bind). Starts at 1 (0: empty cache). */
+	_Atomic uint64_t rm_gen;
+	/* Remote checks that a caller's cache did not answer. */
+	_Atomic uint64_t remote_misses;
 };
 
 /* Initializes @t with 2^@slot_bits slots (RR_MRT_SLOT_BITS_MIN..MAX). */
@@ -187,6 +194,34 @@ int rr_mrt_check(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t len, uin
 int rr_mrt_check_local(struct rr_mrt *t, struct rr_mrt_lcache *c, uint32_t stag, uint64_t addr,
 		       uint64_t len, uint32_t need, const void *pd, struct rr_mrt_ref *ref);
 
+/* A one-entry cache of a successful remote check (the STag a peer's
+ * tagged segments name one after another: a Write chunk's, placed segment
+ * by segment), so that the next check of that STag from the same PD and
+ * QP takes no lock (rr_mrt_check_remote). Owned by its caller, who
+ * serializes its use (a QP's receive path); zero-initialized = empty. It
+ * holds a copy of the MR's or window's region, valid while the table's
+ * rm_gen has not moved. */
+struct rr_mrt_rcache {
+	uint64_t gen;         /* rm_gen when filled; 0: empty */
+	uint32_t stag;
+	enum rr_mrt_kind kind;
+	const void *pd;
+	const void *qp;
+	void *owner;
+	struct rr_mrt_region r;
+};
+
+/* rr_mrt_check of a remote access (@need without RR_MRT_LOCAL: -EINVAL)
+ * through the one-entry cache @c: a hit (same STag, PD and QP, no entry
+ * freed, invalidated or re-keyed since it was filled) checks rights, wrap
+ * and bounds against the cached copy without the table's lock; anything
+ * else (a miss, a failure) is rr_mrt_check's answer, and a success
+ * refills @c. Same results as rr_mrt_check (test
+ * rdma_mrt_remote_cache_as_check, fuzz_soft_rx). */
+int rr_mrt_check_remote(struct rr_mrt *t, struct rr_mrt_rcache *c, uint32_t stag, uint64_t to,
+			uint64_t len, uint32_t need, const void *pd, const void *qp,
+			struct rr_mrt_ref *ref);
+
 /* The access rights a check may ask for (with RR_MRT_LOCAL). */
 #define RR_MRT_RIGHTS (RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_READ | \
 		       RPCRDMA_ACCESS_REMOTE_WRITE)
@@ -229,6 +264,8 @@ uint32_t rr_mrt_live(struct rr_mrt *t);
 uint32_t rr_mrt_retired(struct rr_mrt *t);
 /* How many rr_mrt_check_local calls the caller's cache did not answer. */
 uint64_t rr_mrt_local_misses(struct rr_mrt *t);
+/* How many rr_mrt_check_remote calls the caller's cache did not answer. */
+uint64_t rr_mrt_remote_misses(struct rr_mrt *t);
 
 /* Makes [ptr, ptr + len) of a durable region durable (msync MS_SYNC over the
  * covering pages). 0 or negative errno: -ERANGE when the range reaches past

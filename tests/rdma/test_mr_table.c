@@ -719,3 +719,149 @@ TEST(rdma_mrt_local_ptr_as_check_local)
 		 -ENOENT);
 	rr_mrt_fini(&t);
 }
+
+/* rr_mrt_check_remote (a QP's cache of the STag its last tagged segment
+ * passed through) answers as rr_mrt_check, proven by a differential run:
+ * random table changes (registration, rereg, dereg, window allocation,
+ * bind, local and remote invalidation, free) between random remote
+ * checks, each asked of both -- the same errno, and on success the same
+ * reference (pointer, durable fields, owner, kind). Every change that can
+ * make a passed check fail (an entry freed, a window invalidated, an entry
+ * re-keyed) must move the table's rm_gen, else a copy answers for an STag
+ * the table refuses. The checks are biased to the cached STag and to
+ * ranges around its region's edges, so most of them are cache hits. */
+struct mrt_rng {
+	uint64_t s;
+};
+
+static uint32_t mrt_rnd(struct mrt_rng *g, uint32_t n)
+{
+	g->s = g->s * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)(g->s >> 33) % n;
+}
+
+TEST(rdma_mrt_remote_cache_as_check)
+{
+	enum { NMR = 4, NMW = 4, ROUNDS = 400000 };
+	static uint8_t buf[NMR][128];
+	const void *pds[2] = {PD_A, PD_B}, *qps[3] = {QP_A, QP_B, NULL};
+	const uint32_t rights[] = {RPCRDMA_ACCESS_REMOTE_WRITE, RPCRDMA_ACCESS_REMOTE_READ,
+				   RPCRDMA_ACCESS_REMOTE_WRITE | RPCRDMA_ACCESS_REMOTE_READ,
+				   RPCRDMA_ACCESS_LOCAL_WRITE};
+	struct rr_mrt t;
+	struct rr_mrt_rcache c[2] = {{0}};   /* one per QP, as the provider's */
+	uint32_t mr[NMR] = {0}, mw[NMW] = {0}, dead[8] = {0};
+	const void *mrpd[NMR] = {0}, *mwpd[NMW] = {0};
+	struct mrt_rng g = {0x5eed};
+	uint64_t hits = 0, checks = 0, oks = 0;
+
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 6), 0);
+	for (int round = 0; round < ROUNDS; round++) {
+		uint32_t op = mrt_rnd(&g, 160), i = mrt_rnd(&g, NMR), j = mrt_rnd(&g, NMW);
+
+		if (op < 4) {          /* register (again) MR i */
+			struct rr_mrt_region r = region(buf[i], 64 + mrt_rnd(&g, 65),
+							RPCRDMA_ACCESS_LOCAL_WRITE |
+								RPCRDMA_ACCESS_MW_BIND |
+								rights[mrt_rnd(&g, 3)]);
+
+			r.base_to = mrt_rnd(&g, 2) ? (uint64_t)(uintptr_t)buf[i] : 1ull << 40;
+			if (mr[i] && rr_mrt_dereg(&t, mr[i]) == 0)
+				dead[mrt_rnd(&g, 8)] = mr[i], mr[i] = 0;
+			if (!mr[i]) {
+				mrpd[i] = pds[mrt_rnd(&g, 2)];
+				if (rr_mrt_reg(&t, &r, mrpd[i], buf[i], &mr[i]))
+					mr[i] = 0;
+			}
+		} else if (op < 7) {   /* rereg MR i */
+			struct rr_mrt_region r = region(buf[i] + mrt_rnd(&g, 16), 32 + mrt_rnd(&g, 80),
+							RPCRDMA_ACCESS_LOCAL_WRITE |
+								RPCRDMA_ACCESS_MW_BIND |
+								rights[mrt_rnd(&g, 4)]);
+			uint32_t old = mr[i];
+
+			if (mr[i] && rr_mrt_rereg(&t, &mr[i], &r) == 0)
+				dead[mrt_rnd(&g, 8)] = old;
+		} else if (op < 9) {   /* dereg MR i */
+			if (mr[i] && rr_mrt_dereg(&t, mr[i]) == 0)
+				dead[mrt_rnd(&g, 8)] = mr[i], mr[i] = 0;
+		} else if (op < 12) {  /* allocate or bind window j through MR i */
+			if (!mw[j]) {
+				mwpd[j] = pds[mrt_rnd(&g, 2)];
+				if (rr_mrt_mw_alloc(&t, mwpd[j], &mw[j], &mw[j]))
+					mw[j] = 0;
+			} else if (mr[i]) {
+				uint32_t old = mw[j], off = mrt_rnd(&g, 40);
+
+				if (rr_mrt_mw_bind(&t, &mw[j], mr[i],
+						   (uint64_t)(uintptr_t)buf[i] + off,
+						   mrt_rnd(&g, 33), rights[mrt_rnd(&g, 3)], mwpd[j],
+						   qps[mrt_rnd(&g, 2)], (1ull << 41) + off) == 0)
+					dead[mrt_rnd(&g, 8)] = old;
+			}
+		} else if (op < 15) {  /* invalidate window j, locally or remotely */
+			if (mw[j])
+				(void)rr_mrt_invalidate(&t, mw[j], pds[mrt_rnd(&g, 2)],
+							qps[mrt_rnd(&g, 3)]);
+		} else if (op < 16) {  /* free window j */
+			if (mw[j] && rr_mrt_mw_free(&t, mw[j]) == 0)
+				dead[mrt_rnd(&g, 8)] = mw[j], mw[j] = 0;
+		} else {               /* a remote check, asked of both */
+			uint32_t q = mrt_rnd(&g, 2), k = mrt_rnd(&g, 10), stag;
+			const void *pd = pds[mrt_rnd(&g, 8) == 0 ? 1 : 0];
+			const void *qp = mrt_rnd(&g, 8) ? qps[q] : qps[mrt_rnd(&g, 3)];
+			struct rr_mrt_ref a, b;
+			uint64_t to, len;
+			int ra, rb;
+
+			if (k < 5 && c[q].gen)
+				stag = c[q].stag;   /* the cached STag: mostly hits */
+			else if (k < 7)
+				stag = mr[i];
+			else if (k < 9)
+				stag = mw[j];
+			else
+				stag = dead[mrt_rnd(&g, 8)];
+			if (k < 5 && c[q].gen) {
+				pd = mrt_rnd(&g, 8) ? c[q].pd : pds[mrt_rnd(&g, 2)];
+				/* inside the cached region and around its edges */
+				to = c[q].r.base_to + mrt_rnd(&g, (uint32_t)c[q].r.length + 5) - 2;
+			} else {
+				to = mrt_rnd(&g, 2) ? (1ull << 41) + mrt_rnd(&g, 80)
+						    : (uint64_t)(uintptr_t)buf[i] + mrt_rnd(&g, 140);
+			}
+			len = mrt_rnd(&g, 50) ? mrt_rnd(&g, mrt_rnd(&g, 2) ? 8 : 48)
+					      : UINT64_MAX - mrt_rnd(&g, 4);
+			memset(&a, 0x5a, sizeof(a));
+			memset(&b, 0x5a, sizeof(b));
+			{
+				uint64_t m0 = rr_mrt_remote_misses(&t);
+				uint32_t need = rights[mrt_rnd(&g, 3)];
+
+				ra = rr_mrt_check_remote(&t, &c[q], stag, to, len, need, pd, qp, &a);
+				hits += rr_mrt_remote_misses(&t) == m0;
+				rb = rr_mrt_check(&t, stag, to, len, need, pd, qp, &b);
+			}
+			checks++;
+			if (ra != rb) {
+				CHECK_EQ(ra, rb);
+				break;
+			}
+			if (!ra) {
+				oks++;
+				CHECK(a.ptr == b.ptr && a.durable == b.durable &&
+				      a.durable_fd == b.durable_fd &&
+				      a.durable_offset == b.durable_offset && a.owner == b.owner &&
+				      a.kind == b.kind);
+			}
+		}
+	}
+	/* the run reached both answers and used the cache */
+	CHECK(checks > 300000 && oks > 20000 && hits > 10000);
+	/* the cache refuses a local check and an unknown right */
+	CHECK_EQ(rr_mrt_check_remote(&t, &c[0], mr[0], 0, 1, RR_MRT_LOCAL, PD_A, QP_A, NULL),
+		 -EINVAL);
+	CHECK_EQ(rr_mrt_check_remote(&t, &c[0], mr[0], 0, 1, 1u << 20, PD_A, QP_A, NULL),
+		 -EINVAL);
+	rr_mrt_fini(&t);
+}

@@ -213,8 +213,13 @@ static enum rr_rx_code rx_tagged(void *ctx, uint8_t op, uint32_t stag, uint64_t 
 	if (op == RR_OP_WRITE) {
 		if (len == 0)
 			return RR_RXC_OK; /* zero-length Write: nothing to place (as siw) */
-		r = rr_mrt_check(&qp->ctx->mrt, stag, to, len, RPCRDMA_ACCESS_REMOTE_WRITE,
-				 &qp->pd->base, &qp->base, &ref);
+		/* the same answer as rr_mrt_check's, from the copy its last
+		 * success left while no entry changed (a Write chunk's
+		 * segments one after another). A fence moves place_gen after
+		 * its table change moved rm_gen: a place_gen read above that
+		 * sees the fence makes this read see rm_gen moved (a miss). */
+		r = rr_mrt_check_remote(&qp->ctx->mrt, &qp->wr_rc, stag, to, len,
+					RPCRDMA_ACCESS_REMOTE_WRITE, &qp->pd->base, &qp->base, &ref);
 		if (r)
 			return mrt_code(r);
 		return rx_dst(qp, &ref, len, dst);

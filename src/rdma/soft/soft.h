@@ -509,6 +509,9 @@ struct soft_qp {
 	/* ctx->place_gen read before the current tagged segment's STag was
 	 * last checked (rx_lock; compared under ctx->place_lock) */
 	uint64_t place_gen;
+	/* the STag a Write's last tagged segment was checked through (rx_lock;
+	 * rx_tagged): the next segment of the same Write takes no table lock */
+	struct rr_mrt_rcache wr_rc;
 	void *rq;                    /* rq_cap entries of soft_rq_esize() bytes */
 	uint32_t rq_cap, rq_head, rq_count;
 	uint32_t rq_sge;             /* iovecs per entry: max_recv_sge, >= 1 */
