@@ -252,8 +252,15 @@ int main(int argc, char **argv)
 				(unsigned long long)st.accept_backoffs,
 				(unsigned long long)st.handshakes_dropped);
 			/* rdma:// only (tcp:// has no CQs or QPs) */
-			if (strcmp(st.transport, "tcp") != 0)
+			if (strcmp(st.transport, "tcp") != 0) {
 				tool_faults_print(stderr, "rpcrdma-server: faults:", &st);
+				fprintf(stderr,
+					"rpcrdma-server: watch: quiet_probes %llu "
+					"quiet_probes_done %llu send_stalls %llu\n",
+					(unsigned long long)st.quiet_probes,
+					(unsigned long long)st.quiet_probes_done,
+					(unsigned long long)st.send_stalls);
+			}
 		}
 	}
 	rpcrdma_server_destroy(srv);
