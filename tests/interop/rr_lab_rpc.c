@@ -20,7 +20,10 @@
  * when an unproven Send would close the connection), then STATS: the
  * server's counters must show a probe more posted and as many completed,
  * no connection closed by send_stalls and no failed operation; the STATS
- * call itself answered is the call after the idle.
+ * call itself answered is the call after the idle. "quiet URL SEC none":
+ * a server that signals every Reply (verbs:// on Linux siw, conn.c
+ * signal_writes) has no quiet Replies: no probe may go, and the same idles
+ * must close nothing.
  * Exit 0: all passed; 1: a failure; 77: the URL's transport is not built into
  * the library (-EPROTONOSUPPORT), printed as "not yet available". */
 #include <errno.h>
@@ -433,7 +436,7 @@ static int echo_once(struct rpcrdma_client *c, uint32_t x)
 	return rc ? rc : v == ~x ? 0 : -EBADMSG;
 }
 
-static int quiet_client(const char *url, unsigned sec)
+static int quiet_client(const char *url, unsigned sec, bool none)
 {
 	struct rpcrdma_client_opts o = {.timeout_ms = 60000, .connect_timeout_ms = 20000};
 	struct rpcrdma_client *c = NULL;
@@ -469,11 +472,19 @@ static int quiet_client(const char *url, unsigned sec)
 		       "fatal_errors %llu wr_errors %llu\n", (unsigned long long)q.probes,
 		       (unsigned long long)q.done, (unsigned long long)q.stalls,
 		       (unsigned long long)q.fatal, (unsigned long long)q.wr_errors);
-		snprintf(name, sizeof(name), "probe posted and completed while idle (round %u)",
-			 round);
-		result(q.probes > q0.probes && q.done == q.probes, name,
-		       "probes %llu -> %llu, completed %llu", (unsigned long long)q0.probes,
-		       (unsigned long long)q.probes, (unsigned long long)q.done);
+		if (none) {
+			snprintf(name, sizeof(name), "no probe: every Reply signaled (round %u)",
+				 round);
+			result(q.probes == 0 && q.done == 0, name, "probes %llu, completed %llu",
+			       (unsigned long long)q.probes, (unsigned long long)q.done);
+		} else {
+			snprintf(name, sizeof(name),
+				 "probe posted and completed while idle (round %u)", round);
+			result(q.probes > q0.probes && q.done == q.probes, name,
+			       "probes %llu -> %llu, completed %llu",
+			       (unsigned long long)q0.probes, (unsigned long long)q.probes,
+			       (unsigned long long)q.done);
+		}
 		snprintf(name, sizeof(name), "no send stall, no failed operation (round %u)", round);
 		result(q.stalls == 0 && q.fatal == 0 && q.wr_errors == 0, name,
 		       "send_stalls %llu fatal_errors %llu wr_errors %llu",
@@ -500,8 +511,9 @@ int main(int argc, char **argv)
 		return serve(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "call"))
 		return client(argv[2]);
-	if (argc == 4 && !strcmp(argv[1], "quiet") && atoi(argv[3]) > 0 && atoi(argv[3]) < 60)
-		return quiet_client(argv[2], (unsigned)atoi(argv[3]));
-	fprintf(stderr, "usage: rr_lab_rpc serve URL | call URL | quiet URL SEC\n");
+	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "none"))) && !strcmp(argv[1], "quiet") &&
+	    atoi(argv[3]) > 0 && atoi(argv[3]) < 60)
+		return quiet_client(argv[2], (unsigned)atoi(argv[3]), argc == 5);
+	fprintf(stderr, "usage: rr_lab_rpc serve URL | call URL | quiet URL SEC [none]\n");
 	return 2;
 }

@@ -226,7 +226,9 @@ fi
 # complete, closed nothing by send_stalls, and answer the next call. The
 # kernel is the peer that takes the probe: siw under our verbs:// client
 # against the soft provider (rdma://), siw and rxe with our verbs:// on
-# both sides (the kernel also sends it). The capture must hold the probe:
+# both sides (the kernel also sends it; but verbs:// on siw signals every
+# Send, so there the check is that no probe goes and nothing closes). The
+# capture must hold the probe:
 # iWARP an RDMAP Write (opcode 0) in a DDP tagged segment with STag 0 and
 # no payload (MPA ULPDU of the 14-byte tagged header only); RoCE an RDMA
 # WRITE Only (BTH opcode 10) whose RETH DMA length is 0; from the server.
@@ -234,19 +236,22 @@ if lab_section quiet; then
 	port=7450
 	zw_iw="iwarp_ddp.tagged_flag==1&&iwarp_rdma.opcode==0&&iwarp_ddp.stag==0&&iwarp_ddp.tagged_offset==0&&iwarp_mpa.ulpdulength==14"
 	zw_ib="infiniband.bth.opcode==10&&infiniband.reth.dmalen==0"
-	for combo in "soft-to-verbs-siw rdma verbs vS0 $SIW_S" "verbs-siw verbs verbs vS0 $SIW_S" \
+	for combo in "soft-to-verbs-siw rdma verbs vS0 $SIW_S" "verbs-siw verbs verbs vS0 $SIW_S none" \
 		"verbs-rxe verbs verbs vR0 $RXE_S"; do
 		set -- $combo
-		name=$1 ss=$2 cs=$3 ifc=$4 addr=$5
+		name=$1 ss=$2 cs=$3 ifc=$4 addr=$5 none=${6:-}
 		port=$((port + 1))
 		wait="tcp $addr $port"; [ $ss = verbs ] && wait="cm $port"
 		flt="iwarp_ddp_rdmap,ip.src==$addr&&$zw_iw"
 		[ $ifc = vR0 ] && flt="infiniband,ip.src==$addr&&$zw_ib"
+		# verbs:// on siw signals every Send (conn.c signal_writes: siw's
+		# zero-copy of unsignaled work requests): no quiet Reply, no probe
+		[ -n "$none" ] && flt="iwarp_ddp_rdmap"
 		lab_say "=== quiet: $name (server $ss://$addr:$port, send timeout 4 s; client $cs://)"
 		lab_cap_start quiet-$name $ifc - - "$flt" "quiet Replies' probe, $name"
 		lab_pair_sub "quiet $name" 180 "$wait" \
 			"RPCRDMA_SERVER_SEND_TIMEOUT_MS=4000 $BIN/rr_lab_rpc serve $ss://$addr:$port" \
-			"$BIN/rr_lab_rpc quiet $cs://$addr:$port 4"
+			"$BIN/rr_lab_rpc quiet $cs://$addr:$port 4 $none"
 		lab_cap_stop
 	done
 fi
