@@ -26,7 +26,7 @@ static void usage(FILE *f)
 		"usage: rpcrdma-server --export DIR [--listen ADDR:PORT] [--transport auto|rdma|tcp]\n"
 		"                      [--threads N] [--max-conns N] [--max-conns-per-host N]\n"
 		"                      [--max-handshakes N] [--no-defer-accept] [--idle-timeout SEC]\n"
-		"                      [--quiet] [--help]\n"
+		"                      [--send-timeout SEC] [--quiet] [--help]\n"
 		"\n"
 		"Serves the example file service (program 0x%08x, version %u) over DIR.\n"
 		"  --export DIR        directory to export (required); paths never escape it\n"
@@ -46,6 +46,11 @@ static void usage(FILE *f)
 		"                      peer that sends nothing for 15 s first: TCP_DEFER_ACCEPT)\n"
 		"  --idle-timeout SEC  close a connection that sent nothing for SEC seconds\n"
 		"                      with nothing in progress (default 360; 0: never)\n"
+		"  --send-timeout SEC  rdma: close a connection whose Sends made no progress\n"
+		"                      for SEC seconds (1..3600, default 60); Replies left\n"
+		"                      unproven for half of it get a probe (a zero-length\n"
+		"                      RDMA Write). Sets RPCRDMA_SERVER_SEND_TIMEOUT_MS, the\n"
+		"                      library's test knob (docs/api.md \"Environment\")\n"
 		"  --quiet             no shutdown summary (calls served, connection counters,\n"
 		"                      and over rdma:// the fault counters)\n"
 		"The first line on stdout is \"listening on URL\" once the server is ready.\n",
@@ -78,6 +83,7 @@ int main(int argc, char **argv)
 		{"max-conns-per-host", required_argument, NULL, 'H'},
 		{"max-handshakes", required_argument, NULL, 'S'},
 		{"idle-timeout", required_argument, NULL, 'I'},
+		{"send-timeout", required_argument, NULL, 'T'},
 		{"no-defer-accept", no_argument, NULL, 'D'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
@@ -90,6 +96,7 @@ int main(int argc, char **argv)
 	struct fs_service svc;
 	sigset_t sigs;
 	unsigned long threads = 4, max_conns = 0, per_host = 0, handshakes = 0, idle_s = 360;
+	unsigned long send_s = 0;
 	bool quiet = false, no_defer = false;
 	int c, rc, sig;
 	char *end;
@@ -141,6 +148,10 @@ int main(int argc, char **argv)
 			if (parse_count("--idle-timeout", optarg, 0, 4000000, &idle_s))
 				return 2;
 			break;
+		case 'T':
+			if (parse_count("--send-timeout", optarg, 1, 3600, &send_s))
+				return 2;
+			break;
 		case 'D': no_defer = true; break;
 		case 'q': quiet = true; break;
 		case 'h': usage(stdout); return 0;
@@ -171,6 +182,12 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (send_s) {
+		char ms[16];
+
+		snprintf(ms, sizeof(ms), "%lu", send_s * 1000u);
+		setenv("RPCRDMA_SERVER_SEND_TIMEOUT_MS", ms, 1);
+	}
 	memset(&so, 0, sizeof(so));
 	so.threads = (unsigned)threads;
 	so.max_conns = (unsigned)max_conns;            /* 0: the library's defaults */
@@ -235,8 +252,15 @@ int main(int argc, char **argv)
 				(unsigned long long)st.accept_backoffs,
 				(unsigned long long)st.handshakes_dropped);
 			/* rdma:// only (tcp:// has no CQs or QPs) */
-			if (strcmp(st.transport, "tcp") != 0)
+			if (strcmp(st.transport, "tcp") != 0) {
 				tool_faults_print(stderr, "rpcrdma-server: faults:", &st);
+				fprintf(stderr,
+					"rpcrdma-server: watch: quiet_probes %llu "
+					"quiet_probes_done %llu send_stalls %llu\n",
+					(unsigned long long)st.quiet_probes,
+					(unsigned long long)st.quiet_probes_done,
+					(unsigned long long)st.send_stalls);
+			}
 		}
 	}
 	rpcrdma_server_destroy(srv);

@@ -164,7 +164,14 @@ extern "C" {
 	X(faults, srq_errors, "verbs: ... by IBV_EVENT_SRQ_ERR of their shared " \
 			      "receive queue (-EIO); not on the soft provider") \
 	X(faults, device_fatal, "verbs: ... by IBV_EVENT_DEVICE_FATAL (-ENODEV); not " \
-				"on the soft provider")
+				"on the soft provider") \
+	/* the quiet Sends' watch (docs/security.md "Limits"): a server's \
+	 * Replies posted unsignaled and left unproven for half the send \
+	 * timeout get a probe, a signaled zero-length RDMA Write */ \
+	X(watch, quiet_probes, "server: probes posted for quiet Replies left " \
+			       "waiting half the send timeout") \
+	X(watch, quiet_probes_done, "server: probes completed successfully (their " \
+				    "quiet Replies' slots given back)")
 
 #define RPCRDMA_XPRT_STAT_FIELD_(group, name, what) uint64_t name;
 

@@ -684,6 +684,32 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* The test knob RPCRDMA_SERVER_SEND_TIMEOUT_MS (docs/api.md "Environment";
+ * rpcrdma_server_opts has no room for it without changing the ABI): the
+ * send-stall timeout of an rdma:// or verbs:// server's connections, and
+ * so when quiet Replies get their probe (half of it). @v: the variable's
+ * value, NULL or empty for the default (0). Decimal milliseconds,
+ * RR_SVC_SEND_TIMEOUT_MIN..RR_SVC_SEND_TIMEOUT_MAX; anything else is
+ * -EINVAL. */
+int rr_svc_send_timeout_parse(const char *v, uint32_t *ms)
+{
+	uint64_t n = 0;
+	const char *p = v;
+
+	*ms = 0;
+	if (!v || !*v)
+		return 0;
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9' || n > RR_SVC_SEND_TIMEOUT_MAX)
+			return -EINVAL;
+		n = n * 10 + (uint64_t)(*p - '0');
+	}
+	if (n < RR_SVC_SEND_TIMEOUT_MIN || n > RR_SVC_SEND_TIMEOUT_MAX)
+		return -EINVAL;
+	*ms = (uint32_t)n;
+	return 0;
+}
+
 int rr_svc_create_with(const struct rpcrdma_server_opts *opts, unsigned default_threads,
 		       rr_svc_open_fn open, void *arg, struct rpcrdma_server **out)
 {
@@ -694,6 +720,10 @@ int rr_svc_create_with(const struct rpcrdma_server_opts *opts, unsigned default_
 
 	if (!out)
 		return -EINVAL;
+	rc = rr_svc_send_timeout_parse(getenv("RPCRDMA_SERVER_SEND_TIMEOUT_MS"),
+				       &xp.send_timeout_ms);
+	if (rc)
+		return rc;
 	s = rr_zalloc(env, sizeof(*s));
 	if (!s)
 		return -ENOMEM;

@@ -27,4 +27,11 @@ typedef int (*rr_svc_program_fn)(struct rpcrdma_req *r, rpcrdma_svc_dispatch_fn 
 int rr_svc_add_program(struct rpcrdma_server *s, uint32_t prog, uint32_t vers,
 		       rr_svc_program_fn run, rpcrdma_svc_dispatch_fn fn);
 
+/* RPCRDMA_SERVER_SEND_TIMEOUT_MS, the test knob of an RDMA server's send
+ * timeout (svc.c): @v NULL or empty: *@ms = 0 (the default, 60 s); else
+ * decimal milliseconds within these bounds, anything else -EINVAL. */
+#define RR_SVC_SEND_TIMEOUT_MIN 100u
+#define RR_SVC_SEND_TIMEOUT_MAX 3600000u
+int rr_svc_send_timeout_parse(const char *v, uint32_t *ms);
+
 #endif

@@ -342,6 +342,9 @@ struct rr_xprt_server_params {
 	size_t reply_mem_per_conn;    /* RDMA: reply memory budgets; 0: default */
 	size_t reply_mem_total;
 	uint32_t rrep_timeout_ms;     /* RDMA: reliable-reply timeout; 0: default */
+	uint32_t send_timeout_ms;     /* RDMA: the send-stall timeout (and the
+					 quiet Sends' probe at half of it);
+					 0: default (60 s) */
 	uint32_t credits;             /* RDMA: a fixed grant and Receives per
 					 connection; 0: grants follow demand
 					 from a shared receive pool */

@@ -12,6 +12,18 @@
  *   BIGARG  a 96 KiB non-DDP argument (a Long Call: position-zero Read chunk);
  *   PARALLEL 32 asynchronous BULK calls in flight (credits).
  * Then QUIT stops the server, which exits 0 if it served without error.
+ * "quiet URL SEC" (against "serve URL", the server started with
+ * RPCRDMA_SERVER_SEND_TIMEOUT_MS = SEC * 1000): the quiet Sends' probe
+ * (docs/security.md "Limits") against a kernel peer. Three ECHOs whose
+ * Replies go out unsignaled ("quiet"), then twice: idle 1.5 x SEC (past
+ * half the send timeout, when the probe goes, and past the whole of it,
+ * when an unproven Send would close the connection), then STATS: the
+ * server's counters must show a probe more posted and as many completed,
+ * no connection closed by send_stalls and no failed operation; the STATS
+ * call itself answered is the call after the idle. "quiet URL SEC none":
+ * a server that signals every Reply (verbs:// on Linux siw, conn.c
+ * signal_writes) has no quiet Replies: no probe may go, and the same idles
+ * must close nothing.
  * Exit 0: all passed; 1: a failure; 77: the URL's transport is not built into
  * the library (-EPROTONOSUPPORT), printed as "not yet available". */
 #include <errno.h>
@@ -25,12 +37,13 @@
 #include <unistd.h>
 
 #include "rpcrdma/rpc.h"
+#include "rpcrdma/stats.h"
 
 #include "lab_check.h"
 
 #define PROG 0x20000777u
 #define VERS 1u
-enum { P_ECHO = 1, P_BULK = 2, P_LIST = 3, P_BIGARG = 4, P_QUIT = 5 };
+enum { P_ECHO = 1, P_BULK = 2, P_LIST = 3, P_BIGARG = 4, P_QUIT = 5, P_STATS = 6 };
 
 /* ---- server ---- */
 
@@ -122,6 +135,30 @@ static int h_quit(struct rpcrdma_req *r, void *ctx)
 	return RPCRDMA_SVC_OK;
 }
 
+static struct rpcrdma_server *srv;
+
+/* STATS: {} -> {quiet_probes, quiet_probes_done, send_stalls,
+ * fatal_errors, wr_errors}, the server's counters (u64 each) */
+static int h_stats(struct rpcrdma_req *r, void *ctx)
+{
+	struct rpcrdma_xdr_enc *e = rpcrdma_req_results(r);
+	struct rpcrdma_xprt_stats st;
+
+	(void)ctx;
+	if (rpcrdma_server_stats(srv, &st))
+		return RPCRDMA_SVC_SYSTEM_ERR;
+	printf("stats: quiet_probes %llu quiet_probes_done %llu send_stalls %llu "
+	       "fatal_errors %llu wr_errors %llu\n", (unsigned long long)st.quiet_probes,
+	       (unsigned long long)st.quiet_probes_done, (unsigned long long)st.send_stalls,
+	       (unsigned long long)st.fatal_errors, (unsigned long long)st.wr_errors);
+	rpcrdma_xdr_put_u64(e, st.quiet_probes);
+	rpcrdma_xdr_put_u64(e, st.quiet_probes_done);
+	rpcrdma_xdr_put_u64(e, st.send_stalls);
+	rpcrdma_xdr_put_u64(e, st.fatal_errors);
+	rpcrdma_xdr_put_u64(e, st.wr_errors);
+	return RPCRDMA_SVC_OK;
+}
+
 static int serve(const char *url)
 {
 	struct rpcrdma_server_opts o = {.threads = 4};
@@ -141,6 +178,8 @@ static int serve(const char *url)
 	rpcrdma_server_register(s, PROG, VERS, P_LIST, h_list, NULL);
 	rpcrdma_server_register(s, PROG, VERS, P_BIGARG, h_bigarg, NULL);
 	rpcrdma_server_register(s, PROG, VERS, P_QUIT, h_quit, NULL);
+	rpcrdma_server_register(s, PROG, VERS, P_STATS, h_stats, NULL);
+	srv = s;
 	rc = rpcrdma_server_start(s);
 	if (rc) {
 		printf("server start: %s\n", strerror(-rc));
@@ -356,6 +395,115 @@ static int client(const char *url)
 	return failures ? 1 : 0;
 }
 
+struct qstats {
+	uint64_t probes, done, stalls, fatal, wr_errors;
+};
+
+static int call_stats(struct rpcrdma_client *c, struct qstats *q)
+{
+	struct rpcrdma_call *call = NULL;
+	int rc = rpcrdma_call_create(c, P_STATS, &call);
+
+	if (rc)
+		return rc;
+	rc = rpcrdma_call_run(call);
+	if (rc == 0) {
+		struct rpcrdma_xdr_dec *d = rpcrdma_call_results(call);
+
+		rc = rpcrdma_xdr_get_u64(d, &q->probes);
+		rc = rc ? rc : rpcrdma_xdr_get_u64(d, &q->done);
+		rc = rc ? rc : rpcrdma_xdr_get_u64(d, &q->stalls);
+		rc = rc ? rc : rpcrdma_xdr_get_u64(d, &q->fatal);
+		rc = rc ? rc : rpcrdma_xdr_get_u64(d, &q->wr_errors);
+	}
+	rpcrdma_call_destroy(call);
+	return rc;
+}
+
+static int echo_once(struct rpcrdma_client *c, uint32_t x)
+{
+	struct rpcrdma_call *call = NULL;
+	uint32_t v = 0;
+	int rc = rpcrdma_call_create(c, P_ECHO, &call);
+
+	if (rc)
+		return rc;
+	rpcrdma_xdr_put_u32(rpcrdma_call_args(call), x);
+	rc = rpcrdma_call_run(call);
+	if (rc == 0)
+		rc = rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &v);
+	rpcrdma_call_destroy(call);
+	return rc ? rc : v == ~x ? 0 : -EBADMSG;
+}
+
+static int quiet_client(const char *url, unsigned sec, bool none)
+{
+	struct rpcrdma_client_opts o = {.timeout_ms = 60000, .connect_timeout_ms = 20000};
+	struct rpcrdma_client *c = NULL;
+	struct rpcrdma_call *call = NULL;
+	struct qstats q0 = {0}, q;
+	int rc = rpcrdma_client_create(url, PROG, VERS, &o, &c);
+	int bad = 0;
+
+	if (rc == -EPROTONOSUPPORT) {
+		printf("not yet available: client %s: transport not built into librpcrdma\n", url);
+		return 77;
+	}
+	result(rc == 0, "connect", "%s: %s", url, rc ? strerror(-rc) : "ok");
+	if (rc)
+		return 1;
+	for (uint32_t i = 0; i < 3; i++)
+		bad += echo_once(c, i * 31u) != 0;
+	result(bad == 0, "ECHO x3 (quiet Replies)", "%d bad", bad);
+	for (unsigned round = 1; round <= 2; round++) {
+		char name[96];
+
+		/* idle past half the send timeout (the probe) and past all of
+		 * it (an unproven quiet Send would have closed the connection) */
+		for (unsigned k = 0; k < sec * 3; k++)
+			usleep(500000);
+		rc = call_stats(c, &q);
+		snprintf(name, sizeof(name), "idle %u.%u s, then a call answered (round %u)",
+			 sec * 3 / 2, sec * 3 % 2 ? 5 : 0, round);
+		result(rc == 0, name, "rc %d (%s)", rc, rpcrdma_strerror(rc));
+		if (rc)
+			break;
+		printf("  server: quiet_probes %llu quiet_probes_done %llu send_stalls %llu "
+		       "fatal_errors %llu wr_errors %llu\n", (unsigned long long)q.probes,
+		       (unsigned long long)q.done, (unsigned long long)q.stalls,
+		       (unsigned long long)q.fatal, (unsigned long long)q.wr_errors);
+		if (none) {
+			snprintf(name, sizeof(name), "no probe: every Reply signaled (round %u)",
+				 round);
+			result(q.probes == 0 && q.done == 0, name, "probes %llu, completed %llu",
+			       (unsigned long long)q.probes, (unsigned long long)q.done);
+		} else {
+			snprintf(name, sizeof(name),
+				 "probe posted and completed while idle (round %u)", round);
+			result(q.probes > q0.probes && q.done == q.probes, name,
+			       "probes %llu -> %llu, completed %llu",
+			       (unsigned long long)q0.probes, (unsigned long long)q.probes,
+			       (unsigned long long)q.done);
+		}
+		snprintf(name, sizeof(name), "no send stall, no failed operation (round %u)", round);
+		result(q.stalls == 0 && q.fatal == 0 && q.wr_errors == 0, name,
+		       "send_stalls %llu fatal_errors %llu wr_errors %llu",
+		       (unsigned long long)q.stalls, (unsigned long long)q.fatal,
+		       (unsigned long long)q.wr_errors);
+		q0 = q;
+	}
+	rc = echo_once(c, 12345u);
+	result(rc == 0, "ECHO after the idles", "rc %d", rc);
+	rc = rpcrdma_call_create(c, P_QUIT, &call);
+	if (rc == 0) {
+		rc = rpcrdma_call_run(call);
+		rpcrdma_call_destroy(call);
+	}
+	result(rc == 0, "QUIT", "rc %d", rc);
+	rpcrdma_client_destroy(c);
+	return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -363,6 +511,9 @@ int main(int argc, char **argv)
 		return serve(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "call"))
 		return client(argv[2]);
-	fprintf(stderr, "usage: rr_lab_rpc serve URL | call URL\n");
+	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "none"))) && !strcmp(argv[1], "quiet") &&
+	    atoi(argv[3]) > 0 && atoi(argv[3]) < 60)
+		return quiet_client(argv[2], (unsigned)atoi(argv[3]), argc == 5);
+	fprintf(stderr, "usage: rr_lab_rpc serve URL | call URL | quiet URL SEC [none]\n");
 	return 2;
 }

@@ -3,7 +3,7 @@
 # vm-tests.sh - the interop tests, run as root inside the lab VM by
 # tests/interop/run-lab.sh (copied to /lab/test.sh). /share is the project
 # build (read-only), /lab/out collects results.txt, pcaps.txt, *.pcap, logs.
-# Sections (LAB_ONLY selects some): devices unit probe baseline iwarp rpc nfsd nfs
+# Sections (LAB_ONLY selects some): devices unit probe baseline iwarp rpc quiet nfsd nfs
 # push (vm-push.sh) nfs41 (vm-nfs41.sh)
 . /lab/lablib.sh
 : > $LAB_OUT/results.txt
@@ -213,6 +213,45 @@ if lab_section rpc; then
 		lab_pair_sub "rpc $name" 180 "$wait" \
 			"$BIN/rr_lab_rpc serve $ss://$addr:$port" \
 			"$BIN/rr_lab_rpc call $cs://$addr:$port"
+		lab_cap_stop
+	done
+fi
+
+# ---------------------------------------------------------------- quiet
+# the quiet Sends' probe (docs/security.md "Limits", conn.c tp_quiet_watch)
+# sent to the kernel: our server with a 4 s send timeout (the test knob
+# RPCRDMA_SERVER_SEND_TIMEOUT_MS) answers three ECHOs with quiet Replies,
+# the client idles 6 s twice; each time the server must have posted a
+# signaled zero-length RDMA Write (no SGE, STag 0, offset 0) and seen it
+# complete, closed nothing by send_stalls, and answer the next call. The
+# kernel is the peer that takes the probe: siw under our verbs:// client
+# against the soft provider (rdma://), siw and rxe with our verbs:// on
+# both sides (the kernel also sends it; but verbs:// on siw signals every
+# Send, so there the check is that no probe goes and nothing closes). The
+# capture must hold the probe:
+# iWARP an RDMAP Write (opcode 0) in a DDP tagged segment with STag 0 and
+# no payload (MPA ULPDU of the 14-byte tagged header only); RoCE an RDMA
+# WRITE Only (BTH opcode 10) whose RETH DMA length is 0; from the server.
+if lab_section quiet; then
+	port=7450
+	zw_iw="iwarp_ddp.tagged_flag==1&&iwarp_rdma.opcode==0&&iwarp_ddp.stag==0&&iwarp_ddp.tagged_offset==0&&iwarp_mpa.ulpdulength==14"
+	zw_ib="infiniband.bth.opcode==10&&infiniband.reth.dmalen==0"
+	for combo in "soft-to-verbs-siw rdma verbs vS0 $SIW_S" "verbs-siw verbs verbs vS0 $SIW_S none" \
+		"verbs-rxe verbs verbs vR0 $RXE_S"; do
+		set -- $combo
+		name=$1 ss=$2 cs=$3 ifc=$4 addr=$5 none=${6:-}
+		port=$((port + 1))
+		wait="tcp $addr $port"; [ $ss = verbs ] && wait="cm $port"
+		flt="iwarp_ddp_rdmap,ip.src==$addr&&$zw_iw"
+		[ $ifc = vR0 ] && flt="infiniband,ip.src==$addr&&$zw_ib"
+		# verbs:// on siw signals every Send (conn.c signal_writes: siw's
+		# zero-copy of unsignaled work requests): no quiet Reply, no probe
+		[ -n "$none" ] && flt="iwarp_ddp_rdmap"
+		lab_say "=== quiet: $name (server $ss://$addr:$port, send timeout 4 s; client $cs://)"
+		lab_cap_start quiet-$name $ifc - - "$flt" "quiet Replies' probe, $name"
+		lab_pair_sub "quiet $name" 180 "$wait" \
+			"RPCRDMA_SERVER_SEND_TIMEOUT_MS=4000 $BIN/rr_lab_rpc serve $ss://$addr:$port" \
+			"$BIN/rr_lab_rpc quiet $cs://$addr:$port 4 $none"
 		lab_cap_stop
 	done
 fi

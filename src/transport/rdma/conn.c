@@ -681,6 +681,7 @@ void tp_quiet_watch(struct tp_conn *cn, uint64_t now)
 	}
 	unsig_posted(cn, TP_PROBE_SLOT, false);
 	cn->qprobe = true;
+	cn->ep->stats.quiet_probes++;
 	cn->qw_on = false;
 	/* a walk late on a coarse tick: the probe still has half the time */
 	rr_conn_send_watch(cn->sess, now > tmo / 2 ? RR_MAX(cn->qw_t0, now - tmo / 2) : cn->qw_t0);
@@ -1083,10 +1084,13 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 		return;
 	}
 	if (t == WR_SEND && !unsig_release(cn, wc, (uint32_t)WRVAL(wc->wr_id))) {
-		if ((uint32_t)WRVAL(wc->wr_id) == TP_PROBE_SLOT)
+		if ((uint32_t)WRVAL(wc->wr_id) == TP_PROBE_SLOT) {
 			cn->qprobe = false;   /* no slot: told with token 0 */
-		else
+			if (wc->status == RPCRDMA_WC_SUCCESS)
+				cn->ep->stats.quiet_probes_done++;
+		} else {
 			slot_put(cn, (uint32_t)WRVAL(wc->wr_id));
+		}
 	}
 	if (t == WR_RECV && cn->pool &&
 	    (cn->dead || cn->closing || wc->status != RPCRDMA_WC_SUCCESS)) {

@@ -394,6 +394,8 @@ static int sv_create_on(const char *provider, const struct rr_xprt_target *t,
 		conf.reply_mem_total = p->reply_mem_total;
 	if (p->rrep_timeout_ms)
 		conf.rrep_timeout_ms = p->rrep_timeout_ms;
+	if (p->send_timeout_ms)
+		conf.send_timeout_ms = p->send_timeout_ms;
 	conf.max_conns_per_host = p->max_conns_per_host;
 	conf.max_handshakes = p->max_handshakes;
 	conf.no_defer_accept = p->no_defer_accept;
