@@ -8,7 +8,8 @@
  * on progress go through rr_engine_wait, which in the application-driven
  * mode runs the loop meanwhile (one runner at a time: run_lock). A forked
  * child forgets the parent's engine (its threads do not exist there) and
- * starts its own on first use. */
+ * starts its own on first use. The progress threads spin, then sleep
+ * (rr_loop_set_spin, the soft provider's budget). */
 #include "engine/engine.h"
 
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "rdma/provider.h"
 #include "rpcrdma/engine.h"
 
 #define THREADS_UNSET UINT32_MAX
@@ -131,6 +133,14 @@ static int start(void)
 		rr_free(NULL, threads);
 		return rc;
 	}
+	/* The progress threads spin before they sleep (loop.c loop_spin),
+	 * with the soft provider's budget from the environment
+	 * (RPCRDMA_SOFT_SPIN_US, else RPCRDMA_SPIN_US_DEFAULT; read once, at
+	 * the start): a loop serves many endpoints, so no endpoint's own
+	 * spin_us applies. An application-driven loop does not: the
+	 * application chose its waits. */
+	for (unsigned i = 0; want && i < n; i++)
+		rr_loop_set_spin(loops[i], (uint64_t)rr_spin_us(0) * 1000u);
 	g.loops = loops;
 	g.n = n;
 	g.threads = threads;
