@@ -17,7 +17,6 @@
  * as the soft provider's fast waiter is. */
 #include "engine/loop.h"
 
-#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -439,9 +438,9 @@ static bool spin_work(struct rr_loop *l, uint64_t now)
 }
 
 /* Spin, then sleep: before a turn that would sleep (@timeout_ms not 0),
- * polls the epoll set (epoll_wait with timeout 0, sched_yield between
- * looks so that a thread this one's CPU owes runs first) for up to the
- * budget, capped by @timeout_ms. What it saves is the wake-up of a
+ * polls the epoll set (epoll_wait with timeout 0; no sched_yield between
+ * looks: measured 3-6x slower on a loaded machine, docs/PERFORMANCE.md
+ * "Issue 16 part BO") for up to the budget, capped by @timeout_ms. What it saves is the wake-up of a
  * sleeping thread, on this VM ~20-25 us when it comes from the other CPU:
  * at one connection every message paid it (docs/PERFORMANCE.md "Issue 16
  * part BO"). Returns the events found (> 0), or 0: sleep as before. Never
@@ -489,7 +488,6 @@ static int loop_spin(struct rr_loop *l, struct epoll_event *evs, int timeout_ms)
 		}
 		if (now - t0 >= budget)
 			break;
-		sched_yield();
 	}
 	l->spin.misses++;
 	if (++l->spin_miss >= LOOP_SPIN_MISSES) {
