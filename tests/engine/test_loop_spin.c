@@ -110,13 +110,15 @@ static struct rr_loop_spin_stats rig_stats(const struct spin_rig *r)
 /* One turn whose spin finds nothing: the source becomes readable at the
  * read that ends the budget (read 10: t0 is read 0), so a spin that went
  * on past its budget would find it (a hit, not a miss), and the sleep
- * after the spin ends at once. */
+ * after the spin ends at once. A turn that does not spin (the property
+ * under test broken) is not left asleep forever: it ends after 1 s, and
+ * the counts then say what went wrong. */
 static void miss_turn(struct spin_rig *r)
 {
 	r->reads = 0;
 	r->act = ACT_READY;
 	r->act_at = BUDGET_NS / STEP_NS;
-	(void)rr_loop_run_once(r->l, -1);
+	(void)rr_loop_run_once(r->l, 1000);
 	r->act_at = 0;
 }
 
