@@ -8,7 +8,8 @@
  * on progress go through rr_engine_wait, which in the application-driven
  * mode runs the loop meanwhile (one runner at a time: run_lock). A forked
  * child forgets the parent's engine (its threads do not exist there) and
- * starts its own on first use. */
+ * starts its own on first use. With RPCRDMA_SOFT_SPIN_US set, the
+ * progress threads spin, then sleep (rr_loop_set_spin). */
 #include "engine/engine.h"
 
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "rdma/provider.h"
 #include "rpcrdma/engine.h"
 
 #define THREADS_UNSET UINT32_MAX
@@ -89,6 +91,15 @@ static unsigned default_threads(void)
 					   (unsigned long)RPCRDMA_PROGRESS_THREADS_MAX) : 1u;
 }
 
+/* The progress threads' spin budget: RPCRDMA_SOFT_SPIN_US's when it is
+ * set (rr_spin_us), else none. */
+static uint64_t loop_spin_ns(void)
+{
+	const char *e = getenv("RPCRDMA_SOFT_SPIN_US");
+
+	return e && *e ? (uint64_t)rr_spin_us(0) * 1000u : 0;
+}
+
 static void *progress_main(void *arg)
 {
 	struct rr_loop *l = arg;
@@ -131,6 +142,16 @@ static int start(void)
 		rr_free(NULL, threads);
 		return rc;
 	}
+	/* The progress threads spin before they sleep (loop.c loop_spin)
+	 * only when RPCRDMA_SOFT_SPIN_US is set in the environment (read
+	 * once, at the start; its budget, rr_spin_us): not by default, since
+	 * on the shared 2-CPU VM it found nothing to take and cost CPU
+	 * (docs/PERFORMANCE.md "Issue 16 part BO"). A loop serves many
+	 * endpoints, so no endpoint's own spin_us applies; an
+	 * application-driven loop never spins (the application chose its
+	 * waits). */
+	for (unsigned i = 0; want && i < n; i++)
+		rr_loop_set_spin(loops[i], loop_spin_ns());
 	g.loops = loops;
 	g.n = n;
 	g.threads = threads;

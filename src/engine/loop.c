@@ -11,7 +11,10 @@
  * due and no task queued takes no lock: the earliest deadline (next_at)
  * and the number of tasks are also kept as atomics, written under the
  * lock, read without it; a task or timer that a look misses has woken
- * the loop (see rr_loop_run_once). */
+ * the loop (see rr_loop_run_once). With a spin budget (rr_loop_set_spin:
+ * the engine's progress threads), a turn that would sleep first polls the
+ * epoll set for up to the budget (loop_spin: spin, then sleep), adaptive
+ * as the soft provider's fast waiter is. */
 #include "engine/loop.h"
 
 #include <sys/epoll.h>
@@ -22,6 +25,11 @@
 #include "common/common.h"
 
 #define LOOP_EVENTS 64
+/* The spin's adaptation (as the soft provider's SOFT_SPIN_MISSES and
+ * SOFT_SPIN_SKIP): after LOOP_SPIN_MISSES budgets in a row that found
+ * nothing, the next LOOP_SPIN_SKIP turns that would spin sleep at once. */
+#define LOOP_SPIN_MISSES 4
+#define LOOP_SPIN_SKIP 64
 
 struct rr_loop {
 	int epfd;
@@ -42,6 +50,14 @@ struct rr_loop {
 	struct rr_loop_src **dead;
 	unsigned ndead, dead_cap;
 	bool dead_overflow;
+	/* spin, then sleep (runner's): budget (0: never), adaptation, the
+	 * last turn's sleep ran out, the clock (tests: rr_loop_set_spin_clock) */
+	uint64_t spin_ns;
+	unsigned spin_miss, spin_skip;
+	bool timed_out;
+	uint64_t (*spin_now)(void *arg);
+	void *spin_arg;
+	struct rr_loop_spin_stats spin;
 };
 
 static __thread struct rr_loop *tls_loop;
@@ -390,6 +406,97 @@ void rr_loop_task_cancel(struct rr_loop *l, struct rr_loop_task *t)
 	pthread_mutex_unlock(&l->lock);
 }
 
+/* ------------------------------------------------------------- spin -- */
+
+void rr_loop_set_spin(struct rr_loop *l, uint64_t budget_ns)
+{
+	l->spin_ns = budget_ns;
+	l->spin_miss = l->spin_skip = 0;
+}
+
+void rr_loop_set_spin_clock(struct rr_loop *l, uint64_t (*now)(void *arg), void *arg)
+{
+	l->spin_now = now;
+	l->spin_arg = arg;
+}
+
+void rr_loop_get_spin_stats(const struct rr_loop *l, struct rr_loop_spin_stats *out)
+{
+	*out = l->spin;
+}
+
+static uint64_t spin_clock(struct rr_loop *l)
+{
+	return l->spin_now ? l->spin_now(l->spin_arg) : rr_now_ns(NULL);
+}
+
+/* Work for the runner without a look at the epoll set: a task queued (one
+ * posted by the runner itself writes no eventfd) or a timer due. */
+static bool spin_work(struct rr_loop *l, uint64_t now)
+{
+	return atomic_load(&l->ntasks) || atomic_load(&l->next_at) <= now;
+}
+
+/* Spin, then sleep: before a turn that would sleep (@timeout_ms not 0),
+ * polls the epoll set (epoll_wait with timeout 0; no sched_yield between
+ * looks: measured 3-6x slower on a loaded machine, docs/PERFORMANCE.md
+ * "Issue 16 part BO") for up to the budget, capped by @timeout_ms. What it saves is the wake-up of a
+ * sleeping thread, on this VM ~20-25 us when it comes from the other CPU:
+ * at one connection every message paid it (docs/PERFORMANCE.md "Issue 16
+ * part BO"). Returns the events found (> 0), or 0: sleep as before. Never
+ * spins while a task waits or a timer is due, and stops at once when one
+ * does (a task posted by another thread makes the set readable; one the
+ * runner posted, or a timer, is seen by spin_work), so a spin never
+ * delays either. Adaptive: a budget that found nothing is a miss; after
+ * LOOP_SPIN_MISSES in a row, LOOP_SPIN_SKIP turns sleep at once; only a
+ * hit (events after a look that found none) resets the count, and events
+ * there at the first look are neither (spin.ready). A turn after a sleep
+ * that ran out does not spin (the loop is idle, or waits for a timer). */
+static int loop_spin(struct rr_loop *l, struct epoll_event *evs, int timeout_ms)
+{
+	uint64_t budget = l->spin_ns, t0, now;
+	int n;
+
+	if (l->timed_out)
+		return 0;
+	if (l->spin_skip) {
+		l->spin_skip--;
+		l->spin.skipped++;
+		return 0;
+	}
+	if (timeout_ms > 0 && budget > (uint64_t)timeout_ms * 1000000u)
+		budget = (uint64_t)timeout_ms * 1000000u;
+	t0 = now = spin_clock(l);
+	if (spin_work(l, now))
+		return 0;
+	for (unsigned looks = 0;; looks++) {
+		n = epoll_wait(l->epfd, evs, LOOP_EVENTS, 0);
+		l->spin.polls++;
+		if (n > 0) {
+			if (looks == 0) {
+				l->spin.ready++;
+			} else {
+				l->spin.hits++;
+				l->spin_miss = 0;
+			}
+			return n;
+		}
+		now = spin_clock(l);
+		if (spin_work(l, now)) {
+			l->spin.ended++;
+			return 0;
+		}
+		if (now - t0 >= budget)
+			break;
+	}
+	l->spin.misses++;
+	if (++l->spin_miss >= LOOP_SPIN_MISSES) {
+		l->spin_miss = 0;
+		l->spin_skip = LOOP_SPIN_SKIP;
+	}
+	return 0;
+}
+
 /* ------------------------------------------------------------- turns -- */
 
 bool rr_loop_on_runner(const struct rr_loop *l)
@@ -491,19 +598,28 @@ int rr_loop_run_once(struct rr_loop *l, int timeout_ms)
 {
 	struct epoll_event evs[LOOP_EVENTS];
 	struct rr_loop *outer = tls_loop;
-	int n, ran = 0;
+	int n = 0, ran = 0;
 
 	tls_loop = l;
-	/* "sleeping" before the look at the deadline: a timer set earlier by
-	 * another thread meanwhile is either seen by the look or sees the
-	 * flag and wakes the loop (both sequentially consistent). Tasks
-	 * posted by other threads always wake it. */
-	atomic_store(&l->sleeping, true);
-	timeout_ms = sleep_ms(l, timeout_ms);
-	if (timeout_ms == 0)
+	/* a spin first (not "sleeping": a timer set by another thread during
+	 * it is seen by its looks at next_at), then as without */
+	if (l->spin_ns && timeout_ms != 0)
+		n = loop_spin(l, evs, timeout_ms);
+	if (n <= 0) {
+		/* "sleeping" before the look at the deadline: a timer set
+		 * earlier by another thread meanwhile is either seen by the
+		 * look or sees the flag and wakes the loop (both sequentially
+		 * consistent). Tasks posted by other threads always wake it. */
+		atomic_store(&l->sleeping, true);
+		timeout_ms = sleep_ms(l, timeout_ms);
+		if (timeout_ms == 0)
+			atomic_store(&l->sleeping, false);
+		n = epoll_wait(l->epfd, evs, LOOP_EVENTS, timeout_ms);
 		atomic_store(&l->sleeping, false);
-	n = epoll_wait(l->epfd, evs, LOOP_EVENTS, timeout_ms);
-	atomic_store(&l->sleeping, false);
+		l->timed_out = n == 0 && timeout_ms > 0;
+	} else {
+		l->timed_out = false;
+	}
 	l->ndead = 0;
 	l->dead_overflow = false;
 	for (int i = 0; i < n; i++) {

@@ -92,6 +92,23 @@ void rr_loop_wake(struct rr_loop *l);
  * sources, timers and tasks run. Only one thread at a time (the caller
  * guarantees it: engine.c). */
 int rr_loop_run_once(struct rr_loop *l, int timeout_ms);
+/* Spin, then sleep (loop.c loop_spin): a turn that would sleep polls the
+ * epoll set for up to @budget_ns first (0: never; the engine's progress
+ * threads: rr_spin_us, the soft provider's knob). Before the loop runs,
+ * or by its runner. */
+void rr_loop_set_spin(struct rr_loop *l, uint64_t budget_ns);
+/* Tests: the spin's clock (ns; NULL: CLOCK_MONOTONIC). It measures the
+ * budget and says when a timer is due during a spin. */
+void rr_loop_set_spin_clock(struct rr_loop *l, uint64_t (*now)(void *arg), void *arg);
+/* What the spins did (runner's counters: read by the runner, or when it
+ * no longer runs): looks at the set, budgets that ended with events after
+ * an empty look (hits), with events at the first look (ready), with
+ * nothing (misses), at a task or due timer (ended), turns that slept at
+ * once because of the adaptation (skipped). */
+struct rr_loop_spin_stats {
+	uint64_t polls, hits, ready, misses, ended, skipped;
+};
+void rr_loop_get_spin_stats(const struct rr_loop *l, struct rr_loop_spin_stats *out);
 /* True on the thread running @l now. */
 bool rr_loop_on_runner(const struct rr_loop *l);
 /* The loop the calling thread runs now, NULL when none. */
