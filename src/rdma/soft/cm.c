@@ -481,7 +481,10 @@ static void listener_gone(struct soft_id *l)
 	}
 }
 
-/* ctx->lock, rx_lock and tx_lock held (destroy paths). */
+/* ctx->lock, rx_lock and tx_lock held (destroy paths), the fast reader
+ * gone: rr_soft_fast_quiesce called with rx_lock held before tx_lock was
+ * taken, and rx_lock kept since (no new fast read; rx.c explains why the
+ * quiesce may not wait with tx_lock held). */
 void rr_soft_qp_closed(struct soft_qp *qp)
 {
 	if (qp->obj.in_epoll) {
@@ -495,7 +498,6 @@ void rr_soft_qp_closed(struct soft_qp *qp)
 		qp->id->qp = NULL;
 		qp->id = NULL;
 	}
-	rr_soft_fast_quiesce(qp);
 	if (qp->obj.fd >= 0)
 		close(qp->obj.fd);
 	qp->obj.fd = -1;
@@ -528,6 +530,7 @@ int rr_soft_destroy_id(struct rr_cm_id *base)
 			qp->disconnect_reported = true; /* the id is going away */
 			rr_soft_qp_fatal(qp, -ECONNABORTED, NULL);
 		}
+		rr_soft_fast_quiesce(qp); /* before tx_lock (rx.c) */
 		rr_lock(&qp->tx_lock);
 		rr_soft_qp_closed(qp);
 		rr_unlock(&qp->tx_lock);

@@ -374,10 +374,10 @@ int rr_soft_wait_qp(struct rr_qp *base, int n, struct rpcrdma_wc *wc, int timeou
 		(void)rr_soft_qp_rx_own(qp);
 		rr_soft_tls_direct = NULL;
 		got = d.got;
-		/* A closer waits on fast_cv holding tx_lock (rr_soft_qp_closed):
-		 * it took the socket out of the sets already, and must get
-		 * rx_lock back before it frees the QP. A QP that failed stays
-		 * out of them (rr_soft_qp_fatal). */
+		/* A closer waits on fast_cv (rr_soft_fast_quiesce, before it
+		 * takes tx_lock) and must get rx_lock back before it closes
+		 * the socket and frees the QP: not watched again (fast_kill).
+		 * A QP that failed stays out of the sets (rr_soft_qp_fatal). */
 		if (!qp->fast_kill && qp->state == QPS_RTS) {
 			rr_lock(&qp->tx_lock);
 			rr_soft_watch(qp);

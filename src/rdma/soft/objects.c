@@ -452,6 +452,7 @@ int rr_soft_destroy_qp(struct rr_qp *base)
 		rr_soft_cq_del_qp(qp->scq, qp);
 	pthread_mutex_lock(&qp->ctx->lock);
 	rr_lock(&qp->rx_lock);
+	rr_soft_fast_quiesce(qp); /* before tx_lock (rx.c) */
 	rr_lock(&qp->tx_lock);
 	rr_soft_qp_closed(qp);
 	rr_soft_place_unlink(qp); /* no piece in progress: rx_lock, no fast reader */

@@ -26,10 +26,13 @@ enum soft_race {
 				  look follows */
 	SOFT_RACE_ONE_QP,      /* cq_wait.c cq_one_hold: the CQ's one QP read without
 				  qlock and held (fast_hold), before its rx_lock */
+	SOFT_RACE_QUIESCE,     /* rx.c rr_soft_fast_quiesce: the fast reader told
+				  to leave (fast_kill, shutdown), before the wait
+				  that releases rx_lock */
 	SOFT_RACE_COUNT
 };
 
-/* @obj: the QP (RX_READ, HAND, SPIN), the CQ (PUSH, ARM, POLL, CQ_EPOLL, ONE_QP) or the
+/* @obj: the QP (RX_READ, HAND, SPIN, QUIESCE), the CQ (PUSH, ARM, POLL, CQ_EPOLL, ONE_QP) or the
  * context (THREAD), as struct soft_qp / soft_cq / soft_ctx. */
 typedef void (*rr_soft_race_fn)(enum soft_race pt, void *obj);
 

@@ -765,14 +765,32 @@ int rr_soft_qp_rx_own(struct soft_qp *qp)
 	return qp_rx(qp, true);
 }
 
-/* rx_lock held (and possibly ctx->lock, tx_lock: the reader then needs only
- * rx_lock to leave, as fast_kill tells it not to parse). */
+/* rx_lock held, tx_lock NOT held; ctx->lock or the CQ's qlock may be.
+ * The wait releases rx_lock alone and sleeps until the reader, back from its
+ * read, takes rx_lock, clears fast_rd and leaves (fast_kill: no parse, no
+ * other lock: rx_read_fast, then rr_soft_qp_rx_fast / rr_soft_wait_qp
+ * unlock). Meanwhile any thread may take rx_lock, and the reader waits for
+ * it; so the caller must hold no lock that a holder of rx_lock waits for:
+ *  - tx_lock: rx_lock -> tx_lock is the order (rr_soft_set_commit,
+ *    rr_soft_qp_revoke, rr_soft_qp_fatal, rx_terminate, lost_fail_one after
+ *    its own quiesce); a closer that waited here holding tx_lock deadlocked
+ *    with any of them (part BU: test soft_close_quiesce_before_tx_lock).
+ *    Hence the destroys quiesce first, then take tx_lock and close.
+ *  - ctx->lock, qlock: taken only before rx_lock (progress.c, cm.c,
+ *    objects.c; cq_progress, cq_one_hold's callers, lost_fail_one), never
+ *    with rx_lock or tx_lock held: nothing reached under rx_lock (qp_rx's
+ *    parse, rr_soft_qp_fatal, rr_soft_report_disconnect -> the channel's
+ *    lock, rr_soft_cq_push -> the ring's lock, an SRQ's lock) takes them.
+ * Two quiescers (a destroy and lost_fail_one) both wait here: the reader's
+ * broadcast wakes both. No new fast read starts while the caller keeps
+ * rx_lock (fast_rd is set only under it, after a look at state). */
 void rr_soft_fast_quiesce(struct soft_qp *qp)
 {
 	if (!qp->fast_rd)
 		return;
 	qp->fast_kill = true;
 	rr_soft_sock_shutdown(qp); /* ends its recvmsg now */
+	soft_race(SOFT_RACE_QUIESCE, qp);
 	while (qp->fast_rd)
 		rr_cond_wait(&qp->fast_cv, &qp->rx_lock);
 }

@@ -22,8 +22,9 @@ int rr_soft_qp_rx_own(struct soft_qp *qp);
  * WQE with the peer's Terminate @peer_term, if any), the receive queue
  * flushed, DISCONNECTED reported with @err unless an error came first. */
 void rr_soft_qp_fatal(struct soft_qp *qp, int err, const struct rr_term *peer_term);
-/* A fast-waiting reader of @qp (rx_lock held, released while waiting) is
- * made to leave before the socket is closed. */
+/* A fast-waiting reader of @qp (rx_lock held, released while waiting;
+ * tx_lock must not be held: rx.c) is made to leave before the socket is
+ * closed. */
 void rr_soft_fast_quiesce(struct soft_qp *qp);
 /* The QP takes socket @fd after the MPA exchange (@conn), to RTS.
  * @commit_rx/@commit_tx enable Commit (added to what rpcrdma_qp_set_commit
