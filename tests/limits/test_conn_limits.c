@@ -520,6 +520,87 @@ static void held_loop_set(bool *flag)
 	pthread_mutex_unlock(&held_loop.lock);
 }
 
+static void held_loop_arm(void)
+{
+	held_loop.started = held_loop.release = false;
+	held_loop.t.fn = held_loop_run;
+}
+
+static void held_loop_wait_started(void)
+{
+	pthread_mutex_lock(&held_loop.lock);
+	while (!held_loop.started)
+		pthread_cond_wait(&held_loop.cv, &held_loop.lock);
+	pthread_mutex_unlock(&held_loop.lock);
+}
+
+/* The tcp:// idle-sweep tests' set-up: a server on the virtual clock
+ * @clock (idle_timeout_ms = 1 s, two progress loops), the sweep's loop
+ * (ll) found through the clock's callers, and the connection under test
+ * (test_fd) on the loop after it, t: connections go to the loops
+ * round-robin in accept order, so silent ones (fds) are accepted first as
+ * needed, and one more after it. false: one progress loop only (the
+ * listener's is every connection's; the server is destroyed). */
+struct idle_fix {
+	struct rpcrdma_env env;
+	struct rpcrdma_server_opts o;
+	struct rpcrdma_server *s;
+	struct rr_loop *ll;
+	unsigned n, t;
+	int fds[RPCRDMA_PROGRESS_THREADS_MAX + 2], nfds, test_fd;
+	char url[64];
+};
+
+static bool idle_fix_open(struct idle_fix *f, uint64_t (*clock)(void *))
+{
+	unsigned li = 0;
+
+	memset(f, 0, sizeof(*f));
+	f->test_fd = -1;
+	(void)rpcrdma_progress_threads_set(2);   /* (before the engine starts) */
+	f->env = *rpcrdma_env_default();
+	f->env.now_ns = clock;
+	f->env.clock_ctx = NULL;
+	f->o.threads = 2;
+	f->o.idle_timeout_ms = 1000;
+	f->o.env = &f->env;
+	atomic_store(&idle_vclock_ns, 1000000000ull);
+	atomic_store(&vclock_loop, NULL);
+	f->s = start_server("tcp", &f->o, f->url, sizeof(f->url));
+	f->n = rr_engine_nloops();
+	if (f->n < 2) {
+		printf("  one progress loop: the listener's is every connection's\n");
+		rpcrdma_server_destroy(f->s);
+		return false;
+	}
+	/* nothing but the sweep reads the server's clock yet */
+	REQUIRE(WAIT_FOR(atomic_load(&vclock_loop) != NULL, WAIT_MS));
+	f->ll = atomic_load(&vclock_loop);
+	while (li < f->n && rr_engine_loop(li) != f->ll)
+		li++;
+	REQUIRE(li < f->n);
+	f->t = (li + 1) % f->n;   /* the connection under test: the t-th accepted */
+	for (unsigned k = 0; k <= f->t + 1; k++) {
+		int fd = raw_connect(port_of(f->s));
+
+		REQUIRE(fd >= 0);
+		REQUIRE(WAIT_FOR(srv_stats(f->s).connections == k + 1, WAIT_MS));
+		if (k == f->t)
+			f->test_fd = fd;
+		else
+			f->fds[f->nfds++] = fd;
+	}
+	return true;
+}
+
+static void idle_fix_close(struct idle_fix *f)
+{
+	for (int i = 0; i < f->nfds; i++)
+		close(f->fds[i]);
+	close(f->test_fd);
+	rpcrdma_server_destroy(f->s);
+}
+
 /* tcp://, the server on a virtual clock, idle_timeout_ms = 1 s: a Call
  * that waits unread in a connection's socket while the connection's loop
  * is held up (here by a task) past the timeout is not idleness. The loop
@@ -534,71 +615,30 @@ static void held_loop_set(bool *flag)
  * Reply). */
 TEST(limits_idle_timeout_call_waiting_unread_not_closed_tcp)
 {
-	struct rpcrdma_env env = *rpcrdma_env_default();
-	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = 1000};
-	struct rpcrdma_server *s;
-	struct rr_loop *ll;
-	int fds[RPCRDMA_PROGRESS_THREADS_MAX + 2], nfds = 0, test_fd = -1;
-	unsigned n, li = 0, t;
+	struct idle_fix f;
 	uint8_t rec[256];
 	long len;
-	char url[64];
 
-	(void)rpcrdma_progress_threads_set(2);   /* (before the engine starts) */
-	env.now_ns = idle_vclock_noting;
-	env.clock_ctx = NULL;
-	o.env = &env;
-	atomic_store(&idle_vclock_ns, 1000000000ull);
-	atomic_store(&vclock_loop, NULL);
-	s = start_server("tcp", &o, url, sizeof(url));
-	n = rr_engine_nloops();
-	if (n < 2) {
-		printf("  one progress loop: the listener's is every connection's\n");
-		rpcrdma_server_destroy(s);
+	if (!idle_fix_open(&f, idle_vclock_noting))
 		return;
-	}
-	/* nothing but the sweep reads the server's clock yet */
-	REQUIRE(WAIT_FOR(atomic_load(&vclock_loop) != NULL, WAIT_MS));
-	ll = atomic_load(&vclock_loop);
-	while (li < n && rr_engine_loop(li) != ll)
-		li++;
-	REQUIRE(li < n);
-	t = (li + 1) % n;   /* the connection under test: the t-th accepted */
-	for (unsigned k = 0; k <= t + 1; k++) {
-		int fd = raw_connect(port_of(s));
-
-		REQUIRE(fd >= 0);
-		REQUIRE(WAIT_FOR(srv_stats(s).connections == k + 1, WAIT_MS));
-		if (k == t)
-			test_fd = fd;
-		else
-			fds[nfds++] = fd;
-	}
 	/* its loop held; its Call then waits unread in the socket */
-	held_loop.started = held_loop.release = false;
-	held_loop.t.fn = held_loop_run;
-	rr_loop_post(rr_engine_loop(t), &held_loop.t);
-	pthread_mutex_lock(&held_loop.lock);
-	while (!held_loop.started)
-		pthread_cond_wait(&held_loop.cv, &held_loop.lock);
-	pthread_mutex_unlock(&held_loop.lock);
-	rpc_raw_send_call(test_fd, 0x1d1e, PROG, 1, P_ECHO, (const uint32_t[]){41}, 1);
+	held_loop_arm();
+	rr_loop_post(rr_engine_loop(f.t), &held_loop.t);
+	held_loop_wait_started();
+	rpc_raw_send_call(f.test_fd, 0x1d1e, PROG, 1, P_ECHO, (const uint32_t[]){41}, 1);
 	atomic_store(&idle_vclock_ns, 6000000000ull);
 	/* the look that closes the silent ones */
-	CHECK(WAIT_FOR(srv_stats(s).idle_closed >= (uint64_t)nfds, WAIT_MS));
-	CHECK_EQ(srv_stats(s).idle_closed, (uint64_t)nfds);
+	CHECK(WAIT_FOR(srv_stats(f.s).idle_closed >= (uint64_t)f.nfds, WAIT_MS));
+	CHECK_EQ(srv_stats(f.s).idle_closed, (uint64_t)f.nfds);
 	held_loop_set(&held_loop.release);
-	len = rpc_raw_recv_record(test_fd, rec, sizeof(rec), WAIT_MS);
+	len = rpc_raw_recv_record(f.test_fd, rec, sizeof(rec), WAIT_MS);
 	CHECK(len >= 28);
 	if (len >= 28) {
 		CHECK_EQ(rr_get_be32(rec), 0x1d1eu);             /* its XID */
 		CHECK_EQ(rr_get_be32(rec + len - 4), 42u);       /* answered */
 	}
-	CHECK_EQ(srv_stats(s).idle_closed, (uint64_t)nfds);
-	for (int i = 0; i < nfds; i++)
-		close(fds[i]);
-	close(test_fd);
-	rpcrdma_server_destroy(s);
+	CHECK_EQ(srv_stats(f.s).idle_closed, (uint64_t)f.nfds);
+	idle_fix_close(&f);
 }
 
 /* The clock of the next test: as idle_vclock_noting, and the first read
@@ -629,81 +669,41 @@ static uint64_t idle_vclock_holding(void *ctx)
  * connection is shut down and the second Call never answered. */
 TEST(limits_idle_timeout_call_read_ahead_not_closed_tcp)
 {
-	struct rpcrdma_env env = *rpcrdma_env_default();
-	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = 1000};
-	struct rpcrdma_server *s;
-	struct rr_loop *ll;
-	int fds[RPCRDMA_PROGRESS_THREADS_MAX + 2], nfds = 0, test_fd = -1;
-	unsigned n, li = 0, t;
+	struct idle_fix f;
 	uint8_t two[2 * (4 + 44)], rec[256];
 	size_t l1, l2;
 	long len;
-	char url[64];
 
-	(void)rpcrdma_progress_threads_set(2);   /* (before the engine starts) */
-	env.now_ns = idle_vclock_holding;
-	env.clock_ctx = NULL;
-	o.env = &env;
-	atomic_store(&idle_vclock_ns, 1000000000ull);
-	atomic_store(&vclock_loop, NULL);
 	atomic_store(&hold_on_read, NULL);
-	s = start_server("tcp", &o, url, sizeof(url));
-	n = rr_engine_nloops();
-	if (n < 2) {
-		printf("  one progress loop: the listener's is every connection's\n");
-		rpcrdma_server_destroy(s);
+	if (!idle_fix_open(&f, idle_vclock_holding))
 		return;
-	}
-	REQUIRE(WAIT_FOR(atomic_load(&vclock_loop) != NULL, WAIT_MS));
-	ll = atomic_load(&vclock_loop);
-	while (li < n && rr_engine_loop(li) != ll)
-		li++;
-	REQUIRE(li < n);
-	t = (li + 1) % n;   /* the connection under test: the t-th accepted */
-	for (unsigned k = 0; k <= t + 1; k++) {
-		int fd = raw_connect(port_of(s));
-
-		REQUIRE(fd >= 0);
-		REQUIRE(WAIT_FOR(srv_stats(s).connections == k + 1, WAIT_MS));
-		if (k == t)
-			test_fd = fd;
-		else
-			fds[nfds++] = fd;
-	}
 	/* two Calls in one send: one read takes both */
 	l1 = rpc_raw_call(two + 4, 0x2d1e, PROG, 1, P_ECHO, (const uint32_t[]){10}, 1);
 	rr_put_be32(two, 0x80000000u | (uint32_t)l1);
 	l2 = rpc_raw_call(two + 8 + l1, 0x2d1f, PROG, 1, P_ECHO, (const uint32_t[]){20}, 1);
 	rr_put_be32(two + 4 + l1, 0x80000000u | (uint32_t)l2);
-	held_loop.started = held_loop.release = false;
-	held_loop.t.fn = held_loop_run;
-	atomic_store(&hold_on_read, rr_engine_loop(t));
-	rpc_raw_send_all(test_fd, two, 8 + l1 + l2);
-	pthread_mutex_lock(&held_loop.lock);
-	while (!held_loop.started)
-		pthread_cond_wait(&held_loop.cv, &held_loop.lock);
-	pthread_mutex_unlock(&held_loop.lock);
+	held_loop_arm();
+	atomic_store(&hold_on_read, rr_engine_loop(f.t));
+	rpc_raw_send_all(f.test_fd, two, 8 + l1 + l2);
+	held_loop_wait_started();
 	/* the first answered; the second staged, its task behind the hold */
-	len = rpc_raw_recv_record(test_fd, rec, sizeof(rec), WAIT_MS);
+	len = rpc_raw_recv_record(f.test_fd, rec, sizeof(rec), WAIT_MS);
 	REQUIRE(len >= 28);
 	REQUIRE_EQ(rr_get_be32(rec), 0x2d1eu);
 	CHECK_EQ(rr_get_be32(rec + len - 4), 11u);
 	atomic_store(&idle_vclock_ns, 6000000000ull);
 	/* the look that closes the silent ones */
-	CHECK(WAIT_FOR(srv_stats(s).idle_closed >= (uint64_t)nfds, WAIT_MS));
-	CHECK_EQ(srv_stats(s).idle_closed, (uint64_t)nfds);
+	CHECK(WAIT_FOR(srv_stats(f.s).idle_closed >= (uint64_t)f.nfds, WAIT_MS));
+	CHECK_EQ(srv_stats(f.s).idle_closed, (uint64_t)f.nfds);
 	held_loop_set(&held_loop.release);
-	len = rpc_raw_recv_record(test_fd, rec, sizeof(rec), WAIT_MS);
+	len = rpc_raw_recv_record(f.test_fd, rec, sizeof(rec), WAIT_MS);
 	CHECK(len >= 28);
 	if (len >= 28) {
 		CHECK_EQ(rr_get_be32(rec), 0x2d1fu);
 		CHECK_EQ(rr_get_be32(rec + len - 4), 21u);
 	}
-	CHECK_EQ(srv_stats(s).idle_closed, (uint64_t)nfds);
-	for (int i = 0; i < nfds; i++)
-		close(fds[i]);
-	close(test_fd);
-	rpcrdma_server_destroy(s);
+	CHECK_EQ(srv_stats(f.s).idle_closed, (uint64_t)f.nfds);
+	idle_fix_close(&f);
 }
 
 /* tcp://: a connection's read noted at a later time than the sweep's
@@ -717,74 +717,34 @@ TEST(limits_idle_timeout_call_read_ahead_not_closed_tcp)
  * last >= now guard): the connection is closed. */
 TEST(limits_idle_timeout_read_after_sweep_time_not_closed_tcp)
 {
-	struct rpcrdma_env env = *rpcrdma_env_default();
-	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = 1000};
-	struct rpcrdma_server *s;
-	struct rr_loop *ll;
-	int fds[RPCRDMA_PROGRESS_THREADS_MAX + 2], nfds = 0, test_fd = -1;
-	unsigned n, li = 0, t;
+	struct idle_fix f;
 	uint8_t rec[256];
 	long len;
-	char url[64];
 
-	(void)rpcrdma_progress_threads_set(2);   /* (before the engine starts) */
-	env.now_ns = idle_vclock_noting;
-	env.clock_ctx = NULL;
-	o.env = &env;
-	atomic_store(&idle_vclock_ns, 1000000000ull);
-	atomic_store(&vclock_loop, NULL);
-	s = start_server("tcp", &o, url, sizeof(url));
-	n = rr_engine_nloops();
-	if (n < 2) {
-		printf("  one progress loop: the listener's is every connection's\n");
-		rpcrdma_server_destroy(s);
-		return;
-	}
 	/* the sweep's first look, at 1 s (the next one at 1.1 s) */
-	REQUIRE(WAIT_FOR(atomic_load(&vclock_loop) != NULL, WAIT_MS));
-	ll = atomic_load(&vclock_loop);
-	while (li < n && rr_engine_loop(li) != ll)
-		li++;
-	REQUIRE(li < n);
-	t = (li + 1) % n;   /* the connection under test: the t-th accepted */
-	for (unsigned k = 0; k <= t + 1; k++) {
-		int fd = raw_connect(port_of(s));
-
-		REQUIRE(fd >= 0);
-		REQUIRE(WAIT_FOR(srv_stats(s).connections == k + 1, WAIT_MS));
-		if (k == t)
-			test_fd = fd;
-		else
-			fds[nfds++] = fd;
-	}
+	if (!idle_fix_open(&f, idle_vclock_noting))
+		return;
 	/* the sweep's loop held; the connection reads at 5 s */
-	held_loop.started = held_loop.release = false;
-	held_loop.t.fn = held_loop_run;
-	rr_loop_post(ll, &held_loop.t);
-	pthread_mutex_lock(&held_loop.lock);
-	while (!held_loop.started)
-		pthread_cond_wait(&held_loop.cv, &held_loop.lock);
-	pthread_mutex_unlock(&held_loop.lock);
+	held_loop_arm();
+	rr_loop_post(f.ll, &held_loop.t);
+	held_loop_wait_started();
 	atomic_store(&idle_vclock_ns, 5000000000ull);
-	rpc_raw_send_call(test_fd, 0x3d1e, PROG, 1, P_ECHO, (const uint32_t[]){30}, 1);
-	len = rpc_raw_recv_record(test_fd, rec, sizeof(rec), WAIT_MS);
+	rpc_raw_send_call(f.test_fd, 0x3d1e, PROG, 1, P_ECHO, (const uint32_t[]){30}, 1);
+	len = rpc_raw_recv_record(f.test_fd, rec, sizeof(rec), WAIT_MS);
 	REQUIRE(len >= 28);
 	CHECK_EQ(rr_get_be32(rec + len - 4), 31u);
 	/* the look's time before that read: the silent ones are 1 s old */
 	atomic_store(&idle_vclock_ns, 2000000000ull);
 	held_loop_set(&held_loop.release);
-	CHECK(WAIT_FOR(srv_stats(s).idle_closed >= (uint64_t)nfds, WAIT_MS));
-	CHECK_EQ(srv_stats(s).idle_closed, (uint64_t)nfds);
-	rpc_raw_send_call(test_fd, 0x3d1f, PROG, 1, P_ECHO, (const uint32_t[]){40}, 1);
-	len = rpc_raw_recv_record(test_fd, rec, sizeof(rec), WAIT_MS);
+	CHECK(WAIT_FOR(srv_stats(f.s).idle_closed >= (uint64_t)f.nfds, WAIT_MS));
+	CHECK_EQ(srv_stats(f.s).idle_closed, (uint64_t)f.nfds);
+	rpc_raw_send_call(f.test_fd, 0x3d1f, PROG, 1, P_ECHO, (const uint32_t[]){40}, 1);
+	len = rpc_raw_recv_record(f.test_fd, rec, sizeof(rec), WAIT_MS);
 	CHECK(len >= 28);
 	if (len >= 28)
 		CHECK_EQ(rr_get_be32(rec + len - 4), 41u);
-	CHECK_EQ(srv_stats(s).idle_closed, (uint64_t)nfds);
-	for (int i = 0; i < nfds; i++)
-		close(fds[i]);
-	close(test_fd);
-	rpcrdma_server_destroy(s);
+	CHECK_EQ(srv_stats(f.s).idle_closed, (uint64_t)f.nfds);
+	idle_fix_close(&f);
 }
 
 /* A client whose idle connection the server closed connects again when
