@@ -454,6 +454,19 @@ int rr_th_h_echo(struct rpcrdma_req *r, void *ctx)
 	return RPCRDMA_SVC_OK;
 }
 
+void rr_th_echo(struct rpcrdma_client *c, uint32_t proc, uint32_t v)
+{
+	struct rpcrdma_call *call;
+	uint32_t r = 0;
+
+	REQUIRE_EQ(rpcrdma_call_create(c, proc, &call), 0);
+	rpcrdma_xdr_put_u32(rpcrdma_call_args(call), v);
+	REQUIRE_EQ(rpcrdma_call_run(call), 0);
+	REQUIRE_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &r), 0);
+	CHECK_EQ(r, v + 1);
+	rpcrdma_call_destroy(call);
+}
+
 int rr_th_h_bulk_seeded(struct rpcrdma_req *r, void *ctx)
 {
 	struct rpcrdma_xdr_dec *d = rpcrdma_req_args(r);

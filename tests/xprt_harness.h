@@ -273,6 +273,9 @@ int rr_th_rogue_read(struct rr_th_rogue *g, uint32_t stag, uint64_t off, uint32_
 
 /* ECHO: u32 v -> u32 v + 1. */
 int rr_th_h_echo(struct rpcrdma_req *r, void *ctx);
+/* A synchronous ECHO call of procedure @proc (rr_th_h_echo's) on @c:
+ * required to run; its result checked to be @v + 1. */
+void rr_th_echo(struct rpcrdma_client *c, uint32_t proc, uint32_t v);
 
 /* BULK: args = u32 seed, ddp opaque; checks data[i] == (seed + i) & 0xff and
  * returns u32 len, the same bytes as a DDP-eligible result referenced from the

@@ -122,17 +122,8 @@ static unsigned probe_second(const char *knob, struct rpcrdma_xprt_stats *st)
 	REQUIRE_EQ(rpcrdma_server_start(s), 0);
 	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", rpcrdma_server_port(s));
 	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &co, &c), 0);
-	for (uint32_t v = 0; v < 3; v++) {
-		struct rpcrdma_call *call;
-		uint32_t r = 0;
-
-		REQUIRE_EQ(rpcrdma_call_create(c, T_ECHO, &call), 0);
-		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), v);
-		REQUIRE_EQ(rpcrdma_call_run(call), 0);
-		REQUIRE_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &r), 0);
-		CHECK_EQ(r, v + 1);
-		rpcrdma_call_destroy(call);
-	}
+	for (uint32_t v = 0; v < 3; v++)
+		rr_th_echo(c, T_ECHO, v);
 	w.s = s;
 	REQUIRE_EQ(rpcrdma_server_stats(s, st), 0);
 	CHECK_EQ(st->quiet_probes, 0);   /* no virtual time has passed */
@@ -145,18 +136,8 @@ static unsigned probe_second(const char *knob, struct rpcrdma_xprt_stats *st)
 			sec = k;
 	}
 	REQUIRE_EQ(rpcrdma_server_stats(s, st), 0);
-	if (sec) {
-		/* the connection kept and answering after the probe */
-		struct rpcrdma_call *call;
-		uint32_t r = 0;
-
-		REQUIRE_EQ(rpcrdma_call_create(c, T_ECHO, &call), 0);
-		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), 41);
-		CHECK_EQ(rpcrdma_call_run(call), 0);
-		CHECK_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &r), 0);
-		CHECK_EQ(r, 42);
-		rpcrdma_call_destroy(call);
-	}
+	if (sec)
+		rr_th_echo(c, T_ECHO, 41);   /* the connection kept and answering after the probe */
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
 	return sec;

@@ -42,15 +42,7 @@ static struct rpcrdma_server *start(char *url, size_t n, uint32_t flags)
 
 static void echo(struct rpcrdma_client *c, uint32_t v)
 {
-	struct rpcrdma_call *call;
-	uint32_t r = 0;
-
-	REQUIRE_EQ(rpcrdma_call_create(c, T_ECHO, &call), 0);
-	rpcrdma_xdr_put_u32(rpcrdma_call_args(call), v);
-	REQUIRE_EQ(rpcrdma_call_run(call), 0);
-	REQUIRE_EQ(rpcrdma_xdr_get_u32(rpcrdma_call_results(call), &r), 0);
-	CHECK_EQ(r, v + 1);
-	rpcrdma_call_destroy(call);
+	rr_th_echo(c, T_ECHO, v);
 }
 
 /* One busy connection, then a second client: its connection request is
