@@ -8,8 +8,8 @@
  * on progress go through rr_engine_wait, which in the application-driven
  * mode runs the loop meanwhile (one runner at a time: run_lock). A forked
  * child forgets the parent's engine (its threads do not exist there) and
- * starts its own on first use. With RPCRDMA_SOFT_SPIN_US set, the
- * progress threads spin, then sleep (rr_loop_set_spin). */
+ * starts its own on first use. The progress threads spin, then sleep
+ * (rr_loop_set_spin), with the soft provider's budget (rr_spin_us). */
 #include "engine/engine.h"
 
 #include <stdio.h>
@@ -91,13 +91,11 @@ static unsigned default_threads(void)
 					   (unsigned long)RPCRDMA_PROGRESS_THREADS_MAX) : 1u;
 }
 
-/* The progress threads' spin budget: RPCRDMA_SOFT_SPIN_US's when it is
- * set (rr_spin_us), else none. */
+/* The progress threads' spin budget: RPCRDMA_SOFT_SPIN_US's (0 or "off":
+ * none), else RPCRDMA_SPIN_US_DEFAULT (rr_spin_us). */
 static uint64_t loop_spin_ns(void)
 {
-	const char *e = getenv("RPCRDMA_SOFT_SPIN_US");
-
-	return e && *e ? (uint64_t)rr_spin_us(0) * 1000u : 0;
+	return (uint64_t)rr_spin_us(0) * 1000u;
 }
 
 static void *progress_main(void *arg)
@@ -142,14 +140,15 @@ static int start(void)
 		rr_free(NULL, threads);
 		return rc;
 	}
-	/* The progress threads spin before they sleep (loop.c loop_spin)
-	 * only when RPCRDMA_SOFT_SPIN_US is set in the environment (read
-	 * once, at the start; its budget, rr_spin_us): not by default, since
-	 * on the shared 2-CPU VM it found nothing to take and cost CPU
-	 * (docs/PERFORMANCE.md "Issue 16 part BO"). A loop serves many
-	 * endpoints, so no endpoint's own spin_us applies; an
-	 * application-driven loop never spins (the application chose its
-	 * waits). */
+	/* The progress threads spin before they sleep (loop.c loop_spin),
+	 * with the budget of RPCRDMA_SOFT_SPIN_US (read once, at the start;
+	 * 0 or "off": never), else the default: at one connection on a quiet
+	 * machine it saves the wake-up of each message (asynchronous NULL
+	 * calls 5.7x; docs/PERFORMANCE.md "Thirteenth session: the loops'
+	 * spin on a quiet machine"); on a loaded one it finds nothing and
+	 * its adaptation stops it. A loop serves many endpoints, so no
+	 * endpoint's own spin_us applies; an application-driven loop never
+	 * spins (the application chose its waits). */
 	for (unsigned i = 0; want && i < n; i++)
 		rr_loop_set_spin(loops[i], loop_spin_ns());
 	g.loops = loops;
