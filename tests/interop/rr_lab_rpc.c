@@ -235,6 +235,22 @@ done:
 	return rc;
 }
 
+/* QUIT (the server ends), reported, then the client gone; the program's
+ * exit status: 0 when every result passed. */
+static int quit_and_close(struct rpcrdma_client *c)
+{
+	struct rpcrdma_call *call;
+	int rc = rpcrdma_call_create(c, P_QUIT, &call);
+
+	if (rc == 0) {
+		rc = rpcrdma_call_run(call);
+		rpcrdma_call_destroy(call);
+	}
+	result(rc == 0, "QUIT", "rc %d", rc);
+	rpcrdma_client_destroy(c);
+	return failures ? 1 : 0;
+}
+
 struct async_slot {
 	struct rpcrdma_call *call;
 	uint8_t *out, *in;
@@ -385,14 +401,7 @@ static int client(const char *url)
 		}
 		result(bad == 0, "PARALLEL 32 async BULK calls", "%d bad", bad);
 	}
-	rc = rpcrdma_call_create(c, P_QUIT, &call);
-	if (rc == 0) {
-		rc = rpcrdma_call_run(call);
-		rpcrdma_call_destroy(call);
-	}
-	result(rc == 0, "QUIT", "rc %d", rc);
-	rpcrdma_client_destroy(c);
-	return failures ? 1 : 0;
+	return quit_and_close(c);
 }
 
 struct qstats {
@@ -440,7 +449,6 @@ static int quiet_client(const char *url, unsigned sec, bool none)
 {
 	struct rpcrdma_client_opts o = {.timeout_ms = 60000, .connect_timeout_ms = 20000};
 	struct rpcrdma_client *c = NULL;
-	struct rpcrdma_call *call = NULL;
 	struct qstats q0 = {0}, q;
 	int rc = rpcrdma_client_create(url, PROG, VERS, &o, &c);
 	int bad = 0;
@@ -494,14 +502,7 @@ static int quiet_client(const char *url, unsigned sec, bool none)
 	}
 	rc = echo_once(c, 12345u);
 	result(rc == 0, "ECHO after the idles", "rc %d", rc);
-	rc = rpcrdma_call_create(c, P_QUIT, &call);
-	if (rc == 0) {
-		rc = rpcrdma_call_run(call);
-		rpcrdma_call_destroy(call);
-	}
-	result(rc == 0, "QUIT", "rc %d", rc);
-	rpcrdma_client_destroy(c);
-	return failures ? 1 : 0;
+	return quit_and_close(c);
 }
 
 int main(int argc, char **argv)
