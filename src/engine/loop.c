@@ -420,6 +420,11 @@ void rr_loop_set_spin_clock(struct rr_loop *l, uint64_t (*now)(void *arg), void 
 	l->spin_arg = arg;
 }
 
+uint64_t rr_loop_spin_budget(const struct rr_loop *l)
+{
+	return l->spin_ns;
+}
+
 void rr_loop_get_spin_stats(const struct rr_loop *l, struct rr_loop_spin_stats *out)
 {
 	*out = l->spin;

@@ -109,6 +109,8 @@ struct rr_loop_spin_stats {
 	uint64_t polls, hits, ready, misses, ended, skipped;
 };
 void rr_loop_get_spin_stats(const struct rr_loop *l, struct rr_loop_spin_stats *out);
+/* The spin budget set (ns; 0: none). */
+uint64_t rr_loop_spin_budget(const struct rr_loop *l);
 /* True on the thread running @l now. */
 bool rr_loop_on_runner(const struct rr_loop *l);
 /* The loop the calling thread runs now, NULL when none. */

@@ -9,11 +9,15 @@
  * on time: the injected clock's hook makes the events. */
 #include "test.h"
 
+#include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "engine/engine.h"
 #include "engine/loop.h"
+#include "rdma/provider.h"
+#include "xprt_harness.h"
 
 #define STEP_NS 100u        /* the injected clock per read */
 #define BUDGET_NS 1000u     /* 10 reads */
@@ -242,4 +246,55 @@ TEST(engine_loop_spin_zero_never_spins)
 	CHECK_EQ(r.reads, 0u);
 	CHECK_EQ(r.src_runs, 3);
 	rig_fini(&r);
+}
+
+/* The engine's progress threads get the soft provider's budget: the
+ * default (RPCRDMA_SPIN_US_DEFAULT) with RPCRDMA_SOFT_SPIN_US unset, its
+ * value when set, none with "off" or 0 (read when the engine starts: each
+ * case in a child of its own, whose engine starts there). Fails with the
+ * spin left opt-in (unset: no budget) or not passed to the loops. */
+static uint64_t engine_budget(void)
+{
+	struct rr_loop *l = NULL;
+	uint64_t b = UINT64_MAX;
+
+	if (rr_engine_pick(&l) == 0 && l) {
+		b = rr_loop_spin_budget(l);
+		for (unsigned i = 0; i < rr_engine_nloops(); i++)
+			if (rr_loop_spin_budget(rr_engine_loop(i)) != b)
+				return UINT64_MAX - 1;
+	}
+	return b;
+}
+
+static int budget_unset(void)
+{
+	unsetenv("RPCRDMA_SOFT_SPIN_US");
+	return engine_budget() == (uint64_t)RPCRDMA_SPIN_US_DEFAULT * 1000u ? 0 : 1;
+}
+
+static int budget_50(void)
+{
+	setenv("RPCRDMA_SOFT_SPIN_US", "50", 1);
+	return engine_budget() == 50000u ? 0 : 1;
+}
+
+static int budget_off(void)
+{
+	setenv("RPCRDMA_SOFT_SPIN_US", "off", 1);
+	return engine_budget() == 0 ? 0 : 1;
+}
+
+static int budget_zero(void)
+{
+	setenv("RPCRDMA_SOFT_SPIN_US", "0", 1);
+	return engine_budget() == 0 ? 0 : 1;
+}
+
+TEST(engine_progress_threads_spin_budget_by_default)
+{
+	CHECK_EQ(rr_th_in_child(budget_unset), 0);
+	CHECK_EQ(rr_th_in_child(budget_50), 0);
+	CHECK_EQ(rr_th_in_child(budget_off), 0);
+	CHECK_EQ(rr_th_in_child(budget_zero), 0);
 }
