@@ -257,6 +257,18 @@ struct async_slot {
 	uint32_t len;
 };
 
+/* The connect's outcome reported: 0, 77 when the transport is not built
+ * in (the program's "not yet available" status), else 1. */
+static int connect_result(const char *url, int rc)
+{
+	if (rc == -EPROTONOSUPPORT) {
+		printf("not yet available: client %s: transport not built into librpcrdma\n", url);
+		return 77;
+	}
+	result(rc == 0, "connect", "%s: %s", url, rc ? strerror(-rc) : "ok");
+	return rc ? 1 : 0;
+}
+
 static int client(const char *url)
 {
 	struct rpcrdma_client_opts o = {.timeout_ms = 60000, .connect_timeout_ms = 20000};
@@ -264,13 +276,9 @@ static int client(const char *url)
 	struct rpcrdma_call *call = NULL;
 	int rc = rpcrdma_client_create(url, PROG, VERS, &o, &c);
 
-	if (rc == -EPROTONOSUPPORT) {
-		printf("not yet available: client %s: transport not built into librpcrdma\n", url);
-		return 77;
-	}
-	result(rc == 0, "connect", "%s: %s", url, rc ? strerror(-rc) : "ok");
+	rc = connect_result(url, rc);
 	if (rc)
-		return 1;
+		return rc;
 
 	/* ECHO */
 	{
@@ -453,13 +461,9 @@ static int quiet_client(const char *url, unsigned sec, bool none)
 	int rc = rpcrdma_client_create(url, PROG, VERS, &o, &c);
 	int bad = 0;
 
-	if (rc == -EPROTONOSUPPORT) {
-		printf("not yet available: client %s: transport not built into librpcrdma\n", url);
-		return 77;
-	}
-	result(rc == 0, "connect", "%s: %s", url, rc ? strerror(-rc) : "ok");
+	rc = connect_result(url, rc);
 	if (rc)
-		return 1;
+		return rc;
 	for (uint32_t i = 0; i < 3; i++)
 		bad += echo_once(c, i * 31u) != 0;
 	result(bad == 0, "ECHO x3 (quiet Replies)", "%d bad", bad);

@@ -534,6 +534,14 @@ static void held_loop_wait_started(void)
 	pthread_mutex_unlock(&held_loop.lock);
 }
 
+/* @l held by held_loop's task (running there) until held_loop_set(release). */
+static void held_loop_hold(struct rr_loop *l)
+{
+	held_loop_arm();
+	rr_loop_post(l, &held_loop.t);
+	held_loop_wait_started();
+}
+
 /* The tcp:// idle-sweep tests' set-up: a server on the virtual clock
  * @clock (idle_timeout_ms = 1 s, two progress loops), the sweep's loop
  * (ll) found through the clock's callers, and the connection under test
@@ -622,9 +630,7 @@ TEST(limits_idle_timeout_call_waiting_unread_not_closed_tcp)
 	if (!idle_fix_open(&f, idle_vclock_noting))
 		return;
 	/* its loop held; its Call then waits unread in the socket */
-	held_loop_arm();
-	rr_loop_post(rr_engine_loop(f.t), &held_loop.t);
-	held_loop_wait_started();
+	held_loop_hold(rr_engine_loop(f.t));
 	rpc_raw_send_call(f.test_fd, 0x1d1e, PROG, 1, P_ECHO, (const uint32_t[]){41}, 1);
 	atomic_store(&idle_vclock_ns, 6000000000ull);
 	/* the look that closes the silent ones */
@@ -725,9 +731,7 @@ TEST(limits_idle_timeout_read_after_sweep_time_not_closed_tcp)
 	if (!idle_fix_open(&f, idle_vclock_noting))
 		return;
 	/* the sweep's loop held; the connection reads at 5 s */
-	held_loop_arm();
-	rr_loop_post(f.ll, &held_loop.t);
-	held_loop_wait_started();
+	held_loop_hold(f.ll);
 	atomic_store(&idle_vclock_ns, 5000000000ull);
 	rpc_raw_send_call(f.test_fd, 0x3d1e, PROG, 1, P_ECHO, (const uint32_t[]){30}, 1);
 	len = rpc_raw_recv_record(f.test_fd, rec, sizeof(rec), WAIT_MS);
