@@ -26,10 +26,17 @@ bool tp_cl_busy(const struct rr_tp_client *c)
  * on connection @cn: whether the progress thread must look again, i.e.
  * work is left for it (other calls, a lost or changed connection); an idle
  * client's next call needs nobody else. */
-bool tp_cl_needs_progress(const struct rr_tp_client *c, const struct tp_conn *cn)
+static inline __attribute__((always_inline)) bool cl_needs_progress(const struct rr_tp_client *c,
+								    const struct tp_conn *cn)
 {
 	return tp_cl_busy(c) || c->conn != cn || !c->conn || c->conn->dead || c->conn->closing ||
 	       c->reconnect_at || c->destroying;
+}
+
+/* (inline in cl_wait_locked, every synchronous call's end) */
+bool tp_cl_needs_progress(const struct rr_tp_client *c, const struct tp_conn *cn)
+{
+	return cl_needs_progress(c, cn);
 }
 
 /* The loop's timer for the reconnection (real time; a virtual clock is
@@ -656,7 +663,7 @@ static void cl_wait_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint
 	 * synchronous call's usual end, ~30 instructions). */
 	if (done && (done != rpc || done->xnext || c->pushes))
 		pthread_cond_broadcast(&c->ep.cond);
-	wake = tp_cl_needs_progress(c, cn0);
+	wake = cl_needs_progress(c, cn0);
 	if (wake)
 		tp_ep_kick(&c->ep);
 	pthread_mutex_unlock(&c->ep.lock);

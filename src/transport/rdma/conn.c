@@ -58,8 +58,14 @@ static int slots_grow(struct tp_conn *cn)
 	return 0;
 }
 
+/* The chunk holding @slot. The first chunk (slots from 0) is looked at
+ * first: it holds every slot of a connection with one chunk, i.e. a
+ * client whose Calls never had more than TP_CL_SLOTS_FIRST in flight (one
+ * compare per look, not the walk from the last chunk down). */
 static const struct tp_slots *slots_of(const struct tp_conn *cn, uint32_t slot)
 {
+	if (slot < cn->sch[0].n)   /* (sch[0].first is 0; n 0 before it is made) */
+		return &cn->sch[0];
 	for (uint32_t i = cn->nsch; i-- > 0;)
 		if (slot >= cn->sch[i].first)
 			return &cn->sch[i];
