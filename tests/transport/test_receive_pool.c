@@ -15,7 +15,9 @@
  * connection's last polls on the CQ its pool's connections share take no
  * new QP meanwhile and leave the CQ armed for the others (progress.c
  * conn_release). */
+#include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "proto/conn/credits.h"
 #include "rpcrdma/engine.h"
@@ -543,23 +545,42 @@ TEST(xprt_client_reply_released_after_loss_frees_connection)
  * that poll (the CQ has no QP left, its ring is empty), a reservation made
  * then gets another CQ. */
 static struct {
+	pthread_mutex_t lock;   /* the hook runs on any polling thread */
+	pthread_cond_t cv;
 	bool fired, same;
-} rel;
+} rel = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
 
 static void reserve_during_release(enum soft_race pt, void *obj)
 {
 	struct soft_cq *sc = obj;
 	struct tp_cq *q, *got = NULL;
 
-	if (pt != SOFT_RACE_POLL || rel.fired || __atomic_load_n(&sc->nlive, __ATOMIC_RELAXED) != 0)
+	if (pt != SOFT_RACE_POLL || __atomic_load_n(&sc->nlive, __ATOMIC_RELAXED) != 0)
 		return;
+	pthread_mutex_lock(&rel.lock);
 	q = sc->base.user_ctx;
-	if (!q || tp_cq_reserve(q->port, 1, &got) != 0)
-		return;
-	rel.fired = true;
-	rel.same = got == q;
-	tp_cq_created(got, NULL);
-	tp_cq_unreserve(got, 1);
+	if (!rel.fired && q && tp_cq_reserve(q->port, 1, &got) == 0) {
+		rel.fired = true;
+		rel.same = got == q;
+		tp_cq_created(got, NULL);
+		tp_cq_unreserve(got, 1);
+		pthread_cond_broadcast(&rel.cv);
+	}
+	pthread_mutex_unlock(&rel.lock);
+}
+
+/* Waits (bounded) for the hook to have fired: rel.fired then. */
+static void rel_wait_fired(void)
+{
+	struct timespec dl;
+	int rc = 0;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 10;
+	pthread_mutex_lock(&rel.lock);
+	while (!rel.fired && rc == 0)
+		rc = pthread_cond_timedwait(&rel.cv, &rel.lock, &dl);
+	pthread_mutex_unlock(&rel.lock);
 }
 
 TEST(xprt_released_qp_cq_takes_no_new_qp_while_polled)
@@ -580,16 +601,19 @@ TEST(xprt_released_qp_cq_takes_no_new_qp_while_polled)
 	rr_th_small_submit(&c, &p[0], 0x4000);
 	CHECK(rr_th_cl_wait(&c, 1, 10000));
 	p_release(&c, p, 1);
-	memset(&rel, 0, sizeof(rel));
+	pthread_mutex_lock(&rel.lock);
+	rel.fired = rel.same = false;
+	pthread_mutex_unlock(&rel.lock);
 	rr_soft_test_set_race_hook(reserve_during_release);
 	rr_th_cl_stop(&c);
 	/* the server frees the connection on its own loop */
-	for (int t = 0; t < 1000 && !__atomic_load_n(&rel.fired, __ATOMIC_SEQ_CST); t++)
-		rr_th_sleep_ms(10);
+	rel_wait_fired();
 	wait_no_member(&cp);
 	rr_soft_test_set_race_hook(prev);
+	pthread_mutex_lock(&rel.lock);
 	CHECK(rel.fired);
 	CHECK(!rel.same);
+	pthread_mutex_unlock(&rel.lock);
 	p_stop(&sq);
 }
 
@@ -612,8 +636,9 @@ TEST(xprt_released_qp_cq_takes_no_new_qp_while_polled)
  * told (the release's polls ignored the arm), the ring stays unarmed. */
 static struct {
 	int phase;
-	struct soft_cq *sc;
-	bool fired;
+	struct soft_cq *sc;   /* written by the thread that claimed, before fired */
+	bool claimed;         /* atomic: the hook runs on any polling thread */
+	bool fired;           /* atomic, seq_cst: publishes sc to the test */
 } rearm;
 
 /* qlock held: a QP of @sc belongs to a dead connection whose id is gone */
@@ -637,7 +662,8 @@ static void use_arm_during_release(enum soft_race pt, void *obj)
 	bool in_phase;
 	unsigned want;
 
-	if (pt != SOFT_RACE_POLL || rearm.fired || __atomic_load_n(&sc->nlive, __ATOMIC_RELAXED) == 0)
+	if (pt != SOFT_RACE_POLL || __atomic_load_n(&rearm.fired, __ATOMIC_SEQ_CST) ||
+	    __atomic_load_n(&sc->nlive, __ATOMIC_RELAXED) == 0)
 		return;
 	q = sc->base.user_ctx;
 	if (!q || !rr_cq_ring_armed(&sc->ring))
@@ -654,8 +680,8 @@ static void use_arm_during_release(enum soft_race pt, void *obj)
 	pthread_mutex_lock(&q->lock);
 	want = q->want;   /* (a dead server connection wants it no more) */
 	pthread_mutex_unlock(&q->lock);
-	if (want == 0)
-		return;
+	if (want == 0 || __atomic_exchange_n(&rearm.claimed, true, __ATOMIC_SEQ_CST))
+		return;   /* (one thread pushes) */
 	memset(&wc, 0, sizeof(wc));
 	rr_soft_tls_cq = sc;   /* pushed by the poll's own receive: quiet */
 	rr_soft_cq_push(sc, &wc);
