@@ -641,16 +641,39 @@ static struct {
 	bool fired;           /* atomic, seq_cst: publishes sc to the test */
 } rearm;
 
-/* qlock held: a QP of @sc belongs to a dead connection whose id is gone */
-static bool cq_has_released_conn(struct soft_cq *sc)
+/* Whether @sc (of @q) has two QPs or more and one of them belongs to a
+ * connection no longer on @q's list: tp_cq_unlink, the first step of
+ * conn_release, before its id goes; the QP leaves @sc's slots when it is
+ * destroyed, after the drain. The role of the CQ is held by that release
+ * from before the unlink (tp_conn_release), so a poll now is its drain.
+ * Pointers only, under the locks that guard them (the slots: qlock; the
+ * list: the port's lock; never both at once): the connection's own fields
+ * (dead, id) are its releasing thread's, and read from any polling thread
+ * they raced with it (ThreadSanitizer, docs/testing.md part BZ). */
+static bool cq_has_released_conn(struct soft_cq *sc, struct tp_cq *q)
 {
-	for (uint32_t i = 0; i < sc->nslots; i++) {
-		struct tp_conn *cn = sc->slots[i].qp ? sc->slots[i].qp->base.user_ctx : NULL;
+	const struct tp_conn *cns[16];
+	unsigned n = 0;
+	bool found = false, two;
 
-		if (cn && cn->dead && !cn->id)
-			return true;
+	pthread_mutex_lock(&sc->qlock);
+	two = sc->nlive >= 2;
+	for (uint32_t i = 0; i < sc->nslots && n < 16; i++)
+		if (sc->slots[i].qp && sc->slots[i].qp->base.user_ctx)
+			cns[n++] = sc->slots[i].qp->base.user_ctx;
+	pthread_mutex_unlock(&sc->qlock);
+	if (!two)
+		return false;
+	pthread_mutex_lock(&q->port->lock);
+	for (unsigned i = 0; i < n && !found; i++) {
+		const struct tp_conn *l = q->conns;
+
+		while (l && l != cns[i])
+			l = l->qnext;
+		found = l == NULL;
 	}
-	return false;
+	pthread_mutex_unlock(&q->port->lock);
+	return found;
 }
 
 static void use_arm_during_release(enum soft_race pt, void *obj)
@@ -671,9 +694,7 @@ static void use_arm_during_release(enum soft_race pt, void *obj)
 	if (rearm.phase == 2) {
 		in_phase = __atomic_load_n(&q->releasing, __ATOMIC_SEQ_CST) > 0;
 	} else {
-		pthread_mutex_lock(&sc->qlock);
-		in_phase = sc->nlive >= 2 && cq_has_released_conn(sc);
-		pthread_mutex_unlock(&sc->qlock);
+		in_phase = cq_has_released_conn(sc, q);
 	}
 	if (!in_phase)
 		return;
