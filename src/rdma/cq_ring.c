@@ -98,18 +98,30 @@ int rr_cq_ring_push_ex(struct rr_cq_ring *r, const struct rpcrdma_wc *wc, bool q
 
 int rr_cq_ring_poll(struct rr_cq_ring *r, int n, struct rpcrdma_wc *out)
 {
+	uint32_t count;
 	int got = 0;
 
 	if (!r || n < 0 || (n && !out))
 		return -EINVAL;
 	rr_lock(&r->lock);
-	while (got < n && r->count) {
+	count = r->count;   /* only the lock's holders write it */
+	while (got < n && count) {
 		out[got++] = r->slots[r->head];
 		r->head = (r->head + 1) % r->cap;
-		r->count--;
+		count--;
 	}
-	if (!r->count)
+	if (!count)
 		r->head = 0;   /* empty: the slots in use stay the first ones */
+	/* Read without the lock by rr_cq_ring_pending: an atomic store (a C11
+	 * data race otherwise), relaxed. A lower count publishes nothing a
+	 * reader then uses: it only tells a reader that polling would find
+	 * less, and a reader that still sees the old count polls under the
+	 * lock and finds what is there. The stores that do publish (a push's
+	 * increment, which a sleeping waiter must not miss) are the
+	 * sequentially consistent ones in rr_cq_ring_push_ex. Relaxed is a
+	 * plain store on x86-64: the same instructions as before. */
+	if (got)
+		__atomic_store_n(&r->count, count, __ATOMIC_RELAXED);
 	if (got == 0 && r->overflow)
 		got = -EOVERFLOW;
 	rr_unlock(&r->lock);

@@ -31,7 +31,7 @@ struct rr_cq_ring {
 	struct rpcrdma_wc *slots;
 	uint32_t cap;
 	uint32_t head;      /* next to poll */
-	uint32_t count;
+	uint32_t count;     /* written under lock, atomically (rr_cq_ring_pending) */
 	bool overflow;
 	int armed;          /* written under lock, atomically (rr_cq_ring_armed) */
 	int efd;            /* eventfd, EFD_NONBLOCK | EFD_CLOEXEC */

@@ -45,7 +45,10 @@ struct rr_xprt_client {
 	uint8_t other_reply[64];        /* OWN_OTHER's (one call at a time) */
 };
 
-static enum own_mode own_mode;
+/* The next calls' mode: set by the test (and by own_run, which the threads
+ * of rpc_sync_call_unlocked_many_threads run at once, all with the same
+ * mode), read by the transport's submit on any thread: atomic. */
+static _Atomic(enum own_mode) own_mode;
 static _Atomic unsigned own_unlocked, own_locked, own_aborts;
 static struct rpcrdma_call *own_cancel_call;   /* OWN_CANCEL, OWN_CANCEL_EARLY */
 static struct rr_xprt_client *own_x;            /* the last one created */

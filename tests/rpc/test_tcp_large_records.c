@@ -7,17 +7,23 @@
  * client's spare): no large allocation, hence no growth copies and no fresh
  * pages to fault in. Before the fix every 8 MiB Call grew its buffer by
  * doubling (1, 2, 4, 8 MiB: copied each time) and every 8 MiB Reply was a
- * new allocation. Counts, not timings. */
+ * new allocation. Counts, not timings. Also a large WRITE read while the
+ * previous one's buffer is still held (its handler held here, as its Reply
+ * still being sent holds it under load): one allocation, the record's, and
+ * none after that. */
 #include "test.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "rpcrdma/rpc.h"
 
 #define BIG_PROG 0x2000009au
 #define P_WRITE 1u
 #define P_READ 2u
+#define P_SYNC 3u
 #define BIG (8u * 1024 * 1024)
 #define LARGE_ALLOC ((size_t)1024 * 1024)
 
@@ -55,12 +61,97 @@ static void counting_env(struct rpcrdma_env *e, struct counting *k)
 
 static uint8_t *g_data;   /* BIG bytes, the READ result */
 
+static void deadline_in(struct timespec *dl, unsigned ms)
+{
+	clock_gettime(CLOCK_REALTIME, dl);
+	dl->tv_sec += ms / 1000;
+}
+
+/* Holding one WRITE in its handler, so that its record buffer stays held
+ * while the next WRITE's record is read: armed by the test, taken by the
+ * next WRITE, which says so (held) and waits for release. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	bool armed, held, release;
+} g_hold = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, false};
+
+static void hold_in_handler(void)
+{
+	pthread_mutex_lock(&g_hold.lock);
+	if (g_hold.armed) {
+		g_hold.armed = false;
+		g_hold.held = true;
+		pthread_cond_broadcast(&g_hold.cv);
+		while (!g_hold.release)
+			pthread_cond_wait(&g_hold.cv, &g_hold.lock);
+	}
+	pthread_mutex_unlock(&g_hold.lock);
+}
+
+/* Waits (bounded) until the armed WRITE is held: false after
+ * RR_TEST_WAIT_MS. */
+static bool hold_wait_held(void)
+{
+	struct timespec dl;
+	int rc = 0;
+	bool held;
+
+	deadline_in(&dl, RR_TEST_WAIT_MS);
+	pthread_mutex_lock(&g_hold.lock);
+	while (!g_hold.held && rc == 0)
+		rc = pthread_cond_timedwait(&g_hold.cv, &g_hold.lock, &dl);
+	held = g_hold.held;
+	pthread_mutex_unlock(&g_hold.lock);
+	return held;
+}
+
+static void hold_set(bool armed, bool release)
+{
+	pthread_mutex_lock(&g_hold.lock);
+	g_hold.armed = armed;
+	g_hold.release = release;
+	if (armed)
+		g_hold.held = false;
+	pthread_cond_broadcast(&g_hold.cv);
+	pthread_mutex_unlock(&g_hold.lock);
+}
+
+/* Two SYNC Calls meet in their handlers (each waits, bounded, for the
+ * other): both workers are then inside a handler, so both have finished
+ * their previous requests, their record buffers given back
+ * (tcp_srv_req_done runs before a worker takes its next Call). The
+ * client's Reply to a WRITE does not say that: it is sent before. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	unsigned in;
+} g_sync = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+
+static int h_sync(struct rpcrdma_req *r, void *ctx)
+{
+	struct timespec dl;
+	int rc = 0;
+
+	(void)r;
+	(void)ctx;
+	deadline_in(&dl, RR_TEST_WAIT_MS);
+	pthread_mutex_lock(&g_sync.lock);
+	g_sync.in++;
+	pthread_cond_broadcast(&g_sync.cv);
+	while (g_sync.in % 2 && rc == 0)
+		rc = pthread_cond_timedwait(&g_sync.cv, &g_sync.lock, &dl);
+	pthread_mutex_unlock(&g_sync.lock);
+	return rc ? RPCRDMA_SVC_SYSTEM_ERR : RPCRDMA_SVC_OK;
+}
+
 static int h_write(struct rpcrdma_req *r, void *ctx)
 {
 	const void *p;
 	uint32_t len;
 
 	(void)ctx;
+	hold_in_handler();
 	if (rpcrdma_xdr_get_ddp(rpcrdma_req_args(r), &p, &len) ||
 	    rpcrdma_xdr_dec_remaining(rpcrdma_req_args(r)))
 		return RPCRDMA_SVC_GARBAGE_ARGS;
@@ -111,64 +202,157 @@ static int big_read(struct rpcrdma_client *c, uint8_t *sink)
 	return rc;
 }
 
-TEST(rpc_tcp_8mib_records_reuse_buffers)
-{
+/* A server (2 workers) and a client, each on an environment that counts
+ * its large allocations, and the data. */
+struct big {
 	struct counting ks, kc;
 	struct rpcrdma_env es, ec;
-	struct rpcrdma_server_opts so = {.threads = 2};
-	struct rpcrdma_client_opts co = {.timeout_ms = 60000};
 	struct rpcrdma_server *s;
 	struct rpcrdma_client *c;
-	uint8_t *buf = malloc(BIG), *sink = malloc(BIG);
+	uint8_t *buf, *sink;
+};
+
+static void big_setup(struct big *b)
+{
+	struct rpcrdma_server_opts so = {.threads = 2};
+	struct rpcrdma_client_opts co = {.timeout_ms = 60000};
 	char url[64];
 
+	b->buf = malloc(BIG);
+	b->sink = malloc(BIG);
 	g_data = malloc(BIG);
-	REQUIRE(buf && sink && g_data);
+	REQUIRE(b->buf && b->sink && g_data);
 	for (uint32_t i = 0; i < BIG; i++) {
-		buf[i] = (uint8_t)(i * 7u);
+		b->buf[i] = (uint8_t)(i * 7u);
 		g_data[i] = (uint8_t)(i * 13u + 1);
 	}
-	counting_env(&es, &ks);
-	counting_env(&ec, &kc);
-	so.env = &es;
-	co.env = &ec;
-	REQUIRE_EQ(rpcrdma_server_create("tcp://127.0.0.1:0", &so, &s), 0);
-	REQUIRE_EQ(rpcrdma_server_register(s, BIG_PROG, 1, P_WRITE, h_write, NULL), 0);
-	REQUIRE_EQ(rpcrdma_server_register(s, BIG_PROG, 1, P_READ, h_read, NULL), 0);
-	REQUIRE_EQ(rpcrdma_server_start(s), 0);
-	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", rpcrdma_server_port(s));
-	REQUIRE_EQ(rpcrdma_client_create(url, BIG_PROG, 1, &co, &c), 0);
+	counting_env(&b->es, &b->ks);
+	counting_env(&b->ec, &b->kc);
+	so.env = &b->es;
+	co.env = &b->ec;
+	REQUIRE_EQ(rpcrdma_server_create("tcp://127.0.0.1:0", &so, &b->s), 0);
+	REQUIRE_EQ(rpcrdma_server_register(b->s, BIG_PROG, 1, P_WRITE, h_write, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_register(b->s, BIG_PROG, 1, P_READ, h_read, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_register(b->s, BIG_PROG, 1, P_SYNC, h_sync, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_start(b->s), 0);
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", rpcrdma_server_port(b->s));
+	REQUIRE_EQ(rpcrdma_client_create(url, BIG_PROG, 1, &co, &b->c), 0);
+}
 
-	/* the first ones allocate */
-	REQUIRE_EQ(big_write(c, buf), 0);
-	REQUIRE_EQ(big_read(c, sink), 0);
-	fprintf(stderr, "first 8 MiB WRITE + READ: server %lu large allocations (%lu bytes), "
-			"client %lu (%lu bytes)\n",
-		atomic_load(&ks.large), atomic_load(&ks.large_bytes), atomic_load(&kc.large),
-		atomic_load(&kc.large_bytes));
-	/* a record grows geometrically, not by small steps */
-	CHECK(atomic_load(&ks.large) <= 8);
-
-	atomic_store(&ks.large, 0);
-	atomic_store(&kc.large, 0);
-	for (int i = 0; i < 4; i++) {
-		CHECK_EQ(big_write(c, buf), 0);
-		CHECK_EQ(big_read(c, sink), 0);
-	}
-	fprintf(stderr, "next 4 WRITE + READ: server %lu large allocations, client %lu\n",
-		atomic_load(&ks.large), atomic_load(&kc.large));
-	/* The server's second slot (RR_TCP_CACHE_SLOTS) is filled the first
-	 * time a WRITE arrives while the previous record's buffer is still
-	 * held (its Reply being sent): that may happen in the warm-up or in
-	 * these rounds, once. A server that did not reuse its buffers would
-	 * allocate for every one of the 4 WRITEs. */
-	CHECK(atomic_load(&ks.large) <= 1);
-	CHECK_EQ(atomic_load(&kc.large), 0);
-
-	rpcrdma_client_destroy(c);
-	rpcrdma_server_destroy(s);
-	free(buf);
-	free(sink);
+static void big_teardown(struct big *b)
+{
+	rpcrdma_client_destroy(b->c);
+	rpcrdma_server_destroy(b->s);
+	free(b->buf);
+	free(b->sink);
 	free(g_data);
 	g_data = NULL;
+}
+
+TEST(rpc_tcp_8mib_records_reuse_buffers)
+{
+	struct big b;
+
+	big_setup(&b);
+	/* the first ones allocate */
+	REQUIRE_EQ(big_write(b.c, b.buf), 0);
+	REQUIRE_EQ(big_read(b.c, b.sink), 0);
+	fprintf(stderr, "first 8 MiB WRITE + READ: server %lu large allocations (%lu bytes), "
+			"client %lu (%lu bytes)\n",
+		atomic_load(&b.ks.large), atomic_load(&b.ks.large_bytes), atomic_load(&b.kc.large),
+		atomic_load(&b.kc.large_bytes));
+	/* a record grows geometrically, not by small steps */
+	CHECK(atomic_load(&b.ks.large) <= 8);
+
+	atomic_store(&b.ks.large, 0);
+	atomic_store(&b.kc.large, 0);
+	for (int i = 0; i < 4; i++) {
+		CHECK_EQ(big_write(b.c, b.buf), 0);
+		CHECK_EQ(big_read(b.c, b.sink), 0);
+	}
+	fprintf(stderr, "next 4 WRITE + READ: server %lu large allocations, client %lu\n",
+		atomic_load(&b.ks.large), atomic_load(&b.kc.large));
+	/* A WRITE's record buffer is held until its worker is done with the
+	 * request, after the Reply was sent; a synchronous client may send
+	 * its next Calls before that, so a WRITE can be read while the
+	 * previous WRITE's buffer is still held (at most one: the worker that
+	 * answered the READ between them finished its previous request
+	 * first). The first time that happens the server needs a second
+	 * record-sized buffer: one allocation (the growth steps up to it are
+	 * served by the pool's largest buffer, the first record's last step;
+	 * rpc_tcp_large_write_while_one_is_held forces it). From then on the
+	 * pool keeps both. So at most 1 here, whether it happens or not; a
+	 * server that did not reuse its buffers would allocate for every one
+	 * of the 4 WRITEs. */
+	CHECK(atomic_load(&b.ks.large) <= 1);
+	CHECK_EQ(atomic_load(&b.kc.large), 0);
+	big_teardown(&b);
+}
+
+static void ignore_done(struct rpcrdma_call *call, int status, void *arg)
+{
+	(void)call;
+	(void)status;
+	(void)arg;
+}
+
+/* Returns once both server workers have finished every earlier request
+ * (two SYNC Calls in flight meet in their handlers): 0 or the first error. */
+static int workers_idle(struct rpcrdma_client *c)
+{
+	struct rpcrdma_call *k[2];
+	int rc = 0;
+
+	for (int i = 0; i < 2; i++) {
+		REQUIRE_EQ(rpcrdma_call_create(c, P_SYNC, &k[i]), 0);
+		REQUIRE_EQ(rpcrdma_call_start(k[i], ignore_done, NULL), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		int r = rpcrdma_call_wait(k[i], 2 * RR_TEST_WAIT_MS);
+
+		if (!rc)
+			rc = r;
+		rpcrdma_call_destroy(k[i]);
+	}
+	return rc;
+}
+
+/* One WRITE held in its handler (its record buffer held) while the next
+ * WRITE of the same size is read: the state a synchronous client's WRITE
+ * meets when it overtakes the previous WRITE's request being finished (its
+ * Reply sent, its buffer not yet given back), forced. The second record
+ * needs a second record-sized buffer: exactly one large allocation, the
+ * pool's largest buffer (the first record's last growth step, 8 MiB)
+ * serving the steps below it. Then both buffers are kept: the same
+ * interleaving again allocates nothing. Before the fix (a large record took
+ * a pool buffer only if the whole record fitted it) the second record
+ * allocated every growth step again: 5 (1, 2, 4, 8 MiB and the record). */
+TEST(rpc_tcp_large_write_while_one_is_held)
+{
+	struct big b;
+
+	big_setup(&b);
+	REQUIRE_EQ(big_write(b.c, b.buf), 0);   /* the first one allocates */
+	for (int round = 0; round < 2; round++) {
+		struct rpcrdma_call *held;
+
+		/* the previous records' buffers given back: what the pool
+		 * holds is known */
+		REQUIRE_EQ(workers_idle(b.c), 0);
+		atomic_store(&b.ks.large, 0);
+		hold_set(true, false);
+		REQUIRE_EQ(rpcrdma_call_create(b.c, P_WRITE, &held), 0);
+		REQUIRE_EQ(rpcrdma_xdr_put_ddp(rpcrdma_call_args(held), b.buf, BIG), 0);
+		REQUIRE_EQ(rpcrdma_call_start(held, ignore_done, NULL), 0);
+		REQUIRE(hold_wait_held());
+		CHECK_EQ(big_write(b.c, b.buf), 0);   /* read while held's buffer is */
+		hold_set(false, true);
+		CHECK_EQ(rpcrdma_call_wait(held, RR_TEST_WAIT_MS), 0);
+		rpcrdma_call_destroy(held);
+		fprintf(stderr, "round %d: a WRITE read while one is held: %lu large allocations\n",
+			round, atomic_load(&b.ks.large));
+		CHECK_EQ(atomic_load(&b.ks.large), round == 0 ? 1 : 0);
+	}
+	CHECK_EQ(atomic_load(&b.kc.large), 0);
+	big_teardown(&b);
 }

@@ -17,12 +17,15 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "rdma/soft/race.h"
 #include "rdma/soft/soft.h"
 #include "test.h"
 
@@ -490,6 +493,47 @@ TEST(soft_revoke_queued_read_request)
 	srv_down(&s);
 }
 
+/* The first part of soft_revoke_write_in_progress_refused's Write placed:
+ * seen by the thread that placed it (the provider's reader, at
+ * SOFT_RACE_RX_READ, right after its read into the target), which says so
+ * under a lock; it never looks at the target again after that (the test
+ * reuses the memory then). */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	const uint8_t *tgt;   /* the byte that ends the first part */
+	bool placed;
+} wip = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, false};
+
+static void wip_hook(enum soft_race pt, void *obj)
+{
+	(void)obj;
+	if (pt != SOFT_RACE_RX_READ)
+		return;
+	pthread_mutex_lock(&wip.lock);
+	if (wip.tgt && !wip.placed && *wip.tgt == 'W') {
+		wip.placed = true;
+		pthread_cond_broadcast(&wip.cv);
+	}
+	pthread_mutex_unlock(&wip.lock);
+}
+
+static bool wip_wait_placed(void)
+{
+	struct timespec dl;
+	bool placed;
+	int rc = 0;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += RR_TEST_WAIT_MS / 1000;
+	pthread_mutex_lock(&wip.lock);
+	while (!wip.placed && rc == 0)
+		rc = pthread_cond_timedwait(&wip.cv, &wip.lock, &dl);
+	placed = wip.placed;
+	pthread_mutex_unlock(&wip.lock);
+	return placed;
+}
+
 /* An RDMA Write segment arrives in two parts; between them its target is
  * deregistered and reused: the second part is not placed there, and it is
  * refused as siw refuses it (its STag is checked for every piece): the
@@ -504,9 +548,13 @@ TEST(soft_revoke_write_in_progress_refused)
 	struct rpcrdma_mr *mt, *mrecv;
 	struct rr_fpdu f;
 	struct rpcrdma_wc wc;
+	rr_soft_race_fn old = atomic_load(&rr_soft_race_hook);
 
 	memset(tgt, 0, sizeof(tgt));
 	memset(data, 'W', sizeof(data));
+	wip.tgt = &tgt[4095];
+	wip.placed = false;
+	rr_soft_test_set_race_hook(wip_hook);
 	srv_up(&s);
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(s.pd, tgt, sizeof(tgt), RPCRDMA_ACCESS_LOCAL_WRITE |
 					 RPCRDMA_ACCESS_REMOTE_WRITE, &mt), 0);
@@ -522,9 +570,9 @@ TEST(soft_revoke_write_in_progress_refused)
 	srv_accept(&s, &r);
 	REQUIRE_EQ(raw_write_part(&r, rpcrdma_mr_rkey(mt), rpcrdma_mr_remote_offset(mt), data,
 				  sizeof(data), 4096, &f), 0);
-	/* the first half lands (the progress thread serves the socket) */
-	for (int i = 0; i < 5000 && tgt[4095] != 'W'; i++)
-		usleep(1000);
+	/* the first half lands (the progress thread serves the socket and
+	 * says so: the target is not read here while it may be written) */
+	REQUIRE(wip_wait_placed());
 	REQUIRE_EQ(tgt[4095], 'W');
 	REQUIRE_EQ(rpcrdma_dereg_mr(mt), 0);
 	memset(tgt, 'M', sizeof(tgt));   /* the memory has a new owner */
@@ -542,6 +590,8 @@ TEST(soft_revoke_write_in_progress_refused)
 	REQUIRE_EQ(rpcrdma_dereg_mr(mrecv), 0);
 	close(r.fd);
 	srv_down(&s);
+	rr_soft_test_set_race_hook(old);
+	wip.tgt = NULL;
 }
 
 /* Durable memory whose file shrank under its registration: an RDMA Write

@@ -289,6 +289,7 @@ struct rs_fx {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct rr_conn_sreq *req;     /* the forward Call that opened the way */
+	unsigned nreq;                /* requests seen (lock, cond) */
 	struct rr_tp_bc *bc;
 	unsigned done;
 	struct rr_conn_rpc rpc[8];
@@ -303,6 +304,7 @@ static void rs_recv(void *ctx, struct rr_conn_sreq *r)
 	pthread_mutex_lock(&f->lock);
 	if (!f->req)
 		f->req = r;
+	f->nreq++;
 	pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&f->lock);
 }
@@ -383,8 +385,8 @@ TEST(bc_rdma_rogue_backward_calls)
 	REQUIRE_EQ(rr_th_rogue_open(&f.g, port, rogue_pd, sizeof(rogue_pd), false), 0);
 	/* a forward Call: its request opens the backward direction */
 	REQUIRE_EQ(rr_th_rogue_send(&f.g, m, mk_msg(m, 0xa1, 8, 0, false, 4), 0, NULL, 5000), 0);
-	for (int i = 0; i < 2000 && !f.req; i++)
-		rr_th_sleep_ms(5);
+	/* handed over under the lock (set once, then only read) */
+	REQUIRE(rr_th_wait_count(&f.lock, &f.cond, &f.nreq, 1, 10000));
 	REQUIRE(f.req != NULL);
 	REQUIRE_EQ(rr_tp_server_bc_open(f.s, f.req, rs_complete, &f, &f.bc), 0);
 	rr_tp_server_done(f.s, f.req);   /* the direction outlives the request */

@@ -15,7 +15,9 @@
  * connection's last polls on the CQ its pool's connections share take no
  * new QP meanwhile and leave the CQ armed for the others (progress.c
  * conn_release). */
+#include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "proto/conn/credits.h"
 #include "rpcrdma/engine.h"
@@ -543,23 +545,42 @@ TEST(xprt_client_reply_released_after_loss_frees_connection)
  * that poll (the CQ has no QP left, its ring is empty), a reservation made
  * then gets another CQ. */
 static struct {
+	pthread_mutex_t lock;   /* the hook runs on any polling thread */
+	pthread_cond_t cv;
 	bool fired, same;
-} rel;
+} rel = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
 
 static void reserve_during_release(enum soft_race pt, void *obj)
 {
 	struct soft_cq *sc = obj;
 	struct tp_cq *q, *got = NULL;
 
-	if (pt != SOFT_RACE_POLL || rel.fired || __atomic_load_n(&sc->nlive, __ATOMIC_RELAXED) != 0)
+	if (pt != SOFT_RACE_POLL || __atomic_load_n(&sc->nlive, __ATOMIC_RELAXED) != 0)
 		return;
+	pthread_mutex_lock(&rel.lock);
 	q = sc->base.user_ctx;
-	if (!q || tp_cq_reserve(q->port, 1, &got) != 0)
-		return;
-	rel.fired = true;
-	rel.same = got == q;
-	tp_cq_created(got, NULL);
-	tp_cq_unreserve(got, 1);
+	if (!rel.fired && q && tp_cq_reserve(q->port, 1, &got) == 0) {
+		rel.fired = true;
+		rel.same = got == q;
+		tp_cq_created(got, NULL);
+		tp_cq_unreserve(got, 1);
+		pthread_cond_broadcast(&rel.cv);
+	}
+	pthread_mutex_unlock(&rel.lock);
+}
+
+/* Waits (bounded) for the hook to have fired: rel.fired then. */
+static void rel_wait_fired(void)
+{
+	struct timespec dl;
+	int rc = 0;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 10;
+	pthread_mutex_lock(&rel.lock);
+	while (!rel.fired && rc == 0)
+		rc = pthread_cond_timedwait(&rel.cv, &rel.lock, &dl);
+	pthread_mutex_unlock(&rel.lock);
 }
 
 TEST(xprt_released_qp_cq_takes_no_new_qp_while_polled)
@@ -580,16 +601,19 @@ TEST(xprt_released_qp_cq_takes_no_new_qp_while_polled)
 	rr_th_small_submit(&c, &p[0], 0x4000);
 	CHECK(rr_th_cl_wait(&c, 1, 10000));
 	p_release(&c, p, 1);
-	memset(&rel, 0, sizeof(rel));
+	pthread_mutex_lock(&rel.lock);
+	rel.fired = rel.same = false;
+	pthread_mutex_unlock(&rel.lock);
 	rr_soft_test_set_race_hook(reserve_during_release);
 	rr_th_cl_stop(&c);
 	/* the server frees the connection on its own loop */
-	for (int t = 0; t < 1000 && !__atomic_load_n(&rel.fired, __ATOMIC_SEQ_CST); t++)
-		rr_th_sleep_ms(10);
+	rel_wait_fired();
 	wait_no_member(&cp);
 	rr_soft_test_set_race_hook(prev);
+	pthread_mutex_lock(&rel.lock);
 	CHECK(rel.fired);
 	CHECK(!rel.same);
+	pthread_mutex_unlock(&rel.lock);
 	p_stop(&sq);
 }
 
@@ -612,20 +636,44 @@ TEST(xprt_released_qp_cq_takes_no_new_qp_while_polled)
  * told (the release's polls ignored the arm), the ring stays unarmed. */
 static struct {
 	int phase;
-	struct soft_cq *sc;
-	bool fired;
+	struct soft_cq *sc;   /* written by the thread that claimed, before fired */
+	bool claimed;         /* atomic: the hook runs on any polling thread */
+	bool fired;           /* atomic, seq_cst: publishes sc to the test */
 } rearm;
 
-/* qlock held: a QP of @sc belongs to a dead connection whose id is gone */
-static bool cq_has_released_conn(struct soft_cq *sc)
+/* Whether @sc (of @q) has two QPs or more and one of them belongs to a
+ * connection no longer on @q's list: tp_cq_unlink, the first step of
+ * conn_release, before its id goes; the QP leaves @sc's slots when it is
+ * destroyed, after the drain. The role of the CQ is held by that release
+ * from before the unlink (tp_conn_release), so a poll now is its drain.
+ * Pointers only, under the locks that guard them (the slots: qlock; the
+ * list: the port's lock; never both at once): the connection's own fields
+ * (dead, id) are its releasing thread's, and read from any polling thread
+ * they raced with it (ThreadSanitizer, docs/testing.md part BZ). */
+static bool cq_has_released_conn(struct soft_cq *sc, struct tp_cq *q)
 {
-	for (uint32_t i = 0; i < sc->nslots; i++) {
-		struct tp_conn *cn = sc->slots[i].qp ? sc->slots[i].qp->base.user_ctx : NULL;
+	const struct tp_conn *cns[16];
+	unsigned n = 0;
+	bool found = false, two;
 
-		if (cn && cn->dead && !cn->id)
-			return true;
+	pthread_mutex_lock(&sc->qlock);
+	two = sc->nlive >= 2;
+	for (uint32_t i = 0; i < sc->nslots && n < 16; i++)
+		if (sc->slots[i].qp && sc->slots[i].qp->base.user_ctx)
+			cns[n++] = sc->slots[i].qp->base.user_ctx;
+	pthread_mutex_unlock(&sc->qlock);
+	if (!two)
+		return false;
+	pthread_mutex_lock(&q->port->lock);
+	for (unsigned i = 0; i < n && !found; i++) {
+		const struct tp_conn *l = q->conns;
+
+		while (l && l != cns[i])
+			l = l->qnext;
+		found = l == NULL;
 	}
-	return false;
+	pthread_mutex_unlock(&q->port->lock);
+	return found;
 }
 
 static void use_arm_during_release(enum soft_race pt, void *obj)
@@ -637,7 +685,8 @@ static void use_arm_during_release(enum soft_race pt, void *obj)
 	bool in_phase;
 	unsigned want;
 
-	if (pt != SOFT_RACE_POLL || rearm.fired || __atomic_load_n(&sc->nlive, __ATOMIC_RELAXED) == 0)
+	if (pt != SOFT_RACE_POLL || __atomic_load_n(&rearm.fired, __ATOMIC_SEQ_CST) ||
+	    __atomic_load_n(&sc->nlive, __ATOMIC_RELAXED) == 0)
 		return;
 	q = sc->base.user_ctx;
 	if (!q || !rr_cq_ring_armed(&sc->ring))
@@ -645,17 +694,15 @@ static void use_arm_during_release(enum soft_race pt, void *obj)
 	if (rearm.phase == 2) {
 		in_phase = __atomic_load_n(&q->releasing, __ATOMIC_SEQ_CST) > 0;
 	} else {
-		pthread_mutex_lock(&sc->qlock);
-		in_phase = sc->nlive >= 2 && cq_has_released_conn(sc);
-		pthread_mutex_unlock(&sc->qlock);
+		in_phase = cq_has_released_conn(sc, q);
 	}
 	if (!in_phase)
 		return;
 	pthread_mutex_lock(&q->lock);
 	want = q->want;   /* (a dead server connection wants it no more) */
 	pthread_mutex_unlock(&q->lock);
-	if (want == 0)
-		return;
+	if (want == 0 || __atomic_exchange_n(&rearm.claimed, true, __ATOMIC_SEQ_CST))
+		return;   /* (one thread pushes) */
 	memset(&wc, 0, sizeof(wc));
 	rr_soft_tls_cq = sc;   /* pushed by the poll's own receive: quiet */
 	rr_soft_cq_push(sc, &wc);

@@ -323,8 +323,14 @@ static void go_rdma(struct soft_id *id, bool active)
 	/* the family from the peer's address (connect's, or accept's): no
 	 * getsockname on the path to the first Call (issue 16 part AT) */
 	qp->fpdu_max = rr_soft_sock_fpdu_max(fd, id->peerlen ? id->peer.ss_family : AF_UNSPEC);
-	/* before the QP is shared (rr_soft_qp_connected publishes it) */
-	qp->fast_ok = id->ctx->fast_wait && rr_soft_sock_fast_setup(fd) == 0;
+	/* Before rr_soft_qp_connected sets the state to RTS under rx_lock,
+	 * but a CQ's fast waiter may look at the QP already (it is among its
+	 * CQ's QPs since its creation): an atomic store, relaxed, and relaxed
+	 * loads there (cq_wait.c): a look that finds the state RTS holds
+	 * rx_lock taken after rr_soft_qp_connected let it go, so it sees this
+	 * store; an earlier look goes no further than the state. */
+	__atomic_store_n(&qp->fast_ok, id->ctx->fast_wait && rr_soft_sock_fast_setup(fd) == 0,
+			 __ATOMIC_RELAXED);
 	rr_soft_qp_connected(qp, fd, &id->conn, id->commit, id->commit && !active);
 	id->state = IDS_CONNECTED;
 	/* the progress thread serves it until its consumer shows up; one
@@ -501,7 +507,7 @@ void rr_soft_qp_closed(struct soft_qp *qp)
 	if (qp->obj.fd >= 0)
 		close(qp->obj.fd);
 	qp->obj.fd = -1;
-	qp->state = QPS_ERROR;
+	__atomic_store_n(&qp->state, QPS_ERROR, __ATOMIC_RELAXED);   /* soft.h */
 }
 
 int rr_soft_destroy_id(struct rr_cm_id *base)

@@ -272,8 +272,9 @@ static bool cq_fast_wait(struct soft_cq *q, struct soft_direct *d)
 	 * set before the read sleeps) and turns the fast wait off; the read
 	 * ends within SOFT_FAST_BLOCK_MS anyway. in_epoll cannot become true
 	 * while this thread waits (the CQ is attended). */
-	ok = qp->fast_ok && qp->state == QPS_RTS && qp->cq_watched && !qp->fast_rd &&
-	     qp->stage_off == qp->stage_len && !__atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST) &&
+	ok = __atomic_load_n(&qp->fast_ok, __ATOMIC_RELAXED) && qp->state == QPS_RTS &&
+	     qp->cq_watched && !qp->fast_rd && qp->stage_off == qp->stage_len &&
+	     !__atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST) &&
 	     !__atomic_load_n(&qp->obj.in_epoll, __ATOMIC_RELAXED) &&
 	     !__atomic_load_n(&qp->term_pending, __ATOMIC_RELAXED);
 	if (!ok) {
@@ -300,8 +301,9 @@ static bool cq_fast_wait(struct soft_cq *q, struct soft_direct *d)
 static bool qp_own_ok(struct soft_qp *qp)
 {
 	atomic_thread_fence(memory_order_seq_cst);
-	return qp->fast_ok && qp->state == QPS_RTS && qp->rcq == qp->scq && qp->cq_watched &&
-	       !qp->fast_rd && qp->stage_off == qp->stage_len &&
+	return __atomic_load_n(&qp->fast_ok, __ATOMIC_RELAXED) && qp->state == QPS_RTS &&
+	       qp->rcq == qp->scq && qp->cq_watched && !qp->fast_rd &&
+	       qp->stage_off == qp->stage_len &&
 	       !__atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST) &&
 	       !__atomic_load_n(&qp->obj.in_epoll, __ATOMIC_SEQ_CST) &&
 	       !__atomic_load_n(&qp->term_pending, __ATOMIC_RELAXED);

@@ -554,7 +554,11 @@ static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned c
 	bool leave;
 	int mode;
 
-	qp->fast_rd = true;
+	/* fast_rd is written under rx_lock and read under it by the library;
+	 * tests look at it without the lock (has the reader begun its read?):
+	 * atomic stores, relaxed (nothing is published through it: such a
+	 * look only decides when the test acts), a plain store on x86-64. */
+	__atomic_store_n(&qp->fast_rd, true, __ATOMIC_RELAXED);
 	qp->fast_dst = dst;
 	qp->fast_len = len;
 	if (qp->own_wait) {
@@ -579,7 +583,7 @@ static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned c
 			atomic_store(&qp->rcq->fast_blocked, 0);
 	}
 	if (leave) {
-		qp->fast_rd = false;
+		__atomic_store_n(&qp->fast_rd, false, __ATOMIC_RELAXED);
 		if (piece)
 			rr_soft_place_end(qp);
 		return RX_FAST_LEAVE;
@@ -591,7 +595,7 @@ static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned c
 	rr_lock(&qp->rx_lock);
 	if (!qp->own_wait)
 		atomic_store(&qp->rcq->fast_blocked, 0);
-	qp->fast_rd = false;
+	__atomic_store_n(&qp->fast_rd, false, __ATOMIC_RELAXED);
 	qp->fast_len = 0;
 	if (qp->revoke_waiters)
 		rr_cond_broadcast(&qp->fast_cv);
@@ -830,7 +834,7 @@ int rr_soft_qp_connected(struct soft_qp *qp, int fd, const struct rr_mpa_conn *c
 	for (int i = 0; i < RR_QN_COUNT; i++)
 		qp->tx_msn[i] = 1;
 	rr_ddp_rx_init(&qp->rx, &soft_rx_ops, qp, qp->crc, qp->commit_rx);
-	qp->state = QPS_RTS;
+	__atomic_store_n(&qp->state, QPS_RTS, __ATOMIC_RELAXED);   /* soft.h */
 	rr_soft_watch(qp);
 	rr_unlock(&qp->tx_lock);
 	rr_unlock(&qp->rx_lock);

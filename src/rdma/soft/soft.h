@@ -465,6 +465,10 @@ struct soft_qp {
 	uint64_t rtok, stok;         /* epoll tokens in rcq / scq */
 	bool cq_watched;             /* socket in the CQs' epolls (rx+tx) */
 	struct soft_id *id;
+	/* written with the QP's locks held (connect, error, close); the
+	 * lease walk (lease.c balance_qp) and describe look without them:
+	 * atomic stores, relaxed (a hint there: nothing is published through
+	 * it), a plain store on x86-64 */
 	enum soft_qp_state state;
 	bool crc;
 	/* RDMA Commit, enabled by the upper layer (RPCRDMA_CONN_COMMIT,
@@ -574,7 +578,8 @@ struct soft_qp {
 	bool bnc_ok;
 	uint64_t last_inline_ns;
 	/* fast wait (rx_lock): fast_ok: the socket blocks (O_NONBLOCK off,
-	 * SO_RCVTIMEO set; every other call passes MSG_DONTWAIT); fast_rd: a
+	 * SO_RCVTIMEO set; every other call passes MSG_DONTWAIT; written
+	 * once, at connect, atomically: cm.c go_rdma); fast_rd: a
 	 * waiter reads the socket without rx_lock (nobody else reads it, the
 	 * stage and the parser are its own until it relocks); fast_kill: the
 	 * QP is closing, the reader leaves without parsing; fast_cv signals

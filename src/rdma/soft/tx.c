@@ -100,7 +100,7 @@ void rr_soft_qp_error_tx_locked(struct soft_qp *qp, const struct rr_term *t)
 {
 	bool first = true;
 
-	qp->state = QPS_ERROR;
+	__atomic_store_n(&qp->state, QPS_ERROR, __ATOMIC_RELAXED);   /* soft.h */
 	for (uint32_t i = 0; i < qp->sq_count; i++) {
 		struct soft_wqe *w = sq_at(qp, i);
 

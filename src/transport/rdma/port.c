@@ -397,7 +397,8 @@ void tp_cq_release(struct tp_cq *q)
 {
 	atomic_store(&q->owner, TP_CQ_FREE);
 	/* the loop found it held meanwhile: it drains now */
-	if (atomic_load(&q->missed) && atomic_exchange(&q->missed, false) && q->task.fn)
+	if (atomic_load(&q->missed) && atomic_exchange(&q->missed, false) &&
+	    __atomic_load_n(&q->task.fn, __ATOMIC_RELAXED))   /* ever wanted: tp_cq_want */
 		rr_loop_post(q->port->loop, &q->task);
 }
 

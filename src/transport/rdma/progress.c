@@ -410,7 +410,8 @@ static void cq_watch_locked(struct tp_cq *q, bool on)
 	if (!q->added) {
 		if (!on)
 			return;
-		q->task.fn = cq_task;
+		if (!__atomic_load_n(&q->task.fn, __ATOMIC_RELAXED))   /* tp_cq_want */
+			__atomic_store_n(&q->task.fn, cq_task, __ATOMIC_RELAXED);
 		if (rr_loop_add(l, &q->src, rpcrdma_cq_fd(q->cq), EPOLLIN, cq_ready) == 0) {
 			q->added = true;
 			q->watched = true;
@@ -430,7 +431,15 @@ void tp_cq_want(struct tp_conn *cn, bool want)
 		return;
 	cn->wants = want;
 	pthread_mutex_lock(&q->lock);
-	q->task.fn = cq_task;
+	/* Set once, at the first want (before the task can be posted: by
+	 * this call, or by the loop once the CQ is added), and never written
+	 * again; tp_cq_release reads it without the lock, as "was it ever
+	 * wanted". Atomic, relaxed: a C11 data race otherwise (the same value
+	 * written again at every want, as it was, raced with that read); a
+	 * release that sees it set after missed was raised orders nothing
+	 * else through it (the task's run goes through the loop's lock). */
+	if (!__atomic_load_n(&q->task.fn, __ATOMIC_RELAXED))
+		__atomic_store_n(&q->task.fn, cq_task, __ATOMIC_RELAXED);
 	if (want)
 		q->want++;
 	else

@@ -147,7 +147,9 @@ struct tp_cq {
 					may have used up the loop's arm */
 	atomic_bool no_qp_wait;      /* the provider has no wait_qp (a hint,
 					written once, read without a lock) */
-	struct rr_loop_task task;    /* a drain, after a caller let go */
+	struct rr_loop_task task;    /* a drain, after a caller let go; fn
+					set once, under the lock, atomically
+					(tp_cq_release reads it without) */
 	struct tp_cq *next;
 };
 

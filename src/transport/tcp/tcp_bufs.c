@@ -110,8 +110,15 @@ void rr_tcp_bufs_put(struct rr_tcp_bufs *b, uint8_t *buf, size_t cap)
 }
 
 /* A recycled buffer, if large enough; a record above spare_max takes a pool
- * buffer only when the whole record so far (@need) fits it: no growth
- * steps. Else @min new bytes. */
+ * buffer when the whole record so far (@need) fits it (no growth steps),
+ * else one of at least @min bytes, as from the spare: memory already ours
+ * serves the growth steps, and only what no kept buffer holds is new. (When
+ * a large record arrives while the previous one's buffer is still held, its
+ * Reply being sent, the pool holds the previous record's last growth step;
+ * taking only buffers that fit the whole record allocated every step of the
+ * new record again, 1, 2, 4 and 8 MiB and the record, where one allocation,
+ * the record's, was needed: rpc_tcp_large_write_while_one_is_held.) Else
+ * @min new bytes. */
 static uint8_t *bufs_get(void *arg, size_t min, size_t need, size_t above, size_t *cap)
 {
 	struct rr_tcp_bufs *b = arg;
@@ -130,8 +137,11 @@ static uint8_t *bufs_get(void *arg, size_t min, size_t need, size_t above, size_
 			nb = NULL;
 		}
 	}
-	if (need > b->spare_max && b->pool)
+	if (need > b->spare_max && b->pool) {
 		nb = cache_take(b->pool, need, above, cap);
+		if (!nb)
+			nb = cache_take(b->pool, min, above, cap);
+	}
 	if (!nb)
 		nb = cache_take(&b->spare, need, above, cap);
 	if (!nb)
