@@ -69,13 +69,13 @@ int rr_cond_timedwait(struct rr_cond *cv, struct rr_lock *l, const struct timesp
 		if (deadline_passed(abs))
 			return -ETIMEDOUT;
 	}
-	/* counted before seq is read, both sequentially consistent, as the
-	 * broadcast's seq then waiters (Dekker): a broadcast either changes
-	 * seq before this read (then it came before this wait: @l is held,
-	 * and its change was under @l or seen by the caller's look) or finds
-	 * this waiter counted and wakes it (the futex's compare sees its
-	 * seq). Read with @l held: a broadcast made under @l after the
-	 * caller's look changes seq after this read. */
+	/* Counted before seq is read; a broadcast reads waiters after it
+	 * changes seq (all four sequentially consistent, Dekker's pattern):
+	 * either this read sees the broadcast's seq, or the broadcast sees
+	 * this waiter and wakes it (a wake before the sleep: the futex's
+	 * compare of seq sees the change). Read with @l held: a broadcast
+	 * made under @l after the caller's look changes seq after this
+	 * read. */
 	atomic_fetch_add_explicit(&cv->waiters, 1, memory_order_seq_cst);
 	s = atomic_load_explicit(&cv->seq, memory_order_seq_cst);
 	rr_unlock(l);
