@@ -8,12 +8,14 @@
  * instructions together, taken three times per Call or Reply by the soft
  * provider, about six times per call by a server's CQ ring
  * (docs/PERFORMANCE.md "Issue 16 part BC") and twice per Call by an SRQ
- * (a Receive taken, one posted again: part BP).
+ * (a Receive taken, one posted again: part BP); and the RDMA transport's
+ * endpoint lock, condition and CM-event lock (struct tp_ep: part BV).
  * The mutex is the three-state one of Drepper's "Futexes Are Tricky"
  * (mutex3): 0 free, 1 held, 2 held and maybe waited for; acquire on taking,
  * release on leaving, as a pthread mutex orders memory. Not recursive, no
- * owner check (as the default pthread mutex these replace); no timeouts;
- * the process's own (FUTEX_PRIVATE). Zero-filled memory is a free lock and
+ * owner check (as the default pthread mutex these replace); a condition's
+ * wait may have a deadline (rr_cond_timedwait, CLOCK_REALTIME as a
+ * default pthread condition's); the process's own (FUTEX_PRIVATE). Zero-filled memory is a free lock and
  * a fresh condition.
  *   Race detectors see it as a mutex, not only as atomics: under
  * ThreadSanitizer (-fsanitize=thread, RPCRDMA_TSAN) the TSan mutex
@@ -28,6 +30,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <time.h>
 
 #include "common/common.h"
 
@@ -81,9 +84,12 @@ struct rr_lock {
 	atomic_int v;
 };
 
-/* Broadcast-only: waiters wait for a change of seq (rr_cond_wait). */
+/* Broadcast-only: waiters wait for a change of seq (rr_cond_wait);
+ * waiters counts the threads inside a wait, so that a broadcast with
+ * nobody waiting makes no system call (as glibc's condition). */
 struct rr_cond {
 	atomic_uint seq;
+	atomic_uint waiters;
 };
 
 #define RR_LOCK_INIT {0}
@@ -136,6 +142,12 @@ static inline void rr_unlock(struct rr_lock *l)
  * this call began (or spuriously: the caller looks again, in a loop), and
  * takes @l again. */
 void rr_cond_wait(struct rr_cond *cv, struct rr_lock *l);
+/* rr_cond_wait until the absolute deadline @abs on CLOCK_REALTIME (the
+ * clock of rr_engine_deadline; NULL: none): 0 woken (or spuriously, or by
+ * a signal: look again), -ETIMEDOUT once @abs passed (at once, @l not
+ * let go, when it had passed before the call), -EINVAL when @abs's
+ * tv_nsec is not in [0, 1e9). @l is held again in every case. */
+int rr_cond_timedwait(struct rr_cond *cv, struct rr_lock *l, const struct timespec *abs);
 /* Wakes every waiter of @cv (with the waiters' lock held, or not). */
 void rr_cond_broadcast(struct rr_cond *cv);
 

@@ -263,23 +263,50 @@ void rr_engine_nap(void)
 	nanosleep(&ts, NULL);
 }
 
-int rr_engine_wait(pthread_cond_t *cv, pthread_mutex_t *m, const struct timespec *abs)
+/* The application-driven waiter's slice of the loop: at most
+ * DRIVE_SLICE_MS, less when @abs (may be NULL) comes sooner; -ETIMEDOUT
+ * when @abs passed. */
+static int64_t drive_slice_ms(const struct timespec *abs)
 {
 	struct timespec now;
-	int64_t left_ms = DRIVE_SLICE_MS;
+	int64_t left_ms;
+
+	if (!abs)
+		return DRIVE_SLICE_MS;
+	clock_gettime(CLOCK_REALTIME, &now);
+	left_ms = (int64_t)(abs->tv_sec - now.tv_sec) * 1000 + (abs->tv_nsec - now.tv_nsec) / 1000000;
+	if (left_ms <= 0)
+		return -ETIMEDOUT;
+	return RR_MIN(left_ms, (int64_t)DRIVE_SLICE_MS);
+}
+
+int rr_engine_wait(pthread_cond_t *cv, pthread_mutex_t *m, const struct timespec *abs)
+{
+	int64_t ms;
 
 	if (!rr_engine_app_driven() || rr_loop_current())
 		return abs ? pthread_cond_timedwait(cv, m, abs) : pthread_cond_wait(cv, m);
-	if (abs) {
-		clock_gettime(CLOCK_REALTIME, &now);
-		left_ms = (int64_t)(abs->tv_sec - now.tv_sec) * 1000 +
-			  (abs->tv_nsec - now.tv_nsec) / 1000000;
-		if (left_ms <= 0)
-			return ETIMEDOUT;
-	}
+	ms = drive_slice_ms(abs);
+	if (ms < 0)
+		return ETIMEDOUT;
 	pthread_mutex_unlock(m);
-	(void)drive((int)RR_MIN(left_ms, (int64_t)DRIVE_SLICE_MS));
+	(void)drive((int)ms);
 	pthread_mutex_lock(m);
+	return 0;
+}
+
+int rr_engine_cond_wait(struct rr_cond *cv, struct rr_lock *l, const struct timespec *abs)
+{
+	int64_t ms;
+
+	if (!rr_engine_app_driven() || rr_loop_current())
+		return rr_cond_timedwait(cv, l, abs) == -ETIMEDOUT ? -ETIMEDOUT : 0;
+	ms = drive_slice_ms(abs);
+	if (ms < 0)
+		return -ETIMEDOUT;
+	rr_unlock(l);
+	(void)drive((int)ms);
+	rr_lock(l);
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "common/lock.h"
 #include "engine/loop.h"
 
 /* The next loop, round-robin (starts the engine): 0 or -errno. */
@@ -37,6 +38,9 @@ static inline bool rr_engine_app_driven(void)
  * waits for the end of that thread's turn). Returns 0 (look again) or
  * ETIMEDOUT once @abs passed. Spurious returns are normal. */
 int rr_engine_wait(pthread_cond_t *cv, pthread_mutex_t *m, const struct timespec *abs);
+/* rr_engine_wait on the library's own lock and condition (common/lock.h,
+ * rr_cond_timedwait): 0 (look again) or -ETIMEDOUT once @abs passed. */
+int rr_engine_cond_wait(struct rr_cond *cv, struct rr_lock *l, const struct timespec *abs);
 /* Runs @fn(@arg) on @l's runner (at once when the caller is it) and
  * returns once it ran. */
 void rr_engine_call(struct rr_loop *l, void (*fn)(void *), void *arg);

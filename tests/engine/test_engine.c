@@ -5,10 +5,11 @@
  * the runner); the engine's fixed set of loops, one thread each, picked
  * round-robin; and the mode where the application drives progress
  * (0 threads: rpcrdma_progress, rpcrdma_progress_fd, waits that drive the
- * loop themselves), run in a forked child so that it starts from a fresh
+ * loop themselves, on a pthread condition or the library's own), run in a forked child so that it starts from a fresh
  * engine whatever ran before in this process. */
 #include "test.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -245,6 +246,58 @@ static void *post_later(void *arg)
 	return NULL;
 }
 
+/* bump's, on the library's own lock and condition (rr_engine_cond_wait) */
+struct bump_rr {
+	struct rr_loop_task task;
+	struct rr_lock l;
+	struct rr_cond cv;
+	int done;
+};
+
+static void bump_rr_task(struct rr_loop_task *t)
+{
+	struct bump_rr *b = RR_CONTAINER_OF(t, struct bump_rr, task);
+
+	rr_lock(&b->l);
+	b->done++;
+	rr_cond_broadcast(&b->cv);
+	rr_unlock(&b->l);
+}
+
+static void *post_rr_later(void *arg)
+{
+	struct bump_rr *b = arg;
+
+	rr_loop_post(rr_engine_loop(0), &b->task);
+	return NULL;
+}
+
+/* The application drives progress: rr_engine_cond_wait runs the loop
+ * itself (a task posted by another thread runs, nobody else runs it);
+ * a deadline already passed is -ETIMEDOUT at once, with the lock held. */
+static int app_driven_cond_wait(void)
+{
+	struct bump_rr b = {.task.fn = bump_rr_task};
+	struct timespec ts;
+	pthread_t th;
+	int rc = 0;
+
+	if (pthread_create(&th, NULL, post_rr_later, &b))
+		return 30;
+	rr_engine_deadline(&ts, RR_TEST_WAIT_MS);
+	rr_lock(&b.l);
+	while (b.done < 1 && rc != -ETIMEDOUT)
+		rc = rr_engine_cond_wait(&b.cv, &b.l, &ts);
+	pthread_join(th, NULL);
+	if (b.done != 1 || rc != 0)
+		return 31;
+	ts.tv_sec -= 2 * (RR_TEST_WAIT_MS / 1000);   /* passed */
+	if (rr_engine_cond_wait(&b.cv, &b.l, &ts) != -ETIMEDOUT || rr_trylock(&b.l))
+		return 32;
+	rr_unlock(&b.l);
+	return 0;
+}
+
 static int app_driven_child(void)
 {
 	struct bump b = {.task.fn = bump_task, .m = PTHREAD_MUTEX_INITIALIZER,
@@ -293,6 +346,9 @@ static int app_driven_child(void)
 	pthread_join(th, NULL);
 	if (b.done != 3)
 		return 20;
+	rc = app_driven_cond_wait();
+	if (rc)
+		return rc;
 	rr_loop_timer_fini(l, &b.timer);
 	if (rr_th_threads_named("rr-progress-*") != 0)
 		return 21;

@@ -158,10 +158,10 @@ TEST(xprt_async_errors_counted_by_cause)
 
 		/* the client's QP, connected and idle */
 		ae_call(&c, &p, ++xid, &done, true);
-		pthread_mutex_lock(&c.tp->ep.lock);
+		rr_lock(&c.tp->ep.lock);
 		REQUIRE(c.tp->conn != NULL && c.tp->conn->qp != NULL);
 		ae_raise(c.tp->conn->qp, evs[i]);
-		pthread_mutex_unlock(&c.tp->ep.lock);
+		rr_unlock(&c.tp->ep.lock);
 		REQUIRE(rr_test_until(ae_counted, &cw, RR_TEST_WAIT_MS));
 		ae_call(&c, &p, ++xid, &done, true);   /* over a new connection */
 		/* counted once, under its cause, on the client alone */
@@ -211,7 +211,7 @@ TEST(xprt_cq_refusal_counted)
 	CHECK_EQ(st.cq_refused, 0);
 	/* the provider's count of the client's CQ: full from now on (the
 	 * transport's own leaves room), and its connection ends */
-	pthread_mutex_lock(&c.tp->ep.lock);
+	rr_lock(&c.tp->ep.lock);
 	REQUIRE(c.tp->conn != NULL && c.tp->conn->qp != NULL);
 	old = c.tp->conn->tcq;
 	q = scq_of(RR_BASE(cq, old->cq));
@@ -220,7 +220,7 @@ TEST(xprt_cq_refusal_counted)
 	q->reserved += full;
 	pthread_mutex_unlock(&q->qlock);
 	ae_raise(c.tp->conn->qp, RR_ASYNC_QP_FATAL);
-	pthread_mutex_unlock(&c.tp->ep.lock);
+	rr_unlock(&c.tp->ep.lock);
 	REQUIRE(rr_test_until(ae_counted, &cw, RR_TEST_WAIT_MS));
 	/* the next Call's connection: offered that CQ first (room in the
 	 * transport's count), refused there, made on another */
@@ -229,9 +229,9 @@ TEST(xprt_cq_refusal_counted)
 	CHECK_EQ(st.cq_refused, 1);
 	CHECK_EQ(st.qp_fatal, 1);
 	CHECK_EQ(st.cq_overruns + st.cq_failures + st.wr_errors, 0);
-	pthread_mutex_lock(&c.tp->ep.lock);
+	rr_lock(&c.tp->ep.lock);
 	CHECK(c.tp->conn != NULL && c.tp->conn->tcq != old);
-	pthread_mutex_unlock(&c.tp->ep.lock);
+	rr_unlock(&c.tp->ep.lock);
 	pthread_mutex_lock(&q->qlock);
 	q->reserved -= full;
 	pthread_mutex_unlock(&q->qlock);

@@ -58,9 +58,9 @@ static struct tp_cq *ce_cq(struct rr_th_cl *c)
 {
 	struct tp_cq *q;
 
-	pthread_mutex_lock(&c->tp->ep.lock);
+	rr_lock(&c->tp->ep.lock);
 	q = c->tp->conn ? c->tp->conn->tcq : NULL;
-	pthread_mutex_unlock(&c->tp->ep.lock);
+	rr_unlock(&c->tp->ep.lock);
 	return q;
 }
 

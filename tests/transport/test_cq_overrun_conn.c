@@ -73,9 +73,9 @@ TEST(xprt_cq_overrun_ends_connection_not_calls)
 	CHECK_EQ(p[0].r.status, 0);
 	/* kept: its connection, and the CQ it is on, stay until released */
 	REQUIRE(p[0].r.lent != NULL);
-	pthread_mutex_lock(&c.tp->ep.lock);
+	rr_lock(&c.tp->ep.lock);
 	ov_target = c.tp->conn->tcq;
-	pthread_mutex_unlock(&c.tp->ep.lock);
+	rr_unlock(&c.tp->ep.lock);
 	REQUIRE(ov_target != NULL);
 	atomic_store(&ov_fired, false);
 	atomic_store(&ov_armed, true);
@@ -101,9 +101,9 @@ TEST(xprt_cq_overrun_ends_connection_not_calls)
 	/* the last Calls went over a connection on another CQ */
 	CHECK_EQ(p[7].r.status, 0);
 	CHECK(ok >= 1);
-	pthread_mutex_lock(&c.tp->ep.lock);
+	rr_lock(&c.tp->ep.lock);
 	CHECK(c.tp->conn && c.tp->conn->tcq != ov_target);
-	pthread_mutex_unlock(&c.tp->ep.lock);
+	rr_unlock(&c.tp->ep.lock);
 	rr_tp_client_release_reply(c.tp, &p[0].r);
 	rr_th_cl_stop(&c);
 	rr_th_sq_stop(&sq);

@@ -35,7 +35,6 @@ static void fake_ep(struct tp_ep *ep, struct tp_conn *cn, struct rr_loop *l,
 	ep->loop = l;
 	ep->timer_ok = timer_ok;
 	ep->evq_tail = &ep->evq;
-	pthread_mutex_init(&ep->evq_lock, NULL);
 	cn->ep = ep;
 }
 
@@ -74,22 +73,18 @@ TEST(xprt_established_waits_for_shard_turn)
 	CHECK(!hand_kicks(&cn, RPCRDMA_CM_ESTABLISHED));
 	CHECK(hand_kicks(&cn, RPCRDMA_CM_DISCONNECTED));
 	CHECK(hand_kicks(&cn, RPCRDMA_CM_ERROR));
-	pthread_mutex_destroy(&ep.evq_lock);
 
 	/* no tick to take it: kicked */
 	fake_ep(&ep, &cn, l, &lazy_ops, false);
 	CHECK(hand_kicks(&cn, RPCRDMA_CM_ESTABLISHED));
-	pthread_mutex_destroy(&ep.evq_lock);
 
 	/* an endpoint that does not take it lazily (a client): kicked */
 	fake_ep(&ep, &cn, l, &eager_ops, true);
 	CHECK(hand_kicks(&cn, RPCRDMA_CM_ESTABLISHED));
-	pthread_mutex_destroy(&ep.evq_lock);
 
 	/* not queued (no memory): the loss is noted, and kicked */
 	fake_ep(&ep, &cn, l, &lazy_ops, true);
 	CHECK(!tp_ev_lazy(&ep, NULL));
-	pthread_mutex_destroy(&ep.evq_lock);
 	rr_loop_destroy(l);
 }
 
@@ -110,12 +105,12 @@ static void le_count(unsigned *conns, unsigned *est)
 	for (unsigned i = 0; i < le_srv->nshards; i++) {
 		struct tp_shard *sh = le_srv->shards[i];
 
-		pthread_mutex_lock(&sh->ep.lock);
+		rr_lock(&sh->ep.lock);
 		for (struct tp_conn *cn = sh->conns; cn; cn = cn->next) {
 			++*conns;
 			*est += cn->established && !cn->dead;
 		}
-		pthread_mutex_unlock(&sh->ep.lock);
+		rr_unlock(&sh->ep.lock);
 	}
 }
 

@@ -64,11 +64,11 @@ static void qw_with_conn(void (*fn)(struct tp_conn *cn, void *arg), void *arg)
 	for (unsigned i = 0; i < qw_srv->nshards; i++) {
 		struct tp_shard *sh = qw_srv->shards[i];
 
-		pthread_mutex_lock(&sh->ep.lock);
+		rr_lock(&sh->ep.lock);
 		for (struct tp_conn *cn = sh->conns; cn; cn = cn->next)
 			if (!cn->dead && cn->established && cn->qp)
 				fn(cn, arg);
-		pthread_mutex_unlock(&sh->ep.lock);
+		rr_unlock(&sh->ep.lock);
 	}
 }
 

@@ -442,10 +442,10 @@ TEST(xprt_client_receives_reposted_in_batches)
 	rr_th_small_submit(&c, &p[0], xid++);
 	REQUIRE(rr_th_cl_wait(&c, ++done, 10000));
 	REQUIRE(c.tp->conn != NULL);
-	pthread_mutex_lock(&c.tp->ep.lock);
+	rr_lock(&c.tp->ep.lock);
 	nrecv = c.tp->conn->nrecv;
 	done_lent = c.tp->conn->lent;
-	pthread_mutex_unlock(&c.tp->ep.lock);
+	rr_unlock(&c.tp->ep.lock);
 	REQUIRE_EQ(done_lent, 1);   /* the Reply is its Receive */
 	p_release(&c, p, 1);
 	/* one Call at a time */
@@ -474,9 +474,9 @@ TEST(xprt_client_receives_reposted_in_batches)
 		rr_th_small_submit(&c, &p[i], xid++);
 		REQUIRE(rr_th_cl_wait(&c, ++done, 10000));
 		CHECK(cl_posted(&c) + TP_LEND_MAX >= nrecv);
-		pthread_mutex_lock(&c.tp->ep.lock);
+		rr_lock(&c.tp->ep.lock);
 		CHECK(c.tp->conn->lent + c.tp->conn->nrback <= TP_LEND_MAX);
-		pthread_mutex_unlock(&c.tp->ep.lock);
+		rr_unlock(&c.tp->ep.lock);
 	}
 	p_release(&c, p, 12);
 	CHECK(cl_posted(&c) + TP_LEND_MAX >= nrecv);
@@ -1057,9 +1057,9 @@ TEST(xprt_caller_wait_taking_nothing_leaves_wanted_cq_armed)
 	CHECK(!rr_cq_ring_armed(&sc->ring));
 	CHECK_EQ(rr_cq_ring_poll(&sc->ring, 1, &wc), 1);
 	/* the caller's wait: the notification consumed, nothing taken */
-	pthread_mutex_lock(&use->tp->ep.lock);
+	rr_lock(&use->tp->ep.lock);
 	n = tp_cq_wait_once(&use->tp->ep, use->tp->conn, 50, NULL);
-	pthread_mutex_unlock(&use->tp->ep.lock);
+	rr_unlock(&use->tp->ep.lock);
 	CHECK_EQ(n, 0);
 	hold_loop_end();
 	for (int t = 0; t < 500 && !armed; t++) {
@@ -1127,10 +1127,10 @@ TEST(xprt_arm_drain_given_up_leaves_wanted_cq_armed)
 	for (unsigned k = 0; k < p_srv->nshards && !q; k++) {
 		struct tp_shard *sh = p_srv->shards[k];
 
-		pthread_mutex_lock(&sh->ep.lock);
+		rr_lock(&sh->ep.lock);
 		if (sh->conns && sh->conns->tcq)
 			q = sh->conns->tcq;
-		pthread_mutex_unlock(&sh->ep.lock);
+		rr_unlock(&sh->ep.lock);
 	}
 	REQUIRE(q != NULL);
 	REQUIRE(atomic_load(&q->wanted));

@@ -86,11 +86,11 @@ static void cl_deliver(struct rr_tp_client *c)
 			continue;
 		}
 		c->bc_running++;
-		pthread_mutex_unlock(&c->ep.lock);
+		rr_unlock(&c->ep.lock);
 		fn(ctx, r);
-		pthread_mutex_lock(&c->ep.lock);
+		rr_lock(&c->ep.lock);
 		c->bc_running--;
-		pthread_cond_broadcast(&c->ep.cond);
+		rr_cond_broadcast(&c->ep.cond);
 	}
 	while (c->done) {
 		struct rr_conn_rpc *rpc = c->done;
@@ -100,11 +100,11 @@ static void cl_deliver(struct rr_tp_client *c)
 			c->done_tail = &c->done;
 		rpc->xnext = NULL;
 		rpc->xdone = true;
-		pthread_mutex_unlock(&c->ep.lock);
+		rr_unlock(&c->ep.lock);
 		c->complete(c->cctx, rpc);
-		pthread_mutex_lock(&c->ep.lock);
+		rr_lock(&c->ep.lock);
 	}
-	pthread_cond_broadcast(&c->ep.cond);
+	rr_cond_broadcast(&c->ep.cond);
 }
 
 /* The connection's buffers and Receives (before any byte of the peer
@@ -231,7 +231,7 @@ static void cl_on_cm(struct tp_ep *ep, const struct rpcrdma_cm_event *ev)
 			c->connect_status = 0;
 		else
 			c->ep.stats.reconnects++;
-		pthread_cond_broadcast(&c->ep.cond);
+		rr_cond_broadcast(&c->ep.cond);
 		break;
 	}
 	case RPCRDMA_CM_REJECTED:
@@ -240,7 +240,7 @@ static void cl_on_cm(struct tp_ep *ep, const struct rpcrdma_cm_event *ev)
 	case RPCRDMA_CM_DISCONNECTED:
 		if (c->connect_status == 1) {
 			c->connect_status = ev->status ? ev->status : -ECONNREFUSED;
-			pthread_cond_broadcast(&c->ep.cond);
+			rr_cond_broadcast(&c->ep.cond);
 			c->conn = NULL;
 			tp_conn_bury(cn);
 			return;
@@ -318,9 +318,9 @@ static void cl_destroy_hook(struct rr_tp_client *c, int phase)
 		return;
 	while (i < rr_engine_nloops() && rr_engine_loop(i) != c->ep.loop)
 		i++;
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	c->destroy_hook(c->destroy_hook_arg, phase, i);
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 }
 
 void rr_tp_client_destroy_hook(struct rr_tp_client *c, rr_tp_destroy_hook_fn fn, void *arg)
@@ -340,27 +340,27 @@ static void cl_release_all(struct rr_tp_client *c)
 	c->conn = NULL;
 	cl_destroy_hook(c, RR_TP_DESTROY_WAIT_LOOP);
 	tp_ep_quiesce(&c->ep);
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	if (cn) {
 		cn->dead = true;
 		if (cn->id)
 			(void)rpcrdma_disconnect(cn->id);
 		tp_conn_release(cn);
 	}
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	while (c->ep.grave) {
 		cn = c->ep.grave;
 		c->ep.grave = cn->next;
-		pthread_mutex_unlock(&c->ep.lock);
+		rr_unlock(&c->ep.lock);
 		tp_conn_release(cn);
-		pthread_mutex_lock(&c->ep.lock);
+		rr_lock(&c->ep.lock);
 	}
 	cl_destroy_hook(c, RR_TP_DESTROY_RELEASED);
 	while (c->ep.pins)
-		(void)rr_engine_wait(&c->ep.cond, &c->ep.lock, NULL);
-	pthread_mutex_unlock(&c->ep.lock);
+		(void)rr_engine_cond_wait(&c->ep.cond, &c->ep.lock, NULL);
+	rr_unlock(&c->ep.lock);
 	tp_ep_detach(&c->ep);
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 }
 
 /* Frees what create made (its turns are over; c->sess may be NULL,
@@ -369,9 +369,9 @@ static void cl_free(struct rr_tp_client *c)
 {
 	const struct rpcrdma_env *env = c->ep.env;
 
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	cl_release_all(c);
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	rr_conn_destroy(c->sess);
 	c->sess = NULL;
 	tp_ep_fini(&c->ep);
@@ -416,7 +416,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	c->addrlen = addrlen;
 	c->complete = complete;
 	c->cctx = ctx;
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	c->connect_status = 1;
 	/* The creating thread drives the handshake, unless the application
 	 * drives progress (then the wait below runs the loops, which a
@@ -424,7 +424,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	 * thread (whose other work must not wait a round trip). */
 	rc = tp_cl_connect(c, rr_engine_app_driven() || rr_loop_current() ? NULL : &driven);
 	cn = c->conn;
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	if (rc) {
 		cl_free(c);
 		return rc;
@@ -437,19 +437,19 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 
 		rc = rr_cm_connect_drive(cn->id, (int)RR_MIN(c->ep.conf.connect_timeout_ms + 1000u,
 							     (uint32_t)INT32_MAX), &ev);
-		pthread_mutex_lock(&c->ep.lock);
+		rr_lock(&c->ep.lock);
 		if (rc == 0)
 			cl_on_cm(&c->ep, &ev);
 		else if (c->connect_status == 1)
 			c->connect_status = rc;
 		cl_settle(c);
 		cl_want(c);
-		pthread_mutex_unlock(&c->ep.lock);
+		rr_unlock(&c->ep.lock);
 	}
 	tp_abs_deadline(&ts, c->ep.conf.connect_timeout_ms + 1000);
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	while (c->connect_status == 1) {
-		if (rr_engine_wait(&c->ep.cond, &c->ep.lock, &ts) == ETIMEDOUT) {
+		if (rr_engine_cond_wait(&c->ep.cond, &c->ep.lock, &ts) == -ETIMEDOUT) {
 			c->connect_status = -ETIMEDOUT;
 			break;
 		}
@@ -457,7 +457,7 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	rc = c->connect_status;
 	if (rc)
 		c->destroying = true;
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	if (rc) {
 		cl_free(c);
 		return rc;
@@ -507,19 +507,19 @@ int rr_tp_client_submit(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
 
 	if (!rpc)
 		return -EINVAL;
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	rc = cl_submit_locked(c, rpc);
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	return rc;
 }
 
 void rr_tp_client_abort(struct rr_tp_client *c, struct rr_conn_rpc *rpc, int status)
 {
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	rr_conn_abort(c->sess, rpc, status);
 	cl_settle(c);
 	tp_ep_kick(&c->ep);
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 }
 
 /* tp_cq_wait_once's question (lock held), for a caller waiting for a
@@ -610,7 +610,7 @@ static void cl_wait_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint
 	bool wake;
 
 	if (c->waiter && c->wait_for != rpc) {
-		pthread_mutex_unlock(&c->ep.lock);
+		rr_unlock(&c->ep.lock);
 		return;
 	}
 	c->waiter = true;
@@ -662,11 +662,11 @@ static void cl_wait_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint
 	 * caller's own Call is all that came and no push exists (a
 	 * synchronous call's usual end, ~30 instructions). */
 	if (done && (done != rpc || done->xnext || c->pushes))
-		pthread_cond_broadcast(&c->ep.cond);
+		rr_cond_broadcast(&c->ep.cond);
 	wake = cl_needs_progress(c, cn0);
 	if (wake)
 		tp_ep_kick(&c->ep);
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	while (done) {
 		struct rr_conn_rpc *r = done;
 
@@ -682,7 +682,7 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t
 
 	if (rr_engine_app_driven())
 		return;   /* the caller's wait drives the loop (submit) */
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	cl_wait_locked(c, rpc, t0, t0 + (uint64_t)timeout_ms * 1000000u);
 }
 
@@ -695,10 +695,10 @@ int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, ui
 		return -EINVAL;
 	if (!rpc->caller_waits || rr_engine_app_driven())
 		return rr_tp_client_submit(c, rpc);
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	rc = cl_submit_locked(c, rpc);
 	if (rc) {
-		pthread_mutex_unlock(&c->ep.lock);
+		rr_unlock(&c->ep.lock);
 		return rc;
 	}
 	cl_wait_locked(c, rpc, now_ns, now_ns + (uint64_t)timeout_ms * 1000000u);
@@ -720,9 +720,9 @@ void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
 		rpc->reply_len = 0;
 		return;
 	}
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	rr_conn_release_reply(c->sess, rpc);
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 }
 
 void rr_tp_client_destroy(struct rr_tp_client *c)
@@ -731,7 +731,7 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 
 	if (!c)
 		return;
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	c->destroying = true;
 	rr_conn_abort_all(c->sess, -ECANCELED);
 	cl_settle(c);
@@ -739,7 +739,7 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 	tp_abs_deadline(&ts, 2000);
 	while (rr_conn_has_calls(c->sess) || c->done) {
 		tp_ep_kick(&c->ep);
-		if (rr_engine_wait(&c->ep.cond, &c->ep.lock, &ts) == ETIMEDOUT)
+		if (rr_engine_cond_wait(&c->ep.cond, &c->ep.lock, &ts) == -ETIMEDOUT)
 			break;
 	}
 	/* Whatever is left (connection stuck): the session deregisters it
@@ -756,7 +756,7 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 		c->conn->lent = 0;
 	for (struct tp_conn *cn = c->ep.grave; cn; cn = cn->next)
 		cn->lent = 0;
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	cl_free(c);
 }
 
@@ -764,22 +764,22 @@ void rr_tp_client_destroy(struct rr_tp_client *c)
 
 void rr_tp_client_bc_set(struct rr_tp_client *c, rr_tp_bc_recv_fn recv, void *ctx)
 {
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	c->bc_recv = recv;
 	c->bc_ctx = ctx;
 	/* once it returns no upcall runs the one it replaced */
 	while (c->bc_running)
-		(void)rr_engine_wait(&c->ep.cond, &c->ep.lock, NULL);
-	pthread_mutex_unlock(&c->ep.lock);
+		(void)rr_engine_cond_wait(&c->ep.cond, &c->ep.lock, NULL);
+	rr_unlock(&c->ep.lock);
 }
 
 void rr_tp_client_bc_enable(struct rr_tp_client *c, bool on)
 {
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	c->bc_on = on && c->ep.conf.bc_slots;
 	rr_conn_bc_enable(c->sess, c->bc_on);
 	cl_want(c);   /* its loop watches the CQ from now on */
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	tp_ep_kick(&c->ep);
 }
 
@@ -788,25 +788,25 @@ int rr_tp_client_bc_reply(struct rr_tp_client *c, struct rr_conn_sreq *req,
 {
 	int rc;
 
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	rc = rr_conn_bc_reply(c->sess, req, parts, nparts);
 	cl_settle(c);
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	return rc;
 }
 
 void rr_tp_client_bc_done(struct rr_tp_client *c, struct rr_conn_sreq *req)
 {
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	rr_conn_bc_done(c->sess, req);
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 }
 
 void rr_tp_client_stats(struct rr_tp_client *c, struct rr_xprt_stats *out)
 {
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	*out = c->ep.stats;
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	tp_fault_fold(&c->ep, out);
 }
 
@@ -814,9 +814,9 @@ uint32_t rr_tp_client_live_stags(struct rr_tp_client *c)
 {
 	uint32_t n;
 
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	n = rr_conn_live_stags(c->sess);
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	return n;
 }
 
@@ -824,10 +824,10 @@ int rr_tp_client_cut(struct rr_tp_client *c)
 {
 	int rc = -ENOTCONN;
 
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	if (c->conn && c->conn->id && c->conn->established && !c->conn->dead)
 		rc = rpcrdma_disconnect(c->conn->id);
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	return rc;
 }
 
@@ -840,10 +840,10 @@ unsigned rr_tp_client_dead_conns(struct rr_tp_client *c)
 {
 	unsigned n = 0;
 
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	for (const struct tp_conn *cn = c->ep.grave; cn; cn = cn->next)
 		n++;
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	return n;
 }
 
@@ -851,14 +851,14 @@ int rr_tp_client_params(struct rr_tp_client *c, struct rr_xprt_params *out, uint
 {
 	int rc = -ENOTCONN;
 
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	if (c->conn && c->conn->established && rr_conn_is_up(c->sess)) {
 		*out = *rr_conn_params(c->sess);
 		if (grant)
 			*grant = rr_conn_grant(c->sess);
 		rc = 0;
 	}
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	return rc;
 }
 
@@ -866,9 +866,9 @@ int rr_tp_client_reliable_reply(struct rr_tp_client *c)
 {
 	int rc = -ENOTCONN;
 
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	if (c->conn && c->conn->established)
 		rc = rr_conn_reliable_reply(c->sess) ? 1 : 0;
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	return rc;
 }

@@ -220,11 +220,11 @@ void tp_conn_free(struct tp_conn *cn)
 	/* a pooled session gives its reservation back to the pool the
 	 * sessions of its shard share: under the shard's lock */
 	if (cn->pool)
-		pthread_mutex_lock(&cn->ep->lock);
+		rr_lock(&cn->ep->lock);
 	if (cn->ep->is_server && cn->sess)
 		rr_conn_destroy(cn->sess);
 	if (cn->pool)
-		pthread_mutex_unlock(&cn->ep->lock);
+		rr_unlock(&cn->ep->lock);
 	if (cn->rmr)
 		(void)rpcrdma_dereg_mr(cn->rmr);
 	for (uint32_t i = 0; i < cn->nsch; i++) {
@@ -236,10 +236,10 @@ void tp_conn_free(struct tp_conn *cn)
 		(void)rpcrdma_pd_free(cn->pd);
 	rr_free_pages(env, cn->rbuf, (size_t)cn->nrecv * cn->rsize);
 	if (cn->pool) {
-		pthread_mutex_lock(&cn->ep->lock);
+		rr_lock(&cn->ep->lock);
 		if (!--cn->pool->conns)
 			cn->pool->empty_since = tp_now_ns(cn->ep);
-		pthread_mutex_unlock(&cn->ep->lock);
+		rr_unlock(&cn->ep->lock);
 	}
 	rr_free(env, cn->sfree);
 	rr_free(env, cn->stoken);
@@ -905,7 +905,7 @@ static void s_sent(void *ctx, struct rr_conn_sreq *r, int status)
 		*s->sent_tail = r;
 		s->sent_tail = &r->xnext;
 	}
-	pthread_cond_broadcast(&cn->ep->cond);
+	rr_cond_broadcast(&cn->ep->cond);
 }
 
 static void s_close(void *ctx)

@@ -93,10 +93,10 @@ uint64_t tp_now_ns(const struct tp_ep *ep)
 
 void tp_ep_kick(struct tp_ep *ep)
 {
-	pthread_mutex_lock(&ep->evq_lock);
+	rr_lock(&ep->evq_lock);
 	if (!ep->detached)
 		rr_loop_post(ep->loop, &ep->kick);
-	pthread_mutex_unlock(&ep->evq_lock);
+	rr_unlock(&ep->evq_lock);
 }
 
 bool tp_on_progress_thread(const struct tp_ep *ep)
@@ -109,21 +109,21 @@ bool tp_on_progress_thread(const struct tp_ep *ep)
  * connections they use meanwhile. */
 static void ep_turn(struct tp_ep *ep)
 {
-	pthread_mutex_lock(&ep->lock);
+	rr_lock(&ep->lock);
 	if (!ep->stop && ep->ops->turn) {
 		ep->pins++;
 		ep->ops->turn(ep);
 		tp_ep_unpin(ep);
 	}
-	pthread_mutex_unlock(&ep->lock);
+	rr_unlock(&ep->lock);
 }
 
 void tp_ep_quiesce(struct tp_ep *ep)
 {
 	ep->stop = true;   /* tp_touched_after and ep_turn start nothing */
-	pthread_cond_broadcast(&ep->cond);   /* callers waiting on it look */
+	rr_cond_broadcast(&ep->cond);   /* callers waiting on it look */
 	while (ep->pins)
-		(void)rr_engine_wait(&ep->cond, &ep->lock, NULL);
+		(void)rr_engine_cond_wait(&ep->cond, &ep->lock, NULL);
 }
 
 static void ep_kick_run(struct rr_loop_task *t)
@@ -160,9 +160,9 @@ static int ep_attach(struct tp_ep *ep, struct rr_loop *l, const struct tp_ep_ops
 	ep->ops = ops;
 	ep->kick.fn = ep_kick_run;
 	ep->evq_tail = &ep->evq;
-	pthread_mutex_init(&ep->lock, NULL);
-	pthread_cond_init(&ep->cond, NULL);
-	pthread_mutex_init(&ep->evq_lock, NULL);
+	ep->lock = (struct rr_lock)RR_LOCK_INIT;
+	ep->cond = (struct rr_cond){0};
+	ep->evq_lock = (struct rr_lock)RR_LOCK_INIT;
 	ep->timer_ok = rr_loop_timer_init(l, &ep->timer, ep_timer_run) == 0;
 	if (!ep->timer_ok)
 		return -ENOMEM;
@@ -224,10 +224,10 @@ static void ep_detach_here(void *arg)
 {
 	struct tp_ep *ep = arg;
 
-	pthread_mutex_lock(&ep->evq_lock);
+	rr_lock(&ep->evq_lock);
 	ep->detached = true;
 	rr_loop_task_cancel(ep->loop, &ep->kick);
-	pthread_mutex_unlock(&ep->evq_lock);
+	rr_unlock(&ep->evq_lock);
 	if (ep->timer_ok)
 		rr_loop_timer_fini(ep->loop, &ep->timer);
 	ep->timer_ok = false;
@@ -237,9 +237,9 @@ void tp_ep_detach(struct tp_ep *ep)
 {
 	if (!ep->loop)
 		return;
-	pthread_mutex_lock(&ep->lock);
+	rr_lock(&ep->lock);
 	ep->stop = true;
-	pthread_mutex_unlock(&ep->lock);
+	rr_unlock(&ep->lock);
 	rr_engine_call(ep->loop, ep_detach_here, ep);
 }
 
@@ -263,9 +263,6 @@ void tp_ep_fini(struct tp_ep *ep)
 		}
 		if (ep->timer_ok)
 			rr_loop_timer_fini(ep->loop, &ep->timer);
-		pthread_mutex_destroy(&ep->lock);
-		pthread_cond_destroy(&ep->cond);
-		pthread_mutex_destroy(&ep->evq_lock);
 	}
 	tp_port_put(ep->port);
 	ep->port = NULL;

@@ -56,7 +56,7 @@ bool tp_ev_hand(struct tp_port *p, const struct rpcrdma_cm_event *ev)
 		return false;
 	}
 	ep = cn->ep;
-	pthread_mutex_lock(&ep->evq_lock);
+	rr_lock(&ep->evq_lock);
 	if (ev->type != RPCRDMA_CM_CONNECT_REQUEST)
 		for (unsigned i = 0; i < TP_CONN_EVS && !e; i++)
 			if (!cn->evs[i].used)
@@ -88,7 +88,7 @@ bool tp_ev_hand(struct tp_port *p, const struct rpcrdma_cm_event *ev)
 	 * turn, its tick at the latest: it wakes no loop (issue 16 part Y) */
 	if (!ep->detached && !tp_ev_lazy(ep, e))
 		rr_loop_post(ep->loop, &ep->kick);
-	pthread_mutex_unlock(&ep->evq_lock);
+	rr_unlock(&ep->evq_lock);
 	return e != NULL;
 }
 
@@ -96,11 +96,11 @@ struct tp_ev *tp_ep_take_events(struct tp_ep *ep)
 {
 	struct tp_ev *list;
 
-	pthread_mutex_lock(&ep->evq_lock);
+	rr_lock(&ep->evq_lock);
 	list = ep->evq;
 	ep->evq = NULL;
 	ep->evq_tail = &ep->evq;
-	pthread_mutex_unlock(&ep->evq_lock);
+	rr_unlock(&ep->evq_lock);
 	return list;
 }
 
@@ -123,9 +123,9 @@ void tp_ev_free(struct tp_ep *ep, struct tp_ev *e)
 		rr_free(ep->env, e);
 		return;
 	}
-	pthread_mutex_lock(&ep->evq_lock);
+	rr_lock(&ep->evq_lock);
 	e->used = false;
-	pthread_mutex_unlock(&ep->evq_lock);
+	rr_unlock(&ep->evq_lock);
 }
 
 void tp_port_read_events(struct tp_port *p)
@@ -174,7 +174,7 @@ void tp_port_id_destroy(struct tp_conn *cn)
 	pthread_mutex_lock(&p->cm_lock);
 	(void)rpcrdma_cm_id_destroy(cn->id);
 	cn->id = NULL;
-	pthread_mutex_lock(&ep->evq_lock);
+	rr_lock(&ep->evq_lock);
 	for (struct tp_ev **pp = &ep->evq; *pp;) {
 		struct tp_ev *e = *pp;
 
@@ -191,7 +191,7 @@ void tp_port_id_destroy(struct tp_conn *cn)
 	ep->evq_tail = &ep->evq;
 	while (*ep->evq_tail)
 		ep->evq_tail = &(*ep->evq_tail)->next;
-	pthread_mutex_unlock(&ep->evq_lock);
+	rr_unlock(&ep->evq_lock);
 	pthread_mutex_unlock(&p->cm_lock);
 }
 

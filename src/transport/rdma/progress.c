@@ -66,9 +66,9 @@ static void feed_ex(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struc
 			continue;
 		if (cn->ep != cur) {
 			if (cur)
-				pthread_mutex_unlock(&cur->lock);
+				rr_unlock(&cur->lock);
 			cur = cn->ep;
-			pthread_mutex_lock(&cur->lock);
+			rr_lock(&cur->lock);
 			cur->stats.cq_polls++;   /* polls that found its work */
 		}
 		if (via_cq) {
@@ -86,7 +86,7 @@ static void feed_ex(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struc
 	else if (kept && cur && cur != self && *touched == cur && !cur->touched_next)
 		*kept = cur;
 	else if (cur)
-		pthread_mutex_unlock(&cur->lock);
+		rr_unlock(&cur->lock);
 }
 
 static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
@@ -219,7 +219,7 @@ static void touched_after(struct tp_ep *touched, struct tp_ep *self, struct tp_e
 		bool inline_here = ep != self && ep->loop == here;
 
 		if (ep != kept)
-			pthread_mutex_lock(&ep->lock);
+			rr_lock(&ep->lock);
 		touched = ep->touched_next;
 		ep->touched = false;
 		ep->touched_next = NULL;
@@ -228,7 +228,7 @@ static void touched_after(struct tp_ep *touched, struct tp_ep *self, struct tp_e
 		if (!inline_here && ep != self && !ep->stop)
 			tp_ep_kick(ep);
 		tp_ep_unpin(ep);
-		pthread_mutex_unlock(&ep->lock);
+		rr_unlock(&ep->lock);
 	}
 }
 
@@ -492,19 +492,19 @@ static int qp_wait(struct tp_ep *ep, struct tp_conn *cn, int ms, bool *fed)
 	int n;
 
 	/* (when the application drives progress, a waiter runs the loop,
-	 * which may serve the other end: rr_engine_wait, as before) */
+	 * which may serve the other end: rr_engine_cond_wait, as before) */
 	if (!cn->qp || atomic_load_explicit(&cn->tcq->no_qp_wait, memory_order_relaxed) ||
 	    rr_engine_app_driven())
 		return -EAGAIN;
 	cn->in_wait = true;   /* cn->qp stays (conn_release waits) */
-	pthread_mutex_unlock(&ep->lock);
+	rr_unlock(&ep->lock);
 	n = rr_qp_wait(cn->qp, WC_BATCH, wc, ms, &seen);
 	if (n < 0 && n != -EOPNOTSUPP)   /* a failed CQ's connections end */
 		(void)tp_cq_failed(cn->tcq, n);
 	if (n > 0)   /* all ep's: t stays NULL */
 		feed_ex(wc, n, NULL, &t, ep, &held, NULL, false);
 	if (!held)
-		pthread_mutex_lock(&ep->lock);
+		rr_lock(&ep->lock);
 	cn->in_wait = false;
 	if (n == -EOPNOTSUPP)
 		atomic_store_explicit(&cn->tcq->no_qp_wait, true, memory_order_relaxed);
@@ -538,7 +538,7 @@ int tp_cq_wait_once(struct tp_ep *ep, struct tp_conn *cn, int ms,
 			goto claimed;
 		atomic_fetch_add_explicit(&g_waits.cond, 1, memory_order_relaxed);
 		tp_abs_deadline(&ts, (uint32_t)ms);
-		(void)rr_engine_wait(&ep->cond, &ep->lock, &ts);
+		(void)rr_engine_cond_wait(&ep->cond, &ep->lock, &ts);
 		return 0;
 	}
 claimed:
@@ -549,7 +549,7 @@ claimed:
 	}
 	atomic_fetch_add_explicit(&g_waits.cq, 1, memory_order_relaxed);
 	cn->in_wait = true;
-	pthread_mutex_unlock(&ep->lock);
+	rr_unlock(&ep->lock);
 	for (int round = 0;; round++) {
 		bool held = false;
 
@@ -585,18 +585,18 @@ claimed:
 			break;
 		}
 		if (!held)
-			pthread_mutex_lock(&ep->lock);
+			rr_lock(&ep->lock);
 		if (!again(ep, cn)) {
 			locked = true;
 			break;
 		}
-		pthread_mutex_unlock(&ep->lock);
+		rr_unlock(&ep->lock);
 	}
 	tp_cq_release(q);
 	if (t)   /* t is NULL when locked */
 		tp_touched_after(t, ep);
 	if (!locked)
-		pthread_mutex_lock(&ep->lock);
+		rr_lock(&ep->lock);
 	cn->in_wait = false;
 	return n;
 }
@@ -708,7 +708,7 @@ void tp_grave_sweep(struct tp_ep *ep)
 			rr_loop_timer_set(ep->loop, &ep->timer, rr_now_ns(NULL) + 1000000u);
 		return;
 	}
-	pthread_mutex_unlock(&ep->lock);
+	rr_unlock(&ep->lock);
 	while (ready) {
 		struct tp_conn *cn = ready;
 
@@ -717,7 +717,7 @@ void tp_grave_sweep(struct tp_ep *ep)
 		if (ep->is_server)
 			rr_mem_trim_due(ep->env);   /* the loop gives it back */
 	}
-	pthread_mutex_lock(&ep->lock);
+	rr_lock(&ep->lock);
 	if (later && ep->timer_ok)
 		rr_loop_timer_set(ep->loop, &ep->timer, rr_now_ns(NULL) + 1000000u);
 }

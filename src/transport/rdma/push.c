@@ -16,14 +16,14 @@ int rr_tp_client_commit_ok(struct rr_tp_client *c)
 {
 	int rc;
 
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	if (!(c->ep.conf.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT))
 		rc = -EOPNOTSUPP;
 	else if (!c->conn || !c->conn->established || c->conn->dead || c->conn->closing)
 		rc = -ENOTCONN;
 	else
 		rc = c->conn->commit ? 0 : -EOPNOTSUPP;
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	return rc;
 }
 
@@ -103,10 +103,10 @@ static int push_post(struct rr_tp_client *c, struct tp_conn *cn, const struct rr
 
 void rr_tp_client_push_hook(struct rr_tp_client *c, rr_tp_push_hook_fn fn, void *arg)
 {
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	c->push_hook = fn;
 	c->push_hook_arg = arg;
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 }
 
 /* Waits until @op's last work request completed, the connection went, or
@@ -119,9 +119,9 @@ static int push_wait(struct rr_tp_client *c, struct tp_conn *cn, struct tp_push_
 	if (c->push_hook) {
 		rr_tp_push_hook_fn fn = c->push_hook;
 
-		pthread_mutex_unlock(&c->ep.lock);
+		rr_unlock(&c->ep.lock);
 		fn(c->push_hook_arg);
-		pthread_mutex_lock(&c->ep.lock);
+		rr_lock(&c->ep.lock);
 	}
 	while (!op->done) {
 		uint64_t t = tp_now_ns(&c->ep);
@@ -148,7 +148,7 @@ static int push_wait(struct rr_tp_client *c, struct tp_conn *cn, struct tp_push_
 			tp_ep_kick(&c->ep);   /* its loop serves the push */
 			tp_abs_deadline(&ts, 20);
 		}
-		(void)rr_engine_wait(&c->ep.cond, &c->ep.lock, &ts);
+		(void)rr_engine_cond_wait(&c->ep.cond, &c->ep.lock, &ts);
 	}
 	return 0;
 }
@@ -167,7 +167,7 @@ int rr_tp_client_push(struct rr_tp_client *c, struct rr_tp_push *p)
 	if ((!p->len && !p->commit) || (p->len && !p->buf))
 		return -EINVAL;
 	end = tp_now_ns(&c->ep) + (uint64_t)(p->timeout_ms ? p->timeout_ms : 30000) * 1000000u;
-	pthread_mutex_lock(&c->ep.lock);
+	rr_lock(&c->ep.lock);
 	cn = c->conn;
 	if (p->commit && !(c->ep.conf.ext_caps & RR_PD_EXT_CAP_RDMA_COMMIT)) {
 		rc = -EOPNOTSUPP;
@@ -214,6 +214,6 @@ out:
 		if (!--cn->pushing && cn->dead)
 			tp_ep_kick(&c->ep);
 	}
-	pthread_mutex_unlock(&c->ep.lock);
+	rr_unlock(&c->ep.lock);
 	return rc;
 }

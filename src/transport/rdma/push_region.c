@@ -86,7 +86,7 @@ int rr_tp_server_expose(struct rr_tp_server *s, struct rr_conn_sreq *req,
 	x = rr_zalloc(s->ep.env, sizeof(*x));
 	if (!x)
 		return -ENOMEM;
-	pthread_mutex_lock(&cn->ep->lock);
+	rr_lock(&cn->ep->lock);
 	for (struct tp_expo *e = cn->expo; e; e = e->next)
 		n++;
 	if (cn->dead)
@@ -98,7 +98,7 @@ int rr_tp_server_expose(struct rr_tp_server *s, struct rr_conn_sreq *req,
 	else
 		rc = expo_register(cn, attr, &x->mr, levels);
 	if (rc) {
-		pthread_mutex_unlock(&cn->ep->lock);
+		rr_unlock(&cn->ep->lock);
 		rr_free(s->ep.env, x);
 		return rc;
 	}
@@ -111,7 +111,7 @@ int rr_tp_server_expose(struct rr_tp_server *s, struct rr_conn_sreq *req,
 	*stag = rpcrdma_mr_rkey(x->mr);
 	*to = rpcrdma_mr_remote_offset(x->mr);
 	*id = x->id;
-	pthread_mutex_unlock(&cn->ep->lock);
+	rr_unlock(&cn->ep->lock);
 	return 0;
 }
 
@@ -141,9 +141,9 @@ int rr_tp_server_revoke(struct rr_tp_server *s, uint64_t id)
 	int rc = -ENOENT;
 
 	for (unsigned i = 0; i < s->nshards && rc; i++) {
-		pthread_mutex_lock(&s->shards[i]->ep.lock);
+		rr_lock(&s->shards[i]->ep.lock);
 		rc = revoke_in(s->shards[i], id);
-		pthread_mutex_unlock(&s->shards[i]->ep.lock);
+		rr_unlock(&s->shards[i]->ep.lock);
 	}
 	return rc;
 }

@@ -33,7 +33,7 @@ void tp_push_wc(struct rr_tp_client *c, struct tp_conn *cn, const struct rpcrdma
 		} else if (op->commit) {
 			c->ep.stats.commit_errors++;
 		}
-		pthread_cond_broadcast(&c->ep.cond);
+		rr_cond_broadcast(&c->ep.cond);
 	}
 	if (wc->status != RPCRDMA_WC_SUCCESS)
 		tp_fault_wc(cn, wc);

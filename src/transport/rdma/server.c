@@ -33,7 +33,7 @@ static int sv_wait(struct tp_shard *sh, const struct timespec *ts)
 	int rc;
 
 	sh->ep.cond_waits++;
-	rc = rr_engine_wait(&sh->ep.cond, &sh->ep.lock, ts);
+	rc = rr_engine_cond_wait(&sh->ep.cond, &sh->ep.lock, ts);
 	sh->ep.cond_waits--;
 	return rc;
 }
@@ -53,7 +53,7 @@ static void sv_deliver(struct tp_shard *sh)
 		sh->deliver = NULL;
 		sh->deliver_tail = &sh->deliver;
 		sh->ep.stats.deliver_batches++;
-		pthread_mutex_unlock(&sh->ep.lock);
+		rr_unlock(&sh->ep.lock);
 		while (r) {
 			struct rr_conn_sreq *nx = r->xnext;
 
@@ -61,7 +61,7 @@ static void sv_deliver(struct tp_shard *sh)
 			s->recv(s->rctx, r);
 			r = nx;
 		}
-		pthread_mutex_lock(&sh->ep.lock);
+		rr_lock(&sh->ep.lock);
 	}
 }
 
@@ -89,10 +89,10 @@ static void sv_turn(struct tp_ep *ep)
 	bool lost;
 
 	tp_ep_handle_events(ep);
-	pthread_mutex_lock(&ep->evq_lock);
+	rr_lock(&ep->evq_lock);
 	lost = ep->cm_lost;   /* its connection ends now, not at the next walk */
 	ep->cm_lost = false;
-	pthread_mutex_unlock(&ep->evq_lock);
+	rr_unlock(&ep->evq_lock);
 	if (now >= sh->timers_ns || lost) {
 		sh->timers_ns = now + SV_TIMERS_NS;
 		for (struct tp_conn *cn = sh->conns, *nx; cn; cn = nx) {
@@ -169,9 +169,9 @@ static void destroy_hook(struct tp_shard *sh, int phase)
 		return;
 	while (i < s->nshards && s->shards[i] != sh)
 		i++;
-	pthread_mutex_unlock(&sh->ep.lock);
+	rr_unlock(&sh->ep.lock);
 	s->destroy_hook(s->destroy_hook_arg, phase, i);
-	pthread_mutex_lock(&sh->ep.lock);
+	rr_lock(&sh->ep.lock);
 }
 
 /* Takes the shard's connections down and frees it (no API call comes any
@@ -181,7 +181,7 @@ static void shard_free(struct tp_shard *sh)
 	const struct rpcrdma_env *env = sh->ep.env;
 
 	if (sh->ep.loop) {
-		pthread_mutex_lock(&sh->ep.lock);
+		rr_lock(&sh->ep.lock);
 		sh->ep.stop = true;
 		sh->ep.deferred = NULL;
 		/* Replies still waiting for their Send completion (the RPC
@@ -207,16 +207,16 @@ static void shard_free(struct tp_shard *sh)
 			else
 				sh->ep.grave = cn->next;
 			cn->lent = 0;
-			pthread_mutex_unlock(&sh->ep.lock);
+			rr_unlock(&sh->ep.lock);
 			if (cn->id)
 				(void)rpcrdma_disconnect(cn->id);
 			tp_conn_release(cn);
-			pthread_mutex_lock(&sh->ep.lock);
+			rr_lock(&sh->ep.lock);
 		}
 		destroy_hook(sh, RR_TP_DESTROY_RELEASED);
 		while (sh->ep.pins)
 			(void)sv_wait(sh, NULL);
-		pthread_mutex_unlock(&sh->ep.lock);
+		rr_unlock(&sh->ep.lock);
 		tp_ep_detach(&sh->ep);
 	}
 	tp_pool_destroy(sh->pool);   /* after every connection that used it */
@@ -252,9 +252,9 @@ static void listen_ready(struct rr_loop_src *src, uint32_t events)
 	bool quiet;
 
 	(void)events;
-	pthread_mutex_lock(&s->ep.lock);
+	rr_lock(&s->ep.lock);
 	if (!s->ldriven || !s->listen_id) {
-		pthread_mutex_unlock(&s->ep.lock);
+		rr_unlock(&s->ep.lock);
 		return;
 	}
 	quiet = tp_port_quiet_begin(s->ep.port);
@@ -263,7 +263,7 @@ static void listen_ready(struct rr_loop_src *src, uint32_t events)
 		rr_loop_del(s->ep.loop, &s->lsrc);
 		s->ldriven = false;
 	}
-	pthread_mutex_unlock(&s->ep.lock);
+	rr_unlock(&s->ep.lock);
 	tp_port_quiet_end(s->ep.port, quiet);
 }
 
@@ -275,9 +275,9 @@ static void listen_drive_start(struct rr_tp_server *s)
 
 	if (fd < 0)
 		return;
-	pthread_mutex_lock(&s->ep.lock);
+	rr_lock(&s->ep.lock);
 	s->ldriven = rr_loop_add(s->ep.loop, &s->lsrc, fd, EPOLLIN, listen_ready) == 0;
-	pthread_mutex_unlock(&s->ep.lock);
+	rr_unlock(&s->ep.lock);
 	if (!s->ldriven)
 		(void)rr_cm_listen_driven(s->listen_id, false);
 }
@@ -288,21 +288,21 @@ static void listen_drive_stop_here(void *arg)
 {
 	struct rr_tp_server *s = arg;
 
-	pthread_mutex_lock(&s->ep.lock);
+	rr_lock(&s->ep.lock);
 	if (s->ldriven) {
 		rr_loop_del(s->ep.loop, &s->lsrc);
 		s->ldriven = false;
 	}
-	pthread_mutex_unlock(&s->ep.lock);
+	rr_unlock(&s->ep.lock);
 }
 
 static void listen_drive_stop(struct rr_tp_server *s)
 {
 	bool on;
 
-	pthread_mutex_lock(&s->ep.lock);
+	rr_lock(&s->ep.lock);
 	on = s->ldriven;
-	pthread_mutex_unlock(&s->ep.lock);
+	rr_unlock(&s->ep.lock);
 	if (on)
 		rr_engine_call(s->ep.loop, listen_drive_stop_here, s);
 }
@@ -383,10 +383,10 @@ static void unlisten(struct rr_tp_server *s)
 void rr_tp_server_stop(struct rr_tp_server *s)
 {
 	listen_drive_stop(s);
-	pthread_mutex_lock(&s->ep.lock);
+	rr_lock(&s->ep.lock);
 	atomic_store(&s->stopping, true);
 	unlisten(s);
-	pthread_mutex_unlock(&s->ep.lock);
+	rr_unlock(&s->ep.lock);
 }
 
 static struct tp_conn *conn_of(struct rr_conn_sreq *r)
@@ -435,12 +435,12 @@ static void wait_sent_here(struct tp_shard *sh, struct tp_conn *cn, struct rr_co
 			(void)sv_wait(sh, &ts);
 			continue;
 		}
-		pthread_mutex_unlock(&sh->ep.lock);
+		rr_unlock(&sh->ep.lock);
 		(void)rpcrdma_cq_get_event(q->cq);
 		(void)tp_cq_arm_drain(q, &t);
 		tp_cq_release(q);
 		tp_touched_after(t, &sh->ep);
-		pthread_mutex_lock(&sh->ep.lock);
+		rr_lock(&sh->ep.lock);
 		settle(sh, cn);
 		if (r->xsent_done || cn->dead)
 			break;
@@ -459,9 +459,9 @@ static void wait_sent_here(struct tp_shard *sh, struct tp_conn *cn, struct rr_co
 				break;
 		}
 		pfd = (struct pollfd){rpcrdma_cq_fd(q->cq), POLLIN, 0};
-		pthread_mutex_unlock(&sh->ep.lock);
+		rr_unlock(&sh->ep.lock);
 		(void)poll(&pfd, 1, 10);
-		pthread_mutex_lock(&sh->ep.lock);
+		rr_lock(&sh->ep.lock);
 	}
 }
 
@@ -473,14 +473,14 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_conn_sreq *r,
 	int rc;
 
 	(void)s;
-	pthread_mutex_lock(&sh->ep.lock);
+	rr_lock(&sh->ep.lock);
 	r->xsent = NULL;
 	r->xsent_done = false;
 	rc = cn->dead ? -ENOTCONN : rr_conn_reply(cn->sess, r, parts, nparts, err_chunk);
 	note_parked(sh, cn, rc);
 	settle(sh, cn);
 	if (rc <= 0) {
-		pthread_mutex_unlock(&sh->ep.lock);
+		rr_unlock(&sh->ep.lock);
 		return rc;
 	}
 	if (tp_on_progress_thread(&sh->ep)) {
@@ -494,7 +494,7 @@ int rr_tp_server_reply(struct rr_tp_server *s, struct rr_conn_sreq *r,
 			(void)sv_wait(sh, NULL);
 	}
 	rc = r->xsent_done ? r->xsent_status : -ENOTCONN;
-	pthread_mutex_unlock(&sh->ep.lock);
+	rr_unlock(&sh->ep.lock);
 	return rc;
 }
 
@@ -520,7 +520,7 @@ static int reply_async(struct rr_conn_sreq *r, const struct rr_xprt_part *parts,
 
 	if (!sent)
 		return -EINVAL;
-	pthread_mutex_lock(&sh->ep.lock);
+	rr_lock(&sh->ep.lock);
 	/* The loop drains the completion: every connection's CQ is watched
 	 * and armed, so no wake-up is needed. */
 	r->xsent = sent;
@@ -536,7 +536,7 @@ static int reply_async(struct rr_conn_sreq *r, const struct rr_xprt_part *parts,
 	settle(sh, cn);
 	if (rc == 0 && finish)
 		done_locked(sh, cn, r);
-	pthread_mutex_unlock(&sh->ep.lock);
+	rr_unlock(&sh->ep.lock);
 	return rc;
 }
 
@@ -562,11 +562,11 @@ void rr_tp_server_refuse(struct rr_tp_server *s, struct rr_conn_sreq *r)
 	struct tp_shard *sh = shard_of(cn);
 
 	(void)s;
-	pthread_mutex_lock(&sh->ep.lock);
+	rr_lock(&sh->ep.lock);
 	if (!cn->dead)
 		rr_conn_refuse(cn->sess, r);
 	settle(sh, cn);
-	pthread_mutex_unlock(&sh->ep.lock);
+	rr_unlock(&sh->ep.lock);
 }
 
 void rr_tp_server_done(struct rr_tp_server *s, struct rr_conn_sreq *r)
@@ -575,9 +575,9 @@ void rr_tp_server_done(struct rr_tp_server *s, struct rr_conn_sreq *r)
 	struct tp_shard *sh = shard_of(cn);
 
 	(void)s;
-	pthread_mutex_lock(&sh->ep.lock);
+	rr_lock(&sh->ep.lock);
 	done_locked(sh, cn, r);
-	pthread_mutex_unlock(&sh->ep.lock);
+	rr_unlock(&sh->ep.lock);
 }
 
 void rr_tp_server_destroy(struct rr_tp_server *s)
@@ -585,10 +585,10 @@ void rr_tp_server_destroy(struct rr_tp_server *s)
 	if (!s)
 		return;
 	listen_drive_stop(s);
-	pthread_mutex_lock(&s->ep.lock);
+	rr_lock(&s->ep.lock);
 	atomic_store(&s->stopping, true);
 	unlisten(s);
-	pthread_mutex_unlock(&s->ep.lock);
+	rr_unlock(&s->ep.lock);
 	/* the listener's loop sets nothing up any more */
 	tp_ep_detach(&s->ep);
 	server_free(s);
@@ -606,18 +606,18 @@ void rr_tp_server_stats(struct rr_tp_server *s, struct rr_xprt_stats *out)
 {
 	struct rr_listen_stats ls;
 
-	pthread_mutex_lock(&s->ep.lock);
+	rr_lock(&s->ep.lock);
 	*out = s->ep.stats;
 	ls = s->lstats_gone;
 	if (s->listen_id)
 		(void)rr_cm_listen_stats(s->listen_id, &ls);
-	pthread_mutex_unlock(&s->ep.lock);
+	rr_unlock(&s->ep.lock);
 	for (unsigned i = 0; i < s->nshards; i++) {
 		struct tp_shard *sh = s->shards[i];
 
-		pthread_mutex_lock(&sh->ep.lock);
+		rr_lock(&sh->ep.lock);
 		stats_add(out, &sh->ep.stats);
-		pthread_mutex_unlock(&sh->ep.lock);
+		rr_unlock(&sh->ep.lock);
 		tp_fault_fold(&sh->ep, out);
 	}
 	tp_fault_fold(&s->ep, out);
@@ -637,13 +637,13 @@ uint32_t rr_tp_server_rrep_live(struct rr_tp_server *s)
 	for (unsigned i = 0; i < s->nshards; i++) {
 		struct tp_shard *sh = s->shards[i];
 
-		pthread_mutex_lock(&sh->ep.lock);
+		rr_lock(&sh->ep.lock);
 		for (struct tp_conn *cn = sh->conns; cn; cn = cn->next)
 			n += rr_conn_rrep_live(cn->sess);
 		for (struct tp_conn *cn = sh->ep.grave; cn; cn = cn->next)
 			if (cn->sess)
 				n += rr_conn_rrep_live(cn->sess);
-		pthread_mutex_unlock(&sh->ep.lock);
+		rr_unlock(&sh->ep.lock);
 	}
 	return n;
 }
@@ -655,10 +655,10 @@ uint32_t rr_tp_server_rrep_waiting(struct rr_tp_server *s)
 	for (unsigned i = 0; i < s->nshards; i++) {
 		struct tp_shard *sh = s->shards[i];
 
-		pthread_mutex_lock(&sh->ep.lock);
+		rr_lock(&sh->ep.lock);
 		for (struct tp_conn *cn = sh->conns; cn; cn = cn->next)
 			n += rr_conn_rrep_waiting(cn->sess);
-		pthread_mutex_unlock(&sh->ep.lock);
+		rr_unlock(&sh->ep.lock);
 	}
 	return n;
 }
@@ -683,11 +683,11 @@ void rr_tp_server_cut(struct rr_tp_server *s)
 	for (unsigned i = 0; i < s->nshards; i++) {
 		struct tp_shard *sh = s->shards[i];
 
-		pthread_mutex_lock(&sh->ep.lock);
+		rr_lock(&sh->ep.lock);
 		for (struct tp_conn *cn = sh->conns; cn; cn = cn->next)
 			if (cn->id && !cn->dead)
 				(void)rpcrdma_disconnect(cn->id);
-		pthread_mutex_unlock(&sh->ep.lock);
+		rr_unlock(&sh->ep.lock);
 	}
 }
 
@@ -698,12 +698,12 @@ int rr_tp_server_commit_ok(struct rr_tp_server *s, struct rr_conn_sreq *req)
 	int rc;
 
 	(void)s;
-	pthread_mutex_lock(&sh->ep.lock);
+	rr_lock(&sh->ep.lock);
 	if (cn->dead)
 		rc = -ENOTCONN;
 	else
 		rc = cn->commit ? 0 : -EOPNOTSUPP;
-	pthread_mutex_unlock(&sh->ep.lock);
+	rr_unlock(&sh->ep.lock);
 	return rc;
 }
 
@@ -715,12 +715,12 @@ int rr_tp_server_peer_addr(struct rr_tp_server *s, struct rr_conn_sreq *req,
 	int rc = 0;
 
 	(void)s;
-	pthread_mutex_lock(&sh->ep.lock);
+	rr_lock(&sh->ep.lock);
 	if (cn->has_peer)
 		*out = cn->peer;
 	else
 		rc = -ENOTCONN;
-	pthread_mutex_unlock(&sh->ep.lock);
+	rr_unlock(&sh->ep.lock);
 	return rc;
 }
 
@@ -742,16 +742,16 @@ int rr_tp_server_bc_open(struct rr_tp_server *s, struct rr_conn_sreq *req,
 	b->complete = complete;
 	b->ctx = ctx;
 	b->sh = shard_of(cn);
-	pthread_mutex_lock(&b->sh->ep.lock);
+	rr_lock(&b->sh->ep.lock);
 	if (cn->dead || cn->closing) {
-		pthread_mutex_unlock(&b->sh->ep.lock);
+		rr_unlock(&b->sh->ep.lock);
 		rr_free(s->ep.env, b);
 		return -ENOTCONN;
 	}
 	b->cn = cn;
 	b->next = cn->bcs;
 	cn->bcs = b;
-	pthread_mutex_unlock(&b->sh->ep.lock);
+	rr_unlock(&b->sh->ep.lock);
 	*out = b;
 	return 0;
 }
@@ -769,7 +769,7 @@ int rr_tp_server_bc_submit(struct rr_tp_server *s, struct rr_tp_bc *b, struct rr
 	rpc->xbc = b;
 	rpc->xdone = false;
 	rpc->xnext = NULL;
-	pthread_mutex_lock(&b->sh->ep.lock);
+	rr_lock(&b->sh->ep.lock);
 	rc = b->cn && !b->cn->dead ? rr_conn_bc_submit(b->cn->sess, rpc) : -ENOTCONN;
 	if (b->cn && b->cn->pool && rr_conn_parked(b->cn->sess)) {
 		/* it waits for a free Receive of the pool for its Reply: the
@@ -779,7 +779,7 @@ int rr_tp_server_bc_submit(struct rr_tp_server *s, struct rr_tp_bc *b, struct rr
 	}
 	if (b->cn)
 		settle(b->sh, b->cn);
-	pthread_mutex_unlock(&b->sh->ep.lock);
+	rr_unlock(&b->sh->ep.lock);
 	return rc;
 }
 
@@ -787,10 +787,10 @@ void rr_tp_server_bc_abort(struct rr_tp_server *s, struct rr_tp_bc *b, struct rr
 			   int status)
 {
 	RR_UNUSED(s);
-	pthread_mutex_lock(&b->sh->ep.lock);
+	rr_lock(&b->sh->ep.lock);
 	if (b->cn && !b->cn->dead)
 		rr_conn_bc_abort(b->cn->sess, rpc, status);
-	pthread_mutex_unlock(&b->sh->ep.lock);
+	rr_unlock(&b->sh->ep.lock);
 }
 
 void rr_tp_server_bc_release(struct rr_tp_server *s, struct rr_conn_rpc *rpc)
@@ -806,13 +806,13 @@ void rr_tp_server_bc_close(struct rr_tp_server *s, struct rr_tp_bc *b)
 {
 	if (!b)
 		return;
-	pthread_mutex_lock(&b->sh->ep.lock);
+	rr_lock(&b->sh->ep.lock);
 	if (b->cn)
 		for (struct rr_tp_bc **pp = &b->cn->bcs; *pp; pp = &(*pp)->next)
 			if (*pp == b) {
 				*pp = b->next;
 				break;
 			}
-	pthread_mutex_unlock(&b->sh->ep.lock);
+	rr_unlock(&b->sh->ep.lock);
 	rr_free(s->ep.env, b);
 }

@@ -59,7 +59,7 @@ void tp_sv_conn_lost(struct tp_shard *sh, struct tp_conn *cn)
 	if (cn->id)
 		(void)rpcrdma_disconnect(cn->id);
 	tp_expo_release_all(cn);   /* push-mode regions die with the connection */
-	pthread_cond_broadcast(&sh->ep.cond);
+	rr_cond_broadcast(&sh->ep.cond);
 	tp_sv_conn_put(sh, cn);
 }
 
@@ -72,7 +72,7 @@ void tp_sv_timers(struct tp_shard *sh, struct tp_conn *cn)
 
 		tp_quiet_watch(cn, now);
 		rr_conn_tick(cn->sess, now);
-		pthread_cond_broadcast(&sh->ep.cond);
+		rr_cond_broadcast(&sh->ep.cond);
 	}
 	if ((cn->closing || cn->cm_lost) && !cn->dead)
 		tp_sv_conn_lost(sh, cn);
@@ -99,12 +99,12 @@ static bool over_limits(struct rr_tp_server *s, const struct sockaddr_storage *p
 	for (unsigned i = 0; i < s->nshards; i++) {
 		struct tp_shard *sh = s->shards[i];
 
-		pthread_mutex_lock(&sh->ep.lock);
+		rr_lock(&sh->ep.lock);
 		for (struct tp_conn *cn = sh->conns; cn && same < cf->max_conns_per_host;
 		     cn = cn->next)
 			if (cn->has_peer && rr_addr_same_host(&cn->peer, peer))
 				same++;
-		pthread_mutex_unlock(&sh->ep.lock);
+		rr_unlock(&sh->ep.lock);
 		if (same >= cf->max_conns_per_host)
 			return true;
 	}
@@ -123,9 +123,9 @@ static struct tp_conn *conn_new_unlocked(struct rr_tp_server *s, struct tp_shard
 {
 	struct tp_conn *cn;
 
-	pthread_mutex_unlock(&s->ep.lock);
+	rr_unlock(&s->ep.lock);
 	cn = pool ? tp_conn_new_pooled(&sh->ep, pool, n + 8) : tp_conn_new(&sh->ep, n, n + 8, true);
-	pthread_mutex_lock(&s->ep.lock);
+	rr_lock(&s->ep.lock);
 	return cn;
 }
 
@@ -199,12 +199,12 @@ int rr_tp_server_pool(struct rr_tp_server *s, unsigned key, struct rr_cred_pool 
 	if (key >= s->nshards)
 		return rc;
 	sh = s->shards[key];
-	pthread_mutex_lock(&sh->ep.lock);
+	rr_lock(&sh->ep.lock);
 	if (sh->pool) {
 		*out = sh->pool->cred;
 		rc = 0;
 	}
-	pthread_mutex_unlock(&sh->ep.lock);
+	rr_unlock(&sh->ep.lock);
 	return rc;
 }
 
@@ -301,7 +301,7 @@ static struct tp_pool *pool_enter(struct tp_shard *sh, uint32_t peer_caps, bool 
 {
 	struct tp_pool *pool;
 
-	pthread_mutex_lock(&sh->ep.lock);
+	rr_lock(&sh->ep.lock);
 	pool = tp_sv_pool_of(sh);
 	*drop = pool_caps_drop(&sh->ep, pool);
 	if (*drop & peer_caps & sh->ep.conf.ext_caps) {
@@ -313,7 +313,7 @@ static struct tp_pool *pool_enter(struct tp_shard *sh, uint32_t peer_caps, bool 
 		pool->cred.refused++;
 	else if (pool)
 		pool->conns++;   /* tp_conn_free counts it out */
-	pthread_mutex_unlock(&sh->ep.lock);
+	rr_unlock(&sh->ep.lock);
 	return pool;
 }
 
@@ -351,18 +351,18 @@ static struct tp_conn *accept_new(struct rr_tp_server *s, struct tp_shard *sh,
 		 * never sent their MPA Request) give theirs to this one, which
 		 * completed its handshake */
 		if (pool) {
-			pthread_mutex_lock(&sh->ep.lock);
+			rr_lock(&sh->ep.lock);
 			pool->conns++;   /* tp_conn_free counts this one out */
-			pthread_mutex_unlock(&sh->ep.lock);
+			rr_unlock(&sh->ep.lock);
 		}
 		tp_conn_free(cn);
 		cn = conn_new_unlocked(s, sh, pool, n);
 	}
 	if (!cn && pool) {
-		pthread_mutex_lock(&sh->ep.lock);
+		rr_lock(&sh->ep.lock);
 		if (!--pool->conns)
 			pool->empty_since = tp_now_ns(&sh->ep);
-		pthread_mutex_unlock(&sh->ep.lock);
+		rr_unlock(&sh->ep.lock);
 	}
 	/* stopped meanwhile (rr_tp_server_stop): refused as above */
 	if (!tp_conn_ok(cn) || atomic_load(&s->stopping) || tp_post_all_recvs(cn)) {
@@ -382,7 +382,7 @@ static struct tp_conn *accept_new(struct rr_tp_server *s, struct tp_shard *sh,
 	cn->has_peer = rpcrdma_cm_peer_addr(ev->id, &cn->peer) == 0;
 	/* joins the pool and sets the connection's receive quota; the
 	 * Receive of its first Call posted now */
-	pthread_mutex_lock(&sh->ep.lock);
+	rr_lock(&sh->ep.lock);
 	rr_conn_up(cn->sess, ev->private_data, ev->private_data_len, pool ? 0 : n, 1,
 		   cn->has_peer ? host_key(&cn->peer) : 0);
 	ok = true;
@@ -390,7 +390,7 @@ static struct tp_conn *accept_new(struct rr_tp_server *s, struct tp_shard *sh,
 		tp_pool_fill(pool);
 		ok = rr_cred_pool_safe(&pool->cred);
 	}
-	pthread_mutex_unlock(&sh->ep.lock);
+	rr_unlock(&sh->ep.lock);
 	if (!ok) {
 		tp_conn_free(cn);   /* no memory for it: its reservation goes */
 		return NULL;
@@ -453,16 +453,16 @@ static void on_connect_request(struct rr_tp_server *s, const struct rpcrdma_cm_e
 		prm.flags |= RPCRDMA_CONN_COMMIT;
 	/* Its events go to the shard from here on, which handles them once
 	 * the connection is linked (its lock held until then). */
-	pthread_mutex_lock(&sh->ep.lock);
+	rr_lock(&sh->ep.lock);
 	rpcrdma_cm_id_set_user_ctx(ev->id, cn);
 	if (rpcrdma_accept(ev->id, cn->qp, &prm)) {
-		pthread_mutex_unlock(&sh->ep.lock);
+		rr_unlock(&sh->ep.lock);
 		tp_conn_free(cn);   /* destroys the id: the peer sees a close */
 		s->ep.stats.refused_conns++;
 		return;
 	}
 	shard_link(sh, cn);
-	pthread_mutex_unlock(&sh->ep.lock);
+	rr_unlock(&sh->ep.lock);
 }
 
 /* A CM event of a shard's connection, on the shard's loop (lock held). */
@@ -535,14 +535,14 @@ static void listener_turn(struct tp_ep *ep)
 	if (e) {
 		struct tp_ev *last = e;
 
-		pthread_mutex_lock(&ep->evq_lock);
+		rr_lock(&ep->evq_lock);
 		while (last->next)
 			last = last->next;
 		last->next = ep->evq;
 		if (!ep->evq)
 			ep->evq_tail = &last->next;
 		ep->evq = e;
-		pthread_mutex_unlock(&ep->evq_lock);
+		rr_unlock(&ep->evq_lock);
 		tp_ep_kick(ep);
 	}
 	if (quiet)
@@ -567,9 +567,9 @@ void tp_sv_sent_upcalls(struct tp_shard *s)
 			s->sent_tail = &s->sent_head;
 		r->xnext = NULL;
 		r->xsent = NULL;
-		pthread_mutex_unlock(&s->ep.lock);
+		rr_unlock(&s->ep.lock);
 		fn(arg, st);
-		pthread_mutex_lock(&s->ep.lock);
+		rr_lock(&s->ep.lock);
 	}
 }
 
@@ -609,8 +609,8 @@ void tp_sv_bc_upcalls(struct tp_shard *s)
 			s->bc_done_tail = &s->bc_done;
 		rpc->xnext = NULL;
 		rpc->xdone = true;
-		pthread_mutex_unlock(&s->ep.lock);
+		rr_unlock(&s->ep.lock);
 		b->complete(b->ctx, rpc);
-		pthread_mutex_lock(&s->ep.lock);
+		rr_lock(&s->ep.lock);
 	}
 }

@@ -317,8 +317,10 @@ struct tp_ep {
 	struct tp_port *port;            /* on its loop */
 	struct rr_loop *loop;
 	const struct tp_ep_ops *ops;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	struct rr_lock lock;             /* the library's own (common/lock.h):
+					    taken ~3 times per Call by a
+					    server (issue 16 part BV) */
+	struct rr_cond cond;             /* waited on with rr_engine_cond_wait */
 	struct rr_loop_task kick;        /* its turn (ops->turn) */
 	bool detached;                   /* under evq_lock: off its loop, the
 					    kick is never posted again (a
@@ -327,7 +329,7 @@ struct tp_ep {
 	struct rr_loop_timer timer;      /* client: reconnect; shard: ticks;
 					    both: a sweep put off */
 	bool timer_ok;
-	pthread_mutex_t evq_lock;        /* a leaf: its CM events */
+	struct rr_lock evq_lock;         /* a leaf: its CM events */
 	struct tp_ev *evq, **evq_tail;
 	bool cm_lost;                    /* (evq_lock) an event of one of its
 					    connections was lost (cn->cm_lost) */
@@ -368,7 +370,7 @@ struct tp_ep {
 static inline void tp_ep_unpin(struct tp_ep *ep)
 {
 	if (--ep->pins == 0 && (!ep->waits_counted || ep->cond_waits || ep->stop))
-		pthread_cond_broadcast(&ep->cond);
+		rr_cond_broadcast(&ep->cond);
 }
 
 /* A push-mode operation of the client, waited for by its caller (push.c). */
