@@ -577,13 +577,19 @@ TEST(soft_connect_drive_refused_keeps_its_status)
 	dep_make(ctx, &c);
 	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &ch), 0);
 	for (int i = 0; i < 20; i++) {
-		/* a port that was just free: bound, then closed unlistened */
+		socklen_t al = sizeof(a);
+
+		/* a port held bound and never listened on: refused, and no
+		 * other socket of the machine can take it meanwhile */
 		a.sin_port = 0;
-		REQUIRE(raw_listen(&a, &lfd));
-		close(lfd);
+		lfd = socket(AF_INET, SOCK_STREAM, 0);
+		REQUIRE(lfd >= 0);
+		REQUIRE_EQ(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+		REQUIRE_EQ(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
 		r = rr_cm_connect_driven(ch, c.e.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL,
 					 &c.id, &driven);
 		if (r) {
+			close(lfd);
 			CHECK_EQ(r, -ECONNREFUSED);
 			continue;
 		}
@@ -593,6 +599,7 @@ TEST(soft_connect_drive_refused_keeps_its_status)
 		CHECK_EQ(ev.status, -ECONNREFUSED);
 		CHECK_EQ(rpcrdma_cm_id_destroy(c.id), 0);
 		c.id = NULL;
+		close(lfd);
 		drove++;
 	}
 	CHECK(drove > 0);   /* the early send's path was exercised */
