@@ -555,3 +555,55 @@ TEST(soft_poll_after_arm_takes_the_ring_only)
 	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
 	apair_down(&p);
 }
+
+/* A driven connect to a loopback port nobody listens on: the Request's
+ * early send (connect_early, which no longer asks poll and SO_ERROR
+ * first: issue 16 part BX) takes the refusal from the socket, and the
+ * drive must still end with it (UNREACHABLE, -ECONNREFUSED), not with a
+ * reset or a wait for the handshake's deadline. (When connect itself
+ * already reports the refusal, the connect fails with it instead.) */
+TEST(soft_connect_drive_refused_keeps_its_status)
+{
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct rpcrdma_conn_param cp = {.timeout_ms = 10000};
+	struct rpcrdma_cm_event ev;
+	struct dep c = {0};
+	bool driven = false;
+	int lfd, r, drove = 0;
+
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
+	dep_make(ctx, &c);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &ch), 0);
+	for (int i = 0; i < 20; i++) {
+		socklen_t al = sizeof(a);
+
+		/* a port held bound and never listened on: refused, and no
+		 * other socket of the machine can take it meanwhile */
+		a.sin_port = 0;
+		lfd = socket(AF_INET, SOCK_STREAM, 0);
+		REQUIRE(lfd >= 0);
+		REQUIRE_EQ(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+		REQUIRE_EQ(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+		r = rr_cm_connect_driven(ch, c.e.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL,
+					 &c.id, &driven);
+		if (r) {
+			close(lfd);
+			CHECK_EQ(r, -ECONNREFUSED);
+			continue;
+		}
+		REQUIRE(driven);
+		REQUIRE_EQ(rr_cm_connect_drive(c.id, 5000, &ev), 0);
+		CHECK_EQ(ev.type, RPCRDMA_CM_UNREACHABLE);
+		CHECK_EQ(ev.status, -ECONNREFUSED);
+		CHECK_EQ(rpcrdma_cm_id_destroy(c.id), 0);
+		c.id = NULL;
+		close(lfd);
+		drove++;
+	}
+	CHECK(drove > 0);   /* the early send's path was exercised */
+	dep_free(&c);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(ch), 0);
+	CHECK_EQ(rpcrdma_close(ctx), 0);
+}

@@ -7,10 +7,13 @@
  * caller may wait on its socket has it blocking, with the fast wait's
  * receive timeout, its status flags set without being read first (two
  * system calls less per side on the path to the first Call: issue 16 part
- * AT). */
+ * AT); and TCP_NODELAY is on at both ends, the accepted one having it from
+ * its listening socket, with no setsockopt at accept (issue 16 part BX). */
 #include "test.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -23,7 +26,11 @@ static void check_qp(struct rpcrdma_qp *qp)
 	struct soft_qp *q = soft_net_qp_of(qp);
 	struct timeval tv = {0};
 	socklen_t l = sizeof(tv);
+	int nodelay = 0;
+	socklen_t nl = sizeof(nodelay);
 
+	CHECK_EQ(getsockopt(q->obj.fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, &nl), 0);
+	CHECK_EQ(nodelay, 1);
 	CHECK(q->fpdu_max > 32768);
 	CHECK(q->fpdu_max <= 65535 - 52);
 	CHECK(q->fast_ok);

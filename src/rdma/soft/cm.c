@@ -224,16 +224,31 @@ int rr_soft_listen(struct rr_cm_channel *base, const struct sockaddr *addr, sock
 /* A driven connect whose socket connected at once (a peer on this host,
  * nearly always) sends its Request now (c->lock held): its caller sets up
  * its buffers while the peer reads it and sets up its side, and the drive
- * then waits for the Reply (issue 16 part Q). Otherwise, or when the
- * write fails, the drive finds the socket as it is (a broken one fails
- * the handshake there, with the driver's event). */
+ * then waits for the Reply (issue 16 part Q). The send itself tells
+ * whether the socket connected (no poll and SO_ERROR first: issue 16 part
+ * BX): -EAGAIN while TCP still connects (the drive waits for POLLOUT, as
+ * before); an error (a refused or reset connect) was the socket's, which
+ * the send took from SO_ERROR, so it is kept in early_err for the drive's
+ * first look to fail the handshake with. */
 static void connect_early(struct soft_id *id)
 {
-	struct pollfd p = {.fd = id->obj.fd, .events = POLLOUT};
+	struct iovec v = {id->out, id->out_len};
+	ssize_t w = rr_soft_sock_writev(id->obj.fd, &v, 1);
 
-	if (poll(&p, 1, 0) == 1 && p.revents == POLLOUT && rr_soft_sock_error(id->obj.fd) == 0 &&
-	    rr_soft_sock_write_all(id->obj.fd, id->out, id->out_len) == 0)
-		id->state = IDS_AWAIT_REP;
+	if (w == -EAGAIN)
+		return;
+	if (w < 0) {
+		id->early_err = (int)w;
+		return;
+	}
+	/* a part of the 20-600 bytes (never seen): the rest as the drive
+	 * writes a whole Request; a failure there fails the handshake */
+	if ((size_t)w < id->out_len &&
+	    rr_soft_sock_write_all(id->obj.fd, id->out + w, id->out_len - (size_t)w) != 0) {
+		id->early_err = -ECONNRESET;
+		return;
+	}
+	id->state = IDS_AWAIT_REP;
 }
 
 int rr_soft_connect(struct rr_cm_channel *base, struct rr_qp *qpb, const struct sockaddr *dst,
@@ -818,7 +833,7 @@ void rr_soft_cm_listen_ready(struct soft_id *l)
 			continue;
 		}
 		l->backoff.ms = 0;
-		rr_soft_sock_opts(l->ctx, fd);
+		rr_soft_sock_accepted_opts(l->ctx, fd);
 		if (l->nhs >= l->max_hs)
 			hs_drop_oldest(l);
 		id = id_new(l->ch, fd);
@@ -994,9 +1009,9 @@ void rr_soft_cm_handshake_ready(struct soft_id *id, uint32_t events)
 	if (id->state == IDS_CONNECTING) {
 		int err;
 
-		if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+		if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && !id->early_err)
 			return;
-		err = rr_soft_sock_error(id->obj.fd);
+		err = id->early_err ? id->early_err : rr_soft_sock_error(id->obj.fd);
 		if (err) {
 			id_fail(id, RPCRDMA_CM_UNREACHABLE, err, NULL);
 			return;

@@ -235,6 +235,17 @@ void rr_soft_sock_opts(struct soft_ctx *c, int fd)
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, c->tcp_cc, strlen(c->tcp_cc));
 }
 
+/* An accepted socket's: the congestion control alone. TCP_NODELAY it has
+ * from its listening socket (rr_soft_sock_listen sets it there; Linux
+ * clones the listener's TCP options into each connection it accepts), so
+ * accept costs no setsockopt for it (issue 16 part BX;
+ * soft_qp_socket_set_up_at_rts_both_sides checks both sides). */
+void rr_soft_sock_accepted_opts(struct soft_ctx *c, int fd)
+{
+	if (c->tcp_cc[0])
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, c->tcp_cc, strlen(c->tcp_cc));
+}
+
 int rr_soft_sock_check_cc(struct soft_ctx *c, const char *name)
 {
 	size_t n = name ? strlen(name) : 0;
@@ -307,8 +318,8 @@ void rr_soft_sock_shutdown(struct soft_qp *qp)
 		shutdown(qp->obj.fd, SHUT_RDWR);
 }
 
-/* A listening socket on @addr (SO_REUSEADDR, non-blocking): its fd, or
- * -errno. */
+/* A listening socket on @addr (SO_REUSEADDR, TCP_NODELAY for the sockets
+ * it accepts, non-blocking): its fd, or -errno. */
 int rr_soft_sock_listen(const struct sockaddr *addr, socklen_t addrlen, int backlog)
 {
 	int fd, one = 1;
@@ -317,6 +328,7 @@ int rr_soft_sock_listen(const struct sockaddr *addr, socklen_t addrlen, int back
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (bind(fd, addr, addrlen) != 0 ||
 	    listen(fd, backlog > 0 ? backlog : RR_LISTEN_BACKLOG) != 0) {
 		int e = -errno;

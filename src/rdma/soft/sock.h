@@ -37,6 +37,9 @@ int rr_soft_sock_fast_setup(int fd);
 int rr_soft_sock_check_cc(struct soft_ctx *c, const char *name);
 /* TCP_NODELAY and the context's congestion control on a new socket. */
 void rr_soft_sock_opts(struct soft_ctx *c, int fd);
+/* rr_soft_sock_opts for a socket accept4 returned from a listening socket
+ * of rr_soft_sock_listen: what it does not inherit from it. */
+void rr_soft_sock_accepted_opts(struct soft_ctx *c, int fd);
 /* The FPDU size for a connected socket of address family @family
  * (AF_UNSPEC: asked of the socket): the path's MSS (one FPDU per TCP
  * segment, as siw). */

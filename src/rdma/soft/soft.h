@@ -655,6 +655,9 @@ struct soft_id {
 	bool commit;                 /* RPCRDMA_CONN_COMMIT on connect/accept */
 	uint8_t out[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
 	size_t out_len, out_off;
+	/* (lock) a driven connect's early send failed (connect_early): the
+	 * socket's error, which that send took from SO_ERROR; 0: none */
+	int early_err;
 	uint64_t deadline_ns;
 	uint32_t timeout_ms;
 	struct sockaddr_storage peer;
