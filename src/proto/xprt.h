@@ -187,7 +187,8 @@ struct rr_xprt_rqst {
 	 * xid, desc, xdr_len, reduced_len, nitems and item_pos[k] for k <
 	 * nitems by prepare; form, results_inline, the *_reg fields, reply_len
 	 * and nregs by plan, item_reg[k] and sink_reg[i] for k < nitems and i
-	 * < desc.nsinks, regs[i] for i < nregs (add_reg). */
+	 * < desc.nsinks, regs[i] for i < nregs (add_reg); pprev by the XID
+	 * table's add. */
 	struct rr_xprt_rqst *next;       /* XID table chain */
 	void *user;                      /* driver's cookie */
 	uint8_t *pullup;
@@ -195,6 +196,11 @@ struct rr_xprt_rqst {
 	bool outstanding;                /* in the XID table awaiting a Reply */
 	uint32_t xid;
 	enum rr_xprt_form form;
+	/* the link that points at this call in its XID table chain (the
+	 * bucket's head or the previous call's next): written when it
+	 * enters the table, read only while it is there (outstanding), so
+	 * that it leaves without a walk of its chain */
+	struct rr_xprt_rqst **pprev;
 	struct rr_xprt_rqst_desc desc;   /* borrowed until the Call completes */
 	uint32_t xdr_len;                /* full (unreduced) XDR length */
 	uint32_t reduced_len;            /* inline parts only */

@@ -42,16 +42,11 @@ struct rr_xprt_rqst *rr_xprt_req_find(struct rr_xprt_requester *r, uint32_t xid)
 
 void rr_xprt_rqst_forget(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 {
-	struct rr_xprt_rqst **pp;
-
 	if (!c->outstanding)
 		return;
-	for (pp = &r->table[bucket(c->xid)]; *pp; pp = &(*pp)->next) {
-		if (*pp == c) {
-			*pp = c->next;
-			break;
-		}
-	}
+	*c->pprev = c->next;   /* (table_add's link: no walk of the chain) */
+	if (c->next)
+		c->next->pprev = c->pprev;
 	c->next = NULL;
 	c->outstanding = false;
 	r->outstanding--;
@@ -482,6 +477,9 @@ static void table_add(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 		unsigned b = bucket(c->xid);
 
 		c->next = r->table[b];
+		if (c->next)
+			c->next->pprev = &c->next;
+		c->pprev = &r->table[b];
 		r->table[b] = c;
 		c->outstanding = true;
 		r->outstanding++;

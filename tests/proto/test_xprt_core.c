@@ -1404,3 +1404,64 @@ TEST(xprt_foreign_remote_invalidation)
 	rr_xprt_req_fini(&t.req);
 	CHECK_EQ(t.te.live, 0);
 }
+
+/* The XID table: 256 Calls in its 64 chains (so at least 192 share a
+ * chain with another, whatever the hash), put in by marshal and taken out
+ * by rr_xprt_rqst_forget in a scrambled order, every Call's look-up
+ * checked against a model after every step: each outstanding Call found
+ * by its XID, each forgotten one not, a second forget a no-op, the
+ * outstanding count right. An unlink that left a chain broken (a stale
+ * link of the Call before or after it) loses or keeps the wrong Calls. */
+TEST(xprt_xid_table_forget_any_order)
+{
+	enum { N = 256 };
+	static struct rr_test_env te;
+	static struct rr_xprt_requester req;
+	static struct rr_xprt_rqst *c[N];
+	static uint8_t call[N][32], send[256];
+	static struct rr_xprt_part cp[N];
+	struct rr_xprt_params p;
+	bool in[N];
+	uint32_t seed = 12345;
+
+	for (unsigned round = 0; round < 12; round++) {
+		unsigned left = N;
+
+		memset(&te, 0, sizeof(te));
+		rr_test_env_init(&te, 3);
+		rr_xprt_params_default(&p);
+		rr_xprt_req_init(&req, &te.env, &p, NULL);
+		for (unsigned i = 0; i < N; i++) {
+			/* rounds alternate: consecutive XIDs, 64 apart, 4096 apart */
+			uint32_t xid = round % 3 == 0   ? 0x9000u + i
+				       : round % 3 == 1 ? 0x1000u + 64u * i
+							: 0x7000u + 4096u * i;
+			struct rr_xprt_rqst_desc d = {.xid = xid, .parts = &cp[i], .nparts = 1,
+						      .max_reply = 100};
+
+			mk_call(call[i], xid, 32);
+			cp[i] = (struct rr_xprt_part){call[i], 32, false};
+			REQUIRE_EQ(rr_xprt_rqst_prepare(&req, &d, &c[i]), 0);
+			REQUIRE(rr_xprt_rqst_marshal(&req, c[i], 8, send, sizeof(send)) > 0);
+			in[i] = true;
+		}
+		REQUIRE_EQ(req.outstanding, N);
+		while (left) {
+			unsigned k;
+
+			seed = seed * 1103515245u + 12345u;
+			k = (seed >> 8) % N;
+			rr_xprt_rqst_forget(&req, c[k]);
+			if (in[k])
+				left--;
+			in[k] = false;
+			CHECK_EQ(req.outstanding, left);
+			for (unsigned i = 0; i < N; i++)
+				CHECK(rr_xprt_req_find(&req, c[i]->xid) == (in[i] ? c[i] : NULL));
+		}
+		for (unsigned i = 0; i < N; i++)
+			rr_xprt_rqst_release(&req, c[i]);
+		rr_xprt_req_fini(&req);
+		CHECK_EQ(te.live, 0);
+	}
+}
