@@ -514,14 +514,15 @@ static bool thread_looks(struct rpcrdma_context *ctx)
  * a tick: the waiter receives the first Send itself, and the QP stays with
  * its consumer after the waiter left while the CQ's lease lasts. The server
  * has its own context, so that no other handshake step makes that thread
- * look, and its own clock, held still until the last check (issue 16 part
- * CC): the lease (SOFT_LEASE_NS from the waiter's leaving) cannot end
- * before that check however slowly the test runs; on the real clock a test
+ * look, and its own clock, held still from the QP's arrival at the waiter to
+ * the last check (issue 16 part CC): the lease (SOFT_LEASE_NS from the
+ * waiter's leaving) cannot end before that check however slowly the test
+ * runs; on the real clock a test
  * slower than 20 ms between the join and the check saw the QP handed back
  * (part BZ, ASan at load 20). */
 TEST(soft_idle_new_qp_joins_waited_cq)
 {
-	struct held_clock hc = {real_now_ns()};
+	struct held_clock hc = {0};
 	struct rpcrdma_env senv = *rpcrdma_env_default();
 	struct rpcrdma_open_attr oa = {0};
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -577,6 +578,8 @@ TEST(soft_idle_new_qp_joins_waited_cq)
 	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
 	back = rr_test_until(not_handed, s, RR_TEST_WAIT_MS);
 	CHECK(back);
+	/* from here on the server's leases end only when the test says */
+	atomic_store(&hc.held_ns, real_now_ns());
 	soft_net_post_send(&n, c, 51, RPCRDMA_WR_SEND, 128, 8, 0, false);
 	join_held(&w, &hc);
 	CHECK_EQ(w.rc, 1);
