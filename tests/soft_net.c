@@ -19,7 +19,7 @@ int soft_net_get_cm(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev)
 {
 	struct pollfd p = {.fd = rpcrdma_cm_channel_fd(ch), .events = POLLIN};
 
-	for (int i = 0; i < 500; i++) {
+	for (int i = 0; i < RR_TEST_WAIT_MS / 10; i++) {
 		if (rpcrdma_cm_get_event(ch, ev) == 0)
 			return 0;
 		poll(&p, 1, 10);
@@ -203,7 +203,7 @@ void soft_net_read_check(struct net *n, struct rpcrdma_qp *c, uint64_t id, uint3
 
 		REQUIRE_EQ(rpcrdma_post_send(c, &wr, NULL), 0);
 	}
-	REQUIRE_EQ(rpcrdma_cq_wait(n->ccq, 1, &wc, 5000), 1);
+	REQUIRE_EQ(rpcrdma_cq_wait(n->ccq, 1, &wc, RR_TEST_WAIT_MS), 1);
 	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 	CHECK_EQ(wc.wr_id, id);
 	CHECK_EQ(wc.byte_len, len);
@@ -274,7 +274,7 @@ static bool fast_blocked(void *arg)
 
 bool soft_net_until_fast_blocked(struct rpcrdma_cq *cq)
 {
-	return rr_test_until(fast_blocked, soft_net_cq_of(cq), 5000);
+	return rr_test_until(fast_blocked, soft_net_cq_of(cq), RR_TEST_WAIT_MS);
 }
 
 static bool thread_asleep(void *arg)
@@ -285,7 +285,8 @@ static bool thread_asleep(void *arg)
 bool soft_net_until_thread_asleep(struct rpcrdma_context *ctx)
 {
 	return rr_test_until(thread_asleep,
-			     RR_CONTAINER_OF(RR_BASE(context, ctx), struct soft_ctx, base), 5000);
+			     RR_CONTAINER_OF(RR_BASE(context, ctx), struct soft_ctx, base),
+			     RR_TEST_WAIT_MS);
 }
 
 struct waiting_arg {
@@ -304,7 +305,7 @@ bool soft_net_until_waiting(struct rpcrdma_cq *cq, int n)
 {
 	struct waiting_arg a = {soft_net_cq_of(cq), n};
 
-	return rr_test_until(waiting_n, &a, 5000);
+	return rr_test_until(waiting_n, &a, RR_TEST_WAIT_MS);
 }
 
 struct holds_arg {

@@ -29,7 +29,7 @@ struct net {
 	struct rpcrdma_mr *mr;
 };
 
-/* The next CM event of @ch within ~5 s: 0, or -ETIMEDOUT. */
+/* The next CM event of @ch within RR_TEST_WAIT_MS at least: 0, or -ETIMEDOUT. */
 int soft_net_get_cm(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev);
 /* Whether @ch's descriptor signals an event within @ms (none consumed). */
 bool soft_net_cm_readable(struct rpcrdma_cm_channel *ch, int ms);
@@ -75,7 +75,7 @@ void soft_net_post_send(struct net *n, struct rpcrdma_qp *qp, uint64_t id,
 			enum rpcrdma_wr_opcode op, size_t off, uint32_t len, size_t roff, bool sig);
 /* The client's RDMA Read of @len bytes (at most 4096) of n->buf at 0,
  * filled with a pattern of @id and registered for remote reads, into n->buf
- * at 4096, wr_id @id, completes on n->ccq within 5 s with those bytes:
+ * at 4096, wr_id @id, completes on n->ccq within RR_TEST_WAIT_MS with those bytes:
  * someone serves the server's socket. The test's thread only. */
 void soft_net_read_check(struct net *n, struct rpcrdma_qp *c, uint64_t id, uint32_t len);
 /* The same for any thread: rpcrdma_post_recv's / rpcrdma_post_send's
@@ -115,14 +115,18 @@ struct soft_qp *soft_net_qp_of(struct rpcrdma_qp *qp);
 /* Whether the progress thread serves @qp's socket (read under its tx_lock,
  * where the hand-over changes it). */
 bool soft_net_handed(struct rpcrdma_qp *qp);
-/* Until a waiter sleeps in a fast read on @cq (true) or 5 s passed (false). */
+/* Until a waiter sleeps in a fast read on @cq (true) or RR_TEST_WAIT_MS passed
+ * (false). */
 bool soft_net_until_fast_blocked(struct rpcrdma_cq *cq);
 /* Until the progress thread of @ctx sleeps with no deadline at all (it
- * then holds no lease to end and no handshake to time out), or 5 s. */
+ * then holds no lease to end and no handshake to time out), or
+ * RR_TEST_WAIT_MS. */
 bool soft_net_until_thread_asleep(struct rpcrdma_context *ctx);
-/* Until @n threads wait in rpcrdma_cq_wait on @cq, or 5 s passed. */
+/* Until @n threads wait in rpcrdma_cq_wait on @cq, or RR_TEST_WAIT_MS passed. */
 bool soft_net_until_waiting(struct rpcrdma_cq *cq, int n);
-/* Until @qp's socket holds at least @bytes unread (FIONREAD), or 5 s. */
+/* Until @qp's socket holds at least @bytes unread (FIONREAD), or 5 s (kept
+ * short: tests/soft/test_receive_reads.c uses it as a condition that may
+ * stay false, a round not counted). */
 bool soft_net_until_socket_holds(struct rpcrdma_qp *qp, size_t bytes);
 /* Bytes on the wire of an RDMA Send of @len bytes in one FPDU (MPA length,
  * untagged DDP/RDMAP header, payload, pad, CRC field: RFC 5044, 5041). */

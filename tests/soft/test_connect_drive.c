@@ -75,7 +75,7 @@ static void *acceptor_main(void *arg)
 					.responder_resources = 4, .initiator_depth = 4};
 	struct rpcrdma_cm_event ev;
 
-	a->rc = wait_ev(a->ch, &ev, 5000);
+	a->rc = wait_ev(a->ch, &ev, RR_TEST_WAIT_MS);
 	if (a->rc)
 		return NULL;
 	if (ev.type != RPCRDMA_CM_CONNECT_REQUEST) {
@@ -199,7 +199,7 @@ TEST(soft_connect_drive_established_in_caller)
 	/* the end went to the driver, not to the client's channel */
 	CHECK_EQ(rpcrdma_cm_get_event(cch, &ev), -EAGAIN);
 	/* the server's ESTABLISHED still comes through its channel */
-	REQUIRE_EQ(wait_ev(sch, &ev, 5000), 0);
+	REQUIRE_EQ(wait_ev(sch, &ev, RR_TEST_WAIT_MS), 0);
 	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
 	CHECK(ev.id == s.id);
 
@@ -215,7 +215,7 @@ TEST(soft_connect_drive_established_in_caller)
 
 		/* a listen wakes nobody; a connect to a closed port does and
 		 * fails at once, which makes the thread walk the list */
-		for (int i = 0; i < 200 && n; i++) {
+		for (int i = 0; i < RR_TEST_WAIT_MS / 2 && n; i++) {
 			struct dep x = {0};
 			struct rpcrdma_cm_event e2;
 
@@ -225,7 +225,7 @@ TEST(soft_connect_drive_established_in_caller)
 			dep_make(ctx, &x);
 			REQUIRE_EQ(rpcrdma_connect(cch, x.e.qp, (struct sockaddr *)&b, sizeof(b), NULL, NULL,
 						   &x.id), 0);
-			REQUIRE_EQ(wait_ev(cch, &e2, 5000), 0);
+			REQUIRE_EQ(wait_ev(cch, &e2, RR_TEST_WAIT_MS), 0);
 			CHECK_EQ(e2.type, RPCRDMA_CM_UNREACHABLE);
 			dep_free(&x);
 			usleep(2000);

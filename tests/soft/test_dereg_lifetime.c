@@ -329,12 +329,12 @@ static struct soft_qp *sqp(struct srv *s)
 }
 
 /* True once the server's transmit waits for the socket (the peer does not
- * read), within ~5 s. */
+ * read), within RR_TEST_WAIT_MS at least. */
 static bool srv_tx_stalled(struct srv *s)
 {
 	struct soft_qp *q = sqp(s);
 
-	for (int i = 0; i < 5000; i++) {
+	for (int i = 0; i < RR_TEST_WAIT_MS; i++) {
 		bool st;
 
 		rr_lock(&q->tx_lock);
@@ -347,12 +347,13 @@ static bool srv_tx_stalled(struct srv *s)
 	return false;
 }
 
-/* True once the server QP holds @n inbound Read Requests, within ~5 s. */
+/* True once the server QP holds @n inbound Read Requests, within
+ * RR_TEST_WAIT_MS at least. */
 static bool srv_irq_count(struct srv *s, uint32_t n)
 {
 	struct soft_qp *q = sqp(s);
 
-	for (int i = 0; i < 5000; i++) {
+	for (int i = 0; i < RR_TEST_WAIT_MS; i++) {
 		uint32_t c;
 
 		rr_lock(&q->tx_lock);
@@ -365,12 +366,13 @@ static bool srv_irq_count(struct srv *s, uint32_t n)
 	return false;
 }
 
-/* Waits ~5 s for the server QP's disconnect: true when it came. */
+/* Waits RR_TEST_WAIT_MS at least for the server QP's disconnect: true when
+ * it came. */
 static bool srv_disconnected(struct srv *s)
 {
 	struct rpcrdma_cm_event ev;
 
-	while (srv_cm(s, &ev, 5000) == 0)
+	while (srv_cm(s, &ev, RR_TEST_WAIT_MS) == 0)
 		if (ev.type == RPCRDMA_CM_DISCONNECTED)
 			return true;
 	return false;
@@ -624,7 +626,7 @@ TEST(soft_durable_write_past_eof_terminates)
 	REQUIRE_EQ(raw_write_part(&r, rpcrdma_mr_rkey(mr), rpcrdma_mr_remote_offset(mr), data,
 				  sizeof(data), sizeof(data), &f), 0);
 	REQUIRE_EQ(raw_write_rest(&r, &f), 0);
-	for (int i = 0; i < 5000 && ((uint8_t *)map.addr)[4095] != 'D'; i++)
+	for (int i = 0; i < RR_TEST_WAIT_MS && ((uint8_t *)map.addr)[4095] != 'D'; i++)
 		usleep(1000);
 	CHECK_EQ(((uint8_t *)map.addr)[4095], 'D');
 	/* someone truncates the file: a Commit past its end is not durable,

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "rdma/soft/lease.h"
 #include "rdma/soft/soft.h"
 #include "rpcrdma/rdma.h"
 #include "soft_net.h"
@@ -126,9 +127,9 @@ TEST(soft_idle_progress_thread_sleeps)
 	CHECK_EQ(w.wc.wr_id, 1);
 	soft_net_post_send(&n, c, 4, RPCRDMA_WR_SEND, 192, 8, 0, false);
 	p = (struct pollfd){.fd = rpcrdma_cq_fd(n.scq), .events = POLLIN};
-	CHECK_EQ(poll(&p, 1, 5000), 1);
+	CHECK_EQ(poll(&p, 1, RR_TEST_WAIT_MS), 1);
 	CHECK(rpcrdma_cq_get_event(n.scq) >= 0);
-	for (int i = 0; i < 500 && rpcrdma_cq_poll(n.scq, 1, &wc) == 0; i++)
+	for (int i = 0; i < RR_TEST_WAIT_MS && rpcrdma_cq_poll(n.scq, 1, &wc) == 0; i++)
 		usleep(1000);
 	CHECK_EQ(wc.wr_id, 2);
 	CHECK_EQ(wc.opcode, RPCRDMA_WC_RECV);
@@ -216,10 +217,10 @@ TEST(soft_idle_arm_takes_its_qp_back)
 	CHECK(!soft_net_handed(s));
 	soft_net_post_send(&n, c, 31, RPCRDMA_WR_SEND, 128, 8, 0, false);
 	p = (struct pollfd){.fd = rpcrdma_cq_fd(n.scq), .events = POLLIN};
-	CHECK_EQ(poll(&p, 1, 5000), 1);
+	CHECK_EQ(poll(&p, 1, RR_TEST_WAIT_MS), 1);
 	CHECK(rpcrdma_cq_get_event(n.scq) >= 0);
 	wc.wr_id = 0;
-	for (int i = 0; i < 500 && rpcrdma_cq_poll(n.scq, 1, &wc) == 0; i++)
+	for (int i = 0; i < RR_TEST_WAIT_MS && rpcrdma_cq_poll(n.scq, 1, &wc) == 0; i++)
 		usleep(1000);
 	CHECK_EQ(wc.wr_id, 30);
 	CHECK_EQ(wc.opcode, RPCRDMA_WC_RECV);
@@ -348,7 +349,7 @@ TEST(soft_cm_event_ends_cq_wait)
 	while (rpcrdma_cq_wait(n.scq, 1, &wc, 0) != 0)
 		; /* latches left by the events above */
 	/* a later CM event of the rejected attempt may still end a wait */
-	soft_net_wait_start_again(&w, n.scq, 5000);
+	soft_net_wait_start_again(&w, n.scq, RR_TEST_WAIT_MS);
 	REQUIRE(soft_net_until_fast_blocked(n.scq));
 	soft_net_post_send(&n, c, 31, RPCRDMA_WR_SEND, 128, 8, 0, false);
 	soft_net_wait_join(&w);
@@ -435,7 +436,7 @@ TEST(soft_quiet_fast_wait_woken_without_cooldown)
 	/* data still ends a quiet sleep, through the fast path */
 	soft_net_post_recv(&n, c, 41, 4096, 64);
 	reads0 = atomic_load(&q->fast_reads);
-	soft_net_wait_start(&w, n.ccq, 5000);
+	soft_net_wait_start(&w, n.ccq, RR_TEST_WAIT_MS);
 	REQUIRE(soft_net_until_fast_blocked(n.ccq));
 	soft_net_post_send(&n, s, 42, RPCRDMA_WR_SEND, 128, 8, 0, false);
 	soft_net_wait_join(&w);
@@ -447,12 +448,83 @@ TEST(soft_quiet_fast_wait_woken_without_cooldown)
 	soft_net_down(&n);
 }
 
+/* The server context's clock in soft_idle_new_qp_joins_waited_cq: held at
+ * @held_ns while that is non-zero (the leases end only when the test moves
+ * it), else the real monotonic clock. Atomic: the progress thread and the
+ * waiter read it. */
+struct held_clock {
+	_Atomic uint64_t held_ns;
+};
+
+static uint64_t real_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t held_clock_now(void *ctx)
+{
+	uint64_t t = atomic_load(&((struct held_clock *)ctx)->held_ns);
+
+	return t ? t : real_now_ns();
+}
+
+/* Joins @w; after RR_TEST_WAIT_MS of real time (a waiter that nothing
+ * ended) @hc is let go first, so that the waiter's deadline, read on @hc,
+ * ends it: a failure, not a hang. */
+static void join_held(struct soft_net_waiter *w, struct held_clock *hc)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += RR_TEST_WAIT_MS / 1000;
+	if (pthread_timedjoin_np(w->th, NULL, &ts) == 0)
+		return;
+	atomic_store(&hc->held_ns, 0);
+	soft_net_wait_join(w);
+}
+
+/* The progress thread of @ctx looks at every CQ's lease (rr_soft_balance)
+ * once more, as a wake-up of rr_soft_lease_check makes it, and that look is
+ * over when this returns: it takes bal_wanted with ctx->lock held and keeps
+ * the lock until the look is done. False when it did not look within
+ * RR_TEST_WAIT_MS. */
+static bool bal_taken(void *c)
+{
+	return !atomic_load(&((struct soft_ctx *)c)->bal_wanted);
+}
+
+static bool thread_looks(struct rpcrdma_context *ctx)
+{
+	struct soft_ctx *c = RR_CONTAINER_OF(RR_BASE(context, ctx), struct soft_ctx, base);
+
+	atomic_store(&c->bal_wanted, true);
+	rr_soft_wake(c);
+	if (!rr_test_until(bal_taken, c, RR_TEST_WAIT_MS))
+		return false;
+	pthread_mutex_lock(&c->lock);
+	pthread_mutex_unlock(&c->lock);
+	return true;
+}
+
 /* A connection accepted onto a CQ that a thread already waits on (the
  * progress thread serves every new QP first) goes to that waiter without
- * a tick: the waiter receives the first Send itself. The server has its own
- * context, so that no other handshake step makes that thread look. */
+ * a tick: the waiter receives the first Send itself, and the QP stays with
+ * its consumer after the waiter left while the CQ's lease lasts. The server
+ * has its own context, so that no other handshake step makes that thread
+ * look, and its own clock, held still from the QP's arrival at the waiter to
+ * the last check (issue 16 part CC): the lease (SOFT_LEASE_NS from the
+ * waiter's leaving) cannot end before that check however slowly the test
+ * runs; on the real clock a test
+ * slower than 20 ms between the join and the check saw the QP handed back
+ * (part BZ, ASan at load 20). */
 TEST(soft_idle_new_qp_joins_waited_cq)
 {
+	struct held_clock hc = {0};
+	struct rpcrdma_env senv = *rpcrdma_env_default();
+	struct rpcrdma_open_attr oa = {0};
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	struct rpcrdma_cq_attr ca = {.cqe = 64};
 	struct rpcrdma_context *sctx;
@@ -470,7 +542,10 @@ TEST(soft_idle_new_qp_joins_waited_cq)
 	bool back = false;
 
 	soft_net_up_buf(&n, 64, 16, NET_BUF);
-	REQUIRE_EQ(rpcrdma_open("soft", NULL, &sctx), 0);
+	senv.now_ns = held_clock_now;
+	senv.clock_ctx = &hc;
+	oa.env = &senv;
+	REQUIRE_EQ(rpcrdma_open("soft", &oa, &sctx), 0);
 	REQUIRE_EQ(rpcrdma_pd_alloc(sctx, &spd), 0);
 	REQUIRE_EQ(rpcrdma_cq_create(sctx, &ca, &scq), 0);
 	REQUIRE_EQ(rpcrdma_cm_channel_create(sctx, &sch), 0);
@@ -503,11 +578,18 @@ TEST(soft_idle_new_qp_joins_waited_cq)
 	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
 	back = rr_test_until(not_handed, s, RR_TEST_WAIT_MS);
 	CHECK(back);
+	/* from here on the server's leases end only when the test says */
+	atomic_store(&hc.held_ns, real_now_ns());
 	soft_net_post_send(&n, c, 51, RPCRDMA_WR_SEND, 128, 8, 0, false);
-	soft_net_wait_join(&w);
+	join_held(&w, &hc);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 50);
+	/* the waiter left; the CQ's lease (from its leaving, on the held
+	 * clock) lasts: a look of the progress thread leaves the QP with
+	 * its consumer */
+	REQUIRE(thread_looks(sctx));
 	CHECK(!soft_net_handed(s));
+	atomic_store(&hc.held_ns, 0);
 	soft_net_unpair(c, s, cid, sid);
 	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
 	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);

@@ -74,6 +74,83 @@ struct fx {
 
 static struct rr_hdr h, rh;
 
+/* Every wait of this file is FENCE_WAIT_MS and names itself (issue 16 part
+ * CC): one ran out once under load (part CA, docs/testing.md "Flakes found
+ * under load") and the output did not say which. A wait that ran out, or
+ * took longer than a second, prints the RPC's path and completion, the wait
+ * and how many waits of that RPC came before it, so that the next failure
+ * names it. Not raised to RR_TEST_WAIT_MS: a late event rescued by some
+ * periodic look after 5 s would then pass unseen. */
+#define FENCE_WAIT_MS 5000u
+
+static const char *const how_name[] = {"Reply", "Reply by Send With Invalidate", "timeout",
+				       "cancel", "reconnect", "RDMA_ERROR", "pulled Reply"};
+static enum path g_path;
+static enum how g_how;
+static unsigned g_nwait;
+
+static uint64_t wait_begin(void)
+{
+	return rr_now_ns(NULL);
+}
+
+static void waited(const char *what, uint64_t t0, long long rv)
+{
+	uint64_t ms = (rr_now_ns(NULL) - t0) / 1000000u;
+
+	g_nwait++;
+	if (ms >= 1000)
+		fprintf(stderr, "  fence %s, %s: wait %u (%s) %s after %llu ms (returned %lld)\n",
+			path_name[g_path], how_name[g_how], g_nwait, what,
+			ms >= FENCE_WAIT_MS ? "RAN OUT" : "ended late", (unsigned long long)ms, rv);
+}
+
+static int w_recv(struct fx *f, uint8_t *m, const char *what)
+{
+	uint64_t t0 = wait_begin();
+	int n = rr_th_rresp_recv(&f->g, m, FENCE_WAIT_MS);
+
+	waited(what, t0, n);
+	return n;
+}
+
+static int w_send(struct fx *f, const uint8_t *m, size_t len, uint32_t inv, const char *what)
+{
+	uint64_t t0 = wait_begin();
+	int rc = rr_th_rresp_send(&f->g, m, len, inv, FENCE_WAIT_MS);
+
+	waited(what, t0, rc);
+	return rc;
+}
+
+static int w_rdma(struct fx *f, bool write, uint32_t stag, uint64_t to, uint32_t len,
+		  uint32_t *vend, const char *what)
+{
+	uint64_t t0 = wait_begin();
+	int st = rr_th_rresp_rdma(&f->g, write, stag, to, len, 0, vend, FENCE_WAIT_MS);
+
+	waited(what, t0, st);
+	return st;
+}
+
+static int w_accept(struct fx *f, const char *what)
+{
+	uint64_t t0 = wait_begin();
+	int rc = rr_th_rresp_accept(&f->g, rogue_pd, sizeof(rogue_pd), FENCE_WAIT_MS);
+
+	waited(what, t0, rc);
+	return rc;
+}
+
+static bool w_done(struct fx *f, unsigned n, const char *what)
+{
+	uint64_t t0 = wait_begin();
+	bool ok = rr_th_cl_wait(&f->c, n, FENCE_WAIT_MS);
+
+	waited(what, t0, ok);
+	return ok;
+}
+
 /* The rogue listens; the requester (windows or plain MRs) connects to it. */
 static void fx_up(struct fx *f, bool windows)
 {
@@ -145,7 +222,7 @@ static void note_chunk(struct seen *s, const struct rr_hdr_chunk *c, bool write)
 static void take_call(struct fx *f, uint32_t xid, struct seen *s)
 {
 	uint8_t m[4096];
-	int n = rr_th_rresp_recv(&f->g, m, 5000);
+	int n = w_recv(f, m, "the rogue receives the Call");
 
 	memset(s, 0, sizeof(*s));
 	REQUIRE(n >= 28);
@@ -171,8 +248,9 @@ static void use_all(struct fx *f, const struct seen *s)
 		uint32_t vend;
 
 		memset(f->g.data, 0x5a, s->len[i]);
-		CHECK_EQ(rr_th_rresp_rdma(&f->g, s->write[i], s->stag[i], s->to[i], s->len[i], 0,
-					  &vend, 5000), RPCRDMA_WC_SUCCESS);
+		CHECK_EQ(w_rdma(f, s->write[i], s->stag[i], s->to[i], s->len[i], &vend,
+				"the rogue uses an STag of the Call"),
+			 RPCRDMA_WC_SUCCESS);
 	}
 }
 
@@ -198,7 +276,7 @@ static void answer(struct fx *f, enum how how, const struct seen *s)
 	if (how == H_ERROR) {
 		hl = rr_hdr_encode_error_buf(h.xid, 1, 8, RR_HDR_ERR_CHUNK, m, sizeof(m));
 		REQUIRE(hl > 0);
-		REQUIRE_EQ(rr_th_rresp_send(&f->g, m, (size_t)hl, 0, 5000), 0);
+		REQUIRE_EQ(w_send(f, m, (size_t)hl, 0, "the rogue's RDMA_ERROR completes"), 0);
 		return;
 	}
 	echo_writes();
@@ -214,7 +292,7 @@ static void answer(struct fx *f, enum how how, const struct seen *s)
 		REQUIRE_EQ(rr_hdr_add_read(&rh, 0, &g), 0);
 		hl = rr_hdr_encode_buf(&rh, m, sizeof(m));
 		REQUIRE(hl > 0);
-		REQUIRE_EQ(rr_th_rresp_send(&f->g, m, (size_t)hl, 0, 5000), 0);
+		REQUIRE_EQ(w_send(f, m, (size_t)hl, 0, "the rogue's RDMA_NOMSG completes"), 0);
 		return;
 	}
 	if (h.has_reply && how == H_REPLY) {
@@ -223,22 +301,23 @@ static void answer(struct fx *f, enum how how, const struct seen *s)
 		uint32_t vend;
 
 		memcpy(f->g.data, body, sizeof(body));
-		CHECK_EQ(rr_th_rresp_rdma(&f->g, true, g.handle, g.offset, sizeof(body), 0, &vend,
-					  5000),
+		CHECK_EQ(w_rdma(f, true, g.handle, g.offset, sizeof(body), &vend,
+				"the rogue writes the Reply chunk"),
 			 RPCRDMA_WC_SUCCESS);
 		rh.proc = RR_HDR_NOMSG;
 		g.length = sizeof(body);
 		REQUIRE_EQ(rr_hdr_add_reply(&rh, &g, 1), 0);
 		hl = rr_hdr_encode_buf(&rh, m, sizeof(m));
 		REQUIRE(hl > 0);
-		REQUIRE_EQ(rr_th_rresp_send(&f->g, m, (size_t)hl, 0, 5000), 0);
+		REQUIRE_EQ(w_send(f, m, (size_t)hl, 0, "the rogue's Long Reply completes"), 0);
 		return;
 	}
 	hl = rr_hdr_encode_buf(&rh, m, sizeof(m));
 	REQUIRE(hl > 0);
 	memcpy(m + hl, body, sizeof(body));
-	REQUIRE_EQ(rr_th_rresp_send(&f->g, m, (size_t)hl + sizeof(body),
-				    how == H_REPLY_INV ? s->stag[0] : 0, 5000), 0);
+	REQUIRE_EQ(w_send(f, m, (size_t)hl + sizeof(body), how == H_REPLY_INV ? s->stag[0] : 0,
+			  "the rogue's Reply completes"),
+		   0);
 }
 
 /* The requester connects again after a Terminate once it has a Call to
@@ -259,12 +338,12 @@ static void redial(struct fx *f)
 	k.r.nparts = 1;
 	k.r.max_reply = 256;
 	REQUIRE_EQ(rr_tp_client_submit(f->c.tp, &k.r), 0);
-	REQUIRE_EQ(rr_th_rresp_accept(&f->g, rogue_pd, sizeof(rogue_pd), 5000), 0);
-	n = rr_th_rresp_recv(&f->g, m, 5000);
+	REQUIRE_EQ(w_accept(f, "the requester redials after the probe"), 0);
+	n = w_recv(f, m, "the rogue receives the redial's Short Call");
 	REQUIRE(n >= 28);
 	REQUIRE_EQ(rr_th_hdr_call(&h, m, n, 4096), 0);
 	answer(f, H_REPLY, NULL);
-	REQUIRE(rr_th_cl_wait(&f->c, before + 1, 5000));
+	REQUIRE(w_done(f, before + 1, "the redial's RPC completes"));
 	CHECK_EQ(k.r.status, 0);
 	if (k.r.reply)
 		rr_tp_client_release_reply(f->c.tp, &k.r);
@@ -282,8 +361,8 @@ static void probe_all(struct fx *f, struct frpc *k, const struct seen *s, unsign
 			int st;
 
 			memset(f->g.data, 0xba, s[t].len[i]);
-			st = rr_th_rresp_rdma(&f->g, s[t].write[i], s[t].stag[i], s[t].to[i],
-					      s[t].len[i], 0, &vend, 5000);
+			st = w_rdma(f, s[t].write[i], s[t].stag[i], s[t].to[i], s[t].len[i], &vend,
+				    "the rogue's probe of a fenced STag");
 			if (st != RPCRDMA_WC_REM_ACCESS_ERR)
 				printf("  %s: STag %#x (%s, transmission %u) after completion: "
 				       "status %d\n", path_name[p], s[t].stag[i],
@@ -309,6 +388,9 @@ static void one(struct fx *f, enum path p, enum how how)
 		 r0 = ctr(&soft_counters.remote_invs);
 	int want = 0;
 
+	g_path = p;
+	g_how = how;
+	g_nwait = 0;
 	mk(f, &k, p);
 	REQUIRE_EQ(rr_tp_client_submit(f->c.tp, &k.r), 0);
 	take_call(f, k.r.xid, &s[ns]);
@@ -322,7 +404,7 @@ static void one(struct fx *f, enum path p, enum how how)
 		break;
 	case H_RECONNECT:
 		rr_th_rresp_drop(&f->g);
-		REQUIRE_EQ(rr_th_rresp_accept(&f->g, rogue_pd, sizeof(rogue_pd), 5000), 0);
+		REQUIRE_EQ(w_accept(f, "the requester reconnects"), 0);
 		take_call(f, k.r.xid, &s[ns]);   /* retransmitted, same XID */
 		use_all(f, &s[ns]);
 		answer(f, H_REPLY, &s[ns++]);
@@ -335,11 +417,11 @@ static void one(struct fx *f, enum path p, enum how how)
 		answer(f, how, &s[0]);
 		break;
 	}
-	REQUIRE(rr_th_cl_wait(&f->c, before + 1, 5000));
+	REQUIRE(w_done(f, before + 1, "the RPC completes"));
 	CHECK_EQ(k.r.status, want);
 	if (how == H_PULL) {
 		uint8_t m[4096];
-		int n = rr_th_rresp_recv(&f->g, m, 5000);   /* the RDMA_DONE owed */
+		int n = w_recv(f, m, "the rogue receives the RDMA_DONE owed");
 
 		CHECK_EQ(n, 16);
 		CHECK_EQ(rr_get_be32(m), k.r.xid);
