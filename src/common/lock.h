@@ -15,8 +15,8 @@
  * release on leaving, as a pthread mutex orders memory. Not recursive, no
  * owner check (as the default pthread mutex these replace); a condition's
  * wait may have a deadline (rr_cond_timedwait, CLOCK_REALTIME as a
- * default pthread condition's); the process's own (FUTEX_PRIVATE). Zero-filled memory is a free lock and
- * a fresh condition.
+ * default pthread condition's); the process's own (FUTEX_PRIVATE).
+ * Zero-filled memory is a free lock and a fresh condition.
  *   Race detectors see it as a mutex, not only as atomics: under
  * ThreadSanitizer (-fsanitize=thread, RPCRDMA_TSAN) the TSan mutex
  * annotations (a lock's order against the others, the locks held in a

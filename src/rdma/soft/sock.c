@@ -231,8 +231,7 @@ void rr_soft_sock_opts(struct soft_ctx *c, int fd)
 	int one = 1;
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (c->tcp_cc[0])
-		(void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, c->tcp_cc, strlen(c->tcp_cc));
+	rr_soft_sock_accepted_opts(c, fd);
 }
 
 /* An accepted socket's: the congestion control alone. TCP_NODELAY it has
