@@ -594,7 +594,9 @@ TEST(rpc_tcp_cancel_and_destroy_while_reconnecting)
 	/* a few refused reconnects: the client's progress loop, woken by the
 	 * cut, then sleeps out each backoff (50, 100, ... ms) between
 	 * attempts */
-	for (int t = 0; t < 500 && rr_th_thread_wakeups("rr-progress-*") - w0 < 3; t++)
+	for (uint64_t dl_ = rr_test_deadline();
+	     rr_th_thread_wakeups("rr-progress-*") - w0 < 3 &&
+	     rr_test_wait_left(dl_, "rr_th_thread_wakeups(\"rr-progress-*\") - w0 < 3 to turn false");)
 		usleep(10000);
 	CHECK(rr_th_thread_wakeups("rr-progress-*") - w0 >= 3);
 	rpcrdma_call_cancel(call);
