@@ -189,6 +189,32 @@ bool rr_test_until(bool (*cond)(void *arg), void *arg, unsigned ms)
 	return true;
 }
 
+static void ran_out(const char *what)
+{
+	printf("  RAN OUT after %u ms waiting for: %s\n", (unsigned)RR_TEST_WAIT_MS, what);
+}
+
+bool rr_test_wait_for(bool (*cond)(void *arg), void *arg, const char *what)
+{
+	if (rr_test_until(cond, arg, RR_TEST_WAIT_MS))
+		return true;
+	ran_out(what);
+	return false;
+}
+
+uint64_t rr_test_deadline(void)
+{
+	return rr_now_ns(NULL) + (uint64_t)RR_TEST_WAIT_MS * 1000000u;
+}
+
+bool rr_test_wait_left(uint64_t deadline, const char *what)
+{
+	if (rr_now_ns(NULL) < deadline)
+		return true;
+	ran_out(what);
+	return false;
+}
+
 _Noreturn void rr_test_abort(void)
 {
 	end_test();

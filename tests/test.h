@@ -116,6 +116,19 @@ void rr_test_mark_skipped(const char *why);
  * looks); returns the last result. */
 bool rr_test_until(bool (*cond)(void *arg), void *arg, unsigned ms);
 
+/* For a wait of an event that must come, bounded by RR_TEST_WAIT_MS and
+ * named: rr_test_until(@cond, @arg, RR_TEST_WAIT_MS), and when it runs out
+ * it prints "RAN OUT after RR_TEST_WAIT_MS ms waiting for: @what". */
+bool rr_test_wait_for(bool (*cond)(void *arg), void *arg, const char *what);
+
+/* A polling loop's bound, for an event that must come: the deadline
+ * RR_TEST_WAIT_MS from now, and whether it is still ahead (once passed,
+ * prints "RAN OUT ... waiting for: @what" and returns false):
+ *   for (uint64_t dl = rr_test_deadline(); !done && rr_test_wait_left(dl, "..");)
+ *           usleep(1000); */
+uint64_t rr_test_deadline(void);
+bool rr_test_wait_left(uint64_t deadline, const char *what);
+
 /* ---- test environments ---- */
 
 /* A failing allocator: allocation number @fail_at (1-based) and every later

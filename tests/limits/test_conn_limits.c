@@ -306,16 +306,85 @@ TEST(limits_max_conns_tcp)
 
 /* ---------------------------------------------------------- idle timeout -- */
 
+/* The idle tests run the server on a virtual clock (struct
+ * rpcrdma_env.now_ns): its idle sweep is driven by a timer on real time
+ * (a look every tick of its progress loop, at most every tenth of the
+ * timeout) but reads the time it judges by from here, so only the test
+ * moves time and a stall of the test's or the server's threads (a loaded
+ * machine, a TCG guest) ages no connection. "Active" is what the test
+ * did between two settings of the clock, not how fast it ran.
+ * The clock counts the reads made on a progress loop that returned the
+ * time last set by vclock_look: the sweep reads it once per look. */
+static _Atomic uint64_t idle_vclock_ns = 1000000000ull;
+static _Atomic uint64_t look_at_ns;
+static atomic_uint look_reads;
+
+static uint64_t idle_vclock(void *ctx)
+{
+	uint64_t v = atomic_load(&idle_vclock_ns);
+
+	(void)ctx;
+	if (v == atomic_load(&look_at_ns) && rr_loop_current())
+		atomic_fetch_add(&look_reads, 1);
+	return v;
+}
+
+/* Sets the virtual clock to @t_ns (not the time of a read: see
+ * vclock_look). */
+static void vclock_set(uint64_t t_ns)
+{
+	atomic_store(&idle_vclock_ns, t_ns);
+}
+
+/* Sets the virtual clock to @t_ns and waits until the progress loops
+ * have read it VCLOCK_LOOK_READS times: the sweep of the server's loop
+ * has then looked at @t_ns (its timer ticks on real time while the server
+ * has connections; a read that returned @t_ns began after the setting;
+ * the loop that made it runs on, so a later read of the same loop follows
+ * the end of that look). Other readers on the loops (the soft provider's
+ * lease, a connection's read) only add reads: the wait is at least the
+ * sweep's next tick or two. Runs out (a named failure) only if no loop
+ * reads the clock at all for RR_TEST_WAIT_MS. */
+#define VCLOCK_LOOK_READS 4u
+static void vclock_look(uint64_t t_ns)
+{
+	atomic_store(&look_reads, 0);
+	atomic_store(&look_at_ns, t_ns);
+	atomic_store(&idle_vclock_ns, t_ns);
+	if (!WAIT_FOR(atomic_load(&look_reads) >= VCLOCK_LOOK_READS, RR_TEST_WAIT_MS)) {
+		printf("  RAN OUT: the server's loops read the virtual clock at %llu ms %u times, not %u\n",
+		       (unsigned long long)(t_ns / 1000000u), atomic_load(&look_reads),
+		       VCLOCK_LOOK_READS);
+		REQUIRE(!"the idle sweep looked at the virtual time");
+	}
+}
+
+/* start_server with the server on idle_vclock (at 1 s; @env its
+ * environment, kept by the caller while the server lives). */
+static struct rpcrdma_server *start_vserver(const char *scheme, struct rpcrdma_server_opts *o,
+					    struct rpcrdma_env *env, char *url, size_t n)
+{
+	*env = *rpcrdma_env_default();
+	env->now_ns = idle_vclock;
+	env->clock_ctx = NULL;
+	o->env = env;
+	atomic_store(&look_at_ns, 0);
+	vclock_set(1000000000ull);
+	return start_server(scheme, o, url, n);
+}
+
 static void held_done(struct rpcrdma_call *call, int status, void *arg)
 {
 	(void)call;
 	*(int *)arg = status;
 }
 
-/* idle_timeout_ms = 200: a connection whose call is held by its handler for
- * several timeouts is not closed (the call completes on it, no reconnect);
- * once it has nothing in progress and stays silent, it is closed and
- * counted. tcp://: a peer that never sends is closed too. */
+/* idle_timeout_ms = 200, the server on the virtual clock: a connection
+ * whose call is held by its handler for five timeouts (ten steps of
+ * 100 ms, each looked at by the sweep) is not closed (the call completes
+ * on it, no reconnect); once it has nothing in progress and the clock
+ * passes its timeout, it is closed and counted. tcp://: a peer that never
+ * sends is closed too. */
 static void idle_case(const char *scheme)
 {
 	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = 200};
@@ -324,37 +393,45 @@ static void idle_case(const char *scheme)
 	struct rpcrdma_client *c;
 	struct rpcrdma_call *call;
 	struct rpcrdma_server *s;
+	struct rpcrdma_env env;
+	uint64_t t = 1000000000ull;
 	int status = 1;
-	uint64_t t0;
 	char url[64];
 
 	pthread_mutex_lock(&hold.lock);
 	hold.entered = hold.released = false;
 	pthread_mutex_unlock(&hold.lock);
-	s = start_server(scheme, &o, url, sizeof(url));
+	s = start_vserver(scheme, &o, &env, url, sizeof(url));
 	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &co, &c), 0);
 	REQUIRE_EQ(null_call(c), 0);
 	REQUIRE_EQ(rpcrdma_call_create(c, P_HOLD, &call), 0);
 	REQUIRE_EQ(rpcrdma_call_start(call, held_done, &status), 0);
 	REQUIRE(WAIT_FOR(hold_entered(), WAIT_MS));
-	/* five timeouts with the call in progress (waiting for time to pass
-	 * to show that nothing happens: not a synchronisation) */
-	t0 = mono_ms();
-	while (mono_ms() - t0 < 1000)
-		rr_th_sleep_ms(50);
+	/* five timeouts with the call in progress */
+	for (int k = 0; k < 10; k++) {
+		t += 100000000ull;
+		vclock_look(t);
+	}
 	CHECK_EQ(srv_stats(s).idle_closed, 0);
 	CHECK_EQ(srv_stats(s).connections, 1);
 	hold_release();
 	CHECK_EQ(rpcrdma_call_wait(call, WAIT_MS), 0);
 	CHECK_EQ(status, 0);
 	rpcrdma_call_destroy(call);
-	/* now idle: closed (the client, without reconnection, sees it go) */
+	/* now idle past its timeout: closed (the client, without
+	 * reconnection, sees it go) */
+	t += 1000000000ull;
+	vclock_set(t);
 	CHECK(WAIT_FOR(srv_stats(s).idle_closed == 1, WAIT_MS));
 	CHECK(WAIT_FOR(srv_stats(s).connections == 0, WAIT_MS));
 	if (!strcmp(scheme, "tcp")) {
 		int fd = raw_connect(port_of(s));
 
 		REQUIRE(fd >= 0);
+		REQUIRE(WAIT_FOR(srv_stats(s).connections == 1, WAIT_MS));
+		CHECK(!raw_closed(fd, 0));
+		t += 1000000000ull;
+		vclock_set(t);
 		CHECK(raw_closed(fd, WAIT_MS));
 		close(fd);
 		CHECK(WAIT_FOR(srv_stats(s).idle_closed == 2, WAIT_MS));
@@ -375,39 +452,42 @@ TEST(limits_idle_timeout_tcp)
 	idle_case("tcp");
 }
 
-/* A connection that makes a NULL call every @gap_ms for about five
- * timeouts of @to_ms is never idle; once silent, it is closed. rdma://:
- * only the first Receive since the idle sweep's last look reads the clock,
- * the others are counted. (400, 150): looks at most every 100 ms (the
- * shard's tick), some with no Receive since the previous one: a connection
- * never stamped since its accept would be closed. */
-static void idle_active_case(const char *scheme, uint32_t to_ms, unsigned gap_ms)
+/* idle_timeout_ms = 400, the server on the virtual clock: a connection
+ * that makes a NULL call every 150 ms of the clock for over five timeouts
+ * (16 calls, the clock never moved more than 150 ms past a call, the
+ * sweep looking at every step) is never idle; once the clock passes its
+ * timeout with it silent, it is closed. rdma://: only the first Receive
+ * since the idle sweep's last look reads the clock, the others are
+ * counted; the sweep looks at most every 40 ms of the clock, so every step
+ * has its look, some with no Receive since the previous one: a connection
+ * never stamped since its accept would be closed. (Before, on the real
+ * clock, a stall of the client's thread of more than 250 ms closed the
+ * connection as designed: the test could not tell a stall from a bug.) */
+static void idle_active_case(const char *scheme)
 {
-	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = to_ms};
+	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = 400};
 	struct rpcrdma_client_opts co = {.timeout_ms = 30000, .connect_timeout_ms = 10000,
 					 .no_reconnect = true};
 	struct rpcrdma_client *c;
 	struct rpcrdma_server *s;
-	int calls = 0, bad = 0;
-	uint64_t t0;
+	struct rpcrdma_env env;
+	uint64_t t = 1000000000ull;
+	int bad = 0;
 	char url[64];
 
-	s = start_server(scheme, &o, url, sizeof(url));
+	s = start_vserver(scheme, &o, &env, url, sizeof(url));
 	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &co, &c), 0);
-	/* (waiting for time to pass to show that nothing happens: not a
-	 * synchronisation) */
-	t0 = mono_ms();
-	while (mono_ms() - t0 < 5u * (to_ms > 200 ? to_ms : 200)) {
+	for (int k = 0; k < 16; k++) {
 		if (null_call(c) != 0)
 			bad++;
-		calls++;
-		rr_th_sleep_ms(gap_ms);
+		t += 150000000ull;
+		vclock_look(t);
 	}
 	CHECK_EQ(bad, 0);
-	CHECK(calls >= 5);
 	CHECK_EQ(srv_stats(s).idle_closed, 0);
 	CHECK_EQ(srv_stats(s).connections, 1);
-	/* now silent: closed */
+	/* now silent past its timeout: closed */
+	vclock_set(t + 1000000000ull);
 	CHECK(WAIT_FOR(srv_stats(s).idle_closed == 1, WAIT_MS));
 	CHECK(WAIT_FOR(srv_stats(s).connections == 0, WAIT_MS));
 	rpcrdma_client_destroy(c);
@@ -418,21 +498,12 @@ TEST(limits_idle_timeout_active_not_closed_rdma)
 {
 	if (!rr_th_soft_ok())
 		return;
-	idle_active_case("rdma", 400, 150);
+	idle_active_case("rdma");
 }
 
 TEST(limits_idle_timeout_active_not_closed_tcp)
 {
-	idle_active_case("tcp", 400, 150);
-}
-
-/* A virtual clock for the server (struct rpcrdma_env.now_ns). */
-static _Atomic uint64_t idle_vclock_ns = 1000000000ull;
-
-static uint64_t idle_vclock(void *ctx)
-{
-	(void)ctx;
-	return atomic_load(&idle_vclock_ns);
+	idle_active_case("tcp");
 }
 
 /* rdma://, the server on a virtual clock, idle_timeout_ms = 10 s: two
@@ -443,10 +514,11 @@ static uint64_t idle_vclock(void *ctx)
  * (with the first one's time, 5 s, it would be closed); at 26 s it is. (A
  * look of the sweep between the two Calls, a window of a few microseconds
  * against the shard's 100 ms tick, would read the second one's time: the
- * test then passes without showing the stamp.) */
+ * test then passes without showing the stamp.) The looks at 1 s and at
+ * 15.5 s are awaited (vclock_look), not slept for. */
 TEST(limits_idle_timeout_several_receives_per_look_rdma)
 {
-	struct rpcrdma_env env = *rpcrdma_env_default();
+	struct rpcrdma_env env;
 	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = 10000};
 	struct rpcrdma_client_opts co = {.timeout_ms = 30000, .connect_timeout_ms = 10000,
 					 .no_reconnect = true};
@@ -456,23 +528,18 @@ TEST(limits_idle_timeout_several_receives_per_look_rdma)
 
 	if (!rr_th_soft_ok())
 		return;
-	env.now_ns = idle_vclock;
-	env.clock_ctx = NULL;
-	o.env = &env;
-	atomic_store(&idle_vclock_ns, 1000000000ull);
-	s = start_server("rdma", &o, url, sizeof(url));
+	s = start_vserver("rdma", &o, &env, url, sizeof(url));
 	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &co, &c), 0);
 	REQUIRE_EQ(null_call(c), 0);
-	rr_th_sleep_ms(300);   /* looks at 1 s (time passing: not a synchronisation) */
-	atomic_store(&idle_vclock_ns, 5000000000ull);
+	vclock_look(1000000000ull);   /* looked at 1 s since that Receive */
+	vclock_set(5000000000ull);
 	CHECK_EQ(null_call(c), 0);
-	atomic_store(&idle_vclock_ns, 9000000000ull);
+	vclock_set(9000000000ull);
 	CHECK_EQ(null_call(c), 0);
-	atomic_store(&idle_vclock_ns, 15500000000ull);
-	rr_th_sleep_ms(500);   /* several looks at 15.5 s */
+	vclock_look(15500000000ull);
 	CHECK_EQ(srv_stats(s).idle_closed, 0);
 	CHECK_EQ(srv_stats(s).connections, 1);
-	atomic_store(&idle_vclock_ns, 26000000000ull);
+	vclock_set(26000000000ull);
 	CHECK(WAIT_FOR(srv_stats(s).idle_closed == 1, WAIT_MS));
 	CHECK(WAIT_FOR(srv_stats(s).connections == 0, WAIT_MS));
 	rpcrdma_client_destroy(c);
@@ -753,29 +820,38 @@ TEST(limits_idle_timeout_read_after_sweep_time_not_closed_tcp)
 
 /* A client whose idle connection the server closed connects again when
  * it has a Call to make, not at once: otherwise it would come back once per
- * idle timeout for nothing. The quiet period is proven by a second client's
- * own idle close (at least one timeout later), after which the first client
- * has not reconnected; its next call reconnects and works. */
+ * idle timeout for nothing. The server is on the virtual clock (a stall
+ * between a client's connect and its first Call closes nothing): the
+ * first client's connection is closed when the clock passes its timeout;
+ * a second client then connects, calls, and real time passes (300 ms, a
+ * window for an eager reconnect to show: not a synchronisation, a slow
+ * machine only makes it wider) before its own idle close, after which the
+ * first client has not reconnected; its next call reconnects and works. */
 TEST(limits_idle_client_reconnects_lazily_rdma)
 {
 	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = 200};
 	struct rpcrdma_client *a, *b;
 	struct rpcrdma_xprt_stats st;
 	struct rpcrdma_server *s;
+	struct rpcrdma_env env;
 	char url[64];
 
 	if (!rr_th_soft_ok())
 		return;
-	s = start_server("rdma", &o, url, sizeof(url));
+	s = start_vserver("rdma", &o, &env, url, sizeof(url));
 	REQUIRE_EQ(connect_client(url, &a), 0);
 	REQUIRE_EQ(null_call(a), 0);
+	vclock_set(2000000000ull);
 	REQUIRE(WAIT_FOR(srv_stats(s).idle_closed == 1, WAIT_MS));
 	REQUIRE(WAIT_FOR(srv_stats(s).connections == 0, WAIT_MS));
 	REQUIRE_EQ(connect_client(url, &b), 0);
 	REQUIRE_EQ(null_call(b), 0);
+	rr_th_sleep_ms(300);
+	vclock_set(3000000000ull);
 	REQUIRE(WAIT_FOR(srv_stats(s).idle_closed >= 2, WAIT_MS));
 	REQUIRE_EQ(rpcrdma_client_stats(a, &st), 0);
 	CHECK_EQ(st.reconnects, 0);
+	CHECK_EQ(srv_stats(s).idle_closed, 2);
 	CHECK_EQ(null_call(a), 0);
 	REQUIRE_EQ(rpcrdma_client_stats(a, &st), 0);
 	CHECK_EQ(st.reconnects, 1);

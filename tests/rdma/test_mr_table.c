@@ -574,8 +574,9 @@ TEST(rdma_mrt_multithread_bind_invalidate)
 		/* the first round waits (bounded) until a checker has looked at
 		 * a bound window: on a loaded machine the checkers may not run
 		 * at all before the rounds are over */
-		for (int w = 0; i == 0 && w < 5000 &&
-				atomic_load(&s.grants) + atomic_load(&s.denials) == 0; w++)
+		for (uint64_t dl = rr_test_deadline();
+		     i == 0 && atomic_load(&s.grants) + atomic_load(&s.denials) == 0 &&
+		     rr_test_wait_left(dl, "a checker looks at a bound window");)
 			usleep(1000);
 		/* churn another registration meanwhile */
 		REQUIRE_EQ(rr_mrt_rereg(&t, &other, &r2), 0);

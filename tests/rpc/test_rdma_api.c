@@ -177,7 +177,7 @@ TEST(xprt_rpc_rdma_async_timeout_cancel)
 	REQUIRE_EQ(rpcrdma_call_create(c, T_HOLD, &t2), 0);
 	REQUIRE_EQ(rpcrdma_call_set_sinks(t2, &sk, 1), 0);
 	REQUIRE_EQ(rpcrdma_call_start(t2, on_done, (void *)(uintptr_t)7), 0);
-	for (int i = 0; i < 200; i++) {
+	for (uint64_t dl = rr_test_deadline(); rr_test_wait_left(dl, "two requests held");) {
 		unsigned n;
 
 		pthread_mutex_lock(&hold_lock);
@@ -299,7 +299,7 @@ TEST(xprt_rpc_rdma_inline_handlers)
 	/* A deferred request is completed from this thread. */
 	REQUIRE_EQ(rpcrdma_call_create(c[0], T_HOLD, &call), 0);
 	REQUIRE_EQ(pthread_create(&th, NULL, run_deferred, call), 0);
-	for (int t = 0; t < 500; t++) {
+	for (uint64_t dl = rr_test_deadline(); rr_test_wait_left(dl, "the deferred request held");) {
 		struct timespec ts = {0, 10000000};
 		unsigned n;
 

@@ -415,7 +415,9 @@ static void async_64_in_flight_body(void)
 		rpcrdma_xdr_put_u32(rpcrdma_call_args(call), rpcrdma_call_xid(call));
 		REQUIRE_EQ(rpcrdma_call_start(call, async_done, &a), 0);
 	}
-	for (int t = 0; t < 1000 && atomic_load(&a.done) < 64; t++)
+	for (uint64_t dl_ = rr_test_deadline();
+	     atomic_load(&a.done) < 64 &&
+	     rr_test_wait_left(dl_, "a.done < 64 to turn false");)
 		usleep(10000);
 	CHECK_EQ(atomic_load(&a.done), 64);
 	CHECK_EQ(atomic_load(&a.ok), 64);
@@ -1001,7 +1003,8 @@ static void graceful_shutdown_body(void)
 	{
 		int rc = 0;
 
-		for (int t = 0; t < 1000; t++) {
+		for (uint64_t dl = rr_test_deadline();
+		     rr_test_wait_left(dl, "the shutdown refuses connections");) {
 			rc = rpcrdma_client_create(url, PROG, 1, NULL, &c2);
 			if (rc < 0)
 				break;
@@ -1294,12 +1297,15 @@ static void server_restart_under_load_body(void)
 		REQUIRE_EQ(rpcrdma_call_start(call, async_count, &a), 0);
 	}
 	/* traffic flows (an asynchronous call came back) when the server goes */
-	for (int t = 0; t < 1000 && atomic_load(&a.done) < 1; t++)
+	for (uint64_t dl_ = rr_test_deadline();
+	     atomic_load(&a.done) < 1 &&
+	     rr_test_wait_left(dl_, "a.done < 1 to turn false");)
 		usleep(5000);
 	CHECK(atomic_load(&a.done) >= 1);
 	rpcrdma_server_destroy(s);
 	s = NULL;
-	for (int t = 0; t < 50 && rc; t++) {
+	for (uint64_t dl = rr_test_deadline();
+	     rc && rr_test_wait_left(dl, "the port free for the new server");) {
 		rc = rpcrdma_server_create(url, &o, &s);
 		if (rc)
 			usleep(20000);
@@ -1316,7 +1322,9 @@ static void server_restart_under_load_body(void)
 	if (atomic_load(&served_by_new) < 150)
 		fprintf(stderr, "  served_by_new %d, done %d %d %d\n", atomic_load(&served_by_new), la[0].done, la[1].done, la[2].done);
 	CHECK(atomic_load(&served_by_new) >= 150);
-	for (int t = 0; t < 1000 && atomic_load(&a.done) < 32; t++)
+	for (uint64_t dl_ = rr_test_deadline();
+	     atomic_load(&a.done) < 32 &&
+	     rr_test_wait_left(dl_, "a.done < 32 to turn false");)
 		usleep(10000);
 	CHECK_EQ(atomic_load(&a.done), 32);
 	CHECK_EQ(atomic_load(&a.ok), 32);
@@ -1409,7 +1417,9 @@ static void cb_destroy_self(struct rpcrdma_call *call, int status, void *arg)
 
 static int wait_fired(struct selfdestroy *d, int n)
 {
-	for (int i = 0; i < 1000 && atomic_load(&d->fired) < n; i++)
+	for (uint64_t dl_ = rr_test_deadline();
+	     atomic_load(&d->fired) < n &&
+	     rr_test_wait_left(dl_, "d->fired < n to turn false");)
 		usleep(5000);
 	return atomic_load(&d->fired);
 }
@@ -1452,7 +1462,7 @@ static void selfdestroy_body(void)
 	/* The server finishes every request it received before it shuts down,
 	 * held ones included: release all four, the last of which may still be
 	 * on its way to the handler (it hung here when released too early). */
-	for (int i = 0; i < 500; i++) {
+	for (uint64_t dl = rr_test_deadline(); rr_test_wait_left(dl, "four requests held");) {
 		unsigned n;
 
 		pthread_mutex_lock(&hold_lock);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/loop.h"
 #include "rpc/svcint.h"
 #include "rpcrdma/rpc.h"
 #include "rpcrdma/stats.h"
@@ -75,11 +76,22 @@ TEST(server_send_timeout_knob_bad_value_refused)
 }
 
 static _Atomic uint64_t vclock_ns;
+static atomic_uint vclock_loop_reads;   /* of the time last stepped to */
 
+/* The server's clock; counts the reads made on a progress loop (the
+ * shard's walk of its connections' timers reads it there). */
 static uint64_t vnow(void *ctx)
 {
 	(void)ctx;
+	if (rr_loop_current())
+		atomic_fetch_add(&vclock_loop_reads, 1);
 	return atomic_load(&vclock_ns);
+}
+
+static bool vclock_read_4(void *arg)
+{
+	(void)arg;
+	return atomic_load(&vclock_loop_reads) >= 4;
 }
 
 struct probe_wait {
@@ -129,11 +141,22 @@ static unsigned probe_second(const char *knob, struct rpcrdma_xprt_stats *st)
 	CHECK_EQ(st->quiet_probes, 0);   /* no virtual time has passed */
 	w.probes = 0;
 	for (unsigned k = 1; k <= 25 && !sec; k++) {
+		/* one second of virtual time, read by the loops four times
+		 * (the walk, every 10-100 ms of real time, has seen it: a read
+		 * that counts began after the step, and a later read of the
+		 * same loop follows that walk); a probe it sent is then
+		 * awaited (an event that must come) within the same second.
+		 * Before, a bound of 300 ms of real time per second: a slow
+		 * walk or completion moved the clock on, past the stall
+		 * timeout at worst. */
+		atomic_store(&vclock_loop_reads, 0);
 		atomic_fetch_add(&vclock_ns, 1000000000ull);
-		/* one second of virtual time: the walk (every 10-100 ms of
-		 * real time) sees it; bounded, it ends early on the event */
-		if (rr_test_until(probe_done, &w, 300))
+		REQUIRE(rr_test_wait_for(vclock_read_4, NULL, "the walk reads the stepped clock"));
+		REQUIRE_EQ(rpcrdma_server_stats(s, st), 0);
+		if (st->quiet_probes > 0 || probe_done(&w)) {
+			CHECK(rr_test_wait_for(probe_done, &w, "the quiet probe's completion"));
 			sec = k;
+		}
 	}
 	REQUIRE_EQ(rpcrdma_server_stats(s, st), 0);
 	if (sec)

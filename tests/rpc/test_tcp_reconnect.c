@@ -473,7 +473,7 @@ TEST(rpc_tcp_retransmit_sync_call_written_during_reconnect)
 	rpcrdma_xdr_put_u32(rpcrdma_call_args(a), 1);
 	xa = rpcrdma_call_xid(a);
 	REQUIRE_EQ(rpcrdma_call_start(a, on_done, &d), 0);
-	CHECK(fk_wait_seen(&f, 1, 3000)); /* a is on connection 0 */
+	CHECK(fk_wait_seen(&f, 1, RR_TEST_WAIT_MS)); /* a is on connection 0 */
 	REQUIRE_EQ(rpcrdma_call_create(c, P_ECHO, &b), 0);
 	rpcrdma_xdr_put_u32(rpcrdma_call_args(b), 100);
 	xb = rpcrdma_call_xid(b);
@@ -551,7 +551,7 @@ TEST(rpc_tcp_retransmit_with_duplicate_replies)
 		xid[i] = rpcrdma_call_xid(call[i]);
 		REQUIRE_EQ(rpcrdma_call_start(call[i], on_done, &d[i]), 0);
 	}
-	CHECK(fk_wait_seen(&f, N, 3000));
+	CHECK(fk_wait_seen(&f, N, RR_TEST_WAIT_MS));
 	fk_cut(&f, 0);
 	for (int i = 0; i < N; i++) {
 		CHECK(done_wait(&d[i]));
@@ -587,14 +587,16 @@ TEST(rpc_tcp_cancel_and_destroy_while_reconnecting)
 	REQUIRE_EQ(rpcrdma_call_create(c, P_ECHO, &call), 0);
 	rpcrdma_xdr_put_u32(rpcrdma_call_args(call), 5);
 	REQUIRE_EQ(rpcrdma_call_start(call, on_done, &d), 0);
-	CHECK(fk_wait_seen(&f, 1, 3000));
+	CHECK(fk_wait_seen(&f, 1, RR_TEST_WAIT_MS));
 	fk_unlisten(&f);
 	w0 = rr_th_thread_wakeups("rr-progress-*");
 	fk_cut(&f, 0);
 	/* a few refused reconnects: the client's progress loop, woken by the
 	 * cut, then sleeps out each backoff (50, 100, ... ms) between
 	 * attempts */
-	for (int t = 0; t < 500 && rr_th_thread_wakeups("rr-progress-*") - w0 < 3; t++)
+	for (uint64_t dl_ = rr_test_deadline();
+	     rr_th_thread_wakeups("rr-progress-*") - w0 < 3 &&
+	     rr_test_wait_left(dl_, "rr_th_thread_wakeups(\"rr-progress-*\") - w0 < 3 to turn false");)
 		usleep(10000);
 	CHECK(rr_th_thread_wakeups("rr-progress-*") - w0 >= 3);
 	rpcrdma_call_cancel(call);

@@ -499,7 +499,9 @@ TEST(rpc_xprt_contract_server_ext_items)
 	loop_srv->p.recv(loop_srv->p.ctx, &req);
 
 	pthread_mutex_lock(&loop_srv->lock);
-	for (int t = 0; t < 500 && loop_srv->dones < 1; t++) {
+	for (uint64_t dl_ = rr_test_deadline();
+	     loop_srv->dones < 1 &&
+	     rr_test_wait_left(dl_, "loop_srv->dones < 1 to turn false");) {
 		pthread_mutex_unlock(&loop_srv->lock);
 		usleep(10000);
 		pthread_mutex_lock(&loop_srv->lock);
@@ -600,7 +602,9 @@ static void rd_call(uint32_t xid, uint32_t proc, int dones)
 	req.len = n;
 	loop_srv->p.recv(loop_srv->p.ctx, &req);
 	pthread_mutex_lock(&loop_srv->lock);
-	for (int t = 0; t < 500 && loop_srv->dones < dones; t++) {
+	for (uint64_t dl_ = rr_test_deadline();
+	     loop_srv->dones < dones &&
+	     rr_test_wait_left(dl_, "loop_srv->dones < dones to turn false");) {
 		pthread_mutex_unlock(&loop_srv->lock);
 		usleep(10000);
 		pthread_mutex_lock(&loop_srv->lock);

@@ -106,7 +106,8 @@ static void close_with_third(enum third_act act)
 					 &mr2),
 		   0);
 	/* the client CQ's consumer attends it (not the progress thread's) */
-	for (int i = 0; i < 5000; i++) {
+	for (uint64_t dl = rr_test_deadline();
+	     rr_test_wait_left(dl, "the progress thread hands the new QP over");) {
 		CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 1), 0);
 		if (!soft_net_handed(c))
 			break;
@@ -132,7 +133,7 @@ static void close_with_third(enum third_act act)
 	third.qp = c;
 	third.mr = mr2;
 	REQUIRE_EQ(pthread_create(&third.th, NULL, third_main, &third), 0);
-	third_done = rr_test_until(flag_set, &third.done, 5000);
+	third_done = rr_test_wait_for(flag_set, &third.done, "the third thread, its locks taken while the closer waits");
 	/* the reader's next look finds the socket shut down; it needs rx_lock */
 	atomic_store(&close_race.release, 1);
 	closed = rr_test_until(flag_set, &closer.done, RR_TEST_WAIT_MS);

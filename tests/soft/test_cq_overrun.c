@@ -21,12 +21,14 @@
  * Writes complete into the CQ). */
 static void post_writes(struct net *n, struct rpcrdma_qp *qp, int want)
 {
-	for (int posted = 0, tries = 0; posted < want; tries++) {
+	uint64_t dl = rr_test_deadline();
+
+	for (int posted = 0; posted < want;) {
 		int r = soft_net_try_post_send(n, qp, 100 + (uint64_t)posted,
 					       RPCRDMA_WR_RDMA_WRITE, 0, 16, 1024, true);
 
 		REQUIRE(r == 0 || r == -ENOMEM);
-		REQUIRE(tries < 5000);
+		REQUIRE(r == 0 || rr_test_wait_left(dl, "a send queue slot back"));
 		if (r == 0)
 			posted++;
 		else
@@ -51,7 +53,9 @@ TEST(soft_cq_overrun_fails_its_qps)
 	/* the application posts 9 signaled Writes and polls none: the 9th
 	 * completion finds the ring full */
 	post_writes(&n, c, 9);
-	for (i = 0; i < 5000 && atomic_load(&soft_counters.cq_overflows) == lost0; i++)
+	for (uint64_t dl = rr_test_deadline();
+	     atomic_load(&soft_counters.cq_overflows) == lost0 &&
+	     rr_test_wait_left(dl, "the CQ overflow counted");)
 		usleep(1000);
 	CHECK(atomic_load(&soft_counters.cq_overflows) > lost0);
 	/* the 8 it held, in order, then the error state */

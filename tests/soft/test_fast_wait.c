@@ -46,13 +46,13 @@ TEST(soft_fast_wait_ping_pong)
 		soft_net_post_recv(&n, c, 2000 + i, 8192, 256);
 		memcpy(n.buf, &i, sizeof(i));
 		soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64 + i % 7, 0, false);
-		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
+		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, WAIT_MS), 1);
 		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 		CHECK_EQ(wc.wr_id, 1000 + i);
 		CHECK_EQ(wc.byte_len, 64 + i % 7);
 		CHECK_EQ(memcmp(n.buf + 4096, &i, sizeof(i)), 0);
 		soft_net_post_send(&n, s, 2, RPCRDMA_WR_SEND, 4096, 32, 0, false);
-		REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 5000), 1);
+		REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, WAIT_MS), 1);
 		CHECK_EQ(wc.wr_id, 2000 + i);
 		CHECK_EQ(memcmp(n.buf + 8192, &i, sizeof(i)), 0);
 	}
@@ -87,7 +87,8 @@ TEST(soft_fast_wait_direct_in_order)
 	/* The server CQ's consumer attends it first (waits, until the
 	 * progress thread handed the new QP over): until then that thread
 	 * serves it and its completions go through the ring. */
-	for (int i = 0; i < 5000; i++) {
+	for (uint64_t dl = rr_test_deadline();
+	     rr_test_wait_left(dl, "the progress thread hands the new QP over");) {
 		CHECK_EQ(rpcrdma_cq_wait(n.scq, 5, wc, 1), 0);
 		if (!soft_net_handed(s))
 			break;
@@ -96,7 +97,7 @@ TEST(soft_fast_wait_direct_in_order)
 	/* first a direct hand-over with nothing else around */
 	memset(n.buf, 0xa5, 64);
 	soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
-	REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 5, wc, 5000), 1);
+	REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 5, wc, WAIT_MS), 1);
 	CHECK_EQ(wc[0].wr_id, 100);
 	CHECK_EQ(wc[0].byte_len, 64);
 	CHECK_EQ(n.buf[4096 + 63], 0xa5);
@@ -115,10 +116,10 @@ TEST(soft_fast_wait_direct_in_order)
 			bytes += soft_net_send_fpdu(10 + i);
 		REQUIRE(soft_net_until_socket_holds(s, bytes));
 	}
-	REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, wc, 5000), 1); /* the 8-byte Send */
+	REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, wc, WAIT_MS), 1); /* the 8-byte Send */
 	CHECK_EQ(wc[0].wr_id, 200);
 	while (got < 12 && rounds++ < 50) {
-		int r = rpcrdma_cq_wait(n.scq, 5, wc, 5000);
+		int r = rpcrdma_cq_wait(n.scq, 5, wc, WAIT_MS);
 
 		REQUIRE(r >= 1);
 		for (int k = 0; k < r; k++, got++) {
@@ -168,7 +169,7 @@ static void push_while_parsing(enum soft_race pt, void *obj)
 	if (pt != SOFT_RACE_RX_READ || obj != ring_race.qp || !atomic_exchange(&ring_race.armed, 0))
 		return;
 	atomic_store(&ring_race.reached, 1);
-	(void)rr_test_until(ring_posted, NULL, 5000);
+	(void)rr_test_wait_for(ring_posted, NULL, "the test posts while the ring is parsed");
 }
 
 TEST(soft_fast_wait_direct_behind_a_ring_push)
@@ -186,7 +187,8 @@ TEST(soft_fast_wait_direct_behind_a_ring_push)
 	soft_net_post_recv(&n, s, 100, 4096, 256);
 	/* the client CQ's consumer attends it (the progress thread may have
 	 * the new QP: its completions would go through the ring anyway) */
-	for (int i = 0; i < 5000; i++) {
+	for (uint64_t dl = rr_test_deadline();
+	     rr_test_wait_left(dl, "the progress thread hands the new QP over");) {
 		CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 1), 0);
 		if (!soft_net_handed(c))
 			break;
@@ -200,7 +202,7 @@ TEST(soft_fast_wait_direct_behind_a_ring_push)
 	soft_net_wait_start(&w, n.ccq, WAIT_MS);
 	REQUIRE(soft_net_until_fast_blocked(n.ccq));
 	soft_net_post_send(&n, s, 2, RPCRDMA_WR_SEND, 4096, 32, 0, false);
-	REQUIRE(rr_test_until(ring_reached, NULL, 5000));
+	REQUIRE(rr_test_wait_for(ring_reached, NULL, "the progress thread parses the Send"));
 	soft_net_post_send(&n, c, 7, RPCRDMA_WR_SEND, 0, 16, 0, true);
 	CHECK(rr_cq_ring_pending(&soft_net_cq_of(n.ccq)->ring));
 	atomic_store(&ring_race.posted, 1);
@@ -209,7 +211,7 @@ TEST(soft_fast_wait_direct_behind_a_ring_push)
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 7);
 	CHECK_EQ(w.wc.opcode, RPCRDMA_WC_SEND);
-	REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 5000), 1);
+	REQUIRE_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, WAIT_MS), 1);
 	CHECK_EQ(wc.wr_id, 200);
 	CHECK_EQ(wc.opcode, RPCRDMA_WC_RECV);
 	CHECK_EQ(wc.byte_len, 32);
@@ -364,7 +366,7 @@ static void hold_one_qp(enum soft_race pt, void *obj)
 	if (pt != SOFT_RACE_ONE_QP || obj != one_race.q || !atomic_exchange(&one_race.armed, 0))
 		return;
 	atomic_store(&one_race.reached, 1);
-	(void)rr_test_until(one_qp_gone, one_race.q, 5000);
+	(void)rr_test_wait_for(one_qp_gone, one_race.q, "the destroy takes the one QP off the CQ");
 	for (int i = 0; i < 300 && !atomic_load(&one_race.destroyed); i++)
 		usleep(1000);
 	atomic_store(&one_race.early, atomic_load(&one_race.destroyed));
@@ -388,7 +390,7 @@ TEST(soft_fast_wait_destroy_waits_for_one_qp_reader)
 	atomic_store(&one_race.armed, 1);
 	rr_soft_test_set_race_hook(hold_one_qp);
 	soft_net_wait_start(&w, n.ccq, 1000);
-	REQUIRE(rr_test_until(one_reached, NULL, 5000));
+	REQUIRE(rr_test_wait_for(one_reached, NULL, "the waiter reads its one QP"));
 	CHECK_EQ(rpcrdma_cm_id_destroy(cid), 0);
 	CHECK_EQ(rpcrdma_qp_destroy(c), 0);
 	atomic_store(&one_race.destroyed, 1);
@@ -419,7 +421,7 @@ TEST(soft_fast_wait_two_qps_use_epoll)
 			soft_net_post_send(&n, c[i], 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
 		}
 		for (int i = 0; i < 2; i++) {
-			REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
+			REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, WAIT_MS), 1);
 			CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 			CHECK(wc.wr_id == 100 || wc.wr_id == 101);
 		}
@@ -430,7 +432,7 @@ TEST(soft_fast_wait_two_qps_use_epoll)
 	for (int r = 0; r < 5; r++) {
 		soft_net_post_recv(&n, s[0], 200, 4096, 256);
 		soft_net_post_send(&n, c[0], 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
-		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
+		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, WAIT_MS), 1);
 		CHECK_EQ(wc.wr_id, 200);
 	}
 	CHECK(atomic_load(&soft_net_cq_of(n.scq)->fast_reads) >= 1);
@@ -490,14 +492,14 @@ TEST(soft_fast_wait_large_messages)
 		soft_net_post_recv(&n, s, 5, big, mid);
 		soft_net_post_send(&n, c, 1, RPCRDMA_WR_RDMA_WRITE, 0, big, big, false);
 		soft_net_post_send(&n, c, 2, RPCRDMA_WR_SEND, 0, 16, 0, false);
-		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
+		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, WAIT_MS), 1);
 		CHECK_EQ(wc.wr_id, 5);
 		CHECK_EQ(wc.byte_len, 16);
 		CHECK_EQ(memcmp(n.buf + big + 16, n.buf + 16, big - 16), 0);
 		memset(n.buf + big, 0, mid);
 		soft_net_post_recv(&n, s, 6, big, mid);
 		soft_net_post_send(&n, c, 3, RPCRDMA_WR_SEND, 0, mid, 0, false);
-		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
+		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, WAIT_MS), 1);
 		CHECK_EQ(wc.wr_id, 6);
 		CHECK_EQ(wc.byte_len, mid);
 		CHECK_EQ(memcmp(n.buf + big, n.buf, mid), 0);
@@ -522,7 +524,7 @@ TEST(soft_fast_wait_env_off)
 	for (int i = 0; i < 10; i++) {
 		soft_net_post_recv(&n, s, 9, 4096, 256);
 		soft_net_post_send(&n, c, 1, RPCRDMA_WR_SEND, 0, 64, 0, false);
-		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, 5000), 1);
+		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &wc, WAIT_MS), 1);
 		CHECK_EQ(wc.wr_id, 9);
 	}
 	CHECK_EQ(atomic_load(&soft_net_cq_of(n.scq)->fast_reads), 0);
@@ -625,7 +627,8 @@ TEST(soft_fast_poll_receives)
 		soft_net_post_recv(&n, s, 100 + k, 1u << 20, 300000);
 		soft_net_post_send(&n, c, 1, RPCRDMA_WR_RDMA_WRITE, 0, 300000, (1u << 20) + 300000, false);
 		soft_net_post_send(&n, c, 2, RPCRDMA_WR_SEND, 0, sizes[k], 0, false);
-		for (int spin = 0; spin < 5000 && got == 0; spin++) {
+		for (uint64_t dl = rr_test_deadline();
+		     got == 0 && rr_test_wait_left(dl, "the Send's Receive completion");) {
 			got = rpcrdma_cq_poll(n.scq, 1, &wc);
 			if (got == 0)
 				usleep(1000);

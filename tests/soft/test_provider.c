@@ -33,9 +33,11 @@ struct pair {
 	uint16_t port;
 };
 
-static int wait_cm(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev, int ms)
+/* The next CM event of @ch, an event that must come: 0, or -ETIMEDOUT
+ * after RR_TEST_WAIT_MS (named). */
+static int wait_cm(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev)
 {
-	for (int i = 0; i < ms; i++) {
+	for (uint64_t dl = rr_test_deadline(); rr_test_wait_left(dl, "a CM event");) {
 		if (rpcrdma_cm_get_event(ch, ev) == 0)
 			return 0;
 		usleep(1000);
@@ -43,9 +45,11 @@ static int wait_cm(struct rpcrdma_cm_channel *ch, struct rpcrdma_cm_event *ev, i
 	return -ETIMEDOUT;
 }
 
-static int wait_wc(struct rpcrdma_cq *cq, struct rpcrdma_wc *wc, int ms)
+/* The next completion of @cq, one that must come: 1 (or a poll's error),
+ * or -ETIMEDOUT after RR_TEST_WAIT_MS (named). */
+static int wait_wc(struct rpcrdma_cq *cq, struct rpcrdma_wc *wc)
 {
-	for (long i = 0; i < (long)ms * 100; i++) {
+	for (uint64_t dl = rr_test_deadline(); rr_test_wait_left(dl, "a completion");) {
 		int n = rpcrdma_cq_poll(cq, 1, wc);
 
 		if (n)
@@ -92,14 +96,14 @@ static int connect_to(struct pair *p, uint32_t cflags, uint32_t sflags, uint16_t
 	int est = 0;
 
 	REQUIRE_EQ(rpcrdma_connect(p->ch, p->c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &p->c.id), 0);
-	REQUIRE_EQ(wait_cm(p->ch, &ev, 5000), 0);
+	REQUIRE_EQ(wait_cm(p->ch, &ev), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
 	REQUIRE_EQ(ev.private_data_len, 5);
 	CHECK_MEM(ev.private_data, "hello", 5);
 	p->s.id = ev.id;
 	REQUIRE_EQ(rpcrdma_accept(p->s.id, p->s.qp, &sp), 0);
 	while (est < 2) {
-		REQUIRE_EQ(wait_cm(p->ch, &ev, 5000), 0);
+		REQUIRE_EQ(wait_cm(p->ch, &ev), 0);
 		REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
 		if (ev.id == p->c.id) {
 			CHECK_EQ(ev.private_data_len, 6);
@@ -200,11 +204,11 @@ static void one_config(uint32_t flags)
 		memset(rbuf, 0, n + 2);
 		REQUIRE_EQ(rpcrdma_post_recv(p.s.qp, &rw, NULL), 0);
 		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &sw, NULL), 0);
-		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+		REQUIRE_EQ(wait_wc(p.c.cq, &wc), 1);
 		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 		CHECK_EQ(wc.wr_id, 200 + i);
 		CHECK_EQ(wc.opcode, RPCRDMA_WC_SEND);
-		REQUIRE_EQ(wait_wc(p.s.cq, &wc, 5000), 1);
+		REQUIRE_EQ(wait_wc(p.s.cq, &wc), 1);
 		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 		CHECK_EQ(wc.opcode, RPCRDMA_WC_RECV);
 		CHECK_EQ(wc.byte_len, n);
@@ -230,13 +234,13 @@ static void one_config(uint32_t flags)
 		REQUIRE(copy);
 		memcpy(copy, sbuf + 1, n);
 		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &w, NULL), 0);
-		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 20000), 1);
+		REQUIRE_EQ(wait_wc(p.c.cq, &wc), 1);
 		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 		/* the Read is placed after the Write by the target (one stream,
 		 * in order: RFC 5040 5.5), no need to wait */
 		memset(sbuf, 0, n);
 		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &r, NULL), 0);
-		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 20000), 1);
+		REQUIRE_EQ(wait_wc(p.c.cq, &wc), 1);
 		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 		CHECK_EQ(wc.opcode, RPCRDMA_WC_RDMA_READ);
 		CHECK_EQ(wc.byte_len, n);
@@ -257,10 +261,10 @@ static void one_config(uint32_t flags)
 		r.wr_id = 4;
 		r.opcode = RPCRDMA_WR_RDMA_READ;
 		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &w, NULL), 0);
-		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+		REQUIRE_EQ(wait_wc(p.c.cq, &wc), 1);
 		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &r, NULL), 0);
-		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+		REQUIRE_EQ(wait_wc(p.c.cq, &wc), 1);
 		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 		CHECK_EQ(wc.wr_id, 4);
 	}
@@ -346,7 +350,7 @@ TEST(soft_lkey_cache_follows_dereg)
 	sw.flags = RPCRDMA_SEND_SIGNALED;
 	sw.wr_id = 1;
 	REQUIRE_EQ(rpcrdma_post_send(p.s.qp, &sw, &sbad), 0);
-	REQUIRE_EQ(wait_wc(p.s.cq, &wc, 5000), 1);
+	REQUIRE_EQ(wait_wc(p.s.cq, &wc), 1);
 	CHECK_EQ(wc.wr_id, 1);
 	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 	/* ... then the same lkey once its MR is gone: a protection error */
@@ -356,7 +360,7 @@ TEST(soft_lkey_cache_follows_dereg)
 	(void)rpcrdma_post_send(p.s.qp, &sw, &sbad);
 	/* (the QP then ends: its two Receives come back flushed, wr_id 100) */
 	for (int i = 0; i < 3; i++) {
-		REQUIRE_EQ(wait_wc(p.s.cq, &wc, 5000), 1);
+		REQUIRE_EQ(wait_wc(p.s.cq, &wc), 1);
 		if (wc.wr_id != 100)
 			break;
 	}
@@ -496,12 +500,12 @@ static void violation(enum viol v, uint8_t layer, uint8_t etype, uint8_t ecode,
 		b.u.bind.length = 512;
 		b.u.bind.access = RPCRDMA_ACCESS_REMOTE_WRITE;
 		REQUIRE_EQ(rpcrdma_post_send(p.s.qp, &b, NULL), 0);
-		REQUIRE_EQ(wait_wc(p.s.cq, &wc, 2000), 1);
+		REQUIRE_EQ(wait_wc(p.s.cq, &wc), 1);
 		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 		stag = rpcrdma_mw_rkey(mw);
 		li.u.local_inv.stag = stag;
 		REQUIRE_EQ(rpcrdma_post_send(p.s.qp, &li, NULL), 0);
-		REQUIRE_EQ(wait_wc(p.s.cq, &wc, 2000), 1);
+		REQUIRE_EQ(wait_wc(p.s.cq, &wc), 1);
 		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 		to = rpcrdma_mw_remote_offset(mw);
 		break;
@@ -573,8 +577,9 @@ wait:
 	 * is in */
 	cq_ = RR_CONTAINER_OF(RR_BASE(qp, p.c.qp), struct soft_qp, base);
 	sq_ = RR_CONTAINER_OF(RR_BASE(qp, p.s.qp), struct soft_qp, base);
-	for (int i = 0; i < 5000 && (qp_state(cq_) != QPS_ERROR || qp_state(sq_) != QPS_ERROR ||
-				     !cw.errors); i++) {
+	for (uint64_t dl = rr_test_deadline();
+	     (qp_state(cq_) != QPS_ERROR || qp_state(sq_) != QPS_ERROR || !cw.errors) &&
+	     rr_test_wait_left(dl, "both QPs in error and the culprit's error completion");) {
 		culprit_poll(v == V_INV_MR ? p.s.cq : p.c.cq, &cw, probe_id);
 		rpcrdma_cq_poll(v == V_INV_MR ? p.c.cq : p.s.cq, 1, &wc);
 		usleep(1000);
@@ -716,7 +721,7 @@ static void commit_child(int wfd, const char *path)
 	info[2] = rpcrdma_mr_remote_offset(mr);
 	if (write(wfd, info, sizeof(info)) != sizeof(info))
 		_exit(4);
-	if (wait_cm(p.ch, &ev, 10000) || ev.type != RPCRDMA_CM_CONNECT_REQUEST)
+	if (wait_cm(p.ch, &ev) || ev.type != RPCRDMA_CM_CONNECT_REQUEST)
 		_exit(5);
 	if (rpcrdma_accept(ev.id, p.s.qp, &sp))
 		_exit(6);
@@ -762,7 +767,7 @@ TEST(soft_commit_durable_survives_sigkill)
 
 		REQUIRE_EQ(rpcrdma_connect(p.ch, p.c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL,
 					   &p.c.id), 0);
-		REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+		REQUIRE_EQ(wait_cm(p.ch, &ev), 0);
 		REQUIRE_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
 		REQUIRE_EQ(rpcrdma_qp_set_commit(p.c.qp, true), 0);
 	}
@@ -780,7 +785,7 @@ TEST(soft_commit_durable_survives_sigkill)
 					    .u.rdma = {.remote_offset = info[2] + 4096, .stag = (uint32_t)info[1]}};
 
 		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &w, NULL), 0);
-		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 10000), 1);
+		REQUIRE_EQ(wait_wc(p.c.cq, &wc), 1);
 		kill(pid, SIGKILL); /* right after the Commit Response */
 		CHECK_EQ(wc.wr_id, 2);
 		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
@@ -830,12 +835,12 @@ TEST(soft_commit_not_durable_status)
 	c.u.commit.regions = &rg;
 	c.u.commit.num_regions = 1;
 	REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &c, NULL), 0);
-	REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+	REQUIRE_EQ(wait_wc(p.c.cq, &wc), 1);
 	CHECK_EQ(wc.status, RPCRDMA_WC_COMMIT_ERR);
 	CHECK_EQ(wc.remote_status, SOFT_COMMIT_NOT_DURABLE);
 	/* no Terminate: the connection still works (draft 5.1) */
 	REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &c, NULL), 0);
-	REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+	REQUIRE_EQ(wait_wc(p.c.cq, &wc), 1);
 	CHECK_EQ(wc.remote_status, SOFT_COMMIT_NOT_DURABLE);
 	{
 		struct rpcrdma_mr *mrs[] = {tmr};
@@ -895,13 +900,13 @@ TEST(soft_commit_visible_levels)
 	c.u.commit.regions = &rg;
 	c.u.commit.num_regions = 1;
 	REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &c, NULL), 0);
-	REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+	REQUIRE_EQ(wait_wc(p.c.cq, &wc), 1);
 	CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 	CHECK_EQ(wc.opcode, RPCRDMA_WC_COMMIT);
 	/* plain region: the same answer as a persistent Commit gets */
 	rg = (struct rpcrdma_remote_region){rpcrdma_mr_rkey(pmr), 100, rpcrdma_mr_remote_offset(pmr)};
 	REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &c, NULL), 0);
-	REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+	REQUIRE_EQ(wait_wc(p.c.cq, &wc), 1);
 	CHECK_EQ(wc.status, RPCRDMA_WC_COMMIT_ERR);
 	CHECK_EQ(wc.remote_status, SOFT_COMMIT_NOT_DURABLE);
 	{
@@ -925,11 +930,11 @@ TEST(soft_reject_with_private_data)
 	listen_on(&p);
 	a.sin_port = htons(p.port);
 	REQUIRE_EQ(rpcrdma_connect(p.ch, p.c.qp, (struct sockaddr *)&a, sizeof(a), NULL, NULL, &p.c.id), 0);
-	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+	REQUIRE_EQ(wait_cm(p.ch, &ev), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
 	REQUIRE_EQ(rpcrdma_reject(ev.id, "go away", 7), 0);
 	CHECK_EQ(rpcrdma_cm_id_destroy(ev.id), 0);
-	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+	REQUIRE_EQ(wait_cm(p.ch, &ev), 0);
 	CHECK_EQ(ev.type, RPCRDMA_CM_REJECTED);
 	CHECK_EQ(ev.status, -ECONNREFUSED);
 	REQUIRE_EQ(ev.private_data_len, 7);
@@ -964,7 +969,7 @@ TEST(soft_mpa_timeout_on_silent_peer)
 	ep_make(&p, &p.c);
 	REQUIRE_EQ(rpcrdma_cm_channel_create(p.ctx, &p.ch), 0);
 	REQUIRE_EQ(rpcrdma_connect(p.ch, p.c.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &p.c.id), 0);
-	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+	REQUIRE_EQ(wait_cm(p.ch, &ev), 0);
 	CHECK_EQ(ev.type, RPCRDMA_CM_UNREACHABLE);
 	CHECK_EQ(ev.status, -ETIMEDOUT);
 	close(lfd);
@@ -1001,7 +1006,7 @@ static enum rpcrdma_wc_status post_commit(struct ep *from, struct rpcrdma_mr *tm
 	*post_rc = rpcrdma_post_send(from->qp, &c, NULL);
 	if (*post_rc)
 		return RPCRDMA_WC_GENERAL_ERR;
-	REQUIRE_EQ(wait_wc(from->cq, &wc, 5000), 1);
+	REQUIRE_EQ(wait_wc(from->cq, &wc), 1);
 	CHECK_EQ(wc.wr_id, 33);
 	return wc.status;
 }
@@ -1079,7 +1084,8 @@ static void commit_one_side(bool responder_disabled)
 	CHECK_EQ(rc, 0);
 	victim = RR_CONTAINER_OF(RR_BASE(qp, to->qp), struct soft_qp, base);
 	culprit = RR_CONTAINER_OF(RR_BASE(qp, from->qp), struct soft_qp, base);
-	for (int i = 0; i < 5000 && qp_state(victim) != QPS_ERROR; i++)
+	for (uint64_t dl = rr_test_deadline();
+	     qp_state(victim) != QPS_ERROR && rr_test_wait_left(dl, "the victim QP in error");)
 		usleep(1000);
 	CHECK_EQ(qp_state(victim), QPS_ERROR);
 	CHECK(victim->rx.term_valid);
@@ -1152,7 +1158,7 @@ TEST(soft_commit_mpa_reserved_bits_zero)
 	CHECK_EQ(req[16] & RR_MPA_F_CRC, RR_MPA_F_CRC);
 	close(fd);
 	close(lfd);
-	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+	REQUIRE_EQ(wait_cm(p.ch, &ev), 0);
 	CHECK(ev.type == RPCRDMA_CM_UNREACHABLE || ev.type == RPCRDMA_CM_ERROR);
 	rpcrdma_cm_id_destroy(p.c.id);
 	p.c.id = NULL;
@@ -1161,7 +1167,7 @@ TEST(soft_commit_mpa_reserved_bits_zero)
 	a.sin_port = htons(p.port);
 	REQUIRE_EQ(connect(cfd, (struct sockaddr *)&a, sizeof(a)), 0);
 	raw_request(cfd, &cfg);
-	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+	REQUIRE_EQ(wait_cm(p.ch, &ev), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
 	p.s.id = ev.id;
 	CHECK(conn_has_commit(p.s.id)); /* the provider could carry it */
@@ -1200,7 +1206,7 @@ TEST(soft_passive_peer_address_from_accept)
 	REQUIRE_EQ(connect(cfd, (struct sockaddr *)&a, sizeof(a)), 0);
 	REQUIRE_EQ(getsockname(cfd, (struct sockaddr *)&me, &ml), 0);
 	raw_request(cfd, &cfg);
-	REQUIRE_EQ(wait_cm(p.ch, &ev, 5000), 0);
+	REQUIRE_EQ(wait_cm(p.ch, &ev), 0);
 	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
 	REQUIRE_EQ(rpcrdma_cm_peer_addr(ev.id, &ss), 0);
 	CHECK_EQ(ss.ss_family, AF_INET);
@@ -1250,7 +1256,7 @@ TEST(soft_remote_offsets_are_not_addresses)
 						       .remote_offset = rpcrdma_mr_remote_offset(a) + 100}};
 
 		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &r, NULL), 0);
-		REQUIRE_EQ(wait_wc(p.c.cq, &wc, 5000), 1);
+		REQUIRE_EQ(wait_wc(p.c.cq, &wc), 1);
 		CHECK_EQ(wc.status, RPCRDMA_WC_SUCCESS);
 		CHECK_EQ(got[0], 0x5a);
 	}

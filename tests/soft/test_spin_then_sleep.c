@@ -312,7 +312,9 @@ static void *poster_main(void *arg)
 {
 	struct poster *p = arg;
 
-	for (int i = 0; i < 2000 && !__atomic_load_n(&p->sq->fast_rd, __ATOMIC_SEQ_CST); i++)
+	for (uint64_t dl_ = rr_test_deadline();
+	     !__atomic_load_n(&p->sq->fast_rd, __ATOMIC_SEQ_CST) &&
+	     rr_test_wait_left(dl_, "!__atomic_load_n(&p->sq->fast_rd, __ATOMIC_SEQ_CST to turn false");)
 		usleep(500);
 	/* a thread of its own: CHECK, never REQUIRE */
 	CHECK_EQ(soft_net_try_post_send(p->n, p->c, 7, RPCRDMA_WR_SEND, 0, 16, 0, true), 0);

@@ -358,7 +358,9 @@ TEST(stats_message_forms)
 		CHECK_EQ(dc.reply_chunks, 0);
 		CHECK_EQ(ds.nomsg_sent, 1);
 		/* the server counts the RDMA_DONE when it arrives */
-		for (int i = 0; i < 200 && ds.done_recv == 0; i++) {
+		for (uint64_t dl_ = rr_test_deadline();
+		     ds.done_recv == 0 &&
+		     rr_test_wait_left(dl_, "ds.done_recv == 0 to turn false");) {
 			struct rpcrdma_xprt_stats s1;
 
 			usleep(5000);
@@ -508,7 +510,7 @@ static bool file_has(const char *path, uint64_t off, const uint8_t *want, size_t
 
 static bool wait_released(int want)
 {
-	for (int i = 0; i < 300; i++) {
+	for (uint64_t dl = rr_test_deadline(); rr_test_wait_left(dl, "the released count");) {
 		if (atomic_load(&released_count) >= want)
 			return true;
 		usleep(10000);

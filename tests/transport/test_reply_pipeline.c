@@ -358,7 +358,9 @@ TEST(xprt_pipe_inline_async_replies)
 	}
 	/* The sent upcalls may trail the requester's completions a little. */
 	pthread_mutex_lock(&s.lock);
-	for (int t = 0; t < 200 && s.sent_calls < s.pending; t++) {
+	for (uint64_t dl_ = rr_test_deadline();
+	     s.sent_calls < s.pending &&
+	     rr_test_wait_left(dl_, "s.sent_calls < s.pending to turn false");) {
 		pthread_mutex_unlock(&s.lock);
 		rr_th_sleep_ms(5);
 		pthread_mutex_lock(&s.lock);
@@ -805,7 +807,8 @@ static void rpc_inline_run(unsigned N, size_t hint)
 	CHECK_EQ(ok, N);
 	/* one RDMA_DONE per Read-chunk Reply; the requester sends it after
 	 * completing the call, so the last ones may still be on their way */
-	for (int i = 0; i < 500; i++) {
+	for (uint64_t dl = rr_test_deadline();
+	     rr_test_wait_left(dl, "the RDMA_DONEs of the Read-chunk Replies");) {
 		REQUIRE_EQ(rpcrdma_server_stats(srv, &st), 0);
 		if (st.done_recv >= N / 2)
 			break;

@@ -43,7 +43,9 @@ static int h_slow(struct rpcrdma_req *r, void *ctx)
 {
 	struct timespec ts = {0, 1000000};
 
-	for (int i = 0; i < 10000 && !atomic_load(&g_release); i++)
+	for (uint64_t dl_ = rr_test_deadline();
+	     !atomic_load(&g_release) &&
+	     rr_test_wait_left(dl_, "!g_release to turn false");)
 		nanosleep(&ts, NULL);
 	return h_echo(r, ctx);
 }
@@ -168,8 +170,8 @@ TEST(rdma_caller_on_held_cq_receives_its_replies_itself)
 	rr_tp_wait_counts(&w0);
 	REQUIRE_EQ(pthread_create(&ts, NULL, caller_main, &slow), 0);
 	/* the slow caller holds the CQ (its first wait claimed it) before
-	 * the other starts: 5 s at most */
-	for (int i = 0; i < 5000; i++) {
+	 * the other starts */
+	for (uint64_t dl = rr_test_deadline(); rr_test_wait_left(dl, "the slow caller claims the CQ");) {
 		struct timespec ms = {0, 1000000};
 
 		rr_tp_wait_counts(&w1);
