@@ -260,20 +260,23 @@ struct rr_xprt_requester {
 	const struct rpcrdma_env *env;
 	struct rr_xprt_params params;
 	struct rr_xprt_stats *stats;
-	struct rr_xprt_rqst *table[64];  /* XID hash */
+	/* what every Reply reads (rr_xprt_req_recv_found, recv_short) before
+	 * the 512-byte table, in the struct's first two cache lines (issue 16
+	 * part CI) */
+	struct rr_hdr_limits lim;        /* decoding Replies (from params) */
 	unsigned outstanding;
+	struct rr_xprt_rqst *spare;      /* one released call, reused */
+	struct rr_xprt_rqst *table[64];  /* XID hash */
 	struct {
 		uint8_t *buf;
 		uint32_t len;
 	} rcache[4];                     /* recycled Reply chunk buffers */
-	struct rr_xprt_rqst *spare;      /* one released call, reused */
 	/* The header marshalled into each Call and decoded from each Reply
 	 * (~2.6 KiB): kept here, not on the stack or allocated per RPC.
 	 * rr_hdr_init() and rr_hdr_decode() reset its counts; nothing of a
 	 * previous message reaches the wire (the encoder writes only what the
 	 * counts name). */
 	struct rr_hdr hdr;
-	struct rr_hdr_limits lim;        /* decoding Replies (from params) */
 };
 
 /* Initialises a requester core. Borrows @env and @stats for its lifetime. */

@@ -8,6 +8,11 @@
 #include "proto/rrep.h"
 #include "proto/xprt.h"
 
+/* What every Reply reads of the requester (env to spare) stays within its
+ * first two cache lines, before the XID table. */
+_Static_assert(offsetof(struct rr_xprt_requester, table) <= 128,
+	       "rr_xprt_requester: the per-Reply fields beyond two cache lines");
+
 static const uint8_t rr_xprt_zero_pad[4];
 
 _Static_assert(offsetof(struct rr_xprt_rqst, xid) <= 64, "a call's zeroed fields within 64 bytes");

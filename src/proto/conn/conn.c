@@ -9,6 +9,11 @@
  * an RDMA_DONE freed a reservation. */
 #include "proto/conn/conn_int.h"
 
+/* A call's fields of the session (conn_int.h: env to plan_cache, before the
+ * codec cores) stay within seven cache lines. */
+_Static_assert(offsetof(struct rr_conn, req) - offsetof(struct rr_conn, env) <= 7 * 64,
+	       "rr_conn: the per-call fields beyond seven cache lines");
+
 int rr_conn_create(const struct rr_conn_config *cfg, const struct rr_conn_io *io,
 		   struct rr_conn **out)
 {

@@ -542,29 +542,31 @@ struct soft_qp {
 	uint32_t orq_out;            /* our Reads/Commits awaiting responses */
 	uint32_t tx_msn[RR_QN_COUNT];
 	uint32_t next_commit_id;
-	/* the message being segmented */
-	bool msg_active;
+	/* what every Send reads or writes (tx_idle, tx_send_bare) together,
+	 * from tx_lock on, in three or four cache lines; the message's and the
+	 * batch's state and the Terminate after txcopy (issue 16 part CI) */
+	bool msg_active;             /* the message being segmented: msg */
 	bool msg_is_irq;
+	bool want_out;
+	bool term_pending;
+	unsigned bcnt, bpos;         /* the batch being written: biov */
+	/* Sends built in one pass by post_send (tx_one_fast, tx_send_bare), of
+	 * those the ones the socket did not take whole (left to the batch
+	 * loop), and the unsignaled ones sent without a WQE: for tests */
+	uint64_t tx_one, tx_one_left, tx_bare;
+	uint8_t txcopy[SOFT_TX_COPY_MAX]; /* a small untagged FPDU, whole */
 	struct rr_ddp_txmsg msg;
 	/* the batch being written */
 	struct rr_fpdu *fpdu;        /* SOFT_BATCH_FPDUS */
 	struct iovec *biov;          /* SOFT_BATCH_IOV */
-	unsigned bcnt, bpos;
 	unsigned bnf;                /* FPDUs in the batch */
 	bool bpart;                  /* biov[bpos] is partly written */
 	uint16_t bend[SOFT_BATCH_FPDUS]; /* biov index after each FPDU */
 	bool term_fatal;             /* the pending Terminate ends the QP */
 	uint32_t b_sq_done;          /* SQ WQEs finished by this batch */
 	uint32_t b_irq_done;
-	bool want_out;
-	bool term_pending;
 	uint8_t term_fpdu[RR_TERM_FPDU_MAX];
 	size_t term_len;
-	uint8_t txcopy[SOFT_TX_COPY_MAX]; /* a small untagged FPDU, whole */
-	/* Sends built in one pass by post_send (tx_one_fast, tx_send_bare), of
-	 * those the ones the socket did not take whole (left to the batch
-	 * loop), and the unsignaled ones sent without a WQE: for tests */
-	uint64_t tx_one, tx_one_left, tx_bare;
 	/* The payload of a Read Response from durable (file-backed) memory
 	 * is copied from the file with pread into this bounce buffer
 	 * (SOFT_BOUNCE bytes, on first use), a batch at a time, and sent and

@@ -292,6 +292,11 @@ static void tx_one_end(struct soft_qp *qp, struct soft_wqe *w, size_t len, ssize
 	rr_soft_qp_tx_locked(qp);
 }
 
+/* What every Send reads and writes (tx_lock to the first bytes of txcopy,
+ * soft.h) stays within four cache lines. */
+_Static_assert(offsetof(struct soft_qp, txcopy) - offsetof(struct soft_qp, tx_lock) <= 224,
+	       "soft_qp: a Send's fields beyond four cache lines");
+
 /* tx_lock held: whether the transmit side is idle (nothing batched or
  * being segmented, no Read/Commit response or Terminate waiting). */
 static bool tx_idle(const struct soft_qp *qp)

@@ -233,6 +233,10 @@ struct tp_conn {
 	bool signal_writes;          /* RDMA Writes signaled: see conn_new */
 	bool in_wait;                /* a caller thread waits on cq unlocked: not freed */
 	bool dlisted;                /* in ep->deferred (a look, not a walk) */
+	/* read at every call (tp_cq_want, cl_settle): beside the flags above,
+	 * in the bytes before nrx (issue 16 part CI) */
+	bool wants;                  /* counted in tcq->want */
+	bool cm_lost;                /* an event could not be handed: it ends */
 	uint32_t nrx, idle_nrx;      /* its Receives; responder: as the last idle sweep saw them */
 	uint64_t last_rx_ns;         /* responder: its last Receive, or a time
 				      * after it (idle: tp_sv_idle_sweep) */
@@ -265,7 +269,6 @@ struct tp_conn {
 	struct rpcrdma_pd *pd;
 	struct tp_conn *qnext;       /* tcq->conns (port lock) */
 	uint32_t cqe;                /* reserved in it */
-	bool wants;                  /* counted in tcq->want */
 	struct rpcrdma_cm_id *id;
 	struct tp_port *chport;      /* whose channel has its id (NULL: ep's) */
 	bool own_pd;                 /* @pd is the connection's (else its pool's) */
@@ -287,7 +290,6 @@ struct tp_conn {
 	bool commit;                 /* RDMA Commit negotiated and enabled */
 	struct tp_expo *expo;        /* responder: exposed push-mode regions */
 	struct tp_ev evs[TP_CONN_EVS];   /* its CM events on their way */
-	bool cm_lost;                /* an event could not be handed: it ends */
 	struct rr_tp_bc *bcs;        /* responder: opened for backward Calls */
 	/* server: its session's actions (ctx: it), copied by the session
 	 * when made */
