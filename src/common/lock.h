@@ -128,7 +128,7 @@ static inline bool rr_trylock(struct rr_lock *l)
 	return taken;
 }
 
-static inline void rr_unlock(struct rr_lock *l)
+static inline __attribute__((always_inline)) void rr_unlock(struct rr_lock *l)
 {
 	RR_VG_PRE_UNLOCK(l);
 	RR_TSAN_PRE_UNLOCK(l);

@@ -5,7 +5,9 @@
  * when a timer is initialised (setting one never allocates), and a FIFO of
  * tasks posted by other threads. A turn sleeps in epoll_wait until the next
  * timer at most (not at all when tasks wait), dispatches the ready sources,
- * then the due timers, then the tasks, each without the loop's lock. The
+ * then the due timers, then the tasks, each without the loop's lock. It
+ * reads the clock once at most, unless its sleep ran out (see
+ * rr_loop_run_once). The
  * eventfd is written only when the runner may be asleep (wake_pending
  * tells a second poster it is already on its way). A turn with no timer
  * due and no task queued takes no lock: the earliest deadline (next_at)
@@ -58,6 +60,11 @@ struct rr_loop {
 	uint64_t (*spin_now)(void *arg);
 	void *spin_arg;
 	struct rr_loop_spin_stats spin;
+	/* the runner's clock reads for its sleeps and timers (tests), and
+	 * the timerfd's wake-up (tfd_read; cleared when the timers run: left
+	 * set by a timer cancelled meanwhile, it costs one read later) */
+	uint64_t clock_reads;
+	bool tfd_fired;
 };
 
 static __thread struct rr_loop *tls_loop;
@@ -139,6 +146,7 @@ static void tfd_read(struct rr_loop_src *src, uint32_t ev)
 	uint64_t v;
 
 	(void)ev;
+	RR_CONTAINER_OF(src, struct rr_loop, tfd)->tfd_fired = true;
 	if (read(src->fd, &v, sizeof(v)) < 0) {
 		/* disarmed meanwhile */
 	}
@@ -430,6 +438,11 @@ void rr_loop_get_spin_stats(const struct rr_loop *l, struct rr_loop_spin_stats *
 	*out = l->spin;
 }
 
+uint64_t rr_loop_clock_reads(const struct rr_loop *l)
+{
+	return l->clock_reads;
+}
+
 static uint64_t spin_clock(struct rr_loop *l)
 {
 	return l->spin_now ? l->spin_now(l->spin_arg) : rr_now_ns(NULL);
@@ -524,33 +537,45 @@ static bool is_dead(const struct rr_loop *l, const struct rr_loop_src *src)
 	return false;
 }
 
-/* How long the turn may sleep (no lock: the atomics). */
-static int sleep_ms(struct rr_loop *l, int timeout_ms)
+/* The loop's clock for its sleeps and timers (CLOCK_MONOTONIC), counted. */
+static uint64_t loop_now(struct rr_loop *l)
 {
-	uint64_t now, d, at;
+	l->clock_reads++;
+	return rr_now_ns(NULL);
+}
+
+/* How long the turn may sleep (no lock: the atomics). The clock is read
+ * only when no task waits and a timer is set; when the turn then does not
+ * sleep (a timer is due, or the caller's 0), *@now is that read, which
+ * the timers after the sources use (else left 0). */
+static int sleep_ms(struct rr_loop *l, int timeout_ms, uint64_t *now)
+{
+	uint64_t d, at, t;
 
 	if (atomic_load(&l->ntasks))
 		return 0;
 	at = atomic_load(&l->next_at);
 	if (at == UINT64_MAX)
 		return timeout_ms;
-	now = rr_now_ns(NULL);
-	if (at <= now)
+	t = loop_now(l);
+	if (at <= t || timeout_ms == 0) {
+		*now = t;
 		return 0;
-	d = (at - now + 999999u) / 1000000u;
+	}
+	d = (at - t + 999999u) / 1000000u;
 	if (timeout_ms >= 0 && d > (uint64_t)timeout_ms)
 		return timeout_ms;
 	return d > INT32_MAX ? INT32_MAX : (int)d;
 }
 
-static int run_timers(struct rr_loop *l)
+/* The timers due at @now (0: a clock read); one is set (the caller's
+ * look at next_at). */
+static int run_timers(struct rr_loop *l, uint64_t now)
 {
 	int n = 0;
-	uint64_t now;
 
-	if (atomic_load(&l->next_at) == UINT64_MAX)
-		return 0;
-	now = rr_now_ns(NULL);
+	if (!now)
+		now = loop_now(l);
 	if (atomic_load(&l->next_at) > now)
 		return 0;   /* none due (one set meanwhile: next turn) */
 	pthread_mutex_lock(&l->lock);
@@ -603,7 +628,8 @@ int rr_loop_run_once(struct rr_loop *l, int timeout_ms)
 {
 	struct epoll_event evs[LOOP_EVENTS];
 	struct rr_loop *outer = tls_loop;
-	int n = 0, ran = 0;
+	int n = 0, ran = 0, ms = 0;
+	uint64_t now = 0;
 
 	tls_loop = l;
 	/* a spin first (not "sleeping": a timer set by another thread during
@@ -616,12 +642,12 @@ int rr_loop_run_once(struct rr_loop *l, int timeout_ms)
 		 * look or sees the flag and wakes the loop (both sequentially
 		 * consistent). Tasks posted by other threads always wake it. */
 		atomic_store(&l->sleeping, true);
-		timeout_ms = sleep_ms(l, timeout_ms);
-		if (timeout_ms == 0)
+		ms = sleep_ms(l, timeout_ms, &now);
+		if (ms == 0)
 			atomic_store(&l->sleeping, false);
-		n = epoll_wait(l->epfd, evs, LOOP_EVENTS, timeout_ms);
+		n = epoll_wait(l->epfd, evs, LOOP_EVENTS, ms);
 		atomic_store(&l->sleeping, false);
-		l->timed_out = n == 0 && timeout_ms > 0;
+		l->timed_out = n == 0 && ms > 0;
 	} else {
 		l->timed_out = false;
 	}
@@ -647,7 +673,20 @@ int rr_loop_run_once(struct rr_loop *l, int timeout_ms)
 	}
 	l->ndead = 0;
 	l->dead_overflow = false;
-	ran += run_timers(l);
+	/* The timers: by the sleep's clock read when it found one due (the
+	 * turn did not sleep: that read serves); by a read of their own
+	 * after a turn that did not sleep for another reason (tasks, a
+	 * caller's 0, events found by the spin), or after a sleep that ran
+	 * out or that the timerfd ended. A turn woken from its sleep by a
+	 * source or a task looks at no timer: its sleep was bounded by the
+	 * earliest one, and one that falls due meanwhile (or is set due by
+	 * the sources) is run by the next turn, whose sleep_ms finds it due
+	 * and does not sleep (its sources first, then it). */
+	if (atomic_load(&l->next_at) != UINT64_MAX &&
+	    (ms == 0 || l->timed_out || l->tfd_fired)) {
+		l->tfd_fired = false;
+		ran += run_timers(l, now);
+	}
 	ran += run_tasks(l);
 	tls_loop = outer;
 	return ran;

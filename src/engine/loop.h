@@ -88,10 +88,19 @@ void rr_loop_task_cancel(struct rr_loop *l, struct rr_loop_task *t);
 void rr_loop_wake(struct rr_loop *l);
 
 /* One turn: sleeps up to @timeout_ms (-1: until something happens; capped
- * by the next timer) in epoll_wait, then runs what is ready. The number of
- * sources, timers and tasks run. Only one thread at a time (the caller
+ * by the next timer) in epoll_wait, then runs what is ready: the sources,
+ * the timers due, the tasks. A turn that a source or a task woke from its
+ * sleep runs no timer: one that fell due during that sleep's last
+ * millisecond or the sources is run by the next turn, which does not
+ * sleep before it (after its sources). The clock is read once per turn at
+ * most (twice after a sleep that ran out or the timerfd ended). The number
+ * of sources, timers and tasks run. Only one thread at a time (the caller
  * guarantees it: engine.c). */
 int rr_loop_run_once(struct rr_loop *l, int timeout_ms);
+/* Tests: the runner's clock reads for its sleeps and timers so far (the
+ * spin's and the timerfd's arming are not counted). By the runner, or
+ * after it stopped. */
+uint64_t rr_loop_clock_reads(const struct rr_loop *l);
 /* Spin, then sleep (loop.c loop_spin): a turn that would sleep polls the
  * epoll set for up to @budget_ns first (0: never; the engine's progress
  * threads: rr_spin_us, the soft provider's knob). Before the loop runs,

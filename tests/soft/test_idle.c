@@ -599,3 +599,115 @@ TEST(soft_idle_new_qp_joins_waited_cq)
 	CHECK_EQ(rpcrdma_close(sctx), 0);
 	soft_net_down(&n);
 }
+
+/* A CQ's lease ends at its bound, on the held clock: SOFT_LEASE_NS after
+ * its last use, no later (a look of the progress thread one nanosecond
+ * before leaves the QP with the consumer, one at the bound takes it); and
+ * a get_event with the poll after it is one use, dated at the get_event
+ * (the poll reads no clock: issue 16 part CF), however late that poll
+ * comes on the held clock. Fails when a lease outlives its bound (the QP
+ * not handed at the bound) or ends early, and (the QP not handed at the
+ * get_event's bound) when the poll after a get_event renews the lease. */
+TEST(soft_lease_get_event_then_poll_is_one_use)
+{
+	struct held_clock hc = {0};
+	struct rpcrdma_env senv = *rpcrdma_env_default();
+	struct rpcrdma_open_attr oa = {0};
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct rpcrdma_cq_attr ca = {.cqe = 64};
+	struct rpcrdma_context *sctx;
+	struct rpcrdma_cm_channel *sch;
+	struct rpcrdma_cm_id *l, *cid, *sid;
+	struct rpcrdma_pd *spd;
+	struct rpcrdma_cq *scq;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_event ev;
+	struct sockaddr_storage ss;
+	struct rpcrdma_wc wc[4];
+	struct net n;
+	uint64_t t;
+
+	soft_net_up_buf(&n, 64, 16, NET_BUF);
+	senv.now_ns = held_clock_now;
+	senv.clock_ctx = &hc;
+	oa.env = &senv;
+	REQUIRE_EQ(rpcrdma_open("soft", &oa, &sctx), 0);
+	REQUIRE_EQ(rpcrdma_pd_alloc(sctx, &spd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(sctx, &ca, &scq), 0);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(sctx, &sch), 0);
+	REQUIRE_EQ(rpcrdma_listen(sch, (struct sockaddr *)&a, sizeof(a), 4, NULL, &l), 0);
+	REQUIRE_EQ(rpcrdma_cm_local_addr(l, &ss), 0);
+	a.sin_port = ((struct sockaddr_in *)&ss)->sin_port;
+	{
+		struct rpcrdma_qp_attr qa = {.send_cq = scq, .recv_cq = scq, .max_send_wr = 8,
+					     .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1};
+
+		REQUIRE_EQ(rpcrdma_qp_create(spd, &qa, &s), 0);
+	}
+	c = soft_net_qp(&n, n.ccq, 8);
+	REQUIRE_EQ(rpcrdma_connect(n.ch, c, (struct sockaddr *)&a, sizeof(a), NULL, NULL, &cid), 0);
+	REQUIRE_EQ(soft_net_get_cm(sch, &ev), 0);
+	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+	sid = ev.id;
+	REQUIRE_EQ(rpcrdma_accept(sid, s, NULL), 0);
+	REQUIRE_EQ(soft_net_get_cm(sch, &ev), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+	REQUIRE_EQ(soft_net_get_cm(n.ch, &ev), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+
+	/* from here on the server's leases end only when the test says */
+	t = real_now_ns();
+	atomic_store(&hc.held_ns, t);
+	/* a poll: the QP with its consumer, the lease from now */
+	CHECK_EQ(rpcrdma_cq_poll(scq, 4, wc), 0);
+	CHECK(!soft_net_handed(s));
+	REQUIRE(thread_looks(sctx));
+	CHECK(!soft_net_handed(s));
+	/* a later poll renews it: it lasts until its bound, not to it */
+	t += 1000000u;
+	atomic_store(&hc.held_ns, t);
+	CHECK_EQ(rpcrdma_cq_poll(scq, 4, wc), 0);
+	atomic_store(&hc.held_ns, t + SOFT_LEASE_NS - 1);
+	REQUIRE(thread_looks(sctx));
+	CHECK(!soft_net_handed(s));
+	atomic_store(&hc.held_ns, t + SOFT_LEASE_NS);
+	REQUIRE(thread_looks(sctx));
+	CHECK(soft_net_handed(s));
+
+	/* a get_event takes it back and renews the lease; the poll after it,
+	 * 5 ms later on the held clock, is the same use: the lease ends
+	 * SOFT_LEASE_NS after the get_event */
+	t += 100000000u;
+	atomic_store(&hc.held_ns, t);
+	CHECK_EQ(rpcrdma_cq_get_event(scq), 0);
+	CHECK(!soft_net_handed(s));
+	atomic_store(&hc.held_ns, t + 5000000u);
+	CHECK_EQ(rpcrdma_cq_poll(scq, 4, wc), 0);
+	atomic_store(&hc.held_ns, t + SOFT_LEASE_NS - 1);
+	REQUIRE(thread_looks(sctx));
+	CHECK(!soft_net_handed(s));
+	atomic_store(&hc.held_ns, t + SOFT_LEASE_NS);
+	REQUIRE(thread_looks(sctx));
+	CHECK(soft_net_handed(s));
+	/* the next poll is a use of its own again: it takes the QP back and
+	 * its lease runs from it */
+	t += 100000000u;
+	atomic_store(&hc.held_ns, t);
+	CHECK_EQ(rpcrdma_cq_poll(scq, 4, wc), 0);
+	CHECK(!soft_net_handed(s));
+	t += 5000000u;
+	atomic_store(&hc.held_ns, t);
+	CHECK_EQ(rpcrdma_cq_poll(scq, 4, wc), 0);
+	atomic_store(&hc.held_ns, t + SOFT_LEASE_NS - 1);
+	REQUIRE(thread_looks(sctx));
+	CHECK(!soft_net_handed(s));
+
+	atomic_store(&hc.held_ns, 0);
+	soft_net_unpair(c, s, cid, sid);
+	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(sch), 0);
+	CHECK_EQ(rpcrdma_cq_destroy(scq), 0);
+	CHECK_EQ(rpcrdma_pd_free(spd), 0);
+	CHECK_EQ(rpcrdma_close(sctx), 0);
+	soft_net_down(&n);
+}

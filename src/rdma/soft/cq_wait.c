@@ -5,7 +5,8 @@
  * a CQ with one connected QP through a single recvmsg (fast poll) or a
  * blocking one (fast wait: docs/soft-iwarp.md "Fast wait"); and the wait of
  * one QP's caller on a CQ that others share and consume (wait_qp: that QP's
- * socket read in the caller's thread). Every call renews the CQ's lease and
+ * socket read in the caller's thread). Every call renews the CQ's lease (a
+ * get_event and the poll after it are one use, dated at the get_event) and
  * takes its QPs back from the progress thread (lease.c) when it had them. */
 #include "rdma/soft/cq_wait.h"
 
@@ -416,10 +417,24 @@ int rr_soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 {
 	struct soft_cq *q = scq_of(cq);
 	bool fresh = atomic_load_explicit(&q->arm_fresh, memory_order_relaxed);
+	bool used = atomic_load_explicit(&q->got_fresh, memory_order_relaxed);
 	int got;
 
 	atomic_store_explicit(&q->arm_fresh, false, memory_order_relaxed);
-	cq_touch(q);
+	/* "get_event, then poll" is one use: the get_event's clock read
+	 * dates it (the lease runs from the get_event; the transport polls
+	 * right after it: one lease_now per served notification less,
+	 * docs/PERFORMANCE.md "Issue 16 part CF"). QPs to take back: a read,
+	 * so that the reclaim's lease check finds the lease live. */
+	if (RR_LIKELY(!used) || RR_UNLIKELY(atomic_load(&q->handed) > 0)) {
+		if (used)
+			atomic_store_explicit(&q->got_fresh, false, memory_order_relaxed);
+		cq_touch(q);
+	} else {
+		atomic_store_explicit(&q->got_fresh, false, memory_order_relaxed);
+		if (RR_UNLIKELY(atomic_load_explicit(&q->lost, memory_order_relaxed)))
+			cq_check_lost(q);
+	}
 	got = cq_ring_take(q, n, wc);
 	if (got != 0)
 		return got;
@@ -546,6 +561,7 @@ int rr_soft_cq_get_event(struct rr_cq *cq)
 
 	atomic_store_explicit(&q->arm_fresh, false, memory_order_relaxed);
 	cq_touch(q);
+	atomic_store_explicit(&q->got_fresh, true, memory_order_relaxed);
 	if (!cq_fast_poll(q))
 		cq_progress(q, 0, false, false);
 	return rr_cq_ring_get_event(&q->ring);

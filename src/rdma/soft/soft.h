@@ -312,6 +312,11 @@ struct soft_cq {
 	 * and wait on one CQ, and a stale read costs one look at the sockets
 	 * or one poll that finds the ring only */
 	atomic_bool arm_fresh;
+	/* A get_event renewed the lease and no poll came since: the next
+	 * poll is the same use (cq_wait.c rr_soft_poll_cq: no clock read).
+	 * Relaxed, as arm_fresh: a stale read dates one poll at an earlier
+	 * get_event's time (its lease ends earlier, never later) */
+	atomic_bool got_fresh;
 	pthread_mutex_t qlock;       /* slots */
 	struct soft_cq_slot *slots;  /* QPs using this CQ (any number) */
 	uint32_t nslots, slot_cap, gen;
