@@ -9,6 +9,7 @@
  * providers is src/rdma/providers.c; the helpers providers call back
  * (rr_cm_id_*, rr_spin_us) are src/rdma/provider.c, so that no provider
  * calls this file and this file names no provider. */
+#include "rdma/post_own.h"
 #include "rdma/provider.h"
 
 #include <limits.h>
@@ -641,8 +642,9 @@ RPCRDMA_API int rpcrdma_qp_set_commit(struct rpcrdma_qp *pqp, bool enable)
 	return qp->pd->ctx->ops->set_commit(qp, enable);
 }
 
-/* Shape checks of one send WR against the QP's granted capacities. */
-static int check_send_wr(const struct rr_qp *qp, const struct rpcrdma_send_wr *wr)
+/* Shape checks of one send WR against the QP's granted capacities (also
+ * the proof of the library's own posts, rdma/post_own.h). */
+int rr_send_wr_check(const struct rr_qp *qp, const struct rpcrdma_send_wr *wr)
 {
 	if (wr->num_sge > qp->attr.max_send_sge || (wr->num_sge && !wr->sg_list))
 		return -EINVAL;
@@ -700,7 +702,7 @@ RPCRDMA_API int rpcrdma_post_send(struct rpcrdma_qp *pqp, struct rpcrdma_send_wr
 		return -EINVAL;
 	}
 	for (struct rpcrdma_send_wr *w = wr; w; w = w->next) {
-		rc = check_send_wr(qp, w);
+		rc = rr_send_wr_check(qp, w);
 		if (rc < 0) {
 			/* Nothing posted yet: the whole chain is refused from
 			 * the first WR so that no partial state exists. */

@@ -11,6 +11,7 @@
 
 #include "rpcrdma/rdma.h"
 #include "test.h"
+#include "rdma/post_own.h"
 #include "transport/rdma/tp_int.h"
 
 TEST(tp_send_wr_fill_sets_a_sends_fields)
@@ -54,5 +55,94 @@ TEST(tp_send_wr_fill_sets_a_sends_fields)
 			checked++;
 		}
 	CHECK_EQ(checked, 32u);
+	free(cn);
+}
+
+/* The rdma:// transport posts its own work requests without the public
+ * rpcrdma_post_send's shape checks (src/rdma/post_own.h, issue 16 part
+ * CE): every Send chain its builders make must pass those checks, so
+ * that nothing the internal entry lets through would be refused by the
+ * public one. 20,000 chains built by tp_send_wrs_build in every shape
+ * the transport posts: a lone Send or Send With Invalidate; 1 to 12 RDMA
+ * Writes before it (the stack's 9 and beyond), each from a registered
+ * buffer or the XDR pad; Writes signaled (signal_writes) or not; the
+ * Send signaled or unsignaled (unsig_choose clears its flags); 1 to 4
+ * such chains linked as tp_post_deferred links deferred Replies; slots
+ * in the first and a later chunk. Each work request of each chain goes
+ * through rr_send_wr_check, the public entry's checks, on a QP granted
+ * the one SGE the transport asks for (the least any provider grants). */
+TEST(tp_send_wrs_pass_the_public_checks)
+{
+	static uint8_t mem0[8 * 64], mem1[8 * 64], src[4096];
+	struct tp_conn *cn = calloc(1, sizeof(*cn));
+	struct rr_qp qp;
+	struct rr_conn_mem m = {.base = src, .len = sizeof(src), .lkey = 0x3333u};
+	struct rpcrdma_send_wr wr[4][13];
+	struct rpcrdma_sge sge[4][13];
+	uint64_t seed = 0x9e3779b97f4a7c15u;
+	unsigned chains = 0, wrs = 0, refused = 0, writes = 0, pads = 0, invs = 0, unsig = 0;
+
+	REQUIRE(cn != NULL);
+	memset(&qp, 0, sizeof(qp));
+	qp.attr.max_send_sge = 1;
+	cn->nsch = 2;
+	cn->ssize = 64;
+	cn->sch[0] = (struct tp_slots){.mem = mem0, .first = 0, .n = 8, .lkey = 0x1111u};
+	cn->sch[1] = (struct tp_slots){.mem = mem1, .first = 8, .n = 8, .lkey = 0x2222u};
+	for (unsigned round = 0; round < 20000; round++) {
+		unsigned nchain;
+		struct rpcrdma_send_wr *head = NULL, *tail = NULL;
+
+		seed = seed * 6364136223846793005u + 1442695040888963407u;
+		nchain = 1 + (unsigned)(seed >> 62);
+		cn->signal_writes = (seed >> 20) & 1;
+		for (unsigned c = 0; c < nchain; c++) {
+			struct rr_conn_write w[12];
+			struct rr_conn_send s;
+
+			seed = seed * 6364136223846793005u + 1442695040888963407u;
+			s = (struct rr_conn_send){.slot = (uint32_t)(seed >> 59) & 15u,
+						  .len = 1 + (uint32_t)(seed >> 40) % 64u,
+						  .inv = (seed >> 33) & 1,
+						  .inv_stag = (uint32_t)(seed >> 8),
+						  .writes = w,
+						  .nwrites = (unsigned)(seed >> 50) % 13u,
+						  .token = seed};
+			for (unsigned i = 0; i < s.nwrites; i++) {
+				seed = seed * 6364136223846793005u + 1442695040888963407u;
+				w[i] = (struct rr_conn_write){
+					.mem = (seed >> 61) ? &m : NULL,
+					.src = src + (seed >> 32) % 2048u,
+					.len = (uint32_t)(seed >> 20) % 2048u,
+					.stag = (uint32_t)seed,
+					.to = seed >> 3};
+				pads += w[i].mem == NULL;
+			}
+			tp_send_wrs_build(cn, &s, wr[c], sge[c]);
+			if ((seed >> 45) & 1) {   /* as unsig_choose makes it */
+				wr[c][s.nwrites].flags = 0;
+				unsig++;
+			}
+			writes += s.nwrites;
+			invs += s.inv;
+			if (tail)
+				tail->next = wr[c];
+			else
+				head = wr[c];
+			tail = &wr[c][s.nwrites];
+			CHECK(tail->next == NULL);
+		}
+		for (const struct rpcrdma_send_wr *x = head; x; x = x->next) {
+			if (rr_send_wr_check(&qp, x))
+				refused++;
+			wrs++;
+		}
+		chains++;
+	}
+	CHECK_EQ(refused, 0u);
+	CHECK_EQ(chains, 20000u);
+	/* every shape was built many times */
+	CHECK(wrs > 100000u);
+	CHECK(writes > 50000u && pads > 5000u && invs > 10000u && unsig > 10000u);
 	free(cn);
 }

@@ -13,6 +13,7 @@
  * thread are chained and posted after the batch of upcalls (deferred).
  * No protocol decision is made here. */
 #include "transport/rdma/tp_int.h"
+#include "rdma/post_own.h"
 
 #include "rpcrdma/push.h"
 
@@ -380,7 +381,7 @@ static int conn_reg(struct tp_conn *cn, struct rr_conn_mem *m)
 		bw.u.bind.addr = (uint64_t)(uintptr_t)m->base;
 		bw.u.bind.length = m->len;
 		bw.u.bind.access = remote;
-		rc = rpcrdma_post_send(cn->qp, &bw, NULL);
+		rc = rr_post_send_own(cn->qp, &bw);
 		if (rc) {
 			(void)rpcrdma_mw_free(mw);
 			(void)rpcrdma_dereg_mr(mr);
@@ -418,7 +419,7 @@ static int conn_inv(struct tp_conn *cn, struct rr_conn_mem *m, uint64_t token)
 	wr.opcode = RPCRDMA_WR_LOCAL_INV;
 	wr.flags = RPCRDMA_SEND_SIGNALED;
 	wr.u.local_inv.stag = rpcrdma_mw_rkey(m->handle2);
-	return rpcrdma_post_send(cn->qp, &wr, NULL);
+	return rr_post_send_own(cn->qp, &wr);
 }
 
 static uint8_t *conn_slot_get(struct tp_conn *cn, uint32_t *slot, uint32_t *cap)
@@ -473,8 +474,8 @@ void tp_send_wr_fill(const struct tp_conn *cn, const struct rr_conn_send *s,
 }
 
 /* Builds the Writes of @s and its Send into @wr/@sge (nwrites + 1 each). */
-static void build_wrs(struct tp_conn *cn, const struct rr_conn_send *s,
-		      struct rpcrdma_send_wr *wr, struct rpcrdma_sge *sge)
+void tp_send_wrs_build(const struct tp_conn *cn, const struct rr_conn_send *s,
+		       struct rpcrdma_send_wr *wr, struct rpcrdma_sge *sge)
 {
 	unsigned n = s->nwrites;
 
@@ -507,7 +508,7 @@ static void build_wrs(struct tp_conn *cn, const struct rr_conn_send *s,
 
 void tp_post_deferred(struct tp_conn *cn)
 {
-	struct rpcrdma_send_wr *head = NULL, *tail = NULL, *bad = NULL;
+	struct rpcrdma_send_wr *head = NULL, *tail = NULL;
 	uint32_t n = cn->ndefer;
 
 	if (!n)
@@ -524,7 +525,7 @@ void tp_post_deferred(struct tp_conn *cn)
 			w = w->next;
 		tail = w;
 	}
-	if (cn->dead || rpcrdma_post_send(cn->qp, head, &bad)) {
+	if (cn->dead || rr_post_send_own(cn->qp, head)) {
 		/* the connection ends: the Replies with Writes are told then
 		 * (rr_conn_down) */
 		if (!cn->closing)
@@ -681,7 +682,7 @@ void tp_quiet_watch(struct tp_conn *cn, uint64_t now)
 	w = (struct rpcrdma_send_wr){.wr_id = WRID_SEND(TP_PROBE_SLOT, cn->uposted),
 				     .opcode = RPCRDMA_WR_RDMA_WRITE,
 				     .flags = RPCRDMA_SEND_SIGNALED};
-	if (rpcrdma_post_send(cn->qp, &w, NULL)) {
+	if (rr_post_send_own(cn->qp, &w)) {
 		conn_close(cn);
 		return;
 	}
@@ -720,7 +721,7 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 
 		tp_send_wr_fill(cn, s, &w, &g);
 		unsig = unsig_choose(cn, s, &w);
-		rc = rpcrdma_post_send(cn->qp, &w, NULL);
+		rc = rr_post_send_own(cn->qp, &w);
 		if (rc)
 			return rc;
 		unsig_posted(cn, s->slot, unsig);
@@ -729,7 +730,7 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 	if (cn->ep->defer && s->nwrites < SV_DEFER_WR && defer_ready(cn)) {
 		struct rpcrdma_send_wr *dw = &cn->dwr[(size_t)cn->ndefer * SV_DEFER_WR];
 
-		build_wrs(cn, s, dw, &cn->dsge[(size_t)cn->ndefer * SV_DEFER_WR]);
+		tp_send_wrs_build(cn, s, dw, &cn->dsge[(size_t)cn->ndefer * SV_DEFER_WR]);
 		/* counted as posted now, in the order the chain posts them: a
 		 * chain that fails to post ends the connection, whose slots go
 		 * with it (tp_post_deferred) */
@@ -761,9 +762,9 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 			return -ENOMEM;
 		}
 	}
-	build_wrs(cn, s, wr, sge);
+	tp_send_wrs_build(cn, s, wr, sge);
 	unsig = unsig_choose(cn, s, &wr[s->nwrites]);
-	rc = rpcrdma_post_send(cn->qp, wr, NULL);
+	rc = rr_post_send_own(cn->qp, wr);
 	if (!rc) {
 		unsig_posted(cn, s->slot, unsig);
 		rc = unsig && s->quiet ? 1 : 0;
@@ -790,7 +791,7 @@ static int conn_read(struct tp_conn *cn, const struct rr_conn_read *r)
 	wr.flags = RPCRDMA_SEND_SIGNALED;
 	wr.u.rdma.stag = r->stag;
 	wr.u.rdma.remote_offset = r->to;
-	return rpcrdma_post_send(cn->qp, &wr, NULL);
+	return rr_post_send_own(cn->qp, &wr);
 }
 
 static int conn_lend(struct tp_conn *cn, void **handle)

@@ -7,6 +7,7 @@
  * when both peers advertised it (the session's negotiation) and the
  * provider enabled it. */
 #include "transport/rdma/tp_int.h"
+#include "rdma/post_own.h"
 
 #include "rpcrdma/push.h"
 
@@ -90,7 +91,7 @@ static int push_post(struct rr_tp_client *c, struct tp_conn *cn, const struct rr
 			wr[nwr - 1].next = &wr[nwr];
 		nwr++;
 	}
-	rc = rpcrdma_post_send(cn->qp, wr, NULL);
+	rc = rr_post_send_own(cn->qp, wr);
 	/* Nothing (or only the Write) was posted: a refused WR is an error of
 	 * the connection (as a refused Send). */
 	if (rc && rc != -EOPNOTSUPP && rc != -EINVAL && !cn->dead && !cn->closing) {

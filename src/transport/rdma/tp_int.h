@@ -671,6 +671,10 @@ extern const struct rr_conn_io tp_client_io;
 void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc);
 /* Posts the deferred Replies of @cn as one chain. */
 void tp_post_deferred(struct tp_conn *cn);
+/* The RDMA Writes of @s (one SGE each) chained before its signaled Send
+ * into @wr/@sge (s->nwrites + 1 of each; conn.c). */
+void tp_send_wrs_build(const struct tp_conn *cn, const struct rr_conn_send *s,
+		       struct rpcrdma_send_wr *wr, struct rpcrdma_sge *sge);
 /* The signaled Send of @s (one SGE @sge, its slot of @cn's send slots)
  * into @wr, the last of its chain: every field of a Send's work request
  * set, none read (conn.c; @wr and @sge may hold anything before). */
