@@ -782,6 +782,25 @@ static bool sq_failed(struct soft_qp *qp)
 	return false;
 }
 
+/* tx_lock held, the batch empty (nothing in biov or fpdu is in use): the
+ * full batch's arrays (SOFT_BATCH_FPDUS FPDUs, SOFT_BATCH_IOV iovecs) in
+ * place of the first ones in the QP's block, asked for once; without
+ * memory the first ones stay (the same bytes go, in more writes). */
+static void batch_grow(struct soft_qp *qp)
+{
+	size_t ioff = ((sizeof(struct rr_fpdu) * SOFT_BATCH_FPDUS) + 63u) & ~(size_t)63u;
+	uint8_t *b = rr_alloc(qp->ctx->env, ioff + sizeof(struct iovec) * SOFT_BATCH_IOV);
+
+	qp->bgrow = false;
+	if (!b)
+		return;
+	qp->bbig = b;
+	qp->fpdu = (struct rr_fpdu *)b;
+	qp->biov = (struct iovec *)(b + ioff);
+	qp->bfcap = SOFT_BATCH_FPDUS;
+	qp->bicap = SOFT_BATCH_IOV;
+}
+
 void rr_soft_qp_tx_locked(struct soft_qp *qp)
 {
 	for (;;) {
@@ -849,7 +868,9 @@ void rr_soft_qp_tx_locked(struct soft_qp *qp)
 		}
 		qp->bnc_used = 0;   /* a new batch: the bounce is free */
 		qp->bnc_ok = false;
-		while (nf < SOFT_BATCH_FPDUS && qp->bcnt + RR_FPDU_MAX_IOV <= SOFT_BATCH_IOV) {
+		if (qp->bgrow)
+			batch_grow(qp);
+		while (nf < qp->bfcap && qp->bcnt + RR_FPDU_MAX_IOV <= qp->bicap) {
 			struct rr_fpdu *f = &qp->fpdu[nf];
 			int r;
 
@@ -876,6 +897,12 @@ void rr_soft_qp_tx_locked(struct soft_qp *qp)
 			if (r == 0 || f->last)
 				tx_msg_done(qp);
 		}
+		/* the first arrays full with more to send (the rest of a
+		 * message, more work requests or Read Responses): the next
+		 * batch takes the full ones */
+		if (!qp->bbig && (nf == qp->bfcap || qp->bcnt + RR_FPDU_MAX_IOV > qp->bicap) &&
+		    (qp->msg_active || qp->sq_next < qp->sq_count || qp->irq_sent < qp->irq_count))
+			qp->bgrow = true;
 		if (nf == 1 && qp->bcnt > 1 && qp->fpdu[0].len <= qp->ctx->tx_copy_max &&
 		    !(qp->fpdu[0].hdr[2] & (RR_DDP_T >> 8))) {
 			/* one small untagged FPDU: one buffer, one send(2) */
