@@ -801,6 +801,26 @@ static void batch_grow(struct soft_qp *qp)
 	qp->bicap = SOFT_BATCH_IOV;
 }
 
+/* tx_lock held: a new batch, nothing in it yet: the bounce is free, and
+ * the full arrays are taken if the last batch asked for them. */
+static inline void batch_start(struct soft_qp *qp)
+{
+	qp->bnc_used = 0;
+	qp->bnc_ok = false;
+	if (qp->bgrow)
+		batch_grow(qp);
+}
+
+/* tx_lock held, the batch of @nf FPDUs built: the first arrays full with
+ * more to send (the rest of a message, more work requests or Read
+ * Responses) ask for the full ones for the next batch. */
+static inline void batch_filled(struct soft_qp *qp, unsigned nf)
+{
+	if (!qp->bbig && (nf == qp->bfcap || qp->bcnt + RR_FPDU_MAX_IOV > qp->bicap) &&
+	    (qp->msg_active || qp->sq_next < qp->sq_count || qp->irq_sent < qp->irq_count))
+		qp->bgrow = true;
+}
+
 void rr_soft_qp_tx_locked(struct soft_qp *qp)
 {
 	for (;;) {
@@ -866,10 +886,7 @@ void rr_soft_qp_tx_locked(struct soft_qp *qp)
 				rr_soft_qp_error_tx_locked(qp, NULL);
 			return;
 		}
-		qp->bnc_used = 0;   /* a new batch: the bounce is free */
-		qp->bnc_ok = false;
-		if (qp->bgrow)
-			batch_grow(qp);
+		batch_start(qp);
 		while (nf < qp->bfcap && qp->bcnt + RR_FPDU_MAX_IOV <= qp->bicap) {
 			struct rr_fpdu *f = &qp->fpdu[nf];
 			int r;
@@ -897,12 +914,7 @@ void rr_soft_qp_tx_locked(struct soft_qp *qp)
 			if (r == 0 || f->last)
 				tx_msg_done(qp);
 		}
-		/* the first arrays full with more to send (the rest of a
-		 * message, more work requests or Read Responses): the next
-		 * batch takes the full ones */
-		if (!qp->bbig && (nf == qp->bfcap || qp->bcnt + RR_FPDU_MAX_IOV > qp->bicap) &&
-		    (qp->msg_active || qp->sq_next < qp->sq_count || qp->irq_sent < qp->irq_count))
-			qp->bgrow = true;
+		batch_filled(qp, nf);
 		if (nf == 1 && qp->bcnt > 1 && qp->fpdu[0].len <= qp->ctx->tx_copy_max &&
 		    !(qp->fpdu[0].hdr[2] & (RR_DDP_T >> 8))) {
 			/* one small untagged FPDU: one buffer, one send(2) */
