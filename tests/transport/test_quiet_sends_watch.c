@@ -458,3 +458,72 @@ TEST(quiet_sends_deferred_then_general_path_in_order)
 	rr_rogue_free(g);
 	qw_server_stop(&sq);
 }
+
+/* The deferred Replies' work request storage sized by need (conn.c
+ * defer_ready, issue 16 part CH): a connection's first deferred Reply
+ * makes room for SV_DEFER_FIRST; a batch that fills it posts those and
+ * makes room for SV_DEFER_MAX (taken while none is deferred: the chains
+ * point into the arrays); on the wire every Reply in answer order.
+ * Fails with room for SV_DEFER_MAX made at once (dcap 32 after the first),
+ * with no growth (dcap 4 after the batch), and with the arrays replaced
+ * while a chain points into them (order or bytes lost on the wire). */
+#define DG_N (SV_DEFER_FIRST + 2u)
+
+struct dg {
+	uint32_t cap_first, cap_after, ndefer_after;
+};
+
+static void dg_post_fn(struct tp_conn *cn, void *arg)
+{
+	struct dg *d = arg;
+	struct rr_conn_send s;
+
+	cn->ep->defer = true;
+	for (unsigned i = 0; i < DG_N; i++) {
+		memset(&s, 0, sizeof(s));
+		ord_fill(cn, (uint8_t)('a' + i), &s);
+		s.quiet = true;
+		CHECK(tp_server_io.send(cn, &s) >= 0);
+		if (i == 0)
+			d->cap_first = cn->dcap;
+	}
+	cn->ep->defer = false;
+	d->cap_after = cn->dcap;
+	d->ndefer_after = cn->ndefer;
+	tp_post_all_deferred(cn->ep);
+}
+
+TEST(quiet_sends_deferred_storage_sized_by_need)
+{
+	struct rr_rogue *g = NULL;
+	struct rr_th_sq sq;
+	struct dg d = {0};
+	char seen[16], want[16];
+	unsigned nseen = 0;
+
+	if (!rr_th_soft_ok())
+		return;
+	qw_server(&sq);
+	REQUIRE_EQ(rr_rogue_open(&g, rr_tp_server_port(qw_srv), NULL), 0);
+	qw_conn_ready();
+	qw_with_conn(dg_post_fn, &d);
+	CHECK_EQ(d.cap_first, SV_DEFER_FIRST);
+	CHECK_EQ(d.cap_after, SV_DEFER_MAX);
+	CHECK_EQ(d.ndefer_after, DG_N - SV_DEFER_FIRST);
+	for (unsigned i = 0; i < DG_N; i++)
+		want[i] = (char)('a' + i);
+	want[DG_N] = '\0';
+	while (nseen < DG_N) {
+		struct rr_rogue_ev ev;
+
+		if (rr_rogue_next(g, &ev, RR_TEST_WAIT_MS) != RR_ROGUE_EV_MSG)
+			break;
+		seen[nseen++] = ev.msg_len == 32 ? (char)ev.msg[0] : '?';
+	}
+	seen[nseen] = '\0';
+	if (strcmp(seen, want) != 0)
+		fprintf(stderr, "  on the wire: %s\n", seen);
+	CHECK(strcmp(seen, want) == 0);
+	rr_rogue_free(g);
+	qw_server_stop(&sq);
+}

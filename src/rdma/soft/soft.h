@@ -66,6 +66,15 @@
 #define SOFT_ACCEPT_BATCH 32
 #define SOFT_BATCH_FPDUS 64
 #define SOFT_BATCH_IOV 1024
+/* A QP's first batch arrays, in its own block: room for this many FPDUs
+ * of the most pieces each (2.5 KiB, not the full batch's 38 KiB). A small
+ * message never needs more; the first batch that a message's FPDUs fill
+ * while more of it wait asks for the full arrays (qp->bgrow), which the
+ * next batch takes when they can be had (a batch of the first size
+ * otherwise: the same bytes on the wire, in more writes). Issue 16 part
+ * CH: sized by need, not for a busy connection before its first message. */
+#define SOFT_BATCH_FPDUS_FIRST 4
+#define SOFT_BATCH_IOV_FIRST (SOFT_BATCH_FPDUS_FIRST * RR_FPDU_MAX_IOV)
 /* The bounce buffer of durable Read Responses (qp->bnc): at most this many
  * payload bytes of them per batch. */
 #define SOFT_BOUNCE (256u * 1024u)
@@ -562,10 +571,13 @@ struct soft_qp {
 	uint8_t txcopy[SOFT_TX_COPY_MAX]; /* a small untagged FPDU, whole */
 	struct rr_ddp_txmsg msg;
 	/* the batch being written */
-	struct rr_fpdu *fpdu;        /* SOFT_BATCH_FPDUS */
-	struct iovec *biov;          /* SOFT_BATCH_IOV */
+	struct rr_fpdu *fpdu;        /* bfcap entries */
+	struct iovec *biov;          /* bicap entries */
 	unsigned bnf;                /* FPDUs in the batch */
 	bool bpart;                  /* biov[bpos] is partly written */
+	bool bgrow;                  /* a batch was full with more to send: grow */
+	uint16_t bfcap, bicap;       /* _FIRST in the QP's block, or the full batch */
+	void *bbig;                  /* the full batch's arrays (NULL: not yet) */
 	uint16_t bend[SOFT_BATCH_FPDUS]; /* biov index after each FPDU */
 	bool term_fatal;             /* the pending Terminate ends the QP */
 	uint32_t b_sq_done;          /* SQ WQEs finished by this batch */

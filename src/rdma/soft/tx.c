@@ -787,6 +787,45 @@ static bool sq_failed(struct soft_qp *qp)
 	return false;
 }
 
+/* tx_lock held, the batch empty (nothing in biov or fpdu is in use): the
+ * full batch's arrays (SOFT_BATCH_FPDUS FPDUs, SOFT_BATCH_IOV iovecs) in
+ * place of the first ones in the QP's block, asked for once; without
+ * memory the first ones stay (the same bytes go, in more writes). */
+static void batch_grow(struct soft_qp *qp)
+{
+	size_t ioff = ((sizeof(struct rr_fpdu) * SOFT_BATCH_FPDUS) + 63u) & ~(size_t)63u;
+	uint8_t *b = rr_alloc(qp->ctx->env, ioff + sizeof(struct iovec) * SOFT_BATCH_IOV);
+
+	qp->bgrow = false;
+	if (!b)
+		return;
+	qp->bbig = b;
+	qp->fpdu = (struct rr_fpdu *)b;
+	qp->biov = (struct iovec *)(b + ioff);
+	qp->bfcap = SOFT_BATCH_FPDUS;
+	qp->bicap = SOFT_BATCH_IOV;
+}
+
+/* tx_lock held: a new batch, nothing in it yet: the bounce is free, and
+ * the full arrays are taken if the last batch asked for them. */
+static inline void batch_start(struct soft_qp *qp)
+{
+	qp->bnc_used = 0;
+	qp->bnc_ok = false;
+	if (qp->bgrow)
+		batch_grow(qp);
+}
+
+/* tx_lock held, the batch of @nf FPDUs built: the first arrays full with
+ * more to send (the rest of a message, more work requests or Read
+ * Responses) ask for the full ones for the next batch. */
+static inline void batch_filled(struct soft_qp *qp, unsigned nf)
+{
+	if (!qp->bbig && (nf == qp->bfcap || qp->bcnt + RR_FPDU_MAX_IOV > qp->bicap) &&
+	    (qp->msg_active || qp->sq_next < qp->sq_count || qp->irq_sent < qp->irq_count))
+		qp->bgrow = true;
+}
+
 void rr_soft_qp_tx_locked(struct soft_qp *qp)
 {
 	for (;;) {
@@ -852,9 +891,8 @@ void rr_soft_qp_tx_locked(struct soft_qp *qp)
 				rr_soft_qp_error_tx_locked(qp, NULL);
 			return;
 		}
-		qp->bnc_used = 0;   /* a new batch: the bounce is free */
-		qp->bnc_ok = false;
-		while (nf < SOFT_BATCH_FPDUS && qp->bcnt + RR_FPDU_MAX_IOV <= SOFT_BATCH_IOV) {
+		batch_start(qp);
+		while (nf < qp->bfcap && qp->bcnt + RR_FPDU_MAX_IOV <= qp->bicap) {
 			struct rr_fpdu *f = &qp->fpdu[nf];
 			int r;
 
@@ -881,6 +919,7 @@ void rr_soft_qp_tx_locked(struct soft_qp *qp)
 			if (r == 0 || f->last)
 				tx_msg_done(qp);
 		}
+		batch_filled(qp, nf);
 		if (nf == 1 && qp->bcnt > 1 && qp->fpdu[0].len <= qp->ctx->tx_copy_max &&
 		    !(qp->fpdu[0].hdr[2] & (RR_DDP_T >> 8))) {
 			/* one small untagged FPDU: one buffer, one send(2) */

@@ -432,22 +432,36 @@ static uint8_t *conn_slot_get(struct tp_conn *cn, uint32_t *slot, uint32_t *cap)
 }
 
 /* The work request storage of deferred Replies (on first use): room for
- * SV_DEFER_MAX of them, posted before one more is deferred. */
+ * SV_DEFER_FIRST of them, or SV_DEFER_MAX once a batch filled that
+ * (cn->dgrow, taken here when none is deferred: the chains point into the
+ * arrays); more are posted before one more is deferred. Sized by need: a
+ * connection with one Reply at a time never asks for the 15 KiB of a full
+ * batch (issue 16 part CH). Without memory for the larger the smaller
+ * stays; without any the Reply is sent at once (conn_send). */
 static bool defer_ready(struct tp_conn *cn)
 {
 	const struct rpcrdma_env *env = cn->ep->env;
+	struct rpcrdma_send_wr *wr;
+	struct rpcrdma_sge *sge;
+	uint32_t cap;
 
-	if (cn->dwr)
+	if (cn->dwr && (!cn->dgrow || cn->ndefer))
 		return true;
-	cn->dwr = rr_alloc(env, sizeof(*cn->dwr) * SV_DEFER_MAX * SV_DEFER_WR);
-	cn->dsge = rr_alloc(env, sizeof(*cn->dsge) * SV_DEFER_MAX * SV_DEFER_WR);
-	if (cn->dwr && cn->dsge)
-		return true;
+	cap = cn->dwr ? SV_DEFER_MAX : SV_DEFER_FIRST;
+	cn->dgrow = false;
+	wr = rr_alloc(env, sizeof(*wr) * cap * SV_DEFER_WR);
+	sge = rr_alloc(env, sizeof(*sge) * cap * SV_DEFER_WR);
+	if (!wr || !sge) {
+		rr_free(env, wr);
+		rr_free(env, sge);
+		return cn->dwr != NULL;
+	}
 	rr_free(env, cn->dwr);
 	rr_free(env, cn->dsge);
-	cn->dwr = NULL;
-	cn->dsge = NULL;
-	return false;
+	cn->dwr = wr;
+	cn->dsge = sge;
+	cn->dcap = cap;
+	return true;
 }
 
 /* The Send of @s into @wr (signaled, the last of its chain) and its one
@@ -710,9 +724,12 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 	 * the order unsig_posted counted them: a signaled Send's completion
 	 * must not vouch for an unsignaled one not yet posted). */
 	if (cn->ndefer && (!cn->ep->defer || s->nwrites >= SV_DEFER_WR ||
-			   cn->ndefer >= SV_DEFER_MAX ||
-			   tp_now_ns(cn->ep) - cn->defer_t0 > SV_DEFER_NS))
+			   cn->ndefer >= cn->dcap ||
+			   tp_now_ns(cn->ep) - cn->defer_t0 > SV_DEFER_NS)) {
+		if (cn->ndefer >= cn->dcap && cn->dcap < SV_DEFER_MAX)
+			cn->dgrow = true;   /* room for a full batch next */
 		tp_post_deferred(cn);
+	}
 	if (!s->nwrites && !cn->ep->defer) {
 		/* a lone Send (every inline Call; a Reply without Writes when
 		 * not deferred): built in place, no arrays */

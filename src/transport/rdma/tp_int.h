@@ -41,6 +41,9 @@ enum { WR_RECV = 1, WR_SEND = 2, WR_TOKEN = 3, WR_BIND = 4, WR_WRITE = 5, WR_PUS
 /* Deferred Replies (server, answered on the progress thread). */
 #define SV_DEFER_WR 5u   /* a deferred Reply: up to 4 RDMA Writes + Send */
 #define SV_DEFER_MAX 32u /* deferred Replies per connection before a post */
+/* Room for this many first (cn->dcap), SV_DEFER_MAX once a batch filled
+ * it: a connection's first Reply asks for 2.4 KiB, not 15 (part CH). */
+#define SV_DEFER_FIRST 4u
 #define SV_DEFER_NS 200000u  /* nor older than this (slow inline handlers) */
 #define TP_EXPO_MAX 64   /* push-mode regions per connection */
 
@@ -255,6 +258,8 @@ struct tp_conn {
 	 * once after the batch of upcalls (tp_post_deferred). */
 	struct rpcrdma_send_wr *dwr;
 	struct rpcrdma_sge *dsge;
+	uint32_t dcap;               /* Replies dwr has room for (0: none yet) */
+	bool dgrow;                  /* a batch filled dcap: SV_DEFER_MAX next */
 	struct tp_conn *dnext;       /* ep->deferred: connections with some */
 	uint64_t defer_t0;           /* ns: when the first of them was deferred */
 	struct tp_slots sch[TP_SLOT_CHUNKS]; /* send slots; after the first
