@@ -9,6 +9,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <time.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -34,14 +35,16 @@ bool soft_net_cm_readable(struct rpcrdma_cm_channel *ch, int ms)
 	return poll(&p, 1, ms) == 1;
 }
 
-void soft_net_up(struct net *n, int cqe, int backlog)
+static void net_up(struct net *n, int cqe, int backlog, const struct rpcrdma_env *env)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	struct sockaddr_storage ss;
 	struct rpcrdma_cq_attr ca = {.cqe = cqe};
+	struct rpcrdma_open_attr oa = {0};
 
 	memset(n, 0, sizeof(*n));
-	REQUIRE_EQ(rpcrdma_open("soft", NULL, &n->ctx), 0);
+	oa.env = env;
+	REQUIRE_EQ(rpcrdma_open("soft", env ? &oa : NULL, &n->ctx), 0);
 	REQUIRE_EQ(rpcrdma_pd_alloc(n->ctx, &n->pd), 0);
 	REQUIRE_EQ(rpcrdma_cq_create(n->ctx, &ca, &n->ccq), 0);
 	REQUIRE_EQ(rpcrdma_cq_create(n->ctx, &ca, &n->scq), 0);
@@ -52,14 +55,47 @@ void soft_net_up(struct net *n, int cqe, int backlog)
 	n->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
 
-void soft_net_up_buf(struct net *n, int cqe, int backlog, uint32_t len)
+void soft_net_up(struct net *n, int cqe, int backlog)
 {
-	soft_net_up(n, cqe, backlog);
+	net_up(n, cqe, backlog, NULL);
+}
+
+void soft_net_up_env(struct net *n, int cqe, int backlog, uint32_t len,
+		     const struct rpcrdma_env *env)
+{
+	net_up(n, cqe, backlog, env);
 	n->buf = calloc(1, len);
 	REQUIRE(n->buf != NULL);
 	n->buf_len = len;
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(n->pd, n->buf, len, RPCRDMA_ACCESS_LOCAL_WRITE |
 					 RPCRDMA_ACCESS_REMOTE_WRITE, &n->mr), 0);
+}
+
+void soft_net_up_buf(struct net *n, int cqe, int backlog, uint32_t len)
+{
+	soft_net_up_env(n, cqe, backlog, len, NULL);
+}
+
+uint64_t soft_net_real_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t held_now(void *ctx)
+{
+	uint64_t t = atomic_load(&((struct soft_net_clock *)ctx)->held_ns);
+
+	return t ? t : soft_net_real_now_ns();
+}
+
+void soft_net_held_env(struct rpcrdma_env *env, struct soft_net_clock *clk)
+{
+	*env = *rpcrdma_env_default();
+	env->now_ns = held_now;
+	env->clock_ctx = clk;
 }
 
 void soft_net_down(struct net *n)

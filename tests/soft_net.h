@@ -11,6 +11,7 @@
 #define RR_TESTS_SOFT_NET_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,6 +39,19 @@ void soft_net_up(struct net *n, int cqe, int backlog);
 /* soft_net_up plus @len zeroed bytes registered local + remote write. */
 void soft_net_up_buf(struct net *n, int cqe, int backlog, uint32_t len);
 void soft_net_down(struct net *n);
+/* A context's clock that a test can hold still: while @held_ns is
+ * non-zero the context reads it (its CQs' leases end only when the test
+ * moves it), else the real monotonic clock. Atomic: the progress thread
+ * and the test's waiters read it. soft_net_held_env() gives an environment
+ * (the default one with this clock) for rpcrdma_open. */
+struct soft_net_clock {
+	_Atomic uint64_t held_ns;
+};
+uint64_t soft_net_real_now_ns(void);
+void soft_net_held_env(struct rpcrdma_env *env, struct soft_net_clock *clk);
+/* soft_net_up_buf with the context opened on @env (NULL: the default). */
+void soft_net_up_env(struct net *n, int cqe, int backlog, uint32_t len,
+		     const struct rpcrdma_env *env);
 /* One endpoint of its own on @ctx: a PD, a CQ of 64 entries and a QP on
  * it with @depth work requests and @sge entries each way (the CM tests'
  * sides, which do not share struct net's PD). */

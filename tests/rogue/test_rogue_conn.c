@@ -161,18 +161,36 @@ TEST(rogue_storm_abandoned_connections)
  * exchange done, then a reset) to a server started with @so (NULL:
  * defaults) while, after every 50 of them, a new client arrives: it must be
  * connected and served (connect, NULL, ECHO) without being kept waiting
- * while the storm is served -- never 1 s or more during which 20 storm
- * connections or more were set up. (Normally it takes 2-100 ms, while
+ * while the storm is served -- never for the limit or more during which 20
+ * storm connections or more were set up. (Normally it takes 2-100 ms, while
  * 0-300 storm connections come and go; a slow machine or build that
  * serves everyone slowly does not fail it, a server that serves the storm
- * first does.) */
+ * first does.) The limit is 1 s, or 25 times the slowest of two probes of
+ * the same server before the storm when that is more: a machine on which
+ * a lone client's connect and two calls take 40 ms or more (a TCG lab
+ * guest on a loaded host: 1,146 ms with 22 storm connections served once,
+ * 2026-11-27) is measured against itself. Native runs on the 2-core
+ * development machine: the probes take 2-10 ms (30-40 ms with the slow
+ * setup of the next test): the limit stays 1 s, where the regressions
+ * this test was written for took 1.1-13 s. */
 static void storm_new_clients(const struct rpcrdma_server_opts *so)
 {
 	struct rr_fx_srv f;
 	struct storm s;
 	unsigned slow = 0;
+	uint64_t base = 0, limit;
 
 	REQUIRE_EQ(rr_fx_srv_start(&f, so), 0);
+	for (int k = 0; k < 2; k++) {
+		uint64_t t0 = rr_fx_ms(), dt;
+
+		REQUIRE_EQ(rr_fx_probe(f.port, RT_MS), 0);
+		dt = rr_fx_ms() - t0;
+		base = dt > base ? dt : base;
+	}
+	limit = base * 25 > 1000 ? base * 25 : 1000;
+	printf("  a lone client (no storm) served in %llu ms at most: the limit is %llu ms\n",
+	       (unsigned long long)base, (unsigned long long)limit);
 	storm_start(&s, f.port, 1000000, V_RDMA_CLOSE);
 	for (int k = 0; k < 3; k++) {
 		unsigned d0, d1, want = atomic_load(&s.done) + 50;
@@ -191,7 +209,7 @@ static void storm_new_clients(const struct rpcrdma_server_opts *so)
 		       (unsigned long long)dt, d1 - d0);
 		CHECK_EQ(rc, 0);
 		/* kept waiting while the storm was served */
-		slow += dt >= 1000 && d1 - d0 >= 20;
+		slow += dt >= limit && d1 - d0 >= 20;
 	}
 	storm_stop(&s);
 	CHECK_EQ(slow, 0);

@@ -448,33 +448,12 @@ TEST(soft_quiet_fast_wait_woken_without_cooldown)
 	soft_net_down(&n);
 }
 
-/* The server context's clock in soft_idle_new_qp_joins_waited_cq: held at
- * @held_ns while that is non-zero (the leases end only when the test moves
- * it), else the real monotonic clock. Atomic: the progress thread and the
- * waiter read it. */
-struct held_clock {
-	_Atomic uint64_t held_ns;
-};
-
-static uint64_t real_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t held_clock_now(void *ctx)
-{
-	uint64_t t = atomic_load(&((struct held_clock *)ctx)->held_ns);
-
-	return t ? t : real_now_ns();
-}
-
-/* Joins @w; after RR_TEST_WAIT_MS of real time (a waiter that nothing
+/* The server context's clock in soft_idle_new_qp_joins_waited_cq and
+ * soft_lease_*: a soft_net_clock, held while its held_ns is non-zero.
+ * Joins @w; after RR_TEST_WAIT_MS of real time (a waiter that nothing
  * ended) @hc is let go first, so that the waiter's deadline, read on @hc,
  * ends it: a failure, not a hang. */
-static void join_held(struct soft_net_waiter *w, struct held_clock *hc)
+static void join_held(struct soft_net_waiter *w, struct soft_net_clock *hc)
 {
 	struct timespec ts;
 
@@ -522,8 +501,8 @@ static bool thread_looks(struct rpcrdma_context *ctx)
  * (part BZ, ASan at load 20). */
 TEST(soft_idle_new_qp_joins_waited_cq)
 {
-	struct held_clock hc = {0};
-	struct rpcrdma_env senv = *rpcrdma_env_default();
+	struct soft_net_clock hc = {0};
+	struct rpcrdma_env senv;
 	struct rpcrdma_open_attr oa = {0};
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	struct rpcrdma_cq_attr ca = {.cqe = 64};
@@ -542,8 +521,7 @@ TEST(soft_idle_new_qp_joins_waited_cq)
 	bool back = false;
 
 	soft_net_up_buf(&n, 64, 16, NET_BUF);
-	senv.now_ns = held_clock_now;
-	senv.clock_ctx = &hc;
+	soft_net_held_env(&senv, &hc);
 	oa.env = &senv;
 	REQUIRE_EQ(rpcrdma_open("soft", &oa, &sctx), 0);
 	REQUIRE_EQ(rpcrdma_pd_alloc(sctx, &spd), 0);
@@ -579,7 +557,7 @@ TEST(soft_idle_new_qp_joins_waited_cq)
 	back = rr_test_until(not_handed, s, RR_TEST_WAIT_MS);
 	CHECK(back);
 	/* from here on the server's leases end only when the test says */
-	atomic_store(&hc.held_ns, real_now_ns());
+	atomic_store(&hc.held_ns, soft_net_real_now_ns());
 	soft_net_post_send(&n, c, 51, RPCRDMA_WR_SEND, 128, 8, 0, false);
 	join_held(&w, &hc);
 	CHECK_EQ(w.rc, 1);
@@ -610,8 +588,8 @@ TEST(soft_idle_new_qp_joins_waited_cq)
  * get_event's bound) when the poll after a get_event renews the lease. */
 TEST(soft_lease_get_event_then_poll_is_one_use)
 {
-	struct held_clock hc = {0};
-	struct rpcrdma_env senv = *rpcrdma_env_default();
+	struct soft_net_clock hc = {0};
+	struct rpcrdma_env senv;
 	struct rpcrdma_open_attr oa = {0};
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	struct rpcrdma_cq_attr ca = {.cqe = 64};
@@ -628,8 +606,7 @@ TEST(soft_lease_get_event_then_poll_is_one_use)
 	uint64_t t;
 
 	soft_net_up_buf(&n, 64, 16, NET_BUF);
-	senv.now_ns = held_clock_now;
-	senv.clock_ctx = &hc;
+	soft_net_held_env(&senv, &hc);
 	oa.env = &senv;
 	REQUIRE_EQ(rpcrdma_open("soft", &oa, &sctx), 0);
 	REQUIRE_EQ(rpcrdma_pd_alloc(sctx, &spd), 0);
@@ -656,7 +633,7 @@ TEST(soft_lease_get_event_then_poll_is_one_use)
 	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
 
 	/* from here on the server's leases end only when the test says */
-	t = real_now_ns();
+	t = soft_net_real_now_ns();
 	atomic_store(&hc.held_ns, t);
 	/* a poll: the QP with its consumer, the lease from now */
 	CHECK_EQ(rpcrdma_cq_poll(scq, 4, wc), 0);

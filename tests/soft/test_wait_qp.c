@@ -27,14 +27,19 @@ struct two {
 	struct rpcrdma_cm_id *cid[2], *sid[2];
 };
 
-static void two_up(struct two *t)
+static void two_qps(struct two *t)
 {
-	soft_net_up_buf(&t->n, 256, 16, NET_BUF);
 	for (int i = 0; i < 2; i++) {
 		t->c[i] = soft_net_qp(&t->n, t->n.ccq, 16);
 		t->s[i] = soft_net_qp(&t->n, t->n.scq, 16);
 		soft_net_link(&t->n, t->c[i], t->s[i], &t->cid[i], &t->sid[i]);
 	}
+}
+
+static void two_up(struct two *t)
+{
+	soft_net_up_buf(&t->n, 256, 16, NET_BUF);
+	two_qps(t);
 }
 
 static void two_down(struct two *t)
@@ -156,12 +161,24 @@ TEST(soft_wait_qp_own_completions_while_cq_waited)
 TEST(soft_wait_qp_never_overtakes_the_cq_consumer)
 {
 	struct two t;
+	struct soft_net_clock clk = {0};
+	struct rpcrdma_env env;
 	struct rpcrdma_wc wc[4];
 	struct rr_qp_seen seen = {0, 0};
 	int got = 0;
 
-	two_up(&t);
+	/* On the real clock the CQ's lease (SOFT_LEASE_NS after attend's
+	 * last wait) could end while the test posts and waits: the progress
+	 * thread then takes the QPs back and reads the socket itself, whose
+	 * bytes the test waits for in vain (seen once in a TCG lab VM at host
+	 * load ~25). The context's clock is held still from attend to the
+	 * end: the lease ends only when the test lets the clock go. Every
+	 * wait below is bounded by real time (the socket's, the test's). */
+	soft_net_held_env(&env, &clk);
+	soft_net_up_env(&t.n, 256, 16, NET_BUF, &env);
+	two_qps(&t);
 	attend(&t);
+	atomic_store(&clk.held_ns, soft_net_real_now_ns());
 	soft_net_post_recv(&t.n, t.c[0], 11, 4096, 256);
 	soft_net_post_recv(&t.n, t.c[0], 12, 8192, 256);
 	soft_net_post_send(&t.n, t.s[0], 1, RPCRDMA_WR_SEND, 0, 20, 0, false);
@@ -182,6 +199,7 @@ TEST(soft_wait_qp_never_overtakes_the_cq_consumer)
 	CHECK_EQ(rr_cq_ring_count(&soft_net_cq_of(t.n.ccq)->ring), 0u);
 	/* nothing more: a wait of one slice ends with none */
 	CHECK_EQ(rr_qp_wait(t.c[0], 4, wc, 5, &seen), 0);
+	atomic_store(&clk.held_ns, 0);
 	two_down(&t);
 }
 
