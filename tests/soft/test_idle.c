@@ -578,6 +578,19 @@ TEST(soft_idle_new_qp_joins_waited_cq)
 	soft_net_down(&n);
 }
 
+/* On the held clock @hc: a look of @ctx's progress thread one nanosecond
+ * before @end leaves @s with its consumer, one at @end takes it. */
+static void lease_ends_at(struct soft_net_clock *hc, struct rpcrdma_context *ctx,
+			  struct rpcrdma_qp *s, uint64_t end)
+{
+	atomic_store(&hc->held_ns, end - 1);
+	REQUIRE(thread_looks(ctx));
+	CHECK(!soft_net_handed(s));
+	atomic_store(&hc->held_ns, end);
+	REQUIRE(thread_looks(ctx));
+	CHECK(soft_net_handed(s));
+}
+
 /* A CQ's lease ends at its bound, on the held clock: SOFT_LEASE_NS after
  * its last use, no later (a look of the progress thread one nanosecond
  * before leaves the QP with the consumer, one at the bound takes it); and
@@ -644,12 +657,7 @@ TEST(soft_lease_get_event_then_poll_is_one_use)
 	t += 1000000u;
 	atomic_store(&hc.held_ns, t);
 	CHECK_EQ(rpcrdma_cq_poll(scq, 4, wc), 0);
-	atomic_store(&hc.held_ns, t + SOFT_LEASE_NS - 1);
-	REQUIRE(thread_looks(sctx));
-	CHECK(!soft_net_handed(s));
-	atomic_store(&hc.held_ns, t + SOFT_LEASE_NS);
-	REQUIRE(thread_looks(sctx));
-	CHECK(soft_net_handed(s));
+	lease_ends_at(&hc, sctx, s, t + SOFT_LEASE_NS);
 
 	/* a get_event takes it back and renews the lease; the poll after it,
 	 * 5 ms later on the held clock, is the same use: the lease ends
@@ -660,12 +668,7 @@ TEST(soft_lease_get_event_then_poll_is_one_use)
 	CHECK(!soft_net_handed(s));
 	atomic_store(&hc.held_ns, t + 5000000u);
 	CHECK_EQ(rpcrdma_cq_poll(scq, 4, wc), 0);
-	atomic_store(&hc.held_ns, t + SOFT_LEASE_NS - 1);
-	REQUIRE(thread_looks(sctx));
-	CHECK(!soft_net_handed(s));
-	atomic_store(&hc.held_ns, t + SOFT_LEASE_NS);
-	REQUIRE(thread_looks(sctx));
-	CHECK(soft_net_handed(s));
+	lease_ends_at(&hc, sctx, s, t + SOFT_LEASE_NS);
 	/* the next poll is a use of its own again: it takes the QP back and
 	 * its lease runs from it */
 	t += 100000000u;
