@@ -806,13 +806,15 @@ static void batch_grow(struct soft_qp *qp)
 }
 
 /* tx_lock held: a new batch, nothing in it yet: the bounce is free, and
- * the full arrays are taken if the last batch asked for them. */
-static inline void batch_start(struct soft_qp *qp)
+ * the full arrays are taken if the last batch asked for them. Returns the
+ * batch's FPDU limit (qp->bfcap, unchanged until the next batch). */
+static inline unsigned batch_start(struct soft_qp *qp)
 {
 	qp->bnc_used = 0;
 	qp->bnc_ok = false;
 	if (qp->bgrow)
 		batch_grow(qp);
+	return qp->bfcap;
 }
 
 /* tx_lock held, the batch of @nf FPDUs built, @fcap its limit: the first
@@ -903,8 +905,7 @@ void rr_soft_qp_tx_locked(struct soft_qp *qp)
 				rr_soft_qp_error_tx_locked(qp, NULL);
 			return;
 		}
-		batch_start(qp);
-		fcap = qp->bfcap;
+		fcap = batch_start(qp);
 		while (nf < fcap && qp->bcnt + RR_FPDU_MAX_IOV <= SOFT_BATCH_IOV) {
 			struct rr_fpdu *f = &qp->fpdu[nf];
 			int r;
