@@ -363,7 +363,6 @@ int rr_soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, stru
 	qp->biov = (struct iovec *)(blk + QP_BIOV_OFF);
 	qp->fpdu = (struct rr_fpdu *)(blk + QP_FPDU_OFF);
 	qp->bfcap = SOFT_BATCH_FPDUS_FIRST;
-	qp->bicap = SOFT_BATCH_IOV_FIRST;
 	if (attr->max_send_wr > SOFT_MAX_WR || attr->max_recv_wr > SOFT_MAX_WR ||
 	    attr->max_send_sge > SOFT_MAX_SGE || attr->max_recv_sge > SOFT_MAX_SGE ||
 	    attr->max_inline > SOFT_MAX_INLINE) {

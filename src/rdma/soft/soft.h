@@ -572,11 +572,11 @@ struct soft_qp {
 	struct rr_ddp_txmsg msg;
 	/* the batch being written */
 	struct rr_fpdu *fpdu;        /* bfcap entries */
-	struct iovec *biov;          /* bicap entries */
+	struct iovec *biov;          /* SOFT_BATCH_IOV_FIRST or SOFT_BATCH_IOV */
 	unsigned bnf;                /* FPDUs in the batch */
 	bool bpart;                  /* biov[bpos] is partly written */
 	bool bgrow;                  /* a batch was full with more to send: grow */
-	uint16_t bfcap, bicap;       /* _FIRST in the QP's block, or the full batch */
+	uint16_t bfcap;              /* _FIRST in the QP's block, or the full batch */
 	void *bbig;                  /* the full batch's arrays (NULL: not yet) */
 	uint16_t bend[SOFT_BATCH_FPDUS]; /* biov index after each FPDU */
 	bool term_fatal;             /* the pending Terminate ends the QP */
