@@ -26,6 +26,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -816,6 +817,118 @@ TEST(limits_idle_timeout_read_after_sweep_time_not_closed_tcp)
 		CHECK_EQ(rr_get_be32(rec + len - 4), 41u);
 	CHECK_EQ(srv_stats(f.s).idle_closed, (uint64_t)f.nfds);
 	idle_fix_close(&f);
+}
+
+/* rdma://: the clock of the next test. The first read of the server's
+ * clock on a progress loop after cq_hold_armed is set holds that loop there
+ * (held_loop, until released) before it returns the virtual time: with the
+ * connection quiet, that read is the shard's turn's (sv_turn: its timers',
+ * or the idle sweep's own), after the turn's sources (the CQ's fd) were
+ * served, before the sweep looks. */
+static atomic_bool cq_hold_armed;
+
+static uint64_t idle_vclock_hold_read(void *ctx)
+{
+	if (rr_loop_current() && atomic_exchange(&cq_hold_armed, false))
+		held_loop_run(NULL);
+	return idle_vclock(ctx);
+}
+
+/* Bytes not yet read from the server's accepted sockets of port @port
+ * (the soft provider's connections: local port @port, connected). */
+static int srv_sock_unread(int port)
+{
+	int total = 0;
+
+	for (int fd = 0; fd < 1024; fd++) {
+		struct sockaddr_in a, b;
+		socklen_t la = sizeof(a), lb = sizeof(b);
+		int n = 0;
+
+		if (getsockname(fd, (struct sockaddr *)&a, &la) != 0 || a.sin_family != AF_INET ||
+		    ntohs(a.sin_port) != port || getpeername(fd, (struct sockaddr *)&b, &lb) != 0)
+			continue;
+		if (ioctl(fd, FIONREAD, &n) == 0 && n > 0)
+			total += n;
+	}
+	return total;
+}
+
+struct call_thread {
+	struct rpcrdma_client *c;
+	int rc;
+};
+
+static void *null_call_thread(void *arg)
+{
+	struct call_thread *t = arg;
+
+	t->rc = null_call(t->c);
+	return NULL;
+}
+
+/* rdma://, the server on a virtual clock, idle_timeout_ms = 1 s, one
+ * progress loop: a Call whose Receive waits in the server's CQ (its
+ * bytes in the connection's socket, the CQ armed: nobody but the loop
+ * takes them) while the loop is held up past the timeout, in the shard's
+ * turn before its idle sweep, is not idleness. The loop is held at its
+ * first read of the clock after the connection's last Receive (1 s), the
+ * clock is set to 3 s, a NULL call is made (from a thread: it waits for
+ * its Reply) and awaited in the server's socket, then the loop is let go:
+ * the sweep's look at 3 s must see the Call (server_conns.c
+ * sv_idle_cq_served) and the call is answered; later, silent past its
+ * timeout, the connection is closed. On main the look closed it (idle
+ * close 1, the call failed). */
+TEST(limits_idle_timeout_call_in_cq_not_closed_rdma)
+{
+	struct rpcrdma_server_opts o = {.threads = 2, .idle_timeout_ms = 1000};
+	struct rpcrdma_client_opts co = {.timeout_ms = 30000, .connect_timeout_ms = 10000,
+					 .no_reconnect = true};
+	struct call_thread ct = {.rc = 1};
+	struct rpcrdma_server *s;
+	struct rpcrdma_env env;
+	pthread_t th;
+	char url[64];
+
+	if (!rr_th_soft_ok())
+		return;
+	REQUIRE_EQ(rpcrdma_progress_threads_set(1), 0);   /* (before the engine starts) */
+	env = *rpcrdma_env_default();
+	env.now_ns = idle_vclock_hold_read;
+	env.clock_ctx = NULL;
+	o.env = &env;
+	atomic_store(&look_at_ns, 0);
+	vclock_set(1000000000ull);
+	s = start_server("rdma", &o, url, sizeof(url));
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &co, &ct.c), 0);
+	REQUIRE_EQ(null_call(ct.c), 0);
+	REQUIRE_EQ(rr_engine_nloops(), 1u);
+	/* that call's completions taken (its Reply's Send), the shard's
+	 * turns looked at 1 s: from now on only they read the clock */
+	vclock_look(1000000000ull);
+	/* the loop held in its turn; the clock past the timeout */
+	held_loop_arm();
+	atomic_store(&cq_hold_armed, true);
+	held_loop_wait_started();
+	vclock_set(3000000000ull);
+	REQUIRE_EQ(pthread_create(&th, NULL, null_call_thread, &ct), 0);
+	if (!WAIT_FOR(srv_sock_unread(port_of(s)) > 0, WAIT_MS)) {
+		printf("  RAN OUT waiting for: the Call in the server's socket\n");
+		CHECK(!"the Call waits in the server's socket");
+	}
+	held_loop_set(&held_loop.release);
+	REQUIRE_EQ(pthread_join(th, NULL), 0);
+	CHECK_EQ(ct.rc, 0);
+	CHECK_EQ(srv_stats(s).idle_closed, 0);
+	CHECK_EQ(srv_stats(s).connections, 1);
+	/* silent past its timeout: closed (a look in between: one that
+	 * finds two Receives since the last stamps its own time) */
+	vclock_look(3500000000ull);
+	vclock_set(10000000000ull);
+	CHECK(WAIT_FOR(srv_stats(s).idle_closed == 1, WAIT_MS));
+	CHECK(WAIT_FOR(srv_stats(s).connections == 0, WAIT_MS));
+	rpcrdma_client_destroy(ct.c);
+	rpcrdma_server_destroy(s);
 }
 
 /* A client whose idle connection the server closed connects again when

@@ -378,6 +378,14 @@ static bool loop_claim(struct tp_cq *q)
 	return tp_cq_claim(q, TP_CQ_LOOP);
 }
 
+bool tp_cq_serve_now(struct tp_cq *q)
+{
+	if (!loop_claim(q))
+		return false;
+	cq_serve(q);
+	return true;
+}
+
 static void cq_ready(struct rr_loop_src *src, uint32_t events)
 {
 	struct tp_cq *q = RR_CONTAINER_OF(src, struct tp_cq, src);

@@ -244,12 +244,58 @@ static uint64_t host_key(const struct sockaddr_storage *a)
  * one Receive since the previous look has its time; more than one, a
  * later one of unknown time: stamped with the look's time (never sooner
  * than its timeout; at most one look later than by the last Receive's
- * own time). */
+ * own time).
+ * Before a connection is closed, its CQ is served (sv_idle_cq_served): the
+ * look runs in the shard's turn, after whatever held the loop up (an
+ * inline handler, a task before it, a stalled thread), and a Call that
+ * came meanwhile waits in the CQ, fed to nobody, while the clock has
+ * passed the timeout (docs/testing.md, part CJ). Only a connection found
+ * idle costs that (once per CQ and look); the walk and the Call path are
+ * as they were. */
+#define SV_IDLE_CQS 4u
+
+struct sv_idle_cqs {
+	struct tp_cq *q[SV_IDLE_CQS];
+	bool held[SV_IDLE_CQS];   /* a caller held it: not served */
+	unsigned n;
+};
+
+/* Whether @cn, found idle, may be closed now: its CQ was served in this
+ * look (by an earlier call; a caller holding it then: not now). false
+ * with *@served: its CQ was served now (the lock dropped meanwhile): the
+ * caller walks its connections again, with the clock read again. false
+ * alone: not judged in this look (more CQs to serve than a look serves). */
+static bool sv_idle_cq_served(struct tp_shard *sh, struct tp_conn *cn, struct sv_idle_cqs *c,
+			      bool *served)
+{
+	struct tp_cq *q = cn->tcq;
+	unsigned i;
+
+	*served = false;
+	if (!q || q->port->loop != sh->ep.loop || !rr_loop_on_runner(sh->ep.loop))
+		return true;   /* nothing to serve here */
+	for (i = 0; i < c->n; i++)
+		if (c->q[i] == q)
+			return !c->held[i];
+	if (c->n == SV_IDLE_CQS)
+		return false;
+	c->q[c->n] = q;
+	/* its CQ lives while the port's loop (this thread) is in here: they
+	 * go by a task of that loop (port_gc) */
+	rr_unlock(&sh->ep.lock);
+	c->held[c->n++] = !tp_cq_serve_now(q);
+	rr_lock(&sh->ep.lock);
+	*served = true;
+	return false;
+}
+
 void tp_sv_idle_sweep(struct tp_shard *sh)
 {
 	uint64_t to = (uint64_t)sh->ep.conf.idle_timeout_ms * 1000000u;
+	struct sv_idle_cqs cqs = {.n = 0};
 	uint64_t now;
 	struct tp_conn *cn, *nx;
+	bool served;
 
 	if (!to)
 		return;
@@ -257,6 +303,7 @@ void tp_sv_idle_sweep(struct tp_shard *sh)
 	if (now < sh->idle_look_ns)
 		return;
 	sh->idle_look_ns = now + RR_MIN(to / 10, 100000000ull);
+again:
 	for (cn = sh->conns; cn; cn = nx) {
 		nx = cn->next;
 		if (cn->nrx - cn->idle_nrx > 1)   /* several since the last look */
@@ -265,6 +312,14 @@ void tp_sv_idle_sweep(struct tp_shard *sh)
 		if (cn->dead || !cn->established || rr_conn_in_progress(cn->sess) || cn->ndefer ||
 		    now - cn->last_rx_ns < to)
 			continue;
+		if (!sv_idle_cq_served(sh, cn, &cqs, &served)) {
+			if (!served)
+				continue;
+			/* what was fed stamped its time: read again (else
+			 * later than now, its age would wrap) */
+			now = tp_now_ns(&sh->ep);
+			goto again;
+		}
 		sh->ep.stats.idle_closed++;
 		cn->closing_idle = true;   /* an orderly close, not a fatal error */
 		tp_sv_conn_lost(sh, cn);

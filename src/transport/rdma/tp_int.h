@@ -711,6 +711,11 @@ void tp_fault_fold(struct tp_ep *ep, struct rr_xprt_stats *st);
  * notification): whether it is armed. false: the loop serves it once the
  * caller lets go (missed). */
 bool tp_cq_arm_drain(struct tp_cq *q, struct tp_ep **touched);
+/* Serves @q now, as its loop does when its fd is readable (on that loop,
+ * no endpoint lock held): what waits in it is fed to its connections and
+ * their after-work run. false: a caller holds its role (the loop serves it
+ * once the caller lets go), and what waits in it may not have been fed. */
+bool tp_cq_serve_now(struct tp_cq *q);
 /* Runs ops->after of each endpoint of @touched (under its lock) when it
  * lives on the caller's loop, else posts its turn; @self's is left to the
  * caller. */
