@@ -488,6 +488,69 @@ static bool thread_looks(struct rpcrdma_context *ctx)
 	return true;
 }
 
+/* A server context on its own held clock (soft_net_held_env) listening on
+ * the loopback, with one CQ, and the test's client network @n: the set-up
+ * and teardown of the lease tests below. */
+struct held_srv {
+	struct soft_net_clock hc;
+	struct rpcrdma_env env;
+	struct sockaddr_in a;
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_cm_channel *ch;
+	struct rpcrdma_cm_id *l;
+};
+
+static void held_srv_up(struct held_srv *h, struct net *n)
+{
+	struct rpcrdma_open_attr oa = {0};
+	struct rpcrdma_cq_attr ca = {.cqe = 64};
+	struct sockaddr_storage ss;
+
+	memset(h, 0, sizeof(*h));
+	h->a.sin_family = AF_INET;
+	h->a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	soft_net_up_buf(n, 64, 16, NET_BUF);
+	soft_net_held_env(&h->env, &h->hc);
+	oa.env = &h->env;
+	REQUIRE_EQ(rpcrdma_open("soft", &oa, &h->ctx), 0);
+	REQUIRE_EQ(rpcrdma_pd_alloc(h->ctx, &h->pd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(h->ctx, &ca, &h->cq), 0);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(h->ctx, &h->ch), 0);
+	REQUIRE_EQ(rpcrdma_listen(h->ch, (struct sockaddr *)&h->a, sizeof(h->a), 4, NULL, &h->l), 0);
+	REQUIRE_EQ(rpcrdma_cm_local_addr(h->l, &ss), 0);
+	h->a.sin_port = ((struct sockaddr_in *)&ss)->sin_port;
+}
+
+/* Connects @c (on @n) to the listener and accepts it onto @s; both ends
+ * established. */
+static void held_srv_pair(struct held_srv *h, struct net *n, struct rpcrdma_qp *c,
+			  struct rpcrdma_qp *s, struct rpcrdma_cm_id **cid, struct rpcrdma_cm_id **sid)
+{
+	struct rpcrdma_cm_event ev;
+
+	REQUIRE_EQ(rpcrdma_connect(n->ch, c, (struct sockaddr *)&h->a, sizeof(h->a), NULL, NULL, cid), 0);
+	REQUIRE_EQ(soft_net_get_cm(h->ch, &ev), 0);
+	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+	*sid = ev.id;
+	REQUIRE_EQ(rpcrdma_accept(*sid, s, NULL), 0);
+	REQUIRE_EQ(soft_net_get_cm(h->ch, &ev), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+	REQUIRE_EQ(soft_net_get_cm(n->ch, &ev), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+}
+
+static void held_srv_down(struct held_srv *h, struct net *n)
+{
+	CHECK_EQ(rpcrdma_cm_id_destroy(h->l), 0);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(h->ch), 0);
+	CHECK_EQ(rpcrdma_cq_destroy(h->cq), 0);
+	CHECK_EQ(rpcrdma_pd_free(h->pd), 0);
+	CHECK_EQ(rpcrdma_close(h->ctx), 0);
+	soft_net_down(n);
+}
+
 /* A connection accepted onto a CQ that a thread already waits on (the
  * progress thread serves every new QP first) goes to that waiter without
  * a tick: the waiter receives the first Send itself, and the QP stays with
@@ -501,81 +564,49 @@ static bool thread_looks(struct rpcrdma_context *ctx)
  * (part BZ, ASan at load 20). */
 TEST(soft_idle_new_qp_joins_waited_cq)
 {
-	struct soft_net_clock hc = {0};
-	struct rpcrdma_env senv;
-	struct rpcrdma_open_attr oa = {0};
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	struct rpcrdma_cq_attr ca = {.cqe = 64};
-	struct rpcrdma_context *sctx;
-	struct rpcrdma_cm_channel *sch;
-	struct rpcrdma_cm_id *l, *cid, *sid;
-	struct rpcrdma_pd *spd;
-	struct rpcrdma_cq *scq;
+	struct held_srv h;
 	struct rpcrdma_mr *smr;
+	struct rpcrdma_cm_id *cid, *sid;
 	struct rpcrdma_qp *c, *s;
-	struct rpcrdma_cm_event ev;
-	struct sockaddr_storage ss;
 	static uint8_t sbuf[64];
 	struct net n;
 	struct soft_net_waiter w;
 	bool back = false;
 
-	soft_net_up_buf(&n, 64, 16, NET_BUF);
-	soft_net_held_env(&senv, &hc);
-	oa.env = &senv;
-	REQUIRE_EQ(rpcrdma_open("soft", &oa, &sctx), 0);
-	REQUIRE_EQ(rpcrdma_pd_alloc(sctx, &spd), 0);
-	REQUIRE_EQ(rpcrdma_cq_create(sctx, &ca, &scq), 0);
-	REQUIRE_EQ(rpcrdma_cm_channel_create(sctx, &sch), 0);
-	REQUIRE_EQ(rpcrdma_listen(sch, (struct sockaddr *)&a, sizeof(a), 4, NULL, &l), 0);
-	REQUIRE_EQ(rpcrdma_cm_local_addr(l, &ss), 0);
-	a.sin_port = ((struct sockaddr_in *)&ss)->sin_port;
-	REQUIRE_EQ(rpcrdma_reg_mr_simple(spd, sbuf, sizeof(sbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &smr), 0);
+	held_srv_up(&h, &n);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(h.pd, sbuf, sizeof(sbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &smr), 0);
 	{
-		struct rpcrdma_qp_attr qa = {.send_cq = scq, .recv_cq = scq, .max_send_wr = 8,
+		struct rpcrdma_qp_attr qa = {.send_cq = h.cq, .recv_cq = h.cq, .max_send_wr = 8,
 					     .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1};
 		struct rpcrdma_sge sg = {(uintptr_t)sbuf, sizeof(sbuf), rpcrdma_mr_lkey(smr)};
 		struct rpcrdma_recv_wr rw = {.wr_id = 50, .sg_list = &sg, .num_sge = 1};
 
-		REQUIRE_EQ(rpcrdma_qp_create(spd, &qa, &s), 0);
+		REQUIRE_EQ(rpcrdma_qp_create(h.pd, &qa, &s), 0);
 		REQUIRE_EQ(rpcrdma_post_recv(s, &rw, NULL), 0);
 	}
 	c = soft_net_qp(&n, n.ccq, 8);
-	soft_net_wait_start(&w, scq, RR_TEST_WAIT_MS);
+	soft_net_wait_start(&w, h.cq, RR_TEST_WAIT_MS);
 	/* the waiter waits; the server's thread has no deadline */
-	REQUIRE(soft_net_until_waiting(scq, 1));
-	REQUIRE(soft_net_until_thread_asleep(sctx));
-	REQUIRE_EQ(rpcrdma_connect(n.ch, c, (struct sockaddr *)&a, sizeof(a), NULL, NULL, &cid), 0);
-	REQUIRE_EQ(soft_net_get_cm(sch, &ev), 0);
-	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
-	sid = ev.id;
-	REQUIRE_EQ(rpcrdma_accept(sid, s, NULL), 0);
-	REQUIRE_EQ(soft_net_get_cm(sch, &ev), 0);
-	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
-	REQUIRE_EQ(soft_net_get_cm(n.ch, &ev), 0);
-	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+	REQUIRE(soft_net_until_waiting(h.cq, 1));
+	REQUIRE(soft_net_until_thread_asleep(h.ctx));
+	held_srv_pair(&h, &n, c, s, &cid, &sid);
 	back = rr_test_until(not_handed, s, RR_TEST_WAIT_MS);
 	CHECK(back);
 	/* from here on the server's leases end only when the test says */
-	atomic_store(&hc.held_ns, soft_net_real_now_ns());
+	atomic_store(&h.hc.held_ns, soft_net_real_now_ns());
 	soft_net_post_send(&n, c, 51, RPCRDMA_WR_SEND, 128, 8, 0, false);
-	join_held(&w, &hc);
+	join_held(&w, &h.hc);
 	CHECK_EQ(w.rc, 1);
 	CHECK_EQ(w.wc.wr_id, 50);
 	/* the waiter left; the CQ's lease (from its leaving, on the held
 	 * clock) lasts: a look of the progress thread leaves the QP with
 	 * its consumer */
-	REQUIRE(thread_looks(sctx));
+	REQUIRE(thread_looks(h.ctx));
 	CHECK(!soft_net_handed(s));
-	atomic_store(&hc.held_ns, 0);
+	atomic_store(&h.hc.held_ns, 0);
 	soft_net_unpair(c, s, cid, sid);
 	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
-	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
-	CHECK_EQ(rpcrdma_cm_channel_destroy(sch), 0);
-	CHECK_EQ(rpcrdma_cq_destroy(scq), 0);
-	CHECK_EQ(rpcrdma_pd_free(spd), 0);
-	CHECK_EQ(rpcrdma_close(sctx), 0);
-	soft_net_down(&n);
+	held_srv_down(&h, &n);
 }
 
 /* On the held clock @hc: a look of @ctx's progress thread one nanosecond
@@ -601,93 +632,61 @@ static void lease_ends_at(struct soft_net_clock *hc, struct rpcrdma_context *ctx
  * get_event's bound) when the poll after a get_event renews the lease. */
 TEST(soft_lease_get_event_then_poll_is_one_use)
 {
-	struct soft_net_clock hc = {0};
-	struct rpcrdma_env senv;
-	struct rpcrdma_open_attr oa = {0};
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	struct rpcrdma_cq_attr ca = {.cqe = 64};
-	struct rpcrdma_context *sctx;
-	struct rpcrdma_cm_channel *sch;
-	struct rpcrdma_cm_id *l, *cid, *sid;
-	struct rpcrdma_pd *spd;
-	struct rpcrdma_cq *scq;
+	struct held_srv h;
+	struct rpcrdma_cm_id *cid, *sid;
 	struct rpcrdma_qp *c, *s;
-	struct rpcrdma_cm_event ev;
-	struct sockaddr_storage ss;
 	struct rpcrdma_wc wc[4];
 	struct net n;
 	uint64_t t;
 
-	soft_net_up_buf(&n, 64, 16, NET_BUF);
-	soft_net_held_env(&senv, &hc);
-	oa.env = &senv;
-	REQUIRE_EQ(rpcrdma_open("soft", &oa, &sctx), 0);
-	REQUIRE_EQ(rpcrdma_pd_alloc(sctx, &spd), 0);
-	REQUIRE_EQ(rpcrdma_cq_create(sctx, &ca, &scq), 0);
-	REQUIRE_EQ(rpcrdma_cm_channel_create(sctx, &sch), 0);
-	REQUIRE_EQ(rpcrdma_listen(sch, (struct sockaddr *)&a, sizeof(a), 4, NULL, &l), 0);
-	REQUIRE_EQ(rpcrdma_cm_local_addr(l, &ss), 0);
-	a.sin_port = ((struct sockaddr_in *)&ss)->sin_port;
+	held_srv_up(&h, &n);
 	{
-		struct rpcrdma_qp_attr qa = {.send_cq = scq, .recv_cq = scq, .max_send_wr = 8,
+		struct rpcrdma_qp_attr qa = {.send_cq = h.cq, .recv_cq = h.cq, .max_send_wr = 8,
 					     .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1};
 
-		REQUIRE_EQ(rpcrdma_qp_create(spd, &qa, &s), 0);
+		REQUIRE_EQ(rpcrdma_qp_create(h.pd, &qa, &s), 0);
 	}
 	c = soft_net_qp(&n, n.ccq, 8);
-	REQUIRE_EQ(rpcrdma_connect(n.ch, c, (struct sockaddr *)&a, sizeof(a), NULL, NULL, &cid), 0);
-	REQUIRE_EQ(soft_net_get_cm(sch, &ev), 0);
-	REQUIRE_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
-	sid = ev.id;
-	REQUIRE_EQ(rpcrdma_accept(sid, s, NULL), 0);
-	REQUIRE_EQ(soft_net_get_cm(sch, &ev), 0);
-	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
-	REQUIRE_EQ(soft_net_get_cm(n.ch, &ev), 0);
-	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
+	held_srv_pair(&h, &n, c, s, &cid, &sid);
 
 	/* from here on the server's leases end only when the test says */
 	t = soft_net_real_now_ns();
-	atomic_store(&hc.held_ns, t);
+	atomic_store(&h.hc.held_ns, t);
 	/* a poll: the QP with its consumer, the lease from now */
-	CHECK_EQ(rpcrdma_cq_poll(scq, 4, wc), 0);
+	CHECK_EQ(rpcrdma_cq_poll(h.cq, 4, wc), 0);
 	CHECK(!soft_net_handed(s));
-	REQUIRE(thread_looks(sctx));
+	REQUIRE(thread_looks(h.ctx));
 	CHECK(!soft_net_handed(s));
 	/* a later poll renews it: it lasts until its bound, not to it */
 	t += 1000000u;
-	atomic_store(&hc.held_ns, t);
-	CHECK_EQ(rpcrdma_cq_poll(scq, 4, wc), 0);
-	lease_ends_at(&hc, sctx, s, t + SOFT_LEASE_NS);
+	atomic_store(&h.hc.held_ns, t);
+	CHECK_EQ(rpcrdma_cq_poll(h.cq, 4, wc), 0);
+	lease_ends_at(&h.hc, h.ctx, s, t + SOFT_LEASE_NS);
 
 	/* a get_event takes it back and renews the lease; the poll after it,
 	 * 5 ms later on the held clock, is the same use: the lease ends
 	 * SOFT_LEASE_NS after the get_event */
 	t += 100000000u;
-	atomic_store(&hc.held_ns, t);
-	CHECK_EQ(rpcrdma_cq_get_event(scq), 0);
+	atomic_store(&h.hc.held_ns, t);
+	CHECK_EQ(rpcrdma_cq_get_event(h.cq), 0);
 	CHECK(!soft_net_handed(s));
-	atomic_store(&hc.held_ns, t + 5000000u);
-	CHECK_EQ(rpcrdma_cq_poll(scq, 4, wc), 0);
-	lease_ends_at(&hc, sctx, s, t + SOFT_LEASE_NS);
+	atomic_store(&h.hc.held_ns, t + 5000000u);
+	CHECK_EQ(rpcrdma_cq_poll(h.cq, 4, wc), 0);
+	lease_ends_at(&h.hc, h.ctx, s, t + SOFT_LEASE_NS);
 	/* the next poll is a use of its own again: it takes the QP back and
 	 * its lease runs from it */
 	t += 100000000u;
-	atomic_store(&hc.held_ns, t);
-	CHECK_EQ(rpcrdma_cq_poll(scq, 4, wc), 0);
+	atomic_store(&h.hc.held_ns, t);
+	CHECK_EQ(rpcrdma_cq_poll(h.cq, 4, wc), 0);
 	CHECK(!soft_net_handed(s));
 	t += 5000000u;
-	atomic_store(&hc.held_ns, t);
-	CHECK_EQ(rpcrdma_cq_poll(scq, 4, wc), 0);
-	atomic_store(&hc.held_ns, t + SOFT_LEASE_NS - 1);
-	REQUIRE(thread_looks(sctx));
+	atomic_store(&h.hc.held_ns, t);
+	CHECK_EQ(rpcrdma_cq_poll(h.cq, 4, wc), 0);
+	atomic_store(&h.hc.held_ns, t + SOFT_LEASE_NS - 1);
+	REQUIRE(thread_looks(h.ctx));
 	CHECK(!soft_net_handed(s));
 
-	atomic_store(&hc.held_ns, 0);
+	atomic_store(&h.hc.held_ns, 0);
 	soft_net_unpair(c, s, cid, sid);
-	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
-	CHECK_EQ(rpcrdma_cm_channel_destroy(sch), 0);
-	CHECK_EQ(rpcrdma_cq_destroy(scq), 0);
-	CHECK_EQ(rpcrdma_pd_free(spd), 0);
-	CHECK_EQ(rpcrdma_close(sctx), 0);
-	soft_net_down(&n);
+	held_srv_down(&h, &n);
 }
