@@ -57,6 +57,14 @@ static void set_armed(struct rr_cq_ring *r, int v)
 	__atomic_store_n(&r->armed, v, __ATOMIC_RELAXED);
 }
 
+/* Whether @wc counts for a solicited-only arm (cq_ring.h): looked at only
+ * when the ring is armed so. */
+static bool wc_solicited(const struct rpcrdma_wc *wc)
+{
+	return wc->status != RPCRDMA_WC_SUCCESS ||
+	       (wc->opcode == RPCRDMA_WC_RECV && (wc->flags & RPCRDMA_WC_SOLICITED));
+}
+
 int rr_cq_ring_push(struct rr_cq_ring *r, const struct rpcrdma_wc *wc)
 {
 	return rr_cq_ring_push_ex(r, wc, false);
@@ -64,13 +72,11 @@ int rr_cq_ring_push(struct rr_cq_ring *r, const struct rpcrdma_wc *wc)
 
 int rr_cq_ring_push_ex(struct rr_cq_ring *r, const struct rpcrdma_wc *wc, bool quiet)
 {
-	bool solicited, notify = false;
+	bool notify = false;
 	int rc = 0;
 
 	if (!r || !wc)
 		return -EINVAL;
-	solicited = wc->status != RPCRDMA_WC_SUCCESS ||
-		    (wc->opcode == RPCRDMA_WC_RECV && (wc->flags & RPCRDMA_WC_SOLICITED));
 	rr_lock(&r->lock);
 	if (r->overflow || r->count == r->cap) {
 		/* Overrun: the completion is lost; wake the consumer whether
@@ -79,11 +85,13 @@ int rr_cq_ring_push_ex(struct rr_cq_ring *r, const struct rpcrdma_wc *wc, bool q
 		notify = true;
 		rc = -EOVERFLOW;
 	} else {
-		r->slots[(r->head + r->count) % r->cap] = *wc;
+		uint32_t i = r->head + r->count;   /* < 2 * cap: head < cap, count < cap */
+
+		r->slots[i >= r->cap ? i - r->cap : i] = *wc;
 		__atomic_store_n(&r->count, r->count + 1, __ATOMIC_SEQ_CST);
 		r->pushed++;
 		if (r->armed == RR_CQ_ARMED_ALL ||
-		    (r->armed == RR_CQ_ARMED_SOLICITED && solicited)) {
+		    (r->armed == RR_CQ_ARMED_SOLICITED && wc_solicited(wc))) {
 			set_armed(r, RR_CQ_DISARMED);
 			notify = !quiet;
 		}
@@ -107,7 +115,8 @@ int rr_cq_ring_poll(struct rr_cq_ring *r, int n, struct rpcrdma_wc *out)
 	count = r->count;   /* only the lock's holders write it */
 	while (got < n && count) {
 		out[got++] = r->slots[r->head];
-		r->head = (r->head + 1) % r->cap;
+		if (++r->head == r->cap)   /* (no division per completion) */
+			r->head = 0;
 		count--;
 	}
 	if (!count)

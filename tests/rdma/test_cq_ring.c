@@ -63,6 +63,52 @@ TEST(rdma_cq_fill_poll_wrap)
 	CHECK_EQ(rr_cq_ring_init(&r, &te.env, 4), -ENOMEM);
 }
 
+/* The ring never empties (so its head never goes back to slot 0): pushes
+ * and polls cross the end of the slots again and again, at every offset
+ * of a capacity that is not a power of two, and order holds (the slot
+ * index is wrapped without a division: cq_ring.c). */
+TEST(rdma_cq_wrap_while_held)
+{
+	struct rr_cq_ring r;
+	struct rpcrdma_wc out[8];
+	uint64_t next_in = 0, next_out = 0;
+	int held = 0;
+
+	REQUIRE_EQ(rr_cq_ring_init(&r, NULL, 7), 0);
+	for (int round = 0; round < 200; round++) {
+		/* fill up to the capacity, then take 1..6 of them */
+		while (held < 7) {
+			struct rpcrdma_wc w = wc_of(next_in++, RPCRDMA_WC_SEND, 0, 0);
+
+			REQUIRE_EQ(rr_cq_ring_push(&r, &w), 0);
+			held++;
+		}
+		int k = 1 + (round * 5) % 6, got = rr_cq_ring_poll(&r, k, out);
+
+		REQUIRE_EQ(got, k);
+		for (int i = 0; i < got; i++)
+			REQUIRE_EQ(out[i].wr_id, next_out++);
+		held -= got;
+		REQUIRE_EQ(rr_cq_ring_count(&r), (uint32_t)held);
+	}
+	/* full: the next push overruns, the held ones still come in order */
+	{
+		struct rpcrdma_wc w = wc_of(next_in, RPCRDMA_WC_SEND, 0, 0);
+
+		while (held < 7) {
+			w.wr_id = next_in++;
+			REQUIRE_EQ(rr_cq_ring_push(&r, &w), 0);
+			held++;
+		}
+		CHECK_EQ(rr_cq_ring_push(&r, &w), -EOVERFLOW);
+	}
+	CHECK_EQ(rr_cq_ring_poll(&r, 8, out), 7);
+	for (int i = 0; i < 7; i++)
+		CHECK_EQ(out[i].wr_id, next_out++);
+	CHECK_EQ(rr_cq_ring_poll(&r, 8, out), -EOVERFLOW);
+	rr_cq_ring_fini(&r);
+}
+
 TEST(rdma_cq_overflow_is_error_state)
 {
 	struct rr_cq_ring r;

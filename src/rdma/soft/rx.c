@@ -248,6 +248,28 @@ static enum rr_rx_code rx_tagged(void *ctx, uint8_t op, uint32_t stag, uint64_t 
 	return code;
 }
 
+/* A message begins on a QP of a shared receive queue: one Receive of the
+ * queue, within the quota, held by the QP (srq_cur) until the message
+ * completes. Apart from rx_untagged (and called last there: a jump), so
+ * that the look-up of a Receive already held or of the QP's own queue
+ * saves and restores no registers. */
+__attribute__((noinline)) static enum rr_rx_code rx_srq_begin(struct soft_qp *qp,
+							     const struct iovec **iov,
+							     unsigned *iovcnt)
+{
+	bool quota_on = atomic_load_explicit(&qp->quota_on, memory_order_acquire);
+
+	if ((quota_on && !atomic_load_explicit(&qp->quota, memory_order_acquire)) ||
+	    rr_soft_srq_take(qp->srq, &qp->srq_cur))
+		return RR_RXC_NO_RECV;
+	qp->srq_have = true;
+	if (quota_on)   /* above 0: only this thread takes */
+		atomic_fetch_sub_explicit(&qp->quota, 1, memory_order_relaxed);
+	*iov = qp->srq_cur.iov;
+	*iovcnt = qp->srq_cur.iovcnt;
+	return RR_RXC_OK;
+}
+
 static enum rr_rx_code rx_untagged(void *ctx, uint32_t msn, uint32_t mo, uint32_t len, bool last,
 				   const struct iovec **iov, unsigned *iovcnt)
 {
@@ -256,18 +278,8 @@ static enum rr_rx_code rx_untagged(void *ctx, uint32_t msn, uint32_t mo, uint32_
 
 	RR_UNUSED(msn), RR_UNUSED(mo), RR_UNUSED(len), RR_UNUSED(last);
 	if (qp->srq) {
-		if (!qp->srq_have) {
-			/* a message begins: one Receive of the shared queue,
-			 * within the quota */
-			bool quota_on = atomic_load_explicit(&qp->quota_on, memory_order_acquire);
-
-			if ((quota_on && !atomic_load_explicit(&qp->quota, memory_order_acquire)) ||
-			    rr_soft_srq_take(qp->srq, &qp->srq_cur))
-				return RR_RXC_NO_RECV;
-			qp->srq_have = true;
-			if (quota_on)   /* above 0: only this thread takes */
-				atomic_fetch_sub_explicit(&qp->quota, 1, memory_order_relaxed);
-		}
+		if (!qp->srq_have)
+			return rx_srq_begin(qp, iov, iovcnt);
 		*iov = qp->srq_cur.iov;
 		*iovcnt = qp->srq_cur.iovcnt;
 		return RR_RXC_OK;
@@ -313,8 +325,10 @@ static enum rr_rx_code rx_read_resp(struct soft_qp *qp, const struct rr_ddp_even
 }
 
 /* Send With Invalidate (RFC 5040 5.4): the STag the peer names is
- * invalidated before the receive completes, which then says so in @wc. */
-static enum rr_rx_code rx_send_inv(struct soft_qp *qp, const struct rr_ddp_event *ev,
+ * invalidated before the receive completes, which then says so in @wc.
+ * Not inlined into rx_send: a plain Send (every NULL's Call and Reply)
+ * then saves and restores no registers for it. */
+__attribute__((noinline)) static enum rr_rx_code rx_send_inv(struct soft_qp *qp, const struct rr_ddp_event *ev,
 				   struct rpcrdma_wc *wc)
 {
 	int r = rr_mrt_invalidate(&qp->ctx->mrt, ev->inv_stag, &qp->pd->base, &qp->base);
@@ -635,8 +649,8 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 	unsigned reads = 0;
 
 	for (;;) {
-		uint8_t *dst;
-		size_t w, tail = 0;
+		uint8_t *dst = NULL;
+		size_t w = 0, tail = 0;
 		struct iovec v[2];
 		unsigned cnt;
 		bool piece = false;
@@ -667,8 +681,10 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 		 * the other connections it serves. */
 		if (drained || ++reads > qp->ctx->rx_reads)
 			return 0;
-		w = rr_ddp_rx_want(&qp->rx, &dst);
-		if (qp->rx.state == RR_RX_PAYLOAD && w >= SOFT_PLACE_MIN) {
+		/* the parser's want decides only for a payload (read in
+		 * place); headers and trailers take the look-ahead below */
+		if (qp->rx.state == RR_RX_PAYLOAD &&
+		    (w = rr_ddp_rx_want(&qp->rx, &dst)) >= SOFT_PLACE_MIN) {
 			/* payload straight into place; behind it only the
 			 * trailer and the next header (a few bytes), so the next
 			 * payload is not read into the stage and copied again;

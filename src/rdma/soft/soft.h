@@ -784,22 +784,26 @@ static inline int sge_resolve(struct soft_qp *qp, struct rr_mrt_lcache *lc,
 			      struct iovec *iov, unsigned *cnt, uint32_t *total)
 {
 	uint64_t t = 0;
+	unsigned c = 0;   /* *@cnt written once (as many as resolved) */
 
-	*cnt = 0;
 	for (uint32_t i = 0; i < n; i++) {
+		uint32_t len = sg[i].length;
 		uint8_t *p;
 		int r;
 
-		if (!sg[i].length)
+		if (!len)
 			continue;
-		r = rr_mrt_local_ptr(&qp->ctx->mrt, lc, sg[i].lkey, sg[i].addr, sg[i].length,
+		r = rr_mrt_local_ptr(&qp->ctx->mrt, lc, sg[i].lkey, sg[i].addr, len,
 				     RR_MRT_LOCAL | need, &qp->pd->base, &p);
-		if (r)
+		if (r) {
+			*cnt = c;
 			return r;
-		iov[*cnt].iov_base = p;
-		iov[(*cnt)++].iov_len = sg[i].length;
-		t += sg[i].length;
+		}
+		iov[c].iov_base = p;
+		iov[c++].iov_len = len;
+		t += len;
 	}
+	*cnt = c;
 	if (t > UINT32_MAX)
 		return -EMSGSIZE;
 	*total = (uint32_t)t;

@@ -162,6 +162,16 @@ int rr_soft_srq_get_event(struct rr_srq *b)
 	return atomic_exchange(&srq_of(b)->event, 0) ? 1 : 0;
 }
 
+/* @n iovecs from @src to @dst: the usual one (the transport's Receives
+ * have one SGE) by assignment, more by memcpy. */
+static inline void iov_copy(struct iovec *dst, const struct iovec *src, uint32_t n)
+{
+	if (n == 1)
+		dst[0] = src[0];
+	else
+		memcpy(dst, src, sizeof(src[0]) * n);
+}
+
 int rr_soft_srq_take(struct soft_srq *s, struct soft_rqe *out)
 {
 	struct srq_ent *e;
@@ -175,7 +185,7 @@ int rr_soft_srq_take(struct soft_srq *s, struct soft_rqe *out)
 	e = ent_at(s, --s->count);
 	out->wr_id = e->wr_id;
 	out->iovcnt = e->iovcnt;
-	memcpy(out->iov, e->iov, sizeof(e->iov[0]) * e->iovcnt);
+	iov_copy(out->iov, e->iov, e->iovcnt);
 	limit_check(s);
 	rr_unlock(&s->lock);
 	return 0;
@@ -190,7 +200,7 @@ void rr_soft_srq_untake(struct soft_srq *s, const struct soft_rqe *e)
 		d = ent_at(s, s->count);
 		d->wr_id = e->wr_id;
 		d->iovcnt = e->iovcnt;
-		memcpy(d->iov, e->iov, sizeof(e->iov[0]) * e->iovcnt);
+		iov_copy(d->iov, e->iov, e->iovcnt);
 		s->count++;
 	}
 	rr_unlock(&s->lock);
