@@ -11,7 +11,10 @@
  * form) and rr_rpcmsg_decode_reply_general must return the same, leave the
  * same struct (both started from the same bytes) and the cursor at the same
  * place, at offsets 0, 4 and 8 of the input; so must rr_rpcmsg_decode_call
- * and rr_rpcmsg_decode_call_general. */
+ * and rr_rpcmsg_decode_call_general. A decoded accepted Reply with an empty
+ * AUTH_NONE verifier and no range is also encoded by
+ * rr_rpcmsg_encode_accepted_none (the server's), which must write the
+ * bytes rr_rpcmsg_encode_reply wrote. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,6 +184,14 @@ static void fuzz_reply(const uint8_t *data, size_t size)
 	rr_xdr_enc_init(&e, out, sizeof(out));
 	check(rr_rpcmsg_encode_reply(&e, &r) == 0);
 	check(rr_xdr_enc_len(&e) == rr_xdr_dec_pos(&d));
+	if (r.stat == RR_RPC_MSG_ACCEPTED && r.verf.flavor == RR_RPC_AUTH_NONE &&
+	    r.verf.len == 0 && r.accept_stat != RR_RPC_PROG_MISMATCH) {
+		/* the server's one-pass header: the same bytes */
+		uint8_t hdr[RR_RPC_ACCEPTED_NONE_SIZE];
+
+		rr_rpcmsg_encode_accepted_none(hdr, r.xid, r.accept_stat);
+		check(rr_xdr_enc_len(&e) == sizeof(hdr) && memcmp(hdr, out, sizeof(hdr)) == 0);
+	}
 	rr_xdr_dec_init(&d2, out, rr_xdr_enc_len(&e));
 	check(rr_rpcmsg_decode_reply(&d2, &r2) == 0);
 	check(r2.xid == r.xid && r2.stat == r.stat && r2.accept_stat == r.accept_stat &&

@@ -110,47 +110,6 @@ void rr_rpcmsg_encode_call_none(uint8_t p[RR_RPC_CALL_NONE_SIZE], uint32_t xid, 
 	memset(p + 24, 0, 16);
 }
 
-/* The short form of a Call header, decoded in one pass: RPC version 2,
- * credential and verifier both empty (of any flavor: AUTH_NONE's form):
- *   xid - 0 (CALL) - 2 - prog - vers - proc - flavor - 0 - flavor - 0
- * Returns true when @d holds exactly that: @c and @d are then what
- * rr_rpcmsg_decode_call_general leaves (the fields it writes, the same).
- * False: both untouched, the general decoder decides. Proven equal by test
- * rpcmsg_call_short_as_general and by fuzz_rpcmsg. */
-static bool decode_call_short(struct rr_xdr_dec *d, struct rr_rpc_call *c)
-{
-	struct rr_xdr_dec k = *d;
-	const uint8_t *p;
-
-	if (rr_xdr_get_fixed_ref(&k, RR_RPC_CALL_NONE_SIZE, &p))
-		return false;
-	if (rr_get_be32(p + 4) != RR_RPC_CALL || rr_get_be32(p + 8) != RR_RPC_VERSION ||
-	    (rr_get_be32(p + 28) | rr_get_be32(p + 36)) != 0)
-		return false;
-	c->xid = rr_get_be32(p);
-	c->rpcvers = RR_RPC_VERSION;
-	c->prog = rr_get_be32(p + 12);
-	c->vers = rr_get_be32(p + 16);
-	c->proc = rr_get_be32(p + 20);
-	c->cred.flavor = rr_get_be32(p + 24);
-	c->cred.len = 0;
-	c->cred.body = NULL;
-	c->verf.flavor = rr_get_be32(p + 32);
-	c->verf.len = 0;
-	c->verf.body = NULL;
-	*d = k;
-	return true;
-}
-
-int rr_rpcmsg_decode_call(struct rr_xdr_dec *d, struct rr_rpc_call *c)
-{
-	/* RR_LIKELY: the general decoder stays a tail call (inlined here, its
-	 * register saves cost the short form ~9 instructions, part AP) */
-	if (RR_LIKELY(decode_call_short(d, c)))
-		return 0;
-	return rr_rpcmsg_decode_call_general(d, c);
-}
-
 int rr_rpcmsg_decode_call_general(struct rr_xdr_dec *d, struct rr_rpc_call *c)
 {
 	size_t start = d->pos;
@@ -245,6 +204,18 @@ fail:
 	if (rc)
 		e->pos = start;
 	return rc;
+}
+
+/* The accepted Reply with an AUTH_NONE verifier and no words after the
+ * accept_stat (every accept_stat but PROG_MISMATCH):
+ *   xid - 1 (REPLY) - 0 (MSG_ACCEPTED) - 0 (AUTH_NONE) - 0 - accept_stat */
+void rr_rpcmsg_encode_accepted_none(uint8_t p[RR_RPC_ACCEPTED_NONE_SIZE], uint32_t xid,
+				    uint32_t stat)
+{
+	rr_put_be32(p, xid);
+	rr_put_be32(p + 4, RR_RPC_REPLY);
+	memset(p + 8, 0, 12);
+	rr_put_be32(p + 20, stat);
 }
 
 /* The short form of a Reply, decoded in one pass: accepted, with an empty

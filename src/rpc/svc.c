@@ -49,23 +49,29 @@ struct svc_proc {
 };
 
 struct rpcrdma_req {
-	struct rpcrdma_server *srv;
-	struct rr_xprt_req *xreq;
-	struct rr_rpc_call call;
-	struct rpcrdma_xdr_dec args;
+	/* Cleared for every request (req_new): read before anything of this
+	 * request writes them. */
 	bool have_sys;
 	uint32_t auth_stat;
 	void (*release)(void *);
 	void *release_arg;
 	struct rpcrdma_req *next;
-	void *tirpc_priv;
 	struct rr_drc_entry *drc_ent;   /* IN PROGRESS entry of this Call */
 	struct rr_drc_reply *drc_rep;   /* a cached reply being re-sent */
-	/* Not cleared when a spare request is reused (req_new): the results
-	 * buffer is emptied instead, and @sys, read only with @have_sys, is
-	 * written whole when an AUTH_SYS credential is decoded (req_auth):
-	 * its 336 bytes zeroed per Call were ~50 of a NULL Call's
-	 * instructions (docs/PERFORMANCE.md "Issue 16 part BE"). */
+	/* Not cleared when a spare request is reused (req_new), each written
+	 * before it is read: @srv and @xreq by svc_recv; @call by the header's
+	 * decoding (dispatch; a Call that does not decode is dropped, and
+	 * its fields are read only once it did, or for RPC_MISMATCH its xid,
+	 * decoded first); @args by dispatch before a handler runs (nothing
+	 * else reads it); the results buffer is emptied instead, and @sys,
+	 * read only with @have_sys, is written whole when an AUTH_SYS
+	 * credential is decoded (req_auth): its 336 bytes zeroed per Call
+	 * were ~50 of a NULL Call's instructions (docs/PERFORMANCE.md "Issue
+	 * 16 part BE"); @call and @args cleared were ~30 more (part CM). */
+	struct rpcrdma_server *srv;
+	struct rr_xprt_req *xreq;
+	struct rr_rpc_call call;
+	struct rpcrdma_xdr_dec args;
 	struct rpcrdma_xdr_enc res;
 	struct rpcrdma_auth_sys sys;
 };
@@ -83,6 +89,8 @@ struct rpcrdma_server {
 	unsigned nworkers;       /* started: nthreads, or 0 when handlers run
 				    inline */
 	bool inline_handlers;    /* RPCRDMA_SERVER_INLINE */
+	bool all_here;           /* ops->inline_recv || inline_handlers: every
+				    request runs on the receiving thread */
 	pthread_t *threads;
 	bool started;
 	bool shut;
@@ -105,7 +113,10 @@ struct rpcrdma_server {
 };
 
 
-static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r);
+/* Inlined in its two callers: a Call answered on the receiving thread
+ * (svc_recv) makes one call less. */
+static inline __attribute__((always_inline)) void dispatch(struct rpcrdma_server *s,
+							   struct rpcrdma_req *r);
 
 /* True when no registered handler would run for @x: the RPC layer answers
  * it alone (NULL procedure, PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL, a
@@ -156,15 +167,15 @@ static void svc_refuse(struct rpcrdma_server *s, struct rr_xprt_req *xreq)
 	(void)s->ops->send_reply(s->xs, xreq, &m);
 }
 
-/* A request object for @s: a spare one (every field before the results
- * buffer cleared, that buffer emptied, @sys left as it was: see the
- * struct) or a new one; NULL: no memory. */
+/* A request object for @s: a spare one (every field before @srv cleared,
+ * the results buffer emptied, the rest left as it was: see the struct) or
+ * a new one; NULL: no memory. */
 static struct rpcrdma_req *req_new(struct rpcrdma_server *s)
 {
 	bool fresh;
 	struct rpcrdma_req *r = rr_spare_take_zeroed(&s->spare, s->env, sizeof(*r),
-						     offsetof(struct rpcrdma_req, res),
-						     sizeof(*r) - offsetof(struct rpcrdma_req, res),
+						     offsetof(struct rpcrdma_req, srv),
+						     sizeof(*r) - offsetof(struct rpcrdma_req, srv),
 						     &fresh);
 
 	if (!r)
@@ -216,7 +227,7 @@ static void svc_recv(void *ctx, struct rr_xprt_req *xreq)
 	r->srv = s;
 	r->xreq = xreq;
 	atomic_fetch_add(&s->inflight, 1);
-	here = s->ops->inline_recv || s->inline_handlers || svc_answers_itself(s, xreq);
+	here = s->all_here || svc_answers_itself(s, xreq);
 	if (here && !atomic_load(&s->stopping)) {
 		/* Run it here: no handoff (see xprt.h), no lock. */
 		dispatch(s, r);
@@ -342,21 +353,49 @@ static void req_release(struct rpcrdma_req *r)
 	req_release_after(r);
 }
 
+/* Room for a header-only Reply of @n bytes (at most SET_REPLY_ROOM) in
+ * r->res, emptied of whatever was encoded (DDP items included): where it
+ * goes, or NULL (no memory: the sticky error set). */
+#define SET_REPLY_ROOM 32u
+static uint8_t *reply_room(struct rpcrdma_req *r)
+{
+	rr_xbuf_enc_reset(&r->res);
+	return rr_xbuf_enc_room(&r->res, SET_REPLY_ROOM);
+}
+
+/* r->res holds the header of @len bytes its room got (nothing after it). */
+static void reply_len(struct rpcrdma_req *r, size_t len)
+{
+	r->res.len = len;
+	r->res.xdr_len = len;
+}
+
 /* Replaces whatever was encoded with a header-only Reply. */
 static void set_reply(struct rpcrdma_req *r, const struct rr_rpc_reply *rep)
 {
 	struct rr_xdr_enc e;
-	uint8_t *p;
+	uint8_t *p = reply_room(r);
 
-	rr_xbuf_enc_truncate(&r->res, 0);
-	r->res.nddp = 0;
-	p = rr_xbuf_enc_room(&r->res, 32);
 	if (!p)
 		return;
-	rr_xdr_enc_init(&e, p, 32);
+	rr_xdr_enc_init(&e, p, SET_REPLY_ROOM);
 	if (rr_rpcmsg_encode_reply(&e, rep))
 		return;
-	rr_xbuf_enc_truncate(&r->res, rr_xdr_enc_len(&e));
+	reply_len(r, rr_xdr_enc_len(&e));
+}
+
+/* rr_svc_reply_accepted for an accept_stat @stat that no more words follow
+ * (SUCCESS, PROG_UNAVAIL, PROC_UNAVAIL, GARBAGE_ARGS, SYSTEM_ERR): what
+ * set_reply leaves, the header written at once (the answer of every NULL
+ * or handled Call; test rpcmsg_accepted_none_as_general). */
+static inline void reply_accepted_none(struct rpcrdma_req *r, uint32_t stat)
+{
+	uint8_t *p = reply_room(r);
+
+	if (p) {
+		rr_rpcmsg_encode_accepted_none(p, r->call.xid, stat);
+		reply_len(r, RR_RPC_ACCEPTED_NONE_SIZE);
+	}
 }
 
 void rr_svc_reply_accepted(struct rpcrdma_req *r, uint32_t stat, uint32_t low, uint32_t high)
@@ -364,6 +403,10 @@ void rr_svc_reply_accepted(struct rpcrdma_req *r, uint32_t stat, uint32_t low, u
 	struct rr_rpc_reply rep = {.xid = r->call.xid, .stat = RR_RPC_MSG_ACCEPTED,
 				   .accept_stat = stat, .low = low, .high = high};
 
+	if (stat <= RR_RPC_SYSTEM_ERR && stat != RR_RPC_PROG_MISMATCH) {
+		reply_accepted_none(r, stat);
+		return;
+	}
 	set_reply(r, &rep);
 }
 
@@ -433,14 +476,14 @@ static void req_verdict(struct rpcrdma_req *r, int stat)
 	case RPCRDMA_SVC_OK:
 		break;
 	case RPCRDMA_SVC_GARBAGE_ARGS:
-		rr_svc_reply_accepted(r, RR_RPC_GARBAGE_ARGS, 0, 0);
+		reply_accepted_none(r, RR_RPC_GARBAGE_ARGS);
 		break;
 	case RPCRDMA_SVC_AUTH_ERROR:
 		rr_svc_reply_denied(r, RR_RPC_AUTH_ERROR,
 			     r->auth_stat ? r->auth_stat : RR_RPC_AUTH_TOOWEAK);
 		break;
 	default:
-		rr_svc_reply_accepted(r, RR_RPC_SYSTEM_ERR, 0, 0);
+		reply_accepted_none(r, RR_RPC_SYSTEM_ERR);
 		break;
 	}
 	if (r->drc_ent)
@@ -557,7 +600,8 @@ static bool req_auth(struct rpcrdma_req *r)
 	return true;
 }
 
-static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r)
+static inline __attribute__((always_inline)) void dispatch(struct rpcrdma_server *s,
+							   struct rpcrdma_req *r)
 {
 	struct rr_xprt_req *x = r->xreq;
 	struct rr_xdr_dec d;
@@ -581,7 +625,10 @@ static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r)
 		return;
 	}
 
-	if (!req_auth(r)) {
+	/* (AUTH_NONE and an empty AUTH_NONE verifier, req_auth's first
+	 * case, without a call: it has nothing more to do for them) */
+	if ((r->call.cred.flavor != RR_RPC_AUTH_NONE || r->call.verf.flavor != RR_RPC_AUTH_NONE ||
+	     r->call.verf.len != 0) && !req_auth(r)) {
 		req_finish(r, true);
 		return;
 	}
@@ -604,7 +651,7 @@ static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r)
 		}
 	}
 	if (!prog_known) {
-		rr_svc_reply_accepted(r, RR_RPC_PROG_UNAVAIL, 0, 0);
+		reply_accepted_none(r, RR_RPC_PROG_UNAVAIL);
 		req_finish(r, true);
 		return;
 	}
@@ -614,20 +661,21 @@ static void dispatch(struct rpcrdma_server *s, struct rpcrdma_req *r)
 		return;
 	}
 	/* Success header in place; results follow. */
-	rr_svc_reply_accepted(r, RR_RPC_SUCCESS, 0, 0);
-	rr_xbuf_dec_init(&r->args, x->msg, x->len);
-	r->args.x.pos = rr_xdr_dec_pos(&d);
-	r->args.ext = x->ext;
-	r->args.n_ext = x->n_ext;
+	reply_accepted_none(r, RR_RPC_SUCCESS);
 	if (!match) {
 		if (r->call.proc == 0) {
 			req_finish(r, true); /* NULL procedure: void result */
 			return;
 		}
-		rr_svc_reply_accepted(r, RR_RPC_PROC_UNAVAIL, 0, 0);
+		reply_accepted_none(r, RR_RPC_PROC_UNAVAIL);
 		req_finish(r, true);
 		return;
 	}
+	/* the arguments, for the handler (not read before) */
+	rr_xbuf_dec_init(&r->args, x->msg, x->len);
+	r->args.x.pos = rr_xdr_dec_pos(&d);
+	r->args.ext = x->ext;
+	r->args.n_ext = x->n_ext;
 	if (s->drc && drc_cacheable(s, &r->call)) {
 		struct rr_drc_key k;
 		struct rr_drc_reply *rep;
@@ -776,6 +824,7 @@ int rr_svc_create_with(const struct rpcrdma_server_opts *opts, unsigned default_
 	xp.recv = svc_recv;
 	xp.ctx = s;
 	rc = open(arg, &xp, &s->ops, &s->xs);
+	s->all_here = !rc && (s->ops->inline_recv || s->inline_handlers);
 	if (rc) {
 		pthread_mutex_destroy(&s->lock);
 		pthread_cond_destroy(&s->cv);

@@ -506,6 +506,41 @@ TEST(rpcmsg_call_none_as_general)
 	CHECK_MEM(a, v, sizeof(a));
 }
 
+/* rr_rpcmsg_encode_accepted_none writes the bytes rr_rpcmsg_encode_reply
+ * writes for an accepted Reply with an empty AUTH_NONE verifier, for every
+ * accept_stat that no more words follow and XIDs of every byte pattern;
+ * and the vector (RFC 5531 section 9: xid, REPLY, MSG_ACCEPTED, AUTH_NONE,
+ * 0, PROC_UNAVAIL). */
+TEST(rpcmsg_accepted_none_as_general)
+{
+	static const uint32_t xids[] = {0, 1, 0x80, 0xffff, 0x12345678, 0x80000000u, 0xffffffffu};
+	static const uint32_t stats[] = {RR_RPC_SUCCESS, RR_RPC_PROG_UNAVAIL, RR_RPC_PROC_UNAVAIL,
+					 RR_RPC_GARBAGE_ARGS, RR_RPC_SYSTEM_ERR};
+	uint8_t a[RR_RPC_ACCEPTED_NONE_SIZE + 4], b[RR_RPC_REPLY_HDR_MAX], v[32];
+	size_t nv = rr_test_hex("12345678 00000001 00000000 00000000 00000000 00000003", v,
+				sizeof(v));
+
+	for (size_t i = 0; i < sizeof(xids) / sizeof(xids[0]); i++)
+		for (size_t j = 0; j < sizeof(stats) / sizeof(stats[0]); j++) {
+			struct rr_rpc_reply r = {.xid = xids[i], .stat = RR_RPC_MSG_ACCEPTED,
+						 .accept_stat = stats[j],
+						 .verf = {.flavor = RR_RPC_AUTH_NONE}};
+			struct rr_xdr_enc e;
+
+			memset(b, 0x5a, sizeof(b));
+			rr_xdr_enc_init(&e, b, sizeof(b));
+			REQUIRE_EQ(rr_rpcmsg_encode_reply(&e, &r), 0);
+			REQUIRE_EQ(rr_xdr_enc_len(&e), RR_RPC_ACCEPTED_NONE_SIZE);
+			memset(a, 0xa5, sizeof(a));
+			rr_rpcmsg_encode_accepted_none(a, r.xid, r.accept_stat);
+			CHECK_MEM(a, b, RR_RPC_ACCEPTED_NONE_SIZE);
+			CHECK_EQ(a[RR_RPC_ACCEPTED_NONE_SIZE], 0xa5);   /* nothing after */
+		}
+	REQUIRE_EQ(nv, RR_RPC_ACCEPTED_NONE_SIZE);
+	rr_rpcmsg_encode_accepted_none(a, 0x12345678, RR_RPC_PROC_UNAVAIL);
+	CHECK_MEM(a, v, RR_RPC_ACCEPTED_NONE_SIZE);
+}
+
 /* rr_rpcmsg_decode_call(@msg[0..@n) from @off) and
  * rr_rpcmsg_decode_call_general() return the same, leave the same struct
  * (both started from the same bytes) and the cursor at the same place. */

@@ -450,49 +450,52 @@ static int sv_start(struct rr_xprt_server *s)
 }
 
 /* Replies through the transport: synchronous without @sent, else posted
- * and finished by @sent(@arg, status) on the Send's completion; with
- * @finish, a Reply that left nothing referenced (0) finishes @req too
- * (sv_send_reply_done). */
+ * and finished by @sent(@arg, status) on the Send's completion. */
 static int sv_reply(struct rr_xprt_server *s, struct rr_xprt_req *req,
-		    const struct rr_xprt_msg *msg, void (*sent)(void *arg, int status), void *arg,
-		    bool finish)
+		    const struct rr_xprt_msg *msg, void (*sent)(void *arg, int status), void *arg)
 {
 	struct sreq_wrap *w = req->xp_priv;
 	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
 	unsigned n;
-	int rc;
 
 	if (msg->nddp > RR_RPC_MAX_DDP)
 		return -EINVAL;
 	n = msg_parts(msg, parts);
 	if (!sent)
 		return rr_tp_server_reply(s->tp, w->sreq, parts, n, NULL);
-	if (!finish)
-		return rr_tp_server_reply_async(s->tp, w->sreq, parts, n, NULL, sent, arg);
-	rc = rr_tp_server_reply_done(s->tp, w->sreq, parts, n, sent, arg);
-	if (rc == 0)
-		sreq_wrap_put(s, w);   /* as sv_req_done */
-	return rc;
+	return rr_tp_server_reply_async(s->tp, w->sreq, parts, n, NULL, sent, arg);
 }
 
 static int sv_send_reply(struct rr_xprt_server *s, struct rr_xprt_req *req,
 			 const struct rr_xprt_msg *msg)
 {
-	return sv_reply(s, req, msg, NULL, NULL, false);
+	return sv_reply(s, req, msg, NULL, NULL);
 }
 
 static int sv_send_reply_async(struct rr_xprt_server *s, struct rr_xprt_req *req,
 			       const struct rr_xprt_msg *msg, void (*sent)(void *arg, int status),
 			       void *arg)
 {
-	return sent ? sv_reply(s, req, msg, sent, arg, false) : -EINVAL;
+	return sent ? sv_reply(s, req, msg, sent, arg) : -EINVAL;
 }
 
+/* sv_send_reply_async, and a Reply that left nothing referenced (0)
+ * finishes @req too (every NULL Call's: its own function, no flags to
+ * look at on the way). */
 static int sv_send_reply_done(struct rr_xprt_server *s, struct rr_xprt_req *req,
 			      const struct rr_xprt_msg *msg, void (*sent)(void *arg, int status),
 			      void *arg)
 {
-	return sent ? sv_reply(s, req, msg, sent, arg, true) : -EINVAL;
+	struct sreq_wrap *w = req->xp_priv;
+	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
+	int rc;
+
+	if (!sent || msg->nddp > RR_RPC_MAX_DDP)
+		return -EINVAL;
+	rc = rr_tp_server_reply_done(s->tp, w->sreq, parts, msg_parts(msg, parts), sent, arg);
+	if (rc == 0)
+		sreq_wrap_put(s, w);   /* as sv_req_done */
+	return rc;
 }
 
 static void sv_req_done(struct rr_xprt_server *s, struct rr_xprt_req *req)

@@ -42,8 +42,10 @@ static int sv_wait(struct tp_shard *sh, const struct timespec *ts)
  * is taken whole and delivered in one release of the lock (one lock pair
  * per batch of Calls, not per Call: a drain at 100 active connections
  * brings about five), in the order received; Calls queued meanwhile make
- * another batch. Nothing else looks at the queue (s_deliver appends). */
-static void sv_deliver(struct tp_shard *sh)
+ * another batch. Nothing else looks at the queue (s_deliver appends).
+ * Inlined in its two callers (sv_after's, once per batch, is most of a
+ * synchronous caller's: an empty queue costs a compare, not a call). */
+static inline __attribute__((always_inline)) void sv_deliver(struct tp_shard *sh)
 {
 	struct rr_tp_server *s = sh->srv;
 
@@ -509,8 +511,9 @@ static void done_locked(struct tp_shard *sh, struct tp_conn *cn, struct rr_conn_
 }
 
 /* rr_tp_server_reply_async, and with @finish rr_tp_server_done too when
- * the Reply left nothing referenced (0): one hold of the lock. */
-static int reply_async(struct rr_conn_sreq *r, const struct rr_xprt_part *parts,
+ * the Reply left nothing referenced (0): one hold of the lock. Inlined in
+ * both (a NULL Call's Reply: one call less, @finish a constant). */
+static inline __attribute__((always_inline)) int reply_async(struct rr_conn_sreq *r, const struct rr_xprt_part *parts,
 		       unsigned nparts, bool *err_chunk, rr_tp_sent_fn sent, void *arg,
 		       bool finish)
 {
