@@ -13,6 +13,7 @@
 #include "rpc/clnt_int.h"
 #include "rpc/ctl.h"
 #include "engine/engine.h"
+#include "common/lock.h"
 #include "common/spare.h"
 
 #include <pthread.h>
@@ -88,8 +89,8 @@ struct rpcrdma_client {
 	uint32_t prog, vers;
 	uint32_t timeout_ms;
 	size_t max_msg;
-	pthread_mutex_t lock;
-	pthread_cond_t cv;        /* call state changes */
+	struct rr_lock lock;      /* common/lock.h: zero-filled is free */
+	struct rr_cond cv;        /* call state changes */
 	unsigned cv_waiters;      /* threads in clnt_wait (lock held) */
 	/* The client's progress loop (shared with its connection): its timer
 	 * looks for expired calls, its task runs deferred callbacks. */
@@ -119,13 +120,13 @@ struct rpcrdma_client {
 };
 
 /* Waits on c->cv (c->lock held) until a clnt_wake, or until @abs
- * (rr_engine_wait's result). */
+ * (rr_engine_cond_wait's result: 0, or -ETIMEDOUT once @abs passed). */
 static int clnt_wait(struct rpcrdma_client *c, const struct timespec *abs)
 {
 	int rc;
 
 	c->cv_waiters++;
-	rc = rr_engine_wait(&c->cv, &c->lock, abs);
+	rc = rr_engine_cond_wait(&c->cv, &c->lock, abs);
 	c->cv_waiters--;
 	return rc;
 }
@@ -135,7 +136,7 @@ static int clnt_wait(struct rpcrdma_client *c, const struct timespec *abs)
 static void clnt_wake(struct rpcrdma_client *c)
 {
 	if (c->cv_waiters)
-		pthread_cond_broadcast(&c->cv);
+		rr_cond_broadcast(&c->cv);
 }
 
 /* A call object for @c: a spare one (the fields listed first in struct
@@ -187,19 +188,19 @@ static void run_callback(struct rpcrdma_client *c, struct rpcrdma_call *call)
 	call->done(call, call->status, call->done_arg);
 	/* rpcrdma_call_destroy from inside the callback only marks the call;
 	 * it is freed here, once no other thread holds it. */
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	call->cb_running = false;
 	free_it = call->destroy_in_cb;
 	while (free_it && (call->refs || call->in_submit))
 		(void)clnt_wait(c, NULL);
 	clnt_wake(c);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	if (free_it)
 		call_free(call);
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	c->cb_active--;
 	clnt_wake(c);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 }
 
 static void timer_arm(struct rpcrdma_client *c, uint64_t deadline);
@@ -296,7 +297,7 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 		call->settled = true;
 		return;
 	}
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	if (call->fast)
 		(void)sync_clear(c, call);   /* completed here: never listed */
 	call->status = status;
@@ -336,7 +337,7 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 		}
 	}
 	clnt_wake(c);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	if (done)
 		run_callback(c, call);
 }
@@ -356,9 +357,9 @@ static void abort_call(struct rpcrdma_client *c, struct rpcrdma_call *call, int 
 	}
 	call->refs++;
 	call->abort_thread = pthread_self();
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	c->ops->abort(c->xp, &call->xc, status);
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	call->refs--;
 	clnt_wake(c);
 }
@@ -407,7 +408,7 @@ static void timer_fire(struct rr_loop_timer *t)
 {
 	struct rpcrdma_client *c = RR_CONTAINER_OF(t, struct rpcrdma_client, timer);
 
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	for (;;) {
 		uint64_t now = rr_now_ns(c->env), next = UINT64_MAX;
 		struct rpcrdma_call *expired = NULL;
@@ -431,7 +432,7 @@ static void timer_fire(struct rr_loop_timer *t)
 			timer_arm(c, next);
 		break;
 	}
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 }
 
 /* Callbacks of calls that completed inside submit or abort (on_complete),
@@ -440,7 +441,7 @@ static void deferred_run(struct rr_loop_task *t)
 {
 	struct rpcrdma_client *c = RR_CONTAINER_OF(t, struct rpcrdma_client, cb_task);
 
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	while (c->deferred) {
 		struct rpcrdma_call *call = c->deferred;
 
@@ -448,11 +449,11 @@ static void deferred_run(struct rr_loop_task *t)
 		call->next = NULL;
 		call->cb_thread = pthread_self();
 		call->cb_thread_set = true;
-		pthread_mutex_unlock(&c->lock);
+		rr_unlock(&c->lock);
 		run_callback(c, call);
-		pthread_mutex_lock(&c->lock);
+		rr_lock(&c->lock);
 	}
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 }
 
 /* On the loop: nothing of the client runs there after this. */
@@ -502,8 +503,6 @@ int rr_rpc_client_create_with(uint32_t prog, uint32_t vers,
 		rr_free(env, c);
 		return rc;
 	}
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->cv, NULL);
 
 	xp.env = env;
 	xp.loop = c->loop;
@@ -520,8 +519,6 @@ int rr_rpc_client_create_with(uint32_t prog, uint32_t vers,
 	rc = open(arg, &xp, &c->ops, &c->xp);
 	if (rc) {
 		rr_engine_call(c->loop, client_detach, c);
-		pthread_mutex_destroy(&c->lock);
-		pthread_cond_destroy(&c->cv);
 		rr_free(env, c);
 		return rc;
 	}
@@ -572,7 +569,7 @@ RPCRDMA_API void rpcrdma_client_destroy(struct rpcrdma_client *c)
 	if (!c)
 		return;
 	/* Abort every pending call and wait until all completed. */
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	for (;;) {
 		struct rpcrdma_call *p = c->pending;
 
@@ -585,26 +582,24 @@ RPCRDMA_API void rpcrdma_client_destroy(struct rpcrdma_client *c)
 	while (c->pending || c->cb_active)
 		(void)clnt_wait(c, NULL);
 	c->stopping = true;
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	rr_engine_call(c->loop, client_detach, c);
 	c->ops->destroy(c->xp);
 	for (struct rpcrdma_call *call; (call = rr_spare_take(&c->spare));) {
 		rr_xbuf_enc_free(&call->enc);
 		rr_free(c->env, call);
 	}
-	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->cv);
 	rr_free(c->env, c);
 }
 
 RPCRDMA_API int rpcrdma_client_set_auth_none(struct rpcrdma_client *c)
 {
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	c->cred.flavor = RR_RPC_AUTH_NONE;
 	c->cred.len = 0;
 	c->cred.body = NULL;
 	atomic_store_explicit(&c->cred_none, true, memory_order_release);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	return 0;
 }
 
@@ -640,13 +635,13 @@ RPCRDMA_API int rpcrdma_client_set_auth_sys(struct rpcrdma_client *c,
 		rc = rr_rpcmsg_make_authsys(&w, body, sizeof(body), &a);
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	memcpy(c->cred_body, body, a.len);
 	c->cred.flavor = RR_RPC_AUTH_SYS;
 	c->cred.len = a.len;
 	c->cred.body = c->cred_body;
 	atomic_store_explicit(&c->cred_none, false, memory_order_release);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	return 0;
 }
 
@@ -691,7 +686,7 @@ RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 	 * atomic counter and nothing else of the client is read */
 	locked = !atomic_load_explicit(&c->cred_none, memory_order_acquire);
 	if (locked) {
-		pthread_mutex_lock(&c->lock);
+		rr_lock(&c->lock);
 		h.cred = c->cred;
 	}
 	h.xid = atomic_fetch_add_explicit(&c->next_xid, 1, memory_order_relaxed);
@@ -712,7 +707,7 @@ RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 		rc = call->enc.error;
 	}
 	if (locked)
-		pthread_mutex_unlock(&c->lock);
+		rr_unlock(&c->lock);
 	if (rc) {
 		call_drop(c, call);
 		return rc;
@@ -817,9 +812,9 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 		return call->enc.error;
 	now = call_fill(call, done, arg);
 
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	if (c->stopping) {
-		pthread_mutex_unlock(&c->lock);
+		rr_unlock(&c->lock);
 		return -ESHUTDOWN;
 	}
 	call->state = CALL_PENDING;
@@ -831,7 +826,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	if (sync)
 		call->run_thread = rr_clnt_self();
 	pending_link(c, call);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 
 	rc = wait_ms ? c->ops->submit_wait(c->xp, &call->xc, now, wait_ms)
 		     : c->ops->submit(c->xp, &call->xc);
@@ -841,7 +836,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	/* From here on the call may have completed and (for a callback call)
 	 * been destroyed by its callback once the lock is released: do not
 	 * touch it after the unlock below. */
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	if (!rc) {
 		abort_again(c, call);   /* an abort that came before the hold */
 	} else {
@@ -859,7 +854,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	}
 	call->in_submit = false;
 	clnt_wake(c);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	return rc;
 }
 
@@ -877,9 +872,9 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 	struct timespec ts;
 	int rc;
 
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	if (call->state == CALL_NEW) {
-		pthread_mutex_unlock(&c->lock);
+		rr_unlock(&c->lock);
 		return -EINVAL;
 	}
 	if (call->in_submit && call->sync_run && call->run_thread == rr_clnt_self()) {
@@ -892,9 +887,9 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 	while (call->state != CALL_DONE || call->cb_running) {
 		if (timeout_ms < 0) {
 			(void)clnt_wait(c, NULL);
-		} else if (clnt_wait(c, &ts) == ETIMEDOUT) {
+		} else if (clnt_wait(c, &ts) == -ETIMEDOUT) {
 			if (call->state != CALL_DONE) {
-				pthread_mutex_unlock(&c->lock);
+				rr_unlock(&c->lock);
 				return -EAGAIN;
 			}
 			/* Done but callback still running: keep waiting. */
@@ -906,7 +901,7 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 		call->settled = !call->refs;
 	}
 	rc = call->status;
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	return rc;
 }
 
@@ -949,7 +944,7 @@ static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
 	if (!rc)
 		return 0;
 	/* not taken by the transport (no completion comes): back to new */
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	if (!sync_clear(c, call))
 		pending_unlink(c, call);   /* listed by a cancel meanwhile */
 	while (call->refs)
@@ -963,7 +958,7 @@ static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
 	call->enc.error = 0;
 	call->state = CALL_NEW;
 	clnt_wake(c);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	return rc;
 }
 
@@ -976,9 +971,9 @@ static int run_slow(struct rpcrdma_call *call)
 {
 	struct rpcrdma_client *c = call->clnt;
 
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	sync_take(c, call);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	return rpcrdma_call_wait(call, -1);
 }
 
@@ -1037,18 +1032,18 @@ RPCRDMA_API void rpcrdma_call_cancel(struct rpcrdma_call *call)
 {
 	struct rpcrdma_client *c = call->clnt;
 
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	if (atomic_load_explicit(&c->sync_call, memory_order_acquire) == call)
 		sync_take(c, call);   /* run without the lock: listed now */
 	/* Pending calls are listed (a fast call not listed completed, or
 	 * completes now on its run thread: its state is not read here) */
 	if ((!call->prev && c->pending != call) || call->state != CALL_PENDING ||
 	    call->aborting) {
-		pthread_mutex_unlock(&c->lock);
+		rr_unlock(&c->lock);
 		return;
 	}
 	abort_call(c, call, -ECANCELED);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 }
 
 RPCRDMA_API struct rpcrdma_xdr_dec *rpcrdma_call_results(struct rpcrdma_call *call)
@@ -1078,11 +1073,11 @@ RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call)
 		call_free(call);   /* nothing else holds it */
 		return;
 	}
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	if (call->cb_running && call->cb_thread_set &&
 	    pthread_equal(call->cb_thread, pthread_self())) {
 		call->destroy_in_cb = true;
-		pthread_mutex_unlock(&c->lock);
+		rr_unlock(&c->lock);
 		return;
 	}
 	/* rpcrdma_call_cancel, in the same critical section. */
@@ -1091,7 +1086,7 @@ RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call)
 	while (call->state == CALL_PENDING || call->cb_running || call->refs ||
 	       call->in_submit)
 		(void)clnt_wait(c, NULL);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	call_free(call);
 }
 
