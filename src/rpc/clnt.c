@@ -39,8 +39,8 @@ struct rpcrdma_call {
 	bool have_reply;
 	bool aborting;
 	bool cb_running;
-	bool destroy_in_cb;       /* destroyed from its own callback */
-	bool cb_thread_set;
+	bool destroy_in_cb;       /* destroyed from its own callback (by
+				     its thread: run_callback) */
 	bool in_submit;           /* inside the transport's submit(); for a
 				     call run synchronously, until its
 				     completion is seen (run_settle) */
@@ -62,8 +62,7 @@ struct rpcrdma_call {
 	 * only the first nsinks sinks are read); clnt in call_new; dec and
 	 * rst with have_reply (on_complete; dec read only when the call
 	 * succeeded); deadline, done and done_arg in call_fill; abort_status
-	 * and abort_thread with aborting; cb_thread with cb_thread_set;
-	 * run_thread with sync_run. */
+	 * and abort_thread with aborting; run_thread with sync_run. */
 	struct rpcrdma_client *clnt;
 	struct rpcrdma_xdr_enc enc;
 	struct rpcrdma_ddp_sink sinks[RR_RPC_MAX_DDP];
@@ -75,7 +74,6 @@ struct rpcrdma_call {
 	int abort_status;         /* abort_call's, while aborting */
 	pthread_t abort_thread;   /* the thread inside the transport's abort()
 				     while aborting && refs */
-	pthread_t cb_thread;
 	uintptr_t run_thread;     /* its thread's rr_clnt_self() */
 };
 
@@ -179,24 +177,55 @@ static void call_free(struct rpcrdma_call *call)
 	call_drop(c, call);
 }
 
+/* The completion callbacks this thread is running, innermost first (a
+ * callback may run a synchronous call whose wait delivers another call's
+ * completion, whose callback then runs inside it): rpcrdma_call_destroy
+ * from one of them only marks its call (destroy_in_cb), without the lock.
+ * Only this thread reads or writes its chain. */
+struct cb_frame {
+	const struct rpcrdma_call *call;
+	const struct cb_frame *up;
+};
+static _Thread_local const struct cb_frame *cb_frames;
+
+/* Whether this thread is inside @call's completion callback. */
+static bool in_own_callback(const struct rpcrdma_call *call)
+{
+	for (const struct cb_frame *f = cb_frames; f; f = f->up)
+		if (f->call == call)
+			return true;
+	return false;
+}
+
 /* Runs the completion callback of @call (cb_running and cb_active set by
- * the caller), then frees the call if the callback destroyed it. */
+ * the caller), then frees the call if the callback destroyed it. One
+ * critical section when it did not (cb_running and cb_active in the same
+ * one), two when it did (the call is freed without the lock, before
+ * cb_active drops: rpcrdma_client_destroy waits for that). */
 static void run_callback(struct rpcrdma_client *c, struct rpcrdma_call *call)
 {
-	bool free_it;
+	struct cb_frame f = {call, cb_frames};
 
+	cb_frames = &f;
 	call->done(call, call->status, call->done_arg);
-	/* rpcrdma_call_destroy from inside the callback only marks the call;
-	 * it is freed here, once no other thread holds it. */
+	cb_frames = f.up;
+	/* destroy_in_cb is written by this thread alone (the destroy inside
+	 * the callback): read without the lock */
 	rr_lock(&c->lock);
 	call->cb_running = false;
-	free_it = call->destroy_in_cb;
-	while (free_it && (call->refs || call->in_submit))
+	if (!call->destroy_in_cb) {
+		c->cb_active--;
+		clnt_wake(c);
+		rr_unlock(&c->lock);
+		return;
+	}
+	/* rpcrdma_call_destroy from inside the callback only marked the
+	 * call; it is freed here, once no other thread holds it. */
+	while (call->refs || call->in_submit)
 		(void)clnt_wait(c, NULL);
 	clnt_wake(c);
 	rr_unlock(&c->lock);
-	if (free_it)
-		call_free(call);
+	call_free(call);
 	rr_lock(&c->lock);
 	c->cb_active--;
 	clnt_wake(c);
@@ -331,9 +360,6 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 			c->deferred = call;
 			rr_loop_post(c->loop, &c->cb_task);
 			done = NULL;
-		} else {
-			call->cb_thread = pthread_self();
-			call->cb_thread_set = true;
 		}
 	}
 	clnt_wake(c);
@@ -447,8 +473,6 @@ static void deferred_run(struct rr_loop_task *t)
 
 		c->deferred = call->next;
 		call->next = NULL;
-		call->cb_thread = pthread_self();
-		call->cb_thread_set = true;
 		rr_unlock(&c->lock);
 		run_callback(c, call);
 		rr_lock(&c->lock);
@@ -1073,13 +1097,11 @@ RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call)
 		call_free(call);   /* nothing else holds it */
 		return;
 	}
-	rr_lock(&c->lock);
-	if (call->cb_running && call->cb_thread_set &&
-	    pthread_equal(call->cb_thread, pthread_self())) {
-		call->destroy_in_cb = true;
-		rr_unlock(&c->lock);
+	if (in_own_callback(call)) {
+		call->destroy_in_cb = true;   /* freed when it returns */
 		return;
 	}
+	rr_lock(&c->lock);
 	/* rpcrdma_call_cancel, in the same critical section. */
 	if (call->state == CALL_PENDING && !call->aborting)
 		abort_call(c, call, -ECANCELED);
