@@ -216,8 +216,8 @@ static void run_callback(struct rpcrdma_client *c, struct rpcrdma_call *call)
 	cb_frames = &f;
 	call->done(call, call->status, call->done_arg);
 	cb_frames = f.up;
-	/* destroy_in_cb is written by this thread alone (the destroy inside
-	 * the callback): read without the lock */
+	/* (destroy_in_cb: written by this thread alone, the destroy inside
+	 * the callback, without the lock) */
 	rr_lock(&c->lock);
 	call->cb_running = false;
 	if (!call->destroy_in_cb) {
