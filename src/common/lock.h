@@ -8,8 +8,10 @@
  * instructions together, taken three times per Call or Reply by the soft
  * provider, about six times per call by a server's CQ ring
  * (docs/PERFORMANCE.md "Issue 16 part BC") and twice per Call by an SRQ
- * (a Receive taken, one posted again: part BP); and the RDMA transport's
- * endpoint lock, condition and CM-event lock (struct tp_ep: part BV).
+ * (a Receive taken, one posted again: part BP); the RDMA transport's
+ * endpoint lock, condition and CM-event lock (struct tp_ep: part BV); and
+ * the RPC client's lock and condition (rpc/clnt.c, taken five times per
+ * asynchronous call: part CL).
  * The mutex is the three-state one of Drepper's "Futexes Are Tricky"
  * (mutex3): 0 free, 1 held, 2 held and maybe waited for; acquire on taking,
  * release on leaving, as a pthread mutex orders memory. Not recursive, no

@@ -13,6 +13,7 @@
 #include "rpc/clnt_int.h"
 #include "rpc/ctl.h"
 #include "engine/engine.h"
+#include "common/lock.h"
 #include "common/spare.h"
 
 #include <pthread.h>
@@ -27,8 +28,26 @@
 
 enum call_state { CALL_NEW, CALL_PENDING, CALL_DONE };
 
+/* Laid out by use (issue 16 part CL): the fields every call writes come
+ * first and together (a NULL call touches 6 or 7 of the object's 20
+ * cache lines, not 9 or 10: at 100 connections the calls of one client
+ * are cold when they come back from the spare list), the arrays only a
+ * call with items or sinks reads (sinks, xc.placed, enc.ddp) after them. */
 struct rpcrdma_call {
-	/* Cleared for every call (call_new), with the first
+	/* Not cleared: each written before it is read. clnt in call_new;
+	 * deadline, done and done_arg in call_fill; run_thread with sync_run;
+	 * rst and dec with have_reply (on_complete; dec read only when the
+	 * call succeeded); the argument buffer and the sinks keep what a
+	 * spare call held (the buffer is emptied; only the first nsinks sinks
+	 * are read); abort_status and abort_thread with aborting. */
+	struct rpcrdma_client *clnt;
+	rpcrdma_call_done_fn done;
+	void *done_arg;
+	uint64_t deadline;
+	uintptr_t run_thread;     /* its thread's rr_clnt_self() */
+	struct rpcrdma_rpc_status rst;
+	struct rpcrdma_xdr_dec dec;
+	/* Cleared for every call (call_new, from next to xc), with the first
 	 * RR_XPRT_CALL_CLEAR bytes of xc: within 64 bytes each. */
 	struct rpcrdma_call *next, *prev;  /* client's pending list */
 	unsigned nsinks;
@@ -38,8 +57,8 @@ struct rpcrdma_call {
 	bool have_reply;
 	bool aborting;
 	bool cb_running;
-	bool destroy_in_cb;       /* destroyed from its own callback */
-	bool cb_thread_set;
+	bool destroy_in_cb;       /* destroyed from its own callback (by
+				     its thread: run_callback) */
 	bool in_submit;           /* inside the transport's submit(); for a
 				     call run synchronously, until its
 				     completion is seen (run_settle) */
@@ -56,30 +75,16 @@ struct rpcrdma_call {
 				     wait (rpcrdma_call_run) */
 	int refs;                 /* timer/canceller holds while unlocked */
 	struct rr_xprt_call xc;
-	/* Not cleared: each written before it is read. The argument buffer
-	 * and the sinks keep what a spare call held (the buffer is emptied;
-	 * only the first nsinks sinks are read); clnt in call_new; dec and
-	 * rst with have_reply (on_complete; dec read only when the call
-	 * succeeded); deadline, done and done_arg in call_fill; abort_status
-	 * and abort_thread with aborting; cb_thread with cb_thread_set;
-	 * run_thread with sync_run. */
-	struct rpcrdma_client *clnt;
 	struct rpcrdma_xdr_enc enc;
-	struct rpcrdma_ddp_sink sinks[RR_RPC_MAX_DDP];
-	struct rpcrdma_xdr_dec dec;
-	struct rpcrdma_rpc_status rst;
-	uint64_t deadline;
-	rpcrdma_call_done_fn done;
-	void *done_arg;
 	int abort_status;         /* abort_call's, while aborting */
 	pthread_t abort_thread;   /* the thread inside the transport's abort()
 				     while aborting && refs */
-	pthread_t cb_thread;
-	uintptr_t run_thread;     /* its thread's rr_clnt_self() */
+	struct rpcrdma_ddp_sink sinks[RR_RPC_MAX_DDP];
 };
 
-
-_Static_assert(offsetof(struct rpcrdma_call, xc) <= 64, "a call's cleared fields within 64 bytes");
+#define CALL_CLEAR_FROM offsetof(struct rpcrdma_call, next)
+_Static_assert(offsetof(struct rpcrdma_call, xc) - CALL_CLEAR_FROM <= 64,
+	       "a call's cleared fields within 64 bytes");
 
 struct rpcrdma_client {
 	const struct rpcrdma_env *env;
@@ -88,8 +93,8 @@ struct rpcrdma_client {
 	uint32_t prog, vers;
 	uint32_t timeout_ms;
 	size_t max_msg;
-	pthread_mutex_t lock;
-	pthread_cond_t cv;        /* call state changes */
+	struct rr_lock lock;      /* common/lock.h: zero-filled is free */
+	struct rr_cond cv;        /* call state changes */
 	unsigned cv_waiters;      /* threads in clnt_wait (lock held) */
 	/* The client's progress loop (shared with its connection): its timer
 	 * looks for expired calls, its task runs deferred callbacks. */
@@ -119,13 +124,13 @@ struct rpcrdma_client {
 };
 
 /* Waits on c->cv (c->lock held) until a clnt_wake, or until @abs
- * (rr_engine_wait's result). */
+ * (rr_engine_cond_wait's result: 0, or -ETIMEDOUT once @abs passed). */
 static int clnt_wait(struct rpcrdma_client *c, const struct timespec *abs)
 {
 	int rc;
 
 	c->cv_waiters++;
-	rc = rr_engine_wait(&c->cv, &c->lock, abs);
+	rc = rr_engine_cond_wait(&c->cv, &c->lock, abs);
 	c->cv_waiters--;
 	return rc;
 }
@@ -135,10 +140,10 @@ static int clnt_wait(struct rpcrdma_client *c, const struct timespec *abs)
 static void clnt_wake(struct rpcrdma_client *c)
 {
 	if (c->cv_waiters)
-		pthread_cond_broadcast(&c->cv);
+		rr_cond_broadcast(&c->cv);
 }
 
-/* A call object for @c: a spare one (the fields listed first in struct
+/* A call object for @c: a spare one (the fields from next to xc in struct
  * rpcrdma_call cleared, its argument buffer emptied) or a new one; NULL:
  * no memory. */
 static struct rpcrdma_call *call_new(struct rpcrdma_client *c)
@@ -146,7 +151,8 @@ static struct rpcrdma_call *call_new(struct rpcrdma_client *c)
 	struct rpcrdma_call *call = rr_spare_take(&c->spare);
 
 	if (call) {
-		memset(call, 0, offsetof(struct rpcrdma_call, xc));
+		memset((char *)call + CALL_CLEAR_FROM, 0,
+		       offsetof(struct rpcrdma_call, xc) - CALL_CLEAR_FROM);
 		memset(&call->xc, 0, RR_XPRT_CALL_CLEAR);
 		rr_xbuf_enc_reset(&call->enc);
 	} else {
@@ -178,28 +184,59 @@ static void call_free(struct rpcrdma_call *call)
 	call_drop(c, call);
 }
 
+/* The completion callbacks this thread is running, innermost first (a
+ * callback may run a synchronous call whose wait delivers another call's
+ * completion, whose callback then runs inside it): rpcrdma_call_destroy
+ * from one of them only marks its call (destroy_in_cb), without the lock.
+ * Only this thread reads or writes its chain. */
+struct cb_frame {
+	const struct rpcrdma_call *call;
+	const struct cb_frame *up;
+};
+static _Thread_local const struct cb_frame *cb_frames;
+
+/* Whether this thread is inside @call's completion callback. */
+static bool in_own_callback(const struct rpcrdma_call *call)
+{
+	for (const struct cb_frame *f = cb_frames; f; f = f->up)
+		if (f->call == call)
+			return true;
+	return false;
+}
+
 /* Runs the completion callback of @call (cb_running and cb_active set by
- * the caller), then frees the call if the callback destroyed it. */
+ * the caller), then frees the call if the callback destroyed it. One
+ * critical section when it did not (cb_running and cb_active in the same
+ * one), two when it did (the call is freed without the lock, before
+ * cb_active drops: rpcrdma_client_destroy waits for that). */
 static void run_callback(struct rpcrdma_client *c, struct rpcrdma_call *call)
 {
-	bool free_it;
+	struct cb_frame f = {call, cb_frames};
 
+	cb_frames = &f;
 	call->done(call, call->status, call->done_arg);
-	/* rpcrdma_call_destroy from inside the callback only marks the call;
-	 * it is freed here, once no other thread holds it. */
-	pthread_mutex_lock(&c->lock);
+	cb_frames = f.up;
+	/* (destroy_in_cb: written by this thread alone, the destroy inside
+	 * the callback, without the lock) */
+	rr_lock(&c->lock);
 	call->cb_running = false;
-	free_it = call->destroy_in_cb;
-	while (free_it && (call->refs || call->in_submit))
+	if (!call->destroy_in_cb) {
+		c->cb_active--;
+		clnt_wake(c);
+		rr_unlock(&c->lock);
+		return;
+	}
+	/* rpcrdma_call_destroy from inside the callback only marked the
+	 * call; it is freed here, once no other thread holds it. */
+	while (call->refs || call->in_submit)
 		(void)clnt_wait(c, NULL);
 	clnt_wake(c);
-	pthread_mutex_unlock(&c->lock);
-	if (free_it)
-		call_free(call);
-	pthread_mutex_lock(&c->lock);
+	rr_unlock(&c->lock);
+	call_free(call);
+	rr_lock(&c->lock);
 	c->cb_active--;
 	clnt_wake(c);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 }
 
 static void timer_arm(struct rpcrdma_client *c, uint64_t deadline);
@@ -296,7 +333,7 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 		call->settled = true;
 		return;
 	}
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	if (call->fast)
 		(void)sync_clear(c, call);   /* completed here: never listed */
 	call->status = status;
@@ -330,13 +367,10 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 			c->deferred = call;
 			rr_loop_post(c->loop, &c->cb_task);
 			done = NULL;
-		} else {
-			call->cb_thread = pthread_self();
-			call->cb_thread_set = true;
 		}
 	}
 	clnt_wake(c);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	if (done)
 		run_callback(c, call);
 }
@@ -356,9 +390,9 @@ static void abort_call(struct rpcrdma_client *c, struct rpcrdma_call *call, int 
 	}
 	call->refs++;
 	call->abort_thread = pthread_self();
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	c->ops->abort(c->xp, &call->xc, status);
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	call->refs--;
 	clnt_wake(c);
 }
@@ -407,7 +441,7 @@ static void timer_fire(struct rr_loop_timer *t)
 {
 	struct rpcrdma_client *c = RR_CONTAINER_OF(t, struct rpcrdma_client, timer);
 
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	for (;;) {
 		uint64_t now = rr_now_ns(c->env), next = UINT64_MAX;
 		struct rpcrdma_call *expired = NULL;
@@ -431,7 +465,7 @@ static void timer_fire(struct rr_loop_timer *t)
 			timer_arm(c, next);
 		break;
 	}
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 }
 
 /* Callbacks of calls that completed inside submit or abort (on_complete),
@@ -440,19 +474,17 @@ static void deferred_run(struct rr_loop_task *t)
 {
 	struct rpcrdma_client *c = RR_CONTAINER_OF(t, struct rpcrdma_client, cb_task);
 
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	while (c->deferred) {
 		struct rpcrdma_call *call = c->deferred;
 
 		c->deferred = call->next;
 		call->next = NULL;
-		call->cb_thread = pthread_self();
-		call->cb_thread_set = true;
-		pthread_mutex_unlock(&c->lock);
+		rr_unlock(&c->lock);
 		run_callback(c, call);
-		pthread_mutex_lock(&c->lock);
+		rr_lock(&c->lock);
 	}
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 }
 
 /* On the loop: nothing of the client runs there after this. */
@@ -502,8 +534,6 @@ int rr_rpc_client_create_with(uint32_t prog, uint32_t vers,
 		rr_free(env, c);
 		return rc;
 	}
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->cv, NULL);
 
 	xp.env = env;
 	xp.loop = c->loop;
@@ -520,8 +550,6 @@ int rr_rpc_client_create_with(uint32_t prog, uint32_t vers,
 	rc = open(arg, &xp, &c->ops, &c->xp);
 	if (rc) {
 		rr_engine_call(c->loop, client_detach, c);
-		pthread_mutex_destroy(&c->lock);
-		pthread_cond_destroy(&c->cv);
 		rr_free(env, c);
 		return rc;
 	}
@@ -572,7 +600,7 @@ RPCRDMA_API void rpcrdma_client_destroy(struct rpcrdma_client *c)
 	if (!c)
 		return;
 	/* Abort every pending call and wait until all completed. */
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	for (;;) {
 		struct rpcrdma_call *p = c->pending;
 
@@ -585,26 +613,24 @@ RPCRDMA_API void rpcrdma_client_destroy(struct rpcrdma_client *c)
 	while (c->pending || c->cb_active)
 		(void)clnt_wait(c, NULL);
 	c->stopping = true;
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	rr_engine_call(c->loop, client_detach, c);
 	c->ops->destroy(c->xp);
 	for (struct rpcrdma_call *call; (call = rr_spare_take(&c->spare));) {
 		rr_xbuf_enc_free(&call->enc);
 		rr_free(c->env, call);
 	}
-	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->cv);
 	rr_free(c->env, c);
 }
 
 RPCRDMA_API int rpcrdma_client_set_auth_none(struct rpcrdma_client *c)
 {
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	c->cred.flavor = RR_RPC_AUTH_NONE;
 	c->cred.len = 0;
 	c->cred.body = NULL;
 	atomic_store_explicit(&c->cred_none, true, memory_order_release);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	return 0;
 }
 
@@ -640,13 +666,13 @@ RPCRDMA_API int rpcrdma_client_set_auth_sys(struct rpcrdma_client *c,
 		rc = rr_rpcmsg_make_authsys(&w, body, sizeof(body), &a);
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	memcpy(c->cred_body, body, a.len);
 	c->cred.flavor = RR_RPC_AUTH_SYS;
 	c->cred.len = a.len;
 	c->cred.body = c->cred_body;
 	atomic_store_explicit(&c->cred_none, false, memory_order_release);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	return 0;
 }
 
@@ -673,13 +699,45 @@ RPCRDMA_API int rpcrdma_auth_sys_self(struct rpcrdma_auth_sys *sys)
 	return 0;
 }
 
+/* rpcrdma_call_create's Call header for @call with the client's
+ * credential (not AUTH_NONE), under the lock (the credential may change
+ * meanwhile): 0 or the encoding's error. Out of line: AUTH_NONE's way
+ * (every NULL call of the benchmarks) stays without the frame of
+ * struct rr_rpc_call and the general encoder. */
+__attribute__((noinline)) static int call_header_cred(struct rpcrdma_client *c,
+						      struct rpcrdma_call *call, uint32_t proc)
+{
+	struct rr_rpc_call h = {0};   /* verifier: AUTH_NONE */
+	size_t n;
+	uint8_t *p;
+	int rc;
+
+	rr_lock(&c->lock);
+	h.cred = c->cred;
+	h.xid = atomic_fetch_add_explicit(&c->next_xid, 1, memory_order_relaxed);
+	h.prog = c->prog;
+	h.vers = c->vers;
+	h.proc = proc;
+	/* Encode the header into place (the credential is copied). */
+	n = 24 + 8 + RR_ALIGN4((size_t)h.cred.len) + 8;
+	p = rr_xbuf_enc_room(&call->enc, n);
+	if (p) {
+		struct rr_xdr_enc e;
+
+		rr_xdr_enc_init(&e, p, n);
+		rc = rr_rpcmsg_encode_call(&e, &h);
+	} else {
+		rc = call->enc.error;
+	}
+	rr_unlock(&c->lock);
+	call->xc.xid = h.xid;
+	return rc;
+}
+
 RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 				    struct rpcrdma_call **out)
 {
 	struct rpcrdma_call *call;
-	struct rr_rpc_call h = {0};   /* cred and verifier: AUTH_NONE */
-	uint8_t *p;
-	bool locked;
 	int rc;
 
 	if (!c || !out)
@@ -687,37 +745,26 @@ RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 	call = call_new(c);
 	if (!call)
 		return -ENOMEM;
-	/* AUTH_NONE (h.cred as initialised) takes no lock: the XID is an
-	 * atomic counter and nothing else of the client is read */
-	locked = !atomic_load_explicit(&c->cred_none, memory_order_acquire);
-	if (locked) {
-		pthread_mutex_lock(&c->lock);
-		h.cred = c->cred;
-	}
-	h.xid = atomic_fetch_add_explicit(&c->next_xid, 1, memory_order_relaxed);
-	h.prog = c->prog;
-	h.vers = c->vers;
-	h.proc = proc;
-	/* Encode the header into place (the credential is copied). */
-	p = rr_xbuf_enc_room(&call->enc, 24 + 8 + RR_ALIGN4((size_t)h.cred.len) + 8);
-	if (p && !locked) {
-		rr_rpcmsg_encode_call_none(p, h.xid, h.prog, h.vers, h.proc);
-		rc = 0;
-	} else if (p) {
-		struct rr_xdr_enc e;
+	if (atomic_load_explicit(&c->cred_none, memory_order_acquire)) {
+		/* AUTH_NONE takes no lock: the XID is an atomic counter and
+		 * nothing else of the client is read */
+		uint32_t xid = atomic_fetch_add_explicit(&c->next_xid, 1, memory_order_relaxed);
+		uint8_t *p = rr_xbuf_enc_room(&call->enc, RR_RPC_CALL_NONE_SIZE);
 
-		rr_xdr_enc_init(&e, p, 24 + 8 + RR_ALIGN4((size_t)h.cred.len) + 8);
-		rc = rr_rpcmsg_encode_call(&e, &h);
-	} else {
+		if (RR_LIKELY(p != NULL)) {
+			rr_rpcmsg_encode_call_none(p, xid, c->prog, c->vers, proc);
+			call->xc.xid = xid;
+			*out = call;
+			return 0;
+		}
 		rc = call->enc.error;
+	} else {
+		rc = call_header_cred(c, call, proc);
 	}
-	if (locked)
-		pthread_mutex_unlock(&c->lock);
 	if (rc) {
 		call_drop(c, call);
 		return rc;
 	}
-	call->xc.xid = h.xid;
 	*out = call;
 	return 0;
 }
@@ -817,9 +864,9 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 		return call->enc.error;
 	now = call_fill(call, done, arg);
 
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	if (c->stopping) {
-		pthread_mutex_unlock(&c->lock);
+		rr_unlock(&c->lock);
 		return -ESHUTDOWN;
 	}
 	call->state = CALL_PENDING;
@@ -831,7 +878,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	if (sync)
 		call->run_thread = rr_clnt_self();
 	pending_link(c, call);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 
 	rc = wait_ms ? c->ops->submit_wait(c->xp, &call->xc, now, wait_ms)
 		     : c->ops->submit(c->xp, &call->xc);
@@ -841,7 +888,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	/* From here on the call may have completed and (for a callback call)
 	 * been destroyed by its callback once the lock is released: do not
 	 * touch it after the unlock below. */
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	if (!rc) {
 		abort_again(c, call);   /* an abort that came before the hold */
 	} else {
@@ -859,7 +906,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	}
 	call->in_submit = false;
 	clnt_wake(c);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	return rc;
 }
 
@@ -877,9 +924,9 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 	struct timespec ts;
 	int rc;
 
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	if (call->state == CALL_NEW) {
-		pthread_mutex_unlock(&c->lock);
+		rr_unlock(&c->lock);
 		return -EINVAL;
 	}
 	if (call->in_submit && call->sync_run && call->run_thread == rr_clnt_self()) {
@@ -892,9 +939,9 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 	while (call->state != CALL_DONE || call->cb_running) {
 		if (timeout_ms < 0) {
 			(void)clnt_wait(c, NULL);
-		} else if (clnt_wait(c, &ts) == ETIMEDOUT) {
+		} else if (clnt_wait(c, &ts) == -ETIMEDOUT) {
 			if (call->state != CALL_DONE) {
-				pthread_mutex_unlock(&c->lock);
+				rr_unlock(&c->lock);
 				return -EAGAIN;
 			}
 			/* Done but callback still running: keep waiting. */
@@ -906,7 +953,7 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 		call->settled = !call->refs;
 	}
 	rc = call->status;
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	return rc;
 }
 
@@ -949,7 +996,7 @@ static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
 	if (!rc)
 		return 0;
 	/* not taken by the transport (no completion comes): back to new */
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	if (!sync_clear(c, call))
 		pending_unlink(c, call);   /* listed by a cancel meanwhile */
 	while (call->refs)
@@ -963,7 +1010,7 @@ static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
 	call->enc.error = 0;
 	call->state = CALL_NEW;
 	clnt_wake(c);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	return rc;
 }
 
@@ -976,9 +1023,9 @@ static int run_slow(struct rpcrdma_call *call)
 {
 	struct rpcrdma_client *c = call->clnt;
 
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	sync_take(c, call);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	return rpcrdma_call_wait(call, -1);
 }
 
@@ -1037,18 +1084,18 @@ RPCRDMA_API void rpcrdma_call_cancel(struct rpcrdma_call *call)
 {
 	struct rpcrdma_client *c = call->clnt;
 
-	pthread_mutex_lock(&c->lock);
+	rr_lock(&c->lock);
 	if (atomic_load_explicit(&c->sync_call, memory_order_acquire) == call)
 		sync_take(c, call);   /* run without the lock: listed now */
 	/* Pending calls are listed (a fast call not listed completed, or
 	 * completes now on its run thread: its state is not read here) */
 	if ((!call->prev && c->pending != call) || call->state != CALL_PENDING ||
 	    call->aborting) {
-		pthread_mutex_unlock(&c->lock);
+		rr_unlock(&c->lock);
 		return;
 	}
 	abort_call(c, call, -ECANCELED);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 }
 
 RPCRDMA_API struct rpcrdma_xdr_dec *rpcrdma_call_results(struct rpcrdma_call *call)
@@ -1078,20 +1125,18 @@ RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call)
 		call_free(call);   /* nothing else holds it */
 		return;
 	}
-	pthread_mutex_lock(&c->lock);
-	if (call->cb_running && call->cb_thread_set &&
-	    pthread_equal(call->cb_thread, pthread_self())) {
-		call->destroy_in_cb = true;
-		pthread_mutex_unlock(&c->lock);
+	if (in_own_callback(call)) {
+		call->destroy_in_cb = true;   /* freed when it returns */
 		return;
 	}
+	rr_lock(&c->lock);
 	/* rpcrdma_call_cancel, in the same critical section. */
 	if (call->state == CALL_PENDING && !call->aborting)
 		abort_call(c, call, -ECANCELED);
 	while (call->state == CALL_PENDING || call->cb_running || call->refs ||
 	       call->in_submit)
 		(void)clnt_wait(c, NULL);
-	pthread_mutex_unlock(&c->lock);
+	rr_unlock(&c->lock);
 	call_free(call);
 }
 

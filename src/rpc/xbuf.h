@@ -57,8 +57,9 @@ struct rpcrdma_xdr_enc {
 	size_t xdr_len;      /* complete XDR length (inline + items + pads) */
 	size_t max;          /* limit on xdr_len */
 	unsigned nddp;
+	int error;           /* sticky (beside the fields every call
+				writes, before the items' array) */
 	struct rr_rpc_ddp ddp[RR_RPC_MAX_DDP];
-	int error;           /* sticky */
 };
 
 struct rpcrdma_xdr_dec {

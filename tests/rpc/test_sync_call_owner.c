@@ -22,7 +22,10 @@
  * nothing to abort; the call must still complete with that abort's status
  * (made again once the transport holds it), for a synchronous call run the
  * locked way and for an asynchronous one, against a transport that never
- * answers. */
+ * answers.
+ *
+ * Last, completion callbacks nested on one thread: the inner one destroys
+ * the outer one's call (rpc_async_nested_callback_destroys_outer_call). */
 #include "test.h"
 
 #include <pthread.h>
@@ -746,6 +749,79 @@ TEST(rpc_async_call_deadline_before_transport_holds_it)
 TEST(rpc_async_call_client_destroy_before_transport_holds_it)
 {
 	own_async_window(EARLY_DESTROY, 0, -ECANCELED);
+}
+
+/* Completion callbacks nested on one thread (issue 16 part CL: a
+ * thread-local chain of the callbacks a thread runs tells
+ * rpcrdma_call_destroy that it is inside its call's callback, where each
+ * call's cb_thread did): call A's callback completes call B on the same
+ * thread (as a synchronous call's wait delivers the other calls' Replies),
+ * and B's callback destroys A, the outer one, then B. Each destroy only
+ * marks its call, freed once its callback returned; a destroy that did not
+ * see A's callback running on this thread would wait for that callback to
+ * end: for ever (the test's timeout). */
+struct own_nest {
+	struct rr_xprt_client *x;
+	struct rpcrdma_call *a;
+	struct rr_xprt_call *b_xc;   /* B, as the transport holds it */
+	unsigned a_calls, b_calls;
+	bool a_ended;
+};
+
+static void own_nest_b(struct rpcrdma_call *call, int status, void *arg)
+{
+	struct own_nest *n = arg;
+
+	CHECK_EQ(status, 0);
+	CHECK(!n->a_ended);   /* inside A's callback */
+	n->b_calls++;
+	rpcrdma_call_destroy(n->a);   /* the outer callback's call */
+	rpcrdma_call_destroy(call);
+}
+
+static void own_nest_a(struct rpcrdma_call *call, int status, void *arg)
+{
+	struct own_nest *n = arg;
+
+	CHECK_EQ(status, 0);
+	CHECK(rpcrdma_call_results(call) != NULL);
+	n->a_calls++;
+	REQUIRE(own_unhold(n->x, n->b_xc));
+	own_answer(n->b_xc, own_reply[1]);
+	n->x->p.complete(n->x->p.ctx, n->b_xc);   /* B's callback runs here */
+	CHECK_EQ(n->b_calls, 1);
+	n->a_ended = true;
+}
+
+TEST(rpc_async_nested_callback_destroys_outer_call)
+{
+	struct rpcrdma_client *c = own_client_of(&own_class_nosw);
+	struct rr_xprt_client *x = own_x;
+	struct own_nest n = {.x = x};
+	struct rpcrdma_call *b;
+	struct rr_xprt_call *a_xc = NULL;
+
+	REQUIRE_EQ(rpcrdma_call_create(c, 1, &n.a), 0);
+	REQUIRE_EQ(rpcrdma_call_create(c, 1, &b), 0);
+	REQUIRE_EQ(rpcrdma_call_start(n.a, own_nest_a, &n), 0);
+	REQUIRE_EQ(rpcrdma_call_start(b, own_nest_b, &n), 0);
+	pthread_mutex_lock(&x->lock);
+	REQUIRE_EQ(x->nheld, 2);
+	for (unsigned i = 0; i < 2; i++) {
+		if (x->held[i]->xid == rpcrdma_call_xid(n.a))
+			a_xc = x->held[i];
+		else if (x->held[i]->xid == rpcrdma_call_xid(b))
+			n.b_xc = x->held[i];
+	}
+	pthread_mutex_unlock(&x->lock);
+	REQUIRE(a_xc != NULL && n.b_xc != NULL);
+	REQUIRE(own_unhold(x, a_xc));
+	own_answer(a_xc, own_reply[0]);
+	x->p.complete(x->p.ctx, a_xc);   /* A's callback, on this thread */
+	CHECK_EQ(n.a_calls, 1);
+	CHECK_EQ(n.b_calls, 1);
+	CHECK(n.a_ended);
+	rpcrdma_client_destroy(c);   /* both calls freed: no callback left */
 }
 
 /* rr_clnt_self, the identity rpcrdma_call_run records as its run_thread
