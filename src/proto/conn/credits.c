@@ -225,11 +225,18 @@ uint64_t rr_cred_rsp_sendable(const struct rr_cred_rsp *c)
 	return call_perm(c) + c->done_owed + c->bc_owed;
 }
 
-/* The Receives the connection must hold now: what its peer may send, and at
- * least one for Calls, so that its next grant of 1 costs nothing. */
+/* The Receives a connection must hold: what its peer may send (@perm
+ * Calls, @done_owed RDMA_DONEs, @bc_owed backward Replies), and at least
+ * one for Calls, so that its next grant of 1 costs nothing. */
+static uint32_t need_res_of(uint64_t perm, uint32_t done_owed, uint32_t bc_owed)
+{
+	return sat32(RR_MAX(perm, 1) + (uint64_t)done_owed + bc_owed);
+}
+
+/* The same, for the connection's state now. */
 static uint32_t need_res(const struct rr_cred_rsp *c)
 {
-	return sat32(RR_MAX(call_perm(c), 1) + (uint64_t)c->done_owed + c->bc_owed);
+	return need_res_of(call_perm(c), c->done_owed, c->bc_owed);
 }
 
 /* The Receives the connection may count on: its reservation and its pool's
@@ -313,21 +320,39 @@ static void consumed(struct rr_cred_rsp *c)
 		c->pool->posted--;
 }
 
+/* What settle_res does, for a message counted as a Call: what the peer may
+ * send never grows (its permission shrinks by one, or stays 0 past it), so
+ * nothing is added; the reservation follows from the permission left
+ * @perm. Computed from values in registers (issue 16 part CO): the pool's
+ * and the connection's fields are not read again after each store. */
+static void settle_call(struct rr_cred_rsp *c, struct rr_cred_pool *p, uint64_t perm)
+{
+	if (c->joined) {
+		uint32_t r = need_res_of(perm, c->done_owed, c->bc_owed);
+
+		p->reserved = p->reserved - c->res + r;
+		c->res = r;
+	}
+}
+
 int rr_cred_rsp_on_call(struct rr_cred_rsp *c)
 {
 	struct rr_cred_pool *p = c->pool;
-	bool over = c->calls >= c->limit;
-	uint64_t before = rr_cred_rsp_sendable(c);
+	uint64_t calls = c->calls, limit = c->limit, in;
+	bool over = calls >= limit;
+	/* the permission left once this message is counted */
+	uint64_t perm = over ? 0 : limit - calls - 1;
 
 	consumed(c);
-	if (c->joined && c->calls == c->replies)
+	if (c->joined && calls == c->replies)
 		p->active++;
-	c->calls++;
-	if (rr_cred_rsp_in_progress(c) > c->peak)
-		c->peak = sat32(rr_cred_rsp_in_progress(c));
-	if (call_perm(c) == 0)
+	c->calls = ++calls;
+	in = calls - c->replies;
+	if (in > c->peak)
+		c->peak = sat32(in);
+	if (perm == 0)
 		c->limited = true;
-	settle_res(c, before);
+	settle_call(c, p, perm);
 	if (over) {
 		p->overruns++;
 		return -EPROTO;
@@ -386,23 +411,32 @@ static uint64_t demand(struct rr_cred_rsp *c, uint64_t k)
 	return RR_MAX(RR_MIN(t, (uint64_t)c->max_credits), 1u);
 }
 
+/* The connection's counters are read once into locals and what
+ * settle_res would recompute (what the peer may send before and after, the
+ * reservation) follows from them (issue 16 part CO: not read back through
+ * the pool pointer after each store); test cred_rsp_matches_reference
+ * checks it against the former form, step by step. */
 int rr_cred_rsp_reply(struct rr_cred_rsp *c, bool read_chunk, uint32_t *grant)
 {
 	struct rr_cred_pool *p = c->pool;
-	uint64_t in = rr_cred_rsp_in_progress(c), k, room, want, g, before;
-	uint32_t d2;
+	uint64_t calls = c->calls, replies = c->replies, limit = c->limit;
+	uint64_t in = calls - replies, k, room, want, g, perm, perm2, before, after;
+	uint32_t d = c->done_owed, b = c->bc_owed, d2;
+	int64_t fr;
 
 	if (in == 0)
 		return -EPROTO;
-	if (read_chunk && c->done_owed >= c->done_max)
+	if (read_chunk && d >= c->done_max)
 		return -ENOSPC;
-	d2 = c->done_owed + (read_chunk ? 1 : 0);
+	d2 = d + (read_chunk ? 1 : 0);
 	k = in - 1; /* Calls still in progress once this Reply is sent */
 	/* The Receives this connection may hold after the Reply: its own and
 	 * the pool's free ones. Its peer may then send max(L - C, g - k) Calls
 	 * and d2 RDMA_DONEs, and it reserves one Call at least. */
-	room = room_of(c);
-	if (RR_MAX(call_perm(c), 1) + d2 + c->bc_owed > room)
+	perm = limit > calls ? limit - calls : 0;
+	fr = (int64_t)p->posted - (int64_t)p->reserved;
+	room = (uint64_t)c->res + (fr > 0 ? (uint64_t)fr : 0);
+	if (RR_MAX(perm, 1) + d2 + b > room)
 		return -ENOBUFS; /* only an RDMA_DONE reservation can fail */
 	want = demand(c, k);
 	g = RR_MIN(want, k + (room - d2 - c->bc_owed));
@@ -412,16 +446,28 @@ int rr_cred_rsp_reply(struct rr_cred_rsp *c, bool read_chunk, uint32_t *grant)
 	}
 	if (g == 0)
 		g = 1; /* affordable: the reservation holds one Call */
-	before = rr_cred_rsp_sendable(c);
-	c->replies++;
+	before = perm + d + b;
+	replies++;
+	limit = RR_MAX(limit, replies + g);
+	c->replies = replies;
 	c->done_owed = d2;
-	c->limit = RR_MAX(c->limit, c->replies + g);
+	c->limit = limit;
 	if (c->joined && k == 0 && p->active)
 		p->active--;
 	c->limited = false;
 	c->target = sat32(want);
 	c->last_grant = (uint32_t)g;
-	settle_res(c, before);
+	/* settle_res: the reservation and what was added */
+	perm2 = limit > calls ? limit - calls : 0;
+	after = perm2 + d2 + b;
+	if (c->joined) {
+		uint32_t r = need_res_of(perm2, d2, b);
+
+		p->reserved = p->reserved - c->res + r;
+		c->res = r;
+	}
+	if (after > before)
+		c->added = sat32((uint64_t)c->added + (after - before));
 	*grant = (uint32_t)g;
 	return 0;
 }
