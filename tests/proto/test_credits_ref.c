@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The responder's credit accounting (proto/conn/credits.c) against its
- * former form, kept here as the reference: rr_cred_rsp_on_call and
- * rr_cred_rsp_reply read the connection's counters once and compute what
- * settle_res recomputed (issue 16 part CO); the reference is the code of
- * main 0c2db27, each step of it re-reading the state (what the peer may
- * send before and after, the reservation, the pool's free Receives). A
+ * former form, kept here as the reference: rr_cred_rsp_on_call reads the
+ * connection's counters once and computes what settle_res recomputed
+ * (issue 16 part CO); the reference is the responder code of main
+ * 0c2db27, each step of it re-reading the state (what the peer may send
+ * before and after, the reservation, the pool's free Receives), a Reply's
+ * accounting included (the walk's later steps depend on it). A
  * random walk of every responder operation, on private pools and on
  * shared pools of several connections, is run on two copies of the same
  * state, one through each form: after every step the return values, the

@@ -411,32 +411,23 @@ static uint64_t demand(struct rr_cred_rsp *c, uint64_t k)
 	return RR_MAX(RR_MIN(t, (uint64_t)c->max_credits), 1u);
 }
 
-/* The connection's counters are read once into locals and what
- * settle_res would recompute (what the peer may send before and after, the
- * reservation) follows from them (issue 16 part CO: not read back through
- * the pool pointer after each store); test cred_rsp_matches_reference
- * checks it against the former form, step by step. */
 int rr_cred_rsp_reply(struct rr_cred_rsp *c, bool read_chunk, uint32_t *grant)
 {
 	struct rr_cred_pool *p = c->pool;
-	uint64_t calls = c->calls, replies = c->replies, limit = c->limit;
-	uint64_t in = calls - replies, k, room, want, g, perm, perm2, before, after;
-	uint32_t d = c->done_owed, b = c->bc_owed, d2;
-	int64_t fr;
+	uint64_t in = rr_cred_rsp_in_progress(c), k, room, want, g, before;
+	uint32_t d2;
 
 	if (in == 0)
 		return -EPROTO;
-	if (read_chunk && d >= c->done_max)
+	if (read_chunk && c->done_owed >= c->done_max)
 		return -ENOSPC;
-	d2 = d + (read_chunk ? 1 : 0);
+	d2 = c->done_owed + (read_chunk ? 1 : 0);
 	k = in - 1; /* Calls still in progress once this Reply is sent */
 	/* The Receives this connection may hold after the Reply: its own and
 	 * the pool's free ones. Its peer may then send max(L - C, g - k) Calls
 	 * and d2 RDMA_DONEs, and it reserves one Call at least. */
-	perm = limit > calls ? limit - calls : 0;
-	fr = (int64_t)p->posted - (int64_t)p->reserved;
-	room = (uint64_t)c->res + (fr > 0 ? (uint64_t)fr : 0);
-	if (RR_MAX(perm, 1) + d2 + b > room)
+	room = room_of(c);
+	if (RR_MAX(call_perm(c), 1) + d2 + c->bc_owed > room)
 		return -ENOBUFS; /* only an RDMA_DONE reservation can fail */
 	want = demand(c, k);
 	g = RR_MIN(want, k + (room - d2 - c->bc_owed));
@@ -446,28 +437,16 @@ int rr_cred_rsp_reply(struct rr_cred_rsp *c, bool read_chunk, uint32_t *grant)
 	}
 	if (g == 0)
 		g = 1; /* affordable: the reservation holds one Call */
-	before = perm + d + b;
-	replies++;
-	limit = RR_MAX(limit, replies + g);
-	c->replies = replies;
+	before = rr_cred_rsp_sendable(c);
+	c->replies++;
 	c->done_owed = d2;
-	c->limit = limit;
+	c->limit = RR_MAX(c->limit, c->replies + g);
 	if (c->joined && k == 0 && p->active)
 		p->active--;
 	c->limited = false;
 	c->target = sat32(want);
 	c->last_grant = (uint32_t)g;
-	/* settle_res: the reservation and what was added */
-	perm2 = limit > calls ? limit - calls : 0;
-	after = perm2 + d2 + b;
-	if (c->joined) {
-		uint32_t r = need_res_of(perm2, d2, b);
-
-		p->reserved = p->reserved - c->res + r;
-		c->res = r;
-	}
-	if (after > before)
-		c->added = sat32((uint64_t)c->added + (after - before));
+	settle_res(c, before);
 	*grant = (uint32_t)g;
 	return 0;
 }
