@@ -189,6 +189,13 @@ static int lay_out(struct rr_xprt_rcall *rc, const struct rr_hdr *h, unsigned fi
 	const struct rr_hdr_chunk *ch = h->read;
 	uint32_t out_off = 0, consumed = 0;
 
+	if (first == h->nread && src) {
+		/* an RDMA_MSG without Read chunks: its inline part is the
+		 * whole stream, one copy (the loop below would record it in
+		 * copies[] and copy it from there) */
+		memcpy(rc->buf, src, (size_t)ilen);
+		return 0;
+	}
 	for (unsigned i = first; i < h->nread; i++) {
 		uint32_t gap;
 

@@ -225,11 +225,18 @@ uint64_t rr_cred_rsp_sendable(const struct rr_cred_rsp *c)
 	return call_perm(c) + c->done_owed + c->bc_owed;
 }
 
-/* The Receives the connection must hold now: what its peer may send, and at
- * least one for Calls, so that its next grant of 1 costs nothing. */
+/* The Receives a connection must hold: what its peer may send (@perm
+ * Calls, @done_owed RDMA_DONEs, @bc_owed backward Replies), and at least
+ * one for Calls, so that its next grant of 1 costs nothing. */
+static uint32_t need_res_of(uint64_t perm, uint32_t done_owed, uint32_t bc_owed)
+{
+	return sat32(RR_MAX(perm, 1) + (uint64_t)done_owed + bc_owed);
+}
+
+/* The same, for the connection's state now. */
 static uint32_t need_res(const struct rr_cred_rsp *c)
 {
-	return sat32(RR_MAX(call_perm(c), 1) + (uint64_t)c->done_owed + c->bc_owed);
+	return need_res_of(call_perm(c), c->done_owed, c->bc_owed);
 }
 
 /* The Receives the connection may count on: its reservation and its pool's
@@ -313,21 +320,39 @@ static void consumed(struct rr_cred_rsp *c)
 		c->pool->posted--;
 }
 
+/* What settle_res does, for a message counted as a Call: what the peer may
+ * send never grows (its permission shrinks by one, or stays 0 past it), so
+ * nothing is added; the reservation follows from the permission left
+ * @perm. Computed from values in registers (issue 16 part CO): the pool's
+ * and the connection's fields are not read again after each store. */
+static void settle_call(struct rr_cred_rsp *c, struct rr_cred_pool *p, uint64_t perm)
+{
+	if (c->joined) {
+		uint32_t r = need_res_of(perm, c->done_owed, c->bc_owed);
+
+		p->reserved = p->reserved - c->res + r;
+		c->res = r;
+	}
+}
+
 int rr_cred_rsp_on_call(struct rr_cred_rsp *c)
 {
 	struct rr_cred_pool *p = c->pool;
-	bool over = c->calls >= c->limit;
-	uint64_t before = rr_cred_rsp_sendable(c);
+	uint64_t calls = c->calls, limit = c->limit, in;
+	bool over = calls >= limit;
+	/* the permission left once this message is counted */
+	uint64_t perm = over ? 0 : limit - calls - 1;
 
 	consumed(c);
-	if (c->joined && c->calls == c->replies)
+	if (c->joined && calls == c->replies)
 		p->active++;
-	c->calls++;
-	if (rr_cred_rsp_in_progress(c) > c->peak)
-		c->peak = sat32(rr_cred_rsp_in_progress(c));
-	if (call_perm(c) == 0)
+	c->calls = ++calls;
+	in = calls - c->replies;
+	if (in > c->peak)
+		c->peak = sat32(in);
+	if (perm == 0)
 		c->limited = true;
-	settle_res(c, before);
+	settle_call(c, p, perm);
 	if (over) {
 		p->overruns++;
 		return -EPROTO;

@@ -746,8 +746,15 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 	}
 	if (cn->ep->defer && s->nwrites < SV_DEFER_WR && defer_ready(cn)) {
 		struct rpcrdma_send_wr *dw = &cn->dwr[(size_t)cn->ndefer * SV_DEFER_WR];
+		struct rpcrdma_sge *dg = &cn->dsge[(size_t)cn->ndefer * SV_DEFER_WR];
 
-		tp_send_wrs_build(cn, s, dw, &cn->dsge[(size_t)cn->ndefer * SV_DEFER_WR]);
+		/* a Reply without Writes (the common one): its Send alone, not
+		 * through the Writes' loop (tp_send_wrs_build does the same
+		 * for n = 0) */
+		if (!s->nwrites)
+			tp_send_wr_fill(cn, s, dw, dg);
+		else
+			tp_send_wrs_build(cn, s, dw, dg);
 		/* counted as posted now, in the order the chain posts them: a
 		 * chain that fails to post ends the connection, whose slots go
 		 * with it (tp_post_deferred) */
