@@ -455,6 +455,10 @@ int rr_soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 	return cq_ring_take(q, n, wc);
 }
 
+/* ceil(left / 1 ms) >= SOFT_FAST_BLOCK_MS, i.e. left + 999999 ns >=
+ * SOFT_FAST_BLOCK_MS ms, is left > this */
+#define SOFT_FAST_SLICE_MIN_NS ((uint64_t)SOFT_FAST_BLOCK_MS * 1000000u - 1000000u)
+
 /* Blocking poll: sleeps in epoll on the sockets and receives itself; a
  * lone waiter on a single-QP CQ sleeps in the QP's recvmsg instead (fast
  * wait, cq_fast_wait), in slices of SOFT_FAST_BLOCK_MS. */
@@ -462,7 +466,7 @@ int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_
 {
 	struct soft_cq *q = scq_of(cq);
 	struct soft_direct d = {.q = q, .wc = wc, .n = n > 0 && wc ? n : 0};
-	uint64_t t0 = wait_now(q->ctx), end = 0, now = t0;
+	uint64_t t0 = wait_now(q->ctx), end = 0, now = t0, left = 0;
 	bool slept = false;
 	int got;
 
@@ -496,11 +500,13 @@ int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_
 				got = rr_cq_ring_poll(&q->ring, n, wc);
 				break;
 			}
-			ms = (int)((end - now + 999999u) / 1000000u);
+			left = end - now;
 			now = 0;
 		}
 		slept = true; /* (or looked at the sockets: time may pass) */
-		if ((ms < 0 || ms >= SOFT_FAST_BLOCK_MS) && cq_fast_wait(q, &d)) {
+		/* what is left, in ms rounded up, is >= SOFT_FAST_BLOCK_MS: the
+		 * division only for the epoll wait's timeout */
+		if ((timeout_ms < 0 || left > SOFT_FAST_SLICE_MIN_NS) && cq_fast_wait(q, &d)) {
 			if (d.got) {
 				/* its own completions, handed over directly; what
 				 * came after the array was full is in the ring */
@@ -509,6 +515,8 @@ int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_
 			}
 			continue;
 		}
+		if (timeout_ms >= 0)
+			ms = (int)((left + 999999u) / 1000000u);
 		r = cq_progress(q, ms, true, true);
 		if (r < 0) {
 			got = r;

@@ -546,9 +546,11 @@ static bool cl_wait_again(struct tp_ep *ep, struct tp_conn *cn)
  * rpcrdma_cq_wait's result. */
 /* The wait on @cn's CQ of tp_cl_wait_once and cl_wait_locked (@again:
  * tp_cq_wait_once's), then a connection the session asked to end, or
- * whose CQ failed, is lost. */
-static int cl_cq_wait(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns,
-		      bool (*again)(struct tp_ep *, struct tp_conn *))
+ * whose CQ failed, is lost. Inline in both (a call, its frame and the
+ * arguments passed again per synchronous call, ~10 instructions). */
+static inline __attribute__((always_inline)) int
+cl_cq_wait(struct rr_tp_client *c, struct tp_conn *cn, uint64_t left_ns,
+	   bool (*again)(struct tp_ep *, struct tp_conn *))
 {
 	int n = tp_cq_wait_once(&c->ep, cn, (int)RR_MIN(left_ns / 1000000u + 1, 20u), again);
 
