@@ -11,7 +11,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static struct rr_test *tests;
 static jmp_buf test_jmp;
@@ -84,6 +86,36 @@ _Noreturn void rr_test_skip(const char *why)
 {
 	rr_test_mark_skipped(why);
 	end_test();
+}
+
+void rr_test_in_fresh_process(void (*body)(void))
+{
+	pid_t pid;
+	int st = 0;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		rr_test_fail(__FILE__, __LINE__, "fork() for a fresh process", true);
+	}
+	if (pid == 0) {
+		/* the forking thread is the child's only one: the test's */
+		atomic_store(&test_failed, 0);
+		atomic_store(&test_skipped, 0);
+		if (setjmp(test_jmp) == 0)
+			body();
+		fflush(NULL);
+		_exit(atomic_load(&test_failed) ? 1 : atomic_load(&test_skipped) ? RR_TEST_SKIP_CODE : 0);
+	}
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) {
+		fprintf(stderr, "  the test's child process ended abnormally (status %#x)\n", st);
+		atomic_store(&test_failed, 1);
+		return;
+	}
+	if (WEXITSTATUS(st) == RR_TEST_SKIP_CODE)
+		atomic_store(&test_skipped, 1);
+	else if (WEXITSTATUS(st) != 0)
+		atomic_store(&test_failed, 1);
 }
 
 static void *te_alloc(void *ctx, size_t size)

@@ -59,6 +59,14 @@ _Noreturn void rr_test_skip(const char *why);
  * returns. */
 void rr_test_mark_skipped(const char *why);
 
+/* Runs @body (test thread only) in a child process forked from this one,
+ * as part of the current test: its failures and its skip become the
+ * test's. For a test that needs the library as a fresh process has it
+ * (the engine's progress threads set before it starts: a forked child
+ * starts from a fresh engine) and must still run when one rr-tests
+ * process runs every test in a row (the lab VM's unit suite). */
+void rr_test_in_fresh_process(void (*body)(void));
+
 #define TEST(n)                                                                \
 	static void test_##n(void);                                            \
 	static struct rr_test rr_test_##n = {#n, test_##n, NULL};              \
