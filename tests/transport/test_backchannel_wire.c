@@ -178,7 +178,7 @@ static void rq_forward_ok(struct rq_fx *f, uint32_t xid)
 	CHECK_EQ(get32(in), xid);
 	n = (int)mk_msg(rep, xid, 8, 1, false, 2);
 	REQUIRE_EQ(rr_th_rresp_send(&f->g, rep, (size_t)n, 0, 5000), 0);
-	CHECK(rr_th_cl_wait(&f->c, done0 + 1, 5000));
+	CHECK(rr_th_cl_wait(&f->c, done0 + 1, RR_TEST_WAIT_MS));
 	CHECK_EQ(rpc.status, 0);
 	CHECK_EQ(rpc.reply_len, 16u);
 	rr_tp_client_release_reply(f->c.tp, &rpc);
@@ -322,7 +322,7 @@ static void rs_complete(void *ctx, struct rr_conn_rpc *rpc)
 
 static bool rs_wait_done(struct rs_fx *f, unsigned n)
 {
-	return rr_th_wait_count(&f->lock, &f->cond, &f->done, n, 5000);
+	return rr_th_wait_count(&f->lock, &f->cond, &f->done, n, RR_TEST_WAIT_MS);
 }
 
 /* Backward Call @i: 16 bytes of RPC Call (xid, CALL, 2 words), or @len. */
@@ -386,7 +386,7 @@ TEST(bc_rdma_rogue_backward_calls)
 	/* a forward Call: its request opens the backward direction */
 	REQUIRE_EQ(rr_th_rogue_send(&f.g, m, mk_msg(m, 0xa1, 8, 0, false, 4), 0, NULL, 5000), 0);
 	/* handed over under the lock (set once, then only read) */
-	REQUIRE(rr_th_wait_count(&f.lock, &f.cond, &f.nreq, 1, 10000));
+	REQUIRE(rr_th_wait_count(&f.lock, &f.cond, &f.nreq, 1, RR_TEST_WAIT_MS));
 	REQUIRE(f.req != NULL);
 	REQUIRE_EQ(rr_tp_server_bc_open(f.s, f.req, rs_complete, &f, &f.bc), 0);
 	rr_tp_server_done(f.s, f.req);   /* the direction outlives the request */

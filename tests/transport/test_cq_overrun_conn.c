@@ -69,7 +69,7 @@ TEST(xprt_cq_overrun_ends_connection_not_calls)
 	rr_th_sq_start(&sq);
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(ov_srv), rr_th_cl_count), 0);
 	rr_th_small_submit(&c, &p[0], 0x100);
-	REQUIRE(rr_th_cl_wait(&c, ++done, 10000));
+	REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
 	CHECK_EQ(p[0].r.status, 0);
 	/* kept: its connection, and the CQ it is on, stay until released */
 	REQUIRE(p[0].r.lent != NULL);
@@ -84,7 +84,7 @@ TEST(xprt_cq_overrun_ends_connection_not_calls)
 	 * each still completes (an error, or its Reply after the reconnect) */
 	for (unsigned i = 1; i < 8; i++) {
 		rr_th_small_submit(&c, &p[i], 0x100 + i);
-		REQUIRE(rr_th_cl_wait(&c, ++done, 20000));
+		REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
 		ok += p[i].r.status == 0;
 		if (p[i].r.status == 0)
 			rr_tp_client_release_reply(c.tp, &p[i].r);

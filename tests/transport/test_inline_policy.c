@@ -581,7 +581,7 @@ TEST(inline_policy_lent_replies)
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(lend_srv), rr_th_cl_count), 0);
 	for (unsigned i = 0; i < 8; i++) {
 		rr_th_small_submit(&c, &held[i], 0x1000 + i);
-		REQUIRE(rr_th_cl_wait(&c, ++done, 3000));
+		REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
 		CHECK(lend_ok(&held[i]));
 		lent += held[i].r.lent != NULL;
 		CHECK_EQ(held[i].r.lent != NULL, i < 4);
@@ -591,7 +591,7 @@ TEST(inline_policy_lent_replies)
 	for (int t = 0; t < 400 && rr_tp_client_params(c.tp, &prm, NULL) != 0; t++)
 		rr_th_sleep_ms(5);
 	rr_th_small_submit(&c, one, 0x2000);   /* on the new connection */
-	REQUIRE(rr_th_cl_wait(&c, ++done, 5000));
+	REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
 	CHECK(lend_ok(one));
 	CHECK(one->r.lent != NULL);
 	rr_tp_client_release_reply(c.tp, &one->r);
@@ -601,7 +601,7 @@ TEST(inline_policy_lent_replies)
 	}
 	for (unsigned i = 0; i < 300; i++) {
 		rr_th_small_submit(&c, one, 0x3000 + i);
-		REQUIRE(rr_th_cl_wait(&c, ++done, 3000));
+		REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
 		CHECK(lend_ok(one));
 		CHECK(one->r.lent != NULL);
 		rr_tp_client_release_reply(c.tp, &one->r);

@@ -137,7 +137,7 @@ TEST(xprt_shard_connections_established_without_kick)
 	for (int i = 0; i < LE_CLIENTS; i++) {
 		REQUIRE_EQ(rr_th_cl_start(&c[i], &cc, port, rr_th_cl_count), 0);
 		rr_th_small_submit(&c[i], &p[i], 0x5000u + (uint32_t)i);
-		CHECK(rr_th_cl_wait(&c[i], 1, 10000));
+		CHECK(rr_th_cl_wait(&c[i], 1, RR_TEST_WAIT_MS));
 		CHECK_EQ(p[i].r.status, 0);
 		CHECK_EQ(p[i].r.reply_len, 16);
 		rr_tp_client_release_reply(c[i].tp, &p[i].r);

@@ -165,7 +165,7 @@ TEST(xprt_pool_connections_share_one_queue)
 			for (unsigned k = 0; k < BURST; k++)
 				rr_th_small_submit(&c[i], &p[i][k], xid++);
 		for (unsigned i = 0; i < NCL; i++) {
-			CHECK(rr_th_cl_wait(&c[i], BURST * (round + 1), 10000));
+			CHECK(rr_th_cl_wait(&c[i], BURST * (round + 1), RR_TEST_WAIT_MS));
 			p_release(&c[i], p[i], BURST);
 		}
 		CHECK(pool_safe(p_srv));
@@ -183,7 +183,7 @@ TEST(xprt_pool_connections_share_one_queue)
 		for (unsigned i = 0; i < NCL; i++)
 			rr_th_small_submit(&c[i], &p[i][0], xid++);
 		for (unsigned i = 0; i < NCL; i++) {
-			CHECK(rr_th_cl_wait(&c[i], BURST * 4 + k + 1, 10000));
+			CHECK(rr_th_cl_wait(&c[i], BURST * 4 + k + 1, RR_TEST_WAIT_MS));
 			p_release(&c[i], p[i], 1);
 		}
 	}
@@ -199,14 +199,14 @@ TEST(xprt_pool_connections_share_one_queue)
 	/* a burst on one connection again ... */
 	for (unsigned k = 0; k < BURST; k++)
 		rr_th_small_submit(&c[0], &p[0][k], xid++);
-	CHECK(rr_th_cl_wait(&c[0], BURST * 5 + settle, 10000));
+	CHECK(rr_th_cl_wait(&c[0], BURST * 5 + settle, RR_TEST_WAIT_MS));
 	p_release(&c[0], p[0], BURST);
 	REQUIRE_EQ(rr_tp_client_params(c[0].tp, &prm, &grant), 0);
 	printf("  a busy connection's grant: %u\n", grant);
 	/* ... and, one Call at a time, comes back down */
 	for (unsigned k = 0; k < SETTLE; k++) {
 		rr_th_small_submit(&c[0], &p[0][0], xid++);
-		CHECK(rr_th_cl_wait(&c[0], BURST * 5 + settle + k + 1, 10000));
+		CHECK(rr_th_cl_wait(&c[0], BURST * 5 + settle + k + 1, RR_TEST_WAIT_MS));
 		p_release(&c[0], p[0], 1);
 	}
 	REQUIRE_EQ(rr_tp_client_params(c[0].tp, &prm, &grant), 0);
@@ -294,7 +294,7 @@ TEST(xprt_pool_flood_beyond_grant_ends_only_that_connection)
 		ended = n < 0 || g.disconnected;
 	}
 	CHECK(ended);
-	CHECK(rr_th_cl_wait(&good, 64, 10000));
+	CHECK(rr_th_cl_wait(&good, 64, RR_TEST_WAIT_MS));
 	p_release(&good, p, 64);
 	rr_tp_client_stats(good.tp, &cs);
 	CHECK_EQ(cs.reconnects, 0);
@@ -348,7 +348,7 @@ TEST(xprt_pool_given_back_after_churn)
 		REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
 		for (unsigned k = 0; k < 8; k++)
 			rr_th_small_submit(&c, &p[k], 0x2000 + round * 8 + k);
-		CHECK(rr_th_cl_wait(&c, 8, 10000));
+		CHECK(rr_th_cl_wait(&c, 8, RR_TEST_WAIT_MS));
 		p_release(&c, p, 8);
 		REQUIRE_EQ(pools(p_srv, &cp), 0);
 		CHECK_EQ(cp.members, 1);
@@ -371,7 +371,7 @@ TEST(xprt_pool_given_back_after_churn)
 	/* a new connection: a new pool */
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
 	rr_th_small_submit(&c, &p[0], 0x3000);
-	CHECK(rr_th_cl_wait(&c, 1, 10000));
+	CHECK(rr_th_cl_wait(&c, 1, RR_TEST_WAIT_MS));
 	p_release(&c, p, 1);
 	CHECK_EQ(pools(p_srv, &cp), 0);
 	rr_th_cl_stop(&c);
@@ -396,7 +396,7 @@ TEST(xprt_pool_off_gives_fixed_grants)
 	rr_tp_conf_default(&cc);
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, p_start(&sq, 40, true), rr_th_cl_count), 0);
 	rr_th_small_submit(&c, &p[0], 0x4000);
-	CHECK(rr_th_cl_wait(&c, 1, 10000));
+	CHECK(rr_th_cl_wait(&c, 1, RR_TEST_WAIT_MS));
 	p_release(&c, p, 1);
 	REQUIRE_EQ(rr_tp_client_params(c.tp, &prm, &grant), 0);
 	CHECK_EQ(grant, 40);
@@ -440,7 +440,7 @@ TEST(xprt_client_receives_reposted_in_batches)
 	port = p_start(&sq, 0, false);
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
 	rr_th_small_submit(&c, &p[0], xid++);
-	REQUIRE(rr_th_cl_wait(&c, ++done, 10000));
+	REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
 	REQUIRE(c.tp->conn != NULL);
 	rr_lock(&c.tp->ep.lock);
 	nrecv = c.tp->conn->nrecv;
@@ -453,7 +453,7 @@ TEST(xprt_client_receives_reposted_in_batches)
 		uint32_t n;
 
 		rr_th_small_submit(&c, &p[0], xid++);
-		REQUIRE(rr_th_cl_wait(&c, ++done, 10000));
+		REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
 		p_release(&c, p, 1);
 		CHECK(cl_posted(&c) + TP_LEND_MAX >= nrecv);   /* noted, not yet taken */
 		rr_tp_client_turn(c.tp);
@@ -472,7 +472,7 @@ TEST(xprt_client_receives_reposted_in_batches)
 	/* Replies held: 12 Calls, none released until all completed */
 	for (unsigned i = 0; i < 12; i++) {
 		rr_th_small_submit(&c, &p[i], xid++);
-		REQUIRE(rr_th_cl_wait(&c, ++done, 10000));
+		REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
 		CHECK(cl_posted(&c) + TP_LEND_MAX >= nrecv);
 		rr_lock(&c.tp->ep.lock);
 		CHECK(c.tp->conn->lent + c.tp->conn->nrback <= TP_LEND_MAX);
@@ -482,7 +482,7 @@ TEST(xprt_client_receives_reposted_in_batches)
 	CHECK(cl_posted(&c) + TP_LEND_MAX >= nrecv);
 	for (unsigned i = 0; i < 12; i++) {
 		rr_th_small_submit(&c, &p[i], xid++);
-		REQUIRE(rr_th_cl_wait(&c, ++done, 10000));
+		REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
 	}
 	p_release(&c, p, 12);
 	rr_th_cl_stop(&c);
@@ -510,7 +510,7 @@ TEST(xprt_client_reply_released_after_loss_frees_connection)
 	cc.no_reconnect = true;
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, p_start(&sq, 0, false), rr_th_cl_count), 0);
 	rr_th_small_submit(&c, &p[0], 0x5000);
-	REQUIRE(rr_th_cl_wait(&c, 1, 10000));
+	REQUIRE(rr_th_cl_wait(&c, 1, RR_TEST_WAIT_MS));
 	CHECK_EQ(p[0].r.status, 0);
 	REQUIRE(p[0].r.lent != NULL);   /* the Reply is its Receive */
 	rr_tp_client_stats(c.tp, &st);
@@ -599,7 +599,7 @@ TEST(xprt_released_qp_cq_takes_no_new_qp_while_polled)
 	port = p_start(&sq, 0, false);
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
 	rr_th_small_submit(&c, &p[0], 0x4000);
-	CHECK(rr_th_cl_wait(&c, 1, 10000));
+	CHECK(rr_th_cl_wait(&c, 1, RR_TEST_WAIT_MS));
 	p_release(&c, p, 1);
 	pthread_mutex_lock(&rel.lock);
 	rel.fired = rel.same = false;
@@ -735,7 +735,7 @@ static void released_conn_polls(int phase)
 	for (unsigned i = 0; i < N; i++) {
 		REQUIRE_EQ(rr_th_cl_start(&c[i], &cc, port, rr_th_cl_count), 0);
 		rr_th_small_submit(&c[i], &p[0], 0x5000 + i);
-		REQUIRE(rr_th_cl_wait(&c[i], 1, 10000));
+		REQUIRE(rr_th_cl_wait(&c[i], 1, RR_TEST_WAIT_MS));
 		p_release(&c[i], p, 1);
 	}
 	if (rr_engine_nloops() >= N)
@@ -766,7 +766,7 @@ static void released_conn_polls(int phase)
 	/* and a Call on each connection still up is answered */
 	for (unsigned i = stopped; i < N; i++) {
 		rr_th_small_submit(&c[i], &p[0], 0x6000 + i);
-		CHECK(rr_th_cl_wait(&c[i], 2, 10000));
+		CHECK(rr_th_cl_wait(&c[i], 2, RR_TEST_WAIT_MS));
 		p_release(&c[i], p, 1);
 		rr_th_cl_stop(&c[i]);
 	}
@@ -838,7 +838,7 @@ TEST(xprt_cq_taken_between_serve_rounds_is_armed_again)
 	port = p_start_recv(&sq, 0, false, claim_in_gap);
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
 	rr_th_small_submit(&c, &p[0], 0x7000);
-	REQUIRE(rr_th_cl_wait(&c, 1, 10000));
+	REQUIRE(rr_th_cl_wait(&c, 1, RR_TEST_WAIT_MS));
 	p_release(&c, p, 1);
 	/* the next Call is held (no Reply traffic meanwhile) and its
 	 * upcall takes the CQ */
@@ -863,7 +863,7 @@ TEST(xprt_cq_taken_between_serve_rounds_is_armed_again)
 	}
 	CHECK(armed);
 	rr_th_sq_release_held(&sq);
-	CHECK(rr_th_cl_wait(&c, 2, 10000));
+	CHECK(rr_th_cl_wait(&c, 2, RR_TEST_WAIT_MS));
 	p_release(&c, p, 1);
 	rr_th_cl_stop(&c);
 	p_stop(&sq);
@@ -905,7 +905,7 @@ TEST(xprt_unwanted_cq_drained_at_round0_is_unwatched)
 	port = p_start(&sq, 0, false);
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
 	rr_th_small_submit(&c, &p[0], 0x7100);
-	REQUIRE(rr_th_cl_wait(&c, 1, 10000));
+	REQUIRE(rr_th_cl_wait(&c, 1, RR_TEST_WAIT_MS));
 	p_release(&c, p, 1);
 	q = c.tp->conn->tcq;
 	REQUIRE(q != NULL);
@@ -939,7 +939,7 @@ TEST(xprt_unwanted_cq_drained_at_round0_is_unwatched)
 	CHECK(!watched);
 	/* and the connection still works */
 	rr_th_small_submit(&c, &p[0], 0x7101);
-	CHECK(rr_th_cl_wait(&c, 2, 10000));
+	CHECK(rr_th_cl_wait(&c, 2, RR_TEST_WAIT_MS));
 	p_release(&c, p, 1);
 	rr_th_cl_stop(&c);
 	p_stop(&sq);
@@ -1013,7 +1013,7 @@ TEST(xprt_caller_wait_taking_nothing_leaves_wanted_cq_armed)
 	for (unsigned i = 0; i < N; i++) {
 		REQUIRE_EQ(rr_th_cl_start(&c[i], &cc, port, rr_th_cl_count), 0);
 		rr_th_small_submit(&c[i], &p[0], 0x8000 + i);
-		REQUIRE(rr_th_cl_wait(&c[i], 1, 10000));
+		REQUIRE(rr_th_cl_wait(&c[i], 1, RR_TEST_WAIT_MS));
 		p_release(&c[i], p, 1);
 	}
 	/* Calls held by the server: every client has asynchronous work, so
@@ -1071,7 +1071,7 @@ TEST(xprt_caller_wait_taking_nothing_leaves_wanted_cq_armed)
 	/* the held Calls answered */
 	rr_th_sq_release_held(&sq);
 	for (unsigned i = 0; i < N; i++) {
-		CHECK(rr_th_cl_wait(&c[i], 2, 10000));
+		CHECK(rr_th_cl_wait(&c[i], 2, RR_TEST_WAIT_MS));
 		p_release(&c[i], &p[i], 1);
 		rr_th_cl_stop(&c[i]);
 	}
@@ -1120,7 +1120,7 @@ TEST(xprt_arm_drain_given_up_leaves_wanted_cq_armed)
 	port = p_start(&sq, 0, false);
 	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
 	rr_th_small_submit(&c, &p[0], 0xa000);
-	REQUIRE(rr_th_cl_wait(&c, 1, 10000));
+	REQUIRE(rr_th_cl_wait(&c, 1, RR_TEST_WAIT_MS));
 	p_release(&c, p, 1);
 	/* the server connection's CQ (it wants it), taken when the loop
 	 * let it go */
@@ -1156,7 +1156,7 @@ TEST(xprt_arm_drain_given_up_leaves_wanted_cq_armed)
 	}
 	CHECK(armed);
 	rr_th_small_submit(&c, &p[0], 0xa001);
-	CHECK(rr_th_cl_wait(&c, 2, 10000));
+	CHECK(rr_th_cl_wait(&c, 2, RR_TEST_WAIT_MS));
 	p_release(&c, p, 1);
 	rr_th_cl_stop(&c);
 	p_stop(&sq);

@@ -254,7 +254,7 @@ static struct rpc *run1(struct rr_th_cl *c, struct rpc *p)
 	before = c->done;
 	pthread_mutex_unlock(&c->lock);
 	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
-	REQUIRE(rr_th_cl_wait(c, before + 1, 20000));
+	REQUIRE(rr_th_cl_wait(c, before + 1, RR_TEST_WAIT_MS));
 	CHECK_EQ(p->completions, 1);
 	return p;
 }
@@ -445,7 +445,7 @@ TEST(rrep_e2e_cancelled_reply_later)
 	REQUIRE_EQ(s.sq.nheld, 4);
 	for (unsigned i = 0; i < 4; i++)
 		rr_tp_client_abort(c.tp, &p[i]->r, -ECANCELED);
-	REQUIRE(rr_th_cl_wait(&c, 5, 5000));
+	REQUIRE(rr_th_cl_wait(&c, 5, RR_TEST_WAIT_MS));
 	for (unsigned i = 0; i < 4; i++)
 		CHECK_EQ(p[i]->r.status, -ECANCELED);
 	rr_th_sq_release_held(&s.sq);
@@ -821,7 +821,7 @@ TEST(rrep_e2e_credit_limit)
 		p[i] = mk_rpc(&c, i % 3 ? 5000 + i : 100, 0, false, 0, true);
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p[i]->r), 0);
 	}
-	REQUIRE(rr_th_cl_wait(&c, 200, 30000));
+	REQUIRE(rr_th_cl_wait(&c, 200, RR_TEST_WAIT_MS));
 	for (unsigned i = 0; i < 200; i++) {
 		ok += p[i]->r.status == 0 && verify(p[i]);
 		reads += p[i]->r.via_read;

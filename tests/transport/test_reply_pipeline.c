@@ -347,7 +347,7 @@ TEST(xprt_pipe_inline_async_replies)
 			p[i] = pcall_new(0x7000 + base + i, n, (i & 1) ? 6000 : 40);
 			REQUIRE_EQ(rr_tp_client_submit(c.tp, &p[i]->r), 0);
 		}
-		REQUIRE(rr_th_cl_wait(&c, base + N, 10000));
+		REQUIRE(rr_th_cl_wait(&c, base + N, RR_TEST_WAIT_MS));
 		for (unsigned i = 0; i < N; i++) {
 			CHECK_EQ(p[i]->completions, 1);
 			if (pcall_ok(p[i]))
@@ -405,8 +405,8 @@ TEST(xprt_pipe_cut_before_post)
 		p[i] = pcall_new(0x9000 + i, 4096, 8);
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p[i]->r), 0);
 	}
-	REQUIRE(rr_th_cl_wait(&c, N, 10000));
-	REQUIRE(rr_th_wait_count(&s.lock, &s.cond, &s.sent_calls, N, 5000));
+	REQUIRE(rr_th_cl_wait(&c, N, RR_TEST_WAIT_MS));
+	REQUIRE(rr_th_wait_count(&s.lock, &s.cond, &s.sent_calls, N, RR_TEST_WAIT_MS));
 	CHECK_EQ(psrv_get(&s, &s.pending), N);
 	CHECK_EQ(psrv_get(&s, &s.sent_calls), N);
 	CHECK(psrv_get(&s, &s.sent_err) >= 1);   /* at least the N-th */
@@ -453,8 +453,8 @@ TEST(xprt_pipe_cut_with_replies_in_flight)
 		p[i] = pcall_new(0x9100 + i, SZ, 8);
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p[i]->r), 0);
 	}
-	REQUIRE(rr_th_cl_wait(&c, N, 10000));
-	REQUIRE(rr_th_wait_count(&s.lock, &s.cond, &s.sent_calls, N, 5000));
+	REQUIRE(rr_th_cl_wait(&c, N, RR_TEST_WAIT_MS));
+	REQUIRE(rr_th_wait_count(&s.lock, &s.cond, &s.sent_calls, N, RR_TEST_WAIT_MS));
 	CHECK_EQ(psrv_get(&s, &s.pending), N);
 	CHECK_EQ(psrv_get(&s, &s.sent_calls), N);
 	CHECK_EQ(psrv_get(&s, &s.sent_ok) + psrv_get(&s, &s.sent_err), N);
@@ -492,12 +492,12 @@ TEST(xprt_pipe_destroy_with_replies_in_flight)
 		p[i] = pcall_new(0xa000 + i, SZ, 8);
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p[i]->r), 0);
 	}
-	REQUIRE(rr_th_wait_count(&s.lock, &s.cond, &s.posted, N, 5000));
+	REQUIRE(rr_th_wait_count(&s.lock, &s.cond, &s.posted, N, RR_TEST_WAIT_MS));
 	rr_tp_server_destroy(s.tp);
 	CHECK_EQ(psrv_get(&s, &s.pending), N);
 	CHECK_EQ(psrv_get(&s, &s.sent_calls), N);   /* all told, by destroy at the latest */
 	CHECK_EQ(psrv_get(&s, &s.fail), 0);
-	REQUIRE(rr_th_cl_wait(&c, N, 10000));
+	REQUIRE(rr_th_cl_wait(&c, N, RR_TEST_WAIT_MS));
 	for (unsigned i = 0; i < N; i++) {
 		CHECK_EQ(p[i]->completions, 1);
 		pcall_free(&c, p[i]);
@@ -557,7 +557,7 @@ TEST(xprt_pipe_destroy_waits_for_running_sent_upcall)
 	CHECK_EQ(psrv_get(&s, &s.sent_calls), psrv_get(&s, &s.pending));
 	CHECK_EQ(psrv_get(&s, &s.fail), 0);
 	for (unsigned k = 0; k < NC; k++) {
-		REQUIRE(rr_th_cl_wait(&c[k], N, 10000));
+		REQUIRE(rr_th_cl_wait(&c[k], N, RR_TEST_WAIT_MS));
 		for (unsigned i = 0; i < N; i++) {
 			CHECK_EQ(p[k][i]->completions, 1);
 			pcall_free(&c[k], p[k][i]);

@@ -320,7 +320,7 @@ static struct rpc *run1(struct rr_th_cl *c, uint32_t reply_n, uint32_t filler_n,
 	before = c->done;
 	pthread_mutex_unlock(&c->lock);
 	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
-	REQUIRE(rr_th_cl_wait(c, before + 1, 10000));
+	REQUIRE(rr_th_cl_wait(c, before + 1, RR_TEST_WAIT_MS));
 	CHECK_EQ(p->completions, 1);
 	return p;
 }
@@ -463,7 +463,7 @@ TEST(xprt_e2e_many_chunks_and_segments)
 		unsigned before = c.done;
 
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &p->r), 0);
-		REQUIRE(rr_th_cl_wait(&c, before + 1, 10000));
+		REQUIRE(rr_th_cl_wait(&c, before + 1, RR_TEST_WAIT_MS));
 	}
 	CHECK(verify(p));
 	CHECK(p->r.is_placed[0]);
@@ -534,7 +534,7 @@ TEST(xprt_e2e_credit_exhaustion)
 		ps[i] = mk_rpc(&c, i % 5 == 0 ? 5000 : 0, 0, 1, lens, i % 2 == 0, 16384);
 		REQUIRE_EQ(rr_tp_client_submit(c.tp, &ps[i]->r), 0);
 	}
-	REQUIRE(rr_th_cl_wait(&c, 400, 30000));
+	REQUIRE(rr_th_cl_wait(&c, 400, RR_TEST_WAIT_MS));
 	for (unsigned i = 0; i < 400; i++) {
 		CHECK_EQ(ps[i]->completions, 1);
 		if (verify(ps[i]))
@@ -606,7 +606,7 @@ TEST(xprt_e2e_cut_and_retransmit)
 		rr_th_sleep_ms(10);
 	CHECK_EQ(rr_th_sq_nheld(&s.sq), 31);
 	rr_th_sq_release_held(&s.sq);
-	REQUIRE(rr_th_cl_wait(&c, 31, 20000));
+	REQUIRE(rr_th_cl_wait(&c, 31, RR_TEST_WAIT_MS));
 	for (unsigned i = 0; i < 30; i++) {
 		CHECK_EQ(ps[i]->completions, 1);
 		if (verify(ps[i]))
@@ -650,7 +650,7 @@ TEST(xprt_e2e_abort)
 		rr_th_sleep_ms(10);
 	CHECK(rr_tp_client_live_stags(c.tp) > 0);
 	rr_tp_client_abort(c.tp, &p->r, -ETIMEDOUT);
-	REQUIRE(rr_th_cl_wait(&c, 1, 5000));
+	REQUIRE(rr_th_cl_wait(&c, 1, RR_TEST_WAIT_MS));
 	CHECK_EQ(p->status, -ETIMEDOUT);
 	CHECK_EQ(p->completions, 1);
 	CHECK_EQ(rr_tp_client_live_stags(c.tp), 0);
@@ -1324,7 +1324,7 @@ TEST(xprt_e2e_rogue_responder)
 	ri0 = atomic_load(&soft_counters.remote_invs);
 	RBASE(); hl = rr_th_hdr_raw(&rh, m, sizeof(m)); RBODY(m, hl, xid, 0);
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 24, wstag, 5000), 0);
-	REQUIRE(rr_th_cl_wait(&c, 1, 5000));
+	REQUIRE(rr_th_cl_wait(&c, 1, RR_TEST_WAIT_MS));
 	CHECK_EQ(p->completions, 1);
 	CHECK_EQ(p->status, 0);
 	CHECK(verify(p));                  /* the Written data in the sink */
@@ -1350,7 +1350,7 @@ TEST(xprt_e2e_rogue_responder)
 	rr_put_be32(m + hl, h.xid); rr_put_be32(m + hl + 4, 1); rr_put_be32(m + hl + 8, 0);
 	rr_put_be32(m + hl + 12, 0); rr_put_be32(m + hl + 16, MAGIC);
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 20, 0, 5000), 0);
-	REQUIRE(rr_th_cl_wait(&c, 2, 5000));
+	REQUIRE(rr_th_cl_wait(&c, 2, RR_TEST_WAIT_MS));
 	CHECK_EQ(q->status, 0);
 	CHECK(verify(q));
 	CHECK_EQ(p->completions, 1);
@@ -1415,7 +1415,7 @@ TEST(xprt_e2e_requester_keeps_to_grant)
 		REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 20, 0, 5000), 0);
 		replied++;
 	}
-	REQUIRE(rr_th_cl_wait(&c, 12, 5000));
+	REQUIRE(rr_th_cl_wait(&c, 12, RR_TEST_WAIT_MS));
 	for (unsigned i = 0; i < 12; i++) {
 		CHECK_EQ(p[i]->completions, 1);
 		CHECK(verify(p[i]));
@@ -1510,7 +1510,7 @@ TEST(xprt_e2e_reply_rules_end_to_end)
 		}
 		REQUIRE_EQ(rr_th_rresp_send(&g, m, len, 0, 5000), 0);
 	}
-	REQUIRE(rr_th_cl_wait(&c, 1, 5000));
+	REQUIRE(rr_th_cl_wait(&c, 1, RR_TEST_WAIT_MS));
 	CHECK_EQ(p->completions, 1);
 	CHECK_EQ(p->status, 0);
 	CHECK(verify(p));
@@ -1573,7 +1573,7 @@ TEST(xprt_e2e_long_reply_xid_checked)
 	rr_put_be32(m + hl, p->xid); rr_put_be32(m + hl + 4, 1); rr_put_be32(m + hl + 8, 0);
 	rr_put_be32(m + hl + 12, 0); rr_put_be32(m + hl + 16, MAGIC);
 	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 20, 0, 5000), 0);
-	REQUIRE(rr_th_cl_wait(&c, 1, 5000));
+	REQUIRE(rr_th_cl_wait(&c, 1, RR_TEST_WAIT_MS));
 	CHECK_EQ(p->completions, 1);
 	CHECK_EQ(p->status, 0);
 	CHECK(verify(p));
