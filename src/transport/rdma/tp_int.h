@@ -754,7 +754,13 @@ extern const struct tp_ep_ops tp_listener_ops;
 void tp_sv_conn_lost(struct tp_shard *sh, struct tp_conn *cn);
 void tp_sv_conn_put(struct tp_shard *sh, struct tp_conn *cn);
 void tp_sv_after_upcalls(struct tp_shard *sh);
-void tp_sv_timers(struct tp_shard *sh, struct tp_conn *cn);
+/* The clock of the sessions' timers (the configuration's rrep_clock, else
+ * the environment's), read once per walk of tp_sv_timers. */
+static inline uint64_t tp_sv_clock(const struct tp_shard *sh)
+{
+	return rr_now_ns(sh->ep.conf.rrep_clock ? sh->ep.conf.rrep_clock : sh->ep.env);
+}
+void tp_sv_timers(struct tp_shard *sh, struct tp_conn *cn, uint64_t now);
 void tp_sv_idle_sweep(struct tp_shard *sh);
 void tp_sv_sent_upcalls(struct tp_shard *sh);
 /* Backward Calls' completion upcalls, without the lock (lock held on entry
