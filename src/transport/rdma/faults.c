@@ -51,4 +51,5 @@ void tp_fault_cq_refused(struct tp_ep *ep)
 void tp_fault_fold(struct tp_ep *ep, struct rr_xprt_stats *st)
 {
 	st->cq_refused += atomic_load_explicit(&ep->cq_refused, memory_order_relaxed);
+	st->cq_polls += atomic_load_explicit(&ep->cq_polls, memory_order_relaxed);
 }

@@ -69,7 +69,11 @@ static void feed_ex(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struc
 				rr_unlock(&cur->lock);
 			cur = cn->ep;
 			rr_lock(&cur->lock);
-			cur->stats.cq_polls++;   /* polls that found its work */
+			/* polls that found its work (stats.cq_polls) */
+			atomic_store_explicit(&cur->cq_polls,
+					      atomic_load_explicit(&cur->cq_polls,
+								   memory_order_relaxed) + 1,
+					      memory_order_relaxed);
 		}
 		if (via_cq) {
 			if (wc[i].opcode == RPCRDMA_WC_RECV)
@@ -494,7 +498,7 @@ static int qp_wait(struct tp_ep *ep, struct tp_conn *cn, int ms, bool *fed)
 {
 	struct rpcrdma_wc wc[WC_BATCH];
 	struct tp_ep *t = NULL;
-	uint64_t polls = ep->stats.cq_polls;
+	uint64_t polls = atomic_load_explicit(&ep->cq_polls, memory_order_relaxed);
 	struct rr_qp_seen seen = cn->seen;   /* (under the lock) */
 	bool held = false;
 	int n;
@@ -516,7 +520,7 @@ static int qp_wait(struct tp_ep *ep, struct tp_conn *cn, int ms, bool *fed)
 	cn->in_wait = false;
 	if (n == -EOPNOTSUPP)
 		atomic_store_explicit(&cn->tcq->no_qp_wait, true, memory_order_relaxed);
-	*fed = ep->stats.cq_polls != polls;
+	*fed = atomic_load_explicit(&ep->cq_polls, memory_order_relaxed) != polls;
 	atomic_fetch_add_explicit(n >= 0 ? &g_waits.qp : &g_waits.qp_refused, 1,
 				  memory_order_relaxed);
 	return n < 0 ? -EAGAIN : n;

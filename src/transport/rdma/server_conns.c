@@ -63,16 +63,14 @@ void tp_sv_conn_lost(struct tp_shard *sh, struct tp_conn *cn)
 	tp_sv_conn_put(sh, cn);
 }
 
-/* After the session ran: its timers, and an end it asked for. */
-void tp_sv_timers(struct tp_shard *sh, struct tp_conn *cn)
+/* After the session ran: its timers at @now (the clock of tp_sv_clock,
+ * read once per walk by the caller), and an end it asked for. The shard's
+ * waiters are woken by the caller, once per walk. */
+void tp_sv_timers(struct tp_shard *sh, struct tp_conn *cn, uint64_t now)
 {
 	if (!cn->dead) {
-		uint64_t now = rr_now_ns(sh->ep.conf.rrep_clock ? sh->ep.conf.rrep_clock
-								: sh->ep.env);
-
 		tp_quiet_watch(cn, now);
 		rr_conn_tick(cn->sess, now);
-		rr_cond_broadcast(&sh->ep.cond);
 	}
 	if ((cn->closing || cn->cm_lost) && !cn->dead)
 		tp_sv_conn_lost(sh, cn);

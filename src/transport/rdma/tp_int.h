@@ -322,12 +322,34 @@ struct tp_ep {
 	struct tp_ctx *tc;               /* shared context */
 	struct rpcrdma_context *ctx;     /* tc->ctx */
 	struct tp_port *port;            /* on its loop */
+	/* What a drain touches per endpoint it feeds (progress.c feed_ex,
+	 * touched_after, tp_ep_unpin), together: two cache lines at most
+	 * rather than four (stop, the touched list's and the pins' fields
+	 * and stats.cq_polls were each in a line of their own; a client at
+	 * 100 connections is one endpoint per completion, docs/PERFORMANCE.md
+	 * "Issue 16 part CQ"). */
 	struct rr_loop *loop;
 	const struct tp_ep_ops *ops;
 	struct rr_lock lock;             /* the library's own (common/lock.h):
 					    taken ~3 times per Call by a
 					    server (issue 16 part BV) */
 	struct rr_cond cond;             /* waited on with rr_engine_cond_wait */
+	struct tp_ep *touched_next;      /* a drain's list (its consumer's) */
+	/* stats.cq_polls, counted here (under the lock, its only writer;
+	 * atomic: tp_fault_fold reads it without the lock) */
+	_Atomic uint64_t cq_polls;
+	unsigned pins;           /* in a drain's list, or in its turn: not
+				    freed before 0 (tp_ep_quiesce) */
+	/* A shard's waits on @cond are all counted in cond_waits (server.c
+	 * sv_wait, under the lock): its last pin going wakes @cond only when
+	 * a thread waits there, or once stopping (tp_ep_unpin). A client's
+	 * and a listener's are not counted: theirs always wake it (a
+	 * synchronous caller waits for its completions fed by another
+	 * thread's drain through that wake-up, tp_cq_wait_once). */
+	unsigned cond_waits;
+	bool waits_counted;
+	bool touched;
+	bool stop;
 	struct rr_loop_task kick;        /* its turn (ops->turn) */
 	bool detached;                   /* under evq_lock: off its loop, the
 					    kick is never posted again (a
@@ -340,7 +362,6 @@ struct tp_ep {
 	struct tp_ev *evq, **evq_tail;
 	bool cm_lost;                    /* (evq_lock) an event of one of its
 					    connections was lost (cn->cm_lost) */
-	bool stop;
 	bool defer;              /* server: Sends posted now may wait for the
 				    end of the batch (sv_post_deferred) */
 	struct rr_xprt_stats stats;
@@ -355,18 +376,6 @@ struct tp_ep {
 	 * batch does not walk every connection */
 	struct tp_conn *deferred;
 	unsigned closing_asked;
-	struct tp_ep *touched_next;      /* a drain's list (its consumer's) */
-	bool touched;
-	unsigned pins;           /* in a drain's list, or in its turn: not
-				    freed before 0 (tp_ep_quiesce) */
-	/* A shard's waits on @cond are all counted in cond_waits (server.c
-	 * sv_wait, under the lock): its last pin going wakes @cond only when
-	 * a thread waits there, or once stopping (tp_ep_unpin). A client's
-	 * and a listener's are not counted: theirs always wake it (a
-	 * synchronous caller waits for its completions fed by another
-	 * thread's drain through that wake-up, tp_cq_wait_once). */
-	bool waits_counted;
-	unsigned cond_waits;
 };
 
 /* Lock held: a pin of @ep goes (tp_ep_quiesce waits for the last; so do
@@ -701,8 +710,9 @@ void tp_fault_conn_lost(const struct tp_conn *cn, struct rr_xprt_stats *st);
  * wr_errors when it is a send-queue work request's own failure (not a
  * flush, not a Commit Status, not a Receive). */
 void tp_fault_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc);
-/* A CQ refused a QP of @ep (no lock needed). tp_fault_fold: adds those to
- * @st, a snapshot of @ep's counters. */
+/* A CQ refused a QP of @ep (no lock needed). tp_fault_fold: adds those,
+ * and the CQ polls counted in ep->cq_polls, to @st, a snapshot of @ep's
+ * counters (no lock needed). */
 void tp_fault_cq_refused(struct tp_ep *ep);
 void tp_fault_fold(struct tp_ep *ep, struct rr_xprt_stats *st);
 
@@ -754,7 +764,13 @@ extern const struct tp_ep_ops tp_listener_ops;
 void tp_sv_conn_lost(struct tp_shard *sh, struct tp_conn *cn);
 void tp_sv_conn_put(struct tp_shard *sh, struct tp_conn *cn);
 void tp_sv_after_upcalls(struct tp_shard *sh);
-void tp_sv_timers(struct tp_shard *sh, struct tp_conn *cn);
+/* The clock of the sessions' timers (the configuration's rrep_clock, else
+ * the environment's), read once per walk of tp_sv_timers. */
+static inline uint64_t tp_sv_clock(const struct tp_shard *sh)
+{
+	return rr_now_ns(sh->ep.conf.rrep_clock ? sh->ep.conf.rrep_clock : sh->ep.env);
+}
+void tp_sv_timers(struct tp_shard *sh, struct tp_conn *cn, uint64_t now);
 void tp_sv_idle_sweep(struct tp_shard *sh);
 void tp_sv_sent_upcalls(struct tp_shard *sh);
 /* Backward Calls' completion upcalls, without the lock (lock held on entry
