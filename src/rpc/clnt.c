@@ -92,6 +92,8 @@ struct rpcrdma_client {
 	struct rr_xprt_client *xp;
 	uint32_t prog, vers;
 	uint32_t timeout_ms;
+	bool call_tls;            /* default allocator: its calls go through
+				     the thread's cache (tls_calls) */
 	size_t max_msg;
 	struct rr_lock lock;      /* common/lock.h: zero-filled is free */
 	struct rr_cond cv;        /* call state changes */
@@ -143,13 +145,120 @@ static void clnt_wake(struct rpcrdma_client *c)
 		rr_cond_broadcast(&c->cv);
 }
 
-/* A call object for @c: a spare one (the fields from next to xc in struct
- * rpcrdma_call cleared, its argument buffer emptied) or a new one; NULL:
- * no memory. */
+/* The calls a thread destroyed last, kept for the next call it creates on
+ * any client (issue 16 part CR): at 100 connections with one call each, a
+ * client's own spare (c->spare) is the object of its previous call, not
+ * touched since the 99 other connections' calls, cold (8.8 L1 data misses
+ * per call in call_new alone); the one this thread freed a moment ago (the
+ * completion callback destroys a call and creates the next on another
+ * connection) is still in the cache. Last in, first out, at most
+ * TLS_CALLS. Only for clients on the default allocator (c->call_tls), so
+ * that an injected allocator sees every block of its clients and gets back
+ * only what it gave: the cache holds no client's or env's pointer, only
+ * memory of the default allocator, and is freed when the thread exits
+ * (tls_calls_key's destructor). A call that moves to another client gets
+ * that client's clnt, env and max_msg (call_new). */
+#define TLS_CALLS 4
+static __thread struct rpcrdma_call *tls_calls[TLS_CALLS];
+static __thread unsigned tls_ncalls;
+static __thread unsigned tls_calls_cap;  /* TLS_CALLS once the thread's exit
+					    frees the cache (keyed), else 0 */
+static pthread_key_t tls_calls_key;
+static pthread_once_t tls_calls_once = PTHREAD_ONCE_INIT;
+static bool tls_calls_key_ok;
+static _Atomic unsigned long tls_calls_freed;   /* rr_rpc_client_tls_freed */
+
+/* Frees this thread's cached calls (the default allocator's: not through
+ * their enc.env, whose env may be gone). */
+static void tls_calls_drain(void)
+{
+	const struct rpcrdma_env *def = rpcrdma_env_default();
+
+	while (tls_ncalls) {
+		struct rpcrdma_call *call = tls_calls[--tls_ncalls];
+
+		tls_calls[tls_ncalls] = NULL;
+		rr_free(def, call->enc.buf);
+		rr_free(def, call);
+		atomic_fetch_add_explicit(&tls_calls_freed, 1, memory_order_relaxed);
+	}
+}
+
+unsigned rr_rpc_client_tls_calls(void)
+{
+	return tls_ncalls;
+}
+
+unsigned long rr_rpc_client_tls_freed(void)
+{
+	return atomic_load_explicit(&tls_calls_freed, memory_order_relaxed);
+}
+
+static void tls_calls_thread_exit(void *unused)
+{
+	RR_UNUSED(unused);
+	tls_calls_drain();
+}
+
+static void tls_calls_key_make(void)
+{
+	tls_calls_key_ok = pthread_key_create(&tls_calls_key, tls_calls_thread_exit) == 0;
+}
+
+/* The library unloaded (dlclose): no thread's exit may call into it any
+ * more. The calling thread's cache (the process's exit, or the unload)
+ * is freed here; other threads' are left to the process. */
+__attribute__((destructor)) static void tls_calls_key_drop(void)
+{
+	tls_calls_drain();
+	if (tls_calls_key_ok)
+		(void)pthread_key_delete(tls_calls_key);
+}
+
+/* tls_calls_put's first time on a thread (it registers the thread's exit),
+ * or a full cache; out of line, to keep the usual put short. */
+__attribute__((noinline)) static bool tls_calls_put_slow(struct rpcrdma_call *call)
+{
+	if (tls_calls_cap)
+		return false;   /* full */
+	/* the key's value, set once per thread, only makes its destructor
+	 * run */
+	pthread_once(&tls_calls_once, tls_calls_key_make);
+	if (!tls_calls_key_ok || pthread_setspecific(tls_calls_key, &tls_ncalls) != 0)
+		return false;
+	tls_calls_cap = TLS_CALLS;
+	tls_calls[tls_ncalls++] = call;
+	return true;
+}
+
+/* Keeps @call in this thread's cache: true, and the cache owns it; false
+ * (full, or no key for the thread's exit), and the caller still owns it. */
+static inline bool tls_calls_put(struct rpcrdma_call *call)
+{
+	unsigned n = tls_ncalls;
+
+	if (n >= tls_calls_cap)
+		return tls_calls_put_slow(call);
+	tls_calls[n] = call;
+	tls_ncalls = n + 1;
+	return true;
+}
+
+/* A call object for @c: one of this thread's cache (c->call_tls) or a spare
+ * of @c (the fields from next to xc in struct rpcrdma_call cleared, its
+ * argument buffer emptied and given @c's env and limit) or a new one;
+ * NULL: no memory. */
 static struct rpcrdma_call *call_new(struct rpcrdma_client *c)
 {
-	struct rpcrdma_call *call = rr_spare_take(&c->spare);
+	struct rpcrdma_call *call = NULL;
 
+	if (c->call_tls && tls_ncalls) {
+		call = tls_calls[--tls_ncalls];
+		call->enc.env = c->env;
+		call->enc.max = c->max_msg;
+	} else {
+		call = rr_spare_take(&c->spare);
+	}
 	if (call) {
 		memset((char *)call + CALL_CLEAR_FROM, 0,
 		       offsetof(struct rpcrdma_call, xc) - CALL_CLEAR_FROM);
@@ -165,11 +274,12 @@ static struct rpcrdma_call *call_new(struct rpcrdma_client *c)
 	return call;
 }
 
-/* @call, done with (no transport state left), kept as a spare of @c or
- * freed. */
+/* @call, done with (no transport state left), kept in this thread's cache
+ * (c->call_tls) or as a spare of @c, or freed. */
 static void call_drop(struct rpcrdma_client *c, struct rpcrdma_call *call)
 {
-	if (call->enc.cap > RR_XBUF_SPARE_CAP || !rr_spare_put(&c->spare, call)) {
+	if (call->enc.cap > RR_XBUF_SPARE_CAP ||
+	    (!(c->call_tls && tls_calls_put(call)) && !rr_spare_put(&c->spare, call))) {
 		rr_xbuf_enc_free(&call->enc);
 		rr_free(c->env, call);
 	}
@@ -511,6 +621,7 @@ int rr_rpc_client_create_with(uint32_t prog, uint32_t vers,
 	if (!c)
 		return -ENOMEM;
 	c->env = env;
+	c->call_tls = rr_env_default_alloc(env);
 	c->prog = prog;
 	c->vers = vers;
 	c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;

@@ -2,7 +2,8 @@
 /* What the tests may ask of the RPC client (clnt.c) beyond its public API:
  * whether a synchronous call runs without the client's lock (the one call
  * registered in the client instead of its pending list, rpcrdma_call_run's
- * fast way), and the identity of the thread that runs one (rr_clnt_self). */
+ * fast way), the identity of the thread that runs one (rr_clnt_self), and
+ * the state of the thread's cache of call objects (clnt.c tls_calls). */
 #ifndef RR_RPC_CLNT_INT_H
 #define RR_RPC_CLNT_INT_H
 
@@ -17,6 +18,12 @@
  * completion by its own thread will take no lock); @c is the ctx the
  * transport was given (struct rr_xprt_client_params). */
 bool rr_rpc_client_runs_unlocked(const void *c, const struct rr_xprt_call *xc);
+
+/* The call objects the calling thread's cache holds now (0 to 4), and how
+ * many objects the caches of all threads freed so far (a thread's exit, or
+ * the library's unload). */
+unsigned rr_rpc_client_tls_calls(void);
+unsigned long rr_rpc_client_tls_freed(void);
 
 /* The calling thread, as a synchronous call's run_thread (clnt.c): the
  * thread pointer (its TCB's address, distinct among live threads as

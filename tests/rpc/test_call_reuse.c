@@ -5,7 +5,9 @@
  * provider, 127.0.0.1) a client makes its calls without an allocation from
  * its environment once warm, a reused call carries nothing of the previous
  * one (arguments, reply hint, sinks, status), and the client gives every
- * block back at its destruction (the test allocator's live count). */
+ * block back at its destruction (the test allocator's live count); a
+ * thread's cache of call objects (clnt.c) serves the clients of the default
+ * allocator only and is freed when the thread exits. */
 #include "test.h"
 
 #include <pthread.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "common/spare.h"
+#include "rpc/clnt_int.h"
 #include "rpcrdma/rpc.h"
 
 #define PROG 0x20000a11u
@@ -209,4 +212,116 @@ TEST(rpc_calls_reuse_objects_tcp)
 TEST(rpc_calls_reuse_objects_rdma)
 {
 	reuse_on("rdma", 0);
+}
+
+/* The thread's cache of call objects (clnt.c tls_calls, issue 16 part CR):
+ * a call destroyed on one client of the default allocator is the object
+ * the next call this thread creates gets, on another client too (with that
+ * client's limits: max_msg); a client with its own allocator never takes
+ * one of them nor gives its own to it (its allocator sees each of its
+ * blocks: te.allocs counts the fresh one). */
+TEST(rpc_thread_call_cache_same_env_only)
+{
+	struct rr_test_env te, ts;
+	struct rpcrdma_server_opts so = {.threads = 1, .env = &ts.env};
+	struct rpcrdma_server *s = NULL;
+	struct rpcrdma_client_opts co_small = {.max_msg = 4096};
+	struct rpcrdma_client_opts co_own = {.env = &te.env};
+	struct rpcrdma_client *a, *b, *own;
+	struct rpcrdma_call *call, *pa, *po;
+	unsigned long allocs;
+	char url[64];
+	int rc = 0;
+
+	rr_test_env_init(&te, 21);
+	rr_test_env_init(&ts, 22);
+	REQUIRE_EQ(rpcrdma_server_create("tcp://127.0.0.1:0", &so, &s), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, P_COUNT, h_count, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_start(s), 0);
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", rpcrdma_server_port(s));
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, NULL, &a), 0);
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &co_small, &b), 0);
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &co_own, &own), 0);
+
+	/* a's call, destroyed, is b's next call: b's limit, b's calls work */
+	REQUIRE_EQ(rpcrdma_call_create(a, P_COUNT, &pa), 0);
+	rpcrdma_call_destroy(pa);
+	CHECK(rr_rpc_client_tls_calls() >= 1);
+	REQUIRE_EQ(rpcrdma_call_create(b, P_COUNT, &call), 0);
+	CHECK(call == pa);
+	for (uint32_t i = 0; i < 2000 && !rc; i++)   /* 8 KiB: over b's 4 KiB */
+		rc = rpcrdma_xdr_put_u32(rpcrdma_call_args(call), i);
+	CHECK(rc != 0);
+	rpcrdma_call_destroy(call);
+	CHECK_EQ(count_call(b, 5, false), 5);
+	CHECK_EQ(count_call(a, 3, true), 3);
+
+	/* the cache's objects never go to own (own's allocator makes its
+	 * call), and own's call never goes to the cache (a does not get it) */
+	REQUIRE(rr_rpc_client_tls_calls() >= 1);
+	allocs = te.allocs;
+	REQUIRE_EQ(rpcrdma_call_create(own, P_COUNT, &po), 0);
+	CHECK(te.allocs > allocs);
+	rpcrdma_call_destroy(po);
+	REQUIRE_EQ(rpcrdma_call_create(a, P_COUNT, &call), 0);
+	CHECK(call != po);
+	rpcrdma_call_destroy(call);
+	CHECK_EQ(count_call(own, 2, false), 2);
+
+	rpcrdma_client_destroy(own);
+	CHECK_EQ(te.live, 0);
+	rpcrdma_client_destroy(b);
+	rpcrdma_client_destroy(a);
+	rpcrdma_server_destroy(s);
+	CHECK_EQ(ts.live, 0);
+}
+
+/* A thread's cache holds at most 4 calls (more destroyed at once go to
+ * their client's spares or are freed) and is freed when the thread exits:
+ * the count of calls the caches freed grows by what the thread held. */
+struct tls_exit_arg {
+	struct rpcrdma_client *c;
+	unsigned held;
+	int rc;
+};
+
+static void *tls_exit_thread(void *p)
+{
+	struct tls_exit_arg *x = p;
+	struct rpcrdma_call *calls[6];
+	unsigned n = 0;
+
+	for (; n < 6; n++)
+		if ((x->rc = rpcrdma_call_create(x->c, P_COUNT, &calls[n])) != 0)
+			break;
+	while (n)
+		rpcrdma_call_destroy(calls[--n]);
+	x->held = rr_rpc_client_tls_calls();
+	return NULL;
+}
+
+TEST(rpc_thread_call_cache_freed_at_thread_exit)
+{
+	struct rr_test_env ts;
+	struct rpcrdma_server_opts so = {.threads = 1, .env = &ts.env};
+	struct rpcrdma_server *s = NULL;
+	struct tls_exit_arg x = {0};
+	unsigned long freed;
+	pthread_t t;
+	char url[64];
+
+	rr_test_env_init(&ts, 23);
+	REQUIRE_EQ(rpcrdma_server_create("tcp://127.0.0.1:0", &so, &s), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, P_COUNT, h_count, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_start(s), 0);
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", rpcrdma_server_port(s));
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, NULL, &x.c), 0);
+	freed = rr_rpc_client_tls_freed();
+	REQUIRE_EQ(pthread_create(&t, NULL, tls_exit_thread, &x), 0);
+	REQUIRE_EQ(pthread_join(t, NULL), 0);
+	CHECK_EQ(x.rc, 0);
+	CHECK_EQ(x.held, 4u);
+	CHECK_EQ(rr_rpc_client_tls_freed() - freed, 4ul);
+	rpcrdma_client_destroy(x.c);
+	rpcrdma_server_destroy(s);
 }
