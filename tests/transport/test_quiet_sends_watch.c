@@ -471,12 +471,15 @@ TEST(quiet_sends_deferred_then_general_path_in_order)
 
 struct dg {
 	uint32_t cap_first, cap_after, ndefer_after;
+	uint64_t took_ns;   /* the batch, on the endpoint's clock */
 };
 
 static void dg_post_fn(struct tp_conn *cn, void *arg)
 {
 	struct dg *d = arg;
 	struct rr_conn_send s;
+
+	uint64_t t0 = tp_now_ns(cn->ep);
 
 	cn->ep->defer = true;
 	for (unsigned i = 0; i < DG_N; i++) {
@@ -488,6 +491,7 @@ static void dg_post_fn(struct tp_conn *cn, void *arg)
 			d->cap_first = cn->dcap;
 	}
 	cn->ep->defer = false;
+	d->took_ns = tp_now_ns(cn->ep) - t0;
 	d->cap_after = cn->dcap;
 	d->ndefer_after = cn->ndefer;
 	tp_post_all_deferred(cn->ep);
@@ -509,7 +513,18 @@ TEST(quiet_sends_deferred_storage_sized_by_need)
 	qw_with_conn(dg_post_fn, &d);
 	CHECK_EQ(d.cap_first, SV_DEFER_FIRST);
 	CHECK_EQ(d.cap_after, SV_DEFER_MAX);
-	CHECK_EQ(d.ndefer_after, DG_N - SV_DEFER_FIRST);
+	/* The Replies deferred after the batch's first post: exactly the two
+	 * over SV_DEFER_FIRST when the batch took at most SV_DEFER_NS; a
+	 * slower one (a TCG lab VM: 1 left, 2026-11-27) may also have been
+	 * posted by age (conn_send: "nor older than SV_DEFER_NS"), which is
+	 * the rule, not a fault: then at least one and at most two. */
+	if (d.took_ns <= SV_DEFER_NS) {
+		CHECK_EQ(d.ndefer_after, DG_N - SV_DEFER_FIRST);
+	} else {
+		printf("  the batch took %" PRIu64 " ns (> SV_DEFER_NS): deferred left %u\n",
+		       d.took_ns, d.ndefer_after);
+		CHECK(d.ndefer_after >= 1 && d.ndefer_after <= DG_N - SV_DEFER_FIRST);
+	}
 	for (unsigned i = 0; i < DG_N; i++)
 		want[i] = (char)('a' + i);
 	want[DG_N] = '\0';
