@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "common/lock.h"
 #include "common/spare.h"
+#include "common/tls_exit.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -156,16 +157,13 @@ static void clnt_wake(struct rpcrdma_client *c)
  * that an injected allocator sees every block of its clients and gets back
  * only what it gave: the cache holds no client's or env's pointer, only
  * memory of the default allocator, and is freed when the thread exits
- * (tls_calls_key's destructor). A call that moves to another client gets
+ * (tls_calls_exit, common/tls_exit.h). A call that moves to another client gets
  * that client's clnt, env and max_msg (call_new). */
 #define TLS_CALLS 4
 static __thread struct rpcrdma_call *tls_calls[TLS_CALLS];
 static __thread unsigned tls_ncalls;
 static __thread unsigned tls_calls_cap;  /* TLS_CALLS once the thread's exit
 					    frees the cache (keyed), else 0 */
-static pthread_key_t tls_calls_key;
-static pthread_once_t tls_calls_once = PTHREAD_ONCE_INIT;
-static bool tls_calls_key_ok;
 static _Atomic unsigned long tls_calls_freed;   /* rr_rpc_client_tls_freed */
 
 /* Frees this thread's cached calls (the default allocator's: not through
@@ -194,26 +192,7 @@ unsigned long rr_rpc_client_tls_freed(void)
 	return atomic_load_explicit(&tls_calls_freed, memory_order_relaxed);
 }
 
-static void tls_calls_thread_exit(void *unused)
-{
-	RR_UNUSED(unused);
-	tls_calls_drain();
-}
-
-static void tls_calls_key_make(void)
-{
-	tls_calls_key_ok = pthread_key_create(&tls_calls_key, tls_calls_thread_exit) == 0;
-}
-
-/* The library unloaded (dlclose): no thread's exit may call into it any
- * more. The calling thread's cache (the process's exit, or the unload)
- * is freed here; other threads' are left to the process. */
-__attribute__((destructor)) static void tls_calls_key_drop(void)
-{
-	tls_calls_drain();
-	if (tls_calls_key_ok)
-		(void)pthread_key_delete(tls_calls_key);
-}
+static struct rr_tls_exit tls_calls_exit = {.drain = tls_calls_drain};
 
 /* tls_calls_put's first time on a thread (it registers the thread's exit),
  * or a full cache; out of line, to keep the usual put short. */
@@ -221,10 +200,7 @@ __attribute__((noinline)) static bool tls_calls_put_slow(struct rpcrdma_call *ca
 {
 	if (tls_calls_cap)
 		return false;   /* full */
-	/* the key's value, set once per thread, only makes its destructor
-	 * run */
-	pthread_once(&tls_calls_once, tls_calls_key_make);
-	if (!tls_calls_key_ok || pthread_setspecific(tls_calls_key, &tls_ncalls) != 0)
+	if (!rr_tls_exit_arm(&tls_calls_exit))
 		return false;
 	tls_calls_cap = TLS_CALLS;
 	tls_calls[tls_ncalls++] = call;

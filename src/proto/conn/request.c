@@ -10,6 +10,7 @@
  * Call takes it back instead of allocating 2.5 KiB). Replies themselves
  * are reply.c. */
 #include "proto/conn/conn_int.h"
+#include "common/tls_exit.h"
 
 #include <pthread.h>
 
@@ -125,34 +126,19 @@ void rs_refuse_xid(struct rr_conn *c, struct rs_req *r, uint32_t xid)
  * thread, kept between Replies, serves every connection the thread answers:
  * one kept per connection faulted fresh pages on each connection's first
  * Reply and stayed with it while idle (issue 16 part L). A thread's plan is
- * freed when the thread exits (plan_key's destructor). With an injected
+ * freed when the thread exits (plan_exit, common/tls_exit.h). With an injected
  * allocator the connection keeps its own (c->plan_cache), so that every
  * block is the allocator's to see and is freed with the connection. */
 static __thread struct rr_xprt_reply_plan *tls_plan;
 static __thread bool tls_plan_keyed;
-static pthread_key_t plan_key;
-static pthread_once_t plan_once = PTHREAD_ONCE_INIT;
-static bool plan_key_ok;
 
-static void plan_thread_exit(void *unused)
+static void plan_drain(void)
 {
-	RR_UNUSED(unused);
 	rr_free(rpcrdma_env_default(), tls_plan); /* plan_tls: the default allocator's */
 	tls_plan = NULL;
 }
 
-static void plan_key_make(void)
-{
-	plan_key_ok = pthread_key_create(&plan_key, plan_thread_exit) == 0;
-}
-
-/* The library unloaded (dlclose): no thread's exit may call into it any
- * more (the plans then kept are left to the process). */
-__attribute__((destructor)) static void plan_key_drop(void)
-{
-	if (plan_key_ok)
-		(void)pthread_key_delete(plan_key);
-}
+static struct rr_tls_exit plan_exit = {.drain = plan_drain};
 
 struct rr_xprt_reply_plan *rs_plan_get(struct rr_conn *c)
 {
@@ -173,11 +159,9 @@ void rs_plan_put(struct rr_conn *c, struct rr_xprt_reply_plan *plan)
 			rr_free(c->env, plan);
 			return;
 		}
-		/* kept by this thread: the key's destructor frees it at exit
-		 * (the key's value, set once per thread, only makes it run) */
+		/* kept by this thread: freed at its exit (plan_exit) */
 		if (!tls_plan_keyed) {
-			pthread_once(&plan_once, plan_key_make);
-			if (!plan_key_ok || pthread_setspecific(plan_key, &tls_plan) != 0) {
+			if (!rr_tls_exit_arm(&plan_exit)) {
 				rr_free(c->env, plan);
 				return;
 			}
