@@ -4,8 +4,10 @@
  * connection's counters once and computes what settle_res recomputed
  * (issue 16 part CO); the reference is the responder code of main
  * 0c2db27, each step of it re-reading the state (what the peer may send
- * before and after, the reservation, the pool's free Receives), a Reply's
- * accounting included (the walk's later steps depend on it). A
+ * before and after, the reservation). A Reply's accounting
+ * (rr_cred_rsp_reply, rr_cred_rsp_settle) is main's unchanged, so both
+ * copies run the library's own for it (the walk's later steps depend on
+ * it); only what part CO rewrote is kept here twice. A
  * random walk of every responder operation, on private pools and on
  * shared pools of several connections, is run on two copies of the same
  * state, one through each form: after every step the return values, the
@@ -33,13 +35,6 @@ static uint64_t ref_sendable(const struct rr_cred_rsp *c)
 static uint32_t ref_need_res(const struct rr_cred_rsp *c)
 {
 	return ref_sat32(RR_MAX(ref_call_perm(c), 1) + (uint64_t)c->done_owed + c->bc_owed);
-}
-
-static uint64_t ref_room_of(const struct rr_cred_rsp *c)
-{
-	int64_t fr = rr_cred_pool_free(c->pool);
-
-	return (uint64_t)c->res + (fr > 0 ? (uint64_t)fr : 0);
 }
 
 static void ref_settle_res(struct rr_cred_rsp *c, uint64_t before)
@@ -106,73 +101,6 @@ static int ref_on_bc_reply(struct rr_cred_rsp *c)
 	c->bc_owed--;
 	ref_settle_res(c, before);
 	return 0;
-}
-
-static uint64_t ref_demand(struct rr_cred_rsp *c, uint64_t k)
-{
-	const struct rr_cred_pool *p = c->pool;
-	uint64_t t = c->target, fair;
-
-	if (!p->shared)
-		return c->max_credits;
-	if (c->limited) {
-		t = RR_MAX(2 * t, 2u);
-		c->calm = 0;
-		c->peak = ref_sat32(k);
-		c->raised_at = c->calls;
-	} else if (c->calls > c->raised_at &&
-		   ++c->calm >= RR_MAX(t, (uint64_t)RR_CRED_WINDOW)) {
-		t = RR_MAX(t / 2, RR_MIN(t, 2ull * RR_MAX(c->peak, 1u)));
-		c->calm = 0;
-		c->peak = ref_sat32(k);
-	}
-	fair = (p->cap - RR_MIN(p->cap, p->members)) / RR_MAX(p->active, 1u) + 1;
-	t = RR_MIN(t, fair);
-	return RR_MAX(RR_MIN(t, (uint64_t)c->max_credits), 1u);
-}
-
-static int ref_reply(struct rr_cred_rsp *c, bool read_chunk, uint32_t *grant)
-{
-	struct rr_cred_pool *p = c->pool;
-	uint64_t in = rr_cred_rsp_in_progress(c), k, room, want, g, before;
-	uint32_t d2;
-
-	if (in == 0)
-		return -EPROTO;
-	if (read_chunk && c->done_owed >= c->done_max)
-		return -ENOSPC;
-	d2 = c->done_owed + (read_chunk ? 1 : 0);
-	k = in - 1;
-	room = ref_room_of(c);
-	if (RR_MAX(ref_call_perm(c), 1) + d2 + c->bc_owed > room)
-		return -ENOBUFS;
-	want = ref_demand(c, k);
-	g = RR_MIN(want, k + (room - d2 - c->bc_owed));
-	if (g < want) {
-		p->clipped++;
-		p->deficit = ref_sat32((uint64_t)p->deficit + (want - g));
-	}
-	if (g == 0)
-		g = 1;
-	before = ref_sendable(c);
-	c->replies++;
-	c->done_owed = d2;
-	c->limit = RR_MAX(c->limit, c->replies + g);
-	if (c->joined && k == 0 && p->active)
-		p->active--;
-	c->limited = false;
-	c->target = ref_sat32(want);
-	c->last_grant = (uint32_t)g;
-	ref_settle_res(c, before);
-	*grant = (uint32_t)g;
-	return 0;
-}
-
-static int ref_settle(struct rr_cred_rsp *c)
-{
-	uint32_t g;
-
-	return ref_reply(c, false, &g);
 }
 
 /* ---- the walk ---- */
@@ -244,15 +172,15 @@ static int64_t step(struct side *s, bool ref, bool shared, uint64_t op, unsigned
 	case 3:
 	case 4:
 	case 5: /* a Reply, some with a Read chunk */
-		rc = ref ? ref_reply(c, (op >> 8) & 1, &g) : rr_cred_rsp_reply(c, (op >> 8) & 1, &g);
+		rc = rr_cred_rsp_reply(c, (op >> 8) & 1, &g);
 		return (int64_t)rc * 100000 + g;
 	case 6: /* an RDMA_DONE (owed or not) */
 		rc = ref ? ref_on_done(c) : rr_cred_rsp_on_done(c);
 		if (rc == 1)
-			rc = 10 + (ref ? ref_settle(c) : rr_cred_rsp_settle(c));
+			rc = 10 + rr_cred_rsp_settle(c);
 		return rc;
 	case 7: /* a Call dropped: settled */
-		return ref ? ref_settle(c) : rr_cred_rsp_settle(c);
+		return rr_cred_rsp_settle(c);
 	case 8: /* backward Call and its Reply */
 		if (rr_cred_rsp_bc_room(c) && (op >> 9) & 1) {
 			rr_cred_rsp_bc_sent(c);
