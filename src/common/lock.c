@@ -3,7 +3,9 @@
  * in and waking from futex(2) on the lock's word (mutex3 of Drepper's
  * "Futexes Are Tricky": a waiter marks the word 2, so that the unlock that
  * finds 2 wakes one) and on the condition's sequence word, with or
- * without a deadline (FUTEX_WAIT_BITSET on CLOCK_REALTIME: absolute). */
+ * without a deadline (FUTEX_WAIT_BITSET without FUTEX_CLOCK_REALTIME:
+ * absolute on CLOCK_MONOTONIC, which a step of the wall clock does not
+ * move). */
 #include "common/lock.h"
 
 #include <errno.h>
@@ -19,12 +21,12 @@ static void futex_wait(void *addr, int val)
 	(void)syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
 }
 
-/* futex_wait until the absolute @abs on CLOCK_REALTIME: true once the
- * kernel found it passed. */
+/* futex_wait until the absolute @abs on CLOCK_MONOTONIC (FUTEX_WAIT_BITSET
+ * without FUTEX_CLOCK_REALTIME): true once the kernel found it passed. */
 static bool futex_wait_until(void *addr, int val, const struct timespec *abs)
 {
-	return syscall(SYS_futex, addr, FUTEX_WAIT_BITSET_PRIVATE | FUTEX_CLOCK_REALTIME, val, abs,
-		       NULL, FUTEX_BITSET_MATCH_ANY) == -1 &&
+	return syscall(SYS_futex, addr, FUTEX_WAIT_BITSET_PRIVATE, val, abs, NULL,
+		       FUTEX_BITSET_MATCH_ANY) == -1 &&
 	       errno == ETIMEDOUT;
 }
 
@@ -49,12 +51,12 @@ void rr_lock_wake(struct rr_lock *l)
 	futex_wake(&l->v, 1);
 }
 
-/* true: @abs is not later than the clock's now */
+/* true: @abs is not later than CLOCK_MONOTONIC's now */
 static bool deadline_passed(const struct timespec *abs)
 {
 	struct timespec now;
 
-	clock_gettime(CLOCK_REALTIME, &now);
+	clock_gettime(CLOCK_MONOTONIC, &now);
 	return abs->tv_sec < now.tv_sec || (abs->tv_sec == now.tv_sec && abs->tv_nsec <= now.tv_nsec);
 }
 

@@ -16,8 +16,9 @@
  * (mutex3): 0 free, 1 held, 2 held and maybe waited for; acquire on taking,
  * release on leaving, as a pthread mutex orders memory. Not recursive, no
  * owner check (as the default pthread mutex these replace); a condition's
- * wait may have a deadline (rr_cond_timedwait, CLOCK_REALTIME as a
- * default pthread condition's); the process's own (FUTEX_PRIVATE).
+ * wait may have a deadline (rr_cond_timedwait, on CLOCK_MONOTONIC as
+ * every deadline of the library: rr_engine_deadline); the process's own
+ * (FUTEX_PRIVATE).
  * Zero-filled memory is a free lock and a fresh condition.
  *   Race detectors see it as a mutex, not only as atomics: under
  * ThreadSanitizer (-fsanitize=thread, RPCRDMA_TSAN) the TSan mutex
@@ -144,8 +145,9 @@ static inline __attribute__((always_inline)) void rr_unlock(struct rr_lock *l)
  * this call began (or spuriously: the caller looks again, in a loop), and
  * takes @l again. */
 void rr_cond_wait(struct rr_cond *cv, struct rr_lock *l);
-/* rr_cond_wait until the absolute deadline @abs on CLOCK_REALTIME (the
- * clock of rr_engine_deadline; NULL: none): 0 woken (or spuriously, or by
+/* rr_cond_wait until the absolute deadline @abs on CLOCK_MONOTONIC (the
+ * clock of rr_engine_deadline; NULL: none; a step of the wall clock
+ * neither stretches nor cuts the wait): 0 woken (or spuriously, or by
  * a signal: look again), -ETIMEDOUT once @abs passed (at once, @l not
  * let go, when it had passed before the call), -EINVAL when @abs's
  * tv_nsec is not in [0, 1e9). @l is held again in every case. */

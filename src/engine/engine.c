@@ -9,7 +9,11 @@
  * mode runs the loop meanwhile (one runner at a time: run_lock). A forked
  * child forgets the parent's engine (its threads do not exist there) and
  * starts its own on first use. The progress threads spin, then sleep
- * (rr_loop_set_spin), with the soft provider's budget (rr_spin_us). */
+ * (rr_loop_set_spin), with the soft provider's budget (rr_spin_us). Every
+ * deadline of the library is an absolute time on CLOCK_MONOTONIC
+ * (rr_engine_deadline), and every pthread condition waited on with one is
+ * made by rr_engine_cond_init: a step of the wall clock (NTP, date -s)
+ * neither stretches nor cuts a wait. */
 #include "engine/engine.h"
 
 #include <stdio.h>
@@ -36,7 +40,7 @@ struct engine {
 	/* application-driven mode: one runner at a time; waiters for the end
 	 * of another runner's turn sleep on run_cv */
 	pthread_mutex_t run_lock;
-	pthread_cond_t run_cv;
+	pthread_cond_t run_cv;         /* on CLOCK_MONOTONIC: made by start */
 	bool running;
 	uint64_t turns;
 };
@@ -45,8 +49,11 @@ static struct engine g = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.conf = THREADS_UNSET,
 	.run_lock = PTHREAD_MUTEX_INITIALIZER,
-	.run_cv = PTHREAD_COND_INITIALIZER,
+	/* run_cv: start (a static initialiser cannot carry its clock) */
 };
+static pthread_once_t g_condattr_once = PTHREAD_ONCE_INIT;
+static pthread_condattr_t g_condattr;   /* CLOCK_MONOTONIC */
+static int g_condattr_rc;
 static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
 
 /* g.started && g.conf == 0, kept as one word for rr_engine_app_driven
@@ -60,7 +67,8 @@ static void after_fork_child(void)
 	 * parent's loops are left as they are). */
 	pthread_mutex_init(&g.lock, NULL);
 	pthread_mutex_init(&g.run_lock, NULL);
-	pthread_cond_init(&g.run_cv, NULL);
+	/* run_cv: made again by the child's start (nobody waits on it
+	 * before: drive runs only in a started application-driven engine) */
 	g.started = false;
 	rr_engine_app_mode = false;
 	g.n = 0;
@@ -123,12 +131,17 @@ static int start(void)
 	int rc = 0;
 
 	pthread_once(&g_fork_once, fork_hook);
+	/* nobody waits on it yet: drive runs once g.started */
+	rc = rr_engine_cond_init(&g.run_cv);
+	if (rc)
+		return rc;
 	loops = rr_zalloc(NULL, sizeof(*loops) * n);
 	if (want)
 		threads = rr_zalloc(NULL, sizeof(*threads) * n);
 	if (!loops || (want && !threads)) {
 		rr_free(NULL, loops);
 		rr_free(NULL, threads);
+		pthread_cond_destroy(&g.run_cv);
 		return -ENOMEM;
 	}
 	for (unsigned i = 0; i < n && !rc; i++)
@@ -138,6 +151,7 @@ static int start(void)
 			rr_loop_destroy(loops[i]);
 		rr_free(NULL, loops);
 		rr_free(NULL, threads);
+		pthread_cond_destroy(&g.run_cv);
 		return rc;
 	}
 	/* The progress threads spin before they sleep (loop.c loop_spin),
@@ -158,8 +172,10 @@ static int start(void)
 	for (unsigned i = 0; want && i < n; i++) {
 		if (pthread_create(&threads[i], NULL, progress_main, loops[i])) {
 			/* the loops without a thread are never picked */
-			if (i == 0)
+			if (i == 0) {
+				pthread_cond_destroy(&g.run_cv);
 				return -EAGAIN;
+			}
 			g.n = i;
 			break;
 		}
@@ -241,9 +257,31 @@ static int drive(int slice_ms)
 	return n;
 }
 
+static void condattr_make(void)
+{
+	g_condattr_rc = -pthread_condattr_init(&g_condattr);
+	if (!g_condattr_rc)
+		g_condattr_rc = -pthread_condattr_setclock(&g_condattr, CLOCK_MONOTONIC);
+}
+
+const pthread_condattr_t *rr_engine_condattr(void)
+{
+	pthread_once(&g_condattr_once, condattr_make);
+	return g_condattr_rc ? NULL : &g_condattr;
+}
+
+int rr_engine_cond_init(pthread_cond_t *cv)
+{
+	const pthread_condattr_t *a = rr_engine_condattr();
+
+	if (!a)
+		return g_condattr_rc;
+	return -pthread_cond_init(cv, a);
+}
+
 void rr_engine_deadline(struct timespec *ts, uint32_t ms)
 {
-	clock_gettime(CLOCK_REALTIME, ts);
+	clock_gettime(CLOCK_MONOTONIC, ts);
 	ts->tv_sec += ms / 1000;
 	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
 	if (ts->tv_nsec >= 1000000000L) {
@@ -273,7 +311,7 @@ static int64_t drive_slice_ms(const struct timespec *abs)
 
 	if (!abs)
 		return DRIVE_SLICE_MS;
-	clock_gettime(CLOCK_REALTIME, &now);
+	clock_gettime(CLOCK_MONOTONIC, &now);
 	left_ms = (int64_t)(abs->tv_sec - now.tv_sec) * 1000 + (abs->tv_nsec - now.tv_nsec) / 1000000;
 	if (left_ms <= 0)
 		return -ETIMEDOUT;

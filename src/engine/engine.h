@@ -31,8 +31,9 @@ static inline bool rr_engine_app_driven(void)
 	return rr_engine_app_mode;
 }
 
-/* Waits on @cv (@m held, as pthread_cond_timedwait; @abs on
- * CLOCK_REALTIME, NULL: no limit) for something a loop does. When the
+/* Waits on @cv (@m held, as pthread_cond_timedwait; @cv made by
+ * rr_engine_cond_init when @abs is given; @abs on CLOCK_MONOTONIC,
+ * NULL: no limit) for something a loop does. When the
  * application drives progress, nobody else may be running the loop: the
  * waiter runs it for a slice instead (or, while another thread runs it,
  * waits for the end of that thread's turn). Returns 0 (look again) or
@@ -48,7 +49,19 @@ void rr_engine_call(struct rr_loop *l, void (*fn)(void *), void *arg);
  * let go of something; in the application-driven mode, a turn of the loop
  * instead. */
 void rr_engine_nap(void);
-/* An absolute CLOCK_REALTIME deadline @ms from now. */
+/* An absolute CLOCK_MONOTONIC deadline @ms from now: the clock of every
+ * deadline of the library (rr_engine_wait, rr_engine_cond_wait,
+ * rr_cond_timedwait), which a step of the wall clock (NTP, date -s) does
+ * not move: a timeout stays a duration. */
 void rr_engine_deadline(struct timespec *ts, uint32_t ms);
+/* Initialises @cv for waits with a deadline of rr_engine_deadline (its
+ * attribute's clock CLOCK_MONOTONIC; a default pthread condition, and
+ * PTHREAD_COND_INITIALIZER, read a deadline on CLOCK_REALTIME): 0 or
+ * -errno (pthread_condattr_init's, _setclock's, pthread_cond_init's).
+ * Every pthread condition waited on with a deadline is made by it. */
+int rr_engine_cond_init(pthread_cond_t *cv);
+/* The attribute rr_engine_cond_init uses (made once; NULL when it could
+ * not be made): its clock is CLOCK_MONOTONIC. */
+const pthread_condattr_t *rr_engine_condattr(void);
 
 #endif

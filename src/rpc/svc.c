@@ -797,9 +797,16 @@ int rr_svc_create_with(const struct rpcrdma_server_opts *opts, unsigned default_
 			return rc;
 		}
 	}
+	/* idle_cv: waited on with a deadline (rpcrdma_server_shutdown), on
+	 * CLOCK_MONOTONIC as every deadline of the library */
+	rc = rr_engine_cond_init(&s->idle_cv);
+	if (rc) {
+		rr_drc_destroy(s->drc);
+		rr_free(env, s);
+		return rc;
+	}
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cv, NULL);
-	pthread_cond_init(&s->idle_cv, NULL);
 	xp.env = env;
 	xp.max_msg = s->max_msg;
 	xp.max_conns = opts && opts->max_conns ? opts->max_conns : DEFAULT_MAX_CONNS;

@@ -300,14 +300,17 @@ static int app_driven_cond_wait(void)
 
 static int app_driven_child(void)
 {
-	struct bump b = {.task.fn = bump_task, .m = PTHREAD_MUTEX_INITIALIZER,
-			 .cv = PTHREAD_COND_INITIALIZER};
+	/* b.cv: waited on with a deadline (rr_engine_wait), so made as the
+	 * library's are (rr_engine_cond_init: CLOCK_MONOTONIC) */
+	struct bump b = {.task.fn = bump_task, .m = PTHREAD_MUTEX_INITIALIZER};
 	struct rr_loop *l;
 	struct pollfd pfd;
 	pthread_t th;
 	struct timespec ts;
 	int fd, rc;
 
+	if (rr_engine_cond_init(&b.cv))
+		return 9;
 	if (rpcrdma_progress_threads_set(0) || rpcrdma_progress_threads() != 0)
 		return 10;
 	if (rr_engine_pick(&l) || rr_engine_nloops() != 1 || !rr_engine_app_driven())

@@ -176,17 +176,18 @@ static void tw_reset(void)
 	tw.passed_after = false;
 }
 
+/* deadlines on CLOCK_MONOTONIC, rr_cond_timedwait's clock */
 static bool ts_reached(const struct timespec *abs)
 {
 	struct timespec now;
 
-	clock_gettime(CLOCK_REALTIME, &now);
+	clock_gettime(CLOCK_MONOTONIC, &now);
 	return now.tv_sec > abs->tv_sec || (now.tv_sec == abs->tv_sec && now.tv_nsec >= abs->tv_nsec);
 }
 
 static void ts_in(struct timespec *ts, long ms)
 {
-	clock_gettime(CLOCK_REALTIME, ts);
+	clock_gettime(CLOCK_MONOTONIC, ts);
 	ts->tv_sec += ms / 1000;
 	ts->tv_nsec += (ms % 1000) * 1000000L;
 	if (ts->tv_nsec >= 1000000000L) {

@@ -271,6 +271,7 @@ void tp_ep_fini(struct tp_ep *ep)
 	ep->ctx = NULL;
 }
 
+/* An absolute CLOCK_MONOTONIC deadline @ms from now (rr_engine_deadline). */
 void tp_abs_deadline(struct timespec *ts, uint32_t ms)
 {
 	rr_engine_deadline(ts, ms);
