@@ -34,20 +34,33 @@ int rr_send_wr_check(const struct rr_qp *qp, const struct rpcrdma_send_wr *wr);
 
 /* Posts the chain @wr, built by the library itself (see above), on @pqp.
  * Returns 0 or a negative errno; on failure nothing after the work
- * request the provider refused was posted (as rpcrdma_post_send). */
-static inline int rr_post_send_own(struct rpcrdma_qp *pqp, struct rpcrdma_send_wr *wr)
+ * request the provider refused was posted (as rpcrdma_post_send).
+ * rr_post_send_own_ops: the same with @ops, the caller's copy of the
+ * provider ops of @pqp's context (it holds the context, a line every
+ * call reads anyway; the walk qp -> pd -> ctx read the QP's own PD, a
+ * cold line per call with many connections: issue 16 part CT); a build
+ * without NDEBUG aborts if @ops are not @pqp's. */
+static inline int rr_post_send_own_ops(const struct rr_provider_ops *ops, struct rpcrdma_qp *pqp,
+					struct rpcrdma_send_wr *wr)
 {
 	struct rr_qp *qp = (struct rr_qp *)(void *)pqp;
 	struct rpcrdma_send_wr *bad = NULL;
 
 #ifndef NDEBUG
+	if (ops != qp->pd->ctx->ops)
+		abort();   /* not the ops of @pqp's context */
 	for (const struct rpcrdma_send_wr *w = wr; w; w = w->next)
 		if (rr_send_wr_check(qp, w))
 			abort();   /* a shape the public entry refuses */
 #endif
-	if (RR_UNLIKELY(!qp->pd->ctx->ops->post_send))
+	if (RR_UNLIKELY(!ops->post_send))
 		return -EOPNOTSUPP;
-	return qp->pd->ctx->ops->post_send(qp, wr, &bad);
+	return ops->post_send(qp, wr, &bad);
+}
+
+static inline int rr_post_send_own(struct rpcrdma_qp *pqp, struct rpcrdma_send_wr *wr)
+{
+	return rr_post_send_own_ops(((struct rr_qp *)(void *)pqp)->pd->ctx->ops, pqp, wr);
 }
 
 #endif

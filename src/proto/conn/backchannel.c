@@ -307,7 +307,7 @@ void bc_pump(struct rr_conn *c)
 {
 	struct rr_cred_node *n;
 
-	if (!c->up || c->cfg.role != RR_CONN_RESPONDER)
+	if (!c->up || !c->responder)
 		return;
 	while ((n = rr_cred_req_next(&c->bcred)) != NULL) {
 		struct bc_call *k = RR_CONTAINER_OF(n, struct bc_call, node);

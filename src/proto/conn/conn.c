@@ -9,10 +9,18 @@
  * an RDMA_DONE freed a reservation. */
 #include "proto/conn/conn_int.h"
 
-/* A call's fields of the session (conn_int.h: env to plan_cache, before the
+/* A call's fields of the session (conn_int.h: env to spare_reqs, before the
  * codec cores) stay within seven cache lines. */
 _Static_assert(offsetof(struct rr_conn, req) - offsetof(struct rr_conn, env) <= 7 * 64,
 	       "rr_conn: the per-call fields beyond seven cache lines");
+
+/* The io ops every call uses (@ctx to @sent) are the last 64 bytes of the
+ * session's copy of them, right before env, st and up (conn.h struct
+ * rr_conn_io). */
+_Static_assert(sizeof(struct rr_conn_io) - offsetof(struct rr_conn_io, ctx) == 64 &&
+		       offsetof(struct rr_conn, env) ==
+			       offsetof(struct rr_conn, io) + sizeof(struct rr_conn_io),
+	       "rr_conn_io: the per-call ops beside the session's env");
 
 int rr_conn_create(const struct rr_conn_config *cfg, const struct rr_conn_io *io,
 		   struct rr_conn **out)
@@ -30,6 +38,8 @@ int rr_conn_create(const struct rr_conn_config *cfg, const struct rr_conn_io *io
 	c->plan_tls = rr_env_default_alloc(env);
 	c->clock = cfg->clock ? cfg->clock : env;
 	c->st = cfg->stats ? cfg->stats : &c->own_stats;
+	c->responder = cfg->role == RR_CONN_RESPONDER;
+	c->tx_watched = c->responder && cfg->send_timeout_ns;
 	if (!c->cfg.credits)
 		c->cfg.credits = 1;
 	c->park_tail = &c->parkq;
@@ -151,11 +161,11 @@ void rr_conn_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32
 		     bool has_inv, uint32_t inv_stag)
 {
 	rr_conn_count_form(c, buf, len, false);
-	if ((c->cfg.role == RR_CONN_RESPONDER ? bc_may_be_reply(buf, len)
+	if ((c->responder ? bc_may_be_reply(buf, len)
 					      : bc_may_be_call(buf, len)) &&
 	    bc_on_recv(c, idx, buf, len))
 		return;   /* the reverse direction's (RFC 8167) */
-	if (c->cfg.role == RR_CONN_RESPONDER) {
+	if (c->responder) {
 		uint32_t xid;
 
 		if (c->params.reliable_reply && rr_rrep_is_done(buf, len, &xid)) {
@@ -210,7 +220,7 @@ void rr_conn_on_sends(struct rr_conn *c, const uint64_t *tokens, unsigned n)
  * in). A responder: backward Calls waiting for a send slot. */
 void rr_conn_on_slot(struct rr_conn *c)
 {
-	if (c->cfg.role == RR_CONN_REQUESTER) {
+	if (!c->responder) {
 		rq_done_flush(c);
 		rq_pump(c);
 	} else {
@@ -248,7 +258,7 @@ void rr_conn_on_work(struct rr_conn *c, uint64_t token, int status)
 
 void rr_conn_tick(struct rr_conn *c, uint64_t now)
 {
-	if (c->cfg.role != RR_CONN_RESPONDER || !c->up)
+	if (!c->responder || !c->up)
 		return;
 	rs_tick_stall(c, now);
 	rs_park_resume(c, now);   /* parked too long: ERR_CHUNK */
@@ -262,7 +272,7 @@ bool rr_conn_parked(const struct rr_conn *c)
 
 void rr_conn_resume(struct rr_conn *c)
 {
-	if (c->parkq && c->cfg.role == RR_CONN_RESPONDER && c->up)
+	if (c->parkq && c->responder && c->up)
 		rs_park_resume(c, rr_conn_now(c));
 	if (c->bc_wait_room && c->up) {
 		c->bc_wait_room = false;
@@ -275,7 +285,7 @@ uint64_t rr_conn_next_timeout(const struct rr_conn *c, uint64_t now)
 	uint64_t t = UINT64_MAX;
 
 	(void)now;
-	if (c->cfg.role != RR_CONN_RESPONDER || !c->up)
+	if (!c->responder || !c->up)
 		return t;
 	if (c->sends_inflight && c->cfg.send_timeout_ns)
 		t = c->tx_progress + c->cfg.send_timeout_ns;

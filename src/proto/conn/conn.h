@@ -122,7 +122,12 @@ struct rr_conn_rpc;
 /* The executor's side. Each returns 0 or a negative errno; a failure to post
  * is fatal to the connection (the session ends it through @close). */
 struct rr_conn_io {
-	void *ctx;
+	/* (Order: the set-up and error paths' ops first, then the requester's
+	 * lending, then what every call uses, @ctx to @sent: the last 64 bytes,
+	 * beside the session's env, st and up that follow the copy in struct
+	 * rr_conn (conn.c asserts it). At 100 connections the copy is cold at
+	 * every call; spread over 128 bytes it cost a line more per call:
+	 * docs/PERFORMANCE.md "Issue 16 part CT".) */
 	/* Registers @m (for the peer when @m->access has a remote right); a
 	 * window is bound before any later work request of the connection.
 	 * -ENOTCONN without a connection. */
@@ -132,6 +137,22 @@ struct rr_conn_io {
 	void (*unreg)(void *ctx, struct rr_conn_mem *m);
 	/* Posts a Local Invalidate of @m's STag; rr_conn_on_work(@token). */
 	int (*inv)(void *ctx, struct rr_conn_mem *m, uint64_t token);
+	int (*read)(void *ctx, const struct rr_conn_read *r);
+	/* Ends the connection (disconnect); rr_conn_down follows. */
+	void (*close)(void *ctx);
+	/* the requester's per call (a Reply lent) and a backward Call's end */
+	/* Keeps Receive @idx out of the Receive queue: its bytes are handed
+	 * to the upper layer as a Reply in place. 0 and *@handle, or
+	 * -ENOBUFS when no more may be lent (the session copies then). */
+	int (*lend)(void *ctx, uint32_t idx, void **handle);
+	/* The lent Receive is released: posted again if its connection is
+	 * still the one up. */
+	void (*unlend)(void *ctx, void *handle, uint32_t idx);
+	void (*complete)(void *ctx, struct rr_conn_rpc *rpc);      /* a Call done
+							  (the responder: a
+							  backward Call) */
+	/* ---- per call ---- */
+	void *ctx;
 	/* A free send slot (*@cap bytes at the returned address), or NULL. */
 	uint8_t *(*slot_get)(void *ctx, uint32_t *slot, uint32_t *cap);
 	void (*slot_put)(void *ctx, uint32_t slot);
@@ -141,7 +162,6 @@ struct rr_conn_io {
 	 * (its slot comes back once a later completion proves it sent, or
 	 * with the connection); negative errno: not posted. */
 	int (*send)(void *ctx, const struct rr_conn_send *s);
-	int (*read)(void *ctx, const struct rr_conn_read *r);
 	/* Posts Receive @idx again: 0; 1 when the executor released it
 	 * instead (a shared pool that shrinks: rr_cred_pool_keep), negative
 	 * errno when it could not. */
@@ -152,24 +172,12 @@ struct rr_conn_io {
 	 * (rpcrdma_qp_recv_quota), so a peer's burst never takes more than its
 	 * grant of the pool. */
 	void (*recv_quota)(void *ctx, uint32_t add);
-	/* Keeps Receive @idx out of the Receive queue: its bytes are handed
-	 * to the upper layer as a Reply in place. 0 and *@handle, or
-	 * -ENOBUFS when no more may be lent (the session copies then). */
-	int (*lend)(void *ctx, uint32_t idx, void **handle);
-	/* The lent Receive is released: posted again if its connection is
-	 * still the one up. */
-	void (*unlend)(void *ctx, void *handle, uint32_t idx);
 	/* Upcalls (the executor may queue them to run without its lock). */
 	void (*deliver)(void *ctx, struct rr_conn_sreq *r);        /* a Call (the
 							  requester: a reverse
 							  Call) */
-	void (*complete)(void *ctx, struct rr_conn_rpc *rpc);      /* a Call done
-							  (the responder: a
-							  backward Call) */
 	void (*sent)(void *ctx, struct rr_conn_sreq *r, int status); /* a Reply's
 							  memory is free */
-	/* Ends the connection (disconnect); rr_conn_down follows. */
-	void (*close)(void *ctx);
 };
 
 /* ---- configuration ---- */

@@ -160,6 +160,10 @@ struct rr_conn {
 	const struct rpcrdma_env *clock;
 	struct rr_xprt_stats *st;
 	bool up;
+	/* cfg.role == RR_CONN_RESPONDER, and rr_conn_tx_watched's answer,
+	 * set once at creation: read at every message, where cfg's lines
+	 * were read for nothing else (issue 16 part CT) */
+	bool responder, tx_watched;
 	uint32_t reads_inflight;
 	uint32_t sends_inflight;          /* Sends posted, not completed (a quiet
 					     one never told: not counted) */
@@ -186,18 +190,24 @@ struct rr_conn {
 	struct rr_cred_req rcred;
 	struct rq_pull *pullq, *pulls;
 	struct rq_done *doneq;            /* RDMA_DONEs to send (rr_conn_on_slot) */
-	/* responder */
-	struct rr_cred_rsp scred;
+	/* responder: what a Call touches first (nreqs, plan_tls), then the
+	 * credit accounting's per-call fields (scred up to its private pool
+	 * @own, unused once joined to a shared pool); the spares last (a
+	 * Call takes the thread's request first: request.c rs_req_take).
+	 * Before (issue 16 part CT), @own sat between scred's fields and the
+	 * others: a line more per call. */
+	unsigned nreqs;                   /* requests not done */
+	/* the plan of the next Reply (request.c rs_plan_get): the thread's
+	 * when plan_tls (default allocator), else the connection's own; a
+	 * request too (rs_req_take) */
+	bool plan_tls;
 	struct rs_req *readq;             /* requests with Reads to issue */
 	struct rs_req *reading;           /* every request whose Reads are not over */
 	struct rs_req *replying;          /* Replies with RDMA Writes, Send pending */
-	unsigned nreqs;                   /* requests not done */
+	struct rr_xprt_reply_plan *plan_cache;
+	struct rr_cred_rsp scred;
 	struct rr_spare spare_reqs;       /* freed requests kept for reuse (2.5 KiB
 					     each: no allocation per Call) */
-	/* the plan of the next Reply (request.c rs_plan_get): the thread's
-	 * when plan_tls (default allocator), else the connection's own */
-	bool plan_tls;
-	struct rr_xprt_reply_plan *plan_cache;
 	/* each role's codec core (its per-call fields first) */
 	struct rr_xprt_requester req;
 	struct rr_xprt_responder rsp;
@@ -290,6 +300,17 @@ void rq_destroy(struct rr_conn *c);
 /* request.c */
 void rs_reading_del(struct rr_conn *c, struct rs_req *r);
 void rs_req_free(struct rr_conn *c, struct rs_req *r);
+/* A request object for a Call of @c (its first two lines not cleared):
+ * the thread's last ended (default allocator), a spare of @c, or a new
+ * one; NULL: no memory (request.c). */
+struct rs_req *rs_req_take(struct rr_conn *c);
+/* Takes ownership of @r (ended; its registrations released): kept by the
+ * thread, by @c, or freed. */
+void rs_req_put(struct rr_conn *c, struct rs_req *r);
+/* This thread's cached requests; how many all threads' exits freed
+ * (tests). */
+unsigned rs_req_tls_count(void);
+unsigned long rs_req_tls_freed(void);
 int rs_credit(struct rr_conn *c, struct rs_req *r, bool read_chunk, uint32_t *grant);
 /* Tells the executor how many more messages the peer may send (io
  * recv_quota), after any change of the credit accounting. */
@@ -339,7 +360,7 @@ void rs_tick_stall(struct rr_conn *c, uint64_t now);
  * and per Send completion on a requester). */
 static inline bool rr_conn_tx_watched(const struct rr_conn *c)
 {
-	return c->cfg.role == RR_CONN_RESPONDER && c->cfg.send_timeout_ns;
+	return c->tx_watched;   /* cfg.role == RR_CONN_RESPONDER && cfg.send_timeout_ns */
 }
 void rs_park_resume(struct rr_conn *c, uint64_t now);
 void rs_park_fail_all(struct rr_conn *c);

@@ -129,9 +129,7 @@ void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 	default:
 		break;
 	}
-	r = rr_spare_take(&c->spare_reqs);
-	if (!r)
-		r = rr_alloc(c->env, sizeof(*r));
+	r = rs_req_take(c);
 	if (!r) {
 		uint32_t xid = rc->xid;
 

@@ -539,7 +539,7 @@ void tp_post_deferred(struct tp_conn *cn)
 			w = w->next;
 		tail = w;
 	}
-	if (cn->dead || rr_post_send_own(cn->qp, head)) {
+	if (cn->dead || rr_post_send_own_ops(RR_BASE(context, cn->ep->ctx)->ops, cn->qp, head)) {
 		/* the connection ends: the Replies with Writes are told then
 		 * (rr_conn_down) */
 		if (!cn->closing)
@@ -895,13 +895,14 @@ static int s_post_recv(void *ctx, uint32_t idx)
 
 /* Each grant's increase, before the peer can learn of it: the provider
  * lets the connection take that many more Receives from the shared queue
- * (where it can bound it: rpcrdma_qp_recv_quota). */
+ * (where it can bound it: rpcrdma_qp_recv_quota, whose op the pool keeps:
+ * tp_pool's quota_op; the QP was made on the pool's SRQ, conn_new). */
 static void s_recv_quota(void *ctx, uint32_t add)
 {
 	struct tp_conn *cn = ctx;
 
 	if (cn->pool && cn->pool->quota && cn->qp)
-		(void)rpcrdma_qp_recv_quota(cn->qp, add);
+		(void)cn->pool->quota_op(RR_BASE(qp, cn->qp), add);
 }
 
 static void s_deliver(void *ctx, struct rr_conn_sreq *r)

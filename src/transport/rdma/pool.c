@@ -41,6 +41,8 @@ int tp_pool_create(struct tp_ep *ep, unsigned key, struct tp_pool **out)
 	p->rsize = ep->conf.inline_recv;
 	p->share_pd = ep->conf.pool_share_pd || !(caps.flags & RPCRDMA_CAP_SRQ_ANY_PD);
 	p->quota = (caps.flags & RPCRDMA_CAP_RECV_QUOTA) != 0;
+	p->quota_op = p->quota ? RR_BASE(context, ep->ctx)->ops->qp_recv_quota : NULL;
+	p->quota = p->quota_op != NULL;   /* (an op rpcrdma_qp_recv_quota would refuse) */
 	p->nchunks = (cap + TP_POOL_CHUNK - 1) / TP_POOL_CHUNK;
 	p->chunks = rr_zalloc(ep->env, sizeof(*p->chunks) * p->nchunks);
 	rc = p->chunks ? rpcrdma_pd_alloc(ep->ctx, &p->pd) : -ENOMEM;

@@ -449,6 +449,12 @@ struct tp_pool {
 	struct rr_cred_pool cred;    /* the accounting its sessions share */
 	bool share_pd;               /* the provider needs the QPs in @pd */
 	bool quota;                  /* the provider bounds each QP's take */
+	/* with @quota: the provider's op behind rpcrdma_qp_recv_quota, called
+	 * directly per Reply (s_recv_quota): its checks hold by construction
+	 * (every QP of the pool was made on @srq; the op exists, @quota says
+	 * so), and the public entry's walk qp -> pd -> ctx -> ops read the
+	 * connection's own PD, a cold line per call at 100 connections */
+	int (*quota_op)(struct rr_qp *qp, uint32_t add);
 	uint32_t rsize;
 	struct tp_chunk *chunks;
 	uint32_t nchunks;
