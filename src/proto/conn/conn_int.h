@@ -300,17 +300,6 @@ void rq_destroy(struct rr_conn *c);
 /* request.c */
 void rs_reading_del(struct rr_conn *c, struct rs_req *r);
 void rs_req_free(struct rr_conn *c, struct rs_req *r);
-/* A request object for a Call of @c (its first two lines not cleared):
- * the thread's last ended (default allocator), a spare of @c, or a new
- * one; NULL: no memory (request.c). */
-struct rs_req *rs_req_take(struct rr_conn *c);
-/* Takes ownership of @r (ended; its registrations released): kept by the
- * thread, by @c, or freed. */
-void rs_req_put(struct rr_conn *c, struct rs_req *r);
-/* This thread's cached requests; how many all threads' exits freed
- * (tests). */
-unsigned rs_req_tls_count(void);
-unsigned long rs_req_tls_freed(void);
 int rs_credit(struct rr_conn *c, struct rs_req *r, bool read_chunk, uint32_t *grant);
 /* Tells the executor how many more messages the peer may send (io
  * recv_quota), after any change of the credit accounting. */

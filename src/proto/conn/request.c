@@ -6,14 +6,13 @@
  * proto/conn/credits.h); the answers that need no Reply built -- RDMA_ERROR
  * messages, ERR_CHUNK for a Call refused; a Reply's Send completed (the
  * memory its Writes read deregistered, the upper layer told); and freeing
- * the request (into the thread's last ended ones, rs_req_put, or the
- * session's spare slots, common/spare.h: the next Call takes it back
- * instead of allocating 2.5 KiB). Replies themselves are reply.c. */
+ * the request (into the session's spare slots, common/spare.h: the next
+ * Call takes it back instead of allocating 2.5 KiB). Replies themselves
+ * are reply.c. */
 #include "proto/conn/conn_int.h"
 #include "common/tls_exit.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 
 void rs_reading_del(struct rr_conn *c, struct rs_req *r)
 {
@@ -34,93 +33,10 @@ void rs_req_free(struct rr_conn *c, struct rs_req *r)
 	if (r->read_reg)
 		rr_conn_unreg(c, &r->read_mem);
 	rr_xprt_rcall_release(&c->rsp, r->rc);
-	rs_req_put(c, r);
-	if (c->nreqs)
-		c->nreqs--;
-}
-
-/* The request objects of Calls (struct rs_req, 2.5 KiB, the first two
- * lines cleared per Call). Each session kept its own spares, so at 100
- * connections with one Call each a Call got the request of its
- * connection's previous Call, last touched 99 Calls ago: every line it
- * cleared or read was a miss. With the default allocator (c->plan_tls, as
- * the Reply plan) each thread keeps the last TLS_REQS requests it ended
- * (a progress thread's batch of Calls is ~12 at 100 connections), last in
- * first out, and hands them to the next Calls of any session it receives
- * for: the one ended a moment ago is still in cache (issue 16 part CT; the
- * client's calls: rpc/clnt.c tls_calls, part CR). A thread that replies
- * but never receives (a server's worker threads) fills its cache once;
- * what it ends then goes to the sessions' spares, as before. A request
- * holds nothing of its session outside what rs_on_recv clears (read_mem
- * is valid only with read_reg, a wmem entry only below nwmem); a
- * session's requests stay limited by c->nreqs. An injected allocator's
- * sessions keep their own spares (every block is the allocator's to see).
- * The cache is freed when its thread exits (reqs_exit, common/tls_exit.h). */
-#define TLS_REQS 16
-static __thread struct rs_req *tls_reqs[TLS_REQS];
-static __thread unsigned tls_nreqs;
-static __thread unsigned tls_reqs_cap;  /* TLS_REQS once the thread's exit
-					   frees the cache (armed), else 0 */
-static _Atomic unsigned long tls_reqs_freed;   /* rs_req_tls_freed */
-
-static void reqs_drain(void)
-{
-	while (tls_nreqs) {
-		rr_free(rpcrdma_env_default(), tls_reqs[--tls_nreqs]);
-		tls_reqs[tls_nreqs] = NULL;
-		atomic_fetch_add_explicit(&tls_reqs_freed, 1, memory_order_relaxed);
-	}
-}
-
-static struct rr_tls_exit reqs_exit = {.drain = reqs_drain};
-
-unsigned rs_req_tls_count(void)
-{
-	return tls_nreqs;
-}
-
-unsigned long rs_req_tls_freed(void)
-{
-	return atomic_load_explicit(&tls_reqs_freed, memory_order_relaxed);
-}
-
-/* The thread's first put (its exit armed), or a full cache: out of line. */
-__attribute__((noinline)) static bool tls_reqs_put_slow(struct rs_req *r)
-{
-	if (tls_reqs_cap)
-		return false;   /* full */
-	if (!rr_tls_exit_arm(&reqs_exit))
-		return false;
-	tls_reqs_cap = TLS_REQS;
-	tls_reqs[tls_nreqs++] = r;
-	return true;
-}
-
-struct rs_req *rs_req_take(struct rr_conn *c)
-{
-	struct rs_req *r;
-
-	if (c->plan_tls && tls_nreqs)
-		return tls_reqs[--tls_nreqs];
-	r = rr_spare_take(&c->spare_reqs);
-	return r ? r : rr_alloc(c->env, sizeof(*r));
-}
-
-void rs_req_put(struct rr_conn *c, struct rs_req *r)
-{
-	if (c->plan_tls) {
-		unsigned n = tls_nreqs;
-
-		if (n < tls_reqs_cap) {
-			tls_reqs[n] = r;
-			tls_nreqs = n + 1;
-			return;
-		}
-		if (tls_reqs_put_slow(r))
-			return;
-	}
 	if (!rr_spare_put(&c->spare_reqs, r))
 		rr_free(c->env, r);
+	if (c->nreqs)
+		c->nreqs--;
 }
 
 void rs_quota(struct rr_conn *c)

@@ -129,7 +129,9 @@ void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 	default:
 		break;
 	}
-	r = rs_req_take(c);
+	r = rr_spare_take(&c->spare_reqs);
+	if (!r)
+		r = rr_alloc(c->env, sizeof(*r));
 	if (!r) {
 		uint32_t xid = rc->xid;
 
