@@ -32,6 +32,8 @@ int rr_conn_create(const struct rr_conn_config *cfg, const struct rr_conn_io *io
 	c->st = cfg->stats ? cfg->stats : &c->own_stats;
 	if (!c->cfg.credits)
 		c->cfg.credits = 1;
+	c->responder = cfg->role == RR_CONN_RESPONDER;
+	c->tx_watched = c->responder && cfg->send_timeout_ns;
 	c->park_tail = &c->parkq;
 	if (cfg->role == RR_CONN_REQUESTER) {
 		rr_xprt_params_default(&p);
@@ -151,11 +153,10 @@ void rr_conn_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32
 		     bool has_inv, uint32_t inv_stag)
 {
 	rr_conn_count_form(c, buf, len, false);
-	if ((c->cfg.role == RR_CONN_RESPONDER ? bc_may_be_reply(buf, len)
-					      : bc_may_be_call(buf, len)) &&
+	if ((c->responder ? bc_may_be_reply(buf, len) : bc_may_be_call(buf, len)) &&
 	    bc_on_recv(c, idx, buf, len))
 		return;   /* the reverse direction's (RFC 8167) */
-	if (c->cfg.role == RR_CONN_RESPONDER) {
+	if (c->responder) {
 		uint32_t xid;
 
 		if (c->params.reliable_reply && rr_rrep_is_done(buf, len, &xid)) {

@@ -122,7 +122,10 @@ struct rr_conn_rpc;
 /* The executor's side. Each returns 0 or a negative errno; a failure to post
  * is fatal to the connection (the session ends it through @close). */
 struct rr_conn_io {
-	void *ctx;
+	/* (the set-up and rare ones first, the per-message ones last: the
+	 * session keeps a copy of this just before its own per-message
+	 * fields, so that those it reads per Call or Reply share their
+	 * cache lines; docs/PERFORMANCE.md "Issue 16 part CS") */
 	/* Registers @m (for the peer when @m->access has a remote right); a
 	 * window is bound before any later work request of the connection.
 	 * -ENOTCONN without a connection. */
@@ -132,33 +135,37 @@ struct rr_conn_io {
 	void (*unreg)(void *ctx, struct rr_conn_mem *m);
 	/* Posts a Local Invalidate of @m's STag; rr_conn_on_work(@token). */
 	int (*inv)(void *ctx, struct rr_conn_mem *m, uint64_t token);
-	/* A free send slot (*@cap bytes at the returned address), or NULL. */
-	uint8_t *(*slot_get)(void *ctx, uint32_t *slot, uint32_t *cap);
-	void (*slot_put)(void *ctx, uint32_t slot);
-	/* Posts the Writes and the Send of @s; takes the slot back itself once
-	 * the Send completed. 0: its completion is told (rr_conn_on_send,
-	 * rr_conn_on_sends); 1 (only when @s->quiet): posted, and never told
-	 * (its slot comes back once a later completion proves it sent, or
-	 * with the connection); negative errno: not posted. */
-	int (*send)(void *ctx, const struct rr_conn_send *s);
 	int (*read)(void *ctx, const struct rr_conn_read *r);
-	/* Posts Receive @idx again: 0; 1 when the executor released it
-	 * instead (a shared pool that shrinks: rr_cred_pool_keep), negative
-	 * errno when it could not. */
-	int (*post_recv)(void *ctx, uint32_t idx);
+	/* Ends the connection (disconnect); rr_conn_down follows. */
+	void (*close)(void *ctx);
 	/* Optional (responder, shared receive queue): the peer may send @add
 	 * more messages (a grant grew, an RDMA_DONE was reserved): the executor
 	 * lets the connection take that many more Receives from the queue
 	 * (rpcrdma_qp_recv_quota), so a peer's burst never takes more than its
 	 * grant of the pool. */
 	void (*recv_quota)(void *ctx, uint32_t add);
+	/* The lent Receive is released: posted again if its connection is
+	 * still the one up. */
+	void (*unlend)(void *ctx, void *handle, uint32_t idx);
+	void (*slot_put)(void *ctx, uint32_t slot);
+	/* ---- per message ---- */
+	void *ctx;
+	/* A free send slot (*@cap bytes at the returned address), or NULL. */
+	uint8_t *(*slot_get)(void *ctx, uint32_t *slot, uint32_t *cap);
+	/* Posts the Writes and the Send of @s; takes the slot back itself once
+	 * the Send completed. 0: its completion is told (rr_conn_on_send,
+	 * rr_conn_on_sends); 1 (only when @s->quiet): posted, and never told
+	 * (its slot comes back once a later completion proves it sent, or
+	 * with the connection); negative errno: not posted. */
+	int (*send)(void *ctx, const struct rr_conn_send *s);
 	/* Keeps Receive @idx out of the Receive queue: its bytes are handed
 	 * to the upper layer as a Reply in place. 0 and *@handle, or
 	 * -ENOBUFS when no more may be lent (the session copies then). */
 	int (*lend)(void *ctx, uint32_t idx, void **handle);
-	/* The lent Receive is released: posted again if its connection is
-	 * still the one up. */
-	void (*unlend)(void *ctx, void *handle, uint32_t idx);
+	/* Posts Receive @idx again: 0; 1 when the executor released it
+	 * instead (a shared pool that shrinks: rr_cred_pool_keep), negative
+	 * errno when it could not. */
+	int (*post_recv)(void *ctx, uint32_t idx);
 	/* Upcalls (the executor may queue them to run without its lock). */
 	void (*deliver)(void *ctx, struct rr_conn_sreq *r);        /* a Call (the
 							  requester: a reverse
@@ -168,8 +175,6 @@ struct rr_conn_io {
 							  backward Call) */
 	void (*sent)(void *ctx, struct rr_conn_sreq *r, int status); /* a Reply's
 							  memory is free */
-	/* Ends the connection (disconnect); rr_conn_down follows. */
-	void (*close)(void *ctx);
 };
 
 /* ---- configuration ---- */

@@ -160,6 +160,10 @@ struct rr_conn {
 	const struct rpcrdma_env *clock;
 	struct rr_xprt_stats *st;
 	bool up;
+	/* cfg.role == RR_CONN_RESPONDER, and rr_conn_tx_watched, copied at
+	 * creation: read per message, here rather than in cfg's line (part CS) */
+	bool responder;
+	bool tx_watched;
 	uint32_t reads_inflight;
 	uint32_t sends_inflight;          /* Sends posted, not completed (a quiet
 					     one never told: not counted) */
@@ -339,7 +343,7 @@ void rs_tick_stall(struct rr_conn *c, uint64_t now);
  * and per Send completion on a requester). */
 static inline bool rr_conn_tx_watched(const struct rr_conn *c)
 {
-	return c->cfg.role == RR_CONN_RESPONDER && c->cfg.send_timeout_ns;
+	return c->tx_watched;
 }
 void rs_park_resume(struct rr_conn *c, uint64_t now);
 void rs_park_fail_all(struct rr_conn *c);
