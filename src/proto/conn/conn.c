@@ -13,6 +13,14 @@
  * codec cores) stay within seven cache lines. */
 _Static_assert(offsetof(struct rr_conn, req) - offsetof(struct rr_conn, env) <= 7 * 64,
 	       "rr_conn: the per-call fields beyond seven cache lines");
+/* The executor's per-message functions (and its ctx) are the last line of
+ * the session's copy of them, just before env (issue 16 part CS). */
+_Static_assert(sizeof(struct rr_conn_io) - offsetof(struct rr_conn_io, ctx) <= 64,
+	       "rr_conn_io: the per-message members beyond one cache line");
+/* What every Call writes or reads of its rr_conn_rpc, before the per-sink
+ * arrays, fits two cache lines (part CS). */
+_Static_assert(offsetof(struct rr_conn_rpc, placed) <= 2 * 64,
+	       "rr_conn_rpc: the per-call fields beyond two cache lines");
 
 int rr_conn_create(const struct rr_conn_config *cfg, const struct rr_conn_io *io,
 		   struct rr_conn **out)
