@@ -413,7 +413,7 @@ struct tp_push_op {
 /* A client. Issue 16 part CS: what a Call reads or writes of it (submit,
  * its Send, its completions, the upcall) comes first, followed at once by
  * the endpoint's own per-message fields (struct tp_ep starts with them):
- * three lines of 64 bytes where they were spread over ten (at 100
+ * three lines of 64 bytes where they were spread over eight (at 100
  * connections every line of a client is cold at its next Call). Keep new
  * per-call fields above @ep, the rest below it. */
 struct rr_tp_client {
