@@ -88,6 +88,13 @@ _Static_assert(offsetof(struct rpcrdma_call, xc) - CALL_CLEAR_FROM <= 64,
 	       "a call's cleared fields within 64 bytes");
 
 struct rpcrdma_client {
+	/* What a call reads or writes of its client (create, start, its
+	 * completion, its callback, destroy) first, in two lines of 64
+	 * bytes (they were over five: the 400-byte credential body sat
+	 * between next_xid and the pending list, and at 100 connections
+	 * every line of a client is cold at its next call: docs/PERFORMANCE.md
+	 * "Issue 16 part CS"); the loop's timer and task, the spares and the
+	 * credential after them. */
 	const struct rpcrdma_env *env;
 	const struct rr_xprt_client_ops *ops;   /* its transport's */
 	struct rr_xprt_client *xp;
@@ -95,25 +102,18 @@ struct rpcrdma_client {
 	uint32_t timeout_ms;
 	bool call_tls;            /* default allocator: its calls go through
 				     the thread's cache (tls_calls) */
-	size_t max_msg;
-	struct rr_lock lock;      /* common/lock.h: zero-filled is free */
-	struct rr_cond cv;        /* call state changes */
-	unsigned cv_waiters;      /* threads in clnt_wait (lock held) */
-	/* The client's progress loop (shared with its connection): its timer
-	 * looks for expired calls, its task runs deferred callbacks. */
-	struct rr_loop *loop;
-	struct rr_loop_timer timer;
-	uint64_t timer_at;        /* deadline (env clock) the timer is set
-				     for; UINT64_MAX: not set */
-	struct rr_loop_task cb_task;
 	bool stopping;
-	_Atomic uint32_t next_xid;   /* taken without the lock */
 	/* the credential: read and written under the lock, except that
 	 * cred_none (written under the lock too) says it is AUTH_NONE, which
 	 * a call's creation encodes without the lock */
 	atomic_bool cred_none;
-	struct rr_rpc_auth cred;
-	uint8_t cred_body[RR_RPC_AUTH_MAXBODY];
+	size_t max_msg;
+	struct rr_lock lock;      /* common/lock.h: zero-filled is free */
+	struct rr_cond cv;        /* call state changes */
+	unsigned cv_waiters;      /* threads in clnt_wait (lock held) */
+	_Atomic uint32_t next_xid;   /* taken without the lock */
+	uint64_t timer_at;        /* deadline (env clock) the timer is set
+				     for; UINT64_MAX: not set */
 	struct rpcrdma_call *pending;
 	unsigned cb_active;       /* completion callbacks running or queued */
 	struct rpcrdma_call *deferred;  /* callbacks for the loop (cb_task) */
@@ -123,8 +123,17 @@ struct rpcrdma_client {
 	 * Reply (on_complete, no lock), or a thread holding the lock that
 	 * takes the call into the pending list (sync_take) or completes it. */
 	_Atomic(struct rpcrdma_call *) sync_call;
+	/* The client's progress loop (shared with its connection): its timer
+	 * looks for expired calls, its task runs deferred callbacks. */
+	struct rr_loop *loop;
+	struct rr_loop_timer timer;
+	struct rr_loop_task cb_task;
 	struct rr_spare spare;    /* destroyed calls kept for reuse */
+	struct rr_rpc_auth cred;
+	uint8_t cred_body[RR_RPC_AUTH_MAXBODY];
 };
+_Static_assert(offsetof(struct rpcrdma_client, loop) <= 2 * 64,
+	       "struct rpcrdma_client's per-call fields fit 2 cache lines");
 
 /* Waits on c->cv (c->lock held) until a clnt_wake, or until @abs
  * (rr_engine_cond_wait's result: 0, or -ETIMEDOUT once @abs passed). */

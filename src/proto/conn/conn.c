@@ -13,6 +13,10 @@
  * codec cores) stay within seven cache lines. */
 _Static_assert(offsetof(struct rr_conn, req) - offsetof(struct rr_conn, env) <= 7 * 64,
 	       "rr_conn: the per-call fields beyond seven cache lines");
+/* What every Call writes or reads of its rr_conn_rpc, before the per-sink
+ * arrays, fits two cache lines (part CS). */
+_Static_assert(offsetof(struct rr_conn_rpc, placed) <= 2 * 64,
+	       "rr_conn_rpc: the per-call fields beyond two cache lines");
 
 /* The io ops every call uses (@ctx to @sent) are the last 64 bytes of the
  * session's copy of them, right before env, st and up (conn.h struct
@@ -161,8 +165,7 @@ void rr_conn_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32
 		     bool has_inv, uint32_t inv_stag)
 {
 	rr_conn_count_form(c, buf, len, false);
-	if ((c->responder ? bc_may_be_reply(buf, len)
-					      : bc_may_be_call(buf, len)) &&
+	if ((c->responder ? bc_may_be_reply(buf, len) : bc_may_be_call(buf, len)) &&
 	    bc_on_recv(c, idx, buf, len))
 		return;   /* the reverse direction's (RFC 8167) */
 	if (c->responder) {

@@ -236,8 +236,6 @@ struct rr_conn_rpc {
 					(an inline one may be the Receive
 					buffer itself, reposted at release) */
 	uint32_t reply_len;
-	uint32_t placed[RR_XPRT_MAX_ITEMS];   /* bytes written per sink */
-	bool is_placed[RR_XPRT_MAX_ITEMS];    /* that Write chunk was used */
 	bool via_read;               /* reliable reply: pulled from a
 					responder-provided Read chunk */
 	void *priv;                  /* session-private */
@@ -246,6 +244,12 @@ struct rr_conn_rpc {
 	struct rr_conn_rpc *xnext;   /* executor-private (its upcall queue) */
 	bool xdone;                  /* executor-private */
 	void *xbc;                   /* executor-private (a backward Call's) */
+	/* Per sink, the first @nsinks only (the others are not written):
+	 * after the fields every Call writes and reads, which fit two lines
+	 * of 64 bytes (issue 16 part CS: at 100 connections a Call's object
+	 * is cold at its submit and at its Reply, each line a miss). */
+	uint32_t placed[RR_XPRT_MAX_ITEMS];   /* bytes written per sink */
+	bool is_placed[RR_XPRT_MAX_ITEMS];    /* that Write chunk was used */
 };
 
 /* ---- responder ---- */

@@ -313,7 +313,8 @@ int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc)
 	rpc->reply_len = 0;
 	rpc->lent = NULL;
 	rpc->via_read = false;
-	for (unsigned i = 0; i < RR_XPRT_MAX_ITEMS; i++) {
+	/* (only the first nsinks are read: conn.h) */
+	for (unsigned i = 0; i < RR_MIN(rpc->nsinks, RR_XPRT_MAX_ITEMS); i++) {
 		rpc->placed[i] = 0;
 		rpc->is_placed[i] = false;
 	}

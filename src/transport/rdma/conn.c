@@ -1112,7 +1112,7 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 	unsigned t = WRTYPE(wc->wr_id);
 
 	if (t == WR_PUSH) {
-		tp_push_wc((struct rr_tp_client *)cn->ep, cn, wc);
+		tp_push_wc(RR_CONTAINER_OF(cn->ep, struct rr_tp_client, ep), cn, wc);
 		return;
 	}
 	if (t == WR_SEND && !unsig_release(cn, wc, (uint32_t)WRVAL(wc->wr_id))) {

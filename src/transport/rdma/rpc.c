@@ -29,14 +29,32 @@
 #include "transport/xprt.h"
 
 struct rr_xprt_client {
+	/* what a Call reads (cl_wrap, cl_start, cl_complete, cl_release), in
+	 * one line of 64 bytes: p.complete, p.ctx and p.max_msg copied (they
+	 * were in a line of p's, beside the spares' line; at 100 connections
+	 * every line of a client is cold at its next Call: part CS) */
 	struct rr_tp_client *tp;
+	void (*complete)(void *ctx, struct rr_xprt_call *call);   /* p.complete */
+	void *ctx;                    /* p.ctx */
+	size_t max_msg;               /* p.max_msg */
+	struct rr_spare spare;        /* released rpc_wraps kept for reuse */
 	struct rr_xprt_client_params p;
 	struct rdma_bc_srv *bc;       /* its callback server (bc_serve) */
 	/* a callback client (bc_client) instead: on @srv's connection @bc_tp */
 	struct rr_tp_server *srv;
 	struct rr_tp_bc *bc_tp;
-	struct rr_spare spare;        /* released rpc_wraps kept for reuse */
 };
+_Static_assert(offsetof(struct rr_xprt_client, p) <= 64,
+	       "struct rr_xprt_client's per-call fields in one line");
+
+/* @x's parameters, and the copies a Call reads. */
+static void cl_params_set(struct rr_xprt_client *x, const struct rr_xprt_client_params *p)
+{
+	x->p = *p;
+	x->complete = p->complete;
+	x->ctx = p->ctx;
+	x->max_msg = p->max_msg;
+}
 
 struct rpc_wrap {
 	struct rr_conn_rpc rpc;
@@ -112,7 +130,7 @@ static void cl_complete(void *ctx, struct rr_conn_rpc *rpc)
 	for (unsigned i = 0; i < call->nsinks && i < RR_RPC_MAX_DDP; i++)
 		call->placed[i] = i < RR_XPRT_MAX_ITEMS && rpc->is_placed[i] ?
 					  rpc->placed[i] : RR_RPC_NOT_PLACED;
-	x->p.complete(x->p.ctx, call);
+	x->complete(x->ctx, call);
 }
 
 /* The transport's answer for a provider that is not built in (-ENOENT from
@@ -138,7 +156,7 @@ static int cl_create_on(const char *provider, const struct rr_xprt_target *t,
 	x = rr_zalloc(env, sizeof(*x));
 	if (!x)
 		return -ENOMEM;
-	x->p = *p;
+	cl_params_set(x, p);
 	rr_tp_conf_default(&conf);
 	conf.env = p->env;
 	conf.loop = p->loop;   /* the RPC client's: one loop serves both */
@@ -204,7 +222,7 @@ static struct rpc_wrap *cl_wrap(struct rr_xprt_client *x, struct rr_xprt_call *c
 	}
 	w->rpc.sinks = w->sinks;
 	w->rpc.nsinks = call->nsinks;
-	w->rpc.max_reply = (uint32_t)RR_MIN(call->reply_hint ? call->reply_hint : x->p.max_msg,
+	w->rpc.max_reply = (uint32_t)RR_MIN(call->reply_hint ? call->reply_hint : x->max_msg,
 					    (size_t)UINT32_MAX / 2);
 	w->rpc.caller_waits = call->caller_waits;
 	/* Reliable reply policy inputs (draft 5.3.1, proto/rrep.h). */
@@ -775,7 +793,7 @@ static int sv_bc_client(struct rr_xprt_server *s, struct rr_xprt_req *req,
 
 	if (!x)
 		return -ENOMEM;
-	x->p = *p;
+	cl_params_set(x, p);
 	x->srv = s->tp;
 	rc = rr_tp_server_bc_open(s->tp, sw->sreq, bc_complete, NULL, &x->bc_tp);
 	if (rc) {

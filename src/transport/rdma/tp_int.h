@@ -317,7 +317,9 @@ struct rr_tp_bc {
 /* What every endpoint has: a client, a server's listener, a server's
  * shard (its connections on one loop). */
 struct tp_ep {
-	struct rr_tp_conf conf;
+	/* (its configuration, read at set-up, is last: a client's hot
+	 * fields, which precede its endpoint, run on into the endpoint's
+	 * own, docs/PERFORMANCE.md "Issue 16 part CS") */
 	const struct rpcrdma_env *env;
 	struct tp_ctx *tc;               /* shared context */
 	struct rpcrdma_context *ctx;     /* tc->ctx */
@@ -350,6 +352,12 @@ struct tp_ep {
 	bool waits_counted;
 	bool touched;
 	bool stop;
+	/* read per message (conn.c conn_send, unsig_*, tp_on_wc): here, in
+	 * the line above, not in one of their own (part CS) */
+	bool is_server;
+	bool defer;              /* server: Sends posted now may wait for the
+				    end of the batch (sv_post_deferred) */
+	bool adv_r;              /* the R bit we advertise */
 	struct rr_loop_task kick;        /* its turn (ops->turn) */
 	bool detached;                   /* under evq_lock: off its loop, the
 					    kick is never posted again (a
@@ -362,21 +370,22 @@ struct tp_ep {
 	struct tp_ev *evq, **evq_tail;
 	bool cm_lost;                    /* (evq_lock) an event of one of its
 					    connections was lost (cn->cm_lost) */
-	bool defer;              /* server: Sends posted now may wait for the
-				    end of the batch (sv_post_deferred) */
 	struct rr_xprt_stats stats;
 	_Atomic uint64_t cq_refused;     /* stats.cq_refused, counted where
 					    the lock may not be held
 					    (faults.c tp_fault_fold) */
-	bool is_server;
-	bool adv_r;              /* the R bit we advertise */
 	struct tp_conn *grave;   /* dead connections, freed by grave_sweep */
 	/* server: connections with deferred Replies (linked by dnext), and
 	 * how many asked to be closed since the last look: the work after a
 	 * batch does not walk every connection */
 	struct tp_conn *deferred;
 	unsigned closing_asked;
+	struct rr_tp_conf conf;
 };
+/* What a drain and a message read of the endpoint (env .. adv_r) fits in
+ * two lines of 64 bytes, from its start (part CS). */
+_Static_assert(offsetof(struct tp_ep, kick) <= 2 * 64,
+	       "struct tp_ep's per-message fields fit 2 cache lines");
 
 /* Lock held: a pin of @ep goes (tp_ep_quiesce waits for the last; so do
  * the waiters of a drain's after-work, woken by it). A shard's last pin
@@ -401,35 +410,45 @@ struct tp_push_op {
 };
 
 
+/* A client. Issue 16 part CS: what a Call reads or writes of it (submit,
+ * its Send, its completions, the upcall) comes first, followed at once by
+ * the endpoint's own per-message fields (struct tp_ep starts with them):
+ * three lines of 64 bytes where they were spread over eight (at 100
+ * connections every line of a client is cold at its next Call). Keep new
+ * per-call fields above @ep, the rest below it. */
 struct rr_tp_client {
-	struct tp_ep ep;
-	struct sockaddr_storage addr;
-	socklen_t addrlen;
+	/* ---- hot: every Call ---- */
+	struct rr_conn *sess;
+	struct tp_conn *conn;
+	struct rr_conn_rpc *done, **done_tail;   /* completed, upcall pending */
 	rr_tp_complete_fn complete;
 	void *cctx;
-	struct rr_conn *sess;
-	struct rr_conn_io io;
-	struct tp_conn *conn;
-	int connect_status;     /* 1 while the first connect is pending */
-	uint64_t reconnect_at;  /* ns; 0: none scheduled */
-	struct rr_conn_rpc *done, **done_tail;   /* completed, upcall pending */
-	bool destroying;
-	bool waiter;            /* a caller thread is receiving (rr_tp_client_wait) */
-	rr_tp_destroy_hook_fn destroy_hook;   /* tests (rr_tp_client_destroy_hook) */
-	void *destroy_hook_arg;
 	struct rr_conn_rpc *wait_for; /* submit reserved the waiter role for it */
 	struct tp_push_op *pushes;  /* push-mode operations in flight */
+	/* backchannel: reverse Calls to the upper layer, without the lock */
+	struct rr_conn_sreq *bc_in, **bc_in_tail;
+	uint64_t reconnect_at;  /* ns; 0: none scheduled */
+	int connect_status;     /* 1 while the first connect is pending */
+	bool destroying;
+	bool waiter;            /* a caller thread is receiving (rr_tp_client_wait) */
+	bool bc_on;
+	struct tp_ep ep;
+	/* ---- cold: set up, tests, rare paths ---- */
+	rr_tp_abort_asked_fn abort_asked;   /* rr_tp_client_abort_asked */
+	struct rr_conn_io io;
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	rr_tp_destroy_hook_fn destroy_hook;   /* tests (rr_tp_client_destroy_hook) */
+	void *destroy_hook_arg;
 	uint32_t push_seq;
 	rr_tp_push_hook_fn push_hook;   /* tests (rr_tp_client_push_hook) */
 	void *push_hook_arg;
-	/* backchannel: reverse Calls to the upper layer, without the lock */
 	rr_tp_bc_recv_fn bc_recv;
 	void *bc_ctx;
-	bool bc_on;
 	unsigned bc_running;        /* bc_recv upcalls running (unlocked) */
-	struct rr_conn_sreq *bc_in, **bc_in_tail;
-	rr_tp_abort_asked_fn abort_asked;   /* rr_tp_client_abort_asked */
 };
+_Static_assert(offsetof(struct rr_tp_client, ep) <= 2 * 64 - 16,
+	       "struct rr_tp_client's per-call fields precede its endpoint's within 2 lines");
 
 /* A shared receive pool (pool.c). */
 #define TP_POOL_CHUNK 64u        /* Receives mapped and registered at once */
