@@ -792,8 +792,8 @@ TEST(soft_place_list_holds_only_qps_in_a_tagged_message)
  * the QP transmits: every Send arrives whole, in order (the parser checks
  * the MSNs), with its own bytes, and the last (signaled) completes with
  * success. With RPCRDMA_SOFT_TXCOPY=0 no Send takes the one-pass path and
- * the same holds. */
-static void small_sends(bool crc, bool one_pass)
+ * the same holds. @inl: the Sends are inline (a WQE each, tx_one_fast). */
+static void small_sends(bool crc, bool one_pass, bool inl)
 {
 	enum { PAY = 200, MAX = 4096 };
 	static uint8_t src[PAY * MAX], dst[PAY * MAX];
@@ -821,14 +821,15 @@ static void small_sends(bool crc, bool one_pass)
 		struct rpcrdma_sge sge = {.addr = (uintptr_t)(src + (size_t)posted * PAY),
 					  .length = PAY, .lkey = rpcrdma_mr_lkey(mr)};
 		struct rpcrdma_send_wr wr = {.wr_id = posted, .sg_list = &sge, .num_sge = 1,
-					     .opcode = RPCRDMA_WR_SEND};
+					     .opcode = RPCRDMA_WR_SEND,
+					     .flags = inl ? RPCRDMA_SEND_INLINE : 0};
 		bool full;
 
 		rr_lock(&p.sq->tx_lock);
 		full = p.sq->bcnt > 0;
 		rr_unlock(&p.sq->tx_lock);
 		if (full && ++behind == 3)
-			wr.flags = RPCRDMA_SEND_SIGNALED;
+			wr.flags |= RPCRDMA_SEND_SIGNALED;
 		r = rpcrdma_post_send(p.qp, &wr, NULL);
 		if (r == 0)
 			posted++;
@@ -853,10 +854,15 @@ static void small_sends(bool crc, bool one_pass)
 		CHECK(left > 0);
 		CHECK(left <= one);
 		CHECK(one <= posted - 3);
-		/* unsignaled on an empty queue, taken whole: no WQE; the one
-		 * left became one */
-		CHECK(bare > 0);
-		CHECK_EQ(bare + left, one);
+		if (inl) {
+			/* inline: each through its WQE (tx_one_fast) */
+			CHECK_EQ(bare, 0);
+		} else {
+			/* unsignaled on an empty queue, taken whole: no WQE;
+			 * the one left became one */
+			CHECK(bare > 0);
+			CHECK_EQ(bare + left, one);
+		}
 	} else {
 		CHECK_EQ(one, 0);
 		CHECK_EQ(left, 0);
@@ -883,14 +889,23 @@ static void small_sends(bool crc, bool one_pass)
 
 TEST(soft_small_sends_one_pass)
 {
-	small_sends(false, true);
-	small_sends(true, true);
+	small_sends(false, true, false);
+	small_sends(true, true, false);
+}
+
+/* The same with inline Sends: each takes a WQE and goes in one pass
+ * through tx_one_fast, whose FPDU (built on the stack) is copied into
+ * txcopy for the batch loop when the socket takes part of it. */
+TEST(soft_small_inline_sends_one_pass)
+{
+	small_sends(false, true, true);
+	small_sends(true, true, true);
 }
 
 TEST(soft_small_sends_batch_loop)
 {
-	small_sends(false, false);
-	small_sends(true, false);
+	small_sends(false, false, false);
+	small_sends(true, false, false);
 }
 
 /* An unsignaled Send whose lkey is no longer valid (its MR deregistered

@@ -326,7 +326,7 @@ static void soft_destroy_qp_mem(struct soft_qp *qp)
 	rr_free(env, qp->bnc);
 	rr_free(env, qp->bbig);
 	rr_free_pages(env, qp->irq, sizeof(*qp->irq) * qp->irq_cap);
-	rr_free(env, qp);
+	rr_free(env, qp->blk);
 }
 
 /* One block holds the QP and its three working arrays, in this order: the
@@ -352,13 +352,18 @@ int rr_soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, stru
 {
 	struct soft_ctx *c = sctx(pd->ctx);
 	const struct rpcrdma_env *env = c->env;
-	uint8_t *blk = rr_alloc(env, QP_BLOCK);
-	struct soft_qp *qp = (struct soft_qp *)blk;
+	/* the QP on a cache line's start: its layout by use (soft.h) counts
+	 * lines from there (the allocator's blocks are 16-byte aligned) */
+	uint8_t *raw = rr_alloc(env, QP_BLOCK + 63), *blk;
+	struct soft_qp *qp;
 	int r;
 
-	if (!qp)
+	if (!raw)
 		return -ENOMEM;
+	blk = raw + (-(uintptr_t)raw & 63u);
+	qp = (struct soft_qp *)(void *)blk;
 	memset(qp, 0, sizeof(*qp));
+	qp->blk = raw;
 	qp->stage = blk + QP_STAGE_OFF;
 	qp->biov = (struct iovec *)(blk + QP_BIOV_OFF);
 	qp->fpdu = (struct rr_fpdu *)(blk + QP_FPDU_OFF);
@@ -366,7 +371,7 @@ int rr_soft_create_qp(struct rr_pd *pd, const struct rpcrdma_qp_attr *attr, stru
 	if (attr->max_send_wr > SOFT_MAX_WR || attr->max_recv_wr > SOFT_MAX_WR ||
 	    attr->max_send_sge > SOFT_MAX_SGE || attr->max_recv_sge > SOFT_MAX_SGE ||
 	    attr->max_inline > SOFT_MAX_INLINE) {
-		rr_free(env, qp);
+		rr_free(env, raw);
 		return -EINVAL;
 	}
 	qp->ctx = c;

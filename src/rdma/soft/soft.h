@@ -425,10 +425,11 @@ struct soft_irqe {
 	struct iovec iov0;
 };
 
+/* wr_id and iovcnt first: a one-SGE Receive's fields in its first 32 bytes */
 struct soft_rqe {
 	uint64_t wr_id;
-	struct iovec iov[SOFT_MAX_SGE];
 	unsigned iovcnt;
+	struct iovec iov[SOFT_MAX_SGE];
 };
 
 /* One Receive posted to a QP's own queue: @iovcnt of the QP's max_recv_sge
@@ -472,39 +473,110 @@ enum soft_qp_state { QPS_IDLE = 0, QPS_RTS, QPS_ERROR };
 struct soft_qp {
 	struct rr_qp base;
 	struct soft_obj obj;         /* fd once connected */
+	/* Issue 16 part CU: the fields are laid out by use. What both a Send
+	 * and a Receive read (ctx .. tx_send_max) fill the rest of obj's
+	 * second line; then the receive side's per-message fields with the
+	 * DDP parser's (rx: its Send fields first, ddp.h), then the send
+	 * side's from tx_lock on in three lines; everything else (set-up,
+	 * errors and Terminate, tagged and Read/Commit state, statistics a
+	 * message does not write) after them. src/rdma/soft/tx.c asserts
+	 * the bounds. */
 	struct soft_ctx *ctx;
 	struct soft_pd *pd;
-	struct soft_qp *pd_next;     /* pd->qps (pd->lock) */
 	struct soft_cq *scq, *rcq;
-	uint64_t rtok, stok;         /* epoll tokens in rcq / scq */
-	bool cq_watched;             /* socket in the CQs' epolls (rx+tx) */
-	struct soft_id *id;
+	/* a shared receive queue instead of the QP's own (rx_lock): the
+	 * Receive taken for the message being placed is srq_cur */
+	struct soft_srq *srq;
 	/* written with the QP's locks held (connect, error, close); the
 	 * lease walk (lease.c balance_qp) and describe look without them:
 	 * atomic stores, relaxed (a hint there: nothing is published through
 	 * it), a plain store on x86-64 */
 	enum soft_qp_state state;
+	/* rr_ddp_tx_send_max(fpdu_max, ctx->tx_copy_max), set with them by
+	 * rr_soft_qp_connected: tx_send_bare's one-pass Send up to it */
+	uint32_t tx_send_max;
+	/* receive side (rx_lock): what every message reads or writes */
+	struct rr_lock rx_lock;
+	/* fast wait (rx_lock): fast_ok: the socket blocks (O_NONBLOCK off,
+	 * SO_RCVTIMEO set; every other call passes MSG_DONTWAIT; written
+	 * once, at connect, atomically: cm.c go_rdma); fast_rd: a
+	 * waiter reads the socket without rx_lock (nobody else reads it, the
+	 * stage and the parser are its own until it relocks); fast_kill: the
+	 * QP is closing, the reader leaves without parsing; fast_cv signals
+	 * fast_rd cleared (with rx_lock). */
+	bool fast_ok, fast_rd, fast_kill;
+	/* own_wait (set under rx_lock, read atomically by the progress
+	 * thread's balance): a caller of rr_soft_wait_qp receives for this QP
+	 * on a CQ that other QPs share; its socket is out of the CQs' epoll
+	 * sets meanwhile and the progress thread does not take it. */
+	bool own_wait;
+	uint32_t rq_cap, rq_head, rq_count;
+	uint32_t rq_sge;             /* iovecs per entry: max_recv_sge, >= 1 */
+	void *rq;                    /* rq_cap entries of soft_rq_esize() bytes */
+	uint8_t *stage;
+	size_t stage_off, stage_len;
+	bool srq_have;               /* srq_cur holds a Receive (rx_lock) */
+	/* the receive quota (rpcrdma_qp_recv_quota): taken from under
+	 * rx_lock (its only decrement), added to without it
+	 * (rr_soft_qp_recv_quota, once per Reply) */
+	atomic_bool quota_on;
+	_Atomic uint32_t quota;
+	/* Completions of this QP handed out through its CQ (ring pushes and
+	 * a CQ fast waiter's direct ones; counted before they are pushed),
+	 * receive ones (cq_rq) and others (cq_sq, with the send side's), and
+	 * what rr_soft_wait_qp took from the ring (own_wait's, rx_lock): with
+	 * the caller's count of what it had from the CQ, how many its CQ's
+	 * other consumers hold now. */
+	_Atomic uint64_t cq_rq;
+	uint64_t rx_reads;           /* socket reads qp_rx made (tests count them) */
+	struct rr_ddp_rx rx;
+	/* the message's Receive taken from the SRQ (rx_lock, while srq_have) */
+	struct soft_rqe srq_cur;
+	/* the Receives' lkey checked last (rx_lock): its hit's fields in
+	 * one line */
+	_Alignas(64) struct rr_mrt_lcache rq_lc;
+	/* send side (tx_lock): what every Send reads or writes (tx_idle,
+	 * tx_send_bare), the message's and the batch's state */
+	_Alignas(64) struct rr_lock tx_lock;
 	bool crc;
+	bool msg_active;             /* the message being segmented: msg */
+	bool msg_is_irq;
+	bool want_out;
+	bool term_pending;
+	unsigned bcnt;               /* the batch being written: biov */
+	uint32_t sq_cap, sq_count;
+	uint32_t irq_count, irq_sent;
+	uint32_t tx_msn[RR_QN_COUNT];
+	/* Sends built in one pass by post_send (tx_one_fast, tx_send_bare), of
+	 * those the ones the socket did not take whole (tx_one_left: left to
+	 * the batch loop), and the unsignaled ones sent without a WQE: for
+	 * tests */
+	uint64_t tx_one, tx_bare;
+	struct rr_mrt_lcache sq_lc;  /* the Sends' lkey checked last */
+	/* what a Send through a WQE uses besides */
+	unsigned bpos;
+	uint32_t sq_head, sq_next;   /* next = index (from head) to transmit */
+	uint32_t orq_out;            /* our Reads/Commits awaiting responses */
+	struct soft_wqe *sq;
+	_Atomic uint64_t cq_sq;
+	size_t fpdu_max;
+	uint64_t tx_one_left;
+	/* ---- cold: set-up, errors, tagged and Read/Commit state ---- */
+	void *blk;                   /* the QP's block as allocated (objects.c) */
+	struct soft_qp *pd_next;     /* pd->qps (pd->lock) */
+	uint64_t rtok, stok;         /* epoll tokens in rcq / scq */
+	bool cq_watched;             /* socket in the CQs' epolls (rx+tx) */
+	struct soft_id *id;
 	/* RDMA Commit, enabled by the upper layer (RPCRDMA_CONN_COMMIT,
 	 * rpcrdma_qp_set_commit): commit_rx serves incoming 0xC (rx.commit
 	 * mirrors it, rx_lock), commit_tx permits posting (tx_lock). */
 	bool commit_rx, commit_tx;
 	uint16_t ird, ord;
-	size_t fpdu_max;
-	/* rr_ddp_tx_send_max(fpdu_max, ctx->tx_copy_max), set with them by
-	 * rr_soft_qp_connected: tx_send_bare's one-pass Send up to it */
-	uint32_t tx_send_max;
 	int last_err;
 	bool disconnect_reported;
 	bool rq_flushed;
 	bool peer_term_valid;        /* the Terminate the peer sent us */
 	struct rr_term peer_term;
-	/* receive side (rx_lock) */
-	struct rr_lock rx_lock;
-	struct rr_ddp_rx rx;
-	uint64_t rx_reads;           /* socket reads qp_rx made (tests count them) */
-	uint8_t *stage;
-	size_t stage_off, stage_len;
 	/* a tagged segment for durable (file-backed) memory is received into
 	 * place_buf and written to the file when it is complete and checked
 	 * (rx_place_durable): no store into a file mapping that may have
@@ -530,45 +602,18 @@ struct soft_qp {
 	/* the STag a Write's last tagged segment was checked through (rx_lock;
 	 * rx_tagged): the next segment of the same Write takes no table lock */
 	struct rr_mrt_rcache wr_rc;
-	void *rq;                    /* rq_cap entries of soft_rq_esize() bytes */
-	uint32_t rq_cap, rq_head, rq_count;
-	uint32_t rq_sge;             /* iovecs per entry: max_recv_sge, >= 1 */
-	struct rr_mrt_lcache rq_lc;  /* the Receives' lkey checked last (rx_lock) */
-	/* a shared receive queue instead (rx_lock): the Receive taken for the
-	 * message being placed, and the receive quota (rpcrdma_qp_recv_quota) */
-	struct soft_srq *srq;
 	struct soft_qp *srq_next;    /* srq->qps (the SRQ's pd->lock) */
-	struct soft_rqe srq_cur;
-	bool srq_have;
-	/* the quota: taken from under rx_lock (its only decrement), added to
-	 * without it (rr_soft_qp_recv_quota, once per Reply) */
-	atomic_bool quota_on;
-	_Atomic uint32_t quota;
-	/* send side (tx_lock) */
-	struct rr_lock tx_lock;
-	struct rr_mrt_lcache sq_lc;  /* the Sends' lkey checked last */
-	struct soft_wqe *sq;
-	uint32_t sq_cap, sq_head, sq_count, sq_next; /* next = index (from head) to transmit */
+	/* send side, the rest (tx_lock) */
 	uint32_t sq_touched;         /* slots [0, sq_touched) ever posted into (the
 					ring's pages beyond were never written) */
 	struct soft_irqe *irq;       /* irq_cap entries, mapped on the first request (rx_request) */
-	uint32_t irq_cap, irq_head, irq_count, irq_sent;
-	uint32_t orq_out;            /* our Reads/Commits awaiting responses */
-	uint32_t tx_msn[RR_QN_COUNT];
+	uint32_t irq_cap, irq_head;
 	uint32_t next_commit_id;
-	/* what every Send reads or writes (tx_idle, tx_send_bare) together,
-	 * from tx_lock on, in three or four cache lines; the message's and the
-	 * batch's state and the Terminate after txcopy (issue 16 part CI) */
-	bool msg_active;             /* the message being segmented: msg */
-	bool msg_is_irq;
-	bool want_out;
-	bool term_pending;
-	unsigned bcnt, bpos;         /* the batch being written: biov */
-	/* Sends built in one pass by post_send (tx_one_fast, tx_send_bare), of
-	 * those the ones the socket did not take whole (left to the batch
-	 * loop), and the unsignaled ones sent without a WQE: for tests */
-	uint64_t tx_one, tx_one_left, tx_bare;
-	uint8_t txcopy[SOFT_TX_COPY_MAX]; /* a small untagged FPDU, whole */
+	/* A small untagged FPDU, whole, that the socket did not take whole
+	 * (tx_send_bare and tx_one_fast build it in the thread's own buffer,
+	 * tx.c, and copy what is left here; the batch loop's short batches
+	 * are copied into it too) */
+	uint8_t txcopy[SOFT_TX_COPY_MAX];
 	struct rr_ddp_txmsg msg;
 	/* the batch being written */
 	struct rr_fpdu *fpdu;        /* bfcap entries */
@@ -596,26 +641,7 @@ struct soft_qp {
 	size_t bnc_end;
 	bool bnc_ok;
 	uint64_t last_inline_ns;
-	/* fast wait (rx_lock): fast_ok: the socket blocks (O_NONBLOCK off,
-	 * SO_RCVTIMEO set; every other call passes MSG_DONTWAIT; written
-	 * once, at connect, atomically: cm.c go_rdma); fast_rd: a
-	 * waiter reads the socket without rx_lock (nobody else reads it, the
-	 * stage and the parser are its own until it relocks); fast_kill: the
-	 * QP is closing, the reader leaves without parsing; fast_cv signals
-	 * fast_rd cleared (with rx_lock). */
-	bool fast_ok, fast_rd, fast_kill;
-	/* own_wait (set under rx_lock, read atomically by the progress
-	 * thread's balance): a caller of rr_soft_wait_qp receives for this QP
-	 * on a CQ that other QPs share; its socket is out of the CQs' epoll
-	 * sets meanwhile and the progress thread does not take it. */
-	bool own_wait;
-	/* Completions of this QP handed out through its CQ (ring pushes and
-	 * a CQ fast waiter's direct ones; counted before they are pushed),
-	 * receive ones and others, and what rr_soft_wait_qp took from the
-	 * ring (own_wait's, rx_lock): with the caller's count of what it had
-	 * from the CQ, how many its CQ's other consumers hold now. */
-	_Atomic uint64_t cq_rq, cq_sq;
-	uint64_t took_rq, took_sq;
+	uint64_t took_rq, took_sq;   /* see cq_rq */
 	/* what the fast reader reads into while fast_rd (a revoke waits when
 	 * that is the memory going away) and how many revokes wait */
 	uint8_t *fast_dst;

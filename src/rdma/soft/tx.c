@@ -292,10 +292,29 @@ static void tx_one_end(struct soft_qp *qp, struct soft_wqe *w, size_t len, ssize
 	rr_soft_qp_tx_locked(qp);
 }
 
-/* What every Send reads and writes (tx_lock to the first bytes of txcopy,
- * soft.h) stays within four cache lines. */
-_Static_assert(offsetof(struct soft_qp, txcopy) - offsetof(struct soft_qp, tx_lock) <= 224,
-	       "soft_qp: a Send's fields beyond four cache lines");
+/* The layout by use (soft.h, issue 16 part CU), on the QP's 64-byte
+ * aligned block (objects.c): what a Send and a Receive both read in obj's
+ * second line; a message's receive fields and the parser's Send fields in
+ * four lines from rx_lock; a Send's in three from tx_lock: a Send
+ * without a WQE (tx_send_bare) in the first, and the lkey cache's hit
+ * fields in the second. */
+_Static_assert(_Alignof(struct soft_qp) == 64, "soft_qp: line-aligned");
+_Static_assert(offsetof(struct soft_qp, ctx) / 64 == 2 &&
+		       (offsetof(struct soft_qp, tx_send_max) + sizeof(uint32_t) - 1) / 64 == 2,
+	       "soft_qp: the shared per-message fields beyond obj's second line");
+_Static_assert(offsetof(struct soft_qp, rx_lock) % 64 == 0 &&
+		       offsetof(struct soft_qp, rx) + offsetof(struct rr_ddp_rx, commit) -
+				       offsetof(struct soft_qp, rx_lock) <= 4 * 64,
+	       "soft_qp: a Receive's fields beyond four cache lines");
+_Static_assert(offsetof(struct soft_qp, srq_cur.iov[1]) - offsetof(struct soft_qp, srq_cur) <= 64 &&
+		       offsetof(struct soft_qp, srq_cur) % 64 <= 64 - 32,
+	       "soft_qp: an SRQ Receive's one-SGE fields beyond a cache line");
+_Static_assert(offsetof(struct soft_qp, sq_lc) - offsetof(struct soft_qp, tx_lock) == 64 &&
+		       offsetof(struct soft_qp, tx_bare) + sizeof(uint64_t) -
+				       offsetof(struct soft_qp, tx_lock) <= 64 &&
+		       offsetof(struct soft_qp, tx_one_left) + sizeof(uint64_t) -
+				       offsetof(struct soft_qp, tx_lock) <= 3 * 64,
+	       "soft_qp: a Send's fields beyond three cache lines");
 
 /* tx_lock held: whether the transmit side is idle (nothing batched or
  * being segmented, no Read/Commit response or Terminate waiting). */
@@ -316,6 +335,9 @@ static bool tx_one_fast(struct soft_qp *qp)
 	struct soft_wqe *w;
 	size_t len;
 
+	uint8_t fp[SOFT_TX_COPY_MAX];
+	ssize_t n;
+
 	if (!tx_idle(qp) || qp->sq_next + 1 != qp->sq_count)
 		return false;
 	w = sq_at(qp, qp->sq_next);
@@ -324,10 +346,13 @@ static bool tx_one_fast(struct soft_qp *qp)
 		return false;
 	len = rr_ddp_tx_one(send_op(w->op, w->flags), RR_QN_SEND, qp->tx_msn[RR_QN_SEND],
 			    w->op == RPCRDMA_WR_SEND_WITH_INV ? w->stag : 0, w->iov, w->iovcnt, qp->crc,
-			    qp->fpdu_max, qp->txcopy, qp->ctx->tx_copy_max);
+			    qp->fpdu_max, fp, qp->ctx->tx_copy_max);
 	if (!len)
 		return false;
-	tx_one_end(qp, w, len, rr_soft_sock_writev(qp->obj.fd, &(struct iovec){qp->txcopy, len}, 1));
+	n = rr_soft_sock_writev(qp->obj.fd, &(struct iovec){fp, len}, 1);
+	if (n != (ssize_t)len)
+		memcpy(qp->txcopy, fp, len); /* the batch loop sends the rest */
+	tx_one_end(qp, w, len, n);
 	return true;
 }
 
@@ -348,6 +373,10 @@ static inline __attribute__((always_inline)) bool tx_send_bare(struct soft_qp *q
 								const struct rpcrdma_send_wr *wr)
 {
 	struct iovec iov[SOFT_MAX_SGE];
+	/* the FPDU, built on the stack (warm), not in the QP's txcopy (a
+	 * connection's own lines, cold when many take turns: issue 16 part
+	 * CU); copied there only when the socket does not take it whole */
+	uint8_t fp[SOFT_TX_COPY_MAX];
 	struct soft_wqe *w;
 	unsigned cnt;
 	uint32_t tot, inv = wr->opcode == RPCRDMA_WR_SEND_WITH_INV ? wr->u.send.invalidate_stag : 0;
@@ -365,14 +394,14 @@ static inline __attribute__((always_inline)) bool tx_send_bare(struct soft_qp *q
 	 * limit stand for (the same bytes: test ddp_tx_send1_as_tx_one) */
 	if (cnt <= 1 && tot <= qp->tx_send_max)
 		len = rr_ddp_tx_send1(send_op(wr->opcode, wr->flags), qp->tx_msn[RR_QN_SEND], inv,
-				      cnt ? iov[0].iov_base : NULL, tot, qp->crc, qp->txcopy);
+				      cnt ? iov[0].iov_base : NULL, tot, qp->crc, fp);
 	else
 		len = rr_ddp_tx_one(send_op(wr->opcode, wr->flags), RR_QN_SEND,
 				    qp->tx_msn[RR_QN_SEND], inv, iov, cnt, qp->crc, qp->fpdu_max,
-				    qp->txcopy, qp->ctx->tx_copy_max);
+				    fp, qp->ctx->tx_copy_max);
 	if (!len)
 		return false;
-	n = rr_soft_sock_writev(qp->obj.fd, &(struct iovec){qp->txcopy, len}, 1);
+	n = rr_soft_sock_writev(qp->obj.fd, &(struct iovec){fp, len}, 1);
 	if (n == (ssize_t)len) {
 		qp->tx_msn[RR_QN_SEND]++;
 		qp->tx_one++;
@@ -388,6 +417,7 @@ static inline __attribute__((always_inline)) bool tx_send_bare(struct soft_qp *q
 		}
 		return true;
 	}
+	memcpy(qp->txcopy, fp, len); /* the batch loop sends the rest */
 	w = wqe_take(qp, wr);
 	memcpy(w->iov, iov, sizeof(iov[0]) * cnt);
 	w->iovcnt = cnt;
