@@ -177,11 +177,14 @@ static inline void cq_look_clear(struct soft_cq *q)
  * not served by the progress thread, no fast or own reader, nothing to
  * transmit). Its epoll registration is untouched: a look only drains
  * earlier what the fd would have woken the consumer for. Adaptive
- * (SOFT_LOOK_MISSES, SOFT_LOOK_SKIP). Returns whether it completed
- * something. */
+ * (SOFT_LOOK_MISSES, SOFT_LOOK_SKIP): a hit is a look that completed
+ * anything (a Receive, or a Read's or Commit's Response: their send-queue
+ * completions). Returns whether it read: then what it pushed is in the
+ * ring, quietly (the arm used up without a notification), and the caller
+ * must take it (a receive completion or any other). */
 static bool cq_look(struct soft_cq *q)
 {
-	uint64_t tok = atomic_load_explicit(&q->look_tok, memory_order_relaxed), rq;
+	uint64_t tok = atomic_load_explicit(&q->look_tok, memory_order_relaxed), done;
 	uint16_t skip;
 	struct soft_qp *qp;
 	uint32_t msn;
@@ -219,12 +222,15 @@ static bool cq_look(struct soft_cq *q)
 	}
 	/* one look per Send: the next needs another */
 	atomic_store_explicit(&q->look_msn, msn, memory_order_relaxed);
-	rq = atomic_load_explicit(&qp->cq_rq, memory_order_relaxed);
+	done = atomic_load_explicit(&qp->cq_rq, memory_order_relaxed) +
+	       atomic_load_explicit(&qp->cq_sq, memory_order_relaxed);
 	rr_soft_tls_cq = q;
 	rr_soft_tls_waiter = false;
 	rr_soft_qp_rx(qp);
 	rr_soft_tls_cq = NULL;
-	hit = atomic_load_explicit(&qp->cq_rq, memory_order_relaxed) != rq;
+	hit = atomic_load_explicit(&qp->cq_rq, memory_order_relaxed) +
+		      atomic_load_explicit(&qp->cq_sq, memory_order_relaxed) !=
+	      done;
 	rr_unlock(&qp->rx_lock);
 	pthread_mutex_unlock(&q->qlock);
 	if (hit) {
@@ -240,7 +246,7 @@ static bool cq_look(struct soft_cq *q)
 		}
 		atomic_store_explicit(&q->look_miss, m, memory_order_relaxed);
 	}
-	return hit;
+	return true;
 }
 
 /* Receives / transmits on the ready sockets of @q in the calling thread:
