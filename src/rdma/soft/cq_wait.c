@@ -5,7 +5,10 @@
  * a CQ with one connected QP through a single recvmsg (fast poll) or a
  * blocking one (fast wait: docs/soft-iwarp.md "Fast wait"); and the wait of
  * one QP's caller on a CQ that others share and consume (wait_qp: that QP's
- * socket read in the caller's thread). Every call renews the CQ's lease (a
+ * socket read in the caller's thread); and the poll that follows an arm,
+ * which reads the ring only unless a Send went out on the QP its consumer
+ * last received for (then that QP's socket once: the look after a Send,
+ * adaptive). Every call renews the CQ's lease (a
  * get_event and the poll after it are one use, dated at the get_event) and
  * takes its QPs back from the progress thread (lease.c) when it had them. */
 #include "rdma/soft/cq_wait.h"
@@ -129,6 +132,123 @@ static struct soft_qp *soft_cq_lookup(struct soft_cq *q, uint64_t tok)
 	return q->slots[slot].qp;
 }
 
+/* ------------------------------------------- the look after a Send -- */
+
+/* @qp (its rx_lock held by this thread, or qlock: alive), whose receive
+ * CQ is @q, was just received for by @q's consumer polling or taking an
+ * event (@tok: its token in @q): the look after a Send starts from its
+ * Send MSN now. Not while the looks are skipped (their end clears the
+ * token: noted afresh after). tx_lock by trylock (held, another thread
+ * transmits for it: no note, no look). */
+static void cq_look_note(struct soft_cq *q, struct soft_qp *qp, uint64_t tok)
+{
+	uint32_t msn;
+
+	if (atomic_load_explicit(&q->look_skip, memory_order_relaxed) || qp->rcq != q)
+		return;
+	if (!rr_trylock(&qp->tx_lock)) {
+		atomic_store_explicit(&q->look_tok, 0, memory_order_relaxed);
+		return;
+	}
+	msn = qp->tx_msn[RR_QN_SEND];
+	rr_unlock(&qp->tx_lock);
+	atomic_store_explicit(&q->look_msn, msn, memory_order_relaxed);
+	atomic_store_explicit(&q->look_tok, tok, memory_order_relaxed);
+}
+
+/* A waiter (rpcrdma_cq_wait) received for @q's QPs: its Call went out
+ * before it slept, so the poll after its next arm has nothing to look for
+ * (a synchronous caller's arm and poll: no lock, no look). */
+static inline void cq_look_clear(struct soft_cq *q)
+{
+	if (atomic_load_explicit(&q->look_tok, memory_order_relaxed))
+		atomic_store_explicit(&q->look_tok, 0, memory_order_relaxed);
+}
+
+/* The look after a Send, by the poll that follows an arm of @q: when a Send
+ * went out since on the QP the consumer last received for (cq_look_note),
+ * that QP's socket is read once, non-blocking, in this thread (what it
+ * completes goes to the ring, quietly: rr_soft_cq_push's own push, which
+ * uses the arm up; the caller takes it and arms again before it sleeps),
+ * as tcp:// reads its socket after its send: a Reply already there costs
+ * no epoll_wait and no wake-up of the consumer's loop. Never blocks and
+ * never waits for a lock (qlock, rx_lock, tx_lock by trylock); only a QP
+ * that this CQ's consumer receives for (connected, in the CQ's epoll set,
+ * not served by the progress thread, no fast or own reader, nothing to
+ * transmit). Its epoll registration is untouched: a look only drains
+ * earlier what the fd would have woken the consumer for. Adaptive
+ * (SOFT_LOOK_MISSES, SOFT_LOOK_SKIP): a hit is a look that completed
+ * anything (a Receive, or a Read's or Commit's Response: their send-queue
+ * completions). Returns whether it read: then what it pushed is in the
+ * ring, quietly (the arm used up without a notification), and the caller
+ * must take it (a receive completion or any other). */
+static bool cq_look(struct soft_cq *q)
+{
+	uint64_t tok = atomic_load_explicit(&q->look_tok, memory_order_relaxed), done;
+	uint16_t skip;
+	struct soft_qp *qp;
+	uint32_t msn;
+	bool ok, hit;
+
+	if (!tok)
+		return false;
+	skip = atomic_load_explicit(&q->look_skip, memory_order_relaxed);
+	if (skip) {
+		atomic_store_explicit(&q->look_skip, (uint16_t)(skip - 1), memory_order_relaxed);
+		if (skip == 1) /* stale by now: noted afresh at the next receive */
+			atomic_store_explicit(&q->look_tok, 0, memory_order_relaxed);
+		return false;
+	}
+	if (pthread_mutex_trylock(&q->qlock))
+		return false; /* another consumer serves the CQ's sockets now */
+	qp = soft_cq_lookup(q, tok);
+	if (!qp || !rr_trylock(&qp->rx_lock)) {
+		pthread_mutex_unlock(&q->qlock);
+		return false;
+	}
+	ok = qp->rcq == q && qp->state == QPS_RTS && qp->cq_watched && !qp->fast_rd &&
+	     !qp->own_wait && !__atomic_load_n(&qp->obj.in_epoll, __ATOMIC_RELAXED) &&
+	     rr_trylock(&qp->tx_lock);
+	if (ok) {
+		msn = qp->tx_msn[RR_QN_SEND];
+		ok = !qp->want_out && !qp->term_pending &&
+		     msn != atomic_load_explicit(&q->look_msn, memory_order_relaxed);
+		rr_unlock(&qp->tx_lock);
+	}
+	if (!ok) {
+		rr_unlock(&qp->rx_lock);
+		pthread_mutex_unlock(&q->qlock);
+		return false;
+	}
+	/* one look per Send: the next needs another */
+	atomic_store_explicit(&q->look_msn, msn, memory_order_relaxed);
+	done = atomic_load_explicit(&qp->cq_rq, memory_order_relaxed) +
+	       atomic_load_explicit(&qp->cq_sq, memory_order_relaxed);
+	rr_soft_tls_cq = q;
+	rr_soft_tls_waiter = false;
+	rr_soft_qp_rx(qp);
+	rr_soft_tls_cq = NULL;
+	hit = atomic_load_explicit(&qp->cq_rq, memory_order_relaxed) +
+		      atomic_load_explicit(&qp->cq_sq, memory_order_relaxed) !=
+	      done;
+	rr_unlock(&qp->rx_lock);
+	pthread_mutex_unlock(&q->qlock);
+	if (hit) {
+		atomic_store_explicit(&q->look_miss, 0, memory_order_relaxed);
+		atomic_fetch_add_explicit(&q->look_hits, 1, memory_order_relaxed);
+	} else {
+		uint16_t m = (uint16_t)(atomic_load_explicit(&q->look_miss, memory_order_relaxed) + 1);
+
+		atomic_fetch_add_explicit(&q->look_misses, 1, memory_order_relaxed);
+		if (m >= SOFT_LOOK_MISSES) {
+			m = 0;
+			atomic_store_explicit(&q->look_skip, SOFT_LOOK_SKIP, memory_order_relaxed);
+		}
+		atomic_store_explicit(&q->look_miss, m, memory_order_relaxed);
+	}
+	return true;
+}
+
 /* Receives / transmits on the ready sockets of @q in the calling thread:
  * epoll_wait for up to @timeout_ms (0: what is ready now). @drain consumes
  * the ring's notification too (a waiter would spin on it). Returns the
@@ -136,6 +256,8 @@ static struct soft_qp *soft_cq_lookup(struct soft_cq *q, uint64_t tok)
 static int cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block)
 {
 	struct epoll_event evs[32];
+	struct soft_qp *last = NULL;
+	uint64_t last_tok = 0;
 	int n;
 
 	do
@@ -167,6 +289,8 @@ static int cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block
 			if (block ? (rr_lock(&qp->rx_lock), true) : rr_trylock(&qp->rx_lock)) {
 				rr_soft_qp_rx(qp);
 				rr_unlock(&qp->rx_lock);
+				last = qp;
+				last_tok = tok;
 			}
 		}
 		if (evs[i].events & EPOLLOUT) {
@@ -176,6 +300,10 @@ static int cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block
 			}
 		}
 	}
+	if (drain) /* a waiter's */
+		cq_look_clear(q);
+	else if (last) /* qlock held: alive */
+		cq_look_note(q, last, last_tok);
 	pthread_mutex_unlock(&q->qlock);
 	rr_soft_tls_cq = NULL;
 	return n;
@@ -239,6 +367,7 @@ static bool cq_fast_poll(struct soft_cq *q)
 	rr_soft_tls_waiter = false;
 	rr_soft_qp_rx(qp);
 	rr_soft_tls_cq = NULL;
+	cq_look_note(q, qp, qp->rtok);
 	rr_unlock(&qp->rx_lock);
 	return true;
 }
@@ -282,6 +411,7 @@ static bool cq_fast_wait(struct soft_cq *q, struct soft_direct *d)
 		rr_unlock(&qp->rx_lock);
 		return false;
 	}
+	cq_look_clear(q);
 	rr_soft_tls_cq = q;
 	rr_soft_tls_waiter = true;
 	rr_soft_tls_direct = d;
@@ -447,9 +577,11 @@ int rr_soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 	 * does any later poll (a consumer that keeps polling is served as
 	 * before). That look at the sockets was a system call that, at
 	 * 1,000 connections, found nothing 5 times in 6 (docs/PERFORMANCE.md
-	 * "Issue 16 part BA"). */
+	 * "Issue 16 part BA"). But when a Send went out on the QP the
+	 * consumer last received for, that QP's socket is read once (the
+	 * look after a Send, cq_look: its Reply may be there already). */
 	if (fresh && rr_cq_ring_armed(&q->ring))
-		return 0;
+		return cq_look(q) ? cq_ring_take(q, n, wc) : 0;
 	if (!cq_fast_poll(q))
 		cq_progress(q, 0, false, false);
 	return cq_ring_take(q, n, wc);

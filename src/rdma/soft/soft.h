@@ -157,6 +157,15 @@ _Static_assert(SOFT_STAGE_TAIL_LONG > SOFT_PLACE_MIN + 64, "a short remainder fi
  * (docs/PERFORMANCE.md "Issue 16 part AA"). */
 #define SOFT_SPIN_MISSES 4
 #define SOFT_SPIN_SKIP 64
+/* The look after a Send (docs/soft-iwarp.md "The look after a Send"): the
+ * poll that follows an arm reads once (recv MSG_DONTWAIT) the socket of the
+ * QP its consumer last received for, when a Send went out on that QP since,
+ * so that a Reply already there is taken without the consumer going back
+ * to epoll_wait. Adaptive: after SOFT_LOOK_MISSES looks in a row that
+ * completed nothing, the next SOFT_LOOK_SKIP polls after an arm do not look;
+ * a look that completes something resets the count. */
+#define SOFT_LOOK_MISSES 4
+#define SOFT_LOOK_SKIP 64
 /* epoll tokens of a CQ's own eventfds (QP tokens are slot << 32 | gen) */
 #define SOFT_TOK_RING UINT64_MAX
 #define SOFT_TOK_WAKE (UINT64_MAX - 1)
@@ -326,6 +335,17 @@ struct soft_cq {
 	 * Relaxed, as arm_fresh: a stale read dates one poll at an earlier
 	 * get_event's time (its lease ends earlier, never later) */
 	atomic_bool got_fresh;
+	/* The look after a Send (cq_wait.c cq_look; SOFT_LOOK_MISSES), these
+	 * fields together: the epoll token of the QP the consumer last
+	 * received for (0: none) and that QP's Send MSN (tx_msn[RR_QN_SEND])
+	 * when noted or last looked at; the adaptation's misses in a row and
+	 * polls left to skip; statistics (tests): looks that completed
+	 * something, looks that did not. Hints written by the consumers,
+	 * relaxed: a stale or mixed pair costs one look or misses one. */
+	_Atomic uint64_t look_tok;
+	_Atomic uint32_t look_msn;
+	_Atomic uint16_t look_miss, look_skip;
+	_Atomic uint64_t look_hits, look_misses;
 	pthread_mutex_t qlock;       /* slots */
 	struct soft_cq_slot *slots;  /* QPs using this CQ (any number) */
 	uint32_t nslots, slot_cap, gen;
