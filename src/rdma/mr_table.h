@@ -259,6 +259,17 @@ static inline int rr_mrt_local_ptr(struct rr_mrt *t, struct rr_mrt_lcache *c, ui
  * room for @length bytes below 2^63. From the table's random pool. */
 uint64_t rr_mrt_random_to(struct rr_mrt *t, uint64_t va, uint64_t length);
 
+/* The Tagged Offset base of a region no remote access can reach (no
+ * remote right, no MW_BIND): fixed, drawing nothing from the pool, and as
+ * rr_mrt_random_to's it tells nothing of @va but its page offset: 2^32 plus
+ * the page offset (0 plus it for a region of more than 2^62 bytes). */
+static inline uint64_t rr_mrt_local_to(uint64_t va, uint64_t length)
+{
+	if (length > (1ull << 62))
+		return va & 0xfffull;
+	return (va & 0xfffull) | (1ull << 32);
+}
+
 /* Introspection for tests and statistics. */
 uint32_t rr_mrt_live(struct rr_mrt *t);
 uint32_t rr_mrt_retired(struct rr_mrt *t);
