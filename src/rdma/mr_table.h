@@ -95,10 +95,16 @@ struct rr_mrt_entry;
  * check of that lkey takes no lock (rr_mrt_check_local). Owned by its
  * caller, who serializes its use (a QP's transmit lock, its receive lock);
  * zero-initialized = empty. It holds a copy of the MR's region, valid while
- * the table's mr_gen has not moved: every rereg and dereg moves it. */
+ * the table's mr_gen has not moved: every rereg, and every dereg of an MR
+ * some cache was filled with, moves it (an MR no cache holds leaves the
+ * others' copies good). A passed check that missed fills it, except that a
+ * still good copy of another MR is replaced only by an STag that missed
+ * twice in a row (@pending): a region registered for one work request (a
+ * Reply's Write source) does not evict the send buffers' MR. */
 struct rr_mrt_lcache {
 	uint64_t gen;         /* mr_gen when filled; 0: empty */
 	uint32_t stag;
+	uint32_t pending;     /* the STag that last missed and did not fill it */
 	const void *pd;
 	void *owner;
 	struct rr_mrt_region r;
