@@ -537,6 +537,16 @@ static int check_locked(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t l
 	if (rc == 0 && fill && local) {
 		uint64_t gen = atomic_load_explicit(&t->mr_gen, memory_order_relaxed);
 
+		if (fill->gen && fill->gen != gen && fill->stag != stag) {
+			/* a copy made stale by another MR's change: exact again
+			 * if its STag still names a valid MR of its PD (an MR's
+			 * region changes only with its STag, at rereg, and an STag
+			 * is never issued twice) */
+			struct rr_mrt_entry *h = lookup(t, fill->stag, NULL);
+
+			if (h && h->state == ST_VALID && h->kind == RR_MRT_MR && h->pd == fill->pd)
+				fill->gen = gen;
+		}
 		if (fill->gen == gen && fill->stag != stag && fill->pending != stag) {
 			/* a good copy of another MR is kept: this STag replaces it
 			 * at its next miss in a row (a region registered for one

@@ -748,6 +748,21 @@ TEST(rdma_mrt_local_cache_kept_through_one_shot_regions)
 	REQUIRE_EQ(rr_mrt_init(&t, NULL, 8), 0);
 	REQUIRE_EQ(rr_mrt_reg(&t, &rs, PD_A, sbuf, &s), 0);
 	REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, s, (uint64_t)(uintptr_t)sbuf, 8, lw, PD_A, &p), 0);
+	/* another cache's MR deregistered: @c's copy is stale, but its STag
+	 * is still good, so the first one-shot miss keeps it too */
+	{
+		struct rr_mrt_lcache c2 = {0};
+		struct rr_mrt_region ry = region(wbuf[0], sizeof(wbuf[0]),
+						 RPCRDMA_ACCESS_LOCAL_WRITE);
+		uint64_t g0 = atomic_load(&t.mr_gen);
+
+		REQUIRE_EQ(rr_mrt_reg(&t, &ry, PD_A, wbuf[0], &x), 0);
+		REQUIRE_EQ(rr_mrt_local_ptr(&t, &c2, x, (uint64_t)(uintptr_t)wbuf[0], 1, lw, PD_A,
+					    &p), 0);
+		REQUIRE_EQ(rr_mrt_dereg(&t, x), 0);
+		CHECK(atomic_load(&t.mr_gen) != g0);
+		x = 0;
+	}
 	m0 = rr_mrt_local_misses(&t);
 	for (unsigned i = 0; i < ROUNDS; i++) {
 		struct rr_mrt_region rw = region(wbuf[i], sizeof(wbuf[i]),
@@ -766,7 +781,8 @@ TEST(rdma_mrt_local_cache_kept_through_one_shot_regions)
 			 -ENOENT);
 	}
 	/* per round: the one-shot region's miss and its refused check after
-	 * the dereg (a miss too); the send buffers' check always hit */
+	 * the dereg (a miss too); the send buffers' check always hit (the
+	 * stale copy made good again at the first round's miss) */
 	CHECK_EQ(rr_mrt_local_misses(&t) - m0, 2u * ROUNDS);
 	CHECK_EQ(c.stag, s);
 	/* two misses in a row replace the copy; that MR's dereg kills it */
