@@ -549,8 +549,10 @@ static int check_locked(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t l
 		}
 		if (fill->gen == gen && fill->stag != stag && fill->pending != stag) {
 			/* a good copy of another MR is kept: this STag replaces it
-			 * at its next miss in a row (a region registered for one
-			 * work request, as a Reply's Write source, never does) */
+			 * at its next miss (a region registered for one work
+			 * request, as a Reply's Write source, never does); a fill
+			 * by another STag meanwhile does not forget it, so the
+			 * send buffers' MR gets its copy back from a one-shot one */
 			fill->pending = stag;
 		} else {
 			fill->gen = gen;
@@ -558,7 +560,8 @@ static int check_locked(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t l
 			fill->pd = pd;
 			fill->owner = e->owner;
 			fill->r = e->r;
-			fill->pending = 0;
+			if (fill->pending == stag)
+				fill->pending = 0;
 			e->lcached = true;
 		}
 	}

@@ -98,15 +98,17 @@ struct rr_mrt_entry;
  * the table's mr_gen has not moved: every rereg, and every dereg of an MR
  * some cache was filled with, moves it (an MR no cache holds leaves the
  * others' copies good). A passed check that missed fills it, except that a
- * good copy of another MR is replaced only by an STag that missed twice in
- * a row (@pending): a region registered for one work request (a Reply's
- * Write source) does not evict the send buffers' MR. A copy made stale by
+ * good copy of another MR is replaced only by an STag that missed twice
+ * (@pending, kept across a fill by another STag): a region registered for
+ * one work request (a Reply's Write source) does not evict the send
+ * buffers' MR, and gives its copy back at the send buffers' next miss. A copy made stale by
  * another MR's change counts as good again, at such a miss, when its STag
  * still names a valid MR of its PD (checked under the table's lock). */
 struct rr_mrt_lcache {
 	uint64_t gen;         /* mr_gen when filled; 0: empty */
 	uint32_t stag;
-	uint32_t pending;     /* the STag that last missed and did not fill it */
+	uint32_t pending;     /* the STag that last missed and did not fill it
+				 (0 once it filled it) */
 	const void *pd;
 	void *owner;
 	struct rr_mrt_region r;

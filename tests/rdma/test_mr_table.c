@@ -785,7 +785,43 @@ TEST(rdma_mrt_local_cache_kept_through_one_shot_regions)
 	 * stale copy made good again at the first round's miss) */
 	CHECK_EQ(rr_mrt_local_misses(&t) - m0, 2u * ROUNDS);
 	CHECK_EQ(c.stag, s);
-	/* two misses in a row replace the copy; that MR's dereg kills it */
+	/* from a one-shot region's copy (good, then dead at its dereg: the
+	 * cycle where each one-shot region took the copy of the one before):
+	 * the send buffers' MR, pending, gets it back within two rounds */
+	{
+		struct rr_mrt_region ry = region(wbuf[0], sizeof(wbuf[0]),
+						 RPCRDMA_ACCESS_LOCAL_WRITE);
+		uint64_t m1 = 0;
+
+		REQUIRE_EQ(rr_mrt_reg(&t, &ry, PD_A, wbuf[0], &x), 0);
+		for (int k = 0; k < 2; k++)
+			REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, x, (uint64_t)(uintptr_t)wbuf[0], 1, lw,
+						    PD_A, &p), 0);
+		CHECK_EQ(c.stag, x);
+		REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, s, (uint64_t)(uintptr_t)sbuf, 1, lw, PD_A, &p),
+			   0);
+		CHECK_EQ(c.stag, x);
+		REQUIRE_EQ(rr_mrt_dereg(&t, x), 0);
+		x = 0;
+		for (unsigned i = 0; i < ROUNDS; i++) {
+			struct rr_mrt_region rw = region(wbuf[i], sizeof(wbuf[i]),
+							 RPCRDMA_ACCESS_LOCAL_WRITE);
+
+			if (i == 2)
+				m1 = rr_mrt_local_misses(&t);
+			w = 0;
+			REQUIRE_EQ(rr_mrt_reg(&t, &rw, PD_A, wbuf[i], &w), 0);
+			REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, w, (uint64_t)(uintptr_t)wbuf[i], 64, lw,
+						    PD_A, &p), 0);
+			REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, s, (uint64_t)(uintptr_t)sbuf, 32, lw,
+						    PD_A, &p), 0);
+			REQUIRE_EQ(rr_mrt_dereg(&t, w), 0);
+		}
+		/* from the third round on: the one-shot region's miss alone */
+		CHECK_EQ(rr_mrt_local_misses(&t) - m1, ROUNDS - 2u);
+		CHECK_EQ(c.stag, s);
+	}
+	/* two misses replace the copy; that MR's dereg kills it */
 	{
 		struct rr_mrt_region rx = region(wbuf[0], sizeof(wbuf[0]),
 						 RPCRDMA_ACCESS_LOCAL_WRITE);
