@@ -31,6 +31,10 @@ struct rr_mrt_entry {
 	uint32_t parent_slot;   /* windows: parent MR while valid */
 	uint32_t nbound;        /* MRs: valid windows bound through it */
 	uint32_t next_free;
+	/* MRs: a local check's cache was filled with this STag (check_locked):
+	 * its rereg or dereg must move mr_gen; one no cache ever held needs
+	 * not (no cache can answer for it), so the others' copies live on. */
+	bool lcached;
 };
 
 static uint32_t chunk_size(const struct rr_mrt *t)
@@ -260,6 +264,7 @@ int rr_mrt_reg(struct rr_mrt *t, const struct rr_mrt_region *r, const void *pd, 
 		e->owner = owner;
 		e->r = *r;
 		e->nbound = 0;
+		e->lcached = false;
 		t->live++;
 		*stag = e->stag;
 	}
@@ -288,6 +293,7 @@ int rr_mrt_rereg(struct rr_mrt *t, uint32_t *stag, const struct rr_mrt_region *r
 		if (rc == 0) {
 			e->r = *r;
 			*stag = e->stag;
+			e->lcached = false;   /* the new STag: in no cache yet */
 			atomic_fetch_add(&t->mr_gen, 1);   /* cached checks die */
 		}
 	}
@@ -310,9 +316,14 @@ int rr_mrt_dereg(struct rr_mrt *t, uint32_t stag)
 	} else if (e->nbound) {
 		rc = -EBUSY;
 	} else {
+		/* a copy of it in a cache dies; without one no cache can
+		 * name it (an STag is never issued twice), and the copies of
+		 * other MRs in the caches stay good */
+		if (e->lcached)
+			atomic_fetch_add(&t->mr_gen, 1);
+		e->lcached = false;
 		slot_put(t, slot, e);
 		t->live--;
-		atomic_fetch_add(&t->mr_gen, 1);   /* cached checks die */
 	}
 	pthread_mutex_unlock(&t->lock);
 	return rc;
@@ -524,11 +535,35 @@ static int check_locked(struct rr_mrt *t, uint32_t stag, uint64_t to, uint64_t l
 		return local ? -EPERM : -ENOENT;
 	rc = region_check(&e->r, local, to, len, need, e->owner, (enum rr_mrt_kind)e->kind, ref);
 	if (rc == 0 && fill && local) {
-		fill->gen = atomic_load_explicit(&t->mr_gen, memory_order_relaxed);
-		fill->stag = stag;
-		fill->pd = pd;
-		fill->owner = e->owner;
-		fill->r = e->r;
+		uint64_t gen = atomic_load_explicit(&t->mr_gen, memory_order_relaxed);
+
+		if (fill->gen && fill->gen != gen && fill->stag != stag) {
+			/* a copy made stale by another MR's change: exact again
+			 * if its STag still names a valid MR of its PD (an MR's
+			 * region changes only with its STag, at rereg, and an STag
+			 * is never issued twice) */
+			struct rr_mrt_entry *h = lookup(t, fill->stag, NULL);
+
+			if (h && h->state == ST_VALID && h->kind == RR_MRT_MR && h->pd == fill->pd)
+				fill->gen = gen;
+		}
+		if (fill->gen == gen && fill->stag != stag && fill->pending != stag) {
+			/* a good copy of another MR is kept: this STag replaces it
+			 * at its next miss (a region registered for one work
+			 * request, as a Reply's Write source, never does); a fill
+			 * by another STag meanwhile does not forget it, so the
+			 * send buffers' MR gets its copy back from a one-shot one */
+			fill->pending = stag;
+		} else {
+			fill->gen = gen;
+			fill->stag = stag;
+			fill->pd = pd;
+			fill->owner = e->owner;
+			fill->r = e->r;
+			if (fill->pending == stag)
+				fill->pending = 0;
+			e->lcached = true;
+		}
 	}
 	if (rc == 0 && rfill && !local) {
 		rfill->gen = atomic_load_explicit(&t->rm_gen, memory_order_relaxed);

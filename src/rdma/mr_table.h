@@ -95,10 +95,20 @@ struct rr_mrt_entry;
  * check of that lkey takes no lock (rr_mrt_check_local). Owned by its
  * caller, who serializes its use (a QP's transmit lock, its receive lock);
  * zero-initialized = empty. It holds a copy of the MR's region, valid while
- * the table's mr_gen has not moved: every rereg and dereg moves it. */
+ * the table's mr_gen has not moved: every rereg, and every dereg of an MR
+ * some cache was filled with, moves it (an MR no cache holds leaves the
+ * others' copies good). A passed check that missed fills it, except that a
+ * good copy of another MR is replaced only by an STag that missed twice
+ * (@pending, kept across a fill by another STag): a region registered for
+ * one work request (a Reply's Write source) does not evict the send
+ * buffers' MR, and gives its copy back at the send buffers' next miss. A copy made stale by
+ * another MR's change counts as good again, at such a miss, when its STag
+ * still names a valid MR of its PD (checked under the table's lock). */
 struct rr_mrt_lcache {
 	uint64_t gen;         /* mr_gen when filled; 0: empty */
 	uint32_t stag;
+	uint32_t pending;     /* the STag that last missed and did not fill it
+				 (0 once it filled it) */
 	const void *pd;
 	void *owner;
 	struct rr_mrt_region r;
@@ -258,6 +268,17 @@ static inline int rr_mrt_local_ptr(struct rr_mrt *t, struct rr_mrt_lcache *c, ui
  * of @length bytes: random bits above the page offset (which is kept), and
  * room for @length bytes below 2^63. From the table's random pool. */
 uint64_t rr_mrt_random_to(struct rr_mrt *t, uint64_t va, uint64_t length);
+
+/* The Tagged Offset base of a region no remote access can reach (no
+ * remote right, no MW_BIND): fixed, drawing nothing from the pool, and as
+ * rr_mrt_random_to's it tells nothing of @va but its page offset: 2^32 plus
+ * the page offset (0 plus it for a region of more than 2^62 bytes). */
+static inline uint64_t rr_mrt_local_to(uint64_t va, uint64_t length)
+{
+	if (length > (1ull << 62))
+		return va & 0xfffull;
+	return (va & 0xfffull) | (1ull << 32);
+}
 
 /* Introspection for tests and statistics. */
 uint32_t rr_mrt_live(struct rr_mrt *t);

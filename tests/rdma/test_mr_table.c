@@ -700,10 +700,15 @@ TEST(rdma_mrt_local_ptr_as_check_local)
 	CHECK_EQ(rr_mrt_local_ptr(&t, &c, stag ^ 1, base, 1, lw, PD_A, &p), -ENOENT);
 	CHECK_EQ(rr_mrt_local_ptr(&t, &c, stag, base, 1, lw | (1u << 20), PD_A, &p), -EINVAL);
 	CHECK(p == NULL);
-	/* rights: a read-only MR cached, then asked to be written */
+	/* rights: a read-only MR cached (a good copy of another is replaced
+	 * at the second miss in a row), then asked to be written */
 	REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, rstag, (uint64_t)(uintptr_t)ro, 4, RR_MRT_LOCAL, PD_A,
 				    &p), 0);
 	CHECK(p == ro);
+	CHECK_EQ(c.stag, stag);
+	CHECK_EQ(c.pending, rstag);
+	REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, rstag, (uint64_t)(uintptr_t)ro, 4, RR_MRT_LOCAL, PD_A,
+				    &p), 0);
 	CHECK_EQ(c.stag, rstag);
 	CHECK_EQ(rr_mrt_local_ptr(&t, &c, rstag, (uint64_t)(uintptr_t)ro, 4, lw, PD_A, &p),
 		 -EACCES);
@@ -718,6 +723,121 @@ TEST(rdma_mrt_local_ptr_as_check_local)
 	REQUIRE_EQ(rr_mrt_dereg(&t, stag), 0);
 	CHECK_EQ(rr_mrt_local_ptr(&t, &c, stag, (uint64_t)(uintptr_t)buf2, 1, lw, PD_A, &p),
 		 -ENOENT);
+	rr_mrt_fini(&t);
+}
+
+/* A region registered for one work request (a Reply's Write source:
+ * registered, checked once, deregistered) neither evicts the cached copy
+ * of the MR checked again and again (the send buffers') nor, never cached
+ * itself, makes its dereg kill that copy: one miss per round, the one-shot
+ * region's own (two before: the copy evicted, then dead at the dereg). An
+ * MR that misses twice in a row does replace the copy, and the dereg of an
+ * MR a cache was filled with still kills it. */
+TEST(rdma_mrt_local_cache_kept_through_one_shot_regions)
+{
+	enum { ROUNDS = 50 };
+	struct rr_mrt t;
+	struct rr_mrt_lcache c = {0};
+	static uint8_t sbuf[256], wbuf[ROUNDS][64];
+	uint8_t *p;
+	uint32_t s = 0, w, x = 0;
+	struct rr_mrt_region rs = region(sbuf, sizeof(sbuf), RPCRDMA_ACCESS_LOCAL_WRITE);
+	const uint32_t lw = RR_MRT_LOCAL | RPCRDMA_ACCESS_LOCAL_WRITE;
+	uint64_t m0;
+
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 8), 0);
+	REQUIRE_EQ(rr_mrt_reg(&t, &rs, PD_A, sbuf, &s), 0);
+	REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, s, (uint64_t)(uintptr_t)sbuf, 8, lw, PD_A, &p), 0);
+	/* another cache's MR deregistered: @c's copy is stale, but its STag
+	 * is still good, so the first one-shot miss keeps it too */
+	{
+		struct rr_mrt_lcache c2 = {0};
+		struct rr_mrt_region ry = region(wbuf[0], sizeof(wbuf[0]),
+						 RPCRDMA_ACCESS_LOCAL_WRITE);
+		uint64_t g0 = atomic_load(&t.mr_gen);
+
+		REQUIRE_EQ(rr_mrt_reg(&t, &ry, PD_A, wbuf[0], &x), 0);
+		REQUIRE_EQ(rr_mrt_local_ptr(&t, &c2, x, (uint64_t)(uintptr_t)wbuf[0], 1, lw, PD_A,
+					    &p), 0);
+		REQUIRE_EQ(rr_mrt_dereg(&t, x), 0);
+		CHECK(atomic_load(&t.mr_gen) != g0);
+		x = 0;
+	}
+	m0 = rr_mrt_local_misses(&t);
+	for (unsigned i = 0; i < ROUNDS; i++) {
+		struct rr_mrt_region rw = region(wbuf[i], sizeof(wbuf[i]),
+						 RPCRDMA_ACCESS_LOCAL_WRITE);
+
+		w = 0;
+		REQUIRE_EQ(rr_mrt_reg(&t, &rw, PD_A, wbuf[i], &w), 0);
+		REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, w, (uint64_t)(uintptr_t)wbuf[i], 64, lw, PD_A,
+					    &p), 0);
+		CHECK(p == wbuf[i]);
+		REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, s, (uint64_t)(uintptr_t)sbuf + 16, 32, lw, PD_A,
+					    &p), 0);
+		CHECK(p == sbuf + 16);
+		REQUIRE_EQ(rr_mrt_dereg(&t, w), 0);
+		CHECK_EQ(rr_mrt_local_ptr(&t, &c, w, (uint64_t)(uintptr_t)wbuf[i], 1, lw, PD_A, &p),
+			 -ENOENT);
+	}
+	/* per round: the one-shot region's miss and its refused check after
+	 * the dereg (a miss too); the send buffers' check always hit (the
+	 * stale copy made good again at the first round's miss) */
+	CHECK_EQ(rr_mrt_local_misses(&t) - m0, 2u * ROUNDS);
+	CHECK_EQ(c.stag, s);
+	/* from a one-shot region's copy (good, then dead at its dereg: the
+	 * cycle where each one-shot region took the copy of the one before):
+	 * the send buffers' MR, pending, gets it back within two rounds */
+	{
+		struct rr_mrt_region ry = region(wbuf[0], sizeof(wbuf[0]),
+						 RPCRDMA_ACCESS_LOCAL_WRITE);
+		uint64_t m1 = 0;
+
+		REQUIRE_EQ(rr_mrt_reg(&t, &ry, PD_A, wbuf[0], &x), 0);
+		for (int k = 0; k < 2; k++)
+			REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, x, (uint64_t)(uintptr_t)wbuf[0], 1, lw,
+						    PD_A, &p), 0);
+		CHECK_EQ(c.stag, x);
+		REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, s, (uint64_t)(uintptr_t)sbuf, 1, lw, PD_A, &p),
+			   0);
+		CHECK_EQ(c.stag, x);
+		REQUIRE_EQ(rr_mrt_dereg(&t, x), 0);
+		x = 0;
+		for (unsigned i = 0; i < ROUNDS; i++) {
+			struct rr_mrt_region rw = region(wbuf[i], sizeof(wbuf[i]),
+							 RPCRDMA_ACCESS_LOCAL_WRITE);
+
+			if (i == 2)
+				m1 = rr_mrt_local_misses(&t);
+			w = 0;
+			REQUIRE_EQ(rr_mrt_reg(&t, &rw, PD_A, wbuf[i], &w), 0);
+			REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, w, (uint64_t)(uintptr_t)wbuf[i], 64, lw,
+						    PD_A, &p), 0);
+			REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, s, (uint64_t)(uintptr_t)sbuf, 32, lw,
+						    PD_A, &p), 0);
+			REQUIRE_EQ(rr_mrt_dereg(&t, w), 0);
+		}
+		/* from the third round on: the one-shot region's miss alone */
+		CHECK_EQ(rr_mrt_local_misses(&t) - m1, ROUNDS - 2u);
+		CHECK_EQ(c.stag, s);
+	}
+	/* two misses replace the copy; that MR's dereg kills it */
+	{
+		struct rr_mrt_region rx = region(wbuf[0], sizeof(wbuf[0]),
+						 RPCRDMA_ACCESS_LOCAL_WRITE);
+
+		REQUIRE_EQ(rr_mrt_reg(&t, &rx, PD_A, wbuf[0], &x), 0);
+		REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, x, (uint64_t)(uintptr_t)wbuf[0], 1, lw, PD_A,
+					    &p), 0);
+		CHECK_EQ(c.stag, s);
+		REQUIRE_EQ(rr_mrt_local_ptr(&t, &c, x, (uint64_t)(uintptr_t)wbuf[0], 1, lw, PD_A,
+					    &p), 0);
+		CHECK_EQ(c.stag, x);
+		REQUIRE_EQ(rr_mrt_dereg(&t, x), 0);
+		CHECK_EQ(rr_mrt_local_ptr(&t, &c, x, (uint64_t)(uintptr_t)wbuf[0], 1, lw, PD_A, &p),
+			 -ENOENT);
+	}
+	CHECK_EQ(rr_mrt_dereg(&t, s), 0);
 	rr_mrt_fini(&t);
 }
 
@@ -864,5 +984,124 @@ TEST(rdma_mrt_remote_cache_as_check)
 		 -EINVAL);
 	CHECK_EQ(rr_mrt_check_remote(&t, &c[0], mr[0], 0, 1, 1u << 20, PD_A, QP_A, NULL),
 		 -EINVAL);
+	rr_mrt_fini(&t);
+}
+
+/* rr_mrt_check_local and rr_mrt_local_ptr through caches answer as
+ * rr_mrt_check, proven by a differential run: random registrations,
+ * rereg, dereg (most of them of MRs no cache was ever filled with: their
+ * dereg leaves mr_gen alone) and window traffic between random local
+ * checks through three caches, each asked of the table too -- the same
+ * errno, and on success the same pointer and owner. A dereg or rereg that
+ * failed to kill a cached copy shows here as a cache answering for an STag
+ * the table refuses. */
+TEST(rdma_mrt_local_cache_as_check)
+{
+	enum { NMR = 6, ROUNDS = 300000 };
+	static uint8_t buf[NMR][128];
+	const void *pds[2] = {PD_A, PD_B};
+	const uint32_t rights[] = {0, RPCRDMA_ACCESS_LOCAL_WRITE,
+				   RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_READ,
+				   RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_MW_BIND};
+	struct rr_mrt t;
+	struct rr_mrt_lcache c[3] = {{0}};
+	uint32_t mr[NMR] = {0}, mw = 0, dead[8] = {0};
+	struct mrt_rng g = {0x10ca1};
+	uint64_t hits = 0, checks = 0, oks = 0;
+
+	REQUIRE_EQ(rr_mrt_init(&t, NULL, 6), 0);
+	for (int round = 0; round < ROUNDS; round++) {
+		uint32_t op = mrt_rnd(&g, 100), i = mrt_rnd(&g, NMR);
+
+		if (op < 5) {          /* register (again) MR i */
+			struct rr_mrt_region r = region(buf[i] + mrt_rnd(&g, 8), 48 + mrt_rnd(&g, 65),
+							rights[mrt_rnd(&g, 4)]);
+
+			if (mr[i] && rr_mrt_dereg(&t, mr[i]) == 0)
+				dead[mrt_rnd(&g, 8)] = mr[i], mr[i] = 0;
+			if (!mr[i] && rr_mrt_reg(&t, &r, pds[mrt_rnd(&g, 4) == 0], buf[i], &mr[i]))
+				mr[i] = 0;
+		} else if (op < 7) {   /* rereg MR i */
+			struct rr_mrt_region r = region(buf[i] + mrt_rnd(&g, 16), 32 + mrt_rnd(&g, 80),
+							rights[mrt_rnd(&g, 4)]);
+			uint32_t old = mr[i];
+
+			if (mr[i] && rr_mrt_rereg(&t, &mr[i], &r) == 0)
+				dead[mrt_rnd(&g, 8)] = old;
+		} else if (op < 10) {  /* dereg MR i */
+			if (mr[i] && rr_mrt_dereg(&t, mr[i]) == 0)
+				dead[mrt_rnd(&g, 8)] = mr[i], mr[i] = 0;
+		} else if (op < 12) {  /* a window through MR i, or freed */
+			if (mw) {
+				if (rr_mrt_mw_free(&t, mw) == 0)
+					dead[mrt_rnd(&g, 8)] = mw, mw = 0;
+			} else if (rr_mrt_mw_alloc(&t, PD_A, NULL, &mw)) {
+				mw = 0;
+			} else if (mr[i]) {
+				(void)rr_mrt_mw_bind(&t, &mw, mr[i], (uint64_t)(uintptr_t)buf[i] + 8, 16,
+						     RPCRDMA_ACCESS_REMOTE_READ, PD_A, QP_A,
+						     1ull << 41);
+			}
+		} else {               /* a local check, asked of both */
+			uint32_t q = mrt_rnd(&g, 3), k = mrt_rnd(&g, 10), stag;
+			const void *pd = pds[mrt_rnd(&g, 8) == 0];
+			uint32_t need = RR_MRT_LOCAL |
+					(mrt_rnd(&g, 2) ? RPCRDMA_ACCESS_LOCAL_WRITE : 0);
+			struct rr_mrt_ref b;
+			uint8_t *pa = NULL;
+			void *oa = NULL;
+			bool owned = false;   /* oa set (rr_mrt_check_local) */
+			uint64_t addr, len, m0;
+			int ra, rb;
+
+			if (k < 5 && c[q].gen)
+				stag = c[q].stag;
+			else if (k < 6 && c[q].pending)
+				stag = c[q].pending;
+			else if (k < 8)
+				stag = mr[i];
+			else if (k < 9)
+				stag = mw;
+			else
+				stag = dead[mrt_rnd(&g, 8)];
+			if (k < 5 && c[q].gen) {
+				pd = mrt_rnd(&g, 8) ? c[q].pd : pds[mrt_rnd(&g, 2)];
+				addr = (uint64_t)(uintptr_t)c[q].r.addr +
+				       mrt_rnd(&g, (uint32_t)c[q].r.length + 5) - 2;
+			} else {
+				addr = (uint64_t)(uintptr_t)buf[i] + mrt_rnd(&g, 140);
+			}
+			len = mrt_rnd(&g, 50) ? mrt_rnd(&g, mrt_rnd(&g, 2) ? 8 : 64)
+					      : UINT64_MAX - mrt_rnd(&g, 4);
+			memset(&b, 0x5a, sizeof(b));
+			m0 = rr_mrt_local_misses(&t);
+			if (mrt_rnd(&g, 2)) {
+				struct rr_mrt_ref a;
+
+				ra = rr_mrt_check_local(&t, &c[q], stag, addr, len, need, pd, &a);
+				if (!ra)
+					pa = a.ptr, oa = a.owner, owned = true;
+			} else {
+				ra = rr_mrt_local_ptr(&t, &c[q], stag, addr, len, need, pd, &pa);
+			}
+			hits += rr_mrt_local_misses(&t) == m0;
+			rb = rr_mrt_check(&t, stag, addr, len, need, pd, NULL, &b);
+			checks++;
+			if (ra != rb) {
+				CHECK_EQ(ra, rb);
+				break;
+			}
+			if (!ra) {
+				oks++;
+				if (pa != b.ptr || (owned && oa != b.owner)) {
+					CHECK(pa == b.ptr);
+					CHECK(!owned || oa == b.owner);
+					break;
+				}
+			}
+		}
+	}
+	/* the run reached both answers and used the caches */
+	CHECK(checks > 200000 && oks > 20000 && hits > 20000);
 	rr_mrt_fini(&t);
 }

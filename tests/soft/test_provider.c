@@ -1266,3 +1266,53 @@ TEST(soft_remote_offsets_are_not_addresses)
 		pair_down(&p, mrs, 3);
 	}
 }
+
+/* A region no remote access can reach (no REMOTE_READ, REMOTE_WRITE or
+ * MW_BIND: the source of a Reply's Writes) gets a fixed Tagged Offset
+ * (mr_table.h rr_mrt_local_to: 2^32 plus the page offset, no random bytes
+ * drawn), which tells no address either; one with MW_BIND alone still gets
+ * random ones; a peer's RDMA Read through the local region's STag at that
+ * offset is refused (a remote access error, nothing read). */
+TEST(soft_local_only_offsets_fixed_and_refused)
+{
+	struct pair p;
+	static uint8_t buf[8192], got[64];
+	struct rpcrdma_mr *a, *b, *w1, *w2, *lmr;
+	struct rpcrdma_wc wc;
+	uint64_t fixed = (1ull << 32) | ((uint64_t)(uintptr_t)buf & 0xfff);
+
+	pair_up(&p, 0, 0);
+	memset(buf, 0x5a, sizeof(buf));
+	memset(got, 0, sizeof(got));
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, buf, sizeof(buf), RPCRDMA_ACCESS_LOCAL_WRITE,
+					 &a), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, buf, sizeof(buf), 0, &b), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, buf, sizeof(buf), RPCRDMA_ACCESS_LOCAL_WRITE |
+					 RPCRDMA_ACCESS_MW_BIND, &w1), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.s.pd, buf, sizeof(buf), RPCRDMA_ACCESS_LOCAL_WRITE |
+					 RPCRDMA_ACCESS_MW_BIND, &w2), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p.c.pd, got, sizeof(got), RPCRDMA_ACCESS_LOCAL_WRITE,
+					 &lmr), 0);
+	CHECK_EQ(rpcrdma_mr_remote_offset(a), fixed);
+	CHECK_EQ(rpcrdma_mr_remote_offset(b), fixed);
+	CHECK(rpcrdma_mr_remote_offset(w1) != rpcrdma_mr_remote_offset(w2));
+	CHECK_EQ(rpcrdma_mr_remote_offset(w1) & 0xfff, (uint64_t)(uintptr_t)buf & 0xfff);
+	{
+		struct rpcrdma_sge s = sge_of(lmr, got, sizeof(got));
+		struct rpcrdma_send_wr r = {.wr_id = 1, .sg_list = &s, .num_sge = 1,
+					    .opcode = RPCRDMA_WR_RDMA_READ,
+					    .flags = RPCRDMA_SEND_SIGNALED,
+					    .u.rdma = {.stag = rpcrdma_mr_rkey(a),
+						       .remote_offset = fixed + 100}};
+
+		REQUIRE_EQ(rpcrdma_post_send(p.c.qp, &r, NULL), 0);
+		REQUIRE_EQ(wait_wc(p.c.cq, &wc), 1);
+		CHECK_EQ(wc.status, RPCRDMA_WC_REM_ACCESS_ERR);
+		CHECK_EQ(got[0], 0);
+	}
+	{
+		struct rpcrdma_mr *mrs[] = {a, b, w1, w2, lmr};
+
+		pair_down(&p, mrs, 5);
+	}
+}

@@ -172,13 +172,24 @@ int rr_soft_dealloc_pd(struct rr_pd *pd)
 }
 
 /* The table's description of @a; remote Tagged Offsets start at a random
- * base (mr_table.h: peers learn no address of ours). */
+ * base (mr_table.h: peers learn no address of ours), except for a region no
+ * remote access and no window can reach (no REMOTE_READ, REMOTE_WRITE or
+ * MW_BIND: its Tagged Offsets name nothing, every remote access is refused
+ * by the rights check), which gets the fixed rr_mrt_local_to, drawing no
+ * random bytes and taking no lock (the source of a Reply's RDMA Writes,
+ * registered per Reply). */
 static void mr_region(struct soft_ctx *c, const struct rpcrdma_mr_attr *a, struct rr_mrt_region *r)
 {
+	uint64_t va = (uint64_t)(uintptr_t)a->addr;
+
 	memset(r, 0, sizeof(*r));
 	r->addr = a->addr;
 	r->length = a->length;
-	r->base_to = rr_mrt_random_to(&c->mrt, (uint64_t)(uintptr_t)a->addr, a->length);
+	if (a->access & (RPCRDMA_ACCESS_REMOTE_READ | RPCRDMA_ACCESS_REMOTE_WRITE |
+			 RPCRDMA_ACCESS_MW_BIND))
+		r->base_to = rr_mrt_random_to(&c->mrt, va, a->length);
+	else
+		r->base_to = rr_mrt_local_to(va, a->length);
 	r->access = a->access;
 	r->durable = a->flags & RPCRDMA_MR_DURABLE;
 	r->durable_fd = a->durable_fd;
