@@ -301,6 +301,10 @@ struct rr_xprt_requester {
 	struct rr_hdr_limits lim;        /* decoding Replies (from params) */
 	unsigned outstanding;
 	struct rr_xprt_rqst *spare;      /* one released call, reused */
+	/* an outstanding call kept out of the table (its chain of one: a
+	 * lone call adds, finds and unlinks it without the table's line,
+	 * issue 16 part DC); the newest outstanding call of its XID */
+	struct rr_xprt_rqst *solo;
 	struct rr_xprt_rqst *table[64];  /* XID hash */
 	struct {
 		uint8_t *buf;
