@@ -116,8 +116,10 @@ TEST(tp_send_slots_free_set_matches_a_model)
 				}
 			}
 			nfree = 0;
-			for (uint32_t i = 0; i < cn->nslots; i++)
+			for (uint32_t i = 0; i < cn->nslots + 2; i++) {
 				nfree += is_free[i];
+				CHECK_EQ(tp_slot_is_free(cn, i), is_free[i]);
+			}
 			REQUIRE_EQ(cn->nsfree, nfree);
 		}
 		slots_conn_free(cn);

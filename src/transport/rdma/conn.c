@@ -92,6 +92,16 @@ bool tp_slot_take(struct tp_conn *cn, uint32_t *slot)
 	return true;
 }
 
+bool tp_slot_is_free(const struct tp_conn *cn, uint32_t slot)
+{
+	if (slot < TP_SFREE_BITS)
+		return slot < cn->nslots && (cn->sfree_bits >> slot & 1u);
+	for (uint32_t i = 0; i < cn->nsfree_hi; i++)
+		if (cn->sfree[i] == slot)
+			return true;
+	return false;
+}
+
 void tp_slot_put(struct tp_conn *cn, uint32_t slot)
 {
 	if (slot >= cn->nslots)

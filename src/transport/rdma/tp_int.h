@@ -337,6 +337,8 @@ static inline uint64_t *tp_stok(struct tp_conn *cn, uint32_t slot)
 void tp_slots_add(struct tp_conn *cn, uint32_t first, uint32_t n);
 bool tp_slot_take(struct tp_conn *cn, uint32_t *slot);
 void tp_slot_put(struct tp_conn *cn, uint32_t slot);
+/* Whether @slot is free (a look for tests: the stack walked). */
+bool tp_slot_is_free(const struct tp_conn *cn, uint32_t slot);
 
 /* A server connection opened for backward Calls (tp.h). */
 struct rr_tp_bc {
