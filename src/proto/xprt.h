@@ -122,10 +122,45 @@ void rr_xprt_params_default(struct rr_xprt_params *p);
 /* ---- statistics ----
  * The transport's counters: every one of the public table
  * (include/rpcrdma/stats.h RPCRDMA_XPRT_STATS, where each is described),
- * counted by the session and the executor, exported as they are. */
+ * counted by the session and the executor, exported by name
+ * (rr_xprt_stats_export). Their order is not the public struct's: the
+ * ones every inline Call and Reply adds to come first, together in 64
+ * bytes (issue 16 part DC: in the table's order they were in three lines,
+ * each a miss per call at 100 connections), then the rest in the table's
+ * order. A counter named in RR_XPRT_STATS_HOT needs its RR_XPRT_HOT_<name>
+ * below (else it is declared twice: an error), and one with an
+ * RR_XPRT_HOT_<name> not in the list is missing (the size check fails). */
+#define RR_XPRT_STATS_HOT(X) \
+	X(sends) X(recvs) X(msg_sent) X(msg_recv) X(inline_sent_bytes) X(inline_recv_bytes) \
+	X(short_msgs) X(pullup_bytes)
+#define RR_XPRT_HOT_sends ~, 1
+#define RR_XPRT_HOT_recvs ~, 1
+#define RR_XPRT_HOT_msg_sent ~, 1
+#define RR_XPRT_HOT_msg_recv ~, 1
+#define RR_XPRT_HOT_inline_sent_bytes ~, 1
+#define RR_XPRT_HOT_inline_recv_bytes ~, 1
+#define RR_XPRT_HOT_short_msgs ~, 1
+#define RR_XPRT_HOT_pullup_bytes ~, 1
+/* RR_XPRT_IS_HOT(name): 1 if RR_XPRT_HOT_<name> is defined, else 0 */
+#define RR_XPRT_SECOND_(a, b, ...) b
+#define RR_XPRT_PROBE_(...) RR_XPRT_SECOND_(__VA_ARGS__, 0, ~)
+#define RR_XPRT_IS_HOT(name) RR_XPRT_PROBE_(RR_XPRT_HOT_##name)
+#define RR_XPRT_CAT_(a, b) a##b
+#define RR_XPRT_CAT(a, b) RR_XPRT_CAT_(a, b)
+#define RR_XPRT_UNLESS_0(x) x
+#define RR_XPRT_UNLESS_1(x)
+#define RR_XPRT_HOT_FIELD_(name) uint64_t name;
+#define RR_XPRT_COLD_FIELD_(group, name, what) \
+	RR_XPRT_CAT(RR_XPRT_UNLESS_, RR_XPRT_IS_HOT(name))(uint64_t name;)
+
 struct rr_xprt_stats {
-	RPCRDMA_XPRT_STATS(RPCRDMA_XPRT_STAT_FIELD_)
+	RR_XPRT_STATS_HOT(RR_XPRT_HOT_FIELD_)
+	RPCRDMA_XPRT_STATS(RR_XPRT_COLD_FIELD_)
 };
+_Static_assert(sizeof(struct rr_xprt_stats) == offsetof(struct rpcrdma_xprt_stats, connections),
+	       "struct rr_xprt_stats has every counter of the table once");
+_Static_assert(offsetof(struct rr_xprt_stats, pullup_bytes) + sizeof(uint64_t) <= 64,
+	       "the counters every call adds to fit 64 bytes");
 
 /* @o gets every counter of @s (connections and transport: left as they
  * are). */
@@ -266,6 +301,10 @@ struct rr_xprt_requester {
 	struct rr_hdr_limits lim;        /* decoding Replies (from params) */
 	unsigned outstanding;
 	struct rr_xprt_rqst *spare;      /* one released call, reused */
+	/* an outstanding call kept out of the table (its chain of one: a
+	 * lone call adds, finds and unlinks it without the table's line,
+	 * issue 16 part DC); the newest outstanding call of its XID */
+	struct rr_xprt_rqst *solo;
 	struct rr_xprt_rqst *table[64];  /* XID hash */
 	struct {
 		uint8_t *buf;

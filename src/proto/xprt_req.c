@@ -37,8 +37,15 @@ static unsigned bucket(uint32_t xid)
 	return (xid ^ (xid >> 6) ^ (xid >> 12)) & 63u;
 }
 
+/* The outstanding call of @xid: r->solo first (the newest call of its
+ * XID, table_add), then the XID's chain (newest first), so that the call
+ * found is the newest of that XID either way. */
 struct rr_xprt_rqst *rr_xprt_req_find(struct rr_xprt_requester *r, uint32_t xid)
 {
+	if (r->solo && r->solo->xid == xid)
+		return r->solo;
+	if (r->outstanding <= (r->solo != NULL))
+		return NULL;   /* (none in the table: its line not read) */
 	for (struct rr_xprt_rqst *c = r->table[bucket(xid)]; c; c = c->next)
 		if (c->xid == xid)
 			return c;
@@ -475,17 +482,36 @@ static int segs_of(const struct rr_xprt_params *p, const struct rr_xprt_reg *g, 
 	return rc;
 }
 
-/* Puts @c in the XID table (once). */
+/* Links @c at the head of its XID's chain (newest first). */
+static void chain_add(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+{
+	unsigned b = bucket(c->xid);
+
+	c->next = r->table[b];
+	if (c->next)
+		c->next->pprev = &c->next;
+	c->pprev = &r->table[b];
+	r->table[b] = c;
+}
+
+/* Puts @c in the XID table (once): in r->solo when that is free (a chain
+ * of one: c->pprev points at it, so that forget unlinks it as any), else
+ * in its chain. A call in solo of the same XID moves to its chain first:
+ * solo stays the newest of its XID, which rr_xprt_req_find relies on. */
 static void table_add(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 {
 	if (!c->outstanding) {
-		unsigned b = bucket(c->xid);
-
-		c->next = r->table[b];
-		if (c->next)
-			c->next->pprev = &c->next;
-		c->pprev = &r->table[b];
-		r->table[b] = c;
+		if (r->solo && r->solo->xid == c->xid) {
+			chain_add(r, r->solo);
+			r->solo = NULL;
+		}
+		if (!r->solo) {
+			c->next = NULL;
+			c->pprev = &r->solo;
+			r->solo = c;
+		} else {
+			chain_add(r, c);
+		}
 		c->outstanding = true;
 		r->outstanding++;
 	}
@@ -682,6 +708,8 @@ static struct rr_xprt_rqst *note_inv(struct rr_xprt_requester *r, struct rr_xprt
 	bool found = mark_inv(c, stag);
 
 	if (!found) {
+		if (r->solo && r->solo != c && mark_inv(r->solo, stag))
+			other = r->solo;
 		for (unsigned b = 0; b < RR_ARRAY_SIZE(r->table) && !other; b++)
 			for (struct rr_xprt_rqst *o = r->table[b]; o && !other; o = o->next)
 				if (o != c && mark_inv(o, stag))

@@ -1405,6 +1405,98 @@ TEST(xprt_foreign_remote_invalidation)
 	CHECK_EQ(t.te.live, 0);
 }
 
+/* The XID table's lone call kept apart from its chains (r->solo, issue 16
+ * part DC), proven equal to the chains alone: 40,000 random steps of
+ * marshal (a new Call of one of 6 XIDs, three of them in one chain, so
+ * that a Call of the same XID as an outstanding one is common), forget
+ * (any Call made, outstanding or not) and look-up of every XID, each
+ * checked against a model of the chains alone: the Call found for an XID
+ * is the newest outstanding one of it (a chain's head first), none when
+ * none is; the outstanding count right. A solo Call that stayed apart
+ * when a newer one of its XID came would be found instead of the newer. */
+TEST(xprt_xid_table_solo_as_chains)
+{
+	enum { N = 12, NX = 6 };
+	static const uint32_t xids[NX] = {0x100u, 0x141u, 0x182u, 0x2345u, 0x2346u, 0x9999u};
+	static struct rr_test_env te;
+	static struct rr_xprt_requester req;
+	static struct rr_xprt_rqst *c[N];
+	static uint8_t call[N][32], send[256];
+	static struct rr_xprt_part cp[N];
+	static bool in[N];
+	static unsigned seq[N];
+	struct rr_xprt_params p;
+	unsigned made = 0, live = 0, dup_found = 0, solo_found = 0, chain_found = 0;
+	uint32_t seed = 777;
+
+	memset(&te, 0, sizeof(te));
+	rr_test_env_init(&te, 3);
+	rr_xprt_params_default(&p);
+	rr_xprt_req_init(&req, &te.env, &p, NULL);
+	for (unsigned step = 0; step < 40000; step++) {
+		unsigned r, k;
+
+		seed = seed * 1103515245u + 12345u;
+		r = (seed >> 8) % 16;
+		k = (seed >> 12) % N;
+		if (r < 6 && !c[k]) {
+			/* a new Call of one of the XIDs, the newest */
+			uint32_t xid = xids[(seed >> 20) % NX];
+			struct rr_xprt_rqst_desc d = {.xid = xid, .parts = &cp[k], .nparts = 1,
+						      .max_reply = 100};
+
+			mk_call(call[k], xid, 32);
+			cp[k] = (struct rr_xprt_part){call[k], 32, false};
+			REQUIRE_EQ(rr_xprt_rqst_prepare(&req, &d, &c[k]), 0);
+			REQUIRE(rr_xprt_rqst_marshal(&req, c[k], 8, send, sizeof(send)) > 0);
+			in[k] = true;
+			seq[k] = ++made;
+			live++;
+		} else if (r < 12 && c[k]) {
+			/* forgotten (again, at times: a no-op), then released */
+			rr_xprt_rqst_forget(&req, c[k]);
+			if (in[k])
+				live--;
+			in[k] = false;
+			if (r >= 10) {
+				rr_xprt_rqst_release(&req, c[k]);
+				c[k] = NULL;
+			}
+		}
+		CHECK_EQ(req.outstanding, live);
+		for (unsigned x = 0; x < NX; x++) {
+			struct rr_xprt_rqst *want = NULL, *got = rr_xprt_req_find(&req, xids[x]);
+			unsigned n = 0, best = 0;
+
+			for (unsigned i = 0; i < N; i++)
+				if (in[i] && c[i]->xid == xids[x]) {
+					n++;
+					if (seq[i] > best) {
+						best = seq[i];
+						want = c[i];
+					}
+				}
+			CHECK(got == want);
+			if (n > 1)
+				dup_found++;
+			if (got && got == req.solo)
+				solo_found++;
+			else if (got)
+				chain_found++;
+		}
+	}
+	/* both kinds of look-up, and XIDs outstanding twice, were seen */
+	CHECK(dup_found > 1000);
+	CHECK(solo_found > 1000);
+	CHECK(chain_found > 1000);
+	CHECK(made > 1000);
+	for (unsigned i = 0; i < N; i++)
+		if (c[i])
+			rr_xprt_rqst_release(&req, c[i]);
+	rr_xprt_req_fini(&req);
+	CHECK_EQ(te.live, 0);
+}
+
 /* The XID table: 256 Calls in its 64 chains (so at least 192 share a
  * chain with another, whatever the hash), put in by marshal and taken out
  * by rr_xprt_rqst_forget in a scrambled order, every Call's look-up

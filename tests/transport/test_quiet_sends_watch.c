@@ -385,10 +385,7 @@ static void ord_look_fn(struct tp_conn *cn, void *arg)
 	o->ndefer = cn->ndefer;
 	o->nsfree = cn->nsfree;
 	o->nslots = cn->nslots;
-	o->gfree = false;
-	for (uint32_t i = 0; i < cn->nsfree; i++)
-		if (cn->sfree[i] == o->gslot)
-			o->gfree = true;
+	o->gfree = tp_slot_is_free(cn, o->gslot);
 }
 
 static void ord_post_rest_fn(struct tp_conn *cn, void *arg)

@@ -52,11 +52,72 @@ static int slots_grow(struct tp_conn *cn)
 	k->lkey = rpcrdma_mr_lkey(k->mr);
 	k->first = cn->nslots;
 	k->n = n;
-	for (uint32_t i = 0; i < n; i++)
-		cn->sfree[cn->nsfree++] = k->first + n - 1 - i;
+	tp_slots_add(cn, k->first, n);
 	cn->nslots += n;
 	cn->nsch++;
 	return 0;
+}
+
+/* The free slots: a slot below TP_SFREE_BITS is a bit of sfree_bits (in
+ * the connection's hot lines), the lowest taken first (the one used last
+ * at one Send in flight); a slot from TP_SFREE_BITS on is on the stack
+ * sfree (last in, first out), taken only when no bit is left. A put of a
+ * slot not made, or of one already free below TP_SFREE_BITS (its bit
+ * set), is ignored; from there on only a put onto a full stack is, as
+ * the stack alone did (its count at nslots). */
+void tp_slots_add(struct tp_conn *cn, uint32_t first, uint32_t n)
+{
+	for (uint32_t i = n; i-- > 0;) {
+		uint32_t slot = first + i;
+
+		if (slot < TP_SFREE_BITS)
+			cn->sfree_bits |= (uint64_t)1 << slot;
+		else
+			cn->sfree[cn->nsfree_hi++] = slot;
+		cn->nsfree++;
+	}
+}
+
+bool tp_slot_take(struct tp_conn *cn, uint32_t *slot)
+{
+	if (cn->sfree_bits) {
+		*slot = (uint32_t)__builtin_ctzll(cn->sfree_bits);
+		cn->sfree_bits &= cn->sfree_bits - 1;
+	} else if (cn->nsfree_hi) {
+		*slot = cn->sfree[--cn->nsfree_hi];
+	} else {
+		return false;
+	}
+	cn->nsfree--;
+	return true;
+}
+
+bool tp_slot_is_free(const struct tp_conn *cn, uint32_t slot)
+{
+	if (slot < TP_SFREE_BITS)
+		return slot < cn->nslots && (cn->sfree_bits >> slot & 1u);
+	for (uint32_t i = 0; i < cn->nsfree_hi; i++)
+		if (cn->sfree[i] == slot)
+			return true;
+	return false;
+}
+
+void tp_slot_put(struct tp_conn *cn, uint32_t slot)
+{
+	if (slot >= cn->nslots)
+		return;
+	if (slot < TP_SFREE_BITS) {
+		uint64_t b = (uint64_t)1 << slot;
+
+		if (cn->sfree_bits & b)
+			return;
+		cn->sfree_bits |= b;
+	} else {
+		if (cn->nsfree_hi >= cn->nslots - TP_SFREE_BITS)
+			return;
+		cn->sfree[cn->nsfree_hi++] = slot;
+	}
+	cn->nsfree++;
 }
 
 /* The chunk holding @slot. The first chunk (slots from 0) is looked at
@@ -82,10 +143,16 @@ static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 	cn->rsize = rsize;
 	cn->nsend = nsend;
 	cn->ssize = ssize;
-	cn->sfree = rr_alloc(env, sizeof(uint32_t) * nsend);
-	cn->stoken = rr_zalloc(env, sizeof(*cn->stoken) * nsend);
-	if (!cn->sfree || !cn->stoken)
-		return -ENOMEM;
+	if (nsend > TP_SFREE_BITS) {
+		cn->sfree = rr_alloc(env, sizeof(uint32_t) * (nsend - TP_SFREE_BITS));
+		if (!cn->sfree)
+			return -ENOMEM;
+	}
+	if (nsend > TP_STOK_INLINE) {
+		cn->stoken = rr_zalloc(env, sizeof(*cn->stoken) * (nsend - TP_STOK_INLINE));
+		if (!cn->stoken)
+			return -ENOMEM;
+	}
 	if (nrecv) {
 		cn->rbuf = map_reg(cn, (size_t)nrecv * rsize, &cn->rmr);
 		if (!cn->rbuf)
@@ -327,8 +394,7 @@ static uint8_t *slot_buf(const struct tp_conn *cn, uint32_t slot)
 
 static void slot_put(struct tp_conn *cn, uint32_t slot)
 {
-	if (slot < cn->nslots && cn->nsfree < cn->nslots)
-		cn->sfree[cn->nsfree++] = slot;
+	tp_slot_put(cn, slot);
 }
 
 /* ---- the session's actions ---- */
@@ -424,9 +490,8 @@ static int conn_inv(struct tp_conn *cn, struct rr_conn_mem *m, uint64_t token)
 
 static uint8_t *conn_slot_get(struct tp_conn *cn, uint32_t *slot, uint32_t *cap)
 {
-	if (!cn || cn->dead || (!cn->nsfree && slots_grow(cn)))
+	if (!cn || cn->dead || (!cn->nsfree && slots_grow(cn)) || !tp_slot_take(cn, slot))
 		return NULL;
-	*slot = cn->sfree[--cn->nsfree];
 	*cap = cn->ssize;
 	return slot_buf(cn, *slot);
 }
@@ -651,7 +716,7 @@ static bool unsig_release(struct tp_conn *cn, const struct rpcrdma_wc *wc, uint3
 		if (slot == self)
 			had_self = true;
 		else if (!cn->ep->is_server)
-			tok[ntok++] = cn->stoken[slot];
+			tok[ntok++] = *tp_stok(cn, slot);
 	}
 	if (ntok && wc->status == RPCRDMA_WC_SUCCESS && !cn->dead && !cn->closing)
 		rr_conn_on_sends(cn->sess, tok, ntok);
@@ -717,7 +782,7 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 
 	if (!cn || cn->dead)
 		return -ENOTCONN;
-	cn->stoken[s->slot] = s->token;
+	*tp_stok(cn, s->slot) = s->token;
 	/* Deferred Replies wait for the end of the batch, but not for long:
 	 * a batch of many, or one behind a slow handler, is posted now; and
 	 * before any Send that is not deferred (the send queue takes them in
@@ -1168,7 +1233,7 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 		rr_conn_on_send(cn->sess,
 				(uint32_t)WRVAL(wc->wr_id) == TP_PROBE_SLOT
 					? 0
-					: cn->stoken[(uint32_t)WRVAL(wc->wr_id)],
+					: *tp_stok(cn, (uint32_t)WRVAL(wc->wr_id)),
 				0);
 		break;
 	case WR_TOKEN:
