@@ -395,6 +395,24 @@ int rr_qp_wait(struct rpcrdma_qp *qp, int n, struct rpcrdma_wc *wc, int timeout_
 	       const struct rr_qp_seen *seen);
 bool rr_qp_can_wait(const struct rpcrdma_qp *qp);
 
+/* Internal (the rdma:// transport's own waits, src/transport/rdma/progress.c
+ * tp_cq_wait_once): rpcrdma_cq_wait on the library's own CQ with its own
+ * array (@pcq non-NULL, @n >= 1, @wc non-NULL by construction), without
+ * the public entry's checks of them: the provider's wait_cq op straight,
+ * or rpcrdma_cq_wait itself when the provider has none or a failure is
+ * injected (rr_cq_test_fail, counted there). The same result as
+ * rpcrdma_cq_wait. */
+static inline int rr_cq_wait_own(struct rpcrdma_cq *pcq, int n, struct rpcrdma_wc *wc,
+				 int timeout_ms)
+{
+	struct rr_cq *cq = RR_BASE(cq, pcq);
+	const struct rr_provider_ops *ops = cq->ctx->ops;
+
+	if (atomic_load_explicit(&cq->test_err, memory_order_relaxed) || !ops->wait_cq)
+		return rpcrdma_cq_wait(pcq, n, wc, timeout_ms);
+	return ops->wait_cq(cq, n, wc, timeout_ms);
+}
+
 /* Internal (a failure's dump): the cq_describe op; nothing without it. */
 void rr_cq_describe(struct rpcrdma_cq *cq, FILE *f, void (*name)(FILE *f, void *user_ctx));
 
