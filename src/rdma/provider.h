@@ -325,6 +325,15 @@ struct rr_provider_ops {
 	 * context. Takes no lock that a completion path holds long (a QP
 	 * whose receive side is busy is said so, not waited for). */
 	void (*cq_describe)(struct rr_cq *cq, FILE *f, void (*name)(FILE *f, void *user_ctx));
+	/* Optional (rr_cq_wait_own: the library's own waits, which bound
+	 * themselves with their own clock): wait_cq, whose start may be
+	 * dated by the first clock read the wait needs rather than at its
+	 * entry, so that a wait whose completion comes in its first sleep
+	 * reads no clock for its deadline; such a wait may end up to one of
+	 * the provider's sleep slices later than wait_cq's (soft:
+	 * SOFT_FAST_BLOCK_MS), never earlier. Same completions, same order,
+	 * same result as wait_cq otherwise. Without it: wait_cq. */
+	int (*wait_cq_own)(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_ms);
 };
 
 /* Internal flag of rpcrdma_conn_param (never accepted from an application:
@@ -394,6 +403,26 @@ bool rr_context_can_interrupt(const struct rpcrdma_context *ctx);
 int rr_qp_wait(struct rpcrdma_qp *qp, int n, struct rpcrdma_wc *wc, int timeout_ms,
 	       const struct rr_qp_seen *seen);
 bool rr_qp_can_wait(const struct rpcrdma_qp *qp);
+
+/* Internal (the rdma:// transport's own waits, src/transport/rdma/progress.c
+ * tp_cq_wait_once): rpcrdma_cq_wait on the library's own CQ with its own
+ * array (@pcq non-NULL, @n >= 1, @wc non-NULL by construction), without
+ * the public entry's checks of them: the provider's wait_cq op straight,
+ * (its wait_cq_own op when it has one: the wait dated by the first clock
+ * read it needs, it may end a slice later), or rpcrdma_cq_wait itself when
+ * the provider has no wait_cq or a failure is injected (rr_cq_test_fail,
+ * counted there). The same completions and result as rpcrdma_cq_wait. */
+static inline int rr_cq_wait_own(struct rpcrdma_cq *pcq, int n, struct rpcrdma_wc *wc,
+				 int timeout_ms)
+{
+	struct rr_cq *cq = RR_BASE(cq, pcq);
+	const struct rr_provider_ops *ops = cq->ctx->ops;
+
+	if (atomic_load_explicit(&cq->test_err, memory_order_relaxed) || !ops->wait_cq)
+		return rpcrdma_cq_wait(pcq, n, wc, timeout_ms);
+	return ops->wait_cq_own ? ops->wait_cq_own(cq, n, wc, timeout_ms)
+				: ops->wait_cq(cq, n, wc, timeout_ms);
+}
 
 /* Internal (a failure's dump): the cq_describe op; nothing without it. */
 void rr_cq_describe(struct rpcrdma_cq *cq, FILE *f, void (*name)(FILE *f, void *user_ctx));

@@ -593,21 +593,44 @@ int rr_soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 
 /* Blocking poll: sleeps in epoll on the sockets and receives itself; a
  * lone waiter on a single-QP CQ sleeps in the QP's recvmsg instead (fast
- * wait, cq_fast_wait), in slices of SOFT_FAST_BLOCK_MS. */
-int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_ms)
+ * wait, cq_fast_wait), in slices of SOFT_FAST_BLOCK_MS. One instance
+ * for both ops (two made its callees' inlining worse: +15 instructions
+ * per wait), each op a tail call. @own: the library's own wait (the
+ * wait_cq_own op), whose start is dated by the first clock read it needs: none at the
+ * entry unless QPs are to be taken back (their lease check needs it);
+ * the first turn counts the whole timeout as left; the wait's deadline is
+ * dated after a first fast slice that brought nothing, or before the
+ * first epoll sleep, so such a wait may end up to one slice
+ * (SOFT_FAST_BLOCK_MS) later than rr_soft_wait_cq's, never earlier. The
+ * lease is the exit's read either way (while waiting > 0 the progress
+ * thread reads no lease: lease.c cq_attended_until). A synchronous
+ * caller whose Reply comes in its first fast slice reads the clock once
+ * per wait rather than twice. */
+__attribute__((noinline)) static int soft_wait(struct rr_cq *cq, int n, struct rpcrdma_wc *wc,
+						int timeout_ms, bool own)
 {
 	struct soft_cq *q = scq_of(cq);
 	struct soft_direct d = {.q = q, .wc = wc, .n = n > 0 && wc ? n : 0};
-	uint64_t t0 = wait_now(q->ctx), end = 0, now = t0, left = 0;
-	bool slept = false;
+	uint64_t t0 = 0, end = 0, now = 0, left = 0;
+	bool slept = false, undated = false;
+	bool dated = !own || RR_UNLIKELY(atomic_load(&q->handed) > 0);
 	int got;
 
 	atomic_store_explicit(&q->arm_fresh, false, memory_order_relaxed);
 	/* one clock read serves the lease and the deadline; then one per
 	 * turn at most, and one as it leaves if it slept */
-	cq_touch_at(q, t0);
-	if (timeout_ms > 0)
-		end = t0 + q->ctx->coarse_res_ns + (uint64_t)timeout_ms * 1000000u;
+	if (dated) {
+		t0 = now = wait_now(q->ctx);
+		cq_touch_at(q, t0);
+	} else {
+		cq_back(q);
+	}
+	if (timeout_ms > 0) {
+		if (dated)
+			end = t0 + q->ctx->coarse_res_ns + (uint64_t)timeout_ms * 1000000u;
+		else
+			undated = true;
+	}
 	atomic_fetch_add(&q->waiting, 1);
 	for (;;) {
 		int ms = -1, r;
@@ -623,7 +646,10 @@ int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_
 		got = cq_ring_take(q, n, wc);
 		if (got != 0 || (atomic_load(&q->intr) && atomic_exchange(&q->intr, 0)))
 			break;
-		if (timeout_ms >= 0) {
+		if (undated) {
+			/* (own) the first turn: the whole timeout is left */
+			left = q->ctx->coarse_res_ns + (uint64_t)timeout_ms * 1000000u;
+		} else if (timeout_ms >= 0) {
 			if (timeout_ms > 0 && now == 0)
 				now = wait_now(q->ctx);
 			if (timeout_ms == 0 || now >= end) {
@@ -645,7 +671,22 @@ int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_
 				got = d.got;
 				break;
 			}
+			if (undated) {
+				/* (own) a slice that brought nothing: the wait
+				 * is dated from here, its whole timeout left */
+				undated = false;
+				now = wait_now(q->ctx);
+				end = now + q->ctx->coarse_res_ns + (uint64_t)timeout_ms * 1000000u;
+			}
 			continue;
+		}
+		if (undated) {
+			/* (own) dated before an epoll sleep: that sleep is the
+			 * timeout's, and never a second one */
+			undated = false;
+			now = wait_now(q->ctx);
+			end = now + q->ctx->coarse_res_ns + (uint64_t)timeout_ms * 1000000u;
+			now = 0;
 		}
 		if (timeout_ms >= 0)
 			ms = (int)((left + 999999u) / 1000000u);
@@ -660,8 +701,9 @@ int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_
 	 * with QPs ends the CQ's hold: from now on only its lease keeps the
 	 * QPs here, and the progress thread may be asleep without a deadline
 	 * for this CQ (it counted on the waiter). What was in the ring on
-	 * the first look took no time: the entry's clock read serves. */
-	atomic_store_explicit(&q->last_use_ns, slept ? lease_now(q->ctx) : t0,
+	 * the first look took no time: the entry's clock read serves (an own
+	 * wait that read none reads it here). */
+	atomic_store_explicit(&q->last_use_ns, slept || !dated ? lease_now(q->ctx) : t0,
 			      memory_order_relaxed);
 	if (atomic_fetch_sub(&q->waiting, 1) == 1 &&
 	    __atomic_load_n(&q->nlive, __ATOMIC_RELAXED) > 0) {
@@ -672,6 +714,16 @@ int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_
 	if (atomic_load(&q->handed) > 0)
 		cq_reclaim(q);
 	return got;
+}
+
+int rr_soft_wait_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_ms)
+{
+	return soft_wait(cq, n, wc, timeout_ms, false);
+}
+
+int rr_soft_wait_cq_own(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_ms)
+{
+	return soft_wait(cq, n, wc, timeout_ms, true);
 }
 
 int rr_soft_arm_cq(struct rr_cq *cq, bool solicited_only)

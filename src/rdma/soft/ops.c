@@ -66,5 +66,6 @@ const struct rr_provider_ops rr_soft_ops = {
 	.set_commit = rr_soft_set_commit,
 	.interrupt = rr_soft_interrupt,
 	.wait_qp = rr_soft_wait_qp,
+	.wait_cq_own = rr_soft_wait_cq_own,
 	.cq_describe = rr_soft_cq_describe,
 };

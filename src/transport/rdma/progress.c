@@ -50,9 +50,14 @@ static void touch(struct tp_ep *ep, struct tp_ep **touched)
  * the caller's tp_touched_after, which runs its after-work next (one
  * endpoint lock at a time still: no other is in *@touched). @via_cq: the
  * completions came from the CQ, counted in their connection's seen (what
- * rr_qp_wait is told); false: from rr_qp_wait. */
-static void feed_ex(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
-		    struct tp_ep *self, bool *held, struct tp_ep **kept, bool via_cq)
+ * rr_qp_wait is told); false: from rr_qp_wait. The body is inline (one
+ * source): tp_cq_wait_once feeds its batch of one through it with the
+ * constants made (n 1, no @drop, no @kept), a synchronous Call's Reply
+ * without the loop, the call and its frame; every other caller through
+ * feed_ex. */
+static inline __attribute__((always_inline)) void
+feed_body(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
+	  struct tp_ep *self, bool *held, struct tp_ep **kept, bool via_cq)
 {
 	struct tp_ep *cur = NULL;
 
@@ -91,6 +96,12 @@ static void feed_ex(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struc
 		*kept = cur;
 	else if (cur)
 		rr_unlock(&cur->lock);
+}
+
+static void feed_ex(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
+		    struct tp_ep *self, bool *held, struct tp_ep **kept, bool via_cq)
+{
+	feed_body(wc, n, drop, touched, self, held, kept, via_cq);
 }
 
 static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
@@ -563,16 +574,21 @@ claimed:
 	cn->in_wait = true;
 	rr_unlock(&ep->lock);
 	for (int round = 0;; round++) {
-		bool held = false;
+		bool held = false, recv = false;
 
-		n = rpcrdma_cq_wait(q->cq, WC_BATCH, wc, ms);
+		n = rr_cq_wait_own(q->cq, WC_BATCH, wc, ms);
 		if (n < 0)
 			(void)tp_cq_failed(q, n);
 		/* its own endpoint is not pinned: this thread holds it (its
 		 * lock taken again below, or kept by feed: held), and its
-		 * after-work is this caller's */
-		if (n > 0)
+		 * after-work is this caller's. A batch of one (a synchronous
+		 * Call's Reply): feed's body with n 1, inline. */
+		if (n == 1) {
+			recv = wc[0].opcode == RPCRDMA_WC_RECV;
+			feed_body(wc, 1, NULL, &t, ep, &held, NULL, true);
+		} else if (n > 0) {
 			feed(wc, n, NULL, &t, ep, &held, NULL);
+		}
 		/* The wait armed the CQ and took its notification (verbs:
 		 * ibv_get_cq_event) or used up the loop's arm: while a
 		 * connection wants the loop to watch the CQ (a client serving
@@ -591,8 +607,12 @@ claimed:
 		/* One more wait at most, holding the CQ, when only this
 		 * endpoint was fed (no other's after-work waits) and the
 		 * caller says what it waits for has not come: a synchronous
-		 * Call's Send completion, then its Reply, in one hold. */
-		if (round > 0 || n <= 0 || n == WC_BATCH || t || !again) {
+		 * Call's Send completion, then its Reply, in one hold. Not
+		 * asked after a lone Receive completion (a Reply: the caller's
+		 * loop looks at what it completed and waits again itself if
+		 * that was not its own; the caller's question there is
+		 * answered "no" for a synchronous Call's usual end). */
+		if (round > 0 || n <= 0 || n == WC_BATCH || t || !again || recv) {
 			locked = held;   /* (then t is NULL) */
 			break;
 		}
