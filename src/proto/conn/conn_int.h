@@ -82,7 +82,6 @@ struct rq_done {
  * two); @read_mem is written only for a Call with Read chunks (start_reads,
  * which sets @read_reg), @wmem entry by entry. */
 struct rs_req {
-	struct rr_conn_sreq pub;
 	struct rr_xprt_rcall *rc;
 	bool read_reg;                /* @read_mem written (start_reads) */
 	uint32_t next_read, reads_done;
@@ -98,12 +97,17 @@ struct rs_req {
 	struct rs_req *next;          /* read queue */
 	struct rs_req *rnext;         /* every request reading */
 	struct rs_req *snext;         /* every Reply with Writes on its way */
+	/* last of the fields cleared when the request is made (up to its
+	 * @xreq, which the executor writes: RS_REQ_CLEAR) */
+	struct rr_conn_sreq pub;
 	/* not cleared when the request is made: valid when @read_reg */
 	struct rr_conn_mem read_mem;  /* the Read sink */
 	/* last: not cleared when the request is made (2.4 KiB; an entry is
 	 * cleared and written before it counts in @nwmem) */
 	struct rr_conn_mem wmem[RR_XPRT_MAX_ITEMS * 2 + 2];   /* Write sources */
 } __attribute__((aligned(16)));
+/* The bytes of a request cleared when it is made (rs_on_recv). */
+#define RS_REQ_CLEAR offsetof(struct rs_req, pub.xreq)
 
 /* One exposed Read-chunk Reply (draft 4.1.1). */
 struct rs_exp {

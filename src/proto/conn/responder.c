@@ -97,9 +97,9 @@ static void start_reads(struct rr_conn *c, struct rs_req *r)
 	pump_reads(c);
 }
 
-/* The reset of a request (rs_on_recv) stays within two cache lines. */
-_Static_assert(offsetof(struct rs_req, read_mem) <= 128,
-	       "rs_req: the per-call fields beyond two cache lines");
+/* The reset of a request (rs_on_recv) stays within two cache lines; the
+ * executor's object (pub.xreq) follows it. */
+_Static_assert(RS_REQ_CLEAR <= 128, "rs_req: the per-call fields beyond two cache lines");
 
 void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len)
 {
@@ -139,7 +139,7 @@ void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 		rs_refuse_xid(c, NULL, xid);
 		return;
 	}
-	memset(r, 0, offsetof(struct rs_req, read_mem));
+	memset(r, 0, RS_REQ_CLEAR);
 	c->nreqs++;
 	r->rc = rc;
 	if (a == RR_XPRT_A_DELIVER) {
