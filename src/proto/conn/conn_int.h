@@ -82,24 +82,29 @@ struct rq_done {
  * two); @read_mem is written only for a Call with Read chunks (start_reads,
  * which sets @read_reg), @wmem entry by entry. */
 struct rs_req {
+	/* cleared when the request is made (up to pub.xreq: RS_REQ_CLEAR) */
 	struct rr_xprt_rcall *rc;
 	bool read_reg;                /* @read_mem written (start_reads) */
-	uint32_t next_read, reads_done;
 	bool failed;                  /* its Reads failed or its connection went */
 	bool delivered;
 	bool credited;                /* its Reply is accounted (rs_credit) */
 	bool send_pending;            /* a Reply with Writes (or parked) is on its way */
 	bool send_done;
 	bool orphan;                  /* done before its Reply's Send completed */
+	bool reading;                 /* in @reading of the session */
 	int send_status;
 	unsigned nwmem;               /* registered entries of @wmem */
-	bool reading;                 /* in @reading of the session */
+	/* its @xreq, the executor's, is written whole by the executor: with
+	 * the fields above, two lines of 64 bytes (a static assertion in
+	 * responder.c; issue 16 part DH) */
+	struct rr_conn_sreq pub;
+	/* not cleared when the request is made: written before they are
+	 * read (the Read path's by start_reads, @snext by a Reply with
+	 * Writes) */
+	uint32_t next_read, reads_done;
 	struct rs_req *next;          /* read queue */
 	struct rs_req *rnext;         /* every request reading */
 	struct rs_req *snext;         /* every Reply with Writes on its way */
-	/* last of the fields cleared when the request is made (up to its
-	 * @xreq, which the executor writes: RS_REQ_CLEAR) */
-	struct rr_conn_sreq pub;
 	/* not cleared when the request is made: valid when @read_reg */
 	struct rr_conn_mem read_mem;  /* the Read sink */
 	/* last: not cleared when the request is made (2.4 KiB; an entry is

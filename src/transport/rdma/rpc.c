@@ -319,7 +319,6 @@ static void cl_destroy(struct rr_xprt_client *x)
  * which is when the RPC layer is done with it (transport/xprt.h). */
 struct sreq_wrap {
 	struct rr_xprt_req xr;       /* xp_priv: the Call's rr_conn_sreq */
-	struct sreq_wrap *next;      /* s->held */
 };
 _Static_assert(sizeof(struct sreq_wrap) <= sizeof(((struct rr_conn_sreq *)0)->xreq),
 	       "a Call's RPC request fits its executor area");
@@ -329,7 +328,9 @@ struct rr_xprt_server {
 	struct rr_xprt_server_params p;
 	pthread_mutex_t lock;     /* held; started and stopped written */
 	atomic_bool started, stopped;   /* read without the lock once started */
-	struct sreq_wrap *held;   /* received before start */
+	/* received before start, linked by xnext (no upcall queue has
+	 * them: delivered, not answered) */
+	struct rr_conn_sreq *held;
 };
 
 static void sv_recv(void *ctx, struct rr_conn_sreq *sreq)
@@ -359,8 +360,8 @@ static void sv_recv(void *ctx, struct rr_conn_sreq *sreq)
 	}
 	deliver = s->started;
 	if (!deliver) {
-		w->next = s->held;
-		s->held = w;
+		sreq->xnext = s->held;
+		s->held = sreq;
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (deliver)
@@ -442,7 +443,7 @@ static int sv_port(const struct rr_xprt_server *s)
 
 static int sv_start(struct rr_xprt_server *s)
 {
-	struct sreq_wrap *held;
+	struct rr_conn_sreq *held;
 
 	pthread_mutex_lock(&s->lock);
 	s->started = true;
@@ -450,10 +451,11 @@ static int sv_start(struct rr_xprt_server *s)
 	s->held = NULL;
 	pthread_mutex_unlock(&s->lock);
 	while (held) {
-		struct sreq_wrap *w = held;
+		struct rr_conn_sreq *r = held;
 
-		held = w->next;
-		s->p.recv(s->p.ctx, &w->xr);
+		held = r->xnext;
+		r->xnext = NULL;
+		s->p.recv(s->p.ctx, &((struct sreq_wrap *)(void *)r->xreq)->xr);
 	}
 	return 0;
 }
