@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* The rdma:// transport's free send slots and the tokens of their Sends
- * (src/transport/rdma/conn.c tp_slots_add, tp_slot_take, tp_slot_put;
- * tp_int.h tp_stok), kept in struct tp_conn's own lines for the first
- * slots and in arrays beyond (issue 16 part DC). Against a model of the
+/* The rdma:// transport's free send slots (src/transport/rdma/conn.c
+ * tp_slots_add, tp_slot_take, tp_slot_put), kept as bits in struct
+ * tp_conn's own lines for the first slots and on a stack beyond (issue 16
+ * part DC). Against a model of the
  * free set over random takes and puts (double puts, slots never made,
  * connections of 4 to 200 slots grown chunk by chunk as slots_grow does):
  * a take gives a free slot, the lowest below TP_SFREE_BITS while one is
  * free, else the one made free last (the old stack's order), none when
  * none is free; a put of a slot not made, or of a free one below
- * TP_SFREE_BITS, changes nothing; the count is the model's. Tokens: every slot's own storage, none shared. */
+ * TP_SFREE_BITS, changes nothing; the count is the model's. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,15 +25,12 @@ static struct tp_conn *slots_conn(uint32_t nsend)
 	cn->nsend = nsend;
 	if (nsend > TP_SFREE_BITS)
 		cn->sfree = calloc(nsend - TP_SFREE_BITS, sizeof(uint32_t));
-	if (nsend > TP_STOK_INLINE)
-		cn->stoken = calloc(nsend - TP_STOK_INLINE, sizeof(uint64_t));
 	return cn;
 }
 
 static void slots_conn_free(struct tp_conn *cn)
 {
 	free(cn->sfree);
-	free(cn->stoken);
 	free(cn);
 }
 
@@ -129,30 +126,4 @@ TEST(tp_send_slots_free_set_matches_a_model)
 	CHECK(puts_ignored > 1000);
 	CHECK(stack_takes > 1000);
 	CHECK(empty > 100);
-}
-
-TEST(tp_send_slots_tokens_each_its_own)
-{
-	static const uint32_t sizes[] = {4, 8, 9, 40, 200};
-
-	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
-		uint32_t nsend = sizes[z];
-		struct tp_conn *cn = slots_conn(nsend);
-
-		REQUIRE(cn != NULL);
-		for (uint32_t s = 0; s < nsend; s++)
-			*tp_stok(cn, s) = 0x1000u + s * 7u;
-		for (uint32_t s = 0; s < nsend; s++) {
-			const uint8_t *p = (const uint8_t *)tp_stok(cn, s);
-
-			CHECK_EQ(*tp_stok(cn, s), 0x1000u + s * 7u);
-			/* the first ones in the connection, the rest in its array */
-			if (s < TP_STOK_INLINE)
-				CHECK(p >= (const uint8_t *)cn && p < (const uint8_t *)(cn + 1));
-			else
-				CHECK(p >= (const uint8_t *)cn->stoken &&
-				      p < (const uint8_t *)(cn->stoken + (nsend - TP_STOK_INLINE)));
-		}
-		slots_conn_free(cn);
-	}
 }

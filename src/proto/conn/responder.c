@@ -78,6 +78,7 @@ static void start_reads(struct rr_conn *c, struct rs_req *r)
 	struct rs_req **pp = &c->readq;
 
 	memset(&r->read_mem, 0, sizeof(r->read_mem));
+	r->next_read = r->reads_done = 0;   /* not cleared when it was made */
 	r->read_reg = true;
 	r->read_mem.base = r->rc->buf;
 	r->read_mem.len = r->rc->buf_len;
@@ -97,8 +98,9 @@ static void start_reads(struct rr_conn *c, struct rs_req *r)
 	pump_reads(c);
 }
 
-/* The reset of a request (rs_on_recv) stays within two cache lines. */
-_Static_assert(offsetof(struct rs_req, read_mem) <= 128,
+/* The reset of a request (rs_on_recv) and the executor's object (pub.xreq)
+ * after it stay within two cache lines. */
+_Static_assert(offsetof(struct rs_req, pub) + sizeof(struct rr_conn_sreq) <= 128,
 	       "rs_req: the per-call fields beyond two cache lines");
 
 void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len)
@@ -139,7 +141,7 @@ void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 		rs_refuse_xid(c, NULL, xid);
 		return;
 	}
-	memset(r, 0, offsetof(struct rs_req, read_mem));
+	memset(r, 0, RS_REQ_CLEAR);
 	c->nreqs++;
 	r->rc = rc;
 	if (a == RR_XPRT_A_DELIVER) {

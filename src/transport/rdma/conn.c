@@ -148,11 +148,9 @@ static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 		if (!cn->sfree)
 			return -ENOMEM;
 	}
-	if (nsend > TP_STOK_INLINE) {
-		cn->stoken = rr_zalloc(env, sizeof(*cn->stoken) * (nsend - TP_STOK_INLINE));
-		if (!cn->stoken)
-			return -ENOMEM;
-	}
+	cn->stoken = rr_zalloc(env, sizeof(*cn->stoken) * nsend);
+	if (!cn->stoken)
+		return -ENOMEM;
 	if (nrecv) {
 		cn->rbuf = map_reg(cn, (size_t)nrecv * rsize, &cn->rmr);
 		if (!cn->rbuf)
@@ -716,7 +714,7 @@ static bool unsig_release(struct tp_conn *cn, const struct rpcrdma_wc *wc, uint3
 		if (slot == self)
 			had_self = true;
 		else if (!cn->ep->is_server)
-			tok[ntok++] = *tp_stok(cn, slot);
+			tok[ntok++] = cn->stoken[slot];
 	}
 	if (ntok && wc->status == RPCRDMA_WC_SUCCESS && !cn->dead && !cn->closing)
 		rr_conn_on_sends(cn->sess, tok, ntok);
@@ -782,7 +780,7 @@ static int conn_send(struct tp_conn *cn, const struct rr_conn_send *s)
 
 	if (!cn || cn->dead)
 		return -ENOTCONN;
-	*tp_stok(cn, s->slot) = s->token;
+	cn->stoken[s->slot] = s->token;
 	/* Deferred Replies wait for the end of the batch, but not for long:
 	 * a batch of many, or one behind a slow handler, is posted now; and
 	 * before any Send that is not deferred (the send queue takes them in
@@ -1233,7 +1231,7 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 		rr_conn_on_send(cn->sess,
 				(uint32_t)WRVAL(wc->wr_id) == TP_PROBE_SLOT
 					? 0
-					: *tp_stok(cn, (uint32_t)WRVAL(wc->wr_id)),
+					: cn->stoken[(uint32_t)WRVAL(wc->wr_id)],
 				0);
 		break;
 	case WR_TOKEN:

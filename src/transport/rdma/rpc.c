@@ -311,46 +311,39 @@ static void cl_destroy(struct rr_xprt_client *x)
 
 /* ---- server ---- */
 
+/* The RPC layer's request of a received Call: in the Call's own request
+ * (its executor area, rr_conn_sreq.xreq), not an object of its own taken
+ * and put per Call (issue 16 part DH; it was a spare of the server's,
+ * cleared per Call). It lives as long as the Call's request: until
+ * rr_tp_server_done, or a Reply that finished it (sv_send_reply_done 0),
+ * which is when the RPC layer is done with it (transport/xprt.h). */
 struct sreq_wrap {
-	struct rr_xprt_req xr;
-	struct rr_conn_sreq *sreq;
-	struct sreq_wrap *next;
+	struct rr_xprt_req xr;       /* xp_priv: the Call's rr_conn_sreq */
 };
+_Static_assert(sizeof(struct sreq_wrap) <= sizeof(((struct rr_conn_sreq *)0)->xreq),
+	       "a Call's RPC request fits its executor area");
 
 struct rr_xprt_server {
 	struct rr_tp_server *tp;
 	struct rr_xprt_server_params p;
 	pthread_mutex_t lock;     /* held; started and stopped written */
 	atomic_bool started, stopped;   /* read without the lock once started */
-	struct sreq_wrap *held;   /* received before start */
-	struct rr_spare spare;    /* done sreq_wraps kept for reuse */
+	/* received before start, linked by xnext (no upcall queue has
+	 * them: delivered, not answered) */
+	struct rr_conn_sreq *held;
 };
-
-/* @w, no request's any more: kept as a spare of @s or freed. */
-static void sreq_wrap_put(struct rr_xprt_server *s, struct sreq_wrap *w)
-{
-	if (!rr_spare_put(&s->spare, w))
-		rr_free(rr_env(s->p.env), w);
-}
 
 static void sv_recv(void *ctx, struct rr_conn_sreq *sreq)
 {
 	struct rr_xprt_server *s = ctx;
-	struct sreq_wrap *w = rr_spare_take(&s->spare);
+	struct sreq_wrap *w = (struct sreq_wrap *)(void *)sreq->xreq;
 	bool deliver;
 
-	if (!w)
-		w = rr_alloc(rr_env(s->p.env), sizeof(*w));
-	if (!w) {
-		rr_tp_server_refuse(s->tp, sreq);   /* answered, not dropped */
-		rr_tp_server_done(s->tp, sreq);
-		return;
-	}
-	memset(w, 0, sizeof(*w));
-	w->sreq = sreq;
 	w->xr.msg = sreq->msg;
 	w->xr.len = sreq->len;
-	w->xr.xp_priv = w;
+	w->xr.ext = NULL;
+	w->xr.n_ext = 0;
+	w->xr.xp_priv = sreq;
 	/* started (never undone) and not stopped: delivered without the
 	 * lock, which orders nothing more here (a stop right after the look
 	 * is the same race as one right after the unlock) */
@@ -363,13 +356,12 @@ static void sv_recv(void *ctx, struct rr_conn_sreq *sreq)
 	if (s->stopped) {
 		pthread_mutex_unlock(&s->lock);
 		rr_tp_server_done(s->tp, sreq);
-		sreq_wrap_put(s, w);
 		return;
 	}
 	deliver = s->started;
 	if (!deliver) {
-		w->next = s->held;
-		s->held = w;
+		sreq->xnext = s->held;
+		s->held = sreq;
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (deliver)
@@ -451,7 +443,7 @@ static int sv_port(const struct rr_xprt_server *s)
 
 static int sv_start(struct rr_xprt_server *s)
 {
-	struct sreq_wrap *held;
+	struct rr_conn_sreq *held;
 
 	pthread_mutex_lock(&s->lock);
 	s->started = true;
@@ -459,10 +451,11 @@ static int sv_start(struct rr_xprt_server *s)
 	s->held = NULL;
 	pthread_mutex_unlock(&s->lock);
 	while (held) {
-		struct sreq_wrap *w = held;
+		struct rr_conn_sreq *r = held;
 
-		held = w->next;
-		s->p.recv(s->p.ctx, &w->xr);
+		held = r->xnext;
+		r->xnext = NULL;
+		s->p.recv(s->p.ctx, &((struct sreq_wrap *)(void *)r->xreq)->xr);
 	}
 	return 0;
 }
@@ -472,7 +465,7 @@ static int sv_start(struct rr_xprt_server *s)
 static int sv_reply(struct rr_xprt_server *s, struct rr_xprt_req *req,
 		    const struct rr_xprt_msg *msg, void (*sent)(void *arg, int status), void *arg)
 {
-	struct sreq_wrap *w = req->xp_priv;
+	struct rr_conn_sreq *sreq = (struct rr_conn_sreq *)req->xp_priv;
 	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
 	unsigned n;
 
@@ -480,8 +473,8 @@ static int sv_reply(struct rr_xprt_server *s, struct rr_xprt_req *req,
 		return -EINVAL;
 	n = msg_parts(msg, parts);
 	if (!sent)
-		return rr_tp_server_reply(s->tp, w->sreq, parts, n, NULL);
-	return rr_tp_server_reply_async(s->tp, w->sreq, parts, n, NULL, sent, arg);
+		return rr_tp_server_reply(s->tp, sreq, parts, n, NULL);
+	return rr_tp_server_reply_async(s->tp, sreq, parts, n, NULL, sent, arg);
 }
 
 static int sv_send_reply(struct rr_xprt_server *s, struct rr_xprt_req *req,
@@ -504,31 +497,23 @@ static int sv_send_reply_done(struct rr_xprt_server *s, struct rr_xprt_req *req,
 			      const struct rr_xprt_msg *msg, void (*sent)(void *arg, int status),
 			      void *arg)
 {
-	struct sreq_wrap *w = req->xp_priv;
 	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
-	int rc;
 
 	if (!sent || msg->nddp > RR_RPC_MAX_DDP)
 		return -EINVAL;
-	rc = rr_tp_server_reply_done(s->tp, w->sreq, parts, msg_parts(msg, parts), sent, arg);
-	if (rc == 0)
-		sreq_wrap_put(s, w);   /* as sv_req_done */
-	return rc;
+	/* 0: @req (in the Call's request) is gone with it, as sv_req_done */
+	return rr_tp_server_reply_done(s->tp, (struct rr_conn_sreq *)req->xp_priv, parts,
+				       msg_parts(msg, parts), sent, arg);
 }
 
 static void sv_req_done(struct rr_xprt_server *s, struct rr_xprt_req *req)
 {
-	struct sreq_wrap *w = req->xp_priv;
-
-	rr_tp_server_done(s->tp, w->sreq);
-	sreq_wrap_put(s, w);
+	rr_tp_server_done(s->tp, (struct rr_conn_sreq *)req->xp_priv);   /* @req with it */
 }
 
 static void sv_req_refuse(struct rr_xprt_server *s, struct rr_xprt_req *req)
 {
-	struct sreq_wrap *w = req->xp_priv;
-
-	rr_tp_server_refuse(s->tp, w->sreq);
+	rr_tp_server_refuse(s->tp, (struct rr_conn_sreq *)req->xp_priv);
 }
 
 static void sv_stop(struct rr_xprt_server *s)
@@ -544,15 +529,9 @@ static void sv_destroy(struct rr_xprt_server *s)
 	const struct rpcrdma_env *env = rr_env(s->p.env);
 
 	sv_stop(s);
+	/* the Calls held since before a start go with their requests */
+	s->held = NULL;
 	rr_tp_server_destroy(s->tp);
-	while (s->held) {
-		struct sreq_wrap *w = s->held;
-
-		s->held = w->next;
-		rr_free(env, w);
-	}
-	for (void *w; (w = rr_spare_take(&s->spare));)
-		rr_free(env, w);
 	pthread_mutex_destroy(&s->lock);
 	rr_free(env, s);
 }
@@ -787,7 +766,7 @@ static int sv_bc_client(struct rr_xprt_server *s, struct rr_xprt_req *req,
 			const struct rr_xprt_client_params *p,
 			const struct rr_xprt_client_ops **ops, struct rr_xprt_client **out)
 {
-	struct sreq_wrap *sw = req->xp_priv;
+	struct rr_conn_sreq *sreq = (struct rr_conn_sreq *)req->xp_priv;
 	struct rr_xprt_client *x = rr_zalloc(rr_env(p->env), sizeof(*x));
 	int rc;
 
@@ -795,7 +774,7 @@ static int sv_bc_client(struct rr_xprt_server *s, struct rr_xprt_req *req,
 		return -ENOMEM;
 	cl_params_set(x, p);
 	x->srv = s->tp;
-	rc = rr_tp_server_bc_open(s->tp, sw->sreq, bc_complete, NULL, &x->bc_tp);
+	rc = rr_tp_server_bc_open(s->tp, sreq, bc_complete, NULL, &x->bc_tp);
 	if (rc) {
 		rr_free(rr_env(p->env), x);
 		return rc;
@@ -812,7 +791,7 @@ static int cl_ctl(struct rr_xprt_client *x, unsigned op, void *arg)
 
 static int sv_ctl(struct rr_xprt_server *s, struct rr_xprt_req *req, unsigned op, void *arg)
 {
-	return rr_rdma_server_ctl(s->tp, req ? ((struct sreq_wrap *)req->xp_priv)->sreq : NULL,
+	return rr_rdma_server_ctl(s->tp, req ? (struct rr_conn_sreq *)req->xp_priv : NULL,
 				  op, arg);
 }
 

@@ -55,10 +55,9 @@ struct tp_pool;
  * up to the connection's nsend, each mapped and registered once. */
 #define TP_SLOTS_FIRST 4u
 #define TP_SLOT_CHUNKS 24
-/* Free slots kept as bits in struct tp_conn (the rest on a stack), and
- * tokens of Sends kept in it (the rest in an array): issue 16 part DC. */
+/* Free slots kept as bits in struct tp_conn (the rest on a stack): issue
+ * 16 part DC. */
 #define TP_SFREE_BITS 64u
-#define TP_STOK_INLINE 8u
 
 /* A client's Sends, and a server's quiet ones (Replies without Writes), go
  * unsignaled, at most TP_UNSIG_RUN in a row, then one signaled, whose
@@ -225,6 +224,7 @@ struct tp_conn {
 	struct tp_cq *tcq;           /* its share of a port's CQ */
 	struct tp_pool *pool;        /* responder: Receives of a shared queue */
 	uint8_t *rbuf;               /* its own Receives (no pool) */
+	uint64_t *stoken;            /* per slot: the session's token of its Send */
 	/* the free send slots: those below TP_SFREE_BITS as bits here (the
 	 * lowest taken first), the rest on the stack @sfree (part DC: no
 	 * line of an array of its own per call) */
@@ -268,10 +268,6 @@ struct tp_conn {
 	bool dgrow;                  /* a batch filled dcap: SV_DEFER_MAX next */
 	struct tp_conn *dnext;       /* ep->deferred: connections with some */
 	uint64_t defer_t0;           /* ns: when the first of them was deferred */
-	/* per slot below TP_STOK_INLINE: the session's token of its Send (a
-	 * client's run of TP_CL_SLOTS_FIRST, a server's first chunk), written
-	 * by every Send, read by its completion; the rest in @stoken */
-	uint64_t stok0[TP_STOK_INLINE];
 	struct tp_slots sch[TP_SLOT_CHUNKS]; /* send slots; after the first
 					chunk's, 4 zero bytes (pad source) */
 	/* server: the quiet Sends' watch (tp_quiet_watch): the oldest one's
@@ -281,8 +277,6 @@ struct tp_conn {
 	bool qw_on, qprobe;
 	uint64_t qw_t0;
 	/* ---- cold: set up, torn down, rare paths ---- */
-	uint64_t *stoken;            /* tokens of slots from TP_STOK_INLINE on
-					(NULL: nsend <= TP_STOK_INLINE) */
 	uint32_t *sfree;             /* free slots from TP_SFREE_BITS on, a stack
 					(NULL: nsend <= TP_SFREE_BITS) */
 	uint32_t nsfree_hi;          /* on @sfree */
@@ -315,21 +309,12 @@ struct tp_conn {
 	 * when made */
 	struct rr_conn_io io;
 };
-/* The hot part (everything before @stok0) stays within 5 lines of 64 bytes
- * (272 bytes now): a field added there that does not fit belongs below.
- * The tokens of the first slots and the first chunk follow it. */
-_Static_assert(offsetof(struct tp_conn, stok0) <= 5 * 64,
-	       "struct tp_conn's per-call fields fit 5 cache lines");
-_Static_assert(offsetof(struct tp_conn, sch) + sizeof(struct tp_slots) <= 7 * 64,
-	       "struct tp_conn's tokens and first chunk of slots fit 2 more lines");
-_Static_assert(TP_STOK_INLINE >= TP_CL_SLOTS_FIRST && TP_STOK_INLINE >= TP_SLOTS_FIRST,
-	       "a first chunk's tokens are inline");
-
-/* Where the token of the Send in @slot (< cn->nsend) is kept. */
-static inline uint64_t *tp_stok(struct tp_conn *cn, uint32_t slot)
-{
-	return slot < TP_STOK_INLINE ? &cn->stok0[slot] : &cn->stoken[slot - TP_STOK_INLINE];
-}
+/* The hot part and the first chunk of slots (read by every Send) stay
+ * within 5 lines of 64 bytes (280 + 32 bytes now): a field added there
+ * that does not fit belongs below. (Part DC's tokens of the first slots
+ * inline here pushed sch[0] into a sixth line and saved nothing: gone.) */
+_Static_assert(offsetof(struct tp_conn, sch) + sizeof(struct tp_slots) <= 5 * 64,
+	       "struct tp_conn's per-call fields and first chunk of slots fit 5 cache lines");
 
 /* The free send slots (conn.c): @n slots from @first made free (a new
  * chunk); the lowest free one taken (false: none); @slot put back (one
