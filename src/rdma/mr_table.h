@@ -244,10 +244,12 @@ int rr_mrt_local_ptr_miss(struct rr_mrt *t, struct rr_mrt_lcache *c, uint32_t st
  * local SGE; @t and @c not NULL): on success *@ptr is where @addr lands.
  * A cache hit is checked inline (the same checks as rr_mrt_check_local's
  * hit, in its order) and builds no rr_mrt_ref; anything else goes the long
- * way, which gives the errno. Same results as rr_mrt_check_local. */
-static inline int rr_mrt_local_ptr(struct rr_mrt *t, struct rr_mrt_lcache *c, uint32_t stag,
-				   uint64_t addr, uint64_t len, uint32_t need, const void *pd,
-				   uint8_t **ptr)
+ * way, which gives the errno. Same results as rr_mrt_check_local. Always
+ * inlined: with more callers GCC made it a function (a call and its saved
+ * registers per SGE; issue 16 part DG). */
+static inline __attribute__((always_inline)) int
+rr_mrt_local_ptr(struct rr_mrt *t, struct rr_mrt_lcache *c, uint32_t stag, uint64_t addr,
+		 uint64_t len, uint32_t need, const void *pd, uint8_t **ptr)
 {
 	if ((need & RR_MRT_LOCAL) && !(need & ~(RR_MRT_RIGHTS | RR_MRT_LOCAL)) && c->gen &&
 	    c->stag == stag && c->pd == pd &&

@@ -8,6 +8,8 @@
  * moves bytes and this file decides where they go and whether they are legal. */
 #include "rdma/soft/ddp.h"
 
+#include <stdlib.h>
+
 #include "rdma/soft/crc32c.h"
 
 /* ------------------------------------------------------------------ TX -- */
@@ -778,8 +780,11 @@ static int rx_bulk(struct rr_ddp_rx *rx, const uint8_t *p, size_t avail, size_t 
  * across its SGEs, then the CRC (rx_finish). The fields the parser keeps
  * of the segment (its header for a later Terminate, the per-queue MSN
  * and MO, the counters) end as the general path leaves them. */
-int rr_ddp_rx_send_one(struct rr_ddp_rx *rx, const uint8_t *p, size_t avail, size_t *adv,
-		       struct rr_ddp_event *ev)
+int rr_ddp_rx_send_one_with(struct rr_ddp_rx *rx,
+			    enum rr_rx_code (*untagged)(void *ctx, uint32_t msn, uint32_t mo,
+							uint32_t len, bool last,
+							const struct iovec **iov, unsigned *iovcnt),
+			    const uint8_t *p, size_t avail, size_t *adv, struct rr_ddp_event *ev)
 {
 	const unsigned hdr_bits = RR_DDP_L | RR_DDP_VERSION << RR_DDP_DV_SHIFT |
 				  RR_RDMAP_VERSION << RR_RDMAP_RV_SHIFT;
@@ -825,7 +830,11 @@ int rr_ddp_rx_send_one(struct rr_ddp_rx *rx, const uint8_t *p, size_t avail, siz
 	rx->mo = 0;
 	rx->hdr_have = RR_HDR_UNTAGGED;
 	*adv = RR_HDR_UNTAGGED; /* what the general path has taken if it fails here */
-	c = rx->ops->untagged(rx->ctx, rx->msn, 0, seg, true, &iov, &iovcnt);
+#ifndef NDEBUG
+	if (untagged != rx->ops->untagged)
+		abort();   /* not the parser's own look-up */
+#endif
+	c = untagged(rx->ctx, rx->msn, 0, seg, true, &iov, &iovcnt);
 	if (c != RR_RXC_OK)
 		return rx_die_code(rx, c);
 	rx->uiov = iov;
@@ -871,6 +880,12 @@ int rr_ddp_rx_send_one(struct rr_ddp_rx *rx, const uint8_t *p, size_t avail, siz
 	rx->hdr_have = 0;
 	rx->hdr_need = 4;
 	return 1;
+}
+
+int rr_ddp_rx_send_one(struct rr_ddp_rx *rx, const uint8_t *p, size_t avail, size_t *adv,
+		       struct rr_ddp_event *ev)
+{
+	return rr_ddp_rx_send_one_with(rx, rx->ops->untagged, p, avail, adv, ev);
 }
 
 int rr_ddp_rx_feed(struct rr_ddp_rx *rx, const uint8_t *data, size_t len, size_t *used,

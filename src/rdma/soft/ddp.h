@@ -246,6 +246,17 @@ int rr_ddp_rx_feed(struct rr_ddp_rx *rx, const uint8_t *data, size_t len, size_t
  * consumed. */
 int rr_ddp_rx_send_one(struct rr_ddp_rx *rx, const uint8_t *data, size_t len, size_t *used,
 		       struct rr_ddp_event *ev);
+/* rr_ddp_rx_send_one with the Receive's look-up @untagged given by the
+ * caller, who guarantees it is rx->ops->untagged: the same function (the
+ * one body: rr_ddp_rx_send_one is this with rx->ops->untagged), for a
+ * caller that names its own (the soft QP: rx.c rx_stage_parse), so that a
+ * link-time optimised build calls it directly, not through the pointer
+ * (issue 16 part DG). A build without NDEBUG aborts if it is not. */
+int rr_ddp_rx_send_one_with(struct rr_ddp_rx *rx,
+			    enum rr_rx_code (*untagged)(void *ctx, uint32_t msn, uint32_t mo,
+							uint32_t len, bool last,
+							const struct iovec **iov, unsigned *iovcnt),
+			    const uint8_t *data, size_t len, size_t *used, struct rr_ddp_event *ev);
 /* The upper layer rejects the segment just reported (e.g. a Read Request's
  * source STag, an IRD overflow, an Invalidate STag): builds the Terminate for
  * it and stops the parser. Returns the negative errno now in rx->err. */

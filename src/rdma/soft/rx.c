@@ -625,14 +625,16 @@ static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned c
 }
 
 /* Parses what the stage holds from stage_off on: a lone small Send (a
- * Call, a Reply) in one pass (rr_ddp_rx_send_one), anything else by the
+ * Call, a Reply) in one pass (rr_ddp_rx_send_one, its Receive looked up by
+ * rx_untagged named here, the parser's ops of every soft QP: a direct
+ * call in a link-time optimised build), anything else by the
  * general parser; what was consumed leaves the stage. The returns of
  * rr_ddp_rx_feed. */
 static int rx_stage_parse(struct soft_qp *qp, struct rr_ddp_event *ev)
 {
 	const uint8_t *p = qp->stage + qp->stage_off;
 	size_t used, avail = qp->stage_len - qp->stage_off;
-	int r = rr_ddp_rx_send_one(&qp->rx, p, avail, &used, ev);
+	int r = rr_ddp_rx_send_one_with(&qp->rx, rx_untagged, p, avail, &used, ev);
 
 	if (r == 0)
 		r = rr_ddp_rx_feed(&qp->rx, p, avail, &used, ev);

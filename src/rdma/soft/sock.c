@@ -33,15 +33,17 @@
 static ssize_t sock_sendmsg(int fd, const struct iovec *iov, unsigned cnt)
 {
 	struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = cnt};
+	ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
 
-	return sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+	return n < 0 ? -errno : n;
 }
 
 static ssize_t sock_recvmsg(int fd, struct iovec *iov, unsigned cnt, int flags)
 {
 	struct msghdr m = {.msg_iov = iov, .msg_iovlen = cnt};
+	ssize_t n = recvmsg(fd, &m, flags);
 
-	return recvmsg(fd, &m, flags);
+	return n < 0 ? -errno : n;
 }
 
 /* The one-buffer send and recv as the bare system calls (sendto and
@@ -52,27 +54,62 @@ static ssize_t sock_recvmsg(int fd, struct iovec *iov, unsigned cnt, int flags)
  * part BC"). Nothing of the library is cancellable (no thread of it is
  * cancelled, and a caller's thread cancelled inside a call would leave the
  * QP's locks and flags behind at any of its points anyway), so they are
- * not cancellation points here. Under ThreadSanitizer libc's (TSan
- * intercepts them and orders a send before the receive of its bytes: with
- * a client and a server in one process, as the tests run, what one side
- * did before its message is seen to come before what the other does after
- * it; docs/testing.md "Race detectors"). Where the system has no sendto/recvfrom
- * number (socketcall systems), libc's. -1 and errno as libc's. */
+ * not cancellation points here. On x86-64 Linux the system call is made in
+ * place (SOCK_SYS_INLINE: the kernel's convention, number in rax,
+ * arguments in rdi, rsi, rdx, r10, r8, r9, the result or -errno in rax,
+ * rcx and r11 clobbered), not through libc's syscall(2): that is a call,
+ * its arguments moved one register down, the seventh through the stack,
+ * and errno set on failure for the caller to read back from thread-local
+ * storage (issue 16 part DG); elsewhere libc's syscall(2). Under
+ * ThreadSanitizer libc's send and recv (TSan intercepts them and orders a
+ * send before the receive of its bytes: with a client and a server in one
+ * process, as the tests run, what one side did before its message is seen
+ * to come before what the other does after it; docs/testing.md "Race
+ * detectors"). Where the system has no sendto/recvfrom number (socketcall
+ * systems), libc's. Each returns what moved, or -errno (never -1). */
+#if defined(__x86_64__) && defined(__linux__) && defined(SYS_sendto) && \
+	defined(SYS_recvfrom) && !defined(RR_TSAN)
+#define SOCK_SYS_INLINE 1
+static inline long sock_sys6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+	register long r10 __asm__("r10") = a4;
+	register long r8 __asm__("r8") = a5;
+	register long r9 __asm__("r9") = a6;
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "0"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+#endif
+
 static inline ssize_t sock_send1(int fd, const void *buf, size_t len, int flags)
 {
-#if defined(SYS_sendto) && !defined(RR_TSAN)
-	return (ssize_t)syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
+#if defined(SOCK_SYS_INLINE)
+	return sock_sys6(SYS_sendto, fd, (long)(uintptr_t)buf, (long)len, flags, 0, 0);
 #else
-	return send(fd, buf, len, flags);
+#if defined(SYS_sendto) && !defined(RR_TSAN)
+	ssize_t n = (ssize_t)syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
+#else
+	ssize_t n = send(fd, buf, len, flags);
+#endif
+	return n < 0 ? -errno : n;
 #endif
 }
 
 static inline ssize_t sock_recv1(int fd, void *buf, size_t len, int flags)
 {
-#if defined(SYS_recvfrom) && !defined(RR_TSAN)
-	return (ssize_t)syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL);
+#if defined(SOCK_SYS_INLINE)
+	return sock_sys6(SYS_recvfrom, fd, (long)(uintptr_t)buf, (long)len, flags, 0, 0);
 #else
-	return recv(fd, buf, len, flags);
+#if defined(SYS_recvfrom) && !defined(RR_TSAN)
+	ssize_t n = (ssize_t)syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL);
+#else
+	ssize_t n = recv(fd, buf, len, flags);
+#endif
+	return n < 0 ? -errno : n;
 #endif
 }
 
@@ -84,10 +121,8 @@ ssize_t rr_soft_sock_writev(int fd, const struct iovec *iov, unsigned cnt)
 		n = cnt == 1 ? sock_send1(fd, iov[0].iov_base, iov[0].iov_len,
 					  MSG_NOSIGNAL | MSG_DONTWAIT)
 			     : sock_sendmsg(fd, iov, cnt);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	return n;
+	while (n == -EINTR);
+	return n == -EWOULDBLOCK ? -EAGAIN : n;
 }
 
 static ssize_t readv_flags(int fd, struct iovec *iov, unsigned cnt, int flags)
@@ -97,10 +132,8 @@ static ssize_t readv_flags(int fd, struct iovec *iov, unsigned cnt, int flags)
 	do
 		n = cnt == 1 ? sock_recv1(fd, iov[0].iov_base, iov[0].iov_len, flags)
 			     : sock_recvmsg(fd, iov, cnt, flags);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	return n;
+	while (n == -EINTR);
+	return n == -EWOULDBLOCK ? -EAGAIN : n;
 }
 
 ssize_t rr_soft_sock_readv(int fd, struct iovec *iov, unsigned cnt)

@@ -821,15 +821,16 @@ static inline struct soft_wqe *orq_head(struct soft_qp *qp)
 }
 
 /* Resolves @n local SGEs (access RR_MRT_LOCAL | @need) to addresses through
- * the STag table and the one-entry cache @lc (rr_mrt_local_ptr; the
- * caller's lock guards it): @iov/@cnt, *@total bytes. 0 or the table's
- * -errno. Inline: post_send (tx.c) and post_recv (rx.c) run it per work
- * request. */
-static inline int sge_resolve(struct soft_qp *qp, struct rr_mrt_lcache *lc,
-			      const struct rpcrdma_sge *sg, uint32_t n, uint32_t need,
-			      struct iovec *iov, unsigned *cnt, uint32_t *total)
+ * the STag table @t (PD @pd) and the one-entry cache @lc (rr_mrt_local_ptr;
+ * the caller's lock guards it): @iov/@cnt (the SGEs of length 0 left out),
+ * *@total bytes. 0 or the table's -errno; on failure *@cnt holds as many as
+ * resolved before the one that failed and *@total is not written. The
+ * general path: any number of SGEs (sge_resolve takes it for all but one). */
+static inline int sge_resolve_all(struct rr_mrt *t, const void *pd, struct rr_mrt_lcache *lc,
+				  const struct rpcrdma_sge *sg, uint32_t n, uint32_t need,
+				  struct iovec *iov, unsigned *cnt, uint32_t *total)
 {
-	uint64_t t = 0;
+	uint64_t tot = 0;
 	unsigned c = 0;   /* *@cnt written once (as many as resolved) */
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -839,21 +840,64 @@ static inline int sge_resolve(struct soft_qp *qp, struct rr_mrt_lcache *lc,
 
 		if (!len)
 			continue;
-		r = rr_mrt_local_ptr(&qp->ctx->mrt, lc, sg[i].lkey, sg[i].addr, len,
-				     RR_MRT_LOCAL | need, &qp->pd->base, &p);
+		r = rr_mrt_local_ptr(t, lc, sg[i].lkey, sg[i].addr, len, RR_MRT_LOCAL | need, pd,
+				     &p);
 		if (r) {
 			*cnt = c;
 			return r;
 		}
 		iov[c].iov_base = p;
 		iov[c++].iov_len = len;
-		t += len;
+		tot += len;
 	}
 	*cnt = c;
-	if (t > UINT32_MAX)
+	if (tot > UINT32_MAX)
 		return -EMSGSIZE;
-	*total = (uint32_t)t;
+	*total = (uint32_t)tot;
 	return 0;
+}
+
+/* sge_resolve_all of one SGE (@n 1: every Send and Receive the transport
+ * posts), without the loop, the 64-bit sum and its limit (one length of
+ * 32 bits never passes it): the same result and the same outputs, written
+ * in the same cases (issue 16 part DG; test soft_sge_resolve_one_as_all
+ * compares the two over random SGEs, caches and table changes). */
+static inline __attribute__((always_inline)) int
+sge_resolve_one(struct rr_mrt *t, const void *pd, struct rr_mrt_lcache *lc,
+		const struct rpcrdma_sge *sg, uint32_t need, struct iovec *iov, unsigned *cnt,
+		uint32_t *total)
+{
+	uint32_t len = sg->length;
+	uint8_t *p;
+	int r;
+
+	if (!len) {
+		*cnt = 0;
+		*total = 0;
+		return 0;
+	}
+	r = rr_mrt_local_ptr(t, lc, sg->lkey, sg->addr, len, RR_MRT_LOCAL | need, pd, &p);
+	if (r) {
+		*cnt = 0;
+		return r;
+	}
+	iov[0].iov_base = p;
+	iov[0].iov_len = len;
+	*cnt = 1;
+	*total = len;
+	return 0;
+}
+
+/* sge_resolve_all on @qp's table and PD, one SGE by sge_resolve_one.
+ * Inline: post_send (tx.c) and post_recv (rx.c) run it per work request. */
+static inline int sge_resolve(struct soft_qp *qp, struct rr_mrt_lcache *lc,
+			      const struct rpcrdma_sge *sg, uint32_t n, uint32_t need,
+			      struct iovec *iov, unsigned *cnt, uint32_t *total)
+{
+	if (n == 1)
+		return sge_resolve_one(&qp->ctx->mrt, &qp->pd->base, lc, sg, need, iov, cnt,
+				       total);
+	return sge_resolve_all(&qp->ctx->mrt, &qp->pd->base, lc, sg, n, need, iov, cnt, total);
 }
 
 /* Whether [@p, @p + @n) meets [@lo, @hi). */

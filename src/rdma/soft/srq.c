@@ -83,17 +83,37 @@ int rr_soft_destroy_srq(struct rr_srq *b)
 	return 0;
 }
 
-/* The Receive's SGEs, checked against the SRQ's PD (local write). */
+/* The cache of the SRQ's local checks that serves @lkey: the STag's index
+ * (above its 8-bit key) picks it, so that MRs registered one after another
+ * use different ones. */
+static inline struct rr_mrt_lcache *srq_lc(struct soft_srq *s, uint32_t lkey)
+{
+	return &s->lc[(lkey >> 8) & (SOFT_SRQ_LC - 1)];
+}
+
+/* The Receive's SGEs, checked against the SRQ's PD (local write): 0, or
+ * -EINVAL (-EMSGSIZE: more than 2^32 - 1 bytes). One SGE (the transport's
+ * every Receive) through sge_resolve_one (soft.h), which answers as the
+ * loop below does for one SGE (test soft_sge_resolve_one_as_all: the loop
+ * there is this one with one cache). */
 static int resolve(struct soft_srq *s, const struct rpcrdma_recv_wr *wr, struct srq_ent *e)
 {
 	uint64_t t = 0;
 
+	if (wr->num_sge == 1) {
+		uint32_t tot;
+		unsigned n;
+		int r = sge_resolve_one(&s->ctx->mrt, &s->pd->base, srq_lc(s, wr->sg_list[0].lkey),
+					wr->sg_list, RPCRDMA_ACCESS_LOCAL_WRITE, e->iov, &n, &tot);
+
+		e->iovcnt = n;
+		return r ? -EINVAL : 0;
+	}
+
 	e->iovcnt = 0;
 	for (uint32_t i = 0; i < wr->num_sge; i++) {
 		const struct rpcrdma_sge *sg = &wr->sg_list[i];
-		/* the STag's index (above its 8-bit key) picks the cache's
-		 * entry: MRs registered one after another use different ones */
-		struct rr_mrt_lcache *lc = &s->lc[(sg->lkey >> 8) & (SOFT_SRQ_LC - 1)];
+		struct rr_mrt_lcache *lc = srq_lc(s, sg->lkey);
 		uint8_t *p;
 
 		if (!sg->length)
