@@ -723,6 +723,10 @@ struct soft_id {
 	/* (lock) a driven connect's early send failed (connect_early): the
 	 * socket's error, which that send took from SO_ERROR; 0: none */
 	int early_err;
+	/* (lock) a driven connect's socket set up by its driver while the
+	 * peer answers (drive_prep): go_rdma takes these instead of asking */
+	bool prepped, pre_fast;
+	size_t pre_fpdu;
 	uint64_t deadline_ns;
 	uint32_t timeout_ms;
 	struct sockaddr_storage peer;
