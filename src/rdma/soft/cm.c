@@ -876,8 +876,17 @@ void rr_soft_cm_listen_ready(struct soft_id *l)
 		 * (EAGAIN otherwise: one recvfrom); the socket joins the
 		 * epoll set only when the Request is not all here (two
 		 * epoll_ctl calls fewer per connection otherwise) */
-		if (handshake_read(id))
+		if (handshake_read(id)) {
 			hs_watch(l, id);
+			continue;
+		}
+		/* its handshake ended here (a CONNECT_REQUEST for the
+		 * consumer, or a failure): the batch ends with it, so that
+		 * its consumer answers it before this accepts again, without
+		 * an accept4 that finds nothing in front of its MPA Reply (the
+		 * listening socket is level-triggered: one still queued
+		 * brings the next turn at once; issue 16 part DI) */
+		return;
 	}
 }
 
