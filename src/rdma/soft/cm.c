@@ -339,7 +339,6 @@ static void go_rdma(struct soft_id *id, bool active)
 {
 	struct soft_qp *qp = id->qp;
 	int fd = id->obj.fd;
-
 	bool fast;
 
 	rr_soft_obj_del(id->ctx, &id->obj);
