@@ -1298,6 +1298,107 @@ TEST(limits_soft_listener_driven_late_request)
 	CHECK_EQ(rpcrdma_close(ctx), 0);
 }
 
+/* The listening socket of this process on 127.0.0.1:@port, or -1. */
+static int listening_fd(int port)
+{
+	for (int fd = 0; fd < 4096; fd++) {
+		struct sockaddr_in a;
+		socklen_t al = sizeof(a);
+		int on = 0;
+		socklen_t ol = sizeof(on);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &ol) == 0 && on &&
+		    getsockname(fd, (struct sockaddr *)&a, &al) == 0 && a.sin_family == AF_INET &&
+		    ntohs(a.sin_port) == port)
+			return fd;
+	}
+	return -1;
+}
+
+/* Connections waiting in listening socket @fd's accept queue (Linux's
+ * TCP_INFO of a listener), or -1. */
+static int accept_queue(int fd)
+{
+	struct tcp_info ti;
+	socklen_t l = sizeof(ti);
+
+	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) == 0 ? (int)ti.tcpi_unacked : -1;
+}
+
+/* A driven soft listener's drive ends with the first connection whose
+ * handshake ended at its accept (issue 16 part DI): three peers whose
+ * whole Requests wait in the accept queue come out one CONNECT_REQUEST per
+ * drive (so that the consumer answers each before the next accept4, and
+ * no accept4 that finds nothing comes before an MPA Reply; fails when a
+ * drive takes the queue in one batch: three from the first), the rest
+ * left in the kernel's queue, which keeps the listener readable; a
+ * half-open peer ahead of a whole Request does not end the drive: both
+ * are taken by one. */
+TEST(limits_soft_listener_driven_one_request_per_drive)
+{
+	static const uint8_t mpa_req[] = {'M', 'P', 'A', ' ', 'I', 'D', ' ', 'R', 'e', 'q',
+					  ' ', 'F', 'r', 'a', 'm', 'e', 0x10, 2, 0, 4,
+					  0, 16, 0, 16};
+	struct rr_listen_limits lim = {.max_handshakes = 8, .timeout_ms = 60000};
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	struct rpcrdma_cm_event ev, ev2;
+	struct rpcrdma_cm_id *l;
+	struct pollfd p;
+	int port, lfd, sock, fds[5];
+
+	if (!rr_th_soft_ok())
+		return;
+	port = soft_listener_up(NULL, &lim, &ctx, &ch, &l);
+	lfd = rr_cm_listen_driven(l, true);
+	REQUIRE(lfd >= 0);
+	sock = listening_fd(port);
+	REQUIRE(sock >= 0);
+	p = (struct pollfd){.fd = lfd, .events = POLLIN};
+
+	for (int i = 0; i < 3; i++) {
+		fds[i] = raw_connect(port);
+		REQUIRE(fds[i] >= 0);
+		REQUIRE_EQ(send(fds[i], mpa_req, sizeof(mpa_req), MSG_NOSIGNAL),
+			   (ssize_t)sizeof(mpa_req));
+	}
+	REQUIRE(WAIT_FOR(accept_queue(sock) == 3, WAIT_MS));
+	for (int i = 0; i < 3; i++) {
+		REQUIRE_EQ(poll(&p, 1, WAIT_MS), 1);
+		CHECK_EQ(rr_cm_listen_drive(l), 0);
+		REQUIRE_EQ(rpcrdma_cm_get_event(ch, &ev), 0);
+		CHECK_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+		CHECK_EQ(rpcrdma_cm_get_event(ch, &ev2), -EAGAIN);   /* one per drive */
+		CHECK_EQ(accept_queue(sock), 2 - i);
+		CHECK_EQ(rpcrdma_reject(ev.id, NULL, 0), 0);
+		CHECK_EQ(rpcrdma_cm_id_destroy(ev.id), 0);
+	}
+	CHECK_EQ(lstats(l).handshakes, 0u);
+
+	/* a half-open peer first, then a whole Request: one drive takes both */
+	fds[3] = raw_connect_partial(port);
+	REQUIRE(fds[3] >= 0);
+	REQUIRE(WAIT_FOR(accept_queue(sock) == 1, WAIT_MS));
+	fds[4] = raw_connect(port);
+	REQUIRE(fds[4] >= 0);
+	REQUIRE_EQ(send(fds[4], mpa_req, sizeof(mpa_req), MSG_NOSIGNAL), (ssize_t)sizeof(mpa_req));
+	REQUIRE(WAIT_FOR(accept_queue(sock) == 2, WAIT_MS));
+	REQUIRE_EQ(poll(&p, 1, WAIT_MS), 1);
+	CHECK_EQ(rr_cm_listen_drive(l), 0);
+	CHECK_EQ(accept_queue(sock), 0);
+	CHECK_EQ(lstats(l).handshakes, 1u);
+	REQUIRE_EQ(rpcrdma_cm_get_event(ch, &ev), 0);
+	CHECK_EQ(ev.type, RPCRDMA_CM_CONNECT_REQUEST);
+	CHECK_EQ(rpcrdma_reject(ev.id, NULL, 0), 0);
+	CHECK_EQ(rpcrdma_cm_id_destroy(ev.id), 0);
+
+	for (int i = 0; i < 5; i++)
+		close(fds[i]);
+	CHECK_EQ(rpcrdma_cm_id_destroy(l), 0);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(ch), 0);
+	CHECK_EQ(rpcrdma_close(ctx), 0);
+}
+
 /* --------------------------------------- the server in a child process -- */
 
 enum { CS_STATS = 's', CS_FILL = 'f', CS_RELEASE = 'r', CS_QUIT = 'q' };

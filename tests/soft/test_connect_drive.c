@@ -6,13 +6,17 @@
  * an application cannot ask for it through rpcrdma_connect. And the soft
  * provider's list of the ids with a deadline (the timeouts' walk) holds
  * the handshakes running, not the connections already established. And,
- * on such a connection, the poll that follows an arm (issue 16 part BA). */
+ * on such a connection, the poll that follows an arm (issue 16 part BA);
+ * and the socket's set-up for the data path made by the driver while the
+ * peer answers, before the Reply (issue 16 part DI). */
 #include "test.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "rdma/soft/soft.h"
@@ -604,6 +608,112 @@ TEST(soft_connect_drive_refused_keeps_its_status)
 	}
 	CHECK(drove > 0);   /* the early send's path was exercised */
 	dep_free(&c);
+	CHECK_EQ(rpcrdma_cm_channel_destroy(ch), 0);
+	CHECK_EQ(rpcrdma_close(ctx), 0);
+}
+
+/* The client's side of a driven connect to a raw peer, in its own thread. */
+struct driver {
+	struct rpcrdma_cm_id *id;
+	struct rpcrdma_cm_event ev;
+	int rc;
+};
+
+static void *driver_main(void *arg)
+{
+	struct driver *d = arg;
+
+	d->rc = rr_cm_connect_drive(d->id, RR_TEST_WAIT_MS, &d->ev);
+	return NULL;
+}
+
+/* Whether the socket (an int *) is blocking. */
+static bool sock_blocking(void *arg)
+{
+	int fl = fcntl(*(int *)arg, F_GETFL);
+
+	return fl >= 0 && !(fl & O_NONBLOCK);
+}
+
+/* A driven connect sets its socket up for the data path while the peer
+ * answers (issue 16 part DI: drive_prep), not between the Reply and the
+ * first Call: once its Request is out and before any Reply, the socket is
+ * blocking with the fast wait's receive timeout (fails while go_rdma, at
+ * the Reply, is the first to set it: the wait for it runs out); the Reply
+ * then establishes the connection with the FPDU size and the fast wait
+ * that go_rdma used to find itself. */
+TEST(soft_connect_drive_sets_its_socket_up_before_the_reply)
+{
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_cm_channel *ch;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct rpcrdma_conn_param cp = {.timeout_ms = RR_TEST_WAIT_MS};
+	struct rr_mpa_cfg prov = {.rev = 2, .ird = SOFT_MAX_IRD, .ord = SOFT_MAX_ORD};
+	struct rr_mpa_parser mp;
+	struct rr_mpa_frame f, rf;
+	struct rr_mpa_conn conn;
+	struct driver d = {0};
+	struct dep c = {0};
+	struct soft_qp *q;
+	struct timeval tv = {0};
+	socklen_t tl = sizeof(tv);
+	uint8_t rep[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
+	bool driven = false;
+	pthread_t t;
+	int lfd, sfd, cfd, n, r;
+
+	REQUIRE(raw_listen(&a, &lfd));
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
+	dep_make(ctx, &c);
+	REQUIRE_EQ(rpcrdma_cm_channel_create(ctx, &ch), 0);
+	REQUIRE_EQ(rr_cm_connect_driven(ch, c.e.qp, (struct sockaddr *)&a, sizeof(a), &cp, NULL, &c.id,
+					&driven), 0);
+	REQUIRE(driven);
+	cfd = id_of(RR_BASE(cm_id, c.id))->obj.fd;   /* fixed until the id goes */
+	REQUIRE(cfd >= 0);
+	CHECK(!sock_blocking(&cfd));   /* connect's: non-blocking */
+	d.id = c.id;
+	REQUIRE_EQ(pthread_create(&t, NULL, driver_main, &d), 0);
+	sfd = accept(lfd, NULL, NULL);
+	REQUIRE(sfd >= 0);
+	rr_mpa_parser_init(&mp, false);
+	for (;;) {
+		uint8_t *dst;
+		size_t w = rr_mpa_want(&mp, &dst);
+		ssize_t got;
+
+		if (!w)
+			break;
+		got = recv(sfd, dst, w, 0);
+		REQUIRE(got > 0);
+		r = rr_mpa_advance(&mp, (size_t)got);
+		REQUIRE(r >= 0);
+		if (r == 1)
+			break;
+	}
+	REQUIRE_EQ(rr_mpa_parser_frame(&mp, &f), 0);
+	/* no Reply yet: the driver waits for it with its socket set up */
+	CHECK(rr_test_wait_for(sock_blocking, &cfd, "the driven socket blocking before the Reply"));
+	CHECK_EQ(getsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl), 0);
+	CHECK(tv.tv_sec * 1000 + tv.tv_usec / 1000 >= SOFT_FAST_BLOCK_MS);
+	CHECK_EQ(d.rc, 0);   /* still driving */
+	REQUIRE_EQ(rr_mpa_responder_check(&prov, &f, &conn), 0);
+	REQUIRE_EQ(rr_mpa_make_reply(&conn, false, NULL, 0, &rf), 0);
+	n = rr_mpa_encode(&rf, rep, sizeof(rep));
+	REQUIRE(n > 0);
+	REQUIRE_EQ(send(sfd, rep, (size_t)n, 0), n);
+	pthread_join(t, NULL);
+	REQUIRE_EQ(d.rc, 0);
+	CHECK_EQ(d.ev.type, RPCRDMA_CM_ESTABLISHED);
+	q = soft_net_qp_of(c.e.qp);
+	CHECK_EQ(q->obj.fd, cfd);
+	CHECK(q->fast_ok);
+	CHECK(q->fpdu_max > 32768);
+	CHECK(q->fpdu_max <= 65535 - 52);
+	CHECK(sock_blocking(&cfd));
+	dep_free(&c);
+	close(sfd);
+	close(lfd);
 	CHECK_EQ(rpcrdma_cm_channel_destroy(ch), 0);
 	CHECK_EQ(rpcrdma_close(ctx), 0);
 }

@@ -329,23 +329,36 @@ static void wake_for_deadline(struct soft_ctx *c)
 		rr_soft_wake(c);
 }
 
+/* The FPDU size of @id's socket (its family from the peer's address). */
+static size_t sock_fpdu_max(const struct soft_id *id)
+{
+	return rr_soft_sock_fpdu_max(id->obj.fd, id->peerlen ? id->peer.ss_family : AF_UNSPEC);
+}
+
 static void go_rdma(struct soft_id *id, bool active)
 {
 	struct soft_qp *qp = id->qp;
 	int fd = id->obj.fd;
+	bool fast;
 
 	rr_soft_obj_del(id->ctx, &id->obj);
 	/* the family from the peer's address (connect's, or accept's): no
-	 * getsockname on the path to the first Call (issue 16 part AT) */
-	qp->fpdu_max = rr_soft_sock_fpdu_max(fd, id->peerlen ? id->peer.ss_family : AF_UNSPEC);
+	 * getsockname on the path to the first Call (issue 16 part AT); a
+	 * driven connect's driver set the socket up already (drive_prep) */
+	if (id->prepped) {
+		qp->fpdu_max = id->pre_fpdu;
+		fast = id->pre_fast;
+	} else {
+		qp->fpdu_max = sock_fpdu_max(id);
+		fast = id->ctx->fast_wait && rr_soft_sock_fast_setup(fd) == 0;
+	}
 	/* Before rr_soft_qp_connected sets the state to RTS under rx_lock,
 	 * but a CQ's fast waiter may look at the QP already (it is among its
 	 * CQ's QPs since its creation): an atomic store, relaxed, and relaxed
 	 * loads there (cq_wait.c): a look that finds the state RTS holds
 	 * rx_lock taken after rr_soft_qp_connected let it go, so it sees this
 	 * store; an earlier look goes no further than the state. */
-	__atomic_store_n(&qp->fast_ok, id->ctx->fast_wait && rr_soft_sock_fast_setup(fd) == 0,
-			 __ATOMIC_RELAXED);
+	__atomic_store_n(&qp->fast_ok, fast, __ATOMIC_RELAXED);
 	rr_soft_qp_connected(qp, fd, &id->conn, id->commit, id->commit && !active);
 	id->state = IDS_CONNECTED;
 	/* the progress thread serves it until its consumer shows up; one
@@ -862,8 +875,17 @@ void rr_soft_cm_listen_ready(struct soft_id *l)
 		 * (EAGAIN otherwise: one recvfrom); the socket joins the
 		 * epoll set only when the Request is not all here (two
 		 * epoll_ctl calls fewer per connection otherwise) */
-		if (handshake_read(id))
+		if (handshake_read(id)) {
 			hs_watch(l, id);
+			continue;
+		}
+		/* its handshake ended here (a CONNECT_REQUEST for the
+		 * consumer, or a failure): the batch ends with it, so that
+		 * its consumer answers it before this accepts again, without
+		 * an accept4 that finds nothing in front of its MPA Reply (the
+		 * listening socket is level-triggered: one still queued
+		 * brings the next turn at once; issue 16 part DI) */
+		return;
 	}
 }
 
@@ -1085,6 +1107,21 @@ static int drive_sleep_ms(const struct soft_ctx *c, uint64_t end_ns, uint64_t re
 	return ms > INT32_MAX ? INT32_MAX : (int)ms;
 }
 
+/* A driven connect whose Request is out (c->lock held): its socket set up
+ * for the data path now, while the peer reads the Request and sets its
+ * side up, not between the Reply and the first Call (issue 16 part DI):
+ * the FPDU size (the TCP connection is up: its MSS and path MTU are
+ * known), and, for fast waits, blocking with the receive timeout (every
+ * handshake call on it passes MSG_DONTWAIT, as every other call does).
+ * go_rdma takes what this found; a Reply that fails the handshake leaves
+ * it unused. */
+static void drive_prep(struct soft_id *id)
+{
+	id->pre_fpdu = sock_fpdu_max(id);
+	id->pre_fast = id->ctx->fast_wait && rr_soft_sock_fast_setup(id->obj.fd) == 0;
+	id->prepped = true;
+}
+
 int rr_soft_connect_drive(struct rr_cm_id *base, int timeout_ms, struct rpcrdma_cm_event *ev)
 {
 	struct soft_id *id = id_of(base);
@@ -1114,6 +1151,14 @@ int rr_soft_connect_drive(struct rr_cm_id *base, int timeout_ms, struct rpcrdma_
 		if (rr_now_ns(NULL) >= real_end) {
 			r = -ETIMEDOUT;
 			break;
+		}
+		if (id->state == IDS_AWAIT_REP && !id->prepped) {
+			drive_prep(id);
+			/* the Reply is often here by now (the peer answered
+			 * while the caller set up its buffers and this its
+			 * socket): read before sleeping, no poll first */
+			rr_soft_cm_handshake_ready(id, EPOLLIN);
+			continue;
 		}
 		pfd.fd = id->obj.fd;
 		pfd.events = id->state == IDS_CONNECTING ? POLLOUT : POLLIN;

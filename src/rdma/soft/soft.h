@@ -59,10 +59,12 @@
 #define SOFT_MAX_ORD 128
 /* MPA exchange timeout, both sides (siw: MPA_REQ timeout 10 s). */
 #define SOFT_DEFAULT_TIMEOUT_MS 10000u
-/* Connections one turn of the progress thread accepts: the handshakes of
- * those accepted before are read in between, so a burst of silent
- * connections does not push a live one out of the half-open limit before
- * its MPA Request is read. */
+/* Connections one turn of the progress thread (or a listener's driver)
+ * accepts at most: the handshakes of those accepted before are read in
+ * between, so a burst of silent connections does not push a live one out
+ * of the half-open limit before its MPA Request is read. A turn ends
+ * sooner, after the first connection whose handshake ended at its accept
+ * (rr_soft_cm_listen_ready). */
 #define SOFT_ACCEPT_BATCH 32
 #define SOFT_BATCH_FPDUS 64
 #define SOFT_BATCH_IOV 1024
@@ -723,6 +725,10 @@ struct soft_id {
 	/* (lock) a driven connect's early send failed (connect_early): the
 	 * socket's error, which that send took from SO_ERROR; 0: none */
 	int early_err;
+	/* (lock) a driven connect's socket set up by its driver while the
+	 * peer answers (drive_prep): go_rdma takes these instead of asking */
+	bool prepped, pre_fast;
+	size_t pre_fpdu;
 	uint64_t deadline_ns;
 	uint32_t timeout_ms;
 	struct sockaddr_storage peer;
