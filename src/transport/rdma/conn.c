@@ -372,13 +372,35 @@ static void recv_flush(struct tp_conn *cn)
 	(void)rpcrdma_post_recv(cn->qp, wr, NULL);
 }
 
+/* A connection's own Receives, all posted at connect (a pooled one has
+ * none: the pool's queue serves it), in buffer order as chains of up to
+ * TP_RECV_CHAIN work requests: one post each, so one pass through the
+ * dispatch layer and one lock in the provider per chain rather than per
+ * Receive, every buffer still checked there (its lkey, its bounds). A
+ * failure part-way leaves the Receives before the bad one posted (as the
+ * API says) and is returned: the caller drops the connection. */
+#define TP_RECV_CHAIN 32u
+
 int tp_post_all_recvs(struct tp_conn *cn)
 {
-	for (uint32_t i = 0; !cn->pool && i < cn->nrecv; i++) {
-		int rc = tp_post_recv(cn, i);
+	struct rpcrdma_recv_wr wr[TP_RECV_CHAIN];
+	struct rpcrdma_sge sge[TP_RECV_CHAIN];
 
+	if (cn->pool)
+		return 0;
+	for (uint32_t i = 0; i < cn->nrecv;) {
+		uint32_t n = RR_MIN(cn->nrecv - i, TP_RECV_CHAIN);
+		int rc;
+
+		for (uint32_t k = 0; k < n; k++) {
+			recv_wr(cn, i + k, &wr[k], &sge[k]);
+			if (k)
+				wr[k - 1].next = &wr[k];
+		}
+		rc = rpcrdma_post_recv(cn->qp, wr, NULL);
 		if (rc)
 			return rc;
+		i += n;
 	}
 	return 0;
 }
