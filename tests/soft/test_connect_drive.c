@@ -361,6 +361,28 @@ TEST(soft_connect_destroyed_in_handshake_closes_its_socket)
  * its buffers up while the server reads it: issue 16 part Q); the drive
  * then waits for the Reply, and its end is the same (here a Reject from a
  * raw peer that read the whole Request). */
+/* The MPA Request read from the raw peer's socket @sfd into @mp (recv
+ * with @flags: MSG_DONTWAIT where it must be there already). */
+static void mpa_read_request(int sfd, struct rr_mpa_parser *mp, int flags)
+{
+	rr_mpa_parser_init(mp, false);
+	for (;;) {
+		uint8_t *dst;
+		size_t w = rr_mpa_want(mp, &dst);
+		ssize_t got;
+		int r;
+
+		if (!w)
+			return;
+		got = recv(sfd, dst, w, flags);
+		REQUIRE(got > 0);
+		r = rr_mpa_advance(mp, (size_t)got);
+		REQUIRE(r >= 0);
+		if (r == 1)
+			return;
+	}
+}
+
 TEST(soft_connect_drive_request_sent_at_connect)
 {
 	struct rpcrdma_context *ctx;
@@ -374,7 +396,7 @@ TEST(soft_connect_drive_request_sent_at_connect)
 	struct dep c = {0};
 	bool driven = false;
 	uint8_t rej[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
-	int n, r = 0;
+	int n;
 
 	REQUIRE(raw_listen(&a, &lfd));
 	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
@@ -386,21 +408,7 @@ TEST(soft_connect_drive_request_sent_at_connect)
 	sfd = accept(lfd, NULL, NULL);
 	REQUIRE(sfd >= 0);
 	/* the whole Request is there, nobody having driven the handshake */
-	rr_mpa_parser_init(&mp, false);
-	for (;;) {
-		uint8_t *dst;
-		size_t w = rr_mpa_want(&mp, &dst);
-		ssize_t got;
-
-		if (!w)
-			break;
-		got = recv(sfd, dst, w, MSG_DONTWAIT);
-		REQUIRE(got > 0);
-		r = rr_mpa_advance(&mp, (size_t)got);
-		REQUIRE(r >= 0);
-		if (r == 1)
-			break;
-	}
+	mpa_read_request(sfd, &mp, MSG_DONTWAIT);
 	REQUIRE_EQ(rr_mpa_parser_frame(&mp, &f), 0);
 	CHECK(!f.reply);
 	/* the peer refuses it: the drive ends with REJECTED */
@@ -660,7 +668,7 @@ TEST(soft_connect_drive_sets_its_socket_up_before_the_reply)
 	uint8_t rep[RR_MPA_HDR_LEN + RR_MPA_PD_MAX];
 	bool driven = false;
 	pthread_t t;
-	int lfd, sfd, cfd, n, r;
+	int lfd, sfd, cfd, n;
 
 	REQUIRE(raw_listen(&a, &lfd));
 	REQUIRE_EQ(rpcrdma_open("soft", NULL, &ctx), 0);
@@ -676,21 +684,7 @@ TEST(soft_connect_drive_sets_its_socket_up_before_the_reply)
 	REQUIRE_EQ(pthread_create(&t, NULL, driver_main, &d), 0);
 	sfd = accept(lfd, NULL, NULL);
 	REQUIRE(sfd >= 0);
-	rr_mpa_parser_init(&mp, false);
-	for (;;) {
-		uint8_t *dst;
-		size_t w = rr_mpa_want(&mp, &dst);
-		ssize_t got;
-
-		if (!w)
-			break;
-		got = recv(sfd, dst, w, 0);
-		REQUIRE(got > 0);
-		r = rr_mpa_advance(&mp, (size_t)got);
-		REQUIRE(r >= 0);
-		if (r == 1)
-			break;
-	}
+	mpa_read_request(sfd, &mp, 0);
 	REQUIRE_EQ(rr_mpa_parser_frame(&mp, &f), 0);
 	/* no Reply yet: the driver waits for it with its socket set up */
 	CHECK(rr_test_wait_for(sock_blocking, &cfd, "the driven socket blocking before the Reply"));
