@@ -110,10 +110,13 @@ struct rr_rrep_entry {
 struct rr_rrep_table {
 	const struct rpcrdma_env *env;
 	uint64_t timeout_ns;    /* 0: never expire */
-	uint32_t count;
 	struct rr_rrep_entry *hash[64];
 	struct rr_rrep_entry *oldest, *newest;
 	struct rr_xprt_stats *stats;   /* may be NULL */
+	/* last: every Reply of a session reads it (any exposed?), and the
+	 * session's per-call fields follow the table (proto/conn/conn_int.h,
+	 * issue 16 part EB) */
+	uint32_t count;
 };
 
 /* @timeout_ns: how long an exposed Reply waits for its RDMA_DONE. Borrows

@@ -455,18 +455,15 @@ struct rr_xprt_rcall {
 #define RR_XPRT_RSP_SMALL_BUFS 4u
 
 struct rr_xprt_responder {
-	const struct rpcrdma_env *env;
-	struct rr_xprt_params params;
+	/* What a Call reads or writes here first (the counters' pointer,
+	 * the kept buffers' and contexts' counts and tops, the limits its
+	 * decoding and its Reply check), the spares' array after them (a
+	 * LIFO: its low entries are the ones in use), what is read only at
+	 * set-up last: a session's per-call lines (issue 16 part EB; the
+	 * order before spread them over five lines of 64 bytes). */
 	struct rr_xprt_stats *stats;
-	/* rr_xprt_rsp_keep_spares: released Call contexts (~4.6 KiB each)
-	 * are kept for reuse instead of freed (the Reply-building header is
-	 * on the stack, rr_xprt_rsp_reply): an allocation per RPC is
-	 * avoidable work, and a larger one can make the allocator give pages
-	 * back and fault them in again. */
-	unsigned max_spares;
 	unsigned nspares;
-	struct rr_xprt_rcall *spares[RR_XPRT_RSP_SPARES];
-	struct rr_hdr_limits lim;        /* decoding Calls (from params) */
+	unsigned nsmall;
 	/* With spares kept: one released rebuilt-Call buffer (capacity at
 	 * most RR_XPRT_RSP_BUF_KEEP) is reused by the next Call that fits
 	 * (a malloc/free of 96 KiB .. 1 MiB per Call makes glibc trim and
@@ -475,8 +472,17 @@ struct rr_xprt_responder {
 	 * size every Call up to it gets), for Calls in flight at once. */
 	uint8_t *spare_buf;
 	uint32_t spare_buf_cap;
-	unsigned nsmall;
+	/* rr_xprt_rsp_keep_spares: released Call contexts (~4.6 KiB each)
+	 * are kept for reuse instead of freed (the Reply-building header is
+	 * on the stack, rr_xprt_rsp_reply): an allocation per RPC is
+	 * avoidable work, and a larger one can make the allocator give pages
+	 * back and fault them in again. */
+	unsigned max_spares;
 	uint8_t *small[RR_XPRT_RSP_SMALL_BUFS];
+	struct rr_xprt_params params;
+	struct rr_hdr_limits lim;        /* decoding Calls (from params) */
+	struct rr_xprt_rcall *spares[RR_XPRT_RSP_SPARES];
+	const struct rpcrdma_env *env;
 };
 
 

@@ -9,10 +9,12 @@
  * an RDMA_DONE freed a reservation. */
 #include "proto/conn/conn_int.h"
 
-/* A call's fields of the session (conn_int.h: env to spare_reqs, before the
- * codec cores) stay within seven cache lines. */
-_Static_assert(offsetof(struct rr_conn, req) - offsetof(struct rr_conn, env) <= 7 * 64,
-	       "rr_conn: the per-call fields beyond seven cache lines");
+/* A requester's call's fields of the session (conn_int.h: env to doneq,
+ * before the requester's codec core) stay within three cache lines; the
+ * responder's are together further on (a static assertion in
+ * responder.c). */
+_Static_assert(offsetof(struct rr_conn, req) - offsetof(struct rr_conn, env) <= 3 * 64,
+	       "rr_conn: the requester's per-call fields beyond three cache lines");
 /* What every Call writes or reads of its rr_conn_rpc, before the per-sink
  * arrays, fits two cache lines (part CS). */
 _Static_assert(offsetof(struct rr_conn_rpc, placed) <= 2 * 64,

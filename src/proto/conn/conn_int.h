@@ -199,34 +199,42 @@ struct rr_conn {
 	struct rr_cred_req rcred;
 	struct rq_pull *pullq, *pulls;
 	struct rq_done *doneq;            /* RDMA_DONEs to send (rr_conn_on_slot) */
-	/* responder: what a Call touches first (nreqs, plan_tls), then the
-	 * credit accounting's per-call fields (scred up to its private pool
-	 * @own, unused once joined to a shared pool); the spares last (a
-	 * Call takes the thread's request first: request.c rs_req_take).
-	 * Before (issue 16 part CT), @own sat between scred's fields and the
-	 * others: a line more per call. */
+	/* the requester's codec core (its per-call fields first), right
+	 * after the requester's fields above */
+	struct rr_xprt_requester req;
+	/* responder: the fields a Call or a Reply reads or writes, together
+	 * (issue 16 part EB: they were ten lines apart, around the
+	 * requester's core of 3.3 KiB, in nine lines of 64 bytes): the
+	 * reliable Replies' table, whose count (read by every Reply and
+	 * rr_conn_in_progress) is its last field; the credit accounting,
+	 * its per-call fields last (its private pool @own first, unused
+	 * once joined to a shared pool); what a Call touches first (nreqs,
+	 * plan_tls, the parked Replies and the backward Calls looked at by
+	 * every Reply and rr_conn_in_progress, the spare requests); then
+	 * the codec core, its per-call fields first (struct
+	 * rr_xprt_responder). A static assertion in responder.c. */
+	struct rr_rrep_table rrep;
+	struct rr_cred_rsp scred;
 	unsigned nreqs;                   /* requests not done */
 	/* the plan of the next Reply (request.c rs_plan_get): the thread's
-	 * when plan_tls (default allocator), else the connection's own; a
-	 * request too (rs_req_take) */
+	 * when plan_tls (default allocator), else the connection's own */
 	bool plan_tls;
+	struct rs_park *parkq, **park_tail;
+	struct bc_call *bcalls;           /* responder: backward Calls */
+	struct rr_spare spare_reqs;       /* freed requests kept for reuse (2.5 KiB
+					     each: no allocation per Call) */
+	struct rr_xprt_responder rsp;
+	/* responder, not read by a Call without Read chunks or Writes */
 	struct rs_req *readq;             /* requests with Reads to issue */
 	struct rs_req *reading;           /* every request whose Reads are not over */
 	struct rs_req *replying;          /* Replies with RDMA Writes, Send pending */
 	struct rr_xprt_reply_plan *plan_cache;
-	struct rr_cred_rsp scred;
-	struct rr_spare spare_reqs;       /* freed requests kept for reuse (2.5 KiB
-					     each: no allocation per Call) */
-	/* each role's codec core (its per-call fields first) */
-	struct rr_xprt_requester req;
-	struct rr_xprt_responder rsp;
-	/* responder: reliable Replies (reliable_reply.c) */
-	struct rr_rrep_table rrep;
+	/* responder: reliable Replies (reliable_reply.c; the table's @rrep
+	 * above) */
 	struct rs_exp *rrep_fencing;      /* Local Invalidate in flight */
 	struct rs_exp *rrep_dead;
 	uint32_t rrep_forged;
 	uint32_t rrep_live;
-	struct rs_park *parkq, **park_tail;
 	uint64_t rrep_bytes;
 	/* backchannel (backchannel.c) */
 	uint32_t gen;                     /* connections so far (rr_conn_up) */
@@ -234,7 +242,6 @@ struct rr_conn {
 	uint32_t bc_held;                 /* requester: slots taken on this connection */
 	struct bc_req *breqs;             /* requester: delivered, not done */
 	struct rr_cred_req bcred;         /* responder: backward credits */
-	struct bc_call *bcalls;           /* responder: backward Calls */
 	uint32_t bc_orphans;              /* responder: sent backward Calls
 					     aborted: a late Reply of one
 					     is owed its Receive */

@@ -181,7 +181,12 @@ bool rr_cred_pool_room(const struct rr_cred_pool *p);
 bool rr_cred_pool_safe(const struct rr_cred_pool *p);
 
 struct rr_cred_rsp {
-	/* the fields every Call and Reply touches first, together (Issue 16
+	struct rr_cred_pool own;    /* the private pool, until joined: first,
+				       so that the fields every Call and Reply
+				       touches are the struct's last bytes,
+				       which the session's other per-call
+				       fields follow (issue 16 part EB) */
+	/* the fields every Call and Reply touches, together (Issue 16
 	 * part AF: @own between @pool and them cost a line per call) */
 	struct rr_cred_pool *pool;  /* &own, or a shared pool once joined */
 	uint32_t max_credits; /* configured grant ceiling, >= 1 */
@@ -202,7 +207,6 @@ struct rr_cred_rsp {
 	uint32_t last_grant;  /* grant of the last Reply (0 before the first) */
 	uint32_t added;       /* increase of what the peer may send, not yet
 				 taken (rr_cred_rsp_take_added) */
-	struct rr_cred_pool own;    /* the private pool, until joined */
 };
 
 /* A connection with a private pool of @nrecv Receives (posted by the

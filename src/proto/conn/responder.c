@@ -103,6 +103,20 @@ static void start_reads(struct rr_conn *c, struct rs_req *r)
 _Static_assert(offsetof(struct rs_req, pub) + sizeof(struct rr_conn_sreq) <= 128,
 	       "rs_req: the per-call fields beyond two cache lines");
 
+/* A Call's fields of the session (conn_int.h: scred's per-call fields,
+ * nreqs to spare_reqs, the responder codec core's per-call fields and its
+ * first two spare contexts) stay within five cache lines, and the reliable
+ * Replies' count right before scred's (issue 16 part EB: nine lines, ten
+ * lines apart, before). */
+_Static_assert(offsetof(struct rr_conn, rsp) + offsetof(struct rr_xprt_responder, spares) +
+			       2 * sizeof(struct rr_xprt_rcall *) -
+			       (offsetof(struct rr_conn, scred) + offsetof(struct rr_cred_rsp, pool)) <=
+		       5 * 64 &&
+		       offsetof(struct rr_conn, scred) + sizeof(struct rr_cred_rsp) ==
+			       offsetof(struct rr_conn, nreqs) &&
+		       offsetof(struct rr_conn, scred) - offsetof(struct rr_conn, rrep.count) <= 8,
+	       "rr_conn: the responder's per-call fields beyond five cache lines");
+
 void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len)
 {
 	struct rr_xprt_rcall *rc = NULL;
