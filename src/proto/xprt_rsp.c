@@ -12,10 +12,16 @@
 
 _Static_assert(offsetof(struct rr_xprt_rcall, hdr) <= 64,
 	       "rr_xprt_rcall: the scalars reset per Call beyond one cache line");
-/* What a Call reads or writes of the responder core comes before its spare
- * contexts' array (issue 16 part EB: one line and a bit, not five). */
-_Static_assert(offsetof(struct rr_xprt_responder, spares) <= 64 + 72,
-	       "rr_xprt_responder: the per-call fields beyond 136 bytes");
+/* What a Call reads or writes of the responder core (stats to lim) comes
+ * first, in 136 bytes, right before its spare contexts' array, whose first
+ * entries are the ones in use (issue 16 part EB: three lines, not five). */
+_Static_assert(offsetof(struct rr_xprt_responder, stats) == 0 &&
+		       offsetof(struct rr_xprt_responder, params) <
+			       offsetof(struct rr_xprt_responder, lim) &&
+		       offsetof(struct rr_xprt_responder, lim) + sizeof(struct rr_hdr_limits) <=
+			       offsetof(struct rr_xprt_responder, spares) &&
+		       offsetof(struct rr_xprt_responder, spares) <= 64 + 72,
+	       "rr_xprt_responder: the per-call fields not first, in 136 bytes");
 /* A Call's Read chunks are its inline pieces' separators: one rebuilt item
  * each (item_pos[], item_len[]), one copy between two of them (copies[]). */
 _Static_assert(RR_HDR_MAX_READ_CHUNKS <= RR_XPRT_MAX_ITEMS,
