@@ -116,10 +116,17 @@ void rr_loop_set_spin_clock(struct rr_loop *l, uint64_t (*now)(void *arg), void 
  * once because of the adaptation (skipped). */
 struct rr_loop_spin_stats {
 	uint64_t polls, hits, ready, misses, ended, skipped;
+	uint64_t grown;     /* near misses that doubled the budget */
 };
 void rr_loop_get_spin_stats(const struct rr_loop *l, struct rr_loop_spin_stats *out);
 /* The spin budget set (ns; 0: none). */
 uint64_t rr_loop_spin_budget(const struct rr_loop *l);
+/* The budget the next spin has: the one set, doubled by each near miss
+ * (a spin that found nothing, whose sleep ended with events within 8
+ * times the one set of the spin's start) up to 4 times it; back to the one set after a sleep that
+ * ran out or ended later, and when the misses make turns sleep at once.
+ * Runner's. */
+uint64_t rr_loop_spin_budget_now(const struct rr_loop *l);
 /* True on the thread running @l now. */
 bool rr_loop_on_runner(const struct rr_loop *l);
 /* The loop the calling thread runs now, NULL when none. */

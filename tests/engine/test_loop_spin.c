@@ -30,7 +30,7 @@ struct spin_rig {
 	uint64_t base, reads;
 	/* at this read (0: never) the hook does @act */
 	uint64_t act_at;
-	enum { ACT_READY, ACT_TASK, ACT_TIMER } act;
+	enum { ACT_READY, ACT_READY_LATE, ACT_TASK, ACT_TIMER } act;
 	struct rr_loop_task task;
 	int task_runs;
 	struct rr_loop_timer timer;
@@ -65,7 +65,7 @@ static void rig_ready(struct spin_rig *r)
 }
 
 /* The injected clock: base + STEP_NS per read; at read act_at it makes
- * the source readable, posts the task (from the runner: no eventfd) or
+ * the source readable (ACT_READY_LATE: and jumps 9 budgets ahead), posts the task (from the runner: no eventfd) or
  * sets the timer due (from the runner: no wake-up). */
 static uint64_t rig_now(void *arg)
 {
@@ -73,8 +73,12 @@ static uint64_t rig_now(void *arg)
 	uint64_t k = r->reads++;
 
 	if (r->act_at && k == r->act_at) {
-		if (r->act == ACT_READY)
+		if (r->act == ACT_READY) {
 			rig_ready(r);
+		} else if (r->act == ACT_READY_LATE) {
+			rig_ready(r);   /* and the clock jumps: a late answer */
+			r->base += 9 * BUDGET_NS;
+		}
 		else if (r->act == ACT_TASK)
 			rr_loop_post(r->l, &r->task);
 		else
@@ -112,7 +116,8 @@ static struct rr_loop_spin_stats rig_stats(const struct spin_rig *r)
 }
 
 /* One turn whose spin finds nothing: the source becomes readable at the
- * read that ends the budget (read 10: t0 is read 0), so a spin that went
+ * read that ends the budget it has now (read 10 for BUDGET_NS: t0 is read
+ * 0; a near miss, so the next budget is grown), so a spin that went
  * on past its budget would find it (a hit, not a miss), and the sleep
  * after the spin ends at once. A turn that does not spin (the property
  * under test broken) is not left asleep forever: it ends after 1 s, and
@@ -121,7 +126,7 @@ static void miss_turn(struct spin_rig *r)
 {
 	r->reads = 0;
 	r->act = ACT_READY;
-	r->act_at = BUDGET_NS / STEP_NS;
+	r->act_at = rr_loop_spin_budget_now(r->l) / STEP_NS;
 	(void)rr_loop_run_once(r->l, 1000);
 	r->act_at = 0;
 }
@@ -199,6 +204,70 @@ TEST(engine_loop_spin_adapts)
 	miss_turn(&r);
 	CHECK_EQ(rig_stats(&r).skipped, 0u);
 	CHECK(rig_stats(&r).polls > s.polls);
+	rig_fini(&r);
+}
+
+/* A near miss (the spin found nothing, its sleep ended with events within
+ * 8 times the budget set of the spin's start) doubles the next budget, up
+ * to 4 times the one set;
+ * a grown budget finds what the one set would have missed (a hit, kept);
+ * a sleep that runs out sets it back, and so does the miss that makes the
+ * turns sleep at once. */
+TEST(engine_loop_spin_grows_on_near_miss)
+{
+	struct spin_rig r;
+	struct rr_loop_spin_stats s;
+
+	rig_init(&r, BUDGET_NS);
+	REQUIRE_EQ(rr_loop_spin_budget_now(r.l), (uint64_t)BUDGET_NS);
+	miss_turn(&r);
+	CHECK_EQ(rr_loop_spin_budget_now(r.l), (uint64_t)2 * BUDGET_NS);
+	CHECK_EQ(rig_stats(&r).grown, 1u);
+	/* the grown budget: 20 looks, and the source at read 15 is a hit */
+	r.reads = 0;
+	r.act = ACT_READY;
+	r.act_at = 15;
+	CHECK_EQ(rr_loop_run_once(r.l, -1), 1);
+	r.act_at = 0;
+	s = rig_stats(&r);
+	CHECK_EQ(s.hits, 1u);
+	CHECK_EQ(s.polls, (uint64_t)(BUDGET_NS / STEP_NS + 16));
+	CHECK_EQ(rr_loop_spin_budget_now(r.l), (uint64_t)2 * BUDGET_NS);
+	/* near misses: 20 looks, then 40, then 40 (the most) */
+	miss_turn(&r);
+	CHECK_EQ(rig_stats(&r).polls, s.polls + 2 * BUDGET_NS / STEP_NS);
+	CHECK_EQ(rr_loop_spin_budget_now(r.l), (uint64_t)4 * BUDGET_NS);
+	miss_turn(&r);
+	CHECK_EQ(rig_stats(&r).polls, s.polls + 6 * BUDGET_NS / STEP_NS);
+	CHECK_EQ(rr_loop_spin_budget_now(r.l), (uint64_t)4 * BUDGET_NS);
+	CHECK_EQ(rig_stats(&r).grown, 2u);
+	/* a spin that misses, then a sleep that runs out: back to the one set */
+	CHECK_EQ(rr_loop_run_once(r.l, 1), 0);
+	CHECK_EQ(rr_loop_spin_budget_now(r.l), (uint64_t)BUDGET_NS);
+	rig_fini(&r);
+
+	/* a near miss, then a miss whose answer came later than 8 budgets:
+	 * back to the one set */
+	rig_init(&r, BUDGET_NS);
+	miss_turn(&r);
+	REQUIRE_EQ(rr_loop_spin_budget_now(r.l), (uint64_t)2 * BUDGET_NS);
+	r.reads = 0;
+	r.act = ACT_READY_LATE;
+	r.act_at = 2 * BUDGET_NS / STEP_NS;
+	CHECK_EQ(rr_loop_run_once(r.l, 1000), 1);
+	r.act_at = 0;
+	CHECK_EQ(rig_stats(&r).misses, 2u);
+	CHECK_EQ(rr_loop_spin_budget_now(r.l), (uint64_t)BUDGET_NS);
+	rig_fini(&r);
+
+	/* the 4th miss in a row sets it back too (and the turns sleep) */
+	rig_init(&r, BUDGET_NS);
+	for (int i = 0; i < 3; i++)
+		miss_turn(&r);
+	CHECK_EQ(rr_loop_spin_budget_now(r.l), (uint64_t)4 * BUDGET_NS);
+	miss_turn(&r);
+	CHECK_EQ(rig_stats(&r).misses, 4u);
+	CHECK_EQ(rr_loop_spin_budget_now(r.l), (uint64_t)BUDGET_NS);
 	rig_fini(&r);
 }
 
