@@ -214,6 +214,78 @@ TEST(rpc_calls_reuse_objects_rdma)
 	reuse_on("rdma", 0);
 }
 
+/* An rdma:// Call's own state for the session lives in its call object
+ * (transport/xprt.h xp_area, rdma/rpc.c struct rpc_wrap; issue 16 part
+ * EC): with more calls in flight at once than the client keeps spares
+ * of, its allocator sees the call objects beyond the spares and nothing
+ * more per call (the transport's wrapper of each Call was an object of
+ * its own, beyond its own spares: K - RR_SPARE_SLOTS more a round). */
+static void done_nop(struct rpcrdma_call *call, int status, void *arg)
+{
+	(void)call;
+	(void)status;
+	(void)arg;
+}
+
+static unsigned long inflight_round(struct rpcrdma_client *c, struct rr_test_env *te)
+{
+	enum { K = 2 * RR_SPARE_SLOTS + 2 };
+	struct rpcrdma_call *calls[K];
+	unsigned long before = te->allocs;
+
+	for (unsigned i = 0; i < K; i++) {
+		REQUIRE_EQ(rpcrdma_call_create(c, P_COUNT, &calls[i]), 0);
+		REQUIRE_EQ(rpcrdma_xdr_put_u32(rpcrdma_call_args(calls[i]), i), 0);
+		rpcrdma_call_set_timeout(calls[i], 20000);
+	}
+	for (unsigned i = 0; i < K; i++)
+		REQUIRE_EQ(rpcrdma_call_start(calls[i], done_nop, NULL), 0);
+	for (unsigned i = 0; i < K; i++) {
+		struct rpcrdma_xdr_dec *d;
+		uint32_t v = UINT32_MAX;
+
+		CHECK_EQ(rpcrdma_call_wait(calls[i], 20000), 0);
+		d = rpcrdma_call_results(calls[i]);
+		REQUIRE(d != NULL);
+		CHECK_EQ(rpcrdma_xdr_get_u32(d, &v), 0);
+		CHECK_EQ(v, 1);
+	}
+	for (unsigned i = 0; i < K; i++)
+		rpcrdma_call_destroy(calls[i]);
+	return te->allocs - before;
+}
+
+TEST(rpc_rdma_calls_in_flight_allocate_only_their_objects)
+{
+	struct rr_test_env te, ts;
+	struct rpcrdma_server_opts so = {.threads = 1, .env = &ts.env};
+	struct rpcrdma_server *s = NULL;
+	struct rpcrdma_client_opts co = {.env = &te.env};
+	struct rpcrdma_client *c;
+	unsigned long n = 0;
+	char url[64];
+
+	rr_test_env_init(&te, 31);
+	rr_test_env_init(&ts, 32);
+	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", &so, &s), 0);
+	REQUIRE_EQ(rpcrdma_server_register(s, PROG, 1, P_COUNT, h_count, NULL), 0);
+	REQUIRE_EQ(rpcrdma_server_start(s), 0);
+	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", rpcrdma_server_port(s));
+	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &co, &c), 0);
+
+	/* warm: the first rounds fill what the session keeps */
+	(void)inflight_round(c, &te);
+	(void)inflight_round(c, &te);
+	for (unsigned r = 0; r < 3; r++)
+		n += inflight_round(c, &te);
+	fprintf(stderr, "allocations in 3 rounds: %lu\n", n);
+	CHECK_EQ(n, 3ul * (2 * RR_SPARE_SLOTS + 2 - RR_SPARE_SLOTS));
+	rpcrdma_client_destroy(c);
+	CHECK_EQ(te.live, 0);
+	rpcrdma_server_destroy(s);
+	CHECK_EQ(ts.live, 0);
+}
+
 /* The thread's cache of call objects (clnt.c tls_calls, issue 16 part CR):
  * a call destroyed on one client of the default allocator is the object
  * the next call this thread creates gets, on another client too (with that
