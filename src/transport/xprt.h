@@ -437,6 +437,11 @@ int rr_xprt_resolve(const char *url, bool server, struct rr_xprt_target *t,
 /* Built-in transports (the registry's table). */
 extern const struct rr_xprt_class rr_xprt_tcp_class;    /* src/transport/tcp/tcp.c */
 extern const struct rr_xprt_class rr_xprt_rdma_class;   /* src/transport/rdma/rpc.c */
+/* Tests only: @fn (NULL: none) runs on the thread of every rdma:// Call's
+ * submit, with no lock held, between the RPC layer's registration of the
+ * call and the transport's hold of it (rdma/rpc.c cl_start, before the
+ * session sees the Call): the window a cancel may land in. */
+void rr_xprt_rdma_test_set_submit_hook(void (*fn)(void));
 extern const struct rr_xprt_class rr_xprt_verbs_class;  /* src/transport/rdma/rpc.c */
 
 #endif

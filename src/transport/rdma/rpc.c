@@ -238,6 +238,14 @@ static struct rpc_wrap *cl_wrap(struct rr_xprt_client *x, struct rr_xprt_call *c
 	return w;
 }
 
+typedef void (*submit_hook_fn)(void);
+static _Atomic submit_hook_fn g_submit_hook;   /* rr_xprt_rdma_test_set_submit_hook */
+
+void rr_xprt_rdma_test_set_submit_hook(void (*fn)(void))
+{
+	atomic_store_explicit(&g_submit_hook, fn, memory_order_release);
+}
+
 /* cl_submit (@wait_ms < 0) or cl_submit_wait (from @now_ns). */
 static int cl_start(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_t now_ns,
 		    int64_t wait_ms)
@@ -248,6 +256,9 @@ static int cl_start(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_
 	if (call->msg.nddp > RR_RPC_MAX_DDP || call->nsinks > RR_XPRT_MAX_ITEMS)
 		return -EINVAL;
 	w = cl_wrap(x, call);
+	submit_hook_fn hook = atomic_load_explicit(&g_submit_hook, memory_order_acquire);
+	if (RR_UNLIKELY(hook != NULL))
+		hook();
 	rc = wait_ms < 0 ? rr_tp_client_submit(x->tp, &w->rpc)
 			 : rr_tp_client_submit_wait(x->tp, &w->rpc, now_ns, (uint32_t)wait_ms);
 	if (rc)
