@@ -7,10 +7,11 @@
  * never sends. The call must end with -ECANCELED at once (the transport's
  * wait looks at the call's abort request after a wait that brought
  * nothing: transport/rdma/client.c cl_abort_asked), not at its deadline
- * (30 s). The moment is the client's allocation of the call's transport
- * wrapper (rdma/rpc.c cl_wrap, the first allocation of the run thread in
- * rpcrdma_call_run): an allocator of the client's environment cancels the
- * call there from a thread of its own and waits for that cancel to return.
+ * (30 s). The moment is the rdma:// transport's submit hook (rdma/rpc.c
+ * cl_start, rr_xprt_rdma_test_set_submit_hook; it was the allocation of the
+ * call's transport wrapper until issue 16 part EC put the wrapper in the
+ * call object): the hook, on the run thread, cancels the call there from a
+ * thread of its own and waits for that cancel to return.
  * The test waits for the call's return with the suite's bound
  * (RR_TEST_WAIT_MS, under the deadline): "before the deadline" against
  * "at the deadline" is the property, not a speed. The same with a steady
@@ -30,6 +31,7 @@
 
 #include "rpcrdma/rdma.h"
 #include "rpcrdma/rpc.h"
+#include "transport/xprt.h"
 #include "xprt_harness.h"
 
 #define PROG 0x20000299u
@@ -45,9 +47,9 @@ static int h_drop(struct rpcrdma_req *r, void *ctx)
 	return RPCRDMA_SVC_DROP;   /* never answered */
 }
 
-static _Thread_local bool cw_armed;        /* the run thread's next allocation */
+static _Thread_local bool cw_armed;        /* the run thread's next submit */
 static struct rpcrdma_call *cw_call;
-static _Atomic unsigned cw_cancels;        /* made from the allocator */
+static _Atomic unsigned cw_cancels;        /* made from the hook */
 static void *(*cw_then)(void *);           /* then, from a thread of its own */
 static void *cw_then_rc;
 
@@ -57,9 +59,8 @@ static void *cw_canceller(void *arg)
 	return NULL;
 }
 
-static void *cw_alloc(void *ctx, size_t size)
+static void cw_window(void)
 {
-	const struct rpcrdma_env *d = ctx;
 	pthread_t t, self;
 
 	if (cw_armed) {
@@ -72,14 +73,6 @@ static void *cw_alloc(void *ctx, size_t size)
 		if (cw_then && pthread_create(&t, NULL, cw_then, &self) == 0)
 			(void)pthread_join(t, &cw_then_rc);
 	}
-	return d->alloc(d->alloc_ctx, size);
-}
-
-static void cw_free(void *ctx, void *p)
-{
-	const struct rpcrdma_env *d = ctx;
-
-	d->free(d->alloc_ctx, p);
 }
 
 struct cw_run {
@@ -106,36 +99,32 @@ static void *cw_runner(void *arg)
 }
 
 /* Both tests' pair: a server whose T_DROP never answers and a client
- * whose allocations go through cw_alloc (the window's hook), with the
- * call to cancel in cw_call. */
+ * whose rdma:// submits run cw_window (the window's hook), with the call
+ * to cancel in cw_call. */
 struct cw_pair {
-	struct rpcrdma_env env;
 	struct rpcrdma_server *s;
 	struct rpcrdma_client *c;
 };
 
 static void cw_open(struct cw_pair *p)
 {
-	const struct rpcrdma_env *d = rpcrdma_env_default();
 	struct rpcrdma_server_opts so = {.threads = 1};
-	struct rpcrdma_client_opts o = {.timeout_ms = CW_DEADLINE_MS, .connect_timeout_ms = 5000,
-					.env = &p->env};
+	struct rpcrdma_client_opts o = {.timeout_ms = CW_DEADLINE_MS, .connect_timeout_ms = 5000};
 	char url[64];
 
-	*p = (struct cw_pair){.env = *d};
-	p->env.alloc = cw_alloc;
-	p->env.free = cw_free;
-	p->env.alloc_ctx = (void *)(uintptr_t)d;
+	*p = (struct cw_pair){0};
 	REQUIRE_EQ(rpcrdma_server_create("rdma://127.0.0.1:0", &so, &p->s), 0);
 	REQUIRE_EQ(rpcrdma_server_register(p->s, PROG, 1, T_DROP, h_drop, NULL), 0);
 	REQUIRE_EQ(rpcrdma_server_start(p->s), 0);
 	snprintf(url, sizeof(url), "rdma://127.0.0.1:%d", rpcrdma_server_port(p->s));
 	REQUIRE_EQ(rpcrdma_client_create(url, PROG, 1, &o, &p->c), 0);
 	REQUIRE_EQ(rpcrdma_call_create(p->c, T_DROP, &cw_call), 0);
+	rr_xprt_rdma_test_set_submit_hook(cw_window);
 }
 
 static void cw_close(struct cw_pair *p)
 {
+	rr_xprt_rdma_test_set_submit_hook(NULL);
 	rpcrdma_client_destroy(p->c);
 	rpcrdma_server_destroy(p->s);
 }
@@ -230,10 +219,8 @@ static void chain_done(struct rpcrdma_call *call, int status, void *arg)
 }
 
 /* cw_then's: the chain's first calls, made from the cancelled call's
- * window (after the cancel, before the transport holds the call): no other
- * call of the client takes the run thread's allocation meanwhile (a spare
- * wrapper of theirs would leave the call's first allocation to a moment
- * under the transport's lock, where the cancel would wait for it). */
+ * window (after the cancel, before the transport holds the call), so that
+ * they are in flight before the cancelled call waits. */
 static void *chain_begin(void *arg)
 {
 	chain.runner = *(pthread_t *)arg;

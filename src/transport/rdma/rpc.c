@@ -20,7 +20,6 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "common/spare.h"
 #include "engine/engine.h"
 #include "proto/conn/credits.h"
 #include "proto/conn/privdata.h"
@@ -37,7 +36,6 @@ struct rr_xprt_client {
 	void (*complete)(void *ctx, struct rr_xprt_call *call);   /* p.complete */
 	void *ctx;                    /* p.ctx */
 	size_t max_msg;               /* p.max_msg */
-	struct rr_spare spare;        /* released rpc_wraps kept for reuse */
 	struct rr_xprt_client_params p;
 	struct rdma_bc_srv *bc;       /* its callback server (bc_serve) */
 	/* a callback client (bc_client) instead: on @srv's connection @bc_tp */
@@ -56,12 +54,29 @@ static void cl_params_set(struct rr_xprt_client *x, const struct rr_xprt_client_
 	x->max_msg = p->max_msg;
 }
 
+/* A Call as the session sees it: in its call's transport-private storage
+ * (rr_xprt_call.xp_area), from submit to release_reply (issue 16 part EC;
+ * it was an object of the client's, taken from its spares per Call, cold at
+ * 100 connections). xp_priv points at it while the session may hold it. */
 struct rpc_wrap {
 	struct rr_conn_rpc rpc;
-	struct rr_xprt_call *call;
 	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
 	struct rr_xprt_sink sinks[RR_XPRT_MAX_ITEMS];
 };
+_Static_assert(sizeof(struct rpc_wrap) <= RR_XPRT_CALL_AREA &&
+		       _Alignof(struct rpc_wrap) <= 16,
+	       "a Call's wrapper fits its call's transport area");
+
+/* The wrapper in @call's storage, and the call of a wrapper. */
+static struct rpc_wrap *wrap_of(struct rr_xprt_call *call)
+{
+	return (struct rpc_wrap *)(void *)call->xp_area;
+}
+
+static struct rr_xprt_call *wrap_call(struct rpc_wrap *w)
+{
+	return RR_CONTAINER_OF(w, struct rr_xprt_call, xp_area);
+}
 
 /* The backchannel (transport/xprt.h section 4, RFC 8167): the callback
  * server of a client (bc_serve) and the callback clients of a server
@@ -113,14 +128,13 @@ static int cl_abort_req(struct rr_conn_rpc *rpc)
 {
 	struct rpc_wrap *w = RR_CONTAINER_OF(rpc, struct rpc_wrap, rpc);
 
-	return atomic_load_explicit(&w->call->abort_req, memory_order_acquire);
+	return atomic_load_explicit(&wrap_call(w)->abort_req, memory_order_acquire);
 }
 
 static void cl_complete(void *ctx, struct rr_conn_rpc *rpc)
 {
 	struct rr_xprt_client *x = ctx;
-	struct rpc_wrap *w = RR_CONTAINER_OF(rpc, struct rpc_wrap, rpc);
-	struct rr_xprt_call *call = w->call;
+	struct rr_xprt_call *call = wrap_call(RR_CONTAINER_OF(rpc, struct rpc_wrap, rpc));
 
 	call->status = rpc->status;
 	call->reply = rpc->reply;
@@ -192,27 +206,19 @@ static int cl_create_verbs(const struct rr_xprt_target *t,
 	return cl_create_on(RPCRDMA_PROVIDER_VERBS, t, p, out);
 }
 
-/* The wrapper of @call, filled for the transport (NULL: no memory). */
+/* The wrapper of @call, filled for the transport. */
 static struct rpc_wrap *cl_wrap(struct rr_xprt_client *x, struct rr_xprt_call *call)
 {
-	struct rpc_wrap *w;
+	struct rpc_wrap *w = wrap_of(call);
 
-	/* A spare wrapper holds its last call's parts and sinks: only the
-	 * first nparts and nsinks are read, and they are written here. */
-	w = rr_spare_take(&x->spare);
-	if (!w) {
-		w = rr_alloc(rr_env(x->p.env), sizeof(*w));
-		if (!w)
-			return NULL;
-	}
-	/* Not cleared whole (~190 bytes, a string store per word): the
+	/* Only the first nparts parts and nsinks sinks are read, and they
+	 * are written here. Not cleared whole (~190 bytes, a string store per word): the
 	 * inputs are written here, the outputs and `lent` by rr_conn_submit
 	 * before the session reads them, xdone and xnext by the submit; the
 	 * rest (xbc, a server's) is never read for a Call. */
 	w->rpc.user = NULL;
 	w->rpc.priv = NULL;
 	w->rpc.lent = NULL;
-	w->call = call;
 	w->rpc.xid = call->xid;
 	w->rpc.nparts = msg_parts(&call->msg, w->parts);
 	w->rpc.parts = w->parts;
@@ -232,6 +238,14 @@ static struct rpc_wrap *cl_wrap(struct rr_xprt_client *x, struct rr_xprt_call *c
 	return w;
 }
 
+typedef void (*submit_hook_fn)(void);
+static _Atomic submit_hook_fn g_submit_hook;   /* rr_xprt_rdma_test_set_submit_hook */
+
+void rr_xprt_rdma_test_set_submit_hook(void (*fn)(void))
+{
+	atomic_store_explicit(&g_submit_hook, fn, memory_order_release);
+}
+
 /* cl_submit (@wait_ms < 0) or cl_submit_wait (from @now_ns). */
 static int cl_start(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_t now_ns,
 		    int64_t wait_ms)
@@ -242,15 +256,13 @@ static int cl_start(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_
 	if (call->msg.nddp > RR_RPC_MAX_DDP || call->nsinks > RR_XPRT_MAX_ITEMS)
 		return -EINVAL;
 	w = cl_wrap(x, call);
-	if (!w)
-		return -ENOMEM;
+	submit_hook_fn hook = atomic_load_explicit(&g_submit_hook, memory_order_acquire);
+	if (RR_UNLIKELY(hook != NULL))
+		hook();
 	rc = wait_ms < 0 ? rr_tp_client_submit(x->tp, &w->rpc)
 			 : rr_tp_client_submit_wait(x->tp, &w->rpc, now_ns, (uint32_t)wait_ms);
-	if (rc) {
+	if (rc)
 		call->xp_priv = NULL;
-		if (!rr_spare_put(&x->spare, w))
-			rr_free(rr_env(x->p.env), w);
-	}
 	return rc;
 }
 
@@ -292,8 +304,6 @@ static void cl_release(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	call->reply_buf = NULL;
 	call->reply_len = 0;
 	call->xp_priv = NULL;
-	if (!rr_spare_put(&x->spare, w))
-		rr_free(rr_env(x->p.env), w);
 }
 
 static int cl_reliable_reply(struct rr_xprt_client *x)
@@ -304,8 +314,6 @@ static int cl_reliable_reply(struct rr_xprt_client *x)
 static void cl_destroy(struct rr_xprt_client *x)
 {
 	rr_tp_client_destroy(x->tp);
-	for (void *w; (w = rr_spare_take(&x->spare));)
-		rr_free(rr_env(x->p.env), w);
 	rr_free(rr_env(x->p.env), x);
 }
 
@@ -692,16 +700,12 @@ static void bc_complete(void *ctx, struct rr_conn_rpc *rpc)
 
 static int bc_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 {
-	const struct rpcrdma_env *env = rr_env(x->p.env);
-	struct rpc_wrap *w;
+	struct rpc_wrap *w = wrap_of(call);
 	int rc;
 
 	if (call->msg.nddp > RR_RPC_MAX_DDP)
 		return -EINVAL;
-	w = rr_zalloc(env, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	w->call = call;
+	memset(w, 0, sizeof(*w));
 	w->rpc.xid = call->xid;
 	w->rpc.nparts = msg_parts(&call->msg, w->parts);
 	w->rpc.parts = w->parts;
@@ -710,10 +714,8 @@ static int bc_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	/* results come inline (no Write chunks backwards): sinks not placed */
 	call->xp_priv = w;
 	rc = rr_tp_server_bc_submit(x->srv, x->bc_tp, &w->rpc);
-	if (rc) {
+	if (rc)
 		call->xp_priv = NULL;
-		rr_free(env, w);
-	}
 	return rc;
 }
 
@@ -736,7 +738,6 @@ static void bc_release(struct rr_xprt_client *x, struct rr_xprt_call *call)
 	call->reply_buf = NULL;
 	call->reply_len = 0;
 	call->xp_priv = NULL;
-	rr_free(rr_env(x->p.env), w);
 }
 
 /* Waiting is the RPC layer's; the op only lets submit see a caller that
