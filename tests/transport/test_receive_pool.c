@@ -9,9 +9,8 @@
  * peer may send); a peer flooding beyond its grant loses its connection at
  * its receive quota while the others keep going without a reconnection;
  * and once every connection left, the pool is given back (the next
- * connection makes a new one). A requester's own Receives, lent out as
- * Replies, are posted again in batches, never more than TP_LEND_MAX of
- * them off the queue (transport/rdma/conn.c recv_flush). A freed
+ * connection makes a new one). (A requester's own Receives, posted by
+ * demand: test_recv_demand.c.) A freed
  * connection's last polls on the CQ its pool's connections share take no
  * new QP meanwhile and leave the CQ armed for the others (progress.c
  * conn_release). */
@@ -401,90 +400,6 @@ TEST(xprt_pool_off_gives_fixed_grants)
 	REQUIRE_EQ(rr_tp_client_params(c.tp, &prm, &grant), 0);
 	CHECK_EQ(grant, 40);
 	CHECK_EQ(pools(p_srv, &cp), -ENOENT);
-	rr_th_cl_stop(&c);
-	p_stop(&sq);
-}
-
-/* Receives posted on @c's connection now (its soft QP's, under its lock). */
-static uint32_t cl_posted(struct rr_th_cl *c)
-{
-	struct soft_qp *qp =
-		RR_CONTAINER_OF(RR_BASE(qp, c->tp->conn->qp), struct soft_qp, base);
-	uint32_t n;
-
-	rr_lock(&qp->rx_lock);
-	n = qp->rq_count;
-	rr_unlock(&qp->rx_lock);
-	return n;
-}
-
-/* A requester's Replies lent from their Receives: released one at a time
- * (without the client's lock: noted in the connection, taken by the next
- * Reply kept in a Receive or the client's next turn), the Receives go back
- * to the queue in batches (a turn that leaves some off it, then one that
- * posts them all); with Replies held, lent and given back together never
- * keep more than TP_LEND_MAX off the queue, so what the peer may send
- * still finds a Receive. */
-TEST(xprt_client_receives_reposted_in_batches)
-{
-	struct rr_tp_conf cc;
-	struct rr_th_sq sq;
-	struct rr_th_cl c;
-	static struct rr_th_small p[12];
-	uint32_t nrecv, xid = 0x2000, done = 0, done_lent, short_after = 0, full_after = 0;
-	int port;
-
-	if (!rr_th_soft_ok())
-		return;
-	rr_tp_conf_default(&cc);
-	port = p_start(&sq, 0, false);
-	REQUIRE_EQ(rr_th_cl_start(&c, &cc, port, rr_th_cl_count), 0);
-	rr_th_small_submit(&c, &p[0], xid++);
-	REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
-	REQUIRE(c.tp->conn != NULL);
-	rr_lock(&c.tp->ep.lock);
-	nrecv = c.tp->conn->nrecv;
-	done_lent = c.tp->conn->lent;
-	rr_unlock(&c.tp->ep.lock);
-	REQUIRE_EQ(done_lent, 1);   /* the Reply is its Receive */
-	p_release(&c, p, 1);
-	/* one Call at a time */
-	for (unsigned i = 0; i < 3 * TP_LEND_MAX; i++) {
-		uint32_t n;
-
-		rr_th_small_submit(&c, &p[0], xid++);
-		REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
-		p_release(&c, p, 1);
-		CHECK(cl_posted(&c) + TP_LEND_MAX >= nrecv);   /* noted, not yet taken */
-		rr_tp_client_turn(c.tp);
-		n = cl_posted(&c);
-		CHECK(n + TP_LEND_MAX >= nrecv);
-		CHECK(n <= nrecv);
-		if (n < nrecv)
-			short_after++;
-		else
-			full_after++;
-	}
-	printf("  %u Receives; after a release: %u times some left to post, %u times all "
-	       "posted\n", nrecv, short_after, full_after);
-	CHECK(short_after > 0);
-	CHECK(full_after > 0);
-	/* Replies held: 12 Calls, none released until all completed */
-	for (unsigned i = 0; i < 12; i++) {
-		rr_th_small_submit(&c, &p[i], xid++);
-		REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
-		CHECK(cl_posted(&c) + TP_LEND_MAX >= nrecv);
-		rr_lock(&c.tp->ep.lock);
-		CHECK(c.tp->conn->lent + c.tp->conn->nrback <= TP_LEND_MAX);
-		rr_unlock(&c.tp->ep.lock);
-	}
-	p_release(&c, p, 12);
-	CHECK(cl_posted(&c) + TP_LEND_MAX >= nrecv);
-	for (unsigned i = 0; i < 12; i++) {
-		rr_th_small_submit(&c, &p[i], xid++);
-		REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
-	}
-	p_release(&c, p, 12);
 	rr_th_cl_stop(&c);
 	p_stop(&sq);
 }

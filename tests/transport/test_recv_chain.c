@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* A new connection's own Receives, posted at connect as chains of work
- * requests (src/transport/rdma/conn.c tp_post_all_recvs, issue 16 part
+ * requests (src/transport/rdma/conn.c tp_post_first_recvs, issue 16 part
  * DK) rather than one post each: over the soft provider, for Receive
  * counts below, at, just past and well past a chain's length (so whole
- * chains, a short last one and a lone one), the client's receive queue
- * after its first Reply (kept, so its Receive is off the queue) holds
- * every other Receive of the connection exactly once, in buffer order,
- * each with its own wr_id and its own buffer of the connection's Receive
- * size; the server, given its own Receives (no shared queue), posts them
- * the same way and answers. */
+ * chains, a short last one and a lone one; a client posts its backward
+ * Receives and a few more at connect, the rest by demand: part EA, so its
+ * bc_slots set the count), the client's receive queue after its first
+ * Reply (kept, so its Receive is off the queue) holds every other Receive
+ * posted at connect exactly once, in buffer order, each with its own wr_id
+ * and its own buffer of the connection's Receive size; the server, given
+ * its own Receives (no shared queue), posts all of them the same way and
+ * answers. */
 #include <stdlib.h>
 
 #include "rdma/soft/soft.h"
@@ -26,7 +28,7 @@ static void rc_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 }
 
 /* Checks the client's queue after one Reply kept; returns the Receives
- * the connection has (0 when it could not look). */
+ * posted at connect. */
 static uint32_t rc_check_queue(struct rr_th_cl *c)
 {
 	struct tp_conn *cn = c->tp->conn;
@@ -36,7 +38,8 @@ static uint32_t rc_check_queue(struct rr_th_cl *c)
 
 	REQUIRE(cn != NULL);
 	rr_lock(&c->tp->ep.lock);
-	nrecv = cn->nrecv;
+	nrecv = cn->rbase + TP_RECV_BATCH - 1;
+	REQUIRE(nrecv <= cn->nrecv);
 	rsize = cn->rsize;
 	rbuf = cn->rbuf;
 	CHECK_EQ(cn->lent, 1u);   /* the Reply is in its Receive, off the queue */
@@ -61,6 +64,8 @@ static uint32_t rc_check_queue(struct rr_th_cl *c)
 TEST(xprt_connect_posts_its_receives_as_chains_in_order)
 {
 	static const uint32_t credits[] = {1, 23, 24, 25, 56, 57, 0};
+	/* the client's: TP_RECV_SLACK + TP_RECV_BATCH - 1 (7) more posted */
+	static const uint32_t bc[] = {2, 24, 25, 26, 57, 58, 0};
 	static struct rr_th_small p;
 	uint32_t seen_short = 0, seen_long = 0;
 
@@ -83,13 +88,14 @@ TEST(xprt_connect_posts_its_receives_as_chains_in_order)
 		rr_tp_conf_default(&cc);
 		if (credits[k])
 			cc.credits = credits[k];
+		cc.bc_slots = bc[k];
 		REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(rc_srv), rr_th_cl_count), 0);
 		rr_th_small_submit(&c, &p, 0x3000u + (uint32_t)k);
 		REQUIRE(rr_th_cl_wait(&c, 1, RR_TEST_WAIT_MS));
 		CHECK_EQ(p.r.status, 0);
 		CHECK_EQ(p.r.reply_len, 16);
 		n = rc_check_queue(&c);
-		printf("  credits %u: %u Receives\n", credits[k], n);
+		printf("  credits %u, bc_slots %u: %u Receives at connect\n", credits[k], bc[k], n);
 		if (n <= 32)
 			seen_short++;
 		else if (n % 32 != 0)

@@ -1243,6 +1243,30 @@ static struct rpc *written_call(struct rr_th_rresp *g, struct rr_th_cl *c, uint3
 /* The first segment of chunk @c of header @h. */
 #define SEG0(h, c) ((h).segs[(h).c.first])
 
+/* Sends @len bytes of @m from rogue @g and waits (bounded) until requester
+ * @c received them: a rogue's messages nobody asked for, one at a time. A
+ * client keeps posted the Receives its peer may use and a few more
+ * (transport/rdma/conn.c "Receives by demand"): a burst of more of them
+ * than that, ahead of its processing, overruns its queue and ends the
+ * connection (a Receive overrun). */
+static void paced_send(struct rr_th_rresp *g, struct rr_th_cl *c, const uint8_t *m, size_t len)
+{
+	struct rr_xprt_stats st;
+	uint64_t b0;
+	int i;
+
+	rr_tp_client_stats(c->tp, &st);
+	b0 = st.inline_recv_bytes;
+	REQUIRE_EQ(rr_th_rresp_send(g, m, len, 0, 5000), 0);
+	for (i = 0; i < 2000; i++) {
+		rr_tp_client_stats(c->tp, &st);
+		if (st.inline_recv_bytes > b0)
+			break;
+		rr_th_sleep_ms(5);
+	}
+	CHECK(i < 2000);
+}
+
 /* Malformed Replies are silently discarded: after nine of them (each with
  * its own marker in the RPC body) the valid Reply completes the Call, with
  * its own body and the data the rogue RDMA-Wrote into the Write chunk, on
@@ -1290,33 +1314,33 @@ TEST(xprt_e2e_rogue_responder)
 #define RBODY RBODY_MARK
 	/* 1. wrong RPC XID */
 	RBASE(); hl = rr_th_hdr_raw(&rh, m, sizeof(m)); RBODY(m, hl, xid + 1, 1);
-	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 24, 0, 5000), 0);
+	paced_send(&g, &c, m, (size_t)hl + 24);
 	/* 2. version 2 */
 	RBASE(); rh.vers = 2; hl = rr_th_hdr_raw(&rh, m, sizeof(m)); RBODY(m, hl, xid, 2);
-	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 24, 0, 5000), 0);
+	paced_send(&g, &c, m, (size_t)hl + 24);
 	/* 3. truncated inside the Write list */
 	RBASE(); hl = rr_th_hdr_raw(&rh, m, sizeof(m));
-	REQUIRE_EQ(rr_th_rresp_send(&g, m, 30, 0, 5000), 0);
+	paced_send(&g, &c, m, 30);
 	/* 4. a Read list in a Reply (no reliable reply here) */
 	RBASE(); REQUIRE_EQ(rr_hdr_add_read(&rh, 8, &SEG0(h, write[0])), 0);
 	hl = rr_th_hdr_raw(&rh, m, sizeof(m)); RBODY(m, hl, xid, 4);
-	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 24, 0, 5000), 0);
+	paced_send(&g, &c, m, (size_t)hl + 24);
 	/* 5., 6. a Write chunk longer than provided; a foreign handle */
 	RBASE(); SEG0(rh, write[0]).length = SEG0(h, write[0]).length + 1;
 	hl = rr_th_hdr_raw(&rh, m, sizeof(m)); RBODY(m, hl, xid, 5);
-	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 24, 0, 5000), 0);
+	paced_send(&g, &c, m, (size_t)hl + 24);
 	RBASE(); SEG0(rh, write[0]).handle ^= 0x100;
 	hl = rr_th_hdr_raw(&rh, m, sizeof(m)); RBODY(m, hl, xid, 6);
-	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 24, 0, 5000), 0);
+	paced_send(&g, &c, m, (size_t)hl + 24);
 	/* 7., 8., 9. RDMA_DONE, RDMA_MSGP, an RDMA_ERROR with an unknown code */
 	RBASE(); rh.proc = RR_HDR_DONE; hl = rr_th_hdr_raw(&rh, m, sizeof(m));
-	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl, 0, 5000), 0);
+	paced_send(&g, &c, m, (size_t)hl);
 	RBASE(); hl = rr_th_hdr_raw(&rh, m, sizeof(m)); RBODY(m, hl, xid, 8);
 	rr_put_be32(m + 12, RR_HDR_MSGP);
-	REQUIRE_EQ(rr_th_rresp_send(&g, m, (size_t)hl + 24, 0, 5000), 0);
+	paced_send(&g, &c, m, (size_t)hl + 24);
 	rr_put_be32(m + 12, RR_HDR_ERROR);
 	rr_put_be32(m + 16, 9);
-	REQUIRE_EQ(rr_th_rresp_send(&g, m, 20, 0, 5000), 0);
+	paced_send(&g, &c, m, 20);
 
 	/* The valid Reply, with Send With Invalidate of our Write chunk's STag
 	 * although this responder advertised R = 0. */
@@ -1508,7 +1532,7 @@ TEST(xprt_e2e_reply_rules_end_to_end)
 			REQUIRE(len == 28);
 			len = 24;
 		}
-		REQUIRE_EQ(rr_th_rresp_send(&g, m, len, 0, 5000), 0);
+		paced_send(&g, &c, m, len);
 	}
 	REQUIRE(rr_th_cl_wait(&c, 1, RR_TEST_WAIT_MS));
 	CHECK_EQ(p->completions, 1);

@@ -387,6 +387,11 @@ bool rr_conn_has_calls(const struct rr_conn *c);
 /* STags exposed by Calls and still valid (tests). */
 uint32_t rr_conn_live_stags(const struct rr_conn *c);
 uint32_t rr_conn_grant(const struct rr_conn *c);
+/* Requester: Replies the peer may send now, each into a Receive of ours:
+ * one per Call holding a credit (sent, or about to be: the credit is taken
+ * before the Send), a Call aborted after its Send included until its Reply
+ * came (RFC 8166 section 4.3.1). Never above the credits requested. */
+uint32_t rr_conn_replies_owed(const struct rr_conn *c);
 /* Whether reliable reply was negotiated (up only). */
 bool rr_conn_reliable_reply(const struct rr_conn *c);
 

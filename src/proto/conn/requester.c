@@ -34,6 +34,11 @@ uint32_t rr_conn_grant(const struct rr_conn *c)
 	return c->rcred.grant;
 }
 
+uint32_t rr_conn_replies_owed(const struct rr_conn *c)
+{
+	return c->rcred.outstanding;
+}
+
 /* Registers, marshals and sends @k on the connection. Returns 0, or a
  * negative errno for a Call that cannot be sent at all (completed by the
  * caller), or -EAGAIN for a connection problem (left to reconnection). */

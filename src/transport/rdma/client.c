@@ -115,7 +115,12 @@ static int cl_conn_bufs(struct tp_conn *cn)
 
 	if (rc == 0 && !tp_conn_ok(cn))
 		rc = -ENOMEM;
-	return rc ? rc : tp_post_all_recvs(cn);
+	if (rc)
+		return rc;
+	/* its backward Receives and a batch; the others by demand (conn.c
+	 * "Receives by demand") */
+	cn->rbase = cn->ep->conf.bc_slots + TP_RECV_SLACK;
+	return tp_post_first_recvs(cn, cn->rbase + TP_RECV_BATCH - 1);
 }
 
 int tp_cl_connect(struct rr_tp_client *c, bool *driven)
@@ -130,9 +135,10 @@ int tp_cl_connect(struct rr_tp_client *c, bool *driven)
 	bool late = driven && rr_cm_can_drive(c->ep.port->ch);
 	int n, rc;
 
-	/* Receives: a Reply per credit requested, 8 spare, one per reverse
-	 * Call granted (RFC 8167); as many send slots */
-	cn = tp_conn_new(&c->ep, c->ep.conf.credits + 8 + c->ep.conf.bc_slots,
+	/* Receives: a Reply per credit requested, one per reverse Call
+	 * granted (RFC 8167), TP_CL_RECV_EXTRA more (posted by demand: conn.c
+	 * "Receives by demand"); send slots: credits + 8 + bc_slots */
+	cn = tp_conn_new(&c->ep, c->ep.conf.credits + TP_CL_RECV_EXTRA + c->ep.conf.bc_slots,
 			 c->ep.conf.credits + 8 + c->ep.conf.bc_slots, false);
 	if (!cn || !cn->qp) {
 		tp_conn_free(cn);

@@ -156,6 +156,11 @@ static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 		if (!cn->rbuf)
 			return -ENOMEM;
 		cn->rlkey = rpcrdma_mr_lkey(cn->rmr);
+		if (!cn->ep->is_server) {
+			cn->rfree = rr_alloc(env, sizeof(uint32_t) * nrecv);
+			if (!cn->rfree)
+				return -ENOMEM;
+		}
 	}
 	return slots_grow(cn);
 }
@@ -308,6 +313,7 @@ void tp_conn_free(struct tp_conn *cn)
 		rr_unlock(&cn->ep->lock);
 	}
 	rr_free(env, cn->sfree);
+	rr_free(env, cn->rfree);
 	rr_free(env, cn->stoken);
 	rr_free(env, cn->dwr);
 	rr_free(env, cn->dsge);
@@ -348,51 +354,88 @@ int tp_post_recv(struct tp_conn *cn, uint32_t idx)
 	return rpcrdma_post_recv(cn->qp, &wr, NULL);
 }
 
-/* A client's Receives given back by released Replies (c_unlend), posted
- * again together: one post per TP_LEND_MAX Replies rather than one each.
- * Receives not posted are the lent ones and these, never more than
- * TP_LEND_MAX together (conn_lend posts these first when a lend would
- * pass it): as many as were ever lent out before, of the credits + 8
- * posted, so a Reply the peer may send still finds one. A failure is the
- * connection's (its QP in error), told by its completions. */
-static void recv_flush(struct tp_conn *cn)
-{
-	struct rpcrdma_recv_wr wr[TP_LEND_MAX];
-	struct rpcrdma_sge sge[TP_LEND_MAX];
-	uint32_t n = cn->nrback;
+/* ---- Receives by demand (client) ----
+ * A client's connection keeps posted only the Receives its peer may use
+ * now (RFC 8166 section 4.3: the requester never lets its peer send into
+ * an empty queue), not all of its buffers: @rbase (bc_slots, for the
+ * backward Calls the peer may send at any time: RFC 8167, and
+ * TP_RECV_SLACK for messages sent unasked) plus one per Reply owed
+ * (rr_conn_replies_owed: each Call holding a credit, an aborted one's
+ * until its Reply came). The peer sends nothing else to a requester (an
+ * RDMA_DONE goes the other way; an RDMA_ERROR is a Reply; Reply chunks and
+ * Writes take no Receive). Before each Call's Send (c_send: its credit is
+ * taken before) the posted ones are brought up to that demand, in one
+ * chain that posts up to TP_RECV_BATCH - 1 more (a post per TP_RECV_BATCH
+ * Calls, as the batched reposts of lent Replies before); a Receive
+ * consumed goes back to the queue only while the posted ones are short of
+ * the demand (c_post_recv: a dropped message, a backward Call, a pull),
+ * else it is free, as is a lent one released (unlend). Free Receives are a
+ * stack: the most recently freed is posted first, so a Reply lands in a
+ * buffer written a few calls ago, not in the oldest of ~124 cycling
+ * through the FIFO queue (cold at 100 connections even in the last-level
+ * cache: docs/PERFORMANCE.md "Issue 16 part EA"). Posted: at most credits
+ * + bc_slots + TP_RECV_SLACK + TP_RECV_BATCH - 1 (never more than the
+ * credits + 8 + bc_slots posted at connect before); with TP_LEND_MAX lent,
+ * within the client's credits + bc_slots + TP_CL_RECV_EXTRA buffers. */
+_Static_assert(TP_RECV_SLACK + TP_RECV_BATCH - 1 <= 8,
+	       "a client posts no more Receives than credits + 8 + bc_slots");
 
-	if (!n)
-		return;
-	cn->nrback = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		recv_wr(cn, cn->rback[i], &wr[i], &sge[i]);
-		if (i)
-			wr[i - 1].next = &wr[i];
+/* Posts free Receives, the most recently freed first, until @need are
+ * posted (and up to TP_RECV_BATCH - 1 beyond, free ones allowing), one
+ * chain per TP_RECV_BATCH. 0, -ENOBUFS (none free: not reached, see
+ * above), or the post's error (the connection's: its QP in error). */
+static int recv_more(struct tp_conn *cn, uint32_t need)
+{
+	struct rpcrdma_recv_wr wr[TP_RECV_BATCH];
+	struct rpcrdma_sge sge[TP_RECV_BATCH];
+
+	while (cn->rposted < need) {
+		uint32_t n = RR_MIN(need - cn->rposted + TP_RECV_BATCH - 1, TP_RECV_BATCH);
+		int rc;
+
+		n = RR_MIN(n, cn->nrfree);
+		if (!n)
+			return -ENOBUFS;
+		for (uint32_t k = 0; k < n; k++) {
+			recv_wr(cn, cn->rfree[--cn->nrfree], &wr[k], &sge[k]);
+			if (k)
+				wr[k - 1].next = &wr[k];
+		}
+		rc = rpcrdma_post_recv(cn->qp, wr, NULL);
+		if (rc)
+			return rc;
+		cn->rposted += n;
 	}
-	(void)rpcrdma_post_recv(cn->qp, wr, NULL);
+	return 0;
 }
 
-/* A connection's own Receives, all posted at connect (a pooled one has
- * none: the pool's queue serves it), in buffer order as chains of up to
- * TP_RECV_CHAIN work requests: one post each, so one pass through the
+/* A connection's own Receives at connect (a pooled one has none: the
+ * pool's queue serves it): the first @n in buffer order as chains of up to
+ * TP_RECV_CHAIN work requests, one post each, so one pass through the
  * dispatch layer and one lock in the provider per chain rather than per
- * Receive, every buffer still checked there (its lkey, its bounds). A
- * failure part-way leaves the Receives before the bad one posted (as the
- * API says) and is returned: the caller drops the connection. */
+ * Receive, every buffer still checked there (its lkey, its bounds); a
+ * client's others free, the lowest on top. A failure part-way leaves the
+ * Receives before the bad one posted (as the API says) and is returned:
+ * the caller drops the connection. */
 #define TP_RECV_CHAIN 32u
 
-int tp_post_all_recvs(struct tp_conn *cn)
+int tp_post_first_recvs(struct tp_conn *cn, uint32_t n)
 {
 	struct rpcrdma_recv_wr wr[TP_RECV_CHAIN];
 	struct rpcrdma_sge sge[TP_RECV_CHAIN];
 
 	if (cn->pool)
 		return 0;
-	for (uint32_t i = 0; i < cn->nrecv;) {
-		uint32_t n = RR_MIN(cn->nrecv - i, TP_RECV_CHAIN);
+	n = RR_MIN(n, cn->nrecv);
+	cn->nrfree = 0;
+	if (cn->rfree)
+		for (uint32_t i = cn->nrecv; i-- > n;)
+			cn->rfree[cn->nrfree++] = i;
+	for (uint32_t i = 0; i < n;) {
+		uint32_t m = RR_MIN(n - i, TP_RECV_CHAIN);
 		int rc;
 
-		for (uint32_t k = 0; k < n; k++) {
+		for (uint32_t k = 0; k < m; k++) {
 			recv_wr(cn, i + k, &wr[k], &sge[k]);
 			if (k)
 				wr[k - 1].next = &wr[k];
@@ -400,9 +443,15 @@ int tp_post_all_recvs(struct tp_conn *cn)
 		rc = rpcrdma_post_recv(cn->qp, wr, NULL);
 		if (rc)
 			return rc;
-		i += n;
+		i += m;
+		cn->rposted = i;
 	}
 	return 0;
+}
+
+int tp_post_all_recvs(struct tp_conn *cn)
+{
+	return tp_post_first_recvs(cn, cn->nrecv);
 }
 
 static uint8_t *slot_buf(const struct tp_conn *cn, uint32_t slot)
@@ -908,8 +957,6 @@ static int conn_lend(struct tp_conn *cn, void **handle)
 	if (!cn)
 		return -ENOBUFS;
 	tp_conn_unlend_drain(cn, cn);
-	if (cn->lent + cn->nrback >= TP_LEND_MAX && !cn->dead)
-		recv_flush(cn);   /* never more than TP_LEND_MAX not posted */
 	if (cn->lent >= TP_LEND_MAX)
 		return -ENOBUFS;
 	cn->lent++;
@@ -1073,9 +1120,24 @@ static void c_slot_put(void *ctx, uint32_t slot)
 		slot_put(cur(ctx), slot);
 }
 
+/* A Call's Send (or an RDMA_DONE's, a backward Reply's: no Reply owed
+ * more) after the Receives its Reply may use (conn.c "Receives by
+ * demand"): a failure to post them is the Send's. */
 static int c_send(void *ctx, const struct rr_conn_send *s)
 {
-	return conn_send(cur(ctx), s);
+	struct tp_conn *cn = cur(ctx);
+
+	if (cn && !cn->dead) {
+		uint32_t need = cn->rbase + rr_conn_replies_owed(cn->sess);
+
+		if (cn->rposted < need) {
+			int rc = recv_more(cn, need);
+
+			if (rc)
+				return rc;
+		}
+	}
+	return conn_send(cn, s);
 }
 
 static int c_read(void *ctx, const struct rr_conn_read *r)
@@ -1083,11 +1145,25 @@ static int c_read(void *ctx, const struct rr_conn_read *r)
 	return conn_read(cur(ctx), r);
 }
 
+/* Receive @idx, consumed, goes back to the queue while the posted ones
+ * are short of the demand (its message a Reply or a backward Call's
+ * repost, or dropped); else it is free, the next to post (conn.c
+ * "Receives by demand"). */
 static int c_post_recv(void *ctx, uint32_t idx)
 {
 	struct tp_conn *cn = cur(ctx);
+	int rc;
 
-	return !cn || cn->dead ? -ENOTCONN : tp_post_recv(cn, idx);
+	if (!cn || cn->dead)
+		return -ENOTCONN;
+	if (cn->rposted >= cn->rbase + rr_conn_replies_owed(cn->sess)) {
+		cn->rfree[cn->nrfree++] = idx;
+		return 0;
+	}
+	rc = tp_post_recv(cn, idx);
+	if (rc == 0)
+		cn->rposted++;
+	return rc;
 }
 
 static int c_lend(void *ctx, uint32_t idx, void **handle)
@@ -1096,19 +1172,16 @@ static int c_lend(void *ctx, uint32_t idx, void **handle)
 	return conn_lend(cur(ctx), handle);
 }
 
-/* Receive @idx of @cn, lent to a Reply, is given back: reposted with the
- * next ones given back (recv_flush) when @cn is @current and alive (the
- * connection is not freed while lent: tp_grave_sweep). */
+/* Receive @idx of @cn, lent to a Reply, is given back: free, the next to
+ * post (conn.c "Receives by demand"), when @cn is @current and alive (the
+ * connection is not freed while lent: tp_grave_sweep). Its Reply owed no
+ * more, the posted ones still cover the demand: nothing to post now. */
 static void unlend(struct tp_conn *cn, struct tp_conn *current, uint32_t idx)
 {
 	cn->lent--;
 	if (cn->dead || current != cn)
 		return;
-	if (cn->nrback == TP_LEND_MAX)
-		recv_flush(cn);   /* (not reached: conn_lend bounds them) */
-	cn->rback[cn->nrback++] = idx;
-	if (cn->nrback == TP_LEND_MAX)
-		recv_flush(cn);
+	cn->rfree[cn->nrfree++] = idx;
 }
 
 /* The Reply was the Receive buffer itself (the session's release). */
@@ -1237,6 +1310,7 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 	case WR_RECV: {
 		uint32_t idx = (uint32_t)WRVAL(wc->wr_id);
 
+		cn->rposted--;   /* (a server's is not kept after connect) */
 		/* its idle timeout: the first Receive since the sweep's last
 		 * look reads the clock, the others are counted
 		 * (server_conns.c tp_sv_idle_sweep) */

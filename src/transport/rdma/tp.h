@@ -236,10 +236,10 @@ int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, ui
 typedef int (*rr_tp_abort_asked_fn)(struct rr_conn_rpc *rpc);
 void rr_tp_client_abort_asked(struct rr_tp_client *c, rr_tp_abort_asked_fn fn);
 /* Frees rpc->reply (or gives back the Receive it lives in: without the
- * endpoint's lock, reposted by the next Reply kept in a Receive of that
- * connection or the client's next turn, never more than TP_LEND_MAX off
- * the queue). Any thread; every reply must be released before
- * rr_tp_client_destroy. */
+ * endpoint's lock, free again -- the next to post, conn.c "Receives by
+ * demand" -- from the next Reply kept in a Receive of that connection or
+ * the client's next turn; never more than TP_LEND_MAX lent). Any thread;
+ * every reply must be released before rr_tp_client_destroy. */
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_conn_rpc *rpc);
 /* Aborts what remains (-ECANCELED), disconnects, frees. */
 void rr_tp_client_destroy(struct rr_tp_client *c);

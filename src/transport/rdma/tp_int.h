@@ -38,6 +38,17 @@ enum { WR_RECV = 1, WR_SEND = 2, WR_TOKEN = 3, WR_BIND = 4, WR_WRITE = 5, WR_PUS
 
 /* Receives a requester lends out as inline Replies at once. */
 #define TP_LEND_MAX 4u
+/* A client posts its Receives by demand, this many at most per post (one
+ * chain): a post per TP_RECV_BATCH Calls, as many Receives posted beyond
+ * the demand at most TP_RECV_BATCH - 1 (conn.c "Receives by demand"). */
+#define TP_RECV_BATCH 4u
+/* ... and this many posted beyond what its peer may send (a few messages
+ * it may send unasked, a rogue's or a lost Call's, received while nobody
+ * looks: dropped, not an overrun of the queue) */
+#define TP_RECV_SLACK 4u
+/* A client's Receive buffers beyond its credits and bc_slots: the slack,
+ * the batch's surplus and those lent (conn.c "Receives by demand"). */
+#define TP_CL_RECV_EXTRA (TP_RECV_SLACK + TP_RECV_BATCH - 1 + TP_LEND_MAX)
 /* Deferred Replies (server, answered on the progress thread). */
 #define SV_DEFER_WR 5u   /* a deferred Reply: up to 4 RDMA Writes + Send */
 #define SV_DEFER_MAX 32u /* deferred Replies per connection before a post */
@@ -250,9 +261,13 @@ struct tp_conn {
 	uint64_t last_rx_ns;         /* responder: its last Receive, or a time
 				      * after it (idle: tp_sv_idle_sweep) */
 	uint32_t lent;               /* Receives lent as rpc->reply */
-	uint32_t nrback;
-	uint32_t rback[TP_LEND_MAX]; /* client: Receives given back by their
-					Replies, not posted yet (recv_flush) */
+	/* client: its own Receives posted by demand (conn.c "Receives by
+	 * demand"): how many are posted now, how many of them are for the
+	 * backward direction (bc_slots: always posted), how many are free
+	 * (on @rfree, the most recently freed on top) */
+	uint32_t rposted, rbase, nrfree;
+	uint32_t *rfree;             /* client: its free Receives, a stack of
+					@nrecv (NULL: a server's) */
 	/* client: Receives given back by released Replies without the
 	 * endpoint's lock (tp_conn_unlend_later), TP_LEND_MAX lanes of 16
 	 * bits, each a Receive's index + 1 (0: empty); still counted in @lent
@@ -707,8 +722,8 @@ struct tp_conn *tp_conn_new(struct tp_ep *ep, uint32_t nrecv, uint32_t nsend, bo
  * slots: @cn stays allocated while it is counted lent. */
 bool tp_conn_unlend_later(struct tp_conn *cn, uint32_t idx);
 /* Under the endpoint's lock: the Receives noted by tp_conn_unlend_later
- * are no longer lent, and reposted (with recv_flush's batching) when @cn
- * is @current and alive. */
+ * are no longer lent, and free again (the next to post: conn.c "Receives
+ * by demand") when @cn is @current and alive. */
 void tp_conn_unlend_drain(struct tp_conn *cn, struct tp_conn *current);
 /* The buffers of a connection made without them (receive buffer, send
  * slots): 0 or -ENOMEM. */
@@ -721,7 +736,11 @@ bool tp_conn_ok(const struct tp_conn *cn);
 void tp_conn_free(struct tp_conn *cn);
 void tp_conn_bury(struct tp_conn *cn);
 int tp_post_recv(struct tp_conn *cn, uint32_t idx);
+/* A connection's own Receives at connect: all of them (a server's), or a
+ * client's first @n (its backward ones and a batch; the rest free, posted
+ * by demand). 0 or -errno (the caller drops the connection). */
 int tp_post_all_recvs(struct tp_conn *cn);
+int tp_post_first_recvs(struct tp_conn *cn, uint32_t n);
 /* The session's io for connection @cn (server) or for whatever connection
  * the client has (tp_conn_of). */
 extern const struct rr_conn_io tp_server_io;
