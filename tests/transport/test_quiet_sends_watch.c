@@ -509,17 +509,21 @@ TEST(quiet_sends_deferred_storage_sized_by_need)
 	qw_conn_ready();
 	qw_with_conn(dg_post_fn, &d);
 	CHECK_EQ(d.cap_first, SV_DEFER_FIRST);
-	CHECK_EQ(d.cap_after, SV_DEFER_MAX);
 	/* The Replies deferred after the batch's first post: exactly the two
 	 * over SV_DEFER_FIRST when the batch took at most SV_DEFER_NS; a
 	 * slower one (a TCG lab VM: 1 left, 2026-11-27) may also have been
 	 * posted by age (conn_send: "nor older than SV_DEFER_NS"), which is
 	 * the rule, not a fault: then at least one and at most two. */
 	if (d.took_ns <= SV_DEFER_NS) {
+		CHECK_EQ(d.cap_after, SV_DEFER_MAX);
 		CHECK_EQ(d.ndefer_after, DG_N - SV_DEFER_FIRST);
 	} else {
-		printf("  the batch took %" PRIu64 " ns (> SV_DEFER_NS): deferred left %u\n",
-		       d.took_ns, d.ndefer_after);
+		/* (Replies posted by age before the room filled: no growth
+		 * needed; the Debian 12 lab VM, 2026-11-27: a 9.3 ms batch,
+		 * room 4, 1 left) */
+		printf("  the batch took %" PRIu64 " ns (> SV_DEFER_NS): room %u, deferred left %u\n",
+		       d.took_ns, d.cap_after, d.ndefer_after);
+		CHECK(d.cap_after == SV_DEFER_FIRST || d.cap_after == SV_DEFER_MAX);
 		CHECK(d.ndefer_after >= 1 && d.ndefer_after <= DG_N - SV_DEFER_FIRST);
 	}
 	for (unsigned i = 0; i < DG_N; i++)
