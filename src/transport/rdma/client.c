@@ -472,8 +472,11 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 	return 0;
 }
 
-/* rr_tp_client_submit with the lock held (kept). */
-static int cl_submit_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
+/* rr_tp_client_submit with the lock held (kept). Inline in both callers,
+ * as cl_wait_locked: a synchronous call's submit and wait are one frame
+ * (rr_tp_client_submit_wait, itself inline in the rdma:// adapter's
+ * cl_start), not three (issue 16 part FA). */
+static inline __attribute__((always_inline)) int cl_submit_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
 {
 	bool up, wake = true;
 	int rc;
@@ -608,8 +611,8 @@ __attribute__((noinline)) static void cl_abort_asked(struct rr_tp_client *c,
  * @t0: the clock when the wait began, @end its deadline. The completed
  * Calls found at the end are delivered after the unlock (their xdone set
  * before it): the caller's own Reply costs no second hold of the lock. */
-static void cl_wait_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t t0,
-			   uint64_t end)
+static inline __attribute__((always_inline)) void
+cl_wait_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t t0, uint64_t end)
 {
 	struct tp_conn *cn0 = NULL;
 	struct rr_conn_rpc *done;
