@@ -716,6 +716,16 @@ int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, ui
 	return 0;
 }
 
+/* rr_tp_client_release_reply's way under the lock. Out of line: the
+ * usual release (tp_conn_unlend_later) keeps no frame for it. */
+__attribute__((noinline)) static void cl_release_locked(struct rr_tp_client *c,
+							struct rr_conn_rpc *rpc)
+{
+	rr_lock(&c->ep.lock);
+	rr_conn_release_reply(c->sess, rpc);
+	rr_unlock(&c->ep.lock);
+}
+
 void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
 {
 	/* A Reply in its Receive buffer (the session's lend, whose handle
@@ -731,9 +741,7 @@ void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
 		rpc->reply_len = 0;
 		return;
 	}
-	rr_lock(&c->ep.lock);
-	rr_conn_release_reply(c->sess, rpc);
-	rr_unlock(&c->ep.lock);
+	cl_release_locked(c, rpc);
 }
 
 void rr_tp_client_destroy(struct rr_tp_client *c)

@@ -299,11 +299,13 @@ static void cl_release(struct rr_xprt_client *x, struct rr_xprt_call *call)
 
 	if (!w)
 		return;
-	rr_tp_client_release_reply(x->tp, &w->rpc);
+	/* the call's fields first: the release is then the last thing done
+	 * (a tail call, no frame kept around it) */
 	call->reply = NULL;
 	call->reply_buf = NULL;
 	call->reply_len = 0;
 	call->xp_priv = NULL;
+	rr_tp_client_release_reply(x->tp, &w->rpc);
 }
 
 static int cl_reliable_reply(struct rr_xprt_client *x)
