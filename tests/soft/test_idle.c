@@ -690,3 +690,85 @@ TEST(soft_lease_get_event_then_poll_is_one_use)
 	soft_net_unpair(c, s, cid, sid);
 	held_srv_down(&h, &n);
 }
+
+/* @s's signaled Send of 16 bytes of @mr's buffer, wr_id @id, posted by
+ * the test's thread: its completion, pushed into @s's CQ from here, uses
+ * up an arm of that CQ. */
+static void held_send(struct rpcrdma_qp *s, struct rpcrdma_mr *mr, uint8_t *buf, uint64_t id)
+{
+	struct rpcrdma_sge sg = {(uintptr_t)buf, 16, rpcrdma_mr_lkey(mr)};
+	struct rpcrdma_send_wr wr = {.wr_id = id, .sg_list = &sg, .num_sge = 1,
+				     .opcode = RPCRDMA_WR_SEND, .flags = RPCRDMA_SEND_SIGNALED};
+
+	REQUIRE_EQ(rpcrdma_post_send(s, &wr, NULL), 0);
+}
+
+/* "Arm, then poll" (issue 16 part FC): the arm attends the CQ until a
+ * completion uses it up, and the poll after it that finds nothing is no
+ * use of its own (it reads no clock): the lease then runs from the use
+ * before the arm. A poll after an arm that takes completions is a use,
+ * dated by it. On the held clock: fails when the empty poll after an arm
+ * renews the lease (the QP not handed at the earlier use's bound), or
+ * when the poll that takes a completion after an arm does not (the QP
+ * handed before that poll's bound). */
+TEST(soft_lease_arm_then_empty_poll_is_not_a_use)
+{
+	struct held_srv h;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_mr *smr;
+	struct rpcrdma_wc wc[4];
+	static uint8_t sbuf[64];
+	struct net n;
+	uint64_t t;
+
+	held_srv_up(&h, &n);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(h.pd, sbuf, sizeof(sbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &smr), 0);
+	{
+		struct rpcrdma_qp_attr qa = {.send_cq = h.cq, .recv_cq = h.cq, .max_send_wr = 8,
+					     .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1};
+
+		REQUIRE_EQ(rpcrdma_qp_create(h.pd, &qa, &s), 0);
+	}
+	c = soft_net_qp(&n, n.ccq, 8);
+	held_srv_pair(&h, &n, c, s, &cid, &sid);
+	soft_net_post_recv(&n, c, 70, 0, 64);
+	soft_net_post_recv(&n, c, 71, 64, 64);
+
+	/* from here on the server's leases end only when the test says */
+	t = soft_net_real_now_ns();
+	atomic_store(&h.hc.held_ns, t);
+	/* a poll at t: a use (the QP back with its consumer) */
+	CHECK_EQ(rpcrdma_cq_poll(h.cq, 4, wc), 0);
+	CHECK(!soft_net_handed(s));
+	/* 5 ms later an arm and the empty poll after it; a completion made
+	 * in this thread uses the arm up: the lease is the poll's at t */
+	atomic_store(&h.hc.held_ns, t + 5000000u);
+	REQUIRE_EQ(rpcrdma_cq_arm(h.cq, false), 0);
+	CHECK_EQ(rpcrdma_cq_poll(h.cq, 4, wc), 0);
+	held_send(s, smr, sbuf, 80);
+	lease_ends_at(&h.hc, h.ctx, s, t + SOFT_LEASE_NS);
+
+	/* 100 ms on: the notification and the completion taken (a use, the
+	 * QP back); 5 ms later an arm, a completion that uses it up, and the
+	 * poll after the arm takes it: a use, the lease from that poll */
+	t += 100000000u;
+	atomic_store(&h.hc.held_ns, t);
+	CHECK_EQ(rpcrdma_cq_get_event(h.cq), 1);
+	REQUIRE_EQ(rpcrdma_cq_poll(h.cq, 4, wc), 1);
+	CHECK_EQ(wc[0].wr_id, 80);
+	CHECK(!soft_net_handed(s));
+	t += 5000000u;
+	atomic_store(&h.hc.held_ns, t);
+	REQUIRE_EQ(rpcrdma_cq_arm(h.cq, false), 0);
+	held_send(s, smr, sbuf, 81);
+	REQUIRE_EQ(rpcrdma_cq_poll(h.cq, 4, wc), 1);
+	CHECK_EQ(wc[0].wr_id, 81);
+	CHECK_EQ(wc[0].opcode, RPCRDMA_WC_SEND);
+	lease_ends_at(&h.hc, h.ctx, s, t + SOFT_LEASE_NS);
+
+	atomic_store(&h.hc.held_ns, 0);
+	soft_net_unpair(c, s, cid, sid);
+	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
+	held_srv_down(&h, &n);
+}

@@ -29,13 +29,21 @@
  * VM; it lags by at most a tick, well inside SOFT_LEASE_NS). The context's
  * coarse_res_ns (rr_coarse_res_ns, read once at open) says which: read
  * directly, without rr_coarse_now_ns's look at the environment. */
-static uint64_t lease_now(const struct soft_ctx *c)
+static inline __attribute__((always_inline)) uint64_t lease_now_inline(const struct soft_ctx *c)
 {
 	struct timespec ts;
 
 	if (c->coarse_res_ns && clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0)
 		return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	return rr_coarse_now_ns(c->env);
+}
+
+/* lease_now_inline as a call: for every reader but soft_wait's exit (the
+ * server's cq_touch per notification kept its call: inlined there it cost
+ * the server ~7 instructions per Call, issue 16 part ED) */
+static __attribute__((noinline)) uint64_t lease_now(const struct soft_ctx *c)
+{
+	return lease_now_inline(c);
 }
 
 /* A wait's deadline clock: lease_now; the deadline adds coarse_res_ns (the
@@ -182,7 +190,7 @@ static inline void cq_look_clear(struct soft_cq *q)
  * completions). Returns whether it read: then what it pushed is in the
  * ring, quietly (the arm used up without a notification), and the caller
  * must take it (a receive completion or any other). */
-static bool cq_look(struct soft_cq *q)
+static bool cq_look(struct soft_cq *q, bool date)
 {
 	uint64_t tok = atomic_load_explicit(&q->look_tok, memory_order_relaxed), done;
 	uint16_t skip;
@@ -222,6 +230,10 @@ static bool cq_look(struct soft_cq *q)
 	}
 	/* one look per Send: the next needs another */
 	atomic_store_explicit(&q->look_msn, msn, memory_order_relaxed);
+	/* a read is a use of the CQ: dated before it (its pushes may use up
+	 * the arm, whose lease check reads the date) */
+	if (date)
+		atomic_store_explicit(&q->last_use_ns, lease_now(q->ctx), memory_order_relaxed);
 	done = atomic_load_explicit(&qp->cq_rq, memory_order_relaxed) +
 	       atomic_load_explicit(&qp->cq_sq, memory_order_relaxed);
 	rr_soft_tls_cq = q;
@@ -548,26 +560,37 @@ int rr_soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 	struct soft_cq *q = scq_of(cq);
 	bool fresh = atomic_load_explicit(&q->arm_fresh, memory_order_relaxed);
 	bool used = atomic_load_explicit(&q->got_fresh, memory_order_relaxed);
+	bool undated = false;
 	int got;
 
 	atomic_store_explicit(&q->arm_fresh, false, memory_order_relaxed);
 	/* "get_event, then poll" is one use: the get_event's clock read
 	 * dates it (the lease runs from the get_event; the transport polls
 	 * right after it: one lease_now per served notification less,
-	 * docs/PERFORMANCE.md "Issue 16 part CF"). QPs to take back: a read,
-	 * so that the reclaim's lease check finds the lease live. */
-	if (RR_LIKELY(!used) || RR_UNLIKELY(atomic_load(&q->handed) > 0)) {
+	 * docs/PERFORMANCE.md "Issue 16 part CF"). "Arm, then poll" is
+	 * attended by the arm until a completion uses it up (lease.c
+	 * cq_attended_until): the poll after an arm reads no clock unless it
+	 * uses the CQ, i.e. takes completions or reads a socket (dated then;
+	 * issue 16 part FC: the server's arm and empty poll per turn read
+	 * the clock for nothing). QPs to take back: a read, so that the
+	 * reclaim's lease check finds the lease live. */
+	if (RR_UNLIKELY(atomic_load(&q->handed) > 0) || RR_LIKELY(!(used || fresh))) {
 		if (used)
 			atomic_store_explicit(&q->got_fresh, false, memory_order_relaxed);
 		cq_touch(q);
 	} else {
-		atomic_store_explicit(&q->got_fresh, false, memory_order_relaxed);
+		if (used)
+			atomic_store_explicit(&q->got_fresh, false, memory_order_relaxed);
+		undated = !used;
 		if (RR_UNLIKELY(atomic_load_explicit(&q->lost, memory_order_relaxed)))
 			cq_check_lost(q);
 	}
 	got = cq_ring_take(q, n, wc);
-	if (got != 0)
+	if (got != 0) {
+		if (undated) /* what it took is a use */
+			atomic_store_explicit(&q->last_use_ns, lease_now(q->ctx), memory_order_relaxed);
 		return got;
+	}
 	soft_race(SOFT_RACE_POLL, q);
 	/* The poll that follows an arm ("arm, then poll again before
 	 * waiting") takes the ring only, while the arm holds: the consumer
@@ -581,7 +604,9 @@ int rr_soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
 	 * consumer last received for, that QP's socket is read once (the
 	 * look after a Send, cq_look: its Reply may be there already). */
 	if (fresh && rr_cq_ring_armed(&q->ring))
-		return cq_look(q) ? cq_ring_take(q, n, wc) : 0;
+		return cq_look(q, undated) ? cq_ring_take(q, n, wc) : 0;
+	if (undated) /* the arm used up meanwhile: this poll reads the sockets */
+		atomic_store_explicit(&q->last_use_ns, lease_now(q->ctx), memory_order_relaxed);
 	if (!cq_fast_poll(q))
 		cq_progress(q, 0, false, false);
 	return cq_ring_take(q, n, wc);
@@ -703,7 +728,7 @@ __attribute__((noinline)) static int soft_wait(struct rr_cq *cq, int n, struct r
 	 * for this CQ (it counted on the waiter). What was in the ring on
 	 * the first look took no time: the entry's clock read serves (an own
 	 * wait that read none reads it here). */
-	atomic_store_explicit(&q->last_use_ns, slept || !dated ? lease_now(q->ctx) : t0,
+	atomic_store_explicit(&q->last_use_ns, slept || !dated ? lease_now_inline(q->ctx) : t0,
 			      memory_order_relaxed);
 	if (atomic_fetch_sub(&q->waiting, 1) == 1 &&
 	    __atomic_load_n(&q->nlive, __ATOMIC_RELAXED) > 0) {
@@ -734,8 +759,10 @@ int rr_soft_arm_cq(struct rr_cq *cq, bool solicited_only)
 	/* The lease renewed (a clock read) only when QPs are taken back:
 	 * the reclaim's lease check must find it live, or the thread takes
 	 * them again before the ring is armed. Otherwise none: an armed CQ
-	 * is attended by its arm, and an arm is followed by a poll (verbs'
-	 * arm-then-poll, the transport's cq_arm_once) that renews it. */
+	 * is attended by its arm; the poll that follows it (verbs'
+	 * arm-then-poll, the transport's cq_arm_once) renews the lease only
+	 * when it uses the CQ (rr_soft_poll_cq), else the next use does (the
+	 * get_event of the arm's notification). */
 	if (RR_UNLIKELY(atomic_load(&q->handed) > 0))
 		cq_touch(q);
 	else

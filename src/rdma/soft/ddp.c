@@ -789,7 +789,7 @@ int rr_ddp_rx_send_one_with(struct rr_ddp_rx *rx,
 	const unsigned hdr_bits = RR_DDP_L | RR_DDP_VERSION << RR_DDP_DV_SHIFT |
 				  RR_RDMAP_VERSION << RR_RDMAP_RV_SHIFT;
 	uint16_t ulpdu, ctrl;
-	uint32_t seg, pad, need, left;
+	uint32_t seg, pad, need, left, msn;
 	const struct iovec *iov = NULL;
 	unsigned iovcnt = 0;
 	uint64_t total = 0;
@@ -810,35 +810,30 @@ int rr_ddp_rx_send_one_with(struct rr_ddp_rx *rx,
 	seg = ulpdu - (uint32_t)(RR_HDR_UNTAGGED - RR_MPA_LEN_FIELD);
 	pad = (4 - ((RR_MPA_LEN_FIELD + ulpdu) & 3)) & 3;
 	need = RR_HDR_UNTAGGED + seg + pad + RR_CRC_LEN;
-	if (avail < need || rr_get_be32(p + 8) != RR_QN_SEND ||
-	    rr_get_be32(p + 12) != rx->msn_expect[RR_QN_SEND] || rr_get_be32(p + 16) != 0 ||
-	    rx->mo_expect[RR_QN_SEND] != 0)
+	msn = rx->msn_expect[RR_QN_SEND];
+	if (avail < need || rr_get_be32(p + 8) != RR_QN_SEND || rr_get_be32(p + 12) != msn ||
+	    rr_get_be32(p + 16) != 0 || rx->mo_expect[RR_QN_SEND] != 0)
 		return 0;
-	/* the segment's fields, as rx_ctrl and rx_header leave them */
+	/* The segment's fields that outlive it, as rx_ctrl and rx_header
+	 * leave them: what a Terminate copies (rx_die: the header, its
+	 * length, tagged, the opcode), for a failure here or a later
+	 * rr_ddp_rx_fail of this segment. The rest of them (ctrl, last, QN,
+	 * MSN, MO, seg_len, placed, inv_stag, the Receive's iovec, the
+	 * header's progress) are read only while their own segment is
+	 * parsed, and rx_ctrl / rx_header write them again before the next
+	 * segment reads them: not written here (issue 16 part FC). */
 	memcpy(rx->hdr, p, RR_HDR_UNTAGGED);
 	rx->ulpdu_len = ulpdu;
-	rx->ctrl = ctrl;
 	rx->tagged = false;
-	rx->last = true;
 	rx->op = op;
-	rx->hdr_need = RR_HDR_UNTAGGED;
-	rx->seg_len = seg;
-	rx->placed = 0;
-	rx->inv_stag = rr_get_be32(p + 4);
-	rx->qn = RR_QN_SEND;
-	rx->msn = rx->msn_expect[RR_QN_SEND];
-	rx->mo = 0;
-	rx->hdr_have = RR_HDR_UNTAGGED;
 	*adv = RR_HDR_UNTAGGED; /* what the general path has taken if it fails here */
 #ifndef NDEBUG
 	if (untagged != rx->ops->untagged)
 		abort();   /* not the parser's own look-up */
 #endif
-	c = untagged(rx->ctx, rx->msn, 0, seg, true, &iov, &iovcnt);
+	c = untagged(rx->ctx, msn, 0, seg, true, &iov, &iovcnt);
 	if (c != RR_RXC_OK)
 		return rx_die_code(rx, c);
-	rx->uiov = iov;
-	rx->uiovcnt = iovcnt;
 	src = p + RR_HDR_UNTAGGED;
 	if (iovcnt && seg <= iov[0].iov_len) {
 		/* the usual Receive: one SGE (or the first one holds it) */
@@ -869,16 +864,16 @@ int rr_ddp_rx_send_one_with(struct rr_ddp_rx *rx,
 	ev->op = op;
 	ev->last = true;
 	ev->len = seg;
-	ev->msn = rx->msn;
+	ev->msn = msn;
 	if (op == RR_OP_SEND_INV || op == RR_OP_SEND_SE_INV)
-		ev->inv_stag = rx->inv_stag;
+		ev->inv_stag = rr_get_be32(p + 4);
 	ev->msg_len = seg;
-	rx->msn_expect[RR_QN_SEND]++;
-	rx->placed = seg;
+	rx->msn_expect[RR_QN_SEND] = msn + 1;
 	rx->segments++;
 	rx->bytes += seg;
-	rx->hdr_have = 0;
-	rx->hdr_need = 4;
+	/* the next header: hdr_have 0 and hdr_need 4 as found (in RR_RX_HDR
+	 * no header byte taken means the first four wanted: rx_ctrl sets
+	 * hdr_need only with hdr_have 4, rx_finish resets both) */
 	return 1;
 }
 
