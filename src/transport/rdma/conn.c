@@ -383,24 +383,23 @@ _Static_assert(TP_RECV_SLACK + TP_RECV_BATCH - 1 <= 8,
 /* Chains of Receives: at connect up to TP_RECV_CHAIN per post, by demand
  * up to TP_RECV_BATCH (recv_more). */
 #define TP_RECV_CHAIN 32u
-_Static_assert(TP_RECV_BATCH <= TP_RECV_CHAIN, "a batch is one chain");
 /* recv_chain's @first for buffers taken off the free stack */
 #define TP_RECV_FROM_FREE UINT32_MAX
 
-/* Posts @m (1..TP_RECV_CHAIN) of the connection's own Receives as one
- * chain, one post: one pass through the dispatch layer and one lock in the
- * provider per chain rather than per Receive, every buffer still checked
- * there (its lkey, its bounds). The buffers are @first, @first + 1, ...
- * in that order, or with @first TP_RECV_FROM_FREE the top @m of the free
- * stack, the most recently freed first (taken off it whatever the post
- * does). 0, or the post's error: a failure part-way leaves the Receives
- * before the bad one posted (as the API says), and the caller drops the
- * connection. */
-static int recv_chain(struct tp_conn *cn, uint32_t first, uint32_t m)
+/* Posts @m (at least 1) of the connection's own Receives as one chain
+ * built in the caller's @wr / @sge (room for @m), one post: one pass
+ * through the dispatch layer and one lock in the provider per chain rather
+ * than per Receive, every buffer still checked there (its lkey, its
+ * bounds). The buffers are @first, @first + 1, ... in that order, or with
+ * @first TP_RECV_FROM_FREE the top @m of the free stack, the most recently
+ * freed first (taken off it whatever the post does). 0, or the post's
+ * error: a failure part-way leaves the Receives before the bad one posted
+ * (as the API says), and the caller drops the connection. Inlined in both
+ * callers (the by-demand one is on every fourth Call's path). */
+static inline __attribute__((always_inline)) int
+recv_chain(struct tp_conn *cn, uint32_t first, uint32_t m, struct rpcrdma_recv_wr *wr,
+	   struct rpcrdma_sge *sge)
 {
-	struct rpcrdma_recv_wr wr[TP_RECV_CHAIN];
-	struct rpcrdma_sge sge[TP_RECV_CHAIN];
-
 	for (uint32_t k = 0; k < m; k++) {
 		recv_wr(cn, first == TP_RECV_FROM_FREE ? cn->rfree[--cn->nrfree] : first + k,
 			&wr[k], &sge[k]);
@@ -423,6 +422,9 @@ static inline uint32_t recv_demand(const struct tp_conn *cn)
  * above), or the post's error (the connection's: its QP in error). */
 static int recv_more(struct tp_conn *cn, uint32_t need)
 {
+	struct rpcrdma_recv_wr wr[TP_RECV_BATCH];
+	struct rpcrdma_sge sge[TP_RECV_BATCH];
+
 	while (cn->rposted < need) {
 		uint32_t n = RR_MIN(need - cn->rposted + TP_RECV_BATCH - 1, TP_RECV_BATCH);
 		int rc;
@@ -430,7 +432,7 @@ static int recv_more(struct tp_conn *cn, uint32_t need)
 		n = RR_MIN(n, cn->nrfree);
 		if (!n)
 			return -ENOBUFS;
-		rc = recv_chain(cn, TP_RECV_FROM_FREE, n);
+		rc = recv_chain(cn, TP_RECV_FROM_FREE, n, wr, sge);
 		if (rc)
 			return rc;
 		cn->rposted += n;
@@ -445,6 +447,9 @@ static int recv_more(struct tp_conn *cn, uint32_t need)
  * connection. */
 int tp_post_first_recvs(struct tp_conn *cn, uint32_t n)
 {
+	struct rpcrdma_recv_wr wr[TP_RECV_CHAIN];
+	struct rpcrdma_sge sge[TP_RECV_CHAIN];
+
 	if (cn->pool)
 		return 0;
 	n = RR_MIN(n, cn->nrecv);
@@ -454,7 +459,7 @@ int tp_post_first_recvs(struct tp_conn *cn, uint32_t n)
 			cn->rfree[cn->nrfree++] = i;
 	for (uint32_t i = 0; i < n;) {
 		uint32_t m = RR_MIN(n - i, TP_RECV_CHAIN);
-		int rc = recv_chain(cn, i, m);
+		int rc = recv_chain(cn, i, m, wr, sge);
 
 		if (rc)
 			return rc;
