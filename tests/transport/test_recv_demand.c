@@ -8,9 +8,12 @@
  * buffers (the most recently freed reposted first), not in a new one each
  * time; a Call's Receive is posted before its Send (the client's receive
  * queue held locked: the Call does not reach a scripted responder until
- * it is released); and a responder that sends Replies nobody asked for and
+ * it is released); a responder that sends Replies nobody asked for and
  * a reverse Call nobody offered to serve sees them dropped and the
- * connection kept. */
+ * connection kept, each dropped message's Receive reposted only while the
+ * posted ones are short of the demand (else freed); and a burst of such
+ * messages beyond what is posted ends the connection cleanly (an overrun:
+ * the Calls held go again on the next connection). */
 #include <pthread.h>
 #include <stdlib.h>
 
