@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/spin_grow.h"
 
 #define LOOP_EVENTS 64
 /* The spin's adaptation (as the soft provider's SOFT_SPIN_MISSES and
@@ -32,16 +33,9 @@
  * nothing, the next LOOP_SPIN_SKIP turns that would spin sleep at once. */
 #define LOOP_SPIN_MISSES 4
 #define LOOP_SPIN_SKIP 64
-/* A near miss grows the budget: a spin that found nothing, whose sleep
- * then ended with events within twice the largest budget of the spin's
- * start (the sleep's wake-up from the other CPU is in it: ~20-50 us on
- * this VM), doubles the next budget, up to LOOP_SPIN_GROW_MAX times the
- * one set; a sleep that ran out, or ended later, and the
- * LOOP_SPIN_MISSES-th miss in a row, set it back. On this VM a 64 KiB
- * READ's turnaround at one connection is ~25-40 us, just over the default
- * 20: every wait missed and paid two cross-CPU wake-ups per READ
+/* A near miss grows the budget (src/common/spin_grow.h, the rule the soft
+ * provider's fast waiter shares): up to RR_SPIN_GROW_MAX times the one set
  * (docs/PERFORMANCE.md "Issue 16 part EE"). */
-#define LOOP_SPIN_GROW_MAX 4
 
 struct rr_loop {
 	int epfd;
@@ -65,8 +59,7 @@ struct rr_loop {
 	/* spin, then sleep (runner's): budget (0: never), adaptation, the
 	 * last turn's sleep ran out, the clock (tests: rr_loop_set_spin_clock) */
 	uint64_t spin_ns;
-	uint64_t spin_cur;             /* the budget now: spin_ns .. x LOOP_SPIN_GROW_MAX */
-	uint64_t spin_t0;              /* a missed spin's start, until its sleep ends (0: none) */
+	struct rr_spin_grow grow;      /* the budget now: spin_ns .. x RR_SPIN_GROW_MAX */
 	unsigned spin_miss, spin_skip;
 	bool timed_out;
 	uint64_t (*spin_now)(void *arg);
@@ -430,14 +423,14 @@ void rr_loop_task_cancel(struct rr_loop *l, struct rr_loop_task *t)
 
 void rr_loop_set_spin(struct rr_loop *l, uint64_t budget_ns)
 {
-	l->spin_ns = l->spin_cur = budget_ns;
-	l->spin_t0 = 0;
+	l->spin_ns = budget_ns;
+	l->grow = (struct rr_spin_grow){0};
 	l->spin_miss = l->spin_skip = 0;
 }
 
 uint64_t rr_loop_spin_budget_now(const struct rr_loop *l)
 {
-	return l->spin_cur;
+	return rr_spin_grow_budget(&l->grow, l->spin_ns);
 }
 
 void rr_loop_set_spin_clock(struct rr_loop *l, uint64_t (*now)(void *arg), void *arg)
@@ -491,7 +484,7 @@ static bool spin_work(struct rr_loop *l, uint64_t now)
  * spin (the loop is idle, or waits for a timer). */
 static int loop_spin(struct rr_loop *l, struct epoll_event *evs, int timeout_ms)
 {
-	uint64_t budget = l->spin_cur, t0, now;
+	uint64_t budget = rr_spin_grow_budget(&l->grow, l->spin_ns), t0, now;
 	int n;
 
 	if (l->timed_out)
@@ -530,30 +523,20 @@ static int loop_spin(struct rr_loop *l, struct epoll_event *evs, int timeout_ms)
 	if (++l->spin_miss >= LOOP_SPIN_MISSES) {
 		l->spin_miss = 0;
 		l->spin_skip = LOOP_SPIN_SKIP;
-		l->spin_cur = l->spin_ns;
+		rr_spin_grow_missed(&l->grow, t0, true);
 	} else {
-		l->spin_t0 = t0 ? t0 : 1;   /* its sleep says how near it was */
+		rr_spin_grow_missed(&l->grow, t0, false);   /* its sleep says how near */
 	}
 	return 0;
 }
 
-/* After the sleep that followed a missed spin (started at spin_t0): events
- * (@n > 0) within twice the largest budget of its start grow the next
- * budget; a sleep that ran out or ended later sets it back (the comment at
- * LOOP_SPIN_GROW_MAX). */
+/* After the sleep that followed a missed spin: events (@n > 0) near its
+ * start grow the next budget, a sleep that ran out or ended later sets it
+ * back (rr_spin_grow_after; the clock read only with events). */
 static void loop_spin_after(struct rr_loop *l, int n)
 {
-	uint64_t t0 = l->spin_t0, max = l->spin_ns * LOOP_SPIN_GROW_MAX;
-
-	l->spin_t0 = 0;
-	if (n > 0 && spin_clock(l) - t0 <= 2 * max) {
-		if (l->spin_cur < max) {
-			l->spin_cur = RR_MIN(2 * l->spin_cur, max);
-			l->spin.grown++;
-		}
-	} else {
-		l->spin_cur = l->spin_ns;
-	}
+	if (rr_spin_grow_after(&l->grow, l->spin_ns, n > 0, n > 0 ? spin_clock(l) : 0))
+		l->spin.grown++;
 }
 
 /* ------------------------------------------------------------- turns -- */
@@ -689,7 +672,7 @@ int rr_loop_run_once(struct rr_loop *l, int timeout_ms)
 		n = epoll_wait(l->epfd, evs, LOOP_EVENTS, ms);
 		atomic_store(&l->sleeping, false);
 		l->timed_out = n == 0 && ms > 0;
-		if (l->spin_t0)
+		if (rr_spin_grow_pending(&l->grow))
 			loop_spin_after(l, n);
 	} else {
 		l->timed_out = false;

@@ -8,9 +8,12 @@
  * buffers (the most recently freed reposted first), not in a new one each
  * time; a Call's Receive is posted before its Send (the client's receive
  * queue held locked: the Call does not reach a scripted responder until
- * it is released); and a responder that sends Replies nobody asked for and
+ * it is released); a responder that sends Replies nobody asked for and
  * a reverse Call nobody offered to serve sees them dropped and the
- * connection kept. */
+ * connection kept, each dropped message's Receive reposted only while the
+ * posted ones are short of the demand (else freed); and a burst of such
+ * messages beyond what is posted ends the connection cleanly (an overrun:
+ * the Calls held go again on the next connection). */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -274,6 +277,191 @@ TEST(xprt_client_receive_posted_before_its_call)
 	rr_tp_client_stats(c.tp, &st);
 	CHECK_EQ(st.bad_xids, TP_RECV_SLACK);   /* three unasked, one duplicate */
 	CHECK_EQ(st.bc_calls_dropped, 1u);
+	l = rd_look(&c);
+	CHECK(l.queued >= l.base);
+	rr_th_cl_stop(&c);
+	rr_th_rresp_close(&g);
+}
+
+/* Connects @c to @g (credits 8, no backchannel offered) and runs a first
+ * Call, answered with a grant of 8; then sends Calls, each received and
+ * held by @g, until the posted Receives just meet the demand, and one more,
+ * whose Send posts a chain. Returns the Calls held (their XIDs from
+ * *@xid on, in @p). */
+static unsigned rd_held_calls(struct rr_th_rresp *g, struct rr_th_cl *c, struct rr_th_small *p,
+			      uint32_t *xid, uint8_t *m)
+{
+	struct rr_tp_conf cc;
+	struct rd_look l;
+	unsigned n = 0;
+
+	rr_tp_conf_default(&cc);
+	cc.credits = 8;
+	cc.ext_caps = 0;
+	cc.reconnect_delay_ms = 1;
+	REQUIRE_EQ(rr_th_rresp_connect(g, c, &cc, rr_th_cl_count, rd_pd, sizeof(rd_pd)), 0);
+	rr_th_small_submit(c, &p[0], *xid);
+	REQUIRE(rr_th_rresp_recv(g, m, 5000) >= 28);
+	REQUIRE_EQ(rr_th_rresp_send(g, m, rd_msg(m, *xid, 8, 1), 0, 5000), 0);
+	REQUIRE(rr_th_cl_wait(c, 1, RR_TEST_WAIT_MS));
+	rr_tp_client_release_reply(c->tp, &p[0].r);
+	++*xid;
+	for (l = rd_look(c);; l = rd_look(c)) {
+		bool last = l.posted < l.base + l.owed + 1;
+
+		REQUIRE(n < 7);
+		rr_th_small_submit(c, &p[n++], (*xid)++);
+		REQUIRE(rr_th_rresp_recv(g, m, 5000) >= 28);
+		if (last)
+			break;
+	}
+	return n;
+}
+
+static uint64_t rd_dropped(struct rr_th_cl *c)
+{
+	struct rr_xprt_stats st;
+
+	rr_tp_client_stats(c->tp, &st);
+	return st.bad_xids + st.bc_calls_dropped;
+}
+
+/* The Receive of a message the client drops (a Reply nobody asked for, a
+ * duplicate Reply, a reverse Call nobody offered to serve) goes back to the
+ * queue only while the posted ones are short of the demand, else to the
+ * free stack (conn.c c_post_recv): after each such message, sent one at a
+ * time, exactly max(posted before - 1, base + Replies owed) are posted.
+ * The Calls held meanwhile are answered on the same connection. */
+TEST(xprt_client_dropped_message_receive_follows_demand)
+{
+	static struct rr_th_rresp g;
+	static struct rr_th_small p[8];
+	static uint8_t m[4096];
+	struct rr_th_cl c;
+	struct rd_look l;
+	uint32_t xid = 0x8000, posted;
+	unsigned n, reposted = 0, freed = 0;
+
+	if (!rr_th_soft_ok())
+		return;
+	REQUIRE_EQ(rr_th_rresp_open(&g), 0);
+	n = rd_held_calls(&g, &c, p, &xid, m);
+	l = rd_look(&c);
+	CHECK_EQ(l.owed, n);
+	CHECK_EQ(l.queued, l.posted);
+	posted = l.posted;
+	printf("  %u Calls held: posted %u, base %u\n", n, posted, l.base);
+	REQUIRE(posted > l.base + l.owed);   /* some above the demand: they go free */
+	/* TP_RECV_SLACK + 2 dropped messages, each waited for: unknown Replies,
+	 * a reverse Call, a duplicate of the first Call's Reply */
+	for (unsigned i = 0; i < TP_RECV_SLACK + 2; i++) {
+		uint64_t before = rd_dropped(&c);
+		uint32_t want;
+		size_t len;
+
+		if (i == 1)
+			len = rd_msg(m, 0x8100, 8, 0);           /* a reverse Call */
+		else if (i == 3)
+			len = rd_msg(m, 0x8000, 8, 1);           /* answered already */
+		else
+			len = rd_msg(m, 0x8200 + i, 8, 1);       /* nobody's */
+		REQUIRE_EQ(rr_th_rresp_send(&g, m, len, 0, 5000), 0);
+		for (int t = 0; t < 4000 && rd_dropped(&c) == before; t++)
+			rr_th_sleep_ms(5);
+		REQUIRE_EQ(rd_dropped(&c), before + 1);
+		l = rd_look(&c);
+		want = RR_MAX(posted - 1, l.base + l.owed);
+		if (want == posted)
+			reposted++;
+		else
+			freed++;
+		CHECK_EQ(l.posted, want);
+		CHECK_EQ(l.queued, l.posted);
+		posted = l.posted;
+	}
+	CHECK(reposted > 0 && freed > 0);   /* both ways taken */
+	/* the Calls held, answered */
+	for (unsigned i = 0; i < n; i++)
+		REQUIRE_EQ(rr_th_rresp_send(&g, m, rd_msg(m, p[i].r.xid, 8, 1), 0, 5000), 0);
+	REQUIRE(rr_th_cl_wait(&c, 1 + n, RR_TEST_WAIT_MS));
+	for (unsigned i = 0; i < n; i++) {
+		CHECK_EQ(p[i].r.status, 0);
+		rr_tp_client_release_reply(c.tp, &p[i].r);
+	}
+	l = rd_look(&c);
+	CHECK_EQ(l.owed, 0u);
+	CHECK(l.queued >= l.base);
+	CHECK_EQ(g.conns, 1u);
+	rr_th_cl_stop(&c);
+	rr_th_rresp_close(&g);
+}
+
+/* A server that sends more messages nobody asked for, at once, than the
+ * client has Receives posted (base + Replies owed + at most a batch: a
+ * burst beyond TP_RECV_SLACK) overruns its receive queue: RFC 8166 section
+ * 4.3 (the peer broke the credit rules); the soft provider answers the
+ * untagged Send that finds no Receive with a Terminate (RFC 5041 "no
+ * buffer") and the connection ends. The end is clean: the Calls held are
+ * sent again on the next connection and answered there, nothing else is
+ * lost. The client's receive queue is held locked while the burst is
+ * sent, so that all of it is in the socket when the client reads. */
+TEST(xprt_client_unasked_burst_ends_connection_cleanly)
+{
+	static struct rr_th_rresp g;
+	static struct rr_th_small p[8];
+	static uint8_t m[4096];
+	struct rr_th_cl c;
+	struct rd_look l;
+	struct soft_qp *qp;
+	struct rr_xprt_stats st;
+	uint32_t xid = 0x9000, burst;
+	unsigned n, got = 0;
+
+	if (!rr_th_soft_ok())
+		return;
+	REQUIRE_EQ(rr_th_rresp_open(&g), 0);
+	n = rd_held_calls(&g, &c, p, &xid, m);
+	l = rd_look(&c);
+	burst = l.queued + TP_RECV_SLACK;
+	printf("  %u Calls held, %u Receives posted: a burst of %u\n", n, l.queued, burst);
+	qp = rd_qp(c.tp->conn);
+	rr_lock(&qp->rx_lock);
+	for (uint32_t i = 0; i < burst; i++)
+		if (rr_th_rresp_send(&g, m, rd_msg(m, 0x9800 + i, 8, 1), 0, 5000) != 0)
+			break;
+	rr_unlock(&qp->rx_lock);
+	/* the Calls held come again on a new connection */
+	REQUIRE_EQ(rr_th_rresp_accept(&g, rd_pd, sizeof(rd_pd), RR_TEST_WAIT_MS), 0);
+	while (got < n) {
+		int len = rr_th_rresp_recv(&g, m, 5000);
+		uint32_t x;
+
+		REQUIRE(len >= 28);
+		x = rr_get_be32(m);
+		CHECK(x >= p[0].r.xid && x < p[0].r.xid + n);
+		REQUIRE_EQ(rr_th_rresp_send(&g, m, rd_msg(m, x, 8, 1), 0, 5000), 0);
+		got++;
+	}
+	REQUIRE(rr_th_cl_wait(&c, 1 + n, RR_TEST_WAIT_MS));
+	for (unsigned i = 0; i < n; i++) {
+		CHECK_EQ(p[i].r.status, 0);
+		rr_tp_client_release_reply(c.tp, &p[i].r);
+	}
+	CHECK_EQ(g.conns, 2u);
+	rr_tp_client_stats(c.tp, &st);
+	printf("  retransmits %llu, reconnects %llu, bad_xids %llu, fatal %llu\n",
+	       (unsigned long long)st.retransmits, (unsigned long long)st.reconnects,
+	       (unsigned long long)st.bad_xids, (unsigned long long)st.fatal_errors);
+	CHECK_EQ(st.retransmits, (uint64_t)n);
+	CHECK(st.bad_xids < burst);   /* not all of it found a Receive */
+	/* one more Call on the new connection */
+	rr_th_small_submit(&c, &p[0], xid);
+	REQUIRE(rr_th_rresp_recv(&g, m, 5000) >= 28);
+	CHECK_EQ(rr_get_be32(m), xid);
+	REQUIRE_EQ(rr_th_rresp_send(&g, m, rd_msg(m, xid, 8, 1), 0, 5000), 0);
+	REQUIRE(rr_th_cl_wait(&c, 2 + n, RR_TEST_WAIT_MS));
+	CHECK_EQ(p[0].r.status, 0);
+	rr_tp_client_release_reply(c.tp, &p[0].r);
 	l = rd_look(&c);
 	CHECK(l.queued >= l.base);
 	rr_th_cl_stop(&c);

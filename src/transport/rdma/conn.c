@@ -380,6 +380,42 @@ int tp_post_recv(struct tp_conn *cn, uint32_t idx)
 _Static_assert(TP_RECV_SLACK + TP_RECV_BATCH - 1 <= 8,
 	       "a client posts no more Receives than credits + 8 + bc_slots");
 
+/* Chains of Receives: at connect up to TP_RECV_CHAIN per post, by demand
+ * up to TP_RECV_BATCH (recv_more). */
+#define TP_RECV_CHAIN 32u
+/* recv_chain's @first for buffers taken off the free stack */
+#define TP_RECV_FROM_FREE UINT32_MAX
+
+/* Posts @m (at least 1) of the connection's own Receives as one chain
+ * built in the caller's @wr / @sge (room for @m), one post: one pass
+ * through the dispatch layer and one lock in the provider per chain rather
+ * than per Receive, every buffer still checked there (its lkey, its
+ * bounds). The buffers are @first, @first + 1, ... in that order, or with
+ * @first TP_RECV_FROM_FREE the top @m of the free stack, the most recently
+ * freed first (taken off it whatever the post does). 0, or the post's
+ * error: a failure part-way leaves the Receives before the bad one posted
+ * (as the API says), and the caller drops the connection. Inlined in both
+ * callers (the by-demand one is on every fourth Call's path). */
+static inline __attribute__((always_inline)) int
+recv_chain(struct tp_conn *cn, uint32_t first, uint32_t m, struct rpcrdma_recv_wr *wr,
+	   struct rpcrdma_sge *sge)
+{
+	for (uint32_t k = 0; k < m; k++) {
+		recv_wr(cn, first == TP_RECV_FROM_FREE ? cn->rfree[--cn->nrfree] : first + k,
+			&wr[k], &sge[k]);
+		if (k)
+			wr[k - 1].next = &wr[k];
+	}
+	return rpcrdma_post_recv(cn->qp, wr, NULL);
+}
+
+/* What a client's connection keeps posted now: its base and one per Reply
+ * owed (above). */
+static inline uint32_t recv_demand(const struct tp_conn *cn)
+{
+	return cn->rbase + rr_conn_replies_owed(cn->sess);
+}
+
 /* Posts free Receives, the most recently freed first, until @need are
  * posted (and up to TP_RECV_BATCH - 1 beyond, free ones allowing), one
  * chain per TP_RECV_BATCH. 0, -ENOBUFS (none free: not reached, see
@@ -396,12 +432,7 @@ static int recv_more(struct tp_conn *cn, uint32_t need)
 		n = RR_MIN(n, cn->nrfree);
 		if (!n)
 			return -ENOBUFS;
-		for (uint32_t k = 0; k < n; k++) {
-			recv_wr(cn, cn->rfree[--cn->nrfree], &wr[k], &sge[k]);
-			if (k)
-				wr[k - 1].next = &wr[k];
-		}
-		rc = rpcrdma_post_recv(cn->qp, wr, NULL);
+		rc = recv_chain(cn, TP_RECV_FROM_FREE, n, wr, sge);
 		if (rc)
 			return rc;
 		cn->rposted += n;
@@ -411,14 +442,9 @@ static int recv_more(struct tp_conn *cn, uint32_t need)
 
 /* A connection's own Receives at connect (a pooled one has none: the
  * pool's queue serves it): the first @n in buffer order as chains of up to
- * TP_RECV_CHAIN work requests, one post each, so one pass through the
- * dispatch layer and one lock in the provider per chain rather than per
- * Receive, every buffer still checked there (its lkey, its bounds); a
- * client's others free, the lowest on top. A failure part-way leaves the
- * Receives before the bad one posted (as the API says) and is returned:
- * the caller drops the connection. */
-#define TP_RECV_CHAIN 32u
-
+ * TP_RECV_CHAIN work requests (recv_chain); a client's others free, the
+ * lowest on top. A failure part-way is returned: the caller drops the
+ * connection. */
 int tp_post_first_recvs(struct tp_conn *cn, uint32_t n)
 {
 	struct rpcrdma_recv_wr wr[TP_RECV_CHAIN];
@@ -433,14 +459,8 @@ int tp_post_first_recvs(struct tp_conn *cn, uint32_t n)
 			cn->rfree[cn->nrfree++] = i;
 	for (uint32_t i = 0; i < n;) {
 		uint32_t m = RR_MIN(n - i, TP_RECV_CHAIN);
-		int rc;
+		int rc = recv_chain(cn, i, m, wr, sge);
 
-		for (uint32_t k = 0; k < m; k++) {
-			recv_wr(cn, i + k, &wr[k], &sge[k]);
-			if (k)
-				wr[k - 1].next = &wr[k];
-		}
-		rc = rpcrdma_post_recv(cn->qp, wr, NULL);
 		if (rc)
 			return rc;
 		i += m;
@@ -1128,7 +1148,7 @@ static int c_send(void *ctx, const struct rr_conn_send *s)
 	struct tp_conn *cn = cur(ctx);
 
 	if (cn && !cn->dead) {
-		uint32_t need = cn->rbase + rr_conn_replies_owed(cn->sess);
+		uint32_t need = recv_demand(cn);
 
 		if (cn->rposted < need) {
 			int rc = recv_more(cn, need);
@@ -1156,7 +1176,7 @@ static int c_post_recv(void *ctx, uint32_t idx)
 
 	if (!cn || cn->dead)
 		return -ENOTCONN;
-	if (cn->rposted >= cn->rbase + rr_conn_replies_owed(cn->sess)) {
+	if (cn->rposted >= recv_demand(cn)) {
 		cn->rfree[cn->nrfree++] = idx;
 		return 0;
 	}
