@@ -176,7 +176,7 @@ static ssize_t readv_poll(struct soft_qp *qp, struct iovec *iov, unsigned cnt)
 
 ssize_t rr_soft_sock_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt, int mode)
 {
-	uint64_t set = qp->ctx->spin_ns, budget = rr_spin_grow_budget(&qp->spin_grow, set);
+	uint64_t budget = qp->ctx->spin_ns;
 	struct soft_cq *q = qp->rcq;
 	int fd = qp->obj.fd;
 	ssize_t got;
@@ -228,16 +228,9 @@ ssize_t rr_soft_sock_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned 
 		if (++qp->spin_miss >= SOFT_SPIN_MISSES) {
 			qp->spin_miss = 0;
 			qp->spin_skip = SOFT_SPIN_SKIP;
-			rr_spin_grow_missed(&qp->spin_grow, t0, true);
-		} else {
-			rr_spin_grow_missed(&qp->spin_grow, t0, false);
 		}
 	}
 	got = mode == SOFT_FAST_POLL ? readv_poll(qp, iov, cnt) : readv_wait(fd, iov, cnt);
-	/* a missed spin's sleep: data near its start grows the next budget,
-	 * a sleep that ran out sets it back (common/spin_grow.h) */
-	if (rr_spin_grow_pending(&qp->spin_grow))
-		(void)rr_spin_grow_after(&qp->spin_grow, set, got > 0, got > 0 ? rr_now_ns(NULL) : 0);
 	/* quiet: a sleep that ran out (a poll ended by the wake eventfd
 	 * leaves it as it was) */
 	if (got != -EAGAIN)

@@ -45,7 +45,6 @@
 #include <sys/socket.h>
 
 #include "common/listen.h"
-#include "common/spin_grow.h"
 #include "rdma/cq_ring.h"
 #include "rdma/mr_table.h"
 #include "rdma/provider.h"
@@ -152,11 +151,7 @@ _Static_assert(SOFT_STAGE_TAIL_LONG > SOFT_PLACE_MIN + 64, "a short remainder fi
  * default RPCRDMA_SPIN_US_DEFAULT). It adapts: after SOFT_SPIN_MISSES
  * budgets in a row that ran out with nothing read, the next SOFT_SPIN_SKIP
  * waits sleep at once, so an idle or oversubscribed waiter stops burning CPU
- * and tries again later. A near miss (the sleep after a spin that found
- * nothing ended with data within RR_SPIN_NEAR budgets of its start) doubles
- * the next budget, up to RR_SPIN_GROW_MAX times the one set: the engine
- * loop's rule, one body (common/spin_grow.h; docs/PERFORMANCE.md "Issue 16
- * part FE"). Only a spin that found data after an empty look
+ * and tries again later. Only a spin that found data after an empty look
  * (a hit) resets that count: a read that finds data at its first look (the
  * rest of a message already in the socket) says nothing about whether
  * spinning pays, and reset it after every 64 KiB Reply, so a waiter whose
@@ -674,10 +669,8 @@ struct soft_qp {
 	uint8_t *fast_dst;
 	size_t fast_len;
 	unsigned revoke_waiters;
-	/* the spin's adaptation (SOFT_SPIN_MISSES) and its budget grown by a
-	 * near miss (common/spin_grow.h): the fast reader's own */
+	/* the spin's adaptation (SOFT_SPIN_MISSES): the fast reader's own */
 	uint16_t spin_miss, spin_skip;
-	struct rr_spin_grow spin_grow;
 	/* the fast reader's last sleep ended by its timeout with nothing
 	 * read (the fast reader's own): the next one may be SOFT_FAST_POLL */
 	bool fast_quiet;
