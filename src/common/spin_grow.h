@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* A spin budget that a near miss grows: the one rule shared by the engine
- * loop's spin (src/engine/loop.c loop_spin) and the soft provider's fast
- * waiter (src/rdma/soft/sock.c rr_soft_sock_readv_fast). A spin that found
+/* A spin budget that a near miss grows: the engine loop's rule
+ * (src/engine/loop.c loop_spin), in one body with its own test; the soft
+ * provider's fast waiter does not use it (part FE measured more CPU per
+ * READ under load, no gain in READs/s: docs/soft-iwarp.md). A spin that found
  * nothing is remembered (its start); when the sleep after it ends with
  * something to do within RR_SPIN_NEAR times the budget set of the spin's
  * start (the sleep's own wake-up from the other CPU is in that time:
@@ -10,8 +11,8 @@
  * that makes the next spins skip (the caller's back-off), set it back. On
  * this VM a 64 KiB READ's turnaround at one connection is ~25-40 us, just
  * over the default 20: every spin missed and paid two cross-CPU wake-ups
- * per READ (docs/PERFORMANCE.md "Issue 16 part EE", part FE for the fast
- * waiter). The caller reads its clock and passes it: tests inject theirs
+ * per READ (docs/PERFORMANCE.md "Issue 16 part EE" and "part FE"). The
+ * caller reads its clock and passes it: tests inject theirs
  * (tests/engine/test_spin_grow.c). Not thread-safe: one spinner's own. */
 #ifndef RR_COMMON_SPIN_GROW_H
 #define RR_COMMON_SPIN_GROW_H

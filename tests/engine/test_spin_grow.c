@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* The spin budget a near miss grows (src/common/spin_grow.h), the one rule
- * of the engine loop's spin and the soft provider's fast waiter, with the
+ * of the engine loop's spin, with the
  * clock given by the test: a missed spin whose sleep ends with something
  * to do within RR_SPIN_NEAR budgets set of its start doubles the next
  * budget, up to RR_SPIN_GROW_MAX times the one set, and no further; a
