@@ -52,6 +52,14 @@ bool rr_env_default_alloc(const struct rpcrdma_env *env);
  * after connection churn"); below a page, with an injected allocator
  * (tests) or under AddressSanitizer it is rr_zalloc. Free with
  * rr_free_pages and the same @size. */
+/* @size bytes that start on a 64-byte boundary (a cache line), from
+ * rr_alloc whatever alignment the allocator gives: an object whose
+ * per-call fields are laid out by line touches the lines it was laid out
+ * for, not one more (issue 16 part FD). The block given by rr_alloc is
+ * up to 63 + sizeof(void *) bytes larger; its address is kept in the word
+ * before the returned one. Free with rr_free_line. */
+void *rr_alloc_line(const struct rpcrdma_env *env, size_t size);
+void rr_free_line(const struct rpcrdma_env *env, void *ptr);
 void *rr_alloc_pages(const struct rpcrdma_env *env, size_t size);
 void rr_free_pages(const struct rpcrdma_env *env, void *ptr, size_t size);
 /* Memory given back after connection churn. A server that freed a
