@@ -44,14 +44,6 @@ void rr_free(const struct rpcrdma_env *env, void *ptr);
  * memory it gives may be kept past the objects of @env (a thread's cache
  * freed when the thread exits); an injected allocator sees every block. */
 bool rr_env_default_alloc(const struct rpcrdma_env *env);
-/* Zero-filled memory for a connection's large rings and buffers (work
- * queues, Receive and send slots): with the default allocator it is mapped
- * straight from the kernel (mmap), so its pages become resident only when
- * touched and go back to the system when freed, whatever the allocator's
- * arenas and mmap threshold did meanwhile (docs/PERFORMANCE.md "Memory
- * after connection churn"); below a page, with an injected allocator
- * (tests) or under AddressSanitizer it is rr_zalloc. Free with
- * rr_free_pages and the same @size. */
 /* @size bytes that start on a 64-byte boundary (a cache line), from
  * rr_alloc whatever alignment the allocator gives: an object whose
  * per-call fields are laid out by line touches the lines it was laid out
@@ -60,6 +52,14 @@ bool rr_env_default_alloc(const struct rpcrdma_env *env);
  * before the returned one. Free with rr_free_line. */
 void *rr_alloc_line(const struct rpcrdma_env *env, size_t size);
 void rr_free_line(const struct rpcrdma_env *env, void *ptr);
+/* Zero-filled memory for a connection's large rings and buffers (work
+ * queues, Receive and send slots): with the default allocator it is mapped
+ * straight from the kernel (mmap), so its pages become resident only when
+ * touched and go back to the system when freed, whatever the allocator's
+ * arenas and mmap threshold did meanwhile (docs/PERFORMANCE.md "Memory
+ * after connection churn"); below a page, with an injected allocator
+ * (tests) or under AddressSanitizer it is rr_zalloc. Free with
+ * rr_free_pages and the same @size. */
 void *rr_alloc_pages(const struct rpcrdma_env *env, size_t size);
 void rr_free_pages(const struct rpcrdma_env *env, void *ptr, size_t size);
 /* Memory given back after connection churn. A server that freed a
