@@ -44,6 +44,14 @@ void rr_free(const struct rpcrdma_env *env, void *ptr);
  * memory it gives may be kept past the objects of @env (a thread's cache
  * freed when the thread exits); an injected allocator sees every block. */
 bool rr_env_default_alloc(const struct rpcrdma_env *env);
+/* @size bytes that start on a 64-byte boundary (a cache line), from
+ * rr_alloc whatever alignment the allocator gives: an object whose
+ * per-call fields are laid out by line touches the lines it was laid out
+ * for, not one more (issue 16 part FD). The block given by rr_alloc is
+ * up to 63 + sizeof(void *) bytes larger; its address is kept in the word
+ * before the returned one. Free with rr_free_line. */
+void *rr_alloc_line(const struct rpcrdma_env *env, size_t size);
+void rr_free_line(const struct rpcrdma_env *env, void *ptr);
 /* Zero-filled memory for a connection's large rings and buffers (work
  * queues, Receive and send slots): with the default allocator it is mapped
  * straight from the kernel (mmap), so its pages become resident only when

@@ -111,6 +111,28 @@ void rr_free(const struct rpcrdma_env *env, void *ptr)
 	env->free(env->alloc_ctx, ptr);
 }
 
+void *rr_alloc_line(const struct rpcrdma_env *env, size_t size)
+{
+	uint8_t *raw = rr_alloc(env, size + 63 + sizeof(void *));
+	uintptr_t at;
+
+	if (!raw)
+		return NULL;
+	at = ((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63;
+	memcpy((void *)(at - sizeof(void *)), &raw, sizeof(raw));
+	return (void *)at;
+}
+
+void rr_free_line(const struct rpcrdma_env *env, void *ptr)
+{
+	void *raw;
+
+	if (!ptr)
+		return;
+	memcpy(&raw, (uint8_t *)ptr - sizeof(void *), sizeof(raw));
+	rr_free(env, raw);
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 #define RR_ASAN 1
 #elif defined(__has_feature)

@@ -265,6 +265,7 @@ static enum rr_hdr_reason dec_reply_chunk(struct dec_ctx *x)
 	if (r || !present)
 		return r;
 	h->has_reply = true;
+	memset(&h->reply, 0, sizeof(h->reply));   /* (not reset per message) */
 	return dec_wchunk(x, &h->reply);
 }
 
@@ -403,7 +404,7 @@ static bool decode_short(struct rr_hdr *h, const void *buf, size_t len,
 	    (rr_get_be32(p + 16) | rr_get_be32(p + 20) | rr_get_be32(p + 24)) != 0 ||
 	    rr_get_be32(p + RR_HDR_MIN_MSG_SIZE) != xid)
 		return false;
-	memset(h, 0, offsetof(struct rr_hdr, read));
+	memset(h, 0, RR_HDR_RESET);
 	h->xid = xid;
 	h->vers = RR_HDR_VERSION;
 	h->credit = rr_get_be32(p + 8);
@@ -449,10 +450,11 @@ int rr_hdr_decode_general(struct rr_hdr *h, const void *buf, size_t len,
 	if (!h || (!buf && len))
 		return -EINVAL;
 	lim = limits_or(lim, &defaults);
-	/* Only the scalar fields (all before @read) are reset; the arrays
-	 * are written before they are read (bounded by nread, nwrite,
-	 * nsegs). */
-	memset(h, 0, offsetof(struct rr_hdr, read));
+	/* Only the scalar fields (all before @reply) are reset; the Reply
+	 * chunk is set whole when one is decoded (read only while
+	 * has_reply), the arrays are written before they are read (bounded
+	 * by nread, nwrite, nsegs). */
+	memset(h, 0, RR_HDR_RESET);
 	h->vers = RR_HDR_VERSION;
 
 	rr_xdr_dec_init(&x.d, buf, len);

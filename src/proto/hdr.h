@@ -210,11 +210,16 @@ struct rr_hdr {
 	uint32_t nwrite;
 	uint32_t nsegs;
 	bool has_reply;
+	/* defined only while @has_reply: the decoder resets the scalars
+	 * before it (RR_HDR_RESET bytes), not the chunk itself */
 	struct rr_hdr_chunk reply;
 	struct rr_hdr_chunk read[RR_HDR_MAX_READ_CHUNKS];
 	struct rr_hdr_chunk write[RR_HDR_MAX_WRITE_CHUNKS];
 	struct rr_hdr_seg segs[RR_HDR_MAX_SEGS];
 };
+/* What the decoders reset per message: the scalars, up to the Reply chunk
+ * (set whole when one is decoded). */
+#define RR_HDR_RESET offsetof(struct rr_hdr, reply)
 
 /* Decodes the message @buf[0..@len) received in direction @dir under @lim
  * (NULL: defaults). Fills @h and sets h->verdict and h->reason; the fields

@@ -419,17 +419,19 @@ enum rr_xprt_rsp_action {
 
 /* A received Call in progress (responder receive context). */
 struct rr_xprt_rcall {
-	/* Scalars first: a context is zeroed up to @hdr when (re)used (64
-	 * bytes, a static assertion in xprt_rsp.c keeps them so: Issue 16
-	 * part AF); the header and the arrays after it are read only below
-	 * the counts the decoder and rr_xprt_rsp_recv set. The Read sink's
-	 * registration is the session's (struct rs_req's read_mem). */
+	/* Scalars first: a context is zeroed up to @hdr when (re)used, and
+	 * the header's scalars up to its Reply chunk by the decoder: 128
+	 * bytes on a line-aligned context (rr_alloc_line), two cache lines
+	 * (static assertions in xprt_rsp.c keep them so: issue 16 parts AF,
+	 * FD); the header and the arrays after it are read only below the
+	 * counts the decoder and rr_xprt_rsp_recv set. The Call's requested
+	 * credits and procedure are the header's (hdr.credit, hdr.proc). The
+	 * Read sink's registration is the session's (struct rs_req's
+	 * read_mem). */
 	uint8_t *buf;                /* rebuilt stream (+ staging for Long Call) */
 	uint8_t *msg;                /* the Call message */
 	void *user;
 	uint32_t xid;
-	uint32_t credit;             /* requested credits */
-	uint32_t proc;
 	uint32_t buf_len;
 	uint32_t buf_cap;            /* bytes allocated at @buf (>= buf_len) */
 	uint32_t msg_len;
@@ -478,10 +480,12 @@ struct rr_xprt_responder {
 	 * avoidable work, and a larger one can make the allocator give pages
 	 * back and fault them in again. */
 	unsigned max_spares;
-	uint8_t *small[RR_XPRT_RSP_SMALL_BUFS];
 	struct rr_xprt_params params;
 	struct rr_hdr_limits lim;        /* decoding Calls (from params) */
 	struct rr_xprt_rcall *spares[RR_XPRT_RSP_SPARES];
+	/* read only when more than one Call is in flight (the spare_buf
+	 * serves one at a time): after the spares' first entries (part FD) */
+	uint8_t *small[RR_XPRT_RSP_SMALL_BUFS];
 	const struct rpcrdma_env *env;
 };
 

@@ -10,8 +10,12 @@
 #include "proto/rrep.h"
 #include "proto/xprt.h"
 
-_Static_assert(offsetof(struct rr_xprt_rcall, hdr) <= 64,
-	       "rr_xprt_rcall: the scalars reset per Call beyond one cache line");
+/* What a Call's decoding resets (the context's scalars, then the header's
+ * up to its Reply chunk: rcall_get, rr_hdr_decode) is the first 128 bytes
+ * of a line-aligned context: two cache lines (issue 16 part FD; three or
+ * four before, 152 bytes from a 16-byte aligned start). */
+_Static_assert(offsetof(struct rr_xprt_rcall, hdr) + RR_HDR_RESET <= 128,
+	       "rr_xprt_rcall: the scalars reset per Call beyond two cache lines");
 /* What a Call reads or writes of the responder core (stats to lim) comes
  * first, in 136 bytes, right before its spare contexts' array, whose first
  * entries are the ones in use (issue 16 part EB: three lines, not five). */
@@ -20,8 +24,10 @@ _Static_assert(offsetof(struct rr_xprt_responder, stats) == 0 &&
 			       offsetof(struct rr_xprt_responder, lim) &&
 		       offsetof(struct rr_xprt_responder, lim) + sizeof(struct rr_hdr_limits) <=
 			       offsetof(struct rr_xprt_responder, spares) &&
-		       offsetof(struct rr_xprt_responder, spares) <= 64 + 72,
-	       "rr_xprt_responder: the per-call fields not first, in 136 bytes");
+		       offsetof(struct rr_xprt_responder, spares) <= 104 &&
+		       offsetof(struct rr_xprt_responder, small) >
+			       offsetof(struct rr_xprt_responder, spares),
+	       "rr_xprt_responder: the per-call fields not first, in 112 bytes");
 /* A Call's Read chunks are its inline pieces' separators: one rebuilt item
  * each (item_pos[], item_len[]), one copy between two of them (copies[]). */
 _Static_assert(RR_HDR_MAX_READ_CHUNKS <= RR_XPRT_MAX_ITEMS,
@@ -49,7 +55,7 @@ void rr_xprt_rsp_keep_spares(struct rr_xprt_responder *s, unsigned n)
 void rr_xprt_rsp_fini(struct rr_xprt_responder *s)
 {
 	while (s->nspares)
-		rr_free(s->env, s->spares[--s->nspares]);
+		rr_free_line(s->env, s->spares[--s->nspares]);
 	rr_free(s->env, s->spare_buf);
 	s->spare_buf = NULL;
 	s->spare_buf_cap = 0;
@@ -69,7 +75,7 @@ static struct rr_xprt_rcall *rcall_get(struct rr_xprt_responder *s)
 	if (s->nspares)
 		rc = s->spares[--s->nspares];
 	else
-		rc = rr_alloc(s->env, sizeof(*rc));
+		rc = rr_alloc_line(s->env, sizeof(*rc));
 	if (rc)
 		memset(rc, 0, offsetof(struct rr_xprt_rcall, hdr));
 	return rc;
@@ -162,7 +168,7 @@ void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc
 	if (s->nspares < s->max_spares)
 		s->spares[s->nspares++] = rc;
 	else
-		rr_free(s->env, rc);
+		rr_free_line(s->env, rc);
 }
 
 /* The RDMA Reads of chunk @c into rc->buf at @off, one per non-empty
@@ -348,8 +354,6 @@ enum rr_xprt_rsp_action rr_xprt_rsp_recv(struct rr_xprt_responder *s,
 	if (h->proc == RR_HDR_DONE || h->proc == RR_HDR_ERROR)
 		goto drop;
 	rc->xid = h->xid;
-	rc->credit = h->credit;
-	rc->proc = h->proc;
 
 	/* RDMA_NOMSG carries the Call in a position-zero Read chunk; RDMA_MSG
 	 * carries it inline and must not have one. The codec's Read chunks

@@ -119,7 +119,7 @@ TEST(xprt_linux_read_list_with_reply_chunk)
 
 	act = rr_xprt_rsp_recv(&t.r, wire, at, 64, err, &elen, &rc);
 	REQUIRE_EQ(act, RR_XPRT_A_READ);
-	CHECK_EQ(rc->credit, 128);
+	CHECK_EQ(rc->hdr.credit, 128);
 	REQUIRE_EQ(rc->nreads, 1);
 	CHECK_EQ(rc->reads[0].stag, rd.handle);
 	CHECK(rc->reads[0].remote == rd.off);
@@ -209,7 +209,7 @@ TEST(xprt_linux_unaligned_read_pad_segment)
 
 	act = rr_xprt_rsp_recv(&t.r, wire, at, 64, err, &elen, &rc);
 	REQUIRE_EQ(act, RR_XPRT_A_DELIVER);
-	CHECK_EQ(rc->credit, 128);
+	CHECK_EQ(rc->hdr.credit, 128);
 	/* READ3resok: reply header, status, post_op_attr (none), count, eof,
 	 * then data<1001> DDP-eligible, XDR pad to 1004 */
 	rlen = put32(head_res, rlen, 0xabcd0002);

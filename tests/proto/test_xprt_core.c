@@ -1557,3 +1557,99 @@ TEST(xprt_xid_table_forget_any_order)
 		CHECK_EQ(te.live, 0);
 	}
 }
+
+/* An allocator that gives blocks at every offset from a 64-byte boundary
+ * (1 .. 63 bytes past one, in turn) and checks that each block it gets back
+ * is one it gave. */
+struct skew_alloc {
+	unsigned next;          /* the next block's offset from a line */
+	unsigned live;
+	void *given[8], *base[8];
+};
+
+static void *skew_alloc(void *ctx, size_t size)
+{
+	struct skew_alloc *a = ctx;
+	uint8_t *b = NULL;
+
+	for (unsigned i = 0; i < 8; i++)
+		if (!a->given[i]) {
+			if (posix_memalign((void **)&b, 64, size + 64))
+				return NULL;
+			a->base[i] = b;
+			a->given[i] = b + 1 + a->next++ % 63;
+			a->live++;
+			return a->given[i];
+		}
+	return NULL;
+}
+
+static void skew_free(void *ctx, void *p)
+{
+	struct skew_alloc *a = ctx;
+
+	for (unsigned i = 0; i < 8; i++)
+		if (a->given[i] == p) {
+			free(a->base[i]);
+			a->given[i] = NULL;
+			a->live--;
+			return;
+		}
+	rr_test_fail(__FILE__, __LINE__, "a block freed that the allocator did not give", false);
+}
+
+/* rr_alloc_line's blocks start on a cache line whatever the allocator's
+ * alignment, hold @size bytes, and go back to the allocator as it gave
+ * them; the responder's Call contexts are such blocks, so that what a
+ * Call resets in them (128 bytes, proto/xprt_rsp.c) is two lines (issue 16
+ * part FD). */
+TEST(xprt_responder_contexts_line_aligned)
+{
+	static struct rt t;
+	struct skew_alloc a = {0};
+	struct rpcrdma_env env = {.alloc = skew_alloc, .free = skew_free, .alloc_ctx = &a};
+	struct rr_xprt_rqst *c;
+	struct rr_xprt_rcall *rc[3];
+	struct rr_xprt_part cp = {head_buf, 200, false};
+	struct rr_xprt_rqst_desc d = {.xid = 0x78, .parts = &cp, .nparts = 1,
+				      .max_reply = 100};
+	uint8_t err[28];
+	size_t elen;
+	int n;
+
+	for (unsigned k = 0; k < 70; k++) {
+		size_t size = 1 + (size_t)k * 97;
+		uint8_t *p = rr_alloc_line(&env, size);
+
+		REQUIRE(p != NULL);
+		CHECK_EQ((uintptr_t)p & 63, 0);
+		memset(p, 0xa5, size);
+		rr_free_line(&env, p);
+		CHECK_EQ(a.live, 0);
+	}
+	rr_free_line(&env, NULL);
+
+	mk_call(head_buf, 0x78, 200);
+	rt_init(&t);
+	rr_xprt_req_init(&t.req, &t.te.env, &t.rp, &t.rst);
+	rr_xprt_rsp_init(&t.rsp, &env, &t.sp, &t.sst);
+	rr_xprt_rsp_keep_spares(&t.rsp, 1);
+	REQUIRE_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), 0);
+	n = rr_xprt_rqst_marshal(&t.req, c, 8, t.send, sizeof(t.send));
+	REQUIRE(n > 0);
+	for (unsigned i = 0; i < 3; i++) {
+		/* three at once: new contexts; then one kept, freed at fini */
+		REQUIRE_EQ(rr_xprt_rsp_recv(&t.rsp, t.send, (size_t)n, 4, err, &elen, &rc[i]),
+			   RR_XPRT_A_DELIVER);
+		CHECK_EQ((uintptr_t)rc[i] & 63, 0);
+		CHECK_EQ(rc[i]->xid, 0x78);
+		CHECK_EQ(rc[i]->hdr.credit, 8);
+	}
+	for (unsigned i = 0; i < 3; i++)
+		rr_xprt_rcall_release(&t.rsp, rc[i]);
+	rr_xprt_rsp_fini(&t.rsp);
+	CHECK_EQ(a.live, 0);
+	rr_xprt_rqst_release(&t.req, c);
+	rr_xprt_req_fini(&t.req);
+	CHECK_EQ(t.te.live, 0);
+}

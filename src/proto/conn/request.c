@@ -34,7 +34,7 @@ void rs_req_free(struct rr_conn *c, struct rs_req *r)
 		rr_conn_unreg(c, &r->read_mem);
 	rr_xprt_rcall_release(&c->rsp, r->rc);
 	if (!rr_spare_put(&c->spare_reqs, r))
-		rr_free(c->env, r);
+		rr_free_line(c->env, r);
 	if (c->nreqs)
 		c->nreqs--;
 }
