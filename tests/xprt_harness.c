@@ -342,6 +342,18 @@ void rr_th_answer16(struct rr_tp_server *s, struct rr_conn_sreq *r)
 	rr_tp_server_done(s, r);
 }
 
+void rr_th_answer80(struct rr_tp_server *s, struct rr_conn_sreq *r)
+{
+	uint8_t hdr[80] = {0};
+	struct rr_xprt_part part = {hdr, sizeof(hdr), false};
+
+	rr_put_be32(hdr, r->xid);
+	rr_put_be32(hdr + 4, 1);
+	rr_put_be32(hdr + 12, 0x600d);
+	(void)rr_tp_server_reply(s, r, &part, 1, NULL);
+	rr_tp_server_done(s, r);
+}
+
 unsigned rr_th_sq_nheld(struct rr_th_sq *sq)
 {
 	unsigned n;

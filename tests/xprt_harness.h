@@ -130,6 +130,11 @@ void rr_th_sq_destroy(struct rr_th_sq *sq);
 /* Answers @r on @s with 16 bytes (its XID, REPLY, MSG_ACCEPTED, 0x600d)
  * and is done with it. */
 void rr_th_answer16(struct rr_tp_server *s, struct rr_conn_sreq *r);
+/* As rr_th_answer16, then 64 zero bytes: an 80-byte Reply, longer than
+ * RR_CONN_REPLY_OWN, so that the client lends it its Receive (a Reply of
+ * at most 64 bytes to a Call without sinks is copied into the call:
+ * nothing lent). For the tests of lent Receives. */
+void rr_th_answer80(struct rr_tp_server *s, struct rr_conn_sreq *r);
 
 /* A scripted rogue peer: a raw soft-provider QP connected to a responder,
  * 8 posted 4 KiB receive buffers (wr_id = index), one 4 KiB send buffer and,

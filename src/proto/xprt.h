@@ -295,7 +295,7 @@ struct rr_xprt_requester {
 	const struct rpcrdma_env *env;
 	struct rr_xprt_params params;
 	struct rr_xprt_stats *stats;
-	/* what every Reply reads (rr_xprt_req_recv_found, recv_short) before
+	/* what every Reply reads (rr_xprt_req_recv_found, rr_xprt_req_recv_short) before
 	 * the 512-byte table, in the struct's first two cache lines (issue 16
 	 * part CI) */
 	struct rr_hdr_limits lim;        /* decoding Replies (from params) */
@@ -371,6 +371,15 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
  * when @len < 4 or none), so the table is searched once per message. */
 void rr_xprt_req_recv_found(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 			    const uint8_t *buf, size_t len, bool has_inv, uint32_t inv_stag,
+			    struct rr_xprt_reply *out);
+/* rr_xprt_req_recv_found's one-pass form alone: true when @buf is the
+ * common short Reply for @c (the short header of RFC 8166 4.2 with three
+ * empty lists, no invalidation: @has_inv false), @out filled and @c out of
+ * the XID table exactly as rr_xprt_req_recv_found does for it (no
+ * registration's valid flag changes, out->inv_other NULL); false: nothing
+ * touched, rr_xprt_req_recv_found_general decides. */
+bool rr_xprt_req_recv_short(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+			    const uint8_t *buf, size_t len, bool has_inv,
 			    struct rr_xprt_reply *out);
 /* rr_xprt_req_recv_found without its one-pass form for the common short
  * Reply (the short header of RFC 8166 4.2 with three empty lists, for a

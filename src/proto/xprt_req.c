@@ -774,8 +774,9 @@ void rr_xprt_req_recv(struct rr_xprt_requester *r, const uint8_t *buf, size_t le
  * counters are counted and @c leaves the XID table. False: nothing
  * touched, the general way decides. Proven equal to it by test
  * xprt_reply_short_as_general and by fuzz_xprt. */
-static bool recv_short(struct rr_xprt_requester *r, struct rr_xprt_rqst *c, const uint8_t *buf,
-		       size_t len, bool has_inv, struct rr_xprt_reply *out)
+bool rr_xprt_req_recv_short(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
+			    const uint8_t *buf, size_t len, bool has_inv,
+			    struct rr_xprt_reply *out)
 {
 	uint32_t credit;
 
@@ -808,7 +809,7 @@ void rr_xprt_req_recv_found(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 			    const uint8_t *buf, size_t len, bool has_inv, uint32_t inv_stag,
 			    struct rr_xprt_reply *out)
 {
-	if (RR_LIKELY(recv_short(r, c, buf, len, has_inv, out)))
+	if (RR_LIKELY(rr_xprt_req_recv_short(r, c, buf, len, has_inv, out)))
 		return;
 	rr_xprt_req_recv_found_general(r, c, buf, len, has_inv, inv_stag, out);
 }

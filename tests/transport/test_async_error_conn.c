@@ -42,7 +42,7 @@ static void ae_raise(struct rpcrdma_qp *pqp, enum rr_async_event ev)
 	rr_unlock(&qp->rx_lock);
 }
 
-/* Answers each Call with 16 bytes; the Call of ae_fail_xid (once: the
+/* Answers each Call with 80 bytes (lent: rr_th_answer80); the Call of ae_fail_xid (once: the
  * client sends it again on its new connection) first fails its
  * connection's QP with ae_event (the request pins the connection). */
 static void ae_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
@@ -53,7 +53,7 @@ static void ae_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 	(void)sq;
 	if (cn && cn->qp && atomic_compare_exchange_strong(&ae_fail_xid, &xid, 0))
 		ae_raise(cn->qp, (enum rr_async_event)atomic_load(&ae_event));
-	rr_th_answer16(ae_srv, r);
+	rr_th_answer80(ae_srv, r);
 }
 
 static void ae_counts(const struct rr_xprt_stats *st, uint64_t out[RR_ASYNC_DEVICE_FATAL + 1])

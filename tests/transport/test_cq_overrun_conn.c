@@ -20,11 +20,11 @@
 
 static struct rr_tp_server *ov_srv;
 
-/* Answers each Call with 16 bytes. */
+/* Answers each Call with 80 bytes (lent: rr_th_answer80). */
 static void ov_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 {
 	(void)sq;
-	rr_th_answer16(ov_srv, r);
+	rr_th_answer80(ov_srv, r);
 }
 
 static atomic_bool ov_armed, ov_fired;

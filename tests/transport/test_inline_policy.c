@@ -616,3 +616,95 @@ TEST(inline_policy_lent_replies)
 	free(held);
 	free(one);
 }
+
+/* ---- short Replies copied into the call (issue 16 part FB) ---- */
+
+/* Responder: Reply = xid, REPLY, then (xid & 0x1f) * 4 bytes (xid + i) &
+ * 0xff: Payloads of 8 to 132 bytes by the XID. */
+static struct rr_tp_server *short_srv;
+
+static void short_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
+{
+	uint8_t hdr[8], body[128];
+	uint32_t n = (r->xid & 0x1f) * 4;
+	struct rr_xprt_part parts[2] = {{hdr, 8, false}, {body, n, false}};
+
+	(void)sq;
+	rr_put_be32(hdr, r->xid);
+	rr_put_be32(hdr + 4, 1);
+	for (unsigned i = 0; i < n; i++)
+		body[i] = (uint8_t)(r->xid + i);
+	(void)rr_tp_server_reply(short_srv, r, parts, n ? 2 : 1, NULL);
+	rr_tp_server_done(short_srv, r);
+}
+
+static bool short_ok(const struct rr_th_small *p)
+{
+	uint32_t n = (p->r.xid & 0x1f) * 4;
+
+	if (p->r.status || p->r.reply_len != 8 + n || rr_get_be32(p->r.reply) != p->r.xid ||
+	    rr_get_be32(p->r.reply + 4) != 1)
+		return false;
+	for (unsigned i = 0; i < n; i++)
+		if (p->r.reply[8 + i] != (uint8_t)(p->r.xid + i))
+			return false;
+	return true;
+}
+
+/* A Reply of at most RR_CONN_REPLY_OWN (64) bytes to a Call without sinks
+ * is copied whole into the call's rr_conn_rpc (reply_own): its Receive is
+ * not lent, so more of them than TP_LEND_MAX (4) can be held unreleased
+ * at once, each intact while later ones arrive into the reposted
+ * Receives; a longer one is lent as before. Every Payload length of 8 to
+ * 132 bytes (each branch of the copy) comes back byte for byte, and a
+ * release of a copied Reply clears it without the session. */
+TEST(inline_policy_short_replies_copied)
+{
+	struct rr_tp_conf sc, cc;
+	struct rr_th_sq sq;
+	struct rr_th_cl c;
+	struct rr_th_small *held = calloc(32, sizeof(*held));
+	unsigned done = 0;
+
+	if (!rr_th_soft_ok()) {
+		free(held);
+		return;
+	}
+	REQUIRE(held);
+	rr_tp_conf_default(&sc);
+	rr_tp_conf_default(&cc);
+	cc.credits = 2;   /* 15 copied Replies held: more than credits and TP_LEND_MAX */
+	memset(&sq, 0, sizeof(sq));
+	rr_th_sq_init(&sq, short_answer);
+	REQUIRE_EQ(rr_th_tp_server(&sc, rr_th_sq_recv, &sq, &short_srv), 0);
+	rr_th_sq_start(&sq);
+	REQUIRE_EQ(rr_th_cl_start(&c, &cc, rr_tp_server_port(short_srv), rr_th_cl_count), 0);
+	/* Payloads 8..64: copied, none lent, all held at once */
+	for (unsigned i = 0; i <= 14; i++) {
+		rr_th_small_submit(&c, &held[i], 0x4000 + i);
+		REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
+		CHECK(short_ok(&held[i]));
+		CHECK(held[i].r.lent == NULL);
+		CHECK(held[i].r.reply == held[i].r.reply_own);
+	}
+	for (unsigned i = 0; i <= 14; i++)
+		CHECK(short_ok(&held[i]));   /* intact: not a Receive reused since */
+	/* Payloads 68..132: lent (released one by one) */
+	for (unsigned i = 15; i < 32; i++) {
+		rr_th_small_submit(&c, &held[i], 0x4000 + i);
+		REQUIRE(rr_th_cl_wait(&c, ++done, RR_TEST_WAIT_MS));
+		CHECK(short_ok(&held[i]));
+		CHECK(held[i].r.lent != NULL);
+		rr_tp_client_release_reply(c.tp, &held[i].r);
+	}
+	for (unsigned i = 0; i <= 14; i++) {
+		CHECK(short_ok(&held[i]));
+		rr_tp_client_release_reply(c.tp, &held[i].r);
+		CHECK(held[i].r.reply == NULL && held[i].r.reply_len == 0);
+	}
+	rr_th_cl_stop(&c);
+	rr_th_sq_stop(&sq);
+	rr_tp_server_destroy(short_srv);
+	rr_th_sq_destroy(&sq);
+	free(held);
+}

@@ -27,20 +27,20 @@
 #include "transport/rdma/tp_int.h"
 #include "xprt_harness.h"
 
-/* Answers each Call with 16 bytes. */
+/* Answers each Call with 80 bytes (lent: rr_th_answer80). */
 static struct rr_tp_server *p_srv;
 
 static void p_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 {
 	(void)sq;
-	rr_th_answer16(p_srv, r);
+	rr_th_answer80(p_srv, r);
 }
 
 static void p_release(struct rr_th_cl *c, struct rr_th_small *p, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
 		CHECK_EQ(p[i].r.status, 0);
-		CHECK_EQ(p[i].r.reply_len, 16);
+		CHECK_EQ(p[i].r.reply_len, 80);
 		rr_tp_client_release_reply(c->tp, &p[i].r);
 	}
 }

@@ -24,7 +24,7 @@ static struct rr_tp_server *rc_srv;
 static void rc_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 {
 	(void)sq;
-	rr_th_answer16(rc_srv, r);
+	rr_th_answer80(rc_srv, r);
 }
 
 /* Checks the client's queue after one Reply kept; returns the Receives
@@ -93,7 +93,7 @@ TEST(xprt_connect_posts_its_receives_as_chains_in_order)
 		rr_th_small_submit(&c, &p, 0x3000u + (uint32_t)k);
 		REQUIRE(rr_th_cl_wait(&c, 1, RR_TEST_WAIT_MS));
 		CHECK_EQ(p.r.status, 0);
-		CHECK_EQ(p.r.reply_len, 16);
+		CHECK_EQ(p.r.reply_len, 80);
 		n = rc_check_queue(&c);
 		printf("  credits %u, bc_slots %u: %u Receives at connect\n", credits[k], bc[k], n);
 		if (n <= 32)

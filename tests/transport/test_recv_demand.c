@@ -28,7 +28,7 @@ static struct rr_tp_server *rd_srv;
 static void rd_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 {
 	(void)sq;
-	rr_th_answer16(rd_srv, r);
+	rr_th_answer80(rd_srv, r);
 }
 
 static struct soft_qp *rd_qp(struct tp_conn *cn)

@@ -217,6 +217,11 @@ struct rr_conn_config {
 /* ---- requester ---- */
 
 /* A Call as the upper layer gives it (moved from rr_conn_rpc). */
+/* The largest Reply the session copies into its rr_conn_rpc (a Call's
+ * without sinks) rather than lending its Receive (a NULL procedure's
+ * accepted Reply is 24 bytes). */
+#define RR_CONN_REPLY_OWN 64u
+
 struct rr_conn_rpc {
 	uint32_t xid;                       /* XID of the Call (in the parts) */
 	const struct rr_xprt_part *parts;   /* the Call's XDR stream */
@@ -248,9 +253,23 @@ struct rr_conn_rpc {
 	 * after the fields every Call writes and reads, which fit two lines
 	 * of 64 bytes (issue 16 part CS: at 100 connections a Call's object
 	 * is cold at its submit and at its Reply, each line a miss). */
-	uint32_t placed[RR_XPRT_MAX_ITEMS];   /* bytes written per sink */
-	bool is_placed[RR_XPRT_MAX_ITEMS];    /* that Write chunk was used */
+	union {
+		struct {
+			uint32_t placed[RR_XPRT_MAX_ITEMS];   /* bytes written per sink */
+			bool is_placed[RR_XPRT_MAX_ITEMS];    /* that Write chunk was used */
+		};
+		/* session-private, a Call without sinks only (nsinks 0:
+		 * placed and is_placed unused): its Reply of at most
+		 * RR_CONN_REPLY_OWN bytes is copied here (@reply points at
+		 * it): its Receive goes back at once, nothing is lent, and
+		 * its release touches only this object
+		 * (rr_conn_release_own). In the space the sinks' results
+		 * take (the call's wrapper fills its area: rpc.c). */
+		uint8_t reply_own[RR_CONN_REPLY_OWN];
+	};
 };
+_Static_assert(RR_CONN_REPLY_OWN <= RR_XPRT_MAX_ITEMS * sizeof(uint32_t),
+	       "reply_own within the sinks' results");
 
 /* ---- responder ---- */
 
@@ -380,6 +399,11 @@ void rr_conn_fail_queued(struct rr_conn *c, int status);
 void rr_conn_abort_all(struct rr_conn *c, int status);
 /* Frees @rpc's reply (reposts a lent Receive). */
 void rr_conn_release_reply(struct rr_conn *c, struct rr_conn_rpc *rpc);
+/* Releases @rpc's reply when the session copied it into @rpc itself
+ * (reply_own): touches @rpc alone, so it needs no lock of the session's.
+ * Returns whether it did; false: the reply is elsewhere, for
+ * rr_conn_release_reply. */
+bool rr_conn_release_own(struct rr_conn_rpc *rpc);
 /* Calls not yet completed, or other work only receiving moves on (pulls,
  * RDMA_DONEs waiting for a slot, a Call aborted after its Send). */
 bool rr_conn_busy(const struct rr_conn *c);

@@ -214,16 +214,46 @@ void rr_conn_fail_queued(struct rr_conn *c, int status)
 	}
 }
 
-/* An inline Reply handed over in place (the Receive lent until release),
- * or copied. */
+/* @n (at most RR_CONN_REPLY_OWN, 64) bytes from @src to @dst: two copies
+ * of a fixed size that overlap in the middle (each a move or two, not a
+ * call nor a string instruction counted per byte), bytes below 4. */
+static void copy_own(uint8_t *dst, const uint8_t *src, uint32_t n)
+{
+	_Static_assert(RR_CONN_REPLY_OWN <= 64, "copy_own copies at most 64 bytes");
+	if (n >= 32) {
+		memcpy(dst, src, 32);
+		memcpy(dst + n - 32, src + n - 32, 32);
+	} else if (n >= 16) {
+		memcpy(dst, src, 16);
+		memcpy(dst + n - 16, src + n - 16, 16);
+	} else if (n >= 8) {
+		memcpy(dst, src, 8);
+		memcpy(dst + n - 8, src + n - 8, 8);
+	} else if (n >= 4) {
+		memcpy(dst, src, 4);
+		memcpy(dst + n - 4, src + n - 4, 4);
+	} else {
+		for (uint32_t i = 0; i < n; i++)
+			dst[i] = src[i];
+	}
+}
+
+/* A short Reply to a Call without sinks copied into the call's own
+ * storage (its Receive goes back at once: no lend, nothing to give back at
+ * release, issue 16 part FB);
+ * a longer inline one handed over in place (the Receive lent until
+ * release), or copied. */
 static void take_reply(struct rr_conn *c, struct rq_call *k, uint32_t idx, const uint8_t *buf,
 		       uint32_t len, const struct rr_xprt_reply *res, bool *lent)
 {
 	struct rr_conn_rpc *rpc = k->rpc;
 	void *h = NULL;
 
-	if (res->payload >= buf && res->payload + res->payload_len <= buf + len &&
-	    c->io.lend && c->io.lend(c->io.ctx, idx, &h) == 0) {
+	if (!rpc->nsinks && res->payload_len <= sizeof(rpc->reply_own)) {
+		copy_own(rpc->reply_own, res->payload, res->payload_len);
+		rpc->reply = rpc->reply_own;
+	} else if (res->payload >= buf && res->payload + res->payload_len <= buf + len &&
+		   c->io.lend && c->io.lend(c->io.ctx, idx, &h) == 0) {
 		rpc->reply = (uint8_t *)(uintptr_t)res->payload;
 		rpc->lent = h;
 		rpc->lent_idx = idx;
@@ -254,20 +284,26 @@ void rq_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 	bool lent = false;
 
 	if (len >= 4)
-		rq = rr_xprt_req_find(&c->req, rr_get_be32(buf));
-	if (rq) {
-		for (unsigned i = 0; i < rq->nregs; i++)
-			valid_before += rq->regs[i].valid;
-	} else if (len >= 16 && c->stray_credits) {
-		/* a Reply no Call waits for: an aborted Call's (one per Call
-		 * and connection from a responder that keeps the rules) */
-		c->stray_credits--;
-		(void)rr_cred_req_on_reply(&c->rcred, rr_get_be32(buf + 8));
+		rq = rr_xprt_req_find(&c->req, rr_get_be32(buf));   /* looked up once */
+	/* The common short Reply to a Call found (rr_xprt_req_recv_found's
+	 * one-pass form, first as there): no STag invalidated, of its Call
+	 * or another, so nothing of the general way's below is to do. */
+	if (!rq || !rr_xprt_req_recv_short(&c->req, rq, buf, len, has_inv, &res)) {
+		if (rq) {
+			for (unsigned i = 0; i < rq->nregs; i++)
+				valid_before += rq->regs[i].valid;
+		} else if (len >= 16 && c->stray_credits) {
+			/* a Reply no Call waits for: an aborted Call's (one
+			 * per Call and connection from a responder that
+			 * keeps the rules) */
+			c->stray_credits--;
+			(void)rr_cred_req_on_reply(&c->rcred, rr_get_be32(buf + 8));
+		}
+		rr_xprt_req_recv_found_general(&c->req, rq, buf, len, has_inv, inv_stag, &res);
+		if (res.inv_other && c->live_stags)
+			c->live_stags--;   /* another Call's STag, invalidated by the peer */
+		rq_remote_inv(c, rq, valid_before);
 	}
-	rr_xprt_req_recv_found(&c->req, rq, buf, len, has_inv, inv_stag, &res);   /* looked up once */
-	if (res.inv_other && c->live_stags)
-		c->live_stags--;   /* another Call's STag, invalidated by the peer */
-	rq_remote_inv(c, rq, valid_before);
 	if (res.kind == RR_XPRT_R_PULL) {
 		(void)c->io.post_recv(c->io.ctx, idx);
 		rq_pull_start(c, &res);
@@ -412,8 +448,19 @@ void rr_conn_abort_all(struct rr_conn *c, int status)
 	}
 }
 
+bool rr_conn_release_own(struct rr_conn_rpc *rpc)
+{
+	if (rpc->reply != rpc->reply_own)
+		return false;
+	rpc->reply = NULL;
+	rpc->reply_len = 0;
+	return true;
+}
+
 void rr_conn_release_reply(struct rr_conn *c, struct rr_conn_rpc *rpc)
 {
+	if (rr_conn_release_own(rpc))
+		return;
 	if (rpc->lent) {
 		c->io.unlend(c->io.ctx, rpc->lent, rpc->lent_idx);
 		rpc->lent = NULL;

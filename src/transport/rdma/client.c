@@ -734,7 +734,10 @@ void rr_tp_client_release_reply(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
 	 * the session's unlend would, by the next lend on that connection
 	 * (the next Reply kept in its Receive) or the client's next turn
 	 * (whose sweep frees the connection if it died). One critical
-	 * section fewer per call. */
+	 * section fewer per call. A short Reply the session copied into
+	 * @rpc needs neither (rr_conn_release_own). */
+	if (rr_conn_release_own(rpc))
+		return;
 	if (rpc->lent && tp_conn_unlend_later(rpc->lent, rpc->lent_idx)) {
 		rpc->lent = NULL;
 		rpc->reply = NULL;
