@@ -3,7 +3,9 @@
  * line, each in turn, and prints "N passed, N failed, N skipped". `--list`
  * prints the table. A fatal check ends only the current test (longjmp, on
  * the test's own thread; on any other thread it ends that thread). A test
- * that cannot run here is reported "skip", never "ok"; when nothing that
+ * that cannot run here is reported "skip", never "ok"; a fatal end first
+ * runs the cleanups the test still has pushed (rr_test_cleanup_push), on
+ * its stack, so that nothing it started outlives it; when nothing that
  * ran passed and something was skipped the exit status is
  * RR_TEST_SKIP_CODE (CTest SKIP_RETURN_CODE). */
 #include "test.h"
@@ -20,6 +22,8 @@ static jmp_buf test_jmp;
 static atomic_int test_failed;
 static atomic_int test_skipped;
 static _Thread_local bool is_test_thread;
+/* the current test's cleanups for a fatal end, last pushed first */
+static struct rr_test_cleanup *cleanups;
 
 void rr_test_register(struct rr_test *t)
 {
@@ -32,8 +36,11 @@ bool rr_test_on_test_thread(void)
 	return is_test_thread;
 }
 
-/* Ends the current test from the test thread; any other thread ends
- * itself (a longjmp into another thread's stack is undefined). */
+/* Ends the current test from the test thread, after its cleanups (run
+ * here, on the test's stack, while what they clean up still lives; one
+ * that itself ends in a fatal check comes back here for the rest); any
+ * other thread ends itself (a longjmp into another thread's stack is
+ * undefined). */
 static _Noreturn void end_test(void)
 {
 	if (!is_test_thread) {
@@ -41,7 +48,56 @@ static _Noreturn void end_test(void)
 		fflush(stderr);
 		pthread_exit(NULL);
 	}
+	while (cleanups) {
+		struct rr_test_cleanup *c = cleanups;
+
+		cleanups = c->next;
+		c->fn(c->arg);
+	}
 	longjmp(test_jmp, 1);
+}
+
+void rr_test_cleanup_push(struct rr_test_cleanup *c, void (*fn)(void *arg), void *arg)
+{
+	if (!is_test_thread) {
+		fprintf(stderr, "  a cleanup pushed on a thread that is not the test's\n");
+		atomic_store(&test_failed, 1);
+		return;
+	}
+	c->fn = fn;
+	c->arg = arg;
+	c->next = cleanups;
+	cleanups = c;
+}
+
+void rr_test_cleanup_pop(struct rr_test_cleanup *c)
+{
+	struct rr_test_cleanup **pp = &cleanups;
+
+	if (is_test_thread)
+		while (*pp && *pp != c)
+			pp = &(*pp)->next;
+	if (!is_test_thread || !*pp) {
+		fprintf(stderr, "  a cleanup popped that is not pushed (or not on the test's thread)\n");
+		atomic_store(&test_failed, 1);
+		return;
+	}
+	*pp = c->next;
+}
+
+/* Runs @fn as the current test on this (the test's) thread: a fatal check
+ * ends it here, after its cleanups. */
+static void run_body(void (*fn)(void))
+{
+	cleanups = NULL;   /* a forked child's copy of its parent's are not its own */
+	if (setjmp(test_jmp) == 0) {
+		fn();
+		if (cleanups) {
+			fprintf(stderr, "  the test returned with a cleanup still pushed\n");
+			atomic_store(&test_failed, 1);
+		}
+	}
+	cleanups = NULL;
 }
 
 void rr_test_require_here(const char *file, int line)
@@ -88,7 +144,7 @@ _Noreturn void rr_test_skip(const char *why)
 	end_test();
 }
 
-void rr_test_in_fresh_process(void (*body)(void))
+int rr_test_fresh_status(void (*body)(void))
 {
 	pid_t pid;
 	int st = 0;
@@ -96,25 +152,31 @@ void rr_test_in_fresh_process(void (*body)(void))
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0) {
-		rr_test_fail(__FILE__, __LINE__, "fork() for a fresh process", true);
+		fprintf(stderr, "  fork() for a fresh process failed\n");
+		return -1;
 	}
 	if (pid == 0) {
 		/* the forking thread is the child's only one: the test's */
 		atomic_store(&test_failed, 0);
 		atomic_store(&test_skipped, 0);
-		if (setjmp(test_jmp) == 0)
-			body();
+		run_body(body);
 		fflush(NULL);
 		_exit(atomic_load(&test_failed) ? 1 : atomic_load(&test_skipped) ? RR_TEST_SKIP_CODE : 0);
 	}
 	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) {
 		fprintf(stderr, "  the test's child process ended abnormally (status %#x)\n", st);
-		atomic_store(&test_failed, 1);
-		return;
+		return -1;
 	}
-	if (WEXITSTATUS(st) == RR_TEST_SKIP_CODE)
+	return WEXITSTATUS(st);
+}
+
+void rr_test_in_fresh_process(void (*body)(void))
+{
+	int st = rr_test_fresh_status(body);
+
+	if (st == RR_TEST_SKIP_CODE)
 		atomic_store(&test_skipped, 1);
-	else if (WEXITSTATUS(st) != 0)
+	else if (st != 0)
 		atomic_store(&test_failed, 1);
 }
 
@@ -274,8 +336,7 @@ static enum outcome run_one(struct rr_test *t)
 
 	atomic_store(&test_failed, 0);
 	atomic_store(&test_skipped, 0);
-	if (setjmp(test_jmp) == 0)
-		t->fn();
+	run_body(t->fn);
 	o = atomic_load(&test_failed) ? T_FAIL : atomic_load(&test_skipped) ? T_SKIP : T_PASS;
 	printf("%s %s\n", o == T_FAIL ? "FAIL" : o == T_SKIP ? "skip" : "ok  ", t->name);
 	fflush(stdout);

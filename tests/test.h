@@ -59,6 +59,27 @@ _Noreturn void rr_test_skip(const char *why);
  * returns. */
 void rr_test_mark_skipped(const char *why);
 
+/* Cleanups for a fatal end (test thread only). A test holding something
+ * that outlives its stack frame (a server whose threads read a struct on
+ * its stack, a peer's registered buffers) pushes a cleanup after taking
+ * it and pops it before releasing it itself. A REQUIRE, rr_test_abort or
+ * rr_test_skip that ends the test runs the cleanups still pushed, last
+ * pushed first, on the test's stack before it unwinds: without them the
+ * threads went on reading a stack the next test reused (the Debian 13
+ * lab's unit suite hung 28 minutes after one failed check, issue 16 part
+ * FF). A fatal check inside a cleanup ends that cleanup; the rest still
+ * run. A test that returns with one still pushed is a misuse, recorded as
+ * a failure (its frame is gone: nothing is run). @c lives as long as what
+ * it cleans up (embed it there). */
+struct rr_test_cleanup {
+	void (*fn)(void *arg);
+	void *arg;
+	struct rr_test_cleanup *next;
+};
+void rr_test_cleanup_push(struct rr_test_cleanup *c, void (*fn)(void *arg), void *arg);
+/* Removes @c (pushed, not yet popped) without running it. */
+void rr_test_cleanup_pop(struct rr_test_cleanup *c);
+
 /* Runs @body (test thread only) in a child process forked from this one,
  * as part of the current test: its failures and its skip become the
  * test's. For a test that needs the library as a fresh process has it
@@ -66,6 +87,10 @@ void rr_test_mark_skipped(const char *why);
  * starts from a fresh engine) and must still run when one rr-tests
  * process runs every test in a row (the lab VM's unit suite). */
 void rr_test_in_fresh_process(void (*body)(void));
+/* As rr_test_in_fresh_process, but the child's outcome is returned, not
+ * made the test's: 0 passed, 1 failed, RR_TEST_SKIP_CODE skipped, -1 it
+ * ended abnormally. For a test of the runner itself. */
+int rr_test_fresh_status(void (*body)(void));
 
 #define TEST(n)                                                                \
 	static void test_##n(void);                                            \

@@ -394,6 +394,13 @@ void rr_th_rogue_post_recv(struct rr_th_rogue *g, unsigned i)
 	REQUIRE_EQ(rpcrdma_post_recv(g->qp, &wr, NULL), 0);
 }
 
+static void rogue_release(struct rr_th_rogue *g);
+
+static void rogue_cleanup(void *arg)
+{
+	rogue_release(arg);
+}
+
 int rr_th_rogue_open(struct rr_th_rogue *g, int port, const uint8_t *pd, uint16_t pdlen,
 		     bool pull)
 {
@@ -430,8 +437,13 @@ int rr_th_rogue_open(struct rr_th_rogue *g, int port, const uint8_t *pd, uint16_
 	REQUIRE_EQ(rpcrdma_connect(g->ch, g->qp, (struct sockaddr *)&a, sizeof(a), &prm, g,
 				   &g->id), 0);
 	for (int t = 0; t < 300; t++) {
-		if (rpcrdma_cm_get_event(g->ch, &ev) == 0)
-			return ev.type == RPCRDMA_CM_ESTABLISHED ? 0 : -ECONNREFUSED;
+		if (rpcrdma_cm_get_event(g->ch, &ev) == 0) {
+			if (ev.type != RPCRDMA_CM_ESTABLISHED)
+				return -ECONNREFUSED;
+			rr_test_cleanup_push(&g->cleanup, rogue_cleanup, g);
+			g->cleanup_pushed = true;
+			return 0;
+		}
 		rr_th_sleep_ms(10);
 	}
 	return -ETIMEDOUT;
@@ -439,6 +451,16 @@ int rr_th_rogue_open(struct rr_th_rogue *g, int port, const uint8_t *pd, uint16_
 
 void rr_th_rogue_close(struct rr_th_rogue *g)
 {
+	if (g->cleanup_pushed)
+		rr_test_cleanup_pop(&g->cleanup);
+	rogue_release(g);
+}
+
+/* rr_th_rogue_close without the pop: its cleanup (popped by the runner),
+ * and its body. */
+static void rogue_release(struct rr_th_rogue *g)
+{
+	g->cleanup_pushed = false;
 	/* the disconnect may find the connection gone already; every
 	 * destroy must succeed (one that failed left the rogue's context,
 	 * default allocator, to a leak report at exit) */

@@ -19,6 +19,7 @@
 #include "proto/hdr.h"
 #include "rpcrdma/rdma.h"
 #include "rpcrdma/rpc.h"
+#include "test.h"
 #include "transport/rdma/tp.h"
 
 /* True when the software iWARP provider is built in; otherwise marks the
@@ -154,12 +155,18 @@ struct rr_th_rogue {
 	/* Receives completed while only a Send was waited for: index,
 	 * length; the next wait for a message takes them first */
 	unsigned pend_idx[8], pend_len[8], npend;
+	/* closes it when a fatal check ends the test first (an open rogue's
+	 * buffers are registered with a live provider) */
+	struct rr_test_cleanup cleanup;
+	bool cleanup_pushed;
 };
 
 /* Reposts receive buffer @i. */
 void rr_th_rogue_post_recv(struct rr_th_rogue *g, unsigned i);
 /* Zeroes @g and connects to 127.0.0.1:@port with private data @pd/@pdlen
- * (RFC 8797); @pull registers g->pull. 0, -ECONNREFUSED or -ETIMEDOUT. */
+ * (RFC 8797); @pull registers g->pull. 0, -ECONNREFUSED or -ETIMEDOUT.
+ * Once connected, a fatal check that ends the test closes it (a test
+ * cleanup, popped by rr_th_rogue_close). */
 int rr_th_rogue_open(struct rr_th_rogue *g, int port, const uint8_t *pd, uint16_t pdlen,
 		     bool pull);
 void rr_th_rogue_close(struct rr_th_rogue *g);
