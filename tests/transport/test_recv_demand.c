@@ -404,7 +404,13 @@ TEST(xprt_client_dropped_message_receive_follows_demand)
  * buffer") and the connection ends. The end is clean: the Calls held are
  * sent again on the next connection and answered there, nothing else is
  * lost. The client's receive queue is held locked while the burst is
- * sent, so that all of it is in the socket when the client reads. */
+ * sent, so that all of it is normally in the socket when the client
+ * reads. When the burst reaches the client a few messages at a time
+ * instead (the Debian 13 lab's TCG guest: the socket delivered it in
+ * pieces), the client drops each and reposts its Receive while short of
+ * its demand, so it never overruns; that outcome is clean too, and the
+ * Calls held are answered on the same connection. Which one happened is
+ * printed; each is checked in full. */
 TEST(xprt_client_unasked_burst_ends_connection_cleanly)
 {
 	static struct rr_th_rresp g;
@@ -414,8 +420,11 @@ TEST(xprt_client_unasked_burst_ends_connection_cleanly)
 	struct rd_look l;
 	struct soft_qp *qp;
 	struct rr_xprt_stats st;
-	uint32_t xid = 0x9000, burst;
+	uint32_t xid = 0x9000, burst, sent = 0;
+	uint64_t before, end;
 	unsigned n, got = 0;
+	bool overrun;
+	int rc;
 
 	if (!rr_th_soft_ok())
 		return;
@@ -424,37 +433,54 @@ TEST(xprt_client_unasked_burst_ends_connection_cleanly)
 	l = rd_look(&c);
 	burst = l.queued + TP_RECV_SLACK;
 	printf("  %u Calls held, %u Receives posted: a burst of %u\n", n, l.queued, burst);
+	before = rd_dropped(&c);
 	qp = rd_qp(c.tp->conn);
 	rr_lock(&qp->rx_lock);
-	for (uint32_t i = 0; i < burst; i++)
-		if (rr_th_rresp_send(&g, m, rd_msg(m, 0x9800 + i, 8, 1), 0, 5000) != 0)
+	for (; sent < burst; sent++)
+		if (rr_th_rresp_send(&g, m, rd_msg(m, 0x9800 + sent, 8, 1), 0, 5000) != 0)
 			break;
 	rr_unlock(&qp->rx_lock);
-	/* the Calls held come again on a new connection */
-	REQUIRE_EQ(rr_th_rresp_accept(&g, rd_pd, sizeof(rd_pd), RR_TEST_WAIT_MS), 0);
-	while (got < n) {
-		int len = rr_th_rresp_recv(&g, m, 5000);
-		uint32_t x;
+	/* a new connection (the queue overran), or every message dropped */
+	end = rr_now_ns(NULL) + (uint64_t)RR_TEST_WAIT_MS * 1000000u;
+	do
+		rc = rr_th_rresp_accept(&g, rd_pd, sizeof(rd_pd), 100);
+	while (rc == -ETIMEDOUT && rd_dropped(&c) - before < sent && rr_now_ns(NULL) < end);
+	overrun = rc != -ETIMEDOUT || rd_dropped(&c) - before < sent;
+	printf("  %u of the burst sent: %s\n", sent,
+	       overrun ? "the receive queue overran, a new connection"
+		       : "each dropped and its Receive reposted, no overrun");
+	if (overrun) {
+		/* the Calls held come again on a new connection */
+		REQUIRE_EQ(rc, 0);
+		while (got < n) {
+			int len = rr_th_rresp_recv(&g, m, 5000);
+			uint32_t x;
 
-		REQUIRE(len >= 28);
-		x = rr_get_be32(m);
-		CHECK(x >= p[0].r.xid && x < p[0].r.xid + n);
-		REQUIRE_EQ(rr_th_rresp_send(&g, m, rd_msg(m, x, 8, 1), 0, 5000), 0);
-		got++;
+			REQUIRE(len >= 28);
+			x = rr_get_be32(m);
+			CHECK(x >= p[0].r.xid && x < p[0].r.xid + n);
+			REQUIRE_EQ(rr_th_rresp_send(&g, m, rd_msg(m, x, 8, 1), 0, 5000), 0);
+			got++;
+		}
+	} else {
+		CHECK_EQ(sent, burst);
+		for (unsigned i = 0; i < n; i++)
+			REQUIRE_EQ(rr_th_rresp_send(&g, m, rd_msg(m, p[i].r.xid, 8, 1), 0, 5000), 0);
 	}
 	REQUIRE(rr_th_cl_wait(&c, 1 + n, RR_TEST_WAIT_MS));
 	for (unsigned i = 0; i < n; i++) {
 		CHECK_EQ(p[i].r.status, 0);
 		rr_tp_client_release_reply(c.tp, &p[i].r);
 	}
-	CHECK_EQ(g.conns, 2u);
+	CHECK_EQ(g.conns, overrun ? 2u : 1u);
 	rr_tp_client_stats(c.tp, &st);
 	printf("  retransmits %llu, reconnects %llu, bad_xids %llu, fatal %llu\n",
 	       (unsigned long long)st.retransmits, (unsigned long long)st.reconnects,
 	       (unsigned long long)st.bad_xids, (unsigned long long)st.fatal_errors);
-	CHECK_EQ(st.retransmits, (uint64_t)n);
-	CHECK(st.bad_xids < burst);   /* not all of it found a Receive */
-	/* one more Call on the new connection */
+	CHECK_EQ(st.retransmits, overrun ? (uint64_t)n : 0u);
+	if (overrun)
+		CHECK(rd_dropped(&c) - before < sent);   /* not all of it found a Receive */
+	/* one more Call on the connection now up */
 	rr_th_small_submit(&c, &p[0], xid);
 	REQUIRE(rr_th_rresp_recv(&g, m, 5000) >= 28);
 	CHECK_EQ(rr_get_be32(m), xid);
