@@ -326,6 +326,26 @@ static uint64_t rd_dropped(struct rr_th_cl *c)
 	return st.bad_xids + st.bc_calls_dropped;
 }
 
+/* The @n Calls held (rd_held_calls) have been answered: each completed
+ * with status 0, its Reply released. */
+static void rd_held_answered(struct rr_th_cl *c, struct rr_th_small *p, unsigned n)
+{
+	REQUIRE(rr_th_cl_wait(c, 1 + n, RR_TEST_WAIT_MS));
+	for (unsigned i = 0; i < n; i++) {
+		CHECK_EQ(p[i].r.status, 0);
+		rr_tp_client_release_reply(c->tp, &p[i].r);
+	}
+}
+
+/* @g answers the @n Calls held on the connection now up (@m: scratch). */
+static void rd_answer_held(struct rr_th_rresp *g, struct rr_th_cl *c, struct rr_th_small *p,
+			   unsigned n, uint8_t *m)
+{
+	for (unsigned i = 0; i < n; i++)
+		REQUIRE_EQ(rr_th_rresp_send(g, m, rd_msg(m, p[i].r.xid, 8, 1), 0, 5000), 0);
+	rd_held_answered(c, p, n);
+}
+
 /* The Receive of a message the client drops (a Reply nobody asked for, a
  * duplicate Reply, a reverse Call nobody offered to serve) goes back to the
  * queue only while the posted ones are short of the demand, else to the
@@ -380,14 +400,7 @@ TEST(xprt_client_dropped_message_receive_follows_demand)
 		posted = l.posted;
 	}
 	CHECK(reposted > 0 && freed > 0);   /* both ways taken */
-	/* the Calls held, answered */
-	for (unsigned i = 0; i < n; i++)
-		REQUIRE_EQ(rr_th_rresp_send(&g, m, rd_msg(m, p[i].r.xid, 8, 1), 0, 5000), 0);
-	REQUIRE(rr_th_cl_wait(&c, 1 + n, RR_TEST_WAIT_MS));
-	for (unsigned i = 0; i < n; i++) {
-		CHECK_EQ(p[i].r.status, 0);
-		rr_tp_client_release_reply(c.tp, &p[i].r);
-	}
+	rd_answer_held(&g, &c, p, n, m);
 	l = rd_look(&c);
 	CHECK_EQ(l.owed, 0u);
 	CHECK(l.queued >= l.base);
@@ -462,15 +475,10 @@ TEST(xprt_client_unasked_burst_ends_connection_cleanly)
 			REQUIRE_EQ(rr_th_rresp_send(&g, m, rd_msg(m, x, 8, 1), 0, 5000), 0);
 			got++;
 		}
+		rd_held_answered(&c, p, n);
 	} else {
 		CHECK_EQ(sent, burst);
-		for (unsigned i = 0; i < n; i++)
-			REQUIRE_EQ(rr_th_rresp_send(&g, m, rd_msg(m, p[i].r.xid, 8, 1), 0, 5000), 0);
-	}
-	REQUIRE(rr_th_cl_wait(&c, 1 + n, RR_TEST_WAIT_MS));
-	for (unsigned i = 0; i < n; i++) {
-		CHECK_EQ(p[i].r.status, 0);
-		rr_tp_client_release_reply(c.tp, &p[i].r);
+		rd_answer_held(&g, &c, p, n, m);
 	}
 	CHECK_EQ(g.conns, overrun ? 2u : 1u);
 	rr_tp_client_stats(c.tp, &st);
