@@ -538,14 +538,21 @@ static void lend_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 	rr_tp_server_done(lend_srv, r);
 }
 
-static bool lend_ok(const struct rr_th_small *p)
+/* @p completed with a Reply of 8 + @n bytes: its XID first, then @n
+ * bytes of the pattern xid + i from byte 8. */
+static bool reply_bytes_ok(const struct rr_th_small *p, uint32_t n)
 {
-	if (p->r.status || p->r.reply_len != 72 || rr_get_be32(p->r.reply) != p->r.xid)
+	if (p->r.status || p->r.reply_len != 8 + n || rr_get_be32(p->r.reply) != p->r.xid)
 		return false;
-	for (unsigned i = 0; i < 64; i++)
+	for (unsigned i = 0; i < n; i++)
 		if (p->r.reply[8 + i] != (uint8_t)(p->r.xid + i))
 			return false;
 	return true;
+}
+
+static bool lend_ok(const struct rr_th_small *p)
+{
+	return reply_bytes_ok(p, 64);
 }
 
 /* The first TP_LEND_MAX (4) unreleased inline Replies are the Receive
@@ -640,15 +647,7 @@ static void short_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 
 static bool short_ok(const struct rr_th_small *p)
 {
-	uint32_t n = (p->r.xid & 0x1f) * 4;
-
-	if (p->r.status || p->r.reply_len != 8 + n || rr_get_be32(p->r.reply) != p->r.xid ||
-	    rr_get_be32(p->r.reply + 4) != 1)
-		return false;
-	for (unsigned i = 0; i < n; i++)
-		if (p->r.reply[8 + i] != (uint8_t)(p->r.xid + i))
-			return false;
-	return true;
+	return reply_bytes_ok(p, (p->r.xid & 0x1f) * 4) && rr_get_be32(p->r.reply + 4) == 1;
 }
 
 /* A Reply of at most RR_CONN_REPLY_OWN (64) bytes to a Call without sinks
