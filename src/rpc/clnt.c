@@ -258,7 +258,15 @@ static struct rpcrdma_call *call_new(struct rpcrdma_client *c)
 		if (!call)
 			return NULL;
 		rr_xbuf_enc_init(&call->enc, c->env, c->max_msg);
+		/* the transport's view of the call's own arrays, for the
+		 * object's life (never written elsewhere: call_fill fills the
+		 * rest of it per call) */
+		call->xc.msg.ddp = call->enc.ddp;
+		call->xc.sinks = call->sinks;
 	}
+	_Static_assert(offsetof(struct rr_xprt_call, msg) >= RR_XPRT_CALL_CLEAR &&
+			       offsetof(struct rr_xprt_call, sinks) >= RR_XPRT_CALL_CLEAR,
+		       "xc.msg.ddp and xc.sinks kept from the object's making");
 	call->clnt = c;
 	return call;
 }
@@ -386,6 +394,47 @@ static void sync_take(struct rpcrdma_client *c, struct rpcrdma_call *call)
 	pending_link(c, call);
 }
 
+/* A successful Reply's status into @call, its results at @pos: what both
+ * Reply decoders leave for an accepted, successful Reply (every other field
+ * zero; no copy from a decoded struct). The results' decoder is made when
+ * asked for (rpcrdma_call_results), not per Reply: ~20 instructions per call
+ * that reads no results. */
+static inline void reply_success(struct rpcrdma_call *call, uint32_t pos)
+{
+	call->have_reply = true;
+	call->rst = (struct rpcrdma_rpc_status){.reply_stat = RR_RPC_MSG_ACCEPTED,
+						.accept_stat = RR_RPC_SUCCESS};
+	call->res_pos = pos;
+}
+
+/* The Reply of @xc (status 0) that is not the short successful form
+ * (rr_rpcmsg_reply_success_short) decoded into @call: 0 (a successful
+ * Reply, with a verifier), -EREMOTEIO (its status in call->rst) or
+ * -EBADMSG. Out of line: on_complete's usual way keeps no frame for the
+ * decoder and its struct. */
+__attribute__((noinline)) static int reply_decode(struct rpcrdma_call *call,
+						  const struct rr_xprt_call *xc)
+{
+	struct rr_xdr_dec d;
+	struct rr_rpc_reply r;
+
+	rr_xdr_dec_init(&d, xc->reply, xc->reply_len);
+	if (rr_rpcmsg_decode_reply(&d, &r) || r.xid != xc->xid)
+		return -EBADMSG;
+	if (r.stat == RR_RPC_MSG_ACCEPTED && r.accept_stat == RR_RPC_SUCCESS) {
+		reply_success(call, (uint32_t)rr_xdr_dec_pos(&d));
+		return 0;
+	}
+	call->have_reply = true;
+	call->rst.reply_stat = r.stat;
+	call->rst.accept_stat = r.accept_stat;
+	call->rst.reject_stat = r.reject_stat;
+	call->rst.auth_stat = r.auth_stat;
+	call->rst.low = r.low;
+	call->rst.high = r.high;
+	return -EREMOTEIO;
+}
+
 /* Upcall from the transport: the call completed (exactly once). */
 static void on_complete(void *ctx, struct rr_xprt_call *xc)
 {
@@ -395,32 +444,14 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 	rpcrdma_call_done_fn done;
 
 	if (status == 0) {
-		struct rr_xdr_dec d;
-		struct rr_rpc_reply r;
+		/* the usual Reply (accepted, SUCCESS, an empty verifier) in
+		 * one pass over its words; any other through the decoder */
+		uint32_t pos = rr_rpcmsg_reply_success_short(xc->reply, xc->reply_len, xc->xid);
 
-		rr_xdr_dec_init(&d, xc->reply, xc->reply_len);
-		if (rr_rpcmsg_decode_reply(&d, &r) || r.xid != xc->xid) {
-			status = -EBADMSG;
-		} else if (r.stat == RR_RPC_MSG_ACCEPTED && r.accept_stat == RR_RPC_SUCCESS) {
-			/* What both Reply decoders leave for an accepted,
-			 * successful Reply: every other field zero (no copy
-			 * from @r). The results' decoder is made when asked
-			 * for (rpcrdma_call_results), not per Reply: ~20
-			 * instructions per call that reads no results. */
-			call->have_reply = true;
-			call->rst = (struct rpcrdma_rpc_status){.reply_stat = RR_RPC_MSG_ACCEPTED,
-								.accept_stat = RR_RPC_SUCCESS};
-			call->res_pos = (uint32_t)rr_xdr_dec_pos(&d);
-		} else {
-			call->have_reply = true;
-			call->rst.reply_stat = r.stat;
-			call->rst.accept_stat = r.accept_stat;
-			call->rst.reject_stat = r.reject_stat;
-			call->rst.auth_stat = r.auth_stat;
-			call->rst.low = r.low;
-			call->rst.high = r.high;
-			status = -EREMOTEIO;
-		}
+		if (RR_LIKELY(pos != 0))
+			reply_success(call, pos);
+		else
+			status = reply_decode(call, xc);
 	}
 	if (call->fast && !call->done && call->run_thread == rr_clnt_self() &&
 	    sync_clear(c, call)) {
@@ -850,8 +881,8 @@ RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
 	if (atomic_load_explicit(&c->cred_none, memory_order_acquire)) {
 		/* AUTH_NONE takes no lock: the XID is an atomic counter and
 		 * nothing else of the client is read */
+		uint8_t *p = rr_xbuf_enc_room_empty(&call->enc, RR_RPC_CALL_NONE_SIZE);   /* call_new emptied it */
 		uint32_t xid = atomic_fetch_add_explicit(&c->next_xid, 1, memory_order_relaxed);
-		uint8_t *p = rr_xbuf_enc_room(&call->enc, RR_RPC_CALL_NONE_SIZE);
 
 		if (RR_LIKELY(p != NULL)) {
 			rr_rpcmsg_encode_call_none(p, xid, c->prog, c->vers, proc);
@@ -939,16 +970,16 @@ static uint64_t call_fill(struct rpcrdma_call *call, rpcrdma_call_done_fn done, 
 	struct rpcrdma_client *c = call->clnt;
 	uint64_t now;
 
+	/* (xc.msg.ddp and xc.sinks point at the call's own arrays since
+	 * call_new made the object; status is 0 since call_new: only a
+	 * completion writes it, and a completed call is not started again) */
 	call->xc.msg.head = call->enc.buf;
 	call->xc.msg.head_len = call->enc.len;
-	call->xc.msg.ddp = call->enc.ddp;
 	call->xc.msg.nddp = call->enc.nddp;
 	call->xc.msg.xdr_len = call->enc.xdr_len;
-	call->xc.sinks = call->sinks;
 	call->xc.nsinks = call->nsinks;
 	call->done = done;
 	call->done_arg = arg;
-	call->status = 0;
 	now = rr_now_ns(c->env);
 	call->deadline = now + (uint64_t)tmo_ms * 1000000ull;
 	return now;

@@ -201,6 +201,26 @@ int rr_rpcmsg_encode_reply(struct rr_xdr_enc *e, const struct rr_rpc_reply *r);
 void rr_rpcmsg_encode_accepted_none(uint8_t p[RR_RPC_ACCEPTED_NONE_SIZE], uint32_t xid,
 				    uint32_t stat);
 int rr_rpcmsg_decode_reply(struct rr_xdr_dec *d, struct rr_rpc_reply *r);
+/* Whether the @len bytes at @p begin with the short form of an accepted
+ * SUCCESS Reply to @xid (xid - 1 (REPLY) - 0 (MSG_ACCEPTED) - flavor - 0 -
+ * 0 (SUCCESS)): RR_RPC_ACCEPTED_NONE_SIZE, the results' offset, when they
+ * do; then rr_rpcmsg_decode_reply from offset 0 returns 0 with that xid, an
+ * accepted SUCCESS status and every other field zero but the verifier's
+ * flavor, and leaves its decoder at that offset. 0 when they do not (the
+ * caller decodes them with rr_rpcmsg_decode_reply). One pass over the
+ * words, no decoder and no struct: the RPC client's check of every
+ * successful Reply (clnt.c on_complete). Proven against
+ * rr_rpcmsg_decode_reply by test rpcmsg_reply_success_short_as_decode. */
+_Static_assert(RR_RPC_MSG_ACCEPTED == 0 && RR_RPC_SUCCESS == 0,
+	       "rr_rpcmsg_reply_success_short tests the zero words together");
+static inline uint32_t rr_rpcmsg_reply_success_short(const uint8_t *p, size_t len, uint32_t xid)
+{
+	if (len < RR_RPC_ACCEPTED_NONE_SIZE || rr_get_be32(p) != xid ||
+	    rr_get_be32(p + 4) != RR_RPC_REPLY ||
+	    (rr_get_be32(p + 8) | rr_get_be32(p + 16) | rr_get_be32(p + 20)) != 0)
+		return 0;
+	return RR_RPC_ACCEPTED_NONE_SIZE;
+}
 /* rr_rpcmsg_decode_reply() without its one-pass decoding of the short form
  * (accepted, empty verifier, no more words): every Reply through the general
  * decoder. The same results on every input; for the tests and fuzz_rpcmsg

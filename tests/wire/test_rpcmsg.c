@@ -479,6 +479,63 @@ TEST(rpcmsg_reply_short_as_general)
 		}
 }
 
+/* rr_rpcmsg_reply_success_short on @n bytes at @msg with @xid answers
+ * what rr_rpcmsg_decode_reply does: the results' offset exactly when the
+ * decoder accepts them as a successful Reply to @xid with an empty
+ * verifier (and then leaves every status field but the verifier's flavor
+ * zero), else 0. */
+static void check_success_short_as_decode(const uint8_t *msg, size_t n, uint32_t xid)
+{
+	struct rr_xdr_dec d;
+	struct rr_rpc_reply r;
+	uint32_t pos = rr_rpcmsg_reply_success_short(msg, n, xid);
+	bool ok;
+
+	memset(&r, 0x5a, sizeof(r));
+	rr_xdr_dec_init(&d, msg, n);
+	ok = rr_rpcmsg_decode_reply(&d, &r) == 0 && r.xid == xid && r.stat == RR_RPC_MSG_ACCEPTED &&
+	     r.accept_stat == RR_RPC_SUCCESS && r.verf.len == 0;
+	CHECK_EQ(pos != 0, ok);
+	if (pos && ok) {
+		CHECK_EQ(pos, rr_xdr_dec_pos(&d));
+		CHECK_EQ(r.reject_stat | r.auth_stat | r.low | r.high, 0);
+	}
+}
+
+/* The client's one-pass check of a successful Reply
+ * (rr_rpcmsg_reply_success_short, clnt.c on_complete) against the Reply
+ * decoder: for every accept_stat 0..7 and verifier flavor, on every
+ * truncation, with the right XID and others, and on every byte of the
+ * first 28 changed to each of a few values (a Call, a denied Reply, a
+ * verifier with a body, another XID, ...). */
+TEST(rpcmsg_reply_success_short_as_decode)
+{
+	static const uint8_t vals[] = {0x00, 0x01, 0x02, 0x03, 0x05, 0x06, 0x80, 0xff};
+	static const uint32_t xids[] = {0x12345678, 0x12345679, 0x78563412, 0};
+	uint8_t msg[40], m[40];
+	size_t n = rr_test_hex("12345678 00000001 00000000 00000000 00000000 00000000"
+			       "cafef00d 00000001 00000002 00000003", msg, sizeof(msg));
+
+	REQUIRE_EQ(n, 40);
+	REQUIRE_EQ(rr_rpcmsg_reply_success_short(msg, n, 0x12345678), 24);
+	for (uint32_t as = 0; as < 8; as++)
+		for (uint32_t fl = 0; fl < 3; fl++) {
+			memcpy(m, msg, sizeof(m));
+			rr_put_be32(m + 12, fl);
+			rr_put_be32(m + 20, as);
+			for (size_t k = 0; k <= sizeof(m); k++)
+				for (size_t x = 0; x < 4; x++)
+					check_success_short_as_decode(m, k, xids[x]);
+		}
+	for (size_t i = 0; i < 28; i++)
+		for (size_t v = 0; v < sizeof(vals); v++) {
+			memcpy(m, msg, sizeof(m));
+			m[i] = vals[v];
+			for (size_t x = 0; x < 4; x++)
+				check_success_short_as_decode(m, n, xids[x]);
+		}
+}
+
 /* rr_rpcmsg_encode_call_none writes the bytes rr_rpcmsg_encode_call
  * writes for an AUTH_NONE Call (the client's header of every call without
  * a credential), for fields of every byte pattern; and the vector. */

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Tests of the checked XDR cursor (RFC 4506): round trips, padding, bounds on
- * every decode, capacity on every encode, reserve-then-backfill. */
+ * every decode, capacity on every encode, reserve-then-backfill; the RPC
+ * layer's room on an emptied encoder as its general room. */
 #include "test.h"
 #include "xdr/xdr.h"
+#include "rpc/xbuf.h"
 
 TEST(xdr_roundtrip_scalars)
 {
@@ -178,4 +180,57 @@ TEST(env_failing_allocator)
 	rr_free(&te.env, c);
 	CHECK_EQ(te.live, 0);
 	CHECK_EQ(rr_now_ns(&te.env), 1000000000ull);
+}
+
+/* One encoder of the RPC layer's for test xbuf_enc_room_empty_as_room:
+ * emptied (rr_xbuf_enc_reset) after @used bytes, with a buffer of @cap
+ * bytes (none for 0) and the limit @max. */
+static void xbuf_emptied(struct rpcrdma_xdr_enc *e, size_t cap, size_t max, size_t used)
+{
+	rr_xbuf_enc_init(e, NULL, max);
+	if (cap) {
+		e->buf = rr_alloc(NULL, cap);
+		REQUIRE(e->buf != NULL);
+		e->cap = cap;
+	}
+	if (used && used <= cap && used <= max)
+		REQUIRE(rr_xbuf_enc_room(e, used) != NULL);
+	rr_xbuf_enc_reset(e);
+}
+
+/* rr_xbuf_enc_room_empty (the RPC client's Call header) gives what
+ * rr_xbuf_enc_room gives on an emptied encoder: the same result (NULL or
+ * the buffer's start), length, XDR length, error and capacity, for
+ * buffers and limits below, at and above the size asked for, without a
+ * buffer, and after earlier use. */
+TEST(xbuf_enc_room_empty_as_room)
+{
+	static const size_t caps[] = {0, 8, 39, 40, 41, 512};
+	static const size_t maxs[] = {0, 39, 40, 41, 1000};
+	static const size_t ns[] = {0, 4, 40, 41, 600};
+
+	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
+		for (size_t j = 0; j < sizeof(maxs) / sizeof(maxs[0]); j++)
+			for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++)
+				for (size_t used = 0; used <= 8; used += 8) {
+					struct rpcrdma_xdr_enc a, b;
+					uint8_t *pa, *pb;
+
+					xbuf_emptied(&a, caps[i], maxs[j], used);
+					xbuf_emptied(&b, caps[i], maxs[j], used);
+					pa = rr_xbuf_enc_room(&a, ns[k]);
+					pb = rr_xbuf_enc_room_empty(&b, ns[k]);
+					CHECK_EQ(pa == NULL, pb == NULL);
+					if (pa && pb) {
+						CHECK(pa == a.buf);
+						CHECK(pb == b.buf);
+					}
+					CHECK_EQ(a.len, b.len);
+					CHECK_EQ(a.xdr_len, b.xdr_len);
+					CHECK_EQ(a.error, b.error);
+					CHECK_EQ(a.cap, b.cap);
+					CHECK_EQ(a.nddp, b.nddp);
+					rr_xbuf_enc_free(&a);
+					rr_xbuf_enc_free(&b);
+				}
 }

@@ -35,7 +35,8 @@ struct rr_xprt_client {
 	struct rr_tp_client *tp;
 	void (*complete)(void *ctx, struct rr_xprt_call *call);   /* p.complete */
 	void *ctx;                    /* p.ctx */
-	size_t max_msg;               /* p.max_msg */
+	uint32_t max_reply;           /* p.max_msg, at most UINT32_MAX / 2: a
+					 Call's max_reply without a hint */
 	struct rr_xprt_client_params p;
 	struct rdma_bc_srv *bc;       /* its callback server (bc_serve) */
 	/* a callback client (bc_client) instead: on @srv's connection @bc_tp */
@@ -51,7 +52,7 @@ static void cl_params_set(struct rr_xprt_client *x, const struct rr_xprt_client_
 	x->p = *p;
 	x->complete = p->complete;
 	x->ctx = p->ctx;
-	x->max_msg = p->max_msg;
+	x->max_reply = (uint32_t)RR_MIN(p->max_msg, (size_t)UINT32_MAX / 2);
 }
 
 /* A Call as the session sees it: in its call's transport-private storage
@@ -228,8 +229,9 @@ static struct rpc_wrap *cl_wrap(struct rr_xprt_client *x, struct rr_xprt_call *c
 	}
 	w->rpc.sinks = w->sinks;
 	w->rpc.nsinks = call->nsinks;
-	w->rpc.max_reply = (uint32_t)RR_MIN(call->reply_hint ? call->reply_hint : x->max_msg,
-					    (size_t)UINT32_MAX / 2);
+	w->rpc.max_reply = call->reply_hint ?
+				   (uint32_t)RR_MIN(call->reply_hint, (size_t)UINT32_MAX / 2) :
+				   x->max_reply;
 	w->rpc.caller_waits = call->caller_waits;
 	/* Reliable reply policy inputs (draft 5.3.1, proto/rrep.h). */
 	w->rpc.max_unknown = call->reply_hint == 0;
