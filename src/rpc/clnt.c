@@ -410,10 +410,8 @@ static inline void reply_success(struct rpcrdma_call *call, uint32_t pos)
 /* The Reply of @xc (status 0) that is not the short successful form
  * (rr_rpcmsg_reply_success_short) decoded into @call: 0 (a successful
  * Reply, with a verifier), -EREMOTEIO (its status in call->rst) or
- * -EBADMSG. Out of line: on_complete's usual way keeps no frame for the
- * decoder and its struct. */
-__attribute__((noinline)) static int reply_decode(struct rpcrdma_call *call,
-						  const struct rr_xprt_call *xc)
+ * -EBADMSG (complete_decoded's, out of on_complete's usual way). */
+static int reply_decode(struct rpcrdma_call *call, const struct rr_xprt_call *xc)
 {
 	struct rr_xdr_dec d;
 	struct rr_rpc_reply r;
@@ -435,36 +433,14 @@ __attribute__((noinline)) static int reply_decode(struct rpcrdma_call *call,
 	return -EREMOTEIO;
 }
 
-/* Upcall from the transport: the call completed (exactly once). */
-static void on_complete(void *ctx, struct rr_xprt_call *xc)
+/* on_complete's way under the lock: @call completed with @status. Out of
+ * line: a synchronous call's own Reply seen on its thread (complete_as)
+ * keeps no frame for it. */
+__attribute__((noinline)) static void complete_locked(struct rpcrdma_client *c,
+						      struct rpcrdma_call *call, int status)
 {
-	struct rpcrdma_client *c = ctx;
-	struct rpcrdma_call *call = RR_CONTAINER_OF(xc, struct rpcrdma_call, xc);
-	int status = xc->status;
 	rpcrdma_call_done_fn done;
 
-	if (status == 0) {
-		/* the usual Reply (accepted, SUCCESS, an empty verifier) in
-		 * one pass over its words; any other through the decoder */
-		uint32_t pos = rr_rpcmsg_reply_success_short(xc->reply, xc->reply_len, xc->xid);
-
-		if (RR_LIKELY(pos != 0))
-			reply_success(call, pos);
-		else
-			status = reply_decode(call, xc);
-	}
-	if (call->fast && !call->done && call->run_thread == rr_clnt_self() &&
-	    sync_clear(c, call)) {
-		/* Its own Reply, on the thread that runs it, and no other
-		 * thread took it (it was never listed; a timer, a cancel or a
-		 * destroy only reach a call through the list): nothing else
-		 * holds it, no lock (run_fast). */
-		call->status = status;
-		call->state = CALL_DONE;
-		call->in_submit = false;
-		call->settled = true;
-		return;
-	}
 	rr_lock(&c->lock);
 	if (call->fast)
 		(void)sync_clear(c, call);   /* completed here: never listed */
@@ -505,6 +481,60 @@ static void on_complete(void *ctx, struct rr_xprt_call *xc)
 	rr_unlock(&c->lock);
 	if (done)
 		run_callback(c, call);
+}
+
+/* @call completed with @status (its Reply decoded): settled here without
+ * the lock when it is a fast call's own Reply on its thread, else
+ * complete_locked (a tail call). One body for on_complete and
+ * complete_decoded. */
+static inline __attribute__((always_inline)) void complete_as(struct rpcrdma_client *c,
+							      struct rpcrdma_call *call,
+							      int status)
+{
+	if (call->fast && !call->done && call->run_thread == rr_clnt_self() &&
+	    sync_clear(c, call)) {
+		/* Its own Reply, on the thread that runs it, and no other
+		 * thread took it (it was never listed; a timer, a cancel or a
+		 * destroy only reach a call through the list): nothing else
+		 * holds it, no lock (run_fast). */
+		call->status = status;
+		call->state = CALL_DONE;
+		call->in_submit = false;
+		call->settled = true;
+		return;
+	}
+	complete_locked(c, call, status);
+}
+
+/* on_complete of a Reply that is not the short successful form: decoded
+ * (reply_decode), then completed. Out of line, as the decoder. */
+__attribute__((noinline)) static void complete_decoded(struct rpcrdma_client *c,
+						       struct rpcrdma_call *call)
+{
+	complete_as(c, call, reply_decode(call, &call->xc));
+}
+
+/* Upcall from the transport: the call completed (exactly once). The usual
+ * Reply (accepted, SUCCESS, an empty verifier) is checked in one pass over
+ * its words; any other goes through the decoder (complete_decoded). Every
+ * way out of here is a return or a tail call: a synchronous call's own
+ * Reply keeps no frame. */
+static void on_complete(void *ctx, struct rr_xprt_call *xc)
+{
+	struct rpcrdma_client *c = ctx;
+	struct rpcrdma_call *call = RR_CONTAINER_OF(xc, struct rpcrdma_call, xc);
+	int status = xc->status;
+
+	if (status == 0) {
+		uint32_t pos = rr_rpcmsg_reply_success_short(xc->reply, xc->reply_len, xc->xid);
+
+		if (RR_UNLIKELY(pos == 0)) {
+			complete_decoded(c, call);
+			return;
+		}
+		reply_success(call, pos);
+	}
+	complete_as(c, call, status);
 }
 
 /* Aborts @call with @status through the transport: called and returns
