@@ -14,7 +14,10 @@
  * and rr_rpcmsg_decode_call_general. A decoded accepted Reply with an empty
  * AUTH_NONE verifier and no range is also encoded by
  * rr_rpcmsg_encode_accepted_none (the server's), which must write the
- * bytes rr_rpcmsg_encode_reply wrote. */
+ * bytes rr_rpcmsg_encode_reply wrote. rr_rpcmsg_reply_success_short (the
+ * client's check of a successful Reply) must give the results' offset
+ * exactly when rr_rpcmsg_decode_reply accepts the input as a successful
+ * Reply with an empty verifier to the XID asked for. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,6 +180,17 @@ static void fuzz_reply(const uint8_t *data, size_t size)
 	rr_xdr_dec_init(&d, data, size);
 	rc = rr_rpcmsg_decode_reply(&d, &r);
 	check(rc == 0 || rc == -EBADMSG);
+	for (uint32_t k = 0; k < 2; k++) {
+		/* the client's one-pass check of a successful Reply: the
+		 * results' offset exactly when the decoder accepts it as one
+		 * to that XID with an empty verifier */
+		uint32_t xid = (size >= 4 ? rr_get_be32(data) : 0) + k;
+		uint32_t pos = rr_rpcmsg_reply_success_short(data, size, xid);
+
+		check((pos != 0) == (rc == 0 && r.xid == xid && r.stat == RR_RPC_MSG_ACCEPTED &&
+				     r.accept_stat == RR_RPC_SUCCESS && r.verf.len == 0));
+		check(pos == 0 || pos == rr_xdr_dec_pos(&d));
+	}
 	if (rc) {
 		check(rr_xdr_dec_pos(&d) == 0);
 		return;
