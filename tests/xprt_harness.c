@@ -261,20 +261,45 @@ void rr_th_small_submit(struct rr_th_cl *c, struct rr_th_small *p, uint32_t xid)
 	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
 }
 
+static void cl_release(void *arg)
+{
+	struct rr_th_cl *c = arg;
+
+	c->cleanup_pushed = false;
+	rr_tp_client_destroy(c->tp);
+	c->tp = NULL;
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->cond);
+}
+
+/* Registers @c's stop for a fatal check, once, on the test's thread. */
+static void cl_push_cleanup(struct rr_th_cl *c)
+{
+	if (!c->cleanup_pushed && rr_test_on_test_thread()) {
+		rr_test_cleanup_push(&c->cleanup, cl_release, c);
+		c->cleanup_pushed = true;
+	}
+}
+
 int rr_th_cl_start(struct rr_th_cl *c, const struct rr_tp_conf *conf, int port,
 		   rr_tp_complete_fn complete)
 {
+	int rc;
+
 	memset(c, 0, sizeof(*c));
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
-	return rr_th_tp_client(conf, port, complete, c, &c->tp);
+	rc = rr_th_tp_client(conf, port, complete, c, &c->tp);
+	if (rc == 0)
+		cl_push_cleanup(c);
+	return rc;
 }
 
 void rr_th_cl_stop(struct rr_th_cl *c)
 {
-	rr_tp_client_destroy(c->tp);
-	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->cond);
+	if (c->cleanup_pushed)
+		rr_test_cleanup_pop(&c->cleanup);
+	cl_release(c);
 }
 
 bool rr_th_cl_wait(struct rr_th_cl *c, unsigned n, unsigned ms)
@@ -678,6 +703,8 @@ int rr_th_rogue_read(struct rr_th_rogue *g, uint32_t stag, uint64_t off, uint32_
 
 /* ---- the rogue responder ---- */
 
+static void rresp_release(void *arg);
+
 int rr_th_rresp_open(struct rr_th_rresp *g)
 {
 	struct sockaddr_in a;
@@ -706,6 +733,7 @@ int rr_th_rresp_open(struct rr_th_rresp *g)
 		return rc;
 	REQUIRE_EQ(rpcrdma_cm_local_addr(g->lid, &ss), 0);
 	g->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	rr_test_cleanup_push(&g->cleanup, rresp_release, g);
 	return 0;
 }
 
@@ -730,6 +758,14 @@ void rr_th_rresp_drop(struct rr_th_rresp *g)
 
 void rr_th_rresp_close(struct rr_th_rresp *g)
 {
+	rr_test_cleanup_pop(&g->cleanup);
+	rresp_release(g);
+}
+
+/* rr_th_rresp_close without the pop: its cleanup, and its body. */
+static void rresp_release(void *arg)
+{
+	struct rr_th_rresp *g = arg;
 	struct rpcrdma_cm_event ev;
 
 	rr_th_rresp_drop(g);
@@ -745,6 +781,7 @@ void rr_th_rresp_close(struct rr_th_rresp *g)
 	CHECK_EQ(rpcrdma_cm_channel_destroy(g->ch), 0);
 	CHECK_EQ(rpcrdma_close(g->ctx), 0);
 	free(g->data);
+	g->data = NULL;
 }
 
 /* The next CM event of @ch before @end (rr_now_ns; poll(2) on its fd): 0
@@ -864,10 +901,14 @@ int rr_th_rresp_connect(struct rr_th_rresp *g, struct rr_th_cl *c, const struct 
 			rr_tp_complete_fn complete, const uint8_t *pd, uint16_t pdlen)
 {
 	struct cl_conn x = {c, conf, complete, g->port};
+	int rc = rr_th_rresp_connect_with(g, cl_connect, &x, pd, pdlen,
+					  (conf->connect_timeout_ms ? conf->connect_timeout_ms
+								    : 5000) + 1000);
 
-	return rr_th_rresp_connect_with(g, cl_connect, &x, pd, pdlen,
-					(conf->connect_timeout_ms ? conf->connect_timeout_ms
-								  : 5000) + 1000);
+	/* started on another thread: registered here, on the test's */
+	if (rc == 0)
+		cl_push_cleanup(c);
+	return rc;
 }
 
 /* One completion of the rogue's CQ within @ms: 1, 0 (none), or -EPIPE

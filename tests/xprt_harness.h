@@ -78,11 +78,17 @@ struct rr_th_cl {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	unsigned done;
+	/* started on the test's thread: rr_th_cl_stop runs on a fatal check
+	 * too (the client's threads call back into @c, on the test's stack) */
+	struct rr_test_cleanup cleanup;
+	bool cleanup_pushed;
 };
 
 /* A completion upcall that only counts (@ctx: the struct rr_th_cl). */
 void rr_th_cl_count(void *ctx, struct rr_conn_rpc *rpc);
-/* Zeroes @c and connects it to 127.0.0.1:@port; @complete gets @c as ctx. */
+/* Zeroes @c and connects it to 127.0.0.1:@port; @complete gets @c as ctx.
+ * Started on the test's thread, it is stopped by rr_th_cl_stop or by a
+ * fatal check (rr_test_cleanup_push). */
 int rr_th_cl_start(struct rr_th_cl *c, const struct rr_tp_conf *conf, int port,
 		   rr_tp_complete_fn complete);
 void rr_th_cl_stop(struct rr_th_cl *c);
@@ -220,9 +226,12 @@ struct rr_th_rresp {
 	uint32_t pend_idx[RR_TH_RRESP_RECVS], pend_len[RR_TH_RRESP_RECVS];
 	unsigned npend;
 	bool broken;             /* a completion failed on this connection */
+	struct rr_test_cleanup cleanup;  /* rr_th_rresp_close on a fatal check */
 };
 
-/* Zeroes @g, listens. 0 or a negative errno. */
+/* Zeroes @g, listens. 0 or a negative errno. Open, it is closed by
+ * rr_th_rresp_close or by a fatal check (the provider writes into @g's
+ * posted Receives, wherever @g lives). */
 int rr_th_rresp_open(struct rr_th_rresp *g);
 /* Drops the connection (if any) and frees everything. */
 void rr_th_rresp_close(struct rr_th_rresp *g);

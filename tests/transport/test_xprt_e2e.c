@@ -1773,7 +1773,7 @@ TEST(xprt_e2e_destroy_with_pending)
 	for (int t = 0; t < 500 && rr_th_sq_nheld(&s.sq) < 6; t++)
 		rr_th_sleep_ms(10);
 	CHECK_EQ(rr_th_sq_nheld(&s.sq), 6);
-	rr_tp_client_destroy(c.tp);
+	rr_th_cl_stop(&c);   /* its destroy cancels the 6 held */
 	for (unsigned i = 0; i < 6; i++) {
 		CHECK_EQ(ps[i]->completions, 1);
 		CHECK_EQ(ps[i]->status, -ECANCELED);
@@ -1784,8 +1784,6 @@ TEST(xprt_e2e_destroy_with_pending)
 		}
 		free(ps[i]);
 	}
-	pthread_mutex_destroy(&c.lock);
-	pthread_cond_destroy(&c.cond);
 	rr_th_sq_release_held(&s.sq);
 	srv_stop(&s);   /* drains the released requests first */
 }
