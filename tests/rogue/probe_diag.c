@@ -251,19 +251,25 @@ static void dump_trims(FILE *f)
 		fprintf(f, "none running\n");
 }
 
-void rr_diag_dump(int port, FILE *f)
+void rr_diag_dump_around(int port, FILE *f)
 {
 	struct timespec now;
 
 	clock_gettime(CLOCK_REALTIME, &now);
 	fprintf(f, "  diag: state at %lld.%03ld (CLOCK_REALTIME)\n", (long long)now.tv_sec,
 		now.tv_nsec / 1000000L);
-	dump_server(port, f);
 	dump_sockets(port, f);
 	dump_trims(f);
 	rr_tp_debug_cqs(f);   /* who watches each CQ, who holds it, its ring, its QPs */
 	dump_loops(f);
 	dump_threads(f);
+	fflush(f);
+}
+
+void rr_diag_dump(int port, FILE *f)
+{
+	dump_server(port, f);
+	rr_diag_dump_around(port, f);
 	/* again, after the loops' check (up to 2 s): a handshake the server
 	 * was still timing out (10 s, as the probe's connect) shows here */
 	dump_server(port, f);

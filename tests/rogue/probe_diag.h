@@ -35,4 +35,10 @@ unsigned rr_diag_loops(unsigned wait_ms, long *ms, unsigned cap);
 /* Prints the state above to @f, each line starting with "  diag: ". */
 void rr_diag_dump(int port, FILE *f);
 
+/* The same without the server's counters (before and after), for a server
+ * that is not an RPC server of rr_diag_server_set (a transport server
+ * prints its own): the sockets of @port, the trims, the CQs, the loops and
+ * the threads. */
+void rr_diag_dump_around(int port, FILE *f);
+
 #endif

@@ -24,6 +24,7 @@
 
 #include "proto/rrep.h"
 #include "rdma/soft/soft.h"
+#include "rogue/probe_diag.h"
 #include "test.h"
 #include "transport/rdma/tp.h"
 #include "xprt_harness.h"
@@ -36,6 +37,12 @@ struct srv {
 	struct rr_th_sq sq;   /* sq.hold: keep requests instead of answering */
 	struct rr_tp_server *tp;
 	unsigned served, bad, err_chunks, reply_fail;
+	/* where the worker is (under sq.lock), for a failure's report: the
+	 * Calls it took, the last one's XID, whether it waits in
+	 * rr_tp_server_reply for it */
+	bool in_reply;
+	uint32_t in_xid;
+	unsigned taken;
 	/* stops it when a fatal check ends the test first: its threads read
 	 * this struct, on the test's stack (tests/test.h) */
 	struct rr_test_cleanup cleanup;
@@ -58,6 +65,10 @@ static void srv_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 	bool err = false;
 	int rc;
 
+	pthread_mutex_lock(&s->sq.lock);
+	s->taken++;
+	s->in_xid = r->xid;
+	pthread_mutex_unlock(&s->sq.lock);
 	if (len < 24)
 		goto bad;
 	reply_n = rr_get_be32(m + 12);
@@ -107,8 +118,12 @@ static void srv_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 		filler[i] = (uint8_t)(i * 3 + 1);
 	if (reply_n)
 		parts[np++] = (struct rr_xprt_part){filler, reply_n, false};
+	pthread_mutex_lock(&s->sq.lock);
+	s->in_reply = true;
+	pthread_mutex_unlock(&s->sq.lock);
 	rc = rr_tp_server_reply(s->tp, r, parts, np, &err);
 	pthread_mutex_lock(&s->sq.lock);
+	s->in_reply = false;
 	if (rc)
 		s->reply_fail++;
 	else if (err)
@@ -1120,6 +1135,7 @@ TEST(xprt_e2e_grants_randomized)
 		struct rr_th_rogue g;
 		bool rrep = seed & 1;
 		uint32_t max_grant, xid = 0x60000 + (uint32_t)seed * 0x1000, grant = 1;
+		unsigned sent = 0;   /* the rogue's messages (to set beside the server's recvs) */
 		static const uint8_t pd_rr[20] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3, 0xac, 0x3a,
 						  0x36, 0x3d, 1, 12, 0, 0, 0, 0, 0, 1};
 		int port;
@@ -1182,6 +1198,7 @@ TEST(xprt_e2e_grants_randomized)
 				}
 			}
 			burst_post(&g, msg, len, n, 0);
+			sent += n;
 			end = rr_now_ns(NULL) + 5000000000ull;
 			while (got < owed && rr_now_ns(NULL) < end) {
 				struct rpcrdma_wc wc;
@@ -1210,6 +1227,7 @@ TEST(xprt_e2e_grants_randomized)
 					CHECK(rrep);
 					REQUIRE_EQ(rr_rrep_encode_done(rr_get_be32(r), 1, msg[7], 16), 16);
 					burst_post(&g, msg + 7, &dl, 1, 5 + dslot++ % 3);
+					sent++;
 				}
 			}
 			CHECK_EQ(got, owed);
@@ -1222,15 +1240,26 @@ TEST(xprt_e2e_grants_randomized)
 				struct rpcrdma_xprt_stats ex = {0};
 
 				printf("  seed %llu step %d (credits %u, reliable reply %d, burst %u):"
-				       " %u of %u answers; the server:\n",
-				       (unsigned long long)seed, step, sc.credits, rrep, n, got, owed);
+				       " %u of %u answers, %u messages sent in all; the server:\n",
+				       (unsigned long long)seed, step, sc.credits, rrep, n, got, owed,
+				       sent);
 				rr_tp_server_stats(s.tp, &st);
 				rr_xprt_stats_export(&st, &ex);
 				pthread_mutex_lock(&s.sq.lock);
-				printf("  served %u bad %u err_chunks %u reply_fail %u\n", s.served,
-				       s.bad, s.err_chunks, s.reply_fail);
+				printf("  served %u bad %u err_chunks %u reply_fail %u; the worker"
+				       " took %u Calls, %u queued, %s%#x\n", s.served, s.bad,
+				       s.err_chunks, s.reply_fail, s.taken, s.sq.tail - s.sq.head,
+				       s.in_reply ? "waiting in rr_tp_server_reply for xid "
+						  : "not in rr_tp_server_reply; last xid ", s.in_xid);
 				pthread_mutex_unlock(&s.sq.lock);
 				(void)rpcrdma_xprt_stats_print(&ex, stdout);
+				/* the process around it, as a failed probe prints
+				 * it (docs/interop.md, the Debian 13 lab section of
+				 * part GA: how to read it): the Calls' bytes read
+				 * off the server's socket or not, the CQs (fed to
+				 * the session, or waiting in a ring nobody looks
+				 * at), the loops answering, the worker's wait */
+				rr_diag_dump_around(port, stdout);
 				break;
 			}
 		}
