@@ -988,7 +988,11 @@ TEST(ddp_rx_send_one_as_general_parser)
 {
 	static const uint8_t ops[] = {RR_OP_SEND, RR_OP_SEND_INV, RR_OP_SEND_SE,
 				      RR_OP_SEND_SE_INV};
-	static const size_t lens[] = {0, 1, 3, 4, 52, 200};
+	/* every branch of the one-pass path's inline copy (ddp.c ddp_copy:
+	 * 1-3, 4-7, 8-15, 16-32, 33-64, 65-128, memcpy above) at and
+	 * around its bounds */
+	static const size_t lens[] = {0,  1,  2,  3,  4,  7,  8,  15, 16,  24,
+				      32, 33, 52, 64, 65, 68, 100, 128, 129, 200};
 	static const uint8_t flips[] = {0x01, 0x40, 0xff};
 	static uint8_t src[256];
 	unsigned runs = 0, fast = 0;
@@ -1049,7 +1053,8 @@ TEST(ddp_rx_send_one_as_general_parser)
 				}
 			free(s.b);
 		}
-	CHECK_EQ(runs, 16080u); /* 6 lengths x 8 x 67 mutations x 5 Receive shapes */
+	/* lengths x 8 x 67 mutations x 5 Receive shapes */
+	CHECK_EQ(runs, (unsigned)RR_ARRAY_SIZE(lens) * 8u * 67u * 5u);
 	CHECK(fast > 1000);
 	{
 		/* a Send in two segments (Last clear on the first): declined,

@@ -345,8 +345,11 @@ __attribute__((noinline)) static enum rr_rx_code rx_send_inv(struct soft_qp *qp,
 }
 
 /* The last segment of a Send (with Solicited Event, with Invalidate) placed
- * into the oldest receive: it completes. */
-static enum rr_rx_code rx_send(struct soft_qp *qp, const struct rr_ddp_event *ev)
+ * into the oldest receive: it completes. Always inlined (rx_event and
+ * rx_event_send, every Call's and Reply's): one call, one frame less per
+ * message (issue 16 part GB). */
+static inline __attribute__((always_inline)) enum rr_rx_code rx_send(struct soft_qp *qp,
+								      const struct rr_ddp_event *ev)
 {
 	uint64_t wr_id = qp->srq ? qp->srq_cur.wr_id : soft_rq_at(qp, qp->rq_head)->wr_id;
 	struct rpcrdma_wc wc = {.wr_id = wr_id, .status = RPCRDMA_WC_SUCCESS,
@@ -565,6 +568,10 @@ enum rx_fast {
 static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned cnt, uint8_t *dst,
 				 size_t len, bool piece, ssize_t *n)
 {
+	/* read once: own_wait is written under rx_lock only, and a thread
+	 * that sets it while this read runs (rr_soft_wait_qp) finds fast_rd
+	 * and clears it before it lets rx_lock go */
+	const bool own = qp->own_wait;
 	bool leave;
 	int mode;
 
@@ -575,7 +582,7 @@ static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned c
 	__atomic_store_n(&qp->fast_rd, true, __ATOMIC_RELAXED);
 	qp->fast_dst = dst;
 	qp->fast_len = len;
-	if (qp->own_wait) {
+	if (own) {
 		/* a waiter for this QP alone (rr_soft_wait_qp) on a CQ others
 		 * share and consume: the CQ's ring, latch and fast_blocked are
 		 * theirs; it waits for its socket only, in a blocking read
@@ -607,13 +614,13 @@ static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned c
 	if (piece)
 		rr_soft_place_end(qp); /* before any lock: a fence may wait */
 	rr_lock(&qp->rx_lock);
-	if (!qp->own_wait)
+	if (!own)
 		atomic_store(&qp->rcq->fast_blocked, 0);
 	__atomic_store_n(&qp->fast_rd, false, __ATOMIC_RELAXED);
 	qp->fast_len = 0;
 	if (qp->revoke_waiters)
 		rr_cond_broadcast(&qp->fast_cv);
-	if (!qp->own_wait)
+	if (!own)
 		atomic_fetch_add(&qp->rcq->fast_reads, 1);
 	if (qp->fast_kill) {
 		rr_cond_broadcast(&qp->fast_cv);
