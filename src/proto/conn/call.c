@@ -24,7 +24,8 @@ static void list_del(struct rr_conn *c, struct rq_call *k)
 		c->calls = k->next;
 	if (k->next)
 		k->next->prev = k->prev;
-	k->prev = k->next = NULL;
+	/* (@k's own links are not cleared: it is freed or kept spare next,
+	 * and rr_conn_submit clears a spare one before its use) */
 }
 
 void rq_set_result(struct rq_call *k, int status)
@@ -44,11 +45,11 @@ void rq_finish(struct rr_conn *c, struct rq_call *k)
 		c->fresh = NULL;
 	rq_pull_detach(k);
 	rq_free_mem(c, k);
-	if (k->rq) {
+	if (k->rq)
 		rr_xprt_rqst_release(&c->req, k->rq);
-		k->rq = NULL;
-	}
-	k->state = RQ_DONE;
+	/* @k's rq and state are not written: it is freed or kept spare
+	 * below, and a spare one is cleared before its use (rr_conn_submit:
+	 * every field before @mem; issue 16 part GD) */
 	rpc->status = k->result;
 	rpc->priv = NULL;
 	list_del(c, k);

@@ -275,35 +275,46 @@ static void take_reply(struct rr_conn *c, struct rq_call *k, uint32_t idx, const
 	rq_set_result(k, 0);
 }
 
+/* The general way of a Reply (@rq the Call of its XID, or NULL): every
+ * header the one-pass form does not take, its STag bookkeeping before and
+ * after. Not inlined into rq_on_recv: its frame (the header decoder's
+ * state, six saved registers) is then paid by these Replies alone, not by
+ * the common short one (issue 16 part GD). */
+static __attribute__((noinline)) void
+rq_recv_general(struct rr_conn *c, struct rr_xprt_rqst *rq, const uint8_t *buf, uint32_t len,
+		bool has_inv, uint32_t inv_stag, struct rr_xprt_reply *res)
+{
+	unsigned valid_before = 0;
+
+	if (rq) {
+		for (unsigned i = 0; i < rq->nregs; i++)
+			valid_before += rq->regs[i].valid;
+	} else if (len >= 16 && c->stray_credits) {
+		/* a Reply no Call waits for: an aborted Call's (one per Call
+		 * and connection from a responder that keeps the rules) */
+		c->stray_credits--;
+		(void)rr_cred_req_on_reply(&c->rcred, rr_get_be32(buf + 8));
+	}
+	rr_xprt_req_recv_found_general(&c->req, rq, buf, len, has_inv, inv_stag, res);
+	if (res->inv_other && c->live_stags)
+		c->live_stags--;   /* another Call's STag, invalidated by the peer */
+	rq_remote_inv(c, rq, valid_before);
+}
+
 void rq_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len, bool has_inv,
 		uint32_t inv_stag)
 {
 	struct rr_xprt_reply res;
 	struct rr_xprt_rqst *rq = NULL;
-	unsigned valid_before = 0;
 	bool lent = false;
 
 	if (len >= 4)
 		rq = rr_xprt_req_find(&c->req, rr_get_be32(buf));   /* looked up once */
 	/* The common short Reply to a Call found (rr_xprt_req_recv_found's
 	 * one-pass form, first as there): no STag invalidated, of its Call
-	 * or another, so nothing of the general way's below is to do. */
-	if (!rq || !rr_xprt_req_recv_short(&c->req, rq, buf, len, has_inv, &res)) {
-		if (rq) {
-			for (unsigned i = 0; i < rq->nregs; i++)
-				valid_before += rq->regs[i].valid;
-		} else if (len >= 16 && c->stray_credits) {
-			/* a Reply no Call waits for: an aborted Call's (one
-			 * per Call and connection from a responder that
-			 * keeps the rules) */
-			c->stray_credits--;
-			(void)rr_cred_req_on_reply(&c->rcred, rr_get_be32(buf + 8));
-		}
-		rr_xprt_req_recv_found_general(&c->req, rq, buf, len, has_inv, inv_stag, &res);
-		if (res.inv_other && c->live_stags)
-			c->live_stags--;   /* another Call's STag, invalidated by the peer */
-		rq_remote_inv(c, rq, valid_before);
-	}
+	 * or another, so nothing of the general way's is to do. */
+	if (!rq || !rr_xprt_req_recv_short(&c->req, rq, buf, len, has_inv, &res))
+		rq_recv_general(c, rq, buf, len, has_inv, inv_stag, &res);
 	if (res.kind == RR_XPRT_R_PULL) {
 		(void)c->io.post_recv(c->io.ctx, idx);
 		rq_pull_start(c, &res);

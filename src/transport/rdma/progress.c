@@ -619,8 +619,10 @@ claimed:
 		 * asked after a lone Receive completion (a Reply: the caller's
 		 * loop looks at what it completed and waits again itself if
 		 * that was not its own; the caller's question there is
-		 * answered "no" for a synchronous Call's usual end). */
-		if (round > 0 || n <= 0 || n == WC_BATCH || t || !again || recv) {
+		 * answered "no" for a synchronous Call's usual end). The lone
+		 * Receive, that usual end, is tested first: one compare
+		 * rather than six (issue 16 part GD). */
+		if (recv || round > 0 || n <= 0 || n == WC_BATCH || t || !again) {
 			locked = held;   /* (then t is NULL) */
 			break;
 		}
