@@ -465,6 +465,24 @@ struct rr_xprt_rcall {
 #define RR_XPRT_RSP_SMALL_BUF 1024u
 #define RR_XPRT_RSP_SMALL_BUFS 4u
 
+/* Released Call contexts and small rebuilt-Call buffers (of
+ * RR_XPRT_RSP_SMALL_BUF bytes) kept for every responder that shares them:
+ * the sessions of one progress loop, whose next Call, on whichever
+ * connection, takes the ones released last, still in cache (issue 16 part
+ * GF: a connection's own spares are cold at 100 connections). Two stacks
+ * of at most RR_XPRT_RSP_SHARED entries (enough for a batch of Calls
+ * served together: a drain at 100 connections brings about 12); what
+ * does not fit goes to the responder's own spares as before. No lock of
+ * its own: every responder sharing one is called under one lock (the
+ * executor's), allocates on the same env, and its owner empties it
+ * (rr_xprt_rsp_shared_drain) once none of them is left. */
+#define RR_XPRT_RSP_SHARED 32u
+struct rr_xprt_rsp_shared {
+	unsigned nctxs, nbufs;
+	struct rr_xprt_rcall *ctxs[RR_XPRT_RSP_SHARED];
+	uint8_t *bufs[RR_XPRT_RSP_SHARED];
+};
+
 struct rr_xprt_responder {
 	/* What a Call reads or writes here first (the counters' pointer,
 	 * the kept buffers' and contexts' counts and tops, the limits its
@@ -475,6 +493,9 @@ struct rr_xprt_responder {
 	struct rr_xprt_stats *stats;
 	unsigned nspares;
 	unsigned nsmall;
+	/* contexts and small buffers taken from and released to first
+	 * (rr_xprt_rsp_share) */
+	struct rr_xprt_rsp_shared *shared;
 	/* With spares kept: one released rebuilt-Call buffer (capacity at
 	 * most RR_XPRT_RSP_BUF_KEEP) is reused by the next Call that fits
 	 * (a malloc/free of 96 KiB .. 1 MiB per Call makes glibc trim and
@@ -509,6 +530,13 @@ void rr_xprt_rsp_keep_spares(struct rr_xprt_responder *s, unsigned n);
 /* Frees what rr_xprt_rsp_keep_spares kept (no-op otherwise). The Call
  * contexts still held by the caller are released as before. */
 void rr_xprt_rsp_fini(struct rr_xprt_responder *s);
+/* Call contexts and small buffers are taken from @sh first and released
+ * to it first (NULL: none, the default), whatever rr_xprt_rsp_keep_spares
+ * says. @sh must
+ * outlive @s, and every responder sharing @sh allocate on the same env. */
+void rr_xprt_rsp_share(struct rr_xprt_responder *s, struct rr_xprt_rsp_shared *sh);
+/* Frees what @sh keeps (allocated on @env); no responder uses it any more. */
+void rr_xprt_rsp_shared_drain(struct rr_xprt_rsp_shared *sh, const struct rpcrdma_env *env);
 
 /* Parses a received Call of @len bytes. Returns the action:
  *  DROP: nothing to do; ERROR: send the @err_len bytes written to @err_msg
@@ -581,6 +609,22 @@ int rr_xprt_rsp_reply_general(struct rr_xprt_responder *s, const struct rr_xprt_
 /* An RDMA_MSG header with three empty lists: 7 XDR words. */
 #define RR_XPRT_SHORT_HDR 28u
 
-void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc);
+/* Releases @rc (NULL: nothing): kept for reuse or freed. */
+void rr_xprt_rcall_release_any(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc);
+/* The same; a small Call's context and buffer go to the shared stacks
+ * here, without a call (the common case; rcall_get clears @buf when the
+ * context is used again). */
+static inline void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc)
+{
+	struct rr_xprt_rsp_shared *sh = s->shared;
+
+	if (sh && rc && rc->buf_cap == RR_XPRT_RSP_SMALL_BUF && sh->nbufs < RR_XPRT_RSP_SHARED &&
+	    sh->nctxs < RR_XPRT_RSP_SHARED) {
+		sh->bufs[sh->nbufs++] = rc->buf;
+		sh->ctxs[sh->nctxs++] = rc;
+		return;
+	}
+	rr_xprt_rcall_release_any(s, rc);
+}
 
 #endif

@@ -18,16 +18,17 @@ _Static_assert(offsetof(struct rr_xprt_rcall, hdr) + RR_HDR_RESET <= 128,
 	       "rr_xprt_rcall: the scalars reset per Call beyond two cache lines");
 /* What a Call reads or writes of the responder core (stats to lim) comes
  * first, in 136 bytes, right before its spare contexts' array, whose first
- * entries are the ones in use (issue 16 part EB: three lines, not five). */
+ * entries are the ones in use (issue 16 part EB: three lines, not five;
+ * part GF's @shared, looked at first, moved them 8 bytes on). */
 _Static_assert(offsetof(struct rr_xprt_responder, stats) == 0 &&
 		       offsetof(struct rr_xprt_responder, params) <
 			       offsetof(struct rr_xprt_responder, lim) &&
 		       offsetof(struct rr_xprt_responder, lim) + sizeof(struct rr_hdr_limits) <=
 			       offsetof(struct rr_xprt_responder, spares) &&
-		       offsetof(struct rr_xprt_responder, spares) <= 104 &&
+		       offsetof(struct rr_xprt_responder, spares) <= 112 &&
 		       offsetof(struct rr_xprt_responder, small) >
 			       offsetof(struct rr_xprt_responder, spares),
-	       "rr_xprt_responder: the per-call fields not first, in 112 bytes");
+	       "rr_xprt_responder: the per-call fields not first, in 120 bytes");
 /* A Call's Read chunks are its inline pieces' separators: one rebuilt item
  * each (item_pos[], item_len[]), one copy between two of them (copies[]). */
 _Static_assert(RR_HDR_MAX_READ_CHUNKS <= RR_XPRT_MAX_ITEMS,
@@ -52,6 +53,19 @@ void rr_xprt_rsp_keep_spares(struct rr_xprt_responder *s, unsigned n)
 	s->max_spares = RR_MIN(n, RR_XPRT_RSP_SPARES);
 }
 
+void rr_xprt_rsp_share(struct rr_xprt_responder *s, struct rr_xprt_rsp_shared *sh)
+{
+	s->shared = sh;
+}
+
+void rr_xprt_rsp_shared_drain(struct rr_xprt_rsp_shared *sh, const struct rpcrdma_env *env)
+{
+	while (sh->nctxs)
+		rr_free_line(env, sh->ctxs[--sh->nctxs]);
+	while (sh->nbufs)
+		rr_free(env, sh->bufs[--sh->nbufs]);
+}
+
 void rr_xprt_rsp_fini(struct rr_xprt_responder *s)
 {
 	while (s->nspares)
@@ -72,7 +86,9 @@ static struct rr_xprt_rcall *rcall_get(struct rr_xprt_responder *s)
 {
 	struct rr_xprt_rcall *rc;
 
-	if (s->nspares)
+	if (s->shared && s->shared->nctxs)
+		rc = s->shared->ctxs[--s->shared->nctxs];
+	else if (s->nspares)
 		rc = s->spares[--s->nspares];
 	else
 		rc = rr_alloc_line(s->env, sizeof(*rc));
@@ -88,6 +104,10 @@ static uint8_t *cbuf_get(struct rr_xprt_responder *s, uint32_t len, uint32_t *ca
 {
 	uint8_t *b;
 
+	if (len <= RR_XPRT_RSP_SMALL_BUF && s->shared && s->shared->nbufs) {
+		*cap = RR_XPRT_RSP_SMALL_BUF;
+		return s->shared->bufs[--s->shared->nbufs];
+	}
 	if (s->spare_buf && s->spare_buf_cap >= len) {
 		b = s->spare_buf;
 		*cap = s->spare_buf_cap;
@@ -123,6 +143,10 @@ static void cbuf_put(struct rr_xprt_responder *s, uint8_t *b, uint32_t cap)
 {
 	if (!b)
 		return;
+	if (cap == RR_XPRT_RSP_SMALL_BUF && s->shared && s->shared->nbufs < RR_XPRT_RSP_SHARED) {
+		s->shared->bufs[s->shared->nbufs++] = b;
+		return;
+	}
 	if (!s->max_spares || cap > RR_XPRT_RSP_BUF_KEEP) {
 		rr_free(s->env, b);
 		return;
@@ -158,13 +182,19 @@ static enum rr_xprt_rsp_action answer(struct rr_xprt_responder *s, uint32_t xid,
 	return RR_XPRT_A_ERROR;
 }
 
-void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc)
+void rr_xprt_rcall_release_any(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc)
 {
+	struct rr_xprt_rsp_shared *sh = s->shared;
+
 	if (!rc)
 		return;
 	cbuf_put(s, rc->buf, rc->buf_cap);
 	rc->buf = NULL;
 	rc->buf_cap = 0;
+	if (sh && sh->nctxs < RR_XPRT_RSP_SHARED) {
+		sh->ctxs[sh->nctxs++] = rc;
+		return;
+	}
 	if (s->nspares < s->max_spares)
 		s->spares[s->nspares++] = rc;
 	else

@@ -108,6 +108,8 @@ struct vt_cfg {
 	bool retry_replies;           /* retry rr_conn_reply after -ENOBUFS/-ENOMEM
 					 (else refuse, as src/rpc/svc.c does) */
 	uint32_t tc, tr;              /* call and reply inline thresholds */
+	bool share_spares;            /* the responders share freed objects
+					 (rr_conn_config.spares; odd seeds) */
 	/* the weight of each kind of event, drawn per seed ("swarm"): a
 	 * channel or a queue that is slow in one run is fast in another */
 	unsigned wops[2], wresp[2], wcq[2][VT_CQ_N], wdown, wsubmit, wreply, wrefuse, wdone,
@@ -129,6 +131,7 @@ struct vt_world {
 	uint32_t xid_base;
 	uint8_t xflags[VT_MAX_CALLS];
 	struct rr_conn_failed failed;
+	struct rr_conn_spares spares;  /* every responder's, when cfg.share_spares */
 	uint64_t reply_mem_used;
 	uint32_t drop_epoch;          /* a Call was dropped on that connection */
 	unsigned long step;
@@ -703,6 +706,8 @@ static void sess_config(const struct vt_world *w, int side, struct rr_conn_confi
 	c->reply_mem_total = cf->reply_mem_total;
 	c->send_timeout_ns = cf->send_timeout_ns;
 	c->failed = (struct rr_conn_failed *)&w->failed;
+	if (side == VT_RSP && cf->share_spares)
+		c->spares = (struct rr_conn_spares *)&w->spares;
 }
 
 static void conn_up(struct vt_world *w)
@@ -1087,6 +1092,7 @@ static void choose_cfg(struct vt_world *w)
 	c->calls = rrange(s, 10, 70);
 	c->max_losses = rrange(s, 0, 3);
 	c->retry_replies = chance(s, 25);
+	c->share_spares = (w->seed & 1) != 0;   /* not drawn: the seeds' runs stay */
 	choose_weights(w);
 	c->tc = RR_MIN(c->send[VT_REQ], c->recv[VT_RSP]);
 	c->tr = RR_MIN(c->send[VT_RSP], c->recv[VT_REQ]);
@@ -1112,12 +1118,13 @@ static void print_cfg(const struct vt_world *w)
 		"    config: credits %u/%u, inline send %u/%u recv %u/%u, windows %d/%d, "
 		"reliable reply %d/%d (rrep_max %u, timeout %" PRIu64 " ms), ORD %u/%u, "
 		"send_timeout %" PRIu64 " ms, reply_mem %" PRIu64 "/%" PRIu64 ", max_seg_len %u, "
-		"inline_ddp %d, alloc failures %u/1000, %u calls, %s\n",
+		"inline_ddp %d, alloc failures %u/1000, %u calls, %s%s\n",
 		c->credits[0], c->credits[1], c->send[0], c->send[1], c->recv[0], c->recv[1],
 		c->windows[0], c->windows[1], c->rrep[0], c->rrep[1], c->rrep_max,
 		c->rrep_timeout_ns / 1000000, c->ord[0], c->ord[1], c->send_timeout_ns / 1000000,
 		c->reply_mem_per_conn, c->reply_mem_total, c->max_seg_len, c->inline_ddp,
-		c->fail_permille, c->calls, c->retry_replies ? "replies retried" : "replies refused");
+		c->fail_permille, c->calls, c->retry_replies ? "replies retried" : "replies refused",
+		c->share_spares ? ", responders' spares shared" : "");
 }
 
 /* The end: nothing left in flight, every Call completed, and the state of
@@ -1182,6 +1189,8 @@ static void teardown(struct vt_world *w)
 		release(w, w->calls);
 	rr_conn_destroy(w->R);
 	w->R = NULL;
+	/* the responders' shared spares go after the last of them */
+	rr_conn_spares_drain(&w->spares, &w->mem.te.env);
 	while (w->net.conns)
 		if (!vt_net_reap(&w->net, w->net.conns))
 			FAIL(w, "connection of epoch %u still referenced at the end",

@@ -1653,3 +1653,81 @@ TEST(xprt_responder_contexts_line_aligned)
 	rr_xprt_req_fini(&t.req);
 	CHECK_EQ(t.te.live, 0);
 }
+
+/* Responders that share their spares (rr_xprt_rsp_share: the sessions of
+ * one loop, issue 16 part GF): a Call context and small buffer one of them
+ * released are the next Call's on another; more Calls at once than the
+ * shared stacks hold take the rest from the responder's own spares or the
+ * allocator, and give them back there (bounded: RR_XPRT_RSP_SHARED shared,
+ * the responder's own limit, the rest freed); nothing is left after fini
+ * and the drain. */
+TEST(xprt_responders_share_spares)
+{
+	static struct rt t;
+	static struct rr_xprt_responder r2;
+	static struct rr_xprt_rsp_shared sh;
+	struct rr_xprt_rcall *rc[RR_XPRT_RSP_SHARED + 3], *first;
+	struct rr_xprt_rqst *c;
+	struct rr_xprt_part cp = {head_buf, 200, false};
+	struct rr_xprt_rqst_desc d = {.xid = 0x79, .parts = &cp, .nparts = 1,
+				      .max_reply = 100};
+	const unsigned many = RR_XPRT_RSP_SHARED + 3;
+	uint8_t err[28], *fbuf;
+	size_t elen;
+	int n;
+
+	memset(&sh, 0, sizeof(sh));
+	mk_call(head_buf, 0x79, 200);
+	rt_init(&t);
+	rr_xprt_req_init(&t.req, &t.te.env, &t.rp, &t.rst);
+	rr_xprt_rsp_init(&t.rsp, &t.te.env, &t.sp, &t.sst);
+	rr_xprt_rsp_init(&r2, &t.te.env, &t.sp, &t.sst);
+	rr_xprt_rsp_keep_spares(&t.rsp, 2);
+	rr_xprt_rsp_keep_spares(&r2, 2);
+	rr_xprt_rsp_share(&t.rsp, &sh);
+	rr_xprt_rsp_share(&r2, &sh);
+	REQUIRE_EQ(rr_xprt_rqst_prepare(&t.req, &d, &c), 0);
+	n = rr_xprt_rqst_marshal(&t.req, c, 8, t.send, sizeof(t.send));
+	REQUIRE(n > 0);
+
+	REQUIRE_EQ(rr_xprt_rsp_recv(&t.rsp, t.send, (size_t)n, 4, err, &elen, &rc[0]),
+		   RR_XPRT_A_DELIVER);
+	first = rc[0];
+	fbuf = rc[0]->buf;
+	REQUIRE(fbuf != NULL);
+	CHECK_EQ(rc[0]->buf_cap, RR_XPRT_RSP_SMALL_BUF);
+	rr_xprt_rcall_release(&t.rsp, rc[0]);
+	CHECK_EQ(sh.nctxs, 1);
+	CHECK_EQ(sh.nbufs, 1);
+	CHECK_EQ(t.rsp.nspares, 0);
+	REQUIRE_EQ(rr_xprt_rsp_recv(&r2, t.send, (size_t)n, 4, err, &elen, &rc[0]),
+		   RR_XPRT_A_DELIVER);
+	CHECK(rc[0] == first);
+	CHECK(rc[0]->buf == fbuf);
+	CHECK_EQ(rc[0]->xid, 0x79);
+	CHECK_EQ(rc[0]->hdr.credit, 8);
+	CHECK_EQ(rc[0]->msg_len, 200);
+	CHECK_EQ(memcmp(rc[0]->msg, head_buf, 200), 0);
+	CHECK_EQ(sh.nctxs, 0);
+	CHECK_EQ(sh.nbufs, 0);
+
+	for (unsigned i = 1; i < many; i++) {
+		REQUIRE_EQ(rr_xprt_rsp_recv(&r2, t.send, (size_t)n, 4, err, &elen, &rc[i]),
+			   RR_XPRT_A_DELIVER);
+		CHECK_EQ(rc[i]->xid, 0x79);
+	}
+	for (unsigned i = 0; i < many; i++)
+		rr_xprt_rcall_release(&r2, rc[i]);
+	CHECK_EQ(sh.nctxs, RR_XPRT_RSP_SHARED);
+	CHECK_EQ(sh.nbufs, RR_XPRT_RSP_SHARED);
+	CHECK_EQ(r2.nspares, 2);
+	CHECK_EQ(r2.nsmall + (r2.spare_buf != NULL), 3);
+	rr_xprt_rsp_fini(&t.rsp);
+	rr_xprt_rsp_fini(&r2);
+	rr_xprt_rsp_shared_drain(&sh, &t.te.env);
+	CHECK_EQ(sh.nctxs, 0);
+	CHECK_EQ(sh.nbufs, 0);
+	rr_xprt_rqst_release(&t.req, c);
+	rr_xprt_req_fini(&t.req);
+	CHECK_EQ(t.te.live, 0);
+}

@@ -114,6 +114,8 @@ void rr_conn_up(struct rr_conn *c, const void *peer_pd, size_t pd_len, uint32_t 
 	}
 	rr_xprt_rsp_init(&c->rsp, c->env, &c->params, c->st);
 	rr_xprt_rsp_keep_spares(&c->rsp, RR_XPRT_RSP_SPARES);
+	if (c->cfg.spares)
+		rr_xprt_rsp_share(&c->rsp, &c->cfg.spares->rsp);
 	rr_cred_rsp_init(&c->scred, c->cfg.credits,
 			 c->params.reliable_reply ? c->cfg.rrep_max : 0, nrecv);
 	/* all of them: a backward Call reserves its Reply's (bc_sent) */

@@ -184,6 +184,27 @@ struct rr_conn_io {
 
 enum rr_conn_role { RR_CONN_REQUESTER, RR_CONN_RESPONDER };
 
+/* Freed responder objects kept for every session of one progress loop
+ * (the transport server's shard): the next Call, on whichever connection,
+ * takes the request and Call context its loop freed last, still in
+ * cache, where a connection's own spares are cold at 100 connections
+ * (issue 16 part GF). Stacks of at most RR_CONN_SPARES requests (and
+ * RR_XPRT_RSP_SHARED contexts and small buffers); a session falls back
+ * on its own spares when they are empty or full. No lock of its own:
+ * every session sharing one is called under one lock (the shard's) and
+ * allocates on the same env; a session being destroyed no longer uses it
+ * (rs_destroy), and its owner empties it with rr_conn_spares_drain once
+ * every one of them is destroyed. */
+#define RR_CONN_SPARES 32u
+struct rr_conn_spares {
+	struct rr_xprt_rsp_shared rsp;    /* first: rs_shared_reqs */
+	unsigned nreqs;
+	void *reqs[RR_CONN_SPARES];
+};
+
+/* Frees what @sp keeps (allocated on @env): no session uses it any more. */
+void rr_conn_spares_drain(struct rr_conn_spares *sp, const struct rpcrdma_env *env);
+
 struct rr_conn_config {
 	enum rr_conn_role role;
 	const struct rpcrdma_env *env;     /* allocation */
@@ -206,6 +227,8 @@ struct rr_conn_config {
 	uint64_t reply_mem_total;
 	uint64_t send_timeout_ns;          /* 0: never */
 	struct rr_conn_failed *failed;     /* shared: XIDs whose Read failed */
+	struct rr_conn_spares *spares;     /* shared by one loop's sessions; NULL:
+					      each keeps its own only */
 	/* backchannel (RFC 8167): requester: reverse Calls it serves at once,
 	 * the backward credits it grants; responder: backward Calls it may
 	 * have outstanding (its credit request). Either way as many of the

@@ -316,6 +316,21 @@ void rq_destroy(struct rr_conn *c);
 /* request.c */
 void rs_reading_del(struct rr_conn *c, struct rs_req *r);
 void rs_req_free(struct rr_conn *c, struct rs_req *r);
+/* The shared spare requests of @c's loop (cfg.spares), found from the
+ * responder core's pointer to its shared spares, which the Call reads
+ * anyway, not from cfg's cold lines: NULL when none. */
+static inline struct rr_conn_spares *rs_shared_reqs(struct rr_conn *c)
+{
+	struct rr_xprt_rsp_shared *sh = c->rsp.shared;
+
+	return sh ? RR_CONTAINER_OF(sh, struct rr_conn_spares, rsp) : NULL;
+}
+/* A freed request, the loop's first (rs_shared_reqs), else the session's
+ * own; NULL: none kept. The caller owns it. */
+struct rs_req *rs_spare_take(struct rr_conn *c);
+/* Keeps @r: true, and it is kept; false (no free slot), the caller still
+ * owns it. */
+bool rs_spare_put(struct rr_conn *c, struct rs_req *r);
 int rs_credit(struct rr_conn *c, struct rs_req *r, bool read_chunk, uint32_t *grant);
 /* Tells the executor how many more messages the peer may send (io
  * recv_quota), after any change of the credit accounting. */

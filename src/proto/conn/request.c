@@ -33,10 +33,37 @@ void rs_req_free(struct rr_conn *c, struct rs_req *r)
 	if (r->read_reg)
 		rr_conn_unreg(c, &r->read_mem);
 	rr_xprt_rcall_release(&c->rsp, r->rc);
-	if (!rr_spare_put(&c->spare_reqs, r))
+	if (!rs_spare_put(c, r))
 		rr_free_line(c->env, r);
 	if (c->nreqs)
 		c->nreqs--;
+}
+
+struct rs_req *rs_spare_take(struct rr_conn *c)
+{
+	struct rr_conn_spares *sh = rs_shared_reqs(c);
+
+	if (sh && sh->nreqs)
+		return sh->reqs[--sh->nreqs];
+	return rr_spare_take(&c->spare_reqs);
+}
+
+bool rs_spare_put(struct rr_conn *c, struct rs_req *r)
+{
+	struct rr_conn_spares *sh = rs_shared_reqs(c);
+
+	if (sh && sh->nreqs < RR_CONN_SPARES) {
+		sh->reqs[sh->nreqs++] = r;
+		return true;
+	}
+	return rr_spare_put(&c->spare_reqs, r);
+}
+
+void rr_conn_spares_drain(struct rr_conn_spares *sp, const struct rpcrdma_env *env)
+{
+	while (sp->nreqs)
+		rr_free_line(env, sp->reqs[--sp->nreqs]);
+	rr_xprt_rsp_shared_drain(&sp->rsp, env);
 }
 
 void rs_quota(struct rr_conn *c)

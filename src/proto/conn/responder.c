@@ -147,7 +147,7 @@ void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 	default:
 		break;
 	}
-	r = rr_spare_take(&c->spare_reqs);
+	r = rs_spare_take(c);
 	if (!r)
 		r = rr_alloc_line(c->env, sizeof(*r));
 	if (!r) {
@@ -257,6 +257,10 @@ bool rr_conn_done(struct rr_conn *c, struct rr_conn_sreq *pub)
 /* Destroy: whatever is left (the executor finished what it was given). */
 void rs_destroy(struct rr_conn *c)
 {
+	/* the executor may destroy a session outside the lock its loop's
+	 * shared spares are used under (transport tp_conn_free without a
+	 * pool): what is freed from here on stays the session's own */
+	rr_xprt_rsp_share(&c->rsp, NULL);
 	rs_down(c);
 	/* its reservation back to the pool: the executor destroys the session
 	 * once its queue pair is gone and its completions are counted */

@@ -230,6 +230,7 @@ static void shard_free(struct tp_shard *sh)
 	}
 	tp_pool_destroy(sh->pool);   /* after every connection that used it */
 	sh->pool = NULL;
+	rr_conn_spares_drain(&sh->spares, env);   /* the same */
 	tp_ep_fini(&sh->ep);
 	rr_free(env, sh);
 }

@@ -426,6 +426,7 @@ static struct tp_conn *accept_new(struct rr_tp_server *s, struct tp_shard *sh,
 	cn->io.ctx = cn;
 	tp_sess_config(&sh->ep, &cfg);
 	cfg.pool = pool ? &pool->cred : NULL;
+	cfg.spares = &sh->spares;
 	cfg.local.ext_caps &= ~drop;
 	cn->caps_drop = drop;
 	if (rr_conn_create(&cfg, &cn->io, &cn->sess)) {

@@ -544,6 +544,10 @@ struct tp_shard {
 	uint64_t idle_look_ns;     /* next idle sweep (sv_idle_sweep) */
 	uint64_t timers_ns;        /* next walk of its connections' timers
 				      (sv_turn; real time) */
+	/* freed requests and Call contexts of its sessions, for the next
+	 * Call of any of them (still in cache; issue 16 part GF); emptied
+	 * in shard_free after the last of them */
+	struct rr_conn_spares spares;
 };
 
 struct rr_tp_server {
