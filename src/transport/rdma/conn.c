@@ -577,9 +577,13 @@ static int conn_inv(struct tp_conn *cn, struct rr_conn_mem *m, uint64_t token)
 	return rr_post_send_own(cn->qp, &wr);
 }
 
+/* A free slot taken first; only with none free (tp_slot_take false: no
+ * bit and an empty stack, nsfree 0) is a chunk more made and one taken
+ * from it. */
 static uint8_t *conn_slot_get(struct tp_conn *cn, uint32_t *slot, uint32_t *cap)
 {
-	if (!cn || cn->dead || (!cn->nsfree && slots_grow(cn)) || !tp_slot_take(cn, slot))
+	if (!cn || cn->dead ||
+	    (!tp_slot_take(cn, slot) && (slots_grow(cn) || !tp_slot_take(cn, slot))))
 		return NULL;
 	*cap = cn->ssize;
 	return slot_buf(cn, *slot);
