@@ -66,8 +66,10 @@ void rq_pull_detach(struct rq_call *k)
 	}
 }
 
-/* @k has its result: once every STag it exposed is invalid it completes. */
-void rq_fence(struct rr_conn *c, struct rq_call *k)
+/* @k has its result: once every STag it exposed is invalid it completes.
+ * Inlined in its callers where the link-time optimiser sees them (a
+ * Reply's one frame fewer, issue 16 part GC). */
+inline __attribute__((always_inline)) void rq_fence(struct rr_conn *c, struct rq_call *k)
 {
 	if (rq_invalidate(c, k) == 0)
 		rq_finish(c, k);

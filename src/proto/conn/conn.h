@@ -246,15 +246,23 @@ struct rr_conn_config {
 #define RR_CONN_REPLY_OWN 64u
 
 struct rr_conn_rpc {
-	uint32_t xid;                       /* XID of the Call (in the parts) */
-	const struct rr_xprt_part *parts;   /* the Call's XDR stream */
-	unsigned nparts;
-	const struct rr_xprt_sink *sinks;   /* DDP-eligible result buffers */
-	unsigned nsinks;
-	uint32_t max_reply;                 /* largest reduced Reply */
-	uint32_t min_reply;                 /* smallest expected (draft 5.3.1) */
-	bool max_unknown;                   /* @max_reply is only a ceiling */
-	bool caller_waits;                  /* the executor's: its caller waits */
+	/* The Call's description, field by field, or as the planner's
+	 * description whole (@desc, the same fields at the same offsets:
+	 * asserted below): the session plans from it in place, not from a
+	 * copy built per Call (issue 16 part GC). */
+	union {
+		struct rr_xprt_rqst_desc desc;
+		struct {
+			uint32_t xid;                       /* XID of the Call (in the parts) */
+			const struct rr_xprt_part *parts;   /* the Call's XDR stream */
+			unsigned nparts;
+			const struct rr_xprt_sink *sinks;   /* DDP-eligible result buffers */
+			unsigned nsinks;
+			uint32_t max_reply;                 /* largest reduced Reply */
+			uint32_t min_reply;                 /* smallest expected (draft 5.3.1) */
+			bool max_unknown;                   /* @max_reply is only a ceiling */
+		};
+	};
 	void *user;
 	/* outputs */
 	int status;                  /* 0, -EREMOTEIO (RDMA_ERROR ERR_CHUNK),
@@ -271,6 +279,10 @@ struct rr_conn_rpc {
 	uint32_t lent_idx;
 	struct rr_conn_rpc *xnext;   /* executor-private (its upcall queue) */
 	bool xdone;                  /* executor-private */
+	bool caller_waits;           /* the executor's: its caller waits (in
+					the hole after @xdone: the Call's
+					description above is the planner's
+					whole) */
 	void *xbc;                   /* executor-private (a backward Call's) */
 	/* Per sink, the first @nsinks only (the others are not written):
 	 * after the fields every Call writes and reads, which fit two lines
@@ -293,6 +305,20 @@ struct rr_conn_rpc {
 };
 _Static_assert(RR_CONN_REPLY_OWN <= RR_XPRT_MAX_ITEMS * sizeof(uint32_t),
 	       "reply_own within the sinks' results");
+#define RR_CONN_RPC_DESC_AT(f)                                                                     \
+	_Static_assert(offsetof(struct rr_conn_rpc, f) == offsetof(struct rr_xprt_rqst_desc, f) && \
+			       sizeof(((struct rr_conn_rpc *)0)->f) ==                             \
+				       sizeof(((struct rr_xprt_rqst_desc *)0)->f),                 \
+		       "rr_conn_rpc's " #f " is its desc's")
+RR_CONN_RPC_DESC_AT(xid);
+RR_CONN_RPC_DESC_AT(parts);
+RR_CONN_RPC_DESC_AT(nparts);
+RR_CONN_RPC_DESC_AT(sinks);
+RR_CONN_RPC_DESC_AT(nsinks);
+RR_CONN_RPC_DESC_AT(max_reply);
+RR_CONN_RPC_DESC_AT(min_reply);
+RR_CONN_RPC_DESC_AT(max_unknown);
+#undef RR_CONN_RPC_DESC_AT
 
 /* ---- responder ---- */
 

@@ -47,7 +47,11 @@ void rr_conn_count_form(struct rr_conn *c, const uint8_t *buf, uint32_t len, boo
 	}
 }
 
-int rr_conn_post_send(struct rr_conn *c, const struct rr_conn_send *s, const uint8_t *slot_buf)
+/* Inlined in its callers where the link-time optimiser sees them (a
+ * Send's one frame fewer, issue 16 part GC). */
+inline __attribute__((always_inline)) int rr_conn_post_send(struct rr_conn *c,
+							    const struct rr_conn_send *s,
+							    const uint8_t *slot_buf)
 {
 	int rc;
 
