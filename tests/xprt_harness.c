@@ -247,7 +247,7 @@ void rr_th_cl_count(void *ctx, struct rr_conn_rpc *rpc)
 	pthread_mutex_unlock(&c->lock);
 }
 
-void rr_th_small_submit(struct rr_th_cl *c, struct rr_th_small *p, uint32_t xid)
+void rr_th_small_fill(struct rr_th_small *p, uint32_t xid)
 {
 	memset(p, 0, sizeof(*p));
 	rr_put_be32(p->call, xid);
@@ -258,6 +258,11 @@ void rr_th_small_submit(struct rr_th_cl *c, struct rr_th_small *p, uint32_t xid)
 	p->r.parts = &p->part;
 	p->r.nparts = 1;
 	p->r.max_reply = 256;
+}
+
+void rr_th_small_submit(struct rr_th_cl *c, struct rr_th_small *p, uint32_t xid)
+{
+	rr_th_small_fill(p, xid);
 	REQUIRE_EQ(rr_tp_client_submit(c->tp, &p->r), 0);
 }
 

@@ -96,12 +96,14 @@ void rr_th_cl_stop(struct rr_th_cl *c);
 bool rr_th_cl_wait(struct rr_th_cl *c, unsigned n, unsigned ms);
 
 /* A small Call (12 bytes: XID, CALL, procedure 7) with room for a Reply of
- * 256 bytes; rr_th_small_submit zeroes @p, builds it and submits it on @c. */
+ * 256 bytes; rr_th_small_fill zeroes @p and builds it, rr_th_small_submit
+ * does that and submits it on @c. */
 struct rr_th_small {
 	struct rr_conn_rpc r;
 	uint8_t call[12];
 	struct rr_xprt_part part;
 };
+void rr_th_small_fill(struct rr_th_small *p, uint32_t xid);
 void rr_th_small_submit(struct rr_th_cl *c, struct rr_th_small *p, uint32_t xid);
 
 /* A responder's request queue drained by one worker thread that calls

@@ -95,27 +95,28 @@ static void oc_body_cl(void)
 	REQUIRE(c.tp == NULL);
 }
 
-TEST(harness_fatal_check_stops_harness_peers)
+/* Runs @body in a child that must fail; whether its report was @want. */
+static bool oc_case(void (*body)(void), const char *name, const char *want)
 {
 	char got[8];
 	ssize_t n;
 
+	CHECK_EQ(rr_test_fresh_status(body), 1);
+	n = read(oc_pipe[0], got, sizeof(got) - 1);
+	got[n > 0 ? n : 0] = 0;
+	if (strcmp(got, want))
+		printf("  %s case: \"%s\", want \"%s\"\n", name, got, want);
+	return !strcmp(got, want);
+}
+
+TEST(harness_fatal_check_stops_harness_peers)
+{
 	if (!rr_th_soft_ok())
 		return;
 	REQUIRE_EQ(pipe(oc_pipe), 0);
 	REQUIRE_EQ(fcntl(oc_pipe[0], F_SETFL, O_NONBLOCK), 0);
-	CHECK_EQ(rr_test_fresh_status(oc_body_rresp), 1);
-	n = read(oc_pipe[0], got, sizeof(got) - 1);
-	got[n > 0 ? n : 0] = 0;
-	if (strcmp(got, "cg"))
-		printf("  rr_th_rresp_connect case: \"%s\", want \"cg\"\n", got);
-	CHECK(!strcmp(got, "cg"));
-	CHECK_EQ(rr_test_fresh_status(oc_body_cl), 1);
-	n = read(oc_pipe[0], got, sizeof(got) - 1);
-	got[n > 0 ? n : 0] = 0;
-	if (strcmp(got, "c"))
-		printf("  rr_th_cl_start case: \"%s\", want \"c\"\n", got);
-	CHECK(!strcmp(got, "c"));
+	CHECK(oc_case(oc_body_rresp, "rr_th_rresp_connect", "cg"));
+	CHECK(oc_case(oc_body_cl, "rr_th_cl_start", "c"));
 	close(oc_pipe[0]);
 	close(oc_pipe[1]);
 }

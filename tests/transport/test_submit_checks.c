@@ -20,21 +20,6 @@ static void chk_answer(struct rr_th_sq *sq, struct rr_conn_sreq *r)
 	rr_th_answer16(chk_srv, r);
 }
 
-/* @p's Call made valid (rr_th_small_submit's), its rr_conn_rpc filled
- * but not submitted */
-static void chk_fill(struct rr_th_small *p, uint32_t xid)
-{
-	memset(p, 0, sizeof(*p));
-	rr_put_be32(p->call, xid);
-	rr_put_be32(p->call + 4, 0);   /* CALL */
-	rr_put_be32(p->call + 8, 7);
-	p->part = (struct rr_xprt_part){p->call, 12, false};
-	p->r.xid = xid;
-	p->r.parts = &p->part;
-	p->r.nparts = 1;
-	p->r.max_reply = 256;
-}
-
 TEST(submit_refuses_a_bad_description_synchronously)
 {
 	static uint8_t sink_mem[RR_XPRT_MAX_ITEMS + 1][8];
@@ -70,21 +55,21 @@ TEST(submit_refuses_a_bad_description_synchronously)
 
 	for (unsigned round = 0; round < 3; round++) {
 		/* parts without their array */
-		chk_fill(p, 0x5100 + round);
+		rr_th_small_fill(p, 0x5100 + round);
 		p->r.parts = NULL;
 		CHECK_EQ(rr_tp_client_submit(c.tp, &p->r), -EINVAL);
 		/* parts without their array, and more of them */
-		chk_fill(p, 0x5200 + round);
+		rr_th_small_fill(p, 0x5200 + round);
 		p->r.parts = NULL;
 		p->r.nparts = 3;
 		CHECK_EQ(rr_tp_client_submit(c.tp, &p->r), -EINVAL);
 		/* one sink more than RR_XPRT_MAX_ITEMS */
-		chk_fill(p, 0x5300 + round);
+		rr_th_small_fill(p, 0x5300 + round);
 		p->r.sinks = sinks;
 		p->r.nsinks = RR_XPRT_MAX_ITEMS + 1;
 		CHECK_EQ(rr_tp_client_submit(c.tp, &p->r), -EINVAL);
 		/* far more */
-		chk_fill(p, 0x5400 + round);
+		rr_th_small_fill(p, 0x5400 + round);
 		p->r.sinks = sinks;
 		p->r.nsinks = 1u << 20;
 		CHECK_EQ(rr_tp_client_submit(c.tp, &p->r), -EINVAL);
