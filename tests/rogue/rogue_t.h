@@ -111,5 +111,11 @@ void rt_push_open(struct rr_rogue *g, uint32_t xid, const char *path, uint64_t s
 int rt_commit(struct rr_rogue *g, uint32_t id, uint32_t stag, uint64_t to, uint32_t len);
 
 #define RT_MS 10000u   /* the wide bound of every wait */
+/* The bound of a wait for the answers to Calls whose handlers read hundreds
+ * of MiB before the Reply's budget refuses them (the finding 4 tests: 32
+ * READs of 8 MiB each; 300 MiB over 20 connections). A liveness bound, not a
+ * timing: under ASan on a host at load ~50 the 256 MiB took longer than
+ * RT_MS. */
+#define RT_BIG_MS 120000u
 
 #endif

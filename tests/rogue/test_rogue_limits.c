@@ -17,13 +17,13 @@
 #include "test.h"
 #include "xprt_harness.h"
 
-/* Collects the answers to @n Calls with XIDs @xid.. within RT_MS: each must
+/* Collects the answers to @n Calls with XIDs @xid.. within @ms: each must
  * be a Reply with a Read chunk (its length is added to *@exposed) or
  * RDMA_ERROR ERR_CHUNK. Returns how many came. */
 static unsigned collect_rrep_answers(struct rr_rogue *g, uint32_t xid, unsigned n,
-				     uint64_t *exposed, unsigned *errs)
+				     uint64_t *exposed, unsigned *errs, unsigned ms)
 {
-	uint64_t end = rr_fx_ms() + RT_MS;
+	uint64_t end = rr_fx_ms() + ms;
 	unsigned got = 0;
 
 	while (got < n && rr_fx_ms() < end) {
@@ -86,7 +86,7 @@ TEST(rogue_finding3_unpulled_read_chunks_stall_nobody)
 	printf("  the other client's READ: %s after %llu ms\n", rc ? strerror(-rc) : "done",
 	       (unsigned long long)(rr_fx_ms() - t0));
 	CHECK_EQ(rc, 0);
-	got = collect_rrep_answers(g, 0x81000000, N, &exposed, &errs);
+	got = collect_rrep_answers(g, 0x81000000, N, &exposed, &errs, RT_MS);
 	CHECK_EQ(got, N);
 	CHECK_EQ(errs, N - 32);   /* the 8 beyond rrep_max: ERR_CHUNK at the timeout */
 	rr_rogue_free(g);
@@ -98,10 +98,16 @@ TEST(rogue_finding3_unpulled_read_chunks_stall_nobody)
  * each on the wire) whose Replies go out as Read chunks never pulled. On
  * 630ae3a they pinned 256 MiB of server memory for 30 s. The Read chunks
  * one connection holds exposed at once stay within reply_mem_per_conn
- * (default 16 MiB); the rest are ERR_CHUNK; all 32 are answered. */
+ * (default 16 MiB); the rest are ERR_CHUNK; all 32 are answered. As in the
+ * per-server test below, the sum of the Read chunks sent is what is exposed
+ * at once only if none is fenced by rrep_timeout_ms meanwhile: the timeout
+ * is set beyond the test's length (the server reads 8 MiB per READ before
+ * the budget refuses its Reply, which under load may take longer than the
+ * default 30 s). */
 TEST(rogue_finding4_reply_memory_per_connection)
 {
 	enum { N = 32 };
+	struct rpcrdma_server_opts so = {.rrep_timeout_ms = 3600000};
 	struct rr_fx_srv f;
 	struct rr_rogue *g;
 	struct rr_rogue_opts o;
@@ -110,13 +116,13 @@ TEST(rogue_finding4_reply_memory_per_connection)
 
 	if (!rr_th_soft_ok())
 		return;
-	REQUIRE_EQ(rr_fx_srv_start(&f, NULL), 0);
+	REQUIRE_EQ(rr_fx_srv_start(&f, &so), 0);
 	REQUIRE_EQ(rr_fx_file(&f.d, "big.bin", FS_MAX_IO, 7), 0);
 	rr_rogue_opts_default(&o);
 	o.recv_size = 1024;
 	g = rt_open(f.port, &o);
 	rt_send_reads(g, 0x82000000, N, "big.bin", FS_MAX_IO);
-	CHECK_EQ(collect_rrep_answers(g, 0x82000000, N, &exposed, &errs), N);
+	CHECK_EQ(collect_rrep_answers(g, 0x82000000, N, &exposed, &errs, RT_BIG_MS), N);
 	if (exposed > (16u << 20))
 		fprintf(stderr, "  %llu MiB exposed to one connection\n",
 			(unsigned long long)(exposed >> 20));
@@ -160,7 +166,8 @@ TEST(rogue_finding4_reply_memory_per_server)
 		rt_send_reads(g[i], 0x83000000 + i * 0x100, PER, "m.bin", COUNT);
 	}
 	for (unsigned i = 0; i < CONNS; i++)
-		got += collect_rrep_answers(g[i], 0x83000000 + i * 0x100, PER, &exposed, &errs);
+		got += collect_rrep_answers(g[i], 0x83000000 + i * 0x100, PER, &exposed, &errs,
+					    RT_BIG_MS);
 	CHECK_EQ(got, CONNS * PER);
 	if (exposed > (256u << 20))
 		fprintf(stderr, "  %llu MiB exposed by the server\n",
