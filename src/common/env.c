@@ -27,11 +27,8 @@ static void default_free(void *ctx, void *ptr)
 
 static uint64_t default_now(void *ctx)
 {
-	struct timespec ts;
-
 	RR_UNUSED(ctx);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return rr_mono_ns();   /* rr_now_ns reads it inline without an env */
 }
 
 static void default_random(void *ctx, void *buf, size_t len)
@@ -229,12 +226,6 @@ void rr_mem_trim_stats(struct rr_mem_trim_stats *out)
 	out->runs = atomic_load(&trim_runs);
 	out->longest_ns = atomic_load(&trim_longest_ns);
 	out->running_since_ns = atomic_load(&trim_running_since);
-}
-
-uint64_t rr_now_ns(const struct rpcrdma_env *env)
-{
-	env = rr_env(env);
-	return env->now_ns(env->clock_ctx);
 }
 
 /* CLOCK_MONOTONIC_COARSE's resolution, read once; 0 when unusable. */
