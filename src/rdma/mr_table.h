@@ -236,8 +236,11 @@ int rr_mrt_check_remote(struct rr_mrt *t, struct rr_mrt_rcache *c, uint32_t stag
 #define RR_MRT_RIGHTS (RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_REMOTE_READ | \
 		       RPCRDMA_ACCESS_REMOTE_WRITE)
 
-/* rr_mrt_local_ptr past a cache hit: rr_mrt_check_local's answer. */
-int rr_mrt_local_ptr_miss(struct rr_mrt *t, struct rr_mrt_lcache *c, uint32_t stag,
+/* rr_mrt_local_ptr past a cache hit: rr_mrt_check_local's answer. Never
+ * inlined: a miss is rare, and inlined (link-time) into a work request's
+ * post it made the hit path keep its arguments on the stack (issue 16
+ * part HA). */
+__attribute__((noinline)) int rr_mrt_local_ptr_miss(struct rr_mrt *t, struct rr_mrt_lcache *c, uint32_t stag,
 			  uint64_t addr, uint64_t len, uint32_t need, const void *pd, uint8_t **ptr);
 
 /* rr_mrt_check_local when only the address is wanted (a work request's

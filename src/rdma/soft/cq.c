@@ -151,11 +151,12 @@ void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 {
 	bool own = rr_soft_tls_cq == q;
 	struct soft_direct *d = rr_soft_tls_direct;
+	_Atomic uint64_t *count;
 	bool armed;
 
 	/* The fast waiter's own completion, nothing older in the ring: hand
 	 * it over directly (cq.h). */
-	if (rr_soft_cq_direct(q, wc))
+	if (rr_soft_cq_direct(q, wc, rr_soft_wc_count(wc)))
 		return;
 
 	/* A caller waiting for its own QP (rr_soft_wait_qp): that QP's
@@ -170,13 +171,9 @@ void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 	}
 	/* through the CQ's ring: counted first, so that a one-QP waiter
 	 * never counts it as its own */
-	if (wc->qp) {
-		struct soft_qp *wq = RR_CONTAINER_OF((struct rr_qp *)(void *)wc->qp,
-						     struct soft_qp, base);
-
-		atomic_fetch_add_explicit(wc->opcode == RPCRDMA_WC_RECV ? &wq->cq_rq : &wq->cq_sq, 1,
-					  memory_order_seq_cst);
-	}
+	count = rr_soft_wc_count(wc);
+	if (count)
+		atomic_fetch_add_explicit(count, 1, memory_order_seq_cst);
 
 	/* Pushed by the consumer's own inline progress: it polls the ring
 	 * next (poll, wait, get_event then poll), so no fd notification. */

@@ -40,16 +40,32 @@ void rr_soft_cq_for_each_qp(struct soft_cq *q, void (*fn)(struct soft_qp *qp, vo
 /* Appends a completion; wakes a consumer waiting in another thread. */
 void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc);
 
+/* The counter a completion @wc is counted in before it reaches its
+ * consumer: its QP's cq_rq (a Receive) or cq_sq (the rest), NULL without
+ * a QP (soft.h cq_rq). */
+static inline _Atomic uint64_t *rr_soft_wc_count(const struct rpcrdma_wc *wc)
+{
+	struct soft_qp *wq;
+
+	if (!wc->qp)
+		return NULL;
+	wq = RR_CONTAINER_OF((struct rr_qp *)(void *)wc->qp, struct soft_qp, base);
+	return wc->opcode == RPCRDMA_WC_RECV ? &wq->cq_rq : &wq->cq_sq;
+}
+
 /* The fast waiter's own completion (this thread progresses @q inline for
  * its rpcrdma_cq_wait, whose array has room), nothing older in the ring
- * and the ring not armed: counted as the QP's, and handed over into the
- * array (true); false: nothing done, rr_soft_cq_push decides. Per work
- * queue order holds: pushes of one queue are serialized by its lock
- * (rx_lock / tx_lock), so a completion another thread pushed earlier is
- * seen here as a pending ring and everything after it goes to the ring
- * too. An armed ring takes the push (its notification semantics stay the
- * ring's). Inline: the receive path of every Reply and Call calls it. */
-static inline bool rr_soft_cq_direct(struct soft_cq *q, const struct rpcrdma_wc *wc)
+ * and the ring not armed: counted in @count (rr_soft_wc_count(@wc): the
+ * receive path names its QP's cq_rq itself, issue 16 part HA), and handed
+ * over into the array (true); false: nothing done, rr_soft_cq_push
+ * decides. Per work queue order holds: pushes of one queue are serialized
+ * by its lock (rx_lock / tx_lock), so a completion another thread pushed
+ * earlier is seen here as a pending ring and everything after it goes to
+ * the ring too. An armed ring takes the push (its notification semantics
+ * stay the ring's). Inline: the receive path of every Reply and Call
+ * calls it. */
+static inline bool rr_soft_cq_direct(struct soft_cq *q, const struct rpcrdma_wc *wc,
+				     _Atomic uint64_t *count)
 {
 	struct soft_direct *d = rr_soft_tls_direct;
 
@@ -57,13 +73,8 @@ static inline bool rr_soft_cq_direct(struct soft_cq *q, const struct rpcrdma_wc 
 	    rr_cq_ring_pending(&q->ring) || rr_cq_ring_armed(&q->ring))
 		return false;
 	/* counted first, as every completion through the CQ */
-	if (wc->qp) {
-		struct soft_qp *wq = RR_CONTAINER_OF((struct rr_qp *)(void *)wc->qp,
-						     struct soft_qp, base);
-
-		atomic_fetch_add_explicit(wc->opcode == RPCRDMA_WC_RECV ? &wq->cq_rq : &wq->cq_sq, 1,
-					  memory_order_seq_cst);
-	}
+	if (count)
+		atomic_fetch_add_explicit(count, 1, memory_order_seq_cst);
 	d->wc[d->got++] = *wc;
 	q->fast_direct++;
 	return true;

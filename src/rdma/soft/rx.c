@@ -370,7 +370,7 @@ static inline __attribute__((always_inline)) enum rr_rx_code rx_send(struct soft
 		qp->rq_head = ring_idx(qp->rq_head, 1, qp->rq_cap);
 		qp->rq_count--;
 	}
-	if (!rr_soft_cq_direct(qp->rcq, &wc))
+	if (!rr_soft_cq_direct(qp->rcq, &wc, &qp->cq_rq))
 		rr_soft_cq_push(qp->rcq, &wc);
 	return RR_RXC_OK;
 }
