@@ -151,12 +151,12 @@ void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 {
 	bool own = rr_soft_tls_cq == q;
 	struct soft_direct *d = rr_soft_tls_direct;
-	_Atomic uint64_t *count;
+	_Atomic uint64_t *count = rr_soft_wc_count(wc);
 	bool armed;
 
 	/* The fast waiter's own completion, nothing older in the ring: hand
 	 * it over directly (cq.h). */
-	if (rr_soft_cq_direct(q, wc, rr_soft_wc_count(wc)))
+	if (rr_soft_cq_direct(q, wc, count))
 		return;
 
 	/* A caller waiting for its own QP (rr_soft_wait_qp): that QP's
@@ -171,7 +171,6 @@ void rr_soft_cq_push(struct soft_cq *q, const struct rpcrdma_wc *wc)
 	}
 	/* through the CQ's ring: counted first, so that a one-QP waiter
 	 * never counts it as its own */
-	count = rr_soft_wc_count(wc);
 	if (count)
 		atomic_fetch_add_explicit(count, 1, memory_order_seq_cst);
 
