@@ -485,17 +485,20 @@ struct rr_xprt_rsp_shared {
 
 struct rr_xprt_responder {
 	/* What a Call reads or writes here first (the counters' pointer,
-	 * the kept buffers' and contexts' counts and tops, the limits its
-	 * decoding and its Reply check), the spares' array after them (a
+	 * the shared contexts and buffers it takes from and releases to,
+	 * the limits its decoding and its Reply check: 84 bytes), the
+	 * session's own kept buffers' and contexts' counts (read when the
+	 * shared ones are empty or full) and the spares' array after them (a
 	 * LIFO: its low entries are the ones in use), what is read only at
-	 * set-up last: a session's per-call lines (issue 16 part EB; the
-	 * order before spread them over five lines of 64 bytes). */
+	 * set-up last: a session's per-call lines (issue 16 parts EB, HF). */
 	struct rr_xprt_stats *stats;
-	unsigned nspares;
-	unsigned nsmall;
 	/* contexts and small buffers taken from and released to first
 	 * (rr_xprt_rsp_share) */
 	struct rr_xprt_rsp_shared *shared;
+	struct rr_xprt_params params;
+	struct rr_hdr_limits lim;        /* decoding Calls (from params) */
+	unsigned nspares;
+	unsigned nsmall;
 	/* With spares kept: one released rebuilt-Call buffer (capacity at
 	 * most RR_XPRT_RSP_BUF_KEEP) is reused by the next Call that fits
 	 * (a malloc/free of 96 KiB .. 1 MiB per Call makes glibc trim and
@@ -510,8 +513,6 @@ struct rr_xprt_responder {
 	 * avoidable work, and a larger one can make the allocator give pages
 	 * back and fault them in again. */
 	unsigned max_spares;
-	struct rr_xprt_params params;
-	struct rr_hdr_limits lim;        /* decoding Calls (from params) */
 	struct rr_xprt_rcall *spares[RR_XPRT_RSP_SPARES];
 	/* read only when more than one Call is in flight (the spare_buf
 	 * serves one at a time): after the spares' first entries (part FD) */
