@@ -143,14 +143,10 @@ static bool small_put(struct rr_xprt_responder *s, uint8_t *b, uint32_t cap)
 	return true;
 }
 
-static void cbuf_put(struct rr_xprt_responder *s, uint8_t *b, uint32_t cap)
+void rr_xprt_rcall_buf_keep(struct rr_xprt_responder *s, uint8_t *b, uint32_t cap)
 {
 	if (!b)
 		return;
-	if (cap == RR_XPRT_RSP_SMALL_BUF && s->shared && s->shared->nbufs < RR_XPRT_RSP_SHARED) {
-		s->shared->bufs[s->shared->nbufs++] = b;
-		return;
-	}
 	if (!s->max_spares || cap > RR_XPRT_RSP_BUF_KEEP) {
 		rr_free(s->env, b);
 		return;
@@ -186,19 +182,8 @@ static enum rr_xprt_rsp_action answer(struct rr_xprt_responder *s, uint32_t xid,
 	return RR_XPRT_A_ERROR;
 }
 
-void rr_xprt_rcall_release_any(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc)
+void rr_xprt_rcall_keep(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc)
 {
-	struct rr_xprt_rsp_shared *sh = s->shared;
-
-	if (!rc)
-		return;
-	cbuf_put(s, rc->buf, rc->buf_cap);
-	rc->buf = NULL;
-	rc->buf_cap = 0;
-	if (sh && sh->nctxs < RR_XPRT_RSP_SHARED) {
-		sh->ctxs[sh->nctxs++] = rc;
-		return;
-	}
 	if (s->nspares < s->max_spares)
 		s->spares[s->nspares++] = rc;
 	else
