@@ -171,16 +171,13 @@ static int conn_alloc_bufs(struct tp_conn *cn, uint32_t nrecv, uint32_t rsize,
 static struct tp_conn *conn_new(struct tp_ep *ep, struct tp_pool *pool, uint32_t nrecv,
 				uint32_t nsend, bool bufs)
 {
-	/* line-aligned: its hot part (tp_int.h) is its first five lines, not
-	 * five or six by where malloc put it */
-	struct tp_conn *cn = rr_alloc_line(ep->env, sizeof(*cn));
+	struct tp_conn *cn = rr_zalloc(ep->env, sizeof(*cn));
 	struct rpcrdma_qp_attr qa = {0};
 	const struct rpcrdma_caps *c = &ep->tc->caps;
 	int rc;
 
 	if (!cn)
 		return NULL;
-	memset(cn, 0, sizeof(*cn));
 	cn->ep = ep;
 	cn->refs = 1;
 	cn->pool = pool;
@@ -320,7 +317,7 @@ void tp_conn_free(struct tp_conn *cn)
 	rr_free(env, cn->stoken);
 	rr_free(env, cn->dwr);
 	rr_free(env, cn->dsge);
-	rr_free_line(env, cn);
+	rr_free(env, cn);
 }
 
 /* A dead connection is freed at the end of the progress iteration that
