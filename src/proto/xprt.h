@@ -485,17 +485,20 @@ struct rr_xprt_rsp_shared {
 
 struct rr_xprt_responder {
 	/* What a Call reads or writes here first (the counters' pointer,
-	 * the kept buffers' and contexts' counts and tops, the limits its
-	 * decoding and its Reply check), the spares' array after them (a
+	 * the shared contexts and buffers it takes from and releases to,
+	 * the limits its decoding and its Reply check: 84 bytes), the
+	 * session's own kept buffers' and contexts' counts (read when the
+	 * shared ones are empty or full) and the spares' array after them (a
 	 * LIFO: its low entries are the ones in use), what is read only at
-	 * set-up last: a session's per-call lines (issue 16 part EB; the
-	 * order before spread them over five lines of 64 bytes). */
+	 * set-up last: a session's per-call lines (issue 16 parts EB, HF). */
 	struct rr_xprt_stats *stats;
-	unsigned nspares;
-	unsigned nsmall;
 	/* contexts and small buffers taken from and released to first
 	 * (rr_xprt_rsp_share) */
 	struct rr_xprt_rsp_shared *shared;
+	struct rr_xprt_params params;
+	struct rr_hdr_limits lim;        /* decoding Calls (from params) */
+	unsigned nspares;
+	unsigned nsmall;
 	/* With spares kept: one released rebuilt-Call buffer (capacity at
 	 * most RR_XPRT_RSP_BUF_KEEP) is reused by the next Call that fits
 	 * (a malloc/free of 96 KiB .. 1 MiB per Call makes glibc trim and
@@ -510,8 +513,6 @@ struct rr_xprt_responder {
 	 * avoidable work, and a larger one can make the allocator give pages
 	 * back and fault them in again. */
 	unsigned max_spares;
-	struct rr_xprt_params params;
-	struct rr_hdr_limits lim;        /* decoding Calls (from params) */
 	struct rr_xprt_rcall *spares[RR_XPRT_RSP_SPARES];
 	/* read only when more than one Call is in flight (the spare_buf
 	 * serves one at a time): after the spares' first entries (part FD) */
@@ -609,22 +610,31 @@ int rr_xprt_rsp_reply_general(struct rr_xprt_responder *s, const struct rr_xprt_
 /* An RDMA_MSG header with three empty lists: 7 XDR words. */
 #define RR_XPRT_SHORT_HDR 28u
 
-/* Releases @rc (NULL: nothing): kept for reuse or freed. */
-void rr_xprt_rcall_release_any(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc);
-/* The same; a small Call's context and buffer go to the shared stacks
- * here, without a call (the common case; rcall_get clears @buf when the
- * context is used again). */
+/* rr_xprt_rcall_release's out-of-line parts: a buffer the shared stack
+ * does not take (not small, or no room), and a context it does not take:
+ * kept in the responder's own spares or freed. */
+void rr_xprt_rcall_buf_keep(struct rr_xprt_responder *s, uint8_t *b, uint32_t cap);
+void rr_xprt_rcall_keep(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc);
+/* Releases @rc (NULL: nothing) and its rebuilt-Call buffer: kept for reuse
+ * or freed, a small buffer and the context to the shared stacks first
+ * (without a call: the common case). One body for every case (part GF had
+ * a second, out of line, for all but the common one). */
 static inline void rr_xprt_rcall_release(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc)
 {
 	struct rr_xprt_rsp_shared *sh = s->shared;
 
-	if (sh && rc && rc->buf_cap == RR_XPRT_RSP_SMALL_BUF && sh->nbufs < RR_XPRT_RSP_SHARED &&
-	    sh->nctxs < RR_XPRT_RSP_SHARED) {
-		sh->bufs[sh->nbufs++] = rc->buf;
-		sh->ctxs[sh->nctxs++] = rc;
+	if (!rc)
 		return;
-	}
-	rr_xprt_rcall_release_any(s, rc);
+	if (sh && rc->buf_cap == RR_XPRT_RSP_SMALL_BUF && sh->nbufs < RR_XPRT_RSP_SHARED)
+		sh->bufs[sh->nbufs++] = rc->buf;
+	else if (rc->buf)
+		rr_xprt_rcall_buf_keep(s, rc->buf, rc->buf_cap);
+	rc->buf = NULL;
+	rc->buf_cap = 0;
+	if (sh && sh->nctxs < RR_XPRT_RSP_SHARED)
+		sh->ctxs[sh->nctxs++] = rc;
+	else
+		rr_xprt_rcall_keep(s, rc);
 }
 
 #endif

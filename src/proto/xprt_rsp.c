@@ -16,19 +16,23 @@
  * four before, 152 bytes from a 16-byte aligned start). */
 _Static_assert(offsetof(struct rr_xprt_rcall, hdr) + RR_HDR_RESET <= 128,
 	       "rr_xprt_rcall: the scalars reset per Call beyond two cache lines");
-/* What a Call reads or writes of the responder core (stats to lim) comes
- * first, in 136 bytes, right before its spare contexts' array, whose first
- * entries are the ones in use (issue 16 part EB: three lines, not five;
- * part GF's @shared, looked at first, moved them 8 bytes on). */
+/* What a Call reads or writes of the responder core (stats, shared, params,
+ * lim) comes first, in 84 bytes, its own spares' counts and the spare
+ * contexts' array (whose first entries are the ones in use) right after
+ * (issue 16 part EB: three lines, not five; part GF's @shared, looked at
+ * first; part HF: the own spares' counts, read only when the shared ones
+ * are empty or full, after lim). */
 _Static_assert(offsetof(struct rr_xprt_responder, stats) == 0 &&
-		       offsetof(struct rr_xprt_responder, params) <
-			       offsetof(struct rr_xprt_responder, lim) &&
+		       offsetof(struct rr_xprt_responder, shared) == 8 &&
+		       offsetof(struct rr_xprt_responder, params) == 16 &&
+		       offsetof(struct rr_xprt_responder, lim) ==
+			       16 + sizeof(struct rr_xprt_params) &&
 		       offsetof(struct rr_xprt_responder, lim) + sizeof(struct rr_hdr_limits) <=
 			       offsetof(struct rr_xprt_responder, spares) &&
 		       offsetof(struct rr_xprt_responder, spares) <= 112 &&
 		       offsetof(struct rr_xprt_responder, small) >
 			       offsetof(struct rr_xprt_responder, spares),
-	       "rr_xprt_responder: the per-call fields not first, in 120 bytes");
+	       "rr_xprt_responder: the per-call fields not first, in 84 bytes");
 /* A Call's Read chunks are its inline pieces' separators: one rebuilt item
  * each (item_pos[], item_len[]), one copy between two of them (copies[]). */
 _Static_assert(RR_HDR_MAX_READ_CHUNKS <= RR_XPRT_MAX_ITEMS,
@@ -139,14 +143,10 @@ static bool small_put(struct rr_xprt_responder *s, uint8_t *b, uint32_t cap)
 	return true;
 }
 
-static void cbuf_put(struct rr_xprt_responder *s, uint8_t *b, uint32_t cap)
+void rr_xprt_rcall_buf_keep(struct rr_xprt_responder *s, uint8_t *b, uint32_t cap)
 {
 	if (!b)
 		return;
-	if (cap == RR_XPRT_RSP_SMALL_BUF && s->shared && s->shared->nbufs < RR_XPRT_RSP_SHARED) {
-		s->shared->bufs[s->shared->nbufs++] = b;
-		return;
-	}
 	if (!s->max_spares || cap > RR_XPRT_RSP_BUF_KEEP) {
 		rr_free(s->env, b);
 		return;
@@ -182,19 +182,8 @@ static enum rr_xprt_rsp_action answer(struct rr_xprt_responder *s, uint32_t xid,
 	return RR_XPRT_A_ERROR;
 }
 
-void rr_xprt_rcall_release_any(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc)
+void rr_xprt_rcall_keep(struct rr_xprt_responder *s, struct rr_xprt_rcall *rc)
 {
-	struct rr_xprt_rsp_shared *sh = s->shared;
-
-	if (!rc)
-		return;
-	cbuf_put(s, rc->buf, rc->buf_cap);
-	rc->buf = NULL;
-	rc->buf_cap = 0;
-	if (sh && sh->nctxs < RR_XPRT_RSP_SHARED) {
-		sh->ctxs[sh->nctxs++] = rc;
-		return;
-	}
 	if (s->nspares < s->max_spares)
 		s->spares[s->nspares++] = rc;
 	else

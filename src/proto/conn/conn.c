@@ -27,17 +27,21 @@ _Static_assert(sizeof(struct rr_conn_io) - offsetof(struct rr_conn_io, ctx) == 6
 		       offsetof(struct rr_conn, env) ==
 			       offsetof(struct rr_conn, io) + sizeof(struct rr_conn_io),
 	       "rr_conn_io: the per-call ops beside the session's env");
+_Static_assert(offsetof(struct rr_conn, io.ctx) % 64 == 0 && _Alignof(struct rr_conn) == 64,
+	       "rr_conn_io: the per-call ops not on one line of a line-aligned session");
 
 int rr_conn_create(const struct rr_conn_config *cfg, const struct rr_conn_io *io,
 		   struct rr_conn **out)
 {
 	const struct rpcrdma_env *env = rr_env(cfg->env);
-	struct rr_conn *c = rr_zalloc(env, sizeof(*c));
+	/* line-aligned (struct rr_conn's groups are placed by cache line) */
+	struct rr_conn *c = rr_alloc_line(env, sizeof(*c));
 	struct rr_xprt_params p;
 
 	*out = NULL;
 	if (!c)
 		return -ENOMEM;
+	memset(c, 0, sizeof(*c));
 	c->cfg = *cfg;
 	c->io = *io;
 	c->env = env;
@@ -70,7 +74,7 @@ void rr_conn_destroy(struct rr_conn *c)
 		rs_destroy(c);
 	}
 	rr_free(c->env, c->plan_cache);
-	rr_free(c->env, c);
+	rr_free_line(c->env, c);
 }
 
 /* The parameters of the connection from the peer's private data (RFC 8797

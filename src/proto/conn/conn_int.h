@@ -164,7 +164,10 @@ struct bc_req {
 
 struct rr_conn {
 	struct rr_conn_config cfg;
-	struct rr_conn_io io;
+	/* at a line (the session is line-aligned: rr_conn_create), so that
+	 * its per-call ops (@ctx to @sent, its last 64 bytes) are one line,
+	 * not two, before env, st and up */
+	_Alignas(64) struct rr_conn_io io;
 	const struct rpcrdma_env *env;
 	const struct rpcrdma_env *clock;
 	struct rr_xprt_stats *st;
@@ -204,26 +207,31 @@ struct rr_conn {
 	struct rr_xprt_requester req;
 	/* responder: the fields a Call or a Reply reads or writes, together
 	 * (issue 16 part EB: they were ten lines apart, around the
-	 * requester's core of 3.3 KiB, in nine lines of 64 bytes): the
+	 * requester's core of 3.3 KiB, in nine lines of 64 bytes), on four
+	 * lines of the line-aligned session (part HF: six before): the
 	 * reliable Replies' table, whose count (read by every Reply and
-	 * rr_conn_in_progress) is its last field; the credit accounting,
-	 * its per-call fields last (its private pool @own first, unused
-	 * once joined to a shared pool); what a Call touches first (nreqs,
-	 * plan_tls, the parked Replies and the backward Calls looked at by
-	 * every Reply and rr_conn_in_progress, the spare requests); then
-	 * the codec core, its per-call fields first (struct
-	 * rr_xprt_responder). A static assertion in responder.c. */
+	 * rr_conn_in_progress) is its last field, at a line's start; the
+	 * credit accounting, its private pool @own first (unused once
+	 * joined to a shared pool: the rest of the count's line), its
+	 * per-call fields last, on the next line; what a Call touches
+	 * (nreqs, plan_tls, the parked Replies and the backward Calls looked
+	 * at by every Reply and rr_conn_in_progress); then the codec core,
+	 * its per-call fields first (struct rr_xprt_responder). Static
+	 * assertions in responder.c. */
+	_Alignas(64) unsigned char rrep_pad[(64 - offsetof(struct rr_rrep_table, count) % 64) % 64];
 	struct rr_rrep_table rrep;
 	struct rr_cred_rsp scred;
 	unsigned nreqs;                   /* requests not done */
 	/* the plan of the next Reply (request.c rs_plan_get): the thread's
 	 * when plan_tls (default allocator), else the connection's own */
 	bool plan_tls;
-	struct rs_park *parkq, **park_tail;
+	struct rs_park *parkq;
 	struct bc_call *bcalls;           /* responder: backward Calls */
-	struct rr_spare spare_reqs;       /* freed requests kept for reuse (2.5 KiB
-					     each: no allocation per Call) */
 	struct rr_xprt_responder rsp;
+	struct rs_park **park_tail;
+	struct rr_spare spare_reqs;       /* freed requests kept for reuse (2.5 KiB
+					     each, when the loop's shared ones
+					     are full: no allocation per Call) */
 	/* responder, not read by a Call without Read chunks or Writes */
 	struct rs_req *readq;             /* requests with Reads to issue */
 	struct rs_req *reading;           /* every request whose Reads are not over */

@@ -105,19 +105,22 @@ static void start_reads(struct rr_conn *c, struct rs_req *r)
 _Static_assert(offsetof(struct rs_req, pub) + sizeof(struct rr_conn_sreq) <= 128,
 	       "rs_req: the per-call fields beyond two cache lines");
 
-/* A Call's fields of the session (conn_int.h: scred's per-call fields,
- * nreqs to spare_reqs, the responder codec core's per-call fields and its
- * first two spare contexts) stay within five cache lines, and the reliable
- * Replies' count right before scred's (issue 16 part EB: nine lines, ten
- * lines apart, before). */
-_Static_assert(offsetof(struct rr_conn, rsp) + offsetof(struct rr_xprt_responder, spares) +
-			       2 * sizeof(struct rr_xprt_rcall *) -
-			       (offsetof(struct rr_conn, scred) + offsetof(struct rr_cred_rsp, pool)) <=
-		       5 * 64 &&
+/* A Call's fields of the session (conn_int.h: the reliable Replies' count,
+ * scred's per-call fields, nreqs to bcalls, the responder codec core's
+ * per-call fields up to the limits its decoding reads) are four cache lines
+ * of the line-aligned session: the count at a line's start with scred's
+ * private pool (unused once joined), scred's per-call fields from the next
+ * (issue 16 part EB: nine lines, ten lines apart, before; part HF: six). */
+#define RS_HOT0 offsetof(struct rr_conn, rrep.count)
+_Static_assert(RS_HOT0 % 64 == 0 && _Alignof(struct rr_conn) == 64 &&
+		       offsetof(struct rr_conn, scred) + offsetof(struct rr_cred_rsp, pool) ==
+			       RS_HOT0 + 64 &&
 		       offsetof(struct rr_conn, scred) + sizeof(struct rr_cred_rsp) ==
 			       offsetof(struct rr_conn, nreqs) &&
-		       offsetof(struct rr_conn, scred) - offsetof(struct rr_conn, rrep.count) <= 8,
-	       "rr_conn: the responder's per-call fields beyond five cache lines");
+		       offsetof(struct rr_conn, rsp) + offsetof(struct rr_xprt_responder, lim) +
+				       offsetof(struct rr_hdr_limits, max_read_segs) + 4 <=
+			       RS_HOT0 + 4 * 64,
+	       "rr_conn: the responder's per-call fields beyond four cache lines");
 
 void rs_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len)
 {
