@@ -228,6 +228,7 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 	uint32_t nreads = 0;
 
 	free_bufs(r, c);
+	c->one_part = false;   /* (set below once the plan is made) */
 	c->nregs = 0;
 	c->pullup_reg = -1;
 	c->reply_reg = -1;
@@ -341,6 +342,10 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 		c->reply_reg = (int)add_reg(c, c->reply_buf, c->reply_len,
 					    RR_XPRT_ACC_REMOTE_WRITE);
 	}
+	/* the form marshal_short writes (its test before part HC, made
+	 * here once per plan, not per Send) */
+	c->one_part = c->form == RR_XPRT_FORM_SHORT && !c->nregs && !d->nsinks &&
+		      d->nparts == 1 && !d->parts[0].ddp && d->parts[0].len == c->xdr_len;
 	return 0;
 }
 
@@ -372,6 +377,7 @@ static int prepare_short(struct rr_xprt_requester *r, const struct rr_xprt_rqst_
 		return -ENOMEM;
 	c->xid = d->xid;
 	c->form = RR_XPRT_FORM_SHORT;
+	c->one_part = true;
 	c->desc = *d;
 	c->xdr_len = pt->len;
 	c->reduced_len = pt->len;
@@ -533,15 +539,16 @@ static int marshal_short(struct rr_xprt_requester *r, struct rr_xprt_rqst *c, ui
 	const struct rr_xprt_part *pt = c->desc.parts;
 	int len;
 
-	if (c->form != RR_XPRT_FORM_SHORT || c->nregs || c->desc.nsinks || c->desc.nparts != 1 ||
-	    pt->ddp || pt->len != c->xdr_len)
+	if (!c->one_part)   /* (the plan's finding: struct rr_xprt_rqst) */
 		return 1;
 	len = rr_hdr_encode_short(buf, cap, c->xid, credit);
 	if (len < 0)
 		return len;
 	if (cap - (size_t)len < c->xdr_len || (size_t)len + c->xdr_len > r->params.call_inline)
 		return -EMSGSIZE;
-	if (pt->len)
+	if (pt->len <= RR_COPY_SMALL_MAX)
+		rr_copy_small(buf + len, pt->base, pt->len);   /* a NULL's 40 bytes: no call */
+	else
 		memcpy(buf + len, pt->base, pt->len);
 	if (r->stats) {
 		r->stats->pullup_bytes += pt->len;
