@@ -220,7 +220,7 @@ static bool fits_hdr_model(const struct rr_xprt_params *p, const struct rr_xprt_
 	return segs <= RR_HDR_MAX_SEGS && chunks <= RR_HDR_MAX_READ_CHUNKS;
 }
 
-static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+static int plan_call(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 {
 	const struct rr_xprt_params *p = &r->params;
 	const struct rr_xprt_rqst_desc *d = &c->desc;
@@ -228,7 +228,6 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 	uint32_t nreads = 0;
 
 	free_bufs(r, c);
-	c->one_part = false;   /* (set below once the plan is made) */
 	c->nregs = 0;
 	c->pullup_reg = -1;
 	c->reply_reg = -1;
@@ -342,11 +341,20 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 		c->reply_reg = (int)add_reg(c, c->reply_buf, c->reply_len,
 					    RR_XPRT_ACC_REMOTE_WRITE);
 	}
-	/* the form marshal_short writes (its test before part HC, made
-	 * here once per plan, not per Send) */
-	c->one_part = c->form == RR_XPRT_FORM_SHORT && !c->nregs && !d->nsinks &&
-		      d->nparts == 1 && !d->parts[0].ddp && d->parts[0].len == c->xdr_len;
 	return 0;
+}
+
+/* plan_call, and whether its plan is the form marshal_short writes (its
+ * test of the plan before issue 16 part HC, made here once per plan, not
+ * per Send; false after a failed plan). */
+static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+{
+	const struct rr_xprt_rqst_desc *d = &c->desc;
+	int rc = plan_call(r, c);
+
+	c->one_part = rc == 0 && c->form == RR_XPRT_FORM_SHORT && !c->nregs && !d->nsinks &&
+		      d->nparts == 1 && !d->parts[0].ddp && d->parts[0].len == c->xdr_len;
+	return rc;
 }
 
 /* The Short Call without chunks, planned in one pass: one inline part
