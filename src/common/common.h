@@ -178,6 +178,34 @@ static inline void rr_put_be32(uint8_t *p, uint32_t v)
 	p[3] = (uint8_t)v;
 }
 #endif
+/* @n (at most RR_COPY_SMALL_MAX, 64) bytes from @src to @dst, which do
+ * not overlap: two copies of a fixed size that overlap in the middle (each
+ * a move or two, not a call nor a string instruction counted per byte),
+ * bytes below 4. A short Reply into its call (issue 16 part FB), a short
+ * Call's one part into its Send (part HC). */
+#define RR_COPY_SMALL_MAX 64u
+static inline void rr_copy_small(uint8_t *dst, const void *src_, uint32_t n)
+{
+	const uint8_t *src = src_;
+
+	if (n >= 32) {
+		memcpy(dst, src, 32);
+		memcpy(dst + n - 32, src + n - 32, 32);
+	} else if (n >= 16) {
+		memcpy(dst, src, 16);
+		memcpy(dst + n - 16, src + n - 16, 16);
+	} else if (n >= 8) {
+		memcpy(dst, src, 8);
+		memcpy(dst + n - 8, src + n - 8, 8);
+	} else if (n >= 4) {
+		memcpy(dst, src, 4);
+		memcpy(dst + n - 4, src + n - 4, 4);
+	} else {
+		for (uint32_t i = 0; i < n; i++)
+			dst[i] = src[i];
+	}
+}
+
 static inline uint64_t rr_get_be64(const uint8_t *p)
 {
 	return (uint64_t)rr_get_be32(p) << 32 | rr_get_be32(p + 4);

@@ -220,8 +220,8 @@ struct rr_xprt_rqst {
 	/* First: zeroed when the call is prepared (rqst_get; within 64
 	 * bytes, a few stores). What follows is written before it is read:
 	 * xid, desc, xdr_len, reduced_len, nitems and item_pos[k] for k <
-	 * nitems by prepare; form, results_inline, the *_reg fields, reply_len
-	 * and nregs by plan, item_reg[k] and sink_reg[i] for k < nitems and i
+	 * nitems by prepare; form, one_part, results_inline, the *_reg fields,
+	 * reply_len and nregs by plan (one_part and form by prepare_short), item_reg[k] and sink_reg[i] for k < nitems and i
 	 * < desc.nsinks, regs[i] for i < nregs (add_reg); pprev by the XID
 	 * table's add. */
 	struct rr_xprt_rqst *next;       /* XID table chain */
@@ -231,6 +231,11 @@ struct rr_xprt_rqst {
 	bool outstanding;                /* in the XID table awaiting a Reply */
 	uint32_t xid;
 	enum rr_xprt_form form;
+	/* a Short Call of one inline part, no chunk, no sink (the form
+	 * marshal_short writes): set by the plan (prepare_short's or
+	 * plan's), so that the builder does not test the plan's fields
+	 * again per Send (issue 16 part HC) */
+	bool one_part;
 	/* the link that points at this call in its XID table chain (the
 	 * bucket's head or the previous call's next): written when it
 	 * enters the table, read only while it is there (outstanding), so

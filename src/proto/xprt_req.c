@@ -220,7 +220,7 @@ static bool fits_hdr_model(const struct rr_xprt_params *p, const struct rr_xprt_
 	return segs <= RR_HDR_MAX_SEGS && chunks <= RR_HDR_MAX_READ_CHUNKS;
 }
 
-static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+static int plan_call(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 {
 	const struct rr_xprt_params *p = &r->params;
 	const struct rr_xprt_rqst_desc *d = &c->desc;
@@ -344,6 +344,19 @@ static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 	return 0;
 }
 
+/* plan_call, and whether its plan is the form marshal_short writes (its
+ * test of the plan before issue 16 part HC, made here once per plan, not
+ * per Send; false after a failed plan). */
+static int plan(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+{
+	const struct rr_xprt_rqst_desc *d = &c->desc;
+	int rc = plan_call(r, c);
+
+	c->one_part = rc == 0 && c->form == RR_XPRT_FORM_SHORT && !c->nregs && !d->nsinks &&
+		      d->nparts == 1 && !d->parts[0].ddp && d->parts[0].len == c->xdr_len;
+	return rc;
+}
+
 /* The Short Call without chunks, planned in one pass: one inline part
  * (no DDP-eligible item) of 8 or more bytes, a multiple of 4, no result
  * sink, the whole Call within the call inline threshold behind a header
@@ -372,6 +385,7 @@ static int prepare_short(struct rr_xprt_requester *r, const struct rr_xprt_rqst_
 		return -ENOMEM;
 	c->xid = d->xid;
 	c->form = RR_XPRT_FORM_SHORT;
+	c->one_part = true;
 	c->desc = *d;
 	c->xdr_len = pt->len;
 	c->reduced_len = pt->len;
@@ -533,15 +547,16 @@ static int marshal_short(struct rr_xprt_requester *r, struct rr_xprt_rqst *c, ui
 	const struct rr_xprt_part *pt = c->desc.parts;
 	int len;
 
-	if (c->form != RR_XPRT_FORM_SHORT || c->nregs || c->desc.nsinks || c->desc.nparts != 1 ||
-	    pt->ddp || pt->len != c->xdr_len)
+	if (!c->one_part)   /* (the plan's finding: struct rr_xprt_rqst) */
 		return 1;
 	len = rr_hdr_encode_short(buf, cap, c->xid, credit);
 	if (len < 0)
 		return len;
 	if (cap - (size_t)len < c->xdr_len || (size_t)len + c->xdr_len > r->params.call_inline)
 		return -EMSGSIZE;
-	if (pt->len)
+	if (pt->len <= RR_COPY_SMALL_MAX)
+		rr_copy_small(buf + len, pt->base, pt->len);   /* a NULL's 40 bytes: no call */
+	else
 		memcpy(buf + len, pt->base, pt->len);
 	if (r->stats) {
 		r->stats->pullup_bytes += pt->len;

@@ -9,7 +9,9 @@
  * and off, Reply bounds, buffer sizes around the header's 28 bytes, with
  * and without counters, both ways must return the same, leave the same
  * call (every field the planner sets), write the same bytes, count the
- * same and leave the same XID table (issue 16 part AS). */
+ * same and leave the same XID table (issue 16 part AS); also after both
+ * are planned again under new parameters, and the plan's one_part (the
+ * one-pass builder's test, issue 16 part HC) is that form exactly. */
 #include "test.h"
 #include "proto/xprt.h"
 
@@ -62,6 +64,15 @@ static void same_call(const struct rr_xprt_rqst *a, const struct rr_xprt_rqst *b
 	}
 }
 
+/* The form the one-pass builder writes (marshal_short's own test of the
+ * plan before issue 16 part HC, which moved it into the plan as
+ * one_part): Short, no registration, no sink, one inline part whole. */
+static bool one_part_shape(const struct rr_xprt_rqst *c)
+{
+	return c->form == RR_XPRT_FORM_SHORT && !c->nregs && !c->desc.nsinks &&
+	       c->desc.nparts == 1 && !c->desc.parts[0].ddp && c->desc.parts[0].len == c->xdr_len;
+}
+
 /* Registers @c's ranges as a driver would (the same handles both ways). */
 static void reg_all(struct rr_xprt_rqst *c)
 {
@@ -83,7 +94,7 @@ TEST(xprt_short_call_as_general)
 	static const uint32_t min_reply[] = {0, 8, 100};
 	static const size_t caps[] = {0, 27, 28, 35, 36, 40, 64, 100, 300, 4096};
 	static uint8_t arg[512], sinkb[64], bufa[4096], bufb[4096];
-	unsigned one_pass = 0, general = 0;
+	unsigned one_pass = 0, general = 0, replanned = 0;
 
 	for (unsigned i = 0; i < sizeof(arg); i++)
 		arg[i] = (uint8_t)(i * 7 + 1);
@@ -138,6 +149,32 @@ TEST(xprt_short_call_as_general)
 
 			REQUIRE(ca && cb);
 			same_call(ca, cb);
+			if (rnd() % 2 == 0) {
+				/* parameters changed (a new connection's): both
+				 * planned again, one_part with them (part HC) */
+				p.call_inline = PICK(call_inl);
+				/* (a connection's: a segment length, which
+				 * prepare checked and plan divides by) */
+				p.max_seg_len = seg_len[1 + rnd() % 3];
+				rr_xprt_req_set_params(&ra, &p);
+				rr_xprt_req_set_params(&rb, &p);
+				rca = rr_xprt_rqst_replan(&ra, ca);
+				rcb = rr_xprt_rqst_replan(&rb, cb);
+				REQUIRE_EQ(rca, rcb);
+				if (rca) {
+					REQUIRE(!ca->one_part && !cb->one_part);
+					rr_xprt_rqst_release(&ra, ca);
+					rr_xprt_rqst_release(&rb, cb);
+					rr_xprt_req_fini(&ra);
+					rr_xprt_req_fini(&rb);
+					continue;
+				}
+				same_call(ca, cb);
+				replanned++;
+			}
+			/* the plan's finding is the builder's test, both ways */
+			REQUIRE_EQ(ca->one_part, one_part_shape(ca));
+			REQUIRE_EQ(cb->one_part, one_part_shape(cb));
 			if (d.nparts == 1 && !d.nsinks && !parts[0].ddp && ca->form == RR_XPRT_FORM_SHORT &&
 			    ca->nregs == 0)
 				one_pass++;
@@ -167,6 +204,7 @@ TEST(xprt_short_call_as_general)
 	/* both kinds were compared, many times */
 	CHECK(one_pass > 1000);
 	CHECK(general > 1000);
+	CHECK(replanned > 500);
 }
 
 /* @a (from requester A, its call @ca, its message @ba) says what @b (B,

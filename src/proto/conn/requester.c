@@ -214,30 +214,6 @@ void rr_conn_fail_queued(struct rr_conn *c, int status)
 	}
 }
 
-/* @n (at most RR_CONN_REPLY_OWN, 64) bytes from @src to @dst: two copies
- * of a fixed size that overlap in the middle (each a move or two, not a
- * call nor a string instruction counted per byte), bytes below 4. */
-static void copy_own(uint8_t *dst, const uint8_t *src, uint32_t n)
-{
-	_Static_assert(RR_CONN_REPLY_OWN <= 64, "copy_own copies at most 64 bytes");
-	if (n >= 32) {
-		memcpy(dst, src, 32);
-		memcpy(dst + n - 32, src + n - 32, 32);
-	} else if (n >= 16) {
-		memcpy(dst, src, 16);
-		memcpy(dst + n - 16, src + n - 16, 16);
-	} else if (n >= 8) {
-		memcpy(dst, src, 8);
-		memcpy(dst + n - 8, src + n - 8, 8);
-	} else if (n >= 4) {
-		memcpy(dst, src, 4);
-		memcpy(dst + n - 4, src + n - 4, 4);
-	} else {
-		for (uint32_t i = 0; i < n; i++)
-			dst[i] = src[i];
-	}
-}
-
 /* A short Reply to a Call without sinks copied into the call's own
  * storage (its Receive goes back at once: no lend, nothing to give back at
  * release, issue 16 part FB);
@@ -250,7 +226,8 @@ static void take_reply(struct rr_conn *c, struct rq_call *k, uint32_t idx, const
 	void *h = NULL;
 
 	if (!rpc->nsinks && res->payload_len <= sizeof(rpc->reply_own)) {
-		copy_own(rpc->reply_own, res->payload, res->payload_len);
+		_Static_assert(RR_CONN_REPLY_OWN <= RR_COPY_SMALL_MAX, "reply_own fits rr_copy_small");
+		rr_copy_small(rpc->reply_own, res->payload, res->payload_len);
 		rpc->reply = rpc->reply_own;
 	} else if (res->payload >= buf && res->payload + res->payload_len <= buf + len &&
 		   c->io.lend && c->io.lend(c->io.ctx, idx, &h) == 0) {

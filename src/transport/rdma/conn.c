@@ -419,8 +419,10 @@ static inline uint32_t recv_demand(const struct tp_conn *cn)
 /* Posts free Receives, the most recently freed first, until @need are
  * posted (and up to TP_RECV_BATCH - 1 beyond, free ones allowing), one
  * chain per TP_RECV_BATCH. 0, -ENOBUFS (none free: not reached, see
- * above), or the post's error (the connection's: its QP in error). */
-static int recv_more(struct tp_conn *cn, uint32_t need)
+ * above), or the post's error (the connection's: its QP in error). Not
+ * inlined into c_send (called there for one Call in TP_RECV_BATCH): its
+ * arrays and registers not in the frame of every Send (issue 16 part HC). */
+static __attribute__((noinline)) int recv_more(struct tp_conn *cn, uint32_t need)
 {
 	struct rpcrdma_recv_wr wr[TP_RECV_BATCH];
 	struct rpcrdma_sge sge[TP_RECV_BATCH];
@@ -866,14 +868,49 @@ void tp_quiet_watch(struct tp_conn *cn, uint64_t now)
 	rr_conn_send_watch(cn->sess, now > tmo / 2 ? RR_MAX(cn->qw_t0, now - tmo / 2) : cn->qw_t0);
 }
 
+/* conn_send's way for a Send with RDMA Writes before it that is not
+ * deferred: the chain built in arrays (on the stack up to 8 Writes) and
+ * posted. Not inlined: its arrays and their registers are then not in the
+ * frame of every lone Send (c_send, s_send; issue 16 part HC). */
+static __attribute__((noinline)) int conn_send_chain(struct tp_conn *cn,
+						     const struct rr_conn_send *s)
+{
+	struct rpcrdma_send_wr wstack[9], *wr = wstack;
+	struct rpcrdma_sge sstack[9], *sge = sstack;
+	bool unsig;
+	int rc;
+
+	if (s->nwrites + 1 > RR_ARRAY_SIZE(wstack)) {
+		wr = rr_alloc(cn->ep->env, sizeof(*wr) * (s->nwrites + 1));
+		sge = rr_alloc(cn->ep->env, sizeof(*sge) * (s->nwrites + 1));
+		if (!wr || !sge) {
+			if (wr != wstack)
+				rr_free(cn->ep->env, wr);
+			if (sge != sstack)
+				rr_free(cn->ep->env, sge);
+			return -ENOMEM;
+		}
+	}
+	tp_send_wrs_build(cn, s, wr, sge);
+	unsig = unsig_choose(cn, s, &wr[s->nwrites]);
+	rc = rr_post_send_own(cn->qp, wr);
+	if (!rc) {
+		unsig_posted(cn, s->slot, unsig);
+		rc = unsig && s->quiet ? 1 : 0;
+	}
+	if (wr != wstack)
+		rr_free(cn->ep->env, wr);
+	if (sge != sstack)
+		rr_free(cn->ep->env, sge);
+	return rc;
+}
+
 /* Posts @s on @cn. Inlined in its two callers (s_send, c_send: one frame
  * and one liveness check fewer per Send, issue 16 part GC); the same body
  * in both. */
 static inline __attribute__((always_inline)) int conn_send(struct tp_conn *cn,
 							   const struct rr_conn_send *s)
 {
-	struct rpcrdma_send_wr wstack[9], *wr = wstack;
-	struct rpcrdma_sge sstack[9], *sge = sstack;
 	bool unsig;
 	int rc;
 
@@ -937,29 +974,7 @@ static inline __attribute__((always_inline)) int conn_send(struct tp_conn *cn,
 		cn->ndefer++;
 		return unsig && s->quiet ? 1 : 0;
 	}
-	if (s->nwrites + 1 > RR_ARRAY_SIZE(wstack)) {
-		wr = rr_alloc(cn->ep->env, sizeof(*wr) * (s->nwrites + 1));
-		sge = rr_alloc(cn->ep->env, sizeof(*sge) * (s->nwrites + 1));
-		if (!wr || !sge) {
-			if (wr != wstack)
-				rr_free(cn->ep->env, wr);
-			if (sge != sstack)
-				rr_free(cn->ep->env, sge);
-			return -ENOMEM;
-		}
-	}
-	tp_send_wrs_build(cn, s, wr, sge);
-	unsig = unsig_choose(cn, s, &wr[s->nwrites]);
-	rc = rr_post_send_own(cn->qp, wr);
-	if (!rc) {
-		unsig_posted(cn, s->slot, unsig);
-		rc = unsig && s->quiet ? 1 : 0;
-	}
-	if (wr != wstack)
-		rr_free(cn->ep->env, wr);
-	if (sge != sstack)
-		rr_free(cn->ep->env, sge);
-	return rc;
+	return conn_send_chain(cn, s);
 }
 
 static int conn_read(struct tp_conn *cn, const struct rr_conn_read *r)
