@@ -1177,20 +1177,10 @@ static int c_read(void *ctx, const struct rr_conn_read *r)
  * are short of the demand (its message a Reply or a backward Call's
  * repost, or dropped); else it is free, the next to post (conn.c
  * "Receives by demand"). */
-static __attribute__((noinline)) int c_post_recv_now(struct tp_conn *cn, uint32_t idx)
-{
-	int rc = tp_post_recv(cn, idx);
-
-	if (rc == 0)
-		cn->rposted++;
-	return rc;
-}
-
-/* (the post, and its work request's frame, out of line: a Reply's
- * Receive usually goes onto the free stack, issue 16 part HD) */
 static int c_post_recv(void *ctx, uint32_t idx)
 {
 	struct tp_conn *cn = cur(ctx);
+	int rc;
 
 	if (!cn || cn->dead)
 		return -ENOTCONN;
@@ -1198,7 +1188,10 @@ static int c_post_recv(void *ctx, uint32_t idx)
 		cn->rfree[cn->nrfree++] = idx;
 		return 0;
 	}
-	return c_post_recv_now(cn, idx);
+	rc = tp_post_recv(cn, idx);
+	if (rc == 0)
+		cn->rposted++;
+	return rc;
 }
 
 static int c_lend(void *ctx, uint32_t idx, void **handle)
@@ -1300,30 +1293,7 @@ const struct rr_conn_io tp_client_io = {
 
 /* ---- completions ---- */
 
-/* A successful Receive of a live connection (@wc's type WR_RECV): its
- * message to the session. */
-static inline __attribute__((always_inline)) void on_recv(struct tp_conn *cn,
-							  const struct rpcrdma_wc *wc)
-{
-	uint32_t idx = (uint32_t)WRVAL(wc->wr_id);
-
-	cn->rposted--;   /* (a server's is not kept after connect) */
-	/* its idle timeout: the first Receive since the sweep's last
-	 * look reads the clock, the others are counted
-	 * (server_conns.c tp_sv_idle_sweep) */
-	if (cn->nrx++ == cn->idle_nrx && cn->ep->is_server)
-		cn->last_rx_ns = tp_now_ns(cn->ep);
-	rr_conn_on_recv(cn->sess, idx,
-			cn->pool ? tp_pool_buf(cn->pool, idx) : cn->rbuf + (size_t)idx * cn->rsize,
-			RR_MIN(wc->byte_len, cn->rsize), (wc->flags & RPCRDMA_WC_WITH_INV) != 0,
-			wc->invalidated_stag);
-}
-
-/* Every completion but a successful Receive of a live connection (a Send's,
- * a push's, a failed one, a dead connection's): out of tp_on_wc's frame,
- * which the common Receive then pays alone (issue 16 part HD). */
-static __attribute__((noinline)) void on_wc_other(struct tp_conn *cn,
-						  const struct rpcrdma_wc *wc)
+void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 {
 	unsigned t = WRTYPE(wc->wr_id);
 
@@ -1365,9 +1335,22 @@ static __attribute__((noinline)) void on_wc_other(struct tp_conn *cn,
 		return;
 	}
 	switch (t) {
-	case WR_RECV:   /* (not reached: a live connection's successful
-			 * Receive is tp_on_wc's own) */
+	case WR_RECV: {
+		uint32_t idx = (uint32_t)WRVAL(wc->wr_id);
+
+		cn->rposted--;   /* (a server's is not kept after connect) */
+		/* its idle timeout: the first Receive since the sweep's last
+		 * look reads the clock, the others are counted
+		 * (server_conns.c tp_sv_idle_sweep) */
+		if (cn->nrx++ == cn->idle_nrx && cn->ep->is_server)
+			cn->last_rx_ns = tp_now_ns(cn->ep);
+		rr_conn_on_recv(cn->sess, idx,
+				cn->pool ? tp_pool_buf(cn->pool, idx)
+					 : cn->rbuf + (size_t)idx * cn->rsize,
+				RR_MIN(wc->byte_len, cn->rsize),
+				(wc->flags & RPCRDMA_WC_WITH_INV) != 0, wc->invalidated_stag);
 		break;
+	}
 	case WR_SEND:
 		rr_conn_on_send(cn->sess,
 				(uint32_t)WRVAL(wc->wr_id) == TP_PROBE_SLOT
@@ -1381,18 +1364,4 @@ static __attribute__((noinline)) void on_wc_other(struct tp_conn *cn,
 	default:
 		break;
 	}
-}
-
-void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
-{
-	/* the common completion, a Reply's or a Call's Receive: what
-	 * on_wc_other's tests come to for it (not a push's nor a Send's; a
-	 * pooled connection's goes back to its pool only when dead, closing
-	 * or failed), in one pass */
-	if (RR_LIKELY(WRTYPE(wc->wr_id) == WR_RECV && !cn->dead && !cn->closing &&
-		      wc->status == RPCRDMA_WC_SUCCESS)) {
-		on_recv(cn, wc);
-		return;
-	}
-	on_wc_other(cn, wc);
 }
