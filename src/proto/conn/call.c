@@ -36,8 +36,10 @@ void rq_set_result(struct rq_call *k, int status)
 	}
 }
 
-/* @k is over: its memory and plan go, the upper layer is told. */
-void rq_finish(struct rr_conn *c, struct rq_call *k)
+/* @k is over: its memory and plan go, the upper layer is told. The body
+ * of rq_finish, inlined also in a Reply's fence (rq_fence_reply). */
+static inline __attribute__((always_inline)) void finish_body(struct rr_conn *c,
+							      struct rq_call *k)
 {
 	struct rr_conn_rpc *rpc = k->rpc;
 
@@ -58,6 +60,11 @@ void rq_finish(struct rr_conn *c, struct rq_call *k)
 	c->io.complete(c->io.ctx, rpc);
 }
 
+void rq_finish(struct rr_conn *c, struct rq_call *k)
+{
+	finish_body(c, k);
+}
+
 void rq_pull_detach(struct rq_call *k)
 {
 	if (k->pull) {
@@ -73,6 +80,16 @@ inline __attribute__((always_inline)) void rq_fence(struct rr_conn *c, struct rq
 {
 	if (rq_invalidate(c, k) == 0)
 		rq_finish(c, k);
+}
+
+/* rq_fence with rq_finish's body inlined as well: for the Reply's own way
+ * (rq_on_recv), where a Call's completion is the usual end (its call, the
+ * frame and its six saved registers: ~15 instructions per Reply, issue 16
+ * part HD); the other callers keep the call. */
+inline __attribute__((always_inline)) void rq_fence_reply(struct rr_conn *c, struct rq_call *k)
+{
+	if (rq_invalidate(c, k) == 0)
+		finish_body(c, k);
 }
 
 void rq_on_inv(struct rr_conn *c, struct rq_call *k, int status)

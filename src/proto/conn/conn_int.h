@@ -303,6 +303,8 @@ void rq_finish(struct rr_conn *c, struct rq_call *k);
 /* Fences @k's STags, then finishes it (now or when the last Local
  * Invalidate completes: rq_on_inv). */
 void rq_fence(struct rr_conn *c, struct rq_call *k);
+/* rq_fence with the finish inlined (rq_on_recv's). */
+void rq_fence_reply(struct rr_conn *c, struct rq_call *k);
 void rq_on_inv(struct rr_conn *c, struct rq_call *k, int status);
 void rq_pull_detach(struct rq_call *k);
 

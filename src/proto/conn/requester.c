@@ -313,7 +313,7 @@ void rq_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 		}
 		if (!lent)
 			(void)c->io.post_recv(c->io.ctx, idx);
-		rq_fence(c, k);
+		rq_fence_reply(c, k);
 	} else {
 		(void)c->io.post_recv(c->io.ctx, idx);
 	}
