@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "rdma/provider.h"
 #include "rdma/soft/lease.h"
 #include "rdma/soft/soft.h"
 #include "rpcrdma/rdma.h"
@@ -771,4 +772,105 @@ TEST(soft_lease_arm_then_empty_poll_is_not_a_use)
 	soft_net_unpair(c, s, cid, sid);
 	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
 	held_srv_down(&h, &n);
+}
+
+/* The library's own wait (rr_cq_wait_own, the rdma:// transport's
+ * synchronous waits) reads no clock as it leaves: its use is undated
+ * (lease.h SOFT_USE_UNDATED), and the progress thread's next look at the
+ * CQ dates it, once; the lease then ends SOFT_LEASE_NS after that look
+ * (issue 16 part HB). On the held clock: an own wait that takes a
+ * completion 5 ms after a poll, a look of the thread 5 ms later: the
+ * lease ends SOFT_LEASE_NS after that look, not after the poll, nor after
+ * the wait (the look's date), and a look that finds it dated does not date
+ * it again. Then a look exactly at the end of a poll's lease with an own
+ * wait after that poll: the QP stays, the lease runs SOFT_LEASE_NS from
+ * that look (the most an undated use adds: one lease). Fails when the own
+ * wait's use is lost (the QP handed at the poll's bound), when the thread
+ * does not date it (the same), or dates a dated use again (not handed at
+ * the bound). */
+TEST(soft_lease_own_wait_dated_by_the_thread)
+{
+	struct held_srv h;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_mr *smr;
+	struct rpcrdma_wc wc[4];
+	static uint8_t sbuf[64];
+	struct net n;
+	uint64_t t;
+
+	held_srv_up(&h, &n);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(h.pd, sbuf, sizeof(sbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &smr), 0);
+	{
+		struct rpcrdma_qp_attr qa = {.send_cq = h.cq, .recv_cq = h.cq, .max_send_wr = 8,
+					     .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1};
+
+		REQUIRE_EQ(rpcrdma_qp_create(h.pd, &qa, &s), 0);
+	}
+	c = soft_net_qp(&n, n.ccq, 8);
+	held_srv_pair(&h, &n, c, s, &cid, &sid);
+	soft_net_post_recv(&n, c, 70, 0, 64);
+	soft_net_post_recv(&n, c, 71, 64, 64);
+
+	/* from here on the server's leases end only when the test says */
+	t = soft_net_real_now_ns();
+	atomic_store(&h.hc.held_ns, t);
+	CHECK_EQ(rpcrdma_cq_poll(h.cq, 4, wc), 0);
+	CHECK(!soft_net_handed(s));
+	/* 5 ms later the own wait takes a Send's completion from the ring */
+	atomic_store(&h.hc.held_ns, t + 5000000u);
+	held_send(s, smr, sbuf, 90);
+	REQUIRE_EQ(rr_cq_wait_own(h.cq, 4, wc, RR_TEST_WAIT_MS), 1);
+	CHECK_EQ(wc[0].wr_id, 90);
+	CHECK(!soft_net_handed(s));
+	/* 5 ms later a look of the thread: the wait's use dated then */
+	t += 10000000u;
+	atomic_store(&h.hc.held_ns, t);
+	REQUIRE(thread_looks(h.ctx));
+	CHECK(!soft_net_handed(s));
+	lease_ends_at(&h.hc, h.ctx, s, t + SOFT_LEASE_NS);
+
+	/* 100 ms on: a poll (the QP back, a use), an own wait after it, and
+	 * the thread's first look after them exactly at the poll's bound */
+	t += 100000000u;
+	atomic_store(&h.hc.held_ns, t);
+	CHECK_EQ(rpcrdma_cq_poll(h.cq, 4, wc), 0);
+	CHECK(!soft_net_handed(s));
+	atomic_store(&h.hc.held_ns, t + 1000000u);
+	held_send(s, smr, sbuf, 91);
+	REQUIRE_EQ(rr_cq_wait_own(h.cq, 4, wc, RR_TEST_WAIT_MS), 1);
+	CHECK_EQ(wc[0].wr_id, 91);
+	t += SOFT_LEASE_NS;
+	atomic_store(&h.hc.held_ns, t);
+	REQUIRE(thread_looks(h.ctx));
+	CHECK(!soft_net_handed(s));
+	lease_ends_at(&h.hc, h.ctx, s, t + SOFT_LEASE_NS);
+
+	atomic_store(&h.hc.held_ns, 0);
+	soft_net_unpair(c, s, cid, sid);
+	CHECK_EQ(rpcrdma_dereg_mr(smr), 0);
+	held_srv_down(&h, &n);
+}
+
+/* An own wait that leaves after a long wait (the thread slept with no
+ * deadline meanwhile: the CQ held by the waiter) and does not come back:
+ * its undated use still wakes the thread (rr_soft_lease_check counts it
+ * from the older time it holds), which dates it, and the QP goes to the
+ * thread after the lease and answers the peer's Reads. Fails (the QP never
+ * handed) when such an exit leaves the thread asleep. */
+TEST(soft_idle_takeover_after_own_wait_leaves)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_wc wc;
+
+	soft_net_up_buf(&n, 64, 16, NET_BUF);
+	soft_net_pair(&n, 8, &c, &s, &cid, &sid);
+	CHECK_EQ(rr_cq_wait_own(n.scq, 1, &wc, 300), 0);
+	/* lease (20 ms) + a look of the thread; a lost wake-up: never */
+	REQUIRE(until_handed(s));
+	soft_net_read_check(&n, c, 10, 256);
+	soft_net_unpair(c, s, cid, sid);
+	soft_net_down(&n);
 }

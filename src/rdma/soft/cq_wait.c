@@ -627,16 +627,16 @@ int rr_soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
  * dated after a first fast slice that brought nothing, or before the
  * first epoll sleep, so such a wait may end up to one slice
  * (SOFT_FAST_BLOCK_MS) later than rr_soft_wait_cq's, never earlier. The
- * lease is the exit's read either way (while waiting > 0 the progress
- * thread reads no lease: lease.c cq_attended_until). A synchronous
- * caller whose Reply comes in its first fast slice reads the clock once
- * per wait rather than twice. */
+ * lease is the exit's read (rr_soft_wait_cq), or for the own wait an
+ * undated use that the progress thread dates at its next look (lease.h
+ * SOFT_USE_UNDATED): a synchronous caller whose Reply comes in its first
+ * fast slice reads no clock in its wait. */
 __attribute__((noinline)) static int soft_wait(struct rr_cq *cq, int n, struct rpcrdma_wc *wc,
 						int timeout_ms, bool own)
 {
 	struct soft_cq *q = scq_of(cq);
 	struct soft_direct d = {.q = q, .wc = wc, .n = n > 0 && wc ? n : 0};
-	uint64_t t0 = 0, end = 0, now = 0, left = 0;
+	uint64_t t0 = 0, end = 0, now = 0, left = 0, use;
 	bool slept = false, undated = false;
 	bool dated = !own || RR_UNLIKELY(atomic_load(&q->handed) > 0);
 	int got;
@@ -647,8 +647,11 @@ __attribute__((noinline)) static int soft_wait(struct rr_cq *cq, int n, struct r
 	if (dated) {
 		t0 = now = wait_now(q->ctx);
 		cq_touch_at(q, t0);
-	} else {
-		cq_back(q);
+	} else if (RR_UNLIKELY(atomic_load_explicit(&q->lost, memory_order_relaxed))) {
+		/* (own) cq_back but its look at handed, just made: a QP
+		 * handed over since is taken back at the loop's first turn
+		 * (after waiting++) */
+		cq_check_lost(q);
 	}
 	if (timeout_ms > 0) {
 		if (dated)
@@ -726,10 +729,19 @@ __attribute__((noinline)) static int soft_wait(struct rr_cq *cq, int n, struct r
 	 * with QPs ends the CQ's hold: from now on only its lease keeps the
 	 * QPs here, and the progress thread may be asleep without a deadline
 	 * for this CQ (it counted on the waiter). What was in the ring on
-	 * the first look took no time: the entry's clock read serves (an own
-	 * wait that read none reads it here). */
-	atomic_store_explicit(&q->last_use_ns, slept || !dated ? lease_now_inline(q->ctx) : t0,
-			      memory_order_relaxed);
+	 * the first look took no time: the entry's clock read serves. The
+	 * library's own wait reads no clock here: its use is undated
+	 * (SOFT_USE_UNDATED, lease.h), dated by the progress thread's next
+	 * look at the CQ, which that thread makes by its deadline anyway (or
+	 * is woken for below); a synchronous caller's wait for one Reply
+	 * reads no clock at all (issue 16 part HB). */
+	if (dated && !slept)
+		use = t0;
+	else if (own)
+		use = atomic_load_explicit(&q->last_use_ns, memory_order_relaxed) | SOFT_USE_UNDATED;
+	else
+		use = lease_now_inline(q->ctx);
+	atomic_store_explicit(&q->last_use_ns, use, memory_order_relaxed);
 	if (atomic_fetch_sub(&q->waiting, 1) == 1 &&
 	    __atomic_load_n(&q->nlive, __ATOMIC_RELAXED) > 0) {
 		atomic_thread_fence(memory_order_seq_cst);

@@ -139,14 +139,27 @@ void rr_soft_lease_check(struct soft_cq *q)
 	 * CQs (balance): one of the two sees the other */
 	atomic_thread_fence(memory_order_seq_cst);
 	su = atomic_load(&c->sleep_until);
-	end = atomic_load_explicit(&q->last_use_ns, memory_order_relaxed) + SOFT_LEASE_NS +
-	      (uint64_t)SOFT_TICK_MS * 1000000u;
+	end = (atomic_load_explicit(&q->last_use_ns, memory_order_relaxed) & ~SOFT_USE_UNDATED) +
+	      SOFT_LEASE_NS + (uint64_t)SOFT_TICK_MS * 1000000u;
 	if (su <= end)
 		return; /* it looks in time (or a wake-up is on its way: 0) */
 	if (atomic_compare_exchange_strong(&c->sleep_until, &su, 0)) {
 		atomic_store(&c->bal_wanted, true);
 		rr_soft_wake(c);
 	}
+}
+
+/* @q's last use as of @now (the progress thread's look): an undated one
+ * (SOFT_USE_UNDATED: an own wait left since) is dated @now here, once (a
+ * consumer's store meanwhile wins: dated or undated again, it is seen as
+ * such). */
+static uint64_t cq_last_use(struct soft_cq *q, uint64_t now)
+{
+	uint64_t v = atomic_load(&q->last_use_ns);
+
+	while ((v & SOFT_USE_UNDATED) && !atomic_compare_exchange_weak(&q->last_use_ns, &v, now))
+		;
+	return v & SOFT_USE_UNDATED ? now : v;
 }
 
 /* Until when @q is attended, as of @now: the end of its lease (a time
@@ -158,7 +171,7 @@ void rr_soft_lease_check(struct soft_cq *q)
 static uint64_t cq_attended_until(struct soft_cq *q, uint64_t now)
 {
 	bool held = atomic_load(&q->waiting) > 0 || rr_cq_ring_armed(&q->ring);
-	uint64_t end = atomic_load(&q->last_use_ns) + SOFT_LEASE_NS;
+	uint64_t end = cq_last_use(q, now) + SOFT_LEASE_NS;
 
 	if (end > now)
 		return end;

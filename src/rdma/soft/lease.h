@@ -27,10 +27,22 @@ void rr_soft_wake(struct soft_ctx *ctx);
 /* The progress thread serves (@on) or leaves the QP's socket; ctx->lock
  * held. The CQs count how many of their QPs it serves (soft_cq.handed). */
 void rr_soft_qp_hand(struct soft_qp *qp, bool on);
+/* A CQ's last use (soft_cq.last_use_ns) is a time on the lease clock, or
+ * with this bit set an undated use: the library's own wait (wait_cq_own)
+ * leaves without a clock read, its use after the time the other bits hold;
+ * the progress thread's next look at the CQ dates it (its own clock read
+ * at that look), so such a lease ends SOFT_LEASE_NS after that look: at
+ * least SOFT_LEASE_NS after the wait left, and at most one more lease
+ * (+ SOFT_TICK_MS) later (docs/soft-iwarp.md "Who reads a socket"). */
+#define SOFT_USE_UNDATED (1ull << 63)
+
 /* @q's consumer may have left it (its last waiter left, a completion
  * consumed its arm, it took QPs back): wakes the progress thread when the
- * thread would look later than the end of @q's lease (+ SOFT_TICK_MS).
- * Callers store what changed (last_use_ns, waiting, the arm) first. */
+ * thread would look later than the end of @q's lease (+ SOFT_TICK_MS); an
+ * undated use counts from the time it holds (earlier than the use: the
+ * thread may be woken when it need not be, never left asleep past the
+ * lease). Callers store what changed (last_use_ns, waiting, the arm)
+ * first. */
 void rr_soft_lease_check(struct soft_cq *q);
 /* Hands QPs nobody attends to the progress thread and takes attended ones
  * back from it (ctx->lock held). Returns the earliest moment a QP left
