@@ -542,6 +542,34 @@ static void held_srv_pair(struct held_srv *h, struct net *n, struct rpcrdma_qp *
 	CHECK_EQ(ev.type, RPCRDMA_CM_ESTABLISHED);
 }
 
+/* A QP of @h's PD on its CQ (8 Sends and Receives of one SGE). */
+static struct rpcrdma_qp *held_srv_qp(struct held_srv *h)
+{
+	struct rpcrdma_qp_attr qa = {.send_cq = h->cq, .recv_cq = h->cq, .max_send_wr = 8,
+				     .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1};
+	struct rpcrdma_qp *s;
+
+	REQUIRE_EQ(rpcrdma_qp_create(h->pd, &qa, &s), 0);
+	return s;
+}
+
+/* The lease tests' pair that exchanges Sends: @h up, @sbuf (@len bytes)
+ * registered as *@smr, *@s on @h's CQ accepted from *@c on @n, and two
+ * Receives of 64 bytes (wr_id 70, 71) posted on *@c. */
+static void held_srv_sends(struct held_srv *h, struct net *n, struct rpcrdma_qp **c,
+			   struct rpcrdma_qp **s, struct rpcrdma_cm_id **cid,
+			   struct rpcrdma_cm_id **sid, struct rpcrdma_mr **smr, uint8_t *sbuf,
+			   size_t len)
+{
+	held_srv_up(h, n);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(h->pd, sbuf, len, RPCRDMA_ACCESS_LOCAL_WRITE, smr), 0);
+	*s = held_srv_qp(h);
+	*c = soft_net_qp(n, n->ccq, 8);
+	held_srv_pair(h, n, *c, *s, cid, sid);
+	soft_net_post_recv(n, *c, 70, 0, 64);
+	soft_net_post_recv(n, *c, 71, 64, 64);
+}
+
 static void held_srv_down(struct held_srv *h, struct net *n)
 {
 	CHECK_EQ(rpcrdma_cm_id_destroy(h->l), 0);
@@ -641,12 +669,7 @@ TEST(soft_lease_get_event_then_poll_is_one_use)
 	uint64_t t;
 
 	held_srv_up(&h, &n);
-	{
-		struct rpcrdma_qp_attr qa = {.send_cq = h.cq, .recv_cq = h.cq, .max_send_wr = 8,
-					     .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1};
-
-		REQUIRE_EQ(rpcrdma_qp_create(h.pd, &qa, &s), 0);
-	}
+	s = held_srv_qp(&h);
 	c = soft_net_qp(&n, n.ccq, 8);
 	held_srv_pair(&h, &n, c, s, &cid, &sid);
 
@@ -723,18 +746,7 @@ TEST(soft_lease_arm_then_empty_poll_is_not_a_use)
 	struct net n;
 	uint64_t t;
 
-	held_srv_up(&h, &n);
-	REQUIRE_EQ(rpcrdma_reg_mr_simple(h.pd, sbuf, sizeof(sbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &smr), 0);
-	{
-		struct rpcrdma_qp_attr qa = {.send_cq = h.cq, .recv_cq = h.cq, .max_send_wr = 8,
-					     .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1};
-
-		REQUIRE_EQ(rpcrdma_qp_create(h.pd, &qa, &s), 0);
-	}
-	c = soft_net_qp(&n, n.ccq, 8);
-	held_srv_pair(&h, &n, c, s, &cid, &sid);
-	soft_net_post_recv(&n, c, 70, 0, 64);
-	soft_net_post_recv(&n, c, 71, 64, 64);
+	held_srv_sends(&h, &n, &c, &s, &cid, &sid, &smr, sbuf, sizeof(sbuf));
 
 	/* from here on the server's leases end only when the test says */
 	t = soft_net_real_now_ns();
@@ -799,18 +811,7 @@ TEST(soft_lease_own_wait_dated_by_the_thread)
 	struct net n;
 	uint64_t t;
 
-	held_srv_up(&h, &n);
-	REQUIRE_EQ(rpcrdma_reg_mr_simple(h.pd, sbuf, sizeof(sbuf), RPCRDMA_ACCESS_LOCAL_WRITE, &smr), 0);
-	{
-		struct rpcrdma_qp_attr qa = {.send_cq = h.cq, .recv_cq = h.cq, .max_send_wr = 8,
-					     .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1};
-
-		REQUIRE_EQ(rpcrdma_qp_create(h.pd, &qa, &s), 0);
-	}
-	c = soft_net_qp(&n, n.ccq, 8);
-	held_srv_pair(&h, &n, c, s, &cid, &sid);
-	soft_net_post_recv(&n, c, 70, 0, 64);
-	soft_net_post_recv(&n, c, 71, 64, 64);
+	held_srv_sends(&h, &n, &c, &s, &cid, &sid, &smr, sbuf, sizeof(sbuf));
 
 	/* from here on the server's leases end only when the test says */
 	t = soft_net_real_now_ns();
