@@ -90,7 +90,9 @@ struct rr_conn_write {
 
 /* A Send of @len bytes from send slot @slot, after @nwrites RDMA Writes,
  * with Send With Invalidate of @inv_stag when @inv. @token (0: none) comes
- * back in rr_conn_on_send once the Send completed or failed. @quiet: nothing
+ * back in rr_conn_on_send once the Send completed or failed (without
+ * Writes it asks for nothing at completion: the executor may tell such
+ * Sends by count, rr_conn_on_sends). @quiet: nothing
  * of the session rides on its completion (a Reply copied whole into its
  * slot, no Writes): the executor may post it without one and then tells
  * nothing of it (rr_conn_io.send returns 1). */
@@ -157,8 +159,8 @@ struct rr_conn_io {
 	uint8_t *(*slot_get)(void *ctx, uint32_t *slot, uint32_t *cap);
 	void (*slot_put)(void *ctx, uint32_t slot);
 	/* Posts the Writes and the Send of @s; takes the slot back itself once
-	 * the Send completed. 0: its completion is told (rr_conn_on_send,
-	 * rr_conn_on_sends); 1 (only when @s->quiet): posted, and never told
+	 * the Send completed. 0: its completion is told (rr_conn_on_send;
+	 * rr_conn_on_sends, by count, for Sends without Writes); 1 (only when @s->quiet): posted, and never told
 	 * (its slot comes back once a later completion proves it sent, or
 	 * with the connection); negative errno: not posted. */
 	int (*send)(void *ctx, const struct rr_conn_send *s);
@@ -404,10 +406,13 @@ void rr_conn_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32
 /* Completions of what the session posted (@status 0 or a negative errno;
  * a failure also ends the connection: rr_conn_down follows). */
 void rr_conn_on_send(struct rr_conn *c, uint64_t token, int status);
-/* @n Sends (@tokens) completed successfully together (the unsignaled
- * Sends a later completion tells of): as rr_conn_on_send for each, with
- * one turn of what waits for a free slot (rr_conn_on_slot) after all. */
-void rr_conn_on_sends(struct rr_conn *c, const uint64_t *tokens, unsigned n);
+/* @n Sends without RDMA Writes (@s->nwrites 0 at io->send) completed
+ * successfully together (the unsignaled Sends a later completion tells
+ * of): as rr_conn_on_send for each, with one turn of what waits for a free
+ * slot (rr_conn_on_slot) after all. Their tokens are not needed: the
+ * session gives a Send without Writes a token with nothing to do at its
+ * completion (only a Reply with Writes has one: its memory's release). */
+void rr_conn_on_sends(struct rr_conn *c, unsigned n);
 /* A Read or Local Invalidate (io->read, io->inv) completed: the token
  * says which, so an executor whose failed completions carry no reliable
  * opcode passes it on as it is -- before it closes the connection, so a

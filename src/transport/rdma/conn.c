@@ -745,15 +745,6 @@ void tp_post_all_deferred(struct tp_ep *ep)
 _Static_assert(TP_UNSIG_RUN < TP_UNSIG_MAX && TP_CL_SLOTS_FIRST > TP_UNSIG_RUN,
 	       "a run of unsignaled Sends and its signaled one fit the first slots");
 
-/* Whether @a was posted before mark @m (sequence numbers modulo
- * TP_UNSIG_MASK + 1). */
-static bool unsig_before(uint32_t a, uint32_t m)
-{
-	uint32_t d = (m - a) & TP_UNSIG_MASK;
-
-	return d && d <= TP_UNSIG_MASK / 2;
-}
-
 /* The Send @w of @s (built signaled): unsignaled when it may be; its
  * wr_id carries the mark that its completion (signaled, or an error)
  * releases up to. Returns whether it goes unsignaled. */
@@ -771,50 +762,77 @@ static bool unsig_choose(struct tp_conn *cn, const struct rr_conn_send *s,
 	return unsig;
 }
 
-/* The Send in @slot was posted (@unsig: unsignaled). */
-static void unsig_posted(struct tp_conn *cn, uint32_t slot, bool unsig)
+/* The sequence number of the oldest unsignaled Send waiting (the ring's
+ * head): the ring holds consecutive ones, the newest uposted - 1. */
+static inline uint32_t unsig_head_seq(const struct tp_conn *cn)
 {
-	uint32_t i;
+	return (cn->uposted - cn->ucount) & TP_UNSIG_MASK;
+}
 
+void tp_unsig_posted(struct tp_conn *cn, uint32_t slot, bool unsig)
+{
 	if (!unsig) {
 		cn->urun = 0;
 		return;
 	}
-	i = (cn->uhead + cn->ucount) % TP_UNSIG_MAX;
-	cn->uslot[i] = slot;
-	cn->useq[i] = cn->uposted & TP_UNSIG_MASK;
+	cn->uslot[(cn->uhead + cn->ucount) % TP_UNSIG_MAX] = slot;
 	cn->ucount++;
 	cn->uposted++;
 	cn->urun++;
+}
+
+/* (One pass over the Sends released, no test of each one's sequence
+ * number: those before @mark are the first d of the ring. Their slots
+ * below TP_SFREE_BITS go back as bits gathered in a register, each as
+ * tp_slot_put would put it (one not made or already free ignored); the
+ * others through tp_slot_put. Issue 16 part IC.) */
+bool tp_unsig_release(struct tp_conn *cn, uint32_t mark, uint32_t self, unsigned *nother)
+{
+	uint32_t d = (mark - unsig_head_seq(cn)) & TP_UNSIG_MASK;
+	uint32_t k = RR_MIN(d, cn->ucount), h = cn->uhead;
+	uint32_t lim = RR_MIN(cn->nslots, TP_SFREE_BITS);
+	uint64_t bits = cn->sfree_bits;
+	uint32_t nbits = 0;
+	bool had_self = false;
+
+	if (d > TP_UNSIG_MASK / 2)
+		k = 0;   /* a mark behind the head: none before it */
+	cn->uhead = (h + k) % TP_UNSIG_MAX;
+	cn->ucount -= k;
+	for (uint32_t i = 0; i < k; i++) {
+		uint32_t slot = cn->uslot[(h + i) % TP_UNSIG_MAX];
+
+		had_self |= slot == self;
+		if (slot < lim) {
+			uint64_t b = (uint64_t)1 << slot;
+
+			nbits += !(bits & b);
+			bits |= b;
+		} else {
+			tp_slot_put(cn, slot);
+		}
+	}
+	cn->sfree_bits = bits;
+	cn->nsfree += nbits;
+	*nother = k - had_self;
+	return had_self;
 }
 
 /* A Send's completion (@wc, of the Send in @self) came: the unsignaled
  * Sends posted before its mark are done. Their slots are put back and,
  * when it succeeded on a live connection, a client's session told of them
  * all at once (rr_conn_on_sends: one turn of its pump, not one per Send;
- * their tokens read before it, which may post more into the slots put
- * back); a server's were quiet, told nothing. Returns whether @self was
- * one of them (its slot put back here). */
+ * a Send without Writes, as every unsignaled one is, has nothing to tell
+ * but its count); a server's were quiet, told nothing. Returns whether
+ * @self was one of them (its slot put back here). */
 static bool unsig_release(struct tp_conn *cn, const struct rpcrdma_wc *wc, uint32_t self)
 {
-	uint32_t mark = WRMARK(wc->wr_id);
-	uint64_t tok[TP_UNSIG_MAX];
-	unsigned ntok = 0;
-	bool had_self = false;
+	unsigned n;
+	bool had_self = tp_unsig_release(cn, WRMARK(wc->wr_id), self, &n);
 
-	while (cn->ucount && unsig_before(cn->useq[cn->uhead], mark)) {
-		uint32_t slot = cn->uslot[cn->uhead];
-
-		cn->uhead = (cn->uhead + 1) % TP_UNSIG_MAX;
-		cn->ucount--;
-		slot_put(cn, slot);
-		if (slot == self)
-			had_self = true;
-		else if (!cn->ep->is_server)
-			tok[ntok++] = cn->stoken[slot];
-	}
-	if (ntok && wc->status == RPCRDMA_WC_SUCCESS && !cn->dead && !cn->closing)
-		rr_conn_on_sends(cn->sess, tok, ntok);
+	if (n && !cn->ep->is_server && wc->status == RPCRDMA_WC_SUCCESS && !cn->dead &&
+	    !cn->closing)
+		rr_conn_on_sends(cn->sess, n);
 	return had_self;
 }
 
@@ -845,9 +863,9 @@ void tp_quiet_watch(struct tp_conn *cn, uint64_t now)
 		cn->qw_on = false;
 		return;
 	}
-	if (!cn->qw_on || cn->qw_seq != cn->useq[cn->uhead]) {
+	if (!cn->qw_on || cn->qw_seq != unsig_head_seq(cn)) {
 		cn->qw_on = true;
-		cn->qw_seq = cn->useq[cn->uhead];
+		cn->qw_seq = unsig_head_seq(cn);
 		cn->qw_t0 = now;
 		return;
 	}
@@ -860,7 +878,7 @@ void tp_quiet_watch(struct tp_conn *cn, uint64_t now)
 		conn_close(cn);
 		return;
 	}
-	unsig_posted(cn, TP_PROBE_SLOT, false);
+	tp_unsig_posted(cn, TP_PROBE_SLOT, false);
 	cn->qprobe = true;
 	cn->ep->stats.quiet_probes++;
 	cn->qw_on = false;
@@ -895,7 +913,7 @@ static __attribute__((noinline)) int conn_send_chain(struct tp_conn *cn,
 	unsig = unsig_choose(cn, s, &wr[s->nwrites]);
 	rc = rr_post_send_own(cn->qp, wr);
 	if (!rc) {
-		unsig_posted(cn, s->slot, unsig);
+		tp_unsig_posted(cn, s->slot, unsig);
 		rc = unsig && s->quiet ? 1 : 0;
 	}
 	if (wr != wstack)
@@ -920,7 +938,7 @@ static inline __attribute__((always_inline)) int conn_send(struct tp_conn *cn,
 	/* Deferred Replies wait for the end of the batch, but not for long:
 	 * a batch of many, or one behind a slow handler, is posted now; and
 	 * before any Send that is not deferred (the send queue takes them in
-	 * the order unsig_posted counted them: a signaled Send's completion
+	 * the order tp_unsig_posted counted them: a signaled Send's completion
 	 * must not vouch for an unsignaled one not yet posted). */
 	if (cn->ndefer && (!cn->ep->defer || s->nwrites >= SV_DEFER_WR ||
 			   cn->ndefer >= cn->dcap ||
@@ -940,7 +958,7 @@ static inline __attribute__((always_inline)) int conn_send(struct tp_conn *cn,
 		rc = rr_post_send_own(cn->qp, &w);
 		if (rc)
 			return rc;
-		unsig_posted(cn, s->slot, unsig);
+		tp_unsig_posted(cn, s->slot, unsig);
 		return unsig && s->quiet ? 1 : 0;
 	}
 	if (cn->ep->defer && s->nwrites < SV_DEFER_WR && defer_ready(cn)) {
@@ -958,7 +976,7 @@ static inline __attribute__((always_inline)) int conn_send(struct tp_conn *cn,
 		 * chain that fails to post ends the connection, whose slots go
 		 * with it (tp_post_deferred) */
 		unsig = unsig_choose(cn, s, &dw[s->nwrites]);
-		unsig_posted(cn, s->slot, unsig);
+		tp_unsig_posted(cn, s->slot, unsig);
 		if (!cn->ndefer) {
 			cn->defer_t0 = tp_now_ns(cn->ep);
 			/* listed once (it may be there from a post since):

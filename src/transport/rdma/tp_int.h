@@ -243,9 +243,10 @@ struct tp_conn {
 	uint32_t nsfree;             /* free slots, bits and stack together */
 	uint32_t nsch, nslots;       /* chunks and slots allocated */
 	uint32_t ssize, rsize;       /* bytes of a slot, of a Receive */
-	/* its unsignaled Sends not known done, oldest first (slot and
-	 * sequence number; a ring at uhead), how many were posted (the next
-	 * one's sequence number), how many since the last signaled one */
+	/* its unsignaled Sends not known done, oldest first (their slots, a
+	 * ring at uhead; their sequence numbers consecutive, the newest
+	 * uposted - 1), how many were posted (the next one's sequence
+	 * number), how many since the last signaled one */
 	uint32_t uhead, ucount, uposted, urun;
 	uint32_t ndefer;
 	bool established, dead;
@@ -273,7 +274,7 @@ struct tp_conn {
 	 * bits, each a Receive's index + 1 (0: empty); still counted in @lent
 	 * until taken under the lock (tp_conn_unlend_drain) */
 	_Atomic uint64_t rel;
-	uint32_t uslot[TP_UNSIG_MAX], useq[TP_UNSIG_MAX];
+	uint32_t uslot[TP_UNSIG_MAX];
 	/* responder, Replies answered on the progress thread: their work
 	 * requests (SV_DEFER_WR each, in answer order), chained and posted at
 	 * once after the batch of upcalls (tp_post_deferred). */
@@ -339,6 +340,14 @@ bool tp_slot_take(struct tp_conn *cn, uint32_t *slot);
 void tp_slot_put(struct tp_conn *cn, uint32_t slot);
 /* Whether @slot is free (a look for tests: the stack walked). */
 bool tp_slot_is_free(const struct tp_conn *cn, uint32_t slot);
+/* A Send in @slot was posted, unsignaled (@unsig: its slot into the ring
+ * of those waiting) or signaled (the run ends). */
+void tp_unsig_posted(struct tp_conn *cn, uint32_t slot, bool unsig);
+/* A Send completion carrying @mark came (the Send in @self): the
+ * unsignaled Sends posted before the mark are done, their slots put back
+ * (as tp_slot_put). Returns whether @self was one of them; *@nother: how
+ * many others. */
+bool tp_unsig_release(struct tp_conn *cn, uint32_t mark, uint32_t self, unsigned *nother);
 
 /* A server connection opened for backward Calls (tp.h). */
 struct rr_tp_bc {
