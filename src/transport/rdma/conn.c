@@ -929,9 +929,13 @@ static inline __attribute__((always_inline)) int conn_send(struct tp_conn *cn,
 			cn->dgrow = true;   /* room for a full batch next */
 		tp_post_deferred(cn);
 	}
-	if (!s->nwrites && !cn->ep->defer) {
+	if (!s->nwrites && (!cn->ep->defer || (s->alone && !cn->ndefer))) {
 		/* a lone Send (every inline Call; a Reply without Writes when
-		 * not deferred): built in place, no arrays */
+		 * not deferred, or when no other Call of its connection awaits
+		 * a Reply and none is deferred: no chain to join, so the batch's
+		 * end would post it alone, after touching this connection's
+		 * lines and its deferred WR arrays once more): built in place,
+		 * no arrays */
 		struct rpcrdma_send_wr w;
 		struct rpcrdma_sge g;
 
