@@ -941,7 +941,11 @@ static inline __attribute__((always_inline)) int conn_send(struct tp_conn *cn,
 
 		tp_send_wr_fill(cn, s, &w, &g);
 		unsig = unsig_choose(cn, s, &w);
-		rc = rr_post_send_own(cn->qp, &w);
+		/* the provider's ops from the endpoint's context (a line the
+		 * Send reads anyway), as tp_post_deferred: not by the walk qp
+		 * -> pd -> ctx, the QP's PD a cold line per Send at many
+		 * connections (the QP and its PD are made on ep->ctx: conn_new) */
+		rc = rr_post_send_own_ops(RR_BASE(context, cn->ep->ctx)->ops, cn->qp, &w);
 		if (rc)
 			return rc;
 		unsig_posted(cn, s->slot, unsig);
