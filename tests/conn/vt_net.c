@@ -456,6 +456,9 @@ static int do_send(struct vt_net *n, struct vt_qp *q, const struct rr_conn_send 
 	}
 	if (vt_mem_fail_now(n->mem, 4))
 		return -EIO;
+	if (s->alone && (q->side != VT_RSP || (n->held && n->held(n->ctx, q) > 1)))
+		FAIL(n, "%s Send marked alone while %u requests of its session are held",
+		     side_name(q->side), n->held ? n->held(n->ctx, q) : 0);
 	buf = q->sbuf + (size_t)s->slot * q->ssize;
 	parse_sent(n, q, buf, s->len);
 	/* a quiet Send taken quiet three times in four, as the transport's

@@ -245,6 +245,9 @@ struct vt_net {
 	void (*deliver)(void *ctx, struct vt_qp *qp, struct rr_conn_sreq *r);
 	void (*complete)(void *ctx, struct rr_conn_rpc *rpc);
 	void (*sent)(void *ctx, struct vt_qp *qp, struct rr_conn_sreq *r, int status);
+	/* requests of @qp's responder session its upper layer holds (delivered,
+	 * not done): a Reply's Send marked alone finds at most its own */
+	unsigned (*held)(void *ctx, struct vt_qp *qp);
 	void (*trace)(void *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 	/* counters */
 	unsigned long sends, writes, reads, recvs, legit_fatal, swi, linv;

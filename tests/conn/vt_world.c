@@ -587,6 +587,15 @@ static void on_deliver(void *ctx, struct vt_qp *q, struct rr_conn_sreq *r)
 	s->reqs = rq;
 }
 
+static unsigned on_held(void *ctx, struct vt_qp *q)
+{
+	unsigned n = 0;
+
+	for (struct vt_req *rq = rsp_of(ctx, q)->reqs; rq; rq = rq->next)
+		n++;
+	return n;
+}
+
 static void req_free_bufs(struct vt_world *w, struct vt_req *rq)
 {
 	for (unsigned i = 0; i < rq->nparts; i++)
@@ -1276,6 +1285,7 @@ bool vt_run(uint64_t seed, const struct vt_opts *o, struct vt_result *res)
 	w->net.deliver = on_deliver;
 	w->net.complete = on_complete;
 	w->net.sent = on_sent;
+	w->net.held = on_held;
 	w->net.trace = trace;
 	ok = setjmp(w->jb) == 0;
 	if (ok)

@@ -8,7 +8,8 @@
  * the connection by the send timeout (send_stalls), its slots with it.
  * And what proves a quiet Send done must come after it on the wire: quiet
  * Replies deferred in a batch go before a later Send of the general path
- * whose completion vouches for them (conn.c conn_send).
+ * whose completion vouches for them (conn.c conn_send); a Reply alone on its
+ * connection is posted at once, or joins the chain when one is deferred.
  * The server runs the send timeout on a virtual clock (rr_tp_conf
  * rrep_clock); the tests wait for events, never for time. Over the
  * software iWARP provider (RFC 5040 RDMA Write, RFC 8166 transport, RFC
@@ -452,6 +453,67 @@ TEST(quiet_sends_deferred_then_general_path_in_order)
 	if (strcmp(seen, "abcWWWWWG") != 0)
 		fprintf(stderr, "  on the wire: %s\n", seen);
 	CHECK(strcmp(seen, "abcWWWWWG") == 0);
+	rr_rogue_free(g);
+	qw_server_stop(&sq);
+}
+
+/* A Reply marked alone (no other Call of its connection awaits a Reply:
+ * proto/conn/reply.c) in a batch whose Replies are deferred (ep.defer) is
+ * posted at once when nothing of its connection is deferred, and joins the
+ * chain when something is (conn.c conn_send, issue 16 part HF): on the wire
+ * in answer order. Fails with the alone Reply deferred like the others
+ * (ndefer 1 after the first), and with one posted at once past a deferred
+ * chain (ndefer 1 after the third; "acb" on the wire). */
+struct al {
+	uint32_t ndefer[3];
+};
+
+static void al_post_fn(struct tp_conn *cn, void *arg)
+{
+	struct al *a = arg;
+	struct rr_conn_send s;
+
+	cn->ep->defer = true;
+	for (unsigned i = 0; i < 3; i++) {
+		memset(&s, 0, sizeof(s));
+		ord_fill(cn, (uint8_t)('a' + i), &s);
+		s.quiet = true;
+		s.alone = i != 1;   /* a and c alone, b not */
+		CHECK(tp_server_io.send(cn, &s) >= 0);
+		a->ndefer[i] = cn->ndefer;
+	}
+	cn->ep->defer = false;
+	tp_post_all_deferred(cn->ep);   /* the batch's end */
+}
+
+TEST(quiet_sends_alone_posted_at_once)
+{
+	struct rr_rogue *g = NULL;
+	struct rr_th_sq sq;
+	struct al a = {{0}};
+	char seen[8];
+	unsigned nseen = 0;
+
+	if (!rr_th_soft_ok())
+		return;
+	qw_server(&sq);
+	REQUIRE_EQ(rr_rogue_open(&g, rr_tp_server_port(qw_srv), NULL), 0);
+	qw_conn_ready();
+	qw_with_conn(al_post_fn, &a);
+	CHECK_EQ(a.ndefer[0], 0);   /* alone, nothing deferred: posted */
+	CHECK_EQ(a.ndefer[1], 1);   /* not alone: deferred */
+	CHECK_EQ(a.ndefer[2], 2);   /* alone, but a chain to join */
+	while (nseen < 3) {
+		struct rr_rogue_ev ev;
+
+		if (rr_rogue_next(g, &ev, RR_TEST_WAIT_MS) != RR_ROGUE_EV_MSG)
+			break;
+		seen[nseen++] = ev.msg_len == 32 ? (char)ev.msg[0] : '?';
+	}
+	seen[nseen] = '\0';
+	if (strcmp(seen, "abc") != 0)
+		fprintf(stderr, "  on the wire: %s\n", seen);
+	CHECK(strcmp(seen, "abc") == 0);
 	rr_rogue_free(g);
 	qw_server_stop(&sq);
 }

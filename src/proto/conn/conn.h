@@ -101,6 +101,10 @@ struct rr_conn_send {
 	uint32_t len;
 	bool inv;
 	bool quiet;
+	/* a Reply while no other Call of its connection awaits one (nothing
+	 * to chain it with: an executor that defers Replies to the end of a
+	 * batch may post it now) */
+	bool alone;
 	uint32_t inv_stag;
 	const struct rr_conn_write *writes;
 	unsigned nwrites;

@@ -178,6 +178,7 @@ reply_finish(struct rr_conn *c, struct rs_req *r, const struct rr_xprt_part *par
 	s.nwrites = plan->nwrites;
 	s.token = plan->nwrites ? TOK(TOK_REPLY, r) : TOK(TOK_SEND, NULL);
 	s.quiet = !plan->nwrites;   /* nothing of the request rides on it */
+	s.alone = c->nreqs <= 1;    /* (@r is counted until it is done) */
 	r->send_done = false;
 	r->send_pending = plan->nwrites != 0;
 	if (r->send_pending) {

@@ -947,15 +947,23 @@ static inline __attribute__((always_inline)) int conn_send(struct tp_conn *cn,
 			cn->dgrow = true;   /* room for a full batch next */
 		tp_post_deferred(cn);
 	}
-	if (!s->nwrites && !cn->ep->defer) {
+	if (!s->nwrites && (!cn->ep->defer || (s->alone && !cn->ndefer))) {
 		/* a lone Send (every inline Call; a Reply without Writes when
-		 * not deferred): built in place, no arrays */
+		 * not deferred, or when no other Call of its connection awaits
+		 * a Reply and none is deferred: no chain to join, so the batch's
+		 * end would post it alone, after touching this connection's
+		 * lines and its deferred WR arrays once more): built in place,
+		 * no arrays */
 		struct rpcrdma_send_wr w;
 		struct rpcrdma_sge g;
 
 		tp_send_wr_fill(cn, s, &w, &g);
 		unsig = unsig_choose(cn, s, &w);
-		rc = rr_post_send_own(cn->qp, &w);
+		/* the provider's ops from the endpoint's context (a line the
+		 * Send reads anyway), as tp_post_deferred: not by the walk qp
+		 * -> pd -> ctx, the QP's PD a cold line per Send at many
+		 * connections (the QP and its PD are made on ep->ctx: conn_new) */
+		rc = rr_post_send_own_ops(RR_BASE(context, cn->ep->ctx)->ops, cn->qp, &w);
 		if (rc)
 			return rc;
 		tp_unsig_posted(cn, s->slot, unsig);
