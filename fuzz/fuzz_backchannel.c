@@ -6,7 +6,11 @@
  * responder's session ends there) fed to two sessions:
  * - a requester granting 2 backward credits and serving reverse Calls:
  *   each one delivered is answered with its own message, or dropped
- *   without an answer, once the message that brought it was handled;
+ *   without an answer, once the message that brought it was handled; with
+ *   2 forward Calls of its own outstanding (XIDs 0xc0000, 0xc0001, the
+ *   responder's backward ones: a reverse Call may carry a forward Call's
+ *   XID, RFC 8167), so that the one-pass Reply's test and the reverse-Call
+ *   test after it (requester.c rq_on_recv) meet both;
  * - a responder with 3 backward Calls submitted (XIDs 0xc0000..0xc0002),
  *   whose forward Calls are dropped by its upper layer.
  * Checked: no crash or leak; never more than 2 reverse Calls held at once
@@ -14,7 +18,9 @@
  * threshold; a delivered reverse Call's bytes lie in the message that
  * brought it; every backward Call completes exactly once (by a Reply, an
  * RDMA_ERROR, the connection's loss or the session's end) and a completed
- * one's Reply is the RPC message of a Reply to its XID; at the responder,
+ * one's Reply is the RPC message of a Reply to its XID; a requester's
+ * forward Call completes exactly once, and never by the message that was
+ * delivered as a reverse Call; at the responder,
  * the two-word filter before bc_on_recv (bc_may_be_reply) passes every
  * message that bc_on_recv's first tests (bc_maybe, bc_maybe_error) would
  * look at further. */
@@ -40,6 +46,7 @@ struct fake {
 	unsigned ngot;
 	unsigned held;                /* requester: delivered, not done */
 	unsigned completions[3];
+	bool requester;               /* completions: forward Calls */
 	struct rr_conn *c;
 };
 
@@ -132,6 +139,11 @@ static void f_complete(void *ctx, struct rr_conn_rpc *rpc)
 
 	if (i >= 3 || ++f->completions[i] > 1)
 		FAIL("a backward Call completed twice");
+	if (f->requester) {
+		/* a forward Call: whatever the general way took as its Reply */
+		rr_conn_release_reply(f->c, rpc);
+		return;
+	}
 	if (rpc->status == 0 &&
 	    (rpc->reply_len < 8 || rr_get_be32(rpc->reply) != rpc->xid ||
 	     rr_get_be32(rpc->reply + 4) != 1))
@@ -219,7 +231,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	for (int role = 0; role < 2; role++) {
 		size_t off = 0;
-		unsigned k = 0;
+		unsigned k = 0, done0;
 
 		memset(&f, 0, sizeof(f));
 		c = session(&f, role ? RR_CONN_RESPONDER : RR_CONN_REQUESTER);
@@ -228,6 +240,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rr_conn_up(c, pd, sizeof(pd), 16, 4, 1);
 		if (role == 0) {
 			rr_conn_bc_enable(c, true);
+			f.requester = true;
+			for (unsigned i = 0; i < 2; i++) {
+				memset(calls[i], 0, 16);
+				rr_put_be32(calls[i], 0xc0000u + i);
+				parts[i] = (struct rr_xprt_part){calls[i], 16, false};
+				memset(&rpc[i], 0, sizeof(rpc[i]));
+				rpc[i].xid = 0xc0000u + i;
+				rpc[i].parts = &parts[i];
+				rpc[i].nparts = 1;
+				rpc[i].max_reply = 256;
+				if (rr_conn_submit(c, &rpc[i]))
+					FAIL("submit refused");
+			}
 		} else {
 			for (unsigned i = 0; i < 3; i++) {
 				memset(calls[i], 0, 16);
@@ -257,7 +282,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (role == 1 && bc_looks_reply(data + off, len) &&
 			    !bc_may_be_reply(data + off, (uint32_t)len))
 				FAIL("bc_may_be_reply drops what bc_on_recv takes");
+			done0 = f.completions[0] + f.completions[1];
 			rr_conn_on_recv(c, k++ % 16, data + off, (uint32_t)len, false, 0);
+			if (role == 0 && f.ngot && f.completions[0] + f.completions[1] != done0)
+				FAIL("a reverse Call also completed a forward Call");
 			if (role == 0) {
 				serve(&f, data + off, len, k);
 			} else {
@@ -272,10 +300,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			(void)rr_conn_done(c, f.got[i]);
 		f.ngot = 0;
 		rr_conn_destroy(c);
-		if (role == 1)
-			for (unsigned i = 0; i < 3; i++)
-				if (f.completions[i] != 1)
-					FAIL("a backward Call never completed");
+		for (unsigned i = 0; i < (role == 1 ? 3u : 2u); i++)
+			if (f.completions[i] != 1)
+				FAIL("a Call never completed");
 	}
 	return 0;
 }

@@ -22,8 +22,10 @@
 
 #include <pthread.h>
 
+#include "rdma/soft/soft.h"
 #include "rpcrdma/rdma.h"
 #include "transport/rdma/tp.h"
+#include "transport/rdma/tp_int.h"
 #include "xprt_harness.h"
 
 static const uint8_t rogue_pd[8] = {0xf6, 0xab, 0x0e, 0x18, 1, 0, 3, 3};
@@ -278,6 +280,218 @@ TEST(bc_rdma_rogue_reverse_calls_over_grant)
 	CHECK_EQ(st.bc_calls_dropped, 2u);
 	rq_forward_ok(&f, 0xa0002);
 	rq_down(&f);
+}
+
+/* A synchronous caller on its own thread (the harness's REQUIRE runs on
+ * the test's thread only, and the rogue is driven from there): submits
+ * @rpc with caller_waits, so that this thread receives (the loop is not
+ * woken), and waits for it (rr_tp_client_wait, bounded). */
+struct sync_caller {
+	struct rr_tp_client *tp;
+	struct rr_conn_rpc *rpc;
+	int rc;
+};
+
+static void *sync_caller_run(void *arg)
+{
+	struct sync_caller *a = arg;
+
+	a->rpc->caller_waits = true;
+	a->rc = rr_tp_client_submit(a->tp, a->rpc);
+	if (a->rc == 0)
+		rr_tp_client_wait(a->tp, a->rpc, 30000);
+	return NULL;
+}
+
+/* A forward Call @rpc of XID @xid (12 bytes in @call), room for 256. */
+static void fwd_call(struct rr_conn_rpc *rpc, uint8_t *call, struct rr_xprt_part *part,
+		     uint32_t xid)
+{
+	put32(call, xid);
+	put32(call + 4, 0);   /* CALL (no more: the rogue does not parse it) */
+	*part = (struct rr_xprt_part){call, 12, false};
+	memset(rpc, 0, sizeof(*rpc));
+	rpc->xid = xid;
+	rpc->parts = part;
+	rpc->nparts = 1;
+	rpc->max_reply = 256;
+}
+
+static uint64_t rq_recv_bytes(struct rq_fx *f)
+{
+	struct rr_xprt_stats st;
+
+	rr_tp_client_stats(f->c.tp, &st);
+	return st.inline_recv_bytes;
+}
+
+/* Sends @m (@len) from the rogue, then waits (bounded) until the client
+ * received it (its bytes counted): the next one then comes alone. */
+static bool rq_send_seen(struct rq_fx *f, const uint8_t *m, size_t len)
+{
+	uint64_t want = rq_recv_bytes(f) + len;
+	int k;
+
+	if (rr_th_rresp_send(&f->g, m, len, 0, 5000))
+		return false;
+	for (k = 0; k < 2000 && rq_recv_bytes(f) < want; k++)
+		rr_th_sleep_ms(5);
+	return k < 2000;
+}
+
+/* A reverse Call whose XID is that of a forward Call waiting for its Reply
+ * (RFC 8167: the two directions' XIDs are unrelated), received by the
+ * Call's own synchronous waiter (its Receive straight to the requester,
+ * transport/rdma/conn.c tp_on_wc_own): delivered as a reverse Call, not
+ * taken for the Reply (the one-pass Reply's test refuses it: word 8 is
+ * CALL; then the reverse direction's test, proto/conn/requester.c
+ * rq_on_recv, issue 16 part ID); the Call then completes with its own
+ * Reply, sent once the reverse Call was delivered (bounded), so that each
+ * comes alone. */
+TEST(bc_rdma_rogue_reverse_call_with_a_waiting_calls_xid)
+{
+	static uint8_t call[12], in[4096];
+	struct rr_xprt_part part;
+	struct rr_conn_rpc rpc;
+	struct rr_xprt_stats st;
+	struct sync_caller a;
+	struct rq_fx f;
+	uint8_t m[256];
+	pthread_t th;
+	int n;
+
+	if (!rr_th_soft_ok())
+		return;
+	rq_up(&f, 2);
+	rr_tp_client_bc_enable(f.c.tp, true);
+	fwd_call(&rpc, call, &part, 0xc0001);
+	a = (struct sync_caller){f.c.tp, &rpc, -1};
+	REQUIRE_EQ(pthread_create(&th, NULL, sync_caller_run, &a), 0);
+	n = rr_th_rresp_recv(&f.g, in, 5000);
+	CHECK(n >= 28);
+	CHECK_EQ(get32(in), 0xc0001u);
+	CHECK_EQ(rr_th_rresp_send(&f.g, m, mk_msg(m, 0xc0001, 1, 0 /* CALL */, false, 2), 0,
+				  5000), 0);
+	CHECK(rq_wait_got(&f, 1));
+	CHECK_EQ(rr_th_rresp_send(&f.g, m, mk_msg(m, 0xc0001, 8, 1, false, 2), 0, 5000), 0);
+	pthread_join(th, NULL);
+	REQUIRE_EQ(a.rc, 0);
+	CHECK(rr_th_cl_wait(&f.c, 1, RR_TEST_WAIT_MS));
+	CHECK_EQ(rpc.status, 0);
+	REQUIRE_EQ(rpc.reply_len, 16u);   /* xid, REPLY, 2 words: the Reply's */
+	CHECK_EQ(get32(rpc.reply), 0xc0001u);
+	CHECK_EQ(get32(rpc.reply + 4), 1u);
+	CHECK_EQ(get32(rpc.reply + 8), 0x50000u);
+	rr_tp_client_release_reply(f.c.tp, &rpc);
+	REQUIRE_EQ(rq_ngot(&f), 1u);
+	CHECK_EQ(f.got[0]->xid, 0xc0001u);
+	CHECK_EQ(f.got[0]->len, 16u);
+	CHECK_EQ(get32(f.got[0]->msg + 4), 0u);   /* CALL */
+	rr_tp_client_stats(f.c.tp, &st);
+	CHECK_EQ(st.bc_calls_recv, 1u);
+	CHECK_EQ(st.bc_calls_dropped, 0u);
+	CHECK_EQ(st.bad_xids, 0u);
+	CHECK_EQ(st.bad_replies, 0u);
+	rq_down(&f);
+}
+
+/* The synchronous waiter's own Receives (transport/rdma/conn.c
+ * tp_on_wc_own, straight to the requester, issue 16 part ID) against the
+ * progress loop's (tp_on_wc, the general way): the same messages, each
+ * sent alone once the one before it was received (its bytes counted),
+ * give the same result and the same counters either way. While a Call
+ * waits: a reverse Call with its XID (no backchannel offered: dropped),
+ * a Reply of an XID nobody waits for, a Reply of its XID with a bad
+ * version (discarded), then its Reply. */
+static void own_seq_run(bool sync, struct rr_xprt_stats *st, int *status, uint8_t *reply,
+			uint32_t *reply_len)
+{
+	static uint8_t call[12], in[4096];
+	uint8_t m[4][96];
+	size_t len[4];
+	struct rr_xprt_part part;
+	struct rr_conn_rpc rpc;
+	struct sync_caller a;
+	struct rq_fx f;
+	pthread_t th;
+	int n;
+
+	rq_up(&f, 0);
+	len[0] = mk_msg(m[0], 0xd0001, 1, 0 /* CALL */, false, 2);
+	len[1] = mk_msg(m[1], 0xd0777, 8, 1, false, 2);   /* nobody's */
+	len[2] = mk_msg(m[2], 0xd0001, 8, 1, false, 2);
+	put32(m[2] + 4, 7);                                /* version 7 */
+	len[3] = mk_msg(m[3], 0xd0001, 8, 1, false, 3);
+	fwd_call(&rpc, call, &part, 0xd0001);
+	a = (struct sync_caller){f.c.tp, &rpc, -1};
+	if (sync)
+		REQUIRE_EQ(pthread_create(&th, NULL, sync_caller_run, &a), 0);
+	else
+		REQUIRE_EQ(a.rc = rr_tp_client_submit(f.c.tp, &rpc), 0);
+	n = rr_th_rresp_recv(&f.g, in, 5000);
+	CHECK(n >= 28);
+	CHECK_EQ(get32(in), 0xd0001u);
+	for (unsigned i = 0; i < 4; i++)
+		CHECK(rq_send_seen(&f, m[i], len[i]));
+	if (sync)
+		pthread_join(th, NULL);
+	REQUIRE_EQ(a.rc, 0);
+	CHECK(rr_th_cl_wait(&f.c, 1, RR_TEST_WAIT_MS));
+	rr_tp_client_stats(f.c.tp, st);
+	/* the Receives the transport counts posted are those on the queue
+	 * (conn.c "Receives by demand": each consumed one uncounted) */
+	rr_lock(&f.c.tp->ep.lock);
+	{
+		struct tp_conn *cn = f.c.tp->conn;
+		struct soft_qp *q;
+
+		CHECK(cn != NULL);
+		if (cn) {
+			q = RR_CONTAINER_OF(RR_BASE(qp, cn->qp), struct soft_qp, base);
+			rr_lock(&q->rx_lock);
+			CHECK_EQ(q->rq_count, cn->rposted);
+			rr_unlock(&q->rx_lock);
+		}
+	}
+	rr_unlock(&f.c.tp->ep.lock);
+	*status = rpc.status;
+	*reply_len = rpc.reply_len;
+	if (rpc.status == 0 && rpc.reply_len <= 64)
+		memcpy(reply, rpc.reply, rpc.reply_len);
+	if (rpc.status == 0)
+		rr_tp_client_release_reply(f.c.tp, &rpc);
+	rq_down(&f);
+}
+
+TEST(xprt_client_own_receive_as_loop)
+{
+	struct rr_xprt_stats st[2];
+	uint8_t reply[2][64];
+	uint32_t len[2];
+	int status[2];
+
+	if (!rr_th_soft_ok())
+		return;
+	for (int sync = 0; sync < 2; sync++)
+		own_seq_run(sync, &st[sync], &status[sync], reply[sync], &len[sync]);
+	for (int i = 0; i < 2; i++) {
+		CHECK_EQ(status[i], 0);
+		REQUIRE_EQ(len[i], 20u);   /* xid, REPLY, 3 words: the last one's */
+		CHECK_EQ(get32(reply[i] + 16), 0x50002u);
+		CHECK_EQ(st[i].bc_calls_dropped, 1u);
+		CHECK_EQ(st[i].bad_xids, 1u);
+		CHECK_EQ(st[i].bad_replies, 1u);
+	}
+	CHECK_MEM(reply[0], reply[1], 20);
+	CHECK_EQ(st[0].recvs, st[1].recvs);
+	CHECK_EQ(st[0].msg_recv, st[1].msg_recv);
+	CHECK_EQ(st[0].inline_recv_bytes, st[1].inline_recv_bytes);
+	CHECK_EQ(st[0].bad_xids, st[1].bad_xids);
+	CHECK_EQ(st[0].bad_replies, st[1].bad_replies);
+	CHECK_EQ(st[0].bc_calls_recv, st[1].bc_calls_recv);
+	CHECK_EQ(st[0].bc_calls_dropped, st[1].bc_calls_dropped);
+	CHECK_EQ(st[0].error_recv, st[1].error_recv);
+	CHECK_EQ(st[0].nomsg_recv, st[1].nomsg_recv);
 }
 
 /* ---- the responder's side: backward Calls to a rogue requester ---- */

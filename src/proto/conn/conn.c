@@ -169,27 +169,36 @@ bool rr_conn_reliable_reply(const struct rr_conn *c)
 	return c->up && c->params.reliable_reply;
 }
 
+void rr_conn_on_recv_rq(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len,
+			bool has_inv, uint32_t inv_stag)
+{
+	rr_conn_count_form(c, buf, len, false);
+	/* its reverse Calls (RFC 8167) are told apart in rq_on_recv, after
+	 * the one-pass Reply's test: a message that passes it is no Call
+	 * (issue 16 part ID) */
+	rq_on_recv(c, idx, buf, len, has_inv, inv_stag);
+}
+
 void rr_conn_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len,
 		     bool has_inv, uint32_t inv_stag)
 {
-	rr_conn_count_form(c, buf, len, false);
-	if ((c->responder ? bc_may_be_reply(buf, len) : bc_may_be_call(buf, len)) &&
-	    bc_on_recv(c, idx, buf, len))
-		return;   /* the reverse direction's (RFC 8167) */
-	if (c->responder) {
-		uint32_t xid;
+	uint32_t xid;
 
-		if (c->params.reliable_reply && rr_rrep_is_done(buf, len, &xid)) {
-			rs_rrep_on_done(c, idx, xid, has_inv, inv_stag);
-			rs_park_resume(c, rr_conn_now(c));   /* a reservation may be free */
-			return;
-		}
-		if (has_inv)
-			rs_rrep_on_stray_inv(c, inv_stag);
-		rs_on_recv(c, idx, buf, len);
+	if (!c->responder) {
+		rr_conn_on_recv_rq(c, idx, buf, len, has_inv, inv_stag);
 		return;
 	}
-	rq_on_recv(c, idx, buf, len, has_inv, inv_stag);
+	rr_conn_count_form(c, buf, len, false);
+	if (bc_may_be_reply(buf, len) && bc_on_recv(c, idx, buf, len))
+		return;   /* the reverse direction's (RFC 8167) */
+	if (c->params.reliable_reply && rr_rrep_is_done(buf, len, &xid)) {
+		rs_rrep_on_done(c, idx, xid, has_inv, inv_stag);
+		rs_park_resume(c, rr_conn_now(c));   /* a reservation may be free */
+		return;
+	}
+	if (has_inv)
+		rs_rrep_on_stray_inv(c, inv_stag);
+	rs_on_recv(c, idx, buf, len);
 }
 
 void rr_conn_on_send(struct rr_conn *c, uint64_t token, int status)

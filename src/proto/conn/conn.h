@@ -407,6 +407,11 @@ bool rr_conn_commit(const struct rr_conn *c);
  * keeps it lent to a Reply until rr_conn_release_reply. */
 void rr_conn_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len,
 		     bool has_inv, uint32_t inv_stag);
+/* rr_conn_on_recv for a requester's session (made with RR_CONN_REQUESTER),
+ * the same body: for an executor that knows the role of the connection it
+ * receives on (a client's own Receive; the responder's test skipped). */
+void rr_conn_on_recv_rq(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len,
+			bool has_inv, uint32_t inv_stag);
 /* Completions of what the session posted (@status 0 or a negative errno;
  * a failure also ends the connection: rr_conn_down follows). */
 void rr_conn_on_send(struct rr_conn *c, uint64_t token, int status);

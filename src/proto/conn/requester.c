@@ -278,6 +278,10 @@ rq_recv_general(struct rr_conn *c, struct rr_xprt_rqst *rq, const uint8_t *buf, 
 	rq_remote_inv(c, rq, valid_before);
 }
 
+/* The one-pass form's msg_type (RR_HDR_MIN_MSG_SIZE + 4, REPLY) is the
+ * word bc_may_be_call reads (word 8, CALL): the two never both pass. */
+_Static_assert(RR_HDR_MIN_MSG_SIZE + 4 == 8 * 4, "one-pass msg_type is bc_may_be_call's word");
+
 void rq_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len, bool has_inv,
 		uint32_t inv_stag)
 {
@@ -289,9 +293,18 @@ void rq_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t le
 		rq = rr_xprt_req_find(&c->req, rr_get_be32(buf));   /* looked up once */
 	/* The common short Reply to a Call found (rr_xprt_req_recv_found's
 	 * one-pass form, first as there): no STag invalidated, of its Call
-	 * or another, so nothing of the general way's is to do. */
-	if (!rq || !rr_xprt_req_recv_short(&c->req, rq, buf, len, has_inv, &res))
+	 * or another, so nothing of the general way's is to do. Such a
+	 * message is no reverse Call (its word 8, the RPC msg_type, is REPLY,
+	 * where bc_may_be_call wants CALL): the reverse direction's test
+	 * (RFC 8167) comes only for what it refuses, before the general way,
+	 * as it came before every message (its word read once per Reply
+	 * less, issue 16 part ID). Neither test changes anything when it
+	 * says no (rr_xprt_req_find and the one-pass form touch nothing). */
+	if (!rq || !rr_xprt_req_recv_short(&c->req, rq, buf, len, has_inv, &res)) {
+		if (bc_may_be_call(buf, len) && bc_on_recv(c, idx, buf, len))
+			return;   /* the reverse direction's (RFC 8167) */
 		rq_recv_general(c, rq, buf, len, has_inv, inv_stag, &res);
+	}
 	if (res.kind == RR_XPRT_R_PULL) {
 		(void)c->io.post_recv(c->io.ctx, idx);
 		rq_pull_start(c, &res);

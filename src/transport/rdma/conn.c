@@ -1341,6 +1341,46 @@ const struct rr_conn_io tp_client_io = {
 
 /* ---- completions ---- */
 
+/* A successful Receive of live connection @cn (no pool's: tp_on_wc's
+ * checks made) to its session; @client: @cn is a client's (known by the
+ * caller: tp_on_wc_own), whose session is a requester and whose Receives
+ * are not counted for an idle timeout. One body for both ways. */
+static inline __attribute__((always_inline)) void on_recv_body(struct tp_conn *cn,
+							       const struct rpcrdma_wc *wc,
+							       bool client)
+{
+	uint32_t idx = (uint32_t)WRVAL(wc->wr_id);
+	const uint8_t *buf;
+	uint32_t len = RR_MIN(wc->byte_len, cn->rsize);
+	bool has_inv = (wc->flags & RPCRDMA_WC_WITH_INV) != 0;
+
+	cn->rposted--;   /* (a server's is not kept after connect) */
+	if (client) {
+		rr_conn_on_recv_rq(cn->sess, idx, cn->rbuf + (size_t)idx * cn->rsize, len,
+				   has_inv, wc->invalidated_stag);
+		return;
+	}
+	/* its idle timeout: the first Receive since the sweep's last look
+	 * reads the clock, the others are counted (server_conns.c
+	 * tp_sv_idle_sweep) */
+	if (cn->nrx++ == cn->idle_nrx && cn->ep->is_server)
+		cn->last_rx_ns = tp_now_ns(cn->ep);
+	buf = cn->pool ? tp_pool_buf(cn->pool, idx) : cn->rbuf + (size_t)idx * cn->rsize;
+	rr_conn_on_recv(cn->sess, idx, buf, len, has_inv, wc->invalidated_stag);
+}
+
+void tp_on_wc_own(struct tp_conn *cn, const struct rpcrdma_wc *wc)
+{
+	/* not a successful Receive of a live connection: tp_on_wc's way
+	 * (a client's connection has no pool: conn.c tp_pool_*) */
+	if (WRTYPE(wc->wr_id) != WR_RECV || wc->status != RPCRDMA_WC_SUCCESS || cn->dead ||
+	    cn->closing) {
+		tp_on_wc(cn, wc);
+		return;
+	}
+	on_recv_body(cn, wc, true);
+}
+
 void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 {
 	unsigned t = WRTYPE(wc->wr_id);
@@ -1383,22 +1423,9 @@ void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc)
 		return;
 	}
 	switch (t) {
-	case WR_RECV: {
-		uint32_t idx = (uint32_t)WRVAL(wc->wr_id);
-
-		cn->rposted--;   /* (a server's is not kept after connect) */
-		/* its idle timeout: the first Receive since the sweep's last
-		 * look reads the clock, the others are counted
-		 * (server_conns.c tp_sv_idle_sweep) */
-		if (cn->nrx++ == cn->idle_nrx && cn->ep->is_server)
-			cn->last_rx_ns = tp_now_ns(cn->ep);
-		rr_conn_on_recv(cn->sess, idx,
-				cn->pool ? tp_pool_buf(cn->pool, idx)
-					 : cn->rbuf + (size_t)idx * cn->rsize,
-				RR_MIN(wc->byte_len, cn->rsize),
-				(wc->flags & RPCRDMA_WC_WITH_INV) != 0, wc->invalidated_stag);
+	case WR_RECV:
+		on_recv_body(cn, wc, false);
 		break;
-	}
 	case WR_SEND:
 		rr_conn_on_send(cn->sess,
 				(uint32_t)WRVAL(wc->wr_id) == TP_PROBE_SLOT

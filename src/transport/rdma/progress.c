@@ -56,10 +56,13 @@ static void touch(struct tp_ep *ep, struct tp_ep **touched)
  * without the loop, the call and its frame; cq_drain its batches (the
  * serve loop's, a server's every Call and Reply: issue 16 part DJ, the
  * call, its frame and saved registers, ~25 instructions a batch); every
- * other caller through feed_ex. */
+ * other caller through feed_ex. With @own (may be NULL: a client's
+ * connection whose caller waits, tp_cq_wait_once's), @own's completions go
+ * through tp_on_wc_own: its Reply's Receive straight to the requester
+ * (issue 16 part ID). */
 static inline __attribute__((always_inline)) void
 feed_body(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
-	  struct tp_ep *self, bool *held, struct tp_ep **kept, bool via_cq)
+	  struct tp_ep *self, bool *held, struct tp_ep **kept, bool via_cq, struct tp_conn *own)
 {
 	struct tp_ep *cur = NULL;
 
@@ -88,7 +91,10 @@ feed_body(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **
 			else
 				cn->seen.sq++;
 		}
-		tp_on_wc(cn, &wc[i]);
+		if (own && cn == own)
+			tp_on_wc_own(cn, &wc[i]);
+		else
+			tp_on_wc(cn, &wc[i]);
 		if (cur != self)
 			touch(cur, touched);
 	}
@@ -103,7 +109,7 @@ feed_body(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **
 static void feed_ex(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
 		    struct tp_ep *self, bool *held, struct tp_ep **kept, bool via_cq)
 {
-	feed_body(wc, n, drop, touched, self, held, kept, via_cq);
+	feed_body(wc, n, drop, touched, self, held, kept, via_cq, NULL);
 }
 
 static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
@@ -161,7 +167,7 @@ static int cq_drain(struct tp_cq *q, struct tp_ep **touched, int max, bool got,
 			bool last = n < WC_BATCH || batches + 1 >= max;
 
 			feed_body(wc, n, NULL, touched, NULL, NULL, last ? kept : NULL,
-				  true);
+				  true, NULL);
 			total += n;
 		}
 	} while (n == WC_BATCH && ++batches < max);
@@ -590,10 +596,12 @@ claimed:
 		/* its own endpoint is not pinned: this thread holds it (its
 		 * lock taken again below, or kept by feed: held), and its
 		 * after-work is this caller's. A batch of one (a synchronous
-		 * Call's Reply): feed's body with n 1, inline. */
+		 * Call's Reply): feed's body with n 1, inline, @cn's own
+		 * completion through tp_on_wc_own (@cn is a client's: only
+		 * client.c waits here). */
 		if (n == 1) {
 			recv = wc[0].opcode == RPCRDMA_WC_RECV;
-			feed_body(wc, 1, NULL, &t, ep, &held, NULL, true);
+			feed_body(wc, 1, NULL, &t, ep, &held, NULL, true, cn);
 		} else if (n > 0) {
 			feed(wc, n, NULL, &t, ep, &held, NULL);
 		}

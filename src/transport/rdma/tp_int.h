@@ -760,6 +760,10 @@ extern const struct rr_conn_io tp_server_io;
 extern const struct rr_conn_io tp_client_io;
 /* Feeds a completion of @cn to its session. */
 void tp_on_wc(struct tp_conn *cn, const struct rpcrdma_wc *wc);
+/* tp_on_wc for a completion of @cn, a client's connection whose own
+ * caller waits (tp_cq_wait_once): its successful Receive straight to the
+ * requester (rr_conn_on_recv_rq), anything else through tp_on_wc. */
+void tp_on_wc_own(struct tp_conn *cn, const struct rpcrdma_wc *wc);
 /* Posts the deferred Replies of @cn as one chain. */
 void tp_post_deferred(struct tp_conn *cn);
 /* The RDMA Writes of @s (one SGE each) chained before its signaled Send
