@@ -332,7 +332,13 @@ struct rr_provider_ops {
 	 * reads no clock for its deadline; such a wait may end up to one of
 	 * the provider's sleep slices later than wait_cq's (soft:
 	 * SOFT_FAST_BLOCK_MS), never earlier. Same completions, same order,
-	 * same result as wait_cq otherwise. Without it: wait_cq. */
+	 * same result as wait_cq otherwise, but for one more freedom: when
+	 * its first look finds only Sends' successful completions
+	 * (RPCRDMA_WC_SEND) and room for more in @wc, it may keep them for
+	 * one sleep slice and return them with what that slice brings,
+	 * after them (soft: a synchronous Call's signaled Send with its
+	 * Reply, one wait; no other completion is kept). Without it:
+	 * wait_cq. */
 	int (*wait_cq_own)(struct rr_cq *cq, int n, struct rpcrdma_wc *wc, int timeout_ms);
 };
 

@@ -219,3 +219,139 @@ TEST(soft_wait_own_empty_ends)
 	soft_net_unpair(c, s, cid, sid);
 	soft_net_down(&n);
 }
+
+/* The own wait whose first look finds only Sends' completions keeps them
+ * for its first fast slice and returns them with what that slice brings
+ * (issue 16 part IB: a synchronous Call's signaled Send and its Reply in
+ * one wait); any other completion it returns at once. Client QP @c, its
+ * CQ attended (not handed to the progress thread). Each round: the
+ * client's signaled @op (a Send, or an RDMA Write into the server's
+ * buffer, both completed when posted), the server's Reply already in the
+ * client's socket when the own wait (an array of 4) starts. A round counts
+ * when the Reply's bytes were still in the socket and the QP with its
+ * consumer just before the wait (else the progress thread may have read
+ * it into the ring, where any wait finds both). Returns how many rounds
+ * counted; *@together: how many of those returned both in one wait. */
+static int keep_rounds(struct net *n, struct rpcrdma_qp *c, struct rpcrdma_qp *s,
+		       enum rpcrdma_wr_opcode op, int *together)
+{
+	int counted = 0;
+
+	*together = 0;
+	for (uint32_t i = 0; i < 20 && counted < 3; i++) {
+		struct rpcrdma_wc wc[4];
+		bool fresh;
+		int got, total = 0;
+
+		soft_net_post_recv(n, s, 500 + i, 4096, 256);
+		soft_net_post_recv(n, c, 100 + i, 8192, 256);
+		if (op != RPCRDMA_WR_SEND) /* (the server's Receive not used) */
+			soft_net_post_send(n, c, 200 + i, op, 0, 32, 16384, true);
+		soft_net_post_send(n, c, 300 + i, RPCRDMA_WR_SEND, 0, 32, 0,
+				   op == RPCRDMA_WR_SEND);
+		{
+			struct rpcrdma_wc swc;
+
+			REQUIRE_EQ(rpcrdma_cq_wait(n->scq, 1, &swc, RR_TEST_WAIT_MS), 1);
+			CHECK_EQ(swc.status, RPCRDMA_WC_SUCCESS);
+		}
+		soft_net_post_send(n, s, 900, RPCRDMA_WR_SEND, 512, 24, 0, false);
+		fresh = soft_net_until_socket_holds(c, soft_net_send_fpdu(24)) && !soft_net_handed(c);
+		got = rr_cq_wait_own(n->ccq, 4, wc, RR_TEST_WAIT_MS);
+		REQUIRE(got >= 1);
+		/* the first is the client's signaled work request, in order */
+		CHECK_EQ(wc[0].wr_id, op == RPCRDMA_WR_SEND ? 300 + i : 200 + i);
+		CHECK_EQ(wc[0].status, RPCRDMA_WC_SUCCESS);
+		if (got >= 2) {
+			CHECK_EQ(wc[1].opcode, RPCRDMA_WC_RECV);
+			CHECK_EQ(wc[1].wr_id, 100 + i);
+		}
+		total = got;
+		while (total < 2) { /* the Reply, if not yet taken */
+			int k = rr_cq_wait_own(n->ccq, 4, wc, RR_TEST_WAIT_MS);
+
+			REQUIRE(k >= 1);
+			CHECK_EQ(wc[0].opcode, RPCRDMA_WC_RECV);
+			CHECK_EQ(wc[0].wr_id, 100 + i);
+			total += k;
+		}
+		CHECK_EQ(total, 2);
+		if (fresh) {
+			counted++;
+			*together += got == 2;
+		}
+	}
+	return counted;
+}
+
+static void keep_setup(struct net *n, struct rpcrdma_qp **c, struct rpcrdma_qp **s,
+		       struct rpcrdma_cm_id **cid, struct rpcrdma_cm_id **sid)
+{
+	soft_net_up_buf(n, 256, 16, NET_BUF);
+	soft_net_pair(n, 32, c, s, cid, sid);
+	for (uint64_t dl = rr_test_deadline();
+	     rr_test_wait_left(dl, "the progress thread hands the new QP over");) {
+		struct rpcrdma_wc wc;
+
+		REQUIRE_EQ(rr_cq_wait_own(n->ccq, 1, &wc, 1), 0);
+		if (!soft_net_handed(*c))
+			break;
+	}
+}
+
+TEST(soft_wait_own_keeps_a_sends_completion_for_the_reply)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	int together, counted;
+
+	keep_setup(&n, &c, &s, &cid, &sid);
+	counted = keep_rounds(&n, c, s, RPCRDMA_WR_SEND, &together);
+	CHECK(counted >= 1);
+	CHECK_EQ(together, counted);
+	soft_net_unpair(c, s, cid, sid);
+	soft_net_down(&n);
+}
+
+TEST(soft_wait_own_returns_a_writes_completion_at_once)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	int together, counted;
+
+	keep_setup(&n, &c, &s, &cid, &sid);
+	counted = keep_rounds(&n, c, s, RPCRDMA_WR_RDMA_WRITE, &together);
+	CHECK(counted >= 1);
+	CHECK_EQ(together, 0);
+	soft_net_unpair(c, s, cid, sid);
+	soft_net_down(&n);
+}
+
+/* Kept Sends' completions whose slice brings nothing are returned when it
+ * ends: the wait still ends with them (never 0, never lost). */
+TEST(soft_wait_own_kept_sends_return_without_a_reply)
+{
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_wc wc[4], swc;
+
+	keep_setup(&n, &c, &s, &cid, &sid);
+	soft_net_post_recv(&n, s, 500, 4096, 256);
+	soft_net_post_recv(&n, s, 501, 4096 + 256, 256);
+	soft_net_post_recv(&n, c, 100, 8192, 256);
+	soft_net_post_send(&n, c, 300, RPCRDMA_WR_SEND, 0, 32, 0, true);
+	soft_net_post_send(&n, c, 301, RPCRDMA_WR_SEND, 0, 32, 0, true);
+	for (int k = 0; k < 2; k++)
+		REQUIRE_EQ(rpcrdma_cq_wait(n.scq, 1, &swc, RR_TEST_WAIT_MS), 1);
+	CHECK_EQ(rr_cq_wait_own(n.ccq, 4, wc, 20), 2);
+	CHECK_EQ(wc[0].wr_id, 300);
+	CHECK_EQ(wc[1].wr_id, 301);
+	CHECK_EQ(wc[1].opcode, RPCRDMA_WC_SEND);
+	/* and nothing more came */
+	CHECK_EQ(rr_cq_wait_own(n.ccq, 4, wc, 6), 0);
+	soft_net_unpair(c, s, cid, sid);
+	soft_net_down(&n);
+}

@@ -616,6 +616,32 @@ int rr_soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
  * SOFT_FAST_BLOCK_MS ms, is left > this */
 #define SOFT_FAST_SLICE_MIN_NS ((uint64_t)SOFT_FAST_BLOCK_MS * 1000000u - 1000000u)
 
+/* Whether the own wait whose first look, undated (its first turn: the
+ * whole timeout is left), took @got > 0 completions into @wc, an array of
+ * @n, keeps them for its first fast slice: room for more, and every one a
+ * Send's success (a synchronous Call's signaled Send, completed when it
+ * was posted: its caller waits for the Reply, not for that). They are then
+ * the fast wait's first (soft_direct.got): what the slice completes for
+ * its QP follows them in the array, in their order (the ring is empty now,
+ * so rr_soft_cq_direct hands it over; a push by another thread meanwhile
+ * goes to the ring and ends the slice, as in any fast wait), and the wait
+ * returns them all after that one slice (SOFT_FAST_BLOCK_MS at most), or
+ * at once when there is no fast wait: one wait for a synchronous Call's
+ * signaled Send and its Reply, not a second wait for the Reply (issue 16
+ * part IB). Any other completion (an error; a Read's, Write's or
+ * Commit's, which a caller may be waiting for) is returned at once, as
+ * before. Out of line: a wait whose first look finds the ring empty, the
+ * usual one, never calls it. */
+static __attribute__((noinline)) bool wait_keeps(const struct rpcrdma_wc *wc, int got, int n)
+{
+	if (got >= n)
+		return false;
+	for (int i = 0; i < got; i++)
+		if (wc[i].opcode != RPCRDMA_WC_SEND || wc[i].status != RPCRDMA_WC_SUCCESS)
+			return false;
+	return true;
+}
+
 /* Blocking poll: sleeps in epoll on the sockets and receives itself; a
  * lone waiter on a single-QP CQ sleeps in the QP's recvmsg instead (fast
  * wait, cq_fast_wait), in slices of SOFT_FAST_BLOCK_MS. One instance
@@ -630,7 +656,8 @@ int rr_soft_poll_cq(struct rr_cq *cq, int n, struct rpcrdma_wc *wc)
  * lease is the exit's read (rr_soft_wait_cq), or for the own wait an
  * undated use that the progress thread dates at its next look (lease.h
  * SOFT_USE_UNDATED): a synchronous caller whose Reply comes in its first
- * fast slice reads no clock in its wait. */
+ * fast slice reads no clock in its wait; one whose first look finds only
+ * Sends' completions keeps them for its first fast slice (wait_keeps). */
 __attribute__((noinline)) static int soft_wait(struct rr_cq *cq, int n, struct rpcrdma_wc *wc,
 						int timeout_ms, bool own)
 {
@@ -672,8 +699,12 @@ __attribute__((noinline)) static int soft_wait(struct rr_cq *cq, int n, struct r
 		if (atomic_load(&q->handed) > 0)
 			cq_reclaim(q);
 		got = cq_ring_take(q, n, wc);
-		if (got != 0 || (atomic_load(&q->intr) && atomic_exchange(&q->intr, 0)))
-			break;
+		if (got != 0 || (atomic_load(&q->intr) && atomic_exchange(&q->intr, 0))) {
+			/* (own, first turn) kept for a fast slice: its first */
+			if (!undated || got <= 0 || !wait_keeps(wc, got, n))
+				break;
+			d.got = got;
+		}
 		if (undated) {
 			/* (own) the first turn: the whole timeout is left */
 			left = q->ctx->coarse_res_ns + (uint64_t)timeout_ms * 1000000u;
@@ -694,8 +725,9 @@ __attribute__((noinline)) static int soft_wait(struct rr_cq *cq, int n, struct r
 		 * division only for the epoll wait's timeout */
 		if ((timeout_ms < 0 || left > SOFT_FAST_SLICE_MIN_NS) && cq_fast_wait(q, &d)) {
 			if (d.got) {
-				/* its own completions, handed over directly; what
-				 * came after the array was full is in the ring */
+				/* its own completions, handed over directly (after
+				 * those kept, if any: one slice only); what came
+				 * after the array was full is in the ring */
 				got = d.got;
 				break;
 			}
@@ -707,6 +739,11 @@ __attribute__((noinline)) static int soft_wait(struct rr_cq *cq, int n, struct r
 				end = now + q->ctx->coarse_res_ns + (uint64_t)timeout_ms * 1000000u;
 			}
 			continue;
+		}
+		if (d.got) {
+			/* kept, but no fast wait: returned now */
+			got = d.got;
+			break;
 		}
 		if (undated) {
 			/* (own) dated before an epoll sleep: that sleep is the
