@@ -719,10 +719,9 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			r = rx_stage_parse(qp, &ev);
 			if (r < 0 || (r == 1 && rx_event(qp, &ev) < 0))
 				goto failed;
-			/* the loop's next turn, when the read that brought
-			 * this emptied the socket and the stage: it leaves,
-			 * the QP still connected (issue 16 part IA: a Call's
-			 * or Reply's third turn) */
+			/* the next turn's leave (the read emptied the socket,
+			 * the parse the stage; still connected), without the
+			 * turn: a Call's or Reply's third (issue 16 part IA) */
 			if (drained && qp->stage_off == qp->stage_len && qp->state == QPS_RTS) {
 				qp->stage_off = qp->stage_len = 0;
 				return 0;
