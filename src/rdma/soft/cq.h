@@ -55,28 +55,46 @@ static inline _Atomic uint64_t *rr_soft_wc_count(const struct rpcrdma_wc *wc)
 
 /* The fast waiter's own completion (this thread progresses @q inline for
  * its rpcrdma_cq_wait, whose array has room), nothing older in the ring
- * and the ring not armed: counted in @count (rr_soft_wc_count(@wc): the
- * receive path names its QP's cq_rq itself, issue 16 part HA), and handed
- * over into the array (true); false: nothing done, rr_soft_cq_push
+ * and the ring not armed: counted in @count (rr_soft_wc_count of the
+ * completion: the receive path names its QP's cq_rq itself, issue 16 part
+ * HA), and the array's next entry taken for it: its address, which the
+ * caller fills at once (no other thread reads the array: it is the
+ * calling thread's own wait's); NULL: nothing done, rr_soft_cq_push
  * decides. Per work queue order holds: pushes of one queue are serialized
  * by its lock (rx_lock / tx_lock), so a completion another thread pushed
  * earlier is seen here as a pending ring and everything after it goes to
  * the ring too. An armed ring takes the push (its notification semantics
  * stay the ring's). Inline: the receive path of every Reply and Call
- * calls it. */
-static inline bool rr_soft_cq_direct(struct soft_cq *q, const struct rpcrdma_wc *wc,
-				     _Atomic uint64_t *count)
+ * calls it, and writes a Receive's completion straight into the entry
+ * (issue 16 part IA: no copy of it built on the stack first). Always
+ * inlined: merely inline, the link-time inliner weighed rr_soft_cq_push
+ * otherwise and left the lease check out of soft_wait (+4 per sync
+ * NULL). */
+static inline __attribute__((always_inline)) struct rpcrdma_wc *
+rr_soft_cq_direct_slot(struct soft_cq *q, _Atomic uint64_t *count)
 {
 	struct soft_direct *d = rr_soft_tls_direct;
 
 	if (!d || d->qp || d->q != q || rr_soft_tls_cq != q || d->got >= d->n ||
 	    rr_cq_ring_pending(&q->ring) || rr_cq_ring_armed(&q->ring))
-		return false;
+		return NULL;
 	/* counted first, as every completion through the CQ */
 	if (count)
 		atomic_fetch_add_explicit(count, 1, memory_order_seq_cst);
-	d->wc[d->got++] = *wc;
 	q->fast_direct++;
+	return &d->wc[d->got++];
+}
+
+/* rr_soft_cq_direct_slot with @wc copied into the entry: true when handed
+ * over; false: nothing done, rr_soft_cq_push decides. */
+static inline bool rr_soft_cq_direct(struct soft_cq *q, const struct rpcrdma_wc *wc,
+				     _Atomic uint64_t *count)
+{
+	struct rpcrdma_wc *slot = rr_soft_cq_direct_slot(q, count);
+
+	if (!slot)
+		return false;
+	*slot = *wc;
 	return true;
 }
 /* Consumes what the CQ's wake eventfd holds. */

@@ -829,11 +829,11 @@ static int rx_bulk(struct rr_ddp_rx *rx, const uint8_t *p, size_t avail, size_t 
  * across its SGEs, then the CRC (rx_finish). The fields the parser keeps
  * of the segment (its header for a later Terminate, the per-queue MSN
  * and MO, the counters) end as the general path leaves them. */
-int rr_ddp_rx_send_one_with(struct rr_ddp_rx *rx,
-			    enum rr_rx_code (*untagged)(void *ctx, uint32_t msn, uint32_t mo,
-							uint32_t len, bool last,
-							const struct iovec **iov, unsigned *iovcnt),
-			    const uint8_t *p, size_t avail, size_t *adv, struct rr_ddp_event *ev)
+int rr_ddp_rx_send1(struct rr_ddp_rx *rx,
+		    enum rr_rx_code (*untagged)(void *ctx, uint32_t msn, uint32_t mo, uint32_t len,
+						bool last, const struct iovec **iov,
+						unsigned *iovcnt),
+		    const uint8_t *p, size_t avail, size_t *adv, struct rr_ddp_send1 *out)
 {
 	const unsigned hdr_bits = RR_DDP_L | RR_DDP_VERSION << RR_DDP_DV_SHIFT |
 				  RR_RDMAP_VERSION << RR_RDMAP_RV_SHIFT;
@@ -906,26 +906,44 @@ int rr_ddp_rx_send_one_with(struct rr_ddp_rx *rx,
 	if (rx->crc &&
 	    rr_crc32c_get(p + need - RR_CRC_LEN) != rr_crc32c(p, need - RR_CRC_LEN))
 		return rx_die(rx, RR_TL_LLP, 0, RR_LLP_EC_CRC, false, false);
-	/* rx_finish: the event, the queue's next MSN, the counters, the next
-	 * header. The two counters are added apart, on either side of the
-	 * Invalidate's branch: side by side GCC's straight-line vectoriser
-	 * made their two adds seven instructions (a vector built, added and
-	 * stored: issue 16 part HA). */
+	/* rx_finish: the outcome (the event's fields), the queue's next MSN,
+	 * the counters, the next header. The two counters are added apart,
+	 * on either side of the outcome: side by side GCC's straight-line
+	 * vectoriser made their two adds seven instructions (a vector built,
+	 * added and stored: issue 16 part HA). */
 	rx->segments++;
-	memset(ev, 0, offsetof(struct rr_ddp_event, u));
-	ev->type = RR_EV_SEND;
-	ev->op = op;
-	ev->last = true;
-	ev->len = seg;
-	ev->msn = msn;
-	if (op == RR_OP_SEND_INV || op == RR_OP_SEND_SE_INV)
-		ev->inv_stag = rr_get_be32(p + 4);
-	ev->msg_len = seg;
+	out->op = op;
+	out->len = seg;
+	out->inv_stag = op == RR_OP_SEND_INV || op == RR_OP_SEND_SE_INV ? rr_get_be32(p + 4) : 0;
+	out->iov = iov;
 	rx->msn_expect[RR_QN_SEND] = msn + 1;
 	rx->bytes += seg;
 	/* the next header: hdr_have 0 and hdr_need 4 as found (in RR_RX_HDR
 	 * no header byte taken means the first four wanted: rx_ctrl sets
 	 * hdr_need only with hdr_have 4, rx_finish resets both) */
+	return 1;
+}
+
+int rr_ddp_rx_send_one_with(struct rr_ddp_rx *rx,
+			    enum rr_rx_code (*untagged)(void *ctx, uint32_t msn, uint32_t mo,
+							uint32_t len, bool last,
+							const struct iovec **iov, unsigned *iovcnt),
+			    const uint8_t *p, size_t avail, size_t *adv, struct rr_ddp_event *ev)
+{
+	struct rr_ddp_send1 s;
+	int r = rr_ddp_rx_send1(rx, untagged, p, avail, adv, &s);
+
+	if (r != 1)
+		return r;
+	/* the event rx_finish reports for this segment */
+	memset(ev, 0, offsetof(struct rr_ddp_event, u));
+	ev->type = RR_EV_SEND;
+	ev->op = s.op;
+	ev->last = true;
+	ev->len = s.len;
+	ev->msn = rx->msn_expect[RR_QN_SEND] - 1;
+	ev->inv_stag = s.inv_stag;
+	ev->msg_len = s.len;
 	return 1;
 }
 

@@ -257,6 +257,28 @@ int rr_ddp_rx_send_one_with(struct rr_ddp_rx *rx,
 							uint32_t len, bool last,
 							const struct iovec **iov, unsigned *iovcnt),
 			    const uint8_t *data, size_t len, size_t *used, struct rr_ddp_event *ev);
+/* What a lone Send parsed in one pass (rr_ddp_rx_send1) is, for the
+ * caller that completes its Receive: its opcode, length, the STag a Send
+ * With Invalidate names (0 for the others) and the Receive it went to.
+ * The event rr_ddp_rx_send_one_with reports is built from the first
+ * three. */
+struct rr_ddp_send1 {
+	uint8_t op;
+	uint32_t len;
+	uint32_t inv_stag;
+	const struct iovec *iov;   /* the Receive's, as ops->untagged gave it */
+};
+/* rr_ddp_rx_send_one_with, its outcome in @out (when it returns 1) instead
+ * of an event: the one body (rr_ddp_rx_send_one_with is this and the event
+ * built from @out). For the soft QP's receive path (rx.c rx_stage_parse),
+ * which completes the Receive from these three values: inlined there (a
+ * link-time optimised build), they stay in registers, where an event
+ * inlined the same way was built on the stack (issue 16 part IA). */
+int rr_ddp_rx_send1(struct rr_ddp_rx *rx,
+		    enum rr_rx_code (*untagged)(void *ctx, uint32_t msn, uint32_t mo, uint32_t len,
+						bool last, const struct iovec **iov,
+						unsigned *iovcnt),
+		    const uint8_t *data, size_t len, size_t *used, struct rr_ddp_send1 *out);
 /* The upper layer rejects the segment just reported (e.g. a Read Request's
  * source STag, an IRD overflow, an Invalidate STag): builds the Terminate for
  * it and stops the parser. Returns the negative errno now in rx->err. */

@@ -324,54 +324,98 @@ static enum rr_rx_code rx_read_resp(struct soft_qp *qp, const struct rr_ddp_even
 	return code;
 }
 
-/* Send With Invalidate (RFC 5040 5.4): the STag the peer names is
- * invalidated before the receive completes, which then says so in @wc.
+/* Send With Invalidate (RFC 5040 5.4): the STag @inv_stag the peer names
+ * is invalidated before the receive completes (which then says so).
  * Not inlined into rx_send: a plain Send (every NULL's Call and Reply)
  * then saves and restores no registers for it. */
-__attribute__((noinline)) static enum rr_rx_code rx_send_inv(struct soft_qp *qp, const struct rr_ddp_event *ev,
-				   struct rpcrdma_wc *wc)
+__attribute__((noinline)) static enum rr_rx_code rx_send_inv(struct soft_qp *qp, uint32_t inv_stag)
 {
-	int r = rr_mrt_invalidate(&qp->ctx->mrt, ev->inv_stag, &qp->pd->base, &qp->base);
+	int r = rr_mrt_invalidate(&qp->ctx->mrt, inv_stag, &qp->pd->base, &qp->base);
 
 	if (r)
 		return r == -EPERM ? RR_RXC_PD : mrt_code(r);
 	/* (a window is bound to this QP, whose segments are ordered before
 	 * this Send: none is being placed; the fence keeps the rule local) */
-	rr_soft_place_fence(qp->ctx, ev->inv_stag);
+	rr_soft_place_fence(qp->ctx, inv_stag);
 	atomic_fetch_add_explicit(&soft_counters.remote_invs, 1, memory_order_relaxed);
-	wc->flags |= RPCRDMA_WC_WITH_INV;
-	wc->invalidated_stag = ev->inv_stag;
 	return RR_RXC_OK;
 }
 
-/* The last segment of a Send (with Solicited Event, with Invalidate) placed
- * into the oldest receive: it completes. Always inlined (rx_event and
- * rx_event_send, every Call's and Reply's): one call, one frame less per
- * message (issue 16 part GB). */
-static inline __attribute__((always_inline)) enum rr_rx_code rx_send(struct soft_qp *qp,
-								      const struct rr_ddp_event *ev)
+/* The wr_id of the Receive whose iovecs rx_untagged gave (@iov: its
+ * entry's iov, the QP's own queue's or the SRQ's it holds, srq_cur):
+ * found from the look-up the payload was placed by, not looked up again
+ * (issue 16 part IA). Both entries keep wr_id first and the iovecs at the
+ * same offset (asserted); read as the uint64_t it is. */
+_Static_assert(offsetof(struct soft_qrqe, wr_id) == 0 && offsetof(struct soft_rqe, wr_id) == 0 &&
+		       offsetof(struct soft_qrqe, iov) == offsetof(struct soft_rqe, iov),
+	       "a Receive's wr_id at the same place before its iovecs in both entries");
+static inline uint64_t rx_wr_id(const struct iovec *iov)
 {
-	uint64_t wr_id = qp->srq ? qp->srq_cur.wr_id : soft_rq_at(qp, qp->rq_head)->wr_id;
-	struct rpcrdma_wc wc = {.wr_id = wr_id, .status = RPCRDMA_WC_SUCCESS,
-				.opcode = RPCRDMA_WC_RECV, .byte_len = ev->msg_len,
-				.qp = RR_PUB(qp, &qp->base)};
+	return *(const uint64_t *)(const void *)((const uint8_t *)iov -
+						 offsetof(struct soft_qrqe, iov));
+}
 
-	if (ev->op == RR_OP_SEND_INV || ev->op == RR_OP_SEND_SE_INV) {
-		enum rr_rx_code code = rx_send_inv(qp, ev, &wc);
+/* A Receive's successful completion, into @w. */
+static inline __attribute__((always_inline)) void rx_wc(struct rpcrdma_wc *w, struct soft_qp *qp,
+							 uint64_t wr_id, uint32_t len,
+							 uint32_t flags, uint32_t inv_stag)
+{
+	/* field by field: no zeroed copy first (the padding is no one's) */
+	w->wr_id = wr_id;
+	w->status = RPCRDMA_WC_SUCCESS;
+	w->opcode = RPCRDMA_WC_RECV;
+	w->byte_len = len;
+	w->flags = flags;
+	w->invalidated_stag = inv_stag;
+	w->remote_status = 0;
+	w->vendor_err = 0;
+	w->qp = RR_PUB(qp, &qp->base);
+}
+
+/* The last segment of a Send (with Solicited Event, with Invalidate: @op)
+ * of @len bytes placed into the oldest receive (@iov: its iovecs, as
+ * rx_untagged gave them): it completes. The
+ * Invalidate first (its outcome decides whether there is a completion and
+ * what it says), then the Receive leaves its queue and its completion is
+ * written once: straight into the fast waiter's array when it is that
+ * waiter's own (rr_soft_cq_direct_slot), else built here and pushed
+ * (issue 16 part IA; part ED's in-place build went through a pointer to
+ * either, +18 on the server's pushes). Always inlined (rx_event and the
+ * lone Send's one pass, rx_stage_parse: every Call's and Reply's): one
+ * call, one frame less per message (issue 16 part GB). */
+static inline __attribute__((always_inline)) enum rr_rx_code
+rx_send(struct soft_qp *qp, uint8_t op, uint32_t len, uint32_t inv_stag, const struct iovec *iov)
+{
+	uint32_t flags = 0, inv = 0;
+	struct rpcrdma_wc *slot;
+	uint64_t wr_id;
+
+	if (op == RR_OP_SEND_INV || op == RR_OP_SEND_SE_INV) {
+		enum rr_rx_code code = rx_send_inv(qp, inv_stag);
 
 		if (code != RR_RXC_OK)
 			return code;
+		flags = RPCRDMA_WC_WITH_INV;
+		inv = inv_stag;
 	}
-	if (ev->op == RR_OP_SEND_SE || ev->op == RR_OP_SEND_SE_INV)
-		wc.flags |= RPCRDMA_WC_SOLICITED;
+	if (op == RR_OP_SEND_SE || op == RR_OP_SEND_SE_INV)
+		flags |= RPCRDMA_WC_SOLICITED;
+	wr_id = rx_wr_id(iov);
 	if (qp->srq) {
 		qp->srq_have = false;
 	} else {
 		qp->rq_head = ring_idx(qp->rq_head, 1, qp->rq_cap);
 		qp->rq_count--;
 	}
-	if (!rr_soft_cq_direct(qp->rcq, &wc, &qp->cq_rq))
+	slot = rr_soft_cq_direct_slot(qp->rcq, &qp->cq_rq);
+	if (slot) {
+		rx_wc(slot, qp, wr_id, len, flags, inv);
+	} else {
+		struct rpcrdma_wc wc;
+
+		rx_wc(&wc, qp, wr_id, len, flags, inv);
 		rr_soft_cq_push(qp->rcq, &wc);
+	}
 	return RR_RXC_OK;
 }
 
@@ -488,7 +532,7 @@ static int rx_event(struct soft_qp *qp, struct rr_ddp_event *ev)
 		break;
 	case RR_EV_SEND:
 		if (ev->last)
-			code = rx_send(qp, ev);
+			code = rx_send(qp, ev->op, ev->msg_len, ev->inv_stag, qp->rx.uiov);
 		break;
 	case RR_EV_READ_REQ:
 	case RR_EV_COMMIT_REQ:
@@ -506,22 +550,6 @@ static int rx_event(struct soft_qp *qp, struct rr_ddp_event *ev)
 	default:
 		break;
 	}
-	if (code != RR_RXC_OK) {
-		rr_ddp_rx_fail(&qp->rx, code);
-		return -EPROTO;
-	}
-	return 0;
-}
-
-/* rx_event, with the last segment of a Send (every Call and Reply) handed
- * to rx_send without the dispatch: the same outcome for every event. */
-static inline int rx_event_send(struct soft_qp *qp, struct rr_ddp_event *ev)
-{
-	enum rr_rx_code code;
-
-	if (ev->type != RR_EV_SEND || !ev->last)
-		return rx_event(qp, ev);
-	code = rx_send(qp, ev);
 	if (code != RR_RXC_OK) {
 		rr_ddp_rx_fail(&qp->rx, code);
 		return -EPROTO;
@@ -631,20 +659,36 @@ static enum rx_fast rx_read_fast(struct soft_qp *qp, struct iovec *v, unsigned c
 	return RX_FAST_READ;
 }
 
+/* rx_stage_parse: a lone Send was parsed, placed and completed */
+#define RX_STAGE_SENT 2
+
 /* Parses what the stage holds from stage_off on: a lone small Send (a
- * Call, a Reply) in one pass (rr_ddp_rx_send_one, its Receive looked up by
+ * Call, a Reply) in one pass (rr_ddp_rx_send1, its Receive looked up by
  * rx_untagged named here, the parser's ops of every soft QP: a direct
- * call in a link-time optimised build), anything else by the
- * general parser; what was consumed leaves the stage. The returns of
- * rr_ddp_rx_feed. */
+ * call in a link-time optimised build) and completed here from its three
+ * values, no event built (RX_STAGE_SENT; issue 16 part IA), anything else by the general parser (the returns of
+ * rr_ddp_rx_feed, its event in @ev); what was consumed leaves the stage.
+ * A negative errno: the stream failed (its Terminate is set). */
 static int rx_stage_parse(struct soft_qp *qp, struct rr_ddp_event *ev)
 {
 	const uint8_t *p = qp->stage + qp->stage_off;
 	size_t used, avail = qp->stage_len - qp->stage_off;
-	int r = rr_ddp_rx_send_one_with(&qp->rx, rx_untagged, p, avail, &used, ev);
+	struct rr_ddp_send1 one;
+	int r = rr_ddp_rx_send1(&qp->rx, rx_untagged, p, avail, &used, &one);
 
-	if (r == 0)
-		r = rr_ddp_rx_feed(&qp->rx, p, avail, &used, ev);
+	qp->stage_off += used;
+	if (r == 1) {
+		enum rr_rx_code code = rx_send(qp, one.op, one.len, one.inv_stag, one.iov);
+
+		if (code != RR_RXC_OK) {
+			rr_ddp_rx_fail(&qp->rx, code);
+			return -EPROTO;
+		}
+		return RX_STAGE_SENT;
+	}
+	if (r < 0)
+		return r;
+	r = rr_ddp_rx_feed(&qp->rx, p, avail, &used, ev);
 	qp->stage_off += used;
 	return r;
 }
@@ -673,13 +717,15 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 		}
 		if (qp->stage_off < qp->stage_len) {
 			r = rx_stage_parse(qp, &ev);
-			if (r == 1) {
-				if (rx_event_send(qp, &ev) < 0)
-					goto failed;
-				continue;
-			}
-			if (r < 0)
+			if (r < 0 || (r == 1 && rx_event(qp, &ev) < 0))
 				goto failed;
+			/* the next turn's leave (the read emptied the socket,
+			 * the parse the stage; still connected), without the
+			 * turn: a Call's or Reply's third (issue 16 part IA) */
+			if (drained && qp->stage_off == qp->stage_len && qp->state == QPS_RTS) {
+				qp->stage_off = qp->stage_len = 0;
+				return 0;
+			}
 			continue;
 		}
 		qp->stage_off = qp->stage_len = 0;

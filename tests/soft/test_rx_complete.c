@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* A Receive's completion as the soft provider's receive path writes it
+ * (rx.c rx_send, issue 16 part IA): straight into a fast waiter's array
+ * (cq.h rr_soft_cq_direct_slot) or built and pushed through the CQ's ring,
+ * for each Send opcode (Send, with Invalidate, with Solicited Event, both):
+ * every field of the completion, the window a Send With Invalidate names
+ * invalidated first, the counts. And the parse loop's leave after a lone
+ * Send that emptied the socket and the stage: a QP that went to the error
+ * state meanwhile (its send side, another thread's, here a race hook in the
+ * push) still has its Receives flushed by that same receive call, as the
+ * loop's next turn did. A soft QP connected over a socketpair, the peer's
+ * FPDUs built with the DDP codec, received with rr_soft_qp_rx in this
+ * thread (as tests/soft/test_terminate.c). */
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rdma/soft/cq.h"
+#include "rdma/soft/race.h"
+#include "rdma/soft/rx.h"
+#include "rdma/soft/soft.h"
+#include "rdma/soft/tx.h"
+#include "test.h"
+
+struct rc_pair {
+	struct rpcrdma_context *ctx;
+	struct rpcrdma_pd *pd;
+	struct rpcrdma_cq *cq;
+	struct rpcrdma_qp *qp;
+	struct soft_qp *sq;
+	struct rpcrdma_mr *mr;
+	int peer;
+	uint32_t msn;
+};
+
+static uint8_t rc_mem[8192];
+
+/* A soft QP connected to @p->peer (MPA CRC @crc), no progress thread on
+ * it; rc_mem registered for its Receives and windows. */
+static void rc_up(struct rc_pair *p, bool crc)
+{
+	struct rpcrdma_cq_attr ca = {.cqe = 64};
+	struct rpcrdma_qp_attr qa = {.max_send_wr = 8, .max_recv_wr = 16, .max_send_sge = 1,
+				     .max_recv_sge = 1};
+	struct rr_mpa_conn conn = {.rev = 2, .enhanced = true, .crc = crc, .ird = 8, .ord = 8};
+	int sv[2];
+
+	memset(p, 0, sizeof(*p));
+	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p->ctx), 0);
+	REQUIRE_EQ(rpcrdma_pd_alloc(p->ctx, &p->pd), 0);
+	REQUIRE_EQ(rpcrdma_cq_create(p->ctx, &ca, &p->cq), 0);
+	qa.send_cq = qa.recv_cq = p->cq;
+	REQUIRE_EQ(rpcrdma_qp_create(p->pd, &qa, &p->qp), 0);
+	p->sq = RR_CONTAINER_OF(RR_BASE(qp, p->qp), struct soft_qp, base);
+	REQUIRE_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	p->peer = sv[1];
+	p->sq->fpdu_max = RR_FPDU_DEFAULT;
+	REQUIRE_EQ(rr_soft_qp_connected(p->sq, sv[0], &conn, false, false), 0);
+	REQUIRE_EQ(rpcrdma_reg_mr_simple(p->pd, rc_mem, sizeof(rc_mem),
+					 RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_MW_BIND, &p->mr),
+		   0);
+	p->msn = 1;
+}
+
+static void rc_down(struct rc_pair *p)
+{
+	rpcrdma_qp_destroy(p->qp);
+	REQUIRE_EQ(rpcrdma_dereg_mr(p->mr), 0);
+	rpcrdma_cq_destroy(p->cq);
+	rpcrdma_pd_free(p->pd);
+	rpcrdma_close(p->ctx);
+	close(p->peer);
+}
+
+/* A Receive of 256 bytes at rc_mem + @off. */
+static void rc_recv(struct rc_pair *p, uint64_t id, size_t off)
+{
+	struct rpcrdma_sge s = {.addr = (uintptr_t)rc_mem + off, .length = 256,
+				.lkey = rpcrdma_mr_lkey(p->mr)};
+	struct rpcrdma_recv_wr w = {.wr_id = id, .sg_list = &s, .num_sge = 1};
+
+	REQUIRE_EQ(rpcrdma_post_recv(p->qp, &w, NULL), 0);
+}
+
+/* A window over rc_mem + 4096 (512 bytes) bound on the QP: its STag. */
+static uint32_t rc_window(struct rc_pair *p, struct rpcrdma_mw **mw)
+{
+	struct rpcrdma_send_wr b = {.wr_id = 1, .opcode = RPCRDMA_WR_BIND_MW,
+				    .flags = RPCRDMA_SEND_SIGNALED};
+	struct rpcrdma_wc wc;
+
+	REQUIRE_EQ(rpcrdma_mw_alloc(p->pd, mw), 0);
+	b.u.bind.mw = *mw;
+	b.u.bind.mr = p->mr;
+	b.u.bind.addr = (uintptr_t)rc_mem + 4096;
+	b.u.bind.length = 512;
+	b.u.bind.access = RPCRDMA_ACCESS_REMOTE_WRITE;
+	REQUIRE_EQ(rpcrdma_post_send(p->qp, &b, NULL), 0);   /* transmits in this thread */
+	REQUIRE_EQ(rpcrdma_cq_poll(p->cq, 1, &wc), 1);
+	REQUIRE_EQ(wc.status, RPCRDMA_WC_SUCCESS);
+	return rpcrdma_mw_rkey(*mw);
+}
+
+/* The peer's lone Send @op of @len bytes (naming @inv for an Invalidate),
+ * one FPDU, written to the QP's socket. */
+static void rc_send(struct rc_pair *p, uint8_t op, uint32_t len, uint32_t inv)
+{
+	uint8_t data[256];
+	struct iovec v = {data, len};
+	struct rr_ddp_txmsg m;
+	struct rr_fpdu f;
+
+	for (uint32_t i = 0; i < len; i++)
+		data[i] = (uint8_t)(p->msn * 31 + i);
+	REQUIRE_EQ(rr_ddp_txmsg_untagged(&m, op, RR_QN_SEND, p->msn++, inv, &v, 1), 0);
+	REQUIRE_EQ(rr_ddp_tx_next(&m, p->sq->crc, RR_FPDU_DEFAULT, &f), 1);
+	REQUIRE(f.last);
+	for (unsigned i = 0; i < f.iovcnt; i++)
+		REQUIRE_EQ(write(p->peer, f.iov[i].iov_base, f.iov[i].iov_len),
+			   (ssize_t)f.iov[i].iov_len);
+}
+
+static int rc_rx(struct rc_pair *p)
+{
+	int r;
+
+	rr_lock(&p->sq->rx_lock);
+	r = rr_soft_qp_rx(p->sq);
+	rr_unlock(&p->sq->rx_lock);
+	return r;
+}
+
+/* Every field of a Receive's successful completion. */
+static void rc_check_wc(const struct rc_pair *p, const struct rpcrdma_wc *wc, uint64_t id,
+			uint32_t len, uint32_t flags, uint32_t inv)
+{
+	CHECK_EQ(wc->wr_id, id);
+	CHECK_EQ(wc->status, RPCRDMA_WC_SUCCESS);
+	CHECK_EQ(wc->opcode, RPCRDMA_WC_RECV);
+	CHECK_EQ(wc->byte_len, len);
+	CHECK_EQ(wc->flags, flags);
+	CHECK_EQ(wc->invalidated_stag, inv);
+	CHECK_EQ(wc->remote_status, 0);
+	CHECK_EQ(wc->vendor_err, 0);
+	CHECK(wc->qp == p->qp);
+}
+
+static void completion_fields(bool crc)
+{
+	static const uint8_t ops[] = {RR_OP_SEND, RR_OP_SEND_INV, RR_OP_SEND_SE,
+				      RR_OP_SEND_SE_INV};
+	struct soft_cq *q;
+	struct rc_pair p;
+	uint64_t id = 100;
+
+	rc_up(&p, crc);
+	q = scq_of(RR_BASE(cq, p.cq));
+	for (int direct = 0; direct < 2; direct++)
+		for (size_t k = 0; k < RR_ARRAY_SIZE(ops); k++, id++) {
+			uint8_t op = ops[k];
+			bool inv = op == RR_OP_SEND_INV || op == RR_OP_SEND_SE_INV;
+			bool se = op == RR_OP_SEND_SE || op == RR_OP_SEND_SE_INV;
+			uint32_t len = (uint32_t)(20 + 11 * k + direct), stag = 0;
+			uint32_t flags = (inv ? RPCRDMA_WC_WITH_INV : 0) | (se ? RPCRDMA_WC_SOLICITED : 0);
+			uint64_t rq0 = atomic_load(&p.sq->cq_rq), fd0 = q->fast_direct;
+			struct rpcrdma_mw *mw = NULL;
+			struct rpcrdma_wc wc[4];
+
+			memset(wc, 0xa5, sizeof(wc));
+			if (inv)
+				stag = rc_window(&p, &mw);
+			rc_recv(&p, id, 256 * k);
+			rc_send(&p, op, len, stag);
+			if (direct) {
+				/* as a fast waiter receives for itself
+				 * (cq_wait.c cq_fast_wait) */
+				struct soft_direct d = {.q = q, .wc = wc, .n = 4};
+
+				rr_soft_tls_cq = q;
+				rr_soft_tls_direct = &d;
+				CHECK_EQ(rc_rx(&p), 0);
+				rr_soft_tls_direct = NULL;
+				rr_soft_tls_cq = NULL;
+				CHECK_EQ(d.got, 1);
+				CHECK_EQ(q->fast_direct, fd0 + 1);
+				CHECK_EQ(rpcrdma_cq_poll(p.cq, 4, wc + 1), 0); /* nothing in the ring */
+			} else {
+				CHECK_EQ(rc_rx(&p), 0);
+				CHECK_EQ(q->fast_direct, fd0);
+				CHECK_EQ(rpcrdma_cq_poll(p.cq, 4, wc), 1);
+			}
+			rc_check_wc(&p, &wc[0], id, len, flags, inv ? stag : 0);
+			CHECK_EQ(atomic_load(&p.sq->cq_rq), rq0 + 1);
+			CHECK_EQ(rc_mem[256 * k + len - 1], (uint8_t)((p.msn - 1) * 31 + len - 1));
+			if (inv) /* invalidated: the peer's access is refused now */
+				CHECK_EQ(rr_mrt_check(&p.sq->ctx->mrt, stag, rpcrdma_mw_remote_offset(mw),
+						      1, RPCRDMA_ACCESS_REMOTE_WRITE, &p.sq->pd->base,
+						      &p.sq->base, NULL),
+					 -ENOENT);
+			if (mw)
+				rpcrdma_mw_free(mw);
+		}
+	CHECK_EQ(p.sq->state, QPS_RTS);
+	rc_down(&p);
+}
+
+TEST(soft_rx_completion_fields_direct_and_ring)
+{
+	completion_fields(false);
+	completion_fields(true);
+}
+
+/* The QP's send side fails it (another thread in the library; here the
+ * push of the Receive's completion, SOFT_RACE_PUSH, in the receiving
+ * thread) while a lone Send is completed: the receive call that completed
+ * it flushes the other Receives at once and answers -ENOTCONN, as the
+ * loop's turn after the parse did before it could leave early. Fails with
+ * the leave's look at the state taken out (rx.c qp_rx): the call answers
+ * 0 and the Receives stay posted. */
+static struct {
+	struct soft_qp *qp;
+	atomic_int armed;
+} fail_race;
+
+static void fail_in_push(enum soft_race pt, void *obj)
+{
+	RR_UNUSED(obj);
+	if (pt != SOFT_RACE_PUSH || !atomic_exchange(&fail_race.armed, 0))
+		return;
+	rr_lock(&fail_race.qp->tx_lock);
+	rr_soft_qp_error_tx_locked(fail_race.qp, NULL);
+	rr_unlock(&fail_race.qp->tx_lock);
+}
+
+TEST(soft_rx_error_during_a_lone_send_flushes_at_once)
+{
+	struct rpcrdma_wc wc[8];
+	struct rc_pair p;
+	int got;
+
+	rc_up(&p, false);
+	for (unsigned i = 0; i < 3; i++)
+		rc_recv(&p, 10 + i, 256 * i);
+	/* a first Send, completed as usual */
+	rc_send(&p, RR_OP_SEND, 40, 0);
+	CHECK_EQ(rc_rx(&p), 0);
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 8, wc), 1);
+	rc_check_wc(&p, &wc[0], 10, 40, 0, 0);
+	/* the second fails the QP as its completion is pushed */
+	fail_race.qp = p.sq;
+	atomic_store(&fail_race.armed, 1);
+	rr_soft_test_set_race_hook(fail_in_push);
+	rc_send(&p, RR_OP_SEND, 52, 0);
+	CHECK_EQ(rc_rx(&p), -ENOTCONN);
+	rr_soft_test_set_race_hook(NULL);
+	CHECK_EQ(atomic_load(&fail_race.armed), 0);
+	CHECK_EQ(p.sq->state, QPS_ERROR);
+	CHECK(p.sq->rq_flushed);
+	CHECK_EQ(p.sq->rq_count, 0);
+	/* its completion, then the last Receive's flush, in one poll */
+	got = rpcrdma_cq_poll(p.cq, 8, wc);
+	REQUIRE(got >= 2);
+	rc_check_wc(&p, &wc[0], 11, 52, 0, 0);
+	CHECK_EQ(wc[1].wr_id, 12);
+	CHECK_EQ(wc[1].status, RPCRDMA_WC_WR_FLUSH_ERR);
+	rc_down(&p);
+}
