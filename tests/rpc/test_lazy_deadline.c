@@ -109,13 +109,29 @@ static void wait_reads(atomic_ulong *ctr, unsigned long n, const char *what)
 	REQUIRE(rr_test_wait_for(reads_seen, &w, what));
 }
 
+/* @n more reads by the threads counted in @ctr, or the call over */
+struct reads_or_done {
+	struct reads w;
+	struct run *r;
+};
+
+static bool reads_or_done(void *arg)
+{
+	struct reads_or_done *x = arg;
+
+	return reads_seen(&x->w) || atomic_load(&x->r->done);
+}
+
 /* The clock stepped to @t; then the call, not timed out, is looked at by
  * the threads counted in @ctr (@n reads: its timer or its wait saw @t):
  * it must still be running. */
 static void still_running_at(struct run *r, uint64_t t, atomic_ulong *ctr, unsigned long n)
 {
+	struct reads_or_done x = {{ctr, atomic_load(ctr) + n}, r};
+
 	atomic_store(&vt_ns, t);
-	wait_reads(ctr, n, "the call's deadline looked at on the stepped clock");
+	REQUIRE(rr_test_wait_for(reads_or_done, &x,
+				 "the call's deadline looked at on the stepped clock"));
 	CHECK(!atomic_load(&r->done));
 }
 
@@ -377,8 +393,7 @@ TEST(rpc_rdma_lazy_deadline_virtual)
 	/* never early: its timer and its wait (every slice) look at 1 ms
 	 * before */
 	still_running_at(&r, V0 + 999 * MS, &vt_reads_other, 2);
-	wait_reads(&vt_reads_run, 2, "the call's wait looked at the stepped clock");
-	CHECK(!atomic_load(&r.done));
+	still_running_at(&r, V0 + 999 * MS, &vt_reads_run, 2);
 	/* at most a slice late */
 	atomic_store(&vt_ns, V0 + 1020 * MS);
 	REQUIRE(rr_test_wait_for(run_done, &r, "the call timed out"));
