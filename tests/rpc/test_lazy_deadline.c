@@ -15,8 +15,9 @@
  *     timed out by 20 ms after it (one dated after the second wait fires
  *     100 ms late);
  *   - over rdma:// with a real server (rpc_rdma_lazy_deadline_virtual):
- *     synchronous NULL calls answered at once read the client's clock 0
- *     times on the calling thread; a Call the server drops is dated within
+ *     synchronous NULL calls answered at once do not read the client's
+ *     clock on the calling thread (but for the soft provider's reads in a
+ *     wait whose Reply came late); a Call the server drops is dated within
  *     20 ms of the client's clock (its first wait is the soft provider's,
  *     which ends by that clock too: stepped 1 ms at a time), then times
  *     out not before its timeout after the call's start, and by 20 ms
@@ -369,7 +370,11 @@ TEST(rpc_rdma_lazy_deadline_virtual)
 		CHECK_EQ(rpcrdma_call_run(call), 0);
 		rpcrdma_call_destroy(call);
 	}
-	CHECK_EQ(atomic_load(&vt_reads_run), 0);
+	/* none of the RPC layer's or the transport's; the soft provider reads
+	 * the client's clock in a wait whose Reply missed its first 5 ms fast
+	 * slice (a loaded machine): fewer than one per two calls, where a
+	 * deadline read per call makes 50 */
+	CHECK(atomic_load(&vt_reads_run) < 25);
 	vt_is_run = false;
 
 	/* a dropped Call, timeout 1000 ms. Its first wait is the provider's,
