@@ -211,7 +211,13 @@ RPCRDMA_API int rpcrdma_call_reply_via_read(const struct rpcrdma_call *call);
  * -ENOTCONN without a connection, -EOPNOTSUPP on a transport without it
  * (tcp://). */
 RPCRDMA_API int rpcrdma_client_reliable_reply(const struct rpcrdma_client *c);
-/* Timeout of this call in milliseconds (0: the client's default). */
+/* Timeout of this call in milliseconds (0: the client's default). It never
+ * fires early: the call ends with -ETIMEDOUT no sooner than @ms after it
+ * started. A synchronous call (rpcrdma_call_run) on rdma:// and verbs://
+ * reads no clock before its first wait for the Reply (at most 10 ms): one
+ * answered in it reads none at all; one that is not counts its timeout
+ * from the clock read after that wait, so it fires at most one wait slice
+ * (20 ms) late, besides the scheduler's delay that any timer has. */
 RPCRDMA_API void rpcrdma_call_set_timeout(struct rpcrdma_call *call, uint32_t ms);
 
 /* Sends the call and waits for its completion. Returns its status: 0 when

@@ -36,7 +36,9 @@ enum call_state { CALL_NEW, CALL_PENDING, CALL_DONE };
  * call with items or sinks reads (sinks, xc.placed, enc.ddp) after them. */
 struct rpcrdma_call {
 	/* Not cleared: each written before it is read. clnt in call_new;
-	 * deadline, done and done_arg in call_fill; run_thread with sync_run;
+	 * done and done_arg in call_fill; deadline when the call is dated
+	 * (call_date: call_start, or sync_take for a call run_fast started
+	 * undated), before it is listed; run_thread with sync_run;
 	 * rst with have_reply, res_pos when the call succeeded (on_complete);
 	 * dec with dec_ready (rpcrdma_call_results: made at the first ask,
 	 * from the Reply, which stays until the destroy's release_reply, and
@@ -383,14 +385,19 @@ static bool sync_clear(struct rpcrdma_client *c, struct rpcrdma_call *call)
 						       memory_order_acq_rel, memory_order_acquire);
 }
 
+static inline void call_date(struct rpcrdma_call *call, uint64_t now);
+
 /* With c->lock held: @call, if it is still the client's lock-free
  * synchronous call, goes into the pending list as call_start would have
- * put it there (its timer armed), so that the timer, a cancel or a
- * destroy finds it; its own Reply then takes the lock (on_complete). */
-static void sync_take(struct rpcrdma_client *c, struct rpcrdma_call *call)
+ * put it there, dated from @now (such a call has no deadline until then:
+ * run_fast reads no clock) and its timer armed, so that the timer, a
+ * cancel or a destroy finds it; its own Reply then takes the lock
+ * (on_complete). */
+static void sync_take(struct rpcrdma_client *c, struct rpcrdma_call *call, uint64_t now)
 {
 	if (!call->fast || !sync_clear(c, call))
 		return;
+	call_date(call, now);
 	pending_link(c, call);
 }
 
@@ -990,16 +997,9 @@ static inline uint32_t call_timeout(const struct rpcrdma_call *call)
 	return call->timeout_ms ? call->timeout_ms : call->clnt->timeout_ms;
 }
 
-/* The transport's view of @call's message, its callback @done(@arg),
- * its deadline @tmo_ms (call_timeout, which the caller read) from now;
- * returns the clock read for it (the precise clock: a deadline on the
- * coarse one could be early, common.h). */
-static uint64_t call_fill(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void *arg,
-			  uint32_t tmo_ms)
+/* The transport's view of @call's message, its callback @done(@arg). */
+static void call_fill(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void *arg)
 {
-	struct rpcrdma_client *c = call->clnt;
-	uint64_t now;
-
 	/* (xc.msg.ddp and xc.sinks point at the call's own arrays since
 	 * call_new made the object; status is 0 since call_new: only a
 	 * completion writes it, and a completed call is not started again) */
@@ -1010,9 +1010,14 @@ static uint64_t call_fill(struct rpcrdma_call *call, rpcrdma_call_done_fn done, 
 	call->xc.nsinks = call->nsinks;
 	call->done = done;
 	call->done_arg = arg;
-	now = rr_now_ns(c->env);
-	call->deadline = now + (uint64_t)tmo_ms * 1000000ull;
-	return now;
+}
+
+/* @call's deadline, its timeout after @now (a reading of the client's
+ * clock taken at or after the call's start: never early; the precise
+ * clock, as a deadline on the coarse one could be early, common.h). */
+static inline void call_date(struct rpcrdma_call *call, uint64_t now)
+{
+	call->deadline = now + (uint64_t)call_timeout(call) * 1000000ull;
 }
 
 /* rpcrdma_call_start; with @sync (rpcrdma_call_run: no callback, the
@@ -1020,19 +1025,20 @@ static uint64_t call_fill(struct rpcrdma_call *call, rpcrdma_call_done_fn done, 
  * submit, and is cleared where the completion is seen (on_complete on this
  * thread, or run_settle): one critical section fewer per call. @wait_ms
  * (sync only; 0: none): the transport's submit_wait instead of submit, its
- * wait over when this returns 0. */
+ * first wait (at most RR_XPRT_FIRST_WAIT_MS of @wait_ms) over when this
+ * returns 0. The call is dated here, at its start. */
 static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void *arg,
 		      bool sync, uint32_t wait_ms)
 {
 	struct rpcrdma_client *c = call->clnt;
-	uint64_t now;
 	int rc;
 
 	if (call->state != CALL_NEW)
 		return -EBUSY;
 	if (call->enc.error)
 		return call->enc.error;
-	now = call_fill(call, done, arg, call_timeout(call));
+	call_fill(call, done, arg);
+	call_date(call, rr_now_ns(c->env));
 
 	rr_lock(&c->lock);
 	if (c->stopping) {
@@ -1050,7 +1056,7 @@ static int call_start(struct rpcrdma_call *call, rpcrdma_call_done_fn done, void
 	pending_link(c, call);
 	rr_unlock(&c->lock);
 
-	rc = wait_ms ? c->ops->submit_wait(c->xp, &call->xc, now, wait_ms)
+	rc = wait_ms ? c->ops->submit_wait(c->xp, &call->xc, RR_MIN(wait_ms, RR_XPRT_FIRST_WAIT_MS))
 		     : c->ops->submit(c->xp, &call->xc);
 	if (!rc && sync)
 		return 0;
@@ -1130,23 +1136,26 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 /* rpcrdma_call_run through the transport's submit_wait (@wait_ms) without
  * the client's lock, when no other synchronous call of the client runs
  * so: the call is registered in c->sync_call instead of the pending list
- * (no timer armed: the wait ends by the deadline), and its own Reply seen
- * on this thread settles it without the lock (on_complete). Any other
- * thread that must reach it does so under the lock through c->sync_call
- * (sync_take: a cancel lists it; another thread that delivers its Reply
- * completes it there); so does this thread once the wait ended without
- * it (run_slow). Returns 1 when not run so (the caller runs it through
- * call_start), else call_start's result. */
-static int run_fast(struct rpcrdma_call *call, uint32_t tmo_ms, uint32_t wait_ms)
+ * (no timer armed), and its own Reply seen on this thread settles it
+ * without the lock (on_complete). Any other thread that must reach it does
+ * so under the lock through c->sync_call (sync_take: a cancel lists it;
+ * another thread that delivers its Reply completes it there); so does this
+ * thread once its waits ended without it (run_dated). No clock is read
+ * here (the lazy deadline): submit_wait makes one wait of at most
+ * RR_XPRT_FIRST_WAIT_MS without a clock read (transport/xprt.h), and a call
+ * answered within it never reads the clock; one that is not is dated
+ * after that wait (run_dated), so its timeout never fires early and fires
+ * at most that wait late. Returns 1 when not run so (the caller runs it
+ * through call_start), else submit_wait's result. */
+static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
 {
 	struct rpcrdma_client *c = call->clnt;
 	struct rpcrdma_call *none = NULL;
-	uint64_t now;
 	int rc;
 
 	if (call->enc.error || atomic_load_explicit(&c->sync_call, memory_order_relaxed))
 		return 1;
-	now = call_fill(call, NULL, NULL, tmo_ms);
+	call_fill(call, NULL, NULL);
 	call->state = CALL_PENDING;
 	call->enc.error = -EBUSY;   /* the message is the transport's now */
 	call->in_submit = true;
@@ -1162,7 +1171,7 @@ static int run_fast(struct rpcrdma_call *call, uint32_t tmo_ms, uint32_t wait_ms
 		call->state = CALL_NEW;
 		return 1;
 	}
-	rc = c->ops->submit_wait(c->xp, &call->xc, now, wait_ms);
+	rc = c->ops->submit_wait(c->xp, &call->xc, RR_MIN(wait_ms, RR_XPRT_FIRST_WAIT_MS));
 	if (!rc)
 		return 0;
 	/* not taken by the transport (no completion comes): back to new */
@@ -1185,17 +1194,29 @@ static int run_fast(struct rpcrdma_call *call, uint32_t tmo_ms, uint32_t wait_ms
 }
 
 /* A fast call (run_fast) not seen complete on its thread when the
- * transport's wait ended: listed now if still unlisted (the timer then
- * aborts it at its deadline). Then waits for the completion as
- * rpcrdma_call_wait, which first makes again a cancel that took the call
- * before the transport held it (abort_again). */
-static int run_slow(struct rpcrdma_call *call)
+ * transport's undated wait ended: dated now (its deadline its timeout
+ * after this clock read, which is after its start: never early; late by
+ * at most that first wait) and listed if still unlisted (sync_take: the
+ * client's timer aborts it at its deadline), then waited for on this
+ * thread through the transport's wait (@wait_ms from the transport's own
+ * clock read: it ends after the deadline) and as rpcrdma_call_wait, which
+ * first makes again a cancel that took the call before the transport held
+ * it (abort_again). Not the usual way: one clock read, a lock pair. */
+__attribute__((noinline)) static int run_dated(struct rpcrdma_call *call, uint32_t wait_ms)
 {
 	struct rpcrdma_client *c = call->clnt;
+	uint64_t now = rr_now_ns(c->env);
 
 	rr_lock(&c->lock);
-	sync_take(c, call);
+	sync_take(c, call, now);
 	rr_unlock(&c->lock);
+	/* (abort_early: a cancel that listed the call while it was in submit,
+	 * which may have found nothing in the transport: the wait would not
+	 * end for it; rpcrdma_call_wait's abort_again makes it again) */
+	if (RR_LIKELY(!atomic_load_explicit(&call->abort_early, memory_order_relaxed)))
+		c->ops->wait(c->xp, &call->xc, wait_ms);
+	if (call->settled)
+		return call->status;   /* seen complete on this thread */
 	return rpcrdma_call_wait(call, -1);
 }
 
@@ -1213,10 +1234,10 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 		return -EBUSY;
 	tmo_ms = call_timeout(call);
 	/* Let the transport receive on this thread (no handoff); the
-	 * client's timer still enforces the deadline. The whole timeout (no
-	 * second clock read: submit_wait counts from call_start's, wait from
-	 * its own a few microseconds later; the timer enforces the
-	 * deadline). */
+	 * client's timer still enforces the deadline. The whole timeout and
+	 * 1 ms (wait counts from its own clock read, at or after the one the
+	 * call was dated by: it ends once the deadline passed); submit_wait's
+	 * first wait is at most RR_XPRT_FIRST_WAIT_MS of it. */
 	left_ms = 0;
 	if (c->ops->wait) {
 		left_ms = (uint64_t)tmo_ms + 1;
@@ -1227,11 +1248,11 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 	 * the lock when it may */
 	rc = 1;
 	if (left_ms && c->ops->submit_wait) {
-		rc = run_fast(call, tmo_ms, (uint32_t)left_ms);
+		rc = run_fast(call, (uint32_t)left_ms);
 		if (rc == 0) {
 			call->xc.caller_waits = false;
 			/* settled: seen complete on this thread */
-			return call->settled ? call->status : run_slow(call);
+			return call->settled ? call->status : run_dated(call, (uint32_t)left_ms);
 		}
 	}
 	if (rc == 1)
@@ -1240,14 +1261,15 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 	call->xc.caller_waits = false;
 	if (rc)
 		return rc;
+	if (call->settled && c->ops->submit_wait)
+		return call->status;   /* seen complete in submit_wait's wait */
 	/* (not when an abort came before the transport held the call: the
 	 * wait would last until the Reply or the deadline, and the abort is
 	 * made again by rpcrdma_call_wait. The flag, stored before that
 	 * abort reached the transport and found nothing there, is seen here:
 	 * the transport's hold of the call, which submit made after that,
 	 * orders them.) */
-	if (left_ms && !c->ops->submit_wait &&
-	    RR_LIKELY(!atomic_load_explicit(&call->abort_early, memory_order_relaxed)))
+	if (left_ms && RR_LIKELY(!atomic_load_explicit(&call->abort_early, memory_order_relaxed)))
 		c->ops->wait(c->xp, &call->xc, (uint32_t)left_ms);
 	if (call->settled)
 		return call->status;   /* seen complete on this thread */
@@ -1260,7 +1282,7 @@ RPCRDMA_API void rpcrdma_call_cancel(struct rpcrdma_call *call)
 
 	rr_lock(&c->lock);
 	if (atomic_load_explicit(&c->sync_call, memory_order_acquire) == call)
-		sync_take(c, call);   /* run without the lock: listed now */
+		sync_take(c, call, rr_now_ns(c->env));   /* run without the lock: listed now */
 	/* Pending calls are listed (a fast call not listed completed, or
 	 * completes now on its run thread: its state is not read here) */
 	if ((!call->prev && c->pending != call) || call->state != CALL_PENDING ||
@@ -1330,6 +1352,12 @@ RPCRDMA_API void rpcrdma_call_destroy(struct rpcrdma_call *call)
 		call_free(call);   /* nothing else holds it */
 	else
 		call_destroy_held(call);
+}
+
+bool rr_rpc_client_sync_busy(const struct rpcrdma_client *c)
+{
+	return atomic_load_explicit(&((struct rpcrdma_client *)(uintptr_t)c)->sync_call,
+				    memory_order_acquire) != NULL;
 }
 
 bool rr_rpc_client_runs_unlocked(const void *ctx, const struct rr_xprt_call *xc)

@@ -19,6 +19,11 @@
  * transport was given (struct rr_xprt_client_params). */
 bool rr_rpc_client_runs_unlocked(const void *c, const struct rr_xprt_call *xc);
 
+/* Whether a synchronous call of @c runs without the lock now (registered
+ * in the client, not listed: before its deadline is dated, rpcrdma_call_run's
+ * lazy deadline). */
+bool rr_rpc_client_sync_busy(const struct rpcrdma_client *c);
+
 /* The call objects the calling thread's cache holds now (0 to 4), and how
  * many objects the caches of all threads freed so far (a thread's exit, or
  * the library's unload). */

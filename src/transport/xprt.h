@@ -87,7 +87,11 @@
  *      0 (src/rpc/clnt.c abort_again), so an abort may come twice for one
  *      call.
  *  release_reply(x, call): the RPC layer is done with call->reply (its
- *      bytes are freed or its receive buffer reposted).
+ *      bytes are freed or its receive buffer reposted). Called once a
+ *      submitted call completed, when call->reply_buf or call->xp_priv is
+ *      set (a transport whose completed call holds nothing, e.g. rdma://'s
+ *      Reply copied into the call's own storage, leaves both NULL: no
+ *      call; its call->reply stays valid while the call object lives).
  *  destroy(x): every submitted call has completed (the RPC layer aborts
  *      them first); close the connection and free.
  *  wait(x, call, timeout_ms) (optional): for a synchronous call
@@ -272,6 +276,14 @@ struct rr_xprt_call {
 };
 
 #define RR_XPRT_CALL_CLEAR offsetof(struct rr_xprt_call, xid)
+
+/* The longest wait the RPC layer asks of submit_wait: a synchronous call's
+ * deadline is dated by a clock read after that wait (rpc/clnt.c
+ * run_dated), so its timeout fires at most that wait late. Half of a
+ * 20 ms wait slice: the provider's wait may overrun what it was asked
+ * (the soft provider's by its 5 ms fast slice and its coarse clock's
+ * tick). */
+#define RR_XPRT_FIRST_WAIT_MS 10u
 _Static_assert(RR_XPRT_CALL_CLEAR <= 64, "a call's cleared fields within 64 bytes");
 
 struct rr_xprt_client;
@@ -315,12 +327,15 @@ struct rr_xprt_client_ops {
 	 * so returning early is always correct. */
 	void (*wait)(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms);
 	/* Optional, with wait: submit() then, when it returned 0 and the call
-	 * has caller_waits set, wait(), in one step (the transport saves what
-	 * separate entries would repeat: rdma:// a hold of its lock and a
-	 * clock read). @now_ns: the params' env clock (rr_now_ns) read by the
-	 * caller just before; the wait ends @timeout_ms after it. Returns
-	 * submit's result; 0: the wait is over too. */
-	int (*submit_wait)(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_t now_ns,
+	 * has caller_waits set, the first wait() in one step, reading no clock
+	 * (the transport saves what separate entries would repeat: rdma:// a
+	 * hold of its lock; and a synchronous call answered at once reads no
+	 * clock at all: the RPC layer's lazy deadline, rpc/clnt.c run_fast):
+	 * one wait of at most @timeout_ms (the RPC layer passes at most
+	 * RR_XPRT_FIRST_WAIT_MS; a wait may overrun by the scheduler's delay,
+	 * as any). Returns submit's result; 0: submitted, the call completed
+	 * or not (the RPC layer then waits again through wait()). */
+	int (*submit_wait)(struct rr_xprt_client *x, struct rr_xprt_call *call,
 			   uint32_t timeout_ms);
 	/* Optional: transport controls (counters, push mode), see
 	 * transport/xprt_ctl.h; NULL or an unknown @op: -EOPNOTSUPP. */

@@ -213,12 +213,11 @@ static void *own_canceller(void *arg)
 	return NULL;
 }
 
-static int own_submit_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_t now_ns,
+static int own_submit_wait(struct rr_xprt_client *x, struct rr_xprt_call *call,
 			   uint32_t timeout_ms)
 {
 	pthread_t t;
 
-	(void)now_ns;
 	(void)timeout_ms;
 	if (rr_rpc_client_runs_unlocked(x->p.ctx, call))
 		own_unlocked++;

@@ -612,11 +612,14 @@ __attribute__((noinline)) static void cl_abort_asked(struct rr_tp_client *c,
 }
 
 /* rr_tp_client_wait from the lock held (c->ep.lock, released on return);
- * @t0: the clock when the wait began, @end its deadline. The completed
+ * @t0: the clock when the wait began, @end its deadline. @once (a
+ * constant): one turn only, and no clock read (rr_tp_client_submit_wait:
+ * @t0 then only stands for its start, @end - @t0 its length). The completed
  * Calls found at the end are delivered after the unlock (their xdone set
  * before it): the caller's own Reply costs no second hold of the lock. */
 static inline __attribute__((always_inline)) void
-cl_wait_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t t0, uint64_t end)
+cl_wait_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t t0, uint64_t end,
+	       bool once)
 {
 	struct tp_conn *cn0 = NULL;
 	struct rr_conn_rpc *done;
@@ -661,6 +664,8 @@ cl_wait_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t t0, uin
 		 * included, does not hold it back) */
 		if (!rpc->xdone)
 			cl_abort_asked(c, rpc);
+		if (once)
+			break;
 	}
 	c->waiter = false;
 	/* Take what completed; the caller of rr_tp_client_destroy has no Call
@@ -698,11 +703,10 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t
 	if (rr_engine_app_driven())
 		return;   /* the caller's wait drives the loop (submit) */
 	rr_lock(&c->ep.lock);
-	cl_wait_locked(c, rpc, t0, t0 + (uint64_t)timeout_ms * 1000000u);
+	cl_wait_locked(c, rpc, t0, t0 + (uint64_t)timeout_ms * 1000000u, false);
 }
 
-int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t now_ns,
-			     uint32_t timeout_ms)
+int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t timeout_ms)
 {
 	int rc;
 
@@ -716,7 +720,10 @@ int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, ui
 		rr_unlock(&c->ep.lock);
 		return rc;
 	}
-	cl_wait_locked(c, rpc, now_ns, now_ns + (uint64_t)timeout_ms * 1000000u);
+	/* one turn, undated: its start 1 (a stand-in that nothing reads as a
+	 * time), its end @timeout_ms later less 1 ns (the turn's slice is the
+	 * time left in ms rounded up: @timeout_ms) */
+	cl_wait_locked(c, rpc, 1, (uint64_t)timeout_ms * 1000000u, true);
 	return 0;
 }
 

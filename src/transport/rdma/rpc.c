@@ -58,7 +58,13 @@ static void cl_params_set(struct rr_xprt_client *x, const struct rr_xprt_client_
 /* A Call as the session sees it: in its call's transport-private storage
  * (rr_xprt_call.xp_area), from submit to release_reply (issue 16 part EC;
  * it was an object of the client's, taken from its spares per Call, cold at
- * 100 connections). xp_priv points at it while the session may hold it. */
+ * 100 connections). A client's Call (cl_*) is marked in xp_flags
+ * (CL_SUBMITTED) from its submit while the session may hold it; xp_priv is
+ * left NULL, so that a Call whose Reply needs no release (the session's own
+ * copy, released at the completion: cl_complete) costs the RPC layer no
+ * release_reply (rpc/clnt.c call_free). A callback client's (bc_*) keeps
+ * xp_priv pointing at it. */
+#define CL_SUBMITTED 1u
 struct rpc_wrap {
 	struct rr_conn_rpc rpc;
 	struct rr_xprt_part parts[2 * RR_RPC_MAX_DDP + 1];
@@ -140,7 +146,11 @@ static void cl_complete(void *ctx, struct rr_conn_rpc *rpc)
 	call->status = rpc->status;
 	call->reply = rpc->reply;
 	call->reply_len = rpc->reply_len;
-	call->reply_buf = rpc->reply;
+	/* A Reply the session copied into @rpc (a short one, nothing lent) is
+	 * released now (it touches @rpc alone; the bytes stay in the call's
+	 * object until the call is made anew): no handle, no release_reply
+	 * for it (rpc/clnt.c call_free tests reply_buf and xp_priv). */
+	call->reply_buf = rr_conn_release_own(rpc) ? NULL : rpc->reply;
 	call->reply_via_read = rpc->via_read;
 	for (unsigned i = 0; i < call->nsinks && i < RR_RPC_MAX_DDP; i++)
 		call->placed[i] = i < RR_XPRT_MAX_ITEMS && rpc->is_placed[i] ?
@@ -236,7 +246,6 @@ static struct rpc_wrap *cl_wrap(struct rr_xprt_client *x, struct rr_xprt_call *c
 	/* Reliable reply policy inputs (draft 5.3.1, proto/rrep.h). */
 	w->rpc.max_unknown = call->reply_hint == 0;
 	w->rpc.min_reply = (uint32_t)RR_MIN(call->reply_min, (size_t)UINT32_MAX / 2);
-	call->xp_priv = w;
 	return w;
 }
 
@@ -248,9 +257,8 @@ void rr_xprt_rdma_test_set_submit_hook(void (*fn)(void))
 	atomic_store_explicit(&g_submit_hook, fn, memory_order_release);
 }
 
-/* cl_submit (@wait_ms < 0) or cl_submit_wait (from @now_ns). */
-static int cl_start(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_t now_ns,
-		    int64_t wait_ms)
+/* cl_submit (@wait_ms < 0) or cl_submit_wait. */
+static int cl_start(struct rr_xprt_client *x, struct rr_xprt_call *call, int64_t wait_ms)
 {
 	struct rpc_wrap *w;
 	int rc;
@@ -258,56 +266,50 @@ static int cl_start(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_
 	if (call->msg.nddp > RR_RPC_MAX_DDP || call->nsinks > RR_XPRT_MAX_ITEMS)
 		return -EINVAL;
 	w = cl_wrap(x, call);
+	call->xp_flags = CL_SUBMITTED;
 	submit_hook_fn hook = atomic_load_explicit(&g_submit_hook, memory_order_acquire);
 	if (RR_UNLIKELY(hook != NULL))
 		hook();
 	rc = wait_ms < 0 ? rr_tp_client_submit(x->tp, &w->rpc)
-			 : rr_tp_client_submit_wait(x->tp, &w->rpc, now_ns, (uint32_t)wait_ms);
+			 : rr_tp_client_submit_wait(x->tp, &w->rpc, (uint32_t)wait_ms);
 	if (rc)
-		call->xp_priv = NULL;
+		call->xp_flags = 0;
 	return rc;
 }
 
 static int cl_submit(struct rr_xprt_client *x, struct rr_xprt_call *call)
 {
-	return cl_start(x, call, 0, -1);
+	return cl_start(x, call, -1);
 }
 
-static int cl_submit_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint64_t now_ns,
-			  uint32_t timeout_ms)
+static int cl_submit_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms)
 {
-	return cl_start(x, call, now_ns, timeout_ms);
+	return cl_start(x, call, timeout_ms);
 }
 
 static void cl_abort(struct rr_xprt_client *x, struct rr_xprt_call *call, int status)
 {
-	struct rpc_wrap *w = call->xp_priv;
-
-	if (w)
-		rr_tp_client_abort(x->tp, &w->rpc, status);
+	if (call->xp_flags & CL_SUBMITTED)
+		rr_tp_client_abort(x->tp, &wrap_of(call)->rpc, status);
 }
 
 static void cl_wait(struct rr_xprt_client *x, struct rr_xprt_call *call, uint32_t timeout_ms)
 {
-	struct rpc_wrap *w = call->xp_priv;
-
-	if (w)
-		rr_tp_client_wait(x->tp, &w->rpc, timeout_ms);
+	if (call->xp_flags & CL_SUBMITTED)
+		rr_tp_client_wait(x->tp, &wrap_of(call)->rpc, timeout_ms);
 }
 
 static void cl_release(struct rr_xprt_client *x, struct rr_xprt_call *call)
 {
-	struct rpc_wrap *w = call->xp_priv;
-
-	if (!w)
+	if (!(call->xp_flags & CL_SUBMITTED))
 		return;
 	/* the call's fields first: the release is then the last thing done
 	 * (a tail call, no frame kept around it) */
 	call->reply = NULL;
 	call->reply_buf = NULL;
 	call->reply_len = 0;
-	call->xp_priv = NULL;
-	rr_tp_client_release_reply(x->tp, &w->rpc);
+	call->xp_flags = 0;
+	rr_tp_client_release_reply(x->tp, &wrap_of(call)->rpc);
 }
 
 static int cl_reliable_reply(struct rr_xprt_client *x)

@@ -218,13 +218,13 @@ void rr_tp_client_abort(struct rr_tp_client *c, struct rr_conn_rpc *rpc, int sta
  * woken at all); that thread must call rr_tp_client_wait for @rpc next. */
 void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t timeout_ms);
 /* rr_tp_client_submit then, when it succeeded and @rpc has caller_waits,
- * rr_tp_client_wait until @timeout_ms after @now_ns (the conf's env clock,
- * read by the caller), in one hold of the endpoint's lock (a synchronous
- * Call: one lock pair and one clock read fewer). Returns submit's result;
- * with 0 the wait is over (@rpc completed or not, as after
- * rr_tp_client_wait). */
-int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t now_ns,
-			     uint32_t timeout_ms);
+ * one turn of rr_tp_client_wait of at most @timeout_ms, in one hold of the
+ * endpoint's lock (a synchronous Call: one lock pair fewer), reading no
+ * clock (one wait on the CQ, which may hold it for a Send's completion and
+ * then the Reply; the RPC layer's lazy deadline, transport/xprt.h
+ * submit_wait). Returns submit's result; with 0 @rpc completed or not, and
+ * a caller that must wait more calls rr_tp_client_wait. */
+int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t timeout_ms);
 /* The status of an abort @rpc's caller asked for while the Call was in its
  * submit (0: none), read without the endpoint's lock: such an abort may
  * have come before the client held the Call and found nothing (the RPC
