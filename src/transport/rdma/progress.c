@@ -107,15 +107,16 @@ feed_body(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **
 }
 
 static void feed_ex(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
-		    struct tp_ep *self, bool *held, struct tp_ep **kept, bool via_cq)
+		    struct tp_ep *self, bool *held, struct tp_ep **kept, bool via_cq,
+		    struct tp_conn *own)
 {
-	feed_body(wc, n, drop, touched, self, held, kept, via_cq, NULL);
+	feed_body(wc, n, drop, touched, self, held, kept, via_cq, own);
 }
 
 static void feed(struct rpcrdma_wc *wc, int n, struct rpcrdma_qp *drop, struct tp_ep **touched,
 		 struct tp_ep *self, bool *held, struct tp_ep **kept)
 {
-	feed_ex(wc, n, drop, touched, self, held, kept, true);
+	feed_ex(wc, n, drop, touched, self, held, kept, true, NULL);
 }
 
 static void cq_watch_locked(struct tp_cq *q, bool on);
@@ -539,7 +540,7 @@ static int qp_wait(struct tp_ep *ep, struct tp_conn *cn, int ms, bool *fed)
 	if (n < 0 && n != -EOPNOTSUPP)   /* a failed CQ's connections end */
 		(void)tp_cq_failed(cn->tcq, n);
 	if (n > 0)   /* all ep's: t stays NULL */
-		feed_ex(wc, n, NULL, &t, ep, &held, NULL, false);
+		feed_ex(wc, n, NULL, &t, ep, &held, NULL, false, NULL);
 	if (!held)
 		rr_lock(&ep->lock);
 	cn->in_wait = false;
@@ -603,7 +604,11 @@ claimed:
 			recv = wc[0].opcode == RPCRDMA_WC_RECV;
 			feed_body(wc, 1, NULL, &t, ep, &held, NULL, true, cn);
 		} else if (n > 0) {
-			feed(wc, n, NULL, &t, ep, &held, NULL);
+			/* a batch (the soft own wait returns a signaled
+			 * Send's completion with the Reply behind it: issue
+			 * 16 part IB): @cn's Receives through tp_on_wc_own
+			 * as well, out of line */
+			feed_ex(wc, n, NULL, &t, ep, &held, NULL, true, cn);
 		}
 		/* The wait armed the CQ and took its notification (verbs:
 		 * ibv_get_cq_event) or used up the loop's arm: while a

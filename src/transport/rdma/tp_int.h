@@ -76,9 +76,10 @@ struct tp_pool;
  * completes in order): unsig_* in conn.c. At most TP_UNSIG_MAX
  * wait for that completion; their sequence numbers ride, TP_UNSIG_MASK
  * wide, in the signaled Send's wr_id (above its slot). A synchronous
- * client's signaled Send costs one more turn of its wait (its completion
- * pushed, polled and fed before the Reply's): ~720 instructions on soft,
- * paid once per TP_UNSIG_RUN + 1 Calls. A run holds its slots until that
+ * client's signaled Send costs no turn of its own on soft: the own wait
+ * keeps its completion for the Reply that comes in its first slice and
+ * returns both in one batch (soft cq_wait.c, issue 16 part IB), fed by
+ * tp_cq_wait_once through feed_ex. A run holds its slots until that
  * completion, so a client's first chunk of slots (TP_CL_SLOTS_FIRST) holds
  * a whole run and its signaled Send: fewer, and the run would end when
  * the slots do (the last free one is sent signaled). A server's first
