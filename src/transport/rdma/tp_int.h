@@ -282,6 +282,12 @@ struct tp_conn {
 	struct rpcrdma_sge *dsge;
 	uint32_t dcap;               /* Replies dwr has room for (0: none yet) */
 	bool dgrow;                  /* a batch filled dcap: SV_DEFER_MAX next */
+	/* a client's connection without signal_writes: any of its Sends
+	 * without Writes or invalidation may go unsignaled (a server's only
+	 * when quiet); set with signal_writes (conn_new, tp_conn_unsig_setup),
+	 * read at every Send (tp_unsig_choose). In the hole after dgrow: no
+	 * field moved. */
+	bool unsig_calls;
 	struct tp_conn *dnext;       /* ep->deferred: connections with some */
 	uint64_t defer_t0;           /* ns: when the first of them was deferred */
 	struct tp_slots sch[TP_SLOT_CHUNKS]; /* send slots; after the first
@@ -771,6 +777,17 @@ void tp_send_wrs_build(const struct tp_conn *cn, const struct rr_conn_send *s,
  * set, none read (conn.c; @wr and @sge may hold anything before). */
 void tp_send_wr_fill(const struct tp_conn *cn, const struct rr_conn_send *s,
 		     struct rpcrdma_send_wr *wr, struct rpcrdma_sge *sge);
+/* Sets @cn->unsig_calls from its endpoint's role and @cn->signal_writes
+ * (conn_new, once both are known). */
+void tp_conn_unsig_setup(struct tp_conn *cn);
+/* The Send @w of @s on @cn, built signaled (tp_send_wr_fill): made
+ * unsignaled when conn.c's rule lets it ("a client's unsignaled Sends":
+ * no Writes, no invalidation, a client's or a quiet one, not
+ * signal_writes, fewer than TP_UNSIG_RUN in a row, room in the ring, a
+ * free slot left beside it), its wr_id given the mark its completion
+ * releases up to. Returns whether it is unsignaled. */
+bool tp_unsig_choose(const struct tp_conn *cn, const struct rr_conn_send *s,
+		     struct rpcrdma_send_wr *w);
 /* Server, its timer walk (lock held), @now on the session's clock: quiet
  * Sends left waiting for half the send timeout get a probe whose
  * completion proves them done, watched by the send-stall timer. */
