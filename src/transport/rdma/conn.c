@@ -746,30 +746,7 @@ void tp_post_all_deferred(struct tp_ep *ep)
 _Static_assert(TP_UNSIG_RUN < TP_UNSIG_MAX && TP_CL_SLOTS_FIRST > TP_UNSIG_RUN,
 	       "a run of unsignaled Sends and its signaled one fit the first slots");
 
-void tp_conn_unsig_setup(struct tp_conn *cn)
-{
-	cn->unsig_calls = !cn->ep->is_server && !cn->signal_writes;
-}
-
-/* The Send @w of @s (built signaled): unsignaled when it may be; its
- * wr_id carries the mark that its completion (signaled, or an error)
- * releases up to. Returns whether it goes unsignaled. The connection's
- * part of the rule is read from one flag (unsig_calls, set at conn_new:
- * issue 16 part IG), a server's Send needing quiet and no signal_writes. */
-inline __attribute__((always_inline)) bool tp_unsig_choose(const struct tp_conn *cn,
-							   const struct rr_conn_send *s,
-							   struct rpcrdma_send_wr *w)
-{
-	bool unsig = (cn->unsig_calls || (s->quiet && !cn->signal_writes)) && !s->nwrites &&
-		     !s->inv && cn->urun < TP_UNSIG_RUN && cn->ucount < TP_UNSIG_MAX &&
-		     cn->nsfree;
-
-	if (unsig)
-		w->flags = 0;
-	/* an unsignaled Send's own failure completion releases it too */
-	w->wr_id = WRID_SEND(s->slot, cn->uposted + (unsig ? 1u : 0u));
-	return unsig;
-}
+/* (tp_conn_unsig_setup and tp_unsig_choose: tp_int.h, inlined here.) */
 
 /* The sequence number of the oldest unsignaled Send waiting (the ring's
  * head): the ring holds consecutive ones, the newest uposted - 1. */
