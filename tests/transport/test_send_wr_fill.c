@@ -66,7 +66,7 @@ TEST(tp_send_wr_fill_sets_a_sends_fields)
  * the transport posts: a lone Send or Send With Invalidate; 1 to 12 RDMA
  * Writes before it (the stack's 9 and beyond), each from a registered
  * buffer or the XDR pad; Writes signaled (signal_writes) or not; the
- * Send signaled or unsignaled (unsig_choose clears its flags); 1 to 4
+ * Send signaled or unsignaled (as tp_unsig_choose clears its flags); 1 to 4
  * such chains linked as tp_post_deferred links deferred Replies; slots
  * in the first and a later chunk. Each work request of each chain goes
  * through rr_send_wr_check, the public entry's checks, on a QP granted
@@ -119,7 +119,7 @@ TEST(tp_send_wrs_pass_the_public_checks)
 				pads += w[i].mem == NULL;
 			}
 			tp_send_wrs_build(cn, &s, wr[c], sge[c]);
-			if ((seed >> 45) & 1) {   /* as unsig_choose makes it */
+			if ((seed >> 45) & 1) {   /* as tp_unsig_choose makes it */
 				wr[c][s.nwrites].flags = 0;
 				unsig++;
 			}
@@ -144,5 +144,86 @@ TEST(tp_send_wrs_pass_the_public_checks)
 	/* every shape was built many times */
 	CHECK(wrs > 100000u);
 	CHECK(writes > 50000u && pads > 5000u && invs > 10000u && unsig > 10000u);
+	free(cn);
+}
+
+/* Whether a Send goes unsignaled (tp_unsig_choose), its connection's part
+ * of the rule read from one flag set at conn_new (tp_conn_unsig_setup,
+ * from the endpoint's role and signal_writes; issue 16 part IG). For every
+ * combination of the rule's inputs -- client or server, signal_writes,
+ * quiet, Writes, invalidation, the run, the ring, the free slots -- and
+ * sequence numbers near the wrap, the answer, the Send's flags and the
+ * mark in its wr_id must be the rule's as it was written before the flag
+ * (unsignaled when (a client's or quiet) and no Writes, no invalidation,
+ * no signal_writes, urun < TP_UNSIG_RUN, ucount < TP_UNSIG_MAX and a free
+ * slot left; the mark uposted + 1 when unsignaled, else uposted), on the
+ * Send as tp_send_wr_fill and tp_send_wrs_build build it. */
+TEST(tp_unsig_choose_follows_the_rule)
+{
+	static uint8_t mem0[8 * 64], mem1[8 * 64], src[64];
+	static const uint32_t posted[] = {0, 5, TP_UNSIG_MASK - 1, TP_UNSIG_MASK, 0xfffffff0u};
+	struct tp_conn *cn = calloc(1, sizeof(*cn));
+	struct tp_ep *ep = calloc(1, sizeof(*ep));
+	struct rr_conn_mem m = {.base = src, .len = sizeof(src), .lkey = 0x3333u};
+	struct rr_conn_write w[3];
+	unsigned cases = 0, cl_unsig = 0, sv_unsig = 0;
+
+	REQUIRE(cn != NULL && ep != NULL);
+	cn->ep = ep;
+	cn->nsch = 2;
+	cn->ssize = 64;
+	cn->sch[0] = (struct tp_slots){.mem = mem0, .first = 0, .n = 8, .lkey = 0x1111u};
+	cn->sch[1] = (struct tp_slots){.mem = mem1, .first = 8, .n = 8, .lkey = 0x2222u};
+	for (unsigned i = 0; i < 3; i++)
+		w[i] = (struct rr_conn_write){.mem = &m, .src = src, .len = 8, .stag = 7, .to = 9};
+	for (unsigned bits = 0; bits < 64; bits++) {
+		bool server = bits & 1, sigw = bits & 2, quiet = bits & 4, inv = bits & 8;
+		unsigned nwrites = (bits >> 4) & 3;
+
+		ep->is_server = server;
+		cn->signal_writes = sigw;
+		tp_conn_unsig_setup(cn);   /* as conn_new sets it */
+		for (uint32_t urun = 0; urun <= TP_UNSIG_RUN + 1; urun++)
+			for (uint32_t ucount = 0; ucount <= TP_UNSIG_MAX; ucount++)
+				for (uint32_t nsfree = 0; nsfree < 3; nsfree++)
+					for (unsigned p = 0; p < RR_ARRAY_SIZE(posted); p++) {
+						uint32_t slot = (urun * 5 + ucount + p) % 16;
+						struct rr_conn_send s = {.slot = slot,
+									 .len = 20,
+									 .inv = inv,
+									 .quiet = quiet,
+									 .inv_stag = 0x77u,
+									 .writes = w,
+									 .nwrites = nwrites,
+									 .token = 5};
+						bool want = (!server || quiet) && !nwrites && !inv &&
+							    !sigw && urun < TP_UNSIG_RUN &&
+							    ucount < TP_UNSIG_MAX && nsfree;
+						uint32_t mark = posted[p] + (want ? 1u : 0u);
+						struct rpcrdma_send_wr wr[4];
+						struct rpcrdma_sge sge[4];
+						bool got;
+
+						cn->urun = urun;
+						cn->ucount = ucount;
+						cn->nsfree = nsfree;
+						cn->uposted = posted[p];
+						memset(wr, 0xa5, sizeof(wr));
+						tp_send_wrs_build(cn, &s, wr, sge);
+						got = tp_unsig_choose(cn, &s, &wr[nwrites]);
+						CHECK_EQ(got, want);
+						CHECK_EQ(wr[nwrites].flags,
+							 want ? 0u : (uint32_t)RPCRDMA_SEND_SIGNALED);
+						CHECK_EQ(wr[nwrites].wr_id, WRID_SEND(slot, mark));
+						CHECK_EQ(WRMARK(wr[nwrites].wr_id), mark & TP_UNSIG_MASK);
+						CHECK(wr[nwrites].next == NULL);
+						cases++;
+						cl_unsig += want && !server;
+						sv_unsig += want && server;
+					}
+	}
+	CHECK_EQ(cases, 64u * (TP_UNSIG_RUN + 2) * (TP_UNSIG_MAX + 1) * 3 * RR_ARRAY_SIZE(posted));
+	CHECK(cl_unsig > 100u && sv_unsig > 100u);
+	free(ep);
 	free(cn);
 }

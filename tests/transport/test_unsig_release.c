@@ -2,9 +2,9 @@
 /* The rdma:// transport's unsignaled Sends (src/transport/rdma/conn.c
  * tp_unsig_posted, tp_unsig_release; "a client's unsignaled Sends"):
  * against a model of a send queue that completes in order. Sends go
- * unsignaled as unsig_choose lets them (at most TP_UNSIG_RUN in a row and
- * TP_UNSIG_MAX waiting, a free slot left beside each), their marks as it
- * sets them; a signaled Send always completes, an unsignaled one silently
+ * unsignaled as tp_unsig_choose lets them (at most TP_UNSIG_RUN in a row and
+ * TP_UNSIG_MAX waiting, a free slot left beside each), their marks as
+ * tp_unsig_choose sets them; a signaled Send always completes, an unsignaled one silently
  * or, now and then, with its own (failure) completion; now and then a
  * completion with a mark from the past comes (a probe's, a stale one).
  * Each completion must put back exactly the slots of the unsignaled Sends

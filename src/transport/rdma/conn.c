@@ -241,6 +241,7 @@ static struct tp_conn *conn_new(struct tp_ep *ep, struct tp_pool *pool, uint32_t
 	 * The completions are ignored. */
 	cn->signal_writes = c->transport == RPCRDMA_TRANSPORT_IWARP &&
 			    strcmp(rpcrdma_context_provider(ep->ctx), RPCRDMA_PROVIDER_VERBS) == 0;
+	tp_conn_unsig_setup(cn);
 	return cn;
 fail:
 	cn->err = rc;
@@ -745,22 +746,7 @@ void tp_post_all_deferred(struct tp_ep *ep)
 _Static_assert(TP_UNSIG_RUN < TP_UNSIG_MAX && TP_CL_SLOTS_FIRST > TP_UNSIG_RUN,
 	       "a run of unsignaled Sends and its signaled one fit the first slots");
 
-/* The Send @w of @s (built signaled): unsignaled when it may be; its
- * wr_id carries the mark that its completion (signaled, or an error)
- * releases up to. Returns whether it goes unsignaled. */
-static bool unsig_choose(struct tp_conn *cn, const struct rr_conn_send *s,
-			 struct rpcrdma_send_wr *w)
-{
-	bool unsig = (!cn->ep->is_server || s->quiet) && !s->nwrites && !s->inv &&
-		     !cn->signal_writes && cn->urun < TP_UNSIG_RUN && cn->ucount < TP_UNSIG_MAX &&
-		     cn->nsfree;
-
-	if (unsig)
-		w->flags = 0;
-	/* an unsignaled Send's own failure completion releases it too */
-	w->wr_id = WRID_SEND(s->slot, cn->uposted + (unsig ? 1u : 0u));
-	return unsig;
-}
+/* (tp_conn_unsig_setup and tp_unsig_choose: tp_int.h, inlined here.) */
 
 /* The sequence number of the oldest unsignaled Send waiting (the ring's
  * head): the ring holds consecutive ones, the newest uposted - 1. */
@@ -910,7 +896,7 @@ static __attribute__((noinline)) int conn_send_chain(struct tp_conn *cn,
 		}
 	}
 	tp_send_wrs_build(cn, s, wr, sge);
-	unsig = unsig_choose(cn, s, &wr[s->nwrites]);
+	unsig = tp_unsig_choose(cn, s, &wr[s->nwrites]);
 	rc = rr_post_send_own(cn->qp, wr);
 	if (!rc) {
 		tp_unsig_posted(cn, s->slot, unsig);
@@ -958,7 +944,7 @@ static inline __attribute__((always_inline)) int conn_send(struct tp_conn *cn,
 		struct rpcrdma_sge g;
 
 		tp_send_wr_fill(cn, s, &w, &g);
-		unsig = unsig_choose(cn, s, &w);
+		unsig = tp_unsig_choose(cn, s, &w);
 		/* the provider's ops from the endpoint's context (a line the
 		 * Send reads anyway), as tp_post_deferred: not by the walk qp
 		 * -> pd -> ctx, the QP's PD a cold line per Send at many
@@ -983,7 +969,7 @@ static inline __attribute__((always_inline)) int conn_send(struct tp_conn *cn,
 		/* counted as posted now, in the order the chain posts them: a
 		 * chain that fails to post ends the connection, whose slots go
 		 * with it (tp_post_deferred) */
-		unsig = unsig_choose(cn, s, &dw[s->nwrites]);
+		unsig = tp_unsig_choose(cn, s, &dw[s->nwrites]);
 		tp_unsig_posted(cn, s->slot, unsig);
 		if (!cn->ndefer) {
 			cn->defer_t0 = tp_now_ns(cn->ep);

@@ -283,6 +283,12 @@ struct tp_conn {
 	struct rpcrdma_sge *dsge;
 	uint32_t dcap;               /* Replies dwr has room for (0: none yet) */
 	bool dgrow;                  /* a batch filled dcap: SV_DEFER_MAX next */
+	/* a client's connection without signal_writes: any of its Sends
+	 * without Writes or invalidation may go unsignaled (a server's only
+	 * when quiet); set with signal_writes (conn_new, tp_conn_unsig_setup),
+	 * read at every Send (tp_unsig_choose). In the hole after dgrow: no
+	 * field moved. */
+	bool unsig_calls;
 	struct tp_conn *dnext;       /* ep->deferred: connections with some */
 	uint64_t defer_t0;           /* ns: when the first of them was deferred */
 	struct tp_slots sch[TP_SLOT_CHUNKS]; /* send slots; after the first
@@ -776,6 +782,36 @@ void tp_send_wrs_build(const struct tp_conn *cn, const struct rr_conn_send *s,
  * set, none read (conn.c; @wr and @sge may hold anything before). */
 void tp_send_wr_fill(const struct tp_conn *cn, const struct rr_conn_send *s,
 		     struct rpcrdma_send_wr *wr, struct rpcrdma_sge *sge);
+/* Sets @cn->unsig_calls from its endpoint's role and @cn->signal_writes
+ * (conn_new, once both are known). */
+static inline void tp_conn_unsig_setup(struct tp_conn *cn)
+{
+	cn->unsig_calls = !cn->ep->is_server && !cn->signal_writes;
+}
+
+/* The Send @w of @s on @cn, built signaled (tp_send_wr_fill): made
+ * unsignaled when conn.c's rule lets it ("a client's unsignaled Sends":
+ * no Writes, no invalidation, a client's or a quiet one, not
+ * signal_writes, fewer than TP_UNSIG_RUN in a row, room in the ring, a
+ * free slot left beside it), its wr_id given the mark its completion
+ * (signaled, or an error: an unsignaled Send's own failure completion
+ * releases it too) releases up to. Returns whether it is unsignaled. The
+ * connection's part of the rule is one flag (unsig_calls, set at
+ * conn_new; it replaced a look at the endpoint's role and at
+ * signal_writes per Send, issue 16 part IG). Here, not in conn.c, so the
+ * test sees the body conn.c inlines (test tp_unsig_choose_follows_the_rule). */
+static inline bool tp_unsig_choose(const struct tp_conn *cn, const struct rr_conn_send *s,
+				   struct rpcrdma_send_wr *w)
+{
+	bool unsig = (cn->unsig_calls || (s->quiet && !cn->signal_writes)) && !s->nwrites &&
+		     !s->inv && cn->urun < TP_UNSIG_RUN && cn->ucount < TP_UNSIG_MAX &&
+		     cn->nsfree;
+
+	if (unsig)
+		w->flags = 0;
+	w->wr_id = WRID_SEND(s->slot, cn->uposted + (unsig ? 1u : 0u));
+	return unsig;
+}
 /* Server, its timer walk (lock held), @now on the session's clock: quiet
  * Sends left waiting for half the send timeout get a probe whose
  * completion proves them done, watched by the send-stall timer. */
