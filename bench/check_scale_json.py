@@ -3,6 +3,7 @@
 """Checks the scale records of an `rpcrdma-bench --workloads scale --rounds K --json` file.
 
     python3 bench/check_scale_json.py FILE.json K      (CTest: bench_scale_rounds)
+    python3 bench/check_scale_json.py FILE.json K N,N  (CTest: bench_scale_conns)
 
 What is checked is the bookkeeping, never a timing: every measured scale
 record keeps the fields it always had and has K rounds (each slice's ops/s
@@ -10,6 +11,8 @@ and each connect round's p50, K of each); each per-round ratio to tcp://,
 libtirpc and raw equals the two records' figures of that round divided
 (null when a round of either has no figure: a slice with no call), and its median, min and max are those of the list; a record's ratio to its
 own transport is null; every record carries the run's load average.
+With a third argument (the run's --conns list), the scale records are of
+exactly those connection counts, each measured.
 Exits 0 when all holds, 1 with the first few faults otherwise.
 """
 import json
@@ -76,12 +79,19 @@ def check(recs, k):
 
 
 def main(argv):
-    if len(argv) != 2:
-        print("usage: check_scale_json.py FILE.json K", file=sys.stderr)
+    if len(argv) not in (2, 3):
+        print("usage: check_scale_json.py FILE.json K [N,N...]", file=sys.stderr)
         return 2
     with open(argv[0]) as f:
         recs = json.load(f)
     faults = check(recs, int(argv[1]))
+    if len(argv) == 3:
+        want = sorted(int(n) for n in argv[2].split(","))
+        got = sorted({r["conns"] for r in recs if r.get("workload") == "scale"})
+        done = sorted({r["conns"] for r in recs
+                       if r.get("workload") == "scale" and r.get("available")})
+        if got != want or done != want:
+            faults.append("connection counts %r (measured %r), want %r" % (got, done, want))
     for f in faults[:10]:
         print("FAULT: " + f)
     print("check_scale_json: %d scale records, %s" %

@@ -256,6 +256,9 @@ void run_all(void);
 extern bool big;   /* --big: 10,000 connections too */
 /* Before any thread: the descriptor limit raised, the server factory forked. */
 void scale_setup(void);
+/* --conns LIST: only those of 1,10,100,1000,10000 (comma-separated);
+ * 0 or -EINVAL (anything else, empty, a repeat). */
+int scale_conns_parse(const char *list);
 /* How many points run_scale measures per transport. */
 unsigned scale_points(void);
 void run_scale(void);

@@ -62,7 +62,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: rpcrdma-bench [--quick] [--duration SECS] [--transports LIST]\n"
 		"                     [--workloads LIST] [--spin-us N] [--json FILE] [--svg FILE]\n"
-		"                     [--ops FILE] [--rounds K] [--help]\n"
+		"                     [--ops FILE] [--rounds K] [--conns LIST] [--help]\n"
 		"\n"
 		"Runs the same workloads over librpcrdma rdma:// and tcp://, libtirpc over TCP\n"
 		"and raw TCP (the floor), servers in forked children on loopback, and prints a\n"
@@ -75,6 +75,10 @@ static void usage(FILE *f)
 		"                     conns,push,scale (default all but scale)\n"
 		"  --big              scale: 10,000 connections too (the file descriptor limit\n"
 		"                     is raised as far as the hard limit, or beyond as root)\n"
+		"  --conns LIST       scale: only these connection counts, a comma-separated\n"
+		"                     subset of 1,10,100,1000,10000 (default 1,10,100,1000;\n"
+		"                     with --big, 10000 too); 10000 raises the descriptor\n"
+		"                     limit as --big does\n"
 		"  --rounds K         scale: measure each point in K rounds, 1..%u (default\n"
 		"                     %u): the connects in K batches and the NULL and READ\n"
 		"                     points in K slices of SECS/K each, alternating the\n"
@@ -205,6 +209,7 @@ int main(int argc, char **argv)
 		{"spin-us", required_argument, NULL, 'S'},
 		{"big", no_argument, NULL, 'B'},
 		{"rounds", required_argument, NULL, 'R'},
+		{"conns", required_argument, NULL, 'C'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -215,7 +220,7 @@ int main(int argc, char **argv)
 	uint64_t t0 = fs_now_ns();
 
 	spin_from_env();
-	while ((c = getopt_long(argc, argv, "qd:t:w:j:s:o:S:BR:h", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "qd:t:w:j:s:o:S:BR:C:h", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'q': quick = true; break;
 		case 'B': big = true; break;
@@ -273,6 +278,13 @@ int main(int argc, char **argv)
 			bench_rounds = (unsigned)v;
 			break;
 		}
+		case 'C':
+			if (scale_conns_parse(optarg)) {
+				fprintf(stderr, "rpcrdma-bench: --conns wants a comma-separated subset "
+					"of 1,10,100,1000,10000, not '%s'\n", optarg);
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -48,6 +48,8 @@
 
 static const unsigned scale_ns[] = {1, 10, 100, 1000, 10000};
 bool big;
+/* --conns: bit i for scale_ns[i]; 0: the default points (--big's) */
+static unsigned scale_only;
 static int fac_wr = -1, fac_rd = -1;   /* the server factory's pipes */
 #define SCALE_TIRPC_THREADS 256u
 
@@ -704,21 +706,61 @@ static void raise_nofile(unsigned conns)
 	(void)setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+int scale_conns_parse(const char *list)
+{
+	unsigned mask = 0;
+	const char *p = list;
+
+	for (;;) {
+		char *end;
+		unsigned long v;
+		unsigned i;
+
+		errno = 0;
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		v = strtoul(p, &end, 10);
+		for (i = 0; i < N(scale_ns) && scale_ns[i] != v; i++)
+			;
+		if (errno || i == N(scale_ns) || (mask & (1u << i)))
+			return -EINVAL;
+		mask |= 1u << i;
+		if (!*end)
+			break;
+		if (*end != ',')
+			return -EINVAL;
+		p = end + 1;
+	}
+	scale_only = mask;
+	return 0;
+}
+
+/* scale_ns[i] is measured */
+static bool scale_on(unsigned i)
+{
+	if (scale_only)
+		return (scale_only >> i) & 1u;
+	return big || i < N(scale_ns) - 1;
+}
+
 void scale_setup(void)
 {
-	raise_nofile(big ? 10000 : 1000);
+	raise_nofile(scale_on(N(scale_ns) - 1) ? 10000 : 1000);
 	factory_start();
 }
 
 unsigned scale_points(void)
 {
-	return big ? N(scale_ns) : N(scale_ns) - 1;
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < N(scale_ns); i++)
+		n += scale_on(i);
+	return n;
 }
 
 void run_scale(void)
 {
-	unsigned npts = scale_points();
-
-	for (unsigned i = 0; i < npts; i++)
-		scale_n(scale_ns[i]);
+	for (unsigned i = 0; i < N(scale_ns); i++)
+		if (scale_on(i))
+			scale_n(scale_ns[i]);
 }
