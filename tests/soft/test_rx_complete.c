@@ -20,6 +20,7 @@
 #include "rdma/soft/rx.h"
 #include "rdma/soft/soft.h"
 #include "rdma/soft/tx.h"
+#include "soft/soft_socketpair.h"
 #include "test.h"
 
 struct rc_pair {
@@ -39,23 +40,11 @@ static uint8_t rc_mem[8192];
  * it; rc_mem registered for its Receives and windows. */
 static void rc_up(struct rc_pair *p, bool crc)
 {
-	struct rpcrdma_cq_attr ca = {.cqe = 64};
-	struct rpcrdma_qp_attr qa = {.max_send_wr = 8, .max_recv_wr = 16, .max_send_sge = 1,
-				     .max_recv_sge = 1};
-	struct rr_mpa_conn conn = {.rev = 2, .enhanced = true, .crc = crc, .ird = 8, .ord = 8};
-	int sv[2];
+	struct soft_sp s;
 
-	memset(p, 0, sizeof(*p));
-	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p->ctx), 0);
-	REQUIRE_EQ(rpcrdma_pd_alloc(p->ctx, &p->pd), 0);
-	REQUIRE_EQ(rpcrdma_cq_create(p->ctx, &ca, &p->cq), 0);
-	qa.send_cq = qa.recv_cq = p->cq;
-	REQUIRE_EQ(rpcrdma_qp_create(p->pd, &qa, &p->qp), 0);
-	p->sq = RR_CONTAINER_OF(RR_BASE(qp, p->qp), struct soft_qp, base);
-	REQUIRE_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	p->peer = sv[1];
-	p->sq->fpdu_max = RR_FPDU_DEFAULT;
-	REQUIRE_EQ(rr_soft_qp_connected(p->sq, sv[0], &conn, false, false), 0);
+	soft_sp_up(&s, crc, 16);
+	*p = (struct rc_pair){.ctx = s.ctx, .pd = s.pd, .cq = s.cq, .qp = s.qp, .sq = s.sq,
+			      .peer = s.peer};
 	REQUIRE_EQ(rpcrdma_reg_mr_simple(p->pd, rc_mem, sizeof(rc_mem),
 					 RPCRDMA_ACCESS_LOCAL_WRITE | RPCRDMA_ACCESS_MW_BIND, &p->mr),
 		   0);
@@ -64,12 +53,10 @@ static void rc_up(struct rc_pair *p, bool crc)
 
 static void rc_down(struct rc_pair *p)
 {
-	rpcrdma_qp_destroy(p->qp);
-	REQUIRE_EQ(rpcrdma_dereg_mr(p->mr), 0);
-	rpcrdma_cq_destroy(p->cq);
-	rpcrdma_pd_free(p->pd);
-	rpcrdma_close(p->ctx);
-	close(p->peer);
+	struct soft_sp s = {.ctx = p->ctx, .pd = p->pd, .cq = p->cq, .qp = p->qp, .sq = p->sq,
+			    .peer = p->peer};
+
+	soft_sp_down(&s, p->mr);
 }
 
 /* A Receive of 256 bytes at rc_mem + @off. */

@@ -38,6 +38,7 @@
 #include "rdma/soft/rx.h"
 #include "rdma/soft/soft.h"
 #include "rdma/soft/tx.h"
+#include "soft/soft_socketpair.h"
 #include "test.h"
 
 struct fz_pair {
@@ -94,23 +95,11 @@ static const struct rr_ddp_rx_ops fz_ops = {.tagged = fz_tagged, .untagged = fz_
 /* A soft QP connected to @p->peer (MPA CRC @crc), no progress thread on it. */
 static void fz_pair_up(struct fz_pair *p, bool crc)
 {
-	struct rpcrdma_cq_attr ca = {.cqe = 64};
-	struct rpcrdma_qp_attr qa = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1,
-				     .max_recv_sge = 1};
-	struct rr_mpa_conn conn = {.rev = 2, .enhanced = true, .crc = crc, .ird = 8, .ord = 8};
-	int sv[2];
+	struct soft_sp s;
 
-	memset(p, 0, sizeof(*p));
-	REQUIRE_EQ(rpcrdma_open("soft", NULL, &p->ctx), 0);
-	REQUIRE_EQ(rpcrdma_pd_alloc(p->ctx, &p->pd), 0);
-	REQUIRE_EQ(rpcrdma_cq_create(p->ctx, &ca, &p->cq), 0);
-	qa.send_cq = qa.recv_cq = p->cq;
-	REQUIRE_EQ(rpcrdma_qp_create(p->pd, &qa, &p->qp), 0);
-	p->sq = RR_CONTAINER_OF(RR_BASE(qp, p->qp), struct soft_qp, base);
-	REQUIRE_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	p->peer = sv[1];
-	p->sq->fpdu_max = RR_FPDU_DEFAULT;
-	REQUIRE_EQ(rr_soft_qp_connected(p->sq, sv[0], &conn, false, false), 0);
+	soft_sp_up(&s, crc, 8);
+	*p = (struct fz_pair){.ctx = s.ctx, .pd = s.pd, .cq = s.cq, .qp = s.qp, .sq = s.sq,
+			      .peer = s.peer};
 	for (int q = 0; q < RR_QN_COUNT; q++)
 		p->msn[q] = 1;
 	rr_ddp_rx_init(&p->rx, &fz_ops, p, crc, true);
@@ -118,11 +107,10 @@ static void fz_pair_up(struct fz_pair *p, bool crc)
 
 static void fz_pair_down(struct fz_pair *p)
 {
-	rpcrdma_qp_destroy(p->qp);
-	rpcrdma_cq_destroy(p->cq);
-	rpcrdma_pd_free(p->pd);
-	rpcrdma_close(p->ctx);
-	close(p->peer);
+	struct soft_sp s = {.ctx = p->ctx, .pd = p->pd, .cq = p->cq, .qp = p->qp, .sq = p->sq,
+			    .peer = p->peer};
+
+	soft_sp_down(&s, NULL);
 }
 
 /* The peer sends @m (one FPDU); the QP receives it. */
