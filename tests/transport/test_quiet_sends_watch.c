@@ -575,7 +575,11 @@ TEST(quiet_sends_deferred_storage_sized_by_need)
 	 * over SV_DEFER_FIRST when the batch took at most SV_DEFER_NS; a
 	 * slower one (a TCG lab VM: 1 left, 2026-11-27) may also have been
 	 * posted by age (conn_send: "nor older than SV_DEFER_NS"), which is
-	 * the rule, not a fault: then at least one and at most two. */
+	 * the rule, not a fault: then at least one (the last is deferred
+	 * after any post by age), and at most what the room holds: where the
+	 * ages ran out decides how many are left (the Debian 12 lab VM,
+	 * 2026-11-28: a 2.2 ms batch, room 4, 4 left: the first two posted
+	 * by age, the last four deferred in the first room). */
 	if (d.took_ns <= SV_DEFER_NS) {
 		CHECK_EQ(d.cap_after, SV_DEFER_MAX);
 		CHECK_EQ(d.ndefer_after, DG_N - SV_DEFER_FIRST);
@@ -586,7 +590,7 @@ TEST(quiet_sends_deferred_storage_sized_by_need)
 		printf("  the batch took %" PRIu64 " ns (> SV_DEFER_NS): room %u, deferred left %u\n",
 		       d.took_ns, d.cap_after, d.ndefer_after);
 		CHECK(d.cap_after == SV_DEFER_FIRST || d.cap_after == SV_DEFER_MAX);
-		CHECK(d.ndefer_after >= 1 && d.ndefer_after <= DG_N - SV_DEFER_FIRST);
+		CHECK(d.ndefer_after >= 1 && d.ndefer_after <= d.cap_after);
 	}
 	for (unsigned i = 0; i < DG_N; i++)
 		want[i] = (char)('a' + i);
