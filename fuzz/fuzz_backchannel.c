@@ -220,6 +220,19 @@ static bool bc_looks_reply(const uint8_t *buf, size_t len)
 	       (len >= 16 && w[3] == RR_HDR_ERROR);
 }
 
+/* @rpc: a 16-byte Call (or reverse Call) of XID @xid in @call, one part. */
+static void call_fill(struct rr_conn_rpc *rpc, struct rr_xprt_part *part, uint8_t *call,
+		      uint32_t xid)
+{
+	memset(call, 0, 16);
+	rr_put_be32(call, xid);
+	*part = (struct rr_xprt_part){call, 16, false};
+	memset(rpc, 0, sizeof(*rpc));
+	rpc->xid = xid;
+	rpc->parts = part;
+	rpc->nparts = 1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -242,26 +255,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			rr_conn_bc_enable(c, true);
 			f.requester = true;
 			for (unsigned i = 0; i < 2; i++) {
-				memset(calls[i], 0, 16);
-				rr_put_be32(calls[i], 0xc0000u + i);
-				parts[i] = (struct rr_xprt_part){calls[i], 16, false};
-				memset(&rpc[i], 0, sizeof(rpc[i]));
-				rpc[i].xid = 0xc0000u + i;
-				rpc[i].parts = &parts[i];
-				rpc[i].nparts = 1;
+				call_fill(&rpc[i], &parts[i], calls[i], 0xc0000u + i);
 				rpc[i].max_reply = 256;
 				if (rr_conn_submit(c, &rpc[i]))
 					FAIL("submit refused");
 			}
 		} else {
 			for (unsigned i = 0; i < 3; i++) {
-				memset(calls[i], 0, 16);
-				rr_put_be32(calls[i], 0xc0000u + i);
-				parts[i] = (struct rr_xprt_part){calls[i], 16, false};
-				memset(&rpc[i], 0, sizeof(rpc[i]));
-				rpc[i].xid = 0xc0000u + i;
-				rpc[i].parts = &parts[i];
-				rpc[i].nparts = 1;
+				call_fill(&rpc[i], &parts[i], calls[i], 0xc0000u + i);
 				if (rr_conn_bc_submit(c, &rpc[i]))
 					FAIL("submit refused");
 			}
