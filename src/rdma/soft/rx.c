@@ -694,28 +694,39 @@ static int rx_stage_parse(struct soft_qp *qp, struct rr_ddp_event *ev)
 }
 
 /* Receives what the socket holds (rx_lock held). @fast: the first read
- * sleeps with rx_lock released (fast wait); see rr_soft_qp_rx_fast. */
+ * sleeps with rx_lock released (fast wait); see rr_soft_qp_rx_fast.
+ * The usual turn (a Call's or a Reply's: connected, the stage empty, no
+ * payload half read) goes straight to its look-ahead read, and from a
+ * look-ahead read straight to the parse (connected still): the loop's
+ * looks that cannot fail there (the stage's, the read count's) are not
+ * made (issue 16 part JC); the same read, parse and checks. */
 static int qp_rx(struct soft_qp *qp, bool fast)
 {
 	struct rr_ddp_event ev;
 	bool drained = false;
 	unsigned reads = 0;
+	uint8_t *dst;
+	size_t w, tail;
+	struct iovec v[2];
+	unsigned cnt;
+	bool piece;
+	ssize_t n;
+	int r;
 
+	if (qp->state == QPS_RTS && qp->stage_off == qp->stage_len &&
+	    qp->rx.state != RR_RX_PAYLOAD) {
+		qp->stage_off = qp->stage_len = 0;
+		reads = 1; /* within any limit: SOFT_RX_READS and the test's are 1 or more */
+		goto look;
+	}
 	for (;;) {
-		uint8_t *dst = NULL;
-		size_t w = 0, tail = 0;
-		struct iovec v[2];
-		unsigned cnt;
-		bool piece = false;
-		ssize_t n;
-		int r;
-
 		if (qp->state != QPS_RTS) {
 			if (qp->state == QPS_ERROR && !qp->rq_flushed)
 				rr_soft_qp_fatal(qp, -ECONNABORTED, NULL);
 			return -ENOTCONN;
 		}
 		if (qp->stage_off < qp->stage_len) {
+parse:
 			r = rx_stage_parse(qp, &ev);
 			if (r < 0 || (r == 1 && rx_event(qp, &ev) < 0))
 				goto failed;
@@ -738,6 +749,9 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			return 0;
 		/* the parser's want decides only for a payload (read in
 		 * place); headers and trailers take the look-ahead below */
+		dst = NULL;
+		w = tail = 0;
+		piece = false;
 		if (qp->rx.state == RR_RX_PAYLOAD &&
 		    (w = rr_ddp_rx_want(&qp->rx, &dst)) >= SOFT_PLACE_MIN) {
 			/* payload straight into place; behind it only the
@@ -768,6 +782,10 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 		} else {
 			/* headers: a bounded look-ahead, so that a large payload
 			 * behind them is read in place, not copied from here */
+look:
+			dst = NULL;
+			w = tail = 0;
+			piece = false;
 			v[0] = (struct iovec){qp->stage, SOFT_STAGE_LOOK};
 			cnt = 1;
 		}
@@ -808,6 +826,8 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 				goto failed;
 		} else {
 			qp->stage_len = (size_t)n;
+			if (qp->state == QPS_RTS)
+				goto parse; /* the loop's top, whose looks it passes */
 		}
 	}
 failed:
