@@ -8,7 +8,10 @@
  * Send that emptied the socket and the stage: a QP that went to the error
  * state meanwhile (its send side, another thread's, here a race hook in the
  * push) still has its Receives flushed by that same receive call, as the
- * loop's next turn did. A soft QP connected over a socketpair, the peer's
+ * loop's next turn did. The receive call's straight line (a look-ahead
+ * read, then the parse; issue 16 part JC): a QP failed between the read
+ * and the parse completes nothing, and the first read counts against the
+ * QP's limit of reads per call. A soft QP connected over a socketpair, the peer's
  * FPDUs built with the DDP codec, received with rr_soft_qp_rx in this
  * thread (as tests/soft/test_terminate.c). */
 #include <stdlib.h>
@@ -250,5 +253,84 @@ TEST(soft_rx_error_during_a_lone_send_flushes_at_once)
 	rc_check_wc(&p, &wc[0], 11, 52, 0, 0);
 	CHECK_EQ(wc[1].wr_id, 12);
 	CHECK_EQ(wc[1].status, RPCRDMA_WC_WR_FLUSH_ERR);
+	rc_down(&p);
+}
+
+/* The QP fails between the read and the parse (SOFT_RACE_RX_READ, as
+ * another thread's failed Send would): the Send just read completes
+ * nothing (the bytes of a failed QP are void), every Receive is flushed
+ * and the call answers -ENOTCONN, as the loop's top did after every read.
+ * Fails with the straight line's look at the state before its parse
+ * taken out (rx.c qp_rx, "goto parse"): the Send completes first. */
+static void fail_in_read(enum soft_race pt, void *obj)
+{
+	RR_UNUSED(obj);
+	if (pt != SOFT_RACE_RX_READ || !atomic_exchange(&fail_race.armed, 0))
+		return;
+	rr_lock(&fail_race.qp->tx_lock);
+	rr_soft_qp_error_tx_locked(fail_race.qp, NULL);
+	rr_unlock(&fail_race.qp->tx_lock);
+}
+
+TEST(soft_rx_error_after_the_read_completes_nothing)
+{
+	struct rpcrdma_wc wc[8];
+	struct rc_pair p;
+
+	rc_up(&p, false);
+	for (unsigned i = 0; i < 3; i++)
+		rc_recv(&p, 20 + i, 256 * i);
+	fail_race.qp = p.sq;
+	atomic_store(&fail_race.armed, 1);
+	rr_soft_test_set_race_hook(fail_in_read);
+	rc_send(&p, RR_OP_SEND, 52, 0);
+	CHECK_EQ(rc_rx(&p), -ENOTCONN);
+	rr_soft_test_set_race_hook(NULL);
+	CHECK_EQ(atomic_load(&fail_race.armed), 0);
+	CHECK_EQ(p.sq->state, QPS_ERROR);
+	CHECK(p.sq->rq_flushed);
+	CHECK_EQ(p.sq->rq_count, 0);
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 8, wc), 3);
+	for (unsigned i = 0; i < 3; i++) {
+		CHECK_EQ(wc[i].wr_id, 20 + i);
+		CHECK_EQ(wc[i].status, RPCRDMA_WC_WR_FLUSH_ERR);
+	}
+	rc_down(&p);
+}
+
+/* The straight line's read is the call's first (rx.c qp_rx): with one read
+ * allowed per call, a peer's sixteen Sends (more than the look-ahead of
+ * SOFT_STAGE_LOOK bytes) take two calls, one read each: the first
+ * completes the Sends whole in its read, the second the rest. Fails with
+ * the straight line's read not counted (reads = 0): the first call reads
+ * twice and completes all sixteen. */
+TEST(soft_rx_first_read_counts_within_the_limit)
+{
+	struct rpcrdma_wc wc[16];
+	struct rc_pair p;
+	uint64_t reads0;
+	int got;
+
+	rc_up(&p, true);
+	p.sq->ctx->rx_reads = 1;
+	for (unsigned i = 0; i < 16; i++)
+		rc_recv(&p, 40 + i, 256 * i);
+	for (unsigned i = 0; i < 16; i++)
+		rc_send(&p, RR_OP_SEND, 240, 0);   /* FPDUs of 264 bytes */
+	REQUIRE(16 * 264 > SOFT_STAGE_LOOK);
+	reads0 = p.sq->rx_reads;
+	CHECK_EQ(rc_rx(&p), 0);
+	CHECK_EQ(p.sq->rx_reads, reads0 + 1);
+	got = rpcrdma_cq_poll(p.cq, 16, wc);
+	CHECK_EQ(got, SOFT_STAGE_LOOK / 264);
+	for (int i = 0; i < got; i++)
+		rc_check_wc(&p, &wc[i], 40 + (uint64_t)i, 240, 0, 0);
+	CHECK_EQ(rc_rx(&p), 0);
+	CHECK_EQ(p.sq->rx_reads, reads0 + 2);
+	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 16, wc), 16 - SOFT_STAGE_LOOK / 264);
+	for (int i = 0; i < 16 - SOFT_STAGE_LOOK / 264; i++)
+		rc_check_wc(&p, &wc[i], 40 + (uint64_t)(SOFT_STAGE_LOOK / 264 + i), 240, 0, 0);
+	CHECK_EQ(rc_mem[256 * 15 + 239], (uint8_t)(16 * 31 + 239));
+	CHECK_EQ(p.sq->state, QPS_RTS);
 	rc_down(&p);
 }

@@ -694,34 +694,59 @@ static int rx_stage_parse(struct soft_qp *qp, struct rr_ddp_event *ev)
 }
 
 /* Receives what the socket holds (rx_lock held). @fast: the first read
- * sleeps with rx_lock released (fast wait); see rr_soft_qp_rx_fast. */
+ * sleeps with rx_lock released (fast wait); see rr_soft_qp_rx_fast.
+ * The usual turn (a Call's or a Reply's: connected, the stage empty, no
+ * payload half read) goes straight to its look-ahead read, and from a
+ * look-ahead read straight to the parse (connected still): the loop's
+ * looks that cannot fail there (the stage's, the read count's) are not
+ * made (issue 16 part JC); the same read, parse and checks.
+ * A short read emptied the socket: every caller comes back on
+ * (level-triggered) readiness, so the EAGAIN read is skipped. After
+ * SOFT_RX_READS reads, the rest is left for the next turn too: a peer that
+ * sends without pause does not keep this thread from the other
+ * connections it serves.
+ * A payload is read straight into place; behind it only the trailer and
+ * the next header (a few bytes), so the next payload is not read into the
+ * stage and copied again; behind a long one, room for a short last FPDU
+ * and a small Send too (SOFT_STAGE_TAIL_LONG). A short remainder comes
+ * with the look-ahead and is placed from the stage by the parser
+ * (ops->place: the same checks), with what follows it. Into registered
+ * memory, its STag is checked again for each piece (an invalidation since
+ * the header cuts the rest of the segment). Headers take a bounded
+ * look-ahead, so that a large payload behind them is read in place, not
+ * copied from the stage. */
 static int qp_rx(struct soft_qp *qp, bool fast)
 {
 	struct rr_ddp_event ev;
 	bool drained = false;
 	unsigned reads = 0;
+	uint8_t *dst;
+	size_t w, tail;
+	struct iovec v[2];
+	unsigned cnt;
+	bool piece;
+	ssize_t n;
+	int r;
 
+	if (qp->state == QPS_RTS && qp->stage_off == qp->stage_len &&
+	    qp->rx.state != RR_RX_PAYLOAD) {
+		qp->stage_off = qp->stage_len = 0;
+		reads = 1; /* within any limit: SOFT_RX_READS and the test's are 1 or more */
+		goto look;
+	}
 	for (;;) {
-		uint8_t *dst = NULL;
-		size_t w = 0, tail = 0;
-		struct iovec v[2];
-		unsigned cnt;
-		bool piece = false;
-		ssize_t n;
-		int r;
-
 		if (qp->state != QPS_RTS) {
 			if (qp->state == QPS_ERROR && !qp->rq_flushed)
 				rr_soft_qp_fatal(qp, -ECONNABORTED, NULL);
 			return -ENOTCONN;
 		}
 		if (qp->stage_off < qp->stage_len) {
+parse:
 			r = rx_stage_parse(qp, &ev);
 			if (r < 0 || (r == 1 && rx_event(qp, &ev) < 0))
 				goto failed;
-			/* the next turn's leave (the read emptied the socket,
-			 * the parse the stage; still connected), without the
-			 * turn: a Call's or Reply's third (issue 16 part IA) */
+			/* the next turn's leave (socket and stage emptied, still
+			 * connected) without the turn (issue 16 part IA) */
 			if (drained && qp->stage_off == qp->stage_len && qp->state == QPS_RTS) {
 				qp->stage_off = qp->stage_len = 0;
 				return 0;
@@ -729,33 +754,23 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 			continue;
 		}
 		qp->stage_off = qp->stage_len = 0;
-		/* A short read emptied the socket: every caller comes back on
-		 * (level-triggered) readiness, so skip the EAGAIN read. After
-		 * SOFT_RX_READS reads, leave the rest for the next turn too: a
-		 * peer that sends without pause does not keep this thread from
-		 * the other connections it serves. */
+		/* drained, or SOFT_RX_READS reads made (above) */
 		if (drained || ++reads > qp->ctx->rx_reads)
 			return 0;
 		/* the parser's want decides only for a payload (read in
 		 * place); headers and trailers take the look-ahead below */
+		dst = NULL;
+		w = tail = 0;
+		piece = false;
 		if (qp->rx.state == RR_RX_PAYLOAD &&
 		    (w = rr_ddp_rx_want(&qp->rx, &dst)) >= SOFT_PLACE_MIN) {
-			/* payload straight into place; behind it only the
-			 * trailer and the next header (a few bytes), so the next
-			 * payload is not read into the stage and copied again;
-			 * behind a long one, room for a short last FPDU and a
-			 * small Send too (SOFT_STAGE_TAIL_LONG). A short
-			 * remainder comes with the look-ahead below and is
-			 * placed from the stage by the parser (ops->place: the
-			 * same checks), with what follows it. */
+			/* payload straight into place, a tail behind it (above) */
 			tail = w >= SOFT_TAIL_LONG_MIN ? SOFT_STAGE_TAIL_LONG : SOFT_STAGE_TAIL;
 			v[0] = (struct iovec){dst, w};
 			v[1] = (struct iovec){qp->stage, tail};
 			cnt = 2;
 			if (qp->rx.tagged) {
-				/* registered memory: its STag checked again for
-				 * this piece (an invalidation since the header
-				 * cuts the rest of the segment) */
+				/* registered memory: its STag again, for this piece */
 				r = rr_soft_place_begin(qp, qp->rx.op, qp->rx.stag,
 							qp->rx.to + qp->rx.placed,
 							qp->rxd.on ? NULL : dst, w);
@@ -766,8 +781,11 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 				piece = true;
 			}
 		} else {
-			/* headers: a bounded look-ahead, so that a large payload
-			 * behind them is read in place, not copied from here */
+			/* headers: a bounded look-ahead (above) */
+look:
+			dst = NULL;
+			w = tail = 0;
+			piece = false;
 			v[0] = (struct iovec){qp->stage, SOFT_STAGE_LOOK};
 			cnt = 1;
 		}
@@ -808,6 +826,8 @@ static int qp_rx(struct soft_qp *qp, bool fast)
 				goto failed;
 		} else {
 			qp->stage_len = (size_t)n;
+			if (qp->state == QPS_RTS)
+				goto parse; /* the loop's top, whose looks it passes */
 		}
 	}
 failed:
