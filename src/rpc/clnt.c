@@ -209,8 +209,9 @@ unsigned long rr_rpc_client_tls_freed(void)
 
 static struct rr_tls_exit tls_calls_exit = {.drain = tls_calls_drain};
 
-/* tls_calls_put's first time on a thread (it registers the thread's exit),
- * or a full cache; out of line, to keep the usual put short. */
+/* Keeps @call in this thread's cache when call_drop's usual put could not:
+ * the thread's first put (it registers the thread's exit; true, and the
+ * cache owns it), or a full cache (false, and the caller still owns it). */
 __attribute__((noinline)) static bool tls_calls_put_slow(struct rpcrdma_call *call)
 {
 	if (tls_calls_cap)
@@ -222,39 +223,27 @@ __attribute__((noinline)) static bool tls_calls_put_slow(struct rpcrdma_call *ca
 	return true;
 }
 
-/* Keeps @call in this thread's cache: true, and the cache owns it; false
- * (full, or no key for the thread's exit), and the caller still owns it. */
-static inline bool tls_calls_put(struct rpcrdma_call *call)
+/* Clears the per-call fields of @call, a call object taken for reuse (the
+ * fields from next to xc in struct rpcrdma_call, the first
+ * RR_XPRT_CALL_CLEAR bytes of xc) and empties its argument buffer. */
+static inline void call_reset(struct rpcrdma_call *call)
 {
-	unsigned n = tls_ncalls;
-
-	if (n >= tls_calls_cap)
-		return tls_calls_put_slow(call);
-	tls_calls[n] = call;
-	tls_ncalls = n + 1;
-	return true;
+	memset((char *)call + CALL_CLEAR_FROM, 0,
+	       offsetof(struct rpcrdma_call, xc) - CALL_CLEAR_FROM);
+	memset(&call->xc, 0, RR_XPRT_CALL_CLEAR);
+	rr_xbuf_enc_reset(&call->enc);
 }
 
-/* A call object for @c: one of this thread's cache (c->call_tls) or a spare
- * of @c (the fields from next to xc in struct rpcrdma_call cleared, its
- * argument buffer emptied and given @c's env and limit) or a new one;
- * NULL: no memory. */
-static struct rpcrdma_call *call_new(struct rpcrdma_client *c)
+/* A call object for @c when this thread's cache has nothing for it
+ * (call_take_tls): a spare of @c (reset: call_reset) or a new object; NULL:
+ * no memory. Out of line (issue 16 part JE): rpcrdma_call_create's usual
+ * way (a call object from the thread's cache, AUTH_NONE) keeps no frame. */
+__attribute__((noinline)) static struct rpcrdma_call *call_new(struct rpcrdma_client *c)
 {
-	struct rpcrdma_call *call = NULL;
+	struct rpcrdma_call *call = rr_spare_take(&c->spare);
 
-	if (c->call_tls && tls_ncalls) {
-		call = tls_calls[--tls_ncalls];
-		call->enc.env = c->env;
-		call->enc.max = c->max_msg;
-	} else {
-		call = rr_spare_take(&c->spare);
-	}
 	if (call) {
-		memset((char *)call + CALL_CLEAR_FROM, 0,
-		       offsetof(struct rpcrdma_call, xc) - CALL_CLEAR_FROM);
-		memset(&call->xc, 0, RR_XPRT_CALL_CLEAR);
-		rr_xbuf_enc_reset(&call->enc);
+		call_reset(call);
 	} else {
 		call = rr_zalloc(c->env, sizeof(*call));
 		if (!call)
@@ -273,24 +262,75 @@ static struct rpcrdma_call *call_new(struct rpcrdma_client *c)
 	return call;
 }
 
-/* @call, done with (no transport state left), kept in this thread's cache
- * (c->call_tls) or as a spare of @c, or freed. */
-static void call_drop(struct rpcrdma_client *c, struct rpcrdma_call *call)
+/* A call object for @c from this thread's cache (c->call_tls, the cache
+ * not empty: the caller tested both), given @c's env and limit and reset
+ * (call_reset). */
+static inline struct rpcrdma_call *call_take_tls(struct rpcrdma_client *c)
+{
+	struct rpcrdma_call *call = tls_calls[--tls_ncalls];
+
+	call->enc.env = c->env;
+	call->enc.max = c->max_msg;
+	call_reset(call);
+	call->clnt = c;
+	return call;
+}
+
+/* call_drop's usual way: @call into this thread's cache (c->call_tls, the
+ * cache registered and not full, a buffer a spare may keep): true, and the
+ * cache owns it; false, and the caller still owns it. */
+static inline bool call_drop_tls(struct rpcrdma_client *c, struct rpcrdma_call *call)
+{
+	unsigned n = tls_ncalls;
+
+	if (RR_UNLIKELY(!c->call_tls || n >= tls_calls_cap || call->enc.cap > RR_XBUF_SPARE_CAP))
+		return false;
+	tls_calls[n] = call;
+	tls_ncalls = n + 1;
+	return true;
+}
+
+/* call_drop's way when @call does not go into this thread's cache by
+ * call_drop_tls: the cache's first put on this thread, else a spare of @c,
+ * else freed. Out of line, as call_new. */
+__attribute__((noinline)) static void call_drop_cold(struct rpcrdma_client *c,
+						     struct rpcrdma_call *call)
 {
 	if (call->enc.cap > RR_XBUF_SPARE_CAP ||
-	    (!(c->call_tls && tls_calls_put(call)) && !rr_spare_put(&c->spare, call))) {
+	    (!(c->call_tls && tls_calls_put_slow(call)) && !rr_spare_put(&c->spare, call))) {
 		rr_xbuf_enc_free(&call->enc);
 		rr_free(c->env, call);
 	}
 }
 
-static void call_free(struct rpcrdma_call *call)
+/* @call, done with (no transport state left), kept in this thread's cache
+ * (c->call_tls) or as a spare of @c, or freed. */
+static inline void call_drop(struct rpcrdma_client *c, struct rpcrdma_call *call)
+{
+	if (!call_drop_tls(c, call))
+		call_drop_cold(c, call);
+}
+
+/* call_free's way when @call holds a Reply of the transport's or does not
+ * go into this thread's cache. Out of line: the usual call_free (a
+ * settled synchronous call's destroy) keeps no frame. */
+__attribute__((noinline)) static void call_free_cold(struct rpcrdma_call *call)
 {
 	struct rpcrdma_client *c = call->clnt;
 
 	if (call->xc.reply_buf || call->xc.xp_priv)
 		c->ops->release_reply(c->xp, &call->xc);
 	call_drop(c, call);
+}
+
+/* @call's Reply given back to the transport (when it holds one: xprt.h
+ * release_reply), then the object dropped (call_drop). */
+static inline void call_free(struct rpcrdma_call *call)
+{
+	if (RR_LIKELY(!call->xc.reply_buf && !call->xc.xp_priv) &&
+	    call_drop_tls(call->clnt, call))
+		return;
+	call_free_cold(call);
 }
 
 /* The completion callbacks this thread is running, innermost first (a
@@ -904,39 +944,71 @@ __attribute__((noinline)) static int call_header_cred(struct rpcrdma_client *c,
 	return rc;
 }
 
-RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
-				    struct rpcrdma_call **out)
+/* The AUTH_NONE Call header of @call (its buffer emptied by its reset)
+ * with the next XID of @c: true; false when the buffer has no room for it
+ * (call->enc.error says why). No lock: the XID is an atomic counter and
+ * nothing else of the client is read but what never changes. */
+static inline bool call_header_none(struct rpcrdma_client *c, struct rpcrdma_call *call,
+				    uint32_t proc)
 {
-	struct rpcrdma_call *call;
+	uint8_t *p = rr_xbuf_enc_room_empty(&call->enc, RR_RPC_CALL_NONE_SIZE);
+	uint32_t xid;
+
+	if (RR_UNLIKELY(p == NULL))
+		return false;   /* (call->enc.error set) */
+	xid = atomic_fetch_add_explicit(&c->next_xid, 1, memory_order_relaxed);
+	rr_rpcmsg_encode_call_none(p, xid, c->prog, c->vers, proc);
+	call->xc.xid = xid;
+	return true;
+}
+
+/* rpcrdma_call_create but for its usual way: @call is the object taken
+ * from this thread's cache (NULL: none taken, call_new makes one).
+ * Out of line: the usual way makes no call and keeps no frame. */
+__attribute__((noinline)) static int call_create_cold(struct rpcrdma_client *c,
+						      struct rpcrdma_call *call, uint32_t proc,
+						      struct rpcrdma_call **out)
+{
 	int rc;
 
-	if (!c || !out)
-		return -EINVAL;
-	call = call_new(c);
-	if (!call)
-		return -ENOMEM;
-	if (atomic_load_explicit(&c->cred_none, memory_order_acquire)) {
-		/* AUTH_NONE takes no lock: the XID is an atomic counter and
-		 * nothing else of the client is read */
-		uint8_t *p = rr_xbuf_enc_room_empty(&call->enc, RR_RPC_CALL_NONE_SIZE);   /* call_new emptied it */
-		uint32_t xid = atomic_fetch_add_explicit(&c->next_xid, 1, memory_order_relaxed);
-
-		if (RR_LIKELY(p != NULL)) {
-			rr_rpcmsg_encode_call_none(p, xid, c->prog, c->vers, proc);
-			call->xc.xid = xid;
-			*out = call;
-			return 0;
-		}
-		rc = call->enc.error;
-	} else {
-		rc = call_header_cred(c, call, proc);
+	if (!call) {
+		call = call_new(c);
+		if (!call)
+			return -ENOMEM;
 	}
+	if (atomic_load_explicit(&c->cred_none, memory_order_acquire))
+		rc = call_header_none(c, call, proc) ? 0 : call->enc.error;
+	else
+		rc = call_header_cred(c, call, proc);
 	if (rc) {
 		call_drop(c, call);
 		return rc;
 	}
 	*out = call;
 	return 0;
+}
+
+RPCRDMA_API int rpcrdma_call_create(struct rpcrdma_client *c, uint32_t proc,
+				    struct rpcrdma_call **out)
+{
+	struct rpcrdma_call *call = NULL;
+
+	if (!c || !out)
+		return -EINVAL;
+	/* the usual way: an object of this thread's cache, AUTH_NONE (its
+	 * flag read with acquire: a credential set before it is seen) */
+	if (RR_LIKELY(c->call_tls && tls_ncalls)) {
+		call = call_take_tls(c);
+		/* (a buffer with room for the header: no call to grow it here,
+		 * so no frame either) */
+		if (RR_LIKELY(atomic_load_explicit(&c->cred_none, memory_order_acquire) &&
+			      rr_xbuf_enc_fits(&call->enc, RR_RPC_CALL_NONE_SIZE) &&
+			      call_header_none(c, call, proc))) {
+			*out = call;
+			return 0;
+		}
+	}
+	return call_create_cold(c, call, proc, out);
 }
 
 RPCRDMA_API struct rpcrdma_xdr_enc *rpcrdma_call_args(struct rpcrdma_call *call)
@@ -1133,6 +1205,31 @@ RPCRDMA_API int rpcrdma_call_wait(struct rpcrdma_call *call, int timeout_ms)
 	return rc;
 }
 
+/* run_fast's @call, not taken by the transport's submit_wait (no completion
+ * comes): new again, out of c->sync_call or of the pending list (a cancel
+ * may have listed it meanwhile), unmarked. Out of line: run_fast keeps no
+ * frame for it. */
+__attribute__((noinline)) static void run_fast_undo(struct rpcrdma_call *call)
+{
+	struct rpcrdma_client *c = call->clnt;
+
+	rr_lock(&c->lock);
+	if (!sync_clear(c, call))
+		pending_unlink(c, call);   /* listed by a cancel meanwhile */
+	while (call->refs)
+		(void)clnt_wait(c, NULL);   /* a cancel's abort returns first */
+	call->fast = false;
+	call->aborting = false;
+	atomic_store_explicit(&call->abort_early, false, memory_order_relaxed);
+	atomic_store_explicit(&call->xc.abort_req, 0, memory_order_relaxed);
+	call->in_submit = false;
+	call->sync_run = false;
+	call->enc.error = 0;
+	call->state = CALL_NEW;
+	clnt_wake(c);
+	rr_unlock(&c->lock);
+}
+
 /* rpcrdma_call_run through the transport's submit_wait (@wait_ms) without
  * the client's lock, when no other synchronous call of the client runs
  * so: the call is registered in c->sync_call instead of the pending list
@@ -1172,24 +1269,8 @@ static int run_fast(struct rpcrdma_call *call, uint32_t wait_ms)
 		return 1;
 	}
 	rc = c->ops->submit_wait(c->xp, &call->xc, RR_MIN(wait_ms, RR_XPRT_FIRST_WAIT_MS));
-	if (!rc)
-		return 0;
-	/* not taken by the transport (no completion comes): back to new */
-	rr_lock(&c->lock);
-	if (!sync_clear(c, call))
-		pending_unlink(c, call);   /* listed by a cancel meanwhile */
-	while (call->refs)
-		(void)clnt_wait(c, NULL);   /* a cancel's abort returns first */
-	call->fast = false;
-	call->aborting = false;
-	atomic_store_explicit(&call->abort_early, false, memory_order_relaxed);
-	atomic_store_explicit(&call->xc.abort_req, 0, memory_order_relaxed);
-	call->in_submit = false;
-	call->sync_run = false;
-	call->enc.error = 0;
-	call->state = CALL_NEW;
-	clnt_wake(c);
-	rr_unlock(&c->lock);
+	if (RR_UNLIKELY(rc))
+		run_fast_undo(call);
 	return rc;
 }
 
@@ -1220,44 +1301,17 @@ __attribute__((noinline)) static int run_dated(struct rpcrdma_call *call, uint32
 	return rpcrdma_call_wait(call, -1);
 }
 
-RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
+/* rpcrdma_call_run's general way (@rc 1: not run by run_fast): through
+ * call_start, dated at the start and listed, then waited for on this
+ * thread (@left_ms: the transport's wait, 0 when it has none). Out of line:
+ * the usual synchronous call (run_fast's, settled in its first wait) keeps
+ * no frame for it. */
+__attribute__((noinline)) static int run_general(struct rpcrdma_call *call, uint64_t left_ms)
 {
-	struct rpcrdma_client *c;
-	uint64_t left_ms;
-	uint32_t tmo_ms;
-	int rc;
+	struct rpcrdma_client *c = call->clnt;
+	int rc = call_start(call, NULL, NULL, true,
+			    left_ms && c->ops->submit_wait ? (uint32_t)left_ms : 0);
 
-	if (!call)
-		return -EINVAL;
-	c = call->clnt;
-	if (call->state != CALL_NEW)
-		return -EBUSY;
-	tmo_ms = call_timeout(call);
-	/* Let the transport receive on this thread (no handoff); the
-	 * client's timer still enforces the deadline. The whole timeout and
-	 * 1 ms (wait counts from its own clock read, at or after the one the
-	 * call was dated by: it ends once the deadline passed); submit_wait's
-	 * first wait is at most RR_XPRT_FIRST_WAIT_MS of it. */
-	left_ms = 0;
-	if (c->ops->wait) {
-		left_ms = (uint64_t)tmo_ms + 1;
-		left_ms = RR_MIN(left_ms, (uint64_t)UINT32_MAX);
-	}
-	call->xc.caller_waits = left_ms != 0;
-	/* submit and wait in one entry when the transport has it, without
-	 * the lock when it may */
-	rc = 1;
-	if (left_ms && c->ops->submit_wait) {
-		rc = run_fast(call, (uint32_t)left_ms);
-		if (rc == 0) {
-			call->xc.caller_waits = false;
-			/* settled: seen complete on this thread */
-			return call->settled ? call->status : run_dated(call, (uint32_t)left_ms);
-		}
-	}
-	if (rc == 1)
-		rc = call_start(call, NULL, NULL, true,
-				left_ms && c->ops->submit_wait ? (uint32_t)left_ms : 0);
 	call->xc.caller_waits = false;
 	if (rc)
 		return rc;
@@ -1274,6 +1328,43 @@ RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
 	if (call->settled)
 		return call->status;   /* seen complete on this thread */
 	return rpcrdma_call_wait(call, -1);
+}
+
+RPCRDMA_API int rpcrdma_call_run(struct rpcrdma_call *call)
+{
+	struct rpcrdma_client *c;
+	uint64_t left_ms;
+	int rc;
+
+	if (!call)
+		return -EINVAL;
+	c = call->clnt;
+	if (call->state != CALL_NEW)
+		return -EBUSY;
+	/* Let the transport receive on this thread (no handoff); the
+	 * client's timer still enforces the deadline. The whole timeout and
+	 * 1 ms (wait counts from its own clock read, at or after the one the
+	 * call was dated by: it ends once the deadline passed); submit_wait's
+	 * first wait is at most RR_XPRT_FIRST_WAIT_MS of it. */
+	left_ms = 0;
+	if (c->ops->wait) {
+		left_ms = (uint64_t)call_timeout(call) + 1;
+		left_ms = RR_MIN(left_ms, (uint64_t)UINT32_MAX);
+	}
+	call->xc.caller_waits = left_ms != 0;
+	/* submit and wait in one entry when the transport has it, without
+	 * the lock when it may */
+	if (left_ms && c->ops->submit_wait) {
+		rc = run_fast(call, (uint32_t)left_ms);
+		if (rc != 1) {
+			call->xc.caller_waits = false;
+			if (RR_UNLIKELY(rc))
+				return rc;   /* not taken (run_fast_undo) */
+			/* settled: seen complete on this thread */
+			return call->settled ? call->status : run_dated(call, (uint32_t)left_ms);
+		}
+	}
+	return run_general(call, left_ms);
 }
 
 RPCRDMA_API void rpcrdma_call_cancel(struct rpcrdma_call *call)

@@ -112,9 +112,17 @@ static inline uint8_t *rr_xbuf_enc_room(struct rpcrdma_xdr_enc *e, size_t n)
  * and the same fields after it, with the two checks left of its four (the
  * RPC client's Call header, clnt.c rpcrdma_call_create). Proven equal to
  * rr_xbuf_enc_room by test xbuf_enc_room_empty_as_room. */
+/* Whether @n bytes fit in @e's buffer as it is (no growing) and in its
+ * limit: rr_xbuf_enc_room_empty's test, which then neither grows nor fails
+ * (a caller that tests it first keeps no call for the growing). */
+static inline bool rr_xbuf_enc_fits(const struct rpcrdma_xdr_enc *e, size_t n)
+{
+	return e->cap >= n && e->max >= n;
+}
+
 static inline uint8_t *rr_xbuf_enc_room_empty(struct rpcrdma_xdr_enc *e, size_t n)
 {
-	if (RR_UNLIKELY(e->cap < n || e->max < n))
+	if (RR_UNLIKELY(!rr_xbuf_enc_fits(e, n)))
 		return rr_xbuf_enc_grow(e, n);
 	e->len = e->xdr_len = n;
 	return e->buf;

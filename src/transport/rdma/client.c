@@ -475,8 +475,12 @@ int rr_tp_client_create(const struct rr_tp_conf *conf, const struct sockaddr *ad
 /* rr_tp_client_submit with the lock held (kept). Inline in both callers,
  * as cl_wait_locked: a synchronous call's submit and wait are one frame
  * (rr_tp_client_submit_wait, itself inline in the rdma:// adapter's
- * cl_start), not three (issue 16 part FA). */
-static inline __attribute__((always_inline)) int cl_submit_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
+ * cl_start), not three (issue 16 part FA). *@mine is set when this thread
+ * took the receiving role for @rpc (c->waiter, c->wait_for) on an
+ * established connection that is not dead, and the client is not being
+ * destroyed: what cl_wait_locked's first turn would test again. */
+static inline __attribute__((always_inline)) int cl_submit_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc,
+								  bool *mine)
 {
 	bool up, wake = true;
 	int rc;
@@ -500,6 +504,7 @@ static inline __attribute__((always_inline)) int cl_submit_locked(struct rr_tp_c
 		 * that the other end may be served by.) */
 		c->waiter = true;
 		c->wait_for = rpc;
+		*mine = true;
 		wake = false;
 	} else if (tp_on_progress_thread(&c->ep)) {
 		cl_want(c);     /* its loop: the CQ watched from now on */
@@ -512,12 +517,13 @@ static inline __attribute__((always_inline)) int cl_submit_locked(struct rr_tp_c
 
 int rr_tp_client_submit(struct rr_tp_client *c, struct rr_conn_rpc *rpc)
 {
+	bool mine = false;
 	int rc;
 
 	if (!rpc)
 		return -EINVAL;
 	rr_lock(&c->ep.lock);
-	rc = cl_submit_locked(c, rpc);
+	rc = cl_submit_locked(c, rpc, &mine);
 	rr_unlock(&c->ep.lock);
 	return rc;
 }
@@ -614,12 +620,16 @@ __attribute__((noinline)) static void cl_abort_asked(struct rr_tp_client *c,
 /* rr_tp_client_wait from the lock held (c->ep.lock, released on return);
  * @t0: the clock when the wait began, @end its deadline. @once (a
  * constant): one turn only, and no clock read (rr_tp_client_submit_wait:
- * @t0 then only stands for its start, @end - @t0 its length). The completed
+ * @t0 then only stands for its start, @end - @t0 its length). @mine:
+ * cl_submit_locked's, under this same hold of the lock (this thread holds
+ * the receiving role for @rpc on an established, live connection, the
+ * client not destroying, @rpc not delivered: nothing of it changed since),
+ * so the first turn does not test it again (issue 16 part JE). The completed
  * Calls found at the end are delivered after the unlock (their xdone set
  * before it): the caller's own Reply costs no second hold of the lock. */
 static inline __attribute__((always_inline)) void
 cl_wait_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t t0, uint64_t end,
-	       bool once)
+	       bool once, bool mine)
 {
 	struct tp_conn *cn0 = NULL;
 	struct rr_conn_rpc *done;
@@ -627,7 +637,7 @@ cl_wait_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t t0, uin
 	void *cctx = c->cctx;
 	bool wake;
 
-	if (c->waiter && c->wait_for != rpc) {
+	if (!mine && c->waiter && c->wait_for != rpc) {
 		rr_unlock(&c->ep.lock);
 		return;
 	}
@@ -637,13 +647,14 @@ cl_wait_locked(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint64_t t0, uin
 	/* as tp_cl_wait_once, and a wait that brought nothing to deliver is
 	 * followed by a second one at once (cl_wait_again): a synchronous
 	 * Call's Send completion, then its Reply */
-	while (!rpc->xdone && !c->destroying) {
+	while (mine || (!rpc->xdone && !c->destroying)) {
 		struct tp_conn *cn = c->conn;
 		uint64_t t;
 		int n;
 
-		if (!cn || !cn->established || cn->dead)
+		if (!mine && (!cn || !cn->established || cn->dead))
 			break;
+		mine = false;
 		/* one clock read per call when the Reply comes in the first
 		 * wait (~100 ns each on a VM) */
 		t = t0 ? t0 : tp_now_ns(&c->ep);
@@ -703,11 +714,12 @@ void rr_tp_client_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t
 	if (rr_engine_app_driven())
 		return;   /* the caller's wait drives the loop (submit) */
 	rr_lock(&c->ep.lock);
-	cl_wait_locked(c, rpc, t0, t0 + (uint64_t)timeout_ms * 1000000u, false);
+	cl_wait_locked(c, rpc, t0, t0 + (uint64_t)timeout_ms * 1000000u, false, false);
 }
 
 int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, uint32_t timeout_ms)
 {
+	bool mine = false;
 	int rc;
 
 	if (!rpc)
@@ -715,7 +727,7 @@ int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, ui
 	if (!rpc->caller_waits || rr_engine_app_driven())
 		return rr_tp_client_submit(c, rpc);
 	rr_lock(&c->ep.lock);
-	rc = cl_submit_locked(c, rpc);
+	rc = cl_submit_locked(c, rpc, &mine);
 	if (rc) {
 		rr_unlock(&c->ep.lock);
 		return rc;
@@ -723,7 +735,7 @@ int rr_tp_client_submit_wait(struct rr_tp_client *c, struct rr_conn_rpc *rpc, ui
 	/* one turn, undated: its start 1 (a stand-in that nothing reads as a
 	 * time), its end @timeout_ms later less 1 ns (the turn's slice is the
 	 * time left in ms rounded up: @timeout_ms) */
-	cl_wait_locked(c, rpc, 1, (uint64_t)timeout_ms * 1000000u, true);
+	cl_wait_locked(c, rpc, 1, (uint64_t)timeout_ms * 1000000u, true, mine);
 	return 0;
 }
 
