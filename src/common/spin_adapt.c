@@ -9,12 +9,13 @@
  * an honest hit takes one off and doubles a reduced budget back. When the
  * score reaches RR_SPIN_ADAPT_MISSES the budget halves, down to 0 after
  * RR_SPIN_ADAPT_OFF halvings (20 us: 10, 5, 2.5, 0). At 0 the waiter
- * sleeps at once, and two things restore the whole budget: a sleep that
- * ended with data within the budget (a spin would have caught it), and a
- * probe, one wait in RR_SPIN_ADAPT_PROBE that spins the whole budget,
- * that hits in time (a quiet machine's wake-up alone may be longer than
- * the budget: docs/PERFORMANCE.md "Issue 16 part EE"). Data at the first
- * look says nothing. The caller reads its clock and passes the times:
+ * sleeps at once, and a probe restores the whole budget: one wait in
+ * RR_SPIN_ADAPT_PROBE spins it, and a hit in time brings it back. (A sleep
+ * that ended within the budget does not: a sleep that did not block, its
+ * data there already, looks just as short, and under load that is the
+ * usual one, so it restored the budget where spinning did not pay:
+ * docs/PERFORMANCE.md "Issue 16 part JF".) Data at the first look says
+ * nothing. The caller reads its clock and passes the times:
  * tests feed virtual time (tests/engine/test_spin_adapt.c). The budget set
  * (RPCRDMA_SOFT_SPIN_US) is the most it ever spins; 0 never spins. */
 #include "common/spin_adapt.h"
@@ -75,12 +76,6 @@ bool rr_spin_adapt_end(struct rr_spin_adapt *a, uint64_t max, uint64_t budget,
 		/* a probe's hit restores the whole budget, a reduced
 		 * budget's doubles it */
 		a->shift = shift >= RR_SPIN_ADAPT_OFF ? 0 : (uint8_t)(shift ? shift - 1 : 0);
-		break;
-	case RR_SPIN_SLEPT:
-		if (elapsed <= max) {
-			a->shift = 0;
-			a->score = 0;
-		}
 		break;
 	}
 	if (a->shift == shift)

@@ -24,7 +24,6 @@ enum rr_spin_outcome {
 	RR_SPIN_READY, /* data at the first look: no spin, says nothing */
 	RR_SPIN_HIT,   /* data after an empty look, @elapsed ns into the spin */
 	RR_SPIN_MISS,  /* the budget ran out with nothing */
-	RR_SPIN_SLEPT, /* no spin (budget 0): data after sleeping @elapsed ns */
 };
 
 /* One waiter's state; all zero: the whole budget. Not thread-safe: the
@@ -44,10 +43,9 @@ bool rr_spin_adaptive_env(void);
  * 0: never spins, and no state changes). Counts down to a probe at 0. */
 uint64_t rr_spin_adapt_begin(struct rr_spin_adapt *a, uint64_t max);
 
-/* The wait that rr_spin_adapt_begin gave @budget ended with @out after
- * @elapsed ns (HIT: from the spin's start to the look that found data;
- * SLEPT: from the wait's start to the data; others: unused). Returns
- * whether the budget changed. */
+/* The spin that rr_spin_adapt_begin gave @budget (> 0) ended with @out
+ * (HIT: @elapsed ns from the spin's start to the look that found data;
+ * others: unused). Returns whether the budget changed. */
 bool rr_spin_adapt_end(struct rr_spin_adapt *a, uint64_t max, uint64_t budget,
 		       enum rr_spin_outcome out, uint64_t elapsed);
 

@@ -63,12 +63,10 @@ struct rr_loop {
 	struct rr_spin_grow grow;      /* the budget now: spin_ns .. x RR_SPIN_GROW_MAX */
 	unsigned spin_miss, spin_skip;
 	bool timed_out;
-	/* the adaptive budget instead (rr_loop_set_spin_adaptive; then grow,
-	 * spin_miss and spin_skip rest), and the start of a sleep taken at
-	 * budget 0 (0: none): its length may restore the budget */
+	/* the adaptive budget instead (rr_loop_set_spin_adaptive; then
+	 * spin_miss and spin_skip rest) */
 	bool spin_adaptive;
 	struct rr_spin_adapt adapt;
-	uint64_t adapt_t0;
 	uint64_t (*spin_now)(void *arg);
 	void *spin_arg;
 	struct rr_loop_spin_stats spin;
@@ -434,14 +432,12 @@ void rr_loop_set_spin(struct rr_loop *l, uint64_t budget_ns)
 	l->grow = (struct rr_spin_grow){0};
 	l->spin_miss = l->spin_skip = 0;
 	l->adapt = (struct rr_spin_adapt){0};
-	l->adapt_t0 = 0;
 }
 
 void rr_loop_set_spin_adaptive(struct rr_loop *l, bool on)
 {
 	l->spin_adaptive = on;
 	l->adapt = (struct rr_spin_adapt){0};
-	l->adapt_t0 = 0;
 }
 
 uint64_t rr_loop_spin_budget_now(const struct rr_loop *l)
@@ -502,8 +498,7 @@ static bool spin_work(struct rr_loop *l, uint64_t now)
  * spin (the loop is idle, or waits for a timer). With the adaptive budget
  * (rr_loop_set_spin_adaptive) src/common/spin_adapt.c's rule replaces the
  * count and the skip (misses and late hits halve the budget down to 0, a
- * sleep at 0 that ends within the budget set or a probe's hit restores
- * it: loop_adapt_after); a near miss grows it as before, and a halving
+ * probe's hit restores it); a near miss grows it as before, and a halving
  * sets the growth back. */
 static int loop_spin(struct rr_loop *l, struct epoll_event *evs, int timeout_ms)
 {
@@ -515,9 +510,8 @@ static int loop_spin(struct rr_loop *l, struct epoll_event *evs, int timeout_ms)
 	if (l->spin_adaptive) {
 		/* the adaptive budget, grown by near misses as the fixed one */
 		budget = rr_spin_grow_budget(&l->grow, rr_spin_adapt_begin(&l->adapt, l->spin_ns));
-		if (!budget) { /* backed off: the sleep is timed (its restore) */
+		if (!budget) { /* backed off: sleeps at once */
 			l->spin.skipped++;
-			l->adapt_t0 = spin_clock(l);
 			return 0;
 		}
 	} else if (l->spin_skip) {
@@ -576,16 +570,6 @@ static void loop_spin_after(struct rr_loop *l, int n)
 {
 	if (rr_spin_grow_after(&l->grow, l->spin_ns, n > 0, n > 0 ? spin_clock(l) : 0))
 		l->spin.grown++;
-}
-
-/* After a sleep taken at the adaptive budget 0: events (@n > 0) within
- * the budget set of its start restore the budget (rr_spin_adapt_end). */
-static void loop_adapt_after(struct rr_loop *l, int n)
-{
-	if (n > 0)
-		rr_spin_adapt_end(&l->adapt, l->spin_ns, 0, RR_SPIN_SLEPT,
-				  spin_clock(l) - l->adapt_t0);
-	l->adapt_t0 = 0;
 }
 
 /* ------------------------------------------------------------- turns -- */
@@ -723,8 +707,6 @@ int rr_loop_run_once(struct rr_loop *l, int timeout_ms)
 		l->timed_out = n == 0 && ms > 0;
 		if (rr_spin_grow_pending(&l->grow))
 			loop_spin_after(l, n);
-		if (l->adapt_t0)
-			loop_adapt_after(l, n);
 	} else {
 		l->timed_out = false;
 	}

@@ -108,7 +108,7 @@ uint64_t rr_loop_clock_reads(const struct rr_loop *l);
 void rr_loop_set_spin(struct rr_loop *l, uint64_t budget_ns);
 /* The budget set above is the most; @on: each spin's budget adapts
  * (src/common/spin_adapt.c: misses and late hits halve it down to 0, honest
- * hits, a short sleep or a probe's hit restore it) instead of the fixed
+ * hits double it back, a probe's hit restores it) instead of the fixed
  * budget's skip and near-miss growth. Off for a new loop; the engine's
  * progress threads follow RPCRDMA_SOFT_SPIN (rr_spin_adaptive_env). */
 void rr_loop_set_spin_adaptive(struct rr_loop *l, bool on);

@@ -14,6 +14,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "common/spin_adapt.h"
 #include "engine/engine.h"
 #include "engine/loop.h"
 #include "rdma/provider.h"
@@ -375,11 +376,10 @@ TEST(engine_progress_threads_spin_budget_by_default)
  * tested alone in test_spin_adapt.c) in the loop, with 1,600 ns set (16
  * looks): misses halve it in threes, 16, 8, 4, 2 looks, then 0 (each
  * miss_turn is a near miss too, so within a three the budget grows as
- * the fixed one's: 16, 32, 64; the halving sets the growth back), and a
- * turn at 0 sleeps without a look; a sleep at 0 that ends later than the budget
- * set keeps it 0, one that ends within it (events at the next clock read)
- * restores it, and the next turn spins the whole budget again. Fails if
- * the loop never backs off (16 looks every turn) or never recovers. */
+ * the fixed one's: 16, 32, 64; the halving sets the growth back); at 0 a
+ * turn sleeps without a look, but one in RR_SPIN_ADAPT_PROBE spins the
+ * whole budget (the probe), and the probe's hit restores it. Fails if the
+ * loop never backs off (it looks every turn) or never recovers. */
 TEST(engine_loop_spin_adaptive_backs_off_and_recovers)
 {
 	const uint64_t set = 16 * STEP_NS;
@@ -399,25 +399,27 @@ TEST(engine_loop_spin_adaptive_backs_off_and_recovers)
 	CHECK_EQ(s.misses, 12u);
 	CHECK_EQ(s.polls, 7u * (16 + 8 + 4 + 2));
 	REQUIRE_EQ(rr_loop_spin_budget_now(r.l), 0u);
-	/* at 0: no look; the sleep ends 9 budgets late: still 0 */
-	rig_ready(&r);
+	/* at 0: no look, RR_SPIN_ADAPT_PROBE - 1 turns */
+	for (unsigned i = 0; i + 1 < RR_SPIN_ADAPT_PROBE; i++) {
+		rig_ready(&r);
+		CHECK_EQ(rr_loop_run_once(r.l, -1), 1);
+	}
+	CHECK_EQ(rig_stats(&r).polls, s.polls);
+	CHECK_EQ(rig_stats(&r).skipped, s.skipped + RR_SPIN_ADAPT_PROBE - 1);
+	CHECK_EQ(rr_loop_spin_budget_now(r.l), 0u);
+	/* the probe: the source readable at read 3, found by its 4th look
+	 * (a hit, 400 ns into a 1,600 ns budget): restored */
 	r.reads = 0;
-	r.act = ACT_JUMP;
-	r.act_at = 1;
+	r.act = ACT_READY;
+	r.act_at = 3;
 	CHECK_EQ(rr_loop_run_once(r.l, -1), 1);
 	r.act_at = 0;
-	CHECK_EQ(rig_stats(&r).polls, s.polls);
-	CHECK_EQ(rig_stats(&r).skipped, s.skipped + 1);
-	CHECK_EQ(rr_loop_spin_budget_now(r.l), 0u);
-	/* a sleep that ends at once (one step): restored */
-	rig_ready(&r);
-	r.reads = 0;
-	CHECK_EQ(rr_loop_run_once(r.l, -1), 1);
-	CHECK_EQ(rig_stats(&r).polls, s.polls);
+	CHECK_EQ(rig_stats(&r).polls, s.polls + 4);
+	CHECK_EQ(rig_stats(&r).hits, s.hits + 1);
 	CHECK_EQ(rr_loop_spin_budget_now(r.l), set);
 	/* and the next turn spins the whole budget */
 	miss_turn(&r);
-	CHECK_EQ(rig_stats(&r).polls, s.polls + 16);
+	CHECK_EQ(rig_stats(&r).polls, s.polls + 4 + 16);
 	CHECK_EQ(rig_stats(&r).misses, 13u);
 	rig_fini(&r);
 }

@@ -4,10 +4,9 @@
  * came later than RR_SPIN_ADAPT_LATE budgets (a descheduled spinner), halve
  * the budget once the score reaches RR_SPIN_ADAPT_MISSES, down to 0; honest
  * hits take the score down; data at the first look and a budget set of 0
- * change nothing. From 0, a sleep that ended within the budget set, or a
- * probe (one wait in RR_SPIN_ADAPT_PROBE spins the whole budget) that hits
- * in time, restores the whole budget; an honest hit at a reduced budget
- * doubles it. (The engine loop's use: tests/engine/test_loop_spin.c
+ * change nothing. From 0, a probe (one wait in RR_SPIN_ADAPT_PROBE spins
+ * the whole budget) that hits in time restores the whole budget; an honest
+ * hit at a reduced budget doubles it. (The engine loop's use: tests/engine/test_loop_spin.c
  * engine_loop_spin_adaptive_backs_off_and_recovers.) */
 #include "test.h"
 
@@ -96,21 +95,12 @@ TEST(spin_adapt_recovers_when_spinning_pays_again)
 {
 	struct rr_spin_adapt a = {0};
 
-	/* at 0: a sleep longer than the budget set keeps it 0; one that
-	 * ended within it restores the whole budget */
-	back_off(&a);
-	CHECK_EQ(wait_one(&a, RR_SPIN_SLEPT, MAX + 1), 0u);
-	CHECK_EQ(rr_spin_adapt_budget(&a, MAX), 0u);
-	CHECK_EQ(wait_one(&a, RR_SPIN_SLEPT, MAX), 0u);
-	CHECK_EQ(rr_spin_adapt_budget(&a, MAX), (uint64_t)MAX);
-	/* and it backs off afresh from there (the score was cleared) */
-	back_off(&a);
-
 	/* the probe: every RR_SPIN_ADAPT_PROBE-th wait at 0 spins the
 	 * whole budget; a miss or a late hit there keeps it 0 */
+	back_off(&a);
 	for (int round = 0; round < 2; round++) {
 		for (unsigned i = 0; i + 1 < RR_SPIN_ADAPT_PROBE; i++)
-			CHECK_EQ(wait_one(&a, RR_SPIN_SLEPT, 10 * MAX), 0u);
+			CHECK_EQ(rr_spin_adapt_begin(&a, MAX), 0u);
 		if (round == 0)
 			CHECK_EQ(wait_one(&a, RR_SPIN_MISS, 0), (uint64_t)MAX);
 		else
@@ -118,9 +108,14 @@ TEST(spin_adapt_recovers_when_spinning_pays_again)
 				 (uint64_t)MAX);
 		CHECK_EQ(rr_spin_adapt_budget(&a, MAX), 0u);
 	}
+	/* data at a probe's first look says nothing either */
+	for (unsigned i = 0; i + 1 < RR_SPIN_ADAPT_PROBE; i++)
+		CHECK_EQ(rr_spin_adapt_begin(&a, MAX), 0u);
+	CHECK_EQ(wait_one(&a, RR_SPIN_READY, 0), (uint64_t)MAX);
+	CHECK_EQ(rr_spin_adapt_budget(&a, MAX), 0u);
 	/* a probe that hits in time restores it */
 	for (unsigned i = 0; i + 1 < RR_SPIN_ADAPT_PROBE; i++)
-		CHECK_EQ(wait_one(&a, RR_SPIN_SLEPT, 10 * MAX), 0u);
+		CHECK_EQ(rr_spin_adapt_begin(&a, MAX), 0u);
 	CHECK_EQ(wait_one(&a, RR_SPIN_HIT, MAX / 2), (uint64_t)MAX);
 	CHECK_EQ(rr_spin_adapt_budget(&a, MAX), (uint64_t)MAX);
 	/* after a restore the next back-off starts its probe count afresh */

@@ -237,14 +237,12 @@ ssize_t rr_soft_sock_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned 
 	 * their spins took the CPU from the peers that answer them
 	 * (docs/PERFORMANCE.md "Issue 16 part R": p99 of a 64 KiB READ on 8
 	 * connections ~4x). */
-	uint64_t max = qp->own_wait ? 0 : qp->ctx->spin_ns, budget = max, t0 = 0;
+	uint64_t max = qp->own_wait ? 0 : qp->ctx->spin_ns, budget = max;
 	bool adapt = max && qp->ctx->spin_adaptive;
 	ssize_t got;
 
 	if (adapt) {
 		budget = rr_spin_adapt_begin(&qp->spin_adapt, max);
-		if (!budget) /* backed off: the sleep is timed (its restore) */
-			t0 = rr_now_ns(NULL);
 	} else if (budget && qp->spin_skip) {
 		qp->spin_skip--;
 		budget = 0;
@@ -257,8 +255,6 @@ ssize_t rr_soft_sock_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned 
 			return got;
 	}
 	got = mode == SOFT_FAST_POLL ? readv_poll(qp, iov, cnt) : readv_wait(qp->obj.fd, iov, cnt);
-	if (t0 && got > 0)
-		rr_spin_adapt_end(&qp->spin_adapt, max, 0, RR_SPIN_SLEPT, rr_now_ns(NULL) - t0);
 	/* quiet: a sleep that ran out (a poll ended by the wake eventfd
 	 * leaves it as it was) */
 	if (got != -EAGAIN)

@@ -152,7 +152,7 @@ _Static_assert(SOFT_STAGE_TAIL_LONG > SOFT_PLACE_MIN + 64, "a short remainder fi
  * default RPCRDMA_SPIN_US_DEFAULT), the most it spins. By default
  * (RPCRDMA_SOFT_SPIN=adaptive) each QP's fast reader learns its budget
  * (soft_qp.spin_adapt, src/common/spin_adapt.c): misses and late hits halve
- * it down to 0, honest hits, a short sleep or a probe's hit restore it.
+ * it down to 0, honest hits double it back, a probe's hit restores it.
  * With RPCRDMA_SOFT_SPIN=fixed the budget is the one set and adapts the
  * older way: after SOFT_SPIN_MISSES
  * budgets in a row that ran out with nothing read, the next SOFT_SPIN_SKIP
