@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/spin_adapt.h"
 #include "rdma/provider.h"
 #include "rpcrdma/engine.h"
 
@@ -160,11 +161,14 @@ static int start(void)
 	 * machine it saves the wake-up of each message (asynchronous NULL
 	 * calls 5.7x; docs/PERFORMANCE.md "Thirteenth session: the loops'
 	 * spin on a quiet machine"); on a loaded one it finds nothing and
-	 * its adaptation stops it. A loop serves many endpoints, so no
+	 * its adaptation stops it (RPCRDMA_SOFT_SPIN: adaptive by default,
+	 * src/common/spin_adapt.c, or fixed). A loop serves many endpoints, so no
 	 * endpoint's own spin_us applies; an application-driven loop never
 	 * spins (the application chose its waits). */
-	for (unsigned i = 0; want && i < n; i++)
+	for (unsigned i = 0; want && i < n; i++) {
 		rr_loop_set_spin(loops[i], loop_spin_ns());
+		rr_loop_set_spin_adaptive(loops[i], rr_spin_adaptive_env());
+	}
 	g.loops = loops;
 	g.n = n;
 	g.threads = threads;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/spin_adapt.h"
 #include "common/spin_grow.h"
 
 #define LOOP_EVENTS 64
@@ -62,6 +63,10 @@ struct rr_loop {
 	struct rr_spin_grow grow;      /* the budget now: spin_ns .. x RR_SPIN_GROW_MAX */
 	unsigned spin_miss, spin_skip;
 	bool timed_out;
+	/* the adaptive budget instead (rr_loop_set_spin_adaptive; then
+	 * spin_miss and spin_skip rest) */
+	bool spin_adaptive;
+	struct rr_spin_adapt adapt;
 	uint64_t (*spin_now)(void *arg);
 	void *spin_arg;
 	struct rr_loop_spin_stats spin;
@@ -426,10 +431,19 @@ void rr_loop_set_spin(struct rr_loop *l, uint64_t budget_ns)
 	l->spin_ns = budget_ns;
 	l->grow = (struct rr_spin_grow){0};
 	l->spin_miss = l->spin_skip = 0;
+	l->adapt = (struct rr_spin_adapt){0};
+}
+
+void rr_loop_set_spin_adaptive(struct rr_loop *l, bool on)
+{
+	l->spin_adaptive = on;
+	l->adapt = (struct rr_spin_adapt){0};
 }
 
 uint64_t rr_loop_spin_budget_now(const struct rr_loop *l)
 {
+	if (l->spin_adaptive)
+		return rr_spin_grow_budget(&l->grow, rr_spin_adapt_budget(&l->adapt, l->spin_ns));
 	return rr_spin_grow_budget(&l->grow, l->spin_ns);
 }
 
@@ -481,7 +495,11 @@ static bool spin_work(struct rr_loop *l, uint64_t now)
  * hit (events after a look that found none) resets the count, and events
  * there at the first look are neither (spin.ready). A near miss grows the
  * budget (loop_spin_after). A turn after a sleep that ran out does not
- * spin (the loop is idle, or waits for a timer). */
+ * spin (the loop is idle, or waits for a timer). With the adaptive budget
+ * (rr_loop_set_spin_adaptive) src/common/spin_adapt.c's rule replaces the
+ * count and the skip (misses and late hits halve the budget down to 0, a
+ * probe's hit restores it); a near miss grows it as before, and a halving
+ * sets the growth back. */
 static int loop_spin(struct rr_loop *l, struct epoll_event *evs, int timeout_ms)
 {
 	uint64_t budget = rr_spin_grow_budget(&l->grow, l->spin_ns), t0, now;
@@ -489,7 +507,14 @@ static int loop_spin(struct rr_loop *l, struct epoll_event *evs, int timeout_ms)
 
 	if (l->timed_out)
 		return 0;
-	if (l->spin_skip) {
+	if (l->spin_adaptive) {
+		/* the adaptive budget, grown by near misses as the fixed one */
+		budget = rr_spin_grow_budget(&l->grow, rr_spin_adapt_begin(&l->adapt, l->spin_ns));
+		if (!budget) { /* backed off: sleeps at once */
+			l->spin.skipped++;
+			return 0;
+		}
+	} else if (l->spin_skip) {
 		l->spin_skip--;
 		l->spin.skipped++;
 		return 0;
@@ -508,6 +533,9 @@ static int loop_spin(struct rr_loop *l, struct epoll_event *evs, int timeout_ms)
 			} else {
 				l->spin.hits++;
 				l->spin_miss = 0;
+				if (l->spin_adaptive) /* how late */
+					rr_spin_adapt_end(&l->adapt, l->spin_ns, budget, RR_SPIN_HIT,
+							  spin_clock(l) - t0);
 			}
 			return n;
 		}
@@ -520,7 +548,12 @@ static int loop_spin(struct rr_loop *l, struct epoll_event *evs, int timeout_ms)
 			break;
 	}
 	l->spin.misses++;
-	if (++l->spin_miss >= LOOP_SPIN_MISSES) {
+	if (l->spin_adaptive) {
+		/* a miss that halves the budget sets the growth back, as the
+		 * fixed budget's back-off does */
+		rr_spin_grow_missed(&l->grow, t0,
+				    rr_spin_adapt_end(&l->adapt, l->spin_ns, budget, RR_SPIN_MISS, 0));
+	} else if (++l->spin_miss >= LOOP_SPIN_MISSES) {
 		l->spin_miss = 0;
 		l->spin_skip = LOOP_SPIN_SKIP;
 		rr_spin_grow_missed(&l->grow, t0, true);

@@ -106,6 +106,12 @@ uint64_t rr_loop_clock_reads(const struct rr_loop *l);
  * threads: rr_spin_us, the soft provider's knob). Before the loop runs,
  * or by its runner. */
 void rr_loop_set_spin(struct rr_loop *l, uint64_t budget_ns);
+/* The budget set above is the most; @on: each spin's budget adapts
+ * (src/common/spin_adapt.c: misses and late hits halve it down to 0, honest
+ * hits double it back, a probe's hit restores it) instead of the fixed
+ * budget's skip and near-miss growth. Off for a new loop; the engine's
+ * progress threads follow RPCRDMA_SOFT_SPIN (rr_spin_adaptive_env). */
+void rr_loop_set_spin_adaptive(struct rr_loop *l, bool on);
 /* Tests: the spin's clock (ns; NULL: CLOCK_MONOTONIC). It measures the
  * budget and says when a timer is due during a spin. */
 void rr_loop_set_spin_clock(struct rr_loop *l, uint64_t (*now)(void *arg), void *arg);

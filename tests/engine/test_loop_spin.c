@@ -14,6 +14,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "common/spin_adapt.h"
 #include "engine/engine.h"
 #include "engine/loop.h"
 #include "rdma/provider.h"
@@ -30,7 +31,7 @@ struct spin_rig {
 	uint64_t base, reads;
 	/* at this read (0: never) the hook does @act */
 	uint64_t act_at;
-	enum { ACT_READY, ACT_READY_LATE, ACT_TASK, ACT_TIMER } act;
+	enum { ACT_READY, ACT_READY_LATE, ACT_TASK, ACT_TIMER, ACT_JUMP } act;
 	struct rr_loop_task task;
 	int task_runs;
 	struct rr_loop_timer timer;
@@ -65,7 +66,8 @@ static void rig_ready(struct spin_rig *r)
 }
 
 /* The injected clock: base + STEP_NS per read; at read act_at it makes
- * the source readable (ACT_READY_LATE: and jumps 9 budgets ahead), posts the task (from the runner: no eventfd) or
+ * the source readable (ACT_READY_LATE: and jumps 9 budgets ahead; ACT_JUMP:
+ * only jumps), posts the task (from the runner: no eventfd) or
  * sets the timer due (from the runner: no wake-up). */
 static uint64_t rig_now(void *arg)
 {
@@ -78,6 +80,8 @@ static uint64_t rig_now(void *arg)
 		} else if (r->act == ACT_READY_LATE) {
 			rig_ready(r);   /* and the clock jumps: a late answer */
 			r->base += 9 * BUDGET_NS;
+		} else if (r->act == ACT_JUMP) {
+			r->base += 9 * BUDGET_NS; /* time passes: a late end */
 		}
 		else if (r->act == ACT_TASK)
 			rr_loop_post(r->l, &r->task);
@@ -366,4 +370,57 @@ TEST(engine_progress_threads_spin_budget_by_default)
 	CHECK_EQ(rr_th_in_child(budget_50), 0);
 	CHECK_EQ(rr_th_in_child(budget_off), 0);
 	CHECK_EQ(rr_th_in_child(budget_zero), 0);
+}
+
+/* The adaptive budget (rr_loop_set_spin_adaptive; src/common/spin_adapt.c,
+ * tested alone in test_spin_adapt.c) in the loop, with 1,600 ns set (16
+ * looks): misses halve it in threes, 16, 8, 4, 2 looks, then 0 (each
+ * miss_turn is a near miss too, so within a three the budget grows as
+ * the fixed one's: 16, 32, 64; the halving sets the growth back); at 0 a
+ * turn sleeps without a look, but one in RR_SPIN_ADAPT_PROBE spins the
+ * whole budget (the probe), and the probe's hit restores it. Fails if the
+ * loop never backs off (it looks every turn) or never recovers. */
+TEST(engine_loop_spin_adaptive_backs_off_and_recovers)
+{
+	const uint64_t set = 16 * STEP_NS;
+	struct spin_rig r;
+	struct rr_loop_spin_stats s;
+	uint64_t want = set;
+
+	rig_init(&r, set);
+	rr_loop_set_spin_adaptive(r.l, true);
+	for (int h = 0; h < 4; h++, want /= 2) {
+		for (int i = 0; i < 3; i++) {
+			CHECK_EQ(rr_loop_spin_budget_now(r.l), want << i);
+			miss_turn(&r);
+		}
+	}
+	s = rig_stats(&r);
+	CHECK_EQ(s.misses, 12u);
+	CHECK_EQ(s.polls, 7u * (16 + 8 + 4 + 2));
+	REQUIRE_EQ(rr_loop_spin_budget_now(r.l), 0u);
+	/* at 0: no look, RR_SPIN_ADAPT_PROBE - 1 turns */
+	for (unsigned i = 0; i + 1 < RR_SPIN_ADAPT_PROBE; i++) {
+		rig_ready(&r);
+		CHECK_EQ(rr_loop_run_once(r.l, -1), 1);
+	}
+	CHECK_EQ(rig_stats(&r).polls, s.polls);
+	CHECK_EQ(rig_stats(&r).skipped, s.skipped + RR_SPIN_ADAPT_PROBE - 1);
+	CHECK_EQ(rr_loop_spin_budget_now(r.l), 0u);
+	/* the probe: the source readable at read 3, found by its 4th look
+	 * (a hit, 400 ns into a 1,600 ns budget): restored */
+	r.reads = 0;
+	r.act = ACT_READY;
+	r.act_at = 3;
+	/* (no probe, the property broken: the turn sleeps and its 1 s ends it) */
+	CHECK_EQ(rr_loop_run_once(r.l, 1000), 1);
+	r.act_at = 0;
+	CHECK_EQ(rig_stats(&r).polls, s.polls + 4);
+	CHECK_EQ(rig_stats(&r).hits, s.hits + 1);
+	CHECK_EQ(rr_loop_spin_budget_now(r.l), set);
+	/* and the next turn spins the whole budget */
+	miss_turn(&r);
+	CHECK_EQ(rig_stats(&r).polls, s.polls + 4 + 16);
+	CHECK_EQ(rig_stats(&r).misses, 13u);
+	rig_fini(&r);
 }

@@ -34,16 +34,27 @@
 
 #define NET_BUF (1u << 16)
 
-/* A connected pair on a context opened with RPCRDMA_SOFT_SPIN_US=@spin
- * (read at open; unset again after). */
+/* A connected pair on a context opened with RPCRDMA_SOFT_SPIN_US=@spin and
+ * the fixed budget (RPCRDMA_SOFT_SPIN=fixed: the rule these tests check;
+ * both read at open, unset again after). The adaptive budget's rule is
+ * tests/engine/test_spin_adapt.c's. */
+static void pair_with_spin_mode(struct net *n, const char *spin, const char *mode,
+				struct rpcrdma_qp **c, struct rpcrdma_qp **s,
+				struct rpcrdma_cm_id **cid, struct rpcrdma_cm_id **sid)
+{
+	setenv("RPCRDMA_SOFT_SPIN_US", spin, 1);
+	setenv("RPCRDMA_SOFT_SPIN", mode, 1);
+	soft_net_up_buf(n, 256, 16, NET_BUF);
+	unsetenv("RPCRDMA_SOFT_SPIN_US");
+	unsetenv("RPCRDMA_SOFT_SPIN");
+	soft_net_pair(n, 16, c, s, cid, sid);
+}
+
 static void pair_with_spin(struct net *n, const char *spin, struct rpcrdma_qp **c,
 			   struct rpcrdma_qp **s, struct rpcrdma_cm_id **cid,
 			   struct rpcrdma_cm_id **sid)
 {
-	setenv("RPCRDMA_SOFT_SPIN_US", spin, 1);
-	soft_net_up_buf(n, 256, 16, NET_BUF);
-	unsetenv("RPCRDMA_SOFT_SPIN_US");
-	soft_net_pair(n, 16, c, s, cid, sid);
+	pair_with_spin_mode(n, spin, "fixed", c, s, cid, sid);
 }
 
 /* The budget: explicit values win (capped), RPCRDMA_SPIN_OFF is none, 0
@@ -293,6 +304,43 @@ TEST(soft_spin_backs_off_when_idle)
 		CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 50), 0);
 	check_backed_off(q, 8);
 	/* still works: an answer after the idle time arrives */
+	soft_net_post_send(&n, s, 1, RPCRDMA_WR_SEND, 0, 16, 0, false);
+	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 5000), 1);
+	CHECK_EQ(wc.wr_id, 200);
+	soft_net_unpair(c, s, cid, sid);
+	soft_net_down(&n);
+}
+
+/* The adaptive budget (RPCRDMA_SOFT_SPIN=adaptive, the default) in the
+ * fast waiter (sock.c rr_soft_sock_readv_fast): nothing arrives for 40
+ * fast reads (each a SOFT_FAST_BLOCK_MS sleep that runs out): its misses
+ * halve the budget in threes down to 0 (RR_SPIN_ADAPT_OFF halvings), then
+ * only a probe in RR_SPIN_ADAPT_PROBE waits spins; an answer after the
+ * idle time still arrives. Fails if the waiter never backs off (a miss
+ * per read). */
+TEST(soft_spin_adaptive_backs_off_when_idle)
+{
+	const uint64_t down = RR_SPIN_ADAPT_OFF * RR_SPIN_ADAPT_MISSES;
+	struct net n;
+	struct rpcrdma_qp *c, *s;
+	struct rpcrdma_cm_id *cid, *sid;
+	struct rpcrdma_wc wc;
+	struct soft_cq *q;
+	uint64_t reads, misses;
+
+	pair_with_spin_mode(&n, "200", "adaptive", &c, &s, &cid, &sid);
+	REQUIRE(soft_net_qp_of(c)->ctx->spin_adaptive);
+	soft_net_post_recv(&n, c, 200, 8192, 256);
+	q = soft_net_cq_of(n.ccq);
+	for (int i = 0; i < RR_TEST_WAIT_MS / 50 && atomic_load(&q->fast_reads) < 40; i++)
+		CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 50), 0);
+	reads = atomic_load(&q->fast_reads);
+	misses = atomic_load(&q->spin_misses);
+	CHECK(reads >= 40);
+	CHECK(misses >= down);
+	CHECK(misses <= down + 1 + reads / RR_SPIN_ADAPT_PROBE);
+	CHECK_EQ(atomic_load(&q->spin_hits), 0);
+	CHECK_EQ(rr_spin_adapt_budget(&soft_net_qp_of(c)->spin_adapt, 200000), 0u);
 	soft_net_post_send(&n, s, 1, RPCRDMA_WR_SEND, 0, 16, 0, false);
 	CHECK_EQ(rpcrdma_cq_wait(n.ccq, 1, &wc, 5000), 1);
 	CHECK_EQ(wc.wr_id, 200);

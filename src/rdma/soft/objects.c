@@ -46,6 +46,7 @@ int rr_soft_open(const struct rpcrdma_open_attr *attr, const struct rpcrdma_env 
 			c->tx_copy_max = (uint32_t)RR_MIN(v, (unsigned long)SOFT_TX_COPY_MAX);
 		}
 		c->spin_ns = (uint64_t)rr_spin_us(attr ? attr->spin_us : 0) * 1000u;
+		c->spin_adaptive = rr_spin_adaptive_env();
 	}
 	/* RPCRDMA_SOFT_PERTURB=US[,READS]: yield or sleep at the race points,
 	 * READS reads per receive turn (debugging: race.h) */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/lock.h"
+#include "common/spin_adapt.h"
 #include "rdma/soft/cq.h"
 #include "rdma/soft/race.h"
 
@@ -174,63 +175,86 @@ static ssize_t readv_poll(struct soft_qp *qp, struct iovec *iov, unsigned cnt)
 	return readv_flags(qp->obj.fd, iov, cnt, MSG_DONTWAIT);
 }
 
+/* The spin of a fast read with @budget > 0 (spin, then sleep): looks at
+ * the socket until data comes or the budget runs out. Returns what a look
+ * read (data, EOF, an error), or -EAGAIN: nothing (*@miss: the budget ran
+ * out; else a completion, an interrupt or a transmit backlog ended it).
+ * The adaptive budget (@adapt: qp->spin_adapt, common/spin_adapt.c) is
+ * told what it found; the fixed one counts its misses (SOFT_SPIN_MISSES). */
+static ssize_t fast_spin(struct soft_qp *qp, struct iovec *iov, unsigned cnt, uint64_t max,
+			 uint64_t budget, bool adapt, bool *miss)
+{
+	struct soft_cq *q = qp->rcq;
+	/* the default environment's clock (real time), never the context's:
+	 * a budget of CPU spent spinning, which must end also under a test's
+	 * frozen virtual clock */
+	uint64_t t0 = rr_now_ns(NULL);
+	bool empty = false;   /* a look found nothing */
+
+	for (;;) {
+		ssize_t n = readv_flags(qp->obj.fd, iov, cnt, MSG_DONTWAIT);
+
+		if (n != -EAGAIN && !empty) {
+			/* there at the first look (the rest of a message): no
+			 * spin, neither hit nor miss */
+			atomic_fetch_add_explicit(&q->spin_ready, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&soft_counters.spin_ready, 1, memory_order_relaxed);
+			return n;
+		}
+		if (n != -EAGAIN) {
+			qp->spin_miss = 0;
+			atomic_fetch_add_explicit(&q->spin_hits, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&soft_counters.spin_hits, 1, memory_order_relaxed);
+			if (adapt) /* how late: a descheduled spinner's is a miss */
+				rr_spin_adapt_end(&qp->spin_adapt, max, budget, RR_SPIN_HIT,
+						  rr_now_ns(NULL) - t0);
+			return n;
+		}
+		empty = true;
+		if (rr_cq_ring_pending(&q->ring) || atomic_load(&q->intr) ||
+		    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST))
+			return -EAGAIN;
+		if (rr_now_ns(NULL) - t0 >= budget)
+			break;
+		soft_race(SOFT_RACE_SPIN, qp);   /* another look follows */
+	}
+	*miss = true;
+	atomic_fetch_add_explicit(&q->spin_misses, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&soft_counters.spin_misses, 1, memory_order_relaxed);
+	if (adapt) {
+		rr_spin_adapt_end(&qp->spin_adapt, max, budget, RR_SPIN_MISS, 0);
+	} else if (++qp->spin_miss >= SOFT_SPIN_MISSES) {
+		qp->spin_miss = 0;
+		qp->spin_skip = SOFT_SPIN_SKIP;
+	}
+	return -EAGAIN;
+}
+
 ssize_t rr_soft_sock_readv_fast(struct soft_qp *qp, struct iovec *iov, unsigned cnt, int mode)
 {
-	uint64_t budget = qp->ctx->spin_ns;
-	struct soft_cq *q = qp->rcq;
-	int fd = qp->obj.fd;
-	ssize_t got;
-
 	/* A waiter for one QP of a shared CQ (rr_soft_wait_qp) sleeps at
 	 * once: it is one of several callers waiting at the same time, and
 	 * their spins took the CPU from the peers that answer them
 	 * (docs/PERFORMANCE.md "Issue 16 part R": p99 of a 64 KiB READ on 8
 	 * connections ~4x). */
-	if (qp->own_wait)
-		budget = 0;
-	if (budget && qp->spin_skip) {
+	uint64_t max = qp->own_wait ? 0 : qp->ctx->spin_ns, budget = max;
+	bool adapt = max && qp->ctx->spin_adaptive;
+	ssize_t got;
+
+	if (adapt) {
+		budget = rr_spin_adapt_begin(&qp->spin_adapt, max);
+	} else if (budget && qp->spin_skip) {
 		qp->spin_skip--;
-	} else if (budget) {
-		/* the default environment's clock (real time), never the
-		 * context's: a budget of CPU spent spinning, which must end
-		 * also under a test's frozen virtual clock */
-		uint64_t t0 = rr_now_ns(NULL);
-		bool empty = false;   /* a look found nothing */
-
-		for (;;) {
-			ssize_t n = readv_flags(fd, iov, cnt, MSG_DONTWAIT);
-
-			if (n != -EAGAIN && !empty) {
-				/* there at the first look (the rest of a
-				 * message): no spin, neither hit nor miss */
-				atomic_fetch_add_explicit(&q->spin_ready, 1, memory_order_relaxed);
-				atomic_fetch_add_explicit(&soft_counters.spin_ready, 1,
-							  memory_order_relaxed);
-				return n;
-			}
-			if (n != -EAGAIN) {
-				qp->spin_miss = 0;
-				atomic_fetch_add_explicit(&q->spin_hits, 1, memory_order_relaxed);
-				atomic_fetch_add_explicit(&soft_counters.spin_hits, 1,
-							  memory_order_relaxed);
-				return n;
-			}
-			empty = true;
-			if (rr_cq_ring_pending(&q->ring) || atomic_load(&q->intr) ||
-			    __atomic_load_n(&qp->want_out, __ATOMIC_SEQ_CST))
-				return -EAGAIN;
-			if (rr_now_ns(NULL) - t0 >= budget)
-				break;
-			soft_race(SOFT_RACE_SPIN, qp);   /* another look follows */
-		}
-		atomic_fetch_add_explicit(&q->spin_misses, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&soft_counters.spin_misses, 1, memory_order_relaxed);
-		if (++qp->spin_miss >= SOFT_SPIN_MISSES) {
-			qp->spin_miss = 0;
-			qp->spin_skip = SOFT_SPIN_SKIP;
-		}
+		budget = 0;
 	}
-	got = mode == SOFT_FAST_POLL ? readv_poll(qp, iov, cnt) : readv_wait(fd, iov, cnt);
+	if (budget) {
+		bool miss = false;
+
+		got = fast_spin(qp, iov, cnt, max, budget, adapt, &miss);
+		if (got != -EAGAIN || !miss)
+			return got;
+	}
+	got = mode == SOFT_FAST_POLL ? readv_poll(qp, iov, cnt) : readv_wait(qp->obj.fd, iov, cnt);
 	/* quiet: a sleep that ran out (a poll ended by the wake eventfd
 	 * leaves it as it was) */
 	if (got != -EAGAIN)

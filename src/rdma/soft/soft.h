@@ -45,6 +45,7 @@
 #include <sys/socket.h>
 
 #include "common/listen.h"
+#include "common/spin_adapt.h"
 #include "rdma/cq_ring.h"
 #include "rdma/mr_table.h"
 #include "rdma/provider.h"
@@ -148,7 +149,12 @@ _Static_assert(SOFT_STAGE_TAIL_LONG > SOFT_PLACE_MIN + 64, "a short remainder fi
 /* Spin, then sleep (docs/soft-iwarp.md "Spinning"): before that blocking
  * read a fast waiter polls the socket (recv MSG_DONTWAIT) for up to the
  * context's spin budget (rpcrdma_open_attr.spin_us, RPCRDMA_SOFT_SPIN_US,
- * default RPCRDMA_SPIN_US_DEFAULT). It adapts: after SOFT_SPIN_MISSES
+ * default RPCRDMA_SPIN_US_DEFAULT), the most it spins. By default
+ * (RPCRDMA_SOFT_SPIN=adaptive) each QP's fast reader learns its budget
+ * (soft_qp.spin_adapt, src/common/spin_adapt.c): misses and late hits halve
+ * it down to 0, honest hits double it back, a probe's hit restores it.
+ * With RPCRDMA_SOFT_SPIN=fixed the budget is the one set and adapts the
+ * older way: after SOFT_SPIN_MISSES
  * budgets in a row that ran out with nothing read, the next SOFT_SPIN_SKIP
  * waits sleep at once, so an idle or oversubscribed waiter stops burning CPU
  * and tries again later. Only a spin that found data after an empty look
@@ -235,6 +241,8 @@ struct soft_ctx {
 	uint32_t next_qpn;
 	bool fast_wait;              /* fast waits allowed (RPCRDMA_SOFT_WAIT) */
 	uint64_t spin_ns;            /* a fast waiter's spin budget; 0: none */
+	bool spin_adaptive;          /* RPCRDMA_SOFT_SPIN: the budget adapts per QP
+					(common/spin_adapt.c), or fixed */
 	char tcp_cc[16];             /* RPCRDMA_SOFT_TCP_CC, or "": the system's */
 	uint32_t tx_copy_max;        /* SOFT_TX_COPY_MAX or RPCRDMA_SOFT_TXCOPY */
 	uint32_t rx_reads;           /* SOFT_RX_READS or RPCRDMA_SOFT_PERTURB's */
@@ -671,6 +679,8 @@ struct soft_qp {
 	unsigned revoke_waiters;
 	/* the spin's adaptation (SOFT_SPIN_MISSES): the fast reader's own */
 	uint16_t spin_miss, spin_skip;
+	/* the adaptive spin budget (ctx spin_adaptive): the fast reader's own */
+	struct rr_spin_adapt spin_adapt;
 	/* the fast reader's last sleep ended by its timeout with nothing
 	 * read (the fast reader's own): the next one may be SOFT_FAST_POLL */
 	bool fast_quiet;
