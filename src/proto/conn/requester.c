@@ -282,8 +282,12 @@ rq_recv_general(struct rr_conn *c, struct rr_xprt_rqst *rq, const uint8_t *buf, 
  * word bc_may_be_call reads (word 8, CALL): the two never both pass. */
 _Static_assert(RR_HDR_MIN_MSG_SIZE + 4 == 8 * 4, "one-pass msg_type is bc_may_be_call's word");
 
-void rq_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len, bool has_inv,
-		uint32_t inv_stag)
+/* (Inlined in its caller where the link-time optimiser sees it: the
+ * waiter's own Receive, rr_conn_on_recv_rq inlined in tp_on_wc_own, which
+ * tp_cq_wait_once inlines: no frame of its own for the common Reply.) */
+inline __attribute__((always_inline)) void rq_on_recv(struct rr_conn *c, uint32_t idx,
+						     const uint8_t *buf, uint32_t len,
+						     bool has_inv, uint32_t inv_stag)
 {
 	struct rr_xprt_reply res;
 	struct rr_xprt_rqst *rq = NULL;
