@@ -305,6 +305,10 @@ struct rr_xprt_requester {
 	 * part CI) */
 	struct rr_hdr_limits lim;        /* decoding Replies (from params) */
 	unsigned outstanding;
+	/* the parameters' part of prepare_short's test (xprt_req.c), made
+	 * once per parameters: a one-part Call of len bytes passes it when
+	 * len - 8 < short_lim (0: none does) */
+	uint32_t short_lim;
 	struct rr_xprt_rqst *spare;      /* one released call, reused */
 	/* an outstanding call kept out of the table (its chain of one: a
 	 * lone call adds, finds and unlinks it without the table's line,

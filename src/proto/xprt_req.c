@@ -28,8 +28,17 @@ void rr_xprt_req_init(struct rr_xprt_requester *r, const struct rpcrdma_env *env
 
 void rr_xprt_req_set_params(struct rr_xprt_requester *r, const struct rr_xprt_params *p)
 {
+	uint32_t max = 0;   /* the longest part a Short Call without chunks may have */
+
 	r->params = *p;
 	rr_xprt_hdr_limits(&r->lim, p->reply_inline, 0, p->reliable_reply);
+	/* prepare_short's tests of the parameters (no segment allowed: no
+	 * such Call; the whole Call within the call inline threshold behind
+	 * the header with three empty lists) and of the part's length (8
+	 * to UINT32_MAX / 2 bytes) in one limit: len - 8 < short_lim */
+	if (p->max_seg_len && p->max_segs && p->call_inline >= RR_HDR_FIXED_SIZE + 12)
+		max = RR_MIN(p->call_inline - (RR_HDR_FIXED_SIZE + 12), UINT32_MAX / 2);
+	r->short_lim = max >= 8 ? max - 8 + 1 : 0;
 }
 
 static unsigned bucket(uint32_t xid)
@@ -52,7 +61,10 @@ struct rr_xprt_rqst *rr_xprt_req_find(struct rr_xprt_requester *r, uint32_t xid)
 	return NULL;
 }
 
-void rr_xprt_rqst_forget(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+/* rr_xprt_rqst_forget's body, inline in the one-pass Reply (which its
+ * callers inline in turn: a call of 9 otherwise). */
+static inline __attribute__((always_inline)) void rqst_forget(struct rr_xprt_requester *r,
+							      struct rr_xprt_rqst *c)
 {
 	if (!c->outstanding)
 		return;
@@ -62,6 +74,11 @@ void rr_xprt_rqst_forget(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
 	c->next = NULL;
 	c->outstanding = false;
 	r->outstanding--;
+}
+
+void rr_xprt_rqst_forget(struct rr_xprt_requester *r, struct rr_xprt_rqst *c)
+{
+	rqst_forget(r, c);
 }
 
 /* Number of segments covering @len bytes. */
@@ -375,9 +392,11 @@ static int prepare_short(struct rr_xprt_requester *r, const struct rr_xprt_rqst_
 	const struct rr_xprt_part *pt = d->parts;
 	struct rr_xprt_rqst *c;
 
-	if (d->nsinks || d->nparts != 1 || !pt || pt->ddp || !pt->base || pt->len < 8 ||
-	    (pt->len & 3) || pt->len > UINT32_MAX / 2 || !p->max_seg_len || !p->max_segs ||
-	    RR_HDR_FIXED_SIZE + 12 + (uint64_t)pt->len > p->call_inline ||
+	/* (pt->len - 8 < r->short_lim: 8 <= pt->len <= UINT32_MAX / 2,
+	 * RR_HDR_FIXED_SIZE + 12 + pt->len <= p->call_inline, and
+	 * p->max_seg_len and p->max_segs not 0: rr_xprt_req_set_params) */
+	if (d->nsinks || d->nparts != 1 || !pt || pt->ddp || !pt->base ||
+	    pt->len - 8u >= r->short_lim || (pt->len & 3) ||
 	    rr_rrep_want_reply_chunk(p, RR_HDR_FIXED_SIZE + 12, d))
 		return 1;
 	c = rqst_get(r);
@@ -840,7 +859,7 @@ bool rr_xprt_req_recv_short(struct rr_xprt_requester *r, struct rr_xprt_rqst *c,
 	}
 	if (r->stats)
 		r->stats->recvs++;
-	rr_xprt_rqst_forget(r, c);
+	rqst_forget(r, c);
 	return true;
 }
 

@@ -207,6 +207,57 @@ TEST(xprt_short_call_as_general)
 	CHECK(replanned > 500);
 }
 
+/* The parameters' part of the one-pass planner's test, made once per
+ * parameters (struct rr_xprt_requester short_lim, issue 16 part JD): for
+ * call inline thresholds, segment limits and part lengths around every
+ * edge (the header's 28 bytes, the part's 8, UINT32_MAX / 2, a segment
+ * length or count of 0), len - 8 < short_lim says exactly what the tests
+ * it replaced said: 8 <= len <= UINT32_MAX / 2, 28 + len <= call_inline,
+ * max_seg_len and max_segs not 0. (A limit too strict would only send
+ * such Calls the general planner's way, which xprt_short_call_as_general
+ * cannot tell.) */
+TEST(xprt_short_limit_is_the_rule)
+{
+	static const uint32_t call_inl[] = {0, 1, 27, 28, 35, 36, 37, 40, 41, 44, 1024, 4096,
+					    UINT32_MAX / 2, UINT32_MAX / 2 + 27, UINT32_MAX / 2 + 28,
+					    UINT32_MAX / 2 + 29, UINT32_MAX - 1, UINT32_MAX};
+	static const uint32_t seg[] = {0, 1, 4096};
+	unsigned yes = 0, no = 0;
+
+	for (unsigned a = 0; a < RR_ARRAY_SIZE(call_inl); a++)
+		for (unsigned b = 0; b < RR_ARRAY_SIZE(seg); b++)
+			for (unsigned e = 0; e < RR_ARRAY_SIZE(seg); e++) {
+				struct rr_xprt_params p;
+				struct rr_xprt_requester r;
+				uint32_t ci = call_inl[a];
+				uint32_t lens[] = {0,  1,  4,  7,  8,  9,  12, 16, ci - 29, ci - 28,
+						   ci - 27, ci, UINT32_MAX / 2 - 1, UINT32_MAX / 2,
+						   UINT32_MAX / 2 + 1, UINT32_MAX - 7, UINT32_MAX};
+
+				rr_xprt_params_default(&p);
+				p.call_inline = ci;
+				p.max_seg_len = seg[b];
+				p.max_segs = seg[e];
+				rr_xprt_req_init(&r, NULL, &p, NULL);
+				for (unsigned i = 0; i < RR_ARRAY_SIZE(lens); i++) {
+					uint32_t len = lens[i];
+					bool rule = len >= 8 && len <= UINT32_MAX / 2 &&
+						    28 + (uint64_t)len <= ci && p.max_seg_len &&
+						    p.max_segs;
+					bool lim = len - 8u < r.short_lim;
+
+					if (rule != lim)
+						fprintf(stderr, "call_inline %u seg %u/%u len %u: rule %d limit %d\n",
+							ci, p.max_seg_len, p.max_segs, len, rule, lim);
+					REQUIRE_EQ(rule, lim);
+					rule ? yes++ : no++;
+				}
+				rr_xprt_req_fini(&r);
+			}
+	CHECK(yes > 100);
+	CHECK(no > 100);
+}
+
 /* @a (from requester A, its call @ca, its message @ba) says what @b (B,
  * @cb, @bb) says. */
 static void same_reply(const struct rr_xprt_reply *a, const struct rr_xprt_reply *b,

@@ -12,9 +12,11 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/spare.h"
+#include "proto/conn/conn_int.h"
 #include "rpc/clnt_int.h"
 #include "rpcrdma/rpc.h"
 
@@ -68,6 +70,38 @@ TEST(spare_slots_bounded_each_object_once)
 	CHECK(rr_spare_take(&s) == NULL);
 	CHECK(rr_spare_put(&s, &obj[RR_SPARE_SLOTS]));
 	CHECK(rr_spare_take(&s) == &obj[RR_SPARE_SLOTS]);
+}
+
+/* The session's kept Calls (proto/conn/conn_int.h rq_call_take and
+ * rq_call_keep, a plain list since issue 16 part JD): as the spare slots,
+ * at most RQ_SPARE_CALLS kept (one more is the caller's to free), each
+ * handed out once, none when empty, the count back to 0. */
+TEST(session_spare_calls_bounded_each_once)
+{
+	struct rr_conn *c = calloc(1, sizeof(*c));
+	struct rq_call *k = calloc(RQ_SPARE_CALLS + 1, sizeof(*k));
+	bool seen[RQ_SPARE_CALLS + 1] = {false};
+	struct rq_call *p;
+
+	REQUIRE(c && k);
+	CHECK(rq_call_take(c) == NULL);
+	for (unsigned i = 0; i < RQ_SPARE_CALLS; i++)
+		CHECK(rq_call_keep(c, &k[i]));
+	CHECK(!rq_call_keep(c, &k[RQ_SPARE_CALLS]));   /* full: caller frees */
+	CHECK_EQ(c->nspare_calls, RQ_SPARE_CALLS);
+	for (unsigned i = 0; i < RQ_SPARE_CALLS; i++) {
+		p = rq_call_take(c);
+		REQUIRE(p != NULL);
+		REQUIRE(p >= k && p < k + RQ_SPARE_CALLS);
+		CHECK(!seen[p - k]);
+		seen[p - k] = true;
+	}
+	CHECK(rq_call_take(c) == NULL);
+	CHECK_EQ(c->nspare_calls, 0);
+	CHECK(rq_call_keep(c, &k[RQ_SPARE_CALLS]));
+	CHECK(rq_call_take(c) == &k[RQ_SPARE_CALLS]);
+	free(k);
+	free(c);
 }
 
 /* Two threads trade objects through one set of slots: none is handed out

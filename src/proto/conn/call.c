@@ -55,7 +55,7 @@ static inline __attribute__((always_inline)) void finish_body(struct rr_conn *c,
 	rpc->status = k->result;
 	rpc->priv = NULL;
 	list_del(c, k);
-	if (!rr_spare_put(&c->spare_calls, k))
+	if (!rq_call_keep(c, k))
 		rr_free(c->env, k);
 	c->io.complete(c->io.ctx, rpc);
 }

@@ -169,8 +169,9 @@ bool rr_conn_reliable_reply(const struct rr_conn *c)
 	return c->up && c->params.reliable_reply;
 }
 
-void rr_conn_on_recv_rq(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len,
-			bool has_inv, uint32_t inv_stag)
+inline __attribute__((always_inline)) void rr_conn_on_recv_rq(struct rr_conn *c, uint32_t idx,
+								const uint8_t *buf, uint32_t len,
+								bool has_inv, uint32_t inv_stag)
 {
 	rr_conn_count_form(c, buf, len, false);
 	/* its reverse Calls (RFC 8167) are told apart in rq_on_recv, after
@@ -179,13 +180,22 @@ void rr_conn_on_recv_rq(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uin
 	rq_on_recv(c, idx, buf, len, has_inv, inv_stag);
 }
 
+/* rr_conn_on_recv_rq out of line, for rr_conn_on_recv: the responder's
+ * way without the requester's frame. */
+static __attribute__((noinline)) void on_recv_rq(struct rr_conn *c, uint32_t idx,
+						 const uint8_t *buf, uint32_t len, bool has_inv,
+						 uint32_t inv_stag)
+{
+	rr_conn_on_recv_rq(c, idx, buf, len, has_inv, inv_stag);
+}
+
 void rr_conn_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len,
 		     bool has_inv, uint32_t inv_stag)
 {
 	uint32_t xid;
 
 	if (!c->responder) {
-		rr_conn_on_recv_rq(c, idx, buf, len, has_inv, inv_stag);
+		on_recv_rq(c, idx, buf, len, has_inv, inv_stag);
 		return;
 	}
 	rr_conn_count_form(c, buf, len, false);

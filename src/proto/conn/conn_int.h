@@ -198,7 +198,13 @@ struct rr_conn {
 					     answers) */
 	bool stray;                       /* a Call aborted after its Send: its
 					     Reply may still come */
-	struct rr_spare spare_calls;      /* completed Calls kept for reuse */
+	/* completed Calls kept for reuse: at most RQ_SPARE_CALLS, linked by
+	 * their @next (rq_call_take, rq_call_keep). A plain list: the session
+	 * is called under its executor's serialization (conn.h "Threads"), so
+	 * common/spare.h's atomic exchange and compare-and-swap (for owners
+	 * any thread may use) are not needed here (issue 16 part JD). */
+	struct rq_call *spare_calls;
+	uint32_t nspare_calls;
 	struct rr_cred_req rcred;
 	struct rq_pull *pullq, *pulls;
 	struct rq_done *doneq;            /* RDMA_DONEs to send (rr_conn_on_slot) */
@@ -272,9 +278,18 @@ struct rr_conn {
 
 /* io.c */
 uint64_t rr_conn_now(const struct rr_conn *c);
-/* Counts the form of a Send posted or a Receive completed (rdma_proc). */
+/* rr_conn_count_proc's @proc for a message shorter than the fixed header
+ * (no rdma_proc: its bytes alone counted; no proc has this value). */
+#define RR_CONN_PROC_NONE UINT32_MAX
+/* Counts a Send posted or a Receive completed of rdma_proc @proc. */
+void rr_conn_count_proc(struct rr_conn *c, uint32_t proc, uint32_t len, bool sent);
+/* Counts the form of a Send posted or a Receive completed (rdma_proc read
+ * from @buf's header). */
 void rr_conn_count_form(struct rr_conn *c, const uint8_t *buf, uint32_t len, bool sent);
-/* Posts @s and counts it; a post failure ends the connection. */
+/* Posts @s and counts it as rdma_proc @proc (the header's, which the
+ * caller built); a post failure ends the connection. */
+int rr_conn_post_send_proc(struct rr_conn *c, const struct rr_conn_send *s, uint32_t proc);
+/* rr_conn_post_send_proc with the rdma_proc read from the header in @slot_buf. */
 int rr_conn_post_send(struct rr_conn *c, const struct rr_conn_send *s, const uint8_t *slot_buf);
 /* Registration through the executor, counted in live_stags when remote. */
 int rr_conn_reg(struct rr_conn *c, struct rr_conn_mem *m);
@@ -388,6 +403,35 @@ void rs_tick_stall(struct rr_conn *c, uint64_t now);
 /* Whether the Sends' progress is watched (rs_tick_stall: a responder with
  * a send timeout); else tx_progress is not kept (no clock read per Send
  * and per Send completion on a requester). */
+/* The session's kept completed Calls (struct rr_conn spare_calls): at
+ * most this many, as common/spare.h keeps for its owners. */
+#define RQ_SPARE_CALLS RR_SPARE_SLOTS
+
+/* A kept Call (its fields as its last user left them: the caller clears
+ * them), or NULL: none kept. */
+static inline struct rq_call *rq_call_take(struct rr_conn *c)
+{
+	struct rq_call *k = c->spare_calls;
+
+	if (k) {
+		c->spare_calls = k->next;
+		c->nspare_calls--;
+	}
+	return k;
+}
+
+/* Keeps completed Call @k (out of c->calls) for reuse: true, and @c owns
+ * it; false (RQ_SPARE_CALLS kept), and the caller still owns it. */
+static inline bool rq_call_keep(struct rr_conn *c, struct rq_call *k)
+{
+	if (c->nspare_calls >= RQ_SPARE_CALLS)
+		return false;
+	k->next = c->spare_calls;
+	c->spare_calls = k;
+	c->nspare_calls++;
+	return true;
+}
+
 static inline bool rr_conn_tx_watched(const struct rr_conn *c)
 {
 	return c->tx_watched;   /* cfg.role == RR_CONN_RESPONDER && cfg.send_timeout_ns */

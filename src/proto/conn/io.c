@@ -19,12 +19,15 @@ void rr_conn_fail(struct rr_conn *c)
 		c->io.close(c->io.ctx);
 }
 
-/* Inlined in its callers where the link-time optimiser sees them (each
- * with @sent a constant: one side of the switch; issue 16 part ID: left to
- * the inliner, the Receive's went out of line, a call of 20). */
-inline __attribute__((always_inline)) void rr_conn_count_form(struct rr_conn *c,
-							      const uint8_t *buf, uint32_t len,
-							      bool sent)
+/* What is counted of a message of @len bytes whose rdma_proc is @proc
+ * (host order; RR_CONN_PROC_NONE: shorter than the fixed header, its
+ * bytes alone counted). Inlined in its callers where the link-time
+ * optimiser sees them (each with @sent a constant: one side of the switch;
+ * with @proc a constant too, the switch is one increment: issue 16 part
+ * JD; part ID: left to the inliner, the Receive's went out of line, a call
+ * of 20). */
+inline __attribute__((always_inline)) void rr_conn_count_proc(struct rr_conn *c, uint32_t proc,
+							      uint32_t len, bool sent)
 {
 	struct rr_xprt_stats *st = c->st;
 
@@ -32,9 +35,7 @@ inline __attribute__((always_inline)) void rr_conn_count_form(struct rr_conn *c,
 		st->inline_sent_bytes += len;
 	else
 		st->inline_recv_bytes += len;
-	if (len < 16)
-		return;
-	switch (rr_get_be32(buf + 12)) {
+	switch (proc) {
 	case RR_HDR_MSG:
 		sent ? st->msg_sent++ : st->msg_recv++;
 		break;
@@ -52,15 +53,22 @@ inline __attribute__((always_inline)) void rr_conn_count_form(struct rr_conn *c,
 	}
 }
 
+inline __attribute__((always_inline)) void rr_conn_count_form(struct rr_conn *c,
+							      const uint8_t *buf, uint32_t len,
+							      bool sent)
+{
+	rr_conn_count_proc(c, len < 16 ? RR_CONN_PROC_NONE : rr_get_be32(buf + 12), len, sent);
+}
+
 /* Inlined in its callers where the link-time optimiser sees them (a
  * Send's one frame fewer, issue 16 part GC). */
-inline __attribute__((always_inline)) int rr_conn_post_send(struct rr_conn *c,
-							    const struct rr_conn_send *s,
-							    const uint8_t *slot_buf)
+inline __attribute__((always_inline)) int rr_conn_post_send_proc(struct rr_conn *c,
+								 const struct rr_conn_send *s,
+								 uint32_t proc)
 {
 	int rc;
 
-	rr_conn_count_form(c, slot_buf, s->len, true);
+	rr_conn_count_proc(c, proc, s->len, true);
 	rc = c->io.send(c->io.ctx, s);
 	if (rc)
 		return rc < 0 ? rc : 0;   /* 1: quiet, never told: not in flight */
@@ -68,6 +76,14 @@ inline __attribute__((always_inline)) int rr_conn_post_send(struct rr_conn *c,
 		c->tx_progress = rr_conn_now(c);   /* the first in flight */
 	c->sends_inflight++;
 	return 0;
+}
+
+inline __attribute__((always_inline)) int rr_conn_post_send(struct rr_conn *c,
+							    const struct rr_conn_send *s,
+							    const uint8_t *slot_buf)
+{
+	return rr_conn_post_send_proc(c, s,
+				      s->len < 16 ? RR_CONN_PROC_NONE : rr_get_be32(slot_buf + 12));
 }
 
 void rr_conn_send_watch(struct rr_conn *c, uint64_t since)

@@ -99,7 +99,10 @@ static inline __attribute__((always_inline)) int rq_send(struct rr_conn *c, stru
 	s.slot = slot;
 	s.len = (uint32_t)len;
 	s.token = TOK(TOK_SEND, NULL);
-	if (rr_conn_post_send(c, &s, buf)) {
+	/* the header's rdma_proc, as the builder wrote it (marshal_short's
+	 * and the general builder's: RDMA_NOMSG for a Long Call alone) */
+	if (rr_conn_post_send_proc(c, &s,
+				   k->rq->form == RR_XPRT_FORM_LONG ? RR_HDR_NOMSG : RR_HDR_MSG)) {
 		rr_xprt_rqst_forget(&c->req, k->rq);
 		c->io.slot_put(c->io.ctx, slot);
 		rq_free_mem(c, k);
@@ -282,8 +285,12 @@ rq_recv_general(struct rr_conn *c, struct rr_xprt_rqst *rq, const uint8_t *buf, 
  * word bc_may_be_call reads (word 8, CALL): the two never both pass. */
 _Static_assert(RR_HDR_MIN_MSG_SIZE + 4 == 8 * 4, "one-pass msg_type is bc_may_be_call's word");
 
-void rq_on_recv(struct rr_conn *c, uint32_t idx, const uint8_t *buf, uint32_t len, bool has_inv,
-		uint32_t inv_stag)
+/* (Inlined in its caller where the link-time optimiser sees it: the
+ * waiter's own Receive, rr_conn_on_recv_rq inlined in tp_on_wc_own, which
+ * tp_cq_wait_once inlines: no frame of its own for the common Reply.) */
+inline __attribute__((always_inline)) void rq_on_recv(struct rr_conn *c, uint32_t idx,
+						     const uint8_t *buf, uint32_t len,
+						     bool has_inv, uint32_t inv_stag)
 {
 	struct rr_xprt_reply res;
 	struct rr_xprt_rqst *rq = NULL;
@@ -338,7 +345,7 @@ int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc)
 	struct rq_call *k;
 	int rc;
 
-	k = rr_spare_take(&c->spare_calls);
+	k = rq_call_take(c);
 	if (!k) {
 		k = rr_alloc(c->env, sizeof(*k));
 		if (!k)
@@ -357,7 +364,7 @@ int rr_conn_submit(struct rr_conn *c, struct rr_conn_rpc *rpc)
 	 * with -EINVAL, as this function did before it; issue 16 part GC). */
 	rc = rr_xprt_rqst_prepare(&c->req, &rpc->desc, &k->rq);
 	if (rc) {
-		if (!rr_spare_put(&c->spare_calls, k))
+		if (!rq_call_keep(c, k))
 			rr_free(c->env, k);
 		return rc;
 	}
@@ -488,6 +495,6 @@ void rq_destroy(struct rr_conn *c)
 		k->inv_pending = 0;
 		rq_finish(c, k);
 	}
-	for (void *k; (k = rr_spare_take(&c->spare_calls));)
+	for (struct rq_call *k; (k = rq_call_take(c));)
 		rr_free(c->env, k);
 }

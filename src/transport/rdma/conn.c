@@ -1355,7 +1355,10 @@ static inline __attribute__((always_inline)) void on_recv_body(struct tp_conn *c
 	rr_conn_on_recv(cn->sess, idx, buf, len, has_inv, wc->invalidated_stag);
 }
 
-void tp_on_wc_own(struct tp_conn *cn, const struct rpcrdma_wc *wc)
+/* (Inlined in its callers where the link-time optimiser sees them:
+ * tp_cq_wait_once's batch of one, the waiter's Reply without a call.) */
+inline __attribute__((always_inline)) void tp_on_wc_own(struct tp_conn *cn,
+							 const struct rpcrdma_wc *wc)
 {
 	/* not a successful Receive of a live connection: tp_on_wc's way
 	 * (a client's connection has no pool: conn.c tp_pool_*) */
