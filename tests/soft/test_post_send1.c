@@ -93,6 +93,7 @@ static void one_as_general(bool crc)
 	struct rpcrdma_mr *ma, *mb;
 	struct rpcrdma_wc wca[4], wcb[4];
 	uint64_t id = 1, bare0;
+	uint32_t ka, kb;   /* the lkeys, kept for the Send after their MRs are gone */
 	unsigned sends = 0, wires = 0;
 
 	for (size_t i = 0; i < sizeof(src); i++)
@@ -139,10 +140,12 @@ static void one_as_general(bool crc)
 	CHECK_EQ(wires, sends);
 	/* a Send whose lkey is gone: completed in error on both (though
 	 * unsignaled), nothing on the wire, both QPs in the error state */
+	ka = rpcrdma_mr_lkey(ma);
+	kb = rpcrdma_mr_lkey(mb);
 	REQUIRE_EQ(rpcrdma_dereg_mr(ma), 0);
 	REQUIRE_EQ(rpcrdma_dereg_mr(mb), 0);
-	(void)post_one(&a, false, src, 64, rpcrdma_mr_lkey(ma), RPCRDMA_WR_SEND, 0, id);
-	(void)post_one(&b, true, src, 64, rpcrdma_mr_lkey(mb), RPCRDMA_WR_SEND, 0, id);
+	(void)post_one(&a, false, src, 64, ka, RPCRDMA_WR_SEND, 0, id);
+	(void)post_one(&b, true, src, 64, kb, RPCRDMA_WR_SEND, 0, id);
 	REQUIRE_EQ(cq_take(&a, wca), 1);
 	REQUIRE_EQ(cq_take(&b, wcb), 1);
 	CHECK_EQ(wca[0].status, RPCRDMA_WC_LOC_PROT_ERR);
