@@ -58,6 +58,29 @@ static inline int rr_post_send_own_ops(const struct rr_provider_ops *ops, struct
 	return ops->post_send(qp, wr, &bad);
 }
 
+/* rr_post_send_own_ops of @wr, a lone Send or Send With Invalidate of one
+ * SGE, not inline (the transport's lone Send: every inline Call, a Reply
+ * without Writes; tp_send_wr_fill builds it), through the provider's post_send1 op when it has one
+ * (provider.h: the same result without the tests of the shape), else
+ * post_send. A build without NDEBUG aborts on any other shape, after the
+ * public checks (as rr_post_send_own_ops). */
+static inline int rr_post_send1_own_ops(const struct rr_provider_ops *ops, struct rpcrdma_qp *pqp,
+					struct rpcrdma_send_wr *wr)
+{
+	struct rr_qp *qp = (struct rr_qp *)(void *)pqp;
+
+#ifndef NDEBUG
+	if (ops != qp->pd->ctx->ops || rr_send_wr_check(qp, wr))
+		abort();   /* not @pqp's ops, or a shape the public entry refuses */
+	if (wr->next || wr->num_sge != 1 || (wr->flags & RPCRDMA_SEND_INLINE) ||
+	    (wr->opcode != RPCRDMA_WR_SEND && wr->opcode != RPCRDMA_WR_SEND_WITH_INV))
+		abort();   /* not a lone Send of one SGE */
+#endif
+	if (RR_LIKELY(ops->post_send1 != NULL))
+		return ops->post_send1(qp, wr);
+	return rr_post_send_own_ops(ops, pqp, wr);
+}
+
 static inline int rr_post_send_own(struct rpcrdma_qp *pqp, struct rpcrdma_send_wr *wr)
 {
 	return rr_post_send_own_ops(((struct rr_qp *)(void *)pqp)->pd->ctx->ops, pqp, wr);

@@ -214,6 +214,15 @@ struct rr_provider_ops {
 			 struct rpcrdma_send_wr **bad);
 	int (*post_recv)(struct rr_qp *qp, struct rpcrdma_recv_wr *wr,
 			 struct rpcrdma_recv_wr **bad);
+	/* post_send1 (optional; the library's own lone Send, rdma/post_own.h
+	 * rr_post_send1_own_ops): post_send of @wr, which its caller vouches
+	 * is a lone Send or Send With Invalidate (no next) of one SGE, not
+	 * inline (the shape the dispatch layer's checks pass); the
+	 * same result, completions and bytes on the wire as post_send of it,
+	 * without the tests of the shape (the soft provider builds the FPDU
+	 * straight from the SGE; its post_send takes this op for that
+	 * shape). NULL: post_send is used. */
+	int (*post_send1)(struct rr_qp *qp, struct rpcrdma_send_wr *wr);
 
 	/* Shared receive queues. create_srq gets a checked attr (max_wr >= 1)
 	 * and sets srq->attr to what it granted; create_qp finds the SRQ in

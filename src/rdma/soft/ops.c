@@ -37,6 +37,7 @@ const struct rr_provider_ops rr_soft_ops = {
 	.destroy_qp = rr_soft_destroy_qp,
 	.post_send = rr_soft_post_send,
 	.post_recv = rr_soft_post_recv,
+	.post_send1 = rr_soft_post_send1,
 	.create_srq = rr_soft_create_srq,
 	.destroy_srq = rr_soft_destroy_srq,
 	.post_srq_recv = rr_soft_post_srq_recv,

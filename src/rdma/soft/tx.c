@@ -367,12 +367,17 @@ static bool tx_one_fast(struct soft_qp *qp)
  * queue was empty: nothing of this QP's send queue is older). Otherwise it
  * becomes the WQE it would have been, ended by tx_one_end. false: nothing
  * done, the WQE path's turn (an SGE that fails its check completes in
- * error there). Inlined into rr_soft_post_send, its one caller: one call,
- * one set of saved registers per Send less. */
+ * error there). Its caller (rr_soft_post_send1, the post_send1 op) has
+ * the shape checked: a Send or Send With Invalidate of one SGE, not
+ * inline, alone (rr_soft_post_send tests it; the library's own lone Send
+ * vouches for it, rdma/post_own.h): its one SGE resolved without the
+ * general loop (sge_resolve_one, as sge_resolve does for one). Inlined into
+ * rr_soft_post_send1, its one caller: one call, one set of saved
+ * registers per Send less. */
 static inline __attribute__((always_inline)) bool tx_send_bare(struct soft_qp *qp,
 								const struct rpcrdma_send_wr *wr)
 {
-	struct iovec iov[SOFT_MAX_SGE];
+	struct iovec iov[1];
 	/* the FPDU, built on the stack (warm), not in the QP's txcopy (a
 	 * connection's own lines, cold when many take turns: issue 16 part
 	 * CU); copied there only when the socket does not take it whole */
@@ -383,11 +388,10 @@ static inline __attribute__((always_inline)) bool tx_send_bare(struct soft_qp *q
 	size_t len;
 	ssize_t n;
 
-	if ((wr->opcode != RPCRDMA_WR_SEND && wr->opcode != RPCRDMA_WR_SEND_WITH_INV) ||
-	    (wr->flags & RPCRDMA_SEND_INLINE) || wr->num_sge > SOFT_MAX_SGE || qp->sq_count ||
-	    !qp->sq_cap || !tx_idle(qp))
+	if (qp->sq_count || !qp->sq_cap || !tx_idle(qp))
 		return false;
-	if (sge_resolve(qp, &qp->sq_lc, wr->sg_list, wr->num_sge, 0, iov, &cnt, &tot))
+	if (sge_resolve_one(&qp->ctx->mrt, &qp->pd->base, &qp->sq_lc, wr->sg_list, 0, iov, &cnt,
+			    &tot))
 		return false;
 	/* one piece (the transport's every Send) that fits one FPDU and
 	 * txcopy: built without rr_ddp_tx_one's checks, which the op and the
@@ -456,16 +460,17 @@ static void wqe_bind(struct soft_qp *qp, struct soft_wqe *w, const struct rpcrdm
 	w->state = WQE_DONE;
 }
 
-int rr_soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct rpcrdma_send_wr **bad)
+/* tx_lock held: the chain @wr posted as work requests (each checked
+ * against the QP's state and room, its WQE built), then the transmit side
+ * run (tx_one_fast, else the batch loop). 0 or the first refusal's errno
+ * (*@bad, when @bad is not NULL, the refused work request). Out of line:
+ * the lone Send's path (tx_send_bare) of both post ops keeps its frame
+ * free of the loop's registers. */
+static __attribute__((noinline)) int post_send_wqes(struct soft_qp *qp, struct rpcrdma_send_wr *wr,
+						    struct rpcrdma_send_wr **bad)
 {
-	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
 	int ret = 0;
 
-	rr_lock(&qp->tx_lock);
-	if (!wr->next && qp->state == QPS_RTS && tx_send_bare(qp, wr)) {
-		rr_unlock(&qp->tx_lock);
-		return 0;
-	}
 	for (; wr; wr = wr->next) {
 		struct soft_wqe *w;
 		int r = 0;
@@ -518,6 +523,48 @@ int rr_soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct rpc
 		*bad = wr;
 	if (qp->state != QPS_RTS || !tx_one_fast(qp))
 		rr_soft_qp_tx_locked(qp);
+	return ret;
+}
+
+/* The post_send1 op (provider.h): @wr, a lone Send or Send With
+ * Invalidate of one SGE, not inline (its caller
+ * vouches for the shape: rr_soft_post_send below, or the library's own
+ * lone Send, rdma/post_own.h), without a WQE when it can
+ * (tx_send_bare), else as a work request (post_send_wqes). The one body
+ * of a lone Send for both ops. */
+int rr_soft_post_send1(struct rr_qp *base, struct rpcrdma_send_wr *wr)
+{
+	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
+	int ret;
+
+	rr_lock(&qp->tx_lock);
+	if (RR_LIKELY(qp->state == QPS_RTS) && tx_send_bare(qp, wr)) {
+		rr_unlock(&qp->tx_lock);
+		return 0;
+	}
+	ret = post_send_wqes(qp, wr, NULL);
+	rr_unlock(&qp->tx_lock);
+	return ret;
+}
+
+/* A lone Send or Send With Invalidate of one SGE, not inline (the shape
+ * rr_soft_post_send1 takes): that op, its refusal's *@bad set here;
+ * anything else as work requests (a lone Send of another SGE count too:
+ * through its WQE, in one pass by tx_one_fast when it can). */
+int rr_soft_post_send(struct rr_qp *base, struct rpcrdma_send_wr *wr, struct rpcrdma_send_wr **bad)
+{
+	struct soft_qp *qp = RR_CONTAINER_OF(base, struct soft_qp, base);
+	int ret;
+
+	if (!wr->next && (wr->opcode == RPCRDMA_WR_SEND || wr->opcode == RPCRDMA_WR_SEND_WITH_INV) &&
+	    !(wr->flags & RPCRDMA_SEND_INLINE) && wr->num_sge == 1) {
+		ret = rr_soft_post_send1(base, wr);
+		if (ret && bad)
+			*bad = wr;
+		return ret;
+	}
+	rr_lock(&qp->tx_lock);
+	ret = post_send_wqes(qp, wr, bad);
 	rr_unlock(&qp->tx_lock);
 	return ret;
 }

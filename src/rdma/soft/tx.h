@@ -6,6 +6,9 @@
 #include "rdma/soft/soft.h"
 
 int rr_soft_post_send(struct rr_qp *qp, struct rpcrdma_send_wr *wr, struct rpcrdma_send_wr **bad);
+/* The post_send1 op (provider.h): rr_soft_post_send of a lone Send of one
+ * SGE whose shape the caller vouches for. */
+int rr_soft_post_send1(struct rr_qp *qp, struct rpcrdma_send_wr *wr);
 /* Transmits queued work; caller holds tx_lock. */
 void rr_soft_qp_tx_locked(struct soft_qp *qp);
 /* Builds the QP's Terminate from @t unless one is pending already (the QP

@@ -948,8 +948,10 @@ static inline __attribute__((always_inline)) int conn_send(struct tp_conn *cn,
 		/* the provider's ops from the endpoint's context (a line the
 		 * Send reads anyway), as tp_post_deferred: not by the walk qp
 		 * -> pd -> ctx, the QP's PD a cold line per Send at many
-		 * connections (the QP and its PD are made on ep->ctx: conn_new) */
-		rc = rr_post_send_own_ops(RR_BASE(context, cn->ep->ctx)->ops, cn->qp, &w);
+		 * connections (the QP and its PD are made on ep->ctx: conn_new);
+		 * through the provider's one-SGE Send op (post_send1: no tests
+		 * of the shape, which this builder fixes) */
+		rc = rr_post_send1_own_ops(RR_BASE(context, cn->ep->ctx)->ops, cn->qp, &w);
 		if (rc)
 			return rc;
 		tp_unsig_posted(cn, s->slot, unsig);
