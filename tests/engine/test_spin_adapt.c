@@ -136,11 +136,13 @@ TEST(spin_adapt_recovers_when_spinning_pays_again)
 	CHECK_EQ(rr_spin_adapt_budget(&a, MAX), (uint64_t)MAX);
 }
 
-/* RPCRDMA_SOFT_SPIN: adaptive unless "fixed" */
+/* RPCRDMA_SOFT_SPIN: fixed unless "adaptive" */
 TEST(spin_adapt_mode_from_environment)
 {
 	unsetenv("RPCRDMA_SOFT_SPIN");
-	CHECK(rr_spin_adaptive_env());
+	CHECK(!rr_spin_adaptive_env());
+	setenv("RPCRDMA_SOFT_SPIN", "", 1);
+	CHECK(!rr_spin_adaptive_env());
 	setenv("RPCRDMA_SOFT_SPIN", "adaptive", 1);
 	CHECK(rr_spin_adaptive_env());
 	setenv("RPCRDMA_SOFT_SPIN", "fixed", 1);

@@ -311,7 +311,7 @@ TEST(soft_spin_backs_off_when_idle)
 	soft_net_down(&n);
 }
 
-/* The adaptive budget (RPCRDMA_SOFT_SPIN=adaptive, the default) in the
+/* The adaptive budget (RPCRDMA_SOFT_SPIN=adaptive; the default is fixed) in the
  * fast waiter (sock.c rr_soft_sock_readv_fast): nothing arrives for 40
  * fast reads (each a SOFT_FAST_BLOCK_MS sleep that runs out): its misses
  * halve the budget in threes down to 0 (RR_SPIN_ADAPT_OFF halvings), then
