@@ -261,41 +261,6 @@ static bool cq_look(struct soft_cq *q, bool date)
 	return true;
 }
 
-/* The batch's cold lines requested at once (issue 16 part JG): with many
- * connections each ready QP's receive-side lines have gone cold since its
- * last turn, and the loop below would take their misses one after the
- * other, a system call apart. A prefetch (never faults) of each ready
- * QP's rx_lock line, its parser's and its stage buffer lets them proceed
- * together. qlock held: the slots are read as soft_cq_lookup reads them;
- * only the addresses of fields are taken (stage is set at creation), no
- * field that rx_lock guards is read. Inline always: a call of it alone
- * would be dropped (GCC finds a function of prefetches only pure). */
-static inline __attribute__((always_inline)) void cq_prefetch_batch(struct soft_cq *q, const struct epoll_event *evs, int n)
-{
-	for (int i = 0; i < n; i++) {
-		uint64_t tok = evs[i].data.u64;
-		struct soft_qp *qp;
-
-		if (tok == SOFT_TOK_RING || tok == SOFT_TOK_WAKE ||
-		    !(evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
-			continue;
-		qp = soft_cq_lookup(q, tok);
-		if (!qp)
-			continue;
-		__builtin_prefetch(&qp->rx_lock, 1);
-		__builtin_prefetch(&qp->rx, 1);
-		__builtin_prefetch(qp->stage, 1);
-	}
-}
-
-/* rx_lock of @qp held: its next Receive's entry (own queue) requested
- * before the socket read, so that the parse after it finds it loaded. */
-static inline __attribute__((always_inline)) void cq_prefetch_recv(const struct soft_qp *qp)
-{
-	if (!qp->srq && qp->rq_count)
-		__builtin_prefetch(soft_rq_at(qp, qp->rq_head), 0);
-}
-
 /* Receives / transmits on the ready sockets of @q in the calling thread:
  * epoll_wait for up to @timeout_ms (0: what is ready now). @drain consumes
  * the ring's notification too (a waiter would spin on it). Returns the
@@ -316,8 +281,6 @@ static int cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block
 	rr_soft_tls_cq = q;
 	rr_soft_tls_waiter = drain; /* drain: called by rpcrdma_cq_wait */
 	pthread_mutex_lock(&q->qlock);
-	if (n > 1)
-		cq_prefetch_batch(q, evs, n);
 	for (int i = 0; i < n; i++) {
 		uint64_t tok = evs[i].data.u64;
 		struct soft_qp *qp;
@@ -336,7 +299,6 @@ static int cq_progress(struct soft_cq *q, int timeout_ms, bool drain, bool block
 			continue;
 		if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
 			if (block ? (rr_lock(&qp->rx_lock), true) : rr_trylock(&qp->rx_lock)) {
-				cq_prefetch_recv(qp);
 				rr_soft_qp_rx(qp);
 				rr_unlock(&qp->rx_lock);
 				last = qp;

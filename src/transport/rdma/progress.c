@@ -147,25 +147,6 @@ static bool cq_got(struct tp_cq *q, int n)
 	return want;
 }
 
-/* A batch's connections requested at once before feed_body walks it
- * (issue 16 part JG): with many connections each one's tp_conn and
- * endpoint lines have gone cold since its last turn, and feed_body would
- * take their misses one after the other, a Send (a system call) apart.
- * The prefetches never fault; cn->ep is read as feed_body reads it.
- * Inline always: a call of it alone may be dropped (GCC finds a function
- * of prefetches only pure). */
-static inline __attribute__((always_inline)) void feed_prefetch(const struct rpcrdma_wc *wc, int n)
-{
-	for (int i = 0; i < n; i++) {
-		struct tp_conn *cn = wc[i].qp ? rpcrdma_qp_user_ctx(wc[i].qp) : NULL;
-
-		if (cn) {
-			__builtin_prefetch(&cn->ep->lock, 1);
-			__builtin_prefetch(cn->sess, 1);
-		}
-	}
-}
-
 /* Drains @q (at most @max batches); with @got, what was taken uses up
  * the loop's arm (cq_got); with @kept (may be NULL), the last batch's
  * feed may keep its endpoint's lock (feed). Returns the completions
@@ -186,8 +167,6 @@ static int cq_drain(struct tp_cq *q, struct tp_ep **touched, int max, bool got,
 		if (n > 0) {
 			bool last = n < WC_BATCH || batches + 1 >= max;
 
-			if (n > 1)
-				feed_prefetch(wc, n);
 			feed_body(wc, n, NULL, touched, NULL, NULL, last ? kept : NULL,
 				  true, NULL);
 			total += n;
