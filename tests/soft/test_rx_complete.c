@@ -209,17 +209,36 @@ TEST(soft_rx_completion_fields_direct_and_ring)
  * 0 and the Receives stay posted. */
 static struct {
 	struct soft_qp *qp;
+	enum soft_race at;
 	atomic_int armed;
 } fail_race;
 
-static void fail_in_push(enum soft_race pt, void *obj)
+/* The race hook: fails the QP from its send side, once, at fail_race.at. */
+static void fail_at(enum soft_race pt, void *obj)
 {
 	RR_UNUSED(obj);
-	if (pt != SOFT_RACE_PUSH || !atomic_exchange(&fail_race.armed, 0))
+	if (pt != fail_race.at || !atomic_exchange(&fail_race.armed, 0))
 		return;
 	rr_lock(&fail_race.qp->tx_lock);
 	rr_soft_qp_error_tx_locked(fail_race.qp, NULL);
 	rr_unlock(&fail_race.qp->tx_lock);
+}
+
+/* One Send of @len that fails @p's QP at @at: the receive call answers
+ * -ENOTCONN, the hook fired, the QP is in error with its Receives flushed. */
+static void send_failing_at(struct rc_pair *p, enum soft_race at, uint32_t len)
+{
+	fail_race.qp = p->sq;
+	fail_race.at = at;
+	atomic_store(&fail_race.armed, 1);
+	rr_soft_test_set_race_hook(fail_at);
+	rc_send(p, RR_OP_SEND, len, 0);
+	CHECK_EQ(rc_rx(p), -ENOTCONN);
+	rr_soft_test_set_race_hook(NULL);
+	CHECK_EQ(atomic_load(&fail_race.armed), 0);
+	CHECK_EQ(p->sq->state, QPS_ERROR);
+	CHECK(p->sq->rq_flushed);
+	CHECK_EQ(p->sq->rq_count, 0);
 }
 
 TEST(soft_rx_error_during_a_lone_send_flushes_at_once)
@@ -237,16 +256,7 @@ TEST(soft_rx_error_during_a_lone_send_flushes_at_once)
 	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 8, wc), 1);
 	rc_check_wc(&p, &wc[0], 10, 40, 0, 0);
 	/* the second fails the QP as its completion is pushed */
-	fail_race.qp = p.sq;
-	atomic_store(&fail_race.armed, 1);
-	rr_soft_test_set_race_hook(fail_in_push);
-	rc_send(&p, RR_OP_SEND, 52, 0);
-	CHECK_EQ(rc_rx(&p), -ENOTCONN);
-	rr_soft_test_set_race_hook(NULL);
-	CHECK_EQ(atomic_load(&fail_race.armed), 0);
-	CHECK_EQ(p.sq->state, QPS_ERROR);
-	CHECK(p.sq->rq_flushed);
-	CHECK_EQ(p.sq->rq_count, 0);
+	send_failing_at(&p, SOFT_RACE_PUSH, 52);
 	/* its completion, then the last Receive's flush, in one poll */
 	got = rpcrdma_cq_poll(p.cq, 8, wc);
 	REQUIRE(got >= 2);
@@ -262,16 +272,6 @@ TEST(soft_rx_error_during_a_lone_send_flushes_at_once)
  * and the call answers -ENOTCONN, as the loop's top did after every read.
  * Fails with the straight line's look at the state before its parse
  * taken out (rx.c qp_rx, "goto parse"): the Send completes first. */
-static void fail_in_read(enum soft_race pt, void *obj)
-{
-	RR_UNUSED(obj);
-	if (pt != SOFT_RACE_RX_READ || !atomic_exchange(&fail_race.armed, 0))
-		return;
-	rr_lock(&fail_race.qp->tx_lock);
-	rr_soft_qp_error_tx_locked(fail_race.qp, NULL);
-	rr_unlock(&fail_race.qp->tx_lock);
-}
-
 TEST(soft_rx_error_after_the_read_completes_nothing)
 {
 	struct rpcrdma_wc wc[8];
@@ -280,16 +280,7 @@ TEST(soft_rx_error_after_the_read_completes_nothing)
 	rc_up(&p, false);
 	for (unsigned i = 0; i < 3; i++)
 		rc_recv(&p, 20 + i, 256 * i);
-	fail_race.qp = p.sq;
-	atomic_store(&fail_race.armed, 1);
-	rr_soft_test_set_race_hook(fail_in_read);
-	rc_send(&p, RR_OP_SEND, 52, 0);
-	CHECK_EQ(rc_rx(&p), -ENOTCONN);
-	rr_soft_test_set_race_hook(NULL);
-	CHECK_EQ(atomic_load(&fail_race.armed), 0);
-	CHECK_EQ(p.sq->state, QPS_ERROR);
-	CHECK(p.sq->rq_flushed);
-	CHECK_EQ(p.sq->rq_count, 0);
+	send_failing_at(&p, SOFT_RACE_RX_READ, 52);
 	REQUIRE_EQ(rpcrdma_cq_poll(p.cq, 8, wc), 3);
 	for (unsigned i = 0; i < 3; i++) {
 		CHECK_EQ(wc[i].wr_id, 20 + i);
