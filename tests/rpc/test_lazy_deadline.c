@@ -136,6 +136,17 @@ static void still_running_at(struct run *r, uint64_t t, atomic_ulong *ctr, unsig
 	CHECK(!atomic_load(&r->done));
 }
 
+/* At most a slice late: with the clock 20 ms past the call's 1,000 ms
+ * timeout, the call has timed out (its thread joined, the call destroyed). */
+static void timed_out_by_a_slice(struct run *r)
+{
+	atomic_store(&vt_ns, V0 + 1020 * MS);
+	REQUIRE(rr_test_wait_for(run_done, r, "the call timed out"));
+	REQUIRE_EQ(pthread_join(r->t, NULL), 0);
+	CHECK_EQ(r->rc, -ETIMEDOUT);
+	rpcrdma_call_destroy(r->call);
+}
+
 /* ---- a scripted transport: answers at once, or never ---- */
 
 struct rr_xprt_client {
@@ -296,12 +307,7 @@ TEST(rpc_lazy_deadline_on_virtual_time)
 	CHECK_EQ(lf_reads_before, 0);   /* no clock read before the first wait */
 	/* never early: its timer looks at 1 ms before the timeout */
 	still_running_at(&r, V0 + 999 * MS, &vt_reads_other, 4);
-	/* at most a slice late: timed out by 20 ms after the timeout */
-	atomic_store(&vt_ns, V0 + 1020 * MS);
-	REQUIRE(rr_test_wait_for(run_done, &r, "the call timed out"));
-	REQUIRE_EQ(pthread_join(r.t, NULL), 0);
-	CHECK_EQ(r.rc, -ETIMEDOUT);
-	rpcrdma_call_destroy(call);
+	timed_out_by_a_slice(&r);
 
 	/* and the next call is answered without a clock read again */
 	lf_answer = true;
@@ -399,12 +405,7 @@ TEST(rpc_rdma_lazy_deadline_virtual)
 	 * before */
 	still_running_at(&r, V0 + 999 * MS, &vt_reads_other, 2);
 	still_running_at(&r, V0 + 999 * MS, &vt_reads_run, 2);
-	/* at most a slice late */
-	atomic_store(&vt_ns, V0 + 1020 * MS);
-	REQUIRE(rr_test_wait_for(run_done, &r, "the call timed out"));
-	REQUIRE_EQ(pthread_join(r.t, NULL), 0);
-	CHECK_EQ(r.rc, -ETIMEDOUT);
-	rpcrdma_call_destroy(call);
+	timed_out_by_a_slice(&r);
 	rpcrdma_client_destroy(c);
 	rpcrdma_server_destroy(s);
 }
